@@ -1,0 +1,161 @@
+"""Typed capability objects: the parsed form of the lexicon in design.md section 3.
+
+Each class keeps the string it was declared as (``declared``) and renders its
+normalised form with ``str()``. A capability whose text references
+configuration (``fs.read:${config.root}``) is *templated* until
+:func:`caplet._capabilities._parse.substitute` resolves it; a templated
+capability grants nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = [
+    "AppCapability",
+    "Capability",
+    "CapabilityKind",
+    "EnvReadCapability",
+    "FsCapability",
+    "HostCallCapability",
+    "NetHttpCapability",
+    "ProcExecCapability",
+]
+
+
+class CapabilityKind(enum.Enum):
+    """The prefix before the first ``:`` of a capability string."""
+
+    FS_READ = "fs.read"
+    FS_WRITE = "fs.write"
+    NET_HTTP = "net.http"
+    ENV_READ = "env.read"
+    PROC_EXEC = "proc.exec"
+    HOST_CALL = "host.call"
+    APP = "app"
+
+
+@dataclass(frozen=True, slots=True)
+class FsCapability:
+    """``fs.read:<path or glob>`` / ``fs.write:<path or glob>``.
+
+    ``path`` is absolute and normalised (no ``..``, no trailing slash) once
+    substituted; ``is_glob`` is true when it contains ``*``, ``?`` or ``[``.
+    """
+
+    kind: CapabilityKind
+    path: str
+    declared: str
+    templated: bool = False
+    is_glob: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class NetHttpCapability:
+    """``net.http:<scheme>://<host>[:port][/path-prefix]``.
+
+    ``host`` is lower-case ASCII without a trailing dot; ``wildcard`` means
+    ``*.host`` (subdomains of ``host``, not ``host`` itself). ``port`` is
+    always explicit (the scheme default when not written).
+    """
+
+    scheme: str
+    host: str
+    port: int
+    path_prefix: str
+    declared: str
+    wildcard: bool = False
+    templated: bool = False
+
+    @property
+    def kind(self) -> CapabilityKind:
+        return CapabilityKind.NET_HTTP
+
+    def __str__(self) -> str:
+        host = f"*.{self.host}" if self.wildcard else self.host
+        default_port = {"http": 80, "https": 443}[self.scheme]
+        port = "" if self.port == default_port else f":{self.port}"
+        return f"net.http:{self.scheme}://{host}{port}{self.path_prefix}"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvReadCapability:
+    """``env.read:<NAME>``: exactly one environment variable."""
+
+    name: str
+    declared: str
+    templated: bool = False
+
+    @property
+    def kind(self) -> CapabilityKind:
+        return CapabilityKind.ENV_READ
+
+    def __str__(self) -> str:
+        return f"env.read:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcExecCapability:
+    """``proc.exec:<program>``: run that one program (a name or absolute path).
+
+    ``is_shell_or_interpreter`` marks programs that can run arbitrary code
+    (sh, bash, python, node, env, sudo ...): granting one grants everything.
+    """
+
+    program: str
+    declared: str
+    templated: bool = False
+    is_shell_or_interpreter: bool = False
+
+    @property
+    def kind(self) -> CapabilityKind:
+        return CapabilityKind.PROC_EXEC
+
+    def __str__(self) -> str:
+        return f"proc.exec:{self.program}"
+
+
+@dataclass(frozen=True, slots=True)
+class HostCallCapability:
+    """``host.call:<module>``: call another plugin's module (listed in ``requires``)."""
+
+    module: str
+    declared: str
+    templated: bool = False
+
+    @property
+    def kind(self) -> CapabilityKind:
+        return CapabilityKind.HOST_CALL
+
+    def __str__(self) -> str:
+        return f"host.call:{self.module}"
+
+
+@dataclass(frozen=True, slots=True)
+class AppCapability:
+    """``app:<name>``: a capability the embedding application defines and brokers."""
+
+    name: str
+    declared: str
+    templated: bool = False
+
+    @property
+    def kind(self) -> CapabilityKind:
+        return CapabilityKind.APP
+
+    def __str__(self) -> str:
+        return f"app:{self.name}"
+
+
+Capability = (
+    FsCapability
+    | NetHttpCapability
+    | EnvReadCapability
+    | ProcExecCapability
+    | HostCallCapability
+    | AppCapability
+)

@@ -1,0 +1,113 @@
+"""The validated, immutable form of a plugin manifest (``plugin.toml``/``plugin.json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from caplet._capabilities._model import Capability
+from caplet._config._schema import ConfigField
+
+__all__ = [
+    "FunctionSpec",
+    "Hints",
+    "Limits",
+    "Manifest",
+    "ModuleSpec",
+    "Requirement",
+]
+
+#: File names a plugin directory may use for its manifest, in lookup order.
+MANIFEST_NAMES = ("plugin.toml", "plugin.json")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSpec:
+    """One exported function of a module; schemas are optional JSON Schemas."""
+
+    name: str
+    description: str = ""
+    args_schema: Mapping[str, object] | None = None
+    returns_schema: Mapping[str, object] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleSpec:
+    """A module guests import as ``host.<name>``, with its declared functions."""
+
+    name: str
+    functions: tuple[FunctionSpec, ...]
+    description: str = ""
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.functions)
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """Text appended to an agent's system message while the plugin is enabled."""
+
+    overview: str = ""
+    related_modules: tuple[str, ...] = ()
+    critical_rules: tuple[str, ...] = ()
+    anti_patterns: tuple[str, ...] = ()
+    common_patterns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """Another plugin this one needs, with a PEP 440 specifier (may be empty)."""
+
+    name: str
+    specifier: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.specifier}"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-plugin resource limits; ``None`` means "the policy default"."""
+
+    timeout_ms: int | None = None
+    memory_mb: int | None = None
+    cpu_s: int | None = None
+    max_output_kb: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A validated manifest. Nothing in it came from running plugin code."""
+
+    name: str
+    version: str
+    description: str
+    modules: tuple[ModuleSpec, ...]
+    path: Path
+    entry: str = "plugin.py"
+    hooks: tuple[str, ...] = ()
+    capabilities: tuple[Capability, ...] = ()
+    config: tuple[ConfigField, ...] = ()
+    hints: Hints = field(default_factory=Hints)
+    requires: tuple[Requirement, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.path.parent
+
+    def module(self, name: str) -> ModuleSpec | None:
+        """The declared module called ``name``, if any."""
+        for module in self.modules:
+            if module.name == name:
+                return module
+        return None
+
+    def config_field(self, name: str) -> ConfigField | None:
+        """The declared configuration field called ``name``, if any."""
+        for config_field in self.config:
+            if config_field.name == name:
+                return config_field
+        return None

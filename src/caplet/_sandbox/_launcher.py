@@ -1,0 +1,88 @@
+"""The seam between the host and a plugin's worker process.
+
+The host asks a :class:`Launcher` for a worker and talks to it only through
+the returned :class:`Worker`. The Foundation ships
+:class:`caplet._sandbox._subprocess.SubprocessLauncher` (a plain child
+process: new session, empty environment, no inherited descriptors); the
+Sandbox issue adds kernel isolation behind the same Protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from caplet._config._schema import ConfigValue
+
+__all__ = ["Launcher", "StartedWorker", "Worker", "WorkerSpec"]
+
+#: Values that may cross the channel (msgpack-compatible, JSON-like).
+WireValue = object
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Everything a worker needs to load one plugin, and nothing more.
+
+    ``snapshot_dir`` is the private read-only copy whose hash the host has
+    verified; ``modules`` maps each declared module to its declared function
+    names, the only ones the worker may register. ``workdir`` is the worker's
+    private, empty working directory.
+    """
+
+    plugin: str
+    snapshot_dir: Path
+    entry: str
+    config: Mapping[str, ConfigValue]
+    modules: Mapping[str, tuple[str, ...]]
+    workdir: Path
+    start_timeout_s: float = 10.0
+    max_frame_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StartedWorker:
+    """What the worker reported once ready: what it registered and rejected.
+
+    ``rejected`` holds ``"module"`` or ``"module.function"`` strings the
+    plugin returned from ``create_functions`` without declaring them.
+    """
+
+    registered: Mapping[str, tuple[str, ...]]
+    rejected: tuple[str, ...]
+
+
+class Worker(Protocol):
+    """A live worker: call its functions, then close it."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def started(self) -> StartedWorker: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def call(
+        self,
+        module: str,
+        function: str,
+        args: Sequence[WireValue],
+        kwargs: Mapping[str, WireValue],
+        *,
+        timeout_s: float,
+    ) -> WireValue: ...
+
+    def close(self) -> None: ...
+
+
+class Launcher(Protocol):
+    """Starts workers; the isolation a worker gets is the launcher's business."""
+
+    @property
+    def isolation(self) -> str: ...
+
+    def start(self, spec: WorkerSpec) -> Worker: ...

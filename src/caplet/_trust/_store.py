@@ -1,0 +1,88 @@
+"""The persistent trust state: a Protocol, and the records that cross it.
+
+The host depends only on :class:`TrustStore`; :mod:`caplet._trust._sqlite`
+is the implementation (SQLite, WAL). Approval is keyed by plugin name and
+pinned to a content hash; audits are keyed by content hash, so any change to
+any file makes both stale at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from caplet._audit._model import AuditResult, Verdict
+from caplet._severity import RiskLevel
+
+__all__ = ["ApprovalRecord", "Decision", "QuarantineRecord", "TrustStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """A persistent approval: this exact tree, with these capabilities."""
+
+    name: str
+    content_hash: str
+    capabilities: tuple[str, ...]
+    approved_at: float
+    risk_level: RiskLevel
+    verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineRecord:
+    """A plugin taken out of service until a human releases it."""
+
+    name: str
+    reason: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One entry of the permission/decision log (design.md layer 15).
+
+    ``action`` is what was decided about (``approve``, ``enable``,
+    ``register``, ``call`` ...), ``target`` what it applied to (a module, a
+    capability, a URL), ``allowed`` the outcome and ``detail`` the reason.
+    ``id`` is assigned by the store (0 before it is written).
+    """
+
+    at: float
+    plugin: str
+    action: str
+    target: str
+    allowed: bool
+    detail: str = ""
+    id: int = 0
+
+
+class TrustStore(Protocol):
+    """Where approvals, cached audits, quarantine and the decision log live."""
+
+    def get_approval(self, name: str) -> ApprovalRecord | None: ...
+
+    def put_approval(self, record: ApprovalRecord) -> None: ...
+
+    def delete_approval(self, name: str) -> bool: ...
+
+    def list_approvals(self) -> Sequence[ApprovalRecord]: ...
+
+    def get_audit(self, content_hash: str) -> AuditResult | None: ...
+
+    def put_audit(self, audit: AuditResult) -> None: ...
+
+    def get_quarantine(self, name: str) -> QuarantineRecord | None: ...
+
+    def put_quarantine(self, record: QuarantineRecord) -> None: ...
+
+    def delete_quarantine(self, name: str) -> bool: ...
+
+    def list_quarantine(self) -> Sequence[QuarantineRecord]: ...
+
+    def log_decision(self, decision: Decision) -> None: ...
+
+    def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]: ...
+
+    def close(self) -> None: ...
