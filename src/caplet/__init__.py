@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "CapletError": "caplet._errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["CapletError"]
 
 
 def __getattr__(name: str) -> Any:

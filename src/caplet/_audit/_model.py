@@ -5,8 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from caplet._scan._model import Finding
-from caplet._severity import RiskLevel
+from caplet._findings import Finding, RiskLevel
 
 __all__ = ["STATIC_ONLY", "AuditResult", "Verdict"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from caplet._audit._model import AuditResult, Verdict
-from caplet._severity import RiskLevel
+from caplet._findings import RiskLevel
 
 __all__ = ["ApprovalRecord", "Decision", "QuarantineRecord", "TrustStore"]
 

@@ -1,10 +1,15 @@
-"""Ordered severities and risk levels shared by the scan, audit and host layers."""
+"""Findings and their ordered severities, and risk levels.
+
+They sit below every layer because the capability lint, the static scanner,
+the auditor and the host all produce or show findings.
+"""
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-__all__ = ["RiskLevel", "Severity"]
+__all__ = ["Finding", "RiskLevel", "Severity"]
 
 
 class Severity(enum.Enum):
@@ -47,3 +52,29 @@ class RiskLevel(enum.Enum):
 
 
 _RISK_ORDER = {RiskLevel.LOW: 0, RiskLevel.MEDIUM: 1, RiskLevel.HIGH: 2, RiskLevel.CRITICAL: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the scanner (or the composition lint, or an auditor) noticed.
+
+    ``file`` is relative to the scanned root (``""`` for findings about the
+    manifest as a whole); ``line``/``column`` are 1-based (0 when unknown).
+    ``capability`` names the capability kind (or exact capability) that would
+    cover the behaviour, and ``covered`` says whether the plugin declares it;
+    a covered finding has already had its severity lowered.
+    """
+
+    rule_id: str
+    severity: Severity
+    message: str
+    file: str = ""
+    line: int = 0
+    column: int = 0
+    excerpt: str = ""
+    capability: str | None = None
+    covered: bool = False
+
+    def sort_key(self) -> tuple[int, str, int, int, str]:
+        """Deterministic order: severity (danger first), file, line, column, rule."""
+        return (self.severity.rank, self.file, self.line, self.column, self.rule_id)
