@@ -1,9 +1,12 @@
 """caplet: capability-scoped plugins for Python.
 
-The public API is exactly ``__all__``. Names are imported lazily (PEP 562) so
-that ``import caplet`` stays cheap for the CLI and, above all, so that a
-worker process importing :mod:`caplet._sandbox._worker` does not pay for the
-host's dependencies (pydantic, rich, sqlite) before it runs a plugin.
+The public API is exactly ``__all__``; everything else (modules whose names
+start with an underscore) is private and may change without notice.
+
+Names are imported lazily (PEP 562): ``import caplet`` stays cheap for the
+CLI, and, above all, a worker process importing :mod:`caplet._sandbox._worker`
+does not pay for the host's dependencies (pydantic, rich, sqlite3) before it
+runs a plugin.
 """
 
 from __future__ import annotations
@@ -11,16 +14,341 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from caplet._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from caplet._errors import CapletError as CapletError
+    from caplet._audit._model import (
+        AuditResult as AuditResult,
+    )
+    from caplet._audit._model import (
+        Verdict as Verdict,
+    )
+    from caplet._capabilities._lint import (
+        lint_composition as lint_composition,
+    )
+    from caplet._capabilities._model import (
+        AppCapability as AppCapability,
+    )
+    from caplet._capabilities._model import (
+        Capability as Capability,
+    )
+    from caplet._capabilities._model import (
+        CapabilityKind as CapabilityKind,
+    )
+    from caplet._capabilities._model import (
+        EnvReadCapability as EnvReadCapability,
+    )
+    from caplet._capabilities._model import (
+        FsCapability as FsCapability,
+    )
+    from caplet._capabilities._model import (
+        HostCallCapability as HostCallCapability,
+    )
+    from caplet._capabilities._model import (
+        NetHttpCapability as NetHttpCapability,
+    )
+    from caplet._capabilities._model import (
+        ProcExecCapability as ProcExecCapability,
+    )
+    from caplet._capabilities._parse import (
+        parse_capability as parse_capability,
+    )
+    from caplet._config._prompt import (
+        Prompter as Prompter,
+    )
+    from caplet._config._schema import (
+        ConfigField as ConfigField,
+    )
+    from caplet._config._schema import (
+        ConfigType as ConfigType,
+    )
+    from caplet._config._schema import (
+        ConfigValue as ConfigValue,
+    )
+    from caplet._errors import (
+        AuditError as AuditError,
+    )
+    from caplet._errors import (
+        CallTimeoutError as CallTimeoutError,
+    )
+    from caplet._errors import (
+        CapabilityError as CapabilityError,
+    )
+    from caplet._errors import (
+        CapletError as CapletError,
+    )
+    from caplet._errors import (
+        ConfigError as ConfigError,
+    )
+    from caplet._errors import (
+        HostError as HostError,
+    )
+    from caplet._errors import (
+        LifecycleError as LifecycleError,
+    )
+    from caplet._errors import (
+        ManifestError as ManifestError,
+    )
+    from caplet._errors import (
+        PluginCallError as PluginCallError,
+    )
+    from caplet._errors import (
+        PluginNotFoundError as PluginNotFoundError,
+    )
+    from caplet._errors import (
+        PluginTreeError as PluginTreeError,
+    )
+    from caplet._errors import (
+        ProtocolError as ProtocolError,
+    )
+    from caplet._errors import (
+        SandboxError as SandboxError,
+    )
+    from caplet._errors import (
+        ScanError as ScanError,
+    )
+    from caplet._errors import (
+        StoreError as StoreError,
+    )
+    from caplet._errors import (
+        TrustError as TrustError,
+    )
+    from caplet._errors import (
+        WorkerCrashedError as WorkerCrashedError,
+    )
+    from caplet._errors import (
+        WorkerStartError as WorkerStartError,
+    )
+    from caplet._findings import (
+        Finding as Finding,
+    )
+    from caplet._findings import (
+        RiskLevel as RiskLevel,
+    )
+    from caplet._findings import (
+        Severity as Severity,
+    )
+    from caplet._host._host import (
+        PluginHost as PluginHost,
+    )
+    from caplet._host._manager import (
+        PluginManager as PluginManager,
+    )
+    from caplet._host._policy import (
+        Policy as Policy,
+    )
+    from caplet._host._records import (
+        BrokenPlugin as BrokenPlugin,
+    )
+    from caplet._host._records import (
+        DirtyFlags as DirtyFlags,
+    )
+    from caplet._host._records import (
+        InlineConfigResult as InlineConfigResult,
+    )
+    from caplet._host._records import (
+        Outcome as Outcome,
+    )
+    from caplet._host._records import (
+        PluginInfo as PluginInfo,
+    )
+    from caplet._host._records import (
+        PluginState as PluginState,
+    )
+    from caplet._manifest._load import (
+        load_manifest as load_manifest,
+    )
+    from caplet._manifest._model import (
+        FunctionSpec as FunctionSpec,
+    )
+    from caplet._manifest._model import (
+        Hints as Hints,
+    )
+    from caplet._manifest._model import (
+        Limits as Limits,
+    )
+    from caplet._manifest._model import (
+        Manifest as Manifest,
+    )
+    from caplet._manifest._model import (
+        ModuleSpec as ModuleSpec,
+    )
+    from caplet._manifest._model import (
+        Requirement as Requirement,
+    )
+    from caplet._sandbox._launcher import (
+        Launcher as Launcher,
+    )
+    from caplet._sandbox._launcher import (
+        Worker as Worker,
+    )
+    from caplet._sandbox._launcher import (
+        WorkerSpec as WorkerSpec,
+    )
+    from caplet._sandbox._subprocess import (
+        SubprocessLauncher as SubprocessLauncher,
+    )
+    from caplet._scan._model import (
+        ScanReport as ScanReport,
+    )
+    from caplet._scan._scanner import (
+        scan_tree as scan_tree,
+    )
+    from caplet._trust._hashing import (
+        tree_hash as tree_hash,
+    )
+    from caplet._trust._sqlite import (
+        SqliteStore as SqliteStore,
+    )
+    from caplet._trust._store import (
+        ApprovalRecord as ApprovalRecord,
+    )
+    from caplet._trust._store import (
+        Decision as Decision,
+    )
+    from caplet._trust._store import (
+        QuarantineRecord as QuarantineRecord,
+    )
+    from caplet._trust._store import (
+        TrustStore as TrustStore,
+    )
 
+__all__ = [
+    "AppCapability",
+    "ApprovalRecord",
+    "AuditError",
+    "AuditResult",
+    "BrokenPlugin",
+    "CallTimeoutError",
+    "Capability",
+    "CapabilityError",
+    "CapabilityKind",
+    "CapletError",
+    "ConfigError",
+    "ConfigField",
+    "ConfigType",
+    "ConfigValue",
+    "Decision",
+    "DirtyFlags",
+    "EnvReadCapability",
+    "Finding",
+    "FsCapability",
+    "FunctionSpec",
+    "Hints",
+    "HostCallCapability",
+    "HostError",
+    "InlineConfigResult",
+    "Launcher",
+    "LifecycleError",
+    "Limits",
+    "Manifest",
+    "ManifestError",
+    "ModuleSpec",
+    "NetHttpCapability",
+    "Outcome",
+    "PluginCallError",
+    "PluginHost",
+    "PluginInfo",
+    "PluginManager",
+    "PluginNotFoundError",
+    "PluginState",
+    "PluginTreeError",
+    "Policy",
+    "ProcExecCapability",
+    "Prompter",
+    "ProtocolError",
+    "QuarantineRecord",
+    "Requirement",
+    "RiskLevel",
+    "SandboxError",
+    "ScanError",
+    "ScanReport",
+    "Severity",
+    "SqliteStore",
+    "StoreError",
+    "SubprocessLauncher",
+    "TrustError",
+    "TrustStore",
+    "Verdict",
+    "Worker",
+    "WorkerCrashedError",
+    "WorkerSpec",
+    "WorkerStartError",
+    "lint_composition",
+    "load_manifest",
+    "parse_capability",
+    "scan_tree",
+    "tree_hash",
+]
+
+#: Where each public name lives. A test checks this matches ``__all__``.
 _EXPORTS: dict[str, str] = {
+    "AuditError": "caplet._errors",
+    "CallTimeoutError": "caplet._errors",
+    "CapabilityError": "caplet._errors",
     "CapletError": "caplet._errors",
+    "ConfigError": "caplet._errors",
+    "HostError": "caplet._errors",
+    "LifecycleError": "caplet._errors",
+    "ManifestError": "caplet._errors",
+    "PluginCallError": "caplet._errors",
+    "PluginNotFoundError": "caplet._errors",
+    "PluginTreeError": "caplet._errors",
+    "ProtocolError": "caplet._errors",
+    "SandboxError": "caplet._errors",
+    "ScanError": "caplet._errors",
+    "StoreError": "caplet._errors",
+    "TrustError": "caplet._errors",
+    "WorkerCrashedError": "caplet._errors",
+    "WorkerStartError": "caplet._errors",
+    "Finding": "caplet._findings",
+    "RiskLevel": "caplet._findings",
+    "Severity": "caplet._findings",
+    "ConfigField": "caplet._config._schema",
+    "ConfigType": "caplet._config._schema",
+    "ConfigValue": "caplet._config._schema",
+    "Prompter": "caplet._config._prompt",
+    "AppCapability": "caplet._capabilities._model",
+    "Capability": "caplet._capabilities._model",
+    "CapabilityKind": "caplet._capabilities._model",
+    "EnvReadCapability": "caplet._capabilities._model",
+    "FsCapability": "caplet._capabilities._model",
+    "HostCallCapability": "caplet._capabilities._model",
+    "NetHttpCapability": "caplet._capabilities._model",
+    "ProcExecCapability": "caplet._capabilities._model",
+    "parse_capability": "caplet._capabilities._parse",
+    "lint_composition": "caplet._capabilities._lint",
+    "FunctionSpec": "caplet._manifest._model",
+    "Hints": "caplet._manifest._model",
+    "Limits": "caplet._manifest._model",
+    "Manifest": "caplet._manifest._model",
+    "ModuleSpec": "caplet._manifest._model",
+    "Requirement": "caplet._manifest._model",
+    "load_manifest": "caplet._manifest._load",
+    "ScanReport": "caplet._scan._model",
+    "scan_tree": "caplet._scan._scanner",
+    "AuditResult": "caplet._audit._model",
+    "Verdict": "caplet._audit._model",
+    "tree_hash": "caplet._trust._hashing",
+    "ApprovalRecord": "caplet._trust._store",
+    "Decision": "caplet._trust._store",
+    "QuarantineRecord": "caplet._trust._store",
+    "TrustStore": "caplet._trust._store",
+    "SqliteStore": "caplet._trust._sqlite",
+    "Launcher": "caplet._sandbox._launcher",
+    "Worker": "caplet._sandbox._launcher",
+    "WorkerSpec": "caplet._sandbox._launcher",
+    "SubprocessLauncher": "caplet._sandbox._subprocess",
+    "Policy": "caplet._host._policy",
+    "BrokenPlugin": "caplet._host._records",
+    "DirtyFlags": "caplet._host._records",
+    "InlineConfigResult": "caplet._host._records",
+    "Outcome": "caplet._host._records",
+    "PluginInfo": "caplet._host._records",
+    "PluginState": "caplet._host._records",
+    "PluginManager": "caplet._host._manager",
+    "PluginHost": "caplet._host._host",
 }
-
-__all__ = ["CapletError"]
 
 
 def __getattr__(name: str) -> Any:

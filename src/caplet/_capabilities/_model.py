@@ -4,13 +4,15 @@ Each class keeps the string it was declared as (``declared``) and renders its
 normalised form with ``str()``. A capability whose text references
 configuration (``fs.read:${config.root}``) is *templated* until
 :func:`caplet._capabilities._parse.substitute` resolves it; a templated
-capability grants nothing.
+capability grants nothing. ``declared`` is excluded from equality and hashing
+so that two spellings of one grant (``fs.read:/data/`` and ``fs.read:/data``)
+compare equal.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "AppCapability",
@@ -46,7 +48,7 @@ class FsCapability:
 
     kind: CapabilityKind
     path: str
-    declared: str
+    declared: str = field(compare=False)
     templated: bool = False
     is_glob: bool = False
 
@@ -67,7 +69,7 @@ class NetHttpCapability:
     host: str
     port: int
     path_prefix: str
-    declared: str
+    declared: str = field(compare=False)
     wildcard: bool = False
     templated: bool = False
 
@@ -76,6 +78,10 @@ class NetHttpCapability:
         return CapabilityKind.NET_HTTP
 
     def __str__(self) -> str:
+        if self.templated:
+            # A templated URL has no parsed origin yet (scheme, host and port
+            # may all come from configuration): show it as written.
+            return self.declared
         host = f"*.{self.host}" if self.wildcard else self.host
         default_port = {"http": 80, "https": 443}[self.scheme]
         port = "" if self.port == default_port else f":{self.port}"
@@ -87,7 +93,7 @@ class EnvReadCapability:
     """``env.read:<NAME>``: exactly one environment variable."""
 
     name: str
-    declared: str
+    declared: str = field(compare=False)
     templated: bool = False
 
     @property
@@ -107,7 +113,7 @@ class ProcExecCapability:
     """
 
     program: str
-    declared: str
+    declared: str = field(compare=False)
     templated: bool = False
     is_shell_or_interpreter: bool = False
 
@@ -124,7 +130,7 @@ class HostCallCapability:
     """``host.call:<module>``: call another plugin's module (listed in ``requires``)."""
 
     module: str
-    declared: str
+    declared: str = field(compare=False)
     templated: bool = False
 
     @property
@@ -140,7 +146,7 @@ class AppCapability:
     """``app:<name>``: a capability the embedding application defines and brokers."""
 
     name: str
-    declared: str
+    declared: str = field(compare=False)
     templated: bool = False
 
     @property

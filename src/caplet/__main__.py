@@ -1,0 +1,5 @@
+"""``python -m caplet`` runs the command line."""
+
+from caplet._cli._app import main
+
+main()

@@ -1,0 +1,584 @@
+"""The ``caplet`` command line: a thin layer over :class:`caplet.PluginHost`.
+
+Each command parses its arguments, calls the library, renders the result
+(rich for people, ``--json`` for programs) and maps the outcome to an exit
+code. Only :class:`CapletError` is caught; anything else is a bug and gets
+a traceback.
+
+Exit codes (also in README and ``caplet --help``):
+
+* 0: success;
+* 1: refused, failed, or findings at or above the threshold;
+* 2: usage error (bad arguments, unknown command, plugin or config key);
+* 3: the environment or state failed (state database, worker start).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from caplet._capabilities._lint import lint_composition
+from caplet._cli._prompt import NoInputPrompter, RichPrompter
+from caplet._cli._render import (
+    JSONValue,
+    audit_json,
+    broken_json,
+    jsonable,
+    plugin_json,
+    print_findings,
+    print_plugins,
+    risk_text,
+)
+from caplet._config._prompt import Prompter
+from caplet._errors import (
+    CapletError,
+    ConfigError,
+    ManifestError,
+    PluginNotFoundError,
+    SandboxError,
+    StoreError,
+    TrustError,
+    WorkerStartError,
+)
+from caplet._host._host import PluginHost
+from caplet._host._records import Outcome
+from caplet._manifest._load import load_manifest
+from caplet._scan._scanner import scan_tree
+from caplet._suggest import closest
+from caplet._version import __version__
+
+__all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_STATE", "EXIT_USAGE", "app", "main"]
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_STATE = 3
+
+
+class _SuggestingGroup(TyperGroup):
+    """Unknown subcommands get caplet's own suggestion (edit distance <= 3, ties to the first)."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            suggestion = closest(name, self.list_commands(ctx))
+            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+            ctx.fail(f"No such command {name!r}.{hint} Run `caplet --help` for the list.")
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(
+    cls=_SuggestingGroup,
+    name="caplet",
+    help=(
+        "Capability-scoped plugins: scan, audit, approve and run untrusted plugins, each in "
+        "its own worker.\n\nExit codes: 0 ok; 1 refused, failed or findings; 2 usage error; "
+        "3 state or environment error."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+PluginsDir = Annotated[
+    Path,
+    typer.Option(
+        "--plugins-dir",
+        "-p",
+        envvar="CAPLET_PLUGINS_DIR",
+        help="Directory holding one folder per plugin.",
+        show_default=True,
+    ),
+]
+StateDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        envvar="CAPLET_STATE_DIR",
+        help="Where approvals, audits and the decision log live (default: the user state dir).",
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")]
+Name = Annotated[str, typer.Argument(help="Plugin name.")]
+
+_DEFAULT_PLUGINS = Path("plugins")
+
+
+class FailOn(StrEnum):
+    """Lowest severity that makes `caplet scan` exit 1."""
+
+    danger = "danger"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+class _Out:
+    """Where a command writes: stdout for results, stderr for people-facing noise."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = Console(highlight=False, soft_wrap=False)
+        self.err = Console(stderr=True, highlight=False)
+
+    def emit(self, document: JSONValue) -> None:
+        if self.as_json:
+            sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+    def say(self, *parts: Any) -> None:
+        if not self.as_json:
+            self.console.print(*parts)
+
+
+def _exit_code(exc: CapletError) -> int:
+    if isinstance(exc, PluginNotFoundError):
+        return EXIT_USAGE
+    if isinstance(exc, StoreError | WorkerStartError):
+        return EXIT_STATE
+    if isinstance(exc, ConfigError | ManifestError | TrustError | SandboxError):
+        return EXIT_REFUSED
+    return EXIT_REFUSED
+
+
+def _fail(out: _Out, exc: CapletError) -> NoReturn:
+    code = _exit_code(exc)
+    if out.as_json:
+        out.emit({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
+    else:
+        out.err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _handled(out: _Out) -> Iterator[None]:
+    try:
+        yield
+    except CapletError as exc:
+        _fail(out, exc)
+
+
+def _host(plugins_dir: Path, state_dir: Path | None, out: _Out) -> PluginHost:
+    prompter: Prompter = RichPrompter(out.err) if sys.stdin.isatty() else NoInputPrompter()
+    host = PluginHost(plugins_dir, state_dir=state_dir, prompter=prompter)
+    for broken in host.manager.broken_plugins():
+        out.err.print(f"[yellow]warning:[/] skipped plugin {broken.directory.name}: {broken.error}")
+    return host
+
+
+def _refused(out: _Out, outcome: Outcome, document: dict[str, JSONValue]) -> NoReturn:
+    document.update({"ok": False, "reason": outcome.reason})
+    out.emit(document)
+    if not out.as_json:
+        out.err.print(f"[bold red]refused:[/] {outcome.reason}", highlight=False)
+    raise typer.Exit(EXIT_REFUSED)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"caplet {__version__}\n")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Show the version."
+        ),
+    ] = False,
+) -> None:
+    """Capability-scoped plugins for Python."""
+
+
+# -- list / info ------------------------------------------------------------------------------
+
+
+@app.command("list")
+def list_command(
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List discovered plugins, their state, approval and risk."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        plugins = host.list_plugins()
+        broken = host.manager.broken_plugins()
+        out.emit(
+            {
+                "ok": True,
+                "plugins_dir": str(plugins_dir),
+                "plugins": [plugin_json(p) for p in plugins],
+                "skipped": [broken_json(b) for b in broken],
+            }
+        )
+        if not as_json:
+            print_plugins(out.console, plugins, [])
+
+
+@app.command("info")
+def info_command(
+    name: Name,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one plugin: manifest, capabilities, config schema, trust state."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        info = host.manager.require_plugin(name)
+        document = plugin_json(info, detail=True)
+        lint = lint_composition(info.manifest.capabilities)
+        document["composition"] = [jsonable(f) for f in lint]
+        document["isolation"] = host.isolation
+        out.emit({"ok": True, **document})
+        if as_json:
+            return
+        m = info.manifest
+        out.say(f"[bold]{m.name}[/] {m.version}: {m.description}")
+        out.say(f"  path:      {info.path}")
+        out.say(f"  hash:      {info.content_hash}")
+        out.say(f"  approved:  {'yes' if info.approved else 'no'}")
+        if info.audit:
+            out.say("  audit:    ", risk_text(info.audit))
+        for module in m.modules:
+            out.say(f"  module host.{module.name}: {', '.join(module.function_names)}")
+        out.say("  capabilities: " + (", ".join(c.declared for c in m.capabilities) or "none"))
+        for field in m.config:
+            default = "******" if field.secret and field.default is not None else field.default
+            flags = " (always asked)" if field.always_prompt else ""
+            out.say(f"  config {field.name}: {field.type.value}, default {default!r}{flags}")
+        if lint:
+            print_findings(out.console, lint, title="Capability composition")
+        out.say(f"  isolation: {host.isolation}")
+
+
+# -- scan / audit -------------------------------------------------------------------------------
+
+
+@app.command("scan")
+def scan_command(
+    target: Annotated[str, typer.Argument(help="A plugin name, or any directory to scan.")],
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="Exit 1 on uncovered findings at or above this.")
+    ] = FailOn.danger,
+    as_json: JsonFlag = False,
+) -> None:
+    """Statically scan a plugin (or any directory) without running it."""
+    out = _Out(as_json)
+    with _handled(out):
+        path = Path(target)
+        if path.is_dir():
+            try:
+                capabilities = load_manifest(path).capabilities
+            except ManifestError:
+                capabilities = ()
+            report = scan_tree(path, capabilities)
+            findings = list(report.findings)
+            label = str(path)
+        else:
+            with _host(plugins_dir, state_dir, out) as host:
+                findings = host.scan(target)
+            label = target
+        threshold = {
+            FailOn.danger: 0,
+            FailOn.warning: 1,
+            FailOn.info: 2,
+            FailOn.never: -1,
+        }[fail_on]
+        failing = [f for f in findings if not f.covered and f.severity.rank <= threshold]
+        out.emit({"ok": not failing, "target": label, "findings": [jsonable(f) for f in findings]})
+        if not as_json:
+            print_findings(out.console, findings, title=f"Scan of {label}")
+        if failing:
+            raise typer.Exit(EXIT_REFUSED)
+
+
+@app.command("audit")
+def audit_command(
+    name: Name,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Audit a plugin (static-only until an LLM provider is configured); cached by content hash."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        audit = host.audit(name)
+        out.emit({"ok": audit.verdict.value != "reject", "audit": audit_json(audit)})
+        if not as_json:
+            out.say(f"[bold]Audit of {name}[/] ({audit.content_hash})")
+            out.say("  risk: ", risk_text(audit))
+            out.say(f"  {audit.summary}")
+            for reason in audit.risk_reasons:
+                out.say(f"  - {reason}")
+            print_findings(out.console, audit.findings, title="Findings")
+        if audit.verdict.value == "reject":
+            raise typer.Exit(EXIT_REFUSED)
+
+
+# -- approve / unapprove
+
+
+@app.command("approve")
+def approve_command(
+    name: Name,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show the audit and capabilities, then persistently approve this exact content."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        info = host.manager.require_plugin(name)
+        audit = host.manager.get_cached_audit(name) or host.audit(name)
+        lint = lint_composition(info.manifest.capabilities)
+        if not as_json:
+            out.say(f"[bold]Approve {name} {info.version}[/] ({audit.content_hash})")
+            out.say("  risk: ", risk_text(audit))
+            out.say(
+                "  capabilities: " + (", ".join(c.declared for c in info.capabilities) or "none")
+            )
+            print_findings(out.console, audit.findings, title="Findings")
+        if not yes:
+            if not sys.stdin.isatty():
+                out.err.print(
+                    "error: approving needs confirmation; pass --yes when stdin is not a terminal"
+                )
+                raise typer.Exit(EXIT_USAGE)
+            if not typer.confirm(f"Approve {name} with these capabilities?", default=False):
+                raise typer.Exit(EXIT_REFUSED)
+        outcome = host.approve(name)
+        document: dict[str, JSONValue] = {
+            "name": name,
+            "audit": audit_json(audit),
+            "composition": [jsonable(f) for f in lint],
+        }
+        if not outcome:
+            _refused(out, outcome, document)
+        document.update({"ok": True, "approval": jsonable(host.get_approval_record(name))})
+        out.emit(document)
+        out.say(f"[green]approved[/] {name}: {outcome.reason}")
+
+
+@app.command("unapprove")
+def unapprove_command(
+    name: Name,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Remove a plugin's approval (it must be audited and approved again)."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        outcome = host.unapprove(name)
+        if not outcome:
+            _refused(out, outcome, {"name": name})
+        out.emit({"ok": True, "name": name})
+        out.say(outcome.reason)
+
+
+# -- enable / disable / call ----------------------------------------------------------------------
+
+
+def _enable(host: PluginHost, out: _Out, name: str, entries: Sequence[str]) -> None:
+    outcome = host.enable(name, entries)
+    if not outcome:
+        info = host.manager.require_plugin(name)
+        unknown = [
+            e.partition("=")[0].strip()
+            for e in entries
+            if info.manifest.config_field(e.partition("=")[0].strip()) is None
+        ]
+        if unknown and "unknown config key" in outcome.reason:
+            _usage(out, outcome.reason)
+        _refused(out, outcome, {"name": name})
+
+
+def _usage(out: _Out, message: str) -> NoReturn:
+    if out.as_json:
+        out.emit({"ok": False, "error": {"type": "UsageError", "message": message}})
+    else:
+        out.err.print(f"[bold red]usage error:[/] {message}", highlight=False)
+    raise typer.Exit(EXIT_USAGE)
+
+
+@app.command("enable")
+def enable_command(
+    name: Name,
+    config: Annotated[
+        list[str] | None, typer.Argument(help="key=value configuration entries.")
+    ] = None,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Configure and enable a plugin, starting its worker (enablement lasts for this process).
+
+    Use it to check that a plugin enables with a given configuration; to call
+    it in the same process use `caplet call --enable NAME k=v MODULE.FUNCTION`.
+    """
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        _enable(host, out, name, config or [])
+        info = host.manager.require_plugin(name)
+        out.emit(
+            {"ok": True, "plugin": plugin_json(info, detail=True), "isolation": host.isolation}
+        )
+        out.say(f"[green]enabled[/] {name} {info.version} (isolation: {host.isolation})")
+
+
+@app.command("disable")
+def disable_command(
+    name: Name,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Disable a plugin and the plugins that require it (within this process)."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        outcome = host.disable(name)
+        if not outcome:
+            _refused(out, outcome, {"name": name})
+        out.emit({"ok": True, "name": name, "also_disabled": list(outcome.affected)})
+        out.say(outcome.reason)
+
+
+def _split_call_tokens(tokens: Sequence[str], enable: bool) -> tuple[list[str], str, list[str]]:
+    """``[k=v ...] MODULE.FUNCTION [JSON ...]`` -> (config entries, target, JSON args)."""
+    entries: list[str] = []
+    index = 0
+    while index < len(tokens) and _looks_like_entry(tokens[index]):
+        entries.append(tokens[index])
+        index += 1
+    if index >= len(tokens):
+        raise _CallUsageError("missing MODULE.FUNCTION (for example: greet.say)")
+    if entries and not enable:
+        raise _CallUsageError(
+            f"configuration entries ({', '.join(entries)}) need --enable: "
+            "caplet call --enable NAME k=v MODULE.FUNCTION ARGS"
+        )
+    target = tokens[index]
+    if "." not in target:
+        raise _CallUsageError(f"{target!r} is not MODULE.FUNCTION (for example: greet.say)")
+    return entries, target, list(tokens[index + 1 :])
+
+
+def _looks_like_entry(token: str) -> bool:
+    key, sep, _ = token.partition("=")
+    return bool(sep) and key.strip().isidentifier()
+
+
+class _CallUsageError(Exception):
+    """Internal: a malformed `caplet call` command line."""
+
+
+@app.command("call")
+def call_command(
+    name: Name,
+    tokens: Annotated[
+        list[str] | None,
+        typer.Argument(help="[k=v ...] MODULE.FUNCTION [ARG ...]; each ARG is one JSON value."),
+    ] = None,
+    enable: Annotated[
+        bool,
+        typer.Option(
+            "--enable", help="Enable the plugin (with k=v config) first, in this process."
+        ),
+    ] = False,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Call MODULE.FUNCTION of a plugin in its worker and print the result.
+
+    Enablement is per process, so `--enable` is how a one-off command line
+    enables and calls: caplet call --enable hello greet.say '"world"'.
+    Put `--` before JSON arguments that start with a dash (negative numbers).
+    """
+    out = _Out(as_json)
+    try:
+        entries, target, raw_args = _split_call_tokens(tokens or [], enable)
+        args = [_parse_json_arg(raw) for raw in raw_args]
+    except _CallUsageError as exc:
+        _usage(out, str(exc))
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        if enable:
+            _enable(host, out, name, entries)
+        result = host.call(name, target, *args)
+        out.emit({"ok": True, "plugin": name, "function": target, "result": jsonable(result)})
+        if not as_json:
+            text = result if isinstance(result, str) else json.dumps(jsonable(result), indent=2)
+            out.console.print(text, markup=False, highlight=False)
+
+
+def _parse_json_arg(raw: str) -> object:
+    try:
+        value: object = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise _CallUsageError(
+            f"argument {raw!r} is not JSON ({exc.msg}); quote strings, e.g. '\"world\"'"
+        ) from exc
+    return value
+
+
+# -- demo / new
+
+
+@app.command("demo")
+def demo_command(
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the whole job on the bundled example plugins: discover, scan, approve, enable, call."""
+    from caplet._cli._demo import run_demo
+
+    out = _Out(as_json)
+    with _handled(out):
+        ok, steps = run_demo(out.console if not as_json else None, state_dir=state_dir)
+        out.emit({"ok": ok, "steps": steps})
+        if not ok:
+            raise typer.Exit(EXIT_REFUSED)
+
+
+@app.command("new")
+def new_command(
+    name: Annotated[str, typer.Argument(help="Plugin name (kebab-case).")],
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    as_json: JsonFlag = False,
+) -> None:
+    """Scaffold a new plugin folder that validates, scans clean and can be called."""
+    from caplet._cli._scaffold import scaffold
+
+    out = _Out(as_json)
+    with _handled(out):
+        path = scaffold(plugins_dir, name)
+        out.emit({"ok": True, "name": name, "path": str(path)})
+        out.say(
+            f"created {path}; try: caplet call --plugins-dir {plugins_dir} "
+            f"--enable {name} {_module_name(name)}.hello '\"world\"'"
+        )
+
+
+def _module_name(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def main() -> None:
+    """Console-script entry point (``caplet``, ``python -m caplet``); exits with the code."""
+    app(prog_name="caplet")

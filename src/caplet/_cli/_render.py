@@ -1,0 +1,164 @@
+"""Turning caplet's records into JSON documents and rich tables for the CLI.
+
+JSON output is built from the same frozen records the library returns, so
+``--json`` shows exactly what the Python API would; secrets are redacted
+before anything leaves this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TypeAlias
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from caplet._audit._model import AuditResult
+from caplet._capabilities._model import Capability
+from caplet._config._coerce import redact
+from caplet._findings import Finding, Severity
+from caplet._host._records import BrokenPlugin, PluginInfo
+
+__all__ = [
+    "JSONValue",
+    "audit_json",
+    "finding_json",
+    "jsonable",
+    "plugin_json",
+    "print_findings",
+    "print_plugins",
+]
+
+JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+
+_SEVERITY_STYLE = {Severity.DANGER: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+_RISK_STYLE = {"LOW": "green", "MEDIUM": "yellow", "HIGH": "red", "CRITICAL": "bold red"}
+
+
+def jsonable(value: object) -> JSONValue:
+    """Convert records (dataclasses, enums, paths, tuples) into JSON values."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if isinstance(value, Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, Sequence | set | frozenset):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def finding_json(finding: Finding) -> JSONValue:
+    return jsonable(finding)
+
+
+def audit_json(audit: AuditResult) -> JSONValue:
+    return jsonable(audit)
+
+
+def capability_json(capability: Capability) -> JSONValue:
+    return {
+        "kind": capability.kind.value,
+        "capability": str(capability),
+        "declared": capability.declared,
+    }
+
+
+def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValue]:
+    """One plugin as JSON; config values of secret fields are masked."""
+    document: dict[str, JSONValue] = {
+        "name": info.name,
+        "version": info.version,
+        "description": info.description,
+        "path": str(info.path),
+        "state": info.state.value,
+        "approved": info.approved,
+        "content_hash": info.content_hash,
+        "risk_level": info.audit.risk_level.value if info.audit else None,
+        "audit_provider": info.audit.provider if info.audit else None,
+        "capabilities": [str(c) for c in info.capabilities],
+        "quarantined": info.quarantine is not None,
+    }
+    if detail:
+        manifest = info.manifest
+        document.update(
+            {
+                "entry": manifest.entry,
+                "modules": {m.name: list(m.function_names) for m in manifest.modules},
+                "hooks": list(manifest.hooks),
+                "requires": [str(r) for r in manifest.requires],
+                "config_schema": [jsonable(f) for f in manifest.config],
+                "config": jsonable(redact(manifest.config, info.config)),
+                "limits": jsonable(manifest.limits),
+                "approval": jsonable(info.approval),
+                "audit": jsonable(info.audit),
+                "quarantine": jsonable(info.quarantine),
+            }
+        )
+    return document
+
+
+def broken_json(broken: BrokenPlugin) -> JSONValue:
+    return {"directory": str(broken.directory), "error": broken.error}
+
+
+def print_plugins(
+    console: Console, plugins: Sequence[PluginInfo], broken: Sequence[BrokenPlugin]
+) -> None:
+    """The `caplet list` table, then the directories that were skipped."""
+    table = Table(title=f"Plugins ({len(plugins)})", title_justify="left")
+    for column in ("name", "version", "state", "approved", "risk", "capabilities", "description"):
+        table.add_column(column, overflow="fold")
+    for info in plugins:
+        risk = info.audit.risk_level.value if info.audit else "-"
+        table.add_row(
+            info.name,
+            info.version,
+            info.state.value,
+            "yes" if info.approved else "no",
+            Text(risk, style=_RISK_STYLE.get(risk, "")),
+            "\n".join(str(c) for c in info.capabilities) or "-",
+            info.description,
+        )
+    console.print(table)
+    for item in broken:
+        console.print(Text(f"skipped {item.directory.name}: {item.error}", style="red"))
+
+
+def print_findings(console: Console, findings: Sequence[Finding], *, title: str) -> None:
+    """A findings table, most severe first (the order the scanner guarantees)."""
+    if not findings:
+        console.print(f"{title}: no findings")
+        return
+    table = Table(title=title, title_justify="left")
+    for column in ("severity", "rule", "where", "message", "covered by"):
+        table.add_column(column, overflow="fold")
+    for finding in findings:
+        where = f"{finding.file}:{finding.line}" if finding.file else "manifest"
+        table.add_row(
+            Text(finding.severity.value, style=_SEVERITY_STYLE[finding.severity]),
+            finding.rule_id,
+            where,
+            finding.message,
+            (finding.capability or "-") if finding.covered else "-",
+        )
+    console.print(table)
+
+
+def risk_text(audit: AuditResult) -> Text:
+    """``MEDIUM (static-only)``, coloured by risk."""
+    return Text(
+        f"{audit.risk_level.value} ({audit.provider}), verdict {audit.verdict.value}",
+        style=_RISK_STYLE[audit.risk_level.value],
+    )

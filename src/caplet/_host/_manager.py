@@ -1,0 +1,725 @@
+"""The plugin lifecycle: discover, audit, approve, configure, enable, disable.
+
+This mirrors the Plugin Manager API of seed 000 in snake_case, with the
+gaps it documents closed:
+
+* approval requires an audit *of the current content hash* (the seed only
+  checked that some audit existed);
+* the content hash covers the whole tree, not only the entry file;
+* the approved fast path re-checks the stored risk level against the policy
+  in force now, so tightening ``max_risk_level`` binds after a restart too;
+* ``requires`` between plugins is honoured in load order, on enable and on
+  disable.
+
+Enablement and configuration live in memory only (per process, as in the
+seed: configuration such as base paths is session-specific); approval,
+audits, quarantine and the decision log persist in the :class:`TrustStore`.
+Nothing here runs plugin code: workers are the :class:`PluginHost`'s job.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from caplet._audit._model import AuditResult
+from caplet._audit._static import static_audit
+from caplet._capabilities._lint import lint_composition
+from caplet._capabilities._model import Capability
+from caplet._capabilities._parse import substitute
+from caplet._config._coerce import coerce_inline, parse_inline, unknown_keys, validate_value
+from caplet._config._prompt import Prompter, prompt_values
+from caplet._config._schema import ConfigValue
+from caplet._errors import CapabilityError, CapletError, ConfigError, PluginNotFoundError
+from caplet._findings import Finding, Severity
+from caplet._host._policy import Policy
+from caplet._host._records import (
+    BrokenPlugin,
+    DirtyFlags,
+    InlineConfigResult,
+    Outcome,
+    PluginInfo,
+    PluginState,
+)
+from caplet._manifest._load import load_manifest
+from caplet._manifest._model import Manifest
+from caplet._scan._model import ScanReport
+from caplet._scan._scanner import scan_tree
+from caplet._suggest import closest, did_you_mean
+from caplet._trust._hashing import tree_hash
+from caplet._trust._paths import default_state_dir
+from caplet._trust._snapshot import make_snapshot, remove_snapshot
+from caplet._trust._sqlite import SqliteStore
+from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
+
+__all__ = ["PluginManager"]
+
+logger = logging.getLogger("caplet")
+
+#: Directory names discovery never treats as plugins.
+_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
+
+
+@dataclass(slots=True)
+class _Record:
+    """Mutable per-plugin state; only this module sees it (views are PluginInfo)."""
+
+    manifest: Manifest
+    content_hash: str
+    state: PluginState = PluginState.DISCOVERED
+    config: dict[str, ConfigValue] = field(default_factory=dict)
+    audit: AuditResult | None = None
+    resolved: tuple[Capability, ...] = ()
+    #: The content hash that was verified when the plugin was enabled; the
+    #: host loads code only from a snapshot with exactly this hash.
+    enabled_hash: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+
+class PluginManager:
+    """Discovers plugins in one directory and drives their lifecycle.
+
+    ``store`` defaults to a :class:`SqliteStore` in ``state_dir`` (itself
+    defaulting to ``$CAPLET_STATE_DIR`` or the platform's user state dir).
+    """
+
+    def __init__(
+        self,
+        plugins_dir: Path | str,
+        *,
+        state_dir: Path | str | None = None,
+        store: TrustStore | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.plugins_dir = Path(plugins_dir)
+        self.policy = policy if policy is not None else Policy()
+        self._owns_store = store is None
+        if store is None:
+            store = SqliteStore(Path(state_dir) if state_dir is not None else default_state_dir())
+        self.store: TrustStore = store
+        self._records: dict[str, _Record] = {}
+        self._broken: list[BrokenPlugin] = []
+        self._sandbox_dirty = False
+        self._session_dirty = False
+
+    # -- discovery -----------------------------------------------------------------
+
+    def discover(self) -> int:
+        """Find and validate every plugin; return how many are usable.
+
+        Broken plugins are skipped with a warning naming them (see
+        :meth:`broken_plugins`) and discovery keeps going. A missing plugins
+        directory gives 0, not an error. Re-discovery keeps the state and
+        configuration of plugins already known; approvals are re-checked
+        against current hashes whenever they are consulted.
+        """
+        self._broken = []
+        found: dict[str, tuple[Manifest, str]] = {}
+        if not self.plugins_dir.is_dir():
+            logger.info("plugins directory %s does not exist; no plugins", self.plugins_dir)
+        else:
+            for directory in sorted(self.plugins_dir.iterdir()):
+                if not directory.is_dir() or directory.is_symlink():
+                    continue
+                if directory.name.startswith(".") or directory.name in _SKIPPED_DIRS:
+                    continue
+                try:
+                    manifest = load_manifest(directory, allow_broad=self.policy.allow_broad_paths)
+                    content_hash = tree_hash(directory)
+                except CapletError as exc:
+                    self._skip(directory, str(exc))
+                    continue
+                found[manifest.name] = (manifest, content_hash)
+        ordered = self._order_by_requires(found)
+        previous = self._records
+        self._records = {}
+        for name in ordered:
+            manifest, content_hash = found[name]
+            record = previous.get(name)
+            if record is None:
+                record = _Record(manifest=manifest, content_hash=content_hash)
+            else:
+                record.manifest = manifest
+                record.content_hash = content_hash
+            self._refresh_audit(record)
+            self._records[name] = record
+        for name, record in previous.items():
+            if name not in self._records and record.state is PluginState.ENABLED:
+                # The folder is gone: its functions must go too.
+                self._mark_dirty()
+        return len(self._records)
+
+    def broken_plugins(self) -> list[BrokenPlugin]:
+        """Directories the last :meth:`discover` skipped, with the reason."""
+        return list(self._broken)
+
+    def _skip(self, directory: Path, error: str) -> None:
+        logger.warning("skipping plugin %s: %s", directory.name, error)
+        self._broken.append(BrokenPlugin(directory=directory, error=error))
+
+    def _order_by_requires(self, found: Mapping[str, tuple[Manifest, str]]) -> list[str]:
+        """Topological order (requirements first); plugins in a cycle are skipped."""
+        remaining = dict(found)
+        while True:
+            sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+            for name, (manifest, _) in sorted(remaining.items()):
+                sorter.add(name, *(r.name for r in manifest.requires if r.name in remaining))
+            try:
+                return list(sorter.static_order())
+            except graphlib.CycleError as exc:
+                cycle: list[str] = list(exc.args[1])
+                # graphlib reports the cycle closed (first node repeated last).
+                path = " -> ".join(cycle)
+                for name in dict.fromkeys(cycle):
+                    manifest = remaining.pop(name)[0]
+                    self._skip(
+                        manifest.plugin_dir,
+                        f"plugin {name!r}: requires cycle {path}; remove one of these "
+                        "requirements so the plugins can load in order",
+                    )
+
+    # -- lookup ----------------------------------------------------------------------
+
+    def _record(self, name: str) -> _Record:
+        record = self._records.get(name)
+        if record is None:
+            suggestion = closest(name, self._records)
+            hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+            raise PluginNotFoundError(
+                f"no plugin named {name!r} in {self.plugins_dir}{hint}; "
+                "run `caplet list` to see the discovered plugins",
+                name=name,
+                suggestion=suggestion,
+            )
+        return record
+
+    def names(self) -> list[str]:
+        """Names of discovered plugins, requirements first."""
+        return list(self._records)
+
+    def get_plugin(self, name: str) -> PluginInfo | None:
+        """A view of one plugin, or None when no plugin has that name."""
+        record = self._records.get(name)
+        return None if record is None else self._info(record)
+
+    def require_plugin(self, name: str) -> PluginInfo:
+        """Like :meth:`get_plugin`, but raises :class:`PluginNotFoundError` with a suggestion."""
+        return self._info(self._record(name))
+
+    def list_plugins(self) -> list[PluginInfo]:
+        """Every discovered plugin, requirements first."""
+        return [self._info(r) for r in self._records.values()]
+
+    def get_enabled_plugins(self) -> list[PluginInfo]:
+        """Enabled plugins only, requirements first."""
+        return [self._info(r) for r in self._records.values() if r.state is PluginState.ENABLED]
+
+    def _info(self, record: _Record) -> PluginInfo:
+        approval = self.store.get_approval(record.name)
+        quarantine = self.store.get_quarantine(record.name)
+        state = PluginState.QUARANTINED if quarantine is not None else record.state
+        enabled = record.state is PluginState.ENABLED
+        return PluginInfo(
+            name=record.name,
+            manifest=record.manifest,
+            state=state,
+            content_hash=record.content_hash,
+            approved=approval is not None and approval.content_hash == record.content_hash,
+            approval=approval,
+            audit=record.audit,
+            config=dict(record.config),
+            capabilities=record.resolved if enabled else record.manifest.capabilities,
+            quarantine=quarantine,
+        )
+
+    # -- source, scan, audit -------------------------------------------------------------
+
+    def current_hash(self, name: str) -> str:
+        """Hash the plugin's tree now; if it changed, forget the stale audit."""
+        record = self._record(name)
+        self._rehash(record)
+        return record.content_hash
+
+    def _rehash(self, record: _Record) -> None:
+        content_hash = tree_hash(record.manifest.plugin_dir)
+        if content_hash != record.content_hash:
+            record.manifest = load_manifest(
+                record.manifest.plugin_dir, allow_broad=self.policy.allow_broad_paths
+            )
+            record.content_hash = content_hash
+            self._refresh_audit(record)
+
+    def _refresh_audit(self, record: _Record) -> None:
+        """Attach the cached audit of the record's current hash (or none)."""
+        record.audit = self.get_cached_audit(record.name, record.content_hash)
+        if record.audit is None and record.state is PluginState.AUDITED:
+            record.state = PluginState.DISCOVERED
+
+    def load_source(self, name: str) -> str | None:
+        """The entry module's source text, or None when it cannot be read."""
+        manifest = self._record(name).manifest
+        try:
+            return (manifest.plugin_dir / manifest.entry).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def run_static_scan(self, name: str) -> list[Finding]:
+        """Scan the plugin's files and lint its capabilities; nothing is executed."""
+        return list(self._scan(self._record(name))[0].findings) + self._lint(self._record(name))
+
+    def _lint(self, record: _Record) -> list[Finding]:
+        return lint_composition(record.manifest.capabilities)
+
+    def _scan(self, record: _Record) -> tuple[ScanReport, str]:
+        """Scan a private snapshot so the findings belong to exactly one content hash."""
+        parent = Path(tempfile.mkdtemp(prefix="caplet-scan-"))
+        try:
+            snapshot = make_snapshot(record.manifest.plugin_dir, parent)
+            try:
+                report = scan_tree(snapshot.path, record.manifest.capabilities)
+            finally:
+                remove_snapshot(snapshot)
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
+        return report, snapshot.content_hash
+
+    def audit(self, name: str) -> AuditResult:
+        """Run a static-only audit of the current content and cache it.
+
+        The scan runs on a private snapshot, and the audit is keyed by the
+        snapshot's hash, so a file changed mid-audit cannot end up approved.
+        """
+        record = self._record(name)
+        self._rehash(record)
+        report, content_hash = self._scan(record)
+        result = static_audit(
+            record.name, content_hash, report, self._lint(record), now=time.time()
+        )
+        self.set_audit_result(name, result)
+        return result
+
+    def set_audit_result(self, name: str, audit: AuditResult) -> bool:
+        """Cache an audit; it only counts if it is of the plugin's current content."""
+        record = self._record(name)
+        if audit.plugin != name:
+            return False
+        self.store.put_audit(audit)
+        self._rehash(record)
+        if audit.content_hash != record.content_hash:
+            return False
+        record.audit = audit
+        if record.state is PluginState.DISCOVERED:
+            record.state = PluginState.AUDITED
+        self._log(name, "audit", audit.content_hash, True, f"risk {audit.risk_level.value}")
+        return True
+
+    def get_cached_audit(self, name: str, content_hash: str | None = None) -> AuditResult | None:
+        """The stored audit of ``content_hash`` (default: the current one), if any."""
+        if content_hash is None:
+            content_hash = self.current_hash(name)
+        audit = self.store.get_audit(content_hash)
+        if audit is None or audit.plugin != name:
+            return None
+        return audit
+
+    # -- approval --------------------------------------------------------------------------
+
+    def approve(self, name: str) -> Outcome:
+        """Persistently approve the plugin's current content and capabilities.
+
+        Refused without an audit of the current hash, when the audit's risk
+        is above the policy's ``max_risk_level``, or when danger findings no
+        declared capability covers would stop it loading anyway.
+        """
+        record = self._record(name)
+        self._rehash(record)
+        audit = record.audit
+        if audit is None:
+            return self._refuse(
+                name,
+                "approve",
+                f"plugin {name!r} has no audit of its current content ({record.content_hash}); "
+                f"run `caplet audit {name}` first",
+            )
+        dangers = _uncovered_dangers(audit)
+        if dangers:
+            return self._refuse(name, "approve", _danger_message(name, dangers))
+        refusal = self._risk_refusal(name, audit)
+        if refusal:
+            return self._refuse(name, "approve", refusal)
+        self.store.put_approval(
+            ApprovalRecord(
+                name=name,
+                content_hash=record.content_hash,
+                capabilities=tuple(c.declared for c in record.manifest.capabilities),
+                approved_at=time.time(),
+                risk_level=audit.risk_level,
+                verdict=audit.verdict,
+            )
+        )
+        self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
+        return Outcome(True, f"plugin {name!r} approved at {record.content_hash}")
+
+    def unapprove(self, name: str) -> Outcome:
+        """Remove the approval; a running plugin keeps running for this session."""
+        self._record(name)
+        if not self.store.delete_approval(name):
+            return Outcome(False, f"plugin {name!r} is not approved")
+        self._log(name, "unapprove", name, True)
+        return Outcome(True, f"plugin {name!r} is no longer approved")
+
+    def is_approved(self, name: str) -> bool:
+        """True when an approval exists for exactly the plugin's current content."""
+        record = self._record(name)
+        approval = self.store.get_approval(name)
+        if approval is None:
+            return False
+        self._rehash(record)
+        return approval.content_hash == record.content_hash
+
+    def get_approval_record(self, name: str) -> ApprovalRecord | None:
+        """The stored approval, even if stale (compare its hash to check)."""
+        self._record(name)
+        return self.store.get_approval(name)
+
+    def _risk_refusal(self, name: str, audit: AuditResult) -> str:
+        limit = self.policy.max_risk_level
+        if audit.risk_level.order > limit.order:
+            return (
+                f"plugin {name!r} was audited {audit.risk_level.value} risk, above the policy's "
+                f"max_risk_level {limit.value}; review the findings (`caplet audit {name}`) and "
+                "fix the plugin, or raise max_risk_level in the policy"
+            )
+        return ""
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def apply_inline_config(self, name: str, entries: Iterable[str]) -> InlineConfigResult:
+        """Apply ``key=value`` entries; unknown keys are reported, never applied.
+
+        Invalid values raise :class:`ConfigError` naming plugin and field;
+        nothing is applied unless every known entry is valid.
+        """
+        record = self._record(name)
+        pairs = parse_inline(entries)
+        unknown = tuple(unknown_keys(record.manifest.config, [k for k, _ in pairs]))
+        staged: dict[str, ConfigValue] = {}
+        for key, raw in pairs:
+            config_field = record.manifest.config_field(key)
+            if config_field is None:
+                continue
+            staged[key] = validate_value(name, config_field, coerce_inline(name, config_field, raw))
+        record.config.update(staged)
+        if staged and record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
+            record.state = PluginState.CONFIGURED
+        return InlineConfigResult(applied=tuple(staged), unknown=unknown)
+
+    def prompt_config(self, prompter: Prompter, name: str, skip_keys: Collection[str] = ()) -> bool:
+        """Ask for the fields that must be asked (``prompt``, or no default)."""
+        record = self._record(name)
+        values = prompt_values(name, record.manifest.config, record.config, prompter, skip_keys)
+        record.config.update(values)
+        if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
+            record.state = PluginState.CONFIGURED
+        return True
+
+    def set_config(self, name: str, config: Mapping[str, object]) -> Outcome:
+        """Replace the configuration with validated values (unknown keys refused)."""
+        record = self._record(name)
+        unknown = unknown_keys(record.manifest.config, config)
+        if unknown:
+            known = [f.name for f in record.manifest.config]
+            hints = "; ".join(f"{k!r}{did_you_mean(k, known)}" for k in unknown)
+            return Outcome(
+                False,
+                f"plugin {name!r}: unknown config field(s) {hints}; "
+                f"declared fields: {', '.join(known) or '(none)'}",
+            )
+        validated: dict[str, ConfigValue] = {}
+        for key, value in config.items():
+            config_field = record.manifest.config_field(key)
+            assert config_field is not None  # unknown keys were refused above
+            validated[key] = validate_value(name, config_field, value)
+        record.config = validated
+        if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
+            record.state = PluginState.CONFIGURED
+        return Outcome(True)
+
+    def _complete_config(self, record: _Record) -> dict[str, ConfigValue]:
+        """Current values plus schema defaults for unset keys; every field must have one."""
+        config = dict(record.config)
+        missing: list[str] = []
+        for config_field in record.manifest.config:
+            if config_field.name in config:
+                continue
+            if config_field.default is not None:
+                config[config_field.name] = config_field.default
+            else:
+                missing.append(config_field.name)
+        if missing:
+            example = " ".join(f"{m}=..." for m in missing)
+            raise ConfigError(
+                f"plugin {record.name!r}: config field(s) {', '.join(missing)} have no value "
+                f"and no default; pass them inline ({example}) or answer the prompt"
+            )
+        return config
+
+    # -- enable / disable -----------------------------------------------------------------------
+
+    def enable(self, name: str) -> Outcome:
+        """Enable for this process: requirements, trust, danger gate, config, capabilities.
+
+        An approved plugin (approval of its current hash, stored risk within
+        today's policy) takes the fast path; any other plugin needs an audit
+        of its current content, which is run here (static-only) when none is
+        cached. Enabling an already enabled plugin reconfigures it in place.
+        """
+        record = self._record(name)
+        if self.store.get_quarantine(name) is not None:
+            quarantine = self.store.get_quarantine(name)
+            assert quarantine is not None
+            return self._refuse(
+                name,
+                "enable",
+                f"plugin {name!r} is quarantined ({quarantine.reason}); "
+                f"release it with `caplet release {name}` after fixing the cause",
+            )
+        refusal = self._requirement_refusal(record)
+        if refusal:
+            return self._refuse(name, "enable", refusal)
+        try:
+            self._rehash(record)
+        except CapletError as exc:
+            return self._refuse(name, "enable", str(exc))
+        approval = self.store.get_approval(name)
+        approved = approval is not None and approval.content_hash == record.content_hash
+        if approved:
+            assert approval is not None
+            refusal = self._risk_refusal(name, _approval_as_audit(approval, record))
+            if refusal:
+                return self._refuse(
+                    name, "enable", f"approval no longer satisfies policy: {refusal}"
+                )
+        audit = record.audit if record.audit is not None else self.audit(name)
+        dangers = _uncovered_dangers(audit)
+        if dangers:
+            return self._refuse(name, "enable", _danger_message(name, dangers))
+        refusal = self._risk_refusal(name, audit)
+        if refusal:
+            return self._refuse(name, "enable", refusal)
+        try:
+            config = self._complete_config(record)
+            resolved = tuple(
+                substitute(c, config, allow_broad=self.policy.allow_broad_paths)
+                for c in record.manifest.capabilities
+            )
+        except (ConfigError, CapabilityError) as exc:
+            return self._refuse(name, "enable", str(exc))
+        if approved:
+            assert approval is not None
+            granted = set(approval.capabilities)
+            extra = [c.declared for c in record.manifest.capabilities if c.declared not in granted]
+            if extra:
+                return self._refuse(
+                    name,
+                    "enable",
+                    f"plugin {name!r} declares capabilities its approval does not grant: "
+                    f"{', '.join(extra)}; re-audit and re-approve it",
+                )
+        was_enabled = record.state is PluginState.ENABLED
+        record.config = config
+        record.resolved = resolved
+        record.enabled_hash = record.content_hash
+        record.state = PluginState.ENABLED
+        self._mark_dirty()
+        path = "approved fast path" if approved else f"audited {audit.provider}"
+        self._log(name, "enable", record.content_hash, True, path)
+        return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
+
+    def _requirement_refusal(self, record: _Record) -> str:
+        for requirement in record.manifest.requires:
+            other = self._records.get(requirement.name)
+            if other is None or other.state is not PluginState.ENABLED:
+                return (
+                    f"plugin {record.name!r} requires {requirement.name!r}, which is not enabled; "
+                    f"enable {requirement.name!r} first"
+                )
+            try:
+                specifier = SpecifierSet(requirement.specifier)
+            except InvalidSpecifier:  # the manifest loader validated it already
+                specifier = SpecifierSet()
+            if Version(other.manifest.version) not in specifier:
+                return (
+                    f"plugin {record.name!r} requires {requirement}, but {requirement.name!r} "
+                    f"is version {other.manifest.version}; install a matching version"
+                )
+        return ""
+
+    def disable(self, name: str) -> Outcome:
+        """Disable for this process, and every enabled plugin that requires it."""
+        record = self._record(name)
+        if record.state is not PluginState.ENABLED:
+            return Outcome(False, f"plugin {name!r} is not enabled (state: {record.state.value})")
+        dependants = self._enabled_dependants(name)
+        for dependant in [*dependants, name]:
+            target = self._records[dependant]
+            target.state = PluginState.DISABLED
+            target.enabled_hash = None
+            self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
+        self._mark_dirty()
+        return Outcome(True, f"plugin {name!r} disabled", affected=tuple(dependants))
+
+    def _enabled_dependants(self, name: str) -> list[str]:
+        """Enabled plugins that (transitively) require ``name``, dependants last-first."""
+        found: list[str] = []
+        frontier = [name]
+        while frontier:
+            current = frontier.pop()
+            for other in self._records.values():
+                if other.state is not PluginState.ENABLED or other.name in found:
+                    continue
+                if any(r.name == current for r in other.manifest.requires):
+                    found.append(other.name)
+                    frontier.append(other.name)
+        order = list(self._records)
+        return sorted(found, key=order.index, reverse=True)
+
+    def enabled_hash(self, name: str) -> str | None:
+        """The content hash verified when ``name`` was enabled (None if not enabled)."""
+        return self._record(name).enabled_hash
+
+    # -- quarantine ----------------------------------------------------------------------------
+
+    def quarantine(self, name: str, reason: str) -> None:
+        """Take a plugin out of service until :meth:`release` (persisted)."""
+        record = self._record(name)
+        self.store.put_quarantine(QuarantineRecord(name=name, reason=reason, since=time.time()))
+        if record.state is PluginState.ENABLED:
+            self.disable(name)
+        self._log(name, "quarantine", name, False, reason)
+
+    def release(self, name: str) -> bool:
+        """Lift a quarantine; False when the plugin was not quarantined."""
+        self._record(name)
+        released = self.store.delete_quarantine(name)
+        if released:
+            self._log(name, "release", name, True)
+        return released
+
+    # -- agent integration -----------------------------------------------------------------------
+
+    def get_system_message_additions(self) -> list[str]:
+        """One text block per enabled plugin telling an agent how to use it."""
+        return [
+            _system_message(r.manifest)
+            for r in self._records.values()
+            if r.state is PluginState.ENABLED
+        ]
+
+    def is_dirty(self) -> DirtyFlags:
+        return DirtyFlags(sandbox=self._sandbox_dirty, session=self._session_dirty)
+
+    def consume_sandbox_dirty(self) -> bool:
+        """True once after an enable/disable: the guest sandbox needs rebuilding."""
+        dirty, self._sandbox_dirty = self._sandbox_dirty, False
+        return dirty
+
+    def consume_session_dirty(self) -> bool:
+        """True once after an enable/disable: the system message changed."""
+        dirty, self._session_dirty = self._session_dirty, False
+        return dirty
+
+    def _mark_dirty(self) -> None:
+        self._sandbox_dirty = True
+        self._session_dirty = True
+
+    # -- log
+
+    def log_decision(
+        self, plugin: str, action: str, target: str, allowed: bool, detail: str = ""
+    ) -> None:
+        """Record one decision in the permission log."""
+        self._log(plugin, action, target, allowed, detail)
+
+    def _log(self, plugin: str, action: str, target: str, allowed: bool, detail: str = "") -> None:
+        self.store.log_decision(
+            Decision(
+                at=time.time(),
+                plugin=plugin,
+                action=action,
+                target=target,
+                allowed=allowed,
+                detail=detail,
+            )
+        )
+
+    def _refuse(self, name: str, action: str, reason: str) -> Outcome:
+        self._log(name, action, name, False, reason)
+        return Outcome(False, reason)
+
+    def close(self) -> None:
+        """Close the store if this manager opened it."""
+        if self._owns_store:
+            self.store.close()
+
+
+def _uncovered_dangers(audit: AuditResult) -> list[Finding]:
+    return [f for f in audit.findings if f.severity is Severity.DANGER and not f.covered]
+
+
+def _danger_message(name: str, dangers: Sequence[Finding]) -> str:
+    shown = "; ".join(
+        f"{f.rule_id} {f.message} ({f.file}:{f.line})" if f.file else f"{f.rule_id} {f.message}"
+        for f in dangers[:5]
+    )
+    more = f" and {len(dangers) - 5} more" if len(dangers) > 5 else ""
+    return (
+        f"plugin {name!r} is refused by {len(dangers)} danger finding(s) that no declared "
+        f"capability covers: {shown}{more}; remove that code or declare the capability it needs"
+    )
+
+
+def _approval_as_audit(approval: ApprovalRecord, record: _Record) -> AuditResult:
+    """The stored risk of an approval, in the shape the policy check takes."""
+    return AuditResult(
+        plugin=approval.name,
+        content_hash=approval.content_hash,
+        risk_level=approval.risk_level,
+        verdict=approval.verdict,
+        summary="stored approval",
+        findings=(),
+        provider=record.audit.provider if record.audit else "approval",
+    )
+
+
+def _system_message(manifest: Manifest) -> str:
+    hints = manifest.hints
+    modules = "; ".join(f"host.{m.name}: {', '.join(m.function_names)}" for m in manifest.modules)
+    lines = [
+        f"## Plugin {manifest.name} {manifest.version}: {manifest.description}",
+        f"Modules: {modules}",
+    ]
+    if hints.overview:
+        lines.append(hints.overview)
+    for title, items in (
+        ("Related modules", hints.related_modules),
+        ("Critical rules", hints.critical_rules),
+        ("Anti-patterns", hints.anti_patterns),
+        ("Common patterns", hints.common_patterns),
+    ):
+        if items:
+            lines.append(f"{title}:")
+            lines.extend(f"- {item}" for item in items)
+    return "\n".join(lines)

@@ -1,0 +1,802 @@
+"""The wire protocol between the host and a worker: length-prefixed msgpack.
+
+Frame
+    A 4-byte big-endian unsigned payload length, then that many bytes of
+    msgpack. A frame is written with one ``send`` (header and payload in one
+    buffer) and a frame whose declared length exceeds the limit
+    (:data:`DEFAULT_MAX_FRAME_BYTES`, 8 MiB, unless the host says otherwise
+    in INIT) is refused from its header, before any payload is read.
+
+Messages
+    Every payload is a msgpack array ``[kind, request_id, ...]``; ``kind`` is
+    one of the integers below, ``request_id`` a non-negative int the reply
+    repeats.
+
+    Host -> worker:
+
+    - INIT ``[0, id, {"plugin": str, "entry": str, "snapshot": str,
+      "config": {str: value}, "modules": {str: [str, ...]},
+      "max_frame_bytes": int}]`` -- exactly these keys; the first frame.
+    - CALL ``[1, id, module: str, function: str, args: [value, ...],
+      kwargs: {str: value}]``
+    - SHUTDOWN ``[2, id]`` -- no reply; the worker exits 0.
+
+    Worker -> host:
+
+    - READY ``[10, id, registered: {module: [function, ...]},
+      rejected: [str, ...]]`` -- the reply to INIT.
+    - RESULT ``[11, id, value]``
+    - ERROR ``[12, id, exc_type: str, message: str]`` -- the function raised
+      (or its return value could not be sent: ``TypeError`` for a value that
+      cannot cross, ``ValueError`` for one over the frame limit).
+    - FATAL ``[13, id, message: str]`` -- the reply to INIT when the plugin
+      could not be loaded; the worker then exits 1.
+
+Values
+    Only None, bool, int (msgpack's 64-bit range), float, str, bytes,
+    lists/tuples (received as lists) and dicts with str keys cross, nested at
+    most :data:`MAX_DEPTH` containers deep. Names and messages are at most
+    :data:`MAX_TEXT_CHARS` characters.
+
+Decoding is the host's defence against a hostile worker (and the worker's
+against anything that is not its host): msgpack extension types (including
+timestamps) are refused, every length is bounded by the payload size, and
+the decoded array is shape-checked into one frozen dataclass per message
+kind. Any malformed input raises :class:`~caplet._errors.ProtocolError` and
+nothing else.
+
+This module runs inside every worker, so it imports only the standard
+library, msgpack and :mod:`caplet._errors`.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import msgpack
+
+from caplet._errors import ProtocolError
+
+__all__ = [
+    "ALLOWED_VALUES",
+    "CALL",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "ERROR",
+    "FATAL",
+    "HEADER_BYTES",
+    "INIT",
+    "MAX_DEPTH",
+    "MAX_TEXT_CHARS",
+    "READY",
+    "RESULT",
+    "SHUTDOWN",
+    "Call",
+    "Error",
+    "Fatal",
+    "FrameReader",
+    "HostMessage",
+    "Init",
+    "Ready",
+    "Result",
+    "Shutdown",
+    "WireValue",
+    "WorkerMessage",
+    "decode_host_message",
+    "decode_worker_message",
+    "encode_call",
+    "encode_error",
+    "encode_fatal",
+    "encode_init",
+    "encode_ready",
+    "encode_result",
+    "encode_shutdown",
+    "send_frame",
+]
+
+#: What may cross the channel; checked at run time, see the module docstring.
+WireValue = object
+
+DEFAULT_MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
+HEADER_BYTES: Final = 4
+#: Containers nested deeper than this are refused (bounds recursion on both sides).
+MAX_DEPTH: Final = 64
+#: Cap on names, exception type names and messages.
+MAX_TEXT_CHARS: Final = 64 * 1024
+#: The phrase every "cannot cross" message ends with.
+ALLOWED_VALUES: Final = "JSON-like values, bytes, lists and dicts with string keys only"
+
+# Message kinds. Plain ints rather than an IntEnum: the decoder compares them
+# on every call, and an enum lookup would cost more than the comparison.
+INIT: Final = 0
+CALL: Final = 1
+SHUTDOWN: Final = 2
+READY: Final = 10
+RESULT: Final = 11
+ERROR: Final = 12
+FATAL: Final = 13
+
+_HEADER = struct.Struct(">I")
+_MAX_HEADER_LENGTH = 0xFFFFFFFF
+# msgpack's integer range: int64 minimum to uint64 maximum.
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+_MAX_REQUEST_ID = 2**63 - 1
+# Exact types that cross as they are (bool is not an int here: it is final).
+_PLAIN: frozenset[type] = frozenset({str, bytes, float, bool, type(None)})
+_INIT_KEYS = frozenset({"plugin", "entry", "snapshot", "config", "modules", "max_frame_bytes"})
+
+
+# -- messages ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Init:
+    """INIT: load this plugin from this snapshot, registering only ``modules``."""
+
+    request_id: int
+    plugin: str
+    entry: str
+    snapshot: str
+    config: Mapping[str, WireValue]
+    modules: Mapping[str, tuple[str, ...]]
+    max_frame_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """CALL: run ``module.function(*args, **kwargs)``."""
+
+    request_id: int
+    module: str
+    function: str
+    args: Sequence[WireValue]
+    kwargs: Mapping[str, WireValue]
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """SHUTDOWN: exit cleanly; no reply."""
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """READY: the plugin loaded; what it registered and what was rejected."""
+
+    request_id: int
+    registered: Mapping[str, tuple[str, ...]]
+    rejected: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """RESULT: the function's return value."""
+
+    request_id: int
+    value: WireValue
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """ERROR: the function raised ``exc_type`` with ``message``."""
+
+    request_id: int
+    exc_type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """FATAL: the plugin could not be loaded (sent instead of READY)."""
+
+    request_id: int
+    message: str
+
+
+HostMessage = Init | Call | Shutdown
+WorkerMessage = Ready | Result | Error | Fatal
+
+
+# -- values -----------------------------------------------------------------------
+
+
+class _UnsendableError(Exception):
+    """A value that cannot cross; ``path`` is collected innermost first."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str] = []
+
+    def where(self) -> str:
+        return "".join(reversed(self.path))
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check(value: object, depth: int) -> None:
+    """Raise :class:`_UnsendableError` unless ``value`` may cross the boundary.
+
+    Written by hand rather than left to msgpack: msgpack would happily pack
+    int or bytes dict keys and nesting hundreds of levels deep, and raise
+    TypeError/OverflowError for the rest; this walk gives one rule for both
+    directions and a message that says where the bad value is. It is on the
+    call path, so the common case (an exact scalar type) is one set lookup.
+    """
+    if type(value) in _PLAIN:
+        return
+    if type(value) is int and _INT_MIN <= value <= _INT_MAX:
+        return
+    if isinstance(value, int):  # int subclasses, and the out-of-range error
+        if _INT_MIN <= value <= _INT_MAX:
+            return
+        raise _UnsendableError("an int outside the 64-bit range")
+    # msgpack.ExtType is a namedtuple that msgpack packs as an extension, not
+    # an array: it is the one tuple that must not cross.
+    if isinstance(value, (list, tuple)) and not isinstance(value, msgpack.ExtType):
+        if depth >= MAX_DEPTH:
+            raise _UnsendableError(f"containers nested deeper than {MAX_DEPTH} levels")
+        for index, item in enumerate(value):
+            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+                continue
+            try:
+                _check(item, depth + 1)
+            except _UnsendableError as exc:
+                exc.path.append(f"[{index}]")
+                raise
+        return
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            raise _UnsendableError(f"containers nested deeper than {MAX_DEPTH} levels")
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise _UnsendableError(f"a dict key of type {type(key).__name__}")
+            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+                continue
+            try:
+                _check(item, depth + 1)
+            except _UnsendableError as exc:
+                exc.path.append(f"[{_short(repr(key))}]")
+                raise
+        return
+    if isinstance(value, (str, bytes, float)):  # subclasses of the plain types
+        return
+    raise _UnsendableError(f"a value of type {type(value).__name__}")
+
+
+def _checked(value: object, root: str) -> None:
+    """Check a value about to be encoded; ProtocolError names where it failed."""
+    try:
+        _check(value, 0)
+    except _UnsendableError as exc:
+        raise ProtocolError(
+            f"{root}{exc.where()} is {exc.reason}, which cannot cross the boundary "
+            f"({ALLOWED_VALUES})"
+        ) from None
+
+
+def _text_arg(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ProtocolError(f"{what} must be a str, got {type(value).__name__}")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ProtocolError(f"{what} is {len(value)} characters, over the cap of {MAX_TEXT_CHARS}")
+    return value
+
+
+def _request_id_arg(request_id: object) -> int:
+    if (
+        not isinstance(request_id, int)
+        or isinstance(request_id, bool)
+        or not 0 <= request_id <= _MAX_REQUEST_ID
+    ):
+        raise ProtocolError(f"request id must be an int in 0..2**63-1, got {request_id!r}")
+    return request_id
+
+
+# -- encoding ---------------------------------------------------------------------
+
+
+_packers = threading.local()
+
+
+def _frame(message: list[object]) -> bytes:
+    # One Packer per thread: creating one per message (what packb does)
+    # costs more than the packing itself, and a Packer is not thread-safe.
+    try:
+        packer = _packers.packer
+    except AttributeError:
+        packer = _packers.packer = msgpack.Packer()
+    try:
+        payload: bytes = packer.pack(message)
+    except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - values are checked
+        raise ProtocolError(f"cannot encode message: {exc}") from exc
+    if len(payload) > _MAX_HEADER_LENGTH:
+        raise ProtocolError(f"message of {len(payload)} bytes cannot be framed (4 GiB maximum)")
+    return _HEADER.pack(len(payload)) + payload
+
+
+def encode_init(
+    request_id: int,
+    *,
+    plugin: str,
+    entry: str,
+    snapshot: str,
+    config: Mapping[str, WireValue],
+    modules: Mapping[str, Sequence[str]],
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+) -> bytes:
+    """The INIT frame (header included)."""
+    config_dict = dict(config)
+    _checked(config_dict, "config")
+    wire_modules: dict[str, list[str]] = {}
+    for module, functions in modules.items():
+        _text_arg(module, "module name")
+        wire_modules[module] = [
+            _text_arg(f, f"function name in module {module!r}") for f in functions
+        ]
+    if (
+        not isinstance(max_frame_bytes, int)
+        or isinstance(max_frame_bytes, bool)
+        or not 0 < max_frame_bytes <= _MAX_HEADER_LENGTH
+    ):
+        raise ProtocolError(
+            f"max_frame_bytes must be an int in 1..2**32-1, got {max_frame_bytes!r}"
+        )
+    body = {
+        "plugin": _text_arg(plugin, "plugin name"),
+        "entry": _text_arg(entry, "entry"),
+        "snapshot": _text_arg(snapshot, "snapshot"),
+        "config": config_dict,
+        "modules": wire_modules,
+        "max_frame_bytes": max_frame_bytes,
+    }
+    return _frame([INIT, _request_id_arg(request_id), body])
+
+
+def encode_call(
+    request_id: int,
+    module: str,
+    function: str,
+    args: Sequence[WireValue],
+    kwargs: Mapping[str, WireValue],
+) -> bytes:
+    """The CALL frame; ProtocolError names the argument that cannot cross."""
+    if not isinstance(args, (list, tuple)):
+        raise ProtocolError(f"args must be a list or tuple, got {type(args).__name__}")
+    if not isinstance(kwargs, dict):
+        if not isinstance(kwargs, Mapping):
+            raise ProtocolError(f"kwargs must be a mapping, got {type(kwargs).__name__}")
+        kwargs = dict(kwargs)
+    if args:
+        _checked(args, "args")
+    if kwargs:
+        _checked(kwargs, "kwargs")
+    # The checks are inlined for the common case; the helpers raise.
+    if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
+        _request_id_arg(request_id)
+    if type(module) is not str or len(module) > MAX_TEXT_CHARS:
+        _text_arg(module, "module name")
+    if type(function) is not str or len(function) > MAX_TEXT_CHARS:
+        _text_arg(function, "function name")
+    return _frame([CALL, request_id, module, function, args, kwargs])
+
+
+def encode_shutdown(request_id: int) -> bytes:
+    """The SHUTDOWN frame."""
+    return _frame([SHUTDOWN, _request_id_arg(request_id)])
+
+
+def encode_ready(
+    request_id: int, registered: Mapping[str, Sequence[str]], rejected: Sequence[str]
+) -> bytes:
+    """The READY frame."""
+    table = {
+        _text_arg(module, "module name"): [_text_arg(f, "function name") for f in functions]
+        for module, functions in registered.items()
+    }
+    names = [_text_arg(name, "rejected name") for name in rejected]
+    return _frame([READY, _request_id_arg(request_id), table, names])
+
+
+def encode_result(request_id: int, value: WireValue, *, origin: str = "the function") -> bytes:
+    """The RESULT frame, or ProtocolError when ``value`` cannot cross.
+
+    The message reads "<origin> returned a value of type set that cannot
+    cross the boundary (...)"; the worker sends it back as an ERROR. The
+    frame-size limit is the caller's to check (it knows the limit).
+    """
+    if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
+        _request_id_arg(request_id)
+    if type(value) not in _PLAIN:
+        try:
+            _check(value, 0)
+        except _UnsendableError as exc:
+            where = exc.where()
+            at = f" (at {where})" if where else ""
+            raise ProtocolError(
+                f"{origin} returned {exc.reason}{at} that cannot cross the boundary "
+                f"({ALLOWED_VALUES})"
+            ) from None
+    return _frame([RESULT, request_id, value])
+
+
+def encode_error(request_id: int, exc_type: str, message: str) -> bytes:
+    """The ERROR frame."""
+    return _frame(
+        [
+            ERROR,
+            _request_id_arg(request_id),
+            _text_arg(exc_type, "exception type"),
+            _text_arg(message, "error message"),
+        ]
+    )
+
+
+def encode_fatal(request_id: int, message: str) -> bytes:
+    """The FATAL frame."""
+    return _frame([FATAL, _request_id_arg(request_id), _text_arg(message, "fatal message")])
+
+
+# -- decoding ---------------------------------------------------------------------
+
+
+def _refuse_extension(code: int, data: bytes) -> object:
+    raise ProtocolError(f"msgpack extension type {code} is not allowed")
+
+
+def _unpack(payload: bytes) -> object:
+    try:
+        # max_str/bin/array/map_len default to len(payload) in unpackb, so
+        # a tiny frame cannot make msgpack preallocate a huge list or map.
+        return msgpack.unpackb(
+            payload,
+            raw=False,
+            strict_map_key=True,
+            ext_hook=_refuse_extension,
+            # 0 refuses every extension, timestamps (type -1) included: those
+            # are decoded by msgpack itself and never reach ext_hook.
+            max_ext_len=0,
+        )
+    except ProtocolError:  # from _refuse_extension
+        raise
+    except Exception as exc:
+        # The C unpacker raises ValueError and its subclasses (ExtraData,
+        # FormatError, StackError, UnicodeDecodeError), TypeError,
+        # MemoryError ... and whatever a hook raises; every one of them means
+        # "malformed", and none may escape as anything but ProtocolError.
+        if "max_ext_len" in str(exc):  # msgpack's wording for max_ext_len=0
+            raise ProtocolError(
+                "msgpack extension types (timestamps included) are not allowed"
+            ) from exc
+        raise ProtocolError(
+            f"malformed msgpack ({type(exc).__name__}: {_short(str(exc), 200)})"
+        ) from exc
+
+
+def _kind_and_id(message: object, sender: str) -> tuple[list[object], int, int]:
+    if type(message) is not list or len(message) < 2:
+        raise ProtocolError(
+            f"a message from the {sender} must be an array [kind, request_id, ...], "
+            f"got {_describe(message)}"
+        )
+    kind = message[0]
+    if type(kind) is not int:
+        raise ProtocolError(f"message kind must be an int, got {type(kind).__name__}")
+    request_id = message[1]
+    if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
+        raise ProtocolError(f"request id must be an int in 0..2**63-1, got {_describe(request_id)}")
+    return message, kind, request_id
+
+
+def _describe(value: object) -> str:
+    if type(value) is list:
+        return f"an array of {len(value)}"
+    if type(value) is int:
+        return str(value)
+    return f"a value of type {type(value).__name__}"
+
+
+def _arity(message: list[object], count: int, name: str) -> None:
+    if len(message) != count:
+        raise ProtocolError(f"{name} must have {count} elements, got {len(message)}")
+
+
+def _text(value: object, what: str) -> str:
+    if type(value) is not str:
+        raise ProtocolError(f"{what} must be a str, got {type(value).__name__}")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ProtocolError(f"{what} is {len(value)} characters, over the cap of {MAX_TEXT_CHARS}")
+    return value
+
+
+def _names(value: object, what: str) -> tuple[str, ...]:
+    if type(value) is not list:
+        raise ProtocolError(f"{what} must be an array of str, got {type(value).__name__}")
+    return tuple(_text(item, f"an element of {what}") for item in value)
+
+
+def _name_table(value: object, what: str) -> dict[str, tuple[str, ...]]:
+    if type(value) is not dict:
+        raise ProtocolError(
+            f"{what} must be a map of str to arrays of str, got {type(value).__name__}"
+        )
+    return {
+        _text(key, f"a key of {what}"): _names(item, f"{what}[{_short(repr(key))}]")
+        for key, item in value.items()
+    }
+
+
+def _wire(value: object, what: str) -> None:
+    try:
+        _check(value, 0)
+    except _UnsendableError as exc:
+        raise ProtocolError(f"{what}{exc.where()} is {exc.reason}, which is not allowed") from None
+
+
+def _str_map(value: object, what: str) -> dict[str, object]:
+    if type(value) is not dict:
+        raise ProtocolError(f"{what} must be a map, got {type(value).__name__}")
+    if value:
+        _wire(value, what)  # also refuses bytes keys, which strict_map_key lets through
+    return value
+
+
+def decode_worker_message(payload: bytes) -> WorkerMessage:
+    """Decode one payload sent by a worker (the host's side)."""
+    message = _unpack(payload)
+    # RESULT is the hot path: checked inline, the helpers explain failures.
+    if (
+        type(message) is list
+        and len(message) == 3
+        and message[0] == RESULT
+        and type(message[0]) is int
+        and type(message[1]) is int
+        and 0 <= message[1] <= _MAX_REQUEST_ID
+    ):
+        value = message[2]
+        if type(value) not in _PLAIN:
+            _wire(value, "RESULT value")
+        return Result(message[1], value)
+    message, kind, request_id = _kind_and_id(message, "worker")
+    if kind == RESULT:
+        _arity(message, 3, "RESULT")
+        _wire(message[2], "RESULT value")
+        return Result(request_id, message[2])
+    if kind == ERROR:
+        _arity(message, 4, "ERROR")
+        return Error(
+            request_id,
+            _text(message[2], "ERROR exception type"),
+            _text(message[3], "ERROR message"),
+        )
+    if kind == READY:
+        _arity(message, 4, "READY")
+        return Ready(
+            request_id,
+            _name_table(message[2], "READY registered"),
+            _names(message[3], "READY rejected"),
+        )
+    if kind == FATAL:
+        _arity(message, 3, "FATAL")
+        return Fatal(request_id, _text(message[2], "FATAL message"))
+    raise ProtocolError(
+        f"unknown message kind {kind} from the worker "
+        f"(expected READY={READY}, RESULT={RESULT}, ERROR={ERROR} or FATAL={FATAL})"
+    )
+
+
+def _call(message: list[object], request_id: int) -> Call:
+    _arity(message, 6, "CALL")
+    _, _, module, function, args, kwargs = message
+    if type(module) is not str or len(module) > MAX_TEXT_CHARS:
+        module = _text(module, "CALL module")
+    if type(function) is not str or len(function) > MAX_TEXT_CHARS:
+        function = _text(function, "CALL function")
+    if type(args) is not list:
+        raise ProtocolError(f"CALL args must be an array, got {type(args).__name__}")
+    if args:
+        _wire(args, "CALL args")
+    if type(kwargs) is not dict:
+        raise ProtocolError(f"CALL kwargs must be a map, got {type(kwargs).__name__}")
+    if kwargs:
+        _wire(kwargs, "CALL kwargs")  # also refuses bytes keys, which msgpack lets through
+    return Call(request_id, module, function, args, kwargs)
+
+
+def decode_host_message(payload: bytes) -> HostMessage:
+    """Decode one payload sent by the host (the worker's side)."""
+    message, kind, request_id = _kind_and_id(_unpack(payload), "host")
+    if kind == CALL:
+        return _call(message, request_id)
+    if kind == SHUTDOWN:
+        _arity(message, 2, "SHUTDOWN")
+        return Shutdown(request_id)
+    if kind == INIT:
+        _arity(message, 3, "INIT")
+        return _init(message[2], request_id)
+    raise ProtocolError(
+        f"unknown message kind {kind} from the host "
+        f"(expected INIT={INIT}, CALL={CALL} or SHUTDOWN={SHUTDOWN})"
+    )
+
+
+def _init(body: object, request_id: int) -> Init:
+    if type(body) is not dict:
+        raise ProtocolError(f"INIT body must be a map, got {type(body).__name__}")
+    keys = set(body)
+    if keys != _INIT_KEYS:
+        missing = sorted(_INIT_KEYS - keys)
+        extra = sorted(_short(repr(k)) for k in keys - _INIT_KEYS)
+        raise ProtocolError(f"INIT body keys are wrong (missing: {missing}, unexpected: {extra})")
+    max_frame_bytes = body["max_frame_bytes"]
+    if type(max_frame_bytes) is not int or not 0 < max_frame_bytes <= _MAX_HEADER_LENGTH:
+        raise ProtocolError(
+            f"INIT max_frame_bytes must be an int in 1..2**32-1, got {_describe(max_frame_bytes)}"
+        )
+    return Init(
+        request_id,
+        _text(body["plugin"], "INIT plugin"),
+        _text(body["entry"], "INIT entry"),
+        _text(body["snapshot"], "INIT snapshot"),
+        _str_map(body["config"], "INIT config"),
+        _name_table(body["modules"], "INIT modules"),
+        max_frame_bytes,
+    )
+
+
+# -- the socket side --------------------------------------------------------------
+
+
+# MSG_NOSIGNAL (send(2)): a peer that has gone away is EPIPE, never SIGPIPE,
+# even in a host application that restored SIGPIPE's default action.
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+
+
+# poll(2) takes a C int of milliseconds; longer waits (or an infinite
+# deadline) are cut to this and simply poll again.
+_MAX_POLL_MS = 2**31 - 1
+
+
+def _poll_ms(deadline: float) -> int:
+    remaining_ms = (deadline - time.monotonic()) * 1000
+    if remaining_ms <= 0:
+        raise TimeoutError("deadline exceeded")
+    return _MAX_POLL_MS if remaining_ms >= _MAX_POLL_MS else math.ceil(remaining_ms)
+
+
+def send_frame(sock: socket.socket, frame: bytes, deadline: float | None) -> None:
+    """Write a whole frame, normally with a single ``send``.
+
+    On a non-blocking socket a full buffer waits in ``poll`` until
+    ``deadline`` (``time.monotonic()`` seconds), then raises TimeoutError, so
+    a peer that stops reading cannot hang the writer. ``deadline=None`` waits
+    for ever. OSError (EPIPE, ECONNRESET) propagates: the peer is gone.
+    """
+    try:
+        sent = sock.send(frame, _SEND_FLAGS)
+    except BlockingIOError:
+        sent = 0
+    if sent == len(frame):
+        return
+    view = memoryview(frame)
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    while sent < len(frame):
+        if deadline is None:
+            poller.poll()
+        elif not poller.poll(_poll_ms(deadline)):
+            continue  # the next _poll_ms raises once the deadline has passed
+        try:
+            sent += sock.send(view[sent:], _SEND_FLAGS)
+        except BlockingIOError:
+            continue
+
+
+class FrameReader:
+    """Reads whole frames from a stream socket through one reusable buffer.
+
+    Small frames are parsed out of a preallocated ``bytearray`` filled with
+    ``recv_into`` (several frames may arrive in one read); a frame larger than
+    the buffer gets its own exact-size buffer so nothing past it is consumed.
+    ``max_frame_bytes`` may be changed between reads (the worker learns it
+    from INIT).
+    """
+
+    __slots__ = ("_buffer", "_end", "_poller", "_sock", "_start", "_view", "max_frame_bytes")
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        buffer_bytes: int = 64 * 1024,
+    ) -> None:
+        self._sock = sock
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray(max(buffer_bytes, HEADER_BYTES))
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
+
+    def read_frame(self, deadline: float | None) -> bytes | None:
+        """The next frame's payload, or None at end of stream.
+
+        ``deadline`` is a ``time.monotonic()`` instant; past it, TimeoutError.
+        A timeout in the middle of a frame leaves the stream position
+        undefined, so callers give up on the peer (the host kills the
+        worker). None waits for ever (the worker waiting for its next call).
+        A declared length over ``max_frame_bytes`` raises ProtocolError
+        before the payload is read. End of stream in the middle
+        of a frame is also None: the peer is gone either way, and the caller
+        learns why from the process, not from the stream.
+        """
+        while True:
+            available = self._end - self._start
+            if available >= HEADER_BYTES:
+                (length,) = _HEADER.unpack_from(self._buffer, self._start)
+                if length > self.max_frame_bytes:
+                    raise ProtocolError(
+                        f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes} bytes"
+                    )
+                total = HEADER_BYTES + length
+                if available >= total:
+                    begin = self._start + HEADER_BYTES
+                    payload = self._view[begin : begin + length].tobytes()
+                    self._start += total
+                    if self._start == self._end:
+                        self._start = self._end = 0
+                    return payload
+                if total > len(self._buffer):
+                    return self._read_large(length, deadline)
+                if self._start + total > len(self._buffer):
+                    self._compact()
+            elif self._start and len(self._buffer) - self._start < HEADER_BYTES:
+                self._compact()
+            target = self._view if self._end == 0 else self._view[self._end :]
+            received = self._receive(target, deadline)
+            if received == 0:
+                return None
+            self._end += received
+
+    def _compact(self) -> None:
+        available = self._end - self._start
+        self._buffer[:available] = self._buffer[self._start : self._end]
+        self._start = 0
+        self._end = available
+
+    def _read_large(self, length: int, deadline: float | None) -> bytes | None:
+        payload = bytearray(length)
+        view = memoryview(payload)
+        have = self._end - self._start - HEADER_BYTES
+        begin = self._start + HEADER_BYTES
+        view[:have] = self._view[begin : self._end]
+        self._start = self._end = 0
+        while have < length:
+            received = self._receive(view[have:], deadline)
+            if received == 0:
+                return None
+            have += received
+        return bytes(payload)
+
+    def _receive(self, target: memoryview, deadline: float | None) -> int:
+        while True:
+            if deadline is not None and not self._poller.poll(_poll_ms(deadline)):
+                continue  # the next _poll_ms raises once the deadline has passed
+            try:
+                return self._sock.recv_into(target)
+            except BlockingIOError:
+                if deadline is None:
+                    self._poller.poll()

@@ -1,0 +1,519 @@
+"""The Foundation launcher: each worker is a plain child process.
+
+No kernel isolation yet (:attr:`SubprocessLauncher.isolation` is
+``"process"``); what a plain process can get is applied: an empty
+environment, no inherited descriptors but the channel, a new session (so a
+timeout kills the whole process group), a private working directory, stdin
+and stdout on /dev/null and stderr in a host-private temporary file whose
+tail is quoted when the worker fails. The Sandbox issue replaces this module
+behind the same :class:`~caplet._sandbox._launcher.Launcher` Protocol.
+
+The worker is started as ``python -I -c <bootstrap> <fd>`` rather than
+``python -I -m caplet._sandbox._worker``: ``-I`` (needed so ``PYTHON*``
+variables and the user site cannot inject code) also drops ``PYTHONPATH``,
+so ``-m`` would fail whenever the host found caplet through it or through a
+checkout; the bootstrap puts the directory the host imported caplet from on
+``sys.path`` explicitly, so the worker runs the same caplet however it is
+installed.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, assert_never
+
+import msgpack
+
+from caplet._errors import (
+    CallTimeoutError,
+    PluginCallError,
+    ProtocolError,
+    SandboxError,
+    WorkerCrashedError,
+    WorkerStartError,
+)
+from caplet._sandbox._launcher import StartedWorker, WireValue, WorkerSpec
+from caplet._sandbox._protocol import (
+    ALLOWED_VALUES,
+    HEADER_BYTES,
+    Error,
+    Fatal,
+    FrameReader,
+    Ready,
+    Result,
+    WorkerMessage,
+    decode_worker_message,
+    encode_call,
+    encode_init,
+    encode_shutdown,
+    send_frame,
+)
+
+__all__ = ["SubprocessLauncher", "SubprocessWorker", "worker_command"]
+
+# The directories the host imported caplet and msgpack from. caplet's goes
+# first (the worker must run this caplet); msgpack's last, so a site-packages
+# directory never shadows the standard library.
+_CAPLET_ROOT = str(Path(__file__).resolve().parents[2])
+_MSGPACK_ROOT = str(Path(msgpack.__file__).resolve().parents[1])
+
+_BOOTSTRAP = f"""\
+import sys
+if {_CAPLET_ROOT!r} not in sys.path:
+    sys.path.insert(0, {_CAPLET_ROOT!r})
+if {_MSGPACK_ROOT!r} not in sys.path:
+    sys.path.append({_MSGPACK_ROOT!r})
+from caplet._sandbox._worker import main
+raise SystemExit(main())
+"""
+
+_INIT_REQUEST_ID = 0
+#: How long a worker that should be exiting by itself gets before SIGKILL.
+_EXIT_GRACE_S = 1.0
+#: How much of the worker's stderr is quoted in errors.
+_TAIL_BYTES = 2048
+
+
+def worker_command(channel_fd: int) -> list[str]:
+    """The argv that starts a worker on the inherited socket ``channel_fd``."""
+    return [sys.executable, "-I", "-c", _BOOTSTRAP, str(channel_fd)]
+
+
+def _describe_status(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    number = -returncode
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = "unknown signal"
+    return f"was killed by signal {number} ({name})"
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd lets the host wait for exit *without* reaping (Linux >= 5.3).
+
+    While the leader is unreaped its pid, and so its process-group id, cannot
+    be reused, which makes the killpg that follows race-free. Elsewhere the
+    worker is reaped first and the group killed after (a tiny reuse window).
+    """
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+class SubprocessWorker:
+    """One plugin's worker process and its channel (implements ``Worker``).
+
+    Built by :meth:`SubprocessLauncher.start`. Calls are serialised by a lock
+    (the channel carries one request at a time); every failure leaves the
+    host running and the worker dead (``alive`` is False) and reaped.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_death",
+        "_lock",
+        "_log",
+        "_next_id",
+        "_pidfd",
+        "_process",
+        "_reader",
+        "_sock",
+        "_spec",
+        "_started",
+        "_tail",
+    )
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        process: subprocess.Popen[bytes],
+        sock: socket.socket,
+        log: IO[bytes],
+    ) -> None:
+        self._spec = spec
+        self._process = process
+        self._sock = sock
+        self._log = log
+        self._pidfd = _open_pidfd(process.pid)
+        self._lock = threading.Lock()
+        self._next_id = _INIT_REQUEST_ID + 1
+        self._started = StartedWorker(registered=types.MappingProxyType({}), rejected=())
+        self._death: str | None = None  # how it ended, once it has
+        self._tail = ""
+        self._closed = False
+        # Non-blocking, so every send and receive waits in poll() against the
+        # call's deadline: a worker that stops reading cannot hang the host.
+        sock.setblocking(False)
+        self._reader = FrameReader(sock, max_frame_bytes=spec.max_frame_bytes)
+
+    # -- Worker protocol ----------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        """The worker's process id (also its process-group and session id)."""
+        return self._process.pid
+
+    @property
+    def started(self) -> StartedWorker:
+        """What the worker registered and rejected when it became ready."""
+        return self._started
+
+    @property
+    def alive(self) -> bool:
+        """True while the worker process runs (checked without reaping it)."""
+        if self._death is not None:
+            return False
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        return info is None
+
+    def call(
+        self,
+        module: str,
+        function: str,
+        args: Sequence[WireValue],
+        kwargs: Mapping[str, WireValue],
+        *,
+        timeout_s: float,
+    ) -> WireValue:
+        """Call ``module.function(*args, **kwargs)`` in the worker.
+
+        Raises PluginCallError when the function raised, CallTimeoutError
+        (worker killed) past ``timeout_s``, WorkerCrashedError when the
+        worker died, ProtocolError when it broke the protocol (worker
+        killed) -- or, with the worker left running, when an argument cannot
+        cross the boundary: that is a malformed frame the host refused to
+        send, not a plugin failure.
+        """
+        # The hot path builds no strings and makes one send and one receive;
+        # every failure is explained in _refuse/_failed, off that path.
+        with self._lock:
+            if self._death is not None or not timeout_s > 0:
+                raise self._refuse(module, function, timeout_s)
+            request_id = self._next_id
+            self._next_id = request_id + 1
+            try:
+                frame = encode_call(request_id, module, function, args, kwargs)
+            except ProtocolError as exc:
+                raise ProtocolError(
+                    f"plugin '{self._spec.plugin}': cannot call {module}.{function}: {exc}; "
+                    f"pass only {ALLOWED_VALUES}"
+                ) from None
+            if len(frame) - HEADER_BYTES > self._spec.max_frame_bytes:
+                raise ProtocolError(
+                    f"plugin '{self._spec.plugin}': cannot call {module}.{function}: the "
+                    f"arguments encode to {len(frame) - HEADER_BYTES} bytes, over the frame "
+                    f"limit of {self._spec.max_frame_bytes} bytes; pass less data per call"
+                )
+            try:
+                message = self._exchange(frame, time.monotonic() + timeout_s)
+            except TimeoutError:
+                self._terminate(grace_s=0.0)
+                raise CallTimeoutError(
+                    f"plugin '{self._spec.plugin}': {module}.{function} timed out after "
+                    f"{round(timeout_s * 1000)} ms; the worker was killed (if the call "
+                    "legitimately needs longer, raise its timeout)"
+                ) from None
+            except ProtocolError as exc:
+                self._terminate(grace_s=0.0)
+                raise ProtocolError(
+                    f"plugin '{self._spec.plugin}': {module}.{function}: the worker sent a "
+                    f"malformed frame ({exc}); the worker was killed"
+                ) from exc
+            if type(message) is Result and message.request_id == request_id:
+                return message.value
+            raise self._failed(module, function, request_id, message)
+
+    def _refuse(self, module: str, function: str, timeout_s: float) -> SandboxError:
+        """Why a call is refused before anything is sent."""
+        name = f"{module}.{function}"
+        if self._death is not None:
+            reason = "it was closed" if self._closed else f"it {self._death}"
+            return WorkerCrashedError(
+                f"plugin '{self._spec.plugin}': cannot call {name}: the worker "
+                f"(pid {self.pid}) is no longer running ({reason}); start a new worker"
+            )
+        return SandboxError(
+            f"plugin '{self._spec.plugin}': cannot call {name}: timeout_s must be a "
+            f"positive number of seconds, got {timeout_s!r}"
+        )
+
+    def _failed(
+        self, module: str, function: str, request_id: int, message: WorkerMessage | None
+    ) -> SandboxError:
+        """The error for any reply but the expected RESULT (killing when needed)."""
+        plugin = self._spec.plugin
+        name = f"{module}.{function}"
+        if message is None:
+            status = self._terminate(grace_s=_EXIT_GRACE_S)
+            return WorkerCrashedError(
+                f"plugin '{plugin}': the worker (pid {self.pid}) died during "
+                f"{name}: it {status}{self._tail_text()}"
+            )
+        if message.request_id != request_id:
+            self._terminate(grace_s=0.0)
+            return ProtocolError(
+                f"plugin '{plugin}': {name}: the worker replied to request "
+                f"{message.request_id} while request {request_id} was waiting; "
+                "the worker was killed"
+            )
+        if isinstance(message, Error):
+            return PluginCallError(
+                f"plugin '{plugin}': {name} raised {message.exc_type}: {message.message}",
+                exc_type=message.exc_type,
+            )
+        if isinstance(message, Ready | Fatal | Result):  # a matching RESULT never gets here
+            self._terminate(grace_s=0.0)
+            return ProtocolError(
+                f"plugin '{plugin}': {name}: the worker sent "
+                f"{type(message).__name__.upper()} in reply to a call; the worker was killed"
+            )
+        assert_never(message)
+
+    def close(self) -> None:
+        """Ask the worker to exit, kill its process group after ~1 s, reap it.
+
+        Idempotent; never raises for a worker that is already dead.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._death is None:
+                try:
+                    shutdown = encode_shutdown(self._next_id)
+                    send_frame(self._sock, shutdown, time.monotonic() + _EXIT_GRACE_S)
+                except (OSError, TimeoutError):
+                    pass  # already gone or not reading: the SIGKILL below settles it
+                self._terminate(grace_s=_EXIT_GRACE_S)
+
+    def __enter__(self) -> SubprocessWorker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------
+
+    def _handshake(self, init: bytes) -> None:
+        """Send INIT and wait for READY; WorkerStartError (worker reaped) if not."""
+        plugin = self._spec.plugin
+        timeout_s = self._spec.start_timeout_s
+        try:
+            message = self._exchange(init, time.monotonic() + timeout_s)
+        except TimeoutError:
+            self._terminate(grace_s=0.0)
+            raise WorkerStartError(
+                f"plugin '{plugin}': the worker did not become ready within {timeout_s:g} s "
+                f"and was killed{self._tail_text()}; make the plugin's import and "
+                "create_functions fast, or raise the start timeout"
+            ) from None
+        except ProtocolError as exc:
+            self._terminate(grace_s=0.0)
+            raise WorkerStartError(
+                f"plugin '{plugin}': the worker sent a malformed frame while starting ({exc}) "
+                "and was killed"
+            ) from exc
+        if message is None:
+            status = self._terminate(grace_s=_EXIT_GRACE_S)
+            raise WorkerStartError(
+                f"plugin '{plugin}': the worker {status} before it was ready{self._tail_text()}"
+            )
+        problem = self._check_ready(message)
+        if isinstance(message, Fatal) and problem is None:
+            self._terminate(grace_s=_EXIT_GRACE_S)
+            raise WorkerStartError(
+                f"plugin '{plugin}' could not be loaded from {self._spec.entry}: "
+                f"{message.message}; fix the plugin and start it again"
+            )
+        if problem is not None or not isinstance(message, Ready):
+            self._terminate(grace_s=0.0)
+            raise WorkerStartError(
+                f"plugin '{plugin}': the worker broke the protocol while starting ({problem}) "
+                "and was killed"
+            )
+        self._started = StartedWorker(
+            registered=types.MappingProxyType(dict(message.registered)),
+            rejected=message.rejected,
+        )
+
+    def _check_ready(self, message: WorkerMessage) -> str | None:
+        """Why the reply to INIT is not acceptable, or None."""
+        if message.request_id != _INIT_REQUEST_ID:
+            return f"replied to request {message.request_id} instead of {_INIT_REQUEST_ID}"
+        if isinstance(message, Fatal):
+            return None
+        if not isinstance(message, Ready):
+            return f"sent {type(message).__name__.upper()} instead of READY"
+        # The worker is not trusted to have filtered: anything undeclared it
+        # claims to have registered is a protocol violation.
+        for module, functions in message.registered.items():
+            declared = self._spec.modules.get(module)
+            if declared is None:
+                return f"claimed to register undeclared module {module!r}"
+            extra = sorted(set(functions) - set(declared))
+            if extra:
+                return f"claimed to register undeclared functions {extra} of module {module!r}"
+        return None
+
+    def _exchange(self, frame: bytes, deadline: float) -> WorkerMessage | None:
+        """Send one frame and read the reply; None when the worker is gone.
+
+        TimeoutError past ``deadline``; ProtocolError for a malformed reply.
+        """
+        try:
+            send_frame(self._sock, frame, deadline)
+            payload = self._reader.read_frame(deadline)
+        except (BrokenPipeError, ConnectionResetError):
+            return None
+        if payload is None:
+            return None
+        return decode_worker_message(payload)
+
+    def _wait_exit(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the worker to exit, without reaping it."""
+        if self._pidfd is not None:
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            poller.poll(max(0, round(timeout_s * 1000)))
+            return
+        try:
+            self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _terminate(self, *, grace_s: float) -> str:
+        """Kill the worker's process group, reap it, release everything.
+
+        Returns how the worker ended ("exited with code 3", "was killed by
+        signal 9 (SIGKILL)"). The group is killed even when the worker
+        exited by itself, so nothing it spawned survives it.
+        """
+        if self._death is not None:
+            return self._death
+        if grace_s > 0:
+            self._wait_exit(grace_s)
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is already empty
+        returncode = self._process.wait()
+        self._death = _describe_status(returncode)
+        self._tail = self._read_tail()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        self._sock.close()
+        self._log.close()
+        return self._death
+
+    def _read_tail(self) -> str:
+        try:
+            fd = self._log.fileno()
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, _TAIL_BYTES, max(0, size - _TAIL_BYTES))
+        except (OSError, ValueError):
+            return ""
+        return data.decode("utf-8", "replace").strip()
+
+    def _tail_text(self) -> str:
+        if not self._tail:
+            return "; its stderr was empty"
+        return f"; its stderr ends with:\n{self._tail}"
+
+
+class SubprocessLauncher:
+    """Starts each worker as a plain child process (implements ``Launcher``)."""
+
+    __slots__ = ()
+
+    @property
+    def isolation(self) -> str:
+        """``"process"``: a separate process, no kernel isolation."""
+        return "process"
+
+    def start(self, spec: WorkerSpec) -> SubprocessWorker:
+        """Start a worker for ``spec`` and wait until it is READY.
+
+        WorkerStartError (with the plugin's message, or the exit status and
+        the tail of stderr) when it cannot be started, fails to load the
+        plugin, or is not ready within ``spec.start_timeout_s``.
+        """
+        try:
+            init = encode_init(
+                _INIT_REQUEST_ID,
+                plugin=spec.plugin,
+                entry=spec.entry,
+                snapshot=str(spec.snapshot_dir),
+                config=spec.config,
+                modules=spec.modules,
+                max_frame_bytes=spec.max_frame_bytes,
+            )
+        except ProtocolError as exc:
+            raise WorkerStartError(
+                f"plugin '{spec.plugin}': cannot send the start-up message to the worker: {exc}; "
+                "fix the plugin's configuration and declared modules"
+            ) from exc
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # Unnamed and 0600: only the host can read what the worker wrote.
+            # Owned by the worker object from here on (closed when it is reaped).
+            log = tempfile.TemporaryFile(prefix="caplet-worker-")  # noqa: SIM115
+        except OSError as exc:
+            parent.close()
+            child.close()
+            raise WorkerStartError(
+                f"plugin '{spec.plugin}': cannot create the worker's log file: {exc}; "
+                "check the temporary directory (TMPDIR)"
+            ) from exc
+        try:
+            process = subprocess.Popen(
+                worker_command(child.fileno()),
+                env={},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                close_fds=True,
+                pass_fds=(child.fileno(),),
+                start_new_session=True,
+                cwd=spec.workdir,
+            )
+        except OSError as exc:
+            parent.close()
+            log.close()
+            raise WorkerStartError(
+                f"plugin '{spec.plugin}': cannot start a worker process "
+                f"({sys.executable or 'no Python executable'} in {spec.workdir}): {exc}; "
+                "check that the working directory exists"
+            ) from exc
+        finally:
+            child.close()
+        try:
+            worker = SubprocessWorker(spec, process, parent, log)
+        except BaseException:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            process.wait()
+            parent.close()
+            log.close()
+            raise
+        worker._handshake(init)
+        return worker

@@ -1,0 +1,383 @@
+"""The worker process: loads one plugin and serves calls to it.
+
+Started by a launcher as ``python -I -c <bootstrap> <fd>`` (see
+:func:`caplet._sandbox._subprocess.worker_command`), where ``<fd>`` is the
+inherited end of the host's socketpair. Before any plugin byte is imported
+the worker empties its environment (PEP 538 locale coercion may have added
+``LC_CTYPE`` even though the host passed ``env={}``), closes every
+descriptor but 0, 1, 2 and the channel, and stops writing bytecode; its
+working directory is already the private workdir the launcher chose.
+
+Then: read INIT, import the entry module from the snapshot as
+``caplet_plugin.<stem>`` (the snapshot is the package's only search
+location, and is also on ``sys.path`` so ``import helpers`` of a sibling
+file works), call ``create_functions(config)`` and register only the
+modules and functions INIT declares; the rest are reported as rejected and
+are never callable. Reply READY, or FATAL and exit 1. Then serve CALLs until
+SHUTDOWN or end of stream (exit 0). A malformed or out-of-order frame from
+the host is exit 2: the worker trusts nothing it did not check either.
+
+This module runs in every worker, so it imports only the standard library,
+msgpack (through the protocol) and the sandbox's protocol and error
+modules; ``caplet/__init__.py`` is lazy (PEP 562), so importing it does not
+pull in the host's dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import assert_never
+
+from caplet._errors import ProtocolError
+from caplet._sandbox._protocol import (
+    HEADER_BYTES,
+    Call,
+    FrameReader,
+    Init,
+    Shutdown,
+    decode_host_message,
+    encode_error,
+    encode_fatal,
+    encode_ready,
+    encode_result,
+    send_frame,
+)
+
+__all__ = [
+    "EXIT_LOAD_FAILED",
+    "EXIT_OK",
+    "EXIT_PROTOCOL",
+    "PLUGIN_PACKAGE",
+    "main",
+]
+
+#: SHUTDOWN, or the host closed the channel.
+EXIT_OK = 0
+#: The plugin could not be loaded (FATAL was sent).
+EXIT_LOAD_FAILED = 1
+#: Bad command line, or a malformed / unexpected frame from the host.
+EXIT_PROTOCOL = 2
+
+#: The package the snapshot is imported as.
+PLUGIN_PACKAGE = "caplet_plugin"
+
+# Messages coming from plugin code are cut to this many characters: enough to
+# read, small enough that a hostile exception message costs nothing.
+_MAX_MESSAGE_CHARS = 4096
+_MAX_TYPE_CHARS = 200
+
+_Function = Callable[..., object]
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """A loaded plugin: the dispatch table and what was rejected."""
+
+    table: Mapping[str, Mapping[str, _Function]]
+    rejected: tuple[str, ...]
+
+
+class _LoadError(Exception):
+    """The plugin cannot be loaded; the message is sent as FATAL."""
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def _describe_exception(exc: BaseException) -> tuple[str, str]:
+    """(type name, message) of a plugin exception, both bounded, never raising."""
+    exc_type = _truncate(type(exc).__name__, _MAX_TYPE_CHARS)
+    try:
+        message = str(exc)
+    except Exception:  # a hostile __str__ must not take the worker down
+        message = f"<unprintable {exc_type}>"
+    return exc_type, _truncate(message, _MAX_MESSAGE_CHARS)
+
+
+def _complain(text: str) -> None:
+    """Explain an exit on stderr (the host's private log of this worker)."""
+    try:
+        sys.stderr.write(f"caplet worker: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # stderr closed or replaced
+        pass
+
+
+def _print_traceback() -> None:
+    """Put the full traceback in the worker's log; only the summary crosses."""
+    import contextlib
+    import traceback  # only on this error path: keeps worker start-up lean
+
+    with contextlib.suppress(Exception):  # stderr closed or replaced by the plugin
+        traceback.print_exc()
+
+
+def _entry_parts(entry: str) -> tuple[str, ...]:
+    """``"sub/plugin.py"`` -> ``("sub", "plugin")``; _LoadError if it escapes.
+
+    Plain string work rather than pathlib: this runs in every worker, and
+    pathlib's import is not free.
+    """
+    parts = entry.split("/")
+    if (
+        not entry.endswith(".py")
+        or entry.startswith("/")
+        or "\\" in entry
+        or "\0" in entry
+        or any(part in ("", ".", "..") for part in parts)
+        or parts[-1] == ".py"
+    ):
+        raise _LoadError(
+            f"entry {entry!r} must be a relative path to a .py file inside the plugin "
+            "(for example 'plugin.py')"
+        )
+    *packages, leaf = parts
+    for part in packages:
+        if not part.isidentifier():
+            raise _LoadError(f"entry {entry!r}: directory {part!r} is not a Python package name")
+    return (*packages, leaf[: -len(".py")])
+
+
+def _import_entry(snapshot: str, entry: str) -> object:
+    """Import the entry file as ``caplet_plugin.<stem>`` from the snapshot."""
+    parts = _entry_parts(entry)
+    # os.path rather than pathlib: see _entry_parts.
+    path = os.path.join(snapshot, entry)  # noqa: PTH118
+    if not os.path.isfile(path):  # noqa: PTH113
+        raise _LoadError(f"entry file {entry} not found in the plugin snapshot {snapshot}")
+    sys.path.insert(0, snapshot)
+    package_spec = importlib.machinery.ModuleSpec(PLUGIN_PACKAGE, None, is_package=True)
+    package_spec.submodule_search_locations = [snapshot]
+    sys.modules[PLUGIN_PACKAGE] = importlib.util.module_from_spec(package_spec)
+    name = PLUGIN_PACKAGE
+    for package in parts[:-1]:
+        name = f"{name}.{package}"
+        importlib.import_module(name)
+    name = f"{name}.{parts[-1]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has a loader
+        raise _LoadError(f"entry file {entry} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _shape(result: object, entry: str) -> dict[str, dict[str, _Function]]:
+    """Check ``create_functions``' result is {str: {str: callable}}; copy it."""
+    expected = "expected a dict mapping module names to dicts of function name -> callable"
+    where = f"create_functions in {entry}"
+    if not isinstance(result, Mapping):
+        raise _LoadError(f"{where} returned {type(result).__name__}, {expected}")
+    shaped: dict[str, dict[str, _Function]] = {}
+    for module, functions in result.items():
+        if not isinstance(module, str):
+            raise _LoadError(
+                f"{where} returned a module name of type {type(module).__name__}, {expected}"
+            )
+        if not isinstance(functions, Mapping):
+            raise _LoadError(
+                f"{where} returned {type(functions).__name__} for module {module!r}, {expected}"
+            )
+        table: dict[str, _Function] = {}
+        for name, function in functions.items():
+            if not isinstance(name, str):
+                raise _LoadError(
+                    f"{where} returned a function name of type {type(name).__name__} "
+                    f"in module {module!r}, {expected}"
+                )
+            if not callable(function):
+                raise _LoadError(
+                    f"{where} returned {type(function).__name__} for {module}.{name}, "
+                    "which is not callable"
+                )
+            table[name] = function
+        shaped[module] = table
+    return shaped
+
+
+def _register(
+    provided: Mapping[str, Mapping[str, _Function]], declared: Mapping[str, tuple[str, ...]]
+) -> _Loaded:
+    """Keep only declared modules and functions (design.md section 4, layer 11)."""
+    table: dict[str, dict[str, _Function]] = {}
+    rejected: list[str] = []
+    for module, functions in provided.items():
+        allowed = declared.get(module)
+        if allowed is None:
+            rejected.append(module)
+            continue
+        for name, function in functions.items():
+            if name in allowed:
+                table.setdefault(module, {})[name] = function
+            else:
+                rejected.append(f"{module}.{name}")
+    return _Loaded(table, tuple(rejected))
+
+
+def _load(init: Init) -> _Loaded:
+    """Import the plugin and call ``create_functions``; _LoadError on failure."""
+    try:
+        module = _import_entry(init.snapshot, init.entry)
+    except _LoadError:
+        raise
+    except BaseException as exc:  # SystemExit at import time is a load failure too
+        _print_traceback()
+        exc_type, message = _describe_exception(exc)
+        raise _LoadError(f"{exc_type}: {message} (while importing {init.entry})") from None
+    create = getattr(module, "create_functions", None)
+    if not callable(create):
+        raise _LoadError(
+            f"{init.entry} does not define create_functions(config); add it and return "
+            "{module: {function: callable}}"
+        )
+    try:
+        provided = _shape(create(dict(init.config)), init.entry)
+    except _LoadError:
+        raise
+    except BaseException as exc:
+        _print_traceback()
+        exc_type, message = _describe_exception(exc)
+        raise _LoadError(f"{exc_type}: {message} (in create_functions)") from None
+    return _register(provided, init.modules)
+
+
+def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
+    """Run one call and return the reply frame (RESULT or ERROR)."""
+    functions = loaded.table.get(call.module)
+    function = None if functions is None else functions.get(call.function)
+    if function is None:
+        known = ", ".join(f"{m}.{f}" for m, fs in loaded.table.items() for f in fs) or "none"
+        return encode_error(
+            call.request_id,
+            "LookupError",
+            _truncate(
+                f"unknown function {call.module}.{call.function}; registered: {known}",
+                _MAX_MESSAGE_CHARS,
+            ),
+        )
+    try:
+        value = function(*call.args, **call.kwargs)
+    except Exception as exc:
+        return encode_error(call.request_id, *_describe_exception(exc))
+    try:
+        frame = encode_result(call.request_id, value)
+    except ProtocolError:
+        return _unsendable(call, value)
+    if len(frame) - HEADER_BYTES > max_frame_bytes:
+        return encode_error(
+            call.request_id,
+            "ValueError",
+            f"{call.module}.{call.function} returned a value that encodes to "
+            f"{len(frame) - HEADER_BYTES} bytes, over the frame limit of {max_frame_bytes} "
+            "bytes; return less data per call",
+        )
+    return frame
+
+
+def _unsendable(call: Call, value: object) -> bytes:
+    """ERROR for a return value that cannot cross, naming the function.
+
+    The value is checked a second time only to word the message: the success
+    path does not build the name.
+    """
+    try:
+        encode_result(call.request_id, value, origin=f"{call.module}.{call.function}")
+    except ProtocolError as exc:
+        message = str(exc)
+    else:  # pragma: no cover - the first attempt failed on the same value
+        message = f"{call.module}.{call.function} returned a value that cannot cross the boundary"
+    return encode_error(call.request_id, "TypeError", _truncate(message, _MAX_MESSAGE_CHARS))
+
+
+def _serve(sock: socket.socket) -> int:
+    reader = FrameReader(sock)
+    try:
+        payload = reader.read_frame(None)
+        if payload is None:
+            return EXIT_OK
+        init = decode_host_message(payload)
+        if not isinstance(init, Init):
+            raise ProtocolError(f"expected INIT as the first frame, got {type(init).__name__}")
+    except ProtocolError as exc:
+        _complain(f"protocol error from the host: {exc}")
+        return EXIT_PROTOCOL
+    reader.max_frame_bytes = init.max_frame_bytes
+    try:
+        loaded = _load(init)
+    except _LoadError as exc:
+        send_frame(
+            sock, encode_fatal(init.request_id, _truncate(str(exc), _MAX_MESSAGE_CHARS)), None
+        )
+        return EXIT_LOAD_FAILED
+    registered = {module: list(functions) for module, functions in loaded.table.items()}
+    send_frame(sock, encode_ready(init.request_id, registered, loaded.rejected), None)
+    while True:
+        try:
+            payload = reader.read_frame(None)
+            if payload is None:
+                return EXIT_OK
+            message = decode_host_message(payload)
+        except ProtocolError as exc:
+            _complain(f"protocol error from the host: {exc}")
+            return EXIT_PROTOCOL
+        if isinstance(message, Call):
+            send_frame(sock, _dispatch(loaded, message, init.max_frame_bytes), None)
+        elif isinstance(message, Shutdown):
+            return EXIT_OK
+        elif isinstance(message, Init):
+            _complain("protocol error from the host: a second INIT")
+            return EXIT_PROTOCOL
+        else:
+            assert_never(message)
+
+
+def _close_other_descriptors(keep: int) -> None:
+    """Close every fd but 0, 1, 2 and ``keep``.
+
+    The launcher already passes only the channel (close_fds/pass_fds), but a
+    different launcher (the fork-server zygote) may not, and a plugin must
+    not find a stray descriptor of the host. ``os.closerange`` uses
+    close_range(2) where the kernel has it.
+    """
+    limit = os.sysconf("SC_OPEN_MAX")
+    os.closerange(3, keep)
+    os.closerange(keep + 1, max(limit, keep + 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the worker on the channel whose fd number is ``argv[0]``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 3:
+        _complain(f"usage: worker <channel fd (>= 3)>, got {args!r}")
+        return EXIT_PROTOCOL
+    fd = int(args[0])
+    os.environ.clear()
+    _close_other_descriptors(fd)
+    sys.dont_write_bytecode = True
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        _complain(f"fd {fd} is not a usable socket: {exc}")
+        return EXIT_PROTOCOL
+    sock.setblocking(True)
+    try:
+        with sock:
+            return _serve(sock)
+    except OSError as exc:  # the host went away mid-send; nobody is left to tell
+        _complain(f"channel error: {exc}")
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover - the launcher uses -c, this is for debugging
+    raise SystemExit(main())

@@ -1,0 +1,322 @@
+"""The content hash of a whole plugin tree (design.md section 4, layer 8).
+
+Approval and the cached audit are pinned to one SHA-256 over every file of
+the plugin: its relative path, its executable bit, its length and its bytes.
+Anything that could change what runs changes the hash: a byte moved between
+files, a rename, ``chmod +x``, an added empty file.
+
+The walk fails closed (:class:`~caplet._errors.PluginTreeError`) on anything
+it cannot pin down: symbolic links (they could point outside the approved
+content), FIFOs, sockets and devices, names that are not UTF-8 or contain a
+newline or NUL, trees over the size limits, unreadable entries, and files
+that change while they are read.
+
+Only the executable bit of a file's mode enters the hash, as in git's
+``100644``/``100755``: the load-time snapshot (:mod:`caplet._trust._snapshot`)
+is deliberately read-only, so a hash over the full permission bits could
+never match between the source tree and its snapshot, and a different
+``umask`` on another machine must not revoke an approval either.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from caplet._errors import PluginTreeError
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_FILES",
+    "EXCLUDED_DIRS",
+    "HASH_PREFIX",
+    "TreeEntry",
+    "hash_entries",
+    "hashed_mode",
+    "is_executable",
+    "is_tree_hash",
+    "list_tree",
+    "open_entry",
+    "read_entry",
+    "tree_hash",
+]
+
+#: Every content hash starts with this, so the algorithm can change later.
+HASH_PREFIX = "sha256-"
+
+#: Domain separation: a tree hash can never equal the hash of some file.
+_DOMAIN = b"caplet-tree-v1\0"
+
+#: Directories that never count, at any depth: VCS metadata, and byte-code
+#: caches that importing the plugin writes next to its sources.
+EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", "__pycache__"})
+
+DEFAULT_MAX_FILES = 10_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+_CHUNK = 1024 * 1024
+_HEX_DIGITS = frozenset("0123456789abcdef")
+_SHA256_HEX_LEN = 64
+
+# O_NONBLOCK: opening a FIFO that replaced a listed file must not hang the host
+# (open(2): "O_NONBLOCK ... the open() returns without waiting"); it has no
+# effect on regular files (open(2), "Note that this flag has no effect for
+# regular files").
+_FILE_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+_DIR_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECTORY
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One regular file of a plugin tree.
+
+    ``path`` is POSIX and relative to the root, ``mode`` is
+    ``stat.S_IMODE`` as found on disk and ``size`` the length in bytes.
+    """
+
+    path: str
+    mode: int
+    size: int
+
+
+def is_executable(mode: int) -> bool:
+    """True when any execute bit is set (what ``chmod +x`` changes)."""
+    return bool(mode & 0o111)
+
+
+def hashed_mode(mode: int) -> int:
+    """The mode as it enters the hash: ``0o755`` if executable, else ``0o644``.
+
+    Normalised like git's file modes; see the module docstring for why.
+    """
+    return 0o755 if is_executable(mode) else 0o644
+
+
+def is_tree_hash(text: str) -> bool:
+    """True when *text* looks like a value returned by :func:`tree_hash`."""
+    if not text.startswith(HASH_PREFIX):
+        return False
+    digest = text[len(HASH_PREFIX) :]
+    return len(digest) == _SHA256_HEX_LEN and set(digest) <= _HEX_DIGITS
+
+
+def _show(name: str) -> str:
+    """A printable form of a file name that may hold undecodable bytes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _check_name(root: Path, rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        # os.scandir decodes undecodable bytes as lone surrogates (PEP 383).
+        raise PluginTreeError(
+            f"plugin directory {root}: the file name {_show(rel)!r} is not valid UTF-8; "
+            "rename it to a UTF-8 name"
+        ) from None
+    if "\n" in rel or "\0" in rel:
+        raise PluginTreeError(
+            f"plugin directory {root}: the file name {rel!r} contains a newline or NUL; rename it"
+        )
+
+
+def _check_root(root: Path) -> None:
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        raise PluginTreeError(
+            f"plugin directory {root} does not exist; check the path or the plugin name"
+        ) from None
+    except OSError as exc:
+        raise PluginTreeError(
+            f"plugin directory {root} cannot be read ({exc.strerror}); check its permissions"
+        ) from exc
+    if stat.S_ISLNK(st.st_mode):
+        raise PluginTreeError(
+            f"plugin directory {root} is a symbolic link; caplet hashes only real "
+            "directories, so the approved content cannot be redirected; "
+            "replace the link with a copy of the directory"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise PluginTreeError(
+            f"plugin directory {root} is not a directory; a plugin is a directory "
+            "holding caplet.toml and its modules"
+        )
+
+
+def list_tree(
+    root: Path,
+    *,
+    max_files: int = DEFAULT_MAX_FILES,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[TreeEntry]:
+    """Every regular file under *root*, sorted by the UTF-8 bytes of its path.
+
+    Symbolic links are never followed; VCS folders and ``__pycache__`` are
+    skipped (:data:`EXCLUDED_DIRS`); everything else counts, dotfiles too.
+    Raises :class:`PluginTreeError` for anything that cannot be hashed safely.
+    """
+    _check_root(root)
+    entries: list[TreeEntry] = []
+    total = 0
+    # Iterative depth-first walk with os.scandir: os.walk would hide symlinks
+    # to directories among the directory names and swallow listing errors.
+    pending: list[str] = [""]
+    while pending:
+        rel_dir = pending.pop()
+        directory = root / rel_dir if rel_dir else root
+        try:
+            with os.scandir(directory) as it:
+                children = list(it)
+        except OSError as exc:
+            raise PluginTreeError(
+                f"plugin directory {root}: cannot list {rel_dir or '.'!r} ({exc.strerror}); "
+                "make it readable (chmod u+rx) or remove it"
+            ) from exc
+        for child in children:
+            rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
+            _check_name(root, rel)
+            try:
+                st = child.stat(follow_symlinks=False)
+            except OSError as exc:
+                raise PluginTreeError(
+                    f"plugin directory {root}: cannot stat {rel!r} ({exc.strerror}); "
+                    "check its permissions"
+                ) from exc
+            if stat.S_ISLNK(st.st_mode):
+                raise PluginTreeError(
+                    f"plugin directory {root}: {rel!r} is a symbolic link; it could point "
+                    "outside the approved content, so caplet refuses it; "
+                    "replace it with a copy of the file"
+                )
+            if stat.S_ISDIR(st.st_mode):
+                if child.name not in EXCLUDED_DIRS:
+                    pending.append(rel)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise PluginTreeError(
+                    f"plugin directory {root}: {rel!r} is not a regular file or directory "
+                    f"(a FIFO, socket or device: mode {stat.filemode(st.st_mode)}); "
+                    "remove it from the plugin"
+                )
+            entries.append(TreeEntry(path=rel, mode=stat.S_IMODE(st.st_mode), size=st.st_size))
+            total += st.st_size
+            if len(entries) > max_files:
+                raise PluginTreeError(
+                    f"plugin directory {root} holds more than {max_files} files "
+                    f"(reached at {rel!r}); remove generated or vendored files from it"
+                )
+            if total > max_bytes:
+                raise PluginTreeError(
+                    f"plugin directory {root} holds more than {max_bytes} bytes "
+                    f"(reached at {rel!r}); remove large data files from it"
+                )
+    entries.sort(key=lambda e: e.path.encode("utf-8"))
+    return entries
+
+
+def _changed(root: Path, rel: str) -> PluginTreeError:
+    return PluginTreeError(
+        f"plugin directory {root}: {rel!r} changed while being hashed; "
+        "retry once nothing is writing to the plugin"
+    )
+
+
+@contextmanager
+def open_entry(root: Path, entry: TreeEntry) -> Iterator[int]:
+    """Open *entry* below *root* for reading; yields the file descriptor.
+
+    Every path component is opened relative to its parent with
+    ``O_NOFOLLOW``, so a directory swapped for a symbolic link after the
+    walk cannot redirect the read outside the tree (openat(2)). The opened
+    file must still be a regular file with the listed execute bit.
+    """
+    parts = entry.path.split("/")
+    dir_fds: list[int] = []
+    fd = -1
+    try:
+        try:
+            current = os.open(root, _DIR_FLAGS)
+            dir_fds.append(current)
+            for part in parts[:-1]:
+                current = os.open(part, _DIR_FLAGS, dir_fd=current)
+                dir_fds.append(current)
+            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=current)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ENXIO):
+                # ELOOP: a component became a symlink (open(2), O_NOFOLLOW);
+                # ENXIO: a FIFO/socket appeared with O_NONBLOCK.
+                raise _changed(root, entry.path) from exc
+            raise PluginTreeError(
+                f"plugin directory {root}: cannot read {entry.path!r} ({exc.strerror}); "
+                "make it readable (chmod u+r)"
+            ) from exc
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or is_executable(st.st_mode) != is_executable(entry.mode):
+            raise _changed(root, entry.path)
+        yield fd
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        for dir_fd in reversed(dir_fds):
+            os.close(dir_fd)
+
+
+def read_entry(root: Path, entry: TreeEntry, fd: int) -> Iterator[bytes]:
+    """Yield the bytes of an opened *entry* in chunks; exactly ``entry.size`` of them.
+
+    Raises :class:`PluginTreeError` ("changed while being hashed") when the
+    file is shorter or longer than the walk recorded.
+    """
+    remaining = entry.size
+    try:
+        while remaining > 0:
+            chunk = os.read(fd, min(_CHUNK, remaining))
+            if not chunk:
+                raise _changed(root, entry.path)
+            remaining -= len(chunk)
+            yield chunk
+        # One more byte proves the file did not grow after the walk.
+        if os.read(fd, 1):
+            raise _changed(root, entry.path)
+    except OSError as exc:
+        raise PluginTreeError(
+            f"plugin directory {root}: cannot read {entry.path!r} ({exc.strerror}); "
+            "make it readable (chmod u+r)"
+        ) from exc
+
+
+def hash_entries(root: Path, entries: Iterable[TreeEntry]) -> str:
+    """Hash the listed *entries* of *root* (in the order given; see :func:`list_tree`).
+
+    Per entry: 8-byte big-endian path length, the UTF-8 path, 4-byte mode
+    (:func:`hashed_mode`), 8-byte length, then the bytes. Every field is
+    length-prefixed so no two different trees share an encoding.
+    """
+    digest = hashlib.sha256(_DOMAIN)
+    for entry in entries:
+        encoded = entry.path.encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+        digest.update(hashed_mode(entry.mode).to_bytes(4, "big"))
+        digest.update(entry.size.to_bytes(8, "big"))
+        with open_entry(root, entry) as fd:
+            for chunk in read_entry(root, entry, fd):
+                digest.update(chunk)
+    return HASH_PREFIX + digest.hexdigest()
+
+
+def tree_hash(
+    root: Path,
+    *,
+    max_files: int = DEFAULT_MAX_FILES,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> str:
+    """The content hash (``"sha256-" + hex``) of the plugin tree at *root*."""
+    return hash_entries(root, list_tree(root, max_files=max_files, max_bytes=max_bytes))

@@ -1,0 +1,571 @@
+"""The SQLite implementation of :class:`~caplet._trust._store.TrustStore`.
+
+One database file, ``<state dir>/caplet.db``, private to the user (``0o600``
+in a ``0o700`` directory). Several caplet processes may use it at once
+(design.md section 8): the journal is WAL so readers never block the writer,
+every write is one ``BEGIN IMMEDIATE`` transaction so writers queue on the
+busy timeout up front instead of failing with "database is locked" half-way
+through (https://www.sqlite.org/lang_transaction.html), and the schema is
+created or migrated inside such a transaction, so processes racing on a
+fresh directory cannot both create it.
+
+caplet never rewrites a database it does not understand: a file that is not
+SQLite, is corrupt, belongs to another program, or was written by a newer
+caplet is refused with :class:`~caplet._errors.StoreError` before anything
+is written to it.
+
+``PRAGMA quick_check`` is *not* run on open: it reads every page, so its
+cost grows with the decision log on every CLI invocation, while SQLite
+reports a corrupt page with ``SQLITE_CORRUPT`` whenever one is touched, and
+that is translated into the same "corrupt" error. :meth:`SqliteStore.integrity_check`
+runs the full check on demand (``caplet doctor``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from caplet._audit._model import AuditResult, Verdict
+from caplet._errors import StoreError
+from caplet._findings import RiskLevel
+from caplet._trust._codec import audit_from_json, audit_to_json
+from caplet._trust._paths import ensure_private_dir
+from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord
+
+__all__ = [
+    "APPLICATION_ID",
+    "DB_FILENAME",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SqliteStore",
+    "migrate",
+]
+
+DB_FILENAME = "caplet.db"
+
+#: ``PRAGMA application_id`` marks the file as caplet's ("cplt" in ASCII),
+#: so a database of another program is never mistaken for an empty one.
+APPLICATION_ID = 0x63706C74
+
+#: Seconds a process waits for another one's write transaction to finish.
+BUSY_TIMEOUT_S = 10.0
+
+#: Schema migrations; ``MIGRATIONS[n]`` turns version ``n - 1`` into version
+#: ``n`` (entry 0 is the empty database). Adding version 2 is one entry.
+#: Statements run one by one inside the caller's transaction: the sqlite3
+#: module's ``executescript`` would first COMMIT it (sqlite3 docs).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (),
+    (
+        f"PRAGMA application_id = {APPLICATION_ID}",
+        """CREATE TABLE approvals (
+            name TEXT PRIMARY KEY NOT NULL,
+            content_hash TEXT NOT NULL,
+            capabilities TEXT NOT NULL,
+            approved_at REAL NOT NULL,
+            risk_level TEXT NOT NULL,
+            verdict TEXT NOT NULL
+        )""",
+        """CREATE TABLE audits (
+            content_hash TEXT PRIMARY KEY NOT NULL,
+            plugin TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            payload TEXT NOT NULL
+        )""",
+        "CREATE INDEX audits_by_plugin ON audits (plugin)",
+        """CREATE TABLE quarantine (
+            name TEXT PRIMARY KEY NOT NULL,
+            reason TEXT NOT NULL,
+            since REAL NOT NULL
+        )""",
+        """CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            plugin TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            allowed INTEGER NOT NULL CHECK (allowed IN (0, 1)),
+            detail TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX decisions_by_plugin ON decisions (plugin, id)",
+    ),
+)
+
+#: The version this caplet writes and understands.
+SCHEMA_VERSION = len(MIGRATIONS) - 1
+
+_FILE_MODE = 0o600
+_GROUP_OTHER = 0o077
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def _corrupt_message(path: Path, detail: str) -> str:
+    return (
+        f"state database {path} is corrupt or not a caplet database ({detail}); "
+        f"move it aside (e.g. mv {path} {path}.bak) and run again; "
+        "caplet never overwrites it"
+    )
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    path: Path,
+    migrations: Sequence[Sequence[str]] = MIGRATIONS,
+) -> int:
+    """Bring the database on *conn* to ``len(migrations) - 1``; return that version.
+
+    Runs in one ``BEGIN IMMEDIATE`` transaction and re-reads the version
+    inside it, so when several processes open a fresh directory at once the
+    first migrates and the others find the work done. A version newer than
+    *migrations* knows raises :class:`StoreError` and writes nothing.
+    """
+    target = len(migrations) - 1
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if current > target:
+            raise StoreError(_newer_message(path, current, target))
+        for version in range(current + 1, target + 1):
+            for statement in migrations[version]:
+                conn.execute(statement)
+        if current != target:
+            # PRAGMA does not take parameters; target is an int we computed.
+            conn.execute(f"PRAGMA user_version = {target}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return target
+
+
+def _newer_message(path: Path, found: int, known: int) -> str:
+    return (
+        f"state database {path} was written by a newer caplet (schema version {found}, "
+        f"this caplet knows {known}); upgrade caplet or use another --state-dir"
+    )
+
+
+def _tighten(path: Path) -> None:
+    """Drop group/other bits from *path* if it exists and we own it."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & _GROUP_OTHER:
+        path.chmod(stat.S_IMODE(st.st_mode) & ~_GROUP_OTHER)
+
+
+class SqliteStore:
+    """Approvals, cached audits, quarantine and the decision log in SQLite.
+
+    Implements :class:`~caplet._trust._store.TrustStore`. Open one per
+    process (or use :meth:`open`); it is also a context manager.
+    """
+
+    def __init__(self, state_dir: Path, *, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+        self.busy_timeout = busy_timeout
+        self.state_dir = ensure_private_dir(state_dir)
+        self.path = state_dir / DB_FILENAME
+        self._conn = self._connect()
+
+    @classmethod
+    def open(cls, state_dir: Path, *, busy_timeout: float = BUSY_TIMEOUT_S) -> Self:
+        """Same as ``SqliteStore(state_dir)``."""
+        return cls(state_dir, busy_timeout=busy_timeout)
+
+    # -- opening -----------------------------------------------------------------
+
+    def _probe_file(self) -> None:
+        """Create the file ``0o600`` if missing, prove it is read-write, tighten its mode.
+
+        SQLite would create a missing file with ``0o644`` minus the umask;
+        creating it first makes it private from the first byte. Probing with
+        ``os.open`` also turns a permission problem into an ``errno`` that
+        can be explained, where SQLite only says "unable to open".
+        """
+        try:
+            fd = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, _FILE_MODE
+            )
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the state database {self.path} for reading and writing "
+                f"({exc.strerror}); fix its permissions (chmod 600 {self.path}) "
+                "or use another --state-dir"
+            ) from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StoreError(
+                    f"state database {self.path} is not a regular file; "
+                    "move it aside or use another --state-dir"
+                )
+            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & _GROUP_OTHER:
+                # Changes permissions only, never a byte of the file.
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_GROUP_OTHER)
+        finally:
+            os.close(fd)
+
+    def _check_identity(self, conn: sqlite3.Connection) -> int:
+        """Refuse, before writing anything, a database that is not ours or is too new.
+
+        Returns the schema version found.
+        """
+        # One statement reads all three from one snapshot: another process
+        # may be creating the schema right now, and separate reads could see
+        # version 0 from before its commit and its tables from after.
+        row = conn.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version),"
+            " (SELECT application_id FROM pragma_application_id),"
+            " (SELECT count(*) FROM sqlite_master)"
+        ).fetchone()
+        version, app_id, objects = (int(value) for value in row)
+        if version > SCHEMA_VERSION:
+            raise StoreError(_newer_message(self.path, version, SCHEMA_VERSION))
+        if app_id not in (0, APPLICATION_ID):
+            raise StoreError(_corrupt_message(self.path, f"application id {app_id:#x}"))
+        if version == 0 and objects:
+            # Migration is atomic, so a version-0 file holding tables was
+            # never written by caplet: some other program's database.
+            raise StoreError(_corrupt_message(self.path, f"{objects} foreign schema objects"))
+        return version
+
+    def _connect(self) -> sqlite3.Connection:
+        self._probe_file()
+        try:
+            # isolation_level=None: the module never opens transactions on its
+            # own; every write below says BEGIN IMMEDIATE itself.
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._translate_error("opening", exc) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            version = self._check_identity(conn)
+            # WAL persists in the file; on a file system without shared
+            # memory SQLite keeps the rollback journal, still safe to share.
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if version < SCHEMA_VERSION:
+                # An up-to-date database is opened without taking the write lock.
+                migrate(conn, self.path)
+            for suffix in ("", "-wal", "-shm"):
+                _tighten(self.path.with_name(self.path.name + suffix))
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._translate_error("opening", exc) from exc
+        except OSError as exc:
+            conn.close()
+            raise StoreError(
+                f"cannot secure the state database {self.path} ({exc.strerror}); "
+                f"run chmod 600 {self.path}*"
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # -- error translation and transactions ----------------------------------------
+
+    def _translate_error(self, doing: str, exc: sqlite3.Error) -> StoreError:
+        code = exc.sqlite_errorcode & 0xFF if hasattr(exc, "sqlite_errorcode") else -1
+        text = str(exc)
+        if code in _CORRUPT_CODES or "not a database" in text or "malformed" in text:
+            return StoreError(_corrupt_message(self.path, text))
+        if code in _BUSY_CODES:
+            return StoreError(
+                f"state database {self.path} stayed locked for more than "
+                f"{self.busy_timeout:g} s while {doing}; another caplet process is "
+                "holding it; retry when it has finished"
+            )
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in text:
+            return StoreError(
+                f"state database {self.path} was already closed when {doing}; "
+                "open a new SqliteStore"
+            )
+        return StoreError(
+            f"state database {self.path}: {doing} failed ({text}); check free space "
+            f"and permissions of {self.state_dir}"
+        )
+
+    @contextmanager
+    def _reading(self, doing: str) -> Iterator[sqlite3.Connection]:
+        try:
+            yield self._conn
+        except sqlite3.Error as exc:
+            raise self._translate_error(doing, exc) from exc
+
+    @contextmanager
+    def _writing(self, doing: str) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise self._translate_error(doing, exc) from exc
+
+    def _bad_row(self, table: str, key: object, problem: str, fix: str) -> StoreError:
+        return StoreError(
+            f"state database {self.path}: row {key!r} of table {table} is invalid "
+            f"({problem}); {fix}"
+        )
+
+    # -- approvals ------------------------------------------------------------------
+
+    def _approval_from_row(self, row: Any) -> ApprovalRecord:
+        name, content_hash, capabilities_json, approved_at, risk_level, verdict = row
+        fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
+        try:
+            capabilities = json.loads(capabilities_json)
+        except (TypeError, ValueError) as exc:
+            raise self._bad_row("approvals", name, "capabilities is not JSON", fix) from exc
+        if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+            raise self._bad_row(
+                "approvals", name, "capabilities is not a JSON array of strings", fix
+            )
+        if not isinstance(content_hash, str) or not isinstance(approved_at, float | int):
+            raise self._bad_row("approvals", name, "content_hash or approved_at mistyped", fix)
+        try:
+            risk = RiskLevel(risk_level)
+            verdict_value = Verdict(verdict)
+        except ValueError as exc:
+            raise self._bad_row("approvals", name, str(exc), fix) from exc
+        return ApprovalRecord(
+            name=name,
+            content_hash=content_hash,
+            capabilities=tuple(capabilities),
+            approved_at=float(approved_at),
+            risk_level=risk,
+            verdict=verdict_value,
+        )
+
+    def get_approval(self, name: str) -> ApprovalRecord | None:
+        """The approval of plugin *name*, or ``None``."""
+        with self._reading(f"reading the approval of {name!r}") as conn:
+            row = conn.execute(
+                "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict "
+                "FROM approvals WHERE name = ?",
+                (name,),
+            ).fetchone()
+        return None if row is None else self._approval_from_row(row)
+
+    def put_approval(self, record: ApprovalRecord) -> None:
+        """Insert or replace the approval of ``record.name``."""
+        with self._writing(f"writing the approval of {record.name!r}") as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO approvals "
+                "(name, content_hash, capabilities, approved_at, risk_level, verdict) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    record.name,
+                    record.content_hash,
+                    json.dumps(list(record.capabilities)),
+                    record.approved_at,
+                    record.risk_level.value,
+                    record.verdict.value,
+                ),
+            )
+
+    def delete_approval(self, name: str) -> bool:
+        """Remove the approval of *name*; ``False`` when there was none."""
+        with self._writing(f"deleting the approval of {name!r}") as conn:
+            cursor = conn.execute("DELETE FROM approvals WHERE name = ?", (name,))
+        return cursor.rowcount > 0
+
+    def list_approvals(self) -> Sequence[ApprovalRecord]:
+        """Every approval, ordered by plugin name."""
+        with self._reading("listing approvals") as conn:
+            rows = conn.execute(
+                "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict "
+                "FROM approvals ORDER BY name"
+            ).fetchall()
+        return [self._approval_from_row(row) for row in rows]
+
+    # -- audits ---------------------------------------------------------------------
+
+    def get_audit(self, content_hash: str) -> AuditResult | None:
+        """The cached audit of the tree with *content_hash*, or ``None``."""
+        with self._reading(f"reading the audit of {content_hash}") as conn:
+            row = conn.execute(
+                "SELECT plugin, payload FROM audits WHERE content_hash = ?", (content_hash,)
+            ).fetchone()
+        if row is None:
+            return None
+        plugin, payload = row
+        fix = f"re-run the audit (caplet audit {plugin}), which replaces it"
+        if not isinstance(payload, str):
+            raise self._bad_row("audits", content_hash, "payload is not text", fix)
+        try:
+            audit = audit_from_json(payload)
+        except StoreError as exc:
+            raise self._bad_row("audits", content_hash, str(exc), fix) from exc
+        if audit.content_hash != content_hash:
+            raise self._bad_row(
+                "audits",
+                content_hash,
+                f"its payload is the audit of {audit.content_hash}",
+                fix,
+            )
+        return audit
+
+    def put_audit(self, audit: AuditResult) -> None:
+        """Store *audit*, replacing any audit of the same content hash."""
+        payload = audit_to_json(audit)
+        with self._writing(f"writing the audit of {audit.plugin!r}") as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO audits (content_hash, plugin, created_at, payload) "
+                "VALUES (?, ?, ?, ?)",
+                (audit.content_hash, audit.plugin, audit.created_at, payload),
+            )
+
+    # -- quarantine -----------------------------------------------------------------
+
+    def _quarantine_from_row(self, row: Any) -> QuarantineRecord:
+        name, reason, since = row
+        if not isinstance(reason, str) or not isinstance(since, float | int):
+            raise self._bad_row(
+                "quarantine",
+                name,
+                "reason or since mistyped",
+                f"release it (caplet enable {name}) and let caplet record it again",
+            )
+        return QuarantineRecord(name=name, reason=reason, since=float(since))
+
+    def get_quarantine(self, name: str) -> QuarantineRecord | None:
+        """Why and since when *name* is quarantined, or ``None``."""
+        with self._reading(f"reading the quarantine of {name!r}") as conn:
+            row = conn.execute(
+                "SELECT name, reason, since FROM quarantine WHERE name = ?", (name,)
+            ).fetchone()
+        return None if row is None else self._quarantine_from_row(row)
+
+    def put_quarantine(self, record: QuarantineRecord) -> None:
+        """Quarantine ``record.name`` (replacing an earlier record)."""
+        with self._writing(f"quarantining {record.name!r}") as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO quarantine (name, reason, since) VALUES (?, ?, ?)",
+                (record.name, record.reason, record.since),
+            )
+
+    def delete_quarantine(self, name: str) -> bool:
+        """Release *name*; ``False`` when it was not quarantined."""
+        with self._writing(f"releasing {name!r} from quarantine") as conn:
+            cursor = conn.execute("DELETE FROM quarantine WHERE name = ?", (name,))
+        return cursor.rowcount > 0
+
+    def list_quarantine(self) -> Sequence[QuarantineRecord]:
+        """Every quarantined plugin, ordered by name."""
+        with self._reading("listing quarantined plugins") as conn:
+            rows = conn.execute("SELECT name, reason, since FROM quarantine ORDER BY name")
+            records = rows.fetchall()
+        return [self._quarantine_from_row(row) for row in records]
+
+    # -- decision log ---------------------------------------------------------------
+
+    def log_decision(self, decision: Decision) -> None:
+        """Append *decision* to the log; its ``id`` is ignored and assigned here."""
+        with self._writing(f"logging a decision about {decision.plugin!r}") as conn:
+            conn.execute(
+                "INSERT INTO decisions (at, plugin, action, target, allowed, detail) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    decision.at,
+                    decision.plugin,
+                    decision.action,
+                    decision.target,
+                    int(decision.allowed),
+                    decision.detail,
+                ),
+            )
+
+    def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]:
+        """The newest *limit* decisions (of *plugin*, or of all), newest first."""
+        if limit < 0:
+            raise StoreError(f"decision log limit must be 0 or more, got {limit}")
+        with self._reading("reading the decision log") as conn:
+            if plugin is None:
+                cursor = conn.execute(
+                    "SELECT id, at, plugin, action, target, allowed, detail FROM decisions "
+                    "ORDER BY id DESC LIMIT ?",
+                    (limit,),
+                )
+            else:
+                cursor = conn.execute(
+                    "SELECT id, at, plugin, action, target, allowed, detail FROM decisions "
+                    "WHERE plugin = ? ORDER BY id DESC LIMIT ?",
+                    (plugin, limit),
+                )
+            rows = cursor.fetchall()
+        return [self._decision_from_row(row) for row in rows]
+
+    def _decision_from_row(self, row: Any) -> Decision:
+        row_id, at, plugin, action, target, allowed, detail = row
+        if (
+            not isinstance(at, float | int)
+            or not all(isinstance(v, str) for v in (plugin, action, target, detail))
+            or allowed not in (0, 1)
+        ):
+            raise self._bad_row(
+                "decisions",
+                row_id,
+                "a column holds a value of the wrong type",
+                "the log was edited outside caplet; delete that row with the sqlite3 shell",
+            )
+        return Decision(
+            at=float(at),
+            plugin=plugin,
+            action=action,
+            target=target,
+            allowed=bool(allowed),
+            detail=detail,
+            id=row_id,
+        )
+
+    # -- maintenance and lifetime -----------------------------------------------------
+
+    def integrity_check(self) -> tuple[str, ...]:
+        """``PRAGMA integrity_check``: ``("ok",)`` for a healthy database.
+
+        Returns the problems SQLite lists otherwise, or raises the "corrupt"
+        :class:`StoreError` when the file is too damaged to be checked.
+
+        Reads every page, so it is for ``caplet doctor`` and tests, not for
+        every open (see the module docstring).
+        """
+        with self._reading("checking integrity") as conn:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+        return tuple(str(row[0]) for row in rows)
+
+    def close(self) -> None:
+        """Close the connection; closing twice is fine."""
+        try:
+            self._conn.close()
+        except sqlite3.Error as exc:
+            raise self._translate_error("closing", exc) from exc
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,208 @@
+"""PluginHost: calls run in a separate worker process; failures never take the host down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import (
+    CallTimeoutError,
+    LifecycleError,
+    PluginCallError,
+    PluginHost,
+    PluginTreeError,
+    WorkerCrashedError,
+)
+from tests.conftest import PluginFactory
+
+SPIN = """
+import os
+
+def create_functions(config):
+    def spin():
+        while True:
+            pass
+
+    def crash():
+        os._exit(7)
+
+    def boom(message):
+        raise ValueError(message)
+
+    def pid():
+        return os.getpid()
+
+    return {"main": {"spin": spin, "crash": crash, "boom": boom, "pid": pid}}
+"""
+SPIN_MODULES = (
+    '[modules.main]\nfunctions = ["spin", "crash", "boom", "pid"]\n[limits]\ntimeout_ms = 400\n'
+)
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path) -> Iterator[PluginHost]:
+    with PluginHost(plugins_dir, state_dir=state_dir, discover=False) as h:
+        yield h
+
+
+def test_call_runs_in_a_separate_process(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    assert host.enable("p")
+    worker_pid = host.call("p", "main.pid")
+    assert worker_pid != os.getpid()
+    assert worker_pid == host.worker_pid("p")
+
+
+def test_functions_returns_declared_callables(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    host.discover()
+    host.enable("p")
+    table = host.functions("p")
+    assert list(table) == ["main"]
+    assert table["main"]["run"](1, "two") == {"args": [1, "two"], "config": {}}
+
+
+def test_plugin_exception_comes_back_with_its_message(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.enable("p")
+    with pytest.raises(PluginCallError, match="raised ValueError: no such thing") as info:
+        host.call("p", "main.boom", "no such thing")
+    assert info.value.exc_type == "ValueError"
+    assert host.call("p", "main.pid") == host.worker_pid("p"), "the worker survives an exception"
+
+
+def test_timeout_kills_the_worker_and_the_host_survives(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.enable("p")
+    first = host.call("p", "main.pid")
+    with pytest.raises(CallTimeoutError, match="timed out after 400 ms"):
+        host.call("p", "main.spin")
+    assert host.worker_pid("p") is None
+    assert not Path(f"/proc/{first}").exists(), "the killed worker was reaped"
+    second = host.call("p", "main.pid")
+    assert second != first, "the next call starts a fresh worker"
+    decisions = host.manager.store.decisions("p")
+    assert any(d.action == "call" and not d.allowed and "timed out" in d.detail for d in decisions)
+
+
+def test_crash_is_reported_and_the_host_survives(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.enable("p")
+    with pytest.raises(WorkerCrashedError, match="7"):
+        host.call("p", "main.crash")
+    assert isinstance(host.call("p", "main.pid"), int)
+
+
+def test_undeclared_modules_and_functions_are_rejected_and_logged(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin(
+        "sneaky",
+        source="""
+            def create_functions(config):
+                return {
+                    "main": {"run": lambda: 1, "hidden": lambda: 2},
+                    "extra": {"steal": lambda: 3},
+                }
+        """,
+    )
+    host.discover()
+    assert host.enable("sneaky")
+    assert sorted(host.rejected_registrations("sneaky")) == ["extra", "main.hidden"]
+    with pytest.raises(LifecycleError, match=r"does not declare main\.hidden"):
+        host.call("sneaky", "main.hidden")
+    refused = [d.target for d in host.manager.store.decisions("sneaky") if d.action == "register"]
+    assert sorted(refused) == ["extra", "main.hidden"]
+    assert host.call("sneaky", "main.run") == 1
+
+
+def test_calling_a_plugin_that_is_not_enabled(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    host.discover()
+    with pytest.raises(LifecycleError, match=r"not enabled .*caplet call --enable p"):
+        host.call("p", "main.run")
+
+
+def test_unapprove_leaves_a_running_plugin_running(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.audit("p")
+    assert host.approve("p")
+    host.enable("p")
+    pid = host.call("p", "main.pid")
+    assert host.unapprove("p")
+    assert host.call("p", "main.pid") == pid
+
+
+def test_code_is_loaded_only_from_a_verified_snapshot(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    directory = make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.enable("p")
+    # Swap the code after enable: the running worker keeps its snapshot ...
+    (directory / "plugin.py").write_text(SPIN.replace("os.getpid()", "-1"), encoding="utf-8")
+    assert host.call("p", "main.pid") > 0
+    # ... and a restarted worker refuses the changed tree instead of loading it.
+    with pytest.raises(WorkerCrashedError):
+        host.call("p", "main.crash")
+    with pytest.raises(PluginTreeError, match="changed since"):
+        host.call("p", "main.pid")
+
+
+def test_disable_stops_the_worker(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.enable("p")
+    pid = host.call("p", "main.pid")
+    assert host.disable("p")
+    assert host.worker_pid("p") is None
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_enable_reports_a_plugin_that_fails_to_load(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin(
+        "broken", source="def create_functions(config):\n    raise RuntimeError('no config')\n"
+    )
+    host.discover()
+    outcome = host.enable("broken")
+    assert not outcome
+    assert "no config" in outcome.reason
+    assert not host.manager.require_plugin("broken").enabled
+
+
+def test_enable_again_reconfigures_in_place(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("c", extra='[config.word]\ntype = "string"\ndefault = "a"\n')
+    host.discover()
+    host.enable("c")
+    assert host.call("c", "main.run")["config"] == {"word": "a"}
+    outcome = host.enable("c", ["word=b"])
+    assert outcome.reason == "reconfigured"
+    assert host.call("c", "main.run")["config"] == {"word": "b"}
+
+
+def test_unknown_inline_key_is_refused_with_a_suggestion(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra='[config.word]\ntype = "string"\ndefault = "a"\n')
+    host.discover()
+    outcome = host.enable("c", ["wrod=b"])
+    assert not outcome
+    assert "did you mean 'word'" in outcome.reason

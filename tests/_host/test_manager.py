@@ -1,0 +1,472 @@
+"""PluginManager lifecycle: the behaviours issue 2 asks to keep from seed 000, and its fixes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import (
+    PluginManager,
+    PluginNotFoundError,
+    PluginState,
+    Policy,
+    RiskLevel,
+)
+from caplet._config._schema import ConfigField, ConfigValue
+from caplet._errors import ConfigError
+from tests.conftest import PluginFactory
+
+CONFIGURED = """
+[config.root]
+type = "string"
+description = "where"
+prompt = true
+
+[config.limit]
+type = "integer"
+default = 5
+
+[config.verbose]
+type = "boolean"
+default = false
+"""
+
+# fs.read + net.http is an exfiltration path: the composition lint makes it MEDIUM.
+EXFIL = 'capabilities = ["fs.read:/srv/in", "net.http:https://api.example.com"]'
+
+
+@pytest.fixture
+def manager(plugins_dir: Path, state_dir: Path) -> Iterator[PluginManager]:
+    m = PluginManager(plugins_dir, state_dir=state_dir)
+    yield m
+    m.close()
+
+
+def _reopen(plugins_dir: Path, state_dir: Path, policy: Policy | None = None) -> PluginManager:
+    m = PluginManager(plugins_dir, state_dir=state_dir, policy=policy)
+    m.discover()
+    return m
+
+
+# -- discovery -------------------------------------------------------------------------------
+
+
+def test_missing_plugins_directory_gives_zero(tmp_path: Path, state_dir: Path) -> None:
+    m = PluginManager(tmp_path / "nope", state_dir=state_dir)
+    assert m.discover() == 0
+    assert m.list_plugins() == []
+    m.close()
+
+
+def test_discovery_skips_broken_plugins_with_a_warning_and_keeps_going(
+    manager: PluginManager, make_plugin: PluginFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_plugin("good")
+    make_plugin("bad", manifest='name = "bad"\nversion = "v1.0"\n')
+    with caplog.at_level(logging.WARNING, logger="caplet"):
+        assert manager.discover() == 1
+    assert [p.name for p in manager.list_plugins()] == ["good"]
+    broken = manager.broken_plugins()
+    assert [b.directory.name for b in broken] == ["bad"]
+    assert "use a bare version" in broken[0].error
+    assert "skipping plugin bad" in caplog.text
+
+
+def test_rediscovery_keeps_state_and_config(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("keep", extra=CONFIGURED)
+    manager.discover()
+    manager.apply_inline_config("keep", ["root=/srv/data"])
+    assert manager.enable("keep")
+    assert manager.discover() == 1
+    info = manager.require_plugin("keep")
+    assert info.state is PluginState.ENABLED
+    assert info.config["root"] == "/srv/data"
+
+
+def test_unknown_plugin_name_suggests_the_closest(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("hello")
+    manager.discover()
+    with pytest.raises(PluginNotFoundError, match=r"did you mean 'hello'\?") as info:
+        manager.approve("helo")
+    assert info.value.suggestion == "hello"
+    assert manager.get_plugin("helo") is None
+
+
+# -- audit and approval ---------------------------------------------------------------------------
+
+
+def test_approve_requires_an_audit(manager: PluginManager, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    manager.discover()
+    outcome = manager.approve("p")
+    assert not outcome
+    assert "no audit of its current content" in outcome.reason
+    assert "caplet audit p" in outcome.reason
+
+
+def test_approve_requires_an_audit_of_the_current_hash(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    directory = make_plugin("p")
+    manager.discover()
+    audit = manager.audit("p")
+    (directory / "helper.py").write_text("X = 1\n", encoding="utf-8")
+    outcome = manager.approve("p")
+    assert not outcome, "an audit of older content must not allow approval (the seed's gap)"
+    assert audit.content_hash not in outcome.reason
+    assert manager.get_cached_audit("p") is None
+    assert manager.get_cached_audit("p", audit.content_hash) == audit
+
+
+def test_any_change_to_any_file_voids_approval(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    directory = make_plugin("p", files={"data/notes.txt": "a"})
+    manager.discover()
+    manager.audit("p")
+    assert manager.approve("p")
+    assert manager.is_approved("p")
+    (directory / "data" / "notes.txt").write_text("b", encoding="utf-8")
+    assert not manager.is_approved("p")
+    record = manager.get_approval_record("p")
+    assert record is not None
+    assert record.content_hash != manager.current_hash("p")
+
+
+def test_approval_persists_across_processes_but_enablement_does_not(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    first = _reopen(plugins_dir, state_dir)
+    first.audit("p")
+    assert first.approve("p")
+    assert first.enable("p")
+    first.close()
+    second = _reopen(plugins_dir, state_dir)
+    info = second.require_plugin("p")
+    assert info.approved
+    assert info.state is not PluginState.ENABLED
+    assert second.get_enabled_plugins() == []
+    second.close()
+
+
+def test_unapprove(manager: PluginManager, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    manager.discover()
+    not_approved = manager.unapprove("p")
+    assert not not_approved
+    assert "is not approved" in not_approved.reason
+    manager.audit("p")
+    manager.approve("p")
+    assert manager.unapprove("p")
+    assert not manager.is_approved("p")
+
+
+def test_max_risk_level_refuses_approval(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    make_plugin("reader", extra=EXFIL)
+    strict = _reopen(plugins_dir, state_dir, Policy(max_risk_level=RiskLevel.LOW))
+    audit = strict.audit("reader")
+    assert audit.risk_level is RiskLevel.MEDIUM
+    outcome = strict.approve("reader")
+    assert not outcome
+    assert f"{audit.risk_level.value} risk, above the policy's max_risk_level LOW" in outcome.reason
+    strict.close()
+
+
+def test_fast_path_rechecks_stored_risk_after_restart(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    make_plugin("writer", extra=EXFIL)
+    lenient = _reopen(plugins_dir, state_dir, Policy(max_risk_level=RiskLevel.HIGH))
+    lenient.audit("writer")
+    assert lenient.approve("writer")
+    record = lenient.get_approval_record("writer")
+    assert record is not None
+    lenient.close()
+    assert record.risk_level is RiskLevel.MEDIUM
+    strict = _reopen(plugins_dir, state_dir, Policy(max_risk_level=RiskLevel.LOW))
+    assert strict.is_approved("writer")
+    outcome = strict.enable("writer")
+    assert not outcome
+    assert "approval no longer satisfies policy" in outcome.reason
+    strict.close()
+
+
+def test_danger_gate_refuses_enable_and_approval(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin(
+        "shell",
+        source="""
+            import subprocess
+            def create_functions(config):
+                return {"main": {"run": lambda c: subprocess.run(c, shell=True)}}
+        """,
+    )
+    manager.discover()
+    manager.audit("shell")
+    for outcome in (manager.approve("shell"), manager.enable("shell")):
+        assert not outcome
+        assert "danger finding" in outcome.reason
+    assert manager.require_plugin("shell").state is not PluginState.ENABLED
+
+
+# -- configuration
+
+
+class Scripted:
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    def ask(self, plugin: str, field: ConfigField, current: ConfigValue | None) -> str:
+        self.asked.append(field.name)
+        return self.answers[field.name]
+
+
+def test_inline_config_reports_unknown_keys(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra=CONFIGURED)
+    manager.discover()
+    result = manager.apply_inline_config("c", ["limit = 7", "lmit=3", "=x", "verbose=YES"])
+    assert result.applied == ("limit", "verbose")
+    assert result.unknown == ("lmit",)
+    config = manager.require_plugin("c").config
+    assert config == {"limit": 7, "verbose": True}
+
+
+def test_invalid_inline_value_names_plugin_and_field(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra=CONFIGURED)
+    manager.discover()
+    with pytest.raises(ConfigError, match=r"'c'.*'limit'"):
+        manager.apply_inline_config("c", ["limit=many"])
+    assert manager.require_plugin("c").config == {}
+
+
+def test_prompt_config_asks_prompt_fields_and_fields_without_default(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra=CONFIGURED)
+    manager.discover()
+    prompter = Scripted({"root": "/srv/x"})
+    assert manager.prompt_config(prompter, "c")
+    assert prompter.asked == ["root"]
+    assert manager.require_plugin("c").state is PluginState.CONFIGURED
+    skipped = Scripted({})
+    manager.prompt_config(skipped, "c", skip_keys=["root"])
+    assert skipped.asked == []
+
+
+def test_enable_applies_defaults_only_to_unset_keys(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra=CONFIGURED)
+    manager.discover()
+    manager.apply_inline_config("c", ["root=/srv/a", "limit=9"])
+    assert manager.enable("c")
+    assert manager.require_plugin("c").config == {"root": "/srv/a", "limit": 9, "verbose": False}
+
+
+def test_enable_refuses_missing_required_config(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra=CONFIGURED)
+    manager.discover()
+    outcome = manager.enable("c")
+    assert not outcome
+    assert "root" in outcome.reason
+    assert "root=..." in outcome.reason
+
+
+def test_set_config_refuses_unknown_keys(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra=CONFIGURED)
+    manager.discover()
+    outcome = manager.set_config("c", {"rot": "/x"})
+    assert not outcome
+    assert "did you mean 'root'" in outcome.reason
+    assert manager.set_config("c", {"root": "/x", "limit": 3})
+
+
+def test_capabilities_are_substituted_on_enable(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra='capabilities = ["fs.read:${config.root}"]\n' + CONFIGURED)
+    manager.discover()
+    manager.apply_inline_config("c", ["root=/srv/data/"])
+    assert manager.enable("c")
+    assert [str(c) for c in manager.require_plugin("c").capabilities] == ["fs.read:/srv/data"]
+
+
+def test_enable_refuses_config_that_makes_a_broad_capability(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("c", extra='capabilities = ["fs.read:${config.root}"]\n' + CONFIGURED)
+    manager.discover()
+    manager.apply_inline_config("c", ["root=/"])
+    outcome = manager.enable("c")
+    assert not outcome
+    assert "fs.read" in outcome.reason
+
+
+# -- enable / disable / dirty flags
+
+
+def test_disable_of_a_plugin_that_is_not_enabled(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    manager.discover()
+    outcome = manager.disable("p")
+    assert not outcome
+    assert outcome.reason == "plugin 'p' is not enabled (state: discovered)"
+
+
+def test_dirty_flags_are_set_by_enable_and_disable_and_consumed_once(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    manager.discover()
+    assert not manager.is_dirty().sandbox
+    assert manager.enable("p")
+    flags = manager.is_dirty()
+    assert flags.sandbox
+    assert flags.session
+    assert manager.consume_sandbox_dirty() is True
+    assert manager.consume_sandbox_dirty() is False
+    assert manager.consume_session_dirty() is True
+    assert manager.consume_session_dirty() is False
+    assert manager.disable("p")
+    assert manager.consume_sandbox_dirty() is True
+    assert manager.consume_session_dirty() is True
+
+
+def test_system_message_additions_come_from_enabled_plugins(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin(
+        "hinted",
+        extra=(
+            '[hints]\noverview = "Use host.main.run."\ncritical_rules = ["Never pass secrets."]\n'
+        ),
+    )
+    make_plugin("quiet")
+    manager.discover()
+    assert manager.get_system_message_additions() == []
+    manager.enable("hinted")
+    (text,) = manager.get_system_message_additions()
+    assert "hinted" in text
+    assert "Use host.main.run." in text
+    assert "- Never pass secrets." in text
+    assert "host.main: run" in text
+
+
+# -- requires
+
+
+def test_requires_loads_in_topological_order(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("a-app", extra='requires = ["z-lib>=1.0"]')
+    make_plugin("z-lib")
+    manager.discover()
+    assert manager.names() == ["z-lib", "a-app"]
+
+
+def test_requires_cycle_is_refused_with_the_cycle_named(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("one", extra='requires = ["two"]')
+    make_plugin("two", extra='requires = ["one"]')
+    make_plugin("free")
+    assert manager.discover() == 1
+    errors = [b.error for b in manager.broken_plugins()]
+    assert len(errors) == 2
+    assert all("requires cycle" in e for e in errors)
+    assert any("one -> two -> one" in e or "two -> one -> two" in e for e in errors)
+
+
+def test_enable_refuses_when_a_requirement_is_not_enabled(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("app", extra='requires = ["lib"]')
+    make_plugin("lib")
+    manager.discover()
+    outcome = manager.enable("app")
+    assert not outcome
+    assert "requires 'lib', which is not enabled" in outcome.reason
+    assert manager.enable("lib")
+    assert manager.enable("app")
+
+
+def test_enable_refuses_a_requirement_of_the_wrong_version(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("app", extra='requires = ["lib>=2"]')
+    make_plugin("lib")
+    manager.discover()
+    manager.enable("lib")
+    outcome = manager.enable("app")
+    assert not outcome
+    assert "lib>=2" in outcome.reason
+    assert "version 1.0.0" in outcome.reason
+
+
+def test_disable_cascades_to_dependants_and_names_them(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("base")
+    make_plugin("mid", extra='requires = ["base"]')
+    make_plugin("top", extra='requires = ["mid"]')
+    manager.discover()
+    for name in ("base", "mid", "top"):
+        assert manager.enable(name), name
+    outcome = manager.disable("base")
+    assert outcome
+    assert set(outcome.affected) == {"mid", "top"}
+    assert outcome.affected[0] == "top", "dependants are disabled outermost first"
+    assert manager.get_enabled_plugins() == []
+
+
+# -- quarantine and the decision log
+
+
+def test_quarantine_blocks_enable_until_released(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("q")
+    manager.discover()
+    manager.enable("q")
+    manager.quarantine("q", "crashed 3 times")
+    info = manager.require_plugin("q")
+    assert info.state is PluginState.QUARANTINED
+    outcome = manager.enable("q")
+    assert not outcome
+    assert "quarantined (crashed 3 times)" in outcome.reason
+    assert manager.release("q")
+    assert manager.enable("q")
+
+
+def test_decisions_are_logged(manager: PluginManager, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    manager.discover()
+    manager.approve("p")
+    manager.audit("p")
+    manager.approve("p")
+    actions = [(d.action, d.allowed) for d in manager.store.decisions("p")]
+    assert ("approve", False) in actions
+    assert ("approve", True) in actions
+    assert ("audit", True) in actions

@@ -1,0 +1,518 @@
+"""The SQLite trust store: privacy, refusal of foreign files, round trips, concurrency."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from caplet._audit._model import AuditResult, Verdict
+from caplet._errors import StoreError
+from caplet._findings import Finding, RiskLevel, Severity
+from caplet._trust._sqlite import (
+    APPLICATION_ID,
+    DB_FILENAME,
+    SCHEMA_VERSION,
+    SqliteStore,
+    migrate,
+)
+from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
+
+HASH_A = "sha256-" + "a" * 64
+HASH_B = "sha256-" + "b" * 64
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def approval(name: str = "weather", content_hash: str = HASH_A) -> ApprovalRecord:
+    return ApprovalRecord(
+        name=name,
+        content_hash=content_hash,
+        capabilities=("net.http:https://api.example.com", "env.read:TOKEN"),
+        approved_at=1_700_000_000.5,
+        risk_level=RiskLevel.MEDIUM,
+        verdict=Verdict.APPROVE_WITH_CONDITIONS,
+    )
+
+
+def audit(content_hash: str = HASH_A, summary: str = "fine") -> AuditResult:
+    return AuditResult(
+        plugin="weather",
+        content_hash=content_hash,
+        risk_level=RiskLevel.HIGH,
+        verdict=Verdict.REJECT,
+        summary=summary,
+        findings=(
+            Finding(
+                rule_id="net-socket",
+                severity=Severity.DANGER,
+                message="imports socket",
+                file="weather/x.py",
+                line=3,
+                column=1,
+                excerpt="import socket",
+                capability="net.http",
+                covered=False,
+            ),
+        ),
+        provider="anthropic:model",
+        created_at=1_700_000_001.0,
+        description_accurate=True,
+        risk_reasons=("socket",),
+    )
+
+
+@pytest.fixture
+def store(state_dir: Path) -> SqliteStore:
+    return SqliteStore(state_dir)
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+# -- files and modes -------------------------------------------------------------
+
+
+def test_fresh_store_is_private(state_dir: Path) -> None:
+    with SqliteStore(state_dir) as store:
+        store.log_decision(Decision(at=1.0, plugin="p", action="call", target="f", allowed=True))
+        assert mode_of(state_dir) == 0o700
+        db = state_dir / DB_FILENAME
+        assert store.path == db
+        assert mode_of(db) == 0o600
+        for suffix in ("-wal", "-shm"):
+            side = state_dir / (DB_FILENAME + suffix)
+            if side.exists():
+                assert mode_of(side) == 0o600
+
+
+def test_fresh_store_schema(state_dir: Path) -> None:
+    SqliteStore(state_dir).close()
+    conn = raw(state_dir / DB_FILENAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"approvals", "audits", "quarantine", "decisions"} <= tables
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "decisions_by_plugin" in indexes
+    conn.close()
+
+
+def test_loose_existing_file_is_tightened(state_dir: Path) -> None:
+    SqliteStore(state_dir).close()
+    db = state_dir / DB_FILENAME
+    db.chmod(0o666)
+    state_dir.chmod(0o755)
+    SqliteStore(state_dir).close()
+    assert mode_of(db) == 0o600
+    assert mode_of(state_dir) == 0o700
+
+
+def test_database_path_is_a_directory(state_dir: Path) -> None:
+    (state_dir / DB_FILENAME).mkdir(parents=True)
+    with pytest.raises(StoreError) as info:
+        SqliteStore(state_dir)
+    assert f"state database {state_dir / DB_FILENAME}" in str(info.value)
+    assert "--state-dir" in str(info.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_unreadable_database(state_dir: Path) -> None:
+    SqliteStore(state_dir).close()
+    db = state_dir / DB_FILENAME
+    db.chmod(0)
+    with pytest.raises(StoreError) as info:
+        SqliteStore(state_dir)
+    assert f"cannot open the state database {db}" in str(info.value)
+    assert f"chmod 600 {db}" in str(info.value)
+    assert isinstance(info.value.__cause__, PermissionError)
+
+
+# -- files caplet must not touch ------------------------------------------------------
+
+
+def test_corrupt_file_is_refused_and_untouched(state_dir: Path) -> None:
+    state_dir.mkdir(mode=0o700)
+    db = state_dir / DB_FILENAME
+    junk = b"this is not an SQLite database\n" * 200
+    db.write_bytes(junk)
+    db.chmod(0o600)
+    with pytest.raises(StoreError) as info:
+        SqliteStore(state_dir)
+    message = str(info.value)
+    assert f"state database {db} is corrupt or not a caplet database" in message
+    assert f"mv {db} {db}.bak" in message
+    assert "caplet never overwrites it" in message
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+    assert db.read_bytes() == junk
+    assert sorted(p.name for p in state_dir.iterdir()) == [DB_FILENAME]
+
+
+def test_corrupt_pages_are_reported_and_untouched(state_dir: Path) -> None:
+    with SqliteStore(state_dir) as store:
+        for i in range(300):
+            store.log_decision(
+                Decision(
+                    at=float(i), plugin="p" * 50, action="call", target="t" * 100, allowed=True
+                )
+            )
+    db = state_dir / DB_FILENAME
+    data = bytearray(db.read_bytes())
+    page = 4096
+    assert len(data) > 20 * page
+    data[10 * page : 20 * page] = b"\x42" * (10 * page)
+    db.write_bytes(bytes(data))
+    with SqliteStore(state_dir) as store, pytest.raises(StoreError) as info:
+        store.decisions(limit=1_000)
+    assert f"state database {db} is corrupt" in str(info.value)
+    assert f"mv {db} {db}.bak" in str(info.value)
+    assert db.read_bytes() == bytes(data)
+
+
+def test_foreign_sqlite_database_is_refused_and_untouched(state_dir: Path) -> None:
+    state_dir.mkdir(mode=0o700)
+    db = state_dir / DB_FILENAME
+    conn = raw(db)
+    conn.execute("CREATE TABLE contacts (name TEXT)")
+    conn.execute("INSERT INTO contacts VALUES ('ada')")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StoreError) as info:
+        SqliteStore(state_dir)
+    assert "is corrupt or not a caplet database" in str(info.value)
+    assert f"mv {db} {db}.bak" in str(info.value)
+    assert db.read_bytes() == before
+
+
+def test_other_application_id_is_refused(state_dir: Path) -> None:
+    state_dir.mkdir(mode=0o700)
+    db = state_dir / DB_FILENAME
+    conn = raw(db)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match=r"application id 0x4d2"):
+        SqliteStore(state_dir)
+    assert db.read_bytes() == before
+
+
+def test_newer_schema_is_refused_and_untouched(state_dir: Path) -> None:
+    state_dir.mkdir(mode=0o700)
+    db = state_dir / DB_FILENAME
+    conn = raw(db)
+    conn.execute("CREATE TABLE future (x)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StoreError) as info:
+        SqliteStore(state_dir)
+    assert str(info.value) == (
+        f"state database {db} was written by a newer caplet (schema version "
+        f"{SCHEMA_VERSION + 1}, this caplet knows {SCHEMA_VERSION}); "
+        "upgrade caplet or use another --state-dir"
+    )
+    assert db.read_bytes() == before
+
+
+# -- migrations ---------------------------------------------------------------------
+
+
+def test_reopen_at_current_version_keeps_data(state_dir: Path) -> None:
+    with SqliteStore(state_dir) as store:
+        store.put_approval(approval())
+    with SqliteStore.open(state_dir) as store:
+        assert store.get_approval("weather") == approval()
+    conn = raw(state_dir / DB_FILENAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+def test_migrate_runs_only_the_missing_steps(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    conn = raw(path)
+    v1 = [(), ("CREATE TABLE a (x)",)]
+    assert migrate(conn, path, v1) == 1
+    conn.execute("INSERT INTO a VALUES (1)")
+    # Re-running step 1 would fail with "table a already exists".
+    v2 = [*v1, ("CREATE TABLE b (y)", "INSERT INTO b SELECT x FROM a")]
+    assert migrate(conn, path, v2) == 2
+    assert migrate(conn, path, v2) == 2
+    assert conn.execute("SELECT y FROM b").fetchall() == [(1,)]
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+
+
+def test_failed_migration_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    conn = raw(path)
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(conn, path, [(), ("CREATE TABLE a (x)", "THIS IS NOT SQL")])
+    assert not conn.in_transaction
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    conn.close()
+
+
+def test_migrate_refuses_newer(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    conn = raw(path)
+    conn.execute("PRAGMA user_version = 5")
+    with pytest.raises(StoreError, match=r"schema version 5, this caplet knows 1"):
+        migrate(conn, path, [(), ()])
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    conn.close()
+
+
+# -- round trips ------------------------------------------------------------------------
+
+
+def test_store_satisfies_the_protocol(store: SqliteStore) -> None:
+    typed: TrustStore = store
+    assert typed.list_approvals() == []
+
+
+def test_approval_round_trip_replace_delete(store: SqliteStore) -> None:
+    assert store.get_approval("weather") is None
+    store.put_approval(approval())
+    assert store.get_approval("weather") == approval()
+    store.put_approval(approval(content_hash=HASH_B))
+    assert store.get_approval("weather") == approval(content_hash=HASH_B)
+    store.put_approval(approval(name="alpha"))
+    assert [a.name for a in store.list_approvals()] == ["alpha", "weather"]
+    assert store.delete_approval("weather") is True
+    assert store.delete_approval("weather") is False
+    assert store.get_approval("weather") is None
+
+
+def test_empty_capabilities_round_trip(store: SqliteStore) -> None:
+    record = ApprovalRecord("bare", HASH_A, (), 0.0, RiskLevel.LOW, Verdict.APPROVE)
+    store.put_approval(record)
+    assert store.get_approval("bare") == record
+
+
+def test_audit_round_trip_and_replace(store: SqliteStore) -> None:
+    assert store.get_audit(HASH_A) is None
+    store.put_audit(audit())
+    assert store.get_audit(HASH_A) == audit()
+    store.put_audit(audit(summary="second opinion"))
+    got = store.get_audit(HASH_A)
+    assert got is not None
+    assert got.summary == "second opinion"
+    assert store.get_audit(HASH_B) is None
+
+
+def test_quarantine_round_trip(store: SqliteStore) -> None:
+    record = QuarantineRecord(name="flaky", reason="circuit breaker tripped 3 times", since=42.5)
+    assert store.get_quarantine("flaky") is None
+    store.put_quarantine(record)
+    store.put_quarantine(QuarantineRecord(name="another", reason="r", since=1.0))
+    assert store.get_quarantine("flaky") == record
+    assert [q.name for q in store.list_quarantine()] == ["another", "flaky"]
+    assert store.delete_quarantine("flaky") is True
+    assert store.delete_quarantine("flaky") is False
+    assert store.get_quarantine("flaky") is None
+
+
+def test_decisions_newest_first_with_filter_and_limit(store: SqliteStore) -> None:
+    for i in range(6):
+        store.log_decision(
+            Decision(
+                at=100.0 + i,
+                plugin="a" if i % 2 == 0 else "b",
+                action="call",
+                target=f"t{i}",
+                allowed=i % 3 != 0,
+                detail=f"d{i}",
+                id=999,
+            )
+        )
+    everything = store.decisions()
+    assert [d.target for d in everything] == ["t5", "t4", "t3", "t2", "t1", "t0"]
+    ids = [d.id for d in everything]
+    assert ids == sorted(ids, reverse=True)
+    assert 999 not in ids
+    assert everything[-1] == Decision(
+        at=100.0, plugin="a", action="call", target="t0", allowed=False, detail="d0", id=ids[-1]
+    )
+    assert [d.target for d in store.decisions(plugin="a")] == ["t4", "t2", "t0"]
+    assert [d.target for d in store.decisions(limit=2)] == ["t5", "t4"]
+    assert [d.target for d in store.decisions(plugin="b", limit=1)] == ["t5"]
+    assert store.decisions(limit=0) == []
+    assert store.decisions(plugin="nobody") == []
+    with pytest.raises(StoreError, match="limit must be 0 or more"):
+        store.decisions(limit=-1)
+
+
+def test_reopen_persists_everything(state_dir: Path) -> None:
+    with SqliteStore(state_dir) as store:
+        store.put_approval(approval())
+        store.put_audit(audit())
+        store.put_quarantine(QuarantineRecord("flaky", "crashed", 3.0))
+        store.log_decision(
+            Decision(at=1.0, plugin="weather", action="approve", target="x", allowed=True)
+        )
+    with SqliteStore(state_dir) as store:
+        assert store.get_approval("weather") == approval()
+        assert store.get_audit(HASH_A) == audit()
+        assert store.get_quarantine("flaky") == QuarantineRecord("flaky", "crashed", 3.0)
+        [decision] = store.decisions()
+        assert (decision.plugin, decision.action, decision.allowed) == ("weather", "approve", True)
+
+
+# -- rows that do not decode ----------------------------------------------------------------
+
+
+def test_undecodable_audit_payload(store: SqliteStore) -> None:
+    store.put_audit(audit())
+    conn = raw(store.path)
+    conn.execute("UPDATE audits SET payload = '{\"plugin\": 1}'")
+    conn.close()
+    with pytest.raises(StoreError) as info:
+        store.get_audit(HASH_A)
+    message = str(info.value)
+    assert f"row {HASH_A!r} of table audits is invalid" in message
+    assert "caplet audit weather" in message
+
+
+def test_audit_payload_for_another_hash(store: SqliteStore) -> None:
+    store.put_audit(audit(content_hash=HASH_B))
+    conn = raw(store.path)
+    conn.execute("UPDATE audits SET content_hash = ?", (HASH_A,))
+    conn.close()
+    with pytest.raises(StoreError, match=f"its payload is the audit of {HASH_B}"):
+        store.get_audit(HASH_A)
+
+
+def test_undecodable_approval_row(store: SqliteStore) -> None:
+    store.put_approval(approval())
+    conn = raw(store.path)
+    conn.execute("UPDATE approvals SET risk_level = 'EXTREME'")
+    conn.close()
+    with pytest.raises(StoreError) as info:
+        store.get_approval("weather")
+    assert "row 'weather' of table approvals is invalid" in str(info.value)
+    assert "caplet approve weather" in str(info.value)
+
+
+def test_approval_capabilities_not_a_list(store: SqliteStore) -> None:
+    store.put_approval(approval())
+    conn = raw(store.path)
+    conn.execute("UPDATE approvals SET capabilities = '{\"a\": 1}'")
+    conn.close()
+    with pytest.raises(StoreError, match="capabilities is not a JSON array of strings"):
+        store.list_approvals()
+
+
+# -- lifetime ---------------------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_use_after_close_fails(state_dir: Path) -> None:
+    store = SqliteStore(state_dir)
+    store.close()
+    store.close()
+    with pytest.raises(StoreError) as info:
+        store.list_approvals()
+    assert "was already closed" in str(info.value)
+    assert isinstance(info.value.__cause__, sqlite3.ProgrammingError)
+
+
+def test_context_manager_closes(state_dir: Path) -> None:
+    with SqliteStore(state_dir) as store:
+        pass
+    with pytest.raises(StoreError, match="closed"):
+        store.put_approval(approval())
+
+
+def test_locked_database_reports_the_other_process(state_dir: Path) -> None:
+    SqliteStore(state_dir).close()
+    other = raw(state_dir / DB_FILENAME)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with SqliteStore(state_dir, busy_timeout=0) as store:
+            with pytest.raises(StoreError) as info:
+                store.put_approval(approval())
+            assert f"state database {store.path} stayed locked" in str(info.value)
+            assert "another caplet process is holding it" in str(info.value)
+            # Readers are not blocked by the writer (WAL).
+            assert store.list_approvals() == []
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_integrity_check(store: SqliteStore) -> None:
+    assert store.integrity_check() == ("ok",)
+
+
+# -- several processes at once -------------------------------------------------------------------
+
+WORKER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    from caplet._audit._model import Verdict
+    from caplet._findings import RiskLevel
+    from caplet._trust._sqlite import SqliteStore
+    from caplet._trust._store import ApprovalRecord, Decision
+
+    state_dir, worker = Path(sys.argv[1]), sys.argv[2]
+    sys.stdin.read()  # start together: the parent closes every stdin at once
+    with SqliteStore(state_dir) as store:
+        for i in range(200):
+            store.log_decision(
+                Decision(at=float(i), plugin=worker, action="call", target=str(i), allowed=True)
+            )
+            if i % 4 == 0:
+                store.put_approval(
+                    ApprovalRecord(
+                        f"{worker}-{i // 4}", "sha256-" + "0" * 64, ("fs.read",), float(i),
+                        RiskLevel.LOW, Verdict.APPROVE,
+                    )
+                )
+                store.list_approvals()
+    """
+)
+
+
+def test_concurrent_processes_lose_nothing(tmp_path: Path, state_dir: Path) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    workers = [f"w{n}" for n in range(4)]
+    logs = [tmp_path / f"{worker}.err" for worker in workers]
+    procs = []
+    for worker, log_path in zip(workers, logs, strict=True):
+        with log_path.open("wb") as err:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(script), str(state_dir), worker],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.close()
+    for proc, log_path in zip(procs, logs, strict=True):
+        # A generous safety net against a hang, not a timing assertion.
+        assert proc.wait(timeout=120) == 0, log_path.read_text()
+    with SqliteStore(state_dir) as store:
+        assert store.integrity_check() == ("ok",)
+        log = store.decisions(limit=10_000)
+        assert len(log) == 4 * 200
+        for worker in workers:
+            mine = store.decisions(plugin=worker, limit=1_000)
+            assert [d.target for d in mine] == [str(i) for i in reversed(range(200))]
+        names = {a.name for a in store.list_approvals()}
+        assert names == {f"{w}-{k}" for w in workers for k in range(50)}

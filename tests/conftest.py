@@ -1,0 +1,91 @@
+"""Shared fixtures: isolated HOME/state for every test, and a plugin factory."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "plugins"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test may touch the real home directory or the user's caplet state."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("CAPLET_STATE_DIR", raising=False)
+    monkeypatch.delenv("CAPLET_PLUGINS_DIR", raising=False)
+
+
+@dataclass
+class PluginFactory:
+    """Writes plugin folders into ``root``; each call returns the plugin directory."""
+
+    root: Path
+
+    def __call__(
+        self,
+        name: str,
+        *,
+        source: str | None = None,
+        manifest: str | None = None,
+        modules: str = '[modules.main]\nfunctions = ["run"]\n',
+        extra: str = "",
+        files: dict[str, str] | None = None,
+    ) -> Path:
+        directory = self.root / name
+        directory.mkdir(parents=True, exist_ok=True)
+        if manifest is None:
+            manifest = (
+                f'name = "{name}"\nversion = "1.0.0"\ndescription = "Test plugin {name}."\n'
+                f"{extra}\n{modules}"
+            )
+        (directory / "plugin.toml").write_text(textwrap.dedent(manifest), encoding="utf-8")
+        if source is None:
+            source = """
+                def create_functions(config):
+                    def run(*args, **kwargs):
+                        return {"args": list(args), "config": dict(config)}
+                    return {"main": {"run": run}}
+            """
+        (directory / "plugin.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        for relative, text in (files or {}).items():
+            path = directory / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return directory
+
+
+@pytest.fixture
+def plugins_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "plugins"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def make_plugin(plugins_dir: Path) -> PluginFactory:
+    return PluginFactory(plugins_dir)
+
+
+@pytest.fixture
+def examples_copy(tmp_path: Path) -> Path:
+    """A private copy of the bundled examples (tests never modify the repo)."""
+    import shutil
+
+    target = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
