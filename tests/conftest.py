@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,3 +90,29 @@ def examples_copy(tmp_path: Path) -> Path:
     target = tmp_path / "examples"
     shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns("__pycache__"))
     return target
+
+
+@pytest.fixture
+def obey_file_permissions() -> Iterator[None]:
+    """Make permission tests meaningful when the suite runs as root (as CI does).
+
+    Root bypasses file mode bits through CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    and CAP_FOWNER (capabilities(7)); clearing them from this thread's
+    effective set for the duration of one test makes the kernel check the
+    bits as it would for an ordinary owner, instead of skipping the test.
+    """
+    from caplet._syscall import (
+        CAP_DAC_OVERRIDE,
+        CAP_DAC_READ_SEARCH,
+        CAP_FOWNER,
+        drop_effective_capabilities,
+        effective_capabilities,
+        raise_effective_capabilities,
+    )
+
+    held = effective_capabilities() & {CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER}
+    drop_effective_capabilities(held)
+    try:
+        yield
+    finally:
+        raise_effective_capabilities(held)

@@ -20,8 +20,6 @@ from caplet._trust._hashing import (
     tree_hash,
 )
 
-NOT_ROOT = pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
-
 
 def write(root: Path, rel: str, data: bytes = b"", mode: int = 0o644) -> Path:
     path = root / rel
@@ -276,7 +274,7 @@ def test_root_is_a_file(tmp_path: Path) -> None:
         tree_hash(path)
 
 
-@NOT_ROOT
+@pytest.mark.usefixtures("obey_file_permissions")
 def test_unreadable_file(plugin: Path) -> None:
     (plugin / "demo" / "__init__.py").chmod(0)
     with pytest.raises(PluginTreeError) as info:
@@ -286,7 +284,7 @@ def test_unreadable_file(plugin: Path) -> None:
     assert "chmod u+r" in str(info.value)
 
 
-@NOT_ROOT
+@pytest.mark.usefixtures("obey_file_permissions")
 def test_unreadable_directory(plugin: Path) -> None:
     (plugin / "demo").chmod(0)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
@@ -161,7 +160,7 @@ def test_remove_snapshot_refuses_a_symlink(tmp_path: Path) -> None:
     assert keep.exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+@pytest.mark.usefixtures("obey_file_permissions")
 def test_snapshot_files_cannot_be_written(plugin: Path, parent: Path) -> None:
     snap = make_snapshot(plugin, parent)
     with pytest.raises(PermissionError):

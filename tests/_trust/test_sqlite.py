@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import stat
 import subprocess
@@ -126,7 +125,7 @@ def test_database_path_is_a_directory(state_dir: Path) -> None:
     assert "--state-dir" in str(info.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+@pytest.mark.usefixtures("obey_file_permissions")
 def test_unreadable_database(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     db = state_dir / DB_FILENAME
