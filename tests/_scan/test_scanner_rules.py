@@ -141,10 +141,19 @@ def test_process_with_unknown_program_is_covered_by_any_proc_exec() -> None:
     assert (bare.severity, bare.capability) == (Severity.DANGER, "proc.exec")
 
 
-def test_templated_capability_covers_nothing() -> None:
-    templated = ProcExecCapability(program="${config.tool}", declared="x", templated=True)
-    finding = only(scan("import subprocess\nsubprocess.run(cmd)", [templated]), "CPL-PROC-001")
-    assert finding.severity is Severity.DANGER
+def test_templated_capability_covers_its_kind_but_no_literal() -> None:
+    tool = ProcExecCapability(program="${config.tool}", declared="x", templated=True)
+    configured = only(scan("import subprocess\nsubprocess.run(cmd)", [tool]), "CPL-PROC-001")
+    assert configured.severity is Severity.WARNING
+    literal = only(scan("import subprocess\nsubprocess.run(['curl'])", [tool]), "CPL-PROC-001")
+    assert literal.severity is Severity.DANGER
+    root = FsCapability(
+        kind=CapabilityKind.FS_READ, path="${config.root}", declared="x", templated=True
+    )
+    (read,) = scan("open(path).read()", [root])
+    assert read.covered
+    assert read.severity is Severity.INFO
+    assert any(not f.covered for f in scan("open('/etc/shadow').read()", [root]))
 
 
 # -- dynamic code ----------------------------------------------------------------------

@@ -126,12 +126,35 @@ _NOT_BASE64 = bytes(c if chr(c) in _BASE64_ALPHABET else 0x20 for c in range(256
 
 @dataclass(frozen=True, slots=True)
 class _Grants:
-    """What the declared capabilities cover, reduced to what the rules ask."""
+    """What the declared capabilities cover, reduced to what the rules ask.
+
+    A templated capability (``fs.read:${config.root}``) covers its *kind*
+    (the plugin did declare that it reads files) but no literal path or
+    program, because its value is only known once configured; the sandbox
+    enforces the substituted value.
+    """
 
     fs_read: tuple[str, ...]
     fs_write: tuple[str, ...]
     env_names: frozenset[str]
     programs: tuple[str, ...]
+    templated_kinds: frozenset[CapabilityKind] = frozenset()
+
+    @property
+    def writes_files(self) -> bool:
+        return bool(self.fs_write) or CapabilityKind.FS_WRITE in self.templated_kinds
+
+    @property
+    def reads_files(self) -> bool:
+        return (
+            self.writes_files
+            or bool(self.fs_read)
+            or CapabilityKind.FS_READ in self.templated_kinds
+        )
+
+    @property
+    def runs_programs(self) -> bool:
+        return bool(self.programs) or CapabilityKind.PROC_EXEC in self.templated_kinds
 
     @classmethod
     def of(cls, capabilities: Sequence[Capability]) -> _Grants:
@@ -139,10 +162,10 @@ class _Grants:
         fs_write: list[str] = []
         env_names: set[str] = set()
         programs: list[str] = []
+        templated: set[CapabilityKind] = set()
         for cap in capabilities:
             if cap.templated:
-                # A templated capability grants nothing until substituted
-                # (see caplet._capabilities._model): it covers nothing either.
+                templated.add(cap.kind)
                 continue
             if isinstance(cap, FsCapability):
                 target = fs_write if cap.kind is CapabilityKind.FS_WRITE else fs_read
@@ -155,12 +178,18 @@ class _Grants:
                 pass  # brokered by the host: no scanner rule is about them
             else:
                 assert_never(cap)
-        return cls(tuple(fs_read), tuple(fs_write), frozenset(env_names), tuple(programs))
+        return cls(
+            tuple(fs_read),
+            tuple(fs_write),
+            frozenset(env_names),
+            tuple(programs),
+            frozenset(templated),
+        )
 
     def covers_program(self, program: str | None) -> bool:
         """A literal program must be granted by name; an unknown one by any grant."""
         if program is None:
-            return bool(self.programs)
+            return self.runs_programs
         name = PurePosixPath(program).name
         return any(
             granted in (program, name) or PurePosixPath(granted).name == program
@@ -520,7 +549,7 @@ class _FileScan:
             self.emit_at("CPL-SUP-001", top, node)
 
     def _emit_module(self, rule_id: str, module: str, node: ast.AST) -> None:
-        covered = rule_id == "CPL-PROC-002" and bool(self.grants.programs)
+        covered = rule_id == "CPL-PROC-002" and self.grants.runs_programs
         self.emit_at(rule_id, module, node, covered=covered)
 
 
@@ -680,9 +709,7 @@ class _RuleVisitor(ast.NodeVisitor):
             elif name in OPEN_FUNCTIONS:
                 # `reader = open` hides the mode from the call rule: assume a write.
                 api = f"{name.removeprefix('builtins.')} (not called directly: mode unknown)"
-                self._scan.emit_at(
-                    "CPL-FS-001", api, node, covered=bool(self._scan.grants.fs_write)
-                )
+                self._scan.emit_at("CPL-FS-001", api, node, covered=self._scan.grants.writes_files)
 
     def _emit_api(self, rule_id: str, name: str, node: ast.AST, program: str | None = None) -> None:
         grants = self._scan.grants
@@ -697,7 +724,7 @@ class _RuleVisitor(ast.NodeVisitor):
                 capability=capability,
             )
         elif rule_id == "CPL-FS-003":
-            self._scan.emit_at(rule_id, api, node, covered=bool(grants.fs_write))
+            self._scan.emit_at(rule_id, api, node, covered=grants.writes_files)
         else:
             self._scan.emit_at(rule_id, api, node)
 
@@ -735,9 +762,9 @@ class _RuleVisitor(ast.NodeVisitor):
                 api = f"{api} (mode is not a literal)"
             writes = mode is None or any(c in mode for c in "wax+")
         if writes:
-            self._scan.emit_at("CPL-FS-001", api, node, covered=bool(grants.fs_write))
+            self._scan.emit_at("CPL-FS-001", api, node, covered=grants.writes_files)
         else:
-            read_ok = bool(grants.fs_read or grants.fs_write)
+            read_ok = grants.reads_files
             self._scan.emit_at("CPL-FS-002", api, node, covered=read_ok)
 
     def _check_store(self, target: ast.AST, api_node: ast.AST) -> None:
@@ -926,9 +953,9 @@ class _RuleVisitor(ast.NodeVisitor):
         elif any(f"{o}.{func.attr}" in API_RULES for o in owners):
             return  # a known API (os.mkdir): the reference rule reports it
         elif func.attr in FS_WRITE_METHODS:
-            scan.emit_at("CPL-FS-003", f".{func.attr}()", node, covered=bool(scan.grants.fs_write))
+            scan.emit_at("CPL-FS-003", f".{func.attr}()", node, covered=scan.grants.writes_files)
         elif func.attr in FS_READ_METHODS:
-            covered = bool(scan.grants.fs_read or scan.grants.fs_write)
+            covered = scan.grants.reads_files
             scan.emit_at("CPL-FS-002", f".{func.attr}()", node, covered=covered)
 
     def _attribute_call(self, node: ast.Call, name: str) -> None:
