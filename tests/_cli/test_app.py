@@ -215,3 +215,42 @@ def test_real_subprocess_call_end_to_end(examples_copy: Path, state_dir: Path) -
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Hello, world!"
+
+
+def test_secret_config_values_are_never_printed(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    make_plugin(
+        "vault",
+        extra=(
+            '[config.token]\ntype = "string"\nsecret = true\ndefault = "default-s3cr3t"\n'
+            '[config.user]\ntype = "string"\ndefault = "ann"\n'
+        ),
+    )
+    opts = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+    for args in (["info", "vault"], ["enable", "vault", "token=hunter2-value"], ["list"]):
+        result = runner.invoke(app, [*args, *opts, "--json"])
+        assert result.exit_code == 0, result.output
+        assert "hunter2-value" not in result.output
+        assert "default-s3cr3t" not in result.output
+    human = runner.invoke(app, ["info", "vault", *opts])
+    assert "default-s3cr3t" not in human.output
+    assert "******" in human.output
+    enabled = run("enable", "vault", "token=hunter2-value", *opts)
+    assert enabled["plugin"]["config"] == {"token": "******", "user": "ann"}
+    db = (state_dir / "caplet.db").read_bytes()
+    assert b"hunter2-value" not in db
+
+
+def test_plugin_info_repr_hides_config(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    from caplet import PluginHost
+
+    make_plugin("vault", extra='[config.token]\ntype = "string"\nsecret = true\n')
+    with PluginHost(plugins_dir, state_dir=state_dir) as host:
+        assert host.enable("vault", ["token=hunter2-value"])
+        info = host.get_plugin("vault")
+        assert info is not None
+        assert info.config["token"] == "hunter2-value"
+        assert "hunter2-value" not in repr(info)

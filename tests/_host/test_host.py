@@ -206,3 +206,15 @@ def test_unknown_inline_key_is_refused_with_a_suggestion(
     outcome = host.enable("c", ["wrod=b"])
     assert not outcome
     assert "did you mean 'word'" in outcome.reason
+
+
+def test_disable_through_the_manager_also_stops_calls(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    host.discover()
+    host.enable("p")
+    assert host.call("p", "main.run") == {"args": [], "config": {}}
+    assert host.manager.disable("p")
+    with pytest.raises(LifecycleError, match="not enabled"):
+        host.call("p", "main.run")

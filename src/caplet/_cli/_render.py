@@ -20,7 +20,8 @@ from rich.text import Text
 
 from caplet._audit._model import AuditResult
 from caplet._capabilities._model import Capability
-from caplet._config._coerce import redact
+from caplet._config._coerce import SECRET_MASK, redact
+from caplet._config._schema import ConfigField
 from caplet._findings import Finding, Severity
 from caplet._host._records import BrokenPlugin, PluginInfo
 
@@ -98,7 +99,7 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
                 "modules": {m.name: list(m.function_names) for m in manifest.modules},
                 "hooks": list(manifest.hooks),
                 "requires": [str(r) for r in manifest.requires],
-                "config_schema": [jsonable(f) for f in manifest.config],
+                "config_schema": [_field_json(f) for f in manifest.config],
                 "config": jsonable(redact(manifest.config, info.config)),
                 "limits": jsonable(manifest.limits),
                 "approval": jsonable(info.approval),
@@ -106,6 +107,15 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
                 "quarantine": jsonable(info.quarantine),
             }
         )
+    return document
+
+
+def _field_json(field: ConfigField) -> JSONValue:
+    """A schema field as JSON; a secret field's default is masked like its value."""
+    document = jsonable(field)
+    assert isinstance(document, dict)
+    if field.secret and field.default is not None:
+        document["default"] = SECRET_MASK
     return document
 
 

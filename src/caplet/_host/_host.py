@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -49,16 +48,30 @@ PluginFunction = Callable[..., Any]
 
 
 class _Running:
-    """A live worker and the snapshot it was started from."""
+    """A live worker, the snapshot it was started from, and what the call path needs.
 
-    __slots__ = ("lock", "snapshot", "workdir", "worker")
+    ``targets`` maps each declared ``"module.function"`` to its parts and
+    ``timeout_s`` is the per-call deadline, both computed once at start so a
+    warm call does no lookups beyond one dict access.
+    """
 
-    def __init__(self, worker: Worker, snapshot: Snapshot, workdir: Path) -> None:
+    __slots__ = ("generation", "snapshot", "targets", "timeout_s", "workdir", "worker")
+
+    def __init__(
+        self,
+        worker: Worker,
+        snapshot: Snapshot,
+        workdir: Path,
+        targets: dict[str, tuple[str, str]],
+        timeout_s: float,
+    ) -> None:
         self.worker = worker
         self.snapshot = snapshot
         self.workdir = workdir
-        # One call at a time per worker: the channel is a single stream.
-        self.lock = threading.Lock()
+        self.targets = targets
+        self.timeout_s = timeout_s
+        #: The manager's lifecycle generation this worker was last validated at.
+        self.generation = -1
 
 
 class PluginHost:
@@ -203,23 +216,40 @@ class PluginHost:
         not declare the function, and the :class:`SandboxError` family for
         what happens in the worker (timeout, crash, the plugin's exception).
         """
+        running = self._running.get(name)
+        parts = running.targets.get(target) if running is not None else None
+        if (
+            running is None
+            or parts is None
+            or running.generation != self.manager.generation
+            or not running.worker.alive
+        ):
+            # Slow path: explain what is wrong, or start a fresh worker.
+            running, parts = self._prepare_call(name, target)
+        try:
+            return running.worker.call(
+                parts[0], parts[1], args, kwargs, timeout_s=running.timeout_s
+            )
+        except SandboxError as exc:
+            if not running.worker.alive:
+                self.manager.log_decision(name, "call", target, False, str(exc))
+                self._stop(name)
+            raise
+
+    def _prepare_call(self, name: str, target: str) -> tuple[_Running, tuple[str, str]]:
+        try:
+            info = self._enabled_info(name)
+        except LifecycleError:
+            self._stop(name)  # disabled behind our back (through the manager)
+            raise
         module, _, function = target.partition(".")
-        info = self._enabled_info(name)
         self._check_declared(info, module, function)
         running = self._running.get(name)
         if running is None or not running.worker.alive:
+            self._stop(name)
             running = self._start(name)
-        timeout_ms = self.policy.timeout_ms(info.manifest.limits.timeout_ms)
-        with running.lock:
-            try:
-                return running.worker.call(
-                    module, function, args, kwargs, timeout_s=timeout_ms / 1000
-                )
-            except SandboxError as exc:
-                if not running.worker.alive:
-                    self.manager.log_decision(name, "call", target, False, str(exc))
-                    self._stop(name)
-                raise
+        running.generation = self.manager.generation
+        return running, (module, function)
 
     def functions(self, name: str) -> dict[str, dict[str, PluginFunction]]:
         """``{module: {function: callable}}`` for an enabled plugin's declared functions.
@@ -281,7 +311,11 @@ class PluginHost:
             self.manager.log_decision(
                 name, "register", rejected, False, "not declared in the manifest; rejected"
             )
-        running = _Running(worker, snapshot, workdir)
+        targets = {
+            f"{m.name}.{f}": (m.name, f) for m in info.manifest.modules for f in m.function_names
+        }
+        timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms) / 1000
+        running = _Running(worker, snapshot, workdir, targets, timeout_s)
         self._running[name] = running
         return running
 

@@ -113,6 +113,9 @@ class PluginManager:
         self._broken: list[BrokenPlugin] = []
         self._sandbox_dirty = False
         self._session_dirty = False
+        #: Bumped by every enable/disable, so a PluginHost can tell cheaply
+        #: whether a cached worker must be re-validated before a call.
+        self.generation = 0
 
     # -- discovery -----------------------------------------------------------------
 
@@ -642,6 +645,7 @@ class PluginManager:
         return dirty
 
     def _mark_dirty(self) -> None:
+        self.generation += 1
         self._sandbox_dirty = True
         self._session_dirty = True
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from caplet._audit._model import AuditResult
@@ -93,7 +93,8 @@ class PluginInfo:
     approved: bool
     approval: ApprovalRecord | None
     audit: AuditResult | None
-    config: Mapping[str, ConfigValue]
+    #: repr=False: a logged or printed PluginInfo must not leak secret values.
+    config: Mapping[str, ConfigValue] = field(repr=False)
     capabilities: tuple[Capability, ...]
     quarantine: QuarantineRecord | None
 
