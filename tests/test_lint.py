@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_mypy_strict() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "src", "tests"],
+        [sys.executable, "-m", "mypy", "--strict", "src", "tests", "benchmarks"],
         cwd=REPO,
         capture_output=True,
         text=True,
