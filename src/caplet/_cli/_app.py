@@ -39,6 +39,7 @@ from caplet._cli._render import (
     print_plugins,
     risk_text,
 )
+from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
     CapletError,
@@ -385,28 +386,28 @@ def unapprove_command(
     """Remove a plugin's approval (it must be audited and approved again)."""
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
-        outcome = host.unapprove(name)
-        if not outcome:
-            _refused(out, outcome, {"name": name})
-        out.emit({"ok": True, "name": name})
-        out.say(outcome.reason)
+        _finish(out, host.unapprove(name), name)
 
 
 # -- enable / disable / call ----------------------------------------------------------------------
 
 
 def _enable(host: PluginHost, out: _Out, name: str, entries: Sequence[str]) -> None:
-    outcome = host.enable(name, entries)
+    """Apply inline config (a typo'd key is a usage error), prompt, enable."""
+    result = host.manager.apply_inline_config(name, entries)
+    if result.unknown:
+        fields = host.manager.require_plugin(name).manifest.config
+        _usage(out, unknown_keys_message(name, fields, result.unknown))
+    _finish(out, host.enable(name), name, report=False)
+
+
+def _finish(out: _Out, outcome: Outcome, name: str, *, report: bool = True) -> None:
+    """Exit 1 with the reason when refused; otherwise emit the success document."""
     if not outcome:
-        info = host.manager.require_plugin(name)
-        unknown = [
-            e.partition("=")[0].strip()
-            for e in entries
-            if info.manifest.config_field(e.partition("=")[0].strip()) is None
-        ]
-        if unknown and "unknown config key" in outcome.reason:
-            _usage(out, outcome.reason)
         _refused(out, outcome, {"name": name})
+    if report:
+        out.emit({"ok": True, "name": name, "also_affected": list(outcome.affected)})
+        out.say(outcome.reason)
 
 
 def _usage(out: _Out, message: str) -> NoReturn:
@@ -452,11 +453,7 @@ def disable_command(
     """Disable a plugin and the plugins that require it (within this process)."""
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
-        outcome = host.disable(name)
-        if not outcome:
-            _refused(out, outcome, {"name": name})
-        out.emit({"ok": True, "name": name, "also_disabled": list(outcome.affected)})
-        out.say(outcome.reason)
+        _finish(out, host.disable(name), name)
 
 
 def _split_call_tokens(tokens: Sequence[str], enable: bool) -> tuple[list[str], str, list[str]]:

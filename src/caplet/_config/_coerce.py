@@ -14,6 +14,7 @@ plugin bug but a wider grant than the manifest promised.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import assert_never
 
 from caplet._config._schema import ConfigField, ConfigType, ConfigValue, ScalarValue
 from caplet._errors import ConfigError
+from caplet._suggest import did_you_mean
 
 __all__ = [
     "BOOLEAN_FALSE",
@@ -29,7 +31,9 @@ __all__ = [
     "coerce_inline",
     "parse_inline",
     "redact",
+    "type_name",
     "unknown_keys",
+    "unknown_keys_message",
     "validate_default",
     "validate_value",
 ]
@@ -78,6 +82,16 @@ def parse_inline(entries: Iterable[str]) -> list[tuple[str, str]]:
             continue
         values[key] = value.strip()
     return list(values.items())
+
+
+def unknown_keys_message(plugin: str, fields: Sequence[ConfigField], unknown: Sequence[str]) -> str:
+    """Why unknown keys are refused, with a suggestion for each and the declared names."""
+    known = [f.name for f in fields]
+    hints = "; ".join(f"{key!r}{did_you_mean(key, known)}" for key in unknown)
+    return (
+        f"plugin {plugin!r}: unknown config key(s) {hints}; "
+        f"declared fields: {', '.join(known) or '(none)'}; nothing was applied"
+    )
 
 
 def unknown_keys(fields: Sequence[ConfigField], keys: Iterable[str]) -> list[str]:
@@ -399,7 +413,7 @@ def _show(field: ConfigField, text: str, *, quote: bool = True) -> str:
 
 def _describe(field: ConfigField, value: object) -> str:
     """A wrongly typed value as ``'abc' (string)``; secrets show only their type."""
-    kind = _type_name(value)
+    kind = type_name(value)
     if field.secret:
         return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     shown = repr(value)
@@ -408,7 +422,8 @@ def _describe(field: ConfigField, value: object) -> str:
     return f"{shown} ({kind})"
 
 
-def _type_name(value: object) -> str:
+def type_name(value: object) -> str:
+    """The manifest-language name of a value's type (also used by the manifest loader)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -420,7 +435,9 @@ def _type_name(value: object) -> str:
     if isinstance(value, list | tuple):
         return "array"
     if isinstance(value, Mapping):
-        return "table"
+        return "object/table"
+    if isinstance(value, datetime.date | datetime.time):
+        return "date/time"
     if value is None:
         return "null"
     return type(value).__name__

@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from caplet._audit._model import AuditResult
+from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import LifecycleError, SandboxError
 from caplet._findings import Finding
@@ -183,11 +184,8 @@ class PluginHost:
                 return outcome
         result = self.configure(name, inline, prompter=prompter)
         if result.unknown:
-            known = [f.name for f in self.manager.require_plugin(name).manifest.config]
-            hints = "; ".join(f"{k!r}{did_you_mean(k, known)}" for k in result.unknown)
-            return Outcome(
-                False, f"plugin {name!r}: unknown config key(s) {hints}; nothing was enabled"
-            )
+            fields = self.manager.require_plugin(name).manifest.config
+            return Outcome(False, unknown_keys_message(name, fields, result.unknown))
         outcome = self.manager.enable(name)
         if not outcome:
             return outcome

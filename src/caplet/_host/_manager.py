@@ -36,7 +36,13 @@ from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
 from caplet._capabilities._model import Capability
 from caplet._capabilities._parse import substitute
-from caplet._config._coerce import coerce_inline, parse_inline, unknown_keys, validate_value
+from caplet._config._coerce import (
+    coerce_inline,
+    parse_inline,
+    unknown_keys,
+    unknown_keys_message,
+    validate_value,
+)
 from caplet._config._prompt import Prompter, prompt_values
 from caplet._config._schema import ConfigValue
 from caplet._errors import CapabilityError, CapletError, ConfigError, PluginNotFoundError
@@ -54,7 +60,7 @@ from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
-from caplet._suggest import closest, did_you_mean
+from caplet._suggest import closest
 from caplet._trust._hashing import tree_hash
 from caplet._trust._paths import default_state_dir
 from caplet._trust._snapshot import make_snapshot, remove_snapshot
@@ -443,13 +449,7 @@ class PluginManager:
         record = self._record(name)
         unknown = unknown_keys(record.manifest.config, config)
         if unknown:
-            known = [f.name for f in record.manifest.config]
-            hints = "; ".join(f"{k!r}{did_you_mean(k, known)}" for k in unknown)
-            return Outcome(
-                False,
-                f"plugin {name!r}: unknown config field(s) {hints}; "
-                f"declared fields: {', '.join(known) or '(none)'}",
-            )
+            return Outcome(False, unknown_keys_message(name, record.manifest.config, unknown))
         validated: dict[str, ConfigValue] = {}
         for key, value in config.items():
             config_field = record.manifest.config_field(key)

@@ -14,7 +14,6 @@ and lists each problem on its own line as ``<dotted.field>: <problem>``.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import keyword
 import os
@@ -46,7 +45,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from caplet._capabilities._model import Capability, CapabilityKind
 from caplet._capabilities._parse import parse_capability
-from caplet._config._coerce import validate_default, validate_value
+from caplet._config._coerce import type_name, validate_default, validate_value
 from caplet._config._schema import ConfigField, ConfigType
 from caplet._errors import CapabilityError, ConfigError, ManifestError
 from caplet._manifest._model import (
@@ -139,8 +138,7 @@ def _read(path: Path) -> dict[str, Any]:
     data = _parse_json(path, text) if path.suffix == ".json" else _parse_toml(path, text)
     if not isinstance(data, dict):
         raise ManifestError(
-            f"{path}: the manifest must be an object/table at the top level, got "
-            f"{_type_name(data)}",
+            f"{path}: the manifest must be an object/table at the top level, got {type_name(data)}",
             path=str(path),
         )
     return data
@@ -328,12 +326,12 @@ def _functions_before(value: object) -> object:
         return value
     if not isinstance(value, list):
         raise _error(
-            f"expected a list of function names or a table of functions, got {_type_name(value)}"
+            f"expected a list of function names or a table of functions, got {type_name(value)}"
         )
     result: dict[str, object] = {}
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            raise _error(f"expected a function name, got {_type_name(item)}", index)
+            raise _error(f"expected a function name, got {type_name(item)}", index)
         if item in result:
             raise _error(f"function {item!r} is listed twice; keep one", index)
         result[item] = {}
@@ -745,7 +743,7 @@ def _problem(error: ErrorDetails) -> tuple[str, str]:
         if not hint:
             what += f"; known fields: {', '.join(_fields_at(loc[:-1]))}"
     elif kind in expected:
-        what = f"expected {expected[kind]}, got {_type_name(value)}"
+        what = f"expected {expected[kind]}, got {type_name(value)}"
     elif kind == "greater_than" and ctx.get("gt") == 0:
         what = f"must be a positive integer, got {value!r}"
     else:
@@ -764,24 +762,3 @@ def _dotted(loc: tuple[str | int, ...]) -> str:
         else:
             text += f"[{part!r}]"
     return text
-
-
-def _type_name(value: object) -> str:
-    """The manifest-language name of a parsed value's type."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object/table"
-    if isinstance(value, datetime.date | datetime.time):
-        return "date/time"
-    if value is None:
-        return "null"
-    return type(value).__name__
