@@ -13,16 +13,60 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 
 __all__ = [
     "CAP_DAC_OVERRIDE",
     "CAP_DAC_READ_SEARCH",
     "CAP_FOWNER",
+    "CLONE_NEWCGROUP",
+    "CLONE_NEWIPC",
+    "CLONE_NEWNET",
+    "CLONE_NEWNS",
+    "CLONE_NEWPID",
+    "CLONE_NEWUSER",
+    "CLONE_NEWUTS",
+    "LANDLOCK_CREATE_RULESET_VERSION",
+    "LANDLOCK_RULE_NET_PORT",
+    "LANDLOCK_RULE_PATH_BENEATH",
+    "MNT_DETACH",
+    "MS_BIND",
+    "MS_NODEV",
+    "MS_NOEXEC",
+    "MS_NOSUID",
+    "MS_PRIVATE",
+    "MS_RDONLY",
+    "MS_REC",
+    "MS_REMOUNT",
+    "MS_SLAVE",
+    "PR_CAPBSET_DROP",
+    "PR_SET_DUMPABLE",
+    "PR_SET_NO_NEW_PRIVS",
+    "PR_SET_PDEATHSIG",
+    "PR_SET_SECCOMP",
+    "SECCOMP_MODE_FILTER",
+    "LandlockNetPortAttr",
+    "LandlockPathBeneathAttr",
+    "LandlockRulesetAttr",
     "drop_effective_capabilities",
     "effective_capabilities",
+    "install_seccomp_filter",
+    "landlock_abi_version",
+    "landlock_add_net_rule",
+    "landlock_add_path_rule",
+    "landlock_create_ruleset",
+    "landlock_restrict_self",
+    "mount",
+    "pivot_root",
+    "prctl",
     "raise_effective_capabilities",
+    "set_dumpable",
+    "set_no_new_privs",
+    "set_parent_death_signal",
+    "sethostname",
+    "umount2",
+    "unshare",
 ]
 
 # linux/capability.h
@@ -101,3 +145,280 @@ def _set_effective(capabilities: Iterable[int], *, enabled: bool) -> None:
         else:
             data[word].effective &= ~(1 << bit) & 0xFFFFFFFF
     _check(_libc().capset(ctypes.byref(header), data), "capset(2)")
+
+
+# -- prctl(2) -------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
+
+
+@cache
+def _prctl() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        use_errno=True,
+    )
+    return prototype(("prctl", _libc()))
+
+
+def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    """prctl(2) with its result checked; returns the (non-negative) result."""
+    result = _prctl()(option, arg2, arg3, arg4, arg5)
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
+    return int(result)
+
+
+def set_no_new_privs() -> None:
+    """PR_SET_NO_NEW_PRIVS: execve can never grant privileges again (needed for seccomp)."""
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def set_parent_death_signal(signal_number: int) -> None:
+    """PR_SET_PDEATHSIG: the kernel sends this signal when the parent thread dies."""
+    prctl(PR_SET_PDEATHSIG, signal_number)
+
+
+def set_dumpable(dumpable: bool) -> None:
+    """PR_SET_DUMPABLE: 0 also makes /proc/<pid> root-owned and blocks ptrace attach."""
+    prctl(PR_SET_DUMPABLE, int(dumpable))
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def install_seccomp_filter(program: bytes) -> None:
+    """Load a classic-BPF seccomp program (8-byte ``struct sock_filter`` entries).
+
+    Requires no_new_privs (or CAP_SYS_ADMIN). The filter applies to the
+    calling thread and everything it later creates; it cannot be removed.
+    """
+    if not program or len(program) % 8:
+        raise ValueError(
+            f"a seccomp program is a non-empty multiple of 8 bytes, got {len(program)}"
+        )
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+# -- namespaces and mounts: unshare(2), mount(2), umount2(2), pivot_root(2) -----
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_SLAVE = 0x80000
+MNT_DETACH = 0x2
+
+#: pivot_root has no glibc wrapper; its number differs per architecture
+#: (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h).
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+
+
+@cache
+def _unshare() -> Callable[..., int]:
+    function = _libc().unshare
+    function.argtypes = (ctypes.c_int,)
+    function.restype = ctypes.c_int
+    return function
+
+
+def unshare(flags: int) -> None:
+    """unshare(2): move the calling thread into new namespaces (``CLONE_NEW*``)."""
+    _check(_unshare()(flags), f"unshare({flags:#x})")
+
+
+@cache
+def _mount() -> Callable[..., int]:
+    function = _libc().mount
+    function.argtypes = (
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_ulong,
+        ctypes.c_char_p,
+    )
+    function.restype = ctypes.c_int
+    return function
+
+
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
+    """mount(2); ``None`` passes NULL for source, type or data."""
+
+    def encode(text: str | None) -> bytes | None:
+        return None if text is None else os.fsencode(text)
+
+    result = _mount()(encode(source), encode(target), encode(fstype), flags, encode(data))
+    _check(result, f"mount({source!r}, {target!r}, {fstype!r}, {flags:#x})")
+
+
+@cache
+def _umount2() -> Callable[..., int]:
+    function = _libc().umount2
+    function.argtypes = (ctypes.c_char_p, ctypes.c_int)
+    function.restype = ctypes.c_int
+    return function
+
+
+def umount2(target: str, flags: int = 0) -> None:
+    """umount2(2)."""
+    _check(_umount2()(os.fsencode(target), flags), f"umount2({target!r})")
+
+
+@cache
+def _syscall_pp() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p, use_errno=True
+    )
+    return prototype(("syscall", _libc()))
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    """pivot_root(2) (raw syscall: glibc has no wrapper)."""
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(38, f"pivot_root: unsupported architecture {os.uname().machine}")
+    result = _syscall_pp()(number, os.fsencode(new_root), os.fsencode(put_old))
+    _check(int(result), f"pivot_root({new_root!r}, {put_old!r})")
+
+
+def sethostname(name: str) -> None:
+    """sethostname(2) (in a new UTS namespace, so the host's name is not shown)."""
+    function = _libc().sethostname
+    function.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+    function.restype = ctypes.c_int
+    raw = name.encode("ascii")
+    _check(function(raw, len(raw)), f"sethostname({name!r})")
+
+
+# -- Landlock (landlock(7); the syscall numbers are the same on every architecture) --
+
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+LANDLOCK_CREATE_RULESET_VERSION = 1 << 0
+LANDLOCK_RULE_PATH_BENEATH = 1
+LANDLOCK_RULE_NET_PORT = 2
+
+
+class LandlockRulesetAttr(ctypes.Structure):
+    """struct landlock_ruleset_attr (ABI 1: fs; ABI 4: + net; ABI 6: + scoped)."""
+
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class LandlockPathBeneathAttr(ctypes.Structure):
+    """struct landlock_path_beneath_attr (packed in the UAPI header)."""
+
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+class LandlockNetPortAttr(ctypes.Structure):
+    """struct landlock_net_port_attr."""
+
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64))
+
+
+@cache
+def _syscall_vsu() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_long,
+        ctypes.c_long,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_uint32,
+        use_errno=True,
+    )
+    return prototype(("syscall", _libc()))
+
+
+@cache
+def _syscall_iivu() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_long,
+        ctypes.c_long,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        use_errno=True,
+    )
+    return prototype(("syscall", _libc()))
+
+
+@cache
+def _syscall_iu() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_long, ctypes.c_long, ctypes.c_int, ctypes.c_uint32, use_errno=True
+    )
+    return prototype(("syscall", _libc()))
+
+
+def landlock_abi_version() -> int:
+    """The Landlock ABI the kernel offers, 0 when it has none (or it is disabled)."""
+    result = _syscall_vsu()(_SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return int(result) if result > 0 else 0
+
+
+def landlock_create_ruleset(attr: LandlockRulesetAttr, size: int) -> int:
+    """A new ruleset fd (close-on-exec). ``size`` selects the struct size of the ABI in use."""
+    result = int(_syscall_vsu()(_SYS_LANDLOCK_CREATE_RULESET, ctypes.addressof(attr), size, 0))
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"landlock_create_ruleset: {os.strerror(errno)}")
+    return result
+
+
+def landlock_add_path_rule(ruleset_fd: int, allowed_access: int, parent_fd: int) -> None:
+    """Allow ``allowed_access`` beneath the directory or file open as ``parent_fd`` (O_PATH)."""
+    attr = LandlockPathBeneathAttr(allowed_access, parent_fd)
+    result = _syscall_iivu()(
+        _SYS_LANDLOCK_ADD_RULE, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, ctypes.addressof(attr), 0
+    )
+    _check(int(result), "landlock_add_rule(path_beneath)")
+
+
+def landlock_add_net_rule(ruleset_fd: int, allowed_access: int, port: int) -> None:
+    """Allow ``allowed_access`` (bind/connect TCP) for one port (Landlock ABI >= 4)."""
+    attr = LandlockNetPortAttr(allowed_access, port)
+    result = _syscall_iivu()(
+        _SYS_LANDLOCK_ADD_RULE, ruleset_fd, LANDLOCK_RULE_NET_PORT, ctypes.addressof(attr), 0
+    )
+    _check(int(result), "landlock_add_rule(net_port)")
+
+
+def landlock_restrict_self(ruleset_fd: int) -> None:
+    """Enforce the ruleset on the calling thread and its future children (needs no_new_privs)."""
+    _check(int(_syscall_iu()(_SYS_LANDLOCK_RESTRICT_SELF, ruleset_fd, 0)), "landlock_restrict_self")
