@@ -31,7 +31,7 @@ import time
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, assert_never
+from typing import IO, Protocol, assert_never
 
 import msgpack
 
@@ -60,7 +60,13 @@ from caplet._sandbox._protocol import (
     send_frame,
 )
 
-__all__ = ["SubprocessLauncher", "SubprocessWorker", "worker_command"]
+__all__ = [
+    "ChildProcess",
+    "PopenChild",
+    "SubprocessLauncher",
+    "SubprocessWorker",
+    "worker_command",
+]
 
 # The directories the host imported caplet and msgpack from. caplet's goes
 # first (the worker must run this caplet); msgpack's last, so a site-packages
@@ -114,6 +120,79 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
+class ChildProcess(Protocol):
+    """The process behind a worker, however it was started.
+
+    A plain child (:class:`PopenChild`) and a worker forked by the zygote
+    into its own namespaces (:mod:`caplet._sandbox._sandboxed`) differ only in
+    how they are waited for and killed; the channel logic is shared.
+    """
+
+    @property
+    def pid(self) -> int: ...
+
+    def exited(self) -> bool:
+        """True once the process has exited (it may not be reaped yet)."""
+        ...
+
+    def wait_exit(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the process to exit, without reaping it."""
+        ...
+
+    def kill_and_reap(self) -> int:
+        """Kill the process and everything it started; return its status.
+
+        The status has :attr:`subprocess.Popen.returncode` semantics: the
+        exit code, or minus the signal number.
+        """
+        ...
+
+
+class PopenChild:
+    """A worker started with :class:`subprocess.Popen` in a session of its own."""
+
+    __slots__ = ("_pidfd", "_process")
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+        self._pidfd = _open_pidfd(process.pid)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def exited(self) -> bool:
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def wait_exit(self, timeout_s: float) -> None:
+        if self._pidfd is not None:
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            poller.poll(max(0, round(timeout_s * 1000)))
+            return
+        try:
+            self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def kill_and_reap(self) -> int:
+        # The group is killed even when the worker exited by itself, so
+        # nothing it spawned survives it (it is its own session leader).
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is already empty
+        returncode = self._process.wait()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        return returncode
+
+
 class SubprocessWorker:
     """One plugin's worker process and its channel (implements ``Worker``).
 
@@ -128,7 +207,6 @@ class SubprocessWorker:
         "_lock",
         "_log",
         "_next_id",
-        "_pidfd",
         "_process",
         "_reader",
         "_sock",
@@ -140,7 +218,7 @@ class SubprocessWorker:
     def __init__(
         self,
         spec: WorkerSpec,
-        process: subprocess.Popen[bytes],
+        process: ChildProcess,
         sock: socket.socket,
         log: IO[bytes],
     ) -> None:
@@ -148,7 +226,6 @@ class SubprocessWorker:
         self._process = process
         self._sock = sock
         self._log = log
-        self._pidfd = _open_pidfd(process.pid)
         self._lock = threading.Lock()
         self._next_id = _INIT_REQUEST_ID + 1
         self._started = StartedWorker(registered=types.MappingProxyType({}), rejected=())
@@ -175,13 +252,7 @@ class SubprocessWorker:
     @property
     def alive(self) -> bool:
         """True while the worker process runs (checked without reaping it)."""
-        if self._death is not None:
-            return False
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return False
-        return info is None
+        return self._death is None and not self._process.exited()
 
     def call(
         self,
@@ -386,39 +457,18 @@ class SubprocessWorker:
             return None
         return decode_worker_message(payload)
 
-    def _wait_exit(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for the worker to exit, without reaping it."""
-        if self._pidfd is not None:
-            poller = select.poll()
-            poller.register(self._pidfd, select.POLLIN)
-            poller.poll(max(0, round(timeout_s * 1000)))
-            return
-        try:
-            self._process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
-
     def _terminate(self, *, grace_s: float) -> str:
-        """Kill the worker's process group, reap it, release everything.
+        """Kill the worker and everything it started, reap it, release everything.
 
         Returns how the worker ended ("exited with code 3", "was killed by
-        signal 9 (SIGKILL)"). The group is killed even when the worker
-        exited by itself, so nothing it spawned survives it.
+        signal 9 (SIGKILL)").
         """
         if self._death is not None:
             return self._death
         if grace_s > 0:
-            self._wait_exit(grace_s)
-        try:
-            os.killpg(self._process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass  # the group is already empty
-        returncode = self._process.wait()
-        self._death = _describe_status(returncode)
+            self._process.wait_exit(grace_s)
+        self._death = _describe_status(self._process.kill_and_reap())
         self._tail = self._read_tail()
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
         self._sock.close()
         self._log.close()
         return self._death
@@ -505,7 +555,7 @@ class SubprocessLauncher:
         finally:
             child.close()
         try:
-            worker = SubprocessWorker(spec, process, parent, log)
+            worker = SubprocessWorker(spec, PopenChild(process), parent, log)
         except BaseException:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
