@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from caplet._config._schema import ConfigValue
+from caplet._sandbox._grants import PathGrant
 
 __all__ = ["Launcher", "StartedWorker", "Worker", "WorkerSpec"]
 
@@ -29,7 +30,14 @@ class WorkerSpec:
     ``snapshot_dir`` is the private read-only copy whose hash the host has
     verified; ``modules`` maps each declared module to its declared function
     names, the only ones the worker may register. ``workdir`` is the worker's
-    private, empty working directory.
+    private, empty working directory (a plain-process launcher uses it; a
+    sandboxing launcher gives the worker a private tmpfs instead).
+
+    The rest is what the sandbox enforces: ``grants`` are the host paths the
+    approved ``fs.read``/``fs.write`` capabilities name (the launcher adds
+    the runtime and the snapshot itself); ``programs`` the approved
+    ``proc.exec`` programs (none: execve is denied); the resource limits
+    come from the manifest bounded by the policy.
     """
 
     plugin: str
@@ -40,6 +48,13 @@ class WorkerSpec:
     workdir: Path
     start_timeout_s: float = 10.0
     max_frame_bytes: int = 8 * 1024 * 1024
+    grants: tuple[PathGrant, ...] = ()
+    programs: tuple[str, ...] = ()
+    memory_mb: int | None = 512
+    cpu_s: int | None = 60
+    open_files: int = 256
+    file_size_mb: int = 64
+    tmp_size_mb: int = 64
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,8 @@ __all__ = [
     "PopenChild",
     "SubprocessLauncher",
     "SubprocessWorker",
+    "bootstrap_command",
+    "init_frame",
     "worker_command",
 ]
 
@@ -80,8 +82,9 @@ if {_CAPLET_ROOT!r} not in sys.path:
     sys.path.insert(0, {_CAPLET_ROOT!r})
 if {_MSGPACK_ROOT!r} not in sys.path:
     sys.path.append({_MSGPACK_ROOT!r})
-from caplet._sandbox._worker import main
-raise SystemExit(main())
+from importlib import import_module
+module = import_module(sys.argv.pop(1))
+raise SystemExit(module.main(sys.argv[1:]))
 """
 
 _INIT_REQUEST_ID = 0
@@ -91,9 +94,33 @@ _EXIT_GRACE_S = 1.0
 _TAIL_BYTES = 2048
 
 
+def bootstrap_command(module: str, fd: int) -> list[str]:
+    """The argv that runs ``module.main([fd])`` in a fresh isolated interpreter."""
+    return [sys.executable, "-I", "-c", _BOOTSTRAP, module, str(fd)]
+
+
 def worker_command(channel_fd: int) -> list[str]:
     """The argv that starts a worker on the inherited socket ``channel_fd``."""
-    return [sys.executable, "-I", "-c", _BOOTSTRAP, str(channel_fd)]
+    return bootstrap_command("caplet._sandbox._worker", channel_fd)
+
+
+def init_frame(spec: WorkerSpec) -> bytes:
+    """The INIT frame for ``spec``; WorkerStartError if it cannot be encoded."""
+    try:
+        return encode_init(
+            _INIT_REQUEST_ID,
+            plugin=spec.plugin,
+            entry=spec.entry,
+            snapshot=str(spec.snapshot_dir),
+            config=spec.config,
+            modules=spec.modules,
+            max_frame_bytes=spec.max_frame_bytes,
+        )
+    except ProtocolError as exc:
+        raise WorkerStartError(
+            f"plugin '{spec.plugin}': cannot send the start-up message to the worker: {exc}; "
+            "fix the plugin's configuration and declared modules"
+        ) from exc
 
 
 def _describe_status(returncode: int) -> str:
@@ -382,7 +409,7 @@ class SubprocessWorker:
 
     # -- internals -----------------------------------------------------------------
 
-    def _handshake(self, init: bytes) -> None:
+    def handshake(self, init: bytes) -> None:
         """Send INIT and wait for READY; WorkerStartError (worker reaped) if not."""
         plugin = self._spec.plugin
         timeout_s = self._spec.start_timeout_s
@@ -505,21 +532,7 @@ class SubprocessLauncher:
         the tail of stderr) when it cannot be started, fails to load the
         plugin, or is not ready within ``spec.start_timeout_s``.
         """
-        try:
-            init = encode_init(
-                _INIT_REQUEST_ID,
-                plugin=spec.plugin,
-                entry=spec.entry,
-                snapshot=str(spec.snapshot_dir),
-                config=spec.config,
-                modules=spec.modules,
-                max_frame_bytes=spec.max_frame_bytes,
-            )
-        except ProtocolError as exc:
-            raise WorkerStartError(
-                f"plugin '{spec.plugin}': cannot send the start-up message to the worker: {exc}; "
-                "fix the plugin's configuration and declared modules"
-            ) from exc
+        init = init_frame(spec)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             # Unnamed and 0600: only the host can read what the worker wrote.
@@ -565,5 +578,5 @@ class SubprocessLauncher:
             parent.close()
             log.close()
             raise
-        worker._handshake(init)
+        worker.handshake(init)
         return worker
