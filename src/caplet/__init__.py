@@ -78,10 +78,16 @@ if TYPE_CHECKING:
         CapletError as CapletError,
     )
     from caplet._errors import (
+        CircuitOpenError as CircuitOpenError,
+    )
+    from caplet._errors import (
         ConfigError as ConfigError,
     )
     from caplet._errors import (
         HostError as HostError,
+    )
+    from caplet._errors import (
+        InvalidOutputError as InvalidOutputError,
     )
     from caplet._errors import (
         LifecycleError as LifecycleError,
@@ -224,6 +230,7 @@ __all__ = [
     "CapabilityError",
     "CapabilityKind",
     "CapletError",
+    "CircuitOpenError",
     "ConfigError",
     "ConfigField",
     "ConfigType",
@@ -238,6 +245,7 @@ __all__ = [
     "HostCallCapability",
     "HostError",
     "InlineConfigResult",
+    "InvalidOutputError",
     "Launcher",
     "LifecycleError",
     "Limits",
@@ -287,8 +295,10 @@ _EXPORTS: dict[str, str] = {
     "CallTimeoutError": "caplet._errors",
     "CapabilityError": "caplet._errors",
     "CapletError": "caplet._errors",
+    "CircuitOpenError": "caplet._errors",
     "ConfigError": "caplet._errors",
     "HostError": "caplet._errors",
+    "InvalidOutputError": "caplet._errors",
     "LifecycleError": "caplet._errors",
     "ManifestError": "caplet._errors",
     "PluginCallError": "caplet._errors",

@@ -16,8 +16,10 @@ __all__ = [
     "CallTimeoutError",
     "CapabilityError",
     "CapletError",
+    "CircuitOpenError",
     "ConfigError",
     "HostError",
+    "InvalidOutputError",
     "LifecycleError",
     "ManifestError",
     "PluginCallError",
@@ -120,6 +122,38 @@ class PluginCallError(SandboxError):
     def __init__(self, message: str, *, exc_type: str = "Exception") -> None:
         super().__init__(message)
         self.exc_type = exc_type
+
+
+class CircuitOpenError(SandboxError):
+    """The plugin's circuit breaker is open: the call was refused without running it.
+
+    ``remaining_s`` is the cooldown left (0 while a half-open probe runs) and
+    ``failures`` the consecutive failures that opened it.
+    """
+
+    def __init__(
+        self, message: str, *, plugin: str = "", failures: int = 0, remaining_s: float = 0.0
+    ) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.failures = failures
+        self.remaining_s = remaining_s
+
+
+class InvalidOutputError(SandboxError):
+    """A plugin function returned a value its declared ``returns`` schema refuses.
+
+    ``target`` is ``"module.function"`` and ``schema_path`` the JSON Schema
+    keyword path that failed (``properties/n/type``).
+    """
+
+    def __init__(
+        self, message: str, *, plugin: str = "", target: str = "", schema_path: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.target = target
+        self.schema_path = schema_path
 
 
 # -- host ---------------------------------------------------------------------------

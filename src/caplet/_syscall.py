@@ -45,10 +45,12 @@ __all__ = [
     "PR_SET_NO_NEW_PRIVS",
     "PR_SET_PDEATHSIG",
     "PR_SET_SECCOMP",
+    "SECCOMP_GET_ACTION_AVAIL",
     "SECCOMP_MODE_FILTER",
     "LandlockNetPortAttr",
     "LandlockPathBeneathAttr",
     "LandlockRulesetAttr",
+    "clear_capabilities",
     "drop_effective_capabilities",
     "effective_capabilities",
     "install_seccomp_filter",
@@ -61,6 +63,7 @@ __all__ = [
     "pivot_root",
     "prctl",
     "raise_effective_capabilities",
+    "seccomp_action_available",
     "set_dumpable",
     "set_no_new_privs",
     "set_parent_death_signal",
@@ -134,6 +137,18 @@ def drop_effective_capabilities(capabilities: Iterable[int]) -> None:
 def raise_effective_capabilities(capabilities: Iterable[int]) -> None:
     """Put permitted capabilities back into the effective set (capset(2))."""
     _set_effective(capabilities, enabled=True)
+
+
+def clear_capabilities() -> None:
+    """Empty the calling thread's effective, permitted and inheritable sets (capset(2)).
+
+    Irreversible: a capability that is not permitted can never be raised
+    again, and the ambient set empties with the permitted one
+    (capabilities(7)). The bounding set is separate (``PR_CAPBSET_DROP``).
+    """
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = _CapDataPair()  # ctypes zero-fills: every set empty
+    _check(_libc().capset(ctypes.byref(header), data), "capset(2)")
 
 
 def _set_effective(capabilities: Iterable[int], *, enabled: bool) -> None:
@@ -212,6 +227,39 @@ def install_seccomp_filter(program: bytes) -> None:
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+#: seccomp(2) has no glibc wrapper; arch/x86/entry/syscalls/syscall_64.tbl and
+#: include/uapi/asm-generic/unistd.h number it.
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+SECCOMP_GET_ACTION_AVAIL = 2
+
+
+@cache
+def _syscall_uup() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_long,
+        ctypes.c_long,
+        ctypes.c_uint,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        use_errno=True,
+    )
+    return prototype(("syscall", _libc()))
+
+
+def seccomp_action_available(action: int) -> bool:
+    """seccomp(SECCOMP_GET_ACTION_AVAIL): does this kernel's filter mode support ``action``?
+
+    Side-effect free (Linux >= 4.14). False when the kernel lacks
+    CONFIG_SECCOMP_FILTER, predates the operation, or the architecture has no
+    known seccomp(2) number; the errno is not an error for a probe.
+    """
+    number = _SYS_SECCOMP.get(os.uname().machine)
+    if number is None:
+        return False
+    value = ctypes.c_uint32(action)
+    return int(_syscall_uup()(number, SECCOMP_GET_ACTION_AVAIL, 0, ctypes.addressof(value))) == 0
 
 
 # -- namespaces and mounts: unshare(2), mount(2), umount2(2), pivot_root(2) -----

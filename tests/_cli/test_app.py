@@ -54,7 +54,7 @@ def test_info_shows_capabilities_config_and_isolation(cli: list[str]) -> None:
     assert document["capabilities"] == ["fs.read:${config.root}"]
     assert [f["name"] for f in document["config_schema"]] == ["root", "max_kb"]
     assert document["modules"] == {"files": ["read_text", "list_dir"]}
-    assert document["isolation"] == "process"
+    assert document["isolation"] == "sandbox: namespaces, rlimits, landlock, seccomp"
 
 
 def test_scan_of_a_plugin_and_of_a_path(cli: list[str], examples_copy: Path) -> None:
@@ -254,3 +254,90 @@ def test_plugin_info_repr_hides_config(
         assert info is not None
         assert info.config["token"] == "hunter2-value"
         assert "hunter2-value" not in repr(info)
+
+
+# -- quarantine, release and the decision log ----------------------------------------------
+
+
+def _quarantine(examples_copy: Path, state_dir: Path, name: str, reason: str) -> None:
+    """Quarantine through the library, as a host whose breaker tripped would."""
+    from caplet import PluginHost
+
+    with PluginHost(examples_copy, state_dir=state_dir) as host:
+        assert host.quarantine(name, reason)
+
+
+def test_list_shows_a_quarantined_plugin_with_its_reason(
+    cli: list[str], examples_copy: Path, state_dir: Path
+) -> None:
+    _quarantine(examples_copy, state_dir, "hello", "circuit breaker tripped 3 times")
+    plugins = {p["name"]: p for p in run("list", *cli)["plugins"]}
+    assert plugins["hello"]["state"] == "quarantined"
+    assert plugins["hello"]["quarantine"]["reason"] == "circuit breaker tripped 3 times"
+    assert plugins["fs-read"]["quarantine"] is None
+    text = runner.invoke(app, ["list", *cli])
+    assert text.exit_code == 0
+    assert "circuit breaker tripped 3 times (release it with `caplet release hello`)" in (
+        " ".join(text.stdout.split())
+    )
+
+
+def test_release_lifts_a_quarantine_once(
+    cli: list[str], examples_copy: Path, state_dir: Path
+) -> None:
+    _quarantine(examples_copy, state_dir, "hello", "crashed")
+    refused = run("call", "--enable", "hello", "greet.say", '"world"', *cli, code=1)
+    assert "quarantined (crashed)" in refused["reason"]
+    released = run("release", "hello", *cli)
+    assert released == {"ok": True, "name": "hello", "also_affected": []}
+    assert run("list", *cli)["plugins"][1]["state"] == "discovered"
+    again = run("release", "hello", *cli, code=1)
+    assert again["reason"] == "plugin 'hello' is not quarantined; nothing to release"
+    assert run("call", "--enable", "hello", "greet.say", '"world"', *cli)["result"] == (
+        "Hello, world!"
+    )
+    assert "did you mean 'hello'" in run("release", "helo", *cli, code=2)["error"]["message"]
+
+
+def test_log_shows_decisions_newest_first(
+    cli: list[str], examples_copy: Path, state_dir: Path
+) -> None:
+    _quarantine(examples_copy, state_dir, "hello", "crashed [red]3[/red] times")
+    run("release", "hello", *cli)
+    run("audit", "fs-read", *cli)
+    everything = run("log", *cli)
+    assert everything["ok"] is True
+    assert everything["plugin"] is None
+    entries = everything["decisions"]
+    assert [(d["plugin"], d["action"]) for d in entries[:3]] == [
+        ("fs-read", "audit"),
+        ("hello", "release"),
+        ("hello", "quarantine"),
+    ]
+    ids = [d["id"] for d in entries]
+    assert ids == sorted(ids, reverse=True)
+    quarantine = entries[2]
+    assert quarantine["allowed"] is False
+    assert quarantine["detail"] == "crashed [red]3[/red] times"
+    assert quarantine["target"] == "hello"
+    assert set(quarantine) == {
+        "id",
+        "at",
+        "time",
+        "plugin",
+        "action",
+        "target",
+        "allowed",
+        "detail",
+    }
+    only_hello = run("log", "hello", "--limit", "1", *cli)["decisions"]
+    assert [(d["plugin"], d["action"], d["allowed"]) for d in only_hello] == [
+        ("hello", "release", True)
+    ]
+    assert "did you mean 'hello'" in run("log", "helo", *cli, code=2)["error"]["message"]
+    assert runner.invoke(app, ["log", "--limit", "-1", *cli]).exit_code == 2
+    text = runner.invoke(app, ["log", "hello", *cli], env={"COLUMNS": "200"})
+    assert text.exit_code == 0
+    assert "crashed [red]3[/red] times" in text.stdout, "details are printed as text, not markup"
+    assert "denied" in text.stdout
+    assert "allowed" in text.stdout

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -25,6 +26,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from caplet._capabilities._lint import lint_composition
@@ -56,6 +59,7 @@ from caplet._host._records import Outcome
 from caplet._manifest._load import load_manifest
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest
+from caplet._trust._store import Decision
 from caplet._version import __version__
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_STATE", "EXIT_USAGE", "app", "main"]
@@ -220,12 +224,22 @@ def list_command(
             {
                 "ok": True,
                 "plugins_dir": str(plugins_dir),
-                "plugins": [plugin_json(p) for p in plugins],
+                "plugins": [
+                    {**plugin_json(p), "quarantine": jsonable(p.quarantine)} for p in plugins
+                ],
                 "skipped": [broken_json(b) for b in broken],
             }
         )
         if not as_json:
             print_plugins(out.console, plugins, [])
+            for info in plugins:
+                if info.quarantine is not None:
+                    out.console.print(
+                        f"{info.name} quarantined since {_when(info.quarantine.since)}: "
+                        f"{info.quarantine.reason} (release it with `caplet release {info.name}`)",
+                        markup=False,
+                        highlight=False,
+                    )
 
 
 @app.command("info")
@@ -454,6 +468,82 @@ def disable_command(
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
         _finish(out, host.disable(name), name)
+
+
+# -- release / log ------------------------------------------------------------------------------
+
+
+@app.command("release")
+def release_command(
+    name: Name,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Lift a plugin's quarantine (it stays disabled until enabled again).
+
+    A plugin is quarantined when its circuit breaker trips too often; fix
+    the cause first. Exits 1 when the plugin was not quarantined.
+    """
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        _finish(out, host.release(name), name)
+
+
+@app.command("log")
+def log_command(
+    name: Annotated[
+        str | None, typer.Argument(help="Only this plugin's decisions (default: all).")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="How many entries, newest first.")
+    ] = 50,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show the decision log, newest first: approvals, enables, refusals, trips, quarantines."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+        decisions = host.manager.store.decisions(name, limit)
+        if name is not None and not decisions and host.get_plugin(name) is None:
+            # Nothing logged and nothing discovered: most likely a typo.
+            host.manager.require_plugin(name)
+        out.emit({"ok": True, "plugin": name, "decisions": [_decision_json(d) for d in decisions]})
+        if not as_json:
+            _print_decisions(out.console, decisions, name)
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def _decision_json(decision: Decision) -> JSONValue:
+    document = jsonable(decision)
+    assert isinstance(document, dict)
+    document["time"] = _when(decision.at)
+    return document
+
+
+def _print_decisions(console: Console, decisions: Sequence[Decision], name: str | None) -> None:
+    title = f"Decision log of {name}" if name else "Decision log"
+    if not decisions:
+        console.print(f"{title}: no entries")
+        return
+    table = Table(title=f"{title} (newest first)", title_justify="left")
+    for column in ("time", "plugin", "action", "target", "decision", "detail"):
+        table.add_column(column, overflow="fold")
+    for decision in decisions:
+        # Text, not markup: targets and details quote plugin-controlled strings.
+        table.add_row(
+            _when(decision.at),
+            Text(decision.plugin),
+            Text(decision.action),
+            Text(decision.target),
+            Text("allowed", style="green") if decision.allowed else Text("denied", style="red"),
+            Text(decision.detail),
+        )
+    console.print(table)
 
 
 def _split_call_tokens(tokens: Sequence[str], enable: bool) -> tuple[list[str], str, list[str]]:

@@ -18,27 +18,43 @@ The path of one call (docs/architecture.md has the picture):
 4. Each call is one request frame and one reply frame, with a deadline; a
    timeout or crash kills the worker, the host survives and the next call
    starts a fresh worker from a fresh, re-verified snapshot.
+5. Around each call sit the runtime guards: the plugin's circuit breaker
+   (:mod:`caplet._host._breaker`) refuses calls at once while it is open,
+   and the function's declared JSON Schemas (:mod:`caplet._host._validate`)
+   check the arguments before and the result after. Every failure of the
+   plugin counts for the breaker; a breaker that trips too often
+   quarantines the plugin.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from caplet._audit._model import AuditResult
+from caplet._capabilities._model import (
+    Capability,
+    CapabilityKind,
+    FsCapability,
+    ProcExecCapability,
+)
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
-from caplet._errors import LifecycleError, SandboxError
+from caplet._errors import InvalidOutputError, LifecycleError, ProtocolError, SandboxError
 from caplet._findings import Finding
+from caplet._host._breaker import CircuitBreaker, Trip
 from caplet._host._manager import PluginManager
-from caplet._host._policy import Policy
+from caplet._host._policy import Isolation, Policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
+from caplet._host._validate import FunctionValidator
+from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import Launcher, Worker, WorkerSpec
-from caplet._sandbox._subprocess import SubprocessLauncher
+from caplet._sandbox._sandboxed import default_launcher
 from caplet._suggest import did_you_mean
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovalRecord, TrustStore
@@ -46,31 +62,40 @@ from caplet._trust._store import ApprovalRecord, TrustStore
 __all__ = ["PluginHost"]
 
 PluginFunction = Callable[..., Any]
+#: ``(module, function, schemas or None)`` for one declared ``"module.function"``.
+_Target = tuple[str, str, FunctionValidator | None]
+#: How much of a failure's message goes into a quarantine reason.
+_REASON_CHARS = 300
 
 
 class _Running:
     """A live worker, the snapshot it was started from, and what the call path needs.
 
-    ``targets`` maps each declared ``"module.function"`` to its parts and
-    ``timeout_s`` is the per-call deadline, both computed once at start so a
-    warm call does no lookups beyond one dict access.
+    ``targets`` maps each declared ``"module.function"`` to its parts (and its
+    compiled schemas, if it declares any) and ``timeout_s`` is the per-call
+    deadline, both computed once at start so a warm call does no lookups
+    beyond one dict access. ``breaker`` is the plugin's circuit breaker (it
+    outlives the worker: the host keeps it across restarts).
     """
 
-    __slots__ = ("generation", "snapshot", "targets", "timeout_s", "workdir", "worker")
+    __slots__ = ("breaker", "generation", "snapshot", "targets", "timeout_s", "workdir", "worker")
 
     def __init__(
         self,
         worker: Worker,
         snapshot: Snapshot,
         workdir: Path,
-        targets: dict[str, tuple[str, str]],
+        targets: dict[str, _Target],
         timeout_s: float,
+        *,
+        breaker: CircuitBreaker,
     ) -> None:
         self.worker = worker
         self.snapshot = snapshot
         self.workdir = workdir
         self.targets = targets
         self.timeout_s = timeout_s
+        self.breaker = breaker
         #: The manager's lifecycle generation this worker was last validated at.
         self.generation = -1
 
@@ -81,6 +106,7 @@ class PluginHost:
     ``host.manager`` exposes the full lifecycle API; the methods here are the
     everyday subset plus everything that needs a worker. Use it as a context
     manager (or call :meth:`close`) so workers and snapshots are cleaned up.
+    ``clock`` times the circuit breakers' cooldowns and quarantine window.
     """
 
     def __init__(
@@ -93,11 +119,22 @@ class PluginHost:
         launcher: Launcher | None = None,
         prompter: Prompter | None = None,
         discover: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.manager = PluginManager(plugins_dir, state_dir=state_dir, store=store, policy=policy)
-        self.launcher: Launcher = launcher if launcher is not None else SubprocessLauncher()
+        self._owns_launcher = launcher is None
+        self.launcher: Launcher = (
+            launcher
+            if launcher is not None
+            else default_launcher(strict=self.policy.isolation is Isolation.STRICT)
+        )
         self.prompter = prompter
         self._running: dict[str, _Running] = {}
+        #: One breaker per plugin, kept across worker restarts and
+        #: disable/enable; dropped when the plugin is quarantined or released.
+        self._breakers: dict[str, CircuitBreaker] = {}
+        #: The circuit breakers' clock (injectable so tests never sleep).
+        self._clock = clock
         self._run_dir = Path(tempfile.mkdtemp(prefix="caplet-run-"))
         self._closed = False
         if discover:
@@ -198,21 +235,58 @@ class PluginHost:
         return outcome
 
     def disable(self, name: str) -> Outcome:
-        """Disable (and stop the workers of) the plugin and its enabled dependants."""
+        """Disable (and stop the workers of) the plugin and its enabled dependants.
+
+        The circuit breaker is kept: disabling and enabling again does not
+        forgive a failing plugin.
+        """
         outcome = self.manager.disable(name)
         if outcome:
             for stopped in (*outcome.affected, name):
                 self._stop(stopped)
         return outcome
 
+    # -- quarantine --------------------------------------------------------------------------
+
+    def quarantine(self, name: str, reason: str) -> Outcome:
+        """Quarantine (persisted) and stop the plugin and its enabled dependants."""
+        outcome = self.manager.quarantine(name, reason)
+        for stopped in (*outcome.affected, name):
+            self._stop(stopped)
+        self._breakers.pop(name, None)
+        return outcome
+
+    def release(self, name: str) -> Outcome:
+        """Lift a quarantine (``caplet release``); refused when there was none.
+
+        The plugin stays disabled, and its circuit breaker starts afresh.
+        """
+        if not self.manager.release(name):
+            return Outcome(False, f"plugin {name!r} is not quarantined; nothing to release")
+        self._breakers.pop(name, None)
+        return Outcome(True, f"plugin {name!r} released from quarantine; enable it to use it")
+
+    def breaker(self, name: str) -> CircuitBreaker:
+        """The plugin's circuit breaker (created closed on first use)."""
+        breaker = self._breakers.get(name)
+        if breaker is None:
+            breaker = self._breakers[name] = CircuitBreaker.from_policy(
+                name, self.policy, clock=self._clock
+            )
+        return breaker
+
     # -- calling --------------------------------------------------------------------------
 
     def call(self, name: str, target: str, *args: Any, **kwargs: Any) -> Any:
         """Call ``module.function`` of an enabled plugin in its worker.
 
-        Raises :class:`LifecycleError` when the plugin is not enabled or does
-        not declare the function, and the :class:`SandboxError` family for
-        what happens in the worker (timeout, crash, the plugin's exception).
+        Raises :class:`LifecycleError` when the plugin is not enabled, does
+        not declare the function, or the arguments do not match its declared
+        ``args`` schema; :class:`CircuitOpenError` (without running anything)
+        while the plugin's circuit breaker is open; and the rest of the
+        :class:`SandboxError` family for what happens in the worker (timeout,
+        crash, the plugin's exception, :class:`InvalidOutputError` for a
+        result its ``returns`` schema refuses).
         """
         running = self._running.get(name)
         parts = running.targets.get(target) if running is not None else None
@@ -220,21 +294,103 @@ class PluginHost:
             running is None
             or parts is None
             or running.generation != self.manager.generation
+            or not running.breaker.closed
             or not running.worker.alive
         ):
-            # Slow path: explain what is wrong, or start a fresh worker.
-            running, parts = self._prepare_call(name, target)
+            # Slow path: the breaker's verdict, an explanation of what is
+            # wrong, or a fresh worker.
+            return self._guarded_call(name, target, args, kwargs)
+        schemas = parts[2]
+        if schemas is not None:
+            schemas.check_args(args, kwargs)
         try:
-            return running.worker.call(
+            value = running.worker.call(
                 parts[0], parts[1], args, kwargs, timeout_s=running.timeout_s
             )
+            if schemas is not None:
+                schemas.check_result(value)
         except SandboxError as exc:
-            if not running.worker.alive:
-                self.manager.log_decision(name, "call", target, False, str(exc))
-                self._stop(name)
+            self._failed(name, target, running.breaker, exc, running.worker.alive)
             raise
+        if running.breaker.failures:
+            running.breaker.record_success()
+        return value
 
-    def _prepare_call(self, name: str, target: str) -> tuple[_Running, tuple[str, str]]:
+    def _guarded_call(
+        self, name: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """A call that is not on the warm path: breaker first, then the worker."""
+        breaker = self.breaker(name)
+        breaker.before_call()  # CircuitOpenError: nothing runs, nothing is counted
+        worker_alive = False
+        try:
+            running, parts = self._prepare_call(name, target)
+            worker_alive = True
+            schemas = parts[2]
+            if schemas is not None:
+                schemas.check_args(args, kwargs)
+            value = running.worker.call(
+                parts[0], parts[1], args, kwargs, timeout_s=running.timeout_s
+            )
+            if schemas is not None:
+                schemas.check_result(value)
+        except SandboxError as exc:
+            alive = worker_alive and running.worker.alive
+            if not self._failed(name, target, breaker, exc, alive):
+                breaker.cancel_probe()
+            raise
+        except BaseException:
+            # Not the plugin's doing (not enabled, undeclared, bad arguments,
+            # interrupted): no verdict, so a half-open breaker probes again.
+            breaker.cancel_probe()
+            raise
+        breaker.record_success()
+        return value
+
+    def _failed(
+        self,
+        name: str,
+        target: str,
+        breaker: CircuitBreaker,
+        exc: SandboxError,
+        worker_alive: bool,
+    ) -> bool:
+        """Account for a failed call; False when it was not the plugin's failure.
+
+        An argument that cannot cross the boundary is refused by the host
+        before anything is sent (a ProtocolError with the worker still
+        running): that is the caller's mistake and does not count. Every
+        other SandboxError does: timeout, crash, start failure, a malformed
+        frame, isolation violations, the plugin's exception, invalid output.
+        """
+        if isinstance(exc, ProtocolError) and worker_alive:
+            return False
+        if not worker_alive:
+            self.manager.log_decision(name, "call", target, False, str(exc))
+            self._stop(name)
+        elif isinstance(exc, InvalidOutputError):
+            self.manager.log_decision(name, "output", target, False, str(exc))
+        trip = breaker.record_failure()
+        if trip is not None:
+            self._tripped(name, target, trip, exc)
+        return True
+
+    def _tripped(self, name: str, target: str, trip: Trip, exc: SandboxError) -> None:
+        """Log a trip; quarantine the plugin once it trips too often."""
+        self.manager.log_decision(name, "circuit", target, False, trip.describe())
+        if not trip.quarantine:
+            return
+        last = str(exc)
+        if len(last) > _REASON_CHARS:
+            last = last[: _REASON_CHARS - 3] + "..."
+        reason = (
+            f"circuit breaker tripped {trip.trips} times within {trip.window_s:g}s "
+            f"(last failure: {last})"
+        )
+        if self.manager.get_plugin(name) is not None:
+            self.quarantine(name, reason)
+
+    def _prepare_call(self, name: str, target: str) -> tuple[_Running, _Target]:
         try:
             info = self._enabled_info(name)
         except LifecycleError:
@@ -247,7 +403,7 @@ class PluginHost:
             self._stop(name)
             running = self._start(name)
         running.generation = self.manager.generation
-        return running, (module, function)
+        return running, running.targets[target]
 
     def functions(self, name: str) -> dict[str, dict[str, PluginFunction]]:
         """``{module: {function: callable}}`` for an enabled plugin's declared functions.
@@ -265,6 +421,11 @@ class PluginHost:
 
     def _enabled_info(self, name: str) -> PluginInfo:
         info = self.manager.require_plugin(name)
+        if info.quarantine is not None:
+            raise LifecycleError(
+                f"plugin {name!r} is quarantined ({info.quarantine.reason}); release it with "
+                f"`caplet release {name}` after fixing the cause, then enable it again"
+            )
         if info.state is not PluginState.ENABLED:
             raise LifecycleError(
                 f"plugin {name!r} is not enabled (state: {info.state.value}); enable it first "
@@ -297,7 +458,14 @@ class PluginHost:
             modules={m.name: m.function_names for m in info.manifest.modules},
             workdir=workdir,
             start_timeout_s=self.policy.start_timeout_s,
-            max_frame_bytes=self.policy.max_frame_bytes,
+            # The frame limit is what bounds the size of a result.
+            max_frame_bytes=self.policy.max_output_bytes(info.manifest.limits.max_output_kb),
+            grants=_path_grants(info.capabilities),
+            programs=tuple(
+                c.program for c in info.capabilities if isinstance(c, ProcExecCapability)
+            ),
+            memory_mb=self.policy.memory_limit_mb(info.manifest.limits.memory_mb),
+            cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s),
         )
         try:
             worker = self.launcher.start(spec)
@@ -309,11 +477,16 @@ class PluginHost:
             self.manager.log_decision(
                 name, "register", rejected, False, "not declared in the manifest; rejected"
             )
+        schemas = self.manager.validators(name)
         targets = {
-            f"{m.name}.{f}": (m.name, f) for m in info.manifest.modules for f in m.function_names
+            f"{m.name}.{f}": (m.name, f, schemas.get(f"{m.name}.{f}"))
+            for m in info.manifest.modules
+            for f in m.function_names
         }
         timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms) / 1000
-        running = _Running(worker, snapshot, workdir, targets, timeout_s)
+        running = _Running(
+            worker, snapshot, workdir, targets, timeout_s, breaker=self.breaker(name)
+        )
         self._running[name] = running
         return running
 
@@ -363,6 +536,8 @@ class PluginHost:
         self._closed = True
         for name in list(self._running):
             self._stop(name)
+        if self._owns_launcher:
+            self.launcher.close()
         shutil.rmtree(self._run_dir, ignore_errors=True)
         self.manager.close()
 
@@ -385,3 +560,22 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     call.__name__ = target.rpartition(".")[2]
     call.__qualname__ = f"{name}:{target}"
     return call
+
+
+def _path_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
+    """The host paths the resolved fs capabilities name, for the sandbox to expose.
+
+    Mounts and Landlock work on whole files and directories, so a glob
+    (``fs.read:/data/*.csv``) is enforced by the kernel at the granularity
+    of its directory (``/data``); the manifest still records the glob.
+    """
+    grants: list[PathGrant] = []
+    for capability in capabilities:
+        if not isinstance(capability, FsCapability):
+            continue
+        path = capability.path
+        if capability.is_glob:
+            cut = min(i for i, c in enumerate(path) if c in "*?[")
+            path = path[:cut].rsplit("/", 1)[0] or "/"
+        grants.append(PathGrant(path, writable=capability.kind is CapabilityKind.FS_WRITE))
+    return tuple(grants)

@@ -45,7 +45,13 @@ from caplet._config._coerce import (
 )
 from caplet._config._prompt import Prompter, prompt_values
 from caplet._config._schema import ConfigValue
-from caplet._errors import CapabilityError, CapletError, ConfigError, PluginNotFoundError
+from caplet._errors import (
+    CapabilityError,
+    CapletError,
+    ConfigError,
+    ManifestError,
+    PluginNotFoundError,
+)
 from caplet._findings import Finding, Severity
 from caplet._host._policy import Policy
 from caplet._host._records import (
@@ -56,6 +62,7 @@ from caplet._host._records import (
     PluginInfo,
     PluginState,
 )
+from caplet._host._validate import FunctionValidator, compile_validators
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._model import ScanReport
@@ -88,6 +95,9 @@ class _Record:
     #: The content hash that was verified when the plugin was enabled; the
     #: host loads code only from a snapshot with exactly this hash.
     enabled_hash: str | None = None
+    #: The compiled ``args``/``returns`` schemas of the enabled content,
+    #: by ``"module.function"`` (functions without a schema are absent).
+    validators: Mapping[str, FunctionValidator] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -530,6 +540,11 @@ class PluginManager:
             )
         except (ConfigError, CapabilityError) as exc:
             return self._refuse(name, "enable", str(exc))
+        try:
+            # Checked and compiled once per enable, never per call.
+            validators = compile_validators(record.manifest)
+        except ManifestError as exc:
+            return self._refuse(name, "enable", str(exc))
         if approved:
             assert approval is not None
             granted = set(approval.capabilities)
@@ -545,6 +560,7 @@ class PluginManager:
         record.config = config
         record.resolved = resolved
         record.enabled_hash = record.content_hash
+        record.validators = validators
         record.state = PluginState.ENABLED
         self._mark_dirty()
         path = "approved fast path" if approved else f"audited {audit.provider}"
@@ -603,15 +619,25 @@ class PluginManager:
         """The content hash verified when ``name`` was enabled (None if not enabled)."""
         return self._record(name).enabled_hash
 
+    def validators(self, name: str) -> Mapping[str, FunctionValidator]:
+        """The compiled function schemas of the enabled content (empty when none are declared)."""
+        return self._record(name).validators
+
     # -- quarantine ----------------------------------------------------------------------------
 
-    def quarantine(self, name: str, reason: str) -> None:
-        """Take a plugin out of service until :meth:`release` (persisted)."""
+    def quarantine(self, name: str, reason: str) -> Outcome:
+        """Take a plugin out of service until :meth:`release` (persisted).
+
+        An enabled plugin is disabled, with its enabled dependants; the
+        outcome's ``affected`` names those dependants.
+        """
         record = self._record(name)
         self.store.put_quarantine(QuarantineRecord(name=name, reason=reason, since=time.time()))
+        affected: tuple[str, ...] = ()
         if record.state is PluginState.ENABLED:
-            self.disable(name)
+            affected = self.disable(name).affected
         self._log(name, "quarantine", name, False, reason)
+        return Outcome(True, f"plugin {name!r} quarantined: {reason}", affected=affected)
 
     def release(self, name: str) -> bool:
         """Lift a quarantine; False when the plugin was not quarantined."""

@@ -525,6 +525,9 @@ class SubprocessLauncher:
         """``"process"``: a separate process, no kernel isolation."""
         return "process"
 
+    def close(self) -> None:
+        """Nothing to release: each worker is closed on its own."""
+
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         """Start a worker for ``spec`` and wait until it is READY.
 

@@ -1,0 +1,251 @@
+"""Checking calls against the JSON Schemas a manifest declares for its functions.
+
+The channel already guarantees that a result is JSON-like (plus bytes),
+nested at most ``MAX_DEPTH`` (64) containers deep and no larger than the
+worker's frame limit (:meth:`Policy.max_output_bytes`); this module adds
+the plugin's own contract. A function may declare ``args`` (a schema for
+its positional arguments as one JSON array) and ``returns`` (a schema for
+its result) in the manifest; the host validates both with the
+``jsonschema`` library's Draft 2020-12 validator.
+
+* Schemas are checked once, when the plugin is enabled
+  (:func:`compile_validators`): an invalid schema refuses the enable with a
+  :class:`ManifestError` naming the manifest file and the field. Each
+  schema is compiled into a validator then, never per call.
+* A result its schema refuses raises :class:`InvalidOutputError` (a plugin
+  failure: it counts for the circuit breaker); arguments their schema
+  refuses raise :class:`LifecycleError` (the caller's mistake: it does not).
+* Only local references (``#...``) are allowed and every one must resolve
+  when the plugin is enabled: a schema is validated with an empty
+  ``referencing`` registry, so the host never fetches anything (by default
+  jsonschema would download a remote ``$ref``).
+
+``jsonschema`` takes ~150 ms to import, so it is imported only when a
+plugin actually declares a schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from caplet._errors import InvalidOutputError, LifecycleError, ManifestError
+from caplet._manifest._model import Manifest
+
+__all__ = ["FunctionValidator", "compile_validators"]
+
+#: The dialect caplet validates with; a schema may name it in ``$schema``.
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+#: Keywords whose values are data, not subschemas (refs inside them are not refs).
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+_REF_KEYWORDS = ("$ref", "$dynamicRef")
+#: How much of a validation message is quoted (it may repeat a large value).
+_MESSAGE_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionValidator:
+    """The compiled schemas of one function (``None`` where none is declared).
+
+    ``field`` is the function's dotted manifest field
+    (``modules.main.functions.run``) and ``manifest_path`` the manifest file,
+    so every message says where the contract was written.
+    """
+
+    plugin: str
+    target: str
+    field: str
+    manifest_path: Path
+    args: Any = None
+    returns: Any = None
+
+    def check_args(self, args: Sequence[object], kwargs: Mapping[str, object]) -> None:
+        """Refuse (LifecycleError) arguments the declared ``args`` schema does not accept."""
+        if self.args is None:
+            return
+        if kwargs:
+            raise LifecycleError(
+                f"plugin {self.plugin!r}: {self.target} declares a schema for its positional "
+                f"arguments ({self.manifest_path} field {self.field}.args), so keyword "
+                f"arguments ({', '.join(sorted(kwargs))}) cannot be checked; pass them "
+                "positionally"
+            )
+        problem = _first_error(self.args, list(args))
+        if problem is not None:
+            where, message, schema_path = problem
+            raise LifecycleError(
+                f"plugin {self.plugin!r}: the arguments of {self.target} do not match its "
+                f"declared args schema: at {where}: {message} (schema path {schema_path}, "
+                f"{self.manifest_path} field {self.field}.args); pass arguments that match it"
+            )
+
+    def check_result(self, value: object) -> None:
+        """Raise InvalidOutputError when the declared ``returns`` schema refuses ``value``."""
+        if self.returns is None:
+            return
+        problem = _first_error(self.returns, value)
+        if problem is not None:
+            where, message, schema_path = problem
+            raise InvalidOutputError(
+                f"plugin {self.plugin!r}: {self.target} returned a value that does not match "
+                f"its declared returns schema: at {where}: {message} (schema path "
+                f"{schema_path}, {self.manifest_path} field {self.field}.returns); fix the "
+                "plugin or its schema",
+                plugin=self.plugin,
+                target=self.target,
+                schema_path=schema_path,
+            )
+
+
+def compile_validators(manifest: Manifest) -> Mapping[str, FunctionValidator]:
+    """Check and compile every declared schema of ``manifest``.
+
+    Returns ``{"module.function": FunctionValidator}`` for the functions
+    that declare at least one schema (the others need no check). Raises
+    :class:`ManifestError` (with ``path`` and ``field``) for the first
+    schema that is not a valid Draft 2020-12 schema or has a reference that
+    does not resolve locally.
+    """
+    compiled: dict[str, FunctionValidator] = {}
+    for module in manifest.modules:
+        for function in module.functions:
+            if function.args_schema is None and function.returns_schema is None:
+                continue
+            field = f"modules.{module.name}.functions.{function.name}"
+            compiled[f"{module.name}.{function.name}"] = FunctionValidator(
+                plugin=manifest.name,
+                target=f"{module.name}.{function.name}",
+                field=field,
+                manifest_path=manifest.path,
+                args=_compile(function.args_schema, manifest.path, f"{field}.args"),
+                returns=_compile(function.returns_schema, manifest.path, f"{field}.returns"),
+            )
+    return types.MappingProxyType(compiled)
+
+
+# -- compiling -------------------------------------------------------------------------
+
+
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 2020-12, with tuples counted as arrays.
+
+    Positional arguments arrive as a tuple and a caller may nest tuples;
+    both cross the channel as arrays, so they are arrays to the schema too.
+    """
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine(
+        "array", lambda _checker, instance: isinstance(instance, list | tuple)
+    )
+    return validators.extend(Draft202012Validator, type_checker=checker)
+
+
+def _compile(schema: Mapping[str, object] | None, path: Path, field: str) -> Any:
+    if schema is None:
+        return None
+    from jsonschema.exceptions import SchemaError
+    from referencing import Registry
+
+    plain = _thaw(schema)
+    assert isinstance(plain, dict)  # a Mapping thaws to a dict
+
+    def refuse(problem: str) -> ManifestError:
+        return ManifestError(
+            f"{path}: {field} is not a usable JSON Schema: {problem}; fix that field "
+            f"(caplet validates with Draft 2020-12, {DIALECT})",
+            path=str(path),
+            field=field,
+        )
+
+    dialect = plain.get("$schema", DIALECT)
+    if dialect not in (DIALECT, DIALECT + "#"):
+        raise refuse(f"$schema is {dialect!r}; remove it or set it to {DIALECT!r}")
+    cls = _validator_class()
+    try:
+        cls.check_schema(plain)
+    except SchemaError as exc:
+        raise refuse(f"at {exc.json_path}: {_short(exc.message)}") from None
+    _check_references(plain, refuse)
+    # An empty registry: nothing beyond this schema (and the dialect's own
+    # meta-schemas) can be referenced, so validation never touches the network.
+    validator = cls(plain, registry=Registry())
+    try:
+        validator.is_valid(None)
+    except RecursionError:
+        raise refuse(
+            "its references loop without descending into the value (e.g. a $ref to itself)"
+        ) from None
+    return validator
+
+
+def _thaw(value: object) -> object:
+    """Plain dicts and lists: jsonschema's "object" is ``dict`` and the manifest froze it."""
+    if isinstance(value, Mapping):
+        return {str(key): _thaw(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_thaw(item) for item in value]
+    return value
+
+
+def _check_references(schema: dict[str, object], refuse: Callable[[str], ManifestError]) -> None:
+    """Every ``$ref``/``$dynamicRef`` must be local (``#...``) and resolve."""
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    resource = DRAFT202012.create_resource(schema)
+    base = resource.id() or "urn:caplet:schema"
+    resolver = Registry().with_resource(base, resource).crawl().resolver(base_uri=base)
+    for keyword, ref in _references(schema):
+        if not ref.startswith("#"):
+            raise refuse(
+                f"{keyword} {ref!r} points outside this schema; caplet never fetches schemas, "
+                "so use local references (#/$defs/...) only"
+            )
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise refuse(f"{keyword} {ref!r} does not resolve within this schema") from None
+
+
+def _references(value: object) -> Iterator[tuple[str, str]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _REF_KEYWORDS and isinstance(item, str):
+                yield key, item
+            elif key not in _DATA_KEYWORDS:
+                yield from _references(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _references(item)
+
+
+# -- validating -------------------------------------------------------------------------
+
+
+def _first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
+    """``(instance path, message, schema path)`` of the most relevant error, or None."""
+    from jsonschema.exceptions import best_match
+    from referencing.exceptions import Unresolvable
+
+    try:
+        if validator.is_valid(value):
+            return None
+        error = best_match(validator.iter_errors(value))
+    except (Unresolvable, RecursionError) as exc:
+        # compile_validators rules both out; should a schema still get here,
+        # the call fails with a message rather than a foreign exception.
+        return "$", f"the schema cannot be evaluated ({type(exc).__name__})", "/"
+    if error is None:  # pragma: no cover - is_valid said there was one
+        return None
+    schema_path = "/".join(str(part) for part in error.absolute_schema_path) or "/"
+    return error.json_path, _short(error.message), schema_path
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 3] + "..."

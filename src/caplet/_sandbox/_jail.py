@@ -1,0 +1,984 @@
+"""The namespace jail: new namespaces and a minimal root around one worker.
+
+:func:`enter_jail` is called in a freshly forked, single-threaded child (the
+zygote forks it) and returns *inside* the jail, with no capability left,
+before a single byte of plugin code is imported. Everything is unshare(2),
+mount(2) and pivot_root(2) through :mod:`caplet._syscall`: no helper program
+is executed, so entering costs a few milliseconds instead of bubblewrap's
+20-40 ms.
+
+Shape of the processes::
+
+    zygote --fork--> monitor      (host pid P: the pid the launcher knows and kills)
+                       `--fork--> worker (pid 1 of the new pid namespace)
+
+The monitor stays outside the new pid namespace (unshare(CLONE_NEWPID) only
+applies to children, pid_namespaces(7)), holds nothing, waits, and exits with
+the worker's status (128 + signal for a signal). The worker has
+PR_SET_PDEATHSIG = SIGKILL, so killing the monitor kills the worker, and as
+the worker is pid 1 of its namespace the kernel then kills every process in
+it (pid_namespaces(7)). Stop a jail with SIGKILL (to the monitor, or to the
+worker): pid 1 of a pid namespace receives other signals, even from the host,
+only when it has a handler for them, so SIGTERM is silently ignored.
+
+What the worker sees: a read-only tmpfs root holding exactly the granted
+paths at their host paths (read-only unless the grant is writable; always
+nosuid, nodev), ``/dev`` with null, zero, urandom and random, a private
+size-limited tmpfs ``/tmp`` with the working directory in it, and a fresh
+``/proc`` showing only its own pid namespace (``/proc/sys``,
+``/proc/sysrq-trigger``, ``/proc/irq`` and ``/proc/bus`` read-only: the
+worker keeps its host uid, and for a uid-0 host that uid owns those files).
+Directories created only to reach a grant at its host path (``/usr`` for
+``/usr/lib``, the ancestors of a snapshot) are search-only (mode 0111): the
+worker can pass through them but not list them.
+The network namespace has only a loopback interface, which stays down.
+
+``CAPLET_TEST_DISABLE_LAYERS`` (test-only): when its comma- or
+space-separated list contains ``namespaces``, :func:`probe_namespaces`
+reports the layer as unavailable, so ``caplet doctor`` and strict-policy
+tests can exercise the degraded path on a machine that has the layer.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import os
+import re
+import select
+import signal
+import stat
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import NoReturn, assert_never
+
+from caplet._errors import SandboxError
+from caplet._sandbox._grants import PathGrant
+from caplet._syscall import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+    MNT_DETACH,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    PR_CAPBSET_DROP,
+    clear_capabilities,
+    effective_capabilities,
+    mount,
+    pivot_root,
+    prctl,
+    set_dumpable,
+    set_no_new_privs,
+    set_parent_death_signal,
+    sethostname,
+    umount2,
+    unshare,
+)
+
+__all__ = [
+    "DISABLE_LAYERS_ENV",
+    "JailSpec",
+    "enter_jail",
+    "prepare_jail",
+    "probe_namespaces",
+    "runtime_grants",
+]
+
+#: Test-only override read by :func:`probe_namespaces` (see the module docstring).
+DISABLE_LAYERS_ENV = "CAPLET_TEST_DISABLE_LAYERS"
+
+#: Every namespace the jail creates. CLONE_NEWUSER comes first in the kernel's
+#: order, so the others are owned by the new user namespace and the (possibly
+#: unprivileged) caller has every capability over them (user_namespaces(7)).
+_NAMESPACES = (
+    CLONE_NEWUSER
+    | CLONE_NEWNS
+    | CLONE_NEWPID
+    | CLONE_NEWNET
+    | CLONE_NEWIPC
+    | CLONE_NEWUTS
+    | CLONE_NEWCGROUP
+)
+
+#: The host directory the new root tmpfs is mounted over. Mounted in the
+#: jail's private mount namespace only, so the host's /tmp is untouched and
+#: nothing has to be created on the host or cleaned up afterwards; grants
+#: under it are opened (O_PATH) before it is covered and bound from the fd.
+_ROOT_MOUNTPOINT = "/tmp"  # noqa: S108 - a mount point only, never a file
+#: The jail's private tmpfs (a path inside the jail, not the host's /tmp).
+_JAIL_TMP = "/tmp"  # noqa: S108
+_OLD_ROOT = "/.old"
+_DEVICES = ("null", "zero", "urandom", "random")
+_DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
+#: Covered read-only, as bubblewrap does: writable by the owner of "root"
+#: files, which a uid-0 host keeps inside (sysctl writes are checked against
+#: the euid only, without any capability).
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
+#: Directories the jail creates on the way to a grant: search (x) only.
+_SCAFFOLD_MODE = 0o111
+#: Mount flags a bind remount must keep: some are locked on mounts inherited
+#: from a more privileged mount namespace, and clearing them would be EPERM
+#: (mount_namespaces(7), "restrictions on mount namespaces"); keeping them
+#: also means a grant never *loosens* the host's own restrictions.
+_KEPT_FLAGS = os.ST_RDONLY | os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC
+
+# prctl(2) PR_SET_SECUREBITS and the bits of capabilities(7): uid 0 gains no
+# capabilities through execve or set*uid, and nothing can undo that.
+_PR_SET_SECUREBITS = 28
+_SECUREBITS = (
+    (1 << 0)  # SECBIT_NOROOT
+    | (1 << 1)  # SECBIT_NOROOT_LOCKED
+    | (1 << 2)  # SECBIT_NO_SETUID_FIXUP
+    | (1 << 3)  # SECBIT_NO_SETUID_FIXUP_LOCKED
+    | (1 << 5)  # SECBIT_KEEP_CAPS_LOCKED (KEEP_CAPS stays off)
+    | (1 << 6)  # SECBIT_NO_CAP_AMBIENT_RAISE
+    | (1 << 7)  # SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
+)
+
+#: Signals that end the monitor (hence the jail) whatever the zygote did with them.
+_STOP_SIGNALS = frozenset({signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM})
+#: Exit status of the jailed process when its monitor was already gone.
+_EXIT_ORPHANED = 128 + signal.SIGKILL
+#: Exit status of a monitor that failed itself (its worker is then killed).
+_EXIT_MONITOR_FAILED = 125
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,62})")
+_MOUNTINFO_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+@dataclass(frozen=True, slots=True)
+class JailSpec:
+    """What the jail contains.
+
+    ``grants`` are host paths visible at the same absolute path inside
+    (read-only unless ``writable``): the Python runtime
+    (:func:`runtime_grants`), the plugin snapshot and the approved
+    fs.read/fs.write paths. They should be absolute and resolved
+    (``os.path.realpath``); a grant whose mount point would pass through a
+    symbolic link inside another grant is refused. ``tmp_size_mb`` bounds the
+    private /tmp; ``workdir`` is created if missing and becomes the working
+    directory.
+    """
+
+    grants: tuple[PathGrant, ...]
+    tmp_size_mb: int = 64
+    hostname: str = "caplet"
+    workdir: str = "/tmp/work"  # noqa: S108 - inside the jail's private tmpfs
+
+
+class _Step(Enum):
+    """The steps of :func:`enter_jail`, as error messages name them."""
+
+    NAMESPACES = "unshare(2) of the user, mount, pid, net, ipc, uts and cgroup namespaces"
+    ID_MAPS = "writing /proc/self/uid_map and gid_map"
+    FORK = "forking pid 1 of the new pid namespace"
+    PARENT_DEATH = "arming PR_SET_PDEATHSIG"
+    PROPAGATION = "making mount propagation private"
+    OPEN_GRANT = "opening a granted path"
+    ROOT = "mounting the tmpfs root"
+    GRANT = "bind-mounting a grant"
+    DEV = "populating /dev"
+    TMP = "mounting the private /tmp"
+    PROC = "mounting /proc"
+    PIVOT = "pivot_root(2) into the new root"
+    HOSTNAME = "setting the hostname"
+    WORKDIR = "entering the working directory"
+    CAPABILITIES = "dropping capabilities"
+
+
+class _Kind(Enum):
+    """What one entry of the mount plan mounts."""
+
+    READ_ONLY = "read-only grant"
+    WRITABLE = "writable grant"
+    DEV = "/dev"
+    TMP = _JAIL_TMP
+
+
+@dataclass(frozen=True, slots=True)
+class _Mount:
+    """One entry of the mount plan: ``path`` inside the jail, from ``fd`` for grants."""
+
+    path: str
+    kind: _Kind
+    fd: int = -1
+
+
+# -- public API -----------------------------------------------------------------------
+
+
+def runtime_grants() -> tuple[PathGrant, ...]:
+    """The read-only paths the worker's Python needs, outermost first.
+
+    The interpreter's prefixes (base, venv, exec), the directories holding the
+    ``caplet`` and ``msgpack`` packages, ``sys.executable`` and the shared
+    library directories. Each is resolved with ``os.path.realpath``; when a
+    path is reached through a symbolic link the link path is kept as well, so
+    both spellings exist inside. Paths nested in another grant are dropped.
+    """
+    candidates = [
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        sys.prefix,
+        sys.exec_prefix,
+        _package_parent("caplet"),
+        _package_parent("msgpack"),
+        sys.executable,
+        *_LIBRARY_DIRS,
+    ]
+    paths: set[str] = set()
+    for candidate in candidates:
+        if not candidate:
+            continue
+        absolute = os.path.abspath(candidate)  # noqa: PTH100 - no symlink resolution wanted here
+        real = os.path.realpath(absolute)
+        if not Path(real).exists():
+            continue
+        paths.add(real)
+        paths.add(absolute)
+    return tuple(PathGrant(path) for path in _outermost(paths))
+
+
+def prepare_jail() -> None:
+    """Do once, in the zygote before it forks, what every jail would redo.
+
+    Loads libc through ctypes (``ctypes.util.find_library`` may even run
+    ldconfig) and reads the highest capability number, so each forked
+    worker's :func:`enter_jail` pays for neither. Optional: enter_jail works
+    without it, only slower.
+    """
+    effective_capabilities()  # loads and caches libc in caplet._syscall
+    _last_capability()
+
+
+def enter_jail(spec: JailSpec) -> None:
+    """Move the calling process into a new jail and return inside it.
+
+    Must be called in a single-threaded process (unshare(2) refuses
+    CLONE_NEWUSER otherwise). The calling process becomes the monitor and
+    never returns; the function returns in its child, pid 1 of the new pid
+    namespace, with the root, /dev, /tmp, /proc, hostname and working
+    directory set up and every capability dropped (bounding set included),
+    no_new_privs set and the process not dumpable.
+
+    Raises :class:`SandboxError` naming the failed step, the errno and the
+    likely fix; an error after the fork is raised in the jailed child, which
+    must then exit without running plugin code.
+    """
+    _validate(spec)
+    last_capability = _last_capability()
+    uid, gid = os.geteuid(), os.getegid()
+    # Closed by the kernel when the monitor dies: lets the child detect a
+    # monitor that died before PR_SET_PDEATHSIG was armed (see _arm_parent_death).
+    alive_read, alive_write = os.pipe()
+    try:
+        _create_namespaces(uid, gid)
+        try:
+            child = os.fork()
+        except OSError as exc:
+            raise _fail(_Step.FORK, exc) from exc
+    except BaseException:
+        os.close(alive_read)
+        os.close(alive_write)
+        raise
+    if child:
+        _monitor(child, alive_write)
+    os.close(alive_write)
+    _arm_parent_death(alive_read)
+    _build_root(spec)
+    _finish_inside(spec)
+    _drop_privileges(last_capability)
+
+
+def probe_namespaces() -> str | None:
+    """``None`` when :func:`enter_jail` can work here, else why not (for ``caplet doctor``).
+
+    Forks a child that creates the namespaces and writes its id maps, then
+    forks pid 1 of the new pid namespace, which makes mount propagation
+    private and mounts a tmpfs and a proc. Nothing of it touches the caller.
+    """
+    if "namespaces" in _disabled_layers():
+        return f"namespaces disabled by {DISABLE_LAYERS_ENV} (test-only override)"
+    if not sys.platform.startswith("linux"):
+        return f"namespaces need Linux; this is {sys.platform}"
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked child, reports through the pipe
+        status = 1
+        try:
+            os.close(read_end)
+            _report(write_end, _probe_child(write_end))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    chunks = []
+    with os.fdopen(read_end, "rb") as reader:
+        chunks.append(reader.read())
+    _, status = os.waitpid(child, 0)
+    reason = b"".join(chunks).decode("utf-8", "replace").strip()
+    if reason:
+        return reason
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        return f"the namespace probe exited with status {code}"
+    return None
+
+
+# -- step 1: namespaces and id maps -------------------------------------------------
+
+
+def _create_namespaces(uid: int, gid: int) -> None:
+    try:
+        unshare(_NAMESPACES)
+    except OSError as exc:
+        raise _fail(_Step.NAMESPACES, exc) from exc
+    try:
+        _write_id_maps(uid, gid)
+    except OSError as exc:
+        raise _fail(_Step.ID_MAPS, exc) from exc
+
+
+def _write_id_maps(uid: int, gid: int) -> None:
+    # user_namespaces(7): an unprivileged process may map exactly its own ids,
+    # and for gid_map only after "deny" was written to setgroups. The same ids
+    # inside keep the runtime (e.g. under /root/.pyenv) readable; the
+    # capabilities root-inside holds are dropped before enter_jail returns.
+    _write_proc("/proc/self/setgroups", "deny")
+    _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def _write_proc(path: str, text: str) -> None:
+    # One write(2): the map files reject a map split over several writes.
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+# -- step 2: the monitor and pid 1 ------------------------------------------------------
+
+
+def _monitor(child: int, alive_write: int) -> NoReturn:
+    """Wait for the jailed child and exit with its status; never returns."""
+    code = _EXIT_MONITOR_FAILED
+    try:
+        # Python's C handler writes each signal number to the wakeup fd, which
+        # is about to be closed (and its number reused).
+        signal.set_wakeup_fd(-1)
+        # Hold nothing of the zygote's (channel, pipes): the host must see the
+        # channel close when the worker dies, not when the monitor does.
+        os.closerange(0, alive_write)
+        os.closerange(alive_write + 1, _max_fd())
+        for number in signal.valid_signals():
+            if callable(signal.getsignal(number)) or number in _STOP_SIGNALS:
+                # A Python handler (SIGINT's KeyboardInterrupt) would raise out
+                # of waitpid into the caller's code, and an inherited SIG_IGN
+                # would make the monitor unstoppable; with default actions a
+                # signal ends the monitor, and PR_SET_PDEATHSIG then the jail.
+                signal.signal(number, signal.SIG_DFL)
+        # The monitor holds every capability in the new user namespace and
+        # needs none: give them up (capabilities(7)).
+        clear_capabilities()
+        set_no_new_privs()
+        _, status = os.waitpid(child, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            code = 128 - code
+    finally:
+        os._exit(code)
+
+
+def _arm_parent_death(alive_read: int) -> None:
+    try:
+        set_parent_death_signal(signal.SIGKILL)
+        # The monitor may have died before the signal was armed. getppid()
+        # cannot tell: pid 1 of a new pid namespace always sees 0 as its
+        # parent (pid_namespaces(7)). The pipe's write end lives only in the
+        # monitor, so end-of-file here means the monitor is gone.
+        readable, _, _ = select.select([alive_read], [], [], 0)
+    except OSError as exc:
+        raise _fail(_Step.PARENT_DEATH, exc) from exc
+    finally:
+        os.close(alive_read)
+    if readable:
+        os._exit(_EXIT_ORPHANED)
+
+
+# -- step 3: the root filesystem --------------------------------------------------------
+
+
+def _build_root(spec: JailSpec) -> None:
+    try:
+        # mount_namespaces(7): the copied mounts keep the host's propagation;
+        # without MS_PRIVATE our mounts could propagate back to the host, and
+        # pivot_root(2) refuses shared mounts.
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as exc:
+        raise _fail(_Step.PROPAGATION, exc) from exc
+    root = os.path.realpath(_ROOT_MOUNTPOINT)
+    plan = _open_plan(spec)
+    devices = _open_devices()
+    try:
+        try:
+            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        except OSError as exc:
+            raise _fail(_Step.ROOT, exc, root) from exc
+        for index, entry in enumerate(plan):
+            _apply(root, entry, spec, devices, plan[:index])
+        _seal_submounts(root, plan)
+        _mount_proc(root)
+        _remount(_inside(root, "/dev"), MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.DEV)
+    finally:
+        for entry in plan:
+            if entry.fd >= 0:
+                os.close(entry.fd)
+        for fd in devices.values():
+            os.close(fd)
+    _pivot(root)
+
+
+def _open_plan(spec: JailSpec) -> list[_Mount]:
+    """The mounts to make, parents before children, with an O_PATH fd per grant.
+
+    The fds are opened after unshare(CLONE_NEWNS) (a bind source must belong
+    to the caller's mount namespace, mount(2) EINVAL) and before the root
+    tmpfs covers /tmp, so grants under the host's /tmp stay reachable.
+    """
+    writable: dict[str, bool] = {}
+    for grant in spec.grants:
+        writable[grant.path] = writable.get(grant.path, False) or grant.writable
+    plan = [_Mount("/dev", _Kind.DEV), _Mount(_JAIL_TMP, _Kind.TMP)]
+    try:
+        for path, rw in writable.items():
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError as exc:
+                raise _fail(_Step.OPEN_GRANT, exc, path) from exc
+            plan.append(_Mount(path, _Kind.WRITABLE if rw else _Kind.READ_ONLY, fd))
+    except BaseException:
+        for entry in plan:
+            if entry.fd >= 0:
+                os.close(entry.fd)
+        raise
+    # Parents first, so a grant nested in another is mounted on top of it; at
+    # equal paths the jail's own /dev and /tmp go first and a grant covers them.
+    plan.sort(key=lambda entry: (_parts(entry.path), entry.fd >= 0))
+    return plan
+
+
+def _open_devices() -> dict[str, int]:
+    devices: dict[str, int] = {}
+    for name in _DEVICES:
+        try:
+            devices[name] = os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # a stripped host: the device is simply absent inside too
+        except OSError as exc:
+            for fd in devices.values():
+                os.close(fd)
+            raise _fail(_Step.DEV, exc, f"/dev/{name}") from exc
+    return devices
+
+
+def _apply(
+    root: str, entry: _Mount, spec: JailSpec, devices: dict[str, int], earlier: list[_Mount]
+) -> None:
+    target = _inside(root, entry.path)
+    match entry.kind:
+        case _Kind.READ_ONLY | _Kind.WRITABLE:
+            # Only directories the jail did not create itself (an earlier
+            # grant's host tree, or /dev with its fd links) can hold a symlink.
+            owners = [other.path for other in earlier if other.kind is not _Kind.TMP]
+            nested = any(_contains(path, entry.path) for path in owners)
+            _bind_grant(target, entry, check_links=nested)
+        case _Kind.DEV:
+            _populate_dev(target, devices)
+        case _Kind.TMP:
+            inodes = max(1024, spec.tmp_size_mb * 256)
+            try:
+                Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
+                # tmpfs(5): size bounds the bytes, nr_inodes the (otherwise
+                # unbounded) number of empty files a plugin could create.
+                mount(
+                    "tmpfs",
+                    target,
+                    "tmpfs",
+                    MS_NOSUID | MS_NODEV,
+                    f"size={spec.tmp_size_mb}m,nr_inodes={inodes},mode=1777",
+                )
+            except OSError as exc:
+                raise _fail(_Step.TMP, exc, entry.path) from exc
+        case _:
+            assert_never(entry.kind)
+
+
+def _bind_grant(target: str, entry: _Mount, *, check_links: bool) -> None:
+    try:
+        _make_mountpoint(target, directory=stat.S_ISDIR(os.fstat(entry.fd).st_mode))
+    except OSError as exc:
+        raise _fail(_Step.GRANT, exc, entry.path) from exc
+    resolved = os.path.realpath(target) if check_links else target
+    if resolved != target:
+        raise SandboxError(
+            f"namespace jail: grant {entry.path!r} passes through a symbolic link inside "
+            f"another grant (its mount point resolves to {resolved!r}); grant the resolved "
+            f"path {os.path.realpath(entry.path)!r} instead"
+        )
+    try:
+        # The source is the magic link of the O_PATH fd: it names exactly the
+        # file opened before /tmp was covered (proc(5), /proc/pid/fd).
+        mount(f"/proc/self/fd/{entry.fd}", target, None, MS_BIND | MS_REC)
+    except OSError as exc:
+        raise _fail(_Step.GRANT, exc, entry.path) from exc
+    _remount(target, _grant_flags(entry.kind), _Step.GRANT, entry.path)
+
+
+def _grant_flags(kind: _Kind) -> int:
+    match kind:
+        case _Kind.READ_ONLY:
+            return MS_RDONLY | MS_NOSUID | MS_NODEV
+        case _Kind.WRITABLE:
+            return MS_NOSUID | MS_NODEV
+        case _Kind.DEV | _Kind.TMP:
+            raise AssertionError(f"{kind.value} is not a grant")
+        case _:
+            assert_never(kind)
+
+
+def _make_mountpoint(target: str, *, directory: bool) -> None:
+    path = Path(target)
+    if os.path.lexists(path):
+        return  # inside an earlier grant's bind mount: the host path itself
+    missing = []
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            break
+        missing.append(parent)
+    for parent in reversed(missing):
+        # Scaffolding that exists only to reach a grant at its host path:
+        # traversable but not listable once capabilities are gone, so the
+        # worker learns no more of the host's layout than its grants' paths
+        # (still creatable here: root-in-the-namespace has CAP_DAC_OVERRIDE).
+        parent.mkdir(mode=_SCAFFOLD_MODE)
+    if directory:
+        path.mkdir(mode=0o755)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+
+
+def _remount(target: str, flags: int, step: _Step, subject: str = "") -> None:
+    """Bind-remount ``target`` with ``flags``, keeping every restriction it has."""
+    try:
+        kept = os.statvfs(target).f_flag & _KEPT_FLAGS
+        # mount(2): MS_REMOUNT|MS_BIND changes only this mount's per-mount
+        # flags (the statvfs ST_* values equal the MS_* ones); atime flags
+        # are preserved when none is given.
+        mount(None, target, None, MS_REMOUNT | MS_BIND | flags | kept)
+    except OSError as exc:
+        raise _fail(step, exc, subject or target) from exc
+
+
+def _populate_dev(target: str, devices: dict[str, int]) -> None:
+    try:
+        Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+        for name, fd in devices.items():
+            node = f"{target}/{name}"
+            os.close(os.open(node, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+            # A device node made in this tmpfs would not open (a user
+            # namespace's mounts are implicitly nodev); a bind of the host's
+            # node keeps the host mount's device access (bubblewrap does this).
+            mount(f"/proc/self/fd/{fd}", node, None, MS_BIND)
+            _remount(node, MS_NOSUID | MS_NOEXEC, _Step.DEV, f"/dev/{name}")
+        for name, link in _DEV_LINKS:
+            Path(target, name).symlink_to(link)
+    except OSError as exc:
+        raise _fail(_Step.DEV, exc, "/dev") from exc
+
+
+def _seal_submounts(root: str, plan: list[_Mount]) -> None:
+    """Give mounts nested inside a grant (copied by MS_REC) the grant's flags.
+
+    A bind remount changes one mount only, so a host mount below a
+    read-only grant would otherwise stay writable inside it. Only mounts
+    descending from the new root's mount are considered: host mounts hidden
+    under the covered /tmp share its path prefix but are not in the jail.
+    """
+    prefix = root.rstrip("/") + "/"
+    try:
+        root_id = _mount_id(root)
+        tree = _mount_tree()
+    except (OSError, ValueError) as exc:
+        raise SandboxError(
+            f"namespace jail: reading /proc/self/mountinfo to seal submounts failed: {exc}"
+        ) from exc
+    shapes = [(entry, _parts(entry.path)) for entry in plan]
+    below: dict[int, list[tuple[int, str]]] = {}
+    for mount_id, parent_id, mount_point in tree:
+        if mount_id != parent_id:
+            below.setdefault(parent_id, []).append((mount_id, mount_point))
+    pending = [root_id]
+    seen: set[str] = set()
+    while pending:
+        for mount_id, mount_point in below.get(pending.pop(), []):
+            pending.append(mount_id)
+            if not mount_point.startswith(prefix) or mount_point in seen:
+                continue
+            seen.add(mount_point)
+            inner = _parts(mount_point[len(prefix) :])
+            owner = None
+            for entry, outer in shapes:  # sorted parents first: the last match is the deepest
+                if inner[: len(outer)] == outer:
+                    owner = entry
+            if owner is None or _parts(owner.path) == inner:
+                continue
+            match owner.kind:
+                case _Kind.READ_ONLY | _Kind.WRITABLE:
+                    _remount(mount_point, _grant_flags(owner.kind), _Step.GRANT, mount_point)
+                case _Kind.DEV | _Kind.TMP:
+                    pass  # the jail's own mounts (the device binds): already set
+                case _:
+                    assert_never(owner.kind)
+
+
+def _mount_id(path: str) -> int:
+    """The mount id of the mount ``path`` resolves to (proc(5), /proc/pid/fdinfo)."""
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        info = _read_small(f"/proc/self/fdinfo/{fd}")
+    finally:
+        os.close(fd)
+    for line in info.splitlines():
+        key, _, value = line.partition(b":")
+        if key == b"mnt_id":
+            return int(value)
+    raise ValueError(f"no mnt_id in /proc/self/fdinfo for {path!r}")
+
+
+def _mount_tree() -> list[tuple[int, int, str]]:
+    """(mount id, parent id, mount point) of every mount (proc(5), /proc/pid/mountinfo)."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        lines = handle.read().splitlines()
+    tree = []
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            raw = fields[4]
+            if b"\\" in raw:  # proc(5): space, tab, newline and backslash are octal escapes
+                raw = _MOUNTINFO_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), raw)
+            tree.append((int(fields[0]), int(fields[1]), os.fsdecode(raw)))
+    return tree
+
+
+def _mount_proc(root: str) -> None:
+    target = _inside(root, "/proc")
+    try:
+        Path(target).mkdir(mode=0o555, parents=True, exist_ok=True)
+        # Before pivot_root on purpose: the kernel mounts a new proc in a user
+        # namespace only while a fully visible proc exists in the mount
+        # namespace (mount_namespaces(7) / user_namespaces(7)), and the host's
+        # /proc disappears with the old root.
+        mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError as exc:
+        raise _fail(_Step.PROC, exc, "/proc") from exc
+    for name in _PROC_READ_ONLY:
+        path = f"{target}/{name}"
+        if not os.path.lexists(path):
+            continue
+        try:
+            mount(path, path, None, MS_BIND | MS_REC)
+        except OSError as exc:
+            raise _fail(_Step.PROC, exc, f"/proc/{name}") from exc
+        _remount(path, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.PROC, f"/proc/{name}")
+
+
+def _pivot(root: str) -> None:
+    try:
+        Path(root + _OLD_ROOT).mkdir(mode=0o700)
+        # pivot_root(2): the old root moves to put_old, which is then detached
+        # (MNT_DETACH: busy host mounts below it go too) and removed, so no
+        # path leads back to the host's tree.
+        pivot_root(root, root + _OLD_ROOT)
+        os.chdir("/")
+        umount2(_OLD_ROOT, MNT_DETACH)
+        Path(_OLD_ROOT).rmdir()
+    except OSError as exc:
+        raise _fail(_Step.PIVOT, exc, root) from exc
+    # The root tmpfs holds only mount points: nothing may be written there.
+    _remount("/", MS_RDONLY | MS_NOSUID | MS_NODEV, _Step.PIVOT)
+
+
+def _finish_inside(spec: JailSpec) -> None:
+    try:
+        sethostname(spec.hostname)  # only the new UTS namespace (uts_namespaces(7))
+    except OSError as exc:
+        raise _fail(_Step.HOSTNAME, exc, spec.hostname) from exc
+    try:
+        Path(spec.workdir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chdir(spec.workdir)
+    except OSError as exc:
+        raise _fail(_Step.WORKDIR, exc, spec.workdir) from exc
+
+
+# -- step 4: privileges -----------------------------------------------------------------
+
+
+def _drop_privileges(last_capability: int | None) -> None:
+    try:
+        prctl(_PR_SET_SECUREBITS, _SECUREBITS)
+        # capabilities(7): the bounding set limits what execve can ever grant
+        # again; it needs CAP_SETPCAP, so it goes before capset empties the rest.
+        for capability in range(64 if last_capability is None else last_capability + 1):
+            try:
+                prctl(PR_CAPBSET_DROP, capability)
+            except OSError as exc:
+                # Without cap_last_cap, EINVAL marks the first unknown capability.
+                if last_capability is None and exc.errno == errno.EINVAL:
+                    break
+                raise
+        clear_capabilities()
+        set_no_new_privs()
+        # Not dumpable: no core file, and other processes of the same uid in
+        # the jail cannot ptrace it or read its /proc/<pid>/mem; the process
+        # itself still reads its own /proc/self (proc(5)).
+        set_dumpable(False)
+    except OSError as exc:
+        raise _fail(_Step.CAPABILITIES, exc) from exc
+
+
+@cache
+def _last_capability() -> int | None:
+    """The highest capability this kernel knows (capabilities(7)); None if unreadable."""
+    try:
+        return int(_read_small("/proc/sys/kernel/cap_last_cap"))
+    except (OSError, ValueError):
+        return None
+
+
+def _read_small(path: str) -> bytes:
+    """One read(2) of a small /proc file (no text layer: this is on the start-up path)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+# -- the probe ----------------------------------------------------------------------------
+
+
+def _probe_child(report_fd: int) -> str | None:  # pragma: no cover - forked child
+    try:
+        _create_namespaces(os.geteuid(), os.getegid())
+    except SandboxError as exc:
+        return str(exc)
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            _report(report_fd, _probe_pid_one())
+            status = 0
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        return f"pid 1 of the probe's pid namespace exited with status {code}"
+    return None
+
+
+def _probe_pid_one() -> str | None:  # pragma: no cover - forked grandchild
+    if os.getpid() != 1:
+        return f"the new pid namespace did not apply (pid {os.getpid()}, expected 1)"
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as exc:
+        return str(_fail(_Step.PROPAGATION, exc))
+    root = os.path.realpath(_ROOT_MOUNTPOINT)
+    try:
+        mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    except OSError as exc:
+        return str(_fail(_Step.ROOT, exc, root))
+    try:
+        Path(root, "proc").mkdir()
+        mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError as exc:
+        return str(_fail(_Step.PROC, exc, "/proc"))
+    return None
+
+
+def _report(fd: int, reason: str | None) -> None:
+    if reason:
+        os.write(fd, reason.encode("utf-8", "replace")[:4096] + b"\n")
+
+
+def _disabled_layers() -> set[str]:
+    return {word for word in re.split(r"[\s,]+", os.environ.get(DISABLE_LAYERS_ENV, "")) if word}
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _validate(spec: JailSpec) -> None:
+    if not sys.platform.startswith("linux"):
+        raise SandboxError(
+            f"namespace jail: namespaces need Linux; this is {sys.platform} "
+            '(use isolation = "best-effort" to run without them)'
+        )
+    for grant in spec.grants:
+        path = grant.path
+        if not _is_normal_absolute(path):
+            raise SandboxError(
+                f"namespace jail: grant {path!r} must be an absolute, normalised path "
+                f"(e.g. {os.path.realpath(path)!r})"
+            )
+        if not os.path.lexists(path):
+            raise SandboxError(
+                f"namespace jail: granted path {path!r} does not exist: create it, or remove "
+                "the fs capability that names it"
+            )
+    if spec.tmp_size_mb < 1:
+        raise SandboxError(
+            f"namespace jail: tmp_size_mb must be at least 1, got {spec.tmp_size_mb}"
+        )
+    if not _HOSTNAME.fullmatch(spec.hostname):
+        raise SandboxError(
+            f"namespace jail: hostname {spec.hostname!r} must be 1-63 letters, digits, '.' "
+            "or '-', starting with a letter or digit"
+        )
+    workdir = spec.workdir
+    if not _is_normal_absolute(workdir):
+        raise SandboxError(
+            f"namespace jail: workdir {workdir!r} must be an absolute, normalised path "
+            "such as /tmp/work"
+        )
+
+
+def _is_normal_absolute(path: str) -> bool:
+    return path.startswith("/") and not path.startswith("//") and os.path.normpath(path) == path
+
+
+def _fail(step: _Step, exc: OSError, subject: str = "") -> SandboxError:
+    code = exc.errno or 0
+    name = errno.errorcode.get(code, str(code))
+    where = f" for {subject!r}" if subject else ""
+    hint = _hint(step, code)
+    return SandboxError(
+        f"namespace jail: {step.value}{where} failed: {os.strerror(code)} ({name})"
+        + (f"; {hint}" if hint else "")
+    )
+
+
+def _hint(step: _Step, code: int) -> str:
+    match step:
+        case _Step.NAMESPACES:
+            if code == errno.EPERM:
+                return (
+                    "user namespaces are disabled or restricted: sysctl "
+                    "kernel.unprivileged_userns_clone=1, or on Ubuntu sysctl "
+                    "kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile "
+                    "allowing userns for this python); in a container, allow unshare(2) in "
+                    'its seccomp profile; or run with isolation = "best-effort"'
+                )
+            if code == errno.ENOSPC:
+                return "the user namespace limit is reached: raise sysctl user.max_user_namespaces"
+            if code == errno.EINVAL:
+                return (
+                    "the caller has several threads (CLONE_NEWUSER needs a single-threaded "
+                    "process: fork from the zygote's main thread) or the kernel lacks a "
+                    "namespace type"
+                )
+            return ""
+        case _Step.ID_MAPS:
+            return "the ids could not be mapped: is /proc mounted and writable by this user?"
+        case _Step.PROC:
+            if code == errno.EPERM:
+                return (
+                    "the host's /proc is partly masked (typical in containers), so the kernel "
+                    "refuses a new proc in a user namespace: run the container with an "
+                    "unmasked /proc (e.g. --security-opt systempaths=unconfined)"
+                )
+            return ""
+        case _Step.PIVOT:
+            if code == errno.EINVAL:
+                return "the host's root is not a mount point (initramfs?): run from a real root"
+            return ""
+        case _Step.OPEN_GRANT | _Step.GRANT:
+            if code in (errno.ENOENT, errno.ENOTDIR):
+                return "the granted path vanished or changed type: check the fs capability"
+            return ""
+        case _Step.WORKDIR:
+            if code == errno.EROFS:
+                return "the workdir must be under /tmp or inside a writable grant"
+            return ""
+        case (
+            _Step.FORK
+            | _Step.PARENT_DEATH
+            | _Step.PROPAGATION
+            | _Step.ROOT
+            | _Step.DEV
+            | _Step.TMP
+            | _Step.HOSTNAME
+            | _Step.CAPABILITIES
+        ):
+            return ""
+        case _:
+            assert_never(step)
+
+
+def _package_parent(name: str) -> str:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return ""
+    return str(Path(spec.origin).parent.parent)
+
+
+def _outermost(paths: set[str]) -> list[str]:
+    kept: list[str] = []
+    for path in sorted(paths, key=_parts):
+        if not any(_contains(parent, path) for parent in kept):
+            kept.append(path)
+    return kept
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split("/") if part)
+
+
+def _contains(parent: str, path: str) -> bool:
+    """Whether ``path`` is ``parent`` or below it (whole components only)."""
+    outer, inner = _parts(parent), _parts(path)
+    return inner[: len(outer)] == outer
+
+
+def _inside(root: str, path: str) -> str:
+    return root if path == "/" else root.rstrip("/") + path
+
+
+def _max_fd() -> int:
+    try:
+        return max(os.sysconf("SC_OPEN_MAX"), 256)
+    except (OSError, ValueError):
+        return 65536

@@ -1,0 +1,271 @@
+"""Output and argument validation against the manifest's JSON Schemas, and result bounds."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import (
+    CircuitOpenError,
+    InvalidOutputError,
+    LifecycleError,
+    ManifestError,
+    PluginCallError,
+    PluginHost,
+    PluginState,
+    Policy,
+    load_manifest,
+)
+from caplet._host._validate import compile_validators
+from tests.conftest import PluginFactory
+
+SOURCE = """
+def create_functions(config):
+    calls = []
+
+    def point(x, y):
+        calls.append((x, y))
+        return {"x": x, "y": y}
+
+    def bad_point(x, y):
+        calls.append((x, y))
+        return {"x": str(x), "y": y}
+
+    def count():
+        return len(calls)
+
+    def blob(size):
+        return "a" * size
+
+    def deep(levels):
+        value = []
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    return {"main": {"point": point, "bad_point": bad_point, "count": count,
+                     "blob": blob, "deep": deep}}
+"""
+
+POINT = '{ type = "object", required = ["x", "y"], properties = { x = { type = "integer" } } }'
+ARGS = '{ type = "array", prefixItems = [{ type = "integer" }, { type = "integer" }]'
+ARGS += ", minItems = 2, items = false }"
+MODULES = f"""
+[modules.main.functions.point]
+args = {ARGS}
+returns = {POINT}
+
+[modules.main.functions.bad_point]
+returns = {POINT}
+
+[modules.main.functions.count]
+[modules.main.functions.blob]
+[modules.main.functions.deep]
+"""
+
+
+def write(make_plugin: PluginFactory, name: str = "geo", modules: str = MODULES) -> Path:
+    return make_plugin(name, source=SOURCE, modules=textwrap.dedent(modules))
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path) -> Iterator[PluginHost]:
+    with PluginHost(plugins_dir, state_dir=state_dir, discover=False) as h:
+        yield h
+
+
+def enabled(host: PluginHost, make_plugin: PluginFactory, modules: str = MODULES) -> PluginHost:
+    write(make_plugin, modules=modules)
+    host.discover()
+    outcome = host.enable("geo")
+    assert outcome, outcome.reason
+    return host
+
+
+# -- compiling -----------------------------------------------------------------------------
+
+
+def test_only_functions_with_schemas_get_a_validator(make_plugin: PluginFactory) -> None:
+    manifest = load_manifest(write(make_plugin))
+    validators = compile_validators(manifest)
+    assert sorted(validators) == ["main.bad_point", "main.point"]
+    point = validators["main.point"]
+    assert point.args is not None
+    assert point.returns is not None
+    assert validators["main.bad_point"].args is None
+    with pytest.raises(TypeError):
+        validators["main.count"] = point  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ('{ type = "intger" }', "at $.type: 'intger' is not valid"),
+        ('{ minimum = "zero" }', "at $.minimum: 'zero' is not of type 'number'"),
+        ('{ "$ref" = "https://example.com/s.json" }', "points outside this schema"),
+        ('{ "$ref" = "#/$defs/missing" }', "does not resolve within this schema"),
+        ('{ "$ref" = "#" }', "references loop"),
+        (
+            '{ "$schema" = "http://json-schema.org/draft-07/schema#" }',
+            "remove it or set it to 'https://json-schema.org/draft/2020-12/schema'",
+        ),
+    ],
+)
+def test_an_unusable_schema_names_the_manifest_and_field(
+    make_plugin: PluginFactory, schema: str, problem: str
+) -> None:
+    directory = write(make_plugin, modules=f"[modules.main.functions.point]\nreturns = {schema}\n")
+    manifest = load_manifest(directory)
+    with pytest.raises(ManifestError) as caught:
+        compile_validators(manifest)
+    assert caught.value.path == str(directory / "plugin.toml")
+    assert caught.value.field == "modules.main.functions.point.returns"
+    assert str(caught.value).startswith(
+        f"{directory / 'plugin.toml'}: modules.main.functions.point.returns is not a usable "
+        "JSON Schema: "
+    )
+    assert problem in str(caught.value)
+
+
+def test_local_references_and_anchors_are_fine(make_plugin: PluginFactory) -> None:
+    modules = """
+    [modules.main.functions.point]
+    returns = { "$ref" = "#/$defs/p", "$defs" = { p = { "$anchor" = "P", type = "object" } } }
+    [modules.main.functions.count]
+    returns = { "$ref" = "#P", "$defs" = { p = { "$anchor" = "P", type = "integer" } } }
+    """
+    validators = compile_validators(load_manifest(write(make_plugin, modules=modules)))
+    validators["main.point"].check_result({"x": 1})
+    validators["main.count"].check_result(3)
+    with pytest.raises(InvalidOutputError):
+        validators["main.count"].check_result("3")
+
+
+def test_check_result_names_plugin_function_and_schema_path(make_plugin: PluginFactory) -> None:
+    directory = write(make_plugin)
+    point = compile_validators(load_manifest(directory))["main.point"]
+    point.check_result({"x": 1, "y": "anything"})
+    with pytest.raises(InvalidOutputError) as caught:
+        point.check_result({"x": "1", "y": 2})
+    error = caught.value
+    assert error.plugin == "geo"
+    assert error.target == "main.point"
+    assert error.schema_path == "properties/x/type"
+    assert str(error) == (
+        "plugin 'geo': main.point returned a value that does not match its declared returns "
+        "schema: at $.x: '1' is not of type 'integer' (schema path properties/x/type, "
+        f"{directory / 'plugin.toml'} field modules.main.functions.point.returns); "
+        "fix the plugin or its schema"
+    )
+
+
+def test_check_args_validates_the_positional_arguments_as_one_array(
+    make_plugin: PluginFactory,
+) -> None:
+    point = compile_validators(load_manifest(write(make_plugin)))["main.point"]
+    point.check_args((1, 2), {})
+    point.check_args([1, 2], {})
+    with pytest.raises(LifecycleError, match=r"at \$\[1\]: 'two' is not of type 'integer'"):
+        point.check_args((1, "two"), {})
+    with pytest.raises(LifecycleError, match="schema path minItems"):
+        point.check_args((1,), {})
+    with pytest.raises(LifecycleError, match="keyword arguments \\(y\\) cannot be checked"):
+        point.check_args((1,), {"y": 2})
+
+
+def test_a_huge_bad_value_is_quoted_briefly(make_plugin: PluginFactory) -> None:
+    point = compile_validators(load_manifest(write(make_plugin)))["main.point"]
+    with pytest.raises(InvalidOutputError) as caught:
+        point.check_result(["x" * 10_000])
+    assert len(str(caught.value)) < 800
+
+
+# -- in the host ------------------------------------------------------------------------------
+
+
+def test_enable_refuses_an_invalid_schema(host: PluginHost, make_plugin: PluginFactory) -> None:
+    directory = write(make_plugin, modules="[modules.main.functions.point]\nargs = { type = 3 }\n")
+    host.discover()
+    outcome = host.enable("geo")
+    assert not outcome
+    assert str(directory / "plugin.toml") in outcome.reason
+    assert "modules.main.functions.point.args" in outcome.reason
+    info = host.get_plugin("geo")
+    assert info is not None
+    assert info.state is not PluginState.ENABLED
+    assert host.worker_pid("geo") is None
+    logged = host.manager.store.decisions("geo", 1)[0]
+    assert (logged.action, logged.allowed) == ("enable", False)
+
+
+def test_valid_calls_pass_through(host: PluginHost, make_plugin: PluginFactory) -> None:
+    enabled(host, make_plugin)
+    assert host.call("geo", "main.point", 1, 2) == {"x": 1, "y": 2}
+    assert host.call("geo", "main.count") == 1
+
+
+def test_invalid_output_is_refused_logged_and_counts_for_the_breaker(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    enabled(host, make_plugin)
+    for _ in range(3):
+        with pytest.raises(InvalidOutputError, match=r"main.bad_point returned .* at \$.x"):
+            host.call("geo", "main.bad_point", 1, 2)
+    with pytest.raises(CircuitOpenError, match="circuit open for geo"):
+        host.call("geo", "main.point", 1, 2)
+    logged = [d for d in host.manager.store.decisions("geo") if d.action == "output"]
+    assert len(logged) == 3
+    assert logged[0].target == "main.bad_point"
+    assert "schema path properties/x/type" in logged[0].detail
+
+
+def test_invalid_arguments_never_reach_the_worker_and_do_not_count(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    enabled(host, make_plugin)
+    for _ in range(4):
+        with pytest.raises(LifecycleError, match="do not match its declared args schema"):
+            host.call("geo", "main.point", "1", 2)
+    assert host.call("geo", "main.count") == 0, "the worker never saw the refused calls"
+    assert host.breaker("geo").closed
+    assert host.breaker("geo").failures == 0
+
+
+def test_results_are_bounded_by_the_manifest_limit(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    enabled(host, make_plugin, MODULES + "\n[limits]\nmax_output_kb = 1\n")
+    assert host.call("geo", "main.blob", 900) == "a" * 900
+    with pytest.raises(PluginCallError, match="over the frame limit of 1024 bytes"):
+        host.call("geo", "main.blob", 2000)
+    assert host.breaker("geo").failures == 1
+
+
+def test_the_policy_bounds_the_manifest_limit(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    write(make_plugin, modules=MODULES + "\n[limits]\nmax_output_kb = 4096\n")
+    with PluginHost(plugins_dir, state_dir=state_dir, policy=Policy(max_output_kb=2)) as host:
+        assert host.enable("geo")
+        assert len(host.call("geo", "main.blob", 2000)) == 2000
+        with pytest.raises(PluginCallError, match="over the frame limit of 2048 bytes"):
+            host.call("geo", "main.blob", 3000)
+
+
+def test_results_nested_too_deep_are_refused(host: PluginHost, make_plugin: PluginFactory) -> None:
+    enabled(host, make_plugin)
+    assert host.call("geo", "main.deep", 60) is not None
+    with pytest.raises(PluginCallError, match="nested deeper than 64 levels"):
+        host.call("geo", "main.deep", 70)
+    assert host.breaker("geo").failures == 1
+
+
+def test_policy_output_limit() -> None:
+    policy = Policy(max_output_kb=1024, max_frame_bytes=8 * 1024 * 1024)
+    assert policy.max_output_bytes(None) == 1024 * 1024
+    assert policy.max_output_bytes(16) == 16 * 1024
+    assert policy.max_output_bytes(10_000) == 1024 * 1024
+    assert Policy(max_output_kb=100_000).max_output_bytes(None) == 8 * 1024 * 1024
