@@ -141,6 +141,9 @@ if TYPE_CHECKING:
         PluginManager as PluginManager,
     )
     from caplet._host._policy import (
+        Isolation as Isolation,
+    )
+    from caplet._host._policy import (
         Policy as Policy,
     )
     from caplet._host._records import (
@@ -246,6 +249,7 @@ __all__ = [
     "HostError",
     "InlineConfigResult",
     "InvalidOutputError",
+    "Isolation",
     "Launcher",
     "LifecycleError",
     "Limits",
@@ -349,6 +353,7 @@ _EXPORTS: dict[str, str] = {
     "Worker": "caplet._sandbox._launcher",
     "WorkerSpec": "caplet._sandbox._launcher",
     "SubprocessLauncher": "caplet._sandbox._subprocess",
+    "Isolation": "caplet._host._policy",
     "Policy": "caplet._host._policy",
     "BrokenPlugin": "caplet._host._records",
     "DirtyFlags": "caplet._host._records",

@@ -341,3 +341,38 @@ def test_log_shows_decisions_newest_first(
     assert "crashed [red]3[/red] times" in text.stdout, "details are printed as text, not markup"
     assert "denied" in text.stdout
     assert "allowed" in text.stdout
+
+
+def test_doctor_tells_the_truth_here() -> None:
+    document = run("doctor")
+    assert document["ok"] is True
+    assert set(document["layers"]) == {"namespaces", "rlimits", "landlock", "seccomp"}
+    assert all(layer["available"] for layer in document["layers"].values())
+    assert int(document["details"]["landlock_abi"]) >= 1
+
+
+def test_doctor_reports_a_machine_without_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
+    document = run("doctor", code=1)
+    assert document["ok"] is False
+    namespaces = document["layers"]["namespaces"]
+    assert namespaces["available"] is False
+    assert "user namespaces" in namespaces["fix"]
+    assert document["layers"]["landlock"]["available"] is True
+
+
+def test_strict_refuses_and_best_effort_runs_without_namespaces(
+    monkeypatch: pytest.MonkeyPatch, examples_copy: Path, state_dir: Path
+) -> None:
+    from caplet import Isolation, PluginHost, Policy
+
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
+    with PluginHost(examples_copy, state_dir=state_dir) as strict:
+        outcome = strict.enable("hello")
+        assert not outcome
+        assert "isolation 'strict' needs the namespaces layer" in outcome.reason
+    policy = Policy(isolation=Isolation.BEST_EFFORT)
+    with PluginHost(examples_copy, state_dir=state_dir, policy=policy) as lenient:
+        assert lenient.enable("hello")
+        assert "missing: namespaces" in lenient.isolation
+        assert lenient.call("hello", "greet.say", "you") == "Hello, you!"

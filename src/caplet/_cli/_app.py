@@ -490,6 +490,37 @@ def release_command(
         _finish(out, host.release(name), name)
 
 
+@app.command("doctor")
+def doctor_command(as_json: JsonFlag = False) -> None:
+    """Probe each isolation layer on this machine; exit 1 if strict isolation cannot run."""
+    from caplet._sandbox._sandboxed import isolation_report
+
+    out = _Out(as_json)
+    with _handled(out):
+        report = isolation_report()
+        out.emit(
+            {
+                "ok": report.complete,
+                "layers": {
+                    layer: {"available": not why, "reason": why, "fix": report.fixes.get(layer, "")}
+                    for layer, why in report.layers.items()
+                },
+                "details": dict(report.details),
+            }
+        )
+        for layer, why in report.layers.items():
+            if why:
+                fix = report.fixes.get(layer, "")
+                out.say(f"[red]✗[/] {layer}: {why}" + (f"\n    fix: {fix}" if fix else ""))
+            else:
+                out.say(f"[green]✓[/] {layer}")
+        for key, value in report.details.items():
+            out.say(f"  {key}: {value}")
+        if not report.complete:
+            out.say("strict isolation (the default) will refuse to start plugins here")
+            raise typer.Exit(EXIT_REFUSED)
+
+
 @app.command("log")
 def log_command(
     name: Annotated[

@@ -473,6 +473,11 @@ class PluginHost:
             remove_snapshot(snapshot)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+        # The real guarantee this worker runs under, on record (best-effort
+        # isolation may have run it with fewer layers than strict would).
+        self.manager.log_decision(
+            name, "start", self.launcher.isolation, True, f"worker pid {worker.pid}"
+        )
         for rejected in worker.started.rejected:
             self.manager.log_decision(
                 name, "register", rejected, False, "not declared in the manifest; rejected"

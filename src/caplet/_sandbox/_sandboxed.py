@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import msgpack
 
@@ -44,7 +45,15 @@ from caplet._sandbox._subprocess import (
 )
 from caplet._sandbox._zygote import LAYERS
 
-__all__ = ["LAYERS", "LayerReport", "SandboxLauncher", "ZygoteChild", "default_launcher"]
+__all__ = [
+    "LAYERS",
+    "IsolationReport",
+    "LayerReport",
+    "SandboxLauncher",
+    "ZygoteChild",
+    "default_launcher",
+    "isolation_report",
+]
 
 _STATUS_BYTES = 4
 _REAP_TIMEOUT_S = 5.0
@@ -306,3 +315,47 @@ def default_launcher(*, strict: bool) -> SandboxLauncher | SubprocessLauncher | 
         reason = f"the kernel sandbox needs Linux, this is {sys.platform}"
         return UnsupportedLauncher(reason) if strict else SubprocessLauncher()
     return SandboxLauncher(strict=strict)
+
+
+@dataclass(frozen=True, slots=True)
+class IsolationReport:
+    """What `caplet doctor` tells: each layer, whether it works here, and why not.
+
+    ``layers`` maps a layer to "" when usable, else the reason; ``fixes``
+    says how to get each missing one; ``details`` are facts worth showing
+    (kernel, Landlock ABI, the strict verdict).
+    """
+
+    layers: Mapping[str, str]
+    fixes: Mapping[str, str]
+    details: Mapping[str, str]
+
+    @property
+    def complete(self) -> bool:
+        """True when every layer is usable: strict isolation can run plugins here."""
+        return not any(self.layers.values())
+
+
+def isolation_report() -> IsolationReport:
+    """Probe every layer the way a real worker start would (through a zygote)."""
+    details = {
+        "platform": sys.platform,
+        "kernel": os.uname().release,
+        "python": sys.version.split()[0],
+    }
+    if sys.platform != "linux":
+        reason = f"the kernel sandbox needs Linux, this is {sys.platform}"
+        return IsolationReport(dict.fromkeys(LAYERS, reason), FIXES, details)
+    launcher = SandboxLauncher(strict=True)
+    try:
+        layers = dict(launcher.layers())
+    finally:
+        launcher.close()
+    from caplet._sandbox._landlock import landlock_abi
+    from caplet._sandbox._seccomp import seccomp_enforced
+
+    details["landlock_abi"] = str(landlock_abi())
+    if not layers.get("seccomp") and not seccomp_enforced():
+        layers["seccomp"] = "a filter installed in a probe process did not refuse a denied call"
+    details["cgroup"] = "not used yet (pid namespace and rlimits bound processes and memory)"
+    return IsolationReport(layers, FIXES, details)

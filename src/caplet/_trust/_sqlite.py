@@ -443,7 +443,7 @@ class SqliteStore:
                 "quarantine",
                 name,
                 "reason or since mistyped",
-                f"release it (caplet enable {name}) and let caplet record it again",
+                f"release it (caplet release {name}) and let caplet record it again",
             )
         return QuarantineRecord(name=name, reason=reason, since=float(since))
 
