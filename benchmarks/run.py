@@ -7,8 +7,9 @@ What is measured (design.md section 9):
 
 * warm call round trip to one plugin worker, against a direct in-process
   call and a bare socketpair ping-pong with a child process (the IPC floor);
-* cold start of a worker (snapshot + process + plugin load), against
-  ``python -c pass`` and ``python -I -S -c pass``;
+* cold start, enable to first result, against ``python -I -S -c pass`` and
+  ``bwrap ... python -I -S -c pass`` (when bubblewrap is installed);
+* 100 plugins enabled at once in one host, each answering a call;
 * static scan throughput over a copy of the standard library, against
   ``ast.parse`` alone;
 * idle worker memory (USS: private clean + private dirty from smaps_rollup).
@@ -124,21 +125,78 @@ def bench_calls(host: PluginHost, repeat: int) -> dict[str, float]:
 
 
 def bench_cold_start(host: PluginHost, repeat: int) -> dict[str, float]:
+    """Enable-to-first-result: snapshot + verify + sandboxed worker + plugin load + one call."""
     samples = []
     for _ in range(repeat):
         host.disable("bench")
         start = time.perf_counter()
         host.enable("bench")
+        host.call("bench", "bench.echo", "x")
         samples.append(time.perf_counter() - start)
 
-    def run(*argv: str) -> list[float]:
-        return time_each(lambda: subprocess.run(argv, check=True), repeat)
+    def run(*argv: str) -> float:
+        return statistics.median(time_each(lambda: subprocess.run(argv, check=True), repeat)) * 1e3
 
-    return {
+    results = {
         "caplet_enable": statistics.median(samples) * 1e3,
-        "python_pass": statistics.median(run(sys.executable, "-c", "pass")) * 1e3,
-        "python_isolated": statistics.median(run(sys.executable, "-I", "-S", "-c", "pass")) * 1e3,
+        "python_isolated": run(sys.executable, "-I", "-S", "-c", "pass"),
     }
+    bwrap = shutil.which("bwrap")
+    if bwrap is not None:
+        results["bwrap_python"] = run(
+            bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            os.path.realpath(sys.executable),  # the venv may live under the covered /tmp
+            "-I",
+            "-S",
+            "-c",
+            "pass",
+        )
+    return results
+
+
+def bench_many(root: Path, count: int) -> dict[str, float]:
+    """``count`` plugins enabled at once in one host, each answering a call."""
+    plugins = root / "many"
+    for index in range(count):
+        directory = plugins / f"p{index:03d}"
+        directory.mkdir(parents=True)
+        (directory / "plugin.toml").write_text(MANIFEST.replace('"bench"', f'"p{index:03d}"', 1))
+        (directory / "plugin.py").write_text(PLUGIN)
+    with PluginHost(plugins, state_dir=root / "many-state") as host:
+        start = time.perf_counter()
+        for index in range(count):
+            assert host.enable(f"p{index:03d}")
+        enabled_s = time.perf_counter() - start
+        answers = sum(
+            host.call(f"p{index:03d}", "bench.echo", index) == index for index in range(count)
+        )
+        uss = 0
+        for index in range(count):
+            pid = host.worker_pid(f"p{index:03d}")
+            assert pid is not None
+            uss += sandbox_uss_kib(pid)
+    return {"count": count, "answered": answers, "enable_s": enabled_s, "uss_mib": uss / 1024}
+
+
+def sandbox_uss_kib(pid: int) -> int:
+    """USS of a worker and of the processes under it (the jail's monitor and pid 1)."""
+    total = worker_uss_kib(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for child in children:
+        total += sandbox_uss_kib(int(child))
+    return total
 
 
 def worker_uss_kib(pid: int) -> int:
@@ -176,6 +234,7 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--starts", type=int, default=20)
+    parser.add_argument("--many", type=int, default=100)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="caplet-bench-"))
@@ -189,9 +248,10 @@ def main() -> int:
             calls = bench_calls(host, args.calls)
             pid = host.worker_pid("bench")
             assert pid is not None
-            uss = worker_uss_kib(pid)
+            uss = sandbox_uss_kib(pid)
             starts = bench_cold_start(host, args.starts)
             isolation = host.isolation
+        many = bench_many(work, args.many)
         stdlib = work / "stdlib"
         shutil.copytree(
             sysconfig.get_paths()["stdlib"],
@@ -203,6 +263,13 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+    if "bwrap_python" in starts:
+        bwrap_row = (
+            f"`bwrap --unshare-all ... python -I -S -c pass` | {starts['bwrap_python']:.1f} ms | "
+            f"{starts['bwrap_python'] / starts['caplet_enable']:.2f} |"
+        )
+    else:
+        bwrap_row = "bwrap + python | not installed (apt-get install bubblewrap) | - |"
     machine = (
         f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}, "
         f"Python {platform.python_version()}, isolation: {isolation}"
@@ -210,7 +277,7 @@ def main() -> int:
     tables = f"""\
 Machine: {machine}
 
-Command: `python benchmarks/run.py --calls {args.calls} --starts {args.starts}`
+Command: `python benchmarks/run.py --calls {args.calls} --starts {args.starts} --many {args.many}` (bubblewrap installed for the comparison row)
 
 ### Warm call round trip (tiny argument), median of {args.calls}
 
@@ -222,13 +289,17 @@ Command: `python benchmarks/run.py --calls {args.calls} --starts {args.starts}`
 
 Sustained: {calls["calls_per_s"]:,.0f} calls/s to one plugin from one thread.
 
-### Cold start, median of {args.starts}
+### Cold start, enable to first result, median of {args.starts}
 
 | what | median | ratio to caplet |
 |---|---:|---:|
-| caplet enable (snapshot + verify + worker start + plugin load) | {starts["caplet_enable"]:.1f} ms | 1.00 |
-| `python -c pass` | {starts["python_pass"]:.1f} ms | {starts["python_pass"] / starts["caplet_enable"]:.2f} |
-| `python -I -S -c pass` | {starts["python_isolated"]:.1f} ms | {starts["python_isolated"] / starts["caplet_enable"]:.2f} |
+| caplet enable + first call (snapshot, verify, zygote fork, namespaces, Landlock, seccomp, rlimits, plugin load) | {starts["caplet_enable"]:.1f} ms | 1.00 |
+| `python -I -S -c pass` (no isolation) | {starts["python_isolated"]:.1f} ms | {starts["python_isolated"] / starts["caplet_enable"]:.2f} |
+| {bwrap_row}
+
+### Many plugins
+
+{many["answered"]:.0f} of {many["count"]:.0f} plugins enabled in one host answered a call; enabling all took {many["enable_s"]:.2f} s; their workers use {many["uss_mib"]:.0f} MiB USS in total.
 
 ### Static scan of the standard library ({scan["files"]:.0f} files, {scan["megabytes"]:.1f} MB)
 
@@ -241,8 +312,41 @@ Sustained: {calls["calls_per_s"]:,.0f} calls/s to one plugin from one thread.
 
 | what | USS |
 |---|---:|
-| one idle plugin worker | {uss / 1024:.1f} MiB |
+| one idle plugin worker (jail monitor + worker) | {uss / 1024:.1f} MiB |
 """
+    bwrap_ms = starts.get("bwrap_python")
+    bars = [
+        ("warm call ≤ 30 µs median", f"{calls['caplet']:.1f} µs", calls["caplet"] <= 30),
+        (
+            "warm call within 3x of the bare echo",
+            f"{calls['caplet'] / calls['socketpair']:.1f}x",
+            calls["caplet"] <= 3 * calls["socketpair"],
+        ),
+        (
+            "≥ 20,000 calls/s to one plugin",
+            f"{calls['calls_per_s']:,.0f}/s",
+            calls["calls_per_s"] >= 20_000,
+        ),
+        (
+            "cold enable-to-first-result ≤ 10 ms",
+            f"{starts['caplet_enable']:.1f} ms",
+            starts["caplet_enable"] <= 10,
+        ),
+        (
+            "cold start ≥ 2x faster than bwrap + python",
+            f"{bwrap_ms / starts['caplet_enable']:.2f}x" if bwrap_ms else "bwrap not installed",
+            bwrap_ms is not None and bwrap_ms >= 2 * starts["caplet_enable"],
+        ),
+        ("idle worker ≤ 15 MB USS", f"{uss / 1024:.1f} MiB", uss / 1024 <= 15),
+        (
+            "100 plugins enabled at once, all answering",
+            f"{many['answered']:.0f}/{many['count']:.0f}",
+            many["count"] >= 100 and many["answered"] == many["count"],
+        ),
+        ("static scan ≥ 10 MB/s", f"{scan['caplet_mb_s']:.2f} MB/s", scan["caplet_mb_s"] >= 10),
+    ]
+    tables += "\n### Against the bars (design.md section 9, issue 3)\n\n| bar | measured | met |\n|---|---|---|\n"
+    tables += "".join(f"| {bar} | {value} | {'yes' if ok else 'no'} |\n" for bar, value, ok in bars)
     print(tables)
     if args.write:
         target = REPO / "docs" / "benchmarks.md"

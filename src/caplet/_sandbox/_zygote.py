@@ -62,6 +62,8 @@ STATUS = struct.Struct("=i")
 #: Exit code of a child whose sandbox could not be set up.
 EXIT_SANDBOX_FAILED = 71
 _MAX_REQUEST = 1 << 20
+#: Computed once in the zygote (dozens of stat calls); every fork inherits it.
+_RUNTIME_GRANTS: tuple[PathGrant, ...] = ()
 #: Inside the jail /tmp is the worker's own tmpfs, not the host's.
 _JAIL_TMP = "/tmp"  # noqa: S108
 _WORKDIR_IN_JAIL = f"{_JAIL_TMP}/work"
@@ -156,7 +158,7 @@ def _child(request: SpawnRequest, channel_fd: int, log_fd: int, zygote_pid: int)
     # layer runs: the jail's monitor process must not hold them either.
     os.dup2(channel_fd, 3)
     os.closerange(4, os.sysconf("SC_OPEN_MAX"))
-    grants = (*runtime_grants(), *request.grants)
+    grants = (*_RUNTIME_GRANTS, *request.grants)
     if "namespaces" in request.layers:
         enter_jail(
             JailSpec(grants=grants, tmp_size_mb=request.tmp_size_mb, workdir=_WORKDIR_IN_JAIL)
@@ -268,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     # Warm what every worker needs (libc through ctypes, cap_last_cap, the
     # runtime grants) once, here: forked workers inherit it for free.
     prepare_jail()
-    runtime_grants()
+    global _RUNTIME_GRANTS
+    _RUNTIME_GRANTS = runtime_grants()
     with socket.socket(fileno=fd) as control:
         return _serve(control)
