@@ -54,7 +54,7 @@ def test_info_shows_capabilities_config_and_isolation(cli: list[str]) -> None:
     assert document["capabilities"] == ["fs.read:${config.root}"]
     assert [f["name"] for f in document["config_schema"]] == ["root", "max_kb"]
     assert document["modules"] == {"files": ["read_text", "list_dir"]}
-    assert document["isolation"] == "sandbox: namespaces, rlimits, landlock, seccomp"
+    assert document["isolation"] == "sandbox: namespaces, rlimits, landlock, seccomp, cgroup"
 
 
 def test_scan_of_a_plugin_and_of_a_path(cli: list[str], examples_copy: Path) -> None:
@@ -346,7 +346,7 @@ def test_log_shows_decisions_newest_first(
 def test_doctor_tells_the_truth_here() -> None:
     document = run("doctor")
     assert document["ok"] is True
-    assert set(document["layers"]) == {"namespaces", "rlimits", "landlock", "seccomp"}
+    assert set(document["layers"]) == {"namespaces", "rlimits", "landlock", "seccomp", "cgroup"}
     assert all(layer["available"] for layer in document["layers"].values())
     assert int(document["details"]["landlock_abi"]) >= 1
 
@@ -376,3 +376,11 @@ def test_strict_refuses_and_best_effort_runs_without_namespaces(
         assert lenient.enable("hello")
         assert "missing: namespaces" in lenient.isolation
         assert lenient.call("hello", "greet.say", "you") == "Hello, you!"
+
+
+def test_doctor_treats_the_cgroup_as_optional(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "cgroup")
+    document = run("doctor")
+    assert document["ok"] is True, "strict isolation does not require the cgroup"
+    assert document["layers"]["cgroup"]["available"] is False
+    assert "pids" in document["layers"]["cgroup"]["fix"]

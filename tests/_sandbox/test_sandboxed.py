@@ -133,7 +133,7 @@ def call(worker: SubprocessWorker, function: str, *args: object) -> Any:
 
 def test_every_layer_is_in_force_here(launcher: SandboxLauncher) -> None:
     assert set(launcher.layers().values()) == {""}
-    assert launcher.isolation == "sandbox: namespaces, rlimits, landlock, seccomp"
+    assert launcher.isolation == "sandbox: namespaces, rlimits, landlock, seccomp, cgroup"
 
 
 def test_worker_sees_its_own_world(start: Start) -> None:
@@ -226,3 +226,48 @@ def test_strict_refuses_when_a_layer_is_missing(
         worker.close()
     finally:
         best.close()
+
+
+FORKER = """
+import os
+
+def create_functions(config):
+    def bomb(limit):
+        children = []
+        try:
+            for _ in range(limit):
+                pid = os.fork()
+                if pid == 0:
+                    os.read(os.open("/dev/zero", os.O_RDONLY), 1)  # stay alive, cheaply
+                    os._exit(0)
+                children.append(pid)
+        except OSError as exc:
+            return {"forked": len(children), "errno": exc.errno}
+        return {"forked": len(children), "errno": 0}
+
+    return {"probe": {"bomb": bomb}}
+"""
+
+
+def test_fork_bomb_is_bounded_by_the_process_limit(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    snapshot = tmp_path / "forker"
+    snapshot.mkdir()
+    (snapshot / "plugin.py").write_text(textwrap.dedent(FORKER), encoding="utf-8")
+    spec = WorkerSpec(
+        plugin="forker",
+        snapshot_dir=snapshot,
+        entry="plugin.py",
+        config={},
+        modules={"probe": ("bomb",)},
+        workdir=tmp_path,
+        processes=16,
+    )
+    worker = launcher.start(spec)
+    try:
+        result: Any = worker.call("probe", "bomb", (1000,), {}, timeout_s=20)
+    finally:
+        worker.close()
+    assert result["errno"] == 11, result  # EAGAIN from fork(2): RLIMIT_NPROC reached
+    assert result["forked"] < 16

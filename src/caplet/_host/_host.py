@@ -466,6 +466,7 @@ class PluginHost:
             ),
             memory_mb=self.policy.memory_limit_mb(info.manifest.limits.memory_mb),
             cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s),
+            processes=self.policy.processes,
         )
         try:
             worker = self.launcher.start(spec)

@@ -48,6 +48,7 @@ class Policy:
     isolation: Isolation = Isolation.STRICT
     memory_mb: int = 512
     cpu_s: int = 60
+    processes: int = 64
     default_timeout_ms: int = 5_000
     max_timeout_ms: int = 60_000
     max_frame_bytes: int = 8 * 1024 * 1024

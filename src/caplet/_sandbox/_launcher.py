@@ -53,6 +53,7 @@ class WorkerSpec:
     memory_mb: int | None = 512
     cpu_s: int | None = 60
     open_files: int = 256
+    processes: int | None = 64
     file_size_mb: int = 64
     tmp_size_mb: int = 64
 

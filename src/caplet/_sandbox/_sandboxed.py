@@ -43,7 +43,7 @@ from caplet._sandbox._subprocess import (
     bootstrap_command,
     init_frame,
 )
-from caplet._sandbox._zygote import LAYERS
+from caplet._sandbox._zygote import LAYERS, OPTIONAL_LAYERS
 
 __all__ = [
     "LAYERS",
@@ -67,6 +67,10 @@ FIXES: Mapping[str, str] = {
     "landlock": "boot a kernel >= 5.13 with landlock in its lsm= list",
     "seccomp": "use a kernel built with CONFIG_SECCOMP_FILTER",
     "rlimits": "",
+    "cgroup": (
+        "run caplet as root, or delegate a cgroup v2 subtree with the pids controller to its "
+        "user (systemd-run --user --scope -p Delegate=yes ...)"
+    ),
 }
 
 LayerReport = dict[str, str]
@@ -220,7 +224,11 @@ class SandboxLauncher:
         return dict(self._get_zygote().layers)
 
     def active_layers(self) -> tuple[str, ...]:
-        return tuple(layer for layer in LAYERS if not self.layers().get(layer, "missing"))
+        """The layers every worker of this launcher gets, optional ones included."""
+        layers = self.layers()
+        return tuple(
+            layer for layer in (*LAYERS, *OPTIONAL_LAYERS) if not layers.get(layer, "missing")
+        )
 
     @property
     def isolation(self) -> str:
@@ -234,7 +242,7 @@ class SandboxLauncher:
 
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         zygote = self._get_zygote()
-        missing = {layer: why for layer, why in zygote.layers.items() if why}
+        missing = {layer: zygote.layers[layer] for layer in LAYERS if zygote.layers.get(layer)}
         if missing and self.strict:
             layer, why = next(iter(missing.items()))
             raise WorkerStartError(
@@ -254,6 +262,7 @@ class SandboxLauncher:
                 "memory_mb": spec.memory_mb,
                 "cpu_s": spec.cpu_s,
                 "open_files": spec.open_files,
+                "processes": spec.processes,
                 "file_size_mb": spec.file_size_mb,
             },
             "tmp_size_mb": spec.tmp_size_mb,
@@ -332,8 +341,8 @@ class IsolationReport:
 
     @property
     def complete(self) -> bool:
-        """True when every layer is usable: strict isolation can run plugins here."""
-        return not any(self.layers.values())
+        """True when every required layer is usable: strict isolation can run plugins here."""
+        return not any(self.layers.get(layer, "missing") for layer in LAYERS)
 
 
 def isolation_report() -> IsolationReport:
@@ -357,5 +366,4 @@ def isolation_report() -> IsolationReport:
     details["landlock_abi"] = str(landlock_abi())
     if not layers.get("seccomp") and not seccomp_enforced():
         layers["seccomp"] = "a filter installed in a probe process did not refuse a denied call"
-    details["cgroup"] = "not used yet (pid namespace and rlimits bound processes and memory)"
     return IsolationReport(layers, FIXES, details)

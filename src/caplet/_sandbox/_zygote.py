@@ -35,11 +35,13 @@ import sys
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import msgpack
 
 from caplet._errors import SandboxError
 from caplet._sandbox import _worker
+from caplet._sandbox._cgroup import PidsRoot, open_pids_root
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._jail import (
     JailSpec,
@@ -53,10 +55,12 @@ from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
 from caplet._sandbox._seccomp import apply_seccomp, seccomp_available
 from caplet._syscall import set_parent_death_signal
 
-__all__ = ["LAYERS", "STATUS", "SpawnRequest", "main", "probe_layers"]
+__all__ = ["LAYERS", "OPTIONAL_LAYERS", "STATUS", "SpawnRequest", "main", "probe_layers"]
 
 #: The isolation layers, in the order they are applied in a new worker.
 LAYERS = ("namespaces", "rlimits", "landlock", "seccomp")
+#: Layers used where the machine allows them, not required by strict isolation.
+OPTIONAL_LAYERS = ("cgroup",)
 #: Status pipe payload: one signed 32-bit int (returncode convention).
 STATUS = struct.Struct("=i")
 #: Exit code of a child whose sandbox could not be set up.
@@ -76,9 +80,7 @@ def probe_layers() -> dict[str, str]:
     layers report unavailable: it exists so tests can simulate a machine
     without them, and is read before the zygote clears its environment.
     """
-    disabled = {
-        name.strip() for name in os.environ.get("CAPLET_TEST_DISABLE_LAYERS", "").split(",")
-    }
+    disabled = _disabled_layers()
     report: dict[str, str] = {}
     for layer in LAYERS:
         if layer in disabled:
@@ -100,6 +102,10 @@ def probe_layers() -> dict[str, str]:
         else:
             report[layer] = ""
     return report
+
+
+def _disabled_layers() -> set[str]:
+    return {name.strip() for name in os.environ.get("CAPLET_TEST_DISABLE_LAYERS", "").split(",")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +137,9 @@ def _spawn_request(message: object) -> SpawnRequest:
                 memory_mb=limits["memory_mb"],
                 cpu_s=limits["cpu_s"],
                 open_files=int(limits["open_files"] or 256),
+                # Counted per user namespace since Linux 5.14 (ucounts), so
+                # it bounds a fork bomb even when the worker's uid is root.
+                processes=limits.get("processes"),
                 file_size_mb=int(limits["file_size_mb"] or 64),
             ),
             tmp_size_mb=int(message["tmp_size_mb"]),
@@ -139,8 +148,13 @@ def _spawn_request(message: object) -> SpawnRequest:
         raise SandboxError(f"malformed spawn request: {exc!r}") from exc
 
 
-def _child(request: SpawnRequest, channel_fd: int, log_fd: int, zygote_pid: int) -> int:
+def _child(
+    request: SpawnRequest, channel_fd: int, log_fd: int, zygote_pid: int, cgroup: Path | None
+) -> int:
     """In the forked child: apply every requested layer, then serve as a worker."""
+    if cgroup is not None:
+        # First of all, before anything could fork: every descendant is counted.
+        PidsRoot.join(cgroup)
     set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote_pid:  # the zygote died before the signal was armed
         return EXIT_SANDBOX_FAILED
@@ -178,23 +192,44 @@ def _child(request: SpawnRequest, channel_fd: int, log_fd: int, zygote_pid: int)
     return _worker.main(["3"])
 
 
-def _reap(children: dict[int, int]) -> None:
-    """Reap every exited child and write its status to its status pipe."""
+@dataclass(slots=True)
+class _Children:
+    """The zygote's live children: status pipe and pids cgroup of each."""
+
+    status: dict[int, int]
+    cgroups: dict[int, Path]
+    #: Cgroups whose processes were still exiting when their leader was reaped.
+    pending: list[Path]
+
+
+def _reap(children: _Children) -> None:
+    """Reap every exited child, write its status to its status pipe, drop its cgroup."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
+            break
         code = os.waitstatus_to_exitcode(status)
-        status_fd = children.pop(pid, None)
+        status_fd = children.status.pop(pid, None)
         if status_fd is not None:
             try:
                 os.write(status_fd, STATUS.pack(code))
             except OSError:
                 pass  # the host stopped listening; nothing to tell
             os.close(status_fd)
+        cgroup = children.cgroups.pop(pid, None)
+        if cgroup is not None:
+            children.pending.append(cgroup)
+    children.pending[:] = [c for c in children.pending if not _remove_cgroup(c)]
+
+
+def _remove_cgroup(cgroup: Path) -> bool:
+    try:
+        return PidsRoot.remove(cgroup)
+    except OSError:
+        return True  # not ours to fix; forget it rather than retry for ever
 
 
 def _serve(control: socket.socket) -> int:
@@ -202,8 +237,39 @@ def _serve(control: socket.socket) -> int:
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
-    children: dict[int, int] = {}
-    control.send(msgpack.packb({"layers": probe_layers()}))
+    children = _Children(status={}, cgroups={}, pending=[])
+    layers = probe_layers()
+    pids_root: PidsRoot | None = None
+    if "cgroup" in _disabled_layers():
+        layers["cgroup"] = "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
+    else:
+        pids_root, layers["cgroup"] = open_pids_root(f"caplet-zygote-{zygote_pid}")
+    try:
+        return _loop(
+            control,
+            wake_r=wake_r,
+            layers=layers,
+            pids_root=pids_root,
+            children=children,
+            zygote_pid=zygote_pid,
+        )
+    finally:
+        if pids_root is not None:
+            for cgroup in [*children.cgroups.values(), *children.pending]:
+                _remove_cgroup(cgroup)
+            pids_root.close()
+
+
+def _loop(
+    control: socket.socket,
+    *,
+    wake_r: int,
+    layers: dict[str, str],
+    pids_root: PidsRoot | None,
+    children: _Children,
+    zygote_pid: int,
+) -> int:
+    control.send(msgpack.packb({"layers": layers}))
     # Probing was the last use of the environment (the test-only switch):
     # workers are forked from here and must inherit nothing.
     os.environ.clear()
@@ -234,12 +300,17 @@ def _serve(control: socket.socket) -> int:
                 os.close(fd)
             control.send(msgpack.packb({"error": str(exc)}))
             continue
+        cgroup = None
+        if pids_root is not None and request.limits.processes is not None:
+            cgroup = pids_root.create(
+                f"worker-{len(children.status)}-{os.urandom(4).hex()}", request.limits.processes
+            )
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child, observed by the sandbox tests
             code = EXIT_SANDBOX_FAILED
             try:
                 control.close()
-                code = _child(request, channel_fd, log_fd, zygote_pid)
+                code = _child(request, channel_fd, log_fd, zygote_pid, cgroup)
             except BaseException as exc:  # report, never return into the zygote loop
                 try:
                     message_text = f"caplet sandbox setup failed: {type(exc).__name__}: {exc}\n"
@@ -251,7 +322,9 @@ def _serve(control: socket.socket) -> int:
                 os._exit(code)
         os.close(channel_fd)
         os.close(log_fd)
-        children[pid] = status_fd
+        children.status[pid] = status_fd
+        if cgroup is not None:
+            children.cgroups[pid] = cgroup
         pidfd = os.pidfd_open(pid)
         try:
             socket.send_fds(control, [msgpack.packb({"pid": pid})], [pidfd])
