@@ -227,3 +227,23 @@ def test_disable_through_the_manager_also_stops_calls(
     assert host.manager.disable("p")
     with pytest.raises(LifecycleError, match="not enabled"):
         host.call("p", "main.run")
+
+
+def test_worker_environment_holds_only_approved_variables(
+    host: PluginHost, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAPLET_TEST_TOKEN", "t0ken")
+    monkeypatch.setenv("CAPLET_TEST_OTHER", "nope")
+    monkeypatch.setenv("LD_PRELOAD_TEST", "x")
+    make_plugin(
+        "envy",
+        extra='capabilities = ["env.read:CAPLET_TEST_TOKEN", "env.read:LD_PRELOAD_TEST"]',
+        source="""
+            import os
+            def create_functions(config):
+                return {"main": {"run": lambda: dict(os.environ)}}
+        """,
+    )
+    host.discover()
+    assert host.enable("envy")
+    assert host.call("envy", "main.run") == {"CAPLET_TEST_TOKEN": "t0ken"}

@@ -79,6 +79,7 @@ def test_host_messages_round_trip() -> None:
         config={"root": "/data", "names": ("a", "b"), "n": 3, "on": True},
         modules={"demo": ("run", "stop")},
         max_frame_bytes=1024,
+        env={"TOKEN": "secret"},
     )
     assert decode_host_message(_payload(init)) == Init(
         0,
@@ -88,6 +89,7 @@ def test_host_messages_round_trip() -> None:
         {"root": "/data", "names": ["a", "b"], "n": 3, "on": True},
         {"demo": ("run", "stop")},
         1024,
+        {"TOKEN": "secret"},
     )
     call = encode_call(5, "demo", "run", (1, "x", None), {"k": [b"\x00", 2.5]})
     assert decode_host_message(_payload(call)) == Call(
@@ -230,6 +232,7 @@ GOOD_INIT = {
     "config": {},
     "modules": {"demo": ["run"]},
     "max_frame_bytes": 1024,
+    "env": {"TOKEN": "t"},
 }
 
 HOST_CASES = [
@@ -250,6 +253,8 @@ HOST_CASES = [
     (_packed([0, 0, {**GOOD_INIT, "modules": {"demo": "run"}}]), "INIT modules['demo']"),
     (_packed([0, 0, {**GOOD_INIT, "config": {"k": {b"x": 1}}}]), "INIT config['k']"),
     (_packed([0, 0, {**GOOD_INIT, "plugin": None}]), "INIT plugin must be a str"),
+    (_packed([0, 0, {**GOOD_INIT, "env": []}]), "INIT env must be a map"),
+    (_packed([0, 0, {**GOOD_INIT, "env": {"A": 1}}]), "INIT env value must be a str"),
 ]
 
 
@@ -265,6 +270,7 @@ def test_valid_init_decodes() -> None:
     assert isinstance(message, Init)
     assert message.modules == {"demo": ("run",)}
     assert message.max_frame_bytes == 1024
+    assert message.env == {"TOKEN": "t"}
 
 
 # -- the frame reader --------------------------------------------------------------

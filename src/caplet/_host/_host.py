@@ -28,6 +28,7 @@ The path of one call (docs/architecture.md has the picture):
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -40,6 +41,7 @@ from caplet._audit._model import AuditResult
 from caplet._capabilities._model import (
     Capability,
     CapabilityKind,
+    EnvReadCapability,
     FsCapability,
     ProcExecCapability,
 )
@@ -467,6 +469,7 @@ class PluginHost:
             memory_mb=self.policy.memory_limit_mb(info.manifest.limits.memory_mb),
             cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s),
             processes=self.policy.processes,
+            env=_approved_environment(info.capabilities),
         )
         try:
             worker = self.launcher.start(spec)
@@ -585,3 +588,23 @@ def _path_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
             path = path[:cut].rsplit("/", 1)[0] or "/"
         grants.append(PathGrant(path, writable=capability.kind is CapabilityKind.FS_WRITE))
     return tuple(grants)
+
+
+#: Never passed to a worker, even if approved: they change how the runtime
+#: itself loads code (ld.so(8), python(1)).
+_FORBIDDEN_ENV_PREFIXES = ("LD_", "PYTHON")
+
+
+def _approved_environment(capabilities: Sequence[Capability]) -> dict[str, str]:
+    """The values of the approved ``env.read`` variables set in the host's environment."""
+    env: dict[str, str] = {}
+    for capability in capabilities:
+        if not isinstance(capability, EnvReadCapability):
+            continue
+        name = capability.name
+        if name.startswith(_FORBIDDEN_ENV_PREFIXES):
+            continue
+        value = os.environ.get(name)
+        if value is not None:
+            env[name] = value
+    return env

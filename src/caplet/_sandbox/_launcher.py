@@ -10,7 +10,7 @@ Sandbox issue adds kernel isolation behind the same Protocol.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -54,6 +54,7 @@ class WorkerSpec:
     cpu_s: int | None = 60
     open_files: int = 256
     processes: int | None = 64
+    env: Mapping[str, str] = field(default_factory=dict)
     file_size_mb: int = 64
     tmp_size_mb: int = 64
 

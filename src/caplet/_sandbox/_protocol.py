@@ -131,7 +131,9 @@ _INT_MAX = 2**64 - 1
 _MAX_REQUEST_ID = 2**63 - 1
 # Exact types that cross as they are (bool is not an int here: it is final).
 _PLAIN: frozenset[type] = frozenset({str, bytes, float, bool, type(None)})
-_INIT_KEYS = frozenset({"plugin", "entry", "snapshot", "config", "modules", "max_frame_bytes"})
+_INIT_KEYS = frozenset(
+    {"plugin", "entry", "snapshot", "config", "modules", "max_frame_bytes", "env"}
+)
 
 
 # -- messages ---------------------------------------------------------------------
@@ -148,6 +150,9 @@ class Init:
     config: Mapping[str, WireValue]
     modules: Mapping[str, tuple[str, ...]]
     max_frame_bytes: int
+    #: The approved ``env.read`` variables and their values: the worker's
+    #: whole environment.
+    env: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,8 +340,13 @@ def encode_init(
     config: Mapping[str, WireValue],
     modules: Mapping[str, Sequence[str]],
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    env: Mapping[str, str] | None = None,
 ) -> bytes:
     """The INIT frame (header included)."""
+    wire_env = {
+        _text_arg(k, "environment variable name"): _text_arg(v, f"value of {k}")
+        for k, v in (env or {}).items()
+    }
     config_dict = dict(config)
     _checked(config_dict, "config")
     wire_modules: dict[str, list[str]] = {}
@@ -360,6 +370,7 @@ def encode_init(
         "config": config_dict,
         "modules": wire_modules,
         "max_frame_bytes": max_frame_bytes,
+        "env": wire_env,
     }
     return _frame([INIT, _request_id_arg(request_id), body])
 
@@ -652,7 +663,14 @@ def _init(body: object, request_id: int) -> Init:
         _str_map(body["config"], "INIT config"),
         _name_table(body["modules"], "INIT modules"),
         max_frame_bytes,
+        _env(body["env"]),
     )
+
+
+def _env(value: object) -> Mapping[str, str]:
+    if type(value) is not dict:
+        raise ProtocolError(f"INIT env must be a map, got {_describe(value)}")
+    return {_text(k, "INIT env name"): _text(v, "INIT env value") for k, v in value.items()}
 
 
 # -- the socket side --------------------------------------------------------------

@@ -115,6 +115,7 @@ def init_frame(spec: WorkerSpec) -> bytes:
             config=spec.config,
             modules=spec.modules,
             max_frame_bytes=spec.max_frame_bytes,
+            env=spec.env,
         )
     except ProtocolError as exc:
         raise WorkerStartError(

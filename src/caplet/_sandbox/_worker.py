@@ -313,6 +313,9 @@ def _serve(sock: socket.socket) -> int:
         _complain(f"protocol error from the host: {exc}")
         return EXIT_PROTOCOL
     reader.max_frame_bytes = init.max_frame_bytes
+    # The environment was emptied at start; now it holds exactly the approved
+    # env.read variables (the host never sends LD_* or PYTHON* names).
+    os.environ.update(init.env)
     try:
         loaded = _load(init)
     except _LoadError as exc:
