@@ -247,3 +247,33 @@ def test_worker_environment_holds_only_approved_variables(
     host.discover()
     assert host.enable("envy")
     assert host.call("envy", "main.run") == {"CAPLET_TEST_TOKEN": "t0ken"}
+
+
+def test_proc_exec_runs_only_the_named_program(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin(
+        "runner",
+        extra='capabilities = ["proc.exec:true"]',
+        modules='[modules.main]\nfunctions = ["run"]\n',
+        source="""
+            import subprocess
+            def create_functions(config):
+                def run(argv):
+                    try:
+                        return subprocess.run(argv, check=False).returncode
+                    except OSError as exc:
+                        return f"refused: {exc.errno}"
+                return {"main": {"run": run}}
+        """,
+    )
+    host.discover()
+    outcome = host.enable("runner")
+    assert outcome, outcome.reason
+    assert host.call("runner", "main.run", ["/usr/bin/true"]) == 0
+    # Another program is not even visible in the jail ...
+    assert host.call("runner", "main.run", ["/usr/bin/false"]) == "refused: 2"
+    # ... and Python, which is visible (the runtime), may not be executed: EACCES
+    # from Landlock's execute right, granted to the approved program only.
+    python = host.call("runner", "main.run", [__import__("sys").executable, "-c", "pass"])
+    assert python == "refused: 13"

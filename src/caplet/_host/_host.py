@@ -56,6 +56,7 @@ from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, Plugi
 from caplet._host._validate import FunctionValidator
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import Launcher, Worker, WorkerSpec
+from caplet._sandbox._programs import program_grants
 from caplet._sandbox._sandboxed import default_launcher
 from caplet._suggest import did_you_mean
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
@@ -462,7 +463,7 @@ class PluginHost:
             start_timeout_s=self.policy.start_timeout_s,
             # The frame limit is what bounds the size of a result.
             max_frame_bytes=self.policy.max_output_bytes(info.manifest.limits.max_output_kb),
-            grants=_path_grants(info.capabilities),
+            grants=_path_grants(info.capabilities) + _program_grants(info.capabilities),
             programs=tuple(
                 c.program for c in info.capabilities if isinstance(c, ProcExecCapability)
             ),
@@ -587,6 +588,15 @@ def _path_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
             cut = min(i for i, c in enumerate(path) if c in "*?[")
             path = path[:cut].rsplit("/", 1)[0] or "/"
         grants.append(PathGrant(path, writable=capability.kind is CapabilityKind.FS_WRITE))
+    return tuple(grants)
+
+
+def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
+    """Executable grants for the approved programs, found on the host's PATH."""
+    grants: list[PathGrant] = []
+    for capability in capabilities:
+        if isinstance(capability, ProcExecCapability):
+            grants += program_grants(capability.program, search_path=os.environ.get("PATH"))
     return tuple(grants)
 
 

@@ -16,8 +16,12 @@ class PathGrant:
     """An absolute host path made visible at the same path inside the sandbox.
 
     ``writable`` grants create/write/delete beneath it; otherwise it is
-    read-only (and executable: the Python runtime needs that).
+    read-only. ``executable`` allows execve(2) of the file (or of files
+    beneath the directory): only approved ``proc.exec`` programs and their
+    ELF interpreter get it, never a writable grant (W^X), and never the
+    runtime (the worker never needs to exec Python again).
     """
 
     path: str
     writable: bool = False
+    executable: bool = False

@@ -105,7 +105,7 @@ _FILE_RIGHTS = (
 )
 
 #: What a read-only grant allows: the Python runtime must be able to run.
-_READ_ONLY_RIGHTS = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR
+_READ_ONLY_RIGHTS = ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR
 
 # Landlock ABIs in which a feature appeared (landlock(7), "Versions").
 _ABI_NET = 4
@@ -198,6 +198,12 @@ def _open_grant(grant: PathGrant) -> int:
 
 def _rule_rights(grant: PathGrant, fd: int, handled: int) -> int:
     rights = handled if grant.writable else _READ_ONLY_RIGHTS & handled
+    # execve is allowed only where a proc.exec grant says so; a writable
+    # grant never executes (what the plugin wrote must not run as code).
+    if grant.executable and not grant.writable:
+        rights |= ACCESS_FS_EXECUTE & handled
+    else:
+        rights &= ~ACCESS_FS_EXECUTE
     if not stat.S_ISDIR(os.fstat(fd).st_mode):
         # landlock_add_rule(2): "EINVAL ... parent_fd ... is not a directory and
         # allowed_access has directory-only rights" (READ_DIR, REMOVE_*, MAKE_*, REFER).
@@ -211,11 +217,13 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
     ``abi`` caps the ABI used (``None``: the highest the kernel offers; a
     higher request is lowered to what the kernel has). Every filesystem right
     the ABI knows is handled, so anything a grant does not allow is denied;
-    read-only grants allow execute, read file and read directory, writable
-    grants allow every handled right (a grant that is not a directory only
-    the file rights). With ABI >= 4 TCP bind and connect are denied on every
-    port; with ABI >= 6 signals and abstract unix socket connections to
-    processes outside the new domain are denied.
+    read-only grants allow read file and read directory, writable grants
+    every handled right but execute (a grant that is not a directory only the
+    file rights); execute is added only for ``executable`` read-only grants.
+
+    With ABI >= 4 TCP bind and connect are denied on every port; with
+    ABI >= 6 signals and abstract unix socket connections to processes
+    outside the new domain are denied.
 
     Order: every grant is opened and every rule added *before* anything
     irreversible happens, so a bad grant (:class:`SandboxError` naming it)

@@ -251,8 +251,8 @@ class SandboxLauncher:
                 "policy's isolation to 'best-effort' to run with the layers that exist"
             )
         init = init_frame(spec)
-        grants = [(str(spec.snapshot_dir), False)]
-        grants += [(g.path, g.writable) for g in spec.grants]
+        grants = [(str(spec.snapshot_dir), False, False)]
+        grants += [(g.path, g.writable, g.executable) for g in spec.grants]
         request = {
             "layers": [layer for layer in LAYERS if layer not in missing],
             "grants": grants,

@@ -126,7 +126,7 @@ def _spawn_request(message: object) -> SpawnRequest:
         raise SandboxError("spawn request must be a map")
     try:
         layers = tuple(str(layer) for layer in message["layers"])
-        grants = tuple(PathGrant(str(p), bool(w)) for p, w in message["grants"])
+        grants = tuple(PathGrant(str(p), bool(w), bool(x)) for p, w, x in message["grants"])
         limits: Mapping[str, int | None] = message["limits"]
         return SpawnRequest(
             layers=layers,
@@ -175,7 +175,9 @@ def _child(
     grants = (*_RUNTIME_GRANTS, *request.grants)
     if "namespaces" in request.layers:
         enter_jail(
-            JailSpec(grants=grants, tmp_size_mb=request.tmp_size_mb, workdir=_WORKDIR_IN_JAIL)
+            JailSpec(
+                grants=_visible(grants), tmp_size_mb=request.tmp_size_mb, workdir=_WORKDIR_IN_JAIL
+            )
         )
         writable_tmp = PathGrant(_JAIL_TMP, writable=True)
         devices = (PathGrant("/dev", writable=True), PathGrant("/proc"))
@@ -200,6 +202,18 @@ class _Children:
     cgroups: dict[int, Path]
     #: Cgroups whose processes were still exiting when their leader was reaped.
     pending: list[Path]
+
+
+def _visible(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
+    """The grants the jail must mount: an executable grant already inside another
+    grant (a program's ELF interpreter under /usr/lib) is visible without a
+    mount of its own and only needs its Landlock execute rule."""
+    plain = [g for g in grants if not g.executable]
+
+    def inside(path: str) -> bool:
+        return any(path == g.path or path.startswith(g.path.rstrip("/") + "/") for g in plain)
+
+    return tuple(g for g in grants if not g.executable or not inside(g.path))
 
 
 def _reap(children: _Children) -> None:

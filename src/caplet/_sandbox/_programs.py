@@ -1,0 +1,94 @@
+"""Resolving approved ``proc.exec`` programs into what the sandbox must expose.
+
+A program is run by the kernel through its ELF interpreter (the dynamic
+loader named in PT_INTERP, elf(5)), which the kernel opens for execution too
+(``open_exec`` in fs/exec.c), so Landlock must allow executing both and
+nothing else. Scripts (``#!``) are resolved to their interpreter as well;
+the composition lint already warns that a shell or interpreter is
+equivalent to every capability.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+from typing import BinaryIO
+
+from caplet._errors import SandboxError
+from caplet._sandbox._grants import PathGrant
+
+__all__ = ["program_grants"]
+
+_ELF_MAGIC = b"\x7fELF"
+_PT_INTERP = 3
+
+
+def program_grants(program: str, *, search_path: str | None = None) -> tuple[PathGrant, ...]:
+    """Executable grants for ``program`` (a name searched on ``search_path``, or a path).
+
+    SandboxError when the program does not exist on the host: a capability
+    that cannot be honoured is refused rather than silently dropped.
+    """
+    absolute = Path(program).is_absolute()
+    found = program if absolute else shutil.which(program, path=search_path)
+    if found is None or not Path(found).is_file():
+        raise SandboxError(
+            f"proc.exec program {program!r} was not found on this host"
+            + ("" if absolute else f" (searched PATH={search_path or os.defpath})")
+            + "; install it or declare its absolute path"
+        )
+    paths = [found, os.path.realpath(found)]
+    interpreter = _interpreter(paths[-1])
+    if interpreter is not None:
+        paths += [interpreter, os.path.realpath(interpreter)]
+    return tuple(PathGrant(path, executable=True) for path in dict.fromkeys(paths))
+
+
+def _interpreter(path: str) -> str | None:
+    """The ELF interpreter (PT_INTERP) or the ``#!`` interpreter of ``path``, if any."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+            if head.startswith(b"#!"):
+                line = head[2:].split(b"\n", 1)[0].strip().split()
+                return os.fsdecode(line[0]) if line else None
+            if not head.startswith(_ELF_MAGIC) or len(head) < 64:
+                return None
+            return _elf_interpreter(handle, head)
+    except OSError as exc:
+        raise SandboxError(f"cannot read proc.exec program {path!r}: {exc.strerror}") from exc
+
+
+def _elf_interpreter(handle: BinaryIO, head: bytes) -> str | None:
+    """Read PT_INTERP from the program headers (ELF64 and ELF32, either endianness)."""
+    is64 = head[4] == 2
+    endian = "<" if head[5] == 1 else ">"
+    if is64:
+        phoff, phentsize, phnum = (
+            struct.unpack_from(endian + "Q", head, 32)[0],
+            struct.unpack_from(endian + "H", head, 54)[0],
+            struct.unpack_from(endian + "H", head, 56)[0],
+        )
+    else:
+        phoff, phentsize, phnum = (
+            struct.unpack_from(endian + "I", head, 28)[0],
+            struct.unpack_from(endian + "H", head, 42)[0],
+            struct.unpack_from(endian + "H", head, 44)[0],
+        )
+    for index in range(min(phnum, 256)):
+        handle.seek(phoff + index * phentsize)
+        entry = handle.read(phentsize)
+        if len(entry) < (56 if is64 else 32):
+            return None
+        if struct.unpack_from(endian + "I", entry, 0)[0] != _PT_INTERP:
+            continue
+        if is64:
+            offset, size = struct.unpack_from(endian + "QxxxxxxxxxxxxxxxxQ", entry, 8)
+        else:
+            offset = struct.unpack_from(endian + "I", entry, 4)[0]
+            size = struct.unpack_from(endian + "I", entry, 16)[0]
+        handle.seek(offset)
+        return os.fsdecode(handle.read(min(size, 4096)).rstrip(b"\0"))
+    return None
