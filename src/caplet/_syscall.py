@@ -41,6 +41,7 @@ __all__ = [
     "MS_REMOUNT",
     "MS_SLAVE",
     "PR_CAPBSET_DROP",
+    "PR_SET_CHILD_SUBREAPER",
     "PR_SET_DUMPABLE",
     "PR_SET_NO_NEW_PRIVS",
     "PR_SET_PDEATHSIG",
@@ -64,6 +65,7 @@ __all__ = [
     "prctl",
     "raise_effective_capabilities",
     "seccomp_action_available",
+    "set_child_subreaper",
     "set_dumpable",
     "set_no_new_privs",
     "set_parent_death_signal",
@@ -168,6 +170,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_CAPBSET_DROP = 24
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
 
@@ -203,6 +206,11 @@ def set_no_new_privs() -> None:
 def set_parent_death_signal(signal_number: int) -> None:
     """PR_SET_PDEATHSIG: the kernel sends this signal when the parent thread dies."""
     prctl(PR_SET_PDEATHSIG, signal_number)
+
+
+def set_child_subreaper() -> None:
+    """PR_SET_CHILD_SUBREAPER: orphaned descendants are reparented to us, not to init."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def set_dumpable(dumpable: bool) -> None:

@@ -53,7 +53,7 @@ from caplet._sandbox._jail import (
 from caplet._sandbox._landlock import apply_landlock, landlock_abi
 from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
 from caplet._sandbox._seccomp import apply_seccomp, seccomp_available
-from caplet._syscall import set_parent_death_signal
+from caplet._syscall import set_child_subreaper, set_parent_death_signal
 
 __all__ = ["LAYERS", "OPTIONAL_LAYERS", "STATUS", "SpawnRequest", "main", "probe_layers"]
 
@@ -351,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     fd = int(args[0])
     set_parent_death_signal(signal.SIGKILL)
+    # A killed jail monitor orphans the jail's pid 1 for a moment; as a
+    # subreaper the zygote inherits and reaps it (its _reap loop takes any
+    # child), instead of leaving a zombie for an init that may never reap.
+    set_child_subreaper()
     os.closerange(3, fd)
     os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
     sys.dont_write_bytecode = True
