@@ -46,15 +46,25 @@ __all__ = [
     "PR_SET_NO_NEW_PRIVS",
     "PR_SET_PDEATHSIG",
     "PR_SET_SECCOMP",
+    "SECCOMP_FILTER_FLAG_NEW_LISTENER",
     "SECCOMP_GET_ACTION_AVAIL",
+    "SECCOMP_GET_NOTIF_SIZES",
+    "SECCOMP_IOCTL_NOTIF_RECV",
+    "SECCOMP_IOCTL_NOTIF_SEND",
     "SECCOMP_MODE_FILTER",
+    "SECCOMP_SET_MODE_FILTER",
     "LandlockNetPortAttr",
     "LandlockPathBeneathAttr",
     "LandlockRulesetAttr",
+    "SeccompData",
+    "SeccompNotif",
+    "SeccompNotifResp",
+    "SeccompNotifSizes",
     "clear_capabilities",
     "drop_effective_capabilities",
     "effective_capabilities",
     "install_seccomp_filter",
+    "install_seccomp_listener",
     "landlock_abi_version",
     "landlock_add_net_rule",
     "landlock_add_path_rule",
@@ -65,6 +75,10 @@ __all__ = [
     "prctl",
     "raise_effective_capabilities",
     "seccomp_action_available",
+    "seccomp_filter_flag_supported",
+    "seccomp_notif_recv",
+    "seccomp_notif_send",
+    "seccomp_notif_sizes",
     "set_child_subreaper",
     "set_dumpable",
     "set_no_new_privs",
@@ -478,3 +492,159 @@ def landlock_add_net_rule(ruleset_fd: int, allowed_access: int, port: int) -> No
 def landlock_restrict_self(ruleset_fd: int) -> None:
     """Enforce the ruleset on the calling thread and its future children (needs no_new_privs)."""
     _check(int(_syscall_iu()(_SYS_LANDLOCK_RESTRICT_SELF, ruleset_fd, 0)), "landlock_restrict_self")
+
+
+# -- seccomp user notification (seccomp(2), seccomp_unotify(2)) ------------------
+# Layouts and numbers from include/uapi/linux/seccomp.h (Linux >= 5.0).
+
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_GET_NOTIF_SIZES = 3
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+
+
+class SeccompData(ctypes.Structure):
+    """struct seccomp_data: what the filter (and the supervisor) sees of one syscall."""
+
+    _fields_ = (
+        ("nr", ctypes.c_int),
+        ("arch", ctypes.c_uint32),
+        ("instruction_pointer", ctypes.c_uint64),
+        ("args", ctypes.c_uint64 * 6),
+    )
+
+
+class SeccompNotif(ctypes.Structure):
+    """struct seccomp_notif: one pending SECCOMP_RET_USER_NOTIF syscall."""
+
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("pid", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("data", SeccompData),
+    )
+
+
+class SeccompNotifResp(ctypes.Structure):
+    """struct seccomp_notif_resp: the supervisor's answer (``error`` is a negative errno)."""
+
+    _fields_ = (
+        ("id", ctypes.c_uint64),
+        ("val", ctypes.c_int64),
+        ("error", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    )
+
+
+class SeccompNotifSizes(ctypes.Structure):
+    """struct seccomp_notif_sizes, as SECCOMP_GET_NOTIF_SIZES reports the kernel's."""
+
+    _fields_ = (
+        ("seccomp_notif", ctypes.c_uint16),
+        ("seccomp_notif_resp", ctypes.c_uint16),
+        ("seccomp_data", ctypes.c_uint16),
+    )
+
+
+def _ioc_readwrite(number: int, size: int) -> int:
+    # include/uapi/asm-generic/ioctl.h (used by x86_64 and arm64): direction
+    # in bits 30-31 (_IOC_READ | _IOC_WRITE = 3), size in 16-29, type in 8-15.
+    return 3 << 30 | size << 16 | ord("!") << 8 | number  # SECCOMP_IOC_MAGIC '!'
+
+
+#: SECCOMP_IOWR(0, struct seccomp_notif) and SECCOMP_IOWR(1, struct seccomp_notif_resp).
+SECCOMP_IOCTL_NOTIF_RECV = _ioc_readwrite(0, ctypes.sizeof(SeccompNotif))
+SECCOMP_IOCTL_NOTIF_SEND = _ioc_readwrite(1, ctypes.sizeof(SeccompNotifResp))
+
+
+@cache
+def _ioctl() -> Callable[..., int]:
+    prototype = ctypes.CFUNCTYPE(
+        ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, use_errno=True
+    )
+    return prototype(("ioctl", _libc()))
+
+
+def _seccomp_number() -> int:
+    number = _SYS_SECCOMP.get(os.uname().machine)
+    if number is None:
+        raise OSError(38, f"seccomp: unsupported architecture {os.uname().machine}")
+    return number
+
+
+def install_seccomp_listener(program: bytes) -> int:
+    """Load a seccomp program with SECCOMP_FILTER_FLAG_NEW_LISTENER; return the listener fd.
+
+    Like :func:`install_seccomp_filter` (needs no_new_privs, covers the
+    calling thread and what it creates later), but through seccomp(2), which
+    alone can return the notification fd (close-on-exec) on which a
+    supervisor answers the program's SECCOMP_RET_USER_NOTIF results.
+    """
+    if not program or len(program) % 8:
+        raise ValueError(
+            f"a seccomp program is a non-empty multiple of 8 bytes, got {len(program)}"
+        )
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    result = int(
+        _syscall_uup()(
+            _seccomp_number(),
+            SECCOMP_SET_MODE_FILTER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            ctypes.addressof(fprog),
+        )
+    )
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(
+            errno, f"seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER): {os.strerror(errno)}"
+        )
+    return result
+
+
+def seccomp_filter_flag_supported(flag: int) -> bool:
+    """Does seccomp(SECCOMP_SET_MODE_FILTER) accept ``flag``? Installs nothing.
+
+    The kernel validates the flags before it reads the program, so a NULL
+    program fails with EFAULT when the flag is known and EINVAL when it is
+    not (the probe libseccomp uses); no filter and no listener is created.
+    """
+    number = _SYS_SECCOMP.get(os.uname().machine)
+    if number is None:
+        return False
+    result = int(_syscall_uup()(number, SECCOMP_SET_MODE_FILTER, flag, None))
+    return result < 0 and ctypes.get_errno() == 14  # EFAULT
+
+
+def seccomp_notif_sizes() -> SeccompNotifSizes | None:
+    """SECCOMP_GET_NOTIF_SIZES: the kernel's struct sizes, None when it has no user notification."""
+    number = _SYS_SECCOMP.get(os.uname().machine)
+    if number is None:
+        return None
+    sizes = SeccompNotifSizes()
+    result = int(_syscall_uup()(number, SECCOMP_GET_NOTIF_SIZES, 0, ctypes.addressof(sizes)))
+    return sizes if result == 0 else None
+
+
+def seccomp_notif_recv(listener: int, notification: SeccompNotif) -> None:
+    """SECCOMP_IOCTL_NOTIF_RECV into ``notification`` (zeroed first, as the kernel requires).
+
+    Blocks while nothing is pending: poll the listener for POLLIN first.
+    ENOENT means the target died between the poll and this call.
+    """
+    ctypes.memset(ctypes.addressof(notification), 0, ctypes.sizeof(notification))
+    result = _ioctl()(listener, SECCOMP_IOCTL_NOTIF_RECV, ctypes.addressof(notification))
+    _check(result, "ioctl(SECCOMP_IOCTL_NOTIF_RECV)")
+
+
+def seccomp_notif_send(
+    listener: int, notification_id: int, *, error: int, val: int = 0, flags: int = 0
+) -> None:
+    """SECCOMP_IOCTL_NOTIF_SEND: finish notification ``notification_id``.
+
+    ``error`` is 0 or a negative errno (the syscall then fails with it);
+    ENOENT means the target is gone (killed while it waited), which is not
+    an error for the supervisor.
+    """
+    response = SeccompNotifResp(notification_id, val, error, flags)
+    result = _ioctl()(listener, SECCOMP_IOCTL_NOTIF_SEND, ctypes.addressof(response))
+    _check(result, "ioctl(SECCOMP_IOCTL_NOTIF_SEND)")

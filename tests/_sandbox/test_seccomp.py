@@ -1,7 +1,9 @@
 """The seccomp filter: its program decoded and emulated here, its effects on a real child.
 
 Filters are only ever installed in a child interpreter (``python -I -c``),
-which prints one JSON object of outcomes ("ok" or the errno name).
+which prints one JSON object of outcomes ("ok" or the errno name). With
+``notify=True`` the child sends its listener to the test, which answers
+the notifications itself in a plain poll loop (no thread).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import socket
 import struct
 import subprocess
 import sys
@@ -21,12 +25,20 @@ from caplet._errors import SandboxError
 from caplet._sandbox._seccomp import (
     AUDIT_ARCH,
     DENIED_SYSCALLS,
+    MAX_DENIAL_NAMES,
     SYSCALL_NUMBERS,
+    DenialCounter,
     build_filter,
     seccomp_available,
     seccomp_enforced,
+    seccomp_notify_problem,
+    syscall_names,
 )
-from caplet._syscall import seccomp_action_available
+from caplet._syscall import (
+    SECCOMP_FILTER_FLAG_NEW_LISTENER,
+    seccomp_action_available,
+    seccomp_filter_flag_supported,
+)
 
 MACHINE = os.uname().machine
 
@@ -78,6 +90,7 @@ def _run(script: str, **args: object) -> dict[str, object]:
 
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _KILL_PROCESS, _ERRNO, _ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+_USER_NOTIF = 0x7FC00000
 _EPERM, _ENOSYS = 1, 38
 
 
@@ -434,3 +447,144 @@ def test_denied_calls_fail_with_eperm_only_under_the_filter(filtered: bool) -> N
         assert result == dict.fromkeys(_HARMLESS_CALLS, "EPERM")
     else:
         assert all(result[call] not in ("EPERM", "ok") for call in _NEVER_EPERM_UNFILTERED), result
+
+
+# -- counting denials: SECCOMP_RET_USER_NOTIF --------------------------------------
+
+
+@pytest.mark.parametrize("machine", sorted(SYSCALL_NUMBERS))
+def test_notify_turns_every_eperm_into_a_notification_and_nothing_else(machine: str) -> None:
+    plain = build_filter(allow_exec=False, machine=machine)
+    notify = build_filter(allow_exec=False, machine=machine, notify=True)
+    assert len(notify) == len(plain)
+    arch = AUDIT_ARCH[machine]
+    nr = SYSCALL_NUMBERS[machine]
+    cases: list[tuple[int, int, tuple[int, ...]]] = [
+        (nr[name], arch, ()) for name in (*DENIED_SYSCALLS, "execve", "execveat") if name in nr
+    ]
+    cases += [
+        (nr["clone3"], arch, ()),
+        (nr["clone"], arch, (0x10000011,)),
+        (nr["clone"], arch, (0x01200011,)),
+        (nr["socket"], arch, (2,)),
+        (nr["socket"], arch, (1,)),
+        (nr["ioctl"], arch, (0, 0x5412)),
+        (nr["personality"], arch, (0x0040000,)),
+        (nr["ptrace"], 0x40000003, ()),  # i386: still killed, never notified
+        (0, arch, ()),
+    ]
+    if machine == "x86_64":
+        cases.append((0x40000000 | 39, arch, ()))
+    for number, audit_arch, args in cases:
+        before = _emulate(plain, nr=number, arch=audit_arch, args=args)
+        after = _emulate(notify, nr=number, arch=audit_arch, args=args)
+        expected = _USER_NOTIF if before == _ERRNO | _EPERM else before
+        assert after == expected, (number, hex(before), hex(after))
+    assert _emulate(notify, nr=nr["ptrace"], arch=arch) == _USER_NOTIF
+    assert _emulate(notify, nr=nr["clone3"], arch=arch) == _ERRNO | _ENOSYS
+
+
+def test_counting_is_available_here_and_probing_it_installs_nothing() -> None:
+    assert seccomp_notify_problem() is None
+    assert seccomp_action_available(_USER_NOTIF) is True
+    assert seccomp_filter_flag_supported(SECCOMP_FILTER_FLAG_NEW_LISTENER) is True
+    assert seccomp_filter_flag_supported(1 << 30) is False  # no such flag
+    status = Path("/proc/self/status").read_text(encoding="ascii")
+    assert re.search(r"^Seccomp:\s+0$", status, re.MULTILINE), "the probe must not filter us"
+
+
+def test_syscall_names_invert_the_table() -> None:
+    names = syscall_names("x86_64")
+    assert names[101] == "ptrace"
+    assert names[41] == "socket"
+    assert len(names) == len(SYSCALL_NUMBERS["x86_64"])
+    assert syscall_names("riscv64") == {}
+
+
+_NOTIFY_CHILD = """
+handover = socket.socket(fileno=int(sys.argv[2]))
+listener = apply_seccomp(allow_exec=False, notify=True)
+assert isinstance(listener, int) and listener > 2, listener
+socket.send_fds(handover, [b"listener"], [listener])
+os.close(listener)
+handover.close()
+inet = [attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(3)]
+done({
+    "inet": inet,
+    "ptrace": raw(NR["ptrace"], -1, 0, 0, 0),
+    "unix": attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()),
+    "clone3": raw(NR["clone3"], 0, 0),
+    "x32": [raw(0x40000000 | n) for n in range(ARGS["x32"])] if ARGS["x32"] else [],
+})
+"""
+
+
+def _supervise(x32: int = 0) -> tuple[dict[str, object], DenialCounter, bool]:
+    """Run _NOTIFY_CHILD, answering its notifications here; (its result, counter, hung up)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours:
+        with theirs:
+            code = _PRELUDE + _NOTIFY_CHILD
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-c", code, json.dumps({"x32": x32}), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        _, fds, _, _ = socket.recv_fds(ours, 64, 1)
+    assert len(fds) == 1, proc.communicate()
+    counter = DenialCounter(fds[0])
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        poller = select.poll()
+        poller.register(fds[0], select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        # The child blocks in each denied call until this loop answers it,
+        # so it can only exit once every notification was served.
+        while True:
+            ready = dict(poller.poll(60_000))
+            assert ready, "the child neither made a denied call nor exited"
+            counter.serve()
+            if pidfd in ready:
+                break
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        os.close(pidfd)
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    # Reaped: nothing uses the filter any more, the listener reports POLLHUP.
+    hung_up = not counter.serve()
+    counter.close()
+    result = json.loads(stdout.splitlines()[-1])
+    assert isinstance(result, dict)
+    return result, counter, hung_up
+
+
+def test_notify_filter_returns_eperm_from_the_supervisor_and_counts_by_name() -> None:
+    result, counter, hung_up = _supervise()
+    assert result == {
+        "inet": ["EPERM", "EPERM", "EPERM"],
+        "ptrace": "EPERM",
+        "unix": "ok",
+        "clone3": "ENOSYS",
+        "x32": [],
+    }
+    assert counter.counts == {"socket": 3, "ptrace": 1}
+    assert hung_up
+    assert counter.fd is None
+    assert counter.serve() is False  # closed: nothing more to serve
+
+
+@pytest.mark.skipif(MACHINE != "x86_64", reason="the x32 ABI exists only on x86_64")
+def test_distinct_names_are_bounded() -> None:
+    result, counter, _ = _supervise(x32=MAX_DENIAL_NAMES + 10)
+    assert result["x32"] == ["EPERM"] * (MAX_DENIAL_NAMES + 10)
+    # socket and ptrace came first; the x32 numbers fill the rest of the
+    # table, and everything past it is counted as "other".
+    assert len(counter.counts) == MAX_DENIAL_NAMES
+    named_x32 = MAX_DENIAL_NAMES - 1 - 2
+    assert counter.counts["other"] == MAX_DENIAL_NAMES + 10 - named_x32
+    assert counter.counts["syscall 1073741824"] == 1
+    assert sum(counter.counts.values()) == MAX_DENIAL_NAMES + 10 + 4

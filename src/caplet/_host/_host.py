@@ -505,6 +505,10 @@ class PluginHost:
         if running is None:
             return
         running.worker.close()
+        # The worker is reaped now, so the seccomp denials the zygote counted
+        # for it are known: one permission-log line per denied syscall.
+        for syscall, count in sorted(running.worker.denials.items()):
+            self.manager.log_decision(name, "seccomp", syscall, False, f"denied {count} time(s)")
         remove_snapshot(running.snapshot)
         shutil.rmtree(running.workdir, ignore_errors=True)
 

@@ -83,6 +83,16 @@ class Worker(Protocol):
     @property
     def alive(self) -> bool: ...
 
+    @property
+    def denials(self) -> Mapping[str, int]:
+        """Syscall name -> times the kernel sandbox denied it to this worker.
+
+        Known once the worker has ended (after :meth:`close`, a timeout or a
+        crash); empty before, and always empty where denials are not counted
+        (a plain process, or a kernel without seccomp user notification).
+        """
+        ...
+
     def call(
         self,
         module: str,

@@ -59,7 +59,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import msgpack
 
@@ -136,6 +136,11 @@ _INIT_KEYS = frozenset(
 )
 
 
+def _small_int(value: object) -> bool:
+    """An int (not a bool) msgpack can carry: the fast-path test for flat values."""
+    return type(value) is int and _INT_MIN <= value <= _INT_MAX
+
+
 # -- messages ---------------------------------------------------------------------
 
 
@@ -155,9 +160,15 @@ class Init:
     env: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """CALL: run ``module.function(*args, **kwargs)``."""
+class Call(NamedTuple):
+    """CALL: run ``module.function(*args, **kwargs)``.
+
+    CALL and RESULT are typed NamedTuples rather than frozen dataclasses
+    because they are built once per call on each side: a frozen slotted
+    dataclass costs ~2.7 µs to construct (one object.__setattr__ per field),
+    a NamedTuple ~0.3 µs, against a 30 µs round-trip budget. Both are
+    immutable records; the other messages stay dataclasses.
+    """
 
     request_id: int
     module: str
@@ -182,9 +193,8 @@ class Ready:
     rejected: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """RESULT: the function's return value."""
+class Result(NamedTuple):
+    """RESULT: the function's return value (a NamedTuple for speed, see :class:`Call`)."""
 
     request_id: int
     value: WireValue
@@ -389,9 +399,12 @@ def encode_call(
         if not isinstance(kwargs, Mapping):
             raise ProtocolError(f"kwargs must be a mapping, got {type(kwargs).__name__}")
         kwargs = dict(kwargs)
-    if args:
+    # Flat arguments of plain types (the common case) need no recursive walk.
+    if args and not all(type(a) in _PLAIN or _small_int(a) for a in args):
         _checked(args, "args")
-    if kwargs:
+    if kwargs and not all(
+        type(k) is str and (type(v) in _PLAIN or _small_int(v)) for k, v in kwargs.items()
+    ):
         _checked(kwargs, "kwargs")
     # The checks are inlined for the common case; the helpers raise.
     if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
@@ -616,11 +629,13 @@ def _call(message: list[object], request_id: int) -> Call:
         function = _text(function, "CALL function")
     if type(args) is not list:
         raise ProtocolError(f"CALL args must be an array, got {type(args).__name__}")
-    if args:
+    if args and not all(type(a) in _PLAIN or _small_int(a) for a in args):
         _wire(args, "CALL args")
     if type(kwargs) is not dict:
         raise ProtocolError(f"CALL kwargs must be a map, got {type(kwargs).__name__}")
-    if kwargs:
+    if kwargs and not all(
+        type(k) is str and (type(v) in _PLAIN or _small_int(v)) for k, v in kwargs.items()
+    ):
         _wire(kwargs, "CALL kwargs")  # also refuses bytes keys, which msgpack lets through
     return Call(request_id, module, function, args, kwargs)
 

@@ -18,6 +18,12 @@ share one list of grants.
 missing on this machine, naming the layer and how to get it;
 ``best-effort`` runs with the layers that exist, and :attr:`isolation` says
 which ones those are.
+
+Seccomp denials are counted by the zygote where the kernel allows it
+(SECCOMP_RET_USER_NOTIF, Linux >= 5.0) and reported after the worker's
+exit status on its status pipe; :attr:`ZygoteChild.denials` exposes them
+once the worker has been reaped, and ``caplet doctor`` says whether
+counting works here (``details["seccomp_counting"]``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -57,6 +65,9 @@ __all__ = [
 
 _STATUS_BYTES = 4
 _REAP_TIMEOUT_S = 5.0
+#: Most bytes of denial report read after the status (the zygote sends < 4 KiB).
+_MAX_REPORT_BYTES = 64 * 1024
+_NO_DENIALS: Mapping[str, int] = types.MappingProxyType({})
 
 #: How to get each layer when it is missing (shown by strict refusals and doctor).
 FIXES: Mapping[str, str] = {
@@ -85,17 +96,23 @@ class ZygoteChild:
     the monitor of it), so the kernel takes every process in it down too.
     """
 
-    __slots__ = ("_pid", "_pidfd", "_status", "_status_r")
+    __slots__ = ("_denials", "_pid", "_pidfd", "_status", "_status_r")
 
     def __init__(self, pid: int, pidfd: int, status_r: int) -> None:
         self._pid = pid
         self._pidfd = pidfd
         self._status_r = status_r
         self._status: int | None = None
+        self._denials = _NO_DENIALS
 
     @property
     def pid(self) -> int:
         return self._pid
+
+    @property
+    def denials(self) -> Mapping[str, int]:
+        """Syscall name -> times the seccomp filter denied it (empty until reaped)."""
+        return self._denials
 
     def exited(self) -> bool:
         if self._status is not None:
@@ -116,17 +133,57 @@ class ZygoteChild:
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass  # already gone; the zygote has (or will have) its status
-        poller = select.poll()
-        poller.register(self._status_r, select.POLLIN)
-        status = -signal.SIGKILL
-        if poller.poll(round(_REAP_TIMEOUT_S * 1000)):
-            data = os.read(self._status_r, _STATUS_BYTES)
-            if len(data) == _STATUS_BYTES:
-                status = int.from_bytes(data, sys.byteorder, signed=True)
+        status, denials = _read_report(self._status_r, time.monotonic() + _REAP_TIMEOUT_S)
         os.close(self._pidfd)
         os.close(self._status_r)
-        self._status = status
-        return status
+        self._status = -signal.SIGKILL if status is None else status
+        self._denials = denials
+        return self._status
+
+
+def _read_report(fd: int, deadline: float) -> tuple[int | None, Mapping[str, int]]:
+    """The status and denial counts the zygote wrote to a status pipe.
+
+    Reads until the report is complete, end-of-file, the size limit or the
+    deadline, whichever comes first; the status is None when it never came.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    data = b""
+    denials: Mapping[str, int] | None = None
+    while len(data) < _STATUS_BYTES + _MAX_REPORT_BYTES:
+        if len(data) > _STATUS_BYTES:
+            denials = _decode_denials(data[_STATUS_BYTES:])
+            if denials is not None:
+                break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not poller.poll(max(0, round(remaining * 1000))):
+            break
+        chunk = os.read(fd, _STATUS_BYTES + _MAX_REPORT_BYTES - len(data))
+        if not chunk:
+            break  # the zygote closed its end: nothing more is coming
+        data += chunk
+    if len(data) < _STATUS_BYTES:
+        return None, _NO_DENIALS
+    status = int.from_bytes(data[:_STATUS_BYTES], sys.byteorder, signed=True)
+    return status, denials or _NO_DENIALS
+
+
+def _decode_denials(data: bytes) -> Mapping[str, int] | None:
+    """The ``{syscall name: count}`` map; None while incomplete or when malformed."""
+    try:
+        counts = msgpack.unpackb(data, raw=False, max_map_len=1024, max_str_len=256)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(counts, dict):
+        return None
+    return types.MappingProxyType(
+        {
+            name: count
+            for name, count in counts.items()
+            if isinstance(name, str) and type(count) is int and count > 0
+        }
+    )
 
 
 class _Zygote:
@@ -162,6 +219,9 @@ class _Zygote:
             self.close()
             raise WorkerStartError("the sandbox zygote did not report its layers; see its stderr")
         self.layers: LayerReport = {str(k): str(v) for k, v in layers.items()}
+        #: "" when the zygote counts seccomp denials, else why it cannot.
+        counting = hello.get("seccomp_counting") if isinstance(hello, dict) else None
+        self.counting = "not reported by the zygote" if counting is None else str(counting)
 
     def _receive(self, *, timeout_s: float) -> tuple[object, list[int]]:
         poller = select.poll()
@@ -208,8 +268,10 @@ class _Zygote:
 class SandboxLauncher:
     """Starts workers in kernel sandboxes through a zygote (implements ``Launcher``)."""
 
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(self, *, strict: bool = True, count_denials: bool = True) -> None:
         self.strict = strict
+        #: Ask the zygote to count seccomp denials (where the kernel allows it).
+        self.count_denials = count_denials
         self._zygote: _Zygote | None = None
         self._lock = threading.Lock()
 
@@ -222,6 +284,12 @@ class SandboxLauncher:
     def layers(self) -> LayerReport:
         """Each layer -> "" if usable on this machine, else why not."""
         return dict(self._get_zygote().layers)
+
+    def counting_problem(self) -> str:
+        """ "" when workers' seccomp denials are counted here, else why not."""
+        if not self.count_denials:
+            return "turned off for this launcher (count_denials=False)"
+        return self._get_zygote().counting
 
     def active_layers(self) -> tuple[str, ...]:
         """The layers every worker of this launcher gets, optional ones included."""
@@ -266,6 +334,7 @@ class SandboxLauncher:
                 "file_size_mb": spec.file_size_mb,
             },
             "tmp_size_mb": spec.tmp_size_mb,
+            "count_denials": self.count_denials,
         }
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
@@ -358,8 +427,14 @@ def isolation_report() -> IsolationReport:
     launcher = SandboxLauncher(strict=True)
     try:
         layers = dict(launcher.layers())
+        counting = launcher.counting_problem()
     finally:
         launcher.close()
+    details["seccomp_counting"] = (
+        "yes (SECCOMP_RET_USER_NOTIF: each denial is answered with EPERM and logged)"
+        if not counting
+        else f"no ({counting}): denied syscalls still fail with EPERM but are not counted"
+    )
     from caplet._sandbox._landlock import landlock_abi
     from caplet._sandbox._seccomp import seccomp_enforced
 

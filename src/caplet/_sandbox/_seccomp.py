@@ -38,11 +38,19 @@ Argument checks look at the low 32 bits only: each of those arguments is an
 Both supported architectures are little-endian, so the low half of
 ``args[i]`` is at offset ``16 + 8 * i``.
 
-Denials are not counted: SECCOMP_RET_ERRNO makes the syscall fail in the
-worker and tells nobody. Counting them ("a denied syscall returns EPERM and
-is counted") needs SECCOMP_RET_USER_NOTIF and a supervisor on the listener
-fd, or RET_TRAP and a SIGSYS handler the plugin could replace; neither is
-implemented yet.
+Counting denials ("a denied syscall returns EPERM and is counted"): built
+with ``notify=True``, every EPERM above becomes SECCOMP_RET_USER_NOTIF
+(seccomp_unotify(2)) and :func:`apply_seccomp` installs the program with
+SECCOMP_FILTER_FLAG_NEW_LISTENER, returning the listener fd. The worker
+hands that fd to the zygote, whose :class:`DenialCounter` answers every
+notification with ``error = -EPERM`` (never SECCOMP_USER_NOTIF_FLAG_CONTINUE:
+the syscall is not run) and counts it by name, so the plugin observes exactly
+what RET_ERRNO would give it. clone3's ENOSYS and the foreign-architecture
+kill are not denials of a plugin's request and stay as they are. RET_TRAP
+with a SIGSYS handler was the alternative, rejected: the plugin could
+replace the handler. Where the kernel lacks user notification
+(:func:`seccomp_notify_problem`), workers get the RET_ERRNO program and
+denials go uncounted.
 
 This module runs inside workers: it imports only the standard library and
 caplet base modules.
@@ -52,6 +60,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import struct
 import sys
 from collections.abc import Mapping
@@ -59,16 +68,32 @@ from pathlib import Path
 from types import MappingProxyType
 
 from caplet._errors import SandboxError
-from caplet._syscall import install_seccomp_filter, seccomp_action_available, set_no_new_privs
+from caplet._syscall import (
+    SECCOMP_FILTER_FLAG_NEW_LISTENER,
+    SeccompNotif,
+    install_seccomp_filter,
+    install_seccomp_listener,
+    seccomp_action_available,
+    seccomp_filter_flag_supported,
+    seccomp_notif_recv,
+    seccomp_notif_send,
+    seccomp_notif_sizes,
+    set_no_new_privs,
+)
 
 __all__ = [
     "AUDIT_ARCH",
     "DENIED_SYSCALLS",
+    "MAX_DENIAL_NAMES",
+    "SERVE_BATCH",
     "SYSCALL_NUMBERS",
+    "DenialCounter",
     "apply_seccomp",
     "build_filter",
     "seccomp_available",
     "seccomp_enforced",
+    "seccomp_notify_problem",
+    "syscall_names",
 ]
 
 #: include/uapi/linux/audit.h: EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE.
@@ -272,6 +297,7 @@ SYSCALL_NUMBERS: Mapping[str, Mapping[str, int]] = MappingProxyType(
 # -- seccomp(2) return values (include/uapi/linux/seccomp.h) ---------------------
 _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
+_RET_USER_NOTIF = 0x7FC00000
 _RET_ALLOW = 0x7FFF0000
 
 # -- classic BPF opcodes (include/uapi/linux/bpf_common.h) -----------------------
@@ -323,13 +349,15 @@ def _on_syscall(number: int, block: list[_Insn]) -> list[_Insn]:
     return [_jump(_JEQ_K, number, 0, len(block)), *block]
 
 
-def build_filter(*, allow_exec: bool, machine: str | None = None) -> bytes:
+def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool = False) -> bytes:
     """The seccomp program (``struct sock_filter`` entries, 8 bytes each) for ``machine``.
 
     ``machine`` defaults to ``os.uname().machine``; an architecture without a
     syscall table here raises :class:`SandboxError` (fail closed: a filter
-    with another architecture's numbers would deny the wrong calls). The
-    result depends only on the arguments.
+    with another architecture's numbers would deny the wrong calls). With
+    ``notify`` every denial returns SECCOMP_RET_USER_NOTIF instead of
+    ``RET_ERRNO | EPERM``, for a supervisor to count and answer with EPERM.
+    The result depends only on the arguments.
     """
     machine = os.uname().machine if machine is None else machine
     numbers = SYSCALL_NUMBERS.get(machine)
@@ -340,7 +368,7 @@ def build_filter(*, allow_exec: bool, machine: str | None = None) -> bytes:
             f"{', '.join(sorted(SYSCALL_NUMBERS))}); refusing to run a worker with a "
             'filter that cannot be built. Use isolation = "best-effort" to run without it.'
         )
-    deny = _errno(errno.EPERM)
+    deny = _stmt(_RET_K, _RET_USER_NOTIF) if notify else _errno(errno.EPERM)
     program: list[_Insn] = [
         _stmt(_LD_W_ABS, _OFFSET_ARCH),
         _jump(_JEQ_K, arch, 1, 0),
@@ -400,25 +428,36 @@ def build_filter(*, allow_exec: bool, machine: str | None = None) -> bytes:
     return b"".join(struct.pack("<HBBI", *insn) for insn in program)
 
 
-def apply_seccomp(*, allow_exec: bool) -> None:
+def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
     """Install the filter on the calling thread; it is inherited and never removed.
 
     Sets no_new_privs first (seccomp(2): without CAP_SYS_ADMIN a filter may
     only be installed under no_new_privs, which also stops a set-uid program
-    from gaining privileges the filter was written against). The filter is
-    installed with prctl(PR_SET_SECCOMP), which covers the calling thread and
-    everything it creates afterwards, not threads that already exist: call it
-    before any thread is started.
+    from gaining privileges the filter was written against). The filter
+    covers the calling thread and everything it creates afterwards, not
+    threads that already exist: call it before any thread is started.
+
+    Without ``notify`` the filter is installed with prctl(PR_SET_SECCOMP)
+    and None is returned. With ``notify`` it is the counting program,
+    installed with seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER), and the
+    listener fd is returned: until a supervisor serves it, a denied syscall
+    blocks (and once every copy of the fd is closed it fails with ENOSYS,
+    seccomp_unotify(2)), so the caller must hand it over before making any
+    denied call and must never run plugin code if that fails.
     """
-    program = build_filter(allow_exec=allow_exec)
+    program = build_filter(allow_exec=allow_exec, notify=notify)
     try:
         set_no_new_privs()
+        if notify:
+            return install_seccomp_listener(program)
         install_seccomp_filter(program)
     except OSError as exc:
         raise SandboxError(
             f"seccomp: the kernel refused the worker's filter ({exc.strerror}); it needs "
-            'CONFIG_SECCOMP_FILTER. Use isolation = "best-effort" to run without it.'
+            "CONFIG_SECCOMP_FILTER (and Linux >= 5.0 to count denials). Use isolation = "
+            '"best-effort" to run without it.'
         ) from exc
+    return None
 
 
 def seccomp_available() -> bool:
@@ -442,6 +481,121 @@ def seccomp_available() -> bool:
     return all(
         seccomp_action_available(action) for action in (_RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW)
     )
+
+
+def seccomp_notify_problem() -> str | None:
+    """None when denials can be counted here, else why not (``caplet doctor`` shows it).
+
+    Side-effect free: SECCOMP_GET_ACTION_AVAIL for SECCOMP_RET_USER_NOTIF,
+    the NEW_LISTENER flag probed with a NULL program (see
+    :func:`caplet._syscall.seccomp_filter_flag_supported`), and the kernel's
+    struct seccomp_notif and seccomp_notif_resp sizes, which must be the
+    ones the RECV and SEND ioctl numbers were built from.
+    """
+    if not seccomp_available():
+        return "seccomp filters are not available"
+    if not seccomp_action_available(_RET_USER_NOTIF):
+        return "the kernel has no SECCOMP_RET_USER_NOTIF (needs Linux >= 5.0)"
+    if not seccomp_filter_flag_supported(SECCOMP_FILTER_FLAG_NEW_LISTENER):
+        return "the kernel refuses SECCOMP_FILTER_FLAG_NEW_LISTENER (needs Linux >= 5.0)"
+    sizes = seccomp_notif_sizes()
+    if sizes is None or (sizes.seccomp_notif, sizes.seccomp_notif_resp) != (80, 24):
+        return "the kernel's struct seccomp_notif layout is not the one caplet knows"
+    return None
+
+
+def syscall_names(machine: str | None = None) -> Mapping[int, str]:
+    """Syscall number -> name on ``machine`` (default: this one), from :data:`SYSCALL_NUMBERS`."""
+    table = SYSCALL_NUMBERS.get(os.uname().machine if machine is None else machine, {})
+    return MappingProxyType({number: name for name, number in table.items()})
+
+
+#: Most notifications one listener gets answered per turn of the zygote's loop,
+#: so a plugin flooding denied syscalls delays spawn requests and other
+#: workers' notifications by at most this many round trips (each a few µs).
+SERVE_BATCH = 16
+#: Most distinct names counted per worker; the rest are counted as "other".
+#: Names come from a fixed table, but an x32 number (any value with
+#: __X32_SYSCALL_BIT set) is denied under its own number, and a plugin must
+#: not be able to grow the zygote's memory or the status report with them.
+MAX_DENIAL_NAMES = 64
+_OVERFLOW_NAME = "other"
+
+
+class DenialCounter:
+    """The supervisor side of one worker's listener: answer with EPERM, count by name.
+
+    Runs in the zygote, which polls :attr:`fd` with its other descriptors and
+    calls :meth:`serve` when it is ready. Never blocks: each RECV follows a
+    poll that reported POLLIN, and with one supervisor thread a pending
+    notification cannot be taken by anyone else (a target killed in
+    between makes RECV fail with ENOENT, it does not block).
+    """
+
+    __slots__ = ("_names", "_notification", "_poller", "counts", "fd")
+
+    def __init__(self, fd: int, *, machine: str | None = None) -> None:
+        self.fd: int | None = fd
+        #: Syscall name -> times denied (kept after the listener is closed).
+        self.counts: dict[str, int] = {}
+        self._names = syscall_names(machine)
+        self._notification = SeccompNotif()
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN)
+
+    def serve(self, limit: int = SERVE_BATCH) -> bool:
+        """Answer up to ``limit`` pending notifications; False once the listener hung up.
+
+        POLLHUP means no process uses the filter any more (seccomp_unotify(2)):
+        the caller then closes the listener. OSError for anything but the
+        target's death (the caller closes the listener; the worker's denied
+        calls then fail with ENOSYS, still denied).
+        """
+        if self.fd is None:
+            return False
+        for _ in range(limit):
+            events = self._poller.poll(0)
+            if not events:
+                return True
+            revents = events[0][1]
+            if revents & select.POLLIN:
+                self._answer(self.fd)
+            elif revents & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                return False
+        return True
+
+    def _answer(self, fd: int) -> None:
+        notification = self._notification
+        try:
+            seccomp_notif_recv(fd, notification)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.EINTR):
+                return  # the target died (or a signal came) before we took it
+            raise
+        self._count(int(notification.data.nr))
+        try:
+            # error = -EPERM, val = 0, flags = 0: the syscall fails as with
+            # RET_ERRNO|EPERM and never runs (no USER_NOTIF_FLAG_CONTINUE).
+            seccomp_notif_send(fd, int(notification.id), error=-errno.EPERM)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:  # ENOENT: the target died waiting
+                raise
+
+    def _count(self, number: int) -> None:
+        name = self._names.get(number)
+        if name is None:
+            name = f"syscall {number}"
+        counts = self.counts
+        if name not in counts and len(counts) >= MAX_DENIAL_NAMES - 1:
+            name = _OVERFLOW_NAME
+        counts[name] = counts.get(name, 0) + 1
+
+    def close(self) -> None:
+        """Close the listener (idempotent); :attr:`counts` stays readable."""
+        if self.fd is not None:
+            self._poller.unregister(self.fd)
+            os.close(self.fd)
+            self.fd = None
 
 
 # The thorough probe applies the real filter in a throwaway interpreter and

@@ -92,6 +92,7 @@ _INIT_REQUEST_ID = 0
 _EXIT_GRACE_S = 1.0
 #: How much of the worker's stderr is quoted in errors.
 _TAIL_BYTES = 2048
+_NO_DENIALS: Mapping[str, int] = types.MappingProxyType({})
 
 
 def bootstrap_command(module: str, fd: int) -> list[str]:
@@ -175,6 +176,11 @@ class ChildProcess(Protocol):
         """
         ...
 
+    @property
+    def denials(self) -> Mapping[str, int]:
+        """Syscall name -> times seccomp denied it (known once reaped; may stay empty)."""
+        ...
+
 
 class PopenChild:
     """A worker started with :class:`subprocess.Popen` in a session of its own."""
@@ -188,6 +194,11 @@ class PopenChild:
     @property
     def pid(self) -> int:
         return self._process.pid
+
+    @property
+    def denials(self) -> Mapping[str, int]:
+        """Always empty: a plain process has no seccomp filter to count denials of."""
+        return _NO_DENIALS
 
     def exited(self) -> bool:
         try:
@@ -281,6 +292,11 @@ class SubprocessWorker:
     def alive(self) -> bool:
         """True while the worker process runs (checked without reaping it)."""
         return self._death is None and not self._process.exited()
+
+    @property
+    def denials(self) -> Mapping[str, int]:
+        """Syscall name -> times the sandbox denied it; known once the worker has ended."""
+        return self._process.denials
 
     def call(
         self,

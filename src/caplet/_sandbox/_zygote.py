@@ -6,8 +6,9 @@ worker costs a ``fork`` plus the layers, not an interpreter start-up.
 
 Protocol (a ``SOCK_SEQPACKET`` pair, so each message is one datagram):
 
-* zygote -> host, once at start: ``{"layers": {...}}``, what this machine
-  offers (see :func:`probe_layers`);
+* zygote -> host, once at start: ``{"layers": {...}, "seccomp_counting": ""}``,
+  what this machine offers (see :func:`probe_layers`; ``seccomp_counting``
+  is "" when denials can be counted, else why not);
 * host -> zygote: a msgpack map (the spawn request, :func:`_spawn_request`)
   with three descriptors attached (``SCM_RIGHTS``): the worker's end of its
   channel, the worker's stderr log file, and the write end of a status pipe;
@@ -17,8 +18,26 @@ Protocol (a ``SOCK_SEQPACKET`` pair, so each message is one datagram):
 The zygote reaps its children and writes each one's status (4 bytes, the
 :attr:`subprocess.Popen.returncode` convention) to that child's status
 pipe, which is how the host learns how a worker ended even though it is not
-the worker's parent. The zygote dies with the host (``PR_SET_PDEATHSIG``) and
-every child dies with the zygote, so nothing outlives the host.
+the worker's parent, followed by a msgpack map ``{syscall name: count}`` of
+the seccomp denials it counted for that worker (empty when none, or when
+counting is off), in one write of at most PIPE_BUF bytes so that it is
+atomic and cannot block on the fresh pipe (pipe(7)).
+
+Counting denials (``count_denials`` in the spawn request, when the seccomp
+layer is on and :func:`~caplet._sandbox._seccomp.seccomp_notify_problem`
+finds nothing wrong): the zygote makes a socketpair per spawn; the worker
+installs its filter with a listener (seccomp_unotify(2)), sends the
+listener fd over that socketpair, closes its copies and only then runs
+plugin code. The zygote's loop polls every listener with its control
+socket and answers each notification with EPERM through a
+:class:`~caplet._sandbox._seccomp.DenialCounter`, at most
+:data:`~caplet._sandbox._seccomp.SERVE_BATCH` per listener per turn, so a
+flooding plugin costs CPU but delays spawn requests and other workers by
+at most that many round trips per turn. A listener is closed when it
+reports POLLHUP (no process uses the filter any more).
+
+The zygote dies with the host (``PR_SET_PDEATHSIG``) and every child dies
+with the zygote, so nothing outlives the host.
 
 This module runs in the zygote and in workers: stdlib, msgpack and caplet's
 base and sandbox modules only.
@@ -26,6 +45,7 @@ base and sandbox modules only.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import signal
@@ -52,17 +72,34 @@ from caplet._sandbox._jail import (
 )
 from caplet._sandbox._landlock import apply_landlock, landlock_abi
 from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
-from caplet._sandbox._seccomp import apply_seccomp, seccomp_available
+from caplet._sandbox._seccomp import (
+    DenialCounter,
+    apply_seccomp,
+    seccomp_available,
+    seccomp_notify_problem,
+)
 from caplet._syscall import set_child_subreaper, set_parent_death_signal
 
-__all__ = ["LAYERS", "OPTIONAL_LAYERS", "STATUS", "SpawnRequest", "main", "probe_layers"]
+__all__ = [
+    "LAYERS",
+    "OPTIONAL_LAYERS",
+    "SECCOMP_COUNTING",
+    "STATUS",
+    "SpawnRequest",
+    "main",
+    "probe_counting",
+    "probe_layers",
+]
 
 #: The isolation layers, in the order they are applied in a new worker.
 LAYERS = ("namespaces", "rlimits", "landlock", "seccomp")
 #: Layers used where the machine allows them, not required by strict isolation.
 OPTIONAL_LAYERS = ("cgroup",)
-#: Status pipe payload: one signed 32-bit int (returncode convention).
+#: Status pipe payload: one signed 32-bit int (returncode convention), then
+#: the msgpack map of denial counts.
 STATUS = struct.Struct("=i")
+#: The whole status report fits in one atomic pipe write (pipe(7): PIPE_BUF).
+_PIPE_BUF = 4096
 #: Exit code of a child whose sandbox could not be set up.
 EXIT_SANDBOX_FAILED = 71
 _MAX_REQUEST = 1 << 20
@@ -71,6 +108,10 @@ _RUNTIME_GRANTS: tuple[PathGrant, ...] = ()
 #: Inside the jail /tmp is the worker's own tmpfs, not the host's.
 _JAIL_TMP = "/tmp"  # noqa: S108
 _WORKDIR_IN_JAIL = f"{_JAIL_TMP}/work"
+#: Where the child keeps its end of the listener handover socket (the channel is fd 3).
+_HANDOVER_FD = 4
+#: Test-only name in CAPLET_TEST_DISABLE_LAYERS that turns denial counting off.
+SECCOMP_COUNTING = "seccomp_counting"
 
 
 def probe_layers() -> dict[str, str]:
@@ -104,6 +145,18 @@ def probe_layers() -> dict[str, str]:
     return report
 
 
+def probe_counting(layers: Mapping[str, str]) -> str:
+    """ "" when seccomp denials can be counted here, else why not (``caplet doctor``).
+
+    ``seccomp_counting`` in ``CAPLET_TEST_DISABLE_LAYERS`` turns it off (test-only).
+    """
+    if layers.get("seccomp"):
+        return f"the seccomp layer is unavailable ({layers['seccomp']})"
+    if SECCOMP_COUNTING in _disabled_layers():
+        return "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
+    return seccomp_notify_problem() or ""
+
+
 def _disabled_layers() -> set[str]:
     return {name.strip() for name in os.environ.get("CAPLET_TEST_DISABLE_LAYERS", "").split(",")}
 
@@ -118,6 +171,8 @@ class SpawnRequest:
     allow_exec: bool
     limits: ResourceLimits
     tmp_size_mb: int
+    #: Install the seccomp filter with a listener the zygote counts denials on.
+    count_denials: bool = False
 
 
 def _spawn_request(message: object) -> SpawnRequest:
@@ -143,15 +198,28 @@ def _spawn_request(message: object) -> SpawnRequest:
                 file_size_mb=int(limits["file_size_mb"] or 64),
             ),
             tmp_size_mb=int(message["tmp_size_mb"]),
+            count_denials=bool(message.get("count_denials", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SandboxError(f"malformed spawn request: {exc!r}") from exc
 
 
 def _child(
-    request: SpawnRequest, channel_fd: int, log_fd: int, zygote_pid: int, cgroup: Path | None
+    request: SpawnRequest,
+    channel_fd: int,
+    log_fd: int,
+    zygote_pid: int,
+    cgroup: Path | None,
+    *,
+    handover_fd: int | None = None,
 ) -> int:
-    """In the forked child: apply every requested layer, then serve as a worker."""
+    """In the forked child: apply every requested layer, then serve as a worker.
+
+    With ``handover_fd`` (one end of a socketpair whose other end the zygote
+    polls) the seccomp filter is installed with a listener, which is sent
+    to the zygote before plugin code can run; any failure raises, and the
+    child exits without running the worker (fail closed).
+    """
     if cgroup is not None:
         # First of all, before anything could fork: every descendant is counted.
         PidsRoot.join(cgroup)
@@ -167,11 +235,18 @@ def _child(
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    # The channel moves to fd 3 and everything else the zygote had open (its
-    # control socket, other children's status pipes) is closed before any
+    if handover_fd == 3:  # the channel is about to take fd 3
+        handover_fd = fcntl.fcntl(handover_fd, fcntl.F_DUPFD, _HANDOVER_FD + 1)
+    # The channel moves to fd 3 (and the listener handover socket to fd 4)
+    # and everything else the zygote had open (its control socket, other
+    # children's status pipes and seccomp listeners) is closed before any
     # layer runs: the jail's monitor process must not hold them either.
     os.dup2(channel_fd, 3)
-    os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+    keep = 3
+    if handover_fd is not None:
+        os.dup2(handover_fd, _HANDOVER_FD)
+        keep = _HANDOVER_FD
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
     grants = (*_RUNTIME_GRANTS, *request.grants)
     if "namespaces" in request.layers:
         enter_jail(
@@ -190,18 +265,108 @@ def _child(
     if "landlock" in request.layers:
         apply_landlock((*grants, writable_tmp, *devices))
     if "seccomp" in request.layers:
-        apply_seccomp(allow_exec=request.allow_exec)
+        listener = apply_seccomp(allow_exec=request.allow_exec, notify=handover_fd is not None)
+        if listener is not None:
+            _hand_over(listener)
     return _worker.main(["3"])
+
+
+def _hand_over(listener: int) -> None:
+    """Send the seccomp listener to the zygote and keep no copy of it or of the socket.
+
+    Runs under the new filter, which makes no supervisor answer yet: a
+    denied syscall here would wait for ever, so only sendmsg and close are
+    made (neither is denied). The plugin must not keep the listener (it
+    could answer its own denied calls with CONTINUE) nor the socket (it
+    could send the zygote descriptors of its own).
+    """
+    try:
+        with socket.socket(fileno=_HANDOVER_FD) as handover:
+            sent = socket.send_fds(handover, [b"listener"], [listener])
+    finally:
+        os.close(listener)
+    if sent != len(b"listener"):
+        raise SandboxError("seccomp: the listener could not be handed to the zygote")
 
 
 @dataclass(slots=True)
 class _Children:
-    """The zygote's live children: status pipe and pids cgroup of each."""
+    """The zygote's live children: status pipe and pids cgroup of each, and
+    the descriptors its loop polls for their seccomp denials."""
 
     status: dict[int, int]
     cgroups: dict[int, Path]
     #: Cgroups whose processes were still exiting when their leader was reaped.
     pending: list[Path]
+    #: Every descriptor the loop waits on (control, wakeup pipe, the rest below).
+    poller: select.poll
+    #: Handover socket fd -> (child pid, socket) until the child's listener arrives.
+    handovers: dict[int, tuple[int, socket.socket]]
+    #: Listener fd -> its counter, until the listener hangs up.
+    listeners: dict[int, DenialCounter]
+    #: Child pid -> its counter, until the child is reaped and its counts reported.
+    denials: dict[int, DenialCounter]
+
+    def expect_listener(self, pid: int, handover: socket.socket) -> None:
+        handover.setblocking(False)
+        self.handovers[handover.fileno()] = (pid, handover)
+        self.poller.register(handover, select.POLLIN)
+
+    def receive_listener(self, fd: int) -> None:
+        """Take the listener a child sent (or its end-of-file: it never will)."""
+        pid, handover = self.handovers.pop(fd)
+        self.poller.unregister(fd)
+        try:
+            _, fds, _, _ = socket.recv_fds(handover, 64, 1)
+        except OSError:
+            fds = []  # nothing arrived: the child exits without running the plugin
+        finally:
+            handover.close()
+        if not fds:
+            return
+        counter = DenialCounter(fds[0])
+        for extra in fds[1:]:
+            os.close(extra)
+        self.listeners[fds[0]] = counter
+        self.denials[pid] = counter
+        self.poller.register(fds[0], select.POLLIN)
+
+    def serve_listener(self, fd: int) -> None:
+        counter = self.listeners[fd]
+        try:
+            open_ = counter.serve()
+        except OSError as exc:
+            # Closing makes the worker's denied calls fail with ENOSYS:
+            # still denied, only no longer counted (seccomp_unotify(2)).
+            _say(f"seccomp listener failed ({exc}); denials are no longer counted")
+            open_ = False
+        if not open_:
+            self.poller.unregister(fd)
+            del self.listeners[fd]
+            counter.close()
+
+    def report(self, pid: int, code: int) -> bytes:
+        """The status pipe payload for a reaped child: status, then its denial counts."""
+        for fd, (owner, _) in list(self.handovers.items()):
+            if owner == pid:
+                self.receive_listener(fd)
+        counter = self.denials.pop(pid, None)
+        counts: dict[str, int] = {}
+        if counter is not None:
+            if counter.fd is not None:
+                self.serve_listener(counter.fd)  # what its last moments left pending
+            counts = counter.counts
+        payload = STATUS.pack(code) + msgpack.packb(counts)
+        if len(payload) > _PIPE_BUF:  # cannot happen with MAX_DENIAL_NAMES short names
+            payload = STATUS.pack(code) + msgpack.packb({})
+        return payload
+
+
+def _say(text: str) -> None:
+    try:
+        os.write(2, f"caplet zygote: {text}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 def _visible(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
@@ -226,10 +391,11 @@ def _reap(children: _Children) -> None:
         if pid == 0:
             break
         code = os.waitstatus_to_exitcode(status)
+        payload = children.report(pid, code)
         status_fd = children.status.pop(pid, None)
         if status_fd is not None:
             try:
-                os.write(status_fd, STATUS.pack(code))
+                os.write(status_fd, payload)
             except OSError:
                 pass  # the host stopped listening; nothing to tell
             os.close(status_fd)
@@ -251,8 +417,17 @@ def _serve(control: socket.socket) -> int:
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
-    children = _Children(status={}, cgroups={}, pending=[])
+    children = _Children(
+        status={},
+        cgroups={},
+        pending=[],
+        poller=select.poll(),
+        handovers={},
+        listeners={},
+        denials={},
+    )
     layers = probe_layers()
+    counting = probe_counting(layers)
     pids_root: PidsRoot | None = None
     if "cgroup" in _disabled_layers():
         layers["cgroup"] = "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
@@ -263,6 +438,7 @@ def _serve(control: socket.socket) -> int:
             control,
             wake_r=wake_r,
             layers=layers,
+            counting=counting,
             pids_root=pids_root,
             children=children,
             zygote_pid=zygote_pid,
@@ -279,24 +455,35 @@ def _loop(
     *,
     wake_r: int,
     layers: dict[str, str],
+    counting: str,
     pids_root: PidsRoot | None,
     children: _Children,
     zygote_pid: int,
 ) -> int:
-    control.send(msgpack.packb({"layers": layers}))
+    control.send(msgpack.packb({"layers": layers, "seccomp_counting": counting}))
     # Probing was the last use of the environment (the test-only switch):
     # workers are forked from here and must inherit nothing.
     os.environ.clear()
+    poller = children.poller
+    poller.register(control, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     while True:
-        readable, _, _ = select.select([control.fileno(), wake_r], [], [])
-        if wake_r in readable:
+        ready = {fd for fd, _ in poller.poll()}
+        # Listeners first: a denial made just before a worker exited is then
+        # counted before _reap writes that worker's report.
+        for fd in ready:
+            if fd in children.handovers:
+                children.receive_listener(fd)
+            elif fd in children.listeners:
+                children.serve_listener(fd)
+        if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
                     pass
             except BlockingIOError:
                 pass
             _reap(children)
-        if control.fileno() not in readable:
+        if control.fileno() not in ready:
             continue
         message, fds, _, _ = socket.recv_fds(control, _MAX_REQUEST, 3)
         if not message:
@@ -319,12 +506,20 @@ def _loop(
             cgroup = pids_root.create(
                 f"worker-{len(children.status)}-{os.urandom(4).hex()}", request.limits.processes
             )
+        count = request.count_denials and "seccomp" in request.layers and not counting
+        ours, theirs = (
+            socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if count else (None, None)
+        )
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child, observed by the sandbox tests
             code = EXIT_SANDBOX_FAILED
             try:
                 control.close()
-                code = _child(request, channel_fd, log_fd, zygote_pid, cgroup)
+                handover = None
+                if ours is not None and theirs is not None:
+                    ours.close()
+                    handover = theirs.detach()
+                code = _child(request, channel_fd, log_fd, zygote_pid, cgroup, handover_fd=handover)
             except BaseException as exc:  # report, never return into the zygote loop
                 try:
                     message_text = f"caplet sandbox setup failed: {type(exc).__name__}: {exc}\n"
@@ -336,6 +531,9 @@ def _loop(
                 os._exit(code)
         os.close(channel_fd)
         os.close(log_fd)
+        if ours is not None and theirs is not None:
+            theirs.close()
+            children.expect_listener(pid, ours)
         children.status[pid] = status_fd
         if cgroup is not None:
             children.cgroups[pid] = cgroup
