@@ -356,7 +356,7 @@ class _Children:
             if counter.fd is not None:
                 self.serve_listener(counter.fd)  # what its last moments left pending
             counts = counter.counts
-        payload = STATUS.pack(code) + msgpack.packb(counts)
+        payload: bytes = STATUS.pack(code) + msgpack.packb(counts)
         if len(payload) > _PIPE_BUF:  # cannot happen with MAX_DENIAL_NAMES short names
             payload = STATUS.pack(code) + msgpack.packb({})
         return payload
