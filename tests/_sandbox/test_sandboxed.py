@@ -54,6 +54,7 @@ def create_functions(config):
 
     def identity():
         return {
+            "file": __file__,
             "pid": os.getpid(),
             "cwd": os.getcwd(),
             "env": dict(os.environ),
@@ -143,6 +144,7 @@ def test_worker_sees_its_own_world(start: Start) -> None:
     assert identity["env"] == {}
     assert identity["cwd"] == "/tmp/work"
     assert identity["hostname"] == "caplet"
+    assert identity["file"] == "/plugin/plugin.py", "the snapshot's host path is not revealed"
     assert worker.pid != os.getpid()
 
 

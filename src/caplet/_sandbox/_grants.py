@@ -13,7 +13,7 @@ __all__ = ["PathGrant"]
 
 @dataclass(frozen=True, slots=True)
 class PathGrant:
-    """An absolute host path made visible at the same path inside the sandbox.
+    """An absolute host path made visible inside the sandbox (at ``target`` if given).
 
     ``writable`` grants create/write/delete beneath it; otherwise it is
     read-only. ``executable`` allows execve(2) of the file (or of files
@@ -25,3 +25,11 @@ class PathGrant:
     path: str
     writable: bool = False
     executable: bool = False
+    #: Where the path appears inside a namespace jail ("" = at ``path``):
+    #: the snapshot is mounted at /plugin so the worker learns no host path.
+    target: str = ""
+
+    @property
+    def inside(self) -> str:
+        """The path as the worker sees it inside a jail."""
+        return self.target or self.path

@@ -466,16 +466,20 @@ def _open_plan(spec: JailSpec) -> list[_Mount]:
     to the caller's mount namespace, mount(2) EINVAL) and before the root
     tmpfs covers /tmp, so grants under the host's /tmp stay reachable.
     """
+    # Keyed by where the grant appears inside (its target); the fd is opened
+    # on the host path it comes from.
     writable: dict[str, bool] = {}
+    sources: dict[str, str] = {}
     for grant in spec.grants:
-        writable[grant.path] = writable.get(grant.path, False) or grant.writable
+        writable[grant.inside] = writable.get(grant.inside, False) or grant.writable
+        sources[grant.inside] = grant.path
     plan = [_Mount("/dev", _Kind.DEV), _Mount(_JAIL_TMP, _Kind.TMP)]
     try:
         for path, rw in writable.items():
             try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                fd = os.open(sources[path], os.O_PATH | os.O_CLOEXEC)
             except OSError as exc:
-                raise _fail(_Step.OPEN_GRANT, exc, path) from exc
+                raise _fail(_Step.OPEN_GRANT, exc, sources[path]) from exc
             plan.append(_Mount(path, _Kind.WRITABLE if rw else _Kind.READ_ONLY, fd))
     except BaseException:
         for entry in plan:
@@ -848,6 +852,11 @@ def _validate(spec: JailSpec) -> None:
             '(use isolation = "best-effort" to run without them)'
         )
     for grant in spec.grants:
+        if grant.target and not _is_normal_absolute(grant.target):
+            raise SandboxError(
+                f"namespace jail: grant target {grant.target!r} must be an absolute, "
+                "normalised path such as /plugin"
+            )
         path = grant.path
         if not _is_normal_absolute(path):
             raise SandboxError(

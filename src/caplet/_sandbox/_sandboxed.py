@@ -64,6 +64,8 @@ __all__ = [
 ]
 
 _STATUS_BYTES = 4
+#: Where a jailed worker sees its plugin's snapshot.
+_SNAPSHOT_IN_JAIL = "/plugin"
 _REAP_TIMEOUT_S = 5.0
 #: Most bytes of denial report read after the status (the zygote sends < 4 KiB).
 _MAX_REPORT_BYTES = 64 * 1024
@@ -318,9 +320,13 @@ class SandboxLauncher:
                 f"machine lacks ({why}); {FIXES.get(layer) or 'see caplet doctor'}, or set the "
                 "policy's isolation to 'best-effort' to run with the layers that exist"
             )
-        init = init_frame(spec)
-        grants = [(str(spec.snapshot_dir), False, False)]
-        grants += [(g.path, g.writable, g.executable) for g in spec.grants]
+        # In a jail the snapshot is mounted at /plugin: neither INIT nor the
+        # plugin's __file__ tells the worker where the host keeps it.
+        jailed = "namespaces" not in missing
+        snapshot_inside = _SNAPSHOT_IN_JAIL if jailed else str(spec.snapshot_dir)
+        init = init_frame(spec, snapshot=snapshot_inside)
+        grants = [(str(spec.snapshot_dir), False, False, _SNAPSHOT_IN_JAIL if jailed else "")]
+        grants += [(g.path, g.writable, g.executable, "") for g in spec.grants]
         request = {
             "layers": [layer for layer in LAYERS if layer not in missing],
             "grants": grants,

@@ -105,14 +105,18 @@ def worker_command(channel_fd: int) -> list[str]:
     return bootstrap_command("caplet._sandbox._worker", channel_fd)
 
 
-def init_frame(spec: WorkerSpec) -> bytes:
-    """The INIT frame for ``spec``; WorkerStartError if it cannot be encoded."""
+def init_frame(spec: WorkerSpec, *, snapshot: str | None = None) -> bytes:
+    """The INIT frame for ``spec``; WorkerStartError if it cannot be encoded.
+
+    ``snapshot`` is where the worker finds the snapshot when that is not its
+    host path (a jail mounts it at /plugin).
+    """
     try:
         return encode_init(
             _INIT_REQUEST_ID,
             plugin=spec.plugin,
             entry=spec.entry,
-            snapshot=str(spec.snapshot_dir),
+            snapshot=snapshot if snapshot is not None else str(spec.snapshot_dir),
             config=spec.config,
             modules=spec.modules,
             max_frame_bytes=spec.max_frame_bytes,

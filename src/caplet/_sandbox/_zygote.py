@@ -181,7 +181,9 @@ def _spawn_request(message: object) -> SpawnRequest:
         raise SandboxError("spawn request must be a map")
     try:
         layers = tuple(str(layer) for layer in message["layers"])
-        grants = tuple(PathGrant(str(p), bool(w), bool(x)) for p, w, x in message["grants"])
+        grants = tuple(
+            PathGrant(str(p), bool(w), bool(x), str(t)) for p, w, x, t in message["grants"]
+        )
         limits: Mapping[str, int | None] = message["limits"]
         return SpawnRequest(
             layers=layers,
@@ -263,6 +265,9 @@ def _child(
     if "rlimits" in request.layers:
         apply_rlimits(request.limits)
     if "landlock" in request.layers:
+        if "namespaces" in request.layers:
+            # Inside the jail a grant lives at its target (the snapshot at /plugin).
+            grants = tuple(PathGrant(g.inside, g.writable, g.executable) for g in grants)
         apply_landlock((*grants, writable_tmp, *devices))
     if "seccomp" in request.layers:
         listener = apply_seccomp(allow_exec=request.allow_exec, notify=handover_fd is not None)
