@@ -353,7 +353,8 @@ Sustained: {calls["calls_per_s"]:,.0f} calls/s to one plugin from one thread.
         intro = (
             "# Benchmarks\n\nLatest results of `benchmarks/run.py` (design.md section 9 has "
             "the bars). Re-run it after any change to the call path, the launcher or the "
-            "scanner, and commit the new tables.\n\n"
+            "scanner, and commit the new tables. Where the time goes, and why some bars are "
+            "missed: docs/architecture.md, section Performance.\n\n"
         )
         target.write_text(intro + tables)
     return 0

@@ -46,6 +46,7 @@ base and sandbox modules only.
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import select
 import signal
@@ -566,5 +567,10 @@ def main(argv: list[str] | None = None) -> int:
     prepare_jail()
     global _RUNTIME_GRANTS
     _RUNTIME_GRANTS = runtime_grants()
+    # Everything the zygote built so far is shared with every worker it
+    # forks; moving it out of the collector's reach (gc.freeze) stops a
+    # worker's first collection from writing to, and so copying, those pages.
+    gc.collect()
+    gc.freeze()
     with socket.socket(fileno=fd) as control:
         return _serve(control)
