@@ -165,6 +165,25 @@ DENIED_SYSCALLS: tuple[str, ...] = (
 #: include/uapi/asm-generic/unistd.h (arm64 has no legacy calls such as
 #: ``open``, ``fork`` or ``iopl``). Numbers >= 424 are shared by every
 #: architecture since the y2038 renumbering.
+#: Syscalls added since Linux 5.1 (io_uring onwards) have one number on
+#: every architecture but alpha, so both tables share these entries.
+_UNIFIED_NUMBERS: Mapping[str, int] = {
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "clone3": 435,
+    "pidfd_getfd": 438,
+    "mount_setattr": 442,
+    "quotactl_fd": 443,
+    "open_tree_attr": 467,
+}
+
 SYSCALL_NUMBERS: Mapping[str, Mapping[str, int]] = MappingProxyType(
     {
         "x86_64": MappingProxyType(
@@ -215,20 +234,7 @@ SYSCALL_NUMBERS: Mapping[str, Mapping[str, int]] = MappingProxyType(
                 "bpf": 321,
                 "execveat": 322,
                 "userfaultfd": 323,
-                "io_uring_setup": 425,
-                "io_uring_enter": 426,
-                "io_uring_register": 427,
-                "open_tree": 428,
-                "move_mount": 429,
-                "fsopen": 430,
-                "fsconfig": 431,
-                "fsmount": 432,
-                "fspick": 433,
-                "clone3": 435,
-                "pidfd_getfd": 438,
-                "mount_setattr": 442,
-                "quotactl_fd": 443,
-                "open_tree_attr": 467,
+                **_UNIFIED_NUMBERS,
             }
         ),
         "aarch64": MappingProxyType(
@@ -275,20 +281,7 @@ SYSCALL_NUMBERS: Mapping[str, Mapping[str, int]] = MappingProxyType(
                 "execveat": 281,
                 "userfaultfd": 282,
                 "kexec_file_load": 294,
-                "io_uring_setup": 425,
-                "io_uring_enter": 426,
-                "io_uring_register": 427,
-                "open_tree": 428,
-                "move_mount": 429,
-                "fsopen": 430,
-                "fsconfig": 431,
-                "fsmount": 432,
-                "fspick": 433,
-                "clone3": 435,
-                "pidfd_getfd": 438,
-                "mount_setattr": 442,
-                "quotactl_fd": 443,
-                "open_tree_attr": 467,
+                **_UNIFIED_NUMBERS,
             }
         ),
     }
