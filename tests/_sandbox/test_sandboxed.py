@@ -273,3 +273,55 @@ def test_fork_bomb_is_bounded_by_the_process_limit(
         worker.close()
     assert result["errno"] == 11, result  # EAGAIN from fork(2): RLIMIT_NPROC reached
     assert result["forked"] < 16
+
+
+ESCAPER = """
+import os, time
+
+def create_functions(config):
+    def escape():
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()  # its own session: no process-group kill reaches it
+            time.sleep(600)
+            os._exit(0)
+        return pid
+
+    return {"probe": {"escape": escape}}
+"""
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_descendants_die_with_the_worker_even_without_a_pid_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
+    best = SandboxLauncher(strict=False)
+    try:
+        assert "cgroup" in best.active_layers()
+        snapshot = tmp_path / "escaper"
+        snapshot.mkdir()
+        (snapshot / "plugin.py").write_text(textwrap.dedent(ESCAPER), encoding="utf-8")
+        spec = WorkerSpec(
+            plugin="escaper",
+            snapshot_dir=snapshot,
+            entry="plugin.py",
+            config={},
+            modules={"probe": ("escape",)},
+            workdir=tmp_path,
+        )
+        worker = best.start(spec)
+        grandchild = worker.call("probe", "escape", (), {}, timeout_s=10)
+        assert isinstance(grandchild, int)
+        assert _state(grandchild) in ("R", "S"), "the escaped process runs while its worker does"
+        worker.close()
+        # The zygote killed the worker's cgroup before reporting its end.
+        assert _state(grandchild) in ("Z", "gone")
+    finally:
+        best.close()

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PidsRoot", "open_pids_root"]
+__all__ = ["PidsRoot", "open_pids_root", "sweep_stale"]
 
 _V1 = Path("/sys/fs/cgroup/pids")
 _V2 = Path("/sys/fs/cgroup")
@@ -45,9 +46,32 @@ class PidsRoot:
         return child
 
     @staticmethod
-    def join(cgroup: Path) -> None:
-        """Move the calling process into ``cgroup`` (its children follow it)."""
-        (cgroup / "cgroup.procs").write_text(f"{os.getpid()}\n", encoding="ascii")
+    def join(cgroup: Path, pid: int = 0) -> None:
+        """Move ``pid`` (default: the calling process) into ``cgroup``; children follow."""
+        (cgroup / "cgroup.procs").write_text(f"{pid or os.getpid()}\n", encoding="ascii")
+
+    @staticmethod
+    def kill_members(cgroup: Path, *, rounds: int = 100) -> None:
+        """SIGKILL every process in ``cgroup`` until it is empty (or ``rounds`` pass).
+
+        A worker without a pid namespace (best-effort isolation) can leave
+        descendants in sessions of their own that no process-group kill
+        reaches; its cgroup still holds them all. Several rounds, because a
+        process may fork while the list is being read.
+        """
+        procs = cgroup / "cgroup.procs"
+        for _ in range(rounds):
+            try:
+                pids = [int(line) for line in procs.read_text(encoding="ascii").split()]
+            except (OSError, ValueError):
+                return
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     @staticmethod
     def remove(cgroup: Path) -> bool:
@@ -67,6 +91,29 @@ class PidsRoot:
         PidsRoot.remove(self.path)
 
 
+def sweep_stale(root: Path, prefix: str) -> None:
+    """Kill and remove what zygotes that died without cleaning up left behind.
+
+    A zygote killed outright (its host died: PR_SET_PDEATHSIG) cannot remove
+    its cgroups; the next zygote finds ``<prefix><pid>`` directories whose
+    pid no longer runs, kills whatever is still inside and removes them.
+    """
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix) or not entry.is_dir():
+            continue
+        pid = entry.name.removeprefix(prefix)
+        if pid.isdigit() and Path(f"/proc/{pid}").exists():
+            continue
+        for child in [c for c in entry.iterdir() if c.is_dir()]:
+            PidsRoot.kill_members(child)
+            PidsRoot.remove(child)
+        PidsRoot.remove(entry)
+
+
 def _own_cgroup_v2() -> Path | None:
     try:
         lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
@@ -78,8 +125,11 @@ def _own_cgroup_v2() -> Path | None:
     return None
 
 
-def open_pids_root(name: str) -> tuple[PidsRoot | None, str]:
-    """Create the zygote's cgroup ``name``; returns (root, "") or (None, why not)."""
+def open_pids_root(name: str, *, stale_prefix: str = "") -> tuple[PidsRoot | None, str]:
+    """Create the zygote's cgroup ``name``; returns (root, "") or (None, why not).
+
+    With ``stale_prefix``, leftovers of dead zygotes are swept first.
+    """
     candidates: list[Path] = []
     if (_V1 / "cgroup.procs").exists():
         candidates.append(_V1)
@@ -93,6 +143,8 @@ def open_pids_root(name: str) -> tuple[PidsRoot | None, str]:
         )
     reasons = []
     for base in candidates:
+        if stale_prefix:
+            sweep_stale(base, stale_prefix)
         path = base / name
         try:
             path.mkdir(mode=0o700)

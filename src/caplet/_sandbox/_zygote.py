@@ -397,6 +397,12 @@ def _reap(children: _Children) -> None:
         if pid == 0:
             break
         code = os.waitstatus_to_exitcode(status)
+        cgroup = children.cgroups.pop(pid, None)
+        if cgroup is not None:
+            # Whatever the worker left running (possible without a pid
+            # namespace) dies with it, before the host hears it has ended.
+            PidsRoot.kill_members(cgroup)
+            children.pending.append(cgroup)
         payload = children.report(pid, code)
         status_fd = children.status.pop(pid, None)
         if status_fd is not None:
@@ -405,9 +411,6 @@ def _reap(children: _Children) -> None:
             except OSError:
                 pass  # the host stopped listening; nothing to tell
             os.close(status_fd)
-        cgroup = children.cgroups.pop(pid, None)
-        if cgroup is not None:
-            children.pending.append(cgroup)
     children.pending[:] = [c for c in children.pending if not _remove_cgroup(c)]
 
 
@@ -438,7 +441,9 @@ def _serve(control: socket.socket) -> int:
     if "cgroup" in _disabled_layers():
         layers["cgroup"] = "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
     else:
-        pids_root, layers["cgroup"] = open_pids_root(f"caplet-zygote-{zygote_pid}")
+        pids_root, layers["cgroup"] = open_pids_root(
+            f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-"
+        )
     try:
         return _loop(
             control,
@@ -452,8 +457,123 @@ def _serve(control: socket.socket) -> int:
     finally:
         if pids_root is not None:
             for cgroup in [*children.cgroups.values(), *children.pending]:
+                PidsRoot.kill_members(cgroup)
                 _remove_cgroup(cgroup)
             pids_root.close()
+
+
+#: pids.max a spare's cgroup starts with; set to the request's limit when claimed.
+_SPARE_PIDS = 64
+
+
+@dataclass(slots=True)
+class _Spare:
+    """A child forked ahead of the next request (the warm pool, size one).
+
+    It has already joined its own pids cgroup (on cgroup v1 the attach waits
+    for an RCU grace period: 1-10 ms that would otherwise sit on every
+    worker's start) and waits for its request on ``conn``.
+    """
+
+    pid: int
+    conn: socket.socket
+    cgroup: Path | None
+    handover: tuple[socket.socket, socket.socket] | None
+
+
+def _fork_spare(
+    control: socket.socket, pids_root: PidsRoot | None, zygote_pid: int, *, counting: bool
+) -> _Spare | None:
+    """Fork the next spare; None if that fails (requests then fork directly)."""
+    try:
+        cgroup = (
+            pids_root.create(f"spare-{os.urandom(6).hex()}", _SPARE_PIDS)
+            if pids_root is not None
+            else None
+        )
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        handover = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if counting else None
+    except OSError:
+        return None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the spare, observed through every worker start
+        code = EXIT_SANDBOX_FAILED
+        try:
+            control.close()
+            ours.close()
+            if handover is not None:
+                handover[0].close()
+            # Nothing of the zygote's (other workers' status pipes and seccomp
+            # listeners) stays open in a process that will run plugin code.
+            _close_all_but(
+                {0, 1, 2, theirs.fileno(), *([handover[1].fileno()] if handover else [])}
+            )
+            code = _spare_main(theirs, zygote_pid, handover[1] if handover else None)
+        except BaseException as exc:
+            try:
+                os.write(2, f"caplet spare failed: {type(exc).__name__}: {exc}\n".encode())
+            except BaseException:  # noqa: S110 - nothing is left to report to
+                pass
+        finally:
+            os._exit(code)
+    theirs.close()
+    if handover is not None:
+        handover[1].close()
+    if cgroup is not None:
+        # The zygote attaches the spare itself, before anything else can run
+        # in this loop (so no reap can find the cgroup empty and remove it),
+        # and while no request waits: the attach's latency is off every
+        # worker's critical path. The spare cannot fork before a request.
+        try:
+            PidsRoot.join(cgroup, pid)
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            ours.close()
+            return None
+    return _Spare(pid, ours, cgroup, handover)
+
+
+def _close_all_but(keep: set[int]) -> None:
+    low = 0
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _spare_main(conn: socket.socket, zygote_pid: int, handover: socket.socket | None) -> int:
+    """In the spare: wait for a request (or the zygote's end), then become the worker."""
+    set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote_pid:
+        return EXIT_SANDBOX_FAILED
+    message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2)
+    conn.close()
+    if not message or len(fds) != 2:
+        return 0  # released unused (the zygote is stopping)
+    request = _spawn_request(msgpack.unpackb(message, raw=False))
+    handover_fd = None
+    if handover is not None:
+        if request.count_denials and "seccomp" in request.layers:
+            handover_fd = handover.detach()
+        else:
+            handover.close()
+    channel_fd, log_fd = fds
+    return _child(request, channel_fd, log_fd, zygote_pid, None, handover_fd=handover_fd)
+
+
+def _claim_spare(spare: _Spare, message: bytes, fds: list[int], request: SpawnRequest) -> bool:
+    """Hand a request to the spare; False if the spare is gone (fork directly instead)."""
+    if spare.cgroup is not None and request.limits.processes is not None:
+        try:
+            (spare.cgroup / "pids.max").write_text(f"{request.limits.processes}\n")
+        except OSError:
+            return False
+    try:
+        socket.send_fds(spare.conn, [message], fds)
+    except OSError:
+        return False
+    spare.conn.close()
+    return True
 
 
 def _loop(
@@ -473,6 +593,7 @@ def _loop(
     poller = children.poller
     poller.register(control, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
+    spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
     while True:
         ready = {fd for fd, _ in poller.poll()}
         # Listeners first: a denial made just before a worker exited is then
@@ -507,12 +628,35 @@ def _loop(
                 os.close(fd)
             control.send(msgpack.packb({"error": str(exc)}))
             continue
+        count = request.count_denials and "seccomp" in request.layers and not counting
+        if spare is not None and _claim_spare(spare, message, fds[:2], request):
+            pid = spare.pid
+            for fd in (channel_fd, log_fd):
+                os.close(fd)
+            if spare.handover is not None:
+                ours_spare, _ = spare.handover
+                if count:
+                    children.expect_listener(pid, ours_spare)
+                else:
+                    ours_spare.close()
+            children.status[pid] = status_fd
+            if spare.cgroup is not None:
+                if spare.cgroup in children.pending:
+                    children.pending.remove(spare.cgroup)
+                children.cgroups[pid] = spare.cgroup
+            _reply(control, pid)
+            spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
+            continue
+        if spare is not None:  # it died: forget it (its cgroup is already pending removal)
+            spare.conn.close()
+            if spare.handover is not None:
+                spare.handover[0].close()
+            spare = None
         cgroup = None
         if pids_root is not None and request.limits.processes is not None:
             cgroup = pids_root.create(
                 f"worker-{len(children.status)}-{os.urandom(4).hex()}", request.limits.processes
             )
-        count = request.count_denials and "seccomp" in request.layers and not counting
         ours, theirs = (
             socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if count else (None, None)
         )
@@ -543,11 +687,34 @@ def _loop(
         children.status[pid] = status_fd
         if cgroup is not None:
             children.cgroups[pid] = cgroup
-        pidfd = os.pidfd_open(pid)
-        try:
-            socket.send_fds(control, [msgpack.packb({"pid": pid})], [pidfd])
-        finally:
-            os.close(pidfd)
+        _reply(control, pid)
+        if spare is None:
+            spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
+
+
+def _new_spare(
+    control: socket.socket,
+    pids_root: PidsRoot | None,
+    zygote_pid: int,
+    children: _Children,
+    *,
+    counting: bool,
+) -> _Spare | None:
+    """Fork the next spare; until claimed, its cgroup waits in ``pending`` (removed
+    once empty, so a spare that dies, or outlives the zygote, leaves nothing)."""
+    spare = _fork_spare(control, pids_root, zygote_pid, counting=counting)
+    if spare is not None and spare.cgroup is not None:
+        children.pending.append(spare.cgroup)
+    return spare
+
+
+def _reply(control: socket.socket, pid: int) -> None:
+    """Tell the host the worker's pid, with a pidfd it can wait on and kill through."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        socket.send_fds(control, [msgpack.packb({"pid": pid})], [pidfd])
+    finally:
+        os.close(pidfd)
 
 
 def main(argv: list[str] | None = None) -> int:
