@@ -88,6 +88,24 @@ FUNCTIONS = (
 )
 
 
+def _spec(
+    tmp_path: Path, name: str, source: str, functions: tuple[str, ...], **limits: Any
+) -> WorkerSpec:
+    """A WorkerSpec for a plugin whose snapshot holds ``source`` as plugin.py."""
+    snapshot = tmp_path / name
+    snapshot.mkdir(exist_ok=True)
+    (snapshot / "plugin.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return WorkerSpec(
+        plugin=name,
+        snapshot_dir=snapshot,
+        entry="plugin.py",
+        config={},
+        modules={"probe": functions},
+        workdir=tmp_path,
+        **limits,
+    )
+
+
 class Start(Protocol):
     def __call__(self, *grants: PathGrant, memory_mb: int | None = 512) -> SubprocessWorker: ...
 
@@ -205,17 +223,7 @@ def test_strict_refuses_when_a_layer_is_missing(
     strict = SandboxLauncher(strict=True)
     try:
         assert strict.layers()["landlock"].startswith("disabled")
-        snapshot = tmp_path / "s"
-        snapshot.mkdir()
-        (snapshot / "plugin.py").write_text(textwrap.dedent(PROBE))
-        spec = WorkerSpec(
-            plugin="probe",
-            snapshot_dir=snapshot,
-            entry="plugin.py",
-            config={},
-            modules={"probe": FUNCTIONS},
-            workdir=tmp_path,
-        )
+        spec = _spec(tmp_path, "probe", PROBE, FUNCTIONS)
         with pytest.raises(WorkerStartError, match="isolation 'strict' needs the landlock layer"):
             strict.start(spec)
     finally:
@@ -254,18 +262,7 @@ def create_functions(config):
 def test_fork_bomb_is_bounded_by_the_process_limit(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:
-    snapshot = tmp_path / "forker"
-    snapshot.mkdir()
-    (snapshot / "plugin.py").write_text(textwrap.dedent(FORKER), encoding="utf-8")
-    spec = WorkerSpec(
-        plugin="forker",
-        snapshot_dir=snapshot,
-        entry="plugin.py",
-        config={},
-        modules={"probe": ("bomb",)},
-        workdir=tmp_path,
-        processes=16,
-    )
+    spec = _spec(tmp_path, "forker", FORKER, ("bomb",), processes=16)
     worker = launcher.start(spec)
     try:
         result: Any = worker.call("probe", "bomb", (1000,), {}, timeout_s=20)
@@ -305,17 +302,7 @@ def test_descendants_die_with_the_worker_even_without_a_pid_namespace(
     best = SandboxLauncher(strict=False)
     try:
         assert "cgroup" in best.active_layers()
-        snapshot = tmp_path / "escaper"
-        snapshot.mkdir()
-        (snapshot / "plugin.py").write_text(textwrap.dedent(ESCAPER), encoding="utf-8")
-        spec = WorkerSpec(
-            plugin="escaper",
-            snapshot_dir=snapshot,
-            entry="plugin.py",
-            config={},
-            modules={"probe": ("escape",)},
-            workdir=tmp_path,
-        )
+        spec = _spec(tmp_path, "escaper", ESCAPER, ("escape",))
         worker = best.start(spec)
         grandchild = worker.call("probe", "escape", (), {}, timeout_s=10)
         assert isinstance(grandchild, int)
