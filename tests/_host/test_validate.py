@@ -269,3 +269,34 @@ def test_policy_output_limit() -> None:
     assert policy.max_output_bytes(16) == 16 * 1024
     assert policy.max_output_bytes(10_000) == 1024 * 1024
     assert Policy(max_output_kb=100_000).max_output_bytes(None) == 8 * 1024 * 1024
+
+
+def test_patterns_run_on_a_linear_time_engine(make_plugin: PluginFactory) -> None:
+    """A plugin declares the pattern and controls the text it is matched against."""
+    from caplet._host._validate import _re2_pattern, _validator_class
+
+    assert _validator_class().VALIDATORS["pattern"] is _re2_pattern
+    modules = '[modules.main.functions.blob]\nreturns = { type = "string", pattern = "^(a+)+$" }\n'
+    blob = compile_validators(load_manifest(write(make_plugin, modules=modules)))["main.blob"]
+    blob.check_result("aaaa")
+    # 40 a's and a b: about 2**40 steps for a backtracking engine, instant on RE2.
+    with pytest.raises(InvalidOutputError, match="does not match"):
+        blob.check_result("a" * 40 + "b")
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ('{ type = "string", pattern = "(a)\\\\1" }', "is not supported by RE2"),
+        (
+            '{ type = "object", patternProperties = { "^x" = { type = "integer" } } }',
+            "patternProperties is not supported",
+        ),
+    ],
+)
+def test_patterns_re2_cannot_run_are_refused(
+    make_plugin: PluginFactory, schema: str, problem: str
+) -> None:
+    directory = write(make_plugin, modules=f"[modules.main.functions.point]\nreturns = {schema}\n")
+    with pytest.raises(ManifestError, match=problem):
+        compile_validators(load_manifest(directory))

@@ -142,7 +142,59 @@ def _validator_class() -> Any:
     checker = Draft202012Validator.TYPE_CHECKER.redefine(
         "array", lambda _checker, instance: isinstance(instance, list | tuple)
     )
-    return validators.extend(Draft202012Validator, type_checker=checker)
+    return validators.extend(
+        Draft202012Validator, validators={"pattern": _re2_pattern}, type_checker=checker
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _re2(pattern: str) -> Any:
+    import re2
+
+    return re2.compile(pattern)
+
+
+def _re2_pattern(validator: Any, pattern: str, instance: object, schema: object) -> Any:
+    """``pattern`` on RE2, a linear-time engine: a plugin declares the pattern and
+    the host runs it on what the plugin returns, so a backtracking engine (the
+    stdlib ``re`` jsonschema uses) would let a hostile manifest stall the host
+    (catastrophic backtracking, e.g. ``(a+)+$``)."""
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _check_patterns(schema: object, refuse: Any) -> None:
+    """Every ``pattern`` must compile under RE2; ``patternProperties`` is refused.
+
+    jsonschema evaluates ``patternProperties`` (and, through it,
+    ``additionalProperties`` and ``unevaluatedProperties``) with the stdlib
+    ``re`` in several places; refusing the keyword keeps every plugin-declared
+    regular expression on RE2. ``propertyNames`` with ``pattern`` expresses
+    the same constraint on keys.
+    """
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "patternProperties" in node:
+                raise refuse(
+                    "patternProperties is not supported (its patterns would run on a "
+                    "backtracking engine in the host); use propertyNames with a pattern"
+                )
+            pattern = node.get("pattern")
+            if isinstance(pattern, str):
+                try:
+                    _re2(pattern)
+                except Exception as exc:  # re2.error, and ValueError on bad UTF-8
+                    raise refuse(
+                        f"pattern {pattern!r} is not supported by RE2 ({exc}); caplet runs "
+                        "patterns on RE2 (no backreferences or lookaround)"
+                    ) from None
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def _compile(schema: Mapping[str, object] | None, path: Path, field: str) -> Any:
@@ -171,6 +223,7 @@ def _compile(schema: Mapping[str, object] | None, path: Path, field: str) -> Any
     except SchemaError as exc:
         raise refuse(f"at {exc.json_path}: {_short(exc.message)}") from None
     _check_references(plain, refuse)
+    _check_patterns(plain, refuse)
     # An empty registry: nothing beyond this schema (and the dialect's own
     # meta-schemas) can be referenced, so validation never touches the network.
     validator = cls(plain, registry=Registry())
