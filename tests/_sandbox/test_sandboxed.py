@@ -111,13 +111,6 @@ class Start(Protocol):
     def __call__(self, *grants: PathGrant, memory_mb: int | None = 512) -> SubprocessWorker: ...
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def start(tmp_path: Path, launcher: SandboxLauncher) -> Iterator[Start]:
     snapshot = tmp_path / "snapshot"

@@ -102,13 +102,6 @@ class Start(Protocol):
     def __call__(self, launcher_: SandboxLauncher | None = None) -> SubprocessWorker: ...
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def start(tmp_path: Path, launcher: SandboxLauncher) -> Iterator[Start]:
     snapshot = tmp_path / "snapshot"
