@@ -569,3 +569,18 @@ def test_fs_normal_form_is_a_fixed_point(
     assert str(again) == str(capability)
     assert "//" not in str(capability)
     assert not str(capability).endswith("/")
+
+
+@pytest.mark.parametrize(
+    ("text", "root"),
+    [
+        ("fs.read:/data", "/data"),
+        ("fs.read:/data/*.csv", "/data"),
+        ("fs.write:/srv/out/2026-*/logs", "/srv/out"),
+        ("fs.read:/srv/file[0-9].txt", "/srv"),
+    ],
+)
+def test_fs_capability_root_is_the_directory_a_glob_starts_in(text: str, root: str) -> None:
+    capability = parse_capability(text)
+    assert isinstance(capability, FsCapability)
+    assert capability.root == root

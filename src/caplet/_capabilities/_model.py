@@ -55,6 +55,19 @@ class FsCapability:
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.path}"
 
+    @property
+    def root(self) -> str:
+        """The directory a glob starts in (the path itself when it is no glob).
+
+        Mounts and Landlock see whole files and directories, so the kernel
+        layers enforce ``fs.read:/data/*.csv`` as ``/data``; the scanner uses
+        the same root as the prefix a literal path must lie under.
+        """
+        cut = min((i for i, c in enumerate(self.path) if c in "*?["), default=-1)
+        if cut < 0:
+            return self.path
+        return self.path[:cut].rsplit("/", 1)[0] or "/"
+
 
 @dataclass(frozen=True, slots=True)
 class NetHttpCapability:

@@ -577,21 +577,14 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
 
 
 def _path_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
-    """The host paths the resolved fs capabilities name, for the sandbox to expose.
-
-    Mounts and Landlock work on whole files and directories, so a glob
-    (``fs.read:/data/*.csv``) is enforced by the kernel at the granularity
-    of its directory (``/data``); the manifest still records the glob.
-    """
+    """The host paths the resolved fs capabilities name (a glob by its root directory)."""
     grants: list[PathGrant] = []
     for capability in capabilities:
         if not isinstance(capability, FsCapability):
             continue
-        path = capability.path
-        if capability.is_glob:
-            cut = min(i for i, c in enumerate(path) if c in "*?[")
-            path = path[:cut].rsplit("/", 1)[0] or "/"
-        grants.append(PathGrant(path, writable=capability.kind is CapabilityKind.FS_WRITE))
+        grants.append(
+            PathGrant(capability.root, writable=capability.kind is CapabilityKind.FS_WRITE)
+        )
     return tuple(grants)
 
 

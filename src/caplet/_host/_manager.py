@@ -52,7 +52,7 @@ from caplet._errors import (
     ManifestError,
     PluginNotFoundError,
 )
-from caplet._findings import Finding, Severity
+from caplet._findings import Finding, RiskLevel, Severity
 from caplet._host._policy import Policy
 from caplet._host._records import (
     BrokenPlugin,
@@ -375,7 +375,7 @@ class PluginManager:
         dangers = _uncovered_dangers(audit)
         if dangers:
             return self._refuse(name, "approve", _danger_message(name, dangers))
-        refusal = self._risk_refusal(name, audit)
+        refusal = self._risk_refusal(name, audit.risk_level)
         if refusal:
             return self._refuse(name, "approve", refusal)
         self.store.put_approval(
@@ -413,11 +413,11 @@ class PluginManager:
         self._record(name)
         return self.store.get_approval(name)
 
-    def _risk_refusal(self, name: str, audit: AuditResult) -> str:
+    def _risk_refusal(self, name: str, risk: RiskLevel) -> str:
         limit = self.policy.max_risk_level
-        if audit.risk_level.order > limit.order:
+        if risk.order > limit.order:
             return (
-                f"plugin {name!r} was audited {audit.risk_level.value} risk, above the policy's "
+                f"plugin {name!r} was audited {risk.value} risk, above the policy's "
                 f"max_risk_level {limit.value}; review the findings (`caplet audit {name}`) and "
                 "fix the plugin, or raise max_risk_level in the policy"
             )
@@ -500,9 +500,8 @@ class PluginManager:
         cached. Enabling an already enabled plugin reconfigures it in place.
         """
         record = self._record(name)
-        if self.store.get_quarantine(name) is not None:
-            quarantine = self.store.get_quarantine(name)
-            assert quarantine is not None
+        quarantine = self.store.get_quarantine(name)
+        if quarantine is not None:
             return self._refuse(
                 name,
                 "enable",
@@ -520,7 +519,7 @@ class PluginManager:
         approved = approval is not None and approval.content_hash == record.content_hash
         if approved:
             assert approval is not None
-            refusal = self._risk_refusal(name, _approval_as_audit(approval, record))
+            refusal = self._risk_refusal(name, approval.risk_level)
             if refusal:
                 return self._refuse(
                     name, "enable", f"approval no longer satisfies policy: {refusal}"
@@ -529,7 +528,7 @@ class PluginManager:
         dangers = _uncovered_dangers(audit)
         if dangers:
             return self._refuse(name, "enable", _danger_message(name, dangers))
-        refusal = self._risk_refusal(name, audit)
+        refusal = self._risk_refusal(name, audit.risk_level)
         if refusal:
             return self._refuse(name, "enable", refusal)
         try:
@@ -718,19 +717,6 @@ def _danger_message(name: str, dangers: Sequence[Finding]) -> str:
     return (
         f"plugin {name!r} is refused by {len(dangers)} danger finding(s) that no declared "
         f"capability covers: {shown}{more}; remove that code or declare the capability it needs"
-    )
-
-
-def _approval_as_audit(approval: ApprovalRecord, record: _Record) -> AuditResult:
-    """The stored risk of an approval, in the shape the policy check takes."""
-    return AuditResult(
-        plugin=approval.name,
-        content_hash=approval.content_hash,
-        risk_level=approval.risk_level,
-        verdict=approval.verdict,
-        summary="stored approval",
-        findings=(),
-        provider=record.audit.provider if record.audit else "approval",
     )
 
 

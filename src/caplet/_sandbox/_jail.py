@@ -91,6 +91,7 @@ from caplet._syscall import (
 __all__ = [
     "DISABLE_LAYERS_ENV",
     "JailSpec",
+    "disabled_layers",
     "enter_jail",
     "prepare_jail",
     "probe_namespaces",
@@ -316,7 +317,7 @@ def probe_namespaces() -> str | None:
     forks pid 1 of the new pid namespace, which makes mount propagation
     private and mounts a tmpfs and a proc. Nothing of it touches the caller.
     """
-    if "namespaces" in _disabled_layers():
+    if "namespaces" in disabled_layers():
         return f"namespaces disabled by {DISABLE_LAYERS_ENV} (test-only override)"
     if not sys.platform.startswith("linux"):
         return f"namespaces need Linux; this is {sys.platform}"
@@ -838,7 +839,7 @@ def _report(fd: int, reason: str | None) -> None:
         os.write(fd, reason.encode("utf-8", "replace")[:4096] + b"\n")
 
 
-def _disabled_layers() -> set[str]:
+def disabled_layers() -> set[str]:
     return {word for word in re.split(r"[\s,]+", os.environ.get(DISABLE_LAYERS_ENV, "")) if word}
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import msgpack
 
 from caplet._errors import ProtocolError, WorkerStartError
+from caplet._sandbox._jail import DISABLE_LAYERS_ENV
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._subprocess import (
     SubprocessLauncher,
@@ -194,9 +195,9 @@ class _Zygote:
     def __init__(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {}
-        disabled = os.environ.get("CAPLET_TEST_DISABLE_LAYERS")
+        disabled = os.environ.get(DISABLE_LAYERS_ENV)
         if disabled:
-            env["CAPLET_TEST_DISABLE_LAYERS"] = disabled
+            env[DISABLE_LAYERS_ENV] = disabled
         try:
             self.process = subprocess.Popen(
                 bootstrap_command("caplet._sandbox._zygote", child.fileno()),

@@ -65,7 +65,9 @@ from caplet._sandbox import _worker
 from caplet._sandbox._cgroup import PidsRoot, open_pids_root
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._jail import (
+    DISABLE_LAYERS_ENV,
     JailSpec,
+    disabled_layers,
     enter_jail,
     prepare_jail,
     probe_namespaces,
@@ -122,11 +124,11 @@ def probe_layers() -> dict[str, str]:
     layers report unavailable: it exists so tests can simulate a machine
     without them, and is read before the zygote clears its environment.
     """
-    disabled = _disabled_layers()
+    disabled = disabled_layers()
     report: dict[str, str] = {}
     for layer in LAYERS:
         if layer in disabled:
-            report[layer] = "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
+            report[layer] = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
         elif layer == "namespaces":
             report[layer] = probe_namespaces() or ""
         elif layer == "landlock":
@@ -153,13 +155,9 @@ def probe_counting(layers: Mapping[str, str]) -> str:
     """
     if layers.get("seccomp"):
         return f"the seccomp layer is unavailable ({layers['seccomp']})"
-    if SECCOMP_COUNTING in _disabled_layers():
-        return "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
+    if SECCOMP_COUNTING in disabled_layers():
+        return f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
     return seccomp_notify_problem() or ""
-
-
-def _disabled_layers() -> set[str]:
-    return {name.strip() for name in os.environ.get("CAPLET_TEST_DISABLE_LAYERS", "").split(",")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,8 +436,8 @@ def _serve(control: socket.socket) -> int:
     layers = probe_layers()
     counting = probe_counting(layers)
     pids_root: PidsRoot | None = None
-    if "cgroup" in _disabled_layers():
-        layers["cgroup"] = "disabled by CAPLET_TEST_DISABLE_LAYERS (test-only)"
+    if "cgroup" in disabled_layers():
+        layers["cgroup"] = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
     else:
         pids_root, layers["cgroup"] = open_pids_root(
             f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-"

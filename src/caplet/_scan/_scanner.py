@@ -169,7 +169,7 @@ class _Grants:
                 continue
             if isinstance(cap, FsCapability):
                 target = fs_write if cap.kind is CapabilityKind.FS_WRITE else fs_read
-                target.append(_glob_free_prefix(cap.path))
+                target.append(cap.root)
             elif isinstance(cap, EnvReadCapability):
                 env_names.add(cap.name)
             elif isinstance(cap, ProcExecCapability):
@@ -206,14 +206,6 @@ class _Grants:
 
 
 _NO_GRANTS = _Grants((), (), frozenset(), ())
-
-
-def _glob_free_prefix(path: str) -> str:
-    """The directory part of ``path`` before its first glob character."""
-    cut = min((i for i, c in enumerate(path) if c in "*?["), default=-1)
-    if cut < 0:
-        return path
-    return path[:cut].rsplit("/", 1)[0] or "/"
 
 
 # -- the first pass: limits and bindings --------------------------------------------------
