@@ -15,6 +15,7 @@ from caplet._scan._rules import (
     PROGRAM_ARGUMENTS,
     RULES,
     RuleFamily,
+    RuleKind,
     rule,
 )
 
@@ -45,11 +46,24 @@ def test_coverage_fields_agree_and_covered_is_milder() -> None:
 def test_messages_have_one_api_placeholder_and_a_hint() -> None:
     for r in RULES.values():
         assert r.message.count("{api}") == 1, r.rule_id
-        assert r.hint, r.rule_id
+        # a mitigation is good news: there is nothing to fix
+        assert bool(r.hint) is (r.kind is not RuleKind.MITIGATION), r.rule_id
+
+
+def test_every_rule_has_a_rationale_for_the_catalogue() -> None:
+    missing = [r.rule_id for r in RULES.values() if not r.rationale]
+    assert missing == []
 
 
 def test_network_is_never_coverable_and_says_use_ctx_http() -> None:
-    network = [r for r in RULES.values() if r.family is RuleFamily.NETWORK]
+    # CPL-NET-003 is about URL literals (brokered hosts), not direct access
+    network = [
+        r
+        for r in RULES.values()
+        if r.family is RuleFamily.NETWORK
+        and r.kind is RuleKind.CAPABILITY
+        and r.rule_id != "CPL-NET-003"
+    ]
     assert network
     for r in network:
         assert r.covered_by is None

@@ -135,7 +135,7 @@ def test_missing_root_is_a_scan_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ScanError) as info:
         scan_tree(missing)
     assert str(missing) in str(info.value)
-    assert "pass a plugin directory or a Python file" in str(info.value)
+    assert "pass a plugin directory, a Python file, an sdist or a wheel" in str(info.value)
 
 
 def test_non_positive_limit_is_a_scan_error(tmp_path: Path) -> None:

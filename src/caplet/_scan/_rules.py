@@ -52,6 +52,7 @@ __all__ = [
     "ArgumentSpec",
     "Rule",
     "RuleFamily",
+    "RuleKind",
     "rule",
 ]
 
@@ -70,8 +71,35 @@ class RuleFamily(enum.Enum):
     OBFUSCATION = "obfuscation"
     INSTALL_HOOK = "install-hook"
     SUPPLY_CHAIN = "supply-chain"
+    PERSISTENCE = "persistence"
+    EXFILTRATION = "exfiltration"
+    MINING = "mining"
     #: Findings about the scan itself: a file too large, too deep, unparsable.
     SCANNER = "scanner"
+    #: Defensive code worth showing the approver (design.md section 6).
+    MITIGATION = "mitigation"
+
+
+class RuleKind(enum.Enum):
+    """What a finding of the rule says about the code (GuardDog 3's split).
+
+    ``CAPABILITY``: what the code *can do* (run programs, open sockets). In a
+    plugin, a capability the manifest does not declare is danger; in a plain
+    package it is only an observed capability (info), because single-API
+    rules hit a large share of benign packages.
+    ``THREAT``: a sign of malicious *intent* (decoded data reaching exec,
+    browser credential paths, messenger webhooks, miners): danger everywhere.
+    ``SIGNAL``: weak evidence (an encoded blob, a very long line): a warning
+    everywhere, never enough to refuse on its own.
+    ``SCANNER``: something could not be checked. ``MITIGATION``: defensive
+    code (info), shown in plugin reports.
+    """
+
+    CAPABILITY = "capability"
+    THREAT = "threat"
+    SIGNAL = "signal"
+    SCANNER = "scanner"
+    MITIGATION = "mitigation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +121,9 @@ class Rule:
     covered_by: CapabilityKind | None
     message: str
     hint: str
+    kind: RuleKind = RuleKind.CAPABILITY
+    #: One line for ``caplet scan --rules`` and the SARIF rule description.
+    rationale: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +157,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.PROC_EXEC,
         "{api} executes a program",
         "declare proc.exec:<program> for the one program it runs, or remove the call",
+        rationale="running programs escapes every Python-level restriction",
     ),
     Rule(
         "CPL-PROC-002",
@@ -135,6 +167,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.PROC_EXEC,
         "import of {api}, a process execution module",
         "declare proc.exec:<program> if the plugin runs a program, or remove the import",
+        rationale="a process module is imported: the plugin may run programs",
     ),
     # -- dynamic code ----------------------------------------------------------
     Rule(
@@ -145,6 +178,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} runs code built at run time",
         "no capability allows this: call the code directly instead",
+        rationale="eval/exec/compile run code the scanner never saw",
     ),
     Rule(
         "CPL-DYN-002",
@@ -154,6 +188,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} imports or runs a module chosen at run time",
         "no capability allows this: use a plain import statement",
+        rationale="a module chosen at run time hides what the plugin really imports",
     ),
     Rule(
         "CPL-DYN-003",
@@ -163,6 +198,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} deserialises data that can run code",
         "no capability allows this: use json (or msgpack) for data",
+        rationale="pickle and marshal run code while loading data",
     ),
     Rule(
         "CPL-DYN-004",
@@ -172,6 +208,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} builds code or function objects by hand",
         "no capability allows this: write the function in source",
+        rationale="hand-built code objects bypass the source the scanner read",
     ),
     # -- native code -------------------------------------------------------------
     Rule(
@@ -182,6 +219,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "import of {api}, a foreign function interface (native code)",
         "no capability allows native code: remove the import",
+        rationale="ctypes/cffi call into native code, beyond any Python-level check",
     ),
     Rule(
         "CPL-NAT-002",
@@ -191,6 +229,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "native library {api} in the plugin tree",
         "no capability allows native code: remove the file",
+        rationale="a shipped native library cannot be scanned",
     ),
     Rule(
         "CPL-NAT-003",
@@ -200,6 +239,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "compiled bytecode {api} in the plugin tree (its code cannot be scanned)",
         "ship the .py source instead and remove the file",
+        rationale="shipped bytecode can differ from the source next to it",
     ),
     # -- introspection escapes -----------------------------------------------------
     Rule(
@@ -210,6 +250,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "attribute {api} reaches interpreter internals (sandbox escape pattern)",
         "no capability allows this: remove the attribute access",
+        rationale="__subclasses__/__globals__/frames are the classic Python sandbox escapes",
     ),
     Rule(
         "CPL-INTRO-002",
@@ -219,6 +260,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} walks frames or live objects (sandbox escape pattern)",
         "no capability allows this: remove the call",
+        rationale="frame and gc walking reaches objects the plugin was never given",
     ),
     # -- global mutation -----------------------------------------------------------
     Rule(
@@ -229,6 +271,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} modifies builtins, another module or the import system",
         "no capability allows this: keep changes local to the plugin's own objects",
+        rationale="patching builtins or other modules changes code the plugin does not own",
     ),
     # -- network -----------------------------------------------------------------------
     Rule(
@@ -239,6 +282,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "import of {api}, direct network access",
         "use ctx.http (brokered) instead and declare net.http:<origin>",
+        rationale="direct network access bypasses the broker's host and address checks",
     ),
     Rule(
         "CPL-NET-002",
@@ -248,6 +292,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} opens a raw network stream",
         "use ctx.http (brokered) instead and declare net.http:<origin>",
+        rationale="raw streams bypass the broker's host and address checks",
     ),
     # -- filesystem ----------------------------------------------------------------------
     Rule(
@@ -258,6 +303,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.FS_WRITE,
         "{api} opens a file for writing",
         "declare fs.write:<directory> for the place it writes",
+        rationale="writing files needs a declared fs.write path",
     ),
     Rule(
         "CPL-FS-002",
@@ -267,6 +313,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.FS_READ,
         "{api} reads a file",
         "declare fs.read:<directory> for the place it reads",
+        rationale="reading files needs a declared fs.read path",
     ),
     Rule(
         "CPL-FS-003",
@@ -276,6 +323,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.FS_WRITE,
         "{api} creates, changes or deletes files",
         "declare fs.write:<directory> for the place it changes",
+        rationale="creating, moving or deleting files needs a declared fs.write path",
     ),
     Rule(
         "CPL-FS-004",
@@ -285,6 +333,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.FS_READ,
         "sensitive path {api} outside the declared file capabilities",
         "declare an fs.read or fs.write capability whose path contains it, or remove it",
+        rationale="system and credential paths are what stealers read first",
     ),
     # -- environment ----------------------------------------------------------------------
     Rule(
@@ -295,6 +344,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.ENV_READ,
         "{api} reads an environment variable",
         "declare env.read:<NAME> for that variable",
+        rationale="environment variables hold tokens; each one read must be declared",
     ),
     Rule(
         "CPL-ENV-002",
@@ -304,6 +354,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _K.ENV_READ,
         "{api} reads the environment with a name that is not a literal",
         "read each variable by its literal name and declare env.read:<NAME> for it",
+        rationale="reading the environment by a computed name can read every secret",
     ),
     # -- obfuscation ------------------------------------------------------------------------
     Rule(
@@ -314,6 +365,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} looks like an encoded blob (base64 or hex)",
         "ship data as readable files or explain the blob in the description",
+        kind=RuleKind.SIGNAL,
+        rationale="long encoded blobs hide code or data from review",
     ),
     Rule(
         "CPL-OBF-002",
@@ -323,6 +376,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} builds a string character by character (obfuscation pattern)",
         "write the string as a literal",
+        kind=RuleKind.SIGNAL,
+        rationale="character-by-character strings hide names from review",
     ),
     Rule(
         "CPL-OBF-003",
@@ -332,6 +387,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} is longer than 1000 characters (hides code from review)",
         "wrap the line; ship generated or minified data as a separate file",
+        kind=RuleKind.SIGNAL,
+        rationale="very long lines hide code past the edge of the reviewer's screen",
     ),
     # -- install hooks / supply chain ---------------------------------------------------------
     Rule(
@@ -342,6 +399,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} runs arbitrary code when the tree is installed",
         "plugins are not installed with pip: remove setup.py (use pyproject.toml metadata)",
+        rationale="setup.py runs with the installing user's rights",
     ),
     Rule(
         "CPL-HOOK-002",
@@ -351,6 +409,7 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} is a .pth file: its import lines run at every interpreter start",
         "remove the .pth file",
+        rationale=".pth files are read at every interpreter start",
     ),
     Rule(
         "CPL-HOOK-003",
@@ -360,6 +419,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "{api} runs automatically at interpreter start",
         "rename or remove the module",
+        kind=RuleKind.THREAT,
+        rationale="sitecustomize/usercustomize run at every interpreter start",
     ),
     Rule(
         "CPL-SUP-001",
@@ -369,6 +430,313 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "third-party import {api} (supply chain: its code is not part of this scan)",
         "vendor the code into the plugin or use the standard library",
+        rationale="third-party code is not part of what was scanned and approved",
+    ),
+    # -- threats: signs of malicious intent, danger in plugins and packages alike ------------
+    Rule(
+        "CPL-THR-001",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "{api} runs code that is decoded, decompressed or decrypted at run time (dropper)",
+        "ship the code as readable source instead of an encoded payload",
+        kind=RuleKind.THREAT,
+        rationale="base64/zlib/marshal layers reaching exec are the commonest PyPI dropper",
+    ),
+    Rule(
+        "CPL-THR-002",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "{api} runs code or a program fetched from the network (download and execute)",
+        "ship the code with the plugin; never execute downloaded data",
+        kind=RuleKind.THREAT,
+        rationale="second-stage payloads are fetched at run time so that scanners never see them",
+    ),
+    Rule(
+        "CPL-THR-003",
+        RuleFamily.INTROSPECTION,
+        _D,
+        None,
+        None,
+        "{api} looks up a builtin or module attribute by a computed name (hides what is called)",
+        "call the function by its name",
+        kind=RuleKind.THREAT,
+        rationale="getattr(__builtins__, 'ex'+'ec') exists only to hide eval/exec from review",
+    ),
+    Rule(
+        "CPL-THR-004",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api} is a messenger webhook or data-drop service in a file that collects host data, "
+        "files or credentials (exfiltration)",
+        "remove the endpoint; plugins send data only through declared net.http origins",
+        kind=RuleKind.THREAT,
+        rationale="Discord/Telegram webhooks and paste/tunnel services are where stolen data goes",
+    ),
+    Rule(
+        "CPL-THR-005",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api} names a browser, wallet or messenger credential store",
+        "remove the path; no plugin needs another program's credentials",
+        kind=RuleKind.THREAT,
+        rationale="stealers read browser Login Data, wallet files and Discord token databases",
+    ),
+    Rule(
+        "CPL-THR-006",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api} collects the whole environment in a file that also reaches the network "
+        "(environment harvesting)",
+        "read only the variables you need, by name, and declare env.read for each",
+        kind=RuleKind.THREAT,
+        rationale="dumping os.environ next to a network call is how CI tokens and API keys leak",
+    ),
+    Rule(
+        "CPL-THR-007",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "credential path {api} in a file that also collects host details and reaches the "
+        "network (credential theft)",
+        "remove the credential access",
+        kind=RuleKind.THREAT,
+        rationale="credential files plus host fingerprinting plus egress is the stealer recipe",
+    ),
+    Rule(
+        "CPL-THR-008",
+        RuleFamily.NETWORK,
+        _D,
+        None,
+        None,
+        "{api} wires a socket to a shell (reverse shell)",
+        "remove the shell; plugins never hand a terminal to the network",
+        kind=RuleKind.THREAT,
+        rationale="socket + dup2/pty.spawn or '/dev/tcp/' strings are textbook reverse shells",
+    ),
+    Rule(
+        "CPL-THR-009",
+        RuleFamily.PERSISTENCE,
+        _D,
+        None,
+        None,
+        "{api} is an autostart location written by this file (persistence)",
+        "remove the autostart entry; plugins run only when the host calls them",
+        kind=RuleKind.THREAT,
+        rationale="crontab, systemd units, shell rc files and Run keys keep malware alive",
+    ),
+    Rule(
+        "CPL-THR-010",
+        RuleFamily.MINING,
+        _D,
+        None,
+        None,
+        "{api} is a crypto-mining marker",
+        "remove the miner",
+        kind=RuleKind.THREAT,
+        rationale="stratum pools, xmrig and coinhive appear only in miners",
+    ),
+    Rule(
+        "CPL-THR-011",
+        RuleFamily.INSTALL_HOOK,
+        _D,
+        None,
+        None,
+        "{api} in setup.py runs when the package is installed",
+        "do the work at build time in a declared build backend, not in setup.py",
+        kind=RuleKind.THREAT,
+        rationale="install-time network, exec or credential access is the typosquat payload",
+    ),
+    Rule(
+        "CPL-THR-012",
+        RuleFamily.OBFUSCATION,
+        _D,
+        None,
+        None,
+        "{api}: a bidirectional-text or invisible control character in the source "
+        "(Trojan Source, CVE-2021-42574)",
+        "remove the control character; the code does not read the way it runs",
+        kind=RuleKind.THREAT,
+        rationale="bidi overrides make reviewers see different code than the interpreter runs",
+    ),
+    Rule(
+        "CPL-THR-013",
+        RuleFamily.INSTALL_HOOK,
+        _D,
+        None,
+        None,
+        "{api} is a .pth file whose import line runs code at every interpreter start",
+        "remove the code from the .pth file",
+        kind=RuleKind.THREAT,
+        rationale="a .pth 'import' line with exec/network/process calls is a persistent payload",
+    ),
+    Rule(
+        "CPL-THR-014",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api}: clipboard access next to a crypto-wallet address pattern (clipboard hijacker)",
+        "remove the clipboard code",
+        kind=RuleKind.THREAT,
+        rationale="clippers swap copied wallet addresses for the attacker's",
+    ),
+    Rule(
+        "CPL-THR-015",
+        RuleFamily.PROCESS,
+        _D,
+        None,
+        None,
+        "shell command {api} downloads and runs a program",
+        "ship the program with the plugin; never pipe a download into a shell",
+        kind=RuleKind.THREAT,
+        rationale="curl|sh, wget && chmod +x and PowerShell IEX fetch the real payload",
+    ),
+    Rule(
+        "CPL-NET-004",
+        RuleFamily.EXFILTRATION,
+        _W,
+        None,
+        None,
+        "{api} is a messenger webhook or data-drop service",
+        "remove the endpoint, or explain it in the description",
+        kind=RuleKind.SIGNAL,
+        rationale="a webhook alone may be a notifier (tqdm's Telegram bar); with collected "
+        "data it is exfiltration (CPL-THR-004)",
+    ),
+    Rule(
+        "CPL-PER-001",
+        RuleFamily.PERSISTENCE,
+        _W,
+        None,
+        None,
+        "{api} is an autostart location",
+        "remove the reference, or explain it in the description",
+        kind=RuleKind.SIGNAL,
+        rationale="autostart paths are rare in libraries; written, they are a threat (CPL-THR-009)",
+    ),
+    Rule(
+        "CPL-OBF-004",
+        RuleFamily.OBFUSCATION,
+        _W,
+        None,
+        None,
+        "{api} is a high-entropy string (encrypted or compressed data)",
+        "ship data as files, or explain the string in the description",
+        kind=RuleKind.SIGNAL,
+        rationale="encrypted payloads (Fernet, XOR) look random; benign literals rarely do",
+    ),
+    # -- what the manifest says versus what the code does -----------------------------------
+    Rule(
+        "CPL-NET-003",
+        RuleFamily.NETWORK,
+        _W,
+        _I,
+        _K.NET_HTTP,
+        "URL {api} names a host no net.http capability declares",
+        "declare net.http for that origin, or remove the URL",
+        rationale="every host a plugin talks to must be visible in its manifest",
+    ),
+    Rule(
+        "CPL-MAN-001",
+        RuleFamily.SUPPLY_CHAIN,
+        _I,
+        None,
+        None,
+        "declared capability {api} is never used by the code (over-broad manifest)",
+        "remove the capability from the manifest",
+        kind=RuleKind.SIGNAL,
+        rationale="capabilities nobody uses are attack surface an approver grants for nothing",
+    ),
+    # -- mitigations: defensive code, shown in the report --------------------------------------
+    Rule(
+        "CPL-MIT-001",
+        RuleFamily.MITIGATION,
+        _I,
+        None,
+        None,
+        "{api} resolves or refuses symlinks",
+        "",
+        kind=RuleKind.MITIGATION,
+        rationale="resolving links before a check closes symlink escapes",
+    ),
+    Rule(
+        "CPL-MIT-002",
+        RuleFamily.MITIGATION,
+        _I,
+        None,
+        None,
+        "{api} guards against path traversal",
+        "",
+        kind=RuleKind.MITIGATION,
+        rationale="containment checks keep '..' inside the granted directory",
+    ),
+    Rule(
+        "CPL-MIT-003",
+        RuleFamily.MITIGATION,
+        _I,
+        None,
+        None,
+        "{api} caps a size",
+        "",
+        kind=RuleKind.MITIGATION,
+        rationale="size caps stop memory and disk exhaustion",
+    ),
+    # -- archives (sdists and wheels read without extracting) ------------------------------
+    Rule(
+        "CPL-ARC-001",
+        RuleFamily.INSTALL_HOOK,
+        _D,
+        None,
+        None,
+        "archive member {api} would be written outside the install directory",
+        "rebuild the archive with relative member names only",
+        kind=RuleKind.THREAT,
+        rationale="absolute and '..' member names overwrite files on extraction (CVE-2007-4559)",
+    ),
+    Rule(
+        "CPL-ARC-002",
+        RuleFamily.INSTALL_HOOK,
+        _D,
+        None,
+        None,
+        "archive {api} expands far beyond its size (decompression bomb)",
+        "ship the data uncompressed or split it",
+        kind=RuleKind.THREAT,
+        rationale="a bomb exhausts the disk or memory of whoever installs or scans it",
+    ),
+    Rule(
+        "CPL-ARC-003",
+        RuleFamily.INSTALL_HOOK,
+        _W,
+        None,
+        None,
+        "archive member {api} is a link, a special file, a duplicate or an odd name",
+        "replace it with a regular file of a plain name",
+        kind=RuleKind.SIGNAL,
+        rationale="links, duplicates and odd names make the installed tree differ from the "
+        "scanned one",
+    ),
+    Rule(
+        "CPL-ARC-004",
+        RuleFamily.SCANNER,
+        _W,
+        None,
+        None,
+        "not scanned: archive member {api}",
+        "rebuild the archive, or scan its members after extracting them",
+        kind=RuleKind.SCANNER,
+        rationale="nested, corrupt or oversized members are not known to be clean",
     ),
     # -- the scan itself ---------------------------------------------------------------------------
     Rule(
@@ -379,6 +747,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "not scanned: too large ({api})",
         "split the file or raise max_file_bytes",
+        kind=RuleKind.SCANNER,
+        rationale="a file too large to scan is not known to be clean",
     ),
     Rule(
         "CPL-SCAN-002",
@@ -388,6 +758,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "not scanned: too complex ({api})",
         "simplify the code (split deep expressions, shorten the file)",
+        kind=RuleKind.SCANNER,
+        rationale="a file too complex to scan is not known to be clean",
     ),
     Rule(
         "CPL-SCAN-003",
@@ -397,6 +769,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "does not parse as Python ({api}); code rules were not applied",
         "fix the syntax or encoding error",
+        kind=RuleKind.SCANNER,
+        rationale="code that does not parse cannot be checked by the AST rules",
     ),
     Rule(
         "CPL-SCAN-004",
@@ -406,6 +780,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "not scanned: cannot be read ({api})",
         "make the file readable by the scanning user",
+        kind=RuleKind.SCANNER,
+        rationale="an unreadable file is not known to be clean",
     ),
     Rule(
         "CPL-SCAN-005",
@@ -415,6 +791,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         None,
         "not scanned: {api} is not a regular file (symlinks are not followed)",
         "replace the link or special file with a regular file",
+        kind=RuleKind.SCANNER,
+        rationale="links and special files are never followed, so their targets are unscanned",
     ),
 )
 

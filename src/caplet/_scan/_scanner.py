@@ -25,15 +25,19 @@ severity and marked ``covered``.
 from __future__ import annotations
 
 import ast
+import collections
+import dataclasses
 import enum
 import errno
 import io
+import math
 import os
 import stat
 import sys
 import tokenize
+import urllib.parse
 import warnings
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, assert_never
@@ -49,8 +53,18 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._errors import ScanError
-from caplet._findings import Finding
-from caplet._scan._model import ScanReport
+from caplet._findings import Finding, Severity
+from caplet._scan._archive import (
+    ArchiveMember,
+    ArchiveProblem,
+    ArchiveProblemKind,
+    detect_format,
+    iter_archive,
+)
+from caplet._scan._correlate import TAG_APIS, Tag, correlate
+from caplet._scan._indicators import BIDI_CONTROLS, IndicatorKind, indicator_set
+from caplet._scan._model import ScanMode, ScanReport
+from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import (
     API_RULES,
     BLOB_MIN_DISTINCT,
@@ -76,6 +90,8 @@ from caplet._scan._rules import (
     SENSITIVE_PATH_MARKERS,
     SENSITIVE_PATH_PREFIXES,
     ArgumentSpec,
+    RuleFamily,
+    RuleKind,
     rule,
 )
 
@@ -110,9 +126,138 @@ _MUTABLE_STATE = IMPORT_STATE | {"builtins.__dict__"}
 _STDLIB = frozenset(sys.stdlib_module_names)
 #: Names a bare reference can be reported for, and the first components of
 #: flagged modules: anything else is skipped without splitting it.
+_MITIGATION_APIS = {
+    "os.path.realpath": "CPL-MIT-001",
+    "os.path.islink": "CPL-MIT-001",
+    "os.O_NOFOLLOW": "CPL-MIT-001",
+    "os.path.commonpath": "CPL-MIT-002",
+    "os.path.commonprefix": "CPL-MIT-002",
+    "os.path.getsize": "CPL-MIT-003",
+}
 _REFERENCE_NAMES = (
-    frozenset(API_RULES) | ENVIRON_MAPPINGS | ENV_FUNCTIONS | frozenset(OPEN_FUNCTIONS)
+    frozenset(API_RULES)
+    | ENVIRON_MAPPINGS
+    | ENV_FUNCTIONS
+    | frozenset(OPEN_FUNCTIONS)
+    | frozenset(TAG_APIS)
+    | frozenset(_MITIGATION_APIS)
 )
+
+#: Calls whose result is decoded, decompressed or decrypted data: such data
+#: reaching exec/eval/compile is a dropper (CPL-THR-001).
+_DECODERS = frozenset(
+    {
+        *(
+            f"base64.{n}"
+            for n in (
+                "b64decode",
+                "b32decode",
+                "b16decode",
+                "a85decode",
+                "b85decode",
+                "decodebytes",
+                "decodestring",
+                "standard_b64decode",
+                "urlsafe_b64decode",
+            )
+        ),
+        "binascii.a2b_base64",
+        "binascii.a2b_hex",
+        "binascii.unhexlify",
+        "zlib.decompress",
+        "gzip.decompress",
+        "bz2.decompress",
+        "lzma.decompress",
+        "marshal.loads",
+        "codecs.decode",
+        "builtins.bytes.fromhex",
+        "builtins.bytearray.fromhex",
+    }
+)
+#: Method names that decode whatever their receiver is (Fernet, bytes, codecs).
+_DECODER_METHODS = frozenset(
+    {
+        "b64decode",
+        "b32decode",
+        "a85decode",
+        "b85decode",
+        "decodebytes",
+        "unhexlify",
+        "a2b_base64",
+        "fromhex",
+        "decompress",
+        "decrypt",
+    }
+)
+#: Codecs that turn text back into code (``s.decode("rot13")`` style).
+_DECODING_CODECS = frozenset({"rot13", "rot_13", "base64", "hex", "zlib", "bz2", "uu", "punycode"})
+#: exec-like callables whose first argument is checked for decoded/downloaded data.
+_EXECUTORS = frozenset({"builtins.exec", "builtins.eval", "builtins.compile", "types.FunctionType"})
+#: Network modules: a call into one of them inside exec's argument is downloaded code.
+_NETWORK_MODULES = tuple(sorted(m + "." for m, r in MODULE_RULES.items() if r == "CPL-NET-001"))
+#: Nodes looked at inside one exec argument (and the values its names are bound to).
+_PAYLOAD_BUDGET = 400
+#: Rule ids whose findings record a correlation tag.
+_RULE_TAGS = {
+    "CPL-NET-001": Tag.EGRESS,
+    "CPL-NET-002": Tag.EGRESS,
+    "CPL-FS-002": Tag.READ,
+    "CPL-PROC-001": Tag.PROCESS,
+    "CPL-FS-001": Tag.WRITE,
+    "CPL-FS-003": Tag.WRITE,
+}
+#: Program names that are shells (a socket wired to one is a reverse shell).
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "cmd", "cmd.exe", "powershell"})
+#: Serialisers: the whole environment passed to one is being packed up.
+_SERIALISERS = frozenset(
+    {
+        "json.dumps",
+        "json.dump",
+        "pickle.dumps",
+        "marshal.dumps",
+        "builtins.str",
+        "builtins.repr",
+        "builtins.bytes",
+        "base64.b64encode",
+        "urllib.parse.urlencode",
+    }
+)
+#: Method names that send or write data on whatever object they are called.
+_SENDING_METHODS = frozenset(
+    {"post", "put", "send", "sendall", "sendto", "urlopen", "request", "write", "dumps"}
+)
+#: Builtins whose lookup by a computed name is a threat (CPL-THR-003).
+_BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
+#: Mitigations (plugin mode): fully qualified names and bare attribute names.
+_MITIGATION_ATTRIBUTES = {
+    "is_symlink": "CPL-MIT-001",
+    "resolve": "CPL-MIT-001",
+    "realpath": "CPL-MIT-001",
+    "O_NOFOLLOW": "CPL-MIT-001",
+    "is_relative_to": "CPL-MIT-002",
+    "commonpath": "CPL-MIT-002",
+    "st_size": "CPL-MIT-003",
+    "getsize": "CPL-MIT-003",
+}
+_INDICATOR_RULES = {
+    IndicatorKind.CREDENTIAL_STORE: "CPL-THR-005",
+    IndicatorKind.MINER: "CPL-THR-010",
+    IndicatorKind.REVERSE_SHELL: "CPL-THR-008",
+}
+_INDICATOR_TAGS = {
+    IndicatorKind.EXFIL_ENDPOINT: Tag.EXFIL_ENDPOINT,
+    IndicatorKind.CREDENTIAL_FILE: Tag.CREDENTIAL_FILE,
+    IndicatorKind.PERSISTENCE: Tag.PERSISTENCE,
+    IndicatorKind.DOWNLOAD_EXEC: Tag.DOWNLOAD_EXEC,
+    IndicatorKind.CLIPBOARD: Tag.CLIPBOARD,
+    IndicatorKind.WALLET_PATTERN: Tag.WALLET_PATTERN,
+}
+#: Strings this long or longer get an entropy check (CPL-OBF-004) ...
+_ENTROPY_MIN_LENGTH = 64
+#: ... and are flagged above this many bits per character (English prose is
+#: about 4.2, hex 4.0 at most, random base64 about 6).
+_ENTROPY_BITS = 5.3
+_URL_PREFIXES = ("http://", "https://")
 _MODULE_ROOTS = frozenset(m.split(".", 1)[0] for m in MODULE_RULES)
 _BASE64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_")
 _HEX_ALPHABET = frozenset("0123456789abcdefABCDEF")
@@ -139,6 +284,7 @@ class _Grants:
     env_names: frozenset[str]
     programs: tuple[str, ...]
     templated_kinds: frozenset[CapabilityKind] = frozenset()
+    net: tuple[NetHttpCapability, ...] = ()
 
     @property
     def writes_files(self) -> bool:
@@ -163,6 +309,7 @@ class _Grants:
         env_names: set[str] = set()
         programs: list[str] = []
         templated: set[CapabilityKind] = set()
+        net: list[NetHttpCapability] = []
         for cap in capabilities:
             if cap.templated:
                 templated.add(cap.kind)
@@ -174,7 +321,9 @@ class _Grants:
                 env_names.add(cap.name)
             elif isinstance(cap, ProcExecCapability):
                 programs.append(cap.program)
-            elif isinstance(cap, NetHttpCapability | HostCallCapability | AppCapability):
+            elif isinstance(cap, NetHttpCapability):
+                net.append(cap)
+            elif isinstance(cap, HostCallCapability | AppCapability):
                 pass  # brokered by the host: no scanner rule is about them
             else:
                 assert_never(cap)
@@ -184,6 +333,7 @@ class _Grants:
             frozenset(env_names),
             tuple(programs),
             frozenset(templated),
+            tuple(net),
         )
 
     def covers_program(self, program: str | None) -> bool:
@@ -195,6 +345,17 @@ class _Grants:
             granted in (program, name) or PurePosixPath(granted).name == program
             for granted in self.programs
         )
+
+    def covers_host(self, host: str) -> bool:
+        """True when a net.http capability names ``host`` (exactly, or by ``*.suffix``)."""
+        host = host.lower().rstrip(".")
+        for cap in self.net:
+            if cap.wildcard:
+                if host.endswith("." + cap.host):
+                    return True
+            elif host == cap.host:
+                return True
+        return any(CapabilityKind.NET_HTTP is k for k in self.templated_kinds)
 
     def covers_path(self, literal: str) -> bool:
         """True when some fs capability's path is a prefix of ``literal``."""
@@ -257,7 +418,13 @@ _BINDING_NODES = (
 )
 
 
-def _survey(tree: ast.AST, max_depth: int, max_nodes: int) -> _Survey | _TooComplex:
+def _survey(
+    tree: ast.AST,
+    max_depth: int,
+    max_nodes: int,
+    roots: Sequence[ast.AST] | None = None,
+    bindings: _Bindings | None = None,
+) -> _Survey | _TooComplex:
     """Measure depth and size, collect bindings and list the nodes, in one walk.
 
     Iterative and level by level (breadth first), so that no nesting can
@@ -266,9 +433,10 @@ def _survey(tree: ast.AST, max_depth: int, max_nodes: int) -> _Survey | _TooComp
     relies on. The child loop is ``ast.iter_child_nodes`` inlined with
     per-class field lists: this walk is the scanner's hot path.
     """
-    bindings = _Bindings({}, {}, set(), [])
+    if bindings is None:
+        bindings = _Bindings({}, {}, set(), [])
     nodes: list[ast.AST] = []
-    level: list[ast.AST] = [tree]
+    level: list[ast.AST] = [tree] if roots is None else list(roots)
     depth = 0
     while level:
         depth += 1
@@ -427,6 +595,43 @@ def _sensitive_path(text: str) -> bool:
     return any(marker in text for marker in SENSITIVE_PATH_MARKERS)
 
 
+def _entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    length = len(text)
+    counts = collections.Counter(text).values()
+    return -sum(c / length * math.log2(c / length) for c in counts)
+
+
+def _url_host(url: str) -> str | None:
+    """The host of an absolute http(s) URL literal, lower-case (``None`` if unclear)."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        host = parsed.hostname
+    except ValueError:
+        return None
+    if not host or "{" in host or "%" in host:
+        return None  # a template, not a host
+    return host.rstrip(".")
+
+
+def _launches_payload(program: str) -> bool:
+    """A program that is a dropped payload: a Windows executable or something in /tmp."""
+    lowered = program.lower()
+    return lowered.endswith((".exe", ".scr", ".bat", ".ps1", ".vbs", ".msi")) or lowered.startswith(
+        ("/tmp/", "/dev/shm/", "/var/tmp/")  # noqa: S108 -- patterns matched, not paths used
+    )
+
+
+def _hides_name(name: str) -> bool:
+    """True when ``name`` (a module or attribute built from pieces) is worth hiding."""
+    root = name.split(".", 1)[0]
+    return (
+        name in MODULE_RULES
+        or root in MODULE_RULES
+        or root in {"os", "builtins", "sys", "marshal", "base64", "zlib", "codecs"}
+    )
+
+
 def _shorten(text: str, limit: int = 60) -> str:
     """A literal, quoted and cut, for a message."""
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
@@ -439,15 +644,82 @@ class _FileScan:
     """Findings of one file, with the context every rule needs."""
 
     def __init__(
-        self, file: str, text: str, grants: _Grants, local_modules: Collection[str]
+        self,
+        file: str,
+        text: str,
+        grants: _Grants,
+        local_modules: Collection[str],
+        mode: ScanMode = ScanMode.PLUGIN,
     ) -> None:
         self.file = file
+        self.text = text
+        self.ascii = text.isascii()
         # Python ends lines at \n, \r\n and \r only; str.splitlines() also
         # splits on \f, \x1c, \u2028 ... and would shift every line number.
         self.lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         self.grants = grants
         self.local_modules = local_modules
+        self.mode = mode
         self.findings: list[Finding] = []
+        #: Correlation tags: first line and spelling of each (see _correlate).
+        self.tags: dict[Tag, tuple[int, str]] = {}
+        self.setup_py = file.rsplit("/", 1)[-1] == "setup.py"
+        # Which indicator kinds occur anywhere in the text: string constants
+        # are only matched one by one when the file has any at all.
+        self.indicator_kinds = indicator_set().kinds(text) if text else frozenset()
+        self._mitigations: set[str] = set()
+        self.credential_kinds: set[str] = set()
+
+    def tag(self, tag: Tag, line: int, api: str) -> None:
+        """Record ``tag`` for correlation (the first occurrence is the one shown)."""
+        if tag not in self.tags:
+            self.tags[tag] = (line, api)
+
+    def mitigation(self, rule_id: str, api: str, node: ast.AST) -> None:
+        """A mitigation finding, once per rule and file, in plugin reports only."""
+        if self.mode is ScanMode.PLUGIN and rule_id not in self._mitigations:
+            self._mitigations.add(rule_id)
+            self.emit_at(rule_id, api, node)
+
+    def correlate(self) -> None:
+        """Emit the chains this file's tags complete (after every other rule ran)."""
+        chains = correlate(
+            self.tags, setup_py=self.setup_py, credential_kinds=len(self.credential_kinds)
+        )
+        for chain in chains:
+            self.emit(chain.rule_id, chain.api, chain.line, None)
+
+    def indicators(self, text: str, line: int, col_offset: int | None) -> None:
+        """Indicator rules and tags for one string (or one line of unparsable text)."""
+        for indicator in indicator_set().matches(text):
+            rule_id = _INDICATOR_RULES.get(indicator.kind)
+            if rule_id is not None:
+                self.emit(rule_id, f"{indicator.label} {_shorten(text)}", line, col_offset)
+                continue
+            tag = _INDICATOR_TAGS.get(indicator.kind)
+            if tag is not None:
+                self.tag(tag, line, f"{indicator.label} {_shorten(text)}")
+                if tag is Tag.EXFIL_ENDPOINT:
+                    self.tag(Tag.EGRESS, line, indicator.label)
+                elif tag is Tag.CREDENTIAL_FILE:
+                    self.credential_kinds.add(indicator.label)
+
+    def text_indicators(self) -> None:
+        """Indicators line by line, for files without an AST (comments count here)."""
+        if self.indicator_kinds:
+            for number, line in enumerate(self.lines, start=1):
+                self.indicators(line, number, 0)
+
+    def bidi(self) -> None:
+        """Trojan Source: bidirectional controls anywhere (comments and strings too)."""
+        if self.ascii or not any(c in self.text for c in BIDI_CONTROLS):
+            return
+        for number, line in enumerate(self.lines, start=1):
+            if not line.isascii():
+                found = BIDI_CONTROLS.intersection(line)
+                if found:
+                    names = ", ".join(f"U+{ord(c):04X}" for c in sorted(found))
+                    self.emit("CPL-THR-012", names, number, 0)
 
     def emit(
         self,
@@ -459,18 +731,32 @@ class _FileScan:
         covered: bool = False,
         capability: str | None = None,
     ) -> None:
-        """Record one finding; ``col_offset`` is ast's (UTF-8 bytes, 0-based)."""
+        """Record one finding; ``col_offset`` is ast's (UTF-8 bytes, 0-based).
+
+        In package mode a capability finding is an observed capability (info,
+        no "declare ..." hint: there is no manifest to declare it in), and
+        findings that only make sense against a manifest are dropped.
+        """
         r = rule(rule_id)
+        tag = _RULE_TAGS.get(rule_id)
+        if tag is not None:
+            self.tag(tag, line, api)
         if r.covered_by is not None and capability is None:
             capability = r.covered_by.value
         text = r.message.format(api=api)
-        if covered and r.covered_severity is not None:
+        if self.mode is ScanMode.PACKAGE and r.kind is RuleKind.CAPABILITY:
+            if r.family is RuleFamily.SUPPLY_CHAIN:
+                return  # a package's own dependencies are not a finding
+            severity = Severity.INFO
+            message = f"observed capability: {text}"
+            covered = False
+        elif covered and r.covered_severity is not None:
             severity = r.covered_severity
             message = f"{text} (covered by {capability})"
         else:
             covered = False
             severity = r.severity
-            message = f"{text}; {r.hint}"
+            message = f"{text}; {r.hint}" if r.hint else text
         source_line = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         column = 0 if col_offset is None else _column(source_line, col_offset)
         excerpt = source_line.strip()
@@ -507,6 +793,9 @@ class _FileScan:
     # -- text rules --------------------------------------------------------------------
 
     def long_lines(self) -> None:
+        # max() over the lengths runs in C; the loop only when one is too long.
+        if not self.lines or max(map(len, self.lines)) <= LONG_LINE:
+            return
         for number, line in enumerate(self.lines, start=1):
             if len(line) > LONG_LINE:
                 self.emit("CPL-OBF-003", f"line {number} ({len(line)} characters)", number, 0)
@@ -683,6 +972,12 @@ class _RuleVisitor(ast.NodeVisitor):
         for name in candidates:
             if name not in _REFERENCE_NAMES and name.split(".", 1)[0] not in _MODULE_ROOTS:
                 continue
+            tag = TAG_APIS.get(name)
+            if tag is not None:
+                self._scan.tag(tag, getattr(node, "lineno", 0), name)
+            mitigation = _MITIGATION_APIS.get(name)
+            if mitigation is not None:
+                self._scan.mitigation(mitigation, name, node)
             rule_id = API_RULES.get(name)
             if rule_id is not None:
                 self._emit_api(rule_id, name, node)
@@ -707,6 +1002,15 @@ class _RuleVisitor(ast.NodeVisitor):
         grants = self._scan.grants
         api = name.removeprefix("builtins.")
         if rule_id == "CPL-PROC-001":
+            line = getattr(node, "lineno", 0)
+            if program is not None and PurePosixPath(program).name in _SHELLS:
+                self._scan.tag(Tag.SHELL, line, program)
+            if program is not None and _launches_payload(program):
+                self._scan.tag(Tag.LAUNCH, line, program)
+            if isinstance(node, ast.Call):
+                marker = self._persistence_marker(node)
+                if marker is not None:
+                    self._scan.tag(Tag.PERSISTENCE_WRITE, line, marker)
             capability = f"proc.exec:{program}" if program else None
             self._scan.emit_at(
                 rule_id,
@@ -755,9 +1059,34 @@ class _RuleVisitor(ast.NodeVisitor):
             writes = mode is None or any(c in mode for c in "wax+")
         if writes:
             self._scan.emit_at("CPL-FS-001", api, node, covered=grants.writes_files)
+            path = _argument(node, ArgumentSpec(0, "file"))
+            marker = self._persistence_marker(path) if path is not None else None
+            if marker is not None:
+                self._scan.tag(Tag.PERSISTENCE_WRITE, getattr(node, "lineno", 0), marker)
         else:
             read_ok = grants.reads_files
             self._scan.emit_at("CPL-FS-002", api, node, covered=read_ok)
+
+    def _persistence_marker(self, node: ast.AST) -> str | None:
+        """An autostart location named by a string inside ``node`` (or bound to a name in it)."""
+        if not self._scan.indicator_kinds & {IndicatorKind.PERSISTENCE}:
+            return None
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        budget = _PAYLOAD_BUDGET
+        while stack and budget > 0:
+            item = stack.pop()
+            budget -= 1
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                if any(
+                    i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(item.value)
+                ):
+                    return _shorten(item.value)
+            elif isinstance(item, ast.Name) and item.id not in seen:
+                seen.add(item.id)
+                stack.extend(self._b.assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        return None
 
     def _check_store(self, target: ast.AST, api_node: ast.AST) -> None:
         """Global-mutation rule for an assignment or deletion target."""
@@ -824,6 +1153,9 @@ class _RuleVisitor(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in INTROSPECTION_ATTRIBUTES:
             self._scan.emit_at("CPL-INTRO-001", node.attr, node)
+        mitigation = _MITIGATION_ATTRIBUTES.get(node.attr)
+        if mitigation is not None:
+            self._scan.mitigation(mitigation, f".{node.attr}", node)
         if isinstance(node.ctx, ast.Load) and id(node) not in self._handled:
             self._report_reference(node, self.resolve(node))
 
@@ -870,6 +1202,25 @@ class _RuleVisitor(ast.NodeVisitor):
         elif isinstance(value, bytes):
             text = value.decode("latin-1")
         if text is not None:
+            scan = self._scan
+            if scan.indicator_kinds and len(text) >= 4:
+                scan.indicators(text, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+            if (
+                len(text) >= _ENTROPY_MIN_LENGTH
+                and not _is_blob(text)
+                and _entropy(text) > _ENTROPY_BITS
+            ):
+                scan.emit_at("CPL-OBF-004", f"string of {len(text)} characters", node)
+            if scan.mode is ScanMode.PLUGIN and text.startswith(_URL_PREFIXES):
+                host = _url_host(text)
+                if host:
+                    scan.emit_at(
+                        "CPL-NET-003",
+                        _shorten(text),
+                        node,
+                        covered=scan.grants.covers_host(host),
+                        capability=f"net.http:{text.split(':', 1)[0]}://{host}",
+                    )
             if _is_blob(text):
                 self._scan.emit_at("CPL-OBF-001", f"string of {len(text)} characters", node)
             if _sensitive_path(text):
@@ -879,6 +1230,64 @@ class _RuleVisitor(ast.NodeVisitor):
                     node,
                     covered=self._scan.grants.covers_path(text),
                 )
+
+    def _payload(self, arg: ast.AST) -> tuple[str, str] | None:
+        """Whether ``arg`` (exec's argument) carries decoded or downloaded data.
+
+        Returns ``("decoded" | "downloaded", spelling)`` or ``None``. Looks
+        through the expression and, one assignment at a time, through the
+        values the names in it were bound to (``code = b64decode(x);
+        exec(code)``), within a node budget so crafted code cannot make it
+        slow.
+        """
+        stack: list[ast.AST] = [arg]
+        seen_names: set[str] = set()
+        budget = _PAYLOAD_BUDGET
+        while stack and budget > 0:
+            node = stack.pop()
+            budget -= 1
+            if isinstance(node, ast.Call):
+                found = self._payload_call(node)
+                if found is not None:
+                    return found
+            elif isinstance(node, ast.Name) and node.id not in seen_names:
+                seen_names.add(node.id)
+                stack.extend(self._b.assigned.get(node.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(node))
+        return None
+
+    def _payload_call(self, node: ast.Call) -> tuple[str, str] | None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "join" and node.args:
+            # "".join(chr(c) for c in ...) / "".join(map(chr, ...)): text
+            # rebuilt from code points is decoded data, a lone chr() is not.
+            arg = node.args[0]
+            if (
+                isinstance(arg, ast.GeneratorExp | ast.ListComp)
+                and isinstance(arg.elt, ast.Call)
+                and not CHR_FUNCTIONS.isdisjoint(self.resolve(arg.elt.func))
+            ):
+                return ("decoded", "join(chr(...))")
+            if (
+                isinstance(arg, ast.Call)
+                and arg.args
+                and "builtins.map" in self.resolve(arg.func)
+                and not CHR_FUNCTIONS.isdisjoint(self.resolve(arg.args[0]))
+            ):
+                return ("decoded", "join(map(chr, ...))")
+        if isinstance(func, ast.Attribute):
+            if func.attr in _DECODER_METHODS:
+                return ("decoded", f".{func.attr}()")
+            if func.attr in {"decode", "encode"} and node.args:
+                codec = _fold_str(node.args[-1])
+                if codec is not None and codec.lower() in _DECODING_CODECS:
+                    return ("decoded", f".{func.attr}({codec!r})")
+        for name in self.resolve(func):
+            if name in _DECODERS:
+                return ("decoded", name.removeprefix("builtins."))
+            if name.startswith(_NETWORK_MODULES):
+                return ("downloaded", name)
+        return None
 
     def _visit_comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> None:
         elt = node.elt
@@ -901,9 +1310,58 @@ class _RuleVisitor(ast.NodeVisitor):
             # getattr(os, "system") and __import__("socket") are references too.
             self._report_reference(node, self.resolve(node))
 
+    def _environ_dump(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """Tag the whole environment passed to a serialiser or a sender."""
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else ""
+        if not (
+            method in _SENDING_METHODS
+            or not _SERIALISERS.isdisjoint(funcs)
+            or any(f.startswith(_NETWORK_MODULES) for f in funcs)
+        ):
+            return
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            whole = self._whole_environ(arg)
+            if whole is not None:
+                self._scan.tag(Tag.ENV_DUMP, getattr(node, "lineno", 0), whole)
+                return
+
+    def _whole_environ(self, arg: ast.AST) -> str | None:
+        """``os.environ`` itself somewhere in ``arg`` (not one key of it)."""
+        stack = [arg]
+        budget = _PAYLOAD_BUDGET
+        while stack and budget > 0:
+            node = stack.pop()
+            budget -= 1
+            if isinstance(node, ast.Subscript):
+                stack.append(node.slice)  # os.environ["HOME"] is one key
+                continue
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ENV_METHODS
+            ):
+                stack.extend(node.args)  # os.environ.get("HOME") too
+                continue
+            if isinstance(node, ast.Name | ast.Attribute):
+                for name in self.resolve(node):
+                    if name in ENVIRON_MAPPINGS:
+                        return name
+            stack.extend(ast.iter_child_nodes(node))
+        return None
+
     def _call_rules(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         scan = self._scan
         func_id = id(node.func)
+        if node.args or node.keywords:
+            self._environ_dump(node, funcs)
+        if node.args and not _EXECUTORS.isdisjoint(funcs):
+            payload = self._payload(node.args[0])
+            if payload is not None:
+                how, api = payload
+                executor = next(f for f in funcs if f in _EXECUTORS).removeprefix("builtins.")
+                rule_id = "CPL-THR-001" if how == "decoded" else "CPL-THR-002"
+                scan.emit_at(rule_id, f"{executor}({api} ...)", node)
         for name in funcs:
             if API_RULES.get(name) == "CPL-PROC-001":
                 spec = PROGRAM_ARGUMENTS.get(name)
@@ -921,6 +1379,9 @@ class _RuleVisitor(ast.NodeVisitor):
                 module = _fold_str(node.args[0])
                 if module is not None:
                     scan.check_module(module, node, self._flagged_modules)
+                    if not isinstance(node.args[0], ast.Constant) and _hides_name(module):
+                        api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
+                        scan.emit_at("CPL-THR-003", api, node)
             elif name in {"builtins.getattr", "builtins.setattr", "builtins.delattr"}:
                 self._attribute_call(node, name)
             elif (
@@ -957,6 +1418,25 @@ class _RuleVisitor(ast.NodeVisitor):
         attr = _fold_str(node.args[1])
         if attr is not None and attr in INTROSPECTION_ATTRIBUTES:
             self._scan.emit_at("CPL-INTRO-001", attr, node)
+        if name == "builtins.getattr":
+            owners = self.resolve(node.args[0])
+            target = node.args[0]
+            builtin_owner = not _BUILTIN_OWNERS.isdisjoint(owners) or (
+                isinstance(target, ast.Name | ast.Attribute)
+                and (target.id if isinstance(target, ast.Name) else target.attr) == "__builtins__"
+            )
+            verb = "getattr"
+            # getattr(builtins, name) with a variable is what pydoc, inspect
+            # and subprocess do; a name decoded from literal data inline is
+            # what droppers do.
+            if attr is None and builtin_owner and self._payload(node.args[1]) is not None:
+                self._scan.emit_at("CPL-THR-003", f"{verb}(builtins, <decoded name>)", node)
+            elif (
+                attr is not None
+                and not isinstance(node.args[1], ast.Constant)
+                and (builtin_owner or any(f"{o}.{attr}" in API_RULES for o in owners))
+            ):
+                self._scan.emit_at("CPL-THR-003", f"{verb}(..., {attr!r} built from pieces)", node)
         if name != "builtins.getattr":
             owner = self._mutable_owner(node.args[0], attr)
             if owner is not None:
@@ -967,6 +1447,10 @@ class _RuleVisitor(ast.NodeVisitor):
 # -- single files -------------------------------------------------------------------------
 
 
+#: Files always parsed, even in package mode: they run at install or start-up.
+_ALWAYS_PARSED = frozenset({"setup.py", "sitecustomize.py", "usercustomize.py", "conftest.py"})
+
+
 def _scan_text(
     text: str,
     file: str,
@@ -975,9 +1459,26 @@ def _scan_text(
     local_modules: Collection[str],
     max_depth: int,
     max_nodes: int,
-) -> list[Finding]:
-    scan = _FileScan(file, text, grants, local_modules)
+    mode: ScanMode = ScanMode.PLUGIN,
+) -> tuple[list[Finding], bool]:
+    """Findings of one decoded file, and whether the AST pass ran."""
+    focus: frozenset[int] | None = None
+    if mode is ScanMode.PACKAGE and file.rsplit("/", 1)[-1] not in _ALWAYS_PARSED:
+        need = prefilter().check(text)
+        if need is Need.NOTHING:
+            # The common case on real packages: only the two text rules
+            # apply, and both have a C-speed exit before any per-line work.
+            if _no_text_findings(text):
+                return [], False
+            scan = _FileScan(file, text, grants, local_modules, mode)
+            scan.long_lines()
+            scan.bidi()
+            return scan.findings, False
+        if not isinstance(need, Need):
+            focus = need
+    scan = _FileScan(file, text, grants, local_modules, mode)
     scan.long_lines()
+    scan.bidi()
     tree: ast.AST | None = None
     try:
         with warnings.catch_warnings():
@@ -998,14 +1499,69 @@ def _scan_text(
         scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while parsing", 1, None)
     if tree is None:
         scan.blob_runs()
-        return scan.findings
-    survey = _survey(tree, max_depth, max_nodes)
+        scan.text_indicators()
+        scan.correlate()
+        return scan.findings, True
+    if focus is None:
+        survey = _survey(tree, max_depth, max_nodes)
+    else:
+        roots, bindings = _focus(tree, focus)
+        survey = _survey(tree, max_depth, max_nodes, roots, bindings)
     if isinstance(survey, _TooComplex):
         scan.emit("CPL-SCAN-002", survey.reason, survey.line, None)
         scan.blob_runs()
-        return scan.findings
+        scan.text_indicators()
+        scan.correlate()
+        return scan.findings, True
     _RuleVisitor(scan, survey.bindings).run(survey.nodes)
-    return scan.findings
+    scan.correlate()
+    return scan.findings, True
+
+
+def _no_text_findings(text: str) -> bool:
+    """True when neither a long line nor a bidi control can be in ``text``."""
+    if not text.isascii() and any(c in text for c in BIDI_CONTROLS):
+        return False
+    return len(text) <= LONG_LINE or max(map(len, text.split("\n"))) <= LONG_LINE
+
+
+def _focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], _Bindings]:
+    """The statements of ``tree`` to visit when only ``lines`` can hold a threat.
+
+    Every module-level binding (imports, assignments, definitions) is
+    collected so names resolve; imports are visited (their findings feed
+    the chains); other statements only when their span holds one of
+    ``lines``, descending one level into classes so one method with an
+    ``exec`` does not cost the whole class.
+    """
+    bindings = _Bindings({}, {}, set(), [])
+    roots: list[ast.AST] = []
+    body = getattr(tree, "body", [])
+    for stmt in body:
+        if isinstance(stmt, _BINDING_NODES):
+            _bind(stmt, bindings)
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            roots.append(stmt)
+            continue
+        if not _spans(stmt, lines):
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            roots.extend(stmt.decorator_list)
+            roots.extend(stmt.bases)
+            for member in stmt.body:
+                if isinstance(member, _BINDING_NODES):
+                    _bind(member, bindings)
+                if _spans(member, lines):
+                    roots.append(member)
+        else:
+            roots.append(stmt)
+    return roots, bindings
+
+
+def _spans(stmt: ast.stmt, lines: frozenset[int]) -> bool:
+    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+    last = stmt.end_lineno or stmt.lineno
+    return any(first <= line <= last for line in lines)
 
 
 def _nul_line(text: str) -> int:
@@ -1036,6 +1592,7 @@ def scan_source(
     capabilities: Sequence[Capability] = (),
     *,
     local_modules: Collection[str] = (),
+    mode: ScanMode = ScanMode.PLUGIN,
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_nodes: int = DEFAULT_MAX_NODES,
 ) -> list[Finding]:
@@ -1046,16 +1603,16 @@ def scan_source(
     """
     _check_limits(max_depth=max_depth, max_nodes=max_nodes)
     grants = _Grants.of(capabilities)
-    return _finish(
-        _scan_text(
-            source,
-            filename,
-            grants=grants,
-            local_modules=local_modules,
-            max_depth=max_depth,
-            max_nodes=max_nodes,
-        )
+    findings, _ = _scan_text(
+        source,
+        filename,
+        grants=grants,
+        local_modules=local_modules,
+        max_depth=max_depth,
+        max_nodes=max_nodes,
+        mode=mode,
     )
+    return _finish(findings)
 
 
 # -- trees --------------------------------------------------------------------------------
@@ -1156,32 +1713,47 @@ def _decode(data: bytes) -> tuple[str, str | None, int]:
         return data.decode("utf-8", "replace"), f"LookupError: {exc}", 1
 
 
-def _file_name_findings(relative: str) -> list[Finding]:
+def _file_name_findings(relative: str, mode: ScanMode = ScanMode.PLUGIN) -> list[Finding]:
     """Rules about a file's name alone: install hooks, native code, bytecode.
 
     None of them can be covered by a capability, so no grants are needed.
     """
     name = relative.rsplit("/", 1)[-1]
+    if (
+        mode is ScanMode.PACKAGE
+        and FILE_NAME_RULES.get(name) == "CPL-HOOK-003"
+        and relative.count("/") > (1 if relative.startswith("src/") else 0)
+    ):
+        # Only a sitecustomize at an import root runs at start-up; one in a
+        # subfolder of a package (a test fixture) is inert.
+        return []
     rule_ids = [FILE_NAME_RULES.get(name)]
     rule_ids.extend(r for suffix, r in FILE_SUFFIX_RULES.items() if name.endswith(suffix))
-    return [f for r in rule_ids if r is not None for f in _file_finding(relative, r, relative)]
+    return [
+        f for r in rule_ids if r is not None for f in _file_finding(relative, r, relative, mode)
+    ]
 
 
 def scan_tree(
     root: Path,
     capabilities: Sequence[Capability] = (),
     *,
+    mode: ScanMode = ScanMode.PLUGIN,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_nodes: int = DEFAULT_MAX_NODES,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ScanReport:
     """Scan every ``*.py`` file under ``root`` (a directory, or one file).
 
     All file names are checked for native libraries, bytecode and install
     hooks; ``__pycache__`` and VCS folders are skipped; symlinks and special
     files are reported, never followed. Limits turn pathological files into
-    WARNING findings instead of hangs or crashes. Raises :class:`ScanError`
-    only when ``root`` itself cannot be scanned.
+    WARNING findings instead of hangs or crashes. ``mode`` decides what is
+    danger (:class:`ScanMode`); ``capabilities`` are the plugin's declared
+    ones (plugin mode). ``progress(done, total)`` is called after each entry.
+    Raises :class:`ScanError` only when ``root`` itself cannot be scanned,
+    or when the scanner's self-check fails.
     """
     _check_limits(max_file_bytes=max_file_bytes, max_depth=max_depth, max_nodes=max_nodes)
     try:
@@ -1197,47 +1769,110 @@ def scan_tree(
                 f"cannot scan {root}: {exc.strerror}; make the directory readable"
             ) from exc
     elif root_is_file:
+        if detect_format(root) is not None:
+            return _scan_archive(
+                root, capabilities, mode, _Limits(max_file_bytes, max_depth, max_nodes), progress
+            )
         entries = [_Entry(os.fspath(root), root.name, _EntryKind.FILE)]
     else:
         raise ScanError(
             f"cannot scan {root}: no such file or directory; "
-            "pass a plugin directory or a Python file"
+            "pass a plugin directory, a Python file, an sdist or a wheel"
         )
-    local_modules = frozenset(
-        e.relative.split("/", 1)[0].removesuffix(".py")
-        for e in entries
-        if "/" in e.relative or e.relative.endswith(".py")
+    collector = _Collector(
+        capabilities,
+        mode,
+        _Limits(max_file_bytes, max_depth, max_nodes),
+        _local_modules(e.relative for e in entries),
     )
-    grants = _Grants.of(capabilities)
-    limits = _Limits(max_file_bytes, max_depth, max_nodes)
-    findings: list[Finding] = []
-    files_scanned = 0
-    bytes_scanned = 0
-    for entry in entries:
+    total = len(entries)
+    for done, entry in enumerate(entries, start=1):
         kind = entry.kind
         if kind is _EntryKind.UNREADABLE_DIR:
-            findings.extend(
-                _file_finding(entry.relative, "CPL-SCAN-004", f"directory: {entry.detail}")
-            )
+            collector.file_problem(entry.relative, "CPL-SCAN-004", f"directory: {entry.detail}")
         elif kind is _EntryKind.OTHER:
-            findings.extend(_file_name_findings(entry.relative))
-            findings.extend(_file_finding(entry.relative, "CPL-SCAN-005", entry.relative))
+            collector.findings.extend(_file_name_findings(entry.relative, mode))
+            collector.file_problem(entry.relative, "CPL-SCAN-005", entry.relative)
         elif kind is _EntryKind.FILE:
-            findings.extend(_file_name_findings(entry.relative))
-            if entry.relative.endswith(".py"):
-                file_findings, size = _scan_file(entry, grants, local_modules, limits)
-                findings.extend(file_findings)
-                if size is not None:
-                    files_scanned += 1
-                    bytes_scanned += size
+            if _wanted(entry.relative):
+                collector.add(entry.relative, _read_source(entry.path, max_file_bytes))
+            else:
+                collector.findings.extend(_file_name_findings(entry.relative, mode))
         else:
             assert_never(kind)
-    return ScanReport(
-        root=root.as_posix(),
-        findings=tuple(_finish(findings)),
-        files_scanned=files_scanned,
-        bytes_scanned=bytes_scanned,
+        if progress is not None:
+            progress(done, total)
+    return collector.report(root.as_posix())
+
+
+#: Archive problems -> the rule that reports them.
+_ARCHIVE_RULES: dict[ArchiveProblemKind, str] = {
+    ArchiveProblemKind.ABSOLUTE_PATH: "CPL-ARC-001",
+    ArchiveProblemKind.PARENT_TRAVERSAL: "CPL-ARC-001",
+    ArchiveProblemKind.TOTAL_TOO_LARGE: "CPL-ARC-002",
+    ArchiveProblemKind.TOO_MANY_MEMBERS: "CPL-ARC-002",
+    ArchiveProblemKind.COMPRESSION_RATIO: "CPL-ARC-002",
+    ArchiveProblemKind.UNSAFE_NAME: "CPL-ARC-003",
+    ArchiveProblemKind.LINK: "CPL-ARC-003",
+    ArchiveProblemKind.SPECIAL_FILE: "CPL-ARC-003",
+    ArchiveProblemKind.DUPLICATE: "CPL-ARC-003",
+    ArchiveProblemKind.FORMAT_MISMATCH: "CPL-ARC-003",
+    ArchiveProblemKind.MEMBER_TOO_LARGE: "CPL-ARC-004",
+    ArchiveProblemKind.NESTED_ARCHIVE: "CPL-ARC-004",
+    ArchiveProblemKind.UNREADABLE: "CPL-ARC-004",
+    ArchiveProblemKind.CORRUPT: "CPL-ARC-004",
+}
+
+
+def _scan_archive(
+    root: Path,
+    capabilities: Sequence[Capability],
+    mode: ScanMode,
+    limits: _Limits,
+    progress: Callable[[int, int], None] | None,
+) -> ScanReport:
+    """Scan an sdist or wheel member by member, in memory (nothing is extracted).
+
+    In package mode members stream through one at a time (the local-module
+    list only matters for the supply-chain rule, which package mode does not
+    report); a plugin shipped as an archive is listed first so its own
+    modules are known.
+    """
+    items: Iterable[ArchiveMember | ArchiveProblem] = iter_archive(root)
+    local: frozenset[str] = frozenset()
+    total = 0
+    if mode is ScanMode.PLUGIN:
+        listed = list(items)
+        items, total = listed, len(listed)
+        local = _local_modules(i.relative for i in listed if isinstance(i, ArchiveMember))
+    collector = _Collector(capabilities, mode, limits, local)
+    for done, item in enumerate(items, start=1):
+        if isinstance(item, ArchiveMember):
+            if not _wanted(item.relative):
+                collector.findings.extend(_file_name_findings(item.relative, mode))
+            elif len(item.data) > limits.max_file_bytes:
+                collector.add(item.relative, len(item.data))
+            else:
+                collector.add(item.relative, item.data)
+        else:
+            where = item.relative or root.name
+            api = f"{where} ({item.kind.rationale}{': ' + item.detail if item.detail else ''})"
+            collector.file_problem(item.relative, _ARCHIVE_RULES[item.kind], api)
+        if progress is not None:
+            progress(done, max(total, done))
+    return collector.report(root.as_posix())
+
+
+def _local_modules(relatives: Iterable[str]) -> frozenset[str]:
+    """Top-level module names of the scanned tree itself (not third-party imports)."""
+    return frozenset(
+        r.split("/", 1)[0].removesuffix(".py") for r in relatives if "/" in r or r.endswith(".py")
     )
+
+
+def _wanted(relative: str) -> bool:
+    """Files whose *content* is scanned: Python sources and .pth files."""
+    return relative.endswith((".py", ".pth"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1247,40 +1882,159 @@ class _Limits:
     max_nodes: int
 
 
-def _file_finding(relative: str, rule_id: str, api: str) -> list[Finding]:
+class _Collector:
+    """Findings and counters of one scan, whatever the files come from."""
+
+    def __init__(
+        self,
+        capabilities: Sequence[Capability],
+        mode: ScanMode,
+        limits: _Limits,
+        local_modules: frozenset[str],
+    ) -> None:
+        self.capabilities = tuple(capabilities)
+        self.grants = _Grants.of(capabilities)
+        self.mode = mode
+        self.limits = limits
+        self.local_modules = local_modules
+        self.findings: list[Finding] = []
+        self.files_scanned = 0
+        self.files_parsed = 0
+        self.bytes_scanned = 0
+
+    def file_problem(self, relative: str, rule_id: str, api: str) -> None:
+        self.findings.extend(_file_finding(relative, rule_id, api, self.mode))
+
+    def add(self, relative: str, data: bytes | int | OSError) -> None:
+        """Scan one file's content (or record why it could not be read)."""
+        self.findings.extend(_file_name_findings(relative, self.mode))
+        if isinstance(data, OSError):
+            if data.errno in {0, errno.ELOOP}:  # swapped for a link or FIFO since the walk
+                self.file_problem(relative, "CPL-SCAN-005", relative)
+            else:
+                self.file_problem(relative, "CPL-SCAN-004", data.strerror or type(data).__name__)
+            return
+        if isinstance(data, int):
+            self.file_problem(
+                relative, "CPL-SCAN-001", f"{data} bytes, limit {self.limits.max_file_bytes}"
+            )
+            return
+        self.files_scanned += 1
+        self.bytes_scanned += len(data)
+        if relative.endswith(".pth"):
+            self.findings.extend(_pth_findings(relative, data, self.mode))
+            return
+        text, problem, line = _decode(data)
+        if problem is None:
+            findings, parsed = _scan_text(
+                text,
+                relative,
+                grants=self.grants,
+                local_modules=self.local_modules,
+                max_depth=self.limits.max_depth,
+                max_nodes=self.limits.max_nodes,
+                mode=self.mode,
+            )
+            self.files_parsed += parsed
+            self.findings.extend(findings)
+            return
+        # Undecodable: no AST, but the text rules still look at what there is.
+        scan = _FileScan(relative, text, self.grants, self.local_modules, self.mode)
+        scan.emit("CPL-SCAN-003", problem, line, None)
+        scan.long_lines()
+        scan.bidi()
+        scan.blob_runs()
+        scan.text_indicators()
+        scan.correlate()
+        self.findings.extend(scan.findings)
+
+    def report(self, root: str) -> ScanReport:
+        if self.mode is ScanMode.PLUGIN:
+            self.findings.extend(_unused_capabilities(self.capabilities, self.findings))
+        return ScanReport(
+            root=root,
+            findings=tuple(_finish(self.findings)),
+            files_scanned=self.files_scanned,
+            bytes_scanned=self.bytes_scanned,
+            mode=self.mode,
+            files_parsed=self.files_parsed,
+        )
+
+
+def _file_finding(
+    relative: str, rule_id: str, api: str, mode: ScanMode = ScanMode.PLUGIN
+) -> list[Finding]:
     """A finding about a whole file (no line): unreadable, too large, not regular."""
-    scan = _FileScan(relative, "", _NO_GRANTS, ())
+    scan = _FileScan(relative, "", _NO_GRANTS, (), mode)
     scan.emit(rule_id, api, 0, None)
     return scan.findings
 
 
-def _scan_file(
-    entry: _Entry, grants: _Grants, local_modules: Collection[str], limits: _Limits
-) -> tuple[list[Finding], int | None]:
-    """Findings of one ``.py`` file, and its size when it was read (``None`` if not)."""
-    data = _read_source(entry.path, limits.max_file_bytes)
-    if isinstance(data, OSError):
-        if data.errno in {0, errno.ELOOP}:  # swapped for a link or FIFO since the walk
-            return _file_finding(entry.relative, "CPL-SCAN-005", entry.relative), None
-        reason = data.strerror or type(data).__name__
-        return _file_finding(entry.relative, "CPL-SCAN-004", reason), None
-    if isinstance(data, int):
-        api = f"{data} bytes, limit {limits.max_file_bytes}"
-        return _file_finding(entry.relative, "CPL-SCAN-001", api), None
-    text, problem, line = _decode(data)
-    if problem is None:
-        findings = _scan_text(
-            text,
-            entry.relative,
-            grants=grants,
-            local_modules=local_modules,
-            max_depth=limits.max_depth,
-            max_nodes=limits.max_nodes,
+#: Rules whose findings on a .pth import line make it a threat (CPL-THR-013).
+_PTH_PAYLOAD_FAMILIES = frozenset(
+    {RuleFamily.PROCESS, RuleFamily.NETWORK, RuleFamily.NATIVE, RuleFamily.OBFUSCATION}
+)
+_PTH_PAYLOAD_RULES = frozenset({"CPL-DYN-001", "CPL-DYN-003", "CPL-DYN-004"})
+
+
+def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
+    """A .pth file's ``import`` lines run at every interpreter start (site(7)).
+
+    Each such line is scanned as the Python it is; one that executes code,
+    starts processes, reaches the network or carries obfuscation or a threat
+    makes the file a threat. Plain path lines are data.
+    """
+    text = data.decode("utf-8", "replace")
+    findings: list[Finding] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith(("import ", "import\t")):
+            continue
+        hits, _ = _scan_text(
+            line, relative, grants=_NO_GRANTS, local_modules=(), max_depth=50, max_nodes=5000
         )
-        return findings, len(data)
-    # Undecodable: no AST, but the text rules still look at what there is.
-    scan = _FileScan(entry.relative, text, grants, local_modules)
-    scan.emit("CPL-SCAN-003", problem, line, None)
-    scan.long_lines()
-    scan.blob_runs()
-    return scan.findings, len(data)
+        if any(
+            rule(f.rule_id).kind is RuleKind.THREAT
+            or rule(f.rule_id).family in _PTH_PAYLOAD_FAMILIES
+            or f.rule_id in _PTH_PAYLOAD_RULES
+            for f in hits
+        ):
+            scan = _FileScan(relative, text, _NO_GRANTS, (), mode)
+            scan.emit("CPL-THR-013", f"{relative} line {number}", number, 0)
+            findings.extend(scan.findings)
+            findings.extend(
+                dataclasses.replace(f, line=number)
+                for f in hits
+                if rule(f.rule_id).kind is RuleKind.THREAT
+            )
+            break
+    return findings
+
+
+def _unused_capabilities(
+    capabilities: Sequence[Capability], findings: Sequence[Finding]
+) -> list[Finding]:
+    """Declared capabilities no finding shows in use (over-broad manifest), as info.
+
+    Evidence of use is a covered finding naming the capability or its kind;
+    capabilities the scanner cannot see used (host.call, app, templated
+    values) are never reported.
+    """
+    used_kinds = {f.capability.split(":", 1)[0] for f in findings if f.covered and f.capability}
+    used_exact = {f.capability for f in findings if f.covered and f.capability}
+    unused: list[Finding] = []
+    for cap in capabilities:
+        if cap.templated or isinstance(cap, HostCallCapability | AppCapability):
+            continue
+        if isinstance(cap, EnvReadCapability | ProcExecCapability):
+            seen = str(cap) in used_exact or (
+                isinstance(cap, ProcExecCapability) and cap.kind.value in used_kinds
+            )
+        elif isinstance(cap, FsCapability):
+            seen = bool(used_kinds & {"fs.read", "fs.write"})
+        elif isinstance(cap, NetHttpCapability):
+            seen = cap.kind.value in used_kinds
+        else:
+            assert_never(cap)
+        if not seen:
+            unused.extend(_file_finding("", "CPL-MAN-001", str(cap)))
+    return unused

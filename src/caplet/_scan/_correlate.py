@@ -1,0 +1,158 @@
+"""Chains: capabilities and indicators that mean intent only together.
+
+Single-API rules cannot tell a stealer from a library: ``os.environ``,
+``socket`` and ``subprocess`` each appear in a large share of the most
+downloaded PyPI packages. What malware has and libraries lack is the
+*combination* in one file: the whole environment plus a network call
+(harvesting), a socket plus ``os.dup2`` (reverse shell), an autostart path
+plus a file write (persistence). GuardDog 3 made the same observation and
+correlates capability and threat rules per file; caplet does it here, on
+the tags the AST pass records, so each chain is one table row.
+
+Correlation is per file (not per function): droppers often spread the
+steps over helpers in one module, and a per-file chain still leaves
+benign packages clean because the tags are specific.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+__all__ = ["TAG_APIS", "Chain", "Tag", "correlate"]
+
+
+class Tag(enum.Enum):
+    """Something a file does that matters only in combination."""
+
+    EGRESS = "egress"
+    SOCKET = "socket"
+    DUP2 = "dup2"
+    PTY_SPAWN = "pty-spawn"
+    DOWNLOAD = "download"
+    HOST_INFO = "host-info"
+    ENV_DUMP = "env-dump"
+    CREDENTIAL_FILE = "credential-file"
+    PERSISTENCE = "persistence"
+    DOWNLOAD_EXEC = "download-exec"
+    CLIPBOARD = "clipboard"
+    WALLET_PATTERN = "wallet-pattern"
+    PROCESS = "process"
+    SHELL = "shell"
+    READ = "read"
+    EXFIL_ENDPOINT = "exfil-endpoint"
+    #: A persistence location that is written (an open for writing, a crontab
+    #: or schtasks command), not merely mentioned.
+    PERSISTENCE_WRITE = "persistence-write"
+    #: A downloaded program started: os.startfile, or a program in /tmp or *.exe.
+    LAUNCH = "launch"
+    WRITE = "write"
+    REGISTRY_WRITE = "registry-write"
+
+
+#: Fully qualified names whose mere reference records a tag.
+TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
+    {
+        "socket.socket": Tag.SOCKET,
+        "socket.create_connection": Tag.SOCKET,
+        "socket.fromfd": Tag.SOCKET,
+        "os.dup2": Tag.DUP2,
+        "pty.spawn": Tag.PTY_SPAWN,
+        "urllib.request.urlretrieve": Tag.DOWNLOAD,
+        "urllib.urlretrieve": Tag.DOWNLOAD,
+        "wget.download": Tag.DOWNLOAD,
+        "socket.gethostname": Tag.HOST_INFO,
+        "socket.getfqdn": Tag.HOST_INFO,
+        "getpass.getuser": Tag.HOST_INFO,
+        "os.getlogin": Tag.HOST_INFO,
+        "os.uname": Tag.HOST_INFO,
+        "platform.node": Tag.HOST_INFO,
+        "platform.uname": Tag.HOST_INFO,
+        "pyperclip.paste": Tag.CLIPBOARD,
+        "pyperclip.copy": Tag.CLIPBOARD,
+        "win32clipboard.GetClipboardData": Tag.CLIPBOARD,
+        "win32clipboard.SetClipboardText": Tag.CLIPBOARD,
+        "os.startfile": Tag.LAUNCH,
+        "winreg.SetValueEx": Tag.REGISTRY_WRITE,
+        "winreg.SetValue": Tag.REGISTRY_WRITE,
+        "_winreg.SetValueEx": Tag.REGISTRY_WRITE,
+        "_winreg.SetValue": Tag.REGISTRY_WRITE,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """A correlated finding to emit: rule, the spelling shown, and its line."""
+
+    rule_id: str
+    api: str
+    line: int
+
+
+#: What a file sends to an exfiltration endpoint when it is a stealer.
+_COLLECTED = (
+    Tag.HOST_INFO,
+    Tag.ENV_DUMP,
+    Tag.CREDENTIAL_FILE,
+    Tag.READ,
+    Tag.PROCESS,
+    Tag.CLIPBOARD,
+    Tag.DOWNLOAD,
+)
+
+
+def correlate(
+    tags: Mapping[Tag, tuple[int, str]], *, setup_py: bool, credential_kinds: int = 0
+) -> list[Chain]:
+    """The chains ``tags`` (tag -> first line and spelling) complete in one file.
+
+    ``setup_py`` marks an install script: there, network access or
+    credential paths are threats on their own (CPL-THR-011), because they
+    run with the installing user's rights before anyone has looked.
+    ``credential_kinds`` counts the distinct developer credentials named.
+    """
+    chains: list[Chain] = []
+
+    def has(*wanted: Tag) -> bool:
+        return all(t in tags for t in wanted)
+
+    def at(rule_id: str, tag: Tag, suffix: str = "") -> None:
+        line, api = tags[tag]
+        chains.append(Chain(rule_id, api + suffix, line))
+
+    if has(Tag.ENV_DUMP, Tag.EGRESS):
+        at("CPL-THR-006", Tag.ENV_DUMP)
+    # one credential file is a tool reading its own config; several, sent
+    # somewhere, is a stealer
+    if credential_kinds >= 2 and has(Tag.EGRESS):
+        at("CPL-THR-007", Tag.CREDENTIAL_FILE)
+    if Tag.EXFIL_ENDPOINT in tags:
+        if any(t in tags for t in _COLLECTED):
+            at("CPL-THR-004", Tag.EXFIL_ENDPOINT)
+        else:
+            at("CPL-NET-004", Tag.EXFIL_ENDPOINT)
+    # socket + dup2 alone is a daemon or a test; with a shell it is a reverse shell
+    if has(Tag.SOCKET, Tag.DUP2) and (has(Tag.SHELL) or has(Tag.PTY_SPAWN)):
+        at("CPL-THR-008", Tag.DUP2)
+    if Tag.PERSISTENCE_WRITE in tags:
+        at("CPL-THR-009", Tag.PERSISTENCE_WRITE)
+    elif has(Tag.PERSISTENCE, Tag.REGISTRY_WRITE):
+        at("CPL-THR-009", Tag.PERSISTENCE)
+    elif Tag.PERSISTENCE in tags:
+        at("CPL-PER-001", Tag.PERSISTENCE)
+    if has(Tag.DOWNLOAD, Tag.LAUNCH):
+        at("CPL-THR-002", Tag.DOWNLOAD)
+    if Tag.DOWNLOAD_EXEC in tags and (setup_py or has(Tag.PROCESS)):
+        at("CPL-THR-015", Tag.DOWNLOAD_EXEC)
+    if has(Tag.CLIPBOARD, Tag.WALLET_PATTERN):
+        at("CPL-THR-014", Tag.WALLET_PATTERN)
+    if setup_py:
+        if Tag.EGRESS in tags:
+            at("CPL-THR-011", Tag.EGRESS, " (network access)")
+        if Tag.CREDENTIAL_FILE in tags:
+            at("CPL-THR-011", Tag.CREDENTIAL_FILE, " (credential path)")
+    return chains

@@ -1,0 +1,229 @@
+"""Text indicators of malicious intent, matched on a linear-time engine.
+
+Malware is recognised as much by the *strings* it carries as by the calls it
+makes: Discord webhooks and Telegram bot URLs (exfiltration), Chrome's
+``Login Data`` and wallet files (credential theft), ``stratum+tcp://``
+(mining), crontab and Run keys (persistence), ``/dev/tcp/`` (reverse
+shells), ``curl … | sh`` (download and execute). The patterns below are
+compiled once into one google-re2 ``Set`` (RE2 guarantees linear time in the
+input: no backtracking, whatever a crafted file contains) and matched twice.
+Patterns avoid counted repetition (``{16,56}``, ``.{0,200}``): combined in
+one set, counters multiply DFA states until RE2 falls back to its NFA, which
+measured 40x slower here; ``[^\n]*`` keeps the DFA small.
+
+* over a whole file's bytes, as the prefilter that decides whether the AST
+  pass is needed at all (:mod:`caplet._scan._prefilter`), and
+* over each string constant the AST pass sees, so comments never trigger
+  and the finding points at the literal.
+
+Sources for the markers: GuardDog's semgrep/yara rules (DataDog), Phylum,
+Socket and Checkmarx write-ups of PyPI stealers (W4SP, Creal, Hazard),
+Sonatype's reports on miners and droppers, and CVE-2021-42574 (Trojan
+Source) for the bidirectional controls.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import re2
+
+__all__ = [
+    "BIDI_CONTROLS",
+    "INDICATORS",
+    "Indicator",
+    "IndicatorKind",
+    "IndicatorSet",
+    "indicator_set",
+]
+
+
+class IndicatorKind(enum.Enum):
+    """What a matched string suggests; the scanner maps kinds to rules."""
+
+    #: Messenger webhooks, paste and tunnel services (CPL-THR-004).
+    EXFIL_ENDPOINT = "exfil-endpoint"
+    #: Browser, wallet and messenger credential stores (CPL-THR-005).
+    CREDENTIAL_STORE = "credential-store"
+    #: Developer credentials legitimate tools also read (CPL-THR-007 with context).
+    CREDENTIAL_FILE = "credential-file"
+    #: Mining pools and miners (CPL-THR-010).
+    MINER = "miner"
+    #: Autostart locations (CPL-PER-001, CPL-THR-009 when written).
+    PERSISTENCE = "persistence"
+    #: Shell idioms of reverse shells (CPL-THR-008).
+    REVERSE_SHELL = "reverse-shell"
+    #: Shell idioms that fetch and run a program (CPL-THR-015 with a process call).
+    DOWNLOAD_EXEC = "download-exec"
+    #: Clipboard access (CPL-THR-014 together with a wallet pattern).
+    CLIPBOARD = "clipboard"
+    #: Regular expressions for crypto-wallet addresses (CPL-THR-014).
+    WALLET_PATTERN = "wallet-pattern"
+
+
+@dataclass(frozen=True, slots=True)
+class Indicator:
+    """One marker: its kind, a short label for messages, and its RE2 pattern."""
+
+    kind: IndicatorKind
+    label: str
+    pattern: str
+
+
+_E = IndicatorKind.EXFIL_ENDPOINT
+_C = IndicatorKind.CREDENTIAL_STORE
+_F = IndicatorKind.CREDENTIAL_FILE
+_M = IndicatorKind.MINER
+_P = IndicatorKind.PERSISTENCE
+_R = IndicatorKind.REVERSE_SHELL
+_X = IndicatorKind.DOWNLOAD_EXEC
+_CB = IndicatorKind.CLIPBOARD
+_W = IndicatorKind.WALLET_PATTERN
+
+#: A path separator as it appears in source text: ``/``, ``\`` or ``\\``.
+_SEP = r"(?:/|\\{1,2})"
+
+INDICATORS: Final[tuple[Indicator, ...]] = (
+    # -- exfiltration endpoints ---------------------------------------------------------
+    Indicator(_E, "Discord webhook", r"(?i)discord(?:app)?\.com/api/webhooks"),
+    Indicator(_E, "Telegram bot API", r"(?i)api\.telegram\.org/bot"),
+    Indicator(_E, "Slack webhook", r"(?i)hooks\.slack\.com/services"),
+    Indicator(_E, "paste service", r"(?i)pastebin\.com/(?:api|raw)|paste\.ee/|hastebin\.com"),
+    Indicator(
+        _E,
+        "file-drop service",
+        r"(?i)transfer\.sh|anonfiles\.com|gofile\.io|file\.io/|0x0\.st|bashupload|temp\.sh/",
+    ),
+    Indicator(_E, "tunnel", r"(?i)ngrok(?:-free)?\.(?:io|app)|serveo\.net|trycloudflare\.com"),
+    Indicator(
+        _E,
+        "request catcher",
+        r"(?i)webhook\.site|requestbin|pipedream\.net|burpcollaborator\.net|"
+        r"interact\.sh|\.oast\.(?:fun|pro|live|site|online|me)|canarytokens\.com",
+    ),
+    Indicator(_E, "onion service", r"(?i)\.onion\b"),
+    # -- credential stores of other programs ----------------------------------------------
+    Indicator(_C, "browser password database", r"Login Data|logins\.json|key4\.db|signons\.sqlite"),
+    Indicator(
+        _C,
+        "browser profile",
+        r"(?i)Chrome" + _SEP + r"User Data|BraveSoftware|Opera Software|"
+        r"Yandex" + _SEP + r"YandexBrowser|Mozilla" + _SEP + r"Firefox" + _SEP + r"Profiles|"
+        r"Microsoft" + _SEP + r"Edge" + _SEP + r"User Data",
+    ),
+    Indicator(_C, "browser cookie key", r"\bos_crypt\b"),
+    Indicator(
+        _C,
+        "Discord token store",
+        r"(?i)discord(?:canary|ptb)?" + _SEP + r"Local Storage|Local Storage" + _SEP + r"leveldb",
+    ),
+    Indicator(_C, "Discord token pattern", r"\{24\}[^\n]*\{6\}[^\n]*\{2[57]\}|mfa\\\.\["),
+    Indicator(
+        _C,
+        "crypto wallet",
+        r"(?i)wallet\.dat|Exodus" + _SEP + r"exodus\.wallet|Electrum" + _SEP + r"wallets|"
+        r"Ethereum" + _SEP + r"keystore|atomic" + _SEP + r"Local Storage|"
+        r"nkbihfbeogaeaoehlefnkodbefgpgknn|Coinomi" + _SEP + r"wallets",
+    ),
+    Indicator(
+        _C,
+        "messenger or game session",
+        r"(?i)Telegram Desktop" + _SEP + r"tdata|Steam" + _SEP + r"config" + _SEP + r"loginusers|"
+        r"FileZilla" + _SEP + r"(?:recentservers|sitemanager)\.xml",
+    ),
+    # -- developer credentials (also read by legitimate tools) -----------------------------
+    # one row per credential, so a file touching several can be told apart
+    # from a publishing tool that reads its own (distlib reads .pypirc)
+    Indicator(_F, "SSH key", r"\.ssh" + _SEP + r"id_"),
+    Indicator(_F, "AWS credentials", r"\.aws" + _SEP + r"credentials"),
+    Indicator(_F, "netrc", r"\.netrc\b"),
+    Indicator(_F, "git credentials", r"\.git-credentials"),
+    Indicator(_F, "Docker credentials", r"\.docker" + _SEP + r"config\.json"),
+    Indicator(_F, "Kubernetes config", r"\.kube" + _SEP + r"config"),
+    Indicator(_F, "package index token", r"\.pypirc|\.npmrc"),
+    Indicator(_F, "password hashes", r"/etc/shadow"),
+    # -- mining ------------------------------------------------------------------------------
+    Indicator(
+        _M,
+        "mining pool or miner",
+        r"(?i)stratum\+(?:tcp|ssl|tls)://|\bxmrig\b|coinhive|cryptonight|nicehash|minexmr|"
+        r"supportxmr|nanopool\.org|moneroocean|hashvault\.pro|--donate-level",
+    ),
+    # -- persistence ----------------------------------------------------------------------------
+    Indicator(
+        _P,
+        "autostart location",
+        r"(?i)\bcrontab\b|/etc/cron|/var/spool/cron|\.config/systemd/user|/etc/systemd/system/|"
+        r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
+        r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
+        r"\.bashrc|\.zshrc|\.bash_profile",
+    ),
+    # -- shells ------------------------------------------------------------------------------------
+    Indicator(
+        _R,
+        "reverse shell idiom",
+        r"/dev/tcp/|\b(?:ba)?sh -i\b|\bnc(?:at)? -e\b|mkfifo /tmp/|cmd\.exe /[ck] powershell",
+    ),
+    Indicator(
+        _X,
+        "download piped to a shell",
+        r"(?i)(?:curl|wget)\b[^|;&\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|"
+        r"(?:curl|wget)\b[^\n]*&&[^\n]*chmod\s+\+?[0-7x]|"
+        r"\bIEX\s*\(|Invoke-Expression|DownloadString\(|DownloadFile\(|Invoke-WebRequest|"
+        r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|"
+        r"powershell(?:\.exe)?\s+-(?:e|enc|ec|encodedcommand)\b",
+    ),
+    # -- clipboard hijacking ----------------------------------------------------------
+    Indicator(
+        _CB, "clipboard access", r"(?i)pyperclip|GetClipboardData|win32clipboard|clipboard_get"
+    ),
+    Indicator(
+        _W,
+        "wallet address pattern",
+        r"bc1\|\[13\]|\(bc1\||0x\[a-fA-F0-9\]\{40\}|\[13\]\[a-km-zA-HJ-NP-Z1-9\]|4\[0-9AB\]",
+    ),
+)
+
+#: Bidirectional overrides and isolates (CVE-2021-42574, "Trojan Source"):
+#: LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI.
+BIDI_CONTROLS: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+class IndicatorSet:
+    """:data:`INDICATORS` compiled into one RE2 set (built once per process)."""
+
+    def __init__(self, indicators: Sequence[Indicator]) -> None:
+        self.indicators = tuple(indicators)
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        self._text: Any = re2.Set.SearchSet(options)
+        for indicator in self.indicators:
+            self._text.Add(indicator.pattern)
+        self._text.Compile()
+
+    def kinds(self, text: str) -> frozenset[IndicatorKind]:
+        """Kinds of every indicator found in ``text``."""
+        return frozenset(self.indicators[i].kind for i in self._text.Match(_utf8(text)) or ())
+
+    def matches(self, text: str) -> tuple[Indicator, ...]:
+        """Every indicator found in ``text``, in table order."""
+        hits = self._text.Match(_utf8(text)) or ()
+        return tuple(self.indicators[i] for i in sorted(hits))
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 for RE2; lone surrogates (possible in an in-memory str) pass through."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+_CACHE: list[IndicatorSet] = []
+
+
+def indicator_set() -> IndicatorSet:
+    """The process-wide compiled set (compiling costs milliseconds, so once)."""
+    if not _CACHE:
+        _CACHE.append(IndicatorSet(INDICATORS))
+    return _CACHE[0]

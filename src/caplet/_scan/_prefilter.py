@@ -1,0 +1,143 @@
+"""The package-mode prefilter: which files need the AST pass at all.
+
+``ast.parse`` runs at about 4 MB/s and the rule visitor halves that, while
+one google-re2 ``Set`` over a file's text runs at hundreds of MB/s. When a
+plain package (no manifest) is scanned, only *threats* and chains can be
+danger (capabilities are merely observed), and every threat rule needs a
+specific token to be present in the text: ``exec``/``eval``/``compile``
+called or passed as a name, an indicator string from
+:mod:`caplet._scan._indicators`, ``dup2``/``pty``/``urlretrieve``, or a
+pair: ``environ`` and a network module, ``getattr``/``__import__`` and a
+name concatenated from literals, ``builtins`` and ``getattr``/``exec``. A file whose text has
+none of them cannot produce a threat finding, so it is not parsed.
+
+Soundness: the patterns over-approximate the rules (they also match in
+comments and strings, which only costs a parse). Python normalises
+identifiers with NFKC (PEP 3131), so fullwidth ``exec`` is ``exec``: text with
+non-ASCII characters is matched after NFKC normalisation too. Plugins are
+never prefiltered (every file of a plugin gets the full AST pass, because
+there undeclared *capabilities* are danger too).
+"""
+
+from __future__ import annotations
+
+import enum
+import unicodedata
+from typing import Any, Final
+
+import re2
+
+from caplet._scan._indicators import INDICATORS
+
+__all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
+
+#: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
+_EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
+
+#: Patterns any one of which sends a file to the AST pass.
+PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
+    # called, or used as a value (``run = eval``, ``f(eval)``, ``[exec]``)
+    _EXEC_NAME + r"\s*\(",
+    r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)",
+    r"\b(?:dup2|pty|urlretrieve|SetValueEx|__subclasses__)\b",
+    *(indicator.pattern for indicator in INDICATORS),
+)
+
+#: Pairs that matter only together: (first, second) must both match.
+_PAIRS: Final[tuple[tuple[str, str], ...]] = (
+    # environment harvesting: os.environ next to a network module
+    (
+        r"\benviron\b",
+        r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
+    ),
+    # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
+    (
+        r"\b(?:getattr|__import__|import_module)\b",
+        r"['\"][A-Za-z_.]+['\"]\s*\+\s*[rbuRBU]?['\"][A-Za-z_.]+['\"]|\.join\(\s*[\[(]\s*['\"]",
+    ),
+    # getattr(builtins, name) and builtins.exec(...)
+    (r"\b(?:getattr|exec|eval|compile)\b", r"\b(?:builtins|__builtins__)\b"),
+)
+
+
+class Need(enum.Enum):
+    """What :meth:`Prefilter.check` found a file needs (or a set of focus lines)."""
+
+    NOTHING = "nothing"
+    FULL = "full"
+
+
+#: More focus lines than this and the whole file is visited anyway.
+_MAX_FOCUS_LINES = 64
+
+
+class Prefilter:
+    """One RE2 set holding every pattern; a check is one C-level match.
+
+    Hits of the exec and name-building patterns only matter at the call
+    itself, so for them the check returns the lines to visit (the AST pass
+    then visits only the statements holding them, see the scanner's
+    ``_focus``); any other hit (an indicator, a chain half) needs the
+    whole file, because chains combine what different statements do.
+    """
+
+    def __init__(self) -> None:
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        self._set: Any = re2.Set.SearchSet(options)
+        patterns = list(PREFILTER_PATTERNS)
+        for first, second in _PAIRS:
+            patterns.extend((first, second))
+        for pattern in patterns:
+            self._set.Add(pattern)
+        self._set.Compile()
+        self._solo = len(PREFILTER_PATTERNS)
+        self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
+        # Indices whose hits are local to one call: their match positions
+        # become focus lines. Everything else means "visit the whole file".
+        self._focused = {0, 1, *(a for a, _ in self._pairs[1:])}
+        self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
+
+    def needs_ast(self, text: str) -> bool:
+        """True when ``text`` may contain something only the AST pass can judge."""
+        return self.check(text) is not Need.NOTHING
+
+    def check(self, text: str) -> Need | frozenset[int]:
+        """Nothing, the whole file, or the 1-based lines the AST pass must visit."""
+        need = self._check(text)
+        if need is Need.NOTHING and not text.isascii():
+            return self._check(unicodedata.normalize("NFKC", text), focus=False)
+        return need
+
+    def _check(self, text: str, *, focus: bool = True) -> Need | frozenset[int]:
+        # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
+        matched = self._set.Match(text.encode("utf-8", "surrogatepass"))
+        if not matched:
+            return Need.NOTHING
+        found = set(matched)
+        relevant = {i for i in found if i < self._solo}
+        for a, b in self._pairs:
+            if a in found and b in found:
+                relevant.add(a)
+        if not relevant:
+            return Need.NOTHING
+        if not focus or not relevant <= self._focused:
+            return Need.FULL
+        lines: set[int] = set()
+        for index in relevant:
+            for match in self._locators[index].finditer(text):
+                # the last character: the first may be the newline before the name
+                lines.add(text.count("\n", 0, match.end() - 1) + 1)
+                if len(lines) > _MAX_FOCUS_LINES:
+                    return Need.FULL
+        return frozenset(lines)
+
+
+_CACHE: list[Prefilter] = []
+
+
+def prefilter() -> Prefilter:
+    """The process-wide compiled prefilter."""
+    if not _CACHE:
+        _CACHE.append(Prefilter())
+    return _CACHE[0]
