@@ -19,6 +19,7 @@ LAYERS = [
     {"_audit"},
     {"_trust"},
     {"_sandbox"},
+    {"_broker"},
     {"_host"},
     {"_cli"},
 ]

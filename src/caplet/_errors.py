@@ -13,22 +13,33 @@ from __future__ import annotations
 
 __all__ = [
     "AuditError",
+    "BlockedByPolicyError",
+    "BrokerError",
     "CallTimeoutError",
     "CapabilityError",
     "CapletError",
     "CircuitOpenError",
     "ConfigError",
+    "ConnectionFailedError",
+    "DnsError",
+    "FetchTimeoutError",
     "HostError",
     "InvalidOutputError",
+    "InvalidUrlError",
     "LifecycleError",
     "ManifestError",
     "PluginCallError",
     "PluginNotFoundError",
     "PluginTreeError",
     "ProtocolError",
+    "RateLimitError",
+    "RedirectError",
+    "ResponseError",
     "SandboxError",
     "ScanError",
+    "SizeLimitError",
     "StoreError",
+    "TlsError",
     "TrustError",
     "WorkerCrashedError",
     "WorkerStartError",
@@ -154,6 +165,94 @@ class InvalidOutputError(SandboxError):
         self.plugin = plugin
         self.target = target
         self.schema_path = schema_path
+
+
+# -- broker ---------------------------------------------------------------------------
+
+
+class BrokerError(CapletError):
+    """Base of the broker layer: a brokered request (``ctx.http.fetch``) failed or was refused.
+
+    ``category`` is the short, stable label the message starts with and the
+    decision log records ("blocked by policy", "DNS resolution failed" ...);
+    ``plugin`` names the plugin and ``url`` the request URL with its query
+    redacted. Messages never contain a resolved address: a plugin must not be
+    able to map the host's internal network through error texts. A subclass
+    sets its default ``category``; ``category=`` narrows it for one error
+    ("connection refused" is a :class:`ConnectionFailedError`).
+    """
+
+    category: str = "broker error"
+
+    def __init__(
+        self, message: str, *, plugin: str = "", url: str = "", category: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.url = url
+        if category is not None:
+            self.category = category
+
+
+class BlockedByPolicyError(BrokerError):
+    """The request breaks a rule: no matching grant, a blocked address, a refused header."""
+
+    category: str = "blocked by policy"
+
+
+class InvalidUrlError(BlockedByPolicyError):
+    """The URL does not parse, or uses a form the broker refuses (credentials, controls)."""
+
+
+class RateLimitError(BrokerError):
+    """The plugin exceeded its request rate or its data budget."""
+
+    category: str = "rate limited"
+
+
+class SizeLimitError(BrokerError):
+    """The request or the response is larger than the policy allows."""
+
+    category: str = "too large"
+
+
+class DnsError(BrokerError):
+    """The host name did not resolve (error, timeout or an empty answer)."""
+
+    category: str = "DNS resolution failed"
+
+
+class ConnectionFailedError(BrokerError):
+    """No connection to the checked address: refused, reset or unreachable.
+
+    A refused connection carries the narrower category "connection refused".
+    """
+
+    category: str = "connection failed"
+
+
+class TlsError(BrokerError):
+    """The TLS handshake failed (certificate not valid for the host, untrusted, expired)."""
+
+    category: str = "TLS error"
+
+
+class FetchTimeoutError(BrokerError):
+    """The request did not finish within its total time limit."""
+
+    category: str = "timed out"
+
+
+class RedirectError(BrokerError):
+    """A redirect chain was too long, looped, or had no usable ``Location``."""
+
+    category: str = "redirect refused"
+
+
+class ResponseError(BrokerError):
+    """The server's response is not valid HTTP, or its body is not the JSON asked for."""
+
+    category: str = "invalid response"
 
 
 # -- host ---------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from caplet._broker._policy import NetworkPolicy
 from caplet._findings import RiskLevel
 
 __all__ = ["Isolation", "Policy"]
@@ -42,6 +43,10 @@ class Policy:
     breaker that trips ``quarantine_after`` times within
     ``quarantine_window_s`` seconds quarantines the plugin until a human
     releases it (``caplet release``).
+
+    ``network`` bounds brokered HTTP (``ctx.http``): allowed private
+    networks, wildcard grants, sizes, time, rate and data budget
+    (:class:`caplet._broker._policy.NetworkPolicy`, docs/network.md).
     """
 
     max_risk_level: RiskLevel = RiskLevel.MEDIUM
@@ -59,6 +64,7 @@ class Policy:
     cooldown_s: float = 60.0
     quarantine_after: int = 3
     quarantine_window_s: float = 3600.0
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
 
     def memory_limit_mb(self, declared: int | None) -> int:
         """Address-space limit of a worker: the plugin's own, never above the policy's."""

@@ -1,0 +1,1 @@
+"""Private layer package; import from the concrete modules, see docs/architecture.md."""

@@ -1,0 +1,140 @@
+"""Request headers a plugin may send, and the credentials a redirect must not carry.
+
+A plugin's headers are checked, not trusted:
+
+* a name must be an RFC 9110 token and a value visible ASCII, space or tab
+  (RFC 9110 5.5): CR, LF and NUL would split the request (header injection,
+  request smuggling), so they are refused, as is any other control character
+  and non-ASCII text;
+* the broker owns the framing and routing headers, so those are dropped:
+  hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, TE, Trailer,
+  Transfer-Encoding, Upgrade, Proxy-*), Host and Content-Length (set from
+  the checked URL and the body), Expect, and headers that claim a client
+  address or an original URL (X-Forwarded-*, Forwarded, X-Real-IP ...),
+  which internal services trust to identify a caller;
+* ``Accept-Encoding`` becomes ``identity``: the size limit counts the bytes
+  the plugin receives, and a compressed body (a "zip bomb") would be far
+  larger than the bytes on the wire.
+
+On a redirect to another origin the credentials (Authorization, Cookie,
+Proxy-Authorization) are dropped, and they stay dropped for the rest of the
+chain, even if it returns to the first origin: the hop that left has
+already shown the chain is not the plugin's own (as browsers and httpx do).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from caplet._broker._messages import broker_error
+from caplet._errors import BlockedByPolicyError
+
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "STRIPPED_HEADERS",
+    "SanitisedHeaders",
+    "header_bytes",
+    "sanitise_headers",
+    "without_credentials",
+]
+
+#: Dropped from every request (lower-case names).
+STRIPPED_HEADERS = frozenset(
+    {
+        # hop-by-hop and framing (RFC 9110 7.6.1, RFC 9112 6)
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+        "upgrade", "host", "content-length", "expect", "http2-settings",
+        "proxy-authorization", "proxy-authenticate", "proxy-authorization-info",
+        # who the client is / where the request came from (RFC 7239 and de-facto)
+        "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
+        "x-forwarded-port", "x-forwarded-server", "x-forwarded-prefix", "x-real-ip",
+        "x-client-ip", "x-originating-ip", "x-remote-ip", "x-remote-addr", "x-cluster-client-ip",
+        "true-client-ip", "cf-connecting-ip", "fastly-client-ip", "client-ip", "via",
+        "x-proxyuser-ip", "x-host", "x-http-host-override", "x-original-url",
+        "x-rewrite-url", "x-original-host",
+        # set by the broker (see the module docstring)
+        "accept-encoding",
+    }
+)  # fmt: skip
+
+#: Dropped when a redirect leaves the origin, and never re-added.
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+_TOKEN = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~")
+_VALUE = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\t"}
+_MAX_HEADERS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class SanitisedHeaders:
+    """The headers to send and the names that were dropped (for the decision log)."""
+
+    headers: tuple[tuple[str, str], ...]
+    dropped: tuple[str, ...]
+
+
+def sanitise_headers(headers: object, *, plugin: str, method: str, url: str) -> SanitisedHeaders:
+    """Check a plugin's headers and drop the stripped ones.
+
+    ``headers`` is a mapping or a sequence of (name, value) string pairs.
+
+    Raises :class:`BlockedByPolicyError` for a malformed name or value.
+    """
+
+    def refuse(reason: str, fix: str) -> BlockedByPolicyError:
+        return broker_error(
+            BlockedByPolicyError, plugin=plugin, method=method, url=url, reason=reason, fix=fix
+        )
+
+    if isinstance(headers, Mapping):
+        headers = list(headers.items())
+    if not isinstance(headers, Sequence) or isinstance(headers, str | bytes):
+        raise refuse(
+            f"headers must be a mapping or a list of (name, value) pairs, not "
+            f"{type(headers).__name__}",
+            "pass a dict of strings",
+        )
+    if len(headers) > _MAX_HEADERS:
+        raise refuse(f"{len(headers)} headers; at most {_MAX_HEADERS} are allowed", "send fewer")
+    kept: list[tuple[str, str]] = []
+    dropped: list[str] = []
+    for pair in headers:
+        if not (
+            isinstance(pair, Sequence)
+            and not isinstance(pair, str | bytes)
+            and len(pair) == 2
+            and isinstance(pair[0], str)
+            and isinstance(pair[1], str)
+        ):
+            raise refuse("each header must be a (name, value) pair of strings", "pass strings")
+        name, value = pair[0], pair[1]
+        if not name or not set(name) <= _TOKEN:
+            raise refuse(
+                f"header name {name[:60]!r} is not an HTTP token (RFC 9110 5.6.2: letters, "
+                f"digits and !#$%&'*+-.^_`|~; no CR, LF, NUL, space or ':')",
+                "fix the header name",
+            )
+        if not set(value) <= _VALUE:
+            bad = next(c for c in value if c not in _VALUE)
+            raise refuse(
+                f"the value of header {name!r} contains U+{ord(bad):04X}; CR, LF, NUL, other "
+                f"control characters and non-ASCII text are refused (RFC 9110 5.5)",
+                "send visible ASCII only (encode other text, e.g. RFC 8187 or base64)",
+            )
+        if name.lower() in STRIPPED_HEADERS:
+            dropped.append(name)
+        else:
+            kept.append((name, value))
+    return SanitisedHeaders(tuple(kept), tuple(dropped))
+
+
+def without_credentials(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``headers`` minus Authorization, Cookie and Proxy-Authorization."""
+    return tuple((n, v) for n, v in headers if n.lower() not in CREDENTIAL_HEADERS)
+
+
+def header_bytes(headers: Iterable[tuple[str, str]]) -> int:
+    """The size of the header lines on the wire (``name: value\\r\\n``)."""
+    return sum(len(name) + len(value) + 4 for name, value in headers)

@@ -1,0 +1,106 @@
+"""The values a brokered HTTP call takes and returns, and the record of each decision."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from dataclasses import dataclass
+
+from caplet._errors import ResponseError
+
+__all__ = ["BrokerDecision", "HttpRequest", "HttpResponse"]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """What a plugin asks for (``ctx.http.fetch(url, method=, headers=, body=, timeout=)``).
+
+    Fields come from the plugin, so the broker checks every one of them
+    (types included) before use. ``timeout_s`` is the total time for the
+    whole fetch, redirects included, capped by the network policy.
+    """
+
+    url: str
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    """The final response of a fetch (after redirects).
+
+    ``url`` is the URL that answered (normalised, query included: the
+    plugin's own); ``headers`` are in received order, names as sent; the
+    body is the bytes received (``Accept-Encoding: identity`` was asked for,
+    so normally not compressed).
+    """
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    url: str
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or ``None``."""
+        wanted = name.lower()
+        return next((v for n, v in self.headers if n.lower() == wanted), None)
+
+    def text(self) -> str:
+        """The body decoded with the ``charset`` of Content-Type (UTF-8 when absent or unknown).
+
+        Undecodable bytes become U+FFFD rather than an error: the body is data
+        from an untrusted server and reading it must not fail.
+        """
+        try:
+            return self.body.decode(self._charset(), errors="replace")
+        except LookupError:  # a charset naming a bytes-to-bytes codec ("base64")
+            return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> object:
+        """The body parsed as JSON; :class:`ResponseError` when it is not JSON."""
+        try:
+            return json.loads(self.text())
+        except (ValueError, RecursionError) as exc:
+            raise ResponseError(
+                f"invalid response: the body from {self.url} is not valid JSON ({exc}); "
+                f"check the status ({self.status}) and Content-Type "
+                f"({self.header('content-type') or 'none'}), or read it with text()",
+                url=self.url,
+            ) from exc
+
+    def _charset(self) -> str:
+        content_type = self.header("content-type") or ""
+        for parameter in content_type.split(";")[1:]:
+            key, _, value = parameter.strip().partition("=")
+            if key.strip().lower() == "charset":
+                name = value.strip().strip('"')
+                try:
+                    return codecs.lookup(name).name
+                except LookupError:
+                    break
+        return "utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDecision:
+    """One entry for the permission log (design.md layer 15): a hop allowed or refused.
+
+    ``allowed`` says whether the policy let the request go out; ``outcome``
+    is ``"status 200"`` for an answered request and the error category
+    (``"blocked by policy"``, ``"timed out"`` ...) otherwise, with ``detail``
+    the reason. ``url`` is redacted (no query) and no field holds a resolved
+    address. ``capability`` is the grant that matched (normalised, as configured),
+    ``""`` when none did; ``hop`` counts redirects (0 for the first request).
+    """
+
+    at: float
+    plugin: str
+    method: str
+    url: str
+    allowed: bool
+    outcome: str
+    detail: str = ""
+    capability: str = ""
+    hop: int = 0
