@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,6 +12,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "plugins"
+
+#: The LLM auditor's settings as the suite was started with, for the opt-in
+#: ``real_llm`` tests; every other test runs with them unset (static-only
+#: unless the test points them at its own 127.0.0.1 server).
+REAL_LLM_ENV = {k: v for k, v in os.environ.items() if k.startswith("CAPLET_LLM_")}
+
+#: Proxy settings would send the tests' 127.0.0.1 requests elsewhere.
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +33,8 @@ def _isolated_environment(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.delenv("CAPLET_STATE_DIR", raising=False)
     monkeypatch.delenv("CAPLET_PLUGINS_DIR", raising=False)
+    for name in (*REAL_LLM_ENV, *_PROXY_VARS):
+        monkeypatch.delenv(name, raising=False)
 
 
 @dataclass

@@ -44,3 +44,46 @@ def test_worker_import_stays_light() -> None:
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == ""
+
+
+# -- caplet.audit: the auditor's public module (issue 5) ----------------------------------------
+
+
+def test_audit_module_all_is_sorted_complete_and_resolves() -> None:
+    import caplet.audit
+
+    module = caplet.audit
+    assert module.__all__ == sorted(set(module.__all__))
+    assert set(module.__all__) == set(module._EXPORTS)
+    for name in module.__all__:
+        value = getattr(module, name)
+        assert value is getattr(caplet, name), name
+    for name in (
+        "inject_canaries",
+        "verify_canaries",
+        "parse_audit_response",
+        "deep_audit",
+        "format_audit_result",
+    ):
+        assert name in module.__all__
+        assert callable(getattr(module, name))
+
+
+def test_audit_module_is_reachable_from_the_package() -> None:
+    code = (
+        "import caplet, sys;"
+        "assert 'caplet.audit' not in sys.modules;"
+        "f = caplet.audit.inject_canaries;"
+        "print(f.__module__, 'httpx' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["caplet._audit._canary", "False"]
+
+
+def test_audit_module_unknown_attribute() -> None:
+    import caplet.audit
+
+    with pytest.raises(AttributeError, match=r"module 'caplet\.audit' has no attribute 'nope'"):
+        getattr(caplet.audit, "nope")  # noqa: B009

@@ -17,11 +17,65 @@ from typing import TYPE_CHECKING, Any
 from caplet._version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from caplet._audit._anthropic import (
+        AnthropicProvider as AnthropicProvider,
+    )
+    from caplet._audit._canary import (
+        CanaryInjection as CanaryInjection,
+    )
+    from caplet._audit._canary import (
+        inject_canaries as inject_canaries,
+    )
+    from caplet._audit._canary import (
+        verify_canaries as verify_canaries,
+    )
+    from caplet._audit._deep import (
+        deep_audit as deep_audit,
+    )
     from caplet._audit._model import (
         AuditResult as AuditResult,
     )
     from caplet._audit._model import (
+        CanaryStatus as CanaryStatus,
+    )
+    from caplet._audit._model import (
+        InjectionAttempt as InjectionAttempt,
+    )
+    from caplet._audit._model import (
         Verdict as Verdict,
+    )
+    from caplet._audit._openai import (
+        OpenAIProvider as OpenAIProvider,
+    )
+    from caplet._audit._provider import (
+        AuditorProvider as AuditorProvider,
+    )
+    from caplet._audit._provider import (
+        ProviderKind as ProviderKind,
+    )
+    from caplet._audit._provider import (
+        ProviderSettings as ProviderSettings,
+    )
+    from caplet._audit._provider import (
+        settings_from_env as settings_from_env,
+    )
+    from caplet._audit._report import (
+        format_audit_result as format_audit_result,
+    )
+    from caplet._audit._response import (
+        ModelReport as ModelReport,
+    )
+    from caplet._audit._response import (
+        parse_audit_response as parse_audit_response,
+    )
+    from caplet._audit._select import (
+        provider_from_env as provider_from_env,
+    )
+    from caplet._audit._select import (
+        provider_from_settings as provider_from_settings,
+    )
+    from caplet._audit._static import (
+        static_audit as static_audit,
     )
     from caplet._capabilities._lint import (
         lint_composition as lint_composition,
@@ -66,6 +120,9 @@ if TYPE_CHECKING:
         ConfigValue as ConfigValue,
     )
     from caplet._errors import (
+        AuditConfigError as AuditConfigError,
+    )
+    from caplet._errors import (
         AuditError as AuditError,
     )
     from caplet._errors import (
@@ -105,7 +162,16 @@ if TYPE_CHECKING:
         PluginTreeError as PluginTreeError,
     )
     from caplet._errors import (
+        PromptTooLargeError as PromptTooLargeError,
+    )
+    from caplet._errors import (
         ProtocolError as ProtocolError,
+    )
+    from caplet._errors import (
+        ProviderAuthError as ProviderAuthError,
+    )
+    from caplet._errors import (
+        ProviderError as ProviderError,
     )
     from caplet._errors import (
         SandboxError as SandboxError,
@@ -223,12 +289,17 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AnthropicProvider",
     "AppCapability",
     "ApprovalRecord",
+    "AuditConfigError",
     "AuditError",
     "AuditResult",
+    "AuditorProvider",
     "BrokenPlugin",
     "CallTimeoutError",
+    "CanaryInjection",
+    "CanaryStatus",
     "Capability",
     "CapabilityError",
     "CapabilityKind",
@@ -247,6 +318,7 @@ __all__ = [
     "Hints",
     "HostCallCapability",
     "HostError",
+    "InjectionAttempt",
     "InlineConfigResult",
     "InvalidOutputError",
     "Isolation",
@@ -255,8 +327,10 @@ __all__ = [
     "Limits",
     "Manifest",
     "ManifestError",
+    "ModelReport",
     "ModuleSpec",
     "NetHttpCapability",
+    "OpenAIProvider",
     "Outcome",
     "PluginCallError",
     "PluginHost",
@@ -267,8 +341,13 @@ __all__ = [
     "PluginTreeError",
     "Policy",
     "ProcExecCapability",
+    "PromptTooLargeError",
     "Prompter",
     "ProtocolError",
+    "ProviderAuthError",
+    "ProviderError",
+    "ProviderKind",
+    "ProviderSettings",
     "QuarantineRecord",
     "Requirement",
     "RiskLevel",
@@ -286,11 +365,20 @@ __all__ = [
     "WorkerCrashedError",
     "WorkerSpec",
     "WorkerStartError",
+    "deep_audit",
+    "format_audit_result",
+    "inject_canaries",
     "lint_composition",
     "load_manifest",
+    "parse_audit_response",
     "parse_capability",
+    "provider_from_env",
+    "provider_from_settings",
     "scan_tree",
+    "settings_from_env",
+    "static_audit",
     "tree_hash",
+    "verify_canaries",
 ]
 
 #: Where each public name lives. A test checks this matches ``__all__``.
@@ -363,10 +451,38 @@ _EXPORTS: dict[str, str] = {
     "PluginState": "caplet._host._records",
     "PluginManager": "caplet._host._manager",
     "PluginHost": "caplet._host._host",
+    "AnthropicProvider": "caplet._audit._anthropic",
+    "CanaryInjection": "caplet._audit._canary",
+    "inject_canaries": "caplet._audit._canary",
+    "verify_canaries": "caplet._audit._canary",
+    "deep_audit": "caplet._audit._deep",
+    "CanaryStatus": "caplet._audit._model",
+    "InjectionAttempt": "caplet._audit._model",
+    "OpenAIProvider": "caplet._audit._openai",
+    "AuditorProvider": "caplet._audit._provider",
+    "ProviderKind": "caplet._audit._provider",
+    "ProviderSettings": "caplet._audit._provider",
+    "settings_from_env": "caplet._audit._provider",
+    "format_audit_result": "caplet._audit._report",
+    "ModelReport": "caplet._audit._response",
+    "parse_audit_response": "caplet._audit._response",
+    "provider_from_env": "caplet._audit._select",
+    "provider_from_settings": "caplet._audit._select",
+    "static_audit": "caplet._audit._static",
+    "AuditConfigError": "caplet._errors",
+    "PromptTooLargeError": "caplet._errors",
+    "ProviderAuthError": "caplet._errors",
+    "ProviderError": "caplet._errors",
 }
 
 
+#: Public submodules, imported on first attribute access like the names above.
+_SUBMODULES = frozenset({"audit"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"caplet.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'caplet' has no attribute {name!r}")

@@ -12,6 +12,7 @@ so the original stays attached for debugging.
 from __future__ import annotations
 
 __all__ = [
+    "AuditConfigError",
     "AuditError",
     "BlockedByPolicyError",
     "BrokerError",
@@ -31,7 +32,10 @@ __all__ = [
     "PluginCallError",
     "PluginNotFoundError",
     "PluginTreeError",
+    "PromptTooLargeError",
     "ProtocolError",
+    "ProviderAuthError",
+    "ProviderError",
     "RateLimitError",
     "RedirectError",
     "ResponseError",
@@ -83,6 +87,51 @@ class ScanError(CapletError):
 
 class AuditError(CapletError):
     """An audit could not be produced or stored."""
+
+
+class AuditConfigError(AuditError):
+    """The LLM auditor is misconfigured (``CAPLET_LLM_*`` or :class:`ProviderSettings`).
+
+    The message names the setting (or environment variable) and a valid value.
+    """
+
+
+class ProviderError(AuditError):
+    """The LLM provider failed: unreachable, timed out, rate limited past the
+    retries, a server error, or an answer of the wrong shape.
+
+    A deep audit turns this into a static-only result labelled with the reason
+    (design.md section 7); ``provider`` names the provider and model.
+    """
+
+    def __init__(self, message: str, *, provider: str = "") -> None:
+        super().__init__(message)
+        self.provider = provider
+
+
+class ProviderAuthError(AuditError):
+    """The LLM provider refused the credentials (HTTP 401/403).
+
+    Deliberately *not* a :class:`ProviderError`: a wrong key is a setting to
+    fix, so it stops the audit instead of degrading it to static-only.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class PromptTooLargeError(AuditError):
+    """The plugin does not fit the model's prompt budget; nothing is truncated.
+
+    ``size`` and ``budget`` are in characters.
+    """
+
+    def __init__(self, message: str, *, size: int = 0, budget: int = 0) -> None:
+        super().__init__(message)
+        self.size = size
+        self.budget = budget
 
 
 # -- trust ------------------------------------------------------------------------

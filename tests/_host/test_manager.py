@@ -15,8 +15,12 @@ from caplet import (
     Policy,
     RiskLevel,
 )
+from caplet._audit._model import CanaryStatus
+from caplet._audit._openai import OpenAIProvider
+from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._config._schema import ConfigField, ConfigValue
-from caplet._errors import ConfigError
+from caplet._errors import AuditConfigError, ConfigError
+from tests._audit.llm_server import LLMServer, Reply, obedient, serve
 from tests.conftest import PluginFactory
 
 CONFIGURED = """
@@ -470,3 +474,151 @@ def test_decisions_are_logged(manager: PluginManager, make_plugin: PluginFactory
     assert ("approve", False) in actions
     assert ("approve", True) in actions
     assert ("audit", True) in actions
+
+
+# -- the LLM auditor (issue 5) -------------------------------------------------------------------
+
+CLEAN_SOURCE = """
+def create_functions(config):
+    def run(name):
+        return "hi " + name
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.fixture
+def llm() -> Iterator[LLMServer]:
+    yield from serve()
+
+
+@pytest.fixture
+def llm_env(llm: LLMServer, monkeypatch: pytest.MonkeyPatch) -> LLMServer:
+    """CAPLET_LLM_* pointing at the scripted server (an OpenAI-compatible one)."""
+    monkeypatch.setenv("CAPLET_LLM_PROVIDER", "openai")
+    monkeypatch.setenv("CAPLET_LLM_BASE_URL", llm.url)
+    monkeypatch.setenv("CAPLET_LLM_MODEL", "scripted")
+    return llm
+
+
+def test_no_llm_settings_means_static_only(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    manager.discover()
+    assert manager.auditor is None
+    assert manager.auditor_id() == ""
+    assert manager.audit("p").static_only
+
+
+def test_deep_audit_from_the_environment_is_cached_per_model(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory, llm_env: LLMServer
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    deep = _reopen(plugins_dir, state_dir)
+    assert deep.auditor_id() == "openai:scripted"
+    result = deep.audit("p")
+    assert result.model_id == "openai:scripted"
+    assert result.canary_status is CanaryStatus.OK
+    assert deep.audit("p") == result
+    assert len(llm_env.exchanges) == 1, "the cached audit is used"
+    fresh = deep.audit("p", fresh=True)
+    assert len(llm_env.exchanges) == 2
+    assert fresh.model_id == "openai:scripted"
+    assert deep.get_cached_audit("p") == fresh
+    assert deep.get_plugin("p").audit == fresh  # type: ignore[union-attr]
+    [logged, *_] = deep.store.decisions("p")
+    assert (logged.action, logged.detail) == ("audit", "risk LOW (openai:scripted, canaries OK)")
+    deep.close()
+    # Another auditor (here: none) never reuses this model's audit, and vice versa.
+    static = PluginManager(plugins_dir, state_dir=state_dir, auditor=None)
+    static.discover()
+    assert static.get_cached_audit("p") is None
+    assert static.audit("p").static_only
+    static.close()
+    again = _reopen(plugins_dir, state_dir)
+    assert again.get_cached_audit("p") == fresh
+    again.close()
+
+
+def test_a_failed_model_is_used_for_now_but_not_cached(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory, llm_env: LLMServer
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    llm_env.script(*(Reply(status=503) for _ in range(4)))
+    first = PluginManager(
+        plugins_dir,
+        state_dir=state_dir,
+        auditor=OpenAIProvider(
+            ProviderSettings(kind=ProviderKind.OPENAI, model="scripted", base_url=llm_env.url),
+            sleep=lambda _: None,
+        ),
+    )
+    first.discover()
+    result = first.audit("p")
+    assert result.static_only
+    assert "HTTP 503" in result.fallback_reason
+    assert first.get_plugin("p").audit == result  # type: ignore[union-attr]
+    assert first.get_cached_audit("p") is None
+    assert first.approve("p"), "MEDIUM is within the default policy"
+    first.close()
+    second = _reopen(plugins_dir, state_dir)
+    assert second.get_plugin("p").audit is None  # type: ignore[union-attr]
+    assert second.audit("p").canary_status is CanaryStatus.OK, "the model is asked again"
+    second.close()
+
+
+def test_compromised_audit_refuses_approval_and_says_why(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory, llm_env: LLMServer
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    llm_env.script(obedient)
+    m = _reopen(plugins_dir, state_dir)
+    assert m.audit("p").risk_level is RiskLevel.CRITICAL
+    outcome = m.approve("p")
+    assert not outcome
+    assert "AUDITOR COMPROMISED" in outcome.reason
+    assert "CRITICAL risk, above the policy's max_risk_level MEDIUM" in outcome.reason
+    assert "review the audit report (`caplet audit p --verbose`)" in outcome.reason
+    assert "declare the capability" not in outcome.reason
+    enabled = m.enable("p")
+    assert not enabled
+    assert "AUDITOR COMPROMISED" in enabled.reason
+    m.close()
+
+
+def test_enable_runs_the_deep_audit_when_none_is_cached(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory, llm_env: LLMServer
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    m = _reopen(plugins_dir, state_dir)
+    assert m.enable("p")
+    assert len(llm_env.exchanges) == 1
+    assert m.get_plugin("p").audit.model_id == "openai:scripted"  # type: ignore[union-attr]
+    m.close()
+
+
+def test_bad_llm_settings_do_not_break_discovery_but_stop_audits(
+    manager: PluginManager, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    monkeypatch.setenv("CAPLET_LLM_PROVIDER", "gemini")
+    assert manager.discover() == 1
+    with pytest.raises(AuditConfigError, match="CAPLET_LLM_PROVIDER='gemini' is not a provider"):
+        manager.audit("p")
+
+
+def test_a_passed_auditor_is_used_and_left_open(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory, llm: LLMServer
+) -> None:
+    make_plugin("p", source=CLEAN_SOURCE)
+    provider = OpenAIProvider(
+        ProviderSettings(kind=ProviderKind.OPENAI, model="own", base_url=llm.url)
+    )
+    m = PluginManager(plugins_dir, state_dir=state_dir, auditor=provider)
+    m.discover()
+    assert m.auditor is provider
+    assert m.audit("p").model_id == "openai:own"
+    m.close()
+    llm.script(Reply("still open"))
+    assert provider.complete("s", "u") == "still open"
+    provider.close()

@@ -17,6 +17,7 @@ from caplet._findings import Finding, RiskLevel, Severity
 from caplet._trust._sqlite import (
     APPLICATION_ID,
     DB_FILENAME,
+    MIGRATIONS,
     SCHEMA_VERSION,
     SqliteStore,
     migrate,
@@ -25,6 +26,8 @@ from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, Tru
 
 HASH_A = "sha256-" + "a" * 64
 HASH_B = "sha256-" + "b" * 64
+#: The model id the audit() fixture is keyed by.
+MODEL = "anthropic:claude-test"
 
 
 def mode_of(path: Path) -> int:
@@ -62,10 +65,11 @@ def audit(content_hash: str = HASH_A, summary: str = "fine") -> AuditResult:
                 covered=False,
             ),
         ),
-        provider="anthropic:model",
+        provider="anthropic",
         created_at=1_700_000_001.0,
         description_accurate=True,
         risk_reasons=("socket",),
+        model="claude-test",
     )
 
 
@@ -97,7 +101,7 @@ def test_fresh_store_is_private(state_dir: Path) -> None:
 def test_fresh_store_schema(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     conn = raw(state_dir / DB_FILENAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -300,14 +304,14 @@ def test_empty_capabilities_round_trip(store: SqliteStore) -> None:
 
 
 def test_audit_round_trip_and_replace(store: SqliteStore) -> None:
-    assert store.get_audit(HASH_A) is None
+    assert store.get_audit(HASH_A, MODEL) is None
     store.put_audit(audit())
-    assert store.get_audit(HASH_A) == audit()
+    assert store.get_audit(HASH_A, MODEL) == audit()
     store.put_audit(audit(summary="second opinion"))
-    got = store.get_audit(HASH_A)
+    got = store.get_audit(HASH_A, MODEL)
     assert got is not None
     assert got.summary == "second opinion"
-    assert store.get_audit(HASH_B) is None
+    assert store.get_audit(HASH_B, MODEL) is None
 
 
 def test_quarantine_round_trip(store: SqliteStore) -> None:
@@ -362,7 +366,7 @@ def test_reopen_persists_everything(state_dir: Path) -> None:
         )
     with SqliteStore(state_dir) as store:
         assert store.get_approval("weather") == approval()
-        assert store.get_audit(HASH_A) == audit()
+        assert store.get_audit(HASH_A, MODEL) == audit()
         assert store.get_quarantine("flaky") == QuarantineRecord("flaky", "crashed", 3.0)
         [decision] = store.decisions()
         assert (decision.plugin, decision.action, decision.allowed) == ("weather", "approve", True)
@@ -377,10 +381,10 @@ def test_undecodable_audit_payload(store: SqliteStore) -> None:
     conn.execute("UPDATE audits SET payload = '{\"plugin\": 1}'")
     conn.close()
     with pytest.raises(StoreError) as info:
-        store.get_audit(HASH_A)
+        store.get_audit(HASH_A, MODEL)
     message = str(info.value)
-    assert f"row {HASH_A!r} of table audits is invalid" in message
-    assert "caplet audit weather" in message
+    assert f"row '{HASH_A} by {MODEL}' of table audits is invalid" in message
+    assert "caplet audit weather --fresh" in message
 
 
 def test_audit_payload_for_another_hash(store: SqliteStore) -> None:
@@ -388,8 +392,84 @@ def test_audit_payload_for_another_hash(store: SqliteStore) -> None:
     conn = raw(store.path)
     conn.execute("UPDATE audits SET content_hash = ?", (HASH_A,))
     conn.close()
-    with pytest.raises(StoreError, match=f"its payload is the audit of {HASH_B}"):
-        store.get_audit(HASH_A)
+    with pytest.raises(StoreError, match=f"its payload is the audit of {HASH_B} by {MODEL}"):
+        store.get_audit(HASH_A, MODEL)
+
+
+# -- audits keyed by content hash and model (issue 5) ---------------------------------------
+
+
+def static_audit_of(content_hash: str = HASH_A) -> AuditResult:
+    return AuditResult(
+        plugin="weather",
+        content_hash=content_hash,
+        risk_level=RiskLevel.LOW,
+        verdict=Verdict.APPROVE,
+        summary="static-only audit",
+        findings=(),
+        created_at=1_700_000_000.0,
+    )
+
+
+def test_static_and_model_audits_of_one_hash_live_side_by_side(store: SqliteStore) -> None:
+    store.put_audit(static_audit_of())
+    store.put_audit(audit())
+    assert store.get_audit(HASH_A) == static_audit_of()
+    assert store.get_audit(HASH_A, MODEL) == audit()
+    assert store.get_audit(HASH_A, "openai:other-model") is None
+    store.put_audit(audit(summary="again"))
+    rows = raw(store.path).execute("SELECT content_hash, model FROM audits ORDER BY model")
+    assert rows.fetchall() == [(HASH_A, ""), (HASH_A, MODEL)]
+
+
+def test_audit_payload_of_another_model_is_refused(store: SqliteStore) -> None:
+    store.put_audit(audit())
+    conn = raw(store.path)
+    conn.execute("UPDATE audits SET model = 'openai:forged'")
+    conn.close()
+    with pytest.raises(StoreError) as info:
+        store.get_audit(HASH_A, "openai:forged")
+    assert f"its payload is the audit of {HASH_A} by {MODEL}" in str(info.value)
+
+
+def test_version_1_audits_stay_readable_after_migration(state_dir: Path) -> None:
+    """A database written before audits had a model column migrates, rows intact."""
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:2]) == 1
+    # Exactly what the version-1 codec wrote: no model, canary or capability fields.
+    old_payload = (
+        '{"plugin": "weather", "content_hash": "' + HASH_A + '", "risk_level": "MEDIUM", '
+        '"verdict": "approve-with-conditions", "summary": "static-only audit: 0 danger", '
+        '"findings": [{"rule_id": "CPL-ENV-001", "severity": "warning", "message": "reads env", '
+        '"file": "plugin.py", "line": 3, "column": 1, "excerpt": "os.environ", '
+        '"capability": "env.read", "covered": false}], "provider": "static-only", '
+        '"created_at": 1700000000.0, "description_accurate": null, "risk_reasons": ["env"]}'
+    )
+    conn.execute(
+        "INSERT INTO audits (content_hash, plugin, created_at, payload) VALUES (?, ?, ?, ?)",
+        (HASH_A, "weather", 1_700_000_000.0, old_payload),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        got = store.get_audit(HASH_A)
+    assert got is not None
+    assert (got.plugin, got.risk_level, got.verdict) == (
+        "weather",
+        RiskLevel.MEDIUM,
+        Verdict.APPROVE_WITH_CONDITIONS,
+    )
+    assert got.findings[0].rule_id == "CPL-ENV-001"
+    assert (got.model, got.canary_status, got.injection_attempts) == ("", None, ())
+    assert got.static_only
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(audits)")]
+    assert columns == ["content_hash", "model", "plugin", "created_at", "payload"]
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "audits_by_plugin" in indexes
+    conn.close()
 
 
 def test_undecodable_approval_row(store: SqliteStore) -> None:

@@ -1,4 +1,10 @@
-"""Audit results: the verdict of the static scan and (later) an LLM auditor."""
+"""Audit results: the verdict of the static scan and of an LLM auditor.
+
+One :class:`AuditResult` describes one exact plugin tree (``content_hash``)
+as judged by one auditor (``model_id``: ``""`` for static-only). The fields
+added for the LLM auditor all have defaults, so a static-only audit, and
+every audit cached before they existed, reads the same as before.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +13,66 @@ from dataclasses import dataclass
 
 from caplet._findings import Finding, RiskLevel
 
-__all__ = ["STATIC_ONLY", "AuditResult", "Verdict"]
+__all__ = [
+    "STATIC_ONLY",
+    "AuditResult",
+    "CanaryStatus",
+    "InjectionAttempt",
+    "Verdict",
+    "stricter_verdict",
+]
 
 #: Provider label of an audit made without a model (design.md section 7).
 STATIC_ONLY = "static-only"
 
 
 class Verdict(enum.Enum):
-    """The auditor's recommendation."""
+    """The auditor's recommendation (the seed's ``recommendation``)."""
 
     APPROVE = "approve"
     APPROVE_WITH_CONDITIONS = "approve-with-conditions"
     REJECT = "reject"
+
+    @property
+    def order(self) -> int:
+        """0 (approve) .. 2 (reject): the stricter of two verdicts has the larger order."""
+        return _VERDICT_ORDER[self]
+
+
+_VERDICT_ORDER = {Verdict.APPROVE: 0, Verdict.APPROVE_WITH_CONDITIONS: 1, Verdict.REJECT: 2}
+
+
+def stricter_verdict(a: Verdict, b: Verdict) -> Verdict:
+    """The more cautious of two recommendations."""
+    return a if a.order >= b.order else b
+
+
+class CanaryStatus(enum.Enum):
+    """Whether the model reported the two planted test injections (seed 000).
+
+    ``OK``: both were reported. ``COMPROMISED``: one or both were missed, so
+    the plugin's content may have steered the model. ``UNRELIABLE``: the
+    model reported identifiers that exist neither among the canaries nor in
+    the plugin, so it invents things.
+    """
+
+    OK = "OK"
+    COMPROMISED = "AUDITOR_COMPROMISED"
+    UNRELIABLE = "AUDITOR_UNRELIABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionAttempt:
+    """A passage the model reported as trying to instruct it.
+
+    ``file`` and ``line`` (1-based, 0 when unknown) locate the excerpt in the
+    *original* plugin files when caplet could find it there.
+    """
+
+    excerpt: str
+    reason: str = ""
+    file: str = ""
+    line: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +80,16 @@ class AuditResult:
     """One audit of one exact plugin tree (``content_hash``).
 
     ``provider`` is ``"static-only"`` when no model was consulted, and must be
-    shown wherever the result is. ``created_at`` is seconds since the epoch.
+    shown wherever the result is; otherwise it names the provider kind
+    (``"openai"``, ``"anthropic"``) and ``model`` the model. ``created_at`` is
+    seconds since the epoch. ``verdict`` is the recommendation.
+
+    LLM-auditor fields: ``canary_status`` (``None`` when no model answered),
+    ``injection_attempts`` the model reported (other than our canaries),
+    ``declared_capabilities`` (the manifest's, as written) next to
+    ``observed_capabilities`` (what the model saw the code do), and
+    ``fallback_reason``: why a configured model was *not* consulted (the
+    result is then static-only).
     """
 
     plugin: str
@@ -39,3 +102,26 @@ class AuditResult:
     created_at: float = 0.0
     description_accurate: bool | None = None
     risk_reasons: tuple[str, ...] = ()
+    model: str = ""
+    canary_status: CanaryStatus | None = None
+    injection_attempts: tuple[InjectionAttempt, ...] = ()
+    declared_capabilities: tuple[str, ...] = ()
+    observed_capabilities: tuple[str, ...] = ()
+    fallback_reason: str = ""
+
+    @property
+    def static_only(self) -> bool:
+        """True when no model's answer went into this result."""
+        return self.provider == STATIC_ONLY
+
+    @property
+    def model_id(self) -> str:
+        """``"<provider>:<model>"``, or ``""`` for static-only: the cache key next to the hash."""
+        if self.static_only:
+            return ""
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def recommendation(self) -> Verdict:
+        """The seed's name for :attr:`verdict`."""
+        return self.verdict

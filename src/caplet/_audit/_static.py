@@ -72,13 +72,15 @@ def static_audit(
     lint_findings: Sequence[Finding] = (),
     *,
     now: float | None = None,
+    declared_capabilities: Sequence[str] = (),
 ) -> AuditResult:
     """Audit ``plugin`` (the exact tree ``content_hash``) from static findings only.
 
     The findings are the scan's plus the capability lint's, sorted by
     :meth:`Finding.sort_key`; the result's provider is ``"static-only"`` and
     ``description_accurate`` is ``None`` (only a model can judge that).
-    ``now`` (seconds since the epoch) defaults to the current time.
+    ``now`` (seconds since the epoch) defaults to the current time;
+    ``declared_capabilities`` (the manifest's, as written) are kept for the report.
     """
     if not plugin:
         raise AuditError("static audit needs the plugin's name; got an empty string")
@@ -113,4 +115,5 @@ def static_audit(
         created_at=time.time() if now is None else now,
         description_accurate=None,
         risk_reasons=_reasons(raising),
+        declared_capabilities=tuple(declared_capabilities),
     )

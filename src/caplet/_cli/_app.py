@@ -10,7 +10,12 @@ Exit codes (also in README and ``caplet --help``):
 * 0: success;
 * 1: refused, failed, or findings at or above the threshold;
 * 2: usage error (bad arguments, unknown command, plugin or config key);
-* 3: the environment or state failed (state database, worker start).
+* 3: the environment or state failed (state database, worker start, a
+  broken ``CAPLET_LLM_*`` setting or an API key the provider refuses).
+
+A deep audit whose model cannot be reached is not an error: it falls back to
+a static-only result that says so (``caplet audit`` exits 1 only when that
+result recommends reject).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from caplet._audit._model import Verdict
 from caplet._capabilities._lint import lint_composition
 from caplet._cli._prompt import NoInputPrompter, RichPrompter
 from caplet._cli._render import (
@@ -38,6 +44,7 @@ from caplet._cli._render import (
     broken_json,
     jsonable,
     plugin_json,
+    print_audit,
     print_findings,
     print_plugins,
     risk_text,
@@ -45,10 +52,12 @@ from caplet._cli._render import (
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
+    AuditConfigError,
     CapletError,
     ConfigError,
     ManifestError,
     PluginNotFoundError,
+    ProviderAuthError,
     SandboxError,
     StoreError,
     TrustError,
@@ -148,7 +157,7 @@ class _Out:
 def _exit_code(exc: CapletError) -> int:
     if isinstance(exc, PluginNotFoundError):
         return EXIT_USAGE
-    if isinstance(exc, StoreError | WorkerStartError):
+    if isinstance(exc, StoreError | WorkerStartError | AuditConfigError | ProviderAuthError):
         return EXIT_STATE
     if isinstance(exc, ConfigError | ManifestError | TrustError | SandboxError):
         return EXIT_REFUSED
@@ -327,21 +336,27 @@ def audit_command(
     name: Name,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List warning and info findings too.")
+    ] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Re-run the audit instead of using the cached one.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Audit a plugin (static-only until an LLM provider is configured); cached by content hash."""
+    """Audit a plugin, with the LLM auditor when CAPLET_LLM_* configure one (else static-only).
+
+    Cached by content hash and model; --fresh re-runs. Exits 1 when the audit
+    recommends reject.
+    """
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
-        audit = host.audit(name)
-        out.emit({"ok": audit.verdict.value != "reject", "audit": audit_json(audit)})
+        audit = host.audit(name, fresh=fresh)
+        rejected = audit.verdict is Verdict.REJECT
+        out.emit({"ok": not rejected, "audit": audit_json(audit)})
         if not as_json:
-            out.say(f"[bold]Audit of {name}[/] ({audit.content_hash})")
-            out.say("  risk: ", risk_text(audit))
-            out.say(f"  {audit.summary}")
-            for reason in audit.risk_reasons:
-                out.say(f"  - {reason}")
-            print_findings(out.console, audit.findings, title="Findings")
-        if audit.verdict.value == "reject":
+            print_audit(out.console, audit, verbose=verbose)
+        if rejected:
             raise typer.Exit(EXIT_REFUSED)
 
 
@@ -363,12 +378,8 @@ def approve_command(
         audit = host.manager.get_cached_audit(name) or host.audit(name)
         lint = lint_composition(info.manifest.capabilities)
         if not as_json:
-            out.say(f"[bold]Approve {name} {info.version}[/] ({audit.content_hash})")
-            out.say("  risk: ", risk_text(audit))
-            out.say(
-                "  capabilities: " + (", ".join(c.declared for c in info.capabilities) or "none")
-            )
-            print_findings(out.console, audit.findings, title="Findings")
+            out.say(f"[bold]Approve {name} {info.version}[/]")
+            print_audit(out.console, audit)
         if not yes:
             if not sys.stdin.isatty():
                 out.err.print(

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from caplet._audit._model import AuditResult
+from caplet._audit._report import Tone, audit_report
 from caplet._capabilities._model import Capability
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
@@ -31,6 +32,7 @@ __all__ = [
     "finding_json",
     "jsonable",
     "plugin_json",
+    "print_audit",
     "print_findings",
     "print_plugins",
 ]
@@ -39,6 +41,14 @@ JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, 
 
 _SEVERITY_STYLE = {Severity.DANGER: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _RISK_STYLE = {"LOW": "green", "MEDIUM": "yellow", "HIGH": "red", "CRITICAL": "bold red"}
+_TONE_STYLE = {
+    Tone.PLAIN: "",
+    Tone.TITLE: "bold",
+    Tone.GOOD: "green",
+    Tone.NOTICE: "yellow",
+    Tone.BAD: "red",
+    Tone.ALARM: "bold red reverse",
+}
 
 
 def jsonable(value: object) -> JSONValue:
@@ -65,7 +75,22 @@ def finding_json(finding: Finding) -> JSONValue:
 
 
 def audit_json(audit: AuditResult) -> JSONValue:
-    return jsonable(audit)
+    """Every field of the audit, plus the derived labels a program would otherwise recompute."""
+    document = jsonable(audit)
+    assert isinstance(document, dict)
+    document["static_only"] = audit.static_only
+    document["model_id"] = audit.model_id
+    document["recommendation"] = audit.verdict.value
+    return document
+
+
+def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) -> None:
+    """The audit report (caplet._audit._report), coloured by tone.
+
+    Lines are :class:`Text`, never markup: they quote plugin and model text.
+    """
+    for line in audit_report(audit, verbose=verbose):
+        console.print(Text(line.text, style=_TONE_STYLE[line.tone]), soft_wrap=True)
 
 
 def capability_json(capability: Capability) -> JSONValue:
@@ -167,8 +192,9 @@ def print_findings(console: Console, findings: Sequence[Finding], *, title: str)
 
 
 def risk_text(audit: AuditResult) -> Text:
-    """``MEDIUM (static-only)``, coloured by risk."""
+    """``MEDIUM (static-only)``, coloured by risk; a model audit names the model."""
     return Text(
-        f"{audit.risk_level.value} ({audit.provider}), verdict {audit.verdict.value}",
+        f"{audit.risk_level.value} ({audit.model_id or audit.provider}), "
+        f"verdict {audit.verdict.value}",
         style=_RISK_STYLE[audit.risk_level.value],
     )

@@ -35,9 +35,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from caplet._audit._model import AuditResult
+from caplet._audit._provider import AuditorProvider
 from caplet._capabilities._model import (
     Capability,
     CapabilityKind,
@@ -110,6 +111,8 @@ class PluginHost:
     everyday subset plus everything that needs a worker. Use it as a context
     manager (or call :meth:`close`) so workers and snapshots are cleaned up.
     ``clock`` times the circuit breakers' cooldowns and quarantine window.
+    ``auditor`` is the LLM auditor (see :class:`PluginManager`): by default
+    from ``CAPLET_LLM_*``, static-only when those are unset.
     """
 
     def __init__(
@@ -123,8 +126,11 @@ class PluginHost:
         prompter: Prompter | None = None,
         discover: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        auditor: AuditorProvider | Literal["env"] | None = "env",
     ) -> None:
-        self.manager = PluginManager(plugins_dir, state_dir=state_dir, store=store, policy=policy)
+        self.manager = PluginManager(
+            plugins_dir, state_dir=state_dir, store=store, policy=policy, auditor=auditor
+        )
         self._owns_launcher = launcher is None
         self.launcher: Launcher = (
             launcher
@@ -168,9 +174,10 @@ class PluginHost:
         """Static findings of the plugin's current content (nothing is executed)."""
         return self.manager.run_static_scan(name)
 
-    def audit(self, name: str) -> AuditResult:
-        """Static-only audit of the current content, cached by content hash."""
-        return self.manager.audit(name)
+    def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
+        """Audit the current content (deep when an auditor is configured), cached by
+        content hash and model; ``fresh`` re-runs it."""
+        return self.manager.audit(name, fresh=fresh)
 
     def approve(self, name: str) -> Outcome:
         return self.manager.approve(name)

@@ -9,7 +9,12 @@ gaps it documents closed:
 * the approved fast path re-checks the stored risk level against the policy
   in force now, so tightening ``max_risk_level`` binds after a restart too;
 * ``requires`` between plugins is honoured in load order, on enable and on
-  disable.
+  disable;
+* with an LLM auditor configured (``auditor``, by default from the
+  ``CAPLET_LLM_*`` environment), audits are deep audits with canaries, cached
+  per content hash *and* model; a model that fails gives a labelled
+  static-only result that is used for this process but not cached, so the
+  next audit asks the model again.
 
 Enablement and configuration live in memory only (per process, as in the
 seed: configuration such as base paths is session-specific); approval,
@@ -27,11 +32,15 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from caplet._audit._deep import deep_audit
 from caplet._audit._model import AuditResult
+from caplet._audit._provider import AuditorProvider, ProviderSettings, settings_from_env
+from caplet._audit._select import provider_from_settings
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
 from caplet._capabilities._model import Capability
@@ -46,6 +55,7 @@ from caplet._config._coerce import (
 from caplet._config._prompt import Prompter, prompt_values
 from caplet._config._schema import ConfigValue
 from caplet._errors import (
+    AuditConfigError,
     CapabilityError,
     CapletError,
     ConfigError,
@@ -78,6 +88,9 @@ __all__ = ["PluginManager"]
 
 logger = logging.getLogger("caplet")
 
+#: Rule-id prefix of findings the LLM auditor produces (caplet._audit._deep).
+_AUDITOR_RULES = "CPL-AUDIT-"
+
 #: Directory names discovery never treats as plugins.
 _SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
 
@@ -109,6 +122,9 @@ class PluginManager:
 
     ``store`` defaults to a :class:`SqliteStore` in ``state_dir`` (itself
     defaulting to ``$CAPLET_STATE_DIR`` or the platform's user state dir).
+    ``auditor`` is the LLM auditor: ``"env"`` (the default) reads
+    ``CAPLET_LLM_*`` when the first audit needs it (unset: static-only),
+    ``None`` forces static-only, or pass an :class:`AuditorProvider`.
     """
 
     def __init__(
@@ -118,9 +134,16 @@ class PluginManager:
         state_dir: Path | str | None = None,
         store: TrustStore | None = None,
         policy: Policy | None = None,
+        auditor: AuditorProvider | Literal["env"] | None = "env",
     ) -> None:
         self.plugins_dir = Path(plugins_dir)
         self.policy = policy if policy is not None else Policy()
+        self._auditor_choice = auditor
+        #: The auditor built from the environment (lazily: building one costs an
+        #: httpx import and client), or the one passed in.
+        self._auditor: AuditorProvider | None = None if auditor == "env" else auditor
+        self._env_settings: ProviderSettings | None = None
+        self._env_read = False
         self._owns_store = store is None
         if store is None:
             store = SqliteStore(Path(state_dir) if state_dir is not None else default_state_dir())
@@ -281,8 +304,15 @@ class PluginManager:
             self._refresh_audit(record)
 
     def _refresh_audit(self, record: _Record) -> None:
-        """Attach the cached audit of the record's current hash (or none)."""
-        record.audit = self.get_cached_audit(record.name, record.content_hash)
+        """Attach the cached audit of the record's current hash (or none).
+
+        A broken ``CAPLET_LLM_*`` setting attaches none here (discovery must
+        not fail on it); the next audit raises it with the fix.
+        """
+        try:
+            record.audit = self.get_cached_audit(record.name, record.content_hash)
+        except AuditConfigError:
+            record.audit = None
         if record.audit is None and record.state is PluginState.AUDITED:
             record.state = PluginState.DISCOVERED
 
@@ -314,20 +344,103 @@ class PluginManager:
             shutil.rmtree(parent, ignore_errors=True)
         return report, snapshot.content_hash
 
-    def audit(self, name: str) -> AuditResult:
-        """Run a static-only audit of the current content and cache it.
+    def _settings_from_env(self) -> ProviderSettings | None:
+        if not self._env_read:
+            self._env_settings = settings_from_env()
+            self._env_read = True
+        return self._env_settings
 
-        The scan runs on a private snapshot, and the audit is keyed by the
+    @property
+    def auditor(self) -> AuditorProvider | None:
+        """The LLM auditor in use, or ``None`` for static-only audits.
+
+        Built from ``CAPLET_LLM_*`` on first use when the manager was made
+        with ``auditor="env"``; a bad setting raises :class:`AuditConfigError`.
+        """
+        if self._auditor is None and self._auditor_choice == "env":
+            settings = self._settings_from_env()
+            if settings is not None:
+                self._auditor = provider_from_settings(settings)
+        return self._auditor
+
+    def auditor_id(self) -> str:
+        """``"<provider>:<model>"`` of the auditor, ``""`` when static-only: the cache key.
+
+        Needs no provider to be built (discovery uses it to find cached audits).
+        """
+        if self._auditor_choice == "env":
+            settings = self._settings_from_env()
+            return "" if settings is None else f"{settings.kind.value}:{settings.model}"
+        auditor = self._auditor_choice
+        return "" if auditor is None else f"{auditor.name}:{auditor.model}"
+
+    def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
+        """Audit the current content, deep when an auditor is configured; cached.
+
+        The cached audit of the current content by the current auditor is
+        returned unless ``fresh``. Otherwise the scan (and the model's
+        reading) runs on a private snapshot and the audit is keyed by the
         snapshot's hash, so a file changed mid-audit cannot end up approved.
+        A model that could not be consulted gives a static-only result
+        labelled with the reason; it is used now but not cached.
         """
         record = self._record(name)
         self._rehash(record)
-        report, content_hash = self._scan(record)
-        result = static_audit(
-            record.name, content_hash, report, self._lint(record), now=time.time()
-        )
-        self.set_audit_result(name, result)
+        if not fresh:
+            cached = self.get_cached_audit(name, record.content_hash)
+            if cached is not None:
+                record.audit = cached
+                if record.state is PluginState.DISCOVERED:
+                    record.state = PluginState.AUDITED
+                return cached
+        auditor = self.auditor
+        parent = Path(tempfile.mkdtemp(prefix="caplet-audit-"))
+        try:
+            snapshot = make_snapshot(record.manifest.plugin_dir, parent)
+            try:
+                report = scan_tree(snapshot.path, record.manifest.capabilities)
+                declared = [c.declared for c in record.manifest.capabilities]
+                result = static_audit(
+                    record.name,
+                    snapshot.content_hash,
+                    report,
+                    self._lint(record),
+                    now=time.time(),
+                    declared_capabilities=declared,
+                )
+                if auditor is not None:
+                    result = deep_audit(
+                        auditor,
+                        snapshot.path,
+                        snapshot.content_hash,
+                        manifest=record.manifest,
+                        static=result,
+                    )
+            finally:
+                remove_snapshot(snapshot)
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
+        if result.fallback_reason:
+            self._attach(record, result)
+        else:
+            self.set_audit_result(name, result)
         return result
+
+    def _attach(self, record: _Record, audit: AuditResult) -> None:
+        """Use ``audit`` for this process without caching it (a failed model's fallback)."""
+        self._rehash(record)
+        if audit.content_hash != record.content_hash:
+            return
+        record.audit = audit
+        if record.state is PluginState.DISCOVERED:
+            record.state = PluginState.AUDITED
+        self._log(
+            record.name,
+            "audit",
+            audit.content_hash,
+            True,
+            f"risk {audit.risk_level.value} static-only fallback: {audit.fallback_reason}",
+        )
 
     def set_audit_result(self, name: str, audit: AuditResult) -> bool:
         """Cache an audit; it only counts if it is of the plugin's current content."""
@@ -341,14 +454,21 @@ class PluginManager:
         record.audit = audit
         if record.state is PluginState.DISCOVERED:
             record.state = PluginState.AUDITED
-        self._log(name, "audit", audit.content_hash, True, f"risk {audit.risk_level.value}")
+        canaries = f", canaries {audit.canary_status.value}" if audit.canary_status else ""
+        self._log(
+            name,
+            "audit",
+            audit.content_hash,
+            True,
+            f"risk {audit.risk_level.value} ({audit.model_id or audit.provider}{canaries})",
+        )
         return True
 
     def get_cached_audit(self, name: str, content_hash: str | None = None) -> AuditResult | None:
-        """The stored audit of ``content_hash`` (default: the current one), if any."""
+        """The stored audit of ``content_hash`` (default: the current one) by this auditor."""
         if content_hash is None:
             content_hash = self.current_hash(name)
-        audit = self.store.get_audit(content_hash)
+        audit = self.store.get_audit(content_hash, self.auditor_id())
         if audit is None or audit.plugin != name:
             return None
         return audit
@@ -372,10 +492,7 @@ class PluginManager:
                 f"plugin {name!r} has no audit of its current content ({record.content_hash}); "
                 f"run `caplet audit {name}` first",
             )
-        dangers = _uncovered_dangers(audit)
-        if dangers:
-            return self._refuse(name, "approve", _danger_message(name, dangers))
-        refusal = self._risk_refusal(name, audit.risk_level)
+        refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "approve", refusal)
         self.store.put_approval(
@@ -412,6 +529,21 @@ class PluginManager:
         """The stored approval, even if stale (compare its hash to check)."""
         self._record(name)
         return self.store.get_approval(name)
+
+    def _trust_refusal(self, name: str, audit: AuditResult) -> str:
+        """Why ``audit`` does not allow approving or enabling (``""`` when it does).
+
+        The uncovered danger findings are named first (they are the cause);
+        a risk above the policy is named too, with both levels, so the
+        refusal says everything the report would.
+        """
+        dangers = _uncovered_dangers(audit)
+        risk = self._risk_refusal(name, audit.risk_level)
+        if dangers and risk:
+            return f"{_danger_message(name, dangers)}; and {risk}"
+        if dangers:
+            return _danger_message(name, dangers)
+        return risk
 
     def _risk_refusal(self, name: str, risk: RiskLevel) -> str:
         limit = self.policy.max_risk_level
@@ -525,10 +657,7 @@ class PluginManager:
                     name, "enable", f"approval no longer satisfies policy: {refusal}"
                 )
         audit = record.audit if record.audit is not None else self.audit(name)
-        dangers = _uncovered_dangers(audit)
-        if dangers:
-            return self._refuse(name, "enable", _danger_message(name, dangers))
-        refusal = self._risk_refusal(name, audit.risk_level)
+        refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "enable", refusal)
         try:
@@ -699,7 +828,10 @@ class PluginManager:
         return Outcome(False, reason)
 
     def close(self) -> None:
-        """Close the store if this manager opened it."""
+        """Close the store and the auditor if this manager opened them."""
+        if self._auditor_choice == "env" and self._auditor is not None:
+            self._auditor.close()
+            self._auditor = None
         if self._owns_store:
             self.store.close()
 
@@ -714,9 +846,18 @@ def _danger_message(name: str, dangers: Sequence[Finding]) -> str:
         for f in dangers[:5]
     )
     more = f" and {len(dangers) - 5} more" if len(dangers) > 5 else ""
+    if any(f.rule_id.startswith(_AUDITOR_RULES) for f in dangers):
+        # The auditor's verdicts (compromised, injection, inaccurate
+        # description) are about the plugin as a whole: no capability covers them.
+        fix = (
+            f"review the audit report (`caplet audit {name} --verbose`) and fix the plugin; "
+            "findings of the LLM auditor cannot be covered by a capability"
+        )
+    else:
+        fix = "remove that code or declare the capability it needs"
     return (
         f"plugin {name!r} is refused by {len(dangers)} danger finding(s) that no declared "
-        f"capability covers: {shown}{more}; remove that code or declare the capability it needs"
+        f"capability covers: {shown}{more}; {fix}"
     )
 
 

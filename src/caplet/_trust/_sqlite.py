@@ -97,6 +97,29 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX decisions_by_plugin ON decisions (plugin, id)",
     ),
+    # 2: audits are keyed by content hash *and* auditor model (issue 5), so a
+    # static-only audit and each model's audit of one tree are cached side by
+    # side. SQLite cannot change a primary key in place: copy, drop, rename
+    # (https://www.sqlite.org/lang_altertable.html, "other kinds of table
+    # schema changes"). Every version-1 audit was static-only, so its model
+    # id is "" and its payload (without the new fields, which have
+    # defaults) still decodes.
+    (
+        """CREATE TABLE audits_v2 (
+            content_hash TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            plugin TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            payload TEXT NOT NULL,
+            PRIMARY KEY (content_hash, model)
+        )""",
+        "INSERT INTO audits_v2 (content_hash, model, plugin, created_at, payload) "
+        "SELECT content_hash, '', plugin, created_at, payload FROM audits",
+        "DROP INDEX audits_by_plugin",
+        "DROP TABLE audits",
+        "ALTER TABLE audits_v2 RENAME TO audits",
+        "CREATE INDEX audits_by_plugin ON audits (plugin)",
+    ),
 )
 
 #: The version this caplet writes and understands.
@@ -399,39 +422,42 @@ class SqliteStore:
 
     # -- audits ---------------------------------------------------------------------
 
-    def get_audit(self, content_hash: str) -> AuditResult | None:
-        """The cached audit of the tree with *content_hash*, or ``None``."""
-        with self._reading(f"reading the audit of {content_hash}") as conn:
+    def get_audit(self, content_hash: str, model_id: str = "") -> AuditResult | None:
+        """The cached audit of the tree with *content_hash* by *model_id* (``""``: static-only)."""
+        key = content_hash if not model_id else f"{content_hash} by {model_id}"
+        with self._reading(f"reading the audit of {key}") as conn:
             row = conn.execute(
-                "SELECT plugin, payload FROM audits WHERE content_hash = ?", (content_hash,)
+                "SELECT plugin, payload FROM audits WHERE content_hash = ? AND model = ?",
+                (content_hash, model_id),
             ).fetchone()
         if row is None:
             return None
         plugin, payload = row
-        fix = f"re-run the audit (caplet audit {plugin}), which replaces it"
+        fix = f"re-run the audit (caplet audit {plugin} --fresh), which replaces it"
         if not isinstance(payload, str):
-            raise self._bad_row("audits", content_hash, "payload is not text", fix)
+            raise self._bad_row("audits", key, "payload is not text", fix)
         try:
             audit = audit_from_json(payload)
         except StoreError as exc:
-            raise self._bad_row("audits", content_hash, str(exc), fix) from exc
-        if audit.content_hash != content_hash:
+            raise self._bad_row("audits", key, str(exc), fix) from exc
+        if audit.content_hash != content_hash or audit.model_id != model_id:
             raise self._bad_row(
                 "audits",
-                content_hash,
-                f"its payload is the audit of {audit.content_hash}",
+                key,
+                f"its payload is the audit of {audit.content_hash} by "
+                f"{audit.model_id or 'static-only'}",
                 fix,
             )
         return audit
 
     def put_audit(self, audit: AuditResult) -> None:
-        """Store *audit*, replacing any audit of the same content hash."""
+        """Store *audit*, replacing any audit of the same content hash by the same model."""
         payload = audit_to_json(audit)
         with self._writing(f"writing the audit of {audit.plugin!r}") as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO audits (content_hash, plugin, created_at, payload) "
-                "VALUES (?, ?, ?, ?)",
-                (audit.content_hash, audit.plugin, audit.created_at, payload),
+                "INSERT OR REPLACE INTO audits (content_hash, model, plugin, created_at, payload) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (audit.content_hash, audit.model_id, audit.plugin, audit.created_at, payload),
             )
 
     # -- quarantine -----------------------------------------------------------------

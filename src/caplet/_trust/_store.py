@@ -2,8 +2,10 @@
 
 The host depends only on :class:`TrustStore`; :mod:`caplet._trust._sqlite`
 is the implementation (SQLite, WAL). Approval is keyed by plugin name and
-pinned to a content hash; audits are keyed by content hash, so any change to
-any file makes both stale at once.
+pinned to a content hash; audits are keyed by content hash and auditor
+(``AuditResult.model_id``: ``""`` for static-only), so any change to any file
+makes both stale at once, and an audit by one model never stands in for
+another's.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class TrustStore(Protocol):
 
     def list_approvals(self) -> Sequence[ApprovalRecord]: ...
 
-    def get_audit(self, content_hash: str) -> AuditResult | None: ...
+    def get_audit(self, content_hash: str, model_id: str = "") -> AuditResult | None: ...
 
     def put_audit(self, audit: AuditResult) -> None: ...
 

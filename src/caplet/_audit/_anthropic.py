@@ -1,0 +1,89 @@
+"""The Anthropic messages-API provider.
+
+``POST <base_url>/messages`` with ``x-api-key`` and ``anthropic-version``
+headers, the system prompt in ``system`` and one user message; the answer is
+the concatenated ``text`` blocks of ``content``
+(https://docs.anthropic.com/en/api/messages).
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from caplet._audit._http import make_client, post_json
+from caplet._audit._provider import ProviderSettings, Sleep
+from caplet._errors import ProviderError
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
+
+#: The API version header the request and answer shapes below follow.
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class AnthropicProvider:
+    """An :class:`~caplet._audit._provider.AuditorProvider` for Anthropic's messages API.
+
+    ``sleep`` waits between retries (tests pass a recorder so they never wait).
+    """
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        *,
+        sleep: Sleep = time.sleep,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._client = client if client is not None else make_client(settings)
+
+    @property
+    def name(self) -> str:
+        return self.settings.kind.value
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    @property
+    def max_prompt_chars(self) -> int:
+        return self.settings.max_prompt_chars
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider({self.settings.label})"
+
+    def complete(self, system: str, user: str) -> str:
+        """Send one message; return the text of the answer."""
+        headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        if self.settings.api_key is not None:
+            headers["x-api-key"] = self.settings.api_key.get_secret_value()
+        body: dict[str, object] = {
+            "model": self.settings.model,
+            "max_tokens": self.settings.max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
+        if self.settings.temperature is not None:
+            body["temperature"] = self.settings.temperature
+        data = post_json(self._client, self.settings, "/messages", headers, body, sleep=self._sleep)
+        content = data.get("content")
+        if isinstance(content, list):
+            texts = [
+                block["text"]
+                for block in content
+                if isinstance(block, dict)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+            ]
+            if texts:
+                return "".join(texts)
+        raise ProviderError(
+            f"LLM provider {self.settings.label} answered without a text content block; "
+            "is this Anthropic's messages API?",
+            provider=self.settings.label,
+        )
+
+    def close(self) -> None:
+        self._client.close()

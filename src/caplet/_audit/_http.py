@@ -1,0 +1,223 @@
+"""One JSON POST to a model provider, with timeouts, bounded retries and a size cap.
+
+Shared by the OpenAI-compatible and the Anthropic provider. Policy:
+
+* 429 and 5xx (and Anthropic's 529 "overloaded") are retried up to
+  ``max_retries`` times, waiting what ``Retry-After`` asks (seconds or an
+  HTTP date, RFC 9110 section 10.2.3) or ``backoff_base_s * 2**attempt``; a
+  server asking for more than ``max_backoff_s`` is not waited for.
+* A failed or timed-out *connection* is retried the same way; a *read*
+  timeout is not: the model was reached and is slow, and asking again would
+  multiply the wait by the retry count.
+* 401/403 raise :class:`ProviderAuthError` naming the provider and
+  ``CAPLET_LLM_API_KEY``; other 4xx and 3xx raise :class:`ProviderError`
+  (redirects are not followed: a provider-specific key header would follow
+  them to another host).
+* At most ``max_response_bytes`` of an answer are read: the answer is
+  untrusted input.
+
+Every httpx exception is translated here; the key is never put in a message
+(error bodies quoted from the server are scrubbed of it).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import httpx
+
+from caplet._audit._provider import ENV_API_KEY, ENV_BASE_URL, ProviderSettings, Sleep
+from caplet._errors import ProviderAuthError, ProviderError
+
+__all__ = ["RETRY_STATUSES", "make_client", "post_json"]
+
+#: Statuses worth asking again: rate limits and server-side failures.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+
+#: How much of an error body is quoted in a message.
+_SNIPPET_CHARS = 300
+
+
+def make_client(settings: ProviderSettings) -> httpx.Client:
+    """An httpx client with the settings' timeouts and no redirect following."""
+    return httpx.Client(
+        timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+        follow_redirects=False,
+    )
+
+
+def _scrub(text: str, settings: ProviderSettings) -> str:
+    key = settings.api_key.get_secret_value() if settings.api_key is not None else ""
+    if key:
+        text = text.replace(key, "***")
+    return text
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP-date), or None."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _backoff(settings: ProviderSettings, attempt: int) -> float:
+    return float(min(settings.max_backoff_s, settings.backoff_base_s * (2**attempt)))
+
+
+def _read_capped(response: httpx.Response, limit: int, settings: ProviderSettings) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ProviderError(
+                f"{settings.label} sent an answer larger than {limit} bytes; refusing to read "
+                "it (raise max_response_bytes if that is expected)",
+                provider=settings.label,
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _snippet(response: httpx.Response, settings: ProviderSettings) -> str:
+    try:
+        body = _read_capped(response, 64 * 1024, settings)
+    except (ProviderError, httpx.HTTPError):
+        return ""
+    text = " ".join(body.decode("utf-8", "replace").split())
+    return _scrub(text[:_SNIPPET_CHARS], settings)
+
+
+def _auth_error(settings: ProviderSettings, status: int) -> ProviderAuthError:
+    if settings.api_key is None:
+        what = "no API key was sent"
+        fix = f"set {ENV_API_KEY} to a key for this provider"
+    else:
+        what = "the API key was refused"
+        fix = f"check {ENV_API_KEY} (expired, revoked, or for another provider?)"
+    return ProviderAuthError(
+        f"LLM provider {settings.label} answered HTTP {status}: {what}; {fix}, "
+        f"or unset CAPLET_LLM_PROVIDER for a static-only audit",
+        provider=settings.label,
+        status=status,
+    )
+
+
+def post_json(
+    client: httpx.Client,
+    settings: ProviderSettings,
+    path: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, object],
+    *,
+    sleep: Sleep = time.sleep,
+) -> dict[str, object]:
+    """POST ``body`` as JSON to ``settings.url + path``; return the decoded JSON object.
+
+    Raises :class:`ProviderAuthError` on 401/403 and :class:`ProviderError`
+    for everything else that is not a 2xx JSON object after the retries.
+    """
+    url = settings.url + path
+    label = settings.label
+    attempts = settings.max_retries + 1
+    for attempt in range(attempts):
+        last = attempt == attempts - 1
+        try:
+            with client.stream("POST", url, json=dict(body), headers=dict(headers)) as response:
+                status = response.status_code
+                if status in (401, 403):
+                    raise _auth_error(settings, status)
+                if status in RETRY_STATUSES:
+                    asked = _retry_after(response.headers.get("retry-after"))
+                    detail = _snippet(response, settings)
+                    if last:
+                        raise ProviderError(
+                            f"LLM provider {label} answered HTTP {status} "
+                            f"{attempts} time(s) ({detail or 'no detail'}); try again later",
+                            provider=label,
+                        )
+                    if asked is not None and asked > settings.max_backoff_s:
+                        raise ProviderError(
+                            f"LLM provider {label} answered HTTP {status} and asked to wait "
+                            f"{asked:g} s, more than max_backoff_s {settings.max_backoff_s:g}; "
+                            "try again later",
+                            provider=label,
+                        )
+                    delay = asked if asked is not None else _backoff(settings, attempt)
+                elif 300 <= status < 400:
+                    raise ProviderError(
+                        f"LLM provider {label} redirected (HTTP {status}) to "
+                        f"{response.headers.get('location', '?')}; set {ENV_BASE_URL} to the "
+                        "final URL (redirects are not followed)",
+                        provider=label,
+                    )
+                elif status >= 400 or status < 200:
+                    raise ProviderError(
+                        f"LLM provider {label} answered HTTP {status}: "
+                        f"{_snippet(response, settings) or 'no detail'}; check {ENV_BASE_URL} "
+                        "and CAPLET_LLM_MODEL",
+                        provider=label,
+                    )
+                else:
+                    raw = _read_capped(response, settings.max_response_bytes, settings)
+                    return _decode(raw, settings)
+        except httpx.ReadTimeout as exc:
+            raise ProviderError(
+                f"LLM provider {label} did not answer within {settings.timeout_s:g} s; "
+                "the model may be overloaded or too slow for this plugin",
+                provider=label,
+            ) from exc
+        except httpx.TransportError as exc:
+            if last:
+                raise ProviderError(
+                    f"cannot reach LLM provider {label} ({type(exc).__name__}: "
+                    f"{_scrub(str(exc), settings)}) after {attempts} attempt(s); check "
+                    f"{ENV_BASE_URL} and that the server is running",
+                    provider=label,
+                ) from exc
+            delay = _backoff(settings, attempt)
+        except httpx.HTTPError as exc:
+            raise ProviderError(
+                f"LLM provider {label} request failed ({type(exc).__name__}: "
+                f"{_scrub(str(exc), settings)})",
+                provider=label,
+            ) from exc
+        sleep(delay)
+    raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+def _decode(raw: bytes, settings: ProviderSettings) -> dict[str, object]:
+    try:
+        value: object = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProviderError(
+            f"LLM provider {settings.label} answered with something that is not JSON "
+            f"({_scrub(raw[:_SNIPPET_CHARS].decode('utf-8', 'replace'), settings)!r}); "
+            f"check that {ENV_BASE_URL} points at the API root (ending in /v1)",
+            provider=settings.label,
+        ) from exc
+    if not isinstance(value, dict):
+        raise ProviderError(
+            f"LLM provider {settings.label} answered with JSON that is not an object; "
+            f"check that {ENV_BASE_URL} points at the API root (ending in /v1)",
+            provider=settings.label,
+        )
+    return value

@@ -1,0 +1,258 @@
+"""The auditor-provider seam: a Protocol, its settings, and reading them from the environment.
+
+Design.md section 7: any OpenAI-compatible chat endpoint (OpenAI, Ollama,
+vLLM, llama.cpp server, LM Studio) or Anthropic, chosen by settings or by
+the environment; no model configured means static-only. The implementations
+are :mod:`caplet._audit._openai` and :mod:`caplet._audit._anthropic`;
+:func:`caplet._audit._select.provider_from_settings` picks one.
+
+The API key is a :class:`pydantic.SecretStr` (its ``repr`` and ``str`` are
+masked) in a field excluded from the dataclass ``repr``, so neither a log
+line, a traceback's locals nor an error message can show it; only the HTTP
+transport reads it, to build the header.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+
+from caplet._errors import AuditConfigError
+
+__all__ = [
+    "DEFAULT_MAX_PROMPT_CHARS",
+    "DEFAULT_TIMEOUT_S",
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_MAX_PROMPT_CHARS",
+    "ENV_MODEL",
+    "ENV_PROVIDER",
+    "ENV_TIMEOUT_S",
+    "AuditorProvider",
+    "ProviderKind",
+    "ProviderSettings",
+    "Sleep",
+    "settings_from_env",
+]
+
+#: How a provider waits between retries (``time.sleep``; tests pass a recorder).
+Sleep = Callable[[float], None]
+
+ENV_PROVIDER = "CAPLET_LLM_PROVIDER"
+ENV_BASE_URL = "CAPLET_LLM_BASE_URL"
+ENV_MODEL = "CAPLET_LLM_MODEL"
+ENV_API_KEY = "CAPLET_LLM_API_KEY"
+ENV_MAX_PROMPT_CHARS = "CAPLET_LLM_MAX_PROMPT_CHARS"
+ENV_TIMEOUT_S = "CAPLET_LLM_TIMEOUT_S"
+
+#: About 50k tokens of source at ~4 characters per token: fits the context
+#: window of every current hosted model and of local models run with a
+#: 64k context; raise it (``CAPLET_LLM_MAX_PROMPT_CHARS``) for bigger plugins.
+DEFAULT_MAX_PROMPT_CHARS = 200_000
+
+#: Seconds to wait for one answer: a local model on a CPU can need minutes
+#: for a large plugin (``CAPLET_LLM_TIMEOUT_S`` raises it).
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class ProviderKind(enum.Enum):
+    """Which wire API the provider speaks."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+    @property
+    def default_base_url(self) -> str:
+        """The hosted service's API root (``/v1`` included, as for every other server)."""
+        if self is ProviderKind.OPENAI:
+            return "https://api.openai.com/v1"
+        return "https://api.anthropic.com/v1"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """How to reach one model. Validated on construction (:class:`AuditConfigError`).
+
+    ``base_url`` is the API root including ``/v1`` (``""``: the hosted
+    service of ``kind``); the OpenAI-compatible provider posts to
+    ``<base_url>/chat/completions``, Anthropic's to ``<base_url>/messages``.
+    ``timeout_s`` bounds each request's reads, ``max_retries`` the retries
+    after a 429, a 5xx or a failed connection, waiting ``backoff_base_s * 2**n``
+    seconds (or what ``Retry-After`` asks, up to ``max_backoff_s``).
+    ``max_prompt_chars`` is the prompt budget: a bigger plugin is refused,
+    never truncated. ``max_response_bytes`` caps what is read of an answer.
+    ``temperature`` 0 makes local models as repeatable as they get; ``None``
+    leaves it out (OpenAI's reasoning models refuse any value but their own).
+    ``max_tokens`` bounds Anthropic answers (its API requires a bound).
+    """
+
+    kind: ProviderKind
+    model: str
+    base_url: str = ""
+    api_key: SecretStr | None = field(default=None, repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    connect_timeout_s: float = 10.0
+    max_retries: int = 3
+    backoff_base_s: float = 1.0
+    max_backoff_s: float = 60.0
+    max_tokens: int = 4096
+    temperature: float | None = 0.0
+    max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS
+    max_response_bytes: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        if not self.model.strip():
+            raise AuditConfigError(
+                f"LLM provider {self.kind.value}: no model given; set {ENV_MODEL} "
+                "(for example llama3.1:8b on Ollama, or the provider's model id)"
+            )
+        url = self.url
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AuditConfigError(
+                f"LLM provider {self.kind.value}: base URL {url!r} is not an http(s) URL; "
+                f"set {ENV_BASE_URL} like http://localhost:11434/v1"
+            )
+        if self.api_key is not None and parts.scheme == "http" and not _is_loopback(parts.hostname):
+            raise AuditConfigError(
+                f"LLM provider {self.kind.value}: refusing to send {ENV_API_KEY} over plain "
+                f"http to {parts.hostname}; use an https base URL, or unset the key for a "
+                "server that needs none"
+            )
+        for name in ("timeout_s", "connect_timeout_s", "max_backoff_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise AuditConfigError(
+                    f"LLM provider settings: {name} must be a positive number of seconds, "
+                    f"got {value!r}"
+                )
+        if not (math.isfinite(self.backoff_base_s) and self.backoff_base_s >= 0):
+            raise AuditConfigError(
+                f"LLM provider settings: backoff_base_s must be 0 or more, "
+                f"got {self.backoff_base_s!r}"
+            )
+        for name in ("max_tokens", "max_prompt_chars", "max_response_bytes"):
+            if getattr(self, name) < 1:
+                raise AuditConfigError(
+                    f"LLM provider settings: {name} must be at least 1, got {getattr(self, name)}"
+                )
+        if self.max_retries < 0:
+            raise AuditConfigError(
+                f"LLM provider settings: max_retries must be 0 or more, got {self.max_retries}"
+            )
+
+    @property
+    def url(self) -> str:
+        """The API root actually used (without a trailing slash)."""
+        return (self.base_url.strip() or self.kind.default_base_url).rstrip("/")
+
+    @property
+    def label(self) -> str:
+        """``"openai model llama3 at http://..."``: for messages; never holds the key."""
+        return f"{self.kind.value} model {self.model} at {self.url}"
+
+
+class AuditorProvider(Protocol):
+    """One model that answers one audit prompt.
+
+    ``name`` is the provider kind (``"openai"``, ``"anthropic"`` or a custom
+    label) and ``model`` the model; together they key the audit cache.
+    ``complete`` returns the model's text, raising
+    :class:`~caplet._errors.ProviderError` when the provider fails (the deep
+    audit then falls back to static-only) or
+    :class:`~caplet._errors.ProviderAuthError` when it refuses the key.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def max_prompt_chars(self) -> int: ...
+
+    def complete(self, system: str, user: str) -> str: ...
+
+    def close(self) -> None: ...
+
+
+def _positive_number(env: Mapping[str, str], name: str, default: float, *, whole: bool) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        value = -1
+    if not (math.isfinite(value) and value > 0):
+        kind = "whole number" if whole else "number"
+        raise AuditConfigError(
+            f"{name}={text!r} is not a positive {kind}; unset it for the default {default:g}"
+        )
+    return value
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> ProviderSettings | None:
+    """Read ``CAPLET_LLM_PROVIDER``, ``_BASE_URL``, ``_MODEL``, ``_API_KEY`` and the
+    optional ``_MAX_PROMPT_CHARS`` (characters) and ``_TIMEOUT_S`` (seconds per answer).
+
+    ``None`` when none of the first three is set (static-only). A half
+    configuration (a model or URL without a provider), an unknown provider or
+    a bad number raises :class:`AuditConfigError` naming the variable to fix:
+    silently auditing static-only when the user asked for a model would hide
+    the mistake.
+    """
+    env = os.environ if environ is None else environ
+    provider = env.get(ENV_PROVIDER, "").strip().lower()
+    base_url = env.get(ENV_BASE_URL, "").strip()
+    model = env.get(ENV_MODEL, "").strip()
+    key = env.get(ENV_API_KEY, "")
+    if not provider:
+        if base_url or model:
+            set_one = ENV_BASE_URL if base_url else ENV_MODEL
+            raise AuditConfigError(
+                f"{set_one} is set but {ENV_PROVIDER} is not; set {ENV_PROVIDER}=openai "
+                "(any OpenAI-compatible server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio) "
+                f"or {ENV_PROVIDER}=anthropic, or unset {set_one} for a static-only audit"
+            )
+        return None
+    try:
+        kind = ProviderKind(provider)
+    except ValueError:
+        raise AuditConfigError(
+            f"{ENV_PROVIDER}={provider!r} is not a provider; set it to openai "
+            "(any OpenAI-compatible server) or anthropic"
+        ) from None
+    if not model:
+        raise AuditConfigError(
+            f"{ENV_PROVIDER}={provider} needs a model; set {ENV_MODEL} "
+            "(for example llama3.1:8b on Ollama, or the provider's model id)"
+        )
+    budget = int(_positive_number(env, ENV_MAX_PROMPT_CHARS, DEFAULT_MAX_PROMPT_CHARS, whole=True))
+    timeout = _positive_number(env, ENV_TIMEOUT_S, DEFAULT_TIMEOUT_S, whole=False)
+    return ProviderSettings(
+        kind=kind,
+        model=model,
+        base_url=base_url,
+        api_key=SecretStr(key) if key else None,
+        max_prompt_chars=budget,
+        timeout_s=timeout,
+    )

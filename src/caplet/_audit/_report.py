@@ -1,0 +1,234 @@
+"""The audit report a human reads before approving (seed 000, "Audit display").
+
+:func:`audit_report` produces lines tagged with a :class:`Tone`;
+:func:`format_audit_result` joins them into plain text (readable without
+colour, in logs, in CI), and the CLI renderer maps tones to colours. Text
+from the plugin or the model is never interpreted as markup by either.
+
+Shown: plugin, content hash, time, auditor (model or "static-only", and why
+a configured model was not used), canary status, risk, recommendation,
+summary, description accuracy, risk reasons, declared vs observed
+capabilities, the composition-risk lint, reported injection attempts, and
+findings: danger ones in full with file:line, the others counted unless
+``verbose``.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from caplet._audit._model import AuditResult, CanaryStatus
+from caplet._capabilities._parse import parse_capability
+from caplet._errors import CapabilityError
+from caplet._findings import Finding, RiskLevel, Severity
+
+__all__ = ["ReportLine", "Tone", "audit_report", "format_audit_result", "risk_tone"]
+
+#: Rule-id prefix of the capability composition lint (caplet._capabilities._lint).
+_LINT_PREFIX = "CAP"
+
+
+class Tone(enum.Enum):
+    """How a report line should stand out where colour is available."""
+
+    PLAIN = "plain"
+    TITLE = "title"
+    GOOD = "good"
+    NOTICE = "notice"
+    BAD = "bad"
+    ALARM = "alarm"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportLine:
+    """One line of the report and its tone."""
+
+    text: str
+    tone: Tone = Tone.PLAIN
+
+
+def risk_tone(risk: RiskLevel) -> Tone:
+    """LOW good, MEDIUM notice, HIGH bad, CRITICAL alarm."""
+    if risk is RiskLevel.LOW:
+        return Tone.GOOD
+    elif risk is RiskLevel.MEDIUM:
+        return Tone.NOTICE
+    elif risk is RiskLevel.HIGH:
+        return Tone.BAD
+    elif risk is RiskLevel.CRITICAL:
+        return Tone.ALARM
+    else:
+        assert_never(risk)
+
+
+def _severity_tone(severity: Severity) -> Tone:
+    if severity is Severity.DANGER:
+        return Tone.BAD
+    elif severity is Severity.WARNING:
+        return Tone.NOTICE
+    elif severity is Severity.INFO:
+        return Tone.PLAIN
+    else:
+        assert_never(severity)
+
+
+def _canary_line(result: AuditResult) -> ReportLine:
+    status = result.canary_status
+    if status is None:
+        if result.static_only:
+            return ReportLine("  canaries:        not used (static-only, no model answer)")
+        return ReportLine(
+            "  canaries:        not verified (the auditor's answer could not be parsed)",
+            Tone.BAD,
+        )
+    if status is CanaryStatus.OK:
+        return ReportLine(
+            "  canaries:        OK (the model reported both planted test injections)", Tone.GOOD
+        )
+    elif status is CanaryStatus.COMPROMISED:
+        return ReportLine(
+            "  canaries:        AUDITOR_COMPROMISED (the model missed a planted test "
+            "injection; its assessment is not trusted)",
+            Tone.ALARM,
+        )
+    elif status is CanaryStatus.UNRELIABLE:
+        return ReportLine(
+            "  canaries:        AUDITOR_UNRELIABLE (the model reported identifiers that do "
+            "not exist)",
+            Tone.NOTICE,
+        )
+    else:
+        assert_never(status)
+
+
+def _auditor_line(result: AuditResult) -> ReportLine:
+    if not result.static_only:
+        return ReportLine(f"  auditor:         {result.provider} model {result.model}")
+    if result.fallback_reason:
+        return ReportLine(
+            f"  auditor:         static-only (the configured model failed: "
+            f"{result.fallback_reason})",
+            Tone.NOTICE,
+        )
+    return ReportLine("  auditor:         static-only (no model configured)")
+
+
+def _description_line(result: AuditResult) -> ReportLine:
+    if result.description_accurate is True:
+        return ReportLine("  description:     accurate (judged by the model)", Tone.GOOD)
+    if result.description_accurate is False:
+        return ReportLine("  description:     NOT accurate or not trusted", Tone.BAD)
+    return ReportLine("  description:     not judged (only a model can judge it)")
+
+
+def _is_declared(observed: str, declared: Sequence[str]) -> bool:
+    if observed in declared:
+        return True
+    try:
+        seen = parse_capability(observed)
+    except CapabilityError:
+        return False
+    for text in declared:
+        try:
+            if parse_capability(text) == seen:
+                return True
+        except CapabilityError:
+            continue
+    return False
+
+
+def _where(finding: Finding) -> str:
+    if finding.file and finding.line:
+        return f"{finding.file}:{finding.line}"
+    if finding.file:
+        return finding.file
+    # File-less: the lint is about the manifest's capabilities, the rest
+    # (an auditor's verdict, a model finding without a place) about the plugin.
+    return "manifest" if finding.rule_id.startswith(_LINT_PREFIX) else "(plugin)"
+
+
+def _finding_line(finding: Finding) -> ReportLine:
+    covered = (
+        f" (covered by {finding.capability})" if finding.covered and finding.capability else ""
+    )
+    return ReportLine(
+        f"    {finding.severity.value.upper():<7} {_where(finding)} {finding.rule_id}: "
+        f"{finding.message}{covered}",
+        _severity_tone(finding.severity),
+    )
+
+
+def audit_report(result: AuditResult, *, verbose: bool = False) -> tuple[ReportLine, ...]:
+    """The report as tagged lines (see the module docstring for what is shown)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.created_at))
+    lines = [
+        ReportLine(f"Audit report: {result.plugin}", Tone.TITLE),
+        ReportLine(f"  content:         {result.content_hash}"),
+        ReportLine(f"  time:            {when}"),
+        _auditor_line(result),
+        _canary_line(result),
+        ReportLine(f"  risk:            {result.risk_level.value}", risk_tone(result.risk_level)),
+        ReportLine(f"  recommendation:  {result.verdict.value}", risk_tone(result.risk_level)),
+        ReportLine(f"  summary:         {result.summary}"),
+        _description_line(result),
+    ]
+    if result.risk_reasons:
+        lines.append(ReportLine("  risk reasons:"))
+        lines.extend(ReportLine(f"    - {reason}") for reason in result.risk_reasons)
+    declared = result.declared_capabilities
+    lines.append(ReportLine(f"  capabilities declared: {', '.join(declared) or 'none'}"))
+    if result.static_only:
+        lines.append(ReportLine("  capabilities observed: not judged (static-only)"))
+    elif result.observed_capabilities:
+        lines.append(ReportLine("  capabilities observed:"))
+        for observed in result.observed_capabilities:
+            if _is_declared(observed, declared):
+                lines.append(ReportLine(f"    - {observed}"))
+            else:
+                lines.append(ReportLine(f"    - {observed} (NOT declared)", Tone.BAD))
+    else:
+        lines.append(ReportLine("  capabilities observed: none reported"))
+    lint = [f for f in result.findings if f.rule_id.startswith(_LINT_PREFIX)]
+    if lint:
+        lines.append(ReportLine("  composition risks:"))
+        lines.extend(
+            ReportLine(f"    - {f.rule_id}: {f.message}", _severity_tone(f.severity)) for f in lint
+        )
+    else:
+        lines.append(ReportLine("  composition risks: none"))
+    if result.injection_attempts:
+        lines.append(
+            ReportLine(
+                f"  injection attempts reported by the model: {len(result.injection_attempts)}",
+                Tone.BAD,
+            )
+        )
+        for attempt in result.injection_attempts:
+            where = f" at {attempt.file}:{attempt.line}" if attempt.file else ""
+            excerpt = " ".join(attempt.excerpt.split())
+            reason = f" ({attempt.reason})" if attempt.reason else ""
+            lines.append(ReportLine(f"    - {excerpt!r}{where}{reason}", Tone.BAD))
+    counts = {s: sum(1 for f in result.findings if f.severity is s) for s in Severity}
+    lines.append(
+        ReportLine(
+            f"  findings: {counts[Severity.DANGER]} danger, {counts[Severity.WARNING]} warning, "
+            f"{counts[Severity.INFO]} info"
+        )
+    )
+    shown = [f for f in result.findings if verbose or f.severity is Severity.DANGER]
+    lines.extend(_finding_line(f) for f in shown)
+    hidden = len(result.findings) - len(shown)
+    if hidden:
+        lines.append(
+            ReportLine(f"    ({hidden} warning/info finding(s) not listed; --verbose lists them)")
+        )
+    return tuple(lines)
+
+
+def format_audit_result(result: AuditResult, *, verbose: bool = False) -> str:
+    """The audit report as plain text (no colour, no markup), one line per item."""
+    return "\n".join(line.text for line in audit_report(result, verbose=verbose))

@@ -1,0 +1,305 @@
+"""Parsing the auditor model's answer, failing closed.
+
+Seed 000 ("Response parsing"): strip Markdown fences, extract the JSON from
+surrounding prose, validate every field, and fall back to a conservative
+HIGH-risk, manual-review result when nothing usable comes back. The model's
+answer is untrusted input like the plugin it describes (it may have been
+steered by that plugin), so every field is checked and every doubt resolves
+towards more caution:
+
+* an invalid ``risk_level`` becomes HIGH; an invalid finding severity becomes
+  ``warning``; a finding without a string ``message`` falls back to its
+  ``description`` and is dropped without either;
+* a missing or invalid ``recommendation`` becomes ``reject``, with a reason;
+* ``description_accurate`` that is not a boolean is "not judged" (``None``);
+* an answer with no JSON object in it is HIGH, reject, with one warning
+  finding saying it could not be parsed.
+
+Every correction is recorded in :attr:`ModelReport.problems` so the report
+can show it. Key names are also accepted in the seed's camelCase.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from caplet._audit._model import InjectionAttempt, Verdict
+from caplet._findings import Finding, RiskLevel, Severity
+
+__all__ = [
+    "RULE_MODEL_FINDING",
+    "RULE_UNPARSEABLE",
+    "ModelReport",
+    "parse_audit_response",
+]
+
+#: Rule id of a finding the model reported.
+RULE_MODEL_FINDING: Final = "CPL-AUDIT-006"
+#: Rule id of the warning added when the answer could not be parsed.
+RULE_UNPARSEABLE: Final = "CPL-AUDIT-005"
+
+#: How many ``{`` positions are tried when looking for the object in prose;
+#: bounds the work on a hostile answer full of braces.
+_MAX_CANDIDATES = 500
+
+_KEYS: Final = {
+    "risk_level": ("risk_level", "riskLevel"),
+    "summary": ("summary",),
+    "description_accurate": ("description_accurate", "descriptionAccurate"),
+    "capabilities_observed": (
+        "capabilities_observed",
+        "observed_capabilities",
+        "capabilitiesObserved",
+        "observedCapabilities",
+    ),
+    "findings": ("findings",),
+    "injection_attempts": ("injection_attempts", "injectionAttempts"),
+    "recommendation": ("recommendation",),
+    "risk_reasons": ("risk_reasons", "riskReasons"),
+}
+_ALL_KEYS: Final = frozenset(k for names in _KEYS.values() for k in names)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReport:
+    """The validated content of one model answer.
+
+    ``parsed`` is False when no JSON object could be found; then the report
+    is the conservative fallback (HIGH, reject, one warning). Model findings
+    carry rule id ``CPL-AUDIT-006`` and the line numbers *as the model gave
+    them* (of the canary-injected source); the deep audit maps them back.
+    """
+
+    parsed: bool
+    risk_level: RiskLevel
+    summary: str
+    description_accurate: bool | None
+    observed_capabilities: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    injection_attempts: tuple[InjectionAttempt, ...]
+    recommendation: Verdict
+    risk_reasons: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+
+
+def _strip_fences(text: str) -> str:
+    """Drop Markdown fence lines (```json, ```, ~~~) and keep what was between them."""
+    kept = [
+        line
+        for line in text.splitlines()
+        if not line.lstrip().startswith("```") and not line.lstrip().startswith("~~~")
+    ]
+    return "\n".join(kept)
+
+
+def _extract_object(text: str) -> dict[str, object] | None:
+    """The outermost JSON object in ``text`` that has at least one answer key.
+
+    Tries ``json.JSONDecoder.raw_decode`` at each ``{`` from the left: the
+    first that decodes is the outermost object starting there (anything
+    enclosing it would have started earlier). Objects without any of the
+    answer's keys (a stray example in the prose) are skipped.
+    """
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    tries = 0
+    while start != -1 and tries < _MAX_CANDIDATES:
+        tries += 1
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            # RecursionError: nesting deeper than the interpreter's stack, a
+            # hostile answer; give up on this brace like on any bad JSON.
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict) and _ALL_KEYS & value.keys():
+            return value
+        start = text.find("{", end)
+    return None
+
+
+def _get(obj: Mapping[str, object], field: str) -> object:
+    for key in _KEYS[field]:
+        if key in obj:
+            return obj[key]
+    return None
+
+
+def _text_list(value: object, field: str, problems: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        problems.append(f"{field} is not a list ({type(value).__name__}); ignored")
+        return ()
+    items = tuple(item.strip() for item in value if isinstance(item, str) and item.strip())
+    if len(items) != len(value):
+        problems.append(f"{field}: {len(value) - len(items)} entries were not text; dropped")
+    return items
+
+
+def _risk(value: object, problems: list[str]) -> RiskLevel:
+    if isinstance(value, str):
+        try:
+            return RiskLevel.parse(value)
+        except ValueError:
+            pass
+    problems.append(
+        f"risk_level {value!r} is not one of LOW, MEDIUM, HIGH, CRITICAL; treated as HIGH"
+    )
+    return RiskLevel.HIGH
+
+
+def _recommendation(value: object, problems: list[str]) -> Verdict:
+    if isinstance(value, str):
+        normal = "-".join(value.strip().lower().replace("_", " ").replace("-", " ").split())
+        try:
+            return Verdict(normal)
+        except ValueError:
+            pass
+    problems.append(
+        f"recommendation {value!r} is not approve, approve-with-conditions or reject; "
+        "treated as reject"
+    )
+    return Verdict.REJECT
+
+
+def _severity(value: object, problems: list[str], index: int) -> Severity:
+    if isinstance(value, str):
+        try:
+            return Severity(value.strip().lower())
+        except ValueError:
+            pass
+    problems.append(
+        f"findings[{index}].severity {value!r} is not danger, warning or info; treated as warning"
+    )
+    return Severity.WARNING
+
+
+def _line(value: object) -> int:
+    # bool is an int subclass; a model writing "line": true meant nothing.
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return 0
+
+
+def _findings(value: object, problems: list[str]) -> tuple[Finding, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        problems.append(f"findings is not a list ({type(value).__name__}); ignored")
+        return ()
+    found: list[Finding] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            problems.append(f"findings[{index}] is not an object; dropped")
+            continue
+        message = item.get("message")
+        if not isinstance(message, str) or not message.strip():
+            message = item.get("description")
+        if not isinstance(message, str) or not message.strip():
+            problems.append(f"findings[{index}] has no text message; dropped")
+            continue
+        file = item.get("file")
+        excerpt = item.get("excerpt")
+        found.append(
+            Finding(
+                rule_id=RULE_MODEL_FINDING,
+                severity=_severity(item.get("severity"), problems, index),
+                message=message.strip(),
+                file=file.strip() if isinstance(file, str) else "",
+                line=_line(item.get("line")),
+                excerpt=excerpt.strip() if isinstance(excerpt, str) else "",
+            )
+        )
+    return tuple(found)
+
+
+def _attempts(value: object, problems: list[str]) -> tuple[InjectionAttempt, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        problems.append(f"injection_attempts is not a list ({type(value).__name__}); ignored")
+        return ()
+    found: list[InjectionAttempt] = []
+    for index, item in enumerate(value):
+        if isinstance(item, str) and item.strip():
+            found.append(InjectionAttempt(excerpt=item.strip()))
+            continue
+        if isinstance(item, dict):
+            excerpt = item.get("excerpt", item.get("text"))
+            reason = item.get("reason")
+            excerpt_text = excerpt.strip() if isinstance(excerpt, str) else ""
+            reason_text = reason.strip() if isinstance(reason, str) else ""
+            if excerpt_text or reason_text:
+                found.append(InjectionAttempt(excerpt=excerpt_text, reason=reason_text))
+                continue
+        problems.append(f"injection_attempts[{index}] has no excerpt or reason; dropped")
+    return tuple(found)
+
+
+def _unparseable(why: str) -> ModelReport:
+    return ModelReport(
+        parsed=False,
+        risk_level=RiskLevel.HIGH,
+        summary="",
+        description_accurate=None,
+        observed_capabilities=(),
+        findings=(
+            Finding(
+                rule_id=RULE_UNPARSEABLE,
+                severity=Severity.WARNING,
+                message=(
+                    f"the auditor's answer could not be parsed ({why}); "
+                    "review the plugin manually or re-run the audit (--fresh)"
+                ),
+            ),
+        ),
+        injection_attempts=(),
+        recommendation=Verdict.REJECT,
+        risk_reasons=(f"the auditor's answer could not be parsed ({why})",),
+        problems=(why,),
+    )
+
+
+def parse_audit_response(text: str) -> ModelReport:
+    """Validate the model's answer ``text`` into a :class:`ModelReport`; never raises.
+
+    The answer should be one JSON object (see docs/auditing.md for the
+    schema); fences and prose around it are tolerated.
+    """
+    if not text.strip():
+        return _unparseable("the answer was empty")
+    obj = _extract_object(_strip_fences(text))
+    if obj is None:
+        return _unparseable("no JSON object with the expected keys was found")
+    problems: list[str] = []
+    risk = _risk(_get(obj, "risk_level"), problems)
+    summary_value = _get(obj, "summary")
+    if isinstance(summary_value, str):
+        summary = summary_value.strip()
+    else:
+        summary = ""
+        problems.append("summary is missing or not text")
+    accurate_value = _get(obj, "description_accurate")
+    accurate = accurate_value if isinstance(accurate_value, bool) else None
+    if accurate is None:
+        problems.append(f"description_accurate {accurate_value!r} is not true or false")
+    return ModelReport(
+        parsed=True,
+        risk_level=risk,
+        summary=summary,
+        description_accurate=accurate,
+        observed_capabilities=_text_list(
+            _get(obj, "capabilities_observed"), "capabilities_observed", problems
+        ),
+        findings=_findings(_get(obj, "findings"), problems),
+        injection_attempts=_attempts(_get(obj, "injection_attempts"), problems),
+        recommendation=_recommendation(_get(obj, "recommendation"), problems),
+        risk_reasons=_text_list(_get(obj, "risk_reasons"), "risk_reasons", problems),
+        problems=tuple(problems),
+    )

@@ -1,0 +1,108 @@
+"""The audit prompt: every file, numbered lines, unforgeable delimiters, refused when too big."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from caplet._audit._prompt import (
+    ANSWER_SCHEMA,
+    PluginFile,
+    build_prompt,
+    new_nonce,
+    read_plugin_files,
+    text_lines,
+)
+from caplet._errors import PromptTooLargeError
+from caplet._findings import Finding, Severity
+from caplet._manifest._load import load_manifest
+from tests.conftest import PluginFactory
+
+
+@pytest.fixture
+def plugin(make_plugin: PluginFactory) -> Path:
+    directory = make_plugin(
+        "notes",
+        extra='capabilities = ["fs.read:/srv/notes"]\n',
+        source="import os\n\ndef create_functions(config):\n    return {}\n",
+        files={"README.md": "Reads notes.\n", "pkg/helper.py": "X = 1\n"},
+    )
+    (directory / "blob.bin").write_bytes(b"\x00\x01\x02")
+    (directory / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    return directory
+
+
+def test_read_plugin_files_lists_everything_sorted(plugin: Path) -> None:
+    files = read_plugin_files(plugin, max_bytes=10_000)
+    assert [f.path for f in files] == [
+        "README.md",
+        "blob.bin",
+        "latin1.txt",
+        "pkg/helper.py",
+        "plugin.py",
+        "plugin.toml",
+    ]
+    by_path = {f.path: f for f in files}
+    assert by_path["blob.bin"] == PluginFile("blob.bin", None, 3)
+    assert by_path["latin1.txt"].text is None
+    assert by_path["pkg/helper.py"].text == "X = 1\n"
+
+
+def test_read_plugin_files_refuses_before_reading_too_much(plugin: Path) -> None:
+    with pytest.raises(PromptTooLargeError) as info:
+        read_plugin_files(plugin, max_bytes=20)
+    assert "caplet never truncates plugin source" in str(info.value)
+    assert info.value.budget == 20
+
+
+def test_prompt_shows_manifest_findings_and_numbered_files(plugin: Path) -> None:
+    manifest = load_manifest(plugin)
+    files = read_plugin_files(plugin, max_bytes=10_000)
+    finding = Finding("CPL-X-001", Severity.WARNING, "reads env", file="plugin.py", line=3)
+    prompt = build_prompt(manifest, files, [finding], nonce="00ff00ff00ff00ff", max_chars=100_000)
+    assert "00ff00ff00ff00ff" in prompt.system
+    assert ANSWER_SCHEMA in prompt.system
+    assert "untrusted DATA" in prompt.system
+    assert "Report EVERY such passage" in prompt.system
+    user = prompt.user
+    manifest_json = user.split("## Manifest (as parsed by caplet)\n\n", 1)[1].split("\n\n## ")[0]
+    assert json.loads(manifest_json)["capabilities"] == ["fs.read:/srv/notes"]
+    assert "- warning CPL-X-001 at plugin.py:3: reads env" in user
+    assert (
+        "<<<FILE 00ff00ff00ff00ff plugin.py (4 lines)>>>\n"
+        "   1| import os\n   2| \n   3| def create_functions(config):\n   4|     return {}\n"
+        "<<<END FILE 00ff00ff00ff00ff>>>"
+    ) in user
+    assert "<<<BINARY FILE 00ff00ff00ff00ff blob.bin (3 bytes, content not shown)>>>" in user
+    assert "<<<FILE 00ff00ff00ff00ff README.md (1 lines)>>>" in user
+    assert prompt.size == len(prompt.system) + len(prompt.user)
+
+
+def test_too_large_is_refused_not_truncated(plugin: Path) -> None:
+    manifest = load_manifest(plugin)
+    files = read_plugin_files(plugin, max_bytes=10_000)
+    with pytest.raises(PromptTooLargeError) as info:
+        build_prompt(manifest, files, [], nonce="ab" * 8, max_chars=500)
+    message = str(info.value)
+    assert "plugin 'notes' needs an audit prompt of" in message
+    assert "more than the model's budget of 500 (CAPLET_LLM_MAX_PROMPT_CHARS)" in message
+    assert "caplet never truncates plugin source" in message
+    assert "unset CAPLET_LLM_PROVIDER" in message
+    assert info.value.budget == 500
+    assert info.value.size > 500
+
+
+def test_nonce_is_hex_and_not_uuid_shaped() -> None:
+    assert re.fullmatch(r"[0-9a-f]{16}", new_nonce())
+    assert new_nonce(random.Random(1)) == new_nonce(random.Random(1))
+    assert new_nonce() != new_nonce()
+
+
+def test_text_lines_splits_like_the_tokenizer() -> None:
+    assert text_lines("a\r\nb\x0cc\nd") == ["a", "b\x0cc", "d"]
+    assert text_lines("a\n") == ["a"]
+    assert text_lines("") == []
