@@ -7,6 +7,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,28 @@ REAL_LLM_ENV = {k: v for k, v in os.environ.items() if k.startswith("CAPLET_LLM_
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
+#: CI services export CI=true, which turns locked mode on by default; the
+#: suite runs in CI too, so every test (and every module- or session-scoped
+#: fixture) starts from the plain defaults, and the tests of locked mode and
+#: the allowlist set these themselves.
+_LOADING_VARIABLES = (
+    "CI",
+    "CAPLET_LOCKED",
+    "CAPLET_LOCKFILE",
+    "CAPLET_LOAD_PLUGINS",
+    "CAPLET_DISABLE_PLUGIN_AUTOLOAD",
+    "CAPLET_TEST_CRASH_AT",
+)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_loading_variables_for_the_session() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _LOADING_VARIABLES:
+            patch.delenv(name, raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
@@ -33,7 +56,7 @@ def _isolated_environment(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.delenv("CAPLET_STATE_DIR", raising=False)
     monkeypatch.delenv("CAPLET_PLUGINS_DIR", raising=False)
-    for name in (*REAL_LLM_ENV, *_PROXY_VARS):
+    for name in (*REAL_LLM_ENV, *_PROXY_VARS, *_LOADING_VARIABLES):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -127,3 +150,70 @@ def obey_file_permissions() -> Iterator[None]:
         yield
     finally:
         raise_effective_capabilities(held)
+
+
+PLUGIN_SOURCE = """
+def create_functions(config):
+    def run(*args, **kwargs):
+        return {"args": list(args), "config": dict(config)}
+    return {"main": {"run": run}}
+"""
+
+
+def distribution_files(
+    name: str = "hello",
+    *,
+    dist: str = "acme-plugins",
+    version: str = "1.2.0",
+    entry_point: str | None = None,
+    plugin_version: str = "1.0.0",
+    source: str = PLUGIN_SOURCE,
+    extra: str = "",
+) -> dict[str, str]:
+    """The files of a tiny distribution shipping plugin *name*, by archive path.
+
+    Its package's ``__init__.py`` records being imported (in the file named
+    by ``CAPLET_TEST_IMPORT_MARKER``): discovery must never import it.
+    """
+    package = dist.replace("-", "_")
+    info = f"{package}-{version}.dist-info"
+    folder = f"{package}/{name}"
+    return {
+        f"{package}/__init__.py": (
+            "import os\n"
+            "open(os.environ.get('CAPLET_TEST_IMPORT_MARKER', '/dev/null'), 'a').write('x')\n"
+        ),
+        f"{folder}/plugin.toml": (
+            f'name = "{name}"\nversion = "{plugin_version}"\n'
+            f'description = "Installed plugin {name}."\n{extra}\n'
+            '[modules.main]\nfunctions = ["run"]\n'
+        ),
+        f"{folder}/plugin.py": textwrap.dedent(source),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
+        f"{info}/entry_points.txt": (
+            f"[caplet.plugins]\n{name} = {entry_point or f'{package}:{name}'}\n"
+        ),
+        # RECORD lies on purpose: the digest must come from the files on disk.
+        f"{info}/RECORD": f"{folder}/plugin.py,sha256=AAAA,1\n",
+    }
+
+
+def make_distribution(site: Path, name: str = "hello", **options: Any) -> Path:
+    """Install :func:`distribution_files` into the folder *site*; returns the plugin folder."""
+    files = distribution_files(name, **options)
+    for relative, text in files.items():
+        path = site / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    package = str(options.get("dist", "acme-plugins")).replace("-", "_")
+    return site / package / name
+
+
+def make_wheel(path: Path, name: str = "hello", **options: Any) -> Path:
+    """A ``.whl`` (a zip archive) holding :func:`distribution_files`."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for relative, text in distribution_files(name, **options).items():
+            archive.writestr(relative, text)
+    return path

@@ -150,6 +150,12 @@ if TYPE_CHECKING:
         LifecycleError as LifecycleError,
     )
     from caplet._errors import (
+        LockedModeError as LockedModeError,
+    )
+    from caplet._errors import (
+        LockfileError as LockfileError,
+    )
+    from caplet._errors import (
         ManifestError as ManifestError,
     )
     from caplet._errors import (
@@ -180,10 +186,16 @@ if TYPE_CHECKING:
         ScanError as ScanError,
     )
     from caplet._errors import (
+        SignatureError as SignatureError,
+    )
+    from caplet._errors import (
         StoreError as StoreError,
     )
     from caplet._errors import (
         TrustError as TrustError,
+    )
+    from caplet._errors import (
+        UpdateError as UpdateError,
     )
     from caplet._errors import (
         WorkerCrashedError as WorkerCrashedError,
@@ -200,8 +212,17 @@ if TYPE_CHECKING:
     from caplet._findings import (
         Severity as Severity,
     )
+    from caplet._host._capdiff import (
+        CapabilityDiff as CapabilityDiff,
+    )
     from caplet._host._host import (
         PluginHost as PluginHost,
+    )
+    from caplet._host._loading import (
+        LoadingRules as LoadingRules,
+    )
+    from caplet._host._locked import (
+        LockProblem as LockProblem,
     )
     from caplet._host._manager import (
         PluginManager as PluginManager,
@@ -211,6 +232,9 @@ if TYPE_CHECKING:
     )
     from caplet._host._policy import (
         Policy as Policy,
+    )
+    from caplet._host._policy import (
+        TrustTier as TrustTier,
     )
     from caplet._host._records import (
         BrokenPlugin as BrokenPlugin,
@@ -229,6 +253,9 @@ if TYPE_CHECKING:
     )
     from caplet._host._records import (
         PluginState as PluginState,
+    )
+    from caplet._host._update import (
+        UpdateReport as UpdateReport,
     )
     from caplet._manifest._load import (
         load_manifest as load_manifest,
@@ -272,6 +299,24 @@ if TYPE_CHECKING:
     from caplet._trust._hashing import (
         tree_hash as tree_hash,
     )
+    from caplet._trust._lockfile import (
+        LockEntry as LockEntry,
+    )
+    from caplet._trust._lockfile import (
+        Lockfile as Lockfile,
+    )
+    from caplet._trust._signing import (
+        SignatureCheck as SignatureCheck,
+    )
+    from caplet._trust._signing import (
+        SignatureStatus as SignatureStatus,
+    )
+    from caplet._trust._source import (
+        PluginSource as PluginSource,
+    )
+    from caplet._trust._source import (
+        SourceKind as SourceKind,
+    )
     from caplet._trust._sqlite import (
         SqliteStore as SqliteStore,
     )
@@ -301,6 +346,7 @@ __all__ = [
     "CanaryInjection",
     "CanaryStatus",
     "Capability",
+    "CapabilityDiff",
     "CapabilityError",
     "CapabilityKind",
     "CapletError",
@@ -325,6 +371,12 @@ __all__ = [
     "Launcher",
     "LifecycleError",
     "Limits",
+    "LoadingRules",
+    "LockEntry",
+    "LockProblem",
+    "LockedModeError",
+    "Lockfile",
+    "LockfileError",
     "Manifest",
     "ManifestError",
     "ModelReport",
@@ -337,6 +389,7 @@ __all__ = [
     "PluginInfo",
     "PluginManager",
     "PluginNotFoundError",
+    "PluginSource",
     "PluginState",
     "PluginTreeError",
     "Policy",
@@ -355,11 +408,18 @@ __all__ = [
     "ScanError",
     "ScanReport",
     "Severity",
+    "SignatureCheck",
+    "SignatureError",
+    "SignatureStatus",
+    "SourceKind",
     "SqliteStore",
     "StoreError",
     "SubprocessLauncher",
     "TrustError",
     "TrustStore",
+    "TrustTier",
+    "UpdateError",
+    "UpdateReport",
     "Verdict",
     "Worker",
     "WorkerCrashedError",
@@ -473,6 +533,21 @@ _EXPORTS: dict[str, str] = {
     "PromptTooLargeError": "caplet._errors",
     "ProviderAuthError": "caplet._errors",
     "ProviderError": "caplet._errors",
+    "LockedModeError": "caplet._errors",
+    "LockfileError": "caplet._errors",
+    "SignatureError": "caplet._errors",
+    "UpdateError": "caplet._errors",
+    "LockEntry": "caplet._trust._lockfile",
+    "Lockfile": "caplet._trust._lockfile",
+    "PluginSource": "caplet._trust._source",
+    "SourceKind": "caplet._trust._source",
+    "SignatureCheck": "caplet._trust._signing",
+    "SignatureStatus": "caplet._trust._signing",
+    "TrustTier": "caplet._host._policy",
+    "LoadingRules": "caplet._host._loading",
+    "LockProblem": "caplet._host._locked",
+    "CapabilityDiff": "caplet._host._capdiff",
+    "UpdateReport": "caplet._host._update",
 }
 
 

@@ -28,6 +28,8 @@ __all__ = [
     "InvalidOutputError",
     "InvalidUrlError",
     "LifecycleError",
+    "LockedModeError",
+    "LockfileError",
     "ManifestError",
     "PluginCallError",
     "PluginNotFoundError",
@@ -41,10 +43,12 @@ __all__ = [
     "ResponseError",
     "SandboxError",
     "ScanError",
+    "SignatureError",
     "SizeLimitError",
     "StoreError",
     "TlsError",
     "TrustError",
+    "UpdateError",
     "WorkerCrashedError",
     "WorkerStartError",
 ]
@@ -147,6 +151,31 @@ class PluginTreeError(TrustError):
 
 class StoreError(TrustError):
     """The state database cannot be opened, read or written."""
+
+
+class LockfileError(TrustError):
+    """``caplet.lock`` cannot be read, parsed or written.
+
+    ``path`` is the lock file, ``plugin`` the entry and ``field`` the key to
+    blame, when one is.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        plugin: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.plugin = plugin
+        self.field = field
+
+
+class SignatureError(TrustError):
+    """A key or signature file is malformed, or a signature does not verify."""
 
 
 # -- sandbox ------------------------------------------------------------------------
@@ -322,3 +351,15 @@ class PluginNotFoundError(HostError):
 
 class LifecycleError(HostError):
     """A lifecycle step (enable, approve, call ...) was refused."""
+
+
+class LockedModeError(HostError):
+    """Strict loading found plugins that cannot load; ``problems`` has one line each."""
+
+    def __init__(self, message: str, *, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class UpdateError(HostError):
+    """An update could not be staged, applied or recovered (the message says which step)."""

@@ -11,7 +11,8 @@ Exit codes (also in README and ``caplet --help``):
 * 1: refused, failed, or findings at or above the threshold;
 * 2: usage error (bad arguments, unknown command, plugin or config key);
 * 3: the environment or state failed (state database, worker start, a
-  broken ``CAPLET_LLM_*`` setting or an API key the provider refuses).
+  broken ``CAPLET_LLM_*`` setting or an API key the provider refuses, an
+  update that could not be rolled back).
 
 A deep audit whose model cannot be reached is not an error: it falls back to
 a static-only result that says so (``caplet audit`` exits 1 only when that
@@ -21,6 +22,7 @@ result recommends reject).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -48,6 +50,7 @@ from caplet._cli._render import (
     print_findings,
     print_plugins,
     risk_text,
+    trust_text,
 )
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
@@ -55,19 +58,38 @@ from caplet._errors import (
     AuditConfigError,
     CapletError,
     ConfigError,
+    LockfileError,
     ManifestError,
     PluginNotFoundError,
     ProviderAuthError,
     SandboxError,
+    SignatureError,
     StoreError,
     TrustError,
+    UpdateError,
     WorkerStartError,
 )
+from caplet._host._capdiff import CapabilityDiff
 from caplet._host._host import PluginHost
+from caplet._host._loading import LoadingRules
+from caplet._host._locked import LockProblem
 from caplet._host._records import Outcome
 from caplet._manifest._load import load_manifest
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest
+from caplet._trust._atomic import atomic_write
+from caplet._trust._hashing import SIGNATURE_FILE
+from caplet._trust._keyring import Keyring
+from caplet._trust._lockfile import LockEntry, Lockfile, read_lockfile, update_lockfile
+from caplet._trust._paths import default_state_dir
+from caplet._trust._signing import (
+    PublicKey,
+    generate_keypair,
+    is_encrypted_secret_key,
+    parse_public_key,
+    parse_secret_key,
+    sign_digest,
+)
 from caplet._trust._store import Decision
 from caplet._version import __version__
 
@@ -123,6 +145,23 @@ StateDir = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")]
+LockfileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--lockfile",
+        envvar="CAPLET_LOCKFILE",
+        help="The lock file (default: caplet.lock beside the plugins directory).",
+    ),
+]
+LockedOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--locked/--no-locked",
+        help="Locked mode: only plugins pinned in the lock file load "
+        "(default: on when CAPLET_LOCKED=1 or CI=true).",
+    ),
+]
+YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 Name = Annotated[str, typer.Argument(help="Plugin name.")]
 
 _DEFAULT_PLUGINS = Path("plugins")
@@ -157,7 +196,9 @@ class _Out:
 def _exit_code(exc: CapletError) -> int:
     if isinstance(exc, PluginNotFoundError):
         return EXIT_USAGE
-    if isinstance(exc, StoreError | WorkerStartError | AuditConfigError | ProviderAuthError):
+    if isinstance(
+        exc, StoreError | WorkerStartError | AuditConfigError | ProviderAuthError | UpdateError
+    ):
         return EXIT_STATE
     if isinstance(exc, ConfigError | ManifestError | TrustError | SandboxError):
         return EXIT_REFUSED
@@ -181,9 +222,22 @@ def _handled(out: _Out) -> Iterator[None]:
         _fail(out, exc)
 
 
-def _host(plugins_dir: Path, state_dir: Path | None, out: _Out) -> PluginHost:
+def _host(
+    plugins_dir: Path,
+    state_dir: Path | None,
+    out: _Out,
+    *,
+    lockfile: Path | None = None,
+    locked: bool | None = None,
+) -> PluginHost:
     prompter: Prompter = RichPrompter(out.err) if sys.stdin.isatty() else NoInputPrompter()
-    host = PluginHost(plugins_dir, state_dir=state_dir, prompter=prompter)
+    host = PluginHost(
+        plugins_dir,
+        state_dir=state_dir,
+        prompter=prompter,
+        lockfile=lockfile,
+        loading=LoadingRules.from_environment(os.environ, locked=locked),
+    )
     for broken in host.manager.broken_plugins():
         out.err.print(f"[yellow]warning:[/] skipped plugin {broken.directory.name}: {broken.error}")
     return host
@@ -222,17 +276,23 @@ def _root(
 def list_command(
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List discovered plugins, their state, approval and risk."""
+    """List discovered plugins, their state, approval, risk and trust tier."""
     out = _Out(as_json)
-    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
         plugins = host.list_plugins()
         broken = host.manager.broken_plugins()
         out.emit(
             {
                 "ok": True,
                 "plugins_dir": str(plugins_dir),
+                "locked": host.manager.locked,
                 "plugins": [
                     {**plugin_json(p), "quarantine": jsonable(p.quarantine)} for p in plugins
                 ],
@@ -242,6 +302,8 @@ def list_command(
         if not as_json:
             print_plugins(out.console, plugins, [])
             for info in plugins:
+                if info.inert_reason:
+                    out.console.print(info.inert_reason, markup=False, highlight=False)
                 if info.quarantine is not None:
                     out.console.print(
                         f"{info.name} quarantined since {_when(info.quarantine.since)}: "
@@ -256,11 +318,16 @@ def info_command(
     name: Name,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show one plugin: manifest, capabilities, config schema, trust state."""
     out = _Out(as_json)
-    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
         info = host.manager.require_plugin(name)
         document = plugin_json(info, detail=True)
         lint = lint_composition(info.manifest.capabilities)
@@ -273,7 +340,12 @@ def info_command(
         out.say(f"[bold]{m.name}[/] {m.version}: {m.description}")
         out.say(f"  path:      {info.path}")
         out.say(f"  hash:      {info.content_hash}")
+        out.say(f"  source:    {info.source}")
+        out.say("  trust:     ", trust_text(info))
+        out.say(Text(f"  signature: {info.signature.detail}"))
         out.say(f"  approved:  {'yes' if info.approved else 'no'}")
+        if info.inert_reason:
+            out.say(Text(f"  inert:     {info.inert_reason}", style="red"))
         if info.audit:
             out.say("  audit:    ", risk_text(info.audit))
         for module in m.modules:
@@ -352,10 +424,19 @@ def audit_command(
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
         audit = host.audit(name, fresh=fresh)
+        info = host.manager.require_plugin(name)
         rejected = audit.verdict is Verdict.REJECT
-        out.emit({"ok": not rejected, "audit": audit_json(audit)})
+        out.emit(
+            {
+                "ok": not rejected,
+                "audit": audit_json(audit),
+                "tier": info.tier.value,
+                "signature": jsonable(info.signature),
+            }
+        )
         if not as_json:
             print_audit(out.console, audit, verbose=verbose)
+            out.say("  trust: ", trust_text(info))
         if rejected:
             raise typer.Exit(EXIT_REFUSED)
 
@@ -419,6 +500,9 @@ def unapprove_command(
 
 def _enable(host: PluginHost, out: _Out, name: str, entries: Sequence[str]) -> None:
     """Apply inline config (a typo'd key is a usage error), prompt, enable."""
+    inert = host.manager.inert_reason(name)
+    if inert:
+        _refused(out, Outcome(False, inert), {"name": name})
     result = host.manager.apply_inline_config(name, entries)
     if result.unknown:
         fields = host.manager.require_plugin(name).manifest.config
@@ -451,6 +535,8 @@ def enable_command(
     ] = None,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Configure and enable a plugin, starting its worker (enablement lasts for this process).
@@ -459,7 +545,10 @@ def enable_command(
     it in the same process use `caplet call --enable NAME k=v MODULE.FUNCTION`.
     """
     out = _Out(as_json)
-    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
         _enable(host, out, name, config or [])
         info = host.manager.require_plugin(name)
         out.emit(
@@ -632,6 +721,8 @@ def call_command(
     ] = False,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Call MODULE.FUNCTION of a plugin in its worker and print the result.
@@ -646,7 +737,10 @@ def call_command(
         args = [_parse_json_arg(raw) for raw in raw_args]
     except _CallUsageError as exc:
         _usage(out, str(exc))
-    with _handled(out), _host(plugins_dir, state_dir, out) as host:
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
         if enable:
             _enable(host, out, name, entries)
         result = host.call(name, target, *args)
@@ -706,6 +800,415 @@ def new_command(
 
 def _module_name(name: str) -> str:
     return name.replace("-", "_")
+
+
+# -- lock / verify / update ---------------------------------------------------------------------
+
+
+def _confirm(out: _Out, yes: bool, question: str, what: str) -> None:
+    """Ask *question* unless --yes; without a terminal, --yes is required (usage error)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        out.err.print(f"error: {what} needs confirmation; pass --yes when stdin is not a terminal")
+        raise typer.Exit(EXIT_USAGE)
+    if not typer.confirm(question, default=False):
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def _entry_json(entry: LockEntry) -> JSONValue:
+    document = jsonable(entry)
+    assert isinstance(document, dict)
+    document["approved_at"] = entry.approved_at.isoformat()
+    return document
+
+
+def _print_entry(out: _Out, entry: LockEntry, declared: Sequence[str]) -> None:
+    withheld = [c for c in declared if c not in entry.capabilities]
+    signer = f", signed by {entry.signature.key_id}" if entry.signature else ""
+    out.say(
+        Text(
+            f"  {entry.name} {entry.version} ({entry.source.value}{signer})\n"
+            f"    digest:       {entry.digest}\n"
+            f"    capabilities: {', '.join(entry.capabilities) or 'none'}"
+            + (f"\n    withheld:     {', '.join(withheld)}" if withheld else "")
+            + f"\n    risk:         {entry.risk_level.value} ({entry.audit_provider}), "
+            f"verdict {entry.verdict.value}"
+        )
+    )
+
+
+@app.command("lock")
+def lock_command(
+    name: Annotated[
+        str | None, typer.Argument(help="Pin only this plugin (default: every approved one).")
+    ] = None,
+    withhold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--withhold",
+            help="A declared capability to leave out of the approved set (repeatable; needs NAME).",
+        ),
+    ] = None,
+    yes: YesFlag = False,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Pin approved plugins in the lock file: digest, approved capabilities, audit, signer.
+
+    Shows what is being pinned and asks first (--yes for scripts). Without
+    NAME every approved plugin is pinned and entries of plugins that no
+    longer exist are removed; plugins that are not approved at their current
+    content are reported and make the command exit 1.
+    """
+    out = _Out(as_json)
+    if withhold and name is None:
+        _usage(out, "--withhold needs a plugin NAME: caplet lock NAME --withhold CAPABILITY")
+    with _handled(out), _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=False) as host:
+        manager = host.manager
+        path = manager.lockfile_path
+        current = read_lockfile(path, missing_ok=True)
+        names = [name] if name is not None else manager.names()
+        pinned: list[LockEntry] = []
+        skipped: list[dict[str, JSONValue]] = []
+        for plugin in names:
+            try:
+                pinned.append(manager.lock_entry(plugin, withhold=withhold or ()))
+            except LockfileError as exc:
+                if name is not None:
+                    raise
+                skipped.append({"name": plugin, "reason": str(exc)})
+        removed = [] if name is not None else [n for n in current.names if n not in names]
+        out.say(f"[bold]Pinning in {path}[/]" if pinned else f"nothing to pin in {path}")
+        for entry in pinned:
+            declared = manager.require_plugin(entry.name).manifest.capabilities
+            _print_entry(out, entry, [c.declared for c in declared])
+        for item in skipped:
+            out.say(Text(f"  not pinned: {item['reason']}", style="yellow"))
+        for stale in removed:
+            out.say(Text(f"  removing the stale entry {stale!r} (no such plugin)", style="yellow"))
+        if pinned or removed:
+            _confirm(out, yes, f"Write these entries to {path}?", "pinning plugins")
+
+            def change(lock: Lockfile) -> Lockfile:
+                for entry in pinned:
+                    lock = lock.with_entry(entry)
+                for stale in removed:
+                    lock = lock.without(stale)
+                return lock
+
+            update_lockfile(path, change)
+            manager.log_decision(
+                name or "*", "lock", str(path), True, ", ".join(e.name for e in pinned)
+            )
+        out.emit(
+            {
+                "ok": not skipped,
+                "lockfile": str(path),
+                "pinned": [_entry_json(e) for e in pinned],
+                "skipped": list(skipped),
+                "removed": list(removed),
+            }
+        )
+        if pinned or removed:
+            out.say(f"[green]wrote[/] {path}; commit it")
+        if skipped:
+            raise typer.Exit(EXIT_REFUSED)
+
+
+def _problem_json(problem: LockProblem | str) -> JSONValue:
+    if isinstance(problem, str):
+        return {"plugin": None, "kind": "error", "message": problem}
+    return {"plugin": problem.plugin, "kind": problem.kind.value, "message": problem.message}
+
+
+@app.command("verify")
+def verify_command(
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check every plugin against the lock file; exit 1 with one line per problem.
+
+    A problem is a plugin without an entry, a digest mismatch, approved
+    capabilities the manifest does not declare, a missing pinned signature,
+    a stale entry, a broken plugin folder, or a missing or invalid lock file.
+    """
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=False) as host:
+        problems = host.manager.verify()
+        path = host.manager.lockfile_path
+        count = len(host.manager.names())
+        out.emit(
+            {
+                "ok": not problems,
+                "lockfile": str(path),
+                "plugins": count,
+                "problems": [_problem_json(p) for p in problems],
+            }
+        )
+        for problem in problems:
+            text = problem if isinstance(problem, str) else problem.message
+            out.say(Text(f"✗ {text}"))
+        if problems:
+            raise typer.Exit(EXIT_REFUSED)
+        out.say(f"[green]ok[/]: {count} plugin(s) match {path}")
+
+
+def _diff_lines(diff: CapabilityDiff) -> list[str]:
+    return (
+        [f"  + {c.declared}" for c in diff.added]
+        + [f"  - {c.declared}" for c in diff.removed]
+        + [f"    {c.declared}" for c in diff.kept]
+    )
+
+
+@app.command("update")
+def update_command(
+    name: Name,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from", help="The new version: a plugin folder, a .whl, or a distribution name."
+        ),
+    ],
+    config: Annotated[
+        list[str] | None,
+        typer.Argument(help="key=value configuration for the new version's health check."),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Consent to added capabilities without asking.")
+    ] = False,
+    health_timeout: Annotated[
+        float, typer.Option("--health-timeout", min=0.1, help="Seconds health() may take.")
+    ] = 10.0,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Update a plugin: stage, check, diff capabilities, swap, health-check, roll back on failure.
+
+    Added capabilities need consent (asked, or --yes). The approval and the
+    lock entry move to the new version only when the old one had them; a
+    failed health check restores the old version with both.
+    """
+    out = _Out(as_json)
+
+    def consent(diff: CapabilityDiff) -> bool:
+        out.say(f"[bold]{name}: the new version adds capabilities[/]")
+        for line in _diff_lines(diff):
+            out.say(Text(line))
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            out.err.print(
+                "the update adds capabilities; review them and pass --yes to consent "
+                "(stdin is not a terminal)"
+            )
+            return False
+        return typer.confirm("Grant these added capabilities?", default=False)
+
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
+        report = host.update(
+            name, source, consent=consent, config=config or [], health_timeout_s=health_timeout
+        )
+        document: dict[str, JSONValue] = {
+            "ok": report.ok,
+            "name": name,
+            "reason": report.reason,
+            "old_version": report.old_version,
+            "new_version": report.new_version,
+            "old_digest": report.old_digest,
+            "new_digest": report.new_digest,
+            "rolled_back": report.rolled_back,
+            "health": report.health,
+            "added": [c.declared for c in report.diff.added] if report.diff else [],
+            "removed": [c.declared for c in report.diff.removed] if report.diff else [],
+        }
+        out.emit(document)
+        if not report.ok:
+            if not as_json:
+                out.err.print(Text(f"refused: {report.reason}", style="bold red"))
+            raise typer.Exit(EXIT_REFUSED)
+        out.say(Text(report.reason, style="green"))
+
+
+# -- signatures and trusted keys ----------------------------------------------------------------
+
+
+@app.command("keygen")
+def keygen_command(
+    prefix: Annotated[Path, typer.Argument(help="Writes PREFIX.key (private) and PREFIX.pub.")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a minisign-compatible Ed25519 key pair for signing plugins (unencrypted, 0600)."""
+    out = _Out(as_json)
+    secret_path = prefix.with_name(prefix.name + ".key")
+    public_path = prefix.with_name(prefix.name + ".pub")
+    with _handled(out):
+        for path in (secret_path, public_path):
+            if path.exists() and not force:
+                raise SignatureError(f"{path} exists; pass --force to overwrite it")
+        secret = generate_keypair()
+        try:
+            atomic_write(secret_path, secret.file_text().encode("ascii"), mode=0o600)
+            atomic_write(public_path, secret.public_key.file_text().encode("ascii"), mode=0o644)
+        except OSError as exc:
+            raise SignatureError(f"cannot write the key pair at {prefix} ({exc.strerror})") from exc
+        key = secret.public_key
+        out.emit(
+            {
+                "ok": True,
+                "key_id": key.key_id_hex,
+                "public_key": key.base64,
+                "secret_key_file": str(secret_path),
+                "public_key_file": str(public_path),
+            }
+        )
+        out.say(
+            f"key {key.key_id_hex}: secret {secret_path} (keep it private), public {public_path}"
+        )
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SignatureError(f"cannot read the {what} {path} ({exc})") from exc
+
+
+@app.command("sign")
+def sign_command(
+    name: Name,
+    key: Annotated[Path, typer.Option("--key", help="A minisign secret key file.")],
+    password_env: Annotated[
+        str | None,
+        typer.Option("--password-env", help="Read an encrypted key's password from this variable."),
+    ] = None,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Sign a plugin's digest; writes plugin.minisig into its folder (minisign-compatible)."""
+    out = _Out(as_json)
+    with _handled(out), _host(plugins_dir, state_dir, out, locked=False) as host:
+        info = host.manager.require_plugin(name)
+        text = _read_text(key, "secret key")
+        password: bytes | None = None
+        if is_encrypted_secret_key(text):
+            if password_env is not None:
+                value = os.environ.get(password_env)
+                if value is None:
+                    raise SignatureError(f"--password-env {password_env}: that variable is not set")
+                password = value.encode("utf-8")
+            elif sys.stdin.isatty():
+                password = typer.prompt("Password", hide_input=True).encode("utf-8")
+            else:
+                _usage(out, f"{key} is encrypted; pass --password-env NAME")
+        try:
+            secret = parse_secret_key(text, password)
+        except SignatureError as exc:
+            raise SignatureError(f"secret key {key}: {exc}") from exc
+        digest = host.manager.current_hash(name)
+        signature = sign_digest(
+            secret,
+            digest,
+            trusted_comment=f"caplet plugin {name} {info.version} {digest}",
+        )
+        target = info.path / SIGNATURE_FILE
+        try:
+            atomic_write(target, signature.encode("utf-8"), mode=0o644)
+        except OSError as exc:
+            raise SignatureError(f"cannot write {target} ({exc.strerror})") from exc
+        key_id = secret.public_key.key_id_hex
+        host.manager.log_decision(name, "sign", digest, True, f"key {key_id}")
+        out.emit(
+            {"ok": True, "name": name, "digest": digest, "key_id": key_id, "file": str(target)}
+        )
+        out.say(f"signed {name} {info.version} ({digest}) with key {key_id}: {target}")
+
+
+trust_app = typer.Typer(
+    cls=_SuggestingGroup,
+    name="trust",
+    help="The publisher keys whose signatures make a plugin trusted.",
+    no_args_is_help=True,
+)
+app.add_typer(trust_app)
+
+
+def _keyring(state_dir: Path | None) -> Keyring:
+    return Keyring(state_dir if state_dir is not None else default_state_dir())
+
+
+def _key_json(key: PublicKey) -> JSONValue:
+    return {"key_id": key.key_id_hex, "public_key": key.base64}
+
+
+@trust_app.command("add")
+def trust_add_command(
+    key: Annotated[str, typer.Argument(help="A minisign public key file, or its base64 line.")],
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Trust a publisher key: plugins it signs become trusted (where the policy allows)."""
+    out = _Out(as_json)
+    with _handled(out):
+        path = Path(key)
+        try:
+            text = path.read_text(encoding="ascii") if path.is_file() else key
+            public = parse_public_key(text)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SignatureError(f"cannot read the public key {key} ({exc})") from exc
+        except SignatureError as exc:
+            raise SignatureError(
+                f"{key!r} is not a minisign public key ({exc}); pass the .pub file or its "
+                "base64 line"
+            ) from exc
+        added = _keyring(state_dir).add(public)
+        out.emit(
+            {"ok": True, "added": added, "key_id": public.key_id_hex, "public_key": public.base64}
+        )
+        out.say(f"{'trusted' if added else 'already trusted'}: key {public.key_id_hex}")
+
+
+@trust_app.command("list")
+def trust_list_command(state_dir: StateDir = None, as_json: JsonFlag = False) -> None:
+    """List the trusted publisher keys."""
+    out = _Out(as_json)
+    with _handled(out):
+        keys = _keyring(state_dir).keys()
+        out.emit({"ok": True, "keys": [_key_json(k) for k in keys.values()]})
+        if not keys:
+            out.say("no trusted keys; add one with `caplet trust add KEY`")
+        for key in keys.values():
+            out.say(f"{key.key_id_hex}  {key.base64}")
+
+
+@trust_app.command("remove")
+def trust_remove_command(
+    key_id: Annotated[str, typer.Argument(help="The key id, as `caplet trust list` shows it.")],
+    state_dir: StateDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Stop trusting a publisher key (its plugins fall back to community)."""
+    out = _Out(as_json)
+    with _handled(out):
+        removed = _keyring(state_dir).remove(key_id)
+        out.emit({"ok": removed, "key_id": key_id.upper()})
+        if not removed:
+            out.err.print(f"refused: key {key_id} is not trusted")
+            raise typer.Exit(EXIT_REFUSED)
+        out.say(f"removed key {key_id.upper()}")
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from rich.console import Console
 from caplet._cli._render import JSONValue, jsonable, print_findings, print_plugins, risk_text
 from caplet._errors import CapletError, PluginCallError
 from caplet._host._host import PluginHost
+from caplet._host._loading import LoadingRules
 
 __all__ = ["bundled_examples", "run_demo"]
 
@@ -68,7 +69,9 @@ def run_demo(
 
     with (
         _workspace(state_dir) as (plugins_dir, state),
-        PluginHost(plugins_dir, state_dir=state) as host,
+        # The demo's plugins live in a private temporary copy, never in a lock
+        # file: it runs unlocked even in CI, where locked mode is the default.
+        PluginHost(plugins_dir, state_dir=state, loading=LoadingRules()) as host,
     ):
         say(f"[bold]caplet demo[/]: plugins copied to {plugins_dir}, state in {state}")
         count = host.discover()

@@ -35,6 +35,7 @@ __all__ = [
     "print_audit",
     "print_findings",
     "print_plugins",
+    "trust_text",
 ]
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
@@ -115,6 +116,10 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
         "audit_provider": info.audit.provider if info.audit else None,
         "capabilities": [str(c) for c in info.capabilities],
         "quarantined": info.quarantine is not None,
+        "source": jsonable(info.source),
+        "tier": info.tier.value,
+        "signature": jsonable(info.signature),
+        "inert_reason": info.inert_reason or None,
     }
     if detail:
         manifest = info.manifest
@@ -153,7 +158,17 @@ def print_plugins(
 ) -> None:
     """The `caplet list` table, then the directories that were skipped."""
     table = Table(title=f"Plugins ({len(plugins)})", title_justify="left")
-    for column in ("name", "version", "state", "approved", "risk", "capabilities", "description"):
+    columns = (
+        "name",
+        "version",
+        "state",
+        "approved",
+        "risk",
+        "trust",
+        "capabilities",
+        "description",
+    )
+    for column in columns:
         table.add_column(column, overflow="fold")
     for info in plugins:
         risk = info.audit.risk_level.value if info.audit else "-"
@@ -163,12 +178,30 @@ def print_plugins(
             info.state.value,
             "yes" if info.approved else "no",
             Text(risk, style=_RISK_STYLE.get(risk, "")),
+            trust_text(info),
             "\n".join(str(c) for c in info.capabilities) or "-",
             info.description,
         )
     console.print(table)
     for item in broken:
         console.print(Text(f"skipped {item.directory.name}: {item.error}", style="red"))
+
+
+_TIER_STYLE = {"trusted": "green", "community": "", "untrusted": "bold red"}
+_SIGNATURE_STYLE = {
+    "valid": "green",
+    "untrusted-key": "yellow",
+    "invalid": "bold red",
+    "missing": "",
+}
+
+
+def trust_text(info: PluginInfo) -> Text:
+    """``community (signature: missing)``: the tier, and the signature status that set it."""
+    text = Text(info.tier.value, style=_TIER_STYLE[info.tier.value])
+    status = info.signature.status.value
+    text.append(f" (signature: {status})", style=_SIGNATURE_STYLE[status])
+    return text
 
 
 def print_findings(console: Console, findings: Sequence[Finding], *, title: str) -> None:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider
@@ -51,6 +51,7 @@ from caplet._config._prompt import Prompter
 from caplet._errors import InvalidOutputError, LifecycleError, ProtocolError, SandboxError
 from caplet._findings import Finding
 from caplet._host._breaker import CircuitBreaker, Trip
+from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
 from caplet._host._policy import Isolation, Policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
@@ -63,13 +64,19 @@ from caplet._suggest import did_you_mean
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovalRecord, TrustStore
 
-__all__ = ["PluginHost"]
+if TYPE_CHECKING:
+    from caplet._host._capdiff import CapabilityDiff
+    from caplet._host._update import UpdateReport
+
+__all__ = ["HEALTH_FUNCTION", "PluginHost"]
 
 PluginFunction = Callable[..., Any]
 #: ``(module, function, schemas or None)`` for one declared ``"module.function"``.
 _Target = tuple[str, str, FunctionValidator | None]
 #: How much of a failure's message goes into a quarantine reason.
 _REASON_CHARS = 300
+#: The optional health-check function an update runs (seed 004).
+HEALTH_FUNCTION = "health"
 
 
 class _Running:
@@ -113,6 +120,10 @@ class PluginHost:
     ``clock`` times the circuit breakers' cooldowns and quarantine window.
     ``auditor`` is the LLM auditor (see :class:`PluginManager`): by default
     from ``CAPLET_LLM_*``, static-only when those are unset.
+    ``lockfile``, ``loading`` (locked mode, ``CAPLET_LOAD_PLUGINS``, autoload,
+    strictness; default: from the environment) and ``dist_path`` (where
+    installed distributions are looked for; default ``sys.path``) go to the
+    :class:`PluginManager`.
     """
 
     def __init__(
@@ -127,9 +138,19 @@ class PluginHost:
         discover: bool = True,
         clock: Callable[[], float] = time.monotonic,
         auditor: AuditorProvider | Literal["env"] | None = "env",
+        lockfile: Path | str | None = None,
+        loading: LoadingRules | None = None,
+        dist_path: Sequence[Path | str] | None = None,
     ) -> None:
         self.manager = PluginManager(
-            plugins_dir, state_dir=state_dir, store=store, policy=policy, auditor=auditor
+            plugins_dir,
+            state_dir=state_dir,
+            store=store,
+            policy=policy,
+            auditor=auditor,
+            lockfile=lockfile,
+            loading=loading,
+            dist_path=dist_path,
         )
         self._owns_launcher = launcher is None
         self.launcher: Launcher = (
@@ -199,7 +220,14 @@ class PluginHost:
         *,
         prompter: Prompter | None = None,
     ) -> InlineConfigResult:
-        """Apply inline ``key=value`` entries, then prompt for what must be asked."""
+        """Apply inline ``key=value`` entries, then prompt for what must be asked.
+
+        An inert plugin (locked mode, the allowlist) is never configured nor
+        prompted for: :class:`LifecycleError` says why.
+        """
+        inert = self.manager.inert_reason(name)
+        if inert:
+            raise LifecycleError(inert)
         result = self.manager.apply_inline_config(name, inline)
         prompter = prompter if prompter is not None else self.prompter
         # A typo'd key is refused before anything is asked: prompting for the
@@ -223,8 +251,13 @@ class PluginHost:
         The worker is started here, so a plugin that fails to load or
         returns undeclared functions is reported at enable time, not at its
         first call. Enabling an enabled plugin reconfigures it and restarts
-        its worker.
+        its worker. An inert plugin is refused before anything is configured
+        or prompted for.
         """
+        inert = self.manager.inert_reason(name)
+        if inert:
+            self.manager.log_decision(name, "enable", name, False, inert)
+            return Outcome(False, inert)
         if config is not None:
             outcome = self.manager.set_config(name, config)
             if not outcome:
@@ -469,14 +502,16 @@ class PluginHost:
             workdir=workdir,
             start_timeout_s=self.policy.start_timeout_s,
             # The frame limit is what bounds the size of a result.
-            max_frame_bytes=self.policy.max_output_bytes(info.manifest.limits.max_output_kb),
+            max_frame_bytes=self.policy.max_output_bytes(
+                info.manifest.limits.max_output_kb, info.tier
+            ),
             grants=_path_grants(info.capabilities) + _program_grants(info.capabilities),
             programs=tuple(
                 c.program for c in info.capabilities if isinstance(c, ProcExecCapability)
             ),
-            memory_mb=self.policy.memory_limit_mb(info.manifest.limits.memory_mb),
-            cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s),
-            processes=self.policy.processes,
+            memory_mb=self.policy.memory_limit_mb(info.manifest.limits.memory_mb, info.tier),
+            cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s, info.tier),
+            processes=self.policy.processes_limit(info.tier),
             env=_approved_environment(info.capabilities),
         )
         try:
@@ -500,7 +535,7 @@ class PluginHost:
             for m in info.manifest.modules
             for f in m.function_names
         }
-        timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms) / 1000
+        timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms, info.tier) / 1000
         running = _Running(
             worker, snapshot, workdir, targets, timeout_s, breaker=self.breaker(name)
         )
@@ -518,6 +553,67 @@ class PluginHost:
             self.manager.log_decision(name, "seccomp", syscall, False, f"denied {count} time(s)")
         remove_snapshot(running.snapshot)
         shutil.rmtree(running.workdir, ignore_errors=True)
+
+    def update(
+        self,
+        name: str,
+        source: str | Path,
+        *,
+        consent: bool | Callable[[CapabilityDiff], bool] = False,
+        config: Iterable[str] = (),
+        health_timeout_s: float = 10.0,
+    ) -> UpdateReport:
+        """Update *name* from a folder, a wheel or a distribution, with rollback.
+
+        See :func:`caplet._host._update.update_plugin`: the new version is
+        staged, validated, scanned and audited; capability additions need
+        *consent*; after the swap its ``health()`` runs in the sandbox, and
+        any failure restores the old version with its approval and lock entry.
+        """
+        from caplet._host._update import update_plugin
+
+        return update_plugin(
+            self,
+            name,
+            source,
+            consent=consent,
+            config=config,
+            health_timeout_s=health_timeout_s,
+        )
+
+    def health_target(self, name: str) -> str | None:
+        """The plugin's health check: its first declared function named ``health``.
+
+        ``health()`` (seed 004's ``healthCheck()``) is optional; it is found in
+        the manifest, never by importing the plugin, and takes no arguments.
+        """
+        manifest = self.manager.require_plugin(name).manifest
+        for module in manifest.modules:
+            if HEALTH_FUNCTION in module.function_names:
+                return f"{module.name}.{HEALTH_FUNCTION}"
+        return None
+
+    def check_health(self, name: str, *, timeout_s: float) -> Outcome:
+        """Call the enabled plugin's ``health()`` in its worker, within *timeout_s*.
+
+        Healthy unless it raises, times out, crashes the worker or returns
+        ``False``; a plugin without a health check is healthy once its worker
+        started (which ``enable`` already proved).
+        """
+        target = self.health_target(name)
+        if target is None:
+            return Outcome(True, f"plugin {name!r} declares no health(); its worker started")
+        try:
+            running, parts = self._prepare_call(name, target)
+            value = running.worker.call(
+                parts[0], parts[1], (), {}, timeout_s=min(timeout_s, running.timeout_s)
+            )
+        except (SandboxError, LifecycleError) as exc:
+            self._stop(name)
+            return Outcome(False, f"plugin {name!r} failed its health check {target}: {exc}")
+        if value is False:
+            return Outcome(False, f"plugin {name!r} reported itself unhealthy ({target} -> false)")
+        return Outcome(True, f"plugin {name!r} is healthy ({target})")
 
     def worker_pid(self, name: str) -> int | None:
         """The pid of the plugin's live worker, if one is running."""

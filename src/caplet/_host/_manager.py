@@ -24,8 +24,10 @@ Nothing here runs plugin code: workers are the :class:`PluginHost`'s job.
 
 from __future__ import annotations
 
+import datetime as dt
 import graphlib
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -44,7 +46,7 @@ from caplet._audit._select import provider_from_settings
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
 from caplet._capabilities._model import Capability
-from caplet._capabilities._parse import substitute
+from caplet._capabilities._parse import parse_capability, substitute
 from caplet._config._coerce import (
     coerce_inline,
     parse_inline,
@@ -59,11 +61,19 @@ from caplet._errors import (
     CapabilityError,
     CapletError,
     ConfigError,
+    LockedModeError,
+    LockfileError,
     ManifestError,
     PluginNotFoundError,
+    SignatureError,
 )
 from caplet._findings import Finding, RiskLevel, Severity
-from caplet._host._policy import Policy
+from caplet._host._capdiff import parse_approved
+from caplet._host._installed import find_installed
+from caplet._host._journal import recover
+from caplet._host._loading import LoadingRules
+from caplet._host._locked import LockProblem, LockVerdict, check_entry, stale_entries
+from caplet._host._policy import Policy, TrustTier
 from caplet._host._records import (
     BrokenPlugin,
     DirtyFlags,
@@ -79,8 +89,18 @@ from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest
 from caplet._trust._hashing import tree_hash
+from caplet._trust._keyring import Keyring
+from caplet._trust._lockfile import LOCKFILE_NAME, LockEntry, Lockfile, LockSignature, read_lockfile
 from caplet._trust._paths import default_state_dir
+from caplet._trust._signing import (
+    PublicKey,
+    SignatureCheck,
+    SignatureStatus,
+    check_plugin_signature,
+    parse_public_key,
+)
 from caplet._trust._snapshot import make_snapshot, remove_snapshot
+from caplet._trust._source import PluginSource, SourceKind
 from caplet._trust._sqlite import SqliteStore
 from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
 
@@ -101,6 +121,11 @@ class _Record:
 
     manifest: Manifest
     content_hash: str
+    source: PluginSource = field(default_factory=PluginSource)
+    signature: SignatureCheck = field(
+        default_factory=lambda: SignatureCheck(SignatureStatus.MISSING)
+    )
+    tier: TrustTier = TrustTier.COMMUNITY
     state: PluginState = PluginState.DISCOVERED
     config: dict[str, ConfigValue] = field(default_factory=dict)
     audit: AuditResult | None = None
@@ -118,10 +143,16 @@ class _Record:
 
 
 class PluginManager:
-    """Discovers plugins in one directory and drives their lifecycle.
+    """Discovers plugins and drives their lifecycle.
 
-    ``store`` defaults to a :class:`SqliteStore` in ``state_dir`` (itself
-    defaulting to ``$CAPLET_STATE_DIR`` or the platform's user state dir).
+    Plugins come from the folders of ``plugins_dir`` and, unless autoload is
+    off, from installed distributions on ``dist_path`` (default
+    ``sys.path``; :mod:`caplet._host._installed`). ``store`` defaults to a
+    :class:`SqliteStore` in ``state_dir`` (itself defaulting to
+    ``$CAPLET_STATE_DIR`` or the platform's user state dir). ``lockfile``
+    defaults to ``caplet.lock`` beside the plugins directory; ``loading``
+    (locked mode, allowlist, autoload, strictness) defaults to what the
+    environment says (:class:`LoadingRules`).
     ``auditor`` is the LLM auditor: ``"env"`` (the default) reads
     ``CAPLET_LLM_*`` when the first audit needs it (unset: static-only),
     ``None`` forces static-only, or pass an :class:`AuditorProvider`.
@@ -135,6 +166,9 @@ class PluginManager:
         store: TrustStore | None = None,
         policy: Policy | None = None,
         auditor: AuditorProvider | Literal["env"] | None = "env",
+        lockfile: Path | str | None = None,
+        loading: LoadingRules | None = None,
+        dist_path: Sequence[Path | str] | None = None,
     ) -> None:
         self.plugins_dir = Path(plugins_dir)
         self.policy = policy if policy is not None else Policy()
@@ -144,31 +178,48 @@ class PluginManager:
         self._auditor: AuditorProvider | None = None if auditor == "env" else auditor
         self._env_settings: ProviderSettings | None = None
         self._env_read = False
+        self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+        self.lockfile_path = (
+            Path(lockfile) if lockfile is not None else self.plugins_dir.parent / LOCKFILE_NAME
+        )
+        self.loading = loading if loading is not None else LoadingRules.from_environment(os.environ)
+        self.dist_path = dist_path
         self._owns_store = store is None
         if store is None:
-            store = SqliteStore(Path(state_dir) if state_dir is not None else default_state_dir())
+            store = SqliteStore(self.state_dir)
         self.store: TrustStore = store
         self._records: dict[str, _Record] = {}
         self._broken: list[BrokenPlugin] = []
+        self._lock: Lockfile | None = None
+        self._lock_error: LockfileError | None = None
         self._sandbox_dirty = False
         self._session_dirty = False
         #: Bumped by every enable/disable, so a PluginHost can tell cheaply
         #: whether a cached worker must be re-validated before a call.
         self.generation = 0
 
+    @property
+    def locked(self) -> bool:
+        """True in locked mode: only plugins ``caplet.lock`` pins may load."""
+        return self.loading.locked
+
     # -- discovery -----------------------------------------------------------------
 
     def discover(self) -> int:
         """Find and validate every plugin; return how many are usable.
 
-        Broken plugins are skipped with a warning naming them (see
-        :meth:`broken_plugins`) and discovery keeps going. A missing plugins
-        directory gives 0, not an error. Re-discovery keeps the state and
-        configuration of plugins already known; approvals are re-checked
-        against current hashes whenever they are consulted.
+        Interrupted updates are finished first (rolled back, or forward when
+        they had committed). Broken plugins are skipped with a warning naming
+        them (see :meth:`broken_plugins`) and discovery keeps going; with
+        strict loading, broken and inert plugins raise
+        :class:`LockedModeError` instead. A missing plugins directory gives
+        0, not an error. Re-discovery keeps the state and configuration of
+        plugins already known; approvals are re-checked against current
+        hashes whenever they are consulted.
         """
+        recover(self.state_dir, self.store)
         self._broken = []
-        found: dict[str, tuple[Manifest, str]] = {}
+        found: dict[str, tuple[Manifest, str, PluginSource]] = {}
         if not self.plugins_dir.is_dir():
             logger.info("plugins directory %s does not exist; no plugins", self.plugins_dir)
         else:
@@ -177,31 +228,239 @@ class PluginManager:
                     continue
                 if directory.name.startswith(".") or directory.name in _SKIPPED_DIRS:
                     continue
-                try:
-                    manifest = load_manifest(directory, allow_broad=self.policy.allow_broad_paths)
-                    content_hash = tree_hash(directory)
-                except CapletError as exc:
-                    self._skip(directory, str(exc))
-                    continue
-                found[manifest.name] = (manifest, content_hash)
-        ordered = self._order_by_requires(found)
+                loaded = self._load(directory)
+                if loaded is not None:
+                    found[loaded[0].name] = (*loaded, PluginSource())
+        self._discover_installed(found)
+        self._read_lock()
+        keys = self._trusted_keys()
+        ordered = self._order_by_requires({n: (m, h) for n, (m, h, _) in found.items()})
         previous = self._records
         self._records = {}
         for name in ordered:
-            manifest, content_hash = found[name]
+            manifest, content_hash, source = found[name]
             record = previous.get(name)
             if record is None:
-                record = _Record(manifest=manifest, content_hash=content_hash)
+                record = _Record(manifest=manifest, content_hash=content_hash, source=source)
             else:
                 record.manifest = manifest
                 record.content_hash = content_hash
+                record.source = source
+            self._check_signature(record, keys)
             self._refresh_audit(record)
             self._records[name] = record
         for name, record in previous.items():
             if name not in self._records and record.state is PluginState.ENABLED:
                 # The folder is gone: its functions must go too.
                 self._mark_dirty()
+        if self.loading.strict:
+            problems = [b.error for b in self._broken] + [
+                reason for reason in map(self.inert_reason, self._records) if reason
+            ]
+            if problems:
+                raise LockedModeError(
+                    f"strict loading refused {len(problems)} plugin problem(s): "
+                    + "; ".join(problems),
+                    problems=tuple(problems),
+                )
         return len(self._records)
+
+    def _load(self, directory: Path) -> tuple[Manifest, str] | None:
+        try:
+            manifest = load_manifest(directory, allow_broad=self.policy.allow_broad_paths)
+            content_hash = tree_hash(directory)
+        except CapletError as exc:
+            self._skip(directory, str(exc))
+            return None
+        return manifest, content_hash
+
+    def _discover_installed(self, found: dict[str, tuple[Manifest, str, PluginSource]]) -> None:
+        """Add plugins of installed distributions (metadata only; nothing is imported)."""
+        if not self.loading.autoload and not self.loading.allowlist:
+            return
+        installed, skipped = find_installed(self.dist_path)
+        for problem in skipped:
+            self._skip(problem.location, problem.error)
+        for plugin in installed:
+            if not self.loading.discovers_installed(plugin.name):
+                continue
+            if plugin.name in found:
+                self._skip(
+                    plugin.directory,
+                    f"plugin {plugin.name!r} of distribution {plugin.distribution!r} is "
+                    f"shadowed by the folder of the same name in {self.plugins_dir}; remove "
+                    "one of them",
+                )
+                continue
+            loaded = self._load(plugin.directory)
+            if loaded is None:
+                continue
+            manifest, content_hash = loaded
+            if manifest.name != plugin.name:
+                self._skip(
+                    plugin.directory,
+                    f"distribution {plugin.distribution!r}: entry point {plugin.name!r} points "
+                    f"at plugin {manifest.name!r}; the entry point name must be the plugin name",
+                )
+                continue
+            found[plugin.name] = (
+                manifest,
+                content_hash,
+                PluginSource(SourceKind.DISTRIBUTION, plugin.distribution, plugin.version),
+            )
+
+    def _read_lock(self) -> None:
+        self._lock = None
+        self._lock_error = None
+        try:
+            self._lock = read_lockfile(self.lockfile_path, missing_ok=not self.locked)
+        except LockfileError as exc:
+            self._lock_error = exc
+            if not self.locked:
+                logger.warning("%s", exc)
+
+    def _trusted_keys(self) -> dict[str, PublicKey]:
+        """The keys in the state directory's keyring plus the policy's ``trusted_keys``."""
+        keys = Keyring(self.state_dir).keys()
+        for index, text in enumerate(self.policy.trusted_keys):
+            try:
+                key = parse_public_key(text)
+            except SignatureError as exc:
+                raise SignatureError(
+                    f"Policy.trusted_keys[{index}] is not a minisign public key ({exc}); "
+                    "give the base64 line of a .pub file"
+                ) from exc
+            keys[key.key_id_hex] = key
+        return keys
+
+    def _check_signature(self, record: _Record, keys: Mapping[str, PublicKey]) -> None:
+        record.signature = check_plugin_signature(
+            record.manifest.plugin_dir, record.content_hash, keys
+        )
+        record.tier = self.policy.tier_for(record.source.kind, record.signature.status)
+
+    def lockfile(self) -> Lockfile | None:
+        """The lock file as the last discovery read it (None when missing or unreadable)."""
+        return self._lock
+
+    def lock_verdict(self, name: str) -> LockVerdict | None:
+        """What the lock file says about *name* now (None without a readable lock file)."""
+        record = self._record(name)
+        if self._lock is None:
+            return None
+        return check_entry(
+            self._lock,
+            manifest=record.manifest,
+            digest=record.content_hash,
+            source=record.source,
+            plugin_dir=record.manifest.plugin_dir,
+        )
+
+    def inert_reason(self, name: str) -> str:
+        """Why *name* may not load in this process ("" when it may).
+
+        The allowlist (``CAPLET_LOAD_PLUGINS``), then in locked mode the lock
+        file, then the policy's ``require_signature``.
+        """
+        record = self._record(name)
+        if not self.loading.allows(name):
+            listed = ", ".join(sorted(self.loading.allowlist or ())) or "none"
+            return (
+                f"plugin {name!r} is not in CAPLET_LOAD_PLUGINS (allowed: {listed}); add it "
+                "there to load it"
+            )
+        if self.locked:
+            if self._lock_error is not None:
+                return f"plugin {name!r} is inert in locked mode: {self._lock_error}"
+            verdict = self.lock_verdict(name)
+            if verdict is not None and verdict.problem is not None:
+                return verdict.problem.message
+        if self.policy.require_signature and record.signature.status is not SignatureStatus.VALID:
+            return (
+                f"plugin {name!r} has no valid signature by a trusted key "
+                f"({record.signature.detail}) and the policy requires one; get a signed "
+                "release, or trust its publisher's key (caplet trust add KEY)"
+            )
+        return ""
+
+    def verify(self) -> list[LockProblem | str]:
+        """Every reason ``caplet verify`` fails: broken plugins, lock problems, stale entries.
+
+        Checks the lock file as locked mode would, whether or not this
+        process is locked. An empty list means every plugin matches it.
+        """
+        try:
+            lock = read_lockfile(self.lockfile_path)
+        except LockfileError as exc:
+            return [str(exc)]
+        problems: list[LockProblem | str] = [b.error for b in self._broken]
+        for record in self._records.values():
+            verdict = check_entry(
+                lock,
+                manifest=record.manifest,
+                digest=record.content_hash,
+                source=record.source,
+                plugin_dir=record.manifest.plugin_dir,
+            )
+            if verdict.problem is not None:
+                problems.append(verdict.problem)
+        problems.extend(stale_entries(lock, self._records))
+        return problems
+
+    def lock_entry(self, name: str, *, withhold: Collection[str] = ()) -> LockEntry:
+        """The lock entry that pins *name*'s current, approved content.
+
+        Raises :class:`LockfileError` unless the plugin is approved at its
+        current hash; *withhold* names declared capabilities to leave out of
+        the approved set (compared by meaning).
+        """
+        record = self._record(name)
+        self._rehash(record)
+        approval = self.store.get_approval(name)
+        if approval is None or approval.content_hash != record.content_hash:
+            state = "is not approved" if approval is None else "changed since it was approved"
+            raise LockfileError(
+                f"plugin {name!r} {state} (content {record.content_hash}); only approved "
+                f"content can be pinned: caplet audit {name} && caplet approve {name}, then "
+                f"caplet lock {name}",
+                path=str(self.lockfile_path),
+                plugin=name,
+            )
+        config_names = [f.name for f in record.manifest.config]
+        approved = parse_approved(
+            approval.capabilities, config_names=config_names, where=f"approval of {name!r}"
+        )
+        withheld = parse_approved(tuple(withhold), config_names=config_names, where="--withhold")
+        unknown = [w.declared for w in withheld if w not in record.manifest.capabilities]
+        if unknown:
+            raise LockfileError(
+                f"plugin {name!r} does not declare {', '.join(unknown)}, so it cannot be "
+                f"withheld; declared: "
+                f"{', '.join(c.declared for c in record.manifest.capabilities) or 'none'}",
+                path=str(self.lockfile_path),
+                plugin=name,
+                field="capabilities",
+            )
+        granted = [
+            c.declared for c in record.manifest.capabilities if c in approved and c not in withheld
+        ]
+        signature = None
+        if record.signature.status is SignatureStatus.VALID and record.signature.key_id:
+            key = self._trusted_keys()[record.signature.key_id]
+            signature = LockSignature(key_id=key.key_id_hex, public_key=key.base64)
+        return LockEntry(
+            name=name,
+            version=record.manifest.version,
+            source=record.source.kind,
+            distribution=record.source.distribution,
+            digest=record.content_hash,
+            capabilities=tuple(granted),
+            risk_level=approval.risk_level,
+            verdict=approval.verdict,
+            audit_provider=record.audit.provider if record.audit else "static-only",
+            approved_at=dt.datetime.fromtimestamp(int(approval.approved_at), dt.UTC),
+            signature=signature,
+        )
 
     def broken_plugins(self) -> list[BrokenPlugin]:
         """Directories the last :meth:`discover` skipped, with the reason."""
@@ -271,7 +530,12 @@ class PluginManager:
     def _info(self, record: _Record) -> PluginInfo:
         approval = self.store.get_approval(record.name)
         quarantine = self.store.get_quarantine(record.name)
-        state = PluginState.QUARANTINED if quarantine is not None else record.state
+        inert = self.inert_reason(record.name)
+        state = record.state
+        if quarantine is not None:
+            state = PluginState.QUARANTINED
+        elif inert and state is not PluginState.ENABLED:
+            state = PluginState.INERT
         enabled = record.state is PluginState.ENABLED
         return PluginInfo(
             name=record.name,
@@ -284,6 +548,10 @@ class PluginManager:
             config=dict(record.config),
             capabilities=record.resolved if enabled else record.manifest.capabilities,
             quarantine=quarantine,
+            source=record.source,
+            tier=record.tier,
+            signature=record.signature,
+            inert_reason=inert,
         )
 
     # -- source, scan, audit -------------------------------------------------------------
@@ -331,13 +599,21 @@ class PluginManager:
     def _lint(self, record: _Record) -> list[Finding]:
         return lint_composition(record.manifest.capabilities)
 
-    def _scan(self, record: _Record) -> tuple[ScanReport, str]:
-        """Scan a private snapshot so the findings belong to exactly one content hash."""
+    def _scan(
+        self, record: _Record, capabilities: Sequence[Capability] | None = None
+    ) -> tuple[ScanReport, str]:
+        """Scan a private snapshot so the findings belong to exactly one content hash.
+
+        *capabilities* (default: the declared ones) are the grants the
+        scanner's severities take into account.
+        """
+        if capabilities is None:
+            capabilities = record.manifest.capabilities
         parent = Path(tempfile.mkdtemp(prefix="caplet-scan-"))
         try:
             snapshot = make_snapshot(record.manifest.plugin_dir, parent)
             try:
-                report = scan_tree(snapshot.path, record.manifest.capabilities)
+                report = scan_tree(snapshot.path, capabilities)
             finally:
                 remove_snapshot(snapshot)
         finally:
@@ -645,26 +921,56 @@ class PluginManager:
             return self._refuse(name, "enable", refusal)
         try:
             self._rehash(record)
+            # The content may have changed since discovery: its signature too.
+            self._check_signature(record, self._trusted_keys())
         except CapletError as exc:
             return self._refuse(name, "enable", str(exc))
+        inert = self.inert_reason(name)
+        if inert:
+            return self._refuse(name, "enable", inert)
+        declared = record.manifest.capabilities
+        granted_declared: tuple[Capability, ...] = declared
+        withheld: tuple[Capability, ...] = ()
         approval = self.store.get_approval(name)
-        approved = approval is not None and approval.content_hash == record.content_hash
+        if self.locked:
+            # The lock entry is the approval in locked mode (seed 001): it was
+            # reviewed and committed; a state directory in CI starts empty.
+            verdict = self.lock_verdict(name)
+            assert verdict is not None  # inert_reason checked the lock is readable
+            assert verdict.entry is not None
+            approved = True
+            approved_risk = verdict.entry.risk_level
+            granted_declared, withheld = verdict.granted, verdict.withheld
+        else:
+            approved = approval is not None and approval.content_hash == record.content_hash
+            approved_risk = approval.risk_level if approval is not None else RiskLevel.LOW
         if approved:
-            assert approval is not None
-            refusal = self._risk_refusal(name, approval.risk_level)
+            refusal = self._risk_refusal(name, approved_risk)
             if refusal:
                 return self._refuse(
                     name, "enable", f"approval no longer satisfies policy: {refusal}"
                 )
-        audit = record.audit if record.audit is not None else self.audit(name)
+        untrusted = record.tier is TrustTier.UNTRUSTED
+        # No approved fast path for an untrusted plugin: it is audited afresh.
+        audit = self.audit(name) if untrusted or record.audit is None else record.audit
+        if withheld:
+            # Findings the withheld capabilities covered are uncovered again.
+            report, _ = self._scan(record, granted_declared)
+            dangers = [
+                f for f in report.findings if f.severity is Severity.DANGER and not f.covered
+            ]
+            if dangers:
+                return self._refuse(name, "enable", _danger_message(name, dangers))
         refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "enable", refusal)
+        allow_broad = self.policy.allow_broad_paths and record.tier is TrustTier.TRUSTED
         try:
+            if self.policy.allow_broad_paths and not allow_broad:
+                self._check_not_broad(record, granted_declared)
             config = self._complete_config(record)
             resolved = tuple(
-                substitute(c, config, allow_broad=self.policy.allow_broad_paths)
-                for c in record.manifest.capabilities
+                substitute(c, config, allow_broad=allow_broad) for c in granted_declared
             )
         except (ConfigError, CapabilityError) as exc:
             return self._refuse(name, "enable", str(exc))
@@ -673,10 +979,10 @@ class PluginManager:
             validators = compile_validators(record.manifest)
         except ManifestError as exc:
             return self._refuse(name, "enable", str(exc))
-        if approved:
+        if approved and not self.locked:
             assert approval is not None
             granted = set(approval.capabilities)
-            extra = [c.declared for c in record.manifest.capabilities if c.declared not in granted]
+            extra = [c.declared for c in declared if c.declared not in granted]
             if extra:
                 return self._refuse(
                     name,
@@ -684,6 +990,14 @@ class PluginManager:
                     f"plugin {name!r} declares capabilities its approval does not grant: "
                     f"{', '.join(extra)}; re-audit and re-approve it",
                 )
+        for capability in withheld:
+            self._log(
+                name,
+                "grant",
+                capability.declared,
+                False,
+                f"declared but not approved in {self.lockfile_path}; not granted",
+            )
         was_enabled = record.state is PluginState.ENABLED
         record.config = config
         record.resolved = resolved
@@ -691,9 +1005,30 @@ class PluginManager:
         record.validators = validators
         record.state = PluginState.ENABLED
         self._mark_dirty()
-        path = "approved fast path" if approved else f"audited {audit.provider}"
+        if self.locked:
+            path = f"locked: {self.lockfile_path}"
+        elif approved and not untrusted:
+            path = "approved fast path"
+        else:
+            path = f"audited {audit.provider}"
+        path += f", tier {record.tier.value}"
         self._log(name, "enable", record.content_hash, True, path)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
+
+    def _check_not_broad(self, record: _Record, capabilities: Sequence[Capability]) -> None:
+        """Broad paths (``/``, home roots) are granted only to trusted plugins."""
+        config_names = [f.name for f in record.manifest.config]
+        for capability in capabilities:
+            if capability.templated:
+                continue  # substitute() checks the configured value
+            try:
+                parse_capability(capability.declared, config_names=config_names)
+            except CapabilityError as exc:
+                raise CapabilityError(
+                    f"plugin {record.name!r} is {record.tier.value}, and the policy grants broad "
+                    f"paths (allow_broad_paths) only to trusted plugins: {exc}; sign the plugin "
+                    "with a key you trust (caplet sign, caplet trust add) or narrow the path"
+                ) from exc
 
     def _requirement_refusal(self, record: _Record) -> str:
         for requirement in record.manifest.requires:
@@ -834,6 +1169,12 @@ class PluginManager:
             self._auditor = None
         if self._owns_store:
             self.store.close()
+
+    def __enter__(self) -> PluginManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def _uncovered_dangers(audit: AuditResult) -> list[Finding]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from caplet._broker._policy import NetworkPolicy
 from caplet._findings import RiskLevel
+from caplet._trust._signing import SignatureStatus
+from caplet._trust._source import SourceKind
 
-__all__ = ["Isolation", "Policy"]
+__all__ = ["Isolation", "Policy", "TrustTier"]
 
 
 class Isolation(enum.Enum):
@@ -22,6 +25,35 @@ class Isolation(enum.Enum):
 
     STRICT = "strict"
     BEST_EFFORT = "best-effort"
+
+
+class TrustTier(enum.Enum):
+    """How far caplet trusts a plugin (seed 004's trust levels, on caplet's runtime).
+
+    Every tier runs in its own sandboxed process; the tiers differ in what
+    policy may grant on top:
+
+    * ``trusted``: first-party, i.e. signed by a key the user trusts (and
+      its source allows it); may be granted broad path capabilities
+      (``/``, home directories) when ``Policy.allow_broad_paths`` is set;
+    * ``community`` (the default for an unsigned plugin): the full sandbox
+      with the policy's limits, never broad paths;
+    * ``untrusted`` (a bad signature, or a source the policy caps there):
+      the full sandbox with the tighter ``untrusted_*`` limits, and no
+      approved fast path: every enable audits the content afresh.
+    """
+
+    TRUSTED = "trusted"
+    COMMUNITY = "community"
+    UNTRUSTED = "untrusted"
+
+    @property
+    def rank(self) -> int:
+        """0 for trusted, 1 community, 2 untrusted: a higher rank is less trust."""
+        return _TIER_RANK[self]
+
+
+_TIER_RANK = {TrustTier.TRUSTED: 0, TrustTier.COMMUNITY: 1, TrustTier.UNTRUSTED: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +79,15 @@ class Policy:
     ``network`` bounds brokered HTTP (``ctx.http``): allowed private
     networks, wildcard grants, sizes, time, rate and data budget
     (:class:`caplet._broker._policy.NetworkPolicy`, docs/network.md).
+    Trust tiers (:class:`TrustTier`): ``max_tier_directory`` and
+    ``max_tier_distribution`` cap the tier of plugins from the plugins
+    directory and from installed distributions; below that cap a plugin's
+    signature decides (valid by a trusted key: trusted; none or by an
+    unknown key: community; invalid: untrusted). ``require_signature``
+    refuses to enable any plugin without a valid signature by a trusted key;
+    ``trusted_keys`` adds minisign public keys (base64 lines) to the ones
+    trusted in the state directory. ``untrusted_*`` are the tighter limits
+    of untrusted plugins.
     """
 
     max_risk_level: RiskLevel = RiskLevel.MEDIUM
@@ -65,26 +106,81 @@ class Policy:
     quarantine_after: int = 3
     quarantine_window_s: float = 3600.0
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    require_signature: bool = False
+    trusted_keys: tuple[str, ...] = ()
+    max_tier_directory: TrustTier = TrustTier.TRUSTED
+    max_tier_distribution: TrustTier = TrustTier.TRUSTED
+    untrusted_memory_mb: int = 128
+    untrusted_cpu_s: int = 10
+    untrusted_processes: int = 8
+    untrusted_timeout_ms: int = 2_000
+    untrusted_max_output_kb: int = 256
 
-    def memory_limit_mb(self, declared: int | None) -> int:
+    def max_tier(self, source: SourceKind) -> TrustTier:
+        """The most trust any plugin from *source* can get."""
+        if source is SourceKind.DIRECTORY:
+            return self.max_tier_directory
+        if source is SourceKind.DISTRIBUTION:
+            return self.max_tier_distribution
+        assert_never(source)
+
+    def tier_for(self, source: SourceKind, signature: SignatureStatus) -> TrustTier:
+        """The tier of a plugin from *source* whose signature has this status.
+
+        A bad signature drops to untrusted and a missing one (or one by a key
+        nobody trusts) to community: neither is ever silently ignored.
+        """
+        if signature is SignatureStatus.VALID:
+            earned = TrustTier.TRUSTED
+        elif signature is SignatureStatus.MISSING or signature is SignatureStatus.UNTRUSTED_KEY:
+            earned = TrustTier.COMMUNITY
+        elif signature is SignatureStatus.INVALID:
+            earned = TrustTier.UNTRUSTED
+        else:
+            assert_never(signature)
+        cap = self.max_tier(source)
+        return earned if earned.rank >= cap.rank else cap
+
+    def processes_limit(self, tier: TrustTier = TrustTier.COMMUNITY) -> int:
+        """How many processes a worker of this tier may have."""
+        if tier is TrustTier.UNTRUSTED:
+            return min(self.processes, self.untrusted_processes)
+        return self.processes
+
+    def memory_limit_mb(self, declared: int | None, tier: TrustTier = TrustTier.COMMUNITY) -> int:
         """Address-space limit of a worker: the plugin's own, never above the policy's."""
-        return self.memory_mb if declared is None else min(declared, self.memory_mb)
+        limit = self.memory_mb
+        if tier is TrustTier.UNTRUSTED:
+            limit = min(limit, self.untrusted_memory_mb)
+        return limit if declared is None else min(declared, limit)
 
-    def cpu_limit_s(self, declared: int | None) -> int:
+    def cpu_limit_s(self, declared: int | None, tier: TrustTier = TrustTier.COMMUNITY) -> int:
         """CPU-seconds limit of a worker: the plugin's own, never above the policy's."""
-        return self.cpu_s if declared is None else min(declared, self.cpu_s)
+        limit = self.cpu_s
+        if tier is TrustTier.UNTRUSTED:
+            limit = min(limit, self.untrusted_cpu_s)
+        return limit if declared is None else min(declared, limit)
 
-    def timeout_ms(self, declared: int | None) -> int:
+    def timeout_ms(self, declared: int | None, tier: TrustTier = TrustTier.COMMUNITY) -> int:
         """The deadline for one call: the plugin's own, never above the policy's."""
         if declared is None:
-            return self.default_timeout_ms
-        return min(declared, self.max_timeout_ms)
+            timeout = self.default_timeout_ms
+        else:
+            timeout = min(declared, self.max_timeout_ms)
+        if tier is TrustTier.UNTRUSTED:
+            timeout = min(timeout, self.untrusted_timeout_ms)
+        return timeout
 
-    def max_output_bytes(self, declared_kb: int | None) -> int:
+    def max_output_bytes(
+        self, declared_kb: int | None, tier: TrustTier = TrustTier.COMMUNITY
+    ) -> int:
         """The largest reply frame a worker may send: the plugin's own, never above the policy's.
 
         This is the worker's ``max_frame_bytes``, so a request frame is held to
         it too (arguments and results share the one channel limit).
         """
-        kb = self.max_output_kb if declared_kb is None else min(declared_kb, self.max_output_kb)
+        limit = self.max_output_kb
+        if tier is TrustTier.UNTRUSTED:
+            limit = min(limit, self.untrusted_max_output_kb)
+        kb = limit if declared_kb is None else min(declared_kb, limit)
         return min(kb * 1024, self.max_frame_bytes)

@@ -10,7 +10,10 @@ from pathlib import Path
 from caplet._audit._model import AuditResult
 from caplet._capabilities._model import Capability
 from caplet._config._schema import ConfigValue
+from caplet._host._policy import TrustTier
 from caplet._manifest._model import Manifest
+from caplet._trust._signing import SignatureCheck, SignatureStatus
+from caplet._trust._source import PluginSource
 from caplet._trust._store import ApprovalRecord, QuarantineRecord
 
 __all__ = [
@@ -32,6 +35,9 @@ class PluginState(enum.Enum):
     ENABLED = "enabled"
     DISABLED = "disabled"
     QUARANTINED = "quarantined"
+    #: May not load in this process (locked mode, the allowlist, a required
+    #: signature): ``PluginInfo.inert_reason`` says why and how to fix it.
+    INERT = "inert"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +89,10 @@ class PluginInfo:
     ``config`` holds the real values, secrets included; anything that
     displays it must go through :func:`caplet._config._coerce.redact`.
     ``capabilities`` are the resolved (substituted) capabilities while
-    enabled, else the declared ones.
+    enabled, else the declared ones. ``source`` says where the files come
+    from, ``signature`` what their publisher signature says, ``tier`` the
+    trust tier that follows, and ``inert_reason`` (when not empty) why the
+    plugin may not load in this process.
     """
 
     name: str
@@ -97,6 +106,12 @@ class PluginInfo:
     config: Mapping[str, ConfigValue] = field(repr=False)
     capabilities: tuple[Capability, ...]
     quarantine: QuarantineRecord | None
+    source: PluginSource = field(default_factory=PluginSource)
+    tier: TrustTier = TrustTier.COMMUNITY
+    signature: SignatureCheck = field(
+        default_factory=lambda: SignatureCheck(SignatureStatus.MISSING)
+    )
+    inert_reason: str = ""
 
     @property
     def version(self) -> str:

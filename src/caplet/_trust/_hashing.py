@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_FILES",
     "EXCLUDED_DIRS",
     "HASH_PREFIX",
+    "SIGNATURE_FILE",
     "TreeEntry",
     "hash_entries",
     "hashed_mode",
@@ -56,6 +57,12 @@ _DOMAIN = b"caplet-tree-v1\0"
 #: Directories that never count, at any depth: VCS metadata, and byte-code
 #: caches that importing the plugin writes next to its sources.
 EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", "__pycache__"})
+
+#: The publisher's signature of the tree hash (:mod:`caplet._trust._signing`),
+#: at the top of the plugin folder. It is the one file the hash (and so the
+#: snapshot and the scan) leaves out: it cannot be part of the content it
+#: signs, and the host only ever parses it as a signature, never loads it.
+SIGNATURE_FILE = "plugin.minisig"
 
 DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -159,7 +166,8 @@ def list_tree(
     """Every regular file under *root*, sorted by the UTF-8 bytes of its path.
 
     Symbolic links are never followed; VCS folders and ``__pycache__`` are
-    skipped (:data:`EXCLUDED_DIRS`); everything else counts, dotfiles too.
+    skipped (:data:`EXCLUDED_DIRS`), and so is the signature file at the top
+    (:data:`SIGNATURE_FILE`); everything else counts, dotfiles too.
     Raises :class:`PluginTreeError` for anything that cannot be hashed safely.
     """
     _check_root(root)
@@ -198,6 +206,8 @@ def list_tree(
             if stat.S_ISDIR(st.st_mode):
                 if child.name not in EXCLUDED_DIRS:
                     pending.append(rel)
+                continue
+            if rel == SIGNATURE_FILE and stat.S_ISREG(st.st_mode):
                 continue
             if not stat.S_ISREG(st.st_mode):
                 raise PluginTreeError(

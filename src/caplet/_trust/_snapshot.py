@@ -32,6 +32,9 @@ __all__ = ["Snapshot", "make_snapshot", "remove_snapshot"]
 _FILE_MODE_RO = 0o444
 _FILE_MODE_RX = 0o555
 _DIR_MODE_RO = 0o555
+_FILE_MODE_RW = 0o644
+_FILE_MODE_RWX = 0o755
+_DIR_MODE_RW = 0o755
 _PRIVATE_DIR = 0o700
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 
@@ -51,7 +54,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _copy_tree(source: Path, dest: Path, *, max_files: int, max_bytes: int) -> set[Path]:
+def _copy_tree(
+    source: Path, dest: Path, *, max_files: int, max_bytes: int, read_only: bool = True
+) -> set[Path]:
     """Copy every hashable file of *source* into *dest*; return the directories made."""
     made: set[Path] = set()
     for entry in list_tree(source, max_files=max_files, max_bytes=max_bytes):
@@ -62,7 +67,10 @@ def _copy_tree(source: Path, dest: Path, *, max_files: int, max_bytes: int) -> s
             # directory carries no content the hash could pin.
             parent.mkdir(mode=_PRIVATE_DIR, parents=True)
             made.update(p for p in (parent, *parent.parents) if dest in p.parents)
-        final_mode = _FILE_MODE_RX if is_executable(entry.mode) else _FILE_MODE_RO
+        if read_only:
+            final_mode = _FILE_MODE_RX if is_executable(entry.mode) else _FILE_MODE_RO
+        else:
+            final_mode = _FILE_MODE_RWX if is_executable(entry.mode) else _FILE_MODE_RW
         with open_entry(source, entry) as src_fd:
             out = os.open(target, _WRITE_FLAGS, 0o600)
             try:
@@ -81,6 +89,7 @@ def make_snapshot(
     expected_hash: str | None = None,
     max_files: int = DEFAULT_MAX_FILES,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    read_only: bool = True,
 ) -> Snapshot:
     """Copy the plugin at *source* into a new private read-only directory under *parent*.
 
@@ -90,6 +99,10 @@ def make_snapshot(
     ``0o555``, and the copy is hashed. When *expected_hash* is given and the
     copy's hash differs, the copy is removed and :class:`PluginTreeError`
     says the plugin changed since it was approved.
+
+    ``read_only=False`` makes an ordinary copy instead (files ``0o644`` or
+    ``0o755``, directories ``0o755``): an update stages the new version this
+    way, because the staged copy becomes the plugin folder users edit.
     """
     try:
         parent.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
@@ -103,9 +116,11 @@ def make_snapshot(
         ) from exc
     try:
         try:
-            made = _copy_tree(source, path, max_files=max_files, max_bytes=max_bytes)
+            made = _copy_tree(
+                source, path, max_files=max_files, max_bytes=max_bytes, read_only=read_only
+            )
             for directory in [*made, path]:
-                directory.chmod(_DIR_MODE_RO)
+                directory.chmod(_DIR_MODE_RO if read_only else _DIR_MODE_RW)
         except OSError as exc:
             raise PluginTreeError(
                 f"cannot copy plugin {source.name!r} from {source} into the snapshot "

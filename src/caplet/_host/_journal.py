@@ -1,0 +1,245 @@
+"""The update journal: what makes an interrupted update roll back (or forward) on the next start.
+
+An update (:mod:`caplet._host._update`) changes three things that no single
+operation can change together: the plugin folder, the approval in the state
+database, and the entry in ``caplet.lock``. Before each step it records in
+``<state dir>/updates/<plugin>.json`` (written atomically) where it is and
+everything needed to undo it: the old and new digests, the old and new
+approval records and lock entries, and the work folder that holds the staged
+new version and the old one once it has been moved out.
+
+:func:`recover` runs at every discovery. An update whose process died (its
+flock(2) on ``<plugin>.lock`` is gone with it, even after SIGKILL) is
+finished the only safe way: rolled forward when it had committed (the new
+version passed its health check), rolled back otherwise, so the plugin is
+the old or the new version, consistent with the store and the lock file.
+Every recovery step is idempotent, so dying during recovery is fine too.
+
+``CAPLET_TEST_CRASH_AT=<step>`` (test-only, like ``CAPLET_TEST_DISABLE_LAYERS``)
+makes the updating process SIGKILL itself at that point, so the tests can
+prove the claim above for every step with a real process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from caplet._errors import StoreError, UpdateError
+from caplet._trust._atomic import atomic_write, exclusive_lock, fsync_directory
+from caplet._trust._lockfile import LockEntry, update_lockfile
+from caplet._trust._paths import ensure_private_dir
+from caplet._trust._store import ApprovalRecord, TrustStore
+
+__all__ = [
+    "CRASH_ENV",
+    "JOURNAL_DIR",
+    "Recovery",
+    "UpdateJournal",
+    "UpdateStep",
+    "crash_point",
+    "holding_update_lock",
+    "recover",
+    "remove_journal",
+    "restore",
+    "write_journal",
+]
+
+logger = logging.getLogger("caplet")
+
+JOURNAL_DIR = "updates"
+#: Test-only fault injection: the update SIGKILLs itself at the named crash point.
+CRASH_ENV = "CAPLET_TEST_CRASH_AT"
+
+
+class UpdateStep(enum.Enum):
+    """Where an update is; everything before ``COMMITTED`` is rolled back on recovery."""
+
+    STAGING = "staging"  # the new version is being copied; the plugin is untouched
+    STAGED = "staged"  # staged, validated, audited, consented; the plugin is untouched
+    SWAPPING = "swapping"  # the old folder is being moved out and the new one in
+    SWAPPED = "swapped"  # the new folder is in place; store and lock being rewritten
+    RECORDED = "recorded"  # store and lock pin the new version; health check next
+    COMMITTED = "committed"  # healthy: only clean-up is left
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJournal:
+    """Everything needed to finish or undo one update (see the module docstring)."""
+
+    plugin: str
+    step: UpdateStep
+    plugin_dir: str
+    work_dir: str
+    old_digest: str
+    new_digest: str = ""
+    old_approval: ApprovalRecord | None = None
+    new_approval: ApprovalRecord | None = None
+    lockfile: str | None = None
+    old_entry: LockEntry | None = None
+    new_entry: LockEntry | None = None
+
+    @property
+    def staged_dir(self) -> Path:
+        return Path(self.work_dir) / "new" / self.plugin
+
+    @property
+    def backup_dir(self) -> Path:
+        return Path(self.work_dir) / "old" / self.plugin
+
+    def at(self, step: UpdateStep) -> UpdateJournal:
+        return replace(self, step=step)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What recovery did to one interrupted update."""
+
+    plugin: str
+    step: UpdateStep
+    rolled_forward: bool
+
+
+_ADAPTER: TypeAdapter[UpdateJournal] = TypeAdapter(UpdateJournal)
+
+
+def _directory(state_dir: Path) -> Path:
+    return state_dir / JOURNAL_DIR
+
+
+def _journal_path(state_dir: Path, plugin: str) -> Path:
+    return _directory(state_dir) / f"{plugin}.json"
+
+
+def crash_point(name: str) -> None:
+    """Test-only: SIGKILL this process when ``CAPLET_TEST_CRASH_AT`` names this point."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_journal(state_dir: Path, journal: UpdateJournal) -> None:
+    """Record *journal* durably before the step it names is taken."""
+    path = _journal_path(state_dir, journal.plugin)
+    ensure_private_dir(path.parent)
+    try:
+        atomic_write(path, _ADAPTER.dump_json(journal), mode=0o600)
+    except OSError as exc:
+        raise UpdateError(
+            f"cannot write the update journal {path} ({exc.strerror}); nothing was changed "
+            "beyond this step; check the state directory's free space and permissions"
+        ) from exc
+
+
+def remove_journal(state_dir: Path, plugin: str) -> None:
+    """Forget a finished update (missing is fine)."""
+    path = _journal_path(state_dir, plugin)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+        fsync_directory(path.parent)
+
+
+def _read_journal(path: Path) -> UpdateJournal:
+    try:
+        return _ADAPTER.validate_json(path.read_bytes(), strict=True)
+    except (OSError, ValidationError) as exc:
+        raise StoreError(
+            f"update journal {path} cannot be read ({exc}); the update of "
+            f"{path.stem!r} was interrupted and cannot be finished automatically: check that "
+            f"{path.stem!r} in the plugins directory is the version you want, re-approve it, "
+            "then delete the journal"
+        ) from exc
+
+
+@contextlib.contextmanager
+def holding_update_lock(state_dir: Path, plugin: str, *, blocking: bool) -> Iterator[bool]:
+    """Hold the per-plugin update lock; yields False if another live process holds it."""
+    directory = ensure_private_dir(_directory(state_dir))
+    with exclusive_lock(directory / f"{plugin}.lock", blocking=blocking) as held:
+        yield held
+
+
+def _rename(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.rename(target)
+    fsync_directory(target.parent)
+    if source.parent != target.parent:
+        fsync_directory(source.parent)
+
+
+def restore(journal: UpdateJournal, store: TrustStore) -> None:
+    """Undo *journal*'s update: the old folder back in place, the old approval and lock entry.
+
+    Idempotent: it may run again after dying half-way.
+    """
+    live = Path(journal.plugin_dir)
+    backup = journal.backup_dir
+    if backup.is_dir():
+        # The old folder was moved out: whatever is in its place is the new one.
+        if live.exists():
+            _rename(live, Path(journal.work_dir) / "discard" / journal.plugin)
+        _rename(backup, live)
+    if journal.step in (UpdateStep.SWAPPED, UpdateStep.RECORDED, UpdateStep.COMMITTED):
+        if journal.old_approval is not None:
+            store.put_approval(journal.old_approval)
+        elif journal.new_approval is not None:
+            store.delete_approval(journal.plugin)
+        if journal.lockfile is not None and journal.new_entry is not None:
+            old = journal.old_entry
+            update_lockfile(
+                Path(journal.lockfile),
+                lambda lock: lock.with_entry(old) if old else lock.without(journal.plugin),
+            )
+    shutil.rmtree(journal.work_dir, ignore_errors=True)
+
+
+def finish(journal: UpdateJournal, store: TrustStore) -> None:
+    """Complete a committed update: the new records (again, idempotently), then clean up."""
+    if journal.new_approval is not None:
+        store.put_approval(journal.new_approval)
+    if journal.lockfile is not None and journal.new_entry is not None:
+        new = journal.new_entry
+        update_lockfile(Path(journal.lockfile), lambda lock: lock.with_entry(new))
+    shutil.rmtree(journal.work_dir, ignore_errors=True)
+
+
+def recover(state_dir: Path, store: TrustStore) -> list[Recovery]:
+    """Finish every update whose process died; live updates of other processes are left alone."""
+    directory = _directory(state_dir)
+    if not directory.is_dir():
+        return []
+    done: list[Recovery] = []
+    for path in sorted(directory.glob("*.json")):
+        plugin = path.stem
+        with holding_update_lock(state_dir, plugin, blocking=False) as held:
+            if not held or not path.exists():
+                continue
+            journal = _read_journal(path)
+            forward = journal.step is UpdateStep.COMMITTED
+            try:
+                if forward:
+                    finish(journal, store)
+                else:
+                    restore(journal, store)
+            except OSError as exc:
+                raise UpdateError(
+                    f"cannot finish the interrupted update of {plugin!r} ({exc}); the journal "
+                    f"{path} is kept, fix the cause (permissions, free space) and run caplet again"
+                ) from exc
+            remove_journal(state_dir, plugin)
+            logger.warning(
+                "the update of plugin %s was interrupted at step %s; %s",
+                plugin,
+                journal.step.value,
+                "finished it (rolled forward)" if forward else "rolled it back",
+            )
+            done.append(Recovery(plugin=plugin, step=journal.step, rolled_forward=forward))
+    return done

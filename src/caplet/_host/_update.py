@@ -1,0 +1,420 @@
+"""Updating a plugin: stage, validate, scan, audit, diff, consent, swap, health check, rollback.
+
+Seed 004's update mechanism, on caplet's trust model:
+
+1. **stage** the new version (a folder, a wheel, or an installed
+   distribution's plugin folder) into ``<plugins>/.caplet-update-<name>/new``,
+   copied through the tree walker (no symlinks, no special files) and hashed;
+2. **validate** its manifest (same name), **scan** and **audit** it (static;
+   the audit is cached under the new digest); a danger finding no declared
+   capability covers, or a risk above the policy, refuses the update;
+3. **diff** its capabilities against what was approved (the lock entry, else
+   the approval, else the declared ones) and require explicit **consent**
+   for any addition; a re-spelling is not an addition (:mod:`._capdiff`);
+4. **snapshot** the current version by moving it to ``.../old`` and **swap**
+   the new one in (two renames on one file system);
+5. rewrite the approval and the lock entry for the new digest (only where
+   the old version had them: an update never creates an approval);
+6. **health**: enable the new version in its sandbox and call its optional
+   ``health()`` within a timeout;
+7. on any failure, **roll back** to the old folder with the old approval and
+   lock entry, automatically.
+
+Every step is journaled first (:mod:`caplet._host._journal`), so a process
+killed at any point (SIGKILL included) leaves a journal that the next start
+rolls back, or forward once the update committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from caplet._audit._model import AuditResult
+from caplet._audit._static import static_audit
+from caplet._capabilities._lint import lint_composition
+from caplet._errors import CapletError, SignatureError, UpdateError
+from caplet._findings import Severity
+from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
+from caplet._host._host import PluginHost
+from caplet._host._installed import extract_wheel_plugin, find_installed
+from caplet._host._journal import (
+    UpdateJournal,
+    UpdateStep,
+    crash_point,
+    holding_update_lock,
+    remove_journal,
+    restore,
+    write_journal,
+)
+from caplet._manifest._load import load_manifest
+from caplet._manifest._model import Manifest
+from caplet._scan._scanner import scan_tree
+from caplet._trust._atomic import fsync_directory
+from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
+from caplet._trust._lockfile import LockEntry, read_lockfile, update_lockfile
+from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key
+from caplet._trust._snapshot import make_snapshot
+from caplet._trust._source import SourceKind
+from caplet._trust._store import ApprovalRecord
+
+__all__ = ["Consent", "UpdateReport", "update_plugin"]
+
+#: Asked with the capability diff when the new version adds capabilities.
+Consent = Callable[[CapabilityDiff], bool]
+
+_WORK_PREFIX = ".caplet-update-"
+_MAX_SIGNATURE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateReport:
+    """How an update went; truthy when the new version is installed and healthy.
+
+    ``rolled_back`` is True when the new version had been swapped in and was
+    taken out again; ``reason`` names the step that failed and the fix.
+    """
+
+    ok: bool
+    plugin: str
+    reason: str
+    old_version: str
+    new_version: str = ""
+    old_digest: str = ""
+    new_digest: str = ""
+    diff: CapabilityDiff | None = None
+    audit: AuditResult | None = None
+    health: str = ""
+    rolled_back: bool = False
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class _RefusedError(Exception):
+    """Internal: a step refused the update (the message is the reason)."""
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _stage(host: PluginHost, name: str, source: str | Path, parent: Path) -> Path:
+    """Copy the new version into ``parent/<name>``; returns that folder."""
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(source)
+    if path.is_file() and path.suffix == ".whl":
+        return extract_wheel_plugin(path, name, parent)
+    origin: Path | None = path if path.is_dir() else None
+    if origin is None:
+        installed, _ = find_installed(host.manager.dist_path)
+        matches = [
+            p
+            for p in installed
+            if p.name == name and _normalise(p.distribution) == _normalise(str(source))
+        ]
+        if not matches:
+            raise _RefusedError(
+                f"cannot update plugin {name!r} from {str(source)!r}: it is neither a plugin "
+                "folder, a wheel (.whl), nor an installed distribution with a "
+                f"'caplet.plugins' entry point {name!r}; check the path or distribution name"
+            )
+        origin = matches[0].directory
+    snapshot = make_snapshot(origin, parent, read_only=False)
+    target = parent / name
+    snapshot.path.rename(target)
+    signature = origin / SIGNATURE_FILE
+    if signature.is_file() and not signature.is_symlink():
+        with signature.open("rb") as handle:
+            data = handle.read(_MAX_SIGNATURE_BYTES)
+        (target / SIGNATURE_FILE).write_bytes(data)
+    return target
+
+
+def _approved_before(host: PluginHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
+    """What the old version was allowed: the lock entry, else the approval, else declared."""
+    info = host.manager.require_plugin(name)
+    if entry is not None:
+        return entry.capabilities
+    approval = info.approval
+    if approval is not None and approval.content_hash == info.content_hash:
+        return approval.capabilities
+    return tuple(c.declared for c in info.manifest.capabilities)
+
+
+def _check_staged(host: PluginHost, name: str, staged: Path) -> tuple[Manifest, str, AuditResult]:
+    """Validate, hash, scan and audit the staged version; refuse what enable would refuse."""
+    manifest = load_manifest(staged, allow_broad=host.policy.allow_broad_paths)
+    if manifest.name != name:
+        raise _RefusedError(
+            f"the new version is plugin {manifest.name!r}, not {name!r}; update {name!r} from "
+            "a folder holding the same plugin"
+        )
+    digest = tree_hash(staged)
+    report = scan_tree(staged, manifest.capabilities)
+    audit = static_audit(
+        name, digest, report, lint_composition(manifest.capabilities), now=time.time()
+    )
+    host.manager.store.put_audit(audit)
+    dangers = [f for f in audit.findings if f.severity is Severity.DANGER and not f.covered]
+    if dangers:
+        shown = "; ".join(f"{f.rule_id} {f.message} ({f.file}:{f.line})" for f in dangers[:3])
+        raise _RefusedError(
+            f"the new version of {name!r} has {len(dangers)} danger finding(s) no declared "
+            f"capability covers: {shown}; it would never load, so it is not installed"
+        )
+    limit = host.policy.max_risk_level
+    if audit.risk_level.order > limit.order:
+        raise _RefusedError(
+            f"the new version of {name!r} was audited {audit.risk_level.value} risk, above the "
+            f"policy's max_risk_level {limit.value}; review `caplet scan {staged}`"
+        )
+    return manifest, digest, audit
+
+
+def _new_entry(
+    old: LockEntry, manifest: Manifest, digest: str, audit: AuditResult, staged: Path
+) -> LockEntry:
+    """The lock entry of the new version; a pinned signer must have signed it too."""
+    if old.signature is not None:
+        try:
+            key = parse_public_key(old.signature.public_key)
+        except SignatureError as exc:
+            raise _RefusedError(f"the lock entry's signer key is unusable ({exc})") from exc
+        check = check_plugin_signature(staged, digest, {key.key_id_hex: key})
+        if check.status is not SignatureStatus.VALID:
+            raise _RefusedError(
+                f"caplet.lock requires plugin {manifest.name!r} to be signed by key "
+                f"{old.signature.key_id}, but the new version is not ({check.detail}); get "
+                "the publisher's signed release"
+            )
+    return replace(
+        old,
+        version=manifest.version,
+        digest=digest,
+        capabilities=tuple(c.declared for c in manifest.capabilities),
+        risk_level=audit.risk_level,
+        verdict=audit.verdict,
+        audit_provider=audit.provider,
+        approved_at=_now_utc(),
+    )
+
+
+def _now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def update_plugin(
+    host: PluginHost,
+    name: str,
+    source: str | Path,
+    *,
+    consent: bool | Consent = False,
+    config: Iterable[str] = (),
+    health_timeout_s: float = 10.0,
+) -> UpdateReport:
+    """Update plugin *name* from *source* (a folder, a ``.whl``, or a distribution name).
+
+    *consent* answers for capability additions (a callable is asked with
+    the diff). *config* (inline ``key=value``) configures the new version
+    for its health check. Raises :class:`UpdateError` only when the update
+    could not even be undone; every refusal and rollback is a falsy report.
+    """
+    manager = host.manager
+    host.discover()  # finishes any interrupted update first
+    info = manager.require_plugin(name)
+    if info.source.kind is not SourceKind.DIRECTORY:
+        raise UpdateError(
+            f"plugin {name!r} comes from the installed distribution "
+            f"{info.source.distribution!r}; update it with your package manager, then review "
+            f"and re-pin it (caplet audit {name} && caplet approve {name} && caplet lock {name})"
+        )
+    state_dir = manager.state_dir
+    with holding_update_lock(state_dir, name, blocking=False) as held:
+        if not held:
+            raise UpdateError(
+                f"another caplet process is updating plugin {name!r}; wait for it to finish"
+            )
+        return _transaction(
+            host,
+            name,
+            source,
+            consent=consent,
+            config=tuple(config),
+            health_timeout_s=health_timeout_s,
+        )
+
+
+def _transaction(
+    host: PluginHost,
+    name: str,
+    source: str | Path,
+    *,
+    consent: bool | Consent,
+    config: tuple[str, ...],
+    health_timeout_s: float,
+) -> UpdateReport:
+    manager = host.manager
+    store = manager.store
+    state_dir = manager.state_dir
+    info = manager.require_plugin(name)
+    live = info.path.absolute()
+    work = live.parent / f"{_WORK_PREFIX}{name}"
+    old_digest = manager.current_hash(name)
+    lock = read_lockfile(manager.lockfile_path, missing_ok=True)
+    old_entry = lock.entry(name)
+    old_approval = store.get_approval(name)
+    report = UpdateReport(
+        ok=False, plugin=name, reason="", old_version=info.version, old_digest=old_digest
+    )
+    journal = UpdateJournal(
+        plugin=name,
+        step=UpdateStep.STAGING,
+        plugin_dir=str(live),
+        work_dir=str(work),
+        old_digest=old_digest,
+        old_approval=old_approval,
+        lockfile=str(manager.lockfile_path.absolute()) if old_entry is not None else None,
+        old_entry=old_entry,
+    )
+    write_journal(state_dir, journal)
+    shutil.rmtree(work, ignore_errors=True)
+
+    def refuse(reason: str) -> UpdateReport:
+        restore(journal, store)
+        remove_journal(state_dir, name)
+        manager.log_decision(name, "update", str(source), False, reason)
+        return replace(report, reason=reason)
+
+    try:
+        staged = _stage(host, name, source, work / "new")
+        crash_point("staged")
+        manifest, new_digest, audit = _check_staged(host, name, staged)
+    except _RefusedError as exc:
+        return refuse(str(exc))
+    except CapletError as exc:
+        return refuse(f"cannot stage the new version of {name!r}: {exc}")
+    report = replace(report, new_version=manifest.version, new_digest=new_digest, audit=audit)
+    try:
+        approved = parse_approved(
+            _approved_before(host, name, old_entry),
+            config_names=[f.name for f in info.manifest.config],
+            where=f"the approved capabilities of {name!r}",
+        )
+    except CapletError as exc:
+        return refuse(str(exc))
+    diff = diff_capabilities(approved, manifest.capabilities)
+    report = replace(report, diff=diff)
+    if diff.escalates:
+        agreed = consent(diff) if callable(consent) else consent
+        if not agreed:
+            added = ", ".join(c.declared for c in diff.added)
+            return refuse(
+                f"the new version of {name!r} adds capabilities ({added}); an update that "
+                "widens what a plugin may do needs explicit consent (caplet update --yes "
+                "after reviewing them)"
+            )
+    crash_point("consented")
+    new_approval = None
+    if old_approval is not None and old_approval.content_hash == old_digest:
+        new_approval = ApprovalRecord(
+            name=name,
+            content_hash=new_digest,
+            capabilities=tuple(c.declared for c in manifest.capabilities),
+            approved_at=time.time(),
+            risk_level=audit.risk_level,
+            verdict=audit.verdict,
+        )
+    try:
+        new_entry = (
+            _new_entry(old_entry, manifest, new_digest, audit, staged) if old_entry else None
+        )
+    except _RefusedError as exc:
+        return refuse(str(exc))
+    journal = replace(
+        journal,
+        step=UpdateStep.STAGED,
+        new_digest=new_digest,
+        new_approval=new_approval,
+        new_entry=new_entry,
+    )
+    write_journal(state_dir, journal)
+    crash_point("journaled")
+    was_enabled = info.enabled
+    if was_enabled:
+        host.disable(name)
+    try:
+        journal = journal.at(UpdateStep.SWAPPING)
+        write_journal(state_dir, journal)
+        crash_point("swapping")
+        journal.backup_dir.parent.mkdir(parents=True, exist_ok=True)
+        live.rename(journal.backup_dir)
+        crash_point("old-moved")
+        staged.rename(live)
+        fsync_directory(live.parent)
+        fsync_directory(journal.backup_dir.parent)
+        journal = journal.at(UpdateStep.SWAPPED)
+        write_journal(state_dir, journal)
+        crash_point("swapped")
+        if new_approval is not None:
+            store.put_approval(new_approval)
+        crash_point("recording")  # the store is rewritten, the lock file not yet
+        if new_entry is not None:
+            entry = new_entry
+            update_lockfile(manager.lockfile_path, lambda lock: lock.with_entry(entry))
+        journal = journal.at(UpdateStep.RECORDED)
+        write_journal(state_dir, journal)
+        crash_point("recorded")
+        host.discover()
+        outcome = host.enable(name, config)
+        if outcome:
+            outcome = host.check_health(name, timeout_s=health_timeout_s)
+        if not outcome:
+            with contextlib.suppress(CapletError):
+                host.disable(name)
+            restore(journal, store)
+            remove_journal(state_dir, name)
+            host.discover()
+            reason = (
+                f"the new version of {name!r} failed its health check and was rolled back "
+                f"to {info.version} ({old_digest}), with its approval and lock entry: "
+                f"{outcome.reason}"
+            )
+            manager.log_decision(name, "update", str(source), False, reason)
+            return replace(report, reason=reason, health=outcome.reason, rolled_back=True)
+        crash_point("healthy")
+        journal = journal.at(UpdateStep.COMMITTED)
+        write_journal(state_dir, journal)
+        crash_point("committed")
+    except (OSError, CapletError) as exc:
+        try:
+            with contextlib.suppress(CapletError):
+                host.disable(name)
+            restore(journal, store)
+            remove_journal(state_dir, name)
+            host.discover()
+        except (OSError, CapletError) as again:
+            raise UpdateError(
+                f"the update of {name!r} failed at step {journal.step.value} ({exc}) and could "
+                f"not be rolled back ({again}); the journal in {state_dir} is kept and the next "
+                "caplet run retries the rollback"
+            ) from again
+        reason = f"the update of {name!r} failed at step {journal.step.value} and was rolled back: "
+        manager.log_decision(name, "update", str(source), False, reason + str(exc))
+        return replace(report, reason=reason + str(exc), rolled_back=True)
+    shutil.rmtree(work, ignore_errors=True)
+    remove_journal(state_dir, name)
+    if not was_enabled:
+        host.disable(name)
+    reason = (
+        f"plugin {name!r} updated from {info.version} to {manifest.version} ({new_digest}); "
+        f"{outcome.reason}"
+    )
+    manager.log_decision(name, "update", new_digest, True, reason)
+    return replace(report, ok=True, reason=reason, health=outcome.reason)

@@ -1,0 +1,137 @@
+"""Plugins shipped as distributions: found from metadata only, hashed from the files on disk."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginHost
+from caplet._host._installed import extract_wheel_plugin, find_installed
+from caplet._host._loading import LoadingRules
+from caplet._trust._hashing import tree_hash
+from caplet._trust._source import SourceKind
+from tests.conftest import PluginFactory, make_distribution, make_wheel
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.setenv("CAPLET_TEST_IMPORT_MARKER", str(tmp_path / "imported"))
+    return path
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path, site: Path) -> Iterator[PluginHost]:
+    with PluginHost(
+        plugins_dir, state_dir=state_dir, dist_path=[site], loading=LoadingRules()
+    ) as h:
+        yield h
+
+
+def test_find_installed_reads_entry_points(site: Path) -> None:
+    folder = make_distribution(site)
+    found, skipped = find_installed([site])
+    assert skipped == []
+    [plugin] = found
+    assert (plugin.name, plugin.directory, plugin.distribution, plugin.version) == (
+        "hello",
+        folder,
+        "acme-plugins",
+        "1.2.0",
+    )
+
+
+def test_discovery_imports_nothing_and_hashes_the_files_on_disk(
+    host: PluginHost, site: Path, tmp_path: Path
+) -> None:
+    folder = make_distribution(site)
+    host.discover()
+    info = host.manager.require_plugin("hello")
+    assert info.source.kind is SourceKind.DISTRIBUTION
+    assert (info.source.distribution, info.source.distribution_version) == ("acme-plugins", "1.2.0")
+    assert info.content_hash == tree_hash(folder), "not the (lying) RECORD"
+    assert not (tmp_path / "imported").exists(), "the distribution's code never ran in the host"
+    assert "acme_plugins" not in sys.modules
+    assert host.enable("hello")
+    assert host.call("hello", "main.run", 1) == {"args": [1], "config": {}}
+    assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "expected"),
+    [
+        ("acme_plugins:../../etc", "does not name a plugin folder"),
+        ("not a module", "does not name a plugin folder"),
+        ("acme_plugins:missing", "which is not a directory"),
+    ],
+)
+def test_bad_entry_points_are_skipped_with_the_reason(
+    host: PluginHost, site: Path, entry_point: str, expected: str
+) -> None:
+    make_distribution(site, entry_point=entry_point)
+    assert host.discover() == 0
+    [broken] = host.manager.broken_plugins()
+    assert "distribution 'acme-plugins': entry point 'hello'" in broken.error
+    assert expected in broken.error
+
+
+def test_entry_point_name_must_be_the_plugin_name(host: PluginHost, site: Path) -> None:
+    make_distribution(site, entry_point="acme_plugins:hello")
+    other = site / "acme_plugins-1.2.0.dist-info" / "entry_points.txt"
+    other.write_text("[caplet.plugins]\ngreeter = acme_plugins:hello\n")
+    assert host.discover() == 0
+    [broken] = host.manager.broken_plugins()
+    assert "entry point 'greeter' points at plugin 'hello'" in broken.error
+
+
+def test_a_folder_plugin_shadows_an_installed_one(
+    host: PluginHost, site: Path, make_plugin: PluginFactory
+) -> None:
+    make_distribution(site)
+    make_plugin("hello")
+    assert host.discover() == 1
+    assert host.manager.require_plugin("hello").source.kind is SourceKind.DIRECTORY
+    [broken] = host.manager.broken_plugins()
+    assert "is shadowed by the folder of the same name" in broken.error
+
+
+def test_autoload_off_skips_installed_plugins_unless_allowlisted(
+    plugins_dir: Path, state_dir: Path, site: Path
+) -> None:
+    make_distribution(site)
+    off = LoadingRules(autoload=False)
+    with PluginHost(plugins_dir, state_dir=state_dir, dist_path=[site], loading=off) as h:
+        assert h.manager.names() == []
+    listed = LoadingRules(autoload=False, allowlist=frozenset({"hello"}))
+    with PluginHost(plugins_dir, state_dir=state_dir, dist_path=[site], loading=listed) as h:
+        assert h.manager.names() == ["hello"]
+
+
+def test_extract_wheel_plugin(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "acme_plugins-2.0-py3-none-any.whl", plugin_version="2.0.0")
+    folder = extract_wheel_plugin(wheel, "hello", tmp_path / "out")
+    assert folder == tmp_path / "out" / "hello"
+    assert sorted(p.name for p in folder.iterdir()) == ["plugin.py", "plugin.toml"]
+    assert 'version = "2.0.0"' in (folder / "plugin.toml").read_text()
+
+
+def test_extract_wheel_refuses_unsafe_members(tmp_path: Path) -> None:
+    import zipfile
+
+    from caplet._errors import PluginTreeError
+
+    wheel = make_wheel(tmp_path / "evil.whl")
+    with zipfile.ZipFile(wheel, "a") as archive:
+        link = zipfile.ZipInfo("acme_plugins/hello/link.py")
+        link.external_attr = 0o120777 << 16  # a symbolic link
+        archive.writestr(link, "/etc/passwd")
+    with pytest.raises(
+        PluginTreeError, match=r"'acme_plugins/hello/link\.py' is not a regular file"
+    ):
+        extract_wheel_plugin(wheel, "hello", tmp_path / "out")
+    with pytest.raises(PluginTreeError, match="declares no entry point 'other'"):
+        extract_wheel_plugin(wheel, "other", tmp_path / "out2")

@@ -1,0 +1,96 @@
+"""Recovery of interrupted updates: dead updates are finished, live ones are left alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginManager
+from caplet._errors import StoreError
+from caplet._host._journal import JOURNAL_DIR, UpdateJournal, UpdateStep, write_journal
+from caplet._host._loading import LoadingRules
+from caplet._trust._hashing import tree_hash
+from tests.conftest import PluginFactory
+
+
+def interrupted(plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory) -> Path:
+    """A plugin whose old folder was moved out and new one moved in, then the process died."""
+    old = make_plugin("p")
+    digest = tree_hash(old)
+    work = plugins_dir / ".caplet-update-p"
+    journal = UpdateJournal(
+        plugin="p",
+        step=UpdateStep.SWAPPING,
+        plugin_dir=str(old),
+        work_dir=str(work),
+        old_digest=digest,
+    )
+    journal.backup_dir.parent.mkdir(parents=True)
+    old.rename(journal.backup_dir)
+    make_plugin("p", source="def create_functions(config):\n    return {}\n")
+    write_journal(state_dir, journal)
+    return work
+
+
+def test_a_dead_update_is_rolled_back_at_the_next_discovery(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    work = interrupted(plugins_dir, state_dir, make_plugin)
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+        assert "run(*args" in (plugins_dir / "p" / "plugin.py").read_text(), "the old version"
+    assert not work.exists()
+    assert not list((state_dir / JOURNAL_DIR).glob("*.json"))
+
+
+def test_a_live_update_of_another_process_is_left_alone(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    work = interrupted(plugins_dir, state_dir, make_plugin)
+    holder_code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from caplet._host._journal import holding_update_lock
+        with holding_update_lock(Path({str(state_dir)!r}), "p", blocking=True):
+            print("held", flush=True)
+            sys.stdin.readline()
+        """
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", holder_code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+            manager.discover()
+        assert work.exists(), "a live update's work folder is not touched"
+        assert (state_dir / JOURNAL_DIR / "p.json").exists()
+        holder.kill()
+        holder.wait()
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+    assert not work.exists()
+
+
+def test_a_corrupt_journal_is_reported_not_guessed(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    (state_dir / JOURNAL_DIR).mkdir(parents=True)
+    journal = state_dir / JOURNAL_DIR / "p.json"
+    journal.write_text("{not json")
+    with (
+        PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager,
+        pytest.raises(StoreError) as info,
+    ):
+        manager.discover()
+    assert f"update journal {journal} cannot be read" in str(info.value)
+    assert "then delete the journal" in str(info.value)

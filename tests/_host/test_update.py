@@ -1,0 +1,270 @@
+"""Updates: staged, checked, consented, swapped, health-checked, rolled back; crash-consistent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginHost, PluginManager
+from caplet._errors import UpdateError
+from caplet._host._capdiff import CapabilityDiff
+from caplet._host._journal import JOURNAL_DIR
+from caplet._host._loading import LoadingRules
+from caplet._trust._hashing import tree_hash
+from caplet._trust._lockfile import read_lockfile, update_lockfile
+from tests.conftest import make_distribution, make_wheel
+
+PLAIN = LoadingRules()
+
+HEALTHY = "return True"
+
+
+def write_version(
+    directory: Path,
+    version: str,
+    *,
+    capabilities: str = "[]",
+    health: str = HEALTHY,
+) -> Path:
+    """A plugin folder *directory* (named like the plugin) with a health() function."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "plugin.toml").write_text(
+        f'name = "{directory.name}"\nversion = "{version}"\ndescription = "Updatable."\n'
+        f"capabilities = {capabilities}\n"
+        '[modules.main]\nfunctions = ["version", "health"]\n[limits]\ntimeout_ms = 2000\n'
+    )
+    (directory / "plugin.py").write_text(
+        textwrap.dedent(
+            f"""
+            def create_functions(config):
+                def version():
+                    return {version!r}
+
+                def health():
+                    {health}
+
+                return {{"main": {{"version": version, "health": health}}}}
+            """
+        )
+    )
+    return directory
+
+
+@pytest.fixture
+def v1(plugins_dir: Path, state_dir: Path) -> str:
+    """Plugin ``hello`` 1.0.0, audited, approved and locked; returns its digest."""
+    write_version(plugins_dir / "hello", "1.0.0", capabilities='["env.read:A"]')
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN) as manager:
+        manager.discover()
+        manager.audit("hello")
+        assert manager.approve("hello")
+        entry = manager.lock_entry("hello")
+        update_lockfile(manager.lockfile_path, lambda lock: lock.with_entry(entry))
+        return manager.current_hash("hello")
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path) -> Iterator[PluginHost]:
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=PLAIN) as h:
+        yield h
+
+
+def assert_installed(host: PluginHost, plugins_dir: Path, digest: str) -> None:
+    """The folder, the approval and the lock entry all describe *digest*; nothing left over."""
+    assert tree_hash(plugins_dir / "hello") == digest
+    approval = host.manager.store.get_approval("hello")
+    assert approval is not None
+    assert approval.content_hash == digest
+    entry = read_lockfile(plugins_dir.parent / "caplet.lock").entry("hello")
+    assert entry is not None
+    assert entry.digest == digest
+    assert sorted(p.name for p in plugins_dir.iterdir()) == ["hello"], "no work folder left"
+    assert not list((host.manager.state_dir / JOURNAL_DIR).glob("*.json")), "no journal left"
+
+
+def test_an_update_installs_the_new_version_and_moves_approval_and_lock(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    report = host.update("hello", new)
+    assert report, report.reason
+    assert (report.old_version, report.new_version) == ("1.0.0", "2.0.0")
+    assert report.new_digest == tree_hash(new)
+    assert report.diff is not None
+    assert not report.diff.escalates
+    assert "is healthy (main.health)" in report.health
+    assert_installed(host, plugins_dir, report.new_digest)
+    entry = read_lockfile(plugins_dir.parent / "caplet.lock").entry("hello")
+    assert entry is not None
+    assert entry.version == "2.0.0"
+    assert host.manager.get_cached_audit("hello") is not None, "the new content's audit is cached"
+    assert not host.manager.require_plugin("hello").enabled, "it was not enabled before"
+
+
+def test_an_added_capability_is_refused_without_consent(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A", "env.read:B"]'
+    )
+    report = host.update("hello", new)
+    assert not report
+    assert not report.rolled_back
+    assert "the new version of 'hello' adds capabilities (env.read:B)" in report.reason
+    assert "needs explicit consent" in report.reason
+    assert_installed(host, plugins_dir, v1)
+
+
+def test_consent_is_asked_with_the_diff(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
+    asked: list[CapabilityDiff] = []
+
+    def consent(diff: CapabilityDiff) -> bool:
+        asked.append(diff)
+        return True
+
+    report = host.update("hello", new, consent=consent)
+    assert report, report.reason
+    [diff] = asked
+    assert [c.declared for c in diff.added] == ["env.read:B"]
+    assert [c.declared for c in diff.removed] == ["env.read:A"]
+    entry = read_lockfile(plugins_dir.parent / "caplet.lock").entry("hello")
+    assert entry is not None
+    assert entry.capabilities == ("env.read:B",)
+
+
+def test_a_respelled_capability_needs_no_consent(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, state_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    write_version(plugins_dir / "hello", "1.0.0", capabilities=f'["fs.read:{data}/"]')
+    host.discover()
+    host.audit("hello")
+    assert host.approve("hello")
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities=f'["fs.read:{data}"]')
+    report = host.update("hello", new)
+    assert report, report.reason
+    assert report.diff is not None
+    assert report.diff.added == ()
+
+
+@pytest.mark.parametrize(
+    ("health", "expected"),
+    [
+        ("raise RuntimeError('database unreachable')", "database unreachable"),
+        ("return False", "reported itself unhealthy (main.health -> false)"),
+        ("while True: pass", "timed out"),
+    ],
+)
+def test_a_failing_health_check_rolls_back_with_the_old_approval(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str, health: str, expected: str
+) -> None:
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]', health=health
+    )
+    report = host.update("hello", new, health_timeout_s=1.0)
+    assert not report
+    assert report.rolled_back
+    assert "failed its health check and was rolled back to 1.0.0" in report.reason
+    assert expected in report.reason
+    assert_installed(host, plugins_dir, v1)
+    assert host.enable("hello")
+    assert host.call("hello", "main.version") == "1.0.0"
+
+
+def test_a_dangerous_new_version_is_refused_before_the_swap(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    (new / "plugin.py").write_text(
+        (new / "plugin.py").read_text() + "\nimport subprocess\nsubprocess.run(['sh'])\n"
+    )
+    report = host.update("hello", new)
+    assert not report
+    assert "danger finding(s) no declared capability covers" in report.reason
+    assert_installed(host, plugins_dir, v1)
+
+
+def test_update_from_a_wheel(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, state_dir: Path
+) -> None:
+    write_version(plugins_dir / "hello", "1.0.0")
+    host.discover()
+    wheel = make_wheel(tmp_path / "acme_plugins-2.0-py3-none-any.whl", plugin_version="2.0.0")
+    report = host.update("hello", wheel)
+    assert report, report.reason
+    assert 'version = "2.0.0"' in (plugins_dir / "hello" / "plugin.toml").read_text()
+
+
+def test_a_plugin_from_a_distribution_is_updated_by_the_package_manager(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    make_distribution(site)
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=PLAIN, dist_path=[site]) as host:
+        with pytest.raises(
+            UpdateError, match="comes from the installed distribution 'acme-plugins'"
+        ):
+            host.update("hello", tmp_path)
+
+
+CRASH_POINTS = [
+    ("staged", False),
+    ("consented", False),
+    ("journaled", False),
+    ("swapping", False),
+    ("old-moved", False),
+    ("swapped", False),
+    ("recording", False),
+    ("recorded", False),
+    ("healthy", False),
+    ("committed", True),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("step", "new_wins"), CRASH_POINTS)
+def test_kill_9_at_any_step_leaves_a_consistent_old_or_new_version(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1: str, step: str, new_wins: bool
+) -> None:
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A", "env.read:B"]'
+    )
+    env = {**os.environ, "CAPLET_TEST_CRASH_AT": step}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "caplet",
+            "update",
+            "hello",
+            "--from",
+            str(new),
+            "--yes",
+            "--plugins-dir",
+            str(plugins_dir),
+            "--state-dir",
+            str(state_dir),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == -9, (result.returncode, result.stdout, result.stderr)
+    # The next start (any discovery) finishes the interrupted update.
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=PLAIN) as host:
+        assert_installed(host, plugins_dir, tree_hash(new) if new_wins else v1)
+        assert host.enable("hello")
+        assert host.call("hello", "main.version") == ("2.0.0" if new_wins else "1.0.0")

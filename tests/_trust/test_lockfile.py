@@ -1,0 +1,180 @@
+"""caplet.lock: strict reading, deterministic atomic writing, serialised updates."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from caplet._audit._model import Verdict
+from caplet._errors import LockfileError
+from caplet._findings import RiskLevel
+from caplet._trust._lockfile import (
+    LockEntry,
+    Lockfile,
+    LockSignature,
+    read_lockfile,
+    render_lockfile,
+    update_lockfile,
+    write_lockfile,
+)
+from caplet._trust._source import SourceKind
+
+DIGEST = "sha256-" + "a" * 64
+WHEN = dt.datetime(2026, 7, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+def entry(name: str = "hello", **changes: object) -> LockEntry:
+    values: dict[str, object] = {
+        "name": name,
+        "version": "1.0.0",
+        "source": SourceKind.DIRECTORY,
+        "digest": DIGEST,
+        "capabilities": ("net.http:https://b.example", "env.read:A"),
+        "risk_level": RiskLevel.LOW,
+        "verdict": Verdict.APPROVE,
+        "audit_provider": "static-only",
+        "approved_at": WHEN,
+    }
+    values.update(changes)
+    return LockEntry(**values)  # type: ignore[arg-type]
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    signed = entry(
+        "signed",
+        capabilities=("env.read:A",),
+        source=SourceKind.DISTRIBUTION,
+        distribution="acme-plugins",
+        signature=LockSignature(key_id="7A4CB98A0C9ED25C", public_key="RWRc"),
+    )
+    lock = Lockfile(path).with_entry(entry()).with_entry(signed)
+    write_lockfile(lock)
+    again = read_lockfile(path)
+    assert again.names == ("hello", "signed")
+    assert again.entry("signed") == signed
+    # Capabilities are written sorted; their order carries no meaning.
+    assert again.entry("hello") == entry(capabilities=("env.read:A", "net.http:https://b.example"))
+
+
+def test_rendering_is_deterministic_and_diffable(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    one = Lockfile(path).with_entry(entry("b")).with_entry(entry("a"))
+    two = Lockfile(path).with_entry(entry("a")).with_entry(entry("b"))
+    assert render_lockfile(one) == render_lockfile(two)
+    text = render_lockfile(one)
+    assert text.index("[plugins.a]") < text.index("[plugins.b]")
+    assert 'digest = "sha256-' in text
+    assert "approved_at = 2026-07-01 12:00:00+00:00" in text, "a TOML offset date-time"
+    assert text.startswith("# caplet.lock")
+
+
+def test_write_is_atomic_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    path.write_text("old content")
+    write_lockfile(Lockfile(path).with_entry(entry()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["caplet.lock"]
+    assert read_lockfile(path).names == ("hello",)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    assert read_lockfile(path, missing_ok=True).entries == ()
+    with pytest.raises(LockfileError, match="does not exist; approve the plugins") as info:
+        read_lockfile(path)
+    assert info.value.path == str(path)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+VALID = """
+version = 1
+[plugins.hello]
+version = "1.0.0"
+source = "directory"
+digest = "sha256-{a}"
+capabilities = []
+risk_level = "LOW"
+verdict = "approve"
+audit_provider = "static-only"
+approved_at = 2026-07-01T12:00:00Z
+""".replace("{a}", "a" * 64)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "expected"),
+    [
+        (('digest = "sha256-' + "a" * 64 + '"', 'digest = "md5-1"'), "digest", "64 lower-case hex"),
+        (('risk_level = "LOW"', 'risk_level = "LOWISH"'), "risk_level", "unknown risk level"),
+        (('verdict = "approve"', "verdict = 3"), "verdict", "expected a non-empty string"),
+        (("capabilities = []", 'capabilities = "fs.read:/x"'), "capabilities", "a list of"),
+        (('source = "directory"', 'source = "pypi"'), "source", "unknown source 'pypi'"),
+        (
+            ("approved_at = 2026-07-01T12:00:00Z", 'approved_at = "yesterday"'),
+            "approved_at",
+            "date",
+        ),
+        (("audit_provider", "colour = 1\naudit_provider"), "colour", "unknown key(s) colour"),
+    ],
+)
+def test_errors_name_the_file_the_plugin_and_the_field(
+    tmp_path: Path, change: tuple[str, str], field: str, expected: str
+) -> None:
+    path = write(tmp_path / "caplet.lock", VALID.replace(*change))
+    with pytest.raises(LockfileError) as info:
+        read_lockfile(path)
+    message = str(info.value)
+    assert message.startswith(f"lock file {path}, plugin 'hello', field {field!r}: ")
+    assert expected in message
+    assert "re-pin it with `caplet lock hello`" in message
+    assert (info.value.plugin, info.value.field) == ("hello", field)
+
+
+def test_newer_format_and_broken_toml(tmp_path: Path) -> None:
+    newer = write(tmp_path / "a.lock", VALID.replace("version = 1\n", "version = 2\n", 1))
+    with pytest.raises(LockfileError, match="format version 2, newer than this caplet"):
+        read_lockfile(newer)
+    broken = write(tmp_path / "b.lock", "version = 1\n[plugins.hello\n")
+    with pytest.raises(LockfileError, match=r"b.lock: not valid TOML"):
+        read_lockfile(broken)
+
+
+def test_update_serialises_concurrent_processes(tmp_path: Path) -> None:
+    """Eight processes each add one entry at the same time: none is lost."""
+    path = tmp_path / "caplet.lock"
+    script = textwrap.dedent(
+        f"""
+        import datetime as dt, sys
+        from caplet._audit._model import Verdict
+        from caplet._findings import RiskLevel
+        from caplet._trust._lockfile import LockEntry, update_lockfile
+        from caplet._trust._source import SourceKind
+        name = sys.argv[1]
+        e = LockEntry(name=name, version="1", source=SourceKind.DIRECTORY,
+                      digest="{DIGEST}", capabilities=(), risk_level=RiskLevel.LOW,
+                      verdict=Verdict.APPROVE, audit_provider="static-only",
+                      approved_at=dt.datetime.now(dt.UTC))
+        update_lockfile(__import__("pathlib").Path(sys.argv[2]), lambda lock: lock.with_entry(e))
+        """
+    )
+    names = [f"p{i}" for i in range(8)]
+    procs = [subprocess.Popen([sys.executable, "-c", script, name, str(path)]) for name in names]
+    assert [p.wait(timeout=60) for p in procs] == [0] * 8
+    assert read_lockfile(path).names == tuple(names)
+
+
+def test_update_applies_the_change(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    update_lockfile(path, lambda lock: lock.with_entry(entry("a")).with_entry(entry("b")))
+    lock = update_lockfile(path, lambda lock: lock.without("a"))
+    assert lock.names == ("b",)
+    assert read_lockfile(path).names == ("b",)
