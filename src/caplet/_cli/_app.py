@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -33,12 +33,14 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
 from caplet._audit._model import Verdict
 from caplet._capabilities._lint import lint_composition
+from caplet._capabilities._model import Capability
 from caplet._cli._prompt import NoInputPrompter, RichPrompter
 from caplet._cli._render import (
     JSONValue,
@@ -49,6 +51,8 @@ from caplet._cli._render import (
     print_audit,
     print_findings,
     print_plugins,
+    print_rules,
+    print_scan_report,
     risk_text,
     trust_text,
 )
@@ -75,6 +79,10 @@ from caplet._host._loading import LoadingRules
 from caplet._host._locked import LockProblem
 from caplet._host._records import Outcome
 from caplet._manifest._load import load_manifest
+from caplet._manifest._model import MANIFEST_NAMES
+from caplet._scan._model import ScanMode, ScanReport
+from caplet._scan._rules import RULES, Rule
+from caplet._scan._sarif import to_sarif, write_sarif
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest
 from caplet._trust._atomic import atomic_write
@@ -363,44 +371,152 @@ def info_command(
 # -- scan / audit -------------------------------------------------------------------------------
 
 
+class ScanModeChoice(StrEnum):
+    """``auto``: plugin mode for a plugin (a name, or a folder with a manifest)."""
+
+    auto = "auto"
+    plugin = "plugin"
+    package = "package"
+
+
 @app.command("scan")
 def scan_command(
-    target: Annotated[str, typer.Argument(help="A plugin name, or any directory to scan.")],
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            help="A plugin name, a directory, a Python file, an sdist (.tar.gz) or a wheel."
+        ),
+    ] = None,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
+    mode: Annotated[
+        ScanModeChoice,
+        typer.Option(
+            "--mode",
+            help="plugin: undeclared capabilities are danger; package: only threats are "
+            "(auto picks plugin when there is a manifest).",
+        ),
+    ] = ScanModeChoice.auto,
     fail_on: Annotated[
         FailOn, typer.Option("--fail-on", help="Exit 1 on uncovered findings at or above this.")
     ] = FailOn.danger,
+    sarif: Annotated[
+        Path | None, typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file.")
+    ] = None,
+    rules: Annotated[
+        bool, typer.Option("--rules", help="List the rule catalogue and exit.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List info findings too.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Statically scan a plugin (or any directory) without running it."""
+    """Statically scan a plugin or any Python code without running it.
+
+    Exit 1 when a finding at or above --fail-on remains (default: danger).
+    """
     out = _Out(as_json)
     with _handled(out):
-        path = Path(target)
-        if path.is_dir():
-            try:
-                capabilities = load_manifest(path).capabilities
-            except ManifestError:
-                capabilities = ()
-            report = scan_tree(path, capabilities)
-            findings = list(report.findings)
-            label = str(path)
-        else:
-            with _host(plugins_dir, state_dir, out) as host:
-                findings = host.scan(target)
-            label = target
+        if rules:
+            catalogue = sorted(RULES.values(), key=lambda r: r.rule_id)
+            out.emit({"ok": True, "rules": [_rule_json(r) for r in catalogue]})
+            if not as_json:
+                print_rules(out.console, catalogue)
+            return
+        if target is None:
+            _usage(out, "caplet scan needs a TARGET (a plugin name or a path), or --rules")
+        report, label = _run_scan(target, plugins_dir, state_dir, mode, out)
+        if sarif is not None:
+            write_sarif(sarif, to_sarif([report], tool_version=__version__))
         threshold = {
             FailOn.danger: 0,
             FailOn.warning: 1,
             FailOn.info: 2,
             FailOn.never: -1,
         }[fail_on]
-        failing = [f for f in findings if not f.covered and f.severity.rank <= threshold]
-        out.emit({"ok": not failing, "target": label, "findings": [jsonable(f) for f in findings]})
+        failing = [f for f in report.findings if not f.covered and f.severity.rank <= threshold]
+        out.emit(
+            {
+                "ok": not failing,
+                "target": label,
+                "mode": report.mode.value,
+                "files_scanned": report.files_scanned,
+                "files_parsed": report.files_parsed,
+                "bytes_scanned": report.bytes_scanned,
+                "findings": [jsonable(f) for f in report.findings],
+            }
+        )
         if not as_json:
-            print_findings(out.console, findings, title=f"Scan of {label}")
+            print_scan_report(out.console, report, label=label, verbose=verbose)
         if failing:
             raise typer.Exit(EXIT_REFUSED)
+
+
+def _rule_json(r: Rule) -> dict[str, JSONValue]:
+    return {
+        "id": r.rule_id,
+        "family": r.family.value,
+        "kind": r.kind.value,
+        "severity": r.severity.value,
+        "covered_severity": r.covered_severity.value if r.covered_severity else None,
+        "covered_by": r.covered_by.value if r.covered_by else None,
+        "rationale": r.rationale,
+    }
+
+
+def _run_scan(
+    target: str,
+    plugins_dir: Path,
+    state_dir: Path | None,
+    mode: ScanModeChoice,
+    out: _Out,
+) -> tuple[ScanReport, str]:
+    """Scan ``target``: a path when one exists, else a plugin of the plugins directory."""
+    path = Path(target)
+    if not path.exists():
+        if mode is ScanModeChoice.package:
+            _usage(out, f"cannot scan {target!r} in package mode: no such file or directory")
+        with _host(plugins_dir, state_dir, out) as host:
+            return host.scan_report(target), target
+    capabilities: tuple[Capability, ...] = ()
+    manifest_found = False
+    if (
+        path.is_dir()
+        and mode is not ScanModeChoice.package
+        and any(os.path.lexists(path / n) for n in MANIFEST_NAMES)
+    ):
+        # A manifest that is there but invalid is an error, never a silent
+        # fallback to package mode (which would excuse undeclared capabilities).
+        capabilities = load_manifest(path).capabilities
+        manifest_found = True
+    chosen = (
+        ScanMode.PLUGIN
+        if mode is ScanModeChoice.plugin or (mode is ScanModeChoice.auto and manifest_found)
+        else ScanMode.PACKAGE
+    )
+    with _progress(out) as progress:
+        report = scan_tree(path, capabilities, mode=chosen, progress=progress)
+    return report, str(path)
+
+
+@contextmanager
+def _progress(out: _Out) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal for scans of many files (never in --json)."""
+    if out.as_json or not out.console.is_terminal:
+        yield None
+        return
+    with Progress(transient=True, console=out.console) as bar:
+        task = bar.add_task("scanning", total=None)
+
+        def update(done: int, total: int) -> None:
+            if total >= _PROGRESS_MIN_FILES:
+                bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+#: Fewer files than this scan too fast for a progress bar to help.
+_PROGRESS_MIN_FILES = 200
 
 
 @app.command("audit")

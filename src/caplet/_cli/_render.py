@@ -25,6 +25,8 @@ from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
 from caplet._findings import Finding, Severity
 from caplet._host._records import BrokenPlugin, PluginInfo
+from caplet._scan._model import ScanMode, ScanReport
+from caplet._scan._rules import Rule
 
 __all__ = [
     "JSONValue",
@@ -35,6 +37,8 @@ __all__ = [
     "print_audit",
     "print_findings",
     "print_plugins",
+    "print_rules",
+    "print_scan_report",
     "trust_text",
 ]
 
@@ -220,6 +224,87 @@ def print_findings(console: Console, findings: Sequence[Finding], *, title: str)
             where,
             finding.message,
             (finding.capability or "-") if finding.covered else "-",
+        )
+    console.print(table)
+
+
+def print_scan_report(
+    console: Console, report: ScanReport, *, label: str, verbose: bool = False
+) -> None:
+    """A scan report grouped by file, each finding with its line and source excerpt.
+
+    Info findings (observed capabilities in package mode, covered ones in a
+    plugin) are counted, and listed only with ``verbose``: a reviewer reads
+    the danger and warning findings first.
+    """
+    counts = dict.fromkeys(Severity, 0)
+    for finding in report.findings:
+        counts[finding.severity] += 1
+    parsed = (
+        f", {report.files_parsed} needed the AST pass" if report.mode is ScanMode.PACKAGE else ""
+    )
+    console.print(
+        Text.assemble(
+            (f"Scan of {label}", "bold"),
+            f" ({report.mode.value} mode): {report.files_scanned} files, "
+            f"{report.bytes_scanned / 1e6:.2f} MB{parsed}",
+        )
+    )
+    shown = [f for f in report.findings if verbose or f.severity is not Severity.INFO]
+    by_file: dict[str, list[Finding]] = {}
+    for finding in shown:
+        by_file.setdefault(finding.file or "(manifest)", []).append(finding)
+    for file in sorted(by_file, key=lambda k: min(f.severity.rank for f in by_file[k])):
+        console.print(Text(file, style="bold underline"))
+        for finding in by_file[file]:
+            where = f"  {finding.line}:{finding.column}" if finding.line else "  -"
+            console.print(
+                Text.assemble(
+                    (f"{where:>9} ", "dim"),
+                    (f"{finding.severity.value:<7}", _SEVERITY_STYLE[finding.severity]),
+                    f" {finding.rule_id} ",
+                    finding.message,
+                )
+            )
+            if finding.excerpt:
+                console.print(Text(f"            {finding.excerpt}", style="dim"))
+    observed = sorted(
+        {f.capability for f in report.findings if f.capability and not f.covered}
+        if report.mode is ScanMode.PACKAGE
+        else set()
+    )
+    if observed:
+        # Package mode visits only what the prefilter flags, so this list is
+        # a lower bound; say so rather than let it read as complete.
+        console.print(
+            "observed capabilities (in the code the threat pass visited; --mode plugin "
+            "checks every file): " + ", ".join(observed)
+        )
+    hidden = counts[Severity.INFO] if not verbose else 0
+    summary = (
+        f"{counts[Severity.DANGER]} danger, {counts[Severity.WARNING]} warning, "
+        f"{counts[Severity.INFO]} info"
+    )
+    if hidden:
+        summary += " (info not listed: --verbose lists them)"
+    console.print(Text(summary, style="bold red" if counts[Severity.DANGER] else "bold green"))
+
+
+def print_rules(console: Console, rules: Sequence[Rule]) -> None:
+    """The rule catalogue: id, kind, severity, family and one-line rationale."""
+    table = Table(title="caplet scan rules (docs/rules.md has examples)", title_justify="left")
+    for column in ("rule", "kind", "severity", "family", "why"):
+        table.add_column(column, overflow="fold")
+    for r in rules:
+        severity = r.severity.value
+        if r.covered_severity is not None and r.covered_by is not None:
+            severity += f" ({r.covered_severity.value} with {r.covered_by.value})"
+        table.add_row(
+            r.rule_id,
+            r.kind.value,
+            Text(severity, style=_SEVERITY_STYLE[r.severity]),
+            r.family.value,
+            r.rationale,
         )
     console.print(table)
 

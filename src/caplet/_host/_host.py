@@ -60,6 +60,7 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import Launcher, Worker, WorkerSpec
 from caplet._sandbox._programs import program_grants
 from caplet._sandbox._sandboxed import default_launcher
+from caplet._scan._model import ScanReport
 from caplet._suggest import did_you_mean
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovalRecord, TrustStore
@@ -194,6 +195,10 @@ class PluginHost:
     def scan(self, name: str) -> list[Finding]:
         """Static findings of the plugin's current content (nothing is executed)."""
         return self.manager.run_static_scan(name)
+
+    def scan_report(self, name: str) -> ScanReport:
+        """The plugin's full scan report (counts, mode), lint findings included."""
+        return self.manager.scan_report(name)
 
     def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
         """Audit the current content (deep when an auditor is configured), cached by

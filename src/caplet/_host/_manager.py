@@ -24,6 +24,7 @@ Nothing here runs plugin code: workers are the :class:`PluginHost`'s job.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import graphlib
 import logging
@@ -594,7 +595,14 @@ class PluginManager:
 
     def run_static_scan(self, name: str) -> list[Finding]:
         """Scan the plugin's files and lint its capabilities; nothing is executed."""
-        return list(self._scan(self._record(name))[0].findings) + self._lint(self._record(name))
+        return list(self.scan_report(name).findings)
+
+    def scan_report(self, name: str) -> ScanReport:
+        """The plugin's scan report (plugin mode, declared capabilities), lint included."""
+        record = self._record(name)
+        report = self._scan(record)[0]
+        findings = sorted((*report.findings, *self._lint(record)), key=Finding.sort_key)
+        return dataclasses.replace(report, findings=tuple(findings))
 
     def _lint(self, record: _Record) -> list[Finding]:
         return lint_composition(record.manifest.capabilities)
