@@ -291,6 +291,7 @@ if TYPE_CHECKING:
         SubprocessLauncher as SubprocessLauncher,
     )
     from caplet._scan._model import (
+        ScanMode as ScanMode,
         ScanReport as ScanReport,
     )
     from caplet._scan._scanner import (
@@ -406,6 +407,7 @@ __all__ = [
     "RiskLevel",
     "SandboxError",
     "ScanError",
+    "ScanMode",
     "ScanReport",
     "Severity",
     "SignatureCheck",
@@ -487,6 +489,7 @@ _EXPORTS: dict[str, str] = {
     "ModuleSpec": "caplet._manifest._model",
     "Requirement": "caplet._manifest._model",
     "load_manifest": "caplet._manifest._load",
+    "ScanMode": "caplet._scan._model",
     "ScanReport": "caplet._scan._model",
     "scan_tree": "caplet._scan._scanner",
     "AuditResult": "caplet._audit._model",
