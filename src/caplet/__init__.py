@@ -141,6 +141,15 @@ if TYPE_CHECKING:
         ConfigError as ConfigError,
     )
     from caplet._errors import (
+        HookError as HookError,
+    )
+    from caplet._errors import (
+        HookFailedError as HookFailedError,
+    )
+    from caplet._errors import (
+        HookPayloadError as HookPayloadError,
+    )
+    from caplet._errors import (
         HostError as HostError,
     )
     from caplet._errors import (
@@ -215,6 +224,27 @@ if TYPE_CHECKING:
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
     )
+    from caplet._host._hooks import (
+        ErrorPolicy as ErrorPolicy,
+    )
+    from caplet._host._hooks import (
+        HookCall as HookCall,
+    )
+    from caplet._host._hooks import (
+        HookCallStatus as HookCallStatus,
+    )
+    from caplet._host._hooks import (
+        HookResults as HookResults,
+    )
+    from caplet._host._hooks import (
+        HookSpec as HookSpec,
+    )
+    from caplet._host._hooks import (
+        HookState as HookState,
+    )
+    from caplet._host._hooks import (
+        HookStatus as HookStatus,
+    )
     from caplet._host._host import (
         PluginHost as PluginHost,
     )
@@ -265,6 +295,9 @@ if TYPE_CHECKING:
     )
     from caplet._manifest._model import (
         Hints as Hints,
+    )
+    from caplet._manifest._model import (
+        Hook as Hook,
     )
     from caplet._manifest._model import (
         Limits as Limits,
@@ -359,10 +392,21 @@ __all__ = [
     "Decision",
     "DirtyFlags",
     "EnvReadCapability",
+    "ErrorPolicy",
     "Finding",
     "FsCapability",
     "FunctionSpec",
     "Hints",
+    "Hook",
+    "HookCall",
+    "HookCallStatus",
+    "HookError",
+    "HookFailedError",
+    "HookPayloadError",
+    "HookResults",
+    "HookSpec",
+    "HookState",
+    "HookStatus",
     "HostCallCapability",
     "HostError",
     "InjectionAttempt",
@@ -551,6 +595,17 @@ _EXPORTS: dict[str, str] = {
     "LockProblem": "caplet._host._locked",
     "CapabilityDiff": "caplet._host._capdiff",
     "UpdateReport": "caplet._host._update",
+    "HookError": "caplet._errors",
+    "HookFailedError": "caplet._errors",
+    "HookPayloadError": "caplet._errors",
+    "Hook": "caplet._manifest._model",
+    "ErrorPolicy": "caplet._host._hooks",
+    "HookCall": "caplet._host._hooks",
+    "HookCallStatus": "caplet._host._hooks",
+    "HookResults": "caplet._host._hooks",
+    "HookSpec": "caplet._host._hooks",
+    "HookState": "caplet._host._hooks",
+    "HookStatus": "caplet._host._hooks",
 }
 
 

@@ -24,6 +24,9 @@ __all__ = [
     "ConnectionFailedError",
     "DnsError",
     "FetchTimeoutError",
+    "HookError",
+    "HookFailedError",
+    "HookPayloadError",
     "HostError",
     "InvalidOutputError",
     "InvalidUrlError",
@@ -359,6 +362,36 @@ class LockedModeError(HostError):
     def __init__(self, message: str, *, problems: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.problems = problems
+
+
+class HookError(HostError):
+    """An event could not be defined or emitted: a malformed or unknown event name,
+    an unusable schema, a second definition. ``event`` names the event."""
+
+    def __init__(self, message: str, *, event: str = "") -> None:
+        super().__init__(message)
+        self.event = event
+
+
+class HookPayloadError(HookError):
+    """The payload given to ``emit`` breaks the event's schema or cannot cross the
+    boundary (not JSON-compatible); no plugin was called. ``schema_path`` is the
+    JSON Schema keyword path that failed, when one did."""
+
+    def __init__(self, message: str, *, event: str = "", schema_path: str = "") -> None:
+        super().__init__(message, event=event)
+        self.schema_path = schema_path
+
+
+class HookFailedError(HookError):
+    """Raised by ``HookResults.raise_for_errors()``: some subscribed plugins failed.
+
+    ``plugins`` names them in call order; the message has each plugin's error.
+    """
+
+    def __init__(self, message: str, *, event: str = "", plugins: tuple[str, ...] = ()) -> None:
+        super().__init__(message, event=event)
+        self.plugins = plugins
 
 
 class UpdateError(HostError):

@@ -15,7 +15,14 @@ from caplet._capabilities._model import CapabilityKind, FsCapability
 from caplet._config._schema import ConfigField, ConfigType
 from caplet._errors import ManifestError
 from caplet._manifest._load import MAX_MANIFEST_BYTES, find_manifest, load_manifest
-from caplet._manifest._model import FunctionSpec, Hints, Limits, Requirement
+from caplet._manifest._model import (
+    DEFAULT_HOOK_PRIORITY,
+    FunctionSpec,
+    Hints,
+    Hook,
+    Limits,
+    Requirement,
+)
 
 BASE_TOML = """\
 name = "{name}"
@@ -133,7 +140,6 @@ name = "fs-read"
 version = "1.2.0"
 description = "Reads text files under one configured directory."
 entry = "src/main.py"
-hooks = ["content:afterSave", "content:beforeDelete"]
 capabilities = [
     "fs.read:${{config.root}}",
     "net.http:https://api.example.com/v1/",
@@ -179,6 +185,15 @@ max_length = 5
 type = "string"
 secret = true
 
+[hooks]
+"content:afterSave" = "files.read_text"
+
+[hooks."content:beforeDelete"]
+function = "greet.say"
+priority = 10
+capability = "net.http:https://api.example.com/v1"
+description = "Says goodbye."
+
 [hints]
 overview = "Reads files."
 related_modules = ["greet"]
@@ -202,7 +217,25 @@ def test_full_toml_manifest(tmp_path: Path) -> None:
     assert manifest.path == directory / "plugin.toml"
     assert manifest.plugin_dir == directory
     assert manifest.entry == "src/main.py"
-    assert manifest.hooks == ("content:afterSave", "content:beforeDelete")
+    assert manifest.hooks == (
+        Hook("content:afterSave", "files", "read_text"),
+        Hook(
+            "content:beforeDelete",
+            "greet",
+            "say",
+            priority=10,
+            capability=manifest.capabilities[1],
+            description="Says goodbye.",
+        ),
+    )
+    assert manifest.hooks[0].priority == DEFAULT_HOOK_PRIORITY
+    assert manifest.hooks[0].target == "files.read_text"
+    before_delete = manifest.hook("content:beforeDelete")
+    assert before_delete is not None
+    assert before_delete.capability is not None
+    # Matched by meaning, and the declared spelling is kept (approvals record it).
+    assert before_delete.capability.declared == "net.http:https://api.example.com/v1/"
+    assert manifest.hook("content:afterDelete") is None
     assert [m.name for m in manifest.modules] == ["files", "greet"]
     files = manifest.modules[0]
     assert files.description == "Read-only file access."
@@ -382,7 +415,11 @@ def test_wrong_type_names_expected_type(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "line"),
     [
-        ('hooks = "content:afterSave"', "hooks: expected an array, got string"),
+        (
+            'hooks = "content:afterSave"',
+            "hooks: expected a table mapping each event to its function, got string; "
+            'e.g. [hooks] "content:afterSave" = "module.function"',
+        ),
         ("capabilities = [1]", "capabilities[0]: expected a string, got integer"),
         ("hints = 3", "hints: expected an object/table, got integer"),
         ("requires = [true]", "requires[0]: expected a string, got boolean"),
@@ -611,16 +648,124 @@ def test_function_schema_must_be_an_object(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "hook", ["afterSave", "Content:afterSave", "content:", "content:after save"]
+    ("hook", "where"),
+    [
+        ("afterSave", "hooks.afterSave"),
+        ("Content:afterSave", "hooks['Content:afterSave']"),
+        ("content:", "hooks['content:']"),
+        ("content:after save", "hooks['content:after save']"),
+    ],
 )
-def test_invalid_hooks(tmp_path: Path, hook: str) -> None:
-    (line,) = problem_lines(load_error(write_plugin(tmp_path, toml_with(f'hooks = ["{hook}"]'))))
-    assert line.startswith(f"hooks[0]: invalid hook '{hook}'; expected '<namespace>:<event>'")
+def test_invalid_hook_event_names(tmp_path: Path, hook: str, where: str) -> None:
+    directory = write_plugin(tmp_path, toml_with(f'hooks = {{{{ "{hook}" = "greet.say" }}}}'))
+    (line,) = problem_lines(load_error(directory))
+    assert line == (
+        f"{where}: invalid hook '{hook}'; expected '<namespace>:<event>', e.g. content:afterSave"
+    )
 
 
-def test_duplicate_hooks(tmp_path: Path) -> None:
-    error = load_error(write_plugin(tmp_path, toml_with('hooks = ["a:b", "a:b"]')))
-    assert problem_lines(error) == ["hooks[1]: hook 'a:b' is listed twice; keep one"]
+def test_the_old_list_form_of_hooks_is_refused_with_its_replacement(tmp_path: Path) -> None:
+    directory = write_plugin(tmp_path, toml_with('hooks = ["a:b", "c:d"]'))
+    error = load_error(directory)
+    assert error.path == str(directory / "plugin.toml")
+    assert error.field == "hooks"
+    assert problem_lines(error) == [
+        "hooks: the list form of hooks is no longer supported: each event must name the "
+        'declared function that handles it; replace it with a table, hooks = { "a:b" = '
+        '"module.function", "c:d" = "module.function" } (or a [hooks."<event>"] table with '
+        "function, priority, capability, description; in plugin.json an object, "
+        '"hooks": {"<event>": "module.function"})'
+    ]
+
+
+HOOK_TOML = """\
+name = "{name}"
+version = "1.0.0"
+description = "A test plugin."
+capabilities = ["app:email.send"]
+
+[modules.greet]
+functions = ["say", "shout"]
+
+[hooks."content:afterSave"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("table", "line"),
+    [
+        (
+            'function = "greet.sya"',
+            "hooks['content:afterSave'].function: 'greet.sya' is not a declared function "
+            "(did you mean 'greet.say'?); declare it under [modules.greet] or name one of: "
+            "greet.say, greet.shout",
+        ),
+        (
+            'function = "say"',
+            "hooks['content:afterSave'].function: 'say' is not 'module.function'; name the "
+            "declared function that handles the event, e.g. 'greet.say'",
+        ),
+        (
+            'function = "greet.say"\npriority = 1001',
+            "hooks['content:afterSave'].priority: must be between 0 and 1000 (lower runs first, "
+            "default 500), got 1001",
+        ),
+        (
+            'function = "greet.say"\npriority = true',
+            "hooks['content:afterSave'].priority: expected an integer, got boolean",
+        ),
+        (
+            'function = "greet.say"\ncapability = "app:email.read"',
+            "hooks['content:afterSave'].capability: 'app:email.read' is not one of the plugin's "
+            "capabilities (did you mean 'app:email.send'?); a hook can only need what the "
+            "plugin declares, so add it to capabilities (declared: app:email.send)",
+        ),
+        (
+            'function = "greet.say"\npriorty = 3',
+            "hooks['content:afterSave'].priorty: unknown field 'priorty' (did you mean "
+            "'priority'?)",
+        ),
+        ("priority = 3", "hooks['content:afterSave'].function: required field missing"),
+    ],
+)
+def test_hook_table_problems_name_the_field(tmp_path: Path, table: str, line: str) -> None:
+    directory = write_plugin(tmp_path, HOOK_TOML + table + "\n")
+    error = load_error(directory)
+    assert problem_lines(error) == [line]
+    assert str(error).startswith(f"{directory / 'plugin.toml'}: invalid manifest (1 problem)")
+
+
+def test_hook_capability_that_does_not_parse(tmp_path: Path) -> None:
+    directory = write_plugin(tmp_path, HOOK_TOML + 'function = "greet.say"\ncapability = "x"\n')
+    (line,) = problem_lines(load_error(directory))
+    assert line.startswith("hooks['content:afterSave'].capability: ")
+    assert "'x'" in line
+
+
+def test_hooks_in_json_match_toml(tmp_path: Path) -> None:
+    data = base_json(
+        capabilities=["app:email.send"],
+        hooks={
+            "content:afterSave": "greet.say",
+            "user:created": {
+                "function": "greet.say",
+                "priority": 0,
+                "capability": "app:email.send",
+            },
+        },
+    )
+    json_manifest = load_manifest(write_plugin(tmp_path / "j", json_data=data))
+    toml_text = HOOK_TOML.replace('functions = ["say", "shout"]', 'functions = ["say"]') + (
+        'function = "greet.say"\n'
+        '[hooks."user:created"]\nfunction = "greet.say"\npriority = 0\n'
+        'capability = "app:email.send"\n'
+    )
+    toml_manifest = load_manifest(write_plugin(tmp_path / "t", toml_text))
+    assert json_manifest.hooks == toml_manifest.hooks
+    assert [(h.event, h.target, h.priority) for h in json_manifest.hooks] == [
+        ("content:afterSave", "greet.say", 500),
+        ("user:created", "greet.say", 0),
+    ]
 
 
 def test_capability_error_becomes_manifest_error_at_index(tmp_path: Path) -> None:

@@ -171,7 +171,7 @@ def _manifest_block(manifest: Manifest) -> str:
         "entry": manifest.entry,
         "capabilities": [c.declared for c in manifest.capabilities],
         "modules": {m.name: list(m.function_names) for m in manifest.modules},
-        "hooks": list(manifest.hooks),
+        "hooks": {h.event: h.target for h in manifest.hooks},
         "requires": [str(r) for r in manifest.requires],
         "config": [
             {"name": f.name, "type": f.type.value, "description": f.description}

@@ -46,10 +46,13 @@ from caplet._cli._render import (
     JSONValue,
     audit_json,
     broken_json,
+    hook_results_json,
     jsonable,
     plugin_json,
     print_audit,
     print_findings,
+    print_hook_results,
+    print_hook_statuses,
     print_plugins,
     print_rules,
     print_scan_report,
@@ -62,6 +65,7 @@ from caplet._errors import (
     AuditConfigError,
     CapletError,
     ConfigError,
+    HookError,
     LockfileError,
     ManifestError,
     PluginNotFoundError,
@@ -74,6 +78,7 @@ from caplet._errors import (
     WorkerStartError,
 )
 from caplet._host._capdiff import CapabilityDiff
+from caplet._host._hooks import ErrorPolicy
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._host._locked import LockProblem
@@ -84,7 +89,7 @@ from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._rules import RULES, Rule
 from caplet._scan._sarif import to_sarif, write_sarif
 from caplet._scan._scanner import scan_tree
-from caplet._suggest import closest
+from caplet._suggest import closest, did_you_mean
 from caplet._trust._atomic import atomic_write
 from caplet._trust._hashing import SIGNATURE_FILE
 from caplet._trust._keyring import Keyring
@@ -341,6 +346,8 @@ def info_command(
         lint = lint_composition(info.manifest.capabilities)
         document["composition"] = [jsonable(f) for f in lint]
         document["isolation"] = host.isolation
+        hooks = host.hook_status(name)
+        document["hooks"] = [jsonable(status) for status in hooks]
         out.emit({"ok": True, **document})
         if as_json:
             return
@@ -358,6 +365,7 @@ def info_command(
             out.say("  audit:    ", risk_text(info.audit))
         for module in m.modules:
             out.say(f"  module host.{module.name}: {', '.join(module.function_names)}")
+        print_hook_statuses(out.console, hooks)
         out.say("  capabilities: " + (", ".join(c.declared for c in m.capabilities) or "none"))
         for field in m.config:
             default = "******" if field.secret and field.default is not None else field.default
@@ -874,6 +882,83 @@ def _parse_json_arg(raw: str) -> object:
             f"argument {raw!r} is not JSON ({exc.msg}); quote strings, e.g. '\"world\"'"
         ) from exc
     return value
+
+
+# -- emit
+
+
+@app.command("emit")
+def emit_command(
+    event: Annotated[str, typer.Argument(help="The event, e.g. content:afterSave.")],
+    payload: Annotated[
+        str, typer.Option("--payload", help="The payload: one JSON value (default: null).")
+    ] = "null",
+    enable: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--enable",
+            help="Enable this plugin first, in this process (repeat it; requirements first).",
+        ),
+    ] = None,
+    abort: Annotated[
+        bool, typer.Option("--abort", help="Stop at the first plugin that fails (error policy).")
+    ] = False,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Emit EVENT to the enabled plugins subscribed to it and show each one's result.
+
+    Enablement is per process, so name the plugins to enable with --enable:
+    caplet emit content:afterSave --payload '{"id": 1}' --enable search.
+    Exits 1 when any subscribed plugin failed.
+    """
+    out = _Out(as_json)
+    try:
+        value: object = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        _usage(
+            out, f"--payload {payload!r} is not JSON ({exc.msg}); e.g. --payload '{{\"id\": 1}}'"
+        )
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
+        policy = ErrorPolicy.ABORT if abort else ErrorPolicy.CONTINUE
+        try:
+            host.define_hook(event, error_policy=policy)
+        except HookError as exc:
+            _usage(out, str(exc))
+        for name in enable or ():
+            _enable(host, out, name, [])
+        results = host.emit(event, value)
+        waiting = [
+            info.name
+            for info in host.list_plugins()
+            if not info.enabled and info.manifest.hook(event) is not None
+        ]
+        out.emit({**hook_results_json(results), "subscribed_not_enabled": list(waiting)})
+        if not as_json:
+            print_hook_results(out.console, results)
+            known = {h.event for info in host.list_plugins() for h in info.manifest.hooks}
+            if event not in known:
+                out.console.print(
+                    Text(
+                        f"no discovered plugin subscribes to {event}"
+                        f"{did_you_mean(event, sorted(known))}"
+                    )
+                )
+            if waiting:
+                out.console.print(
+                    Text(
+                        f"subscribed but not enabled: {', '.join(waiting)} "
+                        f"(enable them with --enable NAME)"
+                    )
+                )
+        if not results.ok:
+            raise typer.Exit(EXIT_REFUSED)
 
 
 # -- demo / new

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TypeAlias, assert_never
 
 from rich.console import Console
 from rich.table import Table
@@ -24,7 +25,9 @@ from caplet._capabilities._model import Capability
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
 from caplet._findings import Finding, Severity
+from caplet._host._hooks import HookCallStatus, HookResults, HookState, HookStatus
 from caplet._host._records import BrokenPlugin, PluginInfo
+from caplet._manifest._model import Hook
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._rules import Rule
 
@@ -32,10 +35,14 @@ __all__ = [
     "JSONValue",
     "audit_json",
     "finding_json",
+    "hook_json",
+    "hook_results_json",
     "jsonable",
     "plugin_json",
     "print_audit",
     "print_findings",
+    "print_hook_results",
+    "print_hook_statuses",
     "print_plugins",
     "print_rules",
     "print_scan_report",
@@ -131,7 +138,7 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
             {
                 "entry": manifest.entry,
                 "modules": {m.name: list(m.function_names) for m in manifest.modules},
-                "hooks": list(manifest.hooks),
+                "hooks": [hook_json(h) for h in manifest.hooks],
                 "requires": [str(r) for r in manifest.requires],
                 "config_schema": [_field_json(f) for f in manifest.config],
                 "config": jsonable(redact(manifest.config, info.config)),
@@ -142,6 +149,91 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
             }
         )
     return document
+
+
+def hook_json(hook: Hook) -> JSONValue:
+    """A manifest hook as JSON (``caplet info`` replaces it with its status when it can)."""
+    return {
+        "event": hook.event,
+        "target": hook.target,
+        "priority": hook.priority,
+        "capability": hook.capability.declared if hook.capability is not None else None,
+        "description": hook.description,
+    }
+
+
+def _hook_state_style(state: HookState) -> str:
+    match state:
+        case HookState.ACTIVE:
+            return "green"
+        case HookState.IDLE:
+            return ""
+        case HookState.UNAPPROVED | HookState.UNKNOWN_EVENT:
+            return "yellow"
+        case _:  # pragma: no cover - exhaustive
+            assert_never(state)
+
+
+def print_hook_statuses(console: Console, statuses: Sequence[HookStatus]) -> None:
+    """One line per hook: event, function, priority, needed capability, and whether it runs."""
+    for status in statuses:
+        needs = f", needs {status.capability}" if status.capability else ""
+        line = Text(
+            f"  hook {status.event} -> {status.target} (priority {status.priority}{needs}): "
+        )
+        line.append(status.reason, style=_hook_state_style(status.state))
+        console.print(line)
+
+
+def hook_results_json(results: HookResults) -> dict[str, JSONValue]:
+    """An emit's results: one entry per subscriber, in call order."""
+    return {
+        "ok": results.ok,
+        "event": results.event,
+        "error_policy": results.error_policy.value,
+        "aborted_by": results.aborted_by,
+        "calls": [jsonable(call) for call in results.calls],
+    }
+
+
+def _call_style(status: HookCallStatus) -> str:
+    match status:
+        case HookCallStatus.OK:
+            return "green"
+        case HookCallStatus.SKIPPED | HookCallStatus.NOT_RUN:
+            return "yellow"
+        case (
+            HookCallStatus.FAILED
+            | HookCallStatus.TIMED_OUT
+            | HookCallStatus.INVALID_OUTPUT
+            | HookCallStatus.CIRCUIT_OPEN
+        ):
+            return "red"
+        case _:  # pragma: no cover - exhaustive
+            assert_never(status)
+
+
+def print_hook_results(console: Console, results: HookResults) -> None:
+    """The `caplet emit` table; Text, never markup: values and errors are plugin-controlled."""
+    if not results.calls:
+        console.print(Text(f"{results.event}: no enabled plugin subscribes to it"))
+        return
+    title = f"{results.event} ({results.error_policy.value})"
+    table = Table(title=title, title_justify="left")
+    for column in ("plugin", "function", "priority", "status", "result or error"):
+        table.add_column(column, overflow="fold")
+    for call in results.calls:
+        shown = call.error if call.error else json.dumps(jsonable(call.value))
+        table.add_row(
+            Text(call.plugin),
+            Text(call.target),
+            str(call.priority),
+            Text(call.status.value, style=_call_style(call.status)),
+            Text(shown),
+        )
+    console.print(table)
+    if results.aborted_by is not None:
+        console.print(Text(f"aborted by {results.aborted_by}", style="red"))
 
 
 def _field_json(field: ConfigField) -> JSONValue:

@@ -28,6 +28,7 @@ The path of one call (docs/architecture.md has the picture):
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -51,6 +52,7 @@ from caplet._config._prompt import Prompter
 from caplet._errors import InvalidOutputError, LifecycleError, ProtocolError, SandboxError
 from caplet._findings import Finding
 from caplet._host._breaker import CircuitBreaker, Trip
+from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
 from caplet._host._policy import Isolation, Policy
@@ -629,6 +631,70 @@ class PluginHost:
         """What the running worker's ``create_functions`` returned without declaring it."""
         running = self._running.get(name)
         return running.worker.started.rejected if running is not None else ()
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _hook_bus(self) -> HookBus:
+        return HookBus(self.manager, self.call, self._count_hook_failure)
+
+    def define_hook(
+        self,
+        event: str,
+        *,
+        error_policy: ErrorPolicy | str = ErrorPolicy.CONTINUE,
+        schema: Mapping[str, object] | None = None,
+        result_schema: Mapping[str, object] | None = None,
+        capability: str | None = None,
+        description: str = "",
+    ) -> HookSpec:
+        """Define an event plugins may subscribe to (once per event, at start-up).
+
+        ``error_policy``: ``CONTINUE`` (default) calls every subscriber and
+        collects failures; ``ABORT`` stops at the first failure. ``schema``
+        (JSON Schema, Draft 2020-12) checks every payload before any plugin
+        runs; ``result_schema`` checks each plugin's result (a refused result
+        is that plugin's invalid output, counted by its circuit breaker).
+        ``capability`` (``app:<name>``) limits the event to plugins granted
+        it. Raises :class:`HookError` for a malformed name, a second
+        definition, an unknown policy or an unusable schema.
+        """
+        return self._hook_bus.define(
+            event,
+            error_policy=error_policy,
+            schema=schema,
+            result_schema=result_schema,
+            capability=capability,
+            description=description,
+        )
+
+    def hook_specs(self) -> tuple[HookSpec, ...]:
+        """The events defined so far, in definition order."""
+        return self._hook_bus.specs()
+
+    def emit(self, event: str, payload: object = None) -> HookResults:
+        """Call every enabled plugin subscribed to ``event`` with ``payload``.
+
+        Subscribers run one after another, dependencies first (``requires``),
+        then by ascending priority; each through the ordinary call path (its
+        own worker, timeout, circuit breaker and schemas). A hook whose
+        capability is not granted is skipped. The results hold each
+        plugin's value or error; under ``CONTINUE`` no plugin's failure stops
+        the others, under ``ABORT`` the first stops the rest
+        (``results.aborted_by``). Every subscriber's outcome is logged.
+        Raises :class:`HookError` for an event never defined and
+        :class:`HookPayloadError` (nothing called) for a payload the event's
+        schema refuses or that cannot cross to a plugin.
+        """
+        return self._hook_bus.emit(event, payload)
+
+    def hook_status(self, name: str) -> tuple[HookStatus, ...]:
+        """Each hook of plugin ``name``, and whether an emit would call it now (and why not)."""
+        return self._hook_bus.statuses(name)
+
+    def _count_hook_failure(self, name: str, target: str, exc: SandboxError) -> None:
+        """Count a failure only the hook dispatcher saw (a result the event's schema refuses)."""
+        self._failed(name, target, self.breaker(name), exc, self.worker_pid(name) is not None)
 
     # -- agent integration --------------------------------------------------------------------
 

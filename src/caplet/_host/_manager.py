@@ -85,7 +85,7 @@ from caplet._host._records import (
 )
 from caplet._host._validate import FunctionValidator, compile_validators
 from caplet._manifest._load import load_manifest
-from caplet._manifest._model import Manifest
+from caplet._manifest._model import Hook, Manifest
 from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest
@@ -1085,6 +1085,28 @@ class PluginManager:
                     frontier.append(other.name)
         order = list(self._records)
         return sorted(found, key=order.index, reverse=True)
+
+    def hook_subscribers(self, event: str) -> list[tuple[str, Hook, tuple[Capability, ...]]]:
+        """``(plugin, hook, granted capabilities)`` of each enabled plugin subscribed to *event*.
+
+        Read from the records directly (no store queries), because an
+        application may emit on a hot path.
+        """
+        found: list[tuple[str, Hook, tuple[Capability, ...]]] = []
+        for record in self._records.values():
+            if record.state is not PluginState.ENABLED:
+                continue
+            hook = record.manifest.hook(event)
+            if hook is not None:
+                found.append((record.name, hook, record.resolved))
+        return found
+
+    def requirement_graph(self) -> dict[str, tuple[str, ...]]:
+        """``{plugin: names of the plugins it requires}`` for every discovered plugin."""
+        return {
+            name: tuple(r.name for r in record.manifest.requires)
+            for name, record in self._records.items()
+        }
 
     def enabled_hash(self, name: str) -> str | None:
         """The content hash verified when ``name`` was enabled (None if not enabled)."""

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caplet._errors import InvalidOutputError, LifecycleError, ManifestError
+from caplet._errors import CapletError, InvalidOutputError, LifecycleError, ManifestError
 from caplet._manifest._model import Manifest
 
-__all__ = ["FunctionValidator", "compile_validators"]
+__all__ = ["FunctionValidator", "compile_schema", "compile_validators", "schema_error"]
 
 #: The dialect caplet validates with; a schema may name it in ``$schema``.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -200,11 +200,6 @@ def _check_patterns(schema: object, refuse: Any) -> None:
 def _compile(schema: Mapping[str, object] | None, path: Path, field: str) -> Any:
     if schema is None:
         return None
-    from jsonschema.exceptions import SchemaError
-    from referencing import Registry
-
-    plain = _thaw(schema)
-    assert isinstance(plain, dict)  # a Mapping thaws to a dict
 
     def refuse(problem: str) -> ManifestError:
         return ManifestError(
@@ -213,6 +208,23 @@ def _compile(schema: Mapping[str, object] | None, path: Path, field: str) -> Any
             path=str(path),
             field=field,
         )
+
+    return compile_schema(schema, refuse)
+
+
+def compile_schema(schema: Mapping[str, object], refuse: Callable[[str], CapletError]) -> Any:
+    """Check ``schema`` and compile it into a validator (same rules as a manifest's schemas).
+
+    ``refuse`` turns a problem description into the error to raise, so each
+    caller names where the schema came from (a manifest field, an event the
+    application defined).
+    """
+    from jsonschema.exceptions import SchemaError
+    from referencing import Registry
+
+    plain = _thaw(schema)
+    if not isinstance(plain, dict):
+        raise refuse(f"expected a JSON object (a mapping), got {type(schema).__name__}")
 
     dialect = plain.get("$schema", DIALECT)
     if dialect not in (DIALECT, DIALECT + "#"):
@@ -245,7 +257,7 @@ def _thaw(value: object) -> object:
     return value
 
 
-def _check_references(schema: dict[str, object], refuse: Callable[[str], ManifestError]) -> None:
+def _check_references(schema: dict[str, object], refuse: Callable[[str], CapletError]) -> None:
     """Every ``$ref``/``$dynamicRef`` must be local (``#...``) and resolve."""
     from referencing import Registry
     from referencing.exceptions import Unresolvable
@@ -279,6 +291,11 @@ def _references(value: object) -> Iterator[tuple[str, str]]:
 
 
 # -- validating -------------------------------------------------------------------------
+
+
+def schema_error(validator: Any, value: object) -> tuple[str, str, str] | None:
+    """``(instance path, message, schema path)`` when a compiled schema refuses ``value``."""
+    return _first_error(validator, value)
 
 
 def _first_error(validator: Any, value: object) -> tuple[str, str, str] | None:

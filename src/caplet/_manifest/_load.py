@@ -20,7 +20,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -49,9 +49,14 @@ from caplet._config._coerce import type_name, validate_default, validate_value
 from caplet._config._schema import ConfigField, ConfigType
 from caplet._errors import CapabilityError, ConfigError, ManifestError
 from caplet._manifest._model import (
+    DEFAULT_HOOK_PRIORITY,
+    HOOK_EVENT_PATTERN,
     MANIFEST_NAMES,
+    MAX_HOOK_PRIORITY,
+    MIN_HOOK_PRIORITY,
     FunctionSpec,
     Hints,
+    Hook,
     Limits,
     Manifest,
     ModuleSpec,
@@ -67,7 +72,7 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 _NAME_RE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 _IDENT_RE = re.compile(r"[a-z_][a-z0-9_]*")
 _FUNCTION_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_HOOK_RE = re.compile(r"[a-z][a-zA-Z0-9_-]*:[a-zA-Z][a-zA-Z0-9_-]*")
+_HOOK_RE = re.compile(HOOK_EVENT_PATTERN)
 _TOML_POSITION_RE = re.compile(r"^(?P<msg>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 _MAX_DESCRIPTION = 200
 _ERROR_TYPE = "caplet"
@@ -214,6 +219,10 @@ class _Context:
     config_names: tuple[str, ...]
     has_requires: bool
     allow_broad: bool
+    #: Declared ``"module.function"`` names and the declared capabilities that
+    #: parse: what a hook may name as its function and its capability.
+    functions: tuple[str, ...] = ()
+    capabilities: tuple[Capability, ...] = ()
 
 
 def _context(info: ValidationInfo) -> _Context:
@@ -346,6 +355,77 @@ def _check_hook(value: str) -> str:
     return value
 
 
+def _hooks_before(value: object) -> object:
+    """Accept ``"event" = "module.function"`` as ``{"function": ...}``; refuse the old list.
+
+    The list form (``hooks = ["content:afterSave"]``) named events but not
+    the function handling them, and the worker registers only declared
+    functions, so it cannot be kept working by guessing a name: it is
+    refused with the table that replaces it.
+    """
+    if isinstance(value, list):
+        events = [item for item in value if isinstance(item, str)] or ["content:afterSave"]
+        table = ", ".join(f'"{event}" = "module.function"' for event in events)
+        raise _error(
+            "the list form of hooks is no longer supported: each event must name the declared "
+            f"function that handles it; replace it with a table, hooks = {{ {table} }} (or a "
+            '[hooks."<event>"] table with function, priority, capability, description; in '
+            'plugin.json an object, "hooks": {"<event>": "module.function"})'
+        )
+    if not isinstance(value, dict):
+        raise _error(
+            f"expected a table mapping each event to its function, got {type_name(value)}; "
+            'e.g. [hooks] "content:afterSave" = "module.function"'
+        )
+    return {
+        event: {"function": spec} if isinstance(spec, str) else spec
+        for event, spec in value.items()
+    }
+
+
+def _check_hook_function(value: str, info: ValidationInfo) -> str:
+    declared = _context(info).functions
+    module, dot, function = value.partition(".")
+    if not dot or not module or not function or "." in function:
+        raise _error(
+            f"{value!r} is not 'module.function'; name the declared function that handles "
+            f"the event, e.g. {(declared or ('main.run',))[0]!r}"
+        )
+    if value not in declared:
+        raise _error(
+            f"{value!r} is not a declared function{did_you_mean(value, declared)}; declare it "
+            f"under [modules.{module}] or name one of: {', '.join(declared) or 'none declared'}"
+        )
+    return value
+
+
+def _check_hook_priority(value: int) -> int:
+    if not MIN_HOOK_PRIORITY <= value <= MAX_HOOK_PRIORITY:
+        raise _error(
+            f"must be between {MIN_HOOK_PRIORITY} and {MAX_HOOK_PRIORITY} (lower runs first, "
+            f"default {DEFAULT_HOOK_PRIORITY}), got {value}"
+        )
+    return value
+
+
+def _check_hook_capability(value: str, info: ValidationInfo) -> str:
+    context = _context(info)
+    try:
+        capability = parse_capability(
+            value, config_names=context.config_names, allow_broad=context.allow_broad
+        )
+    except CapabilityError as exc:
+        raise _error(str(exc)) from exc
+    if capability not in context.capabilities:
+        texts = [c.declared for c in context.capabilities]
+        raise _error(
+            f"{value!r} is not one of the plugin's capabilities{did_you_mean(value, texts)}; a "
+            f"hook can only need what the plugin declares, so add it to capabilities (declared: "
+            f"{', '.join(texts) or 'none'})"
+        )
+    return value
+
+
 def _check_capability(value: str, info: ValidationInfo) -> str:
     context = _context(info)
     try:
@@ -442,6 +522,13 @@ class _ModuleModel(_Strict):
         return value
 
 
+class _HookModel(_Strict):
+    function: Annotated[str, AfterValidator(_check_hook_function)]
+    priority: Annotated[int, AfterValidator(_check_hook_priority)] = DEFAULT_HOOK_PRIORITY
+    capability: Annotated[str, AfterValidator(_check_hook_capability)] | None = None
+    description: str = ""
+
+
 class _ConfigFieldModel(_Strict):
     type: Annotated[str, AfterValidator(_check_config_type)]
     description: str = ""
@@ -499,7 +586,10 @@ class _ManifestModel(_Strict):
     description: Annotated[str, AfterValidator(_check_description)]
     entry: Annotated[str, AfterValidator(_check_entry)] = "plugin.py"
     modules: dict[Annotated[str, AfterValidator(_check_module_name)], _ModuleModel]
-    hooks: list[Annotated[str, AfterValidator(_check_hook)]] = Field(default_factory=list)
+    hooks: Annotated[
+        dict[Annotated[str, AfterValidator(_check_hook)], _HookModel],
+        BeforeValidator(_hooks_before),
+    ] = Field(default_factory=dict)
     capabilities: list[Annotated[str, AfterValidator(_check_capability)]] = Field(
         default_factory=list
     )
@@ -515,13 +605,6 @@ class _ManifestModel(_Strict):
     def _some_modules(cls, value: dict[str, _ModuleModel]) -> dict[str, _ModuleModel]:
         if not value:
             raise _error("declare at least one module")
-        return value
-
-    @field_validator("hooks")
-    @classmethod
-    def _unique_hooks(cls, value: list[str]) -> list[str]:
-        for index in _duplicates(value):
-            raise _error(f"hook {value[index]!r} is listed twice; keep one", index)
         return value
 
     @field_validator("capabilities")
@@ -583,17 +666,20 @@ def load_manifest(plugin_dir: Path, *, allow_broad: bool = False) -> Manifest:
     config = data.get("config")
     raw_name = data.get("name")
     requires = data.get("requires")
+    config_names = (
+        tuple(k for k in config if isinstance(k, str)) if isinstance(config, dict) else ()
+    )
     context = _Context(
         plugin_dir=plugin_dir,
         # abspath, not resolve(): the name the user sees is the directory as
         # given, even when it is a symlink to a differently named store.
         dir_name=Path(os.path.abspath(plugin_dir)).name,  # noqa: PTH100
         raw_name=raw_name if isinstance(raw_name, str) else None,
-        config_names=tuple(k for k in config if isinstance(k, str))
-        if isinstance(config, dict)
-        else (),
+        config_names=config_names,
         has_requires=isinstance(requires, list) and bool(requires),
         allow_broad=allow_broad,
+        functions=_raw_functions(data.get("modules")),
+        capabilities=_raw_capabilities(data.get("capabilities"), config_names, allow_broad),
     )
     try:
         model = _ManifestModel.model_validate(data, context={"caplet": context})
@@ -607,6 +693,37 @@ def load_manifest(plugin_dir: Path, *, allow_broad: bool = False) -> Manifest:
             field=problems[0][0],
         ) from exc
     return _to_manifest(model, path, context)
+
+
+def _raw_functions(modules: object) -> tuple[str, ...]:
+    """``"module.function"`` for every function the raw ``modules`` table declares."""
+    if not isinstance(modules, dict):
+        return ()
+    names: list[str] = []
+    for module, table in modules.items():
+        functions = table.get("functions") if isinstance(table, dict) else None
+        if isinstance(functions, dict | list):
+            names += [f"{module}.{f}" for f in functions if isinstance(f, str)]
+    return tuple(names)
+
+
+def _raw_capabilities(
+    texts: object, config_names: tuple[str, ...], allow_broad: bool
+) -> tuple[Capability, ...]:
+    """The raw ``capabilities`` that parse (the others are reported by their own field)."""
+    if not isinstance(texts, list):
+        return ()
+    parsed: list[Capability] = []
+    for text in texts:
+        if not isinstance(text, str):
+            continue
+        try:
+            parsed.append(
+                parse_capability(text, config_names=config_names, allow_broad=allow_broad)
+            )
+        except CapabilityError:
+            continue
+    return tuple(parsed)
 
 
 def _config_field(name: str, model: _ConfigFieldModel) -> ConfigField:
@@ -665,7 +782,9 @@ def _to_manifest(model: _ManifestModel, path: Path, context: _Context) -> Manife
         ),
         path=path,
         entry=model.entry,
-        hooks=tuple(model.hooks),
+        hooks=tuple(
+            _hook(event, hook, capabilities, context) for event, hook in model.hooks.items()
+        ),
         capabilities=tuple(capabilities),
         config=tuple(config),
         hints=Hints(
@@ -682,6 +801,26 @@ def _to_manifest(model: _ManifestModel, path: Path, context: _Context) -> Manife
             cpu_s=model.limits.cpu_s,
             max_output_kb=model.limits.max_output_kb,
         ),
+    )
+
+
+def _hook(event: str, model: _HookModel, declared: Sequence[Capability], context: _Context) -> Hook:
+    capability: Capability | None = None
+    if model.capability is not None:
+        wanted = parse_capability(
+            model.capability, config_names=context.config_names, allow_broad=context.allow_broad
+        )
+        # The declared object itself, so its ``declared`` text is the one
+        # approvals and lock entries record.
+        capability = next(c for c in declared if c == wanted)
+    module, _, function = model.function.partition(".")
+    return Hook(
+        event=event,
+        module=module,
+        function=function,
+        priority=model.priority,
+        capability=capability,
+        description=model.description,
     )
 
 
@@ -708,6 +847,8 @@ def _fields_at(loc: tuple[str | int, ...]) -> tuple[str, ...]:
             model = _FunctionModel
         case ("config", _):
             model = _ConfigFieldModel
+        case ("hooks", _):
+            model = _HookModel
         case _:
             return ()
     return tuple(model.model_fields)

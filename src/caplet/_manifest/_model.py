@@ -10,8 +10,13 @@ from caplet._capabilities._model import Capability
 from caplet._config._schema import ConfigField
 
 __all__ = [
+    "DEFAULT_HOOK_PRIORITY",
+    "HOOK_EVENT_PATTERN",
+    "MAX_HOOK_PRIORITY",
+    "MIN_HOOK_PRIORITY",
     "FunctionSpec",
     "Hints",
+    "Hook",
     "Limits",
     "Manifest",
     "ModuleSpec",
@@ -56,6 +61,43 @@ class Hints:
     common_patterns: tuple[str, ...] = ()
 
 
+#: An event name: ``<namespace>:<event>``, e.g. ``content:afterSave``. Shared
+#: by the manifest loader and ``PluginHost.define_hook`` so a plugin can only
+#: subscribe to names an application is able to define.
+HOOK_EVENT_PATTERN = r"[a-z][a-zA-Z0-9_-]*:[a-zA-Z][a-zA-Z0-9_-]*"
+#: Hooks run in ascending priority (lower first), as Sphinx's ``app.connect``
+#: does; the default sits in the middle so a plugin can go either way.
+DEFAULT_HOOK_PRIORITY = 500
+MIN_HOOK_PRIORITY = 0
+MAX_HOOK_PRIORITY = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """One event the plugin subscribes to, and the declared function that handles it.
+
+    The handler is an ordinary declared function (``module.function``), so a
+    hook call takes the same sandboxed path as any call: the worker only
+    ever registers declared functions, and the function's own ``args`` and
+    ``returns`` schemas apply. It receives the event's payload as its one
+    argument. ``capability`` (one of the plugin's declared capabilities)
+    is what the handler needs to do its work: while it is not approved the
+    hook is not called at all, rather than called to fail.
+    """
+
+    event: str
+    module: str
+    function: str
+    priority: int = DEFAULT_HOOK_PRIORITY
+    capability: Capability | None = None
+    description: str = ""
+
+    @property
+    def target(self) -> str:
+        """``module.function``, as :meth:`caplet.PluginHost.call` takes it."""
+        return f"{self.module}.{self.function}"
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """Another plugin this one needs, with a PEP 440 specifier (may be empty)."""
@@ -87,7 +129,7 @@ class Manifest:
     modules: tuple[ModuleSpec, ...]
     path: Path
     entry: str = "plugin.py"
-    hooks: tuple[str, ...] = ()
+    hooks: tuple[Hook, ...] = ()
     capabilities: tuple[Capability, ...] = ()
     config: tuple[ConfigField, ...] = ()
     hints: Hints = field(default_factory=Hints)
@@ -103,6 +145,13 @@ class Manifest:
         for module in self.modules:
             if module.name == name:
                 return module
+        return None
+
+    def hook(self, event: str) -> Hook | None:
+        """The plugin's hook for ``event``, if it subscribes to it."""
+        for hook in self.hooks:
+            if hook.event == event:
+                return hook
         return None
 
     def config_field(self, name: str) -> ConfigField | None:
