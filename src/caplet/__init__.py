@@ -325,6 +325,8 @@ if TYPE_CHECKING:
     )
     from caplet._scan._model import (
         ScanMode as ScanMode,
+    )
+    from caplet._scan._model import (
         ScanReport as ScanReport,
     )
     from caplet._scan._scanner import (

@@ -465,10 +465,18 @@ def test_sensitive_path_in_fstring_part() -> None:
 
 
 @pytest.mark.parametrize(
-    "source", ["x = '/tmp/work'", "x = 'notes.md'", "x = '/data/file'", "# open('/etc/passwd')"]
+    "source", ["x = '/tmp/work'", "x = 'notes.md'", "x = '/v1/items'", "# open('/etc/passwd')"]
 )
 def test_filesystem_negatives(source: str) -> None:
     assert not {f.rule_id for f in scan(source) if f.rule_id.startswith("CPL-FS")}
+
+
+def test_an_undeclared_absolute_path_is_reported_and_a_declared_one_covered() -> None:
+    bare = only(scan("x = '/data/file'"), "CPL-FS-005")
+    assert (bare.severity, bare.covered) == (Severity.WARNING, False)
+    assert "declare fs.read or fs.write for the directory" in bare.message
+    covered = FsCapability(kind=CapabilityKind.FS_READ, path="/data", declared="fs.read:/data")
+    assert only(scan("x = '/data/file'", [covered]), "CPL-FS-005").severity is Severity.INFO
 
 
 # -- environment -----------------------------------------------------------------------

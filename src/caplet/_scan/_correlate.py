@@ -49,6 +49,18 @@ class Tag(enum.Enum):
     PERSISTENCE_WRITE = "persistence-write"
     #: A downloaded program started: os.startfile, or a program in /tmp or *.exe.
     LAUNCH = "launch"
+    #: ``os.environ.items()`` and friends: the environment walked.
+    ENV_ITER = "env-iter"
+    #: A secret-looking variable read by name (``AWS_SECRET_ACCESS_KEY``).
+    SECRET_ENV = "secret-env"  # noqa: S105 -- a tag name, not a password
+    #: A network call to a URL written into the code, not passed in.
+    FIXED_ENDPOINT = "fixed-endpoint"
+    #: A process running Python (``sys.executable``, ``python3``).
+    PYTHON_RUN = "python-run"
+    #: A custom setuptools/distutils command class in setup.py.
+    CUSTOM_INSTALL = "custom-install"
+    #: A decoder call (b64decode, decompress, fromhex ...).
+    DECODE = "decode"
     WRITE = "write"
     REGISTRY_WRITE = "registry-write"
 
@@ -106,14 +118,19 @@ _COLLECTED = (
 
 
 def correlate(
-    tags: Mapping[Tag, tuple[int, str]], *, setup_py: bool, credential_kinds: int = 0
+    tags: Mapping[Tag, tuple[int, str]],
+    *,
+    setup_py: bool,
+    credential_kinds: int = 0,
+    secret_names: int = 0,
 ) -> list[Chain]:
     """The chains ``tags`` (tag -> first line and spelling) complete in one file.
 
     ``setup_py`` marks an install script: there, network access or
     credential paths are threats on their own (CPL-THR-011), because they
     run with the installing user's rights before anyone has looked.
-    ``credential_kinds`` counts the distinct developer credentials named.
+    ``credential_kinds`` counts the distinct developer credentials named,
+    ``secret_names`` the distinct secret-looking variables read.
     """
     chains: list[Chain] = []
 
@@ -124,11 +141,22 @@ def correlate(
         line, api = tags[tag]
         chains.append(Chain(rule_id, api + suffix, line))
 
+    # the environment (or its secrets) sent somewhere: dumped into a network
+    # call, or walked / read by secret names in a file that calls a URL
+    # written into the code (a library takes its URLs as parameters)
     if has(Tag.ENV_DUMP, Tag.EGRESS):
         at("CPL-THR-006", Tag.ENV_DUMP)
+    elif has(Tag.ENV_ITER, Tag.FIXED_ENDPOINT):
+        at("CPL-THR-006", Tag.ENV_ITER)
+    elif secret_names >= 2 and has(Tag.FIXED_ENDPOINT):
+        # one token read to call its own API is how clients authenticate;
+        # several secrets gathered for one fixed URL is collection
+        at("CPL-THR-006", Tag.SECRET_ENV)
     # one credential file is a tool reading its own config; several, sent
     # somewhere, is a stealer
-    if credential_kinds >= 2 and has(Tag.EGRESS):
+    if (credential_kinds >= 2 and has(Tag.EGRESS)) or (
+        has(Tag.CREDENTIAL_FILE, Tag.FIXED_ENDPOINT) and (has(Tag.HOST_INFO) or secret_names >= 1)
+    ):
         at("CPL-THR-007", Tag.CREDENTIAL_FILE)
     if Tag.EXFIL_ENDPOINT in tags:
         if any(t in tags for t in _COLLECTED):
@@ -146,6 +174,9 @@ def correlate(
         at("CPL-PER-001", Tag.PERSISTENCE)
     if has(Tag.DOWNLOAD, Tag.LAUNCH):
         at("CPL-THR-002", Tag.DOWNLOAD)
+    elif has(Tag.FIXED_ENDPOINT, Tag.WRITE, Tag.PYTHON_RUN):
+        # a second stage: code fetched from a fixed URL, saved, run with Python
+        at("CPL-THR-002", Tag.FIXED_ENDPOINT)
     if Tag.DOWNLOAD_EXEC in tags and (setup_py or has(Tag.PROCESS)):
         at("CPL-THR-015", Tag.DOWNLOAD_EXEC)
     if has(Tag.CLIPBOARD, Tag.WALLET_PATTERN):
@@ -155,4 +186,17 @@ def correlate(
             at("CPL-THR-011", Tag.EGRESS, " (network access)")
         if Tag.CREDENTIAL_FILE in tags:
             at("CPL-THR-011", Tag.CREDENTIAL_FILE, " (credential path)")
+        if Tag.SHELL in tags:
+            at("CPL-THR-011", Tag.SHELL, " (a shell or downloader)")
+        if Tag.LAUNCH in tags:
+            at("CPL-THR-011", Tag.LAUNCH, " (a dropped program)")
+        if Tag.CUSTOM_INSTALL in tags and any(
+            t in tags for t in (Tag.PROCESS, Tag.DECODE, Tag.EGRESS)
+        ):
+            at(
+                "CPL-THR-011",
+                Tag.CUSTOM_INSTALL,
+                " (a custom install command that runs programs, reaches the network"
+                " or decodes data)",
+            )
     return chains

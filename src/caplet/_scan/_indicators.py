@@ -159,7 +159,8 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"(?i)\bcrontab\b|/etc/cron|/var/spool/cron|\.config/systemd/user|/etc/systemd/system/|"
         r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
         r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
-        r"\.bashrc|\.zshrc|\.bash_profile",
+        r"\.bashrc|\.zshrc|\.bash_profile|Start Menu[/\\]+Programs|Quick Launch|"
+        r"(?:^|[/\\])Startup$",
     ),
     # -- shells ------------------------------------------------------------------------------------
     Indicator(
@@ -171,7 +172,7 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         _X,
         "download piped to a shell",
         r"(?i)(?:curl|wget)\b[^|;&\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|"
-        r"(?:curl|wget)\b[^\n]*&&[^\n]*chmod\s+\+?[0-7x]|"
+        r"(?:curl|wget)\b[^\n]*(?:&&|;)[^\n]*chmod\s+\+?[0-7x]|-EncodedCommand\b|"
         r"\bIEX\s*\(|Invoke-Expression|DownloadString\(|DownloadFile\(|Invoke-WebRequest|"
         r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|"
         r"powershell(?:\.exe)?\s+-(?:e|enc|ec|encodedcommand)\b",
@@ -203,6 +204,16 @@ class IndicatorSet:
         for indicator in self.indicators:
             self._text.Add(indicator.pattern)
         self._text.Compile()
+        # The gate: the same patterns in multi-line mode, so that ^ and $ also
+        # match at the newlines that join a file's strings (see the scanner).
+        self._gate: Any = re2.Set.SearchSet(options)
+        for indicator in self.indicators:
+            self._gate.Add("(?m)" + indicator.pattern)
+        self._gate.Compile()
+
+    def gate(self, joined: str) -> bool:
+        """True when some indicator may match one of the newline-joined strings."""
+        return bool(self._gate.Match(_utf8(joined)))
 
     def kinds(self, text: str) -> frozenset[IndicatorKind]:
         """Kinds of every indicator found in ``text``."""

@@ -39,11 +39,22 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # called, or used as a value (``run = eval``, ``f(eval)``, ``[exec]``)
     _EXEC_NAME + r"\s*\(",
     r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)",
-    r"\b(?:dup2|pty|urlretrieve|SetValueEx|__subclasses__)\b",
+    r"\b(?:urlretrieve|SetValueEx|startfile)\b",
+    # downloaders: their command lines are often split over implicitly
+    # concatenated literals, which a text pattern cannot see whole
+    r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
+    # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
+    # every pattern here, so it needs the AST pass (which sees the value)
+    r"(?:\\x[0-9a-fA-F]{2}){8}",
+    # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
+    r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
     *(indicator.pattern for indicator in INDICATORS),
 )
 
 #: Pairs that matter only together: (first, second) must both match.
+#: The name-building and builtins pairs are *local* (their rules look at the
+#: call holding the first pattern) and can be focused; the others feed
+#: file-wide chains. See ``_LOCAL_PAIRS``.
 _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # environment harvesting: os.environ next to a network module
     (
@@ -55,9 +66,20 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\b(?:getattr|__import__|import_module)\b",
         r"['\"][A-Za-z_.]+['\"]\s*\+\s*[rbuRBU]?['\"][A-Za-z_.]+['\"]|\.join\(\s*[\[(]\s*['\"]",
     ),
+    # a socket wired to a shell: dup2 or pty.spawn next to a socket
+    (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
+    # network next to a process call: a second stage fetched and run
+    (
+        r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3)\b",
+        r"\b(?:subprocess|Popen|system|startfile|spawn\w*)\b",
+    ),
     # getattr(builtins, name) and builtins.exec(...)
     (r"\b(?:getattr|exec|eval|compile)\b", r"\b(?:builtins|__builtins__)\b"),
 )
+
+
+#: Indices into _PAIRS whose first pattern's lines are enough to visit.
+_LOCAL_PAIRS: Final = frozenset({1, 4})
 
 
 class Need(enum.Enum):
@@ -95,7 +117,7 @@ class Prefilter:
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
-        self._focused = {0, 1, *(a for a, _ in self._pairs[1:])}
+        self._focused = {0, 1, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
 
     def needs_ast(self, text: str) -> bool:

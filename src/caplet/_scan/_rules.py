@@ -335,6 +335,16 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         "declare an fs.read or fs.write capability whose path contains it, or remove it",
         rationale="system and credential paths are what stealers read first",
     ),
+    Rule(
+        "CPL-FS-005",
+        RuleFamily.FILESYSTEM,
+        _W,
+        _I,
+        _K.FS_READ,
+        "absolute path {api} outside the declared file capabilities",
+        "declare fs.read or fs.write for the directory, or take the path from configuration",
+        rationale="every path a plugin touches must be visible in its manifest",
+    ),
     # -- environment ----------------------------------------------------------------------
     Rule(
         "CPL-ENV-001",

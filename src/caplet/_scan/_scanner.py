@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, assert_never
 
+import re2
+
 from caplet._capabilities._model import (
     AppCapability,
     Capability,
@@ -94,6 +96,7 @@ from caplet._scan._rules import (
     RuleKind,
     rule,
 )
+from caplet._scan._selfcheck import self_check
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -124,24 +127,6 @@ _EXCERPT_LENGTH = 120
 _MUTABLE_STATE = IMPORT_STATE | {"builtins.__dict__"}
 
 _STDLIB = frozenset(sys.stdlib_module_names)
-#: Names a bare reference can be reported for, and the first components of
-#: flagged modules: anything else is skipped without splitting it.
-_MITIGATION_APIS = {
-    "os.path.realpath": "CPL-MIT-001",
-    "os.path.islink": "CPL-MIT-001",
-    "os.O_NOFOLLOW": "CPL-MIT-001",
-    "os.path.commonpath": "CPL-MIT-002",
-    "os.path.commonprefix": "CPL-MIT-002",
-    "os.path.getsize": "CPL-MIT-003",
-}
-_REFERENCE_NAMES = (
-    frozenset(API_RULES)
-    | ENVIRON_MAPPINGS
-    | ENV_FUNCTIONS
-    | frozenset(OPEN_FUNCTIONS)
-    | frozenset(TAG_APIS)
-    | frozenset(_MITIGATION_APIS)
-)
 
 #: Calls whose result is decoded, decompressed or decrypted data: such data
 #: reaching exec/eval/compile is a dropper (CPL-THR-001).
@@ -192,6 +177,25 @@ _DECODER_METHODS = frozenset(
 #: Codecs that turn text back into code (``s.decode("rot13")`` style).
 _DECODING_CODECS = frozenset({"rot13", "rot_13", "base64", "hex", "zlib", "bz2", "uu", "punycode"})
 #: exec-like callables whose first argument is checked for decoded/downloaded data.
+#: Names a bare reference can be reported for, and the first components of
+#: flagged modules: anything else is skipped without splitting it.
+_MITIGATION_APIS = {
+    "os.path.realpath": "CPL-MIT-001",
+    "os.path.islink": "CPL-MIT-001",
+    "os.O_NOFOLLOW": "CPL-MIT-001",
+    "os.path.commonpath": "CPL-MIT-002",
+    "os.path.commonprefix": "CPL-MIT-002",
+    "os.path.getsize": "CPL-MIT-003",
+}
+_REFERENCE_NAMES = (
+    frozenset(API_RULES)
+    | ENVIRON_MAPPINGS
+    | ENV_FUNCTIONS
+    | frozenset(OPEN_FUNCTIONS)
+    | frozenset(TAG_APIS)
+    | frozenset(_MITIGATION_APIS)
+    | _DECODERS
+)
 _EXECUTORS = frozenset({"builtins.exec", "builtins.eval", "builtins.compile", "types.FunctionType"})
 #: Network modules: a call into one of them inside exec's argument is downloaded code.
 _NETWORK_MODULES = tuple(sorted(m + "." for m, r in MODULE_RULES.items() if r == "CPL-NET-001"))
@@ -225,6 +229,57 @@ _SERIALISERS = frozenset(
 #: Method names that send or write data on whatever object they are called.
 _SENDING_METHODS = frozenset(
     {"post", "put", "send", "sendall", "sendto", "urlopen", "request", "write", "dumps"}
+)
+#: Base classes of setuptools/distutils commands (a subclass in setup.py runs at install).
+#: build_ext and build_py subclasses compile and copy: routine; install,
+#: develop and egg_info subclasses run on the user's machine at install.
+_INSTALL_COMMANDS = tuple(
+    f"{root}.command.{name}"
+    for root in ("setuptools", "distutils")
+    for name in ("install", "develop", "egg_info", "bdist_egg")
+)
+#: Programs that have no business running at install time (CPL-THR-011).
+_INSTALL_TIME_PROGRAMS = frozenset(
+    {
+        "curl",
+        "wget",
+        "pwsh",
+        "powershell.exe",
+        "mshta",
+        "wscript",
+        "cscript",
+        "certutil",
+        "bitsadmin",
+        "nohup",
+        "nc",
+        "ncat",
+        "rundll32",
+        "regsvr32",
+    }
+)
+#: Environment variable names that hold secrets (a read feeds CPL-THR-006).
+_SECRET_NAME = re2.compile(r"(?i)token|secret|passw|api_?key|access_?key|credential|session")
+#: An absolute path literal under a real top-level directory (``/srv/data/in.csv``),
+#: for CPL-FS-005. Anchoring on the roots keeps URL paths (``"/v1/items"``) out;
+#: /tmp is left out because every worker has a private one.
+_ABSOLUTE_PATH = re2.compile(
+    r"/(?:etc|var|usr|home|root|srv|opt|mnt|media|data|proc|sys|dev|run|boot|lib|lib64|bin"
+    r"|sbin|Users|Library|Volumes|private|Applications)(?:/[A-Za-z0-9._+@-]+)*/?"
+)
+#: ``os.environ`` methods that walk the whole environment.
+#: (``copy()`` is left out: it is how code hands the environment to a subprocess.)
+_ENV_ITERATORS = frozenset({"items", "values", "keys"})
+#: Calls whose constant arguments are path pieces (joined for the indicators).
+_PATH_BUILDERS = frozenset(
+    {
+        "os.path.join",
+        "posixpath.join",
+        "ntpath.join",
+        "pathlib.Path",
+        "pathlib.PurePath",
+        "pathlib.PureWindowsPath",
+        "pathlib.PurePosixPath",
+    }
 )
 #: Builtins whose lookup by a computed name is a threat (CPL-THR-003).
 _BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
@@ -597,6 +652,10 @@ def _sensitive_path(text: str) -> bool:
 
 def _entropy(text: str) -> float:
     """Shannon entropy in bits per character."""
+    if len(set(text)) < 2**_ENTROPY_BITS:
+        # Entropy never exceeds log2(distinct characters): exact, and cheap
+        # for the long repetitive literals that are common and slow to count.
+        return 0.0
     length = len(text)
     counts = collections.Counter(text).values()
     return -sum(c / length * math.log2(c / length) for c in counts)
@@ -612,6 +671,23 @@ def _url_host(url: str) -> str | None:
     if not host or "{" in host or "%" in host:
         return None  # a template, not a host
     return host.rstrip(".")
+
+
+def _literal_prefix(node: ast.AST) -> str | None:
+    """The literal start of a string expression: ``"https://x/" + data`` -> ``"https://x/"``."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        return _literal_prefix(node.left)
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _literal_prefix(node.values[0])
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+    ):
+        return _literal_prefix(node.func.value)
+    return None
 
 
 def _launches_payload(program: str) -> bool:
@@ -669,6 +745,9 @@ class _FileScan:
         self.indicator_kinds = indicator_set().kinds(text) if text else frozenset()
         self._mitigations: set[str] = set()
         self.credential_kinds: set[str] = set()
+        #: String constants seen by the AST pass: (text, line, column offset).
+        self.strings: list[tuple[str, int, int]] = []
+        self.secret_names: set[str] = set()
 
     def tag(self, tag: Tag, line: int, api: str) -> None:
         """Record ``tag`` for correlation (the first occurrence is the one shown)."""
@@ -681,10 +760,30 @@ class _FileScan:
             self._mitigations.add(rule_id)
             self.emit_at(rule_id, api, node)
 
+    def string_indicators(self) -> None:
+        """Indicator rules over the file's string constants, gated by one RE2 match.
+
+        All strings joined by newlines go through a multi-line variant of the
+        set once; only when it matches is each string matched on its own. The
+        gate over-approximates (a pattern may match across two strings), so
+        it never hides a string's own match.
+        """
+        if not self.strings:
+            return
+        joined = "\n".join(text for text, _, _ in self.strings)
+        if not indicator_set().gate(joined):
+            return
+        for text, line, col in self.strings:
+            self.indicators(text, line, col)
+
     def correlate(self) -> None:
         """Emit the chains this file's tags complete (after every other rule ran)."""
+        self.string_indicators()
         chains = correlate(
-            self.tags, setup_py=self.setup_py, credential_kinds=len(self.credential_kinds)
+            self.tags,
+            setup_py=self.setup_py,
+            credential_kinds=len(self.credential_kinds),
+            secret_names=len(self.secret_names),
         )
         for chain in chains:
             self.emit(chain.rule_id, chain.api, chain.line, None)
@@ -978,7 +1077,19 @@ class _RuleVisitor(ast.NodeVisitor):
             mitigation = _MITIGATION_APIS.get(name)
             if mitigation is not None:
                 self._scan.mitigation(mitigation, name, node)
+            if name in _DECODERS:
+                self._scan.tag(Tag.DECODE, getattr(node, "lineno", 0), name)
             rule_id = API_RULES.get(name)
+            if (
+                (name in _EXECUTORS or name in _DECODERS)
+                and isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Call)
+                and not DYNAMIC_IMPORTERS.isdisjoint(self.resolve(node.value.func))
+            ):
+                # __import__("builtins").exec: no reason to spell it so but to hide it
+                self._scan.emit_at(
+                    "CPL-THR-003", f"{name.removeprefix('builtins.')} through __import__", node
+                )
             if rule_id is not None:
                 self._emit_api(rule_id, name, node)
                 continue
@@ -1027,6 +1138,9 @@ class _RuleVisitor(ast.NodeVisitor):
     def _emit_env(self, node: ast.AST, api: str, key: str | None) -> None:
         """``api`` is how the access reads, with ``{}`` where the name goes."""
         names = self._scan.grants.env_names
+        if key is not None and _SECRET_NAME.search(key):
+            self._scan.tag(Tag.SECRET_ENV, getattr(node, "lineno", 0), key)
+            self._scan.secret_names.add(key)
         if key is not None:
             self._scan.emit_at(
                 "CPL-ENV-001",
@@ -1068,24 +1182,36 @@ class _RuleVisitor(ast.NodeVisitor):
             self._scan.emit_at("CPL-FS-002", api, node, covered=read_ok)
 
     def _persistence_marker(self, node: ast.AST) -> str | None:
-        """An autostart location named by a string inside ``node`` (or bound to a name in it)."""
-        if not self._scan.indicator_kinds & {IndicatorKind.PERSISTENCE}:
-            return None
+        """An autostart location named by the strings inside ``node`` (names followed once).
+
+        Pieces count joined too: ``os.path.join(appdata, "Start Menu",
+        "Programs", "Startup")`` names the Startup folder without any one
+        literal doing so.
+        """
         stack: list[ast.AST] = [node]
         seen: set[str] = set()
+        pieces: list[str] = []
         budget = _PAYLOAD_BUDGET
         while stack and budget > 0:
             item = stack.pop()
             budget -= 1
             if isinstance(item, ast.Constant) and isinstance(item.value, str):
-                if any(
-                    i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(item.value)
-                ):
-                    return _shorten(item.value)
+                pieces.append(item.value)
+            elif isinstance(item, ast.Call):
+                joined = [
+                    a.value
+                    for a in item.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                ]
+                if len(joined) >= 2:
+                    pieces.append("/".join(joined))
             elif isinstance(item, ast.Name) and item.id not in seen:
                 seen.add(item.id)
                 stack.extend(self._b.assigned.get(item.id, ())[:8])
             stack.extend(ast.iter_child_nodes(item))
+        for text in pieces:
+            if any(i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(text)):
+                return _shorten(text)
         return None
 
     def _check_store(self, target: ast.AST, api_node: ast.AST) -> None:
@@ -1126,6 +1252,13 @@ class _RuleVisitor(ast.NodeVisitor):
         return None
 
     # -- visitors -------------------------------------------------------------------------
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        # setup.py's custom install/develop command: code that runs at install
+        if self._scan.setup_py:
+            for base in node.bases:
+                if any(b.startswith(_INSTALL_COMMANDS) for b in self.resolve(base)):
+                    self._scan.tag(Tag.CUSTOM_INSTALL, node.lineno, f"class {node.name}")
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -1203,15 +1336,17 @@ class _RuleVisitor(ast.NodeVisitor):
             text = value.decode("latin-1")
         if text is not None:
             scan = self._scan
-            if scan.indicator_kinds and len(text) >= 4:
-                scan.indicators(text, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+            # Every string, not only in files whose text matched: implicitly
+            # concatenated literals and escapes hide a marker from the text.
+            if len(text) >= 5:
+                scan.strings.append((text, getattr(node, "lineno", 0), node.col_offset))
             if (
                 len(text) >= _ENTROPY_MIN_LENGTH
                 and not _is_blob(text)
                 and _entropy(text) > _ENTROPY_BITS
             ):
                 scan.emit_at("CPL-OBF-004", f"string of {len(text)} characters", node)
-            if scan.mode is ScanMode.PLUGIN and text.startswith(_URL_PREFIXES):
+            if scan.mode is ScanMode.PLUGIN and text[:8].lower().startswith(_URL_PREFIXES):
                 host = _url_host(text)
                 if host:
                     scan.emit_at(
@@ -1219,13 +1354,20 @@ class _RuleVisitor(ast.NodeVisitor):
                         _shorten(text),
                         node,
                         covered=scan.grants.covers_host(host),
-                        capability=f"net.http:{text.split(':', 1)[0]}://{host}",
+                        capability=f"net.http:{text.split(':', 1)[0].lower()}://{host}",
                     )
             if _is_blob(text):
                 self._scan.emit_at("CPL-OBF-001", f"string of {len(text)} characters", node)
             if _sensitive_path(text):
                 self._scan.emit_at(
                     "CPL-FS-004",
+                    _shorten(text),
+                    node,
+                    covered=self._scan.grants.covers_path(text),
+                )
+            elif scan.mode is ScanMode.PLUGIN and _ABSOLUTE_PATH.fullmatch(text):
+                self._scan.emit_at(
+                    "CPL-FS-005",
                     _shorten(text),
                     node,
                     covered=self._scan.grants.covers_path(text),
@@ -1310,6 +1452,67 @@ class _RuleVisitor(ast.NodeVisitor):
             # getattr(os, "system") and __import__("socket") are references too.
             self._report_reference(node, self.resolve(node))
 
+    def _process_threats(self, node: ast.Call, api: str, command: ast.expr) -> None:
+        """A process call running a decoded or downloaded command, or a dropped program."""
+        scan = self._scan
+        payload = self._payload(command)
+        if payload is not None:
+            how, spelling = payload
+            rule_id = "CPL-THR-001" if how == "decoded" else "CPL-THR-002"
+            scan.emit_at(rule_id, f"{api}({spelling} ...)", node)
+        line = getattr(node, "lineno", 0)
+        first: ast.AST = command
+        if isinstance(command, ast.List | ast.Tuple) and command.elts:
+            first = command.elts[0]
+        if "sys.executable" in self.resolve(first):
+            scan.tag(Tag.PYTHON_RUN, line, "sys.executable")
+        for value in self._values(first):
+            text = _fold_str(value)
+            words = text.split() if text else []
+            if not text or not words:
+                continue
+            word = PurePosixPath(words[0]).name.lower()
+            if _launches_payload(words[0]):
+                scan.tag(Tag.LAUNCH, line, words[0])
+            if word.startswith("python"):
+                scan.tag(Tag.PYTHON_RUN, line, word)
+            if word in _SHELLS or word in _INSTALL_TIME_PROGRAMS:
+                scan.tag(Tag.SHELL, line, word)
+
+    def _values(self, node: ast.AST) -> list[ast.AST]:
+        """``node`` and, for a name, the values it was bound to (one hop)."""
+        if isinstance(node, ast.Name):
+            return [node, *self._b.assigned.get(node.id, ())[:8]]
+        return [node]
+
+    def _fixed_endpoint(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A network call whose URL is written into the code (a fixed endpoint)."""
+        if not any(f.startswith(_NETWORK_MODULES) for f in funcs):
+            return
+        arg = node.args[0] if node.args else None
+        for kw in node.keywords:
+            if kw.arg == "url":
+                arg = kw.value
+        if arg is None:
+            return
+        for value in self._values(arg):
+            prefix = _literal_prefix(value)
+            if prefix is not None and prefix.startswith(_URL_PREFIXES):
+                host = _url_host(prefix) or ""
+                if host and host not in {"localhost", "127.0.0.1", "::1"}:
+                    self._scan.tag(Tag.FIXED_ENDPOINT, getattr(node, "lineno", 0), prefix[:80])
+                    return
+
+    def _joined_path(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """``os.path.join(home, ".aws", "credentials")``: indicators see the joined path."""
+        if _PATH_BUILDERS.isdisjoint(funcs):
+            return
+        parts = [
+            a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        if len(parts) >= 2:
+            self._scan.indicators("/".join(parts), getattr(node, "lineno", 0), node.col_offset)
+
     def _environ_dump(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """Tag the whole environment passed to a serialiser or a sender."""
         func = node.func
@@ -1355,6 +1558,15 @@ class _RuleVisitor(ast.NodeVisitor):
         func_id = id(node.func)
         if node.args or node.keywords:
             self._environ_dump(node, funcs)
+            self._fixed_endpoint(node, funcs)
+            self._joined_path(node, funcs)
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _ENV_ITERATORS
+            and not ENVIRON_MAPPINGS.isdisjoint(self.resolve(func.value))
+        ):
+            self._scan.tag(Tag.ENV_ITER, getattr(node, "lineno", 0), f"os.environ.{func.attr}()")
         if node.args and not _EXECUTORS.isdisjoint(funcs):
             payload = self._payload(node.args[0])
             if payload is not None:
@@ -1365,9 +1577,12 @@ class _RuleVisitor(ast.NodeVisitor):
         for name in funcs:
             if API_RULES.get(name) == "CPL-PROC-001":
                 spec = PROGRAM_ARGUMENTS.get(name)
-                program = _program(_argument(node, spec)) if spec is not None else None
+                command = _argument(node, spec) if spec is not None else None
+                program = _program(command)
                 self._handled.add(func_id)
                 self._emit_api("CPL-PROC-001", name, node, program)
+                if command is not None:
+                    self._process_threats(node, name, command)
             elif name in OPEN_FUNCTIONS:
                 self._handled.add(func_id)
                 self._emit_open(node, name, OPEN_FUNCTIONS[name])
@@ -1601,6 +1816,7 @@ def scan_source(
     ``filename`` is used as the findings' ``file``; ``local_modules`` are the
     plugin's own top-level module names (not third-party imports).
     """
+    self_check()  # refuse to scan with a rule engine that misses its canaries
     _check_limits(max_depth=max_depth, max_nodes=max_nodes)
     grants = _Grants.of(capabilities)
     findings, _ = _scan_text(
@@ -1755,6 +1971,7 @@ def scan_tree(
     Raises :class:`ScanError` only when ``root`` itself cannot be scanned,
     or when the scanner's self-check fails.
     """
+    self_check()  # refuse to scan with a rule engine that misses its canaries
     _check_limits(max_file_bytes=max_file_bytes, max_depth=max_depth, max_nodes=max_nodes)
     try:
         root_is_dir = root.is_dir()
