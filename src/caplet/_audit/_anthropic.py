@@ -8,12 +8,7 @@ the concatenated ``text`` blocks of ``content``
 
 from __future__ import annotations
 
-import time
-
-import httpx
-
-from caplet._audit._http import make_client, post_json
-from caplet._audit._provider import ProviderSettings, Sleep
+from caplet._audit._http import HttpProvider, post_json
 from caplet._errors import ProviderError
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
@@ -22,37 +17,11 @@ __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """An :class:`~caplet._audit._provider.AuditorProvider` for Anthropic's messages API.
 
     ``sleep`` waits between retries (tests pass a recorder so they never wait).
     """
-
-    def __init__(
-        self,
-        settings: ProviderSettings,
-        *,
-        sleep: Sleep = time.sleep,
-        client: httpx.Client | None = None,
-    ) -> None:
-        self.settings = settings
-        self._sleep = sleep
-        self._client = client if client is not None else make_client(settings)
-
-    @property
-    def name(self) -> str:
-        return self.settings.kind.value
-
-    @property
-    def model(self) -> str:
-        return self.settings.model
-
-    @property
-    def max_prompt_chars(self) -> int:
-        return self.settings.max_prompt_chars
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider({self.settings.label})"
 
     def complete(self, system: str, user: str) -> str:
         """Send one message; return the text of the answer."""
@@ -84,6 +53,3 @@ class AnthropicProvider:
             "is this Anthropic's messages API?",
             provider=self.settings.label,
         )
-
-    def close(self) -> None:
-        self._client.close()

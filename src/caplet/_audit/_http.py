@@ -34,7 +34,7 @@ import httpx
 from caplet._audit._provider import ENV_API_KEY, ENV_BASE_URL, ProviderSettings, Sleep
 from caplet._errors import ProviderAuthError, ProviderError
 
-__all__ = ["RETRY_STATUSES", "make_client", "post_json"]
+__all__ = ["RETRY_STATUSES", "HttpProvider", "make_client", "post_json"]
 
 #: Statuses worth asking again: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -221,3 +221,41 @@ def _decode(raw: bytes, settings: ProviderSettings) -> dict[str, object]:
             provider=settings.label,
         )
     return value
+
+
+class HttpProvider:
+    """What every HTTP provider shares: settings, one client, the protocol's properties.
+
+    Subclasses (one module per wire API) implement ``complete``; ``sleep``
+    waits between retries (tests pass a recorder so they never wait).
+    """
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        *,
+        sleep: Sleep = time.sleep,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+        self._client = client if client is not None else make_client(settings)
+
+    @property
+    def name(self) -> str:
+        return self.settings.kind.value
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    @property
+    def max_prompt_chars(self) -> int:
+        return self.settings.max_prompt_chars
+
+    def __repr__(self) -> str:
+        # the label never contains the API key (ProviderSettings masks it)
+        return f"{type(self).__name__}({self.settings.label})"
+
+    def close(self) -> None:
+        self._client.close()

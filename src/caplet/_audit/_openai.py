@@ -9,48 +9,17 @@ copes with prose around the JSON anyway.
 
 from __future__ import annotations
 
-import time
-
-import httpx
-
-from caplet._audit._http import make_client, post_json
-from caplet._audit._provider import ProviderSettings, Sleep
+from caplet._audit._http import HttpProvider, post_json
 from caplet._errors import ProviderError
 
 __all__ = ["OpenAIProvider"]
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """An :class:`~caplet._audit._provider.AuditorProvider` for OpenAI-compatible servers.
 
     ``sleep`` waits between retries (tests pass a recorder so they never wait).
     """
-
-    def __init__(
-        self,
-        settings: ProviderSettings,
-        *,
-        sleep: Sleep = time.sleep,
-        client: httpx.Client | None = None,
-    ) -> None:
-        self.settings = settings
-        self._sleep = sleep
-        self._client = client if client is not None else make_client(settings)
-
-    @property
-    def name(self) -> str:
-        return self.settings.kind.value
-
-    @property
-    def model(self) -> str:
-        return self.settings.model
-
-    @property
-    def max_prompt_chars(self) -> int:
-        return self.settings.max_prompt_chars
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider({self.settings.label})"
 
     def complete(self, system: str, user: str) -> str:
         """Send one chat completion; return the assistant's text."""
@@ -80,6 +49,3 @@ class OpenAIProvider:
             "text; is this an OpenAI-compatible chat-completions endpoint?",
             provider=self.settings.label,
         )
-
-    def close(self) -> None:
-        self._client.close()
