@@ -55,9 +55,10 @@ def test_imports_flow_one_way() -> None:
     violations = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
-        if module in ("caplet", "caplet.__main__", "caplet.audit"):
+        if module in ("caplet", "caplet.__main__", "caplet.audit", "caplet.plugin"):
             # Public facades over the layers (caplet.audit re-exports the
-            # audit layer), like the package itself.
+            # audit layer, caplet.plugin the worker-side context), like the
+            # package itself.
             continue
         if "_examples" in module:
             continue
@@ -78,3 +79,11 @@ def test_no_relative_imports() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{path}: use absolute imports"
+
+
+def test_plugin_api_imports_only_what_a_worker_may() -> None:
+    """caplet.plugin runs inside the sandbox: base and sandbox modules only."""
+    allowed = LAYERS[0] | {"_sandbox"}
+    imported = _imports(PACKAGE / "plugin.py")
+    assert imported, "caplet.plugin re-exports the context"
+    assert [m for m in imported if m.split(".")[1] not in allowed] == []

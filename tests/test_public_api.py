@@ -87,3 +87,33 @@ def test_audit_module_unknown_attribute() -> None:
 
     with pytest.raises(AttributeError, match=r"module 'caplet\.audit' has no attribute 'nope'"):
         getattr(caplet.audit, "nope")  # noqa: B009
+
+
+# -- caplet.plugin: the API inside the sandbox (issue 6) ------------------------------------------
+
+
+def test_plugin_module_all_is_sorted_and_resolves() -> None:
+    import caplet.plugin
+
+    module = caplet.plugin
+    assert module.__all__ == sorted(set(module.__all__))
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+    assert callable(module.context)
+    assert caplet.plugin is caplet.__getattr__("plugin")
+    for name in ("ContextError", "NotGrantedError", "BrokerError", "BlockedByPolicyError"):
+        assert getattr(module, name) is getattr(caplet, name)
+
+
+def test_plugin_module_import_stays_light() -> None:
+    """Importable in a worker: no host dependency is loaded by it."""
+    code = (
+        "import sys, caplet.plugin;"
+        "heavy = ('pydantic', 'rich', 'typer', 'sqlite3', 'httpx', 'jsonschema', 'caplet._host',"
+        " 'caplet._broker');"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == ""

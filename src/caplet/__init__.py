@@ -77,6 +77,15 @@ if TYPE_CHECKING:
     from caplet._audit._static import (
         static_audit as static_audit,
     )
+    from caplet._broker._policy import (
+        NetworkPolicy as NetworkPolicy,
+    )
+    from caplet._broker._resolver import (
+        Resolver as Resolver,
+    )
+    from caplet._broker._static_resolver import (
+        StaticResolver as StaticResolver,
+    )
     from caplet._capabilities._lint import (
         lint_composition as lint_composition,
     )
@@ -120,10 +129,25 @@ if TYPE_CHECKING:
         ConfigValue as ConfigValue,
     )
     from caplet._errors import (
+        AppError as AppError,
+    )
+    from caplet._errors import (
+        AppHandlerError as AppHandlerError,
+    )
+    from caplet._errors import (
         AuditConfigError as AuditConfigError,
     )
     from caplet._errors import (
         AuditError as AuditError,
+    )
+    from caplet._errors import (
+        BlockedByPolicyError as BlockedByPolicyError,
+    )
+    from caplet._errors import (
+        BrokerError as BrokerError,
+    )
+    from caplet._errors import (
+        CallCycleError as CallCycleError,
     )
     from caplet._errors import (
         CallTimeoutError as CallTimeoutError,
@@ -141,6 +165,27 @@ if TYPE_CHECKING:
         ConfigError as ConfigError,
     )
     from caplet._errors import (
+        ConnectionFailedError as ConnectionFailedError,
+    )
+    from caplet._errors import (
+        ContextArgumentError as ContextArgumentError,
+    )
+    from caplet._errors import (
+        ContextError as ContextError,
+    )
+    from caplet._errors import (
+        ContextLimitError as ContextLimitError,
+    )
+    from caplet._errors import (
+        ContextUnavailableError as ContextUnavailableError,
+    )
+    from caplet._errors import (
+        DnsError as DnsError,
+    )
+    from caplet._errors import (
+        FetchTimeoutError as FetchTimeoutError,
+    )
+    from caplet._errors import (
         HookError as HookError,
     )
     from caplet._errors import (
@@ -150,10 +195,16 @@ if TYPE_CHECKING:
         HookPayloadError as HookPayloadError,
     )
     from caplet._errors import (
+        HostCallError as HostCallError,
+    )
+    from caplet._errors import (
         HostError as HostError,
     )
     from caplet._errors import (
         InvalidOutputError as InvalidOutputError,
+    )
+    from caplet._errors import (
+        InvalidUrlError as InvalidUrlError,
     )
     from caplet._errors import (
         LifecycleError as LifecycleError,
@@ -166,6 +217,9 @@ if TYPE_CHECKING:
     )
     from caplet._errors import (
         ManifestError as ManifestError,
+    )
+    from caplet._errors import (
+        NotGrantedError as NotGrantedError,
     )
     from caplet._errors import (
         PluginCallError as PluginCallError,
@@ -189,6 +243,15 @@ if TYPE_CHECKING:
         ProviderError as ProviderError,
     )
     from caplet._errors import (
+        RateLimitError as RateLimitError,
+    )
+    from caplet._errors import (
+        RedirectError as RedirectError,
+    )
+    from caplet._errors import (
+        ResponseError as ResponseError,
+    )
+    from caplet._errors import (
         SandboxError as SandboxError,
     )
     from caplet._errors import (
@@ -198,7 +261,13 @@ if TYPE_CHECKING:
         SignatureError as SignatureError,
     )
     from caplet._errors import (
+        SizeLimitError as SizeLimitError,
+    )
+    from caplet._errors import (
         StoreError as StoreError,
+    )
+    from caplet._errors import (
+        TlsError as TlsError,
     )
     from caplet._errors import (
         TrustError as TrustError,
@@ -221,8 +290,17 @@ if TYPE_CHECKING:
     from caplet._findings import (
         Severity as Severity,
     )
+    from caplet._host._apps import (
+        AppCall as AppCall,
+    )
+    from caplet._host._apps import (
+        AppHandler as AppHandler,
+    )
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
+    )
+    from caplet._host._context_limits import (
+        ContextLimits as ContextLimits,
     )
     from caplet._host._hooks import (
         ErrorPolicy as ErrorPolicy,
@@ -363,6 +441,9 @@ if TYPE_CHECKING:
         Decision as Decision,
     )
     from caplet._trust._store import (
+        KvWrite as KvWrite,
+    )
+    from caplet._trust._store import (
         QuarantineRecord as QuarantineRecord,
     )
     from caplet._trust._store import (
@@ -371,13 +452,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnthropicProvider",
+    "AppCall",
     "AppCapability",
+    "AppError",
+    "AppHandler",
+    "AppHandlerError",
     "ApprovalRecord",
     "AuditConfigError",
     "AuditError",
     "AuditResult",
     "AuditorProvider",
+    "BlockedByPolicyError",
     "BrokenPlugin",
+    "BrokerError",
+    "CallCycleError",
     "CallTimeoutError",
     "CanaryInjection",
     "CanaryStatus",
@@ -391,10 +479,18 @@ __all__ = [
     "ConfigField",
     "ConfigType",
     "ConfigValue",
+    "ConnectionFailedError",
+    "ContextArgumentError",
+    "ContextError",
+    "ContextLimitError",
+    "ContextLimits",
+    "ContextUnavailableError",
     "Decision",
     "DirtyFlags",
+    "DnsError",
     "EnvReadCapability",
     "ErrorPolicy",
+    "FetchTimeoutError",
     "Finding",
     "FsCapability",
     "FunctionSpec",
@@ -410,11 +506,14 @@ __all__ = [
     "HookState",
     "HookStatus",
     "HostCallCapability",
+    "HostCallError",
     "HostError",
     "InjectionAttempt",
     "InlineConfigResult",
     "InvalidOutputError",
+    "InvalidUrlError",
     "Isolation",
+    "KvWrite",
     "Launcher",
     "LifecycleError",
     "Limits",
@@ -429,6 +528,8 @@ __all__ = [
     "ModelReport",
     "ModuleSpec",
     "NetHttpCapability",
+    "NetworkPolicy",
+    "NotGrantedError",
     "OpenAIProvider",
     "Outcome",
     "PluginCallError",
@@ -449,7 +550,11 @@ __all__ = [
     "ProviderKind",
     "ProviderSettings",
     "QuarantineRecord",
+    "RateLimitError",
+    "RedirectError",
     "Requirement",
+    "Resolver",
+    "ResponseError",
     "RiskLevel",
     "SandboxError",
     "ScanError",
@@ -459,10 +564,13 @@ __all__ = [
     "SignatureCheck",
     "SignatureError",
     "SignatureStatus",
+    "SizeLimitError",
     "SourceKind",
     "SqliteStore",
+    "StaticResolver",
     "StoreError",
     "SubprocessLauncher",
+    "TlsError",
     "TrustError",
     "TrustStore",
     "TrustTier",
@@ -608,11 +716,38 @@ _EXPORTS: dict[str, str] = {
     "HookSpec": "caplet._host._hooks",
     "HookState": "caplet._host._hooks",
     "HookStatus": "caplet._host._hooks",
+    "AppError": "caplet._errors",
+    "AppHandlerError": "caplet._errors",
+    "BlockedByPolicyError": "caplet._errors",
+    "BrokerError": "caplet._errors",
+    "CallCycleError": "caplet._errors",
+    "ConnectionFailedError": "caplet._errors",
+    "ContextArgumentError": "caplet._errors",
+    "ContextError": "caplet._errors",
+    "ContextLimitError": "caplet._errors",
+    "ContextUnavailableError": "caplet._errors",
+    "DnsError": "caplet._errors",
+    "FetchTimeoutError": "caplet._errors",
+    "HostCallError": "caplet._errors",
+    "InvalidUrlError": "caplet._errors",
+    "NotGrantedError": "caplet._errors",
+    "RateLimitError": "caplet._errors",
+    "RedirectError": "caplet._errors",
+    "ResponseError": "caplet._errors",
+    "SizeLimitError": "caplet._errors",
+    "TlsError": "caplet._errors",
+    "AppCall": "caplet._host._apps",
+    "AppHandler": "caplet._host._apps",
+    "ContextLimits": "caplet._host._context_limits",
+    "KvWrite": "caplet._trust._store",
+    "NetworkPolicy": "caplet._broker._policy",
+    "Resolver": "caplet._broker._resolver",
+    "StaticResolver": "caplet._broker._static_resolver",
 }
 
 
 #: Public submodules, imported on first attribute access like the names above.
-_SUBMODULES = frozenset({"audit"})
+_SUBMODULES = frozenset({"audit", "plugin"})
 
 
 def __getattr__(name: str) -> Any:

@@ -12,21 +12,29 @@ so the original stays attached for debugging.
 from __future__ import annotations
 
 __all__ = [
+    "AppError",
+    "AppHandlerError",
     "AuditConfigError",
     "AuditError",
     "BlockedByPolicyError",
     "BrokerError",
+    "CallCycleError",
     "CallTimeoutError",
     "CapabilityError",
     "CapletError",
     "CircuitOpenError",
     "ConfigError",
     "ConnectionFailedError",
+    "ContextArgumentError",
+    "ContextError",
+    "ContextLimitError",
+    "ContextUnavailableError",
     "DnsError",
     "FetchTimeoutError",
     "HookError",
     "HookFailedError",
     "HookPayloadError",
+    "HostCallError",
     "HostError",
     "InvalidOutputError",
     "InvalidUrlError",
@@ -34,6 +42,7 @@ __all__ = [
     "LockedModeError",
     "LockfileError",
     "ManifestError",
+    "NotGrantedError",
     "PluginCallError",
     "PluginNotFoundError",
     "PluginTreeError",
@@ -334,6 +343,89 @@ class ResponseError(BrokerError):
     """The server's response is not valid HTTP, or its body is not the JSON asked for."""
 
     category: str = "invalid response"
+
+
+# -- plugin context ---------------------------------------------------------------------
+
+
+class ContextError(CapletError):
+    """A ``ctx`` request of a plugin was refused or failed (issue 6: the plugin context).
+
+    Raised inside the plugin's worker by ``ctx.kv``, ``ctx.app``,
+    ``ctx.plugins`` ... (``ctx.http`` raises the :class:`BrokerError`
+    family instead), and by the host's handlers, which send it over the
+    channel as (class name, category, message). Like :class:`BrokerError`,
+    ``category`` is the short, stable label the message starts with; the
+    message names the plugin, what was asked and the fix, and never holds
+    host internals (paths, addresses, the application's exception text).
+    """
+
+    category: str = "context error"
+
+    def __init__(self, message: str, *, plugin: str = "", category: str | None = None) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        if category is not None:
+            self.category = category
+
+
+class ContextUnavailableError(ContextError):
+    """No ``ctx`` here: outside a plugin call (import time, a thread that outlived
+    its call, the host process), or a host that serves no context requests."""
+
+    category: str = "unavailable"
+
+
+class NotGrantedError(ContextError):
+    """The capability a ``ctx`` request needs was not declared and approved, or
+    the application provides no such service."""
+
+    category: str = "not granted"
+
+
+class ContextArgumentError(ContextError):
+    """The arguments of a ``ctx`` request have the wrong type or shape, or break
+    the schema the application declared for its capability."""
+
+    category: str = "invalid arguments"
+
+
+class ContextLimitError(ContextError):
+    """A ``ctx`` request is over a limit: key-value sizes, results, requests per call."""
+
+    category: str = "limit exceeded"
+
+
+class AppError(ContextError):
+    """Raised by an application capability handler to refuse a request.
+
+    Its message reaches the plugin as written (it is the application's answer,
+    "unknown recipient"); any *other* exception of a handler reaches the
+    plugin only as :class:`AppHandlerError`, without its text.
+    """
+
+    category: str = "refused by the application"
+
+
+class AppHandlerError(ContextError):
+    """An application capability handler failed, or returned a result that
+    cannot cross the boundary; the host logged the details."""
+
+    category: str = "app handler failed"
+
+
+class CallCycleError(ContextError):
+    """``ctx.plugins`` would call a plugin whose call is already in flight
+    (A -> B -> A): refused, because the first call's worker is busy waiting."""
+
+    category: str = "call cycle"
+
+
+class HostCallError(ContextError):
+    """The plugin ``ctx.plugins`` called failed: it raised, timed out, crashed,
+    returned invalid output, or its circuit breaker is open."""
+
+    category: str = "host.call failed"
 
 
 # -- host ---------------------------------------------------------------------------

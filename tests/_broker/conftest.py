@@ -1,5 +1,9 @@
 """Real HTTP(S) servers on 127.0.0.1 for the broker tests, with a test CA made at run time.
 
+The plain helpers (:func:`make_pki`, :func:`serve`, :data:`NAMES`,
+:data:`TEST_POLICY`) are also used by the host's ``ctx.http`` tests
+(tests/_host/test_context_http.py), which build their own fixtures from them.
+
 Every test reaches the servers through host names under ``.test`` (RFC 6761:
 never resolvable on the internet) mapped to 127.0.0.1 by a counting
 resolver, with a policy that allows exactly that loopback network. The
@@ -81,6 +85,11 @@ def _name(common_name: str) -> x509.Name:
 
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def make_pki(directory: Path) -> Pki:
+    """A fresh test CA and server certificate, written into ``directory``."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
@@ -135,7 +144,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    directory = tmp_path_factory.mktemp("pki")
     cert_file = directory / "server.pem"
     key_file = directory / "server.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -319,7 +327,8 @@ class RunningServer:
         self.server.state.release.set()
 
 
-def _run(context: ssl.SSLContext | None) -> Iterator[RunningServer]:
+def serve(context: ssl.SSLContext | None) -> Iterator[RunningServer]:
+    """Run a test server (TLS with ``context``) until the generator is closed."""
     server = _Server(context)
     # A short poll interval: shutdown() waits for the next poll (0.5 s by default).
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
@@ -335,12 +344,12 @@ def _run(context: ssl.SSLContext | None) -> Iterator[RunningServer]:
 
 @pytest.fixture
 def https_server(pki: Pki) -> Iterator[RunningServer]:
-    yield from _run(pki.server_context())
+    yield from serve(pki.server_context())
 
 
 @pytest.fixture
 def http_server() -> Iterator[RunningServer]:
-    yield from _run(None)
+    yield from serve(None)
 
 
 # -- resolver, clock, broker ---------------------------------------------------------------

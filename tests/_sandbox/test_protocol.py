@@ -17,6 +17,11 @@ from caplet._sandbox._protocol import (
     MAX_DEPTH,
     MAX_TEXT_CHARS,
     Call,
+    ContextFailure,
+    ContextGrants,
+    ContextOp,
+    ContextReply,
+    ContextRequest,
     Error,
     Fatal,
     FrameReader,
@@ -24,9 +29,13 @@ from caplet._sandbox._protocol import (
     Ready,
     Result,
     Shutdown,
+    check_value,
     decode_host_message,
     decode_worker_message,
     encode_call,
+    encode_context_error,
+    encode_context_reply,
+    encode_context_request,
     encode_error,
     encode_fatal,
     encode_init,
@@ -233,6 +242,7 @@ GOOD_INIT = {
     "modules": {"demo": ["run"]},
     "max_frame_bytes": 1024,
     "env": {"TOKEN": "t"},
+    "context": {"http": False, "apps": [], "modules": []},
 }
 
 HOST_CASES = [
@@ -379,3 +389,92 @@ def test_send_frame_completes_large_frames(pair: tuple[socket.socket, socket.soc
     send_frame(left, frame, time.monotonic() + 60)
     reader.join()
     assert received == [_payload(frame)]
+
+
+# -- the ctx frames (issue 6) -------------------------------------------------------------
+
+
+def test_context_frames_round_trip() -> None:
+    grants = ContextGrants(http=True, apps=("email.send",), modules=("fsread",))
+    init = encode_init(
+        0,
+        plugin="demo",
+        entry="plugin.py",
+        snapshot="/snap",
+        config={},
+        modules={"demo": ("run",)},
+        context=grants,
+    )
+    decoded = decode_host_message(_payload(init))
+    assert isinstance(decoded, Init)
+    assert decoded.context == grants
+    request = encode_context_request(5, 9, ContextOp.KV_SET, {"key": "k", "value": (1, b"x")})
+    assert _payload(request) == _packed([14, 5, 9, "kv.set", {"key": "k", "value": [1, b"x"]}])
+    assert decode_worker_message(_payload(request)) == ContextRequest(
+        5, 9, ContextOp.KV_SET, {"key": "k", "value": [1, b"x"]}
+    )
+    reply = encode_context_reply(5, {"found": True, "value": None})
+    assert decode_host_message(_payload(reply)) == ContextReply(5, {"found": True, "value": None})
+    error = encode_context_error(5, "NotGrantedError", "not granted", "not granted: no")
+    assert decode_host_message(_payload(error)) == ContextFailure(
+        5, "NotGrantedError", "not granted", "not granted: no"
+    )
+
+
+def test_context_encoders_refuse_what_cannot_cross() -> None:
+    with pytest.raises(ProtocolError, match=r"arguments\['v'\] is a value of type set"):
+        encode_context_request(1, 1, ContextOp.KV_SET, {"v": {1}})
+    with pytest.raises(ProtocolError, match="op must be a ContextOp, got str"):
+        encode_context_request(1, 1, "log", {})  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="the ctx reply is a value of type object"):
+        encode_context_reply(1, object())
+    with pytest.raises(ProtocolError, match=r"the result\[0\] is a value of type complex"):
+        check_value([1j], "the result")
+    # An error class the protocol does not know is sent as the base class,
+    # and a handler's huge message is cut rather than refused.
+    frame = encode_context_error(1, "SystemExit", "c", "m" * (MAX_TEXT_CHARS + 10))
+    decoded = decode_host_message(_payload(frame))
+    assert isinstance(decoded, ContextFailure)
+    assert decoded.error == "ContextError"
+    assert len(decoded.message) == MAX_TEXT_CHARS
+
+
+CONTEXT_CASES = [
+    (_packed([14, 1, 1, "log"]), decode_worker_message, "CONTEXT_REQUEST must have 5 elements"),
+    (_packed([14, 1, -1, "log", {}]), decode_worker_message, "call id must be an int in"),
+    (_packed([14, 1, 1, 5, {}]), decode_worker_message, "CONTEXT_REQUEST op must be a str"),
+    (_packed([14, 1, 1, "fs.read", {}]), decode_worker_message, "unknown ctx op 'fs.read'"),
+    (_packed([14, 1, 1, "log", []]), decode_worker_message, "CONTEXT_REQUEST args must be a map"),
+    (_packed([14, 1, 1, "log", {b"k": 1}]), decode_worker_message, "a dict key of type bytes"),
+    (_packed([3, 1]), decode_host_message, "CONTEXT_REPLY must have 3 elements"),
+    (_packed([3, 1, {b"k": 2}]), decode_host_message, "CONTEXT_REPLY value is a dict key"),
+    (_packed([4, 1, "NotGrantedError", "c"]), decode_host_message, "must have 5 elements"),
+    (_packed([4, 1, "SystemExit", "c", "m"]), decode_host_message, "unknown error 'SystemExit'"),
+    (_packed([4, 1, "ContextError", 5, "m"]), decode_host_message, "CONTEXT_ERROR category"),
+    (
+        _packed([0, 0, {**GOOD_INIT, "context": {"http": 1, "apps": [], "modules": []}}]),
+        decode_host_message,
+        "INIT context http must be a bool",
+    ),
+    (
+        _packed([0, 0, {**GOOD_INIT, "context": {"http": False}}]),
+        decode_host_message,
+        "INIT context keys must be ['apps', 'http', 'modules']",
+    ),
+    (
+        _packed([0, 0, {**GOOD_INIT, "context": {"http": False, "apps": [1], "modules": []}}]),
+        decode_host_message,
+        "an element of INIT context apps must be a str",
+    ),
+    (_packed([14, 1, 1, "log", {}]), decode_host_message, "unknown message kind 14 from the host"),
+    (_packed([3, 1, None]), decode_worker_message, "unknown message kind 3 from the worker"),
+]
+
+
+@pytest.mark.parametrize(("payload", "decode", "message"), CONTEXT_CASES)
+def test_malformed_context_frames_raise_protocol_error(
+    payload: bytes, decode: object, message: str
+) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        decode(payload)  # type: ignore[operator]
+    assert message in str(caught.value)

@@ -11,6 +11,10 @@ from caplet._errors import ProtocolError
 from caplet._sandbox._protocol import (
     MAX_DEPTH,
     Call,
+    ContextFailure,
+    ContextOp,
+    ContextReply,
+    ContextRequest,
     Error,
     Fatal,
     Init,
@@ -20,6 +24,9 @@ from caplet._sandbox._protocol import (
     decode_host_message,
     decode_worker_message,
     encode_call,
+    encode_context_error,
+    encode_context_reply,
+    encode_context_request,
     encode_result,
 )
 
@@ -63,7 +70,9 @@ packable = st.recursive(
     max_leaves=12,
 )
 
-kinds = st.sampled_from([0, 1, 2, 10, 11, 12, 13]) | packable
+kinds = st.sampled_from([0, 1, 2, 3, 4, 10, 11, 12, 13, 14]) | packable
+#: Context ops, real and not, so CONTEXT_REQUEST's op check is fuzzed too.
+ops = st.sampled_from([op.value for op in ContextOp]) | st.text(max_size=12) | packable
 request_ids = st.integers(min_value=0, max_value=2**63 - 1) | packable
 
 #: Arrays shaped like messages, so the shape checks (not only msgpack) are fuzzed.
@@ -74,8 +83,17 @@ message_like = st.builds(
     st.lists(packable, max_size=6),
 )
 
-WORKER_TYPES = (Ready, Result, Error, Fatal)
-HOST_TYPES = (Init, Call, Shutdown)
+#: CONTEXT_REQUEST-shaped arrays: [14, id, call_id, op, args].
+request_like = st.builds(
+    lambda request_id, call_id, op, args: [14, request_id, call_id, op, args],
+    request_ids,
+    request_ids,
+    ops,
+    st.dictionaries(st.text(max_size=8), packable, max_size=4) | packable,
+)
+
+WORKER_TYPES = (Ready, Result, Error, Fatal, ContextRequest)
+HOST_TYPES = (Init, Call, Shutdown, ContextReply, ContextFailure)
 
 
 def _decode_both(payload: bytes) -> None:
@@ -174,3 +192,44 @@ def test_deep_values_are_refused_both_ways(depth: int) -> None:
         encode_result(1, value)
     with pytest.raises(ProtocolError, match="nested deeper than 64 levels"):
         decode_worker_message(msgpack.packb([11, 1, value]))
+
+
+# -- the ctx frames (issue 6) -------------------------------------------------------------
+
+
+@FUZZ
+@given(request_like)
+def test_context_request_shaped_arrays_raise_only_protocol_error(message: list[object]) -> None:
+    _decode_both(msgpack.packb(message))
+
+
+@FUZZ
+@given(
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+    st.sampled_from(list(ContextOp)),
+    st.dictionaries(st.text(max_size=8), wire_values, max_size=4),
+)
+def test_every_context_request_round_trips(
+    request_id: int, call_id: int, op: ContextOp, args: dict[str, object]
+) -> None:
+    decoded = decode_worker_message(encode_context_request(request_id, call_id, op, args)[4:])
+    assert decoded == ContextRequest(request_id, call_id, op, _normalised(args))  # type: ignore[arg-type]
+
+
+@FUZZ
+@given(wire_values, st.text(max_size=30), st.text(max_size=30))
+def test_every_context_answer_round_trips(value: object, category: str, message: str) -> None:
+    reply = decode_host_message(encode_context_reply(3, value)[4:])
+    assert reply == ContextReply(3, _normalised(value))
+    failure = decode_host_message(encode_context_error(4, "NotGrantedError", category, message)[4:])
+    assert failure == ContextFailure(4, "NotGrantedError", category, message)
+
+
+@FUZZ
+@given(st.binary(max_size=200), st.integers(0, 300))
+def test_mutated_context_requests_raise_only_protocol_error(noise: bytes, cut: int) -> None:
+    frame = encode_context_request(1, 2, ContextOp.HTTP_FETCH, {"url": "https://x", "body": b"1"})
+    payload = frame[4:]
+    _decode_both(payload[:cut] + noise)
+    _decode_both(noise + payload[cut:])

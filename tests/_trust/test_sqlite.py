@@ -22,7 +22,7 @@ from caplet._trust._sqlite import (
     SqliteStore,
     migrate,
 )
-from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
+from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord, TrustStore
 
 HASH_A = "sha256-" + "a" * 64
 HASH_B = "sha256-" + "b" * 64
@@ -101,11 +101,11 @@ def test_fresh_store_is_private(state_dir: Path) -> None:
 def test_fresh_store_schema(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     conn = raw(state_dir / DB_FILENAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"approvals", "audits", "quarantine", "decisions"} <= tables
+    assert {"approvals", "audits", "quarantine", "decisions", "kv"} <= tables
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "decisions_by_plugin" in indexes
     conn.close()
@@ -464,7 +464,7 @@ def test_version_1_audits_stay_readable_after_migration(state_dir: Path) -> None
     assert (got.model, got.canary_status, got.injection_attempts) == ("", None, ())
     assert got.static_only
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     columns = [row[1] for row in conn.execute("PRAGMA table_info(audits)")]
     assert columns == ["content_hash", "model", "plugin", "created_at", "payload"]
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
@@ -595,3 +595,62 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path, state_dir: Path) -> N
             assert [d.target for d in mine] == [str(i) for i in reversed(range(200))]
         names = {a.name for a in store.list_approvals()}
         assert names == {f"{w}-{k}" for w in workers for k in range(50)}
+
+
+# -- ctx.kv (schema version 3) ----------------------------------------------------------------
+
+
+def test_kv_entries_are_per_plugin(store: SqliteStore) -> None:
+    limits = {"max_keys": 10, "max_bytes": 1000}
+    assert store.kv_put("a", "k", b"1", **limits) == KvWrite(stored=True, keys=1, total_bytes=2)
+    assert store.kv_put("b", "k", b"22", **limits).stored
+    assert store.kv_put("a", "k%_", b"3", **limits) == KvWrite(True, 2, 6)
+    assert (store.kv_get("a", "k"), store.kv_get("b", "k"), store.kv_get("c", "k")) == (
+        b"1",
+        b"22",
+        None,
+    )
+    assert store.kv_keys("a") == ["k", "k%_"]
+    assert store.kv_keys("a", "k%") == ["k%_"], "the prefix is literal, not a LIKE pattern"
+    assert store.kv_keys("a", "x") == []
+    assert store.kv_delete("a", "k")
+    assert not store.kv_delete("a", "k")
+    assert store.kv_get("b", "k") == b"22"
+
+
+def test_kv_quotas_count_keys_and_bytes_and_keep_the_old_value(store: SqliteStore) -> None:
+    assert store.kv_put("a", "one", b"x" * 10, max_keys=2, max_bytes=30).stored
+    assert store.kv_put("a", "two", b"y" * 10, max_keys=2, max_bytes=30).stored
+    assert store.kv_put("a", "three", b"", max_keys=2, max_bytes=30) == KvWrite(False, 3, 31)
+    assert store.kv_put("a", "two", b"z" * 20, max_keys=2, max_bytes=30) == KvWrite(False, 2, 36)
+    assert store.kv_get("a", "two") == b"y" * 10
+    assert store.kv_put("a", "two", b"z" * 14, max_keys=2, max_bytes=30) == KvWrite(True, 2, 30)
+    assert store.kv_put("b", "three", b"", max_keys=2, max_bytes=30).stored, "quotas are per plugin"
+    assert store.kv_put("a", "é", b"", max_keys=9, max_bytes=100).total_bytes == 30 + 2, "UTF-8"
+
+
+def test_version_2_databases_gain_the_kv_table(state_dir: Path) -> None:
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:3]) == 2
+    conn.execute("INSERT INTO quarantine (name, reason, since) VALUES ('weather', 'kept', 1.0)")
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        assert store.get_quarantine("weather") is not None
+        assert store.kv_put("weather", "k", b"v", max_keys=1, max_bytes=10).stored
+        assert store.kv_get("weather", "k") == b"v"
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    conn.close()
+
+
+def test_undecodable_kv_row(store: SqliteStore) -> None:
+    store.kv_put("a", "k", b"v", max_keys=1, max_bytes=10)
+    conn = raw(store.path)
+    conn.execute("UPDATE kv SET value = 'text'")
+    conn.close()
+    with pytest.raises(
+        StoreError, match=r"row 'a/k' of table kv is invalid \(value is not a blob\)"
+    ):
+        store.kv_get("a", "k")

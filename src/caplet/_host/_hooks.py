@@ -69,7 +69,7 @@ from caplet._errors import (
 )
 from caplet._host._manager import PluginManager
 from caplet._host._records import PluginInfo, PluginState
-from caplet._host._validate import DIALECT, compile_schema, schema_error
+from caplet._host._validate import DIALECT, compile_schema, first_error
 from caplet._manifest._model import HOOK_EVENT_PATTERN, Hook
 from caplet._sandbox._protocol import MAX_DEPTH
 from caplet._suggest import did_you_mean
@@ -412,7 +412,7 @@ class HookBus:
                 type(exc).__name__,
             )
         validator = defined.result_validator
-        problem = schema_error(validator, value) if validator is not None else None
+        problem = first_error(validator, value) if validator is not None else None
         if problem is not None:
             where, message, schema_path = problem
             error = InvalidOutputError(
@@ -629,7 +629,7 @@ def _check_payload(defined: _Defined, payload: object) -> None:
             event=event,
         )
     validator = defined.payload_validator
-    error = schema_error(validator, payload) if validator is not None else None
+    error = first_error(validator, payload) if validator is not None else None
     if error is not None:
         where, message, schema_path = error
         raise HookPayloadError(

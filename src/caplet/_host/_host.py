@@ -24,6 +24,11 @@ The path of one call (docs/architecture.md has the picture):
    check the arguments before and the result after. Every failure of the
    plugin counts for the breaker; a breaker that trips too often
    quarantines the plugin.
+6. While a call runs, the plugin's ``ctx`` requests (log, kv, HTTP,
+   application capabilities, other plugins) arrive on the same channel and
+   are answered by the worker's handler from :mod:`caplet._host._context`,
+   checked against the plugin's granted capabilities, within the call's
+   deadline.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import ssl
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider
+from caplet._broker._resolver import Resolver
 from caplet._capabilities._model import (
     Capability,
     CapabilityKind,
@@ -49,9 +56,17 @@ from caplet._capabilities._model import (
 )
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
-from caplet._errors import InvalidOutputError, LifecycleError, ProtocolError, SandboxError
+from caplet._errors import (
+    CallTimeoutError,
+    InvalidOutputError,
+    LifecycleError,
+    ProtocolError,
+    SandboxError,
+)
 from caplet._findings import Finding
+from caplet._host._apps import AppHandler, AppRegistry
 from caplet._host._breaker import CircuitBreaker, Trip
+from caplet._host._context import ContextBroker, PluginRequests
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
@@ -92,7 +107,16 @@ class _Running:
     outlives the worker: the host keeps it across restarts).
     """
 
-    __slots__ = ("breaker", "generation", "snapshot", "targets", "timeout_s", "workdir", "worker")
+    __slots__ = (
+        "breaker",
+        "generation",
+        "on_request",
+        "snapshot",
+        "targets",
+        "timeout_s",
+        "workdir",
+        "worker",
+    )
 
     def __init__(
         self,
@@ -103,8 +127,11 @@ class _Running:
         timeout_s: float,
         *,
         breaker: CircuitBreaker,
+        on_request: PluginRequests,
     ) -> None:
         self.worker = worker
+        #: Answers the worker's ctx requests (built from its granted capabilities).
+        self.on_request = on_request
         self.snapshot = snapshot
         self.workdir = workdir
         self.targets = targets
@@ -126,7 +153,10 @@ class PluginHost:
     ``lockfile``, ``loading`` (locked mode, ``CAPLET_LOAD_PLUGINS``, autoload,
     strictness; default: from the environment) and ``dist_path`` (where
     installed distributions are looked for; default ``sys.path``) go to the
-    :class:`PluginManager`.
+    :class:`PluginManager`. ``resolver`` and ``ssl_context`` go to the HTTP
+    broker behind ``ctx.http`` (default: the system resolver and CA bundle;
+    tests pass a static resolver and their own CA); its limits are
+    ``policy.network``.
     """
 
     def __init__(
@@ -144,6 +174,8 @@ class PluginHost:
         lockfile: Path | str | None = None,
         loading: LoadingRules | None = None,
         dist_path: Sequence[Path | str] | None = None,
+        resolver: Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.manager = PluginManager(
             plugins_dir,
@@ -168,6 +200,17 @@ class PluginHost:
         self._breakers: dict[str, CircuitBreaker] = {}
         #: The circuit breakers' clock (injectable so tests never sleep).
         self._clock = clock
+        #: The application capabilities this host provides (register_capability).
+        self.apps = AppRegistry()
+        #: What answers the plugins' ctx requests.
+        self.context = ContextBroker(
+            self.manager,
+            self.apps,
+            self._call_from_plugin,
+            resolver=resolver,
+            ssl_context=ssl_context,
+            clock=clock,
+        )
         self._run_dir = Path(tempfile.mkdtemp(prefix="caplet-run-"))
         self._closed = False
         if discover:
@@ -325,6 +368,34 @@ class PluginHost:
             )
         return breaker
 
+    # -- application capabilities -----------------------------------------------------------
+
+    def register_capability(
+        self,
+        capability: str,
+        handler: AppHandler,
+        *,
+        schema: Mapping[str, Any] | None = None,
+        implies: Sequence[str] = (),
+    ) -> None:
+        """Provide the application capability ``capability`` (``"app:email.send"``).
+
+        A plugin granted it calls ``ctx.app("email.send", args)``; the host
+        checks the grant, validates ``args`` against ``schema`` (JSON Schema
+        Draft 2020-12) and only then calls ``handler(AppCall(plugin,
+        capability, args))`` in the calling thread. Its result must cross
+        the boundary (JSON-like values, bytes) and stay within
+        ``policy.context.app_max_result_bytes``; raise
+        :class:`~caplet.AppError` to refuse with a message the plugin sees
+        (any other exception is logged, and the plugin only learns that the
+        handler failed). ``implies`` names capabilities a plugin holding
+        this one may use too ("write implies read":
+        ``register_capability("app:content.write", h, implies=("app:content.read",))``).
+        Raises :class:`~caplet.CapabilityError` for a bad name or schema, or
+        a capability registered twice.
+        """
+        self.apps.register(capability, handler, schema=schema, implies=implies)
+
     # -- calling --------------------------------------------------------------------------
 
     def call(self, name: str, target: str, *args: Any, **kwargs: Any) -> Any:
@@ -355,7 +426,12 @@ class PluginHost:
             schemas.check_args(args, kwargs)
         try:
             value = running.worker.call(
-                parts[0], parts[1], args, kwargs, timeout_s=running.timeout_s
+                parts[0],
+                parts[1],
+                args,
+                kwargs,
+                timeout_s=running.timeout_s,
+                on_request=running.on_request,
             )
             if schemas is not None:
                 schemas.check_result(value)
@@ -367,9 +443,19 @@ class PluginHost:
         return value
 
     def _guarded_call(
-        self, name: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        name: str,
+        target: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        timeout_cap: float | None = None,
     ) -> Any:
-        """A call that is not on the warm path: breaker first, then the worker."""
+        """A call that is not on the warm path: breaker first, then the worker.
+
+        ``timeout_cap`` shortens the plugin's own deadline (a nested call
+        from another plugin must end within what is left of the caller's).
+        """
         breaker = self.breaker(name)
         breaker.before_call()  # CircuitOpenError: nothing runs, nothing is counted
         worker_alive = False
@@ -379,8 +465,16 @@ class PluginHost:
             schemas = parts[2]
             if schemas is not None:
                 schemas.check_args(args, kwargs)
+            timeout_s = running.timeout_s
+            if timeout_cap is not None:
+                timeout_s = min(timeout_s, timeout_cap)
             value = running.worker.call(
-                parts[0], parts[1], args, kwargs, timeout_s=running.timeout_s
+                parts[0],
+                parts[1],
+                args,
+                kwargs,
+                timeout_s=timeout_s,
+                on_request=running.on_request,
             )
             if schemas is not None:
                 schemas.check_result(value)
@@ -439,6 +533,18 @@ class PluginHost:
         )
         if self.manager.get_plugin(name) is not None:
             self.quarantine(name, reason)
+
+    def _call_from_plugin(
+        self, provider: str, target: str, args: tuple[object, ...], timeout_s: float
+    ) -> object:
+        """``ctx.plugins.call`` of another plugin: the provider's own worker, breaker and
+        schemas, its deadline cut to ``timeout_s`` (see :class:`ContextBroker`)."""
+        if not timeout_s > 0:
+            raise CallTimeoutError(
+                f"plugin '{provider}': {target} was not started: the calling plugin's "
+                "deadline has passed"
+            )
+        return self._guarded_call(provider, target, args, {}, timeout_cap=timeout_s)
 
     def _prepare_call(self, name: str, target: str) -> tuple[_Running, _Target]:
         try:
@@ -520,6 +626,8 @@ class PluginHost:
             cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s, info.tier),
             processes=self.policy.processes_limit(info.tier),
             env=_approved_environment(info.capabilities),
+            context=self.context.grants(info),
+            max_context_requests=self.policy.context.max_requests_per_call,
         )
         try:
             worker = self.launcher.start(spec)
@@ -544,7 +652,13 @@ class PluginHost:
         }
         timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms, info.tier) / 1000
         running = _Running(
-            worker, snapshot, workdir, targets, timeout_s, breaker=self.breaker(name)
+            worker,
+            snapshot,
+            workdir,
+            targets,
+            timeout_s,
+            breaker=self.breaker(name),
+            on_request=self.context.handler(info),
         )
         self._running[name] = running
         return running
@@ -613,7 +727,12 @@ class PluginHost:
         try:
             running, parts = self._prepare_call(name, target)
             value = running.worker.call(
-                parts[0], parts[1], (), {}, timeout_s=min(timeout_s, running.timeout_s)
+                parts[0],
+                parts[1],
+                (),
+                {},
+                timeout_s=min(timeout_s, running.timeout_s),
+                on_request=running.on_request,
             )
         except (SandboxError, LifecycleError) as exc:
             self._stop(name)

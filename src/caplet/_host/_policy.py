@@ -8,6 +8,7 @@ from typing import assert_never
 
 from caplet._broker._policy import NetworkPolicy
 from caplet._findings import RiskLevel
+from caplet._host._context_limits import ContextLimits
 from caplet._trust._signing import SignatureStatus
 from caplet._trust._source import SourceKind
 
@@ -78,7 +79,10 @@ class Policy:
 
     ``network`` bounds brokered HTTP (``ctx.http``): allowed private
     networks, wildcard grants, sizes, time, rate and data budget
-    (:class:`caplet._broker._policy.NetworkPolicy`, docs/network.md).
+    (:class:`caplet._broker._policy.NetworkPolicy`, docs/network.md);
+    ``context`` bounds the rest of ``ctx``: requests per call, ``ctx.kv``
+    sizes, ``ctx.log`` rate, application results
+    (:class:`caplet._host._context_limits.ContextLimits`).
     Trust tiers (:class:`TrustTier`): ``max_tier_directory`` and
     ``max_tier_distribution`` cap the tier of plugins from the plugins
     directory and from installed distributions; below that cap a plugin's
@@ -106,6 +110,7 @@ class Policy:
     quarantine_after: int = 3
     quarantine_window_s: float = 3600.0
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    context: ContextLimits = field(default_factory=ContextLimits)
     require_signature: bool = False
     trusted_keys: tuple[str, ...] = ()
     max_tier_directory: TrustTier = TrustTier.TRUSTED

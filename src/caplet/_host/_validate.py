@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caplet._errors import CapletError, InvalidOutputError, LifecycleError, ManifestError
+from caplet._errors import InvalidOutputError, LifecycleError, ManifestError
 from caplet._manifest._model import Manifest
 
-__all__ = ["FunctionValidator", "compile_schema", "compile_validators", "schema_error"]
+__all__ = ["FunctionValidator", "compile_schema", "compile_validators", "first_error"]
 
 #: The dialect caplet validates with; a schema may name it in ``$schema``.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -74,7 +74,7 @@ class FunctionValidator:
                 f"arguments ({', '.join(sorted(kwargs))}) cannot be checked; pass them "
                 "positionally"
             )
-        problem = _first_error(self.args, list(args))
+        problem = first_error(self.args, list(args))
         if problem is not None:
             where, message, schema_path = problem
             raise LifecycleError(
@@ -87,7 +87,7 @@ class FunctionValidator:
         """Raise InvalidOutputError when the declared ``returns`` schema refuses ``value``."""
         if self.returns is None:
             return
-        problem = _first_error(self.returns, value)
+        problem = first_error(self.returns, value)
         if problem is not None:
             where, message, schema_path = problem
             raise InvalidOutputError(
@@ -212,19 +212,20 @@ def _compile(schema: Mapping[str, object] | None, path: Path, field: str) -> Any
     return compile_schema(schema, refuse)
 
 
-def compile_schema(schema: Mapping[str, object], refuse: Callable[[str], CapletError]) -> Any:
-    """Check ``schema`` and compile it into a validator (same rules as a manifest's schemas).
+def compile_schema(schema: Mapping[str, object], refuse: Callable[[str], Exception]) -> Any:
+    """Check ``schema`` and compile it into a validator (Draft 2020-12, RE2 patterns).
 
-    ``refuse`` turns a problem description into the error to raise, so each
-    caller names where the schema came from (a manifest field, an event the
-    application defined).
+    ``refuse(problem)`` builds the exception raised for a schema that is not
+    usable (invalid, a non-local or unresolvable reference, a pattern RE2
+    cannot run, ``patternProperties``). Also used for the schemas an
+    application declares for its capabilities (:mod:`caplet._host._apps`).
     """
     from jsonschema.exceptions import SchemaError
     from referencing import Registry
 
     plain = _thaw(schema)
     if not isinstance(plain, dict):
-        raise refuse(f"expected a JSON object (a mapping), got {type(schema).__name__}")
+        raise refuse(f"a schema must be a JSON object, got {type(schema).__name__}")
 
     dialect = plain.get("$schema", DIALECT)
     if dialect not in (DIALECT, DIALECT + "#"):
@@ -257,7 +258,7 @@ def _thaw(value: object) -> object:
     return value
 
 
-def _check_references(schema: dict[str, object], refuse: Callable[[str], CapletError]) -> None:
+def _check_references(schema: dict[str, object], refuse: Callable[[str], Exception]) -> None:
     """Every ``$ref``/``$dynamicRef`` must be local (``#...``) and resolve."""
     from referencing import Registry
     from referencing.exceptions import Unresolvable
@@ -293,12 +294,7 @@ def _references(value: object) -> Iterator[tuple[str, str]]:
 # -- validating -------------------------------------------------------------------------
 
 
-def schema_error(validator: Any, value: object) -> tuple[str, str, str] | None:
-    """``(instance path, message, schema path)`` when a compiled schema refuses ``value``."""
-    return _first_error(validator, value)
-
-
-def _first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
+def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
     """``(instance path, message, schema path)`` of the most relevant error, or None."""
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable

@@ -16,8 +16,9 @@ from typing import Protocol
 
 from caplet._config._schema import ConfigValue
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._protocol import ContextGrants, ContextRequest
 
-__all__ = ["Launcher", "StartedWorker", "Worker", "WorkerSpec"]
+__all__ = ["Launcher", "RequestHandler", "StartedWorker", "Worker", "WorkerSpec"]
 
 #: Values that may cross the channel (msgpack-compatible, JSON-like).
 WireValue = object
@@ -38,6 +39,11 @@ class WorkerSpec:
     the runtime and the snapshot itself); ``programs`` the approved
     ``proc.exec`` programs (none: execve is denied); the resource limits
     come from the manifest bounded by the policy.
+
+    ``context`` says which optional ``ctx`` attributes the plugin gets, and
+    ``max_context_requests`` how many ``ctx`` requests one call may make
+    before the host refuses the rest (a flood of them is bounded, not
+    served for as long as the deadline lasts).
     """
 
     plugin: str
@@ -57,6 +63,8 @@ class WorkerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     file_size_mb: int = 64
     tmp_size_mb: int = 64
+    context: ContextGrants = field(default_factory=ContextGrants)
+    max_context_requests: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +77,20 @@ class StartedWorker:
 
     registered: Mapping[str, tuple[str, ...]]
     rejected: tuple[str, ...]
+
+
+class RequestHandler(Protocol):
+    """Answers the ``ctx`` requests a worker sends while one of its calls is in flight.
+
+    Called in the thread that made the call, with the call's ``deadline``
+    (``time.monotonic()`` seconds) to bound what it does. It returns the
+    value to send back, raises a :class:`~caplet._errors.ContextError` or
+    :class:`~caplet._errors.BrokerError` to refuse (the worker raises the
+    same class in the plugin), or :class:`~caplet._errors.ProtocolError`
+    when the request itself is a violation (the worker is killed).
+    """
+
+    def __call__(self, request: ContextRequest, deadline: float) -> WireValue: ...
 
 
 class Worker(Protocol):
@@ -101,7 +123,10 @@ class Worker(Protocol):
         kwargs: Mapping[str, WireValue],
         *,
         timeout_s: float,
-    ) -> WireValue: ...
+        on_request: RequestHandler | None = None,
+    ) -> WireValue:
+        """Run one call; ``on_request`` answers its ``ctx`` requests (none: all refused)."""
+        ...
 
     def close(self) -> None: ...
 

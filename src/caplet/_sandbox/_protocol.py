@@ -16,10 +16,18 @@ Messages
 
     - INIT ``[0, id, {"plugin": str, "entry": str, "snapshot": str,
       "config": {str: value}, "modules": {str: [str, ...]},
-      "max_frame_bytes": int}]`` -- exactly these keys; the first frame.
+      "max_frame_bytes": int, "env": {str: str}, "context": {"http": bool,
+      "apps": [str, ...], "modules": [str, ...]}}]`` -- exactly these keys;
+      the first frame. ``context`` says which optional ``ctx`` attributes
+      the plugin gets (:class:`ContextGrants`).
     - CALL ``[1, id, module: str, function: str, args: [value, ...],
       kwargs: {str: value}]``
     - SHUTDOWN ``[2, id]`` -- no reply; the worker exits 0.
+    - CONTEXT_REPLY ``[3, id, value]`` -- the answer to CONTEXT_REQUEST ``id``.
+    - CONTEXT_ERROR ``[4, id, error: str, category: str, message: str]`` --
+      the request was refused or failed; ``error`` names the
+      :class:`~caplet._errors.CapletError` class the worker raises in the
+      plugin (one of :data:`CONTEXT_ERROR_NAMES`).
 
     Worker -> host:
 
@@ -31,6 +39,11 @@ Messages
       cannot cross, ``ValueError`` for one over the frame limit).
     - FATAL ``[13, id, message: str]`` -- the reply to INIT when the plugin
       could not be loaded; the worker then exits 1.
+    - CONTEXT_REQUEST ``[14, id, call_id: int, op: str, args: {str: value}]``
+      -- a ``ctx`` call of the plugin (``op`` is a :class:`ContextOp`
+      value), sent only while CALL ``call_id`` is in flight; the host
+      answers with CONTEXT_REPLY or CONTEXT_ERROR and the call continues.
+      ``id`` is the worker's own counter, echoed in the answer.
 
 Values
     Only None, bool, int (msgpack's 64-bit range), float, str, bytes,
@@ -51,6 +64,7 @@ library, msgpack and :mod:`caplet._errors`.
 
 from __future__ import annotations
 
+import enum
 import math
 import select
 import socket
@@ -68,6 +82,10 @@ from caplet._errors import ProtocolError
 __all__ = [
     "ALLOWED_VALUES",
     "CALL",
+    "CONTEXT_ERROR",
+    "CONTEXT_ERROR_NAMES",
+    "CONTEXT_REPLY",
+    "CONTEXT_REQUEST",
     "DEFAULT_MAX_FRAME_BYTES",
     "ERROR",
     "FATAL",
@@ -79,6 +97,11 @@ __all__ = [
     "RESULT",
     "SHUTDOWN",
     "Call",
+    "ContextFailure",
+    "ContextGrants",
+    "ContextOp",
+    "ContextReply",
+    "ContextRequest",
     "Error",
     "Fatal",
     "FrameReader",
@@ -89,9 +112,13 @@ __all__ = [
     "Shutdown",
     "WireValue",
     "WorkerMessage",
+    "check_value",
     "decode_host_message",
     "decode_worker_message",
     "encode_call",
+    "encode_context_error",
+    "encode_context_reply",
+    "encode_context_request",
     "encode_error",
     "encode_fatal",
     "encode_init",
@@ -118,10 +145,40 @@ ALLOWED_VALUES: Final = "JSON-like values, bytes, lists and dicts with string ke
 INIT: Final = 0
 CALL: Final = 1
 SHUTDOWN: Final = 2
+CONTEXT_REPLY: Final = 3
+CONTEXT_ERROR: Final = 4
 READY: Final = 10
 RESULT: Final = 11
 ERROR: Final = 12
 FATAL: Final = 13
+CONTEXT_REQUEST: Final = 14
+
+#: The exception classes a CONTEXT_ERROR may name (all in caplet._errors): the
+#: worker raises exactly these in the plugin, anything else as ContextError.
+CONTEXT_ERROR_NAMES: Final = frozenset(
+    {
+        "AppError",
+        "AppHandlerError",
+        "BlockedByPolicyError",
+        "BrokerError",
+        "CallCycleError",
+        "ConnectionFailedError",
+        "ContextArgumentError",
+        "ContextError",
+        "ContextLimitError",
+        "ContextUnavailableError",
+        "DnsError",
+        "FetchTimeoutError",
+        "HostCallError",
+        "InvalidUrlError",
+        "NotGrantedError",
+        "RateLimitError",
+        "RedirectError",
+        "ResponseError",
+        "SizeLimitError",
+        "TlsError",
+    }
+)
 
 _HEADER = struct.Struct(">I")
 _MAX_HEADER_LENGTH = 0xFFFFFFFF
@@ -132,8 +189,9 @@ _MAX_REQUEST_ID = 2**63 - 1
 # Exact types that cross as they are (bool is not an int here: it is final).
 _PLAIN: frozenset[type] = frozenset({str, bytes, float, bool, type(None)})
 _INIT_KEYS = frozenset(
-    {"plugin", "entry", "snapshot", "config", "modules", "max_frame_bytes", "env"}
+    {"plugin", "entry", "snapshot", "config", "modules", "max_frame_bytes", "env", "context"}
 )
+_GRANT_KEYS = frozenset({"http", "apps", "modules"})
 
 
 def _small_int(value: object) -> bool:
@@ -142,6 +200,42 @@ def _small_int(value: object) -> bool:
 
 
 # -- messages ---------------------------------------------------------------------
+
+
+class ContextOp(enum.Enum):
+    """What a CONTEXT_REQUEST asks the host for (the ``op`` string on the wire).
+
+    A closed set: an op the host does not know is a protocol violation, not
+    a request to refuse politely, because the worker's own API never sends one.
+    """
+
+    LOG = "log"
+    KV_GET = "kv.get"
+    KV_SET = "kv.set"
+    KV_DELETE = "kv.delete"
+    KV_KEYS = "kv.keys"
+    HTTP_FETCH = "http.fetch"
+    APP = "app"
+    PLUGINS_CALL = "plugins.call"
+
+
+_OPS: Final = {op.value: op for op in ContextOp}
+
+
+@dataclass(frozen=True, slots=True)
+class ContextGrants:
+    """The optional ``ctx`` attributes a plugin gets (design.md section 3).
+
+    ``http``: some approved ``net.http`` capability (``ctx.http``); ``apps``:
+    the approved ``app:`` names (``ctx.app``); ``modules``: the approved
+    ``host.call:`` modules (``ctx.plugins``). ``ctx.log`` and ``ctx.kv`` are
+    always there. The worker only uses this to decide which attributes
+    exist; the host checks every request against the grants again.
+    """
+
+    http: bool = False
+    apps: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +252,8 @@ class Init:
     #: The approved ``env.read`` variables and their values: the worker's
     #: whole environment.
     env: Mapping[str, str]
+    #: Which optional ``ctx`` attributes the plugin gets.
+    context: ContextGrants = ContextGrants()
 
 
 class Call(NamedTuple):
@@ -217,8 +313,36 @@ class Fatal:
     message: str
 
 
-HostMessage = Init | Call | Shutdown
-WorkerMessage = Ready | Result | Error | Fatal
+@dataclass(frozen=True, slots=True)
+class ContextRequest:
+    """CONTEXT_REQUEST: the plugin's ``ctx`` call ``op(**args)`` during CALL ``call_id``."""
+
+    request_id: int
+    call_id: int
+    op: ContextOp
+    args: Mapping[str, WireValue]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextReply:
+    """CONTEXT_REPLY: the host's answer to a CONTEXT_REQUEST."""
+
+    request_id: int
+    value: WireValue
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFailure:
+    """CONTEXT_ERROR: the request was refused or failed; raise ``error`` in the plugin."""
+
+    request_id: int
+    error: str
+    category: str
+    message: str
+
+
+HostMessage = Init | Call | Shutdown | ContextReply | ContextFailure
+WorkerMessage = Ready | Result | Error | Fatal | ContextRequest
 
 
 # -- values -----------------------------------------------------------------------
@@ -351,8 +475,15 @@ def encode_init(
     modules: Mapping[str, Sequence[str]],
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     env: Mapping[str, str] | None = None,
+    context: ContextGrants | None = None,
 ) -> bytes:
     """The INIT frame (header included)."""
+    grants = context if context is not None else ContextGrants()
+    wire_context = {
+        "http": bool(grants.http),
+        "apps": [_text_arg(name, "app capability name") for name in grants.apps],
+        "modules": [_text_arg(name, "host.call module") for name in grants.modules],
+    }
     wire_env = {
         _text_arg(k, "environment variable name"): _text_arg(v, f"value of {k}")
         for k, v in (env or {}).items()
@@ -381,6 +512,7 @@ def encode_init(
         "modules": wire_modules,
         "max_frame_bytes": max_frame_bytes,
         "env": wire_env,
+        "context": wire_context,
     }
     return _frame([INIT, _request_id_arg(request_id), body])
 
@@ -470,6 +602,47 @@ def encode_error(request_id: int, exc_type: str, message: str) -> bytes:
 def encode_fatal(request_id: int, message: str) -> bytes:
     """The FATAL frame."""
     return _frame([FATAL, _request_id_arg(request_id), _text_arg(message, "fatal message")])
+
+
+def check_value(value: object, what: str) -> None:
+    """ProtocolError (naming where, under ``what``) unless ``value`` may cross the channel."""
+    if type(value) in _PLAIN or _small_int(value):
+        return
+    _checked(value, what)
+
+
+def encode_context_request(
+    request_id: int, call_id: int, op: ContextOp, args: Mapping[str, WireValue]
+) -> bytes:
+    """The CONTEXT_REQUEST frame; ProtocolError names an argument that cannot cross."""
+    if not isinstance(op, ContextOp):
+        raise ProtocolError(f"op must be a ContextOp, got {type(op).__name__}")
+    body = dict(args)
+    _checked(body, "arguments")
+    return _frame(
+        [CONTEXT_REQUEST, _request_id_arg(request_id), _request_id_arg(call_id), op.value, body]
+    )
+
+
+def encode_context_reply(request_id: int, value: WireValue) -> bytes:
+    """The CONTEXT_REPLY frame; ProtocolError when ``value`` cannot cross."""
+    check_value(value, "the ctx reply")
+    return _frame([CONTEXT_REPLY, _request_id_arg(request_id), value])
+
+
+def encode_context_error(request_id: int, error: str, category: str, message: str) -> bytes:
+    """The CONTEXT_ERROR frame; ``error`` outside :data:`CONTEXT_ERROR_NAMES` is sent as
+    ``ContextError`` and an over-long message is cut (it comes from a handler)."""
+    name = error if error in CONTEXT_ERROR_NAMES else "ContextError"
+    return _frame(
+        [
+            CONTEXT_ERROR,
+            _request_id_arg(request_id),
+            name,
+            _text_arg(_short(category, 200), "error category"),
+            _text_arg(_short(message, MAX_TEXT_CHARS), "error message"),
+        ]
+    )
 
 
 # -- decoding ---------------------------------------------------------------------
@@ -614,10 +787,29 @@ def decode_worker_message(payload: bytes) -> WorkerMessage:
     if kind == FATAL:
         _arity(message, 3, "FATAL")
         return Fatal(request_id, _text(message[2], "FATAL message"))
+    if kind == CONTEXT_REQUEST:
+        return _context_request(message, request_id)
     raise ProtocolError(
         f"unknown message kind {kind} from the worker "
-        f"(expected READY={READY}, RESULT={RESULT}, ERROR={ERROR} or FATAL={FATAL})"
+        f"(expected READY={READY}, RESULT={RESULT}, ERROR={ERROR}, FATAL={FATAL} "
+        f"or CONTEXT_REQUEST={CONTEXT_REQUEST})"
     )
+
+
+def _context_request(message: list[object], request_id: int) -> ContextRequest:
+    _arity(message, 5, "CONTEXT_REQUEST")
+    _, _, call_id, op, args = message
+    if type(call_id) is not int or not 0 <= call_id <= _MAX_REQUEST_ID:
+        raise ProtocolError(
+            f"CONTEXT_REQUEST call id must be an int in 0..2**63-1, got {_describe(call_id)}"
+        )
+    name = _text(op, "CONTEXT_REQUEST op")
+    known = _OPS.get(name)
+    if known is None:
+        raise ProtocolError(
+            f"unknown ctx op {_short(repr(name))} (expected one of {', '.join(sorted(_OPS))})"
+        )
+    return ContextRequest(request_id, call_id, known, _str_map(args, "CONTEXT_REQUEST args"))
 
 
 def _call(message: list[object], request_id: int) -> Call:
@@ -648,12 +840,28 @@ def decode_host_message(payload: bytes) -> HostMessage:
     if kind == SHUTDOWN:
         _arity(message, 2, "SHUTDOWN")
         return Shutdown(request_id)
+    if kind == CONTEXT_REPLY:
+        _arity(message, 3, "CONTEXT_REPLY")
+        _wire(message[2], "CONTEXT_REPLY value")
+        return ContextReply(request_id, message[2])
+    if kind == CONTEXT_ERROR:
+        _arity(message, 5, "CONTEXT_ERROR")
+        error = _text(message[2], "CONTEXT_ERROR error")
+        if error not in CONTEXT_ERROR_NAMES:
+            raise ProtocolError(f"CONTEXT_ERROR names an unknown error {_short(repr(error))}")
+        return ContextFailure(
+            request_id,
+            error,
+            _text(message[3], "CONTEXT_ERROR category"),
+            _text(message[4], "CONTEXT_ERROR message"),
+        )
     if kind == INIT:
         _arity(message, 3, "INIT")
         return _init(message[2], request_id)
     raise ProtocolError(
         f"unknown message kind {kind} from the host "
-        f"(expected INIT={INIT}, CALL={CALL} or SHUTDOWN={SHUTDOWN})"
+        f"(expected INIT={INIT}, CALL={CALL}, SHUTDOWN={SHUTDOWN}, "
+        f"CONTEXT_REPLY={CONTEXT_REPLY} or CONTEXT_ERROR={CONTEXT_ERROR})"
     )
 
 
@@ -679,6 +887,25 @@ def _init(body: object, request_id: int) -> Init:
         _name_table(body["modules"], "INIT modules"),
         max_frame_bytes,
         _env(body["env"]),
+        _grants(body["context"]),
+    )
+
+
+def _grants(value: object) -> ContextGrants:
+    if type(value) is not dict:
+        raise ProtocolError(f"INIT context must be a map, got {_describe(value)}")
+    if set(value) != _GRANT_KEYS:
+        raise ProtocolError(
+            f"INIT context keys must be {sorted(_GRANT_KEYS)}, got "
+            f"{sorted(_short(repr(k)) for k in value)}"
+        )
+    http = value["http"]
+    if type(http) is not bool:
+        raise ProtocolError(f"INIT context http must be a bool, got {_describe(http)}")
+    return ContextGrants(
+        http,
+        _names(value["apps"], "INIT context apps"),
+        _names(value["modules"], "INIT context modules"),
     )
 
 

@@ -36,17 +36,23 @@ from typing import IO, Protocol, assert_never
 import msgpack
 
 from caplet._errors import (
+    BrokerError,
+    CallCycleError,
     CallTimeoutError,
+    ContextError,
+    ContextLimitError,
+    ContextUnavailableError,
     PluginCallError,
     ProtocolError,
     SandboxError,
     WorkerCrashedError,
     WorkerStartError,
 )
-from caplet._sandbox._launcher import StartedWorker, WireValue, WorkerSpec
+from caplet._sandbox._launcher import RequestHandler, StartedWorker, WireValue, WorkerSpec
 from caplet._sandbox._protocol import (
     ALLOWED_VALUES,
     HEADER_BYTES,
+    ContextRequest,
     Error,
     Fatal,
     FrameReader,
@@ -55,6 +61,8 @@ from caplet._sandbox._protocol import (
     WorkerMessage,
     decode_worker_message,
     encode_call,
+    encode_context_error,
+    encode_context_reply,
     encode_init,
     encode_shutdown,
     send_frame,
@@ -121,6 +129,7 @@ def init_frame(spec: WorkerSpec, *, snapshot: str | None = None) -> bytes:
             modules=spec.modules,
             max_frame_bytes=spec.max_frame_bytes,
             env=spec.env,
+            context=spec.context,
         )
     except ProtocolError as exc:
         raise WorkerStartError(
@@ -250,6 +259,7 @@ class SubprocessWorker:
         "_lock",
         "_log",
         "_next_id",
+        "_owner",
         "_process",
         "_reader",
         "_sock",
@@ -270,6 +280,8 @@ class SubprocessWorker:
         self._sock = sock
         self._log = log
         self._lock = threading.Lock()
+        #: The thread whose call holds the lock (a re-entrant call would deadlock).
+        self._owner: int | None = None
         self._next_id = _INIT_REQUEST_ID + 1
         self._started = StartedWorker(registered=types.MappingProxyType({}), rejected=())
         self._death: str | None = None  # how it ended, once it has
@@ -310,6 +322,7 @@ class SubprocessWorker:
         kwargs: Mapping[str, WireValue],
         *,
         timeout_s: float,
+        on_request: RequestHandler | None = None,
     ) -> WireValue:
         """Call ``module.function(*args, **kwargs)`` in the worker.
 
@@ -319,45 +332,169 @@ class SubprocessWorker:
         killed) -- or, with the worker left running, when an argument cannot
         cross the boundary: that is a malformed frame the host refused to
         send, not a plugin failure.
+
+        While the call runs, each CONTEXT_REQUEST the worker sends is
+        answered by ``on_request`` (:meth:`_serve_requests`), inside the
+        same deadline; without a handler every request is refused.
         """
         # The hot path builds no strings and makes one send and one receive;
         # every failure is explained in _refuse/_failed, off that path.
+        thread = threading.get_ident()
+        if self._owner == thread:
+            # A ctx request handler of this very call (an application handler,
+            # say) calling back into the worker that is waiting for its answer.
+            raise CallCycleError(
+                f"call cycle: plugin '{self._spec.plugin}': {module}.{function} was called "
+                "while a call of this thread to the same worker is waiting on a ctx request; "
+                "a worker serves one call at a time, so do not call a plugin from the "
+                "handling of its own requests",
+                plugin=self._spec.plugin,
+            )
         with self._lock:
-            if self._death is not None or not timeout_s > 0:
-                raise self._refuse(module, function, timeout_s)
-            request_id = self._next_id
-            self._next_id = request_id + 1
+            self._owner = thread
             try:
-                frame = encode_call(request_id, module, function, args, kwargs)
-            except ProtocolError as exc:
-                raise ProtocolError(
-                    f"plugin '{self._spec.plugin}': cannot call {module}.{function}: {exc}; "
-                    f"pass only {ALLOWED_VALUES}"
-                ) from None
-            if len(frame) - HEADER_BYTES > self._spec.max_frame_bytes:
-                raise ProtocolError(
-                    f"plugin '{self._spec.plugin}': cannot call {module}.{function}: the "
-                    f"arguments encode to {len(frame) - HEADER_BYTES} bytes, over the frame "
-                    f"limit of {self._spec.max_frame_bytes} bytes; pass less data per call"
+                return self._call_locked(
+                    module, function, args, kwargs, timeout_s=timeout_s, on_request=on_request
                 )
-            try:
-                message = self._exchange(frame, time.monotonic() + timeout_s)
-            except TimeoutError:
-                self._terminate(grace_s=0.0)
-                raise CallTimeoutError(
-                    f"plugin '{self._spec.plugin}': {module}.{function} timed out after "
-                    f"{round(timeout_s * 1000)} ms; the worker was killed (if the call "
-                    "legitimately needs longer, raise its timeout)"
-                ) from None
-            except ProtocolError as exc:
-                self._terminate(grace_s=0.0)
+            finally:
+                self._owner = None
+
+    def _call_locked(
+        self,
+        module: str,
+        function: str,
+        args: Sequence[WireValue],
+        kwargs: Mapping[str, WireValue],
+        *,
+        timeout_s: float,
+        on_request: RequestHandler | None,
+    ) -> WireValue:
+        """The body of :meth:`call`, with the lock held."""
+        if self._death is not None or not timeout_s > 0:
+            raise self._refuse(module, function, timeout_s)
+        request_id = self._next_id
+        self._next_id = request_id + 1
+        try:
+            frame = encode_call(request_id, module, function, args, kwargs)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"plugin '{self._spec.plugin}': cannot call {module}.{function}: {exc}; "
+                f"pass only {ALLOWED_VALUES}"
+            ) from None
+        if len(frame) - HEADER_BYTES > self._spec.max_frame_bytes:
+            raise ProtocolError(
+                f"plugin '{self._spec.plugin}': cannot call {module}.{function}: the "
+                f"arguments encode to {len(frame) - HEADER_BYTES} bytes, over the frame "
+                f"limit of {self._spec.max_frame_bytes} bytes; pass less data per call"
+            )
+        try:
+            deadline = time.monotonic() + timeout_s
+            message = self._exchange(frame, deadline)
+            if type(message) is ContextRequest:
+                message = self._serve_requests(message, request_id, on_request, deadline)
+        except TimeoutError:
+            self._terminate(grace_s=0.0)
+            raise CallTimeoutError(
+                f"plugin '{self._spec.plugin}': {module}.{function} timed out after "
+                f"{round(timeout_s * 1000)} ms; the worker was killed (if the call "
+                "legitimately needs longer, raise its timeout)"
+            ) from None
+        except ProtocolError as exc:
+            self._terminate(grace_s=0.0)
+            raise ProtocolError(
+                f"plugin '{self._spec.plugin}': {module}.{function}: the worker sent a "
+                f"malformed frame ({exc}); the worker was killed"
+            ) from exc
+        except BaseException:
+            # A request handler failed (or the caller was interrupted) half-way
+            # through the exchange: the worker's state is unknown, so it goes.
+            self._terminate(grace_s=0.0)
+            raise
+        if type(message) is Result and message.request_id == request_id:
+            return message.value
+        raise self._failed(module, function, request_id, message)
+
+    def _serve_requests(
+        self,
+        message: ContextRequest,
+        call_id: int,
+        on_request: RequestHandler | None,
+        deadline: float,
+    ) -> WorkerMessage | None:
+        """Answer ``ctx`` requests until the worker sends something else; return that.
+
+        A request tagged with another call's id is a request outside its
+        call: ProtocolError (the caller kills the worker). Everything the
+        handler does happens within the call's deadline: a send that cannot
+        finish in time raises TimeoutError like any other part of the call.
+        """
+        count = 0
+        current: WorkerMessage | None = message
+        while type(current) is ContextRequest:
+            if current.call_id != call_id:
                 raise ProtocolError(
-                    f"plugin '{self._spec.plugin}': {module}.{function}: the worker sent a "
-                    f"malformed frame ({exc}); the worker was killed"
-                ) from exc
-            if type(message) is Result and message.request_id == request_id:
-                return message.value
-            raise self._failed(module, function, request_id, message)
+                    f"a ctx request tagged with call {current.call_id} arrived while call "
+                    f"{call_id} was in flight (ctx requests are only valid during their call)"
+                )
+            count += 1
+            reply = self._answer(current, on_request, deadline, count)
+            try:
+                send_frame(self._sock, reply, deadline)
+                payload = self._reader.read_frame(deadline)
+            except (BrokenPipeError, ConnectionResetError):
+                return None
+            if payload is None:
+                return None
+            current = decode_worker_message(payload)
+        return current
+
+    def _answer(
+        self,
+        request: ContextRequest,
+        on_request: RequestHandler | None,
+        deadline: float,
+        count: int,
+    ) -> bytes:
+        """The CONTEXT_REPLY or CONTEXT_ERROR frame for one request."""
+        plugin = self._spec.plugin
+        what = f"ctx.{request.op.value}"
+        try:
+            if on_request is None:
+                raise ContextUnavailableError(
+                    f"unavailable: plugin '{plugin}': {what} was refused because this call "
+                    "was made without a request handler (the host serves no ctx requests "
+                    "here); call the plugin through PluginHost",
+                    plugin=plugin,
+                )
+            limit = self._spec.max_context_requests
+            if count > limit:
+                raise ContextLimitError(
+                    f"limit exceeded: plugin '{plugin}': {what} refused: more than {limit} ctx "
+                    "requests in one call; do fewer requests per call",
+                    plugin=plugin,
+                )
+            value = on_request(request, deadline)
+            try:
+                frame = encode_context_reply(request.request_id, value)
+            except ProtocolError as exc:
+                raise ContextError(
+                    f"plugin '{plugin}': the host's answer to {what} cannot cross the "
+                    f"boundary ({exc})",
+                    plugin=plugin,
+                ) from None
+            size = len(frame) - HEADER_BYTES
+            if size > self._spec.max_frame_bytes:
+                raise ContextLimitError(
+                    f"limit exceeded: plugin '{plugin}': the answer to {what} encodes to "
+                    f"{size} bytes, over the channel limit of {self._spec.max_frame_bytes} "
+                    "bytes (the plugin's limits.max_output_kb); ask for less per request",
+                    plugin=plugin,
+                )
+        except (ContextError, BrokerError) as exc:
+            return encode_context_error(
+                request.request_id, type(exc).__name__, exc.category, str(exc)
+            )
+        return frame
 
     def _refuse(self, module: str, function: str, timeout_s: float) -> SandboxError:
         """Why a call is refused before anything is sent."""
@@ -397,7 +534,8 @@ class SubprocessWorker:
                 f"plugin '{plugin}': {name} raised {message.exc_type}: {message.message}",
                 exc_type=message.exc_type,
             )
-        if isinstance(message, Ready | Fatal | Result):  # a matching RESULT never gets here
+        if isinstance(message, Ready | Fatal | Result | ContextRequest):
+            # A matching RESULT never gets here, nor a CONTEXT_REQUEST during a call.
             self._terminate(grace_s=0.0)
             return ProtocolError(
                 f"plugin '{plugin}': {name}: the worker sent "
@@ -474,6 +612,8 @@ class SubprocessWorker:
 
     def _check_ready(self, message: WorkerMessage) -> str | None:
         """Why the reply to INIT is not acceptable, or None."""
+        if isinstance(message, ContextRequest):
+            return "sent a ctx request before it was ready; ctx exists only during calls"
         if message.request_id != _INIT_REQUEST_ID:
             return f"replied to request {message.request_id} instead of {_INIT_REQUEST_ID}"
         if isinstance(message, Fatal):

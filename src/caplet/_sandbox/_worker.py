@@ -17,6 +17,13 @@ are never callable. Reply READY, or FATAL and exit 1. Then serve CALLs until
 SHUTDOWN or end of stream (exit 0). A malformed or out-of-order frame from
 the host is exit 2: the worker trusts nothing it did not check either.
 
+While a CALL runs, the plugin's ``ctx`` (:mod:`caplet._sandbox._context`)
+sends CONTEXT_REQUEST frames on the same channel and reads the host's
+answer before the call continues (:class:`_Channel`). A function whose
+first positional parameter is named ``ctx`` gets the context as its first
+argument (bound once, when it is registered); the caller's arguments, and
+the manifest's ``args`` schema, never see it.
+
 This module runs in every worker, so it imports only the standard library,
 msgpack (through the protocol) and the sandbox's protocol and error
 modules; ``caplet/__init__.py`` is lazy (PEP 562), so importing it does not
@@ -25,24 +32,38 @@ pull in the host's dependencies.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import importlib.util
 import os
 import socket
 import sys
+import threading
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import assert_never
+from typing import NoReturn, assert_never
 
-from caplet._errors import ProtocolError
+from caplet._errors import (
+    ContextArgumentError,
+    ContextLimitError,
+    ContextUnavailableError,
+    ProtocolError,
+)
+from caplet._sandbox._context import PluginContext, install, raise_failure
 from caplet._sandbox._protocol import (
     HEADER_BYTES,
     Call,
+    ContextFailure,
+    ContextOp,
+    ContextReply,
     FrameReader,
     Init,
     Shutdown,
+    WireValue,
     decode_host_message,
+    encode_context_request,
     encode_error,
     encode_fatal,
     encode_ready,
@@ -56,6 +77,7 @@ __all__ = [
     "EXIT_PROTOCOL",
     "PLUGIN_PACKAGE",
     "main",
+    "wants_context",
 ]
 
 #: SHUTDOWN, or the host closed the channel.
@@ -86,6 +108,99 @@ class _Loaded:
 
 class _LoadError(Exception):
     """The plugin cannot be loaded; the message is sent as FATAL."""
+
+
+class _Channel:
+    """The worker's end of the socket, shared by the serve loop and ``ctx``.
+
+    Implements :class:`~caplet._sandbox._context.ContextTransport`. One lock
+    covers every write and every request's read of its answer, so a plugin's
+    threads cannot interleave frames, and the RESULT of a call is sent (and
+    the call marked finished) only when no request is half-way through. A
+    request outside a call raises ContextUnavailableError without sending
+    anything: the host would take it for a protocol violation.
+    """
+
+    __slots__ = ("_call_id", "_lock", "_next_id", "_plugin", "max_frame_bytes", "reader", "sock")
+
+    def __init__(self, sock: socket.socket, reader: FrameReader, plugin: str) -> None:
+        self.sock = sock
+        self.reader = reader
+        self.max_frame_bytes = reader.max_frame_bytes
+        self._plugin = plugin
+        self._lock = threading.Lock()
+        self._call_id: int | None = None
+        self._next_id = 1
+
+    @property
+    def in_call(self) -> bool:
+        """True while a CALL is being served."""
+        return self._call_id is not None
+
+    def begin(self, call_id: int) -> None:
+        """A CALL starts: requests are allowed, tagged with its id."""
+        self._call_id = call_id
+
+    def finish(self, frame: bytes) -> None:
+        """Send the call's reply and end the call, with no request in between."""
+        with self._lock:
+            self._call_id = None
+            send_frame(self.sock, frame, None)
+
+    def request(self, op: ContextOp, args: dict[str, WireValue]) -> WireValue:
+        """Send one CONTEXT_REQUEST and wait for its answer (raising a refusal)."""
+        plugin = self._plugin
+        with self._lock:
+            call_id = self._call_id
+            if call_id is None:
+                raise ContextUnavailableError(
+                    f"unavailable: plugin '{plugin}' used ctx.{op.value} while no call was "
+                    "running (at import time, in create_functions, or from a thread whose "
+                    "call has returned); use ctx only inside a plugin function's call",
+                    plugin=plugin,
+                )
+            request_id = self._next_id
+            self._next_id += 1
+            try:
+                frame = encode_context_request(request_id, call_id, op, args)
+            except ProtocolError as exc:
+                raise ContextArgumentError(
+                    f"invalid arguments: plugin '{plugin}': ctx.{op.value}: {exc}",
+                    plugin=plugin,
+                ) from None
+            if len(frame) - HEADER_BYTES > self.max_frame_bytes:
+                # The host would refuse the frame from its header and kill us.
+                raise ContextLimitError(
+                    f"limit exceeded: plugin '{plugin}': ctx.{op.value}: the request encodes "
+                    f"to {len(frame) - HEADER_BYTES} bytes, over the channel limit of "
+                    f"{self.max_frame_bytes} bytes; send less data per request",
+                    plugin=plugin,
+                )
+            send_frame(self.sock, frame, None)
+            try:
+                payload = self.reader.read_frame(None)
+                if payload is None:
+                    _exit(EXIT_OK, "the host closed the channel during a ctx request")
+                answer = decode_host_message(payload)
+            except ProtocolError as exc:
+                _exit(EXIT_PROTOCOL, f"protocol error from the host: {exc}")
+            if answer.request_id != request_id or not isinstance(
+                answer, ContextReply | ContextFailure
+            ):
+                _exit(
+                    EXIT_PROTOCOL,
+                    f"protocol error from the host: {type(answer).__name__} "
+                    f"(request {answer.request_id}) in answer to ctx request {request_id}",
+                )
+        if isinstance(answer, ContextFailure):
+            raise_failure(answer.error, answer.category, answer.message, plugin)
+        return answer.value
+
+
+def _exit(code: int, why: str) -> NoReturn:
+    """Leave at once from inside plugin code (which could catch an exception)."""
+    _complain(why)
+    os._exit(code)
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -206,10 +321,36 @@ def _shape(result: object, entry: str) -> dict[str, dict[str, _Function]]:
     return shaped
 
 
+def wants_context(function: object) -> bool:
+    """True when ``function``'s first positional parameter is named ``ctx``.
+
+    The rule (docs/architecture.md, "the plugin context"): a plain function
+    or lambda whose first positional parameter is ``ctx``, or a bound method
+    whose first one after ``self`` is. Read from the code object, without
+    ``inspect`` (an import every worker would pay for); anything else (a
+    ``functools.partial``, a callable object) gets no ``ctx`` argument and
+    uses ``caplet.plugin.context()``.
+    """
+    try:
+        skip = 1 if isinstance(function, types.MethodType) else 0
+        code = getattr(function, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            return False
+        return code.co_argcount > skip and code.co_varnames[skip] == "ctx"
+    except Exception:  # a hostile __getattr__ on a callable object
+        return False
+
+
 def _register(
-    provided: Mapping[str, Mapping[str, _Function]], declared: Mapping[str, tuple[str, ...]]
+    provided: Mapping[str, Mapping[str, _Function]],
+    declared: Mapping[str, tuple[str, ...]],
+    context: PluginContext | None = None,
 ) -> _Loaded:
-    """Keep only declared modules and functions (design.md section 4, layer 11)."""
+    """Keep only declared modules and functions (design.md section 4, layer 11).
+
+    With a ``context``, functions that take ``ctx`` first get it bound here,
+    once, so the call path stays one plain call.
+    """
     table: dict[str, dict[str, _Function]] = {}
     rejected: list[str] = []
     for module, functions in provided.items():
@@ -219,13 +360,18 @@ def _register(
             continue
         for name, function in functions.items():
             if name in allowed:
-                table.setdefault(module, {})[name] = function
+                bound = (
+                    functools.partial(function, context)
+                    if context is not None and wants_context(function)
+                    else function
+                )
+                table.setdefault(module, {})[name] = bound
             else:
                 rejected.append(f"{module}.{name}")
     return _Loaded(table, tuple(rejected))
 
 
-def _load(init: Init) -> _Loaded:
+def _load(init: Init, context: PluginContext | None = None) -> _Loaded:
     """Import the plugin and call ``create_functions``; _LoadError on failure."""
     try:
         module = _import_entry(init.snapshot, init.entry)
@@ -249,7 +395,7 @@ def _load(init: Init) -> _Loaded:
         _print_traceback()
         exc_type, message = _describe_exception(exc)
         raise _LoadError(f"{exc_type}: {message} (in create_functions)") from None
-    return _register(provided, init.modules)
+    return _register(provided, init.modules, context)
 
 
 def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
@@ -316,8 +462,11 @@ def _serve(sock: socket.socket) -> int:
     # The environment was emptied at start; now it holds exactly the approved
     # env.read variables (the host never sends LD_* or PYTHON* names).
     os.environ.update(init.env)
+    channel = _Channel(sock, reader, init.plugin)
+    context = PluginContext(init.plugin, init.context, channel)
+    install(context)
     try:
-        loaded = _load(init)
+        loaded = _load(init, context)
     except _LoadError as exc:
         send_frame(
             sock, encode_fatal(init.request_id, _truncate(str(exc), _MAX_MESSAGE_CHARS)), None
@@ -335,11 +484,18 @@ def _serve(sock: socket.socket) -> int:
             _complain(f"protocol error from the host: {exc}")
             return EXIT_PROTOCOL
         if isinstance(message, Call):
-            send_frame(sock, _dispatch(loaded, message, init.max_frame_bytes), None)
+            channel.begin(message.request_id)
+            channel.finish(_dispatch(loaded, message, init.max_frame_bytes))
         elif isinstance(message, Shutdown):
             return EXIT_OK
         elif isinstance(message, Init):
             _complain("protocol error from the host: a second INIT")
+            return EXIT_PROTOCOL
+        elif isinstance(message, ContextReply | ContextFailure):
+            _complain(
+                f"protocol error from the host: {type(message).__name__} "
+                f"{message.request_id} while no ctx request was waiting"
+            )
             return EXIT_PROTOCOL
         else:
             assert_never(message)

@@ -27,6 +27,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,7 +39,7 @@ from caplet._errors import StoreError
 from caplet._findings import RiskLevel
 from caplet._trust._codec import audit_from_json, audit_to_json
 from caplet._trust._paths import ensure_private_dir
-from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord
+from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord
 
 __all__ = [
     "APPLICATION_ID",
@@ -120,6 +121,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE audits_v2 RENAME TO audits",
         "CREATE INDEX audits_by_plugin ON audits (plugin)",
     ),
+    # 3: each plugin's ctx.kv entries (issue 6). The plugin name is part of
+    # the primary key and every statement filters on it, so one plugin's
+    # keys are invisible to another. WITHOUT ROWID: the rows are looked up
+    # by that key only (https://www.sqlite.org/withoutrowid.html).
+    (
+        """CREATE TABLE kv (
+            plugin TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (plugin, key)
+        ) WITHOUT ROWID""",
+    ),
 )
 
 #: The version this caplet writes and understands.
@@ -189,7 +203,7 @@ def _tighten(path: Path) -> None:
 
 
 class SqliteStore:
-    """Approvals, cached audits, quarantine and the decision log in SQLite.
+    """Approvals, cached audits, quarantine, the decision log and ``ctx.kv`` in SQLite.
 
     Implements :class:`~caplet._trust._store.TrustStore`. Open one per
     process (or use :meth:`open`); it is also a context manager.
@@ -562,6 +576,70 @@ class SqliteStore:
             detail=detail,
             id=row_id,
         )
+
+    # -- ctx.kv ------------------------------------------------------------------------
+
+    def kv_get(self, plugin: str, key: str) -> bytes | None:
+        """The value *plugin* stored under *key*, or ``None``."""
+        with self._reading(f"reading a kv entry of {plugin!r}") as conn:
+            row = conn.execute(
+                "SELECT value FROM kv WHERE plugin = ? AND key = ?", (plugin, key)
+            ).fetchone()
+        if row is None:
+            return None
+        value = row[0]
+        if not isinstance(value, bytes):
+            raise self._bad_row(
+                "kv",
+                f"{plugin}/{key}",
+                "value is not a blob",
+                "the table was edited outside caplet; delete that row with the sqlite3 shell",
+            )
+        return value
+
+    def kv_put(
+        self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
+    ) -> KvWrite:
+        """Store *value* under *key* for *plugin* unless that breaks a quota.
+
+        The usage is computed inside the write transaction, so two processes
+        writing at once cannot both squeeze under the limit.
+        """
+        size = len(key.encode("utf-8")) + len(value)
+        with self._writing(f"writing a kv entry of {plugin!r}") as conn:
+            others_keys, others_bytes = conn.execute(
+                "SELECT count(*), coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) "
+                "FROM kv WHERE plugin = ? AND key != ?",
+                (plugin, key),
+            ).fetchone()
+            keys, total = int(others_keys) + 1, int(others_bytes) + size
+            if keys > max_keys or total > max_bytes:
+                return KvWrite(stored=False, keys=keys, total_bytes=total)
+            conn.execute(
+                "INSERT OR REPLACE INTO kv (plugin, key, value, updated_at) VALUES (?, ?, ?, ?)",
+                (plugin, key, value, time.time()),
+            )
+        return KvWrite(stored=True, keys=keys, total_bytes=total)
+
+    def kv_delete(self, plugin: str, key: str) -> bool:
+        """Remove *plugin*'s *key*; ``False`` when it was not there."""
+        with self._writing(f"deleting a kv entry of {plugin!r}") as conn:
+            cursor = conn.execute("DELETE FROM kv WHERE plugin = ? AND key = ?", (plugin, key))
+        return cursor.rowcount > 0
+
+    def kv_keys(self, plugin: str, prefix: str = "") -> Sequence[str]:
+        """*plugin*'s keys starting with *prefix*, sorted.
+
+        ``substr`` rather than LIKE: a prefix holding ``%`` or ``_`` is
+        matched literally, with no escaping to get wrong.
+        """
+        with self._reading(f"listing the kv keys of {plugin!r}") as conn:
+            rows = conn.execute(
+                "SELECT key FROM kv WHERE plugin = ? AND substr(key, 1, length(?)) = ? "
+                "ORDER BY key",
+                (plugin, prefix, prefix),
+            ).fetchall()
+        return [str(row[0]) for row in rows]
 
     # -- maintenance and lifetime -----------------------------------------------------
 

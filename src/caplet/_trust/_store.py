@@ -5,7 +5,8 @@ is the implementation (SQLite, WAL). Approval is keyed by plugin name and
 pinned to a content hash; audits are keyed by content hash and auditor
 (``AuditResult.model_id``: ``""`` for static-only), so any change to any file
 makes both stale at once, and an audit by one model never stands in for
-another's.
+another's. The store also holds each plugin's ``ctx.kv`` entries (issue 6),
+keyed by plugin name, so one plugin never sees another's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Protocol
 from caplet._audit._model import AuditResult, Verdict
 from caplet._findings import RiskLevel
 
-__all__ = ["ApprovalRecord", "Decision", "QuarantineRecord", "TrustStore"]
+__all__ = ["ApprovalRecord", "Decision", "KvWrite", "QuarantineRecord", "TrustStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +61,24 @@ class Decision:
     id: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class KvWrite:
+    """The outcome of :meth:`TrustStore.kv_put`.
+
+    ``stored`` is False when the write would have taken the plugin over
+    ``max_keys`` keys or ``max_bytes`` bytes (UTF-8 keys plus values); the
+    old value, if any, is then unchanged. ``keys`` and ``total_bytes`` are the
+    plugin's usage as it would be with the write (the refused figure, so the
+    message can say by how much).
+    """
+
+    stored: bool
+    keys: int
+    total_bytes: int
+
+
 class TrustStore(Protocol):
-    """Where approvals, cached audits, quarantine and the decision log live."""
+    """Where approvals, cached audits, quarantine, the decision log and ``ctx.kv`` live."""
 
     def get_approval(self, name: str) -> ApprovalRecord | None: ...
 
@@ -86,5 +103,15 @@ class TrustStore(Protocol):
     def log_decision(self, decision: Decision) -> None: ...
 
     def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]: ...
+
+    def kv_get(self, plugin: str, key: str) -> bytes | None: ...
+
+    def kv_put(
+        self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
+    ) -> KvWrite: ...
+
+    def kv_delete(self, plugin: str, key: str) -> bool: ...
+
+    def kv_keys(self, plugin: str, prefix: str = "") -> Sequence[str]: ...
 
     def close(self) -> None: ...

@@ -1,0 +1,432 @@
+"""The host's side of ``ctx``: answering a plugin's requests while its call runs.
+
+Seed 001's capability broker: "a plugin requests an action; the broker on
+the main side checks the plugin's approved capabilities before performing
+it". Each running worker gets a :class:`PluginRequests` (its
+:class:`~caplet._sandbox._launcher.RequestHandler`), built when the worker
+starts from the plugin's *granted, configured* capabilities; the channel
+(:meth:`caplet._sandbox._subprocess.SubprocessWorker.call`) hands it every
+CONTEXT_REQUEST of a call, already decoded and shape-checked. Requests
+carry no plugin name: the plugin is the one whose worker sent the frame.
+
+=================  ==========================  ===================================
+op                 needs                       served by
+=================  ==========================  ===================================
+``log``            nothing                     :class:`~._plugin_log.PluginLog`
+``kv.*``           nothing                     :class:`~._kv.KvService`
+``http.fetch``     a ``net.http`` capability   one :class:`~caplet._broker._http.HttpBroker`
+``app``            an ``app:`` capability      :class:`~._apps.AppRegistry`
+``plugins.call``   ``host.call:<module>``      the host, in the target's own worker
+=================  ==========================  ===================================
+
+Every HTTP hop, application call and plugin call is written to the
+permission log (design.md layer 15); refusals too. Arguments come from an
+untrusted worker, so each op checks its keys and types and refuses anything
+else with :class:`~caplet._errors.ContextArgumentError`; the host's own
+failures (a locked state database) reach the plugin as a
+:class:`~caplet._errors.ContextError` without the host's details.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Protocol, assert_never
+
+from caplet._broker._model import BrokerDecision, HttpRequest
+from caplet._broker._resolver import Resolver
+from caplet._capabilities._model import AppCapability, HostCallCapability, NetHttpCapability
+from caplet._errors import (
+    BrokerError,
+    CallCycleError,
+    ContextArgumentError,
+    ContextError,
+    HostCallError,
+    HostError,
+    NotGrantedError,
+    SandboxError,
+    StoreError,
+)
+from caplet._host._apps import AppRegistry
+from caplet._host._kv import KvService
+from caplet._host._plugin_log import PluginLog
+from caplet._host._records import PluginInfo, PluginState
+from caplet._sandbox._protocol import ContextGrants, ContextOp, ContextRequest, WireValue
+
+if TYPE_CHECKING:
+    from caplet._broker._http import HttpBroker
+    from caplet._host._manager import PluginManager
+
+__all__ = ["ContextBroker", "PluginCaller", "PluginRequests"]
+
+logger = logging.getLogger("caplet")
+
+#: Kept back from what is left of a call when a request gets a deadline of
+#: its own (a fetch, a nested plugin call), so its answer can still be sent.
+_REPLY_MARGIN_S: Final = 0.05
+
+_FETCH_KEYS: Final = frozenset({"url", "method", "headers", "body", "timeout"})
+
+
+class PluginCaller(Protocol):
+    """Runs ``target`` of the enabled plugin ``provider`` in its own worker.
+
+    ``timeout_s`` caps the call's own deadline. Raises what
+    :meth:`caplet.PluginHost.call` raises.
+    """
+
+    def __call__(
+        self, provider: str, target: str, args: tuple[object, ...], timeout_s: float
+    ) -> object: ...
+
+
+def _args(plugin: str, request: ContextRequest, keys: frozenset[str]) -> Mapping[str, object]:
+    """The request's arguments, which must be exactly ``keys``."""
+    if set(request.args) != keys:
+        raise ContextArgumentError(
+            f"invalid arguments: plugin '{plugin}': ctx.{request.op.value} takes "
+            f"{', '.join(sorted(keys))}, got {', '.join(sorted(request.args)) or 'nothing'}",
+            plugin=plugin,
+        )
+    return request.args
+
+
+def _left(deadline: float) -> float:
+    """Seconds a request may still take within the call's deadline (0 when none)."""
+    return max(deadline - time.monotonic() - _REPLY_MARGIN_S, 0.0)
+
+
+class ContextBroker:
+    """The ``ctx`` services of one :class:`~caplet.PluginHost` (kv, log, HTTP, apps, calls).
+
+    ``resolver`` and ``ssl_context`` go to the :class:`HttpBroker` (tests
+    inject a static resolver and their own CA), which is built on the first
+    fetch (its httpx import costs what most hosts never need to pay);
+    ``clock`` times the log's rate limit and the broker's rate limits.
+    """
+
+    def __init__(
+        self,
+        manager: PluginManager,
+        apps: AppRegistry,
+        call_plugin: PluginCaller,
+        *,
+        resolver: Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.manager = manager
+        self.apps = apps
+        self.call_plugin = call_plugin
+        limits = manager.policy.context
+        self.limits = limits
+        self.kv = KvService(manager.store, limits)
+        self.log = PluginLog(limits, clock)
+        self._resolver = resolver
+        self._ssl_context = ssl_context
+        self._clock = clock
+        self._http: HttpBroker | None = None
+        self._http_lock = threading.Lock()
+        #: Per thread: the plugins whose calls wait on a nested ctx.plugins call.
+        self._chains = threading.local()
+
+    # -- per worker ---------------------------------------------------------------------
+
+    @staticmethod
+    def grants(info: PluginInfo) -> ContextGrants:
+        """Which optional ``ctx`` attributes ``info``'s worker gets."""
+        capabilities = [c for c in info.capabilities if not c.templated]
+        return ContextGrants(
+            http=any(isinstance(c, NetHttpCapability) for c in capabilities),
+            apps=tuple(sorted({c.name for c in capabilities if isinstance(c, AppCapability)})),
+            modules=tuple(
+                sorted({c.module for c in capabilities if isinstance(c, HostCallCapability)})
+            ),
+        )
+
+    def handler(self, info: PluginInfo) -> PluginRequests:
+        """The request handler of ``info``'s worker, from its granted capabilities."""
+        capabilities = [c for c in info.capabilities if not c.templated]
+        return PluginRequests(
+            self,
+            info.name,
+            http=tuple(c for c in capabilities if isinstance(c, NetHttpCapability)),
+            apps=frozenset(c.name for c in capabilities if isinstance(c, AppCapability)),
+            modules=frozenset(c.module for c in capabilities if isinstance(c, HostCallCapability)),
+            requires=tuple(r.name for r in info.manifest.requires),
+        )
+
+    # -- shared services --------------------------------------------------------------------
+
+    def http(self) -> HttpBroker:
+        """The host's one HTTP broker (created on first use)."""
+        with self._http_lock:
+            if self._http is None:
+                from caplet._broker._http import HttpBroker
+
+                self._http = HttpBroker(
+                    self.manager.policy.network,
+                    resolver=self._resolver,
+                    ssl_context=self._ssl_context,
+                    clock=self._clock,
+                    on_decision=self._log_http,
+                )
+            return self._http
+
+    def _log_http(self, decision: BrokerDecision) -> None:
+        details = [decision.outcome]
+        if decision.capability:
+            details.append(f"capability {decision.capability}")
+        if decision.hop:
+            details.append(f"redirect hop {decision.hop}")
+        if decision.detail:
+            details.append(decision.detail)
+        self.manager.log_decision(
+            decision.plugin,
+            "http",
+            f"{decision.method} {decision.url}",
+            decision.allowed,
+            "; ".join(details),
+        )
+
+    def provider(self, requires: Sequence[str], module: str) -> str | None:
+        """The enabled plugin among ``requires`` that declares ``module``, if any."""
+        for name in requires:
+            info = self.manager.get_plugin(name)
+            if info is None or info.state is not PluginState.ENABLED:
+                continue
+            if any(m.name == module for m in info.manifest.modules):
+                return name
+        return None
+
+    def chain(self) -> list[str]:
+        """This thread's stack of plugins waiting on a nested call."""
+        chain: list[str] | None = getattr(self._chains, "stack", None)
+        if chain is None:
+            chain = self._chains.stack = []
+        return chain
+
+
+class PluginRequests:
+    """Answers one worker's ``ctx`` requests (implements ``RequestHandler``)."""
+
+    __slots__ = ("_broker", "apps", "http", "modules", "plugin", "requires")
+
+    def __init__(
+        self,
+        broker: ContextBroker,
+        plugin: str,
+        *,
+        http: tuple[NetHttpCapability, ...],
+        apps: frozenset[str],
+        modules: frozenset[str],
+        requires: tuple[str, ...],
+    ) -> None:
+        self._broker = broker
+        self.plugin = plugin
+        self.http = http
+        self.apps = apps
+        self.modules = modules
+        self.requires = requires
+
+    def __call__(self, request: ContextRequest, deadline: float) -> WireValue:
+        try:
+            return self._serve(request, deadline)
+        except StoreError as exc:
+            logger.warning(
+                "ctx.%s of plugin %r failed in the state store: %s",
+                request.op.value,
+                self.plugin,
+                exc,
+            )
+            raise ContextError(
+                f"plugin '{self.plugin}': ctx.{request.op.value} failed in the host (its state "
+                "store is unavailable); try again later",
+                plugin=self.plugin,
+                category="host error",
+            ) from exc
+
+    def _serve(self, request: ContextRequest, deadline: float) -> WireValue:
+        op = request.op
+        plugin = self.plugin
+        broker = self._broker
+        if op is ContextOp.LOG:
+            args = _args(plugin, request, frozenset({"level", "message"}))
+            return broker.log.write(plugin, args["level"], args["message"])
+        if op is ContextOp.KV_GET:
+            return dict(broker.kv.get(plugin, _args(plugin, request, frozenset({"key"}))["key"]))
+        if op is ContextOp.KV_SET:
+            args = _args(plugin, request, frozenset({"key", "value"}))
+            broker.kv.set(plugin, args["key"], args["value"])
+            return None
+        if op is ContextOp.KV_DELETE:
+            return broker.kv.delete(plugin, _args(plugin, request, frozenset({"key"}))["key"])
+        if op is ContextOp.KV_KEYS:
+            return broker.kv.keys(plugin, _args(plugin, request, frozenset({"prefix"}))["prefix"])
+        if op is ContextOp.HTTP_FETCH:
+            return self._fetch(_args(plugin, request, _FETCH_KEYS), deadline)
+        if op is ContextOp.APP:
+            return self._app(_args(plugin, request, frozenset({"name", "args"})))
+        if op is ContextOp.PLUGINS_CALL:
+            return self._call(_args(plugin, request, frozenset({"target", "args"})), deadline)
+        assert_never(op)
+
+    # -- http ---------------------------------------------------------------------------
+
+    def _fetch(self, args: Mapping[str, object], deadline: float) -> WireValue:
+        plugin = self.plugin
+        url, method, headers, body, timeout = (
+            args["url"],
+            args["method"],
+            args["headers"],
+            args["body"],
+            args["timeout"],
+        )
+        if not self.http:
+            self._broker.manager.log_decision(
+                plugin,
+                "http",
+                url if isinstance(url, str) else "?",
+                False,
+                "not granted: no net.http capability",
+            )
+            raise NotGrantedError(
+                f"not granted: plugin '{plugin}' has no net.http capability, so ctx.http is "
+                "not available; declare one such as net.http:https://api.example.com",
+                plugin=plugin,
+            )
+        pairs = headers if isinstance(headers, list) else None
+        if (
+            not isinstance(url, str)
+            or not isinstance(method, str)
+            or not isinstance(body, bytes)
+            or pairs is None
+            or not all(
+                isinstance(p, list)
+                and len(p) == 2
+                and isinstance(p[0], str)
+                and isinstance(p[1], str)
+                for p in pairs
+            )
+            or (
+                timeout is not None
+                and (isinstance(timeout, bool) or not isinstance(timeout, int | float))
+            )
+        ):
+            raise ContextArgumentError(
+                f"invalid arguments: plugin '{plugin}': ctx.http.fetch takes url (str), method "
+                "(str), headers ([name, value] str pairs), body (bytes) and timeout (seconds "
+                "or None)",
+                plugin=plugin,
+            )
+        policy = self._broker.manager.policy.network
+        requested = float(timeout) if timeout is not None else None
+        if requested is not None and not requested > 0:
+            raise ContextArgumentError(
+                f"invalid arguments: plugin '{plugin}': the timeout of ctx.http.fetch must be "
+                f"a positive number of seconds, got {requested!r}",
+                plugin=plugin,
+            )
+        # The fetch must end inside the call's deadline, or the answer would
+        # arrive after the host has killed the worker for being late.
+        timeout_s = max(min(policy.timeout_s(requested), _left(deadline)), 0.001)
+        response = self._broker.http().fetch(
+            plugin,
+            self.http,
+            HttpRequest(
+                url,
+                method=method,
+                headers=tuple((p[0], p[1]) for p in pairs),
+                body=body,
+                timeout_s=timeout_s,
+            ),
+        )
+        return {
+            "status": response.status,
+            "headers": [[name, value] for name, value in response.headers],
+            "body": response.body,
+            "url": response.url,
+        }
+
+    # -- app ----------------------------------------------------------------------------
+
+    def _app(self, args: Mapping[str, object]) -> WireValue:
+        plugin = self.plugin
+        name = args["name"]
+        target = f"app:{name}" if isinstance(name, str) else "app:?"
+        manager = self._broker.manager
+        try:
+            result = self._broker.apps.invoke(
+                plugin,
+                self.apps,
+                name,
+                args["args"],
+                max_result_bytes=self._broker.limits.app_max_result_bytes,
+            )
+        except ContextError as exc:
+            manager.log_decision(plugin, "app", target[:200], False, str(exc))
+            raise
+        manager.log_decision(plugin, "app", target, True, "handled")
+        return result
+
+    # -- plugins ------------------------------------------------------------------------
+
+    def _call(self, args: Mapping[str, object], deadline: float) -> WireValue:
+        plugin = self.plugin
+        broker = self._broker
+        target, call_args = args["target"], args["args"]
+        module, _, function = target.partition(".") if isinstance(target, str) else ("", "", "")
+        if not module or not function or not isinstance(call_args, list):
+            raise ContextArgumentError(
+                f"invalid arguments: plugin '{plugin}': ctx.plugins.call takes a target "
+                "'module.function' and positional arguments",
+                plugin=plugin,
+            )
+        assert isinstance(target, str)
+        if module not in self.modules:
+            reason = (
+                f"not granted: plugin '{plugin}' was not granted host.call:{module}; declare "
+                "it (and the plugin providing it in requires) and have it approved"
+            )
+            broker.manager.log_decision(plugin, "host.call", target[:200], False, reason)
+            raise NotGrantedError(reason, plugin=plugin)
+        provider = broker.provider(self.requires, module)
+        if provider is None:
+            reason = (
+                f"not granted: no enabled plugin in the requires of '{plugin}' provides module "
+                f"{module!r}; enable the plugin that provides it"
+            )
+            broker.manager.log_decision(plugin, "host.call", target, False, reason)
+            raise NotGrantedError(reason, plugin=plugin)
+        chain = broker.chain()
+        if provider == plugin or provider in chain:
+            path = " -> ".join([*chain, plugin, provider])
+            reason = (
+                f"call cycle: plugin '{plugin}' calling {target} of plugin '{provider}' would "
+                f"re-enter a call in flight ({path}); a plugin waiting on a call cannot serve "
+                "another, so break the cycle"
+            )
+            broker.manager.log_decision(plugin, "host.call", f"{provider}:{target}", False, reason)
+            raise CallCycleError(reason, plugin=plugin)
+        left = _left(deadline)
+        if not left > 0:
+            reason = (
+                f"host.call failed: plugin '{plugin}' calling {target} of '{provider}': no time "
+                "is left of the calling call's deadline; raise its limits.timeout_ms"
+            )
+            broker.manager.log_decision(plugin, "host.call", f"{provider}:{target}", False, reason)
+            raise HostCallError(reason, plugin=plugin)
+        chain.append(plugin)
+        try:
+            value = broker.call_plugin(provider, target, tuple(call_args), left)
+        except (SandboxError, HostError, BrokerError) as exc:
+            reason = f"host.call failed: plugin '{plugin}' calling {target} of '{provider}': {exc}"
+            broker.manager.log_decision(plugin, "host.call", f"{provider}:{target}", False, reason)
+            raise HostCallError(reason, plugin=plugin) from exc
+        finally:
+            chain.pop()
+        broker.manager.log_decision(plugin, "host.call", f"{provider}:{target}", True, "called")
+        return value
