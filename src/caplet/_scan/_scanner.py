@@ -2233,8 +2233,9 @@ def _unused_capabilities(
     """Declared capabilities no finding shows in use (over-broad manifest), as info.
 
     Evidence of use is a covered finding naming the capability or its kind;
-    capabilities the scanner cannot see used (host.call, app, templated
-    values) are never reported.
+    capabilities the scanner cannot see used (net.http, host.call and app go
+    through ``ctx`` with values from anywhere; templated values) are never
+    reported.
     """
     used_kinds = {f.capability.split(":", 1)[0] for f in findings if f.covered and f.capability}
     used_exact = {f.capability for f in findings if f.covered and f.capability}
@@ -2249,7 +2250,9 @@ def _unused_capabilities(
         elif isinstance(cap, FsCapability):
             seen = bool(used_kinds & {"fs.read", "fs.write"})
         elif isinstance(cap, NetHttpCapability):
-            seen = cap.kind.value in used_kinds
+            # ctx.http.fetch(url) takes URLs from anywhere (config, arguments):
+            # a URL literal naming the host is evidence, its absence is not
+            seen = True
         else:
             assert_never(cap)
         if not seen:
