@@ -61,6 +61,7 @@ __all__ = [
     "SeccompNotifResp",
     "SeccompNotifSizes",
     "clear_capabilities",
+    "close_fds_except",
     "drop_effective_capabilities",
     "effective_capabilities",
     "install_seccomp_filter",
@@ -230,6 +231,30 @@ def set_child_subreaper() -> None:
 def set_dumpable(dumpable: bool) -> None:
     """PR_SET_DUMPABLE: 0 also makes /proc/<pid> root-owned and blocks ptrace attach."""
     prctl(PR_SET_DUMPABLE, int(dumpable))
+
+
+def close_fds_except(keep: Iterable[int]) -> None:
+    """Close every descriptor of the calling process except those in ``keep``.
+
+    Never passes an empty range to :func:`os.closerange`: CPython hands
+    ``fd_high - 1`` to close_range(2) as an unsigned int, so
+    ``os.closerange(0, 0)`` becomes ``close_range(0, ~0U, 0)``, which closes
+    *every* descriptor (close_range(2): ``last`` is inclusive and ``~0U``
+    means "up to the highest open one"). A "close all but 0, 1, 2, ..."
+    loop that started with ``closerange(0, 0)`` closed the descriptors it
+    meant to keep, stderr included.
+    """
+    try:
+        high = max(os.sysconf("SC_OPEN_MAX"), 256)
+    except (OSError, ValueError):
+        high = 65536
+    low = 0
+    for fd in sorted({fd for fd in keep if fd >= 0}):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    if low < high:
+        os.closerange(low, high)
 
 
 class _SockFprog(ctypes.Structure):

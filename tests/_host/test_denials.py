@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from caplet import AuditResult, CallTimeoutError, PluginHost, RiskLevel, Verdict, WorkerCrashedError
+from caplet import (
+    AuditResult,
+    CallTimeoutError,
+    PluginHost,
+    RiskLevel,
+    Verdict,
+    WorkerCrashedError,
+    WorkerStartError,
+)
 from tests.conftest import PluginFactory
 
 SOURCE = """
@@ -133,3 +141,30 @@ def test_a_plugin_spinning_on_a_denied_call_is_killed_and_others_keep_working(
         "socket": "denied 3 time(s)",
         "ptrace": "denied 1 time(s)",
     }
+
+
+FAILING_START = """
+import socket
+
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+except OSError:
+    pass
+raise RuntimeError("this plugin never finishes loading")
+
+
+def create_functions(config):
+    return {"main": {"run": lambda: None}}
+"""
+
+
+def test_denials_of_a_start_that_failed_are_logged(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    make_plugin("doomed", source=FAILING_START, modules='[modules.main]\nfunctions = ["run"]\n')
+    with PluginHost(plugins_dir, state_dir=state_dir) as plugin_host:
+        _fool_the_review(plugin_host, "doomed")
+        if plugin_host.enable("doomed"):
+            with pytest.raises(WorkerStartError):
+                plugin_host.call("doomed", "main.run")
+        assert _seccomp_log(plugin_host, "doomed") == {"socket": "denied 1 time(s) during start"}

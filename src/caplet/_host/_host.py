@@ -631,7 +631,14 @@ class PluginHost:
         )
         try:
             worker = self.launcher.start(spec)
-        except BaseException:
+        except BaseException as exc:
+            # A start that failed may still have tried denied syscalls: they
+            # are what the approver needs to see (issue 3: every decision logged).
+            denials: dict[str, int] = getattr(exc, "denials", None) or {}
+            for syscall, count in sorted(denials.items()):
+                self.manager.log_decision(
+                    name, "seccomp", syscall, False, f"denied {count} time(s) during start"
+                )
             remove_snapshot(snapshot)
             shutil.rmtree(workdir, ignore_errors=True)
             raise

@@ -108,10 +108,16 @@ def sweep_stale(root: Path, prefix: str) -> None:
         pid = entry.name.removeprefix(prefix)
         if pid.isdigit() and Path(f"/proc/{pid}").exists():
             continue
-        for child in [c for c in entry.iterdir() if c.is_dir()]:
-            PidsRoot.kill_members(child)
-            PidsRoot.remove(child)
-        PidsRoot.remove(entry)
+        try:
+            for child in [c for c in entry.iterdir() if c.is_dir()]:
+                PidsRoot.kill_members(child)
+                PidsRoot.remove(child)
+            PidsRoot.remove(entry)
+        except OSError:
+            # Another zygote starting at the same moment sweeps the same
+            # leftovers (ENOENT), or a process is still exiting (EBUSY):
+            # whatever is left is the next sweep's; never fail a zygote here.
+            continue
 
 
 def _own_cgroup_v2() -> Path | None:

@@ -76,6 +76,7 @@ from caplet._syscall import (
     MS_REMOUNT,
     PR_CAPBSET_DROP,
     clear_capabilities,
+    close_fds_except,
     effective_capabilities,
     mount,
     pivot_root,
@@ -389,9 +390,9 @@ def _monitor(child: int, alive_write: int) -> NoReturn:
         # is about to be closed (and its number reused).
         signal.set_wakeup_fd(-1)
         # Hold nothing of the zygote's (channel, pipes): the host must see the
-        # channel close when the worker dies, not when the monitor does.
-        os.closerange(0, alive_write)
-        os.closerange(alive_write + 1, _max_fd())
+        # channel close when the worker dies, not when the monitor does. Only
+        # stderr (the worker's log) stays, to explain a failure of the monitor.
+        close_fds_except({2, alive_write})
         for number in signal.valid_signals():
             if callable(signal.getsignal(number)) or number in _STOP_SIGNALS:
                 # A Python handler (SIGINT's KeyboardInterrupt) would raise out
@@ -407,6 +408,11 @@ def _monitor(child: int, alive_write: int) -> NoReturn:
         code = os.waitstatus_to_exitcode(status)
         if code < 0:
             code = 128 - code
+    except BaseException as exc:
+        try:
+            os.write(2, f"caplet jail monitor failed: {type(exc).__name__}: {exc}\n".encode())
+        except BaseException:  # noqa: S110 - nothing is left to report to
+            pass
     finally:
         os._exit(code)
 
@@ -985,10 +991,3 @@ def _contains(parent: str, path: str) -> bool:
 
 def _inside(root: str, path: str) -> str:
     return root if path == "/" else root.rstrip("/") + path
-
-
-def _max_fd() -> int:
-    try:
-        return max(os.sysconf("SC_OPEN_MAX"), 256)
-    except (OSError, ValueError):
-        return 65536

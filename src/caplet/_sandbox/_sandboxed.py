@@ -52,13 +52,14 @@ from caplet._sandbox._subprocess import (
     bootstrap_command,
     init_frame,
 )
-from caplet._sandbox._zygote import LAYERS, OPTIONAL_LAYERS
+from caplet._sandbox._zygote import LATE_SPARE_ENV, LAYERS, OPTIONAL_LAYERS
 
 __all__ = [
     "LAYERS",
     "IsolationReport",
     "LayerReport",
     "SandboxLauncher",
+    "SandboxStartError",
     "ZygoteChild",
     "default_launcher",
     "isolation_report",
@@ -88,6 +89,23 @@ FIXES: Mapping[str, str] = {
 }
 
 LayerReport = dict[str, str]
+
+
+class SandboxStartError(WorkerStartError):
+    """A sandboxed worker failed to start after its seccomp filter denied calls.
+
+    ``denials`` (syscall name -> count, as :attr:`ZygoteChild.denials`) are
+    what the zygote counted until the worker ended, for the host to log like
+    the denials of a worker that ran; the message names them too.
+    """
+
+    def __init__(self, message: str, denials: Mapping[str, int] | None = None) -> None:
+        counts = dict(denials or {})
+        if counts:
+            named = ", ".join(f"{name} {count} time(s)" for name, count in sorted(counts.items()))
+            message = f"{message}\n(while it was starting, the sandbox denied: {named})"
+        super().__init__(message)
+        self.denials: Mapping[str, int] = types.MappingProxyType(counts)
 
 
 class ZygoteChild:
@@ -194,10 +212,12 @@ class _Zygote:
 
     def __init__(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {}
-        disabled = os.environ.get(DISABLE_LAYERS_ENV)
-        if disabled:
-            env[DISABLE_LAYERS_ENV] = disabled
+        # The zygote's environment is only the test-only switches it reads.
+        env = {
+            name: os.environ[name]
+            for name in (DISABLE_LAYERS_ENV, LATE_SPARE_ENV)
+            if os.environ.get(name)
+        }
         try:
             self.process = subprocess.Popen(
                 bootstrap_command("caplet._sandbox._zygote", child.fileno()),
@@ -357,7 +377,15 @@ class SandboxLauncher:
             child.close()
             os.close(status_w)
         worker = SubprocessWorker(spec, ZygoteChild(pid, pidfd, status_r), parent, log)
-        worker.handshake(init)
+        try:
+            worker.handshake(init)
+        except WorkerStartError as exc:
+            # The failed worker is reaped by now, so what the sandbox denied
+            # while it was starting is known: it travels with the error.
+            denials = worker.denials
+            if not denials:
+                raise
+            raise SandboxStartError(str(exc), denials) from exc
         return worker
 
     def close(self) -> None:

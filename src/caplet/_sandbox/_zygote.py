@@ -45,6 +45,7 @@ base and sandbox modules only.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import gc
 import os
@@ -54,7 +55,8 @@ import socket
 import struct
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,9 +83,11 @@ from caplet._sandbox._seccomp import (
     seccomp_available,
     seccomp_notify_problem,
 )
-from caplet._syscall import set_child_subreaper, set_parent_death_signal
+from caplet._syscall import close_fds_except, set_child_subreaper, set_parent_death_signal
 
 __all__ = [
+    "LATE_SPARE_ENV",
+    "LATE_SPARE_FAILS",
     "LAYERS",
     "OPTIONAL_LAYERS",
     "SECCOMP_COUNTING",
@@ -115,6 +119,12 @@ _WORKDIR_IN_JAIL = f"{_JAIL_TMP}/work"
 _HANDOVER_FD = 4
 #: Test-only name in CAPLET_TEST_DISABLE_LAYERS that turns denial counting off.
 SECCOMP_COUNTING = "seccomp_counting"
+#: Test-only: "1" makes every spare wait until its request is queued before it
+#: sets itself up (the interleaving a loaded machine produces), LATE_SPARE_FAILS
+#: also makes that set-up fail (with EIO); read once by the zygote.
+LATE_SPARE_ENV = "CAPLET_TEST_LATE_SPARE"
+LATE_SPARE_FAILS = "fail"
+_LATE_SPARE = ""
 
 
 def probe_layers() -> dict[str, str]:
@@ -219,35 +229,44 @@ def _child(
     With ``handover_fd`` (one end of a socketpair whose other end the zygote
     polls) the seccomp filter is installed with a listener, which is sent
     to the zygote before plugin code can run; any failure raises, and the
-    child exits without running the worker (fail closed).
+    child exits without running the worker (fail closed). Every failure
+    raises an exception naming the step (and the errno), and stderr is the
+    worker's log from the first line on, so the host's error quotes it.
     """
+    # First of all: what fails from here on is explained in the worker's own
+    # log, which the host quotes when the start fails.
+    with _step("redirecting stderr to the worker's log"):
+        os.dup2(log_fd, 2)
     if cgroup is not None:
-        # First of all, before anything could fork: every descendant is counted.
-        PidsRoot.join(cgroup)
-    set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != zygote_pid:  # the zygote died before the signal was armed
-        return EXIT_SANDBOX_FAILED
-    os.setsid()  # a session of its own: no controlling terminal, its own group
+        # Before anything could fork: every descendant is counted.
+        with _step(f"joining the worker's pids cgroup {cgroup}"):
+            PidsRoot.join(cgroup)
+    with _step("arming PR_SET_PDEATHSIG"):
+        set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote_pid:
+        raise SandboxError("sandbox setup: the zygote exited before the worker was set up")
+    with _step("starting a session (setsid(2))"):
+        os.setsid()  # a session of its own: no controlling terminal, its own group
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # RLIMIT_FSIZE should surface as OSError(EFBIG), not kill the worker.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    os.dup2(log_fd, 2)
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    if handover_fd == 3:  # the channel is about to take fd 3
-        handover_fd = fcntl.fcntl(handover_fd, fcntl.F_DUPFD, _HANDOVER_FD + 1)
-    # The channel moves to fd 3 (and the listener handover socket to fd 4)
-    # and everything else the zygote had open (its control socket, other
-    # children's status pipes and seccomp listeners) is closed before any
-    # layer runs: the jail's monitor process must not hold them either.
-    os.dup2(channel_fd, 3)
-    keep = 3
-    if handover_fd is not None:
-        os.dup2(handover_fd, _HANDOVER_FD)
-        keep = _HANDOVER_FD
-    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+    with _step("moving the worker's descriptors into place"):
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        if handover_fd == 3:  # the channel is about to take fd 3
+            handover_fd = fcntl.fcntl(handover_fd, fcntl.F_DUPFD, _HANDOVER_FD + 1)
+        # The channel moves to fd 3 (and the listener handover socket to fd 4)
+        # and everything else the zygote had open (its control socket, other
+        # children's status pipes and seccomp listeners) is closed before any
+        # layer runs: the jail's monitor process must not hold them either.
+        os.dup2(channel_fd, 3)
+        keep = {0, 1, 2, 3}
+        if handover_fd is not None:
+            os.dup2(handover_fd, _HANDOVER_FD)
+            keep.add(_HANDOVER_FD)
+        close_fds_except(keep)
     grants = (*_RUNTIME_GRANTS, *request.grants)
     if "namespaces" in request.layers:
         enter_jail(
@@ -366,6 +385,39 @@ class _Children:
         return payload
 
 
+@contextmanager
+def _step(what: str) -> Iterator[None]:
+    """Turn an OSError of one setup step into a SandboxError naming the step and errno."""
+    try:
+        yield
+    except OSError as exc:
+        code = exc.errno or 0
+        name = errno.errorcode.get(code, str(code))
+        raise SandboxError(f"sandbox setup: {what} failed: {os.strerror(code)} ({name})") from exc
+
+
+def _explain(exc: BaseException) -> str:
+    """One line for the worker's log: the exception, with the errno's name when it has one."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    if isinstance(cause, OSError) and cause.errno:
+        name = errno.errorcode.get(cause.errno, "")
+        if name and name not in text:
+            text += f" ({name})"
+    return text
+
+
+def _report_failure(exc: BaseException, fd: int = 2) -> None:
+    """Write why the sandbox setup failed to ``fd`` (the worker's log), never raising."""
+    try:
+        # The traceback first and the summary last: the host quotes the log's tail.
+        text = "".join(traceback.format_exception(exc))
+        text += f"caplet sandbox setup failed: {_explain(exc)}\n"
+        os.write(fd, text.encode("utf-8", "replace"))
+    except BaseException:  # noqa: S110 - nothing is left to report to
+        pass
+
+
 def _say(text: str) -> None:
     try:
         os.write(2, f"caplet zygote: {text}\n".encode("utf-8", "replace"))
@@ -420,6 +472,8 @@ def _remove_cgroup(cgroup: Path) -> bool:
 
 
 def _serve(control: socket.socket) -> int:
+    global _LATE_SPARE
+    _LATE_SPARE = os.environ.get(LATE_SPARE_ENV, "")  # before _loop clears the environment
     zygote_pid = os.getpid()
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
@@ -470,7 +524,10 @@ class _Spare:
 
     It has already joined its own pids cgroup (on cgroup v1 the attach waits
     for an RCU grace period: 1-10 ms that would otherwise sit on every
-    worker's start) and waits for its request on ``conn``.
+    worker's start) and waits for its request on ``conn``. The request may
+    arrive before the spare has run at all (a loaded machine); whatever
+    then fails in the spare is explained in that request's log
+    (:func:`_report_spare_failure`).
     """
 
     pid: int
@@ -493,25 +550,21 @@ def _fork_spare(
         handover = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if counting else None
     except OSError:
         return None
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        _say(f"cannot fork a spare ({_explain(exc)}); workers are forked on request")
+        for sock in (ours, theirs, *(handover or ())):
+            sock.close()
+        if cgroup is not None:
+            _remove_cgroup(cgroup)
+        return None
     if pid == 0:  # pragma: no cover - runs in the spare, observed through every worker start
         code = EXIT_SANDBOX_FAILED
         try:
-            control.close()
-            ours.close()
-            if handover is not None:
-                handover[0].close()
-            # Nothing of the zygote's (other workers' status pipes and seccomp
-            # listeners) stays open in a process that will run plugin code.
-            _close_all_but(
-                {0, 1, 2, theirs.fileno(), *([handover[1].fileno()] if handover else [])}
-            )
-            code = _spare_main(theirs, zygote_pid, handover[1] if handover else None)
+            code = _spare_main(control, ours, theirs, zygote_pid, handover[1] if handover else None)
         except BaseException as exc:
-            try:
-                os.write(2, f"caplet spare failed: {type(exc).__name__}: {exc}\n".encode())
-            except BaseException:  # noqa: S110 - nothing is left to report to
-                pass
+            _report_spare_failure(theirs, exc)
         finally:
             os._exit(code)
     theirs.close()
@@ -524,30 +577,69 @@ def _fork_spare(
         # worker's critical path. The spare cannot fork before a request.
         try:
             PidsRoot.join(cgroup, pid)
-        except OSError:
+        except OSError as exc:
+            _say(f"cannot move a spare into its pids cgroup ({_explain(exc)})")
             os.kill(pid, signal.SIGKILL)
             ours.close()
+            if handover is not None:
+                handover[0].close()
+            _remove_cgroup(cgroup)  # never joined: empty
             return None
     return _Spare(pid, ours, cgroup, handover)
 
 
-def _close_all_but(keep: set[int]) -> None:
-    low = 0
-    for fd in sorted(keep):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+def _spare_main(
+    control: socket.socket,
+    ours: socket.socket,
+    conn: socket.socket,
+    zygote_pid: int,
+    handover: socket.socket | None,
+) -> int:
+    """In the spare: wait for a request (or the zygote's end), then become the worker.
 
-
-def _spare_main(conn: socket.socket, zygote_pid: int, handover: socket.socket | None) -> int:
-    """In the spare: wait for a request (or the zygote's end), then become the worker."""
-    set_parent_death_signal(signal.SIGKILL)
+    A failure before the request is read raises; :func:`_report_spare_failure`
+    then explains it in the log of the request, if one was already handed over.
+    """
+    # The zygote's wakeup pipe is about to be closed here (and its number
+    # reused by the request's descriptors): no signal may write to it.
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if _LATE_SPARE:
+        # Test-only: the spare runs only once its request is waiting, as on a
+        # loaded machine where the next request comes before the freshly
+        # forked spare got any CPU.
+        waiter = select.poll()
+        waiter.register(conn, select.POLLIN)
+        waiter.poll()
+        # Fail only with a request queued, not when the zygote is stopping.
+        if _LATE_SPARE == LATE_SPARE_FAILS and conn.recv(1, socket.MSG_PEEK):
+            with _step(f"a test-only fault ({LATE_SPARE_ENV}={LATE_SPARE_FAILS})"):
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+    # Nothing of the zygote's stays in a process that will run plugin code.
+    with _step("closing the zygote's descriptors in the spare"):
+        control.close()
+        ours.close()
+        # Other workers' status pipes and seccomp listeners, the control socket.
+        keep = {0, 1, 2, conn.fileno()}
+        if handover is not None:
+            keep.add(handover.fileno())
+        close_fds_except(keep)
+    with _step("arming PR_SET_PDEATHSIG in the spare"):
+        set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote_pid:
-        return EXIT_SANDBOX_FAILED
-    message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2)
-    conn.close()
+        # The zygote is gone (it stopped before the signal was armed): so is
+        # the host's use for a spare; a request it sent dies with this process.
+        return 0
+    with _step("receiving the spawn request"):
+        message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2)
+        conn.close()
     if not message or len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
         return 0  # released unused (the zygote is stopping)
+    channel_fd, log_fd = fds
+    with _step("redirecting stderr to the worker's log"):
+        os.dup2(log_fd, 2)
     request = _spawn_request(msgpack.unpackb(message, raw=False))
     handover_fd = None
     if handover is not None:
@@ -555,8 +647,31 @@ def _spare_main(conn: socket.socket, zygote_pid: int, handover: socket.socket | 
             handover_fd = handover.detach()
         else:
             handover.close()
-    channel_fd, log_fd = fds
     return _child(request, channel_fd, log_fd, zygote_pid, None, handover_fd=handover_fd)
+
+
+def _report_spare_failure(conn: socket.socket, exc: BaseException) -> None:
+    """Explain a spare's failure where the host will read it; never raises.
+
+    Once the spare has read its request, stderr is that worker's log. Before
+    that, the request may already be waiting in ``conn`` (the zygote hands
+    a request to a spare that has not run yet): shutting the socket down
+    for reading makes any later send fail with EPIPE (unix(7), shutdown(2);
+    the zygote then forks the worker directly), and a request that is
+    already queued is taken so the reason lands in its log, not in the
+    zygote's stderr, and the host's error names what failed.
+    """
+    fd = 2
+    received: list[int] = []
+    try:
+        if conn.fileno() != -1:
+            conn.shutdown(socket.SHUT_RD)
+            _, received, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2, socket.MSG_DONTWAIT)
+    except BaseException:  # noqa: S110 - no request was waiting: stderr it is
+        pass
+    if len(received) == 2:
+        fd = received[1]
+    _report_failure(exc, fd)
 
 
 def _claim_spare(spare: _Spare, message: bytes, fds: list[int], request: SpawnRequest) -> bool:
@@ -650,37 +765,25 @@ def _loop(
             if spare.handover is not None:
                 spare.handover[0].close()
             spare = None
-        cgroup = None
-        if pids_root is not None and request.limits.processes is not None:
-            cgroup = pids_root.create(
-                f"worker-{len(children.status)}-{os.urandom(4).hex()}", request.limits.processes
+        try:
+            pid, cgroup, ours = _fork_worker(
+                control,
+                request,
+                channel_fd,
+                log_fd,
+                zygote_pid=zygote_pid,
+                pids_root=pids_root,
+                name=f"worker-{len(children.status)}-{os.urandom(4).hex()}",
+                count=count,
             )
-        ours, theirs = (
-            socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if count else (None, None)
-        )
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - runs in the child, observed by the sandbox tests
-            code = EXIT_SANDBOX_FAILED
-            try:
-                control.close()
-                handover = None
-                if ours is not None and theirs is not None:
-                    ours.close()
-                    handover = theirs.detach()
-                code = _child(request, channel_fd, log_fd, zygote_pid, cgroup, handover_fd=handover)
-            except BaseException as exc:  # report, never return into the zygote loop
-                try:
-                    message_text = f"caplet sandbox setup failed: {type(exc).__name__}: {exc}\n"
-                    os.write(2, message_text.encode("utf-8", "replace"))
-                    traceback.print_exc()
-                except BaseException:  # noqa: S110 - nothing is left to report to
-                    pass
-            finally:
-                os._exit(code)
-        os.close(channel_fd)
-        os.close(log_fd)
-        if ours is not None and theirs is not None:
-            theirs.close()
+        except SandboxError as exc:
+            os.close(status_fd)
+            control.send(msgpack.packb({"error": str(exc)}))
+            continue
+        finally:
+            os.close(channel_fd)
+            os.close(log_fd)
+        if ours is not None:
             children.expect_listener(pid, ours)
         children.status[pid] = status_fd
         if cgroup is not None:
@@ -688,6 +791,58 @@ def _loop(
         _reply(control, pid)
         if spare is None:
             spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
+
+
+def _fork_worker(
+    control: socket.socket,
+    request: SpawnRequest,
+    channel_fd: int,
+    log_fd: int,
+    *,
+    zygote_pid: int,
+    pids_root: PidsRoot | None,
+    name: str,
+    count: bool,
+) -> tuple[int, Path | None, socket.socket | None]:
+    """Fork a worker directly (no spare at hand): (pid, its cgroup, the zygote's
+    end of the listener handover socket). SandboxError names a failed step;
+    the caller closes ``channel_fd`` and ``log_fd`` either way."""
+    cgroup: Path | None = None
+    ours: socket.socket | None = None
+    theirs: socket.socket | None = None
+    try:
+        if pids_root is not None and request.limits.processes is not None:
+            with _step("creating the worker's pids cgroup"):
+                cgroup = pids_root.create(name, request.limits.processes)
+        if count:
+            with _step("creating the seccomp listener's handover socket"):
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # fork(2) EAGAIN means a process limit was hit: refused, not retried.
+        with _step("fork(2) of the worker"):
+            pid = os.fork()
+    except BaseException:
+        for sock in (ours, theirs):
+            if sock is not None:
+                sock.close()
+        if cgroup is not None:
+            _remove_cgroup(cgroup)  # nothing joined it yet
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child, observed by the sandbox tests
+        code = EXIT_SANDBOX_FAILED
+        try:
+            control.close()
+            handover = None
+            if ours is not None and theirs is not None:
+                ours.close()
+                handover = theirs.detach()
+            code = _child(request, channel_fd, log_fd, zygote_pid, cgroup, handover_fd=handover)
+        except BaseException as exc:  # report, never return into the zygote loop
+            _report_failure(exc)
+        finally:
+            os._exit(code)
+    if theirs is not None:
+        theirs.close()
+    return pid, cgroup, ours
 
 
 def _new_spare(
@@ -708,7 +863,12 @@ def _new_spare(
 
 def _reply(control: socket.socket, pid: int) -> None:
     """Tell the host the worker's pid, with a pidfd it can wait on and kill through."""
-    pidfd = os.pidfd_open(pid)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError as exc:  # EMFILE/ENOMEM: the host cannot hold this worker, so it goes
+        os.kill(pid, signal.SIGKILL)
+        control.send(msgpack.packb({"error": f"pidfd_open(2) of the worker: {_explain(exc)}"}))
+        return
     try:
         socket.send_fds(control, [msgpack.packb({"pid": pid})], [pidfd])
     finally:
@@ -724,8 +884,17 @@ def main(argv: list[str] | None = None) -> int:
     # subreaper the zygote inherits and reaps it (its _reap loop takes any
     # child), instead of leaving a zombie for an init that may never reap.
     set_child_subreaper()
-    os.closerange(3, fd)
-    os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
+    close_fds_except({0, 1, 2, fd})
+    for std in (0, 1, 2):
+        # A host started without stderr (a daemon) would otherwise let a
+        # received descriptor take number 2, which _child points at the log.
+        try:
+            os.fstat(std)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != std:
+                os.dup2(null, std)
+                os.close(null)
     sys.dont_write_bytecode = True
     # Warm what every worker needs (libc through ctypes, cap_last_cap, the
     # runtime grants) once, here: forked workers inherit it for free.

@@ -1,0 +1,159 @@
+"""The zygote's pre-forked spare under the interleavings a loaded machine produces.
+
+Regression tests for "the worker exited with code 71 before it was ready;
+its stderr was empty", seen a few times per test run under load: the spare
+closed the zygote's descriptors with ``os.closerange(0, 0)``, which CPython
+turns into ``close_range(0, ~0U)``: *every* descriptor, its request socket
+and stderr included. On an idle machine the spare died before the next
+request, the zygote's send to it failed and the worker was forked directly
+(so the spare never served anyone); on a loaded one the request reached the
+spare before it had run, and the spare died with it, silently.
+
+``CAPLET_TEST_LATE_SPARE`` forces that interleaving deterministically: every
+spare waits until its request is queued before it sets itself up.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import caplet
+from caplet._errors import WorkerStartError
+from caplet._sandbox._launcher import WorkerSpec
+from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
+from caplet._sandbox._zygote import LATE_SPARE_ENV, LATE_SPARE_FAILS
+
+PLUGIN = """
+def create_functions(config):
+    return {"demo": {"echo": lambda value: value}}
+"""
+
+#: Two denied calls at import time, then a failure: the start fails after
+#: the seccomp filter has counted something.
+DENIED_THEN_BROKEN = """
+import socket
+
+for _ in range(2):
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    except OSError:
+        pass
+raise RuntimeError("broken on purpose")
+"""
+
+_CAPLET_ROOT = str(Path(caplet.__file__).resolve().parents[1])
+
+
+def _spec(tmp_path: Path, index: int, source: str = PLUGIN) -> WorkerSpec:
+    snapshot = tmp_path / f"snapshot{index}"
+    workdir = tmp_path / f"work{index}"
+    snapshot.mkdir()
+    workdir.mkdir()
+    (snapshot / "plugin.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return WorkerSpec(
+        plugin="spare",
+        snapshot_dir=snapshot,
+        entry="plugin.py",
+        config={},
+        modules={"demo": ("echo",)},
+        workdir=workdir,
+    )
+
+
+def _in_child(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter: never close descriptors of pytest itself."""
+    prelude = f"import sys\nsys.path.insert(0, {_CAPLET_ROOT!r})\n"
+    return subprocess.run(
+        [sys.executable, "-I", "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_close_fds_except_keeps_fd_zero_and_every_listed_descriptor() -> None:
+    result = _in_child(
+        """
+        import os
+        from caplet._syscall import close_fds_except
+
+        def is_open(fd):
+            try:
+                os.fstat(fd)
+            except OSError:
+                return False
+            return True
+
+        kept, dropped = os.pipe()
+        close_fds_except({0, 1, 2, kept})
+        state = [is_open(fd) for fd in (0, 1, 2, kept, dropped)]
+        close_fds_except({1, 2})
+        state.append(is_open(0))
+        state.append(is_open(kept))
+        print(state)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[True, True, True, True, False, False, False]"
+
+
+def test_a_spare_that_runs_only_after_its_request_arrived_starts_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LATE_SPARE_ENV, "1")
+    launcher = SandboxLauncher(strict=True)
+    try:
+        for index in range(3):  # the first spare, and the ones forked after each claim
+            worker = launcher.start(_spec(tmp_path, index))
+            try:
+                assert worker.call("demo", "echo", (index,), {}, timeout_s=10) == index
+            finally:
+                worker.close()
+    finally:
+        launcher.close()
+
+
+def test_a_spare_that_fails_after_its_request_arrived_says_what_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LATE_SPARE_ENV, LATE_SPARE_FAILS)
+    launcher = SandboxLauncher(strict=True)
+    try:
+        with pytest.raises(WorkerStartError) as info:
+            launcher.start(_spec(tmp_path, 0))
+    finally:
+        launcher.close()
+    message = str(info.value)
+    assert "exited with code 71 before it was ready" in message
+    # The failing step and its errno, from the worker's own log (fail closed:
+    # no worker ran).
+    assert re.search(
+        r"caplet sandbox setup failed: SandboxError: sandbox setup: a test-only fault "
+        r"\(CAPLET_TEST_LATE_SPARE=fail\) failed: Input/output error \(EIO\)\s*$",
+        message,
+    ), message
+
+
+def test_denials_counted_during_a_failed_start_travel_with_the_error(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    assert launcher.counting_problem() == ""
+    with pytest.raises(SandboxStartError, match="broken on purpose") as info:
+        launcher.start(_spec(tmp_path, 0, DENIED_THEN_BROKEN))
+    assert dict(info.value.denials) == {"socket": 2}
+    assert "the sandbox denied: socket 2 time(s)" in str(info.value)
+
+
+def test_a_failed_start_without_denials_keeps_its_plain_error(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    with pytest.raises(WorkerStartError, match="broken on purpose") as info:
+        launcher.start(_spec(tmp_path, 0, 'raise RuntimeError("broken on purpose")\n'))
+    assert not isinstance(info.value, SandboxStartError)
