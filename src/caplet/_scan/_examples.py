@@ -1560,19 +1560,6 @@ GAPS: Final[tuple[RuleExample, ...]] = (
         "attribute paths inside str.format fields are not checked (issue 4 lists this spelling)",
     ),
     _gap(
-        "CPL-FS-001",
-        Variant.ALIAS,
-        _code(
-            """
-            from pathlib import Path
-
-            with Path("report.txt").open("w") as out:
-                out.write(text)
-            """
-        ),
-        "the mode of Path.open (and of gzip/bz2/lzma.open) is not checked: no write is seen",
-    ),
-    _gap(
         "CPL-FS-004",
         Variant.ALIAS,
         _code(
@@ -1595,31 +1582,6 @@ GAPS: Final[tuple[RuleExample, ...]] = (
         Variant.ALIAS,
         'HOOK = "https://discord" + ".com/api/webhooks/123/abc"\n',
         "indicators are matched per literal: a URL split by + is never put together",
-    ),
-    _gap(
-        "CPL-THR-001",
-        Variant.ALIAS,
-        _code(
-            """
-            import base64
-            from builtins import exec as run
-
-            run(base64.b64decode(PAYLOAD))
-            """
-        ),
-        "package-mode prefilter: only the line naming exec is visited, not the line calling it",
-    ),
-    _gap(
-        "CPL-THR-005",
-        Variant.ALIAS,
-        _code(
-            """
-            import os
-
-            path = os.path.join(LOCAL, "Google", "Chrome", "User Data")
-            """
-        ),
-        "package-mode prefilter: the AST joins the pieces, but the text never holds the marker",
     ),
 )
 

@@ -46,6 +46,10 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
     # every pattern here, so it needs the AST pass (which sees the value)
     r"(?:\\x[0-9a-fA-F]{2}){8}",
+    # exec imported under another name: the call site does not say exec
+    r"\bimport\b[^\n]*\b(?:exec|eval|compile)\b",
+    # browser and wallet folders spelled as path pieces
+    r"['\"](?:Google|Chrome|User Data|Login Data|Local State|BraveSoftware|Exodus|Electrum)['\"]",
     # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
     *(indicator.pattern for indicator in INDICATORS),
@@ -117,7 +121,9 @@ class Prefilter:
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
-        self._focused = {0, 1, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
+        # Index 1 (exec passed as a value: ``run = exec``) is not focused:
+        # the call through the alias is on another line.
+        self._focused = {0, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
 
     def needs_ast(self, text: str) -> bool:

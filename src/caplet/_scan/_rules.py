@@ -1015,6 +1015,9 @@ OPEN_FUNCTIONS: Final[Mapping[str, ArgumentSpec]] = MappingProxyType(
         "builtins.open": ArgumentSpec(1, "mode"),
         "io.open": ArgumentSpec(1, "mode"),
         "codecs.open": ArgumentSpec(1, "mode"),
+        "gzip.open": ArgumentSpec(1, "mode"),
+        "bz2.open": ArgumentSpec(1, "mode"),
+        "lzma.open": ArgumentSpec(1, "mode"),
         # os.open takes flags, not a mode string: see OS_OPEN_WRITE_FLAGS.
         "os.open": ArgumentSpec(1, "flags"),
     }

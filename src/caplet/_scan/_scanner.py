@@ -1625,6 +1625,12 @@ class _RuleVisitor(ast.NodeVisitor):
         elif func.attr in FS_READ_METHODS:
             covered = scan.grants.reads_files
             scan.emit_at("CPL-FS-002", f".{func.attr}()", node, covered=covered)
+        elif func.attr == "open" and not any(o in OPEN_FUNCTIONS for o in self.resolve(func)):
+            # Path(...).open("w"): pathlib takes the mode first. Only a literal
+            # write mode counts; reads are everywhere and not worth a finding.
+            mode = _fold_str(_argument(node, ArgumentSpec(0, "mode")))
+            if mode is not None and any(c in mode for c in "wax+"):
+                scan.emit_at("CPL-FS-001", ".open(...)", node, covered=scan.grants.writes_files)
 
     def _attribute_call(self, node: ast.Call, name: str) -> None:
         """getattr/setattr/delattr with a constant attribute name."""
