@@ -1,0 +1,210 @@
+"""plugins/fetch in the real sandbox, against a real HTTPS server on 127.0.0.1.
+
+The plugin reaches the test server (tests/_broker/conftest.py) only through
+the host's broker, with the test resolver (``*.example.test`` names mapped to
+127.0.0.1), the test CA and a policy allowing the loopback network -- or the
+default policy, which refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from caplet import NetworkPolicy, Policy
+from caplet._sandbox._sandboxed import SandboxLauncher
+from tests._broker.conftest import (
+    NAMES,
+    TEST_POLICY,
+    CountingResolver,
+    Pki,
+    RunningServer,
+    make_pki,
+    serve,
+)
+from tests.plugins.conftest import Caller, install, reference_host
+
+Fetch = Callable[..., Caller]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def server(pki: Pki) -> Iterator[RunningServer]:
+    yield from serve(pki.server_context())
+
+
+@pytest.fixture
+def origin(server: RunningServer) -> str:
+    return f"https://api.example.test:{server.port}"
+
+
+@pytest.fixture
+def fetch(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    pki: Pki,
+    origin: str,
+) -> Iterator[Fetch]:
+    """Enable fetch for ``origin`` with extra settings (and a network policy); its caller."""
+    install(plugins_dir, "fetch")
+    with ExitStack() as stack:
+
+        def start(*settings: str, network: NetworkPolicy = TEST_POLICY) -> Caller:
+            host = stack.enter_context(
+                reference_host(
+                    plugins_dir,
+                    state_dir,
+                    launcher,
+                    Policy(network=network),
+                    resolver=CountingResolver(NAMES),
+                    ssl_context=pki.client_context(),
+                )
+            )
+            host.discover()
+            configured = [f"origin={origin}", "allow_post=false", *settings]
+            outcome = host.enable("fetch", configured)
+            assert outcome, outcome.reason
+            return Caller(host, "fetch", "fetch", hidden=("127.0.0.1",))
+
+        yield start
+
+
+def test_the_configured_origin_is_the_capability(fetch: Fetch, origin: str) -> None:
+    caller = fetch()
+    info = caller.host.manager.require_plugin("fetch")
+    assert [str(c) for c in info.capabilities] == [f"net.http:{origin}"]
+
+
+def test_fetch_json_and_fetch_text(fetch: Fetch, origin: str, server: RunningServer) -> None:
+    caller = fetch()
+    assert caller("fetch_json", f"{origin}/json") == {"ok": True, "n": [1, 2]}
+    assert caller("fetch_text", f"{origin}/latin1") == "café", "the charset is honoured"
+    echoed = caller("fetch_json", f"{origin}/echo", {"X-Test": "yes"})
+    assert (echoed["method"], echoed["path"]) == ("GET", "/echo")
+    assert ["X-Test", "yes"] in echoed["headers"]
+    assert caller.message("fetch_json", f"{origin}/latin1").startswith(
+        f"ResponseError: invalid response: the body from {origin}/latin1 is not valid JSON"
+    )
+    assert caller.message("fetch_text", f"{origin}/redirect/404?to=/x&key=s3cret") == (
+        f"ResponseError: http error: fetch_text got status 404 from {origin}/redirect/404?..."
+    ), "the query (often an API key) is not repeated"
+
+
+def test_get_then_read_the_body_in_pieces(fetch: Fetch, origin: str) -> None:
+    caller = fetch("read_kb=1")
+    url = f"{origin}/bytes/2500"
+    assert caller("get", url) == {
+        "status": 200,
+        "ok": True,
+        "url": url,
+        "content_type": "text/plain",
+        "total_bytes": 2500,
+    }
+    pieces = []
+    while True:
+        piece = caller("read", url)
+        pieces.append(piece["data"])
+        if piece["done"]:
+            break
+    assert [len(p) for p in pieces] == [1024, 1024, 452]
+    assert "".join(pieces) == "x" * 2500
+    assert caller.message("read", url).startswith(
+        f"LookupError: nothing to read: no fetched body for {url} (get or post it first;"
+    ), "a body is dropped once read to the end"
+
+
+def test_post_is_off_unless_allowed(fetch: Fetch, origin: str, server: RunningServer) -> None:
+    seen = len(server.seen)
+    refused = fetch().message("post", f"{origin}/submit", {"a": 1})
+    assert refused == (
+        f"BlockedByPolicyError: blocked by policy: POST {origin}/submit: this plugin is "
+        "configured without POST; enable it with allow_post=true"
+    )
+    assert len(server.seen) == seen, "nothing was sent"
+    caller = fetch("allow_post=true")
+    summary = caller("post", f"{origin}/submit", {"a": 1})
+    assert (summary["status"], summary["content_type"]) == (200, "application/json")
+    echoed = caller("read", f"{origin}/submit")["data"]
+    assert '"method": "POST"' in echoed
+    assert '"body": "{\\"a\\": 1}"' in echoed
+    assert '["Content-Type", "application/json"]' in echoed
+    caller("post", f"{origin}/text", "plain body", {"Content-Type": "text/plain"})
+    last = server.seen[-1]
+    assert (last.method, last.body, last.headers["Content-Type"]) == (
+        "POST",
+        b"plain body",
+        "text/plain",
+    )
+
+
+def test_size_limits(fetch: Fetch, origin: str, server: RunningServer) -> None:
+    caller = fetch("max_response_kb=1", "max_request_kb=1", "allow_post=true")
+    assert caller("fetch_text", f"{origin}/bytes/1024") == "x" * 1024
+    assert caller.message("fetch_text", f"{origin}/bytes/1025") == (
+        f"SizeLimitError: response too large: GET {origin}/bytes/1025 answered 1025 bytes, "
+        "above the 1 KiB this plugin accepts (max_response_kb)"
+    )
+    assert caller.message("get", f"{origin}/bytes/4000").startswith(
+        "SizeLimitError: response too large: GET"
+    )
+    seen = len(server.seen)
+    assert caller.message("post", f"{origin}/submit", "y" * 1025) == (
+        f"SizeLimitError: request too large: POST {origin}/submit: 1025 bytes, above the 1 KiB "
+        "this plugin sends (max_request_kb)"
+    )
+    assert len(server.seen) == seen, "nothing was sent"
+
+
+def test_broker_errors_reach_the_caller_with_their_category(
+    fetch: Fetch, origin: str, server: RunningServer
+) -> None:
+    caller = fetch()
+    seen = len(server.seen)
+    other = f"https://other.example.test:{server.port}/json"
+    assert caller.message("fetch_json", other).startswith(
+        "BlockedByPolicyError: blocked by policy: plugin 'fetch'"
+    ), "a host outside the allowlist"
+    assert caller.message("get", f"http://api.example.test:{server.port}/json").startswith(
+        "BlockedByPolicyError: blocked by policy:"
+    ), "http is another origin"
+    assert len(server.seen) == seen, "nothing was sent"
+
+
+def test_dns_errors_pass_through(
+    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher, pki: Pki, server: RunningServer
+) -> None:
+    install(plugins_dir, "fetch")
+    empty = f"https://empty.example.test:{server.port}"
+    with reference_host(
+        plugins_dir,
+        state_dir,
+        launcher,
+        Policy(network=TEST_POLICY),
+        resolver=CountingResolver(NAMES),
+        ssl_context=pki.client_context(),
+    ) as host:
+        host.discover()
+        assert host.enable("fetch", [f"origin={empty}", "allow_post=false"])
+        caller = Caller(host, "fetch", "fetch", hidden=("127.0.0.1",))
+        assert caller.message("fetch_text", f"{empty}/x").startswith(
+            "DnsError: DNS resolution failed:"
+        )
+
+
+def test_the_default_policy_refuses_loopback(
+    fetch: Fetch, origin: str, server: RunningServer
+) -> None:
+    seen = len(server.seen)
+    caller = fetch(network=NetworkPolicy())
+    message = caller.message("fetch_json", f"{origin}/json")
+    assert message.startswith("BlockedByPolicyError: blocked by policy:")
+    assert "loopback" in message
+    assert len(server.seen) == seen, "nothing was sent"
