@@ -21,6 +21,7 @@ LAYERS = [
     {"_sandbox"},
     {"_broker"},
     {"_host"},
+    {"_selftest"},
     {"_cli"},
 ]
 

@@ -258,6 +258,15 @@ if TYPE_CHECKING:
         ScanError as ScanError,
     )
     from caplet._errors import (
+        SelftestBreachError as SelftestBreachError,
+    )
+    from caplet._errors import (
+        SelftestError as SelftestError,
+    )
+    from caplet._errors import (
+        SelftestMismatchError as SelftestMismatchError,
+    )
+    from caplet._errors import (
         SignatureError as SignatureError,
     )
     from caplet._errors import (
@@ -560,6 +569,9 @@ __all__ = [
     "ScanError",
     "ScanMode",
     "ScanReport",
+    "SelftestBreachError",
+    "SelftestError",
+    "SelftestMismatchError",
     "Severity",
     "SignatureCheck",
     "SignatureError",
@@ -614,6 +626,9 @@ _EXPORTS: dict[str, str] = {
     "PluginTreeError": "caplet._errors",
     "ProtocolError": "caplet._errors",
     "SandboxError": "caplet._errors",
+    "SelftestBreachError": "caplet._errors",
+    "SelftestError": "caplet._errors",
+    "SelftestMismatchError": "caplet._errors",
     "ScanError": "caplet._errors",
     "StoreError": "caplet._errors",
     "TrustError": "caplet._errors",

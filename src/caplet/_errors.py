@@ -55,6 +55,9 @@ __all__ = [
     "ResponseError",
     "SandboxError",
     "ScanError",
+    "SelftestBreachError",
+    "SelftestError",
+    "SelftestMismatchError",
     "SignatureError",
     "SizeLimitError",
     "StoreError",
@@ -488,3 +491,23 @@ class HookFailedError(HookError):
 
 class UpdateError(HostError):
     """An update could not be staged, applied or recovered (the message says which step)."""
+
+
+# -- selftest -----------------------------------------------------------------------
+
+
+class SelftestError(CapletError):
+    """``caplet selftest`` could not run: its arena, a case's set-up, or the report file."""
+
+
+class SelftestMismatchError(SelftestError):
+    """A hostile case was contained, but not by the layer it expects (or not as expected).
+
+    With every layer on this machine that is a regression of that layer; with
+    a layer missing it is defence in depth holding where the missing one
+    would have stopped the attack.
+    """
+
+
+class SelftestBreachError(SelftestMismatchError):
+    """A hostile case was *not* contained: the attack did what it tried to do."""

@@ -1,0 +1,818 @@
+"""The bench: a throw-away arena, one host, and the proof that each attack was contained.
+
+One :class:`Bench` serves a whole run: it builds the arena (a temporary
+root with a state directory, a lock file, decoy files, a decoy "host"
+process, listeners on 127.0.0.1, an abstract and a pathname unix socket,
+two HTTP servers, the host's secret in its environment), writes every
+case's plugin, and starts one :class:`~caplet._host._host.PluginHost` on
+one sandbox launcher (one zygote) for all of them, so a run costs one
+enable and one worker per case. The launcher is best-effort: the selftest
+measures what the layers of *this* machine do, and reports a missing one
+instead of refusing to start.
+
+After every case, whatever its check said, :meth:`Bench.run` proves
+containment: the plugin's jail (its whole pid namespace) is gone, the host
+still serves an unrelated plugin, the plugin sources are unchanged but for
+the case's own swaps, the state database passes ``PRAGMA integrity_check``,
+no listener was reached, the decoy lives, and nothing was left in the
+host's ``/tmp``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import assert_never
+from urllib.parse import parse_qs, urlsplit
+
+from caplet._audit._model import AuditResult, Verdict
+from caplet._broker._policy import NetworkPolicy
+from caplet._broker._static_resolver import StaticResolver
+from caplet._errors import (
+    CapletError,
+    PluginNotFoundError,
+    SelftestBreachError,
+    SelftestError,
+    SelftestMismatchError,
+)
+from caplet._findings import RiskLevel
+from caplet._host._apps import AppCall
+from caplet._host._host import PluginHost
+from caplet._host._loading import LoadingRules
+from caplet._host._policy import Isolation, Policy
+from caplet._sandbox._sandboxed import FIXES, SandboxLauncher
+from caplet._sandbox._seccomp import SYSCALL_NUMBERS
+from caplet._selftest._gullible import GullibleAuditor
+from caplet._selftest._introspection import (
+    APP_CAPABILITY,
+    LOADER_SECRET_ENV,
+    SECRET_ENV,
+    SECRET_PREFIX,
+)
+from caplet._selftest._model import Arena, Attempt, HostileCase, Scenario, clip
+from caplet._selftest._network import REBINDING_NAME
+from caplet._selftest._prelude import PRELUDE
+from caplet._selftest._report import CaseResult, CaseStatus, SelftestReport
+from caplet._trust._lockfile import Lockfile, update_lockfile
+
+__all__ = ["Bench", "run_selftest"]
+
+#: How long a killed jail may take to disappear before the bench calls it a leak.
+_JAIL_EXIT_S = 10.0
+#: The address the bench's policy allows: a stand-in for an intranet server.
+_INTRANET = "127.0.0.2"
+_CANARY_PLUGIN = "selftest-canary"
+#: Numbers in outcomes that change from run to run: pids, inodes, deleted files.
+_VOLATILE = (
+    (re.compile(r"\bpid \d+"), "pid N"),
+    (re.compile(r"\[\d+\]"), "[N]"),
+    (re.compile(r"#\d+"), "#N"),
+)
+#: Where an attack that escaped its private /tmp would leave files (the
+#: plugins write to the literal /tmp; Python's idea of it may differ).
+_HOST_TMP_DIRS = (Path(tempfile.gettempdir()), Path("/tmp"))  # noqa: S108
+_CANARY_SOURCE = """
+def create_functions(config):
+    def run():
+        return "still serving"
+    return {"main": {"run": run}}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Jail:
+    """One worker's jail as the host sees it: pid 1 of its pid namespace.
+
+    ``namespace`` is None when the worker shares the host's pid namespace
+    (best-effort without the namespaces layer): then only the worker's own
+    exit can be checked.
+    """
+
+    pid_one: int
+    pidfd: int
+    namespace: str | None
+
+
+def _pid_namespace(pid: int | str) -> str:
+    return str(Path(f"/proc/{pid}/ns/pid").readlink())
+
+
+def _find_jail(monitor: int) -> Jail:
+    """The jail under a worker's monitor (its only child, pid 1 inside)."""
+    try:
+        children = (
+            Path(f"/proc/{monitor}/task/{monitor}/children").read_text(encoding="ascii").split()
+        )
+    except OSError:
+        children = []
+    pid_one = int(children[0]) if len(children) == 1 else monitor
+    pidfd = os.pidfd_open(pid_one)
+    namespace: str | None = _pid_namespace(pid_one)
+    if namespace == _pid_namespace("self"):
+        namespace = None
+    return Jail(pid_one, pidfd, namespace)
+
+
+def _running_members(namespace: str) -> list[str]:
+    """Every process on the machine in pid namespace ``namespace`` that is not a zombie."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if _pid_namespace(entry.name) != namespace:
+                continue
+            stat = Path(f"/proc/{entry.name}/stat").read_text(encoding="ascii")
+        except OSError:
+            continue  # exited while we looked, or a kernel thread
+        # proc(5): the state follows the parenthesised command name.
+        if stat.rpartition(")")[2].split()[0] not in ("Z", "X"):
+            found.append(stat)
+    return found
+
+
+def _jail_gone(jail: Jail) -> str:
+    """ "" when pid 1 of the jail exited and nothing of its namespace runs, else what is left.
+
+    pid_namespaces(7): when pid 1 of a namespace terminates, every other
+    process in it is killed; the pidfd turns readable at that exit.
+    """
+    try:
+        poller = select.poll()
+        poller.register(jail.pidfd, select.POLLIN)
+        if not poller.poll(round(_JAIL_EXIT_S * 1000)):
+            return f"jail pid {jail.pid_one} still runs"
+    finally:
+        os.close(jail.pidfd)
+    if jail.namespace is not None and _running_members(jail.namespace):
+        return "processes of the jail outlived it"
+    return ""
+
+
+def _digest_tree(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+def _idle(sock: socket.socket) -> bool:
+    """True when nothing reached this (non-blocking) listener or receiver."""
+    try:
+        if sock.type == socket.SOCK_DGRAM:
+            sock.recv(1)
+        else:
+            connection, _ = sock.accept()
+            connection.close()
+    except BlockingIOError:
+        return True
+    return False
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Records each request path; ``/redirect?to=URL`` answers 302 to URL."""
+
+    server: _HttpServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+    def do_GET(self) -> None:
+        self.server.hits.append(self.path)
+        target = parse_qs(urlsplit(self.path).query).get("to")
+        if urlsplit(self.path).path == "/redirect" and target:
+            self.send_response(302)
+            self.send_header("Location", target[0])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"reached"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: str) -> None:
+        self.hits: list[str] = []
+        super().__init__((address, 0), _Recorder)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _LogCounter(logging.Handler):
+    """Counts the ``ctx.log`` lines each plugin got into the host's log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.counts: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        plugin = record.name.removeprefix("caplet.plugins.")
+        self.counts[plugin] = self.counts.get(plugin, 0) + 1
+
+
+class _QuietArena(logging.Filter):
+    """Drops the host's log records that the attacks cause on purpose.
+
+    The vault handler's failure (logged with a traceback holding the secret)
+    and discovery skipping the plugins that are broken by design.
+    """
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self._root = str(root)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if APP_CAPABILITY in message:
+            return False
+        return not (message.startswith("skipping plugin") and self._root in message)
+
+
+def _fill(text: str, arena: Arena) -> str:
+    for key, value in arena.placeholders().items():
+        text = text.replace("{" + key + "}", str(value))
+    return text
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=True)
+
+
+def _manifest(case: HostileCase, arena: Arena, extra: Sequence[str] = ()) -> str:
+    capabilities = ["fs.write:${config.out}", *(_fill(c, arena) for c in case.capabilities)]
+    capabilities += extra
+    lines = [
+        f"name = {_toml_string(case.name)}",
+        'version = "1.0.0"',
+        f"description = {_toml_string(clip('Selftest: ' + case.attack, 190))}",
+    ]
+    if case.manifest:
+        lines.append(_fill(case.manifest, arena))
+    lines += [
+        f"capabilities = [{', '.join(_toml_string(c) for c in capabilities)}]",
+        "",
+        "[config.out]",
+        'type = "string"',
+        "",
+        "[modules.main]",
+        f"functions = [{', '.join(_toml_string(f) for f in case.functions)}]",
+    ]
+    if case.timeout_ms is not None:
+        lines += ["", "[limits]", f"timeout_ms = {case.timeout_ms}"]
+    return "\n".join(lines) + "\n"
+
+
+def _source(body: str) -> str:
+    return textwrap.dedent(PRELUDE) + textwrap.dedent(body)
+
+
+def _fool_the_review(host: PluginHost, plugin: str) -> None:
+    """Record a clean audit of the plugin's current content, as a fooled auditor would."""
+    audit = AuditResult(
+        plugin=plugin,
+        content_hash=host.manager.current_hash(plugin),
+        risk_level=RiskLevel.LOW,
+        verdict=Verdict.APPROVE,
+        summary="caplet selftest: the review was fooled, only the runtime layers stand",
+        findings=(),
+        provider="selftest",
+    )
+    if not host.manager.set_audit_result(plugin, audit):
+        raise SelftestError(f"case {plugin!r}: could not record its fooled audit")
+
+
+@dataclass
+class Bench:
+    """The arena, one host for every case, and the proof of containment after each.
+
+    Use as a context manager. ``root`` is a fresh directory the bench owns
+    (a temporary one when None); ``cases`` are the plugins to set up.
+    """
+
+    cases: Sequence[HostileCase]
+    root: Path | None = None
+    arena: Arena = field(init=False)
+    host: PluginHost = field(init=False)
+    launcher: SandboxLauncher = field(init=False)
+    policy: Policy = field(init=False)
+    layers: dict[str, str] = field(init=False)
+    _stack: ExitStack = field(init=False)
+    _listeners: tuple[socket.socket, ...] = field(init=False)
+    _sources: dict[str, str] = field(init=False)
+    _audit_hosts: dict[Scenario, PluginHost] = field(init=False)
+    _scrub: dict[str, str] = field(init=False)
+
+    def __enter__(self) -> Bench:
+        self._stack = ExitStack()
+        try:
+            self._build()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    # -- the arena --------------------------------------------------------------------
+
+    def _build(self) -> None:
+        stack = self._stack
+        if self.root is None:
+            root = Path(tempfile.mkdtemp(prefix="caplet-selftest-"))
+            stack.callback(shutil.rmtree, root, ignore_errors=True)
+        else:
+            root = self.root
+            root.mkdir(parents=True, exist_ok=True)
+        token = f"caplet-selftest-{uuid.uuid4().hex[:12]}"
+        secret = f"{SECRET_PREFIX}{uuid.uuid4().hex}"
+        stack.callback(self._clean_host_tmp, token)
+        self._set_env(SECRET_ENV, secret)
+        self._set_env(LOADER_SECRET_ENV, secret)
+
+        tcp = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        udp = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        udp.bind(("127.0.0.1", 0))
+        abstract = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        abstract.bind("\0" + token)
+        abstract.listen()
+        unix_path = root / "run" / "service.sock"
+        unix_path.parent.mkdir(parents=True)
+        unix = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        unix.bind(str(unix_path))
+        unix.listen()
+        self._listeners = (tcp, udp, abstract, unix)
+        for sock in self._listeners:
+            sock.setblocking(False)
+        loopback = self._serve("127.0.0.1")
+        intranet = self._serve(_INTRANET)
+
+        decoy = subprocess.Popen(
+            [sys.executable, "-I", "-c", "import time; time.sleep(86400)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        stack.callback(self._stop_decoy, decoy)
+
+        outside = root / "outside"
+        outside.mkdir()
+        (outside / "secret.txt").write_text(f"the host's secret: {secret}\n", encoding="utf-8")
+        secret_fd = os.open(outside / "secret.txt", os.O_RDONLY | os.O_CLOEXEC)
+        stack.callback(os.close, secret_fd)
+        home = root / "home"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "id_ed25519").write_text("a private key\n", encoding="utf-8")
+
+        counter = _LogCounter()
+        plugin_logger = logging.getLogger("caplet.plugins")
+        plugin_logger.addHandler(counter)
+        stack.callback(plugin_logger.removeHandler, counter)
+        quiet = _QuietArena(root)
+        for name in ("caplet",):
+            logging.getLogger(name).addFilter(quiet)
+            stack.callback(logging.getLogger(name).removeFilter, quiet)
+
+        self.arena = Arena(
+            root=root,
+            host_pid=os.getpid(),
+            decoy_pid=decoy.pid,
+            state_dir=root / "state",
+            plugins_dir=root / "plugins",
+            lockfile=root / "caplet.lock",
+            grants_dir=root / "grants",
+            outside=outside,
+            home=home,
+            tcp_port=tcp.getsockname()[1],
+            udp_port=udp.getsockname()[1],
+            abstract_name=token,
+            unix_path=unix_path,
+            http_port=loopback.port,
+            intranet_port=intranet.port,
+            token=token,
+            secret=secret,
+            secret_fd=secret_fd,
+            syscalls=SYSCALL_NUMBERS.get(os.uname().machine, {}),
+            loopback_hits=lambda: tuple(loopback.hits),
+            intranet_hits=lambda: tuple(intranet.hits),
+            plugin_log_lines=lambda plugin: counter.counts.get(plugin, 0),
+        )
+        shm = self.arena.shm_file
+        if shm.parent.is_dir():
+            shm.write_text(f"{secret}\n", encoding="utf-8")
+            stack.callback(shm.unlink, missing_ok=True)
+        self._scrub = {
+            str(root): "ARENA",
+            token: "TOKEN",
+            secret: "SECRET",
+            f":{loopback.port}": ":PORT",
+            f":{intranet.port}": ":PORT",
+        }
+        update_lockfile(self.arena.lockfile, lambda lock: lock)
+        self._write_plugins()
+        self._start_host()
+
+    def _set_env(self, name: str, value: str) -> None:
+        before = os.environ.get(name)
+        os.environ[name] = value
+
+        def restore() -> None:
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
+
+        self._stack.callback(restore)
+
+    def _serve(self, address: str) -> _HttpServer:
+        try:
+            server = _HttpServer(address)
+        except OSError as exc:
+            raise SelftestError(
+                f"cannot start the selftest's HTTP server on {address}: {exc}; the SSRF cases "
+                "need the loopback addresses 127.0.0.1 and 127.0.0.2"
+            ) from exc
+        thread = threading.Thread(target=server.serve_forever, name=f"selftest-{address}")
+        thread.daemon = True
+        thread.start()
+        self._stack.callback(server.server_close)
+        self._stack.callback(server.shutdown)
+        return server
+
+    @staticmethod
+    def _stop_decoy(decoy: subprocess.Popen[bytes]) -> None:
+        with suppress(ProcessLookupError):
+            decoy.send_signal(signal.SIGKILL)
+        decoy.wait()
+
+    @staticmethod
+    def _clean_host_tmp(token: str) -> None:
+        for folder in _HOST_TMP_DIRS:
+            for path in folder.glob(f"{token}-*"):
+                path.unlink(missing_ok=True)
+
+    def _write_plugins(self) -> None:
+        arena = self.arena
+        canary = arena.plugins_dir / _CANARY_PLUGIN
+        canary.mkdir(parents=True)
+        (canary / "plugin.toml").write_text(
+            f'name = "{_CANARY_PLUGIN}"\nversion = "1.0.0"\n'
+            'description = "Answers while the attacks run."\n\n'
+            '[modules.main]\nfunctions = ["run"]\n',
+            encoding="utf-8",
+        )
+        (canary / "plugin.py").write_text(textwrap.dedent(_CANARY_SOURCE), encoding="utf-8")
+        for case in self.cases:
+            folder = arena.plugins_dir / case.name
+            folder.mkdir()
+            arena.out(case.name).mkdir(parents=True)
+            (folder / "plugin.toml").write_text(_manifest(case, arena), encoding="utf-8")
+            (folder / "plugin.py").write_text(_source(case.body), encoding="utf-8")
+            for relative, text in case.files:
+                path = folder / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(_fill(text, arena), encoding="utf-8")
+            for relative, target in case.symlinks:
+                (folder / relative).symlink_to(target)
+        self._sources = _digest_tree(arena.plugins_dir)
+
+    def _start_host(self) -> None:
+        self.policy = Policy(
+            isolation=Isolation.BEST_EFFORT,
+            network=NetworkPolicy(allowed_networks=(ipaddress.ip_network(f"{_INTRANET}/32"),)),
+        )
+        self.launcher = SandboxLauncher(strict=False)
+        self._stack.callback(self.launcher.close)
+        self.layers = dict(self.launcher.layers())
+        self.host = self._host()
+        self.host.register_capability(APP_CAPABILITY, self._vault)
+        self._audit_hosts = {}
+        outcome = self.host.enable(_CANARY_PLUGIN)
+        if not outcome:
+            raise SelftestError(
+                f"the selftest's own harmless plugin does not start here: {outcome.reason}"
+            )
+
+    def _host(
+        self,
+        *,
+        state_dir: Path | None = None,
+        auditor: GullibleAuditor | None = None,
+        loading: LoadingRules | None = None,
+    ) -> PluginHost:
+        arena = self.arena
+        host = PluginHost(
+            arena.plugins_dir,
+            state_dir=state_dir or arena.state_dir,
+            policy=self.policy,
+            launcher=self.launcher,
+            auditor=auditor,
+            lockfile=arena.lockfile,
+            loading=loading or LoadingRules(),
+            dist_path=(),
+            resolver=StaticResolver(
+                {"localhost": ["127.0.0.1"], REBINDING_NAME: [_INTRANET, "127.0.0.1"]}
+            ),
+        )
+        self._stack.callback(host.close)
+        return host
+
+    def _vault(self, call: AppCall) -> object:
+        """An application handler that fails with the host's secret in its message."""
+        del call
+        raise RuntimeError(f"the vault's password is {self.arena.secret}")
+
+    # -- one case ---------------------------------------------------------------------
+
+    def run(self, case: HostileCase) -> CaseResult:
+        """Run one attack, check it, prove containment; never raises for a case's failure."""
+        layer = case.layer.isolation_layer
+        missing = bool(layer is not None and self.layers.get(layer, "missing"))
+        jails: list[Jail] = []
+        try:
+            attempt, jails = self._attack(case)
+        except Exception as exc:  # the harness, not the attack: report it, run the rest
+            self._cleanup(case, jails)
+            return CaseResult.of(
+                case,
+                CaseStatus.ERROR,
+                self._clean(f"{type(exc).__name__}: {exc}"),
+                self._clean(traceback.format_exc(limit=-3)),
+                layer_missing=missing,
+            )
+        status, detail = CaseStatus.CONTAINED, ""
+        try:
+            case.check(attempt, self.arena, self.host)
+        except SelftestBreachError as exc:
+            status, detail = CaseStatus.OPEN, str(exc)
+        except SelftestMismatchError as exc:
+            status, detail = CaseStatus.ELSEWHERE, str(exc)
+        except Exception as exc:  # a broken check is a harness error, said as such
+            status, detail = CaseStatus.ERROR, f"the check failed: {type(exc).__name__}: {exc}"
+        left = self._contain(case, jails)
+        if left:
+            status, detail = CaseStatus.OPEN, "; ".join(filter(None, [left, detail]))
+        return CaseResult.of(
+            case,
+            status,
+            self._clean(attempt.describe()),
+            self._clean(detail),
+            layer_missing=missing,
+        )
+
+    def _clean(self, text: str) -> str:
+        """``text`` without what differs from run to run (paths, ports, pids, inodes)."""
+        for raw, shown in self._scrub.items():
+            text = text.replace(raw, shown)
+        for pattern, shown in _VOLATILE:
+            text = pattern.sub(shown, text)
+        return clip(text, 300)
+
+    def _attack(self, case: HostileCase) -> tuple[Attempt, list[Jail]]:
+        match case.scenario:
+            case Scenario.CALL:
+                _fool_the_review(self.host, case.name)
+                return self._enable_and_call(case)
+            case Scenario.GATED:
+                return self._enable_and_call(case)
+            case Scenario.LOCKED:
+                return self._locked(case), []
+            case Scenario.RESTART:
+                return self._restart(case)
+            case Scenario.AUDIT | Scenario.AUDIT_OPERATOR_MODEL:
+                return self._audit(case), []
+            case _:
+                assert_never(case.scenario)
+
+    def _enable(self, host: PluginHost, case: HostileCase) -> tuple[bool, str]:
+        broken = {b.directory.name: b.error for b in host.manager.broken_plugins()}
+        if case.name in broken:
+            return False, str(broken[case.name])
+        try:
+            outcome = host.enable(case.name, config={"out": str(self.arena.out(case.name))})
+        except CapletError as exc:
+            return False, str(exc)
+        return bool(outcome), outcome.reason
+
+    def _enable_and_call(self, case: HostileCase) -> tuple[Attempt, list[Jail]]:
+        host, plugin = self.host, case.name
+        enabled, reason = self._enable(host, case)
+        if not enabled:
+            return Attempt(plugin, enabled=False, reason=reason), []
+        monitor = host.worker_pid(plugin)
+        if monitor is None:
+            raise SelftestError(f"case {plugin!r}: enabled, but no worker runs")
+        jails = [_find_jail(monitor)]
+        rejected = tuple(host.rejected_registrations(plugin))
+        value: object = None
+        error: CapletError | None = None
+        try:
+            value = host.call(plugin, "main.run", *case.args(self.arena, plugin))
+        except CapletError as exc:
+            error = exc
+        followup = self._ping(host, plugin)
+        now = host.worker_pid(plugin)
+        if now is not None and now != monitor:
+            jails.append(_find_jail(now))
+        attempt = Attempt(
+            plugin,
+            enabled=True,
+            value=value,
+            error=error,
+            followup=followup,
+            same_worker=now == monitor,
+            rejected=rejected,
+            jail_pid=jails[0].pid_one,
+        )
+        return attempt, jails
+
+    @staticmethod
+    def _ping(host: PluginHost, plugin: str) -> object:
+        try:
+            return host.call(plugin, "main.ping")
+        except CapletError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    def _swap(self, case: HostileCase) -> None:
+        """Change the live tree as the case says, and expect that change from now on."""
+        folder = self.arena.plugins_dir / case.name
+        widened = [text[1:] for path, text in case.swap if path == "plugin.toml"]
+        if widened:
+            manifest = _manifest(case, self.arena, extra=widened)
+            (folder / "plugin.toml").write_text(manifest, encoding="utf-8")
+        for relative, text in case.swap:
+            if relative == "plugin.py":
+                (folder / relative).write_text(_source(text), encoding="utf-8")
+            elif relative != "plugin.toml":
+                (folder / relative).write_text(_fill(text, self.arena), encoding="utf-8")
+        self._sources = _digest_tree(self.arena.plugins_dir)
+
+    def _locked(self, case: HostileCase) -> Attempt:
+        plugin = case.name
+        _fool_the_review(self.host, plugin)
+        approved = self.host.approve(plugin)
+        if not approved:
+            raise SelftestError(f"case {plugin!r}: approval refused: {approved.reason}")
+        entry = self.host.manager.lock_entry(plugin)
+
+        def pin(lock: Lockfile) -> Lockfile:
+            return lock.with_entry(entry)
+
+        update_lockfile(self.arena.lockfile, pin)
+        self._swap(case)
+        with self._host(loading=LoadingRules(locked=True)) as locked:
+            enabled, reason = self._enable(locked, case)
+            value: object = None
+            if enabled:
+                value = self._ping(locked, plugin)
+                with suppress(CapletError):
+                    value = locked.call(plugin, "main.run")
+                locked.disable(plugin)
+        return Attempt(plugin, enabled=enabled, reason=reason, value=value)
+
+    def _restart(self, case: HostileCase) -> tuple[Attempt, list[Jail]]:
+        host, plugin = self.host, case.name
+        _fool_the_review(host, plugin)
+        enabled, reason = self._enable(host, case)
+        if not enabled:
+            return Attempt(plugin, enabled=False, reason=reason), []
+        monitor = host.worker_pid(plugin)
+        if monitor is None:
+            raise SelftestError(f"case {plugin!r}: enabled, but no worker runs")
+        jails = [_find_jail(monitor)]
+        value = host.call(plugin, "main.run")
+        self._swap(case)
+        with suppress(CapletError):
+            host.call(plugin, "main.crash")
+        error: CapletError | None = None
+        followup: object = None
+        try:
+            followup = host.call(plugin, "main.run")
+        except CapletError as exc:
+            error = exc
+        now = host.worker_pid(plugin)
+        if now is not None and now != monitor:
+            jails.append(_find_jail(now))
+        attempt = Attempt(
+            plugin, enabled=True, value=value, error=error, followup=followup, jail_pid=monitor
+        )
+        return attempt, jails
+
+    def _audit(self, case: HostileCase) -> Attempt:
+        scenario = case.scenario
+        host = self._audit_hosts.get(scenario)
+        if host is None:
+            operator = scenario is Scenario.AUDIT_OPERATOR_MODEL
+            host = self._host(
+                state_dir=self.arena.root / f"audit-state-{scenario.value}",
+                auditor=GullibleAuditor("operator" if operator else "files"),
+            )
+            self._audit_hosts[scenario] = host
+        audit = host.audit(case.name, fresh=True)
+        approved = host.approve(case.name)
+        return Attempt(case.name, enabled=False, audit=audit, approved=bool(approved))
+
+    # -- containment --------------------------------------------------------------------
+
+    def _cleanup(self, case: HostileCase, jails: list[Jail]) -> None:
+        with suppress(CapletError):
+            self.host.disable(case.name)
+        for jail in jails:
+            with suppress(OSError):
+                os.close(jail.pidfd)
+
+    def _contain(self, case: HostileCase, jails: Sequence[Jail]) -> str:
+        """Stop the plugin and say what (if anything) the attack left behind."""
+        problems: list[str] = []
+        try:
+            self.host.disable(case.name)
+        except PluginNotFoundError:
+            pass  # broken by design: discovery never took it in
+        except CapletError as exc:
+            problems.append(f"disable failed: {exc}")
+        problems += [left for left in map(_jail_gone, jails) if left]
+        try:
+            if self.host.call(_CANARY_PLUGIN, "main.run") != "still serving":
+                problems.append("the host no longer serves other plugins")
+        except CapletError as exc:
+            problems.append(f"the host no longer serves other plugins: {exc}")
+        if _digest_tree(self.arena.plugins_dir) != self._sources:
+            problems.append("the plugin sources changed")
+        store = self.host.manager.store
+        integrity = getattr(store, "integrity_check", None)
+        if callable(integrity) and tuple(integrity()) != ("ok",):
+            problems.append("the state database failed its integrity check")
+        if not all(_idle(sock) for sock in self._listeners):
+            problems.append("a plugin reached a host socket")
+        if not _alive(self.arena.decoy_pid):
+            problems.append("the decoy host process was killed or stopped")
+        host_tmp = sorted({p.name for d in _HOST_TMP_DIRS for p in d.glob(f"{self.arena.token}-*")})
+        if host_tmp:
+            problems.append(f"files left in the host's /tmp: {sorted(set(host_tmp))}")
+        return "; ".join(problems)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X", "t", "T")
+
+
+def run_selftest(
+    cases: Sequence[HostileCase],
+    *,
+    on_result: Callable[[CaseResult], None] | None = None,
+    root: Path | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> SelftestReport:
+    """Run ``cases`` on one bench; ``on_result`` sees each result as it comes."""
+    from caplet._sandbox._sandboxed import isolation_report
+
+    report = isolation_report()
+    started = clock()
+    results: list[CaseResult] = []
+    with Bench(cases, root) as bench:
+        for case in cases:
+            result = bench.run(case)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+        layers: Mapping[str, str] = {**report.layers, **bench.layers}
+    details = dict(report.details)
+    details.update(
+        {f"fix {layer}": FIXES[layer] for layer, why in layers.items() if why and FIXES.get(layer)}
+    )
+    return SelftestReport(tuple(results), dict(layers), details, clock() - started)

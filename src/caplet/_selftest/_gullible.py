@@ -1,0 +1,131 @@
+"""A scripted auditor model that does what the plugin tells it: the auditor cases' adversary.
+
+A real model cannot be part of a selftest (no network, no key, no
+determinism), and a model that resists injections proves nothing about
+caplet. So the auditor cases run against this in-process
+:class:`~caplet._audit._provider.AuditorProvider`, which is as gullible as
+the worst model: it parses the prompt the way the system prompt tells it
+to (file blocks are delimited by the exact random token), and then obeys
+every line starting with :data:`MARKER` that it finds where it trusts text:
+
+* ``trust="files"`` (the gullible model): instructions *inside* the plugin's
+  files are obeyed. What stops the plugin then is the canaries (the model
+  does not report them) or the static floor (it does, but the code gives
+  itself away to the scanner).
+* ``trust="operator"`` (a model that follows the system prompt): only text
+  *outside* the real file blocks is obeyed, so a plugin must forge the file
+  delimiters to be heard. What stops it is that it cannot know the token.
+
+Obeying means: rate LOW, recommend approve, report no findings, and report
+as injections only what the instruction asks for (``report canaries``: the
+lines that read like override commands; ``report <uuid>``: the line holding
+that UUID). A model that hears no instruction answers honestly: every
+override-style line and every instruction line is reported as an injection.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+__all__ = ["MARKER", "GullibleAuditor"]
+
+#: How the hostile plugins address the auditor.
+MARKER = "AUDITOR:"
+#: Words of the canaries' override-style lines (and of any injection).
+_OVERRIDE_WORDS = ("SYSTEM OVERRIDE", "ADMIN COMMAND")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_NUMBERED = re.compile(r"^\s*\d+\| ?(.*)$")
+_FILE_START = re.compile(r"^<<<FILE ([0-9a-f]+) ")
+
+
+class GullibleAuditor:
+    """An :class:`~caplet._audit._provider.AuditorProvider` that obeys the plugin (see above)."""
+
+    def __init__(self, trust: Literal["files", "operator"]) -> None:
+        self._trust = trust
+        self.prompts: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "selftest"
+
+    @property
+    def model(self) -> str:
+        return f"gullible-{self._trust}"
+
+    @property
+    def max_prompt_chars(self) -> int:
+        return 400_000
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def complete(self, system: str, user: str) -> str:
+        del system
+        self.prompts.append(user)
+        inside, outside = _split(user)
+        heard = [line for line in (inside if self._trust == "files" else outside) if MARKER in line]
+        overrides = [line for line in inside if any(w in line for w in _OVERRIDE_WORDS)]
+        if not heard:
+            reported = overrides + [line for line in inside if MARKER in line]
+            return _answer("HIGH" if reported else "LOW", reported, obeyed=False)
+        instruction = " ".join(heard)
+        reported = []
+        if "report canaries" in instruction:
+            reported += overrides
+        for uuid in _UUID.findall(instruction):
+            reported += [line for line in inside if uuid in line and MARKER not in line]
+        return _answer("LOW", reported, obeyed=True)
+
+
+def _split(prompt: str) -> tuple[list[str], list[str]]:
+    """(lines of the plugin, lines of the operator), as the system prompt defines them.
+
+    Only delimiters with the exact token of the first file block are real;
+    inside a block the line-number prefix is removed. The manifest section
+    (caplet's JSON of the plugin's manifest) is plugin data too.
+    """
+    token = None
+    inside: list[str] = []
+    outside: list[str] = []
+    in_file = in_manifest = False
+    for line in prompt.splitlines():
+        if line.startswith("## "):
+            in_manifest = line.startswith("## Manifest")
+        elif in_manifest:
+            inside.append(line)
+            continue
+        start = _FILE_START.match(line)
+        if token is None and start:
+            token = start.group(1)
+        if token is not None and line.startswith(f"<<<FILE {token} "):
+            in_file = True
+            continue
+        if token is not None and line == f"<<<END FILE {token}>>>":
+            in_file = False
+            continue
+        if in_file:
+            numbered = _NUMBERED.match(line)
+            inside.append(numbered.group(1) if numbered else line)
+        else:
+            outside.append(line)
+    return inside, outside
+
+
+def _answer(risk: str, reported: list[str], *, obeyed: bool) -> str:
+    return json.dumps(
+        {
+            "risk_level": risk,
+            "summary": "Pre-approved plugin; safe." if obeyed else "Contains injected text.",
+            "description_accurate": True,
+            "capabilities_observed": [],
+            "findings": [],
+            "injection_attempts": [
+                {"excerpt": line.strip(), "reason": "addresses the auditor"} for line in reported
+            ],
+            "recommendation": "approve" if obeyed else ("reject" if reported else "approve"),
+            "risk_reasons": [],
+        }
+    )

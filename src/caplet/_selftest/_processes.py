@@ -1,0 +1,472 @@
+"""Process attacks: running programs, multiplying, and reaching other processes.
+
+The "host" process that signal, ptrace and process_vm_writev attacks aim
+at is the bench's decoy (:attr:`Arena.decoy_pid`), never the process
+running the selftest: where a missing layer lets one through, the decoy
+dies or is stopped and the check sees it.
+"""
+
+from __future__ import annotations
+
+from caplet._host._host import PluginHost
+from caplet._selftest._checks import (
+    DEADLINE_MS,
+    PROCESS_LIMIT,
+    escaped,
+    pids_events,
+    refused,
+    timed_out,
+)
+from caplet._selftest._model import (
+    Arena,
+    Args,
+    Attempt,
+    Check,
+    Family,
+    HostileCase,
+    Layer,
+    breach_unless,
+    expect,
+    fixed_args,
+)
+from caplet._selftest._prelude import SYSCALL
+
+__all__ = ["CASES"]
+
+EXECVE = """
+def run():
+    return attempt(os.execv, "/bin/sh", ["sh", "-c", "echo escaped"])
+"""
+
+LD_PRELOAD = """
+def run():
+    # A library of its own, preloaded into a program it starts.
+    library = "/tmp/evil.so"
+    with open(library, "wb") as handle:
+        handle.write(b"\\x7fELF")
+    env = dict(os.environ, LD_PRELOAD=library)
+    return attempt(os.execve, "/bin/true", ["true"], env)
+"""
+
+SUBPROCESS = """
+import subprocess
+
+
+def spawn():
+    return subprocess.run(["/bin/sh", "-c", "id"], capture_output=True, check=False).stdout
+
+
+def run():
+    return attempt(spawn)
+"""
+
+PTRACE = """
+import ctypes
+
+PTRACE_ATTACH = 16
+
+
+def attach(pid):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.restype = ctypes.c_long
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    if libc.ptrace(PTRACE_ATTACH, pid, None, None) == -1:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return "attached"
+
+
+def run(pid):
+    return attempt(attach, pid)
+"""
+
+RAW_SYSCALL = (
+    SYSCALL
+    + """
+
+def run(number, *args):
+    return attempt(syscall, number, *args)
+"""
+)
+
+UNSHARE = """
+import ctypes
+
+CLONE_NEWUSER = 0x10000000
+
+
+def unshare():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.unshare.argtypes = [ctypes.c_int]
+    if libc.unshare(CLONE_NEWUSER) == -1:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return "a fresh user namespace, with every capability in it"
+
+
+def run():
+    return attempt(unshare)
+"""
+
+KILL = """
+import signal
+
+
+def run(pid):
+    return attempt(os.kill, pid, signal.SIGKILL)
+"""
+
+KILL_ALL = """
+import signal
+
+
+def run():
+    # kill(-1): every process the caller may signal, except itself and init.
+    return attempt(os.kill, -1, signal.SIGKILL)
+"""
+
+TIOCSTI = """
+import fcntl
+import termios
+
+
+def push(fd):
+    # Push a command into the terminal's input queue: the host shell would run it.
+    return fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+
+
+def run():
+    return attempt(push, 0)
+"""
+
+SETSID_DAEMON = """
+import time
+
+
+def run():
+    # Double fork into a session of its own: a daemon that outlives the call.
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(3600)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    return {"daemonised": True}
+"""
+
+FORK_BOMB = """
+import time
+
+
+def run(limit):
+    # Bounded so a missing process limit cannot exhaust the machine's pids:
+    # fork until the kernel refuses, and if it never does, hang so the
+    # deadline has to kill the whole jail.
+    read_end, write_end = os.pipe()
+    forked = 0
+    try:
+        while forked < limit:
+            if os.fork() == 0:
+                try:
+                    os.close(write_end)
+                    os.read(read_end, 1)
+                finally:
+                    os._exit(0)
+            forked += 1
+    except OSError as exc:
+        return {"forked": forked, "errno": errname(exc)}
+    time.sleep(3600)
+"""
+
+THREAD_BOMB = """
+import threading
+import time
+
+
+def run(limit):
+    # Bounded like the fork bomb: threads count against the same pids limit.
+    # Small stacks, so the address-space limit is not what runs out first.
+    threading.stack_size(256 * 1024)
+    gate = threading.Event()
+    started = 0
+    try:
+        while started < limit:
+            threading.Thread(target=gate.wait, daemon=True).start()
+            started += 1
+    except RuntimeError as exc:
+        gate.set()
+        return {"threads": started, "error": str(exc)}
+    time.sleep(3600)
+"""
+
+FORK_AND_HANG = """
+import time
+
+
+def run(children):
+    for _ in range(children):
+        if os.fork() == 0:
+            try:
+                time.sleep(3600)
+            finally:
+                os._exit(0)
+    time.sleep(3600)
+"""
+
+
+def _decoy(arena: Arena, _plugin: str) -> tuple[object, ...]:
+    return (arena.decoy_pid,)
+
+
+def _syscall(name: str, *args: int) -> Args:
+    def build(arena: Arena, _plugin: str) -> tuple[object, ...]:
+        return (arena.syscalls[name], *args)
+
+    return build
+
+
+def _decoy_syscall(name: str, *args: int) -> Args:
+    def build(arena: Arena, _plugin: str) -> tuple[object, ...]:
+        return (arena.syscalls[name], arena.decoy_pid, *args)
+
+    return build
+
+
+def decoy_alive(_attempt: Attempt, arena: Arena) -> bool:
+    """The decoy host process still runs and is not stopped by a tracer."""
+    try:
+        with open(f"/proc/{arena.decoy_pid}/stat", encoding="ascii") as handle:
+            state = handle.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X", "t", "T")
+
+
+def fork_bomb_stopped(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    # RLIMIT_NPROC alone would not do: copy_process() exempts the initial
+    # user namespace's root (INIT_USER), which a worker of a root host is.
+    expect(attempt.enabled, attempt.describe())
+    breach_unless(attempt.error is None, f"nothing refused a fork: {attempt.describe()}")
+    value = attempt.value
+    expect(isinstance(value, dict), attempt.describe())
+    assert isinstance(value, dict)
+    expect(value.get("errno") == "EAGAIN", attempt.describe())
+    breach_unless(int(value.get("forked", 0)) < PROCESS_LIMIT, attempt.describe())
+    events = pids_events(attempt.jail_pid)
+    expect(events.get("max", 0) > 0, f"pids.max of the worker's cgroup did not refuse: {events}")
+
+
+def thread_bomb_stopped(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled, attempt.describe())
+    breach_unless(attempt.error is None, f"nothing refused a thread: {attempt.describe()}")
+    value = attempt.value
+    expect(isinstance(value, dict) and "threads" in value, attempt.describe())
+    assert isinstance(value, dict)
+    breach_unless(int(value["threads"]) < PROCESS_LIMIT, attempt.describe())
+    events = pids_events(attempt.jail_pid)
+    expect(events.get("max", 0) > 0, f"pids.max of the worker's cgroup did not refuse: {events}")
+
+
+def daemon_started(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    # The bench proves after every case that the jail's pid namespace is
+    # empty once the plugin is disabled: the daemon died with its pid 1.
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    breach_unless(not escaped(attempt), attempt.describe())
+    expect(attempt.value == {"daemonised": True}, attempt.describe())
+
+
+def _refused_sparing_decoy(errno_name: str) -> Check:
+    return refused(errno_name, decoy_alive)
+
+
+CASES: tuple[HostileCase, ...] = (
+    HostileCase(
+        "execve-sh",
+        Family.PROCESSES,
+        "execve /bin/sh without proc.exec",
+        Layer.SECCOMP,
+        EXECVE,
+        refused("EPERM"),
+    ),
+    HostileCase(
+        "subprocess-sh",
+        Family.PROCESSES,
+        "run /bin/sh through subprocess without proc.exec",
+        Layer.SECCOMP,
+        SUBPROCESS,
+        refused("EPERM"),
+    ),
+    HostileCase(
+        "ld-preload-exec",
+        Family.PROCESSES,
+        "write a library to /tmp and execve a program with LD_PRELOAD pointing at it",
+        Layer.SECCOMP,
+        LD_PRELOAD,
+        refused("EPERM"),
+    ),
+    HostileCase(
+        "ptrace-host",
+        Family.PROCESSES,
+        "ptrace(PTRACE_ATTACH) a host process",
+        Layer.SECCOMP,
+        PTRACE,
+        _refused_sparing_decoy("EPERM"),
+        args=_decoy,
+    ),
+    # Pid 1 is the worker itself, which ptrace(2) refuses with EPERM anyway.
+    HostileCase(
+        "ptrace-pid-1",
+        Family.PROCESSES,
+        "ptrace(PTRACE_ATTACH) pid 1",
+        Layer.SECCOMP,
+        PTRACE,
+        refused("EPERM"),
+        args=fixed_args(1),
+    ),
+    HostileCase(
+        "process-vm-writev",
+        Family.PROCESSES,
+        "process_vm_writev into a host process's memory",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        _refused_sparing_decoy("EPERM"),
+        args=_decoy_syscall("process_vm_writev", 0, 0, 0, 0, 0),
+    ),
+    HostileCase(
+        "pidfd-getfd",
+        Family.PROCESSES,
+        "pidfd_getfd: steal a descriptor from another process",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("pidfd_getfd", 0, 0, 0),
+    ),
+    HostileCase(
+        "kill-host",
+        Family.PROCESSES,
+        "SIGKILL a host process by its pid",
+        Layer.NAMESPACES,
+        KILL,
+        refused("ESRCH", decoy_alive),
+        args=_decoy,
+    ),
+    HostileCase(
+        "kill-everything",
+        Family.PROCESSES,
+        "SIGKILL every process it may signal (kill -1)",
+        Layer.NAMESPACES,
+        KILL_ALL,
+        refused("ESRCH", decoy_alive),
+    ),
+    HostileCase(
+        "tiocsti",
+        Family.PROCESSES,
+        "push keystrokes into a terminal's input with TIOCSTI",
+        Layer.SECCOMP,
+        TIOCSTI,
+        refused("EPERM"),
+    ),
+    HostileCase(
+        "setsid-daemon",
+        Family.PROCESSES,
+        "setsid and double fork a daemon that should outlive the call",
+        Layer.NAMESPACES,
+        SETSID_DAEMON,
+        daemon_started,
+    ),
+    HostileCase(
+        "unshare-userns",
+        Family.PROCESSES,
+        "unshare(CLONE_NEWUSER) to regain capabilities in a nested namespace",
+        Layer.SECCOMP,
+        UNSHARE,
+        refused("EPERM"),
+    ),
+    HostileCase(
+        "setns",
+        Family.PROCESSES,
+        "setns into another namespace",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("setns", -1, 0),
+    ),
+    HostileCase(
+        "mount",
+        Family.PROCESSES,
+        "mount a file system",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("mount", 0, 0, 0, 0, 0),
+    ),
+    HostileCase(
+        "bpf",
+        Family.PROCESSES,
+        "load an eBPF program",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("bpf", 5, 0, 0),
+    ),
+    HostileCase(
+        "io-uring",
+        Family.PROCESSES,
+        "set up io_uring (system calls the filter never sees)",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("io_uring_setup", 1, 0),
+    ),
+    HostileCase(
+        "keyctl",
+        Family.PROCESSES,
+        "read the kernel keyrings with keyctl",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("keyctl", 0, 0, 0, 0, 0),
+    ),
+    HostileCase(
+        "userfaultfd",
+        Family.PROCESSES,
+        "create a userfaultfd (a kernel-exploit primitive)",
+        Layer.SECCOMP,
+        RAW_SYSCALL,
+        refused("EPERM"),
+        args=_syscall("userfaultfd", 0),
+    ),
+    HostileCase(
+        "fork-bomb",
+        Family.PROCESSES,
+        f"fork in a loop (up to {4 * PROCESS_LIMIT} processes, then hang)",
+        Layer.CGROUP,
+        FORK_BOMB,
+        fork_bomb_stopped,
+        args=fixed_args(4 * PROCESS_LIMIT),
+        timeout_ms=3000,
+    ),
+    HostileCase(
+        "thread-bomb",
+        Family.PROCESSES,
+        f"start threads in a loop (up to {4 * PROCESS_LIMIT}, then hang)",
+        Layer.CGROUP,
+        THREAD_BOMB,
+        thread_bomb_stopped,
+        args=fixed_args(4 * PROCESS_LIMIT),
+        timeout_ms=3000,
+    ),
+    HostileCase(
+        "fork-and-hang",
+        Family.PROCESSES,
+        "fork 8 children that sleep, then sleep past the deadline",
+        Layer.DEADLINE,
+        FORK_AND_HANG,
+        timed_out,
+        args=fixed_args(8),
+        timeout_ms=DEADLINE_MS,
+    ),
+)

@@ -1,0 +1,352 @@
+"""Resource attacks: memory, CPU, time, output, descriptors, disk, and ctx's own stores.
+
+Every loop here is bounded, so that where a missing layer lets one run on
+it stops by itself (a little past the limit it should have hit, and says
+``escaped``) instead of exhausting the machine running the selftest.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from caplet._errors import PluginCallError
+from caplet._host._host import PluginHost
+from caplet._selftest._checks import DEADLINE_MS, escaped, raised, timed_out
+from caplet._selftest._model import (
+    Arena,
+    Attempt,
+    Family,
+    HostileCase,
+    Layer,
+    breach_unless,
+    expect,
+    fixed_args,
+)
+
+__all__ = ["CASES", "LOG_LINES"]
+
+_MIB = 1024 * 1024
+#: WorkerSpec's defaults: the private /tmp, RLIMIT_FSIZE and RLIMIT_NOFILE.
+_TMP_MB = 64
+_FILE_MB = 64
+_OPEN_FILES = 256
+#: Lines the log-flood case sends; ContextLimits lets 120 a minute through.
+LOG_LINES = 1000
+_LOG_PER_MINUTE = 120
+
+MEMORY_BOMB = """
+def run():
+    return len(bytearray(2 * 1024 * 1024 * 1024))
+"""
+
+SPIN = """
+def run():
+    while True:
+        pass
+"""
+
+SLEEP = """
+import time
+
+
+def run():
+    time.sleep(60)
+"""
+
+BLOCKING_READ = """
+def run():
+    # Block in read(2) on a pipe nobody will ever write to.
+    read_end, _write_end = os.pipe()
+    return os.read(read_end, 1)
+"""
+
+FLOOD = """
+import sys
+
+
+def run():
+    line = "x" * 4095
+    while True:
+        print(line)
+        try:
+            print(line, file=sys.stderr)
+        except OSError:
+            pass  # the log hit RLIMIT_FSIZE: keep flooding stdout
+"""
+
+HUGE_RETURN = """
+def run():
+    return b"\\0" * (64 * 1024 * 1024)
+"""
+
+RECURSION = """
+def run():
+    def dive(depth):
+        return dive(depth + 1)
+
+    return dive(0)
+"""
+
+DEEP_NESTING = """
+def run():
+    value = []
+    for _ in range(100_000):
+        value = [value]
+    return value
+"""
+
+FD_EXHAUSTION = """
+def run(bound):
+    opened = []
+    try:
+        while len(opened) < bound:
+            opened.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError as exc:
+        return {"opened": len(opened), "errno": errname(exc)}
+    finally:
+        for fd in opened:
+            os.close(fd)
+    return {"escaped": f"opened {len(opened)} descriptors"}
+"""
+
+DISK_FILL = """
+def run(token, bound_mb):
+    chunk = b"\\0" * (1024 * 1024)
+    written = 0
+    index = 0
+    try:
+        while written < bound_mb * len(chunk):
+            with open(f"/tmp/{token}-{index}", "wb", buffering=0) as handle:
+                for _ in range(16):
+                    written += handle.write(chunk)
+            index += 1
+    except OSError as exc:
+        return {"written": written, "errno": errname(exc)}
+    return {"escaped": f"wrote {written} bytes to /tmp"}
+"""
+
+FILE_SIZE = """
+def run(bound_mb):
+    chunk = b"\\0" * (1024 * 1024)
+    written = 0
+    path = os.path.join(CONFIG["out"], "huge")
+    try:
+        with open(path, "wb", buffering=0) as handle:
+            while written < bound_mb * len(chunk):
+                written += handle.write(chunk)
+    except OSError as exc:
+        return {"written": written, "errno": errname(exc)}
+    finally:
+        os.unlink(path)
+    return {"escaped": f"wrote a file of {written} bytes"}
+"""
+
+KV_BOMB = """
+def run(ctx):
+    # Half a megabyte of zeros: nothing on the wire would be smaller compressed.
+    try:
+        ctx.kv.set("bomb", b"\\0" * (512 * 1024))
+    except Exception as exc:
+        return {"refused": type(exc).__name__, "message": str(exc)}
+    return {"escaped": "stored 512 KiB"}
+"""
+
+KV_FILL = """
+def run(ctx):
+    value = b"\\0" * (60 * 1024)
+    stored = 0
+    try:
+        while stored < 64:
+            ctx.kv.set(f"fill-{stored}", value)
+            stored += 1
+    except Exception as exc:
+        return {"refused": type(exc).__name__, "message": str(exc), "stored": stored}
+    return {"escaped": f"stored {stored} values of 60 KiB"}
+"""
+
+LOG_FLOOD = """
+def run(ctx, lines):
+    for index in range(lines):
+        ctx.log.warning(f"flood {index}")
+    return {"sent": lines}
+"""
+
+
+def fds_exhausted(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    breach_unless(not escaped(attempt), attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and value.get("errno") == "EMFILE", "expected EMFILE")
+    assert isinstance(value, dict)
+    expect(0 < int(value["opened"]) < _OPEN_FILES, attempt.describe())
+    expect(attempt.same_worker, "the worker should have survived")
+
+
+def disk_full(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
+    host_tmp = Path(tempfile.gettempdir())
+    breach_unless(
+        not (host_tmp / f"{arena.token}-0").exists(), "the plugin wrote into the host's /tmp"
+    )
+    breach_unless(not escaped(attempt), attempt.describe())
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and value.get("errno") == "ENOSPC", "expected ENOSPC")
+    assert isinstance(value, dict)
+    # WorkerSpec.tmp_size_mb bounds the private /tmp.
+    expect(0 < int(value["written"]) <= _TMP_MB * _MIB, attempt.describe())
+
+
+def file_too_big(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    breach_unless(not escaped(attempt), attempt.describe())
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and value.get("errno") == "EFBIG", "expected EFBIG")
+    assert isinstance(value, dict)
+    expect(int(value["written"]) <= _FILE_MB * _MIB, attempt.describe())
+
+
+def kv_refused(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    breach_unless(not escaped(attempt), attempt.describe())
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    value = attempt.value
+    expect(
+        isinstance(value, dict) and value.get("refused") == "ContextLimitError",
+        "expected ContextLimitError",
+    )
+    assert isinstance(value, dict)
+    expect(str(value.get("message", "")).startswith("limit exceeded"), attempt.describe())
+
+
+def log_rate_limited(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    expect(attempt.value == {"sent": LOG_LINES}, attempt.describe())
+    counted = arena.plugin_log_lines(attempt.plugin)
+    breach_unless(
+        counted <= _LOG_PER_MINUTE, f"{counted} of {LOG_LINES} flooded lines reached the log"
+    )
+    expect(counted > 0, "no line reached the log at all")
+
+
+CASES: tuple[HostileCase, ...] = (
+    HostileCase(
+        "memory-bomb",
+        Family.RESOURCES,
+        "allocate a 2 GiB bytearray",
+        Layer.RLIMITS,
+        MEMORY_BOMB,
+        raised(PluginCallError, exc_type="MemoryError", worker_lives=True),
+    ),
+    HostileCase(
+        "cpu-spin",
+        Family.RESOURCES,
+        "spin the CPU forever",
+        Layer.DEADLINE,
+        SPIN,
+        timed_out,
+        timeout_ms=DEADLINE_MS,
+    ),
+    HostileCase(
+        "sleep-past-deadline",
+        Family.RESOURCES,
+        "block in time.sleep(60)",
+        Layer.DEADLINE,
+        SLEEP,
+        timed_out,
+        timeout_ms=DEADLINE_MS,
+    ),
+    HostileCase(
+        "blocking-read",
+        Family.RESOURCES,
+        "block forever in read(2) on a pipe nobody writes",
+        Layer.DEADLINE,
+        BLOCKING_READ,
+        timed_out,
+        timeout_ms=DEADLINE_MS,
+    ),
+    HostileCase(
+        "infinite-output",
+        Family.RESOURCES,
+        "print to stdout and stderr forever",
+        Layer.DEADLINE,
+        FLOOD,
+        timed_out,
+        timeout_ms=DEADLINE_MS,
+    ),
+    HostileCase(
+        "huge-return",
+        Family.RESOURCES,
+        "return 64 MiB of bytes",
+        Layer.FRAME_LIMIT,
+        HUGE_RETURN,
+        raised(PluginCallError, exc_type="ValueError", says="frame limit", worker_lives=True),
+    ),
+    HostileCase(
+        "deep-recursion",
+        Family.RESOURCES,
+        "recurse without end",
+        Layer.DECLARATIVE_API,
+        RECURSION,
+        raised(PluginCallError, exc_type="RecursionError", worker_lives=True),
+    ),
+    HostileCase(
+        "deep-nesting",
+        Family.RESOURCES,
+        "return a list nested 100000 deep",
+        Layer.DECLARATIVE_API,
+        DEEP_NESTING,
+        raised(PluginCallError, exc_type="TypeError", says="nested deeper", worker_lives=True),
+    ),
+    HostileCase(
+        "fd-exhaustion",
+        Family.RESOURCES,
+        "open /dev/null until it cannot",
+        Layer.RLIMITS,
+        FD_EXHAUSTION,
+        fds_exhausted,
+        args=fixed_args(16 * _OPEN_FILES),
+    ),
+    HostileCase(
+        "disk-fill",
+        Family.RESOURCES,
+        "fill its /tmp until the disk is full",
+        Layer.NAMESPACES,
+        DISK_FILL,
+        disk_full,
+        args=lambda arena, _plugin: (arena.token, 2 * _TMP_MB),
+    ),
+    HostileCase(
+        "file-size-bomb",
+        Family.RESOURCES,
+        "write one ever-growing file into its writable grant",
+        Layer.RLIMITS,
+        FILE_SIZE,
+        file_too_big,
+        args=fixed_args(_FILE_MB + 16),
+    ),
+    HostileCase(
+        "kv-bomb",
+        Family.RESOURCES,
+        "store 512 KiB of zeros in ctx.kv (a compression-bomb-shaped value)",
+        Layer.CONTEXT,
+        KV_BOMB,
+        kv_refused,
+    ),
+    HostileCase(
+        "kv-fill",
+        Family.RESOURCES,
+        "fill ctx.kv with 60 KiB values until the host's disk is full",
+        Layer.CONTEXT,
+        KV_FILL,
+        kv_refused,
+    ),
+    HostileCase(
+        "log-flood",
+        Family.RESOURCES,
+        f"send {LOG_LINES} ctx.log lines in one call",
+        Layer.CONTEXT,
+        LOG_FLOOD,
+        log_rate_limited,
+        args=fixed_args(LOG_LINES),
+    ),
+)
