@@ -9,6 +9,8 @@ What is measured (design.md section 9):
   call and a bare socketpair ping-pong with a child process (the IPC floor);
 * cold start, enable to first result, against ``python -I -S -c pass`` and
   ``bwrap ... python -I -S -c pass`` (when bubblewrap is installed);
+* guest snippet start: ``host.exec("1 + 1")`` taking a worker from the warm
+  pool, against the same with no pool (start, run and close a guest worker);
 * 100 plugins enabled at once in one host, each answering a call;
 * static scan throughput over a copy of the standard library, against
   ``ast.parse`` alone;
@@ -36,7 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from caplet import PluginHost
+from caplet import GuestLimits, PluginHost, Policy
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
 
@@ -168,6 +170,29 @@ def bench_cold_start(host: PluginHost, repeat: int) -> dict[str, float]:
     return results
 
 
+def bench_guest(root: Path, repeat: int) -> dict[str, float]:
+    """``exec("1 + 1")`` from a full warm pool, and cold (no pool: start, run, close)."""
+    plugins = root / "guest-plugins"
+    plugins.mkdir()
+
+    def measure(pool_size: int) -> float:
+        policy = Policy(guest=GuestLimits(pool_size=pool_size))
+        samples = []
+        with PluginHost(
+            plugins, state_dir=root / f"guest-state-{pool_size}", policy=policy
+        ) as host:
+            assert host.exec("1 + 1").value == 2  # the zygote and the runner snapshot
+            for _ in range(repeat):
+                host.warm_guests()  # the refill is not timed: a full pool before each exec
+                start = time.perf_counter()
+                result = host.exec("1 + 1")
+                samples.append(time.perf_counter() - start)
+                assert result.value == 2, result.error
+        return statistics.median(samples) * 1e3
+
+    return {"warm_ms": measure(2), "cold_ms": measure(0)}
+
+
 def bench_many(root: Path, count: int) -> dict[str, float]:
     """``count`` plugins enabled at once in one host, each answering a call."""
     plugins = root / "many"
@@ -259,6 +284,7 @@ def main() -> int:
             uss = sandbox_uss_kib(pid)
             starts = bench_cold_start(host, args.starts)
             isolation = host.isolation
+        guest = bench_guest(work, args.starts)
         many = bench_many(work, args.many)
         stdlib = work / "stdlib"
         shutil.copytree(
@@ -305,6 +331,14 @@ Sustained: {calls["calls_per_s"]:,.0f} calls/s to one plugin from one thread.
 | `python -I -S -c pass` (no isolation) | {starts["python_isolated"]:.1f} ms | {starts["python_isolated"] / starts["caplet_enable"]:.2f} |
 | {bwrap_row}
 
+### Guest snippet start, `host.exec("1 + 1")`, median of {args.starts}
+
+| what | median | ratio to the warm pool |
+|---|---:|---:|
+| caplet `exec` from the warm pool (a pre-started zero-capability worker; the snippet, its reply) | {guest["warm_ms"]:.1f} ms | 1.00 |
+| caplet `exec` cold (`pool_size=0`: start the sandboxed worker, the snippet, close it) | {guest["cold_ms"]:.1f} ms | {guest["cold_ms"] / guest["warm_ms"]:.2f} |
+| `python -I -S -c pass` (no isolation) | {starts["python_isolated"]:.1f} ms | {starts["python_isolated"] / guest["warm_ms"]:.2f} |
+
 ### Many plugins
 
 {many["answered"]:.0f} of {many["count"]:.0f} plugins enabled in one host answered a call; enabling all took {many["enable_s"]:.2f} s; their workers use {many["uss_mib"]:.0f} MiB USS in total.
@@ -349,6 +383,21 @@ GuardDog on the same trees, recall and precision: the scanner section below
             "cold start ≥ 2x faster than bwrap + python",
             f"{bwrap_ms / starts['caplet_enable']:.2f}x" if bwrap_ms else "bwrap not installed",
             bwrap_ms is not None and bwrap_ms >= 2 * starts["caplet_enable"],
+        ),
+        (
+            "guest snippet start ≤ 10 ms (warm pool)",
+            f"{guest['warm_ms']:.1f} ms",
+            guest["warm_ms"] <= 10,
+        ),
+        (
+            "guest snippet start ≤ 10 ms (cold, no pool)",
+            f"{guest['cold_ms']:.1f} ms",
+            guest["cold_ms"] <= 10,
+        ),
+        (
+            "cold guest snippet ≥ 2x faster than bwrap + python",
+            f"{bwrap_ms / guest['cold_ms']:.2f}x" if bwrap_ms else "bwrap not installed",
+            bwrap_ms is not None and bwrap_ms >= 2 * guest["cold_ms"],
         ),
         ("idle worker ≤ 15 MB USS", f"{uss / 1024:.1f} MiB", uss / 1024 <= 15),
         (

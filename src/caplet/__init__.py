@@ -186,6 +186,9 @@ if TYPE_CHECKING:
         FetchTimeoutError as FetchTimeoutError,
     )
     from caplet._errors import (
+        GuestError as GuestError,
+    )
+    from caplet._errors import (
         HookError as HookError,
     )
     from caplet._errors import (
@@ -310,6 +313,15 @@ if TYPE_CHECKING:
     )
     from caplet._host._context_limits import (
         ContextLimits as ContextLimits,
+    )
+    from caplet._host._guest_limits import (
+        GuestLimits as GuestLimits,
+    )
+    from caplet._host._guest_result import (
+        GuestResult as GuestResult,
+    )
+    from caplet._host._guest_result import (
+        GuestStatus as GuestStatus,
     )
     from caplet._host._hooks import (
         ErrorPolicy as ErrorPolicy,
@@ -503,6 +515,10 @@ __all__ = [
     "Finding",
     "FsCapability",
     "FunctionSpec",
+    "GuestError",
+    "GuestLimits",
+    "GuestResult",
+    "GuestStatus",
     "Hints",
     "Hook",
     "HookCall",
@@ -758,6 +774,10 @@ _EXPORTS: dict[str, str] = {
     "NetworkPolicy": "caplet._broker._policy",
     "Resolver": "caplet._broker._resolver",
     "StaticResolver": "caplet._broker._static_resolver",
+    "GuestError": "caplet._errors",
+    "GuestLimits": "caplet._host._guest_limits",
+    "GuestResult": "caplet._host._guest_result",
+    "GuestStatus": "caplet._host._guest_result",
 }
 
 

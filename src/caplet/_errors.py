@@ -31,6 +31,7 @@ __all__ = [
     "ContextUnavailableError",
     "DnsError",
     "FetchTimeoutError",
+    "GuestError",
     "HookError",
     "HookFailedError",
     "HookPayloadError",
@@ -449,6 +450,13 @@ class PluginNotFoundError(HostError):
 
 class LifecycleError(HostError):
     """A lifecycle step (enable, approve, call ...) was refused."""
+
+
+class GuestError(HostError):
+    """Guest code was not run because the request itself is wrong: the code is not
+    a str or is over the policy's size limit, or the timeout is not a positive
+    number within ``Policy.guest.max_timeout_ms``. What the code does once it
+    runs is never raised: it is in the ``GuestResult``."""
 
 
 class LockedModeError(HostError):

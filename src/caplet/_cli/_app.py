@@ -65,6 +65,7 @@ from caplet._errors import (
     AuditConfigError,
     CapletError,
     ConfigError,
+    GuestError,
     HookError,
     LockfileError,
     ManifestError,
@@ -78,6 +79,7 @@ from caplet._errors import (
     WorkerStartError,
 )
 from caplet._host._capdiff import CapabilityDiff
+from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
@@ -882,6 +884,125 @@ def _parse_json_arg(raw: str) -> object:
             f"argument {raw!r} is not JSON ({exc.msg}); quote strings, e.g. '\"world\"'"
         ) from exc
     return value
+
+
+# -- exec
+
+
+def _split_exec_tokens(tokens: Sequence[str]) -> tuple[list[tuple[str, list[str]]], str]:
+    """``[--enable NAME [k=v ...]]... CODE`` -> ([(plugin, config entries)], CODE).
+
+    The last token is always the code, even when it looks like ``k=v``
+    (``x=1`` is a snippet too).
+    """
+    plugins: list[tuple[str, list[str]]] = []
+    index = 0
+    while index < len(tokens) - 1 or (index < len(tokens) and tokens[index].startswith("--enable")):
+        word = tokens[index]
+        if word == "--enable":
+            if index + 1 >= len(tokens):
+                raise _CallUsageError("--enable needs a plugin name: --enable NAME [k=v ...] CODE")
+            name, index = tokens[index + 1], index + 2
+        elif word.startswith("--enable="):
+            name, index = word.partition("=")[2], index + 1
+        else:
+            break
+        entries: list[str] = []
+        while index < len(tokens) - 1 and _looks_like_entry(tokens[index]):
+            entries.append(tokens[index])
+            index += 1
+        plugins.append((name, entries))
+    rest = list(tokens[index:])
+    if not rest:
+        raise _CallUsageError("missing CODE (Python source, or - to read it from stdin)")
+    if len(rest) > 1:
+        unknown = [t for t in rest if t.startswith("--")]
+        if unknown:
+            raise _CallUsageError(
+                f"unknown option {unknown[0]!r}; options are --enable NAME [k=v ...], --timeout "
+                "SECONDS and --json (put -- before code that starts with a dash)"
+            )
+        raise _CallUsageError(
+            f"expected one CODE argument, got {len(rest)}: quote the snippet as one argument, "
+            "or pass - and send it on stdin"
+        )
+    return plugins, rest[0]
+
+
+def _guest_json(result: GuestResult) -> dict[str, JSONValue]:
+    return {
+        "ok": result.ok,
+        "status": result.status.value,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "value": jsonable(result.value),
+        "repr": result.value_repr,
+        "error": result.error,
+        "error_type": result.error_type,
+        "truncated": result.truncated,
+    }
+
+
+@app.command("exec", context_settings={"ignore_unknown_options": True})
+def exec_command(
+    tokens: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="[--enable NAME [k=v ...]]... CODE: the plugins to enable first (with their "
+            "configuration), then the snippet (- reads it from stdin)."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Seconds the snippet may run (default: the policy's)."),
+    ] = None,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run Python CODE as guest code in a zero-capability sandbox and print what it did.
+
+    The snippet can only call the enabled plugins' declared functions
+    (import host.<module>); enable them for this process with --enable:
+    caplet exec --enable fs-read root=/srv/notes 'import host.fsread as f; f.read_file("a.md")'.
+    Prints the snippet's stdout, its stderr (to stderr) and the value of its
+    last expression. Exits 1 when the snippet raised, timed out or crashed
+    its sandbox, 3 when no sandbox could be started.
+    """
+    out = _Out(as_json)
+    try:
+        plugins, code = _split_exec_tokens(tokens or [])
+    except _CallUsageError as exc:
+        _usage(out, str(exc))
+    if code == "-":
+        code = sys.stdin.read()
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
+        for name, entries in plugins:
+            _enable(host, out, name, entries)
+        try:
+            result = host.exec(code, timeout=timeout)
+        except GuestError as exc:
+            _usage(out, str(exc))
+        out.emit(_guest_json(result))
+        if not as_json:
+            sys.stdout.write(result.stdout)
+            sys.stderr.write(result.stderr)
+            if result.value_repr is not None:
+                sys.stdout.write(result.value_repr + "\n")
+            if result.error is not None:
+                sys.stderr.write(result.error)
+            if result.truncated:
+                sys.stderr.write(
+                    "[caplet: output over the policy's limit was dropped "
+                    "(Policy.guest.max_output_kb)]\n"
+                )
+        if not result.ok:
+            raise typer.Exit(EXIT_REFUSED)
 
 
 # -- emit

@@ -17,6 +17,7 @@ op                 needs                       served by
 ``http.fetch``     a ``net.http`` capability   one :class:`~caplet._broker._http.HttpBroker`
 ``app``            an ``app:`` capability      :class:`~._apps.AppRegistry`
 ``plugins.call``   ``host.call:<module>``      the host, in the target's own worker
+``guest.call``     never (guest code only)     refused here; see :mod:`~._guest_requests`
 =================  ==========================  ===================================
 
 Every HTTP hop, application call and plugin call is written to the
@@ -272,6 +273,17 @@ class PluginRequests:
             return self._app(_args(plugin, request, frozenset({"name", "args"})))
         if op is ContextOp.PLUGINS_CALL:
             return self._call(_args(plugin, request, frozenset({"target", "args"})), deadline)
+        if op is ContextOp.GUEST_CALL:
+            # Only guest code imports host modules (caplet._host._guest_requests
+            # serves it); a plugin that sends it is asking for a way around its
+            # host.call grants.
+            reason = (
+                f"not granted: plugin '{plugin}' sent guest.call, which only guest code may "
+                "use; a plugin calls other plugins through ctx.plugins (declare "
+                "host.call:<module> and the provider in requires)"
+            )
+            broker.manager.log_decision(plugin, "guest.call", "guest.call", False, reason)
+            raise NotGrantedError(reason, plugin=plugin)
         assert_never(op)
 
     # -- http ---------------------------------------------------------------------------

@@ -29,6 +29,11 @@ The path of one call (docs/architecture.md has the picture):
    are answered by the worker's handler from :mod:`caplet._host._context`,
    checked against the plugin's granted capabilities, within the call's
    deadline.
+
+Guest code (``exec``) takes its own path, in :mod:`caplet._host._guest`: a
+zero-capability worker from a warm pool per snippet, whose ``host.<module>``
+calls come back through :mod:`caplet._host._guest_requests` into this
+class's ordinary call path.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import os
 import shutil
 import ssl
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -67,6 +73,11 @@ from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
 from caplet._host._breaker import CircuitBreaker, Trip
 from caplet._host._context import ContextBroker, PluginRequests
+from caplet._host._guest import GuestRunner
+from caplet._host._guest_catalog import GuestCatalog, guest_catalog
+from caplet._host._guest_prompt import system_message
+from caplet._host._guest_requests import GuestRequests
+from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
@@ -213,6 +224,11 @@ class PluginHost:
         )
         self._run_dir = Path(tempfile.mkdtemp(prefix="caplet-run-"))
         self._closed = False
+        #: Guest code's runner and warm pool, created by the first exec.
+        self._guests: GuestRunner | None = None
+        self._guests_lock = threading.Lock()
+        #: The catalog of host modules and the manager generation it was built at.
+        self._catalog: tuple[int, GuestCatalog] | None = None
         if discover:
             self.manager.discover()
 
@@ -822,18 +838,117 @@ class PluginHost:
         """Count a failure only the hook dispatcher saw (a result the event's schema refuses)."""
         self._failed(name, target, self.breaker(name), exc, self.worker_pid(name) is not None)
 
+    # -- guest code ----------------------------------------------------------------------------
+
+    def _guest_runner(self) -> GuestRunner:
+        with self._guests_lock:
+            if self._closed:
+                raise LifecycleError("the host is closed; guest code cannot run any more")
+            if self._guests is None:
+                self._guests = GuestRunner(
+                    self.launcher,
+                    self.policy.guest,
+                    self._run_dir,
+                    start_timeout_s=self.policy.start_timeout_s,
+                )
+            return self._guests
+
+    def _guest_catalog(self) -> GuestCatalog:
+        """The ``host.<module>`` guest code may import now, and why not the others."""
+        cached = self._catalog
+        generation = self.manager.generation
+        if cached is None or cached[0] != generation:
+            cached = self._catalog = (generation, guest_catalog(self.manager.list_plugins()))
+        return cached[1]
+
+    def exec(self, code: str, *, timeout: float | None = None) -> GuestResult:
+        """Run untrusted Python ``code`` in a zero-capability sandbox; never raises for
+        what the code does.
+
+        The snippet runs in a fresh guest worker from the warm pool (same
+        namespaces, Landlock, seccomp as a plugin; no paths, environment,
+        network or programs; ``Policy.guest`` limits), discarded afterwards.
+        ``import host.<module>`` gives it the enabled plugins' declared
+        functions; each call comes back here, is checked, and runs in that
+        plugin's own worker. ``timeout`` (seconds; default
+        ``Policy.guest.timeout_ms``) covers the snippet and its host calls.
+
+        The result holds stdout, stderr, the value of a final expression
+        (as in the interactive interpreter) and, when it failed, the guest's
+        own traceback; a timeout or a crashed sandbox is a result too
+        (``status``). Raises :class:`GuestError` for code that is not a str
+        or too large and a timeout the policy refuses, and
+        :class:`WorkerStartError` when no sandbox can be started.
+        """
+        runner = self._guest_runner()
+        handler = GuestRequests(
+            self._guest_catalog,
+            self._call_from_guest,
+            self.manager.validators,
+            self.manager.log_decision,
+        )
+        return runner.run(code, timeout=timeout, catalog=self._guest_catalog(), handler=handler)
+
+    def warm_guests(self) -> int:
+        """Start the warm pool's guest workers now (``Policy.guest.pool_size``); return
+        how many are waiting. ``exec`` fills the pool by itself, in the background,
+        after its first snippet; call this at start-up to make the first one warm too."""
+        return self._guest_runner().warm()
+
+    def _call_from_guest(
+        self,
+        provider: str,
+        target: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        timeout_s: float,
+    ) -> object:
+        """A guest's ``host.<module>.<function>(...)``: the ordinary call path, its
+        deadline cut to what is left of the snippet's."""
+        return self._guarded_call(provider, target, args, kwargs, timeout_cap=timeout_s)
+
     # -- agent integration --------------------------------------------------------------------
 
+    def get_system_message_additions(self) -> str:
+        """The text an agent adds to its system message for the enabled plugins.
+
+        A preamble on ``import host.<module>``, then per enabled plugin its
+        importable modules with each function's one-line description, its
+        resolved configuration without secret fields, and its manifest
+        hints; "" when no plugin is enabled. Rebuild it when
+        :meth:`consume_dirty` says the session is dirty.
+        """
+        enabled = self.manager.get_enabled_plugins()
+        return system_message(enabled, self._guest_catalog())
+
     def system_message_additions(self) -> list[str]:
+        """One block per enabled plugin (the manager's older form; see
+        :meth:`get_system_message_additions` for the whole text)."""
         return self.manager.get_system_message_additions()
 
     def is_dirty(self) -> DirtyFlags:
+        """The dirty flags, without clearing them."""
         return self.manager.is_dirty()
 
+    def consume_dirty(self) -> DirtyFlags:
+        """Read and clear both dirty flags: the documented way for an agent to ask
+        "must I rebuild?" before each turn.
+
+        ``sandbox``: the set of importable host functions changed (an enable
+        or disable) since the last read; ``session``: the system-message text
+        changed (that, or a configuration change of an enabled plugin).
+        """
+        return DirtyFlags(
+            sandbox=self.manager.consume_sandbox_dirty(),
+            session=self.manager.consume_session_dirty(),
+        )
+
     def consume_sandbox_dirty(self) -> bool:
+        """Read and clear the sandbox flag only."""
         return self.manager.consume_sandbox_dirty()
 
     def consume_session_dirty(self) -> bool:
+        """Read and clear the session flag only."""
         return self.manager.consume_session_dirty()
 
     @property
@@ -847,7 +962,11 @@ class PluginHost:
         """Stop every worker, remove snapshots, close the store. Idempotent."""
         if self._closed:
             return
-        self._closed = True
+        with self._guests_lock:
+            self._closed = True
+            guests, self._guests = self._guests, None
+        if guests is not None:
+            guests.close()
         for name in list(self._running):
             self._stop(name)
         if self._owns_launcher:

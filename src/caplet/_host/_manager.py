@@ -857,6 +857,8 @@ class PluginManager:
                 continue
             staged[key] = validate_value(name, config_field, coerce_inline(name, config_field, raw))
         record.config.update(staged)
+        if staged:
+            self._config_changed(record)
         if staged and record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
             record.state = PluginState.CONFIGURED
         return InlineConfigResult(applied=tuple(staged), unknown=unknown)
@@ -866,6 +868,8 @@ class PluginManager:
         record = self._record(name)
         values = prompt_values(name, record.manifest.config, record.config, prompter, skip_keys)
         record.config.update(values)
+        if values:
+            self._config_changed(record)
         if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
             record.state = PluginState.CONFIGURED
         return True
@@ -882,6 +886,7 @@ class PluginManager:
             assert config_field is not None  # unknown keys were refused above
             validated[key] = validate_value(name, config_field, value)
         record.config = validated
+        self._config_changed(record)
         if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
             record.state = PluginState.CONFIGURED
         return Outcome(True)
@@ -1159,9 +1164,15 @@ class PluginManager:
         return dirty
 
     def consume_session_dirty(self) -> bool:
-        """True once after an enable/disable: the system message changed."""
+        """True once after an enable/disable or a configuration change of an enabled
+        plugin: the system message changed."""
         dirty, self._session_dirty = self._session_dirty, False
         return dirty
+
+    def _config_changed(self, record: _Record) -> None:
+        """The system message shows an enabled plugin's configuration: it must be rebuilt."""
+        if record.state is PluginState.ENABLED:
+            self._session_dirty = True
 
     def _mark_dirty(self) -> None:
         self.generation += 1

@@ -9,6 +9,7 @@ from typing import assert_never
 from caplet._broker._policy import NetworkPolicy
 from caplet._findings import RiskLevel
 from caplet._host._context_limits import ContextLimits
+from caplet._host._guest_limits import GuestLimits
 from caplet._trust._signing import SignatureStatus
 from caplet._trust._source import SourceKind
 
@@ -83,6 +84,9 @@ class Policy:
     ``context`` bounds the rest of ``ctx``: requests per call, ``ctx.kv``
     sizes, ``ctx.log`` rate, application results
     (:class:`caplet._host._context_limits.ContextLimits`).
+    ``guest`` bounds guest code (``PluginHost.exec``): the warm pool's size,
+    a snippet's deadline, memory, output and code size
+    (:class:`caplet._host._guest_limits.GuestLimits`).
     Trust tiers (:class:`TrustTier`): ``max_tier_directory`` and
     ``max_tier_distribution`` cap the tier of plugins from the plugins
     directory and from installed distributions; below that cap a plugin's
@@ -111,6 +115,7 @@ class Policy:
     quarantine_window_s: float = 3600.0
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     context: ContextLimits = field(default_factory=ContextLimits)
+    guest: GuestLimits = field(default_factory=GuestLimits)
     require_signature: bool = False
     trusted_keys: tuple[str, ...] = ()
     max_tier_directory: TrustTier = TrustTier.TRUSTED

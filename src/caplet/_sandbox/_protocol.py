@@ -217,6 +217,9 @@ class ContextOp(enum.Enum):
     HTTP_FETCH = "http.fetch"
     APP = "app"
     PLUGINS_CALL = "plugins.call"
+    #: A guest snippet calling ``host.<module>.<function>`` (only a guest
+    #: worker's handler serves it; a plugin's refuses it).
+    GUEST_CALL = "guest.call"
 
 
 _OPS: Final = {op.value: op for op in ContextOp}

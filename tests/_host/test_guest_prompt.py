@@ -1,0 +1,113 @@
+"""The agent's system-message text and the dirty flags that say when to rebuild it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import DirtyFlags, PluginHost
+from caplet._host._guest_catalog import guest_catalog
+from caplet._host._guest_prompt import PREAMBLE
+from caplet._sandbox._sandboxed import SandboxLauncher
+from tests._host.ctxkit import make_host, plugin
+from tests._host.test_guest import FS_READ, FS_READ_MANIFEST
+from tests.conftest import PluginFactory
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[SandboxLauncher]:
+    sandbox = SandboxLauncher(strict=True)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
+def host(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+) -> Iterator[PluginHost]:
+    make_plugin("fs-read", manifest=FS_READ_MANIFEST, source=FS_READ)
+    plugin(make_plugin, "other-plugin", "", module="other", functions=("run",))
+    (tmp_path / "notes").mkdir()
+    with make_host(plugins_dir, state_dir, launcher) as h:
+        h.discover()
+        yield h
+
+
+def test_nothing_enabled_adds_nothing(host: PluginHost) -> None:
+    assert host.get_system_message_additions() == ""
+
+
+def test_the_text_has_hints_functions_and_non_secret_configuration(
+    host: PluginHost, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    assert host.enable("fs-read", [f"root={root}", "api_token=tok-SECRET-override"])
+    text = host.get_system_message_additions()
+    assert text.startswith(PREAMBLE + "\n\n")
+    assert text.endswith(
+        "## Plugin fs-read 1.0.0: Reads files under a configured root.\n"
+        "Module host.fsread: Read notes under the configured root.\n"
+        "- fsread.read_file(...): Read one UTF-8 text file by its relative path.\n"
+        "- fsread.list_dir(...): List the files of the root.\n"
+        "Configuration:\n"
+        f'- root = "{root}" (The directory to read from)\n'
+        "Use fsread to read the user's notes.\n"
+        "Critical rules:\n"
+        "- Paths are relative to the root.\n"
+        "Anti-patterns:\n"
+        "- Do not pass absolute paths.\n"
+        "Common patterns:\n"
+        "- host.fsread.read_file('notes.md')\n"
+    )
+    assert "import host.<module>" in text
+    # A secret never reaches the text, masked or not, nor its default.
+    assert "SECRET" not in text
+    assert "api_token" not in text
+    assert "******" not in text
+    assert "other-plugin" not in text  # not enabled: not mentioned
+    assert "host.other" not in text
+
+
+def test_a_module_two_enabled_plugins_declare_is_listed_as_not_importable(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    twin = "def create_functions(config):\n    return {'fsread': {'read_file': str}}\n"
+    plugin(make_plugin, "twin", twin, module="fsread", functions=("read_file",))
+    host.discover()
+    assert host.enable("fs-read", [f"root={tmp_path / 'notes'}"])
+    assert host.enable("twin")
+    text = host.get_system_message_additions()
+    assert (
+        "Module host.fsread: not importable (module 'fsread' is declared by the enabled plugins "
+        "'fs-read' and 'twin', so it is ambiguous; disable all but one of them to import it)"
+    ) in text
+    catalog = guest_catalog(host.list_plugins())
+    assert catalog.module("fsread") is None
+    result = host.exec("import host.fsread")
+    assert result.error is not None
+    assert "is declared by the enabled plugins 'fs-read' and 'twin'" in result.error
+
+
+def test_dirty_flags_tell_when_to_rebuild_and_clear_when_read(
+    host: PluginHost, tmp_path: Path
+) -> None:
+    assert host.consume_dirty() == DirtyFlags(sandbox=False, session=False)
+    assert host.enable("fs-read", [f"root={tmp_path / 'notes'}"])
+    assert host.is_dirty() == DirtyFlags(sandbox=True, session=True)  # reading: not cleared
+    assert host.consume_dirty() == DirtyFlags(sandbox=True, session=True)
+    assert host.consume_dirty() == DirtyFlags(sandbox=False, session=False)
+    # A configuration change of an enabled plugin changes the text, not the functions.
+    (tmp_path / "elsewhere").mkdir()
+    host.configure("fs-read", [f"root={tmp_path / 'elsewhere'}"])
+    assert host.consume_dirty() == DirtyFlags(sandbox=False, session=True)
+    host.configure("other-plugin", [])  # nothing changed, nothing enabled: still clean
+    assert host.consume_dirty() == DirtyFlags(sandbox=False, session=False)
+    assert host.disable("fs-read")
+    assert host.consume_dirty() == DirtyFlags(sandbox=True, session=True)
+    assert host.get_system_message_additions() == ""
