@@ -1385,7 +1385,10 @@ def keygen_command(
             atomic_write(secret_path, secret.file_text().encode("ascii"), mode=0o600)
             atomic_write(public_path, secret.public_key.file_text().encode("ascii"), mode=0o644)
         except OSError as exc:
-            raise SignatureError(f"cannot write the key pair at {prefix} ({exc.strerror})") from exc
+            raise SignatureError(
+                f"cannot write the key pair at {prefix} ({exc.strerror}); check that its "
+                "directory exists and is writable, or choose another PREFIX"
+            ) from exc
         key = secret.public_key
         out.emit(
             {
@@ -1405,7 +1408,10 @@ def _read_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="ascii")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SignatureError(f"cannot read the {what} {path} ({exc})") from exc
+        raise SignatureError(
+            f"cannot read the {what} {path} ({exc}); pass the path of a readable "
+            f"minisign {what} file"
+        ) from exc
 
 
 @app.command("sign")
@@ -1430,7 +1436,11 @@ def sign_command(
             if password_env is not None:
                 value = os.environ.get(password_env)
                 if value is None:
-                    raise SignatureError(f"--password-env {password_env}: that variable is not set")
+                    raise SignatureError(
+                        f"--password-env {password_env}: that variable is not set; set it "
+                        "to the secret key's password, or omit --password-env in a terminal to be "
+                        "prompted"
+                    )
                 password = value.encode("utf-8")
             elif sys.stdin.isatty():
                 password = typer.prompt("Password", hide_input=True).encode("utf-8")
@@ -1450,7 +1460,10 @@ def sign_command(
         try:
             atomic_write(target, signature.encode("utf-8"), mode=0o644)
         except OSError as exc:
-            raise SignatureError(f"cannot write {target} ({exc.strerror})") from exc
+            raise SignatureError(
+                f"cannot write {target} ({exc.strerror}); make the folder of plugin "
+                f"{name!r} writable"
+            ) from exc
         key_id = secret.public_key.key_id_hex
         host.manager.log_decision(name, "sign", digest, True, f"key {key_id}")
         out.emit(
@@ -1490,7 +1503,10 @@ def trust_add_command(
             text = path.read_text(encoding="ascii") if path.is_file() else key
             public = parse_public_key(text)
         except (OSError, UnicodeDecodeError) as exc:
-            raise SignatureError(f"cannot read the public key {key} ({exc})") from exc
+            raise SignatureError(
+                f"cannot read the public key {key} ({exc}); pass a readable .pub file "
+                "or its base64 line"
+            ) from exc
         except SignatureError as exc:
             raise SignatureError(
                 f"{key!r} is not a minisign public key ({exc}); pass the .pub file or its "

@@ -21,7 +21,6 @@ from rich.text import Text
 
 from caplet._audit._model import AuditResult
 from caplet._audit._report import Tone, audit_report
-from caplet._capabilities._model import Capability
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
 from caplet._findings import Finding, Severity
@@ -103,14 +102,6 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
     """
     for line in audit_report(audit, verbose=verbose):
         console.print(Text(line.text, style=_TONE_STYLE[line.tone]), soft_wrap=True)
-
-
-def capability_json(capability: Capability) -> JSONValue:
-    return {
-        "kind": capability.kind.value,
-        "capability": str(capability),
-        "declared": capability.declared,
-    }
 
 
 def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValue]:

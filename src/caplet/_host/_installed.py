@@ -152,7 +152,9 @@ def _wheel_folder(wheel: Path, name: str) -> tuple[str, ...]:
     try:
         dists = list(importlib.metadata.distributions(path=[os.fspath(wheel)]))
     except (OSError, zipfile.BadZipFile) as exc:
-        raise PluginTreeError(f"{wheel} is not a readable wheel ({exc})") from exc
+        raise PluginTreeError(
+            f"{wheel} is not a readable wheel ({exc}); check the path, or rebuild the wheel"
+        ) from exc
     for dist in dists:
         for entry_point in dist.entry_points.select(group=ENTRY_POINT_GROUP, name=name):
             segments = _relative_folder(entry_point.value)
@@ -187,17 +189,23 @@ def extract_wheel_plugin(wheel: Path, name: str, dest: Path) -> Path:
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
-        raise PluginTreeError(f"{wheel} is not a readable wheel ({exc})") from exc
+        raise PluginTreeError(
+            f"{wheel} is not a readable wheel ({exc}); check the path, or rebuild the wheel"
+        ) from exc
     with archive:
         members = list(_members(archive, prefix))
         if not members:
-            raise PluginTreeError(f"wheel {wheel} holds no files under {prefix!r}")
+            raise PluginTreeError(
+                f"wheel {wheel} holds no files under {prefix!r}, the folder its entry point "
+                f"{name!r} names; include the plugin folder in the wheel (package data)"
+            )
         if len(members) > DEFAULT_MAX_FILES or (
             sum(info.file_size for info, _ in members) > DEFAULT_MAX_BYTES
         ):
             raise PluginTreeError(
                 f"wheel {wheel}: the plugin folder {prefix!r} holds more than "
-                f"{DEFAULT_MAX_FILES} files or {DEFAULT_MAX_BYTES} bytes"
+                f"{DEFAULT_MAX_FILES} files or {DEFAULT_MAX_BYTES} bytes; leave out of the "
+                "plugin folder what the plugin does not need"
             )
         target.mkdir(mode=0o755, parents=True)
         for info, relative in members:

@@ -89,10 +89,6 @@ class UpdateJournal:
     new_entry: LockEntry | None = None
 
     @property
-    def staged_dir(self) -> Path:
-        return Path(self.work_dir) / "new" / self.plugin
-
-    @property
     def backup_dir(self) -> Path:
         return Path(self.work_dir) / "old" / self.plugin
 

@@ -126,10 +126,6 @@ class Prefilter:
         self._focused = {0, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
 
-    def needs_ast(self, text: str) -> bool:
-        """True when ``text`` may contain something only the AST pass can judge."""
-        return self.check(text) is not Need.NOTHING
-
     def check(self, text: str) -> Need | frozenset[int]:
         """Nothing, the whole file, or the 1-based lines the AST pass must visit."""
         need = self._check(text)
