@@ -411,7 +411,7 @@ class PluginRequests:
                 f"not granted: no enabled plugin in the requires of '{plugin}' provides module "
                 f"{module!r}; enable the plugin that provides it"
             )
-            broker.manager.log_decision(plugin, "host.call", target, False, reason)
+            broker.manager.log_decision(plugin, "host.call", target[:200], False, reason)
             raise NotGrantedError(reason, plugin=plugin)
         chain = broker.chain()
         if provider == plugin or provider in chain:
