@@ -50,6 +50,7 @@ from caplet._sandbox._context import (
     Log,
     PluginContext,
     Plugins,
+    Refused,
     Response,
     context,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "Plugins",
     "RateLimitError",
     "RedirectError",
+    "Refused",
     "Response",
     "ResponseError",
     "SizeLimitError",

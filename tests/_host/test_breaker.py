@@ -306,6 +306,41 @@ def test_caller_mistakes_do_not_count(host: PluginHost, make_plugin: PluginFacto
     assert host.call("flaky", "main.count") == 0
 
 
+REFUSING = """
+from caplet.plugin import Refused
+
+
+class NotFoundRefused(Refused):
+    pass
+
+
+def create_functions(config):
+    def read(name):
+        if name == "subclass":
+            raise NotFoundRefused(f"not found: {name}")
+        raise Refused(f"access denied: {name}")
+
+    return {"main": {"read": read}}
+"""
+
+
+def test_a_deliberate_refusal_reaches_the_caller_but_never_the_breaker(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("refuser", source=REFUSING, modules='[modules.main]\nfunctions = ["read"]\n')
+    host.discover()
+    assert host.enable("refuser")
+    for name in ("secret", "subclass") * 3:
+        with pytest.raises(PluginCallError) as caught:
+            host.call("refuser", "main.read", name)
+        assert caught.value.exc_type in {"Refused", "NotFoundRefused"}
+    assert host.breaker("refuser").closed
+    assert host.breaker("refuser").failures == 0
+    refused = [d for d in host.manager.store.decisions("refuser") if d.action == "call"]
+    assert len(refused) == 6
+    assert all(not d.allowed and d.detail.startswith("refused: ") for d in refused)
+
+
 def test_a_failed_probe_reopens_and_a_mistaken_probe_does_not_use_it_up(
     host: PluginHost, make_plugin: PluginFactory, clock: FakeClock
 ) -> None:

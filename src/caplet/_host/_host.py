@@ -66,6 +66,7 @@ from caplet._errors import (
     CallTimeoutError,
     InvalidOutputError,
     LifecycleError,
+    PluginCallError,
     ProtocolError,
     SandboxError,
 )
@@ -84,6 +85,7 @@ from caplet._host._manager import PluginManager
 from caplet._host._policy import Isolation, Policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
 from caplet._host._validate import FunctionValidator
+from caplet._sandbox._context import Refused
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import Launcher, Worker, WorkerSpec
 from caplet._sandbox._programs import program_grants
@@ -519,11 +521,16 @@ class PluginHost:
 
         An argument that cannot cross the boundary is refused by the host
         before anything is sent (a ProtocolError with the worker still
-        running): that is the caller's mistake and does not count. Every
+        running): that is the caller's mistake and does not count; nor does
+        a ``caplet.plugin.Refused`` the plugin raised on purpose. Every
         other SandboxError does: timeout, crash, start failure, a malformed
         frame, isolation violations, the plugin's exception, invalid output.
         """
         if isinstance(exc, ProtocolError) and worker_alive:
+            return False
+        if isinstance(exc, PluginCallError) and worker_alive and _is_refusal(exc):
+            # caplet.plugin.Refused: the plugin refused bad input on purpose
+            self.manager.log_decision(name, "call", target, False, f"refused: {exc}")
             return False
         if not worker_alive:
             self.manager.log_decision(name, "call", target, False, str(exc))
@@ -1034,3 +1041,9 @@ def _approved_environment(capabilities: Sequence[Capability]) -> dict[str, str]:
         if value is not None:
             env[name] = value
     return env
+
+
+def _is_refusal(exc: PluginCallError) -> bool:
+    """True when the plugin raised ``caplet.plugin.Refused`` (or a subclass whose name
+    ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel)."""
+    return exc.exc_type.endswith(Refused.__name__)

@@ -64,11 +64,27 @@ __all__ = [
     "Log",
     "PluginContext",
     "Plugins",
+    "Refused",
     "Response",
     "context",
     "install",
     "raise_failure",
 ]
+
+
+class Refused(Exception):  # noqa: N818 -- a verdict, read as "raise Refused(...)"
+    """Raise for an expected refusal of bad input: not found, access denied, too large.
+
+    The caller gets the error like any other (type ``Refused`` and the
+    message), but it does not count toward the plugin's circuit breaker:
+    seed 003 counts execution errors, and a plugin that correctly refuses a
+    bad request three times is not failing. Subclass it for categories with
+    names that end in ``Refused`` (``NotFoundRefused``): the host only sees
+    the class *name*. Any such name counts, which only lets a plugin keep
+    its breaker closed on its own refusals, never on a hang, a crash or an
+    invalid output.
+    """
+
 
 #: The classes a CONTEXT_ERROR may name, by name (the protocol admits no others).
 _FAILURES: Final[dict[str, type[BrokerError] | type[ContextError]]] = {
