@@ -38,6 +38,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from caplet._atomic import atomic_write
 from caplet._audit._model import Verdict
 from caplet._capabilities._lint import lint_composition
 from caplet._capabilities._model import Capability
@@ -92,7 +93,6 @@ from caplet._scan._rules import RULES, Rule
 from caplet._scan._sarif import to_sarif, write_sarif
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest, did_you_mean
-from caplet._trust._atomic import atomic_write
 from caplet._trust._hashing import SIGNATURE_FILE
 from caplet._trust._keyring import Keyring
 from caplet._trust._lockfile import LockEntry, Lockfile, read_lockfile, update_lockfile

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
+from caplet._atomic import atomic_write, exclusive_lock, fsync_directory
 from caplet._errors import StoreError, UpdateError
-from caplet._trust._atomic import atomic_write, exclusive_lock, fsync_directory
 from caplet._trust._lockfile import LockEntry, update_lockfile
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._store import ApprovalRecord, TrustStore

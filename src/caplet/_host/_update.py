@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from caplet._atomic import fsync_directory
 from caplet._audit._model import AuditResult
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
@@ -56,7 +57,6 @@ from caplet._host._journal import (
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
-from caplet._trust._atomic import fsync_directory
 from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
 from caplet._trust._lockfile import LockEntry, read_lockfile, update_lockfile
 from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key

@@ -34,18 +34,17 @@ path (``dist/pkg-1.0.tar.gz/pkg/api.py``). The absolute base is recorded in
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final, Literal, NotRequired, TypedDict, assert_never
 from urllib.parse import quote
 
+from caplet._atomic import atomic_write
 from caplet._errors import ScanError
 from caplet._findings import Finding, Severity
 from caplet._scan._model import ScanReport
@@ -457,40 +456,10 @@ def write_sarif(path: Path, log: SarifLog) -> None:
     one, never half of it. Raises :class:`ScanError` naming the path.
     """
     data = (json.dumps(log, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    directory = path.parent
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write(path, data, mode=0o644)  # a report is meant to be read
     except OSError as exc:
         raise ScanError(
             f"cannot write SARIF to {path}: {exc.strerror or exc};"
             " create the directory or choose a writable path"
         ) from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp makes the file private (0600); a report is meant to be read.
-        Path(temporary).chmod(0o644)
-        Path(temporary).replace(path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            Path(temporary).unlink()
-        raise ScanError(
-            f"cannot write SARIF to {path}: {exc.strerror or exc}; choose a writable path"
-        ) from exc
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX: the directory entry needs an fsync)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

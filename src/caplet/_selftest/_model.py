@@ -91,50 +91,6 @@ class Layer(enum.StrEnum):
                 assert_never(self)
 
 
-#: What each layer stops, in one line (docs/security.md's layer table).
-LAYER_STOPS: Mapping[Layer, str] = {
-    Layer.NAMESPACES: (
-        "user/mount/pid/net/ipc/uts/cgroup namespaces and a minimal read-only root: host "
-        "files, processes, sockets and networks do not exist in the jail"
-    ),
-    Layer.LANDLOCK: "path rules below the mounts: only granted paths, no TCP, scoped signals",
-    Layer.SECCOMP: (
-        "system calls refused with EPERM: non-AF_UNIX sockets, ptrace, mount, namespaces, "
-        "bpf, keyrings, io_uring, handles, TIOCSTI, execve without proc.exec"
-    ),
-    Layer.RLIMITS: "address space, open files, file size, CPU seconds",
-    Layer.CGROUP: "a pids cgroup per worker: fork and thread bombs",
-    Layer.DEADLINE: "the per-call deadline kills the jail's whole pid namespace",
-    Layer.FRAME_LIMIT: "replies larger than the channel's frame limit are refused",
-    Layer.PROTOCOL: (
-        "strict frame decoding: malformed, out-of-order, replayed or extension-typed frames "
-        "kill the worker, never the host"
-    ),
-    Layer.DECLARATIVE_API: (
-        "only declared functions are registered; a plugin's exception comes back as data"
-    ),
-    Layer.CONTEXT: "ctx requests are checked against the grants and ContextLimits",
-    Layer.BROKER: (
-        "the HTTP broker: URL normalisation, grant matching, every resolved address and every "
-        "redirect hop checked against the network policy"
-    ),
-    Layer.CLEAN_WORKER: (
-        "workers fork from a fresh `python -I` zygote with only approved env: no host "
-        "secret, object or descriptor exists in them"
-    ),
-    Layer.MANIFEST: "manifest validation: entry paths, broad paths, capability syntax",
-    Layer.DANGER_GATE: "enable refuses danger findings the manifest does not cover",
-    Layer.HASH_PIN: (
-        "content hashes: links refused in plugin trees, every worker loads a snapshot "
-        "re-verified against the enabled hash"
-    ),
-    Layer.LOCKFILE: "locked mode: only the pinned digest with the pinned capabilities loads",
-    Layer.CANARY: "two planted canary injections prove the LLM auditor was not steered",
-    Layer.STATIC_FLOOR: "the static audit is a floor no model answer can lower",
-    Layer.PROMPT_DELIMITERS: "per-audit random file delimiters a plugin cannot forge",
-}
-
-
 class Family(enum.StrEnum):
     """The attack families of issue 8, in the order the report lists them."""
 

@@ -14,8 +14,8 @@ import contextlib
 import re
 from pathlib import Path
 
+from caplet._atomic import atomic_write, fsync_directory
 from caplet._errors import SignatureError, StoreError
-from caplet._trust._atomic import atomic_write, fsync_directory
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._signing import PublicKey, parse_public_key
 

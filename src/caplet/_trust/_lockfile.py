@@ -7,7 +7,7 @@ in the repository next to the code, so it is TOML (human-diffable, reviewed
 like code), read with :mod:`tomllib`, written with ``tomli-w`` in a
 deterministic order (plugins by name, keys in a fixed order, capabilities
 sorted) so that re-locking unchanged plugins changes nothing but
-``approved_at``, and replaced atomically (:mod:`caplet._trust._atomic`), so
+``approved_at``, and replaced atomically (:mod:`caplet._atomic`), so
 a crash mid-write leaves the old or the new file, never a torn one.
 
 Reading is strict and fails closed: an unknown key, a wrong type, a digest
@@ -48,10 +48,10 @@ from typing import Any
 
 import tomli_w
 
+from caplet._atomic import atomic_write
 from caplet._audit._model import Verdict
 from caplet._errors import LockfileError
 from caplet._findings import RiskLevel
-from caplet._trust._atomic import atomic_write
 from caplet._trust._hashing import is_tree_hash
 from caplet._trust._source import SourceKind
 

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from caplet._trust._atomic import atomic_write, exclusive_lock
+from caplet._atomic import atomic_write, exclusive_lock
 
 
 def test_atomic_write_replaces_with_the_mode_and_no_leftovers(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_exclusive_lock_is_refused_while_another_process_holds_it(tmp_path: Path
                 f"""
                 import sys
                 from pathlib import Path
-                from caplet._trust._atomic import exclusive_lock
+                from caplet._atomic import exclusive_lock
                 with exclusive_lock(Path({str(lock)!r})):
                     print("held", flush=True)
                     sys.stdin.readline()
