@@ -291,6 +291,9 @@ if TYPE_CHECKING:
         WorkerCrashedError as WorkerCrashedError,
     )
     from caplet._errors import (
+        WorkerGoneError as WorkerGoneError,
+    )
+    from caplet._errors import (
         WorkerStartError as WorkerStartError,
     )
     from caplet._findings import (
@@ -607,6 +610,7 @@ __all__ = [
     "Verdict",
     "Worker",
     "WorkerCrashedError",
+    "WorkerGoneError",
     "WorkerSpec",
     "WorkerStartError",
     "deep_audit",
@@ -649,6 +653,7 @@ _EXPORTS: dict[str, str] = {
     "StoreError": "caplet._errors",
     "TrustError": "caplet._errors",
     "WorkerCrashedError": "caplet._errors",
+    "WorkerGoneError": "caplet._errors",
     "WorkerStartError": "caplet._errors",
     "Finding": "caplet._findings",
     "RiskLevel": "caplet._findings",

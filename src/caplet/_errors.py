@@ -66,6 +66,7 @@ __all__ = [
     "TrustError",
     "UpdateError",
     "WorkerCrashedError",
+    "WorkerGoneError",
     "WorkerStartError",
 ]
 
@@ -211,6 +212,14 @@ class WorkerStartError(SandboxError):
 
 class WorkerCrashedError(SandboxError):
     """A worker process died while the host was waiting for it."""
+
+
+class WorkerGoneError(WorkerCrashedError):
+    """The worker had already exited when a call was about to be sent: nothing ran.
+
+    :class:`~caplet.PluginHost` answers it by starting a new worker and
+    making the call there; it reaches callers of a bare :class:`Worker` only.
+    """
 
 
 class CallTimeoutError(SandboxError):

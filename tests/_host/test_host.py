@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -277,3 +279,54 @@ def test_proc_exec_runs_only_the_named_program(
     # from Landlock's execute right, granted to the approved program only.
     python = host.call("runner", "main.run", [__import__("sys").executable, "-c", "pass"])
     assert python == "refused: 13"
+
+
+def _descendant(pid: int) -> int:
+    """The one child of ``pid`` (the jail's pid 1 under its monitor)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            children.append(int(entry))
+    assert len(children) == 1, children
+    return children[0]
+
+
+def _kill_and_wait(victim: int, watched: int) -> None:
+    """SIGKILL ``victim``, then block until ``watched`` has exited.
+
+    The pidfd is opened first: the zygote reaps ``watched`` at once, after
+    which its pid could no longer be opened (pidfd_open(2): readable at exit).
+    """
+    pidfd = os.pidfd_open(watched)
+    try:
+        os.kill(victim, signal.SIGKILL)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        assert poller.poll(30_000), f"pid {watched} did not exit"
+    finally:
+        os.close(pidfd)
+
+
+def test_a_worker_that_died_while_idle_is_replaced_without_a_failure(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    assert host.enable("p")
+    assert host.call("p", "main.pid") == 1
+    monitor = host.worker_pid("p")
+    assert monitor is not None
+    # Kill the worker itself (it holds the channel), then wait for its monitor.
+    _kill_and_wait(_descendant(monitor), monitor)
+    # The warm path does not ask whether the worker runs; the refused frame
+    # tells it, and the call goes to a new worker as if nothing happened.
+    assert host.call("p", "main.pid") == 1
+    assert host.worker_pid("p") not in (None, monitor)
+    assert host.breaker("p").failures == 0
+    assert not [d for d in host.manager.store.decisions("p") if d.action == "call"]

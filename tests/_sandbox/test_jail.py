@@ -34,7 +34,9 @@ SCRIPT = textwrap.dedent(
     import json, os, sys, time
     from caplet._errors import SandboxError
     from caplet._sandbox._grants import PathGrant
-    from caplet._sandbox._jail import JailSpec, enter_jail, runtime_grants
+    from caplet._sandbox._jail import (
+        JailSpec, build_root, enter_jail, enter_namespaces, finish_jail, runtime_grants
+    )
 
     config = json.loads(sys.argv[1])
     result = {"host_pid": os.getpid()}
@@ -42,7 +44,14 @@ SCRIPT = textwrap.dedent(
     grants = runtime_grants() + tuple(PathGrant(p, w) for p, w in config["grants"])
     try:
         started = time.perf_counter()
-        enter_jail(JailSpec(grants=grants, **config["options"]))
+        spec = JailSpec(grants=grants, **config["options"])
+        if config["mode"] == "prepared":
+            # A spare's way: the runtime's root first, the test's grants later.
+            enter_namespaces()
+            prepared = build_root(JailSpec(grants=runtime_grants(), workdir=spec.workdir))
+            finish_jail(prepared, spec)
+        else:
+            enter_jail(spec)
         result["enter_ms"] = (time.perf_counter() - started) * 1000
     except SandboxError as exc:
         print(json.dumps({"error": str(exc), "pid": os.getpid(), "host_pid": result["host_pid"]}))
@@ -59,9 +68,11 @@ def _config(
     grants: list[tuple[Path, bool]] | None = None,
     options: dict[str, object] | None = None,
     prelude: str = "",
+    mode: str = "direct",
 ) -> str:
     return json.dumps(
         {
+            "mode": mode,
             "body": textwrap.dedent(body),
             "prelude": textwrap.dedent(prelude),
             "grants": [(str(path), writable) for path, writable in grants or []],
@@ -70,7 +81,15 @@ def _config(
     )
 
 
+@pytest.fixture(params=["direct", "prepared"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """``enter_jail`` in one go, or a spare's way: the runtime's root built first
+    (``build_root``), the test's own grants added by ``finish_jail``."""
+    return str(request.param)
+
+
 def run_jailed(
+    mode: str,
     tmp_path: Path,
     body: str,
     grants: list[tuple[Path, bool]] | None = None,
@@ -81,7 +100,7 @@ def run_jailed(
 ) -> dict[str, Any]:
     """Run ``body`` inside a jail; it fills the dict ``result``, returned here."""
     completed = subprocess.run(
-        [sys.executable, "-I", "-c", SCRIPT, _config(body, grants, options, prelude)],
+        [sys.executable, "-I", "-c", SCRIPT, _config(body, grants, options, prelude, mode)],
         capture_output=True,
         text=True,
         check=False,
@@ -130,8 +149,9 @@ def test_runtime_grants_cover_the_interpreter_outermost_and_read_only() -> None:
 # -- the processes --------------------------------------------------------------------------
 
 
-def test_jailed_process_is_pid_one_and_proc_shows_only_the_jail(tmp_path: Path) -> None:
+def test_jailed_process_is_pid_one_and_proc_shows_only_the_jail(mode: str, tmp_path: Path) -> None:
     result = run_jailed(
+        mode,
         tmp_path,
         """
         result["pid"] = os.getpid()
@@ -270,13 +290,14 @@ def test_the_monitor_holds_none_of_the_callers_descriptors(tmp_path: Path) -> No
 # -- the filesystem -------------------------------------------------------------------------
 
 
-def test_root_holds_only_the_grants_dev_proc_and_tmp(tmp_path: Path) -> None:
+def test_root_holds_only_the_grants_dev_proc_and_tmp(mode: str, tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
     (state / "caplet.db").write_text("secret", encoding="utf-8")
     plugin = tmp_path / "plugin"
     plugin.mkdir()
     result = run_jailed(
+        mode,
         tmp_path,
         f"""
         result["root"] = sorted(os.listdir("/"))
@@ -306,11 +327,12 @@ def test_root_holds_only_the_grants_dev_proc_and_tmp(tmp_path: Path) -> None:
     assert result["mkdir_root"] == errno.EROFS
 
 
-def test_read_only_grant_is_readable_but_not_writable(tmp_path: Path) -> None:
+def test_read_only_grant_is_readable_but_not_writable(mode: str, tmp_path: Path) -> None:
     granted = tmp_path / "snapshot"
     granted.mkdir()
     (granted / "plugin.py").write_text("VALUE = 1\n", encoding="utf-8")
     result = run_jailed(
+        mode,
         tmp_path,
         f"""
         root = {str(granted)!r}
@@ -336,10 +358,11 @@ def test_read_only_grant_is_readable_but_not_writable(tmp_path: Path) -> None:
     assert sorted(p.name for p in granted.iterdir()) == ["plugin.py"]
 
 
-def test_writable_grant_is_writable_and_the_host_sees_it(tmp_path: Path) -> None:
+def test_writable_grant_is_writable_and_the_host_sees_it(mode: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     run_jailed(
+        mode,
         tmp_path,
         f"""
         with open({str(out / "report.txt")!r}, "w") as handle:
@@ -350,10 +373,11 @@ def test_writable_grant_is_writable_and_the_host_sees_it(tmp_path: Path) -> None
     assert (out / "report.txt").read_text(encoding="utf-8") == "from the jail"
 
 
-def test_writable_grant_nested_in_a_read_only_one(tmp_path: Path) -> None:
+def test_writable_grant_nested_in_a_read_only_one(mode: str, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "out").mkdir(parents=True)
     result = run_jailed(
+        mode,
         tmp_path,
         f"""
         open({str(tree / "out" / "ok")!r}, "w").close()
@@ -369,7 +393,7 @@ def test_writable_grant_nested_in_a_read_only_one(tmp_path: Path) -> None:
     assert not (tree / "no").exists()
 
 
-def test_a_host_mount_below_a_read_only_grant_is_read_only_too(tmp_path: Path) -> None:
+def test_a_host_mount_below_a_read_only_grant_is_read_only_too(mode: str, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "sub").mkdir(parents=True)
     # A private user+mount namespace of the script's own (never the host's)
@@ -387,6 +411,7 @@ def test_a_host_mount_below_a_read_only_grant_is_read_only_too(tmp_path: Path) -
         open({str(tree / "sub" / "seen")!r}, "w").close()
     """
     result = run_jailed(
+        mode,
         tmp_path,
         f"""
         result["seen"] = os.path.exists({str(tree / "sub" / "seen")!r})
@@ -402,13 +427,14 @@ def test_a_host_mount_below_a_read_only_grant_is_read_only_too(tmp_path: Path) -
     assert result["errno"] == errno.EROFS  # ... and is sealed read-only
 
 
-def test_dotdot_from_a_grant_does_not_reach_an_ungranted_sibling(tmp_path: Path) -> None:
+def test_dotdot_from_a_grant_does_not_reach_an_ungranted_sibling(mode: str, tmp_path: Path) -> None:
     granted = tmp_path / "granted"
     granted.mkdir()
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "key").write_text("k", encoding="utf-8")
     result = run_jailed(
+        mode,
         tmp_path,
         f"""
         up = {str(granted)!r} + "/.."
@@ -429,10 +455,11 @@ def test_dotdot_from_a_grant_does_not_reach_an_ungranted_sibling(tmp_path: Path)
     assert result["relative"] is False
 
 
-def test_tmp_is_private_and_size_limited(tmp_path: Path) -> None:
+def test_tmp_is_private_and_size_limited(mode: str, tmp_path: Path) -> None:
     (tmp_path / "host-file").write_text("host", encoding="utf-8")
     made_inside = tmp_path / "made-inside"
     result = run_jailed(
+        mode,
         tmp_path,
         f"""
         result["tmp"] = sorted(os.listdir("/tmp"))
@@ -459,8 +486,9 @@ def test_tmp_is_private_and_size_limited(tmp_path: Path) -> None:
     assert not made_inside.exists()
 
 
-def test_dev_holds_only_the_safe_devices(tmp_path: Path) -> None:
+def test_dev_holds_only_the_safe_devices(mode: str, tmp_path: Path) -> None:
     result = run_jailed(
+        mode,
         tmp_path,
         """
         result["dev"] = sorted(os.listdir("/dev"))
@@ -484,8 +512,9 @@ def test_dev_holds_only_the_safe_devices(tmp_path: Path) -> None:
     assert result["create"] == errno.EROFS
 
 
-def test_proc_sys_is_read_only(tmp_path: Path) -> None:
+def test_proc_sys_is_read_only(mode: str, tmp_path: Path) -> None:
     result = run_jailed(
+        mode,
         tmp_path,
         """
         try:
@@ -505,15 +534,16 @@ def test_proc_sys_is_read_only(tmp_path: Path) -> None:
 # -- namespaces and privileges --------------------------------------------------------------
 
 
-def test_hostname_is_the_jails(tmp_path: Path) -> None:
+def test_hostname_is_the_jails(mode: str, tmp_path: Path) -> None:
     body = 'import socket; result["hostname"] = socket.gethostname()'
-    assert run_jailed(tmp_path, body)["hostname"] == "caplet"
-    named = run_jailed(tmp_path, body, options={"hostname": "worker-7"})
+    assert run_jailed(mode, tmp_path, body)["hostname"] == "caplet"
+    named = run_jailed(mode, tmp_path, body, options={"hostname": "worker-7"})
     assert named["hostname"] == "worker-7"
 
 
-def test_no_network_but_unix_sockets_work(tmp_path: Path) -> None:
+def test_no_network_but_unix_sockets_work(mode: str, tmp_path: Path) -> None:
     result = run_jailed(
+        mode,
         tmp_path,
         """
         import socket
@@ -533,8 +563,9 @@ def test_no_network_but_unix_sockets_work(tmp_path: Path) -> None:
     assert result["unix"] == "ping"
 
 
-def test_every_capability_is_dropped(tmp_path: Path) -> None:
+def test_every_capability_is_dropped(mode: str, tmp_path: Path) -> None:
     result = run_jailed(
+        mode,
         tmp_path,
         """
         fields = dict(
@@ -563,16 +594,17 @@ def test_every_capability_is_dropped(tmp_path: Path) -> None:
 
 def test_missing_grant_raises_sandbox_error_naming_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
-    result = run_jailed(tmp_path, "", [(missing, False)], expect_exit=SANDBOX_ERROR_EXIT)
+    result = run_jailed("direct", tmp_path, "", [(missing, False)], expect_exit=SANDBOX_ERROR_EXIT)
     assert str(missing) in str(result["error"])
     assert "does not exist" in str(result["error"])
     assert result["pid"] == result["host_pid"]  # refused before any namespace was made
 
 
-def test_failure_inside_the_jail_names_step_errno_and_fix(tmp_path: Path) -> None:
+def test_failure_inside_the_jail_names_step_errno_and_fix(mode: str, tmp_path: Path) -> None:
     granted = tmp_path / "ro"
     granted.mkdir()
     result = run_jailed(
+        mode,
         tmp_path,
         "",
         [(granted, False)],
@@ -588,13 +620,14 @@ def test_failure_inside_the_jail_names_step_errno_and_fix(tmp_path: Path) -> Non
     assert not (granted / "work").exists()
 
 
-def test_grant_through_a_symlink_inside_another_grant_is_refused(tmp_path: Path) -> None:
+def test_grant_through_a_symlink_inside_another_grant_is_refused(mode: str, tmp_path: Path) -> None:
     outer = tmp_path / "outer"
     outer.mkdir()
     target = tmp_path / "target"
     target.mkdir()
     (outer / "link").symlink_to(target)
     result = run_jailed(
+        mode,
         tmp_path,
         "",
         [(outer, False), (outer / "link", False)],
@@ -608,7 +641,7 @@ def test_grant_through_a_symlink_inside_another_grant_is_refused(tmp_path: Path)
 
 def test_invalid_spec_is_refused_before_unsharing(tmp_path: Path) -> None:
     result = run_jailed(
-        tmp_path, "", options={"workdir": "relative/dir"}, expect_exit=SANDBOX_ERROR_EXIT
+        "direct", tmp_path, "", options={"workdir": "relative/dir"}, expect_exit=SANDBOX_ERROR_EXIT
     )
     assert "workdir 'relative/dir'" in str(result["error"])
     assert result["pid"] == result["host_pid"]

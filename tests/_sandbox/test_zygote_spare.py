@@ -15,7 +15,10 @@ spare waits until its request is queued before it sets itself up.
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import signal
 import subprocess
 import sys
 import textwrap
@@ -24,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import caplet
-from caplet._errors import WorkerStartError
+from caplet._errors import WorkerGoneError, WorkerStartError
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
 from caplet._sandbox._zygote import LATE_SPARE_ENV, LATE_SPARE_FAILS
@@ -157,3 +160,59 @@ def test_a_failed_start_without_denials_keeps_its_plain_error(
     with pytest.raises(WorkerStartError, match="broken on purpose") as info:
         launcher.start(_spec(tmp_path, 0, 'raise RuntimeError("broken on purpose")\n'))
     assert not isinstance(info.value, SandboxStartError)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_pid_one_of_a_prepared_spare_is_counted_in_the_spares_pids_cgroup(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    # A spare forks pid 1 of its namespaces before any request, once the
+    # zygote has placed it in its cgroup: pid 1 (and everything it forks)
+    # must be counted there, not in the zygote's.
+    assert "cgroup" in launcher.active_layers()
+    worker = launcher.start(_spec(tmp_path, 0))
+    try:
+        assert worker.call("demo", "echo", ("x",), {}, timeout_s=10) == "x"
+        (pid_one,) = _children(worker.pid)
+        monitor_cgroup = Path(f"/proc/{worker.pid}/cgroup").read_text()
+        assert Path(f"/proc/{pid_one}/cgroup").read_text() == monitor_cgroup
+        assert re.search(r"caplet-zygote-\d+/(spare|worker)-", monitor_cgroup), monitor_cgroup
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_exited_while_idle_refuses_the_call_saying_nothing_ran(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    worker = launcher.start(_spec(tmp_path, 0))
+    try:
+        assert worker.call("demo", "echo", (1,), {}, timeout_s=10) == 1
+        (pid_one,) = _children(worker.pid)
+        pidfd = os.pidfd_open(worker.pid)  # before the kill: the zygote reaps it at once
+        try:
+            os.kill(pid_one, signal.SIGKILL)
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            assert poller.poll(30_000), "the monitor outlived its worker"
+        finally:
+            os.close(pidfd)
+        with pytest.raises(WorkerGoneError) as info:
+            worker.call("demo", "echo", (2,), {}, timeout_s=10)
+    finally:
+        worker.close()
+    message = str(info.value)
+    assert f"the worker (pid {worker.pid}) had exited before demo.echo was sent" in message
+    assert "exited with code 137" in message  # 128 + SIGKILL, from the jail monitor
+    assert "nothing ran (start a new worker)" in message

@@ -69,6 +69,7 @@ from caplet._errors import (
     PluginCallError,
     ProtocolError,
     SandboxError,
+    WorkerGoneError,
 )
 from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
@@ -434,11 +435,13 @@ class PluginHost:
             or parts is None
             or running.generation != self.manager.generation
             or not running.breaker.closed
-            or not running.worker.alive
         ):
             # Slow path: the breaker's verdict, an explanation of what is
             # wrong, or a fresh worker.
             return self._guarded_call(name, target, args, kwargs)
+        # Whether the worker still runs is not asked first (a syscall on
+        # every call): a worker that exited while idle refuses the frame
+        # (WorkerGoneError, nothing ran) and the slow path starts a new one.
         schemas = parts[2]
         if schemas is not None:
             schemas.check_args(args, kwargs)
@@ -453,6 +456,8 @@ class PluginHost:
             )
             if schemas is not None:
                 schemas.check_result(value)
+        except WorkerGoneError:
+            return self._guarded_call(name, target, args, kwargs)
         except SandboxError as exc:
             self._failed(name, target, running.breaker, exc, running.worker.alive)
             raise

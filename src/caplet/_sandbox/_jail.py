@@ -42,6 +42,7 @@ tests can exercise the degraded path on a machine that has the layer.
 from __future__ import annotations
 
 import errno
+import fcntl
 import importlib.util
 import os
 import re
@@ -92,8 +93,12 @@ from caplet._syscall import (
 __all__ = [
     "DISABLE_LAYERS_ENV",
     "JailSpec",
+    "PreparedRoot",
+    "build_root",
     "disabled_layers",
     "enter_jail",
+    "enter_namespaces",
+    "finish_jail",
     "prepare_jail",
     "probe_namespaces",
     "runtime_grants",
@@ -282,12 +287,27 @@ def enter_jail(spec: JailSpec) -> None:
     directory set up and every capability dropped (bounding set included),
     no_new_privs set and the process not dumpable.
 
+    The same three steps a spare takes apart (:func:`enter_namespaces`,
+    :func:`build_root`, :func:`finish_jail`), in one go.
+
     Raises :class:`SandboxError` naming the failed step, the errno and the
     likely fix; an error after the fork is raised in the jailed child, which
     must then exit without running plugin code.
     """
     _validate(spec)
-    last_capability = _last_capability()
+    _last_capability()
+    enter_namespaces()
+    finish_jail(build_root(spec), spec)
+
+
+def enter_namespaces() -> None:
+    """Create the namespaces and fork pid 1 of the new pid namespace; return in pid 1.
+
+    The calling process (single-threaded) becomes the monitor and never
+    returns. Nothing here depends on what the worker will be granted, so a
+    spare takes this step before its request exists (see
+    :mod:`caplet._sandbox._zygote`).
+    """
     uid, gid = os.geteuid(), os.getegid()
     # Closed by the kernel when the monitor dies: lets the child detect a
     # monitor that died before PR_SET_PDEATHSIG was armed (see _arm_parent_death).
@@ -306,9 +326,164 @@ def enter_jail(spec: JailSpec) -> None:
         _monitor(child, alive_write)
     os.close(alive_write)
     _arm_parent_death(alive_read)
-    _build_root(spec)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRoot:
+    """A jail root built (not yet entered) by :func:`build_root`.
+
+    ``mounted`` is its mount plan (descriptors already closed); the two
+    O_PATH descriptors name the host's ``/`` and the directory the root
+    tmpfs covers, as they were before it was covered, so that
+    :func:`finish_jail` can still open grants that live under it (openat(2)
+    starts its walk at the descriptor's directory and does not cross the
+    mount on top of it). They are closed by :func:`finish_jail`.
+    """
+
+    root: str
+    spec: JailSpec
+    mounted: tuple[_Mount, ...]
+    host_root_fd: int
+    covered_fd: int
+
+    def close(self) -> None:
+        for fd in (self.host_root_fd, self.covered_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def build_root(spec: JailSpec) -> PreparedRoot:
+    """Build the jail's root for ``spec`` in pid 1 of the new namespaces, without entering it.
+
+    A spare builds the root every worker shares (the Python runtime, /dev,
+    /tmp, /proc) before its request arrives; :func:`finish_jail` then adds
+    the request's own grants and enters. That keeps the namespaces, the
+    fork of pid 1 and some sixty mount(2) calls off the worker's start-up.
+    """
+    _validate(spec)
+    try:
+        # mount_namespaces(7): the copied mounts keep the host's propagation;
+        # without MS_PRIVATE our mounts could propagate back to the host, and
+        # pivot_root(2) refuses shared mounts.
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as exc:
+        raise _fail(_Step.PROPAGATION, exc) from exc
+    root = os.path.realpath(_ROOT_MOUNTPOINT)
+    plan = _open_plan(spec)
+    devices: dict[str, int] = {}
+    host_root = covered = -1
+    try:
+        devices = _open_devices()
+        try:
+            host_root = _high_fd(os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+            covered = _high_fd(os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+        except OSError as exc:
+            raise _fail(_Step.ROOT, exc, root) from exc
+        try:
+            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        except OSError as exc:
+            raise _fail(_Step.ROOT, exc, root) from exc
+        for index, entry in enumerate(plan):
+            _apply(root, entry, spec, devices, plan[:index])
+        _seal_submounts(root, plan)
+        _mount_proc(root)
+        _remount(_inside(root, "/dev"), MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.DEV)
+    except BaseException:
+        for fd in (host_root, covered):
+            if fd >= 0:
+                os.close(fd)
+        raise
+    finally:
+        for entry in plan:
+            if entry.fd >= 0:
+                os.close(entry.fd)
+        for fd in devices.values():
+            os.close(fd)
+    mounted = tuple(_Mount(entry.path, entry.kind) for entry in plan)
+    return PreparedRoot(root, spec, mounted, host_root, covered)
+
+
+def finish_jail(prepared: PreparedRoot, spec: JailSpec) -> None:
+    """Add what ``spec`` grants beyond ``prepared``, then enter the jail and drop privileges.
+
+    ``spec`` must include every grant the root was built with. A grant
+    that cannot simply be mounted on top of the prepared root (one that
+    would cover a mount already there, or that lands in /dev or /proc) makes
+    the root be thrown away and rebuilt for ``spec`` from scratch: the
+    result is always the root :func:`build_root` would make for ``spec``.
+    """
+    _validate(spec, check_paths=False)
+    extra = [grant for grant in spec.grants if grant not in prepared.spec.grants]
+    subset = all(grant in spec.grants for grant in prepared.spec.grants)
+    if not subset or not _extends(prepared, extra):
+        # Rare (a grant of /usr, say): unmount the prepared root and its
+        # submounts, uncovering the host's directory, and start again.
+        prepared.close()
+        try:
+            umount2(prepared.root, MNT_DETACH)
+        except OSError as exc:
+            raise _fail(_Step.ROOT, exc, prepared.root) from exc
+        prepared = build_root(spec)  # closes its descriptors itself when it fails
+        prepared.close()
+    else:
+        try:
+            _add_grants(prepared, spec, extra)
+            if spec.tmp_size_mb != prepared.spec.tmp_size_mb:
+                _mount_tmp(_inside(prepared.root, _JAIL_TMP), spec.tmp_size_mb, remount=True)
+        finally:
+            prepared.close()
+    _pivot(prepared.root)
     _finish_inside(spec)
-    _drop_privileges(last_capability)
+    _drop_privileges(_last_capability())
+
+
+#: The prepared root's descriptors are moved at or above this number, out of
+#: the way of the fds a worker's set-up puts in place (its channel at 3).
+_HIGH_FD = 10
+
+
+def _high_fd(fd: int) -> int:
+    """``fd`` moved to the lowest free number >= :data:`_HIGH_FD` (fcntl(2) F_DUPFD_CLOEXEC)."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
+    finally:
+        os.close(fd)
+
+
+def _extends(prepared: PreparedRoot, grants: list[PathGrant]) -> bool:
+    """Whether ``grants`` can be mounted on top of the prepared root in any order
+    :func:`build_root` would have used (parents first, the jail's /tmp under a grant)."""
+    for grant in grants:
+        target = grant.inside
+        if not _plain(prepared, grant.path):
+            return False  # opened, or refused with the right reason, by the rebuild
+        if _contains("/dev", target) or _contains("/proc", target):
+            return False  # read-only tmpfs and the jail's own proc: mounted before grants
+        for entry in prepared.mounted:
+            if entry.path == target:
+                if entry.kind is not _Kind.TMP:
+                    return False  # the same path granted twice: build_root merges them
+            elif _contains(target, entry.path):
+                return False  # would cover a mount made before it
+    return True
+
+
+def _add_grants(prepared: PreparedRoot, spec: JailSpec, grants: list[PathGrant]) -> None:
+    """Mount ``grants`` into the prepared root, parents first, and seal their submounts."""
+    if not grants:
+        return
+    plan = _open_plan(JailSpec(grants=tuple(grants)), prepared=prepared, jail_mounts=False)
+    try:
+        earlier = list(prepared.mounted)
+        for index, entry in enumerate(plan):
+            _apply(prepared.root, entry, spec, {}, [*earlier, *plan[:index]])
+        _seal_submounts(prepared.root, [*earlier, *plan], only={entry.path for entry in plan})
+    finally:
+        for entry in plan:
+            if entry.fd >= 0:
+                os.close(entry.fd)
 
 
 def probe_namespaces() -> str | None:
@@ -436,42 +611,16 @@ def _arm_parent_death(alive_read: int) -> None:
 # -- step 3: the root filesystem --------------------------------------------------------
 
 
-def _build_root(spec: JailSpec) -> None:
-    try:
-        # mount_namespaces(7): the copied mounts keep the host's propagation;
-        # without MS_PRIVATE our mounts could propagate back to the host, and
-        # pivot_root(2) refuses shared mounts.
-        mount(None, "/", None, MS_REC | MS_PRIVATE)
-    except OSError as exc:
-        raise _fail(_Step.PROPAGATION, exc) from exc
-    root = os.path.realpath(_ROOT_MOUNTPOINT)
-    plan = _open_plan(spec)
-    devices = _open_devices()
-    try:
-        try:
-            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-        except OSError as exc:
-            raise _fail(_Step.ROOT, exc, root) from exc
-        for index, entry in enumerate(plan):
-            _apply(root, entry, spec, devices, plan[:index])
-        _seal_submounts(root, plan)
-        _mount_proc(root)
-        _remount(_inside(root, "/dev"), MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.DEV)
-    finally:
-        for entry in plan:
-            if entry.fd >= 0:
-                os.close(entry.fd)
-        for fd in devices.values():
-            os.close(fd)
-    _pivot(root)
-
-
-def _open_plan(spec: JailSpec) -> list[_Mount]:
+def _open_plan(
+    spec: JailSpec, *, prepared: PreparedRoot | None = None, jail_mounts: bool = True
+) -> list[_Mount]:
     """The mounts to make, parents before children, with an O_PATH fd per grant.
 
     The fds are opened after unshare(CLONE_NEWNS) (a bind source must belong
     to the caller's mount namespace, mount(2) EINVAL) and before the root
-    tmpfs covers /tmp, so grants under the host's /tmp stay reachable.
+    tmpfs covers /tmp, so grants under the host's /tmp stay reachable; once
+    it is covered (``prepared``), through the descriptors taken before.
+    ``jail_mounts`` adds the jail's own /dev and /tmp.
     """
     # Keyed by where the grant appears inside (its target); the fd is opened
     # on the host path it comes from.
@@ -480,11 +629,13 @@ def _open_plan(spec: JailSpec) -> list[_Mount]:
     for grant in spec.grants:
         writable[grant.inside] = writable.get(grant.inside, False) or grant.writable
         sources[grant.inside] = grant.path
-    plan = [_Mount("/dev", _Kind.DEV), _Mount(_JAIL_TMP, _Kind.TMP)]
+    plan = [_Mount("/dev", _Kind.DEV), _Mount(_JAIL_TMP, _Kind.TMP)] if jail_mounts else []
     try:
         for path, rw in writable.items():
             try:
-                fd = os.open(sources[path], os.O_PATH | os.O_CLOEXEC)
+                fd = _open_source(sources[path], prepared)
+            except FileNotFoundError as exc:
+                raise _missing(sources[path]) from exc
             except OSError as exc:
                 raise _fail(_Step.OPEN_GRANT, exc, sources[path]) from exc
             plan.append(_Mount(path, _Kind.WRITABLE if rw else _Kind.READ_ONLY, fd))
@@ -497,6 +648,66 @@ def _open_plan(spec: JailSpec) -> list[_Mount]:
     # equal paths the jail's own /dev and /tmp go first and a grant covers them.
     plan.sort(key=lambda entry: (_parts(entry.path), entry.fd >= 0))
     return plan
+
+
+def _open_source(path: str, prepared: PreparedRoot | None) -> int:
+    """An O_PATH fd of the host path ``path`` (absolute, normalised).
+
+    Once the root tmpfs covers its mount point, a plain open of a path below
+    it would land in the jail's own tree: such paths are opened relative to
+    the covered directory's descriptor, the rest relative to the host root's.
+    Symbolic links are followed as before (grants are resolved paths); one
+    whose absolute target leads under the covered directory reaches the
+    jail's own tree, which holds only what the worker gets anyway.
+    """
+    flags = os.O_PATH | os.O_CLOEXEC
+    if prepared is None:
+        return os.open(path, flags)
+    anchor, relative = _anchored(prepared, path)
+    return os.open(relative, flags, dir_fd=anchor)
+
+
+def _anchored(prepared: PreparedRoot, path: str) -> tuple[int, str]:
+    """(directory fd, relative path) naming the host path ``path`` despite the root tmpfs."""
+    covered = prepared.root.rstrip("/") + "/"
+    if path == prepared.root:
+        return prepared.covered_fd, "."
+    if path.startswith(covered):
+        return prepared.covered_fd, path[len(covered) :]
+    return prepared.host_root_fd, path.lstrip("/") or "."
+
+
+def _plain(prepared: PreparedRoot, path: str) -> bool:
+    """Whether the host path ``path`` exists with no symbolic link on the way.
+
+    Checked component by component from the anchor descriptors (lstat, then
+    O_PATH|O_NOFOLLOW), because a link with an absolute target would be
+    resolved against the covered tree, not the host's. Anything else (a
+    link, a missing path, an error) sends :func:`finish_jail` to the plain
+    rebuild, which opens the path as the host sees it and explains failures.
+    """
+    anchor, relative = _anchored(prepared, path)
+    parts = [part for part in relative.split("/") if part not in ("", ".")]
+    try:
+        current = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=anchor)
+    except OSError:
+        return False
+    try:
+        for index, part in enumerate(parts):
+            if stat.S_ISLNK(os.stat(part, dir_fd=current, follow_symlinks=False).st_mode):
+                return False
+            if index == len(parts) - 1:
+                break
+            following = os.open(
+                part, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=current
+            )
+            os.close(current)
+            current = following
+    except OSError:
+        return False
+    finally:
+        os.close(current)
+    return True
 
 
 def _open_devices() -> dict[str, int]:
@@ -527,22 +738,25 @@ def _apply(
         case _Kind.DEV:
             _populate_dev(target, devices)
         case _Kind.TMP:
-            inodes = max(1024, spec.tmp_size_mb * 256)
-            try:
-                Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
-                # tmpfs(5): size bounds the bytes, nr_inodes the (otherwise
-                # unbounded) number of empty files a plugin could create.
-                mount(
-                    "tmpfs",
-                    target,
-                    "tmpfs",
-                    MS_NOSUID | MS_NODEV,
-                    f"size={spec.tmp_size_mb}m,nr_inodes={inodes},mode=1777",
-                )
-            except OSError as exc:
-                raise _fail(_Step.TMP, exc, entry.path) from exc
+            _mount_tmp(target, spec.tmp_size_mb)
         case _:
             assert_never(entry.kind)
+
+
+def _mount_tmp(target: str, size_mb: int, *, remount: bool = False) -> None:
+    """The jail's private /tmp (or, ``remount``, a new size for it)."""
+    inodes = max(1024, size_mb * 256)
+    # tmpfs(5): size bounds the bytes, nr_inodes the (otherwise unbounded)
+    # number of empty files a plugin could create; both may change on remount.
+    options = f"size={size_mb}m,nr_inodes={inodes}"
+    try:
+        if remount:
+            mount("tmpfs", target, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, options)
+            return
+        Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"{options},mode=1777")
+    except OSError as exc:
+        raise _fail(_Step.TMP, exc, _JAIL_TMP) from exc
 
 
 def _bind_grant(target: str, entry: _Mount, *, check_links: bool) -> None:
@@ -629,13 +843,15 @@ def _populate_dev(target: str, devices: dict[str, int]) -> None:
         raise _fail(_Step.DEV, exc, "/dev") from exc
 
 
-def _seal_submounts(root: str, plan: list[_Mount]) -> None:
+def _seal_submounts(root: str, plan: list[_Mount], *, only: set[str] | None = None) -> None:
     """Give mounts nested inside a grant (copied by MS_REC) the grant's flags.
 
     A bind remount changes one mount only, so a host mount below a
     read-only grant would otherwise stay writable inside it. Only mounts
     descending from the new root's mount are considered: host mounts hidden
     under the covered /tmp share its path prefix but are not in the jail.
+    ``only`` limits the work to the grants at those paths (the ones just
+    added to a prepared root; the others are sealed already).
     """
     prefix = root.rstrip("/") + "/"
     try:
@@ -664,6 +880,8 @@ def _seal_submounts(root: str, plan: list[_Mount]) -> None:
                 if inner[: len(outer)] == outer:
                     owner = entry
             if owner is None or _parts(owner.path) == inner:
+                continue
+            if only is not None and owner.path not in only:
                 continue
             match owner.kind:
                 case _Kind.READ_ONLY | _Kind.WRITABLE:
@@ -852,7 +1070,16 @@ def disabled_layers() -> set[str]:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _validate(spec: JailSpec) -> None:
+def _missing(path: str) -> SandboxError:
+    return SandboxError(
+        f"namespace jail: granted path {path!r} does not exist: create it, or remove "
+        "the fs capability that names it"
+    )
+
+
+def _validate(spec: JailSpec, *, check_paths: bool = True) -> None:
+    """Refuse a malformed spec; ``check_paths=False`` once the root covers part of the
+    host (then a missing path is found when it is opened, with the same message)."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(
             f"namespace jail: namespaces need Linux; this is {sys.platform} "
@@ -870,11 +1097,8 @@ def _validate(spec: JailSpec) -> None:
                 f"namespace jail: grant {path!r} must be an absolute, normalised path "
                 f"(e.g. {os.path.realpath(path)!r})"
             )
-        if not os.path.lexists(path):
-            raise SandboxError(
-                f"namespace jail: granted path {path!r} does not exist: create it, or remove "
-                "the fs capability that names it"
-            )
+        if check_paths and not os.path.lexists(path):
+            raise _missing(path)
     if spec.tmp_size_mb < 1:
         raise SandboxError(
             f"namespace jail: tmp_size_mb must be at least 1, got {spec.tmp_size_mb}"

@@ -125,7 +125,12 @@ class Worker(Protocol):
         timeout_s: float,
         on_request: RequestHandler | None = None,
     ) -> WireValue:
-        """Run one call; ``on_request`` answers its ``ctx`` requests (none: all refused)."""
+        """Run one call; ``on_request`` answers its ``ctx`` requests (none: all refused).
+
+        Raises :class:`~caplet.WorkerGoneError` (nothing ran) when the worker
+        had exited before the call was sent: callers need not check
+        :attr:`alive` first.
+        """
         ...
 
     def close(self) -> None: ...

@@ -110,6 +110,7 @@ __all__ = [
     "Ready",
     "Result",
     "Shutdown",
+    "UnsentFrameError",
     "WireValue",
     "WorkerMessage",
     "check_value",
@@ -938,18 +939,26 @@ def _poll_ms(deadline: float) -> int:
     return _MAX_POLL_MS if remaining_ms >= _MAX_POLL_MS else math.ceil(remaining_ms)
 
 
+class UnsentFrameError(BrokenPipeError):
+    """The peer was gone before any byte of the frame was sent (EPIPE or
+    ECONNRESET on the first send): the peer cannot have acted on it."""
+
+
 def send_frame(sock: socket.socket, frame: bytes, deadline: float | None) -> None:
     """Write a whole frame, normally with a single ``send``.
 
     On a non-blocking socket a full buffer waits in ``poll`` until
     ``deadline`` (``time.monotonic()`` seconds), then raises TimeoutError, so
     a peer that stops reading cannot hang the writer. ``deadline=None`` waits
-    for ever. OSError (EPIPE, ECONNRESET) propagates: the peer is gone.
+    for ever. OSError (EPIPE, ECONNRESET) propagates: the peer is gone; when
+    not a byte went out, as :class:`UnsentFrameError` (a BrokenPipeError).
     """
     try:
         sent = sock.send(frame, _SEND_FLAGS)
     except BlockingIOError:
         sent = 0
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        raise UnsentFrameError(exc.errno, exc.strerror) from exc
     if sent == len(frame):
         return
     view = memoryview(frame)

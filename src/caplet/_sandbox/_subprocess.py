@@ -46,6 +46,7 @@ from caplet._errors import (
     ProtocolError,
     SandboxError,
     WorkerCrashedError,
+    WorkerGoneError,
     WorkerStartError,
 )
 from caplet._sandbox._launcher import RequestHandler, StartedWorker, WireValue, WorkerSpec
@@ -58,6 +59,7 @@ from caplet._sandbox._protocol import (
     FrameReader,
     Ready,
     Result,
+    UnsentFrameError,
     WorkerMessage,
     decode_worker_message,
     encode_call,
@@ -392,6 +394,16 @@ class SubprocessWorker:
             message = self._exchange(frame, deadline)
             if type(message) is ContextRequest:
                 message = self._serve_requests(message, request_id, on_request, deadline)
+        except UnsentFrameError:
+            # The worker exited while idle (no call was running): nothing of
+            # this call ran. Not checked before sending -- that would cost a
+            # syscall on every call -- but learnt from the send itself.
+            status = self._terminate(grace_s=_EXIT_GRACE_S)
+            raise WorkerGoneError(
+                f"plugin '{self._spec.plugin}': the worker (pid {self.pid}) had exited "
+                f"before {module}.{function} was sent: it {status}{self._tail_text()}; "
+                "nothing ran (start a new worker)"
+            ) from None
         except TimeoutError:
             self._terminate(grace_s=0.0)
             raise CallTimeoutError(
@@ -634,11 +646,14 @@ class SubprocessWorker:
     def _exchange(self, frame: bytes, deadline: float) -> WorkerMessage | None:
         """Send one frame and read the reply; None when the worker is gone.
 
-        TimeoutError past ``deadline``; ProtocolError for a malformed reply.
+        TimeoutError past ``deadline``; ProtocolError for a malformed reply;
+        UnsentFrameError when the worker was gone before the frame was sent.
         """
         try:
             send_frame(self._sock, frame, deadline)
             payload = self._reader.read_frame(deadline)
+        except UnsentFrameError:
+            raise
         except (BrokenPipeError, ConnectionResetError):
             return None
         if payload is None:

@@ -69,8 +69,12 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._jail import (
     DISABLE_LAYERS_ENV,
     JailSpec,
+    PreparedRoot,
+    build_root,
     disabled_layers,
     enter_jail,
+    enter_namespaces,
+    finish_jail,
     prepare_jail,
     probe_namespaces,
     runtime_grants,
@@ -223,8 +227,14 @@ def _child(
     cgroup: Path | None,
     *,
     handover_fd: int | None = None,
+    prepared: PreparedRoot | None = None,
 ) -> int:
     """In the forked child: apply every requested layer, then serve as a worker.
+
+    With ``prepared`` this is pid 1 of a spare's namespaces, whose shared
+    root is already built (:func:`_spare_main`): its process set-up
+    (cgroup, session, parent-death signal) was done before the fork, and the
+    jail only has to be finished.
 
     With ``handover_fd`` (one end of a socketpair whose other end the zygote
     polls) the seccomp filter is installed with a listener, which is sent
@@ -237,20 +247,8 @@ def _child(
     # log, which the host quotes when the start fails.
     with _step("redirecting stderr to the worker's log"):
         os.dup2(log_fd, 2)
-    if cgroup is not None:
-        # Before anything could fork: every descendant is counted.
-        with _step(f"joining the worker's pids cgroup {cgroup}"):
-            PidsRoot.join(cgroup)
-    with _step("arming PR_SET_PDEATHSIG"):
-        set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != zygote_pid:
-        raise SandboxError("sandbox setup: the zygote exited before the worker was set up")
-    with _step("starting a session (setsid(2))"):
-        os.setsid()  # a session of its own: no controlling terminal, its own group
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    # RLIMIT_FSIZE should surface as OSError(EFBIG), not kill the worker.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    if prepared is None:
+        _own_process(zygote_pid, cgroup)
     with _step("moving the worker's descriptors into place"):
         null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         os.dup2(null, 0)
@@ -266,14 +264,23 @@ def _child(
         if handover_fd is not None:
             os.dup2(handover_fd, _HANDOVER_FD)
             keep.add(_HANDOVER_FD)
+        if prepared is not None:
+            keep |= {prepared.host_root_fd, prepared.covered_fd}
         close_fds_except(keep)
     grants = (*_RUNTIME_GRANTS, *request.grants)
-    if "namespaces" in request.layers:
-        enter_jail(
-            JailSpec(
-                grants=_visible(grants), tmp_size_mb=request.tmp_size_mb, workdir=_WORKDIR_IN_JAIL
-            )
+    if prepared is not None and "namespaces" not in request.layers:
+        raise SandboxError(
+            "sandbox setup: a spare with a namespace jail got a request without the "
+            "namespaces layer; restart the host (the zygote and the host disagree on layers)"
         )
+    if "namespaces" in request.layers:
+        spec = JailSpec(
+            grants=_visible(grants), tmp_size_mb=request.tmp_size_mb, workdir=_WORKDIR_IN_JAIL
+        )
+        if prepared is not None:
+            finish_jail(prepared, spec)
+        else:
+            enter_jail(spec)
         writable_tmp = PathGrant(_JAIL_TMP, writable=True)
         devices = (PathGrant("/dev", writable=True), PathGrant("/proc"))
     else:
@@ -292,6 +299,24 @@ def _child(
         if listener is not None:
             _hand_over(listener)
     return _worker.main(["3"])
+
+
+def _own_process(zygote_pid: int, cgroup: Path | None) -> None:
+    """The worker's process set-up: its cgroup, death with the zygote, a session, signals."""
+    if cgroup is not None:
+        # Before anything could fork: every descendant is counted.
+        with _step(f"joining the worker's pids cgroup {cgroup}"):
+            PidsRoot.join(cgroup)
+    with _step("arming PR_SET_PDEATHSIG"):
+        set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote_pid:
+        raise SandboxError("sandbox setup: the zygote exited before the worker was set up")
+    with _step("starting a session (setsid(2))"):
+        os.setsid()  # a session of its own: no controlling terminal, its own group
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # RLIMIT_FSIZE should surface as OSError(EFBIG), not kill the worker.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def _hand_over(listener: int) -> None:
@@ -489,6 +514,8 @@ def _serve(control: socket.socket) -> int:
     )
     layers = probe_layers()
     counting = probe_counting(layers)
+    global _PREBUILD
+    _PREBUILD = not layers.get("namespaces", "missing")
     pids_root: PidsRoot | None = None
     if "cgroup" in disabled_layers():
         layers["cgroup"] = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
@@ -516,6 +543,11 @@ def _serve(control: socket.socket) -> int:
 
 #: pids.max a spare's cgroup starts with; set to the request's limit when claimed.
 _SPARE_PIDS = 64
+#: zygote -> spare, once the spare is in its cgroup (it may fork from then on).
+_PLACED = b"placed"
+#: Whether spares build the shared part of the jail ahead of their request:
+#: set by :func:`_serve` when the namespaces layer is usable here.
+_PREBUILD = False
 
 
 @dataclass(slots=True)
@@ -570,21 +602,24 @@ def _fork_spare(
     theirs.close()
     if handover is not None:
         handover[1].close()
-    if cgroup is not None:
-        # The zygote attaches the spare itself, before anything else can run
-        # in this loop (so no reap can find the cgroup empty and remove it),
-        # and while no request waits: the attach's latency is off every
-        # worker's critical path. The spare cannot fork before a request.
-        try:
+    try:
+        if cgroup is not None:
+            # The zygote attaches the spare itself, before anything else can
+            # run in this loop (so no reap can find the cgroup empty and
+            # remove it), and while no request waits: the attach's latency is
+            # off every worker's critical path. The spare forks (pid 1 of its
+            # namespaces) only once told it has been placed.
             PidsRoot.join(cgroup, pid)
-        except OSError as exc:
-            _say(f"cannot move a spare into its pids cgroup ({_explain(exc)})")
-            os.kill(pid, signal.SIGKILL)
-            ours.close()
-            if handover is not None:
-                handover[0].close()
+        ours.send(_PLACED)
+    except OSError as exc:
+        _say(f"cannot move a spare into its pids cgroup ({_explain(exc)})")
+        os.kill(pid, signal.SIGKILL)
+        ours.close()
+        if handover is not None:
+            handover[0].close()
+        if cgroup is not None:
             _remove_cgroup(cgroup)  # never joined: empty
-            return None
+        return None
     return _Spare(pid, ours, cgroup, handover)
 
 
@@ -595,7 +630,14 @@ def _spare_main(
     zygote_pid: int,
     handover: socket.socket | None,
 ) -> int:
-    """In the spare: wait for a request (or the zygote's end), then become the worker.
+    """In the spare: get ready, wait for a request (or the zygote's end), become the worker.
+
+    With the namespaces layer (:data:`_PREBUILD`) "ready" goes as far as it
+    can without the request: the spare sets up its process, creates the
+    namespaces (becoming the jail's monitor) and, in pid 1, builds the root
+    every worker shares (the Python runtime, /dev, /tmp, /proc); the request
+    then only adds its own grants and the layers that depend on it. That is
+    most of a worker's start-up, done while nobody waits.
 
     A failure before the request is read raises; :func:`_report_spare_failure`
     then explains it in the log of the request, if one was already handed over.
@@ -604,6 +646,11 @@ def _spare_main(
     # reused by the request's descriptors): no signal may write to it.
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # The zygote says when this process is in its pids cgroup: nothing may
+    # fork before that (a child would stay outside the cgroup's limit).
+    with _step("waiting for the zygote to place the spare in its cgroup"):
+        if conn.recv(len(_PLACED)) != _PLACED:
+            return 0  # the zygote is stopping
     if _LATE_SPARE:
         # Test-only: the spare runs only once its request is waiting, as on a
         # loaded machine where the next request comes before the freshly
@@ -630,6 +677,12 @@ def _spare_main(
         # The zygote is gone (it stopped before the signal was armed): so is
         # the host's use for a spare; a request it sent dies with this process.
         return 0
+    prepared = None
+    if _PREBUILD:
+        _own_process(zygote_pid, None)  # the cgroup was joined for us
+        # From here on this process is the jail's monitor; pid 1 goes on.
+        enter_namespaces()
+        prepared = build_root(JailSpec(grants=_visible(_RUNTIME_GRANTS), workdir=_WORKDIR_IN_JAIL))
     with _step("receiving the spawn request"):
         message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2)
         conn.close()
@@ -647,7 +700,9 @@ def _spare_main(
             handover_fd = handover.detach()
         else:
             handover.close()
-    return _child(request, channel_fd, log_fd, zygote_pid, None, handover_fd=handover_fd)
+    return _child(
+        request, channel_fd, log_fd, zygote_pid, None, handover_fd=handover_fd, prepared=prepared
+    )
 
 
 def _report_spare_failure(conn: socket.socket, exc: BaseException) -> None:
