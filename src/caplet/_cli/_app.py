@@ -14,6 +14,10 @@ Exit codes (also in README and ``caplet --help``):
   broken ``CAPLET_LLM_*`` setting or an API key the provider refuses, an
   update that could not be rolled back).
 
+``caplet shell`` on a terminal exits 0 when left (``/exit``, ``/quit``,
+Ctrl-D) whatever failed inside it; reading commands from a pipe, it exits
+1 when any input failed.
+
 A deep audit whose model cannot be reached is not an error: it falls back to
 a static-only result that says so (``caplet audit`` exits 1 only when that
 result recommends reject).
@@ -1003,6 +1007,67 @@ def exec_command(
                 )
         if not result.ok:
             raise typer.Exit(EXIT_REFUSED)
+
+
+# -- shell
+
+
+@app.command("shell")
+def shell_command(
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Seconds each snippet may run (default: the policy's)."),
+    ] = None,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    locked: LockedOption = None,
+) -> None:
+    """Interactive shell: Python runs as guest code, /plugin manages plugins (/help lists).
+
+    Each input runs in a fresh zero-capability sandbox that can only call the
+    enabled plugins (import host.<module>). /plugin enable NAME k=v ...
+    audits, shows the report, asks, configures and enables for this session
+    (an approved plugin skips the audit); /plugin list|disable|approve|
+    unapprove|audit, /system, /help, /exit. On a terminal: line editing,
+    Tab completion and a history in the state directory (shell.history).
+    When stdin is not a terminal, commands are read line by line without
+    prompts or questions (-y answers yes) and the exit code is 1 when any
+    input failed. No --json: a session's output is text for a person; use
+    `caplet exec --json` from programs.
+    """
+    from caplet._cli._shell import Shell, stdin_reader
+
+    out = _Out(False)
+    interactive = sys.stdin.isatty()
+    with (
+        _handled(out),
+        _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
+    ):
+        if not interactive:
+            summary = Shell(
+                host,
+                stdin_reader(sys.stdin),
+                out.console,
+                err=out.err,
+                interactive=False,
+                timeout=timeout,
+            ).run()
+            if summary.failures:
+                raise typer.Exit(EXIT_REFUSED)
+            return
+        from caplet._cli._line_editor import HISTORY_FILE, ReadlineEditor
+
+        editor = ReadlineEditor(
+            host.manager.state_dir / HISTORY_FILE,
+            warn=lambda message: out.err.print(Text(f"warning: {message}", style="yellow")),
+        )
+        shell = Shell(
+            host, editor.read_line, out.console, err=out.err, history=editor, timeout=timeout
+        )
+        editor.completer = shell.complete
+        with editor:
+            shell.run()
 
 
 # -- emit

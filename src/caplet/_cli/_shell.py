@@ -1,0 +1,863 @@
+"""``caplet shell``: a REPL where Python runs as guest code and ``/plugin`` manages plugins.
+
+Plain input is guest code (:meth:`PluginHost.exec`): its stdout, stderr,
+the value of its final expression and, when it fails, its own traceback are
+shown. Lines starting with ``/`` are commands: ``/plugin list|enable|
+disable|approve|unapprove|audit`` (``/plugins`` is the same command; bare
+``/plugin`` lists), ``/system``, ``/help``, ``/exit`` and ``/quit``. An
+unknown command, subcommand, option or plugin name gets a "did you mean"
+suggestion.
+
+The flows are seed 000's, on caplet's host:
+
+* ``/plugin enable NAME [k=v ...]`` re-discovers the plugins directory
+  (a folder dropped in since start is found), then takes the **approved
+  fast path** when the plugin is approved at its current content hash, its
+  stored risk is below HIGH and within the policy, its verdict is not reject,
+  the latest cached audit agrees and its tier is not untrusted (in locked
+  mode, a lock entry is the approval). Otherwise it says why the fast path
+  does not apply and runs the **full flow**: audit (the cached one for this
+  content, or a fresh static scan, deep when ``CAPLET_LLM_*`` configures a
+  model) → show the report → confirm (y/N) → configure (inline ``k=v``
+  first, then the prompter for what must be asked) → enable. Enabling does
+  not approve (seed line 193): caplet's host enables an unapproved plugin
+  after a fresh audit and its danger and risk gates, for this process only;
+  ``/plugin approve`` is the separate, persistent decision. A plugin that is
+  already enabled is reconfigured without asking again.
+* ``/plugin approve NAME`` shows the cached audit of the current content
+  (or runs one), the capabilities, and asks; ``/plugin audit NAME`` shows
+  the cached audit (a content change is a new hash, so "after source
+  changes" needs no flag) and ``--fresh`` re-runs it.
+* Refusals print the host's reason and the shell carries on.
+
+Choices where the issue is silent:
+
+* **Each input runs in a fresh zero-capability guest**: the pool's workers
+  are one-use, so nothing (variables, imports) carries over between inputs.
+  The banner and ``/help`` say so; a multi-line block (``codeop`` decides
+  when it is complete, as in the Python REPL, with a ``...`` prompt) is one
+  input.
+* **Confirmations** are read through the same input function, and never
+  recorded in the history. When stdin is not a terminal (a script or a
+  pipe) nothing is asked: ``-y``/``--yes`` answers yes, as ``caplet
+  approve --yes`` does, and without it the command is refused; required
+  configuration must be passed inline (the CLI's ``NoInputPrompter``).
+* **Output of guest code is shown with control characters escaped**
+  (``\\x1b``, ``\\r``, bidirectional overrides): the snippet may be an LLM's
+  or an attacker's, and escape sequences could rewrite the screen, retitle
+  the terminal or on some terminals write the clipboard. Newlines and tabs
+  pass.
+* **History** holds commands and code lines, never confirmation or
+  configuration answers, and never a ``/plugin enable`` line that sets a
+  secret config field (nor one naming a plugin that does not exist, whose
+  fields cannot be checked): the shell says it was not saved.
+* **Errors never end the session**: only :class:`CapletError` is caught,
+  printed, and the REPL continues; Ctrl-C abandons the line (or the command
+  being run; the host kills a worker interrupted mid-call) and continues;
+  Ctrl-D, ``/exit`` and ``/quit`` leave. When stdin is not a terminal, a
+  block still open at the end of input runs, and :class:`SessionSummary`
+  counts the inputs that failed (the CLI exits 1 on any).
+"""
+
+from __future__ import annotations
+
+import codeop
+import re
+import shlex
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, TextIO, assert_never
+
+from rich.console import Console
+from rich.text import Text
+
+from caplet._audit._model import AuditResult, Verdict
+from caplet._cli._render import print_audit, print_plugins, risk_text, trust_text
+from caplet._config._prompt import Prompter
+from caplet._errors import CapletError
+from caplet._findings import RiskLevel
+from caplet._host._guest_result import GuestResult
+from caplet._host._host import PluginHost
+from caplet._host._policy import TrustTier
+from caplet._host._records import PluginInfo
+from caplet._suggest import closest, did_you_mean
+from caplet._version import __version__
+
+__all__ = [
+    "CONTINUATION_PROMPT",
+    "PROMPT",
+    "History",
+    "ReadLine",
+    "SessionSummary",
+    "Shell",
+    "ShellCommand",
+    "Subcommand",
+    "stdin_reader",
+    "visible",
+]
+
+PROMPT = "caplet> "
+#: As wide as :data:`PROMPT`, so an indented block lines up with its first line.
+CONTINUATION_PROMPT = "    ... "
+
+
+class ReadLine(Protocol):
+    """Reads one line without its newline; raises EOFError at the end of input and
+    KeyboardInterrupt on Ctrl-C (the contract of the builtin ``input``)."""
+
+    def __call__(self, prompt: str, /) -> str: ...
+
+
+class History(Protocol):
+    """Where the lines worth recalling go (readline's history, in the CLI)."""
+
+    def remember(self, line: str) -> None: ...
+
+
+class ShellCommand(StrEnum):
+    """The ``/`` commands."""
+
+    PLUGIN = "/plugin"
+    PLUGINS = "/plugins"
+    SYSTEM = "/system"
+    HELP = "/help"
+    EXIT = "/exit"
+    QUIT = "/quit"
+
+
+class Subcommand(StrEnum):
+    """What ``/plugin`` does (seed 000's six, in its order)."""
+
+    LIST = "list"
+    ENABLE = "enable"
+    DISABLE = "disable"
+    APPROVE = "approve"
+    UNAPPROVE = "unapprove"
+    AUDIT = "audit"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """How a session went: how many inputs (commands and snippets) ran, how many failed."""
+
+    inputs: int
+    failures: int
+
+
+#: The options each subcommand takes, spelling -> meaning.
+_OPTIONS: dict[Subcommand, dict[str, str]] = {
+    Subcommand.LIST: {},
+    Subcommand.ENABLE: {"-y": "yes", "--yes": "yes"},
+    Subcommand.DISABLE: {},
+    Subcommand.APPROVE: {"-y": "yes", "--yes": "yes"},
+    Subcommand.UNAPPROVE: {},
+    Subcommand.AUDIT: {"--fresh": "fresh", "-v": "verbose", "--verbose": "verbose"},
+}
+
+_USAGE: dict[Subcommand, str] = {
+    Subcommand.LIST: "/plugin list",
+    Subcommand.ENABLE: "/plugin enable NAME [k=v ...] [-y]",
+    Subcommand.DISABLE: "/plugin disable NAME",
+    Subcommand.APPROVE: "/plugin approve NAME [-y]",
+    Subcommand.UNAPPROVE: "/plugin unapprove NAME",
+    Subcommand.AUDIT: "/plugin audit NAME [--fresh] [-v]",
+}
+
+_HELP: tuple[tuple[str, str], ...] = (
+    ("PYTHON CODE", "runs as guest code in a fresh zero-capability sandbox; it can only call"),
+    ("", "enabled plugins (import host.<module>); nothing carries over between inputs"),
+    ("/plugin list", "discovered plugins: version, state, approval, risk (also /plugins)"),
+    (_USAGE[Subcommand.ENABLE], "audit, show the report, confirm, configure, enable"),
+    ("", "(this session only; an approved plugin skips the audit)"),
+    (_USAGE[Subcommand.DISABLE], "disable it (and the plugins that require it)"),
+    (_USAGE[Subcommand.APPROVE], "show the audit, confirm, approve persistently"),
+    (_USAGE[Subcommand.UNAPPROVE], "remove the approval"),
+    (_USAGE[Subcommand.AUDIT], "show the audit of the current content (--fresh re-runs it)"),
+    ("/system", "the system-message text an agent would add for the enabled plugins"),
+    ("/help", "this list"),
+    ("/exit, /quit", "leave (or Ctrl-D); Ctrl-C abandons the current line"),
+)
+
+#: Control characters and bidirectional overrides, shown escaped (newline and tab pass).
+_ESCAPES = {
+    code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))
+} | {code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+#: The dotted name being typed at the end of a word of code (``print(host.gr`` -> ``host.gr``).
+_DOTTED_TAIL = re.compile(r"[A-Za-z_][\w.]*$")
+
+#: One level of indentation, inserted by Tab at the start of a line of code.
+_INDENT = "    "
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters and bidi overrides escaped (see the module docstring)."""
+    return text.translate(_ESCAPES)
+
+
+def stdin_reader(stream: TextIO) -> ReadLine:
+    """A :class:`ReadLine` over a non-terminal stream: no prompt is written (a script's
+    output must not fill with prompts), EOFError at its end."""
+
+    def read(prompt: str, /) -> str:
+        line = stream.readline()
+        if not line:
+            raise EOFError
+        return line.removesuffix("\n").removesuffix("\r")
+
+    return read
+
+
+def _is_entry(token: str) -> bool:
+    key, sep, _ = token.partition("=")
+    return bool(sep) and key.strip().isidentifier()
+
+
+class _UsageError(Exception):
+    """Internal: a malformed command line; the message says what was expected."""
+
+
+class Shell:
+    """The REPL over one :class:`PluginHost`.
+
+    ``read_line`` reads input (and confirmation answers), ``console`` gets
+    results and ``err`` (default: ``console``) errors, refusals and the
+    guest's stderr. ``prompter`` asks for configuration during an enable
+    (default: the host's). ``interactive`` says a person is typing: it
+    turns on the banner, prompts and confirmations. ``history`` receives
+    the lines worth recalling. ``timeout`` is each snippet's deadline in
+    seconds (default: the policy's).
+    """
+
+    def __init__(
+        self,
+        host: PluginHost,
+        read_line: ReadLine,
+        console: Console,
+        *,
+        err: Console | None = None,
+        prompter: Prompter | None = None,
+        interactive: bool = True,
+        history: History | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.host = host
+        self._read = read_line
+        self.console = console
+        self.err = err if err is not None else console
+        self.prompter = prompter
+        self.interactive = interactive
+        self.history = history
+        self.timeout = timeout
+        self._done = False
+        self._inputs = 0
+        self._failures = 0
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> SessionSummary:
+        """Read and run inputs until Ctrl-D (end of input), ``/exit`` or ``/quit``."""
+        if self.interactive:
+            self.print_banner()
+        buffer: list[str] = []
+        pending: deque[str] = deque()
+        while not self._done:
+            try:
+                if pending:
+                    line = pending.popleft()
+                else:
+                    # A terminal that passes a pasted block through as one
+                    # "line" still gets it line by line, as typed.
+                    first, *rest = self._read(CONTINUATION_PROMPT if buffer else PROMPT).split("\n")
+                    line = first
+                    pending.extend(rest)
+            except KeyboardInterrupt:
+                self._interrupted()
+                buffer.clear()
+                pending.clear()
+                continue
+            except EOFError:
+                if buffer and not self.interactive:
+                    self._count(self._run_code("\n".join(buffer)))
+                if self.interactive:
+                    self.console.print()
+                break
+            try:
+                self._feed(line, buffer)
+            except KeyboardInterrupt:
+                self._interrupted()
+                self._count(ok=False)
+                buffer.clear()
+                pending.clear()
+        return SessionSummary(inputs=self._inputs, failures=self._failures)
+
+    def _feed(self, line: str, buffer: list[str]) -> None:
+        """One line: a command, the start or continuation of a block, or a whole snippet."""
+        if not buffer:
+            stripped = line.strip()
+            if not stripped:
+                return
+            if stripped.startswith("/"):
+                self._remember(stripped)
+                self._count(self.command(stripped))
+                return
+        buffer.append(line)
+        self._remember(line)
+        source = "\n".join(buffer)
+        if _incomplete(source):
+            return
+        buffer.clear()
+        self._count(self._run_code(source))
+
+    def _count(self, ok: bool) -> None:
+        self._inputs += 1
+        if not ok:
+            self._failures += 1
+
+    def _interrupted(self) -> None:
+        if self.interactive:
+            self.err.print()
+        self.err.print(Text("KeyboardInterrupt", style="red"))
+
+    def _remember(self, line: str) -> None:
+        if self.history is None:
+            return
+        secret = self._secret_in(line)
+        if secret:
+            self._say(f"(not saved in the history: {secret})", "dim")
+            return
+        self.history.remember(line)
+
+    def _secret_in(self, line: str) -> str:
+        """Why ``line`` must stay out of the history ("" when it may go in)."""
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return ""
+        if len(words) < 4 or words[0] not in (ShellCommand.PLUGIN, ShellCommand.PLUGINS):
+            return ""
+        if words[1] != Subcommand.ENABLE.value:
+            return ""
+        keys = [w.partition("=")[0].strip() for w in words[3:] if _is_entry(w)]
+        if not keys:
+            return ""
+        try:
+            info = self.host.get_plugin(words[2])
+        except CapletError:
+            info = None
+        if info is None:
+            return f"it sets config of an unknown plugin {words[2]!r}, which may be secret"
+        secret = sorted({f.name for f in info.manifest.config if f.secret} & set(keys))
+        return f"it sets the secret field(s) {', '.join(secret)}" if secret else ""
+
+    # -- guest code ---------------------------------------------------------------------------
+
+    def _run_code(self, code: str) -> bool:
+        try:
+            result = self.host.exec(code, timeout=self.timeout)
+        except CapletError as exc:
+            self._error(f"error: {exc}")
+            return False
+        self.show_result(result)
+        return result.ok
+
+    def show_result(self, result: GuestResult) -> None:
+        """What a snippet printed, its value, and its error, as the Python REPL shows them."""
+        _write(self.console, result.stdout)
+        _write(self.err, result.stderr)
+        if result.value_repr is not None:
+            _write(self.console, result.value_repr + "\n")
+        if result.error is not None:
+            _write(self.err, result.error)
+        if result.truncated:
+            self.err.print(
+                Text(
+                    "[caplet: output over the policy's limit was dropped "
+                    "(Policy.guest.max_output_kb)]",
+                    style="yellow",
+                ),
+                soft_wrap=True,
+            )
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def command(self, line: str) -> bool:
+        """Run one ``/`` command line; False when it failed or was refused."""
+        try:
+            try:
+                words = shlex.split(line)
+            except ValueError as exc:
+                raise _UsageError(
+                    f"cannot read {line!r} ({exc}); quote a value holding spaces: key='a b'"
+                ) from exc
+            return self._dispatch(words[0], words[1:])
+        except _UsageError as exc:
+            self._error(str(exc))
+            return False
+        except CapletError as exc:
+            self._error(f"error: {exc}")
+            return False
+
+    def _dispatch(self, word: str, args: list[str]) -> bool:
+        try:
+            command = ShellCommand(word)
+        except ValueError:
+            names = [c.value for c in ShellCommand]
+            suggestion = closest(word, names)
+            hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+            raise _UsageError(
+                f"unknown command {word!r}{hint} (/help lists the commands)"
+            ) from None
+        match command:
+            case ShellCommand.PLUGIN | ShellCommand.PLUGINS:
+                return self._plugin(args)
+            case ShellCommand.SYSTEM:
+                _no_arguments(word, args)
+                return self._system()
+            case ShellCommand.HELP:
+                self.print_help()
+                return True
+            case ShellCommand.EXIT | ShellCommand.QUIT:
+                _no_arguments(word, args)
+                self._done = True
+                return True
+            case _:
+                assert_never(command)
+
+    def _plugin(self, args: list[str]) -> bool:
+        if not args:
+            return self._list()
+        word, rest = args[0], args[1:]
+        try:
+            sub = Subcommand(word)
+        except ValueError:
+            suggestion = closest(word, [s.value for s in Subcommand])
+            hint = (
+                f"; did you mean {suggestion!r}?"
+                if suggestion
+                else f"; expected one of: {', '.join(s.value for s in Subcommand)}"
+            )
+            raise _UsageError(f"unknown subcommand {word!r}{hint}") from None
+        options, positional = _options(sub, rest)
+        match sub:
+            case Subcommand.LIST:
+                _no_arguments("/plugin list", positional)
+                return self._list()
+            case Subcommand.ENABLE:
+                name, entries = _name(sub, positional, extra=True)
+                bad = [e for e in entries if not _is_entry(e)]
+                if bad:
+                    raise _UsageError(
+                        f"expected key=value configuration after the plugin name, got {bad[0]!r} "
+                        f"(usage: {_USAGE[sub]})"
+                    )
+                return self._enable(name, entries, yes="yes" in options)
+            case Subcommand.DISABLE:
+                return self._disable(_name(sub, positional)[0])
+            case Subcommand.APPROVE:
+                return self._approve(_name(sub, positional)[0], yes="yes" in options)
+            case Subcommand.UNAPPROVE:
+                return self._unapprove(_name(sub, positional)[0])
+            case Subcommand.AUDIT:
+                return self._audit_command(
+                    _name(sub, positional)[0],
+                    fresh="fresh" in options,
+                    verbose="verbose" in options,
+                )
+            case _:
+                assert_never(sub)
+
+    # -- /plugin list, /system, /help ---------------------------------------------------------
+
+    def _list(self) -> bool:
+        # The seed re-discovers on every list: a folder dropped in is found.
+        self.host.discover()
+        plugins = self.host.list_plugins()
+        print_plugins(self.console, plugins, self.host.manager.broken_plugins())
+        for info in plugins:
+            if info.inert_reason:
+                self._say(info.inert_reason, "red")
+            if info.quarantine is not None:
+                self._say(
+                    f"{info.name} is quarantined: {info.quarantine.reason} (release it with "
+                    f"`caplet release {info.name}` after fixing the cause)",
+                    "red",
+                )
+        return True
+
+    def _system(self) -> bool:
+        text = self.host.get_system_message_additions()
+        if not text:
+            self._say("no plugin is enabled: the system message has no additions")
+        else:
+            self.console.print(Text(text), soft_wrap=True)
+        return True
+
+    def print_banner(self) -> None:
+        count = len(self.host.manager.names())
+        self._say(
+            f"caplet shell {__version__}: {count} plugin(s) in {self.host.manager.plugins_dir}, "
+            f"isolation: {self.host.isolation}",
+            "bold",
+        )
+        self._say(
+            "Python you type runs as guest code, each input in a fresh sandbox with no "
+            "capability but calling enabled plugins (import host.<module>); nothing carries "
+            "over from one input to the next. /help lists the commands; /exit or Ctrl-D leaves."
+        )
+
+    def print_help(self) -> None:
+        width = max(len(usage) for usage, _ in _HELP)
+        for usage, text in _HELP:
+            self.console.print(Text(f"  {usage:<{width}}  {text}"), soft_wrap=True)
+
+    # -- /plugin enable -----------------------------------------------------------------------
+
+    def _enable(self, name: str, entries: Sequence[str], *, yes: bool) -> bool:
+        # Seed step 1: re-discover, in case the folder was just created.
+        self.host.discover()
+        info = self._resolve(name)
+        refusal = self._blocked(info)
+        if refusal:
+            return self._refused(refusal)
+        if info.enabled:
+            self._say(f"{name} is already enabled: reconfiguring it")
+            return self._configure_and_enable(info, entries)
+        fast, why = self._fast_path(info)
+        if fast:
+            self._say(why, "green")
+            return self._configure_and_enable(info, entries)
+        if why:
+            self._say(why, "yellow")
+        audit = self._audit(info)
+        print_audit(self.console, audit)
+        if audit.risk_level.order >= RiskLevel.HIGH.order or audit.verdict is Verdict.REJECT:
+            self._say(
+                f"warning: {name} was audited {audit.risk_level.value} risk "
+                f"(recommendation {audit.verdict.value}); review the findings above",
+                "bold red",
+            )
+        if not self._confirm(f"Enable {name} {info.version} for this session?", yes=yes):
+            self._say(f"{name} was not enabled")
+            return False
+        return self._configure_and_enable(info, entries)
+
+    def _blocked(self, info: PluginInfo) -> str:
+        """Why ``info`` cannot be enabled whatever is answered ("" when it can)."""
+        inert = self.host.manager.inert_reason(info.name)
+        if inert:
+            return inert
+        if info.quarantine is not None:
+            return (
+                f"plugin {info.name!r} is quarantined ({info.quarantine.reason}); release it "
+                f"with `caplet release {info.name}` after fixing the cause"
+            )
+        return ""
+
+    def _fast_path(self, info: PluginInfo) -> tuple[bool, str]:
+        """Whether the approved fast path applies, and the message saying why (or why not).
+
+        The stored approval is re-checked, not trusted: its hash against the
+        content now, its stored risk and verdict, and the latest cached audit.
+        """
+        name = info.name
+        manager = self.host.manager
+        if manager.locked:
+            return True, f"{name} is pinned in {manager.lockfile_path}: skipping the audit"
+        approval = info.approval
+        if approval is None:
+            return False, ""
+        current = manager.current_hash(name)
+        if approval.content_hash != current:
+            return False, (
+                f"{name} was approved at {approval.content_hash}, but its content is now "
+                f"{current}: the approval no longer applies; auditing it again"
+            )
+        if info.tier is TrustTier.UNTRUSTED:
+            return False, (
+                f"{name} is approved but untrusted ({info.signature.detail}): auditing it again"
+            )
+        limit = self.host.policy.max_risk_level
+        stored = approval.risk_level
+        if (
+            stored.order >= RiskLevel.HIGH.order
+            or stored.order > limit.order
+            or approval.verdict is Verdict.REJECT
+        ):
+            return False, (
+                f"{name} is approved, but its stored risk is {stored.value} (recommendation "
+                f"{approval.verdict.value}, policy maximum {limit.value}): showing the audit again"
+            )
+        cached = manager.get_cached_audit(name, current)
+        if cached is not None and (
+            cached.risk_level.order >= RiskLevel.HIGH.order or cached.verdict is Verdict.REJECT
+        ):
+            return False, (
+                f"{name} is approved, but its latest audit says {cached.risk_level.value} risk "
+                f"(recommendation {cached.verdict.value}): showing the audit again"
+            )
+        return True, (
+            f"{name} is approved (risk {stored.value}, recommendation {approval.verdict.value}): "
+            "skipping the audit"
+        )
+
+    def _configure_and_enable(self, info: PluginInfo, entries: Sequence[str]) -> bool:
+        name = info.name
+        if entries:
+            # Keys only: a value may be a secret.
+            keys = ", ".join(e.partition("=")[0].strip() for e in entries)
+            self._say(f"config overrides: {keys}")
+        outcome = self.host.enable(name, entries, prompter=self.prompter)
+        if not outcome:
+            return self._refused(outcome.reason)
+        enabled = self.host.manager.require_plugin(name)
+        modules = ", ".join(f"host.{m.name}" for m in enabled.manifest.modules)
+        self._say(
+            f"{name} {enabled.version}: {outcome.reason}; guest code can import {modules}",
+            "green",
+        )
+        if not enabled.approved and not self.host.manager.locked:
+            self._say(
+                f"{name} is enabled for this session only and is not approved; "
+                f"/plugin approve {name} lets the next session skip the audit",
+                "dim",
+            )
+        return True
+
+    # -- the other subcommands ----------------------------------------------------------------
+
+    def _disable(self, name: str) -> bool:
+        self._resolve(name)
+        outcome = self.host.disable(name)
+        if not outcome:
+            return self._refused(outcome.reason)
+        also = f" (also disabled: {', '.join(outcome.affected)})" if outcome.affected else ""
+        self._say(f"{outcome.reason}{also}", "green")
+        return True
+
+    def _approve(self, name: str, *, yes: bool) -> bool:
+        info = self._resolve(name)
+        current = self.host.manager.current_hash(name)
+        if self.host.is_approved(name):
+            self._say(f"{name} is already approved at {current}")
+            return True
+        audit = self._audit(info)
+        self._say(f"Approve {name} {info.version}", "bold")
+        declared = ", ".join(c.declared for c in info.manifest.capabilities) or "none"
+        self._say(f"  capabilities: {declared}")
+        print_audit(self.console, audit)
+        if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
+            self._say(f"{name} was not approved")
+            return False
+        outcome = self.host.approve(name)
+        if not outcome:
+            return self._refused(outcome.reason)
+        self._say(f"approved: {outcome.reason}", "green")
+        self._say(
+            "the approval persists across sessions until the plugin's content changes or "
+            f"you run /plugin unapprove {name}",
+            "dim",
+        )
+        return True
+
+    def _unapprove(self, name: str) -> bool:
+        info = self._resolve(name)
+        outcome = self.host.unapprove(name)
+        if not outcome:
+            return self._refused(outcome.reason)
+        self._say(outcome.reason, "green")
+        if info.enabled:
+            self._say(f"{name} stays enabled for this session", "dim")
+        return True
+
+    def _audit_command(self, name: str, *, fresh: bool, verbose: bool) -> bool:
+        info = self._resolve(name)
+        audit = self._audit(info, fresh=fresh)
+        print_audit(self.console, audit, verbose=verbose)
+        self.console.print(Text("  trust: ").append_text(trust_text(info)), soft_wrap=True)
+        return audit.verdict is not Verdict.REJECT
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _resolve(self, name: str) -> PluginInfo:
+        """The plugin called ``name``; re-discovers once before giving up."""
+        info = self.host.get_plugin(name)
+        if info is None:
+            self.host.discover()
+            info = self.host.get_plugin(name)
+        if info is None:
+            hint = did_you_mean(name, self.host.manager.names())
+            raise _UsageError(
+                f"no plugin named {name!r} in {self.host.manager.plugins_dir}{hint}; "
+                "/plugins lists the discovered plugins"
+            )
+        return info
+
+    def _audit(self, info: PluginInfo, *, fresh: bool = False) -> AuditResult:
+        """The audit of the current content: cached, or run now (saying how)."""
+        manager = self.host.manager
+        cached = None if fresh else manager.get_cached_audit(info.name)
+        if cached is not None:
+            line = Text(f"{info.name}: the cached audit of this content (")
+            self.console.print(line.append_text(risk_text(cached)).append(")"), soft_wrap=True)
+            return self.host.audit(info.name)
+        model = manager.auditor_id()
+        how = (
+            f"static scan and deep audit by {model}"
+            if model
+            else "static scan only (no LLM auditor configured; see CAPLET_LLM_*)"
+        )
+        self._say(f"Auditing {info.name} {info.version}: {how} ...")
+        return self.host.audit(info.name, fresh=fresh)
+
+    def _confirm(self, question: str, *, yes: bool) -> bool:
+        if yes:
+            return True
+        if not self.interactive:
+            self._error(
+                f"{question} needs an answer and stdin is not a terminal; "
+                "add -y to the command to answer yes"
+            )
+            return False
+        try:
+            answer = self._read(f"{question} [y/N] ")
+        except EOFError:
+            return False
+        return answer.strip().lower() in {"y", "yes"}
+
+    def _say(self, message: str, style: str = "") -> None:
+        self.console.print(Text(message, style=style), soft_wrap=True)
+
+    def _error(self, message: str) -> None:
+        self.err.print(Text(message, style="red"), soft_wrap=True)
+
+    def _refused(self, reason: str) -> bool:
+        self.err.print(Text(f"refused: {reason}", style="bold red"), soft_wrap=True)
+        return False
+
+    # -- completion ---------------------------------------------------------------------------
+
+    def complete(self, line: str, begin: int, word: str) -> list[str]:
+        """Tab completions for ``word``, which starts at index ``begin`` of ``line``.
+
+        Commands, subcommands, plugin names, options and config keys
+        (``key=``) after ``/``; ``host.<module>.<function>`` of the enabled
+        plugins in code; an indent at the start of a line of code.
+        """
+        before = line[:begin].split()
+        if not line.lstrip().startswith("/"):
+            return self._complete_code(before, word)
+        if not before:
+            return [f"{c.value} " for c in ShellCommand if c.value.startswith(word)]
+        if before[0] not in (ShellCommand.PLUGIN.value, ShellCommand.PLUGINS.value):
+            return []
+        if len(before) == 1:
+            return [f"{s.value} " for s in Subcommand if s.value.startswith(word)]
+        try:
+            sub = Subcommand(before[1])
+        except ValueError:
+            return []
+        if word.startswith("-"):
+            return sorted(f"{o} " for o in _OPTIONS[sub] if o.startswith(word))
+        if sub is Subcommand.LIST:
+            return []
+        plugins = self.host.list_plugins()
+        if len(before) == 2:
+            if sub is Subcommand.DISABLE:
+                plugins = [p for p in plugins if p.enabled]
+            elif sub is Subcommand.UNAPPROVE:
+                plugins = [p for p in plugins if p.approval is not None]
+            return [f"{p.name} " for p in plugins if p.name.startswith(word)]
+        if sub is not Subcommand.ENABLE:
+            return []
+        target = next((p for p in plugins if p.name == before[2]), None)
+        if target is None:
+            return []
+        given = {w.partition("=")[0] for w in before[3:]}
+        return [
+            f"{f.name}="
+            for f in target.manifest.config
+            if f.name.startswith(word) and f.name not in given
+        ]
+
+    def _complete_code(self, before: list[str], word: str) -> list[str]:
+        if not word and not before:
+            return [_INDENT]
+        match = _DOTTED_TAIL.search(word)
+        if match is None or not match.group().startswith("host."[: len(match.group())]):
+            return []
+        head, tail = word[: match.start()], match.group()
+        names: list[str] = []
+        for info in self.host.manager.get_enabled_plugins():
+            for module in info.manifest.modules:
+                names.append(f"host.{module.name}")
+                names.extend(f"host.{module.name}.{f}" for f in module.function_names)
+        return [head + n for n in sorted(set(names)) if n.startswith(tail)]
+
+
+def _incomplete(source: str) -> bool:
+    """True when ``source`` is the start of a statement, as the Python REPL decides it.
+
+    Anything else (complete, or a syntax error) goes to the guest, which
+    reports errors with its own traceback. Compiling here runs nothing.
+    """
+    with warnings.catch_warnings():
+        # A SyntaxWarning is the guest's to show, not the host's.
+        warnings.simplefilter("ignore")
+        try:
+            return codeop.compile_command(source, "<guest>", "single") is None
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+            return False
+
+
+def _write(console: Console, text: str) -> None:
+    """Untrusted output, escaped, ending with a newline so the next prompt starts a line."""
+    if not text:
+        return
+    if not text.endswith("\n"):
+        text += "\n"
+    console.out(visible(text), end="", highlight=False)
+
+
+def _no_arguments(command: str, args: Sequence[str]) -> None:
+    if args:
+        raise _UsageError(f"{command} takes no arguments, got {' '.join(args)!r}")
+
+
+def _options(sub: Subcommand, args: Sequence[str]) -> tuple[set[str], list[str]]:
+    """Split ``args`` into the subcommand's options (by meaning) and the rest."""
+    known = _OPTIONS[sub]
+    options: set[str] = set()
+    rest: list[str] = []
+    for arg in args:
+        if not arg.startswith("-"):
+            rest.append(arg)
+            continue
+        meaning = known.get(arg)
+        if meaning is None:
+            spellings = sorted(known)
+            if not spellings:
+                raise _UsageError(f"/plugin {sub.value} takes no options, got {arg!r}")
+            raise _UsageError(
+                f"unknown option {arg!r} for /plugin {sub.value}{did_you_mean(arg, spellings)}; "
+                f"usage: {_USAGE[sub]}"
+            )
+        options.add(meaning)
+    return options, rest
+
+
+def _name(
+    sub: Subcommand, positional: Sequence[str], *, extra: bool = False
+) -> tuple[str, list[str]]:
+    """The plugin NAME (and, with ``extra``, the words after it)."""
+    if not positional:
+        raise _UsageError(f"/plugin {sub.value} needs a plugin NAME: {_USAGE[sub]}")
+    if len(positional) > 1 and not extra:
+        raise _UsageError(
+            f"/plugin {sub.value} takes one plugin NAME, got {' '.join(positional)!r}: "
+            f"{_USAGE[sub]}"
+        )
+    return positional[0], list(positional[1:])
