@@ -423,10 +423,13 @@ GuardDog on the same trees, recall and precision: the scanner section below
             "missed: docs/architecture.md, section Performance.\n\n"
         )
         # The scanner comparison (Bandit, GuardDog, recall) takes ~35 minutes
-        # and downloads 100 sdists, so it has its own script; its latest
-        # section is carried along here.
-        scan_section = BENCH_DIR / "scan_results.md"
-        extra = "\n" + scan_section.read_text() if scan_section.exists() else ""
+        # and downloads 100 sdists, and the soak a few minutes, so each has
+        # its own script; their latest sections are carried along here (the
+        # soak's between markers, which benchmarks/soak.py --write replaces).
+        extra = ""
+        for section in (BENCH_DIR / "scan_results.md", BENCH_DIR / "soak_results.md"):
+            if section.exists():
+                extra += "\n" + section.read_text()
         target.write_text(intro + tables + extra)
     return 0
 

@@ -6,7 +6,8 @@ folder; caplet's test suite keeps the copies byte for byte equal).
 
 A path given by a caller is checked here before any file is touched:
 
-1. a non-empty string, without NUL, at most 4096 characters;
+1. a non-empty string of valid Unicode text (no lone surrogates), without
+   NUL, at most 4096 characters;
 2. relative: it is resolved against the configured base directory, never
    against the working directory, and absolute paths are refused (accepting
    one that happens to lie inside the base would let a caller probe where
@@ -99,6 +100,15 @@ class Jail:
             raise ValueError("invalid path: must be a non-empty string")
         if "\0" in path:
             raise ValueError("invalid path: contains a NUL character")
+        if not path.isascii():
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:
+                # A lone surrogate: os calls would raise UnicodeEncodeError, or
+                # (surrogateescape) name raw bytes that are not text at all.
+                raise ValueError(
+                    "invalid path: not valid Unicode text (it holds a lone surrogate)"
+                ) from None
         if len(path) > MAX_PATH_CHARS:
             raise ValueError(
                 f"invalid path: {len(path)} characters, more than the {MAX_PATH_CHARS} allowed"

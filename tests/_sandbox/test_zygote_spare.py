@@ -216,3 +216,60 @@ def test_a_worker_that_exited_while_idle_refuses_the_call_saying_nothing_ran(
     assert f"the worker (pid {worker.pid}) had exited before demo.echo was sent" in message
     assert "exited with code 137" in message  # 128 + SIGKILL, from the jail monitor
     assert "nothing ran (start a new worker)" in message
+
+
+def test_closing_the_launcher_leaves_no_process_not_even_a_zombie(tmp_path: Path) -> None:
+    """The zygote kills and reaps its spare and any worker still running before it exits.
+
+    Before, it exited at once and left them to PR_SET_PDEATHSIG: killed, but
+    reparented as zombies to whatever subreaper (or init) is above the host,
+    one per launcher closed. The child runs as a subreaper to see them.
+    """
+    spec = _spec(tmp_path, 0)
+    result = _in_child(
+        f"""
+        import os
+        from pathlib import Path
+        from caplet._sandbox._launcher import WorkerSpec
+        from caplet._sandbox._sandboxed import SandboxLauncher
+        from caplet._syscall import set_child_subreaper
+
+        set_child_subreaper()
+
+        def descendants():
+            parents = {{}}
+            for name in os.listdir("/proc"):
+                if name.isdigit():
+                    try:
+                        text = Path(f"/proc/{{name}}/stat").read_text()
+                    except OSError:
+                        continue
+                    parents[int(name)] = int(text[text.rindex(")") + 2 :].split()[1])
+            found, frontier = [], {{os.getpid()}}
+            while frontier:
+                frontier = {{pid for pid, parent in parents.items() if parent in frontier}}
+                found += frontier
+            return sorted(found)
+
+        launcher = SandboxLauncher(strict=True)
+        worker = launcher.start(
+            WorkerSpec(
+                plugin="spare",
+                snapshot_dir=Path({str(spec.snapshot_dir)!r}),
+                entry="plugin.py",
+                config={{}},
+                modules={{"demo": ("echo",)}},
+                workdir=Path({str(spec.workdir)!r}),
+            )
+        )
+        assert worker.call("demo", "echo", (1,), {{}}, timeout_s=10) == 1
+        running = len(descendants())  # the zygote, the worker's jail, the next spare
+        launcher.close()  # the worker is still running: the zygote must take it down too
+        print(running, descendants())
+        worker.close()
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    running, left = result.stdout.split(" ", 1)
+    assert int(running) >= 3
+    assert left.strip() == "[]"

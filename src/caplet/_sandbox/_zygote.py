@@ -37,7 +37,9 @@ at most that many round trips per turn. A listener is closed when it
 reports POLLHUP (no process uses the filter any more).
 
 The zygote dies with the host (``PR_SET_PDEATHSIG``) and every child dies
-with the zygote, so nothing outlives the host.
+with the zygote, so nothing outlives the host. When the host closes the
+control socket (an orderly close) the zygote kills and reaps its spare and
+any worker left before it exits, so nothing is left even as a zombie.
 
 This module runs in the zygote and in workers: stdlib, msgpack and caplet's
 base and sandbox modules only.
@@ -489,6 +491,34 @@ def _reap(children: _Children) -> None:
     children.pending[:] = [c for c in children.pending if not _remove_cgroup(c)]
 
 
+def _stop_children(spare: _Spare | None, children: _Children) -> None:
+    """Kill the spare and any worker still running, and reap them all, before exiting.
+
+    PR_SET_PDEATHSIG would kill them once the zygote is gone, but then as
+    orphans: each is reparented to the nearest subreaper above the host, or
+    to init, and left there as a zombie until that process reaps it (never,
+    in a container whose PID 1 is the application itself: one zombie per
+    launcher closed). Reaping here also means that when the host's close
+    has waited for the zygote, nothing it started is left, and the cgroups
+    removed after this are empty. The wait cannot hang on a worker: every
+    child was just sent SIGKILL, and what the zygote adopted as subreaper
+    (a jail's pid 1 whose monitor died) dies with its pid namespace.
+    """
+    pids = set(children.status)
+    if spare is not None:
+        pids.add(spare.pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # exited already; reaped below
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def _remove_cgroup(cgroup: Path) -> bool:
     try:
         return PidsRoot.remove(cgroup)
@@ -782,7 +812,8 @@ def _loop(
             continue
         message, fds, _, _ = socket.recv_fds(control, _MAX_REQUEST, 3)
         if not message:
-            return 0  # the host closed the channel: our children die with us
+            _stop_children(spare, children)  # the host closed the channel
+            return 0
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
