@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -33,9 +34,11 @@ from caplet._sandbox._worker import (
     EXIT_LOAD_FAILED,
     EXIT_OK,
     EXIT_PROTOCOL,
+    PLUGIN_PACKAGE,
     _entry_parts,
     _LoadError,
     _register,
+    warm_up,
 )
 
 PLUGIN = """
@@ -242,3 +245,17 @@ def test_register_keeps_only_declared_names() -> None:
     )
     assert loaded.table == {"demo": {"run": run}}
     assert loaded.rejected == ("demo.other", "extra")
+
+
+def test_warm_up_leaves_nothing_behind(tmp_path: Path) -> None:
+    before = set(sys.modules)
+    warm_up(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    assert "_caplet_warm_up" not in sys.modules
+    assert not any(name.startswith(PLUGIN_PACKAGE) for name in set(sys.modules) - before)
+
+
+def test_warm_up_where_nothing_can_be_written_is_a_no_op(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    warm_up(str(missing))  # best effort: never raises
+    assert not missing.exists()

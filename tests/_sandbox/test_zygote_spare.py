@@ -28,6 +28,7 @@ import pytest
 
 import caplet
 from caplet._errors import WorkerGoneError, WorkerStartError
+from caplet._sandbox._jail import runtime_grants
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
 from caplet._sandbox._zygote import LATE_SPARE_ENV, LATE_SPARE_FAILS
@@ -273,3 +274,28 @@ def test_closing_the_launcher_leaves_no_process_not_even_a_zombie(tmp_path: Path
     running, left = result.stdout.split(" ", 1)
     assert int(running) >= 3
     assert left.strip() == "[]"
+
+
+LISTER = """
+import os
+
+def create_functions(config):
+    return {"demo": {"echo": lambda value: sorted(os.listdir("/tmp"))}}
+"""
+
+
+def test_a_prepared_spares_warm_up_leaves_nothing_in_the_workers_tmp(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    # The jail's /tmp holds the working directory and, where the runtime
+    # lives under /tmp (a venv in /tmp, say), the mount points leading to it.
+    runtime = {
+        Path(grant.inside).parts[2]
+        for grant in runtime_grants()
+        if grant.inside.startswith("/tmp/")
+    }
+    worker = launcher.start(_spec(tmp_path, 0, LISTER))
+    try:
+        assert worker.call("demo", "echo", (None,), {}, timeout_s=10) == sorted({"work", *runtime})
+    finally:
+        worker.close()

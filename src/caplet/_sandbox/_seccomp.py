@@ -59,6 +59,7 @@ caplet base modules.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import select
 import struct
@@ -90,6 +91,7 @@ __all__ = [
     "DenialCounter",
     "apply_seccomp",
     "build_filter",
+    "prepare_filters",
     "seccomp_available",
     "seccomp_enforced",
     "seccomp_notify_problem",
@@ -342,6 +344,7 @@ def _on_syscall(number: int, block: list[_Insn]) -> list[_Insn]:
     return [_jump(_JEQ_K, number, 0, len(block)), *block]
 
 
+@functools.cache
 def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool = False) -> bytes:
     """The seccomp program (``struct sock_filter`` entries, 8 bytes each) for ``machine``.
 
@@ -350,7 +353,9 @@ def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool =
     with another architecture's numbers would deny the wrong calls). With
     ``notify`` every denial returns SECCOMP_RET_USER_NOTIF instead of
     ``RET_ERRNO | EPERM``, for a supervisor to count and answer with EPERM.
-    The result depends only on the arguments.
+    The result depends only on the arguments, so it is cached: the zygote
+    builds each variant once (:func:`prepare_filters`) and every worker
+    inherits them.
     """
     machine = os.uname().machine if machine is None else machine
     numbers = SYSCALL_NUMBERS.get(machine)
@@ -419,6 +424,13 @@ def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool =
         )
     program.append(_stmt(_RET_K, _RET_ALLOW))
     return b"".join(struct.pack("<HBBI", *insn) for insn in program)
+
+
+def prepare_filters() -> None:
+    """Build every variant of the filter now (in the zygote, before it forks)."""
+    for allow_exec in (False, True):
+        for notify in (False, True):
+            build_filter(allow_exec=allow_exec, notify=notify)
 
 
 def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:

@@ -86,6 +86,7 @@ from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
 from caplet._sandbox._seccomp import (
     DenialCounter,
     apply_seccomp,
+    prepare_filters,
     seccomp_available,
     seccomp_notify_problem,
 )
@@ -713,6 +714,9 @@ def _spare_main(
         # From here on this process is the jail's monitor; pid 1 goes on.
         enter_namespaces()
         prepared = build_root(JailSpec(grants=_visible(_RUNTIME_GRANTS), workdir=_WORKDIR_IN_JAIL))
+        # Pay the copy-on-write faults of the start's code paths now, while
+        # nobody waits (the scratch file lives in the jail's own /tmp).
+        _worker.warm_up(prepared.root + _JAIL_TMP)
     with _step("receiving the spawn request"):
         message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2)
         conn.close()
@@ -985,6 +989,7 @@ def main(argv: list[str] | None = None) -> int:
     # Warm what every worker needs (libc through ctypes, cap_last_cap, the
     # runtime grants) once, here: forked workers inherit it for free.
     prepare_jail()
+    prepare_filters()
     global _RUNTIME_GRANTS
     _RUNTIME_GRANTS = runtime_grants()
     # Everything the zygote built so far is shared with every worker it
