@@ -219,6 +219,9 @@ if TYPE_CHECKING:
         LockfileError as LockfileError,
     )
     from caplet._errors import (
+        LockfileWriteError as LockfileWriteError,
+    )
+    from caplet._errors import (
         ManifestError as ManifestError,
     )
     from caplet._errors import (
@@ -383,6 +386,12 @@ if TYPE_CHECKING:
     from caplet._host._records import (
         PluginState as PluginState,
     )
+    from caplet._host._state_check import (
+        StateReport as StateReport,
+    )
+    from caplet._host._state_check import (
+        check_state as check_state,
+    )
     from caplet._host._update import (
         UpdateReport as UpdateReport,
     )
@@ -439,6 +448,12 @@ if TYPE_CHECKING:
     )
     from caplet._trust._lockfile import (
         Lockfile as Lockfile,
+    )
+    from caplet._trust._problems import (
+        ProblemKind as ProblemKind,
+    )
+    from caplet._trust._problems import (
+        StateProblem as StateProblem,
     )
     from caplet._trust._signing import (
         SignatureCheck as SignatureCheck,
@@ -548,6 +563,7 @@ __all__ = [
     "LockedModeError",
     "Lockfile",
     "LockfileError",
+    "LockfileWriteError",
     "Manifest",
     "ManifestError",
     "ModelReport",
@@ -566,6 +582,7 @@ __all__ = [
     "PluginState",
     "PluginTreeError",
     "Policy",
+    "ProblemKind",
     "ProcExecCapability",
     "PromptTooLargeError",
     "Prompter",
@@ -595,6 +612,8 @@ __all__ = [
     "SizeLimitError",
     "SourceKind",
     "SqliteStore",
+    "StateProblem",
+    "StateReport",
     "StaticResolver",
     "StoreError",
     "SubprocessLauncher",
@@ -609,6 +628,7 @@ __all__ = [
     "WorkerCrashedError",
     "WorkerSpec",
     "WorkerStartError",
+    "check_state",
     "deep_audit",
     "format_audit_result",
     "inject_canaries",
@@ -736,6 +756,11 @@ _EXPORTS: dict[str, str] = {
     "LockProblem": "caplet._host._locked",
     "CapabilityDiff": "caplet._host._capdiff",
     "UpdateReport": "caplet._host._update",
+    "LockfileWriteError": "caplet._errors",
+    "ProblemKind": "caplet._trust._problems",
+    "StateProblem": "caplet._trust._problems",
+    "StateReport": "caplet._host._state_check",
+    "check_state": "caplet._host._state_check",
     "HookError": "caplet._errors",
     "HookFailedError": "caplet._errors",
     "HookPayloadError": "caplet._errors",
