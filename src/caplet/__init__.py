@@ -219,6 +219,9 @@ if TYPE_CHECKING:
         LockfileError as LockfileError,
     )
     from caplet._errors import (
+        LockfileWriteError as LockfileWriteError,
+    )
+    from caplet._errors import (
         ManifestError as ManifestError,
     )
     from caplet._errors import (
@@ -386,6 +389,12 @@ if TYPE_CHECKING:
     from caplet._host._records import (
         PluginState as PluginState,
     )
+    from caplet._host._state_check import (
+        StateReport as StateReport,
+    )
+    from caplet._host._state_check import (
+        check_state as check_state,
+    )
     from caplet._host._update import (
         UpdateReport as UpdateReport,
     )
@@ -442,6 +451,12 @@ if TYPE_CHECKING:
     )
     from caplet._trust._lockfile import (
         Lockfile as Lockfile,
+    )
+    from caplet._trust._problems import (
+        ProblemKind as ProblemKind,
+    )
+    from caplet._trust._problems import (
+        StateProblem as StateProblem,
     )
     from caplet._trust._signing import (
         SignatureCheck as SignatureCheck,
@@ -551,6 +566,7 @@ __all__ = [
     "LockedModeError",
     "Lockfile",
     "LockfileError",
+    "LockfileWriteError",
     "Manifest",
     "ManifestError",
     "ModelReport",
@@ -569,6 +585,7 @@ __all__ = [
     "PluginState",
     "PluginTreeError",
     "Policy",
+    "ProblemKind",
     "ProcExecCapability",
     "PromptTooLargeError",
     "Prompter",
@@ -598,6 +615,8 @@ __all__ = [
     "SizeLimitError",
     "SourceKind",
     "SqliteStore",
+    "StateProblem",
+    "StateReport",
     "StaticResolver",
     "StoreError",
     "SubprocessLauncher",
@@ -613,6 +632,7 @@ __all__ = [
     "WorkerGoneError",
     "WorkerSpec",
     "WorkerStartError",
+    "check_state",
     "deep_audit",
     "format_audit_result",
     "inject_canaries",
@@ -741,6 +761,11 @@ _EXPORTS: dict[str, str] = {
     "LockProblem": "caplet._host._locked",
     "CapabilityDiff": "caplet._host._capdiff",
     "UpdateReport": "caplet._host._update",
+    "LockfileWriteError": "caplet._errors",
+    "ProblemKind": "caplet._trust._problems",
+    "StateProblem": "caplet._trust._problems",
+    "StateReport": "caplet._host._state_check",
+    "check_state": "caplet._host._state_check",
     "HookError": "caplet._errors",
     "HookFailedError": "caplet._errors",
     "HookPayloadError": "caplet._errors",

@@ -42,6 +42,7 @@ __all__ = [
     "LifecycleError",
     "LockedModeError",
     "LockfileError",
+    "LockfileWriteError",
     "ManifestError",
     "NotGrantedError",
     "PluginCallError",
@@ -189,6 +190,14 @@ class LockfileError(TrustError):
         self.path = path
         self.plugin = plugin
         self.field = field
+
+
+class LockfileWriteError(LockfileError):
+    """``caplet.lock`` could not be written (a full disk, permissions); the old file is intact.
+
+    A failure of the environment rather than of the file's content, so the
+    command line reports it like a state error (exit 3).
+    """
 
 
 class SignatureError(TrustError):

@@ -11,17 +11,19 @@ from pathlib import Path
 import pytest
 
 from caplet._audit._model import Verdict
-from caplet._errors import LockfileError
+from caplet._errors import LockfileError, LockfileWriteError
 from caplet._findings import RiskLevel
 from caplet._trust._lockfile import (
     LockEntry,
     Lockfile,
     LockSignature,
+    check_lockfile,
     read_lockfile,
     render_lockfile,
     update_lockfile,
     write_lockfile,
 )
+from caplet._trust._problems import ProblemKind
 from caplet._trust._source import SourceKind
 
 DIGEST = "sha256-" + "a" * 64
@@ -178,3 +180,46 @@ def test_update_applies_the_change(tmp_path: Path) -> None:
     lock = update_lockfile(path, lambda lock: lock.without("a"))
     assert lock.names == ("b",)
     assert read_lockfile(path).names == ("b",)
+
+
+# -- doctor --check-state and write failures ------------------------------------------------------
+
+
+def test_check_lockfile_accepts_a_valid_or_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    assert check_lockfile(path) == ()
+    write_lockfile(Lockfile(path=path, entries=(entry(),)))
+    assert check_lockfile(path) == ()
+
+
+def test_check_lockfile_reports_what_reading_would_refuse(tmp_path: Path) -> None:
+    path = tmp_path / "caplet.lock"
+    path.write_text(render_lockfile(Lockfile(path=path, entries=(entry(),))).replace(DIGEST, "x"))
+    (problem,) = check_lockfile(path)
+    assert problem.kind is ProblemKind.LOCKFILE
+    assert problem.damaged
+    assert problem.path == str(path)
+    assert f"lock file {path}, plugin 'hello', field 'digest'" in problem.message
+    assert "re-pin it with `caplet lock hello`" in problem.message
+
+
+@pytest.mark.usefixtures("obey_file_permissions")
+def test_a_lock_file_that_cannot_be_written_is_a_write_error(tmp_path: Path) -> None:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    path = directory / "caplet.lock"
+    write_lockfile(Lockfile(path=path, entries=(entry(),)))
+    old = path.read_bytes()
+    directory.chmod(0o500)
+    try:
+        with pytest.raises(LockfileWriteError) as info:
+            write_lockfile(Lockfile(path=path, entries=(entry(), entry("other"))))
+    finally:
+        directory.chmod(0o700)
+    assert isinstance(info.value, LockfileError)
+    assert info.value.path == str(path)
+    message = str(info.value)
+    assert f"cannot write the lock file {path}: Permission denied" in message
+    assert "check that its directory exists and is writable" in message
+    assert "the lock file is unchanged" in message
+    assert path.read_bytes() == old

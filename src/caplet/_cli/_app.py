@@ -10,9 +10,10 @@ Exit codes (also in README and ``caplet --help``):
 * 0: success;
 * 1: refused, failed, or findings at or above the threshold;
 * 2: usage error (bad arguments, unknown command, plugin or config key);
-* 3: the environment or state failed (state database, worker start, a
-  broken ``CAPLET_LLM_*`` setting or an API key the provider refuses, an
-  update that could not be rolled back).
+* 3: the environment or state failed (state database, a lock file that
+  cannot be written, a full disk, worker start, a broken ``CAPLET_LLM_*``
+  setting or an API key the provider refuses, an update that could not be
+  rolled back), or ``caplet doctor --check-state`` found the state damaged.
 
 ``caplet shell`` on a terminal exits 0 when left (``/exit``, ``/quit``,
 Ctrl-D) whatever failed inside it; reading commands from a pipe, it exits
@@ -73,6 +74,7 @@ from caplet._errors import (
     GuestError,
     HookError,
     LockfileError,
+    LockfileWriteError,
     ManifestError,
     PluginNotFoundError,
     ProviderAuthError,
@@ -90,6 +92,7 @@ from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._host._locked import LockProblem
 from caplet._host._records import Outcome
+from caplet._host._state_check import check_state
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import MANIFEST_NAMES
 from caplet._scan._model import ScanMode, ScanReport
@@ -99,7 +102,13 @@ from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest, did_you_mean
 from caplet._trust._hashing import SIGNATURE_FILE
 from caplet._trust._keyring import Keyring
-from caplet._trust._lockfile import LockEntry, Lockfile, read_lockfile, update_lockfile
+from caplet._trust._lockfile import (
+    LOCKFILE_NAME,
+    LockEntry,
+    Lockfile,
+    read_lockfile,
+    update_lockfile,
+)
 from caplet._trust._paths import default_state_dir
 from caplet._trust._signing import (
     PublicKey,
@@ -216,7 +225,13 @@ def _exit_code(exc: CapletError) -> int:
     if isinstance(exc, PluginNotFoundError):
         return EXIT_USAGE
     if isinstance(
-        exc, StoreError | WorkerStartError | AuditConfigError | ProviderAuthError | UpdateError
+        exc,
+        StoreError
+        | LockfileWriteError
+        | WorkerStartError
+        | AuditConfigError
+        | ProviderAuthError
+        | UpdateError,
     ):
         return EXIT_STATE
     if isinstance(exc, ConfigError | ManifestError | TrustError | SandboxError):
@@ -721,11 +736,34 @@ def release_command(
 
 
 @app.command("doctor")
-def doctor_command(as_json: JsonFlag = False) -> None:
-    """Probe each isolation layer on this machine; exit 1 if strict isolation cannot run."""
+def doctor_command(
+    check_state: Annotated[
+        bool,
+        typer.Option(
+            "--check-state",
+            help="Check caplet's state instead of the isolation layers: the state database "
+            "(SQLite integrity, schema, every record), trusted keys, interrupted updates, the "
+            "lock file and leftover temporary files. Exit 3 when damaged.",
+        ),
+    ] = False,
+    plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
+    state_dir: StateDir = None,
+    lockfile: LockfileOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Probe each isolation layer on this machine; exit 1 if strict isolation cannot run.
+
+    With --check-state, check the state instead: exit 0 when it is healthy
+    (warnings, such as a leftover temporary file, are listed with their
+    fix) and 3 when it is damaged, naming the file and the fix.
+    """
+    out = _Out(as_json)
+    if check_state:
+        with _handled(out):
+            _doctor_state(out, plugins_dir, state_dir, lockfile)
+        return
     from caplet._sandbox._sandboxed import isolation_report
 
-    out = _Out(as_json)
     with _handled(out):
         report = isolation_report()
         out.emit(
@@ -749,6 +787,55 @@ def doctor_command(as_json: JsonFlag = False) -> None:
         if not report.complete:
             out.say("strict isolation (the default) will refuse to start plugins here")
             raise typer.Exit(EXIT_REFUSED)
+
+
+def _doctor_state(
+    out: _Out, plugins_dir: Path, state_dir: Path | None, lockfile: Path | None
+) -> None:
+    """`caplet doctor --check-state`: the report of :func:`check_state`, exit 3 when damaged."""
+    lock_path = lockfile if lockfile is not None else plugins_dir.parent / LOCKFILE_NAME
+    report = check_state(state_dir, lockfile=lock_path)
+    out.emit(
+        {
+            "ok": report.ok,
+            "state_dir": str(report.state_dir),
+            "database": None if report.database is None else str(report.database),
+            "lockfile": None if report.lockfile is None else str(report.lockfile),
+            "problems": [
+                {
+                    "kind": problem.kind.value,
+                    "damaged": problem.damaged,
+                    "path": problem.path,
+                    "message": problem.message,
+                }
+                for problem in report.problems
+            ],
+        }
+    )
+    database = report.database or f"no state database yet in {report.state_dir}"
+    lines: list[Text] = []
+    for problem in report.problems:
+        # Text, not markup: messages quote paths and plugin-controlled names.
+        mark = Text("✗ ", style="red") if problem.damaged else Text("! ", style="yellow")
+        lines.append(mark + Text(problem.message))
+    if report.ok:
+        summary = f"state ok: {database}; lock file {report.lockfile}"
+        if report.warnings:
+            summary += f" ({len(report.warnings)} warning(s))"
+        lines.append(Text(summary, style="green"))
+    else:
+        lines.append(
+            Text(
+                f"state damaged: {len(report.damaged)} problem(s); fix them before running plugins",
+                style="bold red",
+            )
+        )
+    if not out.as_json:
+        for line in lines:
+            # Not wrapped: the paths and `rm`/`mv` commands stay whole for copying.
+            out.console.print(line, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(EXIT_STATE)
 
 
 @app.command("log")

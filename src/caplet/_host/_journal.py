@@ -38,6 +38,7 @@ from caplet._atomic import atomic_write, exclusive_lock, fsync_directory
 from caplet._errors import StoreError, UpdateError
 from caplet._trust._lockfile import LockEntry, update_lockfile
 from caplet._trust._paths import ensure_private_dir
+from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._store import ApprovalRecord, TrustStore
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "Recovery",
     "UpdateJournal",
     "UpdateStep",
+    "check_journals",
     "crash_point",
     "holding_update_lock",
     "recover",
@@ -205,6 +207,59 @@ def finish(journal: UpdateJournal, store: TrustStore) -> None:
         new = journal.new_entry
         update_lockfile(Path(journal.lockfile), lambda lock: lock.with_entry(new))
     shutil.rmtree(journal.work_dir, ignore_errors=True)
+
+
+def check_journals(state_dir: Path) -> tuple[StateProblem, ...]:
+    """The journals' part of ``caplet doctor --check-state``; changes nothing.
+
+    An interrupted update is a warning, not damage: the next discovery
+    finishes it (:func:`recover`), so the report says how to trigger that.
+    A journal that cannot be read is damage: recovery would stop on it.
+    An update running in another process right now is left alone and
+    reported as such.
+    """
+    directory = _directory(state_dir)
+    if not directory.is_dir():
+        return ()
+    problems: list[StateProblem] = []
+    for path in sorted(directory.glob("*.json")):
+        plugin = path.stem
+        with holding_update_lock(state_dir, plugin, blocking=False) as held:
+            if not path.exists():
+                continue  # finished while we looked
+            if not held:
+                problems.append(
+                    StateProblem(
+                        kind=ProblemKind.UNFINISHED_UPDATE,
+                        path=str(path),
+                        message=(
+                            f"update journal {path}: plugin {plugin!r} is being updated by "
+                            "another caplet process right now; check again when it has finished"
+                        ),
+                    )
+                )
+                continue
+            try:
+                journal = _read_journal(path)
+            except StoreError as exc:
+                problems.append(
+                    StateProblem(kind=ProblemKind.JOURNAL, path=str(path), message=str(exc))
+                )
+                continue
+        how = "rolls it forward" if journal.step is UpdateStep.COMMITTED else "rolls it back"
+        problems.append(
+            StateProblem(
+                kind=ProblemKind.UNFINISHED_UPDATE,
+                path=str(path),
+                message=(
+                    f"update journal {path}: the update of plugin {plugin!r} was interrupted "
+                    f"at step {journal.step.value}; the next caplet command that discovers "
+                    f"plugins {how}: run `caplet list --plugins-dir "
+                    f"{Path(journal.plugin_dir).parent} --state-dir {state_dir}`"
+                ),
+            )
+        )
+    return tuple(problems)
 
 
 def recover(state_dir: Path, store: TrustStore) -> list[Recovery]:

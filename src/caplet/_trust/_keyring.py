@@ -45,8 +45,8 @@ class Keyring:
             atomic_write(path, key.file_text().encode("ascii"), mode=0o600)
         except OSError as exc:
             raise StoreError(
-                f"cannot write the trusted key {path} ({exc.strerror}); check the "
-                "permissions of the state directory"
+                f"cannot write the trusted key {path} ({exc.strerror}); check the free space "
+                "and the permissions of the state directory"
             ) from exc
         return not existed
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import os
 import re
@@ -50,9 +51,10 @@ import tomli_w
 
 from caplet._atomic import atomic_write
 from caplet._audit._model import Verdict
-from caplet._errors import LockfileError
+from caplet._errors import LockfileError, LockfileWriteError
 from caplet._findings import RiskLevel
 from caplet._trust._hashing import is_tree_hash
+from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._source import SourceKind
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "LockEntry",
     "LockSignature",
     "Lockfile",
+    "check_lockfile",
     "read_lockfile",
     "render_lockfile",
     "update_lockfile",
@@ -417,14 +420,38 @@ def render_lockfile(lock: Lockfile) -> str:
     return _HEADER + tomli_w.dumps(document)
 
 
+def check_lockfile(path: Path) -> tuple[StateProblem, ...]:
+    """The lock file's part of ``caplet doctor --check-state``: ``()`` when it reads cleanly.
+
+    Reading is already strict (every entry and field validated), so a lock
+    file caplet would refuse is exactly one that fails here. A missing
+    file is fine: not every project pins its plugins.
+    """
+    try:
+        read_lockfile(path, missing_ok=True)
+    except LockfileError as exc:
+        return (StateProblem(kind=ProblemKind.LOCKFILE, path=str(path), message=str(exc)),)
+    return ()
+
+
 def write_lockfile(lock: Lockfile) -> None:
-    """Write *lock* to its path atomically (temp file, fsync, rename, directory fsync)."""
+    """Write *lock* to its path atomically (temp file, fsync, rename, directory fsync).
+
+    Raises :class:`LockfileWriteError` when it cannot; the old file is then
+    unchanged (the temporary file is removed).
+    """
     try:
         atomic_write(lock.path, render_lockfile(lock).encode("utf-8"), mode=0o644)
     except OSError as exc:
-        raise LockfileError(
-            f"cannot write the lock file {lock.path} ({exc.strerror}); check that its "
-            "directory exists and is writable",
+        if exc.errno == errno.ENOSPC:
+            cause = (
+                "no space left on device; free space on the file system holding "
+                f"{lock.path.parent} and run the command again"
+            )
+        else:
+            cause = f"{exc.strerror}; check that its directory exists and is writable"
+        raise LockfileWriteError(
+            f"cannot write the lock file {lock.path}: {cause}; the lock file is unchanged",
             path=str(lock.path),
         ) from exc
 

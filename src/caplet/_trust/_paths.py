@@ -7,6 +7,7 @@ directory must be private to the user running caplet.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -52,10 +53,13 @@ def ensure_private_dir(path: Path) -> Path:
             "move that file away or choose another --state-dir"
         ) from exc
     except OSError as exc:
-        raise StoreError(
-            f"cannot create the state directory {path} ({exc.strerror}); "
-            "check the permissions of its parent or choose another --state-dir"
-        ) from exc
+        fix = (
+            "no space left on device; free space on that file system and run the command again"
+            if exc.errno == errno.ENOSPC
+            else f"{exc.strerror}; check the permissions of its parent or choose another "
+            "--state-dir"
+        )
+        raise StoreError(f"cannot create the state directory {path}: {fix}") from exc
     if not stat.S_ISDIR(st.st_mode):
         raise StoreError(
             f"state directory {path} exists but is not a directory; "

@@ -17,12 +17,19 @@ is written to it.
 ``PRAGMA quick_check`` is *not* run on open: it reads every page, so its
 cost grows with the decision log on every CLI invocation, while SQLite
 reports a corrupt page with ``SQLITE_CORRUPT`` whenever one is touched, and
-that is translated into the same "corrupt" error. :meth:`SqliteStore.integrity_check`
-runs the full check on demand (``caplet doctor``).
+that is translated into the same "corrupt" error. :meth:`SqliteStore.check`
+runs the full check on demand (``caplet doctor --check-state``): SQLite's
+own integrity and foreign-key checks, the schema, and every record decoded
+the way caplet reads it.
+
+A full disk is an error that says so (SQLite reports ``SQLITE_FULL``, or an
+I/O error while the file system has no free block left): the transaction
+is rolled back, so the state is the one before the command.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -34,11 +41,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from caplet._atomic import write_step
 from caplet._audit._model import AuditResult, Verdict
 from caplet._errors import StoreError
 from caplet._findings import RiskLevel
 from caplet._trust._codec import audit_from_json, audit_to_json
+from caplet._trust._hashing import is_tree_hash
 from caplet._trust._paths import ensure_private_dir
+from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord
 
 __all__ = [
@@ -143,6 +153,34 @@ _FILE_MODE = 0o600
 _GROUP_OTHER = 0o077
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+#: At most this many problems are reported per check and table: enough to
+#: see the pattern, without burying the summary under a damaged log.
+_MAX_REPORTED = 20
+
+
+class _CorruptError(StoreError):
+    """SQLite found the file corrupt (or not a database): ``check`` reports it as a problem."""
+
+
+class _BadRowError(StoreError):
+    """A row that does not decode; carries the :class:`StateProblem` ``check`` reports."""
+
+    def __init__(self, problem: StateProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def _disk_full(directory: Path) -> bool:
+    """True when the file system holding *directory* has no block left for us.
+
+    SQLite reports a full disk as ``SQLITE_FULL`` only where it notices it
+    itself; a failed write of the WAL index or a page reaches us as a plain
+    I/O error, so the free space is asked directly.
+    """
+    try:
+        return os.statvfs(directory).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _corrupt_message(path: Path, detail: str) -> str:
@@ -168,6 +206,7 @@ def migrate(
     target = len(migrations) - 1
     conn.execute("BEGIN IMMEDIATE")
     try:
+        write_step(f"sqlite {path}: migration begun")
         current = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if current > target:
             raise StoreError(_newer_message(path, current, target))
@@ -177,12 +216,32 @@ def migrate(
         if current != target:
             # PRAGMA does not take parameters; target is an int we computed.
             conn.execute(f"PRAGMA user_version = {target}")
+        write_step(f"sqlite {path}: migration run, not committed")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    write_step(f"sqlite {path}: migration committed")
     return target
+
+
+def _expected_objects(migrations: Sequence[Sequence[str]] = MIGRATIONS) -> frozenset[str]:
+    """The tables and indexes a database migrated by *migrations* holds.
+
+    Derived by running the migrations on an empty in-memory database, so
+    the check can never drift from the schema it checks.
+    """
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(conn, Path(":memory:"), migrations)
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') "
+            "AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+    finally:
+        conn.close()
+    return frozenset(str(row[0]) for row in rows)
 
 
 def _newer_message(path: Path, found: int, known: int) -> str:
@@ -235,6 +294,12 @@ class SqliteStore:
                 self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, _FILE_MODE
             )
         except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise StoreError(
+                    f"cannot create the state database {self.path}: no space left on device; "
+                    f"free space on the file system holding {self.state_dir} and run the "
+                    "command again"
+                ) from exc
             raise StoreError(
                 f"cannot open the state database {self.path} for reading and writing "
                 f"({exc.strerror}); fix its permissions (chmod 600 {self.path}) "
@@ -318,7 +383,15 @@ class SqliteStore:
         code = exc.sqlite_errorcode & 0xFF if hasattr(exc, "sqlite_errorcode") else -1
         text = str(exc)
         if code in _CORRUPT_CODES or "not a database" in text or "malformed" in text:
-            return StoreError(_corrupt_message(self.path, text))
+            return _CorruptError(_corrupt_message(self.path, text))
+        if code == sqlite3.SQLITE_FULL or (
+            code == sqlite3.SQLITE_IOERR and _disk_full(self.state_dir)
+        ):
+            return StoreError(
+                f"state database {self.path}: {doing} failed: no space left on device "
+                f"(SQLite: {text}); nothing was written: free space on the file system "
+                f"holding {self.state_dir} and run the command again"
+            )
         if code in _BUSY_CODES:
             return StoreError(
                 f"state database {self.path} stayed locked for more than "
@@ -348,7 +421,9 @@ class SqliteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                write_step(f"sqlite {self.path}: {doing}: transaction begun")
                 yield conn
+                write_step(f"sqlite {self.path}: {doing}: statements run, not committed")
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -356,11 +431,18 @@ class SqliteStore:
                 raise
         except sqlite3.Error as exc:
             raise self._translate_error(doing, exc) from exc
+        write_step(f"sqlite {self.path}: {doing}: committed")
 
-    def _bad_row(self, table: str, key: object, problem: str, fix: str) -> StoreError:
-        return StoreError(
-            f"state database {self.path}: row {key!r} of table {table} is invalid "
-            f"({problem}); {fix}"
+    def _bad_row(self, table: str, key: object, problem: str, fix: str) -> _BadRowError:
+        return _BadRowError(
+            StateProblem(
+                kind=ProblemKind.RECORD,
+                path=str(self.path),
+                message=(
+                    f"state database {self.path}: row {key!r} of table {table} is invalid "
+                    f"({problem}); {fix}"
+                ),
+            )
         )
 
     # -- approvals ------------------------------------------------------------------
@@ -378,6 +460,14 @@ class SqliteStore:
             )
         if not isinstance(content_hash, str) or not isinstance(approved_at, float | int):
             raise self._bad_row("approvals", name, "content_hash or approved_at mistyped", fix)
+        if not is_tree_hash(content_hash):
+            # Such an approval could never match a plugin: it was not written by caplet.
+            raise self._bad_row(
+                "approvals",
+                name,
+                f"content_hash {content_hash[:80]!r} is not 'sha256-' and 64 hex digits",
+                fix,
+            )
         try:
             risk = RiskLevel(risk_level)
             verdict_value = Verdict(verdict)
@@ -447,6 +537,12 @@ class SqliteStore:
         if row is None:
             return None
         plugin, payload = row
+        return self._audit_from_row(content_hash, model_id, plugin, payload)
+
+    def _audit_from_row(
+        self, content_hash: str, model_id: str, plugin: object, payload: object
+    ) -> AuditResult:
+        key = content_hash if not model_id else f"{content_hash} by {model_id}"
         fix = f"re-run the audit (caplet audit {plugin} --fresh), which replaces it"
         if not isinstance(payload, str):
             raise self._bad_row("audits", key, "payload is not text", fix)
@@ -655,6 +751,151 @@ class SqliteStore:
         with self._reading("checking integrity") as conn:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
         return tuple(str(row[0]) for row in rows)
+
+    def check(self) -> tuple[StateProblem, ...]:
+        """Everything ``caplet doctor --check-state`` checks in the database; ``()`` when healthy.
+
+        SQLite's ``integrity_check`` and ``foreign_key_check``, the schema
+        version and objects, then every approval, audit and quarantine record
+        decoded exactly as caplet reads it (plus the hash format), and the
+        column types of the decision log and ``ctx.kv``. Reads only, in one
+        snapshot. Pages SQLite cannot read are a ``CORRUPT`` problem too;
+        only an error that is not about the file (a lock held past the busy
+        timeout) raises :class:`StoreError`. Reads every page: on demand only
+        (see the module docstring).
+        """
+        try:
+            with self._reading("checking the state database") as conn:
+                conn.execute("BEGIN")  # one read snapshot for every query below
+                try:
+                    problems = self._check_structure(conn)
+                    if not problems:
+                        problems = self._check_records(conn)
+                finally:
+                    conn.execute("ROLLBACK")
+        except _CorruptError as exc:
+            # Pages so damaged that SQLite stops reading them: still a finding, not a crash.
+            return (self._problem(ProblemKind.CORRUPT, str(exc)),)
+        return tuple(problems)
+
+    def _problem(self, kind: ProblemKind, text: str) -> StateProblem:
+        return StateProblem(kind=kind, path=str(self.path), message=text)
+
+    def _check_structure(self, conn: sqlite3.Connection) -> list[StateProblem]:
+        """SQLite's own checks and the schema; records are not worth decoding if these fail."""
+        problems: list[StateProblem] = []
+        integrity = [
+            str(row[0])
+            for row in conn.execute(f"PRAGMA integrity_check({_MAX_REPORTED})").fetchall()
+        ]
+        if integrity != ["ok"]:
+            detail = "integrity check: " + "; ".join(integrity[:5])
+            problems.append(self._problem(ProblemKind.CORRUPT, _corrupt_message(self.path, detail)))
+            return problems
+        violations = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if violations:
+            shown = "; ".join(f"table {row[0]} row {row[1]}" for row in violations[:5])
+            problems.append(
+                self._problem(
+                    ProblemKind.CORRUPT,
+                    _corrupt_message(self.path, f"foreign key check: {shown}"),
+                )
+            )
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version != SCHEMA_VERSION:
+            # Opening migrated an older one and refused a newer one, so this
+            # is a file changed behind the open connection's back.
+            problems.append(
+                self._problem(
+                    ProblemKind.SCHEMA,
+                    f"state database {self.path} has schema version {version}, expected "
+                    f"{SCHEMA_VERSION}; it was changed outside caplet: restore a backup or "
+                    f"move it aside (mv {self.path} {self.path}.bak) and approve again",
+                )
+            )
+        found = {
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') "
+                "AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+        }
+        missing = sorted(_expected_objects() - found)
+        if missing:
+            problems.append(
+                self._problem(
+                    ProblemKind.SCHEMA,
+                    f"state database {self.path} lacks {', '.join(missing)} of schema version "
+                    f"{SCHEMA_VERSION}; it was changed outside caplet: restore a backup or move "
+                    f"it aside (mv {self.path} {self.path}.bak) and approve again",
+                )
+            )
+        return problems
+
+    def _check_records(self, conn: sqlite3.Connection) -> list[StateProblem]:
+        problems: list[StateProblem] = []
+
+        def decoded(decode: Any, *args: Any) -> None:
+            if len(problems) >= _MAX_REPORTED:
+                return
+            try:
+                decode(*args)
+            except _BadRowError as exc:
+                problems.append(exc.problem)
+
+        for row in conn.execute(
+            "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict "
+            "FROM approvals ORDER BY name"
+        ).fetchall():
+            decoded(self._approval_from_row, row)
+        for content_hash, model, plugin, payload in conn.execute(
+            "SELECT content_hash, model, plugin, payload FROM audits ORDER BY content_hash, model"
+        ).fetchall():
+            if not isinstance(content_hash, str) or not isinstance(model, str):
+                problems.append(
+                    self._bad_row(
+                        "audits",
+                        content_hash,
+                        "content_hash or model is not text",
+                        "delete that row with the sqlite3 shell, then re-run the audit",
+                    ).problem
+                )
+                continue
+            decoded(self._audit_from_row, content_hash, model, plugin, payload)
+        for row in conn.execute(
+            "SELECT name, reason, since FROM quarantine ORDER BY name"
+        ).fetchall():
+            decoded(self._quarantine_from_row, row)
+        for (row_id,) in conn.execute(
+            "SELECT id FROM decisions WHERE typeof(at) NOT IN ('real', 'integer') "
+            "OR typeof(plugin) != 'text' OR typeof(action) != 'text' "
+            "OR typeof(target) != 'text' OR typeof(detail) != 'text' "
+            "OR allowed NOT IN (0, 1) ORDER BY id LIMIT ?",
+            (_MAX_REPORTED,),
+        ).fetchall():
+            problems.append(
+                self._bad_row(
+                    "decisions",
+                    row_id,
+                    "a column holds a value of the wrong type",
+                    "the log was edited outside caplet; delete that row with the sqlite3 shell",
+                ).problem
+            )
+        for plugin, key in conn.execute(
+            "SELECT plugin, key FROM kv WHERE typeof(value) != 'blob' "
+            "OR typeof(plugin) != 'text' OR typeof(key) != 'text' "
+            "OR typeof(updated_at) NOT IN ('real', 'integer') LIMIT ?",
+            (_MAX_REPORTED,),
+        ).fetchall():
+            problems.append(
+                self._bad_row(
+                    "kv",
+                    f"{plugin}/{key}",
+                    "a column holds a value of the wrong type",
+                    "the table was edited outside caplet; delete that row with the sqlite3 shell",
+                ).problem
+            )
+        return problems
 
     def close(self) -> None:
         """Close the connection; closing twice is fine."""
