@@ -195,6 +195,11 @@ _INIT_KEYS = frozenset(
 _GRANT_KEYS = frozenset({"http", "apps", "modules"})
 
 
+#: ``tuple.__new__(Result, (id, value))`` builds a NamedTuple without running its
+#: Python-level ``__new__`` (half the cost); used on the two hot paths only.
+_new_tuple = tuple.__new__
+
+
 def _small_int(value: object) -> bool:
     """An int (not a bool) msgpack can carry: the fast-path test for flat values."""
     return type(value) is int and _INT_MIN <= value <= _INT_MAX
@@ -529,19 +534,22 @@ def encode_call(
     kwargs: Mapping[str, WireValue],
 ) -> bytes:
     """The CALL frame; ProtocolError names the argument that cannot cross."""
-    if not isinstance(args, (list, tuple)):
+    if type(args) is not tuple and not isinstance(args, (list, tuple)):
         raise ProtocolError(f"args must be a list or tuple, got {type(args).__name__}")
-    if not isinstance(kwargs, dict):
+    if type(kwargs) is not dict:
         if not isinstance(kwargs, Mapping):
             raise ProtocolError(f"kwargs must be a mapping, got {type(kwargs).__name__}")
         kwargs = dict(kwargs)
-    # Flat arguments of plain types (the common case) need no recursive walk.
-    if args and not all(type(a) in _PLAIN or _small_int(a) for a in args):
-        _checked(args, "args")
-    if kwargs and not all(
-        type(k) is str and (type(v) in _PLAIN or _small_int(v)) for k, v in kwargs.items()
-    ):
-        _checked(kwargs, "kwargs")
+    # Flat arguments of plain types (the common case) need no recursive walk;
+    # plain loops, not all() over a generator: this runs on every call.
+    for arg in args:
+        if type(arg) not in _PLAIN and not _small_int(arg):
+            _checked(args, "args")
+            break
+    for key, arg in kwargs.items():
+        if type(key) is not str or (type(arg) not in _PLAIN and not _small_int(arg)):
+            _checked(kwargs, "kwargs")
+            break
     # The checks are inlined for the common case; the helpers raise.
     if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
         _request_id_arg(request_id)
@@ -768,7 +776,7 @@ def decode_worker_message(payload: bytes) -> WorkerMessage:
         value = message[2]
         if type(value) not in _PLAIN:
             _wire(value, "RESULT value")
-        return Result(message[1], value)
+        return _new_tuple(Result, (message[1], value))
     message, kind, request_id = _kind_and_id(message, "worker")
     if kind == RESULT:
         _arity(message, 3, "RESULT")
@@ -838,7 +846,31 @@ def _call(message: list[object], request_id: int) -> Call:
 
 def decode_host_message(payload: bytes) -> HostMessage:
     """Decode one payload sent by the host (the worker's side)."""
-    message, kind, request_id = _kind_and_id(_unpack(payload), "host")
+    message = _unpack(payload)
+    # CALL is the hot path: checked inline, the helpers explain failures.
+    if type(message) is list and len(message) == 6 and type(message[0]) is int:
+        _, request_id, module, function, args, kwargs = message
+        if (
+            message[0] == CALL
+            and type(request_id) is int
+            and 0 <= request_id <= _MAX_REQUEST_ID
+            and type(module) is str
+            and len(module) <= MAX_TEXT_CHARS
+            and type(function) is str
+            and len(function) <= MAX_TEXT_CHARS
+            and type(args) is list
+            and type(kwargs) is dict
+        ):
+            for arg in args:
+                if type(arg) not in _PLAIN and not _small_int(arg):
+                    _wire(args, "CALL args")
+                    break
+            for key, arg in kwargs.items():
+                if type(key) is not str or (type(arg) not in _PLAIN and not _small_int(arg)):
+                    _wire(kwargs, "CALL kwargs")  # also refuses bytes keys
+                    break
+            return _new_tuple(Call, (request_id, module, function, args, kwargs))
+    message, kind, request_id = _kind_and_id(message, "host")
     if kind == CALL:
         return _call(message, request_id)
     if kind == SHUTDOWN:
