@@ -36,6 +36,15 @@ flooding plugin costs CPU but delays spawn requests and other workers by
 at most that many round trips per turn. A listener is closed when it
 reports POLLHUP (no process uses the filter any more).
 
+Spares: the zygote keeps one child forked ahead of the next request (see
+:class:`_Spare`). It places the spare in its pids cgroup, then tells it so
+(``_PLACED``): only then may the spare fork. Where the namespaces layer
+exists, the spare gets as far as it can without its request: its own
+session, the namespaces and pid 1 (the spare becomes the monitor), the
+shared part of the root (:func:`~caplet._sandbox._jail.build_root`) and a
+warm-up of the start's code paths; the request then adds its own grants and
+the layers that depend on it (:func:`~caplet._sandbox._jail.finish_jail`).
+
 The zygote dies with the host (``PR_SET_PDEATHSIG``) and every child dies
 with the zygote, so nothing outlives the host. When the host closes the
 control socket (an orderly close) the zygote kills and reaps its spare and
