@@ -293,6 +293,13 @@ def _child(
             finish_jail(prepared, spec)
         else:
             enter_jail(spec)
+        with _step("reopening stdin and stdout on the jail's /dev/null"):
+            # The ones opened above are the host's node on a mount outside
+            # the jail: harmless, but nothing the worker holds should be.
+            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.close(null)
         writable_tmp = PathGrant(_JAIL_TMP, writable=True)
         devices = (PathGrant("/dev", writable=True), PathGrant("/proc"))
     else:
