@@ -424,10 +424,10 @@ def test_payload_schema_is_checked_before_any_plugin_runs(
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [
-        (object(), "payload is a object"),
-        ({1: "x"}, "payload has a key of type int"),
-        ({"a": [1, {2}]}, "payload['a'][1] is a set"),
-        (2**70, "payload is an int outside 64 bits"),
+        (object(), "payload is a value of type object"),
+        ({1: "x"}, "payload is a dict key of type int"),
+        ({"a": [1, {2}]}, "payload['a'][1] is a value of type set"),
+        (2**70, "payload is an int outside the 64-bit range"),
     ],
 )
 def test_a_payload_that_cannot_cross_is_refused(
@@ -437,8 +437,8 @@ def test_a_payload_that_cannot_cross_is_refused(
     with pytest.raises(HookPayloadError) as info:
         host.emit(EVENT, payload)
     assert str(info.value) == (
-        f"event 'content:afterSave': {problem}, which cannot cross to a plugin (None, bool, "
-        "int, float, str, bytes, lists and dicts with str keys only); pass plain data"
+        f"event 'content:afterSave': {problem}, which cannot cross the boundary (JSON-like "
+        "values, bytes, lists and dicts with string keys only); pass plain data"
     )
 
 

@@ -65,13 +65,14 @@ from caplet._errors import (
     HookFailedError,
     HookPayloadError,
     InvalidOutputError,
+    ProtocolError,
     SandboxError,
 )
 from caplet._host._manager import PluginManager
 from caplet._host._records import PluginInfo, PluginState
 from caplet._host._validate import DIALECT, compile_schema, first_error
 from caplet._manifest._model import HOOK_EVENT_PATTERN, Hook
-from caplet._sandbox._protocol import MAX_DEPTH
+from caplet._sandbox._protocol import check_value
 from caplet._suggest import did_you_mean
 
 __all__ = [
@@ -87,8 +88,6 @@ __all__ = [
 ]
 
 _EVENT_RE = re.compile(HOOK_EVENT_PATTERN)
-#: The channel carries msgpack's 64-bit integers (caplet._sandbox._protocol).
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 class ErrorPolicy(enum.Enum):
@@ -621,13 +620,13 @@ def _compile(event: str, keyword: str, schema: Mapping[str, object] | None) -> A
 def _check_payload(defined: _Defined, payload: object) -> None:
     """Refuse, before any plugin runs, a payload no plugin could receive or the schema refuses."""
     event = defined.spec.event
-    problem = _unsendable(payload, "payload", 0)
-    if problem:
-        raise HookPayloadError(
-            f"event {event!r}: {problem}, which cannot cross to a plugin (None, bool, int, "
-            "float, str, bytes, lists and dicts with str keys only); pass plain data",
-            event=event,
-        )
+    # The channel checks every call too; checking here, once, turns a payload
+    # no plugin can receive into one error for the application instead of
+    # one failure per subscriber.
+    try:
+        check_value(payload, "payload")
+    except ProtocolError as exc:
+        raise HookPayloadError(f"event {event!r}: {exc}; pass plain data", event=event) from None
     validator = defined.payload_validator
     error = first_error(validator, payload) if validator is not None else None
     if error is not None:
@@ -639,33 +638,3 @@ def _check_payload(defined: _Defined, payload: object) -> None:
             event=event,
             schema_path=schema_path,
         )
-
-
-def _unsendable(value: object, where: str, depth: int) -> str:
-    """What in ``value`` the worker channel would refuse ("" if nothing), and where.
-
-    The channel checks every call too; checking here, once, turns a payload
-    no plugin can receive into one error for the application instead of
-    one failure per subscriber.
-    """
-    if value is None or isinstance(value, bool | str | bytes | float):
-        return ""
-    if isinstance(value, int):
-        return "" if _INT_MIN <= value <= _INT_MAX else f"{where} is an int outside 64 bits"
-    if isinstance(value, list | tuple | dict) and depth >= MAX_DEPTH:
-        return f"{where} nests containers deeper than {MAX_DEPTH} levels"
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            problem = _unsendable(item, f"{where}[{index}]", depth + 1)
-            if problem:
-                return problem
-        return ""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{where} has a key of type {type(key).__name__}"
-            problem = _unsendable(item, f"{where}[{key!r}]", depth + 1)
-            if problem:
-                return problem
-        return ""
-    return f"{where} is a {type(value).__name__}"

@@ -838,7 +838,7 @@ class PluginHost:
         (``results.aborted_by``). Every subscriber's outcome is logged.
         Raises :class:`HookError` for an event never defined and
         :class:`HookPayloadError` (nothing called) for a payload the event's
-        schema refuses or that cannot cross to a plugin.
+        schema refuses or that cannot cross the worker channel.
         """
         return self._hook_bus.emit(event, payload)
 
