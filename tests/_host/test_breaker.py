@@ -6,8 +6,10 @@ clock by hand, so cooldowns pass without sleeping.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -53,6 +55,28 @@ def breaker(clock: FakeClock, **settings: float) -> CircuitBreaker:
 def state_of(b: CircuitBreaker) -> BreakerState:
     """Read afresh (a bare ``b.state`` stays narrowed for mypy across calls)."""
     return b.state
+
+
+T = TypeVar("T")
+
+
+def in_other_thread(action: Callable[[], T]) -> T:
+    """Run ``action`` in a new thread, wait for it, and return (or raise) what it did."""
+    outcome: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return outcome[0]
 
 
 def fail_times(b: CircuitBreaker, times: int) -> list[Trip | None]:
@@ -187,6 +211,30 @@ def test_trips_older_than_the_window_do_not_count(clock: FakeClock) -> None:
     assert trip is not None
     assert trip.trips == 1
     assert not trip.quarantine
+
+
+def test_only_the_probe_thread_decides_a_half_open_breaker(clock: FakeClock) -> None:
+    """Calls admitted while the breaker was closed can end after it opened (slow
+    calls on other threads): counted, but they neither trip it again nor close it."""
+    b = breaker(clock)
+    in_other_thread(b.before_call)  # a slow call, admitted while closed
+    fail_times(b, 3)
+    assert in_other_thread(b.record_success) is None  # the slow call succeeds late
+    assert state_of(b) is BreakerState.OPEN, "only the probe closes an open breaker"
+    clock.advance(60)
+    b.before_call()  # this thread is the probe
+    assert in_other_thread(b.record_failure) is None, "a late failure is not the probe's"
+    assert b.failures == 4
+    assert state_of(b) is BreakerState.HALF_OPEN
+    in_other_thread(b.record_success)
+    in_other_thread(b.cancel_probe)
+    assert state_of(b) is BreakerState.HALF_OPEN
+    assert b.probing
+    with pytest.raises(CircuitOpenError, match="a probe call is running"):
+        in_other_thread(b.before_call)
+    b.record_success()  # the probe's verdict
+    assert b.closed
+    assert b.failures == 0
 
 
 def test_reset_forgets_everything(clock: FakeClock) -> None:

@@ -21,6 +21,15 @@ Each opening is a *trip*. A plugin that trips ``quarantine_after`` times
 within ``quarantine_window_s`` seconds is not worth probing any more: the
 trip says ``quarantine=True`` and the host quarantines it (persisted, until
 ``caplet release``).
+
+Calls from several threads: every transition holds the breaker's lock, so
+``failure_threshold`` concurrent failures open it exactly once, and only
+one thread becomes the probe. The probe is the *thread* that
+:meth:`~CircuitBreaker.before_call` admitted after the cooldown; only its
+outcome closes or re-opens a half-open breaker. A call admitted while the
+breaker was still closed can end after it opened (a slow call on another
+thread): its failure is counted but trips nothing, and its success closes
+nothing, because the breaker's state is no longer about that call.
 """
 
 from __future__ import annotations
@@ -97,7 +106,7 @@ class CircuitBreaker:
         "_clock",
         "_lock",
         "_opened_at",
-        "_probing",
+        "_probe_owner",
         "_state",
         "_trips",
         "closed",
@@ -142,7 +151,8 @@ class CircuitBreaker:
         #: Consecutive failures so far (refused calls never add to it). Read-only.
         self.failures = 0
         self._opened_at = 0.0
-        self._probing = False
+        #: The thread running the half-open probe call (None: no probe runs).
+        self._probe_owner: int | None = None
         #: Clock readings of recent trips, oldest first (at most quarantine_after kept).
         self._trips: collections.deque[float] = collections.deque(maxlen=quarantine_after)
 
@@ -170,7 +180,7 @@ class CircuitBreaker:
     @property
     def probing(self) -> bool:
         """True while the half-open probe call is running."""
-        return self._probing
+        return self._probe_owner is not None
 
     def cooldown_remaining(self) -> float:
         """Seconds until an open breaker lets a probe through (0 when not open)."""
@@ -208,44 +218,61 @@ class CircuitBreaker:
                     remaining_s=remaining,
                 )
             self._state = BreakerState.HALF_OPEN
-        if self._probing:
+        if self._probe_owner is not None:
             raise CircuitOpenError(
                 f"circuit half-open for {self.plugin} ({self.failures} failures, "
                 "a probe call is running; retry when it has returned)",
                 plugin=self.plugin,
                 failures=self.failures,
             )
-        self._probing = True
+        self._probe_owner = threading.get_ident()
 
     def record_success(self) -> None:
-        """A call succeeded: the count starts again and a probe closes the breaker."""
+        """A call succeeded: the count starts again and a probe closes the breaker.
+
+        Must be called by the thread that made the call (see the module docstring).
+        """
         with self._lock:
-            self.failures = 0
-            if self._state is not BreakerState.CLOSED:
+            if self._state is BreakerState.CLOSED:
+                self.failures = 0
+            elif self._is_probe():
+                self.failures = 0
                 self._state = BreakerState.CLOSED
                 self.closed = True
-                self._probing = False
+                self._probe_owner = None
+            # Otherwise a call admitted before the breaker opened: only the
+            # probe may close it again.
 
     def record_failure(self) -> Trip | None:
-        """A call failed; returns the :class:`Trip` when this failure opened the breaker."""
+        """A call failed; returns the :class:`Trip` when this failure opened the breaker.
+
+        Must be called by the thread that made the call (see the module docstring).
+        """
         with self._lock:
             self.failures += 1
-            if self._state is BreakerState.HALF_OPEN:
-                self._probing = False
+            if self._is_probe():
+                self._probe_owner = None
                 return self._open(probe_failed=True)
             if self._state is BreakerState.CLOSED and self.failures >= self.failure_threshold:
                 return self._open(probe_failed=False)
-            # Already open: a call that started before the breaker opened
-            # ended badly. It is counted, but the breaker does not trip twice.
+            # Already open (or half-open with another thread's probe): a call
+            # that started before the breaker opened ended badly. It is
+            # counted, but the breaker does not trip twice.
             return None
 
     def cancel_probe(self) -> None:
         """The probe ended without a verdict on the plugin (the caller's mistake).
 
-        The breaker stays half-open and the next call becomes the probe.
+        The breaker stays half-open and the next call becomes the probe. From
+        any thread but the probe's it does nothing: that call was no probe.
         """
         with self._lock:
-            self._probing = False
+            if self._is_probe():
+                self._probe_owner = None
+
+    def _is_probe(self) -> bool:
+        """True when the calling thread runs the half-open probe (lock held)."""
+        return self._state is BreakerState.HALF_OPEN and self._probe_owner == threading.get_ident()
 
     def reset(self) -> None:
         """Forget everything: closed, no failures, no trips (after a release)."""
@@ -253,7 +280,7 @@ class CircuitBreaker:
             self._state = BreakerState.CLOSED
             self.closed = True
             self.failures = 0
-            self._probing = False
+            self._probe_owner = None
             self._trips.clear()
 
     def _open(self, *, probe_failed: bool) -> Trip:

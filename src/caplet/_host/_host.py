@@ -34,11 +34,14 @@ Guest code (``exec``) takes its own path, in :mod:`caplet._host._guest`: a
 zero-capability worker from a warm pool per snippet, whose ``host.<module>``
 calls come back through :mod:`caplet._host._guest_requests` into this
 class's ordinary call path.
+
+Threads: any application thread may call any method; the locking design
+(which lock serialises what, and why the warm call takes none) is in the
+:class:`PluginHost` docstring and in docs/architecture.md ("Threads").
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import ssl
@@ -109,6 +112,10 @@ _Target = tuple[str, str, FunctionValidator | None]
 _REASON_CHARS = 300
 #: The optional health-check function an update runs (seed 004).
 HEALTH_FUNCTION = "health"
+#: How often a call is tried when its worker turns out to have ended before
+#: the call was sent (WorkerGoneError: nothing ran); once more is enough,
+#: since the retry finds the replacement or starts it.
+_GONE_ATTEMPTS = 2
 
 
 class _Running:
@@ -171,6 +178,35 @@ class PluginHost:
     broker behind ``ctx.http`` (default: the system resolver and CA bundle;
     tests pass a static resolver and their own CA); its limits are
     ``policy.network``.
+
+    **Threads.** One host may be used from any number of application threads
+    (a web server's pool, an agent framework's tools); nothing is bound to
+    the thread that created it. What serialises what:
+
+    * A *call* takes no host lock on the warm path (a dict lookup and
+      attribute reads, then the worker). A worker runs one call at a time
+      under its own lock, so calls to one plugin queue there while calls to
+      different plugins run in parallel.
+    * Starting, stopping and replacing one plugin's worker holds that
+      plugin's lock: when a worker dies under several callers, exactly one
+      of them starts the replacement and the others use it. A worker is
+      only ever stopped by the thread that took it out of service, so no
+      thread stops a replacement another one just started; a caller whose
+      worker ended before its call was sent (nothing ran) retries once on
+      the current worker, and that is not counted as a failure.
+    * Lifecycle changes (discover, configure, audit, approve, enable,
+      disable, quarantine, release) hold one host-wide lifecycle lock, plus
+      the plugin's lock around the change to its record and worker. Workers
+      they retire are closed after the locks are released, because closing
+      waits for a call still running in that worker.
+    * The circuit breaker, the state store, the guest pool and the ``ctx``
+      services have locks of their own.
+
+    A call that races a disable either runs on the old worker or is refused
+    with :class:`LifecycleError`. :meth:`update` is not atomic against other
+    threads changing the same plugin, and an application handler (``ctx.app``)
+    must not change the lifecycle of the plugin whose request it is serving.
+    Call :meth:`close` once the other threads have stopped calling.
     """
 
     def __init__(
@@ -208,10 +244,23 @@ class PluginHost:
             else default_launcher(strict=self.policy.isolation is Isolation.STRICT)
         )
         self.prompter = prompter
+        #: The live worker of each plugin. Written only with that plugin's lock
+        #: held; read without one on the warm path (one dict lookup).
         self._running: dict[str, _Running] = {}
         #: One breaker per plugin, kept across worker restarts and
         #: disable/enable; dropped when the plugin is quarantined or released.
         self._breakers: dict[str, CircuitBreaker] = {}
+        #: Serialises lifecycle changes: the manager's records are not safe
+        #: to change from two threads at once (see the class docstring).
+        #: Re-entrant: enable configures, a trip quarantines.
+        self._lifecycle = threading.RLock()
+        #: Per plugin: held while its record changes and its worker is
+        #: started, stopped or replaced. Taken after ``_lifecycle``, never
+        #: before it, and never while waiting for a worker to close.
+        self._plugin_locks: dict[str, threading.RLock] = {}
+        #: Guards creating plugin locks and breakers (two threads must not
+        #: each create one for the same plugin).
+        self._registry_lock = threading.Lock()
         #: The circuit breakers' clock (injectable so tests never sleep).
         self._clock = clock
         #: The application capabilities this host provides (register_capability).
@@ -232,6 +281,9 @@ class PluginHost:
         self._guests_lock = threading.Lock()
         #: The catalog of host modules and the manager generation it was built at.
         self._catalog: tuple[int, GuestCatalog] | None = None
+        #: The events this host defines (made here, not lazily, so two
+        #: threads emitting first cannot each make one).
+        self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
         if discover:
             self.manager.discover()
 
@@ -243,11 +295,15 @@ class PluginHost:
 
     def discover(self) -> int:
         """Re-scan the plugins directory; workers of vanished plugins are stopped."""
-        count = self.manager.discover()
-        for name in list(self._running):
-            info = self.manager.get_plugin(name)
-            if info is None or info.state is not PluginState.ENABLED:
-                self._stop(name)
+        with self._lifecycle:
+            count = self.manager.discover()
+            stale = []
+            for name in list(self._running):
+                info = self.manager.get_plugin(name)
+                if info is None or info.state is not PluginState.ENABLED:
+                    stale.append(name)
+            retired = self._detach_each(stale)
+        self._dispose_each(retired)
         return count
 
     def list_plugins(self) -> list[PluginInfo]:
@@ -267,14 +323,17 @@ class PluginHost:
     def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
         """Audit the current content (deep when an auditor is configured), cached by
         content hash and model; ``fresh`` re-runs it."""
-        return self.manager.audit(name, fresh=fresh)
+        with self._lifecycle:
+            return self.manager.audit(name, fresh=fresh)
 
     def approve(self, name: str) -> Outcome:
-        return self.manager.approve(name)
+        with self._lifecycle:
+            return self.manager.approve(name)
 
     def unapprove(self, name: str) -> Outcome:
         """Remove approval; a running worker keeps serving this session."""
-        return self.manager.unapprove(name)
+        with self._lifecycle:
+            return self.manager.unapprove(name)
 
     def is_approved(self, name: str) -> bool:
         return self.manager.is_approved(name)
@@ -294,16 +353,17 @@ class PluginHost:
         An inert plugin (locked mode, the allowlist) is never configured nor
         prompted for: :class:`LifecycleError` says why.
         """
-        inert = self.manager.inert_reason(name)
-        if inert:
-            raise LifecycleError(inert)
-        result = self.manager.apply_inline_config(name, inline)
-        prompter = prompter if prompter is not None else self.prompter
-        # A typo'd key is refused before anything is asked: prompting for the
-        # field the user meant to set would only hide the typo.
-        if prompter is not None and not result.unknown:
-            self.manager.prompt_config(prompter, name, skip_keys=result.applied)
-        return result
+        with self._lifecycle, self._plugin_lock(name):
+            inert = self.manager.inert_reason(name)
+            if inert:
+                raise LifecycleError(inert)
+            result = self.manager.apply_inline_config(name, inline)
+            prompter = prompter if prompter is not None else self.prompter
+            # A typo'd key is refused before anything is asked: prompting for the
+            # field the user meant to set would only hide the typo.
+            if prompter is not None and not result.unknown:
+                self.manager.prompt_config(prompter, name, skip_keys=result.applied)
+            return result
 
     # -- enable / disable ----------------------------------------------------------------
 
@@ -323,6 +383,25 @@ class PluginHost:
         its worker. An inert plugin is refused before anything is configured
         or prompted for.
         """
+        retired: list[_Running] = []
+        try:
+            with self._lifecycle, self._plugin_lock(name):
+                return self._enable_locked(name, inline, config, prompter, retired)
+        finally:
+            # Outside the locks: closing the old worker waits for a call
+            # still running in it (the new worker already serves new calls).
+            self._dispose_each(retired)
+
+    def _enable_locked(
+        self,
+        name: str,
+        inline: Iterable[str],
+        config: Mapping[str, object] | None,
+        prompter: Prompter | None,
+        retired: list[_Running],
+    ) -> Outcome:
+        """:meth:`enable` with the lifecycle and plugin locks held; workers to close
+        go to ``retired``."""
         inert = self.manager.inert_reason(name)
         if inert:
             self.manager.log_decision(name, "enable", name, False, inert)
@@ -338,11 +417,14 @@ class PluginHost:
         outcome = self.manager.enable(name)
         if not outcome:
             return outcome
-        self._stop(name)
+        old = self._detach(name)
+        if old is not None:
+            retired.append(old)
         try:
             self._start(name)
-        except SandboxError as exc:
-            self.manager.disable(name)
+        except (SandboxError, LifecycleError) as exc:
+            disabled = self.manager.disable(name)
+            retired += self._detach_each(disabled.affected)
             return Outcome(False, str(exc))
         return outcome
 
@@ -352,20 +434,23 @@ class PluginHost:
         The circuit breaker is kept: disabling and enabling again does not
         forgive a failing plugin.
         """
-        outcome = self.manager.disable(name)
-        if outcome:
-            for stopped in (*outcome.affected, name):
-                self._stop(stopped)
+        with self._lifecycle:
+            with self._plugin_lock(name):
+                outcome = self.manager.disable(name)
+            retired = self._detach_each((*outcome.affected, name)) if outcome else []
+        self._dispose_each(retired)
         return outcome
 
     # -- quarantine --------------------------------------------------------------------------
 
     def quarantine(self, name: str, reason: str) -> Outcome:
         """Quarantine (persisted) and stop the plugin and its enabled dependants."""
-        outcome = self.manager.quarantine(name, reason)
-        for stopped in (*outcome.affected, name):
-            self._stop(stopped)
-        self._breakers.pop(name, None)
+        with self._lifecycle:
+            with self._plugin_lock(name):
+                outcome = self.manager.quarantine(name, reason)
+            retired = self._detach_each((*outcome.affected, name))
+            self._drop_breaker(name)
+        self._dispose_each(retired)
         return outcome
 
     def release(self, name: str) -> Outcome:
@@ -373,19 +458,35 @@ class PluginHost:
 
         The plugin stays disabled, and its circuit breaker starts afresh.
         """
-        if not self.manager.release(name):
-            return Outcome(False, f"plugin {name!r} is not quarantined; nothing to release")
-        self._breakers.pop(name, None)
+        with self._lifecycle:
+            if not self.manager.release(name):
+                return Outcome(False, f"plugin {name!r} is not quarantined; nothing to release")
+            self._drop_breaker(name)
         return Outcome(True, f"plugin {name!r} released from quarantine; enable it to use it")
 
     def breaker(self, name: str) -> CircuitBreaker:
         """The plugin's circuit breaker (created closed on first use)."""
         breaker = self._breakers.get(name)
         if breaker is None:
-            breaker = self._breakers[name] = CircuitBreaker.from_policy(
-                name, self.policy, clock=self._clock
-            )
+            with self._registry_lock:
+                breaker = self._breakers.get(name)
+                if breaker is None:
+                    breaker = self._breakers[name] = CircuitBreaker.from_policy(
+                        name, self.policy, clock=self._clock
+                    )
         return breaker
+
+    def _drop_breaker(self, name: str) -> None:
+        with self._registry_lock:
+            self._breakers.pop(name, None)
+
+    def _plugin_lock(self, name: str) -> threading.RLock:
+        """The lock of plugin ``name``'s record and worker (created on first use)."""
+        lock = self._plugin_locks.get(name)
+        if lock is None:
+            with self._registry_lock:
+                lock = self._plugin_locks.setdefault(name, threading.RLock())
+        return lock
 
     # -- application capabilities -----------------------------------------------------------
 
@@ -459,7 +560,7 @@ class PluginHost:
         except WorkerGoneError:
             return self._guarded_call(name, target, args, kwargs)
         except SandboxError as exc:
-            self._failed(name, target, running.breaker, exc, running.worker.alive)
+            self._failed(name, target, running.breaker, exc, running)
             raise
         if running.breaker.failures:
             running.breaker.record_success()
@@ -481,29 +582,39 @@ class PluginHost:
         """
         breaker = self.breaker(name)
         breaker.before_call()  # CircuitOpenError: nothing runs, nothing is counted
-        worker_alive = False
+        running: _Running | None = None
+        attempts = _GONE_ATTEMPTS
         try:
-            running, parts = self._prepare_call(name, target)
-            worker_alive = True
-            schemas = parts[2]
-            if schemas is not None:
-                schemas.check_args(args, kwargs)
-            timeout_s = running.timeout_s
-            if timeout_cap is not None:
-                timeout_s = min(timeout_s, timeout_cap)
-            value = running.worker.call(
-                parts[0],
-                parts[1],
-                args,
-                kwargs,
-                timeout_s=timeout_s,
-                on_request=running.on_request,
-            )
+            while True:
+                running = None
+                running, parts = self._prepare_call(name, target)
+                schemas = parts[2]
+                if schemas is not None:
+                    schemas.check_args(args, kwargs)
+                timeout_s = running.timeout_s
+                if timeout_cap is not None:
+                    timeout_s = min(timeout_s, timeout_cap)
+                try:
+                    value = running.worker.call(
+                        parts[0],
+                        parts[1],
+                        args,
+                        kwargs,
+                        timeout_s=timeout_s,
+                        on_request=running.on_request,
+                    )
+                    break
+                except WorkerGoneError:
+                    # Nothing ran: the worker this thread picked ended first
+                    # (another thread's call crashed it, or a disable stopped
+                    # it). The next turn finds the current state.
+                    attempts -= 1
+                    if not attempts:
+                        raise
             if schemas is not None:
                 schemas.check_result(value)
         except SandboxError as exc:
-            alive = worker_alive and running.worker.alive
-            if not self._failed(name, target, breaker, exc, alive):
+            if not self._failed(name, target, breaker, exc, running):
                 breaker.cancel_probe()
             raise
         except BaseException:
@@ -520,9 +631,14 @@ class PluginHost:
         target: str,
         breaker: CircuitBreaker,
         exc: SandboxError,
-        worker_alive: bool,
+        running: _Running | None,
     ) -> bool:
         """Account for a failed call; False when it was not the plugin's failure.
+
+        ``running`` is the worker the call went to (None: none was started).
+        A dead one is stopped only if it is still the plugin's current worker,
+        so a failure reported late never stops a replacement another thread
+        has started meanwhile.
 
         An argument that cannot cross the boundary is refused by the host
         before anything is sent (a ProtocolError with the worker still
@@ -531,6 +647,7 @@ class PluginHost:
         other SandboxError does: timeout, crash, start failure, a malformed
         frame, isolation violations, the plugin's exception, invalid output.
         """
+        worker_alive = running is not None and running.worker.alive
         if isinstance(exc, ProtocolError) and worker_alive:
             return False
         if isinstance(exc, PluginCallError) and worker_alive and _is_refusal(exc):
@@ -539,7 +656,8 @@ class PluginHost:
             return False
         if not worker_alive:
             self.manager.log_decision(name, "call", target, False, str(exc))
-            self._stop(name)
+            if running is not None:
+                self._stop(name, running)
         elif isinstance(exc, InvalidOutputError):
             self.manager.log_decision(name, "output", target, False, str(exc))
         trip = breaker.record_failure()
@@ -575,19 +693,33 @@ class PluginHost:
         return self._guarded_call(provider, target, args, {}, timeout_cap=timeout_s)
 
     def _prepare_call(self, name: str, target: str) -> tuple[_Running, _Target]:
+        """Validate a call and return the worker to send it to, starting one if needed.
+
+        Holds the plugin's lock, so of several threads finding the worker
+        dead exactly one starts the next; the others wait and use it.
+        """
+        retired: _Running | None = None
         try:
-            info = self._enabled_info(name)
-        except LifecycleError:
-            self._stop(name)  # disabled behind our back (through the manager)
-            raise
-        module, _, function = target.partition(".")
-        self._check_declared(info, module, function)
-        running = self._running.get(name)
-        if running is None or not running.worker.alive:
-            self._stop(name)
-            running = self._start(name)
-        running.generation = self.manager.generation
-        return running, running.targets[target]
+            with self._plugin_lock(name):
+                # Read before the checks: a lifecycle change after them bumps
+                # it again, so the warm path re-validates instead of trusting
+                # a check that is already stale.
+                generation = self.manager.generation
+                try:
+                    info = self._enabled_info(name)
+                except LifecycleError:
+                    retired = self._detach(name)  # disabled behind our back (the manager)
+                    raise
+                module, _, function = target.partition(".")
+                self._check_declared(info, module, function)
+                running = self._running.get(name)
+                if running is None or not running.worker.alive:
+                    retired = self._detach(name)
+                    running = self._start(name)
+                running.generation = generation
+                return running, running.targets[target]
+        finally:
+            self._dispose(retired)
 
     def functions(self, name: str) -> dict[str, dict[str, PluginFunction]]:
         """``{module: {function: callable}}`` for an enabled plugin's declared functions.
@@ -604,6 +736,11 @@ class PluginHost:
         return table
 
     def _enabled_info(self, name: str) -> PluginInfo:
+        if self._closed:
+            raise LifecycleError(
+                f"plugin {name!r} cannot be called: the host is closed; "
+                "call plugins before PluginHost.close(), or make a new host"
+            )
         info = self.manager.require_plugin(name)
         if info.quarantine is not None:
             raise LifecycleError(
@@ -630,8 +767,16 @@ class PluginHost:
     # -- workers --------------------------------------------------------------------------
 
     def _start(self, name: str) -> _Running:
+        """Start the plugin's worker; the caller holds the plugin's lock and has
+        detached the previous worker."""
         info = self._enabled_info(name)
         expected = self.manager.enabled_hash(name)
+        if expected is None:
+            # Disabled (as a dependant of another plugin) between the two reads:
+            # without a verified hash nothing may be loaded.
+            raise LifecycleError(
+                f"plugin {name!r} was disabled while its worker was being started; enable it again"
+            )
         snapshot = make_snapshot(info.path, self._run_dir, expected_hash=expected)
         workdir = Path(tempfile.mkdtemp(prefix=f"{name}-work-", dir=self._run_dir))
         spec = WorkerSpec(
@@ -695,13 +840,48 @@ class PluginHost:
             breaker=self.breaker(name),
             on_request=self.context.handler(info),
         )
+        assert name not in self._running, "the previous worker must be detached first"
         self._running[name] = running
         return running
 
-    def _stop(self, name: str) -> None:
-        running = self._running.pop(name, None)
+    def _stop(self, name: str, running: _Running | None = None) -> None:
+        """Stop the plugin's worker (only ``running``, if given and still current)."""
+        with self._plugin_lock(name):
+            detached = self._detach(name, running)
+        self._dispose(detached)
+
+    def _detach(self, name: str, running: _Running | None = None) -> _Running | None:
+        """Take the plugin's worker out of service (plugin lock held) and return it.
+
+        With ``running``, only when that is still the current worker: the
+        thread that detaches a worker is the one that disposes of it.
+        """
+        current = self._running.get(name)
+        if current is None or (running is not None and current is not running):
+            return None
+        del self._running[name]
+        return current
+
+    def _detach_each(self, names: Iterable[str]) -> list[_Running]:
+        """Detach the workers of ``names``, each under its own plugin lock."""
+        retired = []
+        for name in names:
+            with self._plugin_lock(name):
+                detached = self._detach(name)
+            if detached is not None:
+                retired.append(detached)
+        return retired
+
+    def _dispose_each(self, retired: Iterable[_Running]) -> None:
+        for running in retired:
+            self._dispose(running)
+
+    def _dispose(self, running: _Running | None) -> None:
+        """Close a detached worker and remove its snapshot, with no host lock held
+        (closing waits for a call still running in it)."""
         if running is None:
             return
+        name = running.on_request.plugin
         running.worker.close()
         # The worker is reaped now, so the seccomp denials the zygote counted
         # for it are known: one permission-log line per denied syscall.
@@ -759,6 +939,7 @@ class PluginHost:
         target = self.health_target(name)
         if target is None:
             return Outcome(True, f"plugin {name!r} declares no health(); its worker started")
+        running: _Running | None = None
         try:
             running, parts = self._prepare_call(name, target)
             value = running.worker.call(
@@ -770,7 +951,8 @@ class PluginHost:
                 on_request=running.on_request,
             )
         except (SandboxError, LifecycleError) as exc:
-            self._stop(name)
+            if running is not None:
+                self._stop(name, running)
             return Outcome(False, f"plugin {name!r} failed its health check {target}: {exc}")
         if value is False:
             return Outcome(False, f"plugin {name!r} reported itself unhealthy ({target} -> false)")
@@ -787,10 +969,6 @@ class PluginHost:
         return running.worker.started.rejected if running is not None else ()
 
     # -- hooks ----------------------------------------------------------------------------------
-
-    @functools.cached_property
-    def _hook_bus(self) -> HookBus:
-        return HookBus(self.manager, self.call, self._count_hook_failure)
 
     def define_hook(
         self,
@@ -848,7 +1026,7 @@ class PluginHost:
 
     def _count_hook_failure(self, name: str, target: str, exc: SandboxError) -> None:
         """Count a failure only the hook dispatcher saw (a result the event's schema refuses)."""
-        self._failed(name, target, self.breaker(name), exc, self.worker_pid(name) is not None)
+        self._failed(name, target, self.breaker(name), exc, self._running.get(name))
 
     # -- guest code ----------------------------------------------------------------------------
 
@@ -979,8 +1157,13 @@ class PluginHost:
             guests, self._guests = self._guests, None
         if guests is not None:
             guests.close()
-        for name in list(self._running):
-            self._stop(name)
+        # Every name with a lock: a worker being started right now holds its
+        # plugin's lock, and any start after this pass sees the host closed.
+        with self._registry_lock:
+            names = {*self._plugin_locks, *self._running}
+        with self._lifecycle:
+            retired = self._detach_each(sorted(names))
+        self._dispose_each(retired)
         if self._owns_launcher:
             self.launcher.close()
         shutil.rmtree(self._run_dir, ignore_errors=True)

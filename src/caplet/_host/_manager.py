@@ -237,7 +237,9 @@ class PluginManager:
         keys = self._trusted_keys()
         ordered = self._order_by_requires({n: (m, h) for n, (m, h, _) in found.items()})
         previous = self._records
-        self._records = {}
+        # Built aside and swapped in at the end: a call on another thread
+        # looking a plugin up meanwhile sees the old table, never a half-built one.
+        records: dict[str, _Record] = {}
         for name in ordered:
             manifest, content_hash, source = found[name]
             record = previous.get(name)
@@ -249,9 +251,10 @@ class PluginManager:
                 record.source = source
             self._check_signature(record, keys)
             self._refresh_audit(record)
-            self._records[name] = record
+            records[name] = record
+        self._records = records
         for name, record in previous.items():
-            if name not in self._records and record.state is PluginState.ENABLED:
+            if name not in records and record.state is PluginState.ENABLED:
                 # The folder is gone: its functions must go too.
                 self._mark_dirty()
         if self.loading.strict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 from collections.abc import Callable
 from typing import Final
 
@@ -60,6 +61,10 @@ class PluginLog:
         self._clock = clock
         self._recent: dict[str, collections.deque[float]] = {}
         self._dropped: dict[str, int] = {}
+        #: Guards the counts: a plugin can log from two workers at once (the
+        #: old one finishing a call while enable starts the new one), and
+        #: check-then-append without it could let both past the limit.
+        self._lock = threading.Lock()
 
     def write(self, plugin: str, level: object, message: object) -> bool:
         """Log one line for ``plugin``; False when the rate limit dropped it."""
@@ -70,17 +75,18 @@ class PluginLog:
                 f"({', '.join(_LEVELS)}) and a str message",
                 plugin=plugin,
             )
-        now = self._clock()
-        recent = self._recent.setdefault(plugin, collections.deque())
-        while recent and recent[0] <= now - _WINDOW_S:
-            recent.popleft()
-        logger = logging.getLogger(f"{LOGGER_NAME}.{plugin}")
         limit = self._limits.log_lines_per_minute
-        if len(recent) >= limit:
-            self._dropped[plugin] = self._dropped.get(plugin, 0) + 1
-            return False
-        recent.append(now)
-        dropped = self._dropped.pop(plugin, 0)
+        with self._lock:
+            now = self._clock()
+            recent = self._recent.setdefault(plugin, collections.deque())
+            while recent and recent[0] <= now - _WINDOW_S:
+                recent.popleft()
+            if len(recent) >= limit:
+                self._dropped[plugin] = self._dropped.get(plugin, 0) + 1
+                return False
+            recent.append(now)
+            dropped = self._dropped.pop(plugin, 0)
+        logger = logging.getLogger(f"{LOGGER_NAME}.{plugin}")
         if dropped:
             logger.warning(
                 "[%s] %d log line(s) dropped: over the limit of %d lines per minute",

@@ -128,8 +128,9 @@ class Worker(Protocol):
         """Run one call; ``on_request`` answers its ``ctx`` requests (none: all refused).
 
         Raises :class:`~caplet.WorkerGoneError` (nothing ran) when the worker
-        had exited before the call was sent: callers need not check
-        :attr:`alive` first.
+        had exited, or been closed, before the call was sent: callers need
+        not check :attr:`alive` first, and a call that waited for another
+        thread's call which ended the worker is not mistaken for a crash.
         """
         ...
 

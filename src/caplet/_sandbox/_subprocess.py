@@ -330,10 +330,11 @@ class SubprocessWorker:
 
         Raises PluginCallError when the function raised, CallTimeoutError
         (worker killed) past ``timeout_s``, WorkerCrashedError when the
-        worker died, ProtocolError when it broke the protocol (worker
-        killed) -- or, with the worker left running, when an argument cannot
-        cross the boundary: that is a malformed frame the host refused to
-        send, not a plugin failure.
+        worker died during this call, its subclass WorkerGoneError when it
+        had ended (or was closed) before this call was sent, ProtocolError
+        when it broke the protocol (worker killed) -- or, with the worker
+        left running, when an argument cannot cross the boundary: that is a
+        malformed frame the host refused to send, not a plugin failure.
 
         While the call runs, each CONTEXT_REQUEST the worker sends is
         answered by ``on_request`` (:meth:`_serve_requests`), inside the
@@ -512,8 +513,12 @@ class SubprocessWorker:
         """Why a call is refused before anything is sent."""
         name = f"{module}.{function}"
         if self._death is not None:
+            # WorkerGoneError (nothing ran), not a crash of this call: with
+            # several threads calling, the others queue on the lock while one
+            # call crashes the worker or times out, and each of them must not
+            # count as another failure of the plugin.
             reason = "it was closed" if self._closed else f"it {self._death}"
-            return WorkerCrashedError(
+            return WorkerGoneError(
                 f"plugin '{self._spec.plugin}': cannot call {name}: the worker "
                 f"(pid {self.pid}) is no longer running ({reason}); start a new worker"
             )

@@ -25,6 +25,20 @@ the way caplet reads it.
 A full disk is an error that says so (SQLite reports ``SQLITE_FULL``, or an
 I/O error while the file system has no free block left): the transaction
 is rolled back, so the state is the one before the command.
+
+Threads: one connection per store, opened with ``check_same_thread=False``
+and used only under the store's lock, so a :class:`~caplet.PluginHost`
+can be called from any application thread (the soak test found the
+default binding to the creating thread failing every call from another
+one). One locked connection rather than one per thread: a transaction is
+a block of statements on one connection, so holding the lock for the
+whole block (:func:`_serialized`) keeps another thread's statements out
+of it; SQLite's default serialized threading mode makes sharing the
+connection itself safe (https://www.sqlite.org/threadsafe.html); threads
+of one process queue on a lock instead of on SQLite's busy timeout; and
+:meth:`SqliteStore.close` closes the only connection there is, where
+connections owned by other threads could not be closed from here. The
+statements are short, so the lock costs little concurrency.
 """
 
 from __future__ import annotations
@@ -34,9 +48,10 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -251,6 +266,21 @@ def _newer_message(path: Path, found: int, known: int) -> str:
     )
 
 
+_Use = Callable[["SqliteStore", str], AbstractContextManager[sqlite3.Connection]]
+
+
+def _serialized(use: _Use) -> _Use:
+    """Hold the store's lock for the whole of *use*: every statement of a read,
+    from ``BEGIN`` to ``COMMIT`` of a write, and the caller's fetches in between."""
+
+    @contextmanager
+    def serialized(store: SqliteStore, doing: str) -> Iterator[sqlite3.Connection]:
+        with store._lock, use(store, doing) as conn:
+            yield conn
+
+    return serialized
+
+
 def _tighten(path: Path) -> None:
     """Drop group/other bits from *path* if it exists and we own it."""
     try:
@@ -272,6 +302,9 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self.state_dir = ensure_private_dir(state_dir)
         self.path = state_dir / DB_FILENAME
+        #: Held for every use of the connection (see the module docstring).
+        #: Re-entrant: a nested use by one thread is an SQLite error, not a hang.
+        self._lock = threading.RLock()
         self._conn = self._connect()
 
     @classmethod
@@ -347,7 +380,10 @@ class SqliteStore:
         try:
             # isolation_level=None: the module never opens transactions on its
             # own; every write below says BEGIN IMMEDIATE itself.
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            # check_same_thread=False: any thread may use it, under self._lock.
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise self._translate_error("opening", exc) from exc
         try:
@@ -408,6 +444,7 @@ class SqliteStore:
             f"and permissions of {self.state_dir}"
         )
 
+    @_serialized
     @contextmanager
     def _reading(self, doing: str) -> Iterator[sqlite3.Connection]:
         try:
@@ -415,6 +452,7 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise self._translate_error(doing, exc) from exc
 
+    @_serialized
     @contextmanager
     def _writing(self, doing: str) -> Iterator[sqlite3.Connection]:
         conn = self._conn
@@ -898,11 +936,12 @@ class SqliteStore:
         return problems
 
     def close(self) -> None:
-        """Close the connection; closing twice is fine."""
-        try:
-            self._conn.close()
-        except sqlite3.Error as exc:
-            raise self._translate_error("closing", exc) from exc
+        """Close the connection (after another thread's statement); closing twice is fine."""
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error as exc:
+                raise self._translate_error("closing", exc) from exc
 
     def __enter__(self) -> Self:
         return self
