@@ -23,10 +23,20 @@ A path given by a caller is checked here before any file is touched:
    make a file outside the base reachable from inside it).
 
 Every error message names the path relative to the base, never the base
-itself. The kernel jail (the sandbox's mounts and Landlock) enforces the
-same base directory underneath all of this: these checks give callers clear
-errors and close the escapes a mount cannot see (symlinks and hard links
-inside the base).
+itself. A path the caller got wrong is refused with a ``caplet.plugin.Refused``
+subclass (:class:`InvalidPathRefused`, :class:`AccessRefused`,
+:class:`NotFoundRefused` ...), which the host does not count toward the
+plugin's circuit breaker: a caller sending bad paths is not the plugin
+failing, and must not get it quarantined. Each also subclasses the built-in
+error it replaces (``ValueError``, ``PermissionError``, ``FileNotFoundError``
+...), so ``except`` clauses written for those still work. What the caller
+cannot have caused (the base directory unusable, a read-only or full file
+system, EIO) stays a plain ``OSError`` and counts.
+
+The kernel jail (the sandbox's mounts and Landlock) enforces the same base
+directory underneath all of this: these checks give callers clear errors and
+close the escapes a mount cannot see (symlinks and hard links inside the
+base).
 """
 
 from __future__ import annotations
@@ -37,7 +47,23 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["MAX_PATH_CHARS", "Jail", "describe", "read_exactly", "show", "write_all"]
+from caplet.plugin import Refused
+
+__all__ = [
+    "MAX_PATH_CHARS",
+    "AccessRefused",
+    "AlreadyExistsRefused",
+    "InvalidPathRefused",
+    "IsADirectoryRefused",
+    "Jail",
+    "NameTooLongRefused",
+    "NotADirectoryRefused",
+    "NotFoundRefused",
+    "describe",
+    "read_exactly",
+    "show",
+    "write_all",
+]
 
 #: The longest path accepted (Linux PATH_MAX).
 MAX_PATH_CHARS = 4096
@@ -45,6 +71,39 @@ MAX_PATH_CHARS = 4096
 _SHOWN_CHARS = 200
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+# The refusals: the host only sees the class name, which must end in "Refused".
+
+
+class InvalidPathRefused(Refused, ValueError):
+    """``invalid path: ...``: not a usable relative path (empty, NUL, too long, absolute ...)."""
+
+
+class AccessRefused(Refused, PermissionError):
+    """``access denied: ...``: traversal, a dotfile, a link, a hard link, not a regular file,
+    or the kernel's EACCES/EPERM on a path inside the base."""
+
+
+class NotFoundRefused(Refused, FileNotFoundError):
+    """``not found: ...``: the caller named something that is not there."""
+
+
+class AlreadyExistsRefused(Refused, FileExistsError):
+    """``already exists: ...``: the caller asked to create something that is there."""
+
+
+class NotADirectoryRefused(Refused, NotADirectoryError):
+    """``not a directory: ...``: a file used as a directory in the path."""
+
+
+class IsADirectoryRefused(Refused, IsADirectoryError):
+    """``is a directory: ...``: a directory where the call needs a file."""
+
+
+class NameTooLongRefused(Refused, OSError):
+    """``cannot access 'x': File name too long``: a component longer than the file system takes
+    (ENAMETOOLONG). Other "cannot access" errors (EIO ...) are failures, not refusals."""
 
 
 def describe(mode: int) -> str:
@@ -97,24 +156,24 @@ class Jail:
     def parts(self, path: object) -> tuple[str, ...]:
         """The components of ``path`` under the base; ``()`` is the base itself."""
         if not isinstance(path, str) or not path:
-            raise ValueError("invalid path: must be a non-empty string")
+            raise InvalidPathRefused("invalid path: must be a non-empty string")
         if "\0" in path:
-            raise ValueError("invalid path: contains a NUL character")
+            raise InvalidPathRefused("invalid path: contains a NUL character")
         if not path.isascii():
             try:
                 path.encode("utf-8")
             except UnicodeEncodeError:
                 # A lone surrogate: os calls would raise UnicodeEncodeError, or
                 # (surrogateescape) name raw bytes that are not text at all.
-                raise ValueError(
+                raise InvalidPathRefused(
                     "invalid path: not valid Unicode text (it holds a lone surrogate)"
                 ) from None
         if len(path) > MAX_PATH_CHARS:
-            raise ValueError(
+            raise InvalidPathRefused(
                 f"invalid path: {len(path)} characters, more than the {MAX_PATH_CHARS} allowed"
             )
         if path.startswith("/"):
-            raise ValueError(
+            raise InvalidPathRefused(
                 "invalid path: absolute paths are not accepted; give a path relative to the "
                 "base directory, such as 'notes/todo.md'"
             )
@@ -122,11 +181,11 @@ class Jail:
         for index, part in enumerate(parts):
             shown = show(parts[: index + 1])
             if part == "..":
-                raise PermissionError(
+                raise AccessRefused(
                     f"access denied: '{shown}': '..' (path traversal) is not permitted"
                 )
             if part.startswith("."):
-                raise PermissionError(f"access denied: '{shown}': dotfiles are not permitted")
+                raise AccessRefused(f"access denied: '{shown}': dotfiles are not permitted")
         return parts
 
     # -- opening -------------------------------------------------------------------------
@@ -174,7 +233,7 @@ class Jail:
             if not stat.S_ISREG(info.st_mode):
                 raise self._wrong_kind(parts, info.st_mode)
             if info.st_nlink > 1:
-                raise PermissionError(
+                raise AccessRefused(
                     f"access denied: '{show(parts)}' has {info.st_nlink} hard links; "
                     "hard-linked files are not permitted"
                 )
@@ -195,7 +254,7 @@ class Jail:
         """The canonical path of ``parts`` must be the base plus ``parts`` and name ``fd``."""
         expected = os.path.join(self._real_root, *parts)
         canonical = os.path.realpath(os.path.join(self._root, *parts))
-        changed = PermissionError(
+        changed = AccessRefused(
             f"access denied: '{show(parts)}' does not resolve to itself inside the base "
             "directory (a link, or it changed while it was opened)"
         )
@@ -212,29 +271,42 @@ class Jail:
     # -- errors --------------------------------------------------------------------------
 
     def error(self, exc: OSError, parts: tuple[str, ...]) -> OSError:
-        """``exc`` as an error naming only the relative path (never the base)."""
+        """``exc`` as an error naming only the relative path (never the base).
+
+        A refusal when the path explains it (the caller's mistake); a plain
+        OSError, which the breaker counts, when the system failed: a full
+        disk or an unexpected error such as EIO.
+        """
         shown = show(parts)
         code = exc.errno
         if code == errno.ENOENT:
-            return FileNotFoundError(f"not found: '{shown}'")
+            return NotFoundRefused(f"not found: '{shown}'")
         if code == errno.EEXIST:
-            return FileExistsError(f"already exists: '{shown}'")
+            return AlreadyExistsRefused(f"already exists: '{shown}'")
         if code == errno.ENOTDIR:
-            return NotADirectoryError(f"not a directory: '{shown}'")
+            return NotADirectoryRefused(f"not a directory: '{shown}'")
         if code == errno.EISDIR:
-            return IsADirectoryError(f"is a directory: '{shown}'")
+            return IsADirectoryRefused(f"is a directory: '{shown}'")
         if code == errno.ELOOP:
-            return PermissionError(
+            return AccessRefused(
                 f"access denied: '{shown}' is a symbolic link; symlinks are not permitted"
             )
-        if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if code in (errno.EACCES, errno.EPERM):
+            return AccessRefused(f"access denied: '{shown}'")
+        if code == errno.EROFS:
+            # The whole file system is read-only: no path of the caller's can
+            # fix that, every write fails until the administrator does.
             return PermissionError(f"access denied: '{shown}'")
         if code in (errno.ENOSPC, errno.EDQUOT):
             return OSError(f"no space left: '{shown}'")
         reason = os.strerror(code) if code is not None else type(exc).__name__
+        if code == errno.ENAMETOOLONG:
+            return NameTooLongRefused(f"cannot access '{shown}': {reason}")
         return OSError(f"cannot access '{shown}': {reason}")
 
     def _open_root(self) -> int:
+        # Not a refusal: no path of the caller's can fix it, every call fails
+        # until the administrator does, which is what the breaker is for.
         try:
             return os.open(self._root, _DIR_FLAGS)
         except OSError as exc:
@@ -263,8 +335,8 @@ class Jail:
 
     def _wrong_kind(self, parts: tuple[str, ...], mode: int) -> OSError:
         if stat.S_ISDIR(mode):
-            return IsADirectoryError(f"is a directory: '{show(parts)}'")
-        return PermissionError(
+            return IsADirectoryRefused(f"is a directory: '{show(parts)}'")
+        return AccessRefused(
             f"access denied: '{show(parts)}' is not a regular file ({describe(mode)})"
         )
 

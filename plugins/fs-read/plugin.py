@@ -6,6 +6,11 @@ component without following links, canonical path re-checked), and the
 sandbox grants the plugin ``fs.read`` on the base directory only, so the
 kernel refuses whatever the jail might miss. Errors name paths relative to
 the base, never the base itself.
+
+A request the caller got wrong (a bad path, a file too large, binary data
+read as text, a bad offset) raises a ``caplet.plugin.Refused`` subclass,
+which the host does not count toward the circuit breaker; see README.md,
+"Errors", for which errors count.
 """
 
 from __future__ import annotations
@@ -16,9 +21,23 @@ import stat as stat_module
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pathjail import Jail, describe, read_exactly, show
+from pathjail import AccessRefused, IsADirectoryRefused, Jail, describe, read_exactly, show
+
+from caplet.plugin import Refused
 
 _KIB = 1024
+
+
+class TooLargeRefused(Refused, ValueError):
+    """``too large: ...``: above max_file_kb, or above max_read_kb for one call."""
+
+
+class NotTextRefused(Refused, ValueError):
+    """``not UTF-8 text: ...``: binary data asked for as text (the base64 functions read it)."""
+
+
+class InvalidArgumentRefused(Refused, ValueError):
+    """``invalid offset`` / ``invalid length``: an offset or length the call cannot use."""
 
 
 def _integer(config: Mapping[str, Any], name: str) -> int:
@@ -30,7 +49,7 @@ def _integer(config: Mapping[str, Any], name: str) -> int:
 
 def _offset(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"invalid {what}: must be a non-negative integer")
+        raise InvalidArgumentRefused(f"invalid {what}: must be a non-negative integer")
     return value
 
 
@@ -46,11 +65,11 @@ def _decode(data: bytes, at_end: bool, shown: str, offset: int) -> tuple[str, in
         if exc.reason == "unexpected end of data" and not at_end:
             if exc.start > 0:
                 return data[: exc.start].decode("utf-8"), exc.start
-            raise ValueError(
+            raise InvalidArgumentRefused(
                 f"invalid length: the character at byte {offset} of '{shown}' is longer than "
                 f"the {len(data)} bytes asked for; ask for at least 4"
             ) from None
-        raise ValueError(
+        raise NotTextRefused(
             f"not UTF-8 text: '{shown}' at byte {offset + exc.start}; "
             "read it with read_file_base64 or read_file_chunk_base64"
         ) from None
@@ -66,13 +85,13 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         """A descriptor of the file ``path``, its parts and its size (within max_file_kb)."""
         parts = jail.parts(path)
         if not parts:
-            raise IsADirectoryError("is a directory: '.'")
+            raise IsADirectoryRefused("is a directory: '.'")
         with jail.directory(parts[:-1]) as directory:
             fd = jail.open_in(directory, parts, os.O_RDONLY)
         size = os.fstat(fd).st_size
         if size > max_file:
             os.close(fd)
-            raise ValueError(
+            raise TooLargeRefused(
                 f"too large: '{show(parts)}' is {size} bytes, above the {max_file // _KIB} KiB "
                 "this plugin reads (max_file_kb)"
             )
@@ -82,7 +101,7 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         fd, parts, size = open_file(path)
         try:
             if size > max_read:
-                raise ValueError(
+                raise TooLargeRefused(
                     f"too large: '{show(parts)}' is {size} bytes, above the {max_read // _KIB} "
                     "KiB one call returns (max_read_kb); read it in pieces with read_file_chunk"
                 )
@@ -90,7 +109,7 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         finally:
             os.close(fd)
         if len(data) > max_read:
-            raise ValueError(f"too large: '{show(parts)}' grew while it was read")
+            raise TooLargeRefused(f"too large: '{show(parts)}' grew while it was read")
         return data, parts
 
     def chunk(path: object, offset: object, length: object) -> tuple[bytes, dict[str, Any]]:
@@ -171,7 +190,7 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         with jail.directory(parts[:-1]) as directory:
             info = jail.lstat_in(directory, parts)
         if stat_module.S_ISLNK(info.st_mode):
-            raise PermissionError(
+            raise AccessRefused(
                 f"access denied: '{show(parts)}' is a symbolic link; symlinks are not permitted"
             )
         result: dict[str, Any] = {"path": show(parts), "type": describe(info.st_mode)}

@@ -10,6 +10,11 @@ Sizes are limited per call and per file, and the number of files and
 directories it may create is a budget kept in the plugin's ``ctx.kv`` (so
 it holds across restarts); overwriting or appending to an existing file
 does not spend it.
+
+A request the caller got wrong (a bad path, too much data, invalid base64,
+a spent entry budget) raises a ``caplet.plugin.Refused`` subclass, which the
+host does not count toward the circuit breaker; a full disk or an
+unexpected OSError counts (README.md, "Errors").
 """
 
 from __future__ import annotations
@@ -21,11 +26,35 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pathjail import Jail, describe, show, write_all
+from pathjail import (
+    AlreadyExistsRefused,
+    IsADirectoryRefused,
+    Jail,
+    describe,
+    show,
+    write_all,
+)
 
-from caplet.plugin import PluginContext
+from caplet.plugin import PluginContext, Refused
 
 _KIB = 1024
+
+
+class TooLargeRefused(Refused, ValueError):
+    """``too large: ...``: above max_write_kb for one call, or max_file_kb for the file."""
+
+
+class InvalidDataRefused(Refused, ValueError):
+    """``invalid data: not valid base64``."""
+
+
+class WrongTypeRefused(Refused, TypeError):
+    """``invalid content`` / ``invalid data``: not a string (the declared schema already
+    refuses that; this is the plugin's own check behind it)."""
+
+
+class EntryLimitRefused(Refused, PermissionError):
+    """``entry limit reached: ...``: max_entries new files and directories already created."""
 
 
 def _integer(config: Mapping[str, Any], name: str) -> int:
@@ -37,7 +66,7 @@ def _integer(config: Mapping[str, Any], name: str) -> int:
 
 def _text(content: object) -> bytes:
     if not isinstance(content, str):
-        raise TypeError(f"invalid content: must be a string, got {type(content).__name__}")
+        raise WrongTypeRefused(f"invalid content: must be a string, got {type(content).__name__}")
     return content.encode("utf-8")
 
 
@@ -52,15 +81,17 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
 
     def binary(data: object) -> bytes:
         if not isinstance(data, str):
-            raise TypeError(f"invalid data: must be a base64 string, got {type(data).__name__}")
+            raise WrongTypeRefused(
+                f"invalid data: must be a base64 string, got {type(data).__name__}"
+            )
         if len(data) > (max_write // 3 + 1) * 4:
-            raise ValueError(
+            raise TooLargeRefused(
                 f"too large: more than the {max_write // _KIB} KiB one call writes (max_write_kb)"
             )
         try:
             return base64.b64decode(data, validate=True)
         except binascii.Error:
-            raise ValueError("invalid data: not valid base64") from None
+            raise InvalidDataRefused("invalid data: not valid base64") from None
 
     def reserve(ctx: PluginContext, parts: tuple[str, ...]) -> int:
         """The entries created so far; refuses when the budget is spent."""
@@ -68,7 +99,7 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         if isinstance(used, bool) or not isinstance(used, int) or used < 0:
             used = max_entries  # an unreadable count fails closed
         if used >= max_entries:
-            raise PermissionError(
+            raise EntryLimitRefused(
                 f"entry limit reached: '{show(parts)}' would be new, and {used} of "
                 f"{max_entries} new files and directories (max_entries) are already created; "
                 "overwrite or append to existing files instead"
@@ -78,15 +109,15 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
     def put(ctx: PluginContext, path: object, data: bytes, *, append: bool) -> dict[str, Any]:
         parts = jail.parts(path)
         if not parts:
-            raise IsADirectoryError("is a directory: '.'")
+            raise IsADirectoryRefused("is a directory: '.'")
         shown = show(parts)
         if len(data) > max_write:
-            raise ValueError(
+            raise TooLargeRefused(
                 f"too large: {len(data)} bytes for '{shown}', above the {max_write // _KIB} KiB "
                 "one call writes (max_write_kb)"
             )
         if len(data) > max_file:
-            raise ValueError(
+            raise TooLargeRefused(
                 f"too large: {len(data)} bytes for '{shown}', above the {max_file // _KIB} KiB "
                 "a file may hold (max_file_kb)"
             )
@@ -103,7 +134,7 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         try:
             size = os.fstat(fd).st_size if append else 0
             if size + len(data) > max_file:
-                raise ValueError(
+                raise TooLargeRefused(
                     f"too large: '{shown}' would hold {size + len(data)} bytes, above the "
                     f"{max_file // _KIB} KiB a file may hold (max_file_kb)"
                 )
@@ -136,7 +167,7 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
         """Create one directory (its parent must exist)."""
         parts = jail.parts(path)
         if not parts:
-            raise FileExistsError("already exists: '.'")
+            raise AlreadyExistsRefused("already exists: '.'")
         with jail.directory(parts[:-1]) as directory:
             try:
                 info = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
@@ -145,7 +176,9 @@ def create_functions(config: Mapping[str, Any]) -> dict[str, dict[str, Callable[
             except OSError as exc:
                 raise jail.error(exc, parts) from None
             else:
-                raise FileExistsError(f"already exists: '{show(parts)}' ({describe(info.st_mode)})")
+                raise AlreadyExistsRefused(
+                    f"already exists: '{show(parts)}' ({describe(info.st_mode)})"
+                )
             used = reserve(ctx, parts)
             try:
                 os.mkdir(parts[-1], 0o700, dir_fd=directory)

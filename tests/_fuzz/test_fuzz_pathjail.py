@@ -10,9 +10,13 @@ file, open a directory, ``lstat`` an entry) and is judged against
 :func:`reference`, written independently from the path rules in
 plugins/fs-read/README.md with ``os.lstat`` one component at a time.
 
-Properties: the jail raises nothing but its documented errors (ValueError
-"invalid path: ..." or an OSError whose message starts with a documented
-category); no message names the host's base directory; whatever the jail
+Properties: the jail raises nothing but its documented refusals (the
+``caplet.plugin.Refused`` class of its message's category, which subclasses
+the built-in error it replaced: ``InvalidPathRefused`` a ValueError
+"invalid path: ...", ``AccessRefused`` a PermissionError "access denied:
+...", and so on), so no path a caller sends can count toward the plugin's
+circuit breaker on a healthy file system; no message names the host's base
+directory; whatever the jail
 opens is exactly what the reference accepts (so never a path outside the
 base, never through a link, never a dotfile), and it refuses nothing the
 reference accepts.
@@ -34,21 +38,25 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from caplet.plugin import Refused
 from tests._fuzz.budget import fuzz
 
 REFERENCE_JAIL = Path(__file__).resolve().parents[2] / "plugins" / "fs-read" / "pathjail.py"
 #: Stands for the jail's absolute base path in generated paths (it is only known at run time).
 BASE_TOKEN = "<base>"
-#: The start of every OSError message the jail documents (README "Errors", pathjail.error).
-OS_ERROR_CATEGORIES = (
-    "access denied: ",
-    "not found: ",
-    "already exists: ",
-    "not a directory: ",
-    "is a directory: ",
-    "no space left: ",
-    "cannot access ",
-)
+#: The start of every refusal message the jail documents (README "Errors", pathjail.error),
+#: its class, and the built-in error the class still is. "cannot access" is a refusal only
+#: for a name too long (ENAMETOOLONG); "no space left" and any other "cannot access" are
+#: failures, which a read-only walk of a healthy jail never meets.
+REFUSALS: dict[str, tuple[str, type[Exception]]] = {
+    "invalid path: ": ("InvalidPathRefused", ValueError),
+    "access denied: ": ("AccessRefused", PermissionError),
+    "not found: ": ("NotFoundRefused", FileNotFoundError),
+    "already exists: ": ("AlreadyExistsRefused", FileExistsError),
+    "not a directory: ": ("NotADirectoryRefused", NotADirectoryError),
+    "is a directory: ": ("IsADirectoryRefused", IsADirectoryError),
+    "cannot access ": ("NameTooLongRefused", OSError),
+}
 LONG_NAME = "l" * 255  # the longest name a Linux file system takes
 
 
@@ -177,7 +185,7 @@ def through_jail(pathjail: ModuleType, base: Path, path: object, op: Op) -> str:
         with jail.directory(parts) as fd:
             return opened(fd)
     if not parts:
-        raise IsADirectoryError("is a directory: '.'")  # as the plugins answer
+        raise pathjail.IsADirectoryRefused("is a directory: '.'")  # as the plugins answer
     with jail.directory(parts[:-1]) as directory:
         if op is Op.LSTAT:
             info = jail.lstat_in(directory, parts)
@@ -315,8 +323,12 @@ def test_the_jail_opens_exactly_what_the_reference_accepts(
         error = exc
     if error is not None:
         refusal = str(error)
-        documented = "invalid path: " if isinstance(error, ValueError) else OS_ERROR_CATEGORIES
-        assert refusal.startswith(documented), f"undocumented {error!r}"
+        category = next((c for c in REFUSALS if refusal.startswith(c)), None)
+        assert category is not None, f"undocumented {error!r}"
+        name, builtin = REFUSALS[category]
+        assert type(error) is getattr(pathjail, name), f"{error!r} is not a {name}"
+        assert isinstance(error, Refused), f"{error!r} would count toward the breaker"
+        assert isinstance(error, builtin), f"{error!r} is no longer a {builtin.__name__}"
         for hidden in {str(base), os.path.realpath(base), str(base.parent)}:
             assert hidden not in refusal, f"{refusal!r} names the host path {hidden!r}"
         assert expected is None, f"{op.value} {path!r}: refused ({refusal}), reference accepts"

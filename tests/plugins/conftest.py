@@ -8,16 +8,17 @@ repository into ``tmp_path`` (the repository is never modified, and no
 sandbox: one :class:`SandboxLauncher` per test module, a fresh
 :class:`PluginHost` per test.
 
-The hosts allow many consecutive failures before their circuit breaker
-opens: these tests make a plugin refuse one bad path after another on
-purpose, and each refusal is a plugin exception, which the breaker counts.
+The hosts keep the default circuit breaker (3 consecutive failures open
+it): the plugins refuse bad input with ``caplet.plugin.Refused`` subclasses,
+which do not count, so a test may make a plugin refuse one bad path after
+another without opening it.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,6 @@ from tests._host.ctxkit import make_host
 REPO = Path(__file__).resolve().parents[2]
 #: The reference plugins, as shipped.
 REFERENCE = REPO / "plugins"
-#: Enough consecutive failures for any test here (the default is 3).
-FAILURES = 1000
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +55,8 @@ def reference_host(
     policy: Policy | None = None,
     **options: Any,
 ) -> PluginHost:
-    """A host on ``launcher`` whose breaker tolerates the tests' deliberate refusals."""
-    tolerant = replace(policy if policy is not None else Policy(), failure_threshold=FAILURES)
-    return make_host(plugins_dir, state_dir, launcher, policy=tolerant, **options)
+    """A host on ``launcher`` with ``policy`` (the default one: 3 failures open the breaker)."""
+    return make_host(plugins_dir, state_dir, launcher, policy=policy or Policy(), **options)
 
 
 @pytest.fixture
@@ -80,7 +78,7 @@ def outside(tmp_path: Path) -> Path:
 
 @dataclass
 class Caller:
-    """Calls one plugin's module and checks what its refusals reveal."""
+    """Calls one plugin's module and checks what its errors reveal and whether they count."""
 
     host: PluginHost
     plugin: str
@@ -91,18 +89,31 @@ class Caller:
     def __call__(self, function: str, *args: Any) -> Any:
         return self.host.call(self.plugin, f"{self.module}.{function}", *args)
 
-    def refused(self, function: str, *args: Any) -> PluginCallError:
-        """The PluginCallError of a refused call; its message names no host path."""
+    @property
+    def failures(self) -> int:
+        """Consecutive failures the plugin's circuit breaker has counted."""
+        return self.host.breaker(self.plugin).failures
+
+    def refused(self, function: str, *args: Any, refusal: bool = True) -> PluginCallError:
+        """The PluginCallError of a refused call; its message names no host path.
+
+        With ``refusal`` (the default) the plugin must have raised a
+        ``...Refused`` class and the breaker counted nothing; without, the
+        error must be a real failure, counted once.
+        """
+        before = self.failures
         with pytest.raises(PluginCallError) as info:
             self.host.call(self.plugin, f"{self.module}.{function}", *args)
         message = str(info.value)
         for path in self.hidden:
             assert path not in message, f"{message!r} reveals the host path {path!r}"
+        assert info.value.exc_type.endswith("Refused") is refusal, message
+        assert self.failures == (before if refusal else before + 1), message
         return info.value
 
-    def message(self, function: str, *args: Any) -> str:
+    def message(self, function: str, *args: Any, refusal: bool = True) -> str:
         """``exc_type: message`` of a refused call, without the 'plugin ... raised' prefix."""
-        error = self.refused(function, *args)
+        error = self.refused(function, *args, refusal=refusal)
         text = str(error)
         prefix = f"plugin '{self.plugin}': {self.module}.{function} raised "
         assert text.startswith(prefix), text

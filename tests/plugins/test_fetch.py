@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from caplet import NetworkPolicy, Policy
+from caplet import CircuitOpenError, NetworkPolicy, Policy
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._broker.conftest import (
     NAMES,
@@ -90,11 +91,11 @@ def test_fetch_json_and_fetch_text(fetch: Fetch, origin: str, server: RunningSer
     echoed = caller("fetch_json", f"{origin}/echo", {"X-Test": "yes"})
     assert (echoed["method"], echoed["path"]) == ("GET", "/echo")
     assert ["X-Test", "yes"] in echoed["headers"]
-    assert caller.message("fetch_json", f"{origin}/latin1").startswith(
+    assert caller.message("fetch_json", f"{origin}/latin1", refusal=False).startswith(
         f"ResponseError: invalid response: the body from {origin}/latin1 is not valid JSON"
-    )
+    ), "a body that is not the JSON asked for is the server failing: it counts"
     assert caller.message("fetch_text", f"{origin}/redirect/404?to=/x&key=s3cret") == (
-        f"ResponseError: http error: fetch_text got status 404 from {origin}/redirect/404?..."
+        f"HttpStatusRefused: http error: fetch_text got status 404 from {origin}/redirect/404?..."
     ), "the query (often an API key) is not repeated"
 
 
@@ -117,7 +118,7 @@ def test_get_then_read_the_body_in_pieces(fetch: Fetch, origin: str) -> None:
     assert [len(p) for p in pieces] == [1024, 1024, 452]
     assert "".join(pieces) == "x" * 2500
     assert caller.message("read", url).startswith(
-        f"LookupError: nothing to read: no fetched body for {url} (get or post it first;"
+        f"NothingToReadRefused: nothing to read: no fetched body for {url} (get or post it first;"
     ), "a body is dropped once read to the end"
 
 
@@ -125,7 +126,7 @@ def test_post_is_off_unless_allowed(fetch: Fetch, origin: str, server: RunningSe
     seen = len(server.seen)
     refused = fetch().message("post", f"{origin}/submit", {"a": 1})
     assert refused == (
-        f"BlockedByPolicyError: blocked by policy: POST {origin}/submit: this plugin is "
+        f"BlockedByPolicyRefused: blocked by policy: POST {origin}/submit: this plugin is "
         "configured without POST; enable it with allow_post=true"
     )
     assert len(server.seen) == seen, "nothing was sent"
@@ -149,15 +150,15 @@ def test_size_limits(fetch: Fetch, origin: str, server: RunningServer) -> None:
     caller = fetch("max_response_kb=1", "max_request_kb=1", "allow_post=true")
     assert caller("fetch_text", f"{origin}/bytes/1024") == "x" * 1024
     assert caller.message("fetch_text", f"{origin}/bytes/1025") == (
-        f"SizeLimitError: response too large: GET {origin}/bytes/1025 answered 1025 bytes, "
+        f"SizeLimitRefused: response too large: GET {origin}/bytes/1025 answered 1025 bytes, "
         "above the 1 KiB this plugin accepts (max_response_kb)"
     )
     assert caller.message("get", f"{origin}/bytes/4000").startswith(
-        "SizeLimitError: response too large: GET"
+        "SizeLimitRefused: response too large: GET"
     )
     seen = len(server.seen)
     assert caller.message("post", f"{origin}/submit", "y" * 1025) == (
-        f"SizeLimitError: request too large: POST {origin}/submit: 1025 bytes, above the 1 KiB "
+        f"SizeLimitRefused: request too large: POST {origin}/submit: 1025 bytes, above the 1 KiB "
         "this plugin sends (max_request_kb)"
     )
     assert len(server.seen) == seen, "nothing was sent"
@@ -170,19 +171,32 @@ def test_broker_errors_reach_the_caller_with_their_category(
     seen = len(server.seen)
     other = f"https://other.example.test:{server.port}/json"
     assert caller.message("fetch_json", other).startswith(
-        "BlockedByPolicyError: blocked by policy: plugin 'fetch'"
+        "BlockedByPolicyRefused: blocked by policy: plugin 'fetch'"
     ), "a host outside the allowlist"
     assert caller.message("get", f"http://api.example.test:{server.port}/json").startswith(
-        "BlockedByPolicyError: blocked by policy:"
+        "BlockedByPolicyRefused: blocked by policy:"
     ), "http is another origin"
     assert len(server.seen) == seen, "nothing was sent"
 
 
-def test_dns_errors_pass_through(
-    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher, pki: Pki, server: RunningServer
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("empty.example.test", "DnsError: DNS resolution failed:"),
+        ("api.wrong.test", "TlsError: TLS error:"),
+    ],
+)
+def test_network_failures_pass_through_and_count(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    pki: Pki,
+    server: RunningServer,
+    name: str,
+    expected: str,
 ) -> None:
     install(plugins_dir, "fetch")
-    empty = f"https://empty.example.test:{server.port}"
+    origin = f"https://{name}:{server.port}"
     with reference_host(
         plugins_dir,
         state_dir,
@@ -192,11 +206,54 @@ def test_dns_errors_pass_through(
         ssl_context=pki.client_context(),
     ) as host:
         host.discover()
-        assert host.enable("fetch", [f"origin={empty}", "allow_post=false"])
+        assert host.enable("fetch", [f"origin={origin}", "allow_post=false"])
         caller = Caller(host, "fetch", "fetch", hidden=("127.0.0.1",))
-        assert caller.message("fetch_text", f"{empty}/x").startswith(
-            "DnsError: DNS resolution failed:"
+        assert caller.message("fetch_text", f"{origin}/x", refusal=False).startswith(expected), (
+            "a failing network is what the breaker is for: it counts"
         )
+
+
+def test_refusals_in_a_row_leave_the_breaker_closed_and_server_failures_count(
+    fetch: Fetch, origin: str, server: RunningServer
+) -> None:
+    caller = fetch("max_response_kb=1")
+    other = f"https://other.example.test:{server.port}/json"
+    refusals = [
+        ("BlockedByPolicyRefused", "fetch_json", (other,)),
+        ("BlockedByPolicyRefused", "get", (f"http://api.example.test:{server.port}/json",)),
+        ("BlockedByPolicyRefused", "post", (f"{origin}/submit", {"a": 1})),
+        ("InvalidUrlRefused", "get", (f"https://user:pw@api.example.test:{server.port}/",)),
+        ("HttpStatusRefused", "fetch_text", (f"{origin}/redirect/404?to=/x",)),
+        ("HttpStatusRefused", "fetch_json", (f"{origin}/redirect/403?to=/x",)),
+        ("SizeLimitRefused", "fetch_text", (f"{origin}/bytes/2000",)),
+        ("NothingToReadRefused", "read", (f"{origin}/never-fetched",)),
+    ]
+    assert len(refusals) > Policy().failure_threshold
+    for _ in range(2):
+        for exc_type, function, args in refusals:
+            assert caller.refused(function, *args).exc_type == exc_type, (function, args)
+    breaker = caller.host.breaker("fetch")
+    assert (breaker.failures, breaker.closed) == (0, True)
+    assert caller("fetch_json", f"{origin}/json") == {"ok": True, "n": [1, 2]}
+    # 5xx, 429 (too many requests) and 408 (request timeout): the server failing or asking
+    # for less, which the breaker exists to stop hammering. Three in a row open it.
+    for status in (503, 429, 408):
+        assert caller.message("fetch_text", f"{origin}/redirect/{status}?to=/x", refusal=False) == (
+            f"ResponseError: http error: fetch_text got status {status} from "
+            f"{origin}/redirect/{status}?..."
+        )
+    assert not breaker.closed
+    with pytest.raises(CircuitOpenError):
+        caller("fetch_json", f"{origin}/json")
+
+
+def test_the_policys_rate_limit_is_a_refusal(fetch: Fetch, origin: str) -> None:
+    caller = fetch(network=replace(TEST_POLICY, requests_per_hour=1))
+    assert caller("fetch_json", f"{origin}/json") == {"ok": True, "n": [1, 2]}
+    for _ in range(4):
+        assert caller.message("fetch_json", f"{origin}/json").startswith(
+            "RateLimitRefused: rate limited: plugin 'fetch' made 1 requests in the last hour"
+        ), "the broker already holds the requests back: counting them too would quarantine"
 
 
 def test_the_default_policy_refuses_loopback(
@@ -205,6 +262,6 @@ def test_the_default_policy_refuses_loopback(
     seen = len(server.seen)
     caller = fetch(network=NetworkPolicy())
     message = caller.message("fetch_json", f"{origin}/json")
-    assert message.startswith("BlockedByPolicyError: blocked by policy:")
+    assert message.startswith("BlockedByPolicyRefused: blocked by policy:")
     assert "loopback" in message
     assert len(server.seen) == seen, "nothing was sent"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from caplet import LifecycleError
+from caplet import CircuitOpenError, LifecycleError, Policy
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests.plugins.conftest import Caller, install, reference_host
 
@@ -76,7 +76,7 @@ def test_reads_text_and_binary_files(fsread: FsRead) -> None:
     assert caller("read_file", "utf8.txt") == UTF8
     assert base64.b64decode(caller("read_file_base64", "data.bin")) == BINARY
     assert caller.message("read_file", "data.bin").startswith(
-        "ValueError: not UTF-8 text: 'data.bin' at byte 128; read it with read_file_base64"
+        "NotTextRefused: not UTF-8 text: 'data.bin' at byte 128; read it with read_file_base64"
     )
 
 
@@ -105,11 +105,11 @@ def test_chunks_follow_next_offset_and_never_split_a_character(fsread: FsRead) -
     beyond = caller("read_file_chunk", "utf8.txt", 100, 5)
     assert (beyond["content"], beyond["next_offset"], beyond["eof"]) == ("", 100, True)
     assert caller.message("read_file_chunk", "utf8.txt", 2, 5).startswith(
-        "ValueError: not UTF-8 text: 'utf8.txt' at byte 2;"
+        "NotTextRefused: not UTF-8 text: 'utf8.txt' at byte 2;"
     ), "an offset inside a character"
     assert caller.message("read_file_chunk", "utf8.txt", 6, 1) == (
-        "ValueError: invalid length: the character at byte 6 of 'utf8.txt' is longer than the "
-        "1 bytes asked for; ask for at least 4"
+        "InvalidArgumentRefused: invalid length: the character at byte 6 of 'utf8.txt' is "
+        "longer than the 1 bytes asked for; ask for at least 4"
     )
 
 
@@ -132,7 +132,7 @@ def test_size_limits_per_call_and_per_file(fsread: FsRead, tree: Path) -> None:
     (tree / "huge.txt").write_bytes(b"y" * 5000)
     caller = fsread("max_read_kb=2", "max_file_kb=4")
     assert caller.message("read_file", "big.txt") == (
-        "ValueError: too large: 'big.txt' is 3000 bytes, above the 2 KiB one call returns "
+        "TooLargeRefused: too large: 'big.txt' is 3000 bytes, above the 2 KiB one call returns "
         "(max_read_kb); read it in pieces with read_file_chunk"
     )
     first = caller("read_file_chunk", "big.txt")
@@ -142,7 +142,7 @@ def test_size_limits_per_call_and_per_file(fsread: FsRead, tree: Path) -> None:
     assert caller("read_file_chunk", "big.txt", 2048, 10_000)["length"] == 952
     for function in ("read_file", "read_file_chunk", "read_file_base64"):
         assert caller.message(function, "huge.txt") == (
-            "ValueError: too large: 'huge.txt' is 5000 bytes, above the 4 KiB this plugin "
+            "TooLargeRefused: too large: 'huge.txt' is 5000 bytes, above the 4 KiB this plugin "
             "reads (max_file_kb)"
         )
 
@@ -185,40 +185,43 @@ def test_stat_has_type_and_size_and_no_times(fsread: FsRead) -> None:
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
-        ("", "ValueError: invalid path: must be a non-empty string"),
-        ("a\0b", "ValueError: invalid path: contains a NUL character"),
-        ("x" * 4097, "ValueError: invalid path: 4097 characters, more than the 4096 allowed"),
+        ("", "InvalidPathRefused: invalid path: must be a non-empty string"),
+        ("a\0b", "InvalidPathRefused: invalid path: contains a NUL character"),
+        (
+            "x" * 4097,
+            "InvalidPathRefused: invalid path: 4097 characters, more than the 4096 allowed",
+        ),
         (
             "/etc/hostname",
-            "ValueError: invalid path: absolute paths are not accepted; give a path relative to "
-            "the base directory, such as 'notes/todo.md'",
+            "InvalidPathRefused: invalid path: absolute paths are not accepted; give a path "
+            "relative to the base directory, such as 'notes/todo.md'",
         ),
-        ("../outside/secret.txt", "PermissionError: access denied: '..': '..' (path "),
-        ("docs/../notes.md", "PermissionError: access denied: 'docs/..': '..' (path traversal)"),
-        (".env", "PermissionError: access denied: '.env': dotfiles are not permitted"),
+        ("../outside/secret.txt", "AccessRefused: access denied: '..': '..' (path "),
+        ("docs/../notes.md", "AccessRefused: access denied: 'docs/..': '..' (path traversal)"),
+        (".env", "AccessRefused: access denied: '.env': dotfiles are not permitted"),
         (
             "docs/.git/config",
-            "PermissionError: access denied: 'docs/.git': dotfiles are not permitted",
+            "AccessRefused: access denied: 'docs/.git': dotfiles are not permitted",
         ),
         (
             "link.md",
-            "PermissionError: access denied: 'link.md' is a symbolic link; symlinks are not "
+            "AccessRefused: access denied: 'link.md' is a symbolic link; symlinks are not "
             "permitted",
         ),
-        ("escape", "PermissionError: access denied: 'escape' is a symbolic link;"),
-        ("linkdir/guide.txt", "PermissionError: access denied: 'linkdir' is a symbolic link;"),
-        ("escapedir/secret.txt", "PermissionError: access denied: 'escapedir' is a symbolic link"),
+        ("escape", "AccessRefused: access denied: 'escape' is a symbolic link;"),
+        ("linkdir/guide.txt", "AccessRefused: access denied: 'linkdir' is a symbolic link;"),
+        ("escapedir/secret.txt", "AccessRefused: access denied: 'escapedir' is a symbolic link"),
         (
             "hardlink.txt",
-            "PermissionError: access denied: 'hardlink.txt' has 2 hard links; hard-linked files "
+            "AccessRefused: access denied: 'hardlink.txt' has 2 hard links; hard-linked files "
             "are not permitted",
         ),
-        ("fifo", "PermissionError: access denied: 'fifo' is not a regular file (other)"),
-        ("missing.md", "FileNotFoundError: not found: 'missing.md'"),
-        ("docs/missing/x", "FileNotFoundError: not found: 'docs/missing'"),
-        ("docs", "IsADirectoryError: is a directory: 'docs'"),
-        (".", "IsADirectoryError: is a directory: '.'"),
-        ("notes.md/x", "NotADirectoryError: not a directory: 'notes.md'"),
+        ("fifo", "AccessRefused: access denied: 'fifo' is not a regular file (other)"),
+        ("missing.md", "NotFoundRefused: not found: 'missing.md'"),
+        ("docs/missing/x", "NotFoundRefused: not found: 'docs/missing'"),
+        ("docs", "IsADirectoryRefused: is a directory: 'docs'"),
+        (".", "IsADirectoryRefused: is a directory: '.'"),
+        ("notes.md/x", "NotADirectoryRefused: not a directory: 'notes.md'"),
     ],
 )
 def test_the_jail_refuses_with_a_relative_message(fsread: FsRead, path: str, expected: str) -> None:
@@ -230,16 +233,16 @@ def test_the_jail_refuses_with_a_relative_message(fsread: FsRead, path: str, exp
 @pytest.mark.parametrize(
     ("function", "path", "expected"),
     [
-        ("stat", "link.md", "PermissionError: access denied: 'link.md' is a symbolic link"),
-        ("stat", "linkdir/guide.txt", "PermissionError: access denied: 'linkdir' is a symbolic"),
-        ("stat", ".env", "PermissionError: access denied: '.env': dotfiles are not permitted"),
-        ("stat", "../base", "PermissionError: access denied: '..': '..' (path traversal)"),
-        ("stat", "missing", "FileNotFoundError: not found: 'missing'"),
-        ("list_dir", "linkdir", "PermissionError: access denied: 'linkdir' is a symbolic link"),
-        ("list_dir", "escapedir", "PermissionError: access denied: 'escapedir' is a symbolic"),
-        ("list_dir", "docs/.git", "PermissionError: access denied: 'docs/.git': dotfiles are"),
-        ("list_dir", "notes.md", "NotADirectoryError: not a directory: 'notes.md'"),
-        ("list_dir", "/", "ValueError: invalid path: absolute paths are not accepted"),
+        ("stat", "link.md", "AccessRefused: access denied: 'link.md' is a symbolic link"),
+        ("stat", "linkdir/guide.txt", "AccessRefused: access denied: 'linkdir' is a symbolic"),
+        ("stat", ".env", "AccessRefused: access denied: '.env': dotfiles are not permitted"),
+        ("stat", "../base", "AccessRefused: access denied: '..': '..' (path traversal)"),
+        ("stat", "missing", "NotFoundRefused: not found: 'missing'"),
+        ("list_dir", "linkdir", "AccessRefused: access denied: 'linkdir' is a symbolic link"),
+        ("list_dir", "escapedir", "AccessRefused: access denied: 'escapedir' is a symbolic"),
+        ("list_dir", "docs/.git", "AccessRefused: access denied: 'docs/.git': dotfiles are"),
+        ("list_dir", "notes.md", "NotADirectoryRefused: not a directory: 'notes.md'"),
+        ("list_dir", "/", "InvalidPathRefused: invalid path: absolute paths are not accepted"),
     ],
 )
 def test_stat_and_list_dir_use_the_same_jail(
@@ -254,3 +257,48 @@ def test_arguments_are_checked_against_the_declared_schema(fsread: FsRead) -> No
         caller("read_file", 42)
     with pytest.raises(LifecycleError, match="fs-read"):
         caller("read_file_chunk", "notes.md", -1)
+
+
+def test_refusals_in_a_row_leave_the_breaker_closed_and_failures_count(
+    fsread: FsRead, tree: Path
+) -> None:
+    caller = fsread("max_file_kb=1")
+    (tree / "big.txt").write_bytes(b"x" * 2000)
+    refusals = [
+        ("InvalidPathRefused", "read_file", ("/etc/hostname",)),
+        ("AccessRefused", "read_file", ("../outside/secret.txt",)),
+        ("AccessRefused", "read_file", (".env",)),
+        ("AccessRefused", "read_file", ("escape",)),
+        ("AccessRefused", "read_file", ("hardlink.txt",)),
+        ("AccessRefused", "stat", ("link.md",)),
+        ("NotFoundRefused", "read_file", ("missing.md",)),
+        ("IsADirectoryRefused", "read_file", ("docs",)),
+        ("NotADirectoryRefused", "list_dir", ("notes.md",)),
+        ("NameTooLongRefused", "read_file", ("n" * 256,)),
+        ("TooLargeRefused", "read_file", ("big.txt",)),
+        ("NotTextRefused", "read_file", ("data.bin",)),
+        ("InvalidArgumentRefused", "read_file_chunk", ("utf8.txt", 6, 1)),
+    ]
+    assert len(refusals) > Policy().failure_threshold
+    for exc_type, function, args in refusals:
+        assert caller.refused(function, *args).exc_type == exc_type, (function, args)
+    assert caller.message("read_file", "n" * 256) == (
+        f"NameTooLongRefused: cannot access '{'n' * 197}...': File name too long"
+    )
+    breaker = caller.host.breaker("fs-read")
+    assert (breaker.failures, breaker.closed) == (0, True)
+    assert caller("read_file", "notes.md") == "hello\n"
+    # A base directory the plugin cannot open is no caller's mistake: every call fails
+    # until the administrator fixes it, which is what the breaker is for.
+    tree.chmod(0)
+    try:
+        for _ in range(Policy().failure_threshold):
+            assert caller.message("read_file", "notes.md", refusal=False) == (
+                "OSError: the base directory cannot be opened (Permission denied); check the "
+                "plugin's root setting"
+            )
+    finally:
+        tree.chmod(0o755)
+    assert not breaker.closed
+    with pytest.raises(CircuitOpenError):
+        caller("read_file", "notes.md")

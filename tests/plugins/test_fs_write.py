@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from caplet import CircuitOpenError, Policy
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests.plugins.conftest import Caller, install, reference_host
 
@@ -105,19 +106,22 @@ def test_write_overwrite_append_and_mkdir(fswrite: FsWrite, tree: Path) -> None:
     assert caller("append_file_base64", "out/data.bin", encoded)["size"] == 512
     assert (tree / "out" / "data.bin").read_bytes() == data * 2
     assert caller.message("write_file_base64", "x.bin", "not base64!") == (
-        "ValueError: invalid data: not valid base64"
+        "InvalidDataRefused: invalid data: not valid base64"
     )
     assert not (tree / "x.bin").exists()
 
 
 def test_mkdir_makes_one_level(fswrite: FsWrite, tree: Path) -> None:
     caller = fswrite()
-    assert caller.message("mkdir", "a/b") == "FileNotFoundError: not found: 'a'"
-    assert caller.message("mkdir", "docs") == "FileExistsError: already exists: 'docs' (directory)"
-    assert caller.message("mkdir", "notes.md") == (
-        "FileExistsError: already exists: 'notes.md' (file)"
+    assert caller.message("mkdir", "a/b") == "NotFoundRefused: not found: 'a'"
+    assert (
+        caller.message("mkdir", "docs")
+        == "AlreadyExistsRefused: already exists: 'docs' (directory)"
     )
-    assert caller.message("mkdir", ".") == "FileExistsError: already exists: '.'"
+    assert caller.message("mkdir", "notes.md") == (
+        "AlreadyExistsRefused: already exists: 'notes.md' (file)"
+    )
+    assert caller.message("mkdir", ".") == "AlreadyExistsRefused: already exists: '.'"
     assert caller("mkdir", "a") == {"path": "a", "created": True}
     assert caller("mkdir", "a/b") == {"path": "a/b", "created": True}
     assert (tree / "a" / "b").is_dir()
@@ -126,16 +130,16 @@ def test_mkdir_makes_one_level(fswrite: FsWrite, tree: Path) -> None:
 def test_size_limits_per_call_and_per_file(fswrite: FsWrite, tree: Path) -> None:
     caller = fswrite("max_write_kb=1", "max_file_kb=2")
     assert caller.message("write_file", "big.txt", "x" * 1025) == (
-        "ValueError: too large: 1025 bytes for 'big.txt', above the 1 KiB one call writes "
+        "TooLargeRefused: too large: 1025 bytes for 'big.txt', above the 1 KiB one call writes "
         "(max_write_kb)"
     )
     assert caller.message("write_file_base64", "big.bin", "A" * 1400) == (
-        "ValueError: too large: more than the 1 KiB one call writes (max_write_kb)"
+        "TooLargeRefused: too large: more than the 1 KiB one call writes (max_write_kb)"
     )
     assert caller("write_file", "log.txt", "a" * 1024)["size"] == 1024
     assert caller("append_file", "log.txt", "b" * 1024)["size"] == 2048
     assert caller.message("append_file", "log.txt", "c") == (
-        "ValueError: too large: 'log.txt' would hold 2049 bytes, above the 2 KiB a file may "
+        "TooLargeRefused: too large: 'log.txt' would hold 2049 bytes, above the 2 KiB a file may "
         "hold (max_file_kb)"
     )
     assert (tree / "log.txt").read_text(encoding="utf-8") == "a" * 1024 + "b" * 1024
@@ -143,7 +147,7 @@ def test_size_limits_per_call_and_per_file(fswrite: FsWrite, tree: Path) -> None
     assert not (tree / "big.bin").exists()
     tight = fswrite("max_write_kb=4", "max_file_kb=1")
     assert tight.message("write_file", "wide.txt", "x" * 2048) == (
-        "ValueError: too large: 2048 bytes for 'wide.txt', above the 1 KiB a file may hold "
+        "TooLargeRefused: too large: 2048 bytes for 'wide.txt', above the 1 KiB a file may hold "
         "(max_file_kb)"
     )
 
@@ -158,7 +162,7 @@ def test_the_entry_budget_counts_new_entries_only_and_persists(
         "entry limit reached: '{}' would be new, and 2 of 2 new files and directories "
         "(max_entries) are already created; overwrite or append to existing files instead"
     )
-    assert caller.message("write_file", "three.txt", "3") == "PermissionError: " + full.format(
+    assert caller.message("write_file", "three.txt", "3") == "EntryLimitRefused: " + full.format(
         "three.txt"
     )
     assert caller.message("append_file", "three.txt", "3").endswith(full.format("three.txt"))
@@ -184,27 +188,27 @@ def test_the_entry_budget_counts_new_entries_only_and_persists(
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
-        ("", "ValueError: invalid path: must be a non-empty string"),
-        ("a\0b", "ValueError: invalid path: contains a NUL character"),
-        ("/tmp/x", "ValueError: invalid path: absolute paths are not accepted"),
-        ("../outside/new.txt", "PermissionError: access denied: '..': '..' (path traversal)"),
-        ("docs/../x", "PermissionError: access denied: 'docs/..': '..' (path traversal)"),
-        (".env", "PermissionError: access denied: '.env': dotfiles are not permitted"),
-        ("docs/.hidden/x", "PermissionError: access denied: 'docs/.hidden': dotfiles are not"),
-        ("link.md", "PermissionError: access denied: 'link.md' is a symbolic link"),
-        ("escape", "PermissionError: access denied: 'escape' is a symbolic link"),
-        ("linkdir/x.txt", "PermissionError: access denied: 'linkdir' is a symbolic link"),
-        ("escapedir/new.txt", "PermissionError: access denied: 'escapedir' is a symbolic link"),
+        ("", "InvalidPathRefused: invalid path: must be a non-empty string"),
+        ("a\0b", "InvalidPathRefused: invalid path: contains a NUL character"),
+        ("/tmp/x", "InvalidPathRefused: invalid path: absolute paths are not accepted"),
+        ("../outside/new.txt", "AccessRefused: access denied: '..': '..' (path traversal)"),
+        ("docs/../x", "AccessRefused: access denied: 'docs/..': '..' (path traversal)"),
+        (".env", "AccessRefused: access denied: '.env': dotfiles are not permitted"),
+        ("docs/.hidden/x", "AccessRefused: access denied: 'docs/.hidden': dotfiles are not"),
+        ("link.md", "AccessRefused: access denied: 'link.md' is a symbolic link"),
+        ("escape", "AccessRefused: access denied: 'escape' is a symbolic link"),
+        ("linkdir/x.txt", "AccessRefused: access denied: 'linkdir' is a symbolic link"),
+        ("escapedir/new.txt", "AccessRefused: access denied: 'escapedir' is a symbolic link"),
         (
             "hardlink.txt",
-            "PermissionError: access denied: 'hardlink.txt' has 2 hard links; hard-linked files "
+            "AccessRefused: access denied: 'hardlink.txt' has 2 hard links; hard-linked files "
             "are not permitted",
         ),
-        ("fifo", "PermissionError: access denied: 'fifo' is not a regular file (other)"),
-        ("docs", "IsADirectoryError: is a directory: 'docs'"),
-        (".", "IsADirectoryError: is a directory: '.'"),
-        ("missing/x.txt", "FileNotFoundError: not found: 'missing'"),
-        ("notes.md/x", "NotADirectoryError: not a directory: 'notes.md'"),
+        ("fifo", "AccessRefused: access denied: 'fifo' is not a regular file (other)"),
+        ("docs", "IsADirectoryRefused: is a directory: 'docs'"),
+        (".", "IsADirectoryRefused: is a directory: '.'"),
+        ("missing/x.txt", "NotFoundRefused: not found: 'missing'"),
+        ("notes.md/x", "NotADirectoryRefused: not a directory: 'notes.md'"),
     ],
 )
 def test_the_jail_refuses_writes_with_a_relative_message(
@@ -221,13 +225,56 @@ def test_the_jail_refuses_writes_with_a_relative_message(
 def test_mkdir_uses_the_same_jail(fswrite: FsWrite, outside: Path) -> None:
     caller = fswrite()
     assert caller.message("mkdir", "escapedir/d").startswith(
-        "PermissionError: access denied: 'escapedir' is a symbolic link"
+        "AccessRefused: access denied: 'escapedir' is a symbolic link"
     )
     assert caller.message("mkdir", ".git").startswith(
-        "PermissionError: access denied: '.git': dotfiles are not permitted"
+        "AccessRefused: access denied: '.git': dotfiles are not permitted"
     )
-    assert caller.message("mkdir", "../d").startswith("PermissionError: access denied: '..'")
+    assert caller.message("mkdir", "../d").startswith("AccessRefused: access denied: '..'")
     assert caller.message("mkdir", "link.md") == (
-        "FileExistsError: already exists: 'link.md' (symlink)"
+        "AlreadyExistsRefused: already exists: 'link.md' (symlink)"
     )
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_refusals_in_a_row_leave_the_breaker_closed_and_failures_count(
+    fswrite: FsWrite, tree: Path
+) -> None:
+    caller = fswrite("max_entries=1", "max_write_kb=1")
+    assert caller("write_file", "one.txt", "1")["created"] is True
+    refusals = [
+        ("InvalidPathRefused", "write_file", ("/tmp/x", "x")),
+        ("AccessRefused", "write_file", ("../outside/new.txt", "x")),
+        ("AccessRefused", "append_file", (".env", "x")),
+        ("AccessRefused", "write_file", ("escape", "x")),
+        ("AccessRefused", "write_file", ("hardlink.txt", "x")),
+        ("NotFoundRefused", "write_file", ("missing/x.txt", "x")),
+        ("IsADirectoryRefused", "write_file", ("docs", "x")),
+        ("NotADirectoryRefused", "mkdir", ("notes.md/x",)),
+        ("AlreadyExistsRefused", "mkdir", ("docs",)),
+        ("NameTooLongRefused", "write_file", ("n" * 256, "x")),
+        ("TooLargeRefused", "write_file", ("notes.md", "x" * 1025)),
+        ("InvalidDataRefused", "write_file_base64", ("notes.md", "not base64!")),
+        ("EntryLimitRefused", "write_file", ("two.txt", "2")),
+    ]
+    assert len(refusals) > Policy().failure_threshold
+    for exc_type, function, args in refusals:
+        assert caller.refused(function, *args).exc_type == exc_type, (function, args)
+    breaker = caller.host.breaker("fs-write")
+    assert (breaker.failures, breaker.closed) == (0, True)
+    assert caller("append_file", "one.txt", "+")["size"] == 2
+    # A base directory the plugin cannot open is no caller's mistake: every call fails
+    # until the administrator fixes it, which is what the breaker is for.
+    tree.chmod(0)
+    try:
+        for _ in range(Policy().failure_threshold):
+            assert caller.message("append_file", "one.txt", "+", refusal=False) == (
+                "OSError: the base directory cannot be opened (Permission denied); check the "
+                "plugin's root setting"
+            )
+    finally:
+        tree.chmod(0o755)
+    assert not breaker.closed
+    with pytest.raises(CircuitOpenError):
+        caller("append_file", "one.txt", "+")
+    assert (tree / "one.txt").read_text(encoding="utf-8") == "1+"

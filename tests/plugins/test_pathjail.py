@@ -1,13 +1,17 @@
-"""pathjail.py's canonical re-check, which no sandboxed call can reach deterministically.
+"""pathjail.py where no sandboxed call reaches deterministically: the canonical re-check
+and the errors of a failing system.
 
 Through the plugins, every link is refused while the path is walked, before
 the re-check runs; it exists for what changes between the walk and the open
-(a rename race). Here it is called directly, on a private copy of the module
-(importing the shipped file would write bytecode into plugins/).
+(a rename race). And a healthy file system never answers EIO or ENOSPC to a
+read. Here the module is called directly, on a private copy (importing the
+shipped file would write bytecode into plugins/), outside any worker: its
+one caplet import, ``caplet.plugin``, works wherever caplet is installed.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import shutil
@@ -17,6 +21,7 @@ from types import ModuleType
 
 import pytest
 
+from caplet.plugin import Refused
 from tests.plugins.conftest import REFERENCE
 
 
@@ -52,7 +57,7 @@ def test_the_recheck_refuses_another_file_under_the_same_name(
 ) -> None:
     (base / "a.txt").rename(base / "moved.txt")
     (base / "a.txt").write_text("swapped in", encoding="utf-8")
-    with pytest.raises(PermissionError) as info:
+    with pytest.raises(pathjail.AccessRefused) as info:
         pathjail.Jail(str(base)).recheck(("a.txt",), fd)
     assert str(info.value) == (
         "access denied: 'a.txt' does not resolve to itself inside the base directory (a link, "
@@ -65,16 +70,78 @@ def test_the_recheck_refuses_a_path_that_resolves_elsewhere(
     pathjail: ModuleType, base: Path, fd: int
 ) -> None:
     (base / "alias.txt").symlink_to(base / "a.txt")
-    with pytest.raises(PermissionError, match=r"'alias\.txt' does not resolve to itself"):
+    with pytest.raises(pathjail.AccessRefused, match=r"'alias\.txt' does not resolve to itself"):
         pathjail.Jail(str(base)).recheck(("alias.txt",), fd)
 
 
 def test_the_recheck_refuses_a_vanished_path(pathjail: ModuleType, base: Path, fd: int) -> None:
     (base / "a.txt").unlink()
-    with pytest.raises(PermissionError, match=r"'a\.txt' does not resolve to itself"):
+    with pytest.raises(pathjail.AccessRefused, match=r"'a\.txt' does not resolve to itself"):
         pathjail.Jail(str(base)).recheck(("a.txt",), fd)
 
 
 def test_the_base_must_be_absolute(pathjail: ModuleType) -> None:
     with pytest.raises(ValueError, match="root must be an absolute path"):
         pathjail.Jail("relative/base")
+
+
+@pytest.mark.parametrize(
+    ("code", "name", "builtin", "message"),
+    [
+        (errno.ENOENT, "NotFoundRefused", FileNotFoundError, "not found: 'a/b'"),
+        (errno.EEXIST, "AlreadyExistsRefused", FileExistsError, "already exists: 'a/b'"),
+        (errno.ENOTDIR, "NotADirectoryRefused", NotADirectoryError, "not a directory: 'a/b'"),
+        (errno.EISDIR, "IsADirectoryRefused", IsADirectoryError, "is a directory: 'a/b'"),
+        (
+            errno.ELOOP,
+            "AccessRefused",
+            PermissionError,
+            "access denied: 'a/b' is a symbolic link; symlinks are not permitted",
+        ),
+        (errno.EACCES, "AccessRefused", PermissionError, "access denied: 'a/b'"),
+        (errno.EPERM, "AccessRefused", PermissionError, "access denied: 'a/b'"),
+        (
+            errno.ENAMETOOLONG,
+            "NameTooLongRefused",
+            OSError,
+            "cannot access 'a/b': File name too long",
+        ),
+    ],
+)
+def test_errors_a_path_explains_are_refusals(
+    pathjail: ModuleType, base: Path, code: int, name: str, builtin: type[OSError], message: str
+) -> None:
+    error = pathjail.Jail(str(base)).error(OSError(code, os.strerror(code)), ("a", "b"))
+    assert type(error) is getattr(pathjail, name)
+    assert isinstance(error, Refused), "it must not count toward the breaker"
+    assert isinstance(error, builtin), "an except clause for the old type still catches it"
+    assert str(error) == message
+
+
+@pytest.mark.parametrize(
+    ("code", "builtin", "message"),
+    [
+        (errno.EIO, OSError, "cannot access 'a/b': Input/output error"),
+        (errno.ENOSPC, OSError, "no space left: 'a/b'"),
+        (errno.EDQUOT, OSError, "no space left: 'a/b'"),
+        (errno.EMFILE, OSError, "cannot access 'a/b': Too many open files"),
+        (errno.EROFS, PermissionError, "access denied: 'a/b'"),
+    ],
+)
+def test_errors_of_a_failing_system_are_failures(
+    pathjail: ModuleType, base: Path, code: int, builtin: type[OSError], message: str
+) -> None:
+    error = pathjail.Jail(str(base)).error(OSError(code, os.strerror(code)), ("a", "b"))
+    assert type(error) is builtin, "a plain built-in error: the breaker counts it"
+    assert str(error) == message
+
+
+def test_a_base_that_cannot_be_opened_is_a_failure(pathjail: ModuleType, base: Path) -> None:
+    jail = pathjail.Jail(str(base / "gone"))
+    with pytest.raises(OSError) as info, jail.directory(()):
+        pass
+    assert type(info.value) is OSError, "no path of the caller's can fix it: it counts"
+    assert str(info.value) == (
+        "the base directory cannot be opened (No such file or directory); check the plugin's "
+        "root setting"
+    )
