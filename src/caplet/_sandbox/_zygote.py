@@ -781,9 +781,12 @@ def _report_spare_failure(conn: socket.socket, exc: BaseException) -> None:
 
 def _claim_spare(spare: _Spare, message: bytes, fds: list[int], request: SpawnRequest) -> bool:
     """Hand a request to the spare; False if the spare is gone (fork directly instead)."""
-    if spare.cgroup is not None and request.limits.processes is not None:
+    processes = request.limits.processes
+    # The spare's cgroup starts at _SPARE_PIDS, the policy's default: most
+    # requests need no write here, on the path every start waits for.
+    if spare.cgroup is not None and processes is not None and processes != _SPARE_PIDS:
         try:
-            (spare.cgroup / "pids.max").write_text(f"{request.limits.processes}\n")
+            (spare.cgroup / "pids.max").write_text(f"{processes}\n")
         except OSError:
             return False
     try:
