@@ -219,3 +219,18 @@ def make_wheel(path: Path, name: str = "hello", **options: Any) -> Path:
         for relative, text in distribution_files(name, **options).items():
             archive.writestr(relative, text)
     return path
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of ``pid``, read from /proc (a jail monitor's child is its pid 1)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            found.append(int(entry))
+    return found

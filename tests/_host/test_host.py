@@ -18,7 +18,7 @@ from caplet import (
     PluginTreeError,
     WorkerCrashedError,
 )
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, child_pids
 
 SPIN = """
 import os
@@ -281,22 +281,6 @@ def test_proc_exec_runs_only_the_named_program(
     assert python == "refused: 13"
 
 
-def _descendant(pid: int) -> int:
-    """The one child of ``pid`` (the jail's pid 1 under its monitor)."""
-    children = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rpartition(")")[2].split()[1]) == pid:
-            children.append(int(entry))
-    assert len(children) == 1, children
-    return children[0]
-
-
 def _kill_and_wait(victim: int, watched: int) -> None:
     """SIGKILL ``victim``, then block until ``watched`` has exited.
 
@@ -323,7 +307,8 @@ def test_a_worker_that_died_while_idle_is_replaced_without_a_failure(
     monitor = host.worker_pid("p")
     assert monitor is not None
     # Kill the worker itself (it holds the channel), then wait for its monitor.
-    _kill_and_wait(_descendant(monitor), monitor)
+    (pid_one,) = child_pids(monitor)
+    _kill_and_wait(pid_one, monitor)
     # The warm path does not ask whether the worker runs; the refused frame
     # tells it, and the call goes to a new worker as if nothing happened.
     assert host.call("p", "main.pid") == 1

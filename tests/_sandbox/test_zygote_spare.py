@@ -32,6 +32,7 @@ from caplet._sandbox._jail import runtime_grants
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
 from caplet._sandbox._zygote import LATE_SPARE_ENV, LATE_SPARE_FAILS
+from tests.conftest import child_pids
 
 PLUGIN = """
 def create_functions(config):
@@ -163,19 +164,6 @@ def test_a_failed_start_without_denials_keeps_its_plain_error(
     assert not isinstance(info.value, SandboxStartError)
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
 def test_pid_one_of_a_prepared_spare_is_counted_in_the_spares_pids_cgroup(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:
@@ -186,7 +174,7 @@ def test_pid_one_of_a_prepared_spare_is_counted_in_the_spares_pids_cgroup(
     worker = launcher.start(_spec(tmp_path, 0))
     try:
         assert worker.call("demo", "echo", ("x",), {}, timeout_s=10) == "x"
-        (pid_one,) = _children(worker.pid)
+        (pid_one,) = child_pids(worker.pid)
         monitor_cgroup = Path(f"/proc/{worker.pid}/cgroup").read_text()
         assert Path(f"/proc/{pid_one}/cgroup").read_text() == monitor_cgroup
         assert re.search(r"caplet-zygote-\d+/(spare|worker)-", monitor_cgroup), monitor_cgroup
@@ -200,7 +188,7 @@ def test_a_worker_that_exited_while_idle_refuses_the_call_saying_nothing_ran(
     worker = launcher.start(_spec(tmp_path, 0))
     try:
         assert worker.call("demo", "echo", (1,), {}, timeout_s=10) == 1
-        (pid_one,) = _children(worker.pid)
+        (pid_one,) = child_pids(worker.pid)
         pidfd = os.pidfd_open(worker.pid)  # before the kill: the zygote reaps it at once
         try:
             os.kill(pid_one, signal.SIGKILL)
