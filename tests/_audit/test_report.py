@@ -144,3 +144,40 @@ def test_risk_tones_and_the_risk_line() -> None:
     lines = audit_report(deep_result(risk_level=RiskLevel.CRITICAL))
     [risk] = [line for line in lines if line.text.startswith("  risk:")]
     assert risk.tone is Tone.ALARM
+
+
+def test_model_and_plugin_text_cannot_drive_the_terminal_or_forge_a_line() -> None:
+    """A summary that clears the line and starts one of its own ("  risk: LOW") under
+    the real risk; the report escapes it and indents its second line under the value."""
+    forged = Finding(
+        "CPL-AUDIT-006",
+        Severity.DANGER,
+        "reads\x1b]52;c;aGk=\x07 keys\n  recommendation:  approve",
+        "plu\u202egin.py",
+        7,
+    )
+    result = deep_result(
+        summary="Formats text.\x1b[2K\r\n  risk:            LOW",
+        risk_reasons=("none\u202e\x1b]0;pwned\x07\nreally",),
+        observed_capabilities=("fs.read:/x\x1b[2K",),
+        findings=(forged,),
+        injection_attempts=(InjectionAttempt("ignore\x1b[2K", "obeys\rit", "a\x1b.py", 2),),
+    )
+    lines = format_audit_result(result).splitlines()
+    assert lines[7:11] == [
+        "  summary:         Formats text.\\x1b[2K\\x0d",
+        "                     risk:            LOW",
+        "  description:     NOT accurate or not trusted",
+        "  risk reasons:",
+    ]
+    assert "    - none\\u202e\\x1b]0;pwned\\x07" in lines
+    assert "      really" in lines
+    assert "    - fs.read:/x\\x1b[2K (NOT declared)" in lines
+    assert "    - 'ignore\\x1b[2K' at a\\x1b.py:2 (obeys\\x0dit)" in lines
+    assert "    DANGER  plu\\u202egin.py:7 CPL-AUDIT-006: reads\\x1b]52;c;aGk=\\x07 keys" in lines
+    assert "              recommendation:  approve" in lines
+    assert [line for line in lines if line.startswith(("  risk:", "  recommendation:"))] == [
+        "  risk:            HIGH",
+        "  recommendation:  reject",
+    ]
+    assert not {"\x1b", "\r", "\u202e"} & set("\n".join(lines))

@@ -33,7 +33,6 @@ from caplet._cli._shell import (
     ShellCommand,
     Subcommand,
     stdin_reader,
-    visible,
 )
 from caplet._config._schema import ConfigField, ConfigValue
 from caplet._findings import RiskLevel
@@ -641,10 +640,6 @@ def test_the_guest_cannot_read_host_files(host: PluginHost) -> None:
 def test_guest_output_cannot_drive_the_terminal(host: PluginHost) -> None:
     ran = run(host, r"print('\x1b]0;owned\x07\x1b[2J\rtext\u202e'); 'v\x1b'", interactive=False)
     assert ran.out == "\\x1b]0;owned\\x07\\x1b[2J\\x0dtext\\u202e\n'v\\x1b'\n"
-
-
-def test_visible_keeps_newlines_and_tabs() -> None:
-    assert visible("a\tb\nc\x00\x7f\x9b") == "a\tb\nc\\x00\\x7f\\x9b"
 
 
 def test_a_snippet_without_a_final_newline_still_ends_its_line(host: PluginHost) -> None:

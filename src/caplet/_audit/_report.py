@@ -11,6 +11,13 @@ summary, description accuracy, risk reasons, declared vs observed
 capabilities, the composition-risk lint, reported injection attempts, and
 findings: danger ones in full with file:line, the others counted unless
 ``verbose``.
+
+Most of it is someone else's text: the plugin's name, capabilities and
+source excerpts, the model's summary, reasons, file names and findings. It
+is escaped here (:mod:`caplet._display`), for the terminal and for the log
+or CI page that shows :func:`format_audit_result`; and a newline in a
+multi-line value starts a line indented under the value, so a summary
+cannot add a line that reads like the report's own (``  risk: LOW``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import assert_never
 
 from caplet._audit._model import AuditResult, CanaryStatus
 from caplet._capabilities._parse import parse_capability
+from caplet._display import safe_line, safe_text
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel, Severity
 
@@ -30,6 +38,15 @@ __all__ = ["ReportLine", "Tone", "audit_report", "format_audit_result", "risk_to
 
 #: Rule-id prefix of the capability composition lint (caplet._capabilities._lint).
 _LINT_PREFIX = "CAP"
+
+#: Where the continuation lines of a finding start: past the indent and the severity column.
+_FINDING_INDENT = 12
+
+
+def _block(prefix: str, text: str, indent: int | None = None) -> str:
+    """``prefix`` and ``text``, escaped; further lines indented (``len(prefix)`` by default)."""
+    margin = "\n" + " " * (len(prefix) if indent is None else indent)
+    return prefix + safe_text(text).strip("\n").replace("\n", margin)
 
 
 class Tone(enum.Enum):
@@ -107,11 +124,14 @@ def _canary_line(result: AuditResult) -> ReportLine:
 
 def _auditor_line(result: AuditResult) -> ReportLine:
     if not result.static_only:
-        return ReportLine(f"  auditor:         {result.provider} model {result.model}")
+        return ReportLine(
+            f"  auditor:         {safe_line(result.provider)} model {safe_line(result.model)}"
+        )
     if result.fallback_reason:
+        # The reason may quote the provider's error body: someone else's text.
         return ReportLine(
             f"  auditor:         static-only (the configured model failed: "
-            f"{result.fallback_reason})",
+            f"{safe_line(result.fallback_reason)})",
             Tone.NOTICE,
         )
     return ReportLine("  auditor:         static-only (no model configured)")
@@ -155,9 +175,10 @@ def _finding_line(finding: Finding) -> ReportLine:
     covered = (
         f" (covered by {finding.capability})" if finding.covered and finding.capability else ""
     )
+    head = f"    {finding.severity.value.upper():<7} {safe_line(_where(finding))} "
     return ReportLine(
-        f"    {finding.severity.value.upper():<7} {_where(finding)} {finding.rule_id}: "
-        f"{finding.message}{covered}",
+        _block(f"{head}{safe_line(finding.rule_id)}: ", finding.message, _FINDING_INDENT)
+        + safe_line(covered),
         _severity_tone(finding.severity),
     )
 
@@ -166,37 +187,39 @@ def audit_report(result: AuditResult, *, verbose: bool = False) -> tuple[ReportL
     """The report as tagged lines (see the module docstring for what is shown)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.created_at))
     lines = [
-        ReportLine(f"Audit report: {result.plugin}", Tone.TITLE),
+        ReportLine(f"Audit report: {safe_line(result.plugin)}", Tone.TITLE),
         ReportLine(f"  content:         {result.content_hash}"),
         ReportLine(f"  time:            {when}"),
         _auditor_line(result),
         _canary_line(result),
         ReportLine(f"  risk:            {result.risk_level.value}", risk_tone(result.risk_level)),
         ReportLine(f"  recommendation:  {result.verdict.value}", risk_tone(result.risk_level)),
-        ReportLine(f"  summary:         {result.summary}"),
+        ReportLine(_block("  summary:         ", result.summary)),
         _description_line(result),
     ]
     if result.risk_reasons:
         lines.append(ReportLine("  risk reasons:"))
-        lines.extend(ReportLine(f"    - {reason}") for reason in result.risk_reasons)
+        lines.extend(ReportLine(_block("    - ", reason)) for reason in result.risk_reasons)
     declared = result.declared_capabilities
-    lines.append(ReportLine(f"  capabilities declared: {', '.join(declared) or 'none'}"))
+    shown_declared = ", ".join(safe_line(c) for c in declared) or "none"
+    lines.append(ReportLine(f"  capabilities declared: {shown_declared}"))
     if result.static_only:
         lines.append(ReportLine("  capabilities observed: not judged (static-only)"))
     elif result.observed_capabilities:
         lines.append(ReportLine("  capabilities observed:"))
         for observed in result.observed_capabilities:
             if _is_declared(observed, declared):
-                lines.append(ReportLine(f"    - {observed}"))
+                lines.append(ReportLine(f"    - {safe_line(observed)}"))
             else:
-                lines.append(ReportLine(f"    - {observed} (NOT declared)", Tone.BAD))
+                lines.append(ReportLine(f"    - {safe_line(observed)} (NOT declared)", Tone.BAD))
     else:
         lines.append(ReportLine("  capabilities observed: none reported"))
     lint = [f for f in result.findings if f.rule_id.startswith(_LINT_PREFIX)]
     if lint:
         lines.append(ReportLine("  composition risks:"))
         lines.extend(
-            ReportLine(f"    - {f.rule_id}: {f.message}", _severity_tone(f.severity)) for f in lint
+            ReportLine(_block(f"    - {f.rule_id}: ", f.message, 6), _severity_tone(f.severity))
+            for f in lint
         )
     else:
         lines.append(ReportLine("  composition risks: none"))
@@ -209,9 +232,10 @@ def audit_report(result: AuditResult, *, verbose: bool = False) -> tuple[ReportL
         )
         for attempt in result.injection_attempts:
             where = f" at {attempt.file}:{attempt.line}" if attempt.file else ""
+            # repr escapes the excerpt's control characters and shows where it ends.
             excerpt = " ".join(attempt.excerpt.split())
             reason = f" ({attempt.reason})" if attempt.reason else ""
-            lines.append(ReportLine(f"    - {excerpt!r}{where}{reason}", Tone.BAD))
+            lines.append(ReportLine(f"    - {excerpt!r}{safe_line(where + reason)}", Tone.BAD))
     counts = {s: sum(1 for f in result.findings if f.severity is s) for s in Severity}
     lines.append(
         ReportLine(

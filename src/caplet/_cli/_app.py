@@ -22,11 +22,17 @@ Ctrl-D) whatever failed inside it; reading commands from a pipe, it exits
 A deep audit whose model cannot be reached is not an error: it falls back to
 a static-only result that says so (``caplet audit`` exits 1 only when that
 result recommends reject).
+
+Text a plugin or a model controls (manifest fields, reasons, errors, results,
+guest output) is shown escaped and never as markup (caplet._cli._safe), and
+the consoles escape whatever a missed boundary lets through; ``--json``
+documents carry it exactly, their control characters JSON-escaped.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -65,8 +71,10 @@ from caplet._cli._render import (
     risk_text,
     trust_text,
 )
+from caplet._cli._safe import TerminalLogHandler, cli_console, plain
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
+from caplet._display import safe_line, safe_text
 from caplet._errors import (
     AuditConfigError,
     CapletError,
@@ -209,11 +217,12 @@ class _Out:
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.console = Console(highlight=False, soft_wrap=False)
-        self.err = Console(stderr=True, highlight=False)
+        self.console = cli_console()
+        self.err = cli_console(stderr=True)
 
     def emit(self, document: JSONValue) -> None:
         if self.as_json:
+            # ensure_ascii (the default) writes control characters as \uXXXX: exact and inert.
             sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
 
     def say(self, *parts: Any) -> None:
@@ -244,7 +253,9 @@ def _fail(out: _Out, exc: CapletError) -> NoReturn:
     if out.as_json:
         out.emit({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
     else:
-        out.err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        # The message may quote plugin text, a worker's stderr or a traceback: kept
+        # multi-line, escaped, never markup.
+        out.err.print(Text("error: ", style="bold red") + plain(str(exc), multiline=True))
     raise typer.Exit(code)
 
 
@@ -273,7 +284,10 @@ def _host(
         loading=LoadingRules.from_environment(os.environ, locked=locked),
     )
     for broken in host.manager.broken_plugins():
-        out.err.print(f"[yellow]warning:[/] skipped plugin {broken.directory.name}: {broken.error}")
+        out.err.print(
+            Text("warning: ", style="yellow")
+            + plain(f"skipped plugin {broken.directory.name}: {broken.error}", multiline=True)
+        )
     return host
 
 
@@ -281,7 +295,7 @@ def _refused(out: _Out, outcome: Outcome, document: dict[str, JSONValue]) -> NoR
     document.update({"ok": False, "reason": outcome.reason})
     out.emit(document)
     if not out.as_json:
-        out.err.print(f"[bold red]refused:[/] {outcome.reason}", highlight=False)
+        out.err.print(Text("refused: ", style="bold red") + plain(outcome.reason, multiline=True))
     raise typer.Exit(EXIT_REFUSED)
 
 
@@ -337,13 +351,15 @@ def list_command(
             print_plugins(out.console, plugins, [])
             for info in plugins:
                 if info.inert_reason:
-                    out.console.print(info.inert_reason, markup=False, highlight=False)
+                    out.console.print(plain(info.inert_reason, multiline=True))
                 if info.quarantine is not None:
                     out.console.print(
-                        f"{info.name} quarantined since {_when(info.quarantine.since)}: "
-                        f"{info.quarantine.reason} (release it with `caplet release {info.name}`)",
-                        markup=False,
-                        highlight=False,
+                        plain(
+                            f"{info.name} quarantined since {_when(info.quarantine.since)}: "
+                            f"{info.quarantine.reason} (release it with "
+                            f"`caplet release {info.name}`)",
+                            multiline=True,
+                        )
                     )
 
 
@@ -372,26 +388,34 @@ def info_command(
         out.emit({"ok": True, **document})
         if as_json:
             return
+        # Every value below is the manifest author's (or derived from the folder they
+        # shipped): plain() escapes it and keeps it from being read as markup.
         m = info.manifest
-        out.say(f"[bold]{m.name}[/] {m.version}: {m.description}")
-        out.say(f"  path:      {info.path}")
+        out.say(plain(m.name, "bold") + plain(f" {m.version}: {m.description}"))
+        out.say(plain(f"  path:      {info.path}"))
         out.say(f"  hash:      {info.content_hash}")
-        out.say(f"  source:    {info.source}")
+        out.say(plain(f"  source:    {info.source}"))
         out.say("  trust:     ", trust_text(info))
-        out.say(Text(f"  signature: {info.signature.detail}"))
+        out.say(plain(f"  signature: {info.signature.detail}"))
         out.say(f"  approved:  {'yes' if info.approved else 'no'}")
         if info.inert_reason:
-            out.say(Text(f"  inert:     {info.inert_reason}", style="red"))
+            out.say(plain(f"  inert:     {info.inert_reason}", "red", multiline=True))
         if info.audit:
             out.say("  audit:    ", risk_text(info.audit))
         for module in m.modules:
-            out.say(f"  module host.{module.name}: {', '.join(module.function_names)}")
+            out.say(plain(f"  module host.{module.name}: {', '.join(module.function_names)}"))
         print_hook_statuses(out.console, hooks)
-        out.say("  capabilities: " + (", ".join(c.declared for c in m.capabilities) or "none"))
+        declared = ", ".join(safe_line(c.declared) for c in m.capabilities) or "none"
+        out.say(plain(f"  capabilities: {declared}"))
         for field in m.config:
             default = "******" if field.secret and field.default is not None else field.default
             flags = " (always asked)" if field.always_prompt else ""
-            out.say(f"  config {field.name}: {field.type.value}, default {default!r}{flags}")
+            about = f": {field.description}" if field.description else ""
+            out.say(
+                plain(
+                    f"  config {field.name}: {field.type.value}, default {default!r}{flags}{about}"
+                )
+            )
         if lint:
             print_findings(out.console, lint, title="Capability composition")
         out.say(f"  isolation: {host.isolation}")
@@ -604,7 +628,7 @@ def approve_command(
         audit = host.manager.get_cached_audit(name) or host.audit(name)
         lint = lint_composition(info.manifest.capabilities)
         if not as_json:
-            out.say(f"[bold]Approve {name} {info.version}[/]")
+            out.say(plain(f"Approve {name} {info.version}", "bold"))
             print_audit(out.console, audit)
         if not yes:
             if not sys.stdin.isatty():
@@ -612,7 +636,9 @@ def approve_command(
                     "error: approving needs confirmation; pass --yes when stdin is not a terminal"
                 )
                 raise typer.Exit(EXIT_USAGE)
-            if not typer.confirm(f"Approve {name} with these capabilities?", default=False):
+            # click writes the question as it is: escaped here.
+            question = f"Approve {safe_line(name)} with these capabilities?"
+            if not typer.confirm(question, default=False):
                 raise typer.Exit(EXIT_REFUSED)
         outcome = host.approve(name)
         document: dict[str, JSONValue] = {
@@ -624,7 +650,9 @@ def approve_command(
             _refused(out, outcome, document)
         document.update({"ok": True, "approval": jsonable(host.get_approval_record(name))})
         out.emit(document)
-        out.say(f"[green]approved[/] {name}: {outcome.reason}")
+        out.say(
+            Text("approved ", style="green") + plain(f"{name}: {outcome.reason}", multiline=True)
+        )
 
 
 @app.command("unapprove")
@@ -661,14 +689,14 @@ def _finish(out: _Out, outcome: Outcome, name: str, *, report: bool = True) -> N
         _refused(out, outcome, {"name": name})
     if report:
         out.emit({"ok": True, "name": name, "also_affected": list(outcome.affected)})
-        out.say(outcome.reason)
+        out.say(plain(outcome.reason, multiline=True))
 
 
 def _usage(out: _Out, message: str) -> NoReturn:
     if out.as_json:
         out.emit({"ok": False, "error": {"type": "UsageError", "message": message}})
     else:
-        out.err.print(f"[bold red]usage error:[/] {message}", highlight=False)
+        out.err.print(Text("usage error: ", style="bold red") + plain(message, multiline=True))
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -699,7 +727,10 @@ def enable_command(
         out.emit(
             {"ok": True, "plugin": plugin_json(info, detail=True), "isolation": host.isolation}
         )
-        out.say(f"[green]enabled[/] {name} {info.version} (isolation: {host.isolation})")
+        out.say(
+            Text("enabled ", style="green")
+            + plain(f"{name} {info.version} (isolation: {host.isolation})")
+        )
 
 
 @app.command("disable")
@@ -779,11 +810,12 @@ def doctor_command(
         for layer, why in report.layers.items():
             if why:
                 fix = report.fixes.get(layer, "")
-                out.say(f"[red]✗[/] {layer}: {why}" + (f"\n    fix: {fix}" if fix else ""))
+                detail = f"{layer}: {why}" + (f"\n    fix: {fix}" if fix else "")
+                out.say(Text("✗ ", style="red") + plain(detail, multiline=True))
             else:
-                out.say(f"[green]✓[/] {layer}")
+                out.say(Text("✓ ", style="green") + plain(layer))
         for key, value in report.details.items():
-            out.say(f"  {key}: {value}")
+            out.say(plain(f"  {key}: {value}"))
         if not report.complete:
             out.say("strict isolation (the default) will refuse to start plugins here")
             raise typer.Exit(EXIT_REFUSED)
@@ -817,7 +849,7 @@ def _doctor_state(
     for problem in report.problems:
         # Text, not markup: messages quote paths and plugin-controlled names.
         mark = Text("✗ ", style="red") if problem.damaged else Text("! ", style="yellow")
-        lines.append(mark + Text(problem.message))
+        lines.append(mark + plain(problem.message, multiline=True))
     if report.ok:
         summary = f"state ok: {database}; lock file {report.lockfile}"
         if report.warnings:
@@ -876,20 +908,20 @@ def _decision_json(decision: Decision) -> JSONValue:
 def _print_decisions(console: Console, decisions: Sequence[Decision], name: str | None) -> None:
     title = f"Decision log of {name}" if name else "Decision log"
     if not decisions:
-        console.print(f"{title}: no entries")
+        console.print(plain(f"{title}: no entries"))
         return
-    table = Table(title=f"{title} (newest first)", title_justify="left")
+    table = Table(title=plain(f"{title} (newest first)"), title_justify="left")
     for column in ("time", "plugin", "action", "target", "decision", "detail"):
         table.add_column(column, overflow="fold")
     for decision in decisions:
-        # Text, not markup: targets and details quote plugin-controlled strings.
+        # Escaped Text, not markup: targets and details quote plugin-controlled strings.
         table.add_row(
             _when(decision.at),
-            Text(decision.plugin),
-            Text(decision.action),
-            Text(decision.target),
+            plain(decision.plugin),
+            plain(decision.action),
+            plain(decision.target),
             Text("allowed", style="green") if decision.allowed else Text("denied", style="red"),
-            Text(decision.detail),
+            plain(decision.detail, multiline=True),
         )
     console.print(table)
 
@@ -964,7 +996,7 @@ def call_command(
         out.emit({"ok": True, "plugin": name, "function": target, "result": jsonable(result)})
         if not as_json:
             text = result if isinstance(result, str) else json.dumps(jsonable(result), indent=2)
-            out.console.print(text, markup=False, highlight=False)
+            out.console.print(plain(text, multiline=True))
 
 
 def _parse_json_arg(raw: str) -> object:
@@ -1081,12 +1113,13 @@ def exec_command(
             _usage(out, str(exc))
         out.emit(_guest_json(result))
         if not as_json:
-            sys.stdout.write(result.stdout)
-            sys.stderr.write(result.stderr)
+            # The guest's own bytes, escaped as the shell shows them (--json has them exact).
+            sys.stdout.write(safe_text(result.stdout))
+            sys.stderr.write(safe_text(result.stderr))
             if result.value_repr is not None:
-                sys.stdout.write(result.value_repr + "\n")
+                sys.stdout.write(safe_text(result.value_repr) + "\n")
             if result.error is not None:
-                sys.stderr.write(result.error)
+                sys.stderr.write(safe_text(result.error))
             if result.truncated:
                 sys.stderr.write(
                     "[caplet: output over the policy's limit was dropped "
@@ -1147,7 +1180,7 @@ def shell_command(
 
         editor = ReadlineEditor(
             host.manager.state_dir / HISTORY_FILE,
-            warn=lambda message: out.err.print(Text(f"warning: {message}", style="yellow")),
+            warn=lambda message: out.err.print(plain(f"warning: {message}", "yellow")),
         )
         shell = Shell(
             host, editor.read_line, out.console, err=out.err, history=editor, timeout=timeout
@@ -1218,14 +1251,14 @@ def emit_command(
             known = {h.event for info in host.list_plugins() for h in info.manifest.hooks}
             if event not in known:
                 out.console.print(
-                    Text(
+                    plain(
                         f"no discovered plugin subscribes to {event}"
                         f"{did_you_mean(event, sorted(known))}"
                     )
                 )
             if waiting:
                 out.console.print(
-                    Text(
+                    plain(
                         f"subscribed but not enabled: {', '.join(waiting)} "
                         f"(enable them with --enable NAME)"
                     )
@@ -1267,8 +1300,10 @@ def new_command(
         path = scaffold(plugins_dir, name)
         out.emit({"ok": True, "name": name, "path": str(path)})
         out.say(
-            f"created {path}; try: caplet call --plugins-dir {plugins_dir} "
-            f"--enable {name} {_module_name(name)}.hello '\"world\"'"
+            plain(
+                f"created {path}; try: caplet call --plugins-dir {plugins_dir} "
+                f"--enable {name} {_module_name(name)}.hello '\"world\"'"
+            )
         )
 
 
@@ -1300,16 +1335,16 @@ def _entry_json(entry: LockEntry) -> JSONValue:
 def _print_entry(out: _Out, entry: LockEntry, declared: Sequence[str]) -> None:
     withheld = [c for c in declared if c not in entry.capabilities]
     signer = f", signed by {entry.signature.key_id}" if entry.signature else ""
-    out.say(
-        Text(
-            f"  {entry.name} {entry.version} ({entry.source.value}{signer})\n"
-            f"    digest:       {entry.digest}\n"
-            f"    capabilities: {', '.join(entry.capabilities) or 'none'}"
-            + (f"\n    withheld:     {', '.join(withheld)}" if withheld else "")
-            + f"\n    risk:         {entry.risk_level.value} ({entry.audit_provider}), "
-            f"verdict {entry.verdict.value}"
-        )
-    )
+    # One plain() per line: a newline inside a capability cannot start a line of its own.
+    lines = [
+        f"  {entry.name} {entry.version} ({entry.source.value}{signer})",
+        f"    digest:       {entry.digest}",
+        f"    capabilities: {', '.join(entry.capabilities) or 'none'}",
+        *([f"    withheld:     {', '.join(withheld)}"] if withheld else []),
+        f"    risk:         {entry.risk_level.value} ({entry.audit_provider}), "
+        f"verdict {entry.verdict.value}",
+    ]
+    out.say(Text("\n").join(plain(line) for line in lines))
 
 
 @app.command("lock")
@@ -1355,16 +1390,18 @@ def lock_command(
                     raise
                 skipped.append({"name": plugin, "reason": str(exc)})
         removed = [] if name is not None else [n for n in current.names if n not in names]
-        out.say(f"[bold]Pinning in {path}[/]" if pinned else f"nothing to pin in {path}")
+        out.say(
+            plain(f"Pinning in {path}", "bold") if pinned else plain(f"nothing to pin in {path}")
+        )
         for entry in pinned:
             declared = manager.require_plugin(entry.name).manifest.capabilities
             _print_entry(out, entry, [c.declared for c in declared])
         for item in skipped:
-            out.say(Text(f"  not pinned: {item['reason']}", style="yellow"))
+            out.say(plain(f"  not pinned: {item['reason']}", "yellow", multiline=True))
         for stale in removed:
-            out.say(Text(f"  removing the stale entry {stale!r} (no such plugin)", style="yellow"))
+            out.say(plain(f"  removing the stale entry {stale!r} (no such plugin)", "yellow"))
         if pinned or removed:
-            _confirm(out, yes, f"Write these entries to {path}?", "pinning plugins")
+            _confirm(out, yes, f"Write these entries to {safe_line(str(path))}?", "pinning plugins")
 
             def change(lock: Lockfile) -> Lockfile:
                 for entry in pinned:
@@ -1387,7 +1424,7 @@ def lock_command(
             }
         )
         if pinned or removed:
-            out.say(f"[green]wrote[/] {path}; commit it")
+            out.say(Text("wrote ", style="green") + plain(f"{path}; commit it"))
         if skipped:
             raise typer.Exit(EXIT_REFUSED)
 
@@ -1426,10 +1463,10 @@ def verify_command(
         )
         for problem in problems:
             text = problem if isinstance(problem, str) else problem.message
-            out.say(Text(f"✗ {text}"))
+            out.say(plain(f"✗ {text}", multiline=True))
         if problems:
             raise typer.Exit(EXIT_REFUSED)
-        out.say(f"[green]ok[/]: {count} plugin(s) match {path}")
+        out.say(Text("ok", style="green") + plain(f": {count} plugin(s) match {path}"))
 
 
 def _diff_lines(diff: CapabilityDiff) -> list[str]:
@@ -1474,9 +1511,10 @@ def update_command(
     out = _Out(as_json)
 
     def consent(diff: CapabilityDiff) -> bool:
-        out.say(f"[bold]{name}: the new version adds capabilities[/]")
+        out.say(plain(f"{name}: the new version adds capabilities", "bold"))
         for line in _diff_lines(diff):
-            out.say(Text(line))
+            # The new version's capability strings: its author's text, shown for consent.
+            out.say(plain(line))
         if yes:
             return True
         if not sys.stdin.isatty():
@@ -1510,9 +1548,9 @@ def update_command(
         out.emit(document)
         if not report.ok:
             if not as_json:
-                out.err.print(Text(f"refused: {report.reason}", style="bold red"))
+                out.err.print(plain(f"refused: {report.reason}", "bold red", multiline=True))
             raise typer.Exit(EXIT_REFUSED)
-        out.say(Text(report.reason, style="green"))
+        out.say(plain(report.reason, "green", multiline=True))
 
 
 # -- signatures and trusted keys ----------------------------------------------------------------
@@ -1552,7 +1590,10 @@ def keygen_command(
             }
         )
         out.say(
-            f"key {key.key_id_hex}: secret {secret_path} (keep it private), public {public_path}"
+            plain(
+                f"key {key.key_id_hex}: secret {secret_path} (keep it private), "
+                f"public {public_path}"
+            )
         )
 
 
@@ -1621,7 +1662,7 @@ def sign_command(
         out.emit(
             {"ok": True, "name": name, "digest": digest, "key_id": key_id, "file": str(target)}
         )
-        out.say(f"signed {name} {info.version} ({digest}) with key {key_id}: {target}")
+        out.say(plain(f"signed {name} {info.version} ({digest}) with key {key_id}: {target}"))
 
 
 trust_app = typer.Typer(
@@ -1696,9 +1737,9 @@ def trust_remove_command(
         removed = _keyring(state_dir).remove(key_id)
         out.emit({"ok": removed, "key_id": key_id.upper()})
         if not removed:
-            out.err.print(f"refused: key {key_id} is not trusted")
+            out.err.print(plain(f"refused: key {key_id} is not trusted"))
             raise typer.Exit(EXIT_REFUSED)
-        out.say(f"removed key {key_id.upper()}")
+        out.say(plain(f"removed key {key_id.upper()}"))
 
 
 # -- selftest ---------------------------------------------------------------------------------
@@ -1773,13 +1814,13 @@ def selftest_command(
         if out.as_json:
             out.emit({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
         else:
-            out.err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            out.err.print(Text("error: ", style="bold red") + plain(str(exc), multiline=True))
         raise typer.Exit(EXIT_STATE) from exc
     out.emit(report.to_json())  # type: ignore[arg-type]
     if not out.as_json:
         print_report(out.console, report)
         if write is not None:
-            out.say(f"wrote the table to {write}")
+            out.say(plain(f"wrote the table to {write}"))
     if not report.ok:
         raise typer.Exit(EXIT_REFUSED)
 
@@ -1796,5 +1837,14 @@ def _selftest_progress(out: _Out, total: int) -> Iterator[Callable[[Any], None] 
 
 
 def main() -> None:
-    """Console-script entry point (``caplet``, ``python -m caplet``); exits with the code."""
+    """Console-script entry point (``caplet``, ``python -m caplet``); exits with the code.
+
+    The ``caplet`` logger gets the escaping handler: otherwise Python's
+    last-resort handler would write its warnings, some quoting plugin text,
+    to stderr as they are. Only here, not in :data:`app`: a program that
+    embeds the commands keeps its own logging.
+    """
+    logger = logging.getLogger("caplet")
+    if not any(isinstance(h, TerminalLogHandler) for h in logger.handlers):
+        logger.addHandler(TerminalLogHandler(cli_console(stderr=True)))
     app(prog_name="caplet")

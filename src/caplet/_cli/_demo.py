@@ -16,8 +16,10 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from caplet._cli._render import JSONValue, jsonable, print_findings, print_plugins, risk_text
+from caplet._cli._safe import plain, safe_markup
 from caplet._errors import CapletError, PluginCallError
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
@@ -63,8 +65,10 @@ def run_demo(
 
     def step(name: str, ok: bool, **details: object) -> bool:
         steps.append({"step": name, "ok": ok, **{k: jsonable(v) for k, v in details.items()}})
-        mark = "[green]✓[/]" if ok else "[red]✗[/]"
-        say(f"{mark} {name}" + "".join(f"\n    {k}: {v}" for k, v in details.items()))
+        mark = Text("✓ ", style="green") if ok else Text("✗ ", style="red")
+        # Values are results and reasons from plugins (bundled ones, but a copy on disk).
+        lines = [name, *(f"    {k}: {v}" for k, v in details.items())]
+        say(mark + Text("\n").join(plain(line) for line in lines))
         return ok
 
     with (
@@ -73,7 +77,10 @@ def run_demo(
         # file: it runs unlocked even in CI, where locked mode is the default.
         PluginHost(plugins_dir, state_dir=state, loading=LoadingRules()) as host,
     ):
-        say(f"[bold]caplet demo[/]: plugins copied to {plugins_dir}, state in {state}")
+        say(
+            f"[bold]caplet demo[/]: plugins copied to {safe_markup(str(plugins_dir))}, "
+            f"state in {safe_markup(str(state))}"
+        )
         count = host.discover()
         ok = step("discover", count >= 3, plugins=count, isolation=host.isolation)
         if console is not None:
@@ -118,7 +125,7 @@ def run_demo(
             escaped = True
         except PluginCallError as exc:
             escaped = False
-            say(f"    refused by the plugin: {exc}")
+            say(plain(f"    refused by the plugin: {exc}", multiline=True))
         ok &= step("fs-read refuses a path outside its root", not escaped)
 
         # 3. A plugin the danger gate refuses.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.prompt import Prompt
+from rich.text import Text
 
+from caplet._cli._safe import plain
 from caplet._config._coerce import SECRET_MASK
 from caplet._config._schema import ConfigField, ConfigValue
 from caplet._errors import ConfigError
@@ -19,13 +21,15 @@ class RichPrompter:
         self.console = console
 
     def ask(self, plugin: str, field: ConfigField, current: ConfigValue | None) -> str:
+        # The description and default are the manifest author's: escaped Text, never
+        # markup (Prompt.ask reads a str label as markup).
         shown = current if current is not None else field.default
-        label = f"[bold]{plugin}[/] {field.name}"
+        label = plain(plugin, "bold") + plain(f" {field.name}")
         if field.description:
-            label += f" ({field.description})"
+            label += plain(f" ({field.description})")
         if shown is not None:
             default = SECRET_MASK if field.secret else _display(shown)
-            label += f" [dim]\\[{default}][/]"
+            label += Text(" ") + plain(f"[{default}]", "dim")
         answer: str = Prompt.ask(
             label, console=self.console, password=field.secret, default="", show_default=False
         )

@@ -3,6 +3,12 @@
 JSON output is built from the same frozen records the library returns, so
 ``--json`` shows exactly what the Python API would; secrets are redacted
 before anything leaves this module.
+
+Rich output quotes plugin and model text everywhere (names, descriptions,
+capabilities, finding messages and excerpts, audit reasons, errors): every
+such string goes in as :func:`caplet._cli._safe.plain`, escaped and never
+markup, so a plugin cannot drive the reviewer's terminal or restyle the
+review (docs/security.md, "Terminal injection during review").
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from rich.text import Text
 
 from caplet._audit._model import AuditResult
 from caplet._audit._report import Tone, audit_report
+from caplet._cli._safe import plain
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
 from caplet._findings import Finding, Severity
@@ -98,10 +105,12 @@ def audit_json(audit: AuditResult) -> JSONValue:
 def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) -> None:
     """The audit report (caplet._audit._report), coloured by tone.
 
-    Lines are :class:`Text`, never markup: they quote plugin and model text.
+    Lines are :class:`Text`, never markup: they quote plugin and model text
+    (which :func:`audit_report` has escaped already; the lines keep the
+    newlines it indented).
     """
     for line in audit_report(audit, verbose=verbose):
-        console.print(Text(line.text, style=_TONE_STYLE[line.tone]), soft_wrap=True)
+        console.print(plain(line.text, _TONE_STYLE[line.tone], multiline=True), soft_wrap=True)
 
 
 def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValue]:
@@ -169,10 +178,10 @@ def print_hook_statuses(console: Console, statuses: Sequence[HookStatus]) -> Non
     """One line per hook: event, function, priority, needed capability, and whether it runs."""
     for status in statuses:
         needs = f", needs {status.capability}" if status.capability else ""
-        line = Text(
+        line = plain(
             f"  hook {status.event} -> {status.target} (priority {status.priority}{needs}): "
         )
-        line.append(status.reason, style=_hook_state_style(status.state))
+        line.append_text(plain(status.reason, _hook_state_style(status.state)))
         console.print(line)
 
 
@@ -207,24 +216,24 @@ def _call_style(status: HookCallStatus) -> str:
 def print_hook_results(console: Console, results: HookResults) -> None:
     """The `caplet emit` table; Text, never markup: values and errors are plugin-controlled."""
     if not results.calls:
-        console.print(Text(f"{results.event}: no enabled plugin subscribes to it"))
+        console.print(plain(f"{results.event}: no enabled plugin subscribes to it"))
         return
-    title = f"{results.event} ({results.error_policy.value})"
+    title = plain(f"{results.event} ({results.error_policy.value})")
     table = Table(title=title, title_justify="left")
     for column in ("plugin", "function", "priority", "status", "result or error"):
         table.add_column(column, overflow="fold")
     for call in results.calls:
         shown = call.error if call.error else json.dumps(jsonable(call.value))
         table.add_row(
-            Text(call.plugin),
-            Text(call.target),
+            plain(call.plugin),
+            plain(call.target),
             str(call.priority),
             Text(call.status.value, style=_call_style(call.status)),
-            Text(shown),
+            plain(shown, multiline=True),
         )
     console.print(table)
     if results.aborted_by is not None:
-        console.print(Text(f"aborted by {results.aborted_by}", style="red"))
+        console.print(plain(f"aborted by {results.aborted_by}", "red"))
 
 
 def _field_json(field: ConfigField) -> JSONValue:
@@ -260,18 +269,19 @@ def print_plugins(
     for info in plugins:
         risk = info.audit.risk_level.value if info.audit else "-"
         table.add_row(
-            info.name,
-            info.version,
+            plain(info.name),
+            plain(info.version),
             info.state.value,
             "yes" if info.approved else "no",
             Text(risk, style=_RISK_STYLE.get(risk, "")),
             trust_text(info),
-            "\n".join(str(c) for c in info.capabilities) or "-",
-            info.description,
+            # One capability a line: each escaped on its own, so none can add a line.
+            Text("\n").join(plain(str(c)) for c in info.capabilities) or "-",
+            plain(info.description),
         )
     console.print(table)
     for item in broken:
-        console.print(Text(f"skipped {item.directory.name}: {item.error}", style="red"))
+        console.print(plain(f"skipped {item.directory.name}: {item.error}", "red", multiline=True))
 
 
 _TIER_STYLE = {"trusted": "green", "community": "", "untrusted": "bold red"}
@@ -294,19 +304,19 @@ def trust_text(info: PluginInfo) -> Text:
 def print_findings(console: Console, findings: Sequence[Finding], *, title: str) -> None:
     """A findings table, most severe first (the order the scanner guarantees)."""
     if not findings:
-        console.print(f"{title}: no findings")
+        console.print(plain(f"{title}: no findings"))
         return
-    table = Table(title=title, title_justify="left")
+    table = Table(title=plain(title), title_justify="left")
     for column in ("severity", "rule", "where", "message", "covered by"):
         table.add_column(column, overflow="fold")
     for finding in findings:
         where = f"{finding.file}:{finding.line}" if finding.file else "manifest"
         table.add_row(
             Text(finding.severity.value, style=_SEVERITY_STYLE[finding.severity]),
-            finding.rule_id,
-            where,
-            finding.message,
-            (finding.capability or "-") if finding.covered else "-",
+            plain(finding.rule_id),
+            plain(where),
+            plain(finding.message, multiline=True),
+            plain(finding.capability or "-") if finding.covered else "-",
         )
     console.print(table)
 
@@ -328,7 +338,7 @@ def print_scan_report(
     )
     console.print(
         Text.assemble(
-            (f"Scan of {label}", "bold"),
+            plain(f"Scan of {label}", "bold"),
             f" ({report.mode.value} mode): {report.files_scanned} files, "
             f"{report.bytes_scanned / 1e6:.2f} MB{parsed}",
         )
@@ -338,19 +348,20 @@ def print_scan_report(
     for finding in shown:
         by_file.setdefault(finding.file or "(manifest)", []).append(finding)
     for file in sorted(by_file, key=lambda k: min(f.severity.rank for f in by_file[k])):
-        console.print(Text(file, style="bold underline"))
+        console.print(plain(file, "bold underline"))
         for finding in by_file[file]:
             where = f"  {finding.line}:{finding.column}" if finding.line else "  -"
             console.print(
                 Text.assemble(
                     (f"{where:>9} ", "dim"),
                     (f"{finding.severity.value:<7}", _SEVERITY_STYLE[finding.severity]),
-                    f" {finding.rule_id} ",
-                    finding.message,
+                    plain(f" {finding.rule_id} "),
+                    plain(finding.message),
                 )
             )
             if finding.excerpt:
-                console.print(Text(f"            {finding.excerpt}", style="dim"))
+                # The plugin's own source line: exactly where an ESC or a bidi override hides.
+                console.print(plain(f"            {finding.excerpt}", "dim"))
     observed = sorted(
         {f.capability for f in report.findings if f.capability and not f.covered}
         if report.mode is ScanMode.PACKAGE
@@ -360,8 +371,10 @@ def print_scan_report(
         # Package mode visits only what the prefilter flags, so this list is
         # a lower bound; say so rather than let it read as complete.
         console.print(
-            "observed capabilities (in the code the threat pass visited; --mode plugin "
-            "checks every file): " + ", ".join(observed)
+            plain(
+                "observed capabilities (in the code the threat pass visited; --mode plugin "
+                "checks every file): " + ", ".join(observed)
+            )
         )
     hidden = counts[Severity.INFO] if not verbose else 0
     summary = (
@@ -394,8 +407,8 @@ def print_rules(console: Console, rules: Sequence[Rule]) -> None:
 
 def risk_text(audit: AuditResult) -> Text:
     """``MEDIUM (static-only)``, coloured by risk; a model audit names the model."""
-    return Text(
+    return plain(
         f"{audit.risk_level.value} ({audit.model_id or audit.provider}), "
         f"verdict {audit.verdict.value}",
-        style=_RISK_STYLE[audit.risk_level.value],
+        _RISK_STYLE[audit.risk_level.value],
     )

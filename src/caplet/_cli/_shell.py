@@ -43,10 +43,12 @@ Choices where the issue is silent:
   approve --yes`` does, and without it the command is refused; required
   configuration must be passed inline (the CLI's ``NoInputPrompter``).
 * **Output of guest code is shown with control characters escaped**
-  (``\\x1b``, ``\\r``, bidirectional overrides): the snippet may be an LLM's
-  or an attacker's, and escape sequences could rewrite the screen, retitle
-  the terminal or on some terminals write the clipboard. Newlines and tabs
-  pass.
+  (``\\x1b``, ``\\r``, bidirectional overrides; :func:`caplet._display.safe_text`):
+  the snippet may be an LLM's or an attacker's, and escape sequences could
+  rewrite the screen, retitle the terminal or on some terminals write the
+  clipboard. Newlines and tabs pass. Everything else the shell says that
+  quotes a plugin (versions, reasons, errors, the system message) is
+  escaped the same way, and never read as markup.
 * **History** holds commands and code lines, never confirmation or
   configuration answers, and never a ``/plugin enable`` line that sets a
   secret config field (nor one naming a plugin that does not exist, whose
@@ -76,7 +78,9 @@ from rich.text import Text
 
 from caplet._audit._model import AuditResult, Verdict
 from caplet._cli._render import print_audit, print_plugins, risk_text, trust_text
+from caplet._cli._safe import plain
 from caplet._config._prompt import Prompter
+from caplet._display import safe_line, safe_text
 from caplet._errors import CapletError
 from caplet._findings import RiskLevel
 from caplet._host._guest_result import GuestResult
@@ -96,7 +100,6 @@ __all__ = [
     "ShellCommand",
     "Subcommand",
     "stdin_reader",
-    "visible",
 ]
 
 PROMPT = "caplet> "
@@ -181,21 +184,11 @@ _HELP: tuple[tuple[str, str], ...] = (
     ("/exit, /quit", "leave (or Ctrl-D); Ctrl-C abandons the current line"),
 )
 
-#: Control characters and bidirectional overrides, shown escaped (newline and tab pass).
-_ESCAPES = {
-    code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))
-} | {code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
-
 #: The dotted name being typed at the end of a word of code (``print(host.gr`` -> ``host.gr``).
 _DOTTED_TAIL = re.compile(r"[A-Za-z_][\w.]*$")
 
 #: One level of indentation, inserted by Tab at the start of a line of code.
 _INDENT = "    "
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters and bidi overrides escaped (see the module docstring)."""
-    return text.translate(_ESCAPES)
 
 
 def stdin_reader(stream: TextIO) -> ReadLine:
@@ -493,7 +486,8 @@ class Shell:
         if not text:
             self._say("no plugin is enabled: the system message has no additions")
         else:
-            self.console.print(Text(text), soft_wrap=True)
+            # The enabled plugins' hints: their authors' text.
+            self.console.print(plain(text, multiline=True), soft_wrap=True)
         return True
 
     def print_banner(self) -> None:
@@ -701,7 +695,7 @@ class Shell:
         manager = self.host.manager
         cached = None if fresh else manager.get_cached_audit(info.name)
         if cached is not None:
-            line = Text(f"{info.name}: the cached audit of this content (")
+            line = plain(f"{info.name}: the cached audit of this content (")
             self.console.print(line.append_text(risk_text(cached)).append(")"), soft_wrap=True)
             return self.host.audit(info.name)
         model = manager.auditor_id()
@@ -723,19 +717,22 @@ class Shell:
             )
             return False
         try:
-            answer = self._read(f"{question} [y/N] ")
+            # The prompt goes to the terminal as it is (readline): escaped here.
+            answer = self._read(f"{safe_line(question)} [y/N] ")
         except EOFError:
             return False
         return answer.strip().lower() in {"y", "yes"}
 
+    # Messages quote plugin versions, reasons and errors: escaped, never markup.
+
     def _say(self, message: str, style: str = "") -> None:
-        self.console.print(Text(message, style=style), soft_wrap=True)
+        self.console.print(plain(message, style, multiline=True), soft_wrap=True)
 
     def _error(self, message: str) -> None:
-        self.err.print(Text(message, style="red"), soft_wrap=True)
+        self.err.print(plain(message, "red", multiline=True), soft_wrap=True)
 
     def _refused(self, reason: str) -> bool:
-        self.err.print(Text(f"refused: {reason}", style="bold red"), soft_wrap=True)
+        self.err.print(plain(f"refused: {reason}", "bold red", multiline=True), soft_wrap=True)
         return False
 
     # -- completion ---------------------------------------------------------------------------
@@ -819,7 +816,7 @@ def _write(console: Console, text: str) -> None:
         return
     if not text.endswith("\n"):
         text += "\n"
-    console.out(visible(text), end="", highlight=False)
+    console.out(safe_text(text), end="", highlight=False)
 
 
 def _no_arguments(command: str, args: Sequence[str]) -> None:

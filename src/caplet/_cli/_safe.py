@@ -1,0 +1,113 @@
+"""Where untrusted text meets the terminal in the CLI: rich without escapes or markup.
+
+Two ways plugin- or model-controlled text could drive the reviewer's
+terminal through rich, and the answer to each:
+
+* **Control characters.** rich strips only BEL, BS, VT, FF and CR
+  (``rich.control.strip_control_codes``); ESC, C1 controls and bidi
+  overrides reach the terminal. Every boundary escapes with
+  :func:`caplet._display.safe_text` / :func:`~caplet._display.safe_line`
+  (:func:`plain` does both at once), and the CLI's consoles carry a render
+  hook (:func:`guard`) that escapes whatever still reaches them, after
+  layout: a boundary that was missed costs a misaligned column,
+  never a terminal command. rich writes its own styles afterwards, from
+  each segment's style, and its cursor movements are control segments
+  the hook leaves alone.
+* **Markup.** A ``str`` given to ``Console.print`` is rich markup, so a
+  description holding ``[green]approved[/]`` would be shown styled, and
+  ``[link=...]`` would emit an OSC 8 hyperlink. Untrusted text is passed
+  as a :class:`~rich.text.Text` (:func:`plain`), or, inside an f-string of
+  caplet's own markup, through :func:`safe_markup`. Emoji codes
+  (``:warning:``) are off in the CLI's consoles for the same reason.
+
+``--json`` documents are not escaped here: :func:`json.dumps` with its
+default ``ensure_ascii`` writes every control and non-ASCII character as
+``\\uXXXX``, so the data stays exact and the bytes stay inert.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
+from rich.markup import escape
+from rich.segment import Segment
+from rich.text import Text
+
+from caplet._display import safe_line, safe_text
+
+__all__ = ["TerminalLogHandler", "cli_console", "guard", "plain", "safe_markup"]
+
+
+def plain(text: str, style: str = "", *, multiline: bool = False) -> Text:
+    """Untrusted ``text`` as a :class:`Text`: escaped, never markup, in ``style``.
+
+    One line by default (a newline is shown as ``\\x0a``); ``multiline``
+    keeps newlines, for text that has them legitimately (errors with a
+    traceback, audit reasons, guest output).
+    """
+    return Text(safe_text(text) if multiline else safe_line(text), style=style)
+
+
+def safe_markup(text: str) -> str:
+    """Untrusted ``text`` for an f-string of caplet's own markup: escaped, one line."""
+    return escape(safe_line(text))
+
+
+class _Escaped:
+    """A renderable whose text segments are escaped after the wrapped one has laid out."""
+
+    def __init__(self, renderable: ConsoleRenderable) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from _escaped(console.render(self.renderable, options))
+
+
+def _escaped(segments: Iterable[Segment]) -> Iterator[Segment]:
+    for segment in segments:
+        if segment.control:
+            # rich's own cursor movement (progress bars): not text, and not untrusted.
+            yield segment
+            continue
+        text = safe_text(segment.text)
+        yield segment if text is segment.text else Segment(text, segment.style)
+
+
+class _EscapeHook(RenderHook):
+    """Wraps everything a console prints in :class:`_Escaped`."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Escaped(r) for r in renderables]
+
+
+def guard(console: Console) -> Console:
+    """``console``, with the hook that escapes every text segment it renders."""
+    console.push_render_hook(_EscapeHook())
+    return console
+
+
+def cli_console(*, stderr: bool = False) -> Console:
+    """A console for the CLI: guarded, no highlighting, no emoji codes."""
+    return guard(Console(stderr=stderr, highlight=False, emoji=False))
+
+
+class TerminalLogHandler(logging.Handler):
+    """Log records on a console, escaped: the CLI's handler for the ``caplet`` logger.
+
+    Without a handler, Python's last-resort handler writes warnings to
+    stderr as they are, and some quote what a plugin controls (the name of a
+    folder that failed to load, a worker's error); this one escapes them
+    like everything else the CLI shows.
+    """
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.WARNING)
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.console.print(plain(self.format(record), multiline=True), soft_wrap=True)
+        except Exception:  # pragma: no cover - logging must never raise into the caller
+            self.handleError(record)

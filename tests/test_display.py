@@ -1,0 +1,61 @@
+"""safe_text / safe_line: untrusted text with every terminal command made visible."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from caplet._display import safe_line, safe_text
+
+#: What a hostile description or model summary would hold: CSI erase line and column 1,
+#: OSC 52 (write the clipboard), OSC 0 (window title), CR, a C1 CSI, DEL, bidi override
+#: and isolate, a zero-width space, a tag character, a lone surrogate, a line separator.
+HOSTILE = (
+    "a\x1b[2K\x1b[1Gb\x1b]52;c;aGk=\x07c\x1b]0;pwned\x07d\re\x9b31mf\x7fg"
+    "\u202eh\u2066i\u200bj\U000e0041k\udc80l\u2028m"
+)
+HOSTILE_SHOWN = (
+    "a\\x1b[2K\\x1b[1Gb\\x1b]52;c;aGk=\\x07c\\x1b]0;pwned\\x07d\\x0de\\x9b31mf\\x7fg"
+    "\\u202eh\\u2066i\\u200bj\\U000e0041k\\udc80l\\u2028m"
+)
+
+#: The categories escaped: control, format, surrogate, line and paragraph separator.
+ESCAPED_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+
+
+def test_every_terminal_command_is_shown_as_its_escape() -> None:
+    assert safe_text(HOSTILE) == HOSTILE_SHOWN
+    assert safe_line(HOSTILE) == HOSTILE_SHOWN
+
+
+def test_safe_text_keeps_newlines_and_tabs_and_safe_line_escapes_them() -> None:
+    assert safe_text("a\tb\nc\x00") == "a\tb\nc\\x00"
+    assert safe_line("a\tb\nc\x00") == "a\\x09b\\x0ac\\x00"
+
+
+def test_plain_text_and_backslashes_pass_unchanged() -> None:
+    text = "naïve café — 日本語 🙂 C:\\path\\x1b [green]ok[/]"
+    assert safe_text(text) == text
+    assert safe_line(text) == text
+
+
+def test_escaping_twice_changes_nothing() -> None:
+    assert safe_text(safe_text(HOSTILE)) == HOSTILE_SHOWN
+    assert safe_line(safe_line("x\ny")) == "x\\x0ay"
+
+
+def test_the_escaped_set_is_exactly_unicodes_controls_and_format_characters() -> None:
+    """Checked against this Python's Unicode database: a newer Unicode's format
+    character that the hand-written ranges miss fails here."""
+    missed: list[str] = []
+    extra: list[str] = []
+    for code in range(0x110000):
+        char = chr(code)
+        category = unicodedata.category(char)
+        escaped = safe_line(char) != char
+        if category in ESCAPED_CATEGORIES and not escaped:
+            missed.append(f"U+{code:04X}")
+        # Unassigned code points (Cn) may be escaped: a later Unicode makes some format.
+        elif escaped and category not in ESCAPED_CATEGORIES | {"Cn"}:
+            extra.append(f"U+{code:04X} {category}")
+    assert missed == []
+    assert extra == []
