@@ -50,10 +50,10 @@ What is checked, and how:
   fast kind once) runs before the baseline is taken, so imports and
   one-time caches are not mistaken for growth.
 
-Calls are made from one thread: :class:`PluginHost` is bound to the thread
-that created it (its SQLite state connection refuses use from another
-thread, and worker restarts are not locked), so concurrent calls from
-several threads are not something the host supports.
+Calls are made from one thread, so that the breaker model can predict each
+one from a single order of events. (The host itself is safe from several
+threads; that is what tests/_host/test_host_threads.py proves, with the
+interleavings forced by barriers.)
 
 Exit status: 0 when nothing was violated, 1 otherwise (the violations are
 listed). Timings vary with the machine; the test suite runs this small
@@ -1023,9 +1023,9 @@ trips, release and re-enable after 5 refused calls) predicts every call:
 its outcome, the exact "circuit open for NAME (N failures, Ss cooldown
 remaining)" text, or the quarantine; each plugin counts the calls that
 reach it in its `ctx.kv`, which proves that refused calls never ran. The
-calls come from one thread: a `PluginHost` is bound to the thread that
-created it (its SQLite state connection refuses any other), so concurrent
-callers are not something it supports today.
+calls come from one thread, so that the model can predict each call from
+one order of events (the host itself is safe from several threads:
+tests/_host/test_host_threads.py).
 
 Bounds: no descendant process after close (this process is made a child
 subreaper, so even an orphan would be counted), and during the run never
