@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from caplet._audit._model import AuditResult, CanaryStatus, InjectionAttempt, Verdict
@@ -181,3 +183,17 @@ def test_model_and_plugin_text_cannot_drive_the_terminal_or_forge_a_line() -> No
         "  recommendation:  reject",
     ]
     assert not {"\x1b", "\r", "\u202e"} & set("\n".join(lines))
+
+
+def test_a_covered_scanner_finding_names_its_capability_once() -> None:
+    covered = Finding(
+        rule_id="CPL-PROC-001",
+        severity=Severity.INFO,
+        message="subprocess.run executes a program (covered by proc.exec:git)",
+        file="plugin.py",
+        line=3,
+        covered=True,
+        capability="proc.exec:git",
+    )
+    text = format_audit_result(replace(deep_result(), findings=(covered,)), verbose=True)
+    assert text.count("(covered by proc.exec:git)") == 1

@@ -175,6 +175,8 @@ def _finding_line(finding: Finding) -> ReportLine:
     covered = (
         f" (covered by {finding.capability})" if finding.covered and finding.capability else ""
     )
+    if covered and covered.strip() in finding.message:
+        covered = ""  # the scanner's own message says so already
     head = f"    {finding.severity.value.upper():<7} {safe_line(_where(finding))} "
     return ReportLine(
         _block(f"{head}{safe_line(finding.rule_id)}: ", finding.message, _FINDING_INDENT)
