@@ -178,7 +178,8 @@ def bench_cold_start(host: PluginHost, repeat: int) -> dict[str, float]:
 
 
 def bench_guest(root: Path, repeat: int) -> dict[str, float]:
-    """``exec("1 + 1")`` from a full warm pool, and cold (no pool: start, run, close)."""
+    """``exec("1 + 1")`` from a full warm pool, and cold (no pool: a worker started for it;
+    its close, in a thread of the pool's own, comes after the answer)."""
     plugins = root / "guest-plugins"
     plugins.mkdir()
 
@@ -344,7 +345,7 @@ Sustained: {calls["calls_per_s"]:,.0f} calls/s to one plugin from one thread.
 | what | median | ratio to the warm pool |
 |---|---:|---:|
 | caplet `exec` from the warm pool (a pre-started zero-capability worker; the snippet, its reply) | {guest["warm_ms"]:.1f} ms | 1.00 |
-| caplet `exec` cold (`pool_size=0`: start the sandboxed worker, the snippet, close it) | {guest["cold_ms"]:.1f} ms | {guest["cold_ms"] / guest["warm_ms"]:.2f} |
+| caplet `exec` cold (`pool_size=0`: start a sandboxed worker on a prepared spare, run the snippet; the worker is closed after the answer) | {guest["cold_ms"]:.1f} ms | {guest["cold_ms"] / guest["warm_ms"]:.2f} |
 | `python -I -S -c pass` (no isolation) | {starts["python_isolated"]:.1f} ms | {starts["python_isolated"] / guest["warm_ms"]:.2f} |
 
 ### Many plugins

@@ -166,11 +166,42 @@ def test_close_closes_every_worker_and_refuses_more(
     pool.close()  # idempotent
 
 
+class SlowToClose(Fake):
+    """A lease whose close waits until the test lets it finish."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.closing = threading.Event()
+        self.may_finish = threading.Event()
+
+    def close(self) -> None:
+        self.closing.set()
+        assert self.may_finish.wait(30), "the test never let the close finish"
+        super().close()
+
+
 def test_a_pool_of_size_zero_starts_every_worker_when_asked(starter: Starter) -> None:
     pool: GuestPool[Fake] = GuestPool(starter, 0)
     lease = pool.take()
-    pool.discard(lease)
-    assert lease.closed  # no thread: closed at once
+    assert lease.thread == threading.current_thread().name
     assert pool.fill() == 0
-    assert pool._thread is None
-    pool.close()
+    assert pool._thread is None  # no refilling thread for a pool of size 0
+    pool.discard(lease)
+    pool.close()  # waits for the worker's close
+    assert lease.closed
+
+
+def test_a_pool_of_size_zero_closes_a_used_worker_after_returning(starter: Starter) -> None:
+    slow = SlowToClose(0)
+    pool: GuestPool[Fake] = GuestPool(lambda: slow, 0)
+    pool.discard(pool.take())  # returns while the close is still under way
+    assert slow.closing.wait(30), "the worker was never closed"
+    assert not slow.closed
+    closing = threading.Thread(target=pool.close)
+    closing.start()
+    closing.join(0.05)  # a bound for the failure only: close must still be waiting
+    assert closing.is_alive(), "pool.close() returned before the worker was closed"
+    slow.may_finish.set()
+    closing.join(30)
+    assert not closing.is_alive()
+    assert slow.closed

@@ -13,6 +13,11 @@ the snippet's answer is in. A start that fails pauses refilling until the
 next take (no loop of failing starts); that take then starts cold and
 raises the real error. :meth:`close` stops the thread and closes every
 worker, waiting or discarded.
+
+A pool of size 0 keeps no thread and no worker, but still closes a used
+worker in a short-lived thread of its own: closing means tearing down the
+worker's namespaces (about half of a cold ``exec`` here), and the snippet's
+answer is in by then. :meth:`close` waits for those threads too.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class GuestPool(Generic[LeaseT]):
         self._closed = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: Size 0: the threads closing used workers, until they are done.
+        self._closers: set[threading.Thread] = set()
         #: Why the last background start failed ("" when none did).
         self.last_failure = ""
 
@@ -98,6 +105,13 @@ class GuestPool(Generic[LeaseT]):
                 self._discarded.append(lease)
                 self._wake()
                 return
+            if not self._closed:
+                closer = threading.Thread(
+                    target=self._close_one, args=(lease,), name="caplet-guest-close", daemon=True
+                )
+                self._closers.add(closer)
+                closer.start()
+                return
         lease.close()
 
     def fill(self) -> int:
@@ -132,9 +146,12 @@ class GuestPool(Generic[LeaseT]):
             self._idle.clear()
             self._discarded.clear()
             thread = self._thread
+            closers = list(self._closers)
             self._cond.notify_all()
         if thread is not None:
             thread.join()
+        for closer in closers:
+            closer.join()
         for lease in leases:
             lease.close()
 
@@ -198,6 +215,15 @@ class GuestPool(Generic[LeaseT]):
             self._starting -= 1
             self.last_failure = ""
         self._keep(lease)
+
+    def _close_one(self, lease: LeaseT) -> None:
+        """A size-0 pool's closer thread: close one used worker, then forget the thread."""
+        try:
+            self._close_quietly(lease)
+        finally:
+            with self._cond:
+                self._closers.discard(threading.current_thread())
+                self._cond.notify_all()
 
     @staticmethod
     def _close_quietly(lease: Lease) -> None:
