@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -661,3 +662,89 @@ def test_probe_honours_the_test_only_override(monkeypatch: pytest.MonkeyPatch) -
     assert DISABLE_LAYERS_ENV in reason
     monkeypatch.setenv(DISABLE_LAYERS_ENV, "landlock,seccomp")
     assert probe_namespaces() is None
+
+
+# -- mount propagation ----------------------------------------------------------------------
+
+#: Runs as the "host" inside a user and mount namespace of its own (so that it
+#: may mount), forks a jail the way a spare does and reports what it saw.
+PROPAGATION_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from caplet._sandbox._grants import PathGrant
+    from caplet._sandbox._jail import (
+        JailSpec, build_root, enter_namespaces, finish_jail, runtime_grants
+    )
+    from caplet._syscall import mount, umount2
+
+    case, directory = sys.argv[1], sys.argv[2]
+    to_host_r, to_host_w = os.pipe()
+    to_jail_r, to_jail_w = os.pipe()
+    if case == "unmount":
+        # Mounted before the jail copies the host's tree.
+        mount("tmpfs", directory, "tmpfs", 0, "size=64k")
+    if os.fork() == 0:
+        enter_namespaces()  # this process is the monitor from here; pid 1 goes on
+        grants = runtime_grants()
+        if case == "unmount":
+            prepared = build_root(JailSpec(grants=grants))
+            os.write(to_host_w, b"r")
+            os.read(to_jail_r, 1)  # the host has unmounted it
+            with open("/proc/self/mountinfo") as info:
+                seen = os.path.basename(directory) in info.read()
+            os.write(to_host_w, b"P" if seen else b"F")
+        else:
+            spec = JailSpec(grants=(*grants, PathGrant(directory)))
+            finish_jail(build_root(JailSpec(grants=grants)), spec)
+            os.write(to_host_w, b"r")
+            os.read(to_jail_r, 1)  # the host has mounted over a path inside the grant
+            seen = os.listdir(os.path.join(directory, "sub"))
+            os.write(to_host_w, b"P" if seen else b"F")
+        os._exit(0)
+    assert os.read(to_host_r, 1) == b"r"
+    if case == "unmount":
+        umount2(directory, 0)
+    else:
+        sub = os.path.join(directory, "sub")
+        mount("tmpfs", sub, "tmpfs", 0, "size=64k")
+        with open(os.path.join(sub, "marker"), "w") as handle:
+            handle.write("from the host, after the jail was made")
+    os.write(to_jail_w, b"g")
+    print(json.dumps({"outcome": os.read(to_host_r, 1).decode()}))
+    """
+)
+
+
+def _propagation(case: str, directory: Path) -> str:
+    """Run PROPAGATION_SCRIPT as a "host" whose mounts are shared, as systemd makes
+    them (a host whose mounts are private propagates nothing to anyone)."""
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "util-linux unshare is needed (apt-get install util-linux)"
+    completed = subprocess.run(
+        [
+            *(unshare, "--user", "--map-root-user", "--mount", "--propagation", "shared"),
+            *(sys.executable, "-I", "-c", PROPAGATION_SCRIPT, case, str(directory)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    outcome: str = json.loads(completed.stdout.strip().splitlines()[-1])["outcome"]
+    return outcome
+
+
+def test_a_prepared_jail_does_not_keep_a_file_system_the_host_unmounts(tmp_path: Path) -> None:
+    # A spare waits with its namespaces made and its root built; a file
+    # system the host unmounts meanwhile must not stay mounted in its copy
+    # of the host's tree (a LUKS or loop device would stay "busy").
+    mounted = tmp_path / "unmounted-by-the-host"
+    mounted.mkdir()
+    assert _propagation("unmount", mounted) == "F", "the jail still holds the unmounted tree"
+
+
+def test_a_host_mount_under_a_grant_never_appears_inside(tmp_path: Path) -> None:
+    granted = tmp_path / "granted"
+    (granted / "sub").mkdir(parents=True)
+    assert _propagation("mount", granted) == "F", "a mount made by the host reached the jail"

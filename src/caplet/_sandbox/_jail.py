@@ -75,6 +75,7 @@ from caplet._syscall import (
     MS_RDONLY,
     MS_REC,
     MS_REMOUNT,
+    MS_SLAVE,
     PR_CAPBSET_DROP,
     clear_capabilities,
     close_fds_except,
@@ -365,9 +366,13 @@ def build_root(spec: JailSpec) -> PreparedRoot:
     _validate(spec)
     try:
         # mount_namespaces(7): the copied mounts keep the host's propagation;
-        # without MS_PRIVATE our mounts could propagate back to the host, and
-        # pivot_root(2) refuses shared mounts.
-        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        # shared, our mounts could propagate back to the host, and
+        # pivot_root(2) refuses shared mounts. Slave rather than private: the
+        # host's unmounts still reach this copy of its tree, so a prepared
+        # spare waiting for its request does not keep a file system the host
+        # unmounted alive ("device busy" for a LUKS or loop device). What the
+        # jail mounts is made private as it is mounted (see _bind_grant).
+        mount(None, "/", None, MS_REC | MS_SLAVE)
     except OSError as exc:
         raise _fail(_Step.PROPAGATION, exc) from exc
     root = os.path.realpath(_ROOT_MOUNTPOINT)
@@ -775,6 +780,10 @@ def _bind_grant(target: str, entry: _Mount, *, check_links: bool) -> None:
         # The source is the magic link of the O_PATH fd: it names exactly the
         # file opened before /tmp was covered (proc(5), /proc/pid/fd).
         mount(f"/proc/self/fd/{entry.fd}", target, None, MS_BIND | MS_REC)
+        # A bind of a slave is a slave of the same master: private, so a
+        # mount the host makes under a granted path later never appears
+        # inside (with the host's flags, past the grant's read-only seal).
+        mount(None, target, None, MS_REC | MS_PRIVATE)
     except OSError as exc:
         raise _fail(_Step.GRANT, exc, entry.path) from exc
     _remount(target, _grant_flags(entry.kind), _Step.GRANT, entry.path)
@@ -836,6 +845,7 @@ def _populate_dev(target: str, devices: dict[str, int]) -> None:
             # namespace's mounts are implicitly nodev); a bind of the host's
             # node keeps the host mount's device access (bubblewrap does this).
             mount(f"/proc/self/fd/{fd}", node, None, MS_BIND)
+            mount(None, node, None, MS_PRIVATE)  # not a slave of the host's /dev
             _remount(node, MS_NOSUID | MS_NOEXEC, _Step.DEV, f"/dev/{name}")
         for name, link in _DEV_LINKS:
             Path(target, name).symlink_to(link)
