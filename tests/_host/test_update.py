@@ -7,12 +7,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from caplet import PluginHost, PluginManager
+from caplet import Outcome, PluginHost, PluginManager, UpdateReport
 from caplet._errors import UpdateError
 from caplet._host._capdiff import CapabilityDiff
 from caplet._host._journal import JOURNAL_DIR
@@ -329,3 +330,65 @@ def test_kill_9_at_seeded_write_steps_leaves_the_old_or_the_new_version(
             outcomes.add(installed == v1)
         warnings_only(doctor(*options), "temp-file")
     assert outcomes == {False, True}, points
+
+
+class WatchedLock:
+    """The host's lifecycle lock (a real RLock inside) that counts the threads
+    waiting for it, so a test can wait until another thread is queued on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._cond = threading.Condition()
+        self.waiting = 0
+
+    def __enter__(self) -> bool:
+        with self._cond:
+            self.waiting += 1
+            self._cond.notify_all()
+        self._lock.acquire()
+        with self._cond:
+            self.waiting -= 1
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def wait_for_waiters(self, count: int) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.waiting >= count, timeout=30)
+
+
+def test_an_update_is_one_lifecycle_change_for_other_threads(
+    host: PluginHost, tmp_path: Path, v1: str
+) -> None:
+    watch = WatchedLock()
+    host._lifecycle = watch  # type: ignore[assignment]
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
+    inside, release = threading.Event(), threading.Event()
+
+    def consent(diff: CapabilityDiff) -> bool:
+        inside.set()  # half-way through the update
+        return release.wait(30)
+
+    reports: list[UpdateReport] = []
+    updater = threading.Thread(
+        target=lambda: reports.append(host.update("hello", new, consent=consent))
+    )
+    updater.start()
+    assert inside.wait(30), "the update never asked for consent"
+    unapproved: list[Outcome] = []
+    other = threading.Thread(target=lambda: unapproved.append(host.unapprove("hello")))
+    other.start()
+    try:
+        # The unapprove queues behind the update instead of landing in its middle.
+        assert watch.wait_for_waiters(1), "another thread's lifecycle change ran mid-update"
+        assert unapproved == []
+    finally:
+        release.set()
+        updater.join(60)
+        other.join(60)
+    [report] = reports
+    assert report, report.reason
+    [outcome] = unapproved
+    assert outcome, outcome.reason
+    assert host.get_approval_record("hello") is None  # the unapprove came after the update

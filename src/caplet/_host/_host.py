@@ -905,17 +905,21 @@ class PluginHost:
         staged, validated, scanned and audited; capability additions need
         *consent*; after the swap its ``health()`` runs in the sandbox, and
         any failure restores the old version with its approval and lock entry.
+        One lifecycle change for other threads: their approve, enable,
+        disable (...) wait until the update has finished or rolled back;
+        calls to enabled plugins go on.
         """
         from caplet._host._update import update_plugin
 
-        return update_plugin(
-            self,
-            name,
-            source,
-            consent=consent,
-            config=config,
-            health_timeout_s=health_timeout_s,
-        )
+        with self._lifecycle:
+            return update_plugin(
+                self,
+                name,
+                source,
+                consent=consent,
+                config=config,
+                health_timeout_s=health_timeout_s,
+            )
 
     def health_target(self, name: str) -> str | None:
         """The plugin's health check: its first declared function named ``health``.
