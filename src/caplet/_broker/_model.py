@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import codecs
-import json
 from dataclasses import dataclass
 
-from caplet._errors import ResponseError
+from caplet._body import body_json, body_text
 
 __all__ = ["BrokerDecision", "HttpRequest", "HttpResponse"]
 
@@ -48,39 +46,13 @@ class HttpResponse:
         return next((v for n, v in self.headers if n.lower() == wanted), None)
 
     def text(self) -> str:
-        """The body decoded with the ``charset`` of Content-Type (UTF-8 when absent or unknown).
-
-        Undecodable bytes become U+FFFD rather than an error: the body is data
-        from an untrusted server and reading it must not fail.
-        """
-        try:
-            return self.body.decode(self._charset(), errors="replace")
-        except LookupError:  # a charset naming a bytes-to-bytes codec ("base64")
-            return self.body.decode("utf-8", errors="replace")
+        """The body decoded with the Content-Type charset (UTF-8 when absent or unknown);
+        undecodable bytes become U+FFFD (:func:`caplet._body.body_text`)."""
+        return body_text(self.body, self.header("content-type"))
 
     def json(self) -> object:
-        """The body parsed as JSON; :class:`ResponseError` when it is not JSON."""
-        try:
-            return json.loads(self.text())
-        except (ValueError, RecursionError) as exc:
-            raise ResponseError(
-                f"invalid response: the body from {self.url} is not valid JSON ({exc}); "
-                f"check the status ({self.status}) and Content-Type "
-                f"({self.header('content-type') or 'none'}), or read it with text()",
-                url=self.url,
-            ) from exc
-
-    def _charset(self) -> str:
-        content_type = self.header("content-type") or ""
-        for parameter in content_type.split(";")[1:]:
-            key, _, value = parameter.strip().partition("=")
-            if key.strip().lower() == "charset":
-                name = value.strip().strip('"')
-                try:
-                    return codecs.lookup(name).name
-                except LookupError:
-                    break
-        return "utf-8"
+        """The body parsed as JSON; :class:`~caplet._errors.ResponseError` when it is not."""
+        return body_json(self.body, self.header("content-type"), url=self.url, status=self.status)
 
 
 @dataclass(frozen=True, slots=True)

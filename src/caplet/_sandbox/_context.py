@@ -28,10 +28,10 @@ msgpack (through the protocol) and caplet's base and sandbox modules.
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn, Protocol
 
+from caplet._body import body_json, body_text
 from caplet._errors import (
     AppError,
     AppHandlerError,
@@ -267,40 +267,13 @@ class Response:
         return next((v for n, v in self.headers if n.lower() == wanted), None)
 
     def text(self) -> str:
-        """The body decoded with the Content-Type charset (UTF-8 when absent or unknown).
-
-        Undecodable bytes become U+FFFD: the body comes from an untrusted
-        server (the same rule as the host's HttpResponse.text).
-        """
-        try:
-            return self.body.decode(self._charset(), errors="replace")
-        except LookupError:  # a charset naming a bytes-to-bytes codec
-            return self.body.decode("utf-8", errors="replace")
+        """The body decoded with the Content-Type charset (UTF-8 when absent or unknown);
+        undecodable bytes become U+FFFD (:func:`caplet._body.body_text`)."""
+        return body_text(self.body, self.header("content-type"))
 
     def json(self) -> Any:
         """The body parsed as JSON; :class:`~caplet._errors.ResponseError` when it is not."""
-        import json as _json  # here, not at the top: every worker imports this module
-
-        try:
-            return _json.loads(self.text())
-        except (ValueError, RecursionError) as exc:
-            raise ResponseError(
-                f"invalid response: the body from {self.url} is not valid JSON ({exc}); "
-                f"check the status ({self.status}) and Content-Type "
-                f"({self.header('content-type') or 'none'}), or read it with text()",
-                url=self.url,
-            ) from exc
-
-    def _charset(self) -> str:
-        content_type = self.header("content-type") or ""
-        for parameter in content_type.split(";")[1:]:
-            key, _, value = parameter.strip().partition("=")
-            if key.strip().lower() == "charset":
-                try:
-                    return codecs.lookup(value.strip().strip('"')).name
-                except LookupError:
-                    break
-        return "utf-8"
+        return body_json(self.body, self.header("content-type"), url=self.url, status=self.status)
 
 
 def _response(answer: WireValue, plugin: str) -> Response:
