@@ -199,7 +199,7 @@ def test_a_pool_of_size_zero_closes_a_used_worker_after_returning(starter: Start
     assert not slow.closed
     closing = threading.Thread(target=pool.close)
     closing.start()
-    closing.join(0.05)  # a bound for the failure only: close must still be waiting
+    wait(pool, lambda: pool._closed)  # close() has begun; the worker's close still holds
     assert closing.is_alive(), "pool.close() returned before the worker was closed"
     slow.may_finish.set()
     closing.join(30)

@@ -659,7 +659,7 @@ def _fork_spare(
             PidsRoot.join(cgroup, pid)
         ours.send(_PLACED)
     except OSError as exc:
-        _say(f"cannot move a spare into its pids cgroup ({_explain(exc)})")
+        _say(f"cannot place a spare in its pids cgroup or tell it so ({_explain(exc)})")
         os.kill(pid, signal.SIGKILL)
         ours.close()
         if handover is not None:
