@@ -7,9 +7,12 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from caplet._sandbox._identity import WorkerIdentity
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "plugins"
@@ -234,3 +237,35 @@ def child_pids(pid: int) -> list[int]:
         if int(stat.rpartition(")")[2].split()[1]) == pid:
             found.append(int(entry))
     return found
+
+
+def give_to_worker(*paths: Path) -> None:
+    """Make ``paths`` (and everything below them) the workers' own, as an administrator would.
+
+    caplet never runs a worker as root: on a root host it runs as an
+    unprivileged uid (caplet._sandbox._identity), so a writable grant must
+    belong to that uid (docs/security.md, "Who a worker is"). On a host that
+    is not root the worker is the host's own user and nothing changes.
+    """
+    from caplet._sandbox._identity import worker_identity
+
+    identity = worker_identity()
+    if not identity.privileged:
+        return
+    for path in paths:
+        for item in [path, *path.rglob("*")]:
+            os.chown(item, identity.uid, identity.gid, follow_symlinks=False)
+
+
+def own_identity() -> WorkerIdentity:
+    """The test process's own ids as a worker identity (a test-only seam).
+
+    For the plain-process launcher's *protocol* tests: as root in CI the
+    interpreter lives under /root, which the unprivileged uid a root host's
+    workers take cannot execute. What a root host really does with plain
+    workers is tested on its own (tests/_sandbox/test_subprocess.py).
+    """
+    from caplet._sandbox._identity import WorkerIdentity
+
+    uid, gid = os.geteuid(), os.getegid()
+    return WorkerIdentity(uid, gid, uid, gid, "the test process's own ids")

@@ -237,6 +237,9 @@ if TYPE_CHECKING:
         PluginTreeError as PluginTreeError,
     )
     from caplet._errors import (
+        PolicyError as PolicyError,
+    )
+    from caplet._errors import (
         PromptTooLargeError as PromptTooLargeError,
     )
     from caplet._errors import (
@@ -585,6 +588,7 @@ __all__ = [
     "PluginState",
     "PluginTreeError",
     "Policy",
+    "PolicyError",
     "ProblemKind",
     "ProcExecCapability",
     "PromptTooLargeError",
@@ -664,6 +668,7 @@ _EXPORTS: dict[str, str] = {
     "PluginCallError": "caplet._errors",
     "PluginNotFoundError": "caplet._errors",
     "PluginTreeError": "caplet._errors",
+    "PolicyError": "caplet._errors",
     "ProtocolError": "caplet._errors",
     "SandboxError": "caplet._errors",
     "SelftestBreachError": "caplet._errors",

@@ -48,6 +48,7 @@ __all__ = [
     "PluginCallError",
     "PluginNotFoundError",
     "PluginTreeError",
+    "PolicyError",
     "PromptTooLargeError",
     "ProtocolError",
     "ProviderAuthError",
@@ -85,6 +86,10 @@ class ConfigError(CapletError):
 
 class CapabilityError(CapletError):
     """A capability string does not parse, or cannot be substituted."""
+
+
+class PolicyError(CapletError):
+    """A policy value is invalid or cannot be honoured here (names the field and the fix)."""
 
 
 class ManifestError(CapletError):

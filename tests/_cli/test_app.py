@@ -98,9 +98,11 @@ def test_approve_refuses_a_dangerous_plugin(cli: list[str]) -> None:
 
 
 def test_enable_validates_config(cli: list[str], tmp_path: Path) -> None:
-    document = run("enable", "fs-read", f"root={tmp_path}", *cli)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    document = run("enable", "fs-read", f"root={notes}", *cli)
     assert document["plugin"]["state"] == "enabled"
-    assert document["plugin"]["capabilities"] == [f"fs.read:{tmp_path}"]
+    assert document["plugin"]["capabilities"] == [f"fs.read:{notes}"]
     missing = run("enable", "fs-read", *cli, code=1)
     assert "root" in missing["error"]["message"]
 

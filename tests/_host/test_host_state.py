@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from caplet import PluginHost
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, give_to_worker
 
 HOSTILE = """
 import errno, fcntl, os
@@ -79,6 +79,7 @@ def test_hostile_plugin_cannot_touch_state_lockfile_or_plugin_sources(
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
+    give_to_worker(out)
     lockfile = tmp_path / "caplet.lock"
     lockfile.write_text("[plugins]\n")
     make_plugin(

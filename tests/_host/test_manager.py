@@ -306,13 +306,15 @@ def test_set_config_refuses_unknown_keys(
 
 
 def test_capabilities_are_substituted_on_enable(
-    manager: PluginManager, make_plugin: PluginFactory
+    manager: PluginManager, make_plugin: PluginFactory, tmp_path: Path
 ) -> None:
+    (tmp_path / "data").mkdir()
     make_plugin("c", extra='capabilities = ["fs.read:${config.root}"]\n' + CONFIGURED)
     manager.discover()
-    manager.apply_inline_config("c", ["root=/srv/data/"])
+    manager.apply_inline_config("c", [f"root={tmp_path}/data/"])
     assert manager.enable("c")
-    assert [str(c) for c in manager.require_plugin("c").capabilities] == ["fs.read:/srv/data"]
+    capabilities = [str(c) for c in manager.require_plugin("c").capabilities]
+    assert capabilities == [f"fs.read:{tmp_path}/data"]
 
 
 def test_enable_refuses_config_that_makes_a_broad_capability(

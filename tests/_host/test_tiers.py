@@ -20,7 +20,7 @@ from caplet._trust._signing import (
     sign_digest,
 )
 from caplet._trust._source import SourceKind
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, own_identity
 
 PLAIN = LoadingRules()
 
@@ -110,7 +110,7 @@ class RecordingLauncher(SubprocessLauncher):
     """A real plain-process launcher that also keeps the specs it was given."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(identity=own_identity())
         self.specs: list[WorkerSpec] = []
 
     def start(self, spec: WorkerSpec) -> Worker:  # type: ignore[override]

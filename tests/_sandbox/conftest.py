@@ -14,6 +14,7 @@ from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._protocol import DEFAULT_MAX_FRAME_BYTES
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessLauncher, SubprocessWorker
+from tests.conftest import own_identity
 
 
 @dataclass
@@ -21,7 +22,9 @@ class Launch:
     """Writes a plugin snapshot, starts a worker on it, and remembers to close it."""
 
     root: Path
-    launcher: SubprocessLauncher = field(default_factory=SubprocessLauncher)
+    launcher: SubprocessLauncher = field(
+        default_factory=lambda: SubprocessLauncher(identity=own_identity())
+    )
     workers: list[SubprocessWorker] = field(default_factory=list)
     count: int = 0
 

@@ -17,6 +17,7 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessWorker
+from tests.conftest import give_to_worker
 
 PROBE = """
 import errno, os, socket
@@ -176,6 +177,7 @@ def test_read_only_and_writable_grants(start: Start, tmp_path: Path) -> None:
     (data / "in.txt").write_text("hello")
     out = tmp_path / "out"
     out.mkdir()
+    give_to_worker(out)
     worker = start(PathGrant(str(data)), PathGrant(str(out), writable=True))
     assert call(worker, "read", str(data / "in.txt")) == {"ok": True, "value": "hello"}
     assert call(worker, "write", str(data / "new.txt"), "x")["ok"] is False

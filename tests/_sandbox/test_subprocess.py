@@ -20,6 +20,7 @@ from caplet._errors import (
 )
 from caplet._sandbox._launcher import Launcher, Worker
 from caplet._sandbox._subprocess import SubprocessLauncher, SubprocessWorker
+from tests.conftest import own_identity
 
 from .conftest import Launch
 
@@ -52,7 +53,7 @@ def _group_is_gone(pid: int) -> bool:
 
 
 def test_launcher_satisfies_the_protocols(launch: Launch) -> None:
-    launcher: Launcher = SubprocessLauncher()
+    launcher: Launcher = SubprocessLauncher(identity=own_identity())
     assert launcher.isolation == "process"
     worker: Worker = launch(VALUES)
     assert worker.alive
@@ -530,7 +531,7 @@ def test_worker_dying_while_idle_is_reported_on_the_next_call(launch: Launch) ->
 
 def test_context_manager_closes(launch: Launch) -> None:
     spec = launch.spec(VALUES)
-    with SubprocessLauncher().start(spec) as worker:
+    with SubprocessLauncher(identity=own_identity()).start(spec) as worker:
         assert worker.call("demo", "run", ["str"], {}, timeout_s=30) == "héllo"
     assert not worker.alive
 

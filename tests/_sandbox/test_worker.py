@@ -182,7 +182,7 @@ def test_missing_entry_file_is_fatal(raw: RawWorker, tmp_path: Path) -> None:
     assert raw.exit_code() == EXIT_LOAD_FAILED
 
 
-@pytest.mark.parametrize("argv", [[], ["abc"], ["1"], ["5", "6"]])
+@pytest.mark.parametrize("argv", [[], ["abc"], ["1"], ["5", "5"], ["5", "2"], ["5", "6", "7"]])
 def test_bad_command_line_is_a_protocol_exit(tmp_path: Path, argv: list[str]) -> None:
     command = worker_command(0)[:-1] + argv
     done = subprocess.run(command, env={}, capture_output=True, cwd=tmp_path, check=False)

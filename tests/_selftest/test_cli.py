@@ -65,13 +65,13 @@ def test_a_missing_layer_is_reported_with_what_it_leaves_open(
 
 
 def test_defence_in_depth_is_reported_as_degraded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "landlock")
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
     monkeypatch.setenv("COLUMNS", "300")  # one table row per line
-    result = runner.invoke(app, ["selftest", "--case", "uid-map-rewrite"])
+    result = runner.invoke(app, ["selftest", "--case", "read-etc-passwd"])
     assert result.exit_code == 0, result.output
     assert "contained-elsewhere, pass (degraded)" in result.output
-    assert "✗ landlock: disabled by CAPLET_TEST_DISABLE_LAYERS" in result.output
-    assert "missing landlock leaves these to other layers: uid-map-rewrite" in result.output
+    assert "✗ namespaces: disabled by CAPLET_TEST_DISABLE_LAYERS" in result.output
+    assert "missing namespaces leaves these to other layers: read-etc-passwd" in result.output
     assert "1 cases in" in result.output
     assert result.output.rstrip().endswith("1 contained-elsewhere; passed")
 

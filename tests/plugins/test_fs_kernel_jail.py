@@ -20,7 +20,7 @@ import pytest
 
 from caplet import PluginHost
 from caplet._sandbox._sandboxed import SandboxLauncher
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, give_to_worker
 from tests.plugins.conftest import reference_host
 
 RAW = """
@@ -94,6 +94,7 @@ def raw(
     (base / "inside.txt").write_text("inside\n", encoding="utf-8")
     (base / "escape").symlink_to(outside / "secret.txt")
     (base / "escapedir").symlink_to(outside)
+    give_to_worker(base)  # raw-write's grant: the worker's uid's (docs/security.md)
     with reference_host(plugins_dir, state_dir, launcher) as host:
         host.discover()
         for name in ("raw-read", "raw-write"):

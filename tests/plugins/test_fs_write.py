@@ -14,6 +14,7 @@ import pytest
 
 from caplet import CircuitOpenError, Policy
 from caplet._sandbox._sandboxed import SandboxLauncher
+from tests.conftest import give_to_worker
 from tests.plugins.conftest import Caller, install, reference_host
 
 FsWrite = Callable[..., Caller]
@@ -46,6 +47,7 @@ def fswrite(
     process of the application would.
     """
     install(plugins_dir, "fs-read", "fs-write")
+    give_to_worker(tree)  # a writable grant belongs to the worker's uid (docs/security.md)
     with ExitStack() as stack:
 
         def start(*settings: str) -> Caller:
@@ -63,6 +65,7 @@ def test_requires_fs_read(
     plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher, tree: Path
 ) -> None:
     install(plugins_dir, "fs-read", "fs-write")
+    give_to_worker(tree)
     with reference_host(plugins_dir, state_dir, launcher) as host:
         host.discover()
         refused = host.enable("fs-write", [f"root={tree}"])

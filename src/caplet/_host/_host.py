@@ -42,6 +42,7 @@ Threads: any application thread may call any method; the locking design
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import ssl
@@ -58,15 +59,14 @@ from caplet._audit._provider import AuditorProvider
 from caplet._broker._resolver import Resolver
 from caplet._capabilities._model import (
     Capability,
-    CapabilityKind,
     EnvReadCapability,
-    FsCapability,
     ProcExecCapability,
 )
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
     CallTimeoutError,
+    CapletError,
     InvalidOutputError,
     LifecycleError,
     PluginCallError,
@@ -88,9 +88,11 @@ from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
 from caplet._host._policy import Isolation, Policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
+from caplet._host._run_dir import RunDir
 from caplet._host._validate import FunctionValidator
 from caplet._sandbox._context import Refused
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._launcher import Launcher, Worker, WorkerSpec
 from caplet._sandbox._programs import program_grants
 from caplet._sandbox._sandboxed import default_launcher
@@ -104,6 +106,8 @@ if TYPE_CHECKING:
     from caplet._host._update import UpdateReport
 
 __all__ = ["HEALTH_FUNCTION", "PluginHost"]
+
+_LOG = logging.getLogger("caplet")
 
 PluginFunction = Callable[..., Any]
 #: ``(module, function, schemas or None)`` for one declared ``"module.function"``.
@@ -241,7 +245,10 @@ class PluginHost:
         self.launcher: Launcher = (
             launcher
             if launcher is not None
-            else default_launcher(strict=self.policy.isolation is Isolation.STRICT)
+            else default_launcher(
+                strict=self.policy.isolation is Isolation.STRICT,
+                identity=worker_identity(self.policy.worker_uid, self.policy.worker_gid),
+            )
         )
         self.prompter = prompter
         #: The live worker of each plugin. Written only with that plugin's lock
@@ -274,7 +281,10 @@ class PluginHost:
             ssl_context=ssl_context,
             clock=clock,
         )
-        self._run_dir = Path(tempfile.mkdtemp(prefix="caplet-run-"))
+        #: Snapshots and work directories, in the state directory where no
+        #: grant reaches (:mod:`caplet._host._run_dir`).
+        self._run = RunDir(self.manager.state_dir)
+        self._run_dir = self._run.path
         self._closed = False
         #: Guest code's runner and warm pool, created by the first exec.
         self._guests: GuestRunner | None = None
@@ -777,6 +787,7 @@ class PluginHost:
             raise LifecycleError(
                 f"plugin {name!r} was disabled while its worker was being started; enable it again"
             )
+        plan = self.manager.grant_plan(name)
         snapshot = make_snapshot(info.path, self._run_dir, expected_hash=expected)
         workdir = Path(tempfile.mkdtemp(prefix=f"{name}-work-", dir=self._run_dir))
         spec = WorkerSpec(
@@ -791,7 +802,8 @@ class PluginHost:
             max_frame_bytes=self.policy.max_output_bytes(
                 info.manifest.limits.max_output_kb, info.tier
             ),
-            grants=_path_grants(info.capabilities) + _program_grants(info.capabilities),
+            grants=plan.grants + _program_grants(info.capabilities),
+            masks=plan.masks,
             programs=tuple(
                 c.program for c in info.capabilities if isinstance(c, ProcExecCapability)
             ),
@@ -1170,7 +1182,10 @@ class PluginHost:
         self._dispose_each(retired)
         if self._owns_launcher:
             self.launcher.close()
-        shutil.rmtree(self._run_dir, ignore_errors=True)
+        try:
+            self._run.close()
+        except CapletError as exc:
+            _LOG.warning("%s", exc)  # litter the next host sweeps; never fail a close over it
         self.manager.close()
 
     def __enter__(self) -> PluginHost:
@@ -1192,18 +1207,6 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     call.__name__ = target.rpartition(".")[2]
     call.__qualname__ = f"{name}:{target}"
     return call
-
-
-def _path_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
-    """The host paths the resolved fs capabilities name (a glob by its root directory)."""
-    grants: list[PathGrant] = []
-    for capability in capabilities:
-        if not isinstance(capability, FsCapability):
-            continue
-        grants.append(
-            PathGrant(capability.root, writable=capability.kind is CapabilityKind.FS_WRITE)
-        )
-    return tuple(grants)
 
 
 def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:

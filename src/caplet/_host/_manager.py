@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import graphlib
 import logging
 import os
@@ -66,10 +67,12 @@ from caplet._errors import (
     LockfileError,
     ManifestError,
     PluginNotFoundError,
+    PolicyError,
     SignatureError,
 )
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
+from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants
 from caplet._host._installed import find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
@@ -86,6 +89,8 @@ from caplet._host._records import (
 from caplet._host._validate import FunctionValidator, compile_validators
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Hook, Manifest
+from caplet._sandbox._identity import worker_identity
+from caplet._sandbox._jail import runtime_grants
 from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
 from caplet._suggest import closest
@@ -137,6 +142,9 @@ class _Record:
     #: The compiled ``args``/``returns`` schemas of the enabled content,
     #: by ``"module.function"`` (functions without a schema are absent).
     validators: Mapping[str, FunctionValidator] = field(default_factory=dict)
+    #: The enabled fs grants, resolved without links and pinned to their inodes,
+    #: and what is hidden inside them (:mod:`caplet._host._grant_check`).
+    grant_plan: GrantPlan = field(default_factory=GrantPlan)
 
     @property
     def name(self) -> str:
@@ -991,6 +999,16 @@ class PluginManager:
         except (ConfigError, CapabilityError) as exc:
             return self._refuse(name, "enable", str(exc))
         try:
+            # Resolved once, without links, and pinned: the jail mounts these inodes.
+            plan = plan_grants(
+                name,
+                resolved,
+                protected=self._protected_paths(),
+                identity=worker_identity(self.policy.worker_uid, self.policy.worker_gid),
+            )
+        except (CapabilityError, PolicyError) as exc:
+            return self._refuse(name, "enable", str(exc))
+        try:
             # Checked and compiled once per enable, never per call.
             validators = compile_validators(record.manifest)
         except ManifestError as exc:
@@ -1019,7 +1037,10 @@ class PluginManager:
         record.resolved = resolved
         record.enabled_hash = record.content_hash
         record.validators = validators
+        record.grant_plan = plan
         record.state = PluginState.ENABLED
+        for note in plan.notes:
+            self._log(name, "grant", note.partition(":")[0], True, note)
         self._mark_dirty()
         if self.locked:
             path = f"locked: {self.lockfile_path}"
@@ -1075,6 +1096,7 @@ class PluginManager:
             target = self._records[dependant]
             target.state = PluginState.DISABLED
             target.enabled_hash = None
+            target.grant_plan = GrantPlan()
             self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
         self._mark_dirty()
         return Outcome(True, f"plugin {name!r} disabled", affected=tuple(dependants))
@@ -1115,6 +1137,19 @@ class PluginManager:
             name: tuple(r.name for r in record.manifest.requires)
             for name, record in self._records.items()
         }
+
+    def grant_plan(self, name: str) -> GrantPlan:
+        """The pinned fs grants of the enabled plugin (empty when it is not enabled)."""
+        return self._record(name).grant_plan
+
+    def _protected_paths(self) -> ProtectedPaths:
+        """caplet's own files, which no grant may expose or make writable."""
+        return ProtectedPaths(
+            state_dir=self.state_dir,
+            lockfile=self.lockfile_path,
+            plugins_dir=self.plugins_dir,
+            runtime=_runtime_paths(),
+        )
 
     def enabled_hash(self, name: str) -> str | None:
         """The content hash verified when ``name`` was enabled (None if not enabled)."""
@@ -1219,6 +1254,12 @@ class PluginManager:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@functools.cache
+def _runtime_paths() -> tuple[str, ...]:
+    """The directories a worker's Python and caplet are loaded from (computed once)."""
+    return tuple(grant.path for grant in runtime_grants())
 
 
 def _uncovered_dangers(audit: AuditResult) -> list[Finding]:

@@ -96,6 +96,11 @@ class Policy:
     ``trusted_keys`` adds minisign public keys (base64 lines) to the ones
     trusted in the state directory. ``untrusted_*`` are the tighter limits
     of untrusted plugins.
+
+    ``worker_uid``/``worker_gid``: the unprivileged host ids workers of a
+    root host run as (default: the ``caplet`` account, else 65532; a host
+    that is not root runs them as itself). Never 0. See
+    :mod:`caplet._sandbox._identity` and docs/security.md ("Who a worker is").
     """
 
     max_risk_level: RiskLevel = RiskLevel.MEDIUM
@@ -125,6 +130,8 @@ class Policy:
     untrusted_processes: int = 8
     untrusted_timeout_ms: int = 2_000
     untrusted_max_output_kb: int = 256
+    worker_uid: int | None = None
+    worker_gid: int | None = None
 
     def max_tier(self, source: SourceKind) -> TrustTier:
         """The most trust any plugin from *source* can get."""

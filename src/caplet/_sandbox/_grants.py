@@ -28,6 +28,19 @@ class PathGrant:
     #: Where the path appears inside a namespace jail ("" = at ``path``):
     #: the snapshot is mounted at /plugin so the worker learns no host path.
     target: str = ""
+    #: The inode the path named when it was approved (0, 0: not pinned, as
+    #: for the runtime). A pinned grant is opened without following any
+    #: symbolic link and must still be that inode (:mod:`._resolve`).
+    device: int = 0
+    inode: int = 0
+    #: Copied into a private read-only tmpfs at ``target`` instead of bound:
+    #: a bind mount's root shows its host path in /proc/self/mountinfo.
+    copy: bool = False
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the grant must still name the inode approved at enable."""
+        return self.inode != 0
 
     @property
     def inside(self) -> str:

@@ -58,6 +58,8 @@ from typing import NoReturn, assert_never
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._identity import WorkerIdentity
+from caplet._sandbox._resolve import GrantPathError, open_pinned
 from caplet._syscall import (
     CLONE_NEWCGROUP,
     CLONE_NEWIPC,
@@ -152,6 +154,7 @@ _KEPT_FLAGS = os.ST_RDONLY | os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC
 # prctl(2) PR_SET_SECUREBITS and the bits of capabilities(7): uid 0 gains no
 # capabilities through execve or set*uid, and nothing can undo that.
 _PR_SET_SECUREBITS = 28
+_SECBIT_NO_SETUID_FIXUP = 1 << 2
 _SECUREBITS = (
     (1 << 0)  # SECBIT_NOROOT
     | (1 << 1)  # SECBIT_NOROOT_LOCKED
@@ -191,6 +194,12 @@ class JailSpec:
     tmp_size_mb: int = 64
     hostname: str = "caplet"
     workdir: str = "/tmp/work"  # noqa: S108 - inside the jail's private tmpfs
+    #: Who the worker becomes (None: keep the caller's ids). For a root
+    #: caller it must be the identity :func:`enter_namespaces` mapped.
+    identity: WorkerIdentity | None = None
+    #: Directories hidden under an empty sealed tmpfs (caplet's own state
+    #: inside a broad read grant), applied after every grant.
+    masks: tuple[str, ...] = ()
 
 
 class _Step(Enum):
@@ -218,6 +227,8 @@ class _Kind(Enum):
 
     READ_ONLY = "read-only grant"
     WRITABLE = "writable grant"
+    #: A read-only grant copied into a tmpfs of its own (PathGrant.copy).
+    COPY = "copied grant"
     DEV = "/dev"
     TMP = _JAIL_TMP
 
@@ -297,24 +308,24 @@ def enter_jail(spec: JailSpec) -> None:
     """
     _validate(spec)
     _last_capability()
-    enter_namespaces()
+    enter_namespaces(spec.identity)
     finish_jail(build_root(spec), spec)
 
 
-def enter_namespaces() -> None:
+def enter_namespaces(identity: WorkerIdentity | None = None) -> None:
     """Create the namespaces and fork pid 1 of the new pid namespace; return in pid 1.
 
     The calling process (single-threaded) becomes the monitor and never
     returns. Nothing here depends on what the worker will be granted, so a
     spare takes this step before its request exists (see
-    :mod:`caplet._sandbox._zygote`).
+    :mod:`caplet._sandbox._zygote`). ``identity`` is who the worker will
+    become (see :func:`_create_namespaces`); the monitor becomes it too.
     """
-    uid, gid = os.geteuid(), os.getegid()
     # Closed by the kernel when the monitor dies: lets the child detect a
     # monitor that died before PR_SET_PDEATHSIG was armed (see _arm_parent_death).
     alive_read, alive_write = os.pipe()
     try:
-        _create_namespaces(uid, gid)
+        _create_namespaces(identity)
         try:
             child = os.fork()
         except OSError as exc:
@@ -324,8 +335,15 @@ def enter_namespaces() -> None:
         os.close(alive_write)
         raise
     if child:
-        _monitor(child, alive_write)
+        _monitor(child, alive_write, identity)
     os.close(alive_write)
+    try:
+        # Before arming the parent-death signal: a change of the effective
+        # uid clears it (prctl(2), PR_SET_PDEATHSIG).
+        _become(identity, keep_capabilities=True)
+    except OSError as exc:
+        os.close(alive_read)
+        raise _fail(_Step.CAPABILITIES, exc) from exc
     _arm_parent_death(alive_read)
 
 
@@ -439,6 +457,8 @@ def finish_jail(prepared: PreparedRoot, spec: JailSpec) -> None:
                 _mount_tmp(_inside(prepared.root, _JAIL_TMP), spec.tmp_size_mb, remount=True)
         finally:
             prepared.close()
+    for path in spec.masks:
+        _mask(prepared.root, path)
     _pivot(prepared.root)
     _finish_inside(spec)
     _drop_privileges(_last_capability())
@@ -491,7 +511,7 @@ def _add_grants(prepared: PreparedRoot, spec: JailSpec, grants: list[PathGrant])
                 os.close(entry.fd)
 
 
-def probe_namespaces() -> str | None:
+def probe_namespaces(identity: WorkerIdentity | None = None) -> str | None:
     """``None`` when :func:`enter_jail` can work here, else why not (for ``caplet doctor``).
 
     Forks a child that creates the namespaces and writes its id maps, then
@@ -508,7 +528,7 @@ def probe_namespaces() -> str | None:
         status = 1
         try:
             os.close(read_end)
-            _report(write_end, _probe_child(write_end))
+            _report(write_end, _probe_child(write_end, identity))
             status = 0
         finally:
             os._exit(status)
@@ -529,7 +549,18 @@ def probe_namespaces() -> str | None:
 # -- step 1: namespaces and id maps -------------------------------------------------
 
 
-def _create_namespaces(uid: int, gid: int) -> None:
+def _create_namespaces(identity: WorkerIdentity | None) -> None:
+    """unshare(2) every namespace and write the new user namespace's id maps.
+
+    An unprivileged caller maps exactly its own ids (all it may map). A root
+    caller whose workers run as another identity (:mod:`._identity`) needs
+    a map it cannot write from inside the new namespace: see
+    :func:`_create_namespaces_as_root`.
+    """
+    uid, gid = os.geteuid(), os.getegid()  # before unshare: then they read as the overflow id
+    if identity is not None and identity.privileged and uid == 0:
+        _create_namespaces_as_root(identity)
+        return
     try:
         unshare(_NAMESPACES)
     except OSError as exc:
@@ -538,6 +569,89 @@ def _create_namespaces(uid: int, gid: int) -> None:
         _write_id_maps(uid, gid)
     except OSError as exc:
         raise _fail(_Step.ID_MAPS, exc) from exc
+
+
+def _create_namespaces_as_root(identity: WorkerIdentity) -> None:
+    """The namespaces of a root host's jail, mapping host root and the worker's ids.
+
+    user_namespaces(7): a map naming ids other than the writer's own needs
+    CAP_SETUID/CAP_SETGID in the *parent* user namespace, which a process
+    loses the moment it enters a new one. So a helper forked first, still
+    root in the host's namespace, writes the maps of this process once it
+    has unshared. They hold two ids: host root (0), so that pid 1 can still
+    open the runtime and the grants the way the host sees them while it
+    builds the root (DAC override applies only to inodes whose owner is
+    mapped), and the worker's own, which pid 1 and the monitor switch to
+    (:func:`_become`) before any plugin byte runs. No process of the jail
+    keeps uid 0 or a capability after that, and none can get either back:
+    set*id(2) needs CAP_SETUID, the bounding set is empty, the securebits
+    are locked, no_new_privs is set and seccomp refuses set*id outright.
+    Root's supplementary groups (group 0 among them) are dropped first.
+    """
+    uid, gid = identity.uid, identity.gid
+    try:
+        os.setgroups([])
+    except OSError as exc:
+        raise _fail(_Step.ID_MAPS, exc) from exc
+    parent = os.getpid()
+    go_read, go_write = os.pipe2(os.O_CLOEXEC)
+    done_read, done_write = os.pipe2(os.O_CLOEXEC)
+    try:
+        helper = os.fork()
+    except OSError as exc:
+        for fd in (go_read, go_write, done_read, done_write):
+            os.close(fd)
+        raise _fail(_Step.ID_MAPS, exc) from exc
+    if helper == 0:  # pragma: no cover - the helper, observed through every root jail
+        code = 1
+        try:
+            os.close(go_write)
+            os.close(done_read)
+            if os.read(go_read, 1) == b"g":
+                try:
+                    _write_proc(f"/proc/{parent}/setgroups", "deny")
+                    _write_proc(f"/proc/{parent}/uid_map", f"0 0 1\n{uid} {uid} 1")
+                    _write_proc(f"/proc/{parent}/gid_map", f"0 0 1\n{gid} {gid} 1")
+                    code = 0
+                except OSError as exc:
+                    os.write(done_write, str(exc.errno or 0).encode())
+        finally:
+            os._exit(code)
+    os.close(go_read)
+    os.close(done_write)
+    try:
+        try:
+            unshare(_NAMESPACES)
+        except OSError as exc:
+            raise _fail(_Step.NAMESPACES, exc) from exc
+        os.write(go_write, b"g")
+    finally:
+        os.close(go_write)  # unshare failed: end of file tells the helper to go
+        _, status = os.waitpid(helper, 0)
+        with os.fdopen(done_read, "rb") as reader:
+            report = reader.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        code = int(report) if report.isdigit() else errno.EPERM
+        raise _fail(_Step.ID_MAPS, OSError(code, os.strerror(code)), f"uid {uid}, gid {gid}")
+
+
+def _become(identity: WorkerIdentity | None, *, keep_capabilities: bool = False) -> None:
+    """Switch to the worker's ids (root hosts only).
+
+    pid 1 switches right after the fork, with ``keep_capabilities``
+    (SECBIT_NO_SETUID_FIXUP, capabilities(7)): it still needs them to build
+    the root, and :func:`_drop_privileges` clears them before plugin code
+    runs. Everything pid 1 creates from here on (the scaffolding, /tmp/work)
+    is the worker's uid's, never host root's; DAC override still reaches
+    root's files through the capability while it lasts, since host root is
+    mapped. The monitor switches without keeping anything.
+    """
+    if identity is None or not identity.privileged:
+        return
+    if keep_capabilities:
+        prctl(_PR_SET_SECUREBITS, _SECBIT_NO_SETUID_FIXUP)
+    os.setresgid(identity.gid, identity.gid, identity.gid)
+    os.setresuid(identity.uid, identity.uid, identity.uid)
 
 
 def _write_id_maps(uid: int, gid: int) -> None:
@@ -562,9 +676,10 @@ def _write_proc(path: str, text: str) -> None:
 # -- step 2: the monitor and pid 1 ------------------------------------------------------
 
 
-def _monitor(child: int, alive_write: int) -> NoReturn:
+def _monitor(child: int, alive_write: int, identity: WorkerIdentity | None) -> NoReturn:
     """Wait for the jailed child and exit with its status; never returns."""
     code = _EXIT_MONITOR_FAILED
+    parent = os.getppid()
     try:
         # Python's C handler writes each signal number to the wakeup fd, which
         # is about to be closed (and its number reused).
@@ -581,7 +696,17 @@ def _monitor(child: int, alive_write: int) -> NoReturn:
                 # signal ends the monitor, and PR_SET_PDEATHSIG then the jail.
                 signal.signal(number, signal.SIG_DFL)
         # The monitor holds every capability in the new user namespace and
-        # needs none: give them up (capabilities(7)).
+        # needs none: give them up (capabilities(7)), and on a root host
+        # host root's uid too (it only waits for its child).
+        _become(identity)
+        if identity is not None and identity.privileged:
+            # The uid change cleared the monitor's own PR_SET_PDEATHSIG (the
+            # zygote's death must still end it, and with it the jail): re-arm
+            # it, then make sure the zygote did not die in between.
+            set_parent_death_signal(signal.SIGKILL)
+            if os.getppid() != parent:
+                os.kill(child, signal.SIGKILL)
+                os._exit(_EXIT_ORPHANED)
         clear_capabilities()
         set_no_new_privs()
         _, status = os.waitpid(child, 0)
@@ -628,22 +753,30 @@ def _open_plan(
     ``jail_mounts`` adds the jail's own /dev and /tmp.
     """
     # Keyed by where the grant appears inside (its target); the fd is opened
-    # on the host path it comes from.
+    # on the host path it comes from (a pinned grant's, when there are two).
     writable: dict[str, bool] = {}
-    sources: dict[str, str] = {}
+    sources: dict[str, PathGrant] = {}
     for grant in spec.grants:
         writable[grant.inside] = writable.get(grant.inside, False) or grant.writable
-        sources[grant.inside] = grant.path
+        if grant.inside not in sources or grant.pinned:
+            sources[grant.inside] = grant
     plan = [_Mount("/dev", _Kind.DEV), _Mount(_JAIL_TMP, _Kind.TMP)] if jail_mounts else []
     try:
         for path, rw in writable.items():
+            source = sources[path]
             try:
-                fd = _open_source(sources[path], prepared)
+                fd = _open_source(source, prepared)
+            except GrantPathError as exc:
+                raise SandboxError(f"namespace jail: grant {exc}") from exc
             except FileNotFoundError as exc:
-                raise _missing(sources[path]) from exc
+                raise _missing(source.path) from exc
             except OSError as exc:
-                raise _fail(_Step.OPEN_GRANT, exc, sources[path]) from exc
-            plan.append(_Mount(path, _Kind.WRITABLE if rw else _Kind.READ_ONLY, fd))
+                raise _fail(_Step.OPEN_GRANT, exc, source.path) from exc
+            if source.copy and not rw:
+                kind = _Kind.COPY
+            else:
+                kind = _Kind.WRITABLE if rw else _Kind.READ_ONLY
+            plan.append(_Mount(path, kind, fd))
     except BaseException:
         for entry in plan:
             if entry.fd >= 0:
@@ -655,20 +788,28 @@ def _open_plan(
     return plan
 
 
-def _open_source(path: str, prepared: PreparedRoot | None) -> int:
-    """An O_PATH fd of the host path ``path`` (absolute, normalised).
+def _open_source(grant: PathGrant, prepared: PreparedRoot | None) -> int:
+    """An O_PATH fd of the grant's host path (absolute, normalised).
 
     Once the root tmpfs covers its mount point, a plain open of a path below
     it would land in the jail's own tree: such paths are opened relative to
     the covered directory's descriptor, the rest relative to the host root's.
-    Symbolic links are followed as before (grants are resolved paths); one
-    whose absolute target leads under the covered directory reaches the
-    jail's own tree, which holds only what the worker gets anyway.
+    A pinned grant (a plugin's fs capability) is opened without following
+    any symbolic link and must be the inode approved at enable
+    (:func:`caplet._sandbox._resolve.open_pinned`). The runtime's grants
+    follow links (``/lib`` -> ``usr/lib`` on a merged-/usr host); one whose
+    absolute target leads under the covered directory reaches the jail's own
+    tree, which holds only what the worker gets anyway.
     """
+    path = grant.path
     flags = os.O_PATH | os.O_CLOEXEC
     if prepared is None:
+        if grant.pinned:
+            return open_pinned(path, grant.device, grant.inode)
         return os.open(path, flags)
     anchor, relative = _anchored(prepared, path)
+    if grant.pinned:
+        return open_pinned(relative, grant.device, grant.inode, dir_fd=anchor)
     return os.open(relative, flags, dir_fd=anchor)
 
 
@@ -737,9 +878,12 @@ def _apply(
         case _Kind.READ_ONLY | _Kind.WRITABLE:
             # Only directories the jail did not create itself (an earlier
             # grant's host tree, or /dev with its fd links) can hold a symlink.
-            owners = [other.path for other in earlier if other.kind is not _Kind.TMP]
+            owners = [other.path for other in earlier if other.kind not in (_Kind.TMP, _Kind.COPY)]
             nested = any(_contains(path, entry.path) for path in owners)
             _bind_grant(target, entry, check_links=nested)
+            _detach_root_copy(root, target, entry.path)
+        case _Kind.COPY:
+            _copy_grant(target, entry)
         case _Kind.DEV:
             _populate_dev(target, devices)
         case _Kind.TMP:
@@ -789,14 +933,133 @@ def _bind_grant(target: str, entry: _Mount, *, check_links: bool) -> None:
     _remount(target, _grant_flags(entry.kind), _Step.GRANT, entry.path)
 
 
+def _detach_root_copy(root: str, target: str, path: str) -> None:
+    """Remove the copy of the jail's own root that a grant above its mount point brought.
+
+    The root tmpfs is mounted on the host's ``/tmp``; a recursive bind of a
+    grant that contains ``/tmp`` (``fs.write:/tmp``, ``fs.read:/``) copies
+    every mount below it, the root tmpfs included, so the worker would see
+    its own jail where the host's ``/tmp`` should be (issue 13, point 8).
+    The copy is the topmost mount at that path; a lazy unmount uncovers the
+    host directory the grant is about.
+    """
+    if not _contains(path, root):
+        return
+    copy_at = target.rstrip("/") + root[len(path.rstrip("/")) :]
+    try:
+        if Path(copy_at).stat().st_dev != Path(root).stat().st_dev:
+            return
+        umount2(copy_at, MNT_DETACH)
+    except OSError as exc:
+        raise _fail(_Step.GRANT, exc, path) from exc
+
+
+def _copy_grant(target: str, entry: _Mount) -> None:
+    """Copy the tree of ``entry.fd`` into a fresh tmpfs at ``target``, then seal it read-only.
+
+    Used for the plugin's snapshot: a bind mount would show the snapshot's
+    host path as its root in /proc/self/mountinfo (issue 13, point 7), a
+    private copy shows ``/``. The copy is taken from the snapshot the host
+    verified, by this process, before any plugin code exists. Modes keep
+    their read and execute bits only (never write, set-uid or set-gid).
+    """
+    try:
+        _make_mountpoint(target, directory=True)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+        source = os.open(f"/proc/self/fd/{entry.fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            destination = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                _copy_tree(source, destination)
+                os.fchmod(destination, stat.S_IMODE(os.fstat(source).st_mode) & 0o555)
+            finally:
+                os.close(destination)
+        finally:
+            os.close(source)
+        mount(None, target, None, MS_REC | MS_PRIVATE)
+    except OSError as exc:
+        raise _fail(_Step.GRANT, exc, entry.path) from exc
+    _remount(target, MS_RDONLY | MS_NOSUID | MS_NODEV, _Step.GRANT, entry.path)
+
+
+#: Most bytes one sendfile(2) call moves (its own limit is about 2 GiB).
+_COPY_CHUNK = 1 << 30
+
+
+def _copy_tree(source: int, destination: int) -> None:
+    """Copy regular files and directories from directory fd ``source`` into ``destination``."""
+    for entry in os.scandir(source):
+        info = entry.stat(follow_symlinks=False)
+        mode = stat.S_IMODE(info.st_mode) & 0o555
+        if stat.S_ISDIR(info.st_mode):
+            os.mkdir(entry.name, 0o700, dir_fd=destination)
+            inner_source = os.open(
+                entry.name,
+                os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                dir_fd=source,
+            )
+            try:
+                inner = os.open(
+                    entry.name,
+                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    dir_fd=destination,
+                )
+                try:
+                    _copy_tree(inner_source, inner)
+                    os.fchmod(inner, mode)
+                finally:
+                    os.close(inner)
+            finally:
+                os.close(inner_source)
+        elif stat.S_ISREG(info.st_mode):
+            reader = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source)
+            try:
+                writer = os.open(
+                    entry.name,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o600,
+                    dir_fd=destination,
+                )
+                try:
+                    offset, size = 0, os.fstat(reader).st_size
+                    while offset < size:
+                        sent = os.sendfile(writer, reader, offset, min(size - offset, _COPY_CHUNK))
+                        if sent == 0:
+                            break  # the source shrank: the hash check at load will say so
+                        offset += sent
+                    os.fchmod(writer, mode)
+                finally:
+                    os.close(writer)
+            finally:
+                os.close(reader)
+        # Snapshots hold nothing else (links and special files are refused).
+
+
+def _mask(root: str, path: str) -> None:
+    """Hide the directory ``path`` (inside a read grant) under an empty, sealed tmpfs.
+
+    caplet's state directory inside a broad read grant (``fs.read:/``): its
+    approvals, ``ctx.kv`` values and decision log are no plugin's to read.
+    """
+    target = _inside(root, path)
+    try:
+        if not Path(target).is_dir():
+            return  # not visible in this jail: nothing to hide
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000")
+        mount(None, target, None, MS_PRIVATE)
+    except OSError as exc:
+        raise _fail(_Step.GRANT, exc, path) from exc
+    _remount(target, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.GRANT, path)
+
+
 def _grant_flags(kind: _Kind) -> int:
     match kind:
         case _Kind.READ_ONLY:
             return MS_RDONLY | MS_NOSUID | MS_NODEV
         case _Kind.WRITABLE:
             return MS_NOSUID | MS_NODEV
-        case _Kind.DEV | _Kind.TMP:
-            raise AssertionError(f"{kind.value} is not a grant")
+        case _Kind.COPY | _Kind.DEV | _Kind.TMP:
+            raise AssertionError(f"{kind.value} is not a bound grant")
         case _:
             assert_never(kind)
 
@@ -896,7 +1159,7 @@ def _seal_submounts(root: str, plan: list[_Mount], *, only: set[str] | None = No
             match owner.kind:
                 case _Kind.READ_ONLY | _Kind.WRITABLE:
                     _remount(mount_point, _grant_flags(owner.kind), _Step.GRANT, mount_point)
-                case _Kind.DEV | _Kind.TMP:
+                case _Kind.COPY | _Kind.DEV | _Kind.TMP:
                     pass  # the jail's own mounts (the device binds): already set
                 case _:
                     assert_never(owner.kind)
@@ -1028,9 +1291,11 @@ def _read_small(path: str) -> bytes:
 # -- the probe ----------------------------------------------------------------------------
 
 
-def _probe_child(report_fd: int) -> str | None:  # pragma: no cover - forked child
+def _probe_child(  # pragma: no cover - forked child
+    report_fd: int, identity: WorkerIdentity | None
+) -> str | None:
     try:
-        _create_namespaces(os.geteuid(), os.getegid())
+        _create_namespaces(identity)
     except SandboxError as exc:
         return str(exc)
     pid = os.fork()

@@ -37,8 +37,9 @@ class WorkerSpec:
     The rest is what the sandbox enforces: ``grants`` are the host paths the
     approved ``fs.read``/``fs.write`` capabilities name (the launcher adds
     the runtime and the snapshot itself); ``programs`` the approved
-    ``proc.exec`` programs (none: execve is denied); the resource limits
-    come from the manifest bounded by the policy.
+    ``proc.exec`` programs (none: execve is denied); ``masks`` directories
+    hidden inside the grants (caplet's own state under a broad read grant);
+    the resource limits come from the manifest bounded by the policy.
 
     ``context`` says which optional ``ctx`` attributes the plugin gets, and
     ``max_context_requests`` how many ``ctx`` requests one call may make
@@ -55,6 +56,7 @@ class WorkerSpec:
     start_timeout_s: float = 10.0
     max_frame_bytes: int = 8 * 1024 * 1024
     grants: tuple[PathGrant, ...] = ()
+    masks: tuple[str, ...] = ()
     programs: tuple[str, ...] = ()
     memory_mb: int | None = 512
     cpu_s: int | None = 60

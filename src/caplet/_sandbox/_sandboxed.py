@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import msgpack
 
 from caplet._errors import ProtocolError, WorkerStartError
+from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from caplet._sandbox._jail import DISABLE_LAYERS_ENV
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._subprocess import (
@@ -52,7 +53,7 @@ from caplet._sandbox._subprocess import (
     bootstrap_command,
     init_frame,
 )
-from caplet._sandbox._zygote import LATE_SPARE_ENV, LAYERS, OPTIONAL_LAYERS
+from caplet._sandbox._zygote import LATE_SPARE_ENV, LAYERS, OPTIONAL_LAYERS, SNAPSHOT_FD
 
 __all__ = [
     "LAYERS",
@@ -210,7 +211,7 @@ def _decode_denials(data: bytes) -> Mapping[str, int] | None:
 class _Zygote:
     """The host's handle on one zygote process."""
 
-    def __init__(self) -> None:
+    def __init__(self, identity: WorkerIdentity) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # The zygote's environment is only the test-only switches it reads.
         env = {
@@ -220,7 +221,12 @@ class _Zygote:
         }
         try:
             self.process = subprocess.Popen(
-                bootstrap_command("caplet._sandbox._zygote", child.fileno()),
+                bootstrap_command(
+                    "caplet._sandbox._zygote",
+                    child.fileno(),
+                    str(identity.uid),
+                    str(identity.gid),
+                ),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -291,8 +297,16 @@ class _Zygote:
 class SandboxLauncher:
     """Starts workers in kernel sandboxes through a zygote (implements ``Launcher``)."""
 
-    def __init__(self, *, strict: bool = True, count_denials: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        count_denials: bool = True,
+        identity: WorkerIdentity | None = None,
+    ) -> None:
         self.strict = strict
+        #: Who workers run as: never root (see :mod:`caplet._sandbox._identity`).
+        self.identity = worker_identity() if identity is None else identity
         #: Ask the zygote to count seccomp denials (where the kernel allows it).
         self.count_denials = count_denials
         self._zygote: _Zygote | None = None
@@ -301,7 +315,7 @@ class SandboxLauncher:
     def _get_zygote(self) -> _Zygote:
         with self._lock:
             if self._zygote is None or not self._zygote.alive:
-                self._zygote = _Zygote()
+                self._zygote = _Zygote(self.identity)
             return self._zygote
 
     def layers(self) -> LayerReport:
@@ -345,12 +359,32 @@ class SandboxLauncher:
         # plugin's __file__ tells the worker where the host keeps it.
         jailed = "namespaces" not in missing
         snapshot_inside = _SNAPSHOT_IN_JAIL if jailed else str(spec.snapshot_dir)
+        if not jailed and self.identity.privileged:
+            # No jail and a root host: the worker's uid cannot walk the
+            # host's private run directory, so it reads the snapshot
+            # through a descriptor the zygote opens for it before the switch.
+            snapshot_inside = f"/proc/self/fd/{SNAPSHOT_FD}"
         init = init_frame(spec, snapshot=snapshot_inside)
-        grants = [(str(spec.snapshot_dir), False, False, _SNAPSHOT_IN_JAIL if jailed else "")]
-        grants += [(g.path, g.writable, g.executable, "") for g in spec.grants]
+        # Copied, not bound, in a jail: a bind's root would name the host path.
+        grants = [
+            (
+                str(spec.snapshot_dir),
+                False,
+                False,
+                _SNAPSHOT_IN_JAIL if jailed else "",
+                0,
+                0,
+                jailed,
+            )
+        ]
+        grants += [
+            (g.path, g.writable, g.executable, "", g.device, g.inode, False) for g in spec.grants
+        ]
         request = {
             "layers": [layer for layer in LAYERS if layer not in missing],
             "grants": grants,
+            "masks": list(spec.masks),
+            "snapshot": str(spec.snapshot_dir),
             "workdir": str(spec.workdir),
             "allow_exec": bool(spec.programs),
             "limits": {
@@ -417,17 +451,20 @@ class UnsupportedLauncher:
         """Nothing to release."""
 
 
-def default_launcher(*, strict: bool) -> SandboxLauncher | SubprocessLauncher | UnsupportedLauncher:
+def default_launcher(
+    *, strict: bool, identity: WorkerIdentity | None = None
+) -> SandboxLauncher | SubprocessLauncher | UnsupportedLauncher:
     """The launcher a PluginHost uses unless it is given one.
 
     Linux gets the zygote sandbox (strict or best-effort as the policy says);
     elsewhere strict refuses every start with the reason, and best-effort
-    falls back to plain processes (``isolation`` says so).
+    falls back to plain processes (``isolation`` says so). ``identity`` is
+    who workers run as (default: :func:`~caplet._sandbox._identity.worker_identity`).
     """
     if sys.platform != "linux":
         reason = f"the kernel sandbox needs Linux, this is {sys.platform}"
-        return UnsupportedLauncher(reason) if strict else SubprocessLauncher()
-    return SandboxLauncher(strict=strict)
+        return UnsupportedLauncher(reason) if strict else SubprocessLauncher(identity=identity)
+    return SandboxLauncher(strict=strict, identity=identity)
 
 
 @dataclass(frozen=True, slots=True)

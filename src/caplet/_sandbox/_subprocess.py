@@ -19,6 +19,7 @@ installed.
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
@@ -49,6 +50,7 @@ from caplet._errors import (
     WorkerGoneError,
     WorkerStartError,
 )
+from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from caplet._sandbox._launcher import RequestHandler, StartedWorker, WireValue, WorkerSpec
 from caplet._sandbox._protocol import (
     ALLOWED_VALUES,
@@ -105,9 +107,9 @@ _TAIL_BYTES = 2048
 _NO_DENIALS: Mapping[str, int] = types.MappingProxyType({})
 
 
-def bootstrap_command(module: str, fd: int) -> list[str]:
-    """The argv that runs ``module.main([fd])`` in a fresh isolated interpreter."""
-    return [sys.executable, "-I", "-c", _BOOTSTRAP, module, str(fd)]
+def bootstrap_command(module: str, fd: int, *extra: str) -> list[str]:
+    """The argv that runs ``module.main([fd, *extra])`` in a fresh isolated interpreter."""
+    return [sys.executable, "-I", "-c", _BOOTSTRAP, module, str(fd), *extra]
 
 
 def worker_command(channel_fd: int) -> list[str]:
@@ -591,6 +593,10 @@ class SubprocessWorker:
         timeout_s = self._spec.start_timeout_s
         try:
             message = self._exchange(init, time.monotonic() + timeout_s)
+        except UnsentFrameError:
+            # The worker failed and exited before it could even read INIT
+            # (its set-up failed): its log says why, like any early exit.
+            message = None
         except TimeoutError:
             self._terminate(grace_s=0.0)
             raise WorkerStartError(
@@ -697,9 +703,17 @@ class SubprocessWorker:
 
 
 class SubprocessLauncher:
-    """Starts each worker as a plain child process (implements ``Launcher``)."""
+    """Starts each worker as a plain child process (implements ``Launcher``).
 
-    __slots__ = ()
+    On a root host the child runs as ``identity`` (default:
+    :func:`~caplet._sandbox._identity.worker_identity`), never as root, with
+    no supplementary groups; its working directory is given to it first.
+    """
+
+    __slots__ = ("identity",)
+
+    def __init__(self, *, identity: WorkerIdentity | None = None) -> None:
+        self.identity = worker_identity() if identity is None else identity
 
     @property
     def isolation(self) -> str:
@@ -729,7 +743,13 @@ class SubprocessLauncher:
                 f"plugin '{spec.plugin}': cannot create the worker's log file: {exc}; "
                 "check the temporary directory (TMPDIR)"
             ) from exc
+        user: int | None = None
+        group: int | None = None
+        extra_groups: list[int] | None = None
         try:
+            if self.identity.privileged and os.geteuid() == 0:
+                os.chown(spec.workdir, self.identity.uid, self.identity.gid)
+                user, group, extra_groups = self.identity.uid, self.identity.gid, []
             process = subprocess.Popen(
                 worker_command(child.fileno()),
                 env={},
@@ -740,10 +760,21 @@ class SubprocessLauncher:
                 pass_fds=(child.fileno(),),
                 start_new_session=True,
                 cwd=spec.workdir,
+                user=user,
+                group=group,
+                extra_groups=extra_groups,
             )
         except OSError as exc:
             parent.close()
             log.close()
+            if user is not None and exc.errno == errno.EACCES:
+                raise WorkerStartError(
+                    f"plugin '{spec.plugin}': cannot start a worker process as "
+                    f"{self.identity.describe()}: {exc}; caplet runs as root and never runs "
+                    f"a worker as root, and that uid cannot execute {sys.executable} (a "
+                    "directory on the way is private to root, e.g. /root): install Python "
+                    "where that uid can read it, or use the sandboxing launcher on Linux"
+                ) from exc
             raise WorkerStartError(
                 f"plugin '{spec.plugin}': cannot start a worker process "
                 f"({sys.executable or 'no Python executable'} in {spec.workdir}): {exc}; "

@@ -509,8 +509,8 @@ def _serve(sock: socket.socket) -> int:
             assert_never(message)
 
 
-def _close_other_descriptors(keep: int) -> None:
-    """Close every fd but 0, 1, 2 and ``keep``.
+def _close_other_descriptors(*keep: int) -> None:
+    """Close every fd but 0, 1, 2 and ``keep`` (sorted, each >= 3).
 
     The launcher already passes only the channel (close_fds/pass_fds), but a
     different launcher (the fork-server zygote) may not, and a plugin must
@@ -518,8 +518,11 @@ def _close_other_descriptors(keep: int) -> None:
     close_range(2) where the kernel has it.
     """
     limit = os.sysconf("SC_OPEN_MAX")
-    os.closerange(3, keep)
-    os.closerange(keep + 1, max(limit, keep + 1))
+    low = 3
+    for fd in keep:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, max(limit, low))
 
 
 #: The module :func:`warm_up` imports: never a plugin's (not under PLUGIN_PACKAGE).
@@ -575,14 +578,22 @@ def warm_up(scratch_dir: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the worker on the channel whose fd number is ``argv[0]``."""
+    """Run the worker on the channel whose fd number is ``argv[0]``.
+
+    ``argv[1]``, when given, is one more descriptor to keep open: the
+    snapshot's, when the worker reads it through ``/proc/self/fd``.
+    """
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 3:
-        _complain(f"usage: worker <channel fd (>= 3)>, got {args!r}")
+    if (
+        len(args) not in (1, 2)
+        or not all(arg.isdigit() and int(arg) >= 3 for arg in args)
+        or len(set(args)) != len(args)
+    ):
+        _complain(f"usage: worker <channel fd (>= 3)> [<snapshot fd>], got {args!r}")
         return EXIT_PROTOCOL
     fd = int(args[0])
     os.environ.clear()
-    _close_other_descriptors(fd)
+    _close_other_descriptors(*sorted(int(arg) for arg in args))
     sys.dont_write_bytecode = True
     try:
         sock = socket.socket(fileno=fd)

@@ -56,6 +56,7 @@ base and sandbox modules only.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import gc
@@ -77,6 +78,7 @@ from caplet._errors import SandboxError
 from caplet._sandbox import _worker
 from caplet._sandbox._cgroup import PidsRoot, open_pids_root
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._jail import (
     DISABLE_LAYERS_ENV,
     JailSpec,
@@ -107,6 +109,7 @@ __all__ = [
     "LAYERS",
     "OPTIONAL_LAYERS",
     "SECCOMP_COUNTING",
+    "SNAPSHOT_FD",
     "STATUS",
     "SpawnRequest",
     "main",
@@ -133,6 +136,9 @@ _JAIL_TMP = "/tmp"  # noqa: S108
 _WORKDIR_IN_JAIL = f"{_JAIL_TMP}/work"
 #: Where the child keeps its end of the listener handover socket (the channel is fd 3).
 _HANDOVER_FD = 4
+#: Without a jail, a root host's worker reads its snapshot through this
+#: descriptor (``/proc/self/fd/5``): its uid cannot walk the run directory.
+SNAPSHOT_FD = 5
 #: Test-only name in CAPLET_TEST_DISABLE_LAYERS that turns denial counting off.
 SECCOMP_COUNTING = "seccomp_counting"
 #: Test-only: "1" makes every spare wait until its request is queued before it
@@ -141,6 +147,9 @@ SECCOMP_COUNTING = "seccomp_counting"
 LATE_SPARE_ENV = "CAPLET_TEST_LATE_SPARE"
 LATE_SPARE_FAILS = "fail"
 _LATE_SPARE = ""
+#: Who every worker of this zygote runs as (set by :func:`main`; None: the
+#: zygote's own ids, as before the host told it otherwise).
+_IDENTITY: WorkerIdentity | None = None
 
 
 def probe_layers() -> dict[str, str]:
@@ -156,7 +165,7 @@ def probe_layers() -> dict[str, str]:
         if layer in disabled:
             report[layer] = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
         elif layer == "namespaces":
-            report[layer] = probe_namespaces() or ""
+            report[layer] = probe_namespaces(_IDENTITY) or ""
         elif layer == "landlock":
             abi = landlock_abi()
             report[layer] = (
@@ -198,6 +207,10 @@ class SpawnRequest:
     tmp_size_mb: int
     #: Install the seccomp filter with a listener the zygote counts denials on.
     count_denials: bool = False
+    #: Directories hidden inside the grants (JailSpec.masks).
+    masks: tuple[str, ...] = ()
+    #: The snapshot's host path (opened at SNAPSHOT_FD without a jail on a root host).
+    snapshot: str = ""
 
 
 def _spawn_request(message: object) -> SpawnRequest:
@@ -207,7 +220,8 @@ def _spawn_request(message: object) -> SpawnRequest:
     try:
         layers = tuple(str(layer) for layer in message["layers"])
         grants = tuple(
-            PathGrant(str(p), bool(w), bool(x), str(t)) for p, w, x, t in message["grants"]
+            PathGrant(str(p), bool(w), bool(x), str(t), int(d), int(i), bool(c))
+            for p, w, x, t, d, i, c in message["grants"]
         )
         limits: Mapping[str, int | None] = message["limits"]
         return SpawnRequest(
@@ -225,6 +239,8 @@ def _spawn_request(message: object) -> SpawnRequest:
                 file_size_mb=int(limits["file_size_mb"] or 64),
             ),
             tmp_size_mb=int(message["tmp_size_mb"]),
+            masks=tuple(str(path) for path in message.get("masks", ())),
+            snapshot=str(message.get("snapshot", "")),
             count_denials=bool(message.get("count_denials", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -279,7 +295,7 @@ def _child(
         if prepared is not None:
             keep |= {prepared.host_root_fd, prepared.covered_fd}
         close_fds_except(keep)
-    grants = (*_RUNTIME_GRANTS, *request.grants)
+    grants = (*_runtime_for(request.grants), *request.grants)
     if prepared is not None and "namespaces" not in request.layers:
         raise SandboxError(
             "sandbox setup: a spare with a namespace jail got a request without the "
@@ -287,7 +303,11 @@ def _child(
         )
     if "namespaces" in request.layers:
         spec = JailSpec(
-            grants=_visible(grants), tmp_size_mb=request.tmp_size_mb, workdir=_WORKDIR_IN_JAIL
+            grants=_visible(grants),
+            tmp_size_mb=request.tmp_size_mb,
+            workdir=_WORKDIR_IN_JAIL,
+            identity=_IDENTITY,
+            masks=request.masks,
         )
         if prepared is not None:
             finish_jail(prepared, spec)
@@ -307,17 +327,76 @@ def _child(
         writable_tmp = PathGrant(request.workdir, writable=True)
         devices = (PathGrant(os.devnull, writable=True), PathGrant("/dev/urandom"))
     if "rlimits" in request.layers:
-        apply_rlimits(request.limits)
+        apply_rlimits(_limits_for(request))
     if "landlock" in request.layers:
         if "namespaces" in request.layers:
             # Inside the jail a grant lives at its target (the snapshot at /plugin).
             grants = tuple(PathGrant(g.inside, g.writable, g.executable) for g in grants)
         apply_landlock((*grants, writable_tmp, *devices))
+    snapshot_fd = None
+    if "namespaces" not in request.layers:
+        # Without a jail the switch to the worker's ids happens here: after
+        # Landlock opened the paths it rules (the host's run directory is
+        # root's alone), before seccomp refuses set*id(2).
+        snapshot_fd = _become_worker(request.workdir, request.snapshot)
     if "seccomp" in request.layers:
         listener = apply_seccomp(allow_exec=request.allow_exec, notify=handover_fd is not None)
         if listener is not None:
             _hand_over(listener)
-    return _worker.main(["3"])
+    return _worker.main(["3"] if snapshot_fd is None else ["3", str(snapshot_fd)])
+
+
+#: Where a pids cgroup bounds each worker, RLIMIT_NPROC sits this many
+#: processes above its pids.max: the cgroup is exact per worker and refuses
+#: first; the rlimit (counted per user namespace and uid, Linux 5.14) is the
+#: backstop for a cgroup that failed or is missing.
+_NPROC_MARGIN = 8
+#: Whether workers get a pids cgroup (set by :func:`_serve`).
+_CGROUPS = False
+
+
+def _limits_for(request: SpawnRequest) -> ResourceLimits:
+    """The request's rlimits, RLIMIT_NPROC placed behind the pids cgroup where there is one.
+
+    Without a jail on a root host every worker shares one uid in the host's
+    user namespace, so RLIMIT_NPROC would count all their processes
+    together: one plugin's fork bomb would stop every other plugin's
+    workers from starting. There the cgroup alone bounds each worker, when
+    it exists; without it the shared rlimit is all there is (docs/security.md).
+    """
+    limits = request.limits
+    if limits.processes is None or not _CGROUPS:
+        return limits
+    shared = "namespaces" not in request.layers and _IDENTITY is not None and _IDENTITY.privileged
+    processes = None if shared else limits.processes + _NPROC_MARGIN
+    return dataclasses.replace(limits, processes=processes)
+
+
+def _become_worker(workdir: str, snapshot: str) -> int | None:
+    """Outside a jail on a root host: drop root's groups and take the worker's ids.
+
+    The working directory (made by the host, owned by root) is given to the
+    worker first, the snapshot is opened at :data:`SNAPSHOT_FD` (the host's
+    run directory is root's alone: the worker reads it through
+    ``/proc/self/fd``, which walks no directory above it), and every
+    capability goes with the switch to a non-zero uid (capabilities(7));
+    no_new_privs (set by Landlock or seccomp) keeps them gone.
+    Returns :data:`SNAPSHOT_FD` when it opened the snapshot there, else None.
+    """
+    identity = _IDENTITY
+    if identity is None or not identity.privileged or os.geteuid() != 0:
+        return None
+    with _step(f"switching to the worker's {identity.describe()}"):
+        if snapshot:
+            fd = os.open(snapshot, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            if fd != SNAPSHOT_FD:
+                os.dup2(fd, SNAPSHOT_FD, inheritable=False)
+                os.close(fd)
+        os.chown(workdir, identity.uid, identity.gid)
+        os.setgroups([])
+        os.setresgid(identity.gid, identity.gid, identity.gid)
+        os.setresuid(identity.uid, identity.uid, identity.uid)
+    return SNAPSHOT_FD if snapshot else None
 
 
 def _own_process(zygote_pid: int, cgroup: Path | None) -> None:
@@ -469,6 +548,29 @@ def _say(text: str) -> None:
         pass
 
 
+def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
+    """The runtime's grants a worker with ``grants`` still needs mounted.
+
+    A read-only grant above part of the runtime (``fs.read:/``) shows it
+    already; mounting the runtime's own spelling there would meet the
+    host's symbolic links (``/lib`` -> ``usr/lib`` on a merged-/usr host)
+    inside the grant. A writable grant never contains the runtime: enable
+    refuses it (caplet's own code must not be writable by a plugin).
+    """
+    covering = [g.path for g in grants if not g.writable and not g.executable and not g.target]
+    if not covering:
+        return _RUNTIME_GRANTS
+    return tuple(
+        runtime
+        for runtime in _RUNTIME_GRANTS
+        if not any(_under(runtime.path, outer) for outer in covering)
+    )
+
+
+def _under(path: str, outer: str) -> bool:
+    return outer in (path, "/") or path.startswith(outer.rstrip("/") + "/")
+
+
 def _visible(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
     """The grants the jail must mount: an executable grant already inside another
     grant (a program's ELF interpreter under /usr/lib) is visible without a
@@ -561,7 +663,7 @@ def _serve(control: socket.socket) -> int:
     )
     layers = probe_layers()
     counting = probe_counting(layers)
-    global _PREBUILD
+    global _PREBUILD, _CGROUPS
     _PREBUILD = not layers.get("namespaces", "missing")
     pids_root: PidsRoot | None = None
     if "cgroup" in disabled_layers():
@@ -570,6 +672,7 @@ def _serve(control: socket.socket) -> int:
         pids_root, layers["cgroup"] = open_pids_root(
             f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-"
         )
+    _CGROUPS = pids_root is not None
     try:
         return _loop(
             control,
@@ -728,8 +831,10 @@ def _spare_main(
     if _PREBUILD:
         _own_process(zygote_pid, None)  # the cgroup was joined for us
         # From here on this process is the jail's monitor; pid 1 goes on.
-        enter_namespaces()
-        prepared = build_root(JailSpec(grants=_visible(_RUNTIME_GRANTS), workdir=_WORKDIR_IN_JAIL))
+        enter_namespaces(_IDENTITY)
+        prepared = build_root(
+            JailSpec(grants=_visible(_RUNTIME_GRANTS), workdir=_WORKDIR_IN_JAIL, identity=_IDENTITY)
+        )
         # Pay the copy-on-write faults of the start's code paths now, while
         # nobody waits (the scratch file lives in the jail's own /tmp).
         _worker.warm_up(prepared.root + _JAIL_TMP)
@@ -985,9 +1090,19 @@ def _reply(control: socket.socket, pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the zygote on the control socket whose fd number is ``argv[0]``."""
+    """Run the zygote on the control socket whose fd number is ``argv[0]``.
+
+    ``argv[1]`` and ``argv[2]``, when given, are the uid and gid of every
+    worker (a root host's workers never run as root, see
+    :mod:`caplet._sandbox._identity`).
+    """
     args = sys.argv[1:] if argv is None else argv
     fd = int(args[0])
+    global _IDENTITY
+    if len(args) >= 3:
+        _IDENTITY = WorkerIdentity(
+            int(args[1]), int(args[2]), os.geteuid(), os.getegid(), "set by the host"
+        )
     set_parent_death_signal(signal.SIGKILL)
     # A killed jail monitor orphans the jail's pid 1 for a moment; as a
     # subreaper the zygote inherits and reaps it (its _reap loop takes any

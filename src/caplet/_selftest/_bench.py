@@ -61,6 +61,7 @@ from caplet._host._apps import AppCall
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._host._policy import Isolation, Policy
+from caplet._sandbox._identity import hand_over, worker_identity
 from caplet._sandbox._sandboxed import FIXES, SandboxLauncher
 from caplet._sandbox._seccomp import SYSCALL_NUMBERS
 from caplet._selftest._gullible import GullibleAuditor
@@ -497,6 +498,8 @@ class Bench:
             folder = arena.plugins_dir / case.name
             folder.mkdir()
             arena.out(case.name).mkdir(parents=True)
+            # A writable grant: the worker's own, as an administrator makes it.
+            hand_over(arena.out(case.name), worker_identity())
             (folder / "plugin.toml").write_text(_manifest(case, arena), encoding="utf-8")
             (folder / "plugin.py").write_text(_source(case.body), encoding="utf-8")
             for relative, text in case.files:

@@ -1,0 +1,232 @@
+"""What an enabled plugin's fs capabilities really grant, checked once at enable.
+
+Issue 13, point 2. For every resolved ``fs.read``/``fs.write`` capability:
+
+1. the path is resolved once without following any symbolic link
+   (:func:`caplet._sandbox._resolve.resolve_no_links`): a link on it refuses
+   the enable, naming the link and its target, and the inode it ends at is
+   pinned, so the jail mounts and Landlock rules exactly what was checked
+   here (a directory swapped for another later makes the start fail);
+2. caplet's own files stay out of reach: no grant may lie inside caplet's
+   state directory (approvals, the decision log, ``ctx.kv``, snapshots and
+   the run directory live there); a *writable* grant may not contain it
+   either, nor the lock file, the plugins directory or the Python runtime
+   and caplet's own code (a plugin could otherwise forge approvals, rewrite
+   another plugin or the code the next host runs). A *read* grant that
+   contains the state directory (``fs.read:/`` for a trusted plugin) gets it
+   hidden under an empty sealed directory in the jail, and the approver is
+   told. Containment is decided by inode, walking up from each path, so a
+   second spelling of the same directory (a bind mount elsewhere) is caught
+   as well as the first;
+3. the worker's identity must be able to use the grant (search, and write
+   for ``fs.write``; :func:`caplet._sandbox._resolve.access_problem`), or
+   the enable is refused with the ``chown`` that fixes it, instead of a
+   permission error deep inside the plugin later.
+
+Globs are granted by their literal root directory, as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from caplet._capabilities._model import Capability, CapabilityKind, FsCapability
+from caplet._errors import CapabilityError
+from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._identity import WorkerIdentity
+from caplet._sandbox._resolve import (
+    GrantPathError,
+    access_problem,
+    open_no_links,
+)
+
+__all__ = ["GrantPlan", "ProtectedPaths", "plan_grants"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectedPaths:
+    """caplet's own files, which no plugin may write and which no grant may expose.
+
+    ``runtime`` are the Python runtime's and caplet's own directories (what
+    a worker imports); ``state_dir`` holds the run directory and snapshots.
+    """
+
+    state_dir: Path
+    lockfile: Path
+    plugins_dir: Path
+    runtime: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantPlan:
+    """The pinned path grants of one enable, the directories hidden in them, and why."""
+
+    grants: tuple[PathGrant, ...] = ()
+    masks: tuple[str, ...] = ()
+    #: Sentences for the approver and the decision log (what is hidden, and where).
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    """One directory on the way up from a protected path: its identity and path."""
+
+    device: int
+    inode: int
+    path: str
+
+
+def plan_grants(
+    plugin: str,
+    capabilities: Sequence[Capability],
+    *,
+    protected: ProtectedPaths,
+    identity: WorkerIdentity,
+) -> GrantPlan:
+    """Resolve, check and pin the fs capabilities of one enable; CapabilityError says why not."""
+    grants: list[PathGrant] = []
+    masks: list[str] = []
+    notes: list[str] = []
+    state_chain = _chain(protected.state_dir)
+    for capability in capabilities:
+        if not isinstance(capability, FsCapability):
+            continue
+        writable = capability.kind is CapabilityKind.FS_WRITE
+        where = f"plugin {plugin!r}: capability {capability.declared!r} (path {capability.root!r})"
+        try:
+            fd = open_no_links(capability.root)
+        except GrantPathError as exc:
+            raise CapabilityError(f"{where}: {exc}") from exc
+        try:
+            info = os.fstat(fd)
+            own = _chain_from_fd(fd, capability.root)
+            _refuse_inside_state(where, own, state_chain, protected.state_dir)
+            if writable:
+                _refuse_writable_over(where, own, protected)
+            else:
+                hidden = _hidden_state(capability.root, (info.st_dev, info.st_ino), state_chain)
+                if hidden and hidden not in masks:
+                    masks.append(hidden)
+                    notes.append(
+                        f"{capability.declared}: caplet's state directory {hidden} is hidden "
+                        "inside this grant (an empty, sealed directory in the jail)"
+                    )
+            groups = () if identity.privileged else tuple(os.getgroups())
+            problem = access_problem(
+                fd, identity.uid, identity.gid, writable=writable, groups=groups
+            )
+        finally:
+            os.close(fd)
+        if problem:
+            fix = _ownership_fix(capability.root, identity, writable=writable)
+            raise CapabilityError(f"{where}: {problem}. {fix}")
+        grants.append(
+            PathGrant(capability.root, writable=writable, device=info.st_dev, inode=info.st_ino)
+        )
+    return GrantPlan(tuple(grants), tuple(masks), tuple(notes))
+
+
+def _ownership_fix(path: str, identity: WorkerIdentity, *, writable: bool) -> str:
+    if identity.privileged:
+        access = "read and write" if writable else "read"
+        return (
+            f"caplet runs as root, and workers never do: they run as {identity.describe()}. "
+            f"Give that uid {access} access, e.g. `chown -R {identity.uid}:{identity.gid} "
+            f"{path}` (or a group or ACL entry for it), or choose the uid workers run as "
+            "(policy worker_uid/worker_gid, or a 'caplet' account)"
+        )
+    return (
+        f"the worker runs as caplet's own user (uid {identity.uid}); give it access to {path} "
+        "(chmod/chown), or grant a path it can use"
+    )
+
+
+def _refuse_inside_state(
+    where: str, own: list[_Node], state_chain: list[_Node], state_dir: Path
+) -> None:
+    """No grant lies in (or is) caplet's state directory: snapshots, approvals, the log."""
+    if not state_chain:
+        return
+    state = state_chain[0]
+    if any((node.device, node.inode) == (state.device, state.inode) for node in own):
+        raise CapabilityError(
+            f"{where} lies inside caplet's state directory {state_dir} (approvals, the "
+            "decision log, ctx.kv values and plugin snapshots); no plugin may be granted "
+            "any of it: grant a directory outside it"
+        )
+
+
+def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPaths) -> None:
+    """A writable grant contains none of caplet's own files, nor lies among them.
+
+    ``own`` is the grant and the directories above it. The lock file's
+    directory is guarded only against containing it (a writable grant
+    beside the lock file, in the project it belongs to, is fine; one that
+    could create or replace ``caplet.lock`` is not).
+    """
+    inode = (own[0].device, own[0].inode)
+    above = {(node.device, node.inode) for node in own}
+    runtime = "the Python runtime or caplet's own code"
+    guarded = [
+        (protected.state_dir, "caplet's state directory (approvals, the decision log)", True),
+        (protected.lockfile.parent, f"the directory of the lock file {protected.lockfile}", False),
+        (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
+        *((Path(path), runtime, True) for path in protected.runtime),
+    ]
+    for path, what, nor_inside in guarded:
+        chain = _chain(path)
+        if any((node.device, node.inode) == inode for node in chain):
+            raise CapabilityError(
+                f"{where} is writable and contains {path}, {what}; a plugin may never "
+                "write caplet's own files: grant a directory that does not contain it"
+            )
+        if nor_inside and chain and (chain[0].device, chain[0].inode) in above:
+            raise CapabilityError(
+                f"{where} is writable and lies inside {path}, {what}; a plugin may never "
+                "write caplet's own files: grant a directory outside it"
+            )
+
+
+def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[_Node]) -> str:
+    """Where, inside the grant ``root``, caplet's state directory appears ("" if not in it)."""
+    if not state_chain:
+        return ""
+    state = state_chain[0].path
+    for node in state_chain:
+        if (node.device, node.inode) == inode:
+            relative = state[len(node.path.rstrip("/")) :]
+            return root.rstrip("/") + relative if relative else root
+    return ""
+
+
+def _chain(path: Path) -> list[_Node]:
+    """(device, inode, path) of ``path`` resolved and of every directory above it, up to /.
+
+    Empty when the path does not exist (nothing of it can be granted).
+    """
+    try:
+        current = path.resolve()
+    except OSError:
+        return []
+    nodes: list[_Node] = []
+    while True:
+        try:
+            info = current.stat()
+        except OSError:
+            return nodes
+        nodes.append(_Node(info.st_dev, info.st_ino, str(current)))
+        if current == current.parent:
+            return nodes
+        current = current.parent
+
+
+def _chain_from_fd(fd: int, path: str) -> list[_Node]:
+    """The grant itself (its pinned descriptor) and the directories above its path."""
+    info = os.fstat(fd)
+    nodes = [_Node(info.st_dev, info.st_ino, path)]
+    if path != "/":
+        nodes += _chain(Path(path).parent)
+    return nodes

@@ -1,0 +1,274 @@
+"""Grants that mean what was approved (issue 13, points 2, 4 and 7), end to end.
+
+Each test is the red team's attack first, run through a real PluginHost on
+the real sandbox: plugin A with a writable grant re-points a path that
+plugin B is granted; a grant inside (or, writable, around) caplet's own
+files; snapshots reachable through TMPDIR; host paths in mountinfo.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginHost
+from caplet._errors import CapletError
+from caplet._sandbox._sandboxed import SandboxLauncher
+from tests._host.ctxkit import make_host
+from tests.conftest import PluginFactory, give_to_worker
+
+TOOLS = """
+import os
+
+def create_functions(config):
+    def listdir(path):
+        try:
+            return sorted(os.listdir(path))
+        except OSError as exc:
+            return {"errno": exc.errno}
+
+    def read(path):
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(64).hex()
+        except OSError as exc:
+            return {"errno": exc.errno}
+
+    def swap(path, target):
+        os.rename(path, path + ".old")
+        os.symlink(target, path)
+        return True
+
+    def find(top, needle):
+        hits = []
+        for folder, dirs, files in os.walk(top):
+            hits += [os.path.join(folder, n) for n in dirs + files if needle in n]
+        return hits
+
+    def mounts():
+        with open("/proc/self/mountinfo") as handle:
+            return handle.read()
+
+    def crash():
+        os._exit(3)
+
+    return {"tools": {"listdir": listdir, "read": read, "swap": swap, "find": find,
+                      "mounts": mounts, "crash": crash}}
+"""
+
+
+def _tool(make_plugin: PluginFactory, name: str, kind: str) -> None:
+    make_plugin(
+        name,
+        source=TOOLS,
+        extra=f'capabilities = ["{kind}:${{config.root}}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.tools]\nfunctions = ["listdir", "read", "swap", "find", "mounts", '
+        '"crash"]\n',
+    )
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[SandboxLauncher]:
+    sandbox = SandboxLauncher(strict=True)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
+    with make_host(plugins_dir, state_dir, launcher) as made:
+        yield made
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """``/data`` of the red team's story: a directory writer may write."""
+    path = tmp_path / "data"
+    (path / "projects").mkdir(parents=True)
+    (path / "projects" / "plan.txt").write_text("the plan\n", encoding="utf-8")
+    give_to_worker(path)
+    return path
+
+
+def test_a_grant_redirected_by_another_plugin_is_refused_naming_the_link(
+    host: PluginHost, make_plugin: PluginFactory, data: Path
+) -> None:
+    _tool(make_plugin, "writer", "fs.write")
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    assert host.enable("writer", [f"root={data}"])
+    projects = str(data / "projects")
+    assert host.call("writer", "tools.swap", projects, "/") is True
+    refused = host.enable("reader", [f"root={projects}"])
+    assert not refused
+    assert refused.reason.startswith(
+        f"plugin 'reader': capability 'fs.read:${{config.root}}' (path {projects!r}): "
+        f"{projects!r} passes through a symbolic link: {projects!r} -> '/'."
+    )
+    assert "grant the path the link leads to itself" in refused.reason
+
+
+def test_a_grant_swapped_after_enable_never_reaches_a_worker(
+    host: PluginHost, make_plugin: PluginFactory, data: Path
+) -> None:
+    _tool(make_plugin, "writer", "fs.write")
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    projects = str(data / "projects")
+    assert host.enable("reader", [f"root={projects}"])
+    assert host.enable("writer", [f"root={data}"])
+    assert host.call("reader", "tools.listdir", projects) == ["plan.txt"]
+    assert host.call("writer", "tools.swap", projects, "/") is True
+    # The running worker keeps the inode it was given: a mount is not a name.
+    assert host.call("reader", "tools.listdir", projects) == ["plan.txt"]
+    with pytest.raises(CapletError):
+        host.call("reader", "tools.crash")
+    # The next start resolves the path again and finds a link on it: no worker.
+    with pytest.raises(CapletError) as info:
+        host.call("reader", "tools.listdir", projects)
+    assert "passes through a symbolic link" in str(info.value)
+
+
+def test_no_grant_lies_inside_caplets_state_directory(
+    host: PluginHost, make_plugin: PluginFactory, state_dir: Path
+) -> None:
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    refused = host.enable("reader", [f"root={state_dir}"])
+    assert not refused
+    assert f"lies inside caplet's state directory {state_dir}" in refused.reason
+    run = state_dir / "run"
+    refused = host.enable("reader", [f"root={run}"])
+    assert not refused
+    assert "lies inside caplet's state directory" in refused.reason
+
+
+@pytest.mark.parametrize("protected", ["state", "plugins", "lockfile", "runtime"])
+def test_a_writable_grant_never_contains_caplets_own_files(
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    protected: str,
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    give_to_worker(site)
+    state = site / "state" if protected == "state" else tmp_path / "state"
+    lockfile = site / "caplet.lock" if protected == "lockfile" else tmp_path / "caplet.lock"
+    plugins = plugins_dir
+    if protected == "plugins":
+        plugins = site / "plugins"
+        plugins.mkdir()
+        make_plugin = PluginFactory(plugins)
+    _tool(make_plugin, "writer", "fs.write")
+    root = Path(os.path.realpath(os.__file__)).parent if protected == "runtime" else site
+    with make_host(plugins, state, launcher, lockfile=lockfile) as host:
+        host.discover()
+        refused = host.enable("writer", [f"root={root}"])
+    assert not refused
+    assert ("is writable and contains" in refused.reason) != ("lies inside" in refused.reason)
+    assert "a plugin may never write caplet's own files" in refused.reason
+
+
+def test_a_read_grant_around_the_state_directory_hides_it(
+    plugins_dir: Path, launcher: SandboxLauncher, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "notes.txt").write_text("public\n", encoding="utf-8")
+    state = site / "state"
+    _tool(make_plugin, "reader", "fs.read")
+    with make_host(plugins_dir, state, launcher) as host:
+        host.discover()
+        assert host.enable("reader", [f"root={site}"])
+        assert "state" in host.call("reader", "tools.listdir", str(site))
+        assert (state / "caplet.db").exists()
+        hidden = host.call("reader", "tools.listdir", str(state))
+        assert hidden in ([], {"errno": 13})
+        assert host.call("reader", "tools.read", str(state / "caplet.db")) in (
+            {"errno": 2},
+            {"errno": 13},
+        )
+        assert host.call("reader", "tools.read", str(site / "notes.txt")) == b"public\n".hex()
+        notes = [d for d in host.manager.store.decisions("reader") if d.action == "grant"]
+    assert any(f"caplet's state directory {state} is hidden" in d.detail for d in notes)
+
+
+def test_a_missing_grant_is_refused_before_any_worker_starts(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    missing = tmp_path / "srv" / "notes"
+    refused = host.enable("reader", [f"root={missing}"])
+    assert not refused
+    assert refused.reason == (
+        f"plugin 'reader': capability 'fs.read:${{config.root}}' (path {str(missing)!r}): "
+        f"{str(missing)!r} does not exist: create it (or correct the configured path), then "
+        "enable the plugin again"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a non-root host's workers are its own user")
+def test_a_root_host_refuses_a_writable_grant_its_workers_cannot_write(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()  # root's, 0755
+    _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    refused = host.enable("writer", [f"root={out}"])
+    assert not refused
+    identity = host.launcher.identity  # type: ignore[attr-defined]
+    assert f"the worker's uid {identity.uid}, gid {identity.gid} may not write" in refused.reason
+    assert f"`chown -R {identity.uid}:{identity.gid} {out}`" in refused.reason
+    give_to_worker(out)
+    assert host.enable("writer", [f"root={out}"])
+
+
+def test_snapshots_are_out_of_reach_even_with_tmpdir_inside_a_grant(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    data: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The red team put TMPDIR inside its own writable grant: snapshots used
+    # to live in tempfile.gettempdir(), where it rewrote another plugin's code.
+    monkeypatch.setenv("TMPDIR", str(data))
+    _tool(make_plugin, "writer", "fs.write")
+    _tool(make_plugin, "victim", "fs.read")
+    with make_host(plugins_dir, state_dir, launcher) as host:
+        host.discover()
+        assert host.enable("victim", [f"root={data / 'projects'}"])
+        assert host.enable("writer", [f"root={data}"])
+        run_dir = host._run_dir
+        assert run_dir.parent == state_dir / "run"
+        assert host.call("writer", "tools.find", str(data), "victim-") == []
+        assert host.call("writer", "tools.find", str(data), "caplet-run") == []
+        assert host.call("victim", "tools.listdir", str(data / "projects")) == ["plan.txt"]
+    assert not run_dir.exists()
+
+
+def test_no_host_path_of_caplets_shows_in_mountinfo(
+    host: PluginHost, make_plugin: PluginFactory, data: Path, state_dir: Path
+) -> None:
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    assert host.enable("reader", [f"root={data}"])
+    mounts = host.call("reader", "tools.mounts")
+    assert isinstance(mounts, str)
+    assert "caplet-run" not in mounts
+    assert str(state_dir) not in mounts
+    plugin_lines = [line for line in mounts.splitlines() if line.split()[4] == "/plugin"]
+    assert len(plugin_lines) == 1
+    assert plugin_lines[0].split()[3] == "/"  # its own tmpfs: no host path as its root
+    guest = host.exec("print(open('/proc/self/mountinfo').read())")
+    assert guest.ok, guest
+    assert "caplet-run" not in guest.stdout
+    assert str(state_dir) not in guest.stdout

@@ -1,0 +1,68 @@
+"""The host's run directory: private, in the state directory, swept after a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from caplet._host._run_dir import RUN_SUBDIR, RunDir
+
+
+def test_a_run_directory_is_private_and_removed_on_close(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "state")
+    assert run.path.parent == tmp_path / "state" / RUN_SUBDIR
+    assert run.path.stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+    snapshot = run.path / "p-1"
+    snapshot.mkdir()
+    (snapshot / "plugin.py").write_text("x", encoding="utf-8")
+    snapshot.chmod(0o555)  # read-only like a real snapshot
+    run.close()
+    run.close()  # idempotent
+    assert not run.path.exists()
+    assert list((tmp_path / "state" / RUN_SUBDIR).iterdir()) == []
+
+
+def test_a_killed_hosts_run_directory_is_swept_and_a_live_ones_is_not(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "src")!r})
+        from pathlib import Path
+        from caplet._host._run_dir import RunDir
+        run = RunDir(Path({str(state)!r}))
+        (run.path / "snapshot").mkdir()
+        print(run.path, flush=True)
+        time.sleep(600)
+        """
+    )
+    alive = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    killed = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert alive.stdout is not None
+        assert killed.stdout is not None
+        alive_dir = Path(alive.stdout.readline().strip())
+        killed_dir = Path(killed.stdout.readline().strip())
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        assert killed_dir.exists()  # nobody could clean up after SIGKILL
+        fresh = RunDir(state)  # the next host
+        try:
+            assert not killed_dir.exists()
+            assert not Path(f"{killed_dir}.lock").exists()
+            assert alive_dir.exists(), "a live host's run directory is never taken for litter"
+        finally:
+            fresh.close()
+    finally:
+        alive.kill()
+        alive.wait()
+        killed.kill()
+        killed.wait()
+        for stream in (alive.stdout, killed.stdout):
+            if stream is not None:
+                stream.close()
