@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import os
 import select
+import shutil
 import socket
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -316,3 +320,102 @@ def test_descendants_die_with_the_worker_even_without_a_pid_namespace(
             os.close(pidfd)
     finally:
         best.close()
+
+
+@pytest.fixture
+def host_tmp_child() -> Iterator[Path]:
+    """A directory of this test right in the host's /tmp, the worker's to write.
+
+    Not under pytest's tmp_path: its parents are private to the user running
+    the tests, and a root host's worker runs as another uid.
+    """
+    child = Path(tempfile.mkdtemp(prefix="caplet-test-", dir="/tmp"))
+    child.chmod(0o755)
+    give_to_worker(child)
+    try:
+        yield child
+    finally:
+        shutil.rmtree(child, ignore_errors=True)
+
+
+def test_a_grant_of_the_hosts_tmp_is_the_hosts_tmp(start: Start, host_tmp_child: Path) -> None:
+    # Issue 13, point 8: the jail's root is a tmpfs over the host's /tmp; a
+    # recursive bind of /tmp used to bring that tmpfs along, so the grant
+    # wrote into a copy of the plugin's own jail.
+    child = host_tmp_child
+    worker = start(PathGrant("/tmp", writable=True))
+    written = call(worker, "write", str(child / "from-the-jail.txt"), "hello")
+    assert written == {"ok": True, "value": 5}
+    assert (child / "from-the-jail.txt").read_text(encoding="utf-8") == "hello"
+    listing = call(worker, "listdir", "/tmp")
+    assert listing["ok"] is True
+    assert child.relative_to("/tmp").parts[0] in listing["value"]
+    jail_only = set(listing["value"]) - set(os.listdir("/tmp"))
+    assert not {"plugin", "proc", "dev"} & jail_only, "not the jail's own root"
+
+
+WHOLE = """
+import os
+
+def create_functions(config):
+    def look():
+        import fractions, xml.dom.minidom  # stdlib the worker has not imported yet
+        return {
+            "hostname": open("/etc/hostname").read().strip() != "",
+            "lib": len(os.listdir("/lib")) > 0,
+            "pid": os.getpid(),
+            "proc": sorted(d for d in os.listdir("/proc") if d.isdigit()),
+            "half": str(fractions.Fraction(1, 2)),
+            "plugin": sorted(os.listdir("/plugin")),
+        }
+
+    def write(path):
+        try:
+            open(path, "w").close()
+            return "written"
+        except OSError as exc:
+            return exc.errno
+
+    return {"probe": {"look": look, "write": write}}
+"""
+
+
+def test_a_read_grant_of_the_whole_filesystem_works_on_a_merged_usr_host(
+    launcher: SandboxLauncher, tmp_path: Path
+) -> None:
+    # fs.read:/ (a trusted plugin, where the policy allows broad paths) used
+    # to fail where /lib is a symbolic link to usr/lib: the runtime's own
+    # spelling of /lib was mounted inside the grant, on top of that link.
+    spec = dataclasses.replace(
+        _spec(tmp_path, "whole", WHOLE, ("look", "write")), grants=(PathGrant("/"),)
+    )
+    with launcher.start(spec) as worker:
+        look = worker.call("probe", "look", (), {}, timeout_s=10)
+        refused = worker.call("probe", "write", ("/etc/caplet-must-not-exist",), {}, timeout_s=10)
+    assert isinstance(look, dict)
+    assert look["hostname"] is True
+    assert look["lib"] is True
+    assert look["half"] == "1/2"  # the runtime is importable through it
+    assert look["pid"] == 1
+    assert look["proc"][0] == "1"  # the jail's own /proc, not the host's
+    assert look["plugin"] == ["plugin.py"]
+    assert refused == errno.EROFS
+    assert not Path("/etc/caplet-must-not-exist").exists()
+
+
+def test_a_masked_directory_shows_nothing_inside_a_read_grant(
+    launcher: SandboxLauncher, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    (site / "state").mkdir(parents=True)
+    (site / "state" / "caplet.db").write_text("approvals\n", encoding="utf-8")
+    (site / "notes.txt").write_text("public\n", encoding="utf-8")
+    spec = _spec(tmp_path, "masked", PROBE, FUNCTIONS)
+    spec = dataclasses.replace(spec, grants=(PathGrant(str(site)),), masks=(str(site / "state"),))
+    with launcher.start(spec) as worker:
+        assert call(worker, "read", str(site / "notes.txt")) == {"ok": True, "value": "public\n"}
+        assert call(worker, "read", str(site / "state" / "caplet.db"))["ok"] is False
+        assert call(worker, "listdir", str(site / "state")) in (
+            {"ok": True, "value": []},
+            {"ok": False, "errno": "EACCES"},
+        )

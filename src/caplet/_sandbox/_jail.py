@@ -59,7 +59,7 @@ from typing import NoReturn, assert_never
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
-from caplet._sandbox._resolve import GrantPathError, open_pinned
+from caplet._sandbox._resolve import GrantPathError, access_problem, open_pinned
 from caplet._syscall import (
     CLONE_NEWCGROUP,
     CLONE_NEWIPC,
@@ -105,6 +105,7 @@ __all__ = [
     "prepare_jail",
     "probe_namespaces",
     "runtime_grants",
+    "unsearchable_roots",
 ]
 
 #: Test-only override read by :func:`probe_namespaces` (see the module docstring).
@@ -229,6 +230,8 @@ class _Kind(Enum):
     WRITABLE = "writable grant"
     #: A read-only grant copied into a tmpfs of its own (PathGrant.copy).
     COPY = "copied grant"
+    #: A symbolic link of the host's / mirrored in the jail's root (a grant of /).
+    LINK = "symbolic link"
     DEV = "/dev"
     TMP = _JAIL_TMP
 
@@ -240,6 +243,8 @@ class _Mount:
     path: str
     kind: _Kind
     fd: int = -1
+    #: The link's target, for _Kind.LINK.
+    link: str = ""
 
 
 # -- public API -----------------------------------------------------------------------
@@ -776,7 +781,10 @@ def _open_plan(
                 kind = _Kind.COPY
             else:
                 kind = _Kind.WRITABLE if rw else _Kind.READ_ONLY
-            plan.append(_Mount(path, kind, fd))
+            if path == "/" and kind is not _Kind.COPY:
+                plan += _whole_root(fd, kind)
+            else:
+                plan.append(_Mount(path, kind, fd))
     except BaseException:
         for entry in plan:
             if entry.fd >= 0:
@@ -786,6 +794,83 @@ def _open_plan(
     # equal paths the jail's own /dev and /tmp go first and a grant covers them.
     plan.sort(key=lambda entry: (_parts(entry.path), entry.fd >= 0))
     return plan
+
+
+#: What a grant of / leaves to the jail: its own /dev, /proc and /tmp.
+_JAIL_OWN = frozenset({"dev", "proc", "tmp"})
+
+
+def _whole_root(fd: int, kind: _Kind) -> list[_Mount]:
+    """A grant of ``/`` as one grant per entry of the host's root (closes ``fd``).
+
+    Bound as one mount over the jail's root, ``/`` would leave no place for
+    the jail's own ``/plugin`` (a read-only grant cannot have a mount point
+    made in it) and put the host's symbolic links (``/lib`` -> ``usr/lib``)
+    where the runtime's mounts go. So each top-level directory and file of
+    the pinned root is bound on its own, each link is recreated as the same
+    link in the jail's root, and ``/dev``, ``/proc`` and ``/tmp`` stay the
+    jail's own. Entries are opened from the pinned descriptor without
+    following links. A top-level directory the worker may not search
+    (``/root`` for a root host's worker) is left out: nothing below it is
+    reachable anyway, and the runtime's own mounts under it (a Python in
+    ``/root/.pyenv``) then get the jail's search-only scaffolding instead
+    (see :func:`unsearchable_roots`, which the zygote uses to keep them).
+    """
+    hidden = unsearchable_roots(os.geteuid(), os.getegid(), root_fd=fd)
+    entries: list[_Mount] = []
+    try:
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            names = sorted(entry.name for entry in os.scandir(listing))
+        finally:
+            os.close(listing)
+        for name in names:
+            if name in _JAIL_OWN or f"/{name}" in hidden:
+                continue
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                entries.append(_Mount(f"/{name}", _Kind.LINK, link=os.readlink(name, dir_fd=fd)))
+            elif stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
+                child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                entries.append(_Mount(f"/{name}", kind, child))
+    except OSError as exc:
+        for entry in entries:
+            if entry.fd >= 0:
+                os.close(entry.fd)
+        raise _fail(_Step.OPEN_GRANT, exc, "/") from exc
+    finally:
+        os.close(fd)
+    return entries
+
+
+def unsearchable_roots(uid: int, gid: int, *, root_fd: int | None = None) -> frozenset[str]:
+    """The top-level directories of ``/`` that ``uid``/``gid`` may not search (``/root``).
+
+    With no supplementary groups: a root host's worker has none, and an
+    unprivileged host's directories private to its own groups are rare
+    enough to be shown rather than guessed at.
+    """
+    fd = root_fd if root_fd is not None else os.open("/", os.O_PATH | os.O_CLOEXEC)
+    found = set()
+    try:
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            entries = list(os.scandir(listing))
+        finally:
+            os.close(listing)
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            child = os.open(entry.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                if access_problem(child, uid, gid, writable=False):
+                    found.add(f"/{entry.name}")
+            finally:
+                os.close(child)
+    finally:
+        if root_fd is None:
+            os.close(fd)
+    return frozenset(found)
 
 
 def _open_source(grant: PathGrant, prepared: PreparedRoot | None) -> int:
@@ -878,12 +963,21 @@ def _apply(
         case _Kind.READ_ONLY | _Kind.WRITABLE:
             # Only directories the jail did not create itself (an earlier
             # grant's host tree, or /dev with its fd links) can hold a symlink.
-            owners = [other.path for other in earlier if other.kind not in (_Kind.TMP, _Kind.COPY)]
+            owners = [
+                other.path
+                for other in earlier
+                if other.kind not in (_Kind.TMP, _Kind.COPY, _Kind.LINK)
+            ]
             nested = any(_contains(path, entry.path) for path in owners)
             _bind_grant(target, entry, check_links=nested)
             _detach_root_copy(root, target, entry.path)
         case _Kind.COPY:
             _copy_grant(target, entry)
+        case _Kind.LINK:
+            try:
+                Path(target).symlink_to(entry.link)
+            except OSError as exc:
+                raise _fail(_Step.GRANT, exc, entry.path) from exc
         case _Kind.DEV:
             _populate_dev(target, devices)
         case _Kind.TMP:
@@ -1058,7 +1152,7 @@ def _grant_flags(kind: _Kind) -> int:
             return MS_RDONLY | MS_NOSUID | MS_NODEV
         case _Kind.WRITABLE:
             return MS_NOSUID | MS_NODEV
-        case _Kind.COPY | _Kind.DEV | _Kind.TMP:
+        case _Kind.COPY | _Kind.LINK | _Kind.DEV | _Kind.TMP:
             raise AssertionError(f"{kind.value} is not a bound grant")
         case _:
             assert_never(kind)
@@ -1159,7 +1253,7 @@ def _seal_submounts(root: str, plan: list[_Mount], *, only: set[str] | None = No
             match owner.kind:
                 case _Kind.READ_ONLY | _Kind.WRITABLE:
                     _remount(mount_point, _grant_flags(owner.kind), _Step.GRANT, mount_point)
-                case _Kind.COPY | _Kind.DEV | _Kind.TMP:
+                case _Kind.COPY | _Kind.LINK | _Kind.DEV | _Kind.TMP:
                     pass  # the jail's own mounts (the device binds): already set
                 case _:
                     assert_never(owner.kind)

@@ -91,6 +91,7 @@ from caplet._sandbox._jail import (
     prepare_jail,
     probe_namespaces,
     runtime_grants,
+    unsearchable_roots,
 )
 from caplet._sandbox._landlock import apply_landlock, landlock_abi
 from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
@@ -560,10 +561,18 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
     covering = [g.path for g in grants if not g.writable and not g.executable and not g.target]
     if not covering:
         return _RUNTIME_GRANTS
+    # A grant of / leaves out the top-level directories the worker may not
+    # search (_jail._whole_root): the runtime below one of them keeps its own mounts.
+    hidden: frozenset[str] = frozenset()
+    if "/" in covering:
+        identity = _IDENTITY
+        uid, gid = (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
+        hidden = unsearchable_roots(uid, gid)
     return tuple(
         runtime
         for runtime in _RUNTIME_GRANTS
-        if not any(_under(runtime.path, outer) for outer in covering)
+        if any(_under(runtime.path, top) for top in hidden)
+        or not any(_under(runtime.path, outer) for outer in covering)
     )
 
 
