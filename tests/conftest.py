@@ -42,6 +42,30 @@ _LOADING_VARIABLES = (
 )
 
 
+#: The containment tests: kernel isolation, grants, the hostile corpus, the
+#: reference plugins' jails. `.ci/run` runs them as root and again as an
+#: unprivileged user (`pytest -m security`): a root host's workers take
+#: another uid, a user's run as that user, and both must hold.
+SECURITY_TESTS = (
+    "tests/_sandbox/",
+    "tests/_selftest/",
+    "tests/plugins/",
+    "tests/_host/test_grant_check.py",
+    "tests/_host/test_run_dir.py",
+    "tests/_host/test_host_state.py",
+    "tests/_host/test_guest.py",
+    "tests/_host/test_context_hostile.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    security = pytest.mark.security
+    for item in items:
+        relative = Path(str(item.path)).relative_to(REPO).as_posix()
+        if relative.startswith(SECURITY_TESTS):
+            item.add_marker(security)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_loading_variables_for_the_session() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
@@ -269,3 +293,13 @@ def own_identity() -> WorkerIdentity:
 
     uid, gid = os.geteuid(), os.getegid()
     return WorkerIdentity(uid, gid, uid, gid, "the test process's own ids")
+
+
+#: Whether the suite runs as root. CI runs the security tests both ways
+#: (.ci/run): as root every isolation layer is here, the optional pids cgroup
+#: included; an unprivileged user has it only where a cgroup was delegated to
+#: it, so tests of the cgroup itself need root there.
+ROOT = os.geteuid() == 0
+NEEDS_CGROUP = pytest.mark.skipif(
+    not ROOT, reason="the pids cgroup layer needs root (or a delegated cgroup)"
+)

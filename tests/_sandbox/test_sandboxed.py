@@ -21,7 +21,7 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessWorker
-from tests.conftest import give_to_worker
+from tests.conftest import NEEDS_CGROUP, ROOT, give_to_worker
 
 PROBE = """
 import errno, os, socket
@@ -150,8 +150,14 @@ def call(worker: SubprocessWorker, function: str, *args: object) -> Any:
 
 
 def test_every_layer_is_in_force_here(launcher: SandboxLauncher) -> None:
-    assert set(launcher.layers().values()) == {""}
-    assert launcher.isolation == "sandbox: namespaces, rlimits, landlock, seccomp, cgroup"
+    layers = launcher.layers()
+    assert {layers[name] for name in ("namespaces", "rlimits", "landlock", "seccomp")} == {""}
+    if ROOT or not layers["cgroup"]:
+        assert layers["cgroup"] == ""
+        assert launcher.isolation == "sandbox: namespaces, rlimits, landlock, seccomp, cgroup"
+    else:  # an unprivileged user without a delegated cgroup: optional, and said why
+        assert layers["cgroup"].startswith("cannot create a pids cgroup")
+        assert launcher.isolation == "sandbox: namespaces, rlimits, landlock, seccomp"
 
 
 def test_worker_sees_its_own_world(start: Start) -> None:
@@ -295,6 +301,7 @@ def _state(pid: int) -> str:
         return "gone"
 
 
+@NEEDS_CGROUP
 def test_descendants_die_with_the_worker_even_without_a_pid_namespace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -352,6 +359,9 @@ def test_a_grant_of_the_hosts_tmp_is_the_hosts_tmp(start: Start, host_tmp_child:
     assert child.relative_to("/tmp").parts[0] in listing["value"]
     jail_only = set(listing["value"]) - set(os.listdir("/tmp"))
     assert not {"plugin", "proc", "dev"} & jail_only, "not the jail's own root"
+    # The worker's own scratch space moved aside: never the host's /tmp/work.
+    assert call(worker, "identity")["cwd"] == "/.caplet/work"
+    assert call(worker, "write", "/.caplet/work/scratch", "x") == {"ok": True, "value": 1}
 
 
 WHOLE = """

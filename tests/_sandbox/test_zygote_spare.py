@@ -32,7 +32,7 @@ from caplet._sandbox._jail import runtime_grants
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
 from caplet._sandbox._zygote import LATE_SPARE_ENV, LATE_SPARE_FAILS
-from tests.conftest import child_pids
+from tests.conftest import NEEDS_CGROUP, child_pids
 
 PLUGIN = """
 def create_functions(config):
@@ -164,6 +164,7 @@ def test_a_failed_start_without_denials_keeps_its_plain_error(
     assert not isinstance(info.value, SandboxStartError)
 
 
+@NEEDS_CGROUP
 def test_pid_one_of_a_prepared_spare_is_counted_in_the_spares_pids_cgroup(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:

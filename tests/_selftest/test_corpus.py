@@ -18,8 +18,9 @@ import pytest
 
 from caplet._selftest._bench import Bench
 from caplet._selftest._corpus import CASES
-from caplet._selftest._model import HostileCase
+from caplet._selftest._model import HostileCase, Layer
 from caplet._selftest._report import CaseStatus
+from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +32,11 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         patch.setenv("XDG_STATE_HOME", str(root / "home" / ".state"))
         patch.setenv("XDG_CONFIG_HOME", str(root / "home" / ".config"))
         with Bench(CASES, root / "arena") as bench:
-            # Every layer is in force on this machine (the fork and thread
-            # bombs need the optional pids cgroup too).
-            assert bench.layers == dict.fromkeys(bench.layers, ""), bench.layers
+            # Every layer is in force on this machine; the optional pids
+            # cgroup needs root (or a delegated cgroup) for the unprivileged run.
             assert set(bench.layers) == {"namespaces", "rlimits", "landlock", "seccomp", "cgroup"}
+            missing = {layer for layer, why in bench.layers.items() if why}
+            assert missing <= (set() if ROOT else {"cgroup"}), bench.layers
             yield bench
 
 
@@ -42,7 +44,13 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
 def test_hostile_case_is_contained_by_its_layer(case: HostileCase, bench: Bench) -> None:
     result = bench.run(case)
     assert result.name == case.name
-    assert not result.layer_missing
+    if result.layer_missing:
+        # Only the optional cgroup can be missing (see the fixture): another
+        # layer must still have contained the attack, and it says so.
+        assert case.layer is Layer.CGROUP
+        assert result.status is CaseStatus.ELSEWHERE, result
+        assert result.passed
+        return
     assert result.status is CaseStatus.CONTAINED, (
         f"{case.name} ({case.attack}): expected {case.layer.value} to stop it; "
         f"{result.status.value}: {result.outcome} [{result.detail}]"

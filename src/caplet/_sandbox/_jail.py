@@ -95,6 +95,7 @@ from caplet._syscall import (
 
 __all__ = [
     "DISABLE_LAYERS_ENV",
+    "PRIVATE_TMP_ASIDE",
     "JailSpec",
     "PreparedRoot",
     "build_root",
@@ -195,6 +196,9 @@ class JailSpec:
     tmp_size_mb: int = 64
     hostname: str = "caplet"
     workdir: str = "/tmp/work"  # noqa: S108 - inside the jail's private tmpfs
+    #: Where the jail's private tmpfs is mounted: /tmp, or :data:`PRIVATE_TMP_ASIDE`
+    #: when a grant is the host's /tmp (the worker's own files never go there).
+    private_tmp: str = "/tmp"  # noqa: S108
     #: Who the worker becomes (None: keep the caller's ids). For a root
     #: caller it must be the identity :func:`enter_namespaces` mapped.
     identity: WorkerIdentity | None = None
@@ -445,6 +449,7 @@ def finish_jail(prepared: PreparedRoot, spec: JailSpec) -> None:
     _validate(spec, check_paths=False)
     extra = [grant for grant in spec.grants if grant not in prepared.spec.grants]
     subset = all(grant in spec.grants for grant in prepared.spec.grants)
+    subset = subset and spec.private_tmp == prepared.spec.private_tmp
     if not subset or not _extends(prepared, extra):
         # Rare (a grant of /usr, say): unmount the prepared root and its
         # submounts, uncovering the host's directory, and start again.
@@ -459,7 +464,7 @@ def finish_jail(prepared: PreparedRoot, spec: JailSpec) -> None:
         try:
             _add_grants(prepared, spec, extra)
             if spec.tmp_size_mb != prepared.spec.tmp_size_mb:
-                _mount_tmp(_inside(prepared.root, _JAIL_TMP), spec.tmp_size_mb, remount=True)
+                _mount_tmp(_inside(prepared.root, spec.private_tmp), spec.tmp_size_mb, remount=True)
         finally:
             prepared.close()
     for path in spec.masks:
@@ -765,7 +770,7 @@ def _open_plan(
         writable[grant.inside] = writable.get(grant.inside, False) or grant.writable
         if grant.inside not in sources or grant.pinned:
             sources[grant.inside] = grant
-    plan = [_Mount("/dev", _Kind.DEV), _Mount(_JAIL_TMP, _Kind.TMP)] if jail_mounts else []
+    plan = [_Mount("/dev", _Kind.DEV), _Mount(spec.private_tmp, _Kind.TMP)] if jail_mounts else []
     try:
         for path, rw in writable.items():
             source = sources[path]
@@ -796,8 +801,10 @@ def _open_plan(
     return plan
 
 
+#: Where the jail's private tmpfs goes when a grant is the host's /tmp.
+PRIVATE_TMP_ASIDE = "/.caplet"
 #: What a grant of / leaves to the jail: its own /dev, /proc and /tmp.
-_JAIL_OWN = frozenset({"dev", "proc", "tmp"})
+_JAIL_OWN = frozenset({"dev", "proc", "tmp", PRIVATE_TMP_ASIDE.lstrip("/")})
 
 
 def _whole_root(fd: int, kind: _Kind) -> list[_Mount]:
@@ -999,7 +1006,7 @@ def _mount_tmp(target: str, size_mb: int, *, remount: bool = False) -> None:
         Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
         mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"{options},mode=1777")
     except OSError as exc:
-        raise _fail(_Step.TMP, exc, _JAIL_TMP) from exc
+        raise _fail(_Step.TMP, exc, target) from exc
 
 
 def _bind_grant(target: str, entry: _Mount, *, check_links: bool) -> None:
@@ -1476,6 +1483,11 @@ def _validate(spec: JailSpec, *, check_paths: bool = True) -> None:
         raise SandboxError(
             f"namespace jail: hostname {spec.hostname!r} must be 1-63 letters, digits, '.' "
             "or '-', starting with a letter or digit"
+        )
+    if not _is_normal_absolute(spec.private_tmp) or spec.private_tmp == "/":
+        raise SandboxError(
+            f"namespace jail: private_tmp {spec.private_tmp!r} must be an absolute, normalised "
+            "path other than / (such as /tmp)"
         )
     workdir = spec.workdir
     if not _is_normal_absolute(workdir):

@@ -548,6 +548,9 @@ def warm_up(scratch_dir: str) -> None:
     effort: any failure is ignored, the start then only pays the faults.
     """
     path = os.path.join(scratch_dir, f"{_WARM_MODULE}.py")  # noqa: PTH118 - see _entry_parts
+    # The zygote never writes bytecode; a caller that does would leave a
+    # __pycache__ of the scratch module behind.
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         init = encode_init(
             0,
@@ -570,6 +573,7 @@ def warm_up(scratch_dir: str) -> None:
     except Exception:  # noqa: S110 - an optimisation only
         pass
     finally:
+        sys.dont_write_bytecode = writes_bytecode
         sys.modules.pop(_WARM_MODULE, None)
         try:
             os.unlink(path)  # noqa: PTH108

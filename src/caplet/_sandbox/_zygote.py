@@ -81,6 +81,7 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._jail import (
     DISABLE_LAYERS_ENV,
+    PRIVATE_TMP_ASIDE,
     JailSpec,
     PreparedRoot,
     build_root,
@@ -303,12 +304,18 @@ def _child(
             "namespaces layer; restart the host (the zygote and the host disagree on layers)"
         )
     if "namespaces" in request.layers:
+        # A grant of the host's /tmp is the host's /tmp: the jail's own
+        # tmpfs, with the worker's working directory, moves aside.
+        private_tmp = (
+            PRIVATE_TMP_ASIDE if any(g.inside == _JAIL_TMP for g in request.grants) else _JAIL_TMP
+        )
         spec = JailSpec(
             grants=_visible(grants),
             tmp_size_mb=request.tmp_size_mb,
-            workdir=_WORKDIR_IN_JAIL,
+            workdir=f"{private_tmp}/work",
             identity=_IDENTITY,
             masks=request.masks,
+            private_tmp=private_tmp,
         )
         if prepared is not None:
             finish_jail(prepared, spec)
@@ -321,7 +328,7 @@ def _child(
             os.dup2(null, 0)
             os.dup2(null, 1)
             os.close(null)
-        writable_tmp = PathGrant(_JAIL_TMP, writable=True)
+        writable_tmp = PathGrant(private_tmp, writable=True)
         devices = (PathGrant("/dev", writable=True), PathGrant("/proc"))
     else:
         os.chdir(request.workdir)

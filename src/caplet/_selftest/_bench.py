@@ -115,12 +115,19 @@ class Jail:
     namespace: str | None
 
 
-def _pid_namespace(pid: int | str) -> str:
-    return str(Path(f"/proc/{pid}/ns/pid").readlink())
+def _pid_namespace(pid: int | str, which: str = "pid") -> str:
+    return str(Path(f"/proc/{pid}/ns/{which}").readlink())
 
 
 def _find_jail(monitor: int) -> Jail:
-    """The jail under a worker's monitor (its only child, pid 1 inside)."""
+    """The jail under a worker's monitor (its only child, pid 1 inside).
+
+    pid 1 is not dumpable, so a host without CAP_SYS_PTRACE (an unprivileged
+    run) may not read its namespace links (proc(5), ptrace access mode):
+    then the monitor's ``pid_for_children`` names the same namespace, and
+    where that is unreadable too, pid 1's exit is the proof (pid_namespaces(7):
+    it kills every process of its namespace before it is gone).
+    """
     try:
         children = (
             Path(f"/proc/{monitor}/task/{monitor}/children").read_text(encoding="ascii").split()
@@ -129,7 +136,14 @@ def _find_jail(monitor: int) -> Jail:
         children = []
     pid_one = int(children[0]) if len(children) == 1 else monitor
     pidfd = os.pidfd_open(pid_one)
-    namespace: str | None = _pid_namespace(pid_one)
+    namespace: str | None
+    try:
+        namespace = _pid_namespace(pid_one)
+    except PermissionError:
+        try:
+            namespace = _pid_namespace(monitor, "pid_for_children")
+        except OSError:
+            namespace = None
     if namespace == _pid_namespace("self"):
         namespace = None
     return Jail(pid_one, pidfd, namespace)
