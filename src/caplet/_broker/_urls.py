@@ -9,7 +9,8 @@ is not a valid address is refused; dot segments (also percent-encoded ones)
 are removed from the path (RFC 3986 5.2.4) and percent-encoded unreserved
 characters decoded (RFC 3986 6.2.2.2), so ``/v1/../admin`` cannot pass as
 ``/v1``. Then :func:`match_grant` checks the result against the plugin's
-approved ``net.http`` capabilities.
+approved ``net.http`` capabilities. A redirect's ``Location`` goes through
+the same rules (:func:`resolve_location`), as the server sent it.
 
 Refused outright: anything but http/https, credentials (``user:pass@``),
 control, format and whitespace characters, backslashes (WHATWG URL parsers
