@@ -11,10 +11,12 @@ generates such answers; this file pins the ones that were seen to escape.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
 
+from caplet._broker._http import HttpBroker
 from caplet._broker._model import HttpRequest
 from caplet._errors import (
     BrokerError,
@@ -175,3 +177,31 @@ def test_a_well_formed_answer_is_returned(harness: Harness, raw: RawServer) -> N
     raw.answer(_ok(b"fine"))
     response = _fetch(harness, raw)
     assert getattr(response, "body", None) == b"fine"
+
+
+def test_a_bug_of_the_broker_is_an_internal_error_not_a_foreign_one(
+    harness: Harness,
+    raw: RawServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The net under fetch: nothing the tests can send reaches it (test_http_fuzz.py asserts
+    so), so a bug is injected where the exchange starts."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("/secret/host/path")
+
+    monkeypatch.setattr(HttpBroker, "_send", broken)
+    with caplog.at_level(logging.ERROR, logger="caplet"), pytest.raises(BrokerError) as exc:
+        _fetch(harness, raw)
+    assert type(exc.value) is BrokerError
+    assert exc.value.category == "internal error"
+    assert str(exc.value) == (
+        "internal error: plugin 'fetcher', GET: the broker failed unexpectedly (KeyError); the "
+        "host logged the details; report it as a caplet bug, with that log"
+    )
+    assert isinstance(exc.value.__cause__, KeyError)
+    assert harness.decisions[-1].outcome == "internal error"
+    assert harness.decisions[-1].allowed is False
+    [record] = [r for r in caplog.records if r.exc_info]
+    assert record.getMessage() == "the HTTP broker failed on a fetch of plugin 'fetcher'"
