@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from caplet._broker._urls import ParsedUrl, match_grant, parse_url
+from caplet._broker._urls import ParsedUrl, match_grant, parse_url, resolve_location
 from caplet._capabilities._model import NetHttpCapability
 from caplet._capabilities._parse import parse_capability
 from caplet._errors import BlockedByPolicyError, InvalidUrlError
@@ -295,6 +295,62 @@ def test_parser_raises_only_its_documented_error(text: str) -> None:
         assert parse_url(str(url), plugin="p", max_length=4096) == url
         assert url.scheme in ("http", "https")
         assert url.path.startswith("/")
+
+
+_BASE = ParsedUrl("https", "api.example.com", 443, "/v1/items", "q=1")
+_location_like = st.builds(
+    lambda scheme, rest: scheme + "".join(rest),
+    st.sampled_from(["https://", "http:", "https:", "//", "/", "?", "#", "../", "\\", ""]),
+    st.lists(_url_chars, max_size=40),
+)
+
+
+@PROPERTY
+@given(st.one_of(st.text(max_size=300), _location_like))
+def test_location_resolution_raises_only_its_documented_error(location: str) -> None:
+    """A redirect's Location is the server's text: anything but a URL caplet's rules
+    accept is an InvalidUrlError that quotes it, and what is accepted is a normalised
+    absolute URL (issue 13: httpx raised its own InvalidURL for ``http:x``)."""
+    outcome: ParsedUrl | InvalidUrlError
+    try:
+        outcome = resolve_location(
+            _BASE, location, plugin="p", method="GET", status=302, max_length=200
+        )
+    except InvalidUrlError as exc:
+        outcome = exc
+    if isinstance(outcome, InvalidUrlError):
+        assert str(outcome).startswith(
+            "blocked by policy: plugin 'p', GET https://api.example.com/v1/items?...: the "
+            "server redirected (status 302) to Location "
+        )
+        return
+    url = outcome
+    assert parse_url(str(url), plugin="p", max_length=4096) == url
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        # Same scheme: relative (RFC 3986 5.2.2 non-strict, as the WHATWG URL Standard).
+        ("https:x", "https://api.example.com/v1/x"),
+        # Another scheme without '//': an absolute URL with no host, refused.
+        ("http:x", None),
+        ("x", "https://api.example.com/v1/x"),
+        ("?p=2", "https://api.example.com/v1/items?p=2"),
+        ("//other.example.com/y", "https://other.example.com/y"),
+        ("/a/../../b", "https://api.example.com/b"),
+        ("https://api.example.com/a\\b", None),
+        ("/a\tb", None),
+        ("/" + "a" * 100, None),
+    ],
+)
+def test_location_resolution(location: str, expected: str | None) -> None:
+    if expected is None:
+        with pytest.raises(InvalidUrlError):
+            resolve_location(_BASE, location, plugin="p", method="GET", status=302, max_length=99)
+    else:
+        url = resolve_location(_BASE, location, plugin="p", method="GET", status=302, max_length=99)
+        assert str(url) == expected
 
 
 @PROPERTY

@@ -19,7 +19,7 @@ from caplet._audit._model import CanaryStatus
 from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._config._schema import ConfigField, ConfigValue
-from caplet._errors import AuditConfigError, ConfigError
+from caplet._errors import AuditConfigError, ConfigError, HostError
 from tests._audit.llm_server import LLMServer, Reply, obedient, serve
 from tests.conftest import PluginFactory
 
@@ -63,6 +63,21 @@ def test_missing_plugins_directory_gives_zero(tmp_path: Path, state_dir: Path) -
     assert m.discover() == 0
     assert m.list_plugins() == []
     m.close()
+
+
+def test_a_plugins_directory_the_system_cannot_take_is_a_host_error(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    """A name longer than the file system's limit made is_dir() raise OSError (issue 13)."""
+    plugins = tmp_path / ("n" * 300)
+    m = PluginManager(plugins, state_dir=state_dir)
+    with pytest.raises(HostError) as caught:
+        m.discover()
+    m.close()
+    assert str(caught.value) == (
+        f"plugins directory {str(plugins)[:200]!r} cannot be read (File name too long); pass "
+        "a directory caplet can list (--plugins-dir or CAPLET_PLUGINS_DIR)"
+    )
 
 
 def test_discovery_skips_broken_plugins_with_a_warning_and_keeps_going(

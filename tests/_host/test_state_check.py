@@ -186,3 +186,19 @@ def test_an_unreadable_journal_is_damage(approved: Path, state_dir: Path) -> Non
     assert problem.kind is ProblemKind.JOURNAL
     assert f"update journal {journal} cannot be read" in problem.message
     assert "then delete the journal" in problem.message
+
+
+def test_a_state_directory_the_system_cannot_take_is_a_problem_not_an_oserror(
+    tmp_path: Path,
+) -> None:
+    """check_state never raises for what it finds; a name longer than the file system's
+    limit made its first exists() raise OSError (issue 13)."""
+    directory = tmp_path / ("n" * 300)
+    report = check_state(directory)
+    [problem] = report.problems
+    assert problem.kind is ProblemKind.CORRUPT
+    assert problem.damaged
+    assert problem.message == (
+        f"the state directory {directory} cannot be examined (File name too long); pass a "
+        "state directory caplet can reach (--state-dir or CAPLET_STATE_DIR)"
+    )

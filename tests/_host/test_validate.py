@@ -300,3 +300,54 @@ def test_patterns_re2_cannot_run_are_refused(
     directory = write(make_plugin, modules=f"[modules.main.functions.point]\nreturns = {schema}\n")
     with pytest.raises(ManifestError, match=problem):
         compile_validators(load_manifest(directory))
+
+
+# -- values JSON does not have (issue 13) ----------------------------------------------------
+
+NON_JSON_SOURCE = """
+def create_functions(config):
+    def number(text):
+        return float(text)
+    return {"main": {"number": number}}
+"""
+NON_JSON_MODULES = """
+[modules.main.functions.number]
+args = { type = "array", prefixItems = [{ type = "string", pattern = "^[a-z]+$" }] }
+returns = { type = "number", multipleOf = 0.5 }
+"""
+
+
+@pytest.mark.parametrize("text", ["inf", "nan"])
+def test_a_non_json_result_is_invalid_output_not_a_foreign_error(
+    host: PluginHost, make_plugin: PluginFactory, text: str
+) -> None:
+    """jsonschema's multipleOf raises OverflowError for infinity and ValueError for NaN,
+    and both cross the channel as msgpack floats: the result is refused like any other
+    that breaks its schema, and counted."""
+    make_plugin("geo", source=NON_JSON_SOURCE, modules=textwrap.dedent(NON_JSON_MODULES))
+    host.discover()
+    assert host.enable("geo")
+    with pytest.raises(InvalidOutputError) as caught:
+        host.call("geo", "main.number", text)
+    error = "OverflowError" if text == "inf" else "ValueError"
+    assert (
+        "returned a value that does not match its declared returns schema: at $: the value "
+        f"cannot be checked against the schema ({error}): NaN, infinity and unpaired "
+        "surrogates are not JSON"
+    ) in str(caught.value)
+    assert host.breaker("geo").failures == 1
+
+
+def test_an_unpaired_surrogate_argument_is_refused_as_the_callers_mistake(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("geo", source=NON_JSON_SOURCE, modules=textwrap.dedent(NON_JSON_MODULES))
+    host.discover()
+    assert host.enable("geo")
+    with pytest.raises(LifecycleError) as caught:
+        host.call("geo", "main.number", "a\udc80")
+    assert "the arguments of main.number do not match its declared args schema" in str(caught.value)
+    assert "(UnicodeEncodeError): NaN, infinity and unpaired surrogates are not JSON" in str(
+        caught.value
+    )
+    assert host.breaker("geo").failures == 0

@@ -50,3 +50,13 @@ def test_a_key_under_another_id_is_refused(tmp_path: Path) -> None:
     (tmp_path / KEYRING_DIR / "0000000000000000.pub").write_text(key.file_text())
     with pytest.raises(StoreError, match=f"holds key {key.key_id_hex}, not 0000000000000000"):
         ring.keys()
+
+
+def test_a_state_directory_the_system_cannot_take_is_a_store_error(tmp_path: Path) -> None:
+    """A name longer than the file system's limit made is_dir() raise OSError (issue 13)."""
+    keyring = Keyring(tmp_path / ("n" * 300))
+    with pytest.raises(StoreError) as caught:
+        keyring.keys()
+    assert str(caught.value).startswith(f"the trusted keys in {tmp_path / ('n' * 300)}")
+    assert "cannot be listed (File name too long); check the state directory" in str(caught.value)
+    assert isinstance(caught.value.__cause__, OSError)

@@ -34,12 +34,12 @@ a resolved address.
 
 from __future__ import annotations
 
+import logging
 import math
 import socket
 import ssl
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Address, IPv6Address
@@ -60,11 +60,12 @@ from caplet._broker._model import BrokerDecision, HttpRequest, HttpResponse
 from caplet._broker._policy import NetworkPolicy
 from caplet._broker._resolver import Resolver
 from caplet._broker._system_resolver import SystemResolver
-from caplet._broker._urls import ParsedUrl, match_grant, parse_url
+from caplet._broker._urls import ParsedUrl, match_grant, parse_url, resolve_location
 from caplet._capabilities._model import NetHttpCapability
 from caplet._errors import (
     BlockedByPolicyError,
     BrokerError,
+    CapletError,
     ConnectionFailedError,
     DnsError,
     FetchTimeoutError,
@@ -76,7 +77,9 @@ from caplet._errors import (
 )
 from caplet._version import __version__
 
-__all__ = ["ALLOWED_METHODS", "DecisionSink", "HttpBroker"]
+__all__ = ["ALLOWED_METHODS", "INTERNAL_ERROR", "DecisionSink", "HttpBroker"]
+
+logger = logging.getLogger("caplet")
 
 #: TRACE (cross-site tracing) and CONNECT (a raw tunnel past every rule) are refused.
 ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -85,8 +88,16 @@ ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "O
 DecisionSink = Callable[[BrokerDecision], None]
 
 _T = TypeVar("_T", bound=BaseException)
+#: The category of a fetch that failed through a bug of caplet's (never the plugin's or
+#: the server's doing): a plain BrokerError, so callers need no new class.
+INTERNAL_ERROR = "internal error"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
+#: What the HTTP stack raises on a broken exchange (httpx maps httpcore's and h11's
+#: errors to HTTPError; the others reach through unmapped: a URL or header httpx
+#: will not build, a stream used wrongly, the OS's socket and TLS errors, text
+#: that does not decode). Each becomes a BrokerError in ``_translate``.
+_FOREIGN = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +227,36 @@ class HttpBroker:
         :class:`~caplet._errors.RedirectError` or
         :class:`~caplet._errors.ResponseError`.
         """
+        try:
+            return self._fetch(plugin, grants, request)
+        except CapletError:
+            raise
+        except Exception as exc:
+            # A bug of caplet's, not the plugin's nor the server's: the
+            # plugin gets a caplet error (never a foreign exception, which
+            # would kill its worker and escape the host's call), the log the
+            # traceback. Tests generate hostile answers and assert this
+            # never happens (tests/_broker/test_http_fuzz.py).
+            logger.exception("the HTTP broker failed on a fetch of plugin %r", plugin)
+            method = request.method.upper()[:16] if isinstance(request.method, str) else "?"
+            error = broker_error(
+                BrokerError,
+                plugin=plugin,
+                method=method,
+                url="",
+                reason=f"the broker failed unexpectedly ({type(exc).__name__}); the host "
+                "logged the details",
+                fix="report it as a caplet bug, with that log",
+                category=INTERNAL_ERROR,
+            )
+            self._record(
+                plugin, method, "", hop=0, allowed=False, outcome=INTERNAL_ERROR, detail=str(error)
+            )
+            raise error from exc
+
+    def _fetch(
+        self, plugin: str, grants: Sequence[NetHttpCapability], request: HttpRequest
+    ) -> HttpResponse:
         method = request.method.upper() if isinstance(request.method, str) else "?"
         try:
             hop, timeout_s, dropped = self._first_hop(plugin, request)
@@ -375,30 +416,24 @@ class HttpBroker:
     ) -> _Hop:
         """The next hop for a redirect answer (RFC 9110 15.4), checked for count and loops."""
         location = answer.location or ""
-        shown = hop.url.redacted()
         if hop.number >= self.policy.max_redirects:
             raise broker_error(
                 RedirectError,
                 plugin=plugin,
                 method=hop.method,
-                url=shown,
+                url=hop.url.redacted(),
                 reason=f"more than {self.policy.max_redirects} redirects",
                 fix="request the final URL directly",
                 category="too many redirects",
             )
-        try:
-            target = urllib.parse.urljoin(str(hop.url), location)
-        except ValueError as exc:
-            raise broker_error(
-                RedirectError,
-                plugin=plugin,
-                method=hop.method,
-                url=shown,
-                reason=f"the server redirected (status {answer.status}) to a Location that is "
-                f"not a URL",
-                fix="fix the server's Location header",
-            ) from exc
-        url = parse_url(target, plugin=plugin, max_length=self.policy.max_url_length)
+        url = resolve_location(
+            hop.url,
+            location,
+            plugin=plugin,
+            method=hop.method,
+            status=answer.status,
+            max_length=self.policy.max_url_length,
+        )
         method, body, headers = hop.method, hop.body, hop.headers
         if (answer.status == 303 and method != "HEAD") or (
             answer.status in (301, 302) and method == "POST"
@@ -521,39 +556,45 @@ class HttpBroker:
                 stream = info.get("return_value")
                 watchdog.attach(None if stream is None else stream.get_extra_info("socket"))
 
-        request = httpx.Request(
-            hop.method,
-            f"{url.scheme}://{number}:{url.port}{url.target}",
-            headers=[("Host", url.authority), *hop.headers, ("Accept-Encoding", "identity")],
-            content=hop.body or None,
-            extensions={
-                "timeout": {
-                    "connect": remaining,
-                    "read": remaining,
-                    "write": remaining,
-                    "pool": remaining,
-                },
-                # TLS sends this name and checks the certificate against it
-                # (httpcore's documented request extension), while the socket
-                # goes to the checked address in the URL.
-                "sni_hostname": url.host.strip("[]"),
-                "trace": trace,
-            },
-        )
-        transport = httpx.HTTPTransport(
-            verify=self._ssl_context,
-            trust_env=False,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=0),
-        )
         try:
-            with httpx.Client(transport=transport, trust_env=False) as client:
-                response = client.send(request, stream=True, follow_redirects=False)
+            request = httpx.Request(
+                hop.method,
+                f"{url.scheme}://{number}:{url.port}{url.target}",
+                headers=[("Host", url.authority), *hop.headers, ("Accept-Encoding", "identity")],
+                content=hop.body or None,
+                extensions={
+                    "timeout": {
+                        "connect": remaining,
+                        "read": remaining,
+                        "write": remaining,
+                        "pool": remaining,
+                    },
+                    # TLS sends this name and checks the certificate against it
+                    # (httpcore's documented request extension), while the socket
+                    # goes to the checked address in the URL.
+                    "sni_hostname": url.host.strip("[]"),
+                    "trace": trace,
+                },
+            )
+            # The transport, not an httpx.Client: a client parses a redirect's
+            # Location with httpx's own URL parser even when it does not follow
+            # it, and a Location it cannot parse (``http:x``) raised
+            # httpx.InvalidURL out of the fetch (issue 13). The broker reads
+            # Location itself, by caplet's rules (_urls.resolve_location).
+            with httpx.HTTPTransport(
+                verify=self._ssl_context,
+                trust_env=False,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=0),
+            ) as transport:
+                response = transport.handle_request(request)
                 try:
                     return self._read(plugin, hop, response, deadline)
                 finally:
                     watchdog.attach(None)
                     response.close()
-        except httpx.HTTPError as exc:
+        except BrokerError:
+            raise
+        except _FOREIGN as exc:
             raise self._translate(plugin, hop, exc, deadline, watchdog) from exc
 
     def _read(
@@ -563,12 +604,30 @@ class HttpBroker:
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in response.headers.raw
         )
-        location = response.headers.get("location")
-        if response.status_code in _REDIRECTS and location is not None:
-            return _Answer(response.status_code, headers, b"", location)
+        if response.status_code in _REDIRECTS:
+            locations = [value for name, value in headers if name.lower() == "location"]
+            if len(locations) > 1:
+                raise broker_error(
+                    RedirectError,
+                    plugin=plugin,
+                    method=hop.method,
+                    url=hop.url.redacted(),
+                    reason=f"the server redirected (status {response.status_code}) with "
+                    f"{len(locations)} Location headers, so where it leads is ambiguous",
+                    fix="fix the server's redirect",
+                )
+            if locations:
+                return _Answer(response.status_code, headers, b"", locations[0])
         limit = self.policy.max_response_bytes
         declared = response.headers.get("content-length", "")
-        if hop.method != "HEAD" and declared.isdigit() and int(declared) > limit:
+        # isascii: '²'.isdigit() is True, and int('²') raises; so does int() of
+        # more than 4300 digits (a length no limit comes near).
+        if (
+            hop.method != "HEAD"
+            and declared.isascii()
+            and declared.isdigit()
+            and (len(declared) > 18 or int(declared) > limit)
+        ):
             raise self._too_large(plugin, hop, f"declares {int(declared)} bytes")
         body = bytearray()
         budget = self._limiter.budget_left(plugin)
@@ -620,11 +679,12 @@ class HttpBroker:
         self,
         plugin: str,
         hop: _Hop,
-        exc: httpx.HTTPError,
+        exc: Exception,
         deadline: _Deadline,
         watchdog: _Watchdog,
     ) -> BrokerError | _NotConnectedError:
-        """Map an httpx error to a category; never quote its text (it may hold an address)."""
+        """Map an error of the HTTP stack (``_FOREIGN``) to a category; never quote its
+        text (it may hold an address)."""
         where = {"plugin": plugin, "method": hop.method, "url": hop.url.redacted()}
         if isinstance(exc, httpx.TimeoutException) or watchdog.fired or deadline.expired:
             return self._timeout(plugin, hop, deadline)
@@ -632,13 +692,16 @@ class HttpBroker:
         if tls is not None:
             if isinstance(tls, ssl.SSLCertVerificationError):
                 reason = f"the server's certificate was refused ({tls.verify_message})"
-            else:
+            elif isinstance(exc, httpx.ConnectError):
                 reason = f"the TLS handshake failed ({tls.reason or type(tls).__name__})"
+            else:
+                reason = f"the TLS connection failed ({tls.reason or type(tls).__name__})"
             return broker_error(
                 TlsError,
                 **where,
                 reason=reason,
-                fix="the server must present a valid certificate for this host name",
+                fix="the server must present a valid certificate for this host name and "
+                "speak TLS correctly",
             )
         if isinstance(exc, httpx.ConnectError):
             refused = _cause(exc, ConnectionRefusedError) is not None
@@ -653,7 +716,9 @@ class HttpBroker:
                     category="connection refused" if refused else None,
                 )
             )
-        if isinstance(exc, httpx.RemoteProtocolError):
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.StreamError | ValueError):
+            # A ValueError (a UnicodeError among them) that reaches here unmapped
+            # comes from reading what the server sent.
             return broker_error(
                 ResponseError,
                 **where,
@@ -661,7 +726,7 @@ class HttpBroker:
                 "connection early",
                 fix="check the server",
             )
-        if isinstance(exc, httpx.NetworkError):
+        if isinstance(exc, httpx.NetworkError | OSError):
             return broker_error(
                 ConnectionFailedError,
                 **where,

@@ -9,7 +9,8 @@ is not a valid address is refused; dot segments (also percent-encoded ones)
 are removed from the path (RFC 3986 5.2.4) and percent-encoded unreserved
 characters decoded (RFC 3986 6.2.2.2), so ``/v1/../admin`` cannot pass as
 ``/v1``. Then :func:`match_grant` checks the result against the plugin's
-approved ``net.http`` capabilities.
+approved ``net.http`` capabilities. A redirect's ``Location`` goes through
+the same rules (:func:`resolve_location`), as the server sent it.
 
 Refused outright: anything but http/https, credentials (``user:pass@``),
 control, format and whitespace characters, backslashes (WHATWG URL parsers
@@ -34,7 +35,7 @@ from caplet._broker._messages import broker_error
 from caplet._capabilities._model import NetHttpCapability
 from caplet._errors import BlockedByPolicyError, InvalidUrlError
 
-__all__ = ["DEFAULT_PORTS", "ParsedUrl", "match_grant", "parse_url"]
+__all__ = ["DEFAULT_PORTS", "ParsedUrl", "match_grant", "parse_url", "resolve_location"]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -104,12 +105,87 @@ def parse_url(text: object, *, plugin: str, max_length: int) -> ParsedUrl:
     No other exception escapes, whatever ``text`` holds (a property test
     checks it).
     """
+    try:
+        return _parse(text, max_length)
+    except _RefusedUrlError as refusal:
+        raise broker_error(
+            InvalidUrlError,
+            plugin=plugin,
+            method="",
+            url="",
+            reason=f"URL {refusal.shown}: {refusal.reason}" if refusal.shown else refusal.reason,
+            fix=refusal.fix,
+        ) from None
+
+
+def resolve_location(
+    base: ParsedUrl, location: str, *, plugin: str, method: str, status: int, max_length: int
+) -> ParsedUrl:
+    """The URL a redirect's ``Location`` leads to from ``base``, by the rules of :func:`parse_url`.
+
+    The server's text is checked as it was sent (the standard library's
+    ``urljoin`` silently drops tabs, newlines and leading spaces, which would
+    hide what the server wrote), resolved against ``base`` as RFC 3986 5.2
+    says (non-strict: ``http:x`` is relative to an ``http`` base, as the
+    WHATWG URL Standard reads it too), and the result parsed by
+    :func:`parse_url`'s rules. A Location is never handed to httpx, whose
+    parser would raise its own exceptions (issue 13). Raises
+    :class:`InvalidUrlError` naming the Location; no other exception escapes.
+    """
+    shown = _show(location)
+    try:
+        _check_characters(location, shown, max_length)
+        try:
+            target = urllib.parse.urljoin(str(base), location)
+        except ValueError as exc:  # an unbalanced '[' in the authority
+            raise _invalid(shown, "the URL does not parse") from exc
+        return _parse(target, max_length)
+    except _RefusedUrlError as refusal:
+        raise broker_error(
+            InvalidUrlError,
+            plugin=plugin,
+            method=method,
+            url=base.redacted(),
+            reason=f"the server redirected (status {status}) to Location {shown}, which caplet "
+            f"refuses: {refusal.reason}",
+            fix="the redirect was not followed (the server must send a Location that is a plain "
+            "http(s) URL or path; request the final URL directly)",
+        ) from None
+
+
+def _parse(text: object, max_length: int) -> ParsedUrl:
     if not isinstance(text, str):
-        raise _invalid(plugin, "", f"the URL must be a string, not {type(text).__name__}")
+        raise _invalid("", f"the URL must be a string, not {type(text).__name__}")
     shown = _show(text)
+    _check_characters(text, shown, max_length)
+    scheme, sep, _ = text.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in DEFAULT_PORTS:
+        raise _invalid(shown, "only absolute http:// and https:// URLs are allowed")
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:  # an unbalanced '[' in the authority
+        raise _invalid(shown, "the URL does not parse", _URL_FIX) from exc
+    if "@" in parts.netloc:
+        raise _invalid(
+            shown,
+            "the URL contains credentials ('user@' or 'user:password@')",
+            "send credentials in a header (Authorization), never in the URL",
+        )
+    host, ip, port = _parse_authority(parts.netloc, scheme, shown)
+    if not parts.path.isascii() or not parts.query.isascii():
+        raise _invalid(
+            shown, "the path or query contains non-ASCII characters", "percent-encode them"
+        )
+    path = _normalise_path(parts.path, shown)
+    _check_escapes(parts.query, shown)
+    return ParsedUrl(scheme, host, port, path, parts.query, ip)
+
+
+def _check_characters(text: str, shown: str, max_length: int) -> None:
+    """The length, and no control, format, whitespace or backslash character."""
     if len(text) > max_length:
         raise _invalid(
-            plugin,
             shown,
             f"the URL is {len(text)} characters long; the limit is {max_length}",
             "shorten it (move data into the request body)",
@@ -118,38 +194,12 @@ def parse_url(text: object, *, plugin: str, max_length: int) -> ParsedUrl:
         category = unicodedata.category(char)
         if category in ("Cc", "Cf") or category.startswith("Z"):
             raise _invalid(
-                plugin,
                 shown,
                 f"the URL contains a control, invisible or whitespace character U+{ord(char):04X}",
                 "percent-encode it (%20 for a space)",
             )
     if "\\" in text:
-        raise _invalid(
-            plugin, shown, "the URL contains a backslash", "use '/' or percent-encode it as %5C"
-        )
-    scheme, sep, _ = text.partition("://")
-    scheme = scheme.lower()
-    if not sep or scheme not in DEFAULT_PORTS:
-        raise _invalid(plugin, shown, "only absolute http:// and https:// URLs are allowed")
-    try:
-        parts = urllib.parse.urlsplit(text)
-    except ValueError as exc:  # an unbalanced '[' in the authority
-        raise _invalid(plugin, shown, "the URL does not parse", _URL_FIX) from exc
-    if "@" in parts.netloc:
-        raise _invalid(
-            plugin,
-            shown,
-            "the URL contains credentials ('user@' or 'user:password@')",
-            "send credentials in a header (Authorization), never in the URL",
-        )
-    host, ip, port = _parse_authority(parts.netloc, scheme, plugin, shown)
-    if not parts.path.isascii() or not parts.query.isascii():
-        raise _invalid(
-            plugin, shown, "the path or query contains non-ASCII characters", "percent-encode them"
-        )
-    path = _normalise_path(parts.path, plugin, shown)
-    _check_escapes(parts.query, plugin, shown)
-    return ParsedUrl(scheme, host, port, path, parts.query, ip)
+        raise _invalid(shown, "the URL contains a backslash", "use '/' or percent-encode it as %5C")
 
 
 def match_grant(
@@ -246,15 +296,18 @@ def _under(host: str, suffix: str) -> bool:
     return host.endswith("." + suffix)
 
 
-def _invalid(plugin: str, shown: str, reason: str, fix: str = _URL_FIX) -> InvalidUrlError:
-    return broker_error(
-        InvalidUrlError,
-        plugin=plugin,
-        method="",
-        url="",
-        reason=f"URL {shown}: {reason}" if shown else reason,
-        fix=fix,
-    )
+class _RefusedUrlError(Exception):
+    """Why a URL is refused; the public functions turn it into the right error."""
+
+    def __init__(self, shown: str, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.shown = shown
+        self.reason = reason
+        self.fix = fix
+
+
+def _invalid(shown: str, reason: str, fix: str = _URL_FIX) -> _RefusedUrlError:
+    return _RefusedUrlError(shown, reason, fix)
 
 
 def _show(text: str) -> str:
@@ -264,22 +317,20 @@ def _show(text: str) -> str:
     return repr(shown)
 
 
-def _parse_authority(
-    netloc: str, scheme: str, plugin: str, shown: str
-) -> tuple[str, IPAddress | None, int]:
+def _parse_authority(netloc: str, scheme: str, shown: str) -> tuple[str, IPAddress | None, int]:
     """Split ``host[:port]`` and normalise both."""
     if netloc.startswith("["):
         inner, sep, rest = netloc[1:].partition("]")
         if not sep or (rest and not rest.startswith(":")):
-            raise _invalid(plugin, shown, "the IPv6 address is not closed by ']'")
+            raise _invalid(shown, "the IPv6 address is not closed by ']'")
         port_text = rest[1:] if rest else None
         if "%" in inner:
-            raise _invalid(plugin, shown, "IPv6 zone ids ('%eth0') are not allowed")
+            raise _invalid(shown, "IPv6 zone ids ('%eth0') are not allowed")
         try:
             address = IPv6Address(inner)
         except ValueError as exc:
             raise _invalid(
-                plugin, shown, "the bracketed host is not an IPv6 address", "write [2001:db8::1]"
+                shown, "the bracketed host is not an IPv6 address", "write [2001:db8::1]"
             ) from exc
         host: str = f"[{address.compressed}]"
         ip: IPAddress | None = address
@@ -288,29 +339,28 @@ def _parse_authority(
         if not sep:
             host_text, port_text_raw = netloc, ""
         port_text = port_text_raw if sep else None
-        host, ip = _normalise_host(host_text, plugin, shown)
-    return host, ip, _parse_port(port_text, scheme, plugin, shown)
+        host, ip = _normalise_host(host_text, shown)
+    return host, ip, _parse_port(port_text, scheme, shown)
 
 
-def _parse_port(text: str | None, scheme: str, plugin: str, shown: str) -> int:
+def _parse_port(text: str | None, scheme: str, shown: str) -> int:
     if not text:  # RFC 3986 3.2.3: an empty port means the scheme's default
         return DEFAULT_PORTS[scheme]
     if not (text.isascii() and text.isdigit()) or len(text) > 5 or not 1 <= int(text) <= 65535:
-        raise _invalid(plugin, shown, f"invalid port {text!r}; expected a number from 1 to 65535")
+        raise _invalid(shown, f"invalid port {text!r}; expected a number from 1 to 65535")
     return int(text)
 
 
-def _normalise_host(text: str, plugin: str, shown: str) -> tuple[str, IPAddress | None]:
+def _normalise_host(text: str, shown: str) -> tuple[str, IPAddress | None]:
     if not text:
-        raise _invalid(plugin, shown, "the URL has no host")
+        raise _invalid(shown, "the URL has no host")
     idna_error = _invalid(
-        plugin,
         shown,
         "the host is not a valid internationalised domain name (IDNA)",
         "write the host in its 'xn--' punycode form, as idna.encode() gives it",
     )
     if "%" in text:
-        raise _invalid(plugin, shown, "the host is percent-encoded", "write the host name plainly")
+        raise _invalid(shown, "the host is percent-encoded", "write the host name plainly")
     if text.isascii():
         host = text.lower()
     else:
@@ -322,12 +372,11 @@ def _normalise_host(text: str, plugin: str, shown: str) -> tuple[str, IPAddress 
         host = host[:-1]  # the root label (RFC 1034 3.1): 'a.com.' is 'a.com'
     labels = host.split(".")
     if not host or "" in labels:
-        raise _invalid(plugin, shown, "the host has an empty label ('..' or a leading '.')")
+        raise _invalid(shown, "the host has an empty label ('..' or a leading '.')")
     if _ends_in_number(labels[-1]):
         address = _parse_ipv4(labels)
         if address is None:
             raise _invalid(
-                plugin,
                 shown,
                 "the host looks like a numeric IPv4 address but is not a valid one",
                 "write an address as a dotted quad (203.0.113.7) or use a DNS name",
@@ -342,7 +391,6 @@ def _normalise_host(text: str, plugin: str, shown: str) -> tuple[str, IPAddress 
             raise idna_error from exc
     if len(host) > 253 or any(len(label) > 63 or not set(label) <= _HOST_CHARS for label in labels):
         raise _invalid(
-            plugin,
             shown,
             "the host is not a valid DNS name (labels of 1-63 letters, digits, '-' or '_', "
             "at most 253 characters)",
@@ -399,13 +447,12 @@ def _parse_ipv4_number(label: str) -> int | None:
     return int(digits, radix)
 
 
-def _check_escapes(text: str, plugin: str, shown: str) -> None:
+def _check_escapes(text: str, shown: str) -> None:
     """Every ``%`` starts a two-hex-digit escape (RFC 3986 2.1); servers differ on the rest."""
     index = text.find("%")
     while index >= 0:
         if len(text) < index + 3 or not set(text[index + 1 : index + 3]) <= _HEX:
             raise _invalid(
-                plugin,
                 shown,
                 "the URL contains a '%' that does not start a two-digit hex escape",
                 "write a literal '%' as %25",
@@ -429,9 +476,9 @@ def _normalise_escapes(text: str) -> str:
     return "".join(out)
 
 
-def _normalise_path(path: str, plugin: str, shown: str) -> str:
+def _normalise_path(path: str, shown: str) -> str:
     """Normalise escapes, then remove dot segments (RFC 3986 5.2.4)."""
-    _check_escapes(path, plugin, shown)
+    _check_escapes(path, shown)
     if not path:
         return "/"
     segments = _normalise_escapes(path).split("/")[1:]
@@ -442,9 +489,7 @@ def _normalise_path(path: str, plugin: str, shown: str) -> str:
         if core in (".", "..") and segment != core:
             # Tomcat and others strip ';params' before resolving dot segments,
             # so '/v1/..;/admin' climbs out of '/v1' on those servers.
-            raise _invalid(
-                plugin, shown, "a dot segment carries ';' parameters ('..;')", "remove them"
-            )
+            raise _invalid(shown, "a dot segment carries ';' parameters ('..;')", "remove them")
         if segment == ".":
             if last:
                 out.append("")

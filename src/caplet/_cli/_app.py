@@ -2,8 +2,8 @@
 
 Each command parses its arguments, calls the library, renders the result
 (rich for people, ``--json`` for programs) and maps the outcome to an exit
-code. Only :class:`CapletError` is caught; anything else is a bug and gets
-a traceback.
+code. Only :class:`CapletError` is caught by the commands; anything else is
+a bug, which ``main()`` reports in one line (caplet._cli._internal).
 
 Exit codes (also in README and ``caplet --help``):
 
@@ -13,7 +13,9 @@ Exit codes (also in README and ``caplet --help``):
 * 3: the environment or state failed (state database, a lock file that
   cannot be written, a full disk, worker start, a broken ``CAPLET_LLM_*``
   setting or an API key the provider refuses, an update that could not be
-  rolled back), or ``caplet doctor --check-state`` found the state damaged.
+  rolled back), or ``caplet doctor --check-state`` found the state damaged;
+* 70: an internal error, a bug of caplet's (one line; ``CAPLET_DEBUG=1``
+  shows the traceback).
 
 ``caplet shell`` on a terminal exits 0 when left (``/exit``, ``/quit``,
 Ctrl-D) whatever failed inside it; reading commands from a pipe, it exits
@@ -53,6 +55,8 @@ from caplet._atomic import atomic_write
 from caplet._audit._model import Verdict
 from caplet._capabilities._lint import lint_composition
 from caplet._capabilities._model import Capability
+from caplet._cli._arguments import usable_path, usable_text
+from caplet._cli._internal import EXIT_INTERNAL, debug_enabled, report_internal_error
 from caplet._cli._prompt import NoInputPrompter, RichPrompter
 from caplet._cli._render import (
     JSONValue,
@@ -129,7 +133,15 @@ from caplet._trust._signing import (
 from caplet._trust._store import Decision
 from caplet._version import __version__
 
-__all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_STATE", "EXIT_USAGE", "app", "main"]
+__all__ = [
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_STATE",
+    "EXIT_USAGE",
+    "app",
+    "main",
+]
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -155,7 +167,7 @@ app = typer.Typer(
     help=(
         "Capability-scoped plugins: scan, audit, approve and run untrusted plugins, each in "
         "its own worker.\n\nExit codes: 0 ok; 1 refused, failed or findings; 2 usage error; "
-        "3 state or environment error."
+        "3 state or environment error; 70 internal error (a bug: CAPLET_DEBUG=1 shows it)."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -170,6 +182,7 @@ PluginsDir = Annotated[
         envvar="CAPLET_PLUGINS_DIR",
         help="Directory holding one folder per plugin.",
         show_default=True,
+        callback=usable_path,
     ),
 ]
 StateDir = Annotated[
@@ -178,6 +191,7 @@ StateDir = Annotated[
         "--state-dir",
         envvar="CAPLET_STATE_DIR",
         help="Where approvals, audits and the decision log live (default: the user state dir).",
+        callback=usable_path,
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")]
@@ -187,6 +201,7 @@ LockfileOption = Annotated[
         "--lockfile",
         envvar="CAPLET_LOCKFILE",
         help="The lock file (default: caplet.lock beside the plugins directory).",
+        callback=usable_path,
     ),
 ]
 LockedOption = Annotated[
@@ -198,7 +213,7 @@ LockedOption = Annotated[
     ),
 ]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-Name = Annotated[str, typer.Argument(help="Plugin name.")]
+Name = Annotated[str, typer.Argument(help="Plugin name.", callback=usable_text)]
 
 _DEFAULT_PLUGINS = Path("plugins")
 
@@ -454,7 +469,8 @@ def scan_command(
         FailOn, typer.Option("--fail-on", help="Exit 1 on uncovered findings at or above this.")
     ] = FailOn.danger,
     sarif: Annotated[
-        Path | None, typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file.")
+        Path | None,
+        typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file.", callback=usable_path),
     ] = None,
     rules: Annotated[
         bool, typer.Option("--rules", help="List the rule catalogue and exit.")
@@ -873,10 +889,13 @@ def _doctor_state(
 @app.command("log")
 def log_command(
     name: Annotated[
-        str | None, typer.Argument(help="Only this plugin's decisions (default: all).")
+        str | None,
+        typer.Argument(help="Only this plugin's decisions (default: all).", callback=usable_text),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=0, help="How many entries, newest first.")
+        int,
+        # max: SQLite's INTEGER range (a larger one raised OverflowError, issue 13).
+        typer.Option("--limit", "-n", min=0, max=2**63 - 1, help="How many entries, newest first."),
     ] = 50,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
@@ -1288,7 +1307,7 @@ def demo_command(
 
 @app.command("new")
 def new_command(
-    name: Annotated[str, typer.Argument(help="Plugin name (kebab-case).")],
+    name: Annotated[str, typer.Argument(help="Plugin name (kebab-case).", callback=usable_text)],
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     as_json: JsonFlag = False,
 ) -> None:
@@ -1350,7 +1369,10 @@ def _print_entry(out: _Out, entry: LockEntry, declared: Sequence[str]) -> None:
 @app.command("lock")
 def lock_command(
     name: Annotated[
-        str | None, typer.Argument(help="Pin only this plugin (default: every approved one).")
+        str | None,
+        typer.Argument(
+            help="Pin only this plugin (default: every approved one).", callback=usable_text
+        ),
     ] = None,
     withhold: Annotated[
         list[str] | None,
@@ -1558,20 +1580,27 @@ def update_command(
 
 @app.command("keygen")
 def keygen_command(
-    prefix: Annotated[Path, typer.Argument(help="Writes PREFIX.key (private) and PREFIX.pub.")],
+    prefix: Annotated[
+        Path,
+        typer.Argument(help="Writes PREFIX.key (private) and PREFIX.pub.", callback=usable_path),
+    ],
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a minisign-compatible Ed25519 key pair for signing plugins (unencrypted, 0600)."""
     out = _Out(as_json)
-    secret_path = prefix.with_name(prefix.name + ".key")
-    public_path = prefix.with_name(prefix.name + ".pub")
     with _handled(out):
-        for path in (secret_path, public_path):
-            if path.exists() and not force:
-                raise SignatureError(f"{path} exists; pass --force to overwrite it")
+        if not prefix.name:
+            raise SignatureError(
+                f"PREFIX {str(prefix)!r} names no file; pass a path such as keys/publisher"
+            )
+        secret_path = prefix.with_name(prefix.name + ".key")
+        public_path = prefix.with_name(prefix.name + ".pub")
         secret = generate_keypair()
         try:
+            for path in (secret_path, public_path):
+                if path.exists() and not force:
+                    raise SignatureError(f"{path} exists; pass --force to overwrite it")
             atomic_write(secret_path, secret.file_text().encode("ascii"), mode=0o600)
             atomic_write(public_path, secret.public_key.file_text().encode("ascii"), mode=0o644)
         except OSError as exc:
@@ -1610,7 +1639,9 @@ def _read_text(path: Path, what: str) -> str:
 @app.command("sign")
 def sign_command(
     name: Name,
-    key: Annotated[Path, typer.Option("--key", help="A minisign secret key file.")],
+    key: Annotated[
+        Path, typer.Option("--key", help="A minisign secret key file.", callback=usable_path)
+    ],
     password_env: Annotated[
         str | None,
         typer.Option("--password-env", help="Read an encrypted key's password from this variable."),
@@ -1761,6 +1792,7 @@ def selftest_command(
             "--write",
             help="Also write the Markdown table to this file (between its selftest markers "
             "when it has them, e.g. docs/security.md).",
+            callback=usable_path,
         ),
     ] = None,
     list_cases: Annotated[
@@ -1846,5 +1878,16 @@ def main() -> None:
     """
     logger = logging.getLogger("caplet")
     if not any(isinstance(h, TerminalLogHandler) for h in logger.handlers):
-        logger.addHandler(TerminalLogHandler(cli_console(stderr=True)))
-    app(prog_name="caplet")
+        logger.addHandler(TerminalLogHandler(cli_console(stderr=True), debug=debug_enabled()))
+    as_json = "--json" in sys.argv[1:]
+    try:
+        app(prog_name="caplet")
+    except CapletError as exc:  # raised outside a command's _handled block: the same answer
+        try:
+            _fail(_Out(as_json), exc)
+        except typer.Exit as done:
+            sys.exit(done.exit_code)
+    except Exception as exc:
+        # Anything else is a bug of caplet's (issue 13): one line, no traceback
+        # unless CAPLET_DEBUG=1, exit 70 (caplet._cli._internal).
+        sys.exit(report_internal_error(exc, as_json=as_json))

@@ -102,12 +102,21 @@ class TerminalLogHandler(logging.Handler):
     like everything else the CLI shows.
     """
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, debug: bool = False) -> None:
         super().__init__(logging.WARNING)
         self.console = console
+        self.debug = debug
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.console.print(plain(self.format(record), multiline=True), soft_wrap=True)
+            if self.debug or record.exc_info is None:
+                text = self.format(record)
+            else:
+                # A traceback is for whoever fixes caplet (CAPLET_DEBUG=1): the
+                # host logs one with each failure of its own (issue 13).
+                error = record.exc_info[1]
+                name = type(error).__name__ if error is not None else "error"
+                text = f"{record.getMessage()} ({name}; CAPLET_DEBUG=1 shows the traceback)"
+            self.console.print(plain(text, multiline=True), soft_wrap=True)
         except Exception:  # pragma: no cover - logging must never raise into the caller
             self.handleError(record)

@@ -71,15 +71,23 @@ def scaffold(plugins_dir: Path, name: str) -> Path:
             path=str(target),
             field="name",
         )
-    if target.exists():
-        raise ManifestError(
-            f"{target} already exists; choose another name or remove it first", path=str(target)
-        )
     module = name.replace("-", "_")
     values = {"name": name, "module": module, "title": name.replace("-", " ").capitalize()}
-    target.mkdir(parents=True)
-    (target / "plugin.toml").write_text(_MANIFEST.format(**values), encoding="utf-8")
-    (target / "plugin.py").write_text(_SOURCE.format(**values), encoding="utf-8")
-    (target / "README.md").write_text(_README.format(**values), encoding="utf-8")
+    try:
+        if target.exists():
+            raise ManifestError(
+                f"{target} already exists; choose another name or remove it first",
+                path=str(target),
+            )
+        target.mkdir(parents=True)
+        (target / "plugin.toml").write_text(_MANIFEST.format(**values), encoding="utf-8")
+        (target / "plugin.py").write_text(_SOURCE.format(**values), encoding="utf-8")
+        (target / "README.md").write_text(_README.format(**values), encoding="utf-8")
+    except OSError as exc:  # a name too long for the file system, no permission, a full disk
+        raise ManifestError(
+            f"cannot create the plugin folder {str(target)[:300]} ({exc.strerror}); check that "
+            f"{plugins_dir} is writable, or choose a shorter name",
+            path=str(target),
+        ) from exc
     load_manifest(target)  # the scaffold must always validate; fail loudly if it ever does not
     return target

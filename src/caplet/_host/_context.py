@@ -52,6 +52,7 @@ from caplet._errors import (
     StoreError,
 )
 from caplet._host._apps import AppRegistry
+from caplet._host._failures import request_failure
 from caplet._host._kv import KvService
 from caplet._host._plugin_log import PluginLog
 from caplet._host._records import PluginInfo, PluginState
@@ -236,6 +237,8 @@ class PluginRequests:
     def __call__(self, request: ContextRequest, deadline: float) -> WireValue:
         try:
             return self._serve(request, deadline)
+        except (ContextError, BrokerError):
+            raise  # the refusals the plugin is meant to see
         except StoreError as exc:
             logger.warning(
                 "ctx.%s of plugin %r failed in the state store: %s",
@@ -249,6 +252,11 @@ class PluginRequests:
                 plugin=self.plugin,
                 category="host error",
             ) from exc
+        except Exception as exc:
+            # Anything else is a bug of the host's (issue 13): the plugin gets a
+            # ContextError and its worker lives on; any other exception would
+            # kill the worker and leave host.call as itself.
+            raise request_failure(self.plugin, f"ctx.{request.op.value}", exc) from exc
 
     def _serve(self, request: ContextRequest, deadline: float) -> WireValue:
         op = request.op

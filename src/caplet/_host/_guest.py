@@ -33,6 +33,7 @@ agent feeds all of them back to its model. Raised are only a bad request
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 import tempfile
@@ -47,6 +48,7 @@ from caplet._errors import (
     ProtocolError,
     SandboxError,
     WorkerCrashedError,
+    WorkerStartError,
 )
 from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._guest_limits import GuestLimits
@@ -66,6 +68,8 @@ from caplet._sandbox._launcher import Launcher, RequestHandler, Worker, WorkerSp
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 
 __all__ = ["CRASHED_TYPE", "TIMEOUT_TYPE", "GuestRunner"]
+
+logger = logging.getLogger("caplet")
 
 #: ``GuestResult.error_type`` of a snippet killed at its deadline.
 TIMEOUT_TYPE: Final = "TimeoutError"
@@ -132,6 +136,20 @@ class GuestRunner:
             return self._snapshot.path
 
     def _start(self) -> _GuestWorker:
+        """A started guest worker; only the sandbox layer's errors escape (WorkerStartError)."""
+        try:
+            return self._start_worker()
+        except SandboxError:
+            raise
+        except Exception as exc:
+            # The runner's snapshot or the working directory could not be made
+            # (a full disk, a run directory removed behind the host's back).
+            raise WorkerStartError(
+                f"guest code: no sandbox could be started ({type(exc).__name__}: {exc}); "
+                "check the host's temporary directory (free space, permissions)"
+            ) from exc
+
+    def _start_worker(self) -> _GuestWorker:
         limits = self.limits
         snapshot = self._runner()
         workdir = Path(tempfile.mkdtemp(prefix="guest-work-", dir=self._run_dir))
@@ -274,6 +292,16 @@ class GuestRunner:
             )
         except SandboxError as exc:
             return _failed(GuestStatus.CRASHED, CRASHED_TYPE, f"the snippet failed: {_short(exc)}")
+        except Exception as exc:
+            # A bug of the host's, never the snippet's doing (issue 13): still a
+            # result, since exec never raises for what happened while it ran.
+            logger.exception("guest code: the host failed while a snippet ran")
+            return _failed(
+                GuestStatus.CRASHED,
+                CRASHED_TYPE,
+                f"the host failed while the snippet ran ({type(exc).__name__}); its output is "
+                "lost; the host logged the details (report it as a caplet bug if it repeats)",
+            )
         finally:
             # One worker, one snippet: whatever happened, this one is done.
             self.pool.discard(guest)

@@ -43,6 +43,7 @@ from caplet._errors import (
     StoreError,
     WorkerCrashedError,
 )
+from caplet._host._failures import request_failure
 from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._validate import FunctionValidator, first_error
 from caplet._sandbox._guest_wire import GUEST_PLUGIN
@@ -102,6 +103,8 @@ class GuestRequests:
     def __call__(self, request: ContextRequest, deadline: float) -> WireValue:
         try:
             return self._serve(request, deadline)
+        except (ContextError, BrokerError):
+            raise  # the refusals the guest is meant to see
         except StoreError as exc:
             # The permission log could not be written (a locked database):
             # the guest learns the host failed, not the host's details.
@@ -112,6 +115,10 @@ class GuestRequests:
                 plugin=GUEST_PLUGIN,
                 category="host error",
             ) from exc
+        except Exception as exc:
+            # A bug of the host's (issue 13): the guest gets a ContextError, and
+            # host.exec a result; any other exception would escape host.exec.
+            raise request_failure(GUEST_PLUGIN, request.op.value, exc) from exc
 
     def _serve(self, request: ContextRequest, deadline: float) -> WireValue:
         if request.op is not ContextOp.GUEST_CALL:

@@ -78,6 +78,7 @@ from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
 from caplet._host._breaker import CircuitBreaker, Trip
 from caplet._host._context import ContextBroker, PluginRequests
+from caplet._host._failures import call_failure
 from caplet._host._guest import GuestRunner
 from caplet._host._guest_catalog import GuestCatalog, guest_catalog
 from caplet._host._guest_prompt import system_message
@@ -572,6 +573,12 @@ class PluginHost:
         except SandboxError as exc:
             self._failed(name, target, running.breaker, exc, running)
             raise
+        except Exception as exc:
+            if isinstance(exc, CapletError):
+                raise
+            error = call_failure(name, target, exc, started=True)
+            self._failed(name, target, running.breaker, error, running)
+            raise error from exc
         if running.breaker.failures:
             running.breaker.record_success()
         return value
@@ -627,6 +634,15 @@ class PluginHost:
             if not self._failed(name, target, breaker, exc, running):
                 breaker.cancel_probe()
             raise
+        except Exception as exc:
+            if isinstance(exc, CapletError):
+                breaker.cancel_probe()  # not the plugin's doing, as below
+                raise
+            # Never a foreign exception out of a call (issue 13): a failure of
+            # the host on this call counts like the failure it stands for.
+            error = call_failure(name, target, exc, started=running is not None)
+            self._failed(name, target, breaker, error, running)
+            raise error from exc
         except BaseException:
             # Not the plugin's doing (not enabled, undeclared, bad arguments,
             # interrupted): no verdict, so a half-open breaker probes again.

@@ -63,6 +63,7 @@ from caplet._errors import (
     CapabilityError,
     CapletError,
     ConfigError,
+    HostError,
     LockedModeError,
     LockfileError,
     ManifestError,
@@ -229,10 +230,19 @@ class PluginManager:
         recover(self.state_dir, self.store)
         self._broken = []
         found: dict[str, tuple[Manifest, str, PluginSource]] = {}
-        if not self.plugins_dir.is_dir():
+        try:
+            exists = self.plugins_dir.is_dir()
+            entries = sorted(self.plugins_dir.iterdir()) if exists else []
+        except OSError as exc:  # a name too long, no permission to list it (issue 13)
+            raise HostError(
+                f"plugins directory {str(self.plugins_dir)[:200]!r} cannot be read "
+                f"({exc.strerror or type(exc).__name__}); pass a directory caplet can list "
+                "(--plugins-dir or CAPLET_PLUGINS_DIR)"
+            ) from exc
+        if not exists:
             logger.info("plugins directory %s does not exist; no plugins", self.plugins_dir)
         else:
-            for directory in sorted(self.plugins_dir.iterdir()):
+            for directory in entries:
                 if not directory.is_dir() or directory.is_symlink():
                     continue
                 if directory.name.startswith(".") or directory.name in _SKIPPED_DIRS:

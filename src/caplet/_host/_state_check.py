@@ -116,10 +116,22 @@ def check_state(
     lock_path = Path(lockfile) if lockfile is not None else None
     database = directory / DB_FILENAME
     problems: list[StateProblem] = []
-    has_database = database.exists() or database.is_symlink()
+    try:
+        has_database = database.exists() or database.is_symlink()
+        is_directory = directory.is_dir()
+    except OSError as exc:  # a name too long for the file system, no permission (issue 13)
+        problem = StateProblem(
+            kind=ProblemKind.CORRUPT,
+            path=str(directory),
+            message=f"the state directory {directory} cannot be examined ({exc.strerror}); "
+            "pass a state directory caplet can reach (--state-dir or CAPLET_STATE_DIR)",
+        )
+        return StateReport(
+            state_dir=directory, database=None, lockfile=lock_path, problems=(problem,)
+        )
     if has_database:
         problems += _check_database(directory)
-    if directory.is_dir():
+    if is_directory:
         problems += _check_keyring(directory)
         problems += check_journals(directory)
         for folder in (directory, directory / JOURNAL_DIR, directory / KEYRING_DIR):

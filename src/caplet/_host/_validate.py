@@ -307,6 +307,17 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
         # compile_validators rules both out; should a schema still get here,
         # the call fails with a message rather than a foreign exception.
         return "$", f"the schema cannot be evaluated ({type(exc).__name__})", "/"
+    except (OverflowError, ValueError) as exc:
+        # Values JSON does not have, which still cross the channel (msgpack
+        # floats, an application's str): jsonschema's multipleOf raises
+        # OverflowError for infinity and ValueError for NaN, RE2 a
+        # UnicodeEncodeError for a lone surrogate (issue 13). Refused.
+        return (
+            "$",
+            f"the value cannot be checked against the schema ({type(exc).__name__}): NaN, "
+            "infinity and unpaired surrogates are not JSON",
+            "/",
+        )
     if error is None:  # pragma: no cover - is_valid said there was one
         return None
     schema_path = "/".join(str(part) for part in error.absolute_schema_path) or "/"

@@ -425,6 +425,28 @@ CASES: tuple[HostileCase, ...] = (
         args=_redirect("file:///etc/passwd"),
         capabilities=(_INTRANET_GRANT,),
     ),
+    # A Location httpx could not parse raised httpx.InvalidURL out of host.call and
+    # host.exec (issue 13); the broker reads it by caplet's URL rules instead.
+    HostileCase(
+        "redirect-location-backslash",
+        Family.NETWORK,
+        "ctx.http to an allowed server that redirects to http:\\\\127.0.0.1 (parser differential)",
+        Layer.BROKER,
+        FETCH,
+        brokered(InvalidUrlError, "Location", "backslash", reached_intranet=True),
+        args=_redirect("http:%5C%5C127.0.0.1:{http_port}/"),
+        capabilities=(_INTRANET_GRANT, _LOOPBACK_GRANT),
+    ),
+    HostileCase(
+        "redirect-location-scheme-only",
+        Family.NETWORK,
+        "ctx.http to an allowed server that redirects to https:x (a scheme, no authority)",
+        Layer.BROKER,
+        FETCH,
+        brokered(InvalidUrlError, "Location", reached_intranet=True),
+        args=_redirect("https:x"),
+        capabilities=(_INTRANET_GRANT,),
+    ),
     HostileCase(
         "http-without-grant",
         Family.NETWORK,

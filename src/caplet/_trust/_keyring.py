@@ -40,8 +40,8 @@ class Keyring:
         """Trust *key*; False when it was already trusted."""
         ensure_private_dir(self.directory)
         path = self._path(key.key_id_hex)
-        existed = path.exists()
         try:
+            existed = path.exists()
             atomic_write(path, key.file_text().encode("ascii"), mode=0o600)
         except OSError as exc:
             raise StoreError(
@@ -77,10 +77,17 @@ class Keyring:
         an error naming it: a keyring that silently skipped a damaged entry
         would make a signed plugin look unsigned for no visible reason.
         """
-        if not self.directory.is_dir():
-            return {}
+        try:
+            if not self.directory.is_dir():
+                return {}
+            entries = sorted(self.directory.iterdir())
+        except OSError as exc:  # a state directory whose name is too long, or unreadable
+            raise StoreError(
+                f"the trusted keys in {self.directory} cannot be listed ({exc.strerror}); check "
+                "the state directory (--state-dir or CAPLET_STATE_DIR) and its permissions"
+            ) from exc
         found: dict[str, PublicKey] = {}
-        for path in sorted(self.directory.iterdir()):
+        for path in entries:
             if path.name.startswith("."):
                 continue  # an atomic write's temporary file
             fix = f"remove it (caplet trust remove {path.stem}) and add the key again"
