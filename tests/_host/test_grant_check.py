@@ -272,3 +272,14 @@ def test_no_host_path_of_caplets_shows_in_mountinfo(
     assert guest.ok, guest
     assert "caplet-run" not in guest.stdout
     assert str(state_dir) not in guest.stdout
+
+
+@pytest.mark.parametrize("interface", ["/sys/fs/cgroup", "/proc/sys", "/dev/shm"])
+def test_a_writable_grant_never_lies_in_the_kernels_interfaces(
+    host: PluginHost, make_plugin: PluginFactory, interface: str
+) -> None:
+    _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    refused = host.enable("writer", [f"root={interface}"])
+    assert not refused
+    assert "one of the kernel's interfaces" in refused.reason

@@ -105,6 +105,7 @@ def plan_grants(
             own = _chain_from_fd(fd, capability.root)
             _refuse_inside_state(where, own, state_chain, protected.state_dir)
             if writable:
+                _refuse_kernel_interfaces(where, capability.root)
                 _refuse_writable_over(where, own, protected)
             else:
                 hidden = _hidden_state(capability.root, (info.st_dev, info.st_ino), state_chain)
@@ -157,6 +158,21 @@ def _refuse_inside_state(
             "decision log, ctx.kv values and plugin snapshots); no plugin may be granted "
             "any of it: grant a directory outside it"
         )
+
+
+#: Not files but the kernel's interfaces: writing there changes the machine
+#: (a cgroup's limits, a device, a sysctl), not data.
+_KERNEL_INTERFACES = ("/proc", "/sys", "/dev")
+
+
+def _refuse_kernel_interfaces(where: str, path: str) -> None:
+    for interface in _KERNEL_INTERFACES:
+        if path == interface or path.startswith(f"{interface}/"):
+            raise CapabilityError(
+                f"{where} is writable and lies in {interface}, one of the kernel's interfaces "
+                "(process, device and system settings, cgroup limits), not files: a plugin "
+                "may never write there; grant a directory of files instead"
+            )
 
 
 def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPaths) -> None:

@@ -135,7 +135,6 @@ _MAX_REQUEST = 1 << 20
 _RUNTIME_GRANTS: tuple[PathGrant, ...] = ()
 #: Inside the jail /tmp is the worker's own tmpfs, not the host's.
 _JAIL_TMP = "/tmp"  # noqa: S108
-_WORKDIR_IN_JAIL = f"{_JAIL_TMP}/work"
 #: Where the child keeps its end of the listener handover socket (the channel is fd 3).
 _HANDOVER_FD = 4
 #: Without a jail, a root host's worker reads its snapshot through this
@@ -304,11 +303,7 @@ def _child(
             "namespaces layer; restart the host (the zygote and the host disagree on layers)"
         )
     if "namespaces" in request.layers:
-        # A grant of the host's /tmp is the host's /tmp: the jail's own
-        # tmpfs, with the worker's working directory, moves aside.
-        private_tmp = (
-            PRIVATE_TMP_ASIDE if any(g.inside == _JAIL_TMP for g in request.grants) else _JAIL_TMP
-        )
+        private_tmp = _private_tmp(grants)
         spec = JailSpec(
             grants=_visible(grants),
             tmp_size_mb=request.tmp_size_mb,
@@ -554,6 +549,28 @@ def _say(text: str) -> None:
         os.write(2, f"caplet zygote: {text}\n".encode("utf-8", "replace"))
     except OSError:
         pass
+
+
+def _private_tmp(grants: tuple[PathGrant, ...]) -> str:
+    """Where the jail's own writable tmpfs goes: /tmp, unless a grant is or lies under /tmp.
+
+    Landlock grants an access if a rule on *any* directory above the file
+    allows it (landlock(7)): a read-only grant mounted inside a writable
+    /tmp would be writable as far as Landlock is concerned, and its
+    read-only mount does not stop what it does not cover, a write into a
+    FIFO (a host daemon's command pipe) above all. So when any grant lives
+    under the host's /tmp (or is it), the jail's tmpfs and the working
+    directory move to :data:`PRIVATE_TMP_ASIDE`: /tmp is then the host's
+    (a grant of it) or a read-only directory holding the grants' mount
+    points, and the writable rule is above nothing but the worker's own
+    files. ``tempfile`` falls back to the working directory by itself.
+    """
+    for grant in grants:
+        if grant.target:
+            continue  # the snapshot: copied, at /plugin
+        if grant.path == _JAIL_TMP or grant.path.startswith(f"{_JAIL_TMP}/"):
+            return PRIVATE_TMP_ASIDE
+    return _JAIL_TMP
 
 
 def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
@@ -848,12 +865,18 @@ def _spare_main(
         _own_process(zygote_pid, None)  # the cgroup was joined for us
         # From here on this process is the jail's monitor; pid 1 goes on.
         enter_namespaces(_IDENTITY)
+        private_tmp = _private_tmp(_RUNTIME_GRANTS)
         prepared = build_root(
-            JailSpec(grants=_visible(_RUNTIME_GRANTS), workdir=_WORKDIR_IN_JAIL, identity=_IDENTITY)
+            JailSpec(
+                grants=_visible(_RUNTIME_GRANTS),
+                workdir=f"{private_tmp}/work",
+                identity=_IDENTITY,
+                private_tmp=private_tmp,
+            )
         )
         # Pay the copy-on-write faults of the start's code paths now, while
-        # nobody waits (the scratch file lives in the jail's own /tmp).
-        _worker.warm_up(prepared.root + _JAIL_TMP)
+        # nobody waits (the scratch file lives in the jail's own tmpfs).
+        _worker.warm_up(prepared.root + private_tmp)
     with _step("receiving the spawn request"):
         message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 2)
         conn.close()

@@ -193,6 +193,14 @@ def _digest_tree(root: Path) -> dict[str, str]:
     }
 
 
+def _fifo_idle(fd: int) -> bool:
+    """True when no byte reached the host's FIFO (end of file or nothing waiting)."""
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return True
+
+
 def _idle(sock: socket.socket) -> bool:
     """True when nothing reached this (non-blocking) listener or receiver."""
     try:
@@ -342,6 +350,7 @@ class Bench:
     layers: dict[str, str] = field(init=False)
     _stack: ExitStack = field(init=False)
     _listeners: tuple[socket.socket, ...] = field(init=False)
+    _fifo_fd: int = field(init=False)
     _sources: dict[str, str] = field(init=False)
     _audit_hosts: dict[Scenario, PluginHost] = field(init=False)
     _scrub: dict[str, str] = field(init=False)
@@ -387,7 +396,18 @@ class Bench:
         unix = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
         unix.bind(str(unix_path))
         unix.listen()
-        self._listeners = (tcp, udp, abstract, unix)
+        unix_dgram_path = unix_path.with_name("log.sock")
+        unix_dgram = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+        unix_dgram.bind(str(unix_dgram_path))
+        fifo_path = unix_path.with_name("service.fifo")
+        os.mkfifo(fifo_path, 0o666)
+        # A host process reading the FIFO: held open so a writer's open succeeds.
+        fifo_fd = os.open(fifo_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        stack.callback(os.close, fifo_fd)
+        self._fifo_fd = fifo_fd
+        for path in (unix_path, unix_dgram_path, fifo_path, unix_path.parent):
+            path.chmod(0o777 if path != unix_path.parent else 0o755)  # reachable by any uid
+        self._listeners = (tcp, udp, abstract, unix, unix_dgram)
         for sock in self._listeners:
             sock.setblocking(False)
         loopback = self._serve("127.0.0.1")
@@ -406,6 +426,9 @@ class Bench:
         (outside / "secret.txt").write_text(f"the host's secret: {secret}\n", encoding="utf-8")
         secret_fd = os.open(outside / "secret.txt", os.O_RDONLY | os.O_CLOEXEC)
         stack.callback(os.close, secret_fd)
+        links = root / "links"
+        links.mkdir()
+        (links / "outside").symlink_to(outside)
         home = root / "home"
         (home / ".ssh").mkdir(parents=True)
         (home / ".ssh" / "id_ed25519").write_text("a private key\n", encoding="utf-8")
@@ -433,6 +456,9 @@ class Bench:
             udp_port=udp.getsockname()[1],
             abstract_name=token,
             unix_path=unix_path,
+            unix_dgram_path=unix_dgram_path,
+            fifo_path=fifo_path,
+            links_dir=links,
             http_port=loopback.port,
             intranet_port=intranet.port,
             token=token,
@@ -512,6 +538,7 @@ class Bench:
             folder = arena.plugins_dir / case.name
             folder.mkdir()
             arena.out(case.name).mkdir(parents=True)
+            hand_over(arena.grants_dir, worker_identity())  # snapshot-hunt writes all of it
             # A writable grant: the worker's own, as an administrator makes it.
             hand_over(arena.out(case.name), worker_identity())
             (folder / "plugin.toml").write_text(_manifest(case, arena), encoding="utf-8")
@@ -792,6 +819,8 @@ class Bench:
             problems.append("the state database failed its integrity check")
         if not all(_idle(sock) for sock in self._listeners):
             problems.append("a plugin reached a host socket")
+        if not _fifo_idle(self._fifo_fd):
+            problems.append("a plugin wrote into a host FIFO")
         if not _alive(self.arena.decoy_pid):
             problems.append("the decoy host process was killed or stopped")
         host_tmp = sorted({p.name for d in _HOST_TMP_DIRS for p in d.glob(f"{self.arena.token}-*")})

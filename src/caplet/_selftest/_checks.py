@@ -64,7 +64,13 @@ def no_escape(attempt: Attempt) -> None:
 
 
 def refused(errno_name: str, *also: AlsoTrue) -> Check:
-    """The attack ran and the kernel refused it with ``errno_name``; ``also`` must hold."""
+    """The attack ran and the kernel refused it with ``errno_name``; ``also`` must hold.
+
+    ``errno_name`` may list alternatives the same layer produces
+    (``"EACCES|EROFS"``: a search-only directory of the jail, or its
+    read-only root, depending on where the arena lies).
+    """
+    names = errno_name.split("|")
 
     def check(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
         expect(attempt.enabled, attempt.describe())
@@ -72,7 +78,7 @@ def refused(errno_name: str, *also: AlsoTrue) -> Check:
         for condition in also:
             breach_unless(condition(attempt, arena), f"{condition.__name__} failed")
         expect(attempt.error is None, attempt.describe())
-        expect(attempt.value == {"errno": errno_name}, f"expected {errno_name}")
+        expect(attempt.value in [{"errno": name} for name in names], f"expected {errno_name}")
 
     return check
 

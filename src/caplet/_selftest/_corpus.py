@@ -15,6 +15,7 @@ from caplet._errors import SelftestError
 from caplet._selftest import (
     _auditor,
     _filesystem,
+    _grants,
     _introspection,
     _network,
     _processes,
@@ -28,6 +29,7 @@ __all__ = ["BY_NAME", "CASES", "select"]
 
 CASES: tuple[HostileCase, ...] = (
     *_filesystem.CASES,
+    *_grants.CASES,
     *_network.CASES,
     *_processes.CASES,
     *_resources.CASES,

@@ -56,6 +56,8 @@ class Layer(enum.StrEnum):
     CONTEXT = "context"
     BROKER = "broker"
     CLEAN_WORKER = "clean-worker"
+    IDENTITY = "identity"
+    GRANTS = "grants"
     MANIFEST = "manifest"
     DANGER_GATE = "danger-gate"
     HASH_PIN = "hash-pin"
@@ -78,6 +80,8 @@ class Layer(enum.StrEnum):
                 | Layer.CONTEXT
                 | Layer.BROKER
                 | Layer.CLEAN_WORKER
+                | Layer.IDENTITY
+                | Layer.GRANTS
                 | Layer.MANIFEST
                 | Layer.DANGER_GATE
                 | Layer.HASH_PIN
@@ -157,6 +161,12 @@ class Arena:
     abstract_name: str
     #: A listening pathname unix socket, standing in for docker.sock or D-Bus.
     unix_path: Path
+    #: A pathname datagram socket beside it, standing in for syslog's /dev/log.
+    unix_dgram_path: Path
+    #: A FIFO beside them that a host process reads (bytes a plugin writes are a breach).
+    fifo_path: Path
+    #: Holds ``outside``, a symbolic link to :attr:`outside` (a re-pointed grant).
+    links_dir: Path
     #: An HTTP server on 127.0.0.1 that the default network policy must keep out of reach.
     http_port: int
     #: An HTTP server on 127.0.0.2, the one address the bench's policy allows.
@@ -198,6 +208,12 @@ class Arena:
             "http_port": self.http_port,
             "intranet_port": self.intranet_port,
             "token": self.token,
+            "root": self.root,
+            "state_dir": self.state_dir,
+            "plugins_dir": self.plugins_dir,
+            "grants": self.grants_dir,
+            "ipc": self.unix_path.parent,
+            "links": self.links_dir,
         }
 
 

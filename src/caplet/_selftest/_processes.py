@@ -41,7 +41,7 @@ def run():
 LD_PRELOAD = """
 def run():
     # A library of its own, preloaded into a program it starts.
-    library = "/tmp/evil.so"
+    library = os.path.join(os.getcwd(), "evil.so")  # the jail's own tmpfs
     with open(library, "wb") as handle:
         handle.write(b"\\x7fELF")
     env = dict(os.environ, LD_PRELOAD=library)
@@ -302,7 +302,7 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase(
         "ld-preload-exec",
         Family.PROCESSES,
-        "write a library to /tmp and execve a program with LD_PRELOAD pointing at it",
+        "write a library to its tmpfs and execve a program with LD_PRELOAD pointing at it",
         Layer.SECCOMP,
         LD_PRELOAD,
         refused("EPERM"),

@@ -117,13 +117,13 @@ def run(token, bound_mb):
     index = 0
     try:
         while written < bound_mb * len(chunk):
-            with open(f"/tmp/{token}-{index}", "wb", buffering=0) as handle:
+            with open(f"{token}-{index}", "wb", buffering=0) as handle:  # its own tmpfs
                 for _ in range(16):
                     written += handle.write(chunk)
             index += 1
     except OSError as exc:
         return {"written": written, "errno": errname(exc)}
-    return {"escaped": f"wrote {written} bytes to /tmp"}
+    return {"escaped": f"wrote {written} bytes to its tmpfs"}
 """
 
 FILE_SIZE = """
@@ -309,7 +309,7 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase(
         "disk-fill",
         Family.RESOURCES,
-        "fill its /tmp until the disk is full",
+        "fill its own tmpfs until the disk is full",
         Layer.NAMESPACES,
         DISK_FILL,
         disk_full,
