@@ -301,10 +301,7 @@ def _libseccomp_problem() -> str | None:
     try:
         version = libseccomp_version()
     except (OSError, AttributeError) as exc:
-        return (
-            f"libseccomp is not installed ({LIBSECCOMP_SONAME} cannot be loaded: {exc}); "
-            f"{LIBSECCOMP_FIX}"
-        )
+        return f"libseccomp cannot be loaded ({LIBSECCOMP_SONAME}: {exc}); {LIBSECCOMP_FIX}"
     if version < LIBSECCOMP_MIN_VERSION:
         shown = ".".join(map(str, version))
         return f"libseccomp {shown} is too old (caplet needs >= 2.5.0); {LIBSECCOMP_FIX}"
