@@ -15,6 +15,7 @@ from caplet._sandbox._seccomp_policy import (
     NEVER_ALLOWED,
     QUIET_REFUSALS,
     UNIFIED_NUMBERS,
+    WHEN_EXEC,
     Masked,
     Rule,
     allowlist_names,
@@ -29,7 +30,7 @@ def _holds(rules: tuple[Rule, ...], args: dict[int, int]) -> bool:
 def test_no_call_is_listed_twice_or_both_allowed_and_never_allowed() -> None:
     grouped = [name for group in ALLOWED for name in group.syscalls]
     assert len(grouped) == len(set(grouped))
-    conditional = [c.syscall for c in CONDITIONAL]
+    conditional = [c.syscall for c in (*CONDITIONAL, *WHEN_EXEC)]
     assert len(conditional) == len(set(conditional))
     assert not set(grouped) & set(conditional)
     assert not set(EXEC) & allowlist_names(allow_exec=False)

@@ -39,7 +39,9 @@ What the program does, in order:
 3. allowed calls (:data:`~caplet._sandbox._seccomp_policy.ALLOWED`) return
    SECCOMP_RET_ALLOW, conditional ones
    (:data:`~caplet._sandbox._seccomp_policy.CONDITIONAL`) only when an
-   argument rule holds, ``execve``/``execveat`` only with ``allow_exec``;
+   argument rule holds, ``execve``/``execveat`` only with ``allow_exec``,
+   and then ``memfd_create`` only sealed against execution
+   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`);
 4. a few calls that ordinary code makes and whose failure it handles are
    refused with RET_ERRNO, uncounted
    (:data:`~caplet._sandbox._seccomp_policy.QUIET_REFUSALS`): ``clone3``
@@ -98,6 +100,7 @@ from caplet._sandbox._seccomp_policy import (
     EXEC,
     NEVER_ALLOWED,
     QUIET_REFUSALS,
+    WHEN_EXEC,
 )
 from caplet._syscall import (
     LIBSECCOMP_MIN_VERSION,
@@ -182,13 +185,17 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
             return None if target is None else libseccomp_syscall_number(native, name)
 
         plain = [name for group in ALLOWED for name in group.syscalls]
+        conditionals = list(CONDITIONAL)
         if allow_exec:
             plain += EXEC
+            conditionals += WHEN_EXEC
+        else:
+            plain += [conditional.syscall for conditional in WHEN_EXEC]
         for name in plain:
             found = number(name)
             if found is not None:  # absent on this architecture (arm64 has no open(2))
                 compiler.add_rule(SCMP_ACT_ALLOW, found)
-        for conditional in CONDITIONAL:
+        for conditional in conditionals:
             found = number(conditional.syscall)
             if found is None:
                 continue

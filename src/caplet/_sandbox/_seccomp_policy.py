@@ -49,6 +49,7 @@ __all__ = [
     "NEWEST_REVIEWED",
     "QUIET_REFUSALS",
     "UNIFIED_NUMBERS",
+    "WHEN_EXEC",
     "Conditional",
     "Group",
     "Masked",
@@ -201,11 +202,12 @@ ALLOWED: tuple[Group, ...] = (
         "the allocator (brk/mmap arenas), the dynamic loader mapping extension modules "
         "(numpy, pandas, cryptography, lxml are shared objects), thread stacks, NUMA "
         "hints OpenBLAS gives its buffers (mbind), memory locked by crypto libraries "
-        "within RLIMIT_MEMLOCK, and the sealing/shadow-stack calls newer glibc makes",
+        "within RLIMIT_MEMLOCK, and the sealing/shadow-stack calls newer glibc makes "
+        "(memfd_create: see WHEN_EXEC)",
         _names(
             """
             brk mmap munmap mremap mprotect madvise msync mincore mlock mlock2 munlock
-            mlockall munlockall membarrier memfd_create mbind get_mempolicy
+            mlockall munlockall membarrier mbind get_mempolicy
             set_mempolicy pkey_alloc pkey_free pkey_mprotect mseal map_shadow_stack
             """
         ),
@@ -396,6 +398,21 @@ CONDITIONAL: tuple[Conditional, ...] = (
 #: then limits what may be run to the approved program.
 EXEC: tuple[str, ...] = ("execve", "execveat")
 
+_MFD_NOEXEC_SEAL = 0x0008  # include/uapi/linux/memfd.h (Linux >= 6.3)
+
+#: Calls allowed whatever their arguments to a worker that cannot exec, and
+#: only under these rules to one that can.
+WHEN_EXEC: tuple[Conditional, ...] = (
+    Conditional(
+        "memfd_create",
+        "anonymous memory files (os.memfd_create, shared buffers); an anonymous file lies "
+        "outside every Landlock rule, so a worker that may exec could copy any program "
+        "into one and run it (fexecve, /proc/self/fd/N): it gets only memfds sealed "
+        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3)",
+        ((Masked(1, _MFD_NOEXEC_SEAL, _MFD_NOEXEC_SEAL),),),
+    ),
+)
+
 QUIET_REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         "clone3",
@@ -550,7 +567,7 @@ NEWEST_REVIEWED = 469
 def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
     """Every call the filter can let through (unconditionally or under a rule)."""
     names = {name for group in ALLOWED for name in group.syscalls}
-    names |= {conditional.syscall for conditional in CONDITIONAL}
+    names |= {conditional.syscall for conditional in (*CONDITIONAL, *WHEN_EXEC)}
     if allow_exec:
         names |= set(EXEC)
     return frozenset(names)
