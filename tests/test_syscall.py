@@ -36,3 +36,40 @@ def test_drop_and_raise_round_trip() -> None:
         raise_effective_capabilities([CAP_DAC_OVERRIDE])
     assert CAP_DAC_OVERRIDE in effective_capabilities()
     assert os.geteuid() == 0
+
+
+def test_libseccomp_compiles_a_program_and_reports_its_errors() -> None:
+    from caplet._syscall import (
+        SCMP_ACT_ALLOW,
+        SCMP_ARCH_X86_64,
+        SCMP_CMP_MASKED_EQ,
+        SCMP_FLTATR_CTL_OPTIMIZE,
+        SeccompCompiler,
+        libseccomp_native_arch,
+        libseccomp_syscall_name,
+        libseccomp_syscall_number,
+        libseccomp_version,
+        scmp_act_errno,
+    )
+
+    assert libseccomp_version() >= (2, 5, 0)
+    native = libseccomp_native_arch()
+    read = libseccomp_syscall_number(native, "read")
+    assert read is not None
+    assert libseccomp_syscall_name(native, read) == "read"
+    assert libseccomp_syscall_number(native, "no_such_call") is None
+    assert libseccomp_syscall_number(SCMP_ARCH_X86_64, "open") == 2
+    deny = scmp_act_errno(1)
+    with SeccompCompiler(deny) as compiler:
+        compiler.set_attribute(SCMP_FLTATR_CTL_OPTIMIZE, 2)
+        compiler.add_rule(SCMP_ACT_ALLOW, read)
+        compiler.add_rule(SCMP_ACT_ALLOW, read + 1, [(0, SCMP_CMP_MASKED_EQ, 0xFF, 1)])
+        # libseccomp refuses a rule whose action is the default one (-EACCES).
+        with pytest.raises(OSError, match="seccomp_rule_add") as refused:
+            compiler.add_rule(deny, read + 2)
+        assert refused.value.errno == 13
+        program = compiler.export()
+    assert program
+    assert len(program) % 8 == 0
+    with pytest.raises(ValueError, match="released"):
+        compiler.export()

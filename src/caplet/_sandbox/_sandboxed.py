@@ -81,7 +81,10 @@ FIXES: Mapping[str, str] = {
         "Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0)"
     ),
     "landlock": "boot a kernel >= 5.13 with landlock in its lsm= list",
-    "seccomp": "use a kernel built with CONFIG_SECCOMP_FILTER",
+    "seccomp": (
+        "install libseccomp >= 2.5 (apt-get install libseccomp2) and use a kernel built "
+        "with CONFIG_SECCOMP_FILTER"
+    ),
     "rlimits": "",
     "cgroup": (
         "run caplet as root, or delegate a cgroup v2 subtree with the pids controller to its "

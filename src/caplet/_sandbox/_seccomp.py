@@ -1,59 +1,78 @@
-"""seccomp-bpf: the system calls a worker may never make (seccomp(2)).
+"""seccomp-bpf: the allowlist filter every worker installs before plugin code runs.
 
-A worker calls :func:`apply_seccomp` after its namespaces, mounts and
-Landlock ruleset are in place and before any plugin byte is imported. The
-filter is a classic-BPF program written here: libseccomp's Python bindings
-are not on PyPI in maintained form (``pyseccomp`` last released in 2021, the
-official ``seccomp`` module only ships with the C library's source tree), and
-the program is small enough to assemble and review by hand.
+A worker calls :func:`apply_seccomp` after its namespaces, mounts, rlimits
+and Landlock ruleset are in place. What the filter lets through is
+:mod:`caplet._sandbox._seccomp_policy`: a reviewed allowlist, each system
+call in a group that says why CPython or a common extension module needs
+it, a few calls allowed only with certain arguments, and everything else
+refused. The program is compiled here; the zygote compiles each variant
+once (:func:`prepare_filters`) and every worker installs the cached bytes
+with one prctl(2) or seccomp(2): a worker start makes no libseccomp call.
 
-What it does, in order:
+Why libseccomp (through ctypes, :class:`caplet._syscall.SeccompCompiler`)
+and not hand-assembled BPF: an allowlist of 221 calls (187 on arm64, which
+lacks the legacy ones) with argument rules on two architectures is a few
+hundred instructions whose jump offsets, 64-bit argument halves and
+syscall tables would all be ours to get right; libseccomp is the compiler
+runc, Docker, podman/crun and systemd use for exactly this, ships with
+every distribution (Debian: ``libseccomp2``), knows each architecture's
+numbers, and its binary-tree layout (SCMP_FLTATR_CTL_OPTIMIZE = 2) reaches
+any call in ~8 jumps instead of walking a list. Its maintained Python
+bindings are not on PyPI (the ``seccomp`` module ships only inside
+libseccomp's source tree; ``pyseccomp`` was last released in 2021), so the
+C library is bound in :mod:`caplet._syscall` like every other foreign
+call. Only compilation uses it: installing stays our own two calls, so no
+worker's start depends on it. Without libseccomp (or older than 2.5.0)
+the layer is reported missing with the fix (``apt-get install
+libseccomp2``): strict isolation refuses to run, best-effort runs without
+the filter and says so.
+
+What the program does, in order:
 
 1. the architecture in ``seccomp_data.arch`` must be the one the filter was
-   built for, otherwise the process is killed (SECCOMP_RET_KILL_PROCESS):
-   a syscall number means something else under another ABI (i386 via
-   ``int 0x80``, 32-bit ARM compat), so the number checks below would be
-   meaningless;
-2. on x86_64 the x32 ABI (``nr >= __X32_SYSCALL_BIT``) is refused, for the
-   same reason;
-3. kernel-attack-surface and escape syscalls (ptrace, mount and the new mount
-   API, unshare/setns, bpf, perf_event_open, keys, kexec, modules,
-   userfaultfd, io_uring, ...) return EPERM;
-4. argument checks: ``personality`` only as the query ``personality(0xffffffff)``;
-   ``ioctl`` TIOCSTI/TIOCLINUX (terminal input injection); ``clone`` with any
-   CLONE_NEW* flag; ``socket``/``socketpair`` with any family but AF_UNIX
-   (the network goes through the host's broker); these return EPERM;
-5. ``clone3`` returns ENOSYS: its flags live in a struct in memory that BPF
-   cannot read, so it cannot be filtered; ENOSYS (not EPERM) makes glibc fall
-   back to ``clone``, which is filtered. This is what Docker's and
-   containerd's default profiles do (moby/moby#42681, containerd#5982) and
-   what Chromium's baseline policy does for the same reason;
-6. ``execve``/``execveat`` return EPERM unless ``allow_exec``;
-7. everything else is allowed.
+   built for, otherwise the process is killed (SECCOMP_RET_KILL_PROCESS,
+   libseccomp's "bad arch" action): a syscall number means something else
+   under another ABI (i386 via ``int 0x80``, 32-bit ARM compat);
+2. on x86_64 the x32 ABI (``nr >= __X32_SYSCALL_BIT``) is refused: x32 is
+   added to the context after every rule, so each of its calls meets only
+   the default action;
+3. allowed calls (:data:`~caplet._sandbox._seccomp_policy.ALLOWED`) return
+   SECCOMP_RET_ALLOW, conditional ones
+   (:data:`~caplet._sandbox._seccomp_policy.CONDITIONAL`) only when an
+   argument rule holds, ``execve``/``execveat`` only with ``allow_exec``,
+   and then ``memfd_create`` only sealed against execution
+   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`);
+4. a few calls that ordinary code makes and whose failure it handles are
+   refused with RET_ERRNO, uncounted
+   (:data:`~caplet._sandbox._seccomp_policy.QUIET_REFUSALS`): ``clone3``
+   and ``openat2`` with ENOSYS (their arguments are in memory BPF cannot
+   read; glibc and callers fall back to ``clone``/``openat``, which are
+   checked), AF_UNIX ``socket()`` and the ``chown`` family with EPERM;
+5. everything else meets the default action: refused and counted.
 
-Argument checks look at the low 32 bits only: each of those arguments is an
-``int``/``unsigned int`` in the kernel's SYSCALL_DEFINE (and ``clone`` uses
-``lower_32_bits(clone_flags)``), so the kernel ignores the high half too; a
-64-bit comparison would let ``ioctl(fd, 0x1_0000_5412)`` through as TIOCSTI.
-Both supported architectures are little-endian, so the low half of
-``args[i]`` is at offset ``16 + 8 * i``.
+EPERM or ENOSYS for a refused call: a call this allowlist was reviewed
+against (any number up to :data:`~caplet._sandbox._seccomp_policy.NEWEST_REVIEWED`
+that names a syscall) was considered and left out, so it fails with EPERM,
+"not permitted"; a number above that (a kernel interface newer than the
+review) or with no syscall behind it fails with ENOSYS, exactly as on a
+kernel that lacks it, so that glibc and libraries take the fallback they
+already have for older kernels instead of failing hard. That is the line
+Docker, runc and systemd draw too. x32 numbers get EPERM, as before.
 
-Counting denials ("a denied syscall returns EPERM and is counted"): built
-with ``notify=True``, every EPERM above becomes SECCOMP_RET_USER_NOTIF
-(seccomp_unotify(2)) and :func:`apply_seccomp` installs the program with
+Counting denials: built with ``notify=True`` the default action is
+SECCOMP_RET_USER_NOTIF and :func:`apply_seccomp` installs the program with
 SECCOMP_FILTER_FLAG_NEW_LISTENER, returning the listener fd. The worker
-hands that fd to the zygote, whose :class:`DenialCounter` answers every
-notification with ``error = -EPERM`` (never SECCOMP_USER_NOTIF_FLAG_CONTINUE:
-the syscall is not run) and counts it by name, so the plugin observes exactly
-what RET_ERRNO would give it. clone3's ENOSYS and the foreign-architecture
-kill are not denials of a plugin's request and stay as they are. RET_TRAP
-with a SIGSYS handler was the alternative, rejected: the plugin could
-replace the handler. Where the kernel lacks user notification
-(:func:`seccomp_notify_problem`), workers get the RET_ERRNO program and
+hands it to the zygote, whose :class:`DenialCounter` answers every
+notification with EPERM or ENOSYS as above (never
+SECCOMP_USER_NOTIF_FLAG_CONTINUE: the call is not run) and counts it by
+name. RET_TRAP with a SIGSYS handler was the alternative, rejected: the
+plugin could replace the handler. Where the kernel lacks user notification
+(:func:`seccomp_notify_problem`) the default action is RET_ERRNO(EPERM) for
+every refused number (newer ones included: such kernels predate them) and
 denials go uncounted.
 
 This module runs inside workers: it imports only the standard library and
-caplet base modules.
+caplet base and sandbox modules.
 """
 
 from __future__ import annotations
@@ -62,18 +81,46 @@ import errno
 import functools
 import os
 import select
-import struct
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 
 from caplet._errors import SandboxError
+from caplet._sandbox._seccomp_numbers import (
+    ARCH_TOKEN,
+    AUDIT_ARCH,
+    SYSCALL_NUMBERS,
+    denial_errno,
+    machine_or_native,
+    syscall_names,
+    syscall_number,
+)
+from caplet._sandbox._seccomp_policy import (
+    ALLOWED,
+    CONDITIONAL,
+    EXEC,
+    NEVER_ALLOWED,
+    QUIET_REFUSALS,
+    WHEN_EXEC,
+)
 from caplet._syscall import (
+    LIBSECCOMP_MIN_VERSION,
+    LIBSECCOMP_SONAME,
+    SCMP_ACT_ALLOW,
+    SCMP_ACT_KILL_PROCESS,
+    SCMP_ACT_NOTIFY,
+    SCMP_ARCH_X32,
+    SCMP_CMP_MASKED_EQ,
+    SCMP_FLTATR_ACT_BADARCH,
+    SCMP_FLTATR_CTL_OPTIMIZE,
     SECCOMP_FILTER_FLAG_NEW_LISTENER,
+    SeccompCompiler,
     SeccompNotif,
     install_seccomp_filter,
     install_seccomp_listener,
+    libseccomp_native_arch,
+    libseccomp_syscall_number,
+    libseccomp_version,
+    scmp_act_errno,
     seccomp_action_available,
     seccomp_filter_flag_supported,
     seccomp_notif_recv,
@@ -85,352 +132,144 @@ from caplet._syscall import (
 __all__ = [
     "AUDIT_ARCH",
     "DENIED_SYSCALLS",
+    "LIBSECCOMP_FIX",
     "MAX_DENIAL_NAMES",
     "SERVE_BATCH",
     "SYSCALL_NUMBERS",
     "DenialCounter",
     "apply_seccomp",
     "build_filter",
+    "denial_errno",
     "prepare_filters",
     "seccomp_available",
     "seccomp_enforced",
     "seccomp_notify_problem",
+    "seccomp_problem",
     "syscall_names",
+    "syscall_number",
 ]
 
-#: include/uapi/linux/audit.h: EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE.
-AUDIT_ARCH: Mapping[str, int] = MappingProxyType({"x86_64": 0xC000003E, "aarch64": 0xC00000B7})
+#: Calls that are never on the allowlist (a tripwire the tests check).
+DENIED_SYSCALLS: tuple[str, ...] = NEVER_ALLOWED
 
-#: Syscalls that always fail with EPERM (names absent on an architecture are skipped).
-DENIED_SYSCALLS: tuple[str, ...] = (
-    # other processes' memory and execution
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "pidfd_getfd",
-    # mounts and namespaces (the jail is already built)
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "unshare",
-    "setns",
-    "mount_setattr",
-    "move_mount",
-    "open_tree",
-    "open_tree_attr",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    # kernel attack surface
-    "bpf",
-    "perf_event_open",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "userfaultfd",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "open_by_handle_at",
-    "name_to_handle_at",
-    "fanotify_init",
-    "lookup_dcookie",
-    # whole-system administration
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "swapon",
-    "swapoff",
-    "reboot",
-    "acct",
-    "quotactl",
-    "quotactl_fd",
-    "settimeofday",
-    "clock_settime",
-    "adjtimex",
-    "clock_adjtime",
-    "syslog",
-    "vhangup",
-    # x86_64 only: port I/O, LDT changes, a.out libraries
-    "iopl",
-    "ioperm",
-    "modify_ldt",
-    "uselib",
+#: What to tell the user when libseccomp cannot be used.
+LIBSECCOMP_FIX = (
+    "install libseccomp >= 2.5 (Debian/Ubuntu: apt-get install libseccomp2; Fedora/RHEL: "
+    "dnf install libseccomp; Alpine: apk add libseccomp)"
 )
 
-#: Syscall numbers per ``os.uname().machine``: x86_64 from
-#: arch/x86/entry/syscalls/syscall_64.tbl, aarch64 from
-#: include/uapi/asm-generic/unistd.h (arm64 has no legacy calls such as
-#: ``open``, ``fork`` or ``iopl``). Numbers >= 424 are shared by every
-#: architecture since the y2038 renumbering.
-#: Syscalls added since Linux 5.1 (io_uring onwards) have one number on
-#: every architecture but alpha, so both tables share these entries.
-_UNIFIED_NUMBERS: Mapping[str, int] = {
-    "io_uring_setup": 425,
-    "io_uring_enter": 426,
-    "io_uring_register": 427,
-    "open_tree": 428,
-    "move_mount": 429,
-    "fsopen": 430,
-    "fsconfig": 431,
-    "fsmount": 432,
-    "fspick": 433,
-    "clone3": 435,
-    "pidfd_getfd": 438,
-    "mount_setattr": 442,
-    "quotactl_fd": 443,
-    "open_tree_attr": 467,
-}
-
-SYSCALL_NUMBERS: Mapping[str, Mapping[str, int]] = MappingProxyType(
-    {
-        "x86_64": MappingProxyType(
-            {
-                "ioctl": 16,
-                "socket": 41,
-                "socketpair": 53,
-                "clone": 56,
-                "execve": 59,
-                "ptrace": 101,
-                "syslog": 103,
-                "uselib": 134,
-                "personality": 135,
-                "vhangup": 153,
-                "modify_ldt": 154,
-                "pivot_root": 155,
-                "adjtimex": 159,
-                "chroot": 161,
-                "acct": 163,
-                "settimeofday": 164,
-                "mount": 165,
-                "umount2": 166,
-                "swapon": 167,
-                "swapoff": 168,
-                "reboot": 169,
-                "iopl": 172,
-                "ioperm": 173,
-                "init_module": 175,
-                "delete_module": 176,
-                "quotactl": 179,
-                "lookup_dcookie": 212,
-                "clock_settime": 227,
-                "kexec_load": 246,
-                "add_key": 248,
-                "request_key": 249,
-                "keyctl": 250,
-                "unshare": 272,
-                "perf_event_open": 298,
-                "fanotify_init": 300,
-                "name_to_handle_at": 303,
-                "open_by_handle_at": 304,
-                "clock_adjtime": 305,
-                "setns": 308,
-                "process_vm_readv": 310,
-                "process_vm_writev": 311,
-                "finit_module": 313,
-                "kexec_file_load": 320,
-                "bpf": 321,
-                "execveat": 322,
-                "userfaultfd": 323,
-                **_UNIFIED_NUMBERS,
-            }
-        ),
-        "aarch64": MappingProxyType(
-            {
-                "lookup_dcookie": 18,
-                "ioctl": 29,
-                "umount2": 39,
-                "mount": 40,
-                "pivot_root": 41,
-                "chroot": 51,
-                "vhangup": 58,
-                "quotactl": 60,
-                "acct": 89,
-                "personality": 92,
-                "unshare": 97,
-                "kexec_load": 104,
-                "init_module": 105,
-                "delete_module": 106,
-                "clock_settime": 112,
-                "syslog": 116,
-                "ptrace": 117,
-                "reboot": 142,
-                "settimeofday": 170,
-                "adjtimex": 171,
-                "socket": 198,
-                "socketpair": 199,
-                "add_key": 217,
-                "request_key": 218,
-                "keyctl": 219,
-                "clone": 220,
-                "execve": 221,
-                "swapon": 224,
-                "swapoff": 225,
-                "perf_event_open": 241,
-                "fanotify_init": 262,
-                "name_to_handle_at": 264,
-                "open_by_handle_at": 265,
-                "clock_adjtime": 266,
-                "setns": 268,
-                "process_vm_readv": 270,
-                "process_vm_writev": 271,
-                "finit_module": 273,
-                "bpf": 280,
-                "execveat": 281,
-                "userfaultfd": 282,
-                "kexec_file_load": 294,
-                **_UNIFIED_NUMBERS,
-            }
-        ),
-    }
-)
-
-# -- seccomp(2) return values (include/uapi/linux/seccomp.h) ---------------------
-_RET_KILL_PROCESS = 0x80000000
-_RET_ERRNO = 0x00050000
-_RET_USER_NOTIF = 0x7FC00000
-_RET_ALLOW = 0x7FFF0000
-
-# -- classic BPF opcodes (include/uapi/linux/bpf_common.h) -----------------------
-_LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS
-_JEQ_K = 0x05 | 0x10 | 0x00  # BPF_JMP | BPF_JEQ | BPF_K
-_JGE_K = 0x05 | 0x30 | 0x00  # BPF_JMP | BPF_JGE | BPF_K
-_JSET_K = 0x05 | 0x40 | 0x00  # BPF_JMP | BPF_JSET | BPF_K
-_RET_K = 0x06 | 0x00  # BPF_RET | BPF_K
-
-# -- struct seccomp_data offsets: int nr; __u32 arch; __u64 ip; __u64 args[6] ----
-_OFFSET_NR = 0
-_OFFSET_ARCH = 4
+#: SCMP_FLTATR_CTL_OPTIMIZE: 2 lays the calls out as a binary tree by number.
+_OPTIMIZE_BINARY_TREE = 2
+#: Why prepare_filters could not compile the filter, when it could not.
+_PREPARE_PROBLEM: str | None = None
 
 
-def _arg_low(index: int) -> int:
-    return 16 + 8 * index  # little-endian: the low 32 bits come first
+def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
+    arch = ARCH_TOKEN[machine]
+    deny = SCMP_ACT_NOTIFY if notify else scmp_act_errno(errno.EPERM)
+    with SeccompCompiler(deny) as compiler:
+        compiler.set_attribute(SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)
+        compiler.set_attribute(SCMP_FLTATR_CTL_OPTIMIZE, _OPTIMIZE_BINARY_TREE)
+        native = libseccomp_native_arch()
+        if native != arch:  # only tests build another machine's filter
+            compiler.add_arch(arch)
+            compiler.remove_arch(native)
 
+        def number(name: str) -> int | None:
+            if native == arch:
+                return syscall_number(name, machine)
+            # Another machine (tests only): libseccomp takes *native* numbers
+            # and translates them by name (arch_syscall_translate), so a call
+            # newer than its native table, or absent there, cannot be added.
+            target = libseccomp_syscall_number(arch, name)
+            return None if target is None else libseccomp_syscall_number(native, name)
 
-_X32_SYSCALL_BIT = 0x40000000  # arch/x86/include/uapi/asm/unistd.h
-_AF_UNIX = 1  # include/linux/socket.h
-_TIOCSTI = 0x5412  # include/uapi/asm-generic/ioctls.h
-_TIOCLINUX = 0x541C
-_PERSONALITY_QUERY = 0xFFFFFFFF  # personality(2): 0xffffffff only reads the persona
-#: Every CLONE_NEW* flag clone(2) accepts in its 32-bit flags word: NEWNS,
-#: NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (CLONE_NEWTIME exists only
-#: for clone3 and unshare; its bit is part of the exit signal in clone's flags).
-_CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
-_CLONE_NEW_FLAGS |= 0x20000000 | 0x40000000
-
-_Insn = tuple[int, int, int, int]
-
-
-def _stmt(code: int, k: int) -> _Insn:
-    return (code, 0, 0, k)
-
-
-def _jump(code: int, k: int, jt: int, jf: int) -> _Insn:
-    return (code, jt, jf, k)
-
-
-def _errno(number: int) -> _Insn:
-    return _stmt(_RET_K, _RET_ERRNO | number)
-
-
-def _on_syscall(number: int, block: list[_Insn]) -> list[_Insn]:
-    """Run ``block`` (which must end by returning) when nr == number, else skip it."""
-    if len(block) > 0xFF:
-        raise AssertionError("a BPF conditional jump reaches at most 255 instructions")
-    return [_jump(_JEQ_K, number, 0, len(block)), *block]
+        plain = [name for group in ALLOWED for name in group.syscalls]
+        conditionals = list(CONDITIONAL)
+        if allow_exec:
+            plain += EXEC
+            conditionals += WHEN_EXEC
+        else:
+            plain += [conditional.syscall for conditional in WHEN_EXEC]
+        for name in plain:
+            found = number(name)
+            if found is not None:  # absent on this architecture (arm64 has no open(2))
+                compiler.add_rule(SCMP_ACT_ALLOW, found)
+        for conditional in conditionals:
+            found = number(conditional.syscall)
+            if found is None:
+                continue
+            for rule in conditional.rules:
+                compiler.add_rule(
+                    SCMP_ACT_ALLOW,
+                    found,
+                    [(c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value) for c in rule],
+                )
+        for refusal in QUIET_REFUSALS:
+            found = number(refusal.syscall)
+            action = scmp_act_errno(refusal.errno)
+            if found is None or action == deny:
+                continue  # without counting, the default action is this very refusal
+            for rule in refusal.rules or ((),):
+                compiler.add_rule(
+                    action, found, [(c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value) for c in rule]
+                )
+        if machine == "x86_64":
+            # After every rule, so no rule applies to it: x32 meets the default.
+            compiler.add_arch(SCMP_ARCH_X32)
+        return compiler.export()
 
 
 @functools.cache
 def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool = False) -> bytes:
     """The seccomp program (``struct sock_filter`` entries, 8 bytes each) for ``machine``.
 
-    ``machine`` defaults to ``os.uname().machine``; an architecture without a
-    syscall table here raises :class:`SandboxError` (fail closed: a filter
-    with another architecture's numbers would deny the wrong calls). With
-    ``notify`` every denial returns SECCOMP_RET_USER_NOTIF instead of
-    ``RET_ERRNO | EPERM``, for a supervisor to count and answer with EPERM.
-    The result depends only on the arguments, so it is cached: the zygote
-    builds each variant once (:func:`prepare_filters`) and every worker
-    inherits them.
+    ``machine`` defaults to ``os.uname().machine``; an architecture caplet
+    has no table for raises :class:`SandboxError` (fail closed), as does a
+    missing or failing libseccomp. With ``notify`` the default action is
+    SECCOMP_RET_USER_NOTIF instead of RET_ERRNO(EPERM), for a supervisor to
+    answer and count. The result depends only on the arguments, so it is
+    cached: the zygote builds each variant once (:func:`prepare_filters`)
+    and every worker inherits them.
     """
-    machine = os.uname().machine if machine is None else machine
-    numbers = SYSCALL_NUMBERS.get(machine)
-    arch = AUDIT_ARCH.get(machine)
-    if numbers is None or arch is None:
+    machine = machine_or_native(machine)
+    if machine not in ARCH_TOKEN:
         raise SandboxError(
             f"seccomp: no syscall table for machine {machine!r} (supported: "
-            f"{', '.join(sorted(SYSCALL_NUMBERS))}); refusing to run a worker with a "
+            f"{', '.join(sorted(ARCH_TOKEN))}); refusing to run a worker with a "
             'filter that cannot be built. Use isolation = "best-effort" to run without it.'
         )
-    deny = _stmt(_RET_K, _RET_USER_NOTIF) if notify else _errno(errno.EPERM)
-    program: list[_Insn] = [
-        _stmt(_LD_W_ABS, _OFFSET_ARCH),
-        _jump(_JEQ_K, arch, 1, 0),
-        _stmt(_RET_K, _RET_KILL_PROCESS),
-        _stmt(_LD_W_ABS, _OFFSET_NR),
-    ]
-    if machine == "x86_64":
-        program += [_jump(_JGE_K, _X32_SYSCALL_BIT, 0, 1), deny]
-    denied = list(DENIED_SYSCALLS)
-    if not allow_exec:
-        denied += ["execve", "execveat"]
-    for name in denied:
-        number = numbers.get(name)
-        if number is not None:
-            program += _on_syscall(number, [deny])
-    program += _on_syscall(numbers["clone3"], [_errno(errno.ENOSYS)])
-    program += _on_syscall(
-        numbers["personality"],
-        [
-            _stmt(_LD_W_ABS, _arg_low(0)),
-            _jump(_JEQ_K, _PERSONALITY_QUERY, 0, 1),
-            _stmt(_RET_K, _RET_ALLOW),
-            deny,
-        ],
-    )
-    program += _on_syscall(
-        numbers["ioctl"],
-        [
-            _stmt(_LD_W_ABS, _arg_low(1)),
-            _jump(_JEQ_K, _TIOCSTI, 2, 0),
-            _jump(_JEQ_K, _TIOCLINUX, 1, 0),
-            _stmt(_RET_K, _RET_ALLOW),
-            deny,
-        ],
-    )
-    program += _on_syscall(
-        numbers["clone"],
-        [
-            # clone(2) on x86_64 and arm64: flags is the first argument.
-            _stmt(_LD_W_ABS, _arg_low(0)),
-            _jump(_JSET_K, _CLONE_NEW_FLAGS, 0, 1),
-            deny,
-            _stmt(_RET_K, _RET_ALLOW),
-        ],
-    )
-    for name in ("socket", "socketpair"):
-        program += _on_syscall(
-            numbers[name],
-            [
-                _stmt(_LD_W_ABS, _arg_low(0)),
-                _jump(_JEQ_K, _AF_UNIX, 0, 1),
-                _stmt(_RET_K, _RET_ALLOW),
-                deny,
-            ],
-        )
-    program.append(_stmt(_RET_K, _RET_ALLOW))
-    return b"".join(struct.pack("<HBBI", *insn) for insn in program)
+    problem = _libseccomp_problem()
+    if problem is not None:
+        raise SandboxError(f"seccomp: {problem}")
+    try:
+        return _compile(machine, allow_exec=allow_exec, notify=notify)
+    except OSError as exc:
+        raise SandboxError(
+            f"seccomp: libseccomp could not compile the worker's filter ({exc.strerror}); "
+            f'report it, or use isolation = "best-effort" to run without the filter'
+        ) from exc
 
 
 def prepare_filters() -> None:
-    """Build every variant of the filter now (in the zygote, before it forks)."""
-    for allow_exec in (False, True):
-        for notify in (False, True):
-            build_filter(allow_exec=allow_exec, notify=notify)
+    """Build every variant of the filter now (in the zygote, before it forks).
+
+    Never raises: a failure is remembered and reported by
+    :func:`seccomp_problem`, so the layer shows as missing (strict isolation
+    then refuses to start workers) instead of the zygote dying.
+    """
+    global _PREPARE_PROBLEM
+    if _libseccomp_problem() is not None or _kernel_problem() is not None:
+        return
+    syscall_names()
+    try:
+        for allow_exec in (False, True):
+            for notify in (False, True):
+                if notify and seccomp_notify_problem() is not None:
+                    continue
+                build_filter(allow_exec=allow_exec, notify=notify)
+    except SandboxError as exc:
+        _PREPARE_PROBLEM = str(exc).removeprefix("seccomp: ")
 
 
 def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
@@ -445,10 +284,10 @@ def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
     Without ``notify`` the filter is installed with prctl(PR_SET_SECCOMP)
     and None is returned. With ``notify`` it is the counting program,
     installed with seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER), and the
-    listener fd is returned: until a supervisor serves it, a denied syscall
+    listener fd is returned: until a supervisor serves it, a refused call
     blocks (and once every copy of the fd is closed it fails with ENOSYS,
     seccomp_unotify(2)), so the caller must hand it over before making any
-    denied call and must never run plugin code if that fails.
+    refused call and must never run plugin code if that fails.
     """
     program = build_filter(allow_exec=allow_exec, notify=notify)
     try:
@@ -465,27 +304,52 @@ def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
     return None
 
 
-def seccomp_available() -> bool:
-    """Whether this kernel can run the worker's filter (the cheap, in-process probe).
+def _libseccomp_problem() -> str | None:
+    try:
+        version = libseccomp_version()
+    except (OSError, AttributeError) as exc:
+        return f"libseccomp cannot be loaded ({LIBSECCOMP_SONAME}: {exc}); {LIBSECCOMP_FIX}"
+    if version < LIBSECCOMP_MIN_VERSION:
+        shown = ".".join(map(str, version))
+        return f"libseccomp {shown} is too old (caplet needs >= 2.5.0); {LIBSECCOMP_FIX}"
+    return None
 
-    True when ``/proc/self/status`` has a ``Seccomp:`` line (CONFIG_SECCOMP,
-    proc(5)), seccomp(SECCOMP_GET_ACTION_AVAIL) confirms every action the
-    filter returns (so CONFIG_SECCOMP_FILTER is there), and this machine has
-    a syscall table. Nothing is installed and no process is started, so the
-    zygote can call it at start-up; :func:`seccomp_enforced` is the thorough
-    check for ``caplet doctor``.
-    """
+
+def _kernel_problem() -> str | None:
     try:
         status = Path("/proc/self/status").read_text(encoding="ascii")
-    except OSError:
-        return False
+    except OSError as exc:
+        return f"/proc/self/status is unreadable ({exc.strerror})"
     if not any(line.startswith("Seccomp:") for line in status.splitlines()):
-        return False
-    if os.uname().machine not in SYSCALL_NUMBERS:
-        return False
-    return all(
-        seccomp_action_available(action) for action in (_RET_KILL_PROCESS, _RET_ERRNO, _RET_ALLOW)
-    )
+        return "the kernel has no seccomp (CONFIG_SECCOMP)"
+    if os.uname().machine not in ARCH_TOKEN:
+        return f"no syscall table for machine {os.uname().machine!r}"
+    for action, name in (
+        (SCMP_ACT_KILL_PROCESS, "SECCOMP_RET_KILL_PROCESS"),
+        (scmp_act_errno(0) & 0xFFFF0000, "SECCOMP_RET_ERRNO"),
+        (SCMP_ACT_ALLOW, "SECCOMP_RET_ALLOW"),
+    ):
+        if not seccomp_action_available(action):
+            return f"the kernel's seccomp filters lack {name} (needs CONFIG_SECCOMP_FILTER)"
+    return None
+
+
+def seccomp_problem() -> str | None:
+    """None when workers can get the filter here, else why not, with the fix (``caplet doctor``).
+
+    The cheap, in-process probe (the zygote calls it at start-up): the
+    kernel (``Seccomp:`` in ``/proc/self/status``, proc(5);
+    SECCOMP_GET_ACTION_AVAIL for every action the filter returns), a
+    syscall table for this machine, libseccomp >= 2.5.0, and, in a zygote,
+    whether :func:`prepare_filters` compiled the filter. Nothing is
+    installed; :func:`seccomp_enforced` is the thorough check.
+    """
+    return _kernel_problem() or _libseccomp_problem() or _PREPARE_PROBLEM
+
+
+def seccomp_available() -> bool:
+    """Whether workers can get the filter here (:func:`seccomp_problem` finds nothing)."""
+    return seccomp_problem() is None
 
 
 def seccomp_notify_problem() -> str | None:
@@ -497,9 +361,9 @@ def seccomp_notify_problem() -> str | None:
     struct seccomp_notif and seccomp_notif_resp sizes, which must be the
     ones the RECV and SEND ioctl numbers were built from.
     """
-    if not seccomp_available():
+    if _kernel_problem() is not None or _libseccomp_problem() is not None:
         return "seccomp filters are not available"
-    if not seccomp_action_available(_RET_USER_NOTIF):
+    if not seccomp_action_available(SCMP_ACT_NOTIFY):
         return "the kernel has no SECCOMP_RET_USER_NOTIF (needs Linux >= 5.0)"
     if not seccomp_filter_flag_supported(SECCOMP_FILTER_FLAG_NEW_LISTENER):
         return "the kernel refuses SECCOMP_FILTER_FLAG_NEW_LISTENER (needs Linux >= 5.0)"
@@ -509,26 +373,21 @@ def seccomp_notify_problem() -> str | None:
     return None
 
 
-def syscall_names(machine: str | None = None) -> Mapping[int, str]:
-    """Syscall number -> name on ``machine`` (default: this one), from :data:`SYSCALL_NUMBERS`."""
-    table = SYSCALL_NUMBERS.get(os.uname().machine if machine is None else machine, {})
-    return MappingProxyType({number: name for name, number in table.items()})
-
-
 #: Most notifications one listener gets answered per turn of the zygote's loop,
 #: so a plugin flooding denied syscalls delays spawn requests and other
 #: workers' notifications by at most this many round trips (each a few µs).
 SERVE_BATCH = 16
 #: Most distinct names counted per worker; the rest are counted as "other".
-#: Names come from a fixed table, but an x32 number (any value with
-#: __X32_SYSCALL_BIT set) is denied under its own number, and a plugin must
-#: not be able to grow the zygote's memory or the status report with them.
+#: Names come from a fixed table, but a number without one (any value with
+#: __X32_SYSCALL_BIT set, or above the review) is counted under its own
+#: number, and a plugin must not be able to grow the zygote's memory or the
+#: status report with them.
 MAX_DENIAL_NAMES = 64
 _OVERFLOW_NAME = "other"
 
 
 class DenialCounter:
-    """The supervisor side of one worker's listener: answer with EPERM, count by name.
+    """The supervisor side of one worker's listener: refuse (EPERM or ENOSYS), count by name.
 
     Runs in the zygote, which polls :attr:`fd` with its other descriptors and
     calls :meth:`serve` when it is ready. Never blocks: each RECV follows a
@@ -537,9 +396,10 @@ class DenialCounter:
     between makes RECV fail with ENOENT, it does not block).
     """
 
-    __slots__ = ("_names", "_notification", "_poller", "counts", "fd")
+    __slots__ = ("_machine", "_names", "_notification", "_poller", "counts", "fd")
 
     def __init__(self, fd: int, *, machine: str | None = None) -> None:
+        self._machine = machine_or_native(machine)
         self.fd: int | None = fd
         #: Syscall name -> times denied (kept after the listener is closed).
         self.counts: dict[str, int] = {}
@@ -577,11 +437,13 @@ class DenialCounter:
             if exc.errno in (errno.ENOENT, errno.EINTR):
                 return  # the target died (or a signal came) before we took it
             raise
-        self._count(int(notification.data.nr))
+        number = int(notification.data.nr)
+        self._count(number)
         try:
-            # error = -EPERM, val = 0, flags = 0: the syscall fails as with
-            # RET_ERRNO|EPERM and never runs (no USER_NOTIF_FLAG_CONTINUE).
-            seccomp_notif_send(fd, int(notification.id), error=-errno.EPERM)
+            # error = -errno, val = 0, flags = 0: the syscall fails as with
+            # RET_ERRNO and never runs (no USER_NOTIF_FLAG_CONTINUE).
+            error = denial_errno(number, self._machine)
+            seccomp_notif_send(fd, int(notification.id), error=-error)
         except OSError as exc:
             if exc.errno != errno.ENOENT:  # ENOENT: the target died waiting
                 raise
@@ -604,7 +466,7 @@ class DenialCounter:
 
 
 # The thorough probe applies the real filter in a throwaway interpreter and
-# checks that a denied call (an AF_INET socket) is refused: seccomp is never
+# checks that a refused call (an AF_INET socket) is refused: seccomp is never
 # tried on the calling process, and a fork from a possibly threaded host is
 # avoided. The package root comes first on sys.path so that the probe runs
 # this very copy of caplet.
@@ -622,7 +484,7 @@ sys.exit(3)
 
 
 def seccomp_enforced() -> bool:
-    """Whether a child interpreter under this module's filter is really refused a denied call.
+    """Whether a child interpreter under this module's filter is really refused a refused call.
 
     Costs one interpreter start (tens of milliseconds): meant for ``caplet
     doctor``, not for every worker start.

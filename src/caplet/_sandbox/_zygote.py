@@ -100,8 +100,8 @@ from caplet._sandbox._seccomp import (
     DenialCounter,
     apply_seccomp,
     prepare_filters,
-    seccomp_available,
     seccomp_notify_problem,
+    seccomp_problem,
 )
 from caplet._syscall import close_fds_except, set_child_subreaper, set_parent_death_signal
 
@@ -178,7 +178,7 @@ def probe_layers() -> dict[str, str]:
                 )
             )
         elif layer == "seccomp":
-            report[layer] = "" if seccomp_available() else "seccomp filters are not available"
+            report[layer] = seccomp_problem() or ""
         else:
             report[layer] = ""
     return report

@@ -1,0 +1,573 @@
+"""What a worker's seccomp filter lets through: the allowlist, as reviewed data.
+
+:mod:`caplet._sandbox._seccomp` compiles this into the program every worker
+installs; nothing here runs code. Every system call a worker may make is
+named below in a group that says why CPython or a common extension module
+needs it; a call on no list is refused (SECCOMP_RET_USER_NOTIF, answered
+and counted by the zygote, or RET_ERRNO where counting is off). Adding a
+call means adding it to a group with its reason, and a test.
+
+How the list was measured (reproduce it after upgrading Python, glibc or a
+library): real plugin workers, started by a :class:`caplet.PluginHost` with
+every layer on, were run under ``strace -f -qq --decode-pids=pidns -o FILE``
+while they imported and exercised numpy (array math, linalg, FFT, random),
+pandas (groupby, CSV round trip, time zones), cryptography (Fernet, ECDSA,
+RSA), lxml (parse, XPath, write), sqlite3 (rollback journal and WAL in
+/tmp), ssl (default context), zlib/gzip/bz2/lzma, asyncio (gather,
+run_in_executor: its socketpair self-pipe and epoll), threading and
+concurrent.futures thread pools, ``os.fork``, ``os.posix_spawn`` and
+``subprocess`` of an approved program (``ls -la``), shutil copies, mmap,
+memfd, FIFOs, links, locale, zoneinfo, uuid, signal timers, faulthandler,
+``pathlib.Path.home()`` and a guest snippet. The syscalls each process made
+after its ``seccomp(SECCOMP_SET_MODE_FILTER, ...)`` (and its descendants',
+followed through ``clone``/``fork`` return values) are all on these lists;
+the groups then add the calls of the same family those libraries reach on
+other paths (``preadv2`` next to ``pread64``, ``ppoll`` next to ``poll``).
+
+Argument rules use only masked equality on the bits the kernel reads: the
+``int``/``unsigned int``/``umode_t`` arguments are truncated by the kernel's
+syscall wrappers, so a check of the full 64-bit register would let
+``ioctl(fd, 0x1_0000_5412)`` through as TIOCSTI; a mask within the low
+32 bits ignores the high half exactly as the kernel does. Pointers are
+compared in full.
+
+This module runs inside workers (through the zygote): standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = [
+    "ALLOWED",
+    "CONDITIONAL",
+    "EXEC",
+    "NEVER_ALLOWED",
+    "NEWEST_REVIEWED",
+    "QUIET_REFUSALS",
+    "UNIFIED_NUMBERS",
+    "WHEN_EXEC",
+    "Conditional",
+    "Group",
+    "Masked",
+    "Refusal",
+    "Rule",
+    "allowlist_names",
+    "none_of",
+]
+
+_LOW32 = 0xFFFF_FFFF
+_ALL64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Masked:
+    """``(args[arg] & mask) == value``: one comparison (libseccomp's SCMP_CMP_MASKED_EQ)."""
+
+    arg: int
+    mask: int
+    value: int
+
+
+#: A rule holds when every one of its comparisons does (libseccomp allows one
+#: comparison per argument in a rule; several rules for a call are OR-ed).
+Rule = tuple[Masked, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """System calls allowed whatever their arguments, and why workers need them."""
+
+    name: str
+    why: str
+    syscalls: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Conditional:
+    """A call allowed only when one of ``rules`` holds; otherwise refused and counted."""
+
+    syscall: str
+    why: str
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A call refused straight from the filter with ``errno``: no notification, not counted.
+
+    Only for calls that well-behaved code makes as a matter of course and
+    whose failure it handles, where counting would fill the permission log
+    with noise and hide the denials that matter. ``rules`` empty: always.
+    """
+
+    syscall: str
+    errno: int
+    why: str
+    rules: tuple[Rule, ...] = ()
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """Syscall names written as words, the way reviewers read a list of them."""
+    return tuple(text.split())
+
+
+def _low(arg: int, value: int) -> Rule:
+    """The low 32 bits of ``arg`` equal ``value`` (the kernel reads an int there)."""
+    return (Masked(arg, _LOW32, value),)
+
+
+def none_of(arg: int, values: Iterable[int], width: int = 32) -> tuple[Rule, ...]:
+    """Rules that together hold exactly when the low ``width`` bits of ``arg`` are none of
+    ``values``.
+
+    libseccomp has no "not equal" on 32 bits (SCMP_CMP_NE compares all 64,
+    so a set high half would slip past), but masked equality can pin bits:
+    the complement of a few values is a union of sub-cubes of the bit space,
+    one rule each. Bits on which every refused value agrees come first
+    (each contributes one rule: "this bit differs, the ones before agree"),
+    so a common request that differs from the refused ones in bit 0
+    matches the first rule; then the bits where they differ are split.
+    """
+    points = frozenset(values)
+    agreeing = [b for b in range(width) if len({p >> b & 1 for p in points}) == 1]
+    order = agreeing + [b for b in range(width) if b not in agreeing]
+    rules: list[Rule] = []
+
+    def split(left: frozenset[int], depth: int, mask: int, value: int) -> None:
+        if not left:
+            rules.append((Masked(arg, mask, value),))
+            return
+        if depth == len(order):
+            return  # exactly one refused value: no rule covers it
+        bit = order[depth]
+        branches = [frozenset(p for p in left if p >> bit & 1 == choice) for choice in (0, 1)]
+        # The branch no refused value takes becomes a rule at once, before
+        # the deeper ones: the earlier a rule, the fewer bits it pins.
+        for choice in sorted((0, 1), key=lambda c: len(branches[c])):
+            split(branches[choice], depth + 1, mask | 1 << bit, value | choice << bit)
+
+    split(points, 0, 0, 0)
+    return tuple(rules)
+
+
+# -- constants the rules refer to (include/uapi/linux/*.h) --------------------------
+_SETID_BITS = 0o6000  # S_ISUID | S_ISGID
+_S_IFMT = 0o170000
+_S_IFREG = 0o100000
+_S_IFIFO = 0o010000
+_S_IFSOCK = 0o140000
+_AF_UNIX = 1
+_SOCK_TYPE_MASK = 0xF  # SOCK_NONBLOCK / SOCK_CLOEXEC live above it
+_SOCK_STREAM = 1
+_SOCK_SEQPACKET = 5
+_RENAME_WHITEOUT = 1 << 2
+_TIOCSTI = 0x5412
+_TIOCLINUX = 0x541C
+_PERSONALITY_QUERY = 0xFFFF_FFFF
+#: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (clone(2)'s
+#: 32-bit flags word; CLONE_NEWTIME exists only for clone3 and unshare).
+_CLONE_NEW_FLAGS = 0x7E020000
+#: prctl(2) options a worker may use: reads of its own state, naming threads
+#: and memory, and settings that only restrict the caller.
+_PRCTL_OPTIONS = {
+    "PR_GET_PDEATHSIG": 2,
+    "PR_GET_DUMPABLE": 3,
+    "PR_GET_KEEPCAPS": 7,
+    "PR_SET_NAME": 15,
+    "PR_GET_NAME": 16,
+    "PR_GET_SECCOMP": 21,
+    "PR_CAPBSET_READ": 23,  # libcap users (ls -l) read the bounding set
+    "PR_GET_TIMERSLACK": 30,
+    "PR_SET_TIMERSLACK": 29,
+    "PR_GET_CHILD_SUBREAPER": 37,
+    "PR_SET_NO_NEW_PRIVS": 38,  # already set: a no-op
+    "PR_GET_NO_NEW_PRIVS": 39,
+    "PR_GET_TID_ADDRESS": 40,
+    "PR_SET_THP_DISABLE": 41,
+    "PR_GET_THP_DISABLE": 42,
+    "PR_GET_SPECULATION_CTRL": 52,
+    "PR_SET_SPECULATION_CTRL": 53,  # can only add mitigations to the caller
+    "PR_SET_VMA": 0x53564D41,  # glibc >= 2.39 names its anonymous mappings
+}
+
+# -- the allowlist -------------------------------------------------------------------
+
+ALLOWED: tuple[Group, ...] = (
+    Group(
+        "memory",
+        "the allocator (brk/mmap arenas), the dynamic loader mapping extension modules "
+        "(numpy, pandas, cryptography, lxml are shared objects), thread stacks, NUMA "
+        "hints OpenBLAS gives its buffers (mbind), memory locked by crypto libraries "
+        "within RLIMIT_MEMLOCK, and the sealing/shadow-stack calls newer glibc makes "
+        "(memfd_create: see WHEN_EXEC)",
+        _names(
+            """
+            brk mmap munmap mremap mprotect madvise msync mincore mlock mlock2 munlock
+            mlockall munlockall membarrier mbind get_mempolicy
+            set_mempolicy pkey_alloc pkey_free pkey_mprotect mseal map_shadow_stack
+            """
+        ),
+    ),
+    Group(
+        "file I/O",
+        "reading modules and data, writing under granted paths and /tmp (Landlock and "
+        "the mounts decide where): plain, vectored and positional reads and writes, "
+        "sendfile/copy_file_range (shutil.copyfile), splice/tee, locks and syncs "
+        "(SQLite: fcntl locks, fdatasync), preallocation and read-ahead hints",
+        _names(
+            """
+            read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2
+            lseek close close_range dup dup2 dup3 fcntl flock fsync fdatasync
+            sync_file_range fadvise64 readahead fallocate ftruncate truncate sendfile
+            copy_file_range splice tee pipe pipe2
+            """
+        ),
+    ),
+    Group(
+        "file metadata and directories",
+        "import's stat/listdir walk, os.walk/glob/pathlib, tempfile, shutil (copy2, "
+        "copytree, rmtree), renames and links; xattr and file-attribute *reads* only "
+        "(ls -l, shutil.copystat); the *at forms and statx/faccessat2, which glibc "
+        "and CPython prefer where the kernel has them",
+        _names(
+            """
+            stat fstat lstat newfstatat statx statfs fstatfs access faccessat faccessat2
+            readlink readlinkat getdents getdents64 getcwd chdir fchdir umask rmdir
+            unlink unlinkat rename renameat link linkat symlink symlinkat utime utimes
+            utimensat futimesat getxattr lgetxattr fgetxattr listxattr llistxattr
+            flistxattr getxattrat listxattrat file_getattr inotify_init inotify_init1
+            inotify_add_watch inotify_rm_watch
+            """
+        ),
+    ),
+    Group(
+        "waiting and time",
+        "the worker's call loop (poll on its channel), asyncio's selector (epoll, its "
+        "wake-up fd), selectors/select, sleeps, clocks, timers and signal.setitimer, "
+        "threading's timed waits",
+        _names(
+            """
+            poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait
+            epoll_pwait epoll_pwait2 eventfd eventfd2 timerfd_create timerfd_settime
+            timerfd_gettime clock_gettime clock_getres clock_nanosleep nanosleep
+            gettimeofday time times alarm pause getitimer setitimer timer_create
+            timer_settime timer_gettime timer_getoverrun timer_delete
+            """
+        ),
+    ),
+    Group(
+        "threads and synchronisation",
+        "threading, thread pools, OpenBLAS and asyncio's default executor: futexes "
+        "(and the futex2 calls), the robust list, rseq and TLS set-up glibc does for "
+        "every thread (arch_prctl on x86_64), thread exit",
+        _names(
+            """
+            futex futex_waitv futex_wake futex_wait futex_requeue set_robust_list
+            set_tid_address rseq gettid arch_prctl sched_yield exit exit_group
+            restart_syscall
+            """
+        ),
+    ),
+    Group(
+        "signals",
+        "CPython's signal module and wake-up fd, faulthandler's alternate stack, "
+        "subprocess and multiprocessing killing their own children (the pid namespace "
+        "holds nothing else), pthread_kill",
+        _names(
+            """
+            rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend
+            rt_sigtimedwait sigaltstack signalfd signalfd4 kill tkill tgkill pidfd_open
+            pidfd_send_signal
+            """
+        ),
+    ),
+    Group(
+        "processes",
+        "os.fork, subprocess/posix_spawn (vfork, or clone with CLONE_VM|CLONE_VFORK), "
+        "waiting for children, process groups and sessions (start_new_session), "
+        "reading ids, limits and usage, scheduling hints (os.nice, affinity)",
+        _names(
+            """
+            fork vfork wait4 waitid getpid getppid getpgid getpgrp setpgid getsid setsid
+            getuid geteuid getgid getegid getresuid getresgid getgroups capget getrlimit
+            setrlimit prlimit64 getrusage getpriority setpriority sched_getaffinity
+            sched_setaffinity sched_getparam sched_getscheduler sched_getattr
+            sched_get_priority_max sched_get_priority_min sched_rr_get_interval
+            """
+        ),
+    ),
+    Group(
+        "system information",
+        "os.urandom/secrets/OpenSSL seeding, platform.uname, os.sysconf page counts "
+        "(sysinfo), sched_getcpu's fallback",
+        ("getrandom", "uname", "sysinfo", "getcpu"),
+    ),
+    Group(
+        "the worker's own sockets",
+        "the channel to the host and the listener hand-over are connected AF_UNIX "
+        "stream/seqpacket sockets, as are socketpair()s (asyncio's self-pipe): sending, "
+        "receiving and inspecting them; socket(), connect(), bind(), listen() and "
+        "accept() are not here, so nothing can reach an address",
+        _names(
+            """
+            sendmsg recvmsg recvfrom getsockname getpeername getsockopt setsockopt
+            shutdown
+            """
+        ),
+    ),
+)
+
+
+def _modes(arg: int) -> tuple[Rule, ...]:
+    """No set-user-ID or set-group-ID bit in the mode argument ``arg`` (umode_t)."""
+    return ((Masked(arg, _SETID_BITS, 0),),)
+
+
+def _node_types(arg: int) -> tuple[Rule, ...]:
+    """Regular files, FIFOs and sockets without set-id bits: no character or block device."""
+    mask = _S_IFMT | _SETID_BITS
+    return tuple((Masked(arg, mask, kind),) for kind in (0, _S_IFREG, _S_IFIFO, _S_IFSOCK))
+
+
+_NO_SETID = "no set-user-ID/set-group-ID bit on anything a plugin creates or changes"
+
+CONDITIONAL: tuple[Conditional, ...] = (
+    # Creating and changing modes: issue 13, point 1 (a setuid copy of the
+    # interpreter in a write grant is host root when the host runs as root).
+    Conditional("open", _NO_SETID, _modes(2)),
+    Conditional("openat", _NO_SETID, _modes(3)),
+    Conditional("creat", _NO_SETID, _modes(1)),
+    Conditional("mkdir", _NO_SETID, _modes(1)),
+    Conditional("mkdirat", _NO_SETID, _modes(2)),
+    Conditional("chmod", _NO_SETID, _modes(1)),
+    Conditional("fchmod", _NO_SETID, _modes(1)),
+    Conditional("fchmodat", _NO_SETID, _modes(2)),
+    Conditional("fchmodat2", _NO_SETID, _modes(2)),
+    Conditional("mknod", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(1)),
+    Conditional("mknodat", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(2)),
+    Conditional(
+        "renameat2",
+        "renames with RENAME_NOREPLACE/EXCHANGE; RENAME_WHITEOUT leaves a 0:0 character "
+        "device behind, and no device node may be created",
+        ((Masked(4, _RENAME_WHITEOUT, 0),),),
+    ),
+    Conditional(
+        "clone",
+        "threads and fork-like children; never new namespaces (the jail is already built)",
+        ((Masked(0, _CLONE_NEW_FLAGS, 0),),),
+    ),
+    Conditional(
+        "socketpair",
+        "asyncio's self-pipe and subprocess/multiprocessing pairs: AF_UNIX stream or "
+        "seqpacket only; a connected SOCK_DGRAM pair could still sendto() any pathname",
+        tuple(
+            (Masked(0, _LOW32, _AF_UNIX), Masked(1, _SOCK_TYPE_MASK, kind))
+            for kind in (_SOCK_STREAM, _SOCK_SEQPACKET)
+        ),
+    ),
+    Conditional(
+        "sendto",
+        "send() on the worker's connected sockets (it is sendto with no address); an "
+        "address is a way to a host socket",
+        ((Masked(4, _ALL64, 0),),),
+    ),
+    Conditional(
+        "ioctl",
+        "isatty (TCGETS), FIONBIO, FIOCLEX, terminal sizes, file-system ioctls; never "
+        "TIOCSTI/TIOCLINUX (typing into a terminal)",
+        none_of(1, (_TIOCSTI, _TIOCLINUX)),
+    ),
+    Conditional(
+        "prctl",
+        "naming threads, reading its own settings, and settings that only restrict it",
+        tuple(_low(0, option) for option in sorted(_PRCTL_OPTIONS.values())),
+    ),
+    Conditional(
+        "personality",
+        "only the query personality(0xffffffff) glibc and Python make; setting a "
+        "persona (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC) weakens the process",
+        (_low(0, _PERSONALITY_QUERY),),
+    ),
+)
+
+#: Allowed only to a worker granted ``proc.exec``; Landlock's execute right
+#: then limits what may be run to the approved program.
+EXEC: tuple[str, ...] = ("execve", "execveat")
+
+_MFD_NOEXEC_SEAL = 0x0008  # include/uapi/linux/memfd.h (Linux >= 6.3)
+
+#: Calls allowed whatever their arguments to a worker that cannot exec, and
+#: only under these rules to one that can.
+WHEN_EXEC: tuple[Conditional, ...] = (
+    Conditional(
+        "memfd_create",
+        "anonymous memory files (os.memfd_create, shared buffers); an anonymous file lies "
+        "outside every Landlock rule, so a worker that may exec could copy any program "
+        "into one and run it (fexecve, /proc/self/fd/N): it gets only memfds sealed "
+        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3)",
+        ((Masked(1, _MFD_NOEXEC_SEAL, _MFD_NOEXEC_SEAL),),),
+    ),
+)
+
+QUIET_REFUSALS: tuple[Refusal, ...] = (
+    Refusal(
+        "clone3",
+        errno.ENOSYS,
+        "its flags live in a struct BPF cannot read; ENOSYS makes glibc fall back to "
+        "clone, which is checked (what Docker's and containerd's profiles do)",
+    ),
+    Refusal(
+        "openat2",
+        errno.ENOSYS,
+        "its mode lives in a struct BPF cannot read; ENOSYS makes callers fall back to "
+        "openat, which is checked",
+    ),
+    Refusal(
+        "socket",
+        errno.EPERM,
+        "glibc asks nscd over an AF_UNIX socket on every user, group or host lookup "
+        "(os.path.expanduser('~') in a worker without HOME), libuuid asks uuidd, "
+        "syslog(3) opens /dev/log: each treats the failure as 'not running'. Other "
+        "families are refused and counted",
+        (_low(0, _AF_UNIX),),
+    ),
+    *(
+        Refusal(
+            name,
+            errno.EPERM,
+            "never another owner; SQLite running as root inside the jail chowns every "
+            "new journal to its database's owner and tarfile chowns what it extracts "
+            "as root, both ignoring the failure",
+        )
+        for name in ("chown", "fchown", "lchown", "fchownat")
+    ),
+)
+
+#: Tripwire for reviewers and tests: calls that must never be allowed.
+NEVER_ALLOWED: tuple[str, ...] = (
+    # other processes' memory and execution
+    *_names(
+        """
+        ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp
+        """
+    ),
+    # mounts and namespaces (the jail is already built)
+    *_names(
+        """
+        mount umount2 pivot_root chroot unshare setns mount_setattr move_mount
+        open_tree open_tree_attr fsopen fsconfig fsmount fspick statmount
+        listmount
+        """
+    ),
+    # kernel attack surface
+    *_names(
+        """
+        bpf perf_event_open keyctl add_key request_key userfaultfd
+        io_uring_setup io_uring_enter io_uring_register open_by_handle_at
+        name_to_handle_at fanotify_init lookup_dcookie
+        """
+    ),
+    # whole-system administration
+    *_names(
+        """
+        kexec_load kexec_file_load init_module finit_module delete_module swapon
+        swapoff reboot acct quotactl quotactl_fd settimeofday clock_settime
+        adjtimex clock_adjtime syslog vhangup iopl ioperm modify_ldt uselib
+        """
+    ),
+    # identity and privilege (workers have no use for them)
+    *_names(
+        """
+        setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid
+        setgroups capset
+        """
+    ),
+    # privileged file state: xattrs (security.capability, trusted.*) and owners
+    *_names(
+        """
+        setxattr lsetxattr fsetxattr setxattrat removexattr lremovexattr
+        fremovexattr removexattrat file_setattr chown fchown lchown fchownat
+        """
+    ),
+    # reaching host services: addresses and host-wide IPC
+    *_names(
+        """
+        socket connect bind listen accept accept4 sendmmsg shmget semget msgget
+        mq_open
+        """
+    ),
+)
+
+#: Syscalls added since Linux 5.1 have one number on every architecture but
+#: alpha (the y2038 renumbering), so x86_64 and arm64 share these; they also
+#: name calls newer than the installed libseccomp's table.
+UNIFIED_NUMBERS: Mapping[str, int] = MappingProxyType(
+    {
+        "pidfd_send_signal": 424,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "pidfd_open": 434,
+        "clone3": 435,
+        "close_range": 436,
+        "openat2": 437,
+        "pidfd_getfd": 438,
+        "faccessat2": 439,
+        "process_madvise": 440,
+        "epoll_pwait2": 441,
+        "mount_setattr": 442,
+        "quotactl_fd": 443,
+        "landlock_create_ruleset": 444,
+        "landlock_add_rule": 445,
+        "landlock_restrict_self": 446,
+        "memfd_secret": 447,
+        "process_mrelease": 448,
+        "futex_waitv": 449,
+        "set_mempolicy_home_node": 450,
+        "cachestat": 451,
+        "fchmodat2": 452,
+        "map_shadow_stack": 453,
+        "futex_wake": 454,
+        "futex_wait": 455,
+        "futex_requeue": 456,
+        "statmount": 457,
+        "listmount": 458,
+        "lsm_get_self_attr": 459,
+        "lsm_set_self_attr": 460,
+        "lsm_list_modules": 461,
+        "mseal": 462,
+        "setxattrat": 463,
+        "getxattrat": 464,
+        "listxattrat": 465,
+        "removexattrat": 466,
+        "open_tree_attr": 467,
+        "file_getattr": 468,
+        "file_setattr": 469,
+    }
+)
+
+#: The newest syscall number this allowlist was reviewed against (Linux 6.18:
+#: file_setattr). A refused call up to here was considered and left out, so it
+#: fails with EPERM; a number above it is newer than the review (or a gap in
+#: the table) and fails with ENOSYS, as on a kernel without it, so that
+#: libraries take the fallback they have for older kernels.
+NEWEST_REVIEWED = 469
+
+
+def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
+    """Every call the filter can let through (unconditionally or under a rule)."""
+    names = {name for group in ALLOWED for name in group.syscalls}
+    names |= {conditional.syscall for conditional in (*CONDITIONAL, *WHEN_EXEC)}
+    if allow_exec:
+        names |= set(EXEC)
+    return frozenset(names)

@@ -1,0 +1,266 @@
+"""No privileged file from a plugin (issue 13, point 1, the seccomp part): attacks in real
+sandboxed workers with a write grant, through the public host API.
+
+A plugin with ``fs.write`` on a host directory tries every route to a file
+that carries privilege on the host: set-user-ID/set-group-ID bits (chmod,
+fchmod, fchmodat, fchmodat2, and the mode of open, openat, creat, mkdir,
+mkdirat, mknod, mknodat; openat2, whose mode BPF cannot read), device nodes
+(mknod, RENAME_WHITEOUT), extended attributes (``security.capability`` file
+capabilities, ``user.*``, removal), ownership (the chown family) and
+identity changes (the setuid family). Every attempt must fail with EPERM
+(openat2: ENOSYS, and the fallback to openat must still work), and the host
+must find nothing privileged in the grant afterwards.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginHost
+from caplet._sandbox._seccomp import syscall_number
+from tests._sandbox.seccompkit import call, sandboxed_host, seccomp_log, write_plugin
+
+SOURCE = """
+import stat
+
+_keep = []
+
+
+def cstr(text):
+    buffer = ctypes.create_string_buffer(text.encode())
+    _keep.append(buffer)
+    return ctypes.addressof(buffer)
+
+
+def setid_modes(root, nr):
+    victim = os.path.join(root, "victim")
+    with open(victim, "wb") as handle:
+        handle.write(b"#!/bin/sh\\n")
+    fd = os.open(victim, os.O_RDONLY)
+    dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    out = {
+        "chmod 4755": attempt(os.chmod, victim, 0o4755),
+        "chmod 2755": attempt(os.chmod, victim, 0o2755),
+        "fchmod 6755": attempt(os.fchmod, fd, 0o6755),
+        "fchmodat 4755": attempt(os.chmod, "victim", 0o4755, dir_fd=dfd),
+        "fchmodat high bits": raw(nr["fchmodat"], dfd, cstr("victim"), 0x10000 | 0o4755),
+        "fchmodat2 4755": raw(nr["fchmodat2"], dfd, cstr("victim"), 0o4755, 0),
+        "fchmodat2 nofollow": raw(nr["fchmodat2"], dfd, cstr("victim"), 0o2755, 0x100),
+        "chmod 755": attempt(os.chmod, victim, 0o755),
+        "chmod sticky dir": attempt(os.chmod, root, 0o1777),
+        "open 4755": attempt(os.open, os.path.join(root, "o1"), os.O_CREAT | os.O_WRONLY, 0o4755),
+        "openat 2755": attempt(os.open, "o2", os.O_CREAT | os.O_WRONLY, 0o2755, dir_fd=dfd),
+        "open tmpfile 4755": attempt(os.open, root, os.O_TMPFILE | os.O_WRONLY, 0o4755),
+        "mkdir 2775": attempt(os.mkdir, os.path.join(root, "d1"), 0o2775),
+        "mkdirat 4775": attempt(os.mkdir, "d2", 0o4775, dir_fd=dfd),
+        "mknod reg 4755": attempt(os.mknod, os.path.join(root, "n1"), stat.S_IFREG | 0o4755),
+        "mknod chr": attempt(os.mknod, os.path.join(root, "n2"), stat.S_IFCHR | 0o666, 0x103),
+        "mknod blk": attempt(os.mknod, os.path.join(root, "n3"), stat.S_IFBLK | 0o666, 0x801),
+        "mkfifo": attempt(os.mkfifo, os.path.join(root, "fifo")),
+        "open 644": attempt(os.open, os.path.join(root, "o3"), os.O_CREAT | os.O_WRONLY, 0o644),
+    }
+    if nr.get("creat") is not None:  # x86_64 only
+        out["creat 4755"] = raw(nr["creat"], cstr(os.path.join(root, "c1")), 0o4755)
+        out["legacy open 4755"] = raw(
+            nr["open"], cstr(os.path.join(root, "c2")), os.O_CREAT | os.O_WRONLY, 0o4755
+        )
+        out["legacy mknod chr"] = raw(nr["mknod"], cstr(os.path.join(root, "c3")), 0o20666, 0x103)
+    # RENAME_WHITEOUT leaves a 0:0 character device where the source was.
+    open(os.path.join(root, "w1"), "w").close()
+    out["rename whiteout"] = raw(
+        nr["renameat2"], dfd, cstr("w1"), dfd, cstr("w2"), 4
+    )
+    out["rename noreplace"] = raw(nr["renameat2"], dfd, cstr("w1"), dfd, cstr("w3"), 1)
+    # openat2(dfd, "o4", {O_CREAT|O_WRONLY, 04755, 0}, 24): its mode is in memory.
+    how = (ctypes.c_uint64 * 3)(os.O_CREAT | os.O_WRONLY, 0o4755, 0)
+    out["openat2 4755"] = raw(nr["openat2"], dfd, cstr("o4"), ctypes.addressof(how), 24)
+    out["open after openat2"] = attempt(lambda: open(os.path.join(root, "o5"), "w").close())
+    os.close(fd)
+    os.close(dfd)
+    return out
+
+
+def xattrs(root, nr):
+    victim = os.path.join(root, "x")
+    open(victim, "w").close()
+    fd = os.open(victim, os.O_RDONLY)
+    # A v2 security.capability granting cap_setuid (the "file capability" route).
+    capability = bytes.fromhex("00000002" + "80000000" + "00000000" + "00000000" + "00000000")
+    out = {
+        "security.capability": attempt(os.setxattr, victim, "security.capability", capability),
+        "trusted": attempt(os.setxattr, victim, "trusted.x", b"1"),
+        "user": attempt(os.setxattr, victim, "user.x", b"1"),
+        "lsetxattr": attempt(os.setxattr, victim, "user.y", b"1", follow_symlinks=False),
+        "fsetxattr": attempt(os.setxattr, fd, "user.z", b"1"),
+        "removexattr": attempt(os.removexattr, victim, "user.x"),
+        "fremovexattr": attempt(os.removexattr, fd, "user.x"),
+        "setxattrat": raw(nr["setxattrat"], -100, cstr(victim), 0, cstr("user.w"), 0, 0),
+        "listxattr": attempt(os.listxattr, victim),
+    }
+    os.close(fd)
+    return out
+
+
+def owners(root):
+    victim = os.path.join(root, "owned")  # the host's file, writable by anyone
+    fd = os.open(victim, os.O_RDONLY)
+    dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    out = {
+        "chown root": attempt(os.chown, victim, 0, 0),
+        "chown nobody": attempt(os.chown, victim, 65534, 65534),
+        "chown self": attempt(os.chown, victim, os.getuid(), os.getgid()),
+        "lchown": attempt(os.lchown, victim, 0, 0),
+        "fchown": attempt(os.fchown, fd, 0, 0),
+        "fchownat": attempt(os.chown, "owned", 0, 0, dir_fd=dfd),
+    }
+    os.close(fd)
+    os.close(dfd)
+    return out
+
+
+def identity(nr):
+    uid, gid = os.getuid(), os.getgid()
+    return {
+        "setuid": attempt(os.setuid, uid),
+        "setgid": attempt(os.setgid, gid),
+        "setreuid": attempt(os.setreuid, -1, -1),
+        "setregid": attempt(os.setregid, -1, -1),
+        "setresuid": attempt(os.setresuid, -1, -1, -1),
+        "setresgid": attempt(os.setresgid, -1, -1, -1),
+        "setgroups": attempt(os.setgroups, []),
+        "setfsuid": raw(nr["setfsuid"], -1),
+        "setfsgid": raw(nr["setfsgid"], -1),
+    }
+"""
+FUNCTIONS = ("setid_modes", "xattrs", "owners", "identity")
+_NAMES = (
+    "fchmodat",
+    "fchmodat2",
+    "creat",
+    "open",
+    "mknod",
+    "renameat2",
+    "openat2",
+    "setxattrat",
+    "setfsuid",
+    "setfsgid",
+)
+
+
+@pytest.fixture
+def grant(tmp_path: Path) -> Path:
+    path = tmp_path / "grant"
+    path.mkdir()
+    path.chmod(0o777)  # whatever uid the worker runs as may create files here
+    return path
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path, grant: Path) -> Iterator[PluginHost]:
+    write_plugin(plugins_dir, "attacker", SOURCE, FUNCTIONS, capabilities=(f"fs.write:{grant}",))
+    with sandboxed_host(plugins_dir, state_dir, "attacker") as plugin_host:
+        yield plugin_host
+
+
+def _numbers() -> dict[str, int | None]:
+    return {name: syscall_number(name) for name in _NAMES}
+
+
+def _privileged(grant: Path) -> list[str]:
+    """Everything in the grant that would carry privilege on the host."""
+    found = []
+    for path in sorted(grant.rglob("*")):
+        mode = path.lstat().st_mode
+        if mode & (stat.S_ISUID | stat.S_ISGID):
+            found.append(f"{path.name}: set-id bits {oct(mode)}")
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            found.append(f"{path.name}: device node {oct(mode)}")
+        if not path.is_symlink():
+            try:
+                names = os.listxattr(path)
+            except OSError as exc:
+                if exc.errno != errno.ENOTSUP:
+                    raise
+                names = []
+            found += [f"{path.name}: xattr {name}" for name in names]
+    return found
+
+
+def test_no_set_id_bit_and_no_device_node(host: PluginHost, grant: Path) -> None:
+    out = call(host, "attacker", "setid_modes", str(grant), _numbers())
+    refused = {key: value for key, value in out.items() if value != "ok"}
+    expected = {
+        key: "EPERM"
+        for key in out
+        if key
+        not in (
+            "chmod 755",
+            "chmod sticky dir",
+            "mkfifo",
+            "open 644",
+            "rename noreplace",
+            "openat2 4755",
+            "open after openat2",
+        )
+    }
+    expected["openat2 4755"] = "ENOSYS"  # so that callers fall back to openat
+    assert refused == expected
+    assert _privileged(grant) == []
+    # What a plugin may still do: ordinary modes, FIFOs, renames, the openat2 fallback.
+    assert stat.S_IMODE((grant / "victim").stat().st_mode) == 0o755
+    assert stat.S_ISFIFO((grant / "fifo").lstat().st_mode)
+    assert (grant / "w3").exists()
+    assert (grant / "o5").exists()
+    assert not (grant / "o4").exists()
+    assert host.disable("attacker")
+    logged = seccomp_log(host, "attacker")
+    assert {"fchmod", "fchmodat", "fchmodat2", "mkdirat", "renameat2"} <= set(logged), logged
+    assert "openat2" not in logged  # ENOSYS straight from the filter: a fallback, not a denial
+
+
+def test_no_extended_attribute_is_written(host: PluginHost, grant: Path) -> None:
+    out = call(host, "attacker", "xattrs", str(grant), _numbers())
+    assert out == {
+        "security.capability": "EPERM",
+        "trusted": "EPERM",
+        "user": "EPERM",
+        "lsetxattr": "EPERM",
+        "fsetxattr": "EPERM",
+        "removexattr": "EPERM",
+        "fremovexattr": "EPERM",
+        "setxattrat": "EPERM",
+        "listxattr": "ok",  # reading is harmless (ls -l, shutil.copystat)
+    }
+    assert _privileged(grant) == []
+    assert host.disable("attacker")
+    logged = seccomp_log(host, "attacker")
+    expected = {"setxattr", "lsetxattr", "fsetxattr", "removexattr", "fremovexattr", "setxattrat"}
+    assert expected <= set(logged), logged
+
+
+def test_no_change_of_owner(host: PluginHost, grant: Path) -> None:
+    owned = grant / "owned"
+    owned.write_text("the host's\n", encoding="utf-8")
+    owned.chmod(0o666)
+    out = call(host, "attacker", "owners", str(grant))
+    assert out == dict.fromkeys(out, "EPERM")
+    assert len(out) == 6
+    assert (owned.lstat().st_uid, owned.lstat().st_gid) == (os.getuid(), os.getgid())
+    assert host.disable("attacker")
+    # Refused without counting: SQLite and tarfile running as root chown routinely.
+    assert not {"chown", "fchown", "lchown", "fchownat"} & set(seccomp_log(host, "attacker"))
+
+
+def test_no_change_of_identity(host: PluginHost) -> None:
+    out = call(host, "attacker", "identity", _numbers())
+    assert out == dict.fromkeys(out, "EPERM")
+    assert len(out) == 9
+    assert host.disable("attacker")
+    logged = seccomp_log(host, "attacker")
+    assert {"setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid"} <= set(logged), logged

@@ -1,0 +1,123 @@
+"""The allowlist as data: consistent, every name real, the argument rules exact."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from caplet._sandbox._seccomp_numbers import AUDIT_ARCH, syscall_number
+from caplet._sandbox._seccomp_policy import (
+    ALLOWED,
+    CONDITIONAL,
+    EXEC,
+    NEVER_ALLOWED,
+    QUIET_REFUSALS,
+    UNIFIED_NUMBERS,
+    WHEN_EXEC,
+    Masked,
+    Rule,
+    allowlist_names,
+    none_of,
+)
+
+
+def _holds(rules: tuple[Rule, ...], args: dict[int, int]) -> bool:
+    return any(all(args.get(c.arg, 0) & c.mask == c.value for c in rule) for rule in rules)
+
+
+def test_no_call_is_listed_twice_or_both_allowed_and_never_allowed() -> None:
+    grouped = [name for group in ALLOWED for name in group.syscalls]
+    assert len(grouped) == len(set(grouped))
+    conditional = [c.syscall for c in (*CONDITIONAL, *WHEN_EXEC)]
+    assert len(conditional) == len(set(conditional))
+    assert not set(grouped) & set(conditional)
+    assert not set(EXEC) & allowlist_names(allow_exec=False)
+    assert not set(NEVER_ALLOWED) & allowlist_names(allow_exec=True)
+    assert not {q.syscall for q in QUIET_REFUSALS} & allowlist_names(allow_exec=True)
+    assert len(NEVER_ALLOWED) == len(set(NEVER_ALLOWED))
+    assert all(group.why and group.syscalls for group in ALLOWED)
+    assert all(c.why and c.rules for c in CONDITIONAL)
+    assert all(q.why for q in QUIET_REFUSALS)
+
+
+def test_every_name_is_a_real_system_call() -> None:
+    # A misspelt name would silently be missing from every program.
+    unknown = [
+        name
+        for name in sorted(
+            allowlist_names(allow_exec=True)
+            | set(NEVER_ALLOWED)
+            | {q.syscall for q in QUIET_REFUSALS}
+        )
+        if all(syscall_number(name, machine) is None for machine in AUDIT_ARCH)
+    ]
+    assert unknown == []
+
+
+def test_arm64_lacks_only_the_legacy_calls() -> None:
+    missing = {
+        name for name in allowlist_names(allow_exec=True) if syscall_number(name, "aarch64") is None
+    }
+    # asm-generic never had these; glibc uses the *at / p* / epoll_pwait forms.
+    legacy = (
+        "open creat mkdir mknod chmod access stat lstat rename link unlink rmdir symlink "
+        "readlink pipe dup2 poll select fork vfork alarm pause time getdents epoll_create "
+        "epoll_wait inotify_init eventfd signalfd utime utimes futimesat getpgrp arch_prctl "
+        "getrlimit setrlimit"
+    )
+    assert missing <= set(legacy.split()), missing
+
+
+def test_the_allowlist_has_the_expected_size() -> None:
+    # A jump here means someone added or removed calls: review the diff.
+    assert 200 <= len(allowlist_names(allow_exec=False)) <= 230
+    assert len(allowlist_names(allow_exec=True)) == len(allowlist_names(allow_exec=False)) + 2
+
+
+def test_unified_numbers_are_consecutive_from_linux_5_1() -> None:
+    assert sorted(UNIFIED_NUMBERS.values()) == list(range(424, 424 + len(UNIFIED_NUMBERS)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_none_of_is_exact_on_small_widths(seed: int) -> None:
+    rng = random.Random(seed)
+    width = 6
+    refused = set(rng.sample(range(1 << width), rng.randint(1, 4)))
+    rules = none_of(0, refused, width=width)
+    for value in range(1 << width):
+        assert _holds(rules, {0: value}) == (value not in refused), (refused, value)
+
+
+def test_none_of_refuses_terminal_injection_whatever_the_high_half() -> None:
+    refused = (0x5412, 0x541C)
+    rules = none_of(1, refused)
+    assert all(c.mask <= 0xFFFF_FFFF for rule in rules for c in rule)
+    for value in refused:
+        for high in (0, 1, 0xFFFF_FFFF):
+            assert not _holds(rules, {1: high << 32 | value})
+    # Every value one or two bits away is allowed, and so is a random sample.
+    for value, a, b in itertools.product(refused, range(32), range(32)):
+        neighbour = value ^ (1 << a) ^ (1 << b)
+        if neighbour not in refused:
+            assert _holds(rules, {1: neighbour}), hex(neighbour)
+    rng = random.Random(13)
+    for _ in range(20_000):
+        value = rng.getrandbits(64)
+        assert _holds(rules, {1: value}) == (value & 0xFFFF_FFFF not in refused)
+    # A common request matches the first rule: the common case costs one comparison.
+    assert _holds(rules[:1], {1: 0x5401})  # TCGETS
+    assert len(rules) <= 34
+
+
+def test_setid_modes_and_device_types() -> None:
+    rules = {c.syscall: c.rules for c in CONDITIONAL}
+    for mode in (0o644, 0o755, 0o1777, 0o0):
+        assert _holds(rules["fchmodat"], {2: mode})
+    for mode in (0o4755, 0o2755, 0o6777, 0x1_0000 | 0o4000):
+        assert not _holds(rules["fchmodat"], {2: mode})
+    assert _holds(rules["mknodat"], {2: 0o010600})
+    assert not _holds(rules["mknodat"], {2: 0o020600})
+    assert not _holds(rules["mknodat"], {2: 0o060600})
+    assert rules["sendto"] == ((Masked(4, 0xFFFF_FFFF_FFFF_FFFF, 0),),)
