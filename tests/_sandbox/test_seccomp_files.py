@@ -25,6 +25,7 @@ import pytest
 from caplet import PluginHost
 from caplet._sandbox._seccomp import syscall_number
 from tests._sandbox.seccompkit import call, sandboxed_host, seccomp_log, write_plugin
+from tests.conftest import give_to_worker
 
 SOURCE = """
 import stat
@@ -157,7 +158,7 @@ _NAMES = (
 def grant(tmp_path: Path) -> Path:
     path = tmp_path / "grant"
     path.mkdir()
-    path.chmod(0o777)  # whatever uid the worker runs as may create files here
+    give_to_worker(path)  # the worker's own, as an administrator makes a writable grant
     return path
 
 

@@ -246,18 +246,12 @@ def test_no_host_socket_or_fifo_is_reached(host: PluginHost, grant: tuple[Path, 
     assert {"socketpair", "sendto"} <= set(logged), logged
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "not seccomp's to stop (BPF cannot see that an open(2) names a FIFO): Landlock "
-        "refuses it for a read grant elsewhere, but the jail's writable /tmp rule also "
-        "covers every grant mounted under /tmp, as this test's is; a FIFO ignores the "
-        "read-only mount. Issue 13 (jail and Landlock): remove this marker with the fix"
-    ),
-)
 def test_a_fifo_in_a_read_grant_cannot_be_written(
     host: PluginHost, grant: tuple[Path, Listeners]
 ) -> None:
+    # Not seccomp's to stop (BPF cannot see that an open(2) names a FIFO):
+    # Landlock refuses it, now that the jail's writable tmpfs moves aside
+    # whenever a grant lies under /tmp (as this test's does).
     _, listeners = grant
     assert call(host, "prober", "write_fifo", str(listeners.fifo_path)) == "EACCES"
     assert listeners.received() == []

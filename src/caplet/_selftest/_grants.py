@@ -118,9 +118,14 @@ def run(how, path):
     if how == "syslog":
         import logging.handlers
         def log():
+            # The handler swallows a failed connect (as openlog(3) does): connect
+            # again the way it does, so the kernel's answer is the evidence.
             handler = logging.handlers.SysLogHandler(address=path)
-            handler.emit(logging.LogRecord("x", logging.ERROR, "x", 1, "pwned", None, None))
-            handler.close()
+            try:
+                handler._connect_unixsocket(path)
+                handler.emit(logging.LogRecord("x", logging.ERROR, "x", 1, "pwned", None, None))
+            finally:
+                handler.close()
             return "logged"
         return attempt(log)
     if how == "dgram-pair":
