@@ -292,7 +292,7 @@ def own_identity() -> WorkerIdentity:
     from caplet._sandbox._identity import WorkerIdentity
 
     uid, gid = os.geteuid(), os.getegid()
-    return WorkerIdentity(uid, gid, uid, gid, "the test process's own ids")
+    return WorkerIdentity(uid, gid, privileged=False, source="the test process's own ids")
 
 
 #: Whether the suite runs as root. CI runs the security tests both ways

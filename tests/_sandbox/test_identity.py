@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,31 @@ def _reachable_by(path: Path, identity: WorkerIdentity) -> bool:
         if not mode & bit:
             return False
     return shutil.which(str(path)) is not None
+
+
+def test_root_of_a_namespace_that_maps_nothing_else_runs_workers_as_itself(
+    tmp_path: Path,
+) -> None:
+    # `unshare -r`, some rootless containers: uid 0 here is not the host's
+    # root, and no other id exists to switch to.
+    script = (
+        "from caplet._sandbox._identity import worker_identity\n"
+        "from caplet import PolicyError\n"
+        "identity = worker_identity()\n"
+        "print(identity.uid, identity.privileged, identity.source)\n"
+        "try:\n"
+        "    worker_identity(4242, None)\n"
+        "except PolicyError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == "0 False the only id of this user namespace"
+    assert "maps no other id (/proc/self/uid_map)" in second

@@ -56,28 +56,22 @@ _MAX_ID = 0xFFFFFFFE
 
 @dataclass(frozen=True, slots=True)
 class WorkerIdentity:
-    """The host uid and gid a worker runs as, and the host ids that start it.
+    """The host uid and gid a worker runs as.
 
-    ``privileged`` (the host is root) means the jail's id maps are written
-    from outside the new user namespace and the worker switches to
-    ``uid``/``gid`` before plugin code runs; otherwise ``uid``/``gid`` are
-    the host's own and nothing is switched.
+    ``privileged`` (the host is root, with other ids to switch to) means the
+    jail's id maps are written from outside the new user namespace and the
+    worker switches to ``uid``/``gid`` before plugin code runs; otherwise
+    ``uid``/``gid`` are the host process's own and nothing is switched.
     """
 
     uid: int
     gid: int
-    host_uid: int
-    host_gid: int
+    privileged: bool = False
     #: Where the ids came from, for ``caplet doctor`` and error messages.
     source: str = "the host's own ids"
 
-    @property
-    def privileged(self) -> bool:
-        """True when the host is root and the worker must drop to ``uid``/``gid``."""
-        return self.host_uid == 0
-
     def describe(self) -> str:
-        """``uid 65532, gid 65532 (default: ...)`` for messages."""
+        """``uid 65532, gid 65532 (the default for a root host)`` for messages."""
         return f"uid {self.uid}, gid {self.gid} ({self.source})"
 
 
@@ -85,7 +79,7 @@ def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIde
     """The identity workers of this process run as, given the policy's ``worker_uid``/``gid``.
 
     Raises :class:`PolicyError` for an identity that would be root, that is
-    out of range, or that an unprivileged host cannot take.
+    out of range, or that this process cannot take.
     """
     host_uid, host_gid = os.geteuid(), os.getegid()
     for label, value in (("worker_uid", uid), ("worker_gid", gid)):
@@ -100,6 +94,17 @@ def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIde
                 f"policy {label} = 0: workers never run as root; choose an unprivileged id "
                 f"(default {DEFAULT_WORKER_ID}) or leave it unset"
             )
+    if host_uid == 0 and not _maps_other_ids():
+        # uid 0 of a user namespace that maps nothing else (`unshare -r`, some
+        # rootless containers): not the host's root, and there is no other id
+        # to switch to. Workers run as this process, as for any user.
+        if uid is not None or gid is not None:
+            raise PolicyError(
+                f"policy worker_uid/worker_gid = {uid}/{gid}: caplet runs as uid 0 of a user "
+                "namespace that maps no other id (/proc/self/uid_map), so there is no other "
+                "uid to run workers as; leave them unset"
+            )
+        return WorkerIdentity(0, host_gid, source="the only id of this user namespace")
     if host_uid != 0:
         if (uid is not None and uid != host_uid) or (gid is not None and gid != host_gid):
             raise PolicyError(
@@ -107,24 +112,30 @@ def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIde
                 f"gid {host_gid}, and an unprivileged process can run workers only as itself "
                 "(user_namespaces(7)); leave them unset, or run caplet as root"
             )
-        return WorkerIdentity(host_uid, host_gid, host_uid, host_gid)
+        return WorkerIdentity(host_uid, host_gid)
     if uid is not None or gid is not None:
         account = _account()
         chosen_uid = uid if uid is not None else (account[0] if account else DEFAULT_WORKER_ID)
         chosen_gid = gid if gid is not None else (account[1] if account else DEFAULT_WORKER_ID)
-        return WorkerIdentity(chosen_uid, chosen_gid, 0, host_gid, "policy worker_uid/worker_gid")
+        return WorkerIdentity(chosen_uid, chosen_gid, True, "policy worker_uid/worker_gid")
     account = _account()
     if account is not None:
-        return WorkerIdentity(
-            account[0], account[1], 0, host_gid, f"the {WORKER_ACCOUNT!r} account"
-        )
-    return WorkerIdentity(
-        DEFAULT_WORKER_ID,
-        DEFAULT_WORKER_ID,
-        0,
-        host_gid,
-        "the default for a root host",
-    )
+        return WorkerIdentity(account[0], account[1], True, f"the {WORKER_ACCOUNT!r} account")
+    return WorkerIdentity(DEFAULT_WORKER_ID, DEFAULT_WORKER_ID, True, "the default for a root host")
+
+
+def _maps_other_ids() -> bool:
+    """Whether this process's user namespace maps more than one uid (the host's does).
+
+    user_namespaces(7): /proc/self/uid_map lists "inside outside count"
+    ranges; the initial namespace shows ``0 0 4294967295``.
+    """
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as handle:
+            ranges = [line.split() for line in handle if line.strip()]
+    except OSError:
+        return True  # no procfs: assume the ordinary case
+    return sum(int(fields[2]) for fields in ranges if len(fields) == 3) > 1
 
 
 def _account() -> tuple[int, int] | None:

@@ -229,6 +229,7 @@ class _Zygote:
                     child.fileno(),
                     str(identity.uid),
                     str(identity.gid),
+                    "privileged" if identity.privileged else "own",
                 ),
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -303,7 +303,8 @@ def _child(
             "namespaces layer; restart the host (the zygote and the host disagree on layers)"
         )
     if "namespaces" in request.layers:
-        private_tmp = _private_tmp(grants)
+        # The runtime's own grants do not count (see _private_tmp): only a plugin's.
+        private_tmp = _private_tmp(request.grants)
         spec = JailSpec(
             grants=_visible(grants),
             tmp_size_mb=request.tmp_size_mb,
@@ -564,6 +565,10 @@ def _private_tmp(grants: tuple[PathGrant, ...]) -> str:
     (a grant of it) or a read-only directory holding the grants' mount
     points, and the writable rule is above nothing but the worker's own
     files. ``tempfile`` falls back to the working directory by itself.
+    The runtime's grants (a virtual environment under /tmp) are left out:
+    no plugin can put a FIFO there, since no writable grant may contain or
+    lie in the runtime, and moving /tmp away from every worker of such a
+    host would change what plugins see for nothing.
     """
     for grant in grants:
         if grant.target:
@@ -865,7 +870,7 @@ def _spare_main(
         _own_process(zygote_pid, None)  # the cgroup was joined for us
         # From here on this process is the jail's monitor; pid 1 goes on.
         enter_namespaces(_IDENTITY)
-        private_tmp = _private_tmp(_RUNTIME_GRANTS)
+        private_tmp = _private_tmp(())
         prepared = build_root(
             JailSpec(
                 grants=_visible(_RUNTIME_GRANTS),
@@ -1132,16 +1137,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run the zygote on the control socket whose fd number is ``argv[0]``.
 
     ``argv[1]`` and ``argv[2]``, when given, are the uid and gid of every
-    worker (a root host's workers never run as root, see
+    worker, and ``argv[3]`` is ``privileged`` when the zygote must switch to
+    them (a root host's workers never run as root, see
     :mod:`caplet._sandbox._identity`).
     """
     args = sys.argv[1:] if argv is None else argv
     fd = int(args[0])
     global _IDENTITY
     if len(args) >= 3:
-        _IDENTITY = WorkerIdentity(
-            int(args[1]), int(args[2]), os.geteuid(), os.getegid(), "set by the host"
-        )
+        privileged = len(args) >= 4 and args[3] == "privileged"
+        _IDENTITY = WorkerIdentity(int(args[1]), int(args[2]), privileged, "set by the host")
     set_parent_death_signal(signal.SIGKILL)
     # A killed jail monitor orphans the jail's pid 1 for a moment; as a
     # subreaper the zygote inherits and reaps it (its _reap loop takes any
