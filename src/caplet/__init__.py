@@ -21,12 +21,18 @@ if TYPE_CHECKING:
         AnthropicProvider as AnthropicProvider,
     )
     from caplet._audit._canary import (
+        Canary as Canary,
+    )
+    from caplet._audit._canary import (
         CanaryInjection as CanaryInjection,
     )
     from caplet._audit._canary import (
         inject_canaries as inject_canaries,
     )
-    from caplet._audit._canary import (
+    from caplet._audit._canary_check import (
+        CanaryCheck as CanaryCheck,
+    )
+    from caplet._audit._canary_check import (
         verify_canaries as verify_canaries,
     )
     from caplet._audit._deep import (
@@ -506,6 +512,8 @@ __all__ = [
     "BrokerError",
     "CallCycleError",
     "CallTimeoutError",
+    "Canary",
+    "CanaryCheck",
     "CanaryInjection",
     "CanaryStatus",
     "Capability",
@@ -725,9 +733,11 @@ _EXPORTS: dict[str, str] = {
     "PluginManager": "caplet._host._manager",
     "PluginHost": "caplet._host._host",
     "AnthropicProvider": "caplet._audit._anthropic",
+    "Canary": "caplet._audit._canary",
+    "CanaryCheck": "caplet._audit._canary_check",
     "CanaryInjection": "caplet._audit._canary",
     "inject_canaries": "caplet._audit._canary",
-    "verify_canaries": "caplet._audit._canary",
+    "verify_canaries": "caplet._audit._canary_check",
     "deep_audit": "caplet._audit._deep",
     "CanaryStatus": "caplet._audit._model",
     "InjectionAttempt": "caplet._audit._model",

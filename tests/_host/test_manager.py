@@ -559,7 +559,19 @@ def test_a_failed_model_is_used_for_now_but_not_cached(
     assert "HTTP 503" in result.fallback_reason
     assert first.get_plugin("p").audit == result  # type: ignore[union-attr]
     assert first.get_cached_audit("p") is None
-    assert first.approve("p"), "MEDIUM is within the default policy"
+    # It fails closed: HIGH is above the default policy, and the refusal says what to do.
+    refused = first.approve("p")
+    assert not refused
+    assert "HIGH risk, above the policy's max_risk_level MEDIUM" in refused.reason
+    assert "the LLM auditor failed" in refused.reason
+    assert "`caplet approve p --static-only`" in refused.reason
+    # The operator can choose a static-only audit for this one approval.
+    chosen = first.audit("p", static_only=True)
+    assert chosen.static_only
+    assert chosen.risk_level is RiskLevel.LOW
+    assert chosen.summary.startswith("static-only by choice (openai:scripted not consulted)")
+    assert first.approve("p")
+    assert first.get_cached_audit("p") is None, "a chosen static-only audit is not cached"
     first.close()
     second = _reopen(plugins_dir, state_dir)
     assert second.get_plugin("p").audit is None  # type: ignore[union-attr]

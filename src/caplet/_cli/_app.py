@@ -198,6 +198,14 @@ LockedOption = Annotated[
     ),
 ]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+StaticOnlyFlag = Annotated[
+    bool,
+    typer.Option(
+        "--static-only",
+        help="Audit static-only although CAPLET_LLM_* configure a model (this run only; "
+        "labelled so, never cached).",
+    ),
+]
 Name = Annotated[str, typer.Argument(help="Plugin name.")]
 
 _DEFAULT_PLUGINS = Path("plugins")
@@ -583,16 +591,19 @@ def audit_command(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Re-run the audit instead of using the cached one.")
     ] = False,
+    static_only: StaticOnlyFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Audit a plugin, with the LLM auditor when CAPLET_LLM_* configure one (else static-only).
 
-    Cached by content hash and model; --fresh re-runs. Exits 1 when the audit
-    recommends reject.
+    Cached by content hash and model; --fresh re-runs. A model that fails makes
+    the audit fail closed (HIGH, reject); --static-only chooses a static-only
+    audit instead, for this run. The report says what the canary status
+    means. Exits 1 when the audit recommends reject.
     """
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
-        audit = host.audit(name, fresh=fresh)
+        audit = host.audit(name, fresh=fresh, static_only=static_only)
         info = host.manager.require_plugin(name)
         rejected = audit.verdict is Verdict.REJECT
         out.emit(
@@ -617,15 +628,24 @@ def audit_command(
 def approve_command(
     name: Name,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    static_only: StaticOnlyFlag = False,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show the audit and capabilities, then persistently approve this exact content."""
+    """Show the audit (with what its canary status means) and capabilities, then
+    persistently approve this exact content.
+
+    --static-only approves on a static-only audit chosen for this run, when the
+    configured model fails or is not wanted.
+    """
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
         info = host.manager.require_plugin(name)
-        audit = host.manager.get_cached_audit(name) or host.audit(name)
+        if static_only:
+            audit = host.audit(name, static_only=True)
+        else:
+            audit = host.manager.get_cached_audit(name) or host.audit(name)
         lint = lint_composition(info.manifest.capabilities)
         if not as_json:
             out.say(plain(f"Approve {name} {info.version}", "bold"))

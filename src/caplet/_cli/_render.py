@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from caplet._audit._model import AuditResult
-from caplet._audit._report import Tone, audit_report
+from caplet._audit._report import Tone, audit_report, canary_meaning
 from caplet._cli._safe import plain
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
@@ -99,6 +99,7 @@ def audit_json(audit: AuditResult) -> JSONValue:
     document["static_only"] = audit.static_only
     document["model_id"] = audit.model_id
     document["recommendation"] = audit.verdict.value
+    document["canary_meaning"] = canary_meaning(audit)
     return document
 
 

@@ -320,11 +320,13 @@ class PluginHost:
         """The plugin's full scan report (counts, mode), lint findings included."""
         return self.manager.scan_report(name)
 
-    def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
+    def audit(self, name: str, *, fresh: bool = False, static_only: bool = False) -> AuditResult:
         """Audit the current content (deep when an auditor is configured), cached by
-        content hash and model; ``fresh`` re-runs it."""
+        content hash and model; ``fresh`` re-runs it; ``static_only`` is the operator's
+        choice of a static-only audit although a model is configured (used for this
+        process, never cached)."""
         with self._lifecycle:
-            return self.manager.audit(name, fresh=fresh)
+            return self.manager.audit(name, fresh=fresh, static_only=static_only)
 
     def approve(self, name: str) -> Outcome:
         with self._lifecycle:

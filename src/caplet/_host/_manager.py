@@ -40,7 +40,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from caplet._audit._deep import deep_audit
+from caplet._audit._deep import deep_audit, static_only_by_choice
 from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider, ProviderSettings, settings_from_env
 from caplet._audit._select import provider_from_settings
@@ -661,26 +661,33 @@ class PluginManager:
         auditor = self._auditor_choice
         return "" if auditor is None else f"{auditor.name}:{auditor.model}"
 
-    def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
+    def audit(self, name: str, *, fresh: bool = False, static_only: bool = False) -> AuditResult:
         """Audit the current content, deep when an auditor is configured; cached.
 
         The cached audit of the current content by the current auditor is
         returned unless ``fresh``. Otherwise the scan (and the model's
         reading) runs on a private snapshot and the audit is keyed by the
         snapshot's hash, so a file changed mid-audit cannot end up approved.
-        A model that could not be consulted gives a static-only result
-        labelled with the reason; it is used now but not cached.
+        A model that could not be consulted fails closed (HIGH, reject,
+        labelled static-only with the reason); that result is used now but
+        not cached, so the next audit asks the model again.
+
+        ``static_only`` is the operator's choice of a static-only audit
+        although a model is configured (issue 14): it is labelled so, used
+        for this process (an ``approve`` right after it approves on it) and
+        never cached, so it does not stand in for the model's next time.
         """
         record = self._record(name)
         self._rehash(record)
-        if not fresh:
+        if not fresh and not static_only:
             cached = self.get_cached_audit(name, record.content_hash)
             if cached is not None:
                 record.audit = cached
                 if record.state is PluginState.DISCOVERED:
                     record.state = PluginState.AUDITED
                 return cached
-        auditor = self.auditor
+        chosen = self._configured_label() if static_only else ""
+        auditor = None if static_only else self.auditor
         parent = Path(tempfile.mkdtemp(prefix="caplet-audit-"))
         try:
             snapshot = make_snapshot(record.manifest.plugin_dir, parent)
@@ -707,14 +714,25 @@ class PluginManager:
                 remove_snapshot(snapshot)
         finally:
             shutil.rmtree(parent, ignore_errors=True)
-        if result.fallback_reason:
-            self._attach(record, result)
+        if chosen:
+            result = static_only_by_choice(result, chosen)
+            self._attach(record, result, f"static-only by the operator's choice ({chosen})")
+        elif result.fallback_reason:
+            self._attach(record, result, f"static-only fallback: {result.fallback_reason}")
         else:
             self.set_audit_result(name, result)
         return result
 
-    def _attach(self, record: _Record, audit: AuditResult) -> None:
-        """Use ``audit`` for this process without caching it (a failed model's fallback)."""
+    def _configured_label(self) -> str:
+        """``"<provider>:<model>"`` of the configured auditor, or a note when it is broken."""
+        try:
+            return self.auditor_id()
+        except AuditConfigError:
+            return "a broken CAPLET_LLM_* setting"
+
+    def _attach(self, record: _Record, audit: AuditResult, why: str) -> None:
+        """Use ``audit`` for this process without caching it (a failed model, a chosen
+        static-only audit)."""
         self._rehash(record)
         if audit.content_hash != record.content_hash:
             return
@@ -726,7 +744,7 @@ class PluginManager:
             "audit",
             audit.content_hash,
             True,
-            f"risk {audit.risk_level.value} static-only fallback: {audit.fallback_reason}",
+            f"risk {audit.risk_level.value} {why}",
         )
 
     def set_audit_result(self, name: str, audit: AuditResult) -> bool:
@@ -826,6 +844,13 @@ class PluginManager:
         """
         dangers = _uncovered_dangers(audit)
         risk = self._risk_refusal(name, audit.risk_level)
+        if risk and audit.fallback_reason:
+            risk += (
+                f"; the LLM auditor failed ({audit.fallback_reason}), so the audit failed "
+                f"closed: re-run `caplet audit {name} --fresh` when the model answers, or "
+                f"approve it on a static-only audit you choose (`caplet approve {name} "
+                "--static-only`)"
+            )
         if dangers and risk:
             return f"{_danger_message(name, dangers)}; and {risk}"
         if dangers:
