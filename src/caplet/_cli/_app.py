@@ -1464,8 +1464,9 @@ def verify_command(
 ) -> None:
     """Check every plugin against the lock file; exit 1 with one line per problem.
 
-    A problem is a plugin without an entry, a digest mismatch, approved
-    capabilities the manifest does not declare, a missing pinned signature,
+    A problem is a plugin without an entry, a digest mismatch, a pinned
+    version the manifest does not have, approved capabilities the manifest
+    does not declare, a missing pinned signature,
     a stale entry, a broken plugin folder, or a missing or invalid lock file.
     """
     out = _Out(as_json)

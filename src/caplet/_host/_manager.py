@@ -46,7 +46,7 @@ from caplet._audit._provider import AuditorProvider, ProviderSettings, settings_
 from caplet._audit._select import provider_from_settings
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
-from caplet._capabilities._model import Capability
+from caplet._capabilities._model import Capability, CapabilityKind
 from caplet._capabilities._parse import parse_capability, substitute
 from caplet._config._coerce import (
     coerce_inline,
@@ -70,10 +70,16 @@ from caplet._errors import (
 )
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
-from caplet._host._installed import find_installed
+from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
-from caplet._host._locked import LockProblem, LockVerdict, check_entry, stale_entries
+from caplet._host._locked import (
+    LockProblem,
+    LockVerdict,
+    check_entry,
+    stale_entries,
+    withheld_message,
+)
 from caplet._host._policy import Policy, TrustTier
 from caplet._host._records import (
     BrokenPlugin,
@@ -137,6 +143,8 @@ class _Record:
     #: The compiled ``args``/``returns`` schemas of the enabled content,
     #: by ``"module.function"`` (functions without a schema are absent).
     validators: Mapping[str, FunctionValidator] = field(default_factory=dict)
+    #: Declared capabilities the lock file withholds (locked mode), while enabled.
+    withheld: tuple[Capability, ...] = ()
 
     @property
     def name(self) -> str:
@@ -279,23 +287,45 @@ class PluginManager:
         return manifest, content_hash
 
     def _discover_installed(self, found: dict[str, tuple[Manifest, str, PluginSource]]) -> None:
-        """Add plugins of installed distributions (metadata only; nothing is imported)."""
+        """Add plugins of installed distributions (metadata only; nothing is imported).
+
+        A name claimed by two distributions or more is a collision: none of
+        them loads until one is uninstalled (issue 14; before, the first on
+        the path won, so directory order decided). A folder in the plugins
+        directory shadows an installed plugin of the same name.
+        """
         if not self.loading.autoload and not self.loading.allowlist:
             return
         installed, skipped = find_installed(self.dist_path)
         for problem in skipped:
             self._skip(problem.location, problem.error)
+        claims: dict[str, list[InstalledPlugin]] = {}
         for plugin in installed:
-            if not self.loading.discovers_installed(plugin.name):
+            if self.loading.discovers_installed(plugin.name):
+                claims.setdefault(plugin.name, []).append(plugin)
+        for name, claimants in claims.items():
+            if name in found:
+                for plugin in claimants:
+                    self._skip(
+                        plugin.directory,
+                        f"plugin {name!r} of distribution {plugin.distribution!r} is shadowed "
+                        f"by the folder {self.plugins_dir / name}; remove one of them",
+                    )
                 continue
-            if plugin.name in found:
-                self._skip(
-                    plugin.directory,
-                    f"plugin {plugin.name!r} of distribution {plugin.distribution!r} is "
-                    f"shadowed by the folder of the same name in {self.plugins_dir}; remove "
-                    "one of them",
+            if len(claimants) > 1:
+                listed = ", ".join(
+                    f"{c.distribution!r} ({c.directory})"
+                    for c in sorted(claimants, key=lambda c: c.distribution)
                 )
+                for plugin in claimants:
+                    self._skip(
+                        plugin.directory,
+                        f"plugin {name!r} is claimed by {len(claimants)} installed "
+                        f"distributions: {listed}; none of them loads until only one "
+                        "provides it: uninstall the others, or rename their entry points",
+                    )
                 continue
+            [plugin] = claimants
             loaded = self._load(plugin.directory)
             if loaded is None:
                 continue
@@ -1001,7 +1031,9 @@ class PluginManager:
                 f for f in report.findings if f.severity is Severity.DANGER and not f.covered
             ]
             if dangers:
-                return self._refuse(name, "enable", _danger_message(name, dangers))
+                return self._refuse(
+                    name, "enable", _withheld_refusal(name, dangers, withheld, self.lockfile_path)
+                )
         refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "enable", refusal)
@@ -1037,11 +1069,12 @@ class PluginManager:
                 "grant",
                 capability.declared,
                 False,
-                f"declared but not approved in {self.lockfile_path}; not granted",
+                withheld_message(name, (capability,), self.lockfile_path),
             )
         was_enabled = record.state is PluginState.ENABLED
         record.config = config
         record.resolved = resolved
+        record.withheld = withheld
         record.enabled_hash = record.content_hash
         record.validators = validators
         record.state = PluginState.ENABLED
@@ -1100,6 +1133,7 @@ class PluginManager:
             target = self._records[dependant]
             target.state = PluginState.DISABLED
             target.enabled_hash = None
+            target.withheld = ()
             self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
         self._mark_dirty()
         return Outcome(True, f"plugin {name!r} disabled", affected=tuple(dependants))
@@ -1144,6 +1178,19 @@ class PluginManager:
     def enabled_hash(self, name: str) -> str | None:
         """The content hash verified when ``name`` was enabled (None if not enabled)."""
         return self._record(name).enabled_hash
+
+    def withheld_reason(self, name: str, wanted: Capability | None, kind: CapabilityKind) -> str:
+        """Why the enabled plugin *name* lacks *wanted* (or any capability of *kind*) when
+        the lock withholds a declared one ("" when nothing withheld explains it).
+
+        A ``ctx`` refusal quotes it instead of "declare it": it is declared.
+        """
+        related = tuple(
+            c
+            for c in self._record(name).withheld
+            if c.kind is kind and (wanted is None or c == wanted)
+        )
+        return withheld_message(name, related, self.lockfile_path) if related else ""
 
     def validators(self, name: str) -> Mapping[str, FunctionValidator]:
         """The compiled function schemas of the enabled content (empty when none are declared)."""
@@ -1269,6 +1316,36 @@ def _danger_message(name: str, dangers: Sequence[Finding]) -> str:
         f"plugin {name!r} is refused by {len(dangers)} danger finding(s) that no declared "
         f"capability covers: {shown}{more}; {fix}"
     )
+
+
+def _needs(finding: Finding, capability: Capability) -> bool:
+    """Whether *capability* is what would cover *finding* (exactly, or by its kind)."""
+    return finding.capability in {capability.declared, str(capability), capability.kind.value}
+
+
+def _withheld_refusal(
+    name: str, dangers: Sequence[Finding], withheld: Sequence[Capability], lock_path: Path
+) -> str:
+    """The refusal when danger findings are uncovered because the lock withholds their
+    capability: they name what they need and the lock entry, not "declare it"."""
+    needing = [(f, c) for f in dangers for c in withheld if _needs(f, c)]
+    if not needing:
+        return _danger_message(name, dangers)
+    shown = "; ".join(
+        f"{f.rule_id} at {f.file}:{f.line} needs {c.declared}"
+        if f.file
+        else f"{f.rule_id} needs {c.declared}"
+        for f, c in needing[:5]
+    )
+    used = tuple(dict.fromkeys(c for _, c in needing))
+    message = (
+        f"plugin {name!r} is refused by {len(needing)} danger finding(s) that only withheld "
+        f"capabilities would cover ({shown}): {withheld_message(name, used, lock_path)}"
+    )
+    others = [f for f in dangers if not any(_needs(f, c) for c in withheld)]
+    if others:
+        message += f"; and {_danger_message(name, others)}"
+    return message
 
 
 def _system_message(manifest: Manifest) -> str:
