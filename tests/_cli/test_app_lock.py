@@ -106,7 +106,9 @@ def test_locked_mode_in_ci_refuses_unpinned_plugins(cli: list[str]) -> None:
     run("lock", "hello", "--yes", *cli)
     called = run("call", "--enable", "hello", "greet.say", '"x"', *cli, env=env)
     assert called["result"] == "Hello, x!"
-    unlocked = run("call", "--no-locked", "--enable", "fs-read", "files.list_dir", *cli, code=1)
+    unlocked = run(
+        "call", "--no-locked", "--enable", "fs-read", "files.list_dir", "--yes", *cli, code=1
+    )
     assert "inert" not in json.dumps(unlocked)
 
 

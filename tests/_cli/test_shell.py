@@ -298,9 +298,10 @@ def test_enable_audits_shows_the_report_asks_and_enables_without_approving(
     assert "Audit report: hello" in ran.out
     assert "recommendation:  approve" in ran.out
     assert ran.script.prompts[:2] == [PROMPT, "Enable hello 1.0.0 for this session? [y/N] "]
+    assert "Consent needed: plugin 'hello' is not approved" in ran.out
     assert (
-        "hello 1.0.0: enabled (audited static-only, tier community); guest code can import "
-        "host.greet" in ran.out
+        "hello 1.0.0: enabled (audited static-only; not approved, consented for this process, "
+        "tier community); guest code can import host.greet" in ran.out
     )
     assert "/plugin approve hello lets the next session skip the audit" in ran.out
     assert "'Hello, unit!'\n" in ran.out
@@ -738,7 +739,7 @@ def test_completion(host: PluginHost, line: str, expected: list[str]) -> None:
 
 def test_completion_of_enabled_host_modules(host: PluginHost) -> None:
     shell = Shell(host, Script(), _console(io.StringIO()))
-    assert host.enable("hello")
+    assert host.enable("hello", consent=True)
     assert shell.complete("import host.gr", 7, "host.gr") == [
         "host.greet",
         "host.greet.say",

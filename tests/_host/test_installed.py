@@ -56,7 +56,7 @@ def test_discovery_imports_nothing_and_hashes_the_files_on_disk(
     assert info.content_hash == tree_hash(folder), "not the (lying) RECORD"
     assert not (tmp_path / "imported").exists(), "the distribution's code never ran in the host"
     assert "acme_plugins" not in sys.modules
-    assert host.enable("hello")
+    assert host.enable("hello", consent=True)
     assert host.call("hello", "main.run", 1) == {"args": [1], "config": {}}
     assert not (tmp_path / "imported").exists()
 

@@ -331,8 +331,8 @@ def test_allowlist_limits_what_may_load(
     make_plugin("b")
     rules = LoadingRules(allowlist=frozenset({"a"}))
     with PluginHost(plugins_dir, state_dir=state_dir, loading=rules) as host:
-        assert host.enable("a")
-        outcome = host.enable("b")
+        assert host.enable("a", consent=True)
+        outcome = host.enable("b", consent=True)
         assert not outcome
         assert outcome.reason == (
             "plugin 'b' is not in CAPLET_LOAD_PLUGINS (allowed: a); add it there to load it"

@@ -15,7 +15,7 @@ import pytest
 
 from caplet import Outcome, PluginHost, PluginManager, UpdateReport
 from caplet._errors import UpdateError
-from caplet._host._capdiff import CapabilityDiff
+from caplet._host._consent import Widening
 from caplet._host._journal import JOURNAL_DIR
 from caplet._host._loading import LoadingRules
 from caplet._trust._hashing import tree_hash
@@ -119,7 +119,10 @@ def test_an_added_capability_is_refused_without_consent(
     report = host.update("hello", new)
     assert not report
     assert not report.rolled_back
-    assert "the new version of 'hello' adds capabilities (env.read:B)" in report.reason
+    assert (
+        "the new version of 'hello' widens what was approved (adds capability env.read:B)"
+        in report.reason
+    )
     assert "needs explicit consent" in report.reason
     assert_installed(host, plugins_dir, v1)
 
@@ -128,9 +131,9 @@ def test_consent_is_asked_with_the_diff(
     host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
 ) -> None:
     new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
-    asked: list[CapabilityDiff] = []
+    asked: list[Widening] = []
 
-    def consent(diff: CapabilityDiff) -> bool:
+    def consent(diff: Widening) -> bool:
         asked.append(diff)
         return True
 
@@ -203,7 +206,11 @@ def test_update_from_a_wheel(
     write_version(plugins_dir / "hello", "1.0.0")
     host.discover()
     wheel = make_wheel(tmp_path / "acme_plugins-2.0-py3-none-any.whl", plugin_version="2.0.0")
-    report = host.update("hello", wheel)
+    # hello is not approved: its update (which runs the new version) needs consent.
+    refused = host.update("hello", wheel)
+    assert not refused
+    assert "plugin 'hello' is not approved, and the update runs the new version" in refused.reason
+    report = host.update("hello", wheel, consent=True)
     assert report, report.reason
     assert 'version = "2.0.0"' in (plugins_dir / "hello" / "plugin.toml").read_text()
 
@@ -366,7 +373,7 @@ def test_an_update_is_one_lifecycle_change_for_other_threads(
     new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
     inside, release = threading.Event(), threading.Event()
 
-    def consent(diff: CapabilityDiff) -> bool:
+    def consent(diff: Widening) -> bool:
         inside.set()  # half-way through the update
         return release.wait(30)
 

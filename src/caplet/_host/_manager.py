@@ -70,6 +70,15 @@ from caplet._errors import (
 )
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
+from caplet._host._consent import (
+    Consent,
+    ConsentReason,
+    ConsentRequest,
+    Widening,
+    consent_refusal,
+    why_consent,
+    widening_since,
+)
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
@@ -838,6 +847,8 @@ class PluginManager:
                 approved_at=time.time(),
                 risk_level=audit.risk_level,
                 verdict=audit.verdict,
+                version=record.manifest.version,
+                requires=tuple(r.name for r in record.manifest.requires),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
@@ -970,14 +981,28 @@ class PluginManager:
 
     # -- enable / disable -----------------------------------------------------------------------
 
-    def enable(self, name: str) -> Outcome:
-        """Enable for this process: requirements, trust, danger gate, config, capabilities.
+    def enable(self, name: str, *, consent: bool | Consent = False) -> Outcome:
+        """Enable for this process: requirements, trust, danger gate, config, capabilities,
+        consent.
 
         An approved plugin (approval of its current hash, stored risk within
-        today's policy) takes the fast path; any other plugin needs an audit
-        of its current content, which is run here (static-only) when none is
-        cached. Enabling an already enabled plugin reconfigures it in place.
+        today's policy; in locked mode its lock entry) takes the fast path;
+        any other plugin needs an audit of its current content, which is run
+        here when none is cached, and then a person's **consent**
+        (:mod:`caplet._host._consent`, issue 14): ``consent`` is a callback
+        shown a :class:`ConsentRequest` that returns ``True`` to consent, or
+        ``True`` when the caller has shown the audit and capabilities to a
+        person itself; without it the enable is refused with the fix. A
+        changed plugin whose approval covers everything it now asks for is
+        enabled on that approval's consent. Enabling an already enabled
+        plugin reconfigures it in place (without asking again while its
+        content and grants stay the same).
         """
+        if not (isinstance(consent, bool) or callable(consent)):
+            raise TypeError(
+                f"enable({name!r}, consent=...) takes a callback or True/False, got "
+                f"{type(consent).__name__}"
+            )
         record = self._record(name)
         quarantine = self.store.get_quarantine(name)
         if quarantine is not None:
@@ -1063,6 +1088,21 @@ class PluginManager:
                     f"plugin {name!r} declares capabilities its approval does not grant: "
                     f"{', '.join(extra)}; re-audit and re-approve it",
                 )
+        given = carried = ""
+        if not approved:
+            need = self._consent_need(record, approval, audit)
+            if need is None:
+                assert approval is not None
+                carried = f"approval of {approval.content_hash} carried over: nothing widened"
+            elif not self._same_grants(record, resolved):
+                request = self._request(record, need, audit, approval, resolved)
+                agreed = consent(request) is True if callable(consent) else consent is True
+                if not agreed:
+                    return self._refuse(
+                        name, "enable", consent_refusal(request, asked=callable(consent))
+                    )
+                given = "by a consent callback" if callable(consent) else "by consent=True"
+                self._log(name, "consent", record.content_hash, True, f"{given}: {request.why}")
         for capability in withheld:
             self._log(
                 name,
@@ -1083,11 +1123,97 @@ class PluginManager:
             path = f"locked: {self.lockfile_path}"
         elif approved and not untrusted:
             path = "approved fast path"
+        elif given:
+            path = f"audited {audit.provider}; not approved, consented for this process"
+        elif carried:
+            path = f"audited {audit.provider}; {carried}"
         else:
             path = f"audited {audit.provider}"
         path += f", tier {record.tier.value}"
         self._log(name, "enable", record.content_hash, True, path)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
+
+    # -- consent (issue 14; caplet._host._consent) ------------------------------------------
+
+    def _consent_need(
+        self, record: _Record, approval: ApprovalRecord | None, audit: AuditResult
+    ) -> tuple[ConsentReason, Widening | None] | None:
+        """Why enabling *record*'s current, unapproved content needs consent (None: it
+        does not, its earlier approval covers everything it asks for)."""
+        if approval is None:
+            return ConsentReason.NOT_APPROVED, None
+        try:
+            change = widening_since(approval, record.manifest, audit)
+        except CapabilityError:
+            change = None  # an approval whose capabilities no longer parse vouches for nothing
+        if change is None:
+            return ConsentReason.UNKNOWN_SCOPE, None
+        if change.widens:
+            return ConsentReason.WIDENED, change
+        return None
+
+    def _same_grants(self, record: _Record, resolved: tuple[Capability, ...]) -> bool:
+        """Enabled now at this content with these grants: a reconfiguration needs no new consent."""
+        return (
+            record.state is PluginState.ENABLED
+            and record.enabled_hash == record.content_hash
+            and record.resolved == resolved
+        )
+
+    def _request(
+        self,
+        record: _Record,
+        need: tuple[ConsentReason, Widening | None],
+        audit: AuditResult,
+        approval: ApprovalRecord | None,
+        granted: tuple[Capability, ...] | None,
+    ) -> ConsentRequest:
+        reason, change = need
+        manifest = record.manifest
+        return ConsentRequest(
+            plugin=record.name,
+            version=manifest.version,
+            description=manifest.description,
+            source=record.source,
+            content_hash=record.content_hash,
+            tier=record.tier,
+            reason=reason,
+            why=why_consent(record.name, reason, record.content_hash, approval, change),
+            audit=audit,
+            declared=manifest.capabilities,
+            granted=granted,
+            composition=tuple(self._lint(record)),
+            requires=tuple(r.name for r in manifest.requires),
+            approval=approval,
+            widening=change,
+        )
+
+    def consent_request(self, name: str) -> ConsentRequest | None:
+        """What enabling *name* now would ask a person, or None when it needs no consent.
+
+        None too when the enable would be refused anyway (quarantine, missing
+        requirements, an inert plugin, the danger gate or the risk policy):
+        there is nothing to consent to. Runs the audit when none is cached,
+        as enable would; changes nothing else. The CLI and the shell use it
+        to show the audit and ask before any configuration is entered.
+        """
+        record = self._record(name)
+        self._rehash(record)
+        if self.locked or self.inert_reason(name) or self.store.get_quarantine(name):
+            return None
+        if self._requirement_refusal(record):
+            return None
+        approval = self.store.get_approval(name)
+        if approval is not None and approval.content_hash == record.content_hash:
+            return None
+        untrusted = record.tier is TrustTier.UNTRUSTED
+        audit = self.audit(name) if untrusted or record.audit is None else record.audit
+        if self._trust_refusal(name, audit):
+            return None
+        need = self._consent_need(record, approval, audit)
+        if need is None:
+            return None
+        return self._request(record, need, audit, approval, None)
 
     def _check_not_broad(self, record: _Record, capabilities: Sequence[Capability]) -> None:
         """Broad paths (``/``, home roots) are granted only to trusted plugins."""
