@@ -323,6 +323,15 @@ if TYPE_CHECKING:
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
     )
+    from caplet._host._consent import (
+        ConsentReason as ConsentReason,
+    )
+    from caplet._host._consent import (
+        ConsentRequest as ConsentRequest,
+    )
+    from caplet._host._consent import (
+        Widening as Widening,
+    )
     from caplet._host._context_limits import (
         ContextLimits as ContextLimits,
     )
@@ -527,6 +536,8 @@ __all__ = [
     "ConfigType",
     "ConfigValue",
     "ConnectionFailedError",
+    "ConsentReason",
+    "ConsentRequest",
     "ContextArgumentError",
     "ContextError",
     "ContextLimitError",
@@ -635,6 +646,7 @@ __all__ = [
     "UpdateError",
     "UpdateReport",
     "Verdict",
+    "Widening",
     "Worker",
     "WorkerCrashedError",
     "WorkerGoneError",
@@ -810,6 +822,9 @@ _EXPORTS: dict[str, str] = {
     "AppCall": "caplet._host._apps",
     "AppHandler": "caplet._host._apps",
     "ContextLimits": "caplet._host._context_limits",
+    "ConsentReason": "caplet._host._consent",
+    "ConsentRequest": "caplet._host._consent",
+    "Widening": "caplet._host._consent",
     "KvWrite": "caplet._trust._store",
     "NetworkPolicy": "caplet._broker._policy",
     "Resolver": "caplet._broker._resolver",

@@ -455,6 +455,27 @@ def test_the_fast_path_rechecks_the_content_hash(host: PluginHost, hello: Path) 
     assert "enabled (audited static-only" in ran.out
 
 
+def test_a_plugin_that_widened_since_its_approval_asks_for_consent_again(
+    host: PluginHost, hello: Path
+) -> None:
+    """Issue 14: what widens an approval needs fresh consent; the shell shows what changed."""
+    _approve(host)
+    manifest = hello / "plugin.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'description = "Greets people."\n',
+            'description = "Greets people."\ncapabilities = ["env.read:LANG"]\n',
+        )
+    )
+    refused = run(host, "/plugin enable hello", interactive=False)
+    assert "Consent needed: plugin 'hello' changed since its approval of sha256-" in refused.out
+    assert "changed: adds capability env.read:LANG" in refused.out
+    assert "add -y to the command to answer yes" in refused.err
+    assert not host.manager.require_plugin("hello").enabled
+    ran = run(host, "/plugin enable hello -y", interactive=False)
+    assert "enabled (audited static-only; not approved, consented for this process" in ran.out
+
+
 def test_the_fast_path_rechecks_the_stored_risk(host: PluginHost) -> None:
     _approve(host)
     record = host.get_approval_record("hello")

@@ -399,3 +399,72 @@ def test_an_update_is_one_lifecycle_change_for_other_threads(
     [outcome] = unapproved
     assert outcome, outcome.reason
     assert host.get_approval_record("hello") is None  # the unapprove came after the update
+
+
+# -- issue 14: what widens an approval needs consent, locked mode or not ------------------------
+
+
+def write_manifest_field(directory: Path, line: str) -> None:
+    manifest = directory / "plugin.toml"
+    text = manifest.read_text()
+    manifest.write_text(
+        text.replace('description = "Updatable."\n', f'description = "Updatable."\n{line}\n')
+    )
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["unlocked", "locked"])
+def test_a_downgrade_needs_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1: str, locked: bool
+) -> None:
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=LoadingRules(locked=locked)) as host:
+        old = write_version(tmp_path / "old" / "hello", "0.9.0", capabilities='["env.read:A"]')
+        refused = host.update("hello", old)
+        assert not refused
+        assert "widens what was approved (goes down from version 1.0.0 to 0.9.0)" in (
+            refused.reason
+        )
+        assert_installed(host, plugins_dir, v1)
+        asked: list[Widening] = []
+
+        def agree(diff: Widening) -> bool:
+            asked.append(diff)
+            return True
+
+        report = host.update("hello", old, consent=agree)
+        assert report, report.reason
+        [diff] = asked
+        assert diff.downgrade == ("1.0.0", "0.9.0")
+        assert diff.added == ()
+        assert (report.old_version, report.new_version) == ("1.0.0", "0.9.0")
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["unlocked", "locked"])
+def test_a_new_requirement_needs_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1: str, locked: bool
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    write_manifest_field(new, 'requires = ["lib"]')
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=LoadingRules(locked=locked)) as host:
+        asked: list[Widening] = []
+
+        def decline(diff: Widening) -> bool:
+            asked.append(diff)
+            return False
+
+        report = host.update("hello", new, consent=decline)
+        assert not report
+        [diff] = asked
+        assert diff.requires_added == ("lib",)
+        assert "widens what was approved (now requires plugin 'lib')" in report.reason
+        assert_installed(host, plugins_dir, v1)
+
+
+def test_narrowing_needs_no_consent(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "1.1.0", capabilities="[]")
+    report = host.update("hello", new, consent=False)
+    assert report, report.reason
+    assert report.diff is not None
+    assert not report.diff.widens
+    assert [c.declared for c in report.diff.removed] == ["env.read:A"]
