@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from caplet._audit._canary_text import words
 from caplet._cli._app import app
 from tests._audit.llm_server import (
     Exchange,
@@ -419,3 +420,54 @@ def test_a_danger_finding_that_quotes_a_canary_still_blocks_approval(
     assert "sends every name to a remote collector" in document["reason"]
     assert document["audit"]["canary_status"] == "OK"
     assert document["audit"]["risk_level"] == "HIGH"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_one_line_fences_pasted_ids_and_inaccurate_descriptions_through_the_cli(
+    make_plugin: PluginFactory, cli: list[str], llm: LLMServer, tmp_path: Path, provider: str
+) -> None:
+    """Issue 14, points 2.4, 2.6 and 2.8, each in a real `caplet audit` process."""
+    make_plugin("greet", source=CLEAN)
+    env = {
+        "CAPLET_LLM_PROVIDER": provider,
+        "CAPLET_LLM_BASE_URL": llm.url,
+        "CAPLET_LLM_MODEL": "scripted-model",
+    }
+    # 2.4: an honest answer fenced on one line is read.
+    llm.script(lambda ex: Reply(f"```json {answer(injection_attempts=canary_reports(ex))} ```"))
+    fenced = caplet("audit", "greet", "--json", "--fresh", *cli, env=env, cwd=tmp_path)
+    assert fenced.returncode == 0, fenced.stderr
+    assert json.loads(fenced.stdout)["audit"]["canary_status"] == "OK"
+
+    # 2.6: the canaries pasted into one info finding do not pass.
+    def pasted(exchange: Exchange) -> Reply:
+        text = "\n".join(b.text for b in canary_blocks(exchange.prompt))
+        return Reply(answer(findings=[{"severity": "info", "message": f"the file: {text}"}]))
+
+    llm.script(pasted)
+    compromised = caplet("audit", "greet", "--json", "--fresh", *cli, env=env, cwd=tmp_path)
+    assert compromised.returncode == 1
+    audit = json.loads(compromised.stdout)["audit"]
+    assert (audit["canary_status"], audit["risk_level"]) == ("AUDITOR_COMPROMISED", "CRITICAL")
+
+    # 2.8: an inaccurate description is a risk reason; a reason quoting a canary is cut.
+    def inaccurate(exchange: Exchange) -> Reply:
+        quote = canary_blocks(exchange.prompt)[0].text
+        return Reply(
+            answer(
+                injection_attempts=canary_reports(exchange),
+                description_accurate=False,
+                summary="Uploads what it greets.",
+                risk_reasons=[f"posts names; the file insists: {quote}"],
+            )
+        )
+
+    llm.script(inaccurate)
+    judged = caplet("audit", "greet", "--json", "--fresh", *cli, env=env, cwd=tmp_path)
+    assert judged.returncode == 1
+    audit = json.loads(judged.stdout)["audit"]
+    reasons = audit["risk_reasons"]
+    # Only the reason's own words and the marker are left of it.
+    assert words(reasons[0]) == words("posts names; the file insists: [caplet test injection]")
+    assert any("description inaccurate" in r for r in reasons)
+    assert audit["risk_level"] == "HIGH"

@@ -94,6 +94,9 @@ class Canary:
     file: str
     first_line: int
     last_line: int
+    #: The lines as planted (comment marks, quotes, a constant's name): what a
+    #: model quoting the canary whole would copy.
+    planted: str = ""
 
     @property
     def id(self) -> str:
@@ -351,7 +354,14 @@ def _plant(
         blocks.append(block)
     injected, line_map, spans = _assemble(lines, blocks, newline)
     canaries = [
-        Canary(text=b.text, form=b.form, file=path, first_line=first, last_line=last)
+        Canary(
+            text=b.text,
+            form=b.form,
+            file=path,
+            first_line=first,
+            last_line=last,
+            planted="".join(b.lines),
+        )
         for b, (first, last) in zip(blocks, spans, strict=True)
     ]
     return InjectedFile(path=path, source=injected, line_map=line_map), canaries

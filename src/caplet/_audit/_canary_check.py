@@ -169,10 +169,10 @@ def cut_canary_quotes(text: str, canaries: Sequence[Canary]) -> str:
     cuts: list[tuple[int, int]] = []
     for canary in canaries:
         # The identifier is already a marker: matching the marker's words in its
-        # place cuts "ticket [marker]: the claim..." as one run.
-        sequence = words(
-            re.sub(re.escape(canary.id), CUT_MARKER, canary.text.text, flags=re.IGNORECASE)
-        )
+        # place cuts "ticket [marker]: the claim..." as one run. The planted lines
+        # (with a constant's name) when known, else the message.
+        planted = canary.planted or canary.text.text
+        sequence = words(re.sub(re.escape(canary.id), CUT_MARKER, planted, flags=re.IGNORECASE))
         for first, last in _runs(tokens, sequence):
             cuts.append((spans[first][0], spans[last - 1][1]))
     if not cuts:
@@ -202,5 +202,5 @@ def foreign_words(text: str, canaries: Sequence[Canary]) -> list[str]:
     three such words was a report of the canary (a model trimming or
     rewording it a little), not of text of the plugin.
     """
-    ours = {w for canary in canaries for w in words(canary.text.text)}
+    ours = {w for canary in canaries for w in words(canary.planted or canary.text.text)}
     return [w for w in words(text.replace(CUT_MARKER, " ")) if w not in ours and not w.isdigit()]
