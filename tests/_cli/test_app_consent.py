@@ -274,6 +274,9 @@ def test_enable_exec_and_emit_ask_too(
     ran = caplet("exec", "--yes", "--enable", "reader", f"root={notes}", code, *cli, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "'- consent\\n'\n"
+    emitted = caplet("emit", "content:afterSave", "--enable", "reader", *cli, cwd=tmp_path)
+    assert emitted.returncode == 2
+    assert "enabling plugin 'reader' needs consent" in flat(emitted.stderr)
 
 
 # -- on a terminal --------------------------------------------------------------------------------
