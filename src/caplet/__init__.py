@@ -21,12 +21,18 @@ if TYPE_CHECKING:
         AnthropicProvider as AnthropicProvider,
     )
     from caplet._audit._canary import (
+        Canary as Canary,
+    )
+    from caplet._audit._canary import (
         CanaryInjection as CanaryInjection,
     )
     from caplet._audit._canary import (
         inject_canaries as inject_canaries,
     )
-    from caplet._audit._canary import (
+    from caplet._audit._canary_check import (
+        CanaryCheck as CanaryCheck,
+    )
+    from caplet._audit._canary_check import (
         verify_canaries as verify_canaries,
     )
     from caplet._audit._deep import (
@@ -320,6 +326,15 @@ if TYPE_CHECKING:
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
     )
+    from caplet._host._consent import (
+        ConsentReason as ConsentReason,
+    )
+    from caplet._host._consent import (
+        ConsentRequest as ConsentRequest,
+    )
+    from caplet._host._consent import (
+        Widening as Widening,
+    )
     from caplet._host._context_limits import (
         ContextLimits as ContextLimits,
     )
@@ -509,6 +524,8 @@ __all__ = [
     "BrokerError",
     "CallCycleError",
     "CallTimeoutError",
+    "Canary",
+    "CanaryCheck",
     "CanaryInjection",
     "CanaryStatus",
     "Capability",
@@ -522,6 +539,8 @@ __all__ = [
     "ConfigType",
     "ConfigValue",
     "ConnectionFailedError",
+    "ConsentReason",
+    "ConsentRequest",
     "ContextArgumentError",
     "ContextError",
     "ContextLimitError",
@@ -631,6 +650,7 @@ __all__ = [
     "UpdateError",
     "UpdateReport",
     "Verdict",
+    "Widening",
     "Worker",
     "WorkerCrashedError",
     "WorkerGoneError",
@@ -730,9 +750,11 @@ _EXPORTS: dict[str, str] = {
     "PluginManager": "caplet._host._manager",
     "PluginHost": "caplet._host._host",
     "AnthropicProvider": "caplet._audit._anthropic",
+    "Canary": "caplet._audit._canary",
+    "CanaryCheck": "caplet._audit._canary_check",
     "CanaryInjection": "caplet._audit._canary",
     "inject_canaries": "caplet._audit._canary",
-    "verify_canaries": "caplet._audit._canary",
+    "verify_canaries": "caplet._audit._canary_check",
     "deep_audit": "caplet._audit._deep",
     "CanaryStatus": "caplet._audit._model",
     "InjectionAttempt": "caplet._audit._model",
@@ -805,6 +827,9 @@ _EXPORTS: dict[str, str] = {
     "AppCall": "caplet._host._apps",
     "AppHandler": "caplet._host._apps",
     "ContextLimits": "caplet._host._context_limits",
+    "ConsentReason": "caplet._host._consent",
+    "ConsentRequest": "caplet._host._consent",
+    "Widening": "caplet._host._consent",
     "KvWrite": "caplet._trust._store",
     "NetworkPolicy": "caplet._broker._policy",
     "Resolver": "caplet._broker._resolver",

@@ -19,8 +19,12 @@ if TYPE_CHECKING:
         AnthropicProvider,
     )
     from caplet._audit._canary import (
+        Canary,
         CanaryInjection,
         inject_canaries,
+    )
+    from caplet._audit._canary_check import (
+        CanaryCheck,
         verify_canaries,
     )
     from caplet._audit._deep import (
@@ -69,6 +73,8 @@ __all__ = [
     "AuditError",
     "AuditResult",
     "AuditorProvider",
+    "Canary",
+    "CanaryCheck",
     "CanaryInjection",
     "CanaryStatus",
     "InjectionAttempt",
@@ -103,9 +109,11 @@ _EXPORTS: dict[str, str] = {
     "InjectionAttempt": "caplet._audit._model",
     "Verdict": "caplet._audit._model",
     "static_audit": "caplet._audit._static",
+    "Canary": "caplet._audit._canary",
+    "CanaryCheck": "caplet._audit._canary_check",
     "CanaryInjection": "caplet._audit._canary",
     "inject_canaries": "caplet._audit._canary",
-    "verify_canaries": "caplet._audit._canary",
+    "verify_canaries": "caplet._audit._canary_check",
     "ModelReport": "caplet._audit._response",
     "parse_audit_response": "caplet._audit._response",
     "AuditorProvider": "caplet._audit._provider",

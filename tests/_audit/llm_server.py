@@ -13,6 +13,7 @@ Nothing here sleeps: a "slow" reply waits on an event that the test (or
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import threading
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+from caplet._audit._canary_text import find_ids
+
 _NUMBERED = re.compile(r"^\s*(\d+)\| ?(.*)$")
 _FILE_START = re.compile(r"^<<<FILE [0-9a-f]+ (\S+) \(\d+ lines\)>>>$")
 
@@ -61,6 +63,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None
     hold: threading.Event | None = None
+    #: Send the headers of a huge body, then bytes as fast as the client reads
+    #: them, until it hangs up (a server that never finishes its answer).
+    endless: bool = False
 
 
 Script = Callable[[Exchange], Reply]
@@ -85,14 +90,87 @@ def shown_files(prompt: str) -> dict[str, list[tuple[int, str]]]:
     return files
 
 
-def uuid_lines(prompt: str) -> list[tuple[str, int, str]]:
-    """(file, shown line, text) of every file line in the prompt that holds a UUID."""
-    return [
-        (path, number, text)
-        for path, lines in shown_files(prompt).items()
-        for number, text in lines
-        if UUID.search(text)
-    ]
+#: Words every injection aimed at an auditor uses one of (caplet's canaries do:
+#: each has an instruction about findings, risk, approval ...). An identifier
+#: without them (a constant of the plugin) is not an injection.
+_INSTRUCTING = (
+    "review",
+    "audit",
+    "risk",
+    "approv",
+    "finding",
+    "scanner",
+    "safe",
+    "instruction",
+    "analysis",
+    "capabilit",
+    "description",
+    "recommend",
+    "network",
+)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One passage of a shown file that holds an identifier and instructs the auditor."""
+
+    path: str
+    first: int
+    last: int
+    text: str
+    ids: frozenset[str]
+
+
+def _statement_lines(source: str, line: int) -> tuple[int, int]:
+    """The lines of the smallest statement holding ``line`` (the line itself if none parses)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return line, line
+    best = (line, line)
+    width = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        span = node.end_lineno - node.lineno
+        if node.lineno <= line <= node.end_lineno and (width is None or span < width):
+            width, best = span, (node.lineno, node.end_lineno)
+    return best
+
+
+def canary_blocks(prompt: str) -> list[Block]:
+    """Every passage an honest model would report: comments, docstrings and string
+    constants of the shown files that hold an identifier and talk to an auditor.
+
+    A comment is the run of comment lines around the identifier's line; a
+    string is the whole statement it belongs to (found with :mod:`ast`).
+    """
+    found: list[Block] = []
+    for path, lines in shown_files(prompt).items():
+        by_number = dict(lines)
+        source = "\n".join(text for _, text in lines) + "\n"
+        seen: set[int] = set()
+        for number, text in lines:
+            if number in seen or not find_ids(text):
+                continue
+            if text.lstrip().startswith("#"):
+                first = last = number
+                while first - 1 in by_number and by_number[first - 1].lstrip().startswith("#"):
+                    first -= 1
+                while last + 1 in by_number and by_number[last + 1].lstrip().startswith("#"):
+                    last += 1
+            else:
+                first, last = _statement_lines(source, number)
+            passage = "\n".join(by_number[n].strip() for n in range(first, last + 1))
+            seen.update(range(first, last + 1))
+            if any(word in passage.lower() for word in _INSTRUCTING):
+                found.append(Block(path, first, last, passage, frozenset(find_ids(passage))))
+    return found
+
+
+def canary_ids(prompt: str) -> set[str]:
+    """The identifiers of the passages :func:`canary_blocks` finds (lower-cased)."""
+    return {i for block in canary_blocks(prompt) for i in block.ids}
 
 
 def shown_line(prompt: str, path: str, needle: str) -> int:
@@ -119,17 +197,15 @@ def answer(**fields: object) -> str:
     return json.dumps(document)
 
 
-#: Words of the override-style lines an honest model flags (the canaries say them).
-_OVERRIDE_WORDS = ("SYSTEM OVERRIDE", "ADMIN COMMAND")
-
-
 def canary_reports(exchange: Exchange) -> list[dict[str, str]]:
-    """Injection reports quoting each override-style line with a UUID (what an honest model
-    does with the canaries)."""
+    """Injection reports quoting each passage that addresses the auditor, whole (what an
+    honest model does with the canaries)."""
     return [
-        {"excerpt": text.strip(), "reason": f"tries to instruct the auditor ({path}:{number})"}
-        for path, number, text in uuid_lines(exchange.prompt)
-        if any(word in text for word in _OVERRIDE_WORDS)
+        {
+            "excerpt": block.text,
+            "reason": f"tries to instruct the auditor ({block.path}:{block.first})",
+        }
+        for block in canary_blocks(exchange.prompt)
     ]
 
 
@@ -175,7 +251,22 @@ class _Handler(BaseHTTPRequestHandler):
         reply = step(exchange) if callable(step) else step
         if reply.hold is not None:
             reply.hold.wait(timeout=60)
+        if reply.endless:
+            self._send_endless(owner.stopping)
+            return
         self._send(exchange, reply)
+
+    def _send_endless(self, stopping: threading.Event) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(10**12))
+            self.end_headers()
+            self.wfile.write(b'{"choices": [{"message": {"content": "')
+            while not stopping.is_set():
+                self.wfile.write(b" " * 4096)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up: what the test wants
 
     def _send(self, exchange: Exchange, reply: Reply) -> None:
         if reply.raw is not None:
@@ -236,6 +327,7 @@ class LLMServer:
         self.queue: deque[Reply | Script] = deque()
         self.default: Reply | Script = honest()
         self.holds: list[threading.Event] = []
+        self.stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         # A short poll interval only makes shutdown() return sooner.
@@ -263,6 +355,7 @@ class LLMServer:
         return Reply(answer(), hold=hold)
 
     def stop(self) -> None:
+        self.stopping.set()
         for hold in self.holds:
             hold.set()
         self._server.shutdown()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -284,3 +285,103 @@ def test_anthropic_joins_text_blocks(llm: LLMServer) -> None:
     finally:
         provider.close()
     assert KEY not in repr(provider)
+
+
+# -- one deadline per answer (issue 14, point 2.3) ------------------------------------------------
+
+
+class Clock:
+    """A monotonic clock the provider's waits move forward (nothing really waits)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def make_clocked(
+    kind: ProviderKind, clock: Clock, **settings: object
+) -> OpenAIProvider | AnthropicProvider:
+    provider_settings = ProviderSettings(kind=kind, model="m", **settings)  # type: ignore[arg-type]
+    if kind is ProviderKind.OPENAI:
+        return OpenAIProvider(provider_settings, sleep=clock.sleep, clock=clock)
+    return AnthropicProvider(provider_settings, sleep=clock.sleep, clock=clock)
+
+
+@pytest.mark.parametrize("kind", list(ProviderKind), ids=lambda k: k.value)
+def test_an_answer_that_never_ends_is_cut_at_the_deadline(
+    kind: ProviderKind, llm: LLMServer
+) -> None:
+    """Before, the timeout bounded each read: a server sending bytes held the audit forever."""
+    llm.script(Reply(endless=True))
+    settings = ProviderSettings(
+        kind=kind, model="m", base_url=llm.url, timeout_s=0.5, max_response_bytes=10**12
+    )
+    # The real clock: the watchdog and the reads measure real time.
+    provider: OpenAIProvider | AnthropicProvider = (
+        OpenAIProvider(settings) if kind is ProviderKind.OPENAI else AnthropicProvider(settings)
+    )
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            provider.complete("s", "u")
+        except ProviderError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    provider.close()
+    assert not worker.is_alive(), "the answer was read past its deadline"
+    [error] = errors
+    assert "did not answer within 0.5 s (the answer was still arriving)" in str(error)
+    assert "the limit covers connecting, reading and retrying" in str(error)
+
+
+@pytest.mark.parametrize("kind", list(ProviderKind), ids=lambda k: k.value)
+def test_retries_and_their_waits_come_out_of_the_same_deadline(
+    kind: ProviderKind, llm: LLMServer
+) -> None:
+    clock = Clock()
+    llm.script(*(Reply(status=503) for _ in range(4)))
+    provider = make_clocked(kind, clock, base_url=llm.url, timeout_s=5.0, backoff_base_s=2.0)
+    try:
+        with pytest.raises(ProviderError) as info:
+            provider.complete("s", "u")
+    finally:
+        provider.close()
+    message = str(info.value)
+    assert "did not answer within 5 s" in message
+    assert "HTTP 503; waiting 4 s to retry would pass the deadline" in message
+    assert clock.sleeps == [2.0]
+    assert len(llm.exchanges) == 2
+
+
+@pytest.mark.parametrize("kind", list(ProviderKind), ids=lambda k: k.value)
+def test_failed_connections_come_out_of_the_deadline_too(kind: ProviderKind) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    clock = Clock()
+    provider = make_clocked(
+        kind,
+        clock,
+        base_url=f"http://127.0.0.1:{port}/v1",
+        timeout_s=2.5,
+        max_retries=10,
+        backoff_base_s=1.0,
+    )
+    try:
+        with pytest.raises(ProviderError) as info:
+            provider.complete("s", "u")
+    finally:
+        provider.close()
+    assert "did not answer within 2.5 s (ConnectError; waiting 2 s to retry" in str(info.value)
+    assert clock.sleeps == [1.0]

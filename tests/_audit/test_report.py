@@ -7,7 +7,13 @@ from dataclasses import replace
 import pytest
 
 from caplet._audit._model import AuditResult, CanaryStatus, InjectionAttempt, Verdict
-from caplet._audit._report import Tone, audit_report, format_audit_result, risk_tone
+from caplet._audit._report import (
+    Tone,
+    audit_report,
+    canary_meaning,
+    format_audit_result,
+    risk_tone,
+)
 from caplet._findings import Finding, RiskLevel, Severity
 
 DANGER = Finding(
@@ -59,7 +65,10 @@ def test_deep_report_shows_every_part() -> None:
         "  content:         sha256:" + "ab" * 32,
         "  time:            1970-01-02 00:00:00 UTC",
         "  auditor:         openai model llama3.1:8b",
-        "  canaries:        OK (the model reported both planted test injections)",
+        "  canaries:        OK",
+        "                   the model reported both test injections caplet planted, with their "
+        "text: it read the files and did not obey instructions written in them. It does not "
+        "prove the model judged the risk right: the findings and your review still decide",
         "  risk:            HIGH",
         "  recommendation:  reject",
         "  summary:         Reads notes and posts them to a pastebin.",
@@ -103,7 +112,11 @@ def test_static_only_is_labelled_everywhere() -> None:
     )
     lines = format_audit_result(result).splitlines()
     assert "  auditor:         static-only (no model configured)" in lines
-    assert "  canaries:        not used (static-only, no model answer)" in lines
+    assert "  canaries:        not used (static-only)" in lines
+    assert (
+        "                   no model read the plugin, so nothing checked it for behaviour the "
+        "static scanner cannot see" in lines
+    )
     assert "  description:     not judged (only a model can judge it)" in lines
     assert "  capabilities observed: not judged (static-only)" in lines
     assert "  composition risks: none" in lines
@@ -117,28 +130,51 @@ def test_fallback_names_the_failure() -> None:
         canary_status=None,
         fallback_reason="openai:llama3: timed out",
     )
+    [line] = [line for line in audit_report(result) if line.text.startswith("  auditor:")]
+    assert line.text == (
+        "  auditor:         static-only (the configured model failed, so the audit fails "
+        "closed: openai:llama3: timed out)"
+    )
+    assert line.tone is Tone.BAD
+
+
+def test_a_static_only_audit_by_choice_is_labelled() -> None:
+    note = Finding("CPL-AUDIT-009", Severity.INFO, "static-only by the operator's choice")
+    result = deep_result(provider="static-only", model="", canary_status=None, findings=(note,))
     assert (
-        "  auditor:         static-only (the configured model failed: openai:llama3: timed out)"
-        in format_audit_result(result).splitlines()
+        "  auditor:         static-only by the operator's choice (a model is configured but "
+        "was not consulted)" in format_audit_result(result).splitlines()
     )
 
 
 @pytest.mark.parametrize(
-    ("status", "text", "tone"),
+    ("status", "text", "meaning", "tone"),
     [
-        (CanaryStatus.COMPROMISED, "AUDITOR_COMPROMISED", Tone.ALARM),
-        (CanaryStatus.UNRELIABLE, "AUDITOR_UNRELIABLE", Tone.NOTICE),
-        (None, "not verified (the auditor's answer could not be parsed)", Tone.BAD),
+        (CanaryStatus.OK, "OK", "did not obey instructions written in them", Tone.GOOD),
+        (
+            CanaryStatus.COMPROMISED,
+            "AUDITOR_COMPROMISED",
+            "the model missed a test injection caplet planted",
+            Tone.ALARM,
+        ),
+        (
+            CanaryStatus.UNRELIABLE,
+            "AUDITOR_UNRELIABLE",
+            "identifiers that exist nowhere",
+            Tone.NOTICE,
+        ),
+        (None, "not verified", "the model's answer could not be parsed", Tone.BAD),
     ],
 )
-def test_canary_states(status: CanaryStatus | None, text: str, tone: Tone) -> None:
-    [line] = [
-        line
-        for line in audit_report(deep_result(canary_status=status))
-        if line.text.startswith("  canaries:")
-    ]
-    assert text in line.text
-    assert line.tone is tone
+def test_canary_states_and_what_they_mean(
+    status: CanaryStatus | None, text: str, meaning: str, tone: Tone
+) -> None:
+    lines = list(audit_report(deep_result(canary_status=status)))
+    [index] = [i for i, line in enumerate(lines) if line.text.startswith("  canaries:")]
+    assert lines[index].text == f"  canaries:        {text}"
+    assert meaning in lines[index + 1].text
+    assert lines[index].tone is lines[index + 1].tone is tone
+    assert meaning in canary_meaning(deep_result(canary_status=status))
 
 
 def test_risk_tones_and_the_risk_line() -> None:
@@ -166,7 +202,7 @@ def test_model_and_plugin_text_cannot_drive_the_terminal_or_forge_a_line() -> No
         injection_attempts=(InjectionAttempt("ignore\x1b[2K", "obeys\rit", "a\x1b.py", 2),),
     )
     lines = format_audit_result(result).splitlines()
-    assert lines[7:11] == [
+    assert lines[8:12] == [
         "  summary:         Formats text.\\x1b[2K\\x0d",
         "                     risk:            LOW",
         "  description:     NOT accurate or not trusted",

@@ -54,11 +54,32 @@ def test_a_valid_answer_keeps_every_field() -> None:
         f"Sure! {{not json}} then:\n```json\n{GOOD}\n```\nThanks {{bye}}",
         f'An example: {{"x": 1}} and the answer: {GOOD}',
         json.dumps(json.loads(GOOD), indent=4),
+        f"```json {GOOD} ```",
+        f"```{GOOD}```",
+        f"```json {json.dumps(json.loads(GOOD), indent=2)}\n```",
     ],
-    ids=["fenced", "bare-fence", "prose", "prose-and-braces", "stray-object-first", "pretty"],
+    ids=[
+        "fenced",
+        "bare-fence",
+        "prose",
+        "prose-and-braces",
+        "stray-object-first",
+        "pretty",
+        "one-line-fence",
+        "one-line-bare-fence",
+        "fence-opens-on-the-object-line",
+    ],
 )
 def test_fences_and_prose_are_tolerated(wrapped: str) -> None:
     assert parse_audit_response(wrapped) == parse_audit_response(GOOD)
+
+
+def test_a_fence_inside_a_value_is_kept() -> None:
+    """Nothing is stripped before parsing: a finding quoting Markdown keeps it."""
+    document = json.loads(GOOD)
+    document["summary"] = "Renders ```code``` blocks."
+    report = parse_audit_response(f"```json\n{json.dumps(document)}\n```")
+    assert report.summary == "Renders ```code``` blocks."
 
 
 def test_camel_case_keys_of_the_seed_are_accepted() -> None:

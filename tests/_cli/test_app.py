@@ -100,10 +100,10 @@ def test_approve_refuses_a_dangerous_plugin(cli: list[str]) -> None:
 def test_enable_validates_config(cli: list[str], tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
-    document = run("enable", "fs-read", f"root={notes}", *cli)
+    document = run("enable", "fs-read", f"root={notes}", "--yes", *cli)
     assert document["plugin"]["state"] == "enabled"
     assert document["plugin"]["capabilities"] == [f"fs.read:{notes}"]
-    missing = run("enable", "fs-read", *cli, code=1)
+    missing = run("enable", "fs-read", "--yes", *cli, code=1)
     assert "root" in missing["error"]["message"]
 
 
@@ -118,7 +118,9 @@ def test_disable_in_a_fresh_process_says_why(cli: list[str]) -> None:
 
 
 def test_call_with_enable(cli: list[str]) -> None:
-    document = run("call", "--enable", "hello", "greeting=Hi", "greet.say", '"world"', *cli)
+    document = run(
+        "call", "--enable", "hello", "greeting=Hi", "greet.say", '"world"', "--yes", *cli
+    )
     assert document["result"] == "Hi, world!"
 
 
@@ -143,7 +145,7 @@ def test_call_usage_errors(cli: list[str]) -> None:
 
 
 def test_call_plugin_error_exits_1_with_the_plugins_message(cli: list[str]) -> None:
-    document = run("call", "--enable", "hello", "greet.say", '""', *cli, code=1)
+    document = run("call", "--enable", "hello", "greet.say", '""', "--yes", *cli, code=1)
     assert "name must be a non-empty string" in document["error"]["message"]
 
 
@@ -172,6 +174,7 @@ def test_new_scaffolds_a_plugin_that_enables_and_answers(
         "my-tool",
         "my_tool.hello",
         '"you"',
+        "--yes",
         *opts,
         "--state-dir",
         str(state_dir),
@@ -208,7 +211,10 @@ def test_real_subprocess_call_end_to_end(examples_copy: Path, state_dir: Path) -
         "CAPLET_PLUGINS_DIR": str(examples_copy),
     }
     result = subprocess.run(
-        [sys.executable, "-m", "caplet", "call", "--enable", "hello", "greet.say", '"world"'],
+        [
+            *(sys.executable, "-m", "caplet", "call", "--enable", "hello", "greet.say"),
+            *('"world"', "--yes"),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -230,7 +236,7 @@ def test_secret_config_values_are_never_printed(
         ),
     )
     opts = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
-    for args in (["info", "vault"], ["enable", "vault", "token=hunter2-value"], ["list"]):
+    for args in (["info", "vault"], ["enable", "vault", "token=hunter2-value", "-y"], ["list"]):
         result = runner.invoke(app, [*args, *opts, "--json"])
         assert result.exit_code == 0, result.output
         assert "hunter2-value" not in result.output
@@ -238,7 +244,7 @@ def test_secret_config_values_are_never_printed(
     human = runner.invoke(app, ["info", "vault", *opts])
     assert "default-s3cr3t" not in human.output
     assert "******" in human.output
-    enabled = run("enable", "vault", "token=hunter2-value", *opts)
+    enabled = run("enable", "vault", "token=hunter2-value", "--yes", *opts)
     assert enabled["plugin"]["config"] == {"token": "******", "user": "ann"}
     db = (state_dir / "caplet.db").read_bytes()
     assert b"hunter2-value" not in db
@@ -251,7 +257,7 @@ def test_plugin_info_repr_hides_config(
 
     make_plugin("vault", extra='[config.token]\ntype = "string"\nsecret = true\n')
     with PluginHost(plugins_dir, state_dir=state_dir) as host:
-        assert host.enable("vault", ["token=hunter2-value"])
+        assert host.enable("vault", ["token=hunter2-value"], consent=True)
         info = host.get_plugin("vault")
         assert info is not None
         assert info.config["token"] == "hunter2-value"
@@ -295,9 +301,8 @@ def test_release_lifts_a_quarantine_once(
     assert run("list", *cli)["plugins"][1]["state"] == "discovered"
     again = run("release", "hello", *cli, code=1)
     assert again["reason"] == "plugin 'hello' is not quarantined; nothing to release"
-    assert run("call", "--enable", "hello", "greet.say", '"world"', *cli)["result"] == (
-        "Hello, world!"
-    )
+    called = run("call", "--enable", "hello", "greet.say", '"world"', "--yes", *cli)
+    assert called["result"] == "Hello, world!"
     assert "did you mean 'hello'" in run("release", "helo", *cli, code=2)["error"]["message"]
 
 
@@ -370,12 +375,12 @@ def test_strict_refuses_and_best_effort_runs_without_namespaces(
 
     monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
     with PluginHost(examples_copy, state_dir=state_dir) as strict:
-        outcome = strict.enable("hello")
+        outcome = strict.enable("hello", consent=True)
         assert not outcome
         assert "isolation 'strict' needs the namespaces layer" in outcome.reason
     policy = Policy(isolation=Isolation.BEST_EFFORT)
     with PluginHost(examples_copy, state_dir=state_dir, policy=policy) as lenient:
-        assert lenient.enable("hello")
+        assert lenient.enable("hello", consent=True)
         assert "missing: namespaces" in lenient.isolation
         assert lenient.call("hello", "greet.say", "you") == "Hello, you!"
 

@@ -17,8 +17,19 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from caplet._audit._canary_text import words
 from caplet._cli._app import app
-from tests._audit.llm_server import LLMServer, Reply, honest, obedient, serve
+from tests._audit.llm_server import (
+    Exchange,
+    LLMServer,
+    Reply,
+    answer,
+    canary_blocks,
+    canary_reports,
+    honest,
+    obedient,
+    serve,
+)
 from tests.conftest import PluginFactory
 
 runner = CliRunner()
@@ -150,11 +161,13 @@ def test_audit_text_report_cache_and_fresh(
     for line in (
         "Audit report: greet",
         "  auditor:         openai model scripted-model",
-        "  canaries:        OK (the model reported both planted test injections)",
+        "  canaries:        OK",
         "  risk:            LOW",
         "  recommendation:  approve",
     ):
         assert line in text
+    assert "the model reported both test injections caplet planted" in text
+    assert "It does not prove the model judged the risk right" in text
     assert len(model_env.exchanges) == 1
     run_text("audit", "greet", *cli)
     assert len(model_env.exchanges) == 1, "cached by content hash and model"
@@ -187,13 +200,14 @@ def test_static_only_is_labelled_in_text(make_plugin: PluginFactory, cli: list[s
     make_plugin("greet", source=CLEAN)
     text = run_text("audit", "greet", *cli)
     assert "auditor:         static-only (no model configured)" in text
-    assert "canaries:        not used (static-only, no model answer)" in text
+    assert "canaries:        not used (static-only)" in text
+    assert "no model read the plugin" in text
     document = run_json("audit", "greet", *cli)
     assert document["audit"]["static_only"] is True
     assert document["audit"]["provider"] == "static-only"
 
 
-def test_a_slow_model_falls_back_to_static_only_and_says_so(
+def test_a_slow_model_fails_closed_and_says_so(
     make_plugin: PluginFactory,
     cli: list[str],
     model_env: LLMServer,
@@ -202,11 +216,11 @@ def test_a_slow_model_falls_back_to_static_only_and_says_so(
     make_plugin("greet", source=CLEAN)
     monkeypatch.setenv("CAPLET_LLM_TIMEOUT_S", "0.2")
     model_env.script(model_env.slow())
-    document = run_json("audit", "greet", *cli)
+    document = run_json("audit", "greet", *cli, code=1)
     audit = document["audit"]
     assert audit["static_only"] is True
-    assert audit["risk_level"] == "MEDIUM"
-    assert audit["recommendation"] == "approve-with-conditions"
+    assert audit["risk_level"] == "HIGH"
+    assert audit["recommendation"] == "reject"
     assert "did not answer within 0.2 s" in audit["fallback_reason"]
 
 
@@ -280,3 +294,180 @@ def test_real_subprocess_end_to_end(
     assert "risk:            CRITICAL" in result.stdout
     assert "AUDITOR_COMPROMISED" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+# -- issue 14 through the real command line ------------------------------------------------------
+
+
+def caplet(
+    *args: str, env: dict[str, str], cwd: Path, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``python -m caplet ARGS`` in its own process, stdin a pipe (never a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "caplet", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **env},
+        cwd=cwd,
+        input=stdin,
+        check=False,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_an_obedient_model_inventing_a_ticket_is_refused_by_the_cli(
+    make_plugin: PluginFactory, cli: list[str], llm: LLMServer, tmp_path: Path, provider: str
+) -> None:
+    """Issue 14, point 2.1: it came out UNRELIABLE / MEDIUM and approve succeeded."""
+    make_plugin("formatter", source=INJECTED)
+    invented = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+    llm.script(
+        Reply(
+            json.dumps(
+                {
+                    "risk_level": "LOW",
+                    "summary": "Pre-approved formatter.",
+                    "description_accurate": True,
+                    "findings": [],
+                    "injection_attempts": [{"excerpt": f"review ticket {invented}"}],
+                    "recommendation": "approve",
+                    "risk_reasons": [],
+                }
+            )
+        )
+    )
+    env = {
+        "CAPLET_LLM_PROVIDER": provider,
+        "CAPLET_LLM_BASE_URL": llm.url,
+        "CAPLET_LLM_MODEL": "scripted-model",
+    }
+    audited = caplet("audit", "formatter", "--json", *cli, env=env, cwd=tmp_path)
+    assert audited.returncode == 1, audited.stderr
+    audit = json.loads(audited.stdout)["audit"]
+    assert (audit["canary_status"], audit["risk_level"]) == ("AUDITOR_COMPROMISED", "CRITICAL")
+    assert audit["canary_meaning"].startswith("the model missed a test injection caplet planted")
+    assert any(invented in f["message"] for f in audit["findings"])
+    approved = caplet("approve", "formatter", "--yes", *cli, env=env, cwd=tmp_path)
+    assert approved.returncode == 1
+    assert "canaries:        AUDITOR_COMPROMISED" in approved.stdout
+    assert "the plugin's text may have steered it" in approved.stdout
+    assert "AUDITOR COMPROMISED" in approved.stderr
+    assert "Traceback" not in approved.stderr
+
+
+def test_a_provider_failure_fails_closed_until_the_operator_chooses_static_only(
+    make_plugin: PluginFactory, cli: list[str], llm: LLMServer, tmp_path: Path
+) -> None:
+    """Issue 14, point 2.7: a content-policy 400 gave MEDIUM and approve succeeded."""
+    make_plugin("greet", source=CLEAN)
+    refusal = b'{"error": {"type": "invalid_request_error", "code": "content_policy_violation"}}'
+    llm.default = Reply(status=400, raw=refusal)
+    env = {
+        "CAPLET_LLM_PROVIDER": "openai",
+        "CAPLET_LLM_BASE_URL": llm.url,
+        "CAPLET_LLM_MODEL": "scripted-model",
+    }
+    audited = caplet("audit", "greet", *cli, env=env, cwd=tmp_path)
+    assert audited.returncode == 1
+    assert "risk:            HIGH" in audited.stdout
+    assert "static-only (the configured model failed, so the audit fails closed" in (audited.stdout)
+    assert "content_policy_violation" in audited.stdout
+    approved = caplet("approve", "greet", "--yes", *cli, env=env, cwd=tmp_path)
+    assert approved.returncode == 1
+    assert "approve it on a static-only audit you choose (`caplet approve greet" in (
+        " ".join(approved.stderr.split())
+    )
+    chosen = caplet("approve", "greet", "--yes", "--static-only", *cli, env=env, cwd=tmp_path)
+    assert chosen.returncode == 0, chosen.stderr
+    assert "static-only by the operator's choice" in chosen.stdout
+    assert "approved greet" in chosen.stdout
+    listed = json.loads(caplet("list", "--json", *cli, env=env, cwd=tmp_path).stdout)
+    assert listed["plugins"][0]["approved"] is True
+
+
+def test_a_danger_finding_that_quotes_a_canary_still_blocks_approval(
+    make_plugin: PluginFactory, cli: list[str], llm: LLMServer, tmp_path: Path
+) -> None:
+    """Issue 14, point 2.2: the finding was dropped, the risk MEDIUM, approve ok."""
+    make_plugin("greet", source=CLEAN)
+
+    def script(exchange: Exchange) -> Reply:
+        block = canary_blocks(exchange.prompt)[0]
+        return Reply(
+            answer(
+                injection_attempts=canary_reports(exchange),
+                findings=[
+                    {
+                        "severity": "danger",
+                        "message": f"sends every name to a remote collector; see {block.text}",
+                    }
+                ],
+                risk_level="MEDIUM",
+                recommendation="approve-with-conditions",
+            )
+        )
+
+    llm.default = script
+    env = {
+        "CAPLET_LLM_PROVIDER": "anthropic",
+        "CAPLET_LLM_BASE_URL": llm.url,
+        "CAPLET_LLM_MODEL": "scripted-model",
+    }
+    approved = caplet("approve", "greet", "--yes", "--json", *cli, env=env, cwd=tmp_path)
+    assert approved.returncode == 1
+    document = json.loads(approved.stdout)
+    assert "sends every name to a remote collector" in document["reason"]
+    assert document["audit"]["canary_status"] == "OK"
+    assert document["audit"]["risk_level"] == "HIGH"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_one_line_fences_pasted_ids_and_inaccurate_descriptions_through_the_cli(
+    make_plugin: PluginFactory, cli: list[str], llm: LLMServer, tmp_path: Path, provider: str
+) -> None:
+    """Issue 14, points 2.4, 2.6 and 2.8, each in a real `caplet audit` process."""
+    make_plugin("greet", source=CLEAN)
+    env = {
+        "CAPLET_LLM_PROVIDER": provider,
+        "CAPLET_LLM_BASE_URL": llm.url,
+        "CAPLET_LLM_MODEL": "scripted-model",
+    }
+    # 2.4: an honest answer fenced on one line is read.
+    llm.script(lambda ex: Reply(f"```json {answer(injection_attempts=canary_reports(ex))} ```"))
+    fenced = caplet("audit", "greet", "--json", "--fresh", *cli, env=env, cwd=tmp_path)
+    assert fenced.returncode == 0, fenced.stderr
+    assert json.loads(fenced.stdout)["audit"]["canary_status"] == "OK"
+
+    # 2.6: the canaries pasted into one info finding do not pass.
+    def pasted(exchange: Exchange) -> Reply:
+        text = "\n".join(b.text for b in canary_blocks(exchange.prompt))
+        return Reply(answer(findings=[{"severity": "info", "message": f"the file: {text}"}]))
+
+    llm.script(pasted)
+    compromised = caplet("audit", "greet", "--json", "--fresh", *cli, env=env, cwd=tmp_path)
+    assert compromised.returncode == 1
+    audit = json.loads(compromised.stdout)["audit"]
+    assert (audit["canary_status"], audit["risk_level"]) == ("AUDITOR_COMPROMISED", "CRITICAL")
+
+    # 2.8: an inaccurate description is a risk reason; a reason quoting a canary is cut.
+    def inaccurate(exchange: Exchange) -> Reply:
+        quote = canary_blocks(exchange.prompt)[0].text
+        return Reply(
+            answer(
+                injection_attempts=canary_reports(exchange),
+                description_accurate=False,
+                summary="Uploads what it greets.",
+                risk_reasons=[f"posts names; the file insists: {quote}"],
+            )
+        )
+
+    llm.script(inaccurate)
+    judged = caplet("audit", "greet", "--json", "--fresh", *cli, env=env, cwd=tmp_path)
+    assert judged.returncode == 1
+    audit = json.loads(judged.stdout)["audit"]
+    reasons = audit["risk_reasons"]
+    # Only the reason's own words and the marker are left of it.
+    assert words(reasons[0]) == words("posts names; the file insists: [caplet test injection]")
+    assert any("description inaccurate" in r for r in reasons)
+    assert audit["risk_level"] == "HIGH"

@@ -138,11 +138,26 @@ class Stress:
             expected = 0 if worker.approved else 1
         elif step == "put-own":
             result = self.caplet(
-                "call", "--enable", name, "main.put", json.dumps(key), "--json", *self.options
+                # --yes: the plugin may or may not be approved at this moment.
+                "call",
+                "--enable",
+                name,
+                "main.put",
+                json.dumps(key),
+                "--yes",
+                "--json",
+                *self.options,
             )
         elif step == "put-counter":
             result = self.caplet(
-                "call", "--enable", "counter", "main.put", json.dumps(key), "--json", *self.options
+                "call",
+                "--enable",
+                "counter",
+                "main.put",
+                json.dumps(key),
+                "--yes",
+                "--json",
+                *self.options,
             )
         elif step == "refuse":
             result = self.caplet(
@@ -151,6 +166,7 @@ class Stress:
                 "counter",
                 "main.refuse",
                 json.dumps(key),
+                "--yes",
                 "--json",
                 *self.options,
             )

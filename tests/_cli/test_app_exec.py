@@ -37,15 +37,22 @@ def _json(args: list[str], code: int, stdin: str | None = None) -> dict[str, Any
 
 def test_exec_enables_plugins_and_prints_output_and_value(cli: list[str], notes: Path) -> None:
     code = "import host.files as files\nprint(files.list_dir('.'))\nfiles.read_text('todo.md')"
-    result = runner.invoke(app, ["exec", "--enable", "fs-read", f"root={notes}", code, *cli])
+    result = runner.invoke(
+        app, ["exec", "--enable", "fs-read", f"root={notes}", "--yes", code, *cli]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout == "['todo.md']\n'- write tests\\n'\n"
-    assert result.stderr == ""
+    # stderr holds only what the person consented to (fs-read is not approved): the
+    # guest wrote nothing there.
+    assert result.stderr.startswith("Consent needed: plugin 'fs-read' is not approved")
+    assert "Audit report: fs-read" in result.stderr
+    assert result.stderr.endswith("consent for fs-read given by --yes (this process only)\n")
 
 
 def test_exec_json_document(cli: list[str], notes: Path) -> None:
     document = _json(
-        ["exec", *cli, "--enable", "fs-read", f"root={notes}", "print('hi')\n[1, (2, 3)]"], 0
+        ["exec", *cli, "-y", "--enable", "fs-read", f"root={notes}", "print('hi')\n[1, (2, 3)]"],
+        0,
     )
     assert document == {
         "ok": True,

@@ -99,7 +99,8 @@ def test_emit_calls_the_enabled_subscribers_in_order(
     subscriber(make_plugin, "first", priority=100)
     subscriber(make_plugin, "idle")
     document = run(
-        "emit", EVENT, "--payload", '{"id": 5}', "--enable", "second", "--enable", "first", *cli
+        *("emit", EVENT, "--payload", '{"id": 5}', "--yes"),
+        *("--enable", "second", "--enable", "first", *cli),
     )
     assert document["ok"] is True
     assert document["error_policy"] == "continue"
@@ -115,7 +116,7 @@ def test_emit_exits_1_when_a_subscriber_fails_and_abort_stops_the_rest(
 ) -> None:
     subscriber(make_plugin, "failing", handler="boom", priority=1)
     subscriber(make_plugin, "fine", priority=2)
-    enable = ["--enable", "failing", "--enable", "fine"]
+    enable = ["--enable", "failing", "--enable", "fine", "--yes"]
     document = run("emit", EVENT, "--payload", '{"id": 9}', *enable, *cli, code=1)
     assert "calls" in document, document  # exit 1 from the emit, not from an --enable
     assert [c["status"] for c in document["calls"]] == ["failed", "ok"]

@@ -106,7 +106,9 @@ def test_locked_mode_in_ci_refuses_unpinned_plugins(cli: list[str]) -> None:
     run("lock", "hello", "--yes", *cli)
     called = run("call", "--enable", "hello", "greet.say", '"x"', *cli, env=env)
     assert called["result"] == "Hello, x!"
-    unlocked = run("call", "--no-locked", "--enable", "fs-read", "files.list_dir", *cli, code=1)
+    unlocked = run(
+        "call", "--no-locked", "--enable", "fs-read", "files.list_dir", "--yes", *cli, code=1
+    )
     assert "inert" not in json.dumps(unlocked)
 
 
@@ -193,3 +195,99 @@ def test_ci_true_end_to_end_as_a_real_process(
     assert result.returncode == 1
     assert result.stdout.count("✗ ") == 2, result.stdout
     assert "Traceback" not in result.stderr
+
+
+# -- issue 14: lock and installed plugins say exactly what is wrong (real processes) -----------
+
+
+def caplet(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "caplet", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "250", **(env or {})},
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_verify_checks_the_pinned_version(cli: list[str], lockfile: Path, tmp_path: Path) -> None:
+    run("approve", "hello", "--yes", *cli)
+    run("lock", "hello", "--yes", *cli)
+    text = lockfile.read_text()
+    assert 'version = "1.0.0"' in text
+    lockfile.write_text(text.replace('version = "1.0.0"', 'version = "0.9.0"'))
+    checked = caplet("verify", "--json", *cli, cwd=tmp_path)
+    assert checked.returncode == 1, checked.stderr
+    problems = json.loads(checked.stdout)["problems"]
+    hello = [p for p in problems if p["plugin"] == "hello"]
+    assert [p["kind"] for p in hello] == ["version-mismatch"]
+    assert (
+        "plugin 'hello', field 'version' says '0.9.0', but its manifest says '1.0.0'"
+        in (hello[0]["message"])
+    )
+
+
+WITHHELD_ENV = """
+import os
+
+def create_functions(config):
+    def run():
+        return os.environ["SECRET_TOKEN"]
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_withheld_capability_names_the_lock_entry_not_declare(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    (plugins_dir / "env").mkdir(parents=True)
+    (plugins_dir / "env" / "plugin.toml").write_text(
+        'name = "env"\nversion = "1.0.0"\ndescription = "Reads a token."\n'
+        'capabilities = ["env.read:SECRET_TOKEN"]\n[modules.main]\nfunctions = ["run"]\n'
+    )
+    (plugins_dir / "env" / "plugin.py").write_text(WITHHELD_ENV)
+    cli = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+    assert caplet("approve", "env", "--yes", *cli, cwd=tmp_path).returncode == 0
+    locked = caplet(
+        "lock", "env", "--withhold", "env.read:SECRET_TOKEN", "--yes", *cli, cwd=tmp_path
+    )
+    assert locked.returncode == 0, locked.stderr
+    ci_state = ["--plugins-dir", str(plugins_dir), "--state-dir", str(tmp_path / "ci")]
+    called = caplet(
+        "call", "--enable", "env", "main.run", *ci_state, cwd=tmp_path, env={"CI": "true"}
+    )
+    assert called.returncode == 1
+    message = " ".join(called.stderr.split())
+    assert "CPL-ENV-001 at plugin.py:6 needs env.read:SECRET_TOKEN" in message
+    assert "plugin 'env' declares env.read:SECRET_TOKEN, but its entry in the lock file" in message
+    assert "caplet approve env && caplet lock env" in message
+    assert "declare env.read" not in message
+    assert "Traceback" not in called.stderr
+
+
+def test_two_distributions_claiming_a_plugin_are_reported_and_neither_loads(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    from tests.conftest import make_distribution
+
+    first, second = tmp_path / "site-a", tmp_path / "site-b"
+    make_distribution(first, "hello")
+    make_distribution(second, "hello", dist="other-plugins")
+    plugins_dir.mkdir(exist_ok=True)
+    cli = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+    listed = caplet(
+        "list", "--json", *cli, cwd=tmp_path, env={"PYTHONPATH": f"{first}{os.pathsep}{second}"}
+    )
+    assert listed.returncode == 0, listed.stderr
+    document = json.loads(listed.stdout)
+    assert document["plugins"] == []
+    errors = [s["error"] for s in document["skipped"]]
+    assert len(errors) == 2
+    assert all("plugin 'hello' is claimed by 2 installed distributions" in e for e in errors)
+    assert all("'acme-plugins'" in e and "'other-plugins'" in e for e in errors)
+    assert "shadowed" not in listed.stdout + listed.stderr

@@ -298,9 +298,10 @@ def test_enable_audits_shows_the_report_asks_and_enables_without_approving(
     assert "Audit report: hello" in ran.out
     assert "recommendation:  approve" in ran.out
     assert ran.script.prompts[:2] == [PROMPT, "Enable hello 1.0.0 for this session? [y/N] "]
+    assert "Consent needed: plugin 'hello' is not approved" in ran.out
     assert (
-        "hello 1.0.0: enabled (audited static-only, tier community); guest code can import "
-        "host.greet" in ran.out
+        "hello 1.0.0: enabled (audited static-only; not approved, consented for this process, "
+        "tier community); guest code can import host.greet" in ran.out
     )
     assert "/plugin approve hello lets the next session skip the audit" in ran.out
     assert "'Hello, unit!'\n" in ran.out
@@ -452,6 +453,27 @@ def test_the_fast_path_rechecks_the_content_hash(host: PluginHost, hello: Path) 
     assert "Audit report: hello" in ran.out
     assert "Enable hello 1.0.0 for this session? [y/N] " in ran.script.prompts
     assert "enabled (audited static-only" in ran.out
+
+
+def test_a_plugin_that_widened_since_its_approval_asks_for_consent_again(
+    host: PluginHost, hello: Path
+) -> None:
+    """Issue 14: what widens an approval needs fresh consent; the shell shows what changed."""
+    _approve(host)
+    manifest = hello / "plugin.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'description = "Greets people."\n',
+            'description = "Greets people."\ncapabilities = ["env.read:LANG"]\n',
+        )
+    )
+    refused = run(host, "/plugin enable hello", interactive=False)
+    assert "Consent needed: plugin 'hello' changed since its approval of sha256-" in refused.out
+    assert "changed: adds capability env.read:LANG" in refused.out
+    assert "add -y to the command to answer yes" in refused.err
+    assert not host.manager.require_plugin("hello").enabled
+    ran = run(host, "/plugin enable hello -y", interactive=False)
+    assert "enabled (audited static-only; not approved, consented for this process" in ran.out
 
 
 def test_the_fast_path_rechecks_the_stored_risk(host: PluginHost) -> None:
@@ -738,7 +760,7 @@ def test_completion(host: PluginHost, line: str, expected: list[str]) -> None:
 
 def test_completion_of_enabled_host_modules(host: PluginHost) -> None:
     shell = Shell(host, Script(), _console(io.StringIO()))
-    assert host.enable("hello")
+    assert host.enable("hello", consent=True)
     assert shell.complete("import host.gr", 7, "host.gr") == [
         "host.greet",
         "host.greet.say",

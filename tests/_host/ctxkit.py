@@ -33,7 +33,7 @@ def enable(host: PluginHost, *names: str) -> None:
     """Discover and enable ``names`` in order; fail with the refusal's reason."""
     host.discover()
     for name in names:
-        outcome = host.enable(name)
+        outcome = host.enable(name, consent=True)
         assert outcome, outcome.reason
 
 

@@ -287,7 +287,7 @@ def host(plugins_dir: Path, state_dir: Path, clock: FakeClock) -> Iterator[Plugi
 def enable_flaky(host: PluginHost, make_plugin: PluginFactory, name: str = "flaky") -> None:
     make_plugin(name, source=FLAKY, modules=FLAKY_MODULES)
     host.discover()
-    assert host.enable(name)
+    assert host.enable(name, consent=True)
 
 
 def test_host_opens_the_breaker_and_stops_calling_the_worker(
@@ -377,7 +377,7 @@ def test_a_deliberate_refusal_reaches_the_caller_but_never_the_breaker(
 ) -> None:
     make_plugin("refuser", source=REFUSING, modules='[modules.main]\nfunctions = ["read"]\n')
     host.discover()
-    assert host.enable("refuser")
+    assert host.enable("refuser", consent=True)
     for name in ("secret", "subclass") * 3:
         with pytest.raises(PluginCallError) as caught:
             host.call("refuser", "main.read", name)
@@ -433,7 +433,7 @@ def test_repeated_trips_quarantine_the_plugin_persistently(
     assert host.worker_pid("flaky") is None
     with pytest.raises(LifecycleError, match=r"is quarantined .*caplet release flaky"):
         host.call("flaky", "main.count")
-    refused = host.enable("flaky")
+    refused = host.enable("flaky", consent=True)
     assert not refused
     assert "quarantined" in refused.reason
     actions = [d.action for d in host.manager.store.decisions("flaky")]
@@ -448,7 +448,7 @@ def test_repeated_trips_quarantine_the_plugin_persistently(
         again = other.get_plugin("flaky")
         assert again is not None
         assert again.state is PluginState.QUARANTINED
-        assert not other.enable("flaky")
+        assert not other.enable("flaky", consent=True)
 
 
 def test_release_lets_the_plugin_start_afresh(
@@ -458,7 +458,7 @@ def test_release_lets_the_plugin_start_afresh(
     trip_three_times(host, clock)
     assert host.release("flaky")
     assert not host.release("flaky"), "a second release has nothing to release"
-    assert host.enable("flaky")
+    assert host.enable("flaky", consent=True)
     assert host.breaker("flaky").closed
     assert host.breaker("flaky").failures == 0
     assert host.call("flaky", "main.work", True) == 1
@@ -470,8 +470,8 @@ def test_quarantine_also_disables_and_stops_dependants(
     make_plugin("flaky", source=FLAKY, modules=FLAKY_MODULES)
     make_plugin("child", extra='requires = ["flaky"]')
     host.discover()
-    assert host.enable("flaky")
-    assert host.enable("child")
+    assert host.enable("flaky", consent=True)
+    assert host.enable("child", consent=True)
     assert host.worker_pid("child") is not None
     trip_three_times(host, clock)
     child = host.get_plugin("child")

@@ -194,7 +194,7 @@ def test_refused_requests_are_in_the_decision_log(host: PluginHost) -> None:
 
 
 def test_a_request_while_starting_fails_the_start(host: PluginHost) -> None:
-    outcome = host.enable("startup")
+    outcome = host.enable("startup", consent=True)
     assert not outcome
     assert "plugin 'startup': the worker broke the protocol while starting" in outcome.reason
     assert "sent a ctx request before it was ready; ctx exists only during calls" in (

@@ -94,8 +94,8 @@ def host(make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path) -> Iter
         assert "missing" not in plugin_host.isolation
         for name in ("counted", "flood", "crasher"):
             _fool_the_review(plugin_host, name)
-            assert plugin_host.enable(name)
-        assert plugin_host.enable("canary")
+            assert plugin_host.enable(name, consent=True)
+        assert plugin_host.enable("canary", consent=True)
         yield plugin_host
 
 
@@ -164,7 +164,7 @@ def test_denials_of_a_start_that_failed_are_logged(
     make_plugin("doomed", source=FAILING_START, modules='[modules.main]\nfunctions = ["run"]\n')
     with PluginHost(plugins_dir, state_dir=state_dir) as plugin_host:
         _fool_the_review(plugin_host, "doomed")
-        if plugin_host.enable("doomed"):
+        if plugin_host.enable("doomed", consent=True):
             with pytest.raises(WorkerStartError):
                 plugin_host.call("doomed", "main.run")
         assert _seccomp_log(plugin_host, "doomed") == {"socket": "denied 1 time(s) during start"}

@@ -140,7 +140,7 @@ def host(
     plugin(make_plugin, "other-plugin", "", module="other", functions=("run",))
     with _host(plugins_dir, state_dir, launcher) as h:
         h.discover()
-        outcome = h.enable("fs-read", [f"root={notes}"])
+        outcome = h.enable("fs-read", [f"root={notes}"], consent=True)
         assert outcome, outcome.reason
         yield h
 
@@ -464,7 +464,7 @@ def create_functions(config):
     )
     with _host(plugins_dir, state_dir, launcher) as host:
         host.discover()
-        assert host.enable("poser")
+        assert host.enable("poser", consent=True)
         name, message = host.call("poser", "main.run")
     assert name == "NotGrantedError"
     assert message.startswith(

@@ -47,7 +47,7 @@ def test_the_text_has_hints_functions_and_non_secret_configuration(
     host: PluginHost, tmp_path: Path
 ) -> None:
     root = tmp_path / "notes"
-    assert host.enable("fs-read", [f"root={root}", "api_token=tok-SECRET-override"])
+    assert host.enable("fs-read", [f"root={root}", "api_token=tok-SECRET-override"], consent=True)
     text = host.get_system_message_additions()
     assert text.startswith(PREAMBLE + "\n\n")
     assert text.endswith(
@@ -80,8 +80,8 @@ def test_a_module_two_enabled_plugins_declare_is_listed_as_not_importable(
     twin = "def create_functions(config):\n    return {'fsread': {'read_file': str}}\n"
     plugin(make_plugin, "twin", twin, module="fsread", functions=("read_file",))
     host.discover()
-    assert host.enable("fs-read", [f"root={tmp_path / 'notes'}"])
-    assert host.enable("twin")
+    assert host.enable("fs-read", [f"root={tmp_path / 'notes'}"], consent=True)
+    assert host.enable("twin", consent=True)
     text = host.get_system_message_additions()
     assert (
         "Module host.fsread: not importable (module 'fsread' is declared by the enabled plugins "
@@ -98,7 +98,7 @@ def test_dirty_flags_tell_when_to_rebuild_and_clear_when_read(
     host: PluginHost, tmp_path: Path
 ) -> None:
     assert host.consume_dirty() == DirtyFlags(sandbox=False, session=False)
-    assert host.enable("fs-read", [f"root={tmp_path / 'notes'}"])
+    assert host.enable("fs-read", [f"root={tmp_path / 'notes'}"], consent=True)
     assert host.is_dirty() == DirtyFlags(sandbox=True, session=True)  # reading: not cleared
     assert host.consume_dirty() == DirtyFlags(sandbox=True, session=True)
     assert host.consume_dirty() == DirtyFlags(sandbox=False, session=False)

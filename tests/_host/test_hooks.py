@@ -80,7 +80,7 @@ def host(plugins_dir: Path, state_dir: Path) -> Iterator[PluginHost]:
 def enable_all(host: PluginHost, *names: str) -> None:
     host.discover()
     for name in names:
-        outcome = host.enable(name)
+        outcome = host.enable(name, consent=True)
         assert outcome, outcome.reason
 
 

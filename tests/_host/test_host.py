@@ -53,7 +53,7 @@ def host(plugins_dir: Path, state_dir: Path) -> Iterator[PluginHost]:
 def test_call_runs_in_a_separate_process(host: PluginHost, make_plugin: PluginFactory) -> None:
     make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    assert host.enable("p")
+    assert host.enable("p", consent=True)
     assert host.call("p", "main.pid") == 1, "pid 1 of the worker's own pid namespace"
     worker_pid = host.worker_pid("p")
     assert worker_pid is not None
@@ -63,7 +63,7 @@ def test_call_runs_in_a_separate_process(host: PluginHost, make_plugin: PluginFa
 def test_functions_returns_declared_callables(host: PluginHost, make_plugin: PluginFactory) -> None:
     make_plugin("p")
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     table = host.functions("p")
     assert list(table) == ["main"]
     assert table["main"]["run"](1, "two") == {"args": [1, "two"], "config": {}}
@@ -74,7 +74,7 @@ def test_plugin_exception_comes_back_with_its_message(
 ) -> None:
     make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     with pytest.raises(PluginCallError, match="raised ValueError: no such thing") as info:
         host.call("p", "main.boom", "no such thing")
     assert info.value.exc_type == "ValueError"
@@ -90,7 +90,7 @@ def test_timeout_kills_the_worker_and_the_host_survives(
 ) -> None:
     make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     host.call("p", "main.pid")
     first = host.worker_pid("p")
     with pytest.raises(CallTimeoutError, match="timed out after 400 ms"):
@@ -108,7 +108,7 @@ def test_crash_is_reported_and_the_host_survives(
 ) -> None:
     make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     with pytest.raises(WorkerCrashedError, match="7"):
         host.call("p", "main.crash")
     assert isinstance(host.call("p", "main.pid"), int)
@@ -128,7 +128,7 @@ def test_undeclared_modules_and_functions_are_rejected_and_logged(
         """,
     )
     host.discover()
-    assert host.enable("sneaky")
+    assert host.enable("sneaky", consent=True)
     assert sorted(host.rejected_registrations("sneaky")) == ["extra", "main.hidden"]
     with pytest.raises(LifecycleError, match=r"does not declare main\.hidden"):
         host.call("sneaky", "main.hidden")
@@ -151,7 +151,7 @@ def test_unapprove_leaves_a_running_plugin_running(
     host.discover()
     host.audit("p")
     assert host.approve("p")
-    host.enable("p")
+    host.enable("p", consent=True)
     host.call("p", "main.pid")
     pid = host.worker_pid("p")
     assert host.unapprove("p")
@@ -164,7 +164,7 @@ def test_code_is_loaded_only_from_a_verified_snapshot(
 ) -> None:
     directory = make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     # Swap the code after enable: the running worker keeps its snapshot ...
     (directory / "plugin.py").write_text(SPIN.replace("os.getpid()", "-1"), encoding="utf-8")
     assert host.call("p", "main.pid") > 0
@@ -178,7 +178,7 @@ def test_code_is_loaded_only_from_a_verified_snapshot(
 def test_disable_stops_the_worker(host: PluginHost, make_plugin: PluginFactory) -> None:
     make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     host.call("p", "main.pid")
     pid = host.worker_pid("p")
     assert host.disable("p")
@@ -193,7 +193,7 @@ def test_enable_reports_a_plugin_that_fails_to_load(
         "broken", source="def create_functions(config):\n    raise RuntimeError('no config')\n"
     )
     host.discover()
-    outcome = host.enable("broken")
+    outcome = host.enable("broken", consent=True)
     assert not outcome
     assert "no config" in outcome.reason
     assert not host.manager.require_plugin("broken").enabled
@@ -202,9 +202,9 @@ def test_enable_reports_a_plugin_that_fails_to_load(
 def test_enable_again_reconfigures_in_place(host: PluginHost, make_plugin: PluginFactory) -> None:
     make_plugin("c", extra='[config.word]\ntype = "string"\ndefault = "a"\n')
     host.discover()
-    host.enable("c")
+    host.enable("c", consent=True)
     assert host.call("c", "main.run")["config"] == {"word": "a"}
-    outcome = host.enable("c", ["word=b"])
+    outcome = host.enable("c", ["word=b"], consent=True)
     assert outcome.reason == "reconfigured"
     assert host.call("c", "main.run")["config"] == {"word": "b"}
 
@@ -214,7 +214,7 @@ def test_unknown_inline_key_is_refused_with_a_suggestion(
 ) -> None:
     make_plugin("c", extra='[config.word]\ntype = "string"\ndefault = "a"\n')
     host.discover()
-    outcome = host.enable("c", ["wrod=b"])
+    outcome = host.enable("c", ["wrod=b"], consent=True)
     assert not outcome
     assert "did you mean 'word'" in outcome.reason
 
@@ -224,7 +224,7 @@ def test_disable_through_the_manager_also_stops_calls(
 ) -> None:
     make_plugin("p")
     host.discover()
-    host.enable("p")
+    host.enable("p", consent=True)
     assert host.call("p", "main.run") == {"args": [], "config": {}}
     assert host.manager.disable("p")
     with pytest.raises(LifecycleError, match="not enabled"):
@@ -247,7 +247,7 @@ def test_worker_environment_holds_only_approved_variables(
         """,
     )
     host.discover()
-    assert host.enable("envy")
+    assert host.enable("envy", consent=True)
     assert host.call("envy", "main.run") == {"CAPLET_TEST_TOKEN": "t0ken"}
 
 
@@ -270,7 +270,7 @@ def test_proc_exec_runs_only_the_named_program(
         """,
     )
     host.discover()
-    outcome = host.enable("runner")
+    outcome = host.enable("runner", consent=True)
     assert outcome, outcome.reason
     assert host.call("runner", "main.run", ["/usr/bin/true"]) == 0
     # Another program is not even visible in the jail ...
@@ -302,7 +302,7 @@ def test_a_worker_that_died_while_idle_is_replaced_without_a_failure(
 ) -> None:
     make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
-    assert host.enable("p")
+    assert host.enable("p", consent=True)
     assert host.call("p", "main.pid") == 1
     monitor = host.worker_pid("p")
     assert monitor is not None

@@ -93,7 +93,7 @@ def test_hostile_plugin_cannot_touch_state_lockfile_or_plugin_sources(
         source = plugins_dir / "hostile" / "plugin.py"
         targets = [database, lockfile, source]
         before = {t: _digest(t) for t in (lockfile, source)}
-        assert host.enable("hostile", [f"out={out}"]), (
+        assert host.enable("hostile", [f"out={out}"], consent=True), (
             "the plugin must load for the test to mean anything"
         )
         results = host.call("hostile", "main.run", [str(t) for t in targets], os.getpid())

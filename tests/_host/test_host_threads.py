@@ -244,7 +244,7 @@ def host(
         created.register_capability("app:test.gate", gate)
         created.discover()
         for name in ("alpha", "beta"):
-            outcome = created.enable(name, [f"tag={name}"])
+            outcome = created.enable(name, [f"tag={name}"], consent=True)
             assert outcome, outcome.reason
         yield created
         gate.release.set()
@@ -346,7 +346,7 @@ def test_reenabling_while_a_call_runs_starts_one_worker_and_waits_for_no_call(
     held, held_outcome = in_thread(lambda: host.call("alpha", "main.hold"))
     assert gate.entered.wait(GUARD_S)
     old_pid = host.worker_pid("alpha")
-    enabler, enabled = in_thread(lambda: host.enable("alpha", ["tag=second"]))
+    enabler, enabled = in_thread(lambda: host.enable("alpha", ["tag=second"], consent=True))
     # The new worker starts while the old one still runs the held call ...
     assert recorder.wait_for_starts(3), "the new worker waited for the old call"
     # ... and serves calls at once, from any thread (the enable thread is

@@ -56,7 +56,7 @@ def test_discovery_imports_nothing_and_hashes_the_files_on_disk(
     assert info.content_hash == tree_hash(folder), "not the (lying) RECORD"
     assert not (tmp_path / "imported").exists(), "the distribution's code never ran in the host"
     assert "acme_plugins" not in sys.modules
-    assert host.enable("hello")
+    assert host.enable("hello", consent=True)
     assert host.call("hello", "main.run", 1) == {"args": [1], "config": {}}
     assert not (tmp_path / "imported").exists()
 
@@ -96,7 +96,10 @@ def test_a_folder_plugin_shadows_an_installed_one(
     assert host.discover() == 1
     assert host.manager.require_plugin("hello").source.kind is SourceKind.DIRECTORY
     [broken] = host.manager.broken_plugins()
-    assert "is shadowed by the folder of the same name" in broken.error
+    assert (
+        "plugin 'hello' of distribution 'acme-plugins' is shadowed by the folder "
+        f"{host.manager.plugins_dir / 'hello'}; remove one of them" == broken.error
+    )
 
 
 def test_autoload_off_skips_installed_plugins_unless_allowlisted(
@@ -135,3 +138,54 @@ def test_extract_wheel_refuses_unsafe_members(tmp_path: Path) -> None:
         extract_wheel_plugin(wheel, "hello", tmp_path / "out")
     with pytest.raises(PluginTreeError, match="declares no entry point 'other'"):
         extract_wheel_plugin(wheel, "other", tmp_path / "out2")
+
+
+def test_an_entry_point_into_another_distributions_folder_is_skipped_with_both_names(
+    host: PluginHost, site: Path
+) -> None:
+    """Issue 14: the plugin was credited to the distribution that merely claimed it."""
+    folder = make_distribution(site, "hello")
+    # A second distribution, no plugin of its own, whose entry point names acme's folder.
+    make_distribution(site, "other", dist="evil-plugins", entry_point="acme_plugins:hello")
+    host.discover()
+    info = host.manager.require_plugin("hello")
+    assert info.source.distribution == "acme-plugins"
+    [broken] = host.manager.broken_plugins()
+    assert broken.directory == folder
+    assert broken.error.startswith(
+        f"distribution 'evil-plugins': entry point 'other' points at {folder}, which belongs "
+        "to distribution 'acme-plugins', not to 'evil-plugins'"
+    )
+
+
+def test_an_entry_point_into_a_folder_nobody_ships_is_skipped(host: PluginHost, site: Path) -> None:
+    folder = make_distribution(site)
+    (site / "acme_plugins-1.2.0.dist-info" / "RECORD").write_text("acme_plugins/__init__.py,,\n")
+    assert host.discover() == 0
+    [broken] = host.manager.broken_plugins()
+    assert f"points at {folder}, but 'acme-plugins''s RECORD lists no file there" in broken.error
+    assert "cannot tell whose plugin it is" in broken.error
+
+
+@pytest.mark.parametrize("order", ["acme-first", "other-first"])
+def test_two_distributions_claiming_one_name_is_a_collision_and_neither_loads(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, order: str
+) -> None:
+    """Issue 14: reported as shadowed by a folder that does not exist; order decided."""
+    first, second = tmp_path / "site-a", tmp_path / "site-b"
+    acme = make_distribution(first if order == "acme-first" else second, "hello")
+    other = make_distribution(
+        second if order == "acme-first" else first, "hello", dist="other-plugins"
+    )
+    with PluginHost(
+        plugins_dir, state_dir=state_dir, dist_path=[first, second], loading=LoadingRules()
+    ) as h:
+        assert h.manager.names() == []
+        broken = h.manager.broken_plugins()
+    assert sorted(b.directory for b in broken) == sorted([acme, other])
+    expected = (
+        f"plugin 'hello' is claimed by 2 installed distributions: 'acme-plugins' ({acme}), "
+        f"'other-plugins' ({other}); none of them loads until only one provides it"
+    )
+    assert all(b.error.startswith(expected) for b in broken)
+    assert not any("shadowed" in b.error for b in broken)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from caplet._errors import LockedModeError, LockfileError
 from caplet._host._loading import LoadingRules
 from caplet._host._locked import LockProblem, LockProblemKind
 from caplet._trust._keyring import Keyring
-from caplet._trust._lockfile import read_lockfile, update_lockfile
+from caplet._trust._lockfile import Lockfile, read_lockfile, update_lockfile
 from caplet._trust._signing import SIGNATURE_FILE, generate_keypair, sign_digest
 from tests.conftest import PluginFactory
 
@@ -202,7 +203,87 @@ def test_a_withheld_capability_uncovers_the_danger_it_covered(
     locked_host.discover()
     outcome = locked_host.enable("env")
     assert not outcome
-    assert "refused by 1 danger finding(s) that no declared capability covers" in outcome.reason
+    reason = outcome.reason
+    assert "refused by 1 danger finding(s) that only withheld capabilities would cover" in reason
+    assert "CPL-ENV-001 at plugin.py:6 needs env.read:SECRET_TOKEN" in reason
+    # Issue 14: it said "declare env.read:<NAME>", though the plugin declares it.
+    assert "declare env.read" not in reason
+    assert (
+        f"plugin 'env' declares env.read:SECRET_TOKEN, but its entry in the lock file "
+        f"{plugins_dir.parent / 'caplet.lock'} does not approve it" in reason
+    )
+    assert "re-pin it without --withhold (caplet approve env && caplet lock env)" in reason
+
+
+WANTS_APP = """
+from caplet.plugin import ContextError
+
+def create_functions(config):
+    def run(ctx, name):
+        try:
+            return ctx.app(name, {})
+        except ContextError as exc:
+            return str(exc)
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_withheld_capability_refused_at_run_time_names_the_lock_entry(
+    locked_host: PluginHost, make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    make_plugin(
+        "notes", source=WANTS_APP, extra='capabilities = ["app:notes.read", "app:notes.write"]'
+    )
+    pin(plugins_dir, state_dir, "notes", withhold=["app:notes.write"])
+    locked_host.register_capability("app:notes.read", lambda call: ["a note"])
+    locked_host.register_capability("app:notes.write", lambda call: "written")
+    locked_host.discover()
+    assert locked_host.enable("notes")
+    assert locked_host.call("notes", "main.run", "notes.read") == ["a note"]
+    said = locked_host.call("notes", "main.run", "notes.write")
+    assert said.startswith("not granted: plugin 'notes' declares app:notes.write, but its entry")
+    assert "caplet approve notes && caplet lock notes" in said
+    assert "declare it in" not in said
+    [grant] = [d for d in locked_host.manager.store.decisions("notes") if d.action == "grant"]
+    assert (grant.target, grant.allowed) == ("app:notes.write", False)
+    assert "does not approve it (withheld when it was pinned)" in grant.detail
+
+
+def test_a_lock_entry_whose_version_is_not_the_manifests_is_reported(
+    locked_host: PluginHost, make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    """Issue 14: verify ignored the lock's version."""
+    make_plugin("p")
+    pin(plugins_dir, state_dir, "p")
+    path = plugins_dir.parent / "caplet.lock"
+
+    def pinned_as(version: str) -> Callable[[Lockfile], Lockfile]:
+        def change(lock: Lockfile) -> Lockfile:
+            entry = lock.entry("p")
+            assert entry is not None
+            return lock.with_entry(replace(entry, version=version))
+
+        return change
+
+    update_lockfile(path, pinned_as("9.9.9"))
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+        [problem] = manager.verify()
+    assert isinstance(problem, LockProblem)
+    assert problem.kind is LockProblemKind.VERSION_MISMATCH
+    assert (
+        f"the lock file {path}, plugin 'p', field 'version' says '9.9.9', but its manifest "
+        "says '1.0.0'" in problem.message
+    )
+    locked_host.discover()
+    outcome = locked_host.enable("p")
+    assert not outcome
+    assert "field 'version' says '9.9.9'" in outcome.reason
+    # PEP 440 equality: 1.0 pins 1.0.0.
+    update_lockfile(path, pinned_as("1.0"))
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+        assert manager.verify() == []
 
 
 def test_lock_entry_needs_an_approval_of_the_current_content(
@@ -250,8 +331,8 @@ def test_allowlist_limits_what_may_load(
     make_plugin("b")
     rules = LoadingRules(allowlist=frozenset({"a"}))
     with PluginHost(plugins_dir, state_dir=state_dir, loading=rules) as host:
-        assert host.enable("a")
-        outcome = host.enable("b")
+        assert host.enable("a", consent=True)
+        outcome = host.enable("b", consent=True)
         assert not outcome
         assert outcome.reason == (
             "plugin 'b' is not in CAPLET_LOAD_PLUGINS (allowed: a); add it there to load it"

@@ -100,7 +100,7 @@ def test_rediscovery_keeps_state_and_config(
     make_plugin("keep", extra=CONFIGURED)
     manager.discover()
     manager.apply_inline_config("keep", ["root=/srv/data"])
-    assert manager.enable("keep")
+    assert manager.enable("keep", consent=True)
     assert manager.discover() == 1
     info = manager.require_plugin("keep")
     assert info.state is PluginState.ENABLED
@@ -166,7 +166,7 @@ def test_approval_persists_across_processes_but_enablement_does_not(
     first = _reopen(plugins_dir, state_dir)
     first.audit("p")
     assert first.approve("p")
-    assert first.enable("p")
+    assert first.enable("p", consent=True)
     first.close()
     second = _reopen(plugins_dir, state_dir)
     info = second.require_plugin("p")
@@ -214,7 +214,7 @@ def test_fast_path_rechecks_stored_risk_after_restart(
     assert record.risk_level is RiskLevel.MEDIUM
     strict = _reopen(plugins_dir, state_dir, Policy(max_risk_level=RiskLevel.LOW))
     assert strict.is_approved("writer")
-    outcome = strict.enable("writer")
+    outcome = strict.enable("writer", consent=True)
     assert not outcome
     assert "approval no longer satisfies policy" in outcome.reason
     strict.close()
@@ -233,7 +233,7 @@ def test_danger_gate_refuses_enable_and_approval(
     )
     manager.discover()
     manager.audit("shell")
-    for outcome in (manager.approve("shell"), manager.enable("shell")):
+    for outcome in (manager.approve("shell"), manager.enable("shell", consent=True)):
         assert not outcome
         assert "danger finding" in outcome.reason
     assert manager.require_plugin("shell").state is not PluginState.ENABLED
@@ -294,7 +294,7 @@ def test_enable_applies_defaults_only_to_unset_keys(
     make_plugin("c", extra=CONFIGURED)
     manager.discover()
     manager.apply_inline_config("c", ["root=/srv/a", "limit=9"])
-    assert manager.enable("c")
+    assert manager.enable("c", consent=True)
     assert manager.require_plugin("c").config == {"root": "/srv/a", "limit": 9, "verbose": False}
 
 
@@ -303,7 +303,7 @@ def test_enable_refuses_missing_required_config(
 ) -> None:
     make_plugin("c", extra=CONFIGURED)
     manager.discover()
-    outcome = manager.enable("c")
+    outcome = manager.enable("c", consent=True)
     assert not outcome
     assert "root" in outcome.reason
     assert "root=..." in outcome.reason
@@ -327,7 +327,7 @@ def test_capabilities_are_substituted_on_enable(
     make_plugin("c", extra='capabilities = ["fs.read:${config.root}"]\n' + CONFIGURED)
     manager.discover()
     manager.apply_inline_config("c", [f"root={tmp_path}/data/"])
-    assert manager.enable("c")
+    assert manager.enable("c", consent=True)
     capabilities = [str(c) for c in manager.require_plugin("c").capabilities]
     assert capabilities == [f"fs.read:{tmp_path}/data"]
 
@@ -338,7 +338,7 @@ def test_enable_refuses_config_that_makes_a_broad_capability(
     make_plugin("c", extra='capabilities = ["fs.read:${config.root}"]\n' + CONFIGURED)
     manager.discover()
     manager.apply_inline_config("c", ["root=/"])
-    outcome = manager.enable("c")
+    outcome = manager.enable("c", consent=True)
     assert not outcome
     assert "fs.read" in outcome.reason
 
@@ -362,7 +362,7 @@ def test_dirty_flags_are_set_by_enable_and_disable_and_consumed_once(
     make_plugin("p")
     manager.discover()
     assert not manager.is_dirty().sandbox
-    assert manager.enable("p")
+    assert manager.enable("p", consent=True)
     flags = manager.is_dirty()
     assert flags.sandbox
     assert flags.session
@@ -387,7 +387,7 @@ def test_system_message_additions_come_from_enabled_plugins(
     make_plugin("quiet")
     manager.discover()
     assert manager.get_system_message_additions() == []
-    manager.enable("hinted")
+    manager.enable("hinted", consent=True)
     (text,) = manager.get_system_message_additions()
     assert "hinted" in text
     assert "Use host.main.run." in text
@@ -426,11 +426,11 @@ def test_enable_refuses_when_a_requirement_is_not_enabled(
     make_plugin("app", extra='requires = ["lib"]')
     make_plugin("lib")
     manager.discover()
-    outcome = manager.enable("app")
+    outcome = manager.enable("app", consent=True)
     assert not outcome
     assert "requires 'lib', which is not enabled" in outcome.reason
-    assert manager.enable("lib")
-    assert manager.enable("app")
+    assert manager.enable("lib", consent=True)
+    assert manager.enable("app", consent=True)
 
 
 def test_enable_refuses_a_requirement_of_the_wrong_version(
@@ -439,8 +439,8 @@ def test_enable_refuses_a_requirement_of_the_wrong_version(
     make_plugin("app", extra='requires = ["lib>=2"]')
     make_plugin("lib")
     manager.discover()
-    manager.enable("lib")
-    outcome = manager.enable("app")
+    manager.enable("lib", consent=True)
+    outcome = manager.enable("app", consent=True)
     assert not outcome
     assert "lib>=2" in outcome.reason
     assert "version 1.0.0" in outcome.reason
@@ -454,7 +454,7 @@ def test_disable_cascades_to_dependants_and_names_them(
     make_plugin("top", extra='requires = ["mid"]')
     manager.discover()
     for name in ("base", "mid", "top"):
-        assert manager.enable(name), name
+        assert manager.enable(name, consent=True), name
     outcome = manager.disable("base")
     assert outcome
     assert set(outcome.affected) == {"mid", "top"}
@@ -470,15 +470,15 @@ def test_quarantine_blocks_enable_until_released(
 ) -> None:
     make_plugin("q")
     manager.discover()
-    manager.enable("q")
+    manager.enable("q", consent=True)
     manager.quarantine("q", "crashed 3 times")
     info = manager.require_plugin("q")
     assert info.state is PluginState.QUARANTINED
-    outcome = manager.enable("q")
+    outcome = manager.enable("q", consent=True)
     assert not outcome
     assert "quarantined (crashed 3 times)" in outcome.reason
     assert manager.release("q")
-    assert manager.enable("q")
+    assert manager.enable("q", consent=True)
 
 
 def test_decisions_are_logged(manager: PluginManager, make_plugin: PluginFactory) -> None:
@@ -576,7 +576,19 @@ def test_a_failed_model_is_used_for_now_but_not_cached(
     assert "HTTP 503" in result.fallback_reason
     assert first.get_plugin("p").audit == result  # type: ignore[union-attr]
     assert first.get_cached_audit("p") is None
-    assert first.approve("p"), "MEDIUM is within the default policy"
+    # It fails closed: HIGH is above the default policy, and the refusal says what to do.
+    refused = first.approve("p")
+    assert not refused
+    assert "HIGH risk, above the policy's max_risk_level MEDIUM" in refused.reason
+    assert "the LLM auditor failed" in refused.reason
+    assert "`caplet approve p --static-only`" in refused.reason
+    # The operator can choose a static-only audit for this one approval.
+    chosen = first.audit("p", static_only=True)
+    assert chosen.static_only
+    assert chosen.risk_level is RiskLevel.LOW
+    assert chosen.summary.startswith("static-only by choice (openai:scripted not consulted)")
+    assert first.approve("p")
+    assert first.get_cached_audit("p") is None, "a chosen static-only audit is not cached"
     first.close()
     second = _reopen(plugins_dir, state_dir)
     assert second.get_plugin("p").audit is None  # type: ignore[union-attr]
@@ -597,7 +609,7 @@ def test_compromised_audit_refuses_approval_and_says_why(
     assert "CRITICAL risk, above the policy's max_risk_level MEDIUM" in outcome.reason
     assert "review the audit report (`caplet audit p --verbose`)" in outcome.reason
     assert "declare the capability" not in outcome.reason
-    enabled = m.enable("p")
+    enabled = m.enable("p", consent=True)
     assert not enabled
     assert "AUDITOR COMPROMISED" in enabled.reason
     m.close()
@@ -608,7 +620,7 @@ def test_enable_runs_the_deep_audit_when_none_is_cached(
 ) -> None:
     make_plugin("p", source=CLEAN_SOURCE)
     m = _reopen(plugins_dir, state_dir)
-    assert m.enable("p")
+    assert m.enable("p", consent=True)
     assert len(llm_env.exchanges) == 1
     assert m.get_plugin("p").audit.model_id == "openai:scripted"  # type: ignore[union-attr]
     m.close()

@@ -129,7 +129,7 @@ def test_untrusted_plugins_run_with_tighter_limits_and_no_fast_path(
     ) as host:
         host.audit("p")
         assert host.approve("p")
-        assert host.enable("p")
+        assert host.enable("p", consent=True)
         sign(directory, host.manager, key, "p")
         (directory / "plugin.py").write_text(
             (directory / "plugin.py").read_text() + "\n# after signing\n"
@@ -138,7 +138,7 @@ def test_untrusted_plugins_run_with_tighter_limits_and_no_fast_path(
         host.audit("p")
         assert host.approve("p")
         assert host.manager.require_plugin("p").tier is TrustTier.UNTRUSTED
-        assert host.enable("p")
+        assert host.enable("p", consent=True)
         assert host.call("p", "main.run") == {"args": [], "config": {}}
         enables = [d.detail for d in host.manager.store.decisions("p") if d.action == "enable"]
     community, untrusted = launcher.specs
@@ -166,14 +166,14 @@ def test_policy_can_require_a_trusted_signature(
     policy = Policy(require_signature=True)
     with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN, policy=policy) as m:
         m.discover()
-        outcome = m.enable("p")
+        outcome = m.enable("p", consent=True)
         assert not outcome
         assert "plugin 'p' has no valid signature by a trusted key (no plugin.minisig)" in (
             outcome.reason
         )
         sign(directory, m, key, "p")
         m.discover()
-        assert m.enable("p")
+        assert m.enable("p", consent=True)
 
 
 def test_broad_paths_are_granted_only_to_trusted_plugins(
@@ -183,10 +183,10 @@ def test_broad_paths_are_granted_only_to_trusted_plugins(
     policy = Policy(allow_broad_paths=True)
     with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN, policy=policy) as m:
         m.discover()
-        outcome = m.enable("broad")
+        outcome = m.enable("broad", consent=True)
         assert not outcome
         assert "plugin 'broad' is community, and the policy grants broad paths" in outcome.reason
         sign(directory, m, key, "broad")
         m.discover()
         assert m.require_plugin("broad").tier is TrustTier.TRUSTED
-        assert m.enable("broad")
+        assert m.enable("broad", consent=True)

@@ -15,7 +15,7 @@ import pytest
 
 from caplet import Outcome, PluginHost, PluginManager, UpdateReport
 from caplet._errors import UpdateError
-from caplet._host._capdiff import CapabilityDiff
+from caplet._host._consent import Widening
 from caplet._host._journal import JOURNAL_DIR
 from caplet._host._loading import LoadingRules
 from caplet._trust._hashing import tree_hash
@@ -119,7 +119,10 @@ def test_an_added_capability_is_refused_without_consent(
     report = host.update("hello", new)
     assert not report
     assert not report.rolled_back
-    assert "the new version of 'hello' adds capabilities (env.read:B)" in report.reason
+    assert (
+        "the new version of 'hello' widens what was approved (adds capability env.read:B)"
+        in report.reason
+    )
     assert "needs explicit consent" in report.reason
     assert_installed(host, plugins_dir, v1)
 
@@ -128,9 +131,9 @@ def test_consent_is_asked_with_the_diff(
     host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
 ) -> None:
     new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
-    asked: list[CapabilityDiff] = []
+    asked: list[Widening] = []
 
-    def consent(diff: CapabilityDiff) -> bool:
+    def consent(diff: Widening) -> bool:
         asked.append(diff)
         return True
 
@@ -203,7 +206,11 @@ def test_update_from_a_wheel(
     write_version(plugins_dir / "hello", "1.0.0")
     host.discover()
     wheel = make_wheel(tmp_path / "acme_plugins-2.0-py3-none-any.whl", plugin_version="2.0.0")
-    report = host.update("hello", wheel)
+    # hello is not approved: its update (which runs the new version) needs consent.
+    refused = host.update("hello", wheel)
+    assert not refused
+    assert "plugin 'hello' is not approved, and the update runs the new version" in refused.reason
+    report = host.update("hello", wheel, consent=True)
     assert report, report.reason
     assert 'version = "2.0.0"' in (plugins_dir / "hello" / "plugin.toml").read_text()
 
@@ -366,7 +373,7 @@ def test_an_update_is_one_lifecycle_change_for_other_threads(
     new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
     inside, release = threading.Event(), threading.Event()
 
-    def consent(diff: CapabilityDiff) -> bool:
+    def consent(diff: Widening) -> bool:
         inside.set()  # half-way through the update
         return release.wait(30)
 
@@ -392,3 +399,72 @@ def test_an_update_is_one_lifecycle_change_for_other_threads(
     [outcome] = unapproved
     assert outcome, outcome.reason
     assert host.get_approval_record("hello") is None  # the unapprove came after the update
+
+
+# -- issue 14: what widens an approval needs consent, locked mode or not ------------------------
+
+
+def write_manifest_field(directory: Path, line: str) -> None:
+    manifest = directory / "plugin.toml"
+    text = manifest.read_text()
+    manifest.write_text(
+        text.replace('description = "Updatable."\n', f'description = "Updatable."\n{line}\n')
+    )
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["unlocked", "locked"])
+def test_a_downgrade_needs_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1: str, locked: bool
+) -> None:
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=LoadingRules(locked=locked)) as host:
+        old = write_version(tmp_path / "old" / "hello", "0.9.0", capabilities='["env.read:A"]')
+        refused = host.update("hello", old)
+        assert not refused
+        assert "widens what was approved (goes down from version 1.0.0 to 0.9.0)" in (
+            refused.reason
+        )
+        assert_installed(host, plugins_dir, v1)
+        asked: list[Widening] = []
+
+        def agree(diff: Widening) -> bool:
+            asked.append(diff)
+            return True
+
+        report = host.update("hello", old, consent=agree)
+        assert report, report.reason
+        [diff] = asked
+        assert diff.downgrade == ("1.0.0", "0.9.0")
+        assert diff.added == ()
+        assert (report.old_version, report.new_version) == ("1.0.0", "0.9.0")
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["unlocked", "locked"])
+def test_a_new_requirement_needs_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1: str, locked: bool
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    write_manifest_field(new, 'requires = ["lib"]')
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=LoadingRules(locked=locked)) as host:
+        asked: list[Widening] = []
+
+        def decline(diff: Widening) -> bool:
+            asked.append(diff)
+            return False
+
+        report = host.update("hello", new, consent=decline)
+        assert not report
+        [diff] = asked
+        assert diff.requires_added == ("lib",)
+        assert "widens what was approved (now requires plugin 'lib')" in report.reason
+        assert_installed(host, plugins_dir, v1)
+
+
+def test_narrowing_needs_no_consent(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    new = write_version(tmp_path / "v2" / "hello", "1.1.0", capabilities="[]")
+    report = host.update("hello", new, consent=False)
+    assert report, report.reason
+    assert report.diff is not None
+    assert not report.diff.widens
+    assert [c.declared for c in report.diff.removed] == ["env.read:A"]

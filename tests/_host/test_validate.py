@@ -80,7 +80,7 @@ def host(plugins_dir: Path, state_dir: Path) -> Iterator[PluginHost]:
 def enabled(host: PluginHost, make_plugin: PluginFactory, modules: str = MODULES) -> PluginHost:
     write(make_plugin, modules=modules)
     host.discover()
-    outcome = host.enable("geo")
+    outcome = host.enable("geo", consent=True)
     assert outcome, outcome.reason
     return host
 
@@ -189,7 +189,7 @@ def test_a_huge_bad_value_is_quoted_briefly(make_plugin: PluginFactory) -> None:
 def test_enable_refuses_an_invalid_schema(host: PluginHost, make_plugin: PluginFactory) -> None:
     directory = write(make_plugin, modules="[modules.main.functions.point]\nargs = { type = 3 }\n")
     host.discover()
-    outcome = host.enable("geo")
+    outcome = host.enable("geo", consent=True)
     assert not outcome
     assert str(directory / "plugin.toml") in outcome.reason
     assert "modules.main.functions.point.args" in outcome.reason
@@ -249,7 +249,7 @@ def test_the_policy_bounds_the_manifest_limit(
 ) -> None:
     write(make_plugin, modules=MODULES + "\n[limits]\nmax_output_kb = 4096\n")
     with PluginHost(plugins_dir, state_dir=state_dir, policy=Policy(max_output_kb=2)) as host:
-        assert host.enable("geo")
+        assert host.enable("geo", consent=True)
         assert len(host.call("geo", "main.blob", 2000)) == 2000
         with pytest.raises(PluginCallError, match="over the frame limit of 2048 bytes"):
             host.call("geo", "main.blob", 3000)

@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,7 @@ def test_fresh_store_is_private(state_dir: Path) -> None:
 def test_fresh_store_schema(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     conn = raw(state_dir / DB_FILENAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -641,8 +642,56 @@ def test_version_2_databases_gain_the_kv_table(state_dir: Path) -> None:
         assert store.kv_put("weather", "k", b"v", max_keys=1, max_bytes=10).stored
         assert store.kv_get("weather", "k") == b"v"
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
+
+
+def test_version_3_approvals_keep_working_without_a_version_or_requires(
+    state_dir: Path,
+) -> None:
+    """Schema 4 (issue 14): approvals record the version and requirements approved."""
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:4]) == 3
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict) VALUES ('old', ?, '[\"env.read:A\"]', 1.0, 'LOW', 'approve')",
+        ("sha256-" + "a" * 64,),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.capabilities, old.version, old.requires) == (("env.read:A",), None, None)
+        store.put_approval(replace(old, name="new", version="1.2.0", requires=("db",)))
+        new = store.get_approval("new")
+        assert new is not None
+        assert (new.version, new.requires) == ("1.2.0", ("db",))
+        assert [a.name for a in store.list_approvals()] == ["new", "old"]
+        assert store.check() == ()
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "problem"),
+    [
+        ("version", "x'00'", "version is not text"),
+        ("requires", "'not json'", "requires is not JSON"),
+        ("requires", "'[1]'", "requires is not a JSON array of strings"),
+    ],
+)
+def test_undecodable_approval_version_or_requires(
+    store: SqliteStore, column: str, value: str, problem: str
+) -> None:
+    store.put_approval(
+        ApprovalRecord("p", "sha256-" + "b" * 64, (), 1.0, RiskLevel.LOW, Verdict.APPROVE)
+    )
+    conn = raw(store.path)
+    conn.execute(f"UPDATE approvals SET {column} = {value}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=problem):
+        store.get_approval("p")
 
 
 def test_undecodable_kv_row(store: SqliteStore) -> None:

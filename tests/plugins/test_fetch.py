@@ -71,7 +71,7 @@ def fetch(
             )
             host.discover()
             configured = [f"origin={origin}", "allow_post=false", *settings]
-            outcome = host.enable("fetch", configured)
+            outcome = host.enable("fetch", configured, consent=True)
             assert outcome, outcome.reason
             return Caller(host, "fetch", "fetch", hidden=("127.0.0.1",))
 
@@ -206,7 +206,7 @@ def test_network_failures_pass_through_and_count(
         ssl_context=pki.client_context(),
     ) as host:
         host.discover()
-        assert host.enable("fetch", [f"origin={origin}", "allow_post=false"])
+        assert host.enable("fetch", [f"origin={origin}", "allow_post=false"], consent=True)
         caller = Caller(host, "fetch", "fetch", hidden=("127.0.0.1",))
         assert caller.message("fetch_text", f"{origin}/x", refusal=False).startswith(expected), (
             "a failing network is what the breaker is for: it counts"

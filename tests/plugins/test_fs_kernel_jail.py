@@ -98,7 +98,7 @@ def raw(
     with reference_host(plugins_dir, state_dir, launcher) as host:
         host.discover()
         for name in ("raw-read", "raw-write"):
-            outcome = host.enable(name, [f"root={base}"])
+            outcome = host.enable(name, [f"root={base}"], consent=True)
             assert outcome, outcome.reason
         yield host
 

@@ -56,7 +56,7 @@ def fsread(
         def start(*settings: str) -> Caller:
             host = stack.enter_context(reference_host(plugins_dir, state_dir, launcher))
             host.discover()
-            outcome = host.enable("fs-read", [f"root={tree}", *settings])
+            outcome = host.enable("fs-read", [f"root={tree}", *settings], consent=True)
             assert outcome, outcome.reason
             return Caller(host, "fs-read", "fsread", hidden=(str(tmp_path),))
 

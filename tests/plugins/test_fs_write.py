@@ -53,8 +53,8 @@ def fswrite(
         def start(*settings: str) -> Caller:
             host = stack.enter_context(reference_host(plugins_dir, state_dir, launcher))
             host.discover()
-            assert host.enable("fs-read", [f"root={tree}"])
-            outcome = host.enable("fs-write", [f"root={tree}", *settings])
+            assert host.enable("fs-read", [f"root={tree}"], consent=True)
+            outcome = host.enable("fs-write", [f"root={tree}", *settings], consent=True)
             assert outcome, outcome.reason
             return Caller(host, "fs-write", "fswrite", hidden=(str(tmp_path),))
 
@@ -68,13 +68,13 @@ def test_requires_fs_read(
     give_to_worker(tree)
     with reference_host(plugins_dir, state_dir, launcher) as host:
         host.discover()
-        refused = host.enable("fs-write", [f"root={tree}"])
+        refused = host.enable("fs-write", [f"root={tree}"], consent=True)
         assert not refused
         assert refused.reason == (
             "plugin 'fs-write' requires 'fs-read', which is not enabled; enable 'fs-read' first"
         )
-        assert host.enable("fs-read", [f"root={tree}"])
-        assert host.enable("fs-write", [f"root={tree}"])
+        assert host.enable("fs-read", [f"root={tree}"], consent=True)
+        assert host.enable("fs-write", [f"root={tree}"], consent=True)
         info = host.manager.require_plugin("fs-write")
         assert [str(c) for c in info.capabilities] == [f"fs.write:{tree}"]
 

@@ -36,7 +36,15 @@ class AnthropicProvider(HttpProvider):
         }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
-        data = post_json(self._client, self.settings, "/messages", headers, body, sleep=self._sleep)
+        data = post_json(
+            self._client,
+            self.settings,
+            "/messages",
+            headers,
+            body,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
         content = data.get("content")
         if isinstance(content, list):
             texts = [

@@ -4,29 +4,36 @@ Seed 000's ``deepAudit``, in order:
 
 1. the static audit (scanner + capability lint) is the floor: nothing the
    model says can lower the risk below it;
-2. two canaries are planted in one randomly chosen Python file
-   (:mod:`caplet._audit._canary`) and the prompt is built
-   (:mod:`caplet._audit._prompt`), or refused when too large;
-3. the provider answers; a :class:`ProviderError` (unreachable, timeout,
-   retries exhausted) gives a static-only result labelled with the reason:
-   HIGH/reject with any danger finding, else MEDIUM/approve-with-conditions
-   (never LOW: a model was asked for and did not answer);
+2. two canaries are planted in the plugin's Python files (two different
+   files when there are several; :mod:`caplet._audit._canary`) and the
+   prompt is built (:mod:`caplet._audit._prompt`), or refused when too large;
+3. the provider answers within one deadline; a :class:`ProviderError`
+   (unreachable, out of time, retries exhausted, an error status such as a
+   content-policy refusal a plugin may be able to provoke) **fails closed**:
+   a static-only result labelled with the reason, HIGH and reject, for
+   manual review. Only the operator can choose a static-only audit instead
+   (:func:`static_only_by_choice`), for that one audit;
 4. the answer is parsed fail-closed (:mod:`caplet._audit._response`) and the
-   canaries verified; then the verdict rules:
+   canaries verified (:mod:`caplet._audit._canary_check`); then the verdict
+   rules:
 
-   * COMPROMISED: CRITICAL, reject, description judged inaccurate, and a
-     leading danger finding "AUDITOR COMPROMISED: ..."; the model's summary
-     is not shown (it may be the plugin's words);
-   * UNRELIABLE: a leading warning, LOW raised to MEDIUM;
-   * findings and injection reports quoting our canary UUIDs are removed
-     (matched on the UUIDs, never on wording);
-   * every other reported injection becomes a finding, danger when its text
-     is really in the plugin (located to file:line), a warning otherwise;
-     text found only in our canaries (a canary line without the UUID) is
-     dropped: where the text is, not how it reads, decides;
-   * description judged inaccurate: LOW/MEDIUM raised to HIGH and one danger
-     finding about the manifest;
-   * model line numbers are mapped back from the canary-injected file;
+   * COMPROMISED (a canary missed, whatever else the answer says): CRITICAL,
+     reject, description judged inaccurate, and a leading danger finding
+     "AUDITOR COMPROMISED: ..."; the model's summary is not shown (it may be
+     the plugin's words); identifiers it invented are reported as well;
+   * UNRELIABLE (both canaries reported, but invented identifiers): a
+     leading warning, LOW raised to MEDIUM;
+   * nothing is dropped for quoting a canary: the quote is cut out of every
+     finding, report, risk reason and the summary, and the rest is kept
+     (a finding left with no words at all has nothing to keep);
+   * every reported injection becomes a finding, danger when its text is
+     really in the plugin (located to file:line), a warning otherwise; a
+     report that, once the canary quote is cut, has nothing of its own left
+     was a report of the canary: where the text is, not how it reads,
+     decides, so a plugin copying canary wording is still reported;
+   * description judged inaccurate: LOW/MEDIUM raised to HIGH, one danger
+     finding about the manifest, and a risk reason;
+   * model line numbers are mapped back from the canary-injected files;
    * static and model findings are merged, static first, de-duplicated on
      the normalised message (the static one, with its line, wins);
    * the risk is the highest of the model's, the static floor and what the
@@ -44,7 +51,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
-from caplet._audit._canary import CanaryInjection, find_uuids, inject_canaries, verify_canaries
+from caplet._audit._canary import CanaryInjection, inject_canaries
+from caplet._audit._canary_check import (
+    cut_canary_quotes,
+    foreign_words,
+    has_substance,
+    verify_canaries,
+)
+from caplet._audit._canary_text import find_ids
 from caplet._audit._model import (
     STATIC_ONLY,
     AuditResult,
@@ -70,10 +84,12 @@ __all__ = [
     "RULE_FALLBACK",
     "RULE_INJECTION",
     "RULE_NOT_JUDGED",
+    "RULE_STATIC_CHOSEN",
     "RULE_UNRELIABLE",
     "deep_audit",
     "fallback_audit",
     "judge",
+    "static_only_by_choice",
 ]
 
 RULE_COMPROMISED: Final = "CPL-AUDIT-001"
@@ -82,6 +98,7 @@ RULE_DESCRIPTION: Final = "CPL-AUDIT-003"
 RULE_INJECTION: Final = "CPL-AUDIT-004"
 RULE_FALLBACK: Final = "CPL-AUDIT-007"
 RULE_NOT_JUDGED: Final = "CPL-AUDIT-008"
+RULE_STATIC_CHOSEN: Final = "CPL-AUDIT-009"
 
 #: Bytes per character at most in UTF-8: files bigger than this many times
 #: the character budget cannot fit, so they are refused before being read.
@@ -89,6 +106,10 @@ _UTF8_MAX = 4
 
 #: A reported injection excerpt must have this many characters to be located.
 _MIN_EXCERPT = 8
+
+#: A report keeping fewer words of its own than this, once the canary quote is
+#: cut, was a report of the canary.
+_MIN_OWN_WORDS = 3
 
 
 def _max_risk(*levels: RiskLevel) -> RiskLevel:
@@ -132,23 +153,18 @@ def _clean_path(path: str) -> str:
     return path.strip().removeprefix("./")
 
 
-def _map_line(
-    finding: Finding, target: str, injection: CanaryInjection, lengths: dict[str, int]
-) -> Finding:
+def _map_line(finding: Finding, injection: CanaryInjection, lengths: dict[str, int]) -> Finding:
     """Model line numbers refer to the files as shown; turn them into original ones."""
     file = _clean_path(finding.file)
     line = finding.line
-    if file == target:
-        line = injection.original_line(line)
+    injected = injection.file(file)
+    if injected is not None:
+        line = injected.original_line(line)
     elif file in lengths:
         line = line if line <= lengths[file] else 0
     else:
         line = 0 if file else line
     return dataclasses.replace(finding, file=file, line=line)
-
-
-def _quotes_canary(texts: Iterable[str], canaries: set[str]) -> bool:
-    return any(find_uuids(text) & canaries for text in texts)
 
 
 def _needles(excerpt: str) -> list[str]:
@@ -162,70 +178,74 @@ def _needles(excerpt: str) -> list[str]:
 
 
 def _locate(excerpt: str, files: Sequence[PluginFile]) -> tuple[str, int] | None:
-    """Where the first substantial line of ``excerpt`` occurs in the original files."""
-    needles = _needles(excerpt)
-    if not needles:
-        return None
-    for file in files:
-        if file.text is None:
-            continue
-        for number, line in enumerate(text_lines(file.text), start=1):
-            if needles[0] in " ".join(line.split()):
-                return file.path, number
+    """Where the first substantial line of ``excerpt`` found in the original files is."""
+    for needle in _needles(excerpt):
+        for file in files:
+            if file.text is None:
+                continue
+            for number, line in enumerate(text_lines(file.text), start=1):
+                if needle in " ".join(line.split()):
+                    return file.path, number
     return None
+
+
+def _injection_finding(attempt: InjectionAttempt, where: tuple[str, int] | None) -> Finding:
+    quoted = " ".join(attempt.excerpt.split())[:200] or attempt.reason
+    if where is not None:
+        file, line = where
+        return Finding(
+            rule_id=RULE_INJECTION,
+            severity=Severity.DANGER,
+            message=(
+                f"prompt injection aimed at the auditor: {quoted!r}; a plugin that "
+                "tries to steer its review must not be trusted, remove the text"
+            ),
+            file=file,
+            line=line,
+            excerpt=attempt.excerpt,
+        )
+    return Finding(
+        rule_id=RULE_INJECTION,
+        severity=Severity.WARNING,
+        message=(
+            f"the auditor reported an injection attempt caplet could not find "
+            f"verbatim in the plugin: {quoted!r}; check it by hand"
+        ),
+        excerpt=attempt.excerpt,
+    )
 
 
 def _injection_findings(
     attempts: Sequence[InjectionAttempt],
     files: Sequence[PluginFile],
-    canary_text: Sequence[str],
+    injection: CanaryInjection,
 ) -> tuple[tuple[InjectionAttempt, ...], tuple[Finding, ...]]:
     """Turn reported injections into findings.
 
     Text found in the original files is the plugin's own: a danger finding
-    at its place. Text not found there but part of our canaries (a model
-    quoting a canary's second line, which has no UUID) is ours and dropped:
-    location decides, so a plugin copying our wording is still reported.
-    Anything else is a warning to check by hand.
+    at its place (shown without any canary quote it came with). Otherwise
+    the canary quotes are cut: what keeps words of its own is a warning to
+    check by hand (or danger, when the rest is found in the plugin); what
+    keeps none was a report of a canary.
     """
-    canaries = [" ".join(line.split()) for line in canary_text]
+    canaries = injection.canaries
     located: list[InjectionAttempt] = []
     findings: list[Finding] = []
     for attempt in attempts:
         where = _locate(attempt.excerpt, files)
-        quoted = " ".join(attempt.excerpt.split())[:200] or attempt.reason
-        if where is not None:
-            file, line = where
-            located.append(dataclasses.replace(attempt, file=file, line=line))
-            findings.append(
-                Finding(
-                    rule_id=RULE_INJECTION,
-                    severity=Severity.DANGER,
-                    message=(
-                        f"prompt injection aimed at the auditor: {quoted!r}; a plugin that "
-                        "tries to steer its review must not be trusted, remove the text"
-                    ),
-                    file=file,
-                    line=line,
-                    excerpt=attempt.excerpt,
-                )
-            )
-            continue
-        needles = _needles(attempt.excerpt)
-        if needles and all(any(n in c for c in canaries) for n in needles):
-            continue
-        located.append(attempt)
-        findings.append(
-            Finding(
-                rule_id=RULE_INJECTION,
-                severity=Severity.WARNING,
-                message=(
-                    f"the auditor reported an injection attempt caplet could not find "
-                    f"verbatim in the plugin: {quoted!r}; check it by hand"
-                ),
-                excerpt=attempt.excerpt,
-            )
+        cut = dataclasses.replace(
+            attempt,
+            excerpt=cut_canary_quotes(attempt.excerpt, canaries),
+            reason=cut_canary_quotes(attempt.reason, canaries),
         )
+        if where is None and cut.excerpt != attempt.excerpt:
+            if len(foreign_words(cut.excerpt, canaries)) < _MIN_OWN_WORDS:
+                continue  # a report of a canary: nothing of the plugin's in it
+            where = _locate(cut.excerpt, files)
+        if where is not None:
+            cut = dataclasses.replace(cut, file=where[0], line=where[1])
+        located.append(cut)
+        findings.append(_injection_finding(cut, where))
     return tuple(located), tuple(findings)
 
 
@@ -242,13 +262,44 @@ def _description_finding(manifest_file: str, description: str, summary: str) -> 
     )
 
 
+def _unreliable_finding(invented: Sequence[str]) -> Finding:
+    return Finding(
+        rule_id=RULE_UNRELIABLE,
+        severity=Severity.WARNING,
+        message=(
+            f"AUDITOR UNRELIABLE: the model reported identifier(s) {', '.join(invented)} "
+            "that are neither caplet's test injections nor in the plugin; its answer may be "
+            "invented, so check its findings yourself"
+        ),
+    )
+
+
+def _planted_in(injection: CanaryInjection) -> str:
+    return " and ".join(dict.fromkeys(c.file for c in injection.canaries))
+
+
+def _model_findings(
+    report: ModelReport, injection: CanaryInjection, files: Sequence[PluginFile]
+) -> tuple[Finding, ...]:
+    """The model's findings with canary quotes cut out and lines mapped back."""
+    lengths = {f.path: len(text_lines(f.text)) for f in files if f.text is not None}
+    kept: list[Finding] = []
+    for finding in report.findings:
+        message = cut_canary_quotes(finding.message, injection.canaries)
+        if not has_substance(message):
+            continue  # it was nothing but a quote of a canary: nothing to keep
+        excerpt = cut_canary_quotes(finding.excerpt, injection.canaries)
+        cut = dataclasses.replace(finding, message=message, excerpt=excerpt)
+        kept.append(_map_line(cut, injection, lengths))
+    return tuple(kept)
+
+
 def judge(
     static: AuditResult,
     manifest: Manifest,
     report: ModelReport,
     *,
     injection: CanaryInjection,
-    target: str,
     files: Sequence[PluginFile],
     provider: str,
     model: str,
@@ -256,46 +307,48 @@ def judge(
 ) -> AuditResult:
     """Apply the verdict rules (module docstring) to one parsed answer.
 
-    ``target`` is the file the canaries were planted in and ``files`` the
-    original (canary-free) plugin files.
+    ``injection`` holds the planted canaries and ``files`` the original
+    (canary-free) plugin files.
     """
-    canaries = {injection.uuid1.lower(), injection.uuid2.lower()}
+    canaries = injection.canaries
     known: set[str] = set()
     for file in files:
         if file.text is not None:
-            known |= find_uuids(file.text)
-    known |= find_uuids(manifest.description)
+            known |= find_ids(file.text)
+    known |= find_ids(manifest.description)
     status: CanaryStatus | None = None
+    unknown: tuple[str, ...] = ()
+    missed = 0
     if report.parsed:
-        status = verify_canaries(
-            injection.uuid1,
-            injection.uuid2,
+        check = verify_canaries(
+            canaries,
             report.injection_attempts,
-            report.findings,
             known=known,
-            other_text=(report.summary, *report.risk_reasons, *report.observed_capabilities),
+            other_text=(
+                report.summary,
+                *report.risk_reasons,
+                *report.observed_capabilities,
+                *(f"{f.message}\n{f.excerpt}\n{f.file}" for f in report.findings),
+            ),
         )
-    attempts = tuple(
-        a for a in report.injection_attempts if not _quotes_canary((a.excerpt, a.reason), canaries)
-    )
-    lengths = {f.path: len(text_lines(f.text)) for f in files if f.text is not None}
-    model_findings = tuple(
-        _map_line(f, target, injection, lengths)
-        for f in report.findings
-        if not _quotes_canary((f.message, f.excerpt), canaries)
-    )
-    shown = text_lines(injection.source)
-    canary_text = [shown[n - 1] for n in injection.canary_lines]
-    attempts, injection_findings = _injection_findings(attempts, files, canary_text)
+        status, unknown, missed = check.status, check.unknown_ids, len(check.missed)
+    attempts, injection_findings = _injection_findings(report.injection_attempts, files, injection)
+    model_findings = _model_findings(report, injection, files)
 
     risk = _max_risk(report.risk_level, static.risk_level)
     verdict = report.recommendation
+    summary_said = cut_canary_quotes(report.summary, canaries)
     if not report.parsed:
         summary = "the auditor's answer could not be parsed; review the plugin manually"
     else:
-        summary = report.summary or "(the auditor gave no summary)"
+        summary = summary_said or "(the auditor gave no summary)"
     accurate = report.description_accurate
-    reasons = [*report.risk_reasons, *static.risk_reasons]
+    reasons = [
+        cut
+        for reason in report.risk_reasons
+        if has_substance(cut := cut_canary_quotes(reason, canaries))
+    ]
+    reasons.extend(static.risk_reasons)
     reasons.extend(f"auditor answer: {problem}" for problem in report.problems if report.parsed)
     leading: list[Finding] = []
     extra: list[Finding] = []
@@ -303,7 +356,11 @@ def judge(
 
     if report.parsed and accurate is False:
         risk = _raise_to(risk, RiskLevel.HIGH)
-        extra.append(_description_finding(manifest_file, manifest.description, report.summary))
+        extra.append(_description_finding(manifest_file, manifest.description, summary_said))
+        reasons.append(
+            "the auditor judged the manifest's description inaccurate: it does not say what "
+            "the code does"
+        )
     elif report.parsed and accurate is None:
         extra.append(
             Finding(
@@ -320,55 +377,22 @@ def judge(
     merged = _dedupe((*static.findings, *extra, *injection_findings, *model_findings))
     risk = _max_risk(risk, _floor_of(merged))
 
-    if status is CanaryStatus.UNRELIABLE:
-        invented = sorted(
-            find_uuids(
-                " ".join(
-                    (
-                        *(a.excerpt + " " + a.reason for a in report.injection_attempts),
-                        *(f.message + " " + f.excerpt for f in report.findings),
-                        report.summary,
-                        *report.risk_reasons,
-                        *report.observed_capabilities,
-                    )
-                )
-            )
-            - canaries
-            - known
-        )
-        leading.append(
-            Finding(
-                rule_id=RULE_UNRELIABLE,
-                severity=Severity.WARNING,
-                message=(
-                    f"AUDITOR UNRELIABLE: the model reported identifier(s) "
-                    f"{', '.join(invented)} that are neither caplet's test injections nor in "
-                    "the plugin; its answer may be invented, so check its findings yourself"
-                ),
-            )
-        )
-        risk = _raise_to(risk, RiskLevel.MEDIUM)
-        reasons.insert(0, "the auditor reported identifiers that do not exist (unreliable)")
-    elif status is CanaryStatus.COMPROMISED:
-        found: set[str] = set()
-        for a in report.injection_attempts:
-            found |= find_uuids(a.excerpt + " " + a.reason)
-        for f in report.findings:
-            found |= find_uuids(f.message + " " + f.excerpt)
-        missed = len(canaries - found)
+    if status is CanaryStatus.COMPROMISED:
         leading.append(
             Finding(
                 rule_id=RULE_COMPROMISED,
                 severity=Severity.DANGER,
                 message=(
                     f"AUDITOR COMPROMISED: the model did not report {missed} of the 2 test "
-                    f"injections caplet planted in {target}; the plugin's content may have "
-                    "manipulated it, so its assessment is not trusted; review the plugin "
-                    "manually"
+                    f"injections caplet planted in {_planted_in(injection)}; the plugin's "
+                    "content may have manipulated it, so its assessment is not trusted; review "
+                    "the plugin manually"
                 ),
-                file=target,
+                file=canaries[0].file,
             )
         )
+        if unknown:
+            leading.append(_unreliable_finding(unknown))
         risk = RiskLevel.CRITICAL
         verdict = Verdict.REJECT
         accurate = False
@@ -377,6 +401,10 @@ def judge(
             "(see the AUDITOR COMPROMISED finding)"
         )
         reasons.insert(0, "the auditor missed the planted test injections (compromised)")
+    elif status is CanaryStatus.UNRELIABLE:
+        leading.append(_unreliable_finding(unknown))
+        risk = _raise_to(risk, RiskLevel.MEDIUM)
+        reasons.insert(0, "the auditor reported identifiers that do not exist (unreliable)")
 
     verdict = stricter_verdict(verdict, verdict_for(risk))
     return AuditResult(
@@ -399,35 +427,61 @@ def judge(
 
 
 def fallback_audit(static: AuditResult, reason: str, *, now: float | None = None) -> AuditResult:
-    """The static-only result when the configured model could not be consulted.
+    """The result when the configured model could not be consulted: fail closed.
 
-    HIGH/reject with any danger finding (covered or not), otherwise
-    MEDIUM/approve-with-conditions; labelled static-only, with ``reason`` in
-    ``fallback_reason`` and in a warning finding.
+    HIGH (CRITICAL stays CRITICAL) and reject, labelled static-only, with
+    ``reason`` in ``fallback_reason`` and in a warning finding asking for a
+    manual review. It never lets a plugin through that a model was meant to
+    read: a plugin may be able to make the provider fail (a content-policy
+    refusal), and a failure must not be cheaper than an honest review. The
+    operator who wants a static-only audit says so
+    (:func:`static_only_by_choice`).
     """
-    danger = any(f.severity is Severity.DANGER for f in static.findings)
-    risk = RiskLevel.HIGH if danger else RiskLevel.MEDIUM
-    verdict = Verdict.REJECT if danger else Verdict.APPROVE_WITH_CONDITIONS
     warning = Finding(
         rule_id=RULE_FALLBACK,
         severity=Severity.WARNING,
         message=(
-            f"the LLM auditor was not consulted ({reason}); this is a static-only result, "
-            "re-run the audit when the model is reachable"
+            f"the LLM auditor was not consulted ({reason}); this static-only result is HIGH "
+            "risk until a person reviews the plugin: re-run the audit when the model answers, "
+            "or choose a static-only audit on purpose (caplet audit/approve --static-only)"
         ),
     )
     return dataclasses.replace(
         static,
-        risk_level=_max_risk(risk, static.risk_level),
-        verdict=stricter_verdict(verdict, static.verdict),
-        summary=f"static-only (the LLM auditor failed): {static.summary}",
+        risk_level=_max_risk(RiskLevel.HIGH, static.risk_level),
+        verdict=Verdict.REJECT,
+        summary=f"static-only (the LLM auditor failed; manual review needed): {static.summary}",
         findings=(*static.findings, warning),
         provider=STATIC_ONLY,
         model="",
         canary_status=None,
         created_at=time.time() if now is None else now,
-        risk_reasons=(f"the LLM auditor failed: {reason}", *static.risk_reasons),
+        risk_reasons=(
+            f"the LLM auditor failed, so the audit fails closed: {reason}",
+            *static.risk_reasons,
+        ),
         fallback_reason=reason,
+    )
+
+
+def static_only_by_choice(static: AuditResult, auditor: str) -> AuditResult:
+    """A static-only audit the operator chose although ``auditor`` is configured.
+
+    The static result itself (its risk and verdict), with an info finding and
+    a summary that say no model read the plugin, by the operator's choice.
+    """
+    note = Finding(
+        rule_id=RULE_STATIC_CHOSEN,
+        severity=Severity.INFO,
+        message=(
+            f"static-only by the operator's choice: the configured LLM auditor {auditor} did "
+            "not read this plugin, so nothing checked it for behaviour the scanner cannot see"
+        ),
+    )
+    return dataclasses.replace(
+        static,
+        summary=f"static-only by choice ({auditor} not consulted): {static.summary}",
+        findings=(*static.findings, note),
     )
 
 
@@ -445,8 +499,8 @@ def deep_audit(
 
     ``manifest`` is loaded and ``static`` computed (scan + lint) when not
     given; pass them when you have them, for the same tree. ``rng`` (default
-    :class:`random.SystemRandom`) picks the canaries, their file and places,
-    and the delimiter token. Raises :class:`PromptTooLargeError` for a plugin
+    :class:`random.SystemRandom`) picks the canaries, their files, forms and
+    places, and the delimiter token. Raises :class:`PromptTooLargeError` for a plugin
     that does not fit the provider's budget and
     :class:`~caplet._errors.ProviderAuthError` when the provider refuses the
     key; any :class:`ProviderError` gives :func:`fallback_audit`'s result.
@@ -476,21 +530,22 @@ def deep_audit(
     rng = rng if rng is not None else random.SystemRandom()
     budget = provider.max_prompt_chars
     files = read_plugin_files(root, max_bytes=budget * _UTF8_MAX)
-    python = [f for f in files if f.path.endswith(".py") and f.text is not None]
+    python = {f.path: f.text for f in files if f.path.endswith(".py") and f.text is not None}
     if not python:
         raise AuditError(
             f"deep audit of plugin {manifest.name!r}: no readable Python file in {root} to "
             "plant the canaries in; the entry module must be UTF-8 Python source"
         )
-    target = rng.choice(python)
-    assert target.text is not None
-    injection = inject_canaries(target.text, rng=rng)
+    injection = inject_canaries(python, rng=rng)
     shown = tuple(
-        dataclasses.replace(f, text=injection.source) if f.path == target.path else f for f in files
+        dataclasses.replace(f, text=injected.source)
+        if (injected := injection.file(f.path)) is not None
+        else f
+        for f in files
     )
     static_shown = tuple(
-        dataclasses.replace(f, line=injection.injected_line(f.line))
-        if f.file == target.path and f.line
+        dataclasses.replace(f, line=injected.injected_line(f.line))
+        if f.line and (injected := injection.file(f.file)) is not None
         else f
         for f in static.findings
     )
@@ -506,7 +561,6 @@ def deep_audit(
         manifest,
         report,
         injection=injection,
-        target=target.path,
         files=files,
         provider=provider.name,
         model=provider.model,

@@ -9,6 +9,14 @@ Shared by the OpenAI-compatible and the Anthropic provider. Policy:
 * A failed or timed-out *connection* is retried the same way; a *read*
   timeout is not: the model was reached and is slow, and asking again would
   multiply the wait by the retry count.
+* ``timeout_s`` is **one deadline for the whole answer** (issue 14):
+  connecting, every read, every retry and every wait between retries come
+  out of it. httpx's timeouts bound each socket operation, so a server
+  trickling a byte before each read timeout could hold an audit for as long
+  as it liked; a watchdog timer shuts the socket down at the deadline (which
+  wakes a blocked ``recv``), and every chunk read checks the clock. Keep-alive
+  is off, so every request opens its own connection and the watchdog always
+  has the socket.
 * 401/403 raise :class:`ProviderAuthError` naming the provider and
   ``CAPLET_LLM_API_KEY``; other 4xx and 3xx raise :class:`ProviderError`
   (redirects are not followed: a provider-specific key header would follow
@@ -23,18 +31,22 @@ Every httpx exception is translated here; the key is never put in a message
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import math
+import socket
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 
 from caplet._audit._provider import ENV_API_KEY, ENV_BASE_URL, ProviderSettings, Sleep
 from caplet._errors import ProviderAuthError, ProviderError
 
-__all__ = ["RETRY_STATUSES", "HttpProvider", "make_client", "post_json"]
+__all__ = ["RETRY_STATUSES", "Clock", "HttpProvider", "make_client", "post_json"]
 
 #: Statuses worth asking again: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -43,12 +55,74 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 _SNIPPET_CHARS = 300
 
 
+#: The clock deadlines are measured on (tests pass one they control).
+Clock = Callable[[], float]
+
+
 def make_client(settings: ProviderSettings) -> httpx.Client:
-    """An httpx client with the settings' timeouts and no redirect following."""
+    """An httpx client: the settings' timeouts, no redirects, no connection reuse.
+
+    Without keep-alive every request connects, so the deadline's watchdog
+    learns the socket from the connect event (a reused connection has none).
+    """
     return httpx.Client(
         timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
         follow_redirects=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
     )
+
+
+class _Watchdog:
+    """Shuts the request's socket down when the answer's time is up.
+
+    Written after the broker's (``caplet._broker._http``), which the audit
+    layer sits below: ``shutdown()`` from this timer thread makes a blocked
+    ``recv()`` in the request's thread return at once, the standard way to
+    wake a socket operation in another thread (socket(7), shutdown(2)).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` request extension: learn the socket when it connects."""
+        if event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = None if stream is None else stream.get_extra_info("socket")
+            with self._lock:
+                self._sock = sock if isinstance(sock, socket.socket) else None
+                if self.fired and self._sock is not None:
+                    _shutdown(self._sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        self._timer.join()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            if self._sock is not None:
+                _shutdown(self._sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed: nothing left to wake
+        pass
+
+
+def _expired(watchdog: _Watchdog, remaining: Callable[[], float]) -> bool:
+    return watchdog.fired or remaining() <= 0
+
+
+class _OutOfTimeError(Exception):
+    """Internal: the answer's deadline passed (turned into a ProviderError by post_json)."""
 
 
 def _scrub(text: str, settings: ProviderSettings) -> str:
@@ -82,10 +156,17 @@ def _backoff(settings: ProviderSettings, attempt: int) -> float:
     return float(min(settings.max_backoff_s, settings.backoff_base_s * (2**attempt)))
 
 
-def _read_capped(response: httpx.Response, limit: int, settings: ProviderSettings) -> bytes:
+def _read_capped(
+    response: httpx.Response,
+    limit: int,
+    settings: ProviderSettings,
+    expired: Callable[[], bool] = lambda: False,
+) -> bytes:
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():
+        if expired():
+            raise _OutOfTimeError
         size += len(chunk)
         if size > limit:
             raise ProviderError(
@@ -129,19 +210,47 @@ def post_json(
     body: Mapping[str, object],
     *,
     sleep: Sleep = time.sleep,
+    clock: Clock = time.monotonic,
 ) -> dict[str, object]:
     """POST ``body`` as JSON to ``settings.url + path``; return the decoded JSON object.
 
-    Raises :class:`ProviderAuthError` on 401/403 and :class:`ProviderError`
-    for everything else that is not a 2xx JSON object after the retries.
+    Everything, retries included, happens within ``settings.timeout_s`` of
+    the call (module docstring). Raises :class:`ProviderAuthError` on
+    401/403 and :class:`ProviderError` for everything else that is not a
+    2xx JSON object in time.
     """
     url = settings.url + path
     label = settings.label
     attempts = settings.max_retries + 1
+    deadline = clock() + settings.timeout_s
+
+    def remaining() -> float:
+        return deadline - clock()
+
+    def out_of_time(detail: str) -> ProviderError:
+        return ProviderError(
+            f"LLM provider {label} did not answer within {settings.timeout_s:g} s ({detail}); "
+            f"the limit covers connecting, reading and retrying; the model may be overloaded "
+            f"or too slow for this plugin (raise CAPLET_LLM_TIMEOUT_S if it is expected)",
+            provider=label,
+        )
+
     for attempt in range(attempts):
         last = attempt == attempts - 1
+        left = remaining()
+        if left <= 0:
+            raise out_of_time(f"time ran out before attempt {attempt + 1}")
+        watchdog = _Watchdog(left)
+        timeout = httpx.Timeout(left, connect=min(settings.connect_timeout_s, left))
         try:
-            with client.stream("POST", url, json=dict(body), headers=dict(headers)) as response:
+            with client.stream(
+                "POST",
+                url,
+                json=dict(body),
+                headers=dict(headers),
+                timeout=timeout,
+                extensions={"trace": watchdog.trace},
+            ) as response:
                 status = response.status_code
                 if status in (401, 403):
                     raise _auth_error(settings, status)
@@ -162,6 +271,7 @@ def post_json(
                             provider=label,
                         )
                     delay = asked if asked is not None else _backoff(settings, attempt)
+                    why = f"HTTP {status}"
                 elif 300 <= status < 400:
                     raise ProviderError(
                         f"LLM provider {label} redirected (HTTP {status}) to "
@@ -177,31 +287,50 @@ def post_json(
                         provider=label,
                     )
                 else:
-                    raw = _read_capped(response, settings.max_response_bytes, settings)
+                    raw = _read_capped(
+                        response,
+                        settings.max_response_bytes,
+                        settings,
+                        functools.partial(_expired, watchdog, remaining),
+                    )
                     return _decode(raw, settings)
-        except httpx.ReadTimeout as exc:
-            raise ProviderError(
-                f"LLM provider {label} did not answer within {settings.timeout_s:g} s; "
-                "the model may be overloaded or too slow for this plugin",
-                provider=label,
-            ) from exc
-        except httpx.TransportError as exc:
+        except _OutOfTimeError:
+            raise out_of_time("the answer was still arriving") from None
+        except httpx.TimeoutException as exc:
+            if watchdog.fired or remaining() <= 0 or not isinstance(exc, httpx.ConnectTimeout):
+                raise out_of_time(f"{type(exc).__name__}") from exc
             if last:
-                raise ProviderError(
-                    f"cannot reach LLM provider {label} ({type(exc).__name__}: "
-                    f"{_scrub(str(exc), settings)}) after {attempts} attempt(s); check "
-                    f"{ENV_BASE_URL} and that the server is running",
-                    provider=label,
-                ) from exc
+                raise _unreachable(settings, exc, attempts) from exc
             delay = _backoff(settings, attempt)
+            why = type(exc).__name__
+        except httpx.TransportError as exc:
+            if watchdog.fired:
+                raise out_of_time("the connection was cut at the deadline") from exc
+            if last:
+                raise _unreachable(settings, exc, attempts) from exc
+            delay = _backoff(settings, attempt)
+            why = type(exc).__name__
         except httpx.HTTPError as exc:
             raise ProviderError(
                 f"LLM provider {label} request failed ({type(exc).__name__}: "
                 f"{_scrub(str(exc), settings)})",
                 provider=label,
             ) from exc
+        finally:
+            watchdog.cancel()
+        if delay >= remaining():
+            raise out_of_time(f"{why}; waiting {delay:g} s to retry would pass the deadline")
         sleep(delay)
     raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+def _unreachable(settings: ProviderSettings, exc: Exception, attempts: int) -> ProviderError:
+    return ProviderError(
+        f"cannot reach LLM provider {settings.label} ({type(exc).__name__}: "
+        f"{_scrub(str(exc), settings)}) after {attempts} attempt(s); check "
+        f"{ENV_BASE_URL} and that the server is running",
+        provider=settings.label,
+    )
 
 
 def _decode(raw: bytes, settings: ProviderSettings) -> dict[str, object]:
@@ -227,7 +356,8 @@ class HttpProvider:
     """What every HTTP provider shares: settings, one client, the protocol's properties.
 
     Subclasses (one module per wire API) implement ``complete``; ``sleep``
-    waits between retries (tests pass a recorder so they never wait).
+    waits between retries (tests pass a recorder so they never wait) and
+    ``clock`` measures the answer's deadline.
     """
 
     def __init__(
@@ -236,9 +366,11 @@ class HttpProvider:
         *,
         sleep: Sleep = time.sleep,
         client: httpx.Client | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.settings = settings
         self._sleep = sleep
+        self._clock = clock
         self._client = client if client is not None else make_client(settings)
 
     @property

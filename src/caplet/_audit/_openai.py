@@ -36,7 +36,13 @@ class OpenAIProvider(HttpProvider):
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         data = post_json(
-            self._client, self.settings, "/chat/completions", headers, body, sleep=self._sleep
+            self._client,
+            self.settings,
+            "/chat/completions",
+            headers,
+            body,
+            sleep=self._sleep,
+            clock=self._clock,
         )
         choices = data.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):

@@ -58,8 +58,8 @@ ENV_TIMEOUT_S = "CAPLET_LLM_TIMEOUT_S"
 #: 64k context; raise it (``CAPLET_LLM_MAX_PROMPT_CHARS``) for bigger plugins.
 DEFAULT_MAX_PROMPT_CHARS = 200_000
 
-#: Seconds to wait for one answer: a local model on a CPU can need minutes
-#: for a large plugin (``CAPLET_LLM_TIMEOUT_S`` raises it).
+#: Seconds one answer may take in all (connect, reads, retries): a local model
+#: on a CPU can need minutes for a large plugin (``CAPLET_LLM_TIMEOUT_S`` raises it).
 DEFAULT_TIMEOUT_S = 120.0
 
 
@@ -93,7 +93,9 @@ class ProviderSettings:
     ``base_url`` is the API root including ``/v1`` (``""``: the hosted
     service of ``kind``); the OpenAI-compatible provider posts to
     ``<base_url>/chat/completions``, Anthropic's to ``<base_url>/messages``.
-    ``timeout_s`` bounds each request's reads, ``max_retries`` the retries
+    ``timeout_s`` is one deadline for the whole answer (connecting, every
+    read, every retry and wait; ``connect_timeout_s`` bounds one connect
+    within it), ``max_retries`` the retries
     after a 429, a 5xx or a failed connection, waiting ``backoff_base_s * 2**n``
     seconds (or what ``Retry-After`` asks, up to ``max_backoff_s``).
     ``max_prompt_chars`` is the prompt budget: a bigger plugin is refused,

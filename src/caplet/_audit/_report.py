@@ -34,10 +34,21 @@ from caplet._display import safe_line, safe_text
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel, Severity
 
-__all__ = ["ReportLine", "Tone", "audit_report", "format_audit_result", "risk_tone"]
+__all__ = [
+    "ReportLine",
+    "Tone",
+    "audit_report",
+    "canary_meaning",
+    "format_audit_result",
+    "risk_tone",
+]
 
 #: Rule-id prefix of the capability composition lint (caplet._capabilities._lint).
 _LINT_PREFIX = "CAP"
+
+#: Rule id of the note on a static-only audit the operator chose
+#: (caplet._audit._deep.RULE_STATIC_CHOSEN; not imported: _deep needs the providers).
+_STATIC_CHOSEN = "CPL-AUDIT-009"
 
 #: Where the continuation lines of a finding start: past the indent and the severity column.
 _FINDING_INDENT = 12
@@ -93,33 +104,62 @@ def _severity_tone(severity: Severity) -> Tone:
         assert_never(severity)
 
 
-def _canary_line(result: AuditResult) -> ReportLine:
+def canary_meaning(result: AuditResult) -> str:
+    """What the canary status of ``result`` means for the person reading it (one sentence).
+
+    Shown under the status by ``caplet audit`` and ``caplet approve`` and
+    put in their JSON: a status word alone invites reading OK as "safe".
+    """
     status = result.canary_status
     if status is None:
         if result.static_only:
-            return ReportLine("  canaries:        not used (static-only, no model answer)")
-        return ReportLine(
-            "  canaries:        not verified (the auditor's answer could not be parsed)",
-            Tone.BAD,
+            return (
+                "no model read the plugin, so nothing checked it for behaviour the static "
+                "scanner cannot see"
+            )
+        return (
+            "the model's answer could not be parsed, so whether it was steered is unknown; "
+            "its assessment is not used"
         )
     if status is CanaryStatus.OK:
-        return ReportLine(
-            "  canaries:        OK (the model reported both planted test injections)", Tone.GOOD
+        return (
+            "the model reported both test injections caplet planted, with their text: it read "
+            "the files and did not obey instructions written in them. It does not prove the "
+            "model judged the risk right: the findings and your review still decide"
         )
     elif status is CanaryStatus.COMPROMISED:
-        return ReportLine(
-            "  canaries:        AUDITOR_COMPROMISED (the model missed a planted test "
-            "injection; its assessment is not trusted)",
-            Tone.ALARM,
+        return (
+            "the model missed a test injection caplet planted: the plugin's text may have "
+            "steered it, so its assessment is not trusted (risk CRITICAL); review the plugin "
+            "yourself"
         )
     elif status is CanaryStatus.UNRELIABLE:
-        return ReportLine(
-            "  canaries:        AUDITOR_UNRELIABLE (the model reported identifiers that do "
-            "not exist)",
-            Tone.NOTICE,
+        return (
+            "the model reported both test injections but also identifiers that exist nowhere: "
+            "it invents things, so check each of its findings yourself"
         )
     else:
         assert_never(status)
+
+
+def _canary_lines(result: AuditResult) -> list[ReportLine]:
+    status = result.canary_status
+    tone = Tone.PLAIN
+    if status is None:
+        word = "not used (static-only)" if result.static_only else "not verified"
+        tone = Tone.PLAIN if result.static_only else Tone.BAD
+    elif status is CanaryStatus.OK:
+        word, tone = "OK", Tone.GOOD
+    elif status is CanaryStatus.COMPROMISED:
+        word, tone = "AUDITOR_COMPROMISED", Tone.ALARM
+    elif status is CanaryStatus.UNRELIABLE:
+        word, tone = "AUDITOR_UNRELIABLE", Tone.NOTICE
+    else:
+        assert_never(status)
+    return [
+        ReportLine(f"  canaries:        {word}", tone),
+        ReportLine(_block("                   ", canary_meaning(result)), tone),
+    ]
 
 
 def _auditor_line(result: AuditResult) -> ReportLine:
@@ -130,8 +170,14 @@ def _auditor_line(result: AuditResult) -> ReportLine:
     if result.fallback_reason:
         # The reason may quote the provider's error body: someone else's text.
         return ReportLine(
-            f"  auditor:         static-only (the configured model failed: "
-            f"{safe_line(result.fallback_reason)})",
+            f"  auditor:         static-only (the configured model failed, so the audit fails "
+            f"closed: {safe_line(result.fallback_reason)})",
+            Tone.BAD,
+        )
+    if any(f.rule_id == _STATIC_CHOSEN for f in result.findings):
+        return ReportLine(
+            "  auditor:         static-only by the operator's choice (a model is configured "
+            "but was not consulted)",
             Tone.NOTICE,
         )
     return ReportLine("  auditor:         static-only (no model configured)")
@@ -193,7 +239,7 @@ def audit_report(result: AuditResult, *, verbose: bool = False) -> tuple[ReportL
         ReportLine(f"  content:         {result.content_hash}"),
         ReportLine(f"  time:            {when}"),
         _auditor_line(result),
-        _canary_line(result),
+        *_canary_lines(result),
         ReportLine(f"  risk:            {result.risk_level.value}", risk_tone(result.risk_level)),
         ReportLine(f"  recommendation:  {result.verdict.value}", risk_tone(result.risk_level)),
         ReportLine(_block("  summary:         ", result.summary)),

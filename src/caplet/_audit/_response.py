@@ -1,6 +1,6 @@
 """Parsing the auditor model's answer, failing closed.
 
-Seed 000 ("Response parsing"): strip Markdown fences, extract the JSON from
+Seed 000 ("Response parsing"): tolerate Markdown fences, extract the JSON from
 surrounding prose, validate every field, and fall back to a conservative
 HIGH-risk, manual-review result when nothing usable comes back. The model's
 answer is untrusted input like the plugin it describes (it may have been
@@ -85,23 +85,17 @@ class ModelReport:
     problems: tuple[str, ...] = ()
 
 
-def _strip_fences(text: str) -> str:
-    """Drop Markdown fence lines (```json, ```, ~~~) and keep what was between them."""
-    kept = [
-        line
-        for line in text.splitlines()
-        if not line.lstrip().startswith("```") and not line.lstrip().startswith("~~~")
-    ]
-    return "\n".join(kept)
-
-
 def _extract_object(text: str) -> dict[str, object] | None:
     """The outermost JSON object in ``text`` that has at least one answer key.
 
     Tries ``json.JSONDecoder.raw_decode`` at each ``{`` from the left: the
     first that decodes is the outermost object starting there (anything
     enclosing it would have started earlier). Objects without any of the
-    answer's keys (a stray example in the prose) are skipped.
+    answer's keys (a stray example in the prose) are skipped. Markdown
+    fences are prose like any other: nothing is removed first, so a fence on
+    the same line as the object (```` ```json {...} ``` ````, issue 14) is no
+    different from one on a line of its own, and a fence inside a JSON
+    string is left alone.
     """
     decoder = json.JSONDecoder()
     start = text.find("{")
@@ -274,7 +268,7 @@ def parse_audit_response(text: str) -> ModelReport:
     """
     if not text.strip():
         return _unparseable("the answer was empty")
-    obj = _extract_object(_strip_fences(text))
+    obj = _extract_object(text)
     if obj is None:
         return _unparseable("no JSON object with the expected keys was found")
     problems: list[str] = []

@@ -73,6 +73,7 @@ from caplet._cli._render import (
     print_rules,
     print_scan_report,
     risk_text,
+    show_consent,
     trust_text,
 )
 from caplet._cli._safe import TerminalLogHandler, cli_console, plain
@@ -97,7 +98,7 @@ from caplet._errors import (
     UpdateError,
     WorkerStartError,
 )
-from caplet._host._capdiff import CapabilityDiff
+from caplet._host._consent import Consent, ConsentRequest, Widening, describe_widening
 from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy
 from caplet._host._host import PluginHost
@@ -213,6 +214,23 @@ LockedOption = Annotated[
     ),
 ]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+ConsentFlag = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Consent to enabling a plugin that is not approved, for this process, without "
+        "asking (its audit is still shown on stderr).",
+    ),
+]
+StaticOnlyFlag = Annotated[
+    bool,
+    typer.Option(
+        "--static-only",
+        help="Audit static-only although CAPLET_LLM_* configure a model (this run only; "
+        "labelled so, never cached).",
+    ),
+]
 Name = Annotated[str, typer.Argument(help="Plugin name.", callback=usable_text)]
 
 _DEFAULT_PLUGINS = Path("plugins")
@@ -599,16 +617,19 @@ def audit_command(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Re-run the audit instead of using the cached one.")
     ] = False,
+    static_only: StaticOnlyFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Audit a plugin, with the LLM auditor when CAPLET_LLM_* configure one (else static-only).
 
-    Cached by content hash and model; --fresh re-runs. Exits 1 when the audit
-    recommends reject.
+    Cached by content hash and model; --fresh re-runs. A model that fails makes
+    the audit fail closed (HIGH, reject); --static-only chooses a static-only
+    audit instead, for this run. The report says what the canary status
+    means. Exits 1 when the audit recommends reject.
     """
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
-        audit = host.audit(name, fresh=fresh)
+        audit = host.audit(name, fresh=fresh, static_only=static_only)
         info = host.manager.require_plugin(name)
         rejected = audit.verdict is Verdict.REJECT
         out.emit(
@@ -633,15 +654,24 @@ def audit_command(
 def approve_command(
     name: Name,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    static_only: StaticOnlyFlag = False,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
     state_dir: StateDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show the audit and capabilities, then persistently approve this exact content."""
+    """Show the audit (with what its canary status means) and capabilities, then
+    persistently approve this exact content.
+
+    --static-only approves on a static-only audit chosen for this run, when the
+    configured model fails or is not wanted.
+    """
     out = _Out(as_json)
     with _handled(out), _host(plugins_dir, state_dir, out) as host:
         info = host.manager.require_plugin(name)
-        audit = host.manager.get_cached_audit(name) or host.audit(name)
+        if static_only:
+            audit = host.audit(name, static_only=True)
+        else:
+            audit = host.manager.get_cached_audit(name) or host.audit(name)
         lint = lint_composition(info.manifest.capabilities)
         if not as_json:
             out.say(plain(f"Approve {name} {info.version}", "bold"))
@@ -687,8 +717,16 @@ def unapprove_command(
 # -- enable / disable / call ----------------------------------------------------------------------
 
 
-def _enable(host: PluginHost, out: _Out, name: str, entries: Sequence[str]) -> None:
-    """Apply inline config (a typo'd key is a usage error), prompt, enable."""
+def _enable(host: PluginHost, out: _Out, name: str, entries: Sequence[str], *, yes: bool) -> None:
+    """Apply inline config (a typo'd key is a usage error), get consent, prompt, enable.
+
+    A plugin with no approval of its current content needs consent (issue
+    14): the audit, its capabilities and the composition lint are shown on
+    stderr, then asked on a terminal, or given by ``--yes``; without a
+    terminal and without ``--yes`` it is a usage error (exit 2) naming the
+    fix. Consent is asked before any configuration prompt, and holds only
+    for the content that was shown.
+    """
     inert = host.manager.inert_reason(name)
     if inert:
         _refused(out, Outcome(False, inert), {"name": name})
@@ -696,7 +734,38 @@ def _enable(host: PluginHost, out: _Out, name: str, entries: Sequence[str]) -> N
     if result.unknown:
         fields = host.manager.require_plugin(name).manifest.config
         _usage(out, unknown_keys_message(name, fields, result.unknown))
-    _finish(out, host.enable(name), name, report=False)
+    consent: bool | Consent = False
+    request = host.consent_request(name)
+    if request is not None:
+        _ask_consent(out, request, yes=yes)
+        shown = request.content_hash
+        consent = lambda asked: asked.content_hash == shown  # noqa: E731 - only what was shown
+    _finish(out, host.enable(name, consent=consent), name, report=False)
+
+
+def _ask_consent(out: _Out, request: ConsentRequest, *, yes: bool) -> None:
+    """Show what a person consents to; return when they do, exit when they do not."""
+    name = request.plugin
+    if not out.as_json:
+        show_consent(out.err, request)
+    if yes:
+        if not out.as_json:
+            out.err.print(plain(f"consent for {name} given by --yes (this process only)"))
+        return
+    if out.as_json or not sys.stdin.isatty():
+        _usage(
+            out,
+            f"enabling plugin {name!r} needs consent: {request.why}; review its audit "
+            f"(caplet audit {name}) and pass --yes to enable it for this process, or approve "
+            f"it first (caplet approve {name})",
+        )
+    question = f"Enable {safe_line(name)} {safe_line(request.version)} for this process?"
+    if not typer.confirm(question, default=False, err=True):
+        _refused(
+            out,
+            Outcome(False, f"plugin {name!r} was not enabled: consent was not given"),
+            {"name": name},
+        )
 
 
 def _finish(out: _Out, outcome: Outcome, name: str, *, report: bool = True) -> None:
@@ -726,19 +795,22 @@ def enable_command(
     state_dir: StateDir = None,
     lockfile: LockfileOption = None,
     locked: LockedOption = None,
+    yes: ConsentFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Configure and enable a plugin, starting its worker (enablement lasts for this process).
 
     Use it to check that a plugin enables with a given configuration; to call
     it in the same process use `caplet call --enable NAME k=v MODULE.FUNCTION`.
+    A plugin that is not approved is enabled only with consent: its audit is
+    shown and asked about on a terminal, or --yes; without either, exit 2.
     """
     out = _Out(as_json)
     with (
         _handled(out),
         _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
     ):
-        _enable(host, out, name, config or [])
+        _enable(host, out, name, config or [], yes=yes)
         info = host.manager.require_plugin(name)
         out.emit(
             {"ok": True, "plugin": plugin_json(info, detail=True), "isolation": host.isolation}
@@ -991,13 +1063,16 @@ def call_command(
     state_dir: StateDir = None,
     lockfile: LockfileOption = None,
     locked: LockedOption = None,
+    yes: ConsentFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Call MODULE.FUNCTION of a plugin in its worker and print the result.
 
     Enablement is per process, so `--enable` is how a one-off command line
     enables and calls: caplet call --enable hello greet.say '"world"'.
-    Put `--` before JSON arguments that start with a dash (negative numbers).
+    Enabling a plugin that is not approved needs consent (asked on a
+    terminal, or --yes). Put `--` before JSON arguments that start with a
+    dash (negative numbers).
     """
     out = _Out(as_json)
     try:
@@ -1010,7 +1085,7 @@ def call_command(
         _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
     ):
         if enable:
-            _enable(host, out, name, entries)
+            _enable(host, out, name, entries, yes=yes)
         result = host.call(name, target, *args)
         out.emit({"ok": True, "plugin": name, "function": target, "result": jsonable(result)})
         if not as_json:
@@ -1102,6 +1177,7 @@ def exec_command(
     state_dir: StateDir = None,
     lockfile: LockfileOption = None,
     locked: LockedOption = None,
+    yes: ConsentFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run Python CODE as guest code in a zero-capability sandbox and print what it did.
@@ -1125,7 +1201,7 @@ def exec_command(
         _host(plugins_dir, state_dir, out, lockfile=lockfile, locked=locked) as host,
     ):
         for name, entries in plugins:
-            _enable(host, out, name, entries)
+            _enable(host, out, name, entries, yes=yes)
         try:
             result = host.exec(code, timeout=timeout)
         except GuestError as exc:
@@ -1232,6 +1308,7 @@ def emit_command(
     state_dir: StateDir = None,
     lockfile: LockfileOption = None,
     locked: LockedOption = None,
+    yes: ConsentFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Emit EVENT to the enabled plugins subscribed to it and show each one's result.
@@ -1257,7 +1334,7 @@ def emit_command(
         except HookError as exc:
             _usage(out, str(exc))
         for name in enable or ():
-            _enable(host, out, name, [])
+            _enable(host, out, name, [], yes=yes)
         results = host.emit(event, value)
         waiting = [
             info.name
@@ -1466,8 +1543,9 @@ def verify_command(
 ) -> None:
     """Check every plugin against the lock file; exit 1 with one line per problem.
 
-    A problem is a plugin without an entry, a digest mismatch, approved
-    capabilities the manifest does not declare, a missing pinned signature,
+    A problem is a plugin without an entry, a digest mismatch, a pinned
+    version the manifest does not have, approved capabilities the manifest
+    does not declare, a missing pinned signature,
     a stale entry, a broken plugin folder, or a missing or invalid lock file.
     """
     out = _Out(as_json)
@@ -1491,11 +1569,12 @@ def verify_command(
         out.say(Text("ok", style="green") + plain(f": {count} plugin(s) match {path}"))
 
 
-def _diff_lines(diff: CapabilityDiff) -> list[str]:
+def _diff_lines(diff: Widening) -> list[str]:
     return (
         [f"  + {c.declared}" for c in diff.added]
         + [f"  - {c.declared}" for c in diff.removed]
         + [f"    {c.declared}" for c in diff.kept]
+        + [f"  ! {line}" for line in describe_widening(diff) if not line.startswith("adds ")]
     )
 
 
@@ -1513,7 +1592,13 @@ def update_command(
         typer.Argument(help="key=value configuration for the new version's health check."),
     ] = None,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Consent to added capabilities without asking.")
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Consent without asking to what the new version widens (or to running a "
+            "plugin that is not approved).",
+        ),
     ] = False,
     health_timeout: Annotated[
         float, typer.Option("--health-timeout", min=0.1, help="Seconds health() may take.")
@@ -1526,26 +1611,37 @@ def update_command(
 ) -> None:
     """Update a plugin: stage, check, diff capabilities, swap, health-check, roll back on failure.
 
-    Added capabilities need consent (asked, or --yes). The approval and the
-    lock entry move to the new version only when the old one had them; a
-    failed health check restores the old version with both.
+    What widens the approval (a capability added or broadened, a plugin
+    added to requires, a lower version, a higher audited risk) needs consent
+    (asked, or --yes), and so does any update of a plugin that is not
+    approved. The approval and the lock entry move to the new version only
+    when the old one had them; a failed health check restores the old
+    version with both.
     """
     out = _Out(as_json)
 
-    def consent(diff: CapabilityDiff) -> bool:
-        out.say(plain(f"{name}: the new version adds capabilities", "bold"))
-        for line in _diff_lines(diff):
-            # The new version's capability strings: its author's text, shown for consent.
-            out.say(plain(line))
+    def consent(diff: Widening) -> bool:
+        if diff.widens:
+            out.say(plain(f"{name}: the new version widens what was approved", "bold"))
+            for line in _diff_lines(diff):
+                # The new version's capability strings: its author's text, shown for consent.
+                out.say(plain(line))
+        else:
+            out.say(
+                plain(
+                    f"{name} is not approved: the update runs the new version's health check",
+                    "bold",
+                )
+            )
         if yes:
             return True
         if not sys.stdin.isatty():
             out.err.print(
-                "the update adds capabilities; review them and pass --yes to consent "
+                "the update needs consent; review it and pass --yes to consent "
                 "(stdin is not a terminal)"
             )
             return False
-        return typer.confirm("Grant these added capabilities?", default=False)
+        return typer.confirm("Consent to this update?", default=False)
 
     with (
         _handled(out),
@@ -1565,6 +1661,7 @@ def update_command(
             "rolled_back": report.rolled_back,
             "health": report.health,
             "added": [c.declared for c in report.diff.added] if report.diff else [],
+            "widens": list[JSONValue](describe_widening(report.diff)) if report.diff else [],
             "removed": [c.declared for c in report.diff.removed] if report.diff else [],
         }
         out.emit(document)

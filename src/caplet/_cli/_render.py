@@ -26,11 +26,13 @@ from rich.table import Table
 from rich.text import Text
 
 from caplet._audit._model import AuditResult
-from caplet._audit._report import Tone, audit_report
+from caplet._audit._report import Tone, audit_report, canary_meaning
 from caplet._cli._safe import plain
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
+from caplet._display import safe_line
 from caplet._findings import Finding, Severity
+from caplet._host._consent import ConsentRequest, describe_widening
 from caplet._host._hooks import HookCallStatus, HookResults, HookState, HookStatus
 from caplet._host._records import BrokenPlugin, PluginInfo
 from caplet._manifest._model import Hook
@@ -99,6 +101,7 @@ def audit_json(audit: AuditResult) -> JSONValue:
     document["static_only"] = audit.static_only
     document["model_id"] = audit.model_id
     document["recommendation"] = audit.verdict.value
+    document["canary_meaning"] = canary_meaning(audit)
     return document
 
 
@@ -111,6 +114,31 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
     """
     for line in audit_report(audit, verbose=verbose):
         console.print(plain(line.text, _TONE_STYLE[line.tone], multiline=True), soft_wrap=True)
+
+
+def show_consent(console: Console, request: ConsentRequest) -> None:
+    """What a person consents to when enabling a plugin nobody approved (issue 14).
+
+    Why consent is asked (and what changed since an earlier approval), the
+    audit report (which carries the canary status and what it means, the
+    declared capabilities and the composition lint), the capabilities as
+    they will be granted and the plugins it requires. Plugin text is shown
+    escaped, never as markup.
+    """
+    console.print(
+        Text("Consent needed: ", style="bold yellow") + plain(request.why, multiline=True)
+    )
+    if request.widening is not None:
+        for line in describe_widening(request.widening):
+            console.print(plain(f"  changed: {line}", "yellow"))
+    print_audit(console, request.audit)
+    granted = request.granted if request.granted is not None else request.declared
+    shown = ", ".join(safe_line(c.declared) for c in granted) or "none"
+    console.print(plain(f"  it will be granted: {shown}", "bold"))
+    if request.requires:
+        console.print(plain(f"  it requires: {', '.join(request.requires)}"))
+    if request.composition:
+        print_findings(console, request.composition, title="Capability composition")
 
 
 def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValue]:

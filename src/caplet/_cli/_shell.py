@@ -20,10 +20,14 @@ The flows are seed 000's, on caplet's host:
   content, or a fresh static scan, deep when ``CAPLET_LLM_*`` configures a
   model) → show the report → confirm (y/N) → configure (inline ``k=v``
   first, then the prompter for what must be asked) → enable. Enabling does
-  not approve (seed line 193): caplet's host enables an unapproved plugin
-  after a fresh audit and its danger and risk gates, for this process only;
-  ``/plugin approve`` is the separate, persistent decision. A plugin that is
-  already enabled is reconfigured without asking again.
+  not approve (seed line 193): for a plugin that is not approved, the
+  report shown is the host's consent request (why consent is needed, what
+  changed since an earlier approval, the audit, the capabilities it will
+  get, the composition lint) and the confirmation is the consent (issue
+  14), for this process only and for exactly the content shown; the host's
+  danger and risk gates still apply; ``/plugin approve`` is the separate,
+  persistent decision. A plugin that is already enabled is reconfigured
+  without asking again while its content and grants stay the same.
 * ``/plugin approve NAME`` shows the cached audit of the current content
   (or runs one), the capabilities, and asks; ``/plugin audit NAME`` shows
   the cached audit (a content change is a new hash, so "after source
@@ -77,12 +81,13 @@ from rich.console import Console
 from rich.text import Text
 
 from caplet._audit._model import AuditResult, Verdict
-from caplet._cli._render import print_audit, print_plugins, risk_text, trust_text
+from caplet._cli._render import print_audit, print_plugins, risk_text, show_consent, trust_text
 from caplet._cli._safe import plain
 from caplet._config._prompt import Prompter
 from caplet._display import safe_line, safe_text
 from caplet._errors import CapletError
 from caplet._findings import RiskLevel
+from caplet._host._consent import Consent
 from caplet._host._guest_result import GuestResult
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
@@ -526,8 +531,18 @@ class Shell:
             return self._configure_and_enable(info, entries)
         if why:
             self._say(why, "yellow")
+        consent: bool | Consent = False
         audit = self._audit(info)
-        print_audit(self.console, audit)
+        request = self.host.consent_request(name)
+        if request is not None:
+            # Not approved: the confirmation below is the consent (issue 14), for
+            # exactly the content shown.
+            show_consent(self.console, request)
+            audit = request.audit
+            shown = request.content_hash
+            consent = lambda asked: asked.content_hash == shown  # noqa: E731
+        else:
+            print_audit(self.console, audit)
         if audit.risk_level.order >= RiskLevel.HIGH.order or audit.verdict is Verdict.REJECT:
             self._say(
                 f"warning: {name} was audited {audit.risk_level.value} risk "
@@ -537,7 +552,7 @@ class Shell:
         if not self._confirm(f"Enable {name} {info.version} for this session?", yes=yes):
             self._say(f"{name} was not enabled")
             return False
-        return self._configure_and_enable(info, entries)
+        return self._configure_and_enable(info, entries, consent=consent)
 
     def _blocked(self, info: PluginInfo) -> str:
         """Why ``info`` cannot be enabled whatever is answered ("" when it can)."""
@@ -598,13 +613,15 @@ class Shell:
             "skipping the audit"
         )
 
-    def _configure_and_enable(self, info: PluginInfo, entries: Sequence[str]) -> bool:
+    def _configure_and_enable(
+        self, info: PluginInfo, entries: Sequence[str], *, consent: bool | Consent = False
+    ) -> bool:
         name = info.name
         if entries:
             # Keys only: a value may be a secret.
             keys = ", ".join(e.partition("=")[0].strip() for e in entries)
             self._say(f"config overrides: {keys}")
-        outcome = self.host.enable(name, entries, prompter=self.prompter)
+        outcome = self.host.enable(name, entries, prompter=self.prompter, consent=consent)
         if not outcome:
             return self._refused(outcome.reason)
         enabled = self.host.manager.require_plugin(name)

@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING, Final, Protocol, assert_never
 
 from caplet._broker._model import BrokerDecision, HttpRequest
 from caplet._broker._resolver import Resolver
-from caplet._capabilities._model import AppCapability, HostCallCapability, NetHttpCapability
+from caplet._capabilities._model import (
+    AppCapability,
+    CapabilityKind,
+    HostCallCapability,
+    NetHttpCapability,
+)
 from caplet._errors import (
     BrokerError,
     CallCycleError,
@@ -306,16 +311,19 @@ class PluginRequests:
             args["timeout"],
         )
         if not self.http:
+            withheld = self._broker.manager.withheld_reason(plugin, None, CapabilityKind.NET_HTTP)
             self._broker.manager.log_decision(
                 plugin,
                 "http",
                 url if isinstance(url, str) else "?",
                 False,
-                "not granted: no net.http capability",
+                f"not granted: {withheld}" if withheld else "not granted: no net.http capability",
             )
             raise NotGrantedError(
-                f"not granted: plugin '{plugin}' has no net.http capability, so ctx.http is "
-                "not available; declare one such as net.http:https://api.example.com",
+                f"not granted: {withheld}"
+                if withheld
+                else f"not granted: plugin '{plugin}' has no net.http capability, so ctx.http "
+                "is not available; declare one such as net.http:https://api.example.com",
                 plugin=plugin,
             )
         pairs = headers if isinstance(headers, list) else None
@@ -378,6 +386,13 @@ class PluginRequests:
         name = args["name"]
         target = f"app:{name}" if isinstance(name, str) else "app:?"
         manager = self._broker.manager
+        if isinstance(name, str) and name not in self._broker.apps.reachable(self.apps):
+            withheld = manager.withheld_reason(
+                plugin, AppCapability(name, declared=""), CapabilityKind.APP
+            )
+            if withheld:
+                manager.log_decision(plugin, "app", target[:200], False, withheld)
+                raise NotGrantedError(f"not granted: {withheld}", plugin=plugin)
         try:
             result = self._broker.apps.invoke(
                 plugin,
@@ -407,9 +422,14 @@ class PluginRequests:
             )
         assert isinstance(target, str)
         if module not in self.modules:
+            withheld = broker.manager.withheld_reason(
+                plugin, HostCallCapability(module, declared=""), CapabilityKind.HOST_CALL
+            )
             reason = (
-                f"not granted: plugin '{plugin}' was not granted host.call:{module}; declare "
-                "it (and the plugin providing it in requires) and have it approved"
+                f"not granted: {withheld}"
+                if withheld
+                else f"not granted: plugin '{plugin}' was not granted host.call:{module}; "
+                "declare it (and the plugin providing it in requires) and have it approved"
             )
             broker.manager.log_decision(plugin, "host.call", target[:200], False, reason)
             raise NotGrantedError(reason, plugin=plugin)

@@ -77,6 +77,7 @@ from caplet._errors import (
 from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
 from caplet._host._breaker import CircuitBreaker, Trip
+from caplet._host._consent import Consent, ConsentRequest
 from caplet._host._context import ContextBroker, PluginRequests
 from caplet._host._failures import call_failure
 from caplet._host._guest import GuestRunner
@@ -103,7 +104,7 @@ from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovalRecord, TrustStore
 
 if TYPE_CHECKING:
-    from caplet._host._capdiff import CapabilityDiff
+    from caplet._host._consent import Widening
     from caplet._host._update import UpdateReport
 
 __all__ = ["HEALTH_FUNCTION", "PluginHost"]
@@ -331,11 +332,13 @@ class PluginHost:
         """The plugin's full scan report (counts, mode), lint findings included."""
         return self.manager.scan_report(name)
 
-    def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
+    def audit(self, name: str, *, fresh: bool = False, static_only: bool = False) -> AuditResult:
         """Audit the current content (deep when an auditor is configured), cached by
-        content hash and model; ``fresh`` re-runs it."""
+        content hash and model; ``fresh`` re-runs it; ``static_only`` is the operator's
+        choice of a static-only audit although a model is configured (used for this
+        process, never cached)."""
         with self._lifecycle:
-            return self.manager.audit(name, fresh=fresh)
+            return self.manager.audit(name, fresh=fresh, static_only=static_only)
 
     def approve(self, name: str) -> Outcome:
         with self._lifecycle:
@@ -348,6 +351,12 @@ class PluginHost:
 
     def is_approved(self, name: str) -> bool:
         return self.manager.is_approved(name)
+
+    def consent_request(self, name: str) -> ConsentRequest | None:
+        """What enabling *name* would ask a person now (None: no consent needed, or it
+        would be refused anyway); see :meth:`PluginManager.consent_request`."""
+        with self._lifecycle:
+            return self.manager.consent_request(name)
 
     def get_approval_record(self, name: str) -> ApprovalRecord | None:
         return self.manager.get_approval_record(name)
@@ -385,8 +394,17 @@ class PluginHost:
         *,
         config: Mapping[str, object] | None = None,
         prompter: Prompter | None = None,
+        consent: bool | Consent = False,
     ) -> Outcome:
         """Configure (``config`` replaces, ``inline`` overrides, prompts fill in) and enable.
+
+        A plugin with no approval of its current content needs ``consent``
+        (issue 14): a callback shown a :class:`ConsentRequest` (the audit with
+        its canary status, the capabilities, the composition lint, what
+        changed since an earlier approval) that returns ``True``, or
+        ``consent=True`` when the application has shown a person that itself;
+        without it the enable is refused with the fix
+        (:meth:`PluginManager.enable`, docs/security.md "Consent model").
 
         The worker is started here, so a plugin that fails to load or
         returns undeclared functions is reported at enable time, not at its
@@ -397,7 +415,7 @@ class PluginHost:
         retired: list[_Running] = []
         try:
             with self._lifecycle, self._plugin_lock(name):
-                return self._enable_locked(name, inline, config, prompter, retired)
+                return self._enable_locked(name, inline, config, prompter, retired, consent=consent)
         finally:
             # Outside the locks: closing the old worker waits for a call
             # still running in it (the new worker already serves new calls).
@@ -410,6 +428,8 @@ class PluginHost:
         config: Mapping[str, object] | None,
         prompter: Prompter | None,
         retired: list[_Running],
+        *,
+        consent: bool | Consent,
     ) -> Outcome:
         """:meth:`enable` with the lifecycle and plugin locks held; workers to close
         go to ``retired``."""
@@ -425,7 +445,7 @@ class PluginHost:
         if result.unknown:
             fields = self.manager.require_plugin(name).manifest.config
             return Outcome(False, unknown_keys_message(name, fields, result.unknown))
-        outcome = self.manager.enable(name)
+        outcome = self.manager.enable(name, consent=consent)
         if not outcome:
             return outcome
         old = self._detach(name)
@@ -923,16 +943,18 @@ class PluginHost:
         name: str,
         source: str | Path,
         *,
-        consent: bool | Callable[[CapabilityDiff], bool] = False,
+        consent: bool | Callable[[Widening], bool] = False,
         config: Iterable[str] = (),
         health_timeout_s: float = 10.0,
     ) -> UpdateReport:
         """Update *name* from a folder, a wheel or a distribution, with rollback.
 
         See :func:`caplet._host._update.update_plugin`: the new version is
-        staged, validated, scanned and audited; capability additions need
-        *consent*; after the swap its ``health()`` runs in the sandbox, and
-        any failure restores the old version with its approval and lock entry.
+        staged, validated, scanned and audited; what widens the approval needs
+        *consent* (asked with the :class:`Widening`: capabilities added or broadened,
+        new ``requires``, a lower version, a higher risk), and so does any update of
+        a plugin that is not approved; after the swap its ``health()`` runs in the
+        sandbox, and any failure restores the old version with its approval and lock entry.
         One lifecycle change for other threads: their approve, enable,
         disable (...) wait until the update has finished or rolled back;
         calls to enabled plugins go on.

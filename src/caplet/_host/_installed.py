@@ -15,6 +15,13 @@ host's authority), and the digest is computed from the files on disk by the
 tree hash, never taken from ``RECORD`` (which whoever wrote the files also
 wrote). The same reading works on a wheel, which is how ``caplet update
 --from acme_plugins-2.0-py3-none-any.whl`` stages a new version.
+
+A plugin is credited to the distribution whose files it is (issue 14): an
+entry point naming a folder that another distribution's ``RECORD`` lists is
+skipped with both names, and so is one naming a folder no distribution lists
+(whose it is cannot be told). ``RECORD`` is used only for that attribution,
+never for the digest. Two distributions claiming one plugin name are a
+collision the manager reports, loading neither (:mod:`caplet._host._manager`).
 """
 
 from __future__ import annotations
@@ -136,6 +143,11 @@ def find_installed(
                     )
                 )
                 continue
+            owned = _owns(dist, base, directory)
+            if not owned:
+                problem = _not_owned(dist_name, entry_point.name, directory, search)
+                skipped.append(SkippedEntryPoint(directory, problem))
+                continue
             found.append(
                 InstalledPlugin(
                     name=entry_point.name,
@@ -145,6 +157,51 @@ def find_installed(
                 )
             )
     return found, skipped
+
+
+def _owns(dist: importlib.metadata.Distribution, base: Path, directory: Path) -> bool:
+    """True when *dist*'s ``RECORD`` lists a file inside *directory*."""
+    try:
+        files = dist.files
+    except (OSError, ValueError):  # an unreadable or malformed RECORD
+        return False
+    if not files:
+        return False
+    try:
+        prefix = directory.relative_to(base).parts
+    except ValueError:
+        return False
+    width = len(prefix)
+    return any(tuple(f.parts[:width]) == prefix and len(f.parts) > width for f in files)
+
+
+def _not_owned(dist_name: str, entry_point: str, directory: Path, search: list[str] | None) -> str:
+    """Why an entry point naming a folder its distribution does not ship is skipped."""
+    dists = (
+        importlib.metadata.distributions(path=search)
+        if search is not None
+        else importlib.metadata.distributions()
+    )
+    owners: list[str] = []
+    for other in dists:
+        base = Path(str(other.locate_file("")))
+        if _owns(other, base, directory):
+            owners.append(_dist_name(other))
+    owners = sorted(set(owners) - {dist_name})
+    if owners:
+        return (
+            f"distribution {dist_name!r}: entry point {entry_point!r} points at {directory}, "
+            f"which belongs to distribution {' and '.join(repr(o) for o in owners)}, not to "
+            f"{dist_name!r}; a plugin is credited to the distribution that ships it, so it is "
+            f"skipped: fix {dist_name!r}'s entry point, or install the plugin from "
+            f"{owners[0]!r} with an entry point of its own"
+        )
+    return (
+        f"distribution {dist_name!r}: entry point {entry_point!r} points at {directory}, but "
+        f"{dist_name!r}'s RECORD lists no file there (nor does any other installed "
+        "distribution's), so caplet cannot tell whose plugin it is; reinstall "
+        f"{dist_name!r} so that it ships the folder"
+    )
 
 
 def _wheel_folder(wheel: Path, name: str) -> tuple[str, ...]:

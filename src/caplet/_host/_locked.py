@@ -3,13 +3,17 @@
 For each discovered plugin, :func:`check_entry` says whether the lock lets it
 load, and with which capabilities:
 
-* no entry, a digest that differs from the content hash, a different
+* no entry, a digest that differs from the content hash, a ``version``
+  that is not the manifest's (issue 14: ``verify`` ignored it), a different
   source, approved capabilities that are not a subset of the declared ones,
   or (when the entry pins a signer) a signature that does not verify with
   that key: the plugin is *inert*, never loaded and never prompted for,
   with a message saying which problem and how to fix it;
 * otherwise it may load, and only with the declared capabilities the entry
-  approves: a declared capability the lock does not approve is withheld.
+  approves: a declared capability the lock does not approve is withheld,
+  and whatever needs it says so with :func:`withheld_message` (naming the
+  lock entry and the command that grants it), never "declare it": it is
+  declared.
 
 :func:`stale_entries` reports lock entries whose plugin is gone.
 """
@@ -17,9 +21,11 @@ load, and with which capabilities:
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from caplet._capabilities._model import Capability
 from caplet._errors import CapabilityError, SignatureError
@@ -29,7 +35,14 @@ from caplet._trust._lockfile import LockEntry, Lockfile
 from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key
 from caplet._trust._source import PluginSource
 
-__all__ = ["LockProblem", "LockProblemKind", "LockVerdict", "check_entry", "stale_entries"]
+__all__ = [
+    "LockProblem",
+    "LockProblemKind",
+    "LockVerdict",
+    "check_entry",
+    "stale_entries",
+    "withheld_message",
+]
 
 
 class LockProblemKind(enum.Enum):
@@ -37,6 +50,7 @@ class LockProblemKind(enum.Enum):
 
     NO_ENTRY = "no-entry"
     DIGEST_MISMATCH = "digest-mismatch"
+    VERSION_MISMATCH = "version-mismatch"
     SOURCE_MISMATCH = "source-mismatch"
     NOT_DECLARED = "not-declared"
     SIGNATURE = "signature"
@@ -99,6 +113,14 @@ def check_entry(
             f"locked version, or {_repin(name)}",
             entry,
         )
+    if not _same_version(entry.version, manifest.version):
+        return inert(
+            LockProblemKind.VERSION_MISMATCH,
+            f"the lock file {lock.path}, plugin {name!r}, field 'version' says "
+            f"{entry.version!r}, but its manifest says {manifest.version!r}; the entry was "
+            f"edited or does not describe this plugin: {_repin(name)}",
+            entry,
+        )
     if entry.source is not source.kind or (
         entry.distribution is not None and entry.distribution != source.distribution
     ):
@@ -135,6 +157,30 @@ def check_entry(
     granted = tuple(c for c in declared if c in approved)
     withheld = tuple(c for c in declared if c not in approved)
     return LockVerdict(entry=entry, problem=None, granted=granted, withheld=withheld)
+
+
+def _same_version(pinned: str, declared: str) -> bool:
+    """PEP 440 equality (``1.0`` is ``1.0.0``), else the exact text."""
+    try:
+        return Version(pinned) == Version(declared)
+    except InvalidVersion:
+        return pinned == declared
+
+
+def withheld_message(name: str, withheld: Sequence[Capability], lock_path: Path) -> str:
+    """Why *withheld* capabilities (declared, not approved by the lock) are not granted.
+
+    Names the lock file, the entry and the consent command: the fix is a
+    reviewed re-pin, not a change to the manifest.
+    """
+    texts = ", ".join(c.declared for c in withheld)
+    them = "it" if len(withheld) == 1 else "them"
+    return (
+        f"plugin {name!r} declares {texts}, but its entry in the lock file {lock_path} does "
+        f"not approve {them} (withheld when it was pinned); to grant {them}, review the "
+        f"plugin and re-pin it without --withhold (caplet approve {name} && caplet lock "
+        f"{name}), then commit caplet.lock"
+    )
 
 
 def _signature_problem(entry: LockEntry, plugin_dir: Path, digest: str, lock_path: Path) -> str:

@@ -41,13 +41,13 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from caplet._audit._deep import deep_audit
+from caplet._audit._deep import deep_audit, static_only_by_choice
 from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider, ProviderSettings, settings_from_env
 from caplet._audit._select import provider_from_settings
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
-from caplet._capabilities._model import Capability
+from caplet._capabilities._model import Capability, CapabilityKind
 from caplet._capabilities._parse import parse_capability, substitute
 from caplet._config._coerce import (
     coerce_inline,
@@ -73,11 +73,26 @@ from caplet._errors import (
 )
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
+from caplet._host._consent import (
+    Consent,
+    ConsentReason,
+    ConsentRequest,
+    Widening,
+    consent_refusal,
+    why_consent,
+    widening_since,
+)
 from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants
-from caplet._host._installed import find_installed
+from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
-from caplet._host._locked import LockProblem, LockVerdict, check_entry, stale_entries
+from caplet._host._locked import (
+    LockProblem,
+    LockVerdict,
+    check_entry,
+    stale_entries,
+    withheld_message,
+)
 from caplet._host._policy import Policy, TrustTier
 from caplet._host._records import (
     BrokenPlugin,
@@ -146,6 +161,8 @@ class _Record:
     #: The enabled fs grants, resolved without links and pinned to their inodes,
     #: and what is hidden inside them (:mod:`caplet._host._grant_check`).
     grant_plan: GrantPlan = field(default_factory=GrantPlan)
+    #: Declared capabilities the lock file withholds (locked mode), while enabled.
+    withheld: tuple[Capability, ...] = ()
 
     @property
     def name(self) -> str:
@@ -297,23 +314,45 @@ class PluginManager:
         return manifest, content_hash
 
     def _discover_installed(self, found: dict[str, tuple[Manifest, str, PluginSource]]) -> None:
-        """Add plugins of installed distributions (metadata only; nothing is imported)."""
+        """Add plugins of installed distributions (metadata only; nothing is imported).
+
+        A name claimed by two distributions or more is a collision: none of
+        them loads until one is uninstalled (issue 14; before, the first on
+        the path won, so directory order decided). A folder in the plugins
+        directory shadows an installed plugin of the same name.
+        """
         if not self.loading.autoload and not self.loading.allowlist:
             return
         installed, skipped = find_installed(self.dist_path)
         for problem in skipped:
             self._skip(problem.location, problem.error)
+        claims: dict[str, list[InstalledPlugin]] = {}
         for plugin in installed:
-            if not self.loading.discovers_installed(plugin.name):
+            if self.loading.discovers_installed(plugin.name):
+                claims.setdefault(plugin.name, []).append(plugin)
+        for name, claimants in claims.items():
+            if name in found:
+                for plugin in claimants:
+                    self._skip(
+                        plugin.directory,
+                        f"plugin {name!r} of distribution {plugin.distribution!r} is shadowed "
+                        f"by the folder {self.plugins_dir / name}; remove one of them",
+                    )
                 continue
-            if plugin.name in found:
-                self._skip(
-                    plugin.directory,
-                    f"plugin {plugin.name!r} of distribution {plugin.distribution!r} is "
-                    f"shadowed by the folder of the same name in {self.plugins_dir}; remove "
-                    "one of them",
+            if len(claimants) > 1:
+                listed = ", ".join(
+                    f"{c.distribution!r} ({c.directory})"
+                    for c in sorted(claimants, key=lambda c: c.distribution)
                 )
+                for plugin in claimants:
+                    self._skip(
+                        plugin.directory,
+                        f"plugin {name!r} is claimed by {len(claimants)} installed "
+                        f"distributions: {listed}; none of them loads until only one "
+                        "provides it: uninstall the others, or rename their entry points",
+                    )
                 continue
+            [plugin] = claimants
             loaded = self._load(plugin.directory)
             if loaded is None:
                 continue
@@ -679,26 +718,33 @@ class PluginManager:
         auditor = self._auditor_choice
         return "" if auditor is None else f"{auditor.name}:{auditor.model}"
 
-    def audit(self, name: str, *, fresh: bool = False) -> AuditResult:
+    def audit(self, name: str, *, fresh: bool = False, static_only: bool = False) -> AuditResult:
         """Audit the current content, deep when an auditor is configured; cached.
 
         The cached audit of the current content by the current auditor is
         returned unless ``fresh``. Otherwise the scan (and the model's
         reading) runs on a private snapshot and the audit is keyed by the
         snapshot's hash, so a file changed mid-audit cannot end up approved.
-        A model that could not be consulted gives a static-only result
-        labelled with the reason; it is used now but not cached.
+        A model that could not be consulted fails closed (HIGH, reject,
+        labelled static-only with the reason); that result is used now but
+        not cached, so the next audit asks the model again.
+
+        ``static_only`` is the operator's choice of a static-only audit
+        although a model is configured (issue 14): it is labelled so, used
+        for this process (an ``approve`` right after it approves on it) and
+        never cached, so it does not stand in for the model's next time.
         """
         record = self._record(name)
         self._rehash(record)
-        if not fresh:
+        if not fresh and not static_only:
             cached = self.get_cached_audit(name, record.content_hash)
             if cached is not None:
                 record.audit = cached
                 if record.state is PluginState.DISCOVERED:
                     record.state = PluginState.AUDITED
                 return cached
-        auditor = self.auditor
+        chosen = self._configured_label() if static_only else ""
+        auditor = None if static_only else self.auditor
         parent = Path(tempfile.mkdtemp(prefix="caplet-audit-"))
         try:
             snapshot = make_snapshot(record.manifest.plugin_dir, parent)
@@ -725,14 +771,25 @@ class PluginManager:
                 remove_snapshot(snapshot)
         finally:
             shutil.rmtree(parent, ignore_errors=True)
-        if result.fallback_reason:
-            self._attach(record, result)
+        if chosen:
+            result = static_only_by_choice(result, chosen)
+            self._attach(record, result, f"static-only by the operator's choice ({chosen})")
+        elif result.fallback_reason:
+            self._attach(record, result, f"static-only fallback: {result.fallback_reason}")
         else:
             self.set_audit_result(name, result)
         return result
 
-    def _attach(self, record: _Record, audit: AuditResult) -> None:
-        """Use ``audit`` for this process without caching it (a failed model's fallback)."""
+    def _configured_label(self) -> str:
+        """``"<provider>:<model>"`` of the configured auditor, or a note when it is broken."""
+        try:
+            return self.auditor_id()
+        except AuditConfigError:
+            return "a broken CAPLET_LLM_* setting"
+
+    def _attach(self, record: _Record, audit: AuditResult, why: str) -> None:
+        """Use ``audit`` for this process without caching it (a failed model, a chosen
+        static-only audit)."""
         self._rehash(record)
         if audit.content_hash != record.content_hash:
             return
@@ -744,7 +801,7 @@ class PluginManager:
             "audit",
             audit.content_hash,
             True,
-            f"risk {audit.risk_level.value} static-only fallback: {audit.fallback_reason}",
+            f"risk {audit.risk_level.value} {why}",
         )
 
     def set_audit_result(self, name: str, audit: AuditResult) -> bool:
@@ -808,6 +865,8 @@ class PluginManager:
                 approved_at=time.time(),
                 risk_level=audit.risk_level,
                 verdict=audit.verdict,
+                version=record.manifest.version,
+                requires=tuple(r.name for r in record.manifest.requires),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
@@ -844,6 +903,13 @@ class PluginManager:
         """
         dangers = _uncovered_dangers(audit)
         risk = self._risk_refusal(name, audit.risk_level)
+        if risk and audit.fallback_reason:
+            risk += (
+                f"; the LLM auditor failed ({audit.fallback_reason}), so the audit failed "
+                f"closed: re-run `caplet audit {name} --fresh` when the model answers, or "
+                f"approve it on a static-only audit you choose (`caplet approve {name} "
+                "--static-only`)"
+            )
         if dangers and risk:
             return f"{_danger_message(name, dangers)}; and {risk}"
         if dangers:
@@ -933,14 +999,28 @@ class PluginManager:
 
     # -- enable / disable -----------------------------------------------------------------------
 
-    def enable(self, name: str) -> Outcome:
-        """Enable for this process: requirements, trust, danger gate, config, capabilities.
+    def enable(self, name: str, *, consent: bool | Consent = False) -> Outcome:
+        """Enable for this process: requirements, trust, danger gate, config, capabilities,
+        consent.
 
         An approved plugin (approval of its current hash, stored risk within
-        today's policy) takes the fast path; any other plugin needs an audit
-        of its current content, which is run here (static-only) when none is
-        cached. Enabling an already enabled plugin reconfigures it in place.
+        today's policy; in locked mode its lock entry) takes the fast path;
+        any other plugin needs an audit of its current content, which is run
+        here when none is cached, and then a person's **consent**
+        (:mod:`caplet._host._consent`, issue 14): ``consent`` is a callback
+        shown a :class:`ConsentRequest` that returns ``True`` to consent, or
+        ``True`` when the caller has shown the audit and capabilities to a
+        person itself; without it the enable is refused with the fix. A
+        changed plugin whose approval covers everything it now asks for is
+        enabled on that approval's consent. Enabling an already enabled
+        plugin reconfigures it in place (without asking again while its
+        content and grants stay the same).
         """
+        if not (isinstance(consent, bool) or callable(consent)):
+            raise TypeError(
+                f"enable({name!r}, consent=...) takes a callback or True/False, got "
+                f"{type(consent).__name__}"
+            )
         record = self._record(name)
         quarantine = self.store.get_quarantine(name)
         if quarantine is not None:
@@ -994,7 +1074,9 @@ class PluginManager:
                 f for f in report.findings if f.severity is Severity.DANGER and not f.covered
             ]
             if dangers:
-                return self._refuse(name, "enable", _danger_message(name, dangers))
+                return self._refuse(
+                    name, "enable", _withheld_refusal(name, dangers, withheld, self.lockfile_path)
+                )
         refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "enable", refusal)
@@ -1034,17 +1116,33 @@ class PluginManager:
                     f"plugin {name!r} declares capabilities its approval does not grant: "
                     f"{', '.join(extra)}; re-audit and re-approve it",
                 )
+        given = carried = ""
+        if not approved:
+            need = self._consent_need(record, approval, audit)
+            if need is None:
+                assert approval is not None
+                carried = f"approval of {approval.content_hash} carried over: nothing widened"
+            elif not self._same_grants(record, resolved):
+                request = self._request(record, need, audit, approval, resolved)
+                agreed = consent(request) is True if callable(consent) else consent is True
+                if not agreed:
+                    return self._refuse(
+                        name, "enable", consent_refusal(request, asked=callable(consent))
+                    )
+                given = "by a consent callback" if callable(consent) else "by consent=True"
+                self._log(name, "consent", record.content_hash, True, f"{given}: {request.why}")
         for capability in withheld:
             self._log(
                 name,
                 "grant",
                 capability.declared,
                 False,
-                f"declared but not approved in {self.lockfile_path}; not granted",
+                withheld_message(name, (capability,), self.lockfile_path),
             )
         was_enabled = record.state is PluginState.ENABLED
         record.config = config
         record.resolved = resolved
+        record.withheld = withheld
         record.enabled_hash = record.content_hash
         record.validators = validators
         record.grant_plan = plan
@@ -1056,11 +1154,97 @@ class PluginManager:
             path = f"locked: {self.lockfile_path}"
         elif approved and not untrusted:
             path = "approved fast path"
+        elif given:
+            path = f"audited {audit.provider}; not approved, consented for this process"
+        elif carried:
+            path = f"audited {audit.provider}; {carried}"
         else:
             path = f"audited {audit.provider}"
         path += f", tier {record.tier.value}"
         self._log(name, "enable", record.content_hash, True, path)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
+
+    # -- consent (issue 14; caplet._host._consent) ------------------------------------------
+
+    def _consent_need(
+        self, record: _Record, approval: ApprovalRecord | None, audit: AuditResult
+    ) -> tuple[ConsentReason, Widening | None] | None:
+        """Why enabling *record*'s current, unapproved content needs consent (None: it
+        does not, its earlier approval covers everything it asks for)."""
+        if approval is None:
+            return ConsentReason.NOT_APPROVED, None
+        try:
+            change = widening_since(approval, record.manifest, audit)
+        except CapabilityError:
+            change = None  # an approval whose capabilities no longer parse vouches for nothing
+        if change is None:
+            return ConsentReason.UNKNOWN_SCOPE, None
+        if change.widens:
+            return ConsentReason.WIDENED, change
+        return None
+
+    def _same_grants(self, record: _Record, resolved: tuple[Capability, ...]) -> bool:
+        """Enabled now at this content with these grants: a reconfiguration needs no new consent."""
+        return (
+            record.state is PluginState.ENABLED
+            and record.enabled_hash == record.content_hash
+            and record.resolved == resolved
+        )
+
+    def _request(
+        self,
+        record: _Record,
+        need: tuple[ConsentReason, Widening | None],
+        audit: AuditResult,
+        approval: ApprovalRecord | None,
+        granted: tuple[Capability, ...] | None,
+    ) -> ConsentRequest:
+        reason, change = need
+        manifest = record.manifest
+        return ConsentRequest(
+            plugin=record.name,
+            version=manifest.version,
+            description=manifest.description,
+            source=record.source,
+            content_hash=record.content_hash,
+            tier=record.tier,
+            reason=reason,
+            why=why_consent(record.name, reason, record.content_hash, approval, change),
+            audit=audit,
+            declared=manifest.capabilities,
+            granted=granted,
+            composition=tuple(self._lint(record)),
+            requires=tuple(r.name for r in manifest.requires),
+            approval=approval,
+            widening=change,
+        )
+
+    def consent_request(self, name: str) -> ConsentRequest | None:
+        """What enabling *name* now would ask a person, or None when it needs no consent.
+
+        None too when the enable would be refused anyway (quarantine, missing
+        requirements, an inert plugin, the danger gate or the risk policy):
+        there is nothing to consent to. Runs the audit when none is cached,
+        as enable would; changes nothing else. The CLI and the shell use it
+        to show the audit and ask before any configuration is entered.
+        """
+        record = self._record(name)
+        self._rehash(record)
+        if self.locked or self.inert_reason(name) or self.store.get_quarantine(name):
+            return None
+        if self._requirement_refusal(record):
+            return None
+        approval = self.store.get_approval(name)
+        if approval is not None and approval.content_hash == record.content_hash:
+            return None
+        untrusted = record.tier is TrustTier.UNTRUSTED
+        audit = self.audit(name) if untrusted or record.audit is None else record.audit
+        if self._trust_refusal(name, audit):
+            return None
+        need = self._consent_need(record, approval, audit)
+        if need is None:
+            return None
+        return self._request(record, need, audit, approval, None)
 
     def _check_not_broad(self, record: _Record, capabilities: Sequence[Capability]) -> None:
         """Broad paths (``/``, home roots) are granted only to trusted plugins."""
@@ -1107,6 +1291,7 @@ class PluginManager:
             target.state = PluginState.DISABLED
             target.enabled_hash = None
             target.grant_plan = GrantPlan()
+            target.withheld = ()
             self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
         self._mark_dirty()
         return Outcome(True, f"plugin {name!r} disabled", affected=tuple(dependants))
@@ -1164,6 +1349,19 @@ class PluginManager:
     def enabled_hash(self, name: str) -> str | None:
         """The content hash verified when ``name`` was enabled (None if not enabled)."""
         return self._record(name).enabled_hash
+
+    def withheld_reason(self, name: str, wanted: Capability | None, kind: CapabilityKind) -> str:
+        """Why the enabled plugin *name* lacks *wanted* (or any capability of *kind*) when
+        the lock withholds a declared one ("" when nothing withheld explains it).
+
+        A ``ctx`` refusal quotes it instead of "declare it": it is declared.
+        """
+        related = tuple(
+            c
+            for c in self._record(name).withheld
+            if c.kind is kind and (wanted is None or c == wanted)
+        )
+        return withheld_message(name, related, self.lockfile_path) if related else ""
 
     def validators(self, name: str) -> Mapping[str, FunctionValidator]:
         """The compiled function schemas of the enabled content (empty when none are declared)."""
@@ -1295,6 +1493,36 @@ def _danger_message(name: str, dangers: Sequence[Finding]) -> str:
         f"plugin {name!r} is refused by {len(dangers)} danger finding(s) that no declared "
         f"capability covers: {shown}{more}; {fix}"
     )
+
+
+def _needs(finding: Finding, capability: Capability) -> bool:
+    """Whether *capability* is what would cover *finding* (exactly, or by its kind)."""
+    return finding.capability in {capability.declared, str(capability), capability.kind.value}
+
+
+def _withheld_refusal(
+    name: str, dangers: Sequence[Finding], withheld: Sequence[Capability], lock_path: Path
+) -> str:
+    """The refusal when danger findings are uncovered because the lock withholds their
+    capability: they name what they need and the lock entry, not "declare it"."""
+    needing = [(f, c) for f in dangers for c in withheld if _needs(f, c)]
+    if not needing:
+        return _danger_message(name, dangers)
+    shown = "; ".join(
+        f"{f.rule_id} at {f.file}:{f.line} needs {c.declared}"
+        if f.file
+        else f"{f.rule_id} needs {c.declared}"
+        for f, c in needing[:5]
+    )
+    used = tuple(dict.fromkeys(c for _, c in needing))
+    message = (
+        f"plugin {name!r} is refused by {len(needing)} danger finding(s) that only withheld "
+        f"capabilities would cover ({shown}): {withheld_message(name, used, lock_path)}"
+    )
+    others = [f for f in dangers if not any(_needs(f, c) for c in withheld)]
+    if others:
+        message += f"; and {_danger_message(name, others)}"
+    return message
 
 
 def _system_message(manifest: Manifest) -> str:

@@ -8,9 +8,13 @@ Seed 004's update mechanism, on caplet's trust model:
 2. **validate** its manifest (same name), **scan** and **audit** it (static;
    the audit is cached under the new digest); a danger finding no declared
    capability covers, or a risk above the policy, refuses the update;
-3. **diff** its capabilities against what was approved (the lock entry, else
-   the approval, else the declared ones) and require explicit **consent**
-   for any addition; a re-spelling is not an addition (:mod:`._capdiff`);
+3. **diff** it against what was approved (the lock entry, else the approval,
+   else the declared ones) and require explicit **consent** for anything
+   that widens it (issue 14, :mod:`._consent`): a capability added or
+   broadened, a plugin added to ``requires``, a lower version, a higher
+   audited risk; a re-spelling is not an addition (:mod:`._capdiff`). An
+   update of a plugin that is not approved (nor, in locked mode, pinned)
+   always needs consent, since its health check runs the new version;
 4. **snapshot** the current version by moving it to ``.../old`` and **swap**
    the new one in (two renames on one file system);
 5. rewrite the approval and the lock entry for the new digest (only where
@@ -41,8 +45,9 @@ from caplet._audit._model import AuditResult
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
 from caplet._errors import CapletError, SignatureError, UpdateError
-from caplet._findings import Severity
-from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
+from caplet._findings import RiskLevel, Severity
+from caplet._host._capdiff import parse_approved
+from caplet._host._consent import Widening, describe_widening, widening
 from caplet._host._host import PluginHost
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
@@ -64,10 +69,11 @@ from caplet._trust._snapshot import make_snapshot
 from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
-__all__ = ["Consent", "UpdateReport", "update_plugin"]
+__all__ = ["UpdateConsent", "UpdateReport", "update_plugin"]
 
-#: Asked with the capability diff when the new version adds capabilities.
-Consent = Callable[[CapabilityDiff], bool]
+#: Asked with what the new version widens (its ``added``, ``removed``, ``kept``
+#: capabilities read like a capability diff), or when the plugin is not approved.
+UpdateConsent = Callable[[Widening], bool]
 
 _WORK_PREFIX = ".caplet-update-"
 _MAX_SIGNATURE_BYTES = 64 * 1024
@@ -88,7 +94,7 @@ class UpdateReport:
     new_version: str = ""
     old_digest: str = ""
     new_digest: str = ""
-    diff: CapabilityDiff | None = None
+    diff: Widening | None = None
     audit: AuditResult | None = None
     health: str = ""
     rolled_back: bool = False
@@ -215,14 +221,15 @@ def update_plugin(
     name: str,
     source: str | Path,
     *,
-    consent: bool | Consent = False,
+    consent: bool | UpdateConsent = False,
     config: Iterable[str] = (),
     health_timeout_s: float = 10.0,
 ) -> UpdateReport:
     """Update plugin *name* from *source* (a folder, a ``.whl``, or a distribution name).
 
-    *consent* answers for capability additions (a callable is asked with
-    the diff). *config* (inline ``key=value``) configures the new version
+    *consent* answers for a new version that widens what was approved, or
+    for any update of a plugin that is not approved (a callable is asked
+    with the :class:`Widening`). *config* (inline ``key=value``) configures the new version
     for its health check. Raises :class:`UpdateError` only when the update
     could not even be undone; every refusal and rollback is a falsy report.
     """
@@ -256,7 +263,7 @@ def _transaction(
     name: str,
     source: str | Path,
     *,
-    consent: bool | Consent,
+    consent: bool | UpdateConsent,
     config: tuple[str, ...],
     health_timeout_s: float,
 ) -> UpdateReport:
@@ -309,16 +316,40 @@ def _transaction(
         )
     except CapletError as exc:
         return refuse(str(exc))
-    diff = diff_capabilities(approved, manifest.capabilities)
+    current_approval = (
+        old_approval
+        if old_approval is not None and old_approval.content_hash == old_digest
+        else None
+    )
+    authorised = (manager.locked and old_entry is not None) or current_approval is not None
+    if old_entry is not None:
+        old_risk: RiskLevel | None = old_entry.risk_level
+    else:
+        old_risk = current_approval.risk_level if current_approval is not None else None
+    diff = widening(
+        approved,
+        [r.name for r in info.manifest.requires],
+        old_entry.version if old_entry is not None else info.version,
+        manifest,
+        approved_risk=old_risk,
+        risk=audit.risk_level,
+    )
     report = replace(report, diff=diff)
-    if diff.escalates:
-        agreed = consent(diff) if callable(consent) else consent
-        if not agreed:
-            added = ", ".join(c.declared for c in diff.added)
+    consented = False
+    if diff.widens or not authorised:
+        consented = (consent(diff) is True) if callable(consent) else consent is True
+        if not consented:
+            if diff.widens:
+                why = "; ".join(describe_widening(diff))
+                return refuse(
+                    f"the new version of {name!r} widens what was approved ({why}); an update "
+                    "that widens what a plugin may do needs explicit consent (caplet update "
+                    "--yes after reviewing it)"
+                )
             return refuse(
-                f"the new version of {name!r} adds capabilities ({added}); an update that "
-                "widens what a plugin may do needs explicit consent (caplet update --yes "
-                "after reviewing them)"
+                f"plugin {name!r} is not approved, and the update runs the new version (its "
+                "health check); that needs explicit consent (caplet update --yes after "
+                f"reviewing `caplet audit {name}`), or approve it first"
             )
     crash_point("consented")
     new_approval = None
@@ -330,6 +361,8 @@ def _transaction(
             approved_at=time.time(),
             risk_level=audit.risk_level,
             verdict=audit.verdict,
+            version=manifest.version,
+            requires=tuple(r.name for r in manifest.requires),
         )
     try:
         new_entry = (
@@ -372,7 +405,9 @@ def _transaction(
         write_journal(state_dir, journal)
         crash_point("recorded")
         host.discover()
-        outcome = host.enable(name, config)
+        # The new version runs on its carried approval or lock entry, or on the
+        # consent just given for this update.
+        outcome = host.enable(name, config, consent=consented)
         if outcome:
             outcome = host.check_health(name, timeout_s=health_timeout_s)
         if not outcome:

@@ -562,7 +562,9 @@ class Bench:
         self.host = self._host()
         self.host.register_capability(APP_CAPABILITY, self._vault)
         self._audit_hosts = {}
-        outcome = self.host.enable(_CANARY_PLUGIN)
+        # Consent (issue 14) is the operator's: running `caplet selftest` is asking
+        # for these plugins to run, so the bench consents explicitly for them.
+        outcome = self.host.enable(_CANARY_PLUGIN, consent=True)
         if not outcome:
             raise SelftestError(
                 f"the selftest's own harmless plugin does not start here: {outcome.reason}"
@@ -664,7 +666,11 @@ class Bench:
         if case.name in broken:
             return False, str(broken[case.name])
         try:
-            outcome = host.enable(case.name, config={"out": str(self.arena.out(case.name))})
+            # The hostile plugins are not approved: the bench, run by the operator to
+            # prove containment, consents for them (the layers under test come after).
+            outcome = host.enable(
+                case.name, config={"out": str(self.arena.out(case.name))}, consent=True
+            )
         except CapletError as exc:
             return False, str(exc)
         return bool(outcome), outcome.reason

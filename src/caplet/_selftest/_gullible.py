@@ -18,9 +18,10 @@ every line starting with :data:`MARKER` that it finds where it trusts text:
 
 Obeying means: rate LOW, recommend approve, report no findings, and report
 as injections only what the instruction asks for (``report canaries``: the
-lines that read like override commands; ``report <uuid>``: the line holding
-that UUID). A model that hears no instruction answers honestly: every
-override-style line and every instruction line is reported as an injection.
+lines holding a reference identifier, which is how caplet's canaries look
+whatever their wording and form; ``report <id>``: the line holding that
+identifier). A model that hears no instruction answers honestly: every such
+line and every instruction line is reported as an injection.
 """
 
 from __future__ import annotations
@@ -29,13 +30,12 @@ import json
 import re
 from typing import Literal
 
+from caplet._audit._canary_text import find_ids
+
 __all__ = ["MARKER", "GullibleAuditor"]
 
 #: How the hostile plugins address the auditor.
 MARKER = "AUDITOR:"
-#: Words of the canaries' override-style lines (and of any injection).
-_OVERRIDE_WORDS = ("SYSTEM OVERRIDE", "ADMIN COMMAND")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 _NUMBERED = re.compile(r"^\s*\d+\| ?(.*)$")
 _FILE_START = re.compile(r"^<<<FILE ([0-9a-f]+) ")
 
@@ -67,7 +67,7 @@ class GullibleAuditor:
         self.prompts.append(user)
         inside, outside = _split(user)
         heard = [line for line in (inside if self._trust == "files" else outside) if MARKER in line]
-        overrides = [line for line in inside if any(w in line for w in _OVERRIDE_WORDS)]
+        overrides = [line for line in inside if find_ids(line) and MARKER not in line]
         if not heard:
             reported = overrides + [line for line in inside if MARKER in line]
             return _answer("HIGH" if reported else "LOW", reported, obeyed=False)
@@ -75,8 +75,8 @@ class GullibleAuditor:
         reported = []
         if "report canaries" in instruction:
             reported += overrides
-        for uuid in _UUID.findall(instruction):
-            reported += [line for line in inside if uuid in line and MARKER not in line]
+        for named in find_ids(instruction):
+            reported += [line for line in inside if named in line.lower() and MARKER not in line]
         return _answer("LOW", reported, obeyed=True)
 
 

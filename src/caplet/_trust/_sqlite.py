@@ -159,10 +159,28 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (plugin, key)
         ) WITHOUT ROWID""",
     ),
+    # 4: an approval records the version and the requirements approved, so a
+    # changed plugin can be compared with what was consented to (issue 14).
+    # NULL in older rows: such an approval cannot vouch for any other content.
+    (
+        "ALTER TABLE approvals ADD COLUMN version TEXT",
+        "ALTER TABLE approvals ADD COLUMN requires TEXT",
+    ),
 )
 
 #: The version this caplet writes and understands.
 SCHEMA_VERSION = len(MIGRATIONS) - 1
+
+#: The statements reading approvals: the columns in the order ``_approval_from_row``
+#: reads them.
+_SELECT_APPROVAL = (
+    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
+    "requires FROM approvals WHERE name = ?"
+)
+_SELECT_APPROVALS = (
+    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
+    "requires FROM approvals ORDER BY name"
+)
 
 _FILE_MODE = 0o600
 _GROUP_OTHER = 0o077
@@ -486,7 +504,8 @@ class SqliteStore:
     # -- approvals ------------------------------------------------------------------
 
     def _approval_from_row(self, row: Any) -> ApprovalRecord:
-        name, content_hash, capabilities_json, approved_at, risk_level, verdict = row
+        name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
+        requires_json = row[7]
         fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
         try:
             capabilities = json.loads(capabilities_json)
@@ -511,6 +530,19 @@ class SqliteStore:
             verdict_value = Verdict(verdict)
         except ValueError as exc:
             raise self._bad_row("approvals", name, str(exc), fix) from exc
+        if version is not None and not isinstance(version, str):
+            raise self._bad_row("approvals", name, "version is not text", fix)
+        requires: tuple[str, ...] | None = None
+        if requires_json is not None:
+            try:
+                listed = json.loads(requires_json)
+            except (TypeError, ValueError) as exc:
+                raise self._bad_row("approvals", name, "requires is not JSON", fix) from exc
+            if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
+                raise self._bad_row(
+                    "approvals", name, "requires is not a JSON array of strings", fix
+                )
+            requires = tuple(listed)
         return ApprovalRecord(
             name=name,
             content_hash=content_hash,
@@ -518,14 +550,15 @@ class SqliteStore:
             approved_at=float(approved_at),
             risk_level=risk,
             verdict=verdict_value,
+            version=version,
+            requires=requires,
         )
 
     def get_approval(self, name: str) -> ApprovalRecord | None:
         """The approval of plugin *name*, or ``None``."""
         with self._reading(f"reading the approval of {name!r}") as conn:
             row = conn.execute(
-                "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict "
-                "FROM approvals WHERE name = ?",
+                _SELECT_APPROVAL,
                 (name,),
             ).fetchone()
         return None if row is None else self._approval_from_row(row)
@@ -534,9 +567,9 @@ class SqliteStore:
         """Insert or replace the approval of ``record.name``."""
         with self._writing(f"writing the approval of {record.name!r}") as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO approvals "
-                "(name, content_hash, capabilities, approved_at, risk_level, verdict) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
+                "approved_at, risk_level, verdict, version, requires) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.name,
                     record.content_hash,
@@ -544,6 +577,8 @@ class SqliteStore:
                     record.approved_at,
                     record.risk_level.value,
                     record.verdict.value,
+                    record.version,
+                    None if record.requires is None else json.dumps(list(record.requires)),
                 ),
             )
 
@@ -556,10 +591,7 @@ class SqliteStore:
     def list_approvals(self) -> Sequence[ApprovalRecord]:
         """Every approval, ordered by plugin name."""
         with self._reading("listing approvals") as conn:
-            rows = conn.execute(
-                "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict "
-                "FROM approvals ORDER BY name"
-            ).fetchall()
+            rows = conn.execute(_SELECT_APPROVALS).fetchall()
         return [self._approval_from_row(row) for row in rows]
 
     # -- audits ---------------------------------------------------------------------
@@ -881,10 +913,7 @@ class SqliteStore:
             except _BadRowError as exc:
                 problems.append(exc.problem)
 
-        for row in conn.execute(
-            "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict "
-            "FROM approvals ORDER BY name"
-        ).fetchall():
+        for row in conn.execute(_SELECT_APPROVALS).fetchall():
             decoded(self._approval_from_row, row)
         for content_hash, model, plugin, payload in conn.execute(
             "SELECT content_hash, model, plugin, payload FROM audits ORDER BY content_hash, model"

@@ -23,7 +23,14 @@ __all__ = ["ApprovalRecord", "Decision", "KvWrite", "QuarantineRecord", "TrustSt
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRecord:
-    """A persistent approval: this exact tree, with these capabilities."""
+    """A persistent approval: this exact tree, with these capabilities.
+
+    ``version`` and ``requires`` (the names of the plugins it requires) are
+    what the person approved besides the capabilities; a later content is
+    compared with them to tell whether it widens what was consented to
+    (issue 14). ``None``: an approval recorded before caplet kept them, so
+    any change of content needs fresh consent.
+    """
 
     name: str
     content_hash: str
@@ -31,6 +38,8 @@ class ApprovalRecord:
     approved_at: float
     risk_level: RiskLevel
     verdict: Verdict
+    version: str | None = None
+    requires: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

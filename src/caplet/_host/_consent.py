@@ -1,0 +1,254 @@
+"""Consent: enabling a plugin nobody approved is a person's decision, never a default.
+
+Issue 14 found enable deciding on its own: ``caplet call --enable`` on a
+pipe ran an unapproved plugin without a question, ``host.enable`` audited an
+unapproved plugin statically and enabled it, a manifest that gained
+``env.read:SECRET`` after approval was re-audited and enabled, and a
+downgrade went through without a word. The model (docs/security.md,
+"Consent model"):
+
+* **An approval of the current content** (or, in locked mode, the lock entry
+  that pins it) is the consent: enable needs nothing more.
+* **No approval at all**: enabling needs a consent decision for this
+  process: a callback shown a :class:`ConsentRequest` (what a person would
+  see: the audit with its canary status, the capabilities, the composition
+  lint), or ``consent=True`` from a caller that has shown them itself. The
+  CLI asks on a terminal, accepts ``--yes``, and refuses on a pipe.
+* **An approval of other content** (the plugin changed since): compared with
+  what was approved (:class:`Widening`). A new capability (or a broader
+  path or origin, judged by :mod:`caplet._host._capdiff`), a new plugin in
+  ``requires``, a lower version, or a higher audited risk **widens** it and
+  needs fresh consent, in locked mode too (``caplet update`` asks before it
+  rewrites a lock entry). A change that does not widen (narrowing, a fix
+  with the same grants) is enabled on the approval's consent, after the new
+  content's own audit passed the danger gate and the policy; the decision
+  log says so. An approval recorded before caplet kept versions and
+  requirements cannot vouch for other content: fresh consent.
+
+Consent is never persisted: it is for this process. ``approve`` is the
+persistent decision.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from caplet._audit._model import AuditResult
+from caplet._capabilities._model import Capability
+from caplet._findings import Finding, RiskLevel
+from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
+from caplet._host._policy import TrustTier
+from caplet._manifest._model import Manifest
+from caplet._trust._source import PluginSource
+from caplet._trust._store import ApprovalRecord
+
+__all__ = [
+    "Consent",
+    "ConsentReason",
+    "ConsentRequest",
+    "Widening",
+    "consent_refusal",
+    "describe_widening",
+    "is_downgrade",
+    "why_consent",
+    "widening",
+    "widening_since",
+]
+
+
+class ConsentReason(enum.Enum):
+    """Why an enable needs a person's consent."""
+
+    #: The plugin has no approval at all.
+    NOT_APPROVED = "not-approved"
+    #: It was approved, but its content changed and asks for more than was approved.
+    WIDENED = "widened"
+    #: It was approved, its content changed, and the approval predates caplet
+    #: recording versions and requirements: whether it widens cannot be told.
+    UNKNOWN_SCOPE = "unknown-scope"
+
+
+@dataclass(frozen=True, slots=True)
+class Widening:
+    """How a content asks for more than an approval (or an installed version) granted.
+
+    ``capabilities`` is the capability diff (``added``: not covered by any
+    approved one); ``requires_added`` the plugins it now requires that it did
+    not; ``downgrade`` the ``(approved, new)`` versions when the new one is
+    lower; ``risk_raised`` the ``(approved, audited)`` risks when higher.
+    """
+
+    capabilities: CapabilityDiff
+    requires_added: tuple[str, ...] = ()
+    downgrade: tuple[str, str] | None = None
+    risk_raised: tuple[RiskLevel, RiskLevel] | None = None
+
+    @property
+    def widens(self) -> bool:
+        return bool(
+            self.capabilities.added or self.requires_added or self.downgrade or self.risk_raised
+        )
+
+    # The capability diff's own names, so a ``caplet update`` consent callback
+    # written for a CapabilityDiff (``diff.added``) keeps working.
+
+    @property
+    def added(self) -> tuple[Capability, ...]:
+        return self.capabilities.added
+
+    @property
+    def removed(self) -> tuple[Capability, ...]:
+        return self.capabilities.removed
+
+    @property
+    def kept(self) -> tuple[Capability, ...]:
+        return self.capabilities.kept
+
+    @property
+    def escalates(self) -> bool:
+        return self.widens
+
+
+def is_downgrade(old: str, new: str) -> bool:
+    """True when version *new* is lower than *old* (PEP 440; unparseable: not comparable)."""
+    try:
+        return Version(new) < Version(old)
+    except InvalidVersion:
+        return False
+
+
+def widening(
+    approved: Sequence[Capability],
+    approved_requires: Sequence[str],
+    approved_version: str,
+    manifest: Manifest,
+    *,
+    approved_risk: RiskLevel | None = None,
+    risk: RiskLevel | None = None,
+) -> Widening:
+    """What *manifest* asks for beyond what was approved."""
+    diff = diff_capabilities(approved, manifest.capabilities)
+    known = set(approved_requires)
+    added = tuple(r.name for r in manifest.requires if r.name not in known)
+    down = (
+        (approved_version, manifest.version)
+        if is_downgrade(approved_version, manifest.version)
+        else None
+    )
+    raised = (
+        (approved_risk, risk)
+        if approved_risk is not None and risk is not None and risk.order > approved_risk.order
+        else None
+    )
+    return Widening(capabilities=diff, requires_added=added, downgrade=down, risk_raised=raised)
+
+
+def widening_since(
+    approval: ApprovalRecord, manifest: Manifest, audit: AuditResult
+) -> Widening | None:
+    """How *manifest* (audited *audit*) widens *approval*; None when the approval cannot tell."""
+    if approval.version is None or approval.requires is None:
+        return None
+    approved = parse_approved(
+        approval.capabilities,
+        config_names=[f.name for f in manifest.config],
+        where=f"the approval of {manifest.name!r}",
+    )
+    return widening(
+        approved,
+        approval.requires,
+        approval.version,
+        manifest,
+        approved_risk=approval.risk_level,
+        risk=audit.risk_level,
+    )
+
+
+def describe_widening(change: Widening) -> list[str]:
+    """One line per way *change* widens (for prompts, refusals and the log)."""
+    lines = [f"adds capability {c.declared}" for c in change.capabilities.added]
+    lines += [f"now requires plugin {name!r}" for name in change.requires_added]
+    if change.downgrade is not None:
+        old, new = change.downgrade
+        lines.append(f"goes down from version {old} to {new}")
+    if change.risk_raised is not None:
+        old_risk, new_risk = change.risk_raised
+        lines.append(f"was approved at risk {old_risk.value}, is now audited {new_risk.value}")
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentRequest:
+    """What a person would see before agreeing to enable a plugin nobody approved.
+
+    ``declared`` are the manifest's capabilities and ``granted`` the ones the
+    plugin would get with its configuration resolved (``None`` when asked
+    before it is configured); ``composition`` is the capability lint;
+    ``approval`` the earlier approval of other content, if any, and
+    ``widening`` how this content goes beyond it. ``why`` says it in one
+    sentence.
+    """
+
+    plugin: str
+    version: str
+    description: str
+    source: PluginSource
+    content_hash: str
+    tier: TrustTier
+    reason: ConsentReason
+    why: str
+    audit: AuditResult
+    declared: tuple[Capability, ...]
+    granted: tuple[Capability, ...] | None
+    composition: tuple[Finding, ...]
+    requires: tuple[str, ...]
+    approval: ApprovalRecord | None = None
+    widening: Widening | None = None
+
+
+#: Asked with the request; True consents for this process.
+Consent = Callable[[ConsentRequest], bool]
+
+
+def why_consent(
+    name: str,
+    reason: ConsentReason,
+    content_hash: str,
+    approval: ApprovalRecord | None,
+    change: Widening | None,
+) -> str:
+    """The one-sentence reason of a :class:`ConsentRequest`."""
+    if reason is ConsentReason.NOT_APPROVED:
+        return f"plugin {name!r} is not approved (content {content_hash})"
+    assert approval is not None
+    since = f"its approval of {approval.content_hash}"
+    if reason is ConsentReason.UNKNOWN_SCOPE:
+        return (
+            f"plugin {name!r} changed since {since} (now {content_hash}), and that approval "
+            "predates caplet recording the version and requirements approved, so it cannot "
+            "vouch for the new content"
+        )
+    assert change is not None
+    return (
+        f"plugin {name!r} changed since {since} (now {content_hash}) and asks for more: "
+        + "; ".join(describe_widening(change))
+    )
+
+
+def consent_refusal(request: ConsentRequest, *, asked: bool) -> str:
+    """The refusal when consent was not given: why, and the two ways to give it."""
+    name = request.plugin
+    if asked:
+        return f"{request.why}; consent was not given, so it was not enabled"
+    return (
+        f"{request.why}; enabling it needs a person's consent: approve it after review "
+        f"(caplet audit {name} && caplet approve {name}, or host.approve({name!r})), or "
+        "enable it for this process only with consent: --yes on the command line after "
+        "reading the audit, or in Python enable(..., consent=callback) with a callback "
+        "shown the ConsentRequest (audit, capabilities, composition lint), or consent=True "
+        "when your application has shown them to a person"
+    )

@@ -1,0 +1,358 @@
+"""Consent on the command line (issue 14, point 1), in real ``python -m caplet`` processes.
+
+On a pipe an unapproved plugin is refused with exit 2 and the fix (before:
+``caplet call --enable fs-read root=... </dev/null`` ran it without a
+question); ``--yes`` consents after showing the audit on stderr; on a
+terminal the audit, the capabilities and the composition lint are shown and
+the question asked. What widens an approval asks again; what narrows it
+does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+READER = """
+import os
+
+def create_functions(config):
+    def read(name):
+        with open(os.path.join(config["root"], name)) as handle:
+            return handle.read()
+    return {"files": {"read": read}}
+"""
+
+#: The same plugin after a change that reads a secret (and declares it).
+READS_SECRET = """
+import os
+
+def create_functions(config):
+    def read(name):
+        return os.environ.get("CAPLET_TEST_SECRET", "no secret")
+    return {"files": {"read": read}}
+"""
+
+MANIFEST = """\
+name = "reader"
+version = "{version}"
+description = "Reads files under a root."
+capabilities = {capabilities}
+
+[config.root]
+type = "string"
+
+[modules.files]
+functions = ["read"]
+"""
+
+
+def write_reader(
+    plugins_dir: Path, *, version: str = "1.0.0", capabilities: str = "", source: str = READER
+) -> Path:
+    directory = plugins_dir / "reader"
+    directory.mkdir(parents=True, exist_ok=True)
+    capabilities = capabilities or '["fs.read:${config.root}", "net.http:https://api.example.com"]'
+    (directory / "plugin.toml").write_text(
+        MANIFEST.format(version=version, capabilities=capabilities)
+    )
+    (directory / "plugin.py").write_text(source)
+    return directory
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "todo.md").write_text("- consent\n")
+    return root
+
+
+@pytest.fixture
+def cli(plugins_dir: Path, state_dir: Path) -> list[str]:
+    return ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+
+
+def caplet(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m caplet ARGS`` with stdin from /dev/null (never a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "caplet", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "250", **(env or {})},
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        timeout=120,
+    )
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_on_a_pipe_an_unapproved_plugin_is_refused_with_exit_2_and_the_fix(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    """Issue 14: `caplet call --enable fs-read root=... </dev/null` ran it, no question."""
+    write_reader(plugins_dir)
+    call = ["call", "--enable", "reader", f"root={notes}", "files.read", '"todo.md"']
+    refused = caplet(*call, *cli, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stdout == ""
+    message = flat(refused.stderr)
+    assert (
+        "usage error: enabling plugin 'reader' needs consent: plugin 'reader' is not approved"
+        in (message)
+    )
+    assert (
+        "pass --yes to enable it for this process, or approve it first (caplet approve reader)"
+        in (message)
+    )
+    # It still showed what the consent would be about.
+    assert "Audit report: reader" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    logged = json.loads(caplet("log", "reader", "--json", *cli, cwd=tmp_path).stdout)
+    assert not any(d["action"] == "enable" and d["allowed"] for d in logged["decisions"])
+    as_json = caplet(*call, "--json", *cli, cwd=tmp_path)
+    assert as_json.returncode == 2
+    error = json.loads(as_json.stdout)["error"]
+    assert error["type"] == "UsageError"
+    assert "needs consent" in error["message"]
+
+
+def test_yes_consents_after_showing_the_audit_capabilities_and_lint(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    write_reader(plugins_dir)
+    called = caplet(
+        "call",
+        "--enable",
+        "reader",
+        f"root={notes}",
+        "files.read",
+        '"todo.md"',
+        "--yes",
+        *cli,
+        cwd=tmp_path,
+    )
+    assert called.returncode == 0, called.stderr
+    assert called.stdout == "- consent\n\n"  # the text and print's newline
+    shown = called.stderr
+    assert shown.startswith("Consent needed: plugin 'reader' is not approved")
+    assert "Audit report: reader" in shown
+    assert "canaries:        not used (static-only)" in shown
+    assert "it will be granted: fs.read:${config.root}, net.http:https://api.example.com" in (shown)
+    assert "Capability composition" in shown
+    assert "exfiltration" in shown
+    assert shown.rstrip().endswith("consent for reader given by --yes (this process only)")
+    logged = json.loads(caplet("log", "reader", "--json", *cli, cwd=tmp_path).stdout)
+    consent = [d for d in logged["decisions"] if d["action"] == "consent"]
+    assert [d["allowed"] for d in consent] == [True]
+    # --yes is consent for this process: the next one asks again.
+    again = caplet(
+        "call",
+        "--enable",
+        "reader",
+        f"root={notes}",
+        "files.read",
+        '"todo.md"',
+        *cli,
+        cwd=tmp_path,
+    )
+    assert again.returncode == 2
+
+
+def test_an_approved_plugin_needs_no_consent(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    write_reader(plugins_dir)
+    assert caplet("approve", "reader", "--yes", *cli, cwd=tmp_path).returncode == 0
+    called = caplet(
+        "call",
+        "--enable",
+        "reader",
+        f"root={notes}",
+        "files.read",
+        '"todo.md"',
+        *cli,
+        cwd=tmp_path,
+    )
+    assert called.returncode == 0, called.stderr
+    assert called.stdout == "- consent\n\n"  # the text and print's newline
+    assert "Consent needed" not in called.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        (
+            {
+                "capabilities": '["fs.read:${config.root}", "net.http:https://api.example.com", '
+                '"env.read:CAPLET_TEST_SECRET"]',
+                "source": READS_SECRET,
+            },
+            "adds capability env.read:CAPLET_TEST_SECRET",
+        ),
+        ({"version": "0.1.0"}, "goes down from version 1.0.0 to 0.1.0"),
+        (
+            {"capabilities": '["fs.read:${config.root}", "net.http:https://example.com"]'},
+            "adds capability net.http:https://example.com",
+        ),
+    ],
+    ids=["new-capability", "downgrade", "other-host"],
+)
+def test_what_widens_an_approval_asks_again(
+    plugins_dir: Path,
+    cli: list[str],
+    notes: Path,
+    tmp_path: Path,
+    change: dict[str, str],
+    shown: str,
+) -> None:
+    """Issue 14: a manifest that gained env.read:SECRET after approval was enabled and
+    returned the secret; a downgrade went through without a word."""
+    write_reader(plugins_dir)
+    assert caplet("approve", "reader", "--yes", *cli, cwd=tmp_path).returncode == 0
+    write_reader(plugins_dir, **change)
+    env = {"CAPLET_TEST_SECRET": "s3cr3t"}
+    call = ["call", "--enable", "reader", f"root={notes}", "files.read", '"todo.md"']
+    refused = caplet(*call, *cli, cwd=tmp_path, env=env)
+    assert refused.returncode == 2
+    assert "s3cr3t" not in refused.stdout + refused.stderr
+    message = flat(refused.stderr)
+    assert "plugin 'reader' changed since its approval of sha256-" in message
+    assert shown in message
+    assert f"changed: {shown}" in refused.stderr
+    consented = caplet(*call, "--yes", *cli, cwd=tmp_path, env=env)
+    assert consented.returncode == 0, consented.stderr
+
+
+def test_what_narrows_an_approval_runs_on_it(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    write_reader(plugins_dir)
+    assert caplet("approve", "reader", "--yes", *cli, cwd=tmp_path).returncode == 0
+    write_reader(plugins_dir, capabilities='["fs.read:${config.root}"]', version="1.0.1")
+    called = caplet(
+        "call",
+        "--enable",
+        "reader",
+        f"root={notes}",
+        "files.read",
+        '"todo.md"',
+        *cli,
+        cwd=tmp_path,
+    )
+    assert called.returncode == 0, called.stderr
+    assert called.stdout == "- consent\n\n"  # the text and print's newline
+    assert "Consent needed" not in called.stderr
+
+
+def test_enable_exec_and_emit_ask_too(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    write_reader(plugins_dir)
+    enabled = caplet("enable", "reader", f"root={notes}", *cli, cwd=tmp_path)
+    assert enabled.returncode == 2
+    assert "needs consent" in enabled.stderr
+    code = "import host.files as f; f.read('todo.md')"
+    ran = caplet("exec", "--enable", "reader", f"root={notes}", code, *cli, cwd=tmp_path)
+    assert ran.returncode == 2
+    assert "needs consent" in ran.stderr
+    ran = caplet("exec", "--yes", "--enable", "reader", f"root={notes}", code, *cli, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "'- consent\\n'\n"
+    emitted = caplet("emit", "content:afterSave", "--enable", "reader", *cli, cwd=tmp_path)
+    assert emitted.returncode == 2
+    assert "enabling plugin 'reader' needs consent" in flat(emitted.stderr)
+
+
+# -- on a terminal --------------------------------------------------------------------------------
+
+#: Makes the pty the child's controlling terminal, then runs caplet.
+_CONTROLLING_TTY = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+_NOISE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|[\r\x07\x08]")
+#: How long the terminal may stay silent before the test fails (a hang guard only).
+_DEADLINE_S = 90.0
+
+
+def _on_a_terminal(argv: list[str], answer: str) -> tuple[str, int]:
+    """Run caplet on a pseudo-terminal; answer its question; return (output, exit code)."""
+    import fcntl
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 220, 0, 0))
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}
+    env.pop("COLUMNS", None)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _CONTROLLING_TTY, "-m", "caplet", *argv],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(slave)
+    raw = b""
+    answered = False
+    try:
+        while True:
+            deadline = time.monotonic() + _DEADLINE_S
+            ready, _, _ = select.select([master], [], [], deadline - time.monotonic())
+            assert ready, f"the terminal stayed silent; it showed:\n{raw.decode(errors='replace')}"
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                chunk = b""
+            if not chunk:
+                break
+            raw += chunk
+            if not answered and b"[y/N]" in raw:
+                os.write(master, f"{answer}\r".encode())
+                answered = True
+        code = process.wait(timeout=_DEADLINE_S)
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return _NOISE.sub("", raw.decode("utf-8", "replace")), code
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 1)])
+def test_a_terminal_shows_the_audit_capabilities_and_lint_and_asks(
+    plugins_dir: Path, cli: list[str], notes: Path, answer: str, code: int
+) -> None:
+    write_reader(plugins_dir)
+    output, exit_code = _on_a_terminal(
+        ["call", "--enable", "reader", f"root={notes}", "files.read", '"todo.md"', *cli], answer
+    )
+    assert exit_code == code, output
+    before, _, after = output.partition("[y/N]")
+    assert "Consent needed: plugin 'reader' is not approved" in before
+    assert "Audit report: reader" in before
+    assert "it will be granted: fs.read:${config.root}, net.http:https://api.example.com" in before
+    assert "exfiltration" in before
+    assert "Enable reader 1.0.0 for this process?" in before
+    if answer == "y":
+        assert "- consent" in after
+    else:
+        assert "refused: plugin 'reader' was not enabled: consent was not given" in flat(after)
+        assert "- consent" not in after

@@ -1,0 +1,479 @@
+"""Consent is never implicit (issue 14, point 1), through the Python API.
+
+The attacks the issue found, each first: an unapproved plugin enabled by a
+bare ``enable``; a manifest that gained ``env.read:SECRET`` after approval
+re-audited, enabled and reading the secret; a downgrade accepted without a
+word. Then the model: a callback shown what a person would see, or
+``consent=True``; widening (capability, broader path or origin, requires,
+version, risk) always asks, narrowing does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginHost, PluginManager
+from caplet._audit._model import CanaryStatus
+from caplet._audit._openai import OpenAIProvider
+from caplet._audit._provider import ProviderKind, ProviderSettings
+from caplet._capabilities._parse import parse_capability
+from caplet._findings import RiskLevel
+from caplet._host._consent import (
+    ConsentReason,
+    ConsentRequest,
+    describe_widening,
+    is_downgrade,
+    widening,
+)
+from caplet._host._loading import LoadingRules
+from caplet._manifest._load import load_manifest
+from caplet._sandbox._sandboxed import SandboxLauncher
+from caplet._trust._lockfile import update_lockfile
+from tests._audit.llm_server import LLMServer, serve
+from tests.conftest import PluginFactory
+
+PLAIN = LoadingRules()
+
+READS_SECRET = """
+import os
+
+def create_functions(config):
+    def run():
+        return os.environ.get("CAPLET_TEST_SECRET", "no secret")
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[SandboxLauncher]:
+    sandbox = SandboxLauncher(strict=True)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
+    with PluginHost(
+        plugins_dir,
+        state_dir=state_dir,
+        launcher=launcher,
+        discover=False,
+        auditor=None,
+        loading=PLAIN,
+    ) as h:
+        yield h
+
+
+class Asked:
+    """A consent callback that records what it was shown and answers ``answer``."""
+
+    def __init__(self, answer: object = True) -> None:
+        self.answer = answer
+        self.requests: list[ConsentRequest] = []
+
+    def __call__(self, request: ConsentRequest) -> bool:
+        self.requests.append(request)
+        return self.answer  # type: ignore[return-value]
+
+
+def approve(host: PluginHost, name: str) -> None:
+    host.discover()
+    host.audit(name)
+    outcome = host.approve(name)
+    assert outcome, outcome.reason
+
+
+def actions(host: PluginHost, name: str) -> list[tuple[str, bool]]:
+    return [(d.action, d.allowed) for d in reversed(host.manager.store.decisions(name))]
+
+
+# -- no approval: no enable without a decision ------------------------------------------------
+
+
+def test_enable_of_an_unapproved_plugin_is_refused_with_the_fix(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Issue 14: host.enable of an unapproved plugin audited statically and enabled."""
+    make_plugin("p")
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    reason = outcome.reason
+    assert reason.startswith("plugin 'p' is not approved (content sha256-")
+    assert "enabling it needs a person's consent" in reason
+    assert "caplet audit p && caplet approve p, or host.approve('p')" in reason
+    assert "enable(..., consent=callback)" in reason
+    assert "consent=True" in reason
+    assert host.worker_pid("p") is None, "nothing was started"
+    assert not host.manager.require_plugin("p").enabled
+    assert ("enable", False) in actions(host, "p")
+
+
+def test_a_callback_is_shown_what_a_person_would_see(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    make_plugin(
+        "reader",
+        extra=(
+            'capabilities = ["fs.read:${config.root}", "net.http:https://api.example.com"]\n'
+            '[config.root]\ntype = "string"\n'
+        ),
+    )
+    host.discover()
+    asked = Asked()
+    assert host.enable("reader", [f"root={tmp_path}"], consent=asked)
+    [request] = asked.requests
+    assert (request.plugin, request.version, request.reason) == (
+        "reader",
+        "1.0.0",
+        ConsentReason.NOT_APPROVED,
+    )
+    assert request.why.startswith("plugin 'reader' is not approved")
+    assert request.content_hash == host.manager.current_hash("reader")
+    assert request.audit.static_only
+    assert request.audit.content_hash == request.content_hash
+    assert [c.declared for c in request.declared] == [
+        "fs.read:${config.root}",
+        "net.http:https://api.example.com",
+    ]
+    assert request.granted is not None
+    assert [str(c) for c in request.granted] == [
+        f"fs.read:{tmp_path}",
+        "net.http:https://api.example.com",
+    ]
+    # The composition lint: a read capability with egress is an exfiltration path.
+    assert any("exfiltration" in f.message for f in request.composition)
+    assert request.approval is None
+    assert request.widening is None
+    logged = [d for d in host.manager.store.decisions("reader") if d.action == "consent"]
+    assert [(d.allowed, d.detail.split(":")[0]) for d in logged] == [
+        (True, "by a consent callback")
+    ]
+    [enable] = [d for d in host.manager.store.decisions("reader") if d.action == "enable"]
+    assert "not approved, consented for this process" in enable.detail
+
+
+@pytest.mark.parametrize("answer", [False, 1, "yes", None])
+def test_only_true_from_the_callback_consents(
+    host: PluginHost, make_plugin: PluginFactory, answer: object
+) -> None:
+    make_plugin("p")
+    host.discover()
+    outcome = host.enable("p", consent=Asked(answer))
+    assert not outcome
+    assert outcome.reason.endswith("consent was not given, so it was not enabled")
+    assert host.worker_pid("p") is None
+
+
+def test_consent_true_is_the_callers_decision(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    host.discover()
+    assert host.enable("p", consent=True)
+    assert host.call("p", "main.run", 1) == {"args": [1], "config": {}}
+    [consent] = [d for d in host.manager.store.decisions("p") if d.action == "consent"]
+    assert consent.detail.startswith("by consent=True: plugin 'p' is not approved")
+    assert not host.is_approved("p"), "consent is for this process, never an approval"
+
+
+def test_a_consent_of_the_wrong_type_is_a_type_error(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    host.discover()
+    with pytest.raises(TypeError, match=r"consent=\.\.\.\) takes a callback or True/False"):
+        host.enable("p", consent="yes")  # type: ignore[arg-type]
+
+
+def test_an_approved_plugin_needs_no_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("p")
+    approve(host, "p")
+    asked = Asked(answer=False)
+    assert host.enable("p", consent=asked)
+    assert asked.requests == [], "never asked: the approval is the consent"
+    assert host.consent_request("p") is None
+
+
+def test_a_reconfiguration_asks_again_only_when_the_grants_change(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    make_plugin(
+        "reader",
+        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+    )
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    host.discover()
+    asked = Asked()
+    assert host.enable("reader", [f"root={tmp_path / 'a'}"], consent=asked)
+    assert host.enable("reader", [f"root={tmp_path / 'a'}"], consent=asked)
+    assert len(asked.requests) == 1, "same content, same grants: the consent holds"
+    assert host.enable("reader", [f"root={tmp_path / 'b'}"], consent=asked)
+    assert len(asked.requests) == 2, "another path is another grant"
+    assert asked.requests[1].granted is not None
+    assert [str(c) for c in asked.requests[1].granted] == [f"fs.read:{tmp_path / 'b'}"]
+    host.disable("reader")
+    assert not host.enable("reader", [f"root={tmp_path / 'b'}"])
+
+
+@pytest.fixture
+def llm() -> Iterator[LLMServer]:
+    yield from serve()
+
+
+def test_the_request_shows_the_canary_status_of_a_deep_audit(
+    plugins_dir: Path,
+    state_dir: Path,
+    make_plugin: PluginFactory,
+    launcher: SandboxLauncher,
+    llm: LLMServer,
+) -> None:
+    provider = OpenAIProvider(
+        ProviderSettings(kind=ProviderKind.OPENAI, model="m", base_url=llm.url)
+    )
+    make_plugin("p")
+    asked = Asked()
+    with PluginHost(
+        plugins_dir, state_dir=state_dir, launcher=launcher, auditor=provider, loading=PLAIN
+    ) as h:
+        assert h.enable("p", consent=asked)
+    provider.close()
+    [request] = asked.requests
+    assert request.audit.canary_status is CanaryStatus.OK
+    assert request.audit.model_id == "openai:m"
+
+
+# -- widening after an approval: always fresh consent -------------------------------------------
+
+
+def _change(directory: Path, **fields: str) -> None:
+    """Rewrite the manifest's top-level fields of the plugin in *directory*."""
+    lines = (directory / "plugin.toml").read_text().splitlines()
+    kept = [ln for ln in lines if not any(ln.startswith(f"{k} =") for k in fields)]
+    head = [f"{k} = {v}" for k, v in fields.items()]
+    (directory / "plugin.toml").write_text("\n".join(head + kept) + "\n")
+
+
+def test_a_capability_gained_after_approval_is_an_escalation_without_consent(
+    host: PluginHost, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: the next enable re-audited and enabled it, and it returned the secret."""
+    monkeypatch.setenv("CAPLET_TEST_SECRET", "s3cr3t")
+    directory = make_plugin("p", extra='capabilities = ["env.read:LANG"]')
+    approve(host, "p")
+    (directory / "plugin.py").write_text(READS_SECRET)
+    _change(directory, capabilities='["env.read:LANG", "env.read:CAPLET_TEST_SECRET"]')
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    assert "plugin 'p' changed since its approval of sha256-" in outcome.reason
+    assert "asks for more: adds capability env.read:CAPLET_TEST_SECRET" in outcome.reason
+    assert "needs a person's consent" in outcome.reason
+    assert host.worker_pid("p") is None, "the secret was never read"
+    asked = Asked(answer=False)
+    assert not host.enable("p", consent=asked)
+    [request] = asked.requests
+    assert request.reason is ConsentReason.WIDENED
+    assert request.widening is not None
+    assert [c.declared for c in request.widening.added] == ["env.read:CAPLET_TEST_SECRET"]
+    assert request.approval is not None
+    # With a person's consent it runs, with what was consented to.
+    assert host.enable("p", consent=True)
+    assert host.call("p", "main.run") == "s3cr3t"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "shown"),
+    [
+        ('["fs.read:/srv/data/sub"]', '["fs.read:/srv/data"]', "adds capability fs.read:/srv/data"),
+        (
+            '["net.http:https://api.example.com/v1"]',
+            '["net.http:https://api.example.com"]',
+            "adds capability net.http:https://api.example.com",
+        ),
+        (
+            '["net.http:https://api.example.com"]',
+            '["net.http:https://*.example.com"]',
+            "adds capability net.http:https://*.example.com",
+        ),
+    ],
+    ids=["broader-path", "broader-url", "wildcard-host"],
+)
+def test_a_broader_path_or_origin_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory, before: str, after: str, shown: str
+) -> None:
+    directory = make_plugin("p", extra=f"capabilities = {before}")
+    approve(host, "p")
+    _change(directory, capabilities=after)
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    assert shown in outcome.reason
+
+
+def test_a_new_requirement_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
+    make_plugin("lib")
+    directory = make_plugin("app")
+    approve(host, "app")
+    assert host.enable("lib", consent=True)
+    _change(directory, requires='["lib"]')
+    host.discover()
+    outcome = host.enable("app")
+    assert not outcome
+    assert "now requires plugin 'lib'" in outcome.reason
+
+
+def test_a_downgrade_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
+    """Issue 14: 1.0.0 -> 0.1.0 was accepted without a word."""
+    directory = make_plugin("p")
+    approve(host, "p")
+    _change(directory, version='"0.1.0"')
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    assert "goes down from version 1.0.0 to 0.1.0" in outcome.reason
+
+
+def test_a_higher_audited_risk_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
+    directory = make_plugin("p", extra='capabilities = ["proc.exec:git"]')
+    (directory / "plugin.py").write_text(
+        "def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n"
+    )
+    approve(host, "p")
+    assert host.get_approval_record("p").risk_level is RiskLevel.LOW  # type: ignore[union-attr]
+    (directory / "plugin.py").write_text(
+        "import subprocess\n\ndef create_functions(config):\n"
+        "    return {'main': {'run': lambda: subprocess.run(['git']).returncode}}\n"
+    )
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    assert "was approved at risk LOW, is now audited MEDIUM" in outcome.reason
+
+
+def test_narrowing_is_enabled_on_the_approvals_consent(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    directory = make_plugin("p", extra='capabilities = ["env.read:LANG", "env.read:TZ"]')
+    approve(host, "p")
+    old = host.get_approval_record("p")
+    assert old is not None
+    _change(directory, capabilities='["env.read:LANG"]', version='"1.1.0"')
+    host.discover()
+    assert host.consent_request("p") is None
+    outcome = host.enable("p")
+    assert outcome, outcome.reason
+    assert f"approval of {old.content_hash} carried over: nothing widened" in outcome.reason
+    assert not host.is_approved("p"), "the approval still names the old content"
+
+
+def test_an_approval_that_predates_versions_cannot_vouch_for_new_content(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    directory = make_plugin("p")
+    approve(host, "p")
+    record = host.get_approval_record("p")
+    assert record is not None
+    host.manager.store.put_approval(dataclasses.replace(record, version=None, requires=None))
+    (directory / "plugin.py").write_text((directory / "plugin.py").read_text() + "\n# fix\n")
+    host.discover()
+    request = host.consent_request("p")
+    assert request is not None
+    assert request.reason is ConsentReason.UNKNOWN_SCOPE
+    assert "predates caplet recording the version and requirements approved" in request.why
+    assert not host.enable("p")
+
+
+def test_the_preview_is_none_when_the_enable_would_be_refused_anyway(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin(
+        "shell",
+        source="import subprocess\n\ndef create_functions(config):\n"
+        "    return {'main': {'run': lambda: subprocess.run(['sh'])}}\n",
+    )
+    host.discover()
+    assert host.consent_request("shell") is None
+    outcome = host.enable("shell", consent=True)
+    assert not outcome
+    assert "danger finding" in outcome.reason, "consent never overrides the danger gate"
+
+
+def test_consent_for_content_that_changed_after_it_was_shown_is_refused(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    directory = make_plugin("p")
+    host.discover()
+    request = host.consent_request("p")
+    assert request is not None
+    shown = request.content_hash
+    (directory / "plugin.py").write_text((directory / "plugin.py").read_text() + "\n# swap\n")
+    outcome = host.enable("p", consent=lambda asked: asked.content_hash == shown)
+    assert not outcome
+    assert outcome.reason.endswith("consent was not given, so it was not enabled")
+
+
+# -- locked mode ---------------------------------------------------------------------------------
+
+
+def test_in_locked_mode_the_lock_entry_is_the_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p")
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN, auditor=None) as m:
+        m.discover()
+        m.audit("p")
+        assert m.approve("p")
+        entry = m.lock_entry("p")
+        update_lockfile(m.lockfile_path, lambda lock: lock.with_entry(entry))
+    with PluginManager(
+        plugins_dir,
+        state_dir=tmp_path / "ci",
+        loading=LoadingRules(locked=True),
+        auditor=None,
+    ) as ci:
+        ci.discover()
+        assert ci.consent_request("p") is None
+        asked = Asked(answer=False)
+        assert ci.enable("p", consent=asked)
+        assert asked.requests == []
+
+
+# -- the diff itself -------------------------------------------------------------------------------
+
+
+def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
+    directory = make_plugin(
+        "p",
+        manifest=(
+            'name = "p"\nversion = "2.0.0"\ndescription = "d"\n'
+            'capabilities = ["env.read:A", "fs.read:/srv/x/y"]\nrequires = ["lib>=1", "db"]\n'
+            '[modules.main]\nfunctions = ["run"]\n'
+        ),
+    )
+    manifest = load_manifest(directory)
+    approved = [parse_capability("env.read:A"), parse_capability("fs.read:/srv/x")]
+    same = widening(approved, ["lib", "db"], "2.0.0", manifest)
+    assert not same.widens, "a path inside an approved directory is covered"
+    wider = widening(
+        approved[:1],
+        ["lib"],
+        "3.0.0",
+        manifest,
+        approved_risk=RiskLevel.LOW,
+        risk=RiskLevel.HIGH,
+    )
+    assert describe_widening(wider) == [
+        "adds capability fs.read:/srv/x/y",
+        "now requires plugin 'db'",
+        "goes down from version 3.0.0 to 2.0.0",
+        "was approved at risk LOW, is now audited HIGH",
+    ]
+    assert wider.escalates
+    assert wider.added == wider.capabilities.added
+    assert is_downgrade("1.0.0", "0.1.0")
+    assert not is_downgrade("1.0", "1.0.0")
+    assert not is_downgrade("not a version", "1.0")
