@@ -125,7 +125,9 @@ def test_a_callback_is_shown_what_a_person_would_see(
     )
     host.discover()
     asked = Asked()
-    assert host.enable("reader", [f"root={tmp_path}"], consent=asked)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    assert host.enable("reader", [f"root={notes}"], consent=asked)
     [request] = asked.requests
     assert (request.plugin, request.version, request.reason) == (
         "reader",
@@ -142,7 +144,7 @@ def test_a_callback_is_shown_what_a_person_would_see(
     ]
     assert request.granted is not None
     assert [str(c) for c in request.granted] == [
-        f"fs.read:{tmp_path}",
+        f"fs.read:{notes}",
         "net.http:https://api.example.com",
     ]
     # The composition lint: a read capability with egress is an exfiltration path.
@@ -288,7 +290,11 @@ def test_a_capability_gained_after_approval_is_an_escalation_without_consent(
 @pytest.mark.parametrize(
     ("before", "after", "shown"),
     [
-        ('["fs.read:/srv/data/sub"]', '["fs.read:/srv/data"]', "adds capability fs.read:/srv/data"),
+        (
+            '["fs.read:{root}/data/sub"]',
+            '["fs.read:{root}/data"]',
+            "adds capability fs.read:{root}/data",
+        ),
         (
             '["net.http:https://api.example.com/v1"]',
             '["net.http:https://api.example.com"]',
@@ -303,8 +309,18 @@ def test_a_capability_gained_after_approval_is_an_escalation_without_consent(
     ids=["broader-path", "broader-url", "wildcard-host"],
 )
 def test_a_broader_path_or_origin_needs_consent(
-    host: PluginHost, make_plugin: PluginFactory, before: str, after: str, shown: str
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    before: str,
+    after: str,
+    shown: str,
 ) -> None:
+    # The paths exist: a grant that does not is refused before consent is asked.
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    before, after, shown = (
+        text.replace("{root}", str(tmp_path)) for text in (before, after, shown)
+    )
     directory = make_plugin("p", extra=f"capabilities = {before}")
     approve(host, "p")
     _change(directory, capabilities=after)

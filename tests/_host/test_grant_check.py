@@ -99,10 +99,10 @@ def test_a_grant_redirected_by_another_plugin_is_refused_naming_the_link(
     _tool(make_plugin, "writer", "fs.write")
     _tool(make_plugin, "reader", "fs.read")
     host.discover()
-    assert host.enable("writer", [f"root={data}"])
+    assert host.enable("writer", [f"root={data}"], consent=True)
     projects = str(data / "projects")
     assert host.call("writer", "tools.swap", projects, "/") is True
-    refused = host.enable("reader", [f"root={projects}"])
+    refused = host.enable("reader", [f"root={projects}"], consent=True)
     assert not refused
     assert refused.reason.startswith(
         f"plugin 'reader': capability 'fs.read:${{config.root}}' (path {projects!r}): "
@@ -118,8 +118,8 @@ def test_a_grant_swapped_after_enable_never_reaches_a_worker(
     _tool(make_plugin, "reader", "fs.read")
     host.discover()
     projects = str(data / "projects")
-    assert host.enable("reader", [f"root={projects}"])
-    assert host.enable("writer", [f"root={data}"])
+    assert host.enable("reader", [f"root={projects}"], consent=True)
+    assert host.enable("writer", [f"root={data}"], consent=True)
     assert host.call("reader", "tools.listdir", projects) == ["plan.txt"]
     assert host.call("writer", "tools.swap", projects, "/") is True
     # The running worker keeps the inode it was given: a mount is not a name.
@@ -137,11 +137,11 @@ def test_no_grant_lies_inside_caplets_state_directory(
 ) -> None:
     _tool(make_plugin, "reader", "fs.read")
     host.discover()
-    refused = host.enable("reader", [f"root={state_dir}"])
+    refused = host.enable("reader", [f"root={state_dir}"], consent=True)
     assert not refused
     assert f"lies inside caplet's state directory {state_dir}" in refused.reason
     run = state_dir / "run"
-    refused = host.enable("reader", [f"root={run}"])
+    refused = host.enable("reader", [f"root={run}"], consent=True)
     assert not refused
     assert "lies inside caplet's state directory" in refused.reason
 
@@ -168,7 +168,7 @@ def test_a_writable_grant_never_contains_caplets_own_files(
     root = Path(os.path.realpath(os.__file__)).parent if protected == "runtime" else site
     with make_host(plugins, state, launcher, lockfile=lockfile) as host:
         host.discover()
-        refused = host.enable("writer", [f"root={root}"])
+        refused = host.enable("writer", [f"root={root}"], consent=True)
     assert not refused
     assert ("is writable and contains" in refused.reason) != ("lies inside" in refused.reason)
     assert "a plugin may never write caplet's own files" in refused.reason
@@ -184,7 +184,7 @@ def test_a_read_grant_around_the_state_directory_hides_it(
     _tool(make_plugin, "reader", "fs.read")
     with make_host(plugins_dir, state, launcher) as host:
         host.discover()
-        assert host.enable("reader", [f"root={site}"])
+        assert host.enable("reader", [f"root={site}"], consent=True)
         assert "state" in host.call("reader", "tools.listdir", str(site))
         assert (state / "caplet.db").exists()
         hidden = host.call("reader", "tools.listdir", str(state))
@@ -204,7 +204,7 @@ def test_a_missing_grant_is_refused_before_any_worker_starts(
     _tool(make_plugin, "reader", "fs.read")
     host.discover()
     missing = tmp_path / "srv" / "notes"
-    refused = host.enable("reader", [f"root={missing}"])
+    refused = host.enable("reader", [f"root={missing}"], consent=True)
     assert not refused
     assert refused.reason == (
         f"plugin 'reader': capability 'fs.read:${{config.root}}' (path {str(missing)!r}): "
@@ -221,13 +221,13 @@ def test_a_root_host_refuses_a_writable_grant_its_workers_cannot_write(
     out.mkdir()  # root's, 0755
     _tool(make_plugin, "writer", "fs.write")
     host.discover()
-    refused = host.enable("writer", [f"root={out}"])
+    refused = host.enable("writer", [f"root={out}"], consent=True)
     assert not refused
     identity = host.launcher.identity  # type: ignore[attr-defined]
     assert f"the worker's uid {identity.uid}, gid {identity.gid} may not write" in refused.reason
     assert f"`chown -R {identity.uid}:{identity.gid} {out}`" in refused.reason
     give_to_worker(out)
-    assert host.enable("writer", [f"root={out}"])
+    assert host.enable("writer", [f"root={out}"], consent=True)
 
 
 def test_snapshots_are_out_of_reach_even_with_tmpdir_inside_a_grant(
@@ -245,8 +245,8 @@ def test_snapshots_are_out_of_reach_even_with_tmpdir_inside_a_grant(
     _tool(make_plugin, "victim", "fs.read")
     with make_host(plugins_dir, state_dir, launcher) as host:
         host.discover()
-        assert host.enable("victim", [f"root={data / 'projects'}"])
-        assert host.enable("writer", [f"root={data}"])
+        assert host.enable("victim", [f"root={data / 'projects'}"], consent=True)
+        assert host.enable("writer", [f"root={data}"], consent=True)
         run_dir = host._run_dir
         assert run_dir.parent == state_dir / "run"
         assert host.call("writer", "tools.find", str(data), "victim-") == []
@@ -260,7 +260,7 @@ def test_no_host_path_of_caplets_shows_in_mountinfo(
 ) -> None:
     _tool(make_plugin, "reader", "fs.read")
     host.discover()
-    assert host.enable("reader", [f"root={data}"])
+    assert host.enable("reader", [f"root={data}"], consent=True)
     mounts = host.call("reader", "tools.mounts")
     assert isinstance(mounts, str)
     assert "caplet-run" not in mounts
@@ -280,6 +280,6 @@ def test_a_writable_grant_never_lies_in_the_kernels_interfaces(
 ) -> None:
     _tool(make_plugin, "writer", "fs.write")
     host.discover()
-    refused = host.enable("writer", [f"root={interface}"])
+    refused = host.enable("writer", [f"root={interface}"], consent=True)
     assert not refused
     assert "one of the kernel's interfaces" in refused.reason

@@ -15,7 +15,6 @@ from caplet import (
     LifecycleError,
     PluginCallError,
     PluginHost,
-    PluginTreeError,
     WorkerCrashedError,
 )
 from tests.conftest import PluginFactory, child_pids
@@ -164,15 +163,18 @@ def test_code_is_loaded_only_from_a_verified_snapshot(
 ) -> None:
     directory = make_plugin("p", source=SPIN, modules=SPIN_MODULES)
     host.discover()
+    enabled_hash = host.manager.current_hash("p")
     host.enable("p", consent=True)
     # Swap the code after enable: the running worker keeps its snapshot ...
     (directory / "plugin.py").write_text(SPIN.replace("os.getpid()", "-1"), encoding="utf-8")
     assert host.call("p", "main.pid") > 0
-    # ... and a restarted worker refuses the changed tree instead of loading it.
+    # ... and a restarted worker loads the enable's own snapshot again (issue
+    # 13, point 5): what was audited and consented to, never the changed tree.
     with pytest.raises(WorkerCrashedError):
         host.call("p", "main.crash")
-    with pytest.raises(PluginTreeError, match="changed since"):
-        host.call("p", "main.pid")
+    assert host.call("p", "main.pid") > 0
+    assert host.manager.enabled_hash("p") == enabled_hash
+    assert host.manager.current_hash("p") != enabled_hash  # the change is seen, not loaded
 
 
 def test_disable_stops_the_worker(host: PluginHost, make_plugin: PluginFactory) -> None:

@@ -326,7 +326,7 @@ def test_a_non_json_result_is_invalid_output_not_a_foreign_error(
     that breaks its schema, and counted."""
     make_plugin("geo", source=NON_JSON_SOURCE, modules=textwrap.dedent(NON_JSON_MODULES))
     host.discover()
-    assert host.enable("geo")
+    assert host.enable("geo", consent=True)
     with pytest.raises(InvalidOutputError) as caught:
         host.call("geo", "main.number", text)
     error = "OverflowError" if text == "inf" else "ValueError"
@@ -343,7 +343,7 @@ def test_an_unpaired_surrogate_argument_is_refused_as_the_callers_mistake(
 ) -> None:
     make_plugin("geo", source=NON_JSON_SOURCE, modules=textwrap.dedent(NON_JSON_MODULES))
     host.discover()
-    assert host.enable("geo")
+    assert host.enable("geo", consent=True)
     with pytest.raises(LifecycleError) as caught:
         host.call("geo", "main.number", "a\udc80")
     assert "the arguments of main.number do not match its declared args schema" in str(caught.value)

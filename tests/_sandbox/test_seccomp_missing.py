@@ -37,11 +37,11 @@ doctor = subprocess.run(
 out["doctor_code"] = doctor.returncode
 out["doctor"] = json.loads(doctor.stdout)["layers"]["seccomp"]
 with PluginHost(plugins, state_dir=state) as strict:
-    outcome = strict.enable("hello")
+    outcome = strict.enable("hello", consent=True)
     out["strict"] = [bool(outcome), outcome.reason]
 policy = Policy(isolation=Isolation.BEST_EFFORT)
 with PluginHost(plugins, state_dir=state, policy=policy) as lenient:
-    outcome = lenient.enable("hello")
+    outcome = lenient.enable("hello", consent=True)
     out["lenient"] = [bool(outcome), lenient.isolation, lenient.call("hello", "main.run", 1)]
 print(json.dumps(out))
 """

@@ -71,7 +71,8 @@ def test_the_setup_succeeded_and_the_disk_was_full(report: dict[str, Any]) -> No
     ("write", "blamed", "doing"),
     [
         ("open", "state/caplet.db", "opening failed"),
-        ("audit", "state/caplet.db", "writing the audit of 'other' failed"),
+        # The audit's snapshot is the first write (in the state directory's run dir).
+        ("audit", "state/run/", "copying plugin 'other' for its snapshot failed"),
         ("approve", "state/caplet.db", "writing the approval of 'hello' failed"),
         ("unapprove", "state/caplet.db", "deleting the approval of 'hello' failed"),
         ("log", "state/caplet.db", "logging a decision about 'bad' failed"),

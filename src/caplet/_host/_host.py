@@ -73,6 +73,7 @@ from caplet._errors import (
     ProtocolError,
     SandboxError,
     WorkerGoneError,
+    WorkerStartError,
 )
 from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
@@ -90,7 +91,6 @@ from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
 from caplet._host._policy import Isolation, Policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
-from caplet._host._run_dir import RunDir
 from caplet._host._validate import FunctionValidator
 from caplet._sandbox._context import Refused
 from caplet._sandbox._grants import PathGrant
@@ -284,9 +284,8 @@ class PluginHost:
             clock=clock,
         )
         #: Snapshots and work directories, in the state directory where no
-        #: grant reaches (:mod:`caplet._host._run_dir`).
-        self._run = RunDir(self.manager.state_dir)
-        self._run_dir = self._run.path
+        #: grant reaches (:mod:`caplet._host._run_dir`); the manager's.
+        self._run_dir = self.manager.run_dir
         self._closed = False
         #: Guest code's runner and warm pool, created by the first exec.
         self._guests: GuestRunner | None = None
@@ -453,7 +452,7 @@ class PluginHost:
             retired.append(old)
         try:
             self._start(name)
-        except (SandboxError, LifecycleError) as exc:
+        except CapletError as exc:  # a sandbox, lifecycle or snapshot failure: not enabled
             disabled = self.manager.disable(name)
             retired += self._detach_each(disabled.affected)
             return Outcome(False, str(exc))
@@ -824,8 +823,22 @@ class PluginHost:
                 f"plugin {name!r} was disabled while its worker was being started; enable it again"
             )
         plan = self.manager.grant_plan(name)
-        snapshot = make_snapshot(info.path, self._run_dir, expected_hash=expected)
-        workdir = Path(tempfile.mkdtemp(prefix=f"{name}-work-", dir=self._run_dir))
+        enabled = self.manager.enabled_snapshot(name)
+        if enabled is None:
+            raise LifecycleError(
+                f"plugin {name!r} was disabled while its worker was being started; enable it again"
+            )
+        # A copy of the enable's own snapshot (issue 13, point 5): what was
+        # audited and gated is what loads, whatever the live folder holds now.
+        snapshot = make_snapshot(enabled.path, self._run_dir, expected_hash=expected)
+        try:
+            workdir = Path(tempfile.mkdtemp(prefix=f"{name}-work-", dir=self._run_dir))
+        except OSError as exc:
+            remove_snapshot(snapshot)
+            raise WorkerStartError(
+                f"plugin {name!r}: cannot create its working directory in {self._run_dir} "
+                f"({exc.strerror}); check free space and that the state directory is writable"
+            ) from exc
         spec = WorkerSpec(
             plugin=name,
             snapshot_dir=snapshot.path,
@@ -1221,10 +1234,9 @@ class PluginHost:
         if self._owns_launcher:
             self.launcher.close()
         try:
-            self._run.close()
+            self.manager.close()  # removes the run directory too
         except CapletError as exc:
             _LOG.warning("%s", exc)  # litter the next host sweeps; never fail a close over it
-        self.manager.close()
 
     def __enter__(self) -> PluginHost:
         return self

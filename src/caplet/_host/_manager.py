@@ -30,8 +30,6 @@ import functools
 import graphlib
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +66,7 @@ from caplet._errors import (
     LockfileError,
     ManifestError,
     PluginNotFoundError,
+    PluginTreeError,
     PolicyError,
     SignatureError,
 )
@@ -102,6 +101,7 @@ from caplet._host._records import (
     PluginInfo,
     PluginState,
 )
+from caplet._host._run_dir import RunDir
 from caplet._host._validate import FunctionValidator, compile_validators
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Hook, Manifest
@@ -121,7 +121,7 @@ from caplet._trust._signing import (
     check_plugin_signature,
     parse_public_key,
 )
-from caplet._trust._snapshot import make_snapshot, remove_snapshot
+from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._source import PluginSource, SourceKind
 from caplet._trust._sqlite import SqliteStore
 from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
@@ -161,6 +161,9 @@ class _Record:
     #: The enabled fs grants, resolved without links and pinned to their inodes,
     #: and what is hidden inside them (:mod:`caplet._host._grant_check`).
     grant_plan: GrantPlan = field(default_factory=GrantPlan)
+    #: The one snapshot the enable audited, gated, hashed and recorded: every
+    #: worker of this enable loads a copy of it (issue 13, point 5).
+    snapshot: Snapshot | None = None
     #: Declared capabilities the lock file withholds (locked mode), while enabled.
     withheld: tuple[Capability, ...] = ()
 
@@ -224,6 +227,9 @@ class PluginManager:
         #: Bumped by every enable/disable, so a PluginHost can tell cheaply
         #: whether a cached worker must be re-validated before a call.
         self.generation = 0
+        #: Where snapshots live (made on first use): in the state directory,
+        #: where no grant reaches (:mod:`caplet._host._run_dir`).
+        self._run: RunDir | None = None
 
     @property
     def locked(self) -> bool:
@@ -624,13 +630,29 @@ class PluginManager:
         return record.content_hash
 
     def _rehash(self, record: _Record) -> None:
-        content_hash = tree_hash(record.manifest.plugin_dir)
-        if content_hash != record.content_hash:
-            record.manifest = load_manifest(
-                record.manifest.plugin_dir, allow_broad=self.policy.allow_broad_paths
-            )
-            record.content_hash = content_hash
-            self._refresh_audit(record)
+        """Describe the live folder as it is now: its hash, and the manifest of that content.
+
+        The manifest is read between two hashes of the tree that must agree:
+        a folder changing under the read is not taken for a consistent pair.
+        (Enable, audit and scan work on one snapshot instead, see _take.)
+        """
+        directory = record.manifest.plugin_dir
+        content_hash = tree_hash(directory)
+        if content_hash == record.content_hash:
+            return
+        for _ in range(3):
+            manifest = load_manifest(directory, allow_broad=self.policy.allow_broad_paths)
+            again = tree_hash(directory)
+            if again == content_hash:
+                record.manifest = manifest
+                record.content_hash = content_hash
+                self._refresh_audit(record)
+                return
+            content_hash = again
+        raise PluginTreeError(
+            f"plugin {record.name!r} at {directory} keeps changing while it is read; wait until "
+            "whatever writes it has finished, then try again"
+        )
 
     def _refresh_audit(self, record: _Record) -> None:
         """Attach the cached audit of the record's current hash (or none).
@@ -675,17 +697,13 @@ class PluginManager:
         *capabilities* (default: the declared ones) are the grants the
         scanner's severities take into account.
         """
-        if capabilities is None:
-            capabilities = record.manifest.capabilities
-        parent = Path(tempfile.mkdtemp(prefix="caplet-scan-"))
+        snapshot, manifest = self._take(record)
         try:
-            snapshot = make_snapshot(record.manifest.plugin_dir, parent)
-            try:
-                report = scan_tree(snapshot.path, capabilities)
-            finally:
-                remove_snapshot(snapshot)
+            report = scan_tree(
+                snapshot.path, manifest.capabilities if capabilities is None else capabilities
+            )
         finally:
-            shutil.rmtree(parent, ignore_errors=True)
+            remove_snapshot(snapshot)
         return report, snapshot.content_hash
 
     def _settings_from_env(self) -> ProviderSettings | None:
@@ -745,39 +763,58 @@ class PluginManager:
                 return cached
         chosen = self._configured_label() if static_only else ""
         auditor = None if static_only else self.auditor
-        parent = Path(tempfile.mkdtemp(prefix="caplet-audit-"))
+        snapshot, manifest = self._take(record)
         try:
-            snapshot = make_snapshot(record.manifest.plugin_dir, parent)
-            try:
-                report = scan_tree(snapshot.path, record.manifest.capabilities)
-                declared = [c.declared for c in record.manifest.capabilities]
-                result = static_audit(
-                    record.name,
-                    snapshot.content_hash,
-                    report,
-                    self._lint(record),
-                    now=time.time(),
-                    declared_capabilities=declared,
-                )
-                if auditor is not None:
-                    result = deep_audit(
-                        auditor,
-                        snapshot.path,
-                        snapshot.content_hash,
-                        manifest=record.manifest,
-                        static=result,
-                    )
-            finally:
-                remove_snapshot(snapshot)
+            result = self._audit_snapshot(record.name, snapshot, manifest, auditor)
         finally:
-            shutil.rmtree(parent, ignore_errors=True)
+            remove_snapshot(snapshot)
+        return self._keep_audit(record, result, chosen)
+
+    def _audit_snapshot(
+        self,
+        name: str,
+        snapshot: Snapshot,
+        manifest: Manifest,
+        auditor: AuditorProvider | None,
+    ) -> AuditResult:
+        """Audit exactly the snapshot: its files, with its own manifest's capabilities."""
+        report = scan_tree(snapshot.path, manifest.capabilities)
+        declared = [c.declared for c in manifest.capabilities]
+        result = static_audit(
+            name,
+            snapshot.content_hash,
+            report,
+            lint_composition(manifest.capabilities),
+            now=time.time(),
+            declared_capabilities=declared,
+        )
+        if auditor is not None:
+            result = deep_audit(
+                auditor, snapshot.path, snapshot.content_hash, manifest=manifest, static=result
+            )
+        return result
+
+    def _keep_audit(
+        self, record: _Record, result: AuditResult, chosen: str, *, rehash: bool = True
+    ) -> AuditResult:
+        """Cache a model's audit, or use a chosen or fallback static-only one for now.
+
+        ``rehash=False`` (an enable): the record already describes exactly the
+        audited snapshot, and must not be moved to whatever the live folder
+        holds by now.
+        """
         if chosen:
             result = static_only_by_choice(result, chosen)
-            self._attach(record, result, f"static-only by the operator's choice ({chosen})")
+            self._attach(
+                record, result, f"static-only by the operator's choice ({chosen})", rehash=rehash
+            )
         elif result.fallback_reason:
-            self._attach(record, result, f"static-only fallback: {result.fallback_reason}")
+            self._attach(
+                record, result, f"static-only fallback: {result.fallback_reason}", rehash=rehash
+            )
         else:
-            self.set_audit_result(name, result)
+            self.store.put_audit(result)
+            self._cache_audit(record, result, rehash=rehash)
         return result
 
     def _configured_label(self) -> str:
@@ -787,10 +824,13 @@ class PluginManager:
         except AuditConfigError:
             return "a broken CAPLET_LLM_* setting"
 
-    def _attach(self, record: _Record, audit: AuditResult, why: str) -> None:
+    def _attach(
+        self, record: _Record, audit: AuditResult, why: str, *, rehash: bool = True
+    ) -> None:
         """Use ``audit`` for this process without caching it (a failed model, a chosen
         static-only audit)."""
-        self._rehash(record)
+        if rehash:
+            self._rehash(record)
         if audit.content_hash != record.content_hash:
             return
         record.audit = audit
@@ -810,7 +850,13 @@ class PluginManager:
         if audit.plugin != name:
             return False
         self.store.put_audit(audit)
-        self._rehash(record)
+        return self._cache_audit(record, audit, rehash=True)
+
+    def _cache_audit(self, record: _Record, audit: AuditResult, *, rehash: bool) -> bool:
+        """Attach a stored audit to the record when it is of the record's content."""
+        name = record.name
+        if rehash:
+            self._rehash(record)
         if audit.content_hash != record.content_hash:
             return False
         record.audit = audit
@@ -1034,7 +1080,29 @@ class PluginManager:
         if refusal:
             return self._refuse(name, "enable", refusal)
         try:
-            self._rehash(record)
+            snapshot, manifest = self._take(record)
+        except CapletError as exc:
+            return self._refuse(name, "enable", str(exc))
+        try:
+            outcome = self._enable_snapshot(record, snapshot, manifest, consent)
+        except BaseException:
+            remove_snapshot(snapshot)
+            raise
+        if not outcome:
+            remove_snapshot(snapshot)
+            return outcome
+        retired, record.snapshot = record.snapshot, snapshot
+        if retired is not None:
+            remove_snapshot(retired)
+        return outcome
+
+    def _enable_snapshot(
+        self, record: _Record, snapshot: Snapshot, manifest: Manifest, consent: bool | Consent
+    ) -> Outcome:
+        """:meth:`enable` of exactly ``snapshot`` (its manifest, its hash, its audit)."""
+        name = record.name
+        try:
+            self._adopt(record, snapshot, manifest)
             # The content may have changed since discovery: its signature too.
             self._check_signature(record, self._trusted_keys())
         except CapletError as exc:
@@ -1066,10 +1134,21 @@ class PluginManager:
                 )
         untrusted = record.tier is TrustTier.UNTRUSTED
         # No approved fast path for an untrusted plugin: it is audited afresh.
-        audit = self.audit(name) if untrusted or record.audit is None else record.audit
+        if untrusted or record.audit is None:
+            try:
+                audit = self._keep_audit(
+                    record,
+                    self._audit_snapshot(name, snapshot, manifest, self.auditor),
+                    "",
+                    rehash=False,
+                )
+            except AuditConfigError as exc:
+                return self._refuse(name, "enable", str(exc))
+        else:
+            audit = record.audit
         if withheld:
             # Findings the withheld capabilities covered are uncovered again.
-            report, _ = self._scan(record, granted_declared)
+            report = scan_tree(snapshot.path, granted_declared)
             dangers = [
                 f for f in report.findings if f.severity is Severity.DANGER and not f.covered
             ]
@@ -1291,6 +1370,9 @@ class PluginManager:
             target.state = PluginState.DISABLED
             target.enabled_hash = None
             target.grant_plan = GrantPlan()
+            if target.snapshot is not None:
+                remove_snapshot(target.snapshot)
+                target.snapshot = None
             target.withheld = ()
             self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
         self._mark_dirty()
@@ -1450,12 +1532,59 @@ class PluginManager:
         return Outcome(False, reason)
 
     def close(self) -> None:
-        """Close the store and the auditor if this manager opened them."""
+        """Close the store and the auditor if this manager opened them; remove snapshots."""
         if self._auditor_choice == "env" and self._auditor is not None:
             self._auditor.close()
             self._auditor = None
+        for record in self._records.values():
+            record.snapshot = None
+        if self._run is not None:
+            self._run.close()
+            self._run = None
         if self._owns_store:
             self.store.close()
+
+    @property
+    def run_dir(self) -> Path:
+        """This process's private run directory (snapshots, work directories)."""
+        if self._run is None:
+            self._run = RunDir(self.state_dir)
+        return self._run.path
+
+    def _take(self, record: _Record) -> tuple[Snapshot, Manifest]:
+        """One private copy of the plugin's files, and the manifest read from that copy.
+
+        Issue 13, point 5: whatever is audited, gated, hashed, recorded and
+        loaded comes from this one copy, taken once; the live folder may
+        change at any moment in between (a thread swapping ``plugin.py``)
+        and changes nothing. The manifest, capabilities included, is the
+        copy's own: an approval pins a hash, and the hash covers the manifest.
+        """
+        snapshot = make_snapshot(record.manifest.plugin_dir, self.run_dir, named=True)
+        try:
+            manifest = load_manifest(snapshot.path, allow_broad=self.policy.allow_broad_paths)
+        except ManifestError as exc:
+            remove_snapshot(snapshot)
+            raise ManifestError(
+                str(exc).replace(str(snapshot.path), str(record.manifest.plugin_dir)),
+                path=str(record.manifest.path),
+                field=exc.field,
+            ) from exc
+        # Messages name the plugin's own folder, never the run directory.
+        return snapshot, dataclasses.replace(
+            manifest, path=record.manifest.plugin_dir / manifest.path.name
+        )
+
+    def _adopt(self, record: _Record, snapshot: Snapshot, manifest: Manifest) -> None:
+        """Make the record describe exactly the snapshot's content."""
+        if snapshot.content_hash != record.content_hash or manifest != record.manifest:
+            record.manifest = manifest
+            record.content_hash = snapshot.content_hash
+            self._refresh_audit(record)
+
+    def enabled_snapshot(self, name: str) -> Snapshot | None:
+        """The snapshot the plugin was enabled from (None when it is not enabled)."""
+        return self._record(name).snapshot
 
     def __enter__(self) -> PluginManager:
         return self

@@ -139,13 +139,22 @@ def swapped_code_refused(*says: str) -> Check:
 
 
 def restart_refused(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    """The restarted worker runs the enable's own snapshot again, never the swapped files.
+
+    One snapshot per enable (issue 13, point 5): a restart loads a copy of
+    what was audited and gated, verified against its hash, so the live
+    folder's change is seen (the approval no longer covers it) but not loaded.
+    """
     breach_unless(not escaped(attempt), attempt.describe())
     breach_unless(
         "swapped code ran" not in repr(attempt.followup), f"the swapped code ran: {attempt}"
     )
     expect(attempt.value == "the reviewed code", f"the first call returned {attempt.value!r}")
-    expect(attempt.error is not None, "the restart with changed content was not refused")
-    expect("changed" in str(attempt.error), f"expected a hash mismatch: {attempt.describe()}")
+    expect(attempt.error is None, f"the restart failed: {attempt.describe()}")
+    expect(
+        attempt.followup == "the reviewed code",
+        f"the restarted worker returned {attempt.followup!r}",
+    )
 
 
 def _token(arena: Arena, _plugin: str) -> tuple[object, ...]:
@@ -254,7 +263,7 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase(
         "swap-during-load",
         Family.SUPPLY_CHAIN,
-        "replace plugin.py while enabled, then crash so the host restarts the worker",
+        "replace plugin.py while enabled, then crash so the host restarts the worker from it",
         Layer.HASH_PIN,
         HONEST,
         restart_refused,

@@ -9,6 +9,7 @@ exactly what will be loaded, and nobody else can write to it in between.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -16,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from caplet._errors import PluginTreeError
+from caplet._errors import PluginTreeError, StoreError
 from caplet._trust._hashing import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
@@ -41,10 +42,16 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLL
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A read-only copy of a plugin tree and the hash of that copy."""
+    """A read-only copy of a plugin tree and the hash of that copy.
+
+    ``container`` is the private directory made to hold ``path`` when the
+    copy keeps the plugin's own folder name (``named``): removing the
+    snapshot removes it too.
+    """
 
     path: Path
     content_hash: str
+    container: Path | None = None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -90,6 +97,7 @@ def make_snapshot(
     max_files: int = DEFAULT_MAX_FILES,
     max_bytes: int = DEFAULT_MAX_BYTES,
     read_only: bool = True,
+    named: bool = False,
 ) -> Snapshot:
     """Copy the plugin at *source* into a new private read-only directory under *parent*.
 
@@ -103,12 +111,22 @@ def make_snapshot(
     ``read_only=False`` makes an ordinary copy instead (files ``0o644`` or
     ``0o755``, directories ``0o755``): an update stages the new version this
     way, because the staged copy becomes the plugin folder users edit.
+
+    ``named`` keeps the plugin's folder name (the copy is ``<private
+    dir>/<name>``), so that its manifest loads from the copy itself (a
+    manifest's ``name`` must equal its folder's).
     """
     try:
         parent.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
         # mkdtemp creates the directory with mode 0700 (tempfile docs), so
         # no other user can race us while it is still writable.
-        path = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=parent))
+        container = None
+        if named:
+            container = Path(tempfile.mkdtemp(prefix="snapshot-", dir=parent))
+            path = container / source.name
+            path.mkdir(mode=_PRIVATE_DIR)
+        else:
+            path = Path(tempfile.mkdtemp(prefix=f"{source.name}-", dir=parent))
     except OSError as exc:
         raise PluginTreeError(
             f"cannot create a snapshot of plugin {source.name!r} under {parent} "
@@ -122,6 +140,13 @@ def make_snapshot(
             for directory in [*made, path]:
                 directory.chmod(_DIR_MODE_RO if read_only else _DIR_MODE_RW)
         except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                # A full state disk is a state error (exit 3), like any other write there.
+                raise StoreError(
+                    f"{path}: copying plugin {source.name!r} for its snapshot failed: no space "
+                    f"left on device; free space on the file system holding {parent} and run "
+                    "the command again"
+                ) from exc
             raise PluginTreeError(
                 f"cannot copy plugin {source.name!r} from {source} into the snapshot "
                 f"{path} ({exc.strerror}); check free space and permissions, then retry"
@@ -135,9 +160,9 @@ def make_snapshot(
                 f"(caplet audit {source.name} && caplet approve {source.name})"
             )
     except BaseException:
-        remove_snapshot(path)
+        remove_snapshot(container or path)
         raise
-    return Snapshot(path=path, content_hash=content_hash)
+    return Snapshot(path=path, content_hash=content_hash, container=container)
 
 
 def _make_writable(top: Path) -> None:
@@ -158,7 +183,10 @@ def remove_snapshot(snapshot_or_path: Snapshot | Path) -> None:
     Symbolic links are never followed (``shutil.rmtree`` uses the
     descriptor-based walk on Linux, ``rmtree.avoids_symlink_attacks``).
     """
-    path = snapshot_or_path.path if isinstance(snapshot_or_path, Snapshot) else snapshot_or_path
+    if isinstance(snapshot_or_path, Snapshot):
+        path = snapshot_or_path.container or snapshot_or_path.path
+    else:
+        path = snapshot_or_path
     try:
         st = os.lstat(path)
     except FileNotFoundError:
