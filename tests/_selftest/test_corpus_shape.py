@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -188,7 +189,10 @@ def test_the_markdown_table_replaces_only_the_text_between_its_markers(tmp_path:
     assert text.endswith(f"{END_MARKER}\n## After\n")
     assert "old | table" not in text
     assert table_case_names(text) == ["a"]
-    assert "| `a` | attack a | filesystem | seccomp | returned 1 | contained, pass |" in text
+    assert (
+        "| `a` | attack a | filesystem | seccomp | returned 1 | (same run) | contained, pass |"
+        in text
+    )
     fresh = tmp_path / "new.md"
     write_markdown(fresh, report)
     assert fresh.read_text() == "# caplet selftest\n\n" + markdown_table(report)
@@ -207,3 +211,27 @@ def test_docs_security_explains_every_layer() -> None:
     text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
     documented = re.findall(r"^\| `([a-z-]+)` \| [^|]+ \|$", text, re.MULTILINE)
     assert documented == [layer.value for layer in Layer]
+
+
+def test_a_case_open_with_every_layer_on_fails_the_run() -> None:
+    from caplet._selftest._report import GatedResult
+
+    contained = _result("a", CaseStatus.CONTAINED, layer=Layer.SECCOMP)
+    gated_open = dataclasses.replace(
+        contained, with_every_layer=GatedResult(CaseStatus.OPEN, "returned 'pwned'")
+    )
+    gated_refused = dataclasses.replace(
+        contained,
+        with_every_layer=GatedResult(CaseStatus.CONTAINED, "refused: 1 danger finding"),
+    )
+    assert contained.passed
+    assert gated_refused.passed
+    assert not gated_open.passed
+    report = SelftestReport((gated_open, gated_refused), LAYERS_OK, {}, 1.0)
+    assert not report.ok
+    document = report.to_json()
+    cases = document["cases"]
+    assert isinstance(cases, list)
+    assert cases[0]["with_every_layer"] == {"status": "open", "outcome": "returned 'pwned'"}
+    assert cases[0]["static_gate_off"] is True
+    assert "| open: returned 'pwned' |" in markdown_table(report)

@@ -88,7 +88,7 @@ from caplet._host._guest_requests import GuestRequests
 from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
-from caplet._host._manager import PluginManager
+from caplet._host._manager import RED_TEAM_LABEL, PluginManager
 from caplet._host._policy import Isolation, Policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
 from caplet._host._validate import FunctionValidator
@@ -185,6 +185,13 @@ class PluginHost:
     tests pass a static resolver and their own CA); its limits are
     ``policy.network``.
 
+    ``red_team=True`` is the public red-team switch (issue 13): the static
+    gate is off (danger findings and the risk policy are logged, not
+    enforced), so a red team measures the kernel layers alone without
+    faking an audit. Only this argument turns it on; it is refused in
+    locked mode, logged as a warning, and every decision this host logs
+    and :attr:`isolation` say so. Consent is still asked for.
+
     **Threads.** One host may be used from any number of application threads
     (a web server's pool, an agent framework's tools); nothing is bound to
     the thread that created it. What serialises what:
@@ -232,6 +239,7 @@ class PluginHost:
         dist_path: Sequence[Path | str] | None = None,
         resolver: Resolver | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        red_team: bool = False,
     ) -> None:
         self.manager = PluginManager(
             plugins_dir,
@@ -242,6 +250,7 @@ class PluginHost:
             lockfile=lockfile,
             loading=loading,
             dist_path=dist_path,
+            red_team=red_team,
         )
         self._owns_launcher = launcher is None
         self.launcher: Launcher = (
@@ -1211,7 +1220,14 @@ class PluginHost:
     @property
     def isolation(self) -> str:
         """What isolation the launcher gives each worker (shown to users)."""
+        if self.manager.red_team:
+            return f"{self.launcher.isolation} {RED_TEAM_LABEL}"
         return self.launcher.isolation
+
+    @property
+    def red_team(self) -> bool:
+        """Whether this host runs with the static gate off (the red-team switch)."""
+        return self.manager.red_team
 
     # -- lifetime -------------------------------------------------------------------------------
 

@@ -126,9 +126,18 @@ from caplet._trust._source import PluginSource, SourceKind
 from caplet._trust._sqlite import SqliteStore
 from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
 
-__all__ = ["PluginManager"]
+__all__ = ["RED_TEAM_BANNER", "RED_TEAM_LABEL", "PluginManager"]
 
 logger = logging.getLogger("caplet")
+
+#: Prefixed to every decision a red-team host logs (see PluginManager.red_team).
+RED_TEAM_LABEL = "[RED TEAM: static gate OFF]"
+#: Said once per red-team host, and by the CLI on stderr.
+RED_TEAM_BANNER = (
+    "RED-TEAM MODE: the static gate is OFF for this host (red_team=True). Danger findings "
+    "and the risk policy are measured, not enforced: plugins the review would refuse run, "
+    "bounded by the sandbox alone. Never use this outside a red-team or selftest run."
+)
 
 #: Rule-id prefix of findings the LLM auditor produces (caplet._audit._deep).
 _AUDITOR_RULES = "CPL-AUDIT-"
@@ -199,6 +208,7 @@ class PluginManager:
         lockfile: Path | str | None = None,
         loading: LoadingRules | None = None,
         dist_path: Sequence[Path | str] | None = None,
+        red_team: bool = False,
     ) -> None:
         self.plugins_dir = Path(plugins_dir)
         self.policy = policy if policy is not None else Policy()
@@ -214,6 +224,19 @@ class PluginManager:
         )
         self.loading = loading if loading is not None else LoadingRules.from_environment(os.environ)
         self.dist_path = dist_path
+        #: The public red-team switch (issue 13, point 9): the static gate is
+        #: off, so a red team measures the kernel layers alone. Only ever set by
+        #: this explicit argument (never a policy file or the environment),
+        #: refused in locked mode, and written into every decision logged.
+        self.red_team = red_team
+        if red_team:
+            if self.loading.locked:
+                raise PolicyError(
+                    "red_team=True cannot run in locked mode: locked mode loads only what the "
+                    "lock file pins after review, and red-team mode skips that review's gate; "
+                    "unset CAPLET_LOCKED/CI or pass locked=False for the red-team run"
+                )
+            logger.warning("%s", RED_TEAM_BANNER)
         self._owns_store = store is None
         if store is None:
             store = SqliteStore(self.state_dir)
@@ -1157,7 +1180,10 @@ class PluginManager:
                     name, "enable", _withheld_refusal(name, dangers, withheld, self.lockfile_path)
                 )
         refusal = self._trust_refusal(name, audit)
-        if refusal:
+        if refusal and self.red_team:
+            # Measured, not enforced: the red team wants the kernel layers alone.
+            self._log(name, "gate", record.content_hash, True, f"not enforced: {refusal}")
+        elif refusal:
             return self._refuse(name, "enable", refusal)
         allow_broad = self.policy.allow_broad_paths and record.tier is TrustTier.TRUSTED
         try:
@@ -1240,6 +1266,8 @@ class PluginManager:
         else:
             path = f"audited {audit.provider}"
         path += f", tier {record.tier.value}"
+        if self.red_team:
+            path = f"{RED_TEAM_LABEL} {path}"
         self._log(name, "enable", record.content_hash, True, path)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
 
@@ -1516,6 +1544,8 @@ class PluginManager:
         self._log(plugin, action, target, allowed, detail)
 
     def _log(self, plugin: str, action: str, target: str, allowed: bool, detail: str = "") -> None:
+        if self.red_team:
+            detail = f"{RED_TEAM_LABEL} {detail}".rstrip()
         self.store.log_decision(
             Decision(
                 at=time.time(),

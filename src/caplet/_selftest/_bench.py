@@ -74,7 +74,7 @@ from caplet._selftest._introspection import (
 from caplet._selftest._model import Arena, Attempt, HostileCase, Scenario, clip
 from caplet._selftest._network import REBINDING_NAME
 from caplet._selftest._prelude import PRELUDE
-from caplet._selftest._report import CaseResult, CaseStatus, SelftestReport
+from caplet._selftest._report import CaseResult, CaseStatus, GatedResult, SelftestReport
 from caplet._trust._lockfile import Lockfile, update_lockfile
 
 __all__ = ["Bench", "run_selftest"]
@@ -344,13 +344,17 @@ class Bench:
     cases: Sequence[HostileCase]
     root: Path | None = None
     arena: Arena = field(init=False)
+    #: The red team's host: the static gate off (kernel layers alone).
     host: PluginHost = field(init=False)
+    #: An ordinary host on the same arena: every layer on.
+    gated: PluginHost = field(init=False)
     launcher: SandboxLauncher = field(init=False)
     policy: Policy = field(init=False)
     layers: dict[str, str] = field(init=False)
     _stack: ExitStack = field(init=False)
     _listeners: tuple[socket.socket, ...] = field(init=False)
     _fifo_fd: int = field(init=False)
+    _log_counter: _LogCounter = field(init=False)
     _sources: dict[str, str] = field(init=False)
     _audit_hosts: dict[Scenario, PluginHost] = field(init=False)
     _scrub: dict[str, str] = field(init=False)
@@ -433,7 +437,7 @@ class Bench:
         (home / ".ssh").mkdir(parents=True)
         (home / ".ssh" / "id_ed25519").write_text("a private key\n", encoding="utf-8")
 
-        counter = _LogCounter()
+        counter = self._log_counter = _LogCounter()
         plugin_logger = logging.getLogger("caplet.plugins")
         plugin_logger.addHandler(counter)
         stack.callback(plugin_logger.removeHandler, counter)
@@ -559,16 +563,21 @@ class Bench:
         self.launcher = SandboxLauncher(strict=False)
         self._stack.callback(self.launcher.close)
         self.layers = dict(self.launcher.layers())
-        self.host = self._host()
-        self.host.register_capability(APP_CAPABILITY, self._vault)
+        # Two hosts on one arena: the red team's, with the static gate off
+        # (the public switch, issue 13: the kernel layers measured alone, no
+        # audit faked), and an ordinary one with every layer on.
+        self.host = self._host(red_team=True)
+        self.gated = self._host(state_dir=self.arena.root / "state-gated")
         self._audit_hosts = {}
-        # Consent (issue 14) is the operator's: running `caplet selftest` is asking
-        # for these plugins to run, so the bench consents explicitly for them.
-        outcome = self.host.enable(_CANARY_PLUGIN, consent=True)
-        if not outcome:
-            raise SelftestError(
-                f"the selftest's own harmless plugin does not start here: {outcome.reason}"
-            )
+        for host in (self.host, self.gated):
+            host.register_capability(APP_CAPABILITY, self._vault)
+            # Consent (issue 14) is the operator's: running `caplet selftest` is
+            # asking for these plugins to run, so the bench consents for them.
+            outcome = host.enable(_CANARY_PLUGIN, consent=True)
+            if not outcome:
+                raise SelftestError(
+                    f"the selftest's own harmless plugin does not start here: {outcome.reason}"
+                )
 
     def _host(
         self,
@@ -576,6 +585,7 @@ class Bench:
         state_dir: Path | None = None,
         auditor: GullibleAuditor | None = None,
         loading: LoadingRules | None = None,
+        red_team: bool = False,
     ) -> PluginHost:
         arena = self.arena
         host = PluginHost(
@@ -590,6 +600,7 @@ class Bench:
             resolver=StaticResolver(
                 {"localhost": ["127.0.0.1"], REBINDING_NAME: [_INTRANET, "127.0.0.1"]}
             ),
+            red_team=red_team,
         )
         self._stack.callback(host.close)
         return host
@@ -618,15 +629,17 @@ class Bench:
                 layer_missing=missing,
             )
         status, detail = CaseStatus.CONTAINED, ""
+        # A gated case is about the static gate itself: the ordinary host ran it.
+        host = self.gated if case.scenario is Scenario.GATED else self.host
         try:
-            case.check(attempt, self.arena, self.host)
+            case.check(attempt, self.arena, host)
         except SelftestBreachError as exc:
             status, detail = CaseStatus.OPEN, str(exc)
         except SelftestMismatchError as exc:
             status, detail = CaseStatus.ELSEWHERE, str(exc)
         except Exception as exc:  # a broken check is a harness error, said as such
             status, detail = CaseStatus.ERROR, f"the check failed: {type(exc).__name__}: {exc}"
-        left = self._contain(case, jails)
+        left = self._contain(case, jails, host)
         if left:
             status, detail = CaseStatus.OPEN, "; ".join(filter(None, [left, detail]))
         return CaseResult.of(
@@ -635,7 +648,43 @@ class Bench:
             self._clean(attempt.describe()),
             self._clean(detail),
             layer_missing=missing,
+            with_every_layer=self._with_every_layer(case),
         )
+
+    def _with_every_layer(self, case: HostileCase) -> GatedResult | None:
+        """The same attack on the ordinary host, every layer on: the static gate first.
+
+        Only ``CALL`` cases run twice; the others are about caplet's own
+        layers (the gate, the lock file, the auditor, the hash pin) and do not
+        depend on the switch.
+        """
+        if case.scenario is not Scenario.CALL:
+            return None
+        jails: list[Jail] = []
+        try:
+            attempt, jails = self._enable_and_call(case, self.gated)
+        except Exception as exc:  # the harness, not the attack
+            self._contain(case, jails, self.gated)
+            return GatedResult(CaseStatus.ERROR, self._clean(f"{type(exc).__name__}: {exc}"))
+        if not attempt.enabled:
+            left = self._contain(case, jails, self.gated)
+            if left:
+                return GatedResult(CaseStatus.OPEN, self._clean(left))
+            return GatedResult(CaseStatus.CONTAINED, self._clean(f"refused: {attempt.reason}"))
+        status = CaseStatus.CONTAINED
+        try:
+            case.check(attempt, self.arena, self.gated)
+        except SelftestBreachError:
+            status = CaseStatus.OPEN
+        except SelftestMismatchError:
+            status = CaseStatus.ELSEWHERE
+        except Exception:  # a broken check: the gate-off column reports it in full
+            status = CaseStatus.ERROR
+        left = self._contain(case, jails, self.gated)
+        if left:
+            status = CaseStatus.OPEN
+        outcome = attempt.describe() if not left else f"{attempt.describe()} [{left}]"
+        return GatedResult(status, self._clean(outcome))
 
     def _clean(self, text: str) -> str:
         """``text`` without what differs from run to run (paths, ports, pids, inodes)."""
@@ -648,10 +697,10 @@ class Bench:
     def _attack(self, case: HostileCase) -> tuple[Attempt, list[Jail]]:
         match case.scenario:
             case Scenario.CALL:
-                _fool_the_review(self.host, case.name)
-                return self._enable_and_call(case)
+                # The red team's host: the static gate is off, nothing is faked.
+                return self._enable_and_call(case, self.host)
             case Scenario.GATED:
-                return self._enable_and_call(case)
+                return self._enable_and_call(case, self.gated)
             case Scenario.LOCKED:
                 return self._locked(case), []
             case Scenario.RESTART:
@@ -675,8 +724,9 @@ class Bench:
             return False, str(exc)
         return bool(outcome), outcome.reason
 
-    def _enable_and_call(self, case: HostileCase) -> tuple[Attempt, list[Jail]]:
-        host, plugin = self.host, case.name
+    def _enable_and_call(self, case: HostileCase, host: PluginHost) -> tuple[Attempt, list[Jail]]:
+        plugin = case.name
+        self._log_counter.counts.pop(plugin, None)  # each run's own ctx.log lines
         enabled, reason = self._enable(host, case)
         if not enabled:
             return Attempt(plugin, enabled=False, reason=reason), []
@@ -752,8 +802,7 @@ class Bench:
         return Attempt(plugin, enabled=enabled, reason=reason, value=value)
 
     def _restart(self, case: HostileCase) -> tuple[Attempt, list[Jail]]:
-        host, plugin = self.host, case.name
-        _fool_the_review(host, plugin)
+        host, plugin = self.host, case.name  # the red team's: no audit to fake
         enabled, reason = self._enable(host, case)
         if not enabled:
             return Attempt(plugin, enabled=False, reason=reason), []
@@ -802,24 +851,24 @@ class Bench:
             with suppress(OSError):
                 os.close(jail.pidfd)
 
-    def _contain(self, case: HostileCase, jails: Sequence[Jail]) -> str:
+    def _contain(self, case: HostileCase, jails: Sequence[Jail], host: PluginHost) -> str:
         """Stop the plugin and say what (if anything) the attack left behind."""
         problems: list[str] = []
         try:
-            self.host.disable(case.name)
+            host.disable(case.name)
         except PluginNotFoundError:
             pass  # broken by design: discovery never took it in
         except CapletError as exc:
             problems.append(f"disable failed: {exc}")
         problems += [left for left in map(_jail_gone, jails) if left]
         try:
-            if self.host.call(_CANARY_PLUGIN, "main.run") != "still serving":
+            if host.call(_CANARY_PLUGIN, "main.run") != "still serving":
                 problems.append("the host no longer serves other plugins")
         except CapletError as exc:
             problems.append(f"the host no longer serves other plugins: {exc}")
         if _digest_tree(self.arena.plugins_dir) != self._sources:
             problems.append("the plugin sources changed")
-        store = self.host.manager.store
+        store = host.manager.store
         integrity = getattr(store, "integrity_check", None)
         if callable(integrity) and tuple(integrity()) != ("ok",):
             problems.append("the state database failed its integrity check")

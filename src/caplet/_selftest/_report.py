@@ -30,6 +30,7 @@ __all__ = [
     "END_MARKER",
     "CaseResult",
     "CaseStatus",
+    "GatedResult",
     "SelftestReport",
     "markdown_table",
     "print_report",
@@ -55,8 +56,26 @@ class CaseStatus(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class GatedResult:
+    """The same attack with every layer on (the static gate first): how it ended."""
+
+    status: CaseStatus
+    outcome: str
+
+    @property
+    def contained(self) -> bool:
+        return self.status in (CaseStatus.CONTAINED, CaseStatus.ELSEWHERE)
+
+
+@dataclass(frozen=True, slots=True)
 class CaseResult:
-    """One case's outcome. ``layer_missing``: its expected layer is missing on this machine."""
+    """One case's outcome. ``layer_missing``: its expected layer is missing on this machine.
+
+    ``status`` and the rest are the red team's run, the static gate off (the
+    kernel layers measured alone); ``with_every_layer`` the same attack on an
+    ordinary host (``None`` for the cases about caplet's own layers, which
+    run once).
+    """
 
     name: str
     family: Family
@@ -67,11 +86,14 @@ class CaseResult:
     detail: str = ""
     layer_missing: bool = False
     gap: str = ""
+    with_every_layer: GatedResult | None = None
 
     @property
     def passed(self) -> bool:
-        """Contained as expected, or contained elsewhere where the expected layer is missing
-        (or a known gap)."""
+        """Contained as expected (or elsewhere where the expected layer is missing, or a
+        known gap), and contained with every layer on too."""
+        if self.with_every_layer is not None and not self.with_every_layer.contained:
+            return False
         match self.status:
             case CaseStatus.CONTAINED:
                 return not self.gap
@@ -89,6 +111,7 @@ class CaseResult:
         detail: str = "",
         *,
         layer_missing: bool,
+        with_every_layer: GatedResult | None = None,
     ) -> CaseResult:
         return cls(
             case.name,
@@ -100,6 +123,7 @@ class CaseResult:
             detail,
             layer_missing=layer_missing,
             gap=case.gap,
+            with_every_layer=with_every_layer,
         )
 
 
@@ -166,6 +190,13 @@ class SelftestReport:
                     "detail": r.detail,
                     "layer_missing": r.layer_missing,
                     "gap": r.gap,
+                    "static_gate_off": True,
+                    "with_every_layer": None
+                    if r.with_every_layer is None
+                    else {
+                        "status": r.with_every_layer.status.value,
+                        "outcome": r.with_every_layer.outcome,
+                    },
                 }
                 for r in self.results
             ],
@@ -189,15 +220,27 @@ def _verdict(result: CaseResult) -> str:
 def print_report(console: Console, report: SelftestReport) -> None:
     """The rich table, then the machine's layers and what a missing one leaves open."""
     table = Table(title="caplet selftest: the hostile corpus", show_lines=False)
-    for column in ("attack", "family", "expected layer", "observed outcome", "result"):
+    columns = (
+        "attack",
+        "family",
+        "expected layer",
+        "static gate OFF: kernel layers alone",
+        "every layer on",
+        "result",
+    )
+    for column in columns:
         table.add_column(column, overflow="fold")
     for result in report.results:
         outcome = result.outcome if not result.detail else f"{result.outcome} [{result.detail}]"
+        gated = result.with_every_layer
         table.add_row(
             Text(f"{result.name}: {result.attack}"),
             result.family.value,
             result.layer.value,
             Text(outcome),
+            Text("(same run)")
+            if gated is None
+            else Text(f"{gated.status.value}: {gated.outcome}", style=_STYLE[gated.status]),
             Text(f"{result.status.value}, {_verdict(result)}", style=_STYLE[result.status]),
         )
     console.print(table)
@@ -216,17 +259,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _gated_cell(gated: GatedResult | None) -> str:
+    if gated is None:
+        return "(same run)"
+    return _cell(f"{gated.status.value}: {gated.outcome}")
+
+
 def markdown_table(report: SelftestReport) -> str:
     """The Markdown table docs/security.md publishes, between its markers."""
     lines = [
         BEGIN_MARKER,
         "",
-        "| case | attack | family | expected layer | observed outcome | result |",
-        "|---|---|---|---|---|---|",
+        "| case | attack | family | expected layer | static gate off: kernel layers alone "
+        "| every layer on | result |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| `{r.name}` | {_cell(r.attack)} | {r.family.value} | {r.layer.value} | "
-        f"{_cell(r.outcome)} | {r.status.value}, {_verdict(r)} |"
+        f"{_cell(r.outcome)} | {_gated_cell(r.with_every_layer)} | "
+        f"{r.status.value}, {_verdict(r)} |"
         for r in report.results
     ]
     available = ", ".join(layer for layer, why in report.layers.items() if not why) or "none"
