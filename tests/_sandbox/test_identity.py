@@ -257,3 +257,13 @@ def test_root_of_a_namespace_that_maps_nothing_else_runs_workers_as_itself(
     first, second = done.stdout.splitlines()
     assert first == "0 False the only id of this user namespace"
     assert "maps no other id (/proc/self/uid_map)" in second
+
+
+def test_doctor_says_who_workers_run_as() -> None:
+    from caplet._sandbox._sandboxed import isolation_report
+
+    identity = worker_identity()
+    shown = isolation_report().details["workers run as"]
+    assert shown.startswith(f"uid {identity.uid}, gid {identity.gid} (")
+    if not ROOT:
+        assert shown.endswith("caplet's own user: never root on the host")

@@ -490,17 +490,25 @@ class IsolationReport:
         return not any(self.layers.get(layer, "missing") for layer in LAYERS)
 
 
-def isolation_report() -> IsolationReport:
-    """Probe every layer the way a real worker start would (through a zygote)."""
+def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
+    """Probe every layer the way a real worker start would (through a zygote).
+
+    ``identity`` is who workers run as (default: what a host with the
+    default policy would use); the report says so.
+    """
+    if identity is None:
+        identity = worker_identity()
     details = {
         "platform": sys.platform,
         "kernel": os.uname().release,
         "python": sys.version.split()[0],
+        "workers run as": identity.describe()
+        + ("" if identity.privileged else ", caplet's own user: never root on the host"),
     }
     if sys.platform != "linux":
         reason = f"the kernel sandbox needs Linux, this is {sys.platform}"
         return IsolationReport(dict.fromkeys(LAYERS, reason), FIXES, details)
-    launcher = SandboxLauncher(strict=True)
+    launcher = SandboxLauncher(strict=True, identity=identity)
     try:
         layers = dict(launcher.layers())
         counting = launcher.counting_problem()
