@@ -268,6 +268,11 @@ def test_no_host_path_of_caplets_shows_in_mountinfo(
     plugin_lines = [line for line in mounts.splitlines() if line.split()[4] == "/plugin"]
     assert len(plugin_lines) == 1
     assert plugin_lines[0].split()[3] == "/"  # its own tmpfs: no host path as its root
+    # Every grant is mounted nosuid,nodev (what a file there carries means nothing inside).
+    grant_lines = [line.split() for line in mounts.splitlines() if line.split()[4] == str(data)]
+    assert grant_lines
+    for fields in grant_lines:
+        assert {"nosuid", "nodev"} <= set(fields[5].split(",")), fields
     guest = host.exec("print(open('/proc/self/mountinfo').read())")
     assert guest.ok, guest
     assert "caplet-run" not in guest.stdout
