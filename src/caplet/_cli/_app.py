@@ -861,8 +861,9 @@ def doctor_command(
         typer.Option(
             "--check-state",
             help="Check caplet's state instead of the isolation layers: the state database "
-            "(SQLite integrity, schema, every record), trusted keys, interrupted updates, the "
-            "lock file and leftover temporary files. Exit 3 when damaged.",
+            "(SQLite integrity, schema, every record; or the PostgreSQL store CAPLET_STORE "
+            "names), trusted keys, interrupted updates, the lock file and leftover temporary "
+            "files. Exit 3 when damaged.",
         ),
     ] = False,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
@@ -920,6 +921,7 @@ def _doctor_state(
             "ok": report.ok,
             "state_dir": str(report.state_dir),
             "database": None if report.database is None else str(report.database),
+            **({} if report.store is None else {"store": report.store}),
             "lockfile": None if report.lockfile is None else str(report.lockfile),
             "problems": [
                 {
@@ -932,7 +934,7 @@ def _doctor_state(
             ],
         }
     )
-    database = report.database or f"no state database yet in {report.state_dir}"
+    database = report.store or report.database or f"no state database yet in {report.state_dir}"
     lines: list[Text] = []
     for problem in report.problems:
         # Text, not markup: messages quote paths and plugin-controlled names.

@@ -27,10 +27,48 @@ from caplet._trust._pg_url import is_postgres_url, redact
 from caplet._trust._sqlite import SqliteStore
 from caplet._trust._store import TrustStore
 
-__all__ = ["STORE_ENV", "describe_store", "is_shared", "open_store", "store_from_environment"]
+__all__ = [
+    "STORE_ENV",
+    "describe_store",
+    "is_shared",
+    "open_store",
+    "sqlite_directory",
+    "store_from_environment",
+]
 
 #: The environment variable naming the store (the address, as :func:`open_store` takes it).
 STORE_ENV = "CAPLET_STORE"
+
+
+def sqlite_directory(address: str | Path, state_dir: Path) -> Path | None:
+    """The state directory of the SQLite store *address* names; ``None`` for a shared store.
+
+    Checks the syntax as :func:`open_store` does, without opening anything
+    (``caplet doctor --check-state`` must not create a database).
+    """
+    if isinstance(address, Path):
+        return address
+    text = address.strip()
+    if is_postgres_url(text):
+        return None
+    if text in ("", "sqlite"):
+        return state_dir
+    if text.startswith("sqlite://"):
+        path = text.removeprefix("sqlite://")
+        if not path.startswith("/"):
+            raise StoreError(
+                f"store {text!r}: a sqlite:// address names an absolute state directory "
+                "(sqlite:///var/lib/caplet); write it with three slashes"
+            )
+        return Path(path)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise StoreError(
+            f"store {redact(text)!r}: caplet has no store of kind {scheme!r}; use "
+            "postgresql://USER@HOST/DATABASE (a fleet's shared store) or a state directory "
+            "(sqlite:///PATH, or a plain path)"
+        )
+    return Path(text)
 
 
 def open_store(address: str | Path, *, state_dir: Path | None = None) -> TrustStore:
@@ -40,36 +78,19 @@ def open_store(address: str | Path, *, state_dir: Path | None = None) -> TrustSt
     ``"sqlite"``. Raises :class:`StoreError` naming the address (without
     its password) when it cannot be understood or opened.
     """
-    if isinstance(address, Path):
-        return SqliteStore(address)
-    text = address.strip()
+    text = address.strip() if isinstance(address, str) else ""
     if is_postgres_url(text):
         from caplet._trust._postgres import PostgresStore
 
         return PostgresStore(text)
-    if text in ("", "sqlite"):
-        if state_dir is None:
-            raise StoreError(
-                f"store {text or '(default)'!r} is the SQLite store of a state directory, and "
-                "none was given; pass state_dir or write sqlite:///ABSOLUTE/STATE/DIR"
-            )
-        return SqliteStore(state_dir)
-    if text.startswith("sqlite://"):
-        path = text.removeprefix("sqlite://")
-        if not path.startswith("/"):
-            raise StoreError(
-                f"store {text!r}: a sqlite:// address names an absolute state directory "
-                "(sqlite:///var/lib/caplet); write it with three slashes"
-            )
-        return SqliteStore(Path(path))
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
+    if text in ("", "sqlite") and not isinstance(address, Path) and state_dir is None:
         raise StoreError(
-            f"store {redact(text)!r}: caplet has no store of kind {scheme!r}; use "
-            "postgresql://USER@HOST/DATABASE (a fleet's shared store) or a state directory "
-            "(sqlite:///PATH, or a plain path)"
+            f"store {text or '(default)'!r} is the SQLite store of a state directory, and "
+            "none was given; pass state_dir or write sqlite:///ABSOLUTE/STATE/DIR"
         )
-    return SqliteStore(Path(text))
+    directory = sqlite_directory(address, state_dir if state_dir is not None else Path())
+    assert directory is not None
+    return SqliteStore(directory)
 
 
 def store_from_environment(state_dir: Path, environ: Mapping[str, str] | None = None) -> TrustStore:
