@@ -158,6 +158,21 @@ def pg_url(pg_server: PgServer) -> str:
     return pg_server.new_database()
 
 
+@pytest.fixture(scope="session")
+def dask_scheduler() -> Iterator[str]:
+    """A real Dask LocalCluster on 127.0.0.1 (two worker processes); its scheduler's address."""
+    from distributed import LocalCluster
+
+    with LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
+        yield cluster.scheduler_address
+
+
 @pytest.fixture
 def make_plugin(plugins_dir: Path) -> PluginFactory:
     return PluginFactory(plugins_dir)

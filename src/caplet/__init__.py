@@ -470,6 +470,12 @@ if TYPE_CHECKING:
     from caplet._trust._lockfile import (
         Lockfile as Lockfile,
     )
+    from caplet._trust._open import (
+        open_store as open_store,
+    )
+    from caplet._trust._postgres import (
+        PostgresStore as PostgresStore,
+    )
     from caplet._trust._problems import (
         ProblemKind as ProblemKind,
     )
@@ -481,12 +487,6 @@ if TYPE_CHECKING:
     )
     from caplet._trust._signing import (
         SignatureStatus as SignatureStatus,
-    )
-    from caplet._trust._open import (
-        open_store as open_store,
-    )
-    from caplet._trust._postgres import (
-        PostgresStore as PostgresStore,
     )
     from caplet._trust._source import (
         PluginSource as PluginSource,
