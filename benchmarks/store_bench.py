@@ -1,7 +1,7 @@
 """The trust store under load: SQLite and PostgreSQL side by side (issue 18).
 
     python benchmarks/store_bench.py            # print the table
-    python benchmarks/store_bench.py --write    # also rewrite its section of docs/benchmarks.md
+    python benchmarks/store_bench.py --write    # also rewrite docs/benchmarks.md and docs/fleet.md
     python benchmarks/store_bench.py --postgres postgresql://...   # an existing server
 
 One run measures, on both backends, through the store's own API (every
@@ -49,6 +49,9 @@ from caplet._trust._store import ApprovalRecord, Decision, TrustStore  # noqa: E
 DOC = REPO / "docs" / "benchmarks.md"
 BEGIN = "<!-- store_bench:begin -->"
 END = "<!-- store_bench:end -->"
+FLEET = REPO / "docs" / "fleet.md"
+FLEET_BEGIN = "<!-- fleet-figures:begin -->"
+FLEET_END = "<!-- fleet-figures:end -->"
 PROCESSES = 4
 
 
@@ -191,14 +194,22 @@ def table(rows: list[Row], count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(text: str, doc: Path = DOC) -> None:
+def _replace_between(doc: Path, begin: str, end: str, text: str) -> bool:
     current = doc.read_text(encoding="utf-8")
-    section = f"{BEGIN}\n{text}{END}"
-    if BEGIN in current and END in current:
-        head, _, rest = current.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        doc.write_text(head + section + tail, encoding="utf-8")
-    else:
+    if begin not in current or end not in current:
+        return False
+    head, _, rest = current.partition(begin)
+    _, _, tail = rest.partition(end)
+    doc.write_text(f"{head}{begin}\n{text}{end}{tail}", encoding="utf-8")
+    return True
+
+
+def write_doc(text: str, doc: Path = DOC) -> None:
+    """The table into docs/benchmarks.md (its own section) and docs/fleet.md."""
+    _replace_between(FLEET, FLEET_BEGIN, FLEET_END, text)
+    if not _replace_between(doc, BEGIN, END, text):
+        current = doc.read_text(encoding="utf-8")
+        section = f"{BEGIN}\n{text}{END}"
         heading = (
             "\n## Trust store: SQLite and PostgreSQL (`benchmarks/store_bench.py`)\n\n"
             "What docs/fleet.md quotes. `python benchmarks/store_bench.py --write` "
@@ -211,7 +222,9 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = print) ->
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=2000, help="operations per measurement")
     parser.add_argument("--postgres", metavar="URL", help="use this server instead of a new one")
-    parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md")
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite docs/benchmarks.md and docs/fleet.md"
+    )
     args = parser.parse_args(argv)
     rows = measure(args.count, args.postgres)
     text = table(rows, args.count)
