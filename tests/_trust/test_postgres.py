@@ -319,3 +319,24 @@ def test_a_lost_connection_is_logged(
         with caplog.at_level(logging.WARNING, logger="caplet.store"):
             assert store.list_quarantine() == []
     assert "connection lost while listing quarantined plugins" in caplog.text
+
+
+def test_a_lock_held_too_long_by_another_node_is_a_clear_error(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import caplet._trust._pg_errors as pg_errors
+    import caplet._trust._postgres as postgres
+
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(pg_errors, "LOCK_TIMEOUT_S", 0.5)
+    with PostgresStore(pg_url) as store, psycopg.connect(pg_url) as other:
+        store.kv_put("p", "k", b"v", max_keys=5, max_bytes=100)
+        # Another node is in the middle of writing the same kv entry.
+        other.execute("UPDATE caplet.kv SET value = 'x' WHERE plugin = 'p' AND key = 'k'")
+        with pytest.raises(StoreError) as info:
+            store.kv_delete("p", "k")
+        assert "stayed locked for more than 0.5 s while deleting a kv entry of 'p'" in str(
+            info.value
+        )
+        other.rollback()
+        assert store.kv_get("p", "k") == b"v"

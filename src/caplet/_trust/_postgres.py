@@ -50,7 +50,14 @@ from caplet._atomic import write_step
 from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
 from caplet._trust._codec import audit_to_json
-from caplet._trust._pg_schema import SCHEMA, check_records, check_structure, migrate
+from caplet._trust._pg_errors import (
+    LOCK_TIMEOUT_S,
+    UnreachableError,
+    connection_lost,
+    translate,
+    unreachable,
+)
+from caplet._trust._pg_schema import check_records, check_structure, migrate
 from caplet._trust._pg_url import parse_address
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
@@ -74,16 +81,10 @@ logger = logging.getLogger("caplet.store")
 
 T = TypeVar("T")
 
-#: Seconds a transaction waits for another node's lock (SQLite's busy timeout).
-LOCK_TIMEOUT_S = 10.0
 #: Seconds an operation waits for a connection before it says the server is unreachable.
 WAIT_S = 5.0
 #: The advisory lock class of a plugin's ``ctx.kv`` quota (the key is the name's hash).
 _KV_LOCK_CLASS = 0x6B76
-
-#: SQLSTATEs that mean the connection is gone: class 08 and the shutdown codes
-#: (https://www.postgresql.org/docs/15/errcodes-appendix.html).
-_LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
@@ -95,23 +96,9 @@ _SELECT_APPROVALS = (
 )
 
 
-class UnreachableError(StoreError):
-    """The server cannot be reached (down, restarting, no route): ``check`` reports it as such."""
-
-
 def _free(text: str) -> str:
     """Free text as PostgreSQL can hold it (see the module docstring)."""
     return text.replace("\0", "\u2400")
-
-
-def _lost(exc: BaseException) -> bool:
-    """True when *exc* says the connection (or the pool's way to one) is gone."""
-    import psycopg
-
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _LOST_STATES
 
 
 class PostgresStore:
@@ -185,9 +172,9 @@ class PostgresStore:
                 self._configure(conn)
                 migrate(conn, self.shown)
         except psycopg.Error as exc:
-            if _lost(exc):
-                raise self._unreachable(doing, exc) from exc
-            raise self._translate(doing, exc) from exc
+            if connection_lost(exc):
+                raise unreachable(self.shown, doing, exc) from exc
+            raise translate(self.shown, doing, exc) from exc
         pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]] = ConnectionPool(
             self.address.conninfo,
             kwargs=kwargs,
@@ -203,7 +190,7 @@ class PostgresStore:
             pool.open(wait=True, timeout=self.wait_s)
         except psycopg.Error as exc:
             pool.close(timeout=0)
-            raise self._unreachable(doing, exc) from exc
+            raise unreachable(self.shown, doing, exc) from exc
         return pool
 
     def _current_pool(self, doing: str) -> ConnectionPool[psycopg.Connection[tuple[object, ...]]]:
@@ -247,70 +234,21 @@ class PostgresStore:
                         write_step(f"postgres {shown}: {doing}: statements run, not committed")
                     committing = True
             except psycopg.Error as exc:
-                if not _lost(exc):
-                    raise self._translate(doing, exc) from exc
+                if not connection_lost(exc):
+                    raise translate(self.shown, doing, exc) from exc
                 logger.warning(
                     "PostgreSQL store %s: connection lost while %s: %s", shown, doing, exc
                 )
                 self._discard(pool)
                 if attempt == 2:
-                    raise self._unreachable(doing, exc, committing=committing and write) from exc
+                    raise unreachable(
+                        self.shown, doing, exc, committing=committing and write
+                    ) from exc
                 continue
             if write:
                 write_step(f"postgres {shown}: {doing}: committed")
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    # -- error translation -----------------------------------------------------------
-
-    def _unreachable(
-        self, doing: str, exc: BaseException, *, committing: bool = False
-    ) -> UnreachableError:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        outcome = (
-            "the server went away while committing, so the change may or may not be recorded; "
-            "check it (caplet list, caplet log) and repeat it if it is missing"
-            if committing
-            else "nothing was changed"
-        )
-        return UnreachableError(
-            f"PostgreSQL store {self.shown} cannot be reached while {doing} ({detail}); "
-            f"{outcome}. Check that the server runs and this node can reach it "
-            f"(pg_isready -d '{self.shown}'), then run the command again: caplet reconnects "
-            "by itself on its next use of the store"
-        )
-
-    def _translate(self, doing: str, exc: BaseException) -> StoreError:
-        import psycopg
-        from psycopg import errors
-
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        where = f"PostgreSQL store {self.shown}"
-        if isinstance(exc, errors.LockNotAvailable):
-            return StoreError(
-                f"{where} stayed locked for more than {LOCK_TIMEOUT_S:g} s while {doing}; another "
-                "caplet node or process is holding it; retry when it has finished"
-            )
-        if isinstance(exc, errors.DiskFull | errors.OutOfMemory):
-            return StoreError(
-                f"{where}: {doing} failed: the server is out of space ({text}); nothing was "
-                "written: free space on the database server and run the command again"
-            )
-        if isinstance(exc, errors.InsufficientPrivilege):
-            return StoreError(
-                f"{where}: {doing} failed: the role may not do that ({text}); grant it the use "
-                f"of schema {SCHEMA} and its tables (docs/fleet.md, 'The store')"
-            )
-        if isinstance(exc, psycopg.DataError) and "0x00" in text:
-            return StoreError(
-                f"{where}: {doing} failed: a name or key holds NUL, which PostgreSQL text cannot "
-                "hold; use a name without it"
-            )
-        if isinstance(exc, StoreError):
-            return exc
-        return StoreError(
-            f"{where}: {doing} failed ({text}); check the server's log and the role's privileges"
-        )
 
     # -- approvals ------------------------------------------------------------------
 
