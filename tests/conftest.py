@@ -13,6 +13,7 @@ import pytest
 
 if TYPE_CHECKING:
     from caplet._sandbox._identity import WorkerIdentity
+    from tests.pgserver import PgServer
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "plugins"
@@ -39,6 +40,8 @@ _LOADING_VARIABLES = (
     "CAPLET_TEST_CRASH_AT",
     "CAPLET_TEST_KILL_AT_WRITE",
     "CAPLET_TEST_WRITE_TRACE",
+    # A shared store named in the environment would send every test's state there.
+    "CAPLET_STORE",
 )
 
 
@@ -138,6 +141,36 @@ def plugins_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server for the session (tests/pgserver.py), on a private socket."""
+    from tests.pgserver import running_server
+
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a fresh, empty database of its own on the session's server."""
+    return pg_server.new_database()
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler() -> Iterator[str]:
+    """A real Dask LocalCluster on 127.0.0.1 (two worker processes); its scheduler's address."""
+    from distributed import LocalCluster
+
+    with LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
+        yield cluster.scheduler_address
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ LAYERS = [
     {"_config"},
     {"_capabilities"},
     {"_manifest"},
-    {"_scan"},
+    {"_scan", "_scan_cluster"},
     {"_audit"},
     {"_trust"},
     {"_sandbox"},

@@ -470,6 +470,12 @@ if TYPE_CHECKING:
     from caplet._trust._lockfile import (
         Lockfile as Lockfile,
     )
+    from caplet._trust._open import (
+        open_store as open_store,
+    )
+    from caplet._trust._postgres import (
+        PostgresStore as PostgresStore,
+    )
     from caplet._trust._problems import (
         ProblemKind as ProblemKind,
     )
@@ -608,6 +614,7 @@ __all__ = [
     "PluginTreeError",
     "Policy",
     "PolicyError",
+    "PostgresStore",
     "ProblemKind",
     "ProcExecCapability",
     "PromptTooLargeError",
@@ -662,6 +669,7 @@ __all__ = [
     "inject_canaries",
     "lint_composition",
     "load_manifest",
+    "open_store",
     "parse_audit_response",
     "parse_capability",
     "provider_from_env",
@@ -735,6 +743,8 @@ _EXPORTS: dict[str, str] = {
     "QuarantineRecord": "caplet._trust._store",
     "TrustStore": "caplet._trust._store",
     "SqliteStore": "caplet._trust._sqlite",
+    "PostgresStore": "caplet._trust._postgres",
+    "open_store": "caplet._trust._open",
     "Launcher": "caplet._sandbox._launcher",
     "Worker": "caplet._sandbox._launcher",
     "WorkerSpec": "caplet._sandbox._launcher",

@@ -202,3 +202,54 @@ def test_a_state_directory_the_system_cannot_take_is_a_problem_not_an_oserror(
         f"the state directory {directory} cannot be examined (File name too long); pass a "
         "state directory caplet can reach (--state-dir or CAPLET_STATE_DIR)"
     )
+
+
+# -- a shared PostgreSQL store (issue 18) ----------------------------------------------------------
+
+
+def test_shared_store_is_checked_on_the_server(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path, pg_url: str
+) -> None:
+    import psycopg
+
+    make_plugin("hello")
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN, store=pg_url) as manager:
+        manager.discover()
+        manager.audit("hello")
+        assert manager.approve("hello")
+    report = check_state(state_dir, store=pg_url)
+    assert report.ok
+    assert report.problems == ()
+    assert (report.store, report.database) == (pg_url, None)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE caplet.approvals SET content_hash = 'sha256-bogus'")
+    report = check_state(state_dir, store=pg_url)
+    assert kinds(report) == [ProblemKind.RECORD]
+    assert "row 'hello' of table approvals is invalid" in report.problems[0].message
+    assert not (state_dir / DB_FILENAME).exists(), "the node's state directory has no database"
+
+
+def test_caplet_store_names_the_store_checked(
+    monkeypatch: pytest.MonkeyPatch, state_dir: Path, pg_url: str
+) -> None:
+    monkeypatch.setenv("CAPLET_STORE", pg_url)
+    report = check_state(state_dir)
+    assert report.ok
+    assert report.store == pg_url
+
+
+def test_unreachable_shared_store_is_damage(state_dir: Path, tmp_path: Path) -> None:
+    url = f"postgresql://caplet:secret@/caplet?host={tmp_path}"
+    report = check_state(state_dir, store=url)
+    assert kinds(report) == [ProblemKind.UNREACHABLE]
+    assert not report.ok
+    assert "cannot be reached while opening" in report.problems[0].message
+    assert "secret" not in report.problems[0].message
+    assert report.store == f"postgresql://caplet:***@/caplet?host={tmp_path}"
+
+
+def test_a_store_address_caplet_cannot_use_is_reported(state_dir: Path) -> None:
+    report = check_state(state_dir, store="mysql://root:pw@db/caplet")
+    assert kinds(report) == [ProblemKind.CORRUPT]
+    assert "caplet has no store of kind 'mysql'" in report.problems[0].message
+    assert "pw@" not in report.problems[0].path

@@ -496,6 +496,15 @@ def scan_command(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List info findings too.")
     ] = False,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            metavar="ADDRESS",
+            help="Scan on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786), "
+            "one package per task (pip install 'caplet[dask]'; docs/fleet.md).",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Statically scan a plugin or any Python code without running it.
@@ -512,7 +521,10 @@ def scan_command(
             return
         if target is None:
             _usage(out, "caplet scan needs a TARGET (a plugin name or a path), or --rules")
-        report, label = _run_scan(target, plugins_dir, state_dir, mode, out)
+        if dask is not None:
+            report, label = _run_scan_on_cluster(dask, target, mode, out)
+        else:
+            report, label = _run_scan(target, plugins_dir, state_dir, mode, out)
         if sarif is not None:
             write_sarif(sarif, to_sarif([report], tool_version=__version__))
         threshold = {
@@ -565,6 +577,14 @@ def _run_scan(
             _usage(out, f"cannot scan {target!r} in package mode: no such file or directory")
         with _host(plugins_dir, state_dir, out) as host:
             return host.scan_report(target), target
+    capabilities, chosen = _scan_choice(path, mode)
+    with _progress(out) as progress:
+        report = scan_tree(path, capabilities, mode=chosen, progress=progress)
+    return report, str(path)
+
+
+def _scan_choice(path: Path, mode: ScanModeChoice) -> tuple[tuple[Capability, ...], ScanMode]:
+    """The declared capabilities and the scan mode of the target at *path*."""
     capabilities: tuple[Capability, ...] = ()
     manifest_found = False
     if (
@@ -581,8 +601,20 @@ def _run_scan(
         if mode is ScanModeChoice.plugin or (mode is ScanModeChoice.auto and manifest_found)
         else ScanMode.PACKAGE
     )
-    with _progress(out) as progress:
-        report = scan_tree(path, capabilities, mode=chosen, progress=progress)
+    return capabilities, chosen
+
+
+def _run_scan_on_cluster(
+    address: str, target: str, mode: ScanModeChoice, out: _Out
+) -> tuple[ScanReport, str]:
+    """``scan --dask``: the target as one task on the cluster (caplet._scan_cluster)."""
+    from caplet._scan_cluster import ClusterTarget, scan_on_cluster, scan_target
+
+    path = Path(target)
+    if not path.exists():
+        _usage(out, f"caplet scan --dask scans files and directories; {target!r} is neither")
+    capabilities, chosen = _scan_choice(path, mode)
+    (report,) = scan_on_cluster(address, [ClusterTarget(path, capabilities, chosen)], scan_target)
     return report, str(path)
 
 
@@ -861,8 +893,9 @@ def doctor_command(
         typer.Option(
             "--check-state",
             help="Check caplet's state instead of the isolation layers: the state database "
-            "(SQLite integrity, schema, every record), trusted keys, interrupted updates, the "
-            "lock file and leftover temporary files. Exit 3 when damaged.",
+            "(SQLite integrity, schema, every record; or the PostgreSQL store CAPLET_STORE "
+            "names), trusted keys, interrupted updates, the lock file and leftover temporary "
+            "files. Exit 3 when damaged.",
         ),
     ] = False,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
@@ -920,6 +953,7 @@ def _doctor_state(
             "ok": report.ok,
             "state_dir": str(report.state_dir),
             "database": None if report.database is None else str(report.database),
+            **({} if report.store is None else {"store": report.store}),
             "lockfile": None if report.lockfile is None else str(report.lockfile),
             "problems": [
                 {
@@ -932,7 +966,7 @@ def _doctor_state(
             ],
         }
     )
-    database = report.database or f"no state database yet in {report.state_dir}"
+    database = report.store or report.database or f"no state database yet in {report.state_dir}"
     lines: list[Text] = []
     for problem in report.problems:
         # Text, not markup: messages quote paths and plugin-controlled names.

@@ -138,6 +138,7 @@ class _Running:
         "breaker",
         "generation",
         "on_request",
+        "refresh_at",
         "snapshot",
         "targets",
         "timeout_s",
@@ -166,6 +167,10 @@ class _Running:
         self.breaker = breaker
         #: The manager's lifecycle generation this worker was last validated at.
         self.generation = -1
+        #: When (host clock) the warm path must re-read the shared state (quarantine
+        #: recorded by another process or node): ``Policy.state_refresh_s`` after
+        #: the last validation.
+        self.refresh_at = 0.0
 
 
 class PluginHost:
@@ -184,6 +189,15 @@ class PluginHost:
     broker behind ``ctx.http`` (default: the system resolver and CA bundle;
     tests pass a static resolver and their own CA); its limits are
     ``policy.network``.
+
+    ``store`` is where approvals, audits, quarantine, the permission log and
+    ``ctx.kv`` live: a :class:`TrustStore`, or an address
+    (``postgresql://…``, shared by a fleet; a state directory), by default
+    what ``CAPLET_STORE`` names, else SQLite in ``state_dir``
+    (docs/fleet.md). Workers, snapshots and the run directory stay in
+    ``state_dir`` on this machine whichever store is used; a quarantine
+    recorded by another process or node stops this host's calls within
+    ``policy.state_refresh_s``.
 
     ``red_team=True`` is the public red-team switch (issue 13): the static
     gate is off (danger findings and the risk policy are logged, not
@@ -228,7 +242,7 @@ class PluginHost:
         *,
         state_dir: Path | str | None = None,
         policy: Policy | None = None,
-        store: TrustStore | None = None,
+        store: TrustStore | str | None = None,
         launcher: Launcher | None = None,
         prompter: Prompter | None = None,
         discover: bool = True,
@@ -492,6 +506,15 @@ class PluginHost:
         self._dispose_each(retired)
         return outcome
 
+    def _follow_quarantine(self, name: str) -> None:
+        """A quarantine recorded elsewhere: stop the plugin and its dependants here too."""
+        with self._lifecycle:
+            with self._plugin_lock(name):
+                outcome = self.manager.follow_quarantine(name)
+            retired = self._detach_each((*outcome.affected, name)) if outcome else []
+            self._drop_breaker(name)
+        self._dispose_each(retired)
+
     def release(self, name: str) -> Outcome:
         """Lift a quarantine (``caplet release``); refused when there was none.
 
@@ -575,9 +598,10 @@ class PluginHost:
             or parts is None
             or running.generation != self.manager.generation
             or not running.breaker.closed
+            or self._clock() >= running.refresh_at
         ):
             # Slow path: the breaker's verdict, an explanation of what is
-            # wrong, or a fresh worker.
+            # wrong, a fresh look at the shared state, or a fresh worker.
             return self._guarded_call(name, target, args, kwargs)
         # Whether the worker still runs is not asked first (a syscall on
         # every call): a worker that exited while idle refuses the frame
@@ -753,16 +777,25 @@ class PluginHost:
         dead exactly one starts the next; the others wait and use it.
         """
         retired: _Running | None = None
+        follow = False
         try:
             with self._plugin_lock(name):
                 # Read before the checks: a lifecycle change after them bumps
                 # it again, so the warm path re-validates instead of trusting
                 # a check that is already stale.
                 generation = self.manager.generation
+                checked_at = self._clock()
                 try:
                     info = self._enabled_info(name)
                 except LifecycleError:
                     retired = self._detach(name)  # disabled behind our back (the manager)
+                    info_now = self.manager.get_plugin(name)
+                    # Quarantined by another process or node: disable here too.
+                    follow = (
+                        info_now is not None
+                        and info_now.quarantine is not None
+                        and self.manager.enabled_hash(name) is not None
+                    )
                     raise
                 module, _, function = target.partition(".")
                 self._check_declared(info, module, function)
@@ -771,9 +804,12 @@ class PluginHost:
                     retired = self._detach(name)
                     running = self._start(name)
                 running.generation = generation
+                running.refresh_at = checked_at + self.policy.state_refresh_s
                 return running, running.targets[target]
         finally:
             self._dispose(retired)
+            if follow:
+                self._follow_quarantine(name)
 
     def functions(self, name: str) -> dict[str, dict[str, PluginFunction]]:
         """``{module: {function: callable}}`` for an enabled plugin's declared functions.

@@ -113,6 +113,7 @@ from caplet._suggest import closest
 from caplet._trust._hashing import tree_hash
 from caplet._trust._keyring import Keyring
 from caplet._trust._lockfile import LOCKFILE_NAME, LockEntry, Lockfile, LockSignature, read_lockfile
+from caplet._trust._open import open_store, store_from_environment
 from caplet._trust._paths import default_state_dir
 from caplet._trust._signing import (
     PublicKey,
@@ -123,7 +124,6 @@ from caplet._trust._signing import (
 )
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._source import PluginSource, SourceKind
-from caplet._trust._sqlite import SqliteStore
 from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
 
 __all__ = ["RED_TEAM_BANNER", "RED_TEAM_LABEL", "PluginManager"]
@@ -186,9 +186,13 @@ class PluginManager:
 
     Plugins come from the folders of ``plugins_dir`` and, unless autoload is
     off, from installed distributions on ``dist_path`` (default
-    ``sys.path``; :mod:`caplet._host._installed`). ``store`` defaults to a
-    :class:`SqliteStore` in ``state_dir`` (itself defaulting to
-    ``$CAPLET_STATE_DIR`` or the platform's user state dir). ``lockfile``
+    ``sys.path``; :mod:`caplet._host._installed`). ``store`` is a
+    :class:`TrustStore`, or an address for :func:`caplet._trust._open.open_store`
+    (``postgresql://…`` for a fleet's shared store, a state directory); it
+    defaults to what ``CAPLET_STORE`` names, else a :class:`SqliteStore` in
+    ``state_dir`` (itself defaulting to ``$CAPLET_STATE_DIR`` or the
+    platform's user state dir). The state directory stays node-local either
+    way (run directory, snapshots, keys, update journals). ``lockfile``
     defaults to ``caplet.lock`` beside the plugins directory; ``loading``
     (locked mode, allowlist, autoload, strictness) defaults to what the
     environment says (:class:`LoadingRules`).
@@ -202,7 +206,7 @@ class PluginManager:
         plugins_dir: Path | str,
         *,
         state_dir: Path | str | None = None,
-        store: TrustStore | None = None,
+        store: TrustStore | str | None = None,
         policy: Policy | None = None,
         auditor: AuditorProvider | Literal["env"] | None = "env",
         lockfile: Path | str | None = None,
@@ -237,9 +241,11 @@ class PluginManager:
                     "unset CAPLET_LOCKED/CI or pass locked=False for the red-team run"
                 )
             logger.warning("%s", RED_TEAM_BANNER)
-        self._owns_store = store is None
+        self._owns_store = store is None or isinstance(store, str)
         if store is None:
-            store = SqliteStore(self.state_dir)
+            store = store_from_environment(self.state_dir)
+        elif isinstance(store, str):
+            store = open_store(store, state_dir=self.state_dir)
         self.store: TrustStore = store
         self._records: dict[str, _Record] = {}
         self._broken: list[BrokenPlugin] = []
@@ -1492,6 +1498,24 @@ class PluginManager:
             affected = self.disable(name).affected
         self._log(name, "quarantine", name, False, reason)
         return Outcome(True, f"plugin {name!r} quarantined: {reason}", affected=affected)
+
+    def follow_quarantine(self, name: str) -> Outcome:
+        """Disable *name* here if the store says it is quarantined but it is still enabled.
+
+        Another process or node recorded the quarantine (issue 18): this one
+        takes the plugin (and its enabled dependants) out of service as the
+        quarantining one did, so a later release leaves it disabled on every
+        node alike. Falsy when there was nothing to do.
+        """
+        record = self._record(name)
+        quarantine = self.store.get_quarantine(name)
+        if quarantine is None or record.state is not PluginState.ENABLED:
+            return Outcome(False, f"plugin {name!r} has no quarantine to follow here")
+        outcome = self.disable(name)
+        logger.warning(
+            "plugin %s was quarantined elsewhere (%s); disabled here", name, quarantine.reason
+        )
+        return Outcome(True, f"plugin {name!r} quarantined elsewhere", affected=outcome.affected)
 
     def release(self, name: str) -> bool:
         """Lift a quarantine; False when the plugin was not quarantined."""

@@ -78,6 +78,11 @@ class Policy:
     ``quarantine_window_s`` seconds quarantines the plugin until a human
     releases it (``caplet release``).
 
+    ``state_refresh_s``: a running worker's calls re-read the shared state
+    (its plugin's quarantine) at least this often, so a quarantine recorded
+    by another process or another node of a fleet (docs/fleet.md) stops its
+    calls here within this bound; 0 re-reads on every call.
+
     ``network`` bounds brokered HTTP (``ctx.http``): allowed private
     networks, wildcard grants, sizes, time, rate and data budget
     (:class:`caplet._broker._policy.NetworkPolicy`, docs/network.md);
@@ -118,6 +123,7 @@ class Policy:
     cooldown_s: float = 60.0
     quarantine_after: int = 3
     quarantine_window_s: float = 3600.0
+    state_refresh_s: float = 1.0
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     context: ContextLimits = field(default_factory=ContextLimits)
     guest: GuestLimits = field(default_factory=GuestLimits)

@@ -12,10 +12,18 @@ where its format is defined; this module only decides where to look.
 It writes nothing but what opening the store writes anyway (a missing WAL
 index, the migration of an older schema), and never creates a state
 directory or database that does not exist yet: no database is healthy.
+
+With a shared store (``CAPLET_STORE=postgresql://…``, issue 18) the
+database checked is the server's
+(:meth:`caplet._trust._postgres.PostgresStore.check`: schema version,
+tables and columns, every record); a server that cannot be reached is an
+``unreachable`` problem. The node-local parts (keys, journals, temporary
+files, the lock file) are checked in the state directory as always.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +33,7 @@ from caplet._errors import StoreError
 from caplet._host._journal import JOURNAL_DIR, check_journals
 from caplet._trust._keyring import KEYRING_DIR, Keyring
 from caplet._trust._lockfile import check_lockfile
+from caplet._trust._open import STORE_ENV, describe_store, sqlite_directory
 from caplet._trust._paths import default_state_dir
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._sqlite import DB_FILENAME, SqliteStore
@@ -36,8 +45,10 @@ __all__ = ["StateReport", "check_state"]
 class StateReport:
     """What :func:`check_state` found; truthy when nothing is damaged.
 
-    ``database`` is ``None`` when the state directory holds no database yet,
-    ``lockfile`` when no lock file was checked. ``problems`` lists damage and
+    ``database`` is ``None`` when the state directory holds no database yet
+    (or the store is shared), ``lockfile`` when no lock file was checked;
+    ``store`` is the shared store checked (its address without a password),
+    ``None`` for SQLite. ``problems`` lists damage and
     warnings together, in the order checked; :attr:`damaged` and
     :attr:`warnings` split them.
     """
@@ -46,6 +57,7 @@ class StateReport:
     database: Path | None
     lockfile: Path | None
     problems: tuple[StateProblem, ...] = ()
+    store: str | None = None
 
     @property
     def damaged(self) -> tuple[StateProblem, ...]:
@@ -80,6 +92,25 @@ def _temp_files(paths: Iterable[Path]) -> list[StateProblem]:
     ]
 
 
+def _check_shared(address: str) -> list[StateProblem]:
+    from caplet._trust._postgres import PostgresStore, UnreachableError
+
+    try:
+        store = PostgresStore(address)
+    except UnreachableError as exc:
+        return [
+            StateProblem(
+                kind=ProblemKind.UNREACHABLE, path=describe_store(address), message=str(exc)
+            )
+        ]
+    except StoreError as exc:
+        return [
+            StateProblem(kind=ProblemKind.CORRUPT, path=describe_store(address), message=str(exc))
+        ]
+    with store:
+        return list(store.check())
+
+
 def _check_database(state_dir: Path) -> list[StateProblem]:
     path = state_dir / DB_FILENAME
     try:
@@ -103,19 +134,35 @@ def _check_keyring(state_dir: Path) -> list[StateProblem]:
 
 
 def check_state(
-    state_dir: Path | str | None = None, *, lockfile: Path | str | None = None
+    state_dir: Path | str | None = None,
+    *,
+    lockfile: Path | str | None = None,
+    store: str | None = None,
 ) -> StateReport:
     """Check caplet's state in *state_dir* (default: as :class:`PluginManager` picks it).
 
     *lockfile* is the ``caplet.lock`` to check as well (a missing one is
-    fine); ``None`` skips it. Never raises for a problem it finds: each is
-    a :class:`StateProblem` in the report, whose message names the file and
-    the fix.
+    fine); ``None`` skips it. *store* is the store's address as
+    :func:`caplet._trust._open.open_store` takes it (default:
+    ``CAPLET_STORE``, else the state directory's SQLite database). Never
+    raises for a problem it finds: each is a :class:`StateProblem` in the
+    report, whose message names the file (or store) and the fix.
     """
     directory = Path(state_dir) if state_dir is not None else default_state_dir()
     lock_path = Path(lockfile) if lockfile is not None else None
-    database = directory / DB_FILENAME
+    address = store if store is not None else os.environ.get(STORE_ENV, "")
     problems: list[StateProblem] = []
+    try:
+        db_dir = sqlite_directory(address, directory)
+    except StoreError as exc:
+        problem = StateProblem(
+            kind=ProblemKind.CORRUPT, path=describe_store(address), message=str(exc)
+        )
+        return StateReport(
+            state_dir=directory, database=None, lockfile=lock_path, problems=(problem,)
+        )
+    shared = None if db_dir is not None else describe_store(address)
+    database = (db_dir if db_dir is not None else directory) / DB_FILENAME
     try:
         has_database = database.exists() or database.is_symlink()
         is_directory = directory.is_dir()
@@ -129,8 +176,11 @@ def check_state(
         return StateReport(
             state_dir=directory, database=None, lockfile=lock_path, problems=(problem,)
         )
-    if has_database:
-        problems += _check_database(directory)
+    if shared is not None:
+        problems += _check_shared(address)
+        has_database = False
+    elif has_database:
+        problems += _check_database(database.parent)
     if is_directory:
         problems += _check_keyring(directory)
         problems += check_journals(directory)
@@ -144,4 +194,5 @@ def check_state(
         database=database if has_database else None,
         lockfile=lock_path,
         problems=tuple(problems),
+        store=shared,
     )

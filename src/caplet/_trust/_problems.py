@@ -36,6 +36,8 @@ class ProblemKind(enum.Enum):
     TEMP_FILE = "temp-file"
     #: An update that was interrupted (or is running): the next discovery finishes it.
     UNFINISHED_UPDATE = "unfinished-update"
+    #: A shared store (PostgreSQL) that cannot be reached: nothing can be checked or used.
+    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class StateProblem:
                 | ProblemKind.RECORD
                 | ProblemKind.LOCKFILE
                 | ProblemKind.JOURNAL
+                | ProblemKind.UNREACHABLE
             ):
                 return True
             case ProblemKind.TEMP_FILE | ProblemKind.UNFINISHED_UPDATE:

@@ -44,7 +44,6 @@ statements are short, so the lock costs little concurrency.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sqlite3
 import stat
@@ -54,16 +53,32 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from caplet._atomic import write_step
-from caplet._audit._model import AuditResult, Verdict
+from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
-from caplet._findings import RiskLevel
-from caplet._trust._codec import audit_from_json, audit_to_json
-from caplet._trust._hashing import is_tree_hash
+from caplet._trust._codec import audit_to_json
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._problems import ProblemKind, StateProblem
+from caplet._trust._rows import (
+    RowSource,
+    approval_from_row,
+    approval_params,
+    audit_from_row,
+    decision_from_row,
+    kv_value,
+    quarantine_from_row,
+)
+from caplet._trust._sqlite_check import check_database
+from caplet._trust._sqlite_schema import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    corrupt_message,
+    migrate,
+    newer_message,
+)
 from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord
 
 __all__ = [
@@ -77,102 +92,11 @@ __all__ = [
 
 DB_FILENAME = "caplet.db"
 
-#: ``PRAGMA application_id`` marks the file as caplet's ("cplt" in ASCII),
-#: so a database of another program is never mistaken for an empty one.
-APPLICATION_ID = 0x63706C74
-
 #: Seconds a process waits for another one's write transaction to finish.
 BUSY_TIMEOUT_S = 10.0
 
-#: Schema migrations; ``MIGRATIONS[n]`` turns version ``n - 1`` into version
-#: ``n`` (entry 0 is the empty database). Adding version 2 is one entry.
-#: Statements run one by one inside the caller's transaction: the sqlite3
-#: module's ``executescript`` would first COMMIT it (sqlite3 docs).
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (),
-    (
-        f"PRAGMA application_id = {APPLICATION_ID}",
-        """CREATE TABLE approvals (
-            name TEXT PRIMARY KEY NOT NULL,
-            content_hash TEXT NOT NULL,
-            capabilities TEXT NOT NULL,
-            approved_at REAL NOT NULL,
-            risk_level TEXT NOT NULL,
-            verdict TEXT NOT NULL
-        )""",
-        """CREATE TABLE audits (
-            content_hash TEXT PRIMARY KEY NOT NULL,
-            plugin TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            payload TEXT NOT NULL
-        )""",
-        "CREATE INDEX audits_by_plugin ON audits (plugin)",
-        """CREATE TABLE quarantine (
-            name TEXT PRIMARY KEY NOT NULL,
-            reason TEXT NOT NULL,
-            since REAL NOT NULL
-        )""",
-        """CREATE TABLE decisions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at REAL NOT NULL,
-            plugin TEXT NOT NULL,
-            action TEXT NOT NULL,
-            target TEXT NOT NULL,
-            allowed INTEGER NOT NULL CHECK (allowed IN (0, 1)),
-            detail TEXT NOT NULL DEFAULT ''
-        )""",
-        "CREATE INDEX decisions_by_plugin ON decisions (plugin, id)",
-    ),
-    # 2: audits are keyed by content hash *and* auditor model (issue 5), so a
-    # static-only audit and each model's audit of one tree are cached side by
-    # side. SQLite cannot change a primary key in place: copy, drop, rename
-    # (https://www.sqlite.org/lang_altertable.html, "other kinds of table
-    # schema changes"). Every version-1 audit was static-only, so its model
-    # id is "" and its payload (without the new fields, which have
-    # defaults) still decodes.
-    (
-        """CREATE TABLE audits_v2 (
-            content_hash TEXT NOT NULL,
-            model TEXT NOT NULL DEFAULT '',
-            plugin TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            payload TEXT NOT NULL,
-            PRIMARY KEY (content_hash, model)
-        )""",
-        "INSERT INTO audits_v2 (content_hash, model, plugin, created_at, payload) "
-        "SELECT content_hash, '', plugin, created_at, payload FROM audits",
-        "DROP INDEX audits_by_plugin",
-        "DROP TABLE audits",
-        "ALTER TABLE audits_v2 RENAME TO audits",
-        "CREATE INDEX audits_by_plugin ON audits (plugin)",
-    ),
-    # 3: each plugin's ctx.kv entries (issue 6). The plugin name is part of
-    # the primary key and every statement filters on it, so one plugin's
-    # keys are invisible to another. WITHOUT ROWID: the rows are looked up
-    # by that key only (https://www.sqlite.org/withoutrowid.html).
-    (
-        """CREATE TABLE kv (
-            plugin TEXT NOT NULL,
-            key TEXT NOT NULL,
-            value BLOB NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (plugin, key)
-        ) WITHOUT ROWID""",
-    ),
-    # 4: an approval records the version and the requirements approved, so a
-    # changed plugin can be compared with what was consented to (issue 14).
-    # NULL in older rows: such an approval cannot vouch for any other content.
-    (
-        "ALTER TABLE approvals ADD COLUMN version TEXT",
-        "ALTER TABLE approvals ADD COLUMN requires TEXT",
-    ),
-)
 
-#: The version this caplet writes and understands.
-SCHEMA_VERSION = len(MIGRATIONS) - 1
-
-#: The statements reading approvals: the columns in the order ``_approval_from_row``
-#: reads them.
+#: The statements reading approvals: the columns in the order ``approval_from_row`` reads them.
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
     "requires FROM approvals WHERE name = ?"
@@ -186,21 +110,10 @@ _FILE_MODE = 0o600
 _GROUP_OTHER = 0o077
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-#: At most this many problems are reported per check and table: enough to
-#: see the pattern, without burying the summary under a damaged log.
-_MAX_REPORTED = 20
 
 
 class _CorruptError(StoreError):
     """SQLite found the file corrupt (or not a database): ``check`` reports it as a problem."""
-
-
-class _BadRowError(StoreError):
-    """A row that does not decode; carries the :class:`StateProblem` ``check`` reports."""
-
-    def __init__(self, problem: StateProblem) -> None:
-        super().__init__(problem.message)
-        self.problem = problem
 
 
 def _disk_full(directory: Path) -> bool:
@@ -214,74 +127,6 @@ def _disk_full(directory: Path) -> bool:
         return os.statvfs(directory).f_bavail == 0
     except OSError:
         return False
-
-
-def _corrupt_message(path: Path, detail: str) -> str:
-    return (
-        f"state database {path} is corrupt or not a caplet database ({detail}); "
-        f"move it aside (e.g. mv {path} {path}.bak) and run again; "
-        "caplet never overwrites it"
-    )
-
-
-def migrate(
-    conn: sqlite3.Connection,
-    path: Path,
-    migrations: Sequence[Sequence[str]] = MIGRATIONS,
-) -> int:
-    """Bring the database on *conn* to ``len(migrations) - 1``; return that version.
-
-    Runs in one ``BEGIN IMMEDIATE`` transaction and re-reads the version
-    inside it, so when several processes open a fresh directory at once the
-    first migrates and the others find the work done. A version newer than
-    *migrations* knows raises :class:`StoreError` and writes nothing.
-    """
-    target = len(migrations) - 1
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        write_step(f"sqlite {path}: migration begun")
-        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if current > target:
-            raise StoreError(_newer_message(path, current, target))
-        for version in range(current + 1, target + 1):
-            for statement in migrations[version]:
-                conn.execute(statement)
-        if current != target:
-            # PRAGMA does not take parameters; target is an int we computed.
-            conn.execute(f"PRAGMA user_version = {target}")
-        write_step(f"sqlite {path}: migration run, not committed")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    write_step(f"sqlite {path}: migration committed")
-    return target
-
-
-def _expected_objects(migrations: Sequence[Sequence[str]] = MIGRATIONS) -> frozenset[str]:
-    """The tables and indexes a database migrated by *migrations* holds.
-
-    Derived by running the migrations on an empty in-memory database, so
-    the check can never drift from the schema it checks.
-    """
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        migrate(conn, Path(":memory:"), migrations)
-        rows = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') "
-            "AND name NOT LIKE 'sqlite_%'"
-        ).fetchall()
-    finally:
-        conn.close()
-    return frozenset(str(row[0]) for row in rows)
-
-
-def _newer_message(path: Path, found: int, known: int) -> str:
-    return (
-        f"state database {path} was written by a newer caplet (schema version {found}, "
-        f"this caplet knows {known}); upgrade caplet or use another --state-dir"
-    )
 
 
 _Use = Callable[["SqliteStore", str], AbstractContextManager[sqlite3.Connection]]
@@ -320,6 +165,9 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self.state_dir = ensure_private_dir(state_dir)
         self.path = state_dir / DB_FILENAME
+        self._rows = RowSource(
+            what=f"state database {self.path}", path=str(self.path), editor="the sqlite3 shell"
+        )
         #: Held for every use of the connection (see the module docstring).
         #: Re-entrant: a nested use by one thread is an SQLite error, not a hang.
         self._lock = threading.RLock()
@@ -384,13 +232,13 @@ class SqliteStore:
         ).fetchone()
         version, app_id, objects = (int(value) for value in row)
         if version > SCHEMA_VERSION:
-            raise StoreError(_newer_message(self.path, version, SCHEMA_VERSION))
+            raise StoreError(newer_message(self.path, version, SCHEMA_VERSION))
         if app_id not in (0, APPLICATION_ID):
-            raise StoreError(_corrupt_message(self.path, f"application id {app_id:#x}"))
+            raise StoreError(corrupt_message(self.path, f"application id {app_id:#x}"))
         if version == 0 and objects:
             # Migration is atomic, so a version-0 file holding tables was
             # never written by caplet: some other program's database.
-            raise StoreError(_corrupt_message(self.path, f"{objects} foreign schema objects"))
+            raise StoreError(corrupt_message(self.path, f"{objects} foreign schema objects"))
         return version
 
     def _connect(self) -> sqlite3.Connection:
@@ -437,7 +285,7 @@ class SqliteStore:
         code = exc.sqlite_errorcode & 0xFF if hasattr(exc, "sqlite_errorcode") else -1
         text = str(exc)
         if code in _CORRUPT_CODES or "not a database" in text or "malformed" in text:
-            return _CorruptError(_corrupt_message(self.path, text))
+            return _CorruptError(corrupt_message(self.path, text))
         if code == sqlite3.SQLITE_FULL or (
             code == sqlite3.SQLITE_IOERR and _disk_full(self.state_dir)
         ):
@@ -489,79 +337,13 @@ class SqliteStore:
             raise self._translate_error(doing, exc) from exc
         write_step(f"sqlite {self.path}: {doing}: committed")
 
-    def _bad_row(self, table: str, key: object, problem: str, fix: str) -> _BadRowError:
-        return _BadRowError(
-            StateProblem(
-                kind=ProblemKind.RECORD,
-                path=str(self.path),
-                message=(
-                    f"state database {self.path}: row {key!r} of table {table} is invalid "
-                    f"({problem}); {fix}"
-                ),
-            )
-        )
-
     # -- approvals ------------------------------------------------------------------
-
-    def _approval_from_row(self, row: Any) -> ApprovalRecord:
-        name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-        requires_json = row[7]
-        fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
-        try:
-            capabilities = json.loads(capabilities_json)
-        except (TypeError, ValueError) as exc:
-            raise self._bad_row("approvals", name, "capabilities is not JSON", fix) from exc
-        if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
-            raise self._bad_row(
-                "approvals", name, "capabilities is not a JSON array of strings", fix
-            )
-        if not isinstance(content_hash, str) or not isinstance(approved_at, float | int):
-            raise self._bad_row("approvals", name, "content_hash or approved_at mistyped", fix)
-        if not is_tree_hash(content_hash):
-            # Such an approval could never match a plugin: it was not written by caplet.
-            raise self._bad_row(
-                "approvals",
-                name,
-                f"content_hash {content_hash[:80]!r} is not 'sha256-' and 64 hex digits",
-                fix,
-            )
-        try:
-            risk = RiskLevel(risk_level)
-            verdict_value = Verdict(verdict)
-        except ValueError as exc:
-            raise self._bad_row("approvals", name, str(exc), fix) from exc
-        if version is not None and not isinstance(version, str):
-            raise self._bad_row("approvals", name, "version is not text", fix)
-        requires: tuple[str, ...] | None = None
-        if requires_json is not None:
-            try:
-                listed = json.loads(requires_json)
-            except (TypeError, ValueError) as exc:
-                raise self._bad_row("approvals", name, "requires is not JSON", fix) from exc
-            if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
-                raise self._bad_row(
-                    "approvals", name, "requires is not a JSON array of strings", fix
-                )
-            requires = tuple(listed)
-        return ApprovalRecord(
-            name=name,
-            content_hash=content_hash,
-            capabilities=tuple(capabilities),
-            approved_at=float(approved_at),
-            risk_level=risk,
-            verdict=verdict_value,
-            version=version,
-            requires=requires,
-        )
 
     def get_approval(self, name: str) -> ApprovalRecord | None:
         """The approval of plugin *name*, or ``None``."""
         with self._reading(f"reading the approval of {name!r}") as conn:
-            row = conn.execute(
-                _SELECT_APPROVAL,
-                (name,),
-            ).fetchone()
-        return None if row is None else self._approval_from_row(row)
+            row = conn.execute(_SELECT_APPROVAL, (name,)).fetchone()
+        return None if row is None else approval_from_row(self._rows, row)
 
     def put_approval(self, record: ApprovalRecord) -> None:
         """Insert or replace the approval of ``record.name``."""
@@ -570,16 +352,7 @@ class SqliteStore:
                 "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
                 "approved_at, risk_level, verdict, version, requires) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.name,
-                    record.content_hash,
-                    json.dumps(list(record.capabilities)),
-                    record.approved_at,
-                    record.risk_level.value,
-                    record.verdict.value,
-                    record.version,
-                    None if record.requires is None else json.dumps(list(record.requires)),
-                ),
+                approval_params(record),
             )
 
     def delete_approval(self, name: str) -> bool:
@@ -592,7 +365,7 @@ class SqliteStore:
         """Every approval, ordered by plugin name."""
         with self._reading("listing approvals") as conn:
             rows = conn.execute(_SELECT_APPROVALS).fetchall()
-        return [self._approval_from_row(row) for row in rows]
+        return [approval_from_row(self._rows, row) for row in rows]
 
     # -- audits ---------------------------------------------------------------------
 
@@ -607,28 +380,7 @@ class SqliteStore:
         if row is None:
             return None
         plugin, payload = row
-        return self._audit_from_row(content_hash, model_id, plugin, payload)
-
-    def _audit_from_row(
-        self, content_hash: str, model_id: str, plugin: object, payload: object
-    ) -> AuditResult:
-        key = content_hash if not model_id else f"{content_hash} by {model_id}"
-        fix = f"re-run the audit (caplet audit {plugin} --fresh), which replaces it"
-        if not isinstance(payload, str):
-            raise self._bad_row("audits", key, "payload is not text", fix)
-        try:
-            audit = audit_from_json(payload)
-        except StoreError as exc:
-            raise self._bad_row("audits", key, str(exc), fix) from exc
-        if audit.content_hash != content_hash or audit.model_id != model_id:
-            raise self._bad_row(
-                "audits",
-                key,
-                f"its payload is the audit of {audit.content_hash} by "
-                f"{audit.model_id or 'static-only'}",
-                fix,
-            )
-        return audit
+        return audit_from_row(self._rows, content_hash, model_id, plugin, payload)
 
     def put_audit(self, audit: AuditResult) -> None:
         """Store *audit*, replacing any audit of the same content hash by the same model."""
@@ -642,24 +394,13 @@ class SqliteStore:
 
     # -- quarantine -----------------------------------------------------------------
 
-    def _quarantine_from_row(self, row: Any) -> QuarantineRecord:
-        name, reason, since = row
-        if not isinstance(reason, str) or not isinstance(since, float | int):
-            raise self._bad_row(
-                "quarantine",
-                name,
-                "reason or since mistyped",
-                f"release it (caplet release {name}) and let caplet record it again",
-            )
-        return QuarantineRecord(name=name, reason=reason, since=float(since))
-
     def get_quarantine(self, name: str) -> QuarantineRecord | None:
         """Why and since when *name* is quarantined, or ``None``."""
         with self._reading(f"reading the quarantine of {name!r}") as conn:
             row = conn.execute(
                 "SELECT name, reason, since FROM quarantine WHERE name = ?", (name,)
             ).fetchone()
-        return None if row is None else self._quarantine_from_row(row)
+        return None if row is None else quarantine_from_row(self._rows, row)
 
     def put_quarantine(self, record: QuarantineRecord) -> None:
         """Quarantine ``record.name`` (replacing an earlier record)."""
@@ -680,7 +421,7 @@ class SqliteStore:
         with self._reading("listing quarantined plugins") as conn:
             rows = conn.execute("SELECT name, reason, since FROM quarantine ORDER BY name")
             records = rows.fetchall()
-        return [self._quarantine_from_row(row) for row in records]
+        return [quarantine_from_row(self._rows, row) for row in records]
 
     # -- decision log ---------------------------------------------------------------
 
@@ -718,30 +459,7 @@ class SqliteStore:
                     (plugin, limit),
                 )
             rows = cursor.fetchall()
-        return [self._decision_from_row(row) for row in rows]
-
-    def _decision_from_row(self, row: Any) -> Decision:
-        row_id, at, plugin, action, target, allowed, detail = row
-        if (
-            not isinstance(at, float | int)
-            or not all(isinstance(v, str) for v in (plugin, action, target, detail))
-            or allowed not in (0, 1)
-        ):
-            raise self._bad_row(
-                "decisions",
-                row_id,
-                "a column holds a value of the wrong type",
-                "the log was edited outside caplet; delete that row with the sqlite3 shell",
-            )
-        return Decision(
-            at=float(at),
-            plugin=plugin,
-            action=action,
-            target=target,
-            allowed=bool(allowed),
-            detail=detail,
-            id=row_id,
-        )
+        return [decision_from_row(self._rows, row) for row in rows]
 
     # -- ctx.kv ------------------------------------------------------------------------
 
@@ -751,17 +469,7 @@ class SqliteStore:
             row = conn.execute(
                 "SELECT value FROM kv WHERE plugin = ? AND key = ?", (plugin, key)
             ).fetchone()
-        if row is None:
-            return None
-        value = row[0]
-        if not isinstance(value, bytes):
-            raise self._bad_row(
-                "kv",
-                f"{plugin}/{key}",
-                "value is not a blob",
-                "the table was edited outside caplet; delete that row with the sqlite3 shell",
-            )
-        return value
+        return None if row is None else kv_value(self._rows, plugin, key, row[0])
 
     def kv_put(
         self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
@@ -838,131 +546,12 @@ class SqliteStore:
             with self._reading("checking the state database") as conn:
                 conn.execute("BEGIN")  # one read snapshot for every query below
                 try:
-                    problems = self._check_structure(conn)
-                    if not problems:
-                        problems = self._check_records(conn)
+                    return check_database(conn, self.path, self._rows)
                 finally:
                     conn.execute("ROLLBACK")
         except _CorruptError as exc:
             # Pages so damaged that SQLite stops reading them: still a finding, not a crash.
-            return (self._problem(ProblemKind.CORRUPT, str(exc)),)
-        return tuple(problems)
-
-    def _problem(self, kind: ProblemKind, text: str) -> StateProblem:
-        return StateProblem(kind=kind, path=str(self.path), message=text)
-
-    def _check_structure(self, conn: sqlite3.Connection) -> list[StateProblem]:
-        """SQLite's own checks and the schema; records are not worth decoding if these fail."""
-        problems: list[StateProblem] = []
-        integrity = [
-            str(row[0])
-            for row in conn.execute(f"PRAGMA integrity_check({_MAX_REPORTED})").fetchall()
-        ]
-        if integrity != ["ok"]:
-            detail = "integrity check: " + "; ".join(integrity[:5])
-            problems.append(self._problem(ProblemKind.CORRUPT, _corrupt_message(self.path, detail)))
-            return problems
-        violations = conn.execute("PRAGMA foreign_key_check").fetchall()
-        if violations:
-            shown = "; ".join(f"table {row[0]} row {row[1]}" for row in violations[:5])
-            problems.append(
-                self._problem(
-                    ProblemKind.CORRUPT,
-                    _corrupt_message(self.path, f"foreign key check: {shown}"),
-                )
-            )
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version != SCHEMA_VERSION:
-            # Opening migrated an older one and refused a newer one, so this
-            # is a file changed behind the open connection's back.
-            problems.append(
-                self._problem(
-                    ProblemKind.SCHEMA,
-                    f"state database {self.path} has schema version {version}, expected "
-                    f"{SCHEMA_VERSION}; it was changed outside caplet: restore a backup or "
-                    f"move it aside (mv {self.path} {self.path}.bak) and approve again",
-                )
-            )
-        found = {
-            str(row[0])
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') "
-                "AND name NOT LIKE 'sqlite_%'"
-            ).fetchall()
-        }
-        missing = sorted(_expected_objects() - found)
-        if missing:
-            problems.append(
-                self._problem(
-                    ProblemKind.SCHEMA,
-                    f"state database {self.path} lacks {', '.join(missing)} of schema version "
-                    f"{SCHEMA_VERSION}; it was changed outside caplet: restore a backup or move "
-                    f"it aside (mv {self.path} {self.path}.bak) and approve again",
-                )
-            )
-        return problems
-
-    def _check_records(self, conn: sqlite3.Connection) -> list[StateProblem]:
-        problems: list[StateProblem] = []
-
-        def decoded(decode: Any, *args: Any) -> None:
-            if len(problems) >= _MAX_REPORTED:
-                return
-            try:
-                decode(*args)
-            except _BadRowError as exc:
-                problems.append(exc.problem)
-
-        for row in conn.execute(_SELECT_APPROVALS).fetchall():
-            decoded(self._approval_from_row, row)
-        for content_hash, model, plugin, payload in conn.execute(
-            "SELECT content_hash, model, plugin, payload FROM audits ORDER BY content_hash, model"
-        ).fetchall():
-            if not isinstance(content_hash, str) or not isinstance(model, str):
-                problems.append(
-                    self._bad_row(
-                        "audits",
-                        content_hash,
-                        "content_hash or model is not text",
-                        "delete that row with the sqlite3 shell, then re-run the audit",
-                    ).problem
-                )
-                continue
-            decoded(self._audit_from_row, content_hash, model, plugin, payload)
-        for row in conn.execute(
-            "SELECT name, reason, since FROM quarantine ORDER BY name"
-        ).fetchall():
-            decoded(self._quarantine_from_row, row)
-        for (row_id,) in conn.execute(
-            "SELECT id FROM decisions WHERE typeof(at) NOT IN ('real', 'integer') "
-            "OR typeof(plugin) != 'text' OR typeof(action) != 'text' "
-            "OR typeof(target) != 'text' OR typeof(detail) != 'text' "
-            "OR allowed NOT IN (0, 1) ORDER BY id LIMIT ?",
-            (_MAX_REPORTED,),
-        ).fetchall():
-            problems.append(
-                self._bad_row(
-                    "decisions",
-                    row_id,
-                    "a column holds a value of the wrong type",
-                    "the log was edited outside caplet; delete that row with the sqlite3 shell",
-                ).problem
-            )
-        for plugin, key in conn.execute(
-            "SELECT plugin, key FROM kv WHERE typeof(value) != 'blob' "
-            "OR typeof(plugin) != 'text' OR typeof(key) != 'text' "
-            "OR typeof(updated_at) NOT IN ('real', 'integer') LIMIT ?",
-            (_MAX_REPORTED,),
-        ).fetchall():
-            problems.append(
-                self._bad_row(
-                    "kv",
-                    f"{plugin}/{key}",
-                    "a column holds a value of the wrong type",
-                    "the table was edited outside caplet; delete that row with the sqlite3 shell",
-                ).problem
-            )
-        return problems
+            return (StateProblem(kind=ProblemKind.CORRUPT, path=str(self.path), message=str(exc)),)
 
     def close(self) -> None:
         """Close the connection (after another thread's statement); closing twice is fine."""

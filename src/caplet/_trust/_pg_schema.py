@@ -1,0 +1,280 @@
+"""The PostgreSQL store's schema: versioned migrations, identity, and its check.
+
+**Version numbers are SQLite's.** A schema version names one set of tables
+and columns on both backends (:mod:`caplet._trust._sqlite_schema`): version
+4 is approvals with ``version`` and ``requires``, audits keyed by hash and
+model, quarantine, the decision log and ``ctx.kv``, whichever database
+holds them. So "schema 4" means one thing in a message, in ``doctor`` and
+in the docs, and a change to the records is one new version, written for
+both in the same commit (tests/_trust/test_pg_schema.py fails when the
+two drift apart). PostgreSQL has no history to replay: its first schema
+is version 4 (:data:`BASELINE`), created in one step; versions 1 to 3 never
+existed there.
+
+Everything lives in the PostgreSQL schema ``caplet`` (one caplet
+deployment per database), with ``caplet.meta`` holding the version and the
+marker ``application = caplet``: a ``caplet`` schema without that marker
+belongs to someone else and is refused before anything is written, as is
+a version newer than this caplet knows. A migration is one transaction
+(PostgreSQL's DDL is transactional) under an advisory lock, so nodes
+starting together against a fresh database cannot both create it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from caplet._atomic import write_step
+from caplet._errors import StoreError
+from caplet._trust._problems import ProblemKind, StateProblem
+from caplet._trust._rows import (
+    BadRowError,
+    RowSource,
+    approval_from_row,
+    audit_from_row,
+    quarantine_from_row,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "BASELINE",
+    "EXPECTED_COLUMNS",
+    "MIGRATIONS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "check_records",
+    "check_structure",
+    "migrate",
+    "schema_version",
+]
+
+#: The PostgreSQL schema (namespace) caplet's tables live in.
+SCHEMA = "caplet"
+#: ``pg_advisory_xact_lock`` key of migrations ("cplt", as SQLite's application id).
+MIGRATION_LOCK = 0x63706C74
+#: The first schema version PostgreSQL has (see the module docstring).
+BASELINE = 4
+
+#: ``MIGRATIONS[n]`` creates version ``n`` from ``n - 1``; ``MIGRATIONS[BASELINE]``
+#: creates everything from an empty database.
+MIGRATIONS: Mapping[int, tuple[str, ...]] = {
+    4: (
+        f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+        "CREATE TABLE caplet.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE caplet.approvals (
+            name TEXT PRIMARY KEY,
+            content_hash TEXT NOT NULL,
+            capabilities TEXT NOT NULL,
+            approved_at DOUBLE PRECISION NOT NULL,
+            risk_level TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            version TEXT,
+            requires TEXT
+        )""",
+        """CREATE TABLE caplet.audits (
+            content_hash TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            plugin TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            payload TEXT NOT NULL,
+            PRIMARY KEY (content_hash, model)
+        )""",
+        "CREATE INDEX audits_by_plugin ON caplet.audits (plugin)",
+        """CREATE TABLE caplet.quarantine (
+            name TEXT PRIMARY KEY,
+            reason TEXT NOT NULL,
+            since DOUBLE PRECISION NOT NULL
+        )""",
+        """CREATE TABLE caplet.decisions (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            at DOUBLE PRECISION NOT NULL,
+            plugin TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            allowed BOOLEAN NOT NULL,
+            detail TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX decisions_by_plugin ON caplet.decisions (plugin, id)",
+        """CREATE TABLE caplet.kv (
+            plugin TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BYTEA NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (plugin, key)
+        )""",
+        "INSERT INTO caplet.meta (key, value) VALUES ('application', 'caplet')",
+    ),
+}
+
+#: The version this caplet writes and understands.
+SCHEMA_VERSION = max(MIGRATIONS)
+
+#: The columns of each table at :data:`SCHEMA_VERSION`, as ``doctor`` expects them.
+#: The same names as SQLite's (tests compare them), plus ``meta``.
+EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
+    "meta": frozenset({"key", "value"}),
+    "approvals": frozenset(
+        {
+            "name",
+            "content_hash",
+            "capabilities",
+            "approved_at",
+            "risk_level",
+            "verdict",
+            "version",
+            "requires",
+        }
+    ),
+    "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
+    "quarantine": frozenset({"name", "reason", "since"}),
+    "decisions": frozenset({"id", "at", "plugin", "action", "target", "allowed", "detail"}),
+    "kv": frozenset({"plugin", "key", "value", "updated_at"}),
+}
+
+_MAX_REPORTED = 20
+
+
+def _foreign(shown: str, detail: str) -> str:
+    return (
+        f"PostgreSQL store {shown} holds a schema {SCHEMA!r} that is not caplet's ({detail}); "
+        "caplet never changes it: point CAPLET_STORE at a database of caplet's own "
+        "(createdb caplet) or drop that schema if it is a leftover"
+    )
+
+
+def _newer(shown: str, found: int) -> str:
+    return (
+        f"PostgreSQL store {shown} was written by a newer caplet (schema version {found}, this "
+        f"caplet knows {SCHEMA_VERSION}); upgrade caplet on this node (every node of a fleet "
+        "must run a caplet that knows the store's schema)"
+    )
+
+
+def schema_version(conn: psycopg.Connection[tuple[object, ...]], shown: str) -> int:
+    """The version of the store on *conn*: 0 when empty; refuses what is not caplet's."""
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL, "
+        "(SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        " ON n.oid = c.relnamespace WHERE n.nspname = %s)",
+        ("caplet.meta", SCHEMA),
+    ).fetchone()
+    assert row is not None
+    has_meta, objects = bool(row[0]), int(str(row[1]))
+    if not has_meta:
+        if objects:
+            raise StoreError(_foreign(shown, f"{objects} objects and no caplet.meta"))
+        return 0
+    meta = {str(k): v for k, v in conn.execute("SELECT key, value FROM caplet.meta").fetchall()}
+    if meta.get("application") != "caplet":
+        raise StoreError(_foreign(shown, f"application {meta.get('application')!r}"))
+    raw = meta.get("schema_version")
+    if not isinstance(raw, str) or not raw.isdigit():
+        raise StoreError(_foreign(shown, f"schema_version {raw!r}"))
+    version = int(raw)
+    if version > SCHEMA_VERSION:
+        raise StoreError(_newer(shown, version))
+    return version
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]], shown: str) -> int:
+    """Bring the store to :data:`SCHEMA_VERSION` in one transaction; return it.
+
+    The version is read again under the migration lock, so of several nodes
+    opening a fresh database at once the first migrates and the others find
+    the work done.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        write_step(f"postgres {shown}: migration begun")
+        current = schema_version(conn, shown)
+        if current < SCHEMA_VERSION:
+            first = BASELINE if current == 0 else current + 1
+            for version in range(first, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO caplet.meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION),),
+            )
+        write_step(f"postgres {shown}: migration run, not committed")
+    write_step(f"postgres {shown}: migration committed")
+    return SCHEMA_VERSION
+
+
+def check_structure(conn: psycopg.Connection[tuple[object, ...]], shown: str) -> list[StateProblem]:
+    """The version and every expected table and column; records wait until these hold."""
+
+    def problem(text: str) -> StateProblem:
+        return StateProblem(kind=ProblemKind.SCHEMA, path=shown, message=text)
+
+    try:
+        version = schema_version(conn, shown)
+    except StoreError as exc:
+        return [problem(str(exc))]
+    if version != SCHEMA_VERSION:
+        return [
+            problem(
+                f"PostgreSQL store {shown} has schema version {version}, expected "
+                f"{SCHEMA_VERSION}; it was changed outside caplet: restore a backup (pg_restore) "
+                "or run any caplet command to create the schema"
+            )
+        ]
+    found: dict[str, set[str]] = {}
+    for table, column in conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s",
+        (SCHEMA,),
+    ).fetchall():
+        found.setdefault(str(table), set()).add(str(column))
+    missing = sorted(
+        f"{table}.{column}"
+        for table, columns in EXPECTED_COLUMNS.items()
+        for column in columns - found.get(table, set())
+    )
+    if missing:
+        return [
+            problem(
+                f"PostgreSQL store {shown} lacks {', '.join(missing)} of schema version "
+                f"{SCHEMA_VERSION}; it was changed outside caplet: restore a backup (pg_restore)"
+            )
+        ]
+    return []
+
+
+def check_records(
+    conn: psycopg.Connection[tuple[object, ...]], rows: RowSource
+) -> list[StateProblem]:
+    """Every approval, audit and quarantine record decoded as the store reads it.
+
+    The decision log and ``ctx.kv`` need no pass of their own here: their
+    column types are the server's to enforce (``BOOLEAN``, ``BYTEA``), where
+    SQLite stores whatever a hand edit put in a column.
+    """
+    problems: list[StateProblem] = []
+
+    def decoded(decode: Callable[..., object], *args: object) -> None:
+        if len(problems) >= _MAX_REPORTED:
+            return
+        try:
+            decode(rows, *args)
+        except BadRowError as exc:
+            problems.append(exc.problem)
+
+    for row in conn.execute(
+        "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
+        'requires FROM caplet.approvals ORDER BY name COLLATE "C"'
+    ).fetchall():
+        decoded(approval_from_row, row)
+    for content_hash, model, plugin, payload in conn.execute(
+        "SELECT content_hash, model, plugin, payload FROM caplet.audits "
+        'ORDER BY content_hash COLLATE "C", model COLLATE "C"'
+    ).fetchall():
+        decoded(audit_from_row, content_hash, model, plugin, payload)
+    for row in conn.execute(
+        'SELECT name, reason, since FROM caplet.quarantine ORDER BY name COLLATE "C"'
+    ).fetchall():
+        decoded(quarantine_from_row, row)
+    return problems

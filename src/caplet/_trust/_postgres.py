@@ -1,0 +1,554 @@
+"""The PostgreSQL implementation of :class:`~caplet._trust._store.TrustStore` (issue 18).
+
+One database shared by every node of a fleet: an approval made on one node
+holds on all of them, a quarantine too, and the permission log and
+``ctx.kv`` are one. The tables and their meaning are SQLite's
+(:mod:`caplet._trust._pg_schema`); rows are decoded by the same code
+(:mod:`caplet._trust._rows`).
+
+**Transactions.** Every operation is one transaction on a connection of a
+psycopg-pool :class:`~psycopg_pool.ConnectionPool` (autocommit off only
+inside ``conn.transaction()``), reads included. ``ctx.kv``'s quota is
+computed under a transaction-scoped advisory lock of the plugin, so two
+nodes writing the same plugin's keys cannot both squeeze under it (READ
+COMMITTED alone would let both see the old total). Lock waits end after
+:data:`LOCK_TIMEOUT_S`, SQLite's busy timeout.
+
+**Ordering.** ``ORDER BY ... COLLATE "C"``: code point order, as SQLite's
+BINARY collation sorts, whatever collation the database was created with.
+
+**Text.** PostgreSQL's ``text`` cannot hold NUL, which SQLite's can. The
+free-text fields a plugin can put words into (a decision's target and
+detail, a quarantine reason) are stored with NUL shown as U+2400 SYMBOL
+FOR NULL, so a plugin whose error message holds NUL cannot make the log
+write fail (and with it the breaker's count; tests/_trust/test_postgres.py
+has the attack). Keys (plugin names, ``ctx.kv`` keys) never hold NUL:
+caplet refuses them earlier.
+
+**A server that goes away.** A connection that breaks (the server
+restarted, the network dropped) throws the whole pool away and the
+operation is tried once more on a fresh one, so a restart between two
+operations is invisible and one during an operation costs one retry. If
+the server is still not there, the operation fails with a
+:class:`~caplet._errors.StoreError` naming the store and what to do, and
+nothing is written; the next operation connects afresh. A write retried
+after its COMMIT's answer was lost may be applied twice: every write but
+the log is idempotent (an upsert or a delete), and a decision may then be
+logged twice, never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Self, TypeVar
+
+from caplet._atomic import write_step
+from caplet._audit._model import AuditResult
+from caplet._errors import StoreError
+from caplet._trust._codec import audit_to_json
+from caplet._trust._pg_errors import (
+    LOCK_TIMEOUT_S,
+    UnreachableError,
+    connection_lost,
+    translate,
+    unreachable,
+)
+from caplet._trust._pg_schema import check_records, check_structure, migrate
+from caplet._trust._pg_url import parse_address
+from caplet._trust._problems import ProblemKind, StateProblem
+from caplet._trust._rows import (
+    RowSource,
+    approval_from_row,
+    approval_params,
+    audit_from_row,
+    decision_from_row,
+    kv_value,
+    quarantine_from_row,
+)
+from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["LOCK_TIMEOUT_S", "WAIT_S", "PostgresStore", "UnreachableError"]
+
+logger = logging.getLogger("caplet.store")
+
+T = TypeVar("T")
+
+#: Seconds an operation waits for a connection before it says the server is unreachable.
+WAIT_S = 5.0
+#: The advisory lock class of a plugin's ``ctx.kv`` quota (the key is the name's hash).
+_KV_LOCK_CLASS = 0x6B76
+
+_SELECT_APPROVAL = (
+    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
+    "requires FROM caplet.approvals WHERE name = %s"
+)
+_SELECT_APPROVALS = (
+    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
+    'requires FROM caplet.approvals ORDER BY name COLLATE "C"'
+)
+
+
+def _free(text: str) -> str:
+    """Free text as PostgreSQL can hold it (see the module docstring)."""
+    return text.replace("\0", "\u2400")
+
+
+class PostgresStore:
+    """Approvals, cached audits, quarantine, the decision log and ``ctx.kv`` in PostgreSQL.
+
+    *address* is a libpq connection string (``postgresql://USER@HOST/DB?sslmode=verify-full``);
+    a server not on this machine must be reached with a verified certificate
+    (:mod:`caplet._trust._pg_url`). Opening connects, checks that the
+    database is caplet's and migrates it, so a wrong address fails here
+    rather than at the first approval. ``max_connections`` bounds the pool;
+    ``wait_s`` is how long an operation waits for a connection.
+    """
+
+    def __init__(self, address: str, *, max_connections: int = 4, wait_s: float = WAIT_S) -> None:
+        try:
+            import psycopg  # noqa: F401  (the extra's presence, checked before anything else)
+            import psycopg_pool  # noqa: F401
+        except ImportError as exc:
+            raise StoreError(
+                "a PostgreSQL store needs psycopg and psycopg-pool, which are not installed; "
+                "install them with pip install 'caplet[postgres]'"
+            ) from exc
+        self.address = parse_address(address)
+        #: The address without its password: what messages and ``doctor`` show.
+        self.shown = self.address.shown
+        self.max_connections = max_connections
+        self.wait_s = wait_s
+        self._rows = RowSource(
+            what=f"PostgreSQL store {self.shown}", path=self.shown, editor="psql"
+        )
+        #: Guards replacing the pool; operations run outside it.
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]] | None = None
+        self._closed = False
+        with self._lock:
+            self._pool = self._open_pool("opening")
+
+    @classmethod
+    def open(cls, address: str) -> Self:
+        """Same as ``PostgresStore(address)``."""
+        return cls(address)
+
+    # -- connections ---------------------------------------------------------------
+
+    def _connect_kwargs(self) -> dict[str, object]:
+        from psycopg.conninfo import conninfo_to_dict
+
+        given = conninfo_to_dict(self.address.conninfo)
+        extra: dict[str, object] = {"autocommit": True}
+        if "connect_timeout" not in given:
+            extra["connect_timeout"] = max(2, round(self.wait_s))
+        if "application_name" not in given:
+            extra["application_name"] = "caplet"
+        return extra
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        conn.execute(f"SET lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'")
+
+    def _open_pool(self, doing: str) -> ConnectionPool[psycopg.Connection[tuple[object, ...]]]:
+        """Connect once directly (for libpq's own error), migrate, then start a pool.
+
+        The caller holds ``self._lock``.
+        """
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        kwargs = self._connect_kwargs()
+        try:
+            with psycopg.connect(self.address.conninfo, **kwargs) as conn:  # type: ignore[arg-type]
+                self._configure(conn)
+                migrate(conn, self.shown)
+        except psycopg.Error as exc:
+            if connection_lost(exc):
+                raise unreachable(self.shown, doing, exc) from exc
+            raise translate(self.shown, doing, exc) from exc
+        pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]] = ConnectionPool(
+            self.address.conninfo,
+            kwargs=kwargs,
+            min_size=1,
+            max_size=self.max_connections,
+            open=False,
+            timeout=self.wait_s,
+            configure=self._configure,
+            reconnect_timeout=max(self.wait_s, 1.0),
+            name="caplet-store",
+        )
+        try:
+            pool.open(wait=True, timeout=self.wait_s)
+        except psycopg.Error as exc:
+            pool.close(timeout=0)
+            raise unreachable(self.shown, doing, exc) from exc
+        return pool
+
+    def _current_pool(self, doing: str) -> ConnectionPool[psycopg.Connection[tuple[object, ...]]]:
+        with self._lock:
+            if self._closed:
+                raise StoreError(
+                    f"PostgreSQL store {self.shown} was already closed when {doing}; "
+                    "open a new PostgresStore"
+                )
+            if self._pool is None:
+                self._pool = self._open_pool(doing)
+            return self._pool
+
+    def _discard(self, pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]]) -> None:
+        """Throw *pool* away if it is still the current one (another thread may have)."""
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.close(timeout=0)
+
+    def _run(
+        self,
+        doing: str,
+        work: Callable[[psycopg.Connection[tuple[object, ...]]], T],
+        *,
+        write: bool = False,
+    ) -> T:
+        """Run *work* in one transaction; once more on a fresh pool if the connection broke."""
+        import psycopg
+
+        shown = self.shown
+        for attempt in (1, 2):
+            pool = self._current_pool(doing)
+            committing = False
+            try:
+                with pool.connection() as conn, conn.transaction():
+                    if write:
+                        write_step(f"postgres {shown}: {doing}: transaction begun")
+                    result = work(conn)
+                    if write:
+                        write_step(f"postgres {shown}: {doing}: statements run, not committed")
+                    committing = True
+            except psycopg.Error as exc:
+                if not connection_lost(exc):
+                    raise translate(self.shown, doing, exc) from exc
+                logger.warning(
+                    "PostgreSQL store %s: connection lost while %s: %s", shown, doing, exc
+                )
+                self._discard(pool)
+                if attempt == 2:
+                    raise unreachable(
+                        self.shown, doing, exc, committing=committing and write
+                    ) from exc
+                continue
+            if write:
+                write_step(f"postgres {shown}: {doing}: committed")
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    # -- approvals ------------------------------------------------------------------
+
+    def get_approval(self, name: str) -> ApprovalRecord | None:
+        """The approval of plugin *name*, or ``None``."""
+        if "\0" in name:
+            return None  # no name holding NUL can have been stored (see the module docstring)
+        row = self._run(
+            f"reading the approval of {name!r}",
+            lambda conn: conn.execute(_SELECT_APPROVAL, (name,)).fetchone(),
+        )
+        return None if row is None else approval_from_row(self._rows, row)
+
+    def put_approval(self, record: ApprovalRecord) -> None:
+        """Insert or replace the approval of ``record.name``."""
+        self._run(
+            f"writing the approval of {record.name!r}",
+            lambda conn: conn.execute(
+                "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+                "risk_level, verdict, version, requires) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
+                "content_hash = EXCLUDED.content_hash, capabilities = EXCLUDED.capabilities, "
+                "approved_at = EXCLUDED.approved_at, risk_level = EXCLUDED.risk_level, "
+                "verdict = EXCLUDED.verdict, version = EXCLUDED.version, "
+                "requires = EXCLUDED.requires",
+                approval_params(record),
+            ),
+            write=True,
+        )
+
+    def delete_approval(self, name: str) -> bool:
+        """Remove the approval of *name*; ``False`` when there was none."""
+        return self._run(
+            f"deleting the approval of {name!r}",
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM caplet.approvals WHERE name = %s",
+                    (name,),
+                ).rowcount
+                > 0
+            ),
+            write=True,
+        )
+
+    def list_approvals(self) -> Sequence[ApprovalRecord]:
+        """Every approval, ordered by plugin name."""
+        rows = self._run(
+            "listing approvals",
+            lambda conn: conn.execute(_SELECT_APPROVALS).fetchall(),
+        )
+        return [approval_from_row(self._rows, row) for row in rows]
+
+    # -- audits ---------------------------------------------------------------------
+
+    def get_audit(self, content_hash: str, model_id: str = "") -> AuditResult | None:
+        """The cached audit of the tree with *content_hash* by *model_id* (``""``: static-only)."""
+        key = content_hash if not model_id else f"{content_hash} by {model_id}"
+        row = self._run(
+            f"reading the audit of {key}",
+            lambda conn: conn.execute(
+                "SELECT plugin, payload FROM caplet.audits WHERE content_hash = %s AND model = %s",
+                (content_hash, model_id),
+            ).fetchone(),
+        )
+        if row is None:
+            return None
+        return audit_from_row(self._rows, content_hash, model_id, row[0], row[1])
+
+    def put_audit(self, audit: AuditResult) -> None:
+        """Store *audit*, replacing any audit of the same content hash by the same model."""
+        payload = audit_to_json(audit)
+        self._run(
+            f"writing the audit of {audit.plugin!r}",
+            lambda conn: conn.execute(
+                "INSERT INTO caplet.audits "
+                "(content_hash, model, plugin, created_at, payload) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (content_hash, model) DO UPDATE SET plugin = EXCLUDED.plugin, "
+                "created_at = EXCLUDED.created_at, payload = EXCLUDED.payload",
+                (audit.content_hash, audit.model_id, audit.plugin, audit.created_at, payload),
+            ),
+            write=True,
+        )
+
+    # -- quarantine -----------------------------------------------------------------
+
+    def get_quarantine(self, name: str) -> QuarantineRecord | None:
+        """Why and since when *name* is quarantined, or ``None``."""
+        if "\0" in name:
+            return None
+        row = self._run(
+            f"reading the quarantine of {name!r}",
+            lambda conn: conn.execute(
+                "SELECT name, reason, since FROM caplet.quarantine WHERE name = %s",
+                (name,),
+            ).fetchone(),
+        )
+        return None if row is None else quarantine_from_row(self._rows, row)
+
+    def put_quarantine(self, record: QuarantineRecord) -> None:
+        """Quarantine ``record.name`` (replacing an earlier record)."""
+        self._run(
+            f"quarantining {record.name!r}",
+            lambda conn: conn.execute(
+                "INSERT INTO caplet.quarantine (name, reason, since) "
+                "VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
+                "reason = EXCLUDED.reason, since = EXCLUDED.since",
+                (record.name, _free(record.reason), record.since),
+            ),
+            write=True,
+        )
+
+    def delete_quarantine(self, name: str) -> bool:
+        """Release *name*; ``False`` when it was not quarantined."""
+        return self._run(
+            f"releasing {name!r} from quarantine",
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM caplet.quarantine WHERE name = %s",
+                    (name,),
+                ).rowcount
+                > 0
+            ),
+            write=True,
+        )
+
+    def list_quarantine(self) -> Sequence[QuarantineRecord]:
+        """Every quarantined plugin, ordered by name."""
+        rows = self._run(
+            "listing quarantined plugins",
+            lambda conn: conn.execute(
+                'SELECT name, reason, since FROM caplet.quarantine ORDER BY name COLLATE "C"'
+            ).fetchall(),
+        )
+        return [quarantine_from_row(self._rows, row) for row in rows]
+
+    # -- decision log ---------------------------------------------------------------
+
+    def log_decision(self, decision: Decision) -> None:
+        """Append *decision* to the log; its ``id`` is ignored and assigned here."""
+        self._run(
+            f"logging a decision about {decision.plugin!r}",
+            lambda conn: conn.execute(
+                "INSERT INTO caplet.decisions "
+                "(at, plugin, action, target, allowed, detail) VALUES (%s, %s, %s, %s, %s, %s)",
+                (
+                    decision.at,
+                    decision.plugin,
+                    decision.action,
+                    _free(decision.target),
+                    decision.allowed,
+                    _free(decision.detail),
+                ),
+            ),
+            write=True,
+        )
+
+    def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]:
+        """The newest *limit* decisions (of *plugin*, or of all), newest first."""
+        if limit < 0:
+            raise StoreError(f"decision log limit must be 0 or more, got {limit}")
+        if plugin is None:
+            rows = self._run(
+                "reading the decision log",
+                lambda conn: conn.execute(
+                    "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "
+                    "ORDER BY id DESC LIMIT %s",
+                    (limit,),
+                ).fetchall(),
+            )
+        else:
+            rows = self._run(
+                "reading the decision log",
+                lambda conn: conn.execute(
+                    "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "
+                    "WHERE plugin = %s "
+                    "ORDER BY id DESC LIMIT %s",
+                    (plugin, limit),
+                ).fetchall(),
+            )
+        return [decision_from_row(self._rows, row) for row in rows]
+
+    # -- ctx.kv ---------------------------------------------------------------------
+
+    def kv_get(self, plugin: str, key: str) -> bytes | None:
+        """The value *plugin* stored under *key*, or ``None``."""
+        if "\0" in plugin + key:
+            return None
+        row = self._run(
+            f"reading a kv entry of {plugin!r}",
+            lambda conn: conn.execute(
+                "SELECT value FROM caplet.kv WHERE plugin = %s AND key = %s",
+                (plugin, key),
+            ).fetchone(),
+        )
+        return None if row is None else kv_value(self._rows, plugin, key, row[0])
+
+    def kv_put(
+        self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
+    ) -> KvWrite:
+        """Store *value* under *key* for *plugin* unless that breaks a quota.
+
+        The usage is computed under the plugin's advisory lock inside the
+        write transaction, so two nodes writing at once cannot both squeeze
+        under the limit.
+        """
+        size = len(key.encode("utf-8")) + len(value)
+
+        def work(conn: psycopg.Connection[tuple[object, ...]]) -> KvWrite:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_KV_LOCK_CLASS, plugin))
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(octet_length(key) + octet_length(value)), 0) "
+                "FROM caplet.kv WHERE plugin = %s AND key <> %s",
+                (plugin, key),
+            ).fetchone()
+            assert row is not None
+            keys, total = int(str(row[0])) + 1, int(str(row[1])) + size
+            if keys > max_keys or total > max_bytes:
+                return KvWrite(stored=False, keys=keys, total_bytes=total)
+            conn.execute(
+                "INSERT INTO caplet.kv (plugin, key, value, updated_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (plugin, key) DO UPDATE SET "
+                "value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+                (plugin, key, value, time.time()),
+            )
+            return KvWrite(stored=True, keys=keys, total_bytes=total)
+
+        return self._run(f"writing a kv entry of {plugin!r}", work, write=True)
+
+    def kv_delete(self, plugin: str, key: str) -> bool:
+        """Remove *plugin*'s *key*; ``False`` when it was not there."""
+        if "\0" in plugin + key:
+            return False
+        return self._run(
+            f"deleting a kv entry of {plugin!r}",
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM caplet.kv WHERE plugin = %s AND key = %s",
+                    (plugin, key),
+                ).rowcount
+                > 0
+            ),
+            write=True,
+        )
+
+    def kv_keys(self, plugin: str, prefix: str = "") -> Sequence[str]:
+        """*plugin*'s keys starting with *prefix*, sorted by code point.
+
+        ``starts_with`` rather than LIKE: a prefix holding ``%`` or ``_`` is
+        matched literally, as in the SQLite store.
+        """
+        if "\0" in plugin + prefix:
+            return []
+        rows = self._run(
+            f"listing the kv keys of {plugin!r}",
+            lambda conn: conn.execute(
+                "SELECT key FROM caplet.kv WHERE plugin = %s "
+                'AND starts_with(key, %s) ORDER BY key COLLATE "C"',
+                (plugin, prefix),
+            ).fetchall(),
+        )
+        return [str(row[0]) for row in rows]
+
+    # -- maintenance and lifetime ---------------------------------------------------
+
+    def check(self) -> tuple[StateProblem, ...]:
+        """Everything ``caplet doctor --check-state`` checks in the store; ``()`` when healthy.
+
+        The schema version and every table and column, then every approval,
+        audit and quarantine record decoded as caplet reads it, in one
+        read-only snapshot. A server that cannot be reached is an
+        ``UNREACHABLE`` problem, not an exception.
+        """
+
+        def work(conn: psycopg.Connection[tuple[object, ...]]) -> list[StateProblem]:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            problems = check_structure(conn, self.shown)
+            return problems or check_records(conn, self._rows)
+
+        try:
+            return tuple(self._run("checking the store", work))
+        except UnreachableError as exc:
+            return (StateProblem(kind=ProblemKind.UNREACHABLE, path=self.shown, message=str(exc)),)
+        except StoreError as exc:
+            return (StateProblem(kind=ProblemKind.CORRUPT, path=self.shown, message=str(exc)),)
+
+    def close(self) -> None:
+        """Close the pool's connections; closing twice is fine."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,225 @@
+"""Rows of the trust store, decoded the one way both backends read them.
+
+:mod:`caplet._trust._sqlite` and :mod:`caplet._trust._postgres` keep the
+same tables with the same columns (approvals, audits, quarantine,
+decisions, kv), so a row is turned into a record here, once: every column
+is type-checked, JSON columns must hold what caplet wrote, and a row that
+does not decode raises :class:`BadRowError` carrying the
+:class:`~caplet._trust._problems.StateProblem` that ``caplet doctor
+--check-state`` reports. The backend says where the row came from
+(:class:`RowSource`), so each message names its database and the tool to
+repair it with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from caplet._audit._model import AuditResult, Verdict
+from caplet._errors import StoreError
+from caplet._findings import RiskLevel
+from caplet._trust._codec import audit_from_json
+from caplet._trust._hashing import is_tree_hash
+from caplet._trust._problems import ProblemKind, StateProblem
+from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord
+
+__all__ = [
+    "APPROVAL_COLUMNS",
+    "BadRowError",
+    "RowSource",
+    "approval_from_row",
+    "approval_params",
+    "audit_from_row",
+    "decision_from_row",
+    "kv_value",
+    "quarantine_from_row",
+]
+
+#: The approval columns in the order :func:`approval_from_row` reads them.
+APPROVAL_COLUMNS = (
+    "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires"
+)
+
+
+class BadRowError(StoreError):
+    """A row that does not decode; carries the :class:`StateProblem` a check reports."""
+
+    def __init__(self, problem: StateProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class RowSource:
+    """Where rows come from, for messages: ``what`` names the database
+    (``state database /x/caplet.db``), ``path`` is the problem's location and
+    ``editor`` the tool a fix uses (``the sqlite3 shell``, ``psql``)."""
+
+    what: str
+    path: str
+    editor: str
+
+    def bad_row(self, table: str, key: object, problem: str, fix: str) -> BadRowError:
+        return BadRowError(
+            StateProblem(
+                kind=ProblemKind.RECORD,
+                path=self.path,
+                message=(
+                    f"{self.what}: row {key!r} of table {table} is invalid ({problem}); {fix}"
+                ),
+            )
+        )
+
+    @property
+    def edited_log(self) -> str:
+        return f"the log was edited outside caplet; delete that row with {self.editor}"
+
+    @property
+    def edited_table(self) -> str:
+        return f"the table was edited outside caplet; delete that row with {self.editor}"
+
+
+def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
+    """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
+    name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
+    requires_json = row[7]
+    fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
+    try:
+        capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise source.bad_row("approvals", name, "capabilities is not JSON", fix) from exc
+    if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+        raise source.bad_row("approvals", name, "capabilities is not a JSON array of strings", fix)
+    if (
+        not isinstance(name, str)
+        or not isinstance(content_hash, str)
+        or not isinstance(approved_at, float | int)
+    ):
+        raise source.bad_row("approvals", name, "content_hash or approved_at mistyped", fix)
+    if not is_tree_hash(content_hash):
+        # Such an approval could never match a plugin: it was not written by caplet.
+        raise source.bad_row(
+            "approvals",
+            name,
+            f"content_hash {content_hash[:80]!r} is not 'sha256-' and 64 hex digits",
+            fix,
+        )
+    try:
+        risk = RiskLevel(risk_level)
+        verdict_value = Verdict(verdict)
+    except ValueError as exc:
+        raise source.bad_row("approvals", name, str(exc), fix) from exc
+    if version is not None and not isinstance(version, str):
+        raise source.bad_row("approvals", name, "version is not text", fix)
+    requires: tuple[str, ...] | None = None
+    if requires_json is not None:
+        try:
+            listed = json.loads(requires_json)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise source.bad_row("approvals", name, "requires is not JSON", fix) from exc
+        if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
+            raise source.bad_row("approvals", name, "requires is not a JSON array of strings", fix)
+        requires = tuple(listed)
+    return ApprovalRecord(
+        name=name,
+        content_hash=content_hash,
+        capabilities=tuple(capabilities),
+        approved_at=float(approved_at),
+        risk_level=risk,
+        verdict=verdict_value,
+        version=version,
+        requires=requires,
+    )
+
+
+def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
+    """The values of :data:`APPROVAL_COLUMNS` for *record*, as both backends store them."""
+    return (
+        record.name,
+        record.content_hash,
+        json.dumps(list(record.capabilities)),
+        record.approved_at,
+        record.risk_level.value,
+        record.verdict.value,
+        record.version,
+        None if record.requires is None else json.dumps(list(record.requires)),
+    )
+
+
+def audit_from_row(
+    source: RowSource, content_hash: str, model_id: str, plugin: object, payload: object
+) -> AuditResult:
+    """A cached audit; its payload must be the audit of exactly this key."""
+    key = content_hash if not model_id else f"{content_hash} by {model_id}"
+    fix = f"re-run the audit (caplet audit {plugin} --fresh), which replaces it"
+    if not isinstance(payload, str):
+        raise source.bad_row("audits", key, "payload is not text", fix)
+    try:
+        audit = audit_from_json(payload)
+    except StoreError as exc:
+        raise source.bad_row("audits", key, str(exc), fix) from exc
+    if audit.content_hash != content_hash or audit.model_id != model_id:
+        raise source.bad_row(
+            "audits",
+            key,
+            f"its payload is the audit of {audit.content_hash} by "
+            f"{audit.model_id or 'static-only'}",
+            fix,
+        )
+    return audit
+
+
+def quarantine_from_row(source: RowSource, row: Sequence[object]) -> QuarantineRecord:
+    """A quarantine record from ``name, reason, since``."""
+    name, reason, since = row
+    if (
+        not isinstance(name, str)
+        or not isinstance(reason, str)
+        or not isinstance(since, float | int)
+    ):
+        raise source.bad_row(
+            "quarantine",
+            name,
+            "reason or since mistyped",
+            f"release it (caplet release {name}) and let caplet record it again",
+        )
+    return QuarantineRecord(name=name, reason=reason, since=float(since))
+
+
+def decision_from_row(source: RowSource, row: Sequence[object]) -> Decision:
+    """A log entry from ``id, at, plugin, action, target, allowed, detail``.
+
+    ``allowed`` is 0/1 in SQLite and a boolean in PostgreSQL; both compare
+    equal to 0 and 1 (``True == 1``), anything else is refused.
+    """
+    row_id, at, plugin, action, target, allowed, detail = row
+    if (
+        not isinstance(row_id, int)
+        or not isinstance(at, float | int)
+        or not isinstance(plugin, str)
+        or not isinstance(action, str)
+        or not isinstance(target, str)
+        or not isinstance(detail, str)
+        or allowed not in (0, 1)
+    ):
+        raise source.bad_row(
+            "decisions", row_id, "a column holds a value of the wrong type", source.edited_log
+        )
+    return Decision(
+        at=float(at),
+        plugin=plugin,
+        action=action,
+        target=target,
+        allowed=bool(allowed),
+        detail=detail,
+        id=row_id,
+    )
+
+
+def kv_value(source: RowSource, plugin: str, key: str, value: object) -> bytes:
+    """A ``ctx.kv`` value: bytes, as written."""
+    if not isinstance(value, bytes):
+        raise source.bad_row("kv", f"{plugin}/{key}", "value is not a blob", source.edited_table)
+    return value

@@ -1,0 +1,187 @@
+"""The SQLite store's schema: its migrations, and how it tells its own file.
+
+``MIGRATIONS[n]`` turns version ``n - 1`` into ``n``; ``PRAGMA user_version``
+holds the version and ``PRAGMA application_id`` marks the file as caplet's.
+:mod:`caplet._trust._pg_schema` keeps the PostgreSQL schema at the same
+version numbers (a version names the same tables and columns on both).
+Split from :mod:`caplet._trust._sqlite` so that the store, its schema and
+its check (:mod:`caplet._trust._sqlite_check`) each stay one concern.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from caplet._atomic import write_step
+from caplet._errors import StoreError
+
+__all__ = [
+    "APPLICATION_ID",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "corrupt_message",
+    "expected_objects",
+    "migrate",
+    "newer_message",
+]
+
+#: ``PRAGMA application_id`` marks the file as caplet's ("cplt" in ASCII),
+#: so a database of another program is never mistaken for an empty one.
+APPLICATION_ID = 0x63706C74
+
+#: Schema migrations; ``MIGRATIONS[n]`` turns version ``n - 1`` into version
+#: ``n`` (entry 0 is the empty database). Adding version 2 is one entry.
+#: Statements run one by one inside the caller's transaction: the sqlite3
+#: module's ``executescript`` would first COMMIT it (sqlite3 docs).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (),
+    (
+        f"PRAGMA application_id = {APPLICATION_ID}",
+        """CREATE TABLE approvals (
+            name TEXT PRIMARY KEY NOT NULL,
+            content_hash TEXT NOT NULL,
+            capabilities TEXT NOT NULL,
+            approved_at REAL NOT NULL,
+            risk_level TEXT NOT NULL,
+            verdict TEXT NOT NULL
+        )""",
+        """CREATE TABLE audits (
+            content_hash TEXT PRIMARY KEY NOT NULL,
+            plugin TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            payload TEXT NOT NULL
+        )""",
+        "CREATE INDEX audits_by_plugin ON audits (plugin)",
+        """CREATE TABLE quarantine (
+            name TEXT PRIMARY KEY NOT NULL,
+            reason TEXT NOT NULL,
+            since REAL NOT NULL
+        )""",
+        """CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            plugin TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            allowed INTEGER NOT NULL CHECK (allowed IN (0, 1)),
+            detail TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX decisions_by_plugin ON decisions (plugin, id)",
+    ),
+    # 2: audits are keyed by content hash *and* auditor model (issue 5), so a
+    # static-only audit and each model's audit of one tree are cached side by
+    # side. SQLite cannot change a primary key in place: copy, drop, rename
+    # (https://www.sqlite.org/lang_altertable.html, "other kinds of table
+    # schema changes"). Every version-1 audit was static-only, so its model
+    # id is "" and its payload (without the new fields, which have
+    # defaults) still decodes.
+    (
+        """CREATE TABLE audits_v2 (
+            content_hash TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            plugin TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            payload TEXT NOT NULL,
+            PRIMARY KEY (content_hash, model)
+        )""",
+        "INSERT INTO audits_v2 (content_hash, model, plugin, created_at, payload) "
+        "SELECT content_hash, '', plugin, created_at, payload FROM audits",
+        "DROP INDEX audits_by_plugin",
+        "DROP TABLE audits",
+        "ALTER TABLE audits_v2 RENAME TO audits",
+        "CREATE INDEX audits_by_plugin ON audits (plugin)",
+    ),
+    # 3: each plugin's ctx.kv entries (issue 6). The plugin name is part of
+    # the primary key and every statement filters on it, so one plugin's
+    # keys are invisible to another. WITHOUT ROWID: the rows are looked up
+    # by that key only (https://www.sqlite.org/withoutrowid.html).
+    (
+        """CREATE TABLE kv (
+            plugin TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (plugin, key)
+        ) WITHOUT ROWID""",
+    ),
+    # 4: an approval records the version and the requirements approved, so a
+    # changed plugin can be compared with what was consented to (issue 14).
+    # NULL in older rows: such an approval cannot vouch for any other content.
+    (
+        "ALTER TABLE approvals ADD COLUMN version TEXT",
+        "ALTER TABLE approvals ADD COLUMN requires TEXT",
+    ),
+)
+
+#: The version this caplet writes and understands.
+SCHEMA_VERSION = len(MIGRATIONS) - 1
+
+
+def corrupt_message(path: Path, detail: str) -> str:
+    return (
+        f"state database {path} is corrupt or not a caplet database ({detail}); "
+        f"move it aside (e.g. mv {path} {path}.bak) and run again; "
+        "caplet never overwrites it"
+    )
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    path: Path,
+    migrations: Sequence[Sequence[str]] = MIGRATIONS,
+) -> int:
+    """Bring the database on *conn* to ``len(migrations) - 1``; return that version.
+
+    Runs in one ``BEGIN IMMEDIATE`` transaction and re-reads the version
+    inside it, so when several processes open a fresh directory at once the
+    first migrates and the others find the work done. A version newer than
+    *migrations* knows raises :class:`StoreError` and writes nothing.
+    """
+    target = len(migrations) - 1
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        write_step(f"sqlite {path}: migration begun")
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if current > target:
+            raise StoreError(newer_message(path, current, target))
+        for version in range(current + 1, target + 1):
+            for statement in migrations[version]:
+                conn.execute(statement)
+        if current != target:
+            # PRAGMA does not take parameters; target is an int we computed.
+            conn.execute(f"PRAGMA user_version = {target}")
+        write_step(f"sqlite {path}: migration run, not committed")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    write_step(f"sqlite {path}: migration committed")
+    return target
+
+
+def expected_objects(migrations: Sequence[Sequence[str]] = MIGRATIONS) -> frozenset[str]:
+    """The tables and indexes a database migrated by *migrations* holds.
+
+    Derived by running the migrations on an empty in-memory database, so
+    the check can never drift from the schema it checks.
+    """
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(conn, Path(":memory:"), migrations)
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') "
+            "AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+    finally:
+        conn.close()
+    return frozenset(str(row[0]) for row in rows)
+
+
+def newer_message(path: Path, found: int, known: int) -> str:
+    return (
+        f"state database {path} was written by a newer caplet (schema version {found}, "
+        f"this caplet knows {known}); upgrade caplet or use another --state-dir"
+    )

@@ -1,0 +1,309 @@
+"""Hosts sharing one store (issue 18): approvals, quarantine, the log and ctx.kv are one truth.
+
+Each "node" is a host with a state directory of its own (its run directory,
+snapshots and workers stay there) and the same store: PostgreSQL, as a
+fleet runs it, and SQLite named by path, as several processes of one
+machine share it. Real processes where the issue asks for processes, a
+real PostgreSQL server (tests/pgserver.py), real workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from caplet import LifecycleError, PluginHost
+from caplet._errors import StoreError
+from caplet._host._records import PluginState
+from caplet._trust._postgres import PostgresStore
+from tests.conftest import PluginFactory
+from tests.crashkit import caplet
+from tests.pgserver import PgServer, running_server
+
+KV_SOURCE = """
+def create_functions(config):
+    def put(ctx, key, value):
+        ctx.kv.set(key, value)
+        return True
+
+    def get(ctx, key):
+        return ctx.kv.get(key)
+
+    def run():
+        return "ran"
+
+    return {"main": {"put": put, "get": get, "run": run}}
+"""
+KV_MODULES = '[modules.main]\nfunctions = ["put", "get", "run"]\n'
+
+
+class Clock:
+    """The host clock a test moves by hand (breakers and the state refresh read it)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def store_address(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One store two nodes share: a PostgreSQL database, or an SQLite state directory."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("pg_url")
+        return url
+    return str(tmp_path / "shared-state")
+
+
+def node(root: Path, name: str = "p") -> Path:
+    """A node's own plugins directory holding the same plugin (the same content hash)."""
+    PluginFactory(root / "plugins")(name, source=KV_SOURCE, modules=KV_MODULES)
+    return root / "plugins"
+
+
+def test_a_quarantine_elsewhere_stops_calls_here_within_the_refresh_bound(
+    tmp_path: Path, store_address: str
+) -> None:
+    clock = Clock()
+    with (
+        PluginHost(
+            node(tmp_path / "a"), state_dir=tmp_path / "a" / "state", store=store_address
+        ) as a,
+        PluginHost(
+            node(tmp_path / "b"),
+            state_dir=tmp_path / "b" / "state",
+            store=store_address,
+            clock=clock,
+        ) as b,
+    ):
+        assert b.enable("p", consent=True)
+        assert b.call("p", "main.run") == "ran"
+        worker = b.worker_pid("p")
+        assert worker is not None
+        assert a.quarantine("p", "stopped on node a")
+        clock.now += b.policy.state_refresh_s
+        with pytest.raises(LifecycleError, match=r"quarantined \(stopped on node a\)"):
+            b.call("p", "main.run")
+        # Followed here as on node a: worker stopped, plugin disabled.
+        assert b.worker_pid("p") is None
+        assert b.manager.enabled_hash("p") is None
+        info = b.manager.get_plugin("p")
+        assert info is not None
+        assert info.state is PluginState.QUARANTINED
+        assert a.release("p")
+        info = b.manager.get_plugin("p")
+        assert info is not None
+        assert info.state is PluginState.DISABLED, "a release leaves it disabled everywhere"
+
+
+def test_approval_audit_log_and_kv_are_shared(tmp_path: Path, store_address: str) -> None:
+    with PluginHost(
+        node(tmp_path / "a"), state_dir=tmp_path / "a" / "state", store=store_address
+    ) as a:
+        a.manager.audit("p")
+        assert a.manager.approve("p")
+        assert a.enable("p")
+        assert a.call("p", "main.put", "k", {"from": "a"}) is True
+    with PluginHost(
+        node(tmp_path / "b"), state_dir=tmp_path / "b" / "state", store=store_address
+    ) as b:
+        info = b.manager.get_plugin("p")
+        assert info is not None
+        assert info.approved, "approved once, on node a"
+        assert b.enable("p"), "no consent asked: the shared approval covers it"
+        assert b.call("p", "main.get", "k") == {"from": "a"}
+        actions = [(d.action, d.allowed) for d in b.manager.store.decisions("p")]
+        assert ("approve", True) in actions
+        assert actions.count(("enable", True)) == 2, "both nodes' enables in one log"
+    # The nodes' own state directories hold no database: the store is elsewhere.
+    assert not (tmp_path / "a" / "state" / "caplet.db").exists()
+    assert not (tmp_path / "b" / "state" / "caplet.db").exists()
+
+
+# -- real processes ---------------------------------------------------------------------------
+
+
+def run_python(code: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+        check=False,
+    )
+
+
+def test_two_host_processes_share_approvals_and_quarantine(tmp_path: Path, pg_url: str) -> None:
+    env = {"CAPLET_STORE": pg_url}
+    a, b = tmp_path / "a", tmp_path / "b"
+    node(a, "hello")
+    node(b, "hello")
+
+    def on(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return caplet(
+            [*args, "--plugins-dir", str(root / "plugins"), "--state-dir", str(root / "state")],
+            env=env,
+        )
+
+    approved = on(a, "approve", "hello", "--yes", "--json")
+    assert approved.returncode == 0, approved.stderr
+    called = on(b, "call", "--enable", "hello", "main.run", "--json")
+    assert called.returncode == 0, called.stdout + called.stderr  # no consent question on node b
+    assert json.loads(called.stdout)["result"] == "ran"
+
+    quarantined = run_python(
+        f"""
+        from caplet import PluginHost
+        with PluginHost({str(a / "plugins")!r}, state_dir={str(a / "state")!r}) as host:
+            assert host.quarantine("hello", "node a saw it misbehave")
+        """,
+        env,
+    )
+    assert quarantined.returncode == 0, quarantined.stderr
+    refused = on(b, "call", "--enable", "hello", "main.run")
+    assert refused.returncode != 0
+    assert "quarantined (node a saw it misbehave)" in refused.stdout + refused.stderr
+    listed = json.loads(on(b, "list", "--json").stdout)
+    (entry,) = listed["plugins"]
+    assert entry["quarantine"]["reason"] == "node a saw it misbehave"
+
+    released = on(b, "release", "hello")
+    assert released.returncode == 0, released.stderr
+    listed = json.loads(on(a, "list", "--json").stdout)
+    assert listed["plugins"][0]["quarantine"] is None
+    # Each node's state directory holds no database: the store is the server's.
+    assert not (a / "state" / "caplet.db").exists()
+    assert not (b / "state" / "caplet.db").exists()
+
+
+CHURN = """
+import sys
+from caplet import PluginManager
+from caplet._host._loading import LoadingRules
+
+own, rounds = sys.argv[1], int(sys.argv[2])
+with PluginManager(sys.argv[3], state_dir=sys.argv[4], loading=LoadingRules()) as manager:
+    manager.discover()
+    manager.audit(own)
+    manager.audit("shared")
+    sys.stdin.read(1)  # everyone starts together: the parent closes the pipe
+    done = {"own": 0, "shared": 0}
+    for _ in range(rounds):
+        for name, key in ((own, "own"), ("shared", "shared")):
+            assert manager.approve(name), name
+            if manager.unapprove(name):
+                done[key] += 1
+    assert manager.approve(own) and manager.approve("shared")
+    print(done["own"], done["shared"])
+"""
+
+
+@pytest.mark.slow
+def test_eight_processes_approving_and_unapproving_lose_nothing(
+    tmp_path: Path, pg_url: str
+) -> None:
+    rounds = 10
+    processes = []
+    # One pipe is every child's stdin: closing its write end starts them all at once.
+    start_read, start_write = os.pipe()
+    for index in range(8):
+        root = tmp_path / f"n{index}"
+        node(root, f"own-{index}")
+        node(root, "shared")
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    CHURN,
+                    f"own-{index}",
+                    str(rounds),
+                    str(root / "plugins"),
+                    str(root / "state"),
+                ],
+                stdin=start_read,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "CAPLET_STORE": pg_url},
+            )
+        )
+    os.close(start_read)
+    os.close(start_write)
+    outputs = [process.communicate(timeout=600) for process in processes]
+    assert [p.returncode for p in processes] == [0] * 8, [err for _, err in outputs]
+    unapproved = [tuple(int(n) for n in out.split()) for out, _ in outputs]
+    with PostgresStore(pg_url) as store:
+        names = sorted(a.name for a in store.list_approvals())
+        assert names == sorted([*(f"own-{i}" for i in range(8)), "shared"])
+        log = store.decisions(limit=100_000)
+
+    def count(plugin: str, action: str) -> int:
+        return sum(1 for d in log if d.plugin == plugin and d.action == action and d.allowed)
+
+    for index in range(8):
+        assert count(f"own-{index}", "approve") == rounds + 1
+        assert count(f"own-{index}", "unapprove") == rounds == unapproved[index][0]
+    # On the shared plugin the processes interleave: every approval and every
+    # unapproval that deleted one is in the log exactly once.
+    assert count("shared", "approve") == 8 * (rounds + 1)
+    assert count("shared", "unapprove") == sum(shared for _, shared in unapproved)
+    assert len({d.id for d in log}) == len(log)
+
+
+# -- the server restarted mid-run ---------------------------------------------------------------
+
+
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    with running_server() as server:
+        yield server
+
+
+def test_server_restart_mid_run(tmp_path: Path, own_server: PgServer) -> None:
+    url = own_server.new_database()
+    clock = Clock()
+    with PluginHost(node(tmp_path), state_dir=tmp_path / "state", store=url, clock=clock) as host:
+        assert host.enable("p", consent=True)
+        assert host.call("p", "main.put", "before", 1) is True
+        own_server.restart()
+        # Reconnected on first use: the ctx.kv write goes through.
+        assert host.call("p", "main.put", "after-restart", 2) is True
+
+        own_server.stop(mode="immediate")
+        clock.now += host.policy.state_refresh_s  # the next call re-reads the shared state
+        with pytest.raises(StoreError) as info:
+            host.call("p", "main.run")
+        message = str(info.value)
+        assert f"PostgreSQL store {url} cannot be reached" in message
+        assert "pg_isready" in message
+        assert "caplet reconnects by itself" in message
+
+        own_server.start()
+        assert host.call("p", "main.get", "before") == 1
+        assert host.call("p", "main.get", "after-restart") == 2
+        assert host.call("p", "main.run") == "ran"
+
+
+def test_cli_against_a_stopped_server_says_what_to_do(tmp_path: Path, own_server: PgServer) -> None:
+    url = own_server.new_database()
+    node(tmp_path)
+    own_server.stop()
+    result = caplet(
+        ["list", "--plugins-dir", str(tmp_path / "plugins"), "--state-dir", str(tmp_path / "s")],
+        env={"CAPLET_STORE": url},
+    )
+    assert result.returncode not in (0, 70), result.stderr
+    assert "Traceback" not in result.stderr
+    said = " ".join(result.stderr.split())  # the console wraps long lines
+    assert f"PostgreSQL store {url} cannot be reached while opening" in said
+    assert "pg_isready" in said
