@@ -668,11 +668,6 @@ _jail_module.mount = _swapping_mount
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a nested grant's mount point swapped for a link between the check and "
-    "mount(2) redirects the grant over another part of the jail",
-)
 def test_a_nested_grant_lands_nowhere_else_when_its_mount_point_becomes_a_link(
     mode: str, tmp_path: Path
 ) -> None:
