@@ -71,11 +71,6 @@ def test_a_link_anywhere_on_the_path_is_refused_naming_it_and_its_target(
     assert f"(here: {str(data / 'real')!r})" in str(higher.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a link that turns back into a directory while the refusal is worded makes "
-    "open_no_links (and so host.enable) raise a bare OSError(EINVAL) from realpath",
-)
 def test_a_link_flipping_while_the_refusal_is_worded_is_still_a_grant_error(
     opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
