@@ -485,11 +485,6 @@ def create_functions(config):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a guest call cut short by the snippet's own deadline counts as the plugin's "
-    "failure: untrusted guest code quarantines an honest plugin",
-)
 def test_guest_code_cannot_quarantine_a_plugin_by_calling_it_out_of_time(
     plugins_dir: Path, state_dir: Path, launcher: CountingLauncher, make_plugin: PluginFactory
 ) -> None:

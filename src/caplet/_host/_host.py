@@ -659,6 +659,19 @@ class PluginHost:
             if schemas is not None:
                 schemas.check_result(value)
         except SandboxError as exc:
+            if (
+                isinstance(exc, CallTimeoutError)
+                and timeout_cap is not None
+                and running is not None
+                and timeout_cap < running.timeout_s
+            ):
+                # The caller's deadline ran out, not the plugin's: guest code
+                # or a calling plugin choosing how little time is left must not
+                # count toward this plugin's breaker (it quarantined honest
+                # plugins). The worker was killed mid-call all the same.
+                self._cut_short(name, target, exc, running)
+                breaker.cancel_probe()
+                raise
             if not self._failed(name, target, breaker, exc, running):
                 breaker.cancel_probe()
             raise
@@ -718,6 +731,18 @@ class PluginHost:
         if trip is not None:
             self._tripped(name, target, trip, exc)
         return True
+
+    def _cut_short(self, name: str, target: str, exc: CallTimeoutError, running: _Running) -> None:
+        """Log a call the caller's own deadline ended, and retire its killed worker."""
+        self.manager.log_decision(
+            name,
+            "call",
+            target,
+            False,
+            f"cut short by the caller's deadline (not counted toward the breaker): {exc}",
+        )
+        if not running.worker.alive:
+            self._stop(name, running)
 
     def _tripped(self, name: str, target: str, trip: Trip, exc: SandboxError) -> None:
         """Log a trip; quarantine the plugin once it trips too often."""
