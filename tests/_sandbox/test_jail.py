@@ -535,11 +535,6 @@ def test_proc_sys_is_read_only(mode: str, tmp_path: Path) -> None:
 # -- namespaces and privileges --------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inotify instances of a jail are charged to the host uid that created its user "
-    "namespace: one plugin exhausts root's (or the user's) inotify instances machine-wide",
-)
 def test_inotify_instances_are_bounded_per_jail(mode: str, tmp_path: Path) -> None:
     # ucounts are charged up the user-namespace tree to the namespace's
     # creator (kernel/ucount.c, inc_ucount): a red-team plugin took all 128

@@ -188,11 +188,6 @@ def test_a_cpu_spin_is_killed() -> None:
     assert proc.returncode in (-signal.SIGKILL, -signal.SIGXCPU), proc.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RLIMIT_SIGPENDING is inherited: a jail queues the host uid's whole budget of "
-    "pending signals (charged to it through the user namespace), root's sigqueue fails",
-)
 def test_pending_signals_are_bounded() -> None:
     # A red-team plugin queued 96363 real-time signals to itself (blocked), the
     # whole of root's RLIMIT_SIGPENDING as charged up the user-namespace tree

@@ -1374,6 +1374,7 @@ def _mount_proc(root: str) -> None:
         mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except OSError as exc:
         raise _fail(_Step.PROC, exc, "/proc") from exc
+    _limit_user_namespace(target)
     for name in _PROC_READ_ONLY:
         path = f"{target}/{name}"
         if not os.path.lexists(path):
@@ -1383,6 +1384,36 @@ def _mount_proc(root: str) -> None:
         except OSError as exc:
             raise _fail(_Step.PROC, exc, f"/proc/{name}") from exc
         _remount(path, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.PROC, f"/proc/{name}")
+
+
+#: Per-jail bounds of the kernel's per-user counters that have no rlimit
+#: (``/proc/sys/user``, user_namespaces(7)). Each is charged up the
+#: user-namespace tree to the uid that created the jail (kernel/ucount.c,
+#: inc_ucount): with the host's values a red-team plugin held all 128 of host
+#: root's inotify instances, and inotify_init1 failed with EMFILE for every
+#: root process on the machine while its worker lived. The jail's own limit
+#: binds first. A watcher (watchdog, a language server) needs one instance.
+_USER_NAMESPACE_LIMITS = (
+    ("max_inotify_instances", 16),
+    ("max_inotify_watches", 8192),
+)
+
+
+def _limit_user_namespace(proc: str) -> None:
+    """Write the jail's own /proc/sys/user limits (its user namespace's, not the host's).
+
+    The sysctl set is the writer's user namespace's, and pid 1 still holds
+    CAP_SYS_RESOURCE in it (kernel/ucount.c, set_permissions). A kernel
+    without a file skips it; a write that fails stops the start.
+    """
+    for name, value in _USER_NAMESPACE_LIMITS:
+        path = f"{proc}/sys/user/{name}"
+        try:
+            _write_proc(path, str(value))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _fail(_Step.PROC, exc, f"/proc/sys/user/{name}") from exc
 
 
 def _pivot(root: str) -> None:
