@@ -257,3 +257,56 @@ def test_root_of_a_namespace_that_maps_nothing_else_runs_workers_as_itself(
     first, second = done.stdout.splitlines()
     assert first == "0 False the only id of this user namespace"
     assert "maps no other id (/proc/self/uid_map)" in second
+
+
+DEATH = """
+import ctypes
+
+def create_functions(config):
+    def deathsig():
+        libc = ctypes.CDLL(None, use_errno=True)
+        signal = ctypes.c_int(-1)
+        libc.prctl(2, ctypes.byref(signal), 0, 0, 0)  # PR_GET_PDEATHSIG
+        return {"deathsig": signal.value, "uid": os.geteuid()}
+
+    return {"probe": {"deathsig": deathsig}}
+"""
+
+
+@pytest.mark.xfail(
+    ROOT,
+    strict=True,
+    reason="without a jail, a root host's worker loses PR_SET_PDEATHSIG in the switch to "
+    "its uid (prctl(2): a change of euid clears it) and outlives a killed host",
+)
+def test_a_worker_without_a_jail_still_dies_with_the_zygote_after_the_uid_switch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Best-effort isolation on a machine without user namespaces: the zygote
+    # arms PR_SET_PDEATHSIG, then _become_worker switches to the worker's
+    # uid, which silently clears it. A host killed mid-call then leaves the
+    # plugin running, unsandboxed by any pid namespace, for ever.
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "plugin.py").write_text("import os\n" + DEATH, encoding="utf-8")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    spec = WorkerSpec(
+        plugin="death",
+        snapshot_dir=snapshot,
+        entry="plugin.py",
+        config={},
+        modules={"probe": ("deathsig",)},
+        workdir=workdir,
+    )
+    best = SandboxLauncher(strict=False)
+    try:
+        assert "missing: namespaces" in best.isolation
+        with best.start(spec) as worker:
+            answer = worker.call("probe", "deathsig", (), {}, timeout_s=10)
+    finally:
+        best.close()
+    assert isinstance(answer, dict)
+    assert answer["uid"] == best.identity.uid
+    assert answer["deathsig"] == 9  # SIGKILL
