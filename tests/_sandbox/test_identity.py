@@ -273,12 +273,6 @@ def create_functions(config):
 """
 
 
-@pytest.mark.xfail(
-    ROOT,
-    strict=True,
-    reason="without a jail, a root host's worker loses PR_SET_PDEATHSIG in the switch to "
-    "its uid (prctl(2): a change of euid clears it) and outlives a killed host",
-)
 def test_a_worker_without_a_jail_still_dies_with_the_zygote_after_the_uid_switch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
