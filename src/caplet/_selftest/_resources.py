@@ -31,6 +31,10 @@ _MIB = 1024 * 1024
 _TMP_MB = 64
 _FILE_MB = 64
 _OPEN_FILES = 256
+#: The jail's own inotify limit (its user namespace's /proc/sys/user) and
+#: RLIMIT_SIGPENDING: both are charged to the uid that created the jail too.
+_INOTIFY_INSTANCES = 16
+_PENDING_SIGNALS = 1024
 #: Lines the log-flood case sends; ContextLimits lets 120 a minute through.
 LOG_LINES = 1000
 _LOG_PER_MINUTE = 120
@@ -165,6 +169,45 @@ def run(ctx):
     return {"escaped": f"stored {stored} values of 60 KiB"}
 """
 
+INOTIFY_EXHAUSTION = """
+import ctypes
+
+
+def run(bound):
+    libc = ctypes.CDLL(None, use_errno=True)
+    made = []
+    try:
+        while len(made) < bound:
+            fd = libc.inotify_init1(0)
+            if fd < 0:
+                code = ctypes.get_errno()
+                return {"made": len(made), "errno": errno.errorcode.get(code, str(code))}
+            made.append(fd)
+    finally:
+        for fd in made:
+            os.close(fd)
+    return {"escaped": f"made {len(made)} inotify instances"}
+"""
+
+SIGNAL_QUEUE = """
+import signal
+
+
+def run(count):
+    # Blocked real-time signals queue one entry each, charged (through the
+    # user namespace) to the uid that created the jail as well.
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+    try:
+        for _ in range(count):
+            os.kill(os.getpid(), signal.SIGRTMIN)
+        with open("/proc/self/status") as handle:
+            line = next(text for text in handle if text.startswith("SigQ:"))
+        return {"queued": int(line.split()[1].split("/")[0])}
+    finally:
+        signal.signal(signal.SIGRTMIN, signal.SIG_IGN)  # discards what is pending
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGRTMIN])
+"""
+
 LOG_FLOOD = """
 def run(ctx, lines):
     for index in range(lines):
@@ -216,6 +259,30 @@ def kv_refused(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
     )
     assert isinstance(value, dict)
     expect(str(value.get("message", "")).startswith("limit exceeded"), attempt.describe())
+
+
+def inotify_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    breach_unless(not escaped(attempt), attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and value.get("errno") == "EMFILE", "expected EMFILE")
+    assert isinstance(value, dict)
+    breach_unless(
+        int(value["made"]) <= _INOTIFY_INSTANCES,
+        f"{value['made']} inotify instances, charged to the host uid as well",
+    )
+
+
+def signals_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and "queued" in value, attempt.describe())
+    assert isinstance(value, dict)
+    breach_unless(
+        int(value["queued"]) <= _PENDING_SIGNALS,
+        f"{value['queued']} signals queued, charged to the host uid as well",
+    )
+    expect(attempt.same_worker, "the worker should have survived")
 
 
 def log_rate_limited(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
@@ -323,6 +390,24 @@ CASES: tuple[HostileCase, ...] = (
         FILE_SIZE,
         file_too_big,
         args=fixed_args(_FILE_MB + 16),
+    ),
+    HostileCase(
+        "inotify-exhaustion",
+        Family.RESOURCES,
+        "take every inotify instance of the uid that created the jail (root's, machine-wide)",
+        Layer.NAMESPACES,
+        INOTIFY_EXHAUSTION,
+        inotify_bounded,
+        args=fixed_args(200),
+    ),
+    HostileCase(
+        "signal-queue-flood",
+        Family.RESOURCES,
+        "queue 5000 real-time signals, charged to the uid that created the jail",
+        Layer.RLIMITS,
+        SIGNAL_QUEUE,
+        signals_bounded,
+        args=fixed_args(5000),
     ),
     HostileCase(
         "kv-bomb",
