@@ -291,11 +291,6 @@ def test_no_change_of_identity(host: PluginHost) -> None:
     assert {"setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid"} <= set(logged), logged
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fallocate(FALLOC_FL_KEEP_SIZE) is not bounded by RLIMIT_FSIZE: a plugin with no "
-    "grant allocated 1 GiB of the host's TMPDIR disk through its own stderr log",
-)
 def test_preallocation_cannot_exceed_the_file_size_limit(host: PluginHost, grant: Path) -> None:
     # RLIMIT_FSIZE is 64 MiB; ask for 256 MiB past the end of the log and of a
     # file in the grant. Measured by the red team with 1 GiB: df of the host's
@@ -303,4 +298,5 @@ def test_preallocation_cannot_exceed_the_file_size_limit(host: PluginHost, grant
     out = call(host, "attacker", "preallocate", str(grant), 256)
     for where in ("log", "grant"):
         assert out[where]["allocated_mb"] <= 64, (where, out[where])
+        assert out[where]["result"] == "EPERM"
     assert out["posix_fallocate 1 MiB"] == "ok"
