@@ -12,7 +12,7 @@ from pathlib import Path
 
 from caplet._errors import PluginCallError
 from caplet._host._host import PluginHost
-from caplet._selftest._checks import DEADLINE_MS, escaped, raised, timed_out
+from caplet._selftest._checks import DEADLINE_MS, escaped, raised, refused, timed_out
 from caplet._selftest._model import (
     Arena,
     Attempt,
@@ -187,6 +187,23 @@ def run(bound):
         for fd in made:
             os.close(fd)
     return {"escaped": f"made {len(made)} inotify instances"}
+"""
+
+PREALLOCATE = """
+import ctypes
+
+
+def run(megabytes):
+    # FALLOC_FL_KEEP_SIZE (1): blocks past the end of file, which RLIMIT_FSIZE
+    # never sees, in fd 2: the worker's log, a file on the host's TMPDIR disk.
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctypes.set_errno(0)
+    result = libc.fallocate(2, 1, ctypes.c_long(0), ctypes.c_long(megabytes << 20))
+    if result == 0:
+        allocated = os.fstat(2).st_blocks * 512
+        return {"escaped": f"allocated {allocated >> 20} MiB of the host's disk"}
+    code = ctypes.get_errno()
+    return {"errno": errno.errorcode.get(code, str(code))}
 """
 
 SIGNAL_QUEUE = """
@@ -399,6 +416,16 @@ CASES: tuple[HostileCase, ...] = (
         INOTIFY_EXHAUSTION,
         inotify_bounded,
         args=fixed_args(200),
+    ),
+    HostileCase(
+        "fallocate-keep-size",
+        Family.RESOURCES,
+        "preallocate 256 MiB past the end of its stderr log (the host's disk), unseen by "
+        "RLIMIT_FSIZE",
+        Layer.SECCOMP,
+        PREALLOCATE,
+        refused("EPERM"),
+        args=fixed_args(256),
     ),
     HostileCase(
         "signal-queue-flood",
