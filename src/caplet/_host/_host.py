@@ -915,9 +915,22 @@ class PluginHost:
         self.manager.log_decision(
             name, "start", self.launcher.isolation, True, f"worker pid {worker.pid}"
         )
-        for rejected in worker.started.rejected:
+        rejected = worker.started.rejected
+        for undeclared in rejected[:_REJECTED_LOGGED]:
             self.manager.log_decision(
-                name, "register", rejected, False, "not declared in the manifest; rejected"
+                name, "register", undeclared, False, "not declared in the manifest; rejected"
+            )
+        if len(rejected) > _REJECTED_LOGGED:
+            # One row each would let a plugin fill the state database (and bury
+            # the decision log) at every start: the rest are counted, not listed.
+            more = len(rejected) - _REJECTED_LOGGED
+            self.manager.log_decision(
+                name,
+                "register",
+                f"{more} more",
+                False,
+                f"{more} more registrations not declared in the manifest; rejected (not "
+                "listed one by one)",
             )
         schemas = self.manager.validators(name)
         targets = {
@@ -1298,6 +1311,10 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     call.__name__ = target.rpartition(".")[2]
     call.__qualname__ = f"{name}:{target}"
     return call
+
+
+#: Rejected registrations logged one by one per worker start; the rest in one row.
+_REJECTED_LOGGED = 20
 
 
 def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
