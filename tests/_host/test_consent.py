@@ -330,6 +330,47 @@ def test_a_broader_path_or_origin_needs_consent(
     assert shown in outcome.reason
 
 
+TEMPLATED = """
+name = "reader"
+version = "1.0.0"
+description = "Lists a folder."
+capabilities = ["{capability}"]
+
+[config.root]
+type = "string"
+description = "The folder to list"
+default = "{default}"
+
+[modules.main]
+functions = ["run"]
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an update that changes only the default of a templated grant's config field "
+    "carries the approval over: fs.read:${config.root} moved from the approved folder to /etc",
+)
+def test_a_changed_default_behind_a_templated_grant_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # The approver saw fs.read:${config.root} with root defaulting to the
+    # plugin's own data folder. The author's next version keeps the
+    # capability string and changes the default; an application that relies
+    # on the defaults enabled it without a word and the plugin listed /etc.
+    # (net.http:${config.endpoint} the same way: another origin, unasked.)
+    data = tmp_path / "data"
+    data.mkdir()
+    capability = "fs.read:${config.root}"
+    make_plugin("reader", manifest=TEMPLATED.format(capability=capability, default=data))
+    approve(host, "reader")
+    make_plugin("reader", manifest=TEMPLATED.format(capability=capability, default="/etc"))
+    host.discover()
+    outcome = host.enable("reader")
+    assert not outcome, outcome.reason
+    assert "/etc" in outcome.reason
+
+
 def test_a_new_requirement_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
     make_plugin("lib")
     directory = make_plugin("app")

@@ -288,3 +288,33 @@ def test_a_writable_grant_never_lies_in_the_kernels_interfaces(
     refused = host.enable("writer", [f"root={interface}"], consent=True)
     assert not refused
     assert "one of the kernel's interfaces" in refused.reason
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="only the host's own state directory is protected: a plugin may be granted "
+    "another caplet state directory of the same user and, with fs.write, forge its approvals",
+)
+def test_another_caplet_state_directory_is_never_granted(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+) -> None:
+    # Two caplet configurations of one user (CAPLET_STATE_DIR per project, or
+    # caplet selftest's red-team and ordinary hosts, whose case
+    # grant-in-state-dir is open in the every-layer column as an unprivileged
+    # user for this reason): plugin p of the first is granted the second's
+    # state (approvals, kv, snapshots). As root the worker's uid happens not
+    # to reach a root-owned state directory, but no rule says so.
+    other = tmp_path / "other-state"
+    with make_host(plugins_dir, other, launcher) as first:
+        first.discover()  # creates the other state directory, as any host does
+    assert other.is_dir()
+    _tool(make_plugin, "p", "fs.write")
+    with make_host(plugins_dir, state_dir, launcher) as host:
+        host.discover()
+        outcome = host.enable("p", [f"root={other}"], consent=True)
+    assert not outcome
+    assert "state directory" in outcome.reason

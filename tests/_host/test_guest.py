@@ -470,3 +470,45 @@ def create_functions(config):
     assert message.startswith(
         "not granted: plugin 'poser' sent guest.call, which only guest code may use"
     )
+
+
+# -- guest code may not take a plugin out of service ---------------------------------------------
+
+SLOW = """
+import time
+
+def create_functions(config):
+    def wait(seconds):
+        time.sleep(seconds)
+        return "done"
+    return {"slow": {"wait": wait}}
+"""
+
+
+def test_guest_code_cannot_quarantine_a_plugin_by_calling_it_out_of_time(
+    plugins_dir: Path, state_dir: Path, launcher: CountingLauncher, make_plugin: PluginFactory
+) -> None:
+    # The plugin's own deadline is 30 s; each snippet has 0.3 s, and asks for
+    # a wait of 20 s: the call is cut short by the *caller's* deadline. Run
+    # through three cool-downs, that used to trip the breaker three times and
+    # quarantine the plugin (persisted, until a person runs `caplet release`).
+    plugin(
+        make_plugin, "slow", SLOW, module="slow", functions=("wait",), limits="timeout_ms = 30000"
+    )
+    now = [1000.0]
+    with make_host(
+        plugins_dir,
+        state_dir,
+        launcher,  # type: ignore[arg-type]
+        policy=Policy(guest=GuestLimits(pool_size=0)),
+        clock=lambda: now[0],
+    ) as host:
+        host.discover()
+        assert host.enable("slow", consent=True)
+        for _ in range(3):
+            for _ in range(3):
+                result = host.exec("import host.slow\nhost.slow.wait(20)", timeout=0.3)
+                assert not result.ok
+            now[0] += 120  # past the breaker's cool-down
+        assert host.manager.store.get_quarantine("slow") is None
+        assert host.call("slow", "slow.wait", 0) == "done"

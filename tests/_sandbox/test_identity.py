@@ -267,3 +267,50 @@ def test_doctor_says_who_workers_run_as() -> None:
     assert shown.startswith(f"uid {identity.uid}, gid {identity.gid} (")
     if not ROOT:
         assert shown.endswith("caplet's own user: never root on the host")
+
+
+DEATH = """
+import ctypes
+
+def create_functions(config):
+    def deathsig():
+        libc = ctypes.CDLL(None, use_errno=True)
+        signal = ctypes.c_int(-1)
+        libc.prctl(2, ctypes.byref(signal), 0, 0, 0)  # PR_GET_PDEATHSIG
+        return {"deathsig": signal.value, "uid": os.geteuid()}
+
+    return {"probe": {"deathsig": deathsig}}
+"""
+
+
+def test_a_worker_without_a_jail_still_dies_with_the_zygote_after_the_uid_switch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Best-effort isolation on a machine without user namespaces: the zygote
+    # arms PR_SET_PDEATHSIG, then _become_worker switches to the worker's
+    # uid, which silently clears it. A host killed mid-call then leaves the
+    # plugin running, unsandboxed by any pid namespace, for ever.
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "plugin.py").write_text("import os\n" + DEATH, encoding="utf-8")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    spec = WorkerSpec(
+        plugin="death",
+        snapshot_dir=snapshot,
+        entry="plugin.py",
+        config={},
+        modules={"probe": ("deathsig",)},
+        workdir=workdir,
+    )
+    best = SandboxLauncher(strict=False)
+    try:
+        assert "missing: namespaces" in best.isolation
+        with best.start(spec) as worker:
+            answer = worker.call("probe", "deathsig", (), {}, timeout_s=10)
+    finally:
+        best.close()
+    assert isinstance(answer, dict)
+    assert answer["uid"] == best.identity.uid
+    assert answer["deathsig"] == 9  # SIGKILL

@@ -535,6 +535,32 @@ def test_proc_sys_is_read_only(mode: str, tmp_path: Path) -> None:
 # -- namespaces and privileges --------------------------------------------------------------
 
 
+def test_inotify_instances_are_bounded_per_jail(mode: str, tmp_path: Path) -> None:
+    # ucounts are charged up the user-namespace tree to the namespace's
+    # creator (kernel/ucount.c, inc_ucount): a red-team plugin took all 128
+    # of host root's inotify instances, and inotify_init1 failed for every
+    # root process on the machine (systemd, udev, the host itself) with
+    # EMFILE while its worker lived. The jail's own limit must bind first.
+    result = run_jailed(
+        mode,
+        tmp_path,
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        made = []
+        while len(made) < 200:
+            fd = libc.inotify_init1(0)
+            if fd < 0:
+                break
+            made.append(fd)
+        for fd in made:
+            os.close(fd)
+        result["instances"] = len(made)
+        """,
+    )
+    assert result["instances"] <= 16
+
+
 def test_hostname_is_the_jails(mode: str, tmp_path: Path) -> None:
     body = 'import socket; result["hostname"] = socket.gethostname()'
     assert run_jailed(mode, tmp_path, body)["hostname"] == "caplet"
@@ -638,6 +664,85 @@ def test_grant_through_a_symlink_inside_another_grant_is_refused(mode: str, tmp_
     assert str(outer / "link") in message
     assert "symbolic link" in message
     assert str(target) in message  # the fix: grant the resolved path
+
+
+#: Wraps ``_jail.mount`` in the jailed script: when the nested grant's own
+#: descriptor is bound, first swap its mount point for a symbolic link to the
+#: jail's /dev, as another plugin writing the outer directory can do at
+#: any moment (it has only to flip the two names in a loop until a start lands).
+SWAP_AT_BIND = """
+import caplet._sandbox._jail as _jail_module
+_real_mount = _jail_module.mount
+_swapped = []
+# The other plugin's view of the share: its own writable bind (here, a
+# descriptor of the host directory taken before the jail covers anything).
+_share = os.open(config["share"], os.O_PATH | os.O_DIRECTORY)
+
+def _swapping_mount(source, target, fstype, flags, data=None):
+    if (
+        not _swapped
+        and source
+        and source.startswith("/proc/self/fd/")
+        and os.readlink(source) == config["swap"]
+    ):
+        _swapped.append(target)
+        os.rename("sub", "sub.aside", src_dir_fd=_share, dst_dir_fd=_share)
+        os.symlink(config["link"], "sub", dir_fd=_share)
+    return _real_mount(source, target, fstype, flags, data)
+
+_jail_module.mount = _swapping_mount
+"""
+
+
+def test_a_nested_grant_lands_nowhere_else_when_its_mount_point_becomes_a_link(
+    mode: str, tmp_path: Path
+) -> None:
+    # The red team's race, made deterministic: plugin B has fs.read:/share and
+    # fs.write:/share/sub; plugin A (fs.write:/share) flips share/sub with a
+    # link into B's jail (here its /dev; in the attack /plugin, so that B's
+    # worker imports A's code: reproduced with two plugins and a flipping
+    # thread). A mount that follows the link puts B's writable
+    # grant, full of A's files, over that part of B's jail.
+    share = tmp_path / "share"
+    sub = share / "sub"
+    sub.mkdir(parents=True)
+    (sub / "planted").write_text("by the other plugin", encoding="utf-8")
+    jail_root = os.path.realpath("/tmp")  # where the jail builds its root
+    prelude = (
+        SWAP_AT_BIND.replace('config["swap"]', repr(str(sub)))
+        .replace('config["share"]', repr(str(share)))
+        .replace('config["link"]', repr(jail_root + "/dev"))
+    )
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            SCRIPT,
+            _config(
+                """
+                result["dev"] = sorted(os.listdir("/dev"))
+                """,
+                [(share, False), (sub, True)],
+                prelude=prelude,
+                mode=mode,
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    lines = completed.stdout.strip().splitlines()
+    assert lines, completed.stderr
+    result = json.loads(lines[-1])
+    # Refusing to start is fine; starting with the grant anywhere but at its
+    # own path is not.
+    if completed.returncode == 0:
+        assert "planted" not in result["dev"], "the grant was mounted over the jail's /dev"
+    else:
+        assert completed.returncode == SANDBOX_ERROR_EXIT, completed.stderr
 
 
 def test_invalid_spec_is_refused_before_unsharing(tmp_path: Path) -> None:

@@ -71,6 +71,32 @@ def test_a_link_anywhere_on_the_path_is_refused_naming_it_and_its_target(
     assert f"(here: {str(data / 'real')!r})" in str(higher.value)
 
 
+def test_a_link_flipping_while_the_refusal_is_worded_is_still_a_grant_error(
+    opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another plugin with fs.write on the share flips share/sub between a
+    # directory and a link in a loop (renameat2 RENAME_EXCHANGE); a red-team
+    # loop of enables got OSError: [Errno 22] out of host.enable. Here the
+    # flip lands at the moment the error message reads the link a second time.
+    share = tmp_path / "share"
+    (share / "real").mkdir(parents=True)
+    (share / "sub").symlink_to(share / "real")
+    reads: list[str] = []
+    real_readlink = os.readlink
+
+    def flipping_readlink(path: str, *, dir_fd: int | None = None) -> str:
+        reads.append(path)
+        if len(reads) == 2:  # the first names the link; the second is realpath's
+            (share / "sub").unlink()
+            (share / "sub").mkdir()
+        return real_readlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "readlink", flipping_readlink)
+    with pytest.raises(GrantPathError) as info:
+        opener(str(share / "sub" / "inner"))
+    assert str(share / "sub") in str(info.value)
+
+
 def test_a_missing_path_is_one_sentence_with_the_fix(opener: Opener, tmp_path: Path) -> None:
     with pytest.raises(GrantPathError) as info:
         opener(str(tmp_path / "missing" / "deeper"))

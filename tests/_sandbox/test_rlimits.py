@@ -186,3 +186,22 @@ def test_a_cpu_spin_is_killed() -> None:
     assert proc.stdout.strip() == "spinning"
     # soft == hard: the kernel's hard-limit check comes first, so SIGKILL (SIGXCPU otherwise).
     assert proc.returncode in (-signal.SIGKILL, -signal.SIGXCPU), proc.stderr
+
+
+def test_pending_signals_are_bounded() -> None:
+    # A red-team plugin queued 96363 real-time signals to itself (blocked), the
+    # whole of root's RLIMIT_SIGPENDING as charged up the user-namespace tree
+    # (kernel/ucount.c): sigqueue(3) then failed with EAGAIN for host root.
+    result = _run(
+        """
+        apply_rlimits(ResourceLimits())
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+        for _ in range(5000):
+            os.kill(os.getpid(), signal.SIGRTMIN)
+        queued = [l.split()[1] for l in open("/proc/self/status") if l.startswith("SigQ:")][0]
+        done({"queued": int(queued.split("/")[0])})
+        """
+    )
+    queued = result["queued"]
+    assert isinstance(queued, int)
+    assert queued <= 1024

@@ -125,6 +125,30 @@ def owners(root):
     return out
 
 
+def preallocate(root, megabytes):
+    # FALLOC_FL_KEEP_SIZE (1) allocates blocks past the end of file without
+    # changing its size, which is all RLIMIT_FSIZE looks at (ext4_fallocate
+    # checks inode_newsize_ok only without it). fd 2, the worker's log, is a
+    # file in the host's TMPDIR: no grant is needed to reach that disk.
+    length = ctypes.c_long(megabytes << 20)
+    out = {}
+    big = os.open(os.path.join(root, "big"), os.O_CREAT | os.O_RDWR)
+    for name, fd in (("log", 2), ("grant", big)):
+        ctypes.set_errno(0)
+        result = libc.fallocate(fd, 1, ctypes.c_long(0), length)
+        out[name] = {
+            "result": "ok" if result == 0 else errno.errorcode.get(ctypes.get_errno(), "?"),
+            "allocated_mb": os.fstat(fd).st_blocks * 512 >> 20,
+        }
+        if fd != 2:
+            os.close(fd)
+    # Mode 0 (posix_fallocate, SQLite's size hint) grows the file: RLIMIT_FSIZE applies.
+    plain = os.open(os.path.join(root, "plain"), os.O_CREAT | os.O_RDWR)
+    out["posix_fallocate 1 MiB"] = attempt(os.posix_fallocate, plain, 0, 1 << 20)
+    os.close(plain)
+    return out
+
+
 def identity(nr):
     uid, gid = os.getuid(), os.getgid()
     return {
@@ -139,7 +163,7 @@ def identity(nr):
         "setfsgid": raw(nr["setfsgid"], -1),
     }
 """
-FUNCTIONS = ("setid_modes", "xattrs", "owners", "identity")
+FUNCTIONS = ("setid_modes", "xattrs", "owners", "identity", "preallocate")
 _NAMES = (
     "fchmodat",
     "fchmodat2",
@@ -265,3 +289,14 @@ def test_no_change_of_identity(host: PluginHost) -> None:
     assert host.disable("attacker")
     logged = seccomp_log(host, "attacker")
     assert {"setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid"} <= set(logged), logged
+
+
+def test_preallocation_cannot_exceed_the_file_size_limit(host: PluginHost, grant: Path) -> None:
+    # RLIMIT_FSIZE is 64 MiB; ask for 256 MiB past the end of the log and of a
+    # file in the grant. Measured by the red team with 1 GiB: df of the host's
+    # /tmp grew by 1 GiB while the worker lived (72 GiB free: one call more).
+    out = call(host, "attacker", "preallocate", str(grant), 256)
+    for where in ("log", "grant"):
+        assert out[where]["allocated_mb"] <= 64, (where, out[where])
+        assert out[where]["result"] == "EPERM"
+    assert out["posix_fallocate 1 MiB"] == "ok"

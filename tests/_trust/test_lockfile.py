@@ -6,10 +6,12 @@ import datetime as dt
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
+from caplet import PluginHost
 from caplet._audit._model import Verdict
 from caplet._errors import LockfileError, LockfileWriteError
 from caplet._findings import RiskLevel
@@ -25,6 +27,7 @@ from caplet._trust._lockfile import (
 )
 from caplet._trust._problems import ProblemKind
 from caplet._trust._source import SourceKind
+from tests.conftest import PluginFactory
 
 DIGEST = "sha256-" + "a" * 64
 WHEN = dt.datetime(2026, 7, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -223,3 +226,58 @@ def test_a_lock_file_that_cannot_be_written_is_a_write_error(tmp_path: Path) -> 
     assert "check that its directory exists and is writable" in message
     assert "the lock file is unchanged" in message
     assert path.read_bytes() == old
+
+
+HOLDER = """
+import fcntl, os
+
+HELD = []
+
+def create_functions(config):
+    def hold():
+        # Only fs.read on the project: open(2) of the directory read-only is
+        # all flock(2) needs, and neither Landlock nor seccomp mediates it.
+        fd = os.open(config["project"], os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        HELD.append(fd)  # kept for as long as the worker lives
+        return "holding"
+    return {"main": {"hold": hold}}
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a plugin with only fs.read on the lock file's directory flocks it and every "
+    "caplet lock/update on that lock file hangs for as long as its worker lives",
+)
+def test_a_plugin_reading_the_project_cannot_hang_lock_file_updates(
+    tmp_path: Path, make_plugin: PluginFactory
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    project.chmod(0o755)
+    lockfile = project / "caplet.lock"
+    make_plugin(
+        "holder",
+        source=HOLDER,
+        modules='[modules.main]\nfunctions = ["hold"]\n',
+        extra=(
+            'capabilities = ["fs.read:${config.project}"]\n'
+            '[config.project]\ntype = "string"\ndescription = "the project"\n'
+        ),
+    )
+    with PluginHost(
+        make_plugin.root, state_dir=tmp_path / "state", auditor=None, lockfile=lockfile
+    ) as host:
+        host.discover()
+        assert host.enable("holder", [f"project={project}"], consent=True)
+        assert host.call("holder", "main.hold") == "holding"
+        finished: list[object] = []
+        updater = threading.Thread(
+            target=lambda: finished.append(update_lockfile(lockfile, lambda lock: lock)),
+            daemon=True,
+        )
+        updater.start()
+        # A hang detector, not a timing assertion: an update takes milliseconds.
+        updater.join(timeout=20)
+        assert finished, "update_lockfile is still waiting for the plugin's flock"

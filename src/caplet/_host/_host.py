@@ -683,6 +683,19 @@ class PluginHost:
             if schemas is not None:
                 schemas.check_result(value)
         except SandboxError as exc:
+            if (
+                isinstance(exc, CallTimeoutError)
+                and timeout_cap is not None
+                and running is not None
+                and timeout_cap < running.timeout_s
+            ):
+                # The caller's deadline ran out, not the plugin's: guest code
+                # or a calling plugin choosing how little time is left must not
+                # count toward this plugin's breaker (it quarantined honest
+                # plugins). The worker was killed mid-call all the same.
+                self._cut_short(name, target, exc, running)
+                breaker.cancel_probe()
+                raise
             if not self._failed(name, target, breaker, exc, running):
                 breaker.cancel_probe()
             raise
@@ -742,6 +755,18 @@ class PluginHost:
         if trip is not None:
             self._tripped(name, target, trip, exc)
         return True
+
+    def _cut_short(self, name: str, target: str, exc: CallTimeoutError, running: _Running) -> None:
+        """Log a call the caller's own deadline ended, and retire its killed worker."""
+        self.manager.log_decision(
+            name,
+            "call",
+            target,
+            False,
+            f"cut short by the caller's deadline (not counted toward the breaker): {exc}",
+        )
+        if not running.worker.alive:
+            self._stop(name, running)
 
     def _tripped(self, name: str, target: str, trip: Trip, exc: SandboxError) -> None:
         """Log a trip; quarantine the plugin once it trips too often."""
@@ -926,9 +951,22 @@ class PluginHost:
         self.manager.log_decision(
             name, "start", self.launcher.isolation, True, f"worker pid {worker.pid}"
         )
-        for rejected in worker.started.rejected:
+        rejected = worker.started.rejected
+        for undeclared in rejected[:_REJECTED_LOGGED]:
             self.manager.log_decision(
-                name, "register", rejected, False, "not declared in the manifest; rejected"
+                name, "register", undeclared, False, "not declared in the manifest; rejected"
+            )
+        if len(rejected) > _REJECTED_LOGGED:
+            # One row each would let a plugin fill the state database (and bury
+            # the decision log) at every start: the rest are counted, not listed.
+            more = len(rejected) - _REJECTED_LOGGED
+            self.manager.log_decision(
+                name,
+                "register",
+                f"{more} more",
+                False,
+                f"{more} more registrations not declared in the manifest; rejected (not "
+                "listed one by one)",
             )
         schemas = self.manager.validators(name)
         targets = {
@@ -1309,6 +1347,10 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     call.__name__ = target.rpartition(".")[2]
     call.__qualname__ = f"{name}:{target}"
     return call
+
+
+#: Rejected registrations logged one by one per worker start; the rest in one row.
+_REJECTED_LOGGED = 20
 
 
 def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:

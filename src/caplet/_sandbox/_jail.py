@@ -41,6 +41,7 @@ tests can exercise the degraded path on a machine that has the layer.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import importlib.util
@@ -59,7 +60,12 @@ from typing import NoReturn, assert_never
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
-from caplet._sandbox._resolve import GrantPathError, access_problem, open_pinned
+from caplet._sandbox._resolve import (
+    GrantPathError,
+    access_problem,
+    open_no_links,
+    open_pinned,
+)
 from caplet._syscall import (
     CLONE_NEWCGROUP,
     CLONE_NEWIPC,
@@ -70,6 +76,7 @@ from caplet._syscall import (
     CLONE_NEWUTS,
     MNT_DETACH,
     MS_BIND,
+    MS_MOVE,
     MS_NODEV,
     MS_NOEXEC,
     MS_NOSUID,
@@ -975,9 +982,11 @@ def _apply(
                 for other in earlier
                 if other.kind not in (_Kind.TMP, _Kind.COPY, _Kind.LINK)
             ]
-            nested = any(_contains(path, entry.path) for path in owners)
-            _bind_grant(target, entry, check_links=nested)
-            _detach_root_copy(root, target, entry.path)
+            if any(_contains(path, entry.path) for path in owners):
+                _bind_nested_grant(root, target, entry)
+            else:
+                _bind_grant(target, entry)
+                _detach_root_copy(root, target, entry.path)
         case _Kind.COPY:
             _copy_grant(target, entry)
         case _Kind.LINK:
@@ -1009,29 +1018,88 @@ def _mount_tmp(target: str, size_mb: int, *, remount: bool = False) -> None:
         raise _fail(_Step.TMP, exc, target) from exc
 
 
-def _bind_grant(target: str, entry: _Mount, *, check_links: bool) -> None:
+def _bind_grant(target: str, entry: _Mount) -> None:
+    """Bind the grant at ``target``, a mount point in the jail's own tmpfs.
+
+    Every directory on the way is the jail's scaffolding, which only this
+    process can change: the path can be used as it is. A grant inside
+    another grant's host tree takes :func:`_bind_nested_grant` instead.
+    """
     try:
         _make_mountpoint(target, directory=stat.S_ISDIR(os.fstat(entry.fd).st_mode))
+        _mount_sealed(target, entry)
     except OSError as exc:
         raise _fail(_Step.GRANT, exc, entry.path) from exc
-    resolved = os.path.realpath(target) if check_links else target
-    if resolved != target:
+
+
+def _mount_sealed(target: str, entry: _Mount) -> None:
+    """Bind ``entry`` at ``target``, private, with the grant's flags (OSError on failure)."""
+    # The source is the magic link of the O_PATH fd: it names exactly the
+    # file opened before /tmp was covered (proc(5), /proc/pid/fd).
+    mount(f"/proc/self/fd/{entry.fd}", target, None, MS_BIND | MS_REC)
+    # A bind of a slave is a slave of the same master: private, so a
+    # mount the host makes under a granted path later never appears
+    # inside (with the host's flags, past the grant's read-only seal).
+    mount(None, target, None, MS_REC | MS_PRIVATE)
+    _remount(target, _grant_flags(entry.kind), _Step.GRANT, entry.path)
+
+
+def _bind_nested_grant(root: str, target: str, entry: _Mount) -> None:
+    """Bind a grant whose mount point lies inside an earlier grant's host tree.
+
+    That directory is the host's, and whoever may write it (another plugin
+    with ``fs.write`` there) can swap the mount point for a symbolic link
+    at any moment, between any check and mount(2), which follows it: the
+    grant, full of that plugin's files, would cover the jail's ``/plugin``
+    (the red team's race). So the mount point is opened once without
+    following any link, the grant is bound and sealed on a staging mount
+    point in the jail's own tmpfs (which nothing else can reach), and moved
+    (MS_MOVE) onto exactly the opened directory through its descriptor's
+    magic link, with no path left to re-resolve.
+    """
+    directory = stat.S_ISDIR(os.fstat(entry.fd).st_mode)
+    try:
+        _make_mountpoint(target, directory=directory)
+    except OSError as exc:
+        raise _fail(_Step.GRANT, exc, entry.path) from exc
+    try:
+        point = open_no_links(target)
+    except GrantPathError as exc:
         raise SandboxError(
             f"namespace jail: grant {entry.path!r} passes through a symbolic link inside "
-            f"another grant (its mount point resolves to {resolved!r}); grant the resolved "
-            f"path {os.path.realpath(entry.path)!r} instead"
-        )
+            f"another grant: {exc}"
+        ) from exc
+    stage = _staging_point(root, directory=directory)
     try:
-        # The source is the magic link of the O_PATH fd: it names exactly the
-        # file opened before /tmp was covered (proc(5), /proc/pid/fd).
-        mount(f"/proc/self/fd/{entry.fd}", target, None, MS_BIND | MS_REC)
-        # A bind of a slave is a slave of the same master: private, so a
-        # mount the host makes under a granted path later never appears
-        # inside (with the host's flags, past the grant's read-only seal).
-        mount(None, target, None, MS_REC | MS_PRIVATE)
+        _mount_sealed(stage, entry)
+        _detach_root_copy(root, stage, entry.path)
+        mount(stage, f"/proc/self/fd/{point}", None, MS_MOVE)
     except OSError as exc:
         raise _fail(_Step.GRANT, exc, entry.path) from exc
-    _remount(target, _grant_flags(entry.kind), _Step.GRANT, entry.path)
+    finally:
+        os.close(point)
+        with contextlib.suppress(OSError):  # still holds the grant: the start fails anyway
+            if directory:
+                Path(stage).rmdir()
+            else:
+                Path(stage).unlink()
+
+
+def _staging_point(root: str, *, directory: bool) -> str:
+    """A fresh, empty directory (or file) in the jail's root tmpfs to mount on first."""
+    for _ in range(100):
+        stage = f"{root.rstrip('/')}/.caplet-stage-{os.urandom(6).hex()}"
+        try:
+            if directory:
+                Path(stage).mkdir(mode=0o700)
+            else:
+                os.close(os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _fail(_Step.GRANT, exc, stage) from exc
+        return stage
+    raise SandboxError("namespace jail: no staging mount point could be created in the root")
 
 
 def _detach_root_copy(root: str, target: str, path: str) -> None:
@@ -1306,6 +1374,7 @@ def _mount_proc(root: str) -> None:
         mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except OSError as exc:
         raise _fail(_Step.PROC, exc, "/proc") from exc
+    _limit_user_namespace(target)
     for name in _PROC_READ_ONLY:
         path = f"{target}/{name}"
         if not os.path.lexists(path):
@@ -1315,6 +1384,36 @@ def _mount_proc(root: str) -> None:
         except OSError as exc:
             raise _fail(_Step.PROC, exc, f"/proc/{name}") from exc
         _remount(path, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, _Step.PROC, f"/proc/{name}")
+
+
+#: Per-jail bounds of the kernel's per-user counters that have no rlimit
+#: (``/proc/sys/user``, user_namespaces(7)). Each is charged up the
+#: user-namespace tree to the uid that created the jail (kernel/ucount.c,
+#: inc_ucount): with the host's values a red-team plugin held all 128 of host
+#: root's inotify instances, and inotify_init1 failed with EMFILE for every
+#: root process on the machine while its worker lived. The jail's own limit
+#: binds first. A watcher (watchdog, a language server) needs one instance.
+_USER_NAMESPACE_LIMITS = (
+    ("max_inotify_instances", 16),
+    ("max_inotify_watches", 8192),
+)
+
+
+def _limit_user_namespace(proc: str) -> None:
+    """Write the jail's own /proc/sys/user limits (its user namespace's, not the host's).
+
+    The sysctl set is the writer's user namespace's, and pid 1 still holds
+    CAP_SYS_RESOURCE in it (kernel/ucount.c, set_permissions). A kernel
+    without a file skips it; a write that fails stops the start.
+    """
+    for name, value in _USER_NAMESPACE_LIMITS:
+        path = f"{proc}/sys/user/{name}"
+        try:
+            _write_proc(path, str(value))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _fail(_Step.PROC, exc, f"/proc/sys/user/{name}") from exc
 
 
 def _pivot(root: str) -> None:

@@ -150,7 +150,14 @@ def _explain(path: str, dir_fd: int, exc: OSError) -> GrantPathError:
     if code in (errno.ELOOP, errno.EXDEV):
         link, target = _first_link(path, dir_fd)
         if link:
-            real = os.path.realpath(path) if dir_fd == AT_FDCWD else ""
+            real = ""
+            if dir_fd == AT_FDCWD:
+                try:
+                    real = os.path.realpath(path)
+                except OSError:
+                    # The link changed again while this was worded (another
+                    # plugin flipping it): the refusal stands without the hint.
+                    real = ""
             instead = f" (here: {real!r})" if real and real != path else ""
             return GrantPathError(
                 f"{path!r} passes through a symbolic link: {link!r} -> {target!r}. caplet "

@@ -49,6 +49,12 @@ class ResourceLimits:
       default) leaves it alone; the pids cgroup (pids.max) and the pid
       namespace bound a worker's processes instead.
     - ``file_size_mb``: RLIMIT_FSIZE, the largest file the worker may write.
+    - ``pending_signals``: RLIMIT_SIGPENDING, signals queued to the worker's
+      processes (and POSIX timers, which reserve one each). Never inherited:
+      a jail's pending signals are charged up the user-namespace tree to the
+      uid that created it (kernel/ucount.c), so with the host's own limit a
+      plugin queued all of host root's budget and sigqueue(3) failed for
+      every root process on the machine (a red-team finding).
 
     RLIMIT_CORE is always 0: a core dump of a plugin could carry the host's
     data (inherited from the zygote) to disk.
@@ -59,6 +65,7 @@ class ResourceLimits:
     open_files: int = 256
     processes: int | None = None
     file_size_mb: int = 64
+    pending_signals: int = 1024
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -104,6 +111,7 @@ def apply_rlimits(limits: ResourceLimits) -> None:
     if limits.processes is not None:
         _set("RLIMIT_NPROC", resource.RLIMIT_NPROC, limits.processes)
     _set("RLIMIT_FSIZE", resource.RLIMIT_FSIZE, limits.file_size_mb * _MIB)
+    _set("RLIMIT_SIGPENDING", resource.RLIMIT_SIGPENDING, limits.pending_signals)
     _set("RLIMIT_CORE", resource.RLIMIT_CORE, 0)
 
 

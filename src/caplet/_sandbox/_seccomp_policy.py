@@ -217,12 +217,12 @@ ALLOWED: tuple[Group, ...] = (
         "reading modules and data, writing under granted paths and /tmp (Landlock and "
         "the mounts decide where): plain, vectored and positional reads and writes, "
         "sendfile/copy_file_range (shutil.copyfile), splice/tee, locks and syncs "
-        "(SQLite: fcntl locks, fdatasync), preallocation and read-ahead hints",
+        "(SQLite: fcntl locks, fdatasync), read-ahead hints (fallocate: see CONDITIONAL)",
         _names(
             """
             read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2
             lseek close close_range dup dup2 dup3 fcntl flock fsync fdatasync
-            sync_file_range fadvise64 readahead fallocate ftruncate truncate sendfile
+            sync_file_range fadvise64 readahead ftruncate truncate sendfile
             copy_file_range splice tee pipe pipe2
             """
         ),
@@ -349,6 +349,14 @@ CONDITIONAL: tuple[Conditional, ...] = (
     Conditional("fchmodat2", _NO_SETID, _modes(2)),
     Conditional("mknod", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(1)),
     Conditional("mknodat", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(2)),
+    Conditional(
+        "fallocate",
+        "preallocation that grows the file (mode 0: posix_fallocate, SQLite's size hint), "
+        "which RLIMIT_FSIZE bounds; FALLOC_FL_KEEP_SIZE (and the punch/zero/collapse/insert "
+        "modes built on it) allocates blocks past the end of file that RLIMIT_FSIZE never "
+        "sees: a plugin with no grant took 1 GiB of the host's disk through its stderr log",
+        (_low(1, 0),),
+    ),
     Conditional(
         "renameat2",
         "renames with RENAME_NOREPLACE/EXCHANGE; RENAME_WHITEOUT leaves a 0:0 character "

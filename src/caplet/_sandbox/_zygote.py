@@ -342,7 +342,7 @@ def _child(
         # Without a jail the switch to the worker's ids happens here: after
         # Landlock opened the paths it rules (the host's run directory is
         # root's alone), before seccomp refuses set*id(2).
-        snapshot_fd = _become_worker(request.workdir, request.snapshot)
+        snapshot_fd = _become_worker(request.workdir, request.snapshot, zygote_pid)
     if "seccomp" in request.layers:
         listener = apply_seccomp(allow_exec=request.allow_exec, notify=handover_fd is not None)
         if listener is not None:
@@ -376,7 +376,7 @@ def _limits_for(request: SpawnRequest) -> ResourceLimits:
     return dataclasses.replace(limits, processes=processes)
 
 
-def _become_worker(workdir: str, snapshot: str) -> int | None:
+def _become_worker(workdir: str, snapshot: str, zygote_pid: int) -> int | None:
     """Outside a jail on a root host: drop root's groups and take the worker's ids.
 
     The working directory (made by the host, owned by root) is given to the
@@ -400,6 +400,13 @@ def _become_worker(workdir: str, snapshot: str) -> int | None:
         os.setgroups([])
         os.setresgid(identity.gid, identity.gid, identity.gid)
         os.setresuid(identity.uid, identity.uid, identity.uid)
+    with _step("re-arming PR_SET_PDEATHSIG after the switch"):
+        # A change of the effective uid clears the parent-death signal
+        # (prctl(2)) that _own_process armed: without it a host killed
+        # mid-call left the plugin running (a red-team finding).
+        set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote_pid:
+        raise SandboxError("sandbox setup: the zygote exited before the worker was set up")
     return SNAPSHOT_FD if snapshot else None
 
 

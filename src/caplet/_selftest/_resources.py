@@ -12,7 +12,7 @@ from pathlib import Path
 
 from caplet._errors import PluginCallError
 from caplet._host._host import PluginHost
-from caplet._selftest._checks import DEADLINE_MS, escaped, raised, timed_out
+from caplet._selftest._checks import DEADLINE_MS, escaped, raised, refused, timed_out
 from caplet._selftest._model import (
     Arena,
     Attempt,
@@ -31,6 +31,10 @@ _MIB = 1024 * 1024
 _TMP_MB = 64
 _FILE_MB = 64
 _OPEN_FILES = 256
+#: The jail's own inotify limit (its user namespace's /proc/sys/user) and
+#: RLIMIT_SIGPENDING: both are charged to the uid that created the jail too.
+_INOTIFY_INSTANCES = 16
+_PENDING_SIGNALS = 1024
 #: Lines the log-flood case sends; ContextLimits lets 120 a minute through.
 LOG_LINES = 1000
 _LOG_PER_MINUTE = 120
@@ -165,6 +169,62 @@ def run(ctx):
     return {"escaped": f"stored {stored} values of 60 KiB"}
 """
 
+INOTIFY_EXHAUSTION = """
+import ctypes
+
+
+def run(bound):
+    libc = ctypes.CDLL(None, use_errno=True)
+    made = []
+    try:
+        while len(made) < bound:
+            fd = libc.inotify_init1(0)
+            if fd < 0:
+                code = ctypes.get_errno()
+                return {"made": len(made), "errno": errno.errorcode.get(code, str(code))}
+            made.append(fd)
+    finally:
+        for fd in made:
+            os.close(fd)
+    return {"escaped": f"made {len(made)} inotify instances"}
+"""
+
+PREALLOCATE = """
+import ctypes
+
+
+def run(megabytes):
+    # FALLOC_FL_KEEP_SIZE (1): blocks past the end of file, which RLIMIT_FSIZE
+    # never sees, in fd 2: the worker's log, a file on the host's TMPDIR disk.
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctypes.set_errno(0)
+    result = libc.fallocate(2, 1, ctypes.c_long(0), ctypes.c_long(megabytes << 20))
+    if result == 0:
+        allocated = os.fstat(2).st_blocks * 512
+        return {"escaped": f"allocated {allocated >> 20} MiB of the host's disk"}
+    code = ctypes.get_errno()
+    return {"errno": errno.errorcode.get(code, str(code))}
+"""
+
+SIGNAL_QUEUE = """
+import signal
+
+
+def run(count):
+    # Blocked real-time signals queue one entry each, charged (through the
+    # user namespace) to the uid that created the jail as well.
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+    try:
+        for _ in range(count):
+            os.kill(os.getpid(), signal.SIGRTMIN)
+        with open("/proc/self/status") as handle:
+            line = next(text for text in handle if text.startswith("SigQ:"))
+        return {"queued": int(line.split()[1].split("/")[0])}
+    finally:
+        signal.signal(signal.SIGRTMIN, signal.SIG_IGN)  # discards what is pending
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGRTMIN])
+"""
+
 LOG_FLOOD = """
 def run(ctx, lines):
     for index in range(lines):
@@ -216,6 +276,30 @@ def kv_refused(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
     )
     assert isinstance(value, dict)
     expect(str(value.get("message", "")).startswith("limit exceeded"), attempt.describe())
+
+
+def inotify_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    breach_unless(not escaped(attempt), attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and value.get("errno") == "EMFILE", "expected EMFILE")
+    assert isinstance(value, dict)
+    breach_unless(
+        int(value["made"]) <= _INOTIFY_INSTANCES,
+        f"{value['made']} inotify instances, charged to the host uid as well",
+    )
+
+
+def signals_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled and attempt.error is None, attempt.describe())
+    value = attempt.value
+    expect(isinstance(value, dict) and "queued" in value, attempt.describe())
+    assert isinstance(value, dict)
+    breach_unless(
+        int(value["queued"]) <= _PENDING_SIGNALS,
+        f"{value['queued']} signals queued, charged to the host uid as well",
+    )
+    expect(attempt.same_worker, "the worker should have survived")
 
 
 def log_rate_limited(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
@@ -323,6 +407,34 @@ CASES: tuple[HostileCase, ...] = (
         FILE_SIZE,
         file_too_big,
         args=fixed_args(_FILE_MB + 16),
+    ),
+    HostileCase(
+        "inotify-exhaustion",
+        Family.RESOURCES,
+        "take every inotify instance of the uid that created the jail (root's, machine-wide)",
+        Layer.NAMESPACES,
+        INOTIFY_EXHAUSTION,
+        inotify_bounded,
+        args=fixed_args(200),
+    ),
+    HostileCase(
+        "fallocate-keep-size",
+        Family.RESOURCES,
+        "preallocate 256 MiB past the end of its stderr log (the host's disk), unseen by "
+        "RLIMIT_FSIZE",
+        Layer.SECCOMP,
+        PREALLOCATE,
+        refused("EPERM"),
+        args=fixed_args(256),
+    ),
+    HostileCase(
+        "signal-queue-flood",
+        Family.RESOURCES,
+        "queue 5000 real-time signals, charged to the uid that created the jail",
+        Layer.RLIMITS,
+        SIGNAL_QUEUE,
+        signals_bounded,
+        args=fixed_args(5000),
     ),
     HostileCase(
         "kv-bomb",
