@@ -43,6 +43,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,7 +94,12 @@ def caplet_scan(path: Path) -> CapletResult:
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-CACHE = BENCH / ".cache"
+# Downloads, extracted sdists and the tools venv live outside the repository (shared by
+# every work tree, never committed); --cache or CAPLET_BENCH_CACHE moves them.
+CACHE = Path(
+    os.environ.get("CAPLET_BENCH_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "caplet-scan-bench"
+)
 DIST = CACHE / "dist"
 EXTRACTED = CACHE / "extracted"
 TOOLS_VENV = CACHE / "tools-venv"
@@ -105,28 +111,20 @@ RESULTS_JSON = CACHE / "scan_results.json"
 BANDIT_PIN = "bandit==1.9.4"
 GUARDDOG_PIN = "guarddog==3.2.0"
 
-# The 100 most downloaded PyPI projects, as recalled from Hugo van Kemenade's
-# top-pypi-packages ranking (https://hugovk.github.io/top-pypi-packages/, 30-day
-# downloads, early 2025). The ranking cannot be fetched from the benchmark machine
-# (only pypi.org is reachable), so the order is approximate; what matters for the
-# measurement is that these are the packages people install most, not their ranks.
-TOP_PYPI: tuple[str, ...] = (
-    "boto3", "urllib3", "botocore", "requests", "setuptools", "certifi", "idna",
-    "charset-normalizer", "typing-extensions", "python-dateutil", "packaging", "s3transfer",
-    "aiobotocore", "six", "numpy", "pyyaml", "s3fs", "fsspec", "pip", "cryptography",
-    "grpcio-status", "google-api-core", "pydantic", "cffi", "attrs", "protobuf", "pycparser",
-    "pandas", "importlib-metadata", "jmespath", "wheel", "pydantic-core", "click", "rsa",
-    "zipp", "pyasn1", "platformdirs", "markupsafe", "jinja2", "pytz", "filelock",
-    "googleapis-common-protos", "colorama", "tomli", "awscli", "cachetools", "pluggy",
-    "pyjwt", "virtualenv", "google-auth", "pytest", "wrapt", "jsonschema", "pyasn1-modules",
-    "annotated-types", "sqlalchemy", "requests-oauthlib", "pyarrow", "aiohttp", "psutil",
-    "h11", "tzdata", "iniconfig", "multidict", "yarl", "docutils", "grpcio", "oauthlib",
-    "exceptiongroup", "greenlet", "scipy", "httpx", "httpcore", "pyparsing", "frozenlist",
-    "aiosignal", "anyio", "sniffio", "soupsieve", "beautifulsoup4", "werkzeug", "pygments",
-    "isodate", "pillow", "tqdm", "rich", "requests-toolbelt", "openpyxl", "lxml",
-    "more-itertools", "python-dotenv", "decorator", "et-xmlfile", "tomlkit", "distlib",
-    "proto-plus", "flask", "referencing", "rpds-py", "jsonschema-specifications",
-)  # fmt: skip
+# The most downloaded PyPI projects, most downloaded first (the file says where the
+# ranking comes from). The benchmark takes the first --top of them (500 by default).
+TOP_PYPI_FILE = BENCH / "top_pypi.txt"
+
+
+def top_pypi(count: int) -> tuple[str, ...]:
+    """The first ``count`` names of the ranking file (comments and blank lines skipped)."""
+    names = [
+        line.strip()
+        for line in TOP_PYPI_FILE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return tuple(names[:count])
+
 
 # A wall-clock budget per slow tool over the benign corpus: past it, the tool scans no
 # further packages and its benign numbers cover the packages scanned so far (ranking order).
@@ -218,18 +216,27 @@ def load_resolutions(names: Sequence[str], refresh: bool) -> tuple[list[Dist], l
             known[entry["name"]] = Dist(**entry)
     dists: list[Dist] = []
     problems: list[str] = []
+    unknown = [name for name in names if name not in known]
+
+    def look_up(name: str) -> tuple[str, Dist | None, str]:
+        try:
+            return name, resolve(name), ""
+        except (OSError, ValueError, KeyError) as exc:
+            return name, None, f"resolve failed ({exc})"
+
+    # Network-bound: a few requests at once (one JSON document per project).
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for name, found, error in pool.map(look_up, unknown):
+            if found is not None:
+                known[name] = found
+            elif error:
+                problems.append(f"{name}: {error}")
     for name in names:
         dist = known.get(name)
         if dist is None:
-            try:
-                dist = resolve(name)
-            except (OSError, ValueError, KeyError) as exc:
-                problems.append(f"{name}: resolve failed ({exc})")
-                continue
-            if dist is None:
+            if name not in {p.split(":", 1)[0] for p in problems}:
                 problems.append(f"{name}: no sdist and no pure wheel")
-                continue
-            known[name] = dist
+            continue
         dists.append(dist)
     CACHE.mkdir(parents=True, exist_ok=True)
     entries = [
@@ -328,17 +335,24 @@ def extract(dist: Dist, archive: Path) -> Path:
 
 def benign_targets(names: Sequence[str], refresh: bool) -> tuple[list[Target], list[str]]:
     dists, problems = load_resolutions(names, refresh)
-    targets: list[Target] = []
-    for number, dist in enumerate(dists, 1):
-        console.print(f"[dim]benign {number}/{len(dists)}: {dist.filename}[/dim]")
+
+    def fetch(dist: Dist) -> Path | str:
         try:
-            path = extract(dist, download(dist))
+            return extract(dist, download(dist))
         except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as exc:
-            problems.append(f"{dist.name}: {exc}")
-            continue
-        files, size = python_source_size(path)
-        note = f"{dist.version} {dist.kind}"
-        targets.append(Target(dist.name, path, files, size, note))
+            return f"{dist.name}: {exc}"
+
+    targets: list[Target] = []
+    # Downloads overlap (network-bound); the ranking order of the targets is kept.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for number, (dist, got) in enumerate(zip(dists, pool.map(fetch, dists), strict=True), 1):
+            console.print(f"[dim]benign {number}/{len(dists)}: {dist.filename}[/dim]")
+            if isinstance(got, str):
+                problems.append(got)
+                continue
+            files, size = python_source_size(got)
+            note = f"{dist.version} {dist.kind}"
+            targets.append(Target(dist.name, got, files, size, note))
     return targets, problems
 
 
@@ -1045,7 +1059,13 @@ def dump_json(runs: dict[tuple[str, str], Sweep]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="20 benign packages, not 100")
+    parser.add_argument(
+        "--top", type=int, default=500, help="benign corpus: the N most downloaded projects"
+    )
+    parser.add_argument("--quick", action="store_true", help="every 5th benign package only")
+    parser.add_argument(
+        "--fetch-only", action="store_true", help="download the corpora, scan nothing"
+    )
     parser.add_argument("--write", action="store_true", help="write benchmarks/scan_results.md")
     parser.add_argument("--refresh", action="store_true", help="re-resolve latest releases")
     parser.add_argument(
@@ -1059,8 +1079,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cpu = pin_to_one_cpu()
     CACHE.mkdir(parents=True, exist_ok=True)
     bandit_problem, guarddog_problem = ensure_tools_venv()
-    names = TOP_PYPI[::5] if args.quick else TOP_PYPI
+    ranking = top_pypi(args.top)
+    names = ranking[::5] if args.quick else ranking
     benign, problems = benign_targets(names, args.refresh)
+    if args.fetch_only:
+        console.print(f"fetched {len(benign)} benign packages into {CACHE}; problems: {problems}")
+        return 0
     stdlib = stdlib_target()
     tune = malware_targets("tune")
     holdout = malware_targets("holdout")

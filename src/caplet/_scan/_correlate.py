@@ -63,6 +63,14 @@ class Tag(enum.Enum):
     DECODE = "decode"
     WRITE = "write"
     REGISTRY_WRITE = "registry-write"
+    #: Memory mapped executable (``mmap.PROT_EXEC``, ``VirtualAlloc``).
+    EXEC_MEMORY = "exec-memory"
+    #: A native function pointer made from an address (``ctypes.CFUNCTYPE``, ``CreateThread``).
+    NATIVE_CALL = "native-call"
+    #: Every class of the interpreter walked (``object.__subclasses__()``).
+    SUBCLASS_WALK = "subclass-walk"
+    #: What such a walk is after: a class or global that reaches os or subprocess.
+    ESCAPE_TARGET = "escape-target"
 
 
 #: Fully qualified names whose mere reference records a tag.
@@ -92,6 +100,13 @@ TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
         "winreg.SetValue": Tag.REGISTRY_WRITE,
         "_winreg.SetValueEx": Tag.REGISTRY_WRITE,
         "_winreg.SetValue": Tag.REGISTRY_WRITE,
+        "mmap.PROT_EXEC": Tag.EXEC_MEMORY,
+        "ctypes.windll.kernel32.VirtualAlloc": Tag.EXEC_MEMORY,
+        "ctypes.windll.kernel32.VirtualProtect": Tag.EXEC_MEMORY,
+        "ctypes.CFUNCTYPE": Tag.NATIVE_CALL,
+        "ctypes.WINFUNCTYPE": Tag.NATIVE_CALL,
+        "ctypes.PYFUNCTYPE": Tag.NATIVE_CALL,
+        "ctypes.windll.kernel32.CreateThread": Tag.NATIVE_CALL,
     }
 )
 
@@ -141,17 +156,15 @@ def correlate(
         line, api = tags[tag]
         chains.append(Chain(rule_id, api + suffix, line))
 
-    # the environment (or its secrets) sent somewhere: dumped into a network
-    # call, or walked / read by secret names in a file that calls a URL
-    # written into the code (a library takes its URLs as parameters)
+    # the whole environment sent somewhere: dumped into a network call, or
+    # walked in a file that calls a URL written into the code (a library
+    # takes its URLs as parameters). Secrets read by name count only when
+    # the data flow sees several of them reach one egress (caplet._scan._sinks):
+    # one token per provider, sent to that provider, is how clients authenticate.
     if has(Tag.ENV_DUMP, Tag.EGRESS):
         at("CPL-THR-006", Tag.ENV_DUMP)
     elif has(Tag.ENV_ITER, Tag.FIXED_ENDPOINT):
         at("CPL-THR-006", Tag.ENV_ITER)
-    elif secret_names >= 2 and has(Tag.FIXED_ENDPOINT):
-        # one token read to call its own API is how clients authenticate;
-        # several secrets gathered for one fixed URL is collection
-        at("CPL-THR-006", Tag.SECRET_ENV)
     # one credential file is a tool reading its own config; several, sent
     # somewhere, is a stealer
     if (credential_kinds >= 2 and has(Tag.EGRESS)) or (
@@ -179,6 +192,10 @@ def correlate(
         at("CPL-THR-002", Tag.FIXED_ENDPOINT)
     if Tag.DOWNLOAD_EXEC in tags and (setup_py or has(Tag.PROCESS)):
         at("CPL-THR-015", Tag.DOWNLOAD_EXEC)
+    if has(Tag.EXEC_MEMORY, Tag.NATIVE_CALL):
+        at("CPL-THR-023", Tag.EXEC_MEMORY)
+    if has(Tag.SUBCLASS_WALK, Tag.ESCAPE_TARGET):
+        at("CPL-THR-024", Tag.ESCAPE_TARGET)
     if has(Tag.CLIPBOARD, Tag.WALLET_PATTERN):
         at("CPL-THR-014", Tag.WALLET_PATTERN)
     if setup_py:

@@ -25,8 +25,11 @@ Source) for the bidirectional controls.
 from __future__ import annotations
 
 import enum
+import re
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import re2
@@ -62,6 +65,8 @@ class IndicatorKind(enum.Enum):
     CLIPBOARD = "clipboard"
     #: Regular expressions for crypto-wallet addresses (CPL-THR-014).
     WALLET_PATTERN = "wallet-pattern"
+    #: Shell commands that send data to a host: ``... | nc HOST PORT``, ``curl -d @file``.
+    NETWORK_PIPE = "network-pipe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,28 +87,43 @@ _R = IndicatorKind.REVERSE_SHELL
 _X = IndicatorKind.DOWNLOAD_EXEC
 _CB = IndicatorKind.CLIPBOARD
 _W = IndicatorKind.WALLET_PATTERN
+_N = IndicatorKind.NETWORK_PIPE
 
 #: A path separator as it appears in source text: ``/``, ``\`` or ``\\``.
 _SEP = r"(?:/|\\{1,2})"
 
+#: The data file of out-of-band, request-catcher, paste, file-drop, tunnel and
+#: webhook services, with the sources of every name (read once, at import).
+ENDPOINTS_FILE: Final = Path(__file__).with_name("exfil_domains.toml")
+
+
+def _endpoint_indicators() -> tuple[Indicator, ...]:
+    """One indicator per group of :data:`ENDPOINTS_FILE`.
+
+    A domain matches itself and any host under it (the character before it
+    is not a letter, digit or hyphen), never a longer name ending with it.
+    """
+    groups = tomllib.loads(ENDPOINTS_FILE.read_text(encoding="utf-8"))["group"]
+    out: list[Indicator] = []
+    for group in groups:
+        alternatives = [re.escape(d) for d in group.get("domains", ())]
+        if alternatives:
+            out.append(
+                Indicator(
+                    _E,
+                    group["label"],
+                    r"(?i)(?:^|[^a-z0-9-])(?:" + "|".join(alternatives) + r")(?:[^a-z0-9-]|$)",
+                )
+            )
+        prefixes = [re.escape(p) for p in group.get("prefixes", ())]
+        if prefixes:
+            out.append(Indicator(_E, group["label"], r"(?i)(?:" + "|".join(prefixes) + ")"))
+    return tuple(out)
+
+
 INDICATORS: Final[tuple[Indicator, ...]] = (
-    # -- exfiltration endpoints ---------------------------------------------------------
-    Indicator(_E, "Discord webhook", r"(?i)discord(?:app)?\.com/api/webhooks"),
-    Indicator(_E, "Telegram bot API", r"(?i)api\.telegram\.org/bot"),
-    Indicator(_E, "Slack webhook", r"(?i)hooks\.slack\.com/services"),
-    Indicator(_E, "paste service", r"(?i)pastebin\.com/(?:api|raw)|paste\.ee/|hastebin\.com"),
-    Indicator(
-        _E,
-        "file-drop service",
-        r"(?i)transfer\.sh|anonfiles\.com|gofile\.io|file\.io/|0x0\.st|bashupload|temp\.sh/",
-    ),
-    Indicator(_E, "tunnel", r"(?i)ngrok(?:-free)?\.(?:io|app)|serveo\.net|trycloudflare\.com"),
-    Indicator(
-        _E,
-        "request catcher",
-        r"(?i)webhook\.site|requestbin|pipedream\.net|burpcollaborator\.net|"
-        r"interact\.sh|\.oast\.(?:fun|pro|live|site|online|me)|canarytokens\.com",
-    ),
+    # -- exfiltration endpoints: the groups of exfil_domains.toml, and onion services --
+    *_endpoint_indicators(),
     Indicator(_E, "onion service", r"(?i)\.onion\b"),
     # -- credential stores of other programs ----------------------------------------------
     Indicator(_C, "browser password database", r"Login Data|logins\.json|key4\.db|signons\.sqlite"),
@@ -176,6 +196,12 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"\bIEX\s*\(|Invoke-Expression|DownloadString\(|DownloadFile\(|Invoke-WebRequest|"
         r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|"
         r"powershell(?:\.exe)?\s+-(?:e|enc|ec|encodedcommand)\b",
+    ),
+    Indicator(
+        _N,
+        "data sent by a shell command",
+        r"\|\s*(?:nc|ncat|netcat|socat|telnet)\s+(?:-[A-Za-z]+\s+)*[A-Za-z0-9][A-Za-z0-9.:-]*\s+\d|"
+        r"(?i)\bcurl\b[^|;&\n]*\s(?:-d|--data|--data-binary|-F|--form|-T|--upload-file)\s+['\"]?[A-Za-z]*=?@",
     ),
     # -- clipboard hijacking ----------------------------------------------------------
     Indicator(

@@ -21,6 +21,7 @@ there undeclared *capabilities* are danger too).
 
 from __future__ import annotations
 
+import bisect
 import enum
 import unicodedata
 from typing import Any, Final
@@ -52,7 +53,21 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"['\"](?:Google|Chrome|User Data|Login Data|Local State|BraveSoftware|Exodus|Electrum)['\"]",
     # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
+    # executable memory (shellcode loaders), pip run from code
+    r"\b(?:PROT_EXEC|VirtualAlloc|VirtualProtect|PAGE_EXECUTE_READWRITE)\b",
+    r"\bpip\s*\.\s*main\s*\(|\bpip\._internal\b[^\n]*\bmain\b",
     *(indicator.pattern for indicator in INDICATORS),
+)
+
+#: A process or code sink, for the pairs below.
+_SINK = (
+    r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|subprocess|"
+    r"create_subprocess_\w+|run_path|exec|eval|compile)\b"
+)
+#: A network module or a program that reaches the network.
+_NETWORK = (
+    r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib|dns|"
+    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b"
 )
 
 #: Pairs that matter only together: (first, second) must both match.
@@ -66,9 +81,12 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
+    # (concatenated, joined, sliced, reversed, from code points or a builtin's repr)
     (
-        r"\b(?:getattr|__import__|import_module)\b",
-        r"['\"][A-Za-z_.]+['\"]\s*\+\s*[rbuRBU]?['\"][A-Za-z_.]+['\"]|\.join\(\s*[\[(]\s*['\"]",
+        r"\b(?:getattr|__import__|import_module|attrgetter)\b",
+        r"['\"][A-Za-z_.]+['\"]\s*\+\s*[rbuRBU]?['\"][A-Za-z_.]+['\"]|\.join\(\s*[\[(]\s*['\"]|"
+        r"['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license|"
+        r"type|object|chr|ord)\s*\)|\bchr\s*\(\s*\d|\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(",
     ),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
@@ -78,7 +96,39 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\b(?:subprocess|Popen|system|startfile|spawn\w*)\b",
     ),
     # getattr(builtins, name) and builtins.exec(...)
-    (r"\b(?:getattr|exec|eval|compile)\b", r"\b(?:builtins|__builtins__)\b"),
+    (r"\b(?:getattr|exec|eval|compile|vars)\b|__dict__", r"\b(?:builtins|__builtins__)\b"),
+    # decoded data into a process or code sink: os.system(b64decode(...))
+    (
+        r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b",
+        _SINK,
+    ),
+    # a chat bot's handlers running what its users send
+    (
+        r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
+        r"discord|nextcord|disnake)\b",
+        _SINK,
+    ),
+    # host reconnaissance next to the network (DNS included)
+    (
+        r"\b(?:gethostname|getfqdn|getuser|getlogin|getcwd|getnode|getpwall|uname|USERNAME|"
+        r"COMPUTERNAME)\b|platform\.node|/etc/passwd",
+        _NETWORK,
+    ),
+    # credentials or the environment walked, next to the network
+    (
+        r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
+        r"SECRET_ACCESS|\bin\s+os\.environ\b",
+        _NETWORK,
+    ),
+    # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
+    (r"\bsys\.executable\b|['\"]pythonw?3?(?:\.exe)?\b", r"['\"]-c['\"]|\.write\(|write_text"),
+    # a .pth file written into site-packages
+    (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
+    # a file copied out of the package and started
+    (r"\b(?:copy2?|copyfile|move)\s*\(", r"\b(?:startfile|Popen|spawn[lv]p?e?|system)\b"),
+    # the interpreter's classes walked for os/subprocess
+    (r"__subclasses__", r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b"),
 )
 
 
@@ -125,6 +175,8 @@ class Prefilter:
         # the call through the alias is on another line.
         self._focused = {0, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
+        self._patterns = patterns
+        self._all_locators: list[Any] | None = None
 
     def check(self, text: str) -> Need | frozenset[int]:
         """Nothing, the whole file, or the 1-based lines the AST pass must visit."""
@@ -155,6 +207,22 @@ class Prefilter:
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
         return frozenset(lines)
+
+    def hit_lines(self, text: str, limit: int) -> frozenset[int]:
+        """The lines any pattern matches (at most ``limit``): for a file too large to visit."""
+        breaks = [i for i, c in enumerate(text) if c == "\n"] if "\n" in text else []
+        lines: set[int] = set()
+        for pattern in self._hit_locators():
+            for match in pattern.finditer(text):
+                lines.add(bisect.bisect_left(breaks, match.end() - 1) + 1)
+                if len(lines) >= limit:
+                    return frozenset(lines)
+        return frozenset(lines)
+
+    def _hit_locators(self) -> list[Any]:
+        if self._all_locators is None:
+            self._all_locators = [re2.compile(p) for p in self._patterns]
+        return self._all_locators
 
 
 _CACHE: list[Prefilter] = []

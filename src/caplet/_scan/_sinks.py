@@ -1,0 +1,817 @@
+"""Threat sinks: what data reaches code execution, a process, the network or a file that is run.
+
+The visitor hands every call that can be a sink to :class:`Sinks` while it
+walks; the checks run in :meth:`Sinks.finish`, once the whole file is seen
+(a dictionary filled after the call that sends it still counts). Each check
+asks :class:`caplet._scan._flow.Flow` which sources the sink's argument may
+carry, and maps the combination to a threat rule:
+
+* decoded data run as code or as a command: CPL-THR-001; downloaded data:
+  CPL-THR-002; a chat bot's or a socket peer's text: CPL-THR-020;
+* Python source kept in a string (or decoded from one) that is run
+  (``exec``, ``python -c``, a file written and started) and itself reaches
+  processes, the network or native code: CPL-THR-016, and every threat
+  inside such source is reported at the string;
+* a file written and then started (write then execute): by what was
+  written, the rules above, or CPL-THR-018 for a program copied out of the
+  package;
+* host reconnaissance sent out, a DNS query included: CPL-THR-017; the
+  whole environment or several secrets: CPL-THR-006; credential files:
+  CPL-THR-007;
+* a builtin or an API looked up by a name computed from literals:
+  CPL-THR-003; pip run from code: CPL-THR-019.
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Final
+
+import re2
+
+from caplet._findings import Finding
+from caplet._scan._correlate import Tag
+from caplet._scan._filescan import FileScan
+from caplet._scan._flow import Flow, Labels, is_network, secret_name
+from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._rules import (
+    API_RULES,
+    ENV_METHODS,
+    ENVIRON_MAPPINGS,
+    MODULE_RULES,
+    RuleFamily,
+    RuleKind,
+    rule,
+)
+from caplet._scan._sources import (
+    DNS_FUNCTIONS,
+    EGRESS_VERBS,
+    EXECUTORS,
+    NETWORK_PROGRAMS,
+    NON_PAYLOAD_KEYWORDS,
+    PIP_MAINS,
+    SHELLS,
+    Source,
+)
+from caplet._scan._syntax import literal_prefix, shorten, url_host
+
+__all__ = ["Sinks", "launches_payload"]
+
+#: Nodes looked at inside one expression (and the values its names are bound to).
+_BUDGET = 400
+#: Programs that have no business running at install time (CPL-THR-011).
+_INSTALL_TIME_PROGRAMS = frozenset(
+    {
+        "curl",
+        "wget",
+        "pwsh",
+        "powershell.exe",
+        "mshta",
+        "wscript",
+        "cscript",
+        "certutil",
+        "bitsadmin",
+        "nohup",
+        "nc",
+        "ncat",
+        "rundll32",
+        "regsvr32",
+    }
+)
+#: Calls whose constant arguments are path pieces (joined for the indicators).
+_PATH_BUILDERS = frozenset(
+    {
+        "os.path.join",
+        "posixpath.join",
+        "ntpath.join",
+        "pathlib.Path",
+        "pathlib.PurePath",
+        "pathlib.PureWindowsPath",
+        "pathlib.PurePosixPath",
+    }
+)
+#: Serialisers: the whole environment passed to one is being packed up.
+_SERIALISERS = frozenset(
+    {
+        "json.dumps",
+        "json.dump",
+        "pickle.dumps",
+        "marshal.dumps",
+        "builtins.str",
+        "builtins.repr",
+        "builtins.bytes",
+        "base64.b64encode",
+        "urllib.parse.urlencode",
+    }
+)
+#: Method names that send or write data on whatever object they are called.
+_SENDING_METHODS = frozenset(
+    {"post", "put", "send", "sendall", "sendto", "urlopen", "request", "write", "dumps"}
+)
+_URL_PREFIXES = ("http://", "https://")
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
+#: Builtins' namespaces: a lookup in one by a computed name hides what is called.
+_BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
+#: Calls that copy a file (source first, destination second).
+_COPIES = frozenset({"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename"})
+#: Calls that download to a file (URL first, destination second).
+_DOWNLOADS_TO = frozenset({"urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download"})
+#: Calls that run a file they are given.
+_RUNS_FILE = frozenset({"os.startfile", "runpy.run_path"})
+#: Rule families whose presence in Python source kept in a string makes running it a threat.
+#: Processes alone are not enough: test suites exec snippets that start one.
+_CAPABLE_FAMILIES = frozenset(
+    {
+        RuleFamily.NETWORK,
+        RuleFamily.NATIVE,
+        RuleFamily.INTROSPECTION,
+        RuleFamily.EXFILTRATION,
+        RuleFamily.PERSISTENCE,
+        RuleFamily.MINING,
+    }
+)
+_CAPABLE_RULES = frozenset({"CPL-DYN-003", "CPL-DYN-004", "CPL-FS-004"})
+
+
+def _capable(rule_id: str) -> bool:
+    """A finding that makes Python source kept in a string a second stage when it runs."""
+    r = rule(rule_id)
+    return rule_id in _CAPABLE_RULES or r.family in _CAPABLE_FAMILIES or r.kind is RuleKind.THREAT
+
+
+#: A string worth scanning as Python: a statement keyword or a call that matters.
+_CODE_HINT: Final = re2.compile(
+    rb"(?m)(?:^|;)\s*(?:import|from)\s+[\w.]+|\b(?:exec|eval|compile|__import__|system|popen|"
+    rb"Popen|socket|urlopen|getattr)\s*\("
+)
+#: Longest string scanned as Python (larger ones are data, or were scanned as a file).
+_MAX_NESTED_TEXT = 1 << 20
+#: How deep strings inside strings are followed.
+_MAX_NESTED_DEPTH = 3
+_PYTHONS = ("python", "pythonw", "py")
+
+
+def launches_payload(program: str) -> bool:
+    """A program that is a dropped payload: a Windows executable or something in /tmp."""
+    lowered = program.lower()
+    return lowered.endswith((".exe", ".scr", ".bat", ".ps1", ".vbs", ".msi")) or lowered.startswith(
+        ("/tmp/", "/dev/shm/", "/var/tmp/")  # noqa: S108 -- patterns matched, not paths used
+    )
+
+
+def _hides_name(name: str) -> bool:
+    """True when ``name`` (a module or attribute built from pieces) is worth hiding."""
+    root = name.split(".", 1)[0]
+    return (
+        name in MODULE_RULES
+        or root in MODULE_RULES
+        or root in {"os", "builtins", "sys", "marshal", "base64", "zlib", "codecs", "pip"}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A file written: the names its path is known by, and what was written."""
+
+    keys: frozenset[str]
+    data: tuple[ast.expr, ...]
+    labels: Labels
+    node: ast.AST
+    path: ast.AST | None
+
+
+class Sinks:
+    """The threat sinks of one file (see the module docstring)."""
+
+    def __init__(self, scan: FileScan, flow: Flow) -> None:
+        self._scan = scan
+        self._flow = flow
+        self._pending: list[Callable[[], None]] = []
+        self._writes: list[_Write] = []
+        self._handles: dict[str, ast.AST] = {}
+        self._runs: list[tuple[frozenset[str], ast.Call, str]] = []
+        self._fixed_destination = False
+        self._recon_egress: list[tuple[ast.Call, Labels, str]] = []
+        self._secret_egress: list[tuple[ast.Call, str, str]] = []
+        self._nested: dict[str, list[Finding]] = {}
+        self._by_receiver: dict[int, ast.expr] | None = None
+
+    # -- what the visitor hands over ------------------------------------------------------
+
+    def call(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """Every call: tags for the chains, and the sinks it may be."""
+        flow = self._flow
+        if node.args or node.keywords:
+            self._environ_dump(node, funcs)
+            self._fixed_endpoint(node, funcs)
+            self._joined_path(node, funcs)
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else ""
+        network = [f for f in funcs if is_network(f) and f.rsplit(".", 1)[-1] in EGRESS_VERBS]
+        if network:
+            self._scan.tag(Tag.EGRESS, node.lineno, network[0])
+            if self._literal_destination(node):
+                self._fixed_destination = True
+            self._pending.append(lambda: self._egress(node, network[0]))
+        if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
+            self._pending.append(lambda: self._dns(node, node.args[0]))
+        if node.args and not EXECUTORS.isdisjoint(funcs):
+            executor = next(f for f in funcs if f in EXECUTORS).removeprefix("builtins.")
+            self._pending.append(lambda: self._run_code(node, executor, node.args[0]))
+        if node.args and not _RUNS_FILE.isdisjoint(funcs):
+            api = next(f for f in funcs if f in _RUNS_FILE)
+            self._runs.append((self._keys(node.args[0]), node, api))
+        if len(node.args) >= 2 and not _DOWNLOADS_TO.isdisjoint(funcs):
+            self._write(node, node.args[1], (), {(Source.DOWNLOADED, funcs[0])})
+        if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
+            self._write(node, node.args[1], (node.args[0],), set(flow.path_labels(node.args[0])))
+        if (
+            isinstance(func, ast.Attribute)
+            and method in {"write_bytes", "write_text"}
+            and node.args
+        ):
+            self._write(node, func.value, (node.args[0],), set())
+        if not PIP_MAINS.isdisjoint(funcs):
+            self._scan.emit(
+                "CPL-THR-019",
+                next(f for f in funcs if f in PIP_MAINS),
+                node.lineno,
+                node.col_offset,
+            )
+        if "operator.attrgetter" in funcs and node.args:
+            self._computed_name(node, node.args[0], None)
+
+    def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
+        """A process call: tags for the chains, and what its command carries."""
+        scan = self._scan
+        line = node.lineno
+        first: ast.AST = command
+        if isinstance(command, ast.List | ast.Tuple) and command.elts:
+            first = command.elts[0]
+        if "sys.executable" in self._flow.resolve(first):
+            scan.tag(Tag.PYTHON_RUN, line, "sys.executable")
+        for value in self._values(first):
+            text = self._flow.name_value(value)
+            words = text.split() if text else []
+            if not words:
+                continue
+            word = PurePosixPath(words[0]).name.lower()
+            if launches_payload(words[0]):
+                scan.tag(Tag.LAUNCH, line, words[0])
+            if word.startswith("python"):
+                scan.tag(Tag.PYTHON_RUN, line, word)
+            if word in SHELLS or word in _INSTALL_TIME_PROGRAMS:
+                scan.tag(Tag.SHELL, line, word)
+        self._runs.append((self._keys(command), node, api))
+        self._pending.append(lambda: self._command(node, api, command))
+
+    def opened_for_writing(self, node: ast.Call, path: ast.AST) -> None:
+        """``open(path, "w")``: the file's handle, if named, carries what is written."""
+        self._write(node, path, (), set())
+
+    def namespace_lookup(self, node: ast.Subscript) -> None:
+        """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name."""
+        value = node.value
+        flow = self._flow
+        owners = flow.resolve(value)
+        namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
+            o.endswith(".__dict__") and o.removesuffix(".__dict__") in _BUILTIN_OWNERS
+            for o in owners
+        )
+        if namespace and not isinstance(node.slice, ast.Constant):
+            name = flow.name_value(node.slice)
+            if name is not None or self._decoded(node.slice):
+                shown = repr(name) if name is not None else "<decoded>"
+                self._scan.emit(
+                    "CPL-THR-003",
+                    f"builtins namespace[{shown} computed]",
+                    node.lineno,
+                    node.col_offset,
+                )
+
+    def computed_import(self, node: ast.Call, name: str, module: str) -> None:
+        """``__import__("o" + "s")``: a module name built from pieces."""
+        if not isinstance(node.args[0], ast.Constant) and _hides_name(module):
+            api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
+            self._scan.emit("CPL-THR-003", api, node.lineno, node.col_offset)
+
+    def computed_getattr(
+        self, node: ast.Call, owner: ast.expr, name: ast.expr, attr: str | None
+    ) -> None:
+        """``getattr(owner, name)`` where the name is computed to hide what is called."""
+        self._computed_name(node, name, owner, attr)
+
+    def literal(self, node: ast.Constant, text: str) -> None:
+        """A string constant that may be Python source: its threats are this file's."""
+        if self._looks_like_code(text):
+            self._adopt_threats(self._nested_scan(text, node.lineno), node)
+
+    def secret_read(self, key: str) -> bool:
+        """Whether reading environment variable ``key`` is reading a secret."""
+        return secret_name(key)
+
+    # -- the checks ---------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Run the checks, now that every contribution to every name is known."""
+        for check in self._pending:
+            check()
+        self._write_then_run()
+        fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
+        for node, names, api in self._secret_egress:
+            if fixed:
+                self._scan.emit(
+                    "CPL-THR-006", f"{names} sent by {api}", node.lineno, node.col_offset
+                )
+        for node, labels, api in self._recon_egress:
+            if fixed:
+                what = ", ".join(sorted({d for s, d in labels if s is Source.RECON}))
+                self._scan.emit(
+                    "CPL-THR-017", f"{what} sent by {api}", node.lineno, node.col_offset
+                )
+
+    def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
+        labels = self._flow.labels(arg)
+        self._by_source(node, f"{executor}(...)", labels)
+        value = self._flow.evaluate(arg)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str):
+            self._code_string(node, f"{executor}(...)", value)
+
+    def _command(self, node: ast.Call, api: str, command: ast.expr) -> None:
+        flow = self._flow
+        labels = flow.labels(command)
+        self._by_source(node, f"{api}(...)", labels)
+        words = self._words(command)
+        recon = {label for label in labels if label[0] is Source.RECON}
+        if words is None:
+            # only the start is known: "ping -c1 " + data
+            first = (
+                command.elts[0]
+                if isinstance(command, ast.List | ast.Tuple) and command.elts
+                else command
+            )
+            prefix = literal_prefix(first) or ""
+            if (
+                recon
+                and prefix.split()[:1]
+                and PurePosixPath(prefix.split()[0]).name.lower() in NETWORK_PROGRAMS
+            ):
+                what = ", ".join(sorted(d for _, d in recon))
+                self._scan.emit(
+                    "CPL-THR-017",
+                    f"{what} sent by {api}({prefix.split()[0]} ...)",
+                    node.lineno,
+                    node.col_offset,
+                )
+            return
+        if words != self._literal_words(command):
+            # a command assembled or decoded at run time: its text gets the indicator rules
+            self._scan.indicators(" ".join(words), node.lineno, node.col_offset)
+        program = PurePosixPath(words[0]).name.lower() if words else ""
+        head = (
+            command.elts[0] if isinstance(command, ast.List | ast.Tuple) and command.elts else None
+        )
+        if head is not None and "sys.executable" in flow.resolve(head):
+            program = "python"
+        if program.startswith(_PYTHONS) and "-c" in words[:-1]:
+            self._code_string(node, f"{api}({program} -c ...)", words[words.index("-c") + 1])
+        if "-m" in words and "pip" in words and "install" in words and self._scan.installer:
+            self._scan.emit(
+                "CPL-THR-019", f"{api}(... pip install ...)", node.lineno, node.col_offset
+            )
+        if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
+            what = ", ".join(sorted(d for _, d in recon))
+            self._scan.emit(
+                "CPL-THR-017", f"{what} sent by {api}({program} ...)", node.lineno, node.col_offset
+            )
+
+    def _by_source(self, node: ast.Call, api: str, labels: Labels) -> None:
+        sources = {s for s, _ in labels}
+        detail = dict(labels)
+        if Source.DECODED in sources:
+            self._scan.emit(
+                "CPL-THR-001", f"{api} of {detail[Source.DECODED]}", node.lineno, node.col_offset
+            )
+        if Source.REMOTE in sources:
+            self._scan.emit(
+                "CPL-THR-020", f"{api} of {detail[Source.REMOTE]}", node.lineno, node.col_offset
+            )
+        elif Source.DOWNLOADED in sources:
+            self._scan.emit(
+                "CPL-THR-002", f"{api} of {detail[Source.DOWNLOADED]}", node.lineno, node.col_offset
+            )
+
+    def _egress(self, node: ast.Call, api: str) -> None:
+        flow = self._flow
+        payload = [
+            *node.args,
+            *(k.value for k in node.keywords if k.arg not in NON_PAYLOAD_KEYWORDS),
+        ]
+        labels: set[tuple[Source, str]] = set()
+        for arg in payload:
+            labels |= flow.labels(arg)
+        sources = {s for s, _ in labels}
+        line, col = node.lineno, node.col_offset
+        if Source.ENVIRONMENT in sources:
+            self._scan.emit("CPL-THR-006", f"the environment sent by {api}", line, col)
+        secrets = sorted({d for s, d in labels if s is Source.SECRET})
+        if len(secrets) >= 2:
+            # one token per provider, sent to it, is authentication; several
+            # gathered for a host written into the code is collection
+            self._secret_egress.append((node, ", ".join(secrets), api))
+        credentials = sorted(d for s, d in labels if s is Source.CREDENTIAL)
+        if credentials:
+            self._scan.emit("CPL-THR-007", f"{', '.join(credentials)} sent by {api}", line, col)
+        if Source.RECON in sources:
+            self._recon_egress.append((node, frozenset(labels), api))
+
+    def _dns(self, node: ast.Call, host: ast.expr) -> None:
+        labels = self._flow.labels(host)
+        recon = sorted(
+            d for s, d in labels if s in {Source.RECON, Source.SECRET, Source.CREDENTIAL}
+        )
+        if recon and self._has_domain(host):
+            api = next(iter(self._flow.resolve(node.func)), "a name lookup")
+            self._scan.emit(
+                "CPL-THR-017",
+                f"{', '.join(recon)} in a DNS query ({api})",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _code_string(self, node: ast.Call, api: str, text: str) -> None:
+        """Python source about to run: its threats, and whether it can do harm at all."""
+        findings = self._nested_scan(text, node.lineno)
+        self._adopt_threats(findings, node)
+        capable = sorted({f.rule_id for f in findings if _capable(f.rule_id)})
+        if capable:
+            self._scan.emit(
+                "CPL-THR-016",
+                f"{api} ({', '.join(capable[:4])} inside)",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _write_then_run(self) -> None:
+        """A file written by this file and then started by it."""
+        for keys, node, api in self._runs:
+            for write in self._writes:
+                if not keys & write.keys:
+                    continue
+                labels = set(write.labels)
+                for data in write.data:
+                    labels |= self._flow.labels(data)
+                    value = self._flow.evaluate(data)
+                    if isinstance(value, bytes):
+                        value = value.decode("utf-8", "replace")
+                    if isinstance(value, str) and self._looks_like_code(value):
+                        self._code_string(node, f"{api} of a file written from a string", value)
+                name = sorted(keys & write.keys)[0]
+                self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
+                if any(s is Source.PACKAGED for s, _ in labels):
+                    self._scan.emit(
+                        "CPL-THR-018",
+                        f"{api}({name})",
+                        node.lineno,
+                        getattr(node, "col_offset", None),
+                    )
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _write(
+        self,
+        node: ast.Call,
+        path: ast.AST,
+        data: tuple[ast.expr, ...],
+        labels: set[tuple[Source, str]],
+    ) -> None:
+        keys = set(self._keys(path))
+        handle = self._handle_of(node)
+        if handle is not None:
+            keys.add(handle)
+            data = (*data, ast.Name(id=handle, ctx=ast.Load()))
+        parent_write = self._direct_write(node)
+        if parent_write is not None:
+            data = (*data, parent_write)
+        self._writes.append(_Write(frozenset(keys), data, frozenset(labels), node, path))
+        self._pending.append(lambda: self._pth_written(node, path, data))
+
+    def _pth_written(self, node: ast.Call, path: ast.AST, data: tuple[ast.expr, ...]) -> None:
+        text = self._flow.name_value(path) or ""
+        pieces = [
+            c.value
+            for c in ast.walk(path)
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        ]
+        if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
+            return
+        for item in data:
+            value = self._flow.evaluate(item)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if not isinstance(value, str):
+                continue
+            for line in value.splitlines():
+                if line.startswith(("import ", "import\t")):
+                    findings = self._nested_scan(line, node.lineno)
+                    if any(
+                        _capable(f.rule_id) or rule(f.rule_id).family is RuleFamily.PROCESS
+                        for f in findings
+                    ):
+                        self._scan.emit(
+                            "CPL-THR-013",
+                            "a .pth file written by this code",
+                            node.lineno,
+                            node.col_offset,
+                        )
+                        return
+
+    def _handle_of(self, node: ast.Call) -> str | None:
+        """The name a file object from ``open(...)`` is bound to (``as f``, ``f = ...``)."""
+        for name, values in self._flow.bindings.assigned.items():
+            if any(v is node for v in values):
+                return name
+        return None
+
+    def _direct_write(self, node: ast.Call) -> ast.expr | None:
+        """``open(p, "w").write(data)``: the data (the call is its receiver)."""
+        if self._by_receiver is None:
+            self._by_receiver = {
+                id(n.func.value): n.args[0]
+                for n in self._flow.nodes
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in {"write", "writelines"}
+                and isinstance(n.func.value, ast.Call)
+                and n.args
+            }
+        return self._by_receiver.get(id(node))
+
+    def _keys(self, node: ast.AST) -> frozenset[str]:
+        """The names a path or a command refers to (``p``, ``f.name``, ``str(dst)``)."""
+        out: set[str] = set()
+        stack = [node]
+        budget = _BUDGET
+        while stack and budget:
+            budget -= 1
+            item = stack.pop()
+            if isinstance(item, ast.Name):
+                out.add(item.id)
+            elif isinstance(item, ast.Attribute):
+                stack.append(item.value)
+            else:
+                stack.extend(ast.iter_child_nodes(item))
+        return frozenset(out)
+
+    def _values(self, node: ast.AST) -> list[ast.AST]:
+        """``node`` and, for a name, the values it was bound to (one hop)."""
+        if isinstance(node, ast.Name):
+            return [node, *self._flow.bindings.assigned.get(node.id, ())[:8]]
+        return [node]
+
+    def _words(self, command: ast.expr) -> list[str] | None:
+        """The command's words when its text is known (a list, or a string split like a shell)."""
+        value = self._flow.evaluate(command)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return [v for v in value if isinstance(v, str)]
+        if isinstance(command, ast.List | ast.Tuple):
+            words = [self._flow.name_value(e) for e in command.elts]
+            return [w if w is not None else "?" for w in words] if words else None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError:
+                return value.split()
+        return None
+
+    def _literal_words(self, command: ast.expr) -> list[str] | None:
+        if isinstance(command, ast.Constant) and isinstance(command.value, str):
+            try:
+                return shlex.split(command.value)
+            except ValueError:
+                return command.value.split()
+        return None
+
+    def _decoded(self, node: ast.AST) -> bool:
+        return any(s is Source.DECODED for s, _ in self._flow.labels(node))
+
+    def _computed_name(
+        self, node: ast.Call, name: ast.expr, owner: ast.expr | None, attr: str | None = None
+    ) -> None:
+        """A lookup by a name computed from literals (or decoded): what it hides."""
+        if isinstance(name, ast.Constant):
+            return
+        flow = self._flow
+        if attr is None:
+            attr = flow.name_value(name)
+        if owner is None:  # operator.attrgetter(name)
+            if attr is not None and (
+                f"os.{attr}" in API_RULES
+                or f"subprocess.{attr}" in API_RULES
+                or f"builtins.{attr}" in API_RULES
+            ):
+                self._scan.emit(
+                    "CPL-THR-003",
+                    f"attrgetter({attr!r} built from pieces)",
+                    node.lineno,
+                    node.col_offset,
+                )
+            return
+        owners = flow.resolve(owner)
+        builtin_owner = not _BUILTIN_OWNERS.isdisjoint(owners) or (
+            isinstance(owner, ast.Name | ast.Attribute)
+            and (owner.id if isinstance(owner, ast.Name) else owner.attr) == "__builtins__"
+        )
+        # getattr(builtins, name) with a variable is what pydoc, inspect and
+        # subprocess do; a name computed from literals or decoded inline is
+        # what droppers do.
+        if attr is None:
+            if builtin_owner and self._decoded(name):
+                self._scan.emit(
+                    "CPL-THR-003", "getattr(builtins, <decoded name>)", node.lineno, node.col_offset
+                )
+        elif (
+            builtin_owner
+            or any(f"{o}.{attr}" in API_RULES for o in owners)
+            or any(_hides_name(f"{o}.{attr}") and f"{o}.{attr}" in API_RULES for o in owners)
+        ):
+            self._scan.emit(
+                "CPL-THR-003",
+                f"getattr(..., {attr!r} built from pieces)",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _looks_like_code(self, text: str) -> bool:
+        return (
+            self._scan.nested is not None
+            and self._scan.depth < _MAX_NESTED_DEPTH
+            and 12 <= len(text) <= _MAX_NESTED_TEXT
+            and _CODE_HINT.search(text.encode("utf-8", "surrogatepass")) is not None
+        )
+
+    def _nested_scan(self, text: str, line: int) -> list[Finding]:
+        cached = self._nested.get(text)
+        if cached is not None:
+            return cached
+        nested = self._scan.nested
+        found = (
+            []
+            if nested is None or self._scan.depth >= _MAX_NESTED_DEPTH
+            else nested(text, line, self._scan.depth + 1)
+        )
+        self._nested[text] = found
+        return found
+
+    def _adopt_threats(self, findings: list[Finding], node: ast.AST) -> None:
+        for f in findings:
+            if rule(f.rule_id).kind is RuleKind.THREAT:
+                self._scan.adopt(f, getattr(node, "lineno", 0), getattr(node, "col_offset", None))
+
+    def _has_domain(self, node: ast.AST) -> bool:
+        """A literal piece with a dot: the fixed domain a DNS query carries data to."""
+        stack = [node]
+        budget = _BUDGET
+        while stack and budget:
+            budget -= 1
+            item = stack.pop()
+            if (
+                isinstance(item, ast.Constant)
+                and isinstance(item.value, str)
+                and "." in item.value.strip(".")
+            ):
+                return True
+            if isinstance(item, ast.Name):
+                stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        return False
+
+    def _literal_destination(self, node: ast.Call) -> bool:
+        """A host, address or URL written into the call (or hidden by a decoder)."""
+        candidates: list[ast.AST] = list(node.args[:1])
+        if node.args and isinstance(node.args[0], ast.Tuple) and node.args[0].elts:
+            candidates = [node.args[0].elts[0]]
+        if len(node.args) >= 2 and isinstance(node.args[1], ast.Tuple) and node.args[1].elts:
+            candidates.append(node.args[1].elts[0])  # sock.sendto(data, (host, port))
+        for arg in candidates:
+            value = self._flow.name_value(arg)
+            if value is None:
+                prefix = literal_prefix(arg)
+                value = prefix if prefix and prefix.startswith(_URL_PREFIXES) else None
+            if value is None:
+                if self._decoded(arg):
+                    return True
+                continue
+            host = url_host(value) if value.startswith(_URL_PREFIXES) else value.split(":")[0]
+            if host and host not in _LOCAL_HOSTS and "." in host and " " not in host:
+                return True
+        return False
+
+    def _fixed_endpoint(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A network call whose URL is written into the code (a fixed endpoint)."""
+        if not any(is_network(f) for f in funcs):
+            return
+        arg = node.args[0] if node.args else None
+        for kw in node.keywords:
+            if kw.arg == "url":
+                arg = kw.value
+        if arg is None:
+            return
+        for value in self._values(arg):
+            prefix = literal_prefix(value)
+            if prefix is not None and prefix.startswith(_URL_PREFIXES):
+                host = url_host(prefix) or ""
+                if host and host not in _LOCAL_HOSTS:
+                    self._scan.tag(Tag.FIXED_ENDPOINT, node.lineno, prefix[:80])
+                    return
+
+    def _joined_path(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """``os.path.join(home, ".aws", "credentials")``: indicators see the joined path."""
+        if _PATH_BUILDERS.isdisjoint(funcs):
+            return
+        parts = [
+            a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        if len(parts) >= 2:
+            self._scan.indicators("/".join(parts), node.lineno, node.col_offset)
+
+    def _environ_dump(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """Tag the whole environment passed to a serialiser or a sender."""
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else ""
+        if not (
+            method in _SENDING_METHODS
+            or not _SERIALISERS.isdisjoint(funcs)
+            or any(is_network(f) for f in funcs)
+        ):
+            return
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            whole = self._whole_environ(arg)
+            if whole is not None:
+                self._scan.tag(Tag.ENV_DUMP, node.lineno, whole)
+                return
+
+    def _whole_environ(self, arg: ast.AST) -> str | None:
+        """``os.environ`` itself somewhere in ``arg`` (not one key of it)."""
+        stack = [arg]
+        budget = _BUDGET
+        while stack and budget > 0:
+            node = stack.pop()
+            budget -= 1
+            if isinstance(node, ast.Subscript):
+                stack.append(node.slice)  # os.environ["HOME"] is one key
+                continue
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ENV_METHODS
+            ):
+                stack.extend(node.args)  # os.environ.get("HOME") too
+                continue
+            if isinstance(node, ast.Name | ast.Attribute):
+                for name in self._flow.resolve(node):
+                    if name in ENVIRON_MAPPINGS:
+                        return name
+            stack.extend(ast.iter_child_nodes(node))
+        return None
+
+    def persistence_marker(self, node: ast.AST) -> str | None:
+        """An autostart location named by the strings inside ``node`` (names followed once).
+
+        Pieces count joined too: ``os.path.join(appdata, "Start Menu",
+        "Programs", "Startup")`` names the Startup folder without any one
+        literal doing so.
+        """
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        pieces: list[str] = []
+        budget = _BUDGET
+        while stack and budget > 0:
+            item = stack.pop()
+            budget -= 1
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                pieces.append(item.value)
+            elif isinstance(item, ast.Call):
+                joined = [
+                    a.value
+                    for a in item.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                ]
+                if len(joined) >= 2:
+                    pieces.append("/".join(joined))
+            elif isinstance(item, ast.Name) and item.id not in seen:
+                seen.add(item.id)
+                stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        for text in pieces:
+            if any(i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(text)):
+                return shorten(text)
+        return None
