@@ -95,7 +95,9 @@ _NATIVE_SOURCES = (
 _PTH_PAYLOAD_FAMILIES = frozenset(
     {RuleFamily.PROCESS, RuleFamily.NETWORK, RuleFamily.NATIVE, RuleFamily.OBFUSCATION}
 )
-_PTH_PAYLOAD_RULES = frozenset({"CPL-DYN-001", "CPL-DYN-003", "CPL-DYN-004"})
+#: exec of a literal is not among them: coverage's .pth execs its own start-up line;
+#: exec of anything decoded or capable is a threat (CPL-THR-001, CPL-THR-016) anyway.
+_PTH_PAYLOAD_RULES = frozenset({"CPL-DYN-003", "CPL-DYN-004"})
 
 
 class EntryKind(enum.Enum):

@@ -42,6 +42,8 @@ class Tag(enum.Enum):
     WALLET_PATTERN = "wallet-pattern"
     PROCESS = "process"
     SHELL = "shell"
+    #: A downloader or script host started (curl, wget, powershell, certutil, mshta ...).
+    DOWNLOADER = "downloader"
     READ = "read"
     EXFIL_ENDPOINT = "exfil-endpoint"
     #: A persistence location that is written (an open for writing, a crontab
@@ -124,11 +126,10 @@ class Chain:
 _COLLECTED = (
     Tag.HOST_INFO,
     Tag.ENV_DUMP,
+    Tag.ENV_ITER,
     Tag.CREDENTIAL_FILE,
-    Tag.READ,
-    Tag.PROCESS,
     Tag.CLIPBOARD,
-    Tag.DOWNLOAD,
+    Tag.SECRET_ENV,
 )
 
 
@@ -185,12 +186,11 @@ def correlate(
         at("CPL-THR-009", Tag.PERSISTENCE)
     elif Tag.PERSISTENCE in tags:
         at("CPL-PER-001", Tag.PERSISTENCE)
-    if has(Tag.DOWNLOAD, Tag.LAUNCH):
-        at("CPL-THR-002", Tag.DOWNLOAD)
-    elif has(Tag.FIXED_ENDPOINT, Tag.WRITE, Tag.PYTHON_RUN):
-        # a second stage: code fetched from a fixed URL, saved, run with Python
-        at("CPL-THR-002", Tag.FIXED_ENDPOINT)
-    if Tag.DOWNLOAD_EXEC in tags and (setup_py or has(Tag.PROCESS)):
+    # download and run is followed by the data flow (caplet._scan._sinks): a
+    # file-wide "downloads something, runs something" flagged build scripts
+    # a download piped to a shell in text shown to a user is advice; in setup.py
+    # or in a command a process call runs (caplet._scan._sinks) it is the payload
+    if Tag.DOWNLOAD_EXEC in tags and setup_py:
         at("CPL-THR-015", Tag.DOWNLOAD_EXEC)
     if has(Tag.EXEC_MEMORY, Tag.NATIVE_CALL):
         at("CPL-THR-023", Tag.EXEC_MEMORY)
@@ -203,17 +203,16 @@ def correlate(
             at("CPL-THR-011", Tag.EGRESS, " (network access)")
         if Tag.CREDENTIAL_FILE in tags:
             at("CPL-THR-011", Tag.CREDENTIAL_FILE, " (credential path)")
-        if Tag.SHELL in tags:
-            at("CPL-THR-011", Tag.SHELL, " (a shell or downloader)")
+        if Tag.DOWNLOADER in tags:
+            at("CPL-THR-011", Tag.DOWNLOADER, " (a downloader or script host)")
         if Tag.LAUNCH in tags:
             at("CPL-THR-011", Tag.LAUNCH, " (a dropped program)")
-        if Tag.CUSTOM_INSTALL in tags and any(
-            t in tags for t in (Tag.PROCESS, Tag.DECODE, Tag.EGRESS)
-        ):
+        # a custom install command that builds something runs compilers;
+        # one that fetches or decodes at install is the typosquat recipe
+        if Tag.CUSTOM_INSTALL in tags and any(t in tags for t in (Tag.DECODE, Tag.EGRESS)):
             at(
                 "CPL-THR-011",
                 Tag.CUSTOM_INSTALL,
-                " (a custom install command that runs programs, reaches the network"
-                " or decodes data)",
+                " (a custom install command that reaches the network or decodes data)",
             )
     return chains

@@ -80,6 +80,8 @@ def scan_text(
             focus_lines = need
         elif oversized:
             focus_lines = prefilter().hit_lines(text, _MAX_OVERSIZED_FOCUS)
+            if focus_lines is None:  # more hits than lines worth visiting: the first ones
+                focus_lines = frozenset(range(1, _MAX_OVERSIZED_FOCUS + 1))
 
     def nested(source: str, line: int, level: int) -> list[Finding]:
         found, _ = scan_text(
@@ -130,7 +132,7 @@ def scan_text(
     if isinstance(surveyed, TooComplex):
         scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
         return _text_only(scan), True
-    RuleVisitor(scan, surveyed.bindings, surveyed.nodes).run()
+    RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes).run()
     scan.correlate()
     scan.auditor_text()
     return scan.findings, True

@@ -63,7 +63,13 @@ _INDICATOR_TAGS = {
 #: Indicators that mean *access* to a credential: prose (a docstring, a
 #: multi-line help text) that names one is documentation, not access.
 _ACCESS_KINDS = frozenset(
-    {IndicatorKind.CREDENTIAL_FILE, IndicatorKind.CREDENTIAL_STORE, IndicatorKind.NETWORK_PIPE}
+    {
+        IndicatorKind.CREDENTIAL_FILE,
+        IndicatorKind.CREDENTIAL_STORE,
+        IndicatorKind.NETWORK_PIPE,
+        IndicatorKind.EXFIL_ENDPOINT,
+        IndicatorKind.DOWNLOAD_EXEC,
+    }
 )
 #: A string longer than this, or with a line break, is prose or data, not a path.
 _PATH_LIKE = 512

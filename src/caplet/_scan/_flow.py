@@ -39,7 +39,9 @@ from caplet._scan._sources import (
     DECODER_METHODS,
     DECODERS,
     DECODING_CODECS,
+    HTTP_CLIENT_MODULES,
     NETWORK_MODULES,
+    NETWORK_READS,
     NOT_EGRESS,
     RECON_ENV_NAMES,
     RECON_FILES,
@@ -48,7 +50,7 @@ from caplet._scan._sources import (
 )
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings, fold_str
 
-__all__ = ["Flow", "Label", "Labels", "is_network"]
+__all__ = ["Flow", "Label", "Labels", "downloads", "is_network", "secret_name"]
 
 #: One source a value may carry, with a detail (a variable's name, which credential).
 Label = tuple[Source, str]
@@ -88,6 +90,14 @@ def is_network(name: str) -> bool:
     return name.startswith(NETWORK_MODULES) and name not in NOT_EGRESS
 
 
+def downloads(name: str) -> bool:
+    """A call whose result is data from the network (``requests.get``, ``sock.recv``)."""
+    if not is_network(name):
+        return False
+    owner, _, last = name.rpartition(".")
+    return last in NETWORK_READS and (owner.endswith("()") or owner in HTTP_CLIENT_MODULES)
+
+
 def secret_name(name: str) -> bool:
     """A secret-looking environment variable name (``AWS_SECRET_ACCESS_KEY``)."""
     upper = name.upper()
@@ -101,21 +111,30 @@ class _BudgetError(Exception):
 class Flow:
     """The three data-flow questions for one file (memoised, bounded)."""
 
-    def __init__(self, bindings: Bindings, nodes: Iterable[ast.AST] = ()) -> None:
+    def __init__(
+        self, bindings: Bindings, nodes: Iterable[ast.AST] = (), scopes: Iterable[int] = ()
+    ) -> None:
         self.bindings = bindings
+        self.nodes = list(nodes)
+        #: The scope of every surveyed node (a node not surveyed is at module scope).
+        self._scope_of = {id(n): s for n, s in zip(self.nodes, scopes, strict=False) if s}
         self._memo: dict[int, tuple[str, ...]] = {}
         self._names: dict[str, tuple[str, ...]] = {}
         self._resolving: set[str] = set()
         self._labels: dict[int, Labels] = {}
-        self._name_labels: dict[str, Labels] = {}
-        self._labelling: set[str] = set()
+        self._name_labels: dict[tuple[str, int], Labels] = {}
+        self._labelling: set[tuple[str, int]] = set()
         self._values: dict[int, Value | None] = {}
         self._evaluating: set[str] = set()
         self._steps = 0
-        #: Values added to a name after it was bound: ``d[k] = v``, ``d.update(v)``, ``f.write(v)``.
-        self.contributed: dict[str, list[ast.expr]] = {}
-        self._remote_params: frozenset[str] | None = None
-        self.nodes = list(nodes)
+        #: Values a name receives after its binding (``d[k] = v``, ``d.update(v)``,
+        #: ``f.write(v)``), by scope; an attribute (``self.env``) is module-wide.
+        self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
+        self._remote: dict[str, set[int]] | None = None
+
+    def scope(self, node: ast.AST) -> int:
+        """The scope ``node`` was surveyed in (0: the module)."""
+        return self._scope_of.get(id(node), 0)
 
     # -- resolution ----------------------------------------------------------------
 
@@ -298,6 +317,7 @@ class Flow:
             or name in self._evaluating
             or name in self.bindings.iterated
             or name in self.contributed
+            or len(self.bindings.scoped.get(name, {})) > 1
         ):
             return None
         self._evaluating.add(name)
@@ -406,12 +426,13 @@ class Flow:
         if isinstance(node, ast.Constant):
             return _NONE
         if isinstance(node, ast.Name):
-            return self._name_labels_of(node.id, depth)
+            return self._name_labels_of(node.id, self.scope(node), depth)
         if isinstance(node, ast.Attribute):
             own = self._reference_labels(self.resolve(node))
             dotted = _dotted(node)
             if dotted is not None and dotted in self.contributed:
-                own = own | self._union(self.contributed[dotted][:MAX_CANDIDATES], depth)
+                values = self.contributed[dotted].get(0, [])
+                own = own | self._union(values[:MAX_CANDIDATES], depth)
             # message.text, response.content: the receiver's labels carry it
             return own | self._label(node.value, depth)
         if isinstance(node, ast.Subscript):
@@ -441,29 +462,49 @@ class Flow:
             return self._union((node.body, node.orelse), depth)
         return _NONE
 
-    def _name_labels_of(self, name: str, depth: int) -> Labels:
-        cached = self._name_labels.get(name)
+    def name_labels(self, name: str, scope: int) -> Labels:
+        """What the name ``name`` carries where ``scope`` sees it."""
+        try:
+            return self._name_labels_of(name, scope, 0)
+        except _BudgetError:
+            return _NONE
+
+    def _name_labels_of(self, name: str, scope: int, depth: int) -> Labels:
+        key = (name, scope)
+        cached = self._name_labels.get(key)
         if cached is not None:
             return cached
-        if name in self._labelling:
+        if key in self._labelling:
             return _NONE
-        self._labelling.add(name)
+        self._labelling.add(key)
         try:
             out: set[Label] = set(self._reference_labels(self.resolve_name(name)))
-            b = self.bindings
-            values = [
-                *b.assigned.get(name, ())[:MAX_CANDIDATES],
-                *b.iterated.get(name, ())[:MAX_CANDIDATES],
-                *self.contributed.get(name, ())[:MAX_CANDIDATES],
-            ]
-            out |= self._union(values, depth)
-            if name in self.remote_params():
+            bound = self.bindings.scoped.get(name, {})
+            added = self.contributed.get(name, {})
+            # Python's rule: the innermost scope that binds the name is the one
+            for level in self._chain(scope):
+                if level in bound or level in added:
+                    values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
+                    out |= self._union(values, depth)
+                    break
+            handlers = self.remote_params().get(name)
+            if handlers and not handlers.isdisjoint(self._chain(scope)):
                 out.add((Source.REMOTE, "a chat bot's message"))
         finally:
-            self._labelling.discard(name)
+            self._labelling.discard(key)
         result = frozenset(out)
-        self._name_labels[name] = result
+        self._name_labels[key] = result
         return result
+
+    def _chain(self, scope: int) -> list[int]:
+        """``scope`` and the scopes enclosing it, innermost first, the module last."""
+        chain = [scope]
+        parents = self.bindings.parents
+        while chain[-1] != 0 and len(chain) < MAX_RESOLVE_DEPTH:
+            chain.append(parents.get(chain[-1], 0))
+        if chain[-1] != 0:
+            chain.append(0)
+        return chain
 
     def _reference_labels(self, names: tuple[str, ...]) -> Labels:
         if not ENVIRON_MAPPINGS.isdisjoint(names):
@@ -477,7 +518,7 @@ class Flow:
         if not ENVIRON_MAPPINGS.isdisjoint(owners):
             key = self.name_value(node.slice)
             if key is None:
-                return frozenset({(Source.ENVIRONMENT, "os.environ[...]")})
+                return self._label(node.slice, depth)
             return _env_read(key)
         return self._label(node.value, depth)
 
@@ -495,11 +536,12 @@ class Flow:
             not ENV_FUNCTIONS.isdisjoint(funcs)
         ):
             key = self.name_value(node.args[0]) if node.args else None
-            return (
-                _env_read(key)
-                if key is not None
-                else frozenset({(Source.ENVIRONMENT, "environment by a computed name")})
-            )
+            if key is not None:
+                return _env_read(key)
+            # one variable by a computed name carries what the name carries
+            # (a key walked out of os.environ is the environment, a constant
+            # of the class is one setting)
+            return self._label(node.args[0], depth) if node.args else _NONE
         if method in {"recv", "recvfrom", "recv_into", "makefile"} and any(
             is_network(f) for f in funcs
         ):
@@ -510,22 +552,23 @@ class Flow:
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
-            elif is_network(name):
+            elif downloads(name):
                 out.add((Source.DOWNLOADED, name))
             elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
-                out |= _file_labels(self._path_text(node.args[0]))
-        if method in DECODER_METHODS or (
-            method in {"decode", "encode"}
-            and node.args
-            and str(self.name_value(node.args[-1]) or "").lower() in DECODING_CODECS
+                out |= _file_labels(self.path_text(node.args[0]))
+        codec = str(self.name_value(node.args[-1]) or "").lower() if node.args else ""
+        if (
+            method in DECODER_METHODS
+            or (method == "decode" and codec in DECODING_CODECS)
+            or (method == "encode" and codec in {"rot13", "rot_13"})
         ):
             out.add((Source.DECODED, f".{method}()"))
         if method in {"read", "readline", "text", "json"} and any(
-            is_network(f) for f in self.resolve(func)
+            downloads(f) for f in self.resolve(func)
         ):
             out.add((Source.DOWNLOADED, method))
         if method in {"read_text", "read_bytes", "open"} and receiver is not None:
-            out |= _file_labels(self._path_text(receiver))
+            out |= _file_labels(self.path_text(receiver))
         if method == "join" and node.args and self._chr_join(node.args[0]):
             out.add((Source.DECODED, "join(chr(...))"))
         out |= self._union(args, depth)
@@ -533,7 +576,7 @@ class Flow:
             out |= self._label(receiver, depth)
         return frozenset(out)
 
-    def _path_text(self, node: ast.AST) -> str | None:
+    def path_text(self, node: ast.AST) -> str | None:
         """The literal pieces of a path expression joined (``Path.home() / ".ssh" / "id_rsa"``)."""
         pieces: list[str] = []
         stack = [node]
@@ -556,7 +599,7 @@ class Flow:
 
     def path_labels(self, node: ast.AST) -> Labels:
         """Credential or reconnaissance labels of a path expression's literal pieces."""
-        return _file_labels(self._path_text(node))
+        return _file_labels(self.path_text(node))
 
     def _chr_join(self, arg: ast.AST) -> bool:
         if isinstance(arg, ast.GeneratorExp | ast.ListComp) and isinstance(arg.elt, ast.Call):
@@ -565,16 +608,16 @@ class Flow:
             return "builtins.chr" in self.resolve(arg.args[0])
         return False
 
-    def remote_params(self) -> frozenset[str]:
-        """Parameters of a chat bot's handlers: they carry a remote user's message.
+    def remote_params(self) -> dict[str, set[int]]:
+        """Parameters of a chat bot's handlers, by name and handler: a remote user's message.
 
         A handler is a function of a file that imports a bot framework and is
         decorated, or passed to a call into the framework
         (``CommandHandler("run", run)``).
         """
-        if self._remote_params is not None:
-            return self._remote_params
-        found: set[str] = set()
+        if self._remote is not None:
+            return self._remote
+        found: dict[str, set[int]] = {}
         frameworks = {
             module.split(".", 1)[0]
             for modules in self.bindings.imports.values()
@@ -594,13 +637,16 @@ class Flow:
                     a = fn.args
                     params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
                     params += [p for p in (a.vararg, a.kwarg) if p is not None]
-                    found.update(p.arg for p in params if p.arg not in {"self", "cls"})
-        self._remote_params = frozenset(found)
-        return self._remote_params
+                    for p in params:
+                        if p.arg not in {"self", "cls"}:
+                            found.setdefault(p.arg, set()).add(id(fn))
+        self._remote = found
+        return found
 
-    def note_contribution(self, name: str, value: ast.expr) -> None:
+    def note_contribution(self, name: str, value: ast.expr, scope: int) -> None:
         """``name`` receives ``value`` after its binding (a store, an update, a write)."""
-        self.contributed.setdefault(name, []).append(value)
+        where = 0 if "." in name else scope
+        self.contributed.setdefault(name, {}).setdefault(where, []).append(value)
         self._name_labels.clear()
         self._labels.clear()
 

@@ -192,10 +192,9 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         _X,
         "download piped to a shell",
         r"(?i)(?:curl|wget)\b[^|;&\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|"
-        r"(?:curl|wget)\b[^\n]*(?:&&|;)[^\n]*chmod\s+\+?[0-7x]|-EncodedCommand\b|"
-        r"\bIEX\s*\(|Invoke-Expression|DownloadString\(|DownloadFile\(|Invoke-WebRequest|"
-        r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|"
-        r"powershell(?:\.exe)?\s+-(?:e|enc|ec|encodedcommand)\b",
+        r"(?:curl|wget)\b[^\n]*(?:&&|;)[^\n]*chmod\s+\+?[0-7x]|"
+        r"\bIEX\s*\(|\|\s*iex\b|Invoke-Expression|DownloadString\(|"
+        r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|Start-Process\b",
     ),
     Indicator(
         _N,

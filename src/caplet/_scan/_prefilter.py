@@ -21,7 +21,6 @@ there undeclared *capabilities* are danger too).
 
 from __future__ import annotations
 
-import bisect
 import enum
 import unicodedata
 from typing import Any, Final
@@ -61,8 +60,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
 
 #: A process or code sink, for the pairs below.
 _SINK = (
-    r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|subprocess|"
-    r"create_subprocess_\w+|run_path|exec|eval|compile)\b"
+    r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|check_call|run_path|"
+    r"create_subprocess_\w+)\s*\(|\bsubprocess\b|(?:^|[^.\w])(?:exec|eval|compile)\s*\("
 )
 #: A network module or a program that reaches the network.
 _NETWORK = (
@@ -75,9 +74,13 @@ _NETWORK = (
 #: call holding the first pattern) and can be focused; the others feed
 #: file-wide chains. See ``_LOCAL_PAIRS``.
 _PAIRS: Final[tuple[tuple[str, str], ...]] = (
-    # environment harvesting: os.environ next to a network module
+    # environment harvesting: the whole os.environ (dumped, copied, walked) next to a
+    # network module; single keys (os.environ["HOME"]) are everywhere and harmless
     (
-        r"\benviron\b",
+        r"(?:\bjson\.dumps?|(?:^|[^.\w])(?:dict|str|repr)|\burlencode|\bb64encode)\(\s*(?:os\.)?environ\b|"
+        r"\b(?:data|json|params|body|payload|content|files)\s*=\s*(?:dict\(\s*)?(?:os\.)?environ\b|"
+        r"\benviron\s*\.\s*(?:items|keys|values)\s*\(|\*\*\s*(?:os\.)?environ\b|"
+        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
@@ -93,10 +96,17 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # network next to a process call: a second stage fetched and run
     (
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3)\b",
-        r"\b(?:subprocess|Popen|system|startfile|spawn\w*)\b",
+        r"\b(?:Popen|system|startfile|spawn[lv]p?e?|check_output|getoutput|check_call|"
+        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(",
     ),
     # getattr(builtins, name) and builtins.exec(...)
-    (r"\b(?:getattr|exec|eval|compile|vars)\b|__dict__", r"\b(?:builtins|__builtins__)\b"),
+    (
+        r"\bgetattr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
+        r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
+        r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",
+        r"\b(?:builtins|__builtins__)\b",
+    ),
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
         r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
@@ -126,7 +136,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
     # a file copied out of the package and started
-    (r"\b(?:copy2?|copyfile|move)\s*\(", r"\b(?:startfile|Popen|spawn[lv]p?e?|system)\b"),
+    (r"\b(?:copy2?|copyfile|move)\s*\(", r"\b(?:startfile|Popen|spawn[lv]p?e?|system)\s*\("),
     # the interpreter's classes walked for os/subprocess
     (r"__subclasses__", r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b"),
 )
@@ -145,6 +155,17 @@ class Need(enum.Enum):
 
 #: More focus lines than this and the whole file is visited anyway.
 _MAX_FOCUS_LINES = 64
+#: A file this large (characters) that needs the AST is still only visited around
+#: its hits: the statements holding any pattern's match or a sink token below.
+_FOCUS_FROM = 12_000
+#: ... unless it has more hit lines than this.
+_MAX_LARGE_FOCUS = 400
+#: Tokens of sinks that only widen the focus of a file that needs the AST anyway
+#: (a send or a write may sit in a statement with no threat token).
+_FOCUS_ONLY: Final = (
+    r"\.(?:post|put|patch|send|sendall|sendto|sendmail|send_message|request|urlopen|connect|"
+    r"write|write_bytes|write_text|recv|startfile|chmod)\s*\(|__file__",
+)
 
 
 class Prefilter:
@@ -175,14 +196,27 @@ class Prefilter:
         # the call through the alias is on another line.
         self._focused = {0, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
-        self._patterns = patterns
-        self._all_locators: list[Any] | None = None
+        self._patterns = [*patterns, *_FOCUS_ONLY]
+        self._all_locator: Any = None
 
     def check(self, text: str) -> Need | frozenset[int]:
-        """Nothing, the whole file, or the 1-based lines the AST pass must visit."""
+        """Nothing, the whole file, or the 1-based lines the AST pass must visit.
+
+        A large file that needs the whole AST is still visited only around
+        its hits (the statements holding them, whole functions and class
+        members; every module-level binding is collected): the rest of a
+        large library holds no threat token, and its visit was most of the
+        scanner's time.
+        """
         need = self._check(text)
         if need is Need.NOTHING and not text.isascii():
-            return self._check(unicodedata.normalize("NFKC", text), focus=False)
+            need = self._check(unicodedata.normalize("NFKC", text), focus=False)
+            if need is Need.NOTHING:
+                return need
+            return Need.FULL  # line numbers of the normalised text are not the file's
+        if need is Need.FULL and len(text) > _FOCUS_FROM:
+            lines = self.hit_lines(text, _MAX_LARGE_FOCUS)
+            return Need.FULL if lines is None else lines
         return need
 
     def _check(self, text: str, *, focus: bool = True) -> Need | frozenset[int]:
@@ -208,21 +242,30 @@ class Prefilter:
                     return Need.FULL
         return frozenset(lines)
 
-    def hit_lines(self, text: str, limit: int) -> frozenset[int]:
-        """The lines any pattern matches (at most ``limit``): for a file too large to visit."""
-        breaks = [i for i, c in enumerate(text) if c == "\n"] if "\n" in text else []
-        lines: set[int] = set()
-        for pattern in self._hit_locators():
-            for match in pattern.finditer(text):
-                lines.add(bisect.bisect_left(breaks, match.end() - 1) + 1)
-                if len(lines) >= limit:
-                    return frozenset(lines)
-        return frozenset(lines)
+    def hit_lines(self, text: str, limit: int) -> frozenset[int] | None:
+        """The lines any pattern (or sink token) matches, ``None`` past ``limit`` lines.
 
-    def _hit_locators(self) -> list[Any]:
-        if self._all_locators is None:
-            self._all_locators = [re2.compile(p) for p in self._patterns]
-        return self._all_locators
+        One pass of one alternation of every pattern; line numbers are
+        counted between consecutive matches, so the whole costs one scan.
+        """
+        if self._all_locator is None:
+            self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return None  # lone surrogates: RE2 cannot take the text as it is
+        lines: set[int] = set()
+        position, line = 0, 1
+        for match in self._all_locator.finditer(text):
+            # the last character: the first may be the newline before the name
+            end = max(match.start(), match.end() - 1)
+            line += text.count("\n", position, end)
+            position = end
+            lines.add(line)
+            if len(lines) > limit:
+                return None
+        return frozenset(lines)
 
 
 _CACHE: list[Prefilter] = []

@@ -25,6 +25,8 @@ carry, and maps the combination to a threat rule:
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +53,7 @@ from caplet._scan._sources import (
     DNS_FUNCTIONS,
     EGRESS_VERBS,
     EXECUTORS,
+    INTERPRETERS,
     NETWORK_PROGRAMS,
     NON_PAYLOAD_KEYWORDS,
     PIP_MAINS,
@@ -69,6 +72,7 @@ _INSTALL_TIME_PROGRAMS = frozenset(
         "curl",
         "wget",
         "pwsh",
+        "powershell",
         "powershell.exe",
         "mshta",
         "wscript",
@@ -120,27 +124,36 @@ _BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
 _COPIES = frozenset({"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename"})
 #: Calls that download to a file (URL first, destination second).
 _DOWNLOADS_TO = frozenset({"urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download"})
+#: What a Windows program file is called.
+_PROGRAM_SUFFIXES = frozenset(
+    {".exe", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".js", ".msi", ".com", ".pif", ".hta"}
+)
 #: Calls that run a file they are given.
 _RUNS_FILE = frozenset({"os.startfile", "runpy.run_path"})
 #: Rule families whose presence in Python source kept in a string makes running it a threat.
-#: Processes alone are not enough: test suites exec snippets that start one.
-_CAPABLE_FAMILIES = frozenset(
-    {
-        RuleFamily.NETWORK,
-        RuleFamily.NATIVE,
-        RuleFamily.INTROSPECTION,
-        RuleFamily.EXFILTRATION,
-        RuleFamily.PERSISTENCE,
-        RuleFamily.MINING,
-    }
+#: Processes, ctypes, pickle or frames alone are not enough: test suites run
+#: snippets that use them; the network only with a host written into the source.
+_CAPABLE_FAMILIES = frozenset({RuleFamily.EXFILTRATION, RuleFamily.PERSISTENCE, RuleFamily.MINING})
+#: A host or address written into source: ``"https://x.example/"``, ``"192.0.2.1"``.
+_FIXED_HOST: Final = re2.compile(
+    r"""https?://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
+    r"""['"](?:\d{1,3}\.){3}\d{1,3}['"]"""
 )
-_CAPABLE_RULES = frozenset({"CPL-DYN-003", "CPL-DYN-004", "CPL-FS-004"})
+_LOCAL_ADDRESS: Final = re2.compile(r"""['"](?:127\.|0\.0\.0\.0)|https?://localhost\b""")
 
 
-def _capable(rule_id: str) -> bool:
+def _capable(rule_id: str, text: str) -> bool:
     """A finding that makes Python source kept in a string a second stage when it runs."""
     r = rule(rule_id)
-    return rule_id in _CAPABLE_RULES or r.family in _CAPABLE_FAMILIES or r.kind is RuleKind.THREAT
+    if r.kind is RuleKind.THREAT or r.family in _CAPABLE_FAMILIES:
+        return True
+    return r.family is RuleFamily.NETWORK and _fixed_host(text)
+
+
+def _fixed_host(text: str) -> bool:
+    """A non-local host or address literal in ``text``."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    return _FIXED_HOST.search(encoded) is not None and _LOCAL_ADDRESS.search(encoded) is None
 
 
 #: A string worth scanning as Python: a statement keyword or a call that matters.
@@ -153,6 +166,10 @@ _MAX_NESTED_TEXT = 1 << 20
 #: How deep strings inside strings are followed.
 _MAX_NESTED_DEPTH = 3
 _PYTHONS = ("python", "pythonw", "py")
+#: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
+_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m"})
+#: Shell operators after which a new program starts.
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 
 
 def launches_payload(program: str) -> bool:
@@ -161,6 +178,49 @@ def launches_payload(program: str) -> bool:
     return lowered.endswith((".exe", ".scr", ".bat", ".ps1", ".vbs", ".msi")) or lowered.startswith(
         ("/tmp/", "/dev/shm/", "/var/tmp/")  # noqa: S108 -- patterns matched, not paths used
     )
+
+
+def _installs_other(words: list[str]) -> bool:
+    """``pip install NAME`` (or a URL): not ``pip install .`` or ``-r requirements.txt``."""
+    if "pip" not in words or "install" not in words:
+        return False
+    targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
+    return any(not w.startswith((".", "/", "~")) and "requirements" not in w for w in targets)
+
+
+def _encoded_command(words: list[str]) -> str | None:
+    """The script of ``powershell -EncodedCommand <base64 of UTF-16LE>``, decoded."""
+    for index, word in enumerate(words[:-1]):
+        if word.lower() in {"-encodedcommand", "-enc", "-ec", "-e"}:
+            try:
+                return base64.b64decode(words[index + 1], validate=True).decode("utf-16-le")
+            except (ValueError, binascii.Error, UnicodeDecodeError):
+                return None
+    return None
+
+
+def _string_parts(node: ast.AST) -> list[str | ast.expr]:
+    """A string expression's parts in order: literal text, or the expressions between."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [*_string_parts(node.left), *_string_parts(node.right)]
+    if isinstance(node, ast.JoinedStr):
+        out: list[str | ast.expr] = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                out.append(value.value)
+            else:
+                out.extend(_string_parts(value))
+        return out
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "str"
+        and len(node.args) == 1
+    ):
+        return [node.args[0]]
+    return [node] if isinstance(node, ast.expr) else []
 
 
 def _hides_name(name: str) -> bool:
@@ -182,6 +242,11 @@ class _Write:
     labels: Labels
     node: ast.AST
     path: ast.AST | None
+    #: The name the file object is bound to (its writes are contributions to it).
+    handle: str | None
+    scope: int
+    #: A copy of another file (``shutil.copy``), not data written.
+    copied: bool
 
 
 class Sinks:
@@ -228,14 +293,20 @@ class Sinks:
         if len(node.args) >= 2 and not _DOWNLOADS_TO.isdisjoint(funcs):
             self._write(node, node.args[1], (), {(Source.DOWNLOADED, funcs[0])})
         if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
-            self._write(node, node.args[1], (node.args[0],), set(flow.path_labels(node.args[0])))
+            self._write(
+                node,
+                node.args[1],
+                (node.args[0],),
+                set(flow.path_labels(node.args[0])),
+                copied=self._disguised_copy(node.args[0], node.args[1]),
+            )
         if (
             isinstance(func, ast.Attribute)
             and method in {"write_bytes", "write_text"}
             and node.args
         ):
             self._write(node, func.value, (node.args[0],), set())
-        if not PIP_MAINS.isdisjoint(funcs):
+        if not PIP_MAINS.isdisjoint(funcs) and self._installs(node):
             self._scan.emit(
                 "CPL-THR-019",
                 next(f for f in funcs if f in PIP_MAINS),
@@ -264,9 +335,11 @@ class Sinks:
                 scan.tag(Tag.LAUNCH, line, words[0])
             if word.startswith("python"):
                 scan.tag(Tag.PYTHON_RUN, line, word)
-            if word in SHELLS or word in _INSTALL_TIME_PROGRAMS:
+            if word in SHELLS:
                 scan.tag(Tag.SHELL, line, word)
-        self._runs.append((self._keys(command), node, api))
+            if word in _INSTALL_TIME_PROGRAMS:
+                scan.tag(Tag.DOWNLOADER, line, word)
+        self._runs.append((self._program_keys(command), node, api))
         self._pending.append(lambda: self._command(node, api, command))
 
     def opened_for_writing(self, node: ast.Call, path: ast.AST) -> None:
@@ -344,35 +417,24 @@ class Sinks:
             self._code_string(node, f"{executor}(...)", value)
 
     def _command(self, node: ast.Call, api: str, command: ast.expr) -> None:
+        """What a process call's command carries, and what its text says."""
         flow = self._flow
+        line, col = node.lineno, node.col_offset
+        # Data from the network or a decoder counts where it can be the command
+        # itself (a shell string, a list's program, an interpreter's argument):
+        # a version number fetched from an index and passed to pip is not a payload.
+        self._by_source(node, f"{api}(...)", self._program_labels(command))
         labels = flow.labels(command)
-        self._by_source(node, f"{api}(...)", labels)
+        recon = sorted({d for s, d in labels if s is Source.RECON})
         words = self._words(command)
-        recon = {label for label in labels if label[0] is Source.RECON}
         if words is None:
-            # only the start is known: "ping -c1 " + data
-            first = (
-                command.elts[0]
-                if isinstance(command, ast.List | ast.Tuple) and command.elts
-                else command
-            )
-            prefix = literal_prefix(first) or ""
-            if (
-                recon
-                and prefix.split()[:1]
-                and PurePosixPath(prefix.split()[0]).name.lower() in NETWORK_PROGRAMS
-            ):
-                what = ", ".join(sorted(d for _, d in recon))
-                self._scan.emit(
-                    "CPL-THR-017",
-                    f"{what} sent by {api}({prefix.split()[0]} ...)",
-                    node.lineno,
-                    node.col_offset,
-                )
-            return
-        if words != self._literal_words(command):
-            # a command assembled or decoded at run time: its text gets the indicator rules
-            self._scan.indicators(" ".join(words), node.lineno, node.col_offset)
+            words = self._literal_pieces(command)
+        text = " ".join(words)
+        if text:
+            self._command_text(node, text)
+        script = _encoded_command(words)
+        if script:
+            self._command_text(node, script)
         program = PurePosixPath(words[0]).name.lower() if words else ""
         head = (
             command.elts[0] if isinstance(command, ast.List | ast.Tuple) and command.elts else None
@@ -381,15 +443,90 @@ class Sinks:
             program = "python"
         if program.startswith(_PYTHONS) and "-c" in words[:-1]:
             self._code_string(node, f"{api}({program} -c ...)", words[words.index("-c") + 1])
-        if "-m" in words and "pip" in words and "install" in words and self._scan.installer:
-            self._scan.emit(
-                "CPL-THR-019", f"{api}(... pip install ...)", node.lineno, node.col_offset
-            )
+        if self._scan.installer and _installs_other(words):
+            self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
-            what = ", ".join(sorted(d for _, d in recon))
+            shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
             self._scan.emit(
-                "CPL-THR-017", f"{what} sent by {api}({program} ...)", node.lineno, node.col_offset
+                "CPL-THR-017", f"{', '.join(recon)} sent by {api}({shown} ...)", line, col
             )
+
+    def _command_text(self, node: ast.Call, text: str) -> None:
+        """A command's known text: a download piped to a shell in it is run, not shown."""
+        for indicator in indicator_set().matches(text):
+            if indicator.kind is IndicatorKind.DOWNLOAD_EXEC:
+                self._scan.emit("CPL-THR-015", shorten(text), node.lineno, node.col_offset)
+            elif indicator.kind in {IndicatorKind.NETWORK_PIPE, IndicatorKind.REVERSE_SHELL}:
+                self._scan.indicators(text, node.lineno, node.col_offset)
+
+    def _program_labels(self, command: ast.expr) -> Labels:
+        """Labels of the parts of a command that can be the program or the code it runs."""
+        flow = self._flow
+        if not isinstance(command, ast.List | ast.Tuple):
+            return flow.labels(command)
+        out: set[tuple[Source, str]] = set()
+        for part in self._program_parts(command):
+            out |= flow.labels(part)
+        return frozenset(out)
+
+    def _program_parts(self, command: ast.List | ast.Tuple) -> list[ast.expr]:
+        """The program of a list command and, after an interpreter and its flags, what it runs."""
+        parts: list[ast.expr] = []
+        for element in command.elts:
+            if isinstance(element, ast.Starred):
+                break
+            parts.append(element)
+            word = self._flow.name_value(element)
+            if word is not None and (word.startswith("-") or word in _LAUNCHER_WORDS):
+                continue  # an interpreter's flag: what it runs comes next
+            if not self._interpreter(element, word):
+                break
+        return parts
+
+    def _interpreter(self, element: ast.AST, word: str | None) -> bool:
+        if "sys.executable" in self._flow.resolve(element):
+            return True
+        name = PurePosixPath(word.replace("\\", "/")).name.lower() if word else ""
+        return name in INTERPRETERS or name.startswith(_PYTHONS)
+
+    def _program_keys(self, command: ast.expr) -> frozenset[str]:
+        """The names a command's program (or the file an interpreter runs) is held in.
+
+        A shell string is read like a shell: after ``&&``, ``;`` or ``|`` a
+        new program starts (``"chmod +x " + p + " && " + p`` runs ``p``).
+        """
+        keys: set[str] = set()
+        if isinstance(command, ast.List | ast.Tuple):
+            for part in self._program_parts(command):
+                keys |= self._keys(part)
+            return frozenset(keys - self._modules())
+        at_program = True
+        for piece in _string_parts(command):
+            if not isinstance(piece, str):
+                if at_program:
+                    keys |= self._keys(piece)
+                at_program = False
+                continue
+            for token in piece.split():
+                if token in _SEPARATORS or token.endswith(";"):
+                    at_program = True
+                elif at_program:
+                    name = PurePosixPath(token.replace("\\", "/")).name.lower()
+                    interpreter = name in INTERPRETERS or name.startswith(_PYTHONS)
+                    at_program = interpreter or token.startswith("-") or token in _LAUNCHER_WORDS
+        return frozenset(keys - self._modules())
+
+    def _modules(self) -> set[str]:
+        return set(self._flow.bindings.imports)
+
+    def _literal_pieces(self, command: ast.expr) -> list[str]:
+        """The literal words of a command whose whole text is not known (``"curl " + url``)."""
+        texts = [
+            n.value
+            for n in ast.walk(command)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ][:64]
+        return " ".join(texts).split()
 
     def _by_source(self, node: ast.Call, api: str, labels: Labels) -> None:
         sources = {s for s, _ in labels}
@@ -449,7 +586,7 @@ class Sinks:
         """Python source about to run: its threats, and whether it can do harm at all."""
         findings = self._nested_scan(text, node.lineno)
         self._adopt_threats(findings, node)
-        capable = sorted({f.rule_id for f in findings if _capable(f.rule_id)})
+        capable = sorted({f.rule_id for f in findings if _capable(f.rule_id, text)})
         if capable:
             self._scan.emit(
                 "CPL-THR-016",
@@ -472,15 +609,12 @@ class Sinks:
                         value = value.decode("utf-8", "replace")
                     if isinstance(value, str) and self._looks_like_code(value):
                         self._code_string(node, f"{api} of a file written from a string", value)
+                if write.handle is not None:
+                    labels |= self._flow.name_labels(write.handle, write.scope)
                 name = sorted(keys & write.keys)[0]
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
-                if any(s is Source.PACKAGED for s, _ in labels):
-                    self._scan.emit(
-                        "CPL-THR-018",
-                        f"{api}({name})",
-                        node.lineno,
-                        getattr(node, "col_offset", None),
-                    )
+                if write.copied and any(s is Source.PACKAGED for s, _ in labels):
+                    self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -490,19 +624,30 @@ class Sinks:
         path: ast.AST,
         data: tuple[ast.expr, ...],
         labels: set[tuple[Source, str]],
+        *,
+        copied: bool = False,
     ) -> None:
-        keys = set(self._keys(path))
+        keys = set(self._keys(path)) - self._modules()
         handle = self._handle_of(node)
         if handle is not None:
             keys.add(handle)
-            data = (*data, ast.Name(id=handle, ctx=ast.Load()))
         parent_write = self._direct_write(node)
         if parent_write is not None:
             data = (*data, parent_write)
-        self._writes.append(_Write(frozenset(keys), data, frozenset(labels), node, path))
-        self._pending.append(lambda: self._pth_written(node, path, data))
+        scope = self._flow.scope(node)
+        self._writes.append(
+            _Write(frozenset(keys), data, frozenset(labels), node, path, handle, scope, copied)
+        )
+        self._pending.append(lambda: self._pth_written(node, path, data, handle, scope))
 
-    def _pth_written(self, node: ast.Call, path: ast.AST, data: tuple[ast.expr, ...]) -> None:
+    def _pth_written(
+        self,
+        node: ast.Call,
+        path: ast.AST,
+        data: tuple[ast.expr, ...],
+        handle: str | None,
+        scope: int,
+    ) -> None:
         text = self._flow.name_value(path) or ""
         pieces = [
             c.value
@@ -511,7 +656,11 @@ class Sinks:
         ]
         if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
             return
-        for item in data:
+        items = list(data)
+        if handle is not None:
+            bound = self._flow.contributed.get(handle, {})
+            items.extend(bound.get(scope, ()))
+        for item in items:
             value = self._flow.evaluate(item)
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
@@ -521,7 +670,7 @@ class Sinks:
                 if line.startswith(("import ", "import\t")):
                     findings = self._nested_scan(line, node.lineno)
                     if any(
-                        _capable(f.rule_id) or rule(f.rule_id).family is RuleFamily.PROCESS
+                        _capable(f.rule_id, line) or rule(f.rule_id).family is RuleFamily.PROCESS
                         for f in findings
                     ):
                         self._scan.emit(
@@ -599,6 +748,24 @@ class Sinks:
             except ValueError:
                 return command.value.split()
         return None
+
+    def _disguised_copy(self, source: ast.AST, target: ast.AST) -> bool:
+        """A copy that becomes a program: to ``.exe`` and the like, or under another extension."""
+        src = PurePosixPath(self._flow.path_text(source) or "").suffix.lower()
+        dst = PurePosixPath(self._flow.path_text(target) or "").suffix.lower()
+        return dst in _PROGRAM_SUFFIXES or bool(src and dst and src != dst)
+
+    def _installs(self, node: ast.Call) -> bool:
+        """``pip.main(["install", ...])``: an install, not pip's own entry point."""
+        for arg in node.args:
+            value = self._flow.evaluate(arg)
+            if isinstance(value, list) and "install" in value:
+                return True
+            if isinstance(arg, ast.List | ast.Tuple) and any(
+                self._flow.name_value(e) == "install" for e in arg.elts
+            ):
+                return True
+        return False
 
     def _decoded(self, node: ast.AST) -> bool:
         return any(s is Source.DECODED for s, _ in self._flow.labels(node))

@@ -24,8 +24,11 @@ __all__ = [
     "DNS_FUNCTIONS",
     "EGRESS_VERBS",
     "EXECUTORS",
+    "HTTP_CLIENT_MODULES",
+    "INTERPRETERS",
     "NETWORK_MODULES",
     "NETWORK_PROGRAMS",
+    "NETWORK_READS",
     "NON_PAYLOAD_KEYWORDS",
     "NOT_EGRESS",
     "PIP_MAINS",
@@ -98,10 +101,40 @@ DECODER_METHODS: Final = frozenset(
         "decodebytes",
         "unhexlify",
         "a2b_base64",
-        "fromhex",
         "decompress",
         "decrypt",
     }
+)
+#: The last name of a call that reads from the network (a response, a received message) ...
+NETWORK_READS: Final = frozenset(
+    {
+        "get",
+        "post",
+        "put",
+        "patch",
+        "delete",
+        "head",
+        "request",
+        "urlopen",
+        "urlretrieve",
+        "download",
+        "recv",
+        "recvfrom",
+        "read",
+        "readline",
+        "readlines",
+        "iter_content",
+        "iter_bytes",
+        "iter_lines",
+        "getresponse",
+        "stream",
+        "fetch",
+        "retrbinary",
+    }
+)
+#: ... made on an object a network call returned, or a function of one of these modules.
+HTTP_CLIENT_MODULES: Final = frozenset(
+    {"requests", "httpx", "urllib.request", "urllib", "urllib3", "wget", "aiohttp", "http.client"}
 )
 #: Codecs that turn text back into code (``s.decode("rot13")`` style).
 DECODING_CODECS: Final = frozenset(
@@ -232,6 +265,33 @@ NETWORK_PROGRAMS: Final = frozenset(
         "pwsh",
         "certutil",
         "bitsadmin",
+    }
+)
+#: Programs that run the file or code they are given (the payload is their argument).
+INTERPRETERS: Final = frozenset(
+    {
+        "python",
+        "python3",
+        "pythonw",
+        "py",
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "cmd",
+        "cmd.exe",
+        "powershell",
+        "powershell.exe",
+        "pwsh",
+        "start",
+        "wscript",
+        "cscript",
+        "mshta",
+        "rundll32",
+        "wine",
+        "nohup",
+        "open",
+        "xdg-open",
     }
 )
 #: Program names that are shells (a socket wired to one is a reverse shell).

@@ -19,6 +19,7 @@ folded from pieces, a call's argument, the program of a process call).
 from __future__ import annotations
 
 import ast
+import bisect
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,12 @@ class Bindings:
     star_modules: list[str]
     iterated: dict[str, list[ast.expr]] = field(default_factory=dict)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    #: The same values by scope (``name -> scope -> values``), for the data flow:
+    #: a loop variable ``k`` of one function is not the ``k`` of another.
+    #: Scope 0 is the module; a function, lambda or comprehension is ``id(node)``.
+    scoped: dict[str, dict[int, list[ast.expr]]] = field(default_factory=dict)
+    #: Each scope's enclosing scope.
+    parents: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,8 @@ class Survey:
 
     bindings: Bindings
     nodes: list[ast.AST]
+    #: The scope of each node of ``nodes`` (same order): 0 or the ``id`` of a function.
+    scopes: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +114,19 @@ BINDING_NODES = (
     ast.AsyncFor,
     ast.comprehension,
 )
+#: Nodes whose children live in a scope of their own.
+_SCOPES = frozenset(
+    {
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Lambda,
+        ast.ListComp,
+        ast.SetComp,
+        ast.DictComp,
+        ast.GeneratorExp,
+    }
+)
+_BINDING_KINDS = frozenset(BINDING_NODES)
 
 
 def survey(
@@ -124,7 +146,10 @@ def survey(
     if bindings is None:
         bindings = Bindings({}, {}, set(), [])
     nodes: list[ast.AST] = []
+    scopes: list[int] = []
     level: list[ast.AST] = [tree] if roots is None else list(roots)
+    level_scopes = [0] * len(level)
+    parents = bindings.parents
     depth = 0
     while level:
         depth += 1
@@ -133,23 +158,32 @@ def survey(
         if len(nodes) + len(level) > max_nodes:
             return TooComplex(f"more than {max_nodes} syntax nodes", _first_line(level))
         nodes.extend(level)
+        scopes.extend(level_scopes)
         below: list[ast.AST] = []
-        for node in level:
+        below_scopes: list[int] = []
+        for node, scope in zip(level, level_scopes, strict=True):
             kind = type(node)
-            if kind in BINDING_NODES:
-                bind(node, bindings)
+            if kind in _BINDING_KINDS:
+                bind(node, bindings, scope)
+            inner = scope
+            if kind in _SCOPES:
+                parents[id(node)] = scope
+                inner = id(node)
             fields = _CHILD_FIELDS.get(kind)
             if fields is None:
                 fields = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
                 _CHILD_FIELDS[kind] = fields
+            before = len(below)
             for name in fields:
                 value = getattr(node, name, None)
                 if isinstance(value, list):
                     below.extend(item for item in value if isinstance(item, ast.AST))
                 elif isinstance(value, ast.AST):
                     below.append(value)
+            below_scopes.extend([inner] * (len(below) - before))
         level = below
-    return Survey(bindings, nodes)
+        level_scopes = below_scopes
+    return Survey(bindings, nodes, scopes)
 
 
 def _first_line(level: list[ast.AST]) -> int:
@@ -157,8 +191,8 @@ def _first_line(level: list[ast.AST]) -> int:
     return next((n.lineno for n in level if isinstance(n, ast.stmt | ast.expr)), 0)
 
 
-def bind(node: ast.AST, b: Bindings) -> None:
-    """Record what ``node`` (one of :data:`BINDING_NODES`) binds."""
+def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
+    """Record what ``node`` (one of :data:`BINDING_NODES`), in ``scope``, binds."""
     if isinstance(node, ast.Import):
         for alias in node.names:
             if alias.asname:
@@ -178,15 +212,16 @@ def bind(node: ast.AST, b: Bindings) -> None:
             b.imports.setdefault(alias.asname or alias.name, []).append(f"{module}.{alias.name}")
     elif isinstance(node, ast.Assign):
         for target in node.targets:
-            _bind_target(target, node.value, b)
+            _bind_target(target, node.value, b, scope)
     elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and node.value is not None:
-        _bind_target(node.target, node.value, b)
+        _bind_target(node.target, node.value, b, scope)
     elif isinstance(node, ast.withitem):
         if node.optional_vars is not None:
-            _bind_target(node.optional_vars, node.context_expr, b)
+            _bind_target(node.optional_vars, node.context_expr, b, scope)
     elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
         for loop_name in _names(node.target):
             b.iterated.setdefault(loop_name, []).append(node.iter)
+            b.scoped.setdefault(loop_name, {}).setdefault(scope, []).append(node.iter)
     elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         b.defined.add(node.name)
         b.functions.append(node)
@@ -203,17 +238,20 @@ def _names(target: ast.expr) -> list[str]:
     return []
 
 
-def _bind_target(target: ast.expr, value: ast.expr, b: Bindings) -> None:
+def _bind_target(target: ast.expr, value: ast.expr, b: Bindings, scope: int) -> None:
     if isinstance(target, ast.Name):
         b.assigned.setdefault(target.id, []).append(value)
-    elif (
-        isinstance(target, ast.Tuple | ast.List)
-        and isinstance(value, ast.Tuple | ast.List)
-        and len(target.elts) == len(value.elts)
-    ):
-        for t, v in zip(target.elts, value.elts, strict=True):
-            if isinstance(t, ast.Name):
-                b.assigned.setdefault(t.id, []).append(v)
+        b.scoped.setdefault(target.id, {}).setdefault(scope, []).append(value)
+    elif isinstance(target, ast.Tuple | ast.List):
+        if isinstance(value, ast.Tuple | ast.List) and len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
+                if isinstance(t, ast.Name):
+                    b.assigned.setdefault(t.id, []).append(v)
+                    b.scoped.setdefault(t.id, {}).setdefault(scope, []).append(v)
+        else:
+            # a, b = f(): each name carries what the whole value carries (data flow only)
+            for name in _names(target):
+                b.scoped.setdefault(name, {}).setdefault(scope, []).append(value)
 
 
 def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings]:
@@ -228,13 +266,14 @@ def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings
     bindings = Bindings({}, {}, set(), [])
     roots: list[ast.AST] = []
     body = getattr(tree, "body", [])
+    ordered = sorted(lines)
     for stmt in body:
         if isinstance(stmt, BINDING_NODES):
             bind(stmt, bindings)
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             roots.append(stmt)
             continue
-        if not _spans(stmt, lines):
+        if not _spans(stmt, ordered):
             continue
         if isinstance(stmt, ast.ClassDef):
             roots.extend(stmt.decorator_list)
@@ -242,17 +281,19 @@ def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings
             for member in stmt.body:
                 if isinstance(member, BINDING_NODES):
                     bind(member, bindings)
-                if _spans(member, lines):
+                if _spans(member, ordered):
                     roots.append(member)
         else:
             roots.append(stmt)
     return roots, bindings
 
 
-def _spans(stmt: ast.stmt, lines: frozenset[int]) -> bool:
+def _spans(stmt: ast.stmt, lines: Sequence[int]) -> bool:
+    """Whether ``stmt`` (decorators included) holds one of ``lines`` (sorted)."""
     first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
     last = stmt.end_lineno or stmt.lineno
-    return any(first <= line <= last for line in lines)
+    index = bisect.bisect_left(lines, first)
+    return index < len(lines) and lines[index] <= last
 
 
 # -- constant values of nodes -------------------------------------------------------

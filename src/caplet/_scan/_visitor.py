@@ -146,11 +146,15 @@ def _dotted(node: ast.AST) -> str | None:
 class RuleVisitor(ast.NodeVisitor):
     """Applies the code rules to one parsed file (see the module docstring)."""
 
-    def __init__(self, scan: FileScan, bindings: Bindings, nodes: list[ast.AST]) -> None:
+    def __init__(
+        self, scan: FileScan, bindings: Bindings, nodes: list[ast.AST], scopes: list[int]
+    ) -> None:
         self._scan = scan
         self._b = bindings
         self._nodes = nodes
-        self.flow = Flow(bindings, nodes)
+        self._scopes = scopes
+        self._scope = 0
+        self.flow = Flow(bindings, nodes, scopes)
         self._sinks = Sinks(scan, self.flow)
         self._handled: set[int] = set()
         #: Nodes that are the callee of a call (visited before them: parents come first).
@@ -162,7 +166,8 @@ class RuleVisitor(ast.NodeVisitor):
         # per-class cache skips the string building, and classes without a
         # visit_ method are skipped outright.
         methods: dict[type[ast.AST], Callable[[Any], None] | None] = {}
-        for node in self._nodes:
+        for node, scope in zip(self._nodes, self._scopes, strict=True):
+            self._scope = scope
             kind = type(node)
             try:
                 method = methods[kind]
@@ -374,7 +379,7 @@ class RuleVisitor(ast.NodeVisitor):
             target = target.value
         key = _dotted(target)
         if key is not None:
-            self.flow.note_contribution(key, value)
+            self.flow.note_contribution(key, value, self._scope)
 
     # -- visitors -------------------------------------------------------------------------
 
