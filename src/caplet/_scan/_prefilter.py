@@ -85,11 +85,12 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
     # (concatenated, joined, sliced, reversed, from code points or a builtin's repr)
+    # (on the call's own line: a name prepared elsewhere is the builtins pair's job)
     (
+        r"\b(?:getattr|__import__|import_module|attrgetter)\s*\([^\n]*(?:['\"]\s*\+\s*[rbuRBU]?['\"]|"
+        r"\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|\bbytes\(\s*\[|\bmap\(\s*chr\b|"
+        r"\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\))",
         r"\b(?:getattr|__import__|import_module|attrgetter)\b",
-        r"['\"][A-Za-z_.]+['\"]\s*\+\s*[rbuRBU]?['\"][A-Za-z_.]+['\"]|\.join\(\s*[\[(]\s*['\"]|"
-        r"['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license|"
-        r"type|object|chr|ord)\s*\)|\bchr\s*\(\s*\d|\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(",
     ),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
@@ -121,8 +122,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # host reconnaissance next to the network (DNS included)
     (
-        r"\b(?:gethostname|getfqdn|getuser|getlogin|getcwd|getnode|getpwall|uname|USERNAME|"
-        r"COMPUTERNAME)\b|platform\.node|/etc/passwd",
+        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME)\b|"
+        r"platform\.node|/etc/passwd",
         _NETWORK,
     ),
     # credentials or the environment walked, next to the network
@@ -132,11 +133,14 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         _NETWORK,
     ),
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
-    (r"\bsys\.executable\b|['\"]pythonw?3?(?:\.exe)?\b", r"['\"]-c['\"]|\.write\(|write_text"),
+    (r"\bsys\.executable\b|['\"]pythonw?3?(?:\.exe)?\b", r"['\"]-c['\"]|\brun_path\b|\.pyw?['\"]"),
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
     # a file copied out of the package and started
-    (r"\b(?:copy2?|copyfile|move)\s*\(", r"\b(?:startfile|Popen|spawn[lv]p?e?|system)\s*\("),
+    (
+        r"\b(?:copy2?|copyfile|move)\s*\(",
+        r"\bstartfile\b|\.(?:exe|scr|bat|ps1|vbs|msi|pif|hta)['\"]",
+    ),
     # the interpreter's classes walked for os/subprocess
     (r"__subclasses__", r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b"),
 )
