@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Collection
 
 from caplet._findings import Finding
-from caplet._scan._filescan import FileScan, auditor_hit
+from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS
 from caplet._scan._model import ScanMode
@@ -65,11 +65,11 @@ def scan_text(
     focus_lines: frozenset[int] | None = None
     name = file.rsplit("/", 1)[-1]
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
-        need = prefilter().check(text)
+        need, auditor = prefilter().check_text(text)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.
-            if _no_text_findings(text) and not auditor_hit(text):
+            if _no_text_findings(text) and not auditor:
                 return [], False
             scan = FileScan(file, text, grants, local_modules, mode, installer=installer)
             scan.long_lines()

@@ -22,7 +22,12 @@ import re2
 from caplet._findings import Finding
 from caplet._scan._correlate import Tag, correlate
 from caplet._scan._grants import Grants
-from caplet._scan._indicators import BIDI_CONTROLS, IndicatorKind, indicator_set
+from caplet._scan._indicators import (
+    AUDITOR_PATTERN,
+    BIDI_CONTROLS,
+    IndicatorKind,
+    indicator_set,
+)
 from caplet._scan._model import ScanMode
 from caplet._scan._rules import (
     BLOB_MIN_DISTINCT,
@@ -85,21 +90,7 @@ _ENTROPY_BITS = 5.3
 #: Text addressed to an LLM reviewer (design.md section 2, threat 3): notes to
 #: "AI reviewers", "ignore previous instructions", "you are an auditor",
 #: "rate this LOW", "this code is safe, do not flag", "report only LOW".
-_AUDITOR: Final = re2.compile(
-    rb"(?i)\b(?:note|notes|message|instructions?|attention|hint)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
-    rb"(?:ai|llm|gpt|chatgpt|claude|automated|language[- ]model)s?\b[^\n]{0,60}"
-    rb"|\bignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|preceding|earlier|system)\s+"
-    rb"(?:instructions|prompts?|rules|directions)"
-    rb"|\byou\s+are\s+(?:now\s+)?(?:an?\s+|the\s+)?(?:ai\s+|llm\s+|security\s+|code\s+|static\s+)?"
-    rb"(?:auditor|reviewer|security\s+analyst|code\s+analy[sz]er)\b"
-    rb"|\b(?:rate|mark|classify|score|label)\s+(?:this|it|the\s+(?:code|file|package|plugin|module))\s+"
-    rb"(?:as\s+)?(?:low|safe|benign|clean|harmless)\b"
-    rb"|\b(?:do\s+not|don't|never)\s+flag\b"
-    rb"|\b(?:this|the)\s+(?:code|file|package|plugin|module)\s+is\s+(?:safe|benign|harmless|not\s+malicious)"
-    rb"\b[^\n]{0,40}\b(?:do\s+not|don't|no\s+need\s+to)\b"
-    rb"|\breport\s+only\s+(?:low|info|informational|minor|no)\b"
-    rb"|\b(?:ai|llm)\s+(?:auditors?|reviewers?|security\s+scanners?)\b"
-)
+_AUDITOR: Final = re2.compile(AUDITOR_PATTERN.encode())
 
 #: Scans Python source found inside a string (its text, line, depth) into findings.
 Nested = Callable[[str, int, int], list[Finding]]

@@ -35,6 +35,7 @@ from typing import Any, Final
 import re2
 
 __all__ = [
+    "AUDITOR_PATTERN",
     "BIDI_CONTROLS",
     "INDICATORS",
     "Indicator",
@@ -211,6 +212,25 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         "wallet address pattern",
         r"bc1\|\[13\]|\(bc1\||0x\[a-fA-F0-9\]\{40\}|\[13\]\[a-km-zA-HJ-NP-Z1-9\]|4\[0-9AB\]",
     ),
+)
+
+#: Text addressed to an LLM reviewer (design.md section 2, threat 3; CPL-AUD-001): notes
+#: to "AI reviewers", "ignore previous instructions", "you are an auditor", "rate this
+#: LOW", "this code is safe, do not flag", "report only LOW".
+AUDITOR_PATTERN: Final = (
+    r"(?i)\b(?:note|notes|message|instructions?|attention|hint)\s+(?:to|for)\s+"
+    r"(?:the\s+|any\s+|all\s+)?(?:ai|llm|gpt|chatgpt|claude|automated|language[- ]model)s?\b"
+    r"|\bignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|preceding|earlier|system)\s+"
+    r"(?:instructions|prompts?|rules|directions)"
+    r"|\byou\s+are\s+(?:now\s+)?(?:an?\s+|the\s+)?(?:ai\s+|llm\s+|security\s+|code\s+|static\s+)?"
+    r"(?:auditor|reviewer|security\s+analyst|code\s+analy[sz]er)\b"
+    r"|\b(?:rate|mark|classify|score|label)\s+(?:this|it|the\s+(?:code|file|package|plugin|module))\s+"
+    r"(?:as\s+)?(?:low|safe|benign|clean|harmless)\b"
+    r"|\b(?:do\s+not|don't|never)\s+flag\b"
+    r"|\b(?:this|the)\s+(?:code|file|package|plugin|module)\s+is\s+(?:safe|benign|harmless|"
+    r"not\s+malicious)\b[^\n]*\b(?:do\s+not|don't|no\s+need\s+to)\b"
+    r"|\breport\s+only\s+(?:low|info|informational|minor|no)\b"
+    r"|\b(?:ai|llm)\s+(?:auditors?|reviewers?|security\s+scanners?)\b"
 )
 
 #: Bidirectional overrides and isolates (CVE-2021-42574, "Trojan Source"):

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import re2
 
-from caplet._scan._indicators import INDICATORS
+from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
@@ -191,6 +191,10 @@ class Prefilter:
             patterns.extend((first, second))
         for pattern in patterns:
             self._set.Add(pattern)
+        # Not a threat token: whether text addressed to the auditor may be
+        # there (CPL-AUD-001), answered by the same match.
+        self._auditor = len(patterns)
+        self._set.Add(AUDITOR_PATTERN)
         self._set.Compile()
         self._solo = len(PREFILTER_PATTERNS)
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
@@ -203,7 +207,18 @@ class Prefilter:
         self._patterns = [*patterns, *_FOCUS_ONLY]
         self._all_locator: Any = None
 
-    def check(self, text: str) -> Need | frozenset[int]:
+    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
+        """:meth:`check`, and whether text addressed to an auditor may be in ``text``.
+
+        One match answers both (a Set reports every pattern it saw); the
+        answer is computed per call, so concurrent threads do not mix them up.
+        """
+        encoded = text.encode("utf-8", "surrogatepass")
+        matched = self._set.Match(encoded) or []
+        auditor = self._auditor in matched
+        return self.check(text, matched=matched), auditor
+
+    def check(self, text: str, matched: list[int] | None = None) -> Need | frozenset[int]:
         """Nothing, the whole file, or the 1-based lines the AST pass must visit.
 
         A large file that needs the whole AST is still visited only around
@@ -212,7 +227,7 @@ class Prefilter:
         large library holds no threat token, and its visit was most of the
         scanner's time.
         """
-        need = self._check(text)
+        need = self._check(text, matched=matched)
         if need is Need.NOTHING and not text.isascii():
             need = self._check(unicodedata.normalize("NFKC", text), focus=False)
             if need is Need.NOTHING:
@@ -223,9 +238,12 @@ class Prefilter:
             return Need.FULL if lines is None else lines
         return need
 
-    def _check(self, text: str, *, focus: bool = True) -> Need | frozenset[int]:
-        # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
-        matched = self._set.Match(text.encode("utf-8", "surrogatepass"))
+    def _check(
+        self, text: str, *, focus: bool = True, matched: list[int] | None = None
+    ) -> Need | frozenset[int]:
+        if matched is None:
+            # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
+            matched = self._set.Match(text.encode("utf-8", "surrogatepass")) or []
         if not matched:
             return Need.NOTHING
         found = set(matched)
