@@ -131,6 +131,7 @@ class Flow:
         #: ``f.write(v)``), by scope; an attribute (``self.env``) is module-wide.
         self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
         self._remote: dict[str, set[int]] | None = None
+        self._returned: dict[str, list[ast.expr]] = {}
 
     def scope(self, node: ast.AST) -> int:
         """The scope ``node`` was surveyed in (0: the module)."""
@@ -333,6 +334,12 @@ class Flow:
         func = node.func
         args = node.args
         if isinstance(func, ast.Attribute):
+            # a module's function first (base64.b64decode), else a method of a value
+            for name in self.resolve(func):
+                if "." in name and not name.startswith("builtins."):
+                    result = _call(name, [ev(a, depth) for a in args])
+                    if result is not None:
+                        return result
             method = func.attr
             receiver = func.value
             if method == "join" and len(args) == 1:
@@ -574,7 +581,30 @@ class Flow:
         out |= self._union(args, depth)
         if receiver is not None:
             out |= self._label(receiver, depth)
+        if isinstance(func, ast.Name) and func.id in self.bindings.defined:
+            # a function of this file: its result carries what it returns
+            out |= self._union(self._returns(func.id), depth)
         return frozenset(out)
+
+    def _returns(self, name: str) -> list[ast.expr]:
+        """The values the functions of this file named ``name`` return (bounded)."""
+        cached = self._returned.get(name)
+        if cached is None:
+            cached = []
+            for fn in self.bindings.functions:
+                if fn.name != name:
+                    continue
+                stack: list[ast.AST] = list(fn.body)
+                budget = 2000
+                while stack and budget:
+                    budget -= 1
+                    item = stack.pop()
+                    if isinstance(item, ast.Return) and item.value is not None:
+                        cached.append(item.value)
+                    elif not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                        stack.extend(ast.iter_child_nodes(item))
+            self._returned[name] = cached
+        return cached
 
     def path_text(self, node: ast.AST) -> str | None:
         """The literal pieces of a path expression joined (``Path.home() / ".ssh" / "id_rsa"``)."""
@@ -593,8 +623,9 @@ class Flow:
                 if isinstance(item.func, ast.Attribute):
                     stack.append(item.func.value)
             elif isinstance(item, ast.Name):
-                for value in self.bindings.assigned.get(item.id, ())[:1]:
-                    stack.append(value)
+                # a path bound once, or walked (for p in glob(".../.ssh/*"))
+                stack.extend(self.bindings.assigned.get(item.id, ())[:1])
+                stack.extend(self.bindings.iterated.get(item.id, ())[:1])
         return "/".join(pieces) if pieces else None
 
     def path_labels(self, node: ast.AST) -> Labels:

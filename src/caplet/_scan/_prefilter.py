@@ -54,6 +54,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
     # executable memory (shellcode loaders), pip run from code
     r"\b(?:PROT_EXEC|VirtualAlloc|VirtualProtect|PAGE_EXECUTE_READWRITE)\b",
+    # a PowerShell command hidden in base64 (decoded and read by the command rules)
+    r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\s*\(|\bpip\._internal\b[^\n]*\bmain\b",
     *(indicator.pattern for indicator in INDICATORS),
 )

@@ -139,7 +139,7 @@ _FIXED_HOST: Final = re2.compile(
     r"""https?://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
     r"""['"](?:\d{1,3}\.){3}\d{1,3}['"]"""
 )
-_LOCAL_ADDRESS: Final = re2.compile(r"""['"](?:127\.|0\.0\.0\.0)|https?://localhost\b""")
+_LOCAL_ADDRESS: Final = re2.compile(r"""(?:['"]|//)(?:127\.|0\.0\.0\.0|localhost\b)""")
 
 
 def _capable(rule_id: str, text: str) -> bool:
@@ -276,11 +276,16 @@ class Sinks:
             self._joined_path(node, funcs)
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else ""
+        # a connection, a socket address or a URL written into the code
+        if (
+            (node.args or node.keywords)
+            and any(is_network(f) for f in funcs)
+            and self._literal_destination(node)
+        ):
+            self._fixed_destination = True
         network = [f for f in funcs if is_network(f) and f.rsplit(".", 1)[-1] in EGRESS_VERBS]
         if network:
             self._scan.tag(Tag.EGRESS, node.lineno, network[0])
-            if self._literal_destination(node):
-                self._fixed_destination = True
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
@@ -611,6 +616,13 @@ class Sinks:
                         self._code_string(node, f"{api} of a file written from a string", value)
                 if write.handle is not None:
                     labels |= self._flow.name_labels(write.handle, write.scope)
+                    written = self._flow.contributed.get(write.handle, {}).get(write.scope, ())
+                    for data in written[:8]:
+                        value = self._flow.evaluate(data)
+                        if isinstance(value, bytes):
+                            value = value.decode("utf-8", "replace")
+                        if isinstance(value, str) and self._looks_like_code(value):
+                            self._code_string(node, f"{api} of a file written from a string", value)
                 name = sorted(keys & write.keys)[0]
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
                 if write.copied and any(s is Source.PACKAGED for s, _ in labels):
@@ -703,20 +715,30 @@ class Sinks:
         return self._by_receiver.get(id(node))
 
     def _keys(self, node: ast.AST) -> frozenset[str]:
-        """The names a path or a command refers to (``p``, ``f.name``, ``str(dst)``)."""
-        out: set[str] = set()
-        stack = [node]
-        budget = _BUDGET
-        while stack and budget:
-            budget -= 1
-            item = stack.pop()
-            if isinstance(item, ast.Name):
-                out.add(item.id)
-            elif isinstance(item, ast.Attribute):
-                stack.append(item.value)
-            else:
-                stack.extend(ast.iter_child_nodes(item))
-        return frozenset(out)
+        """How a path is known: a name (``p``, ``f.name``, ``str(p)``), or its whole expression.
+
+        Two uses of one path are the same name, or the same expression written
+        twice (``join(d, "bin", "x")``); a shared directory name alone is not.
+        """
+        while True:
+            if isinstance(node, ast.Name):
+                return frozenset({node.id})
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "name"
+                and isinstance(node.value, ast.Name)
+            ):
+                return frozenset({node.value.id})  # a temporary file's .name
+            if (
+                isinstance(node, ast.Call)
+                and len(node.args) == 1
+                and not node.keywords
+                and {"builtins.str", "os.fspath", "pathlib.Path"}
+                & set(self._flow.resolve(node.func))
+            ):
+                node = node.args[0]
+                continue
+            return frozenset({ast.dump(node)})
 
     def _values(self, node: ast.AST) -> list[ast.AST]:
         """``node`` and, for a name, the values it was bound to (one hop)."""
