@@ -231,6 +231,7 @@ AUDITOR_PATTERN: Final = (
     r"not\s+malicious)\b[^\n]*\b(?:do\s+not|don't|no\s+need\s+to)\b"
     r"|\breport\s+only\s+(?:low|info|informational|minor|no)\b"
     r"|\b(?:ai|llm)\s+(?:auditors?|reviewers?|security\s+scanners?)\b"
+    r"|\b(?:attention|dear|hey|hello)\s*,?\s*(?:ai|llm|gpt|chatgpt|claude)\b"
 )
 
 #: Bidirectional overrides and isolates (CVE-2021-42574, "Trojan Source"):
