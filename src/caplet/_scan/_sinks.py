@@ -25,9 +25,6 @@ carry, and maps the combination to a threat rule:
 from __future__ import annotations
 
 import ast
-import base64
-import binascii
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -36,14 +33,13 @@ from typing import Final
 import re2
 
 from caplet._findings import Finding
+from caplet._scan._commands import PYTHONS, Commands, encoded_command
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._rules import (
     API_RULES,
-    ENV_METHODS,
-    ENVIRON_MAPPINGS,
     MODULE_RULES,
     RuleFamily,
     RuleKind,
@@ -53,14 +49,14 @@ from caplet._scan._sources import (
     DNS_FUNCTIONS,
     EGRESS_VERBS,
     EXECUTORS,
-    INTERPRETERS,
     NETWORK_PROGRAMS,
     NON_PAYLOAD_KEYWORDS,
     PIP_MAINS,
     SHELLS,
     Source,
 )
-from caplet._scan._syntax import literal_prefix, shorten, url_host
+from caplet._scan._syntax import shorten
+from caplet._scan._tags import Tagger
 
 __all__ = ["Sinks", "launches_payload"]
 
@@ -85,36 +81,6 @@ _INSTALL_TIME_PROGRAMS = frozenset(
         "rundll32",
         "regsvr32",
     }
-)
-#: Calls whose constant arguments are path pieces (joined for the indicators).
-_PATH_BUILDERS = frozenset(
-    {
-        "os.path.join",
-        "posixpath.join",
-        "ntpath.join",
-        "pathlib.Path",
-        "pathlib.PurePath",
-        "pathlib.PureWindowsPath",
-        "pathlib.PurePosixPath",
-    }
-)
-#: Serialisers: the whole environment passed to one is being packed up.
-_SERIALISERS = frozenset(
-    {
-        "json.dumps",
-        "json.dump",
-        "pickle.dumps",
-        "marshal.dumps",
-        "builtins.str",
-        "builtins.repr",
-        "builtins.bytes",
-        "base64.b64encode",
-        "urllib.parse.urlencode",
-    }
-)
-#: Method names that send or write data on whatever object they are called.
-_SENDING_METHODS = frozenset(
-    {"post", "put", "send", "sendall", "sendto", "urlopen", "request", "write", "dumps"}
 )
 _URL_PREFIXES = ("http://", "https://")
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
@@ -165,11 +131,6 @@ _CODE_HINT: Final = re2.compile(
 _MAX_NESTED_TEXT = 1 << 20
 #: How deep strings inside strings are followed.
 _MAX_NESTED_DEPTH = 3
-_PYTHONS = ("python", "pythonw", "py")
-#: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
-_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m"})
-#: Shell operators after which a new program starts.
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 
 
 def launches_payload(program: str) -> bool:
@@ -186,41 +147,6 @@ def _installs_other(words: list[str]) -> bool:
         return False
     targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
     return any(not w.startswith((".", "/", "~")) and "requirements" not in w for w in targets)
-
-
-def _encoded_command(words: list[str]) -> str | None:
-    """The script of ``powershell -EncodedCommand <base64 of UTF-16LE>``, decoded."""
-    for index, word in enumerate(words[:-1]):
-        if word.lower() in {"-encodedcommand", "-enc", "-ec", "-e"}:
-            try:
-                return base64.b64decode(words[index + 1], validate=True).decode("utf-16-le")
-            except (ValueError, binascii.Error, UnicodeDecodeError):
-                return None
-    return None
-
-
-def _string_parts(node: ast.AST) -> list[str | ast.expr]:
-    """A string expression's parts in order: literal text, or the expressions between."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return [*_string_parts(node.left), *_string_parts(node.right)]
-    if isinstance(node, ast.JoinedStr):
-        out: list[str | ast.expr] = []
-        for value in node.values:
-            if isinstance(value, ast.FormattedValue):
-                out.append(value.value)
-            else:
-                out.extend(_string_parts(value))
-        return out
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "str"
-        and len(node.args) == 1
-    ):
-        return [node.args[0]]
-    return [node] if isinstance(node, ast.expr) else []
 
 
 def _hides_name(name: str) -> bool:
@@ -264,6 +190,8 @@ class Sinks:
         self._secret_egress: list[tuple[ast.Call, str, str]] = []
         self._nested: dict[str, list[Finding]] = {}
         self._by_receiver: dict[int, ast.expr] | None = None
+        self._commands = Commands(flow)
+        self._tags = Tagger(scan, flow)
 
     # -- what the visitor hands over ------------------------------------------------------
 
@@ -271,16 +199,16 @@ class Sinks:
         """Every call: tags for the chains, and the sinks it may be."""
         flow = self._flow
         if node.args or node.keywords:
-            self._environ_dump(node, funcs)
-            self._fixed_endpoint(node, funcs)
-            self._joined_path(node, funcs)
+            self._tags.environ_dump(node, funcs)
+            self._tags.fixed_endpoint(node, funcs)
+            self._tags.joined_path(node, funcs)
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else ""
         # a connection, a socket address or a URL written into the code
         if (
             (node.args or node.keywords)
             and any(is_network(f) for f in funcs)
-            and self._literal_destination(node)
+            and self._tags.literal_destination(node)
         ):
             self._fixed_destination = True
         network = [f for f in funcs if is_network(f) and f.rsplit(".", 1)[-1] in EGRESS_VERBS]
@@ -294,7 +222,7 @@ class Sinks:
             self._pending.append(lambda: self._run_code(node, executor, node.args[0]))
         if node.args and not _RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in _RUNS_FILE)
-            self._runs.append((self._keys(node.args[0]), node, api))
+            self._runs.append((self._commands.keys(node.args[0]), node, api))
         if len(node.args) >= 2 and not _DOWNLOADS_TO.isdisjoint(funcs):
             self._write(node, node.args[1], (), {(Source.DOWNLOADED, funcs[0])})
         if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
@@ -330,7 +258,7 @@ class Sinks:
             first = command.elts[0]
         if "sys.executable" in self._flow.resolve(first):
             scan.tag(Tag.PYTHON_RUN, line, "sys.executable")
-        for value in self._values(first):
+        for value in self._tags.values(first):
             text = self._flow.name_value(value)
             words = text.split() if text else []
             if not words:
@@ -344,7 +272,7 @@ class Sinks:
                 scan.tag(Tag.SHELL, line, word)
             if word in _INSTALL_TIME_PROGRAMS:
                 scan.tag(Tag.DOWNLOADER, line, word)
-        self._runs.append((self._program_keys(command), node, api))
+        self._runs.append((self._commands.program_keys(command), node, api))
         self._pending.append(lambda: self._command(node, api, command))
 
     def opened_for_writing(self, node: ast.Call, path: ast.AST) -> None:
@@ -388,6 +316,10 @@ class Sinks:
         if self._looks_like_code(text):
             self._adopt_threats(self._nested_scan(text, node.lineno), node)
 
+    def persistence_marker(self, node: ast.AST) -> str | None:
+        """An autostart location named by the strings inside ``node`` (see :class:`Tagger`)."""
+        return self._tags.persistence_marker(node)
+
     def secret_read(self, key: str) -> bool:
         """Whether reading environment variable ``key`` is reading a secret."""
         return secret_name(key)
@@ -428,16 +360,16 @@ class Sinks:
         # Data from the network or a decoder counts where it can be the command
         # itself (a shell string, a list's program, an interpreter's argument):
         # a version number fetched from an index and passed to pip is not a payload.
-        self._by_source(node, f"{api}(...)", self._program_labels(command))
+        self._by_source(node, f"{api}(...)", self._commands.program_labels(command))
         labels = flow.labels(command)
         recon = sorted({d for s, d in labels if s is Source.RECON})
-        words = self._words(command)
+        words = self._commands.words(command)
         if words is None:
-            words = self._literal_pieces(command)
+            words = self._commands.literal_pieces(command)
         text = " ".join(words)
         if text:
             self._command_text(node, text)
-        script = _encoded_command(words)
+        script = encoded_command(words)
         if script:
             self._command_text(node, script)
         program = PurePosixPath(words[0]).name.lower() if words else ""
@@ -446,7 +378,7 @@ class Sinks:
         )
         if head is not None and "sys.executable" in flow.resolve(head):
             program = "python"
-        if program.startswith(_PYTHONS) and "-c" in words[:-1]:
+        if program.startswith(PYTHONS) and "-c" in words[:-1]:
             self._code_string(node, f"{api}({program} -c ...)", words[words.index("-c") + 1])
         if self._scan.installer and _installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
@@ -463,75 +395,6 @@ class Sinks:
                 self._scan.emit("CPL-THR-015", shorten(text), node.lineno, node.col_offset)
             elif indicator.kind in {IndicatorKind.NETWORK_PIPE, IndicatorKind.REVERSE_SHELL}:
                 self._scan.indicators(text, node.lineno, node.col_offset)
-
-    def _program_labels(self, command: ast.expr) -> Labels:
-        """Labels of the parts of a command that can be the program or the code it runs."""
-        flow = self._flow
-        if not isinstance(command, ast.List | ast.Tuple):
-            return flow.labels(command)
-        out: set[tuple[Source, str]] = set()
-        for part in self._program_parts(command):
-            out |= flow.labels(part)
-        return frozenset(out)
-
-    def _program_parts(self, command: ast.List | ast.Tuple) -> list[ast.expr]:
-        """The program of a list command and, after an interpreter and its flags, what it runs."""
-        parts: list[ast.expr] = []
-        for element in command.elts:
-            if isinstance(element, ast.Starred):
-                break
-            parts.append(element)
-            word = self._flow.name_value(element)
-            if word is not None and (word.startswith("-") or word in _LAUNCHER_WORDS):
-                continue  # an interpreter's flag: what it runs comes next
-            if not self._interpreter(element, word):
-                break
-        return parts
-
-    def _interpreter(self, element: ast.AST, word: str | None) -> bool:
-        if "sys.executable" in self._flow.resolve(element):
-            return True
-        name = PurePosixPath(word.replace("\\", "/")).name.lower() if word else ""
-        return name in INTERPRETERS or name.startswith(_PYTHONS)
-
-    def _program_keys(self, command: ast.expr) -> frozenset[str]:
-        """The names a command's program (or the file an interpreter runs) is held in.
-
-        A shell string is read like a shell: after ``&&``, ``;`` or ``|`` a
-        new program starts (``"chmod +x " + p + " && " + p`` runs ``p``).
-        """
-        keys: set[str] = set()
-        if isinstance(command, ast.List | ast.Tuple):
-            for part in self._program_parts(command):
-                keys |= self._keys(part)
-            return frozenset(keys - self._modules())
-        at_program = True
-        for piece in _string_parts(command):
-            if not isinstance(piece, str):
-                if at_program:
-                    keys |= self._keys(piece)
-                at_program = False
-                continue
-            for token in piece.split():
-                if token in _SEPARATORS or token.endswith(";"):
-                    at_program = True
-                elif at_program:
-                    name = PurePosixPath(token.replace("\\", "/")).name.lower()
-                    interpreter = name in INTERPRETERS or name.startswith(_PYTHONS)
-                    at_program = interpreter or token.startswith("-") or token in _LAUNCHER_WORDS
-        return frozenset(keys - self._modules())
-
-    def _modules(self) -> set[str]:
-        return set(self._flow.bindings.imports)
-
-    def _literal_pieces(self, command: ast.expr) -> list[str]:
-        """The literal words of a command whose whole text is not known (``"curl " + url``)."""
-        texts = [
-            n.value
-            for n in ast.walk(command)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str)
-        ][:64]
-        return " ".join(texts).split()
 
     def _by_source(self, node: ast.Call, api: str, labels: Labels) -> None:
         sources = {s for s, _ in labels}
@@ -578,7 +441,7 @@ class Sinks:
         recon = sorted(
             d for s, d in labels if s in {Source.RECON, Source.SECRET, Source.CREDENTIAL}
         )
-        if recon and self._has_domain(host):
+        if recon and self._tags.has_domain(host):
             api = next(iter(self._flow.resolve(node.func)), "a name lookup")
             self._scan.emit(
                 "CPL-THR-017",
@@ -639,7 +502,7 @@ class Sinks:
         *,
         copied: bool = False,
     ) -> None:
-        keys = set(self._keys(path)) - self._modules()
+        keys = set(self._commands.keys(path)) - self._commands.modules()
         handle = self._handle_of(node)
         if handle is not None:
             keys.add(handle)
@@ -713,63 +576,6 @@ class Sinks:
                 and n.args
             }
         return self._by_receiver.get(id(node))
-
-    def _keys(self, node: ast.AST) -> frozenset[str]:
-        """How a path is known: a name (``p``, ``f.name``, ``str(p)``), or its whole expression.
-
-        Two uses of one path are the same name, or the same expression written
-        twice (``join(d, "bin", "x")``); a shared directory name alone is not.
-        """
-        while True:
-            if isinstance(node, ast.Name):
-                return frozenset({node.id})
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == "name"
-                and isinstance(node.value, ast.Name)
-            ):
-                return frozenset({node.value.id})  # a temporary file's .name
-            if (
-                isinstance(node, ast.Call)
-                and len(node.args) == 1
-                and not node.keywords
-                and {"builtins.str", "os.fspath", "pathlib.Path"}
-                & set(self._flow.resolve(node.func))
-            ):
-                node = node.args[0]
-                continue
-            return frozenset({ast.dump(node)})
-
-    def _values(self, node: ast.AST) -> list[ast.AST]:
-        """``node`` and, for a name, the values it was bound to (one hop)."""
-        if isinstance(node, ast.Name):
-            return [node, *self._flow.bindings.assigned.get(node.id, ())[:8]]
-        return [node]
-
-    def _words(self, command: ast.expr) -> list[str] | None:
-        """The command's words when its text is known (a list, or a string split like a shell)."""
-        value = self._flow.evaluate(command)
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return [v for v in value if isinstance(v, str)]
-        if isinstance(command, ast.List | ast.Tuple):
-            words = [self._flow.name_value(e) for e in command.elts]
-            return [w if w is not None else "?" for w in words] if words else None
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if isinstance(value, str):
-            try:
-                return shlex.split(value)
-            except ValueError:
-                return value.split()
-        return None
-
-    def _literal_words(self, command: ast.expr) -> list[str] | None:
-        if isinstance(command, ast.Constant) and isinstance(command.value, str):
-            try:
-                return shlex.split(command.value)
-            except ValueError:
-                return command.value.split()
-        return None
 
     def _disguised_copy(self, source: ast.AST, target: ast.AST) -> bool:
         """A copy that becomes a program: to ``.exe`` and the like, or under another extension."""
@@ -864,143 +670,3 @@ class Sinks:
         for f in findings:
             if rule(f.rule_id).kind is RuleKind.THREAT:
                 self._scan.adopt(f, getattr(node, "lineno", 0), getattr(node, "col_offset", None))
-
-    def _has_domain(self, node: ast.AST) -> bool:
-        """A literal piece with a dot: the fixed domain a DNS query carries data to."""
-        stack = [node]
-        budget = _BUDGET
-        while stack and budget:
-            budget -= 1
-            item = stack.pop()
-            if (
-                isinstance(item, ast.Constant)
-                and isinstance(item.value, str)
-                and "." in item.value.strip(".")
-            ):
-                return True
-            if isinstance(item, ast.Name):
-                stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
-            stack.extend(ast.iter_child_nodes(item))
-        return False
-
-    def _literal_destination(self, node: ast.Call) -> bool:
-        """A host, address or URL written into the call (or hidden by a decoder)."""
-        candidates: list[ast.AST] = list(node.args[:1])
-        if node.args and isinstance(node.args[0], ast.Tuple) and node.args[0].elts:
-            candidates = [node.args[0].elts[0]]
-        if len(node.args) >= 2 and isinstance(node.args[1], ast.Tuple) and node.args[1].elts:
-            candidates.append(node.args[1].elts[0])  # sock.sendto(data, (host, port))
-        for arg in candidates:
-            value = self._flow.name_value(arg)
-            if value is None:
-                prefix = literal_prefix(arg)
-                value = prefix if prefix and prefix.startswith(_URL_PREFIXES) else None
-            if value is None:
-                if self._decoded(arg):
-                    return True
-                continue
-            host = url_host(value) if value.startswith(_URL_PREFIXES) else value.split(":")[0]
-            if host and host not in _LOCAL_HOSTS and "." in host and " " not in host:
-                return True
-        return False
-
-    def _fixed_endpoint(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
-        """A network call whose URL is written into the code (a fixed endpoint)."""
-        if not any(is_network(f) for f in funcs):
-            return
-        arg = node.args[0] if node.args else None
-        for kw in node.keywords:
-            if kw.arg == "url":
-                arg = kw.value
-        if arg is None:
-            return
-        for value in self._values(arg):
-            prefix = literal_prefix(value)
-            if prefix is not None and prefix.startswith(_URL_PREFIXES):
-                host = url_host(prefix) or ""
-                if host and host not in _LOCAL_HOSTS:
-                    self._scan.tag(Tag.FIXED_ENDPOINT, node.lineno, prefix[:80])
-                    return
-
-    def _joined_path(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
-        """``os.path.join(home, ".aws", "credentials")``: indicators see the joined path."""
-        if _PATH_BUILDERS.isdisjoint(funcs):
-            return
-        parts = [
-            a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-        ]
-        if len(parts) >= 2:
-            self._scan.indicators("/".join(parts), node.lineno, node.col_offset)
-
-    def _environ_dump(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
-        """Tag the whole environment passed to a serialiser or a sender."""
-        func = node.func
-        method = func.attr if isinstance(func, ast.Attribute) else ""
-        if not (
-            method in _SENDING_METHODS
-            or not _SERIALISERS.isdisjoint(funcs)
-            or any(is_network(f) for f in funcs)
-        ):
-            return
-        for arg in (*node.args, *(k.value for k in node.keywords)):
-            whole = self._whole_environ(arg)
-            if whole is not None:
-                self._scan.tag(Tag.ENV_DUMP, node.lineno, whole)
-                return
-
-    def _whole_environ(self, arg: ast.AST) -> str | None:
-        """``os.environ`` itself somewhere in ``arg`` (not one key of it)."""
-        stack = [arg]
-        budget = _BUDGET
-        while stack and budget > 0:
-            node = stack.pop()
-            budget -= 1
-            if isinstance(node, ast.Subscript):
-                stack.append(node.slice)  # os.environ["HOME"] is one key
-                continue
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ENV_METHODS
-            ):
-                stack.extend(node.args)  # os.environ.get("HOME") too
-                continue
-            if isinstance(node, ast.Name | ast.Attribute):
-                for name in self._flow.resolve(node):
-                    if name in ENVIRON_MAPPINGS:
-                        return name
-            stack.extend(ast.iter_child_nodes(node))
-        return None
-
-    def persistence_marker(self, node: ast.AST) -> str | None:
-        """An autostart location named by the strings inside ``node`` (names followed once).
-
-        Pieces count joined too: ``os.path.join(appdata, "Start Menu",
-        "Programs", "Startup")`` names the Startup folder without any one
-        literal doing so.
-        """
-        stack: list[ast.AST] = [node]
-        seen: set[str] = set()
-        pieces: list[str] = []
-        budget = _BUDGET
-        while stack and budget > 0:
-            item = stack.pop()
-            budget -= 1
-            if isinstance(item, ast.Constant) and isinstance(item.value, str):
-                pieces.append(item.value)
-            elif isinstance(item, ast.Call):
-                joined = [
-                    a.value
-                    for a in item.args
-                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                ]
-                if len(joined) >= 2:
-                    pieces.append("/".join(joined))
-            elif isinstance(item, ast.Name) and item.id not in seen:
-                seen.add(item.id)
-                stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
-            stack.extend(ast.iter_child_nodes(item))
-        for text in pieces:
-            if any(i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(text)):
-                return shorten(text)
-        return None
