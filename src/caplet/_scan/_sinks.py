@@ -311,11 +311,6 @@ class Sinks:
         """``getattr(owner, name)`` where the name is computed to hide what is called."""
         self._computed_name(node, name, owner, attr)
 
-    def literal(self, node: ast.Constant, text: str) -> None:
-        """A string constant that may be Python source: its threats are this file's."""
-        if self._looks_like_code(text):
-            self._adopt_threats(self._nested_scan(text, node.lineno), node)
-
     def persistence_marker(self, node: ast.AST) -> str | None:
         """An autostart location named by the strings inside ``node`` (see :class:`Tagger`)."""
         return self._tags.persistence_marker(node)
