@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import re2
 
-from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS
+from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS, IndicatorKind
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
@@ -36,9 +36,6 @@ _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
 
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
-    # called, or used as a value (``run = eval``, ``f(eval)``, ``[exec]``)
-    _EXEC_NAME + r"\s*\(",
-    r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)",
     r"\b(?:urlretrieve|SetValueEx|startfile)\b",
     # downloaders: their command lines are often split over implicitly
     # concatenated literals, which a text pattern cannot see whole
@@ -57,9 +54,22 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # a PowerShell command hidden in base64 (decoded and read by the command rules)
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\s*\(|\bpip\._internal\b[^\n]*\bmain\b",
-    *(indicator.pattern for indicator in INDICATORS),
+    # every indicator but clipboard access, which means something only beside a
+    # wallet pattern (CPL-THR-014), itself an indicator here
+    *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
 )
 
+#: What exec can only run harmfully when the file also has it: a decoder, code
+#: points, a network read, a chat bot. Without any of them exec/eval/compile
+#: run the file's own text (dataclasses, namedtuple, doctest); a string run
+#: that reaches the network names a network module, one spelled in escapes
+#: or looked up by a computed name is another pattern's (solo or pair).
+_PAYLOAD = (
+    r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
+    r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
+    r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
+    r"\bchr\s*\(\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s"
+)
 #: A process or code sink, for the pairs below.
 _SINK = (
     r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|check_call|run_path|"
@@ -135,7 +145,10 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         _NETWORK,
     ),
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
-    (r"\bsys\.executable\b|['\"]pythonw?3?(?:\.exe)?\b", r"['\"]-c['\"]|\brun_path\b|\.pyw?['\"]"),
+    (
+        r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
+        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]",
+    ),
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
     # a file copied out of the package and started
@@ -143,13 +156,21 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\b(?:copy2?|copyfile|move)\s*\(",
         r"\bstartfile\b|\.(?:exe|scr|bat|ps1|vbs|msi|pif|hta)['\"]",
     ),
+    # exec/eval/compile called (local: the call's statement is enough) or passed
+    # as a value (``run = eval``: the call through the alias is elsewhere)
+    (_EXEC_NAME + r"\s*\(", _PAYLOAD),
+    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)", _PAYLOAD),
     # the interpreter's classes walked for os/subprocess
-    (r"__subclasses__", r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b"),
+    (
+        r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"
+        r"__(?:bases|mro)__\s*\[[^\]\n]*\]\s*\.\s*__subclasses__",
+        r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b",
+    ),
 )
 
 
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
-_LOCAL_PAIRS: Final = frozenset({1, 4})
+_LOCAL_PAIRS: Final = frozenset({1, 4, 12})
 
 
 class Need(enum.Enum):
@@ -202,9 +223,9 @@ class Prefilter:
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
-        # Index 1 (exec passed as a value: ``run = exec``) is not focused:
-        # the call through the alias is on another line.
-        self._focused = {0, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
+        # exec passed as a value (``run = exec``) is not focused: the call
+        # through the alias is on another line.
+        self._focused = {self._pairs[i][0] for i in _LOCAL_PAIRS}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
         self._patterns = [*patterns, *_FOCUS_ONLY]
         self._all_locator: Any = None
