@@ -1,24 +1,23 @@
-"""Static scanner benchmark: speed, precision and recall, caplet against Bandit and GuardDog.
+"""Static scanner benchmark: speed, precision and recall, caplet beside Bandit and GuardDog.
 
-    python benchmarks/scan_bench.py            # full run: ~100 benign packages, stdlib, malware
-    python benchmarks/scan_bench.py --quick    # 20 benign packages (every 5th of the ranking)
-    python benchmarks/scan_bench.py --write    # also write benchmarks/scan_results.md
+    python benchmarks/scan_bench.py --write   # the full run; the tables go to docs/benchmarks.md
+    python benchmarks/scan_bench.py --quick   # every 5th benign package
+    python benchmarks/scan_bench.py --fetch-only
 
-What it does (issue 4, point 8):
+What it does (issue 16, point 3):
 
-* builds (once) ``benchmarks/.cache/tools-venv`` with pinned Bandit and GuardDog;
-* resolves the 100 most downloaded PyPI projects to their latest sdist (or a
-  pure wheel when there is none) through the PyPI JSON API, downloads them into
-  ``benchmarks/.cache/dist`` with sha256 verification, and extracts each one
-  safely into ``benchmarks/.cache/extracted/<name>/``; every tool is given the
-  same extracted directory (caplet reads sdists and wheels itself, but the
-  same bytes on disk keep the comparison fair);
-* copies the standard library's ``.py`` files (without tests) for speed;
-* runs every tool on the same trees in the same run, pinned to one CPU, and
-  reports throughput per wall second and per CPU second, the share of benign
-  packages each tool flags at high severity, and recall on the two malicious
-  sets in ``benchmarks/malware`` (``tune`` and ``holdout``), which are only
-  ever read, never imported or executed.
+* builds (once) a venv with pinned Bandit and GuardDog in the cache;
+* fetches the benign corpus (the 500 most downloaded PyPI projects' sdists)
+  into a cache outside the repository and lists the stdlib and the malware
+  samples (``scan_corpus``);
+* runs every tool on the same trees in the same run, pinned to one CPU:
+  throughput per wall and CPU second, beside ``ast.parse`` of the same files;
+  the share of benign packages each tool flags at high severity; recall per
+  malware class on ``tune`` and on ``holdout`` (samples are only ever read,
+  never imported or executed); and the CPU a ``caplet scan`` process needs
+  to start;
+* prints the tables (``scan_report``), and with ``--write`` puts them into
+  ``benchmarks/scan_results.md`` and docs/benchmarks.md.
 
 Nothing here runs in the test suite: downloads and tool runs happen only when
 this script is run by hand.
@@ -27,29 +26,31 @@ this script is run by hand.
 from __future__ import annotations
 
 import argparse
-import hashlib
+import ast
 import json
 import os
-import platform
 import resource
-import shutil
+import statistics
 import subprocess
 import sys
-import sysconfig
-import tarfile
 import tempfile
 import time
-import urllib.parse
-import urllib.request
-import zipfile
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, JustifyMethod
-from rich.table import Table
+from scan_corpus import (
+    CACHE,
+    Target,
+    benign_targets,
+    console,
+    malware_targets,
+    stdlib_target,
+    top_pypi,
+)
+from scan_report import Measured, ToolInfo, build_report, markdown, show, write
 
 import caplet
 
@@ -93,11 +94,7 @@ def caplet_scan(path: Path) -> CapletResult:
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-CACHE = BENCH / ".cache"
-DIST = CACHE / "dist"
-EXTRACTED = CACHE / "extracted"
 TOOLS_VENV = CACHE / "tools-venv"
-MALWARE = BENCH / "malware"
 RESULTS_MD = BENCH / "scan_results.md"
 RESULTS_JSON = CACHE / "scan_results.json"
 
@@ -105,269 +102,11 @@ RESULTS_JSON = CACHE / "scan_results.json"
 BANDIT_PIN = "bandit==1.9.4"
 GUARDDOG_PIN = "guarddog==3.2.0"
 
-# The 100 most downloaded PyPI projects, as recalled from Hugo van Kemenade's
-# top-pypi-packages ranking (https://hugovk.github.io/top-pypi-packages/, 30-day
-# downloads, early 2025). The ranking cannot be fetched from the benchmark machine
-# (only pypi.org is reachable), so the order is approximate; what matters for the
-# measurement is that these are the packages people install most, not their ranks.
-TOP_PYPI: tuple[str, ...] = (
-    "boto3", "urllib3", "botocore", "requests", "setuptools", "certifi", "idna",
-    "charset-normalizer", "typing-extensions", "python-dateutil", "packaging", "s3transfer",
-    "aiobotocore", "six", "numpy", "pyyaml", "s3fs", "fsspec", "pip", "cryptography",
-    "grpcio-status", "google-api-core", "pydantic", "cffi", "attrs", "protobuf", "pycparser",
-    "pandas", "importlib-metadata", "jmespath", "wheel", "pydantic-core", "click", "rsa",
-    "zipp", "pyasn1", "platformdirs", "markupsafe", "jinja2", "pytz", "filelock",
-    "googleapis-common-protos", "colorama", "tomli", "awscli", "cachetools", "pluggy",
-    "pyjwt", "virtualenv", "google-auth", "pytest", "wrapt", "jsonschema", "pyasn1-modules",
-    "annotated-types", "sqlalchemy", "requests-oauthlib", "pyarrow", "aiohttp", "psutil",
-    "h11", "tzdata", "iniconfig", "multidict", "yarl", "docutils", "grpcio", "oauthlib",
-    "exceptiongroup", "greenlet", "scipy", "httpx", "httpcore", "pyparsing", "frozenlist",
-    "aiosignal", "anyio", "sniffio", "soupsieve", "beautifulsoup4", "werkzeug", "pygments",
-    "isodate", "pillow", "tqdm", "rich", "requests-toolbelt", "openpyxl", "lxml",
-    "more-itertools", "python-dotenv", "decorator", "et-xmlfile", "tomlkit", "distlib",
-    "proto-plus", "flask", "referencing", "rpds-py", "jsonschema-specifications",
-)  # fmt: skip
-
 # A wall-clock budget per slow tool over the benign corpus: past it, the tool scans no
 # further packages and its benign numbers cover the packages scanned so far (ranking order).
 DEFAULT_BUDGET_S = 600.0
 # One pathological package must not eat the whole budget.
 PER_TARGET_TIMEOUT_S = 300.0
-# Refuse archives that expand beyond this (decompression bombs); the largest top-100
-# sdist expands to a few hundred MB.
-MAX_EXTRACTED_BYTES = 2 * 1024**3
-USER_AGENT = "caplet-scan-bench/1 (+https://github.com/caplet)"
-
-console = Console(stderr=True)
-
-
-# ----------------------------------------------------------------------------- corpus
-
-
-@dataclass(frozen=True, slots=True)
-class Dist:
-    """One downloadable file of a project's latest release, as PyPI describes it."""
-
-    name: str
-    version: str
-    filename: str
-    url: str
-    sha256: str
-    kind: str  # "sdist" or "wheel"
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A directory every tool scans, and the Python source bytes the throughput counts."""
-
-    name: str
-    path: Path
-    py_files: int
-    py_bytes: int
-    note: str = ""
-
-
-def python_source_size(root: Path) -> tuple[int, int]:
-    """(files, bytes) of ``*.py`` under ``root``: the common denominator for all tools."""
-    files = 0
-    size = 0
-    for path in root.rglob("*.py"):
-        if path.is_file() and not path.is_symlink():
-            files += 1
-            size += path.stat().st_size
-    return files, size
-
-
-def http_get(url: str, timeout: float = 60.0) -> bytes:
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        data: bytes = response.read()
-    return data
-
-
-def resolve(name: str) -> Dist | None:
-    """Latest release's sdist, else a pure-Python wheel, else ``None``."""
-    api = f"https://pypi.org/pypi/{name}/json"
-    meta = json.loads(http_get(api))
-    version = str(meta["info"]["version"])
-    files = [f for f in meta["urls"] if not f.get("yanked", False)]
-    sdists = [f for f in files if f["packagetype"] == "sdist"]
-    wheels = [
-        f for f in files if f["packagetype"] == "bdist_wheel" and f["filename"].endswith("-any.whl")
-    ]
-    chosen = sdists[0] if sdists else (wheels[0] if wheels else None)
-    if chosen is None:
-        return None
-    return Dist(
-        name=name,
-        version=version,
-        filename=str(chosen["filename"]),
-        # Mirrors in front of pypi.org may answer with URLs relative to the JSON document.
-        url=urllib.parse.urljoin(api, str(chosen["url"])),
-        sha256=str(chosen["digests"]["sha256"]),
-        kind="sdist" if chosen["packagetype"] == "sdist" else "wheel",
-    )
-
-
-def load_resolutions(names: Sequence[str], refresh: bool) -> tuple[list[Dist], list[str]]:
-    """Resolve every name once and remember it, so re-runs scan the same versions."""
-    index_path = CACHE / "resolved.json"
-    known: dict[str, Dist] = {}
-    if index_path.exists() and not refresh:
-        for entry in json.loads(index_path.read_text()):
-            known[entry["name"]] = Dist(**entry)
-    dists: list[Dist] = []
-    problems: list[str] = []
-    for name in names:
-        dist = known.get(name)
-        if dist is None:
-            try:
-                dist = resolve(name)
-            except (OSError, ValueError, KeyError) as exc:
-                problems.append(f"{name}: resolve failed ({exc})")
-                continue
-            if dist is None:
-                problems.append(f"{name}: no sdist and no pure wheel")
-                continue
-            known[name] = dist
-        dists.append(dist)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    entries = [
-        {
-            "name": d.name,
-            "version": d.version,
-            "filename": d.filename,
-            "url": d.url,
-            "sha256": d.sha256,
-            "kind": d.kind,
-        }
-        for d in sorted(known.values(), key=lambda d: d.name)
-    ]
-    index_path.write_text(json.dumps(entries, indent=1) + "\n")
-    return dists, problems
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def download(dist: Dist) -> Path:
-    """Fetch ``dist`` into the cache unless a file with the right digest is already there."""
-    DIST.mkdir(parents=True, exist_ok=True)
-    target = DIST / dist.filename
-    if target.exists() and sha256_of(target) == dist.sha256:
-        return target
-    partial = target.with_name(target.name + ".part")
-    digest = hashlib.sha256()
-    request = urllib.request.Request(dist.url, headers={"User-Agent": USER_AGENT})
-    with urllib.request.urlopen(request, timeout=120) as response, partial.open("wb") as out:
-        for block in iter(lambda: response.read(1 << 20), b""):
-            digest.update(block)
-            out.write(block)
-    if digest.hexdigest() != dist.sha256:
-        partial.unlink()
-        raise ValueError(f"sha256 mismatch for {dist.filename}")
-    partial.replace(target)
-    return target
-
-
-def extract_zip(archive: Path, dest: Path) -> None:
-    """Extract a wheel, refusing absolute paths, ``..``, links and bombs."""
-    root = dest.resolve()
-    total = 0
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            name = info.filename
-            parts = Path(name).parts
-            if name.startswith(("/", "\\")) or ".." in parts or ":" in name:
-                raise ValueError(f"unsafe member {name!r} in {archive.name}")
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                continue  # a symlink: never materialise it
-            out = (root / name).resolve()
-            if not out.is_relative_to(root):
-                raise ValueError(f"member {name!r} escapes {archive.name}")
-            total += info.file_size
-            if total > MAX_EXTRACTED_BYTES:
-                raise ValueError(f"{archive.name} expands beyond {MAX_EXTRACTED_BYTES} bytes")
-            if info.is_dir():
-                out.mkdir(parents=True, exist_ok=True)
-                continue
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, out.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-
-
-def extract_tar(archive: Path, dest: Path) -> None:
-    """Extract an sdist with the ``data`` filter (no links out, no devices, no absolute paths)."""
-    with tarfile.open(archive) as tf:
-        total = sum(m.size for m in tf.getmembers() if m.isfile())
-        if total > MAX_EXTRACTED_BYTES:
-            raise ValueError(f"{archive.name} expands beyond {MAX_EXTRACTED_BYTES} bytes")
-        tf.extractall(dest, filter="data")
-
-
-def extract(dist: Dist, archive: Path) -> Path:
-    """``extracted/<name>/``, rebuilt when the cached archive changed (a new release)."""
-    dest = EXTRACTED / dist.name
-    marker = EXTRACTED / f"{dist.name}.done"
-    if dest.is_dir() and marker.exists() and marker.read_text() == dist.filename:
-        return dest
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    if dist.filename.endswith(".whl") or dist.filename.endswith(".zip"):
-        extract_zip(archive, dest)
-    else:
-        extract_tar(archive, dest)
-    marker.write_text(dist.filename)
-    return dest
-
-
-def benign_targets(names: Sequence[str], refresh: bool) -> tuple[list[Target], list[str]]:
-    dists, problems = load_resolutions(names, refresh)
-    targets: list[Target] = []
-    for number, dist in enumerate(dists, 1):
-        console.print(f"[dim]benign {number}/{len(dists)}: {dist.filename}[/dim]")
-        try:
-            path = extract(dist, download(dist))
-        except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as exc:
-            problems.append(f"{dist.name}: {exc}")
-            continue
-        files, size = python_source_size(path)
-        note = f"{dist.version} {dist.kind}"
-        targets.append(Target(dist.name, path, files, size, note))
-    return targets, problems
-
-
-def stdlib_target() -> Target:
-    """The stdlib's ``.py`` files without tests (as benchmarks/run.py), copied once."""
-    source = Path(sysconfig.get_paths()["stdlib"])
-    dest = CACHE / f"stdlib-{platform.python_version()}"
-    if not (CACHE / f"stdlib-{platform.python_version()}.done").exists():
-        shutil.rmtree(dest, ignore_errors=True)
-        skip = {"site-packages", "__pycache__", "test", "tests"}
-        for path in source.rglob("*.py"):
-            relative = path.relative_to(source)
-            if skip.intersection(relative.parts[:-1]) or not path.is_file():
-                continue
-            out = dest / relative
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, out)
-        (CACHE / f"stdlib-{platform.python_version()}.done").write_text("ok")
-    files, size = python_source_size(dest)
-    return Target("stdlib", dest, files, size, f"Python {platform.python_version()}")
-
-
-def malware_targets(split: str) -> list[Target]:
-    root = MALWARE / split
-    targets = []
-    for path in sorted(p for p in root.iterdir() if p.is_dir()):
-        files, size = python_source_size(path)
-        targets.append(Target(path.name, path, files, size))
-    return targets
 
 
 # ----------------------------------------------------------------------------- tools
@@ -601,7 +340,7 @@ def ensure_tools_venv() -> tuple[str, str]:
     """Create/refresh the tools venv; return why Bandit / GuardDog cannot run ("" if fine)."""
     python = TOOLS_VENV / "bin" / "python"
     if not python.exists():
-        console.print("[bold]creating benchmarks/.cache/tools-venv[/bold]")
+        console.print("[bold]creating the tools venv in the cache[/bold]")
         subprocess.run([sys.executable, "-m", "venv", str(TOOLS_VENV)], check=True)
     wanted = {"bandit": BANDIT_PIN, "guarddog": GUARDDOG_PIN}
     missing = [
@@ -676,37 +415,6 @@ def sweep(tool: Tool, targets: Sequence[Target], label: str, budget: float | Non
     return Sweep(tool.name, tuple(outcomes), tuple(skipped))
 
 
-@dataclass(frozen=True, slots=True)
-class Speed:
-    tool: str
-    corpus: str
-    megabytes: float
-    wall_s: float
-    cpu_s: float
-    packages: int
-    note: str = ""
-
-    @property
-    def wall_mb_s(self) -> float:
-        return self.megabytes / self.wall_s if self.wall_s else 0.0
-
-    @property
-    def cpu_mb_s(self) -> float:
-        return self.megabytes / self.cpu_s if self.cpu_s else 0.0
-
-
-def speed_of(result: Sweep, targets: Sequence[Target], corpus: str, note: str = "") -> Speed:
-    sizes = {t.name: t.py_bytes for t in targets}
-    names = result.names()
-    megabytes = sum(sizes[n] for n in names) / 1e6
-    return Speed(result.tool, corpus, megabytes, result.wall_s, result.cpu_s, len(names), note)
-
-
-def restricted(result: Sweep, names: frozenset[str]) -> Sweep:
-    """The same sweep, counting only ``names`` (so two tools compare on the same bytes)."""
-    return Sweep(result.tool, tuple(o for o in result.outcomes if o.target in names))
-
-
 def pin_to_one_cpu() -> int:
     """Pin this process (and so every tool it starts) to one CPU: the bars are per core."""
     cpu = min(os.sched_getaffinity(0))
@@ -714,309 +422,49 @@ def pin_to_one_cpu() -> int:
     return cpu
 
 
-def pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}% ({part}/{whole})" if whole else "n/a"
+def parse_speed(targets: Sequence[Target]) -> tuple[float, float]:
+    """``ast.parse`` of every ``.py`` of ``targets``, in this process: (MB, CPU seconds).
+
+    The same files and bytes caplet's throughput counts; what caplet must beat by
+    deciding most files without parsing them (issue 16: 2.5x in the same run).
+    """
+    size = 0
+    seconds = 0.0
+    for target in targets:
+        for path in sorted(target.path.rglob("*.py")):
+            if not path.is_file() or path.is_symlink():
+                continue
+            data = path.read_bytes()
+            size += len(data)
+            start = time.process_time()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ast.parse(data)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                pass  # a file that does not parse costs its attempt, like in the scanner
+            seconds += time.process_time() - start
+    return size / 1e6, seconds
 
 
-# ----------------------------------------------------------------------------- report
+def startup_cpu(runs: int) -> tuple[float, float]:
+    """Median CPU milliseconds of ``caplet scan EMPTY --json`` and of ``python -c pass``.
 
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One line of a rendered table (both the terminal and the Markdown one)."""
-
-    cells: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    title: str
-    header: tuple[str, ...]
-    rows: tuple[Row, ...]
-    notes: tuple[str, ...] = ()
-    text_columns: frozenset[int] = frozenset({0})  # left-aligned; the others are numbers
-
-
-def markdown(sections: Sequence[Section], preamble: Sequence[str]) -> str:
-    out = ["## Static scanner: speed, precision and recall (`benchmarks/scan_bench.py`)", ""]
-    out += [*preamble, ""]
-    for section in sections:
-        out += [f"### {section.title}", ""]
-        out.append("| " + " | ".join(section.header) + " |")
-        out.append(
-            "|"
-            + "|".join(
-                "---" if i in section.text_columns else "---:" for i in range(len(section.header))
-            )
-            + "|"
-        )
-        out += ["| " + " | ".join(row.cells) + " |" for row in section.rows]
-        if section.notes:
-            out.append("")
-            out += list(section.notes)
-        out.append("")
-    return "\n".join(out)
-
-
-def show(sections: Sequence[Section], preamble: Sequence[str]) -> None:
-    # Piped output would otherwise wrap every table at 80 columns.
-    screen = Console(width=None if sys.stdout.isatty() else 150)
-    for line in preamble:
-        screen.print(line, markup=False, highlight=False)
-    for section in sections:
-        table = Table(title=section.title, title_justify="left")
-        for index, column in enumerate(section.header):
-            justify: JustifyMethod = "left" if index in section.text_columns else "right"
-            table.add_column(column, justify=justify, overflow="fold")
-        for row in section.rows:
-            table.add_row(*row.cells)
-        screen.print(table)
-        for note in section.notes:
-            screen.print(note, markup=False, highlight=False)
-
-
-def name_list(names: Sequence[str], limit: int = 12) -> str:
-    """The first ``limit`` names; the full lists are in the JSON dump."""
-    shown = ", ".join(names[:limit])
-    return shown + (f", +{len(names) - limit} more" if len(names) > limit else "")
-
-
-def ratio(mine: float, theirs: float) -> str:
-    return f"{mine / theirs:.1f}x" if theirs else "n/a"
-
-
-def build_report(
-    tools: Sequence[Tool],
-    stdlib: Target,
-    benign: Sequence[Target],
-    benign_problems: Sequence[str],
-    runs: dict[tuple[str, str], Sweep],
-    tune: Sequence[Target],
-    holdout: Sequence[Target],
-    command: str,
-    cpu: int,
-) -> tuple[list[str], list[Section]]:
-    available = [t for t in tools if not t.unavailable]
-    caplet_std = runs[("caplet", "stdlib")]
-    caplet_benign = runs[("caplet", "benign")]
-    benign_mb = sum(t.py_bytes for t in benign) / 1e6
-    preamble = [
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (every tool pinned to CPU {cpu}), "
-        f"Linux {platform.release()}, Python {platform.python_version()}; "
-        f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
-        "",
-        f"Command: `{command}`",
-        "",
-        "Tools: "
-        + "; ".join(
-            f"{t.name} {t.version}" + (f" (NOT RUN: {t.unavailable})" if t.unavailable else "")
-            for t in tools
-        )
-        + ".",
-        "",
-        f"Corpora: stdlib {stdlib.py_files} `.py` files, {stdlib.py_bytes / 1e6:.1f} MB "
-        f"(no tests, as `benchmarks/run.py`); benign: {len(benign)} of the most downloaded "
-        f"PyPI projects, latest sdist (pure wheel when there is none), {benign_mb:.1f} MB of "
-        f"`.py`; malicious: {len(tune)} tune + {len(holdout)} holdout reconstructions "
-        "(benchmarks/malware/README.md).",
-        "",
-        "Throughput counts the bytes of `.py` files in each tree (the same denominator for "
-        "every tool, whatever else a tool reads); MB = 10^6 bytes. caplet runs in-process on "
-        "one thread (CPU = `time.process_time`); Bandit and GuardDog run as their CLIs, one "
-        "process per package (CPU = `getrusage(RUSAGE_CHILDREN)`, user + system, including "
-        "their interpreter start-up).",
-    ]
-    if benign_problems:
-        preamble += ["", "Benign packages not scanned: " + "; ".join(benign_problems) + "."]
-
-    # Speed.
-    speed_rows: list[Row] = []
-    caplet_speed = {
-        "stdlib": speed_of(caplet_std, [stdlib], "stdlib"),
-        "benign": speed_of(caplet_benign, benign, "benign"),
-    }
-    for corpus, speed in caplet_speed.items():
-        speed_rows.append(
-            Row(
-                (
-                    f"caplet, {corpus}",
-                    f"{speed.megabytes:.1f}",
-                    f"{speed.wall_mb_s:.2f}",
-                    f"{speed.cpu_mb_s:.2f}",
-                    "1.0x",
-                    "1.0x",
-                )
-            )
-        )
-    speed_notes: list[str] = []
-    for tool in available:
-        if tool.name == "caplet":
-            continue
-        for corpus, targets in (("stdlib", [stdlib]), ("benign", list(benign))):
-            theirs = runs[(tool.name, corpus)]
-            subset = theirs.names()
-            mine = speed_of(restricted(runs[("caplet", corpus)], subset), targets, corpus)
-            other = speed_of(theirs, targets, corpus)
-            label = f"{tool.name}, {corpus}"
-            if theirs.skipped:
-                label += f" (first {len(subset)} of {len(targets)})"
-                speed_notes.append(
-                    f"{tool.name} on the benign corpus stopped at its {DEFAULT_BUDGET_S:.0f} s "
-                    f"budget after {len(subset)} packages (ranking order); its ratio compares "
-                    "caplet on those same packages."
-                )
-            speed_rows.append(
-                Row(
-                    (
-                        label,
-                        f"{other.megabytes:.1f}",
-                        f"{other.wall_mb_s:.2f}",
-                        f"{other.cpu_mb_s:.2f}",
-                        ratio(mine.wall_mb_s, other.wall_mb_s),
-                        ratio(mine.cpu_mb_s, other.cpu_mb_s),
-                    )
-                )
-            )
-    for tool in tools:
-        if tool.unavailable:
-            speed_rows.append(Row((f"{tool.name}", "-", "not run", "not run", "-", "-")))
-    speed_section = Section(
-        "Throughput on one core",
-        (
-            "tool, corpus",
-            "MB of .py",
-            "MB/s (wall)",
-            "MB/s (CPU)",
-            "caplet / tool (wall)",
-            "caplet / tool (CPU)",
-        ),
-        tuple(speed_rows),
-        tuple(speed_notes),
-    )
-
-    # Precision and recall.
-    pr_rows: list[Row] = []
-    mapping_notes: list[str] = []
-    for tool in available:
-        benign_run = runs[(tool.name, "benign")]
-        for index, mapping in enumerate(tool.mappings):
-            mapping_notes.append(f"{tool.name}, {mapping.label}: {mapping.rule}.")
-            scanned = len(benign_run.outcomes)
-            flagged = len(benign_run.flagged(index))
-            tune_hit = len(runs[(tool.name, "tune")].flagged(index))
-            hold_hit = len(runs[(tool.name, "holdout")].flagged(index))
-            coverage = "" if not benign_run.skipped else f" (first {scanned})"
-            pr_rows.append(
-                Row(
-                    (
-                        f"{tool.name}: {mapping.label}",
-                        pct(flagged, scanned) + coverage,
-                        pct(tune_hit, len(tune)),
-                        pct(hold_hit, len(holdout)),
-                    )
-                )
-            )
-    for tool in tools:
-        if tool.unavailable:
-            pr_rows.append(Row((f"{tool.name}: not run here ({tool.unavailable})", "-", "-", "-")))
-    errors = [
-        f"{tool.name} errors on {corpus}: "
-        + ", ".join(
-            f"{o.target} ({o.error[:80]})" for o in runs[(tool.name, corpus)].outcomes if o.error
-        )
-        for tool in available
-        for corpus in ("benign", "tune", "holdout")
-        if any(o.error for o in runs[(tool.name, corpus)].outcomes)
-    ]
-    precision = Section(
-        "Precision and recall (a target counts when the tool gives it at least one high-severity finding)",
-        (
-            "tool: high-severity mapping",
-            "benign packages flagged",
-            "recall, tune",
-            "recall, holdout",
-        ),
-        tuple(pr_rows),
-        (
-            'How each tool\'s output is mapped to "flagged at high severity":',
-            "",
-            *(f"* {note}" for note in mapping_notes),
-            "",
-            *errors,
-        ),
-    )
-
-    # caplet per rule family on the benign corpus.
-    families: dict[str, set[str]] = {}
-    for outcome in caplet_benign.outcomes:
-        for rule in outcome.hits:
-            families.setdefault(family(rule), set()).add(outcome.target)
-    family_rows = tuple(
-        Row((fam, pct(len(pkgs), len(caplet_benign.outcomes)), name_list(sorted(pkgs))))
-        for fam, pkgs in sorted(families.items(), key=lambda item: (-len(item[1]), item[0]))
-    )
-    family_section = Section(
-        "caplet DANGER findings on the benign corpus, per rule family (CPL-<FAMILY>-nnn)",
-        ("family", "benign packages", "which"),
-        family_rows or (Row(("(none)", "0", "")),),
-        (f"Every verdict with its rule ids: `{RESULTS_JSON.relative_to(REPO)}` (not committed).",),
-        frozenset({0, 2}),
-    )
-
-    # Misses on the tuning set only: the holdout names stay out of sight of rule tuning.
-    tune_missed = [o.target for o in runs[("caplet", "tune")].outcomes if not o.flags[0]]
-    hold_missed = sum(1 for o in runs[("caplet", "holdout")].outcomes if not o.flags[0])
-    caplet_notes = [
-        f"caplet misses on tune: {', '.join(tune_missed) or 'none'}; on holdout: {hold_missed} "
-        "(names withheld on purpose: the holdout must stay unseen by rule tuning).",
-    ]
-
-    # Against the bars.
-    bandit_std = runs.get(("Bandit", "stdlib"))
-    bars: list[Row] = [
-        Row(
-            (
-                "≥ 10 MB/s on one core (stdlib, CPU)",
-                f"{caplet_speed['stdlib'].cpu_mb_s:.2f} MB/s",
-                "yes" if caplet_speed["stdlib"].cpu_mb_s >= 10 else "no",
-            )
-        )
-    ]
-    if bandit_std is not None:
-        b = speed_of(bandit_std, [stdlib], "stdlib")
-        x = caplet_speed["stdlib"].cpu_mb_s / b.cpu_mb_s if b.cpu_mb_s else 0.0
-        bars.append(
-            Row(
-                ("≥ 20x Bandit's throughput (stdlib, CPU)", f"{x:.1f}x", "yes" if x >= 20 else "no")
-            )
-        )
-    hold_recall = 1 - hold_missed / len(holdout) if holdout else 0.0
-    benign_share = len(caplet_benign.flagged(0)) / len(caplet_benign.outcomes) if benign else 1.0
-    bars.append(
-        Row(
-            (
-                "recall ≥ 90% (holdout)",
-                f"{100 * hold_recall:.1f}%",
-                "yes" if hold_recall >= 0.9 else "no",
-            )
-        )
-    )
-    bars.append(
-        Row(
-            (
-                "≤ 2% of top benign packages with any DANGER",
-                f"{100 * benign_share:.1f}%",
-                "yes" if benign_share <= 0.02 else "no",
-            )
-        )
-    )
-    bar_section = Section(
-        "Against the bars (issue 4, point 8)",
-        ("bar", "measured", "met"),
-        tuple(bars),
-        tuple(caplet_notes),
-    )
-    return preamble, [speed_section, precision, family_section, bar_section]
+    The console script next to this interpreter is what a user runs; each run is a
+    new process, charged through ``RUSAGE_CHILDREN``.
+    """
+    script = Path(sys.executable).with_name("caplet")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "caplet"]
+    scans: list[float] = []
+    bare: list[float] = []
+    with tempfile.TemporaryDirectory() as empty:
+        for _ in range(runs):
+            child = run_child([*command, "scan", empty, "--json"], 60)
+            if child.returncode != 0:
+                raise RuntimeError(f"caplet scan failed: {child.stderr[-300:]}")
+            scans.append(child.cpu_s * 1000)
+            bare.append(run_child([sys.executable, "-c", "pass"], 60).cpu_s * 1000)
+    return statistics.median(scans), statistics.median(bare)
 
 
 def dump_json(runs: dict[tuple[str, str], Sweep]) -> None:
@@ -1045,8 +493,18 @@ def dump_json(runs: dict[tuple[str, str], Sweep]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="20 benign packages, not 100")
-    parser.add_argument("--write", action="store_true", help="write benchmarks/scan_results.md")
+    parser.add_argument(
+        "--top", type=int, default=500, help="benign corpus: the N most downloaded projects"
+    )
+    parser.add_argument("--quick", action="store_true", help="every 5th benign package only")
+    parser.add_argument(
+        "--fetch-only", action="store_true", help="download the corpora, scan nothing"
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write benchmarks/scan_results.md and the scanner section of docs/benchmarks.md",
+    )
     parser.add_argument("--refresh", action="store_true", help="re-resolve latest releases")
     parser.add_argument(
         "--budget",
@@ -1054,13 +512,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_BUDGET_S,
         help="seconds of wall time per slow tool over the benign corpus (default 600)",
     )
+    parser.add_argument(
+        "--startup-runs", type=int, default=15, help="caplet scan start-ups to time (median)"
+    )
     args = parser.parse_args(argv)
 
     cpu = pin_to_one_cpu()
     CACHE.mkdir(parents=True, exist_ok=True)
     bandit_problem, guarddog_problem = ensure_tools_venv()
-    names = TOP_PYPI[::5] if args.quick else TOP_PYPI
+    ranking = top_pypi(args.top)
+    names = ranking[::5] if args.quick else ranking
     benign, problems = benign_targets(names, args.refresh)
+    if args.fetch_only:
+        console.print(f"fetched {len(benign)} benign packages into {CACHE}; problems: {problems}")
+        return 0
     stdlib = stdlib_target()
     tune = malware_targets("tune")
     holdout = malware_targets("holdout")
@@ -1071,7 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         guarddog_tool(TOOLS_VENV, guarddog_problem),
     ]
     # Warm caplet up on a tiny tree so its import and rule compilation are not charged to
-    # the first corpus (the CLIs' start-up is charged to them, but it is per process).
+    # the first corpus (the CLIs' start-up is charged to them, but it is per process; the
+    # start-up of caplet's own CLI is measured on its own below).
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "warm.py").write_text("x = 1\n")
         caplet_scan(Path(tmp))
@@ -1087,17 +553,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs[(tool.name, "tune")] = sweep(tool, tune, "tune", None)
         runs[(tool.name, "holdout")] = sweep(tool, holdout, "holdout", None)
     dump_json(runs)
+    console.print("[dim]ast.parse of the same trees[/dim]")
+    parse = {"stdlib": parse_speed([stdlib]), "benign": parse_speed(benign)}
+    console.print("[dim]caplet scan start-up[/dim]")
+    startup_ms, python_ms = startup_cpu(args.startup_runs)
 
     command = "python benchmarks/scan_bench.py" + (" --quick" if args.quick else "")
+    if args.top != 500:
+        command += f" --top {args.top}"
     if args.budget != DEFAULT_BUDGET_S:
         command += f" --budget {args.budget:g}"
-    preamble, sections = build_report(
-        chosen, stdlib, benign, problems, runs, tune, holdout, command, cpu
+    measured = Measured(
+        tools=tuple(
+            ToolInfo(t.name, t.version, tuple((m.label, m.rule) for m in t.mappings), t.unavailable)
+            for t in chosen
+        ),
+        runs=dict(runs),
+        stdlib=stdlib,
+        benign=tuple(benign),
+        benign_problems=tuple(problems),
+        tune=tuple(tune),
+        holdout=tuple(holdout),
+        parse=parse,
+        startup_ms=startup_ms,
+        python_ms=python_ms,
+        startup_runs=args.startup_runs,
+        command=command + (" --write" if args.write else ""),
+        cpu=cpu,
+        budget_s=args.budget,
     )
+    preamble, sections = build_report(measured)
     show(sections, preamble)
     if args.write:
-        RESULTS_MD.write_text(markdown(sections, preamble))
-        console.print(f"wrote {RESULTS_MD.relative_to(REPO)}")
+        write(
+            markdown(sections, preamble), RESULTS_MD, REPO / "docs" / "benchmarks.md", console.print
+        )
     return 0
 
 

@@ -44,7 +44,9 @@ def test_a_plain_directory_is_scanned_in_package_mode(tmp_path: Path) -> None:
 
 
 def test_capabilities_in_a_parsed_package_file_are_observed_not_danger(tmp_path: Path) -> None:
-    document = run("scan", str(package(tmp_path, BENIGN + "print(eval('1 + 1'))\n")))
+    # eval needs a payload source in the file (here marshal) before the prefilter parses it
+    source = BENIGN + "import marshal\nprint(eval('1 + 1'))\n"
+    document = run("scan", str(package(tmp_path, source)))
     assert document["ok"] is True
     assert document["files_parsed"] == 1
     observed = {f["rule_id"] for f in document["findings"]}
@@ -147,3 +149,61 @@ def test_human_output_groups_by_file_with_the_line(tmp_path: Path) -> None:
     assert "2:1" in result.stdout
     assert 'exec(base64.b64decode("cHJpbnQoMSk="))' in result.stdout
     assert "1 danger" in result.stdout
+
+
+# -- many targets (issue 16) --------------------------------------------------------------
+
+
+def test_several_targets_are_one_document_and_one_exit_code(tmp_path: Path) -> None:
+    clean = package(tmp_path / "clean", BENIGN)
+    bad = package(tmp_path / "bad", DROPPER)
+    document = run("scan", str(clean), str(bad), "--jobs", "2", code=1)
+    assert document["ok"] is False
+    assert [(t["target"], t["ok"]) for t in document["targets"]] == [
+        (str(clean), True),
+        (str(bad), False),
+    ]
+
+
+def test_a_folder_of_sdists_scans_each_of_them(tmp_path: Path) -> None:
+    from tests._scan.index import sdist
+
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    (downloads / "good-1.0.tar.gz").write_bytes(sdist("good", "1.0", {"good.py": BENIGN}))
+    (downloads / "bad-1.0.tar.gz").write_bytes(sdist("bad", "1.0", {"bad.py": DROPPER}))
+    document = run("scan", str(downloads), code=1)
+    verdicts = {Path(t["target"]).name: t["ok"] for t in document["targets"]}
+    assert verdicts == {"bad-1.0.tar.gz": False, "good-1.0.tar.gz": True}
+
+
+def test_a_requirements_file_is_fetched_from_the_index_and_scanned(tmp_path: Path) -> None:
+    from tests._scan.index import Index, sdist, serve
+
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("good==1.0\nbad==2.0\n")
+    index = Index(
+        {
+            "good": {"good-1.0.tar.gz": sdist("good", "1.0", {"good.py": BENIGN})},
+            "bad": {"bad-2.0.tar.gz": sdist("bad", "2.0", {"setup.py": DROPPER})},
+        }
+    )
+    with serve(index):
+        document = run("scan", "-r", str(requirements), "--index-url", index.url, code=1)
+    assert [(t["target"], t["ok"]) for t in document["targets"]] == [
+        ("good==1.0", True),
+        ("bad==2.0", False),
+    ]
+
+
+def test_an_unpinned_requirement_is_a_clear_error(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("requests>=2\n")
+    document = run("scan", "-r", str(requirements), code=1)
+    assert "line 1: requests is not pinned to one version" in document["error"]["message"]
+
+
+def test_several_targets_must_be_paths(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["scan", str(tmp_path), "no-such-plugin", "--json"])
+    assert result.exit_code == 2
+    assert "'no-such-plugin' is not a path" in result.output

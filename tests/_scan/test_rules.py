@@ -79,3 +79,17 @@ def test_programs_are_known_only_for_process_calls() -> None:
 def test_unknown_rule_is_a_key_error_naming_it() -> None:
     with pytest.raises(KeyError, match="CPL-NOPE-001"):
         rule("CPL-NOPE-001")
+
+
+def test_ipc_to_other_processes_is_network() -> None:
+    # issue 13: a plugin reaching a host daemon through a Unix socket, a logging
+    # handler or multiprocessing's connection is network access too
+    for api in (
+        "socket.AF_UNIX",
+        "multiprocessing.connection.Client",
+        "multiprocessing.connection.Listener",
+        "logging.handlers.SysLogHandler",
+        "logging.handlers.SocketHandler",
+        "logging.handlers.DatagramHandler",
+    ):
+        assert API_RULES[api] == "CPL-NET-002"

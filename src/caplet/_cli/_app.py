@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -108,6 +109,8 @@ from caplet._host._records import Outcome
 from caplet._host._state_check import check_state
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import MANIFEST_NAMES
+from caplet._scan._batch import Job, archives_in, default_jobs, scan_jobs
+from caplet._scan._fetch import default_index, fetch, read_requirements
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._rules import RULES, Rule
 from caplet._scan._sarif import to_sarif, write_sarif
@@ -467,10 +470,12 @@ class ScanModeChoice(StrEnum):
 
 @app.command("scan")
 def scan_command(
-    target: Annotated[
-        str | None,
+    targets: Annotated[
+        list[str] | None,
         typer.Argument(
-            help="A plugin name, a directory, a Python file, an sdist (.tar.gz) or a wheel."
+            help="A plugin name, or paths: directories, Python files, sdists (.tar.gz), wheels "
+            "(a directory holding only sdists and wheels scans each of them).",
+            show_default=False,
         ),
     ] = None,
     plugins_dir: PluginsDir = _DEFAULT_PLUGINS,
@@ -496,6 +501,26 @@ def scan_command(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="List info findings too.")
     ] = False,
+    requirements: Annotated[
+        Path | None,
+        typer.Option(
+            "--requirements",
+            "-r",
+            help="Also scan the releases this requirements file pins (name==version), "
+            "downloaded from the index and never run.",
+        ),
+    ] = None,
+    index_url: Annotated[
+        str | None,
+        typer.Option(
+            "--index-url",
+            help="Package index for -r (default: CAPLET_INDEX_URL, PIP_INDEX_URL, else PyPI).",
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="Targets scanned at once (default: every core)."),
+    ] = None,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -507,7 +532,7 @@ def scan_command(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Statically scan a plugin or any Python code without running it.
+    """Statically scan plugins or any Python code without running it.
 
     Exit 1 when a finding at or above --fail-on remains (default: danger).
     """
@@ -519,36 +544,123 @@ def scan_command(
             if not as_json:
                 print_rules(out.console, catalogue)
             return
-        if target is None:
+        names = targets or []
+        if not names and requirements is None:
             _usage(out, "caplet scan needs a TARGET (a plugin name or a path), or --rules")
-        if dask is not None:
-            report, label = _run_scan_on_cluster(dask, target, mode, out)
-        else:
-            report, label = _run_scan(target, plugins_dir, state_dir, mode, out)
-        if sarif is not None:
-            write_sarif(sarif, to_sarif([report], tool_version=__version__))
         threshold = {
             FailOn.danger: 0,
             FailOn.warning: 1,
             FailOn.info: 2,
             FailOn.never: -1,
         }[fail_on]
+        if dask is not None and jobs is not None:
+            _usage(out, "--dask and --jobs exclude each other: the cluster decides how many run")
+        if dask is not None or requirements is not None or len(names) > 1 or _archive_folder(names):
+            _scan_batch(
+                names, requirements, index_url, mode, jobs, sarif, threshold, verbose, out, dask
+            )
+            return
+        target = names[0]
+        report, label = _run_scan(target, plugins_dir, state_dir, mode, out)
+        if sarif is not None:
+            write_sarif(sarif, to_sarif([report], tool_version=__version__))
         failing = [f for f in report.findings if not f.covered and f.severity.rank <= threshold]
-        out.emit(
-            {
-                "ok": not failing,
-                "target": label,
-                "mode": report.mode.value,
-                "files_scanned": report.files_scanned,
-                "files_parsed": report.files_parsed,
-                "bytes_scanned": report.bytes_scanned,
-                "findings": [jsonable(f) for f in report.findings],
-            }
-        )
+        out.emit(_report_json(report, label, ok=not failing))
         if not as_json:
             print_scan_report(out.console, report, label=label, verbose=verbose)
         if failing:
             raise typer.Exit(EXIT_REFUSED)
+
+
+def _report_json(report: ScanReport, label: str, *, ok: bool) -> dict[str, JSONValue]:
+    return {
+        "ok": ok,
+        "target": label,
+        "mode": report.mode.value,
+        "files_scanned": report.files_scanned,
+        "files_parsed": report.files_parsed,
+        "bytes_scanned": report.bytes_scanned,
+        "findings": [jsonable(f) for f in report.findings],
+    }
+
+
+def _archive_folder(names: Sequence[str]) -> bool:
+    """One target that is a folder of sdists and wheels: a batch of packages."""
+    return len(names) == 1 and Path(names[0]).is_dir() and archives_in(Path(names[0])) is not None
+
+
+def _scan_batch(
+    names: Sequence[str],
+    requirements: Path | None,
+    index_url: str | None,
+    mode: ScanModeChoice,
+    jobs: int | None,
+    sarif: Path | None,
+    threshold: int,
+    verbose: bool,
+    out: _Out,
+    dask: str | None = None,
+) -> None:
+    """Several targets (paths, a folder of sdists, a requirements file), on every core,
+    or one package per task on the Dask cluster at ``dask`` (caplet._scan_cluster)."""
+    with tempfile.TemporaryDirectory(prefix="caplet-scan-") as downloads:
+        batch: list[Job] = []
+        for name in names:
+            path = Path(name)
+            if not path.exists():
+                _usage(
+                    out,
+                    f"{name!r} is not a path: with several targets each must be a directory, "
+                    "a Python file, an sdist or a wheel (scan a plugin by name on its own)",
+                )
+            folder = archives_in(path) if path.is_dir() else None
+            for item in folder or [path]:
+                capabilities, chosen = _scan_mode(item, mode)
+                batch.append(Job(item, capabilities, chosen, str(item)))
+        if requirements is not None:
+            index = index_url or default_index(os.environ)
+            for pinned in read_requirements(requirements):
+                out.err.print(plain(f"fetching {pinned.name}=={pinned.version}", "dim"))
+                archive = fetch(pinned, index, Path(downloads), requirements)
+                batch.append(Job(archive, (), ScanMode.PACKAGE, f"{pinned.name}=={pinned.version}"))
+        with _progress(out, minimum=2) as progress:
+            if dask is not None:
+                from caplet._scan_cluster import scan_on_cluster
+
+                reports = scan_on_cluster(dask, batch, _scan_at, progress=progress)
+            else:
+                reports = scan_jobs(batch, workers=jobs or default_jobs(), progress=progress)
+    if sarif is not None:
+        write_sarif(sarif, to_sarif(reports, tool_version=__version__))
+    failed = False
+    documents: list[JSONValue] = []
+    for job, report in zip(batch, reports, strict=True):
+        failing = any(not f.covered and f.severity.rank <= threshold for f in report.findings)
+        failed = failed or failing
+        documents.append(_report_json(report, job.label, ok=not failing))
+        if not out.as_json:
+            print_scan_report(out.console, report, label=job.label, verbose=verbose)
+    out.emit({"ok": not failed, "targets": documents})
+    if failed:
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def _scan_at(job: Job, path: Path) -> ScanReport:
+    """Scan one job's package at ``path`` (on a Dask worker: its own copy of the package)."""
+    return scan_tree(path, job.capabilities, mode=job.mode)
+
+
+def _scan_mode(path: Path, mode: ScanModeChoice) -> tuple[tuple[Capability, ...], ScanMode]:
+    """A path's declared capabilities and mode: plugin mode for a folder with a manifest."""
+    if (
+        path.is_dir()
+        and mode is not ScanModeChoice.package
+        and any(os.path.lexists(path / n) for n in MANIFEST_NAMES)
+    ):
+        # A manifest that is there but invalid is an error, never a silent
+        # fallback to package mode (which would excuse undeclared capabilities).
+        return load_manifest(path).capabilities, ScanMode.PLUGIN
+    return (), ScanMode.PLUGIN if mode is ScanModeChoice.plugin else ScanMode.PACKAGE
 
 
 def _rule_json(r: Rule) -> dict[str, JSONValue]:
@@ -577,58 +689,24 @@ def _run_scan(
             _usage(out, f"cannot scan {target!r} in package mode: no such file or directory")
         with _host(plugins_dir, state_dir, out) as host:
             return host.scan_report(target), target
-    capabilities, chosen = _scan_choice(path, mode)
+    capabilities, chosen = _scan_mode(path, mode)
     with _progress(out) as progress:
         report = scan_tree(path, capabilities, mode=chosen, progress=progress)
     return report, str(path)
 
 
-def _scan_choice(path: Path, mode: ScanModeChoice) -> tuple[tuple[Capability, ...], ScanMode]:
-    """The declared capabilities and the scan mode of the target at *path*."""
-    capabilities: tuple[Capability, ...] = ()
-    manifest_found = False
-    if (
-        path.is_dir()
-        and mode is not ScanModeChoice.package
-        and any(os.path.lexists(path / n) for n in MANIFEST_NAMES)
-    ):
-        # A manifest that is there but invalid is an error, never a silent
-        # fallback to package mode (which would excuse undeclared capabilities).
-        capabilities = load_manifest(path).capabilities
-        manifest_found = True
-    chosen = (
-        ScanMode.PLUGIN
-        if mode is ScanModeChoice.plugin or (mode is ScanModeChoice.auto and manifest_found)
-        else ScanMode.PACKAGE
-    )
-    return capabilities, chosen
-
-
-def _run_scan_on_cluster(
-    address: str, target: str, mode: ScanModeChoice, out: _Out
-) -> tuple[ScanReport, str]:
-    """``scan --dask``: the target as one task on the cluster (caplet._scan_cluster)."""
-    from caplet._scan_cluster import ClusterTarget, scan_on_cluster, scan_target
-
-    path = Path(target)
-    if not path.exists():
-        _usage(out, f"caplet scan --dask scans files and directories; {target!r} is neither")
-    capabilities, chosen = _scan_choice(path, mode)
-    (report,) = scan_on_cluster(address, [ClusterTarget(path, capabilities, chosen)], scan_target)
-    return report, str(path)
-
-
 @contextmanager
-def _progress(out: _Out) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal for scans of many files (never in --json)."""
+def _progress(out: _Out, minimum: int | None = None) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal for scans of many files or targets (never in --json)."""
     if out.as_json or not out.console.is_terminal:
         yield None
         return
+    least = _PROGRESS_MIN_FILES if minimum is None else minimum
     with Progress(transient=True, console=out.console) as bar:
         task = bar.add_task("scanning", total=None)
 
         def update(done: int, total: int) -> None:
-            if total >= _PROGRESS_MIN_FILES:
+            if total >= least:
                 bar.update(task, completed=done, total=total)
 
         yield update

@@ -88,6 +88,8 @@ def _family_title(family: RuleFamily) -> str:
             return "The scan itself"
         case RuleFamily.MITIGATION:
             return "Mitigations"
+        case RuleFamily.AUDITOR:
+            return "Text aimed at the auditor"
         case _:
             assert_never(family)
 

@@ -42,6 +42,8 @@ class Tag(enum.Enum):
     WALLET_PATTERN = "wallet-pattern"
     PROCESS = "process"
     SHELL = "shell"
+    #: A downloader or script host started (curl, wget, powershell, certutil, mshta ...).
+    DOWNLOADER = "downloader"
     READ = "read"
     EXFIL_ENDPOINT = "exfil-endpoint"
     #: A persistence location that is written (an open for writing, a crontab
@@ -63,6 +65,14 @@ class Tag(enum.Enum):
     DECODE = "decode"
     WRITE = "write"
     REGISTRY_WRITE = "registry-write"
+    #: Memory mapped executable (``mmap.PROT_EXEC``, ``VirtualAlloc``).
+    EXEC_MEMORY = "exec-memory"
+    #: A native function pointer made from an address (``ctypes.CFUNCTYPE``, ``CreateThread``).
+    NATIVE_CALL = "native-call"
+    #: Every class of the interpreter walked (``object.__subclasses__()``).
+    SUBCLASS_WALK = "subclass-walk"
+    #: What such a walk is after: a class or global that reaches os or subprocess.
+    ESCAPE_TARGET = "escape-target"
 
 
 #: Fully qualified names whose mere reference records a tag.
@@ -92,6 +102,13 @@ TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
         "winreg.SetValue": Tag.REGISTRY_WRITE,
         "_winreg.SetValueEx": Tag.REGISTRY_WRITE,
         "_winreg.SetValue": Tag.REGISTRY_WRITE,
+        "mmap.PROT_EXEC": Tag.EXEC_MEMORY,
+        "ctypes.windll.kernel32.VirtualAlloc": Tag.EXEC_MEMORY,
+        "ctypes.windll.kernel32.VirtualProtect": Tag.EXEC_MEMORY,
+        "ctypes.CFUNCTYPE": Tag.NATIVE_CALL,
+        "ctypes.WINFUNCTYPE": Tag.NATIVE_CALL,
+        "ctypes.PYFUNCTYPE": Tag.NATIVE_CALL,
+        "ctypes.windll.kernel32.CreateThread": Tag.NATIVE_CALL,
     }
 )
 
@@ -109,11 +126,10 @@ class Chain:
 _COLLECTED = (
     Tag.HOST_INFO,
     Tag.ENV_DUMP,
+    Tag.ENV_ITER,
     Tag.CREDENTIAL_FILE,
-    Tag.READ,
-    Tag.PROCESS,
     Tag.CLIPBOARD,
-    Tag.DOWNLOAD,
+    Tag.SECRET_ENV,
 )
 
 
@@ -141,17 +157,15 @@ def correlate(
         line, api = tags[tag]
         chains.append(Chain(rule_id, api + suffix, line))
 
-    # the environment (or its secrets) sent somewhere: dumped into a network
-    # call, or walked / read by secret names in a file that calls a URL
-    # written into the code (a library takes its URLs as parameters)
+    # the whole environment sent somewhere: dumped into a network call, or
+    # walked in a file that calls a URL written into the code (a library
+    # takes its URLs as parameters). Secrets read by name count only when
+    # the data flow sees several of them reach one egress (caplet._scan._sinks):
+    # one token per provider, sent to that provider, is how clients authenticate.
     if has(Tag.ENV_DUMP, Tag.EGRESS):
         at("CPL-THR-006", Tag.ENV_DUMP)
     elif has(Tag.ENV_ITER, Tag.FIXED_ENDPOINT):
         at("CPL-THR-006", Tag.ENV_ITER)
-    elif secret_names >= 2 and has(Tag.FIXED_ENDPOINT):
-        # one token read to call its own API is how clients authenticate;
-        # several secrets gathered for one fixed URL is collection
-        at("CPL-THR-006", Tag.SECRET_ENV)
     # one credential file is a tool reading its own config; several, sent
     # somewhere, is a stealer
     if (credential_kinds >= 2 and has(Tag.EGRESS)) or (
@@ -172,13 +186,16 @@ def correlate(
         at("CPL-THR-009", Tag.PERSISTENCE)
     elif Tag.PERSISTENCE in tags:
         at("CPL-PER-001", Tag.PERSISTENCE)
-    if has(Tag.DOWNLOAD, Tag.LAUNCH):
-        at("CPL-THR-002", Tag.DOWNLOAD)
-    elif has(Tag.FIXED_ENDPOINT, Tag.WRITE, Tag.PYTHON_RUN):
-        # a second stage: code fetched from a fixed URL, saved, run with Python
-        at("CPL-THR-002", Tag.FIXED_ENDPOINT)
-    if Tag.DOWNLOAD_EXEC in tags and (setup_py or has(Tag.PROCESS)):
+    # download and run is followed by the data flow (caplet._scan._sinks): a
+    # file-wide "downloads something, runs something" flagged build scripts
+    # a download piped to a shell in text shown to a user is advice; in setup.py
+    # or in a command a process call runs (caplet._scan._sinks) it is the payload
+    if Tag.DOWNLOAD_EXEC in tags and setup_py:
         at("CPL-THR-015", Tag.DOWNLOAD_EXEC)
+    if has(Tag.EXEC_MEMORY, Tag.NATIVE_CALL):
+        at("CPL-THR-023", Tag.EXEC_MEMORY)
+    if has(Tag.SUBCLASS_WALK, Tag.ESCAPE_TARGET):
+        at("CPL-THR-024", Tag.ESCAPE_TARGET)
     if has(Tag.CLIPBOARD, Tag.WALLET_PATTERN):
         at("CPL-THR-014", Tag.WALLET_PATTERN)
     if setup_py:
@@ -186,17 +203,16 @@ def correlate(
             at("CPL-THR-011", Tag.EGRESS, " (network access)")
         if Tag.CREDENTIAL_FILE in tags:
             at("CPL-THR-011", Tag.CREDENTIAL_FILE, " (credential path)")
-        if Tag.SHELL in tags:
-            at("CPL-THR-011", Tag.SHELL, " (a shell or downloader)")
+        if Tag.DOWNLOADER in tags:
+            at("CPL-THR-011", Tag.DOWNLOADER, " (a downloader or script host)")
         if Tag.LAUNCH in tags:
             at("CPL-THR-011", Tag.LAUNCH, " (a dropped program)")
-        if Tag.CUSTOM_INSTALL in tags and any(
-            t in tags for t in (Tag.PROCESS, Tag.DECODE, Tag.EGRESS)
-        ):
+        # a custom install command that builds something runs compilers;
+        # one that fetches or decodes at install is the typosquat recipe
+        if Tag.CUSTOM_INSTALL in tags and any(t in tags for t in (Tag.DECODE, Tag.EGRESS)):
             at(
                 "CPL-THR-011",
                 Tag.CUSTOM_INSTALL,
-                " (a custom install command that runs programs, reaches the network"
-                " or decodes data)",
+                " (a custom install command that reaches the network or decodes data)",
             )
     return chains

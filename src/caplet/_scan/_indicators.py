@@ -25,13 +25,17 @@ Source) for the bidirectional controls.
 from __future__ import annotations
 
 import enum
+import re
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import re2
 
 __all__ = [
+    "AUDITOR_PATTERN",
     "BIDI_CONTROLS",
     "INDICATORS",
     "Indicator",
@@ -62,6 +66,8 @@ class IndicatorKind(enum.Enum):
     CLIPBOARD = "clipboard"
     #: Regular expressions for crypto-wallet addresses (CPL-THR-014).
     WALLET_PATTERN = "wallet-pattern"
+    #: Shell commands that send data to a host: ``... | nc HOST PORT``, ``curl -d @file``.
+    NETWORK_PIPE = "network-pipe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,28 +88,43 @@ _R = IndicatorKind.REVERSE_SHELL
 _X = IndicatorKind.DOWNLOAD_EXEC
 _CB = IndicatorKind.CLIPBOARD
 _W = IndicatorKind.WALLET_PATTERN
+_N = IndicatorKind.NETWORK_PIPE
 
 #: A path separator as it appears in source text: ``/``, ``\`` or ``\\``.
 _SEP = r"(?:/|\\{1,2})"
 
+#: The data file of out-of-band, request-catcher, paste, file-drop, tunnel and
+#: webhook services, with the sources of every name (read once, at import).
+ENDPOINTS_FILE: Final = Path(__file__).with_name("exfil_domains.toml")
+
+
+def _endpoint_indicators() -> tuple[Indicator, ...]:
+    """One indicator per group of :data:`ENDPOINTS_FILE`.
+
+    A domain matches itself and any host under it (the character before it
+    is not a letter, digit or hyphen), never a longer name ending with it.
+    """
+    groups = tomllib.loads(ENDPOINTS_FILE.read_text(encoding="utf-8"))["group"]
+    out: list[Indicator] = []
+    for group in groups:
+        alternatives = [re.escape(d) for d in group.get("domains", ())]
+        if alternatives:
+            out.append(
+                Indicator(
+                    _E,
+                    group["label"],
+                    r"(?i)(?:^|[^a-z0-9-])(?:" + "|".join(alternatives) + r")(?:[^a-z0-9-]|$)",
+                )
+            )
+        prefixes = [re.escape(p) for p in group.get("prefixes", ())]
+        if prefixes:
+            out.append(Indicator(_E, group["label"], r"(?i)(?:" + "|".join(prefixes) + ")"))
+    return tuple(out)
+
+
 INDICATORS: Final[tuple[Indicator, ...]] = (
-    # -- exfiltration endpoints ---------------------------------------------------------
-    Indicator(_E, "Discord webhook", r"(?i)discord(?:app)?\.com/api/webhooks"),
-    Indicator(_E, "Telegram bot API", r"(?i)api\.telegram\.org/bot"),
-    Indicator(_E, "Slack webhook", r"(?i)hooks\.slack\.com/services"),
-    Indicator(_E, "paste service", r"(?i)pastebin\.com/(?:api|raw)|paste\.ee/|hastebin\.com"),
-    Indicator(
-        _E,
-        "file-drop service",
-        r"(?i)transfer\.sh|anonfiles\.com|gofile\.io|file\.io/|0x0\.st|bashupload|temp\.sh/",
-    ),
-    Indicator(_E, "tunnel", r"(?i)ngrok(?:-free)?\.(?:io|app)|serveo\.net|trycloudflare\.com"),
-    Indicator(
-        _E,
-        "request catcher",
-        r"(?i)webhook\.site|requestbin|pipedream\.net|burpcollaborator\.net|"
-        r"interact\.sh|\.oast\.(?:fun|pro|live|site|online|me)|canarytokens\.com",
-    ),
+    # -- exfiltration endpoints: the groups of exfil_domains.toml, and onion services --
+    *_endpoint_indicators(),
     Indicator(_E, "onion service", r"(?i)\.onion\b"),
     # -- credential stores of other programs ----------------------------------------------
     Indicator(_C, "browser password database", r"Login Data|logins\.json|key4\.db|signons\.sqlite"),
@@ -172,10 +193,15 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         _X,
         "download piped to a shell",
         r"(?i)(?:curl|wget)\b[^|;&\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|"
-        r"(?:curl|wget)\b[^\n]*(?:&&|;)[^\n]*chmod\s+\+?[0-7x]|-EncodedCommand\b|"
-        r"\bIEX\s*\(|Invoke-Expression|DownloadString\(|DownloadFile\(|Invoke-WebRequest|"
-        r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|"
-        r"powershell(?:\.exe)?\s+-(?:e|enc|ec|encodedcommand)\b",
+        r"(?:curl|wget)\b[^\n]*(?:&&|;)[^\n]*chmod\s+\+?[0-7x]|"
+        r"\bIEX\s*\(|\|\s*iex\b|Invoke-Expression|DownloadString\(|"
+        r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|Start-Process\b",
+    ),
+    Indicator(
+        _N,
+        "data sent by a shell command",
+        r"\|\s*(?:nc|ncat|netcat|socat|telnet)\s+(?:-[A-Za-z]+\s+)*[A-Za-z0-9][A-Za-z0-9.:-]*\s+\d|"
+        r"(?i)\bcurl\b[^|;&\n]*\s(?:-d|--data|--data-binary|-F|--form|-T|--upload-file)\s+['\"]?[A-Za-z]*=?@",
     ),
     # -- clipboard hijacking ----------------------------------------------------------
     Indicator(
@@ -186,6 +212,26 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         "wallet address pattern",
         r"bc1\|\[13\]|\(bc1\||0x\[a-fA-F0-9\]\{40\}|\[13\]\[a-km-zA-HJ-NP-Z1-9\]|4\[0-9AB\]",
     ),
+)
+
+#: Text addressed to an LLM reviewer (design.md section 2, threat 3; CPL-AUD-001): notes
+#: to "AI reviewers", "ignore previous instructions", "you are an auditor", "rate this
+#: LOW", "this code is safe, do not flag", "report only LOW".
+AUDITOR_PATTERN: Final = (
+    r"(?i)\b(?:note|notes|message|instructions?|attention|hint)\s+(?:to|for)\s+"
+    r"(?:the\s+|any\s+|all\s+)?(?:ai|llm|gpt|chatgpt|claude|automated|language[- ]model)s?\b"
+    r"|\bignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|preceding|earlier|system)\s+"
+    r"(?:instructions|prompts?|rules|directions)"
+    r"|\byou\s+are\s+(?:now\s+)?(?:an?\s+|the\s+)?(?:ai\s+|llm\s+|security\s+|code\s+|static\s+)?"
+    r"(?:auditor|reviewer|security\s+analyst|code\s+analy[sz]er)\b"
+    r"|\b(?:rate|mark|classify|score|label)\s+(?:this|it|the\s+(?:code|file|package|plugin|module))\s+"
+    r"(?:as\s+)?(?:low|safe|benign|clean|harmless)\b"
+    r"|\b(?:do\s+not|don't|never)\s+flag\b"
+    r"|\b(?:this|the)\s+(?:code|file|package|plugin|module)\s+is\s+(?:safe|benign|harmless|"
+    r"not\s+malicious)\b[^\n]*\b(?:do\s+not|don't|no\s+need\s+to)\b"
+    r"|\breport\s+only\s+(?:low|info|informational|minor|no)\b"
+    r"|\b(?:ai|llm)\s+(?:auditors?|reviewers?|security\s+scanners?)\b"
+    r"|\b(?:attention|dear|hey|hello)\s*,?\s*(?:ai|llm|gpt|chatgpt|claude)\b"
 )
 
 #: Bidirectional overrides and isolates (CVE-2021-42574, "Trojan Source"):

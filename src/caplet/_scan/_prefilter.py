@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import re2
 
-from caplet._scan._indicators import INDICATORS
+from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS, IndicatorKind
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
@@ -36,9 +36,6 @@ _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
 
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
-    # called, or used as a value (``run = eval``, ``f(eval)``, ``[exec]``)
-    _EXEC_NAME + r"\s*\(",
-    r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)",
     r"\b(?:urlretrieve|SetValueEx|startfile)\b",
     # downloaders: their command lines are often split over implicitly
     # concatenated literals, which a text pattern cannot see whole
@@ -52,7 +49,36 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"['\"](?:Google|Chrome|User Data|Login Data|Local State|BraveSoftware|Exodus|Electrum)['\"]",
     # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
-    *(indicator.pattern for indicator in INDICATORS),
+    # executable memory (shellcode loaders), pip run from code
+    r"\b(?:PROT_EXEC|VirtualAlloc|VirtualProtect|PAGE_EXECUTE_READWRITE)\b",
+    # a PowerShell command hidden in base64 (decoded and read by the command rules)
+    r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
+    r"\bpip\s*\.\s*main\s*\(|\bpip\._internal\b[^\n]*\bmain\b",
+    # every indicator but clipboard access, which means something only beside a
+    # wallet pattern (CPL-THR-014), itself an indicator here
+    *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
+)
+
+#: What exec can only run harmfully when the file also has it: a decoder, code
+#: points, a network read, a chat bot. Without any of them exec/eval/compile
+#: run the file's own text (dataclasses, namedtuple, doctest); a string run
+#: that reaches the network names a network module, one spelled in escapes
+#: or looked up by a computed name is another pattern's (solo or pair).
+_PAYLOAD = (
+    r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
+    r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
+    r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
+    r"\bchr\s*\(\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s"
+)
+#: A process or code sink, for the pairs below.
+_SINK = (
+    r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|check_call|run_path|"
+    r"create_subprocess_\w+)\s*\(|\bsubprocess\b|(?:^|[^.\w])(?:exec|eval|compile)\s*\("
+)
+#: A network module or a program that reaches the network.
+_NETWORK = (
+    r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib|dns|"
+    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b"
 )
 
 #: Pairs that matter only together: (first, second) must both match.
@@ -60,30 +86,91 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
 #: call holding the first pattern) and can be focused; the others feed
 #: file-wide chains. See ``_LOCAL_PAIRS``.
 _PAIRS: Final[tuple[tuple[str, str], ...]] = (
-    # environment harvesting: os.environ next to a network module
+    # environment harvesting: the whole os.environ (dumped, copied, walked) next to a
+    # network module; single keys (os.environ["HOME"]) are everywhere and harmless
     (
-        r"\benviron\b",
+        r"(?:\bjson\.dumps?|(?:^|[^.\w])(?:dict|str|repr)|\burlencode|\bb64encode)\(\s*(?:os\.)?environ\b|"
+        r"\b(?:data|json|params|body|payload|content|files)\s*=\s*(?:dict\(\s*)?(?:os\.)?environ\b|"
+        r"\benviron\s*\.\s*(?:items|keys|values)\s*\(|\*\*\s*(?:os\.)?environ\b|"
+        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
+    # (concatenated, joined, sliced, reversed, from code points or a builtin's repr)
+    # (on the call's own line: a name prepared elsewhere is the builtins pair's job)
     (
-        r"\b(?:getattr|__import__|import_module)\b",
-        r"['\"][A-Za-z_.]+['\"]\s*\+\s*[rbuRBU]?['\"][A-Za-z_.]+['\"]|\.join\(\s*[\[(]\s*['\"]",
+        r"\b(?:getattr|__import__|import_module|attrgetter)\s*\([^\n]*(?:['\"]\s*\+\s*[rbuRBU]?['\"]|"
+        r"\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|\bbytes\(\s*\[|\bmap\(\s*chr\b|"
+        r"\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\))",
+        r"\b(?:getattr|__import__|import_module|attrgetter)\b",
     ),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
     # network next to a process call: a second stage fetched and run
     (
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3)\b",
-        r"\b(?:subprocess|Popen|system|startfile|spawn\w*)\b",
+        r"\b(?:Popen|system|startfile|spawn[lv]p?e?|check_output|getoutput|check_call|"
+        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(",
     ),
     # getattr(builtins, name) and builtins.exec(...)
-    (r"\b(?:getattr|exec|eval|compile)\b", r"\b(?:builtins|__builtins__)\b"),
+    (
+        r"\bgetattr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
+        r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
+        r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",
+        r"\b(?:builtins|__builtins__)\b",
+    ),
+    # decoded data into a process or code sink: os.system(b64decode(...))
+    (
+        r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b",
+        _SINK,
+    ),
+    # a chat bot's handlers running what its users send
+    (
+        r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
+        r"discord|nextcord|disnake)\b",
+        _SINK,
+    ),
+    # host reconnaissance next to the network (DNS included)
+    (
+        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME)\b|"
+        r"platform\.node|/etc/passwd",
+        _NETWORK,
+    ),
+    # credentials or the environment walked, next to the network
+    (
+        r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
+        r"SECRET_ACCESS|\bin\s+os\.environ\b",
+        _NETWORK,
+    ),
+    # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
+    (
+        r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
+        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]",
+    ),
+    # a .pth file written into site-packages
+    (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
+    # a file copied out of the package and started
+    (
+        r"\b(?:copy2?|copyfile|move)\s*\(",
+        r"\bstartfile\b|\.(?:exe|scr|bat|ps1|vbs|msi|pif|hta)['\"]",
+    ),
+    # exec/eval/compile called (local: the call's statement is enough) or passed
+    # as a value (``run = eval``: the call through the alias is elsewhere)
+    (_EXEC_NAME + r"\s*\(", _PAYLOAD),
+    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)", _PAYLOAD),
+    # the interpreter's classes walked for os/subprocess
+    (
+        r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"
+        r"__(?:bases|mro)__\s*\[[^\]\n]*\]\s*\.\s*__subclasses__",
+        r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b",
+    ),
 )
 
 
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
-_LOCAL_PAIRS: Final = frozenset({1, 4})
+_LOCAL_PAIRS: Final = frozenset({1, 4, 12})
 
 
 class Need(enum.Enum):
@@ -95,6 +182,17 @@ class Need(enum.Enum):
 
 #: More focus lines than this and the whole file is visited anyway.
 _MAX_FOCUS_LINES = 64
+#: A file this large (characters) that needs the AST is still only visited around
+#: its hits: the statements holding any pattern's match or a sink token below.
+_FOCUS_FROM = 12_000
+#: ... unless it has more hit lines than this.
+_MAX_LARGE_FOCUS = 400
+#: Tokens of sinks that only widen the focus of a file that needs the AST anyway
+#: (a send or a write may sit in a statement with no threat token).
+_FOCUS_ONLY: Final = (
+    r"\.(?:post|put|patch|send|sendall|sendto|sendmail|send_message|request|urlopen|connect|"
+    r"write|write_bytes|write_text|recv|startfile|chmod)\s*\(|__file__",
+)
 
 
 class Prefilter:
@@ -116,26 +214,59 @@ class Prefilter:
             patterns.extend((first, second))
         for pattern in patterns:
             self._set.Add(pattern)
+        # Not a threat token: whether text addressed to the auditor may be
+        # there (CPL-AUD-001), answered by the same match.
+        self._auditor = len(patterns)
+        self._set.Add(AUDITOR_PATTERN)
         self._set.Compile()
         self._solo = len(PREFILTER_PATTERNS)
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
-        # Index 1 (exec passed as a value: ``run = exec``) is not focused:
-        # the call through the alias is on another line.
-        self._focused = {0, *(self._pairs[i][0] for i in _LOCAL_PAIRS)}
+        # exec passed as a value (``run = exec``) is not focused: the call
+        # through the alias is on another line.
+        self._focused = {self._pairs[i][0] for i in _LOCAL_PAIRS}
         self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
+        self._patterns = [*patterns, *_FOCUS_ONLY]
+        self._all_locator: Any = None
 
-    def check(self, text: str) -> Need | frozenset[int]:
-        """Nothing, the whole file, or the 1-based lines the AST pass must visit."""
-        need = self._check(text)
+    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
+        """:meth:`check`, and whether text addressed to an auditor may be in ``text``.
+
+        One match answers both (a Set reports every pattern it saw); the
+        answer is computed per call, so concurrent threads do not mix them up.
+        """
+        encoded = text.encode("utf-8", "surrogatepass")
+        matched = self._set.Match(encoded) or []
+        auditor = self._auditor in matched
+        return self.check(text, matched=matched), auditor
+
+    def check(self, text: str, matched: list[int] | None = None) -> Need | frozenset[int]:
+        """Nothing, the whole file, or the 1-based lines the AST pass must visit.
+
+        A large file that needs the whole AST is still visited only around
+        its hits (the statements holding them, whole functions and class
+        members; every module-level binding is collected): the rest of a
+        large library holds no threat token, and its visit was most of the
+        scanner's time.
+        """
+        need = self._check(text, matched=matched)
         if need is Need.NOTHING and not text.isascii():
-            return self._check(unicodedata.normalize("NFKC", text), focus=False)
+            need = self._check(unicodedata.normalize("NFKC", text), focus=False)
+            if need is Need.NOTHING:
+                return need
+            return Need.FULL  # line numbers of the normalised text are not the file's
+        if need is Need.FULL and len(text) > _FOCUS_FROM:
+            lines = self.hit_lines(text, _MAX_LARGE_FOCUS)
+            return Need.FULL if lines is None else lines
         return need
 
-    def _check(self, text: str, *, focus: bool = True) -> Need | frozenset[int]:
-        # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
-        matched = self._set.Match(text.encode("utf-8", "surrogatepass"))
+    def _check(
+        self, text: str, *, focus: bool = True, matched: list[int] | None = None
+    ) -> Need | frozenset[int]:
+        if matched is None:
+            # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
+            matched = self._set.Match(text.encode("utf-8", "surrogatepass")) or []
         if not matched:
             return Need.NOTHING
         found = set(matched)
@@ -154,6 +285,31 @@ class Prefilter:
                 lines.add(text.count("\n", 0, match.end() - 1) + 1)
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
+        return frozenset(lines)
+
+    def hit_lines(self, text: str, limit: int) -> frozenset[int] | None:
+        """The lines any pattern (or sink token) matches, ``None`` past ``limit`` lines.
+
+        One pass of one alternation of every pattern; line numbers are
+        counted between consecutive matches, so the whole costs one scan.
+        """
+        if self._all_locator is None:
+            self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return None  # lone surrogates: RE2 cannot take the text as it is
+        lines: set[int] = set()
+        position, line = 0, 1
+        for match in self._all_locator.finditer(text):
+            # the last character: the first may be the newline before the name
+            end = max(match.start(), match.end() - 1)
+            line += text.count("\n", position, end)
+            position = end
+            lines.add(line)
+            if len(lines) > limit:
+                return None
         return frozenset(lines)
 
 

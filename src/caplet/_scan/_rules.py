@@ -78,6 +78,8 @@ class RuleFamily(enum.Enum):
     SCANNER = "scanner"
     #: Defensive code worth showing the approver (design.md section 6).
     MITIGATION = "mitigation"
+    #: Text aimed at whoever reviews the code: the LLM auditor (design.md section 2, item 3).
+    AUDITOR = "auditor"
 
 
 class RuleKind(enum.Enum):
@@ -290,9 +292,9 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _D,
         None,
         None,
-        "{api} opens a raw network stream",
+        "{api} opens a raw network stream or a channel to another process",
         "use ctx.http (brokered) instead and declare net.http:<origin>",
-        rationale="raw streams bypass the broker's host and address checks",
+        rationale="raw streams and Unix sockets bypass the broker and reach the host's daemons",
     ),
     # -- filesystem ----------------------------------------------------------------------
     Rule(
@@ -505,8 +507,8 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         _D,
         None,
         None,
-        "{api} collects the whole environment in a file that also reaches the network "
-        "(environment harvesting)",
+        "{api}: the environment (walked, dumped, or several secrets of it) is sent over the "
+        "network (environment harvesting)",
         "read only the variables you need, by name, and declare env.read for each",
         kind=RuleKind.THREAT,
         rationale="dumping os.environ next to a network call is how CI tokens and API keys leak",
@@ -611,6 +613,129 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         "ship the program with the plugin; never pipe a download into a shell",
         kind=RuleKind.THREAT,
         rationale="curl|sh, wget && chmod +x and PowerShell IEX fetch the real payload",
+    ),
+    Rule(
+        "CPL-THR-016",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "{api} runs Python source kept in a string, and that source reaches processes, the "
+        "network or native code (a second stage)",
+        "ship the code as a module of its own, where it is reviewed and scanned as code",
+        kind=RuleKind.THREAT,
+        rationale="a second stage in a string (exec'd, run with python -c, or written to a file "
+        "and started) is invisible to a reviewer reading the code",
+    ),
+    Rule(
+        "CPL-THR-017",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api}: data about this host or its user leaves the machine (reconnaissance or "
+        "exfiltration beacon)",
+        "remove the beacon; a package has no reason to report who installed it, or where",
+        kind=RuleKind.THREAT,
+        rationale="host name, user and working directory sent to a fixed host, by HTTP or in a "
+        "DNS name (ping, nslookup, getaddrinfo), are how dependency-confusion payloads report in",
+    ),
+    Rule(
+        "CPL-THR-018",
+        RuleFamily.PROCESS,
+        _D,
+        None,
+        None,
+        "{api} starts a program it copied out of the package (a dropper)",
+        "ship programs as declared entry points or data files that nothing starts behind the "
+        "user's back",
+        kind=RuleKind.THREAT,
+        rationale="droppers carry their payload as a package file and copy it out to run it",
+    ),
+    Rule(
+        "CPL-THR-019",
+        RuleFamily.INSTALL_HOOK,
+        _D,
+        None,
+        None,
+        "{api} installs another package from code, behind the resolver and the reviewer",
+        "declare the dependency in the package metadata instead",
+        kind=RuleKind.THREAT,
+        rationale="pip.main(['install', URL]) at install or import time pulls a second stage "
+        "nobody reviewed",
+    ),
+    Rule(
+        "CPL-THR-020",
+        RuleFamily.PROCESS,
+        _D,
+        None,
+        None,
+        "{api}: commands sent by a chat bot's users or a network peer are run (remote control)",
+        "remove the command channel",
+        kind=RuleKind.THREAT,
+        rationale="Telegram/Discord bots and socket loops that run what they receive are "
+        "remote-access trojans",
+    ),
+    Rule(
+        "CPL-THR-021",
+        RuleFamily.NATIVE,
+        _D,
+        None,
+        None,
+        "{api} is a native executable named like Python source",
+        "remove the file; ship source as source",
+        kind=RuleKind.THREAT,
+        rationale="a binary named .py is hidden from every source scanner and from review",
+    ),
+    Rule(
+        "CPL-THR-022",
+        RuleFamily.NATIVE,
+        _D,
+        None,
+        None,
+        "{api} is a compiled library in a source tree that has no source or build file for it",
+        "ship the library's source and build it, or publish a wheel",
+        kind=RuleKind.THREAT,
+        rationale="a prebuilt .pyd/.so in an sdist without anything that builds it cannot be "
+        "reviewed, and is imported like any module",
+    ),
+    Rule(
+        "CPL-THR-023",
+        RuleFamily.NATIVE,
+        _D,
+        None,
+        None,
+        "{api}: executable memory called through ctypes (shellcode loader)",
+        "remove the loader; no package maps executable memory by hand",
+        kind=RuleKind.THREAT,
+        rationale="mmap(PROT_EXEC) or VirtualAlloc plus a ctypes function pointer runs machine "
+        "code no scanner can read",
+    ),
+    Rule(
+        "CPL-THR-024",
+        RuleFamily.INTROSPECTION,
+        _D,
+        None,
+        None,
+        "{api}: the interpreter's classes are walked to reach os or subprocess without "
+        "importing them (sandbox escape)",
+        "import what you need by name",
+        kind=RuleKind.THREAT,
+        rationale="object.__subclasses__() searched for _wrap_close or Popen is the classic way "
+        "to call os.system while hiding the import",
+    ),
+    Rule(
+        "CPL-AUD-001",
+        RuleFamily.AUDITOR,
+        _W,
+        None,
+        None,
+        "{api} is text addressed to an AI auditor or reviewer (prompt injection)",
+        "remove the text; instructions to reviewers belong in the documentation, not in code",
+        kind=RuleKind.SIGNAL,
+        rationale="comments and strings telling an LLM reviewer to rate the code low or ignore "
+        "its instructions try to turn the audit off; danger beside a dangerous capability or a "
+        "threat",
     ),
     Rule(
         "CPL-NET-004",
@@ -894,6 +1019,13 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "asyncio.open_unix_connection",
             "asyncio.start_server",
             "asyncio.start_unix_server",
+            # issue 13: IPC that reaches other processes of the host
+            "socket.AF_UNIX",
+            "multiprocessing.connection.Client",
+            "multiprocessing.connection.Listener",
+            "logging.handlers.SysLogHandler",
+            "logging.handlers.SocketHandler",
+            "logging.handlers.DatagramHandler",
         ),
         **_table(
             "CPL-FS-003",

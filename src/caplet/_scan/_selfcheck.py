@@ -126,23 +126,25 @@ def _passes_prefilter(item: RuleExample) -> bool:
 def _replay(item: RuleExample) -> Iterator[Finding]:
     """Findings of ``item.bad``, scanned in memory the way ``scan_tree`` scans a file."""
     # Imported here: the scanner imports this module to call self_check().
-    from caplet._scan import _scanner
+    from caplet._scan import _collect, _scanner
 
     max_file_bytes = item.max_file_bytes or _scanner.DEFAULT_MAX_FILE_BYTES
-    limits = _scanner._Limits(
-        max_file_bytes, _scanner.DEFAULT_MAX_DEPTH, _scanner.DEFAULT_MAX_NODES
-    )
+    limits = _collect.Limits(max_file_bytes, _scanner.DEFAULT_MAX_DEPTH, _scanner.DEFAULT_MAX_NODES)
     tree = item.files or ((item.filename, item.bad.encode("utf-8", "surrogatepass")),)
     paths = [path for path, _ in tree]
-    collector = _scanner._Collector(
-        item.capabilities, item.mode, limits, _scanner._local_modules(paths)
+    collector = _collect.Collector(
+        item.capabilities,
+        item.mode,
+        limits,
+        _collect.local_modules(paths),
+        _collect.installers(paths),
     )
     for path, data in tree:
         if not isinstance(data, bytes):
             continue  # a link: disk_only examples are not replayed
-        if not _scanner._wanted(path):
-            collector.findings.extend(_scanner._file_name_findings(path, item.mode))
+        if not _collect.wanted(path):
+            collector.note_name(path)
         else:
-            # scan_tree reads a file over the limit only as its size
+            # scan_tree reads a file over the limit only as its size (in plugin mode)
             collector.add(path, data if len(data) <= max_file_bytes else len(data))
     return iter(collector.report("<self-check>").findings)

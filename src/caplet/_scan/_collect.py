@@ -1,0 +1,438 @@
+"""Collection: which files a scan reads, how, and what their names and bytes alone say.
+
+A directory is walked without following symlinks (:func:`walk`); an sdist or
+a wheel is read member by member in memory (:mod:`caplet._scan._archive`).
+Either way every file goes to a :class:`Collector`, which
+
+* applies the rules about a file's *name* (``setup.py``, ``.pth``, native
+  libraries, bytecode) and its raw bytes (a native executable named
+  ``.py``), and tells the tree's install script (a ``setup.py`` at the
+  root of what is scanned) from one under ``examples/`` or ``tests/``;
+* reads sources safely (``O_NOFOLLOW``, ``O_NONBLOCK``, ``fstat``), decodes
+  them as an import would (PEP 263), and hands the text to
+  :func:`caplet._scan._filepass.scan_text`;
+* in package mode also scans files over the size limit (up to a hard cap),
+  visiting only the statements around the prefilter's hits, so padding a
+  file past the limit does not hide its payload;
+* reports what it could not read, and builds the :class:`ScanReport`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import errno
+import io
+import os
+import stat
+import tokenize
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from caplet._capabilities._model import Capability
+from caplet._findings import Finding
+from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
+from caplet._scan._filepass import scan_text
+from caplet._scan._filescan import FileScan
+from caplet._scan._grants import NO_GRANTS, Grants
+from caplet._scan._model import ScanMode, ScanReport
+from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
+from caplet._scan._verdict import file_finding, finish, unused_capabilities
+
+__all__ = [
+    "HARD_MAX_FILE_BYTES",
+    "Collector",
+    "Entry",
+    "EntryKind",
+    "Limits",
+    "file_name_findings",
+    "local_modules",
+    "read_source",
+    "walk",
+    "wanted",
+]
+
+#: Package mode reads files over the size limit up to this many bytes (larger: not scanned).
+HARD_MAX_FILE_BYTES = 16 * 1024 * 1024
+#: Directories never descended into: byte-code caches and VCS metadata.
+_SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".bzr"})
+#: Magic numbers of native executables and libraries (ELF, PE, Mach-O, fat Mach-O).
+_NATIVE_MAGIC = (
+    b"\x7fELF",
+    b"\xfe\xed\xfa\xce",
+    b"\xfe\xed\xfa\xcf",
+    b"\xce\xfa\xed\xfe",
+    b"\xcf\xfa\xed\xfe",
+)
+#: File endings of native libraries (CPL-NAT-002) ...
+_NATIVE_LIBRARIES = (".so", ".pyd", ".dll", ".dylib")
+#: ... and of the sources or build files a tree that builds them has.
+_NATIVE_SOURCES = (
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".h",
+    ".hpp",
+    ".pyx",
+    ".pxd",
+    ".rs",
+    ".go",
+    ".f",
+    ".f90",
+    ".cu",
+    ".m",
+    ".mm",
+    ".zig",
+    "CMakeLists.txt",
+    "meson.build",
+    "Cargo.toml",
+    "Makefile",
+    "build.zig",
+)
+#: Rules whose findings on a .pth import line make it a threat (CPL-THR-013).
+_PTH_PAYLOAD_FAMILIES = frozenset(
+    {RuleFamily.PROCESS, RuleFamily.NETWORK, RuleFamily.NATIVE, RuleFamily.OBFUSCATION}
+)
+#: exec of a literal is not among them: coverage's .pth execs its own start-up line;
+#: exec of anything decoded or capable is a threat (CPL-THR-001, CPL-THR-016) anyway.
+_PTH_PAYLOAD_RULES = frozenset({"CPL-DYN-003", "CPL-DYN-004"})
+
+
+class EntryKind(enum.Enum):
+    """What the walk found at a path."""
+
+    FILE = "file"
+    #: A symlink, FIFO, socket or device: reported, never opened.
+    OTHER = "other"
+    UNREADABLE_DIR = "unreadable-dir"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One directory entry found by the walk (``relative`` is POSIX, from the root)."""
+
+    path: str
+    relative: str
+    kind: EntryKind
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_file_bytes: int
+    max_depth: int
+    max_nodes: int
+
+
+def walk(root: Path) -> Iterator[Entry]:
+    """Every non-directory entry under ``root``, sorted, without following symlinks.
+
+    Iterative (an explicit stack), so a deep directory tree cannot exhaust
+    the Python stack.
+    """
+    stack: list[tuple[str, str]] = [(os.fspath(root), "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            if not prefix:
+                raise  # the root itself: scan_tree turns this into a ScanError
+            yield Entry(directory, prefix.rstrip("/"), EntryKind.UNREADABLE_DIR, exc.strerror or "")
+            continue
+        subdirs: list[tuple[str, str]] = []
+        for entry in entries:
+            relative = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in _SKIPPED_DIRS:
+                    subdirs.append((entry.path, relative + "/"))
+            elif entry.is_file(follow_symlinks=False):
+                yield Entry(entry.path, relative, EntryKind.FILE)
+            else:
+                yield Entry(entry.path, relative, EntryKind.OTHER)
+        stack.extend(reversed(subdirs))
+
+
+def read_source(path: str, max_bytes: int) -> bytes | int | OSError:
+    """The file's bytes, its size when over ``max_bytes``, or the error.
+
+    Opened with O_NOFOLLOW and O_NONBLOCK and checked with fstat, so a file
+    swapped for a symlink or a FIFO after the walk is neither followed nor
+    waited on (open(2)).
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return exc
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return OSError(0, "not a regular file")
+            if info.st_size > max_bytes:
+                return info.st_size
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            return exc
+    return len(data) if len(data) > max_bytes else data
+
+
+def _decode(data: bytes) -> tuple[str, str | None, int]:
+    """Decoded text (lossy on error), the decoding problem if any, and its line.
+
+    The encoding comes from the PEP 263 cookie or BOM, as for an import.
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        return data.decode("utf-8", "replace"), f"SyntaxError: {exc}", 1
+    try:
+        return data.decode(encoding), None, 0
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        reason = f"UnicodeDecodeError: byte {data[exc.start]:#04x} is not valid {encoding}"
+        return data.decode(encoding, "replace"), reason, line
+    except LookupError as exc:  # a cookie naming no codec detect_encoding knows of
+        return data.decode("utf-8", "replace"), f"LookupError: {exc}", 1
+
+
+def file_name_findings(relative: str, mode: ScanMode = ScanMode.PLUGIN) -> list[Finding]:
+    """Rules about a file's name alone: install hooks, native code, bytecode.
+
+    None of them can be covered by a capability, so no grants are needed.
+    """
+    name = relative.rsplit("/", 1)[-1]
+    if (
+        mode is ScanMode.PACKAGE
+        and FILE_NAME_RULES.get(name) == "CPL-HOOK-003"
+        and relative.count("/") > (1 if relative.startswith("src/") else 0)
+    ):
+        # Only a sitecustomize at an import root runs at start-up; one in a
+        # subfolder of a package (a test fixture) is inert.
+        return []
+    rule_ids = [FILE_NAME_RULES.get(name)]
+    rule_ids.extend(r for suffix, r in FILE_SUFFIX_RULES.items() if name.endswith(suffix))
+    return [f for r in rule_ids if r is not None for f in file_finding(relative, r, relative, mode)]
+
+
+def local_modules(relatives: Iterable[str]) -> frozenset[str]:
+    """Top-level module names of the scanned tree itself (not third-party imports)."""
+    return frozenset(
+        r.split("/", 1)[0].removesuffix(".py") for r in relatives if "/" in r or r.endswith(".py")
+    )
+
+
+def wanted(relative: str) -> bool:
+    """Files whose *content* is scanned: Python sources and .pth files."""
+    return relative.endswith((".py", ".pth"))
+
+
+def installers(relatives: Iterable[str]) -> frozenset[str]:
+    """The tree's install scripts: the shallowest ``setup.py``, at its root or one level down.
+
+    An sdist keeps its ``setup.py`` in its top folder (``name-1.0/setup.py``);
+    one under ``examples/``, ``tests/`` or ``docs/`` is not what pip runs.
+    """
+    scripts = [r for r in relatives if r.rsplit("/", 1)[-1] == "setup.py" and r.count("/") <= 1]
+    if not scripts:
+        return frozenset()
+    shallowest = min(r.count("/") for r in scripts)
+    return frozenset(r for r in scripts if r.count("/") == shallowest)
+
+
+class Collector:
+    """Findings and counters of one scan, whatever the files come from.
+
+    ``install_scripts`` are the relative paths of the tree's install scripts
+    (``None``: decided per file, a ``setup.py`` at most one folder down).
+    """
+
+    def __init__(
+        self,
+        capabilities: Sequence[Capability],
+        mode: ScanMode,
+        limits: Limits,
+        local: frozenset[str],
+        install_scripts: frozenset[str] | None = None,
+    ) -> None:
+        self.capabilities = tuple(capabilities)
+        self.grants = Grants.of(capabilities)
+        self.mode = mode
+        self.limits = limits
+        self.local_modules = local
+        self.install_scripts = install_scripts
+        self.findings: list[Finding] = []
+        self.files_scanned = 0
+        self.files_parsed = 0
+        self.bytes_scanned = 0
+        self._native_libraries: list[str] = []
+        self._native_sources = False
+        self._wheel = False
+
+    def file_problem(self, relative: str, rule_id: str, api: str) -> None:
+        self.findings.extend(file_finding(relative, rule_id, api, self.mode))
+
+    def note_name(self, relative: str) -> None:
+        """Any file of the tree: what its name says about native code (and the name rules)."""
+        self.findings.extend(file_name_findings(relative, self.mode))
+        name = relative.rsplit("/", 1)[-1]
+        if name.endswith(_NATIVE_LIBRARIES):
+            self._native_libraries.append(relative)
+        elif name.endswith(_NATIVE_SOURCES):
+            self._native_sources = True
+        elif name == "WHEEL" and relative.rsplit("/", 2)[-2].endswith(".dist-info"):
+            self._wheel = True
+
+    def add(self, relative: str, data: bytes | int | OSError, *, oversized: bool = False) -> None:
+        """Scan one file's content (or record why it could not be read)."""
+        self.note_name(relative)
+        if isinstance(data, OSError):
+            if data.errno in {0, errno.ELOOP}:  # swapped for a link or FIFO since the walk
+                self.file_problem(relative, "CPL-SCAN-005", relative)
+            else:
+                self.file_problem(relative, "CPL-SCAN-004", data.strerror or type(data).__name__)
+            return
+        if isinstance(data, int):
+            self.file_problem(
+                relative, "CPL-SCAN-001", f"{data} bytes, limit {self.limits.max_file_bytes}"
+            )
+            return
+        self.files_scanned += 1
+        self.bytes_scanned += len(data)
+        if relative.endswith(".pth"):
+            self.findings.extend(_pth_findings(relative, data, self.mode))
+            return
+        if data.startswith(_NATIVE_MAGIC) or (data.startswith(b"MZ") and b"\0" in data[:64]):
+            self.findings.extend(file_finding(relative, "CPL-THR-021", relative, self.mode))
+            return
+        text, problem, line = _decode(data)
+        if problem is None:
+            findings, parsed = scan_text(
+                text,
+                relative,
+                grants=self.grants,
+                local_modules=self.local_modules,
+                max_depth=self.limits.max_depth,
+                max_nodes=self.limits.max_nodes,
+                mode=self.mode,
+                installer=self._installer(relative),
+                oversized=oversized,
+            )
+            self.files_parsed += parsed
+            self.findings.extend(findings)
+            return
+        # Undecodable: no AST, but the text rules still look at what there is.
+        scan = FileScan(relative, text, self.grants, self.local_modules, self.mode)
+        scan.emit("CPL-SCAN-003", problem, line, None)
+        scan.long_lines()
+        scan.bidi()
+        scan.blob_runs()
+        scan.text_indicators()
+        scan.correlate()
+        scan.auditor_text()
+        self.findings.extend(scan.findings)
+
+    def add_member(self, member: ArchiveMember) -> None:
+        """An sdist or wheel member, read in memory by the archive reader."""
+        if not wanted(member.relative):
+            self.note_name(member.relative)
+        elif len(member.data) <= self.limits.max_file_bytes:
+            self.add(member.relative, member.data)
+        elif self.mode is ScanMode.PACKAGE and len(member.data) <= HARD_MAX_FILE_BYTES:
+            self.add(member.relative, member.data, oversized=True)
+        else:
+            self.add(member.relative, len(member.data))
+
+    def add_path(self, relative: str, path: str) -> None:
+        """A file of a directory tree, read from disk (package mode: past the limit too)."""
+        data = read_source(path, self.limits.max_file_bytes)
+        if isinstance(data, int) and self.mode is ScanMode.PACKAGE:
+            larger = read_source(path, HARD_MAX_FILE_BYTES)
+            if isinstance(larger, bytes):
+                self.add(relative, larger, oversized=True)
+                return
+        self.add(relative, data)
+
+    def _installer(self, relative: str) -> bool:
+        if relative.rsplit("/", 1)[-1] != "setup.py":
+            return False
+        if self.install_scripts is None:
+            return relative.count("/") <= 1
+        return relative in self.install_scripts
+
+    def archive_problem(self, item: ArchiveProblem, where: str) -> None:
+        api = f"{where} ({item.kind.rationale}{': ' + item.detail if item.detail else ''})"
+        self.file_problem(item.relative, ARCHIVE_RULES[item.kind], api)
+
+    def report(self, root: str) -> ScanReport:
+        if self.mode is ScanMode.PLUGIN:
+            self.findings.extend(unused_capabilities(self.capabilities, self.findings))
+        if self.mode is ScanMode.PACKAGE and not self._wheel and not self._native_sources:
+            # A source tree shipping a compiled library without anything that
+            # builds it: nobody can tell what the library does.
+            for relative in self._native_libraries:
+                self.file_problem(relative, "CPL-THR-022", relative)
+        return ScanReport(
+            root=root,
+            findings=tuple(finish(self.findings)),
+            files_scanned=self.files_scanned,
+            bytes_scanned=self.bytes_scanned,
+            mode=self.mode,
+            files_parsed=self.files_parsed,
+        )
+
+
+#: Archive problems -> the rule that reports them.
+ARCHIVE_RULES: dict[ArchiveProblemKind, str] = {
+    ArchiveProblemKind.ABSOLUTE_PATH: "CPL-ARC-001",
+    ArchiveProblemKind.PARENT_TRAVERSAL: "CPL-ARC-001",
+    ArchiveProblemKind.TOTAL_TOO_LARGE: "CPL-ARC-002",
+    ArchiveProblemKind.TOO_MANY_MEMBERS: "CPL-ARC-002",
+    ArchiveProblemKind.COMPRESSION_RATIO: "CPL-ARC-002",
+    ArchiveProblemKind.UNSAFE_NAME: "CPL-ARC-003",
+    ArchiveProblemKind.LINK: "CPL-ARC-003",
+    ArchiveProblemKind.SPECIAL_FILE: "CPL-ARC-003",
+    ArchiveProblemKind.DUPLICATE: "CPL-ARC-003",
+    ArchiveProblemKind.FORMAT_MISMATCH: "CPL-ARC-003",
+    ArchiveProblemKind.MEMBER_TOO_LARGE: "CPL-ARC-004",
+    ArchiveProblemKind.NESTED_ARCHIVE: "CPL-ARC-004",
+    ArchiveProblemKind.UNREADABLE: "CPL-ARC-004",
+    ArchiveProblemKind.CORRUPT: "CPL-ARC-004",
+}
+
+
+def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
+    """A .pth file's ``import`` lines run at every interpreter start (site(7)).
+
+    Each such line is scanned as the Python it is; one that executes code,
+    starts processes, reaches the network or carries obfuscation or a threat
+    makes the file a threat. Plain path lines are data.
+    """
+    text = data.decode("utf-8", "replace")
+    findings: list[Finding] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith(("import ", "import\t")):
+            continue
+        hits, _ = scan_text(
+            line, relative, grants=NO_GRANTS, local_modules=(), max_depth=50, max_nodes=5000
+        )
+        if any(
+            rule(f.rule_id).kind is RuleKind.THREAT
+            or rule(f.rule_id).family in _PTH_PAYLOAD_FAMILIES
+            or f.rule_id in _PTH_PAYLOAD_RULES
+            for f in hits
+        ):
+            scan = FileScan(relative, text, NO_GRANTS, (), mode)
+            scan.emit("CPL-THR-013", f"{relative} line {number}", number, 0)
+            findings.extend(scan.findings)
+            findings.extend(
+                dataclasses.replace(f, line=number)
+                for f in hits
+                if rule(f.rule_id).kind is RuleKind.THREAT
+            )
+            break
+    return findings

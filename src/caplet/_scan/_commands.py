@@ -1,0 +1,190 @@
+"""Reading a process call's command: its program, what an interpreter runs, its text.
+
+Data from the network or a decoder matters where it can be the program (a
+shell string, a list's first element, what ``python``/``sh -c``/``cmd /c
+start`` is given), not where it is an argument (a version number passed to
+pip). :class:`Commands` answers those questions for one file's data flow;
+a shell string is read like a shell (after ``&&``, ``;`` or ``|`` a new
+program starts), and ``powershell -EncodedCommand`` is decoded.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import shlex
+from pathlib import PurePosixPath
+
+from caplet._scan._flow import Flow, Labels
+from caplet._scan._sources import INTERPRETERS, Source
+
+__all__ = ["PYTHONS", "Commands", "encoded_command", "string_parts"]
+
+PYTHONS = ("python", "pythonw", "py")
+#: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
+_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m"})
+#: Shell operators after which a new program starts.
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+class Commands:
+    """Commands of one file, read through its data flow."""
+
+    def __init__(self, flow: Flow) -> None:
+        self._flow = flow
+
+    def program_labels(self, command: ast.expr) -> Labels:
+        """Labels of the parts of a command that can be the program or the code it runs."""
+        flow = self._flow
+        if not isinstance(command, ast.List | ast.Tuple):
+            return flow.labels(command)
+        out: set[tuple[Source, str]] = set()
+        for part in self.program_parts(command):
+            out |= flow.labels(part)
+        return frozenset(out)
+
+    def program_parts(self, command: ast.List | ast.Tuple) -> list[ast.expr]:
+        """The program of a list command and, after an interpreter and its flags, what it runs."""
+        parts: list[ast.expr] = []
+        for element in command.elts:
+            if isinstance(element, ast.Starred):
+                break
+            parts.append(element)
+            word = self._flow.name_value(element)
+            if word is not None and (word.startswith("-") or word in _LAUNCHER_WORDS):
+                continue  # an interpreter's flag: what it runs comes next
+            if not self.interpreter(element, word):
+                break
+        return parts
+
+    def interpreter(self, element: ast.AST, word: str | None) -> bool:
+        if "sys.executable" in self._flow.resolve(element):
+            return True
+        name = PurePosixPath(word.replace("\\", "/")).name.lower() if word else ""
+        return name in INTERPRETERS or name.startswith(PYTHONS)
+
+    def program_keys(self, command: ast.expr) -> frozenset[str]:
+        """The names a command's program (or the file an interpreter runs) is held in.
+
+        A shell string is read like a shell: after ``&&``, ``;`` or ``|`` a
+        new program starts (``"chmod +x " + p + " && " + p`` runs ``p``).
+        """
+        keys: set[str] = set()
+        if isinstance(command, ast.List | ast.Tuple):
+            for part in self.program_parts(command):
+                keys |= self.keys(part)
+            return frozenset(keys - self.modules())
+        at_program = True
+        for piece in string_parts(command):
+            if not isinstance(piece, str):
+                if at_program:
+                    keys |= self.keys(piece)
+                at_program = False
+                continue
+            for token in piece.split():
+                if token in _SEPARATORS or token.endswith(";"):
+                    at_program = True
+                elif at_program:
+                    name = PurePosixPath(token.replace("\\", "/")).name.lower()
+                    interpreter = name in INTERPRETERS or name.startswith(PYTHONS)
+                    at_program = interpreter or token.startswith("-") or token in _LAUNCHER_WORDS
+        return frozenset(keys - self.modules())
+
+    def modules(self) -> set[str]:
+        return set(self._flow.bindings.imports)
+
+    def literal_pieces(self, command: ast.expr) -> list[str]:
+        """The literal words of a command whose whole text is not known (``"curl " + url``)."""
+        texts = [
+            n.value
+            for n in ast.walk(command)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ][:64]
+        return " ".join(texts).split()
+
+    def keys(self, node: ast.AST) -> frozenset[str]:
+        """How a path is known: a name (``p``, ``f.name``, ``str(p)``), or its whole expression.
+
+        Two uses of one path are the same name, or the same expression written
+        twice (``join(d, "bin", "x")``); a shared directory name alone is not.
+        """
+        while True:
+            if isinstance(node, ast.Name):
+                return frozenset({node.id})
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "name"
+                and isinstance(node.value, ast.Name)
+            ):
+                return frozenset({node.value.id})  # a temporary file's .name
+            if (
+                isinstance(node, ast.Call)
+                and len(node.args) == 1
+                and not node.keywords
+                and {"builtins.str", "os.fspath", "pathlib.Path"}
+                & set(self._flow.resolve(node.func))
+            ):
+                node = node.args[0]
+                continue
+            return frozenset({ast.dump(node)})
+
+    def words(self, command: ast.expr) -> list[str] | None:
+        """The command's words when its text is known (a list, or a string split like a shell)."""
+        value = self._flow.evaluate(command)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return [v for v in value if isinstance(v, str)]
+        if isinstance(command, ast.List | ast.Tuple):
+            words = [self._flow.name_value(e) for e in command.elts]
+            return [w if w is not None else "?" for w in words] if words else None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError:
+                return value.split()
+        return None
+
+    def literal_words(self, command: ast.expr) -> list[str] | None:
+        if isinstance(command, ast.Constant) and isinstance(command.value, str):
+            try:
+                return shlex.split(command.value)
+            except ValueError:
+                return command.value.split()
+        return None
+
+
+def encoded_command(words: list[str]) -> str | None:
+    """The script of ``powershell -EncodedCommand <base64 of UTF-16LE>``, decoded."""
+    for index, word in enumerate(words[:-1]):
+        if word.lower() in {"-encodedcommand", "-enc", "-ec", "-e"}:
+            try:
+                return base64.b64decode(words[index + 1], validate=True).decode("utf-16-le")
+            except (ValueError, binascii.Error, UnicodeDecodeError):
+                return None
+    return None
+
+
+def string_parts(node: ast.AST) -> list[str | ast.expr]:
+    """A string expression's parts in order: literal text, or the expressions between."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [*string_parts(node.left), *string_parts(node.right)]
+    if isinstance(node, ast.JoinedStr):
+        out: list[str | ast.expr] = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                out.append(value.value)
+            else:
+                out.extend(string_parts(value))
+        return out
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "str"
+        and len(node.args) == 1
+    ):
+        return [node.args[0]]
+    return [node] if isinstance(node, ast.expr) else []

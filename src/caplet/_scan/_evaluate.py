@@ -1,0 +1,385 @@
+"""Constant evaluation: the value of an expression made of literals, decoders included.
+
+Slices of ``str(oct)``, ``chr`` joins, reversals, ``bytes([...])``, and the
+decoders a dropper uses (base64, hex, zlib with an output cap, rot13,
+Fernet with a literal key; never marshal, whose loader is not safe against
+crafted data) are computed here, so a hidden name or an encoded payload is
+seen as what it is. Only pure operations on values are performed; nothing
+of the scanned code runs. Every step counts against a per-file budget and
+no value grows past 4 MiB.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import builtins
+import codecs
+import zlib
+from collections.abc import Callable
+
+from caplet._scan._resolve import Resolver
+from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
+
+__all__ = ["BudgetError", "Evaluator", "Value"]
+
+#: Steps (label or value computations) per file; past it, answers are empty.
+_BUDGET = 60_000
+#: Largest value the evaluator builds (a decoded payload), in characters or bytes.
+_MAX_VALUE = 4 << 20
+#: Builtins whose ``str()`` the evaluator may take: real objects of this interpreter.
+_PRINTABLE_BUILTINS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if callable(value) and not name.startswith("_") and not isinstance(value, type(builtins))
+) | {"copyright", "credits", "license"}
+
+Value = str | bytes | int | list["Value"]
+
+
+class BudgetError(Exception):
+    """Raised when a file's step budget is spent (caught at the public entry points)."""
+
+
+class Evaluator(Resolver):
+    """Resolution plus constant evaluation (memoised, bounded)."""
+
+    def __init__(self, bindings: Bindings) -> None:
+        super().__init__(bindings)
+        self._values: dict[int, Value | None] = {}
+        self._evaluating: set[str] = set()
+        self._steps = 0
+        #: Values a name receives after its binding, by scope (filled by the visitor).
+        self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
+
+    def name_value(self, node: ast.AST) -> str | None:
+        """A string a name is looked up by: folded, or evaluated from literals."""
+        folded = fold_str(node)
+        if folded is not None:
+            return folded
+        value = self.evaluate(node)
+        if isinstance(value, bytes):
+            return value.decode("latin-1")
+        return value if isinstance(value, str) else None
+
+    def evaluate(self, node: ast.AST) -> Value | None:
+        """The value of ``node`` when it is computed from literals only, else ``None``."""
+        try:
+            return self._evaluate(node, 0)
+        except BudgetError:
+            return None
+
+    def _step(self) -> None:
+        self._steps += 1
+        if self._steps > _BUDGET:
+            raise BudgetError
+
+    def _evaluate(self, node: ast.AST, depth: int) -> Value | None:
+        key = id(node)
+        if key in self._values:
+            return self._values[key]
+        if depth > MAX_RESOLVE_DEPTH:
+            return None
+        self._step()
+        value = self._compute(node, depth + 1)
+        if isinstance(value, str | bytes | list) and len(value) > _MAX_VALUE:
+            value = None
+        self._values[key] = value
+        return value
+
+    def _compute(self, node: ast.AST, depth: int) -> Value | None:
+        ev = self._evaluate
+        if isinstance(node, ast.Constant):
+            v = node.value
+            return v if isinstance(v, str | bytes | int) and not isinstance(v, bool) else None
+        if isinstance(node, ast.Name):
+            return self._evaluate_name(node.id, depth)
+        if isinstance(node, ast.List | ast.Tuple):
+            items = [ev(e, depth) for e in node.elts]
+            return None if any(i is None for i in items) else [i for i in items if i is not None]
+        if isinstance(node, ast.BinOp):
+            return _binop(node.op, ev(node.left, depth), ev(node.right, depth))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Invert):
+            operand = ev(node.operand, depth)
+            if not isinstance(operand, int):
+                return None
+            return (
+                -operand
+                if isinstance(node.op, ast.USub)
+                else (operand if isinstance(node.op, ast.UAdd) else ~operand)
+            )
+        if isinstance(node, ast.JoinedStr):
+            parts = [ev(v, depth) for v in node.values]
+            return (
+                "".join(p for p in parts if isinstance(p, str))
+                if all(isinstance(p, str) for p in parts)
+                else None
+            )
+        if isinstance(node, ast.FormattedValue) and node.format_spec is None:
+            inner = ev(node.value, depth)
+            return str(inner) if isinstance(inner, str | int) else None
+        if isinstance(node, ast.Subscript):
+            return _subscript(ev(node.value, depth), node.slice, lambda n: ev(n, depth))
+        if isinstance(node, ast.Call):
+            return self._evaluate_call(node, depth)
+        return None
+
+    def _evaluate_name(self, name: str, depth: int) -> Value | None:
+        values = self.bindings.assigned.get(name, ())
+        if (
+            len(values) != 1
+            or name in self._evaluating
+            or name in self.bindings.iterated
+            or name in self.contributed
+            or len(self.bindings.scoped.get(name, {})) > 1
+        ):
+            return None
+        self._evaluating.add(name)
+        try:
+            return self._evaluate(values[0], depth)
+        finally:
+            self._evaluating.discard(name)
+
+    def _evaluate_call(self, node: ast.Call, depth: int) -> Value | None:
+        if node.keywords:
+            return None
+        ev = self._evaluate
+        func = node.func
+        args = node.args
+        if isinstance(func, ast.Attribute):
+            # a module's function first (base64.b64decode), else a method of a value
+            for name in self.resolve(func):
+                if "." in name and not name.startswith("builtins."):
+                    result = _call(name, [ev(a, depth) for a in args])
+                    if result is not None:
+                        return result
+            method = func.attr
+            receiver = func.value
+            if method == "join" and len(args) == 1:
+                sep = ev(receiver, depth)
+                items = self._iterable(args[0], depth)
+                if (
+                    isinstance(sep, str)
+                    and items is not None
+                    and all(isinstance(i, str) for i in items)
+                ):
+                    return sep.join(i for i in items if isinstance(i, str))
+                return None
+            if method == "fromhex" and len(args) == 1:
+                text = ev(args[0], depth)
+                try:
+                    return bytes.fromhex(text) if isinstance(text, str) else None
+                except ValueError:
+                    return None
+            base = ev(receiver, depth)
+            values = [ev(a, depth) for a in args]
+            return _method(base, method, values, flow=self, node=node, depth=depth)
+        names = self.resolve(func)
+        if (
+            len(args) == 1
+            and isinstance(args[0], ast.Name)
+            and not ({"builtins.str", "builtins.repr"}.isdisjoint(names))
+        ):
+            builtin = args[0].id
+            if (
+                builtin in _PRINTABLE_BUILTINS
+                and builtin not in self.bindings.assigned
+                and builtin not in self.bindings.imports
+                and builtin not in self.bindings.defined
+            ):
+                return str(getattr(builtins, builtin, "")) or None
+        values = [ev(a, depth) for a in args]
+        for name in names:
+            result = _call(name, values)
+            if result is not None:
+                return result
+        if names and "builtins.map" in names and len(args) == 2:
+            items = self._iterable(args[1], depth)
+            fn = self.resolve(args[0])
+            if items is not None and "builtins.chr" in fn:
+                return [_chr(i) for i in items] if all(isinstance(i, int) for i in items) else None
+        if "builtins.reversed" in names and len(args) == 1:
+            inner = values[0]
+            return list(reversed(list(inner))) if isinstance(inner, str | list) else None
+        return None
+
+    def _iterable(self, node: ast.AST, depth: int) -> list[Value] | None:
+        value = self._evaluate(node, depth)
+        if isinstance(value, str):
+            return list(value)
+        if isinstance(value, bytes):
+            return list(value)
+        if isinstance(value, list):
+            return value
+        return None
+
+
+def _chr(code: Value) -> str:
+    return chr(code) if isinstance(code, int) and 0 <= code < 0x110000 else "\ufffd"
+
+
+def _binop(op: ast.operator, left: Value | None, right: Value | None) -> Value | None:
+    if left is None or right is None:
+        return None
+    if isinstance(op, ast.Add):
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right
+        if isinstance(left, bytes) and isinstance(right, bytes):
+            return left + right
+        if isinstance(left, int) and isinstance(right, int):
+            return left + right
+        if isinstance(left, list) and isinstance(right, list):
+            return left + right
+        return None
+    if isinstance(op, ast.Mult):
+        if (
+            isinstance(left, str | bytes)
+            and isinstance(right, int)
+            and len(left) * right <= _MAX_VALUE
+        ):
+            return left * right
+        return left * right if isinstance(left, int) and isinstance(right, int) else None
+    if isinstance(op, ast.BitXor) and isinstance(left, int) and isinstance(right, int):
+        return left ^ right
+    if isinstance(op, ast.Sub) and isinstance(left, int) and isinstance(right, int):
+        return left - right
+    return None
+
+
+def _subscript(
+    value: Value | None, index: ast.AST, ev: Callable[[ast.AST], Value | None]
+) -> Value | None:
+    if not isinstance(value, str | bytes | list):
+        return None
+    if isinstance(index, ast.Slice):
+        parts = (index.lower, index.upper, index.step)
+        bounds = [None if p is None else ev(p) for p in parts]
+        if any(
+            p is not None and not isinstance(b, int) for p, b in zip(parts, bounds, strict=True)
+        ):
+            return None
+        lower, upper, step = (b if isinstance(b, int) else None for b in bounds)
+        if step == 0:
+            return None
+        return value[lower:upper:step]
+    position = ev(index)
+    if not isinstance(position, int) or not -len(value) <= position < len(value):
+        return None
+    item = value[position]
+    return item if isinstance(item, str | int | list) else None
+
+
+def _method(
+    base: Value | None,
+    method: str,
+    args: list[Value | None],
+    *,
+    flow: Evaluator,
+    node: ast.Call,
+    depth: int,
+) -> Value | None:
+    if isinstance(base, bytes) and method == "decode":
+        encoding = args[0] if args else "utf-8"
+        if not isinstance(encoding, str):
+            return None
+        try:
+            return codecs.decode(base, encoding) if encoding.lower() in _TEXT_CODECS else None
+        except (ValueError, LookupError):
+            return None
+    if isinstance(base, str) and method == "encode":
+        try:
+            return base.encode("utf-8", "surrogatepass")
+        except UnicodeError:
+            return None
+    if isinstance(base, str | bytes) and method in {"lower", "upper", "strip", "lstrip", "rstrip"}:
+        return getattr(base, method)() if not args else None
+    if isinstance(base, str) and method == "replace" and len(args) == 2:
+        old, new = args
+        if isinstance(old, str) and isinstance(new, str) and (old or not base):
+            out = base.replace(old, new)
+            return out if len(out) <= _MAX_VALUE else None
+        return None
+    if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
+        return _fernet(flow, node, args[0], depth)
+    return None
+
+
+_TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "cp1252"})
+
+
+def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) -> Value | None:
+    """``Fernet(key).decrypt(token)`` with both literal: the plaintext (no code runs)."""
+    receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+    if not isinstance(receiver, ast.Call) or len(receiver.args) != 1:
+        if isinstance(receiver, ast.Name):
+            bound = flow.bindings.assigned.get(receiver.id, ())
+            receiver = bound[0] if len(bound) == 1 else None
+        if not isinstance(receiver, ast.Call) or len(receiver.args) != 1:
+            return None
+    if not any(n.endswith("fernet.Fernet") for n in flow.resolve(receiver.func)):
+        return None
+    key = flow._evaluate(receiver.args[0], depth)
+    if not isinstance(key, bytes | str) or not isinstance(token, bytes | str):
+        return None
+    try:
+        from cryptography.fernet import Fernet, InvalidToken  # a dependency of caplet
+    except ImportError:  # pragma: no cover - cryptography is a declared dependency
+        return None
+    try:
+        return Fernet(key).decrypt(token)
+    except (InvalidToken, ValueError, TypeError):
+        return None
+
+
+def _call(name: str, values: list[Value | None]) -> Value | None:
+    """Pure builtins and decoders applied to evaluated arguments (never anything else)."""
+    if not values or any(v is None for v in values):
+        return None
+    first = values[0]
+    try:
+        if name == "builtins.chr" and isinstance(first, int):
+            return _chr(first)
+        if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
+            return ord(first)
+        if name in {"builtins.str", "builtins.repr"} and isinstance(first, str | int):
+            return str(first) if name == "builtins.str" else repr(first)
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):
+            codes = [i for i in first if isinstance(i, int) and 0 <= i < 256]
+            return bytes(codes) if len(codes) == len(first) else None
+        if name in {"builtins.list", "builtins.tuple"} and isinstance(first, str | list):
+            return list(first)
+        if name == "builtins.bytes.fromhex" and isinstance(first, str):
+            return bytes.fromhex(first)
+        data = first.encode("latin-1") if isinstance(first, str) else first
+        if not isinstance(data, bytes):
+            return None
+        if name in {"base64.b64decode", "base64.decodebytes", "base64.standard_b64decode"}:
+            return base64.b64decode(data + b"=" * (-len(data) % 4))
+        if name == "base64.urlsafe_b64decode":
+            return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
+        if name == "base64.b32decode":
+            return base64.b32decode(data + b"=" * (-len(data) % 8))
+        if name == "base64.b16decode":
+            return base64.b16decode(data, casefold=True)
+        if name == "base64.b85decode":
+            return base64.b85decode(data)
+        if name == "base64.a85decode":
+            return base64.a85decode(data)
+        if name in {"binascii.unhexlify", "binascii.a2b_hex"}:
+            return binascii.unhexlify(data)
+        if name == "binascii.a2b_base64":
+            return binascii.a2b_base64(data)
+        if name in {"zlib.decompress", "gzip.decompress"}:
+            inflater = zlib.decompressobj(47)  # zlib or gzip header, detected
+            out = inflater.decompress(data, _MAX_VALUE)
+            return out if not inflater.unconsumed_tail else None
+        if name == "codecs.decode" and len(values) == 2 and isinstance(values[1], str):
+            codec = values[1].lower()
+            if codec in {"rot13", "rot_13"} and isinstance(first, str):
+                return codecs.decode(first, "rot13")
+            if codec in {"hex", "base64"}:
+                return codecs.decode(data, codec)
+    except (ValueError, TypeError, binascii.Error, zlib.error, OverflowError):
+        return None
+    return None

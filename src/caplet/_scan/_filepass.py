@@ -1,0 +1,159 @@
+"""One file's pass: prefilter, parse, survey, rules, chains; nothing is executed.
+
+:func:`scan_text` is what every Python file (and every string of Python
+source found inside one, see :mod:`caplet._scan._sinks`) goes through:
+
+* package mode asks the prefilter (:mod:`caplet._scan._prefilter`) first:
+  a file without any threat token is never parsed, and hits local to one
+  call only visit the statements holding them;
+* the text rules that need no AST (long lines, Trojan Source controls);
+* :func:`ast.parse`, then one survey walk (:mod:`caplet._scan._syntax`)
+  and the rule visitor (:mod:`caplet._scan._visitor`);
+* the per-file chains (:mod:`caplet._scan._correlate`).
+
+A file that does not parse, or is too deep or too large to survey, still
+gets the text rules (encoded blobs and indicators line by line).
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Collection
+
+from caplet._findings import Finding
+from caplet._scan._filescan import FileScan
+from caplet._scan._grants import NO_GRANTS, Grants
+from caplet._scan._indicators import BIDI_CONTROLS
+from caplet._scan._model import ScanMode
+from caplet._scan._prefilter import Need, prefilter
+from caplet._scan._rules import LONG_LINE
+from caplet._scan._syntax import TooComplex, focus, survey
+from caplet._scan._visitor import RuleVisitor
+
+__all__ = ["ALWAYS_PARSED", "scan_text"]
+
+#: Files always parsed, even in package mode: they run at start-up or in tests' set-up.
+ALWAYS_PARSED = frozenset({"sitecustomize.py", "usercustomize.py", "conftest.py"})
+#: Focus lines at most for a file too large to survey whole.
+_MAX_OVERSIZED_FOCUS = 512
+
+
+def scan_text(
+    text: str,
+    file: str,
+    *,
+    grants: Grants,
+    local_modules: Collection[str],
+    max_depth: int,
+    max_nodes: int,
+    mode: ScanMode = ScanMode.PLUGIN,
+    installer: bool | None = None,
+    oversized: bool = False,
+    depth: int = 0,
+) -> tuple[list[Finding], bool]:
+    """Findings of one decoded file, and whether the AST pass ran.
+
+    ``installer`` says whether the file is the tree's install script (by
+    default: when it is named ``setup.py``); ``oversized`` marks a file
+    larger than the scan's size limit, read anyway in package mode but only
+    ever visited around the prefilter's hits; ``depth`` is how deep inside
+    strings of Python source this text was found.
+    """
+    if installer is None:
+        installer = file.rsplit("/", 1)[-1] == "setup.py"
+    focus_lines: frozenset[int] | None = None
+    name = file.rsplit("/", 1)[-1]
+    if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
+        need, auditor = prefilter().check_text(text)
+        if need is Need.NOTHING:
+            # The common case on real packages: only the text rules apply,
+            # and each has a C-speed exit before any per-line work.
+            if _no_text_findings(text) and not auditor:
+                return [], False
+            scan = FileScan(file, text, grants, local_modules, mode, installer=installer)
+            scan.long_lines()
+            scan.bidi()
+            scan.auditor_text()
+            return scan.findings, False
+        if not isinstance(need, Need):
+            focus_lines = need
+        elif oversized:
+            focus_lines = prefilter().hit_lines(text, _MAX_OVERSIZED_FOCUS)
+            if focus_lines is None:  # more hits than lines worth visiting: the first ones
+                focus_lines = frozenset(range(1, _MAX_OVERSIZED_FOCUS + 1))
+
+    def nested(source: str, line: int, level: int) -> list[Finding]:
+        found, _ = scan_text(
+            source,
+            file,
+            grants=NO_GRANTS,
+            local_modules=(),
+            max_depth=max_depth,
+            max_nodes=max_nodes,
+            mode=ScanMode.PACKAGE,
+            installer=False,
+            depth=level,
+        )
+        return found
+
+    scan = FileScan(
+        file, text, grants, local_modules, mode, installer=installer, nested=nested, depth=depth
+    )
+    scan.long_lines()
+    scan.bidi()
+    tree: ast.AST | None = None
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes ("\d") warn while parsing; the scanned file's
+            # style is not our concern, and warnings must not escape into the
+            # host (tests run with filterwarnings=error).
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=file)
+    except SyntaxError as exc:
+        if depth:
+            return [], True  # a string that is not Python after all
+        line = exc.lineno or _nul_line(text)
+        scan.emit("CPL-SCAN-003", f"SyntaxError: {exc.msg}", line, None)
+    except UnicodeEncodeError as exc:  # lone surrogates in an in-memory str
+        line = text.count("\n", 0, exc.start) + 1
+        scan.emit("CPL-SCAN-003", f"UnicodeEncodeError: {exc.reason}", line, None)
+    except ValueError as exc:  # NUL bytes on some Python versions
+        scan.emit("CPL-SCAN-003", f"ValueError: {exc}", _nul_line(text), None)
+    except (RecursionError, MemoryError) as exc:
+        scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while parsing", 1, None)
+    if tree is None:
+        return _text_only(scan), True
+    if focus_lines is None:
+        surveyed = survey(tree, max_depth, max_nodes)
+    else:
+        roots, bindings = focus(tree, focus_lines)
+        surveyed = survey(tree, max_depth, max_nodes, roots, bindings)
+    if isinstance(surveyed, TooComplex):
+        scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
+        return _text_only(scan), True
+    RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes).run()
+    scan.correlate()
+    scan.auditor_text()
+    return scan.findings, True
+
+
+def _text_only(scan: FileScan) -> list[Finding]:
+    """The rules that need no AST, for text that could not be parsed or surveyed."""
+    scan.blob_runs()
+    scan.text_indicators()
+    scan.correlate()
+    scan.auditor_text()
+    return scan.findings
+
+
+def _no_text_findings(text: str) -> bool:
+    """True when neither a long line nor a bidi control can be in ``text``."""
+    if not text.isascii() and any(c in text for c in BIDI_CONTROLS):
+        return False
+    return len(text) <= LONG_LINE or max(map(len, text.split("\n"))) <= LONG_LINE
+
+
+def _nul_line(text: str) -> int:
+    index = text.find("\0")
+    return text.count("\n", 0, index) + 1 if index >= 0 else 0

@@ -1,0 +1,421 @@
+"""In-file data flow: what a name denotes, what a constant expression is, what a value carries.
+
+Three questions the rules ask about an expression of one parsed file, each
+answered from the bindings of :mod:`caplet._scan._syntax` (no second walk):
+
+* :meth:`Flow.resolve`: the fully qualified names it may denote
+  (``sp.Popen`` -> ``subprocess.Popen``, ``getattr(os, "sys" + "tem")`` ->
+  ``os.system``, ``requests.Session()`` -> an instance, whose ``.post`` is
+  ``requests.Session().post``);
+* :meth:`Flow.evaluate`: its value when it is computed from literals only
+  (slices of ``str(oct)``, ``chr`` joins, reversals, ``bytes([...])``, and
+  the decoders: base64, hex, zlib, rot13, Fernet with a literal key), so a
+  hidden name or an encoded payload is seen as what it is;
+* :meth:`Flow.labels`: the :class:`Source` labels its value may carry
+  (decoded, downloaded, a remote user's command, host reconnaissance, the
+  environment, secrets, credential files), through assignments, loops,
+  ``with``, containers filled later (``d[k] = v``, ``f.write(v)``) and calls
+  (a call's result carries its arguments and its receiver).
+
+Everything is bounded: recursion depth, a per-file budget of steps and the
+size of evaluated values, so crafted code can make the answers incomplete
+(the rules then err towards reporting nothing more), never slow.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import Final
+
+from caplet._scan._evaluate import BudgetError, Evaluator
+from caplet._scan._resolve import is_network
+from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
+from caplet._scan._sources import (
+    BOT_FRAMEWORKS,
+    DECODER_METHODS,
+    DECODERS,
+    DECODING_CODECS,
+    HTTP_CLIENT_MODULES,
+    NETWORK_READS,
+    RECON_ENV_NAMES,
+    RECON_FILES,
+    RECON_FUNCTIONS,
+    Source,
+)
+from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
+
+__all__ = ["Flow", "Label", "Labels", "downloads", "is_network", "secret_name"]
+
+#: One source a value may carry, with a detail (a variable's name, which credential).
+Label = tuple[Source, str]
+Labels = frozenset[Label]
+_NONE: Final[Labels] = frozenset()
+
+#: Environment variables that hold secrets (a read is a SECRET label).
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "API_KEY", "APIKEY", "ACCESS_KEY", "CREDENTIAL")
+#: Credential files by what a literal path holds.
+_CREDENTIAL_MARKERS = {
+    ".ssh": "SSH key",
+    ".aws": "AWS credentials",
+    ".netrc": "netrc",
+    ".git-credentials": "git credentials",
+    ".docker": "Docker credentials",
+    ".kube": "Kubernetes config",
+    ".pypirc": "package index token",
+    ".npmrc": "package index token",
+    ".gnupg": "GnuPG keys",
+}
+
+
+def downloads(name: str) -> bool:
+    """A call whose result is data from the network (``requests.get``, ``sock.recv``)."""
+    if not is_network(name):
+        return False
+    owner, _, last = name.rpartition(".")
+    return last in NETWORK_READS and (owner.endswith("()") or owner in HTTP_CLIENT_MODULES)
+
+
+def secret_name(name: str) -> bool:
+    """A secret-looking environment variable name (``AWS_SECRET_ACCESS_KEY``)."""
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS)
+
+
+class Flow(Evaluator):
+    """The three data-flow questions for one file (memoised, bounded).
+
+    Resolution comes from :class:`caplet._scan._resolve.Resolver`, constant
+    evaluation from :class:`caplet._scan._evaluate.Evaluator`; the labels
+    are this class's own.
+    """
+
+    def __init__(
+        self, bindings: Bindings, nodes: Iterable[ast.AST] = (), scopes: Iterable[int] = ()
+    ) -> None:
+        super().__init__(bindings)
+        self.nodes = list(nodes)
+        #: The scope of every surveyed node (a node not surveyed is at module scope).
+        self._scope_of = {id(n): s for n, s in zip(self.nodes, scopes, strict=False) if s}
+        self._labels: dict[int, Labels] = {}
+        self._name_labels: dict[tuple[str, int], Labels] = {}
+        self._labelling: set[tuple[str, int]] = set()
+        self._remote: dict[str, set[int]] | None = None
+        self._returned: dict[str, list[ast.expr]] = {}
+
+    def scope(self, node: ast.AST) -> int:
+        """The scope ``node`` was surveyed in (0: the module)."""
+        return self._scope_of.get(id(node), 0)
+
+    # -- labels -----------------------------------------------------------------------
+
+    def labels(self, node: ast.AST) -> Labels:
+        """The sources ``node``'s value may carry (empty when none, or when unknown)."""
+        try:
+            return self._label(node, 0)
+        except BudgetError:
+            return _NONE
+
+    def _label(self, node: ast.AST, depth: int) -> Labels:
+        key = id(node)
+        cached = self._labels.get(key)
+        if cached is not None:
+            return cached
+        if depth > MAX_RESOLVE_DEPTH:
+            return _NONE
+        self._step()
+        self._labels[key] = _NONE  # a cycle through this node adds nothing
+        result = self._compute_labels(node, depth + 1)
+        self._labels[key] = result
+        return result
+
+    def _union(self, nodes: Iterable[ast.AST | None], depth: int) -> Labels:
+        out: set[Label] = set()
+        for n in nodes:
+            if n is not None:
+                out |= self._label(n, depth)
+        return frozenset(out)
+
+    def _compute_labels(self, node: ast.AST, depth: int) -> Labels:
+        if isinstance(node, ast.Constant):
+            return _NONE
+        if isinstance(node, ast.Name):
+            return self._name_labels_of(node.id, self.scope(node), depth)
+        if isinstance(node, ast.Attribute):
+            own = self._reference_labels(self.resolve(node))
+            dotted = _dotted(node)
+            if dotted is not None and dotted in self.contributed:
+                values = self.contributed[dotted].get(0, [])
+                own = own | self._union(values[:MAX_CANDIDATES], depth)
+            # message.text, response.content: the receiver's labels carry it
+            return own | self._label(node.value, depth)
+        if isinstance(node, ast.Subscript):
+            return self._subscript_labels(node, depth)
+        if isinstance(node, ast.Call):
+            return self._call_labels(node, depth)
+        if isinstance(node, ast.BinOp):
+            both = self._union((node.left, node.right), depth)
+            if isinstance(node.op, ast.BitXor):
+                return both | {(Source.DECODED, "XOR")}
+            return both
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+            return self._union((node.elt, *(g.iter for g in node.generators)), depth)
+        if isinstance(node, ast.DictComp):
+            return self._union((node.key, node.value, *(g.iter for g in node.generators)), depth)
+        if isinstance(node, ast.Dict):
+            return self._union((*node.keys, *node.values), depth)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.BoolOp):
+            return self._union(
+                node.elts if not isinstance(node, ast.BoolOp) else node.values, depth
+            )
+        if isinstance(node, ast.JoinedStr):
+            return self._union(node.values, depth)
+        if isinstance(node, ast.FormattedValue | ast.Await | ast.Starred | ast.NamedExpr):
+            return self._label(node.value, depth)
+        if isinstance(node, ast.IfExp):
+            return self._union((node.body, node.orelse), depth)
+        return _NONE
+
+    def name_labels(self, name: str, scope: int) -> Labels:
+        """What the name ``name`` carries where ``scope`` sees it."""
+        try:
+            return self._name_labels_of(name, scope, 0)
+        except BudgetError:
+            return _NONE
+
+    def _name_labels_of(self, name: str, scope: int, depth: int) -> Labels:
+        key = (name, scope)
+        cached = self._name_labels.get(key)
+        if cached is not None:
+            return cached
+        if key in self._labelling:
+            return _NONE
+        self._labelling.add(key)
+        try:
+            out: set[Label] = set(self._reference_labels(self.resolve_name(name)))
+            bound = self.bindings.scoped.get(name, {})
+            added = self.contributed.get(name, {})
+            # Python's rule: the innermost scope that binds the name is the one
+            for level in self._chain(scope):
+                if level in bound or level in added:
+                    values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
+                    out |= self._union(values, depth)
+                    break
+            handlers = self.remote_params().get(name)
+            if handlers and not handlers.isdisjoint(self._chain(scope)):
+                out.add((Source.REMOTE, "a chat bot's message"))
+        finally:
+            self._labelling.discard(key)
+        result = frozenset(out)
+        self._name_labels[key] = result
+        return result
+
+    def _chain(self, scope: int) -> list[int]:
+        """``scope`` and the scopes enclosing it, innermost first, the module last."""
+        chain = [scope]
+        parents = self.bindings.parents
+        while chain[-1] != 0 and len(chain) < MAX_RESOLVE_DEPTH:
+            chain.append(parents.get(chain[-1], 0))
+        if chain[-1] != 0:
+            chain.append(0)
+        return chain
+
+    def _reference_labels(self, names: tuple[str, ...]) -> Labels:
+        if not ENVIRON_MAPPINGS.isdisjoint(names):
+            return frozenset({(Source.ENVIRONMENT, "os.environ")})
+        if "__file__" in {n.removeprefix("builtins.") for n in names}:
+            return frozenset({(Source.PACKAGED, "__file__")})
+        return _NONE
+
+    def _subscript_labels(self, node: ast.Subscript, depth: int) -> Labels:
+        owners = self.resolve(node.value)
+        if not ENVIRON_MAPPINGS.isdisjoint(owners):
+            key = self.name_value(node.slice)
+            if key is None:
+                return self._label(node.slice, depth)
+            return _env_read(key)
+        return self._label(node.value, depth)
+
+    def _call_labels(self, node: ast.Call, depth: int) -> Labels:
+        funcs = self.resolve(node.func)
+        out: set[Label] = set()
+        func = node.func
+        receiver = func.value if isinstance(func, ast.Attribute) else None
+        method = func.attr if isinstance(func, ast.Attribute) else ""
+        args = [*node.args, *(k.value for k in node.keywords)]
+        # the environment read by name: os.environ.get("X"), os.getenv("X")
+        env_method = receiver is not None and method in ENV_METHODS
+        owners = self.resolve(receiver) if receiver is not None and env_method else ()
+        if (env_method and not ENVIRON_MAPPINGS.isdisjoint(owners)) or (
+            not ENV_FUNCTIONS.isdisjoint(funcs)
+        ):
+            key = self.name_value(node.args[0]) if node.args else None
+            if key is not None:
+                return _env_read(key)
+            # one variable by a computed name carries what the name carries
+            # (a key walked out of os.environ is the environment, a constant
+            # of the class is one setting)
+            return self._label(node.args[0], depth) if node.args else _NONE
+        if method in {"recv", "recvfrom", "recv_into", "makefile"} and any(
+            is_network(f) for f in funcs
+        ):
+            # what a socket peer sends: a command, in a remote shell's loop
+            out.add((Source.REMOTE, "a network peer's message"))
+        for name in funcs:
+            if name in DECODERS:
+                out.add((Source.DECODED, name.removeprefix("builtins.")))
+            elif name in RECON_FUNCTIONS:
+                out.add((Source.RECON, name))
+            elif downloads(name):
+                out.add((Source.DOWNLOADED, name))
+            elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
+                out |= _file_labels(self.path_text(node.args[0]))
+        codec = str(self.name_value(node.args[-1]) or "").lower() if node.args else ""
+        if (
+            method in DECODER_METHODS
+            or (method == "decode" and codec in DECODING_CODECS)
+            or (method == "encode" and codec in {"rot13", "rot_13"})
+        ):
+            out.add((Source.DECODED, f".{method}()"))
+        if method in {"read", "readline", "text", "json"} and any(
+            downloads(f) for f in self.resolve(func)
+        ):
+            out.add((Source.DOWNLOADED, method))
+        if method in {"read_text", "read_bytes", "open"} and receiver is not None:
+            out |= _file_labels(self.path_text(receiver))
+        if method == "join" and node.args and self._chr_join(node.args[0]):
+            out.add((Source.DECODED, "join(chr(...))"))
+        out |= self._union(args, depth)
+        if receiver is not None:
+            out |= self._label(receiver, depth)
+        if isinstance(func, ast.Name) and func.id in self.bindings.defined:
+            # a function of this file: its result carries what it returns
+            out |= self._union(self._returns(func.id), depth)
+        return frozenset(out)
+
+    def _returns(self, name: str) -> list[ast.expr]:
+        """The values the functions of this file named ``name`` return (bounded)."""
+        cached = self._returned.get(name)
+        if cached is None:
+            cached = []
+            for fn in self.bindings.functions:
+                if fn.name != name:
+                    continue
+                stack: list[ast.AST] = list(fn.body)
+                budget = 2000
+                while stack and budget:
+                    budget -= 1
+                    item = stack.pop()
+                    if isinstance(item, ast.Return) and item.value is not None:
+                        cached.append(item.value)
+                    elif not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                        stack.extend(ast.iter_child_nodes(item))
+            self._returned[name] = cached
+        return cached
+
+    def path_text(self, node: ast.AST) -> str | None:
+        """The literal pieces of a path expression joined (``Path.home() / ".ssh" / "id_rsa"``)."""
+        pieces: list[str] = []
+        stack = [node]
+        budget = 64
+        while stack and budget:
+            budget -= 1
+            item = stack.pop()
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                pieces.append(item.value)
+            elif isinstance(item, ast.BinOp):
+                stack.extend((item.right, item.left))
+            elif isinstance(item, ast.Call):
+                stack.extend(reversed(item.args))
+                if isinstance(item.func, ast.Attribute):
+                    stack.append(item.func.value)
+            elif isinstance(item, ast.Name):
+                # a path bound once, or walked (for p in glob(".../.ssh/*"))
+                stack.extend(self.bindings.assigned.get(item.id, ())[:1])
+                stack.extend(self.bindings.iterated.get(item.id, ())[:1])
+        return "/".join(pieces) if pieces else None
+
+    def path_labels(self, node: ast.AST) -> Labels:
+        """Credential or reconnaissance labels of a path expression's literal pieces."""
+        return _file_labels(self.path_text(node))
+
+    def _chr_join(self, arg: ast.AST) -> bool:
+        if isinstance(arg, ast.GeneratorExp | ast.ListComp) and isinstance(arg.elt, ast.Call):
+            return "builtins.chr" in self.resolve(arg.elt.func)
+        if isinstance(arg, ast.Call) and arg.args and "builtins.map" in self.resolve(arg.func):
+            return "builtins.chr" in self.resolve(arg.args[0])
+        return False
+
+    def remote_params(self) -> dict[str, set[int]]:
+        """Parameters of a chat bot's handlers, by name and handler: a remote user's message.
+
+        A handler is a function of a file that imports a bot framework and is
+        decorated, or passed to a call into the framework
+        (``CommandHandler("run", run)``).
+        """
+        if self._remote is not None:
+            return self._remote
+        found: dict[str, set[int]] = {}
+        frameworks = {
+            module.split(".", 1)[0]
+            for modules in self.bindings.imports.values()
+            for module in modules
+        } & BOT_FRAMEWORKS
+        if frameworks:
+            registered = {
+                a.id
+                for n in self.nodes
+                if isinstance(n, ast.Call)
+                and any(f.split(".", 1)[0] in frameworks for f in self.resolve(n.func))
+                for a in n.args
+                if isinstance(a, ast.Name)
+            }
+            for fn in self.bindings.functions:
+                if fn.decorator_list or fn.name in registered:
+                    a = fn.args
+                    params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+                    params += [p for p in (a.vararg, a.kwarg) if p is not None]
+                    for p in params:
+                        if p.arg not in {"self", "cls"}:
+                            found.setdefault(p.arg, set()).add(id(fn))
+        self._remote = found
+        return found
+
+    def note_contribution(self, name: str, value: ast.expr, scope: int) -> None:
+        """``name`` receives ``value`` after its binding (a store, an update, a write)."""
+        where = 0 if "." in name else scope
+        self.contributed.setdefault(name, {}).setdefault(where, []).append(value)
+        self._name_labels.clear()
+        self._labels.clear()
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _env_read(key: str) -> Labels:
+    if key.upper() in RECON_ENV_NAMES:
+        return frozenset({(Source.RECON, f"${key}")})
+    if secret_name(key):
+        return frozenset({(Source.SECRET, key)})
+    return _NONE
+
+
+def _file_labels(path: str | None) -> Labels:
+    if not path:
+        return _NONE
+    out: set[Label] = set()
+    for marker, what in _CREDENTIAL_MARKERS.items():
+        if marker in path:
+            out.add((Source.CREDENTIAL, what))
+    if path in RECON_FILES:
+        out.add((Source.RECON, path))
+    return frozenset(out)

@@ -1,0 +1,347 @@
+"""The data-flow tables: where threatening data comes from, and where it must not go.
+
+:mod:`caplet._scan._flow` labels every expression of a file with the
+*sources* its value may carry (decoded bytes, data read from the network,
+host reconnaissance, the environment, secrets, credential files);
+:mod:`caplet._scan._sinks` checks the labels that reach a *sink* (code
+execution, a process, an egress, a name resolution, a file that is then
+run). The spellings live here, as data, like the rule tables of
+:mod:`caplet._scan._rules`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from caplet._scan._rules import MODULE_RULES
+
+__all__ = [
+    "BOT_FRAMEWORKS",
+    "DECODERS",
+    "DECODER_METHODS",
+    "DECODING_CODECS",
+    "DNS_FUNCTIONS",
+    "EGRESS_VERBS",
+    "EXECUTORS",
+    "HTTP_CLIENT_MODULES",
+    "INTERPRETERS",
+    "NETWORK_MODULES",
+    "NETWORK_PROGRAMS",
+    "NETWORK_READS",
+    "NON_PAYLOAD_KEYWORDS",
+    "NOT_EGRESS",
+    "PIP_MAINS",
+    "RECON_ENV_NAMES",
+    "RECON_FILES",
+    "RECON_FUNCTIONS",
+    "SHELLS",
+    "Source",
+]
+
+
+class Source(enum.Enum):
+    """What a value may carry, as far as the threat rules care."""
+
+    #: base64/hex/zlib/rot13/XOR/Fernet output, text rebuilt from code points.
+    DECODED = "decoded"
+    #: bytes read from the network (a response body, a socket).
+    DOWNLOADED = "downloaded"
+    #: text a chat bot or a socket peer sent: a command from someone else.
+    REMOTE = "remote"
+    #: the host's identity: host name, user, uid, working directory, MAC, /etc/passwd.
+    RECON = "recon"
+    #: the whole environment (walked, copied or dumped), not one variable.
+    ENVIRONMENT = "environment"
+    #: one secret-named environment variable (the label's detail is its name).
+    SECRET = "secret"  # noqa: S105 -- a label name, not a password
+    #: the content of a developer credential file (the detail says which).
+    CREDENTIAL = "credential"
+    #: a path inside the package itself (derived from ``__file__``).
+    PACKAGED = "packaged"
+
+
+#: Calls whose result is decoded, decompressed or decrypted data.
+DECODERS: Final = frozenset(
+    {
+        *(
+            f"base64.{n}"
+            for n in (
+                "b64decode",
+                "b32decode",
+                "b16decode",
+                "a85decode",
+                "b85decode",
+                "decodebytes",
+                "decodestring",
+                "standard_b64decode",
+                "urlsafe_b64decode",
+            )
+        ),
+        "binascii.a2b_base64",
+        "binascii.a2b_hex",
+        "binascii.unhexlify",
+        "zlib.decompress",
+        "gzip.decompress",
+        "bz2.decompress",
+        "lzma.decompress",
+        "marshal.loads",
+        "codecs.decode",
+        "builtins.bytes.fromhex",
+        "builtins.bytearray.fromhex",
+    }
+)
+#: Method names that decode whatever their receiver is (Fernet, bytes, codecs).
+DECODER_METHODS: Final = frozenset(
+    {
+        "b64decode",
+        "b32decode",
+        "a85decode",
+        "b85decode",
+        "decodebytes",
+        "unhexlify",
+        "a2b_base64",
+        "decompress",
+        "decrypt",
+    }
+)
+#: The last name of a call that reads from the network (a response, a received message) ...
+NETWORK_READS: Final = frozenset(
+    {
+        "get",
+        "post",
+        "put",
+        "patch",
+        "delete",
+        "head",
+        "request",
+        "urlopen",
+        "urlretrieve",
+        "download",
+        "recv",
+        "recvfrom",
+        "read",
+        "readline",
+        "readlines",
+        "iter_content",
+        "iter_bytes",
+        "iter_lines",
+        "getresponse",
+        "stream",
+        "fetch",
+        "retrbinary",
+    }
+)
+#: ... made on an object a network call returned, or a function of one of these modules.
+HTTP_CLIENT_MODULES: Final = frozenset(
+    {"requests", "httpx", "urllib.request", "urllib", "urllib3", "wget", "aiohttp", "http.client"}
+)
+#: Codecs that turn text back into code (``s.decode("rot13")`` style).
+DECODING_CODECS: Final = frozenset(
+    {"rot13", "rot_13", "base64", "hex", "zlib", "bz2", "uu", "punycode"}
+)
+
+#: exec-like callables: their first argument is run as Python.
+EXECUTORS: Final = frozenset(
+    {"builtins.exec", "builtins.eval", "builtins.compile", "types.FunctionType"}
+)
+
+#: Network modules (a dotted prefix): a call into one reads from or sends to the network.
+NETWORK_MODULES: Final = tuple(
+    sorted(
+        {m + "." for m, r in MODULE_RULES.items() if r == "CPL-NET-001"}
+        | {"wget.", "dns.", "paramiko.", "pycurl.", "treq.", "tornado.httpclient."}
+    )
+)
+#: Calls under network modules that neither send nor receive (they look up this host).
+NOT_EGRESS: Final = frozenset(
+    {
+        "socket.gethostname",
+        "socket.getfqdn",
+        "socket.inet_aton",
+        "socket.inet_ntoa",
+        "socket.inet_pton",
+        "socket.inet_ntop",
+        "socket.htons",
+        "socket.ntohs",
+        "socket.htonl",
+        "socket.ntohl",
+        "socket.setdefaulttimeout",
+        "socket.getdefaulttimeout",
+        "socket.socketpair",
+        "ssl.create_default_context",
+        "ssl.SSLContext",
+        "urllib.request.getproxies",
+        "urllib.request.pathname2url",
+        "urllib.request.url2pathname",
+    }
+)
+#: The last name of a network call that sends something (a request, a datagram, a mail).
+EGRESS_VERBS: Final = frozenset(
+    {
+        "get",
+        "post",
+        "put",
+        "patch",
+        "delete",
+        "head",
+        "options",
+        "request",
+        "urlopen",
+        "Request",
+        "send",
+        "sendall",
+        "sendto",
+        "sendmail",
+        "send_message",
+        "connect",
+        "create_connection",
+        "stream",
+        "fetch",
+        "upload",
+        "storbinary",
+        "storlines",
+        "putrequest",
+        "putheader",
+        "write",
+        "urlretrieve",
+    }
+)
+#: Keyword arguments of a network call that carry no payload (how to connect, not what).
+NON_PAYLOAD_KEYWORDS: Final = frozenset(
+    {
+        "proxies",
+        "proxy",
+        "verify",
+        "cert",
+        "timeout",
+        "trust_env",
+        "auth",
+        "headers",
+        "allow_redirects",
+        "stream",
+        "context",
+        "ssl",
+        "ssl_context",
+        "source_address",
+        "family",
+    }
+)
+
+#: Calls that resolve a name (a DNS query carries whatever its labels hold).
+DNS_FUNCTIONS: Final = frozenset(
+    {
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyname_ex",
+        "socket.create_connection",
+        "dns.resolver.resolve",
+        "dns.resolver.query",
+        "dns.resolver.Resolver().resolve",
+        "dns.resolver.Resolver().query",
+    }
+)
+#: Programs that reach the network with their arguments (DNS queries included).
+NETWORK_PROGRAMS: Final = frozenset(
+    {
+        "ping",
+        "ping6",
+        "nslookup",
+        "dig",
+        "host",
+        "curl",
+        "wget",
+        "nc",
+        "ncat",
+        "netcat",
+        "telnet",
+        "socat",
+        "ssh",
+        "scp",
+        "ftp",
+        "tftp",
+        "powershell",
+        "powershell.exe",
+        "pwsh",
+        "certutil",
+        "bitsadmin",
+    }
+)
+#: Programs that run the file or code they are given (the payload is their argument).
+INTERPRETERS: Final = frozenset(
+    {
+        "python",
+        "python3",
+        "pythonw",
+        "py",
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "cmd",
+        "cmd.exe",
+        "powershell",
+        "powershell.exe",
+        "pwsh",
+        "start",
+        "wscript",
+        "cscript",
+        "mshta",
+        "rundll32",
+        "wine",
+        "nohup",
+        "open",
+        "xdg-open",
+    }
+)
+#: Program names that are shells (a socket wired to one is a reverse shell).
+SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "cmd", "cmd.exe", "powershell"})
+
+#: Calls returning the host's identity.
+RECON_FUNCTIONS: Final = frozenset(
+    {
+        "socket.gethostname",
+        "socket.getfqdn",
+        "getpass.getuser",
+        "os.getlogin",
+        "os.uname",
+        "os.getuid",
+        "os.geteuid",
+        "os.getcwd",
+        "os.getcwdb",
+        "platform.node",
+        "platform.uname",
+        "uuid.getnode",
+        "pwd.getpwall",
+        "pwd.getpwuid",
+    }
+)
+#: Environment variables that name the user or the machine.
+RECON_ENV_NAMES: Final = frozenset(
+    {"USER", "USERNAME", "LOGNAME", "COMPUTERNAME", "HOSTNAME", "USERDOMAIN", "HOME", "USERPROFILE"}
+)
+#: Files whose content is the host's identity.
+RECON_FILES: Final = frozenset({"/etc/passwd", "/etc/hostname", "/etc/shadow", "/etc/group"})
+
+#: pip's entry points: calling one installs a package behind the resolver's back.
+PIP_MAINS: Final = frozenset(
+    {"pip.main", "pip._internal.main", "pip._internal.cli.main.main", "pip._internal.main.main"}
+)
+
+#: Chat-bot frameworks: parameters of their handlers carry a remote user's text.
+BOT_FRAMEWORKS: Final = frozenset(
+    {
+        "telebot",
+        "telegram",
+        "aiogram",
+        "pyrogram",
+        "telethon",
+        "discord",
+        "nextcord",
+        "disnake",
+        "interactions",
+        "slack_bolt",
+        "vk_api",
+        "twitchio",
+    }
+)

@@ -1,0 +1,215 @@
+"""Correlation tags a call records for the per-file chains (caplet._scan._correlate).
+
+A network call to a URL written into the code (a fixed endpoint), path pieces
+joined into a credential or autostart path, the whole environment handed to
+a serialiser or a sender, a literal destination address: facts that mean
+intent only together, so each is recorded as a tag (or a flag) and the
+chains decide.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from caplet._scan._correlate import Tag
+from caplet._scan._filescan import FileScan
+from caplet._scan._flow import Flow
+from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._resolve import is_network
+from caplet._scan._rules import ENV_METHODS, ENVIRON_MAPPINGS
+from caplet._scan._sources import Source
+from caplet._scan._syntax import literal_prefix, shorten, url_host
+
+__all__ = ["Tagger"]
+
+#: Nodes looked at inside one expression (and the values its names are bound to).
+_BUDGET = 400
+#: Calls whose constant arguments are path pieces (joined for the indicators).
+_PATH_BUILDERS = frozenset(
+    {
+        "os.path.join",
+        "posixpath.join",
+        "ntpath.join",
+        "pathlib.Path",
+        "pathlib.PurePath",
+        "pathlib.PureWindowsPath",
+        "pathlib.PurePosixPath",
+    }
+)
+#: Serialisers: the whole environment passed to one is being packed up.
+_SERIALISERS = frozenset(
+    {
+        "json.dumps",
+        "json.dump",
+        "pickle.dumps",
+        "marshal.dumps",
+        "builtins.str",
+        "builtins.repr",
+        "builtins.bytes",
+        "base64.b64encode",
+        "urllib.parse.urlencode",
+    }
+)
+#: Method names that send or write data on whatever object they are called.
+_SENDING_METHODS = frozenset(
+    {"post", "put", "send", "sendall", "sendto", "urlopen", "request", "write", "dumps"}
+)
+_URL_PREFIXES = ("http://", "https://")
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
+
+
+class Tagger:
+    """The tags and destination facts of one file's calls."""
+
+    def __init__(self, scan: FileScan, flow: Flow) -> None:
+        self._scan = scan
+        self._flow = flow
+
+    def _decoded(self, node: ast.AST) -> bool:
+        return any(s is Source.DECODED for s, _ in self._flow.labels(node))
+
+    def has_domain(self, node: ast.AST) -> bool:
+        """A literal piece with a dot: the fixed domain a DNS query carries data to."""
+        stack = [node]
+        budget = _BUDGET
+        while stack and budget:
+            budget -= 1
+            item = stack.pop()
+            if (
+                isinstance(item, ast.Constant)
+                and isinstance(item.value, str)
+                and "." in item.value.strip(".")
+            ):
+                return True
+            if isinstance(item, ast.Name):
+                stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        return False
+
+    def literal_destination(self, node: ast.Call) -> bool:
+        """A host, address or URL written into the call (or hidden by a decoder)."""
+        candidates: list[ast.AST] = list(node.args[:1])
+        if node.args and isinstance(node.args[0], ast.Tuple) and node.args[0].elts:
+            candidates = [node.args[0].elts[0]]
+        if len(node.args) >= 2 and isinstance(node.args[1], ast.Tuple) and node.args[1].elts:
+            candidates.append(node.args[1].elts[0])  # sock.sendto(data, (host, port))
+        for arg in candidates:
+            value = self._flow.name_value(arg)
+            if value is None:
+                prefix = literal_prefix(arg)
+                value = prefix if prefix and prefix.startswith(_URL_PREFIXES) else None
+            if value is None:
+                if self._decoded(arg):
+                    return True
+                continue
+            host = url_host(value) if value.startswith(_URL_PREFIXES) else value.split(":")[0]
+            if host and host not in _LOCAL_HOSTS and "." in host and " " not in host:
+                return True
+        return False
+
+    def fixed_endpoint(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A network call whose URL is written into the code (a fixed endpoint)."""
+        if not any(is_network(f) for f in funcs):
+            return
+        arg = node.args[0] if node.args else None
+        for kw in node.keywords:
+            if kw.arg == "url":
+                arg = kw.value
+        if arg is None:
+            return
+        for value in self.values(arg):
+            prefix = literal_prefix(value)
+            if prefix is not None and prefix.startswith(_URL_PREFIXES):
+                host = url_host(prefix) or ""
+                if host and host not in _LOCAL_HOSTS:
+                    self._scan.tag(Tag.FIXED_ENDPOINT, node.lineno, prefix[:80])
+                    return
+
+    def joined_path(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """``os.path.join(home, ".aws", "credentials")``: indicators see the joined path."""
+        if _PATH_BUILDERS.isdisjoint(funcs):
+            return
+        parts = [
+            a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        if len(parts) >= 2:
+            self._scan.indicators("/".join(parts), node.lineno, node.col_offset)
+
+    def environ_dump(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """Tag the whole environment passed to a serialiser or a sender."""
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else ""
+        if not (
+            method in _SENDING_METHODS
+            or not _SERIALISERS.isdisjoint(funcs)
+            or any(is_network(f) for f in funcs)
+        ):
+            return
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            whole = self.whole_environ(arg)
+            if whole is not None:
+                self._scan.tag(Tag.ENV_DUMP, node.lineno, whole)
+                return
+
+    def whole_environ(self, arg: ast.AST) -> str | None:
+        """``os.environ`` itself somewhere in ``arg`` (not one key of it)."""
+        stack = [arg]
+        budget = _BUDGET
+        while stack and budget > 0:
+            node = stack.pop()
+            budget -= 1
+            if isinstance(node, ast.Subscript):
+                stack.append(node.slice)  # os.environ["HOME"] is one key
+                continue
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ENV_METHODS
+            ):
+                stack.extend(node.args)  # os.environ.get("HOME") too
+                continue
+            if isinstance(node, ast.Name | ast.Attribute):
+                for name in self._flow.resolve(node):
+                    if name in ENVIRON_MAPPINGS:
+                        return name
+            stack.extend(ast.iter_child_nodes(node))
+        return None
+
+    def persistence_marker(self, node: ast.AST) -> str | None:
+        """An autostart location named by the strings inside ``node`` (names followed once).
+
+        Pieces count joined too: ``os.path.join(appdata, "Start Menu",
+        "Programs", "Startup")`` names the Startup folder without any one
+        literal doing so.
+        """
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        pieces: list[str] = []
+        budget = _BUDGET
+        while stack and budget > 0:
+            item = stack.pop()
+            budget -= 1
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                pieces.append(item.value)
+            elif isinstance(item, ast.Call):
+                joined = [
+                    a.value
+                    for a in item.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                ]
+                if len(joined) >= 2:
+                    pieces.append("/".join(joined))
+            elif isinstance(item, ast.Name) and item.id not in seen:
+                seen.add(item.id)
+                stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        for text in pieces:
+            if any(i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(text)):
+                return shorten(text)
+        return None
+
+    def values(self, node: ast.AST) -> list[ast.AST]:
+        """``node`` and, for a name, the values it was bound to (one hop)."""
+        if isinstance(node, ast.Name):
+            return [node, *self._flow.bindings.assigned.get(node.id, ())[:8]]
+        return [node]

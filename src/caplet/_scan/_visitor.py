@@ -1,0 +1,629 @@
+"""The AST rules: one visit of a parsed file, resolving every name and looking it up.
+
+:class:`RuleVisitor` is an :class:`ast.NodeVisitor` (``visit_<Class>``
+methods) that does not recurse: :meth:`RuleVisitor.run` feeds it the
+survey's node list, parents before children, so the Python stack stays flat
+whatever the nesting and the tree is walked once. Names, attributes and
+call targets are resolved by :class:`caplet._scan._flow.Flow` to fully
+qualified names and looked up in the rule tables of
+:mod:`caplet._scan._rules` (capabilities: processes, files, environment,
+modules, introspection, global mutation). Calls that can be a *sink* of a
+threat are handed to :class:`caplet._scan._sinks.Sinks`, which checks what
+data reaches them once the whole file is visited. Nodes a parent has
+already reported with more context (``subprocess.run`` inside a call whose
+program is known) are recorded in ``_handled`` and skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable
+from pathlib import PurePosixPath
+from typing import Any
+
+import re2
+
+from caplet._scan._correlate import TAG_APIS, Tag
+from caplet._scan._filescan import FileScan, entropy, entropy_bits, is_blob, sensitive_path
+from caplet._scan._flow import Flow
+from caplet._scan._model import ScanMode
+from caplet._scan._rules import (
+    API_RULES,
+    CHR_FUNCTIONS,
+    DYNAMIC_IMPORTERS,
+    ENV_FUNCTIONS,
+    ENV_METHODS,
+    ENVIRON_MAPPINGS,
+    FS_READ_METHODS,
+    FS_WRITE_METHODS,
+    IMPORT_STATE,
+    INTROSPECTION_ATTRIBUTES,
+    INTROSPECTION_NAMES,
+    MODULE_RULES,
+    MUTATING_METHODS,
+    OPEN_FUNCTIONS,
+    OS_OPEN_WRITE_FLAGS,
+    PROGRAM_ARGUMENTS,
+    ArgumentSpec,
+)
+from caplet._scan._sinks import Sinks, launches_payload
+from caplet._scan._sources import DECODERS, EXECUTORS, SHELLS
+from caplet._scan._syntax import Bindings, argument, fold_str, program, shorten, url_host
+
+__all__ = ["RuleVisitor"]
+
+#: Containers whose items are interpreter-wide state (imports, builtins).
+_MUTABLE_STATE = IMPORT_STATE | {"builtins.__dict__"}
+_STDLIB = frozenset(sys.stdlib_module_names)
+#: Mitigations (plugin mode): fully qualified names and bare attribute names.
+_MITIGATION_APIS = {
+    "os.path.realpath": "CPL-MIT-001",
+    "os.path.islink": "CPL-MIT-001",
+    "os.O_NOFOLLOW": "CPL-MIT-001",
+    "os.path.commonpath": "CPL-MIT-002",
+    "os.path.commonprefix": "CPL-MIT-002",
+    "os.path.getsize": "CPL-MIT-003",
+}
+_MITIGATION_ATTRIBUTES = {
+    "is_symlink": "CPL-MIT-001",
+    "resolve": "CPL-MIT-001",
+    "realpath": "CPL-MIT-001",
+    "O_NOFOLLOW": "CPL-MIT-001",
+    "is_relative_to": "CPL-MIT-002",
+    "commonpath": "CPL-MIT-002",
+    "st_size": "CPL-MIT-003",
+    "getsize": "CPL-MIT-003",
+}
+#: Names a bare reference can be reported for, and the first components of
+#: flagged modules: anything else is skipped without splitting it.
+_REFERENCE_NAMES = (
+    frozenset(API_RULES)
+    | ENVIRON_MAPPINGS
+    | ENV_FUNCTIONS
+    | frozenset(OPEN_FUNCTIONS)
+    | frozenset(TAG_APIS)
+    | frozenset(_MITIGATION_APIS)
+    | DECODERS
+)
+_MODULE_ROOTS = frozenset(m.split(".", 1)[0] for m in MODULE_RULES)
+#: Strings this long or longer get an entropy check (CPL-OBF-004).
+_ENTROPY_MIN_LENGTH = 64
+_URL_PREFIXES = ("http://", "https://")
+#: An absolute path literal under a real top-level directory (``/srv/data/in.csv``),
+#: for CPL-FS-005. Anchoring on the roots keeps URL paths (``"/v1/items"``) out;
+#: /tmp is left out because every worker has a private one.
+_ABSOLUTE_PATH = re2.compile(
+    r"/(?:etc|var|usr|home|root|srv|opt|mnt|media|data|proc|sys|dev|run|boot|lib|lib64|bin"
+    r"|sbin|Users|Library|Volumes|private|Applications)(?:/[A-Za-z0-9._+@-]+)*/?"
+)
+#: Base classes of setuptools/distutils commands (a subclass in setup.py runs at install).
+#: build_ext and build_py subclasses compile and copy: routine; install,
+#: develop and egg_info subclasses run on the user's machine at install.
+_INSTALL_COMMANDS = tuple(
+    f"{root}.command.{name}"
+    for root in ("setuptools", "distutils")
+    for name in ("install", "develop", "egg_info", "bdist_egg")
+)
+#: Classes a subclass walk looks for: each leads to os, subprocess or builtins.
+_ESCAPE_CLASSES = frozenset(
+    {"_wrap_close", "Popen", "catch_warnings", "BuiltinImporter", "_IterationGuard", "_Printer"}
+)
+#: ``os.environ`` methods that walk the whole environment.
+#: (``copy()`` is left out: it is how code hands the environment to a subprocess.)
+_ENV_ITERATORS = frozenset({"items", "values", "keys"})
+#: Methods through which a value enters a container or file bound to a name.
+_FILLING_METHODS = frozenset(
+    {
+        "append",
+        "extend",
+        "update",
+        "add",
+        "insert",
+        "setdefault",
+        "write",
+        "writelines",
+        "set_content",
+        "attach",
+        "add_attachment",
+        "put",
+    }
+)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+class RuleVisitor(ast.NodeVisitor):
+    """Applies the code rules to one parsed file (see the module docstring)."""
+
+    def __init__(
+        self, scan: FileScan, bindings: Bindings, nodes: list[ast.AST], scopes: list[int]
+    ) -> None:
+        self._scan = scan
+        self._b = bindings
+        self._nodes = nodes
+        self._scopes = scopes
+        self._scope = 0
+        self.flow = Flow(bindings, nodes, scopes)
+        self._sinks = Sinks(scan, self.flow)
+        self._handled: set[int] = set()
+        #: Nodes that are the callee of a call (visited before them: parents come first).
+        self._called: set[int] = set()
+        self._flagged_modules: set[str] = set()
+
+    def run(self) -> None:
+        # NodeVisitor.visit looks the method up by name for every node; a
+        # per-class cache skips the string building, and classes without a
+        # visit_ method are skipped outright.
+        methods: dict[type[ast.AST], Callable[[Any], None] | None] = {}
+        for node, scope in zip(self._nodes, self._scopes, strict=True):
+            self._scope = scope
+            kind = type(node)
+            try:
+                method = methods[kind]
+            except KeyError:
+                method = getattr(self, f"visit_{kind.__name__}", None)
+                methods[kind] = method
+            if method is not None:
+                method(node)
+        self._sinks.finish()
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Nothing: :meth:`run` already visits every node."""
+
+    def resolve(self, node: ast.AST) -> tuple[str, ...]:
+        return self.flow.resolve(node)
+
+    # -- reporting helpers ------------------------------------------------------------------
+
+    def _report_reference(self, node: ast.AST, candidates: tuple[str, ...]) -> None:
+        """API rules for a reference that no enclosing call has reported."""
+        scan = self._scan
+        line = getattr(node, "lineno", 0)
+        for name in candidates:
+            if name not in _REFERENCE_NAMES and name.split(".", 1)[0] not in _MODULE_ROOTS:
+                continue
+            tag = TAG_APIS.get(name)
+            if tag is not None:
+                scan.tag(tag, line, name)
+            mitigation = _MITIGATION_APIS.get(name)
+            if mitigation is not None:
+                scan.mitigation(mitigation, name, line, getattr(node, "col_offset", None))
+            if name in DECODERS:
+                scan.tag(Tag.DECODE, line, name)
+            rule_id = API_RULES.get(name)
+            if (
+                # exec fetched through __import__ hides it wherever it goes; a
+                # decoder only matters when called (a test's table lists them)
+                (name in EXECUTORS or (name in DECODERS and id(node) in self._called))
+                and isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Call)
+                and not DYNAMIC_IMPORTERS.isdisjoint(self.resolve(node.value.func))
+            ):
+                # __import__("builtins").exec: no reason to spell it so but to hide it
+                self._emit_at(
+                    "CPL-THR-003", f"{name.removeprefix('builtins.')} through __import__", node
+                )
+            if rule_id is not None:
+                self._emit_api(rule_id, name, node)
+                continue
+            # `import urllib; urllib.request.urlopen(...)` imports nothing
+            # flagged: report the module at its first use instead.
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                module_rule = MODULE_RULES.get(prefix)
+                if module_rule is not None and prefix not in self._flagged_modules:
+                    self._flagged_modules.add(prefix)
+                    self._emit_module(module_rule, prefix, node)
+            if name in ENVIRON_MAPPINGS or name in ENV_FUNCTIONS:
+                self._emit_env(node, name, None)
+            elif name in OPEN_FUNCTIONS:
+                # `reader = open` hides the mode from the call rule: assume a write.
+                api = f"{name.removeprefix('builtins.')} (not called directly: mode unknown)"
+                self._emit_at("CPL-FS-001", api, node, covered=scan.grants.writes_files)
+
+    def _emit_at(
+        self,
+        rule_id: str,
+        api: str,
+        node: ast.AST,
+        *,
+        covered: bool = False,
+        capability: str | None = None,
+    ) -> None:
+        line = getattr(node, "lineno", 0)
+        col = getattr(node, "col_offset", None)
+        self._scan.emit(rule_id, api, line, col, covered=covered, capability=capability)
+
+    def _emit_module(self, rule_id: str, module: str, node: ast.AST) -> None:
+        covered = rule_id == "CPL-PROC-002" and self._scan.grants.runs_programs
+        self._emit_at(rule_id, module, node, covered=covered)
+
+    def _check_module(self, name: str, node: ast.AST) -> None:
+        """Rules about importing ``name`` (an import or a literal dynamic import)."""
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            rule_id = MODULE_RULES.get(prefix)
+            if rule_id is not None:
+                self._flagged_modules.add(prefix)
+                self._emit_module(rule_id, prefix, node)
+        top = parts[0]
+        local = self._scan.local_modules
+        if top and top not in _STDLIB and top != "caplet" and top not in local:
+            self._emit_at("CPL-SUP-001", top, node)
+
+    def _emit_api(self, rule_id: str, name: str, node: ast.AST, prog: str | None = None) -> None:
+        grants = self._scan.grants
+        api = name.removeprefix("builtins.")
+        if rule_id == "CPL-PROC-001":
+            line = getattr(node, "lineno", 0)
+            if prog is not None and PurePosixPath(prog).name in SHELLS:
+                self._scan.tag(Tag.SHELL, line, prog)
+            if prog is not None and launches_payload(prog):
+                self._scan.tag(Tag.LAUNCH, line, prog)
+            if isinstance(node, ast.Call):
+                marker = self._sinks.persistence_marker(node)
+                if marker is not None:
+                    self._scan.tag(Tag.PERSISTENCE_WRITE, line, marker)
+            capability = f"proc.exec:{prog}" if prog else None
+            covered = grants.covers_program(prog)
+            self._emit_at(rule_id, api, node, covered=covered, capability=capability)
+        elif rule_id == "CPL-FS-003":
+            self._emit_at(rule_id, api, node, covered=grants.writes_files)
+        else:
+            self._emit_at(rule_id, api, node)
+
+    def _emit_env(self, node: ast.AST, api: str, key: str | None) -> None:
+        """``api`` is how the access reads, with ``{}`` where the name goes."""
+        names = self._scan.grants.env_names
+        if key is not None and self._sinks.secret_read(key):
+            self._scan.tag(Tag.SECRET_ENV, getattr(node, "lineno", 0), key)
+            self._scan.secret_names.add(key)
+        if key is not None:
+            self._emit_at(
+                "CPL-ENV-001",
+                api.format(repr(key)),
+                node,
+                covered=key in names,
+                capability=f"env.read:{key}",
+            )
+        else:
+            self._emit_at("CPL-ENV-002", api.format("..."), node, covered=bool(names))
+
+    def _emit_open(self, node: ast.Call, name: str, spec: ArgumentSpec) -> None:
+        grants = self._scan.grants
+        api = name.removeprefix("builtins.")
+        arg = argument(node, spec)
+        if name == "os.open":
+            flags = (
+                {n.attr for n in ast.walk(arg) if isinstance(n, ast.Attribute)}
+                | {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
+                if arg is not None
+                else set()
+            )
+            writes = not OS_OPEN_WRITE_FLAGS.isdisjoint(flags)
+        elif arg is None:
+            writes = False  # the default mode is "r"
+        else:
+            mode = fold_str(arg)
+            if mode is None:
+                api = f"{api} (mode is not a literal)"
+            writes = mode is None or any(c in mode for c in "wax+")
+        path = argument(node, ArgumentSpec(0, "file"))
+        if writes:
+            self._emit_at("CPL-FS-001", api, node, covered=grants.writes_files)
+            marker = self._sinks.persistence_marker(path) if path is not None else None
+            if marker is not None:
+                self._scan.tag(Tag.PERSISTENCE_WRITE, getattr(node, "lineno", 0), marker)
+            if path is not None:
+                self._sinks.opened_for_writing(node, path)
+        else:
+            self._emit_at("CPL-FS-002", api, node, covered=grants.reads_files)
+
+    def _check_store(self, target: ast.AST, api_node: ast.AST) -> None:
+        """Global-mutation rule for an assignment or deletion target."""
+        if isinstance(target, ast.Attribute):
+            owner = self._mutable_owner(target.value, target.attr)
+            if owner is not None:
+                self._emit_at("CPL-GLOB-001", f"{owner}.{target.attr} = ...", api_node)
+        elif isinstance(target, ast.Subscript):
+            for base in self.resolve(target.value):
+                if base in _MUTABLE_STATE:
+                    self._emit_at("CPL-GLOB-001", f"{base}[...] = ...", api_node)
+                    return
+        elif isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self._check_store(element, element)
+        elif isinstance(target, ast.Starred):
+            self._check_store(target.value, api_node)
+
+    def _mutable_owner(self, node: ast.AST, attr: str | None) -> str | None:
+        """The module ``node`` denotes when setting its ``attr`` patches it.
+
+        Builtins, any ``sys.modules[...]`` entry and top-level standard
+        library modules (``os.system = f``) count. ``sys`` only for its import
+        state: ``sys.argv``/``sys.stdout`` assignments are routine and only
+        affect the plugin's own worker. Submodules and classes (``os.path``,
+        ``bdb.Breakpoint``) cannot be told apart without importing them, so
+        they are left to the later scanner. ``attr`` is ``None`` when unknown.
+        """
+        if isinstance(node, ast.Subscript) and "sys.modules" in self.resolve(node.value):
+            return "sys.modules[...]"
+        for base in self.resolve(node):
+            if base == "sys":
+                if attr is None or f"sys.{attr}" in IMPORT_STATE:
+                    return base
+            elif base == "builtins" or ("." not in base and base in _STDLIB):
+                return base
+        return None
+
+    def _contribute(self, target: ast.AST, value: ast.expr) -> None:
+        """``d[k] = v`` / ``d += v``: ``d`` now carries ``v`` too; ``o.x = v``: ``o.x`` does.
+
+        An attribute is its own name (``self.env``), so that one attribute
+        set on ``self`` does not taint every other one.
+        """
+        while isinstance(target, ast.Subscript):
+            target = target.value
+        key = _dotted(target)
+        if key is not None:
+            self.flow.note_contribution(key, value, self._scope)
+
+    # -- visitors -------------------------------------------------------------------------
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        # setup.py's custom install/develop command: code that runs at install
+        if self._scan.installer:
+            for base in node.bases:
+                if any(
+                    b in _INSTALL_COMMANDS
+                    or b.startswith(tuple(c + "." for c in _INSTALL_COMMANDS))
+                    for b in self.resolve(base)
+                ):
+                    self._scan.tag(Tag.CUSTOM_INSTALL, node.lineno, f"class {node.name}")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._check_module(alias.name, alias)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level == 0 and node.module:
+            self._check_module(node.module, node)
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                for i in range(len(node.module.split(".")) + 1, len(full.split(".")) + 1):
+                    prefix = ".".join(full.split(".")[:i])
+                    module_rule = MODULE_RULES.get(prefix)
+                    if module_rule is not None and prefix not in self._flagged_modules:
+                        self._flagged_modules.add(prefix)
+                        self._emit_module(module_rule, prefix, alias)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in INTROSPECTION_NAMES:
+            self._emit_at("CPL-INTRO-001", node.id, node)
+        elif isinstance(node.ctx, ast.Load) and id(node) not in self._handled:
+            # Straight to the per-name cache: Names are the commonest node.
+            self._report_reference(node, self.flow.resolve_name(node.id))
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in INTROSPECTION_ATTRIBUTES:
+            self._emit_at("CPL-INTRO-001", node.attr, node)
+            self._escape_walk(node)
+        mitigation = _MITIGATION_ATTRIBUTES.get(node.attr)
+        if mitigation is not None:
+            self._scan.mitigation(mitigation, f".{node.attr}", node.lineno, node.col_offset)
+        if isinstance(node.ctx, ast.Load) and id(node) not in self._handled:
+            self._report_reference(node, self.resolve(node))
+
+    def _escape_walk(self, node: ast.Attribute) -> None:
+        """``object.__subclasses__()`` and ``f.__init__.__globals__``: the escape's two halves."""
+        if node.attr == "__globals__":
+            self._scan.tag(Tag.ESCAPE_TARGET, node.lineno, "__globals__")
+        elif node.attr == "__subclasses__":
+            receiver = node.value
+            while isinstance(receiver, ast.Subscript):
+                receiver = receiver.value
+            if "builtins.object" in self.resolve(receiver) or (
+                isinstance(receiver, ast.Attribute)
+                and receiver.attr in {"__base__", "__bases__", "__mro__"}
+            ):
+                self._scan.tag(Tag.SUBCLASS_WALK, node.lineno, "__subclasses__()")
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if id(node) in self._handled:
+            return
+        for base in self.resolve(node.value):
+            if base in ENVIRON_MAPPINGS:
+                self._handled.add(id(node.value))
+                self._emit_env(node, base + "[{}]", self.flow.name_value(node.slice))
+                break
+        else:
+            self._sinks.namespace_lookup(node)
+            if isinstance(node.ctx, ast.Load):
+                self._report_reference(node, self.resolve(node))
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        # "TOKEN" in os.environ
+        if len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
+            container = node.comparators[0]
+            for base in self.resolve(container):
+                if base in ENVIRON_MAPPINGS:
+                    self._handled.add(id(container))
+                    self._emit_env(node, "{} in " + base, fold_str(node.left))
+                    break
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        # for k in os.environ: the environment walked key by key
+        if not ENVIRON_MAPPINGS.isdisjoint(self.resolve(node.iter)):
+            self._scan.tag(Tag.ENV_ITER, node.lineno, "for ... in os.environ")
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
+        self.visit_For(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_store(target, target)
+            if isinstance(target, ast.Subscript | ast.Attribute):
+                self._contribute(target, node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_store(node.target, node.target)
+        self._contribute(node.target, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_store(node.target, node.target)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_store(target, target)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        text: str | None = None
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, bytes):
+            text = value.decode("latin-1")
+        if text is None:
+            return
+        scan = self._scan
+        # Every string, not only in files whose text matched: implicitly
+        # concatenated literals and escapes hide a marker from the text.
+        if len(text) >= 5:
+            scan.strings.append((text, getattr(node, "lineno", 0), node.col_offset))
+        if text in _ESCAPE_CLASSES:
+            scan.tag(Tag.ESCAPE_TARGET, node.lineno, repr(text))
+        blob = is_blob(text)
+        if len(text) >= _ENTROPY_MIN_LENGTH and not blob and entropy(text) > entropy_bits():
+            self._emit_at("CPL-OBF-004", f"string of {len(text)} characters", node)
+        if scan.mode is ScanMode.PLUGIN and text[:8].lower().startswith(_URL_PREFIXES):
+            host = url_host(text)
+            if host:
+                self._emit_at(
+                    "CPL-NET-003",
+                    shorten(text),
+                    node,
+                    covered=scan.grants.covers_host(host),
+                    capability=f"net.http:{text.split(':', 1)[0].lower()}://{host}",
+                )
+        if blob:
+            self._emit_at("CPL-OBF-001", f"string of {len(text)} characters", node)
+        if sensitive_path(text):
+            self._emit_at("CPL-FS-004", shorten(text), node, covered=scan.grants.covers_path(text))
+        elif scan.mode is ScanMode.PLUGIN and _ABSOLUTE_PATH.fullmatch(text):
+            self._emit_at("CPL-FS-005", shorten(text), node, covered=scan.grants.covers_path(text))
+
+    def _visit_comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> None:
+        elt = node.elt
+        if isinstance(elt, ast.Call) and not CHR_FUNCTIONS.isdisjoint(self.resolve(elt.func)):
+            self._emit_at("CPL-OBF-002", "chr() in a comprehension", node)
+
+    def visit_ListComp(self, node: ast.ListComp) -> None:
+        self._visit_comprehension(node)
+
+    def visit_SetComp(self, node: ast.SetComp) -> None:
+        self._visit_comprehension(node)
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
+        self._visit_comprehension(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self._called.add(id(node.func))
+        funcs = self.resolve(node.func)
+        self._call_rules(node, funcs)
+        self._sinks.call(node, funcs)
+        if id(node) not in self._handled:
+            # getattr(os, "system") and __import__("socket") are references too.
+            self._report_reference(node, self.resolve(node))
+
+    def _call_rules(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        scan = self._scan
+        func_id = id(node.func)
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in _FILLING_METHODS and node.args:
+                for arg in node.args:
+                    self._contribute(func.value, arg)
+            if func.attr in _ENV_ITERATORS and not ENVIRON_MAPPINGS.isdisjoint(
+                self.resolve(func.value)
+            ):
+                scan.tag(Tag.ENV_ITER, node.lineno, f"os.environ.{func.attr}()")
+        for name in funcs:
+            if API_RULES.get(name) == "CPL-PROC-001":
+                spec = PROGRAM_ARGUMENTS.get(name)
+                command = argument(node, spec) if spec is not None else None
+                self._handled.add(func_id)
+                self._emit_api("CPL-PROC-001", name, node, program(command))
+                if command is not None:
+                    self._sinks.process(node, name, command)
+            elif name in OPEN_FUNCTIONS:
+                self._handled.add(func_id)
+                self._emit_open(node, name, OPEN_FUNCTIONS[name])
+            elif name in ENV_FUNCTIONS:
+                self._handled.add(func_id)
+                key = argument(node, ArgumentSpec(0, "key"))
+                self._emit_env(node, name + "({})", fold_str(key))
+            elif name in DYNAMIC_IMPORTERS and node.args:
+                module = self.flow.name_value(node.args[0])
+                if module is not None:
+                    self._check_module(module, node)
+                    self._sinks.computed_import(node, name, module)
+            elif name in {"builtins.getattr", "builtins.setattr", "builtins.delattr"}:
+                self._attribute_call(node, name)
+            elif (
+                name == "builtins.map"
+                and node.args
+                and not CHR_FUNCTIONS.isdisjoint(self.resolve(node.args[0]))
+            ):
+                self._emit_at("CPL-OBF-002", "map(chr, ...)", node)
+        if not isinstance(func, ast.Attribute) or func_id in self._handled:
+            return
+        # Methods on receivers the scanner cannot type.
+        owners = self.resolve(func.value)
+        if func.attr in ENV_METHODS and not ENVIRON_MAPPINGS.isdisjoint(owners):
+            self._handled.add(id(func.value))
+            key = node.args[0] if node.args else None
+            mapping = next(o for o in owners if o in ENVIRON_MAPPINGS)
+            self._emit_env(node, f"{mapping}.{func.attr}({{}})", fold_str(key))
+        elif func.attr in MUTATING_METHODS and not _MUTABLE_STATE.isdisjoint(owners):
+            state = next(o for o in owners if o in _MUTABLE_STATE)
+            self._emit_at("CPL-GLOB-001", f"{state}.{func.attr}", node)
+        elif any(f"{o}.{func.attr}" in API_RULES for o in owners):
+            return  # a known API (os.mkdir): the reference rule reports it
+        elif func.attr in FS_WRITE_METHODS:
+            self._emit_at("CPL-FS-003", f".{func.attr}()", node, covered=scan.grants.writes_files)
+        elif func.attr in FS_READ_METHODS:
+            self._emit_at("CPL-FS-002", f".{func.attr}()", node, covered=scan.grants.reads_files)
+        elif func.attr == "open" and not any(o in OPEN_FUNCTIONS for o in self.resolve(func)):
+            # Path(...).open("w"): pathlib takes the mode first. Only a literal
+            # write mode counts; reads are everywhere and not worth a finding.
+            mode = fold_str(argument(node, ArgumentSpec(0, "mode")))
+            if mode is not None and any(c in mode for c in "wax+"):
+                self._emit_at("CPL-FS-001", ".open(...)", node, covered=scan.grants.writes_files)
+
+    def _attribute_call(self, node: ast.Call, name: str) -> None:
+        """getattr/setattr/delattr: introspection, patching, names computed to hide a call."""
+        if len(node.args) < 2:
+            return
+        attr = self.flow.name_value(node.args[1])
+        if attr is not None and attr in INTROSPECTION_ATTRIBUTES:
+            self._emit_at("CPL-INTRO-001", attr, node)
+        if name == "builtins.getattr":
+            self._sinks.computed_getattr(node, node.args[0], node.args[1], attr)
+            return
+        owner = self._mutable_owner(node.args[0], attr)
+        if owner is not None:
+            verb = name.removeprefix("builtins.")
+            self._emit_at("CPL-GLOB-001", f"{verb}({owner}, {attr!r})", node)

@@ -1,0 +1,82 @@
+"""Collection (caplet._scan._collect): install scripts, oversized files, native payloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from caplet._findings import Severity
+from caplet._scan._collect import installers
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_tree
+
+ELF = b"\x7fELF\x02\x01\x01\x00" + bytes(56)
+PE = b"MZ\x90\x00\x03\x00\x00\x00" + bytes(56)
+INSTALL_TIME_NETWORK = "import urllib.request\nurllib.request.urlopen('https://x.example/p')\n"
+
+
+def write(root: Path, files: dict[str, bytes | str]) -> Path:
+    for relative, data in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data)
+        else:
+            path.write_bytes(data)
+    return root
+
+
+def danger(root: Path) -> set[str]:
+    report = scan_tree(root, mode=ScanMode.PACKAGE)
+    return {f.rule_id for f in report.findings if f.severity is Severity.DANGER}
+
+
+def test_the_install_script_is_the_shallowest_setup_py() -> None:
+    assert installers(["setup.py", "examples/demo/setup.py"]) == {"setup.py"}
+    assert installers(["pkg-1.0/setup.py", "pkg-1.0/tests/setup.py"]) == {"pkg-1.0/setup.py"}
+    # the openai false positive: only an example's setup.py, two folders down
+    assert installers(["openai-1.0/examples/setup.py"]) == frozenset()
+
+
+def test_an_examples_setup_py_is_not_the_installer(tmp_path: Path) -> None:
+    root = write(tmp_path, {"pkg-1.0/examples/demo/setup.py": INSTALL_TIME_NETWORK})
+    assert "CPL-THR-011" not in danger(root)
+    root = write(tmp_path / "real", {"pkg-1.0/setup.py": INSTALL_TIME_NETWORK})
+    assert "CPL-THR-011" in danger(root)
+
+
+def test_padding_a_file_past_the_size_limit_does_not_hide_its_payload(tmp_path: Path) -> None:
+    padding = "TABLE = [\n" + "    (1, 2, 3, 4, 5, 6, 7, 8),\n" * 90_000 + "]\n"
+    payload = 'import base64\nexec(base64.b64decode("aW1wb3J0IG9z"))\n'
+    assert len(padding) > DEFAULT_MAX_FILE_BYTES
+    root = write(tmp_path, {"pkg/table.py": padding + payload})
+    assert "CPL-THR-001" in danger(root)
+    # plugin mode keeps the limit: a plugin that large is refused for review anyway
+    report = scan_tree(root, mode=ScanMode.PLUGIN)
+    assert "CPL-SCAN-001" in {f.rule_id for f in report.findings}
+
+
+def test_a_native_executable_named_py_is_a_threat(tmp_path: Path) -> None:
+    root = write(tmp_path, {"pkg/__init__.py": "", "pkg/core.py": ELF, "pkg/win.py": PE})
+    report = scan_tree(root, mode=ScanMode.PACKAGE)
+    flagged = {f.file for f in report.findings if f.rule_id == "CPL-THR-021"}
+    assert flagged == {"pkg/core.py", "pkg/win.py"}
+
+
+def test_text_that_starts_like_a_pe_header_is_still_text(tmp_path: Path) -> None:
+    root = write(tmp_path, {"pkg/mz.py": "MZ = 1\nprint(MZ)\n"})
+    assert "CPL-THR-021" not in danger(root)
+
+
+def test_a_compiled_library_without_sources_in_a_source_tree_is_a_threat(tmp_path: Path) -> None:
+    lonely = write(tmp_path / "lonely", {"pkg/__init__.py": "", "pkg/_speedups.pyd": PE})
+    assert "CPL-THR-022" in danger(lonely)
+    built = write(
+        tmp_path / "built",
+        {"pkg/__init__.py": "", "pkg/_speedups.so": ELF, "src/speedups.c": "int x;\n"},
+    )
+    assert "CPL-THR-022" not in danger(built)
+    wheel = write(
+        tmp_path / "wheel",
+        {"pkg/__init__.py": "", "pkg/_speedups.so": ELF, "pkg-1.0.dist-info/WHEEL": "x"},
+    )
+    assert "CPL-THR-022" not in danger(wheel)

