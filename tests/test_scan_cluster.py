@@ -74,6 +74,16 @@ def local(targets: list[ClusterTarget]) -> list[ScanReport]:
     return [scan_tree(t.path, t.capabilities, mode=t.mode) for t in targets]
 
 
+def differences(remote: list[ScanReport], here: list[ScanReport]) -> list[str]:
+    """Field by field, what differs between two lists of reports (for the assertion)."""
+    found = []
+    for a, b in zip(remote, here, strict=True):
+        for name in a.__dataclass_fields__:
+            if getattr(a, name) != getattr(b, name):
+                found.append(f"{a.root}: {name}: {getattr(a, name)!r} != {getattr(b, name)!r}")
+    return found
+
+
 def test_cluster_reports_are_the_local_reports_in_target_order(
     dask_scheduler: str, targets: list[ClusterTarget]
 ) -> None:
@@ -86,7 +96,7 @@ def test_cluster_reports_are_the_local_reports_in_target_order(
         on_report=lambda index, _report: streamed.append(index),
         progress=lambda done, total: progress.append((done, total)),
     )
-    assert reports == local(targets)
+    assert reports == local(targets), differences(reports, local(targets))
     assert [r.root for r in reports] == [t.path.as_posix() for t in targets]
     assert [r.has_danger for r in reports] == [True, False, True, False, True]
     assert sorted(streamed) == list(range(len(targets)))

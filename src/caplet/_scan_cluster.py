@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,6 +200,7 @@ def scan_on_cluster(
     if total == 0:
         return []
     reports: dict[int, ScanReport] = {}
+    run = uuid.uuid4().hex
     with _connect(address, timeout_s) as client:
         window = max(2, 2 * sum(client.nthreads().values()))
         pending: dict[Future[_Answer], int] = {}
@@ -211,7 +213,9 @@ def scan_on_cluster(
                     _pack(job.path),
                     job,
                     scan,
-                    key=f"caplet-scan-{index}-{os.getpid()}-{id(jobs):x}",
+                    # Unique per call: id(jobs) is reused once a list is freed, and
+                    # the scheduler may still hold an earlier call's result under it.
+                    key=f"caplet-scan-{run}-{index}",
                     pure=False,
                     retries=0,
                 )

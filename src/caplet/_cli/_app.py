@@ -556,8 +556,19 @@ def scan_command(
         if dask is not None and jobs is not None:
             _usage(out, "--dask and --jobs exclude each other: the cluster decides how many run")
         if dask is not None or requirements is not None or len(names) > 1 or _archive_folder(names):
+            batch = requirements is not None or len(names) > 1 or _archive_folder(names)
             _scan_batch(
-                names, requirements, index_url, mode, jobs, sarif, threshold, verbose, out, dask
+                names,
+                requirements,
+                index_url,
+                mode,
+                jobs,
+                sarif,
+                threshold,
+                verbose,
+                out,
+                dask,
+                single=not batch,
             )
             return
         target = names[0]
@@ -600,6 +611,8 @@ def _scan_batch(
     verbose: bool,
     out: _Out,
     dask: str | None = None,
+    *,
+    single: bool = False,
 ) -> None:
     """Several targets (paths, a folder of sdists, a requirements file), on every core,
     or one package per task on the Dask cluster at ``dask`` (caplet._scan_cluster)."""
@@ -608,6 +621,10 @@ def _scan_batch(
         for name in names:
             path = Path(name)
             if not path.exists():
+                if dask is not None:
+                    _usage(
+                        out, f"caplet scan --dask scans files and directories; {name!r} is neither"
+                    )
                 _usage(
                     out,
                     f"{name!r} is not a path: with several targets each must be a directory, "
@@ -632,6 +649,17 @@ def _scan_batch(
                 reports = scan_jobs(batch, workers=jobs or default_jobs(), progress=progress)
     if sarif is not None:
         write_sarif(sarif, to_sarif(reports, tool_version=__version__))
+    if single and len(reports) == 1:
+        # One target (with --dask): the same document and exit as a local scan of it.
+        (report,) = reports
+        label = batch[0].label
+        kept = [f for f in report.findings if not f.covered and f.severity.rank <= threshold]
+        out.emit(_report_json(report, label, ok=not kept))
+        if not out.as_json:
+            print_scan_report(out.console, report, label=label, verbose=verbose)
+        if kept:
+            raise typer.Exit(EXIT_REFUSED)
+        return
     failed = False
     documents: list[JSONValue] = []
     for job, report in zip(batch, reports, strict=True):
