@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias, assert_never
@@ -55,6 +56,7 @@ __all__ = [
     "print_rules",
     "print_scan_report",
     "trust_text",
+    "when",
 ]
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
@@ -440,3 +442,8 @@ def risk_text(audit: AuditResult) -> Text:
         f"verdict {audit.verdict.value}",
         _RISK_STYLE[audit.risk_level.value],
     )
+
+
+def when(at: float) -> str:
+    """A wall-clock time as the CLI shows it (local time, to the second)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
