@@ -315,3 +315,45 @@ def test_a_worker_that_died_while_idle_is_replaced_without_a_failure(
     assert host.worker_pid("p") not in (None, monitor)
     assert host.breaker("p").failures == 0
     assert not [d for d in host.manager.store.decisions("p") if d.action == "call"]
+
+
+def test_a_declared_function_create_functions_does_not_return_is_refused_at_enable(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Issue 15: it was accepted, and still advertised in the agent's system message."""
+    make_plugin(
+        "partial",
+        source="def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+        modules='[modules.main]\nfunctions = ["run", "missing", "gone"]\n',
+    )
+    host.discover()
+    outcome = host.enable("partial", consent=True)
+    assert not outcome
+    assert outcome.reason == (
+        "plugin 'partial' declares main.missing, main.gone in its manifest, but "
+        "create_functions did not return them; return every declared function, or remove "
+        "it from the manifest's [modules]"
+    )
+    assert host.manager.require_plugin("partial").state.value != "enabled"
+    assert "missing" not in host.get_system_message_additions()
+    assert host.worker_pid("partial") is None
+
+
+def test_keyword_arguments_may_be_named_like_calls_own_parameters(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Issue 15: host.call("p", "m.f", name="v") was a TypeError (a keyword clashing with
+    call's own parameter)."""
+    make_plugin(
+        "kw",
+        source=(
+            "def create_functions(config):\n"
+            "    def run(name, target, args=()):\n"
+            "        return [name, target, list(args)]\n"
+            "    return {'main': {'run': run}}\n"
+        ),
+    )
+    host.discover()
+    assert host.enable("kw", consent=True)
+    assert host.call("kw", "main.run", name="n", target="t", args=[1]) == ["n", "t", [1]]
+    assert host.functions("kw")["main"]["run"](name="a", target="b") == ["a", "b", []]

@@ -469,7 +469,8 @@ def test_frame_limit_applies_both_ways(launch: Launch) -> None:
     assert "over the frame limit of 1024 bytes; pass less data per call" in str(caught.value)
     with pytest.raises(PluginCallError) as result:
         worker.call("demo", "run", [5000], {}, timeout_s=30)
-    assert result.value.exc_type == "ValueError"
+    # A size limit's refusal, which the host never counts as the plugin failing (issue 15).
+    assert result.value.exc_type == "SizeLimitError"
     assert "over the frame limit of 1024 bytes; return less data per call" in str(result.value)
     assert worker.call("demo", "run", [3], {}, timeout_s=30) == "xxx"
 

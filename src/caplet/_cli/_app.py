@@ -50,6 +50,7 @@ from caplet._cli import (  # noqa: F401
     _cmd_state,
     _cmd_trust,
     _cmd_selftest,
+    _cmd_policy,
 )
 
 # isort: on
@@ -65,6 +66,7 @@ from caplet._cli._command import (
 from caplet._cli._internal import EXIT_INTERNAL, debug_enabled, report_internal_error
 from caplet._cli._safe import TerminalLogHandler, cli_console
 from caplet._errors import CapletError
+from caplet._host._plugin_log import LOGGER_NAME as PLUGIN_LOGGER
 from caplet._version import __version__
 
 __all__ = [
@@ -105,8 +107,13 @@ def main() -> None:
     embeds the commands keeps its own logging.
     """
     logger = logging.getLogger("caplet")
-    if not any(isinstance(h, TerminalLogHandler) for h in logger.handlers):
-        logger.addHandler(TerminalLogHandler(cli_console(stderr=True), debug=debug_enabled()))
+    handler = next((h for h in logger.handlers if isinstance(h, TerminalLogHandler)), None)
+    if handler is None:
+        handler = TerminalLogHandler(cli_console(stderr=True), debug=debug_enabled())
+        logger.addHandler(handler)
+    # The plugins' ctx.log lines from info up (debug with CAPLET_DEBUG): a person
+    # running a plugin sees what it says, as `[plugin] message` on stderr.
+    logging.getLogger(PLUGIN_LOGGER).setLevel(logging.DEBUG if handler.debug else logging.INFO)
     as_json = "--json" in sys.argv[1:]
     try:
         app(prog_name="caplet")
@@ -119,3 +126,5 @@ def main() -> None:
         # Anything else is a bug of caplet's (issue 13): one line, no traceback
         # unless CAPLET_DEBUG=1, exit 70 (caplet._cli._internal).
         sys.exit(report_internal_error(exc, as_json=as_json))
+    finally:
+        handler.summary()

@@ -12,13 +12,13 @@ from rich.text import Text
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import (
     EXIT_REFUSED,
-    EXIT_USAGE,
     Common,
     Name,
     Out,
     Run,
     YesFlag,
     command,
+    usage,
 )
 from caplet._cli._render import JSONValue, jsonable
 from caplet._cli._safe import plain
@@ -32,12 +32,15 @@ __all__: list[str] = []
 
 
 def _confirm(out: Out, yes: bool, question: str, what: str) -> None:
-    """Ask *question* unless --yes; without a terminal, --yes is required (usage error)."""
+    """Ask *question* unless --yes; with --json or without a terminal, --yes is required
+    (a usage error in the one error shape)."""
     if yes:
         return
-    if not sys.stdin.isatty():
-        out.err.print(f"error: {what} needs confirmation; pass --yes when stdin is not a terminal")
-        raise typer.Exit(EXIT_USAGE)
+    if out.as_json or not sys.stdin.isatty():
+        usage(
+            out,
+            f"{what} needs confirmation; pass --yes (with --json, or when stdin is not a terminal)",
+        )
     if not typer.confirm(question, default=False):
         raise typer.Exit(EXIT_REFUSED)
 
@@ -136,7 +139,9 @@ def lock_command(
             "pinned": [_entry_json(e) for e in pinned],
             "skipped": list(skipped),
             "removed": list(removed),
-        }
+        },
+        failure=f"{len(skipped)} plugin(s) not pinned: "
+        + "; ".join(str(item["reason"]) for item in skipped),
     )
     if pinned or removed:
         out.say(Text("wrote ", style="green") + plain(f"{path}; commit it"))
@@ -170,7 +175,9 @@ def verify_command(run: Run) -> None:
             "lockfile": str(path),
             "plugins": count,
             "problems": [_problem_json(p) for p in problems],
-        }
+        },
+        failure=f"{len(problems)} problem(s) against {path}: "
+        + "; ".join(p if isinstance(p, str) else p.message for p in problems),
     )
     for problem in problems:
         text = problem if isinstance(problem, str) else problem.message

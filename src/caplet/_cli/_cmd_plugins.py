@@ -13,7 +13,6 @@ from caplet._capabilities._lint import lint_composition
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import (
     EXIT_REFUSED,
-    EXIT_USAGE,
     Common,
     ConsentFlag,
     Name,
@@ -38,6 +37,7 @@ from caplet._cli._render import (
 )
 from caplet._cli._safe import plain
 from caplet._display import safe_line
+from caplet._errors import ManifestError
 
 __all__: list[str] = []
 
@@ -150,11 +150,11 @@ def approve_command(
         out.say(plain(f"Approve {name} {info.version}", "bold"))
         print_audit(out.console, audit)
     if not yes:
-        if not sys.stdin.isatty():
-            out.err.print(
-                "error: approving needs confirmation; pass --yes when stdin is not a terminal"
+        if run.as_json or not sys.stdin.isatty():
+            run.usage(
+                "approving needs confirmation; pass --yes (with --json, or when stdin is not "
+                "a terminal)"
             )
-            raise typer.Exit(EXIT_USAGE)
         # click writes the question as it is: escaped here.
         question = f"Approve {safe_line(name)} with these capabilities?"
         if not typer.confirm(question, default=False):
@@ -212,8 +212,23 @@ def enable_command(
 
 @command("disable", common=Common.DIRS)
 def disable_command(run: Run, *, name: Name) -> None:
-    """Disable a plugin and the plugins that require it (within this process)."""
-    run.finish(run.host().disable(name), name)
+    """Disable a plugin and the plugins that require it (within this process).
+
+    Enablement lasts for one process, so a plugin this command finds is never
+    enabled: it says so and exits 0. Disabling matters inside one process:
+    `caplet shell` (/plugin disable) and PluginHost.disable.
+    """
+    host = run.host()
+    info = host.manager.require_plugin(name)
+    if info.enabled:
+        run.finish(host.disable(name), name)
+        return
+    reason = (
+        f"plugin {name!r} is not enabled: enablement lasts for one process (caplet call, exec "
+        "and emit take --enable), so there is nothing to disable between commands"
+    )
+    run.out.emit({"ok": True, "name": name, "enabled": False, "reason": reason})
+    run.out.say(plain(reason))
 
 
 @command("release", common=Common.DIRS)
@@ -236,7 +251,7 @@ def demo_command(run: Run) -> None:
 
     out = run.out
     ok, steps = run_demo(out.console if not run.as_json else None, state_dir=run.options.state_dir)
-    out.emit({"ok": ok, "steps": steps})
+    out.emit({"ok": ok, "steps": steps}, failure="a step of the demo failed (see steps)")
     if not ok:
         raise typer.Exit(EXIT_REFUSED)
 
@@ -251,7 +266,12 @@ def new_command(
     from caplet._cli._scaffold import scaffold
 
     plugins_dir = run.options.plugins_dir
-    path = scaffold(plugins_dir, name)
+    try:
+        path = scaffold(plugins_dir, name)
+    except ManifestError as exc:
+        if exc.field == "name":
+            run.usage(str(exc))
+        raise
     run.out.emit({"ok": True, "name": name, "path": str(path)})
     run.out.say(
         plain(

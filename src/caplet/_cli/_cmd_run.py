@@ -9,8 +9,15 @@ from typing import Annotated
 
 import typer
 
-from caplet._cli._command import EXIT_REFUSED, Common, ConsentFlag, Name, Run, command
-from caplet._cli._enabling import enable_plugin, looks_like_entry
+from caplet._cli._command import EXIT_REFUSED, Common, ConsentFlag, Run, command
+from caplet._cli._enabling import (
+    EnableGroup,
+    EnableUsageError,
+    enable_all,
+    looks_like_entry,
+    split_enable_groups,
+)
+from caplet._cli._json_input import JsonInputError, parse_json
 from caplet._cli._render import (
     JSONValue,
     hook_results_json,
@@ -27,64 +34,109 @@ from caplet._suggest import did_you_mean
 __all__: list[str] = []
 
 
-class _CallUsageError(Exception):
-    """Internal: a malformed `caplet call` or `caplet exec` command line."""
+def _split_call(tokens: Sequence[str]) -> tuple[list[EnableGroup], str, str, list[object]]:
+    """``[--enable NAME [k=v ...]]... [NAME] MODULE.FUNCTION [JSON ...]`` ->
+    (groups, plugin, target, arguments).
 
-
-def _split_call_tokens(tokens: Sequence[str], enable: bool) -> tuple[list[str], str, list[str]]:
-    """``[k=v ...] MODULE.FUNCTION [JSON ...]`` -> (config entries, target, JSON args)."""
-    entries: list[str] = []
-    index = 0
-    while index < len(tokens) and looks_like_entry(tokens[index]):
-        entries.append(tokens[index])
-        index += 1
-    if index >= len(tokens):
-        raise _CallUsageError("missing MODULE.FUNCTION (for example: greet.say)")
-    if entries and not enable:
-        raise _CallUsageError(
-            f"configuration entries ({', '.join(entries)}) need --enable: "
-            "caplet call --enable NAME k=v MODULE.FUNCTION ARGS"
+    NAME may be left out after ``--enable``: the plugin called is then the
+    last one enabled (``caplet call --enable hello greet.say '"world"'``).
+    A plugin name never holds a dot and a target always does, so the two
+    cannot be mistaken for each other.
+    """
+    own, kept = _own_enable(tokens)
+    groups, rest = split_enable_groups(kept)
+    if rest and "." not in rest[0] and not looks_like_entry(rest[0]):
+        name = rest.pop(0)
+    elif groups:
+        name = groups[-1][0]
+    else:
+        raise EnableUsageError(
+            "missing the plugin NAME: caplet call NAME MODULE.FUNCTION [ARG ...], or "
+            "caplet call --enable NAME [k=v ...] MODULE.FUNCTION [ARG ...]"
         )
-    target = tokens[index]
+    entries = []
+    while rest and looks_like_entry(rest[0]):
+        entries.append(rest.pop(0))
+    if entries:
+        raise EnableUsageError(
+            f"configuration entries ({', '.join(entries)}) need --enable: "
+            f"caplet call --enable {name} k=v MODULE.FUNCTION ARGS"
+        )
+    if own is not None:
+        groups.append((name, own))
+    if not rest:
+        raise EnableUsageError("missing MODULE.FUNCTION (for example: greet.say)")
+    target = rest[0]
     if "." not in target:
-        raise _CallUsageError(f"{target!r} is not MODULE.FUNCTION (for example: greet.say)")
-    return entries, target, list(tokens[index + 1 :])
+        raise EnableUsageError(f"{target!r} is not MODULE.FUNCTION (for example: greet.say)")
+    arguments = []
+    for number, raw in enumerate(rest[1:], start=1):
+        if raw.startswith("--") and len(raw) > 2:
+            raise EnableUsageError(
+                f"unknown option {raw!r} after {target}; options go before MODULE.FUNCTION "
+                "(put -- before a JSON argument that starts with a dash)"
+            )
+        try:
+            arguments.append(parse_json(raw, f"argument {number}"))
+        except JsonInputError as exc:
+            raise EnableUsageError(str(exc)) from None
+    return groups, name, target, arguments
 
 
-@command("call")
+def _own_enable(tokens: Sequence[str]) -> tuple[list[str] | None, list[str]]:
+    """A bare ``--enable`` (followed by ``k=v``, the target or nothing) enables the plugin
+    called, as it always did (``caplet call hello --enable greeting=Hi greet.say``):
+    (its entries, or None without one; the other tokens)."""
+    own: list[str] | None = None
+    kept: list[str] = []
+    index = 0
+    while index < len(tokens):
+        word = tokens[index]
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        if word == "--enable" and (
+            following is None or looks_like_entry(following) or "." in following
+        ):
+            own = own if own is not None else []
+            index += 1
+            while index < len(tokens) and looks_like_entry(tokens[index]):
+                own.append(tokens[index])
+                index += 1
+            continue
+        kept.append(word)
+        index += 1
+    return own, kept
+
+
+@command("call", common=Common.RUNS, context_settings={"ignore_unknown_options": True})
 def call_command(
     run: Run,
     *,
-    name: Name,
     tokens: Annotated[
         list[str] | None,
-        typer.Argument(help="[k=v ...] MODULE.FUNCTION [ARG ...]; each ARG is one JSON value."),
-    ] = None,
-    enable: Annotated[
-        bool,
-        typer.Option(
-            "--enable", help="Enable the plugin (with k=v config) first, in this process."
+        typer.Argument(
+            metavar="[--enable NAME [k=v ...]]... [NAME] MODULE.FUNCTION [ARG ...]",
+            help="The plugins to enable first (each with its configuration), the plugin "
+            "(default: the last enabled), the function, and its arguments, each one JSON value.",
         ),
-    ] = False,
+    ] = None,
     yes: ConsentFlag = False,
 ) -> None:
     """Call MODULE.FUNCTION of a plugin in its worker and print the result.
 
     Enablement is per process, so `--enable` is how a one-off command line
     enables and calls: caplet call --enable hello greet.say '"world"'.
-    Enabling a plugin that is not approved needs consent (asked on a
-    terminal, or --yes). Put `--` before JSON arguments that start with a
-    dash (negative numbers).
+    A plugin's requirements are enabled first (configure them with their own
+    --enable NAME k=v). Enabling a plugin that is not approved needs consent
+    (asked on a terminal, or --yes). Put `--` before JSON arguments that
+    start with a dash (negative numbers).
     """
     out = run.out
     try:
-        entries, target, raw_args = _split_call_tokens(tokens or [], enable)
-        args = [_parse_json_arg(raw) for raw in raw_args]
-    except _CallUsageError as exc:
+        groups, name, target, args = _split_call(tokens or [])
+    except EnableUsageError as exc:
         run.usage(str(exc))
     host = run.host()
-    if enable:
-        enable_plugin(run, host, name, entries, yes=yes)
+    enable_all(run, host, groups, yes=yes)
     result = host.call(name, target, *args)
     out.emit({"ok": True, "plugin": name, "function": target, "result": jsonable(result)})
     if not run.as_json:
@@ -92,57 +144,26 @@ def call_command(
         out.console.print(plain(text, multiline=True))
 
 
-def _parse_json_arg(raw: str) -> object:
-    try:
-        value: object = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise _CallUsageError(
-            f"argument {raw!r} is not JSON ({exc.msg}); quote strings, e.g. '\"world\"'"
-        ) from exc
-    return value
-
-
 # -- exec ------------------------------------------------------------------------------------------
 
 
-def _split_exec_tokens(tokens: Sequence[str]) -> tuple[list[tuple[str, list[str]]], str]:
-    """``[--enable NAME [k=v ...]]... CODE`` -> ([(plugin, config entries)], CODE).
-
-    The last token is always the code, even when it looks like ``k=v``
-    (``x=1`` is a snippet too).
-    """
-    plugins: list[tuple[str, list[str]]] = []
-    index = 0
-    while index < len(tokens) - 1 or (index < len(tokens) and tokens[index].startswith("--enable")):
-        word = tokens[index]
-        if word == "--enable":
-            if index + 1 >= len(tokens):
-                raise _CallUsageError("--enable needs a plugin name: --enable NAME [k=v ...] CODE")
-            name, index = tokens[index + 1], index + 2
-        elif word.startswith("--enable="):
-            name, index = word.partition("=")[2], index + 1
-        else:
-            break
-        entries: list[str] = []
-        while index < len(tokens) - 1 and looks_like_entry(tokens[index]):
-            entries.append(tokens[index])
-            index += 1
-        plugins.append((name, entries))
-    rest = list(tokens[index:])
+def _split_exec(tokens: Sequence[str]) -> tuple[list[EnableGroup], str]:
+    """``[--enable NAME [k=v ...]]... CODE`` -> (groups, CODE); the last token is the code."""
+    groups, rest = split_enable_groups(tokens, keep_last=True)
     if not rest:
-        raise _CallUsageError("missing CODE (Python source, or - to read it from stdin)")
+        raise EnableUsageError("missing CODE (Python source, or - to read it from stdin)")
     if len(rest) > 1:
         unknown = [t for t in rest if t.startswith("--")]
         if unknown:
-            raise _CallUsageError(
+            raise EnableUsageError(
                 f"unknown option {unknown[0]!r}; options are --enable NAME [k=v ...], --timeout "
                 "SECONDS and --json (put -- before code that starts with a dash)"
             )
-        raise _CallUsageError(
+        raise EnableUsageError(
             f"expected one CODE argument, got {len(rest)}: quote the snippet as one argument, "
             "or pass - and send it on stdin"
         )
-    return plugins, rest[0]
+    return groups, rest[0]
 
 
 def _guest_json(result: GuestResult) -> dict[str, JSONValue]:
@@ -159,7 +180,7 @@ def _guest_json(result: GuestResult) -> dict[str, JSONValue]:
     }
 
 
-@command("exec", context_settings={"ignore_unknown_options": True})
+@command("exec", common=Common.RUNS, context_settings={"ignore_unknown_options": True})
 def exec_command(
     run: Run,
     *,
@@ -186,19 +207,21 @@ def exec_command(
     its sandbox, 3 when no sandbox could be started.
     """
     try:
-        plugins, code = _split_exec_tokens(tokens or [])
-    except _CallUsageError as exc:
+        groups, code = _split_exec(tokens or [])
+    except EnableUsageError as exc:
         run.usage(str(exc))
     if code == "-":
         code = sys.stdin.read()
     host = run.host()
-    for name, entries in plugins:
-        enable_plugin(run, host, name, entries, yes=yes)
+    enable_all(run, host, groups, yes=yes)
     try:
         result = host.exec(code, timeout=timeout)
     except GuestError as exc:
         run.usage(str(exc))
-    run.out.emit(_guest_json(result))
+    run.out.emit(
+        _guest_json(result),
+        failure=f"the snippet ended {result.status.value}: {result.error_type or 'see error'}",
+    )
     if not run.as_json:
         # The guest's own bytes, escaped as the shell shows them (--json has them exact).
         sys.stdout.write(safe_text(result.stdout))
@@ -219,7 +242,7 @@ def exec_command(
 # -- shell -----------------------------------------------------------------------------------------
 
 
-@command("shell", common=Common.HOST & ~Common.JSON)
+@command("shell", common=Common.RUNS & ~Common.JSON)
 def shell_command(
     run: Run,
     *,
@@ -272,21 +295,21 @@ def shell_command(
 # -- emit ------------------------------------------------------------------------------------------
 
 
-@command("emit")
+@command("emit", common=Common.RUNS, context_settings={"ignore_unknown_options": True})
 def emit_command(
     run: Run,
     *,
-    event: Annotated[str, typer.Argument(help="The event, e.g. content:afterSave.")],
+    tokens: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="EVENT [--enable NAME [k=v ...]]...",
+            help="The event (e.g. content:afterSave), and the plugins to enable first, each with "
+            "its configuration.",
+        ),
+    ] = None,
     payload: Annotated[
         str, typer.Option("--payload", help="The payload: one JSON value (default: null).")
     ] = "null",
-    enable: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--enable",
-            help="Enable this plugin first, in this process (repeat it; requirements first).",
-        ),
-    ] = None,
     abort: Annotated[
         bool, typer.Option("--abort", help="Stop at the first plugin that fails (error policy).")
     ] = False,
@@ -294,30 +317,41 @@ def emit_command(
 ) -> None:
     """Emit EVENT to the enabled plugins subscribed to it and show each one's result.
 
-    Enablement is per process, so name the plugins to enable with --enable:
-    caplet emit content:afterSave --payload '{"id": 1}' --enable search.
+    Enablement is per process, so name the plugins to enable with --enable
+    (requirements are enabled first):
+    caplet emit content:afterSave --payload '{"id": 1}' --enable search index=main.
     Exits 1 when any subscribed plugin failed.
     """
     out = run.out
     try:
-        value: object = json.loads(payload)
-    except json.JSONDecodeError as exc:
-        run.usage(f"--payload {payload!r} is not JSON ({exc.msg}); e.g. --payload '{{\"id\": 1}}'")
+        groups, rest = split_enable_groups(tokens or [])
+        if len(rest) != 1:
+            raise EnableUsageError(
+                "expected one EVENT (e.g. content:afterSave)"
+                + (f", got {len(rest)}: {', '.join(map(repr, rest))}" if rest else "")
+            )
+        value = parse_json(payload, "--payload")
+    except (EnableUsageError, JsonInputError) as exc:
+        run.usage(str(exc))
+    event = rest[0]
     host = run.host()
     policy = ErrorPolicy.ABORT if abort else ErrorPolicy.CONTINUE
     try:
         host.define_hook(event, error_policy=policy)
     except HookError as exc:
         run.usage(str(exc))
-    for name in enable or ():
-        enable_plugin(run, host, name, [], yes=yes)
+    enable_all(run, host, groups, yes=yes)
     results = host.emit(event, value)
     waiting = [
         info.name
         for info in host.list_plugins()
         if not info.enabled and info.manifest.hook(event) is not None
     ]
-    out.emit({**hook_results_json(results), "subscribed_not_enabled": list(waiting)})
+    failed = [call.plugin for call in results.calls if not call.ok]
+    out.emit(
+        {**hook_results_json(results), "subscribed_not_enabled": list(waiting)},
+        failure=f"{event}: {len(failed)} subscriber(s) failed: {', '.join(failed)}",
+    )
     if not run.as_json:
         print_hook_results(out.console, results)
         known = {h.event for info in host.list_plugins() for h in info.manifest.hooks}

@@ -116,7 +116,8 @@ def scan_command(
             "files_parsed": report.files_parsed,
             "bytes_scanned": report.bytes_scanned,
             "findings": [jsonable(f) for f in report.findings],
-        }
+        },
+        failure=f"{len(failing)} finding(s) at or above --fail-on {fail_on.value} in {label}",
     )
     if not run.as_json:
         print_scan_report(out.console, report, label=label, verbose=verbose)
@@ -140,8 +141,8 @@ def _run_scan(target: str, run: Run, mode: ScanModeChoice) -> tuple[ScanReport, 
     """Scan ``target``: a path when one exists, else a plugin of the plugins directory."""
     path = Path(target)
     if not path.exists():
-        if mode is ScanModeChoice.package:
-            run.usage(f"cannot scan {target!r} in package mode: no such file or directory")
+        if mode is ScanModeChoice.package or _looks_like_path(target):
+            run.usage(f"cannot scan {target!r}: no such file or directory")
         return run.host().scan_report(target), target
     capabilities: tuple[Capability, ...] = ()
     manifest_found = False
@@ -164,15 +165,25 @@ def _run_scan(target: str, run: Run, mode: ScanModeChoice) -> tuple[ScanReport, 
     return report, str(path)
 
 
+#: What only a path looks like: a plugin name is kebab-case, with no dot and no slash.
+_PATH_SUFFIXES = (".py", ".whl", ".zip", ".tar.gz", ".tgz", ".tar")
+
+
+def _looks_like_path(target: str) -> bool:
+    """True for a target that can only be a path (``./x``, ``/x``, ``a/b``, ``x.whl``)."""
+    return "/" in target or target.startswith((".", "~")) or target.endswith(_PATH_SUFFIXES)
+
+
 @contextmanager
 def _progress(out: Out) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal for scans of many files (never in --json)."""
+    """A progress bar on stderr for scans of many files, whenever stderr is a terminal
+    (stdout may be a pipe or a --json document; the bar never mixes with it)."""
     from rich.progress import Progress
 
-    if out.as_json or not out.console.is_terminal:
+    if not out.err.is_terminal:
         yield None
         return
-    with Progress(transient=True, console=out.console) as bar:
+    with Progress(transient=True, console=out.err) as bar:
         task = bar.add_task("scanning", total=None)
 
         def update(done: int, total: int) -> None:
@@ -217,7 +228,8 @@ def audit_command(
             "audit": audit_json(audit),
             "tier": info.tier.value,
             "signature": jsonable(info.signature),
-        }
+        },
+        failure=f"the audit of {name} recommends reject ({audit.risk_level.value})",
     )
     if not run.as_json:
         print_audit(out.console, audit, verbose=verbose)

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from caplet._cli._arguments import usable_path
 from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Common, Out, Run, command, fail
-from caplet._cli._safe import plain
+from caplet._cli._safe import plain, show_plugin_lines
 
 __all__: list[str] = []
 
@@ -79,6 +79,9 @@ def selftest_command(
     from caplet._selftest._bench import run_selftest
     from caplet._selftest._report import print_report, write_markdown
 
+    # The corpus's plugins are hostile: what they log is part of the attack (a
+    # log flood), never something to show.
+    shown = show_plugin_lines(False)
     try:
         with _selftest_progress(out, len(cases)) as on_result:
             report = run_selftest(cases, on_result=on_result)
@@ -86,7 +89,12 @@ def selftest_command(
             write_markdown(write, report)
     except SelftestError as exc:
         fail(out, exc, EXIT_STATE)
-    out.emit(report.to_json())  # type: ignore[arg-type]
+    finally:
+        show_plugin_lines(shown)
+    out.emit(
+        report.to_json(),  # type: ignore[arg-type]
+        failure="a case of the hostile corpus was not contained (see results)",
+    )
     if not run.as_json:
         print_report(out.console, report)
         if write is not None:
@@ -97,10 +105,10 @@ def selftest_command(
 
 @contextmanager
 def _selftest_progress(out: Out, total: int) -> Iterator[Callable[[Any], None] | None]:
-    """A progress bar on stderr while the corpus runs (never in --json)."""
+    """A progress bar on stderr while the corpus runs, whenever stderr is a terminal."""
     from rich.progress import Progress
 
-    if out.as_json or not out.err.is_terminal:
+    if not out.err.is_terminal:
         yield None
         return
     with Progress(transient=True, console=out.err) as bar:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Common, Run, command
 from caplet._cli._render import JSONValue, jsonable, when
 from caplet._cli._safe import plain
+from caplet._cli._table import Cell, print_table
 from caplet._host._state_check import check_state
 from caplet._trust._lockfile import LOCKFILE_NAME
 from caplet._trust._store import Decision
@@ -56,7 +60,9 @@ def doctor_command(
                 for layer, why in report.layers.items()
             },
             "details": dict(report.details),
-        }
+        },
+        failure="strict isolation cannot run here: missing "
+        + ", ".join(layer for layer, why in report.layers.items() if why),
     )
     for layer, why in report.layers.items():
         if why:
@@ -97,7 +103,10 @@ def _doctor_state(run: Run) -> None:
                 }
                 for problem in report.problems
             ],
-        }
+        },
+        failure=f"the state is damaged: {len(report.damaged)} problem(s); "
+        + "; ".join(problem.message for problem in report.damaged),
+        kind="StoreError",
     )
     database = report.database or f"no state database yet in {report.state_dir}"
     lines: list[Text] = []
@@ -125,6 +134,13 @@ def _doctor_state(run: Run) -> None:
         raise typer.Exit(EXIT_STATE)
 
 
+class DecisionFilter(StrEnum):
+    """Which decisions `caplet log --decision` shows."""
+
+    allowed = "allowed"
+    denied = "denied"
+
+
 @command("log", common=Common.DIRS)
 def log_command(
     run: Run,
@@ -133,21 +149,88 @@ def log_command(
         str | None,
         typer.Argument(help="Only this plugin's decisions (default: all).", callback=usable_text),
     ] = None,
+    plugin: Annotated[
+        str | None,
+        typer.Option(
+            "--plugin", help="Only this plugin's decisions (as NAME).", callback=usable_text
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only decisions since WHEN: a duration back from now (30m, 12h, 7d) or a "
+            "local date or time (2026-05-01, 2026-05-01T14:30).",
+        ),
+    ] = None,
+    decision: Annotated[
+        DecisionFilter | None,
+        typer.Option("--decision", help="Only allowed or only denied decisions."),
+    ] = None,
+    action: Annotated[
+        str | None,
+        typer.Option(
+            "--action", help="Only decisions of this action (http, call, enable, seccomp ...)."
+        ),
+    ] = None,
     limit: Annotated[
         int,
         # max: SQLite's INTEGER range (a larger one raised OverflowError, issue 13).
         typer.Option("--limit", "-n", min=0, max=2**63 - 1, help="How many entries, newest first."),
     ] = 50,
 ) -> None:
-    """Show the decision log, newest first: approvals, enables, refusals, trips, quarantines."""
-    host = run.host()
-    decisions = host.manager.store.decisions(name, limit)
-    if name is not None and not decisions and host.get_plugin(name) is None:
+    """Show the decision log, newest first: approvals, enables, refusals, trips, quarantines.
+
+    Refusals are recorded at a bounded rate per plugin (the rest in one
+    summary row, "N more denials of ..."), and old rows are deleted after
+    the policy's retention (log.retention_days, log.max_rows).
+    """
+    if name is not None and plugin is not None and name != plugin:
+        run.usage(f"NAME {name!r} and --plugin {plugin!r} name different plugins; give one")
+    who = name if name is not None else plugin
+    start = None if since is None else _since(run, since)
+    host = run.host(plugins=False)
+    decisions = host.manager.store.decisions(
+        who,
+        limit,
+        since=start,
+        allowed=None if decision is None else decision is DecisionFilter.allowed,
+        action=action,
+    )
+    if who is not None and not decisions and host.get_plugin(who) is None:
         # Nothing logged and nothing discovered: most likely a typo.
-        host.manager.require_plugin(name)
-    run.out.emit({"ok": True, "plugin": name, "decisions": [_decision_json(d) for d in decisions]})
+        host.manager.require_plugin(who)
+    run.out.emit(
+        {
+            "ok": True,
+            "plugin": who,
+            "since": None if start is None else when(start),
+            "decision": None if decision is None else decision.value,
+            "action": action,
+            "decisions": [_decision_json(d) for d in decisions],
+        }
+    )
     if not run.as_json:
-        _print_decisions(run.out.console, decisions, name)
+        _print_decisions(run.out.console, decisions, who)
+
+
+_DURATION = re.compile(r"(\d{1,9})\s*([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def _since(run: Run, text: str) -> float:
+    """``--since``: a duration back from now, or a local date or time (a usage error else)."""
+    match = _DURATION.fullmatch(text.strip())
+    if match:
+        return time.time() - int(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):
+        run.usage(
+            f"--since {text!r}: expected a duration back from now (30m, 12h, 7d) or a local "
+            "date or time (2026-05-01, 2026-05-01T14:30)"
+        )
 
 
 def _decision_json(decision: Decision) -> JSONValue:
@@ -162,17 +245,21 @@ def _print_decisions(console: Console, decisions: Sequence[Decision], name: str 
     if not decisions:
         console.print(plain(f"{title}: no entries"))
         return
-    table = Table(title=plain(f"{title} (newest first)"), title_justify="left")
-    for column in ("time", "plugin", "action", "target", "decision", "detail"):
-        table.add_column(column, overflow="fold")
-    for decision in decisions:
-        # Escaped Text, not markup: targets and details quote plugin-controlled strings.
-        table.add_row(
+    rows: list[list[Cell]] = [
+        [
             when(decision.at),
+            # Escaped Text, not markup: targets and details quote plugin-controlled strings.
             plain(decision.plugin),
             plain(decision.action),
             plain(decision.target),
             Text("allowed", style="green") if decision.allowed else Text("denied", style="red"),
             plain(decision.detail, multiline=True),
-        )
-    console.print(table)
+        ]
+        for decision in decisions
+    ]
+    print_table(
+        console,
+        plain(f"{title} (newest first)"),
+        ("time", "plugin", "action", "target", "decision", "detail"),
+        rows,
+    )

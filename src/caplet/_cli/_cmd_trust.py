@@ -215,7 +215,7 @@ def trust_remove_command(
 ) -> None:
     """Stop trusting a publisher key (its plugins fall back to community)."""
     removed = _keyring(run).remove(key_id)
-    run.out.emit({"ok": removed, "key_id": key_id.upper()})
+    run.out.emit({"ok": removed, "key_id": key_id.upper()}, failure=f"key {key_id} is not trusted")
     if not removed:
         run.out.err.print(plain(f"refused: key {key_id} is not trusted"))
         raise typer.Exit(EXIT_REFUSED)

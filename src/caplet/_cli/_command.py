@@ -26,26 +26,30 @@ import inspect
 import json
 import os
 import sys
+import tomllib
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.text import Text
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from caplet._cli._arguments import usable_path, usable_text
+from caplet._cli._click import ClickException
 from caplet._cli._prompt import NoInputPrompter, RichPrompter
 from caplet._cli._render import JSONValue
-from caplet._cli._safe import cli_console, plain
+from caplet._cli._safe import cli_console, plain, show_plugin_lines
 from caplet._config._prompt import Prompter
 from caplet._errors import (
     AuditConfigError,
     CapletError,
+    ConfigError,
     LockfileWriteError,
     PluginNotFoundError,
+    PolicyError,
     ProviderAuthError,
     StoreError,
     UpdateError,
@@ -53,6 +57,13 @@ from caplet._errors import (
 )
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
+from caplet._host._policy_file import (
+    POLICY_ENV,
+    POLICY_FILE,
+    EffectivePolicy,
+    PolicyOverride,
+    load_policy,
+)
 from caplet._host._records import Outcome
 from caplet._suggest import closest
 
@@ -61,6 +72,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_STATE",
     "EXIT_USAGE",
+    "REFUSED",
     "Common",
     "Name",
     "Out",
@@ -72,14 +84,77 @@ __all__ = [
     "usage",
 ]
 
+#: The error type of a document that is not ok without an exception: a refusal, a
+#: failed check, findings at the threshold (exit 1). The other types are UsageError
+#: (exit 2), InternalError (exit 70) and caplet's public exception names.
+REFUSED = "Refused"
+
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_STATE = 3
 
 
+class _PlainArgument(TyperArgument):
+    """A positional argument shown by its metavar alone (no ``<list[str]>``, no braces)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        if getattr(self, "grammar", False):
+            return name  # the metavar is the whole grammar, brackets included
+        name = name if self.required else f"[{name}]"
+        return f"{name}..." if self.nargs != 1 else name
+
+
+def plain_metavars(params: Sequence[object]) -> None:
+    """Help in plain words: ``NAME``, ``PATH``, ``TEXT``, nothing after a flag.
+
+    typer writes Python's types (``<bool>``, ``<list[str]>``, ``{name}``);
+    a person reads the words click and man pages use. An argument that
+    names its own metavar is shown as it wrote it (its grammar).
+    """
+    for param in params:
+        if isinstance(param, TyperArgument):
+            if not isinstance(param, _PlainArgument):
+                param.__class__ = _PlainArgument
+                param.grammar = param.metavar is not None  # type: ignore[attr-defined]
+            if param.metavar is None:
+                param.metavar = (param.name or "value").upper()
+        elif isinstance(param, TyperOption) and param.metavar is None:
+            if param.is_flag or param.count:
+                param.metavar = ""
+            elif param.type_descriptor.is_choice and param.type_descriptor.choices:
+                param.metavar = "|".join(
+                    str(getattr(c, "value", c)) for c in param.type_descriptor.choices
+                )
+            else:
+                bare = param.bare_type().removeprefix("list[").removesuffix("]")
+                param.metavar = _TYPE_WORDS.get(bare, bare.upper())
+
+
+_TYPE_WORDS = {"str": "TEXT", "Path": "PATH", "int": "INTEGER", "float": "NUMBER"}
+
+
+class PlainCommand(TyperCommand):
+    """A command whose help uses plain metavars (:func:`plain_metavars`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        plain_metavars(params)
+        return params
+
+
 class SuggestingGroup(TyperGroup):
-    """Unknown subcommands get caplet's own suggestion (edit distance <= 3, ties to the first)."""
+    """Unknown subcommands get caplet's own suggestion (edit distance <= 3, ties to the first);
+    a usage error of a ``--json`` command line is the one JSON error shape on stdout."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        plain_metavars(params)
+        return params
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name = args[0] if args else ""
@@ -89,10 +164,45 @@ class SuggestingGroup(TyperGroup):
             ctx.fail(f"No such command {name!r}.{hint} Run `caplet --help` for the list.")
         return super().resolve_command(ctx, args)
 
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's main, with its usage errors in the one error shape under ``--json``.
+
+        click writes a usage error (a missing argument, an unknown option, a
+        bad choice) as text on stderr; a program that asked for ``--json``
+        gets ``{"ok": false, "error": {"type": "UsageError", ...}}`` on
+        stdout as well, as for every other error (exit 2 either way).
+        """
+        argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+        try:
+            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            code = result if isinstance(result, int) else EXIT_OK
+        except ClickException as exc:
+            if as_json:
+                Out(True).emit(
+                    {"ok": False, "error": {"type": "UsageError", "message": exc.format_message()}}
+                )
+            exc.show()
+            code = exc.exit_code
+        except typer.Abort:
+            sys.stderr.write("Aborted.\n")
+            code = EXIT_REFUSED
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
 
 app = typer.Typer(
     cls=SuggestingGroup,
     name="caplet",
+    context_settings={"help_option_names": ["-h", "--help"]},
     help=(
         "Capability-scoped plugins: scan, audit, approve and run untrusted plugins, each in "
         "its own worker.\n\nExit codes: 0 ok; 1 refused, failed or findings; 2 usage error; "
@@ -115,10 +225,18 @@ class Out:
         self.console = cli_console()
         self.err = cli_console(stderr=True)
 
-    def emit(self, document: JSONValue) -> None:
-        if self.as_json:
-            # ensure_ascii (the default) writes control characters as \uXXXX: exact and inert.
-            sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+    def emit(self, document: JSONValue, *, failure: str = "", kind: str = REFUSED) -> None:
+        """Write ``document`` (with --json). A document that is not ok always carries the
+        one error shape: ``failure`` (else its ``reason``) as the message of an
+        ``error`` of type ``kind`` (``Refused``: a refusal or a result below the bar)."""
+        if not self.as_json:
+            return
+        if isinstance(document, dict) and document.get("ok") is False and "error" not in document:
+            reason = document.get("reason")
+            message = failure or (reason if isinstance(reason, str) else "") or "refused"
+            document = {**document, "error": {"type": kind, "message": message}}
+        # ensure_ascii (the default) writes control characters as \uXXXX: exact and inert.
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
 
     def say(self, *parts: Any) -> None:
         if not self.as_json:
@@ -127,7 +245,8 @@ class Out:
 
 def exit_code(exc: CapletError) -> int:
     """The documented exit code of an error (README, "Exit codes")."""
-    if isinstance(exc, PluginNotFoundError):
+    if isinstance(exc, PluginNotFoundError | PolicyError | ConfigError):
+        # A policy or configuration value is the operator's input, as an argument is.
         return EXIT_USAGE
     if isinstance(
         exc,
@@ -142,10 +261,19 @@ def exit_code(exc: CapletError) -> int:
     return EXIT_REFUSED
 
 
+def public_type(exc: CapletError) -> str:
+    """The name of the first class of ``exc`` in caplet's public error tree (a private
+    subclass such as the store's ``_CorruptError`` is shown as ``StoreError``)."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == CapletError.__module__ and not cls.__name__.startswith("_"):
+            return cls.__name__
+    return CapletError.__name__
+
+
 def fail(out: Out, exc: CapletError, code: int | None = None) -> NoReturn:
     """Show ``exc`` in the one error shape and exit with its code."""
     if out.as_json:
-        out.emit({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
+        out.emit({"ok": False, "error": {"type": public_type(exc), "message": str(exc)}})
     else:
         # The message may quote plugin text, a worker's stderr or a traceback: kept
         # multi-line, escaped, never markup.
@@ -173,13 +301,21 @@ class Common(enum.Flag):
     LOCKFILE = enum.auto()
     LOCKED = enum.auto()
     JSON = enum.auto()
+    #: ``--policy FILE``: the policy file (default: caplet.toml beside the plugins directory).
+    POLICY = enum.auto()
+    #: The ad-hoc policy flags: ``--allow-network`` ... ``--set FIELD=VALUE``.
+    POLICY_FLAGS = enum.auto()
+    #: ``-q``: hide the plugins' ctx.log lines.
+    QUIET = enum.auto()
     NONE = 0
     #: A command that opens a host on the plugins directory.
-    HOST = PLUGINS_DIR | STATE_DIR | LOCKFILE | LOCKED | JSON
+    HOST = PLUGINS_DIR | STATE_DIR | LOCKFILE | LOCKED | POLICY | JSON
     #: The same, where the command decides locked mode itself (lock, verify).
-    HOST_UNLOCKED = PLUGINS_DIR | STATE_DIR | LOCKFILE | JSON
+    HOST_UNLOCKED = PLUGINS_DIR | STATE_DIR | LOCKFILE | POLICY | JSON
     #: The plugins and state directories only.
-    DIRS = PLUGINS_DIR | STATE_DIR | JSON
+    DIRS = PLUGINS_DIR | STATE_DIR | POLICY | JSON
+    #: A command that runs plugin code: the policy flags and -q too.
+    RUNS = HOST | POLICY_FLAGS | QUIET
 
 
 _DEFAULT_PLUGINS = Path("plugins")
@@ -242,12 +378,74 @@ StaticOnlyFlag = Annotated[
 ]
 Name = Annotated[str, typer.Argument(help="Plugin name.", callback=usable_text)]
 
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help=f"The policy file (default: ${POLICY_ENV}, else {POLICY_FILE}, or the tool.caplet "
+        "table of pyproject.toml, beside the plugins directory); `caplet policy` shows it.",
+        callback=usable_path,
+    ),
+]
+AllowNetwork = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-network",
+        metavar="CIDR",
+        help="Let brokered HTTP reach this network, e.g. 127.0.0.0/8 for a local test server "
+        "(repeatable; adds to the policy's network.allowed_networks).",
+    ),
+]
+AllowWildcard = Annotated[
+    bool,
+    typer.Option(
+        "--allow-wildcard-hosts",
+        help="Honour net.http grants of *.domain (policy network.allow_wildcard_hosts).",
+    ),
+]
+MaxRisk = Annotated[
+    str | None,
+    typer.Option(
+        "--max-risk",
+        metavar="LEVEL",
+        help="The highest audited risk that may be approved or enabled: LOW, MEDIUM, HIGH or "
+        "CRITICAL (policy max_risk_level).",
+    ),
+]
+IsolationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--isolation",
+        metavar="MODE",
+        help="strict (refuse when a layer is missing) or best-effort (policy isolation).",
+    ),
+]
+PolicySet = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="FIELD=VALUE",
+        help="Set any policy field for this run, e.g. --set guest.timeout_ms=10000 "
+        "(VALUE is TOML; a bare word is text; repeatable).",
+    ),
+]
+QuietFlag = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Do not show the plugins' ctx.log lines.")
+]
+
 #: Each shared option: its flag, its parameter (name, annotation, default).
 _SHARED: tuple[tuple[Common, str, object, object], ...] = (
+    (Common.POLICY_FLAGS, "allow_network", AllowNetwork, None),
+    (Common.POLICY_FLAGS, "allow_wildcard_hosts", AllowWildcard, False),
+    (Common.POLICY_FLAGS, "max_risk", MaxRisk, None),
+    (Common.POLICY_FLAGS, "isolation", IsolationOption, None),
+    (Common.POLICY_FLAGS, "policy_set", PolicySet, None),
+    (Common.POLICY, "policy", PolicyOption, None),
     (Common.PLUGINS_DIR, "plugins_dir", PluginsDir, _DEFAULT_PLUGINS),
     (Common.STATE_DIR, "state_dir", StateDir, None),
     (Common.LOCKFILE, "lockfile", LockfileOption, None),
     (Common.LOCKED, "locked", LockedOption, None),
+    (Common.QUIET, "quiet", QuietFlag, False),
     (Common.JSON, "as_json", JsonFlag, False),
 )
 
@@ -261,6 +459,48 @@ class Options:
     lockfile: Path | None = None
     locked: bool | None = None
     as_json: bool = False
+    policy: Path | None = None
+    overrides: tuple[PolicyOverride, ...] = ()
+    quiet: bool = False
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Options:
+        """The options from the shared parameters' values (the policy flags as overrides)."""
+        overrides: list[PolicyOverride] = []
+        for cidr in values.pop("allow_network", None) or ():
+            overrides.append(
+                PolicyOverride("network.allowed_networks", cidr, "--allow-network", appended=True)
+            )
+        if values.pop("allow_wildcard_hosts", False):
+            overrides.append(
+                PolicyOverride("network.allow_wildcard_hosts", True, "--allow-wildcard-hosts")
+            )
+        for key, flag, field in (
+            ("max_risk", "--max-risk", "max_risk_level"),
+            ("isolation", "--isolation", "isolation"),
+        ):
+            value = values.pop(key, None)
+            if value is not None:
+                overrides.append(PolicyOverride(field, value, flag))
+        for entry in values.pop("policy_set", None) or ():
+            overrides.append(_set_override(entry))
+        return cls(**values, overrides=tuple(overrides))
+
+
+def _set_override(entry: str) -> PolicyOverride:
+    """``FIELD=VALUE`` of ``--set``: VALUE is a TOML value, or else the text itself."""
+    field, sep, text = entry.partition("=")
+    field = field.strip()
+    if not sep or not field or not all(part.isidentifier() for part in field.split(".")):
+        raise typer.BadParameter(
+            f"{entry!r} is not FIELD=VALUE (e.g. --set guest.timeout_ms=10000)",
+            param_hint="--set",
+        )
+    try:
+        value: object = tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    return PolicyOverride(field, value, f"--set {field}")
 
 
 class Run:
@@ -270,15 +510,21 @@ class Run:
         self.options = options
         self.out = Out(options.as_json)
         self._host: PluginHost | None = None
+        # The plugins' ctx.log lines go to stderr as `[plugin] message`, unless -q
+        # hides them or the run is for a program (--json: no log flood on stderr).
+        self._plugin_lines = show_plugin_lines(not (options.quiet or options.as_json))
 
     @property
     def as_json(self) -> bool:
         return self.options.as_json
 
-    def host(self, *, locked: bool | None = None) -> PluginHost:
+    def host(self, *, locked: bool | None = None, plugins: bool = True) -> PluginHost:
         """The command's :class:`PluginHost` on ``--plugins-dir`` (opened once).
 
         ``locked`` overrides ``--locked`` (lock, verify and sign never run locked).
+        With ``plugins`` (a command about plugins), a plugins directory that
+        does not exist is a usage error when it leaves nothing to work on,
+        and a warning when installed plugins were found all the same.
         """
         if self._host is None:
             options = self.options
@@ -287,6 +533,7 @@ class Run:
             host = PluginHost(
                 options.plugins_dir,
                 state_dir=options.state_dir,
+                policy=self.policy(),
                 prompter=prompter,
                 lockfile=options.lockfile,
                 loading=LoadingRules.from_environment(
@@ -294,19 +541,38 @@ class Run:
                 ),
             )
             self._host = host
-            for broken in host.manager.broken_plugins():
+            # A skipped plugin folder is logged by discovery (the `caplet` logger's
+            # handler shows it on stderr): printing it here too showed it twice.
+            directory = options.plugins_dir
+            if plugins and not directory.is_dir():
+                where = (
+                    f"no plugins directory {str(directory)!r}"
+                    if not directory.exists()
+                    else f"{str(directory)!r} is not a directory"
+                )
+                fix = (
+                    "pass --plugins-dir (or set CAPLET_PLUGINS_DIR) to the folder holding one "
+                    "folder per plugin, or create one with `caplet new NAME`"
+                )
+                if not host.manager.names():
+                    self.usage(f"{where}; {fix}")
                 out.err.print(
-                    Text("warning: ", style="yellow")
-                    + plain(
-                        f"skipped plugin {broken.directory.name}: {broken.error}", multiline=True
-                    )
+                    plain(f"warning: {where}; only installed plugins are listed", "yellow")
                 )
         return self._host
 
+    def policy(self) -> EffectivePolicy:
+        """The effective policy: the policy file, then the policy flags."""
+        options = self.options
+        return load_policy(options.plugins_dir, file=options.policy, overrides=options.overrides)
+
     def close(self) -> None:
-        if self._host is not None:
-            host, self._host = self._host, None
-            host.close()
+        try:
+            if self._host is not None:
+                host, self._host = self._host, None
+                host.close()
+        finally:
+            show_plugin_lines(self._plugin_lines)
 
     def usage(self, message: str) -> NoReturn:
         usage(self.out, message)
@@ -365,7 +631,11 @@ def command(
                 )
 
         def run_command(**values: Any) -> None:
-            options = Options(**{key: values.pop(key) for _, key in shared})
+            given = {key: values.pop(key) for _, key in shared}
+            try:
+                options = Options.from_values(dict(given))
+            except typer.BadParameter as exc:
+                usage(Out(bool(given.get("as_json"))), exc.format_message())
             run = Run(options)
             try:
                 try:
@@ -381,7 +651,7 @@ def command(
         run_command.__name__ = handler.__name__
         run_command.__qualname__ = handler.__qualname__
         run_command.__module__ = handler.__module__
-        target.command(name, **settings)(run_command)
+        target.command(name, cls=PlainCommand, **settings)(run_command)
         return handler
 
     return register

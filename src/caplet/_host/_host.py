@@ -89,6 +89,7 @@ from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, Hoo
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import PluginManager
 from caplet._host._policy import Isolation, Policy
+from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
 from caplet._host._run_dir import RunDir
 from caplet._host._validate import FunctionValidator
@@ -220,7 +221,7 @@ class PluginHost:
         plugins_dir: Path | str,
         *,
         state_dir: Path | str | None = None,
-        policy: Policy | None = None,
+        policy: Policy | EffectivePolicy | Path | str | None = None,
         store: TrustStore | None = None,
         launcher: Launcher | None = None,
         prompter: Prompter | None = None,
@@ -233,11 +234,13 @@ class PluginHost:
         resolver: Resolver | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        #: The policy in force and where each value came from (``caplet policy``).
+        self.effective_policy = resolve_policy(policy, plugins_dir)
         self.manager = PluginManager(
             plugins_dir,
             state_dir=state_dir,
             store=store,
-            policy=policy,
+            policy=self.effective_policy.policy,
             auditor=auditor,
             lockfile=lockfile,
             loading=loading,
@@ -296,6 +299,7 @@ class PluginHost:
         #: The events this host defines (made here, not lazily, so two
         #: threads emitting first cannot each make one).
         self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
+        note_loosened(self.effective_policy, self.manager)
         if discover:
             self.manager.discover()
 
@@ -549,8 +553,11 @@ class PluginHost:
 
     # -- calling --------------------------------------------------------------------------
 
-    def call(self, name: str, target: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, name: str, target: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call ``module.function`` of an enabled plugin in its worker.
+
+        ``name`` and ``target`` are positional-only, so every keyword goes to
+        the plugin's function (``host.call("p", "m.f", name="v")``).
 
         Raises :class:`LifecycleError` when the plugin is not enabled, does
         not declare the function, or the arguments do not match its declared
@@ -863,6 +870,18 @@ class PluginHost:
             remove_snapshot(snapshot)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+        missing = _not_provided(info, worker.started.registered)
+        if missing:
+            # Declared (and so advertised to agents) but never returned by
+            # create_functions: refused at enable, naming them (issue 15).
+            worker.close()
+            remove_snapshot(snapshot)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise LifecycleError(
+                f"plugin {name!r} declares {', '.join(missing)} in its manifest, but "
+                f"create_functions did not return {'it' if len(missing) == 1 else 'them'}; "
+                "return every declared function, or remove it from the manifest's [modules]"
+            )
         # The real guarantee this worker runs under, on record (best-effort
         # isolation may have run it with fewer layers than strict would).
         self.manager.log_decision(
@@ -1247,6 +1266,16 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     return call
 
 
+def _not_provided(info: PluginInfo, registered: Mapping[str, Sequence[str]]) -> list[str]:
+    """The declared ``module.function`` names the worker did not register."""
+    return [
+        f"{module.name}.{function}"
+        for module in info.manifest.modules
+        for function in module.function_names
+        if function not in registered.get(module.name, ())
+    ]
+
+
 def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
     """Executable grants for the approved programs, found on the host's PATH."""
     grants: list[PathGrant] = []
@@ -1276,7 +1305,14 @@ def _approved_environment(capabilities: Sequence[Capability]) -> dict[str, str]:
     return env
 
 
+#: What a size limit raises in a worker: the broker's response or request too large,
+#: a result over the channel. A refusal of the input's size, not a failure of the
+#: plugin, so never counted by the breaker (issue 15; README, "Limits").
+_SIZE_REFUSALS = frozenset({"SizeLimitError"})
+
+
 def _is_refusal(exc: PluginCallError) -> bool:
     """True when the plugin raised ``caplet.plugin.Refused`` (or a subclass whose name
-    ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel)."""
-    return exc.exc_type.endswith(Refused.__name__)
+    ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel), or
+    a size limit refused what it was asked to carry."""
+    return exc.exc_type.endswith(Refused.__name__) or exc.exc_type in _SIZE_REFUSALS

@@ -82,6 +82,7 @@ from caplet._host._consent import (
     why_consent,
     widening_since,
 )
+from caplet._host._decision_log import DecisionLog
 from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
@@ -124,7 +125,7 @@ from caplet._trust._signing import (
 from caplet._trust._snapshot import make_snapshot, remove_snapshot
 from caplet._trust._source import PluginSource, SourceKind
 from caplet._trust._sqlite import SqliteStore
-from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
+from caplet._trust._store import ApprovalRecord, QuarantineRecord, TrustStore
 
 __all__ = ["PluginManager"]
 
@@ -215,6 +216,9 @@ class PluginManager:
         if store is None:
             store = SqliteStore(self.state_dir)
         self.store: TrustStore = store
+        #: Refusals at a bounded rate, rows kept as long as the policy says (issue 15).
+        self._decisions = DecisionLog(store, self.policy.log)
+        self._decisions.prune()
         self._records: dict[str, _Record] = {}
         self._broken: list[BrokenPlugin] = []
         self._lock: Lockfile | None = None
@@ -557,6 +561,12 @@ class PluginManager:
     def _record(self, name: str) -> _Record:
         record = self._records.get(name)
         if record is None:
+            broken = next((b for b in self._broken if b.directory.name == name), None)
+            if broken is not None:
+                # Its folder is there but could not be read: say why (issue 15).
+                raise PluginNotFoundError(
+                    f"plugin {name!r} was skipped: {broken.error}", name=name, suggestion=None
+                )
             suggestion = closest(name, self._records)
             hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
             raise PluginNotFoundError(
@@ -1434,16 +1444,7 @@ class PluginManager:
         self._log(plugin, action, target, allowed, detail)
 
     def _log(self, plugin: str, action: str, target: str, allowed: bool, detail: str = "") -> None:
-        self.store.log_decision(
-            Decision(
-                at=time.time(),
-                plugin=plugin,
-                action=action,
-                target=target,
-                allowed=allowed,
-                detail=detail,
-            )
-        )
+        self._decisions.record(plugin, action, target, allowed, detail)
 
     def _refuse(self, name: str, action: str, reason: str) -> Outcome:
         self._log(name, action, name, False, reason)
@@ -1451,6 +1452,7 @@ class PluginManager:
 
     def close(self) -> None:
         """Close the store and the auditor if this manager opened them."""
+        self._decisions.flush()
         if self._auditor_choice == "env" and self._auditor is not None:
             self._auditor.close()
             self._auditor = None

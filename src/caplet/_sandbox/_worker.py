@@ -429,9 +429,11 @@ def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
     except ProtocolError:
         return _unsendable(call, value)
     if len(frame) - HEADER_BYTES > max_frame_bytes:
+        # SizeLimitError: a size limit refused it; the host does not count it as
+        # the plugin failing (issue 15).
         return encode_error(
             call.request_id,
-            "ValueError",
+            "SizeLimitError",
             f"{call.module}.{call.function} returned a value that encodes to "
             f"{len(frame) - HEADER_BYTES} bytes, over the frame limit of {max_frame_bytes} "
             "bytes; return less data per call",
