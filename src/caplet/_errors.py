@@ -23,6 +23,7 @@ __all__ = [
     "AuditError",
     "BlockedByPolicyError",
     "BrokerError",
+    "CallCancelledError",
     "CallCycleError",
     "CallTimeoutError",
     "CapabilityError",
@@ -251,6 +252,12 @@ class WorkerGoneError(WorkerCrashedError):
 
 class CallTimeoutError(SandboxError):
     """A call exceeded its deadline; the worker was killed."""
+
+
+class CallCancelledError(SandboxError):
+    """The caller cancelled the call (an asyncio task, ``AsyncPluginHost``): before it was
+    sent (nothing ran), or while it ran (its worker was stopped). Never counted by the
+    circuit breaker."""
 
 
 class PluginCallError(SandboxError):

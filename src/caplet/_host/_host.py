@@ -42,6 +42,7 @@ Threads: any application thread may call any method; the locking design
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -49,7 +50,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,6 +66,7 @@ from caplet._capabilities._model import (
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
+    CallCancelledError,
     CallTimeoutError,
     CapletError,
     InvalidOutputError,
@@ -299,6 +301,9 @@ class PluginHost:
         #: The events this host defines (made here, not lazily, so two
         #: threads emitting first cannot each make one).
         self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
+        #: Per thread: the event that cancels what this thread is doing for an
+        #: asyncio caller (AsyncPluginHost; see cancellable and interrupt).
+        self._cancel = threading.local()
         note_loosened(self.effective_policy, self.manager)
         if discover:
             self.manager.discover()
@@ -592,6 +597,7 @@ class PluginHost:
                 kwargs,
                 timeout_s=running.timeout_s,
                 on_request=running.on_request,
+                cancel=getattr(self._cancel, "event", None),
             )
             if schemas is not None:
                 schemas.check_result(value)
@@ -646,6 +652,7 @@ class PluginHost:
                         kwargs,
                         timeout_s=timeout_s,
                         on_request=running.on_request,
+                        cancel=getattr(self._cancel, "event", None),
                     )
                     break
                 except WorkerGoneError:
@@ -702,6 +709,13 @@ class PluginHost:
         """
         worker_alive = running is not None and running.worker.alive
         if isinstance(exc, ProtocolError) and worker_alive:
+            return False
+        if isinstance(exc, CallCancelledError):
+            # The caller's decision, not the plugin's failure (its worker, if it
+            # was running the call, is dead and goes).
+            self.manager.log_decision(name, "call", target, False, str(exc))
+            if running is not None and not worker_alive:
+                self._stop(name, running)
             return False
         if isinstance(exc, PluginCallError) and worker_alive and _is_refusal(exc):
             # caplet.plugin.Refused: the plugin refused bad input on purpose
@@ -1124,6 +1138,31 @@ class PluginHost:
             cached = self._catalog = (generation, guest_catalog(self.manager.list_plugins()))
         return cached[1]
 
+    # -- cancellation (AsyncPluginHost) -------------------------------------------------------
+
+    @contextlib.contextmanager
+    def cancellable(self, event: threading.Event) -> Iterator[None]:
+        """While the block runs in this thread, ``event`` cancels its calls: one not yet
+        sent is dropped (CallCancelledError, nothing ran), and :meth:`interrupt` stops one
+        that runs. How :class:`AsyncPluginHost` honours an asyncio cancellation."""
+        previous = getattr(self._cancel, "event", None)
+        self._cancel.event = event
+        try:
+            yield
+        finally:
+            self._cancel.event = previous
+
+    def interrupt(self, thread: int) -> bool:
+        """Stop the call (or guest snippet) ``thread`` is waiting on: its worker is stopped
+        and the call raises :class:`CallCancelledError` there. False when it waits on none."""
+        stopped = False
+        for running in list(self._running.values()):
+            stopped |= running.worker.interrupt(thread)
+        guests = self._guests
+        if guests is not None:
+            stopped |= guests.interrupt(thread)
+        return stopped
+
     def exec(self, code: str, *, timeout: float | None = None) -> GuestResult:
         """Run untrusted Python ``code`` in a zero-capability sandbox; never raises for
         what the code does.
@@ -1150,7 +1189,13 @@ class PluginHost:
             self.manager.validators,
             self.manager.log_decision,
         )
-        return runner.run(code, timeout=timeout, catalog=self._guest_catalog(), handler=handler)
+        return runner.run(
+            code,
+            timeout=timeout,
+            catalog=self._guest_catalog(),
+            handler=handler,
+            cancel=getattr(self._cancel, "event", None),
+        )
 
     def warm_guests(self) -> int:
         """Start the warm pool's guest workers now (``Policy.guest.pool_size``); return
