@@ -261,17 +261,34 @@ def new_command(
     run: Run,
     *,
     name: Annotated[str, typer.Argument(help="Plugin name (kebab-case).", callback=usable_text)],
+    example: Annotated[
+        bool,
+        typer.Option(
+            "--example",
+            help="Copy the plugin NAME caplet ships instead (fs-read, fs-write, fetch; hello, "
+            "shell-out): to use as it is or to learn from.",
+        ),
+    ] = False,
 ) -> None:
-    """Scaffold a new plugin folder that validates, scans clean and can be called."""
-    from caplet._cli._scaffold import scaffold
+    """Scaffold a new plugin folder that validates, scans clean and can be called.
+
+    With --example, copy one of the plugins caplet ships into the plugins
+    directory instead (the reference plugins fs-read, fs-write and fetch, and
+    the examples of caplet demo).
+    """
+    from caplet._cli._scaffold import copy_bundled, scaffold
 
     plugins_dir = run.options.plugins_dir
     try:
-        path = scaffold(plugins_dir, name)
+        path = copy_bundled(plugins_dir, name) if example else scaffold(plugins_dir, name)
     except ManifestError as exc:
         if exc.field == "name":
             run.usage(str(exc))
         raise
+    if example:
+        run.out.emit({"ok": True, "name": name, "path": str(path)})
+        run.out.say(plain(f"copied {name} to {path}; its README says how to use it"))
+        return
     run.out.emit({"ok": True, "name": name, "path": str(path)})
     run.out.say(
         plain(
