@@ -10,16 +10,8 @@ import typer
 from rich.text import Text
 
 from caplet._cli._arguments import usable_text
-from caplet._cli._command import (
-    EXIT_REFUSED,
-    Common,
-    Name,
-    Out,
-    Run,
-    YesFlag,
-    command,
-    usage,
-)
+from caplet._cli._command import EXIT_REFUSED, Out, Run, command, usage
+from caplet._cli._options import Common, Name, YesFlag
 from caplet._cli._render import JSONValue, jsonable
 from caplet._cli._safe import plain
 from caplet._display import safe_line

@@ -11,16 +11,9 @@ from rich.text import Text
 
 from caplet._capabilities._lint import lint_composition
 from caplet._cli._arguments import usable_text
-from caplet._cli._command import (
-    EXIT_REFUSED,
-    Common,
-    ConsentFlag,
-    Name,
-    Run,
-    StaticOnlyFlag,
-    command,
-)
+from caplet._cli._command import EXIT_REFUSED, Run, command
 from caplet._cli._enabling import enable_plugin
+from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
 from caplet._cli._render import (
     JSONValue,
     audit_json,

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from caplet._cli._command import Common, Run, command
+from caplet._cli._command import Run, command
+from caplet._cli._options import Common
 from caplet._cli._render import JSONValue, jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_table

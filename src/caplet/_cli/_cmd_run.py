@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from caplet._cli._command import EXIT_REFUSED, Common, ConsentFlag, Run, command
+from caplet._cli._command import EXIT_REFUSED, Run, command
 from caplet._cli._enabling import (
     EnableGroup,
     EnableUsageError,
@@ -18,6 +18,7 @@ from caplet._cli._enabling import (
     split_enable_groups,
 )
 from caplet._cli._json_input import JsonInputError, parse_json
+from caplet._cli._options import Common, ConsentFlag
 from caplet._cli._render import (
     JSONValue,
     hook_results_json,

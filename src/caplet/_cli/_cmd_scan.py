@@ -14,7 +14,8 @@ import typer
 from caplet._audit._model import Verdict
 from caplet._capabilities._model import Capability
 from caplet._cli._arguments import usable_path
-from caplet._cli._command import EXIT_REFUSED, Common, Name, Out, Run, StaticOnlyFlag, command
+from caplet._cli._command import EXIT_REFUSED, Out, Run, command
+from caplet._cli._options import Common, Name, StaticOnlyFlag
 from caplet._cli._render import (
     JSONValue,
     audit_json,

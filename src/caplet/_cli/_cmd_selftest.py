@@ -11,7 +11,8 @@ import typer
 from rich.text import Text
 
 from caplet._cli._arguments import usable_path
-from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Common, Out, Run, command, fail
+from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Out, Run, command, fail
+from caplet._cli._options import Common
 from caplet._cli._safe import plain, show_plugin_lines
 
 __all__: list[str] = []

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.text import Text
 
 from caplet._cli._arguments import usable_text
-from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Common, Run, command
+from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Run, command
+from caplet._cli._options import Common
 from caplet._cli._render import JSONValue, jsonable, when
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_table

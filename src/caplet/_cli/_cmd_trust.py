@@ -11,15 +11,8 @@ import typer
 
 from caplet._atomic import atomic_write
 from caplet._cli._arguments import usable_path
-from caplet._cli._command import (
-    EXIT_REFUSED,
-    Common,
-    Name,
-    Run,
-    SuggestingGroup,
-    app,
-    command,
-)
+from caplet._cli._command import EXIT_REFUSED, Run, SuggestingGroup, app, command
+from caplet._cli._options import Common, Name
 from caplet._cli._render import JSONValue
 from caplet._cli._safe import plain
 from caplet._errors import SignatureError

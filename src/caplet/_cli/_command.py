@@ -21,24 +21,24 @@ of its kind (:func:`exit_code`).
 
 from __future__ import annotations
 
-import enum
 import inspect
 import json
 import os
 import sys
-import tomllib
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from caplet._cli._arguments import usable_path, usable_text
 from caplet._cli._click import ClickException
+from caplet._cli._options import (
+    SHARED,
+    Common,
+    Options,
+)
 from caplet._cli._prompt import NoInputPrompter, RichPrompter
 from caplet._cli._render import JSONValue
 from caplet._cli._safe import cli_console, plain, show_plugin_lines
@@ -58,10 +58,7 @@ from caplet._errors import (
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._host._policy_file import (
-    POLICY_ENV,
-    POLICY_FILE,
     EffectivePolicy,
-    PolicyOverride,
     load_policy,
 )
 from caplet._host._records import Outcome
@@ -73,8 +70,6 @@ __all__ = [
     "EXIT_STATE",
     "EXIT_USAGE",
     "REFUSED",
-    "Common",
-    "Name",
     "Out",
     "Run",
     "app",
@@ -293,216 +288,6 @@ def usage(out: Out, message: str) -> NoReturn:
 # -- the shared options --------------------------------------------------------------------------
 
 
-class Common(enum.Flag):
-    """Which shared options a command takes."""
-
-    PLUGINS_DIR = enum.auto()
-    STATE_DIR = enum.auto()
-    LOCKFILE = enum.auto()
-    LOCKED = enum.auto()
-    JSON = enum.auto()
-    #: ``--policy FILE``: the policy file (default: caplet.toml beside the plugins directory).
-    POLICY = enum.auto()
-    #: The ad-hoc policy flags: ``--allow-network`` ... ``--set FIELD=VALUE``.
-    POLICY_FLAGS = enum.auto()
-    #: ``-q``: hide the plugins' ctx.log lines.
-    QUIET = enum.auto()
-    NONE = 0
-    #: A command that opens a host on the plugins directory.
-    HOST = PLUGINS_DIR | STATE_DIR | LOCKFILE | LOCKED | POLICY | JSON
-    #: The same, where the command decides locked mode itself (lock, verify).
-    HOST_UNLOCKED = PLUGINS_DIR | STATE_DIR | LOCKFILE | POLICY | JSON
-    #: The plugins and state directories only.
-    DIRS = PLUGINS_DIR | STATE_DIR | POLICY | JSON
-    #: A command that runs plugin code: the policy flags and -q too.
-    RUNS = HOST | POLICY_FLAGS | QUIET
-
-
-_DEFAULT_PLUGINS = Path("plugins")
-
-PluginsDir = Annotated[
-    Path,
-    typer.Option(
-        "--plugins-dir",
-        "-p",
-        envvar="CAPLET_PLUGINS_DIR",
-        help="Directory holding one folder per plugin.",
-        show_default=True,
-        callback=usable_path,
-    ),
-]
-StateDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--state-dir",
-        envvar="CAPLET_STATE_DIR",
-        help="Where approvals, audits and the decision log live (default: the user state dir).",
-        callback=usable_path,
-    ),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")]
-LockfileOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--lockfile",
-        envvar="CAPLET_LOCKFILE",
-        help="The lock file (default: caplet.lock beside the plugins directory).",
-        callback=usable_path,
-    ),
-]
-LockedOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--locked/--no-locked",
-        help="Locked mode: only plugins pinned in the lock file load "
-        "(default: on when CAPLET_LOCKED=1 or CI=true).",
-    ),
-]
-YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-ConsentFlag = Annotated[
-    bool,
-    typer.Option(
-        "--yes",
-        "-y",
-        help="Consent to enabling a plugin that is not approved, for this process, without "
-        "asking (its audit is still shown on stderr).",
-    ),
-]
-StaticOnlyFlag = Annotated[
-    bool,
-    typer.Option(
-        "--static-only",
-        help="Audit static-only although CAPLET_LLM_* configure a model (this run only; "
-        "labelled so, never cached).",
-    ),
-]
-Name = Annotated[str, typer.Argument(help="Plugin name.", callback=usable_text)]
-
-PolicyOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--policy",
-        help=f"The policy file (default: ${POLICY_ENV}, else {POLICY_FILE}, or the tool.caplet "
-        "table of pyproject.toml, beside the plugins directory); `caplet policy` shows it.",
-        callback=usable_path,
-    ),
-]
-AllowNetwork = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--allow-network",
-        metavar="CIDR",
-        help="Let brokered HTTP reach this network, e.g. 127.0.0.0/8 for a local test server "
-        "(repeatable; adds to the policy's network.allowed_networks).",
-    ),
-]
-AllowWildcard = Annotated[
-    bool,
-    typer.Option(
-        "--allow-wildcard-hosts",
-        help="Honour net.http grants of *.domain (policy network.allow_wildcard_hosts).",
-    ),
-]
-MaxRisk = Annotated[
-    str | None,
-    typer.Option(
-        "--max-risk",
-        metavar="LEVEL",
-        help="The highest audited risk that may be approved or enabled: LOW, MEDIUM, HIGH or "
-        "CRITICAL (policy max_risk_level).",
-    ),
-]
-IsolationOption = Annotated[
-    str | None,
-    typer.Option(
-        "--isolation",
-        metavar="MODE",
-        help="strict (refuse when a layer is missing) or best-effort (policy isolation).",
-    ),
-]
-PolicySet = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--set",
-        metavar="FIELD=VALUE",
-        help="Set any policy field for this run, e.g. --set guest.timeout_ms=10000 "
-        "(VALUE is TOML; a bare word is text; repeatable).",
-    ),
-]
-QuietFlag = Annotated[
-    bool, typer.Option("--quiet", "-q", help="Do not show the plugins' ctx.log lines.")
-]
-
-#: Each shared option: its flag, its parameter (name, annotation, default).
-_SHARED: tuple[tuple[Common, str, object, object], ...] = (
-    (Common.POLICY_FLAGS, "allow_network", AllowNetwork, None),
-    (Common.POLICY_FLAGS, "allow_wildcard_hosts", AllowWildcard, False),
-    (Common.POLICY_FLAGS, "max_risk", MaxRisk, None),
-    (Common.POLICY_FLAGS, "isolation", IsolationOption, None),
-    (Common.POLICY_FLAGS, "policy_set", PolicySet, None),
-    (Common.POLICY, "policy", PolicyOption, None),
-    (Common.PLUGINS_DIR, "plugins_dir", PluginsDir, _DEFAULT_PLUGINS),
-    (Common.STATE_DIR, "state_dir", StateDir, None),
-    (Common.LOCKFILE, "lockfile", LockfileOption, None),
-    (Common.LOCKED, "locked", LockedOption, None),
-    (Common.QUIET, "quiet", QuietFlag, False),
-    (Common.JSON, "as_json", JsonFlag, False),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    """The shared options' values (those a command does not take keep their defaults)."""
-
-    plugins_dir: Path = _DEFAULT_PLUGINS
-    state_dir: Path | None = None
-    lockfile: Path | None = None
-    locked: bool | None = None
-    as_json: bool = False
-    policy: Path | None = None
-    overrides: tuple[PolicyOverride, ...] = ()
-    quiet: bool = False
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any]) -> Options:
-        """The options from the shared parameters' values (the policy flags as overrides)."""
-        overrides: list[PolicyOverride] = []
-        for cidr in values.pop("allow_network", None) or ():
-            overrides.append(
-                PolicyOverride("network.allowed_networks", cidr, "--allow-network", appended=True)
-            )
-        if values.pop("allow_wildcard_hosts", False):
-            overrides.append(
-                PolicyOverride("network.allow_wildcard_hosts", True, "--allow-wildcard-hosts")
-            )
-        for key, flag, field in (
-            ("max_risk", "--max-risk", "max_risk_level"),
-            ("isolation", "--isolation", "isolation"),
-        ):
-            value = values.pop(key, None)
-            if value is not None:
-                overrides.append(PolicyOverride(field, value, flag))
-        for entry in values.pop("policy_set", None) or ():
-            overrides.append(_set_override(entry))
-        return cls(**values, overrides=tuple(overrides))
-
-
-def _set_override(entry: str) -> PolicyOverride:
-    """``FIELD=VALUE`` of ``--set``: VALUE is a TOML value, or else the text itself."""
-    field, sep, text = entry.partition("=")
-    field = field.strip()
-    if not sep or not field or not all(part.isidentifier() for part in field.split(".")):
-        raise typer.BadParameter(
-            f"{entry!r} is not FIELD=VALUE (e.g. --set guest.timeout_ms=10000)",
-            param_hint="--set",
-        )
-    try:
-        value: object = tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
-        value = text
-    return PolicyOverride(field, value, f"--set {field}")
-
-
 class Run:
     """One command's run: its shared options, its output, and its host (opened on first use)."""
 
@@ -621,8 +406,8 @@ def command(
         parameters = [
             p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY) for p in own
         ]
-        shared = [(flag, key) for flag, key, _, _ in _SHARED if flag in common]
-        for flag, key, annotation, default in _SHARED:
+        shared = [(flag, key) for flag, key, _, _ in SHARED if flag in common]
+        for flag, key, annotation, default in SHARED:
             if flag in common:
                 parameters.append(
                     inspect.Parameter(
