@@ -236,7 +236,8 @@ def expected_outcome(kind: Kind) -> tuple[Outcome, str]:
         case Kind.NON_JSON:
             return Outcome.PLUGIN_ERROR, "TypeError"
         case Kind.OVERSIZED:
-            return Outcome.PLUGIN_ERROR, "ValueError"
+            # A size limit's refusal (issue 15): never counted by the breaker.
+            return Outcome.REFUSED, "SizeLimitError"
         case Kind.BAD_SHAPE:
             return Outcome.INVALID_OUTPUT, ""
         case Kind.RAISE:
@@ -622,7 +623,7 @@ def call_once(host: PluginHost, name: str, kind: Kind, seq: int) -> Observed:
     except InvalidOutputError as exc:
         return Observed(Outcome.INVALID_OUTPUT, str(exc))
     except PluginCallError as exc:
-        if exc.exc_type == "Refused":
+        if exc.exc_type in ("Refused", "SizeLimitError"):
             return Observed(Outcome.REFUSED, exc.exc_type)
         return Observed(Outcome.PLUGIN_ERROR, exc.exc_type)
     except Exception as exc:  # anything else is a finding, reported as a violation
@@ -1015,8 +1016,9 @@ Command: `python benchmarks/soak.py --plugins {report.plugins} --calls {report.c
 {violations}How it works (the module docstring has the details): every plugin has one
 function whose argument picks success, a slow success, a timeout (a blocking
 sleep past the {report.timeout_ms} ms deadline), `os._exit`, `os.abort`, a
-malformed frame, a non-JSON or oversized result, one its `returns` schema
-refuses, an exception or `caplet.plugin.Refused`; a tenth of the plugins
+malformed frame, a non-JSON result, an oversized one (a size refusal, not
+counted), one its `returns` schema refuses, an exception or
+`caplet.plugin.Refused`; a tenth of the plugins
 fail half their calls and a fifth a quarter, the rest 1 %. An independent
 model of each breaker (threshold 3, cooldown about 2.5 and quarantine window
 about 20 calls of the same plugin on a virtual clock, quarantine after 3

@@ -88,6 +88,7 @@ def _isolated_environment(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.delenv("CAPLET_STATE_DIR", raising=False)
     monkeypatch.delenv("CAPLET_PLUGINS_DIR", raising=False)
+    monkeypatch.delenv("CAPLET_POLICY", raising=False)
     for name in (*REAL_LLM_ENV, *_PROXY_VARS, *_LOADING_VARIABLES):
         monkeypatch.delenv(name, raising=False)
 

@@ -11,7 +11,17 @@ PACKAGE = Path(caplet.__file__).parent
 
 #: Lowest first. A module may import from its own layer or lower ones only.
 LAYERS = [
-    {"_atomic", "_body", "_display", "_errors", "_findings", "_suggest", "_syscall", "_version"},
+    {
+        "_atomic",
+        "_body",
+        "_display",
+        "_errors",
+        "_findings",
+        "_suggest",
+        "_syscall",
+        "_validated",
+        "_version",
+    },
     {"_config"},
     {"_capabilities"},
     {"_manifest"},

@@ -153,6 +153,9 @@ if TYPE_CHECKING:
         BrokerError as BrokerError,
     )
     from caplet._errors import (
+        CallCancelledError as CallCancelledError,
+    )
+    from caplet._errors import (
         CallCycleError as CallCycleError,
     )
     from caplet._errors import (
@@ -323,6 +326,9 @@ if TYPE_CHECKING:
     from caplet._host._apps import (
         AppHandler as AppHandler,
     )
+    from caplet._host._async import (
+        AsyncPluginHost as AsyncPluginHost,
+    )
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
     )
@@ -377,6 +383,9 @@ if TYPE_CHECKING:
     from caplet._host._locked import (
         LockProblem as LockProblem,
     )
+    from caplet._host._log_limits import (
+        LogLimits as LogLimits,
+    )
     from caplet._host._manager import (
         PluginManager as PluginManager,
     )
@@ -388,6 +397,15 @@ if TYPE_CHECKING:
     )
     from caplet._host._policy import (
         TrustTier as TrustTier,
+    )
+    from caplet._host._policy_file import (
+        EffectivePolicy as EffectivePolicy,
+    )
+    from caplet._host._policy_file import (
+        PolicySetting as PolicySetting,
+    )
+    from caplet._host._policy_file import (
+        load_policy as load_policy,
     )
     from caplet._host._records import (
         BrokenPlugin as BrokenPlugin,
@@ -521,6 +539,7 @@ __all__ = [
     "AppHandler",
     "AppHandlerError",
     "ApprovalRecord",
+    "AsyncPluginHost",
     "AuditConfigError",
     "AuditError",
     "AuditResult",
@@ -528,6 +547,7 @@ __all__ = [
     "BlockedByPolicyError",
     "BrokenPlugin",
     "BrokerError",
+    "CallCancelledError",
     "CallCycleError",
     "CallTimeoutError",
     "Canary",
@@ -555,6 +575,7 @@ __all__ = [
     "Decision",
     "DirtyFlags",
     "DnsError",
+    "EffectivePolicy",
     "EnvReadCapability",
     "ErrorPolicy",
     "FetchTimeoutError",
@@ -595,6 +616,7 @@ __all__ = [
     "Lockfile",
     "LockfileError",
     "LockfileWriteError",
+    "LogLimits",
     "Manifest",
     "ManifestError",
     "ModelReport",
@@ -614,6 +636,7 @@ __all__ = [
     "PluginTreeError",
     "Policy",
     "PolicyError",
+    "PolicySetting",
     "PostgresStore",
     "ProblemKind",
     "ProcExecCapability",
@@ -669,6 +692,7 @@ __all__ = [
     "inject_canaries",
     "lint_composition",
     "load_manifest",
+    "load_policy",
     "open_store",
     "parse_audit_response",
     "parse_capability",
@@ -848,6 +872,12 @@ _EXPORTS: dict[str, str] = {
     "GuestLimits": "caplet._host._guest_limits",
     "GuestResult": "caplet._host._guest_result",
     "GuestStatus": "caplet._host._guest_result",
+    "AsyncPluginHost": "caplet._host._async",
+    "CallCancelledError": "caplet._errors",
+    "EffectivePolicy": "caplet._host._policy_file",
+    "PolicySetting": "caplet._host._policy_file",
+    "LogLimits": "caplet._host._log_limits",
+    "load_policy": "caplet._host._policy_file",
 }
 
 

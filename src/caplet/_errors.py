@@ -11,6 +11,11 @@ so the original stays attached for debugging.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from caplet._validated import Problem
+
 __all__ = [
     "AppError",
     "AppHandlerError",
@@ -18,6 +23,7 @@ __all__ = [
     "AuditError",
     "BlockedByPolicyError",
     "BrokerError",
+    "CallCancelledError",
     "CallCycleError",
     "CallTimeoutError",
     "CapabilityError",
@@ -89,7 +95,15 @@ class CapabilityError(CapletError):
 
 
 class PolicyError(CapletError):
-    """A policy value is invalid or cannot be honoured here (names the field and the fix)."""
+    """A policy value is invalid or cannot be honoured here (names the field and the fix).
+
+    ``problems`` lists each invalid value apart (dotted field and message),
+    when the policy objects refused them at construction.
+    """
+
+    def __init__(self, message: str, problems: tuple[Problem, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class ManifestError(CapletError):
@@ -238,6 +252,12 @@ class WorkerGoneError(WorkerCrashedError):
 
 class CallTimeoutError(SandboxError):
     """A call exceeded its deadline; the worker was killed."""
+
+
+class CallCancelledError(SandboxError):
+    """The caller cancelled the call (an asyncio task, ``AsyncPluginHost``): before it was
+    sent (nothing ran), or while it ran (its worker was stopped). Never counted by the
+    circuit breaker."""
 
 
 class PluginCallError(SandboxError):

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 
+import pytest
+
 from caplet._broker._addresses import classify
 from caplet._broker._policy import NetworkPolicy
+from caplet._errors import PolicyError
 
 
 def _policy(*networks: str) -> NetworkPolicy:
@@ -49,3 +52,45 @@ def test_timeout_is_capped() -> None:
     assert policy.timeout_s(5) == 5
     assert policy.timeout_s(300) == 30.0
     assert NetworkPolicy(default_timeout_s=60, max_timeout_s=30).timeout_s(None) == 30
+
+
+def test_networks_given_as_text_are_networks_not_a_type_error_twenty_frames_down() -> None:
+    """Issue 15: NetworkPolicy(allowed_networks=["127.0.0.0/8"]) was accepted and the
+    first fetch failed with "TypeError: 'in <string>' requires string as left operand"."""
+    policy = NetworkPolicy(allowed_networks=["127.0.0.0/8", "::1/128"])  # type: ignore[arg-type]
+    assert policy.allowed_networks == (
+        ipaddress.ip_network("127.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    )
+    assert policy.permits(classify(ipaddress.ip_address("127.0.0.1")))
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (
+            {"allowed_networks": ["127.0.0.1/8"]},
+            "allowed_networks[0]: '127.0.0.1/8' is not valid: 127.0.0.1/8 has host bits set; "
+            'write the network in CIDR notation, such as "127.0.0.0/8" or "10.1.2.3/32" for one',
+        ),
+        (
+            {"allowed_networks": [5]},
+            "allowed_networks[0]: 5 is not valid: expected a network in CIDR notation",
+        ),
+        ({"allowed_networks": "10.0.0.0/8"}, "allowed_networks: '10.0.0.0/8' is not valid"),
+        ({"allow_wildcard_hosts": 1}, "allow_wildcard_hosts: 1 is not valid: expected true or"),
+        ({"max_redirects": -1}, "max_redirects: -1 is not valid: input should be greater than"),
+        ({"max_response_bytes": "1"}, "max_response_bytes: '1' is not valid: expected a whole"),
+        ({"default_timeout_s": float("nan")}, "default_timeout_s: nan is not valid"),
+        ({"max_timeout_s": 0}, "max_timeout_s: 0 is not valid: input should be greater than 0"),
+        ({"max_redirect": 2}, "max_redirect: unknown field (did you mean 'max_redirects'?)"),
+    ],
+)
+def test_a_bad_value_is_refused_at_construction_naming_the_field(
+    given: dict[str, object], expected: str
+) -> None:
+    with pytest.raises(PolicyError) as caught:
+        NetworkPolicy(**given)  # type: ignore[arg-type]
+    assert str(caught.value).startswith("invalid network policy: ")
+    assert expected in str(caught.value)
+    assert caught.value.problems[0].field.split("[")[0] == next(iter(given))

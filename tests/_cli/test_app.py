@@ -103,8 +103,15 @@ def test_enable_validates_config(cli: list[str], tmp_path: Path) -> None:
     document = run("enable", "fs-read", f"root={notes}", "--yes", *cli)
     assert document["plugin"]["state"] == "enabled"
     assert document["plugin"]["capabilities"] == [f"fs.read:{notes}"]
-    missing = run("enable", "fs-read", "--yes", *cli, code=1)
+    # A value the operator must give is a usage error (README: exit 2), as a bad one is.
+    missing = run("enable", "fs-read", "--yes", *cli, code=2)
     assert "root" in missing["error"]["message"]
+    bad = run("enable", "fs-read", f"root={notes}", "max_kb=lots", "--yes", *cli, code=2)
+    assert bad["error"] == {
+        "type": "ConfigError",
+        "message": "plugin 'fs-read': config field 'max_kb' must be an integer, got 'lots'; "
+        "pass a whole number, e.g. max_kb=10",
+    }
 
 
 def test_enable_unknown_config_key_is_a_usage_error(cli: list[str], tmp_path: Path) -> None:
@@ -113,8 +120,11 @@ def test_enable_unknown_config_key_is_a_usage_error(cli: list[str], tmp_path: Pa
 
 
 def test_disable_in_a_fresh_process_says_why(cli: list[str]) -> None:
-    document = run("disable", "hello", *cli, code=1)
-    assert "is not enabled" in document["reason"]
+    """Issue 15: it could never succeed (enablement lasts for one process): now it says
+    there is nothing to disable, and succeeds."""
+    document = run("disable", "hello", *cli)
+    assert document["enabled"] is False
+    assert "is not enabled: enablement lasts for one process" in document["reason"]
 
 
 def test_call_with_enable(cli: list[str]) -> None:
@@ -180,7 +190,8 @@ def test_new_scaffolds_a_plugin_that_enables_and_answers(
         str(state_dir),
     )
     assert answer["result"] == "Hello, you!"
-    assert "not kebab-case" in run("new", "My_Tool", *opts, code=1)["error"]["message"]
+    # A bad name is a usage error (issue 15: README's exit codes everywhere).
+    assert "not kebab-case" in run("new", "My_Tool", *opts, code=2)["error"]["message"]
     assert "already exists" in run("new", "my-tool", *opts, code=1)["error"]["message"]
 
 

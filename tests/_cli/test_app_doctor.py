@@ -116,3 +116,22 @@ def test_a_real_process_reports_damage_without_a_traceback(
     assert result.returncode == 3
     assert "Traceback" not in result.stdout + result.stderr
     assert f"state database {state_dir / DB_FILENAME} is corrupt" in result.stdout
+
+
+def test_the_policy_files_store_is_the_one_checked(
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CAPLET_STORE", raising=False)
+    shared = tmp_path / "shared-state"
+    (plugins_dir.parent / "caplet.toml").write_text(f'store = "sqlite://{shared}"\n')
+    make_plugin("hello")
+    cli = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+    approved = runner.invoke(app, ["approve", "hello", "--yes", "--json", *cli])
+    assert approved.exit_code == 0, approved.output
+    assert not (state_dir / DB_FILENAME).exists()
+    document = doctor(*cli, code=0)
+    assert document["database"] == str(shared / DB_FILENAME)

@@ -107,9 +107,10 @@ def test_locked_mode_in_ci_refuses_unpinned_plugins(cli: list[str]) -> None:
     called = run("call", "--enable", "hello", "greet.say", '"x"', *cli, env=env)
     assert called["result"] == "Hello, x!"
     unlocked = run(
-        "call", "--no-locked", "--enable", "fs-read", "files.list_dir", "--yes", *cli, code=1
+        "call", "--no-locked", "--enable", "fs-read", "files.list_dir", "--yes", *cli, code=2
     )
     assert "inert" not in json.dumps(unlocked)
+    assert "config field 'root' needs a value" in unlocked["error"]["message"]
 
 
 def test_update_from_a_folder_with_consent(

@@ -79,6 +79,8 @@ def _load(filename: str, text: str | bytes, folder_name: str = "x") -> object:
             path.write_bytes(text)
         else:
             path.write_text(text, encoding="utf-8")
+        # The default entry must exist (issue 15): a manifest is never valid without it.
+        (folder / "plugin.py").write_text("", encoding="utf-8")
         try:
             return load_manifest(folder)
         except ManifestError:

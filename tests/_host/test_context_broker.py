@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from caplet import CallCycleError, ContextError, ContextLimits, Policy, SqliteStore, StoreError
+from caplet import (
+    CallCycleError,
+    ContextError,
+    ContextLimits,
+    Policy,
+    SqliteStore,
+    StoreError,
+    TrustTier,
+)
 from caplet._host._apps import AppRegistry
 from caplet._host._context import ContextBroker, PluginRequests
 from caplet._host._plugin_log import PluginLog
@@ -83,7 +91,12 @@ def test_a_failing_store_reaches_the_plugin_without_host_details(
     manager = FakeManager(BrokenStore(), {})
     broker = ContextBroker(manager, AppRegistry(), lambda *a: None)  # type: ignore[arg-type]
     handler = broker.handler(
-        SimpleNamespace(name="p", capabilities=(), manifest=SimpleNamespace(requires=()))  # type: ignore[arg-type]
+        SimpleNamespace(  # type: ignore[arg-type]
+            name="p",
+            capabilities=(),
+            tier=TrustTier.COMMUNITY,
+            manifest=SimpleNamespace(requires=(), limits=SimpleNamespace(max_output_kb=None)),
+        )
     )
     with pytest.raises(ContextError) as info:
         handler(ContextRequest(1, 1, ContextOp.KV_KEYS, {"prefix": ""}), time.monotonic() + 5)

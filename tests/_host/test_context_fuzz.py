@@ -227,6 +227,12 @@ def _typed(op: ContextOp, base: str, sane: bool) -> st.SearchStrategy[dict[str, 
                 ),
             }
         ),
+        ContextOp.HTTP_BODY: st.fixed_dictionaries(
+            {
+                "handle": pick(st.integers(0, 3), st.one_of(st.integers(), TEXT, st.none())),
+                "offset": pick(st.integers(0, 10), st.one_of(st.integers(), st.floats())),
+            }
+        ),
         ContextOp.APP: st.fixed_dictionaries(
             {
                 "name": pick(st.sampled_from(["mail.send", "other"]), TEXT),

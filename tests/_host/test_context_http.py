@@ -185,7 +185,7 @@ def test_the_default_policy_refuses_loopback_without_naming_the_address(
     assert len(server.seen) == seen, "nothing was sent"
 
 
-def test_an_answer_over_the_channel_limit_is_refused(
+def test_a_body_larger_than_the_channel_reaches_the_plugin_in_pieces(
     plugins_dir: Path,
     state_dir: Path,
     launcher: SandboxLauncher,
@@ -193,13 +193,51 @@ def test_an_answer_over_the_channel_limit_is_refused(
     server: RunningServer,
     make_plugin: PluginFactory,
 ) -> None:
+    """Issue 15: the broker allowed 10 MiB and the channel 1 MiB, so a 3 MiB body was
+    downloaded whole, then refused (ContextLimitError, counted by the breaker). A body
+    within the broker's limit now crosses in pieces, whatever the channel's size."""
     origin = _fetcher(make_plugin, server, limits="max_output_kb = 1")
     with _host(plugins_dir, state_dir, launcher, pki) as host:
         enable(host, "fetcher")
         assert host.call("fetcher", "main.size", f"{origin}/bytes/100") == 100
-        with pytest.raises(PluginCallError) as info:
-            host.call("fetcher", "main.size", f"{origin}/bytes/5000")
-        assert info.value.exc_type == "ContextLimitError"
-        assert "the answer to ctx.http.fetch encodes to " in str(info.value)
-        assert "over the channel limit of 1024 bytes" in str(info.value)
-        assert host.call("fetcher", "main.size", f"{origin}/bytes/10") == 10, "worker survives"
+        assert host.call("fetcher", "main.size", f"{origin}/bytes/5000") == 5000
+        pieces = [d for d in host.manager.store.decisions("fetcher") if d.action == "http"]
+        assert all(d.allowed for d in pieces)
+        assert host.breaker("fetcher").failures == 0
+
+
+def test_a_body_of_megabytes_crosses_the_default_channel(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    pki: Pki,
+    server: RunningServer,
+    make_plugin: PluginFactory,
+) -> None:
+    """3 MiB through a 1 MiB channel (the default policy's max_output_kb)."""
+    origin = _fetcher(make_plugin, server)
+    with _host(plugins_dir, state_dir, launcher, pki) as host:
+        enable(host, "fetcher")
+        size = 3 * 1024 * 1024
+        assert host.call("fetcher", "main.size", f"{origin}/bytes/{size}") == size
+
+
+def test_a_size_refusal_never_counts_toward_the_breaker(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    pki: Pki,
+    server: RunningServer,
+    make_plugin: PluginFactory,
+) -> None:
+    """Over the broker's limit is a refusal, uncaught or not (issue 15)."""
+    origin = _fetcher(make_plugin, server)
+    small = NetworkPolicy(allowed_networks=TEST_POLICY.allowed_networks, max_response_bytes=1000)
+    with _host(plugins_dir, state_dir, launcher, pki, network=small) as host:
+        enable(host, "fetcher")
+        for _ in range(5):  # more than the breaker's threshold of 3
+            with pytest.raises(PluginCallError) as info:
+                host.call("fetcher", "main.size", f"{origin}/bytes/5000")
+            assert info.value.exc_type == "SizeLimitError"
+        assert host.breaker("fetcher").failures == 0
+        assert host.call("fetcher", "main.size", f"{origin}/bytes/10") == 10

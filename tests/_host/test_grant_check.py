@@ -290,11 +290,6 @@ def test_a_writable_grant_never_lies_in_the_kernels_interfaces(
     assert "one of the kernel's interfaces" in refused.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="only the host's own state directory is protected: a plugin may be granted "
-    "another caplet state directory of the same user and, with fs.write, forge its approvals",
-)
 def test_another_caplet_state_directory_is_never_granted(
     plugins_dir: Path,
     state_dir: Path,
@@ -318,3 +313,37 @@ def test_another_caplet_state_directory_is_never_granted(
         outcome = host.enable("p", [f"root={other}"], consent=True)
     assert not outcome
     assert "state directory" in outcome.reason
+
+
+def test_a_grant_inside_another_state_directory_and_the_default_ones_are_guarded(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = tmp_path / "other-state"
+    with make_host(plugins_dir, other, launcher) as first:
+        first.discover()
+    (other / "snapshots-of-theirs").mkdir()
+    # The state directory a default host of this user would use, holding nothing yet.
+    area = tmp_path / "area"
+    default = area / "default-state"
+    default.mkdir(parents=True)
+    monkeypatch.setenv("CAPLET_STATE_DIR", str(default))
+    _tool(make_plugin, "p", "fs.write")
+    _tool(make_plugin, "r", "fs.read")
+    with make_host(plugins_dir, state_dir, launcher) as host:
+        host.discover()
+        inside = host.enable("p", [f"root={other / 'snapshots-of-theirs'}"], consent=True)
+        assert not inside
+        assert f"lies inside {other}, a caplet state directory" in inside.reason
+        over = host.enable("p", [f"root={area}"], consent=True)
+        assert not over
+        assert f"contains {default}, another caplet state directory" in over.reason
+        # A read grant over it gets it hidden, and the approver is told.
+        seen = host.enable("r", [f"root={area}"], consent=True)
+        assert seen, seen.reason
+        notes = [d.detail for d in host.manager.store.decisions("r") if d.action == "grant"]
+    assert any(f"caplet's state directory {default} is hidden" in note for note in notes)

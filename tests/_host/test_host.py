@@ -348,4 +348,48 @@ def test_rejected_registrations_cannot_flood_the_decision_log(
     assert len(registers) <= 100
     # Still on record: the first names, and how many more there were.
     assert any(d.target == "m0" for d in registers)
-    assert sum(d.target == "4980 more" for d in registers) == 3
+    # Each start's collapsed row; the third start's may still be held by the
+    # denial rate limit (60 per minute, issue 15) for the summary row written at close.
+    assert sum(d.target == "4980 more" for d in registers) >= 2
+
+
+def test_a_declared_function_create_functions_does_not_return_is_refused_at_enable(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Issue 15: it was accepted, and still advertised in the agent's system message."""
+    make_plugin(
+        "partial",
+        source="def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+        modules='[modules.main]\nfunctions = ["run", "missing", "gone"]\n',
+    )
+    host.discover()
+    outcome = host.enable("partial", consent=True)
+    assert not outcome
+    assert outcome.reason == (
+        "plugin 'partial' declares main.missing, main.gone in its manifest, but "
+        "create_functions did not return them; return every declared function, or remove "
+        "it from the manifest's [modules]"
+    )
+    assert host.manager.require_plugin("partial").state.value != "enabled"
+    assert "missing" not in host.get_system_message_additions()
+    assert host.worker_pid("partial") is None
+
+
+def test_keyword_arguments_may_be_named_like_calls_own_parameters(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Issue 15: host.call("p", "m.f", name="v") was a TypeError (a keyword clashing with
+    call's own parameter)."""
+    make_plugin(
+        "kw",
+        source=(
+            "def create_functions(config):\n"
+            "    def run(name, target, args=()):\n"
+            "        return [name, target, list(args)]\n"
+            "    return {'main': {'run': run}}\n"
+        ),
+    )
+    host.discover()
+    assert host.enable("kw", consent=True)
+    assert host.call("kw", "main.run", name="n", target="t", args=[1]) == ["n", "t", [1]]
+    assert host.functions("kw")["main"]["run"](name="a", target="b") == ["a", "b", []]

@@ -651,3 +651,17 @@ def test_a_passed_auditor_is_used_and_left_open(
     llm.script(Reply("still open"))
     assert provider.complete("s", "u") == "still open"
     provider.close()
+
+
+def test_a_skipped_plugin_is_named_with_why_it_was_skipped(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    """Issue 15: approving a plugin whose folder failed to load said only "no plugin named"."""
+    folder = make_plugin("noentry")
+    (folder / "plugin.py").unlink()
+    with PluginManager(plugins_dir, state_dir=state_dir) as manager:
+        manager.discover()
+        with pytest.raises(PluginNotFoundError) as caught:
+            manager.require_plugin("noentry")
+    assert str(caught.value).startswith("plugin 'noentry' was skipped: ")
+    assert "entry: 'plugin.py' does not exist in" in str(caught.value)

@@ -965,3 +965,14 @@ def test_relative_plugin_dir_uses_its_name(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path / "demo")
     assert load_manifest(Path()).name == "demo"
     assert os.path.basename(os.getcwd()) == "demo"
+
+
+def test_a_default_entry_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    """Issue 15: without `entry = ...` the default plugin.py was never checked, so a plugin
+    without its entry file was scanned ("0 files"), audited and approved, and failed only
+    at enable."""
+    error = load_error(write_plugin(tmp_path, entry=None))
+    (line,) = problem_lines(error)
+    assert line.startswith("entry: 'plugin.py' does not exist in ")
+    assert "create it or point entry at the plugin's entry module" in line
+    assert error.field == "entry"

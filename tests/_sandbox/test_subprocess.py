@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from caplet._errors import (
+    CallCancelledError,
     CallTimeoutError,
     PluginCallError,
     ProtocolError,
@@ -469,7 +470,8 @@ def test_frame_limit_applies_both_ways(launch: Launch) -> None:
     assert "over the frame limit of 1024 bytes; pass less data per call" in str(caught.value)
     with pytest.raises(PluginCallError) as result:
         worker.call("demo", "run", [5000], {}, timeout_s=30)
-    assert result.value.exc_type == "ValueError"
+    # A size limit's refusal, which the host never counts as the plugin failing (issue 15).
+    assert result.value.exc_type == "SizeLimitError"
     assert "over the frame limit of 1024 bytes; return less data per call" in str(result.value)
     assert worker.call("demo", "run", [3], {}, timeout_s=30) == "xxx"
 
@@ -622,3 +624,61 @@ def test_an_infinite_timeout_is_allowed(launch: Launch) -> None:
     with pytest.raises(SandboxError, match="got nan"):
         worker.call("demo", "run", ["none"], {}, timeout_s=float("nan"))
     assert worker.alive
+
+
+SPIN = """
+def create_functions(config):
+    def spin():
+        while True:
+            pass
+
+    def echo(value):
+        return value
+
+    return {"demo": {"spin": spin, "echo": echo}}
+"""
+
+
+def test_interrupt_stops_the_call_of_that_thread_only(launch: Launch) -> None:
+    """An asyncio caller's cancellation (issue 15): the call raises CallCancelledError
+    in its thread at once, the worker is stopped; another thread is never interrupted."""
+    import threading
+
+    worker = launch(SPIN, modules={"demo": ("spin", "echo")})
+    assert worker.interrupt(threading.get_ident()) is False, "this thread has no call here"
+    outcome: list[BaseException] = []
+    ident: list[int] = []
+
+    def call() -> None:
+        ident.append(threading.get_ident())
+        try:
+            worker.call("demo", "spin", [], {}, timeout_s=600)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    while worker._owner is None:
+        select.select([], [], [], 0.001)
+    assert worker.interrupt(threading.get_ident()) is False, "not the calling thread"
+    assert worker.interrupt(ident[0]) is True
+    thread.join(60)
+    assert not thread.is_alive()
+    (error,) = outcome
+    assert isinstance(error, CallCancelledError)
+    assert "was cancelled by its caller while it ran; the worker" in str(error)
+    assert not worker.alive
+    with pytest.raises(WorkerGoneError):
+        worker.call("demo", "echo", [1], {}, timeout_s=30)
+
+
+def test_a_set_cancel_event_drops_the_call_unsent(launch: Launch) -> None:
+    import threading
+
+    worker = launch(SPIN, modules={"demo": ("spin", "echo")})
+    event = threading.Event()
+    event.set()
+    with pytest.raises(CallCancelledError, match="before it was sent; nothing ran"):
+        worker.call("demo", "echo", [1], {}, timeout_s=30, cancel=event)
+    assert worker.alive
+    assert worker.call("demo", "echo", [2], {}, timeout_s=30) == 2

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from caplet._errors import StoreError
-from caplet._trust._open import describe_store, is_shared, open_store, store_from_environment
+from caplet._trust._open import (
+    describe_store,
+    is_shared,
+    open_store,
+    store_address,
+    store_from_environment,
+)
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._sqlite import DB_FILENAME, SqliteStore
 
@@ -60,3 +66,11 @@ def test_caplet_store_chooses(pg_url: str, tmp_path: Path) -> None:
 
 def test_describe_store_hides_the_password() -> None:
     assert describe_store("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+
+
+def test_the_environment_wins_over_the_policy_file_and_blank_means_unset() -> None:
+    configured = "postgresql://caplet@db/caplet"
+    assert store_address(configured, {"CAPLET_STORE": "/srv/caplet"}) == "/srv/caplet"
+    assert store_address(configured, {"CAPLET_STORE": "  "}) == configured
+    assert store_address(configured, {}) == configured
+    assert store_address(None, {}) == ""

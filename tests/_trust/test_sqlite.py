@@ -703,3 +703,88 @@ def test_undecodable_kv_row(store: SqliteStore) -> None:
         StoreError, match=r"row 'a/k' of table kv is invalid \(value is not a blob\)"
     ):
         store.kv_get("a", "k")
+
+
+def test_an_empty_database_without_a_wal_is_damage_never_re_created(state_dir: Path) -> None:
+    """Issue 15: a zero-byte caplet.db was silently re-created (every approval gone) and
+    `doctor --check-state` said ok."""
+    with SqliteStore(state_dir) as store:
+        store.log_decision(Decision(at=1.0, plugin="p", action="call", target="f", allowed=True))
+    db = state_dir / DB_FILENAME
+    db.write_bytes(b"")
+    for side in ("-wal", "-shm"):
+        (state_dir / (DB_FILENAME + side)).unlink(missing_ok=True)
+    with pytest.raises(StoreError) as info:
+        SqliteStore(state_dir)
+    message = str(info.value)
+    assert message.startswith(
+        f"state database {db} is empty (0 bytes) and has no write-ahead log: its content "
+        "(approvals, audits, the decision log) was lost"
+    )
+    assert f"mv {db} {db}.bak" in message
+    assert db.read_bytes() == b"", "never re-created over the loss"
+    assert sorted(p.name for p in state_dir.iterdir()) == [DB_FILENAME]
+
+
+def test_a_new_database_is_created_whole_and_never_seen_half_made(state_dir: Path) -> None:
+    """Created under a temporary name and linked into place: no empty file at the real
+    path at any moment, and nothing left beside it."""
+    seen: list[int] = []
+    original = SqliteStore._create
+
+    def watched(self: SqliteStore) -> None:
+        seen.append(-1 if not self.path.exists() else self.path.stat().st_size)
+        original(self)
+        seen.append(self.path.stat().st_size)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SqliteStore, "_create", watched)
+        SqliteStore(state_dir).close()
+    assert seen[0] == -1
+    assert seen[1] > 0
+    assert [p.name for p in state_dir.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_two_stores_creating_the_same_database_at_once_share_it(state_dir: Path) -> None:
+    """The second creator's link finds the first one's file and uses it."""
+    state_dir.mkdir(mode=0o700)
+    first = SqliteStore(state_dir)
+    first.log_decision(Decision(at=1.0, plugin="p", action="call", target="f", allowed=True))
+    second = SqliteStore.__new__(SqliteStore)
+    second.busy_timeout = 1.0
+    second.state_dir = state_dir
+    second.path = state_dir / DB_FILENAME
+    second._create()  # as if it had found no file a moment before the first created it
+    assert [d.plugin for d in first.decisions()] == ["p"]
+    first.close()
+
+
+def test_decisions_filter_by_time_verdict_and_action(store: SqliteStore) -> None:
+    for at, plugin, action, allowed in (
+        (10.0, "a", "http", False),
+        (20.0, "a", "call", True),
+        (30.0, "b", "http", True),
+        (40.0, "a", "http", True),
+    ):
+        store.log_decision(
+            Decision(at=at, plugin=plugin, action=action, target="t", allowed=allowed)
+        )
+    assert [d.at for d in store.decisions(since=20.0)] == [40.0, 30.0, 20.0]
+    assert [d.at for d in store.decisions(allowed=False)] == [10.0]
+    assert [d.at for d in store.decisions("a", action="http")] == [40.0, 10.0]
+    assert [d.at for d in store.decisions("a", since=15.0, allowed=True, action="call")] == [20.0]
+    assert store.decisions(action="nothing") == []
+
+
+def test_prune_decisions_by_age_and_count(store: SqliteStore) -> None:
+    for n in range(6):
+        store.log_decision(
+            Decision(at=float(n), plugin="p", action="a", target=str(n), allowed=True)
+        )
+    assert store.decisions_span() == (6, 0.0)
+    assert store.prune_decisions(before=2.0, keep=100) == 2
+    assert store.prune_decisions(before=0.0, keep=3) == 1
+    assert [d.target for d in store.decisions()] == ["5", "4", "3"]
+    assert store.decisions_span() == (3, 3.0)
+    with pytest.raises(StoreError, match="keep 0 rows or more"):
+        store.prune_decisions(before=0.0, keep=-1)

@@ -67,8 +67,10 @@ def assert_clean(report: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 def test_a_small_soak_has_no_leaks_and_every_breaker_behaves() -> None:
+    # Seed 6: since oversized results stopped counting (size refusals, issue 15), seed
+    # 2 no longer trips a breaker into quarantine; 6 still exercises every path.
     report = run_soak(
-        "--plugins", "5", "--calls", "300", "--seed", "2", "--timeout-ms", "1500", timeout_s=300
+        "--plugins", "5", "--calls", "300", "--seed", "6", "--timeout-ms", "1500", timeout_s=300
     )
     assert_clean(report)
     assert report["plugins"] == 5

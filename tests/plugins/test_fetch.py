@@ -265,3 +265,22 @@ def test_the_default_policy_refuses_loopback(
     assert message.startswith("BlockedByPolicyRefused: blocked by policy:")
     assert "loopback" in message
     assert len(server.seen) == seen, "nothing was sent"
+
+
+def test_a_response_up_to_its_documented_8192_kib_reaches_the_plugin(
+    fetch: Fetch, origin: str
+) -> None:
+    """Issue 15: max_response_kb up to 8192 is documented, but a body over the 1 MiB
+    channel was refused after the download (and counted by the breaker)."""
+    caller = fetch("max_response_kb=8192", "read_kb=512")
+    size = 3 * 1024 * 1024
+    url = f"{origin}/bytes/{size}"
+    assert caller("get", url)["total_bytes"] == size
+    received = 0
+    while True:
+        piece = caller("read", url)
+        received += len(piece["data"])
+        if piece["done"]:
+            break
+    assert received == size
+    assert caller.host.breaker("fetch").failures == 0

@@ -9,15 +9,50 @@ rate and data budget.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ipaddress
 from ipaddress import IPv4Network, IPv6Network
+from typing import Annotated
+
+from pydantic import PlainValidator
+from pydantic.dataclasses import dataclass
 
 from caplet._broker._addresses import AddressClass, Classification
+from caplet._errors import PolicyError
+from caplet._validated import (
+    MODEL_CONFIG,
+    Bytes,
+    Count,
+    Flag,
+    Positive,
+    Seconds,
+    validated,
+)
 
 __all__ = ["NetworkPolicy"]
 
 
-@dataclass(frozen=True, slots=True)
+def _network(value: object) -> IPv4Network | IPv6Network:
+    """A network from an ``ipaddress`` network or its CIDR text (``"127.0.0.0/8"``)."""
+    if isinstance(value, IPv4Network | IPv6Network):
+        return value
+    if not isinstance(value, str):
+        # ValueError, not TypeError: pydantic reports only the former as a validation error.
+        raise ValueError('expected a network in CIDR notation, such as "127.0.0.0/8"')  # noqa: TRY004
+    try:
+        return ipaddress.ip_network(value)
+    except ValueError as exc:
+        # "has host bits set": 127.0.0.1/8 is ambiguous (did it mean one address?).
+        raise ValueError(
+            f'{exc}; write the network in CIDR notation, such as "127.0.0.0/8" '
+            'or "10.1.2.3/32" for one address'
+        ) from None
+
+
+Network = Annotated[IPv4Network | IPv6Network, PlainValidator(_network)]
+
+
+@validated(PolicyError, "network policy")
+@dataclass(frozen=True, slots=True, config=MODEL_CONFIG)
 class NetworkPolicy:
     """Limits and exceptions for brokered HTTP.
 
@@ -39,19 +74,23 @@ class NetworkPolicy:
     ``requests_per_minute``/``requests_per_hour`` count every request sent
     (each redirect hop is one) per plugin over sliding windows;
     ``bytes_per_hour`` is the data budget: request and response bodies.
+
+    Every value is checked at construction (strict types, bounds);
+    ``allowed_networks`` takes networks or their CIDR text. A bad value
+    raises :class:`~caplet.PolicyError` naming the field.
     """
 
-    allowed_networks: tuple[IPv4Network | IPv6Network, ...] = ()
-    allow_wildcard_hosts: bool = False
-    max_url_length: int = 4096
-    max_request_bytes: int = 1024 * 1024
-    max_response_bytes: int = 10 * 1024 * 1024
-    default_timeout_s: float = 10.0
-    max_timeout_s: float = 30.0
-    max_redirects: int = 5
-    requests_per_minute: int = 60
-    requests_per_hour: int = 1000
-    bytes_per_hour: int = 100 * 1024 * 1024
+    allowed_networks: tuple[Network, ...] = ()
+    allow_wildcard_hosts: Flag = False
+    max_url_length: Positive = 4096
+    max_request_bytes: Bytes = 1024 * 1024
+    max_response_bytes: Bytes = 10 * 1024 * 1024
+    default_timeout_s: Seconds = 10.0
+    max_timeout_s: Seconds = 30.0
+    max_redirects: Count = 5
+    requests_per_minute: Count = 60
+    requests_per_hour: Count = 1000
+    bytes_per_hour: Count = 100 * 1024 * 1024
 
     def permits(self, verdict: Classification) -> bool:
         """True when the broker may connect to the classified address."""

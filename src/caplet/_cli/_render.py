@@ -17,17 +17,18 @@ import dataclasses
 import enum
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias, assert_never
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from caplet._audit._model import AuditResult
 from caplet._audit._report import Tone, audit_report, canary_meaning
 from caplet._cli._safe import plain
+from caplet._cli._table import Cell, print_table
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
 from caplet._display import safe_line
@@ -55,6 +56,7 @@ __all__ = [
     "print_rules",
     "print_scan_report",
     "trust_text",
+    "when",
 ]
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
@@ -247,19 +249,21 @@ def print_hook_results(console: Console, results: HookResults) -> None:
         console.print(plain(f"{results.event}: no enabled plugin subscribes to it"))
         return
     title = plain(f"{results.event} ({results.error_policy.value})")
-    table = Table(title=title, title_justify="left")
-    for column in ("plugin", "function", "priority", "status", "result or error"):
-        table.add_column(column, overflow="fold")
+    rows: list[list[Cell]] = []
     for call in results.calls:
         shown = call.error if call.error else json.dumps(jsonable(call.value))
-        table.add_row(
-            plain(call.plugin),
-            plain(call.target),
-            str(call.priority),
-            Text(call.status.value, style=_call_style(call.status)),
-            plain(shown, multiline=True),
+        rows.append(
+            [
+                plain(call.plugin),
+                plain(call.target),
+                str(call.priority),
+                Text(call.status.value, style=_call_style(call.status)),
+                plain(shown, multiline=True),
+            ]
         )
-    console.print(table)
+    print_table(
+        console, title, ("plugin", "function", "priority", "status", "result or error"), rows
+    )
     if results.aborted_by is not None:
         console.print(plain(f"aborted by {results.aborted_by}", "red"))
 
@@ -281,7 +285,6 @@ def print_plugins(
     console: Console, plugins: Sequence[PluginInfo], broken: Sequence[BrokenPlugin]
 ) -> None:
     """The `caplet list` table, then the directories that were skipped."""
-    table = Table(title=f"Plugins ({len(plugins)})", title_justify="left")
     columns = (
         "name",
         "version",
@@ -292,22 +295,23 @@ def print_plugins(
         "capabilities",
         "description",
     )
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    rows: list[list[Cell]] = []
     for info in plugins:
         risk = info.audit.risk_level.value if info.audit else "-"
-        table.add_row(
-            plain(info.name),
-            plain(info.version),
-            info.state.value,
-            "yes" if info.approved else "no",
-            Text(risk, style=_RISK_STYLE.get(risk, "")),
-            trust_text(info),
-            # One capability a line: each escaped on its own, so none can add a line.
-            Text("\n").join(plain(str(c)) for c in info.capabilities) or "-",
-            plain(info.description),
+        rows.append(
+            [
+                plain(info.name),
+                plain(info.version),
+                info.state.value,
+                "yes" if info.approved else "no",
+                Text(risk, style=_RISK_STYLE.get(risk, "")),
+                trust_text(info),
+                # One capability a line: each escaped on its own, so none can add a line.
+                Text("\n").join(plain(str(c)) for c in info.capabilities) or "-",
+                plain(info.description),
+            ]
         )
-    console.print(table)
+    print_table(console, f"Plugins ({len(plugins)})", columns, rows)
     for item in broken:
         console.print(plain(f"skipped {item.directory.name}: {item.error}", "red", multiline=True))
 
@@ -334,19 +338,19 @@ def print_findings(console: Console, findings: Sequence[Finding], *, title: str)
     if not findings:
         console.print(plain(f"{title}: no findings"))
         return
-    table = Table(title=plain(title), title_justify="left")
-    for column in ("severity", "rule", "where", "message", "covered by"):
-        table.add_column(column, overflow="fold")
+    rows: list[list[Cell]] = []
     for finding in findings:
         where = f"{finding.file}:{finding.line}" if finding.file else "manifest"
-        table.add_row(
-            Text(finding.severity.value, style=_SEVERITY_STYLE[finding.severity]),
-            plain(finding.rule_id),
-            plain(where),
-            plain(finding.message, multiline=True),
-            plain(finding.capability or "-") if finding.covered else "-",
+        rows.append(
+            [
+                Text(finding.severity.value, style=_SEVERITY_STYLE[finding.severity]),
+                plain(finding.rule_id),
+                plain(where),
+                plain(finding.message, multiline=True),
+                plain(finding.capability or "-") if finding.covered else "-",
+            ]
         )
-    console.print(table)
+    print_table(console, plain(title), ("severity", "rule", "where", "message", "covered by"), rows)
 
 
 def print_scan_report(
@@ -416,21 +420,26 @@ def print_scan_report(
 
 def print_rules(console: Console, rules: Sequence[Rule]) -> None:
     """The rule catalogue: id, kind, severity, family and one-line rationale."""
-    table = Table(title="caplet scan rules (docs/rules.md has examples)", title_justify="left")
-    for column in ("rule", "kind", "severity", "family", "why"):
-        table.add_column(column, overflow="fold")
+    rows: list[list[Cell]] = []
     for r in rules:
         severity = r.severity.value
         if r.covered_severity is not None and r.covered_by is not None:
             severity += f" ({r.covered_severity.value} with {r.covered_by.value})"
-        table.add_row(
-            r.rule_id,
-            r.kind.value,
-            Text(severity, style=_SEVERITY_STYLE[r.severity]),
-            r.family.value,
-            r.rationale,
+        rows.append(
+            [
+                r.rule_id,
+                r.kind.value,
+                Text(severity, style=_SEVERITY_STYLE[r.severity]),
+                r.family.value,
+                r.rationale,
+            ]
         )
-    console.print(table)
+    print_table(
+        console,
+        "caplet scan rules (docs/rules.md has examples)",
+        ("rule", "kind", "severity", "family", "why"),
+        rows,
+    )
 
 
 def risk_text(audit: AuditResult) -> Text:
@@ -440,3 +449,8 @@ def risk_text(audit: AuditResult) -> Text:
         f"verdict {audit.verdict.value}",
         _RISK_STYLE[audit.risk_level.value],
     )
+
+
+def when(at: float) -> str:
+    """A wall-clock time as the CLI shows it (local time, to the second)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))

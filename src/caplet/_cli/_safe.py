@@ -36,8 +36,16 @@ from rich.segment import Segment
 from rich.text import Text
 
 from caplet._display import safe_line, safe_text
+from caplet._host._plugin_log import LOGGER_NAME
 
-__all__ = ["TerminalLogHandler", "cli_console", "guard", "plain", "safe_markup"]
+__all__ = [
+    "TerminalLogHandler",
+    "cli_console",
+    "guard",
+    "plain",
+    "safe_markup",
+    "show_plugin_lines",
+]
 
 
 def plain(text: str, style: str = "", *, multiline: bool = False) -> Text:
@@ -93,6 +101,10 @@ def cli_console(*, stderr: bool = False) -> Console:
     return guard(Console(stderr=stderr, highlight=False, emoji=False))
 
 
+#: After this many records of one message template, the rest are counted, not shown.
+_REPEATS_SHOWN = 5
+
+
 class TerminalLogHandler(logging.Handler):
     """Log records on a console, escaped: the CLI's handler for the ``caplet`` logger.
 
@@ -100,12 +112,50 @@ class TerminalLogHandler(logging.Handler):
     stderr as they are, and some quote what a plugin controls (the name of a
     folder that failed to load, a worker's error); this one escapes them
     like everything else the CLI shows.
+
+    What it shows: caplet's warnings and errors, and the plugins' ``ctx.log``
+    lines (``[plugin] message``, from info up; debug too with
+    ``CAPLET_DEBUG``) unless :attr:`plugin_lines` is off (``-q``, ``--json``,
+    the selftest's hostile corpus). A message of caplet's that repeats is
+    shown :data:`_REPEATS_SHOWN` times and then counted, and :meth:`summary`
+    says how many were held back, so no run floods the terminal.
     """
 
     def __init__(self, console: Console, *, debug: bool = False) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.DEBUG)
         self.console = console
         self.debug = debug
+        #: Whether the plugins' ctx.log lines are shown.
+        self.plugin_lines = True
+        self._repeats: dict[tuple[str, object], int] = {}
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == LOGGER_NAME or record.name.startswith(f"{LOGGER_NAME}."):
+            floor = logging.DEBUG if self.debug else logging.INFO
+            return self.plugin_lines and record.levelno >= floor
+        if record.levelno < logging.WARNING:
+            return False
+        if not self.debug:
+            key = (record.name, record.msg)
+            seen = self._repeats.get(key, 0) + 1
+            self._repeats[key] = seen
+            if seen > _REPEATS_SHOWN:
+                self._held += 1
+                return False
+        return super().filter(record)
+
+    def summary(self) -> None:
+        """Say how many repeated messages were held back (nothing when none were)."""
+        if self._held:
+            self.console.print(
+                plain(
+                    f"({self._held} more log line(s) repeating the ones above were not shown; "
+                    "CAPLET_DEBUG=1 shows them all)"
+                ),
+                soft_wrap=True,
+            )
+            self._held = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -120,3 +170,13 @@ class TerminalLogHandler(logging.Handler):
             self.console.print(plain(text, multiline=True), soft_wrap=True)
         except Exception:  # pragma: no cover - logging must never raise into the caller
             self.handleError(record)
+
+
+def show_plugin_lines(shown: bool) -> bool:
+    """Turn the plugins' ctx.log lines on or off in every CLI log handler; the old setting."""
+    before = True
+    for handler in logging.getLogger("caplet").handlers:
+        if isinstance(handler, TerminalLogHandler):
+            before = handler.plugin_lines
+            handler.plugin_lines = shown
+    return before

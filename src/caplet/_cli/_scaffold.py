@@ -1,14 +1,18 @@
-"""`caplet new NAME`: a plugin folder that validates, scans clean and runs."""
+"""`caplet new NAME`: a plugin folder that validates, scans clean and runs; or, with
+`--example`, a copy of one of the plugins caplet ships."""
 
 from __future__ import annotations
 
 import re
+import shutil
+from importlib import resources
 from pathlib import Path
 
 from caplet._errors import ManifestError
 from caplet._manifest._load import load_manifest
+from caplet._suggest import did_you_mean
 
-__all__ = ["scaffold"]
+__all__ = ["bundled_plugins", "copy_bundled", "scaffold"]
 
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -90,4 +94,48 @@ def scaffold(plugins_dir: Path, name: str) -> Path:
             path=str(target),
         ) from exc
     load_manifest(target)  # the scaffold must always validate; fail loudly if it ever does not
+    return target
+
+
+def bundled_plugins() -> dict[str, Path]:
+    """The plugins caplet ships, by name: the reference plugins (fs-read, fs-write, fetch)
+    first, then the examples of ``caplet demo`` (hello, shell-out ...); packaged in the
+    wheel, or beside the source tree in a checkout."""
+    package = Path(str(resources.files("caplet")))
+    repo = Path(__file__).resolve().parents[3]
+    found: dict[str, Path] = {}
+    for folder in (
+        package / "_plugins",
+        repo / "plugins",
+        package / "_examples" / "plugins",
+        repo / "examples" / "plugins",
+    ):
+        if folder.is_dir():
+            for plugin in sorted(folder.iterdir()):
+                if (plugin / "plugin.toml").is_file():
+                    found.setdefault(plugin.name, plugin)
+    return found
+
+
+def copy_bundled(plugins_dir: Path, name: str) -> Path:
+    """Copy the shipped plugin ``name`` into ``plugins_dir`` (which is created if missing)."""
+    shipped = bundled_plugins()
+    source = shipped.get(name)
+    if source is None:
+        raise ManifestError(
+            f"caplet ships no plugin named {name!r}{did_you_mean(name, shipped)}; the shipped "
+            f"plugins are {', '.join(sorted(shipped)) or 'missing from this installation'}",
+            field="name",
+        )
+    target = plugins_dir / name
+    if target.exists():
+        raise ManifestError(f"{target} already exists; remove it first", path=str(target))
+    try:
+        plugins_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    except OSError as exc:
+        raise ManifestError(
+            f"cannot copy {name} into {plugins_dir} ({exc.strerror}); check that it is writable",
+            path=str(target),
+        ) from exc
     return target

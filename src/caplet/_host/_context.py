@@ -61,7 +61,13 @@ from caplet._host._failures import request_failure
 from caplet._host._kv import KvService
 from caplet._host._plugin_log import PluginLog
 from caplet._host._records import PluginInfo, PluginState
-from caplet._sandbox._protocol import ContextGrants, ContextOp, ContextRequest, WireValue
+from caplet._sandbox._protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    ContextGrants,
+    ContextOp,
+    ContextRequest,
+    WireValue,
+)
 
 if TYPE_CHECKING:
     from caplet._broker._http import HttpBroker
@@ -76,6 +82,13 @@ logger = logging.getLogger("caplet")
 _REPLY_MARGIN_S: Final = 0.05
 
 _FETCH_KEYS: Final = frozenset({"url", "method", "headers", "body", "timeout"})
+#: Room kept in a reply frame for what is not the body (msgpack framing and ids take
+#: a few dozen bytes; a quarter of a tiny channel, at most 4 KiB, leaves plenty).
+_REPLY_OVERHEAD: Final = 4096
+#: Per header pair, msgpack's framing of a two-item list of strings (generous).
+_PAIR_OVERHEAD: Final = 16
+#: Fetched bodies one worker may be receiving in pieces at once (its threads').
+_BODIES_KEPT: Final = 4
 
 
 class PluginCaller(Protocol):
@@ -164,6 +177,10 @@ class ContextBroker:
             apps=frozenset(c.name for c in capabilities if isinstance(c, AppCapability)),
             modules=frozenset(c.module for c in capabilities if isinstance(c, HostCallCapability)),
             requires=tuple(r.name for r in info.manifest.requires),
+            # The same limit PluginHost._start gives the worker's channel.
+            frame_bytes=self.manager.policy.max_output_bytes(
+                info.manifest.limits.max_output_kb, info.tier
+            ),
         )
 
     # -- shared services --------------------------------------------------------------------
@@ -220,7 +237,17 @@ class ContextBroker:
 class PluginRequests:
     """Answers one worker's ``ctx`` requests (implements ``RequestHandler``)."""
 
-    __slots__ = ("_broker", "apps", "http", "modules", "plugin", "requires")
+    __slots__ = (
+        "_bodies",
+        "_broker",
+        "_next_handle",
+        "apps",
+        "frame_bytes",
+        "http",
+        "modules",
+        "plugin",
+        "requires",
+    )
 
     def __init__(
         self,
@@ -231,6 +258,7 @@ class PluginRequests:
         apps: frozenset[str],
         modules: frozenset[str],
         requires: tuple[str, ...],
+        frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         self._broker = broker
         self.plugin = plugin
@@ -238,6 +266,12 @@ class PluginRequests:
         self.apps = apps
         self.modules = modules
         self.requires = requires
+        #: The worker's channel limit: a fetched body larger than one reply is sent
+        #: in pieces (HTTP_BODY), each well inside it.
+        self.frame_bytes = frame_bytes
+        #: Fetched bodies still being sent in pieces, by handle (the newest few).
+        self._bodies: dict[int, bytes] = {}
+        self._next_handle = 1
 
     def __call__(self, request: ContextRequest, deadline: float) -> WireValue:
         try:
@@ -282,6 +316,8 @@ class PluginRequests:
             return broker.kv.keys(plugin, _args(plugin, request, frozenset({"prefix"}))["prefix"])
         if op is ContextOp.HTTP_FETCH:
             return self._fetch(_args(plugin, request, _FETCH_KEYS), deadline)
+        if op is ContextOp.HTTP_BODY:
+            return self._body_piece(_args(plugin, request, frozenset({"handle", "offset"})))
         if op is ContextOp.APP:
             return self._app(_args(plugin, request, frozenset({"name", "args"})))
         if op is ContextOp.PLUGINS_CALL:
@@ -372,12 +408,51 @@ class PluginRequests:
                 timeout_s=timeout_s,
             ),
         )
-        return {
+        headers = [[name, value] for name, value in response.headers]
+        answer: dict[str, WireValue] = {
             "status": response.status,
-            "headers": [[name, value] for name, value in response.headers],
+            "headers": headers,
             "body": response.body,
             "url": response.url,
         }
+        head = len(response.url.encode()) + sum(
+            len(name.encode()) + len(value.encode()) + _PAIR_OVERHEAD for name, value in headers
+        )
+        if head + len(response.body) + self._overhead <= self.frame_bytes:
+            return answer
+        # Larger than one reply: the body follows in pieces the worker asks for.
+        handle = self._next_handle
+        self._next_handle += 1
+        self._bodies[handle] = response.body
+        while len(self._bodies) > _BODIES_KEPT:
+            del self._bodies[min(self._bodies)]
+        answer.update({"body": b"", "rest": len(response.body), "handle": handle})
+        return answer
+
+    @property
+    def _overhead(self) -> int:
+        return min(_REPLY_OVERHEAD, self.frame_bytes // 4)
+
+    def _body_piece(self, args: Mapping[str, object]) -> WireValue:
+        """The next piece of a fetched body (HTTP_BODY); the last one forgets the body."""
+        handle, offset = args["handle"], args["offset"]
+        body = self._bodies.get(handle) if isinstance(handle, int) else None
+        if (
+            body is None
+            or not isinstance(handle, int)
+            or type(offset) is not int
+            or not 0 <= offset < len(body)
+        ):
+            raise ContextArgumentError(
+                f"invalid arguments: plugin '{self.plugin}': ctx.http body piece "
+                f"{handle!r} at {offset!r} is not one the host is sending (a body is sent "
+                "once, in order, within the call that fetched it)",
+                plugin=self.plugin,
+            )
+        piece = body[offset : offset + max(self.frame_bytes - self._overhead, 1)]
+        if offset + len(piece) >= len(body):
+            del self._bodies[handle]
+        return piece
 
     # -- app ----------------------------------------------------------------------------
 

@@ -9,12 +9,16 @@ host busy answering requests for as long as its deadline lasts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic.dataclasses import dataclass
+
+from caplet._errors import PolicyError
+from caplet._validated import MODEL_CONFIG, Bytes, Count, Positive, validated
 
 __all__ = ["ContextLimits"]
 
 
-@dataclass(frozen=True, slots=True)
+@validated(PolicyError, "context limits")
+@dataclass(frozen=True, slots=True, config=MODEL_CONFIG)
 class ContextLimits:
     """Limits on ``ctx`` requests, per plugin.
 
@@ -35,11 +39,11 @@ class ContextLimits:
     capability handler may return to a plugin.
     """
 
-    max_requests_per_call: int = 10_000
-    kv_max_key_chars: int = 256
-    kv_max_value_bytes: int = 64 * 1024
-    kv_max_keys: int = 1000
-    kv_max_bytes: int = 1024 * 1024
-    log_max_chars: int = 2000
-    log_lines_per_minute: int = 120
-    app_max_result_bytes: int = 1024 * 1024
+    max_requests_per_call: Count = 10_000
+    kv_max_key_chars: Positive = 256
+    kv_max_value_bytes: Bytes = 64 * 1024
+    kv_max_keys: Count = 1000
+    kv_max_bytes: Bytes = 1024 * 1024
+    log_max_chars: Positive = 2000
+    log_lines_per_minute: Count = 120
+    app_max_result_bytes: Bytes = 1024 * 1024

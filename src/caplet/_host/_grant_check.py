@@ -29,6 +29,7 @@ Globs are granted by their literal root directory, as before.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from caplet._sandbox._resolve import (
     access_problem,
     open_no_links,
 )
+from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 
 __all__ = ["GrantPlan", "ProtectedPaths", "plan_grants"]
 
@@ -58,6 +60,9 @@ class ProtectedPaths:
     lockfile: Path
     plugins_dir: Path
     runtime: tuple[str, ...]
+    #: Other state directories of this user that may exist (the platform default, the
+    #: one CAPLET_STATE_DIR names): guarded as the host's own state directory is.
+    other_states: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,7 @@ def plan_grants(
     masks: list[str] = []
     notes: list[str] = []
     state_chain = _chain(protected.state_dir)
+    state_chains = [state_chain, *(_chain(path) for path in protected.other_states)]
     for capability in capabilities:
         if not isinstance(capability, FsCapability):
             continue
@@ -104,17 +110,19 @@ def plan_grants(
             info = os.fstat(fd)
             own = _chain_from_fd(fd, capability.root)
             _refuse_inside_state(where, own, state_chain, protected.state_dir)
+            _refuse_inside_any_state(where, fd, own)
             if writable:
                 _refuse_kernel_interfaces(where, capability.root)
                 _refuse_writable_over(where, own, protected)
             else:
-                hidden = _hidden_state(capability.root, (info.st_dev, info.st_ino), state_chain)
-                if hidden and hidden not in masks:
-                    masks.append(hidden)
-                    notes.append(
-                        f"{capability.declared}: caplet's state directory {hidden} is hidden "
-                        "inside this grant (an empty, sealed directory in the jail)"
-                    )
+                for chain in state_chains:
+                    hidden = _hidden_state(capability.root, (info.st_dev, info.st_ino), chain)
+                    if hidden and hidden not in masks:
+                        masks.append(hidden)
+                        notes.append(
+                            f"{capability.declared}: caplet's state directory {hidden} is "
+                            "hidden inside this grant (an empty, sealed directory in the jail)"
+                        )
             groups = () if identity.privileged else tuple(os.getgroups())
             problem = access_problem(
                 fd, identity.uid, identity.gid, writable=writable, groups=groups
@@ -160,6 +168,33 @@ def _refuse_inside_state(
         )
 
 
+def _refuse_inside_any_state(where: str, fd: int, own: list[_Node]) -> None:
+    """No grant is, or lies inside, *any* caplet state directory: another project's
+    (``CAPLET_STATE_DIR`` per project), another host's of the same user. A state
+    directory is known by its database (``caplet.db``); with ``fs.write`` there a
+    plugin could forge that host's approvals, with ``fs.read`` read its ``ctx.kv``.
+
+    The grant itself is checked through its pinned descriptor, the directories
+    above it by path (a marker that appears later only refuses more).
+    """
+    for index, node in enumerate(own):
+        try:
+            if index == 0:
+                marker = os.stat(STATE_MARKER, dir_fd=fd, follow_symlinks=False)
+            else:
+                marker = (Path(node.path) / STATE_MARKER).lstat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(marker.st_mode):
+            continue
+        relation = "is" if index == 0 else "lies inside"
+        raise CapabilityError(
+            f"{where} {relation} {node.path}, a caplet state directory (it holds "
+            f"{STATE_MARKER}: approvals, the decision log, ctx.kv values); no plugin may be "
+            "granted any caplet state, this host's or another's: grant a directory outside it"
+        )
+
+
 #: Not files but the kernel's interfaces: writing there changes the machine
 #: (a cgroup's limits, a device, a sysctl), not data.
 _KERNEL_INTERFACES = ("/proc", "/sys", "/dev")
@@ -186,8 +221,10 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
     inode = (own[0].device, own[0].inode)
     above = {(node.device, node.inode) for node in own}
     runtime = "the Python runtime or caplet's own code"
+    state = "caplet's state directory (approvals, the decision log)"
     guarded = [
-        (protected.state_dir, "caplet's state directory (approvals, the decision log)", True),
+        (protected.state_dir, state, True),
+        *((path, "another caplet state directory", True) for path in protected.other_states),
         (protected.lockfile.parent, f"the directory of the lock file {protected.lockfile}", False),
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
         *((Path(path), runtime, True) for path in protected.runtime),

@@ -120,6 +120,13 @@ class GuestRunner:
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
         self.pool: GuestPool[_GuestWorker] = GuestPool(self._start, limits.pool_size)
+        #: The guest worker each thread's snippet runs in (what interrupt() stops).
+        self._inflight: dict[int, Worker] = {}
+
+    def interrupt(self, thread: int) -> bool:
+        """Stop the snippet ``thread`` is running (its caller cancelled it)."""
+        worker = self._inflight.get(thread)
+        return worker is not None and worker.interrupt(thread)
 
     # -- workers ------------------------------------------------------------------------
 
@@ -234,8 +241,12 @@ class GuestRunner:
         timeout: float | None,
         catalog: GuestCatalog,
         handler: RequestHandler,
+        cancel: threading.Event | None = None,
     ) -> GuestResult:
-        """Run ``code`` in a fresh guest worker; every outcome is a GuestResult."""
+        """Run ``code`` in a fresh guest worker; every outcome is a GuestResult.
+
+        ``cancel``: see :meth:`interrupt` (a cancelled snippet is a CRASHED result).
+        """
         code = self.check_code(code)
         timeout_s = self.timeout_s(timeout)
         limits = self.limits
@@ -247,6 +258,8 @@ class GuestRunner:
             max_value_bytes=limits.max_output_chars,
         )
         guest = self.pool.take()
+        thread = threading.get_ident()
+        self._inflight[thread] = guest.worker
         try:
             value = guest.worker.call(
                 GUEST_MODULE,
@@ -255,6 +268,7 @@ class GuestRunner:
                 {},
                 timeout_s=timeout_s,
                 on_request=handler,
+                cancel=cancel,
             )
             reply = decode_reply(
                 value,
@@ -303,6 +317,7 @@ class GuestRunner:
                 "lost; the host logged the details (report it as a caplet bug if it repeats)",
             )
         finally:
+            self._inflight.pop(thread, None)
             # One worker, one snippet: whatever happened, this one is done.
             self.pool.discard(guest)
         return GuestResult(

@@ -8,12 +8,25 @@ and a warm pool keeps its start off the agent's critical path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import model_validator
+from pydantic.dataclasses import dataclass
+
+from caplet._errors import PolicyError
+from caplet._validated import (
+    MODEL_CONFIG,
+    Count,
+    Kilobytes,
+    Megabytes,
+    Milliseconds,
+    Positive,
+    validated,
+)
 
 __all__ = ["GuestLimits"]
 
 
-@dataclass(frozen=True, slots=True)
+@validated(PolicyError, "guest limits")
+@dataclass(frozen=True, slots=True, config=MODEL_CONFIG)
 class GuestLimits:
     """Limits of one guest snippet and of the warm pool of guest workers.
 
@@ -36,17 +49,26 @@ class GuestLimits:
     refused (``ContextLimitError`` in the guest).
     """
 
-    pool_size: int = 2
-    timeout_ms: int = 5_000
-    max_timeout_ms: int = 60_000
-    memory_mb: int = 256
-    cpu_s: int = 30
-    processes: int = 8
-    open_files: int = 64
-    tmp_size_mb: int = 16
-    max_output_kb: int = 256
-    max_code_kb: int = 256
-    max_host_calls: int = 1_000
+    pool_size: Count = 2
+    timeout_ms: Milliseconds = 5_000
+    max_timeout_ms: Milliseconds = 60_000
+    memory_mb: Megabytes = 256
+    cpu_s: Positive = 30
+    processes: Positive = 8
+    open_files: Positive = 64
+    tmp_size_mb: Megabytes = 16
+    max_output_kb: Kilobytes = 256
+    max_code_kb: Kilobytes = 256
+    max_host_calls: Count = 1_000
+
+    @model_validator(mode="after")
+    def _deadlines_agree(self) -> GuestLimits:
+        if self.timeout_ms > self.max_timeout_ms:
+            raise ValueError(
+                f"timeout_ms ({self.timeout_ms}) is above max_timeout_ms ({self.max_timeout_ms}); "
+                "lower timeout_ms or raise max_timeout_ms"
+            )
+        return self
 
     @property
     def max_output_chars(self) -> int:

@@ -42,6 +42,7 @@ Threads: any application thread may call any method; the locking design
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -49,7 +50,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,6 +66,7 @@ from caplet._capabilities._model import (
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
+    CallCancelledError,
     CallTimeoutError,
     CapletError,
     InvalidOutputError,
@@ -90,6 +92,7 @@ from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, Hoo
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import RED_TEAM_LABEL, PluginManager
 from caplet._host._policy import Isolation, Policy
+from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
 from caplet._host._validate import FunctionValidator
 from caplet._sandbox._context import Refused
@@ -241,7 +244,7 @@ class PluginHost:
         plugins_dir: Path | str,
         *,
         state_dir: Path | str | None = None,
-        policy: Policy | None = None,
+        policy: Policy | EffectivePolicy | Path | str | None = None,
         store: TrustStore | str | None = None,
         launcher: Launcher | None = None,
         prompter: Prompter | None = None,
@@ -255,11 +258,13 @@ class PluginHost:
         ssl_context: ssl.SSLContext | None = None,
         red_team: bool = False,
     ) -> None:
+        #: The policy in force and where each value came from (``caplet policy``).
+        self.effective_policy = resolve_policy(policy, plugins_dir)
         self.manager = PluginManager(
             plugins_dir,
             state_dir=state_dir,
             store=store,
-            policy=policy,
+            policy=self.effective_policy.policy,
             auditor=auditor,
             lockfile=lockfile,
             loading=loading,
@@ -318,6 +323,10 @@ class PluginHost:
         #: The events this host defines (made here, not lazily, so two
         #: threads emitting first cannot each make one).
         self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
+        #: Per thread: the event that cancels what this thread is doing for an
+        #: asyncio caller (AsyncPluginHost; see cancellable and interrupt).
+        self._cancel = threading.local()
+        note_loosened(self.effective_policy, self.manager)
         if discover:
             self.manager.discover()
 
@@ -580,8 +589,11 @@ class PluginHost:
 
     # -- calling --------------------------------------------------------------------------
 
-    def call(self, name: str, target: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, name: str, target: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call ``module.function`` of an enabled plugin in its worker.
+
+        ``name`` and ``target`` are positional-only, so every keyword goes to
+        the plugin's function (``host.call("p", "m.f", name="v")``).
 
         Raises :class:`LifecycleError` when the plugin is not enabled, does
         not declare the function, or the arguments do not match its declared
@@ -617,6 +629,7 @@ class PluginHost:
                 kwargs,
                 timeout_s=running.timeout_s,
                 on_request=running.on_request,
+                cancel=getattr(self._cancel, "event", None),
             )
             if schemas is not None:
                 schemas.check_result(value)
@@ -671,6 +684,7 @@ class PluginHost:
                         kwargs,
                         timeout_s=timeout_s,
                         on_request=running.on_request,
+                        cancel=getattr(self._cancel, "event", None),
                     )
                     break
                 except WorkerGoneError:
@@ -740,6 +754,13 @@ class PluginHost:
         """
         worker_alive = running is not None and running.worker.alive
         if isinstance(exc, ProtocolError) and worker_alive:
+            return False
+        if isinstance(exc, CallCancelledError):
+            # The caller's decision, not the plugin's failure (its worker, if it
+            # was running the call, is dead and goes).
+            self.manager.log_decision(name, "call", target, False, str(exc))
+            if running is not None and not worker_alive:
+                self._stop(name, running)
             return False
         if isinstance(exc, PluginCallError) and worker_alive and _is_refusal(exc):
             # caplet.plugin.Refused: the plugin refused bad input on purpose
@@ -946,6 +967,18 @@ class PluginHost:
             remove_snapshot(snapshot)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+        missing = _not_provided(info, worker.started.registered)
+        if missing:
+            # Declared (and so advertised to agents) but never returned by
+            # create_functions: refused at enable, naming them (issue 15).
+            worker.close()
+            remove_snapshot(snapshot)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise LifecycleError(
+                f"plugin {name!r} declares {', '.join(missing)} in its manifest, but "
+                f"create_functions did not return {'it' if len(missing) == 1 else 'them'}; "
+                "return every declared function, or remove it from the manifest's [modules]"
+            )
         # The real guarantee this worker runs under, on record (best-effort
         # isolation may have run it with fewer layers than strict would).
         self.manager.log_decision(
@@ -1201,6 +1234,31 @@ class PluginHost:
             cached = self._catalog = (generation, guest_catalog(self.manager.list_plugins()))
         return cached[1]
 
+    # -- cancellation (AsyncPluginHost) -------------------------------------------------------
+
+    @contextlib.contextmanager
+    def cancellable(self, event: threading.Event) -> Iterator[None]:
+        """While the block runs in this thread, ``event`` cancels its calls: one not yet
+        sent is dropped (CallCancelledError, nothing ran), and :meth:`interrupt` stops one
+        that runs. How :class:`AsyncPluginHost` honours an asyncio cancellation."""
+        previous = getattr(self._cancel, "event", None)
+        self._cancel.event = event
+        try:
+            yield
+        finally:
+            self._cancel.event = previous
+
+    def interrupt(self, thread: int) -> bool:
+        """Stop the call (or guest snippet) ``thread`` is waiting on: its worker is stopped
+        and the call raises :class:`CallCancelledError` there. False when it waits on none."""
+        stopped = False
+        for running in list(self._running.values()):
+            stopped |= running.worker.interrupt(thread)
+        guests = self._guests
+        if guests is not None:
+            stopped |= guests.interrupt(thread)
+        return stopped
+
     def exec(self, code: str, *, timeout: float | None = None) -> GuestResult:
         """Run untrusted Python ``code`` in a zero-capability sandbox; never raises for
         what the code does.
@@ -1227,7 +1285,13 @@ class PluginHost:
             self.manager.validators,
             self.manager.log_decision,
         )
-        return runner.run(code, timeout=timeout, catalog=self._guest_catalog(), handler=handler)
+        return runner.run(
+            code,
+            timeout=timeout,
+            catalog=self._guest_catalog(),
+            handler=handler,
+            cancel=getattr(self._cancel, "event", None),
+        )
 
     def warm_guests(self) -> int:
         """Start the warm pool's guest workers now (``Policy.guest.pool_size``); return
@@ -1353,6 +1417,16 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
 _REJECTED_LOGGED = 20
 
 
+def _not_provided(info: PluginInfo, registered: Mapping[str, Sequence[str]]) -> list[str]:
+    """The declared ``module.function`` names the worker did not register."""
+    return [
+        f"{module.name}.{function}"
+        for module in info.manifest.modules
+        for function in module.function_names
+        if function not in registered.get(module.name, ())
+    ]
+
+
 def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
     """Executable grants for the approved programs, found on the host's PATH."""
     grants: list[PathGrant] = []
@@ -1382,7 +1456,14 @@ def _approved_environment(capabilities: Sequence[Capability]) -> dict[str, str]:
     return env
 
 
+#: What a size limit raises in a worker: the broker's response or request too large,
+#: a result over the channel. A refusal of the input's size, not a failure of the
+#: plugin, so never counted by the breaker (issue 15; README, "Limits").
+_SIZE_REFUSALS = frozenset({"SizeLimitError"})
+
+
 def _is_refusal(exc: PluginCallError) -> bool:
     """True when the plugin raised ``caplet.plugin.Refused`` (or a subclass whose name
-    ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel)."""
-    return exc.exc_type.endswith(Refused.__name__)
+    ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel), or
+    a size limit refused what it was asked to carry."""
+    return exc.exc_type.endswith(Refused.__name__) or exc.exc_type in _SIZE_REFUSALS

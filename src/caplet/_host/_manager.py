@@ -81,6 +81,7 @@ from caplet._host._consent import (
     why_consent,
     widening_since,
 )
+from caplet._host._decision_log import DecisionLog
 from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
@@ -114,7 +115,7 @@ from caplet._trust._hashing import tree_hash
 from caplet._trust._keyring import Keyring
 from caplet._trust._lockfile import LOCKFILE_NAME, LockEntry, Lockfile, LockSignature, read_lockfile
 from caplet._trust._open import open_store, store_from_environment
-from caplet._trust._paths import default_state_dir
+from caplet._trust._paths import default_state_dir, default_state_dirs
 from caplet._trust._signing import (
     PublicKey,
     SignatureCheck,
@@ -124,7 +125,7 @@ from caplet._trust._signing import (
 )
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 from caplet._trust._source import PluginSource, SourceKind
-from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord, TrustStore
+from caplet._trust._store import ApprovalRecord, QuarantineRecord, TrustStore
 
 __all__ = ["RED_TEAM_BANNER", "RED_TEAM_LABEL", "PluginManager"]
 
@@ -243,10 +244,13 @@ class PluginManager:
             logger.warning("%s", RED_TEAM_BANNER)
         self._owns_store = store is None or isinstance(store, str)
         if store is None:
-            store = store_from_environment(self.state_dir)
+            store = store_from_environment(self.state_dir, configured=self.policy.store)
         elif isinstance(store, str):
             store = open_store(store, state_dir=self.state_dir)
         self.store: TrustStore = store
+        #: Refusals at a bounded rate, rows kept as long as the policy says (issue 15).
+        self._decisions = DecisionLog(store, self.policy.log)
+        self._decisions.prune()
         self._records: dict[str, _Record] = {}
         self._broken: list[BrokenPlugin] = []
         self._lock: Lockfile | None = None
@@ -592,6 +596,12 @@ class PluginManager:
     def _record(self, name: str) -> _Record:
         record = self._records.get(name)
         if record is None:
+            broken = next((b for b in self._broken if b.directory.name == name), None)
+            if broken is not None:
+                # Its folder is there but could not be read: say why (issue 15).
+                raise PluginNotFoundError(
+                    f"plugin {name!r} was skipped: {broken.error}", name=name, suggestion=None
+                )
             suggestion = closest(name, self._records)
             hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
             raise PluginNotFoundError(
@@ -1352,8 +1362,8 @@ class PluginManager:
             return None
         untrusted = record.tier is TrustTier.UNTRUSTED
         audit = self.audit(name) if untrusted or record.audit is None else record.audit
-        if self._trust_refusal(name, audit):
-            return None
+        if self._trust_refusal(name, audit) and not self.red_team:
+            return None  # refused anyway (the red team's enable measures it, not refuses)
         need = self._consent_need(record, approval, audit)
         if need is None:
             return None
@@ -1460,6 +1470,7 @@ class PluginManager:
             lockfile=self.lockfile_path,
             plugins_dir=self.plugins_dir,
             runtime=_runtime_paths(),
+            other_states=_other_state_dirs(self.state_dir),
         )
 
     def enabled_hash(self, name: str) -> str | None:
@@ -1570,16 +1581,7 @@ class PluginManager:
     def _log(self, plugin: str, action: str, target: str, allowed: bool, detail: str = "") -> None:
         if self.red_team:
             detail = f"{RED_TEAM_LABEL} {detail}".rstrip()
-        self.store.log_decision(
-            Decision(
-                at=time.time(),
-                plugin=plugin,
-                action=action,
-                target=target,
-                allowed=allowed,
-                detail=detail,
-            )
-        )
+        self._decisions.record(plugin, action, target, allowed, detail)
 
     def _refuse(self, name: str, action: str, reason: str) -> Outcome:
         self._log(name, action, name, False, reason)
@@ -1587,6 +1589,7 @@ class PluginManager:
 
     def close(self) -> None:
         """Close the store and the auditor if this manager opened them; remove snapshots."""
+        self._decisions.flush()
         if self._auditor_choice == "env" and self._auditor is not None:
             self._auditor.close()
             self._auditor = None
@@ -1651,6 +1654,12 @@ class PluginManager:
 def _runtime_paths() -> tuple[str, ...]:
     """The directories a worker's Python and caplet are loaded from (computed once)."""
     return tuple(grant.path for grant in runtime_grants())
+
+
+def _other_state_dirs(own: Path) -> tuple[Path, ...]:
+    """The state directories this user's other hosts use by default (the platform's, the
+    one ``CAPLET_STATE_DIR`` names), other than *own*: guarded against grants too."""
+    return tuple(path for path in default_state_dirs() if path != own)
 
 
 def _uncovered_dangers(audit: AuditResult) -> list[Finding]:

@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import assert_never
+from dataclasses import field
+from pathlib import Path
+from typing import Annotated, assert_never
+
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, model_validator
+from pydantic.dataclasses import dataclass
 
 from caplet._broker._policy import NetworkPolicy
+from caplet._errors import PolicyError, StoreError
 from caplet._findings import RiskLevel
 from caplet._host._context_limits import ContextLimits
 from caplet._host._guest_limits import GuestLimits
+from caplet._host._log_limits import LogLimits
+from caplet._trust._open import sqlite_directory
 from caplet._trust._signing import SignatureStatus
 from caplet._trust._source import SourceKind
+from caplet._validated import (
+    MODEL_CONFIG,
+    Duration,
+    Flag,
+    Kilobytes,
+    Megabytes,
+    Milliseconds,
+    Positive,
+    Seconds,
+    Text,
+    validated,
+)
 
 __all__ = ["Isolation", "Policy", "TrustTier"]
 
@@ -57,8 +76,47 @@ class TrustTier(enum.Enum):
 
 _TIER_RANK = {TrustTier.TRUSTED: 0, TrustTier.COMMUNITY: 1, TrustTier.UNTRUSTED: 2}
 
+#: The largest host id (uid_t/gid_t; (uid_t)-1 means "no change" to the kernel).
+_MAX_ID = 0xFFFFFFFE
 
-@dataclass(frozen=True, slots=True)
+
+def _upper(value: object) -> object:
+    """``"high"`` is the risk level ``HIGH`` (a file may write either)."""
+    return value.upper() if isinstance(value, str) else value
+
+
+Risk = Annotated[RiskLevel, BeforeValidator(_upper)]
+
+
+def _not_root(value: object) -> object:
+    if value == 0 and not isinstance(value, bool):
+        raise ValueError(
+            "workers never run as root; choose an unprivileged id (a root host's default is "
+            "the caplet account, else 65532) or leave it unset"
+        )
+    return value
+
+
+#: A host uid or gid for workers: never 0 (root), at most _MAX_ID.
+HostId = Annotated[int, Strict(), Field(ge=1, le=_MAX_ID), BeforeValidator(_not_root)]
+
+
+def _store_syntax(value: str) -> str:
+    """The same syntax check :func:`caplet.open_store` makes, without opening anything
+    (a policy is validated where no database may be created)."""
+    try:
+        sqlite_directory(value, Path("/"))
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+#: A store address (``postgresql://…``, ``sqlite:///DIR``, a directory).
+StoreAddress = Annotated[str, Strict(), AfterValidator(_store_syntax)]
+
+
+@validated(PolicyError, "policy")
+@dataclass(frozen=True, slots=True, config=MODEL_CONFIG)
 class Policy:
     """What the embedding application or administrator allows.
 
@@ -83,6 +141,14 @@ class Policy:
     by another process or another node of a fleet (docs/fleet.md) stops its
     calls here within this bound; 0 re-reads on every call.
 
+    ``store``: where approvals, audits, quarantine, the decision log and
+    ``ctx.kv`` live (the address :func:`caplet.open_store` takes:
+    ``postgresql://…`` for a fleet's shared store, docs/fleet.md). Unset
+    means the SQLite database in the state directory. ``CAPLET_STORE``
+    overrides it, and a ``store=`` argument overrides both. Prefer a
+    password from libpq's ``PGPASSWORD``/``~/.pgpass`` over one written here;
+    caplet never shows one (``caplet policy`` redacts it).
+
     ``network`` bounds brokered HTTP (``ctx.http``): allowed private
     networks, wildcard grants, sizes, time, rate and data budget
     (:class:`caplet._broker._policy.NetworkPolicy`, docs/network.md);
@@ -92,6 +158,8 @@ class Policy:
     ``guest`` bounds guest code (``PluginHost.exec``): the warm pool's size,
     a snippet's deadline, memory, output and code size
     (:class:`caplet._host._guest_limits.GuestLimits`).
+    ``log`` bounds the decision log: refusals recorded per plugin and minute,
+    and how long rows are kept (:class:`caplet._host._log_limits.LogLimits`).
     Trust tiers (:class:`TrustTier`): ``max_tier_directory`` and
     ``max_tier_distribution`` cap the tier of plugins from the plugins
     directory and from installed distributions; below that cap a plugin's
@@ -106,38 +174,56 @@ class Policy:
     root host run as (default: the ``caplet`` account, else 65532; a host
     that is not root runs them as itself). Never 0. See
     :mod:`caplet._sandbox._identity` and docs/security.md ("Who a worker is").
+
+    Every value is checked at construction (strict types and bounds: a
+    bool is no number, NaN no duration; enumerations also take their value,
+    ``"best-effort"``, and nested limits a mapping); a bad one raises
+    :class:`~caplet.PolicyError` naming the field, the value and the
+    default. ``caplet.toml`` holds the same fields (:mod:`caplet._host._policy_file`).
     """
 
-    max_risk_level: RiskLevel = RiskLevel.MEDIUM
+    max_risk_level: Risk = RiskLevel.MEDIUM
     isolation: Isolation = Isolation.STRICT
-    memory_mb: int = 512
-    cpu_s: int = 60
-    processes: int = 64
-    default_timeout_ms: int = 5_000
-    max_timeout_ms: int = 60_000
-    max_frame_bytes: int = 8 * 1024 * 1024
-    start_timeout_s: float = 10.0
-    allow_broad_paths: bool = False
-    max_output_kb: int = 1024
-    failure_threshold: int = 3
-    cooldown_s: float = 60.0
-    quarantine_after: int = 3
-    quarantine_window_s: float = 3600.0
-    state_refresh_s: float = 1.0
+    memory_mb: Megabytes = 512
+    cpu_s: Positive = 60
+    processes: Positive = 64
+    default_timeout_ms: Milliseconds = 5_000
+    max_timeout_ms: Milliseconds = 60_000
+    max_frame_bytes: Annotated[int, Strict(), Field(ge=1024, le=2**31 - 1)] = 8 * 1024 * 1024
+    start_timeout_s: Seconds = 10.0
+    allow_broad_paths: Flag = False
+    max_output_kb: Kilobytes = 1024
+    failure_threshold: Positive = 3
+    cooldown_s: Duration = 60.0
+    quarantine_after: Positive = 3
+    quarantine_window_s: Seconds = 3600.0
+    state_refresh_s: Duration = 1.0
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     context: ContextLimits = field(default_factory=ContextLimits)
     guest: GuestLimits = field(default_factory=GuestLimits)
-    require_signature: bool = False
-    trusted_keys: tuple[str, ...] = ()
+    log: LogLimits = field(default_factory=LogLimits)
+    require_signature: Flag = False
+    trusted_keys: tuple[Text, ...] = ()
     max_tier_directory: TrustTier = TrustTier.TRUSTED
     max_tier_distribution: TrustTier = TrustTier.TRUSTED
-    untrusted_memory_mb: int = 128
-    untrusted_cpu_s: int = 10
-    untrusted_processes: int = 8
-    untrusted_timeout_ms: int = 2_000
-    untrusted_max_output_kb: int = 256
-    worker_uid: int | None = None
-    worker_gid: int | None = None
+    untrusted_memory_mb: Megabytes = 128
+    untrusted_cpu_s: Positive = 10
+    untrusted_processes: Positive = 8
+    untrusted_timeout_ms: Milliseconds = 2_000
+    untrusted_max_output_kb: Kilobytes = 256
+    worker_uid: HostId | None = None
+    worker_gid: HostId | None = None
+    # repr=False: a postgresql:// address may carry a password.
+    store: StoreAddress | None = field(default=None, repr=False)
+
+    @model_validator(mode="after")
+    def _deadlines_agree(self) -> Policy:
+        if self.default_timeout_ms > self.max_timeout_ms:
+            raise ValueError(
+                f"default_timeout_ms ({self.default_timeout_ms}) is above max_timeout_ms "
+                f"({self.max_timeout_ms}); lower default_timeout_ms or raise max_timeout_ms"
+            )
+        return self
 
     def max_tier(self, source: SourceKind) -> TrustTier:
         """The most trust any plugin from *source* can get."""

@@ -23,7 +23,6 @@ files, the lock file) are checked in the state directory as always.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from caplet._errors import StoreError
 from caplet._host._journal import JOURNAL_DIR, check_journals
 from caplet._trust._keyring import KEYRING_DIR, Keyring
 from caplet._trust._lockfile import check_lockfile
-from caplet._trust._open import STORE_ENV, describe_store, sqlite_directory
+from caplet._trust._open import describe_store, sqlite_directory, store_address
 from caplet._trust._paths import default_state_dir
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._sqlite import DB_FILENAME, SqliteStore
@@ -150,7 +149,7 @@ def check_state(
     """
     directory = Path(state_dir) if state_dir is not None else default_state_dir()
     lock_path = Path(lockfile) if lockfile is not None else None
-    address = store if store is not None else os.environ.get(STORE_ENV, "")
+    address = store if store is not None else store_address()
     problems: list[StateProblem] = []
     try:
         db_dir = sqlite_directory(address, directory)

@@ -584,7 +584,9 @@ class _ManifestModel(_Strict):
     name: Annotated[str, AfterValidator(_check_name)]
     version: Annotated[str, AfterValidator(_check_version)]
     description: Annotated[str, AfterValidator(_check_description)]
-    entry: Annotated[str, AfterValidator(_check_entry)] = "plugin.py"
+    # Checked when defaulted too: a plugin without its entry file must fail here, at
+    # discovery, scan and approval, not first at enable (issue 15).
+    entry: Annotated[str, AfterValidator(_check_entry), Field(validate_default=True)] = "plugin.py"
     modules: dict[Annotated[str, AfterValidator(_check_module_name)], _ModuleModel]
     hooks: Annotated[
         dict[Annotated[str, AfterValidator(_check_hook)], _HookModel],

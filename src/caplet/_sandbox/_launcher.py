@@ -9,6 +9,7 @@ Sandbox issue adds kernel isolation behind the same Protocol.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,7 @@ class Worker(Protocol):
         *,
         timeout_s: float,
         on_request: RequestHandler | None = None,
+        cancel: threading.Event | None = None,
     ) -> WireValue:
         """Run one call; ``on_request`` answers its ``ctx`` requests (none: all refused).
 
@@ -133,7 +135,15 @@ class Worker(Protocol):
         had exited, or been closed, before the call was sent: callers need
         not check :attr:`alive` first, and a call that waited for another
         thread's call which ended the worker is not mistaken for a crash.
+        ``cancel`` set before the call is sent raises
+        :class:`~caplet.CallCancelledError` without sending it.
         """
+        ...
+
+    def interrupt(self, thread: int) -> bool:
+        """From another thread: stop the call ``thread`` is making in this worker (the
+        worker is stopped; that call raises :class:`~caplet.CallCancelledError`).
+        False when that thread has no call here."""
         ...
 
     def close(self) -> None: ...

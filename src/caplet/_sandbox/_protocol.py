@@ -221,6 +221,9 @@ class ContextOp(enum.Enum):
     KV_DELETE = "kv.delete"
     KV_KEYS = "kv.keys"
     HTTP_FETCH = "http.fetch"
+    #: The next piece of a fetched body too large for one reply on the channel
+    #: (``handle`` and ``offset`` from the answer to HTTP_FETCH; issue 15).
+    HTTP_BODY = "http.body"
     APP = "app"
     PLUGINS_CALL = "plugins.call"
     #: A guest snippet calling ``host.<module>.<function>`` (only a guest

@@ -38,6 +38,7 @@ import msgpack
 
 from caplet._errors import (
     BrokerError,
+    CallCancelledError,
     CallCycleError,
     CallTimeoutError,
     ContextError,
@@ -260,6 +261,7 @@ class SubprocessWorker:
     __slots__ = (
         "_closed",
         "_death",
+        "_interrupted",
         "_lock",
         "_log",
         "_next_id",
@@ -267,6 +269,7 @@ class SubprocessWorker:
         "_process",
         "_reader",
         "_sock",
+        "_sock_lock",
         "_spec",
         "_started",
         "_tail",
@@ -291,6 +294,10 @@ class SubprocessWorker:
         self._death: str | None = None  # how it ended, once it has
         self._tail = ""
         self._closed = False
+        #: Set by interrupt(): the call in flight was cancelled by its caller.
+        self._interrupted = False
+        #: Orders interrupt()'s shutdown of the socket against _terminate's close of it.
+        self._sock_lock = threading.Lock()
         # Non-blocking, so every send and receive waits in poll() against the
         # call's deadline: a worker that stops reading cannot hang the host.
         sock.setblocking(False)
@@ -327,6 +334,7 @@ class SubprocessWorker:
         *,
         timeout_s: float,
         on_request: RequestHandler | None = None,
+        cancel: threading.Event | None = None,
     ) -> WireValue:
         """Call ``module.function(*args, **kwargs)`` in the worker.
 
@@ -358,6 +366,13 @@ class SubprocessWorker:
         with self._lock:
             self._owner = thread
             try:
+                if cancel is not None and cancel.is_set():
+                    # Checked with the lock held and the owner set, so an interrupt
+                    # either finds this call here or the call finds the event set.
+                    raise CallCancelledError(
+                        f"plugin '{self._spec.plugin}': {module}.{function} was cancelled "
+                        "before it was sent; nothing ran"
+                    )
                 return self._call_locked(
                     module, function, args, kwargs, timeout_s=timeout_s, on_request=on_request
                 )
@@ -398,6 +413,8 @@ class SubprocessWorker:
             if type(message) is ContextRequest:
                 message = self._serve_requests(message, request_id, on_request, deadline)
         except UnsentFrameError:
+            if self._interrupted:
+                raise self._cancelled(module, function) from None
             # The worker exited while idle (no call was running): nothing of
             # this call ran. Not checked before sending -- that would cost a
             # syscall on every call -- but learnt from the send itself.
@@ -416,6 +433,8 @@ class SubprocessWorker:
             ) from None
         except ProtocolError as exc:
             self._terminate(grace_s=0.0)
+            if self._interrupted:
+                raise self._cancelled(module, function) from None
             raise ProtocolError(
                 f"plugin '{self._spec.plugin}': {module}.{function}: the worker sent a "
                 f"malformed frame ({exc}); the worker was killed"
@@ -535,6 +554,8 @@ class SubprocessWorker:
         """The error for any reply but the expected RESULT (killing when needed)."""
         plugin = self._spec.plugin
         name = f"{module}.{function}"
+        if message is None and self._interrupted:
+            return self._cancelled(module, function)
         if message is None:
             status = self._terminate(grace_s=_EXIT_GRACE_S)
             return WorkerCrashedError(
@@ -561,6 +582,32 @@ class SubprocessWorker:
                 f"{type(message).__name__.upper()} in reply to a call; the worker was killed"
             )
         assert_never(message)
+
+    def interrupt(self, thread: int) -> bool:
+        """Stop the call ``thread`` is making here, from another thread (its caller
+        cancelled it): the host's end of the channel is shut down, which wakes the call
+        at once, and the call kills the worker and raises CallCancelledError. A call
+        cannot be taken back from a running process, so the worker goes; the next call
+        starts a fresh one. False when ``thread`` has no call in this worker."""
+        if self._owner != thread:
+            return False
+        with self._sock_lock:
+            if self._death is not None:
+                return False
+            self._interrupted = True
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already shut or closed: the call is ending anyway
+        return True
+
+    def _cancelled(self, module: str, function: str) -> CallCancelledError:
+        """The error of a call its caller interrupted (the worker is killed first)."""
+        self._terminate(grace_s=0.0)
+        return CallCancelledError(
+            f"plugin '{self._spec.plugin}': {module}.{function} was cancelled by its caller "
+            f"while it ran; the worker (pid {self.pid}) was stopped"
+        )
 
     def close(self) -> None:
         """Ask the worker to exit, kill its process group after ~1 s, reap it.
@@ -683,7 +730,8 @@ class SubprocessWorker:
             self._process.wait_exit(grace_s)
         self._death = _describe_status(self._process.kill_and_reap())
         self._tail = self._read_tail()
-        self._sock.close()
+        with self._sock_lock:
+            self._sock.close()
         self._log.close()
         return self._death
 

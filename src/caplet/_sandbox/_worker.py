@@ -43,7 +43,7 @@ import threading
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn, assert_never
+from typing import Any, NoReturn, assert_never
 
 from caplet._errors import (
     ContextArgumentError,
@@ -396,7 +396,10 @@ def _load(init: Init, context: PluginContext | None = None) -> _Loaded:
             "{module: {function: callable}}"
         )
     try:
-        provided = _shape(create(dict(init.config)), init.entry)
+        made = create(dict(init.config))
+        if hasattr(type(made), "__await__"):
+            made = _awaited(made)
+        provided = _shape(made, init.entry)
     except _LoadError:
         raise
     except BaseException as exc:
@@ -422,6 +425,8 @@ def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
         )
     try:
         value = function(*call.args, **call.kwargs)
+        if hasattr(type(value), "__await__"):
+            value = _awaited(value)
     except Exception as exc:
         return encode_error(call.request_id, *_describe_exception(exc))
     try:
@@ -429,14 +434,45 @@ def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
     except ProtocolError:
         return _unsendable(call, value)
     if len(frame) - HEADER_BYTES > max_frame_bytes:
+        # SizeLimitError: a size limit refused it; the host does not count it as
+        # the plugin failing (issue 15).
         return encode_error(
             call.request_id,
-            "ValueError",
+            "SizeLimitError",
             f"{call.module}.{call.function} returned a value that encodes to "
             f"{len(frame) - HEADER_BYTES} bytes, over the frame limit of {max_frame_bytes} "
             "bytes; return less data per call",
         )
     return frame
+
+
+class _Loop:
+    """The worker's own event loop, made at the first ``async def`` a plugin returns."""
+
+    runner: Any = None
+
+
+def _awaited(value: object) -> object:
+    """Run an awaitable a plugin function (or ``create_functions``) returned to completion.
+
+    ``async def`` functions and hooks run on one event loop per worker (an
+    ``asyncio.Runner``, kept across calls, so a client the plugin made on it
+    stays usable), in the thread that serves the call: ``ctx`` works from
+    them as from any function of the call, and the call ends when the
+    coroutine does. asyncio is imported only then (its import is not free,
+    and most plugins never need it); the seccomp allowlist has what its loop
+    needs (docs/architecture.md). What the coroutine leaves running is not
+    awaited: it runs only while a later call runs the loop again.
+    """
+    if _Loop.runner is None:
+        import asyncio
+
+        _Loop.runner = asyncio.Runner()
+
+    async def wait() -> object:
+        return await value  # type: ignore[misc]
+
+    return _Loop.runner.run(wait())
 
 
 def _unsendable(call: Call, value: object) -> bytes:

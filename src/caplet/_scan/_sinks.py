@@ -393,7 +393,11 @@ class Sinks:
 
     def _by_source(self, node: ast.Call, api: str, labels: Labels) -> None:
         sources = {s for s, _ in labels}
-        detail = dict(labels)
+        # One detail per source, chosen the same way in every process: labels is a set,
+        # whose order follows str hashing (PYTHONHASHSEED), and a finding's text must not
+        # (a scan fanned out on Dask was compared with a local one and differed). A
+        # qualified name ("base64.b64decode") is preferred over a bare method (".decode()").
+        detail = dict(sorted(labels, key=lambda label: (not label[1].startswith("."), label[1])))
         if Source.DECODED in sources:
             self._scan.emit(
                 "CPL-THR-001", f"{api} of {detail[Source.DECODED]}", node.lineno, node.col_offset
@@ -437,7 +441,7 @@ class Sinks:
             d for s, d in labels if s in {Source.RECON, Source.SECRET, Source.CREDENTIAL}
         )
         if recon and self._tags.has_domain(host):
-            api = next(iter(self._flow.resolve(node.func)), "a name lookup")
+            api = min(self._flow.resolve(node.func), default="a name lookup")
             self._scan.emit(
                 "CPL-THR-017",
                 f"{', '.join(recon)} in a DNS query ({api})",

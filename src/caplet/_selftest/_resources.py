@@ -363,7 +363,7 @@ CASES: tuple[HostileCase, ...] = (
         "return 64 MiB of bytes",
         Layer.FRAME_LIMIT,
         HUGE_RETURN,
-        raised(PluginCallError, exc_type="ValueError", says="frame limit", worker_lives=True),
+        raised(PluginCallError, exc_type="SizeLimitError", says="frame limit", worker_lives=True),
     ),
     HostileCase(
         "deep-recursion",

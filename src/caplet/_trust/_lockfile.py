@@ -41,6 +41,7 @@ import errno
 import fcntl
 import os
 import re
+import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -456,13 +457,25 @@ def write_lockfile(lock: Lockfile) -> None:
         ) from exc
 
 
+#: How long an update waits for the lock on the lock file's directory by default. An
+#: update holds it for milliseconds; a longer wait means a process holds it that never
+#: lets go (a plugin granted fs.read on the project can flock its directory).
+LOCK_WAIT_S = 30.0
+_FIRST_RETRY_S = 0.001
+_LAST_RETRY_S = 0.05
+
+
 @contextlib.contextmanager
-def _directory_lock(path: Path) -> Iterator[None]:
+def _directory_lock(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """Serialise read-modify-write cycles of concurrent caplet processes on one lock file.
 
     The lock is an flock(2) on the lock file's directory: the file itself is
     replaced by rename on every write, so a lock on its inode would not
-    exclude a process that opened the new one.
+    exclude a process that opened the new one. flock(2) needs only a
+    descriptor, so any process that can open the directory, a plugin
+    granted ``fs.read`` on the project among them, can hold it; the wait is
+    therefore bounded by *wait_s*, after which the update fails naming the
+    holders (from /proc/locks) instead of hanging (red-team finding 11).
     """
     try:
         fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -473,19 +486,70 @@ def _directory_lock(path: Path) -> Iterator[None]:
             path=str(path),
         ) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released by close(2), or by the kernel on death
+        deadline = time.monotonic() + wait_s
+        retry = _FIRST_RETRY_S
+        while True:
+            try:
+                # Released by close(2), or by the kernel when the process dies.
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LockfileError(
+                        f"the lock file {path} was not updated: its directory {path.parent} "
+                        f"has been locked for {wait_s:g} s by {_lock_holders(fd)}; a caplet "
+                        "update holds it for milliseconds, so this is a process that does "
+                        "not let go (a plugin granted read access to that directory can "
+                        "flock it): stop that process or disable the plugin, then retry; "
+                        "the lock file is unchanged",
+                        path=str(path),
+                    ) from None
+                time.sleep(min(retry, left))
+                retry = min(retry * 2, _LAST_RETRY_S)
         yield
     finally:
         os.close(fd)
 
 
-def update_lockfile(path: Path, change: Callable[[Lockfile], Lockfile]) -> Lockfile:
+def _lock_holders(fd: int) -> str:
+    """Who holds a lock on the open file *fd*, from /proc/locks: "pid 12 ('python3')"."""
+    info = os.fstat(fd)
+    inode = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    pids: list[str] = []
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:
+                fields = line.split()
+                # "1: FLOCK  ADVISORY  READ 1234 08:01:5678 0 EOF"; "->" marks a waiter.
+                if len(fields) >= 6 and fields[1] != "->" and fields[5] == inode:
+                    pids.append(fields[4])
+    except OSError:
+        return "another process (/proc/locks cannot be read)"
+    if not pids:
+        return "another process (it let go just now)"
+    return ", ".join(f"pid {pid} ({_command_of(pid)!r})" for pid in dict.fromkeys(pids))
+
+
+def _command_of(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as comm:
+            return comm.read(64).strip()
+    except OSError:
+        return "unknown"
+
+
+def update_lockfile(
+    path: Path, change: Callable[[Lockfile], Lockfile], *, wait_s: float = LOCK_WAIT_S
+) -> Lockfile:
     """Read the lock file at *path* (missing: empty), apply *change*, write it; return it.
 
     Concurrent caplet processes updating one lock file take turns, so one
-    process's entry is never lost to another's write.
+    process's entry is never lost to another's write. A lock held longer
+    than *wait_s* fails the update with :class:`LockfileError` naming the
+    holder, and the lock file is unchanged.
     """
-    with _directory_lock(path):
+    with _directory_lock(path, wait_s):
         lock = change(read_lockfile(path, missing_ok=True))
         write_lockfile(lock)
         return lock

@@ -33,6 +33,7 @@ __all__ = [
     "is_shared",
     "open_store",
     "sqlite_directory",
+    "store_address",
     "store_from_environment",
 ]
 
@@ -93,10 +94,23 @@ def open_store(address: str | Path, *, state_dir: Path | None = None) -> TrustSt
     return SqliteStore(directory)
 
 
-def store_from_environment(state_dir: Path, environ: Mapping[str, str] | None = None) -> TrustStore:
-    """The store ``CAPLET_STORE`` names, or the SQLite store in *state_dir* when it is unset."""
+def store_address(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The address in force when no ``store=`` argument names one: ``CAPLET_STORE`` when
+    it is set, else *configured* (the policy file's ``store``), else ``""`` (the state
+    directory's SQLite database). The environment wins, as it does for every tool
+    that reads both, so one node of a fleet can be pointed elsewhere for a migration."""
     env = os.environ if environ is None else environ
-    return open_store(env.get(STORE_ENV, ""), state_dir=state_dir)
+    named = env.get(STORE_ENV, "")
+    if named.strip():
+        return named
+    return configured or ""
+
+
+def store_from_environment(
+    state_dir: Path, environ: Mapping[str, str] | None = None, *, configured: str | None = None
+) -> TrustStore:
+    """The store :func:`store_address` picks, opened (SQLite in *state_dir* by default)."""
+    return open_store(store_address(configured, environ), state_dir=state_dir)
 
 
 def is_shared(address: str) -> bool:

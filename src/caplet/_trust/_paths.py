@@ -16,7 +16,7 @@ import platformdirs
 
 from caplet._errors import StoreError
 
-__all__ = ["STATE_DIR_ENV", "default_state_dir", "ensure_private_dir"]
+__all__ = ["STATE_DIR_ENV", "default_state_dir", "default_state_dirs", "ensure_private_dir"]
 
 #: Environment variable that overrides the state directory (like ``--state-dir``).
 STATE_DIR_ENV = "CAPLET_STATE_DIR"
@@ -35,6 +35,14 @@ def default_state_dir() -> Path:
     if override:
         return Path(override).expanduser()
     return platformdirs.user_state_path("caplet", appauthor=False)
+
+
+def default_state_dirs() -> tuple[Path, ...]:
+    """Every state directory a host of this user picks by default: the one
+    ``CAPLET_STATE_DIR`` names (when set) and the platform's user state dir."""
+    platform = platformdirs.user_state_path("caplet", appauthor=False)
+    chosen = default_state_dir()
+    return (chosen,) if chosen == platform else (chosen, platform)
 
 
 def ensure_private_dir(path: Path) -> Path:

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from caplet._atomic import write_step
 from caplet._audit._model import AuditResult
@@ -405,30 +405,69 @@ class PostgresStore:
             write=True,
         )
 
-    def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]:
-        """The newest *limit* decisions (of *plugin*, or of all), newest first."""
+    def decisions(
+        self,
+        plugin: str | None = None,
+        limit: int = 100,
+        *,
+        since: float | None = None,
+        allowed: bool | None = None,
+        action: str | None = None,
+    ) -> Sequence[Decision]:
+        """The newest *limit* decisions, newest first: of *plugin* (else all), from *since*
+        (a ``time.time()`` value) on, only allowed or refused ones, of one *action*."""
         if limit < 0:
             raise StoreError(f"decision log limit must be 0 or more, got {limit}")
-        if plugin is None:
-            rows = self._run(
-                "reading the decision log",
-                lambda conn: conn.execute(
-                    "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "
-                    "ORDER BY id DESC LIMIT %s",
-                    (limit,),
-                ).fetchall(),
-            )
-        else:
-            rows = self._run(
-                "reading the decision log",
-                lambda conn: conn.execute(
-                    "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "
-                    "WHERE plugin = %s "
-                    "ORDER BY id DESC LIMIT %s",
-                    (plugin, limit),
-                ).fetchall(),
-            )
+        clauses: list[str] = []
+        values: list[object] = []
+        for clause, value in (
+            ("plugin = %s", plugin),
+            ("at >= %s", since),
+            ("allowed = %s", allowed),
+            ("action = %s", action),
+        ):
+            if value is not None:
+                clauses.append(clause)
+                values.append(value)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        # The clauses are caplet's own text; every value is a parameter.
+        query = (
+            "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "  # noqa: S608
+            f"{where}ORDER BY id DESC LIMIT %s"
+        )
+        rows = self._run(
+            "reading the decision log",
+            lambda conn: conn.execute(query, (*values, limit)).fetchall(),
+        )
         return [decision_from_row(self._rows, row) for row in rows]
+
+    def prune_decisions(self, *, before: float, keep: int) -> int:
+        """Delete decisions older than *before* and all but the newest *keep*; return how
+        many rows went (the log's retention, ``Policy.log``)."""
+        if keep < 0:
+            raise StoreError(f"decision log retention must keep 0 rows or more, got {keep}")
+
+        def prune(conn: Any) -> int:
+            removed = conn.execute("DELETE FROM caplet.decisions WHERE at < %s", (before,)).rowcount
+            removed += conn.execute(
+                "DELETE FROM caplet.decisions WHERE id <= "
+                "(SELECT id FROM caplet.decisions ORDER BY id DESC LIMIT 1 OFFSET %s)",
+                (keep,),
+            ).rowcount
+            return int(removed)
+
+        return int(self._run("pruning the decision log", prune, write=True))
+
+    def decisions_span(self) -> tuple[int, float | None]:
+        """(rows, time of the oldest row): what retention has to look at, read cheaply."""
+        row = self._run(
+            "reading the decision log",
+            lambda conn: conn.execute("SELECT count(*), min(at) FROM caplet.decisions").fetchone(),
+        )
+        if row is None:  # count(*) always yields a row; treat a missing one as empty
+            return 0, None
+        count, oldest = row
+        return int(cast("int", count)), None if oldest is None else float(cast("float", oldest))
 
     # -- ctx.kv ---------------------------------------------------------------------
 

@@ -43,10 +43,12 @@ statements are short, so the lock costs little concurrency.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +57,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from caplet._atomic import write_step
+from caplet._atomic import fsync_directory, write_step
 from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
 from caplet._trust._codec import audit_to_json
@@ -181,16 +183,76 @@ class SqliteStore:
     # -- opening -----------------------------------------------------------------
 
     def _probe_file(self) -> None:
-        """Create the file ``0o600`` if missing, prove it is read-write, tighten its mode.
+        """Open the file (creating it whole when missing), prove it is read-write, tighten it.
 
-        SQLite would create a missing file with ``0o644`` minus the umask;
-        creating it first makes it private from the first byte. Probing with
-        ``os.open`` also turns a permission problem into an ``errno`` that
-        can be explained, where SQLite only says "unable to open".
+        A missing database is created complete, schema included, under a
+        temporary name and then linked into place (:meth:`_create`), so the
+        real path never holds a file caplet is still writing: an empty
+        ``caplet.db`` with no write-ahead log beside it is then always damage
+        (something truncated it, and every approval went with it), reported
+        and never re-created over the loss (issue 15). Probing with
+        ``os.open`` also turns a permission problem into an ``errno`` that can
+        be explained, where SQLite only says "unable to open".
         """
         try:
-            fd = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, _FILE_MODE
+            fd = self._open_existing()
+        except FileNotFoundError:
+            self._create()
+            fd = self._open_existing()
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StoreError(
+                    f"state database {self.path} is not a regular file; "
+                    "move it aside or use another --state-dir"
+                )
+            if st.st_size == 0 and not self._wal_holds_data():
+                raise _CorruptError(
+                    f"state database {self.path} is empty (0 bytes) and has no write-ahead "
+                    "log: its content (approvals, audits, the decision log) was lost, truncated "
+                    "by something other than caplet, which never re-creates it over the loss; "
+                    f"restore it from a backup, or move it aside (mv {self.path} "
+                    f"{self.path}.bak) to start from an empty state and approve again"
+                )
+            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & _GROUP_OTHER:
+                # Changes permissions only, never a byte of the file.
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_GROUP_OTHER)
+        finally:
+            os.close(fd)
+
+    def _open_existing(self) -> int:
+        """The database file opened read-write; FileNotFoundError when there is none."""
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the state database {self.path} for reading and writing "
+                f"({exc.strerror}); fix its permissions (chmod 600 {self.path}) "
+                "or use another --state-dir"
+            ) from exc
+
+    def _wal_holds_data(self) -> bool:
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            return wal.stat().st_size > 0
+        except OSError:
+            return False
+
+    def _create(self) -> None:
+        """Write a new database, schema included, beside the real path and link it into place.
+
+        The temporary name is the one :func:`caplet._atomic.atomic_write` uses
+        (``.caplet.db.<random>.tmp``, mode 0600), so one left by a kill is a
+        leftover ``caplet doctor --check-state`` reports. Its journal is kept
+        in memory: a half-written temporary file is discarded, never used.
+        ``link`` does not replace: when another process created the database
+        first, its file is the one used.
+        """
+        try:
+            fd, name = tempfile.mkstemp(
+                prefix=f".{self.path.name}.", suffix=".tmp", dir=self.state_dir
             )
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
@@ -200,22 +262,34 @@ class SqliteStore:
                     "command again"
                 ) from exc
             raise StoreError(
-                f"cannot open the state database {self.path} for reading and writing "
-                f"({exc.strerror}); fix its permissions (chmod 600 {self.path}) "
-                "or use another --state-dir"
+                f"cannot create the state database in {self.state_dir} ({exc.strerror}); "
+                "make the state directory writable or use another --state-dir"
             ) from exc
+        os.close(fd)
+        temp = Path(name)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            try:
+                conn = sqlite3.connect(temp, isolation_level=None)
+                try:
+                    conn.execute("PRAGMA journal_mode = MEMORY")
+                    migrate(conn, temp)
+                finally:
+                    conn.close()
+            except sqlite3.Error as exc:
+                raise self._translate_error("creating", exc) from exc
+            try:
+                os.link(temp, self.path)
+            except FileExistsError:
+                pass  # another process created it meanwhile: that one is used
+            except OSError as exc:
                 raise StoreError(
-                    f"state database {self.path} is not a regular file; "
-                    "move it aside or use another --state-dir"
-                )
-            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & _GROUP_OTHER:
-                # Changes permissions only, never a byte of the file.
-                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_GROUP_OTHER)
+                    f"cannot create the state database {self.path} ({exc.strerror}); make "
+                    f"{self.state_dir} writable or use another --state-dir"
+                ) from exc
+            fsync_directory(self.state_dir)
         finally:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                temp.unlink()
 
     def _check_identity(self, conn: sqlite3.Connection) -> int:
         """Refuse, before writing anything, a database that is not ours or is too new.
@@ -441,25 +515,61 @@ class SqliteStore:
                 ),
             )
 
-    def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]:
-        """The newest *limit* decisions (of *plugin*, or of all), newest first."""
+    def decisions(
+        self,
+        plugin: str | None = None,
+        limit: int = 100,
+        *,
+        since: float | None = None,
+        allowed: bool | None = None,
+        action: str | None = None,
+    ) -> Sequence[Decision]:
+        """The newest *limit* decisions, newest first: of *plugin* (else all), from *since*
+        (a ``time.time()`` value) on, only allowed or refused ones, of one *action*."""
         if limit < 0:
             raise StoreError(f"decision log limit must be 0 or more, got {limit}")
+        clauses: list[str] = []
+        values: list[object] = []
+        for clause, value in (
+            ("plugin = ?", plugin),
+            ("at >= ?", since),
+            ("allowed = ?", None if allowed is None else int(allowed)),
+            ("action = ?", action),
+        ):
+            if value is not None:
+                clauses.append(clause)
+                values.append(value)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
         with self._reading("reading the decision log") as conn:
-            if plugin is None:
-                cursor = conn.execute(
-                    "SELECT id, at, plugin, action, target, allowed, detail FROM decisions "
-                    "ORDER BY id DESC LIMIT ?",
-                    (limit,),
-                )
-            else:
-                cursor = conn.execute(
-                    "SELECT id, at, plugin, action, target, allowed, detail FROM decisions "
-                    "WHERE plugin = ? ORDER BY id DESC LIMIT ?",
-                    (plugin, limit),
-                )
+            # The clauses are caplet's own text; every value is a parameter.
+            cursor = conn.execute(
+                "SELECT id, at, plugin, action, target, allowed, detail FROM decisions "  # noqa: S608
+                f"{where}ORDER BY id DESC LIMIT ?",
+                (*values, limit),
+            )
             rows = cursor.fetchall()
         return [decision_from_row(self._rows, row) for row in rows]
+
+    def prune_decisions(self, *, before: float, keep: int) -> int:
+        """Delete decisions older than *before* (``time.time()``) and all but the newest
+        *keep*; return how many rows went (the log's retention, ``Policy.log``)."""
+        if keep < 0:
+            raise StoreError(f"decision log retention must keep 0 rows or more, got {keep}")
+        with self._writing("pruning the decision log") as conn:
+            removed = conn.execute("DELETE FROM decisions WHERE at < ?", (before,)).rowcount
+            removed += conn.execute(
+                "DELETE FROM decisions WHERE id <= "
+                "(SELECT id FROM decisions ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (keep,),
+            ).rowcount
+        return int(removed)
+
+    def decisions_span(self) -> tuple[int, float | None]:
+        """(rows, time of the oldest row): what retention has to look at, read cheaply."""
+        with self._reading("reading the decision log") as conn:
+            row = conn.execute("SELECT count(*), min(at) FROM decisions").fetchone()
+        count, oldest = row
+        return int(count), None if oldest is None else float(oldest)
 
     # -- ctx.kv ------------------------------------------------------------------------
 

@@ -111,7 +111,19 @@ class TrustStore(Protocol):
 
     def log_decision(self, decision: Decision) -> None: ...
 
-    def decisions(self, plugin: str | None = None, limit: int = 100) -> Sequence[Decision]: ...
+    def decisions(
+        self,
+        plugin: str | None = None,
+        limit: int = 100,
+        *,
+        since: float | None = None,
+        allowed: bool | None = None,
+        action: str | None = None,
+    ) -> Sequence[Decision]: ...
+
+    def prune_decisions(self, *, before: float, keep: int) -> int: ...
+
+    def decisions_span(self) -> tuple[int, float | None]: ...
 
     def kv_get(self, plugin: str, key: str) -> bytes | None: ...
 

@@ -1,0 +1,291 @@
+"""Commands about one plugin's lifecycle: list, info, approve, unapprove, enable, disable,
+release, new, demo."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from caplet._capabilities._lint import lint_composition
+from caplet._cli._arguments import usable_text
+from caplet._cli._command import EXIT_REFUSED, Run, command
+from caplet._cli._enabling import enable_plugin
+from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
+from caplet._cli._render import (
+    JSONValue,
+    audit_json,
+    broken_json,
+    jsonable,
+    plugin_json,
+    print_audit,
+    print_findings,
+    print_hook_statuses,
+    print_plugins,
+    risk_text,
+    trust_text,
+    when,
+)
+from caplet._cli._safe import plain
+from caplet._display import safe_line
+from caplet._errors import ManifestError
+
+__all__: list[str] = []
+
+
+@command("list")
+def list_command(run: Run) -> None:
+    """List discovered plugins, their state, approval, risk and trust tier."""
+    out = run.out
+    host = run.host()
+    plugins = host.list_plugins()
+    broken = host.manager.broken_plugins()
+    out.emit(
+        {
+            "ok": True,
+            "plugins_dir": str(run.options.plugins_dir),
+            "locked": host.manager.locked,
+            "plugins": [{**plugin_json(p), "quarantine": jsonable(p.quarantine)} for p in plugins],
+            "skipped": [broken_json(b) for b in broken],
+        }
+    )
+    if run.as_json:
+        return
+    print_plugins(out.console, plugins, [])
+    for info in plugins:
+        if info.inert_reason:
+            out.console.print(plain(info.inert_reason, multiline=True))
+        if info.quarantine is not None:
+            out.console.print(
+                plain(
+                    f"{info.name} quarantined since {when(info.quarantine.since)}: "
+                    f"{info.quarantine.reason} (release it with "
+                    f"`caplet release {info.name}`)",
+                    multiline=True,
+                )
+            )
+
+
+@command("info")
+def info_command(run: Run, *, name: Name) -> None:
+    """Show one plugin: manifest, capabilities, config schema, trust state."""
+    out = run.out
+    host = run.host()
+    info = host.manager.require_plugin(name)
+    document = plugin_json(info, detail=True)
+    lint = lint_composition(info.manifest.capabilities)
+    document["composition"] = [jsonable(f) for f in lint]
+    document["isolation"] = host.isolation
+    hooks = host.hook_status(name)
+    document["hooks"] = [jsonable(status) for status in hooks]
+    out.emit({"ok": True, **document})
+    if run.as_json:
+        return
+    # Every value below is the manifest author's (or derived from the folder they
+    # shipped): plain() escapes it and keeps it from being read as markup.
+    m = info.manifest
+    out.say(plain(m.name, "bold") + plain(f" {m.version}: {m.description}"))
+    out.say(plain(f"  path:      {info.path}"))
+    out.say(f"  hash:      {info.content_hash}")
+    out.say(plain(f"  source:    {info.source}"))
+    out.say("  trust:     ", trust_text(info))
+    out.say(plain(f"  signature: {info.signature.detail}"))
+    out.say(f"  approved:  {'yes' if info.approved else 'no'}")
+    if info.inert_reason:
+        out.say(plain(f"  inert:     {info.inert_reason}", "red", multiline=True))
+    if info.audit:
+        out.say("  audit:    ", risk_text(info.audit))
+    for module in m.modules:
+        out.say(plain(f"  module host.{module.name}: {', '.join(module.function_names)}"))
+    print_hook_statuses(out.console, hooks)
+    declared = ", ".join(safe_line(c.declared) for c in m.capabilities) or "none"
+    out.say(plain(f"  capabilities: {declared}"))
+    for field in m.config:
+        default = "******" if field.secret and field.default is not None else field.default
+        flags = " (always asked)" if field.always_prompt else ""
+        about = f": {field.description}" if field.description else ""
+        out.say(
+            plain(f"  config {field.name}: {field.type.value}, default {default!r}{flags}{about}")
+        )
+    if lint:
+        print_findings(out.console, lint, title="Capability composition")
+    out.say(f"  isolation: {host.isolation}")
+
+
+# -- approve / unapprove ---------------------------------------------------------------------------
+
+
+@command("approve", common=Common.DIRS)
+def approve_command(
+    run: Run,
+    *,
+    name: Name,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    static_only: StaticOnlyFlag = False,
+) -> None:
+    """Show the audit (with what its canary status means) and capabilities, then
+    persistently approve this exact content.
+
+    --static-only approves on a static-only audit chosen for this run, when the
+    configured model fails or is not wanted.
+    """
+    out = run.out
+    host = run.host()
+    info = host.manager.require_plugin(name)
+    if static_only:
+        audit = host.audit(name, static_only=True)
+    else:
+        audit = host.manager.get_cached_audit(name) or host.audit(name)
+    lint = lint_composition(info.manifest.capabilities)
+    if not run.as_json:
+        out.say(plain(f"Approve {name} {info.version}", "bold"))
+        print_audit(out.console, audit)
+    if not yes:
+        if run.as_json or not sys.stdin.isatty():
+            run.usage(
+                "approving needs confirmation; pass --yes (with --json, or when stdin is not "
+                "a terminal)"
+            )
+        # click writes the question as it is: escaped here.
+        question = f"Approve {safe_line(name)} with these capabilities?"
+        if not typer.confirm(question, default=False):
+            raise typer.Exit(EXIT_REFUSED)
+    outcome = host.approve(name)
+    document: dict[str, JSONValue] = {
+        "name": name,
+        "audit": audit_json(audit),
+        "composition": [jsonable(f) for f in lint],
+    }
+    if not outcome:
+        run.refused(outcome, document)
+    document.update({"ok": True, "approval": jsonable(host.get_approval_record(name))})
+    out.emit(document)
+    out.say(Text("approved ", style="green") + plain(f"{name}: {outcome.reason}", multiline=True))
+
+
+@command("unapprove", common=Common.DIRS)
+def unapprove_command(run: Run, *, name: Name) -> None:
+    """Remove a plugin's approval (it must be audited and approved again)."""
+    run.finish(run.host().unapprove(name), name)
+
+
+# -- enable / disable / release --------------------------------------------------------------------
+
+
+@command("enable")
+def enable_command(
+    run: Run,
+    *,
+    name: Name,
+    config: Annotated[
+        list[str] | None, typer.Argument(help="key=value configuration entries.")
+    ] = None,
+    yes: ConsentFlag = False,
+) -> None:
+    """Configure and enable a plugin, starting its worker (enablement lasts for this process).
+
+    Use it to check that a plugin enables with a given configuration; to call
+    it in the same process use `caplet call --enable NAME k=v MODULE.FUNCTION`.
+    A plugin that is not approved is enabled only with consent: its audit is
+    shown and asked about on a terminal, or --yes; without either, exit 2.
+    """
+    host = run.host()
+    enable_plugin(run, host, name, config or [], yes=yes)
+    info = host.manager.require_plugin(name)
+    run.out.emit(
+        {"ok": True, "plugin": plugin_json(info, detail=True), "isolation": host.isolation}
+    )
+    run.out.say(
+        Text("enabled ", style="green")
+        + plain(f"{name} {info.version} (isolation: {host.isolation})")
+    )
+
+
+@command("disable", common=Common.DIRS)
+def disable_command(run: Run, *, name: Name) -> None:
+    """Disable a plugin and the plugins that require it (within this process).
+
+    Enablement lasts for one process, so a plugin this command finds is never
+    enabled: it says so and exits 0. Disabling matters inside one process:
+    `caplet shell` (/plugin disable) and PluginHost.disable.
+    """
+    host = run.host()
+    info = host.manager.require_plugin(name)
+    if info.enabled:
+        run.finish(host.disable(name), name)
+        return
+    reason = (
+        f"plugin {name!r} is not enabled: enablement lasts for one process (caplet call, exec "
+        "and emit take --enable), so there is nothing to disable between commands"
+    )
+    run.out.emit({"ok": True, "name": name, "enabled": False, "reason": reason})
+    run.out.say(plain(reason))
+
+
+@command("release", common=Common.DIRS)
+def release_command(run: Run, *, name: Name) -> None:
+    """Lift a plugin's quarantine (it stays disabled until enabled again).
+
+    A plugin is quarantined when its circuit breaker trips too often; fix
+    the cause first. Exits 1 when the plugin was not quarantined.
+    """
+    run.finish(run.host().release(name), name)
+
+
+# -- demo / new ------------------------------------------------------------------------------------
+
+
+@command("demo", common=Common.STATE_DIR | Common.JSON)
+def demo_command(run: Run) -> None:
+    """Run the whole job on the bundled example plugins: discover, scan, approve, enable, call."""
+    from caplet._cli._demo import run_demo
+
+    out = run.out
+    ok, steps = run_demo(out.console if not run.as_json else None, state_dir=run.options.state_dir)
+    out.emit({"ok": ok, "steps": steps}, failure="a step of the demo failed (see steps)")
+    if not ok:
+        raise typer.Exit(EXIT_REFUSED)
+
+
+@command("new", common=Common.PLUGINS_DIR | Common.JSON)
+def new_command(
+    run: Run,
+    *,
+    name: Annotated[str, typer.Argument(help="Plugin name (kebab-case).", callback=usable_text)],
+    example: Annotated[
+        bool,
+        typer.Option(
+            "--example",
+            help="Copy the plugin NAME caplet ships instead (fs-read, fs-write, fetch; hello, "
+            "shell-out): to use as it is or to learn from.",
+        ),
+    ] = False,
+) -> None:
+    """Scaffold a new plugin folder that validates, scans clean and can be called.
+
+    With --example, copy one of the plugins caplet ships into the plugins
+    directory instead (the reference plugins fs-read, fs-write and fetch, and
+    the examples of caplet demo).
+    """
+    from caplet._cli._scaffold import copy_bundled, scaffold
+
+    plugins_dir = run.options.plugins_dir
+    try:
+        path = copy_bundled(plugins_dir, name) if example else scaffold(plugins_dir, name)
+    except ManifestError as exc:
+        if exc.field == "name":
+            run.usage(str(exc))
+        raise
+    if example:
+        run.out.emit({"ok": True, "name": name, "path": str(path)})
+        run.out.say(plain(f"copied {name} to {path}; its README says how to use it"))
+        return
+    run.out.emit({"ok": True, "name": name, "path": str(path)})
+    run.out.say(
+        plain(
+            f"created {path}; try: caplet call --plugins-dir {plugins_dir} "
+            f"--enable {name} {name.replace('-', '_')}.hello '\"world\"'"
+        )
+    )

@@ -1,0 +1,450 @@
+"""The command framework of the ``caplet`` CLI: shared options, output, errors, exit codes.
+
+A command is a function whose first parameter is a :class:`Run` and whose
+other parameters are its own typer arguments and options; :func:`command`
+registers it with the options it shares with the other commands
+(``--plugins-dir``, ``--state-dir``, ``--lockfile``, ``--locked``,
+``--json`` ..., chosen by :class:`Common`), so a new command is a few lines::
+
+    @command("release")
+    def release_command(run: Run, name: Name) -> None:
+        \"\"\"Lift a plugin's quarantine.\"\"\"
+        run.finish(run.host().release(name), name)
+
+The :class:`Run` holds the shared options' values, the two output streams
+(:class:`Out`) and the :class:`PluginHost`, opened on first use and closed
+when the command ends. A :class:`CapletError` escaping the command is shown
+once, in the one error shape (``{"ok": false, "error": {"type", "message"}}``
+on stdout with ``--json``, a line on stderr otherwise), with the exit code
+of its kind (:func:`exit_code`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import typer
+from rich.text import Text
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+from caplet._cli._click import ClickException
+from caplet._cli._options import (
+    SHARED,
+    Common,
+    Options,
+)
+from caplet._cli._prompt import NoInputPrompter, RichPrompter
+from caplet._cli._render import JSONValue
+from caplet._cli._safe import cli_console, plain, show_plugin_lines
+from caplet._config._prompt import Prompter
+from caplet._errors import (
+    AuditConfigError,
+    CapletError,
+    ConfigError,
+    LockfileWriteError,
+    PluginNotFoundError,
+    PolicyError,
+    ProviderAuthError,
+    StoreError,
+    UpdateError,
+    WorkerStartError,
+)
+from caplet._host._host import PluginHost
+from caplet._host._loading import LoadingRules
+from caplet._host._policy_file import (
+    EffectivePolicy,
+    load_policy,
+)
+from caplet._host._records import Outcome
+from caplet._suggest import closest
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_STATE",
+    "EXIT_USAGE",
+    "REFUSED",
+    "Out",
+    "Run",
+    "app",
+    "command",
+    "exit_code",
+    "fail",
+    "usage",
+]
+
+#: The error type of a document that is not ok without an exception: a refusal, a
+#: failed check, findings at the threshold (exit 1). The other types are UsageError
+#: (exit 2), InternalError (exit 70) and caplet's public exception names.
+REFUSED = "Refused"
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_STATE = 3
+
+
+class _PlainArgument(TyperArgument):
+    """A positional argument shown by its metavar alone (no ``<list[str]>``, no braces)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        if getattr(self, "grammar", False):
+            return name  # the metavar is the whole grammar, brackets included
+        name = name if self.required else f"[{name}]"
+        return f"{name}..." if self.nargs != 1 else name
+
+
+def plain_metavars(params: Sequence[object]) -> None:
+    """Help in plain words: ``NAME``, ``PATH``, ``TEXT``, nothing after a flag.
+
+    typer writes Python's types (``<bool>``, ``<list[str]>``, ``{name}``);
+    a person reads the words click and man pages use. An argument that
+    names its own metavar is shown as it wrote it (its grammar).
+    """
+    for param in params:
+        if isinstance(param, TyperArgument):
+            if not isinstance(param, _PlainArgument):
+                param.__class__ = _PlainArgument
+                param.grammar = param.metavar is not None  # type: ignore[attr-defined]
+            if param.metavar is None:
+                param.metavar = (param.name or "value").upper()
+        elif isinstance(param, TyperOption) and param.metavar is None:
+            if param.is_flag or param.count:
+                param.metavar = ""
+            elif param.type_descriptor.is_choice and param.type_descriptor.choices:
+                param.metavar = "|".join(
+                    str(getattr(c, "value", c)) for c in param.type_descriptor.choices
+                )
+            else:
+                bare = param.bare_type().removeprefix("list[").removesuffix("]")
+                param.metavar = _TYPE_WORDS.get(bare, bare.upper())
+
+
+_TYPE_WORDS = {"str": "TEXT", "Path": "PATH", "int": "INTEGER", "float": "NUMBER"}
+
+
+class PlainCommand(TyperCommand):
+    """A command whose help uses plain metavars (:func:`plain_metavars`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        plain_metavars(params)
+        return params
+
+
+class SuggestingGroup(TyperGroup):
+    """Unknown subcommands get caplet's own suggestion (edit distance <= 3, ties to the first);
+    a usage error of a ``--json`` command line is the one JSON error shape on stdout."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        plain_metavars(params)
+        return params
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            suggestion = closest(name, self.list_commands(ctx))
+            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+            ctx.fail(f"No such command {name!r}.{hint} Run `caplet --help` for the list.")
+        return super().resolve_command(ctx, args)
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's main, with its usage errors in the one error shape under ``--json``.
+
+        click writes a usage error (a missing argument, an unknown option, a
+        bad choice) as text on stderr; a program that asked for ``--json``
+        gets ``{"ok": false, "error": {"type": "UsageError", ...}}`` on
+        stdout as well, as for every other error (exit 2 either way).
+        """
+        argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+        try:
+            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            code = result if isinstance(result, int) else EXIT_OK
+        except ClickException as exc:
+            if as_json:
+                Out(True).emit(
+                    {"ok": False, "error": {"type": "UsageError", "message": exc.format_message()}}
+                )
+            exc.show()
+            code = exc.exit_code
+        except typer.Abort:
+            sys.stderr.write("Aborted.\n")
+            code = EXIT_REFUSED
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+app = typer.Typer(
+    cls=SuggestingGroup,
+    name="caplet",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help=(
+        "Capability-scoped plugins: scan, audit, approve and run untrusted plugins, each in "
+        "its own worker.\n\nExit codes: 0 ok; 1 refused, failed or findings; 2 usage error; "
+        "3 state or environment error; 70 internal error (a bug: CAPLET_DEBUG=1 shows it)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+class Out:
+    """Where a command writes: stdout for results, stderr for people-facing noise."""
+
+    def __init__(self, as_json: bool, *, red_team: bool = False) -> None:
+        self.as_json = as_json
+        #: ``--red-team``: every JSON document says so (``"red_team": true``).
+        self.red_team = red_team
+        self.console = cli_console()
+        self.err = cli_console(stderr=True)
+
+    def emit(self, document: JSONValue, *, failure: str = "", kind: str = REFUSED) -> None:
+        """Write ``document`` (with --json). A document that is not ok always carries the
+        one error shape: ``failure`` (else its ``reason``) as the message of an
+        ``error`` of type ``kind`` (``Refused``: a refusal or a result below the bar)."""
+        if not self.as_json:
+            return
+        if isinstance(document, dict) and document.get("ok") is False and "error" not in document:
+            reason = document.get("reason")
+            message = failure or (reason if isinstance(reason, str) else "") or "refused"
+            document = {**document, "error": {"type": kind, "message": message}}
+        if self.red_team and isinstance(document, dict):
+            # A result measured with the static gate off must never pass for a gated one.
+            document = {**document, "red_team": True}
+        # ensure_ascii (the default) writes control characters as \uXXXX: exact and inert.
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+    def say(self, *parts: Any) -> None:
+        if not self.as_json:
+            self.console.print(*parts)
+
+
+def exit_code(exc: CapletError) -> int:
+    """The documented exit code of an error (README, "Exit codes")."""
+    if isinstance(exc, PluginNotFoundError | PolicyError | ConfigError):
+        # A policy or configuration value is the operator's input, as an argument is.
+        return EXIT_USAGE
+    if isinstance(
+        exc,
+        StoreError
+        | LockfileWriteError
+        | WorkerStartError
+        | AuditConfigError
+        | ProviderAuthError
+        | UpdateError,
+    ):
+        return EXIT_STATE
+    return EXIT_REFUSED
+
+
+def public_type(exc: CapletError) -> str:
+    """The name of the first class of ``exc`` in caplet's public error tree (a private
+    subclass such as the store's ``_CorruptError`` is shown as ``StoreError``)."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == CapletError.__module__ and not cls.__name__.startswith("_"):
+            return cls.__name__
+    return CapletError.__name__
+
+
+def fail(out: Out, exc: CapletError, code: int | None = None) -> NoReturn:
+    """Show ``exc`` in the one error shape and exit with its code."""
+    if out.as_json:
+        out.emit({"ok": False, "error": {"type": public_type(exc), "message": str(exc)}})
+    else:
+        # The message may quote plugin text, a worker's stderr or a traceback: kept
+        # multi-line, escaped, never markup.
+        out.err.print(Text("error: ", style="bold red") + plain(str(exc), multiline=True))
+    raise typer.Exit(exit_code(exc) if code is None else code)
+
+
+def usage(out: Out, message: str) -> NoReturn:
+    """A usage error (exit 2), in the one error shape."""
+    if out.as_json:
+        out.emit({"ok": False, "error": {"type": "UsageError", "message": message}})
+    else:
+        out.err.print(Text("usage error: ", style="bold red") + plain(message, multiline=True))
+    raise typer.Exit(EXIT_USAGE)
+
+
+# -- the shared options --------------------------------------------------------------------------
+
+
+class Run:
+    """One command's run: its shared options, its output, and its host (opened on first use)."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.out = Out(options.as_json, red_team=options.red_team)
+        self._host: PluginHost | None = None
+        # The plugins' ctx.log lines go to stderr as `[plugin] message`, unless -q
+        # hides them or the run is for a program (--json: no log flood on stderr).
+        self._plugin_lines = show_plugin_lines(not (options.quiet or options.as_json))
+
+    @property
+    def as_json(self) -> bool:
+        return self.options.as_json
+
+    def host(self, *, locked: bool | None = None, plugins: bool = True) -> PluginHost:
+        """The command's :class:`PluginHost` on ``--plugins-dir`` (opened once).
+
+        ``locked`` overrides ``--locked`` (lock, verify and sign never run locked).
+        With ``plugins`` (a command about plugins), a plugins directory that
+        does not exist is a usage error when it leaves nothing to work on,
+        and a warning when installed plugins were found all the same.
+        """
+        if self._host is None:
+            options = self.options
+            out = self.out
+            prompter: Prompter = RichPrompter(out.err) if sys.stdin.isatty() else NoInputPrompter()
+            host = PluginHost(
+                options.plugins_dir,
+                state_dir=options.state_dir,
+                policy=self.policy(),
+                prompter=prompter,
+                lockfile=options.lockfile,
+                loading=LoadingRules.from_environment(
+                    os.environ, locked=options.locked if locked is None else locked
+                ),
+                # The host logs its banner (stderr, through the `caplet` logger), labels
+                # its isolation and every call in the decision log, and refuses locked mode.
+                red_team=options.red_team,
+            )
+            self._host = host
+            # A skipped plugin folder is logged by discovery (the `caplet` logger's
+            # handler shows it on stderr): printing it here too showed it twice.
+            directory = options.plugins_dir
+            if plugins and not directory.is_dir():
+                where = (
+                    f"no plugins directory {str(directory)!r}"
+                    if not directory.exists()
+                    else f"{str(directory)!r} is not a directory"
+                )
+                fix = (
+                    "pass --plugins-dir (or set CAPLET_PLUGINS_DIR) to the folder holding one "
+                    "folder per plugin, or create one with `caplet new NAME`"
+                )
+                if not host.manager.names():
+                    self.usage(f"{where}; {fix}")
+                out.err.print(
+                    plain(f"warning: {where}; only installed plugins are listed", "yellow")
+                )
+        return self._host
+
+    def policy(self) -> EffectivePolicy:
+        """The effective policy: the policy file, then the policy flags."""
+        options = self.options
+        return load_policy(options.plugins_dir, file=options.policy, overrides=options.overrides)
+
+    def close(self) -> None:
+        try:
+            if self._host is not None:
+                host, self._host = self._host, None
+                host.close()
+        finally:
+            show_plugin_lines(self._plugin_lines)
+
+    def usage(self, message: str) -> NoReturn:
+        usage(self.out, message)
+
+    def refused(self, outcome: Outcome, document: dict[str, JSONValue]) -> NoReturn:
+        """Exit 1 with the reason of a refused outcome (and the document with --json)."""
+        document.update({"ok": False, "reason": outcome.reason})
+        self.out.emit(document)
+        if not self.as_json:
+            self.out.err.print(
+                Text("refused: ", style="bold red") + plain(outcome.reason, multiline=True)
+            )
+        raise typer.Exit(EXIT_REFUSED)
+
+    def finish(self, outcome: Outcome, name: str, *, report: bool = True) -> None:
+        """Exit 1 with the reason when refused; otherwise emit the success document."""
+        if not outcome:
+            self.refused(outcome, {"name": name})
+        if report:
+            self.out.emit({"ok": True, "name": name, "also_affected": list(outcome.affected)})
+            self.out.say(plain(outcome.reason, multiline=True))
+
+
+Handler = Callable[..., None]
+
+
+def command(
+    name: str,
+    *,
+    group: typer.Typer | None = None,
+    common: Common = Common.HOST,
+    **settings: Any,
+) -> Callable[[Handler], Handler]:
+    """Register ``handler(run, **own)`` as command ``name`` with the ``common`` options.
+
+    The typer signature is the handler's own parameters (after ``run``)
+    followed by the shared ones; the wrapper takes the shared values out,
+    builds the :class:`Run`, and turns a :class:`CapletError` into the one
+    error shape and its exit code, after closing the host.
+    """
+    target = group if group is not None else app
+
+    def register(handler: Handler) -> Handler:
+        hints = typing.get_type_hints(handler, include_extras=True)
+        own = list(inspect.signature(handler).parameters.values())[1:]
+        parameters = [
+            p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY) for p in own
+        ]
+        shared = [(flag, key) for flag, key, _, _ in SHARED if flag in common]
+        for flag, key, annotation, default in SHARED:
+            if flag in common:
+                parameters.append(
+                    inspect.Parameter(
+                        key, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
+                    )
+                )
+
+        def run_command(**values: Any) -> None:
+            given = {key: values.pop(key) for _, key in shared}
+            try:
+                options = Options.from_values(dict(given))
+            except typer.BadParameter as exc:
+                usage(Out(bool(given.get("as_json"))), exc.format_message())
+            run = Run(options)
+            try:
+                try:
+                    handler(run, **values)
+                finally:
+                    run.close()
+            except CapletError as exc:
+                fail(run.out, exc)
+
+        run_command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        run_command.__annotations__ = {p.name: p.annotation for p in parameters}
+        run_command.__doc__ = handler.__doc__
+        run_command.__name__ = handler.__name__
+        run_command.__qualname__ = handler.__qualname__
+        run_command.__module__ = handler.__module__
+        target.command(name, cls=PlainCommand, **settings)(run_command)
+        return handler
+
+    return register

@@ -1,0 +1,536 @@
+"""One policy from a file: ``caplet.toml`` (or ``[tool.caplet]``), flags on top, and where
+each value came from.
+
+Where the policy is read from, first match wins:
+
+1. a file named explicitly (``PluginHost(policy=PATH)``, ``caplet --policy PATH``);
+2. the file ``CAPLET_POLICY`` names;
+3. ``caplet.toml`` beside the plugins directory (the folder holding it, where
+   ``caplet.lock`` lives too);
+4. the ``[tool.caplet]`` table of ``pyproject.toml`` there, when it has one;
+5. nothing: :class:`Policy`'s defaults.
+
+A ``caplet.toml`` holds :class:`Policy`'s fields at its top level and the
+nested limits as tables (``[network]``, ``[context]``, ``[guest]``,
+``[log]``), exactly as ``[tool.caplet]`` does in ``pyproject.toml`` (the
+convention of ruff and mypy). Then the command line's overrides
+(``--allow-network``, ``--set FIELD=VALUE`` ...), each recorded with its
+flag. The merged table is validated by the policy objects themselves, so a
+file is held to the same rules as ``Policy(...)`` in Python, and an error
+names the file (or flag) and the field.
+
+**Nothing loosens silently.** Each effective value is compared with the
+default; one that allows more (a higher limit, a network, best-effort
+isolation, a higher risk, broad paths, wildcard hosts, a trusted key,
+another worker id, less history in the log) is a *loosening*, described in
+words. ``caplet policy`` shows them, and a host built on a policy from a
+file or flags logs a warning for each at start and records them in the
+decision log (action ``policy``) whenever they differ from the last record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import ipaddress
+import logging
+import os
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from caplet._errors import PolicyError
+from caplet._findings import RiskLevel
+from caplet._host._policy import Isolation, Policy
+from caplet._trust._open import describe_store, is_shared
+from caplet._trust._store import TrustStore
+
+__all__ = [
+    "POLICY_ENV",
+    "POLICY_FILE",
+    "EffectivePolicy",
+    "PolicyOverride",
+    "PolicySetting",
+    "load_policy",
+    "note_loosened",
+    "resolve_policy",
+]
+
+_LOG = logging.getLogger("caplet")
+#: The plugin column of the decision log's policy rows.
+POLICY_LOG_NAME: Final = "(policy)"
+
+
+class _DecisionLog(Protocol):
+    """What :func:`note_loosened` needs of the manager."""
+
+    @property
+    def store(self) -> TrustStore: ...
+
+    def log_decision(
+        self, plugin: str, action: str, target: str, allowed: bool, detail: str = ""
+    ) -> None: ...
+
+
+#: The policy file looked for beside the plugins directory.
+POLICY_FILE: Final = "caplet.toml"
+#: The environment variable naming a policy file.
+POLICY_ENV: Final = "CAPLET_POLICY"
+_PYPROJECT: Final = "pyproject.toml"
+#: A policy file is a few hundred bytes; anything near this is not one.
+_MAX_FILE_BYTES: Final = 1024 * 1024
+_DEFAULT_SOURCE: Final = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOverride:
+    """One value set on top of the file: ``field`` (dotted), its ``value``, the ``source``
+    that set it (a flag), and whether it is ``appended`` to a list instead of replacing it."""
+
+    field: str
+    value: object
+    source: str
+    appended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySetting:
+    """One effective value: its dotted ``field``, ``value`` and ``default``, the ``source``
+    it came from (``default``, a file, a flag), and ``loosens``: why it allows more than
+    the default ("" when it does not)."""
+
+    field: str
+    value: object
+    default: object
+    source: str
+    loosens: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EffectivePolicy:
+    """The policy in force and where each of its values came from.
+
+    ``file`` is the policy file that was read (None: none was).
+    """
+
+    policy: Policy
+    file: Path | None
+    settings: tuple[PolicySetting, ...]
+
+    @property
+    def loosened(self) -> tuple[PolicySetting, ...]:
+        """The settings that allow more than the defaults."""
+        return tuple(s for s in self.settings if s.loosens)
+
+    @property
+    def configured(self) -> bool:
+        """True when a file or a flag set anything (not the defaults, not a Policy object)."""
+        return any(s.source not in (_DEFAULT_SOURCE, _APPLICATION) for s in self.settings)
+
+    @classmethod
+    def of(cls, policy: Policy) -> EffectivePolicy:
+        """A policy the application built itself (its source is ``application``)."""
+        default = Policy()
+        settings = tuple(
+            PolicySetting(
+                path,
+                value,
+                fallback,
+                _DEFAULT_SOURCE if value == fallback else _APPLICATION,
+                loosening(path, value, fallback),
+            )
+            for path, value, fallback in _leaves(policy, default)
+        )
+        return cls(policy, None, settings)
+
+
+_APPLICATION: Final = "application"
+
+
+def load_policy(
+    plugins_dir: Path | str,
+    *,
+    file: Path | str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Sequence[PolicyOverride] = (),
+) -> EffectivePolicy:
+    """The effective policy for a plugins directory (see the module docstring).
+
+    Raises :class:`PolicyError` naming the file (or flag) and field for a
+    file that cannot be read or parsed, or a value the policy refuses.
+    """
+    env = os.environ if environ is None else environ
+    located = _locate(Path(plugins_dir), None if file is None else Path(file), env)
+    raw: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    path: Path | None = None
+    if located is not None:
+        path, label, table = located
+        data = _read(path, table)
+        raw = _plain(data)
+        for key in _leaf_keys(data, Policy):
+            sources[key] = label
+    for override in overrides:
+        _apply(raw, override)
+        previous = sources.get(override.field)
+        sources[override.field] = (
+            f"{previous} + {override.source}"
+            if override.appended and previous and previous != override.source
+            else override.source
+        )
+    try:
+        policy = Policy(**raw)
+    except PolicyError as exc:
+        raise PolicyError(_located_message(exc, sources), exc.problems) from None
+    default = Policy()
+    settings = tuple(
+        PolicySetting(
+            leaf,
+            value,
+            fallback,
+            _source_of(leaf, sources),
+            loosening(leaf, value, fallback),
+        )
+        for leaf, value, fallback in _leaves(policy, default)
+    )
+    return EffectivePolicy(policy, path, settings)
+
+
+def resolve_policy(
+    policy: Policy | EffectivePolicy | Path | str | None, plugins_dir: Path | str
+) -> EffectivePolicy:
+    """What ``PluginHost(policy=...)`` was given, as an :class:`EffectivePolicy`: a
+    :class:`Policy` as it is, a path as that file, None as the file found for
+    ``plugins_dir`` (or the defaults)."""
+    if isinstance(policy, EffectivePolicy):
+        return policy
+    if isinstance(policy, Policy):
+        return EffectivePolicy.of(policy)
+    return load_policy(plugins_dir, file=policy)
+
+
+def note_loosened(effective: EffectivePolicy, log: _DecisionLog) -> None:
+    """Warn about each loosening of a policy from a file or flags, and record them in
+    the decision log when they differ from the last record (a policy an application
+    built in Python is its own code's decision, and is not logged)."""
+    if not effective.configured:
+        return
+    loosened = [s for s in effective.loosened if s.source not in (_DEFAULT_SOURCE, _APPLICATION)]
+    if not loosened:
+        return
+    lines = [f"{s.field} = {_shown(s.value)} ({s.source}): {s.loosens}" for s in loosened]
+    for line in lines:
+        _LOG.warning("policy loosens %s", line)
+    detail = "loosens: " + "; ".join(lines)
+    target = str(effective.file) if effective.file is not None else "flags"
+    last = log.store.decisions(POLICY_LOG_NAME, 1)
+    if last and last[0].detail == detail and last[0].target == target:
+        return
+    log.log_decision(POLICY_LOG_NAME, "policy", target, True, detail)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+# -- finding and reading the file ----------------------------------------------------------------
+
+
+def _locate(
+    plugins_dir: Path, explicit: Path | None, environ: Mapping[str, str]
+) -> tuple[Path, str, str | None] | None:
+    """(path, source label, table) of the policy file, or None. ``table`` is ``tool.caplet``
+    for a pyproject.toml, None for a caplet.toml (its top level)."""
+    if explicit is not None:
+        return explicit, str(explicit), _table_for(explicit)
+    named = environ.get(POLICY_ENV, "")
+    if named:
+        path = Path(named)
+        return path, f"{named} ({POLICY_ENV})", _table_for(path)
+    beside = plugins_dir.parent
+    own = beside / POLICY_FILE
+    if own.exists():
+        return own, str(own), None
+    pyproject = beside / _PYPROJECT
+    if pyproject.is_file() and _has_tool_table(pyproject):
+        return pyproject, f"{pyproject} [tool.caplet]", "tool.caplet"
+    return None
+
+
+def _table_for(path: Path) -> str | None:
+    return "tool.caplet" if path.name == _PYPROJECT else None
+
+
+def _has_tool_table(path: Path) -> bool:
+    """True when pyproject.toml has a [tool.caplet] table.
+
+    A file that mentions caplet but cannot be parsed counts as having one, so
+    that :func:`_read` says what is wrong with it instead of the defaults
+    being used silently; a file that never mentions caplet is someone else's.
+    """
+    text = _text(path)
+    if "caplet" not in text:
+        return False
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return True
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "caplet" in tool
+
+
+def _text(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise PolicyError(
+            f"policy file {path}: no such file; create it, or name an existing one "
+            f"(--policy, {POLICY_ENV})"
+        ) from None
+    except OSError as exc:
+        raise PolicyError(
+            f"policy file {path}: cannot be read ({exc.strerror or exc}); make it a readable file"
+        ) from exc
+    if len(data) > _MAX_FILE_BYTES:
+        raise PolicyError(
+            f"policy file {path}: larger than {_MAX_FILE_BYTES} bytes, which no policy is; "
+            "name the right file"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(
+            f"policy file {path}: not UTF-8 ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
+
+
+def _read(path: Path, table: str | None) -> dict[str, Any]:
+    text = _text(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"policy file {path}: not valid TOML: {exc}; fix the syntax") from None
+    if table is None:
+        return data
+    node: object = data
+    for key in table.split("."):
+        node = node.get(key, {}) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        raise PolicyError(f"policy file {path}: [{table}] must be a table of policy fields")
+    return node
+
+
+# -- merging ---------------------------------------------------------------------------------------
+
+
+def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a TOML table (its own dicts, so overrides never change the parsed data)."""
+    return {k: _plain(v) if isinstance(v, dict) else v for k, v in data.items()}
+
+
+def _leaf_keys(data: Mapping[str, Any], owner: type | None, prefix: str = "") -> Iterator[str]:
+    """The dotted keys a table sets: a table under a nested settings field is a branch."""
+    nested = _nested_fields(owner)
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and key in nested:
+            yield from _leaf_keys(value, nested[key], f"{dotted}.")
+        else:
+            yield dotted
+
+
+def _nested_fields(owner: type | None) -> dict[str, type]:
+    if owner is None or not dataclasses.is_dataclass(owner):
+        return {}
+    found: dict[str, type] = {}
+    for field in dataclasses.fields(owner):
+        if field.default_factory is not dataclasses.MISSING:
+            value = field.default_factory()
+            if dataclasses.is_dataclass(value):
+                found[field.name] = type(value)
+    return found
+
+
+def _apply(raw: dict[str, Any], override: PolicyOverride) -> None:
+    """Set (or append to) ``override.field`` in the raw table, creating tables on the way."""
+    *parents, leaf = override.field.split(".")
+    node = raw
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    if override.appended:
+        current = node.get(leaf)
+        if current is None:
+            current = _default_value(override.field)
+        listed = list(current) if isinstance(current, list | tuple) else [current]
+        node[leaf] = [*listed, override.value]
+    else:
+        node[leaf] = override.value
+
+
+def _default_value(dotted: str) -> object:
+    node: object = Policy()
+    for part in dotted.split("."):
+        node = getattr(node, part, ())
+    return node
+
+
+def _source_of(leaf: str, sources: Mapping[str, str]) -> str:
+    if leaf in sources:
+        return sources[leaf]
+    return _DEFAULT_SOURCE
+
+
+def _located_message(exc: PolicyError, sources: Mapping[str, str]) -> str:
+    """The error with the source of each bad field (a file, a flag) in front of it."""
+    if not exc.problems:
+        return str(exc)
+    parts = []
+    for problem in exc.problems:
+        field = problem.field.split("[", 1)[0]
+        source = sources.get(field) or next(
+            (s for key, s in sources.items() if field.startswith(f"{key}.")), ""
+        )
+        where = f"{source}: " if source else ""
+        parts.append(f"{where}{problem}")
+    return "invalid policy: " + "; ".join(parts)
+
+
+# -- the effective values ------------------------------------------------------------------------
+
+
+def _leaves(policy: object, default: object, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(dotted field, value, default) for every scalar or list field, nested ones flattened;
+    the store's address without its password (a setting is shown and logged)."""
+    assert dataclasses.is_dataclass(policy)
+    for field in dataclasses.fields(policy):
+        value = getattr(policy, field.name)
+        fallback = getattr(default, field.name)
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, fallback, f"{prefix}{field.name}.")
+        elif f"{prefix}{field.name}" == "store" and isinstance(value, str):
+            yield "store", describe_store(value), fallback
+        else:
+            yield f"{prefix}{field.name}", value, fallback
+
+
+#: Fields where a lower value allows more (a shorter cooldown, a shorter window, less history).
+_LOWER_IS_LOOSER: Final = frozenset(
+    {
+        "cooldown_s",
+        "quarantine_window_s",
+        "log.retention_days",
+        "log.max_rows",
+        "log.denials_per_minute",
+    }
+)
+#: Fields that change no security decision (how many idle workers wait, how long a start may take).
+_NEUTRAL: Final = frozenset({"guest.pool_size", "start_timeout_s"})
+
+
+def loosening(field: str, value: object, default: object) -> str:
+    """Why ``value`` allows more than ``default`` for ``field``, in words ("" when it does not)."""
+    if value == default or field in _NEUTRAL:
+        return ""
+    describe = _SPECIAL.get(field)
+    if describe is not None:
+        return describe(value, default)
+    if isinstance(value, bool) or isinstance(default, bool):
+        return "turns on what the default keeps off" if value and not default else ""
+    if isinstance(value, int | float) and isinstance(default, int | float):
+        if field in _LOWER_IS_LOOSER:
+            return f"lower than the default {default:g}" if value < default else ""
+        return f"raises the default {default:g}" if value > default else ""
+    return ""
+
+
+def _networks(value: object, default: object) -> str:
+    before = default if isinstance(default, tuple) else ()
+    added = [n for n in value if n not in before] if isinstance(value, tuple) else []
+    if not added:
+        return ""
+    return "plugins may reach " + ", ".join(f"{n} ({_network_kind(n)})" for n in added)
+
+
+def _network_kind(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str:
+    metadata = ipaddress.ip_address("169.254.169.254")
+    if network.version == 4 and metadata in network:
+        return "includes the cloud metadata address and its instance credentials"
+    if network.is_loopback:
+        return "loopback: services on this machine"
+    if network.is_link_local:
+        return "link-local"
+    if network.is_private:
+        return "a private network"
+    if network.is_multicast:
+        return "multicast"
+    return "a special-purpose network"
+
+
+def _risk(value: object, default: object) -> str:
+    if (
+        isinstance(value, RiskLevel)
+        and isinstance(default, RiskLevel)
+        and value.order > default.order
+    ):
+        return f"approves and enables plugins audited up to {value.value} (default {default.value})"
+    return ""
+
+
+def _isolation(value: object, default: object) -> str:
+    if value is Isolation.BEST_EFFORT and default is Isolation.STRICT:
+        return "runs plugins even when an isolation layer is missing on this machine"
+    return ""
+
+
+def _keys(value: object, default: object) -> str:
+    before = default if isinstance(default, tuple) else ()
+    if isinstance(value, tuple) and len(value) > len(before):
+        count = len(value) - len(before)
+        return f"trusts {count} more publisher key(s): plugins they sign may be trusted"
+    return ""
+
+
+def _worker_id(value: object, default: object) -> str:
+    if value is not None:
+        return (
+            f"workers run as host id {value} instead of the default unprivileged account; "
+            "make sure that id owns nothing a plugin should not reach"
+        )
+    return ""
+
+
+def _store(value: object, default: object) -> str:
+    if isinstance(value, str) and is_shared(value):
+        return (
+            "approvals, audits and quarantine are shared with every node using this store: "
+            "a plugin approved there is approved here"
+        )
+    return ""
+
+
+def _flag(what: str) -> Callable[[object, object], str]:
+    return lambda value, default: what if value is True and default is False else ""
+
+
+_SPECIAL: Final[dict[str, Callable[[object, object], str]]] = {
+    "network.allowed_networks": _networks,
+    "max_risk_level": _risk,
+    "isolation": _isolation,
+    "trusted_keys": _keys,
+    "worker_uid": _worker_id,
+    "worker_gid": _worker_id,
+    "allow_broad_paths": _flag("trusted plugins may be granted / and home directories"),
+    "network.allow_wildcard_hosts": _flag("net.http grants of *.domain match every subdomain"),
+    "require_signature": lambda value, default: "",
+    "store": _store,
+}

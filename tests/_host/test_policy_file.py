@@ -1,0 +1,372 @@
+"""One policy from a file (issue 15): where it is found, what wins, and what loosens."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+
+import pytest
+
+from caplet._errors import PolicyError
+from caplet._findings import RiskLevel
+from caplet._host._host import PluginHost
+from caplet._host._loading import LoadingRules
+from caplet._host._policy import Isolation, Policy
+from caplet._host._policy_file import (
+    POLICY_LOG_NAME,
+    EffectivePolicy,
+    PolicyOverride,
+    load_policy,
+    loosening,
+)
+from caplet._sandbox._subprocess import SubprocessLauncher
+from caplet._trust._store import Decision
+
+LOOSE = """\
+isolation = "best-effort"
+max_risk_level = "high"
+memory_mb = 256
+
+[network]
+allowed_networks = ["127.0.0.0/8"]
+
+[guest]
+pool_size = 0
+"""
+
+
+def test_without_a_file_the_defaults_hold_and_nothing_is_configured(plugins_dir: Path) -> None:
+    effective = load_policy(plugins_dir, environ={})
+    assert effective.policy == Policy()
+    assert effective.file is None
+    assert not effective.configured
+    assert not effective.loosened
+    assert {s.source for s in effective.settings} == {"default"}
+
+
+def test_caplet_toml_beside_the_plugins_directory_is_read(plugins_dir: Path) -> None:
+    (plugins_dir.parent / "caplet.toml").write_text(LOOSE, encoding="utf-8")
+    effective = load_policy(plugins_dir, environ={})
+    policy = effective.policy
+    assert policy.isolation is Isolation.BEST_EFFORT
+    assert policy.max_risk_level is RiskLevel.HIGH
+    assert policy.network.allowed_networks == (ipaddress.ip_network("127.0.0.0/8"),)
+    assert policy.guest.pool_size == 0
+    assert effective.file == plugins_dir.parent / "caplet.toml"
+    sources = {s.field: s.source for s in effective.settings}
+    assert sources["memory_mb"] == str(plugins_dir.parent / "caplet.toml")
+    assert sources["guest.pool_size"] == str(plugins_dir.parent / "caplet.toml")
+    assert sources["cpu_s"] == "default"
+    # A lower memory limit tightens; a smaller warm pool changes no decision.
+    assert {s.field for s in effective.loosened} == {
+        "isolation",
+        "max_risk_level",
+        "network.allowed_networks",
+    }
+
+
+def test_pyproject_tool_table_is_read_and_caplet_toml_wins_over_it(plugins_dir: Path) -> None:
+    pyproject = plugins_dir.parent / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\nname = "app"\n\n[tool.caplet]\nmemory_mb = 100\n\n[tool.caplet.guest]\n'
+        "pool_size = 1\n",
+        encoding="utf-8",
+    )
+    effective = load_policy(plugins_dir, environ={})
+    assert effective.policy.memory_mb == 100
+    assert effective.policy.guest.pool_size == 1
+    assert {s.source for s in effective.settings if s.field == "memory_mb"} == {
+        f"{pyproject} [tool.caplet]"
+    }
+    (plugins_dir.parent / "caplet.toml").write_text("memory_mb = 200\n", encoding="utf-8")
+    assert load_policy(plugins_dir, environ={}).policy.memory_mb == 200
+
+
+def test_a_pyproject_without_caplet_is_someone_elses(plugins_dir: Path) -> None:
+    (plugins_dir.parent / "pyproject.toml").write_text('[project]\nname = "x"\n', "utf-8")
+    assert load_policy(plugins_dir, environ={}).file is None
+    # Broken, but never mentioning caplet: not caplet's to judge.
+    (plugins_dir.parent / "pyproject.toml").write_text("[[[ not toml", "utf-8")
+    assert load_policy(plugins_dir, environ={}).file is None
+
+
+def test_a_broken_pyproject_that_may_hold_the_policy_is_an_error_not_the_defaults(
+    plugins_dir: Path,
+) -> None:
+    """The safe answer: a policy that cannot be read might have tightened something."""
+    (plugins_dir.parent / "pyproject.toml").write_text("[tool.caplet]\nmemory_mb = = 5\n", "utf-8")
+    with pytest.raises(PolicyError, match=r"pyproject.toml: not valid TOML: .*line 2"):
+        load_policy(plugins_dir, environ={})
+
+
+def test_caplet_policy_names_the_file_and_an_explicit_file_wins(
+    plugins_dir: Path, tmp_path: Path
+) -> None:
+    (plugins_dir.parent / "caplet.toml").write_text("memory_mb = 100\n", encoding="utf-8")
+    named = tmp_path / "team-policy.toml"
+    named.write_text("memory_mb = 300\n", encoding="utf-8")
+    chosen = tmp_path / "chosen.toml"
+    chosen.write_text("memory_mb = 400\n", encoding="utf-8")
+    from_env = load_policy(plugins_dir, environ={"CAPLET_POLICY": str(named)})
+    assert from_env.policy.memory_mb == 300
+    assert from_env.settings[2].source == f"{named} (CAPLET_POLICY)"
+    explicit = load_policy(plugins_dir, file=chosen, environ={"CAPLET_POLICY": str(named)})
+    assert explicit.policy.memory_mb == 400
+
+
+def test_a_named_file_that_does_not_exist_is_an_error(plugins_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(PolicyError, match=r"policy file .*nope.toml: no such file; create it"):
+        load_policy(plugins_dir, file=missing, environ={})
+    with pytest.raises(PolicyError, match="no such file"):
+        load_policy(plugins_dir, environ={"CAPLET_POLICY": str(missing)})
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"memory_mb = \n", r"not valid TOML: .*\(at line 1, column 13\); fix the syntax"),
+        (b"memory_mb = '\xff'\n", r"not UTF-8 \(invalid start byte at byte 13\); save it as UTF-8"),
+        (
+            b"memroy_mb = 5\n",
+            r"caplet.toml: memroy_mb: unknown field \(did you mean 'memory_mb'\?\)",
+        ),
+        (b"[network]\nallowed_networks = ['x']\n", r"caplet.toml: network.allowed_networks\[0\]"),
+        (b"memory_mb = true\n", r"caplet.toml: memory_mb: True is not valid: expected a whole"),
+        (b"[guest]\npool_size = -3\n", r"caplet.toml: guest.pool_size: -3 is not valid"),
+        (b"guest = 5\n", r"caplet.toml: guest: 5 is not valid: expected a table"),
+    ],
+)
+def test_a_bad_file_is_refused_naming_the_file_and_the_field(
+    plugins_dir: Path, content: bytes, expected: str
+) -> None:
+    (plugins_dir.parent / "caplet.toml").write_bytes(content)
+    with pytest.raises(PolicyError, match=expected):
+        load_policy(plugins_dir, environ={})
+
+
+def test_a_file_far_larger_than_any_policy_is_refused(plugins_dir: Path) -> None:
+    (plugins_dir.parent / "caplet.toml").write_bytes(b"#" * (1024 * 1024 + 1))
+    with pytest.raises(PolicyError, match="larger than 1048576 bytes"):
+        load_policy(plugins_dir, environ={})
+
+
+def test_flags_go_on_top_and_say_so(plugins_dir: Path) -> None:
+    (plugins_dir.parent / "caplet.toml").write_text(
+        '[network]\nallowed_networks = ["10.0.0.0/8"]\n', encoding="utf-8"
+    )
+    effective = load_policy(
+        plugins_dir,
+        environ={},
+        overrides=(
+            PolicyOverride(
+                "network.allowed_networks", "127.0.0.0/8", "--allow-network", appended=True
+            ),
+            PolicyOverride("guest.timeout_ms", 9000, "--set guest.timeout_ms"),
+            PolicyOverride("isolation", "best-effort", "--isolation"),
+        ),
+    )
+    assert [str(n) for n in effective.policy.network.allowed_networks] == [
+        "10.0.0.0/8",
+        "127.0.0.0/8",
+    ]
+    sources = {s.field: s.source for s in effective.settings}
+    assert sources["network.allowed_networks"].endswith("caplet.toml + --allow-network")
+    assert sources["guest.timeout_ms"] == "--set guest.timeout_ms"
+    assert sources["isolation"] == "--isolation"
+    # Without a file, an appended network starts from the default (none).
+    alone = load_policy(
+        plugins_dir.parent / "elsewhere" / "plugins",
+        environ={},
+        overrides=(
+            PolicyOverride(
+                "network.allowed_networks", "127.0.0.0/8", "--allow-network", appended=True
+            ),
+        ),
+    )
+    assert [str(n) for n in alone.policy.network.allowed_networks] == ["127.0.0.0/8"]
+    assert alone.configured
+
+
+def test_a_bad_flag_value_is_refused_naming_the_flag(plugins_dir: Path) -> None:
+    with pytest.raises(PolicyError, match=r"--max-risk: max_risk_level: 'EXTREME' is not valid"):
+        load_policy(
+            plugins_dir,
+            environ={},
+            overrides=(PolicyOverride("max_risk_level", "extreme", "--max-risk"),),
+        )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "default", "expected"),
+    [
+        ("max_risk_level", RiskLevel.HIGH, RiskLevel.MEDIUM, "audited up to HIGH"),
+        ("isolation", Isolation.BEST_EFFORT, Isolation.STRICT, "even when an isolation layer"),
+        (
+            "network.allowed_networks",
+            (ipaddress.ip_network("127.0.0.0/8"),),
+            (),
+            "127.0.0.0/8 (loopback: services on this machine)",
+        ),
+        (
+            "network.allowed_networks",
+            (ipaddress.ip_network("169.254.0.0/16"),),
+            (),
+            "includes the cloud metadata address",
+        ),
+        ("network.allowed_networks", (ipaddress.ip_network("10.0.0.0/8"),), (), "a private"),
+        ("allow_broad_paths", True, False, "granted / and home directories"),
+        ("network.allow_wildcard_hosts", True, False, "every subdomain"),
+        ("trusted_keys", ("RWQ",), (), "trusts 1 more publisher key(s)"),
+        ("worker_uid", 1000, None, "workers run as host id 1000"),
+        ("memory_mb", 4096, 512, "raises the default 512"),
+        ("network.max_response_bytes", 10**9, 10 * 1024 * 1024, "raises the default"),
+        ("cooldown_s", 1.0, 60.0, "lower than the default 60"),
+        ("quarantine_window_s", 10.0, 3600.0, "lower than the default 3600"),
+        ("failure_threshold", 100, 3, "raises the default 3"),
+    ],
+)
+def test_what_loosens_is_said_in_words(
+    field: str, value: object, default: object, expected: str
+) -> None:
+    assert expected in loosening(field, value, default)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "default"),
+    [
+        ("memory_mb", 128, 512),
+        ("cooldown_s", 600.0, 60.0),
+        ("require_signature", True, False),
+        ("isolation", Isolation.STRICT, Isolation.STRICT),
+        ("max_risk_level", RiskLevel.LOW, RiskLevel.MEDIUM),
+        ("guest.pool_size", 10, 2),
+        ("max_tier_directory", "community", "trusted"),
+    ],
+)
+def test_what_tightens_or_changes_no_decision_is_not_a_loosening(
+    field: str, value: object, default: object
+) -> None:
+    assert loosening(field, value, default) == ""
+
+
+def _host(plugins_dir: Path, state_dir: Path, **kwargs: object) -> PluginHost:
+    return PluginHost(
+        plugins_dir,
+        state_dir=state_dir,
+        launcher=SubprocessLauncher(),
+        discover=False,
+        auditor=None,
+        loading=LoadingRules(),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_plugin_host_reads_the_same_file(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    (plugins_dir.parent / "caplet.toml").write_text("memory_mb = 100\n", encoding="utf-8")
+    with _host(plugins_dir, state_dir) as host:
+        assert host.policy.memory_mb == 100
+        assert host.effective_policy.file == plugins_dir.parent / "caplet.toml"
+    other = tmp_path / "other.toml"
+    other.write_text("memory_mb = 64\n", encoding="utf-8")
+    with _host(plugins_dir, state_dir, policy=other) as host:
+        assert host.policy.memory_mb == 64
+    # A Policy object is the application's own decision: the file is not read.
+    with _host(plugins_dir, state_dir, policy=Policy(memory_mb=32)) as host:
+        assert host.policy.memory_mb == 32
+        assert host.effective_policy.file is None
+        assert not host.effective_policy.configured
+
+
+def test_a_host_refuses_to_start_on_a_bad_policy_file(plugins_dir: Path, state_dir: Path) -> None:
+    (plugins_dir.parent / "caplet.toml").write_text("isolation = 'loose'\n", encoding="utf-8")
+    with pytest.raises(PolicyError, match=r"caplet.toml: isolation: 'loose' is not valid"):
+        _host(plugins_dir, state_dir)
+
+
+def _policy_rows(host: PluginHost) -> list[str]:
+    return [d.detail for d in host.manager.store.decisions(POLICY_LOG_NAME, 100)]
+
+
+def test_a_loosening_file_is_logged_and_recorded_once_per_change(
+    plugins_dir: Path, state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    policy_file = plugins_dir.parent / "caplet.toml"
+    policy_file.write_text('[network]\nallowed_networks = ["127.0.0.0/8"]\n', encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="caplet"), _host(plugins_dir, state_dir) as host:
+        rows = _policy_rows(host)
+    assert len(rows) == 1
+    assert rows[0].startswith("loosens: network.allowed_networks = [127.0.0.0/8] (")
+    assert "loopback: services on this machine" in rows[0]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(w.startswith("policy loosens network.allowed_networks") for w in warnings)
+    # The same policy again: warned again, recorded once.
+    with _host(plugins_dir, state_dir) as host:
+        assert len(_policy_rows(host)) == 1
+    policy_file.write_text('isolation = "best-effort"\n', encoding="utf-8")
+    with _host(plugins_dir, state_dir) as host:
+        rows = _policy_rows(host)
+    assert len(rows) == 2
+    assert rows[0].startswith("loosens: isolation = best-effort")
+
+
+def test_an_application_policy_object_is_not_logged(
+    plugins_dir: Path, state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    loose = Policy(isolation=Isolation.BEST_EFFORT)
+    assert EffectivePolicy.of(loose).loosened  # shown by `caplet policy`-like callers
+    with (
+        caplog.at_level(logging.WARNING, logger="caplet"),
+        _host(plugins_dir, state_dir, policy=loose) as host,
+    ):
+        assert _policy_rows(host) == []
+    assert not [r for r in caplog.records if "policy loosens" in r.getMessage()]
+
+
+def test_the_store_key_chooses_the_store_and_never_shows_a_password(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAPLET_STORE", raising=False)
+    shared = tmp_path / "shared-state"
+    (plugins_dir.parent / "caplet.toml").write_text(
+        f'store = "sqlite://{shared}"\n', encoding="utf-8"
+    )
+    with _host(plugins_dir, state_dir) as host:
+        assert host.policy.store == f"sqlite://{shared}"
+        host.manager.store.log_decision(_decision("via-file"))
+    assert (shared / "caplet.db").exists()
+    assert not (state_dir / "caplet.db").exists()
+    # CAPLET_STORE wins over the file (one node pointed elsewhere for a migration).
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("CAPLET_STORE", str(elsewhere))
+    with _host(plugins_dir, state_dir) as host:
+        host.manager.store.log_decision(_decision("via-env"))
+    assert (elsewhere / "caplet.db").exists()
+
+    (plugins_dir.parent / "caplet.toml").write_text(
+        'store = "postgresql://caplet:hunter2@db.internal/caplet"\n', encoding="utf-8"
+    )
+    effective = load_policy(plugins_dir, environ={})
+    (setting,) = [s for s in effective.settings if s.field == "store"]
+    assert setting.value == "postgresql://caplet:***@db.internal/caplet"
+    assert "a plugin approved there is approved here" in setting.loosens
+    assert "hunter2" not in repr(effective.policy)
+
+
+def test_a_store_of_an_unknown_kind_is_refused_naming_the_file(plugins_dir: Path) -> None:
+    (plugins_dir.parent / "caplet.toml").write_text(
+        'store = "mysql://root:hunter2@db/caplet"\n', encoding="utf-8"
+    )
+    with pytest.raises(PolicyError) as info:
+        load_policy(plugins_dir, environ={})
+    message = str(info.value)
+    assert "caplet.toml: store:" in message
+    assert "caplet has no store of kind 'mysql'" in message
+    assert "hunter2" not in message
+
+
+def _decision(plugin: str) -> Decision:
+    return Decision(at=1.0, plugin=plugin, action="call", target="", allowed=True)
