@@ -36,9 +36,10 @@ import datetime as dt
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from caplet._atomic import fsync_directory
 from caplet._audit._model import AuditResult
@@ -47,8 +48,7 @@ from caplet._capabilities._lint import lint_composition
 from caplet._errors import CapletError, SignatureError, UpdateError
 from caplet._findings import RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
-from caplet._host._consent import Widening, describe_widening, widening
-from caplet._host._host import PluginHost
+from caplet._host._consent import Consent, Widening, describe_widening, widening
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
     UpdateJournal,
@@ -69,7 +69,41 @@ from caplet._trust._snapshot import make_snapshot
 from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
-__all__ = ["UpdateConsent", "UpdateReport", "update_plugin"]
+if TYPE_CHECKING:
+    from caplet._config._prompt import Prompter
+    from caplet._host._manager import PluginManager
+    from caplet._host._policy import Policy
+    from caplet._host._records import Outcome
+
+__all__ = ["UpdatableHost", "UpdateConsent", "UpdateReport", "update_plugin"]
+
+
+class UpdatableHost(Protocol):
+    """What an update needs of :class:`~caplet.PluginHost` (a Protocol, so this module
+    does not import the host that calls it)."""
+
+    @property
+    def manager(self) -> PluginManager: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    def discover(self) -> int: ...
+
+    def enable(
+        self,
+        name: str,
+        inline: Iterable[str] = (),
+        *,
+        config: Mapping[str, object] | None = None,
+        prompter: Prompter | None = None,
+        consent: bool | Consent = False,
+    ) -> Outcome: ...
+
+    def disable(self, name: str) -> Outcome: ...
+
+    def check_health(self, name: str, *, timeout_s: float) -> Outcome: ...
+
 
 #: Asked with what the new version widens (its ``added``, ``removed``, ``kept``
 #: capabilities read like a capability diff), or when the plugin is not approved.
@@ -111,7 +145,7 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _stage(host: PluginHost, name: str, source: str | Path, parent: Path) -> Path:
+def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> Path:
     """Copy the new version into ``parent/<name>``; returns that folder."""
     parent.mkdir(parents=True, exist_ok=True)
     path = Path(source)
@@ -143,7 +177,7 @@ def _stage(host: PluginHost, name: str, source: str | Path, parent: Path) -> Pat
     return target
 
 
-def _approved_before(host: PluginHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
+def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
     """What the old version was allowed: the lock entry, else the approval, else declared."""
     info = host.manager.require_plugin(name)
     if entry is not None:
@@ -154,7 +188,9 @@ def _approved_before(host: PluginHost, name: str, entry: LockEntry | None) -> tu
     return tuple(c.declared for c in info.manifest.capabilities)
 
 
-def _check_staged(host: PluginHost, name: str, staged: Path) -> tuple[Manifest, str, AuditResult]:
+def _check_staged(
+    host: UpdatableHost, name: str, staged: Path
+) -> tuple[Manifest, str, AuditResult]:
     """Validate, hash, scan and audit the staged version; refuse what enable would refuse."""
     manifest = load_manifest(staged, allow_broad=host.policy.allow_broad_paths)
     if manifest.name != name:
@@ -217,7 +253,7 @@ def _now_utc() -> dt.datetime:
 
 
 def update_plugin(
-    host: PluginHost,
+    host: UpdatableHost,
     name: str,
     source: str | Path,
     *,
@@ -259,7 +295,7 @@ def update_plugin(
 
 
 def _transaction(
-    host: PluginHost,
+    host: UpdatableHost,
     name: str,
     source: str | Path,
     *,
