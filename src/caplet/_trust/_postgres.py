@@ -65,6 +65,7 @@ from caplet._trust._rows import (
     approval_from_row,
     approval_params,
     audit_from_row,
+    decision_filter,
     decision_from_row,
     kv_value,
     quarantine_from_row,
@@ -418,18 +419,9 @@ class PostgresStore:
         (a ``time.time()`` value) on, only allowed or refused ones, of one *action*."""
         if limit < 0:
             raise StoreError(f"decision log limit must be 0 or more, got {limit}")
-        clauses: list[str] = []
-        values: list[object] = []
-        for clause, value in (
-            ("plugin = %s", plugin),
-            ("at >= %s", since),
-            ("allowed = %s", allowed),
-            ("action = %s", action),
-        ):
-            if value is not None:
-                clauses.append(clause)
-                values.append(value)
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        where, values = decision_filter(
+            "%s", plugin=plugin, since=since, allowed=allowed, action=action
+        )
         # The clauses are caplet's own text; every value is a parameter.
         query = (
             "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "  # noqa: S608

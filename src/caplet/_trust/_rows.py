@@ -14,7 +14,7 @@ repair it with.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from caplet._audit._model import AuditResult, Verdict
@@ -32,6 +32,7 @@ __all__ = [
     "approval_from_row",
     "approval_params",
     "audit_from_row",
+    "decision_filter",
     "decision_from_row",
     "kv_value",
     "quarantine_from_row",
@@ -223,3 +224,30 @@ def kv_value(source: RowSource, plugin: str, key: str, value: object) -> bytes:
     if not isinstance(value, bytes):
         raise source.bad_row("kv", f"{plugin}/{key}", "value is not a blob", source.edited_table)
     return value
+
+
+def decision_filter(
+    placeholder: str,
+    *,
+    plugin: str | None,
+    since: float | None,
+    allowed: bool | None,
+    action: str | None,
+    allowed_value: Callable[[bool], object] = bool,
+) -> tuple[str, tuple[object, ...]]:
+    """The ``WHERE`` clause (``""`` for none, else ending in a space) and its values for
+    the decision log's filters, with *placeholder* (``?`` for SQLite, ``%s`` for
+    psycopg). The clause is caplet's own text; every value is a parameter.
+    ``allowed_value`` stores the flag as the backend does (SQLite: an int)."""
+    clauses: list[str] = []
+    values: list[object] = []
+    for column, value in (
+        ("plugin =", plugin),
+        ("at >=", since),
+        ("allowed =", None if allowed is None else allowed_value(allowed)),
+        ("action =", action),
+    ):
+        if value is not None:
+            clauses.append(f"{column} {placeholder}")
+            values.append(value)
+    return (f"WHERE {' AND '.join(clauses)} " if clauses else ""), tuple(values)

@@ -68,6 +68,7 @@ from caplet._trust._rows import (
     approval_from_row,
     approval_params,
     audit_from_row,
+    decision_filter,
     decision_from_row,
     kv_value,
     quarantine_from_row,
@@ -528,18 +529,9 @@ class SqliteStore:
         (a ``time.time()`` value) on, only allowed or refused ones, of one *action*."""
         if limit < 0:
             raise StoreError(f"decision log limit must be 0 or more, got {limit}")
-        clauses: list[str] = []
-        values: list[object] = []
-        for clause, value in (
-            ("plugin = ?", plugin),
-            ("at >= ?", since),
-            ("allowed = ?", None if allowed is None else int(allowed)),
-            ("action = ?", action),
-        ):
-            if value is not None:
-                clauses.append(clause)
-                values.append(value)
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        where, values = decision_filter(
+            "?", plugin=plugin, since=since, allowed=allowed, action=action, allowed_value=int
+        )
         with self._reading("reading the decision log") as conn:
             # The clauses are caplet's own text; every value is a parameter.
             cursor = conn.execute(
