@@ -370,3 +370,34 @@ def test_a_store_of_an_unknown_kind_is_refused_naming_the_file(plugins_dir: Path
 
 def _decision(plugin: str) -> Decision:
     return Decision(at=1.0, plugin=plugin, action="call", target="", allowed=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "pyproject.toml",
+            "[tool.caplet]\nmemory_mb = 100\nx = " + "[" * 5000 + "]" * 5000 + "\n",
+            r"pyproject.toml: arrays or inline tables nested too deeply",
+        ),
+        (
+            "caplet.toml",
+            "x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n",
+            r"caplet.toml: arrays or inline tables nested too deeply",
+        ),
+        (
+            "caplet.toml",
+            "[" + ".".join(["t"] * 100) + "]\n",
+            r"caplet.toml: line 1 has more than 64 dots outside strings",
+        ),
+    ],
+)
+def test_hostile_toml_in_a_project_is_a_policy_error_not_a_traceback(
+    plugins_dir: Path, name: str, content: str, expected: str
+) -> None:
+    """Red-team round 3: a project checkout's pyproject.toml (or caplet.toml) nested
+    deeply raised RecursionError out of PluginHost and `caplet` (exit 70); a dotted key
+    of many parts made tomllib quadratic (tests/test_toml.py)."""
+    (plugins_dir.parent / name).write_text(content, encoding="utf-8")
+    with pytest.raises(PolicyError, match=expected):
+        load_policy(plugins_dir, environ={})

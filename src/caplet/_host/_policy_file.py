@@ -44,6 +44,7 @@ from typing import Any, Final, Protocol
 from caplet._errors import PolicyError
 from caplet._findings import RiskLevel
 from caplet._host._policy import Isolation, Policy
+from caplet._toml import TomlLimitError, parse_toml
 from caplet._trust._open import describe_store, is_shared
 from caplet._trust._store import TrustStore
 
@@ -278,8 +279,8 @@ def _has_tool_table(path: Path) -> bool:
     if "caplet" not in text:
         return False
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        data = parse_toml(text)
+    except (tomllib.TOMLDecodeError, TomlLimitError):
         return True
     tool = data.get("tool")
     return isinstance(tool, dict) and "caplet" in tool
@@ -314,9 +315,11 @@ def _text(path: Path) -> str:
 def _read(path: Path, table: str | None) -> dict[str, Any]:
     text = _text(path)
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"policy file {path}: not valid TOML: {exc}; fix the syntax") from None
+    except TomlLimitError as exc:
+        raise PolicyError(f"policy file {path}: {exc}") from None
     if table is None:
         return data
     node: object = data
