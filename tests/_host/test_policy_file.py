@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -400,4 +401,30 @@ def test_hostile_toml_in_a_project_is_a_policy_error_not_a_traceback(
     of many parts made tomllib quadratic (tests/test_toml.py)."""
     (plugins_dir.parent / name).write_text(content, encoding="utf-8")
     with pytest.raises(PolicyError, match=expected):
+        load_policy(plugins_dir, environ={})
+
+
+def test_a_policy_link_whose_target_went_away_is_an_error_not_the_defaults(
+    plugins_dir: Path, tmp_path: Path
+) -> None:
+    """Red-team round 3: ``caplet.toml`` linked to a shared file that is gone (deleted by
+    whoever can write there) silently gave the defaults: every tightening the operator
+    wrote (require_signature, a lower max_risk_level, untrusted tiers) dropped unseen."""
+    shared = tmp_path / "shared.toml"
+    shared.write_text("require_signature = true\n", encoding="utf-8")
+    (plugins_dir.parent / "caplet.toml").symlink_to(shared)
+    assert load_policy(plugins_dir, environ={}).policy.require_signature
+    shared.unlink()
+    with pytest.raises(PolicyError, match=r"caplet.toml: no such file"):
+        load_policy(plugins_dir, environ={})
+
+
+def test_a_policy_file_that_is_no_regular_file_never_hangs_the_host(
+    plugins_dir: Path, tmp_path: Path
+) -> None:
+    """Red-team round 3: a FIFO as the policy file blocked open(2) until a writer came:
+    every caplet command on that project hung."""
+    fifo = plugins_dir.parent / "caplet.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(PolicyError, match=r"caplet.toml: not a regular file"):
         load_policy(plugins_dir, environ={})

@@ -35,6 +35,7 @@ import enum
 import ipaddress
 import logging
 import os
+import stat
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -256,7 +257,9 @@ def _locate(
         return path, f"{named} ({POLICY_ENV})", _table_for(path)
     beside = plugins_dir.parent
     own = beside / POLICY_FILE
-    if own.exists():
+    # A link whose target is gone is an error (_text says so), never the defaults: the
+    # file it named may have tightened what the defaults allow.
+    if own.exists() or own.is_symlink():
         return own, str(own), None
     pyproject = beside / _PYPROJECT
     if pyproject.is_file() and _has_tool_table(pyproject):
@@ -288,7 +291,13 @@ def _has_tool_table(path: Path) -> bool:
 
 def _text(path: Path) -> str:
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise PolicyError(
+                    f"policy file {path}: not a regular file; name the policy file itself"
+                )
             data = handle.read(_MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise PolicyError(
