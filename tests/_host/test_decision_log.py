@@ -126,3 +126,27 @@ def test_a_flood_of_refused_fetches_keeps_the_earlier_history(
     assert len(http) == 21, "twenty one by one, then one summary row"
     assert http[0].detail.startswith("1980 more denials of http (the last: ")
     assert enable, "the earlier history is still there"
+
+
+def test_a_plugin_cannot_fill_the_disk_through_the_text_of_its_refusals(
+    store: SqliteStore,
+) -> None:
+    """Red-team round 3: a row carried the plugin's text whole: a refused target or a
+    ``caplet.plugin.Refused`` message is up to 64 Ki characters (the channel's text cap;
+    a worker's own 4 KiB cut is the plugin's to undo, it runs in that process). At the
+    policy's 60 refusals a minute and 100,000 rows kept that is 13 GB of state database
+    from a plugin with no capability. A row keeps the start of each text and says how
+    much was left out."""
+    clock = Clock()
+    log = DecisionLog(store, LogLimits(), clock=clock, monotonic=clock)
+    huge = "https://x.example/" + "a" * 65_000
+    for _ in range(5):
+        log.record("filler", "call", huge, False, "refused: " + "b" * 65_000)
+    log.record("filler", "enable", "filler", True, "c" * 65_000)
+    written = rows(store, "filler")
+    assert len(written) == 6
+    for row in written:
+        assert len(row.target) + len(row.detail) <= 8 * 1024, (len(row.target), len(row.detail))
+    assert written[0].target.startswith("https://x.example/aaa")
+    assert written[0].target.endswith(f"({65_018 - 1024 + 48} more characters not recorded)")
+    assert written[0].detail.startswith("refused: bbb")

@@ -44,6 +44,7 @@ from typing import Any, Final, Protocol
 
 from caplet._errors import PolicyError
 from caplet._findings import RiskLevel
+from caplet._host._decision_log import MAX_DETAIL_CHARS, bounded_text
 from caplet._host._policy import Isolation, Policy
 from caplet._toml import TomlLimitError, parse_toml
 from caplet._trust._open import describe_store, is_shared
@@ -228,7 +229,9 @@ def note_loosened(effective: EffectivePolicy, log: _DecisionLog) -> None:
     detail = "loosens: " + "; ".join(lines)
     target = str(effective.file) if effective.file is not None else "flags"
     last = log.store.decisions(POLICY_LOG_NAME, 1)
-    if last and last[0].detail == detail and last[0].target == target:
+    # Compared as the log keeps it (a long detail is cut), or it would be written every start.
+    kept = bounded_text(detail, MAX_DETAIL_CHARS)
+    if last and last[0].detail == kept and last[0].target == target:
         return
     log.log_decision(POLICY_LOG_NAME, "policy", target, True, detail)
 
