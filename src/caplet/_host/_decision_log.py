@@ -11,6 +11,12 @@ earlier decision out of ``caplet log``'s view):
   ("N more denials of http, e.g. https://...") is written when a later
   refusal of that plugin passes the limit again, and when the host closes
   (:meth:`flush`). Allowed decisions are always written.
+* **Rows are bounded.** A target keeps its first :data:`MAX_TARGET_CHARS`
+  characters and a detail its first :data:`MAX_DETAIL_CHARS`, each saying
+  how much was left out: both carry a plugin's own text (a refused URL, a
+  ``Refused`` message, up to the channel's 64 Ki characters), and the row
+  limits count rows, not bytes (red-team round 3: 13 GB of state database
+  from a plugin with no capability).
 * **Retention.** Rows older than ``retention_days`` and the oldest beyond
   ``max_rows`` are deleted when the log is opened (only when there is
   something to delete: a cheap count first) and every
@@ -31,12 +37,23 @@ from typing import Final
 from caplet._host._log_limits import LogLimits
 from caplet._trust._store import Decision, TrustStore
 
-__all__ = ["DecisionLog"]
+__all__ = ["MAX_DETAIL_CHARS", "MAX_TARGET_CHARS", "DecisionLog", "bounded_text"]
 
 _WINDOW_S: Final = 60.0
 _DAY_S: Final = 86_400.0
 #: Writes between two retention passes.
 _PRUNE_EVERY: Final = 500
+#: The characters of a target and of a detail a row keeps.
+MAX_TARGET_CHARS: Final = 1024
+MAX_DETAIL_CHARS: Final = 4096
+
+
+def bounded_text(text: str, limit: int) -> str:
+    """*text*, or its start and how much was left out."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 48]
+    return f"{kept}... ({len(text) - len(kept)} more characters not recorded)"
 
 
 @dataclass(slots=True)
@@ -76,6 +93,8 @@ class DecisionLog:
         self, plugin: str, action: str, target: str, allowed: bool, detail: str = ""
     ) -> None:
         """Write one decision, or count it when it is a refusal over the plugin's rate."""
+        target = bounded_text(target, MAX_TARGET_CHARS)
+        detail = bounded_text(detail, MAX_DETAIL_CHARS)
         held: list[Decision] = []
         with self._lock:
             if not allowed:

@@ -82,7 +82,7 @@ from caplet._host._consent import (
     widening_since,
 )
 from caplet._host._decision_log import DecisionLog
-from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants
+from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants, store_directory
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
@@ -217,6 +217,8 @@ class PluginManager:
     ) -> None:
         self.plugins_dir = Path(plugins_dir)
         self.policy = policy if policy is not None else Policy()
+        #: The policy file in force, guarded like the lock file (PluginHost sets it).
+        self.policy_file: Path | None = None
         self._auditor_choice = auditor
         #: The auditor built from the environment (lazily: building one costs an
         #: httpx import and client), or the one passed in.
@@ -1471,6 +1473,8 @@ class PluginManager:
             plugins_dir=self.plugins_dir,
             runtime=_runtime_paths(),
             other_states=_other_state_dirs(self.state_dir),
+            store_dir=store_directory(self.store),
+            policy_file=self.policy_file,
         )
 
     def enabled_hash(self, name: str) -> str | None:
