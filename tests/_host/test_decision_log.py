@@ -172,12 +172,6 @@ def create_functions(config):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (red-team round 3): allowed decisions are written without a rate, and "
-    "retention deletes the oldest rows whoever wrote them, so one plugin's allowed calls "
-    "push its own earlier refusals (and every other record) out of the log",
-)
 def test_a_plugin_cannot_erase_its_earlier_refusals_with_allowed_calls(
     plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
 ) -> None:
@@ -204,4 +198,33 @@ def test_a_plugin_cannot_erase_its_earlier_refusals_with_allowed_calls(
         kept = [d for d in host.manager.store.decisions("eraser", 10_000) if not d.allowed]
     assert any(d.action == "host.call" and "secret" in d.target for d in kept), (
         "the plugin's earlier refusal is gone from the log"
+    )
+
+
+def test_a_plugins_allowed_requests_are_rated_and_decisions_about_it_never_are(
+    store: SqliteStore,
+) -> None:
+    clock = Clock()
+    limits = LogLimits(allowed_per_minute=2)
+    log = DecisionLog(store, limits, clock=clock, monotonic=clock)
+    for n in range(5):
+        log.record("p", "host.call", f"tiny.echo #{n}", True)
+    for action in ("enable", "disable", "quarantine", "approve"):
+        log.record("p", action, "p", True)  # about the plugin: always written
+    log.record("p", "http", "https://refused", False)  # refusals have their own budget
+    assert [(d.action, d.target) for d in rows(store)] == [
+        ("host.call", "tiny.echo #0"),
+        ("host.call", "tiny.echo #1"),
+        ("enable", "p"),
+        ("disable", "p"),
+        ("quarantine", "p"),
+        ("approve", "p"),
+        ("http", "https://refused"),
+    ]
+    log.flush()
+    summary = rows(store)[-1]
+    assert summary.allowed
+    assert summary.detail == (
+        "3 more allowed host.call (the last: tiny.echo #4) were not recorded one by one: "
+        "over the policy's log.allowed_per_minute (2 per plugin)"
     )

@@ -24,7 +24,14 @@ from caplet._trust._pg_schema import SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
 from caplet._trust._store import Decision, QuarantineRecord, TrustStore
-from tests._trust.test_sqlite import HASH_A, HASH_B, MODEL, approval, audit
+from tests._trust.test_sqlite import (
+    HASH_A,
+    HASH_B,
+    MODEL,
+    approval,
+    assert_retention_keeps_refusals,
+    audit,
+)
 from tests.pgserver import PgServer, running_server
 
 
@@ -340,3 +347,7 @@ def test_a_lock_held_too_long_by_another_node_is_a_clear_error(
         )
         other.rollback()
         assert store.kv_get("p", "k") == b"v"
+
+
+def test_retention_deletes_allowed_rows_before_refusals(store: PostgresStore) -> None:
+    assert_retention_keeps_refusals(store)

@@ -788,3 +788,31 @@ def test_prune_decisions_by_age_and_count(store: SqliteStore) -> None:
     assert store.decisions_span() == (3, 3.0)
     with pytest.raises(StoreError, match="keep 0 rows or more"):
         store.prune_decisions(before=0.0, keep=-1)
+
+
+def assert_retention_keeps_refusals(store: TrustStore) -> None:
+    """Beyond max_rows the oldest allowed rows go first; refusals and the policy's rows
+    stay until they alone fill the log (red-team round 3: evidence erasure)."""
+    store.log_decision(
+        Decision(at=1.0, plugin="(policy)", action="policy", target="f", allowed=True)
+    )
+    store.log_decision(
+        Decision(at=2.0, plugin="p", action="http", target="refused-1", allowed=False)
+    )
+    for n in range(10):
+        store.log_decision(
+            Decision(at=3.0 + n, plugin="p", action="host.call", target=f"ok-{n}", allowed=True)
+        )
+    store.log_decision(
+        Decision(at=20.0, plugin="p", action="http", target="refused-2", allowed=False)
+    )
+    assert store.prune_decisions(before=0.0, keep=5) == 8
+    kept = [d.target for d in reversed(store.decisions(None, 100))]
+    assert kept == ["f", "refused-1", "ok-8", "ok-9", "refused-2"]
+    # Refusals alone over the limit: then the oldest of them go too.
+    assert store.prune_decisions(before=0.0, keep=1) == 4
+    assert [d.target for d in store.decisions(None, 100)] == ["refused-2"]
+
+
+def test_retention_deletes_allowed_rows_before_refusals(store: SqliteStore) -> None:
+    assert_retention_keeps_refusals(store)

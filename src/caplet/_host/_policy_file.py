@@ -446,6 +446,7 @@ _LOWER_IS_LOOSER: Final = frozenset(
         "log.retention_days",
         "log.max_rows",
         "log.denials_per_minute",
+        "log.allowed_per_minute",
     }
 )
 #: Fields that change no security decision (how many idle workers wait, how long a start may take).

@@ -61,6 +61,7 @@ from caplet._trust._pg_schema import check_records, check_structure, migrate
 from caplet._trust._pg_url import parse_address
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    PRUNE_ORDER,
     RowSource,
     approval_from_row,
     approval_params,
@@ -442,8 +443,9 @@ class PostgresStore:
         def prune(conn: Any) -> int:
             removed = conn.execute("DELETE FROM caplet.decisions WHERE at < %s", (before,)).rowcount
             removed += conn.execute(
-                "DELETE FROM caplet.decisions WHERE id <= "
-                "(SELECT id FROM caplet.decisions ORDER BY id DESC LIMIT 1 OFFSET %s)",
+                "DELETE FROM caplet.decisions WHERE id IN (SELECT id FROM caplet.decisions "  # noqa: S608
+                f"ORDER BY {PRUNE_ORDER} LIMIT greatest(0, "
+                "(SELECT count(*) FROM caplet.decisions) - %s))",
                 (keep,),
             ).rowcount
             return int(removed)

@@ -27,6 +27,7 @@ from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord
 
 __all__ = [
     "APPROVAL_COLUMNS",
+    "PRUNE_ORDER",
     "BadRowError",
     "RowSource",
     "approval_from_row",
@@ -37,6 +38,13 @@ __all__ = [
     "kv_value",
     "quarantine_from_row",
 ]
+
+#: The order in which retention deletes decisions beyond ``max_rows``: allowed rows first
+#: (oldest first), refusals and the policy's own rows ("(policy)", _host._policy_file's
+#: POLICY_LOG_NAME) only when they alone fill the log, so a plugin flooding the log with
+#: allowed requests erases no refusal (red-team round 3). The same text is valid SQL in
+#: SQLite (allowed is 0/1) and PostgreSQL (a boolean).
+PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
 
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (

@@ -64,6 +64,7 @@ from caplet._trust._codec import audit_to_json
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    PRUNE_ORDER,
     RowSource,
     approval_from_row,
     approval_params,
@@ -550,8 +551,8 @@ class SqliteStore:
         with self._writing("pruning the decision log") as conn:
             removed = conn.execute("DELETE FROM decisions WHERE at < ?", (before,)).rowcount
             removed += conn.execute(
-                "DELETE FROM decisions WHERE id <= "
-                "(SELECT id FROM decisions ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                f"DELETE FROM decisions WHERE id IN (SELECT id FROM decisions "  # noqa: S608
+                f"ORDER BY {PRUNE_ORDER} LIMIT max(0, (SELECT count(*) FROM decisions) - ?))",
                 (keep,),
             ).rowcount
         return int(removed)
