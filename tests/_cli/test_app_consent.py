@@ -251,7 +251,10 @@ def test_a_changed_default_asks_again_but_the_operators_own_value_does_not(
     declared = '[config.root]\ntype = "string"\n'
     text = manifest.read_text()
     manifest.write_text(text.replace(declared, f'{declared}default = "{notes}"\n'))
-    assert caplet("approve", "reader", "--yes", *cli, cwd=tmp_path).returncode == 0
+    approved = caplet("approve", "reader", "--yes", *cli, cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr
+    # The approver is shown what the approval will vouch for.
+    assert f"by default:            fs.read:${{config.root}} -> {notes}" in approved.stdout
     manifest.write_text(text.replace(declared, f'{declared}default = "{elsewhere}"\n'))
     refused = caplet("call", "--enable", "reader", "files.read", '"todo.md"', *cli, cwd=tmp_path)
     assert refused.returncode == 2

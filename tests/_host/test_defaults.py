@@ -14,6 +14,7 @@ from caplet._host._defaults import (
     UNRECORDED,
     DefaultChange,
     default_changes,
+    default_reach,
     template_defaults,
     template_fields,
 )
@@ -213,3 +214,15 @@ def test_only_carried_capabilities_are_compared(make_plugin: PluginFactory) -> N
     manifest = manifest_of(make_plugin, f'["{ROOT}"]', root("/etc"))
     carried: tuple[Capability, ...] = (parse_capability("env.read:LANG"),)
     assert default_changes(carried, manifest, (("root", "/srv/data"),)) == ()
+
+
+def test_what_an_approver_is_shown(make_plugin: PluginFactory) -> None:
+    manifest = manifest_of(
+        make_plugin,
+        '["fs.read:${config.root}", "net.http:${config.url}", "env.read:LANG"]',
+        root("/srv/data") + '[config.url]\ntype = "string"\n',
+    )
+    assert default_reach(manifest) == (
+        ("fs.read:${config.root}", "/srv/data"),
+        ("net.http:${config.url}", None),
+    )

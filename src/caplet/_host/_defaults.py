@@ -61,6 +61,7 @@ __all__ = [
     "UNRECORDED",
     "DefaultChange",
     "default_changes",
+    "default_reach",
     "template_defaults",
     "template_fields",
 ]
@@ -119,6 +120,22 @@ def template_defaults(manifest: Manifest) -> ApprovedDefaults:
     return tuple(pairs)
 
 
+def default_reach(manifest: Manifest) -> tuple[tuple[str, str | None], ...]:
+    """Each templated capability of *manifest*, as declared, with what it reaches when
+    nothing is configured (None: nothing until the operator sets a value).
+
+    What an approver is shown beside the declared capabilities, since it is
+    what the approval records and vouches for.
+    """
+    values = {name: value for name, value in template_defaults(manifest) if value is not None}
+    reach: list[tuple[str, str | None]] = []
+    for capability in manifest.capabilities:
+        if capability.templated:
+            resolved = _resolve(capability, values)
+            reach.append((capability.declared, None if resolved is None else _value(resolved)))
+    return tuple(reach)
+
+
 def _resolve(capability: Capability, values: Mapping[str, ConfigValue]) -> Capability | None:
     """*capability* with *values* substituted; None when they do not make a grant.
 
@@ -173,22 +190,17 @@ def default_changes(
         if recorded is None:
             changes.append(DefaultChange(capability, now, fields, unknown=unknown))
             continue
-        before = dict(values)
-        for name in fields:
-            default = recorded.get(name)
-            if default is None:
-                break
-            before[name] = default
-        else:
-            old = _resolve(capability, before)
-            if old is None:
-                changes.append(
-                    DefaultChange(
-                        capability, now, fields, unknown="the approved default made no grant"
-                    )
-                )
-            elif not covers(old, now):
-                changes.append(DefaultChange(capability, now, fields, approved=old))
+        approved_values = {name: recorded.get(name) for name in fields}
+        if None in approved_values.values():
+            # No default then: the operator had to choose; now the author does.
+            changes.append(DefaultChange(capability, now, fields))
             continue
-        changes.append(DefaultChange(capability, now, fields))
+        before = dict(values)
+        before.update({k: v for k, v in approved_values.items() if v is not None})
+        old = _resolve(capability, before)
+        if old is None:
+            unknown_why = "the approved default made no grant"
+            changes.append(DefaultChange(capability, now, fields, unknown=unknown_why))
+        elif not covers(old, now):
+            changes.append(DefaultChange(capability, now, fields, approved=old))
     return tuple(changes)
