@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from caplet._audit._model import AuditResult, Verdict
+from caplet._config._schema import ConfigValue
 from caplet._errors import StoreError
 from caplet._findings import RiskLevel
 from caplet._trust._codec import audit_from_json
 from caplet._trust._hashing import is_tree_hash
 from caplet._trust._problems import ProblemKind, StateProblem
-from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord
+from caplet._trust._store import ApprovalRecord, ApprovedDefaults, Decision, QuarantineRecord
 
 __all__ = [
     "APPROVAL_COLUMNS",
@@ -48,7 +49,8 @@ PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
 
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
-    "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires"
+    "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
+    "defaults"
 )
 
 
@@ -93,7 +95,7 @@ class RowSource:
 def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-    requires_json = row[7]
+    requires_json, defaults_json = row[7:9]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -131,6 +133,12 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
             raise source.bad_row("approvals", name, "requires is not a JSON array of strings", fix)
         requires = tuple(listed)
+    defaults: ApprovedDefaults | None = None
+    if defaults_json is not None:
+        try:
+            defaults = _defaults(defaults_json)
+        except (TypeError, ValueError) as exc:
+            raise source.bad_row("approvals", name, f"defaults {exc}", fix) from exc
     return ApprovalRecord(
         name=name,
         content_hash=content_hash,
@@ -140,7 +148,30 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         verdict=verdict_value,
         version=version,
         requires=requires,
+        defaults=defaults,
     )
+
+
+def _config_value(value: object) -> ConfigValue | None:
+    """A default as :func:`approval_params` wrote it: a scalar, an array of them, or null."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | int | float | bool) for v in value):
+        return tuple(value)
+    raise ValueError(f"holds {type(value).__name__} {str(value)[:40]!r}, not a config value")
+
+
+def _defaults(text: object) -> ApprovedDefaults:
+    """The ``defaults`` column: a JSON object of field name to default (null: none)."""
+    if not isinstance(text, str):
+        raise TypeError("is not text")
+    try:
+        loaded = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("is not JSON") from exc
+    if not isinstance(loaded, dict):
+        raise TypeError("is not a JSON object of config field names to defaults")
+    return tuple((str(k), _config_value(v)) for k, v in loaded.items())
 
 
 def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
@@ -154,6 +185,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         record.verdict.value,
         record.version,
         None if record.requires is None else json.dumps(list(record.requires)),
+        None if record.defaults is None else json.dumps(dict(record.defaults)),
     )
 
 
