@@ -153,6 +153,9 @@ if TYPE_CHECKING:
         BrokerError as BrokerError,
     )
     from caplet._errors import (
+        BudgetExceededError as BudgetExceededError,
+    )
+    from caplet._errors import (
         CallCancelledError as CallCancelledError,
     )
     from caplet._errors import (
@@ -530,7 +533,6 @@ if TYPE_CHECKING:
     from caplet._trust._store import (
         TrustStore as TrustStore,
     )
-
 __all__ = [
     "AnthropicProvider",
     "AppCall",
@@ -547,6 +549,7 @@ __all__ = [
     "BlockedByPolicyError",
     "BrokenPlugin",
     "BrokerError",
+    "BudgetExceededError",
     "CallCancelledError",
     "CallCycleError",
     "CallTimeoutError",
@@ -707,6 +710,7 @@ __all__ = [
 
 #: Where each public name lives. A test checks this matches ``__all__``.
 _EXPORTS: dict[str, str] = {
+    "BudgetExceededError": "caplet._errors",
     "AuditError": "caplet._errors",
     "CallTimeoutError": "caplet._errors",
     "CapabilityError": "caplet._errors",
