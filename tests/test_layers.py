@@ -32,6 +32,7 @@ LAYERS = [
     {"_broker"},
     {"_host"},
     {"_selftest"},
+    {"_mcp"},
     {"_cli"},
 ]
 

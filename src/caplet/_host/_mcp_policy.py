@@ -5,10 +5,11 @@ functions into tools. This table is the administrator's say over it, in
 the policy file (``[mcp]``) as well as on the command line (``--allow``,
 ``--deny``, ``--exec`` add to it):
 
-* ``allow`` / ``deny``: globs over tool names (``fnmatch``, case-sensitive);
-  a tool is offered when it matches an ``allow`` glob and no ``deny``
-  glob. A tool that is not offered is invisible: not listed, and calling
-  it is the same error as calling a tool that does not exist. Guest code
+* ``allow`` / ``deny``: globs (``fnmatch``, case-sensitive) over tool names
+  and over ``PLUGIN/MODULE.FUNCTION``; a tool is offered when it matches an
+  ``allow`` glob and no ``deny`` glob. A tool that is not offered is
+  invisible: not listed, and calling it is the same error as calling a
+  tool that does not exist. Guest code
   run through the ``exec`` tool is held to the same rule for its
   ``host.<module>`` calls, or ``exec`` would be a way around ``deny``.
 * ``exec``: offer the ``exec`` tool (guest code in a zero-capability
@@ -50,8 +51,15 @@ class McpPolicy:
     max_argument_depth: Annotated[int, Strict(), Field(ge=1, le=64)] = 32
     max_description_chars: Annotated[int, Strict(), Field(ge=64, le=8192)] = 1024
 
-    def offers(self, tool: str) -> bool:
-        """True when ``tool`` matches an ``allow`` glob and no ``deny`` glob."""
-        return any(fnmatch.fnmatchcase(tool, g) for g in self.allow) and not any(
-            fnmatch.fnmatchcase(tool, g) for g in self.deny
-        )
+    def offers(self, *names: str) -> bool:
+        """True when one of ``names`` matches an ``allow`` glob and none a ``deny`` glob.
+
+        A tool is known by two names: its tool name (``fsread_read_file``) and
+        ``PLUGIN/MODULE.FUNCTION`` (``fs-read/fsread.read_file``), so a glob can
+        name a plugin's every tool (``fs-write/*``) whatever its tools are called.
+        """
+
+        def matches(globs: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
+
+        return matches(self.allow) and not matches(self.deny)
