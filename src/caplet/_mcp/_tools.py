@@ -182,20 +182,23 @@ def _tool(name: str, info: PluginInfo, entry: _Wanted, policy: McpPolicy) -> Too
     target = f"{entry.module}.{entry.function}"
     schema, permissive, why = _input_schema(function.args_schema)
     own = function.description or module.description or manifest.description
-    parts = [
-        agent_line(own, limit) or f"{target} of plugin {info.name}.",
-        agent_line(
-            f"[caplet] Function {target} of plugin '{info.name}' {manifest.version}, run in "
-            f"its sandbox. {why}",
-            limit,
-        ),
-    ]
+    ours = agent_line(
+        f"[caplet] Function {target} of plugin '{info.name}' {manifest.version}, run in its "
+        f"sandbox. {why}",
+        limit,
+    )
+    # The plugin's text shares what is left with its hints, and can neither push caplet's
+    # line out (it is bounded around it) nor forge one (its "[caplet" is rewritten).
+    room = max(limit - len(ours) - 2, 0)
+    first = _theirs(agent_line(own, room // 2) or f"{target} of plugin {info.name}.")
     hints = manifest.hints
+    notes = []
     if hints.overview:
-        parts.append("Plugin notes: " + agent_line(hints.overview, limit))
+        notes.append("Plugin notes: " + agent_line(hints.overview, limit))
     if hints.critical_rules:
-        parts.append("Rules: " + "; ".join(agent_line(r, limit) for r in hints.critical_rules))
-    description = agent_text("\n".join(p for p in parts if p), limit)
+        notes.append("Rules: " + "; ".join(agent_line(r, limit) for r in hints.critical_rules))
+    rest = _theirs(agent_text("\n".join(notes), max(room - len(first) - 1, 0)))
+    description = "\n".join(part for part in (first, ours, rest) if part)
     return Tool(
         name,
         description,
@@ -205,6 +208,11 @@ def _tool(name: str, info: PluginInfo, entry: _Wanted, policy: McpPolicy) -> Too
         permissive=permissive,
         positional_only=function.args_schema is not None,
     )
+
+
+def _theirs(text: str) -> str:
+    """Plugin text that cannot pass for caplet's own line."""
+    return re.sub(r"\[\s*caplet", "[plugin text", text, flags=re.IGNORECASE)
 
 
 def _input_schema(args_schema: Mapping[str, object] | None) -> tuple[dict[str, Any], bool, str]:
