@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -81,7 +82,9 @@ def test_each_budget_counts_only_its_own_resource() -> None:
 
 def test_budget_policy_overrides_per_plugin() -> None:
     policy = BudgetPolicy(
-        cpu_s=5.0, window_s=600.0, plugins={"fetch": {"cpu_s": 0.0, "broker_requests": 9}}
+        cpu_s=5.0,
+        window_s=600.0,
+        plugins=cast(Any, {"fetch": {"cpu_s": 0.0, "broker_requests": 9}}),  # as TOML has it
     )
     assert policy.limits("other") == BudgetLimits(600.0, 5.0, 0, 0)
     assert policy.limits("fetch") == BudgetLimits(600.0, 0.0, 9, 0)
@@ -101,7 +104,7 @@ def test_budget_policy_overrides_per_plugin() -> None:
 )
 def test_bad_budgets_are_refused_naming_the_field(budget: dict[str, object], field: str) -> None:
     with pytest.raises(PolicyError, match=field.replace(".", r"\.")):
-        Policy(budget=budget)
+        Policy(budget=cast(Any, budget))
 
 
 def test_a_policy_file_that_loosens_a_budget_says_so(tmp_path: Path) -> None:
@@ -145,7 +148,7 @@ def test_a_host_refuses_calls_once_a_cpu_budget_is_spent(
     with PluginHost(
         plugins_dir,
         state_dir=state_dir,
-        policy=Policy(budget={"cpu_s": 0.2, "window_s": 100}),
+        policy=Policy(budget=BudgetPolicy(cpu_s=0.2, window_s=100)),
         clock=clock,
         auditor=None,
     ) as host:

@@ -16,7 +16,8 @@ from caplet import (
     Policy,
 )
 from caplet._broker._model import BrokerDecision
-from caplet._host._metrics import LATENCY_BOUNDS_S, OTHER, FailureKind
+from caplet._host._budget import BudgetPolicy
+from caplet._host._metrics import LATENCY_BOUNDS_S, OTHER, FailureKind, MetricsSettings
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import enable, make_host, plugin
 from tests.conftest import PluginFactory
@@ -99,7 +100,7 @@ def test_no_plugin_text_becomes_a_label(
         plugins_dir,
         state_dir,
         launcher,
-        policy=Policy(metrics={"max_plugins": 2}, failure_threshold=1000),
+        policy=Policy(metrics=MetricsSettings(max_plugins=2), failure_threshold=1000),
     ) as host:
         enable(host, "p", "q", "r")
         for index in range(30):
@@ -135,7 +136,9 @@ def test_metrics_off_count_nothing_and_write_nothing(
         plugins_dir,
         state_dir,
         launcher,
-        policy=Policy(metrics={"enabled": False}, budget={"broker_requests": 1}),
+        policy=Policy(
+            metrics=MetricsSettings(enabled=False), budget=BudgetPolicy(broker_requests=1)
+        ),
     ) as host:
         enable(host, "p")
         host.call("p", "main.ok", 1)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import pytest
 
-from caplet import Policy
+from caplet import Policy, PolicyError
 from caplet._host._manager import PluginManager
 from caplet._host._mcp_policy import McpPolicy
 from caplet._host._records import PluginInfo
@@ -181,10 +181,10 @@ def test_allow_and_deny_by_tool_name_or_by_plugin(
 
 
 def test_mcp_policy_from_a_file_and_flags_is_validated() -> None:
-    with pytest.raises(Exception, match="mcp.allow"):
-        Policy(mcp={"allow": ["bad glob with spaces"]})
-    with pytest.raises(Exception, match="mcp.max_argument_depth"):
-        Policy(mcp={"max_argument_depth": 1000})
+    with pytest.raises(PolicyError, match=r"mcp\.allow"):
+        Policy(mcp=cast(Any, {"allow": ["bad glob with spaces"]}))
+    with pytest.raises(PolicyError, match=r"mcp\.max_argument_depth"):
+        Policy(mcp=cast(Any, {"max_argument_depth": 1000}))
 
 
 TOOL = Tool("m_f", "d", {}, plugin="p", target="m.f")

@@ -56,7 +56,9 @@ _MAX_BYTES: Final = 16 * 1024 * 1024
 def _command() -> str:
     """The program and its subcommand (``caplet mcp``): never the rest of the command line,
     which may hold configuration values, secrets among them."""
-    words = [Path(sys.argv[0]).name] if sys.argv and sys.argv[0] else ["python"]
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    # `python -m caplet` runs caplet/__main__.py: the package is the program's name.
+    words = [program.parent.name if program.name == "__main__.py" else program.name]
     if len(sys.argv) > 1 and sys.argv[1].isalpha():
         words.append(sys.argv[1])
     return " ".join(words)[:80]
