@@ -332,6 +332,9 @@ if TYPE_CHECKING:
     from caplet._host._async import (
         AsyncPluginHost as AsyncPluginHost,
     )
+    from caplet._host._budget import (
+        BudgetPolicy as BudgetPolicy,
+    )
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
     )
@@ -391,6 +394,12 @@ if TYPE_CHECKING:
     )
     from caplet._host._manager import (
         PluginManager as PluginManager,
+    )
+    from caplet._host._mcp_policy import (
+        McpPolicy as McpPolicy,
+    )
+    from caplet._host._metrics import (
+        MetricsSettings as MetricsSettings,
     )
     from caplet._host._policy import (
         Isolation as Isolation,
@@ -550,6 +559,7 @@ __all__ = [
     "BrokenPlugin",
     "BrokerError",
     "BudgetExceededError",
+    "BudgetPolicy",
     "CallCancelledError",
     "CallCycleError",
     "CallTimeoutError",
@@ -622,6 +632,8 @@ __all__ = [
     "LogLimits",
     "Manifest",
     "ManifestError",
+    "McpPolicy",
+    "MetricsSettings",
     "ModelReport",
     "ModuleSpec",
     "NetHttpCapability",
@@ -710,6 +722,9 @@ __all__ = [
 
 #: Where each public name lives. A test checks this matches ``__all__``.
 _EXPORTS: dict[str, str] = {
+    "MetricsSettings": "caplet._host._metrics",
+    "McpPolicy": "caplet._host._mcp_policy",
+    "BudgetPolicy": "caplet._host._budget",
     "BudgetExceededError": "caplet._errors",
     "AuditError": "caplet._errors",
     "CallTimeoutError": "caplet._errors",

@@ -149,3 +149,22 @@ def test_metrics_off_count_nothing_and_write_nothing(
         with pytest.raises(Exception, match="broker_requests budget is spent"):
             host.call("p", "main.ok", 1)
     assert not (state_dir / "stats").exists()
+
+
+def test_pending_durations_are_bounded_and_all_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from caplet._host import _metrics
+
+    monkeypatch.setattr(_metrics, "_PENDING", 3)
+    recorded: list[tuple[str, float]] = []
+    meter = _metrics.PluginMeter(
+        "p", counting=True, budget=None, is_refusal=lambda exc: False, on_spent=print
+    )
+    meter.record = lambda plugin, seconds: recorded.append((plugin, seconds))
+    for _ in range(10):
+        meter.ok(0)
+        assert len(meter._pending) <= 4, "a call folds them once more than the bound wait"
+    stats = meter.stats("closed")
+    assert stats.calls == 10
+    assert sum(stats.latency) == 10
+    assert len(recorded) == 10, "every duration reaches OpenTelemetry, once"
+    assert {plugin for plugin, _ in recorded} == {"p"}
