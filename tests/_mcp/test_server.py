@@ -213,6 +213,12 @@ async def test_calls_return_results_and_failures_are_tool_errors(workspace: Path
         # The server is still there after all of it.
         again = await client.call_tool("notes_echo", {"args": ["still here"]})
         assert _text(again) == "still here"
+        stats = json.loads(_resource_text(await client.read_resource("caplet://stats")))
+        (entry,) = stats["plugins"]
+        # Arguments refused by caplet's own checks never reached the host; the schema's
+        # refusal did (on the warm path), as did the plugin's exception and refusal.
+        assert entry["failures"] == {"error": 1, "refused": 1, "rejected": 1}
+        assert entry["calls"] == 6
 
 
 async def test_a_timeout_then_the_open_circuit_are_tool_errors(workspace: Path) -> None:
@@ -231,6 +237,19 @@ async def test_a_timeout_then_the_open_circuit_are_tool_errors(workspace: Path) 
         assert entry["failures"]["circuit_open"] == 1
         assert entry["breaker"] == "open"
         assert entry["cpu_s"] > 0, "the killed calls' time is charged"
+
+
+async def test_a_quarantined_plugin_is_a_tool_error_with_the_reason(workspace: Path) -> None:
+    async with _client(workspace, "--set", "quarantine_after=1", "--set", "cooldown_s=0") as client:
+        for _ in range(3):
+            assert (await client.call_tool("notes_spin", {})).is_error
+        # The third timeout tripped the breaker once: quarantined (quarantine_after = 1).
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert "notes_echo" not in listed, "a quarantined plugin offers nothing new"
+        called = await client.call_tool("notes_echo", {"args": ["x"]})
+        assert called.is_error
+        assert "plugin 'notes' is quarantined" in _text(called)
+        assert "caplet release notes" in _text(called)
 
 
 async def test_guest_exec_reaches_only_offered_tools(workspace: Path) -> None:

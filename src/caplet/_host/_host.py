@@ -638,7 +638,11 @@ class PluginHost:
         # (WorkerGoneError, nothing ran) and the slow path starts a new one.
         schemas = parts[2]
         if schemas is not None:
-            schemas.check_args(args, kwargs)
+            try:
+                schemas.check_args(args, kwargs)
+            except LifecycleError as exc:
+                running.meter.failed(exc)  # the caller's arguments: "rejected", not counted
+                raise
         started = time.perf_counter_ns()
         try:
             value = running.worker.call(

@@ -95,6 +95,10 @@ class McpServer:
             on_read_resource=self._read_resource,
         )
         self._catalog: tuple[int, Catalog] | None = None
+        #: Every tool offered in this session: one whose plugin was quarantined or
+        #: disabled since is called all the same, so the agent gets caplet's reason as a
+        #: tool error instead of "unknown tool" (a tool never offered stays unknown).
+        self._offered: dict[str, Tool] = {}
 
     # -- transports ------------------------------------------------------------------------
 
@@ -136,6 +140,8 @@ class McpServer:
                 generation,
                 build_catalog(sync.manager.get_enabled_plugins(), self.policy),
             )
+            for name, tool in cached[1].tools.items():
+                self._offered[name] = tool
         return cached[1]
 
     async def _list_tools(
@@ -161,6 +167,8 @@ class McpServer:
     ) -> types.CallToolResult:
         catalog = await anyio.to_thread.run_sync(self.catalog)
         tool = catalog.get(params.name)
+        if tool is None and isinstance(params.name, str):
+            tool = self._offered.get(params.name)
         if tool is None:
             raise MCPError(
                 types.INVALID_PARAMS,
