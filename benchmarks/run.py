@@ -14,7 +14,10 @@ What is measured (design.md section 9):
 * 100 plugins enabled at once in one host, each answering a call;
 * static scan throughput over a copy of the standard library, against
   ``ast.parse`` alone;
-* idle worker memory (USS: private clean + private dirty from smaps_rollup).
+* idle worker memory (USS: private clean + private dirty from smaps_rollup);
+* the warm call with the per-plugin metrics on (the default) against the same
+  call with them off (``Policy.metrics.enabled = False``), interleaved in
+  one run (issue 17: within 5 %).
 
 Timings are wall-clock medians over many repetitions on whatever machine
 runs this; they are never asserted in the test suite.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import os
 import platform
 import shutil
@@ -38,7 +42,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from caplet import GuestLimits, PluginHost, Policy
+from caplet import GuestLimits, MetricsSettings, PluginHost, Policy
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
 
@@ -126,6 +130,43 @@ def bench_calls(host: PluginHost, repeat: int) -> dict[str, float]:
         "socketpair": median_us(ping_samples),
         "calls_per_s": throughput,
     }
+
+
+def bench_metrics(root: Path, repeat: int) -> dict[str, float]:
+    """The warm call with metrics on and off, on one worker, call by call in turn.
+
+    One host, one warm worker: the blocks differ only in the plugin's meter
+    counting or not (``counting`` and the OpenTelemetry ``record`` hook, exactly
+    what ``Policy.metrics.enabled = False`` leaves off on the call path), so the
+    ratio is the cost of the metrics and not of two workers' scheduling. A host
+    built with metrics off is checked to have that same meter state.
+    """
+    off_policy = Policy(metrics=MetricsSettings(enabled=False))
+    with PluginHost(root / "plugins", state_dir=root / "state-off", policy=off_policy) as off:
+        assert off.enable("bench", consent=True)
+        off_meter = off.observer.meter("bench")
+        assert not off_meter.counting
+        assert off_meter.record is None
+    samples: dict[str, list[float]] = {"on": [], "off": []}
+    with PluginHost(root / "plugins", state_dir=root / "state-metrics") as host:
+        assert host.enable("bench", consent=True)
+        echo = functools.partial(host.functions("bench")["bench"]["echo"], "x")
+        meter = host.observer.meter("bench")
+        record = meter.record
+        for _ in range(500):
+            echo()
+        # Call by call, on and off in turn (the order flipping every pair), so the
+        # machine's drift and its noise fall on both alike.
+        for number in range(repeat):
+            for key in ("on", "off") if number % 2 == 0 else ("off", "on"):
+                meter.counting = key == "on"
+                meter.record = record if key == "on" else None
+                start = time.perf_counter()
+                echo()
+                samples[key].append(time.perf_counter() - start)
+        meter.counting, meter.record = True, record
+        assert host.observer.stats()[0].calls >= repeat // 2
+    return {key: median_us(values) for key, values in samples.items()}
 
 
 #: Idle time before each cold start (not timed): long enough for the zygote's
@@ -295,6 +336,7 @@ def main() -> int:
             starts = bench_cold_start(host, args.starts)
             isolation = host.isolation
         guest = bench_guest(work, args.starts)
+        metrics = bench_metrics(work, args.calls)
         many = bench_many(work, args.many)
         stdlib = work / "stdlib"
         shutil.copytree(
@@ -332,6 +374,13 @@ Command: `python benchmarks/run.py --calls {args.calls} --starts {args.starts} -
 | direct in-process call (no isolation at all) | {calls["direct"]:.2f} µs | {calls["direct"] / calls["caplet"]:.3f} |
 
 Sustained: {calls["calls_per_s"]:,.0f} calls/s to one plugin from one thread.
+
+### Warm call with per-plugin metrics on and off, median of {args.calls} each (alternating call by call)
+
+| what | median | ratio to metrics off |
+|---|---:|---:|
+| caplet `host.call`, metrics off (`Policy.metrics.enabled = false`) | {metrics["off"]:.1f} µs | 1.00 |
+| caplet `host.call`, metrics on (the default: counters, latency histogram, OpenTelemetry API present, no SDK) | {metrics["on"]:.1f} µs | {metrics["on"] / metrics["off"]:.3f} |
 
 ### Cold start, enable to first result, median of {args.starts}
 
@@ -410,6 +459,11 @@ GuardDog on the same trees, recall and precision: the scanner section below
             bwrap_ms is not None and bwrap_ms >= 2 * guest["cold_ms"],
         ),
         ("idle worker ≤ 15 MB USS", f"{uss / 1024:.1f} MiB", uss / 1024 <= 15),
+        (
+            "warm call with metrics within 5% of without (issue 17)",
+            f"{metrics['on'] / metrics['off']:.3f}x",
+            metrics["on"] <= 1.05 * metrics["off"],
+        ),
         (
             "100 plugins enabled at once, all answering",
             f"{many['answered']:.0f}/{many['count']:.0f}",

@@ -105,3 +105,34 @@ def test_every_field_of_the_manifest_is_documented(model: type, where: str) -> N
         if f"`{field}`" not in text and f"{field} =" not in text
     ]
     assert missing == [], f"fields of {where} not in docs/manifest.md: {missing}"
+
+
+# -- docs/metrics.md and docs/agents.md (issue 17) ----------------------------------------------
+
+
+def test_metrics_doc_lists_every_instrument_and_failure_kind() -> None:
+    from caplet._host import _otel
+    from caplet._host._metrics import FailureKind
+
+    text = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
+    source = Path(_otel.__file__).read_text(encoding="utf-8")
+    instruments = set(re.findall(r'"(caplet\.[a-z.]+)"', source))
+    assert len(instruments) == 9
+    for name in instruments:
+        assert f"`{name}`" in text, name
+    for kind in FailureKind:
+        assert f"| `{kind.value}` |" in text, kind
+
+
+@pytest.mark.parametrize("doc", ["metrics.md", "agents.md"])
+def test_policy_examples_in_the_agent_docs_are_valid(doc: str, tmp_path: Path) -> None:
+    from caplet._host._policy_file import load_policy
+
+    text = (REPO / "docs" / doc).read_text(encoding="utf-8")
+    examples = [m.group("body") for m in _BLOCK.finditer(text) if m.group("lang") == "toml"]
+    assert examples
+    (tmp_path / "plugins").mkdir()
+    for body in examples:
+        (tmp_path / "caplet.toml").write_text(body, encoding="utf-8")
+        effective = load_policy(tmp_path / "plugins")
+        assert effective.file == tmp_path / "caplet.toml"

@@ -33,6 +33,7 @@ LAYERS = [
     {"_broker"},
     {"_host"},
     {"_selftest"},
+    {"_mcp"},
     {"_cli"},
 ]
 

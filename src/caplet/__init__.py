@@ -153,6 +153,9 @@ if TYPE_CHECKING:
         BrokerError as BrokerError,
     )
     from caplet._errors import (
+        BudgetExceededError as BudgetExceededError,
+    )
+    from caplet._errors import (
         CallCancelledError as CallCancelledError,
     )
     from caplet._errors import (
@@ -329,6 +332,9 @@ if TYPE_CHECKING:
     from caplet._host._async import (
         AsyncPluginHost as AsyncPluginHost,
     )
+    from caplet._host._budget import (
+        BudgetPolicy as BudgetPolicy,
+    )
     from caplet._host._capdiff import (
         CapabilityDiff as CapabilityDiff,
     )
@@ -391,6 +397,12 @@ if TYPE_CHECKING:
     )
     from caplet._host._manager import (
         PluginManager as PluginManager,
+    )
+    from caplet._host._mcp_policy import (
+        McpPolicy as McpPolicy,
+    )
+    from caplet._host._metrics import (
+        MetricsSettings as MetricsSettings,
     )
     from caplet._host._policy import (
         Isolation as Isolation,
@@ -533,7 +545,6 @@ if TYPE_CHECKING:
     from caplet._trust._store import (
         TrustStore as TrustStore,
     )
-
 __all__ = [
     "AnthropicProvider",
     "AppCall",
@@ -550,6 +561,8 @@ __all__ = [
     "BlockedByPolicyError",
     "BrokenPlugin",
     "BrokerError",
+    "BudgetExceededError",
+    "BudgetPolicy",
     "CallCancelledError",
     "CallCycleError",
     "CallTimeoutError",
@@ -623,6 +636,8 @@ __all__ = [
     "LogLimits",
     "Manifest",
     "ManifestError",
+    "McpPolicy",
+    "MetricsSettings",
     "ModelReport",
     "ModuleSpec",
     "NetHttpCapability",
@@ -711,6 +726,10 @@ __all__ = [
 
 #: Where each public name lives. A test checks this matches ``__all__``.
 _EXPORTS: dict[str, str] = {
+    "MetricsSettings": "caplet._host._metrics",
+    "McpPolicy": "caplet._host._mcp_policy",
+    "BudgetPolicy": "caplet._host._budget",
+    "BudgetExceededError": "caplet._errors",
     "AuditError": "caplet._errors",
     "CallTimeoutError": "caplet._errors",
     "CapabilityError": "caplet._errors",

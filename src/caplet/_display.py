@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["safe_line", "safe_text"]
+__all__ = ["safe_line", "safe_text", "stripped_text"]
 
 #: Unicode 15.1's Cc, Cf, Cs, Zl and Zp, minus newline and tab (a multi-line text keeps
 #: them; :func:`safe_line` escapes them separately).
@@ -87,3 +87,14 @@ def safe_line(text: str) -> str:
     if _UNSAFE_IN_LINE.search(text) is None:
         return text
     return _UNSAFE_IN_LINE.sub(_escape, text)
+
+
+def stripped_text(text: str) -> str:
+    """``text`` without the characters :func:`safe_text` escapes (newline and tab kept).
+
+    For text that goes to a language model rather than a terminal (``caplet
+    mcp``'s tool descriptions and errors): an escape there is noise a model
+    may read as meaning, and an invisible character is a way to hide
+    instructions from the person reviewing the same text.
+    """
+    return _UNSAFE.sub("", text)

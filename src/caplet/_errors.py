@@ -288,6 +288,35 @@ class CircuitOpenError(SandboxError):
         self.remaining_s = remaining_s
 
 
+class BudgetExceededError(SandboxError):
+    """A plugin used up a budget of the policy (``Policy.budget``): the call was refused
+    without running it, until the budget's window reopens.
+
+    ``budget`` is the budget's field (``cpu_s``, ``broker_requests``, ``broker_bytes``),
+    ``used`` and ``limit`` its use and bound in the current window of ``window_s``
+    seconds, and ``reopens_in_s`` how long until the window reopens.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        plugin: str = "",
+        budget: str = "",
+        used: float = 0.0,
+        limit: float = 0.0,
+        window_s: float = 0.0,
+        reopens_in_s: float = 0.0,
+    ) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.budget = budget
+        self.used = used
+        self.limit = limit
+        self.window_s = window_s
+        self.reopens_in_s = reopens_in_s
+
+
 class InvalidOutputError(SandboxError):
     """A plugin function returned a value its declared ``returns`` schema refuses.
 

@@ -95,8 +95,11 @@ def test_get_reaches_the_server_through_the_checked_address(
             allowed=True,
             outcome="status 200",
             capability=f"net.http:https://api.example.test:{https_server.port}",
+            sent_bytes=0,
+            received_bytes=len(response.body),
         )
     ]
+    assert response.body, "the metrics count bytes that crossed: a body came back"
 
 
 def test_post_sends_body_and_method(harness: Harness, https_server: RunningServer) -> None:

@@ -382,6 +382,7 @@ class HttpBroker:
                     outcome=exc.category,
                     detail=detail,
                     capability=grant_text,
+                    sent=len(hop.body),
                 )
                 raise
             self._record(
@@ -393,6 +394,8 @@ class HttpBroker:
                 outcome=f"status {answer.status}",
                 detail="; ".join(notes),
                 capability=grant_text,
+                sent=len(hop.body),
+                received=len(answer.body),
             )
             if answer.location is None:
                 return HttpResponse(answer.status, answer.headers, answer.body, str(hop.url))
@@ -751,6 +754,8 @@ class HttpBroker:
         outcome: str,
         detail: str,
         capability: str = "",
+        sent: int = 0,
+        received: int = 0,
     ) -> None:
         if self._on_decision is None:
             return
@@ -765,6 +770,8 @@ class HttpBroker:
                 detail=detail,
                 capability=capability,
                 hop=hop,
+                sent_bytes=sent,
+                received_bytes=received,
             )
         )
 

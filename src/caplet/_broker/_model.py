@@ -64,7 +64,9 @@ class BrokerDecision:
     (``"blocked by policy"``, ``"timed out"`` ...) otherwise, with ``detail``
     the reason. ``url`` is redacted (no query) and no field holds a resolved
     address. ``capability`` is the grant that matched (normalised, as configured),
-    ``""`` when none did; ``hop`` counts redirects (0 for the first request).
+    ``""`` when none did; ``hop`` counts redirects (0 for the first request);
+    ``sent_bytes`` and ``received_bytes`` are the hop's request and response
+    body sizes (for the per-plugin metrics and budgets).
     """
 
     at: float
@@ -76,3 +78,6 @@ class BrokerDecision:
     detail: str = ""
     capability: str = ""
     hop: int = 0
+    #: Body bytes of this hop's request (sent, or refused) and of its response (metrics).
+    sent_bytes: int = 0
+    received_bytes: int = 0

@@ -46,6 +46,8 @@ from caplet._cli import (  # noqa: F401
     _cmd_plugins,
     _cmd_scan,
     _cmd_run,
+    _cmd_mcp,
+    _cmd_stats,
     _cmd_lock,
     _cmd_state,
     _cmd_trust,

@@ -308,18 +308,23 @@ class Run:
     def as_json(self) -> bool:
         return self.options.as_json
 
-    def host(self, *, locked: bool | None = None, plugins: bool = True) -> PluginHost:
+    def host(
+        self, *, locked: bool | None = None, plugins: bool = True, prompts: bool = True
+    ) -> PluginHost:
         """The command's :class:`PluginHost` on ``--plugins-dir`` (opened once).
 
         ``locked`` overrides ``--locked`` (lock, verify and sign never run locked).
         With ``plugins`` (a command about plugins), a plugins directory that
         does not exist is a usage error when it leaves nothing to work on,
-        and a warning when installed plugins were found all the same.
+        and a warning when installed plugins were found all the same. Without
+        ``prompts`` nothing is ever asked, even on a terminal (``caplet mcp``).
         """
         if self._host is None:
             options = self.options
             out = self.out
-            prompter: Prompter = RichPrompter(out.err) if sys.stdin.isatty() else NoInputPrompter()
+            prompter: Prompter = (
+                RichPrompter(out.err) if prompts and sys.stdin.isatty() else NoInputPrompter()
+            )
             host = PluginHost(
                 options.plugins_dir,
                 state_dir=options.state_dir,

@@ -87,12 +87,21 @@ def split_enable_groups(
     return groups, rest
 
 
-def enable_all(run: Run, host: PluginHost, groups: Sequence[EnableGroup], *, yes: bool) -> None:
+def enable_all(
+    run: Run,
+    host: PluginHost,
+    groups: Sequence[EnableGroup],
+    *,
+    yes: bool,
+    interactive: bool = True,
+) -> None:
     """Enable every plugin of ``groups``, each one's ``requires`` first (issue 15).
 
     A requirement gets the entries of its own group when there is one, and
     is enabled with the same consent as the rest; one that is already
-    enabled and has no entries of its own is left as it is.
+    enabled and has no entries of its own is left as it is. Without
+    ``interactive`` consent is never asked, even on a terminal: ``--yes``
+    or an approval gives it (``caplet mcp``).
     """
     entries: dict[str, list[str]] = {}
     order: list[str] = []
@@ -114,7 +123,15 @@ def enable_all(run: Run, host: PluginHost, groups: Sequence[EnableGroup], *, yes
                 visit(requirement.name, name, (*chain, name))
         if needed_by is not None and name not in entries and info.enabled:
             return
-        enable_plugin(run, host, name, entries.get(name, []), yes=yes, needed_by=needed_by)
+        enable_plugin(
+            run,
+            host,
+            name,
+            entries.get(name, []),
+            yes=yes,
+            needed_by=needed_by,
+            interactive=interactive,
+        )
         done.add(name)
 
     for name in order:
@@ -129,6 +146,7 @@ def enable_plugin(
     *,
     yes: bool,
     needed_by: str | None = None,
+    interactive: bool = True,
 ) -> None:
     """Apply inline config (a typo'd key is a usage error), get consent, prompt, enable.
 
@@ -150,7 +168,7 @@ def enable_plugin(
     consent: bool | Consent = False
     request = host.consent_request(name)
     if request is not None:
-        ask_consent(run, request, yes=yes)
+        ask_consent(run, request, yes=yes, interactive=interactive)
         shown = request.content_hash
         consent = lambda asked: asked.content_hash == shown  # noqa: E731 - only what was shown
     why = (
@@ -170,7 +188,7 @@ def enable_plugin(
     run.finish(outcome, name, report=False)
 
 
-def ask_consent(run: Run, request: ConsentRequest, *, yes: bool) -> None:
+def ask_consent(run: Run, request: ConsentRequest, *, yes: bool, interactive: bool = True) -> None:
     """Show what a person consents to; return when they do, exit when they do not."""
     out: Out = run.out
     name = request.plugin
@@ -180,7 +198,7 @@ def ask_consent(run: Run, request: ConsentRequest, *, yes: bool) -> None:
         if not out.as_json:
             out.err.print(plain(f"consent for {name} given by --yes (this process only)"))
         return
-    if out.as_json or not sys.stdin.isatty():
+    if out.as_json or not interactive or not sys.stdin.isatty():
         usage(
             out,
             f"enabling plugin {name!r} needs consent: {request.why}; review its audit "

@@ -75,6 +75,19 @@ class AsyncPluginHost:
         self._active_lock = threading.Lock()
 
     @classmethod
+    def around(cls, host: PluginHost, *, threads: int = DEFAULT_THREADS) -> AsyncPluginHost:
+        """The asyncio face of a :class:`PluginHost` built already (``caplet mcp``
+        enables plugins on it first); :meth:`close` closes that host too."""
+        self = cls.__new__(cls)
+        self.sync = host
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="caplet-async"
+        )
+        self._active = {}
+        self._active_lock = threading.Lock()
+        return self
+
+    @classmethod
     async def open(
         cls, plugins_dir: Path | str, *, threads: int = DEFAULT_THREADS, **options: Any
     ) -> AsyncPluginHost:
@@ -87,9 +100,15 @@ class AsyncPluginHost:
         """:meth:`PluginHost.call`, awaited; cancelling it stops the call (module docstring)."""
         return await self._run(lambda: self.sync.call(name, target, *args, **kwargs))
 
-    async def exec(self, code: str, *, timeout: float | None = None) -> GuestResult:
+    async def exec(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        gate: Callable[[str, str], str | None] | None = None,
+    ) -> GuestResult:
         """:meth:`PluginHost.exec`, awaited; cancelling it stops the snippet's worker."""
-        return await self._run(lambda: self.sync.exec(code, timeout=timeout))
+        return await self._run(lambda: self.sync.exec(code, timeout=timeout, gate=gate))
 
     async def emit(self, event: str, payload: object = None) -> HookResults:
         """:meth:`PluginHost.emit`, awaited; cancelling it stops the subscriber running."""

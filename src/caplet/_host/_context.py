@@ -125,7 +125,8 @@ class ContextBroker:
     ``resolver`` and ``ssl_context`` go to the :class:`HttpBroker` (tests
     inject a static resolver and their own CA), which is built on the first
     fetch (its httpx import costs what most hosts never need to pay);
-    ``clock`` times the log's rate limit and the broker's rate limits.
+    ``clock`` times the log's rate limit and the broker's rate limits;
+    ``on_http`` is told of each brokered request (the host's metrics).
     """
 
     def __init__(
@@ -137,8 +138,11 @@ class ContextBroker:
         resolver: Resolver | None = None,
         ssl_context: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_http: Callable[[BrokerDecision], None] | None = None,
     ) -> None:
         self.manager = manager
+        #: Told of every brokered request too (the per-plugin metrics and budgets).
+        self._on_http = on_http
         self.apps = apps
         self.call_plugin = call_plugin
         limits = manager.policy.context
@@ -201,6 +205,8 @@ class ContextBroker:
             return self._http
 
     def _log_http(self, decision: BrokerDecision) -> None:
+        if self._on_http is not None:
+            self._on_http(decision)
         details = [decision.outcome]
         if decision.capability:
             details.append(f"capability {decision.capability}")

@@ -66,11 +66,13 @@ from caplet._capabilities._model import (
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
+    BudgetExceededError,
     CallCancelledError,
     CallTimeoutError,
     CapletError,
     InvalidOutputError,
     LifecycleError,
+    NotGrantedError,
     PluginCallError,
     ProtocolError,
     SandboxError,
@@ -91,6 +93,8 @@ from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import RED_TEAM_LABEL, PluginManager
+from caplet._host._metrics import PluginMeter
+from caplet._host._observe import Observer
 from caplet._host._policy import Isolation, Policy
 from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
@@ -140,6 +144,7 @@ class _Running:
     __slots__ = (
         "breaker",
         "generation",
+        "meter",
         "on_request",
         "refresh_at",
         "snapshot",
@@ -159,8 +164,11 @@ class _Running:
         *,
         breaker: CircuitBreaker,
         on_request: PluginRequests,
+        meter: PluginMeter,
     ) -> None:
         self.worker = worker
+        #: The plugin's metrics and budget (kept across restarts, like the breaker).
+        self.meter = meter
         #: Answers the worker's ctx requests (built from its granted capabilities).
         self.on_request = on_request
         self.snapshot = snapshot
@@ -301,6 +309,10 @@ class PluginHost:
         self._registry_lock = threading.Lock()
         #: The circuit breakers' clock (injectable so tests never sleep).
         self._clock = clock
+        #: Per-plugin metrics and budgets, and where they are reported (docs/metrics.md).
+        self.observer = Observer(
+            self.manager, clock=clock, breaker=self._breaker_state, is_refusal=_is_refusal
+        )
         #: The application capabilities this host provides (register_capability).
         self.apps = AppRegistry()
         #: What answers the plugins' ctx requests.
@@ -311,6 +323,7 @@ class PluginHost:
             resolver=resolver,
             ssl_context=ssl_context,
             clock=clock,
+            on_http=self.observer.http,
         )
         #: Snapshots and work directories, in the state directory where no
         #: grant reaches (:mod:`caplet._host._run_dir`); the manager's.
@@ -548,6 +561,10 @@ class PluginHost:
                     )
         return breaker
 
+    def _breaker_state(self, name: str) -> str:
+        breaker = self._breakers.get(name)
+        return breaker.state.value if breaker is not None else "closed"
+
     def _drop_breaker(self, name: str) -> None:
         with self._registry_lock:
             self._breakers.pop(name, None)
@@ -612,6 +629,7 @@ class PluginHost:
             or running.generation != self.manager.generation
             or not running.breaker.closed
             or self._clock() >= running.refresh_at
+            or running.meter.budget is not None
         ):
             # Slow path: the breaker's verdict, an explanation of what is
             # wrong, a fresh look at the shared state, or a fresh worker.
@@ -621,7 +639,12 @@ class PluginHost:
         # (WorkerGoneError, nothing ran) and the slow path starts a new one.
         schemas = parts[2]
         if schemas is not None:
-            schemas.check_args(args, kwargs)
+            try:
+                schemas.check_args(args, kwargs)
+            except LifecycleError as exc:
+                running.meter.failed(exc)  # the caller's arguments: "rejected", not counted
+                raise
+        started = time.perf_counter_ns()
         try:
             value = running.worker.call(
                 parts[0],
@@ -638,15 +661,18 @@ class PluginHost:
             return self._guarded_call(name, target, args, kwargs)
         except SandboxError as exc:
             self._failed(name, target, running.breaker, exc, running)
+            running.meter.failed(exc, started)
             raise
         except Exception as exc:
             if isinstance(exc, CapletError):
                 raise
             error = call_failure(name, target, exc, started=True)
             self._failed(name, target, running.breaker, error, running)
+            running.meter.failed(error, started)
             raise error from exc
         if running.breaker.failures:
             running.breaker.record_success()
+        running.meter.ok(started)
         return value
 
     def _guarded_call(
@@ -663,10 +689,21 @@ class PluginHost:
         ``timeout_cap`` shortens the plugin's own deadline (a nested call
         from another plugin must end within what is left of the caller's).
         """
+        meter = self.observer.meter(name)
         breaker = self.breaker(name)
-        breaker.before_call()  # CircuitOpenError: nothing runs, nothing is counted
+        try:
+            meter.admit()  # BudgetExceededError: nothing runs; logged, never counted
+            breaker.before_call()  # CircuitOpenError: nothing runs, nothing is counted
+        except BudgetExceededError as exc:
+            self.manager.log_decision(name, "budget", target, False, str(exc))
+            meter.failed(exc)
+            raise
+        except SandboxError as exc:
+            meter.failed(exc)
+            raise
         running: _Running | None = None
         attempts = _GONE_ATTEMPTS
+        started = time.perf_counter_ns()
         try:
             while True:
                 running = None
@@ -710,25 +747,32 @@ class PluginHost:
                 # plugins). The worker was killed mid-call all the same.
                 self._cut_short(name, target, exc, running)
                 breaker.cancel_probe()
+                meter.failed(exc, started)
                 raise
             if not self._failed(name, target, breaker, exc, running):
                 breaker.cancel_probe()
+            meter.failed(exc, started)
             raise
         except Exception as exc:
             if isinstance(exc, CapletError):
                 breaker.cancel_probe()  # not the plugin's doing, as below
+                meter.failed(exc)
                 raise
             # Never a foreign exception out of a call (issue 13): a failure of
             # the host on this call counts like the failure it stands for.
             error = call_failure(name, target, exc, started=running is not None)
             self._failed(name, target, breaker, error, running)
+            meter.failed(error, started)
             raise error from exc
         except BaseException:
             # Not the plugin's doing (not enabled, undeclared, bad arguments,
             # interrupted): no verdict, so a half-open breaker probes again.
             breaker.cancel_probe()
             raise
+        finally:
+            meter.after_call()  # a budgeted plugin's CPU, charged now
         breaker.record_success()
+        meter.ok(started)
         return value
 
     def _failed(
@@ -1017,6 +1061,7 @@ class PluginHost:
             timeout_s,
             breaker=self.breaker(name),
             on_request=self.context.handler(info),
+            meter=self.observer.started(name, worker.pid),
         )
         assert name not in self._running, "the previous worker must be detached first"
         self._running[name] = running
@@ -1060,6 +1105,7 @@ class PluginHost:
         if running is None:
             return
         name = running.on_request.plugin
+        self.observer.stopping(name, running.worker.pid)  # its last reading, before it goes
         running.worker.close()
         # The worker is reaped now, so the seccomp denials the zygote counted
         # for it are known: one permission-log line per denied syscall.
@@ -1260,7 +1306,13 @@ class PluginHost:
             stopped |= guests.interrupt(thread)
         return stopped
 
-    def exec(self, code: str, *, timeout: float | None = None) -> GuestResult:
+    def exec(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        gate: Callable[[str, str], str | None] | None = None,
+    ) -> GuestResult:
         """Run untrusted Python ``code`` in a zero-capability sandbox; never raises for
         what the code does.
 
@@ -1275,14 +1327,17 @@ class PluginHost:
         The result holds stdout, stderr, the value of a final expression
         (as in the interactive interpreter) and, when it failed, the guest's
         own traceback; a timeout or a crashed sandbox is a result too
-        (``status``). Raises :class:`GuestError` for code that is not a str
-        or too large and a timeout the policy refuses, and
+        (``status``). ``gate(plugin, "module.function")`` may refuse each
+        ``host.*`` call the snippet makes: it returns why not (the guest sees
+        it), or None to let it through (``caplet mcp``'s allow/deny). Raises
+        :class:`GuestError` for code that is not a str or too large and a
+        timeout the policy refuses, and
         :class:`WorkerStartError` when no sandbox can be started.
         """
         runner = self._guest_runner()
         handler = GuestRequests(
             self._guest_catalog,
-            self._call_from_guest,
+            self._call_from_guest if gate is None else _gated(gate, self._call_from_guest),
             self.manager.validators,
             self.manager.log_decision,
         )
@@ -1388,6 +1443,7 @@ class PluginHost:
         self._dispose_each(retired)
         if self._owns_launcher:
             self.launcher.close()
+        self.observer.close()  # the last stats snapshot, after every worker's last reading
         try:
             self.manager.close()  # removes the run directory too
         except CapletError as exc:
@@ -1403,6 +1459,27 @@ class PluginHost:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _gated(
+    gate: Callable[[str, str], str | None], call: Callable[..., object]
+) -> Callable[..., object]:
+    """``call`` behind ``gate``: a refused ``host.*`` call raises NotGrantedError, which
+    the guest sees with the gate's reason (GuestRequests turns it into HostCallError)."""
+
+    def gated(
+        provider: str,
+        target: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        timeout_s: float,
+    ) -> object:
+        refused = gate(provider, target)
+        if refused is not None:
+            raise NotGrantedError(refused, plugin=provider)
+        return call(provider, target, args, kwargs, timeout_s)
+
+    return gated
 
 
 def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:

@@ -13,9 +13,12 @@ from pydantic.dataclasses import dataclass
 from caplet._broker._policy import NetworkPolicy
 from caplet._errors import PolicyError, StoreError
 from caplet._findings import RiskLevel
+from caplet._host._budget import BudgetPolicy
 from caplet._host._context_limits import ContextLimits
 from caplet._host._guest_limits import GuestLimits
 from caplet._host._log_limits import LogLimits
+from caplet._host._mcp_policy import McpPolicy
+from caplet._host._metrics import MetricsSettings
 from caplet._trust._open import sqlite_directory
 from caplet._trust._signing import SignatureStatus
 from caplet._trust._source import SourceKind
@@ -160,6 +163,11 @@ class Policy:
     (:class:`caplet._host._guest_limits.GuestLimits`).
     ``log`` bounds the decision log: refusals recorded per plugin and minute,
     and how long rows are kept (:class:`caplet._host._log_limits.LogLimits`).
+    ``metrics`` turns the per-plugin metrics on or off and says how often
+    ``caplet stats`` sees them (:class:`caplet._host._metrics.MetricsSettings`);
+    ``budget`` sets per-plugin CPU and network budgets per time window
+    (:class:`caplet._host._budget.BudgetPolicy`); ``mcp`` says what
+    ``caplet mcp`` offers an agent (:class:`caplet._host._mcp_policy.McpPolicy`).
     Trust tiers (:class:`TrustTier`): ``max_tier_directory`` and
     ``max_tier_distribution`` cap the tier of plugins from the plugins
     directory and from installed distributions; below that cap a plugin's
@@ -202,6 +210,9 @@ class Policy:
     context: ContextLimits = field(default_factory=ContextLimits)
     guest: GuestLimits = field(default_factory=GuestLimits)
     log: LogLimits = field(default_factory=LogLimits)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    budget: BudgetPolicy = field(default_factory=BudgetPolicy)
+    mcp: McpPolicy = field(default_factory=McpPolicy)
     require_signature: Flag = False
     trusted_keys: tuple[Text, ...] = ()
     max_tier_directory: TrustTier = TrustTier.TRUSTED

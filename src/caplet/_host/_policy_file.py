@@ -12,7 +12,8 @@ Where the policy is read from, first match wins:
 
 A ``caplet.toml`` holds :class:`Policy`'s fields at its top level and the
 nested limits as tables (``[network]``, ``[context]``, ``[guest]``,
-``[log]``), exactly as ``[tool.caplet]`` does in ``pyproject.toml`` (the
+``[log]``, ``[metrics]``, ``[budget]`` with ``[budget.plugins.NAME]``,
+``[mcp]``), exactly as ``[tool.caplet]`` does in ``pyproject.toml`` (the
 convention of ruff and mypy). Then the command line's overrides
 (``--allow-network``, ``--set FIELD=VALUE`` ...), each recorded with its
 flag. The merged table is validated by the policy objects themselves, so a
@@ -402,6 +403,10 @@ def _default_value(dotted: str) -> object:
 def _source_of(leaf: str, sources: Mapping[str, str]) -> str:
     if leaf in sources:
         return sources[leaf]
+    # A table of tables set as one value ([budget.plugins.NAME]) is recorded whole.
+    prefixes = [key for key in sources if leaf.startswith(f"{key}.")]
+    if prefixes:
+        return sources[max(prefixes, key=len)]
     return _DEFAULT_SOURCE
 
 
@@ -432,10 +437,33 @@ def _leaves(policy: object, default: object, prefix: str = "") -> Iterator[tuple
         fallback = getattr(default, field.name)
         if dataclasses.is_dataclass(value):
             yield from _leaves(value, fallback, f"{prefix}{field.name}.")
+        elif _keyed(value):
+            # Per-plugin tables ([budget.plugins.NAME]): one leaf per value set, against
+            # the table's own default for that field (what the plugin gets otherwise).
+            for entry in value:
+                name = getattr(entry, "plugin", "?")
+                for inner in dataclasses.fields(entry):
+                    own = getattr(entry, inner.name)
+                    if inner.name == "plugin" or own is None:
+                        continue
+                    yield (
+                        f"{prefix}{field.name}.{name}.{inner.name}",
+                        own,
+                        getattr(policy, inner.name, None),
+                    )
         elif f"{prefix}{field.name}" == "store" and isinstance(value, str):
             yield "store", describe_store(value), fallback
         else:
             yield f"{prefix}{field.name}", value, fallback
+
+
+def _keyed(value: object) -> bool:
+    """A tuple of per-plugin tables (dataclasses with a ``plugin`` field)."""
+    return (
+        isinstance(value, tuple)
+        and bool(value)
+        and all(dataclasses.is_dataclass(v) and hasattr(v, "plugin") for v in value)
+    )
 
 
 #: Fields where a lower value allows more (a shorter cooldown, a shorter window, less history).
@@ -450,7 +478,16 @@ _LOWER_IS_LOOSER: Final = frozenset(
     }
 )
 #: Fields that change no security decision (how many idle workers wait, how long a start may take).
-_NEUTRAL: Final = frozenset({"guest.pool_size", "start_timeout_s"})
+_NEUTRAL: Final = frozenset(
+    {
+        "guest.pool_size",
+        "start_timeout_s",
+        # Metrics change what is seen, not what is allowed (the decision log is unchanged).
+        "metrics.enabled",
+        "metrics.publish_s",
+        "metrics.max_plugins",
+    }
+)
 
 
 def loosening(field: str, value: object, default: object) -> str:
@@ -460,6 +497,8 @@ def loosening(field: str, value: object, default: object) -> str:
     describe = _SPECIAL.get(field)
     if describe is not None:
         return describe(value, default)
+    if field.startswith("budget."):
+        return _budget(field, value, default)
     if isinstance(value, bool) or isinstance(default, bool):
         return "turns on what the default keeps off" if value and not default else ""
     if isinstance(value, int | float) and isinstance(default, int | float):
@@ -534,6 +573,35 @@ def _store(value: object, default: object) -> str:
     return ""
 
 
+def _budget(field: str, value: object, default: object) -> str:
+    """A budget loosens when it is removed (0: none) or raised above what the plugin would
+    get otherwise; a longer window spreads the same budget thinner, so it loosens too."""
+    if not isinstance(value, int | float) or not isinstance(default, int | float):
+        return ""
+    plugin = field.split(".")[2] if field.startswith("budget.plugins.") else ""
+    whose = f"plugin {plugin!r}" if plugin else "every plugin"
+    if field.endswith("window_s"):
+        return f"{whose}'s budgets last a longer window ({default:g} s)" if value > default else ""
+    if default and not value:
+        return f"removes {whose}'s {field.rsplit('.', 1)[-1]} budget ({default:g})"
+    if default and value > default:
+        return f"gives {whose} a larger {field.rsplit('.', 1)[-1]} budget than {default:g}"
+    return ""
+
+
+def _mcp_globs(kind: str) -> Callable[[object, object], str]:
+    def describe(value: object, default: object) -> str:
+        before = default if isinstance(default, tuple) else ()
+        now = value if isinstance(value, tuple) else ()
+        if kind == "allow":
+            added = [g for g in now if g not in before]
+            return "caplet mcp offers tools matching " + ", ".join(added) if added else ""
+        removed = [g for g in before if g not in now]
+        return "caplet mcp no longer hides tools matching " + ", ".join(removed) if removed else ""
+
+    return describe
+
+
 def _flag(what: str) -> Callable[[object, object], str]:
     return lambda value, default: what if value is True and default is False else ""
 
@@ -549,4 +617,7 @@ _SPECIAL: Final[dict[str, Callable[[object, object], str]]] = {
     "network.allow_wildcard_hosts": _flag("net.http grants of *.domain match every subdomain"),
     "require_signature": lambda value, default: "",
     "store": _store,
+    "mcp.exec": _flag("agents connected to caplet mcp may run guest code (the exec tool)"),
+    "mcp.allow": _mcp_globs("allow"),
+    "mcp.deny": _mcp_globs("deny"),
 }

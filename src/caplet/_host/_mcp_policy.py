@@ -1,0 +1,65 @@
+"""``Policy.mcp``: what ``caplet mcp`` offers an agent, and how much an agent may send.
+
+The MCP server (:mod:`caplet._mcp`) turns each enabled plugin's declared
+functions into tools. This table is the administrator's say over it, in
+the policy file (``[mcp]``) as well as on the command line (``--allow``,
+``--deny``, ``--exec`` add to it):
+
+* ``allow`` / ``deny``: globs (``fnmatch``, case-sensitive) over tool names
+  and over ``PLUGIN/MODULE.FUNCTION``; a tool is offered when it matches an
+  ``allow`` glob and no ``deny`` glob. A tool that is not offered is
+  invisible: not listed, and calling it is the same error as calling a
+  tool that does not exist. Guest code
+  run through the ``exec`` tool is held to the same rule for its
+  ``host.<module>`` calls, or ``exec`` would be a way around ``deny``.
+* ``exec``: offer the ``exec`` tool (guest code in a zero-capability
+  sandbox whose only way out is the offered tools). Off by default: an
+  agent running code is a decision, and it loosens the default.
+* ``max_argument_bytes`` / ``max_argument_depth``: the arguments of one
+  tool call, as JSON, are refused beyond these (an agent's arguments are
+  model output, and a model can be talked into anything).
+* ``max_description_chars``: a tool's description (the plugin's text,
+  which reaches the agent's context) is cut to this length.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Annotated
+
+from pydantic import Field, Strict
+from pydantic.dataclasses import dataclass
+
+from caplet._errors import PolicyError
+from caplet._validated import MODEL_CONFIG, Bytes, Flag, validated
+
+__all__ = ["McpPolicy"]
+
+#: A tool-name glob: printable ASCII, short.
+Glob = Annotated[str, Strict(), Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+@validated(PolicyError, "mcp")
+@dataclass(frozen=True, slots=True, config=MODEL_CONFIG)
+class McpPolicy:
+    """What ``caplet mcp`` offers and accepts (module docstring)."""
+
+    allow: tuple[Glob, ...] = ("*",)
+    deny: tuple[Glob, ...] = ()
+    exec: Flag = False
+    max_argument_bytes: Bytes = 1024 * 1024
+    max_argument_depth: Annotated[int, Strict(), Field(ge=1, le=64)] = 32
+    max_description_chars: Annotated[int, Strict(), Field(ge=64, le=8192)] = 1024
+
+    def offers(self, *names: str) -> bool:
+        """True when one of ``names`` matches an ``allow`` glob and none a ``deny`` glob.
+
+        A tool is known by two names: its tool name (``fsread_read_file``) and
+        ``PLUGIN/MODULE.FUNCTION`` (``fs-read/fsread.read_file``), so a glob can
+        name a plugin's every tool (``fs-write/*``) whatever its tools are called.
+        """
+
+        def matches(globs: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
+
+        return matches(self.allow) and not matches(self.deny)

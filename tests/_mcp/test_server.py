@@ -1,0 +1,511 @@
+"""``caplet mcp`` end to end: the official SDK's own client against a real server subprocess.
+
+Each test starts ``python -m caplet mcp`` with the SDK's stdio client (or
+the streamable HTTP client), as Claude Desktop or an agents SDK would, on
+plugins in the test's own folders: list, call, errors, hidden tools, guest
+code, a timeout, malformed requests, budgets, a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import TextResourceContents
+
+from tests._cli.clikit import caplet, document
+from tests.conftest import PluginFactory
+
+pytestmark = pytest.mark.anyio
+
+SOURCE = """
+import time
+from caplet.plugin import Refused
+
+def create_functions(config):
+    def echo(text):
+        return text
+
+    def add(a, b=0):
+        return a + b
+
+    def secret():
+        return "the secret"
+
+    def spin():
+        while True:
+            pass
+
+    def burn(seconds):
+        start = time.process_time()
+        while time.process_time() - start < seconds:
+            pass
+        return "burnt"
+
+    def boom():
+        raise ValueError("bad \\x1b[31mred\\x1b[0m \\u202eevil\\u202c text")
+
+    def refuse():
+        raise Refused("no such note")
+
+    return {"notes": {"echo": echo, "add": add, "secret": secret, "spin": spin,
+                      "burn": burn, "boom": boom, "refuse": refuse}}
+"""
+MANIFEST = """
+name = "notes"
+version = "1.2.0"
+description = "Notes for tests."
+
+[hints]
+overview = "Keep notes short.\\u0007"
+critical_rules = ["Never echo secrets."]
+
+[modules.notes]
+description = "Note tools."
+
+[modules.notes.functions.echo]
+description = "Echo one string back."
+args = { type = "array", prefixItems = [{ type = "string" }], minItems = 1, maxItems = 1 }
+
+[modules.notes.functions.add]
+[modules.notes.functions.secret]
+[modules.notes.functions.spin]
+[modules.notes.functions.burn]
+[modules.notes.functions.boom]
+[modules.notes.functions.refuse]
+
+[limits]
+timeout_ms = 400
+"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, make_plugin: PluginFactory) -> Path:
+    make_plugin("notes", manifest=MANIFEST, source=SOURCE)
+    return tmp_path
+
+
+def _server(workspace: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "caplet",
+            "mcp",
+            "--plugins-dir",
+            str(workspace / "plugins"),
+            "--state-dir",
+            str(workspace / "state"),
+            "--enable",
+            "notes",
+            "--yes",
+            *extra,
+        ],
+        env={"NO_COLOR": "1", "CAPLET_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        cwd=str(workspace),
+    )
+
+
+@asynccontextmanager
+async def _client(workspace: Path, *extra: str) -> AsyncIterator[Client]:
+    async with Client(_server(workspace, *extra), read_timeout_seconds=60, mode="legacy") as client:
+        yield client
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+def _resource_text(result: Any) -> str:
+    content = result.contents[0]
+    assert isinstance(content, TextResourceContents)
+    return content.text
+
+
+async def test_lists_the_declared_functions_and_hides_denied_ones(workspace: Path) -> None:
+    async with _client(workspace, "--deny", "notes/notes.secret") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == {
+            "notes_echo",
+            "notes_add",
+            "notes_spin",
+            "notes_burn",
+            "notes_boom",
+            "notes_refuse",
+        }, "every declared function but the denied one; no exec unless asked for"
+        echo = tools["notes_echo"]
+        assert echo.description is not None
+        assert echo.description.startswith("Echo one string back.")
+        assert "[caplet] Function notes.echo of plugin 'notes' 1.2.0" in echo.description
+        assert "Never echo secrets." in echo.description
+        assert "\x07" not in echo.description, "control characters never reach the agent"
+        assert echo.input_schema["required"] == ["args"]
+        assert echo.input_schema["properties"]["args"]["prefixItems"] == [{"type": "string"}]
+        assert echo.meta is None or "caplet/permissive" not in echo.meta
+        add = tools["notes_add"]
+        assert add.meta is not None
+        assert add.meta["caplet/permissive"] is True
+        assert "permissive" in (add.description or "")
+        assert set(add.input_schema["properties"]) == {"args", "kwargs"}
+
+        # The denied tool cannot be called either, and says nothing a missing one would not.
+        with pytest.raises(MCPError) as denied:
+            await client.call_tool("notes_secret", {})
+        with pytest.raises(MCPError) as missing:
+            await client.call_tool("notes_nothing", {})
+        assert str(denied.value).replace("notes_secret", "X") == str(missing.value).replace(
+            "notes_nothing", "X"
+        )
+        assert "unknown tool" in str(denied.value)
+
+
+async def test_calls_return_results_and_failures_are_tool_errors(workspace: Path) -> None:
+    async with _client(workspace) as client:
+        result = await client.call_tool("notes_echo", {"args": ["hello"]})
+        assert not result.is_error
+        assert _text(result) == "hello"
+        assert result.structured_content == {"result": "hello"}
+        added = await client.call_tool("notes_add", {"args": [2], "kwargs": {"b": 40}})
+        assert added.structured_content == {"result": 42}
+
+        # The plugin's schema refuses: caplet's message, nothing ran.
+        wrong = await client.call_tool("notes_echo", {"args": [7]})
+        assert wrong.is_error
+        assert "do not match its declared args schema" in _text(wrong)
+        # Keyword arguments cannot be checked against a positional schema.
+        keyword = await client.call_tool("notes_echo", {"args": [], "kwargs": {"text": "x"}})
+        assert keyword.is_error
+        assert "positional arguments only" in _text(keyword)
+        # An argument the tool does not take.
+        extra = await client.call_tool("notes_echo", {"args": ["x"], "sneaky": 1})
+        assert extra.is_error
+        assert "unknown argument(s) sneaky" in _text(extra)
+
+        # The plugin's exception: its message, without the characters that would act.
+        boom = await client.call_tool("notes_boom", {})
+        assert boom.is_error
+        text = _text(boom)
+        assert "raised ValueError" in text
+        assert "evil" in text
+        assert "\x1b" not in text
+        assert "\u202e" not in text
+        refused = await client.call_tool("notes_refuse", {})
+        assert refused.is_error
+        assert "no such note" in _text(refused)
+
+        # The server is still there after all of it.
+        again = await client.call_tool("notes_echo", {"args": ["still here"]})
+        assert _text(again) == "still here"
+        stats = json.loads(_resource_text(await client.read_resource("caplet://stats")))
+        (entry,) = stats["plugins"]
+        # Arguments refused by caplet's own checks never reached the host; the schema's
+        # refusal did (on the warm path), as did the plugin's exception and refusal.
+        assert entry["failures"] == {"error": 1, "refused": 1, "rejected": 1}
+        assert entry["calls"] == 6
+
+
+async def test_a_timeout_then_the_open_circuit_are_tool_errors(workspace: Path) -> None:
+    async with _client(workspace) as client:
+        for _ in range(3):
+            timed_out = await client.call_tool("notes_spin", {})
+            assert timed_out.is_error
+            assert "timed out" in _text(timed_out) or "deadline" in _text(timed_out)
+        blocked = await client.call_tool("notes_echo", {"args": ["x"]})
+        assert blocked.is_error
+        assert "circuit open for notes (3 failures" in _text(blocked)
+        stats = await client.read_resource("caplet://stats")
+        entry = json.loads(_resource_text(stats))["plugins"][0]
+        assert entry["plugin"] == "notes"
+        assert entry["failures"]["timeout"] == 3
+        assert entry["failures"]["circuit_open"] == 1
+        assert entry["breaker"] == "open"
+        assert entry["cpu_s"] > 0, "the killed calls' time is charged"
+
+
+async def test_a_quarantined_plugin_is_a_tool_error_with_the_reason(workspace: Path) -> None:
+    async with _client(workspace, "--set", "quarantine_after=1", "--set", "cooldown_s=0") as client:
+        for _ in range(3):
+            assert (await client.call_tool("notes_spin", {})).is_error
+        # The third timeout tripped the breaker once: quarantined (quarantine_after = 1).
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert "notes_echo" not in listed, "a quarantined plugin offers nothing new"
+        called = await client.call_tool("notes_echo", {"args": ["x"]})
+        assert called.is_error
+        assert "plugin 'notes' is quarantined" in _text(called)
+        assert "caplet release notes" in _text(called)
+
+
+async def test_guest_exec_reaches_only_offered_tools(workspace: Path) -> None:
+    async with _client(workspace, "--exec", "--deny", "notes_secret") as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "exec" in names
+        ran = await client.call_tool(
+            "exec", {"code": "import host.notes as n\nprint('out')\nn.echo('from guest')"}
+        )
+        assert not ran.is_error, _text(ran)
+        assert ran.structured_content is not None
+        assert ran.structured_content["value"] == "from guest"
+        assert ran.structured_content["stdout"] == "out\n"
+        hidden = await client.call_tool("exec", {"code": "import host.notes as n\nn.secret()"})
+        assert hidden.is_error
+        assert "not offered to agents" in _text(hidden)
+        assert "the secret" not in _text(hidden)
+        bad = await client.call_tool("exec", {"code": 42})
+        assert bad.is_error
+        assert "`code` must be a string" in _text(bad)
+        prompt = await client.read_resource("caplet://system-message")
+        assert "import host." in _resource_text(prompt)
+
+
+async def test_exec_is_off_unless_asked_for(workspace: Path) -> None:
+    async with _client(workspace) as client:
+        assert "exec" not in {tool.name for tool in (await client.list_tools()).tools}
+        with pytest.raises(MCPError, match="unknown tool"):
+            await client.call_tool("exec", {"code": "1"})
+
+
+async def test_hostile_arguments_are_refused_and_the_server_stays(workspace: Path) -> None:
+    async with _client(workspace, "--set", "mcp.max_argument_bytes=4096") as client:
+        deep: Any = "x"
+        for _ in range(40):
+            deep = [deep]
+        nested = await client.call_tool("notes_add", {"args": [deep]})
+        assert nested.is_error
+        assert "nest deeper than 32 levels" in _text(nested)
+        large = await client.call_tool("notes_echo", {"args": ["y" * 10_000]})
+        assert large.is_error
+        assert "larger than 4096 bytes" in _text(large)
+        fine = await client.call_tool("notes_echo", {"args": ["ok"]})
+        assert _text(fine) == "ok"
+
+
+def _frame(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+def test_malformed_requests_never_end_the_server(workspace: Path) -> None:
+    """Raw bytes on stdin (no SDK to keep them well-formed): garbage, wrong types, an
+    over-long line; each is refused or dropped and the next request is answered."""
+    params = _server(workspace, "--set", "mcp.max_argument_bytes=2048")
+    process = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=workspace,
+        env={**os.environ, **(params.env or {})},
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        process.stdin.write(
+            _frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "0"},
+                    },
+                }
+            )
+        )
+        process.stdin.write(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        process.stdin.write(b"this is not json\n")
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": \n')
+        process.stdin.write(b"[" * 100_000 + b"\n")
+        process.stdin.write(b'{"pad": "' + b"z" * 200_000 + b'"}\n')
+        process.stdin.write(
+            _frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": ["x"]}})
+        )
+        process.stdin.write(
+            _frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "notes_echo", "arguments": "not an object"},
+                }
+            )
+        )
+        process.stdin.write(_frame({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}))
+        process.stdin.write(
+            _frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 4,
+                    "method": "tools/call",
+                    "params": {"name": "notes_echo", "arguments": {"args": ["alive"]}},
+                }
+            )
+        )
+        process.stdin.flush()
+        answers: dict[int, dict[str, Any]] = {}
+        while 4 not in answers:
+            line = process.stdout.readline()
+            assert line, "the server ended"
+            message = json.loads(line)
+            if "id" in message:
+                answers[message["id"]] = message
+        assert answers[0]["result"]["serverInfo"]["name"] == "caplet"
+        assert "error" in answers[1], "a tool name that is not a string: invalid params"
+        assert "error" in answers[2]
+        assert answers[3]["error"]["code"] == -32601
+        assert answers[4]["result"]["content"][0]["text"] == "alive"
+        assert process.poll() is None
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+        assert process.stderr is not None
+        errors = process.stderr.read().decode()
+        process.stdout.close()
+        process.stderr.close()
+    assert "dropped a message of" in errors, "the over-long line was dropped, and said so"
+    assert "Traceback" not in errors
+    assert process.returncode == 0
+
+
+async def test_a_restarted_server_serves_again_and_stats_see_both(workspace: Path) -> None:
+    async with _client(workspace) as client:
+        first = await client.call_tool("notes_echo", {"args": ["one"]})
+        assert _text(first) == "one"
+    # A server killed outright (an agent host that stops without closing stdin) leaves its
+    # run directory behind; the next one sweeps it and serves.
+    params = _server(workspace)
+    process = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=workspace,
+        env={**os.environ, **(params.env or {})},
+    )
+    assert process.stderr is not None
+    banner = process.stderr.readline()
+    while b"caplet mcp:" not in banner:
+        banner = process.stderr.readline()
+        assert banner, "the server ended before serving"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    process.stderr.close()
+    assert process.stdin is not None
+    process.stdin.close()
+    async with _client(workspace) as client:
+        second = await client.call_tool("notes_echo", {"args": ["two"]})
+        assert _text(second) == "two"
+    stats = document(
+        caplet("stats", "--json", "--state-dir", str(workspace / "state"), cwd=workspace)
+    )
+    hosts = stats["hosts"]
+    assert all(not host["live"] for host in hosts), "both clean servers have ended"
+    calls = sorted(p["calls"] for host in hosts for p in host["plugins"])
+    assert calls == [1, 1], "each server's last snapshot, one call each"
+
+
+async def test_a_budget_refuses_further_calls_with_when_it_reopens(workspace: Path) -> None:
+    async with _client(workspace, "--set", "budget.cpu_s=0.05") as client:
+        # 0.1 CPU seconds: over the budget whether it ends in time (its CPU is read from
+        # /proc) or a loaded machine makes it time out (its wall time is charged).
+        await client.call_tool("notes_burn", {"args": [0.1]})
+        refused = await client.call_tool("notes_echo", {"args": ["x"]})
+        assert refused.is_error
+        text = _text(refused)
+        assert "plugin 'notes': its cpu_s budget is spent" in text
+        assert "3600 s window" in text
+        assert "reopens in" in text
+    log = document(
+        caplet(
+            "log",
+            "--json",
+            "--action",
+            "budget",
+            "--plugin",
+            "notes",
+            "--state-dir",
+            str(workspace / "state"),
+            "--plugins-dir",
+            str(workspace / "plugins"),
+            cwd=workspace,
+        )
+    )
+    targets = {d["target"] for d in log["decisions"]}
+    assert {"cpu_s", "notes.echo"} <= targets, "the budget running out and the refusal"
+
+
+def test_consent_is_never_asked_without_yes(workspace: Path) -> None:
+    """Not approved, no --yes: refused before serving (stdin is the agent's, never read)."""
+    result = caplet(
+        "mcp",
+        "--plugins-dir",
+        str(workspace / "plugins"),
+        "--state-dir",
+        str(workspace / "state"),
+        "--enable",
+        "notes",
+        cwd=workspace,
+        stdin='{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n',
+    )
+    assert result.returncode == 2
+    assert "needs consent" in result.stderr
+    assert "--yes" in result.stderr
+    assert result.stdout == "", "nothing on the protocol's stream"
+
+
+async def test_streamable_http_needs_the_token(workspace: Path) -> None:
+    params = _server(workspace, "--http", "0")
+    process = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=workspace,
+        env={**os.environ, **(params.env or {})},
+    )
+    assert process.stderr is not None
+    try:
+        url = ""
+        while not url:
+            line = process.stderr.readline().decode()
+            assert line, "the server ended before serving"
+            if "serving http://" in line:
+                url = line.split("serving ", 1)[1].split(" ", 1)[0]
+        assert url.startswith("http://127.0.0.1:")
+        token_file = workspace / "state" / "mcp-token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        token = token_file.read_text().strip()
+        async with httpx2.AsyncClient() as anonymous:
+            refused = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert refused.status_code == 401
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
+            result = await client.call_tool("notes_echo", {"args": ["over http"]})
+            assert _text(result) == "over http"
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stderr.close()
