@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from caplet._errors import ManifestError
-from caplet._manifest import _load
+from caplet._manifest import _schema
 from caplet._manifest._load import load_manifest
 from tests.conftest import REPO
 
@@ -88,13 +88,13 @@ def test_the_error_example_is_what_caplet_says(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("model", "where"),
     [
-        (_load._ManifestModel, "top level"),
-        (_load._ModuleModel, "modules"),
-        (_load._FunctionModel, "functions"),
-        (_load._HookModel, "hooks"),
-        (_load._ConfigFieldModel, "config"),
-        (_load._HintsModel, "hints"),
-        (_load._LimitsModel, "limits"),
+        (_schema.ManifestModel, "top level"),
+        (_schema.ModuleModel, "modules"),
+        (_schema.FunctionModel, "functions"),
+        (_schema.HookModel, "hooks"),
+        (_schema.ConfigFieldModel, "config"),
+        (_schema.HintsModel, "hints"),
+        (_schema.LimitsModel, "limits"),
     ],
 )
 def test_every_field_of_the_manifest_is_documented(model: type, where: str) -> None:
