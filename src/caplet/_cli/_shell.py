@@ -80,18 +80,14 @@ from typing import Protocol, TextIO, assert_never
 from rich.console import Console
 from rich.text import Text
 
-from caplet._audit._model import AuditResult, Verdict
-from caplet._cli._render import print_audit, print_plugins, risk_text, show_consent, trust_text
+from caplet._cli._render import print_plugins
 from caplet._cli._safe import plain
+from caplet._cli._shell_plugins import PluginFlows, ShellUsageError
 from caplet._config._prompt import Prompter
 from caplet._display import safe_line, safe_text
 from caplet._errors import CapletError
-from caplet._findings import RiskLevel
-from caplet._host._consent import Consent
 from caplet._host._guest_result import GuestResult
 from caplet._host._host import PluginHost
-from caplet._host._policy import TrustTier
-from caplet._host._records import PluginInfo
 from caplet._suggest import closest, did_you_mean
 from caplet._version import __version__
 
@@ -214,10 +210,6 @@ def _is_entry(token: str) -> bool:
     return bool(sep) and key.strip().isidentifier()
 
 
-class _UsageError(Exception):
-    """Internal: a malformed command line; the message says what was expected."""
-
-
 class Shell:
     """The REPL over one :class:`PluginHost`.
 
@@ -250,6 +242,7 @@ class Shell:
         self.interactive = interactive
         self.history = history
         self.timeout = timeout
+        self._flows = PluginFlows(host, console, self.err, prompter=prompter, confirm=self._confirm)
         self._done = False
         self._inputs = 0
         self._failures = 0
@@ -388,11 +381,11 @@ class Shell:
             try:
                 words = shlex.split(line)
             except ValueError as exc:
-                raise _UsageError(
+                raise ShellUsageError(
                     f"cannot read {line!r} ({exc}); quote a value holding spaces: key='a b'"
                 ) from exc
             return self._dispatch(words[0], words[1:])
-        except _UsageError as exc:
+        except ShellUsageError as exc:
             self._error(str(exc))
             return False
         except CapletError as exc:
@@ -406,7 +399,7 @@ class Shell:
             names = [c.value for c in ShellCommand]
             suggestion = closest(word, names)
             hint = f"; did you mean {suggestion!r}?" if suggestion else ""
-            raise _UsageError(
+            raise ShellUsageError(
                 f"unknown command {word!r}{hint} (/help lists the commands)"
             ) from None
         match command:
@@ -438,7 +431,7 @@ class Shell:
                 if suggestion
                 else f"; expected one of: {', '.join(s.value for s in Subcommand)}"
             )
-            raise _UsageError(f"unknown subcommand {word!r}{hint}") from None
+            raise ShellUsageError(f"unknown subcommand {word!r}{hint}") from None
         options, positional = _options(sub, rest)
         match sub:
             case Subcommand.LIST:
@@ -448,19 +441,19 @@ class Shell:
                 name, entries = _name(sub, positional, extra=True)
                 bad = [e for e in entries if not _is_entry(e)]
                 if bad:
-                    raise _UsageError(
+                    raise ShellUsageError(
                         f"expected key=value configuration after the plugin name, got {bad[0]!r} "
                         f"(usage: {_USAGE[sub]})"
                     )
-                return self._enable(name, entries, yes="yes" in options)
+                return self._flows.enable(name, entries, yes="yes" in options)
             case Subcommand.DISABLE:
-                return self._disable(_name(sub, positional)[0])
+                return self._flows.disable(_name(sub, positional)[0])
             case Subcommand.APPROVE:
-                return self._approve(_name(sub, positional)[0], yes="yes" in options)
+                return self._flows.approve(_name(sub, positional)[0], yes="yes" in options)
             case Subcommand.UNAPPROVE:
-                return self._unapprove(_name(sub, positional)[0])
+                return self._flows.unapprove(_name(sub, positional)[0])
             case Subcommand.AUDIT:
-                return self._audit_command(
+                return self._flows.audit_command(
                     _name(sub, positional)[0],
                     fresh="fresh" in options,
                     verbose="verbose" in options,
@@ -512,217 +505,6 @@ class Shell:
         width = max(len(usage) for usage, _ in _HELP)
         for usage, text in _HELP:
             self.console.print(Text(f"  {usage:<{width}}  {text}"), soft_wrap=True)
-
-    # -- /plugin enable -----------------------------------------------------------------------
-
-    def _enable(self, name: str, entries: Sequence[str], *, yes: bool) -> bool:
-        # Seed step 1: re-discover, in case the folder was just created.
-        self.host.discover()
-        info = self._resolve(name)
-        refusal = self._blocked(info)
-        if refusal:
-            return self._refused(refusal)
-        if info.enabled:
-            self._say(f"{name} is already enabled: reconfiguring it")
-            return self._configure_and_enable(info, entries)
-        fast, why = self._fast_path(info)
-        if fast:
-            self._say(why, "green")
-            return self._configure_and_enable(info, entries)
-        if why:
-            self._say(why, "yellow")
-        consent: bool | Consent = False
-        audit = self._audit(info)
-        request = self.host.consent_request(name)
-        if request is not None:
-            # Not approved: the confirmation below is the consent (issue 14), for
-            # exactly the content shown.
-            show_consent(self.console, request)
-            audit = request.audit
-            shown = request.content_hash
-            consent = lambda asked: asked.content_hash == shown  # noqa: E731
-        else:
-            print_audit(self.console, audit)
-        if audit.risk_level.order >= RiskLevel.HIGH.order or audit.verdict is Verdict.REJECT:
-            self._say(
-                f"warning: {name} was audited {audit.risk_level.value} risk "
-                f"(recommendation {audit.verdict.value}); review the findings above",
-                "bold red",
-            )
-        if not self._confirm(f"Enable {name} {info.version} for this session?", yes=yes):
-            self._say(f"{name} was not enabled")
-            return False
-        return self._configure_and_enable(info, entries, consent=consent)
-
-    def _blocked(self, info: PluginInfo) -> str:
-        """Why ``info`` cannot be enabled whatever is answered ("" when it can)."""
-        inert = self.host.manager.inert_reason(info.name)
-        if inert:
-            return inert
-        if info.quarantine is not None:
-            return (
-                f"plugin {info.name!r} is quarantined ({info.quarantine.reason}); release it "
-                f"with `caplet release {info.name}` after fixing the cause"
-            )
-        return ""
-
-    def _fast_path(self, info: PluginInfo) -> tuple[bool, str]:
-        """Whether the approved fast path applies, and the message saying why (or why not).
-
-        The stored approval is re-checked, not trusted: its hash against the
-        content now, its stored risk and verdict, and the latest cached audit.
-        """
-        name = info.name
-        manager = self.host.manager
-        if manager.locked:
-            return True, f"{name} is pinned in {manager.lockfile_path}: skipping the audit"
-        approval = info.approval
-        if approval is None:
-            return False, ""
-        current = manager.current_hash(name)
-        if approval.content_hash != current:
-            return False, (
-                f"{name} was approved at {approval.content_hash}, but its content is now "
-                f"{current}: the approval no longer applies; auditing it again"
-            )
-        if info.tier is TrustTier.UNTRUSTED:
-            return False, (
-                f"{name} is approved but untrusted ({info.signature.detail}): auditing it again"
-            )
-        limit = self.host.policy.max_risk_level
-        stored = approval.risk_level
-        if (
-            stored.order >= RiskLevel.HIGH.order
-            or stored.order > limit.order
-            or approval.verdict is Verdict.REJECT
-        ):
-            return False, (
-                f"{name} is approved, but its stored risk is {stored.value} (recommendation "
-                f"{approval.verdict.value}, policy maximum {limit.value}): showing the audit again"
-            )
-        cached = manager.get_cached_audit(name, current)
-        if cached is not None and (
-            cached.risk_level.order >= RiskLevel.HIGH.order or cached.verdict is Verdict.REJECT
-        ):
-            return False, (
-                f"{name} is approved, but its latest audit says {cached.risk_level.value} risk "
-                f"(recommendation {cached.verdict.value}): showing the audit again"
-            )
-        return True, (
-            f"{name} is approved (risk {stored.value}, recommendation {approval.verdict.value}): "
-            "skipping the audit"
-        )
-
-    def _configure_and_enable(
-        self, info: PluginInfo, entries: Sequence[str], *, consent: bool | Consent = False
-    ) -> bool:
-        name = info.name
-        if entries:
-            # Keys only: a value may be a secret.
-            keys = ", ".join(e.partition("=")[0].strip() for e in entries)
-            self._say(f"config overrides: {keys}")
-        outcome = self.host.enable(name, entries, prompter=self.prompter, consent=consent)
-        if not outcome:
-            return self._refused(outcome.reason)
-        enabled = self.host.manager.require_plugin(name)
-        modules = ", ".join(f"host.{m.name}" for m in enabled.manifest.modules)
-        self._say(
-            f"{name} {enabled.version}: {outcome.reason}; guest code can import {modules}",
-            "green",
-        )
-        if not enabled.approved and not self.host.manager.locked:
-            self._say(
-                f"{name} is enabled for this session only and is not approved; "
-                f"/plugin approve {name} lets the next session skip the audit",
-                "dim",
-            )
-        return True
-
-    # -- the other subcommands ----------------------------------------------------------------
-
-    def _disable(self, name: str) -> bool:
-        self._resolve(name)
-        outcome = self.host.disable(name)
-        if not outcome:
-            return self._refused(outcome.reason)
-        also = f" (also disabled: {', '.join(outcome.affected)})" if outcome.affected else ""
-        self._say(f"{outcome.reason}{also}", "green")
-        return True
-
-    def _approve(self, name: str, *, yes: bool) -> bool:
-        info = self._resolve(name)
-        current = self.host.manager.current_hash(name)
-        if self.host.is_approved(name):
-            self._say(f"{name} is already approved at {current}")
-            return True
-        audit = self._audit(info)
-        self._say(f"Approve {name} {info.version}", "bold")
-        declared = ", ".join(c.declared for c in info.manifest.capabilities) or "none"
-        self._say(f"  capabilities: {declared}")
-        print_audit(self.console, audit)
-        if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
-            self._say(f"{name} was not approved")
-            return False
-        outcome = self.host.approve(name)
-        if not outcome:
-            return self._refused(outcome.reason)
-        self._say(f"approved: {outcome.reason}", "green")
-        self._say(
-            "the approval persists across sessions until the plugin's content changes or "
-            f"you run /plugin unapprove {name}",
-            "dim",
-        )
-        return True
-
-    def _unapprove(self, name: str) -> bool:
-        info = self._resolve(name)
-        outcome = self.host.unapprove(name)
-        if not outcome:
-            return self._refused(outcome.reason)
-        self._say(outcome.reason, "green")
-        if info.enabled:
-            self._say(f"{name} stays enabled for this session", "dim")
-        return True
-
-    def _audit_command(self, name: str, *, fresh: bool, verbose: bool) -> bool:
-        info = self._resolve(name)
-        audit = self._audit(info, fresh=fresh)
-        print_audit(self.console, audit, verbose=verbose)
-        self.console.print(Text("  trust: ").append_text(trust_text(info)), soft_wrap=True)
-        return audit.verdict is not Verdict.REJECT
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def _resolve(self, name: str) -> PluginInfo:
-        """The plugin called ``name``; re-discovers once before giving up."""
-        info = self.host.get_plugin(name)
-        if info is None:
-            self.host.discover()
-            info = self.host.get_plugin(name)
-        if info is None:
-            hint = did_you_mean(name, self.host.manager.names())
-            raise _UsageError(
-                f"no plugin named {name!r} in {self.host.manager.plugins_dir}{hint}; "
-                "/plugins lists the discovered plugins"
-            )
-        return info
-
-    def _audit(self, info: PluginInfo, *, fresh: bool = False) -> AuditResult:
-        """The audit of the current content: cached, or run now (saying how)."""
-        manager = self.host.manager
-        cached = None if fresh else manager.get_cached_audit(info.name)
-        if cached is not None:
-            line = plain(f"{info.name}: the cached audit of this content (")
-            self.console.print(line.append_text(risk_text(cached)).append(")"), soft_wrap=True)
-            return self.host.audit(info.name)
-        model = manager.auditor_id()
-        how = (
-            f"static scan and deep audit by {model}"
-            if model
-            else "static scan only (no LLM auditor configured; see CAPLET_LLM_*)"
-        )
-        self._say(f"Auditing {info.name} {info.version}: {how} ...")
-        return self.host.audit(info.name, fresh=fresh)
 
     def _confirm(self, question: str, *, yes: bool) -> bool:
         if yes:
@@ -838,7 +620,7 @@ def _write(console: Console, text: str) -> None:
 
 def _no_arguments(command: str, args: Sequence[str]) -> None:
     if args:
-        raise _UsageError(f"{command} takes no arguments, got {' '.join(args)!r}")
+        raise ShellUsageError(f"{command} takes no arguments, got {' '.join(args)!r}")
 
 
 def _options(sub: Subcommand, args: Sequence[str]) -> tuple[set[str], list[str]]:
@@ -854,8 +636,8 @@ def _options(sub: Subcommand, args: Sequence[str]) -> tuple[set[str], list[str]]
         if meaning is None:
             spellings = sorted(known)
             if not spellings:
-                raise _UsageError(f"/plugin {sub.value} takes no options, got {arg!r}")
-            raise _UsageError(
+                raise ShellUsageError(f"/plugin {sub.value} takes no options, got {arg!r}")
+            raise ShellUsageError(
                 f"unknown option {arg!r} for /plugin {sub.value}{did_you_mean(arg, spellings)}; "
                 f"usage: {_USAGE[sub]}"
             )
@@ -868,9 +650,9 @@ def _name(
 ) -> tuple[str, list[str]]:
     """The plugin NAME (and, with ``extra``, the words after it)."""
     if not positional:
-        raise _UsageError(f"/plugin {sub.value} needs a plugin NAME: {_USAGE[sub]}")
+        raise ShellUsageError(f"/plugin {sub.value} needs a plugin NAME: {_USAGE[sub]}")
     if len(positional) > 1 and not extra:
-        raise _UsageError(
+        raise ShellUsageError(
             f"/plugin {sub.value} takes one plugin NAME, got {' '.join(positional)!r}: "
             f"{_USAGE[sub]}"
         )
