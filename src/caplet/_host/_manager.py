@@ -27,12 +27,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import graphlib
 import logging
 import os
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -61,7 +59,6 @@ from caplet._errors import (
     CapabilityError,
     CapletError,
     ConfigError,
-    HostError,
     LockedModeError,
     LockfileError,
     ManifestError,
@@ -83,8 +80,9 @@ from caplet._host._consent import (
 )
 from caplet._host._decision_log import DecisionLog
 from caplet._host._defaults import template_defaults
+from caplet._host._discovery import discover_plugins
+from caplet._host._gates import danger_message, uncovered_dangers, withheld_refusal
 from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants, store_directory
-from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
 from caplet._host._locked import (
@@ -94,6 +92,7 @@ from caplet._host._locked import (
     stale_entries,
     withheld_message,
 )
+from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import Policy, TrustTier
 from caplet._host._records import (
     BrokenPlugin,
@@ -104,6 +103,7 @@ from caplet._host._records import (
     PluginState,
 )
 from caplet._host._run_dir import RunDir
+from caplet._host._system_message import system_message
 from caplet._host._validate import FunctionValidator, compile_validators
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Hook, Manifest
@@ -119,13 +119,11 @@ from caplet._trust._open import open_store, store_from_environment
 from caplet._trust._paths import default_state_dir, default_state_dirs
 from caplet._trust._signing import (
     PublicKey,
-    SignatureCheck,
     SignatureStatus,
     check_plugin_signature,
     parse_public_key,
 )
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
-from caplet._trust._source import PluginSource, SourceKind
 from caplet._trust._store import ApprovalRecord, QuarantineRecord, TrustStore
 
 __all__ = ["RED_TEAM_BANNER", "RED_TEAM_LABEL", "PluginManager"]
@@ -140,51 +138,6 @@ RED_TEAM_BANNER = (
     "and the risk policy are measured, not enforced: plugins the review would refuse run, "
     "bounded by the sandbox alone. Never use this outside a red-team or selftest run."
 )
-
-#: Rule-id prefix of findings the LLM auditor produces (caplet._audit._deep).
-_AUDITOR_RULES = "CPL-AUDIT-"
-
-#: Directory names discovery never treats as plugins.
-_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
-
-
-@dataclass(slots=True)
-class _Record:
-    """Mutable per-plugin state; only this module sees it (views are PluginInfo)."""
-
-    manifest: Manifest
-    content_hash: str
-    source: PluginSource = field(default_factory=PluginSource)
-    signature: SignatureCheck = field(
-        default_factory=lambda: SignatureCheck(SignatureStatus.MISSING)
-    )
-    tier: TrustTier = TrustTier.COMMUNITY
-    state: PluginState = PluginState.DISCOVERED
-    config: dict[str, ConfigValue] = field(default_factory=dict)
-    #: The fields of ``config`` the operator set (inline, prompt, set_config);
-    #: the others hold defaults, which an approval vouches for only as
-    #: approved (red-team finding 8, :mod:`caplet._host._defaults`).
-    explicit: set[str] = field(default_factory=set)
-    audit: AuditResult | None = None
-    resolved: tuple[Capability, ...] = ()
-    #: The content hash that was verified when the plugin was enabled; the
-    #: host loads code only from a snapshot with exactly this hash.
-    enabled_hash: str | None = None
-    #: The compiled ``args``/``returns`` schemas of the enabled content,
-    #: by ``"module.function"`` (functions without a schema are absent).
-    validators: Mapping[str, FunctionValidator] = field(default_factory=dict)
-    #: The enabled fs grants, resolved without links and pinned to their inodes,
-    #: and what is hidden inside them (:mod:`caplet._host._grant_check`).
-    grant_plan: GrantPlan = field(default_factory=GrantPlan)
-    #: The one snapshot the enable audited, gated, hashed and recorded: every
-    #: worker of this enable loads a copy of it (issue 13, point 5).
-    snapshot: Snapshot | None = None
-    #: Declared capabilities the lock file withholds (locked mode), while enabled.
-    withheld: tuple[Capability, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return self.manifest.name
 
 
 class PluginManager:
@@ -258,7 +211,7 @@ class PluginManager:
         #: Refusals at a bounded rate, rows kept as long as the policy says (issue 15).
         self._decisions = DecisionLog(store, self.policy.log)
         self._decisions.prune()
-        self._records: dict[str, _Record] = {}
+        self._records: dict[str, PluginRecord] = {}
         self._broken: list[BrokenPlugin] = []
         self._lock: Lockfile | None = None
         self._lock_error: LockfileError | None = None
@@ -291,45 +244,29 @@ class PluginManager:
         hashes whenever they are consulted.
         """
         recover(self.state_dir, self.store)
-        self._broken = []
-        found: dict[str, tuple[Manifest, str, PluginSource]] = {}
-        try:
-            exists = self.plugins_dir.is_dir()
-            entries = sorted(self.plugins_dir.iterdir()) if exists else []
-        except OSError as exc:  # a name too long, no permission to list it (issue 13)
-            raise HostError(
-                f"plugins directory {str(self.plugins_dir)[:200]!r} cannot be read "
-                f"({exc.strerror or type(exc).__name__}); pass a directory caplet can list "
-                "(--plugins-dir or CAPLET_PLUGINS_DIR)"
-            ) from exc
-        if not exists:
-            logger.info("plugins directory %s does not exist; no plugins", self.plugins_dir)
-        else:
-            for directory in entries:
-                if not directory.is_dir() or directory.is_symlink():
-                    continue
-                if directory.name.startswith(".") or directory.name in _SKIPPED_DIRS:
-                    continue
-                loaded = self._load(directory)
-                if loaded is not None:
-                    found[loaded[0].name] = (*loaded, PluginSource())
-        self._discover_installed(found)
+        found = discover_plugins(
+            self.plugins_dir,
+            allow_broad=self.policy.allow_broad_paths,
+            loading=self.loading,
+            dist_path=self.dist_path,
+        )
+        self._broken = list(found.broken)
         self._read_lock()
         keys = self._trusted_keys()
-        ordered = self._order_by_requires({n: (m, h) for n, (m, h, _) in found.items()})
         previous = self._records
         # Built aside and swapped in at the end: a call on another thread
         # looking a plugin up meanwhile sees the old table, never a half-built one.
-        records: dict[str, _Record] = {}
-        for name in ordered:
-            manifest, content_hash, source = found[name]
+        records: dict[str, PluginRecord] = {}
+        for name, plugin in found.plugins.items():
             record = previous.get(name)
             if record is None:
-                record = _Record(manifest=manifest, content_hash=content_hash, source=source)
+                record = PluginRecord(
+                    manifest=plugin.manifest, content_hash=plugin.content_hash, source=plugin.source
+                )
             else:
-                record.manifest = manifest
-                record.content_hash = content_hash
-                record.source = source
+                record.manifest = plugin.manifest
+                record.content_hash = plugin.content_hash
+                record.source = plugin.source
             self._check_signature(record, keys)
             self._refresh_audit(record)
             records[name] = record
@@ -349,72 +286,6 @@ class PluginManager:
                     problems=tuple(problems),
                 )
         return len(self._records)
-
-    def _load(self, directory: Path) -> tuple[Manifest, str] | None:
-        try:
-            manifest = load_manifest(directory, allow_broad=self.policy.allow_broad_paths)
-            content_hash = tree_hash(directory)
-        except CapletError as exc:
-            self._skip(directory, str(exc))
-            return None
-        return manifest, content_hash
-
-    def _discover_installed(self, found: dict[str, tuple[Manifest, str, PluginSource]]) -> None:
-        """Add plugins of installed distributions (metadata only; nothing is imported).
-
-        A name claimed by two distributions or more is a collision: none of
-        them loads until one is uninstalled (issue 14; before, the first on
-        the path won, so directory order decided). A folder in the plugins
-        directory shadows an installed plugin of the same name.
-        """
-        if not self.loading.autoload and not self.loading.allowlist:
-            return
-        installed, skipped = find_installed(self.dist_path)
-        for problem in skipped:
-            self._skip(problem.location, problem.error)
-        claims: dict[str, list[InstalledPlugin]] = {}
-        for plugin in installed:
-            if self.loading.discovers_installed(plugin.name):
-                claims.setdefault(plugin.name, []).append(plugin)
-        for name, claimants in claims.items():
-            if name in found:
-                for plugin in claimants:
-                    self._skip(
-                        plugin.directory,
-                        f"plugin {name!r} of distribution {plugin.distribution!r} is shadowed "
-                        f"by the folder {self.plugins_dir / name}; remove one of them",
-                    )
-                continue
-            if len(claimants) > 1:
-                listed = ", ".join(
-                    f"{c.distribution!r} ({c.directory})"
-                    for c in sorted(claimants, key=lambda c: c.distribution)
-                )
-                for plugin in claimants:
-                    self._skip(
-                        plugin.directory,
-                        f"plugin {name!r} is claimed by {len(claimants)} installed "
-                        f"distributions: {listed}; none of them loads until only one "
-                        "provides it: uninstall the others, or rename their entry points",
-                    )
-                continue
-            [plugin] = claimants
-            loaded = self._load(plugin.directory)
-            if loaded is None:
-                continue
-            manifest, content_hash = loaded
-            if manifest.name != plugin.name:
-                self._skip(
-                    plugin.directory,
-                    f"distribution {plugin.distribution!r}: entry point {plugin.name!r} points "
-                    f"at plugin {manifest.name!r}; the entry point name must be the plugin name",
-                )
-                continue
-            found[plugin.name] = (
-                manifest,
-                content_hash,
-                PluginSource(SourceKind.DISTRIBUTION, plugin.distribution, plugin.version),
-            )
 
     def _read_lock(self) -> None:
         self._lock = None
@@ -440,7 +311,7 @@ class PluginManager:
             keys[key.key_id_hex] = key
         return keys
 
-    def _check_signature(self, record: _Record, keys: Mapping[str, PublicKey]) -> None:
+    def _check_signature(self, record: PluginRecord, keys: Mapping[str, PublicKey]) -> None:
         record.signature = check_plugin_signature(
             record.manifest.plugin_dir, record.content_hash, keys
         )
@@ -573,34 +444,9 @@ class PluginManager:
         """Directories the last :meth:`discover` skipped, with the reason."""
         return list(self._broken)
 
-    def _skip(self, directory: Path, error: str) -> None:
-        logger.warning("skipping plugin %s: %s", directory.name, error)
-        self._broken.append(BrokenPlugin(directory=directory, error=error))
-
-    def _order_by_requires(self, found: Mapping[str, tuple[Manifest, str]]) -> list[str]:
-        """Topological order (requirements first); plugins in a cycle are skipped."""
-        remaining = dict(found)
-        while True:
-            sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
-            for name, (manifest, _) in sorted(remaining.items()):
-                sorter.add(name, *(r.name for r in manifest.requires if r.name in remaining))
-            try:
-                return list(sorter.static_order())
-            except graphlib.CycleError as exc:
-                cycle: list[str] = list(exc.args[1])
-                # graphlib reports the cycle closed (first node repeated last).
-                path = " -> ".join(cycle)
-                for name in dict.fromkeys(cycle):
-                    manifest = remaining.pop(name)[0]
-                    self._skip(
-                        manifest.plugin_dir,
-                        f"plugin {name!r}: requires cycle {path}; remove one of these "
-                        "requirements so the plugins can load in order",
-                    )
-
     # -- lookup ----------------------------------------------------------------------
 
-    def _record(self, name: str) -> _Record:
+    def _record(self, name: str) -> PluginRecord:
         record = self._records.get(name)
         if record is None:
             broken = next((b for b in self._broken if b.directory.name == name), None)
@@ -640,7 +486,7 @@ class PluginManager:
         """Enabled plugins only, requirements first."""
         return [self._info(r) for r in self._records.values() if r.state is PluginState.ENABLED]
 
-    def _info(self, record: _Record) -> PluginInfo:
+    def _info(self, record: PluginRecord) -> PluginInfo:
         approval = self.store.get_approval(record.name)
         quarantine = self.store.get_quarantine(record.name)
         inert = self.inert_reason(record.name)
@@ -675,7 +521,7 @@ class PluginManager:
         self._rehash(record)
         return record.content_hash
 
-    def _rehash(self, record: _Record) -> None:
+    def _rehash(self, record: PluginRecord) -> None:
         """Describe the live folder as it is now: its hash, and the manifest of that content.
 
         The manifest is read between two hashes of the tree that must agree:
@@ -700,7 +546,7 @@ class PluginManager:
             "whatever writes it has finished, then try again"
         )
 
-    def _refresh_audit(self, record: _Record) -> None:
+    def _refresh_audit(self, record: PluginRecord) -> None:
         """Attach the cached audit of the record's current hash (or none).
 
         A broken ``CAPLET_LLM_*`` setting attaches none here (discovery must
@@ -732,11 +578,11 @@ class PluginManager:
         findings = sorted((*report.findings, *self._lint(record)), key=Finding.sort_key)
         return dataclasses.replace(report, findings=tuple(findings))
 
-    def _lint(self, record: _Record) -> list[Finding]:
+    def _lint(self, record: PluginRecord) -> list[Finding]:
         return lint_composition(record.manifest.capabilities)
 
     def _scan(
-        self, record: _Record, capabilities: Sequence[Capability] | None = None
+        self, record: PluginRecord, capabilities: Sequence[Capability] | None = None
     ) -> tuple[ScanReport, str]:
         """Scan a private snapshot so the findings belong to exactly one content hash.
 
@@ -841,7 +687,7 @@ class PluginManager:
         return result
 
     def _keep_audit(
-        self, record: _Record, result: AuditResult, chosen: str, *, rehash: bool = True
+        self, record: PluginRecord, result: AuditResult, chosen: str, *, rehash: bool = True
     ) -> AuditResult:
         """Cache a model's audit, or use a chosen or fallback static-only one for now.
 
@@ -871,7 +717,7 @@ class PluginManager:
             return "a broken CAPLET_LLM_* setting"
 
     def _attach(
-        self, record: _Record, audit: AuditResult, why: str, *, rehash: bool = True
+        self, record: PluginRecord, audit: AuditResult, why: str, *, rehash: bool = True
     ) -> None:
         """Use ``audit`` for this process without caching it (a failed model, a chosen
         static-only audit)."""
@@ -898,7 +744,7 @@ class PluginManager:
         self.store.put_audit(audit)
         return self._cache_audit(record, audit, rehash=True)
 
-    def _cache_audit(self, record: _Record, audit: AuditResult, *, rehash: bool) -> bool:
+    def _cache_audit(self, record: PluginRecord, audit: AuditResult, *, rehash: bool) -> bool:
         """Attach a stored audit to the record when it is of the record's content."""
         name = record.name
         if rehash:
@@ -994,7 +840,7 @@ class PluginManager:
         a risk above the policy is named too, with both levels, so the
         refusal says everything the report would.
         """
-        dangers = _uncovered_dangers(audit)
+        dangers = uncovered_dangers(audit)
         risk = self._risk_refusal(name, audit.risk_level)
         if risk and audit.fallback_reason:
             risk += (
@@ -1004,9 +850,9 @@ class PluginManager:
                 "--static-only`)"
             )
         if dangers and risk:
-            return f"{_danger_message(name, dangers)}; and {risk}"
+            return f"{danger_message(name, dangers)}; and {risk}"
         if dangers:
-            return _danger_message(name, dangers)
+            return danger_message(name, dangers)
         return risk
 
     def _risk_refusal(self, name: str, risk: RiskLevel) -> str:
@@ -1074,7 +920,7 @@ class PluginManager:
             record.state = PluginState.CONFIGURED
         return Outcome(True)
 
-    def _complete_config(self, record: _Record) -> dict[str, ConfigValue]:
+    def _complete_config(self, record: PluginRecord) -> dict[str, ConfigValue]:
         """Current values plus schema defaults for unset keys; every field must have one."""
         config = dict(record.config)
         missing: list[str] = []
@@ -1147,7 +993,7 @@ class PluginManager:
         return outcome
 
     def _enable_snapshot(
-        self, record: _Record, snapshot: Snapshot, manifest: Manifest, consent: bool | Consent
+        self, record: PluginRecord, snapshot: Snapshot, manifest: Manifest, consent: bool | Consent
     ) -> Outcome:
         """:meth:`enable` of exactly ``snapshot`` (its manifest, its hash, its audit)."""
         name = record.name
@@ -1204,7 +1050,7 @@ class PluginManager:
             ]
             if dangers:
                 return self._refuse(
-                    name, "enable", _withheld_refusal(name, dangers, withheld, self.lockfile_path)
+                    name, "enable", withheld_refusal(name, dangers, withheld, self.lockfile_path)
                 )
         refusal = self._trust_refusal(name, audit)
         if refusal and self.red_team:
@@ -1301,7 +1147,7 @@ class PluginManager:
     # -- consent (issue 14; caplet._host._consent) ------------------------------------------
 
     def _consent_need(
-        self, record: _Record, approval: ApprovalRecord | None, audit: AuditResult
+        self, record: PluginRecord, approval: ApprovalRecord | None, audit: AuditResult
     ) -> tuple[ConsentReason, Widening | None] | None:
         """Why enabling *record*'s current, unapproved content needs consent (None: it
         does not, its earlier approval covers everything it asks for)."""
@@ -1309,7 +1155,7 @@ class PluginManager:
             approval, record.manifest, audit, config=record.config, explicit=record.explicit
         )
 
-    def _same_grants(self, record: _Record, resolved: tuple[Capability, ...]) -> bool:
+    def _same_grants(self, record: PluginRecord, resolved: tuple[Capability, ...]) -> bool:
         """Enabled now at this content with these grants: a reconfiguration needs no new consent."""
         return (
             record.state is PluginState.ENABLED
@@ -1319,7 +1165,7 @@ class PluginManager:
 
     def _request(
         self,
-        record: _Record,
+        record: PluginRecord,
         need: tuple[ConsentReason, Widening | None],
         audit: AuditResult,
         approval: ApprovalRecord | None,
@@ -1372,7 +1218,7 @@ class PluginManager:
             return None
         return self._request(record, need, audit, approval, None)
 
-    def _check_not_broad(self, record: _Record, capabilities: Sequence[Capability]) -> None:
+    def _check_not_broad(self, record: PluginRecord, capabilities: Sequence[Capability]) -> None:
         """Broad paths (``/``, home roots) are granted only to trusted plugins."""
         config_names = [f.name for f in record.manifest.config]
         for capability in capabilities:
@@ -1387,7 +1233,7 @@ class PluginManager:
                     "with a key you trust (caplet sign, caplet trust add) or narrow the path"
                 ) from exc
 
-    def _requirement_refusal(self, record: _Record) -> str:
+    def _requirement_refusal(self, record: PluginRecord) -> str:
         for requirement in record.manifest.requires:
             other = self._records.get(requirement.name)
             if other is None or other.state is not PluginState.ENABLED:
@@ -1546,7 +1392,7 @@ class PluginManager:
     def get_system_message_additions(self) -> list[str]:
         """One text block per enabled plugin telling an agent how to use it."""
         return [
-            _system_message(r.manifest)
+            system_message(r.manifest)
             for r in self._records.values()
             if r.state is PluginState.ENABLED
         ]
@@ -1565,7 +1411,7 @@ class PluginManager:
         dirty, self._session_dirty = self._session_dirty, False
         return dirty
 
-    def _config_changed(self, record: _Record) -> None:
+    def _config_changed(self, record: PluginRecord) -> None:
         """The system message shows an enabled plugin's configuration: it must be rebuilt."""
         if record.state is PluginState.ENABLED:
             self._session_dirty = True
@@ -1613,7 +1459,7 @@ class PluginManager:
             self._run = RunDir(self.state_dir)
         return self._run.path
 
-    def _take(self, record: _Record) -> tuple[Snapshot, Manifest]:
+    def _take(self, record: PluginRecord) -> tuple[Snapshot, Manifest]:
         """One private copy of the plugin's files, and the manifest read from that copy.
 
         Issue 13, point 5: whatever is audited, gated, hashed, recorded and
@@ -1637,7 +1483,7 @@ class PluginManager:
             manifest, path=record.manifest.plugin_dir / manifest.path.name
         )
 
-    def _adopt(self, record: _Record, snapshot: Snapshot, manifest: Manifest) -> None:
+    def _adopt(self, record: PluginRecord, snapshot: Snapshot, manifest: Manifest) -> None:
         """Make the record describe exactly the snapshot's content."""
         if snapshot.content_hash != record.content_hash or manifest != record.manifest:
             record.manifest = manifest
@@ -1665,79 +1511,3 @@ def _other_state_dirs(own: Path) -> tuple[Path, ...]:
     """The state directories this user's other hosts use by default (the platform's, the
     one ``CAPLET_STATE_DIR`` names), other than *own*: guarded against grants too."""
     return tuple(path for path in default_state_dirs() if path != own)
-
-
-def _uncovered_dangers(audit: AuditResult) -> list[Finding]:
-    return [f for f in audit.findings if f.severity is Severity.DANGER and not f.covered]
-
-
-def _danger_message(name: str, dangers: Sequence[Finding]) -> str:
-    shown = "; ".join(
-        f"{f.rule_id} {f.message} ({f.file}:{f.line})" if f.file else f"{f.rule_id} {f.message}"
-        for f in dangers[:5]
-    )
-    more = f" and {len(dangers) - 5} more" if len(dangers) > 5 else ""
-    if any(f.rule_id.startswith(_AUDITOR_RULES) for f in dangers):
-        # The auditor's verdicts (compromised, injection, inaccurate
-        # description) are about the plugin as a whole: no capability covers them.
-        fix = (
-            f"review the audit report (`caplet audit {name} --verbose`) and fix the plugin; "
-            "findings of the LLM auditor cannot be covered by a capability"
-        )
-    else:
-        fix = "remove that code or declare the capability it needs"
-    return (
-        f"plugin {name!r} is refused by {len(dangers)} danger finding(s) that no declared "
-        f"capability covers: {shown}{more}; {fix}"
-    )
-
-
-def _needs(finding: Finding, capability: Capability) -> bool:
-    """Whether *capability* is what would cover *finding* (exactly, or by its kind)."""
-    return finding.capability in {capability.declared, str(capability), capability.kind.value}
-
-
-def _withheld_refusal(
-    name: str, dangers: Sequence[Finding], withheld: Sequence[Capability], lock_path: Path
-) -> str:
-    """The refusal when danger findings are uncovered because the lock withholds their
-    capability: they name what they need and the lock entry, not "declare it"."""
-    needing = [(f, c) for f in dangers for c in withheld if _needs(f, c)]
-    if not needing:
-        return _danger_message(name, dangers)
-    shown = "; ".join(
-        f"{f.rule_id} at {f.file}:{f.line} needs {c.declared}"
-        if f.file
-        else f"{f.rule_id} needs {c.declared}"
-        for f, c in needing[:5]
-    )
-    used = tuple(dict.fromkeys(c for _, c in needing))
-    message = (
-        f"plugin {name!r} is refused by {len(needing)} danger finding(s) that only withheld "
-        f"capabilities would cover ({shown}): {withheld_message(name, used, lock_path)}"
-    )
-    others = [f for f in dangers if not any(_needs(f, c) for c in withheld)]
-    if others:
-        message += f"; and {_danger_message(name, others)}"
-    return message
-
-
-def _system_message(manifest: Manifest) -> str:
-    hints = manifest.hints
-    modules = "; ".join(f"host.{m.name}: {', '.join(m.function_names)}" for m in manifest.modules)
-    lines = [
-        f"## Plugin {manifest.name} {manifest.version}: {manifest.description}",
-        f"Modules: {modules}",
-    ]
-    if hints.overview:
-        lines.append(hints.overview)
-    for title, items in (
-        ("Related modules", hints.related_modules),
-        ("Critical rules", hints.critical_rules),
-        ("Anti-patterns", hints.anti_patterns),
-        ("Common patterns", hints.common_patterns),
-    ):
-        if items:
-            lines.append(f"{title}:")
-            lines.extend(f"- {item}" for item in items)
-    return "\n".join(lines)

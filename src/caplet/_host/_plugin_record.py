@@ -1,0 +1,59 @@
+"""The manager's mutable record of one plugin (the public view is :class:`PluginInfo`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from caplet._audit._model import AuditResult
+from caplet._capabilities._model import Capability
+from caplet._config._schema import ConfigValue
+from caplet._host._grant_check import GrantPlan
+from caplet._host._policy import TrustTier
+from caplet._host._records import PluginState
+from caplet._host._validate import FunctionValidator
+from caplet._manifest._model import Manifest
+from caplet._trust._signing import SignatureCheck, SignatureStatus
+from caplet._trust._snapshot import Snapshot
+from caplet._trust._source import PluginSource
+
+__all__ = ["PluginRecord"]
+
+
+@dataclass(slots=True)
+class PluginRecord:
+    """Mutable per-plugin state; only the manager and its helpers see it (views are PluginInfo)."""
+
+    manifest: Manifest
+    content_hash: str
+    source: PluginSource = field(default_factory=PluginSource)
+    signature: SignatureCheck = field(
+        default_factory=lambda: SignatureCheck(SignatureStatus.MISSING)
+    )
+    tier: TrustTier = TrustTier.COMMUNITY
+    state: PluginState = PluginState.DISCOVERED
+    config: dict[str, ConfigValue] = field(default_factory=dict)
+    #: The fields of ``config`` the operator set (inline, prompt, set_config);
+    #: the others hold defaults, which an approval vouches for only as
+    #: approved (red-team finding 8, :mod:`caplet._host._defaults`).
+    explicit: set[str] = field(default_factory=set)
+    audit: AuditResult | None = None
+    resolved: tuple[Capability, ...] = ()
+    #: The content hash that was verified when the plugin was enabled; the
+    #: host loads code only from a snapshot with exactly this hash.
+    enabled_hash: str | None = None
+    #: The compiled ``args``/``returns`` schemas of the enabled content,
+    #: by ``"module.function"`` (functions without a schema are absent).
+    validators: Mapping[str, FunctionValidator] = field(default_factory=dict)
+    #: The enabled fs grants, resolved without links and pinned to their inodes,
+    #: and what is hidden inside them (:mod:`caplet._host._grant_check`).
+    grant_plan: GrantPlan = field(default_factory=GrantPlan)
+    #: The one snapshot the enable audited, gated, hashed and recorded: every
+    #: worker of this enable loads a copy of it (issue 13, point 5).
+    snapshot: Snapshot | None = None
+    #: Declared capabilities the lock file withholds (locked mode), while enabled.
+    withheld: tuple[Capability, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
