@@ -228,3 +228,24 @@ def test_a_plugins_allowed_requests_are_rated_and_decisions_about_it_never_are(
         "3 more allowed host.call (the last: tiny.echo #4) were not recorded one by one: "
         "over the policy's log.allowed_per_minute (2 per plugin)"
     )
+
+
+def test_a_flood_of_refusals_cannot_hold_back_a_trip_or_a_quarantine(store: SqliteStore) -> None:
+    """A plugin spends its refusal budget first; the rows about it are written at once anyway
+    (before, a refused ``circuit`` or ``quarantine`` row was held like an HTTP refusal,
+    unseen by ``caplet log`` here and on every other node until the next minute)."""
+    clock = Clock()
+    log = DecisionLog(store, LogLimits(denials_per_minute=2), clock=clock, monotonic=clock)
+    for n in range(5):
+        log.record("p", "http", f"https://x/{n}", False, "not granted")
+    log.record("p", "circuit", "p", False, "trip 3 of 3 allowed within 3600s")
+    log.record("p", "quarantine", "p", False, "tripped 3 times")
+    log.record("p", "enable", "p", False, "quarantined")
+    assert [(d.action, d.allowed) for d in rows(store)] == [
+        ("http", False),
+        ("http", False),
+        ("circuit", False),
+        ("quarantine", False),
+        ("enable", False),
+    ]
+    assert rows(store)[2].detail == "trip 3 of 3 allowed within 3600s"

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from caplet import LifecycleError, PluginHost
+from caplet import CircuitOpenError, LifecycleError, PluginCallError, PluginHost, Policy
 from caplet._errors import StoreError
+from caplet._host._log_limits import LogLimits
 from caplet._host._records import PluginState
 from caplet._trust._postgres import PostgresStore
 from tests.conftest import PluginFactory
@@ -126,6 +127,55 @@ def test_approval_audit_log_and_kv_are_shared(tmp_path: Path, store_address: str
     # The nodes' own state directories hold no database: the store is elsewhere.
     assert not (tmp_path / "a" / "state" / "caplet.db").exists()
     assert not (tmp_path / "b" / "state" / "caplet.db").exists()
+
+
+FAILING = """
+def create_functions(config):
+    def fail():
+        raise RuntimeError("asked to fail")
+
+    return {"main": {"fail": fail}}
+"""
+
+
+def test_a_trip_on_one_node_is_in_every_nodes_log_at_once(
+    tmp_path: Path, store_address: str
+) -> None:
+    """Trips are shared as log rows (docs/fleet.md, "Trips"); the breaker stays per node.
+
+    The plugin first spends its refusal budget of the log: the trip's row is
+    written at once all the same (before, a refused ``circuit`` row waited
+    for the next minute like an HTTP refusal).
+    """
+    for root in ("a", "b"):
+        PluginFactory(tmp_path / root / "plugins")(
+            "f", source=FAILING, modules='[modules.main]\nfunctions = ["fail"]\n'
+        )
+    policy = Policy(failure_threshold=2, log=LogLimits(denials_per_minute=1))
+    with (
+        PluginHost(
+            tmp_path / "a" / "plugins",
+            state_dir=tmp_path / "a" / "state",
+            store=store_address,
+            policy=policy,
+        ) as a,
+        PluginHost(
+            tmp_path / "b" / "plugins", state_dir=tmp_path / "b" / "state", store=store_address
+        ) as b,
+    ):
+        assert a.enable("f", consent=True)
+        a.manager.log_decision("f", "http", "https://flood.test/", False, "not granted")
+        a.manager.log_decision("f", "http", "https://flood.test/2", False, "not granted")
+        for _ in range(2):
+            with pytest.raises(PluginCallError, match="asked to fail"):
+                a.call("f", "main.fail")
+        with pytest.raises(CircuitOpenError):
+            a.call("f", "main.fail")
+        seen = [d for d in b.manager.store.decisions("f") if d.action == "circuit"]
+        assert len(seen) == 1, "node a's trip, read on node b"
+        assert not seen[0].allowed
+        assert "after 2 consecutive failures" in seen[0].detail
+        assert b.breaker("f").closed, "the breaker itself is node-local"
 
 
 # -- real processes ---------------------------------------------------------------------------

@@ -15,8 +15,10 @@ earlier decision out of ``caplet log``'s view):
   itself drives (:data:`RATED_ACTIONS`: an HTTP hop, a ``host.call``, an
   ``app`` request ...; up to 10,000 per call) are written one by one up to
   ``log.allowed_per_minute`` per plugin, then summarised the same way.
-  Decisions about a plugin (approve, enable, disable, quarantine, policy)
-  are always written. Without this bound one plugin's allowed calls pushed
+  Decisions about a plugin (:data:`ALWAYS_WRITTEN`: approve, enable,
+  disable, a breaker's trip, quarantine, policy ...), allowed or refused,
+  are always written at once: a flood of a plugin's refusals cannot hold
+  back the row of its own trip or quarantine. Without this bound one plugin's allowed calls pushed
   its own earlier refusals out of the log through retention (red-team round
   3, "evidence erasure").
 * **Rows are bounded.** A target keeps its first :data:`MAX_TARGET_CHARS`
@@ -48,7 +50,14 @@ from typing import Final
 from caplet._host._log_limits import LogLimits
 from caplet._trust._store import Decision, TrustStore
 
-__all__ = ["MAX_DETAIL_CHARS", "MAX_TARGET_CHARS", "RATED_ACTIONS", "DecisionLog", "bounded_text"]
+__all__ = [
+    "ALWAYS_WRITTEN",
+    "MAX_DETAIL_CHARS",
+    "MAX_TARGET_CHARS",
+    "RATED_ACTIONS",
+    "DecisionLog",
+    "bounded_text",
+]
 
 _WINDOW_S: Final = 60.0
 _DAY_S: Final = 86_400.0
@@ -59,6 +68,28 @@ MAX_TARGET_CHARS: Final = 1024
 MAX_DETAIL_CHARS: Final = 4096
 #: Allowed decisions a plugin drives itself, many per call: rate-limited like refusals.
 RATED_ACTIONS: Final = frozenset({"http", "host.call", "guest.call", "app", "call"})
+#: Decisions about a plugin, made by a person, the host or the breaker, allowed or
+#: refused: never held back by a plugin's rate, so a plugin that floods the log with
+#: refusals cannot delay the row of its own trip or quarantine (on another node's
+#: ``caplet log`` too). Each happens at most once per enable, command or cooldown.
+ALWAYS_WRITTEN: Final = frozenset(
+    {
+        "approve",
+        "audit",
+        "circuit",
+        "consent",
+        "disable",
+        "enable",
+        "gate",
+        "grant",
+        "policy",
+        "quarantine",
+        "release",
+        "sign",
+        "unapprove",
+        "update",
+    }
+)
 
 
 def bounded_text(text: str, limit: int) -> str:
@@ -116,7 +147,7 @@ class DecisionLog:
         detail = bounded_text(detail, MAX_DETAIL_CHARS)
         held: list[Decision] = []
         with self._lock:
-            if not allowed or action in RATED_ACTIONS:
+            if action not in ALWAYS_WRITTEN and (not allowed or action in RATED_ACTIONS):
                 limit = (
                     self._limits.allowed_per_minute if allowed else self._limits.denials_per_minute
                 )
