@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from caplet import CircuitOpenError, NetworkPolicy, Policy
+from caplet import BudgetExceededError, BudgetPolicy, CircuitOpenError, NetworkPolicy, Policy
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._broker.conftest import (
     NAMES,
@@ -58,13 +58,17 @@ def fetch(
     install(plugins_dir, "fetch")
     with ExitStack() as stack:
 
-        def start(*settings: str, network: NetworkPolicy = TEST_POLICY) -> Caller:
+        def start(
+            *settings: str,
+            network: NetworkPolicy = TEST_POLICY,
+            budget: BudgetPolicy | None = None,
+        ) -> Caller:
             host = stack.enter_context(
                 reference_host(
                     plugins_dir,
                     state_dir,
                     launcher,
-                    Policy(network=network),
+                    Policy(network=network, budget=budget or BudgetPolicy()),
                     resolver=CountingResolver(NAMES),
                     ssl_context=pki.client_context(),
                 )
@@ -284,3 +288,40 @@ def test_a_response_up_to_its_documented_8192_kib_reaches_the_plugin(
             break
     assert received == size
     assert caller.host.breaker("fetch").failures == 0
+
+
+# -- metrics and budgets of real brokered requests (issue 17, points 2 and 3) -------------------
+
+
+def test_brokered_requests_and_bytes_are_counted_by_decision(
+    fetch: Fetch, origin: str, server: RunningServer
+) -> None:
+    caller = fetch()
+    assert caller("fetch_json", f"{origin}/json") == {"ok": True, "n": [1, 2]}
+    caller.refused("fetch_json", "https://elsewhere.example.test/json")
+    [stats] = [s for s in caller.host.observer.stats() if s.plugin == "fetch"]
+    assert stats.broker_requests == {"allowed": 1, "denied": 1}
+    received = len(b'{"ok": true, "n": [1, 2]}')
+    assert stats.broker_bytes["allowed"] >= received, "the answer's body at least"
+    assert stats.broker_bytes["denied"] == 0, "a refused request sends and receives nothing"
+
+
+def test_a_spent_request_budget_refuses_the_next_call_and_says_when_it_reopens(
+    fetch: Fetch, origin: str, server: RunningServer
+) -> None:
+    caller = fetch(budget=BudgetPolicy(broker_requests=1, window_s=600.0))
+    assert caller("fetch_json", f"{origin}/json") == {"ok": True, "n": [1, 2]}
+    before = len(server.seen)
+    with pytest.raises(BudgetExceededError) as refused:
+        caller("fetch_json", f"{origin}/json")
+    assert refused.value.budget == "broker_requests"
+    message = str(refused.value)
+    assert message.startswith(
+        "plugin 'fetch': its broker_requests budget is spent: 1 requests used of 1 requests "
+        "in the current 600 s window; calls are refused until the window reopens in "
+    ), message
+    assert message.endswith(
+        "raise budget.broker_requests (or budget.plugins.fetch."
+        "broker_requests) in the policy, or wait"
+    ), message
+    assert len(server.seen) == before, "the refused call never reached the server"
