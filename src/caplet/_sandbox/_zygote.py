@@ -598,7 +598,7 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
     if not covering:
         return _RUNTIME_GRANTS
     # A grant of / leaves out the top-level directories the worker may not
-    # search (_jail._whole_root): the runtime below one of them keeps its own mounts.
+    # search (_jail_plan._whole_root): the runtime below one of them keeps its own mounts.
     hidden: frozenset[str] = frozenset()
     if "/" in covering:
         identity = _IDENTITY

@@ -1,0 +1,510 @@
+"""The jail's mounts: tmpfs, bind and sealed grants, copies, masks, /dev, /proc and
+``pivot_root`` (step 3 of :mod:`caplet._sandbox._jail`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+from typing import assert_never
+
+from caplet._errors import SandboxError
+from caplet._sandbox._jail_model import (
+    DEV_LINKS,
+    KEPT_FLAGS,
+    MOUNTINFO_ESCAPE,
+    OLD_ROOT,
+    PROC_READ_ONLY,
+    SCAFFOLD_MODE,
+    JailSpec,
+    Kind,
+    Mount,
+    Step,
+    fail,
+    path_contains,
+    path_inside,
+    path_parts,
+    read_small,
+    write_proc,
+)
+from caplet._sandbox._resolve import (
+    GrantPathError,
+    open_no_links,
+)
+from caplet._syscall import (
+    MNT_DETACH,
+    MS_BIND,
+    MS_MOVE,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    mount,
+    pivot_root,
+    sethostname,
+    umount2,
+)
+
+__all__ = [
+    "bind_grant",
+    "bind_nested_grant",
+    "copy_grant",
+    "detach_root_copy",
+    "finish_inside",
+    "mask",
+    "mount_proc",
+    "mount_tmp",
+    "pivot",
+    "populate_dev",
+    "remount_flags",
+    "seal_submounts",
+]
+
+
+def mount_tmp(target: str, size_mb: int, *, remount: bool = False) -> None:
+    """The jail's private /tmp (or, ``remount``, a new size for it)."""
+    inodes = max(1024, size_mb * 256)
+    # tmpfs(5): size bounds the bytes, nr_inodes the (otherwise unbounded)
+    # number of empty files a plugin could create; both may change on remount.
+    options = f"size={size_mb}m,nr_inodes={inodes}"
+    try:
+        if remount:
+            mount("tmpfs", target, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, options)
+            return
+        Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"{options},mode=1777")
+    except OSError as exc:
+        raise fail(Step.TMP, exc, target) from exc
+
+
+def bind_grant(target: str, entry: Mount) -> None:
+    """Bind the grant at ``target``, a mount point in the jail's own tmpfs.
+
+    Every directory on the way is the jail's scaffolding, which only this
+    process can change: the path can be used as it is. A grant inside
+    another grant's host tree takes :func:`bind_nested_grant` instead.
+    """
+    try:
+        _make_mountpoint(target, directory=stat.S_ISDIR(os.fstat(entry.fd).st_mode))
+        _mount_sealed(target, entry)
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, entry.path) from exc
+
+
+def _mount_sealed(target: str, entry: Mount) -> None:
+    """Bind ``entry`` at ``target``, private, with the grant's flags (OSError on failure)."""
+    # The source is the magic link of the O_PATH fd: it names exactly the
+    # file opened before /tmp was covered (proc(5), /proc/pid/fd).
+    mount(f"/proc/self/fd/{entry.fd}", target, None, MS_BIND | MS_REC)
+    # A bind of a slave is a slave of the same master: private, so a
+    # mount the host makes under a granted path later never appears
+    # inside (with the host's flags, past the grant's read-only seal).
+    mount(None, target, None, MS_REC | MS_PRIVATE)
+    remount_flags(target, _grant_flags(entry.kind), Step.GRANT, entry.path)
+
+
+def bind_nested_grant(root: str, target: str, entry: Mount) -> None:
+    """Bind a grant whose mount point lies inside an earlier grant's host tree.
+
+    That directory is the host's, and whoever may write it (another plugin
+    with ``fs.write`` there) can swap the mount point for a symbolic link
+    at any moment, between any check and mount(2), which follows it: the
+    grant, full of that plugin's files, would cover the jail's ``/plugin``
+    (the red team's race). So the mount point is opened once without
+    following any link, the grant is bound and sealed on a staging mount
+    point in the jail's own tmpfs (which nothing else can reach), and moved
+    (MS_MOVE) onto exactly the opened directory through its descriptor's
+    magic link, with no path left to re-resolve.
+    """
+    directory = stat.S_ISDIR(os.fstat(entry.fd).st_mode)
+    try:
+        _make_mountpoint(target, directory=directory)
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, entry.path) from exc
+    try:
+        point = open_no_links(target)
+    except GrantPathError as exc:
+        raise SandboxError(
+            f"namespace jail: grant {entry.path!r} passes through a symbolic link inside "
+            f"another grant: {exc}"
+        ) from exc
+    stage = _staging_point(root, directory=directory)
+    try:
+        _mount_sealed(stage, entry)
+        detach_root_copy(root, stage, entry.path)
+        mount(stage, f"/proc/self/fd/{point}", None, MS_MOVE)
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, entry.path) from exc
+    finally:
+        os.close(point)
+        with contextlib.suppress(OSError):  # still holds the grant: the start fails anyway
+            if directory:
+                Path(stage).rmdir()
+            else:
+                Path(stage).unlink()
+
+
+def _staging_point(root: str, *, directory: bool) -> str:
+    """A fresh, empty directory (or file) in the jail's root tmpfs to mount on first."""
+    for _ in range(100):
+        stage = f"{root.rstrip('/')}/.caplet-stage-{os.urandom(6).hex()}"
+        try:
+            if directory:
+                Path(stage).mkdir(mode=0o700)
+            else:
+                os.close(os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise fail(Step.GRANT, exc, stage) from exc
+        return stage
+    raise SandboxError("namespace jail: no staging mount point could be created in the root")
+
+
+def detach_root_copy(root: str, target: str, path: str) -> None:
+    """Remove the copy of the jail's own root that a grant above its mount point brought.
+
+    The root tmpfs is mounted on the host's ``/tmp``; a recursive bind of a
+    grant that contains ``/tmp`` (``fs.write:/tmp``, ``fs.read:/``) copies
+    every mount below it, the root tmpfs included, so the worker would see
+    its own jail where the host's ``/tmp`` should be (issue 13, point 8).
+    The copy is the topmost mount at that path; a lazy unmount uncovers the
+    host directory the grant is about.
+    """
+    if not path_contains(path, root):
+        return
+    copy_at = target.rstrip("/") + root[len(path.rstrip("/")) :]
+    try:
+        if Path(copy_at).stat().st_dev != Path(root).stat().st_dev:
+            return
+        umount2(copy_at, MNT_DETACH)
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, path) from exc
+
+
+def copy_grant(target: str, entry: Mount) -> None:
+    """Copy the tree of ``entry.fd`` into a fresh tmpfs at ``target``, then seal it read-only.
+
+    Used for the plugin's snapshot: a bind mount would show the snapshot's
+    host path as its root in /proc/self/mountinfo (issue 13, point 7), a
+    private copy shows ``/``. The copy is taken from the snapshot the host
+    verified, by this process, before any plugin code exists. Modes keep
+    their read and execute bits only (never write, set-uid or set-gid).
+    """
+    try:
+        _make_mountpoint(target, directory=True)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+        source = os.open(f"/proc/self/fd/{entry.fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            destination = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                _copy_tree(source, destination)
+                os.fchmod(destination, stat.S_IMODE(os.fstat(source).st_mode) & 0o555)
+            finally:
+                os.close(destination)
+        finally:
+            os.close(source)
+        mount(None, target, None, MS_REC | MS_PRIVATE)
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, entry.path) from exc
+    remount_flags(target, MS_RDONLY | MS_NOSUID | MS_NODEV, Step.GRANT, entry.path)
+
+
+#: Most bytes one sendfile(2) call moves (its own limit is about 2 GiB).
+_COPY_CHUNK = 1 << 30
+
+
+def _copy_tree(source: int, destination: int) -> None:
+    """Copy regular files and directories from directory fd ``source`` into ``destination``."""
+    for entry in os.scandir(source):
+        info = entry.stat(follow_symlinks=False)
+        mode = stat.S_IMODE(info.st_mode) & 0o555
+        if stat.S_ISDIR(info.st_mode):
+            os.mkdir(entry.name, 0o700, dir_fd=destination)
+            inner_source = os.open(
+                entry.name,
+                os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                dir_fd=source,
+            )
+            try:
+                inner = os.open(
+                    entry.name,
+                    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    dir_fd=destination,
+                )
+                try:
+                    _copy_tree(inner_source, inner)
+                    os.fchmod(inner, mode)
+                finally:
+                    os.close(inner)
+            finally:
+                os.close(inner_source)
+        elif stat.S_ISREG(info.st_mode):
+            reader = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source)
+            try:
+                writer = os.open(
+                    entry.name,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o600,
+                    dir_fd=destination,
+                )
+                try:
+                    offset, size = 0, os.fstat(reader).st_size
+                    while offset < size:
+                        sent = os.sendfile(writer, reader, offset, min(size - offset, _COPY_CHUNK))
+                        if sent == 0:
+                            break  # the source shrank: the hash check at load will say so
+                        offset += sent
+                    os.fchmod(writer, mode)
+                finally:
+                    os.close(writer)
+            finally:
+                os.close(reader)
+        # Snapshots hold nothing else (links and special files are refused).
+
+
+def mask(root: str, path: str) -> None:
+    """Hide the directory ``path`` (inside a read grant) under an empty, sealed tmpfs.
+
+    caplet's state directory inside a broad read grant (``fs.read:/``): its
+    approvals, ``ctx.kv`` values and decision log are no plugin's to read.
+    """
+    target = path_inside(root, path)
+    try:
+        if not Path(target).is_dir():
+            return  # not visible in this jail: nothing to hide
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000")
+        mount(None, target, None, MS_PRIVATE)
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, path) from exc
+    remount_flags(target, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, Step.GRANT, path)
+
+
+def _grant_flags(kind: Kind) -> int:
+    match kind:
+        case Kind.READ_ONLY:
+            return MS_RDONLY | MS_NOSUID | MS_NODEV
+        case Kind.WRITABLE:
+            return MS_NOSUID | MS_NODEV
+        case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP:
+            raise AssertionError(f"{kind.value} is not a bound grant")
+        case _:
+            assert_never(kind)
+
+
+def _make_mountpoint(target: str, *, directory: bool) -> None:
+    path = Path(target)
+    if os.path.lexists(path):
+        return  # inside an earlier grant's bind mount: the host path itself
+    missing = []
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            break
+        missing.append(parent)
+    for parent in reversed(missing):
+        # Scaffolding that exists only to reach a grant at its host path:
+        # traversable but not listable once capabilities are gone, so the
+        # worker learns no more of the host's layout than its grants' paths
+        # (still creatable here: root-in-the-namespace has CAP_DAC_OVERRIDE).
+        parent.mkdir(mode=SCAFFOLD_MODE)
+    if directory:
+        path.mkdir(mode=0o755)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+
+
+def remount_flags(target: str, flags: int, step: Step, subject: str = "") -> None:
+    """Bind-remount ``target`` with ``flags``, keeping every restriction it has."""
+    try:
+        kept = os.statvfs(target).f_flag & KEPT_FLAGS
+        # mount(2): MS_REMOUNT|MS_BIND changes only this mount's per-mount
+        # flags (the statvfs ST_* values equal the MS_* ones); atime flags
+        # are preserved when none is given.
+        mount(None, target, None, MS_REMOUNT | MS_BIND | flags | kept)
+    except OSError as exc:
+        raise fail(step, exc, subject or target) from exc
+
+
+def populate_dev(target: str, devices: dict[str, int]) -> None:
+    try:
+        Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+        for name, fd in devices.items():
+            node = f"{target}/{name}"
+            os.close(os.open(node, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+            # A device node made in this tmpfs would not open (a user
+            # namespace's mounts are implicitly nodev); a bind of the host's
+            # node keeps the host mount's device access (bubblewrap does this).
+            mount(f"/proc/self/fd/{fd}", node, None, MS_BIND)
+            mount(None, node, None, MS_PRIVATE)  # not a slave of the host's /dev
+            remount_flags(node, MS_NOSUID | MS_NOEXEC, Step.DEV, f"/dev/{name}")
+        for name, link in DEV_LINKS:
+            Path(target, name).symlink_to(link)
+    except OSError as exc:
+        raise fail(Step.DEV, exc, "/dev") from exc
+
+
+def seal_submounts(root: str, plan: list[Mount], *, only: set[str] | None = None) -> None:
+    """Give mounts nested inside a grant (copied by MS_REC) the grant's flags.
+
+    A bind remount changes one mount only, so a host mount below a
+    read-only grant would otherwise stay writable inside it. Only mounts
+    descending from the new root's mount are considered: host mounts hidden
+    under the covered /tmp share its path prefix but are not in the jail.
+    ``only`` limits the work to the grants at those paths (the ones just
+    added to a prepared root; the others are sealed already).
+    """
+    prefix = root.rstrip("/") + "/"
+    try:
+        root_id = _mount_id(root)
+        tree = _mount_tree()
+    except (OSError, ValueError) as exc:
+        raise SandboxError(
+            f"namespace jail: reading /proc/self/mountinfo to seal submounts failed: {exc}"
+        ) from exc
+    shapes = [(entry, path_parts(entry.path)) for entry in plan]
+    below: dict[int, list[tuple[int, str]]] = {}
+    for mount_id, parent_id, mount_point in tree:
+        if mount_id != parent_id:
+            below.setdefault(parent_id, []).append((mount_id, mount_point))
+    pending = [root_id]
+    seen: set[str] = set()
+    while pending:
+        for mount_id, mount_point in below.get(pending.pop(), []):
+            pending.append(mount_id)
+            if not mount_point.startswith(prefix) or mount_point in seen:
+                continue
+            seen.add(mount_point)
+            inner = path_parts(mount_point[len(prefix) :])
+            owner = None
+            for entry, outer in shapes:  # sorted parents first: the last match is the deepest
+                if inner[: len(outer)] == outer:
+                    owner = entry
+            if owner is None or path_parts(owner.path) == inner:
+                continue
+            if only is not None and owner.path not in only:
+                continue
+            match owner.kind:
+                case Kind.READ_ONLY | Kind.WRITABLE:
+                    remount_flags(mount_point, _grant_flags(owner.kind), Step.GRANT, mount_point)
+                case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP:
+                    pass  # the jail's own mounts (the device binds): already set
+                case _:
+                    assert_never(owner.kind)
+
+
+def _mount_id(path: str) -> int:
+    """The mount id of the mount ``path`` resolves to (proc(5), /proc/pid/fdinfo)."""
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        info = read_small(f"/proc/self/fdinfo/{fd}")
+    finally:
+        os.close(fd)
+    for line in info.splitlines():
+        key, _, value = line.partition(b":")
+        if key == b"mnt_id":
+            return int(value)
+    raise ValueError(f"no mnt_id in /proc/self/fdinfo for {path!r}")
+
+
+def _mount_tree() -> list[tuple[int, int, str]]:
+    """(mount id, parent id, mount point) of every mount (proc(5), /proc/pid/mountinfo)."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        lines = handle.read().splitlines()
+    tree = []
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            raw = fields[4]
+            if b"\\" in raw:  # proc(5): space, tab, newline and backslash are octal escapes
+                raw = MOUNTINFO_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), raw)
+            tree.append((int(fields[0]), int(fields[1]), os.fsdecode(raw)))
+    return tree
+
+
+def mount_proc(root: str) -> None:
+    target = path_inside(root, "/proc")
+    try:
+        Path(target).mkdir(mode=0o555, parents=True, exist_ok=True)
+        # Before pivot_root on purpose: the kernel mounts a new proc in a user
+        # namespace only while a fully visible proc exists in the mount
+        # namespace (mount_namespaces(7) / user_namespaces(7)), and the host's
+        # /proc disappears with the old root.
+        mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError as exc:
+        raise fail(Step.PROC, exc, "/proc") from exc
+    _limit_user_namespace(target)
+    for name in PROC_READ_ONLY:
+        path = f"{target}/{name}"
+        if not os.path.lexists(path):
+            continue
+        try:
+            mount(path, path, None, MS_BIND | MS_REC)
+        except OSError as exc:
+            raise fail(Step.PROC, exc, f"/proc/{name}") from exc
+        remount_flags(
+            path, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, Step.PROC, f"/proc/{name}"
+        )
+
+
+#: Per-jail bounds of the kernel's per-user counters that have no rlimit
+#: (``/proc/sys/user``, user_namespaces(7)). Each is charged up the
+#: user-namespace tree to the uid that created the jail (kernel/ucount.c,
+#: inc_ucount): with the host's values a red-team plugin held all 128 of host
+#: root's inotify instances, and inotify_init1 failed with EMFILE for every
+#: root process on the machine while its worker lived. The jail's own limit
+#: binds first. A watcher (watchdog, a language server) needs one instance.
+_USER_NAMESPACE_LIMITS = (
+    ("max_inotify_instances", 16),
+    ("max_inotify_watches", 8192),
+)
+
+
+def _limit_user_namespace(proc: str) -> None:
+    """Write the jail's own /proc/sys/user limits (its user namespace's, not the host's).
+
+    The sysctl set is the writer's user namespace's, and pid 1 still holds
+    CAP_SYS_RESOURCE in it (kernel/ucount.c, set_permissions). A kernel
+    without a file skips it; a write that fails stops the start.
+    """
+    for name, value in _USER_NAMESPACE_LIMITS:
+        path = f"{proc}/sys/user/{name}"
+        try:
+            write_proc(path, str(value))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise fail(Step.PROC, exc, f"/proc/sys/user/{name}") from exc
+
+
+def pivot(root: str) -> None:
+    try:
+        Path(root + OLD_ROOT).mkdir(mode=0o700)
+        # pivot_root(2): the old root moves to put_old, which is then detached
+        # (MNT_DETACH: busy host mounts below it go too) and removed, so no
+        # path leads back to the host's tree.
+        pivot_root(root, root + OLD_ROOT)
+        os.chdir("/")
+        umount2(OLD_ROOT, MNT_DETACH)
+        Path(OLD_ROOT).rmdir()
+    except OSError as exc:
+        raise fail(Step.PIVOT, exc, root) from exc
+    # The root tmpfs holds only mount points: nothing may be written there.
+    remount_flags("/", MS_RDONLY | MS_NOSUID | MS_NODEV, Step.PIVOT)
+
+
+def finish_inside(spec: JailSpec) -> None:
+    try:
+        sethostname(spec.hostname)  # only the new UTS namespace (uts_namespaces(7))
+    except OSError as exc:
+        raise fail(Step.HOSTNAME, exc, spec.hostname) from exc
+    try:
+        Path(spec.workdir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chdir(spec.workdir)
+    except OSError as exc:
+        raise fail(Step.WORKDIR, exc, spec.workdir) from exc
