@@ -39,8 +39,10 @@ from caplet._sandbox._protocol import (
     CONTEXT_REQUEST,
     ContextOp,
     ContextRequest,
-    decode_worker_message,
     encode_context_reply,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_worker_message,
 )
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._broker.conftest import NAMES, CountingResolver

@@ -21,11 +21,13 @@ from caplet._sandbox._context import (
     Response,
     raise_failure,
 )
+from caplet._sandbox._frames import (
+    FrameReader,
+)
 from caplet._sandbox._protocol import (
     CONTEXT_ERROR_NAMES,
     ContextGrants,
     ContextOp,
-    FrameReader,
     WireValue,
 )
 from caplet._sandbox._worker import _Channel, wants_context

@@ -12,6 +12,10 @@ import msgpack
 import pytest
 
 from caplet._errors import ProtocolError
+from caplet._sandbox._frames import (
+    FrameReader,
+    send_frame,
+)
 from caplet._sandbox._protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     MAX_DEPTH,
@@ -24,14 +28,11 @@ from caplet._sandbox._protocol import (
     ContextRequest,
     Error,
     Fatal,
-    FrameReader,
     Init,
     Ready,
     Result,
     Shutdown,
     check_value,
-    decode_host_message,
-    decode_worker_message,
     encode_call,
     encode_context_error,
     encode_context_reply,
@@ -42,7 +43,10 @@ from caplet._sandbox._protocol import (
     encode_ready,
     encode_result,
     encode_shutdown,
-    send_frame,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_host_message,
+    decode_worker_message,
 )
 
 

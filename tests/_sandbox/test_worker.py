@@ -18,16 +18,20 @@ from pathlib import Path
 
 import pytest
 
+from caplet._sandbox._frames import (
+    FrameReader,
+)
 from caplet._sandbox._protocol import (
     Fatal,
-    FrameReader,
     Ready,
     Result,
     WorkerMessage,
-    decode_worker_message,
     encode_call,
     encode_init,
     encode_shutdown,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_worker_message,
 )
 from caplet._sandbox._subprocess import worker_command
 from caplet._sandbox._worker import (

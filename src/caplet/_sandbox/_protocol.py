@@ -65,12 +65,8 @@ library, msgpack and :mod:`caplet._errors`.
 from __future__ import annotations
 
 import enum
-import math
-import select
-import socket
 import struct
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
@@ -89,10 +85,17 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "ERROR",
     "FATAL",
+    "GRANT_KEYS",
+    "HEADER",
     "HEADER_BYTES",
     "INIT",
+    "INIT_KEYS",
     "MAX_DEPTH",
+    "MAX_HEADER_LENGTH",
+    "MAX_REQUEST_ID",
     "MAX_TEXT_CHARS",
+    "OPS",
+    "PLAIN",
     "READY",
     "RESULT",
     "SHUTDOWN",
@@ -104,18 +107,16 @@ __all__ = [
     "ContextRequest",
     "Error",
     "Fatal",
-    "FrameReader",
     "HostMessage",
     "Init",
     "Ready",
     "Result",
     "Shutdown",
-    "UnsentFrameError",
+    "UnsendableError",
     "WireValue",
     "WorkerMessage",
+    "check_nested",
     "check_value",
-    "decode_host_message",
-    "decode_worker_message",
     "encode_call",
     "encode_context_error",
     "encode_context_reply",
@@ -126,7 +127,9 @@ __all__ = [
     "encode_ready",
     "encode_result",
     "encode_shutdown",
-    "send_frame",
+    "new_tuple",
+    "short_text",
+    "small_int",
 ]
 
 #: What may cross the channel; checked at run time, see the module docstring.
@@ -181,26 +184,26 @@ CONTEXT_ERROR_NAMES: Final = frozenset(
     }
 )
 
-_HEADER = struct.Struct(">I")
-_MAX_HEADER_LENGTH = 0xFFFFFFFF
+HEADER = struct.Struct(">I")
+MAX_HEADER_LENGTH = 0xFFFFFFFF
 # msgpack's integer range: int64 minimum to uint64 maximum.
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
-_MAX_REQUEST_ID = 2**63 - 1
+MAX_REQUEST_ID = 2**63 - 1
 # Exact types that cross as they are (bool is not an int here: it is final).
-_PLAIN: frozenset[type] = frozenset({str, bytes, float, bool, type(None)})
-_INIT_KEYS = frozenset(
+PLAIN: frozenset[type] = frozenset({str, bytes, float, bool, type(None)})
+INIT_KEYS = frozenset(
     {"plugin", "entry", "snapshot", "config", "modules", "max_frame_bytes", "env", "context"}
 )
-_GRANT_KEYS = frozenset({"http", "apps", "modules"})
+GRANT_KEYS = frozenset({"http", "apps", "modules"})
 
 
 #: ``tuple.__new__(Result, (id, value))`` builds a NamedTuple without running its
 #: Python-level ``__new__`` (half the cost); used on the two hot paths only.
-_new_tuple = tuple.__new__
+new_tuple = tuple.__new__
 
 
-def _small_int(value: object) -> bool:
+def small_int(value: object) -> bool:
     """An int (not a bool) msgpack can carry: the fast-path test for flat values."""
     return type(value) is int and _INT_MIN <= value <= _INT_MAX
 
@@ -231,7 +234,7 @@ class ContextOp(enum.Enum):
     GUEST_CALL = "guest.call"
 
 
-_OPS: Final = {op.value: op for op in ContextOp}
+OPS: Final = {op.value: op for op in ContextOp}
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +363,7 @@ WorkerMessage = Ready | Result | Error | Fatal | ContextRequest
 # -- values -----------------------------------------------------------------------
 
 
-class _UnsendableError(Exception):
+class UnsendableError(Exception):
     """A value that cannot cross; ``path`` is collected innermost first."""
 
     def __init__(self, reason: str) -> None:
@@ -372,12 +375,12 @@ class _UnsendableError(Exception):
         return "".join(reversed(self.path))
 
 
-def _short(text: str, limit: int = 60) -> str:
+def short_text(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check(value: object, depth: int) -> None:
-    """Raise :class:`_UnsendableError` unless ``value`` may cross the boundary.
+def check_nested(value: object, depth: int) -> None:
+    """Raise :class:`UnsendableError` unless ``value`` may cross the boundary.
 
     Written by hand rather than left to msgpack: msgpack would happily pack
     int or bytes dict keys and nesting hundreds of levels deep, and raise
@@ -385,52 +388,52 @@ def _check(value: object, depth: int) -> None:
     directions and a message that says where the bad value is. It is on the
     call path, so the common case (an exact scalar type) is one set lookup.
     """
-    if type(value) in _PLAIN:
+    if type(value) in PLAIN:
         return
     if type(value) is int and _INT_MIN <= value <= _INT_MAX:
         return
     if isinstance(value, int):  # int subclasses, and the out-of-range error
         if _INT_MIN <= value <= _INT_MAX:
             return
-        raise _UnsendableError("an int outside the 64-bit range")
+        raise UnsendableError("an int outside the 64-bit range")
     # msgpack.ExtType is a namedtuple that msgpack packs as an extension, not
     # an array: it is the one tuple that must not cross.
     if isinstance(value, (list, tuple)) and not isinstance(value, msgpack.ExtType):
         if depth >= MAX_DEPTH:
-            raise _UnsendableError(f"containers nested deeper than {MAX_DEPTH} levels")
+            raise UnsendableError(f"containers nested deeper than {MAX_DEPTH} levels")
         for index, item in enumerate(value):
-            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+            if type(item) in PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
                 continue
             try:
-                _check(item, depth + 1)
-            except _UnsendableError as exc:
+                check_nested(item, depth + 1)
+            except UnsendableError as exc:
                 exc.path.append(f"[{index}]")
                 raise
         return
     if isinstance(value, dict):
         if depth >= MAX_DEPTH:
-            raise _UnsendableError(f"containers nested deeper than {MAX_DEPTH} levels")
+            raise UnsendableError(f"containers nested deeper than {MAX_DEPTH} levels")
         for key, item in value.items():
             if type(key) is not str and not isinstance(key, str):
-                raise _UnsendableError(f"a dict key of type {type(key).__name__}")
-            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+                raise UnsendableError(f"a dict key of type {type(key).__name__}")
+            if type(item) in PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
                 continue
             try:
-                _check(item, depth + 1)
-            except _UnsendableError as exc:
-                exc.path.append(f"[{_short(repr(key))}]")
+                check_nested(item, depth + 1)
+            except UnsendableError as exc:
+                exc.path.append(f"[{short_text(repr(key))}]")
                 raise
         return
     if isinstance(value, (str, bytes, float)):  # subclasses of the plain types
         return
-    raise _UnsendableError(f"a value of type {type(value).__name__}")
+    raise UnsendableError(f"a value of type {type(value).__name__}")
 
 
 def _checked(value: object, root: str) -> None:
     """Check a value about to be encoded; ProtocolError names where it failed."""
     try:
-        _check(value, 0)
-    except _UnsendableError as exc:
+        check_nested(value, 0)
+    except UnsendableError as exc:
         raise ProtocolError(
             f"{root}{exc.where()} is {exc.reason}, which cannot cross the boundary "
             f"({ALLOWED_VALUES})"
@@ -449,7 +452,7 @@ def _request_id_arg(request_id: object) -> int:
     if (
         not isinstance(request_id, int)
         or isinstance(request_id, bool)
-        or not 0 <= request_id <= _MAX_REQUEST_ID
+        or not 0 <= request_id <= MAX_REQUEST_ID
     ):
         raise ProtocolError(f"request id must be an int in 0..2**63-1, got {request_id!r}")
     return request_id
@@ -472,9 +475,9 @@ def _frame(message: list[object]) -> bytes:
         payload: bytes = packer.pack(message)
     except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - values are checked
         raise ProtocolError(f"cannot encode message: {exc}") from exc
-    if len(payload) > _MAX_HEADER_LENGTH:
+    if len(payload) > MAX_HEADER_LENGTH:
         raise ProtocolError(f"message of {len(payload)} bytes cannot be framed (4 GiB maximum)")
-    return _HEADER.pack(len(payload)) + payload
+    return HEADER.pack(len(payload)) + payload
 
 
 def encode_init(
@@ -511,7 +514,7 @@ def encode_init(
     if (
         not isinstance(max_frame_bytes, int)
         or isinstance(max_frame_bytes, bool)
-        or not 0 < max_frame_bytes <= _MAX_HEADER_LENGTH
+        or not 0 < max_frame_bytes <= MAX_HEADER_LENGTH
     ):
         raise ProtocolError(
             f"max_frame_bytes must be an int in 1..2**32-1, got {max_frame_bytes!r}"
@@ -546,15 +549,15 @@ def encode_call(
     # Flat arguments of plain types (the common case) need no recursive walk;
     # plain loops, not all() over a generator: this runs on every call.
     for arg in args:
-        if type(arg) not in _PLAIN and not _small_int(arg):
+        if type(arg) not in PLAIN and not small_int(arg):
             _checked(args, "args")
             break
     for key, arg in kwargs.items():
-        if type(key) is not str or (type(arg) not in _PLAIN and not _small_int(arg)):
+        if type(key) is not str or (type(arg) not in PLAIN and not small_int(arg)):
             _checked(kwargs, "kwargs")
             break
     # The checks are inlined for the common case; the helpers raise.
-    if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
+    if type(request_id) is not int or not 0 <= request_id <= MAX_REQUEST_ID:
         _request_id_arg(request_id)
     if type(module) is not str or len(module) > MAX_TEXT_CHARS:
         _text_arg(module, "module name")
@@ -587,12 +590,12 @@ def encode_result(request_id: int, value: WireValue, *, origin: str = "the funct
     cross the boundary (...)"; the worker sends it back as an ERROR. The
     frame-size limit is the caller's to check (it knows the limit).
     """
-    if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
+    if type(request_id) is not int or not 0 <= request_id <= MAX_REQUEST_ID:
         _request_id_arg(request_id)
-    if type(value) not in _PLAIN:
+    if type(value) not in PLAIN:
         try:
-            _check(value, 0)
-        except _UnsendableError as exc:
+            check_nested(value, 0)
+        except UnsendableError as exc:
             where = exc.where()
             at = f" (at {where})" if where else ""
             raise ProtocolError(
@@ -621,7 +624,7 @@ def encode_fatal(request_id: int, message: str) -> bytes:
 
 def check_value(value: object, what: str) -> None:
     """ProtocolError (naming where, under ``what``) unless ``value`` may cross the channel."""
-    if type(value) in _PLAIN or _small_int(value):
+    if type(value) in PLAIN or small_int(value):
         return
     _checked(value, what)
 
@@ -654,456 +657,7 @@ def encode_context_error(request_id: int, error: str, category: str, message: st
             CONTEXT_ERROR,
             _request_id_arg(request_id),
             name,
-            _text_arg(_short(category, 200), "error category"),
-            _text_arg(_short(message, MAX_TEXT_CHARS), "error message"),
+            _text_arg(short_text(category, 200), "error category"),
+            _text_arg(short_text(message, MAX_TEXT_CHARS), "error message"),
         ]
     )
-
-
-# -- decoding ---------------------------------------------------------------------
-
-
-def _refuse_extension(code: int, data: bytes) -> object:
-    raise ProtocolError(f"msgpack extension type {code} is not allowed")
-
-
-def _unpack(payload: bytes) -> object:
-    try:
-        # max_str/bin/array/map_len default to len(payload) in unpackb, so
-        # a tiny frame cannot make msgpack preallocate a huge list or map.
-        return msgpack.unpackb(
-            payload,
-            raw=False,
-            strict_map_key=True,
-            ext_hook=_refuse_extension,
-            # 0 refuses every extension, timestamps (type -1) included: those
-            # are decoded by msgpack itself and never reach ext_hook.
-            max_ext_len=0,
-        )
-    except ProtocolError:  # from _refuse_extension
-        raise
-    except Exception as exc:
-        # The C unpacker raises ValueError and its subclasses (ExtraData,
-        # FormatError, StackError, UnicodeDecodeError), TypeError,
-        # MemoryError ... and whatever a hook raises; every one of them means
-        # "malformed", and none may escape as anything but ProtocolError.
-        if "max_ext_len" in str(exc):  # msgpack's wording for max_ext_len=0
-            raise ProtocolError(
-                "msgpack extension types (timestamps included) are not allowed"
-            ) from exc
-        raise ProtocolError(
-            f"malformed msgpack ({type(exc).__name__}: {_short(str(exc), 200)})"
-        ) from exc
-
-
-def _kind_and_id(message: object, sender: str) -> tuple[list[object], int, int]:
-    if type(message) is not list or len(message) < 2:
-        raise ProtocolError(
-            f"a message from the {sender} must be an array [kind, request_id, ...], "
-            f"got {_describe(message)}"
-        )
-    kind = message[0]
-    if type(kind) is not int:
-        raise ProtocolError(f"message kind must be an int, got {type(kind).__name__}")
-    request_id = message[1]
-    if type(request_id) is not int or not 0 <= request_id <= _MAX_REQUEST_ID:
-        raise ProtocolError(f"request id must be an int in 0..2**63-1, got {_describe(request_id)}")
-    return message, kind, request_id
-
-
-def _describe(value: object) -> str:
-    if type(value) is list:
-        return f"an array of {len(value)}"
-    if type(value) is int:
-        return str(value)
-    return f"a value of type {type(value).__name__}"
-
-
-def _arity(message: list[object], count: int, name: str) -> None:
-    if len(message) != count:
-        raise ProtocolError(f"{name} must have {count} elements, got {len(message)}")
-
-
-def _text(value: object, what: str) -> str:
-    if type(value) is not str:
-        raise ProtocolError(f"{what} must be a str, got {type(value).__name__}")
-    if len(value) > MAX_TEXT_CHARS:
-        raise ProtocolError(f"{what} is {len(value)} characters, over the cap of {MAX_TEXT_CHARS}")
-    return value
-
-
-def _names(value: object, what: str) -> tuple[str, ...]:
-    if type(value) is not list:
-        raise ProtocolError(f"{what} must be an array of str, got {type(value).__name__}")
-    return tuple(_text(item, f"an element of {what}") for item in value)
-
-
-def _name_table(value: object, what: str) -> dict[str, tuple[str, ...]]:
-    if type(value) is not dict:
-        raise ProtocolError(
-            f"{what} must be a map of str to arrays of str, got {type(value).__name__}"
-        )
-    return {
-        _text(key, f"a key of {what}"): _names(item, f"{what}[{_short(repr(key))}]")
-        for key, item in value.items()
-    }
-
-
-def _wire(value: object, what: str) -> None:
-    try:
-        _check(value, 0)
-    except _UnsendableError as exc:
-        raise ProtocolError(f"{what}{exc.where()} is {exc.reason}, which is not allowed") from None
-
-
-def _str_map(value: object, what: str) -> dict[str, object]:
-    if type(value) is not dict:
-        raise ProtocolError(f"{what} must be a map, got {type(value).__name__}")
-    if value:
-        _wire(value, what)  # also refuses bytes keys, which strict_map_key lets through
-    return value
-
-
-def decode_worker_message(payload: bytes) -> WorkerMessage:
-    """Decode one payload sent by a worker (the host's side)."""
-    message = _unpack(payload)
-    # RESULT is the hot path: checked inline, the helpers explain failures.
-    if (
-        type(message) is list
-        and len(message) == 3
-        and message[0] == RESULT
-        and type(message[0]) is int
-        and type(message[1]) is int
-        and 0 <= message[1] <= _MAX_REQUEST_ID
-    ):
-        value = message[2]
-        if type(value) not in _PLAIN:
-            _wire(value, "RESULT value")
-        return _new_tuple(Result, (message[1], value))
-    message, kind, request_id = _kind_and_id(message, "worker")
-    if kind == RESULT:
-        _arity(message, 3, "RESULT")
-        _wire(message[2], "RESULT value")
-        return Result(request_id, message[2])
-    if kind == ERROR:
-        _arity(message, 4, "ERROR")
-        return Error(
-            request_id,
-            _text(message[2], "ERROR exception type"),
-            _text(message[3], "ERROR message"),
-        )
-    if kind == READY:
-        _arity(message, 4, "READY")
-        return Ready(
-            request_id,
-            _name_table(message[2], "READY registered"),
-            _names(message[3], "READY rejected"),
-        )
-    if kind == FATAL:
-        _arity(message, 3, "FATAL")
-        return Fatal(request_id, _text(message[2], "FATAL message"))
-    if kind == CONTEXT_REQUEST:
-        return _context_request(message, request_id)
-    raise ProtocolError(
-        f"unknown message kind {kind} from the worker "
-        f"(expected READY={READY}, RESULT={RESULT}, ERROR={ERROR}, FATAL={FATAL} "
-        f"or CONTEXT_REQUEST={CONTEXT_REQUEST})"
-    )
-
-
-def _context_request(message: list[object], request_id: int) -> ContextRequest:
-    _arity(message, 5, "CONTEXT_REQUEST")
-    _, _, call_id, op, args = message
-    if type(call_id) is not int or not 0 <= call_id <= _MAX_REQUEST_ID:
-        raise ProtocolError(
-            f"CONTEXT_REQUEST call id must be an int in 0..2**63-1, got {_describe(call_id)}"
-        )
-    name = _text(op, "CONTEXT_REQUEST op")
-    known = _OPS.get(name)
-    if known is None:
-        raise ProtocolError(
-            f"unknown ctx op {_short(repr(name))} (expected one of {', '.join(sorted(_OPS))})"
-        )
-    return ContextRequest(request_id, call_id, known, _str_map(args, "CONTEXT_REQUEST args"))
-
-
-def _call(message: list[object], request_id: int) -> Call:
-    _arity(message, 6, "CALL")
-    _, _, module, function, args, kwargs = message
-    if type(module) is not str or len(module) > MAX_TEXT_CHARS:
-        module = _text(module, "CALL module")
-    if type(function) is not str or len(function) > MAX_TEXT_CHARS:
-        function = _text(function, "CALL function")
-    if type(args) is not list:
-        raise ProtocolError(f"CALL args must be an array, got {type(args).__name__}")
-    if args and not all(type(a) in _PLAIN or _small_int(a) for a in args):
-        _wire(args, "CALL args")
-    if type(kwargs) is not dict:
-        raise ProtocolError(f"CALL kwargs must be a map, got {type(kwargs).__name__}")
-    if kwargs and not all(
-        type(k) is str and (type(v) in _PLAIN or _small_int(v)) for k, v in kwargs.items()
-    ):
-        _wire(kwargs, "CALL kwargs")  # also refuses bytes keys, which msgpack lets through
-    return Call(request_id, module, function, args, kwargs)
-
-
-def decode_host_message(payload: bytes) -> HostMessage:
-    """Decode one payload sent by the host (the worker's side)."""
-    message = _unpack(payload)
-    # CALL is the hot path: checked inline, the helpers explain failures.
-    if type(message) is list and len(message) == 6 and type(message[0]) is int:
-        _, request_id, module, function, args, kwargs = message
-        if (
-            message[0] == CALL
-            and type(request_id) is int
-            and 0 <= request_id <= _MAX_REQUEST_ID
-            and type(module) is str
-            and len(module) <= MAX_TEXT_CHARS
-            and type(function) is str
-            and len(function) <= MAX_TEXT_CHARS
-            and type(args) is list
-            and type(kwargs) is dict
-        ):
-            for arg in args:
-                if type(arg) not in _PLAIN and not _small_int(arg):
-                    _wire(args, "CALL args")
-                    break
-            for key, arg in kwargs.items():
-                if type(key) is not str or (type(arg) not in _PLAIN and not _small_int(arg)):
-                    _wire(kwargs, "CALL kwargs")  # also refuses bytes keys
-                    break
-            return _new_tuple(Call, (request_id, module, function, args, kwargs))
-    message, kind, request_id = _kind_and_id(message, "host")
-    if kind == CALL:
-        return _call(message, request_id)
-    if kind == SHUTDOWN:
-        _arity(message, 2, "SHUTDOWN")
-        return Shutdown(request_id)
-    if kind == CONTEXT_REPLY:
-        _arity(message, 3, "CONTEXT_REPLY")
-        _wire(message[2], "CONTEXT_REPLY value")
-        return ContextReply(request_id, message[2])
-    if kind == CONTEXT_ERROR:
-        _arity(message, 5, "CONTEXT_ERROR")
-        error = _text(message[2], "CONTEXT_ERROR error")
-        if error not in CONTEXT_ERROR_NAMES:
-            raise ProtocolError(f"CONTEXT_ERROR names an unknown error {_short(repr(error))}")
-        return ContextFailure(
-            request_id,
-            error,
-            _text(message[3], "CONTEXT_ERROR category"),
-            _text(message[4], "CONTEXT_ERROR message"),
-        )
-    if kind == INIT:
-        _arity(message, 3, "INIT")
-        return _init(message[2], request_id)
-    raise ProtocolError(
-        f"unknown message kind {kind} from the host "
-        f"(expected INIT={INIT}, CALL={CALL}, SHUTDOWN={SHUTDOWN}, "
-        f"CONTEXT_REPLY={CONTEXT_REPLY} or CONTEXT_ERROR={CONTEXT_ERROR})"
-    )
-
-
-def _init(body: object, request_id: int) -> Init:
-    if type(body) is not dict:
-        raise ProtocolError(f"INIT body must be a map, got {type(body).__name__}")
-    keys = set(body)
-    if keys != _INIT_KEYS:
-        missing = sorted(_INIT_KEYS - keys)
-        extra = sorted(_short(repr(k)) for k in keys - _INIT_KEYS)
-        raise ProtocolError(f"INIT body keys are wrong (missing: {missing}, unexpected: {extra})")
-    max_frame_bytes = body["max_frame_bytes"]
-    if type(max_frame_bytes) is not int or not 0 < max_frame_bytes <= _MAX_HEADER_LENGTH:
-        raise ProtocolError(
-            f"INIT max_frame_bytes must be an int in 1..2**32-1, got {_describe(max_frame_bytes)}"
-        )
-    return Init(
-        request_id,
-        _text(body["plugin"], "INIT plugin"),
-        _text(body["entry"], "INIT entry"),
-        _text(body["snapshot"], "INIT snapshot"),
-        _str_map(body["config"], "INIT config"),
-        _name_table(body["modules"], "INIT modules"),
-        max_frame_bytes,
-        _env(body["env"]),
-        _grants(body["context"]),
-    )
-
-
-def _grants(value: object) -> ContextGrants:
-    if type(value) is not dict:
-        raise ProtocolError(f"INIT context must be a map, got {_describe(value)}")
-    if set(value) != _GRANT_KEYS:
-        raise ProtocolError(
-            f"INIT context keys must be {sorted(_GRANT_KEYS)}, got "
-            f"{sorted(_short(repr(k)) for k in value)}"
-        )
-    http = value["http"]
-    if type(http) is not bool:
-        raise ProtocolError(f"INIT context http must be a bool, got {_describe(http)}")
-    return ContextGrants(
-        http,
-        _names(value["apps"], "INIT context apps"),
-        _names(value["modules"], "INIT context modules"),
-    )
-
-
-def _env(value: object) -> Mapping[str, str]:
-    if type(value) is not dict:
-        raise ProtocolError(f"INIT env must be a map, got {_describe(value)}")
-    return {_text(k, "INIT env name"): _text(v, "INIT env value") for k, v in value.items()}
-
-
-# -- the socket side --------------------------------------------------------------
-
-
-# MSG_NOSIGNAL (send(2)): a peer that has gone away is EPIPE, never SIGPIPE,
-# even in a host application that restored SIGPIPE's default action.
-_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
-
-
-# poll(2) takes a C int of milliseconds; longer waits (or an infinite
-# deadline) are cut to this and simply poll again.
-_MAX_POLL_MS = 2**31 - 1
-
-
-def _poll_ms(deadline: float) -> int:
-    remaining_ms = (deadline - time.monotonic()) * 1000
-    if remaining_ms <= 0:
-        raise TimeoutError("deadline exceeded")
-    return _MAX_POLL_MS if remaining_ms >= _MAX_POLL_MS else math.ceil(remaining_ms)
-
-
-class UnsentFrameError(BrokenPipeError):
-    """The peer was gone before any byte of the frame was sent (EPIPE or
-    ECONNRESET on the first send): the peer cannot have acted on it."""
-
-
-def send_frame(sock: socket.socket, frame: bytes, deadline: float | None) -> None:
-    """Write a whole frame, normally with a single ``send``.
-
-    On a non-blocking socket a full buffer waits in ``poll`` until
-    ``deadline`` (``time.monotonic()`` seconds), then raises TimeoutError, so
-    a peer that stops reading cannot hang the writer. ``deadline=None`` waits
-    for ever. OSError (EPIPE, ECONNRESET) propagates: the peer is gone; when
-    not a byte went out, as :class:`UnsentFrameError` (a BrokenPipeError).
-    """
-    try:
-        sent = sock.send(frame, _SEND_FLAGS)
-    except BlockingIOError:
-        sent = 0
-    except (BrokenPipeError, ConnectionResetError) as exc:
-        raise UnsentFrameError(exc.errno, exc.strerror) from exc
-    if sent == len(frame):
-        return
-    view = memoryview(frame)
-    poller = select.poll()
-    poller.register(sock, select.POLLOUT)
-    while sent < len(frame):
-        if deadline is None:
-            poller.poll()
-        elif not poller.poll(_poll_ms(deadline)):
-            continue  # the next _poll_ms raises once the deadline has passed
-        try:
-            sent += sock.send(view[sent:], _SEND_FLAGS)
-        except BlockingIOError:
-            continue
-
-
-class FrameReader:
-    """Reads whole frames from a stream socket through one reusable buffer.
-
-    Small frames are parsed out of a preallocated ``bytearray`` filled with
-    ``recv_into`` (several frames may arrive in one read); a frame larger than
-    the buffer gets its own exact-size buffer so nothing past it is consumed.
-    ``max_frame_bytes`` may be changed between reads (the worker learns it
-    from INIT).
-    """
-
-    __slots__ = ("_buffer", "_end", "_poller", "_sock", "_start", "_view", "max_frame_bytes")
-
-    def __init__(
-        self,
-        sock: socket.socket,
-        *,
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        buffer_bytes: int = 64 * 1024,
-    ) -> None:
-        self._sock = sock
-        self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray(max(buffer_bytes, HEADER_BYTES))
-        self._view = memoryview(self._buffer)
-        self._start = 0
-        self._end = 0
-        self._poller = select.poll()
-        self._poller.register(sock, select.POLLIN)
-
-    def read_frame(self, deadline: float | None) -> bytes | None:
-        """The next frame's payload, or None at end of stream.
-
-        ``deadline`` is a ``time.monotonic()`` instant; past it, TimeoutError.
-        A timeout in the middle of a frame leaves the stream position
-        undefined, so callers give up on the peer (the host kills the
-        worker). None waits for ever (the worker waiting for its next call).
-        A declared length over ``max_frame_bytes`` raises ProtocolError
-        before the payload is read. End of stream in the middle
-        of a frame is also None: the peer is gone either way, and the caller
-        learns why from the process, not from the stream.
-        """
-        while True:
-            available = self._end - self._start
-            if available >= HEADER_BYTES:
-                (length,) = _HEADER.unpack_from(self._buffer, self._start)
-                if length > self.max_frame_bytes:
-                    raise ProtocolError(
-                        f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes} bytes"
-                    )
-                total = HEADER_BYTES + length
-                if available >= total:
-                    begin = self._start + HEADER_BYTES
-                    payload = self._view[begin : begin + length].tobytes()
-                    self._start += total
-                    if self._start == self._end:
-                        self._start = self._end = 0
-                    return payload
-                if total > len(self._buffer):
-                    return self._read_large(length, deadline)
-                if self._start + total > len(self._buffer):
-                    self._compact()
-            elif self._start and len(self._buffer) - self._start < HEADER_BYTES:
-                self._compact()
-            target = self._view if self._end == 0 else self._view[self._end :]
-            received = self._receive(target, deadline)
-            if received == 0:
-                return None
-            self._end += received
-
-    def _compact(self) -> None:
-        available = self._end - self._start
-        self._buffer[:available] = self._buffer[self._start : self._end]
-        self._start = 0
-        self._end = available
-
-    def _read_large(self, length: int, deadline: float | None) -> bytes | None:
-        payload = bytearray(length)
-        view = memoryview(payload)
-        have = self._end - self._start - HEADER_BYTES
-        begin = self._start + HEADER_BYTES
-        view[:have] = self._view[begin : self._end]
-        self._start = self._end = 0
-        while have < length:
-            received = self._receive(view[have:], deadline)
-            if received == 0:
-                return None
-            have += received
-        return bytes(payload)
-
-    def _receive(self, target: memoryview, deadline: float | None) -> int:
-        while True:
-            if deadline is not None and not self._poller.poll(_poll_ms(deadline)):
-                continue  # the next _poll_ms raises once the deadline has passed
-            try:
-                return self._sock.recv_into(target)
-            except BlockingIOError:
-                if deadline is None:
-                    self._poller.poll()

@@ -51,6 +51,11 @@ from caplet._errors import (
     WorkerGoneError,
     WorkerStartError,
 )
+from caplet._sandbox._frames import (
+    FrameReader,
+    UnsentFrameError,
+    send_frame,
+)
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from caplet._sandbox._launcher import RequestHandler, StartedWorker, WireValue, WorkerSpec
 from caplet._sandbox._protocol import (
@@ -59,18 +64,17 @@ from caplet._sandbox._protocol import (
     ContextRequest,
     Error,
     Fatal,
-    FrameReader,
     Ready,
     Result,
-    UnsentFrameError,
     WorkerMessage,
-    decode_worker_message,
     encode_call,
     encode_context_error,
     encode_context_reply,
     encode_init,
     encode_shutdown,
-    send_frame,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_worker_message,
 )
 
 __all__ = [

@@ -58,24 +58,28 @@ from caplet._errors import (
 # 20-30 ms per guest start on a loaded 2-core machine without a .pyc).
 from caplet._sandbox import _guest  # noqa: F401
 from caplet._sandbox._context import PluginContext, install, raise_failure
+from caplet._sandbox._frames import (
+    FrameReader,
+    send_frame,
+)
 from caplet._sandbox._protocol import (
     HEADER_BYTES,
     Call,
     ContextFailure,
     ContextOp,
     ContextReply,
-    FrameReader,
     Init,
     Shutdown,
     WireValue,
-    decode_host_message,
     encode_context_request,
     encode_error,
     encode_fatal,
     encode_init,
     encode_ready,
     encode_result,
-    send_frame,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_host_message,
 )
 
 __all__ = [
