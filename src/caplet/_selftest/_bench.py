@@ -20,13 +20,10 @@ host's ``/tmp``.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
 import logging
 import os
 import re
-import select
 import shutil
 import signal
 import socket
@@ -41,12 +38,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import assert_never
-from urllib.parse import parse_qs, urlsplit
 
-from caplet._audit._model import AuditResult, Verdict
 from caplet._broker._policy import NetworkPolicy
 from caplet._broker._static_resolver import StaticResolver
 from caplet._errors import (
@@ -56,7 +50,6 @@ from caplet._errors import (
     SelftestError,
     SelftestMismatchError,
 )
-from caplet._findings import RiskLevel
 from caplet._host._apps import AppCall
 from caplet._host._host import PluginHost
 from caplet._host._loading import LoadingRules
@@ -64,6 +57,15 @@ from caplet._host._policy import Isolation, Policy
 from caplet._sandbox._identity import hand_over, worker_identity
 from caplet._sandbox._sandboxed import FIXES, SandboxLauncher
 from caplet._sandbox._seccomp import SYSCALL_NUMBERS
+from caplet._selftest._fixtures import (
+    HttpServer,
+    LogCounter,
+    QuietArena,
+    fill_arena,
+    fool_the_review,
+    plugin_manifest,
+    plugin_source,
+)
 from caplet._selftest._gullible import GullibleAuditor
 from caplet._selftest._introspection import (
     APP_CAPABILITY,
@@ -71,16 +73,21 @@ from caplet._selftest._introspection import (
     SECRET_ENV,
     SECRET_PREFIX,
 )
+from caplet._selftest._jails import (
+    Jail,
+    alive,
+    digest_tree,
+    fifo_idle,
+    find_jail,
+    idle,
+    jail_gone,
+)
 from caplet._selftest._model import Arena, Attempt, HostileCase, Scenario, clip
 from caplet._selftest._network import REBINDING_NAME
-from caplet._selftest._prelude import PRELUDE
 from caplet._selftest._report import CaseResult, CaseStatus, GatedResult, SelftestReport
 from caplet._trust._lockfile import Lockfile, update_lockfile
 
 __all__ = ["Bench", "run_selftest"]
-
-#: How long a killed jail may take to disappear before the bench calls it a leak.
-_JAIL_EXIT_S = 10.0
 #: The address the bench's policy allows: a stand-in for an intranet server.
 _INTRANET = "127.0.0.2"
 _CANARY_PLUGIN = "selftest-canary"
@@ -99,238 +106,6 @@ def create_functions(config):
         return "still serving"
     return {"main": {"run": run}}
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Jail:
-    """One worker's jail as the host sees it: pid 1 of its pid namespace.
-
-    ``namespace`` is None when the worker shares the host's pid namespace
-    (best-effort without the namespaces layer): then only the worker's own
-    exit can be checked.
-    """
-
-    pid_one: int
-    pidfd: int
-    namespace: str | None
-
-
-def _pid_namespace(pid: int | str, which: str = "pid") -> str:
-    return str(Path(f"/proc/{pid}/ns/{which}").readlink())
-
-
-def _find_jail(monitor: int) -> Jail:
-    """The jail under a worker's monitor (its only child, pid 1 inside).
-
-    pid 1 is not dumpable, so a host without CAP_SYS_PTRACE (an unprivileged
-    run) may not read its namespace links (proc(5), ptrace access mode):
-    then the monitor's ``pid_for_children`` names the same namespace, and
-    where that is unreadable too, pid 1's exit is the proof (pid_namespaces(7):
-    it kills every process of its namespace before it is gone).
-    """
-    try:
-        children = (
-            Path(f"/proc/{monitor}/task/{monitor}/children").read_text(encoding="ascii").split()
-        )
-    except OSError:
-        children = []
-    pid_one = int(children[0]) if len(children) == 1 else monitor
-    pidfd = os.pidfd_open(pid_one)
-    namespace: str | None
-    try:
-        namespace = _pid_namespace(pid_one)
-    except PermissionError:
-        try:
-            namespace = _pid_namespace(monitor, "pid_for_children")
-        except OSError:
-            namespace = None
-    if namespace == _pid_namespace("self"):
-        namespace = None
-    return Jail(pid_one, pidfd, namespace)
-
-
-def _running_members(namespace: str) -> list[str]:
-    """Every process on the machine in pid namespace ``namespace`` that is not a zombie."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if _pid_namespace(entry.name) != namespace:
-                continue
-            stat = Path(f"/proc/{entry.name}/stat").read_text(encoding="ascii")
-        except OSError:
-            continue  # exited while we looked, or a kernel thread
-        # proc(5): the state follows the parenthesised command name.
-        if stat.rpartition(")")[2].split()[0] not in ("Z", "X"):
-            found.append(stat)
-    return found
-
-
-def _jail_gone(jail: Jail) -> str:
-    """ "" when pid 1 of the jail exited and nothing of its namespace runs, else what is left.
-
-    pid_namespaces(7): when pid 1 of a namespace terminates, every other
-    process in it is killed; the pidfd turns readable at that exit.
-    """
-    try:
-        poller = select.poll()
-        poller.register(jail.pidfd, select.POLLIN)
-        if not poller.poll(round(_JAIL_EXIT_S * 1000)):
-            return f"jail pid {jail.pid_one} still runs"
-    finally:
-        os.close(jail.pidfd)
-    if jail.namespace is not None and _running_members(jail.namespace):
-        return "processes of the jail outlived it"
-    return ""
-
-
-def _digest_tree(root: Path) -> dict[str, str]:
-    return {
-        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and not path.is_symlink()
-    }
-
-
-def _fifo_idle(fd: int) -> bool:
-    """True when no byte reached the host's FIFO (end of file or nothing waiting)."""
-    try:
-        return os.read(fd, 1) == b""
-    except BlockingIOError:
-        return True
-
-
-def _idle(sock: socket.socket) -> bool:
-    """True when nothing reached this (non-blocking) listener or receiver."""
-    try:
-        if sock.type == socket.SOCK_DGRAM:
-            sock.recv(1)
-        else:
-            connection, _ = sock.accept()
-            connection.close()
-    except BlockingIOError:
-        return True
-    return False
-
-
-class _Recorder(BaseHTTPRequestHandler):
-    """Records each request path; ``/redirect?to=URL`` answers 302 to URL."""
-
-    server: _HttpServer
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet."""
-
-    def do_GET(self) -> None:
-        self.server.hits.append(self.path)
-        target = parse_qs(urlsplit(self.path).query).get("to")
-        if urlsplit(self.path).path == "/redirect" and target:
-            self.send_response(302)
-            self.send_header("Location", target[0])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = b"reached"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: str) -> None:
-        self.hits: list[str] = []
-        super().__init__((address, 0), _Recorder)
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-
-class _LogCounter(logging.Handler):
-    """Counts the ``ctx.log`` lines each plugin got into the host's log."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.counts: dict[str, int] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        plugin = record.name.removeprefix("caplet.plugins.")
-        self.counts[plugin] = self.counts.get(plugin, 0) + 1
-
-
-class _QuietArena(logging.Filter):
-    """Drops the host's log records that the attacks cause on purpose.
-
-    The vault handler's failure (logged with a traceback holding the secret)
-    and discovery skipping the plugins that are broken by design.
-    """
-
-    def __init__(self, root: Path) -> None:
-        super().__init__()
-        self._root = str(root)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if APP_CAPABILITY in message:
-            return False
-        return not (message.startswith("skipping plugin") and self._root in message)
-
-
-def _fill(text: str, arena: Arena) -> str:
-    for key, value in arena.placeholders().items():
-        text = text.replace("{" + key + "}", str(value))
-    return text
-
-
-def _toml_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=True)
-
-
-def _manifest(case: HostileCase, arena: Arena, extra: Sequence[str] = ()) -> str:
-    capabilities = ["fs.write:${config.out}", *(_fill(c, arena) for c in case.capabilities)]
-    capabilities += extra
-    lines = [
-        f"name = {_toml_string(case.name)}",
-        'version = "1.0.0"',
-        f"description = {_toml_string(clip('Selftest: ' + case.attack, 190))}",
-    ]
-    if case.manifest:
-        lines.append(_fill(case.manifest, arena))
-    lines += [
-        f"capabilities = [{', '.join(_toml_string(c) for c in capabilities)}]",
-        "",
-        "[config.out]",
-        'type = "string"',
-        "",
-        "[modules.main]",
-        f"functions = [{', '.join(_toml_string(f) for f in case.functions)}]",
-    ]
-    if case.timeout_ms is not None:
-        lines += ["", "[limits]", f"timeout_ms = {case.timeout_ms}"]
-    return "\n".join(lines) + "\n"
-
-
-def _source(body: str) -> str:
-    return textwrap.dedent(PRELUDE) + textwrap.dedent(body)
-
-
-def _fool_the_review(host: PluginHost, plugin: str) -> None:
-    """Record a clean audit of the plugin's current content, as a fooled auditor would."""
-    audit = AuditResult(
-        plugin=plugin,
-        content_hash=host.manager.current_hash(plugin),
-        risk_level=RiskLevel.LOW,
-        verdict=Verdict.APPROVE,
-        summary="caplet selftest: the review was fooled, only the runtime layers stand",
-        findings=(),
-        provider="selftest",
-    )
-    if not host.manager.set_audit_result(plugin, audit):
-        raise SelftestError(f"case {plugin!r}: could not record its fooled audit")
 
 
 @dataclass
@@ -354,7 +129,7 @@ class Bench:
     _stack: ExitStack = field(init=False)
     _listeners: tuple[socket.socket, ...] = field(init=False)
     _fifo_fd: int = field(init=False)
-    _log_counter: _LogCounter = field(init=False)
+    _log_counter: LogCounter = field(init=False)
     _sources: dict[str, str] = field(init=False)
     _audit_hosts: dict[Scenario, PluginHost] = field(init=False)
     _scrub: dict[str, str] = field(init=False)
@@ -437,11 +212,11 @@ class Bench:
         (home / ".ssh").mkdir(parents=True)
         (home / ".ssh" / "id_ed25519").write_text("a private key\n", encoding="utf-8")
 
-        counter = self._log_counter = _LogCounter()
+        counter = self._log_counter = LogCounter()
         plugin_logger = logging.getLogger("caplet.plugins")
         plugin_logger.addHandler(counter)
         stack.callback(plugin_logger.removeHandler, counter)
-        quiet = _QuietArena(root)
+        quiet = QuietArena(root)
         for name in ("caplet",):
             logging.getLogger(name).addFilter(quiet)
             stack.callback(logging.getLogger(name).removeFilter, quiet)
@@ -500,9 +275,9 @@ class Bench:
 
         self._stack.callback(restore)
 
-    def _serve(self, address: str) -> _HttpServer:
+    def _serve(self, address: str) -> HttpServer:
         try:
-            server = _HttpServer(address)
+            server = HttpServer(address)
         except OSError as exc:
             raise SelftestError(
                 f"cannot start the selftest's HTTP server on {address}: {exc}; the SSRF cases "
@@ -545,15 +320,15 @@ class Bench:
             hand_over(arena.grants_dir, worker_identity())  # snapshot-hunt writes all of it
             # A writable grant: the worker's own, as an administrator makes it.
             hand_over(arena.out(case.name), worker_identity())
-            (folder / "plugin.toml").write_text(_manifest(case, arena), encoding="utf-8")
-            (folder / "plugin.py").write_text(_source(case.body), encoding="utf-8")
+            (folder / "plugin.toml").write_text(plugin_manifest(case, arena), encoding="utf-8")
+            (folder / "plugin.py").write_text(plugin_source(case.body), encoding="utf-8")
             for relative, text in case.files:
                 path = folder / relative
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(_fill(text, arena), encoding="utf-8")
+                path.write_text(fill_arena(text, arena), encoding="utf-8")
             for relative, target in case.symlinks:
                 (folder / relative).symlink_to(target)
-        self._sources = _digest_tree(arena.plugins_dir)
+        self._sources = digest_tree(arena.plugins_dir)
 
     def _start_host(self) -> None:
         self.policy = Policy(
@@ -733,7 +508,7 @@ class Bench:
         monitor = host.worker_pid(plugin)
         if monitor is None:
             raise SelftestError(f"case {plugin!r}: enabled, but no worker runs")
-        jails = [_find_jail(monitor)]
+        jails = [find_jail(monitor)]
         rejected = tuple(host.rejected_registrations(plugin))
         value: object = None
         error: CapletError | None = None
@@ -744,7 +519,7 @@ class Bench:
         followup = self._ping(host, plugin)
         now = host.worker_pid(plugin)
         if now is not None and now != monitor:
-            jails.append(_find_jail(now))
+            jails.append(find_jail(now))
         attempt = Attempt(
             plugin,
             enabled=True,
@@ -769,18 +544,18 @@ class Bench:
         folder = self.arena.plugins_dir / case.name
         widened = [text[1:] for path, text in case.swap if path == "plugin.toml"]
         if widened:
-            manifest = _manifest(case, self.arena, extra=widened)
+            manifest = plugin_manifest(case, self.arena, extra=widened)
             (folder / "plugin.toml").write_text(manifest, encoding="utf-8")
         for relative, text in case.swap:
             if relative == "plugin.py":
-                (folder / relative).write_text(_source(text), encoding="utf-8")
+                (folder / relative).write_text(plugin_source(text), encoding="utf-8")
             elif relative != "plugin.toml":
-                (folder / relative).write_text(_fill(text, self.arena), encoding="utf-8")
-        self._sources = _digest_tree(self.arena.plugins_dir)
+                (folder / relative).write_text(fill_arena(text, self.arena), encoding="utf-8")
+        self._sources = digest_tree(self.arena.plugins_dir)
 
     def _locked(self, case: HostileCase) -> Attempt:
         plugin = case.name
-        _fool_the_review(self.host, plugin)
+        fool_the_review(self.host, plugin)
         approved = self.host.approve(plugin)
         if not approved:
             raise SelftestError(f"case {plugin!r}: approval refused: {approved.reason}")
@@ -809,7 +584,7 @@ class Bench:
         monitor = host.worker_pid(plugin)
         if monitor is None:
             raise SelftestError(f"case {plugin!r}: enabled, but no worker runs")
-        jails = [_find_jail(monitor)]
+        jails = [find_jail(monitor)]
         value = host.call(plugin, "main.run")
         self._swap(case)
         with suppress(CapletError):
@@ -822,7 +597,7 @@ class Bench:
             error = exc
         now = host.worker_pid(plugin)
         if now is not None and now != monitor:
-            jails.append(_find_jail(now))
+            jails.append(find_jail(now))
         attempt = Attempt(
             plugin, enabled=True, value=value, error=error, followup=followup, jail_pid=monitor
         )
@@ -860,36 +635,28 @@ class Bench:
             pass  # broken by design: discovery never took it in
         except CapletError as exc:
             problems.append(f"disable failed: {exc}")
-        problems += [left for left in map(_jail_gone, jails) if left]
+        problems += [left for left in map(jail_gone, jails) if left]
         try:
             if host.call(_CANARY_PLUGIN, "main.run") != "still serving":
                 problems.append("the host no longer serves other plugins")
         except CapletError as exc:
             problems.append(f"the host no longer serves other plugins: {exc}")
-        if _digest_tree(self.arena.plugins_dir) != self._sources:
+        if digest_tree(self.arena.plugins_dir) != self._sources:
             problems.append("the plugin sources changed")
         store = host.manager.store
         integrity = getattr(store, "integrity_check", None)
         if callable(integrity) and tuple(integrity()) != ("ok",):
             problems.append("the state database failed its integrity check")
-        if not all(_idle(sock) for sock in self._listeners):
+        if not all(idle(sock) for sock in self._listeners):
             problems.append("a plugin reached a host socket")
-        if not _fifo_idle(self._fifo_fd):
+        if not fifo_idle(self._fifo_fd):
             problems.append("a plugin wrote into a host FIFO")
-        if not _alive(self.arena.decoy_pid):
+        if not alive(self.arena.decoy_pid):
             problems.append("the decoy host process was killed or stopped")
         host_tmp = sorted({p.name for d in _HOST_TMP_DIRS for p in d.glob(f"{self.arena.token}-*")})
         if host_tmp:
             problems.append(f"files left in the host's /tmp: {sorted(set(host_tmp))}")
         return "; ".join(problems)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X", "t", "T")
 
 
 def run_selftest(
