@@ -483,9 +483,11 @@ async def test_streamable_http_needs_the_token(workspace: Path) -> None:
     assert process.stderr is not None
     try:
         url = ""
+        said = ""
         while not url:
             line = process.stderr.readline().decode()
             assert line, "the server ended before serving"
+            said += line
             if "serving http://" in line:
                 url = line.split("serving ", 1)[1].split(" ", 1)[0]
         assert url.startswith("http://127.0.0.1:")
@@ -495,6 +497,26 @@ async def test_streamable_http_needs_the_token(workspace: Path) -> None:
         async with httpx2.AsyncClient() as anonymous:
             refused = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert refused.status_code == 401
+        # Red team: the token is never on stderr or in the process's command line (ps).
+        assert token not in said
+        assert token.encode() not in Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        near = token[:-1] + ("A" if token[-1] != "A" else "B")
+        for headers in (
+            {"Authorization": f"Bearer {near}"},  # one character off
+            {"Authorization": f"Bearer {token}x"},
+            {"Authorization": token},  # no scheme
+            {"Authorization": f"Basic {token}"},
+        ):
+            async with httpx2.AsyncClient(headers=headers) as wrong:
+                assert (await wrong.post(url, json=ping)).status_code == 401, headers
+        # With the token, a DNS-rebinding page (another Host or Origin) is still refused.
+        good = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(headers=good) as rebound:
+            host = await rebound.post(url, json=ping, headers={"Host": "evil.test"})
+            origin = await rebound.post(url, json=ping, headers={"Origin": "http://evil.test"})
+        assert host.status_code in {400, 403, 421}, host.status_code
+        assert origin.status_code in {400, 403}, origin.status_code
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
             Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
