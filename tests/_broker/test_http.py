@@ -595,6 +595,24 @@ def test_oversize_response_is_refused(
     assert harness.decisions[-1].outcome == "response too large"
 
 
+def test_the_bytes_of_a_refused_oversize_body_are_reported(
+    harness: Harness, https_server: RunningServer
+) -> None:
+    # Red team (issue 17): a plugin's broker_bytes budget is charged what the decisions
+    # report. A body refused for its size has crossed the wire all the same (up to the
+    # limit, and the broker's own data budget spends it): reporting 0 let a plugin pull
+    # max_response_bytes per request past its byte budget, again and again.
+    policy = NetworkPolicy(allowed_networks=TEST_POLICY.allowed_networks, max_response_bytes=1000)
+    grants = _grants(https_server, "net.http:https://api.example.test:{port}")
+    with pytest.raises(SizeLimitError):
+        harness.broker(policy).fetch(
+            PLUGIN, grants, HttpRequest(f"{_api(https_server)}/stream/200000")
+        )
+    (decision,) = harness.decisions
+    assert decision.outcome == "response too large"
+    assert decision.received_bytes > 1000, "what was read before the refusal counts"
+
+
 def test_response_at_the_limit_is_accepted(harness: Harness, https_server: RunningServer) -> None:
     policy = NetworkPolicy(allowed_networks=TEST_POLICY.allowed_networks, max_response_bytes=1000)
     grants = _grants(https_server, "net.http:https://api.example.test:{port}")

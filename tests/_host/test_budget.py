@@ -8,7 +8,9 @@ from typing import Any, cast
 import pytest
 
 from caplet import BudgetExceededError, PluginHost, Policy, PolicyError, load_policy
+from caplet._broker._model import BrokerDecision
 from caplet._host._budget import BudgetLimits, BudgetPolicy, PluginBudget
+from caplet._host._metrics import OTHER, MetricsSettings
 from tests.conftest import PluginFactory
 
 
@@ -168,3 +170,46 @@ def test_a_host_refuses_calls_once_a_cpu_budget_is_spent(
         (stats,) = host.observer.stats()
         assert stats.failures == {"budget": 1}
         assert stats.budget["cpu_s"][1] == 0.2
+
+
+ECHO = (
+    "def create_functions(config):\n"
+    "    def ok(value):\n"
+    "        return value\n"
+    "    return {'main': {'ok': ok}}\n"
+)
+
+
+def test_a_plugin_beyond_the_metrics_label_cap_keeps_its_budget(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    # metrics.max_plugins bounds the label set (the rest share "(other)"); it must not
+    # take the budgets of the plugins beyond it with it: the budget is the plugin's, the
+    # label only how its numbers are reported.
+    for name in ("a-first", "b-over"):
+        make_plugin(name, source=ECHO, modules='[modules.main]\nfunctions = ["ok"]\n')
+    with PluginHost(
+        plugins_dir,
+        state_dir=state_dir,
+        policy=Policy(
+            metrics=MetricsSettings(max_plugins=1),
+            budget=BudgetPolicy(broker_requests=2, window_s=100),
+        ),
+        clock=Clock(),
+        auditor=None,
+    ) as host:
+        for name in ("a-first", "b-over"):
+            assert host.enable(name, consent=True)
+            assert host.call(name, "main.ok", 1) == 1
+            for _ in range(2):
+                host.observer.http(
+                    BrokerDecision(0.0, name, "GET", "https://x.test/", True, "status 200")
+                )
+            with pytest.raises(BudgetExceededError) as refused:
+                host.call(name, "main.ok", 1)
+            assert refused.value.plugin == name
+        stats = {s.plugin: s for s in host.observer.stats()}
+    assert set(stats) == {"a-first", OTHER}, "the label set is still capped"
+    assert stats[OTHER].calls == 2, "b-over's call and its refusal, under (other)"
+    assert stats[OTHER].failures == {"budget": 1}
+    assert stats[OTHER].broker_requests["allowed"] == 2

@@ -225,3 +225,31 @@ def test_arguments_are_bounded_without_recursion() -> None:
         {"x": None},
     )
     assert check_arguments(TOOL, None, McpPolicy()) == ([], {})
+
+
+@pytest.mark.parametrize("deny", ["fsread_read", "*_read", "fsread_read*"])
+def test_a_colliding_plugin_cannot_unhide_a_denied_tool(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path, deny: str
+) -> None:
+    # The operator hides fs-read's fsread_read by its tool name. A second plugin declaring
+    # the same module.function makes both names qualified (fsread_read_<digest>): the deny
+    # glob must still hide fs-read's tool (and the newcomer's, which wants the same name).
+    make_plugin("fs-read", manifest=_manifest("fs-read", '[modules.fsread]\nfunctions = ["read"]'))
+    infos = _infos(plugins_dir, state_dir)
+    assert "fsread_read" not in build_catalog(infos, McpPolicy(deny=(deny,))).tools
+    make_plugin("aaa", manifest=_manifest("aaa", '[modules.fsread]\nfunctions = ["read"]'))
+    catalog = build_catalog(_infos(plugins_dir, state_dir), McpPolicy(deny=(deny,)))
+    assert catalog.tools == {}, f"denied by {deny!r}, offered as {sorted(catalog.tools)}"
+    assert catalog.offered == frozenset()
+
+
+def test_a_long_name_is_denied_by_its_unqualified_name(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    module, function = "m" * 40, "f" * 40
+    make_plugin(
+        "long", manifest=_manifest("long", f'[modules.{module}]\nfunctions = ["{function}"]')
+    )
+    infos = _infos(plugins_dir, state_dir)
+    assert build_catalog(infos, McpPolicy(deny=(f"{module}_{function}",))).tools == {}
+    assert build_catalog(infos, McpPolicy(deny=(f"*_{function}",))).tools == {}

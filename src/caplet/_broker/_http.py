@@ -121,6 +121,17 @@ class _Answer:
     location: str | None
 
 
+class _Tally:
+    """Body bytes one hop has read so far: a body refused half-way (too large, too slow)
+    crossed the wire all the same, and the plugin's ``broker_bytes`` budget is charged
+    what the decision reports (red team, issue 17)."""
+
+    __slots__ = ("received",)
+
+    def __init__(self) -> None:
+        self.received = 0
+
+
 class _Deadline:
     """The end of a fetch on the monotonic clock (real time: sockets wait on it)."""
 
@@ -358,6 +369,7 @@ class HttpBroker:
         while True:
             grant_text = ""
             allowed = False
+            tally = _Tally()
             try:
                 grant = match_grant(
                     hop.url,
@@ -370,7 +382,7 @@ class HttpBroker:
                 self._limiter.admit(plugin)
                 addresses = self._checked_addresses(plugin, hop, deadline)
                 allowed = True
-                answer = self._send(plugin, hop, addresses, deadline, watchdog)
+                answer = self._send(plugin, hop, addresses, deadline, watchdog, tally=tally)
             except BrokerError as exc:
                 detail = "; ".join([str(exc), *notes])
                 self._record(
@@ -383,6 +395,7 @@ class HttpBroker:
                     detail=detail,
                     capability=grant_text,
                     sent=len(hop.body),
+                    received=tally.received,
                 )
                 raise
             self._record(
@@ -526,13 +539,15 @@ class HttpBroker:
         addresses: tuple[IPAddress, ...],
         deadline: _Deadline,
         watchdog: _Watchdog,
+        *,
+        tally: _Tally,
     ) -> _Answer:
         """Send the hop to the first checked address that accepts a connection."""
         self._limiter.spend(plugin, len(hop.body))
         failure: BrokerError | None = None
         for address in dict.fromkeys(connect_address(a) for a in addresses):
             try:
-                return self._exchange(plugin, hop, address, deadline, watchdog)
+                return self._exchange(plugin, hop, address, deadline, watchdog, tally=tally)
             except _NotConnectedError as exc:
                 # Nothing was sent: trying the next checked address is safe.
                 failure = exc.error
@@ -547,6 +562,8 @@ class HttpBroker:
         address: IPAddress,
         deadline: _Deadline,
         watchdog: _Watchdog,
+        *,
+        tally: _Tally,
     ) -> _Answer:
         url = hop.url
         remaining = deadline.remaining()
@@ -591,7 +608,7 @@ class HttpBroker:
             ) as transport:
                 response = transport.handle_request(request)
                 try:
-                    return self._read(plugin, hop, response, deadline)
+                    return self._read(plugin, hop, response, deadline, tally)
                 finally:
                     watchdog.attach(None)
                     response.close()
@@ -601,7 +618,12 @@ class HttpBroker:
             raise self._translate(plugin, hop, exc, deadline, watchdog) from exc
 
     def _read(
-        self, plugin: str, hop: _Hop, response: httpx.Response, deadline: _Deadline
+        self,
+        plugin: str,
+        hop: _Hop,
+        response: httpx.Response,
+        deadline: _Deadline,
+        tally: _Tally,
     ) -> _Answer:
         headers = tuple(
             (name.decode("latin-1"), value.decode("latin-1"))
@@ -654,6 +676,7 @@ class HttpBroker:
                     raise self._timeout(plugin, hop, deadline)
         finally:
             self._limiter.spend(plugin, len(body))
+            tally.received = len(body)
         return _Answer(response.status_code, headers, bytes(body), None)
 
     def _too_large(self, plugin: str, hop: _Hop, what: str) -> SizeLimitError:

@@ -8,6 +8,7 @@ its last one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, cast
 
@@ -101,29 +102,44 @@ def _print_host(run: Run, snapshot: HostSnapshot, only: str | None) -> None:
     )
 
 
+def _number(value: object) -> float:
+    """A count or an amount from a snapshot; 0 for anything else (a damaged or foreign
+    file must not end in a traceback)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if math.isfinite(value) else 0.0
+
+
+def _table(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _row(entry: Mapping[str, Any]) -> list[Text | str]:
-    failures = entry.get("failures") or {}
-    latency = entry.get("latency") or {}
-    counts = latency.get("counts") or []
-    requests = entry.get("broker_requests") or {}
-    sent = entry.get("broker_bytes") or {}
-    budget = entry.get("budget") or {}
+    """One plugin's cells. Every text from the file goes through ``plain`` (no escape
+    sequence reaches the terminal) and every number through :func:`_number`."""
+    failures = _table(entry.get("failures"))
+    counts = _table(entry.get("latency")).get("counts")
+    counts = [int(_number(c)) for c in counts] if isinstance(counts, list) else []
+    requests = _table(entry.get("broker_requests"))
+    sent = _table(entry.get("broker_bytes"))
     spent = [
-        f"{name} {values.get('used', 0):g}/{values.get('limit', 0):g}"
-        for name, values in budget.items()
-        if values.get("limit")
+        f"{name} {_number(values.get('used')):g}/{_number(values.get('limit')):g}"
+        for name, values in _table(entry.get("budget")).items()
+        if isinstance(values, Mapping) and _number(values.get("limit"))
     ]
     return [
         plain(str(entry.get("plugin", "?"))),
-        str(entry.get("calls", 0)),
-        ", ".join(f"{kind} {count}" for kind, count in failures.items()) or "-",
-        str(entry.get("breaker", "?")),
+        f"{_number(entry.get('calls')):.0f}",
+        plain(", ".join(f"{kind} {_number(count):.0f}" for kind, count in failures.items()))
+        if failures
+        else "-",
+        plain(str(entry.get("breaker", "?"))),
         f"{_quantile(counts, 0.5)} / {_quantile(counts, 0.99)}",
-        f"{float(entry.get('cpu_s', 0.0)):.2f}",
-        f"{int(entry.get('peak_memory_bytes', 0)) / 2**20:.1f}",
-        f"{requests.get('allowed', 0)}/{requests.get('denied', 0)}",
-        str(sum(int(v) for v in sent.values())),
-        "; ".join(spent) or "-",
+        f"{_number(entry.get('cpu_s')):.2f}",
+        f"{_number(entry.get('peak_memory_bytes')) / 2**20:.1f}",
+        f"{_number(requests.get('allowed')):.0f}/{_number(requests.get('denied')):.0f}",
+        f"{sum(_number(v) for v in sent.values()):.0f}",
+        plain("; ".join(spent)) if spent else "-",
     ]
 
 

@@ -18,7 +18,7 @@ reads and clears it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._records import PluginInfo
@@ -60,17 +60,31 @@ def _configuration(info: PluginInfo) -> list[str]:
     return lines
 
 
-def _section(info: PluginInfo, catalog: GuestCatalog) -> str:
+#: ``offers(plugin, "module.function")``: whether a function is shown (``caplet mcp``).
+Offers = Callable[[str, str], bool]
+
+
+def _section(info: PluginInfo, catalog: GuestCatalog, offers: Offers | None) -> str:
     manifest = info.manifest
     lines = [f"## Plugin {manifest.name} {manifest.version}: {manifest.description}"]
     for spec in manifest.modules:
+        shown = [
+            f
+            for f in spec.functions
+            if offers is None or offers(info.name, f"{spec.name}.{f.name}")
+        ]
+        if not shown:
+            continue
         module = catalog.module(spec.name)
         if module is None or module.plugin != info.name:
             why = catalog.unavailable.get(spec.name, "not importable")
             lines.append(f"Module host.{spec.name}: not importable ({why})")
             continue
         lines.append(f"Module host.{spec.name}: {module.description}")
+        names = {f.name for f in shown}
         for function in module.functions:
+            if function.name not in names:
+                continue
             described = f": {function.description}" if function.description else ""
             lines.append(f"- {spec.name}.{function.name}(...){described}")
     configuration = _configuration(info)
@@ -92,8 +106,26 @@ def _section(info: PluginInfo, catalog: GuestCatalog) -> str:
     return "\n".join(lines)
 
 
-def system_message(enabled: Sequence[PluginInfo], catalog: GuestCatalog) -> str:
-    """The preamble and one section per plugin of ``enabled``; "" when there is none."""
+def system_message(
+    enabled: Sequence[PluginInfo], catalog: GuestCatalog, offers: Offers | None = None
+) -> str:
+    """The preamble and one section per plugin of ``enabled``; "" when there is none.
+
+    ``offers`` (``caplet mcp``'s allow/deny) leaves out every function it refuses, and a
+    plugin it refuses every function of altogether (its hints and configuration too): a
+    hidden tool is invisible, here as in ``tools/list`` (red team, issue 17).
+    """
+    if offers is not None:
+        enabled = [
+            info
+            for info in enabled
+            if any(
+                offers(info.name, f"{module.name}.{function.name}")
+                for module in info.manifest.modules
+                for function in module.functions
+            )
+        ]
     if not enabled:
         return ""
-    return "\n\n".join([PREAMBLE, *(_section(info, catalog) for info in enabled)]) + "\n"
+    sections = (_section(info, catalog, offers) for info in enabled)
+    return "\n\n".join([PREAMBLE, *sections]) + "\n"

@@ -1369,17 +1369,21 @@ class PluginHost:
 
     # -- agent integration --------------------------------------------------------------------
 
-    def get_system_message_additions(self) -> str:
+    def get_system_message_additions(
+        self, *, offers: Callable[[str, str], bool] | None = None
+    ) -> str:
         """The text an agent adds to its system message for the enabled plugins.
 
         A preamble on ``import host.<module>``, then per enabled plugin its
         importable modules with each function's one-line description, its
         resolved configuration without secret fields, and its manifest
         hints; "" when no plugin is enabled. Rebuild it when
-        :meth:`consume_dirty` says the session is dirty.
+        :meth:`consume_dirty` says the session is dirty. ``offers(plugin,
+        "module.function")`` leaves out the functions it refuses (and a
+        plugin whose every function it refuses), as ``caplet mcp`` hides them.
         """
         enabled = self.manager.get_enabled_plugins()
-        return system_message(enabled, self._guest_catalog())
+        return system_message(enabled, self._guest_catalog(), offers)
 
     def system_message_additions(self) -> list[str]:
         """One block per enabled plugin (the manager's older form; see

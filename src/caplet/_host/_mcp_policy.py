@@ -7,7 +7,11 @@ the policy file (``[mcp]``) as well as on the command line (``--allow``,
 
 * ``allow`` / ``deny``: globs (``fnmatch``, case-sensitive) over tool names
   and over ``PLUGIN/MODULE.FUNCTION``; a tool is offered when it matches an
-  ``allow`` glob and no ``deny`` glob. A tool that is not offered is
+  ``allow`` glob and no ``deny`` glob. A ``deny`` glob is matched against
+  the unqualified ``MODULE_FUNCTION`` too: a tool whose name gained a
+  digest (a name two plugins want, a long one) is still hidden by the glob
+  that hid it before (red team, issue 17: a second plugin declaring the
+  same function must not un-hide the first one's). A tool that is not offered is
   invisible: not listed, and calling it is the same error as calling a
   tool that does not exist. Guest code
   run through the ``exec`` tool is held to the same rule for its
@@ -59,7 +63,12 @@ class McpPolicy:
         name a plugin's every tool (``fs-write/*``) whatever its tools are called.
         """
 
-        def matches(globs: tuple[str, ...]) -> bool:
-            return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
+        return _matches(names, self.allow) and not self.hides(*names)
 
-        return matches(self.allow) and not matches(self.deny)
+    def hides(self, *names: str) -> bool:
+        """True when one of ``names`` matches a ``deny`` glob."""
+        return _matches(names, self.deny)
+
+
+def _matches(names: tuple[str, ...], globs: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)

@@ -23,7 +23,10 @@ name, never text a plugin controls at run time: failure kinds are
 one), broker decisions are ``allowed``/``denied``, functions are not a
 label. A plugin's name is chosen by its author, so meters exist only for
 plugins the host knows, and at most ``MetricsSettings.max_plugins`` of
-them; the rest are counted under :data:`OTHER`.
+them are reported under their names; the rest are reported together under
+:data:`OTHER`. The cap is on *labels* only: every known plugin keeps a
+meter of its own, because its budget and its workers' CPU are its own (red
+team, issue 17: a plugin beyond the cap had no budget at all).
 """
 
 from __future__ import annotations
@@ -245,6 +248,7 @@ class PluginMeter:
         "_workers_started",
         "budget",
         "counting",
+        "label",
         "name",
         "record",
     )
@@ -257,8 +261,11 @@ class PluginMeter:
         budget: PluginBudget | None,
         is_refusal: Callable[[PluginCallError], bool],
         on_spent: Callable[[str, str], None],
+        label: str | None = None,
     ) -> None:
         self.name = name
+        #: The name its numbers are reported under (:data:`OTHER` beyond the label cap).
+        self.label = name if label is None else label
         self.counting = counting
         self.budget = budget
         #: Extra per-call latency sink (OpenTelemetry's histogram), or None.
@@ -306,7 +313,7 @@ class PluginMeter:
                     durations.append(elapsed)
         if record is not None:
             for elapsed in durations:
-                record(self.name, elapsed / 1e9)
+                record(self.label, elapsed / 1e9)
 
     def failed(self, exc: BaseException, started_ns: int = 0) -> FailureKind:
         """A call that ended in ``exc``; returns its kind. A call whose worker was killed
@@ -324,7 +331,7 @@ class PluginMeter:
                 self._buckets[bisect.bisect_left(_BOUNDS_NS, elapsed)] += 1
                 self._latency_ns += elapsed
         if elapsed and self.record is not None:
-            self.record(self.name, elapsed / 1e9)
+            self.record(self.label, elapsed / 1e9)
         return kind
 
     def admit(self) -> None:
@@ -416,7 +423,7 @@ class PluginMeter:
         with self._lock:
             cpu = self._cpu_done + sum(cpu for _, cpu, _ in self._workers.values())
             return PluginStats(
-                plugin=self.name,
+                plugin=self.label,
                 calls=self._calls,
                 failures={
                     kind.value: count
@@ -446,6 +453,45 @@ class PluginMeter:
             workers = [usage for usage, _, _ in self._workers.values()]
         for usage in workers:
             usage.close()
+
+
+_BREAKER_ORDER: Final = ("closed", "half-open", "open")
+
+
+def _summed(label: str, group: list[PluginStats]) -> PluginStats:
+    """One row for the stats of several plugins reported under one label (:data:`OTHER`):
+    counts summed, the peak the highest, the worst breaker state; no budget (each plugin's
+    own is enforced all the same, and refusals are counted as failures)."""
+    if len(group) == 1:
+        return group[0]
+
+    def total(key: str, rows: list[Mapping[str, int]]) -> int:
+        return sum(row.get(key, 0) for row in rows)
+
+    failures: dict[str, int] = {}
+    for stats in group:
+        for kind, count in stats.failures.items():
+            failures[kind] = failures.get(kind, 0) + count
+    return PluginStats(
+        plugin=label,
+        calls=sum(s.calls for s in group),
+        failures=dict(sorted(failures.items())),
+        breaker=max(
+            (s.breaker for s in group),
+            key=lambda b: _BREAKER_ORDER.index(b) if b in _BREAKER_ORDER else len(_BREAKER_ORDER),
+        ),
+        latency=tuple(sum(counts) for counts in zip(*(s.latency for s in group), strict=True)),
+        latency_sum_s=sum(s.latency_sum_s for s in group),
+        cpu_s=sum(s.cpu_s for s in group),
+        peak_memory_bytes=max(s.peak_memory_bytes for s in group),
+        workers_started=sum(s.workers_started for s in group),
+        broker_requests={
+            d: total(d, [s.broker_requests for s in group]) for d in ("allowed", "denied")
+        },
+        broker_bytes={d: total(d, [s.broker_bytes for s in group]) for d in ("allowed", "denied")},
+        budget={},
+        budget_reopens_in_s=None,
+    )
 
 
 class HostMetrics:
@@ -479,26 +525,25 @@ class HostMetrics:
         self.started_at = time.time()
 
     def meter(self, name: str) -> PluginMeter:
-        """The meter of plugin ``name`` (made on first use; :data:`OTHER` beyond the cap
-        or for a name no plugin has)."""
+        """The meter of plugin ``name`` (made on first use): its own for a plugin the host
+        knows (reported as :data:`OTHER` beyond the label cap), the shared :data:`OTHER`
+        one for a name no plugin has."""
         meter = self._meters.get(name)
         if meter is not None:
             return meter
         known = self._known(name)
         with self._lock:
-            meter = self._meters.get(name)
-            if meter is not None:
-                return meter
-            own = known and sum(1 for n in self._meters if n != OTHER) < self.settings.max_plugins
-            key = name if own else OTHER
+            key = name if known else OTHER
             meter = self._meters.get(key)
             if meter is None:
+                labelled = sum(1 for m in self._meters.values() if m.label != OTHER)
                 meter = self._meters[key] = PluginMeter(
                     key,
                     counting=self.settings.enabled,
-                    budget=self._budget(name) if own else None,
+                    budget=self._budget(name) if known else None,
                     is_refusal=self._is_refusal,
                     on_spent=self._on_spent,
+                    label=key if known and labelled < self.settings.max_plugins else OTHER,
                 )
                 meter.record = self.record
             return meter
@@ -508,10 +553,14 @@ class HostMetrics:
             return sorted(self._meters)
 
     def stats(self, breaker: Callable[[str], str]) -> list[PluginStats]:
-        """A snapshot of every plugin's meter, by name; ``breaker(name)`` gives its state."""
+        """A snapshot of every plugin's meter, by label (the plugins beyond the cap summed
+        under :data:`OTHER`); ``breaker(name)`` gives a plugin's state."""
         with self._lock:
             meters = sorted(self._meters.items())
-        return [meter.stats(breaker(name)) for name, meter in meters]
+        by_label: dict[str, list[PluginStats]] = {}
+        for name, meter in meters:
+            by_label.setdefault(meter.label, []).append(meter.stats(breaker(name)))
+        return [_summed(label, group) for label, group in sorted(by_label.items())]
 
     def close(self) -> None:
         with self._lock:

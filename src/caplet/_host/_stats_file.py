@@ -219,6 +219,8 @@ def read_snapshots(state_dir: Path) -> list[HostSnapshot]:
             plugins = data["plugins"]
             if not isinstance(pid, int) or not isinstance(plugins, list):
                 raise TypeError("malformed")
+            # Rows that are not objects are not caplet's (readers call .get on each).
+            plugins = [row for row in plugins if isinstance(row, dict)]
             live = not data.get("ended") and ticks is not None and _start_ticks(pid) == ticks
             found.append(
                 HostSnapshot(

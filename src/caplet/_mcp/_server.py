@@ -257,7 +257,13 @@ class McpServer:
         uri = str(params.uri)
         sync = self.host.sync
         if uri == SYSTEM_MESSAGE_URI:
-            text = await anyio.to_thread.run_sync(sync.get_system_message_additions)
+            # Only the offered tools' plugins and functions: a hidden tool is invisible.
+            offered = (await anyio.to_thread.run_sync(self.catalog)).offered
+            text = await anyio.to_thread.run_sync(
+                lambda: sync.get_system_message_additions(
+                    offers=lambda plugin, target: (plugin, target) in offered
+                )
+            )
             text = agent_text(text, _SYSTEM_MESSAGE_CHARS)
             mime = "text/markdown"
         elif uri == STATS_URI:

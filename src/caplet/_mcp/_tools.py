@@ -153,7 +153,9 @@ def build_catalog(plugins: Iterable[PluginInfo], policy: McpPolicy) -> Catalog:
             continue
         entry = entries[0]
         target = f"{entry.module}.{entry.function}"
-        if not policy.offers(name, f"{entry.plugin}/{target}"):
+        # Deny is also matched on the unqualified name: a plugin that makes another's
+        # name contested (so it gains a digest) must not slip it past `--deny NAME`.
+        if not policy.offers(name, f"{entry.plugin}/{target}") or policy.hides(entry.base):
             continue
         tools[name] = _tool(name, by_name[entry.plugin], entry, policy)
         offered.add((entry.plugin, target))
