@@ -265,7 +265,11 @@ async def test_guest_exec_reaches_only_offered_tools(workspace: Path) -> None:
         assert ran.structured_content["stdout"] == "out\n"
         hidden = await client.call_tool("exec", {"code": "import host.notes as n\nn.secret()"})
         assert hidden.is_error
-        assert "not offered to agents" in _text(hidden)
+        # A hidden function is not there for guest code: its name is not listed either.
+        assert (
+            "AttributeError: module 'host.notes' has no function 'secret'; plugin 'notes' "
+            "declares: echo, add, spin, burn, boom, refuse"
+        ) in _text(hidden)
         assert "the secret" not in _text(hidden)
         bad = await client.call_tool("exec", {"code": 42})
         assert bad.is_error
@@ -596,6 +600,23 @@ async def test_hidden_plugins_stay_out_of_the_system_message_and_workers_cannot_
         assert "loud.shout" in text
         for leak in ("vault", "VAULT"):
             assert leak not in text, f"{leak!r} in the system message of a hidden plugin"
+        # Nor can guest code find it: host.vault is not importable, as if no plugin
+        # declared it (before, the import worked and dir() listed open_vault).
+        probe = await client.call_tool(
+            "exec",
+            {
+                "code": "import host.loud as l\nprint(sorted(n for n in dir(l) if not "
+                "n.startswith('_')))\ntry:\n    import host.vault\nexcept ImportError as e:"
+                "\n    print(e)"
+            },
+        )
+        assert not probe.is_error, _text(probe)
+        assert probe.structured_content is not None
+        out = probe.structured_content["stdout"]
+        assert out.splitlines()[0] == "['shout']"
+        assert "no plugin declares a module 'vault'" in out, out
+        assert "open_vault" not in out, out
+        assert "VAULT" not in out, out
         # A worker's stdout is not the server's: the forged answers never reach the client.
         for _ in range(3):
             loud = await client.call_tool("loud_shout", {"args": ["hi"]})

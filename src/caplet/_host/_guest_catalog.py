@@ -15,7 +15,8 @@ handler for each call, and by ``get_system_message_additions``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from caplet._host._records import PluginInfo, PluginState
@@ -38,6 +39,26 @@ class GuestCatalog:
             if module.name == name:
                 return module
         return None
+
+    def offered(self, gate: Callable[[str, str], str | None]) -> GuestCatalog:
+        """This catalog as guest code behind ``gate`` sees it (``caplet mcp``'s allow/deny).
+
+        A function ``gate(plugin, "module.function")`` refuses is left out, and a
+        module left with none is gone, as if no plugin declared it; so are the
+        unavailable modules, whose reasons name plugins the gate may hide. A
+        hidden plugin's names never reach the snippet (red team of issue 17:
+        ``dir(host.vault)`` listed a denied plugin's functions).
+        """
+        modules: list[HostModule] = []
+        for module in self.modules:
+            functions = tuple(
+                f
+                for f in module.functions
+                if gate(module.plugin, f"{module.name}.{f.name}") is None
+            )
+            if functions:
+                modules.append(dataclasses.replace(module, functions=functions))
+        return GuestCatalog(tuple(modules), {})
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -1335,8 +1335,13 @@ class PluginHost:
         :class:`WorkerStartError` when no sandbox can be started.
         """
         runner = self._guest_runner()
+        catalog: Callable[[], GuestCatalog] = self._guest_catalog
+        if gate is not None:
+            # What the gate hides is not even importable: its names stay out too.
+            offered_gate = gate
+            catalog = lambda: self._guest_catalog().offered(offered_gate)  # noqa: E731
         handler = GuestRequests(
-            self._guest_catalog,
+            catalog,
             self._call_from_guest if gate is None else _gated(gate, self._call_from_guest),
             self.manager.validators,
             self.manager.log_decision,
@@ -1344,7 +1349,7 @@ class PluginHost:
         return runner.run(
             code,
             timeout=timeout,
-            catalog=self._guest_catalog(),
+            catalog=catalog(),
             handler=handler,
             cancel=getattr(self._cancel, "event", None),
         )
