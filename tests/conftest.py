@@ -169,7 +169,11 @@ def dask_scheduler() -> Iterator[str]:
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        # The scheduler serves HTTP routes even without a dashboard, on
+        # dashboard_address or else its default 8787 (distributed/node.py,
+        # start_http_server): a fixed port two test runs clash on, which warns
+        # (an error here). A free port of the loopback instead.
+        dashboard_address="127.0.0.1:0",
     ) as cluster:
         yield cluster.scheduler_address
 
