@@ -114,8 +114,10 @@ def _compiled(name: str, machine: str) -> bool:
     )
 
 
-def _decider(machine: str, *, allow_exec: bool = False, notify: bool = False) -> Decide:
-    program = build_filter(allow_exec=allow_exec, machine=machine, notify=notify)
+def _decider(
+    machine: str, *, allow_exec: bool = False, notify: bool = False, memfd: bool = True
+) -> Decide:
+    program = build_filter(allow_exec=allow_exec, machine=machine, notify=notify, memfd=memfd)
 
     def decide(name: str, *args: int) -> int:
         number = syscall_number(name, machine)
@@ -214,6 +216,26 @@ def test_exec_only_with_allow_exec(machine: str) -> None:
     assert with_exec("memfd_create", 0, mfd_cloexec) == _DENY
     assert with_exec("memfd_create", 0, mfd_exec) == _DENY
     assert with_exec("memfd_create", 0, mfd_noexec_seal | mfd_cloexec) == _ALLOW
+
+
+@pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))
+@pytest.mark.parametrize("allow_exec", [False, True])
+@pytest.mark.parametrize("notify", [False, True])
+def test_no_memfd_where_nothing_bounds_its_pages(
+    machine: str, allow_exec: bool, notify: bool
+) -> None:
+    # A worker with a memory limit but no memory cgroup (red-team finding 9):
+    # refused and counted, whatever the flags; nothing else changes.
+    decide = _decider(machine, allow_exec=allow_exec, notify=notify, memfd=False)
+    bounded = _decider(machine, allow_exec=allow_exec, notify=notify)
+    refused = _NOTIFY if notify else _DENY
+    mfd_cloexec, mfd_noexec_seal = 0x1, 0x8
+    for flags in (0, mfd_cloexec, mfd_noexec_seal | mfd_cloexec):
+        assert decide("memfd_create", 0, flags) == refused
+    assert bounded("memfd_create", 0, mfd_noexec_seal | mfd_cloexec) == _ALLOW
+    for name in ("mmap", "write", "ftruncate", "pipe2", "socketpair", "clone"):
+        if _compiled(name, machine):
+            assert decide(name, 0, 0, 0, 0) == bounded(name, 0, 0, 0, 0), name
 
 
 @pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))

@@ -41,7 +41,9 @@ What the program does, in order:
    (:data:`~caplet._sandbox._seccomp_policy.CONDITIONAL`) only when an
    argument rule holds, ``execve``/``execveat`` only with ``allow_exec``,
    and then ``memfd_create`` only sealed against execution
-   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`);
+   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`), and not at all
+   without ``memfd`` (a worker with a memory limit but no memory cgroup:
+   nothing would bound what its memfds hold, see :mod:`caplet._sandbox._cgroup`);
 4. a few calls that ordinary code makes and whose failure it handles are
    refused with RET_ERRNO, uncounted
    (:data:`~caplet._sandbox._seccomp_policy.QUIET_REFUSALS`): ``clone3``
@@ -79,6 +81,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import itertools
 import os
 import select
 import sys
@@ -164,7 +167,7 @@ _OPTIMIZE_BINARY_TREE = 2
 _PREPARE_PROBLEM: str | None = None
 
 
-def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
+def _compile(machine: str, *, allow_exec: bool, notify: bool, memfd: bool) -> bytes:
     arch = ARCH_TOKEN[machine]
     deny = SCMP_ACT_NOTIFY if notify else scmp_act_errno(errno.EPERM)
     with SeccompCompiler(deny) as compiler:
@@ -188,8 +191,9 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
         conditionals = list(CONDITIONAL)
         if allow_exec:
             plain += EXEC
-            conditionals += WHEN_EXEC
-        else:
+            if memfd:
+                conditionals += WHEN_EXEC
+        elif memfd:
             plain += [conditional.syscall for conditional in WHEN_EXEC]
         for name in plain:
             found = number(name)
@@ -221,16 +225,19 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
 
 
 @functools.cache
-def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool = False) -> bytes:
+def build_filter(
+    *, allow_exec: bool, machine: str | None = None, notify: bool = False, memfd: bool = True
+) -> bytes:
     """The seccomp program (``struct sock_filter`` entries, 8 bytes each) for ``machine``.
 
     ``machine`` defaults to ``os.uname().machine``; an architecture caplet
     has no table for raises :class:`SandboxError` (fail closed), as does a
     missing or failing libseccomp. With ``notify`` the default action is
     SECCOMP_RET_USER_NOTIF instead of RET_ERRNO(EPERM), for a supervisor to
-    answer and count. The result depends only on the arguments, so it is
-    cached: the zygote builds each variant once (:func:`prepare_filters`)
-    and every worker inherits them.
+    answer and count. Without ``memfd``, ``memfd_create`` meets the default
+    action (refused and counted) whatever its flags. The result depends
+    only on the arguments, so it is cached: the zygote builds each variant
+    once (:func:`prepare_filters`) and every worker inherits them.
     """
     machine = machine_or_native(machine)
     if machine not in ARCH_TOKEN:
@@ -243,7 +250,7 @@ def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool =
     if problem is not None:
         raise SandboxError(f"seccomp: {problem}")
     try:
-        return _compile(machine, allow_exec=allow_exec, notify=notify)
+        return _compile(machine, allow_exec=allow_exec, notify=notify, memfd=memfd)
     except OSError as exc:
         raise SandboxError(
             f"seccomp: libseccomp could not compile the worker's filter ({exc.strerror}); "
@@ -263,16 +270,15 @@ def prepare_filters() -> None:
         return
     syscall_names()
     try:
-        for allow_exec in (False, True):
-            for notify in (False, True):
-                if notify and seccomp_notify_problem() is not None:
-                    continue
-                build_filter(allow_exec=allow_exec, notify=notify)
+        for allow_exec, notify, memfd in itertools.product((False, True), repeat=3):
+            if notify and seccomp_notify_problem() is not None:
+                continue
+            build_filter(allow_exec=allow_exec, notify=notify, memfd=memfd)
     except SandboxError as exc:
         _PREPARE_PROBLEM = str(exc).removeprefix("seccomp: ")
 
 
-def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
+def apply_seccomp(*, allow_exec: bool, notify: bool = False, memfd: bool = True) -> int | None:
     """Install the filter on the calling thread; it is inherited and never removed.
 
     Sets no_new_privs first (seccomp(2): without CAP_SYS_ADMIN a filter may
@@ -288,8 +294,10 @@ def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
     blocks (and once every copy of the fd is closed it fails with ENOSYS,
     seccomp_unotify(2)), so the caller must hand it over before making any
     refused call and must never run plugin code if that fails.
+
+    ``memfd=False`` refuses ``memfd_create`` (see :func:`build_filter`).
     """
-    program = build_filter(allow_exec=allow_exec, notify=notify)
+    program = build_filter(allow_exec=allow_exec, notify=notify, memfd=memfd)
     try:
         set_no_new_privs()
         if notify:

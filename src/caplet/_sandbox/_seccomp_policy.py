@@ -416,7 +416,8 @@ WHEN_EXEC: tuple[Conditional, ...] = (
         "anonymous memory files (os.memfd_create, shared buffers); an anonymous file lies "
         "outside every Landlock rule, so a worker that may exec could copy any program "
         "into one and run it (fexecve, /proc/self/fd/N): it gets only memfds sealed "
-        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3)",
+        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3). A worker with a memory limit "
+        "but no memory cgroup gets none: RLIMIT_AS does not see a memfd's pages",
         ((Masked(1, _MFD_NOEXEC_SEAL, _MFD_NOEXEC_SEAL),),),
     ),
 )
