@@ -379,7 +379,11 @@ def test_without_a_memory_limit_a_memfd_is_allowed(
 def test_doctor_says_how_memory_is_bounded(without_cgroups: SandboxLauncher) -> None:
     del without_cgroups  # only its environment: the report starts a zygote of its own
     memory = isolation_report().details["memory"]
-    assert memory == "bounded per process only (disabled by CAPLET_TEST_DISABLE_LAYERS (test-only))"
+    assert memory == (
+        "a worker's memory is bounded per process only (RLIMIT_AS), and memfd_create is refused "
+        "to workers with a memory limit (no memory cgroup: disabled by "
+        "CAPLET_TEST_DISABLE_LAYERS (test-only))"
+    )
 
 
 @NEEDS_CGROUP

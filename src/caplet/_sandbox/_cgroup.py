@@ -51,7 +51,20 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CgroupProbe", "CgroupRoot", "WorkerCgroup", "open_cgroups", "sweep_stale"]
+__all__ = [
+    "MEMORY_FALLBACK",
+    "CgroupProbe",
+    "CgroupRoot",
+    "WorkerCgroup",
+    "open_cgroups",
+    "sweep_stale",
+]
+
+#: What bounds a worker's memory where no memory cgroup does (docs/security.md).
+MEMORY_FALLBACK = (
+    "a worker's memory is bounded per process only (RLIMIT_AS), and memfd_create is "
+    "refused to workers with a memory limit"
+)
 
 _V1_PIDS = Path("/sys/fs/cgroup/pids")
 _V1_MEMORY = Path("/sys/fs/cgroup/memory")
@@ -158,7 +171,9 @@ class CgroupProbe:
     @property
     def problem(self) -> str:
         """The ``cgroup`` layer's report: "" when both halves are here, else what is not."""
-        missing = [p for p in (self.pids_problem, self.memory_problem) if p]
+        missing = [self.pids_problem] if self.pids_problem else []
+        if self.memory_problem:
+            missing.append(f"{self.memory_problem}: {MEMORY_FALLBACK}")
         return "; ".join(missing)
 
 
@@ -182,11 +197,6 @@ def open_cgroups(name: str, *, stale_prefix: str = "") -> CgroupProbe:
             memory_bases.append((v2, True))
     pids, pids_problem = _open(pids_bases, name, stale_prefix, "pids")
     memory, memory_problem = _open(memory_bases, name, stale_prefix, "memory")
-    if memory_problem:
-        memory_problem += (
-            ": a worker's memory is bounded per process only (RLIMIT_AS), and memfd_create "
-            "is refused to workers with a memory limit"
-        )
     if pids is None and memory is None:
         return CgroupProbe(None, pids_problem, memory_problem)
     return CgroupProbe(CgroupRoot(pids, memory), pids_problem, memory_problem)

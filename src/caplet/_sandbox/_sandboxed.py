@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import msgpack
 
 from caplet._errors import ProtocolError, WorkerStartError
+from caplet._sandbox._cgroup import MEMORY_FALLBACK
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from caplet._sandbox._jail import DISABLE_LAYERS_ENV
 from caplet._sandbox._launcher import WorkerSpec
@@ -548,7 +549,7 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
         "bounded per worker: a memory cgroup holds all its processes, shared memory (memfd, "
         "its /tmp), pipe and socket buffers to memory_mb + tmp_size_mb, without swap"
         if not memory
-        else f"bounded per process only ({memory})"
+        else f"{MEMORY_FALLBACK} (no memory cgroup: {memory})"
     )
     details["landlock_abi"] = str(landlock_abi())
     if not layers.get("seccomp") and not seccomp_enforced():
