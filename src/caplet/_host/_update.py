@@ -11,8 +11,10 @@ Seed 004's update mechanism, on caplet's trust model:
 3. **diff** it against what was approved (the lock entry, else the approval,
    else the declared ones) and require explicit **consent** for anything
    that widens it (issue 14, :mod:`._consent`): a capability added or
-   broadened, a plugin added to ``requires``, a lower version, a higher
-   audited risk; a re-spelling is not an addition (:mod:`._capdiff`). An
+   broadened, a templated capability whose default now reaches further
+   (red-team finding 8, :mod:`._defaults`), a plugin added to ``requires``,
+   a lower version, a higher audited risk; a re-spelling is not an
+   addition (:mod:`._capdiff`). An
    update of a plugin that is not approved (nor, in locked mode, pinned)
    always needs consent, since its health check runs the new version;
 4. **snapshot** the current version by moving it to ``.../old`` and **swap**
@@ -36,9 +38,10 @@ import datetime as dt
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from caplet._atomic import fsync_directory
 from caplet._audit._model import AuditResult
@@ -47,8 +50,8 @@ from caplet._capabilities._lint import lint_composition
 from caplet._errors import CapletError, SignatureError, UpdateError
 from caplet._findings import RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
-from caplet._host._consent import Widening, describe_widening, widening
-from caplet._host._host import PluginHost
+from caplet._host._consent import Consent, Widening, describe_widening, widening
+from caplet._host._defaults import template_defaults
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
     UpdateJournal,
@@ -67,9 +70,43 @@ from caplet._trust._lockfile import LockEntry, read_lockfile, update_lockfile
 from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key
 from caplet._trust._snapshot import make_snapshot
 from caplet._trust._source import SourceKind
-from caplet._trust._store import ApprovalRecord
+from caplet._trust._store import ApprovalRecord, ApprovedDefaults
 
-__all__ = ["UpdateConsent", "UpdateReport", "update_plugin"]
+if TYPE_CHECKING:
+    from caplet._config._prompt import Prompter
+    from caplet._host._manager import PluginManager
+    from caplet._host._policy import Policy
+    from caplet._host._records import Outcome
+
+__all__ = ["UpdatableHost", "UpdateConsent", "UpdateReport", "update_plugin"]
+
+
+class UpdatableHost(Protocol):
+    """What an update needs of :class:`~caplet.PluginHost` (a Protocol, so this module
+    does not import the host that calls it)."""
+
+    @property
+    def manager(self) -> PluginManager: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    def discover(self) -> int: ...
+
+    def enable(
+        self,
+        name: str,
+        inline: Iterable[str] = (),
+        *,
+        config: Mapping[str, object] | None = None,
+        prompter: Prompter | None = None,
+        consent: bool | Consent = False,
+    ) -> Outcome: ...
+
+    def disable(self, name: str) -> Outcome: ...
+
+    def check_health(self, name: str, *, timeout_s: float) -> Outcome: ...
+
 
 #: Asked with what the new version widens (its ``added``, ``removed``, ``kept``
 #: capabilities read like a capability diff), or when the plugin is not approved.
@@ -111,7 +148,7 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _stage(host: PluginHost, name: str, source: str | Path, parent: Path) -> Path:
+def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> Path:
     """Copy the new version into ``parent/<name>``; returns that folder."""
     parent.mkdir(parents=True, exist_ok=True)
     path = Path(source)
@@ -143,7 +180,7 @@ def _stage(host: PluginHost, name: str, source: str | Path, parent: Path) -> Pat
     return target
 
 
-def _approved_before(host: PluginHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
+def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
     """What the old version was allowed: the lock entry, else the approval, else declared."""
     info = host.manager.require_plugin(name)
     if entry is not None:
@@ -154,7 +191,26 @@ def _approved_before(host: PluginHost, name: str, entry: LockEntry | None) -> tu
     return tuple(c.declared for c in info.manifest.capabilities)
 
 
-def _check_staged(host: PluginHost, name: str, staged: Path) -> tuple[Manifest, str, AuditResult]:
+def _defaults_before(
+    host: UpdatableHost, name: str, entry: LockEntry | None, installed: str
+) -> tuple[ApprovedDefaults | None, str]:
+    """The defaults the old version was allowed, or None and why they are not known.
+
+    The installed folder is the approved content (its approval, or its lock
+    entry, names its digest), so its manifest's defaults are the approved
+    ones, whether or not the approval recorded them. A lock entry that pins
+    other content leaves them unknown: that content is not on this machine.
+    An update carries the approval to every later enable, so defaults are
+    compared as they are, whatever this process configured.
+    """
+    if entry is not None and entry.digest != installed:
+        return None, "the lock entry pins other content than the installed one"
+    return template_defaults(host.manager.require_plugin(name).manifest), ""
+
+
+def _check_staged(
+    host: UpdatableHost, name: str, staged: Path
+) -> tuple[Manifest, str, AuditResult]:
     """Validate, hash, scan and audit the staged version; refuse what enable would refuse."""
     manifest = load_manifest(staged, allow_broad=host.policy.allow_broad_paths)
     if manifest.name != name:
@@ -217,7 +273,7 @@ def _now_utc() -> dt.datetime:
 
 
 def update_plugin(
-    host: PluginHost,
+    host: UpdatableHost,
     name: str,
     source: str | Path,
     *,
@@ -259,7 +315,7 @@ def update_plugin(
 
 
 def _transaction(
-    host: PluginHost,
+    host: UpdatableHost,
     name: str,
     source: str | Path,
     *,
@@ -326,11 +382,14 @@ def _transaction(
         old_risk: RiskLevel | None = old_entry.risk_level
     else:
         old_risk = current_approval.risk_level if current_approval is not None else None
+    approved_defaults, unknown = _defaults_before(host, name, old_entry, old_digest)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],
         old_entry.version if old_entry is not None else info.version,
         manifest,
+        approved_defaults=approved_defaults,
+        unknown_defaults=unknown,
         approved_risk=old_risk,
         risk=audit.risk_level,
     )
@@ -363,6 +422,7 @@ def _transaction(
             verdict=audit.verdict,
             version=manifest.version,
             requires=tuple(r.name for r in manifest.requires),
+            defaults=template_defaults(manifest),
         )
     try:
         new_entry = (

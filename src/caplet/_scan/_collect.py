@@ -41,6 +41,9 @@ from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, 
 from caplet._scan._verdict import file_finding, finish, unused_capabilities
 
 __all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_NODES",
     "HARD_MAX_FILE_BYTES",
     "Collector",
     "Entry",
@@ -117,6 +120,13 @@ class Entry:
     relative: str
     kind: EntryKind
     detail: str = ""
+
+
+#: The scanner's default limits (scan_tree's keyword defaults; the self-check replays
+#: its canaries with them).
+DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_DEPTH = 200
+DEFAULT_MAX_NODES = 500_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,9 @@ from caplet._errors import ScanError
 from caplet._findings import Finding
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, detect_format, iter_archive
 from caplet._scan._collect import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_NODES,
     Collector,
     Entry,
     EntryKind,
@@ -56,10 +59,6 @@ __all__ = [
     "scan_source",
     "scan_tree",
 ]
-
-DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
-DEFAULT_MAX_DEPTH = 200
-DEFAULT_MAX_NODES = 500_000
 
 
 def _check_limits(**limits: int) -> None:

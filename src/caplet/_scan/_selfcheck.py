@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from caplet._errors import ScanError
+from caplet._scan import _collect
 from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import RULES, RuleKind
 
@@ -125,11 +126,8 @@ def _passes_prefilter(item: RuleExample) -> bool:
 
 def _replay(item: RuleExample) -> Iterator[Finding]:
     """Findings of ``item.bad``, scanned in memory the way ``scan_tree`` scans a file."""
-    # Imported here: the scanner imports this module to call self_check().
-    from caplet._scan import _collect, _scanner
-
-    max_file_bytes = item.max_file_bytes or _scanner.DEFAULT_MAX_FILE_BYTES
-    limits = _collect.Limits(max_file_bytes, _scanner.DEFAULT_MAX_DEPTH, _scanner.DEFAULT_MAX_NODES)
+    max_file_bytes = item.max_file_bytes or _collect.DEFAULT_MAX_FILE_BYTES
+    limits = _collect.Limits(max_file_bytes, _collect.DEFAULT_MAX_DEPTH, _collect.DEFAULT_MAX_NODES)
     tree = item.files or ((item.filename, item.bad.encode("utf-8", "surrogatepass")),)
     paths = [path for path, _ in tree]
     collector = _collect.Collector(
