@@ -39,6 +39,7 @@ HOARD = """
 import errno, fcntl, os, socket, time
 
 MIB = 1 << 20
+PAGE = os.sysconf("SC_PAGE_SIZE")
 F_SETPIPE_SZ = 1031  # fcntl(2)
 
 
@@ -99,6 +100,68 @@ def create_functions(config):
                 except BlockingIOError:
                     pass
 
+    def sndbuf(limit, report):
+        # SO_SNDBUF asks for more than a socket's default buffer (up to 2 x wmem_max).
+        chunk, total = b"x" * 65536, 0
+        while total < limit:
+            pair = socket.socketpair()
+            held.extend(pair)
+            for end in pair:
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+                end.setblocking(False)
+                try:
+                    while total < limit:
+                        total += end.send(chunk)
+                        report(total)
+                except BlockingIOError:
+                    pass
+
+    def spliced(limit, report):
+        # A packet-mode pipe gives each one-byte write a page of its own; splice
+        # moves the pages into a socket, which is charged one byte for each.
+        total = 0
+        while total < limit:
+            pair = socket.socketpair()
+            held.extend(pair)
+            pair[0].setblocking(False)
+            read_end, write_end = os.pipe2(os.O_DIRECT | os.O_NONBLOCK)
+            try:
+                while total < limit:
+                    for _ in range(16):
+                        os.write(write_end, b"x")
+                    moved = os.splice(read_end, pair[0].fileno(), 16, flags=os.SPLICE_F_NONBLOCK)
+                    total += moved * PAGE
+                    report(total)
+                    if moved < 16:
+                        break
+            except BlockingIOError:
+                pass
+            finally:
+                os.close(read_end)
+                os.close(write_end)
+
+    def sendfile(limit, report):
+        # One byte of each page of a /tmp file into a socket, then the file is
+        # deleted: tmpfs gets its size back, the socket keeps the pages.
+        total = 0
+        while total < limit:
+            pair = socket.socketpair()
+            held.extend(pair)
+            fd = os.open("spool", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, b"y" * (2 * 1024 * PAGE))
+                for index, end in enumerate(pair):
+                    end.setblocking(False)
+                    try:
+                        for page in range(index * 1024, (index + 1) * 1024):
+                            total += os.sendfile(end.fileno(), fd, page * PAGE, 1) * PAGE
+                            report(total)
+                    except BlockingIOError:
+                        pass
+            finally:
+                os.close(fd)
+                os.unlink("spool")
+
     def heap(limit, report):
         total = 0
         while total < limit:
@@ -106,7 +169,16 @@ def create_functions(config):
             total += MIB
             report(total)
 
-    fills = {"memfd": memfd, "tmpfs": tmpfs, "pipes": pipes, "sockets": sockets, "heap": heap}
+    fills = {
+        "memfd": memfd,
+        "tmpfs": tmpfs,
+        "pipes": pipes,
+        "sockets": sockets,
+        "sndbuf": sndbuf,
+        "spliced": spliced,
+        "sendfile": sendfile,
+        "heap": heap,
+    }
 
     def fill(vector, limit, report):
         last = [0]
@@ -254,6 +326,10 @@ def _memfd_bytes(pids: list[int]) -> int:
         ("tmpfs", 1, 256),
         ("pipes", 1, 256),
         ("sockets", 1, 256),
+        # Without a memory cgroup these are refused: a socket holds its default buffer only.
+        ("sndbuf", 1, 256),
+        ("spliced", 1, 256),
+        ("sendfile", 1, 256),
         # Without a memory cgroup these are bounded per process only (docs/security.md).
         pytest.param("sockets", 1, 4096, marks=NEEDS_CGROUP),
         pytest.param("heap", 12, 256, marks=NEEDS_CGROUP),
@@ -365,6 +441,23 @@ def test_without_a_memory_cgroup_no_worker_gets_a_memfd(
     assert _reported_mb(spec) == 0
 
 
+@pytest.mark.parametrize(
+    ("vector", "denials"),
+    [("sndbuf", {"setsockopt": 1}), ("spliced", {"splice": 1}), ("sendfile", {})],
+)
+def test_without_a_memory_cgroup_no_socket_holds_more_than_its_buffer(
+    tmp_path: Path, without_cgroups: SandboxLauncher, vector: str, denials: dict[str, int]
+) -> None:
+    # What bounds socket memory there is each socket's default send buffer:
+    # nothing may size it up or fill it with pages charged one byte each
+    # (sendfile is refused quietly: shutil.copyfile tries it on every copy).
+    spec = _hoarder(tmp_path)
+    with without_cgroups.start(spec) as worker:
+        result = worker.call("probe", "hoard", (vector, 3 * BOUND_MB, 1), {}, timeout_s=120)
+    assert result == {"held": 0, "stopped": "EPERM"}
+    assert dict(worker.denials) == denials
+
+
 def test_without_a_memory_limit_a_memfd_is_allowed(
     tmp_path: Path, without_cgroups: SandboxLauncher
 ) -> None:
@@ -380,8 +473,9 @@ def test_doctor_says_how_memory_is_bounded(without_cgroups: SandboxLauncher) -> 
     del without_cgroups  # only its environment: the report starts a zygote of its own
     memory = isolation_report().details["memory"]
     assert memory == (
-        "a worker's memory is bounded per process only (RLIMIT_AS), and memfd_create is refused "
-        "to workers with a memory limit (no memory cgroup: disabled by "
+        "a worker's memory is bounded per process only (RLIMIT_AS and its descriptors' buffers), "
+        "and memfd_create, splice, sendfile and socket buffer sizes are refused to workers with "
+        "a memory limit (no memory cgroup: disabled by "
         "CAPLET_TEST_DISABLE_LAYERS (test-only))"
     )
 

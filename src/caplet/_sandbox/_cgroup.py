@@ -37,8 +37,10 @@ forks anything. Where they live:
 
 Each half is optional on its own: :func:`open_cgroups` says what is missing
 and why, and the zygote then refuses ``memfd_create`` to workers with a
-memory limit (nothing else could bound what a memfd holds; see
-``_zygote._child``). ``caplet doctor`` shows it.
+memory limit (nothing else could bound what a memfd holds), and what would
+let a socket hold more than its default buffer (``splice``, ``sendfile``,
+``SO_SNDBUF``: ``_seccomp_policy.UNBOUNDED_MEMORY``; see ``_zygote._child``).
+``caplet doctor`` shows it.
 
 This module runs in the zygote: stdlib only.
 """
@@ -62,8 +64,9 @@ __all__ = [
 
 #: What bounds a worker's memory where no memory cgroup does (docs/security.md).
 MEMORY_FALLBACK = (
-    "a worker's memory is bounded per process only (RLIMIT_AS), and memfd_create is "
-    "refused to workers with a memory limit"
+    "a worker's memory is bounded per process only (RLIMIT_AS and its descriptors' "
+    "buffers), and memfd_create, splice, sendfile and socket buffer sizes are refused to "
+    "workers with a memory limit"
 )
 
 _V1_PIDS = Path("/sys/fs/cgroup/pids")

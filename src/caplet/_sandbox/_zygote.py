@@ -349,10 +349,13 @@ def _child(
         snapshot_fd = _become_worker(request.workdir, request.snapshot, zygote_pid)
     if "seccomp" in request.layers:
         # Nothing but a memory cgroup bounds what a memfd holds (RLIMIT_AS
-        # never sees its pages: red-team finding 9, _cgroup's docstring).
-        memfd = memory_cgroup or request.limits.memory_mb is None
+        # never sees its pages: red-team finding 9, _cgroup's docstring), nor
+        # what splice/sendfile and sized buffers put in a socket.
+        memory_bounded = memory_cgroup or request.limits.memory_mb is None
         listener = apply_seccomp(
-            allow_exec=request.allow_exec, notify=handover_fd is not None, memfd=memfd
+            allow_exec=request.allow_exec,
+            notify=handover_fd is not None,
+            memory_bounded=memory_bounded,
         )
         if listener is not None:
             _hand_over(listener)
