@@ -218,7 +218,19 @@ def create_functions(config):
             total += int(answer)
         return {"held": total, "stopped": ""}
 
-    return {"probe": {"hoard": hoard}}
+    def escape(paths):
+        # Loosen the worker's own limits, or leave its cgroup for its zygote's.
+        out = {}
+        for path in paths:
+            try:
+                with open(path, "w") as file:
+                    file.write("max\\n" if "cgroup.procs" not in path else f"{os.getpid()}\\n")
+                out[path] = "written"
+            except OSError as exc:
+                out[path] = errno.errorcode.get(exc.errno, str(exc.errno))
+        return out
+
+    return {"probe": {"hoard": hoard, "escape": escape}}
 """
 
 
@@ -236,7 +248,7 @@ def _hoarder(tmp_path: Path, **limits: Any) -> WorkerSpec:
         snapshot_dir=snapshot,
         entry="plugin.py",
         config={"progress": str(progress)},
-        modules={"probe": ("hoard",)},
+        modules={"probe": ("hoard", "escape")},
         workdir=tmp_path,
         grants=(PathGrant(str(out), writable=True),),
         memory_mb=MEMORY_MB,
@@ -330,10 +342,10 @@ def _memfd_bytes(pids: list[int]) -> int:
         ("sndbuf", 1, 256),
         ("spliced", 1, 256),
         ("sendfile", 1, 256),
+        ("memfd", 12, 256),  # without a memory cgroup refused in every process
         # Without a memory cgroup these are bounded per process only (docs/security.md).
         pytest.param("sockets", 1, 4096, marks=NEEDS_CGROUP),
         pytest.param("heap", 12, 256, marks=NEEDS_CGROUP),
-        pytest.param("memfd", 12, 256, marks=NEEDS_CGROUP),
     ],
 )
 def test_memory_outside_the_address_space_is_bounded_too(
@@ -416,6 +428,32 @@ def _memory_cgroup(pid: int) -> Path:
         if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
             return Path("/sys/fs/cgroup", path.lstrip("/"))
     raise AssertionError(f"worker {pid} is in no memory cgroup")
+
+
+@NEEDS_CGROUP
+def test_a_worker_without_a_jail_cannot_loosen_or_leave_its_cgroups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Best-effort isolation (no namespaces, no Landlock) leaves /sys/fs/cgroup
+    # in view: the worker's cgroups and its zygote's are root's and 0700, and
+    # a root host's worker is never root (_identity).
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces,landlock")
+    launcher = SandboxLauncher(strict=False)
+    try:
+        # Without a jail the worker cannot reach pytest's (root's) directories.
+        spec = dataclasses.replace(_hoarder(tmp_path), config={"progress": "/dev/null"})
+        with launcher.start(spec) as worker:
+            memory = _memory_cgroup(worker.pid)
+            limits = [memory / name for name in ("memory.limit_in_bytes", "memory.max")]
+            limits = [path for path in limits if path.exists()]
+            before = [path.read_text() for path in limits]
+            targets = [*limits, memory / "cgroup.procs", memory.parent / "cgroup.procs"]
+            result = worker.call("probe", "escape", ([str(t) for t in targets],), {}, timeout_s=60)
+            assert result == {str(t): "EACCES" for t in targets}
+            assert [path.read_text() for path in limits] == before
+            assert _memory_cgroup(worker.pid) == memory
+    finally:
+        launcher.close()
 
 
 @pytest.fixture
