@@ -334,10 +334,10 @@ def own_identity() -> WorkerIdentity:
 
 
 #: Whether the suite runs as root. CI runs the security tests both ways
-#: (.ci/run): as root every isolation layer is here, the optional pids cgroup
+#: (.ci/run): as root every isolation layer is here, the optional cgroups
 #: included; an unprivileged user has it only where a cgroup was delegated to
 #: it, so tests of the cgroup itself need root there.
 ROOT = os.geteuid() == 0
 NEEDS_CGROUP = pytest.mark.skipif(
-    not ROOT, reason="the pids cgroup layer needs root (or a delegated cgroup)"
+    not ROOT, reason="the cgroup layer (pids and memory cgroups) needs root (or a delegated cgroup)"
 )

@@ -222,49 +222,6 @@ def test_memory_limit(start: Start) -> None:
         call(worker, "allocate", 1024)
 
 
-MEMFD = """
-import os
-
-def create_functions(config):
-    held = []
-
-    def hold(megabytes, chunks):
-        block = b"x" * (1 << 20)
-        for _ in range(chunks):
-            fd = os.memfd_create("hold")
-            try:
-                for _ in range(megabytes):
-                    os.write(fd, block)
-            except OSError:
-                os.close(fd)
-                break
-            held.append(fd)
-        return len(held) * megabytes
-
-    return {"probe": {"hold": hold}}
-"""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="memfd pages are not address space: a worker with memory_mb=128 holds 512 MiB of "
-    "the host's RAM (RLIMIT_FSIZE per memfd x RLIMIT_NOFILE, per process)",
-)
-def test_memory_outside_the_address_space_is_bounded_too(
-    tmp_path: Path, launcher: SandboxLauncher
-) -> None:
-    # RLIMIT_AS bounds mappings; a memfd written with write(2) is never
-    # mapped. A red-team plugin with the default 512 MiB limit held 1.5 GiB of
-    # shared memory this way (Shmem in /proc/meminfo); each memfd is bounded
-    # only by RLIMIT_FSIZE (64 MiB), their number by RLIMIT_NOFILE (256), per
-    # process, and processes by the pids limit: far past any configured limit.
-    spec = _spec(tmp_path, "memfd", MEMFD, ("hold",), memory_mb=128)
-    with launcher.start(spec) as worker:
-        held = worker.call("probe", "hold", (32, 16), {}, timeout_s=60)
-    assert isinstance(held, int)
-    assert held <= 128
-
-
 def test_strict_refuses_when_a_layer_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -114,8 +114,12 @@ def _compiled(name: str, machine: str) -> bool:
     )
 
 
-def _decider(machine: str, *, allow_exec: bool = False, notify: bool = False) -> Decide:
-    program = build_filter(allow_exec=allow_exec, machine=machine, notify=notify)
+def _decider(
+    machine: str, *, allow_exec: bool = False, notify: bool = False, memory_bounded: bool = True
+) -> Decide:
+    program = build_filter(
+        allow_exec=allow_exec, machine=machine, notify=notify, memory_bounded=memory_bounded
+    )
 
     def decide(name: str, *args: int) -> int:
         number = syscall_number(name, machine)
@@ -214,6 +218,52 @@ def test_exec_only_with_allow_exec(machine: str) -> None:
     assert with_exec("memfd_create", 0, mfd_cloexec) == _DENY
     assert with_exec("memfd_create", 0, mfd_exec) == _DENY
     assert with_exec("memfd_create", 0, mfd_noexec_seal | mfd_cloexec) == _ALLOW
+
+
+@pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))
+@pytest.mark.parametrize("allow_exec", [False, True])
+@pytest.mark.parametrize("notify", [False, True])
+def test_no_memfd_where_nothing_bounds_its_pages(
+    machine: str, allow_exec: bool, notify: bool
+) -> None:
+    # A worker with a memory limit but no memory cgroup (red-team finding 9):
+    # refused and counted, whatever the flags; nothing else changes.
+    decide = _decider(machine, allow_exec=allow_exec, notify=notify, memory_bounded=False)
+    bounded = _decider(machine, allow_exec=allow_exec, notify=notify)
+    refused = _NOTIFY if notify else _DENY
+    mfd_cloexec, mfd_noexec_seal = 0x1, 0x8
+    for flags in (0, mfd_cloexec, mfd_noexec_seal | mfd_cloexec):
+        assert decide("memfd_create", 0, flags) == refused
+    assert bounded("memfd_create", 0, mfd_noexec_seal | mfd_cloexec) == _ALLOW
+    for name in ("mmap", "write", "ftruncate", "pipe2", "socketpair", "clone", "tee"):
+        if _compiled(name, machine):
+            assert decide(name, 0, 0, 0, 0) == bounded(name, 0, 0, 0, 0), name
+
+
+@pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))
+@pytest.mark.parametrize("notify", [False, True])
+def test_no_socket_holds_more_than_its_buffer_where_nothing_bounds_its_pages(
+    machine: str, notify: bool
+) -> None:
+    # Without a memory cgroup a socket may hold its default send buffer and
+    # no more: splice and sendfile put a page per byte in it, SO_SNDBUF and
+    # friends raise the buffer 40-fold (tests/_sandbox/test_cgroup.py).
+    decide = _decider(machine, notify=notify, memory_bounded=False)
+    bounded = _decider(machine, notify=notify)
+    refused = _NOTIFY if notify else _DENY
+    sol_socket, so_type, so_keepalive, sol_tcp = 1, 3, 9, 6
+    assert decide("splice", 3, 0, 4, 0, 16, 0) == refused
+    assert bounded("splice", 3, 0, 4, 0, 16, 0) == _ALLOW
+    assert decide("sendfile", 4, 3, 0, 1) == _DENY  # quietly: shutil falls back
+    assert bounded("sendfile", 4, 3, 0, 1) == _ALLOW
+    for option in (7, 8, 32, 33):  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
+        assert decide("setsockopt", 3, sol_socket, option) == refused, option
+        # the kernel reads ints: a set high half changes nothing
+        assert decide("setsockopt", 3, sol_socket | 1 << 32, option | 1 << 32) == refused
+        assert bounded("setsockopt", 3, sol_socket, option) == _ALLOW
+        assert decide("setsockopt", 3, sol_tcp, option) == _ALLOW  # another level
+    for option in (so_type, so_keepalive):
+        assert decide("setsockopt", 3, sol_socket, option) == _ALLOW
 
 
 @pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))

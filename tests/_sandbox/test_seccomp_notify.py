@@ -23,7 +23,7 @@ from caplet._errors import CallTimeoutError, WorkerCrashedError
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import (
     SandboxLauncher,
-    _decode_denials,
+    _decode_report,
     _read_report,
     isolation_report,
 )
@@ -234,31 +234,39 @@ def _pipe_with(data: bytes) -> int:
     return read_end
 
 
+def _report(denials: object, oom_kills: object = 0) -> bytes:
+    packed: bytes = msgpack.packb({"denials": denials, "oom_kills": oom_kills})
+    return packed
+
+
 @pytest.mark.parametrize(
-    ("written", "status", "denials"),
+    ("written", "status", "denials", "oom_kills"),
     [
-        (STATUS.pack(-9) + msgpack.packb({"socket": 2}), -9, {"socket": 2}),
-        (STATUS.pack(0), 0, {}),  # no report after the status: none counted
-        (STATUS.pack(3) + b"\xc1", 3, {}),  # malformed: ignored, status kept
-        (STATUS.pack(3) + msgpack.packb([1, 2]), 3, {}),
-        (STATUS.pack(1) + msgpack.packb({"ok": 1, "bad": "x", "neg": -1}), 1, {"ok": 1}),
-        (b"\x01\x02", None, {}),  # no complete status: the caller assumes SIGKILL
+        (STATUS.pack(-9) + _report({"socket": 2}), -9, {"socket": 2}, 0),
+        (STATUS.pack(-9) + _report({}, 1), -9, {}, 1),
+        (STATUS.pack(0), 0, {}, 0),  # no report after the status: none counted
+        (STATUS.pack(3) + b"\xc1", 3, {}, 0),  # malformed: ignored, status kept
+        (STATUS.pack(3) + msgpack.packb([1, 2]), 3, {}, 0),
+        (STATUS.pack(3) + msgpack.packb({"socket": 2}), 3, {}, 0),  # no "denials" map
+        (STATUS.pack(1) + _report({"ok": 1, "bad": "x", "neg": -1}, -2), 1, {"ok": 1}, 0),
+        (STATUS.pack(1) + _report({}, "many"), 1, {}, 0),
+        (b"\x01\x02", None, {}, 0),  # no complete status: the caller assumes SIGKILL
     ],
 )
 def test_status_report_decoding(
-    written: bytes, status: int | None, denials: dict[str, int]
+    written: bytes, status: int | None, denials: dict[str, int], oom_kills: int
 ) -> None:
     read_end = _pipe_with(written)
     try:
-        assert _read_report(read_end, time.monotonic() + 30) == (status, denials)
+        assert _read_report(read_end, time.monotonic() + 30) == (status, (denials, oom_kills))
     finally:
         os.close(read_end)
 
 
 def test_status_is_native_endian_like_before() -> None:
     assert STATUS.pack(-9)[:4] == (-9).to_bytes(4, sys.byteorder, signed=True)
-    assert _decode_denials(msgpack.packb({"socket": 1})) == {"socket": 1}
-    assert _decode_denials(msgpack.packb({"socket": 1})[:-1]) is None  # incomplete
+    assert _decode_report(_report({"socket": 1}, 2)) == ({"socket": 1}, 2)
+    assert _decode_report(_report({"socket": 1})[:-1]) is None  # incomplete
 
 
 _FAILED_HANDOVER = """

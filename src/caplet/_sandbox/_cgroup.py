@@ -1,19 +1,46 @@
-"""A pids cgroup per worker: the bound on processes a fork bomb cannot escape.
+"""A pids and a memory cgroup per worker: the bounds no process of a worker can escape.
 
-RLIMIT_NPROC does not bound a worker whose uid is root on the host: the
-kernel exempts the initial user (``copy_process`` in kernel/fork.c checks
-``real_cred->user != INIT_USER``) even inside a user namespace. A pids
-cgroup (cgroups(7), the ``pids`` controller) bounds every process the worker
-and its descendants create, whoever they are, so the zygote puts each new
-worker into its own child cgroup with ``pids.max`` before the worker enters
-its jail.
+Processes: RLIMIT_NPROC does not bound a worker whose uid is root on the
+host: the kernel exempts the initial user (``copy_process`` in
+kernel/fork.c checks ``real_cred->user != INIT_USER``) even inside a user
+namespace. A pids cgroup (cgroups(7), the ``pids`` controller) bounds every
+process the worker and its descendants create, whoever they are.
 
-Both hierarchies are supported: cgroup v1 with the pids controller mounted at
-``/sys/fs/cgroup/pids``, and cgroup v2 where the zygote's own cgroup
-delegates ``pids``. When neither is writable (an unprivileged user without a
-delegated cgroup), :func:`open_pids_root` says why and the layer is reported
-missing (it is optional: strict isolation does not require it, and
-``caplet doctor`` shows it).
+Memory: RLIMIT_AS bounds each process's mappings, not what a worker holds
+outside them: a memfd or a tmpfs file written with write(2), pipe and socket
+buffers, and the address spaces of its *other* processes (a red-team plugin
+with a 512 MiB limit held 1.5 GiB of shared memory in memfds: each bounded
+only by RLIMIT_FSIZE, their number by RLIMIT_NOFILE, per process). A memory
+cgroup charges all of it to the worker, whichever of its processes made it:
+page cache and shmem pages (memfd, tmpfs) to the cgroup of the process that
+first touched them, kernel memory such as pipe and socket buffers with them
+(Documentation/admin-guide/cgroup-v2.rst, "Memory Ownership"; tests/_sandbox/
+test_cgroup.py measures each). Its limit is the worker's ``memory_mb`` plus
+its ``tmp_size_mb`` (the private /tmp is memory too, and has its own size),
+and swap is bounded to nothing (``memory.memsw.limit_in_bytes`` equal to the
+limit on cgroup v1, ``memory.swap.max`` 0 on v2), so a hoard cannot be
+pushed out to swap to make room for more. Past the limit the kernel's OOM
+killer kills the largest process *of that worker* (never one outside it),
+and :meth:`WorkerCgroup.oom_kills` says so, for the host to tell the user.
+
+The zygote puts each new worker into its own child cgroups before the worker
+forks anything. Where they live:
+
+- cgroup v1: the pids cgroup under ``/sys/fs/cgroup/pids``, the memory one
+  under the zygote's own memory cgroup (so that a container's or a
+  session's own memory limit still covers its workers);
+- cgroup v2: the zygote's own cgroup when its ``cgroup.subtree_control``
+  enables the controllers (the root cgroup), or its parent when that one
+  does and was delegated to this user (it owns it): the recipe in
+  docs/security.md moves the host into a leaf of a delegated subtree for
+  that. The zygote's directory there enables them for its workers in turn.
+
+Each half is optional on its own: :func:`open_cgroups` says what is missing
+and why, and the zygote then refuses ``memfd_create`` to workers with a
+memory limit (nothing else could bound what a memfd holds), and what would
+let a socket hold more than its default buffer (``splice``, ``sendfile``,
+``SO_SNDBUF``: ``_seccomp_policy.UNBOUNDED_MEMORY``; see ``_zygote._child``).
+``caplet doctor`` shows it.
 
 This module runs in the zygote: stdlib only.
 """
@@ -26,69 +53,192 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PidsRoot", "open_pids_root", "sweep_stale"]
+__all__ = [
+    "MEMORY_FALLBACK",
+    "CgroupProbe",
+    "CgroupRoot",
+    "WorkerCgroup",
+    "open_cgroups",
+    "sweep_stale",
+]
 
-_V1 = Path("/sys/fs/cgroup/pids")
+#: What bounds a worker's memory where no memory cgroup does (docs/security.md).
+MEMORY_FALLBACK = (
+    "a worker's memory is bounded per process only (RLIMIT_AS and its descriptors' "
+    "buffers), and memfd_create, splice, sendfile and socket buffer sizes are refused to "
+    "workers with a memory limit"
+)
+
+_V1_PIDS = Path("/sys/fs/cgroup/pids")
+_V1_MEMORY = Path("/sys/fs/cgroup/memory")
 _V2 = Path("/sys/fs/cgroup")
+#: cgroup v1's way of saying "no limit" (memory.limit_in_bytes).
+_V1_UNLIMITED = "-1"
 
 
 @dataclass(frozen=True, slots=True)
-class PidsRoot:
-    """The zygote's own cgroup directory, under which each worker gets one."""
+class WorkerCgroup:
+    """One worker's cgroups: a directory per hierarchy (v1), or one for both (v2)."""
 
-    path: Path
+    pids: Path | None
+    memory: Path | None
 
-    def create(self, name: str, max_pids: int) -> Path:
-        """A child cgroup ``name`` with ``pids.max``; returns its directory."""
-        child = self.path / name
-        child.mkdir(mode=0o700)
-        (child / "pids.max").write_text(f"{max_pids}\n", encoding="ascii")
-        return child
+    @property
+    def directories(self) -> tuple[Path, ...]:
+        return tuple(dict.fromkeys(p for p in (self.pids, self.memory) if p is not None))
 
-    @staticmethod
-    def join(cgroup: Path, pid: int = 0) -> None:
-        """Move ``pid`` (default: the calling process) into ``cgroup``; children follow."""
-        (cgroup / "cgroup.procs").write_text(f"{pid or os.getpid()}\n", encoding="ascii")
+    def join(self, pid: int = 0) -> None:
+        """Move ``pid`` (default: the calling process) into every one; children follow."""
+        for directory in self.directories:
+            (directory / "cgroup.procs").write_text(f"{pid or os.getpid()}\n", encoding="ascii")
 
-    @staticmethod
-    def kill_members(cgroup: Path, *, rounds: int = 100) -> None:
-        """SIGKILL every process in ``cgroup`` until it is empty (or ``rounds`` pass).
+    def limit(self, *, processes: int | None, memory_bytes: int | None) -> None:
+        """Set ``pids.max`` and the memory limit (None: no limit)."""
+        if self.pids is not None:
+            value = "max" if processes is None else str(processes)
+            (self.pids / "pids.max").write_text(f"{value}\n", encoding="ascii")
+        if self.memory is not None:
+            _limit_memory(self.memory, memory_bytes)
+
+    def oom_kills(self) -> int:
+        """How many processes the OOM killer took at this cgroup's memory limit."""
+        if self.memory is None:
+            return 0
+        # v1: memory.oom_control ("oom_kill N", Linux >= 4.13); v2: memory.events.
+        for name in ("memory.events", "memory.oom_control"):
+            for line in _read(self.memory / name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        return 0
+
+    def kill_members(self) -> None:
+        """SIGKILL every process in the worker's cgroups until they are empty.
 
         A worker without a pid namespace (best-effort isolation) can leave
         descendants in sessions of their own that no process-group kill
-        reaches; its cgroup still holds them all. Several rounds, because a
-        process may fork while the list is being read.
+        reaches; its cgroup still holds them all.
         """
-        procs = cgroup / "cgroup.procs"
-        for _ in range(rounds):
-            try:
-                pids = [int(line) for line in procs.read_text(encoding="ascii").split()]
-            except (OSError, ValueError):
-                return
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        for directory in self.directories:
+            _kill_members(directory)
 
-    @staticmethod
-    def remove(cgroup: Path) -> bool:
-        """Remove an empty worker cgroup; False while processes remain (EBUSY)."""
+    def remove(self) -> bool:
+        """Remove the worker's (empty) cgroups; False while processes remain (EBUSY)."""
+        removed = [_remove(directory) for directory in self.directories]  # each one
+        return all(removed)
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupRoot:
+    """The zygote's own directories, under which each worker gets its cgroups."""
+
+    pids: Path | None
+    memory: Path | None
+
+    def create(self, name: str, *, processes: int | None, memory_bytes: int | None) -> WorkerCgroup:
+        """Child cgroups ``name`` with these limits (removed again if a limit fails)."""
+        made: list[Path] = []
+        cgroup = WorkerCgroup(
+            None if self.pids is None else self.pids / name,
+            None if self.memory is None else self.memory / name,
+        )
         try:
-            cgroup.rmdir()
-        except FileNotFoundError:
-            return True
-        except OSError as exc:
-            if exc.errno == errno.EBUSY:
-                return False
+            for directory in cgroup.directories:
+                directory.mkdir(mode=0o700)
+                made.append(directory)
+            if cgroup.memory is not None and (cgroup.memory / "memory.swap.max").exists():
+                (cgroup.memory / "memory.swap.max").write_text("0\n", encoding="ascii")
+            cgroup.limit(processes=processes, memory_bytes=memory_bytes)
+        except OSError:
+            for directory in made:
+                _remove(directory)
             raise
-        return True
+        return cgroup
 
     def close(self) -> None:
-        """Remove the zygote's cgroup once its workers' cgroups are gone."""
-        PidsRoot.remove(self.path)
+        """Remove the zygote's directories once its workers' cgroups are gone."""
+        for directory in dict.fromkeys(p for p in (self.pids, self.memory) if p is not None):
+            _remove(directory)
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupProbe:
+    """What :func:`open_cgroups` found: the root (None: neither half) and what is missing."""
+
+    root: CgroupRoot | None
+    #: "" when workers get a pids cgroup, else why not.
+    pids_problem: str
+    #: "" when workers get a memory cgroup, else why not.
+    memory_problem: str
+
+    @property
+    def problem(self) -> str:
+        """The ``cgroup`` layer's report: "" when both halves are here, else what is not."""
+        missing = [self.pids_problem] if self.pids_problem else []
+        if self.memory_problem:
+            missing.append(f"{self.memory_problem}: {MEMORY_FALLBACK}")
+        return "; ".join(missing)
+
+
+def open_cgroups(name: str, *, stale_prefix: str = "") -> CgroupProbe:
+    """Create the zygote's cgroup ``name`` in each hierarchy that has a usable place for it.
+
+    With ``stale_prefix``, leftovers of dead zygotes are swept first.
+    """
+    own = _own_cgroups()
+    v2 = _v2_base(own.get(""))
+    # (directory, whether it is cgroup v2) where the zygote's own may go
+    pids_bases = [(_V1_PIDS, False)] if (_V1_PIDS / "cgroup.procs").exists() else []
+    memory_bases = []
+    if "memory" in own and (_V1_MEMORY / "cgroup.procs").exists():
+        memory_bases.append((_V1_MEMORY / own["memory"].lstrip("/"), False))
+    if v2 is not None:
+        enabled = _read(v2 / "cgroup.subtree_control").split()
+        if "pids" in enabled:
+            pids_bases.append((v2, True))
+        if "memory" in enabled:
+            memory_bases.append((v2, True))
+    pids, pids_problem = _open(pids_bases, name, stale_prefix, "pids")
+    memory, memory_problem = _open(memory_bases, name, stale_prefix, "memory")
+    if pids is None and memory is None:
+        return CgroupProbe(None, pids_problem, memory_problem)
+    return CgroupProbe(CgroupRoot(pids, memory), pids_problem, memory_problem)
+
+
+def _open(
+    bases: list[tuple[Path, bool]], name: str, stale_prefix: str, controller: str
+) -> tuple[Path | None, str]:
+    if not bases:
+        return None, (
+            f"no writable {controller} cgroup: neither cgroup v1's {controller} controller nor "
+            f"a cgroup v2 subtree delegating {controller} is available to this user"
+        )
+    reasons = []
+    for base, v2 in bases:
+        if stale_prefix:
+            sweep_stale(base, stale_prefix)
+        path = base / name
+        created = False
+        try:
+            path.mkdir(mode=0o700)
+            created = True
+        except FileExistsError:
+            pass  # cgroup v2: the other controller's half made it
+        except OSError as exc:
+            reasons.append(f"{base}: {exc.strerror}")
+            continue
+        if not v2:
+            return path, ""
+        # cgroup v2: the workers below get the controller only if this enables it.
+        try:
+            (path / "cgroup.subtree_control").write_text(f"+{controller}\n", encoding="ascii")
+        except OSError as exc:
+            reasons.append(f"{path}: enabling {controller}: {exc.strerror}")
+            if created:
+                _remove(path)
+            continue
+        return path, ""
+    return None, f"cannot create a {controller} cgroup (" + "; ".join(reasons) + ")"
 
 
 def sweep_stale(root: Path, prefix: str) -> None:
@@ -110,9 +260,9 @@ def sweep_stale(root: Path, prefix: str) -> None:
             continue
         try:
             for child in [c for c in entry.iterdir() if c.is_dir()]:
-                PidsRoot.kill_members(child)
-                PidsRoot.remove(child)
-            PidsRoot.remove(entry)
+                _kill_members(child)
+                _remove(child)
+            _remove(entry)
         except OSError:
             # Another zygote starting at the same moment sweeps the same
             # leftovers (ENOENT), or a process is still exiting (EBUSY):
@@ -120,47 +270,89 @@ def sweep_stale(root: Path, prefix: str) -> None:
             continue
 
 
-def _own_cgroup_v2() -> Path | None:
+def _limit_memory(directory: Path, limit: int | None) -> None:
+    if (directory / "memory.max").exists():  # cgroup v2
+        value = "max" if limit is None else str(limit)
+        (directory / "memory.max").write_text(f"{value}\n", encoding="ascii")
+        return
+    # cgroup v1: memory+swap may never be below memory alone, so the one that
+    # grows is written first (cgroup-v1/memory.rst, "memsw"). Without swap
+    # accounting there is no memsw file and the kernel charges no swap at
+    # all: docs/security.md says what that leaves.
+    value = _V1_UNLIMITED if limit is None else str(limit)
+    memory = directory / "memory.limit_in_bytes"
+    memsw = directory / "memory.memsw.limit_in_bytes"
+    if not memsw.exists():
+        memory.write_text(f"{value}\n", encoding="ascii")
+        return
     try:
-        lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+        memory.write_text(f"{value}\n", encoding="ascii")
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        memsw.write_text(f"{value}\n", encoding="ascii")  # raising: memsw first
+        memory.write_text(f"{value}\n", encoding="ascii")
+        return
+    memsw.write_text(f"{value}\n", encoding="ascii")
+
+
+def _kill_members(directory: Path, *, rounds: int = 100) -> None:
+    # Several rounds: a process may fork while the list is being read.
+    procs = directory / "cgroup.procs"
+    for _ in range(rounds):
+        try:
+            pids = [int(line) for line in procs.read_text(encoding="ascii").split()]
+        except (OSError, ValueError):
+            return
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _remove(directory: Path) -> bool:
+    """Remove an empty cgroup; False while processes remain (EBUSY)."""
+    try:
+        directory.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            return False
+        raise
+    return True
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Controller (``""`` for the v2 line) -> the calling process's cgroup path."""
+    own: dict[str, str] = {}
+    for line in _read(Path("/proc/self/cgroup")).splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    return own
+
+
+def _v2_base(own: str | None) -> Path | None:
+    """Where this process may make cgroup v2 children, if anywhere (see the module doc)."""
+    if own is None or not (_V2 / "cgroup.controllers").exists():
+        return None
+    directory = _V2 / own.lstrip("/")
+    if _read(directory / "cgroup.subtree_control").split():
+        return directory
+    parent = directory.parent
+    # A delegated subtree belongs to its user (systemd's Delegate=yes chowns
+    # it); root must not make cgroups in the slices systemd manages.
+    try:
+        delegated = os.geteuid() != 0 and (parent / "cgroup.procs").stat().st_uid == os.geteuid()
     except OSError:
         return None
-    for line in lines:
-        if line.startswith("0::"):
-            return _V2 / line[3:].lstrip("/")
+    if delegated and directory != _V2 and _read(parent / "cgroup.subtree_control").split():
+        return parent
     return None
-
-
-def open_pids_root(name: str, *, stale_prefix: str = "") -> tuple[PidsRoot | None, str]:
-    """Create the zygote's cgroup ``name``; returns (root, "") or (None, why not).
-
-    With ``stale_prefix``, leftovers of dead zygotes are swept first.
-    """
-    candidates: list[Path] = []
-    if (_V1 / "cgroup.procs").exists():
-        candidates.append(_V1)
-    own = _own_cgroup_v2()
-    if own is not None and "pids" in _read(own / "cgroup.subtree_control"):
-        candidates.append(own)
-    if not candidates:
-        return None, (
-            "no writable pids cgroup: neither cgroup v1's pids controller nor a cgroup v2 "
-            "subtree delegating pids is available to this user"
-        )
-    reasons = []
-    for base in candidates:
-        if stale_prefix:
-            sweep_stale(base, stale_prefix)
-        path = base / name
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            reasons.append(f"{base}: {exc.strerror}")
-            continue
-        return PidsRoot(path), ""
-    return None, "cannot create a pids cgroup (" + "; ".join(reasons) + ")"
 
 
 def _read(path: Path) -> str:

@@ -36,7 +36,9 @@ class ResourceLimits:
     """The rlimits of one worker; ``None`` leaves that limit as inherited.
 
     - ``memory_mb``: RLIMIT_AS, the address space (virtual memory) in MiB; an
-      allocation beyond it fails (``MemoryError`` in Python).
+      allocation beyond it fails (``MemoryError`` in Python). It bounds each
+      process's mappings only; the worker's memory cgroup
+      (:mod:`caplet._sandbox._cgroup`) bounds the rest.
     - ``cpu_s``: RLIMIT_CPU, CPU seconds. Soft and hard are both ``cpu_s``:
       with no gap between them the kernel's hard-limit check fires first and
       the worker is killed with SIGKILL (setrlimit(2)); a plugin cannot

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import msgpack
 
 from caplet._errors import ProtocolError, WorkerStartError
+from caplet._sandbox._cgroup import MEMORY_FALLBACK
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from caplet._sandbox._jail import DISABLE_LAYERS_ENV
 from caplet._sandbox._launcher import WorkerSpec
@@ -87,8 +88,9 @@ FIXES: Mapping[str, str] = {
     ),
     "rlimits": "",
     "cgroup": (
-        "run caplet as root, or delegate a cgroup v2 subtree with the pids controller to its "
-        "user (systemd-run --user --scope -p Delegate=yes ...)"
+        "run caplet as root, or start it from a leaf of a cgroup v2 subtree delegated to its "
+        "user with the pids and memory controllers enabled (docs/security.md, 'Memory and "
+        "processes: the cgroup layer', has the systemd-run recipe)"
     ),
 }
 
@@ -121,7 +123,7 @@ class ZygoteChild:
     the monitor of it), so the kernel takes every process in it down too.
     """
 
-    __slots__ = ("_denials", "_pid", "_pidfd", "_status", "_status_r")
+    __slots__ = ("_denials", "_oom_kills", "_pid", "_pidfd", "_status", "_status_r")
 
     def __init__(self, pid: int, pidfd: int, status_r: int) -> None:
         self._pid = pid
@@ -129,6 +131,7 @@ class ZygoteChild:
         self._status_r = status_r
         self._status: int | None = None
         self._denials = _NO_DENIALS
+        self._oom_kills = 0
 
     @property
     def pid(self) -> int:
@@ -138,6 +141,11 @@ class ZygoteChild:
     def denials(self) -> Mapping[str, int]:
         """Syscall name -> times the seccomp filter denied it (empty until reaped)."""
         return self._denials
+
+    @property
+    def oom_kills(self) -> int:
+        """Processes the OOM killer took at the worker's memory cgroup limit (0 until reaped)."""
+        return self._oom_kills
 
     def exited(self) -> bool:
         if self._status is not None:
@@ -158,16 +166,20 @@ class ZygoteChild:
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass  # already gone; the zygote has (or will have) its status
-        status, denials = _read_report(self._status_r, time.monotonic() + _REAP_TIMEOUT_S)
+        status, report = _read_report(self._status_r, time.monotonic() + _REAP_TIMEOUT_S)
         os.close(self._pidfd)
         os.close(self._status_r)
         self._status = -signal.SIGKILL if status is None else status
-        self._denials = denials
+        self._denials, self._oom_kills = report
         return self._status
 
 
-def _read_report(fd: int, deadline: float) -> tuple[int | None, Mapping[str, int]]:
-    """The status and denial counts the zygote wrote to a status pipe.
+_Report = tuple[Mapping[str, int], int]
+_NO_REPORT: _Report = (_NO_DENIALS, 0)
+
+
+def _read_report(fd: int, deadline: float) -> tuple[int | None, _Report]:
+    """The status, denial counts and OOM kills the zygote wrote to a status pipe.
 
     Reads until the report is complete, end-of-file, the size limit or the
     deadline, whichever comes first; the status is None when it never came.
@@ -175,11 +187,11 @@ def _read_report(fd: int, deadline: float) -> tuple[int | None, Mapping[str, int
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     data = b""
-    denials: Mapping[str, int] | None = None
+    report: _Report | None = None
     while len(data) < _STATUS_BYTES + _MAX_REPORT_BYTES:
         if len(data) > _STATUS_BYTES:
-            denials = _decode_denials(data[_STATUS_BYTES:])
-            if denials is not None:
+            report = _decode_report(data[_STATUS_BYTES:])
+            if report is not None:
                 break
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not poller.poll(max(0, round(remaining * 1000))):
@@ -189,26 +201,29 @@ def _read_report(fd: int, deadline: float) -> tuple[int | None, Mapping[str, int
             break  # the zygote closed its end: nothing more is coming
         data += chunk
     if len(data) < _STATUS_BYTES:
-        return None, _NO_DENIALS
+        return None, _NO_REPORT
     status = int.from_bytes(data[:_STATUS_BYTES], sys.byteorder, signed=True)
-    return status, denials or _NO_DENIALS
+    return status, report or _NO_REPORT
 
 
-def _decode_denials(data: bytes) -> Mapping[str, int] | None:
-    """The ``{syscall name: count}`` map; None while incomplete or when malformed."""
+def _decode_report(data: bytes) -> _Report | None:
+    """``{"denials": {syscall name: count}, "oom_kills": N}``; None while incomplete or
+    when malformed."""
     try:
-        counts = msgpack.unpackb(data, raw=False, max_map_len=1024, max_str_len=256)
+        report = msgpack.unpackb(data, raw=False, max_map_len=1024, max_str_len=256)
     except (ValueError, TypeError):
         return None
-    if not isinstance(counts, dict):
+    if not isinstance(report, dict) or not isinstance(report.get("denials"), dict):
         return None
-    return types.MappingProxyType(
+    oom_kills = report.get("oom_kills")
+    denials = types.MappingProxyType(
         {
             name: count
-            for name, count in counts.items()
+            for name, count in report["denials"].items()
             if isinstance(name, str) and type(count) is int and count > 0
         }
     )
+    return denials, oom_kills if type(oom_kills) is int and oom_kills > 0 else 0
 
 
 class _Zygote:
@@ -255,6 +270,9 @@ class _Zygote:
         #: "" when the zygote counts seccomp denials, else why it cannot.
         counting = hello.get("seccomp_counting") if isinstance(hello, dict) else None
         self.counting = "not reported by the zygote" if counting is None else str(counting)
+        #: "" when workers get a memory cgroup, else why not.
+        memory = hello.get("memory_cgroup") if isinstance(hello, dict) else None
+        self.memory_cgroup = "not reported by the zygote" if memory is None else str(memory)
 
     def _receive(self, *, timeout_s: float) -> tuple[object, list[int]]:
         poller = select.poll()
@@ -331,6 +349,10 @@ class SandboxLauncher:
         if not self.count_denials:
             return "turned off for this launcher (count_denials=False)"
         return self._get_zygote().counting
+
+    def memory_cgroup_problem(self) -> str:
+        """ "" when each worker's memory is bounded by a memory cgroup here, else why not."""
+        return self._get_zygote().memory_cgroup
 
     def active_layers(self) -> tuple[str, ...]:
         """The layers every worker of this launcher gets, optional ones included."""
@@ -512,6 +534,7 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
     try:
         layers = dict(launcher.layers())
         counting = launcher.counting_problem()
+        memory = launcher.memory_cgroup_problem()
     finally:
         launcher.close()
     details["seccomp_counting"] = (
@@ -522,6 +545,12 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
     from caplet._sandbox._landlock import landlock_abi
     from caplet._sandbox._seccomp import seccomp_enforced
 
+    details["memory"] = (
+        "bounded per worker: a memory cgroup holds all its processes, shared memory (memfd, "
+        "its /tmp), pipe and socket buffers to memory_mb + tmp_size_mb, without swap"
+        if not memory
+        else f"{MEMORY_FALLBACK} (no memory cgroup: {memory})"
+    )
     details["landlock_abi"] = str(landlock_abi())
     if not layers.get("seccomp") and not seccomp_enforced():
         layers["seccomp"] = "a filter installed in a probe process did not refuse a denied call"

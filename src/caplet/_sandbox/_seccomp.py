@@ -41,7 +41,12 @@ What the program does, in order:
    (:data:`~caplet._sandbox._seccomp_policy.CONDITIONAL`) only when an
    argument rule holds, ``execve``/``execveat`` only with ``allow_exec``,
    and then ``memfd_create`` only sealed against execution
-   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`);
+   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`), and not at all
+   without ``memory_bounded`` (a worker with a memory limit but no memory
+   cgroup: nothing would bound what its memfds hold, see
+   :mod:`caplet._sandbox._cgroup`), which also narrows ``splice``,
+   ``setsockopt`` and ``sendfile``
+   (:data:`~caplet._sandbox._seccomp_policy.UNBOUNDED_MEMORY`);
 4. a few calls that ordinary code makes and whose failure it handles are
    refused with RET_ERRNO, uncounted
    (:data:`~caplet._sandbox._seccomp_policy.QUIET_REFUSALS`): ``clone3``
@@ -79,6 +84,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import itertools
 import os
 import select
 import sys
@@ -100,6 +106,8 @@ from caplet._sandbox._seccomp_policy import (
     EXEC,
     NEVER_ALLOWED,
     QUIET_REFUSALS,
+    UNBOUNDED_MEMORY,
+    UNBOUNDED_MEMORY_REFUSALS,
     WHEN_EXEC,
 )
 from caplet._syscall import (
@@ -164,7 +172,7 @@ _OPTIMIZE_BINARY_TREE = 2
 _PREPARE_PROBLEM: str | None = None
 
 
-def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
+def _compile(machine: str, *, allow_exec: bool, notify: bool, memory_bounded: bool) -> bytes:
     arch = ARCH_TOKEN[machine]
     deny = SCMP_ACT_NOTIFY if notify else scmp_act_errno(errno.EPERM)
     with SeccompCompiler(deny) as compiler:
@@ -186,10 +194,18 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
 
         plain = [name for group in ALLOWED for name in group.syscalls]
         conditionals = list(CONDITIONAL)
+        refusals = list(QUIET_REFUSALS)
+        if not memory_bounded:
+            narrowed = {c.syscall for c in UNBOUNDED_MEMORY}
+            narrowed |= {r.syscall for r in UNBOUNDED_MEMORY_REFUSALS}
+            plain = [name for name in plain if name not in narrowed]
+            conditionals += UNBOUNDED_MEMORY
+            refusals += UNBOUNDED_MEMORY_REFUSALS
         if allow_exec:
             plain += EXEC
-            conditionals += WHEN_EXEC
-        else:
+            if memory_bounded:
+                conditionals += WHEN_EXEC
+        elif memory_bounded:
             plain += [conditional.syscall for conditional in WHEN_EXEC]
         for name in plain:
             found = number(name)
@@ -205,7 +221,7 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
                     found,
                     [(c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value) for c in rule],
                 )
-        for refusal in QUIET_REFUSALS:
+        for refusal in refusals:
             found = number(refusal.syscall)
             action = scmp_act_errno(refusal.errno)
             if found is None or action == deny:
@@ -221,16 +237,25 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool) -> bytes:
 
 
 @functools.cache
-def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool = False) -> bytes:
+def build_filter(
+    *,
+    allow_exec: bool,
+    machine: str | None = None,
+    notify: bool = False,
+    memory_bounded: bool = True,
+) -> bytes:
     """The seccomp program (``struct sock_filter`` entries, 8 bytes each) for ``machine``.
 
     ``machine`` defaults to ``os.uname().machine``; an architecture caplet
     has no table for raises :class:`SandboxError` (fail closed), as does a
     missing or failing libseccomp. With ``notify`` the default action is
     SECCOMP_RET_USER_NOTIF instead of RET_ERRNO(EPERM), for a supervisor to
-    answer and count. The result depends only on the arguments, so it is
-    cached: the zygote builds each variant once (:func:`prepare_filters`)
-    and every worker inherits them.
+    answer and count. Without ``memory_bounded`` (no memory cgroup charges
+    the worker), ``memfd_create`` and ``splice`` meet the default action
+    (refused and counted) whatever their arguments, ``setsockopt`` may not
+    size a socket's buffers, and ``sendfile`` fails quietly with EPERM. The result depends
+    only on the arguments, so it is cached: the zygote builds each variant
+    once (:func:`prepare_filters`) and every worker inherits them.
     """
     machine = machine_or_native(machine)
     if machine not in ARCH_TOKEN:
@@ -243,7 +268,9 @@ def build_filter(*, allow_exec: bool, machine: str | None = None, notify: bool =
     if problem is not None:
         raise SandboxError(f"seccomp: {problem}")
     try:
-        return _compile(machine, allow_exec=allow_exec, notify=notify)
+        return _compile(
+            machine, allow_exec=allow_exec, notify=notify, memory_bounded=memory_bounded
+        )
     except OSError as exc:
         raise SandboxError(
             f"seccomp: libseccomp could not compile the worker's filter ({exc.strerror}); "
@@ -263,16 +290,17 @@ def prepare_filters() -> None:
         return
     syscall_names()
     try:
-        for allow_exec in (False, True):
-            for notify in (False, True):
-                if notify and seccomp_notify_problem() is not None:
-                    continue
-                build_filter(allow_exec=allow_exec, notify=notify)
+        for allow_exec, notify, memory_bounded in itertools.product((False, True), repeat=3):
+            if notify and seccomp_notify_problem() is not None:
+                continue
+            build_filter(allow_exec=allow_exec, notify=notify, memory_bounded=memory_bounded)
     except SandboxError as exc:
         _PREPARE_PROBLEM = str(exc).removeprefix("seccomp: ")
 
 
-def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
+def apply_seccomp(
+    *, allow_exec: bool, notify: bool = False, memory_bounded: bool = True
+) -> int | None:
     """Install the filter on the calling thread; it is inherited and never removed.
 
     Sets no_new_privs first (seccomp(2): without CAP_SYS_ADMIN a filter may
@@ -288,8 +316,11 @@ def apply_seccomp(*, allow_exec: bool, notify: bool = False) -> int | None:
     blocks (and once every copy of the fd is closed it fails with ENOSYS,
     seccomp_unotify(2)), so the caller must hand it over before making any
     refused call and must never run plugin code if that fails.
+
+    ``memory_bounded=False`` refuses what only a memory cgroup would bound
+    (see :func:`build_filter`).
     """
-    program = build_filter(allow_exec=allow_exec, notify=notify)
+    program = build_filter(allow_exec=allow_exec, notify=notify, memory_bounded=memory_bounded)
     try:
         set_no_new_privs()
         if notify:

@@ -48,6 +48,8 @@ __all__ = [
     "NEVER_ALLOWED",
     "NEWEST_REVIEWED",
     "QUIET_REFUSALS",
+    "UNBOUNDED_MEMORY",
+    "UNBOUNDED_MEMORY_REFUSALS",
     "UNIFIED_NUMBERS",
     "WHEN_EXEC",
     "Conditional",
@@ -416,8 +418,52 @@ WHEN_EXEC: tuple[Conditional, ...] = (
         "anonymous memory files (os.memfd_create, shared buffers); an anonymous file lies "
         "outside every Landlock rule, so a worker that may exec could copy any program "
         "into one and run it (fexecve, /proc/self/fd/N): it gets only memfds sealed "
-        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3)",
+        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3). A worker with a memory limit "
+        "but no memory cgroup gets none: RLIMIT_AS does not see a memfd's pages",
         ((Masked(1, _MFD_NOEXEC_SEAL, _MFD_NOEXEC_SEAL),),),
+    ),
+)
+
+_SOL_SOCKET = 1
+#: SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE (asm-generic/socket.h;
+#: the same numbers on x86_64 and arm64).
+_SOCKET_BUFFER_OPTIONS = (7, 8, 32, 33)
+
+#: Where a worker has a memory limit but no memory cgroup (red-team finding
+#: 9), what bounds the memory it holds outside its address space is its
+#: descriptors: each pipe and socket buffer holds at most its size
+#: (docs/security.md, "Memory and processes"). These calls break that bound
+#: there, so they lose their unconditional place in ALLOWED and are allowed
+#: only under these rules (no rule: refused and counted). With a memory
+#: cgroup everything they hold is charged to the worker and they stay allowed.
+UNBOUNDED_MEMORY: tuple[Conditional, ...] = (
+    Conditional(
+        "splice",
+        "moves page references into a socket charged by the byte: one byte of each of "
+        "many pages (a packet-mode pipe of one-byte writes) holds a page per byte, so a "
+        "socket's 208 KiB send buffer holds megabytes (1 GiB held by one process of a "
+        "128 MiB worker within its 256 descriptors)",
+        (),
+    ),
+    Conditional(
+        "setsockopt",
+        "SO_SNDBUF/SO_RCVBUF (and the FORCE variants) raise a socket's buffer to twice "
+        "net.core.wmem_max (8 MiB here) instead of wmem_default (208 KiB): 2 GiB in one "
+        "process's 256 socket descriptors. Every other option stays allowed",
+        (*none_of(1, (_SOL_SOCKET,)), *none_of(2, _SOCKET_BUFFER_OPTIONS)),
+    ),
+)
+
+#: Refused quietly (EPERM, uncounted) where UNBOUNDED_MEMORY applies.
+UNBOUNDED_MEMORY_REFUSALS: tuple[Refusal, ...] = (
+    Refusal(
+        "sendfile",
+        errno.EPERM,
+        "to a socket it moves page references charged by the byte, as splice does "
+        "(sendfile of one byte of each page of a /tmp file, then deleted, holds the "
+        "pages after tmpfs has freed them). shutil.copyfile tries it first on every "
+        "copy and falls back to read/write when it fails before copying anything, so "
+        "a counted refusal would log every ordinary copy",
     ),
 )
 
@@ -576,6 +622,7 @@ def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
     """Every call the filter can let through (unconditionally or under a rule)."""
     names = {name for group in ALLOWED for name in group.syscalls}
     names |= {conditional.syscall for conditional in (*CONDITIONAL, *WHEN_EXEC)}
+    # UNBOUNDED_MEMORY only narrows calls ALLOWED already has.
     if allow_exec:
         names |= set(EXEC)
     return frozenset(names)

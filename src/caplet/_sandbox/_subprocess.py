@@ -203,6 +203,11 @@ class ChildProcess(Protocol):
         """Syscall name -> times seccomp denied it (known once reaped; may stay empty)."""
         ...
 
+    @property
+    def oom_kills(self) -> int:
+        """Processes of the worker the OOM killer took (known once reaped; 0 if none)."""
+        ...
+
 
 class PopenChild:
     """A worker started with :class:`subprocess.Popen` in a session of its own."""
@@ -221,6 +226,11 @@ class PopenChild:
     def denials(self) -> Mapping[str, int]:
         """Always empty: a plain process has no seccomp filter to count denials of."""
         return _NO_DENIALS
+
+    @property
+    def oom_kills(self) -> int:
+        """Always 0: a plain process has no memory cgroup of its own to report them."""
+        return 0
 
     def exited(self) -> bool:
         try:
@@ -732,12 +742,26 @@ class SubprocessWorker:
             return self._death
         if grace_s > 0:
             self._process.wait_exit(grace_s)
-        self._death = _describe_status(self._process.kill_and_reap())
+        self._death = _describe_status(self._process.kill_and_reap()) + self._memory_note()
         self._tail = self._read_tail()
         with self._sock_lock:
             self._sock.close()
         self._log.close()
         return self._death
+
+    def _memory_note(self) -> str:
+        """What the OOM killer did to the worker (known once it is reaped), if anything."""
+        kills = self._process.oom_kills
+        if not kills:
+            return ""
+        memory, tmp = self._spec.memory_mb, self._spec.tmp_size_mb
+        if memory is None:  # no limit of its own: the machine (or a cgroup above) ran out
+            return f"; the kernel's OOM killer stopped {kills} of its processes"
+        return (
+            f"; the kernel's OOM killer stopped {kills} of its processes at the worker's "
+            f"memory limit of {memory + tmp} MiB (memory_mb {memory} + tmp_size_mb {tmp}); "
+            "if the plugin needs more, raise its memory_mb"
+        )
 
     def _read_tail(self) -> str:
         try:

@@ -6,9 +6,10 @@ worker costs a ``fork`` plus the layers, not an interpreter start-up.
 
 Protocol (a ``SOCK_SEQPACKET`` pair, so each message is one datagram):
 
-* zygote -> host, once at start: ``{"layers": {...}, "seccomp_counting": ""}``,
-  what this machine offers (see :func:`probe_layers`; ``seccomp_counting``
-  is "" when denials can be counted, else why not);
+* zygote -> host, once at start: ``{"layers": {...}, "seccomp_counting": "",
+  "memory_cgroup": ""}``, what this machine offers (see :func:`probe_layers`;
+  ``seccomp_counting`` is "" when denials can be counted, ``memory_cgroup``
+  "" when workers get a memory cgroup, else why not);
 * host -> zygote: a msgpack map (the spawn request, :func:`_spawn_request`)
   with three descriptors attached (``SCM_RIGHTS``): the worker's end of its
   channel, the worker's stderr log file, and the write end of a status pipe;
@@ -18,10 +19,12 @@ Protocol (a ``SOCK_SEQPACKET`` pair, so each message is one datagram):
 The zygote reaps its children and writes each one's status (4 bytes, the
 :attr:`subprocess.Popen.returncode` convention) to that child's status
 pipe, which is how the host learns how a worker ended even though it is not
-the worker's parent, followed by a msgpack map ``{syscall name: count}`` of
-the seccomp denials it counted for that worker (empty when none, or when
-counting is off), in one write of at most PIPE_BUF bytes so that it is
-atomic and cannot block on the fresh pipe (pipe(7)).
+the worker's parent, followed by a msgpack map ``{"denials": {syscall name:
+count}, "oom_kills": N}``: the seccomp denials it counted for that worker
+(empty when none, or when counting is off) and how many of its processes
+the OOM killer took at its memory cgroup's limit, in one write of at most
+PIPE_BUF bytes so that it is atomic and cannot block on the fresh pipe
+(pipe(7)).
 
 Counting denials (``count_denials`` in the spawn request, when the seccomp
 layer is on and :func:`~caplet._sandbox._seccomp.seccomp_notify_problem`
@@ -37,7 +40,7 @@ at most that many round trips per turn. A listener is closed when it
 reports POLLHUP (no process uses the filter any more).
 
 Spares: the zygote keeps one child forked ahead of the next request (see
-:class:`_Spare`). It places the spare in its pids cgroup, then tells it so
+:class:`_Spare`). It places the spare in its cgroups, then tells it so
 (``_PLACED``): only then may the spare fork. Where the namespaces layer
 exists, the spare gets as far as it can without its request: its own
 session, the namespaces and pid 1 (the spare becomes the monitor), the
@@ -70,13 +73,12 @@ import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import msgpack
 
 from caplet._errors import SandboxError
 from caplet._sandbox import _worker
-from caplet._sandbox._cgroup import PidsRoot, open_pids_root
+from caplet._sandbox._cgroup import CgroupRoot, WorkerCgroup, open_cgroups
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._jail import (
@@ -253,17 +255,19 @@ def _child(
     channel_fd: int,
     log_fd: int,
     zygote_pid: int,
-    cgroup: Path | None,
+    cgroup: WorkerCgroup | None,
     *,
     handover_fd: int | None = None,
     prepared: PreparedRoot | None = None,
+    memory_cgroup: bool = False,
 ) -> int:
     """In the forked child: apply every requested layer, then serve as a worker.
 
     With ``prepared`` this is pid 1 of a spare's namespaces, whose shared
     root is already built (:func:`_spare_main`): its process set-up
     (cgroup, session, parent-death signal) was done before the fork, and the
-    jail only has to be finished.
+    jail only has to be finished. ``memory_cgroup``: the worker is in a
+    memory cgroup whose limit the zygote set to the request's.
 
     With ``handover_fd`` (one end of a socketpair whose other end the zygote
     polls) the seccomp filter is installed with a listener, which is sent
@@ -344,7 +348,15 @@ def _child(
         # root's alone), before seccomp refuses set*id(2).
         snapshot_fd = _become_worker(request.workdir, request.snapshot, zygote_pid)
     if "seccomp" in request.layers:
-        listener = apply_seccomp(allow_exec=request.allow_exec, notify=handover_fd is not None)
+        # Nothing but a memory cgroup bounds what a memfd holds (RLIMIT_AS
+        # never sees its pages: red-team finding 9, _cgroup's docstring), nor
+        # what splice/sendfile and sized buffers put in a socket.
+        memory_bounded = memory_cgroup or request.limits.memory_mb is None
+        listener = apply_seccomp(
+            allow_exec=request.allow_exec,
+            notify=handover_fd is not None,
+            memory_bounded=memory_bounded,
+        )
         if listener is not None:
             _hand_over(listener)
     return _worker.main(["3"] if snapshot_fd is None else ["3", str(snapshot_fd)])
@@ -357,6 +369,14 @@ def _child(
 _NPROC_MARGIN = 8
 #: Whether workers get a pids cgroup (set by :func:`_serve`).
 _CGROUPS = False
+_MIB = 1024 * 1024
+
+
+def _memory_bytes(request: SpawnRequest) -> int | None:
+    """The worker's memory cgroup limit: its memory_mb and its /tmp (a tmpfs is memory)."""
+    if request.limits.memory_mb is None:
+        return None
+    return (request.limits.memory_mb + request.tmp_size_mb) * _MIB
 
 
 def _limits_for(request: SpawnRequest) -> ResourceLimits:
@@ -410,12 +430,12 @@ def _become_worker(workdir: str, snapshot: str, zygote_pid: int) -> int | None:
     return SNAPSHOT_FD if snapshot else None
 
 
-def _own_process(zygote_pid: int, cgroup: Path | None) -> None:
-    """The worker's process set-up: its cgroup, death with the zygote, a session, signals."""
+def _own_process(zygote_pid: int, cgroup: WorkerCgroup | None) -> None:
+    """The worker's process set-up: its cgroups, death with the zygote, a session, signals."""
     if cgroup is not None:
-        # Before anything could fork: every descendant is counted.
-        with _step(f"joining the worker's pids cgroup {cgroup}"):
-            PidsRoot.join(cgroup)
+        # Before anything could fork or allocate: every descendant and page is counted.
+        with _step(f"joining the worker's cgroups {', '.join(map(str, cgroup.directories))}"):
+            cgroup.join()
     with _step("arming PR_SET_PDEATHSIG"):
         set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote_pid:
@@ -448,13 +468,13 @@ def _hand_over(listener: int) -> None:
 
 @dataclass(slots=True)
 class _Children:
-    """The zygote's live children: status pipe and pids cgroup of each, and
+    """The zygote's live children: status pipe and cgroups of each, and
     the descriptors its loop polls for their seccomp denials."""
 
     status: dict[int, int]
-    cgroups: dict[int, Path]
+    cgroups: dict[int, WorkerCgroup]
     #: Cgroups whose processes were still exiting when their leader was reaped.
-    pending: list[Path]
+    pending: list[WorkerCgroup]
     #: Every descriptor the loop waits on (control, wakeup pipe, the rest below).
     poller: select.poll
     #: Handover socket fd -> (child pid, socket) until the child's listener arrives.
@@ -502,8 +522,9 @@ class _Children:
             del self.listeners[fd]
             counter.close()
 
-    def report(self, pid: int, code: int) -> bytes:
-        """The status pipe payload for a reaped child: status, then its denial counts."""
+    def report(self, pid: int, code: int, *, oom_kills: int = 0) -> bytes:
+        """The status pipe payload for a reaped child: status, then a map of its
+        denial counts and of the processes its memory cgroup's OOM killer took."""
         for fd, (owner, _) in list(self.handovers.items()):
             if owner == pid:
                 self.receive_listener(fd)
@@ -513,9 +534,11 @@ class _Children:
             if counter.fd is not None:
                 self.serve_listener(counter.fd)  # what its last moments left pending
             counts = counter.counts
-        payload: bytes = STATUS.pack(code) + msgpack.packb(counts)
+        payload: bytes = STATUS.pack(code) + msgpack.packb(
+            {"denials": counts, "oom_kills": oom_kills}
+        )
         if len(payload) > _PIPE_BUF:  # cannot happen with MAX_DENIAL_NAMES short names
-            payload = STATUS.pack(code) + msgpack.packb({})
+            payload = STATUS.pack(code) + msgpack.packb({"denials": {}, "oom_kills": oom_kills})
         return payload
 
 
@@ -639,12 +662,14 @@ def _reap(children: _Children) -> None:
             break
         code = os.waitstatus_to_exitcode(status)
         cgroup = children.cgroups.pop(pid, None)
+        oom_kills = 0
         if cgroup is not None:
+            oom_kills = cgroup.oom_kills()
             # Whatever the worker left running (possible without a pid
             # namespace) dies with it, before the host hears it has ended.
-            PidsRoot.kill_members(cgroup)
+            cgroup.kill_members()
             children.pending.append(cgroup)
-        payload = children.report(pid, code)
+        payload = children.report(pid, code, oom_kills=oom_kills)
         status_fd = children.status.pop(pid, None)
         if status_fd is not None:
             try:
@@ -683,9 +708,9 @@ def _stop_children(spare: _Spare | None, children: _Children) -> None:
             return
 
 
-def _remove_cgroup(cgroup: Path) -> bool:
+def _remove_cgroup(cgroup: WorkerCgroup) -> bool:
     try:
-        return PidsRoot.remove(cgroup)
+        return cgroup.remove()
     except OSError:
         return True  # not ours to fix; forget it rather than retry for ever
 
@@ -710,34 +735,37 @@ def _serve(control: socket.socket) -> int:
     counting = probe_counting(layers)
     global _PREBUILD, _CGROUPS
     _PREBUILD = not layers.get("namespaces", "missing")
-    pids_root: PidsRoot | None = None
+    root: CgroupRoot | None = None
     if "cgroup" in disabled_layers():
-        layers["cgroup"] = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
+        layers["cgroup"] = memory = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
     else:
-        pids_root, layers["cgroup"] = open_pids_root(
-            f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-"
-        )
-    _CGROUPS = pids_root is not None
+        probe = open_cgroups(f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-")
+        root, layers["cgroup"], memory = probe.root, probe.problem, probe.memory_problem
+    _CGROUPS = root is not None and root.pids is not None
     try:
         return _loop(
             control,
             wake_r=wake_r,
             layers=layers,
             counting=counting,
-            pids_root=pids_root,
+            memory_cgroup=memory,
+            root=root,
             children=children,
             zygote_pid=zygote_pid,
         )
     finally:
-        if pids_root is not None:
+        if root is not None:
             for cgroup in [*children.cgroups.values(), *children.pending]:
-                PidsRoot.kill_members(cgroup)
+                cgroup.kill_members()
                 _remove_cgroup(cgroup)
-            pids_root.close()
+            root.close()
 
 
-#: pids.max a spare's cgroup starts with; set to the request's limit when claimed.
+#: pids.max and the memory limit a spare's cgroups start with (the policy's
+#: defaults: 64 processes, memory_mb 512 + tmp_size_mb 64); set to the
+#: request's limits when claimed.
 _SPARE_PIDS = 64
+_SPARE_MEMORY = (512 + 64) * _MIB
 #: zygote -> spare, once the spare is in its cgroup (it may fork from then on).
 _PLACED = b"placed"
 #: Whether spares build the shared part of the jail ahead of their request:
@@ -749,7 +777,7 @@ _PREBUILD = False
 class _Spare:
     """A child forked ahead of the next request (the warm pool, size one).
 
-    It has already joined its own pids cgroup (on cgroup v1 the attach waits
+    It has already joined its own cgroups (on cgroup v1 the attach waits
     for an RCU grace period: 1-10 ms that would otherwise sit on every
     worker's start) and waits for its request on ``conn``. The request may
     arrive before the spare has run at all (a loaded machine); whatever
@@ -759,18 +787,20 @@ class _Spare:
 
     pid: int
     conn: socket.socket
-    cgroup: Path | None
+    cgroup: WorkerCgroup | None
     handover: tuple[socket.socket, socket.socket] | None
 
 
 def _fork_spare(
-    control: socket.socket, pids_root: PidsRoot | None, zygote_pid: int, *, counting: bool
+    control: socket.socket, root: CgroupRoot | None, zygote_pid: int, *, counting: bool
 ) -> _Spare | None:
     """Fork the next spare; None if that fails (requests then fork directly)."""
     try:
         cgroup = (
-            pids_root.create(f"spare-{os.urandom(6).hex()}", _SPARE_PIDS)
-            if pids_root is not None
+            root.create(
+                f"spare-{os.urandom(6).hex()}", processes=_SPARE_PIDS, memory_bytes=_SPARE_MEMORY
+            )
+            if root is not None
             else None
         )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -789,7 +819,14 @@ def _fork_spare(
     if pid == 0:  # pragma: no cover - runs in the spare, observed through every worker start
         code = EXIT_SANDBOX_FAILED
         try:
-            code = _spare_main(control, ours, theirs, zygote_pid, handover[1] if handover else None)
+            code = _spare_main(
+                control,
+                ours,
+                theirs,
+                zygote_pid,
+                handover[1] if handover else None,
+                memory_cgroup=cgroup is not None and cgroup.memory is not None,
+            )
         except BaseException as exc:
             _report_spare_failure(theirs, exc)
         finally:
@@ -804,10 +841,10 @@ def _fork_spare(
             # remove it), and while no request waits: the attach's latency is
             # off every worker's critical path. The spare forks (pid 1 of its
             # namespaces) only once told it has been placed.
-            PidsRoot.join(cgroup, pid)
+            cgroup.join(pid)
         ours.send(_PLACED)
     except OSError as exc:
-        _say(f"cannot place a spare in its pids cgroup or tell it so ({_explain(exc)})")
+        _say(f"cannot place a spare in its cgroups or tell it so ({_explain(exc)})")
         os.kill(pid, signal.SIGKILL)
         ours.close()
         if handover is not None:
@@ -824,6 +861,8 @@ def _spare_main(
     conn: socket.socket,
     zygote_pid: int,
     handover: socket.socket | None,
+    *,
+    memory_cgroup: bool,
 ) -> int:
     """In the spare: get ready, wait for a request (or the zygote's end), become the worker.
 
@@ -841,8 +880,8 @@ def _spare_main(
     # reused by the request's descriptors): no signal may write to it.
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    # The zygote says when this process is in its pids cgroup: nothing may
-    # fork before that (a child would stay outside the cgroup's limit).
+    # The zygote says when this process is in its cgroups: nothing may fork
+    # before that (a child would stay outside the cgroups' limits).
     with _step("waiting for the zygote to place the spare in its cgroup"):
         if conn.recv(len(_PLACED)) != _PLACED:
             return 0  # the zygote is stopping
@@ -907,7 +946,14 @@ def _spare_main(
         else:
             handover.close()
     return _child(
-        request, channel_fd, log_fd, zygote_pid, None, handover_fd=handover_fd, prepared=prepared
+        request,
+        channel_fd,
+        log_fd,
+        zygote_pid,
+        None,
+        handover_fd=handover_fd,
+        prepared=prepared,
+        memory_cgroup=memory_cgroup,
     )
 
 
@@ -937,12 +983,16 @@ def _report_spare_failure(conn: socket.socket, exc: BaseException) -> None:
 
 def _claim_spare(spare: _Spare, message: bytes, fds: list[int], request: SpawnRequest) -> bool:
     """Hand a request to the spare; False if the spare is gone (fork directly instead)."""
-    processes = request.limits.processes
-    # The spare's cgroup starts at _SPARE_PIDS, the policy's default: most
-    # requests need no write here, on the path every start waits for.
-    if spare.cgroup is not None and processes is not None and processes != _SPARE_PIDS:
+    processes, memory = request.limits.processes, _memory_bytes(request)
+    # The spare's cgroups start at the policy's defaults: most requests need
+    # no write here, on the path every start waits for. The limit is set
+    # before the spare hears of its request, so it never runs plugin code
+    # under the default (a spare that cannot be lowered to it: EBUSY, the
+    # request forks directly instead).
+    cgroup = spare.cgroup
+    if cgroup is not None and (processes != _SPARE_PIDS or memory != _SPARE_MEMORY):
         try:
-            (spare.cgroup / "pids.max").write_text(f"{processes}\n")
+            cgroup.limit(processes=processes, memory_bytes=memory)
         except OSError:
             return False
     try:
@@ -959,18 +1009,23 @@ def _loop(
     wake_r: int,
     layers: dict[str, str],
     counting: str,
-    pids_root: PidsRoot | None,
+    memory_cgroup: str,
+    root: CgroupRoot | None,
     children: _Children,
     zygote_pid: int,
 ) -> int:
-    control.send(msgpack.packb({"layers": layers, "seccomp_counting": counting}))
+    control.send(
+        msgpack.packb(
+            {"layers": layers, "seccomp_counting": counting, "memory_cgroup": memory_cgroup}
+        )
+    )
     # Probing was the last use of the environment (the test-only switch):
     # workers are forked from here and must inherit nothing.
     os.environ.clear()
     poller = children.poller
     poller.register(control, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
-    spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
+    spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
     while True:
         ready = {fd for fd, _ in poller.poll()}
         # Listeners first: a denial made just before a worker exited is then
@@ -1023,7 +1078,7 @@ def _loop(
                     children.pending.remove(spare.cgroup)
                 children.cgroups[pid] = spare.cgroup
             _reply(control, pid)
-            spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
+            spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
             continue
         if spare is not None:  # it died: forget it (its cgroup is already pending removal)
             spare.conn.close()
@@ -1037,7 +1092,7 @@ def _loop(
                 channel_fd,
                 log_fd,
                 zygote_pid=zygote_pid,
-                pids_root=pids_root,
+                root=root,
                 name=f"worker-{len(children.status)}-{os.urandom(4).hex()}",
                 count=count,
             )
@@ -1055,7 +1110,7 @@ def _loop(
             children.cgroups[pid] = cgroup
         _reply(control, pid)
         if spare is None:
-            spare = _new_spare(control, pids_root, zygote_pid, children, counting=not counting)
+            spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
 
 
 def _fork_worker(
@@ -1065,20 +1120,22 @@ def _fork_worker(
     log_fd: int,
     *,
     zygote_pid: int,
-    pids_root: PidsRoot | None,
+    root: CgroupRoot | None,
     name: str,
     count: bool,
-) -> tuple[int, Path | None, socket.socket | None]:
+) -> tuple[int, WorkerCgroup | None, socket.socket | None]:
     """Fork a worker directly (no spare at hand): (pid, its cgroup, the zygote's
     end of the listener handover socket). SandboxError names a failed step;
     the caller closes ``channel_fd`` and ``log_fd`` either way."""
-    cgroup: Path | None = None
+    cgroup: WorkerCgroup | None = None
     ours: socket.socket | None = None
     theirs: socket.socket | None = None
     try:
-        if pids_root is not None and request.limits.processes is not None:
-            with _step("creating the worker's pids cgroup"):
-                cgroup = pids_root.create(name, request.limits.processes)
+        if root is not None:
+            with _step("creating the worker's cgroups"):
+                cgroup = root.create(
+                    name, processes=request.limits.processes, memory_bytes=_memory_bytes(request)
+                )
         if count:
             with _step("creating the seccomp listener's handover socket"):
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -1100,7 +1157,15 @@ def _fork_worker(
             if ours is not None and theirs is not None:
                 ours.close()
                 handover = theirs.detach()
-            code = _child(request, channel_fd, log_fd, zygote_pid, cgroup, handover_fd=handover)
+            code = _child(
+                request,
+                channel_fd,
+                log_fd,
+                zygote_pid,
+                cgroup,
+                handover_fd=handover,
+                memory_cgroup=cgroup is not None and cgroup.memory is not None,
+            )
         except BaseException as exc:  # report, never return into the zygote loop
             _report_failure(exc)
         finally:
@@ -1112,7 +1177,7 @@ def _fork_worker(
 
 def _new_spare(
     control: socket.socket,
-    pids_root: PidsRoot | None,
+    root: CgroupRoot | None,
     zygote_pid: int,
     children: _Children,
     *,
@@ -1120,7 +1185,7 @@ def _new_spare(
 ) -> _Spare | None:
     """Fork the next spare; until claimed, its cgroup waits in ``pending`` (removed
     once empty, so a spare that dies, or outlives the zygote, leaves nothing)."""
-    spare = _fork_spare(control, pids_root, zygote_pid, counting=counting)
+    spare = _fork_spare(control, root, zygote_pid, counting=counting)
     if spare is not None and spare.cgroup is not None:
         children.pending.append(spare.cgroup)
     return spare

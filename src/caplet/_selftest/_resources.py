@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from caplet._errors import PluginCallError
+from caplet._errors import PluginCallError, WorkerCrashedError
 from caplet._host._host import PluginHost
 from caplet._selftest._checks import DEADLINE_MS, escaped, raised, refused, timed_out
 from caplet._selftest._model import (
@@ -27,6 +27,8 @@ from caplet._selftest._model import (
 __all__ = ["CASES", "LOG_LINES"]
 
 _MIB = 1024 * 1024
+#: The policy's memory_mb (RLIMIT_AS, and with /tmp the worker's memory cgroup).
+_MEMORY_MB = 512
 #: WorkerSpec's defaults: the private /tmp, RLIMIT_FSIZE and RLIMIT_NOFILE.
 _TMP_MB = 64
 _FILE_MB = 64
@@ -225,6 +227,27 @@ def run(count):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGRTMIN])
 """
 
+MEMFD_HOARD = """
+def run(bound_mb):
+    # Pages written into memfds are never mapped: RLIMIT_AS does not see them
+    # (red-team finding 9: 1.5 GiB held by a worker with a 512 MiB limit).
+    block = b"x" * (1024 * 1024)
+    held, fds = 0, []
+    try:
+        while held < bound_mb:
+            fd = os.memfd_create("hoard")
+            fds.append(fd)
+            for _ in range(16):
+                os.write(fd, block)
+                held += 1
+    except OSError as exc:
+        return {"errno": errname(exc), "held_mb": held}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return {"escaped": f"held {held} MiB in memfds"}
+"""
+
 LOG_FLOOD = """
 def run(ctx, lines):
     for index in range(lines):
@@ -300,6 +323,20 @@ def signals_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
         f"{value['queued']} signals queued, charged to the host uid as well",
     )
     expect(attempt.same_worker, "the worker should have survived")
+
+
+def memory_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled, attempt.describe())
+    breach_unless(not escaped(attempt), attempt.describe())
+    if attempt.error is None:
+        # Where no memory cgroup bounds the worker, seccomp refuses memfd_create.
+        expect(attempt.value == {"errno": "EPERM", "held_mb": 0}, attempt.describe())
+        expect(False, "memfd_create was refused (seccomp): no memory cgroup bounds the worker")
+    expect(isinstance(attempt.error, WorkerCrashedError), attempt.describe())
+    expect(
+        f"memory limit of {_MEMORY_MB + _TMP_MB} MiB" in str(attempt.error),
+        "expected the kernel to stop it at the worker's memory limit",
+    )
 
 
 def log_rate_limited(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
@@ -435,6 +472,15 @@ CASES: tuple[HostileCase, ...] = (
         SIGNAL_QUEUE,
         signals_bounded,
         args=fixed_args(5000),
+    ),
+    HostileCase(
+        "memfd-hoard",
+        Family.RESOURCES,
+        "write 1152 MiB into memfds (pages RLIMIT_AS never sees)",
+        Layer.CGROUP,
+        MEMFD_HOARD,
+        memory_bounded,
+        args=fixed_args(2 * (_MEMORY_MB + _TMP_MB)),
     ),
     HostileCase(
         "kv-bomb",
