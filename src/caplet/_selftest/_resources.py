@@ -248,6 +248,34 @@ def run(bound_mb):
     return {"escaped": f"held {held} MiB in memfds"}
 """
 
+SOCKET_HOARD = """
+def run(bound_mb):
+    # Bytes queued in a socket are kernel memory, not address space: RLIMIT_AS
+    # does not see them, and SO_SNDBUF lets one socket queue 40 times its default
+    # (the red team's second look at finding 9: 1 GiB from a 128 MiB worker).
+    import socket
+    chunk = b"x" * 65536
+    held, sockets = 0, []
+    try:
+        while held < bound_mb * 1024 * 1024:
+            pair = socket.socketpair()
+            sockets.extend(pair)
+            for end in pair:
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+                end.setblocking(False)
+                try:
+                    while held < bound_mb * 1024 * 1024:
+                        held += end.send(chunk)
+                except BlockingIOError:
+                    pass
+    except OSError as exc:
+        return {"errno": errname(exc), "held_mb": held // (1024 * 1024)}
+    finally:
+        for end in sockets:
+            end.close()
+    return {"escaped": f"held {held // (1024 * 1024)} MiB in socket buffers"}
+"""
+
 LOG_FLOOD = """
 def run(ctx, lines):
     for index in range(lines):
@@ -329,9 +357,13 @@ def memory_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
     expect(attempt.enabled, attempt.describe())
     breach_unless(not escaped(attempt), attempt.describe())
     if attempt.error is None:
-        # Where no memory cgroup bounds the worker, seccomp refuses memfd_create.
+        # Where no memory cgroup bounds the worker, seccomp refuses memfd_create
+        # (and raising a socket's buffer size) before anything is held.
         expect(attempt.value == {"errno": "EPERM", "held_mb": 0}, attempt.describe())
-        expect(False, "memfd_create was refused (seccomp): no memory cgroup bounds the worker")
+        expect(
+            False,
+            "refused by seccomp before anything was held: no memory cgroup bounds the worker",
+        )
     expect(isinstance(attempt.error, WorkerCrashedError), attempt.describe())
     expect(
         f"memory limit of {_MEMORY_MB + _TMP_MB} MiB" in str(attempt.error),
@@ -479,6 +511,15 @@ CASES: tuple[HostileCase, ...] = (
         "write 1152 MiB into memfds (pages RLIMIT_AS never sees)",
         Layer.CGROUP,
         MEMFD_HOARD,
+        memory_bounded,
+        args=fixed_args(2 * (_MEMORY_MB + _TMP_MB)),
+    ),
+    HostileCase(
+        "socket-hoard",
+        Family.RESOURCES,
+        "queue 1152 MiB in socket buffers raised with SO_SNDBUF (kernel memory)",
+        Layer.CGROUP,
+        SOCKET_HOARD,
         memory_bounded,
         args=fixed_args(2 * (_MEMORY_MB + _TMP_MB)),
     ),
