@@ -370,3 +370,49 @@ def test_red_team_flag_turns_the_gate_off_loudly_and_only_when_asked(
     locked = caplet(*call, "--red-team", "--locked", cwd=workspace)
     assert locked.returncode == 2, locked.stdout
     assert "red" in document(locked)["error"]["message"].lower()
+
+
+_CHATTY = """
+def create_functions(config):
+    def run(ctx):
+        for number in range(300):
+            ctx.log.info("line %d" % number)
+            ctx.log.warning("careful %d" % number)
+        return "done"
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_json_run_writes_the_document_alone_and_no_log_flood(
+    workspace: Path, make_plugin: PluginFactory
+) -> None:
+    """Issue 15 point 4: `--json` runs flooded stderr with log lines."""
+    make_plugin("chatty", source=_CHATTY)
+    called = caplet(
+        "call",
+        "--enable",
+        "chatty",
+        "main.run",
+        "--yes",
+        *state(workspace),
+        "--json",
+        cwd=workspace,
+    )
+    assert called.returncode == 0, called.stderr
+    assert document(called) == {
+        "ok": True,
+        "plugin": "chatty",
+        "function": "main.run",
+        "result": "done",
+    }
+    assert called.stderr == ""
+    # Without --json the same lines are the user's to see (bounded by the ctx.log rate).
+    shown = caplet(
+        "call", "--enable", "chatty", "main.run", "--yes", *state(workspace), cwd=workspace
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "[chatty] line 0" in shown.stderr.splitlines()
+    listed = caplet("list", *state(workspace), "--json", cwd=workspace)
+    assert listed.returncode == 0, listed.stderr
+    assert "chatty" in [p["name"] for p in document(listed)["plugins"]]
+    assert listed.stderr == ""
