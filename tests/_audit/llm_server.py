@@ -66,6 +66,9 @@ class Reply:
     #: Send the headers of a huge body, then bytes as fast as the client reads
     #: them, until it hangs up (a server that never finishes its answer).
     endless: bool = False
+    #: Send the headers, then one byte of the answer at a time, a few a second,
+    #: until it hangs up: every read gets data, only a total deadline ends it.
+    trickle: bool = False
 
 
 Script = Callable[[Exchange], Reply]
@@ -254,6 +257,9 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.endless:
             self._send_endless(owner.stopping)
             return
+        if reply.trickle:
+            self._send_trickle(owner.stopping)
+            return
         self._send(exchange, reply)
 
     def _send_endless(self, stopping: threading.Event) -> None:
@@ -265,6 +271,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b'{"choices": [{"message": {"content": "')
             while not stopping.is_set():
                 self.wfile.write(b" " * 4096)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up: what the test wants
+
+    def _send_trickle(self, stopping: threading.Event) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(10**6))
+            self.end_headers()
+            self.wfile.write(b'{"choices": [{"message": {"content": "')
+            self.wfile.flush()
+            # The server's pace, not the test's clock: the wait ends at once on stop.
+            while not stopping.wait(0.05):
+                self.wfile.write(b" ")
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up: what the test wants
 

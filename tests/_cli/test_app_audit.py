@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -471,3 +472,37 @@ def test_one_line_fences_pasted_ids_and_inaccurate_descriptions_through_the_cli(
     assert words(reasons[0]) == words("posts names; the file insists: [caplet test injection]")
     assert any("description inaccurate" in r for r in reasons)
     assert audit["risk_level"] == "HIGH"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_model_trickling_bytes_is_cut_at_the_one_deadline_and_fails_closed(
+    make_plugin: PluginFactory, cli: list[str], llm: LLMServer, tmp_path: Path, provider: str
+) -> None:
+    """Issue 14, point 2.3: CAPLET_LLM_TIMEOUT_S bounded each read, so a server sending a byte
+    now and then held the audit as long as it liked."""
+    make_plugin("greet", source=CLEAN)
+    llm.default = Reply(trickle=True)
+    env = {
+        "CAPLET_LLM_PROVIDER": provider,
+        "CAPLET_LLM_BASE_URL": llm.url,
+        "CAPLET_LLM_MODEL": "scripted-model",
+        "CAPLET_LLM_TIMEOUT_S": "1",
+    }
+    audited = caplet("audit", "greet", "--json", *cli, env=env, cwd=tmp_path)
+    assert audited.returncode == 1, audited.stderr
+    audit = json.loads(audited.stdout)["audit"]
+    assert (audit["static_only"], audit["risk_level"], audit["recommendation"]) == (
+        True,
+        "HIGH",
+        "reject",
+    )
+    # Where the watchdog finds the client (mid-read, or the socket already cut) names the detail.
+    assert re.search(
+        r"scripted-model at http://127\.0\.0\.1:\d+/v1 did not answer within 1 s \([^)]+\); "
+        r"the limit covers connecting, reading and retrying",
+        audit["fallback_reason"],
+    ), audit["fallback_reason"]
+    approved = caplet("approve", "greet", "--yes", *cli, env=env, cwd=tmp_path)
+    assert approved.returncode == 1, approved.stdout
+    assert "risk:            HIGH" in approved.stdout
+    assert "Traceback" not in approved.stderr

@@ -292,3 +292,41 @@ def test_two_distributions_claiming_a_plugin_are_reported_and_neither_loads(
     assert all("plugin 'hello' is claimed by 2 installed distributions" in e for e in errors)
     assert all("'acme-plugins'" in e and "'other-plugins'" in e for e in errors)
     assert "shadowed" not in listed.stdout + listed.stderr
+
+
+def test_an_entry_point_into_another_distributions_folder_is_skipped_with_both_names(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 14: the plugin was credited to the distribution that merely claimed it."""
+    from tests.conftest import make_distribution
+
+    site = tmp_path / "site"
+    folder = make_distribution(site, "hello")
+    # A second distribution, no plugin of its own, whose entry point names acme's folder.
+    make_distribution(site, "other", dist="evil-plugins", entry_point="acme_plugins:hello")
+    cli = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+    env = {"PYTHONPATH": str(site)}
+    expected = (
+        f"distribution 'evil-plugins': entry point 'other' points at {folder}, which belongs "
+        "to distribution 'acme-plugins', not to 'evil-plugins'"
+    )
+    listed = caplet("list", "--json", *cli, cwd=tmp_path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    document = json.loads(listed.stdout)
+    assert [(p["name"], p["source"]["distribution"]) for p in document["plugins"]] == [
+        ("hello", "acme-plugins")
+    ]
+    [skipped] = document["skipped"]
+    assert skipped["error"].startswith(expected)
+    text = caplet("list", *cli, cwd=tmp_path, env=env)
+    assert text.returncode == 0, text.stderr
+    assert expected in " ".join((text.stdout + text.stderr).split())
+    # verify, against a lock that pins the real hello, names the stray entry point as well.
+    for command in (("approve", "hello"), ("lock", "hello")):
+        pinned = caplet(*command, "--yes", *cli, cwd=tmp_path, env=env)
+        assert pinned.returncode == 0, pinned.stderr
+    verified = caplet("verify", "--json", *cli, cwd=tmp_path, env=env)
+    assert verified.returncode == 1, verified.stderr
+    problems = [p["message"] for p in json.loads(verified.stdout)["problems"]]
+    assert len(problems) == 1, problems
+    assert expected in problems[0]

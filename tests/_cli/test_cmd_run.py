@@ -236,6 +236,95 @@ def test_call_enables_a_plugins_requires_first_with_their_own_configuration(
     assert document(snippet)["value"] == "written"
 
 
+#: `base` needs no configuration, `keyed` does; `pinger` requires `base`, `user` both;
+#: the two dependents call their requirements through ctx.plugins, on a call and on an event.
+_BASE = """
+def create_functions(config):
+    return {"base": {"ping": lambda: "pong"}}
+"""
+_KEYED = """
+def create_functions(config):
+    return {"keyed": {"token": lambda: config["token"]}}
+"""
+_PINGER = """
+def create_functions(config):
+    def run(ctx, payload=None):
+        return ctx.plugins.call("base.ping")
+    return {"pinger": {"run": run}}
+"""
+_USER = """
+def create_functions(config):
+    def handle(ctx, payload):
+        return [ctx.plugins.call("base.ping"), ctx.plugins.call("keyed.token"), payload["id"]]
+    return {"user": {"handle": handle}}
+"""
+
+
+@pytest.fixture
+def dependents(workspace: Path, make_plugin: PluginFactory) -> Path:
+    make_plugin("base", source=_BASE, modules='[modules.base]\nfunctions = ["ping"]\n')
+    make_plugin(
+        "keyed",
+        source=_KEYED,
+        modules='[modules.keyed]\nfunctions = ["token"]\n[config.token]\ntype = "string"\n',
+    )
+    make_plugin(
+        "pinger",
+        source=_PINGER,
+        extra='requires = ["base"]\ncapabilities = ["host.call:base"]\n',
+        modules='[modules.pinger]\nfunctions = ["run"]\n'
+        '[hooks."content:afterSave"]\nfunction = "pinger.run"\n',
+    )
+    make_plugin(
+        "user",
+        source=_USER,
+        extra='requires = ["base", "keyed>=1.0"]\n'
+        'capabilities = ["host.call:base", "host.call:keyed"]\n',
+        modules='[modules.user]\nfunctions = ["handle"]\n'
+        '[hooks."content:afterSave"]\nfunction = "user.handle"\n',
+    )
+    return workspace
+
+
+def test_a_requirement_without_configuration_needs_no_enable_of_its_own(dependents: Path) -> None:
+    """Issue 15 point 3: `base` is enabled first, for call and emit alike, unnamed."""
+    flags = ("--yes", *state(dependents), "--json")
+    called = caplet("call", "--enable", "pinger", "pinger.run", *flags, cwd=dependents)
+    assert called.returncode == 0, called.stderr
+    assert document(called)["result"] == "pong"
+    emitted = caplet(
+        "emit", "content:afterSave", "--enable", "pinger", *flags, "--payload", "{}", cwd=dependents
+    )
+    assert emitted.returncode == 0, emitted.stderr
+    shown = document(emitted)
+    assert [(c["plugin"], c["status"], c["value"]) for c in shown["calls"]] == [
+        ("pinger", "ok", "pong")
+    ]
+    assert sorted(shown["subscribed_not_enabled"]) == ["talker", "user"]
+
+
+def test_emit_enables_requires_first_each_with_its_own_enable_group(dependents: Path) -> None:
+    """Issue 15 point 3: `emit` enables `requires` first, as `call` and `exec` do."""
+    emit = ("emit", "content:afterSave", "--payload", '{"id": 3}')
+    flags = ("--yes", *state(dependents), "--json")
+    missing = caplet(*emit, "--enable", "user", *flags, cwd=dependents)
+    assert missing.returncode == 2, missing.stderr
+    assert document(missing)["error"]["message"].endswith(
+        "(plugin 'keyed' is required by 'user'; configure it with --enable keyed k=v ... "
+        "before --enable user)"
+    )
+    # The requirement's group may follow the plugin that needs it.
+    both = caplet(
+        *emit, "--enable", "user", "--enable", "keyed", "token=abc", *flags, cwd=dependents
+    )
+    assert both.returncode == 0, both.stderr
+    shown = document(both)
+    assert [(c["plugin"], c["status"], c["value"]) for c in shown["calls"]] == [
+        ("user", "ok", ["pong", "abc", 3])
+    ]
+    assert sorted(shown["subscribed_not_enabled"]) == ["pinger", "talker"]
+
+
 def test_call_keeps_every_form_of_enable(workspace: Path) -> None:
     for form in (
         ("--enable", "hello", "greeting=Hi", "greet.say", '"x"'),
@@ -281,3 +370,49 @@ def test_red_team_flag_turns_the_gate_off_loudly_and_only_when_asked(
     locked = caplet(*call, "--red-team", "--locked", cwd=workspace)
     assert locked.returncode == 2, locked.stdout
     assert "red" in document(locked)["error"]["message"].lower()
+
+
+_CHATTY = """
+def create_functions(config):
+    def run(ctx):
+        for number in range(300):
+            ctx.log.info("line %d" % number)
+            ctx.log.warning("careful %d" % number)
+        return "done"
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_json_run_writes_the_document_alone_and_no_log_flood(
+    workspace: Path, make_plugin: PluginFactory
+) -> None:
+    """Issue 15 point 4: `--json` runs flooded stderr with log lines."""
+    make_plugin("chatty", source=_CHATTY)
+    called = caplet(
+        "call",
+        "--enable",
+        "chatty",
+        "main.run",
+        "--yes",
+        *state(workspace),
+        "--json",
+        cwd=workspace,
+    )
+    assert called.returncode == 0, called.stderr
+    assert document(called) == {
+        "ok": True,
+        "plugin": "chatty",
+        "function": "main.run",
+        "result": "done",
+    }
+    assert called.stderr == ""
+    # Without --json the same lines are the user's to see (bounded by the ctx.log rate).
+    shown = caplet(
+        "call", "--enable", "chatty", "main.run", "--yes", *state(workspace), cwd=workspace
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "[chatty] line 0" in shown.stderr.splitlines()
+    listed = caplet("list", *state(workspace), "--json", cwd=workspace)
+    assert listed.returncode == 0, listed.stderr
+    assert "chatty" in [p["name"] for p in document(listed)["plugins"]]
+    assert listed.stderr == ""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests._cli.clikit import caplet, document
+from tests._cli.clikit import caplet, caplet_with_terminal_stderr, document
 
 
 @pytest.mark.parametrize(
@@ -28,3 +29,36 @@ def test_a_plain_name_is_still_a_plugin(tmp_path: Path) -> None:
     result = caplet("scan", "helo", "--json", cwd=tmp_path)
     assert result.returncode == 2
     assert document(result)["error"]["type"] == "PluginNotFoundError"
+
+
+def _tree(root: Path, files: int) -> Path:
+    root.mkdir()
+    for number in range(files):
+        (root / f"m{number}.py").write_text(f"VALUE = {number}\n", encoding="utf-8")
+    return root
+
+
+def test_progress_goes_to_stderr_when_stderr_is_a_terminal_and_only_then(tmp_path: Path) -> None:
+    """Issue 15 point 4: progress bars only when stdout was a terminal; now whenever stderr is
+    one, whatever stdout is (a pipe, a --json document), and never into stdout."""
+    from caplet._cli._cmd_scan import _PROGRESS_MIN_FILES
+
+    (tmp_path / "plugins").mkdir()
+    big = _tree(tmp_path / "big", _PROGRESS_MIN_FILES)
+    small = _tree(tmp_path / "small", 2)
+    for args in (("scan", str(big), "--json"), ("scan", str(big), str(small), "--json")):
+        stdout, terminal, code = caplet_with_terminal_stderr(*args, cwd=tmp_path)
+        assert code == 0, terminal
+        assert "scanning" in terminal, args
+        shown = json.loads(stdout)  # nothing but the document on stdout
+        assert shown["ok"] is True
+        piped = caplet(*args, cwd=tmp_path)
+        assert piped.returncode == 0, piped.stderr
+        assert piped.stderr == ""
+        assert json.loads(piped.stdout)["ok"] is True
+    # A text report too: the bar on the terminal, the report alone on stdout.
+    stdout, terminal, code = caplet_with_terminal_stderr("scan", str(big), cwd=tmp_path)
+    assert code == 0, terminal
+    assert "scanning" in terminal
+    assert "scanning" not in stdout
+    assert stdout.startswith(f"Scan of {big} (package mode): {_PROGRESS_MIN_FILES} files")

@@ -28,7 +28,7 @@ from rich.text import Text
 from caplet._audit._model import AuditResult
 from caplet._audit._report import Tone, audit_report, canary_meaning
 from caplet._cli._safe import plain
-from caplet._cli._table import Cell, print_table
+from caplet._cli._table import Cell, print_line, print_table
 from caplet._config._coerce import SECRET_MASK, redact
 from caplet._config._schema import ConfigField
 from caplet._display import safe_line
@@ -368,12 +368,13 @@ def print_scan_report(
     parsed = (
         f", {report.files_parsed} needed the AST pass" if report.mode is ScanMode.PACKAGE else ""
     )
-    console.print(
+    print_line(
+        console,
         Text.assemble(
             plain(f"Scan of {label}", "bold"),
             f" ({report.mode.value} mode): {report.files_scanned} files, "
             f"{report.bytes_scanned / 1e6:.2f} MB{parsed}",
-        )
+        ),
     )
     shown = [f for f in report.findings if verbose or f.severity is not Severity.INFO]
     by_file: dict[str, list[Finding]] = {}
@@ -383,17 +384,18 @@ def print_scan_report(
         console.print(plain(file, "bold underline"))
         for finding in by_file[file]:
             where = f"  {finding.line}:{finding.column}" if finding.line else "  -"
-            console.print(
+            print_line(
+                console,
                 Text.assemble(
                     (f"{where:>9} ", "dim"),
                     (f"{finding.severity.value:<7}", _SEVERITY_STYLE[finding.severity]),
                     plain(f" {finding.rule_id} "),
                     plain(finding.message),
-                )
+                ),
             )
             if finding.excerpt:
                 # The plugin's own source line: exactly where an ESC or a bidi override hides.
-                console.print(plain(f"            {finding.excerpt}", "dim"))
+                print_line(console, plain(f"            {finding.excerpt}", "dim"))
     observed = sorted(
         {f.capability for f in report.findings if f.capability and not f.covered}
         if report.mode is ScanMode.PACKAGE

@@ -9,17 +9,20 @@ widths as their minimum, it prints a rich table (rich then wraps at spaces
 only); when they do not, it prints one block per row instead, ``column:
 value`` lines under the row's first cell, written without wrapping (the
 terminal wraps a long line; nothing is cut or split by caplet).
+:func:`print_line` does the same for one line of text outside a table (a
+scan report's finding, the source line it quotes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Cell", "print_table"]
+__all__ = ["Cell", "print_line", "print_table"]
 
 #: What a cell may hold: caplet's own text, or untrusted text already escaped (``plain``).
 Cell = Text | str
@@ -35,6 +38,16 @@ def _text(cell: Cell) -> Text:
 def _longest_word(cell: Cell) -> int:
     words = _text(cell).plain.split()
     return max((len(word) for word in words), default=1)
+
+
+def print_line(console: Console, text: Text) -> None:
+    """``text`` wrapped at spaces when every word fits the console, else as one line.
+
+    rich folds a word longer than the line ("an_extra/ordinarily"); such a
+    line is written whole instead, for the terminal to wrap.
+    """
+    longest = max((cell_len(word) for word in text.plain.split()), default=0)
+    console.print(text, soft_wrap=longest > console.width)
 
 
 def _longest_line(cell: Cell) -> int:
