@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import ssl
 import tempfile
@@ -58,11 +57,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider
 from caplet._broker._resolver import Resolver
-from caplet._capabilities._model import (
-    Capability,
-    EnvReadCapability,
-    ProcExecCapability,
-)
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
@@ -83,7 +77,7 @@ from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
 from caplet._host._breaker import CircuitBreaker, Trip
 from caplet._host._consent import Consent, ConsentRequest
-from caplet._host._context import ContextBroker, PluginRequests
+from caplet._host._context import ContextBroker
 from caplet._host._failures import call_failure
 from caplet._host._guest import GuestRunner
 from caplet._host._guest_catalog import GuestCatalog, guest_catalog
@@ -93,34 +87,35 @@ from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
 from caplet._host._manager import RED_TEAM_LABEL, PluginManager
-from caplet._host._metrics import PluginMeter
 from caplet._host._observe import Observer
 from caplet._host._policy import Isolation, Policy
 from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
-from caplet._host._validate import FunctionValidator
 from caplet._sandbox._context import Refused
-from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import worker_identity
-from caplet._sandbox._launcher import Launcher, Worker, WorkerSpec
-from caplet._sandbox._programs import program_grants
+from caplet._sandbox._launcher import Launcher
 from caplet._sandbox._sandboxed import default_launcher
 from caplet._scan._model import ScanReport
 from caplet._suggest import did_you_mean
-from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
+from caplet._trust._snapshot import make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovalRecord, TrustStore
 
 if TYPE_CHECKING:
     from caplet._host._consent import Widening
     from caplet._host._update import UpdateReport
+from caplet._host._running import (
+    REJECTED_LOGGED,
+    CallTarget,
+    RunningWorker,
+    not_provided,
+    worker_spec,
+)
 
 __all__ = ["HEALTH_FUNCTION", "PluginHost"]
 
 _LOG = logging.getLogger("caplet")
 
 PluginFunction = Callable[..., Any]
-#: ``(module, function, schemas or None)`` for one declared ``"module.function"``.
-_Target = tuple[str, str, FunctionValidator | None]
 #: How much of a failure's message goes into a quarantine reason.
 _REASON_CHARS = 300
 #: The optional health-check function an update runs (seed 004).
@@ -129,59 +124,6 @@ HEALTH_FUNCTION = "health"
 #: the call was sent (WorkerGoneError: nothing ran); once more is enough,
 #: since the retry finds the replacement or starts it.
 _GONE_ATTEMPTS = 2
-
-
-class _Running:
-    """A live worker, the snapshot it was started from, and what the call path needs.
-
-    ``targets`` maps each declared ``"module.function"`` to its parts (and its
-    compiled schemas, if it declares any) and ``timeout_s`` is the per-call
-    deadline, both computed once at start so a warm call does no lookups
-    beyond one dict access. ``breaker`` is the plugin's circuit breaker (it
-    outlives the worker: the host keeps it across restarts).
-    """
-
-    __slots__ = (
-        "breaker",
-        "generation",
-        "meter",
-        "on_request",
-        "refresh_at",
-        "snapshot",
-        "targets",
-        "timeout_s",
-        "workdir",
-        "worker",
-    )
-
-    def __init__(
-        self,
-        worker: Worker,
-        snapshot: Snapshot,
-        workdir: Path,
-        targets: dict[str, _Target],
-        timeout_s: float,
-        *,
-        breaker: CircuitBreaker,
-        on_request: PluginRequests,
-        meter: PluginMeter,
-    ) -> None:
-        self.worker = worker
-        #: The plugin's metrics and budget (kept across restarts, like the breaker).
-        self.meter = meter
-        #: Answers the worker's ctx requests (built from its granted capabilities).
-        self.on_request = on_request
-        self.snapshot = snapshot
-        self.workdir = workdir
-        self.targets = targets
-        self.timeout_s = timeout_s
-        self.breaker = breaker
-        #: The manager's lifecycle generation this worker was last validated at.
-        self.generation = -1
-        #: When (host clock) the warm path must re-read the shared state (quarantine
-        #: recorded by another process or node): ``Policy.state_refresh_s`` after
-        #: the last validation.
-        self.refresh_at = 0.0
 
 
 class PluginHost:
@@ -292,7 +234,7 @@ class PluginHost:
         self.prompter = prompter
         #: The live worker of each plugin. Written only with that plugin's lock
         #: held; read without one on the warm path (one dict lookup).
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, RunningWorker] = {}
         #: One breaker per plugin, kept across worker restarts and
         #: disable/enable; dropped when the plugin is quarantined or released.
         self._breakers: dict[str, CircuitBreaker] = {}
@@ -457,7 +399,7 @@ class PluginHost:
         its worker. An inert plugin is refused before anything is configured
         or prompted for.
         """
-        retired: list[_Running] = []
+        retired: list[RunningWorker] = []
         try:
             with self._lifecycle, self._plugin_lock(name):
                 return self._enable_locked(name, inline, config, prompter, retired, consent=consent)
@@ -472,7 +414,7 @@ class PluginHost:
         inline: Iterable[str],
         config: Mapping[str, object] | None,
         prompter: Prompter | None,
-        retired: list[_Running],
+        retired: list[RunningWorker],
         *,
         consent: bool | Consent,
     ) -> Outcome:
@@ -701,7 +643,7 @@ class PluginHost:
         except SandboxError as exc:
             meter.failed(exc)
             raise
-        running: _Running | None = None
+        running: RunningWorker | None = None
         attempts = _GONE_ATTEMPTS
         started = time.perf_counter_ns()
         try:
@@ -781,7 +723,7 @@ class PluginHost:
         target: str,
         breaker: CircuitBreaker,
         exc: SandboxError,
-        running: _Running | None,
+        running: RunningWorker | None,
     ) -> bool:
         """Account for a failed call; False when it was not the plugin's failure.
 
@@ -822,7 +764,9 @@ class PluginHost:
             self._tripped(name, target, trip, exc)
         return True
 
-    def _cut_short(self, name: str, target: str, exc: CallTimeoutError, running: _Running) -> None:
+    def _cut_short(
+        self, name: str, target: str, exc: CallTimeoutError, running: RunningWorker
+    ) -> None:
         """Log a call the caller's own deadline ended, and retire its killed worker."""
         self.manager.log_decision(
             name,
@@ -861,13 +805,13 @@ class PluginHost:
             )
         return self._guarded_call(provider, target, args, {}, timeout_cap=timeout_s)
 
-    def _prepare_call(self, name: str, target: str) -> tuple[_Running, _Target]:
+    def _prepare_call(self, name: str, target: str) -> tuple[RunningWorker, CallTarget]:
         """Validate a call and return the worker to send it to, starting one if needed.
 
         Holds the plugin's lock, so of several threads finding the worker
         dead exactly one starts the next; the others wait and use it.
         """
-        retired: _Running | None = None
+        retired: RunningWorker | None = None
         follow = False
         try:
             with self._plugin_lock(name):
@@ -947,7 +891,7 @@ class PluginHost:
 
     # -- workers --------------------------------------------------------------------------
 
-    def _start(self, name: str) -> _Running:
+    def _start(self, name: str) -> RunningWorker:
         """Start the plugin's worker; the caller holds the plugin's lock and has
         detached the previous worker."""
         info = self._enabled_info(name)
@@ -975,29 +919,13 @@ class PluginHost:
                 f"plugin {name!r}: cannot create its working directory in {self._run_dir} "
                 f"({exc.strerror}); check free space and that the state directory is writable"
             ) from exc
-        spec = WorkerSpec(
-            plugin=name,
-            snapshot_dir=snapshot.path,
-            entry=info.manifest.entry,
-            config=dict(info.config),
-            modules={m.name: m.function_names for m in info.manifest.modules},
-            workdir=workdir,
-            start_timeout_s=self.policy.start_timeout_s,
-            # The frame limit is what bounds the size of a result.
-            max_frame_bytes=self.policy.max_output_bytes(
-                info.manifest.limits.max_output_kb, info.tier
-            ),
-            grants=plan.grants + _program_grants(info.capabilities),
-            masks=plan.masks,
-            programs=tuple(
-                c.program for c in info.capabilities if isinstance(c, ProcExecCapability)
-            ),
-            memory_mb=self.policy.memory_limit_mb(info.manifest.limits.memory_mb, info.tier),
-            cpu_s=self.policy.cpu_limit_s(info.manifest.limits.cpu_s, info.tier),
-            processes=self.policy.processes_limit(info.tier),
-            env=_approved_environment(info.capabilities),
+        spec = worker_spec(
+            info,
+            snapshot.path,
+            workdir,
+            plan,
+            self.policy,
             context=self.context.grants(info),
-            max_context_requests=self.policy.context.max_requests_per_call,
         )
         try:
             worker = self.launcher.start(spec)
@@ -1012,7 +940,7 @@ class PluginHost:
             remove_snapshot(snapshot)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        missing = _not_provided(info, worker.started.registered)
+        missing = not_provided(info, worker.started.registered)
         if missing:
             # Declared (and so advertised to agents) but never returned by
             # create_functions: refused at enable, naming them (issue 15).
@@ -1030,14 +958,14 @@ class PluginHost:
             name, "start", self.launcher.isolation, True, f"worker pid {worker.pid}"
         )
         rejected = worker.started.rejected
-        for undeclared in rejected[:_REJECTED_LOGGED]:
+        for undeclared in rejected[:REJECTED_LOGGED]:
             self.manager.log_decision(
                 name, "register", undeclared, False, "not declared in the manifest; rejected"
             )
-        if len(rejected) > _REJECTED_LOGGED:
+        if len(rejected) > REJECTED_LOGGED:
             # One row each would let a plugin fill the state database (and bury
             # the decision log) at every start: the rest are counted, not listed.
-            more = len(rejected) - _REJECTED_LOGGED
+            more = len(rejected) - REJECTED_LOGGED
             self.manager.log_decision(
                 name,
                 "register",
@@ -1053,7 +981,7 @@ class PluginHost:
             for f in m.function_names
         }
         timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms, info.tier) / 1000
-        running = _Running(
+        running = RunningWorker(
             worker,
             snapshot,
             workdir,
@@ -1067,13 +995,13 @@ class PluginHost:
         self._running[name] = running
         return running
 
-    def _stop(self, name: str, running: _Running | None = None) -> None:
+    def _stop(self, name: str, running: RunningWorker | None = None) -> None:
         """Stop the plugin's worker (only ``running``, if given and still current)."""
         with self._plugin_lock(name):
             detached = self._detach(name, running)
         self._dispose(detached)
 
-    def _detach(self, name: str, running: _Running | None = None) -> _Running | None:
+    def _detach(self, name: str, running: RunningWorker | None = None) -> RunningWorker | None:
         """Take the plugin's worker out of service (plugin lock held) and return it.
 
         With ``running``, only when that is still the current worker: the
@@ -1085,7 +1013,7 @@ class PluginHost:
         del self._running[name]
         return current
 
-    def _detach_each(self, names: Iterable[str]) -> list[_Running]:
+    def _detach_each(self, names: Iterable[str]) -> list[RunningWorker]:
         """Detach the workers of ``names``, each under its own plugin lock."""
         retired = []
         for name in names:
@@ -1095,11 +1023,11 @@ class PluginHost:
                 retired.append(detached)
         return retired
 
-    def _dispose_each(self, retired: Iterable[_Running]) -> None:
+    def _dispose_each(self, retired: Iterable[RunningWorker]) -> None:
         for running in retired:
             self._dispose(running)
 
-    def _dispose(self, running: _Running | None) -> None:
+    def _dispose(self, running: RunningWorker | None) -> None:
         """Close a detached worker and remove its snapshot, with no host lock held
         (closing waits for a call still running in it)."""
         if running is None:
@@ -1169,7 +1097,7 @@ class PluginHost:
         target = self.health_target(name)
         if target is None:
             return Outcome(True, f"plugin {name!r} declares no health(); its worker started")
-        running: _Running | None = None
+        running: RunningWorker | None = None
         try:
             running, parts = self._prepare_call(name, target)
             value = running.worker.call(
@@ -1498,49 +1426,6 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     call.__name__ = target.rpartition(".")[2]
     call.__qualname__ = f"{name}:{target}"
     return call
-
-
-#: Rejected registrations logged one by one per worker start; the rest in one row.
-_REJECTED_LOGGED = 20
-
-
-def _not_provided(info: PluginInfo, registered: Mapping[str, Sequence[str]]) -> list[str]:
-    """The declared ``module.function`` names the worker did not register."""
-    return [
-        f"{module.name}.{function}"
-        for module in info.manifest.modules
-        for function in module.function_names
-        if function not in registered.get(module.name, ())
-    ]
-
-
-def _program_grants(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
-    """Executable grants for the approved programs, found on the host's PATH."""
-    grants: list[PathGrant] = []
-    for capability in capabilities:
-        if isinstance(capability, ProcExecCapability):
-            grants += program_grants(capability.program, search_path=os.environ.get("PATH"))
-    return tuple(grants)
-
-
-#: Never passed to a worker, even if approved: they change how the runtime
-#: itself loads code (ld.so(8), python(1)).
-_FORBIDDEN_ENV_PREFIXES = ("LD_", "PYTHON")
-
-
-def _approved_environment(capabilities: Sequence[Capability]) -> dict[str, str]:
-    """The values of the approved ``env.read`` variables set in the host's environment."""
-    env: dict[str, str] = {}
-    for capability in capabilities:
-        if not isinstance(capability, EnvReadCapability):
-            continue
-        name = capability.name
-        if name.startswith(_FORBIDDEN_ENV_PREFIXES):
-            continue
-        value = os.environ.get(name)
-        if value is not None:
-            env[name] = value
-    return env
 
 
 #: What a size limit raises in a worker: the broker's response or request too large,
