@@ -14,10 +14,12 @@ terminal wraps a long line; nothing is cut or split by caplet).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["Cell", "print_table"]
 
@@ -79,6 +81,9 @@ def print_table(
     """``rows`` under ``columns`` as a table when no word has to be split, else as a list."""
     widths = fitted_widths(columns, rows, console.width)
     if widths is not None:
+        # rich.table on first use: `caplet scan --json` prints no table (issue 16's start-up).
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left")
         for name, width in zip(columns, widths, strict=True):
             table.add_column(name, width=width)
