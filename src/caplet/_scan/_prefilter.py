@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import unicodedata
+from collections.abc import Collection
 from typing import Any, Final
 
 import re2
@@ -226,8 +227,9 @@ class Prefilter:
         # exec passed as a value (``run = exec``) is not focused: the call
         # through the alias is on another line.
         self._focused = {self._pairs[i][0] for i in _LOCAL_PAIRS}
-        self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
+        self._locators: dict[int, Any] = {i: re2.compile(patterns[i]) for i in self._focused}
         self._patterns = [*patterns, *_FOCUS_ONLY]
+        self._focus_only = range(len(patterns), len(self._patterns))
         self._all_locator: Any = None
 
     def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
@@ -236,12 +238,12 @@ class Prefilter:
         One match answers both (a Set reports every pattern it saw); the
         answer is computed per call, so concurrent threads do not mix them up.
         """
-        encoded = text.encode("utf-8", "surrogatepass")
+        encoded = _utf8(text)
         matched = self._set.Match(encoded) or []
         auditor = self._auditor in matched
-        return self.check(text, matched=matched), auditor
+        return self._answer(text, encoded, matched), auditor
 
-    def check(self, text: str, matched: list[int] | None = None) -> Need | frozenset[int]:
+    def check(self, text: str) -> Need | frozenset[int]:
         """Nothing, the whole file, or the 1-based lines the AST pass must visit.
 
         A large file that needs the whole AST is still visited only around
@@ -250,23 +252,23 @@ class Prefilter:
         large library holds no threat token, and its visit was most of the
         scanner's time.
         """
-        need = self._check(text, matched=matched)
+        encoded = _utf8(text)
+        return self._answer(text, encoded, self._set.Match(encoded) or [])
+
+    def _answer(self, text: str, encoded: bytes, matched: list[int]) -> Need | frozenset[int]:
+        need = self._check(encoded, matched, focus=True)
         if need is Need.NOTHING and not text.isascii():
-            need = self._check(unicodedata.normalize("NFKC", text), focus=False)
+            normalised = _utf8(unicodedata.normalize("NFKC", text))
+            need = self._check(normalised, self._set.Match(normalised) or [], focus=False)
             if need is Need.NOTHING:
                 return need
             return Need.FULL  # line numbers of the normalised text are not the file's
         if need is Need.FULL and len(text) > _FOCUS_FROM:
-            lines = self.hit_lines(text, _MAX_LARGE_FOCUS)
+            lines = self.hit_lines(text, _MAX_LARGE_FOCUS, matched, encoded)
             return Need.FULL if lines is None else lines
         return need
 
-    def _check(
-        self, text: str, *, focus: bool = True, matched: list[int] | None = None
-    ) -> Need | frozenset[int]:
-        if matched is None:
-            # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
-            matched = self._set.Match(text.encode("utf-8", "surrogatepass")) or []
+    def _check(self, encoded: bytes, matched: list[int], *, focus: bool) -> Need | frozenset[int]:
         if not matched:
             return Need.NOTHING
         found = set(matched)
@@ -280,37 +282,72 @@ class Prefilter:
             return Need.FULL
         lines: set[int] = set()
         for index in relevant:
-            for match in self._locators[index].finditer(text):
-                # the last character: the first may be the newline before the name
-                lines.add(text.count("\n", 0, match.end() - 1) + 1)
+            # Located in the UTF-8 bytes, not the str: google-re2's wrapper turns
+            # every byte offset of a str match back into a character offset by
+            # scanning from the last one, which cost more than the matching
+            # (issue 16). A newline is one byte in UTF-8, so lines count the same.
+            for match in self._locators[index].finditer(encoded):
+                # the last byte: the first may be the newline before the name
+                lines.add(encoded.count(b"\n", 0, match.end() - 1) + 1)
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
         return frozenset(lines)
 
-    def hit_lines(self, text: str, limit: int) -> frozenset[int] | None:
+    def hit_lines(
+        self,
+        text: str,
+        limit: int,
+        matched: Collection[int] | None = None,
+        encoded: bytes | None = None,
+    ) -> frozenset[int] | None:
         """The lines any pattern (or sink token) matches, ``None`` past ``limit`` lines.
 
-        One pass of one alternation of every pattern; line numbers are
-        counted between consecutive matches, so the whole costs one scan.
+        With ``matched`` (the set's answer for ``text``, whose UTF-8 is
+        ``encoded``), only the patterns the set found are located, one at a
+        time: a pattern the set did not find has no line to add. Each is
+        located on its own, so no match of one can hide a match of another:
+        the lines are those of one alternation of them all, or more. Without
+        ``matched``, one pass of the alternation of every pattern. Matching
+        runs over the UTF-8 bytes (see :meth:`_check`); line numbers are counted
+        between consecutive matches, so each pass costs one scan.
         """
-        if self._all_locator is None:
-            self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
         if not text.isascii():
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
                 return None  # lone surrogates: RE2 cannot take the text as it is
+        data = encoded if encoded is not None else _utf8(text)
+        if matched is None:
+            if self._all_locator is None:
+                self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
+            locators = [self._all_locator]
+        else:
+            wanted = sorted({i for i in matched if i < self._auditor} | set(self._focus_only))
+            locators = [self._locator(i) for i in wanted]
         lines: set[int] = set()
-        position, line = 0, 1
-        for match in self._all_locator.finditer(text):
-            # the last character: the first may be the newline before the name
-            end = max(match.start(), match.end() - 1)
-            line += text.count("\n", position, end)
-            position = end
-            lines.add(line)
-            if len(lines) > limit:
-                return None
+        for locator in locators:
+            position, line = 0, 1
+            for match in locator.finditer(data):
+                # the last byte: the first may be the newline before the name
+                end = max(match.start(), match.end() - 1)
+                line += data.count(b"\n", position, end)
+                position = end
+                lines.add(line)
+                if len(lines) > limit:
+                    return None
         return frozenset(lines)
+
+    def _locator(self, index: int) -> Any:
+        """The compiled pattern ``index`` of :attr:`_patterns` (compiled on first use)."""
+        found = self._locators.get(index)
+        if found is None:
+            found = self._locators[index] = re2.compile(self._patterns[index])
+        return found
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` for RE2; surrogatepass: an in-memory str may hold lone surrogates."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 _CACHE: list[Prefilter] = []

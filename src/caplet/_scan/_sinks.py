@@ -323,7 +323,11 @@ class Sinks:
 
     def finish(self) -> None:
         """Run the checks, now that every contribution to every name is known."""
-        for check in self._pending:
+        # Taken out of self: each check is a closure over self, and a list of them kept
+        # here would make the file's whole syntax tree garbage for the cycle collector
+        # instead of freeing it when the file is done (a tenth of a package scan's CPU).
+        pending, self._pending = self._pending, []
+        for check in pending:
             check()
         self._write_then_run()
         fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
