@@ -175,6 +175,19 @@ def test_the_probe_sees_each_blind_set(blind: str, monkeypatch: pytest.MonkeyPat
     assert not engine_answers()
 
 
+@pytest.mark.parametrize("part", [0, 1])
+def test_the_probe_sees_either_prefilter_set_blind(
+    part: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the prefilter is two RE2 sets (solo patterns, pairs): each is probed on its own
+    parts = prefilter()._set.parts
+    assert len(parts) == 2
+    blinded = list(parts)
+    blinded[part] = (parts[part][0], BlindSet())
+    monkeypatch.setattr(prefilter()._set, "parts", blinded)
+    assert not engine_answers()
+
+
 def test_an_engine_that_raises_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     class Raising:
         def Match(self, text: bytes) -> list[int]:

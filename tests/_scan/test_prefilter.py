@@ -83,3 +83,31 @@ def test_located_patterns_give_every_line_the_alternation_gives(prefilter: Prefi
 def test_a_file_without_threat_tokens_needs_nothing(prefilter: Prefilter) -> None:
     text = "def add(a, b):\n    return a + b\n" * 2000
     assert prefilter.check(text) is Need.NOTHING
+
+
+def test_a_name_bound_on_a_hit_line_is_followed_to_its_uses(prefilter: Prefilter) -> None:
+    text = (
+        "import builtins\n"
+        "ns = vars(builtins)\n"
+        "\n"
+        "def run(code, key):\n"
+        "    return ns[key](code)\n"
+        "\n"
+        "unrelated = 1\n"
+    )
+    assert prefilter.check(text) == frozenset({2, 5})
+
+
+def test_a_name_used_everywhere_makes_the_whole_file_visited(prefilter: Prefilter) -> None:
+    text = "import builtins\nx = vars(builtins)\n" + "print(x)\n" * 100
+    assert prefilter.check(text) is Need.FULL
+
+
+def test_each_set_is_asked_and_the_answers_numbered_as_one(prefilter: Prefilter) -> None:
+    # solo patterns and pairs live in two RE2 sets; a hit of each keeps its own index
+    text = "exec(b64decode(x)); post('https://discord.com/api/webhooks/1/a')"
+    assert prefilter.engine_answers(text)
+    assert not prefilter.engine_answers("exec(b64decode(x))")  # the solo set finds nothing
+    found = prefilter._set.Match(text.encode())
+    assert any(i < prefilter._solo for i in found)
+    assert any(prefilter._solo <= i < prefilter._auditor for i in found)

@@ -50,6 +50,70 @@ def test_a_builtin_or_api_named_by_computation_is_a_threat(source: str) -> None:
     assert "CPL-THR-003" in danger(source)
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        # names built by str.format and by % (the computed-names class of issue 16)
+        'import builtins\ngetattr(builtins, "{}{}".format("ex", "ec"))(code)\n',
+        'import builtins\nrun = vars(builtins)["%s%s" % ("ev", "al")]\nrun(code)\n',
+        'import os\ngetattr(os, "%stem" % "sys")("id")\n',
+        'import importlib\nimportlib.import_module("{0}{1}".format("o", "s")).system("id")\n',
+        # lookups that are not getattr: __getattribute__, a namespace's .get
+        'import os\nos.__getattribute__("sys" + "tem")("id")\n',
+        'import os\nobject.__getattribute__(os, "sys" + "tem")("id")\n',
+        'import builtins\nbuiltins.__dict__.get("ex" + "ec")(code)\n',
+        'globals().get("__builtins__").__dict__.get("lave"[::-1])(code)\n',
+        # a module's namespace by a computed name
+        'import subprocess\nsubprocess.__dict__["Po" + "pen"](["id"])\n',
+        'import sys\nsys.modules["o" + "s"].system("id")\n',
+        'import os\nns = vars(os)\nns["".join(["sys", "tem"])]("id")\n',
+        # a name prepared on another line than the lookup
+        'import os\nname = "".join(map(chr, [115, 121, 115, 116, 101, 109]))\n\n'
+        "getattr(os, name)('id')\n",
+        'import os\nname = "metsys"[::-1]\nfn = getattr(os, name)\nfn("id")\n',
+        # dispatch tables: builtins kept in a dict, picked by a computed key
+        'ACTIONS = {"show": print, "load": exec}\nACTIONS["lo" + "ad"](code)\n',
+        "import builtins\nns = {n: getattr(builtins, n) for n in dir(builtins)}\n"
+        'ns["lave"[::-1]](code)\n',
+        'import builtins\nns = dict(vars(builtins))\nns["ex" + "ec"](code)\n',
+        'import builtins\nns = builtins.__dict__.copy()\nns.get("ex" + "ec")(code)\n',
+        'import builtins\nns = {k: v for k, v in vars(builtins).items()}\nns["ev" "al" + ""](c)\n',
+        # the namespace bound on one line, looked up in a function further down (package
+        # mode visits the lines a hit binds, not only the hit)
+        "import builtins\nns = vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "ev" + "al"\n    return ns[k](c)\n',
+        "import builtins\n\nTABLE = builtins.__dict__\n\n\ndef go(code):\n"
+        '    TABLE.get("".join(reversed("cexe")))(code)\n',
+    ],
+)
+def test_every_spelling_of_a_computed_lookup_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # formatted names of a library's own methods (visitors, handlers, properties)
+        'def visit(self, node):\n    return getattr(self, "visit_{}".format(node.kind))(node)\n',
+        'getattr(self, "%s_%s" % ("do", "thing"))()\n',
+        'handler = getattr(self, "on_{}".format("close"))\n',
+        # dispatch tables of harmless functions, constant or computed keys
+        'import json\nLOADERS = {"json": json.loads, "text": str}\nLOADERS["js" + "on"](data)\n',
+        "def safe_eval(x):\n    return x\n\nOPS = {'eval': safe_eval}\nOPS['ev' + 'al'](1)\n",
+        'import math\nns = {n: getattr(math, n) for n in dir(math)}\nns["s" + "qrt"](2)\n',
+        'import builtins\nENV = dict(vars(builtins))\nENV["print"]("hello")\n',
+        # lookups by a parameter: how frameworks dispatch
+        "import builtins\ndef find(name):\n    return builtins.__dict__.get(name)\n",
+        "def attr(obj, name):\n    return obj.__getattribute__(name)\n",
+        'object.__getattribute__(self, "_" + "data")\n',
+        'import os\nos.environ.get("HO" + "ME")\n',
+        'import sys\nmod = sys.modules["json" + ""]\n',
+    ],
+)
+def test_formatted_and_dispatched_names_of_harmless_code_are_not_threats(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
 def test_getattr_with_a_parameter_is_how_libraries_dispatch() -> None:
     assert not danger(
         """

@@ -16,8 +16,9 @@ import base64
 import binascii
 import builtins
 import codecs
+import string
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from caplet._scan._resolve import Resolver
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
@@ -99,7 +100,14 @@ class Evaluator(Resolver):
             items = [ev(e, depth) for e in node.elts]
             return None if any(i is None for i in items) else [i for i in items if i is not None]
         if isinstance(node, ast.BinOp):
-            return _binop(node.op, ev(node.left, depth), ev(node.right, depth))
+            left = ev(node.left, depth)
+            if isinstance(node.op, ast.Mod) and isinstance(left, str):
+                # only a tuple written out is several arguments: a list is one
+                right = ev(node.right, depth)
+                if isinstance(node.right, ast.Tuple) and isinstance(right, list):
+                    return _percent(left, right)
+                return None if isinstance(right, list) else _percent(left, [right])
+            return _binop(node.op, left, ev(node.right, depth))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Invert):
             operand = ev(node.operand, depth)
             if not isinstance(operand, int):
@@ -300,9 +308,70 @@ def _method(
             out = base.replace(old, new)
             return out if len(out) <= _MAX_VALUE else None
         return None
+    if isinstance(base, str) and method == "format":
+        return _format(base, args)
     if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
         return _fernet(flow, node, args[0], depth)
     return None
+
+
+def _percent(template: str, items: Sequence[Value | None]) -> Value | None:
+    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r`` and ``%%``, no flags,
+    widths or mapping keys (anything else is left unevaluated)."""
+    pieces: list[str] = []
+    position = 0
+    used = 0
+    while (found := template.find("%", position)) >= 0:
+        pieces.append(template[position:found])
+        kind = template[found + 1 : found + 2]
+        position = found + 2
+        if kind == "%":
+            pieces.append("%")
+            continue
+        if kind not in {"s", "d", "i", "r"} or used >= len(items):
+            return None
+        item = items[used]
+        used += 1
+        if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
+            return None
+        pieces.append(repr(item) if kind == "r" else str(item))
+    if used != len(items):
+        return None
+    pieces.append(template[position:])
+    out = "".join(pieces)
+    return out if len(out) <= _MAX_VALUE else None
+
+
+def _format(template: str, args: Sequence[Value | None]) -> Value | None:
+    """``"{}{}".format("ex", "ec")``: positional fields only, no conversion or format spec
+    (an attribute or item of a field is never looked up)."""
+    pieces: list[str] = []
+    automatic = 0
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return None
+    for literal, field, spec, conversion in fields:
+        pieces.append(literal)
+        if field is None:
+            continue
+        if spec or conversion is not None:
+            return None
+        if field == "":
+            index = automatic
+            automatic += 1
+        elif field.isdigit():
+            index = int(field)
+        else:
+            return None
+        if index >= len(args):
+            return None
+        item = args[index]
+        if not isinstance(item, str | int):
+            return None
+        pieces.append(str(item))
+    out = "".join(pieces)
+    return out if len(out) <= _MAX_VALUE else None
 
 
 _TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "cp1252"})

@@ -22,6 +22,7 @@ there undeclared *capabilities* are danger too).
 from __future__ import annotations
 
 import enum
+import re
 import unicodedata
 from collections.abc import Collection
 from typing import Any, Final
@@ -82,6 +83,50 @@ _NETWORK = (
     r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b"
 )
 
+#: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
+_LOOKUP = (
+    r"(?:\b(?:getattr|__import__|import_module|attrgetter|__getattribute__)\s*\(|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*(?:\[|\.\s*get\s*\())"
+)
+#: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
+_LOOKUP_BY_VARIABLE = (
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[A-Za-z_]\w*\s*[,)]|"
+    r"\b(?:__import__|import_module|attrgetter)\s*\(\s*[A-Za-z_]\w*\s*[,)]|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*"
+    r"(?:\[\s*[A-Za-z_]\w*\s*\]|\.\s*get\s*\(\s*[A-Za-z_]\w*\s*[,)])"
+)
+#: What a file that looks names up contains.
+_LOOKUP_NAME = (
+    r"\b(?:getattr|__import__|import_module|attrgetter|__getattribute__|__dict__|vars|modules|"
+    r"globals)\b"
+)
+#: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
+#: code points, a list of byte values or a builtin's repr, decoded, a literal formatted.
+_PIECES = (
+    r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
+    r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
+    r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
+    r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]"
+)
+#: Pieces that hardly ever build anything but a hidden name: code points joined, a
+#: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
+#: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
+#: line it is the first pair's).
+_STRONG_PIECES = (
+    r"\b(?:map|join)\(\s*chr\b|\bchr\(\s*\d+\s*\)\s*\+|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|"
+    r"\breversed\(\s*['\"]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\)|"
+    r"\bbytes\(\s*\[\s*\d|\brot_?13\b"
+)
+#: A subscript or .get whose key is built from literals only ("lo" + "ad", "lave"[::-1],
+#: "".join(["ex", "ec"]), "{}".format("ex"...), "%s" % "x", "ev" "al"), or from code
+#: points, bytes or a builtin's repr (a list literal is not a subscript).
+_BUILT_KEY = (
+    r"(?:[\w\])]\s*\[|\.\s*get\s*\()\s*(?:[rbuRBU]?['\"][^'\"\n]*['\"]\s*"
+    r"(?:\+\s*[rbuRBU]?['\"]|\[\s*:|\.\s*join\(\s*[\[(]\s*['\"]|\.\s*format\(\s*['\"]|"
+    r"%\s*\(?\s*['\"]|[rbuRBU]?['\"])|(?:chr|map|reversed)\s*\(|bytes\(\s*\[|"
+    r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
+)
+
 #: Pairs that matter only together: (first, second) must both match.
 #: The name-building and builtins pairs are *local* (their rules look at the
 #: call holding the first pattern) and can be focused; the others feed
@@ -96,15 +141,11 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
     ),
-    # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
-    # (concatenated, joined, sliced, reversed, from code points or a builtin's repr)
-    # (on the call's own line: a name prepared elsewhere is the builtins pair's job)
-    (
-        r"\b(?:getattr|__import__|import_module|attrgetter)\s*\([^\n]*(?:['\"]\s*\+\s*[rbuRBU]?['\"]|"
-        r"\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|\bbytes\(\s*\[|\bmap\(\s*chr\b|"
-        r"\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\))",
-        r"\b(?:getattr|__import__|import_module|attrgetter)\b",
-    ),
+    # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
+    # os.__getattribute__("{}{}".format(...)): a name built from literals (concatenated,
+    # joined, sliced, reversed, formatted, decoded, from code points or a builtin's repr)
+    # on the lookup's own line (a name prepared on another line: the next pairs)
+    (_LOOKUP + r"[^\n]*(?:" + _PIECES + r")", _LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
     # network next to a process call: a second stage fetched and run
@@ -160,18 +201,31 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # exec/eval/compile called (local: the call's statement is enough) or passed
     # as a value (``run = eval``: the call through the alias is elsewhere)
     (_EXEC_NAME + r"\s*\(", _PAYLOAD),
-    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)", _PAYLOAD),
+    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
     # the interpreter's classes walked for os/subprocess
     (
         r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"
         r"__(?:bases|mro)__\s*\[[^\]\n]*\]\s*\.\s*__subclasses__",
         r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b",
     ),
+    # a name built on one line and looked up on another (name = "metsys"[::-1];
+    # getattr(os, name)): the lookups are visited, the name is found by the data flow
+    (_LOOKUP_BY_VARIABLE, _STRONG_PIECES),
+    # a dispatch table of builtins or a copy of a namespace, indexed by a built name:
+    # ACTIONS = {"load": exec}; ACTIONS["lo" + "ad"](code)
+    (
+        _BUILT_KEY,
+        r"[:=,(\[{]\s*(?:exec|eval|compile|execfile|__import__)\s*[,)\]}\n]|"
+        r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
+    ),
 )
 
 
+#: Indices into _PAIRS whose first pattern binds what other lines use: a namespace,
+#: a looked-up function, exec passed as a value (see ``_follow``).
+_ALIASING_PAIRS: Final = frozenset({1, 4, 13, 15, 16})
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
-_LOCAL_PAIRS: Final = frozenset({1, 4, 12})
+_LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16})
 
 
 class Need(enum.Enum):
@@ -181,6 +235,12 @@ class Need(enum.Enum):
     FULL = "full"
 
 
+#: The name a line binds first (``ns = ...``, ``self.ns: T = ...``), in UTF-8 bytes.
+#: Python's re, not RE2: one anchored match per hit line, linear in the line.
+_ASSIGNED = re.compile(
+    rb"[ \t]*(?:[\w\x80-\xff]+[ \t]*\.[ \t]*)*([A-Za-z_\x80-\xff][\w\x80-\xff]*)"
+    rb"[ \t]*(?::[^=\n]*)?=(?!=)"
+)
 #: More focus lines than this and the whole file is visited anyway.
 _MAX_FOCUS_LINES = 64
 #: A file this large (characters) that needs the AST is still only visited around
@@ -196,41 +256,83 @@ _FOCUS_ONLY: Final = (
 )
 
 
+class _Sets:
+    """Consecutive groups of patterns, one RE2 set each, answering as one set.
+
+    RE2 builds a set's DFA lazily, state by state, and a state holds a
+    position in every pattern at once: one set of the solo patterns and one of
+    the pairs build fewer states than one set of both (the product of their
+    positions). On a first pass over new text, which every ``caplet scan``
+    process makes, that halves the matching (issue 16); a warm DFA pays a
+    second pass instead.
+    """
+
+    def __init__(self, groups: list[list[str]]) -> None:
+        self.parts: list[tuple[int, Any]] = []
+        offset = 0
+        for group in groups:
+            options = re2.Options()
+            options.max_mem = 64 << 20
+            compiled: Any = re2.Set.SearchSet(options)
+            for pattern in group:
+                compiled.Add(pattern)
+            compiled.Compile()
+            self.parts.append((offset, compiled))
+            offset += len(group)
+
+    def Match(self, data: bytes) -> list[int]:  # noqa: N802 -- the RE2 Set's own name
+        found: list[int] = []
+        for offset, compiled in self.parts:
+            found.extend(offset + i for i in compiled.Match(data) or ())
+        return found
+
+    def each_answers(self, data: bytes) -> bool:
+        """Whether every set finds some pattern in ``data`` (the self-check's probe)."""
+        return all(compiled.Match(data) for _, compiled in self.parts)
+
+
 class Prefilter:
-    """One RE2 set holding every pattern; a check is one C-level match.
+    """Every pattern in two RE2 sets (:class:`_Sets`); a check is two C-level matches.
 
     Hits of the exec and name-building patterns only matter at the call
     itself, so for them the check returns the lines to visit (the AST pass
     then visits only the statements holding them, see the scanner's
-    ``_focus``); any other hit (an indicator, a chain half) needs the
-    whole file, because chains combine what different statements do.
+    ``_focus``), with the uses of whatever such a line binds (a namespace
+    bound on one line is looked up on another); any other hit (an
+    indicator, a chain half) needs the whole file, because chains combine
+    what different statements do.
     """
 
     def __init__(self) -> None:
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        self._set: Any = re2.Set.SearchSet(options)
         patterns = list(PREFILTER_PATTERNS)
         for first, second in _PAIRS:
             patterns.extend((first, second))
-        for pattern in patterns:
-            self._set.Add(pattern)
+        self._solo = len(PREFILTER_PATTERNS)
         # Not a threat token: whether text addressed to the auditor may be
         # there (CPL-AUD-001), answered by the same match.
         self._auditor = len(patterns)
-        self._set.Add(AUDITOR_PATTERN)
-        self._set.Compile()
-        self._solo = len(PREFILTER_PATTERNS)
+        self._set: Any = _Sets(
+            [list(PREFILTER_PATTERNS), [*patterns[self._solo :], AUDITOR_PATTERN]]
+        )
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
         # exec passed as a value (``run = exec``) is not focused: the call
         # through the alias is on another line.
         self._focused = {self._pairs[i][0] for i in _LOCAL_PAIRS}
+        # Hits whose line may bind what a later line looks up or calls: followed.
+        self._aliasing = {self._pairs[i][0] for i in _ALIASING_PAIRS}
         self._locators: dict[int, Any] = {i: re2.compile(patterns[i]) for i in self._focused}
         self._patterns = [*patterns, *_FOCUS_ONLY]
         self._focus_only = range(len(patterns), len(self._patterns))
         self._all_locator: Any = None
+
+    def engine_answers(self, probe: str) -> bool:
+        """Whether each compiled set finds something in ``probe`` (written to hit all)."""
+        answers = getattr(self._set, "each_answers", None)
+        if answers is None:  # a stand-in set (tests): asked as one
+            return bool(self._set.Match(_utf8(probe)))
+        return bool(answers(_utf8(probe)))
 
     def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
         """:meth:`check`, and whether text addressed to an auditor may be in ``text``.
@@ -281,6 +383,7 @@ class Prefilter:
         if not focus or not relevant <= self._focused:
             return Need.FULL
         lines: set[int] = set()
+        bound: set[bytes] = set()
         for index in relevant:
             # Located in the UTF-8 bytes, not the str: google-re2's wrapper turns
             # every byte offset of a str match back into a character offset by
@@ -291,6 +394,10 @@ class Prefilter:
                 lines.add(encoded.count(b"\n", 0, match.end() - 1) + 1)
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
+                if index in self._aliasing:
+                    _note_binding(encoded, match.start(), bound)
+        if not _follow(encoded, bound, lines, _MAX_FOCUS_LINES):
+            return Need.FULL
         return frozenset(lines)
 
     def hit_lines(
@@ -320,12 +427,13 @@ class Prefilter:
         if matched is None:
             if self._all_locator is None:
                 self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
-            locators = [self._all_locator]
+            located = [(-1, self._all_locator)]
         else:
             wanted = sorted({i for i in matched if i < self._auditor} | set(self._focus_only))
-            locators = [self._locator(i) for i in wanted]
+            located = [(i, self._locator(i)) for i in wanted]
         lines: set[int] = set()
-        for locator in locators:
+        bound: set[bytes] = set()
+        for index, locator in located:
             position, line = 0, 1
             for match in locator.finditer(data):
                 # the last byte: the first may be the newline before the name
@@ -335,7 +443,9 @@ class Prefilter:
                 lines.add(line)
                 if len(lines) > limit:
                     return None
-        return frozenset(lines)
+                if index in self._aliasing:
+                    _note_binding(data, match.start(), bound)
+        return frozenset(lines) if _follow(data, bound, lines, limit) else None
 
     def _locator(self, index: int) -> Any:
         """The compiled pattern ``index`` of :attr:`_patterns` (compiled on first use)."""
@@ -343,6 +453,40 @@ class Prefilter:
         if found is None:
             found = self._locators[index] = re2.compile(self._patterns[index])
         return found
+
+
+def _note_binding(encoded: bytes, position: int, bound: set[bytes]) -> None:
+    """Add the name the line holding ``position`` binds, if it binds one."""
+    target = _ASSIGNED.match(encoded, encoded.rfind(b"\n", 0, position) + 1)
+    if target is not None:
+        bound.add(target.group(1))
+
+
+def _follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> bool:
+    """Add the lines using any name of ``bound``; False past ``limit`` lines.
+
+    What a lookup's line binds is followed to its uses (``ns = vars(builtins)`` on
+    one line, ``ns[name](code)`` in a function further down): a visit of the hit
+    lines alone would not see the lookup. Plain text (``bytes.find``, at memory
+    speed), so a use in a comment or a string only costs a visit.
+    """
+    for name in bound:
+        start = encoded.find(name)
+        while start >= 0:
+            end = start + len(name)
+            before = encoded[start - 1 : start] if start else b""
+            after = encoded[end : end + 1]
+            if not ((before and _identifier_byte(before)) or (after and _identifier_byte(after))):
+                lines.add(encoded.count(b"\n", 0, start) + 1)
+                if len(lines) > limit:
+                    return False
+            start = encoded.find(name, end)
+    return True
+
+
+def _identifier_byte(byte: bytes) -> bool:
+    """Whether a one-byte slice may be part of an identifier (ASCII word or UTF-8)."""
+    return byte.isalnum() or byte == b"_" or byte[0] >= 0x80
 
 
 def _utf8(text: str) -> bytes:

@@ -97,7 +97,8 @@ def _reset() -> None:
 
 
 #: A line every engine that answers sees threats in: exec of decoded data (a prefilter
-#: pair) and a Discord webhook (an exfiltration indicator).
+#: pair) and a Discord webhook (an exfiltration indicator, a solo pattern): a hit for
+#: each of the prefilter's sets, and for the indicators'.
 _PROBE: Final = 'exec(b64decode(x)); post("https://discord.com/api/webhooks/1/a")'
 
 
@@ -110,8 +111,10 @@ def engine_answers() -> bool:
     """
     try:
         indicators = indicator_set()
+        filter_ = prefilter()
         return (
-            prefilter().check(_PROBE) is not Need.NOTHING
+            filter_.engine_answers(_PROBE)
+            and filter_.check(_PROBE) is not Need.NOTHING
             and bool(indicators.matches(_PROBE))
             and indicators.gate(_PROBE)
         )
