@@ -84,6 +84,14 @@ def test_a_builtin_or_api_named_by_computation_is_a_threat(source: str) -> None:
         '    k = "ev" + "al"\n    return ns[k](c)\n',
         "import builtins\n\nTABLE = builtins.__dict__\n\n\ndef go(code):\n"
         '    TABLE.get("".join(reversed("cexe")))(code)\n',
+        # code points through a comprehension, XOR-masked; pieces kept in a dict literal
+        "import os\ngetattr(os, ''.join(chr(c) for c in [115, 121, 115, 116, 101, 109]))('id')\n",
+        "import os\nn = ''.join([chr(c ^ 1) for c in [114, 120, 114, 117, 100, 108]])\n"
+        "getattr(os, n)('id')\n",
+        "import os\nK = {'a': 'sys', 'b': 'tem'}\ngetattr(os, K['a'] + K['b'])('id')\n",
+        # any string operation, when a sensitive module is asked by a non-literal name
+        "import os\nf = getattr(os, 'SYS' 'TEM'.lower())\nf('id')\n",
+        "import os\nname = 'system!'\n\n\ndef go():\n    getattr(os, name[:-1])('id')\n",
     ],
 )
 def test_every_spelling_of_a_computed_lookup_is_a_threat(source: str) -> None:
@@ -108,6 +116,11 @@ def test_every_spelling_of_a_computed_lookup_is_a_threat(source: str) -> None:
         'object.__getattribute__(self, "_" + "data")\n',
         'import os\nos.environ.get("HO" + "ME")\n',
         'import sys\nmod = sys.modules["json" + ""]\n',
+        # a sensitive module's optional attribute, or one named by a parameter
+        'import os\nflag = getattr(os, "O_BINARY", 0)\n',
+        "import sys\ndef stream(name):\n    return getattr(sys, name.lower())\n",
+        "import os\nCODES = {'a': 'sep', 'b': 'linesep'}\nvalue = getattr(os, CODES['b'])\n",
+        "letters = [chr(c ^ 32) for c in range(65, 91)]\n",
     ],
 )
 def test_formatted_and_dispatched_names_of_harmless_code_are_not_threats(source: str) -> None:

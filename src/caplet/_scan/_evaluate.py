@@ -29,6 +29,8 @@ __all__ = ["BudgetError", "Evaluator", "Value"]
 _BUDGET = 60_000
 #: Largest value the evaluator builds (a decoded payload), in characters or bytes.
 _MAX_VALUE = 4 << 20
+#: Items a comprehension is evaluated over at most (a name is a few characters).
+_MAX_LOOP = 4096
 #: Builtins whose ``str()`` the evaluator may take: real objects of this interpreter.
 _PRINTABLE_BUILTINS = frozenset(
     name
@@ -51,6 +53,9 @@ class Evaluator(Resolver):
         self._values: dict[int, Value | None] = {}
         self._evaluating: set[str] = set()
         self._steps = 0
+        #: A comprehension's loop variable while its element is evaluated item by item
+        #: (no value is memoised meanwhile: it depends on the item).
+        self._loop: dict[str, Value] = {}
         #: Values a name receives after its binding, by scope (filled by the visitor).
         self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
 
@@ -78,7 +83,7 @@ class Evaluator(Resolver):
 
     def _evaluate(self, node: ast.AST, depth: int) -> Value | None:
         key = id(node)
-        if key in self._values:
+        if key in self._values and not self._loop:
             return self._values[key]
         if depth > MAX_RESOLVE_DEPTH:
             return None
@@ -86,8 +91,49 @@ class Evaluator(Resolver):
         value = self._compute(node, depth + 1)
         if isinstance(value, str | bytes | list) and len(value) > _MAX_VALUE:
             value = None
-        self._values[key] = value
+        if not self._loop:
+            self._values[key] = value
         return value
+
+    def _comprehension(self, node: ast.ListComp | ast.GeneratorExp, depth: int) -> Value | None:
+        """``[chr(c ^ 1) for c in [...]]``: one loop over literals, a plain target, no
+        condition; the element evaluated for each item (bounded like every value)."""
+        if len(node.generators) != 1 or self._loop:
+            return None
+        loop = node.generators[0]
+        if loop.ifs or loop.is_async or not isinstance(loop.target, ast.Name):
+            return None
+        items = self._iterable(loop.iter, depth)
+        if items is None or len(items) > _MAX_LOOP:
+            return None
+        name = loop.target.id
+        out: list[Value] = []
+        try:
+            for item in items:
+                self._loop = {name: item}
+                value = self._evaluate(node.elt, depth)
+                if value is None:
+                    return None
+                out.append(value)
+        finally:
+            self._loop = {}
+        return out
+
+    def _entry(self, node: ast.Subscript, depth: int) -> Value | None:
+        """``TABLE["a"]`` of a dict literal bound once in this file: the entry's value."""
+        table = node.value
+        if isinstance(table, ast.Name):
+            bound = self.bindings.assigned.get(table.id, ())
+            table = bound[0] if len(bound) == 1 and table.id not in self.contributed else table
+        if not isinstance(table, ast.Dict):
+            return None
+        key = self._evaluate(node.slice, depth)
+        if key is None:
+            return None
+        for entry, value in zip(table.keys, table.values, strict=True):
+            if entry is not None and self._evaluate(entry, depth) == key:
+                return self._evaluate(value, depth)
+        return None
 
     def _compute(self, node: ast.AST, depth: int) -> Value | None:
         ev = self._evaluate
@@ -95,7 +141,11 @@ class Evaluator(Resolver):
             v = node.value
             return v if isinstance(v, str | bytes | int) and not isinstance(v, bool) else None
         if isinstance(node, ast.Name):
+            if node.id in self._loop:
+                return self._loop[node.id]
             return self._evaluate_name(node.id, depth)
+        if isinstance(node, ast.ListComp | ast.GeneratorExp):
+            return self._comprehension(node, depth)
         if isinstance(node, ast.List | ast.Tuple):
             items = [ev(e, depth) for e in node.elts]
             return None if any(i is None for i in items) else [i for i in items if i is not None]
@@ -128,6 +178,11 @@ class Evaluator(Resolver):
             inner = ev(node.value, depth)
             return str(inner) if isinstance(inner, str | int) else None
         if isinstance(node, ast.Subscript):
+            table = isinstance(node.value, ast.Dict | ast.Name)
+            if table and not isinstance(node.slice, ast.Slice):
+                entry = self._entry(node, depth)
+                if entry is not None:
+                    return entry
             return _subscript(ev(node.value, depth), node.slice, lambda n: ev(n, depth))
         if isinstance(node, ast.Call):
             return self._evaluate_call(node, depth)

@@ -117,6 +117,13 @@ _STRONG_PIECES = (
     r"\breversed\(\s*['\"]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\)|"
     r"\bbytes\(\s*\[\s*\d|\brot_?13\b"
 )
+#: getattr of a module worth hiding by anything but a plain literal (a variable, an
+#: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).
+_SENSITIVE_LOOKUP = (
+    r"\bgetattr\(\s*(?:os|posix|nt|subprocess|sys|shutil|socket|importlib|ctypes|pty|builtins|"
+    r"__builtins__|marshal|base64|codecs|pip)\s*,\s*(?:[^'\"\s]|[rbuRBU]?(?:'[^'\n]*'|"
+    r"\"[^\"\n]*\")\s*[^,)\s])"
+)
 #: A subscript or .get whose key is built from literals only ("lo" + "ad", "lave"[::-1],
 #: "".join(["ex", "ec"]), "{}".format("ex"...), "%s" % "x", "ev" "al"), or from code
 #: points, bytes or a builtin's repr (a list literal is not a subscript).
@@ -211,6 +218,9 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # a name built on one line and looked up on another (name = "metsys"[::-1];
     # getattr(os, name)): the lookups are visited, the name is found by the data flow
     (_LOOKUP_BY_VARIABLE, _STRONG_PIECES),
+    # a sensitive module's attribute looked up by a variable (getattr(os, name)): the
+    # name may be built anywhere, by any string operation; rare in real code
+    (_SENSITIVE_LOOKUP, _SENSITIVE_LOOKUP),
     # a dispatch table of builtins or a copy of a namespace, indexed by a built name:
     # ACTIONS = {"load": exec}; ACTIONS["lo" + "ad"](code)
     (
@@ -223,9 +233,9 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
 
 #: Indices into _PAIRS whose first pattern binds what other lines use: a namespace,
 #: a looked-up function, exec passed as a value (see ``_follow``).
-_ALIASING_PAIRS: Final = frozenset({1, 4, 13, 15, 16})
+_ALIASING_PAIRS: Final = frozenset({1, 4, 13, 15, 16, 17})
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
-_LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16})
+_LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
 
 
 class Need(enum.Enum):
