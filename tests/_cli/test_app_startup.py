@@ -41,6 +41,7 @@ HEAVY = (
     "caplet._audit",
     "caplet._selftest",
     "caplet._manifest._load",
+    "caplet._manifest._model",
     "caplet._cli._cmd_plugins",
     "caplet._cli._cmd_run",
     "caplet._cli._cmd_lock",

@@ -289,7 +289,7 @@ def _scan_at(job: Job, path: Path) -> ScanReport:
 
 def _scan_mode(path: Path, mode: ScanModeChoice) -> tuple[tuple[Capability, ...], ScanMode]:
     """A path's declared capabilities and mode: plugin mode for a folder with a manifest."""
-    from caplet._manifest._model import MANIFEST_NAMES
+    from caplet._manifest._names import MANIFEST_NAMES
 
     if (
         path.is_dir()

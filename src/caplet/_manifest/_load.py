@@ -51,7 +51,6 @@ from caplet._errors import CapabilityError, ConfigError, ManifestError
 from caplet._manifest._model import (
     DEFAULT_HOOK_PRIORITY,
     HOOK_EVENT_PATTERN,
-    MANIFEST_NAMES,
     MAX_HOOK_PRIORITY,
     MIN_HOOK_PRIORITY,
     FunctionSpec,
@@ -62,6 +61,7 @@ from caplet._manifest._model import (
     ModuleSpec,
     Requirement,
 )
+from caplet._manifest._names import MANIFEST_NAMES
 from caplet._suggest import did_you_mean
 
 __all__ = ["MAX_MANIFEST_BYTES", "find_manifest", "load_manifest"]
