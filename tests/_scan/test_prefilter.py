@@ -98,6 +98,36 @@ def test_a_name_bound_on_a_hit_line_is_followed_to_its_uses(prefilter: Prefilter
     assert prefilter.check(text) == frozenset({2, 5})
 
 
+@pytest.mark.parametrize(
+    "binding",
+    [
+        "x = 1; ns = vars(builtins)",
+        "x = ns = vars(builtins)",
+        "if (ns := vars(builtins)):",
+        "(x, ns) = 1, vars(builtins)",
+        "ns" + " " * 300 + "= vars(builtins)",
+        "with vars(builtins) as ns:",
+    ],
+)
+def test_every_name_a_hit_line_may_bind_is_followed(prefilter: Prefilter, binding: str) -> None:
+    # not only the first target at the start of the line: a second statement, a second
+    # target, :=, a target list, padding, a with's as
+    text = (
+        f"import builtins\n{binding}\n    pass\n\ndef run(code, key):\n    return ns[key](code)\n"
+    )
+    need = prefilter.check(text)
+    assert isinstance(need, frozenset)
+    assert {2, 6} <= need
+
+
+def test_a_hit_line_binding_too_many_names_makes_the_whole_file_visited(
+    prefilter: Prefilter,
+) -> None:
+    # a minified line: following each of its names would cost a pass over the file each
+    names = "; ".join(f"v{i} = vars(builtins)" for i in range(40))
+    assert prefilter.check(f"import builtins\n{names}\n") is Need.FULL
+
+
 def test_a_name_used_everywhere_makes_the_whole_file_visited(prefilter: Prefilter) -> None:
     text = "import builtins\nx = vars(builtins)\n" + "print(x)\n" * 100
     assert prefilter.check(text) is Need.FULL

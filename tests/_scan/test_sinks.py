@@ -84,6 +84,22 @@ def test_a_builtin_or_api_named_by_computation_is_a_threat(source: str) -> None:
         '    k = "ev" + "al"\n    return ns[k](c)\n',
         "import builtins\n\nTABLE = builtins.__dict__\n\n\ndef go(code):\n"
         '    TABLE.get("".join(reversed("cexe")))(code)\n',
+        # the namespace bound after another statement on its line, as a second target,
+        # by :=, in a target list, or padded far from its line's start: each binding's
+        # uses are still visited
+        "import builtins\nx = 1; ns = vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\nx = ns = vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\nif (ns := vars(builtins)):\n    pass\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\n(x, ns) = 1, vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\nns" + " " * 300 + "= vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        # globals()["__builtins__"] by a computed key, directly or through a name of it
+        'b = globals()["__buil" + "tins__"]\nb.exec(code)\n',
+        'g = globals()\nb = g["".join(["__buil", "tins__"])]\nb.exec(code)\n',
         # code points through a comprehension, XOR-masked; pieces kept in a dict literal
         "import os\ngetattr(os, ''.join(chr(c) for c in [115, 121, 115, 116, 101, 109]))('id')\n",
         "import os\nn = ''.join([chr(c ^ 1) for c in [114, 120, 114, 117, 100, 108]])\n"
@@ -121,6 +137,9 @@ def test_every_spelling_of_a_computed_lookup_is_a_threat(source: str) -> None:
         "import sys\ndef stream(name):\n    return getattr(sys, name.lower())\n",
         "import os\nCODES = {'a': 'sep', 'b': 'linesep'}\nvalue = getattr(os, CODES['b'])\n",
         "letters = [chr(c ^ 32) for c in range(65, 91)]\n",
+        # a module's own global by a computed name, through globals() or a name of it
+        'handler = globals()["handle_" + "close"]\n',
+        'g = globals()\nVERSION = g["".join(["VER", "SION"])]\n',
     ],
 )
 def test_formatted_and_dispatched_names_of_harmless_code_are_not_threats(source: str) -> None:

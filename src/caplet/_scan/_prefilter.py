@@ -22,6 +22,7 @@ there undeclared *capabilities* are danger too).
 from __future__ import annotations
 
 import enum
+import keyword
 import re
 import unicodedata
 from collections.abc import Collection
@@ -245,12 +246,22 @@ class Need(enum.Enum):
     FULL = "full"
 
 
-#: The name a line binds first (``ns = ...``, ``self.ns: T = ...``), in UTF-8 bytes.
-#: Python's re, not RE2: one anchored match per hit line, linear in the line.
-_ASSIGNED = re.compile(
-    rb"[ \t]*(?:[\w\x80-\xff]+[ \t]*\.[ \t]*)*([A-Za-z_\x80-\xff][\w\x80-\xff]*)"
-    rb"[ \t]*(?::[^=\n]*)?=(?!=)"
+#: The names a hit line may bind, in UTF-8 bytes: every name followed by ``=``
+#: (not ``==``, closing a target list or not), ``:=``, an annotation's ``:`` or a ``,``,
+#: and every name after ``as`` or ``for``. More than the line binds (a keyword
+#: argument, a call's last argument) only costs a visit; fewer would let
+#: ``x = 1; ns = vars(builtins)``, ``x = ns = ...``, ``(ns := ...)`` or a target
+#: padded past a fixed look-ahead hide the uses of ``ns`` from the AST pass.
+#: Python's re, not RE2: a few hit lines a file, each scanned once, linear in it.
+_BINDS = re.compile(
+    rb"([A-Za-z_\x80-\xff][\w\x80-\xff]*)[ \t]*(?:[:,]|(?:[)\]][ \t]*)*=(?!=))"
+    rb"|\b(?:as|for)[ \t]+([A-Za-z_\x80-\xff][\w\x80-\xff]*)"
 )
+#: Keywords match :data:`_BINDS` (``else:``, ``None)``) and bind nothing.
+_KEYWORDS: Final = frozenset(k.encode() for k in keyword.kwlist)
+#: More names bound on hit lines than this and the whole file is visited (each
+#: name followed costs a pass over the file: a minified line binds thousands).
+_MAX_BOUND = 32
 #: More focus lines than this and the whole file is visited anyway.
 _MAX_FOCUS_LINES = 64
 #: A file this large (characters) that needs the AST is still only visited around
@@ -394,6 +405,7 @@ class Prefilter:
             return Need.FULL
         lines: set[int] = set()
         bound: set[bytes] = set()
+        seen: set[int] = set()
         for index in relevant:
             # Located in the UTF-8 bytes, not the str: google-re2's wrapper turns
             # every byte offset of a str match back into a character offset by
@@ -404,8 +416,10 @@ class Prefilter:
                 lines.add(encoded.count(b"\n", 0, match.end() - 1) + 1)
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
-                if index in self._aliasing:
-                    _note_binding(encoded, match.start(), bound)
+                if index in self._aliasing and not _note_binding(
+                    encoded, match.start(), bound, seen
+                ):
+                    return Need.FULL
         if not _follow(encoded, bound, lines, _MAX_FOCUS_LINES):
             return Need.FULL
         return frozenset(lines)
@@ -443,6 +457,7 @@ class Prefilter:
             located = [(i, self._locator(i)) for i in wanted]
         lines: set[int] = set()
         bound: set[bytes] = set()
+        seen: set[int] = set()
         for index, locator in located:
             position, line = 0, 1
             for match in locator.finditer(data):
@@ -453,8 +468,8 @@ class Prefilter:
                 lines.add(line)
                 if len(lines) > limit:
                     return None
-                if index in self._aliasing:
-                    _note_binding(data, match.start(), bound)
+                if index in self._aliasing and not _note_binding(data, match.start(), bound, seen):
+                    return None
         return frozenset(lines) if _follow(data, bound, lines, limit) else None
 
     def _locator(self, index: int) -> Any:
@@ -465,11 +480,22 @@ class Prefilter:
         return found
 
 
-def _note_binding(encoded: bytes, position: int, bound: set[bytes]) -> None:
-    """Add the name the line holding ``position`` binds, if it binds one."""
-    target = _ASSIGNED.match(encoded, encoded.rfind(b"\n", 0, position) + 1)
-    if target is not None:
-        bound.add(target.group(1))
+def _note_binding(encoded: bytes, position: int, bound: set[bytes], seen: set[int]) -> bool:
+    """Add the names the line holding ``position`` may bind (see :data:`_BINDS`);
+    False past :data:`_MAX_BOUND` names. ``seen`` holds the lines already read: a
+    minified line with thousands of hits is read once, not once a hit."""
+    start = encoded.rfind(b"\n", 0, position) + 1
+    if start in seen:
+        return True
+    seen.add(start)
+    end = encoded.find(b"\n", position)
+    for match in _BINDS.finditer(encoded, start, len(encoded) if end < 0 else end):
+        name = match.group(1) or match.group(2)
+        if name not in _KEYWORDS:
+            bound.add(name)
+            if len(bound) > _MAX_BOUND:
+                return False
+    return True
 
 
 def _follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> bool:

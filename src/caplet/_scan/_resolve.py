@@ -32,6 +32,7 @@ class Resolver:
         self._memo: dict[int, tuple[str, ...]] = {}
         self._names: dict[str, tuple[str, ...]] = {}
         self._resolving: set[str] = set()
+        self._globals_names: dict[str, bool] = {}
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -94,11 +95,7 @@ class Resolver:
         """What ``container[key]`` (or ``container.get(key)``) denotes: an entry of a
         namespace (``vars(os)``, ``builtins.__dict__``, ``sys.modules``, a copy of one)
         or of a dispatch table written in this file (``{"load": exec}``)."""
-        if (
-            isinstance(container, ast.Call)
-            and not container.args
-            and "builtins.globals" in self.resolve(container.func, depth + 1)
-        ):
+        if self._globals_call(container, depth):
             return ("builtins",) if key == "__builtins__" else ()  # globals()["__builtins__"]
         found: list[str] = []
         for base in self.resolve(container, depth + 1):
@@ -109,13 +106,39 @@ class Resolver:
             elif base.endswith(".__dict__"):
                 # builtins.__dict__["eval"], vars(builtins)["eval"]: builtins.eval
                 found.append(f"{base.removesuffix('.__dict__')}.{key}")
-        for table in self._tables(container):
+        for table in self.tables(container):
             for entry, value in zip(table.keys, table.values, strict=True):
                 if entry is not None and self.name_value(entry) == key:
                     found.extend(self.resolve(value, depth + 1))
         return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
 
-    def _tables(self, container: ast.expr) -> list[ast.Dict]:
+    def may_look_up(self, container: ast.expr, owners: tuple[str, ...]) -> bool:
+        """Whether :meth:`lookup` in ``container`` (which resolves to ``owners``) may
+        denote anything for some key: a list, a local dict or a parameter cannot,
+        and a caller skips evaluating the key of such a lookup (issue 16's speed)."""
+        return bool(owners or self.tables(container) or self._globals_call(container, 0))
+
+    def _globals_call(self, container: ast.expr, depth: int) -> bool:
+        """``globals()``, or a name bound to it (``g = globals()``): its
+        ``"__builtins__"`` entry is the builtins module."""
+        if isinstance(container, ast.Name):
+            # memoised per name, a cycle (g = h; h = g) adding nothing: each name
+            # is asked once, however many names are bound to each other
+            known = self._globals_names.get(container.id)
+            if known is not None or depth > MAX_RESOLVE_DEPTH:
+                return bool(known)
+            self._globals_names[container.id] = False
+            bound = self.bindings.assigned.get(container.id, ())[:MAX_CANDIDATES]
+            found = any(self._globals_call(value, depth + 1) for value in bound)
+            self._globals_names[container.id] = found
+            return found
+        return (
+            isinstance(container, ast.Call)
+            and not container.args
+            and "builtins.globals" in self.resolve(container.func, depth + 1)
+        )
+
+    def tables(self, container: ast.expr) -> list[ast.Dict]:
         """The dict literals ``container`` is, or a name of it is bound to."""
         if isinstance(container, ast.Dict):
             return [container]

@@ -291,6 +291,8 @@ class Sinks:
         if isinstance(node.slice, ast.Constant):
             return
         owners = flow.resolve(value)
+        if not flow.may_look_up(value, owners):
+            return  # a list, a local dict, a parameter: no lookup of anything that can hide
         namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
             o.endswith(".__dict__") and o.removesuffix(".__dict__") in _BUILTIN_OWNERS
             for o in owners
