@@ -19,6 +19,7 @@ LAYERS = [
         "_findings",
         "_suggest",
         "_syscall",
+        "_toml",
         "_validated",
         "_version",
     },

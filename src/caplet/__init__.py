@@ -344,6 +344,9 @@ if TYPE_CHECKING:
     from caplet._host._context_limits import (
         ContextLimits as ContextLimits,
     )
+    from caplet._host._defaults import (
+        DefaultChange as DefaultChange,
+    )
     from caplet._host._guest_limits import (
         GuestLimits as GuestLimits,
     )
@@ -573,6 +576,7 @@ __all__ = [
     "ContextLimits",
     "ContextUnavailableError",
     "Decision",
+    "DefaultChange",
     "DirtyFlags",
     "DnsError",
     "EffectivePolicy",
@@ -864,6 +868,7 @@ _EXPORTS: dict[str, str] = {
     "ConsentReason": "caplet._host._consent",
     "ConsentRequest": "caplet._host._consent",
     "Widening": "caplet._host._consent",
+    "DefaultChange": "caplet._host._defaults",
     "KvWrite": "caplet._trust._store",
     "NetworkPolicy": "caplet._broker._policy",
     "Resolver": "caplet._broker._resolver",

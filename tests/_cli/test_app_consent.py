@@ -239,6 +239,37 @@ def test_what_widens_an_approval_asks_again(
     assert consented.returncode == 0, consented.stderr
 
 
+def test_a_changed_default_asks_again_but_the_operators_own_value_does_not(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    """Red-team finding 8: the next version kept fs.read:${config.root} and moved its
+    default elsewhere; a call that set no root read from there without a question."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "todo.md").write_text("- read elsewhere\n")
+    manifest = write_reader(plugins_dir, capabilities='["fs.read:${config.root}"]') / "plugin.toml"
+    declared = '[config.root]\ntype = "string"\n'
+    text = manifest.read_text()
+    manifest.write_text(text.replace(declared, f'{declared}default = "{notes}"\n'))
+    approved = caplet("approve", "reader", "--yes", *cli, cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr
+    # The approver is shown what the approval will vouch for.
+    assert f"by default:            fs.read:${{config.root}} -> {notes}" in approved.stdout
+    manifest.write_text(text.replace(declared, f'{declared}default = "{elsewhere}"\n'))
+    refused = caplet("call", "--enable", "reader", "files.read", '"todo.md"', *cli, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "read elsewhere" not in refused.stdout
+    shown = f"fs.read:${{config.root}} now defaults to {elsewhere} (approved: {notes})"
+    assert f"changed: {shown}" in refused.stderr
+    assert f"asks for more: {shown}" in flat(refused.stderr)
+    own = caplet(
+        "call", "--enable", "reader", f"root={notes}", "files.read", '"todo.md"', *cli, cwd=tmp_path
+    )
+    assert own.returncode == 0, own.stderr
+    assert own.stdout == "- consent\n\n"
+    assert "Consent needed" not in own.stderr
+
+
 def test_what_narrows_an_approval_runs_on_it(
     plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
 ) -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 from tests._cli.clikit import caplet, document
@@ -38,3 +43,41 @@ def test_new_example_copies_a_shipped_plugin(tmp_path: Path) -> None:
     assert document(unknown)["error"]["message"].startswith(
         "caplet ships no plugin named 'fs-reed' (did you mean 'fs-read'?)"
     )
+
+
+def test_a_plugin_folder_with_a_quadratic_manifest_cannot_stop_caplet(tmp_path: Path) -> None:
+    """Red-team round 3: ``a.a.a...a = 1`` in a plugin.toml made tomllib take quadratic time
+    and memory (the manifest may be 1 MiB: terabytes), so one dropped-in plugin folder
+    stopped `caplet list` and every host start. Run with 1 GiB of address space: an
+    unbounded parse ends as a MemoryError (exit 70) instead of taking the machine."""
+    plugins = tmp_path / "plugins"
+    for name in ("good", "evil"):
+        (plugins / name).mkdir(parents=True)
+        (plugins / name / "plugin.py").write_text("def create_functions(config): return {}\n")
+    (plugins / "good" / "plugin.toml").write_text(
+        'name = "good"\nversion = "1.0.0"\ndescription = "fine"\n'
+        '[modules.main]\nfunctions = ["run"]\n'
+    )
+    (plugins / "evil" / "plugin.toml").write_text(
+        'name = "evil"\nversion = "1.0.0"\n' + ".".join(["a"] * 200_000) + " = 1\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "caplet", "list", "--json", "--state-dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_one_gib,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    listed = json.loads(result.stdout)
+    assert [p["name"] for p in listed["plugins"]] == ["good"]
+    [skipped] = listed["skipped"]
+    assert "dots outside strings" in json.dumps(skipped)
+
+
+def _one_gib() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests._cli.clikit import caplet, document
+from tests._host.test_red_team import GATED
 from tests.conftest import EXAMPLES, REPO, PluginFactory, give_to_worker
 
 #: A plugin that speaks through ctx.log, and takes a keyword named like call's own parameters.
@@ -256,21 +257,6 @@ def test_call_keeps_every_form_of_enable(workspace: Path) -> None:
         result = caplet("call", *refused, *state(workspace), "--json", cwd=workspace)
         assert result.returncode == 2, (refused, result.stdout)
         assert expected in document(result)["error"]["message"], refused
-
-
-#: A danger finding no capability covers: the static gate refuses it (tests/_host/test_red_team).
-GATED = """
-import subprocess
-
-def create_functions(config):
-    def run():
-        try:
-            subprocess.run(["/bin/true"], check=False)
-        except OSError as exc:
-            return exc.errno
-        return "ran a program"
-    return {"main": {"run": run}}
-"""
 
 
 @pytest.mark.security

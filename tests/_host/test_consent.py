@@ -332,43 +332,272 @@ def test_a_broader_path_or_origin_needs_consent(
 
 TEMPLATED = """
 name = "reader"
-version = "1.0.0"
-description = "Lists a folder."
+version = "{version}"
+description = "Reaches what its configuration names."
 capabilities = ["{capability}"]
 
-[config.root]
+[config.{field}]
 type = "string"
-description = "The folder to list"
-default = "{default}"
+description = "What it reaches"
+{default}
 
 [modules.main]
 functions = ["run"]
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an update that changes only the default of a templated grant's config field "
-    "carries the approval over: fs.read:${config.root} moved from the approved folder to /etc",
-)
+def templated(capability: str, field: str, default: str | None, version: str = "1.0.0") -> str:
+    """A manifest with one templated capability over config field *field* (no default: None)."""
+    line = "" if default is None else f'default = "{default}"'
+    return TEMPLATED.format(capability=capability, field=field, default=line, version=version)
+
+
+def granted(host: PluginHost, name: str) -> list[str]:
+    return [str(c) for c in host.manager.require_plugin(name).capabilities]
+
+
+# Red-team finding 8: the approver saw a templated capability with the
+# default it resolved to; the author's next version keeps the capability
+# string and moves only the default. Each row: capability, field, the
+# approved default, the new one.
+CHANGED_DEFAULTS = [
+    pytest.param("fs.read:${config.root}", "root", "{data}", "/etc", id="fs.read"),
+    pytest.param(
+        "net.http:${config.endpoint}",
+        "endpoint",
+        "https://api.example.com",
+        "https://collector.example.net",
+        id="net.http",
+    ),
+    pytest.param(
+        "env.read:${config.variable}", "variable", "LANG", "CAPLET_TEST_SECRET", id="env.read"
+    ),
+]
+
+
+@pytest.mark.parametrize(("capability", "field", "before", "after"), CHANGED_DEFAULTS)
 def test_a_changed_default_behind_a_templated_grant_needs_consent(
-    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    capability: str,
+    field: str,
+    before: str,
+    after: str,
 ) -> None:
-    # The approver saw fs.read:${config.root} with root defaulting to the
-    # plugin's own data folder. The author's next version keeps the
-    # capability string and changes the default; an application that relies
-    # on the defaults enabled it without a word and the plugin listed /etc.
-    # (net.http:${config.endpoint} the same way: another origin, unasked.)
+    # An application that relies on the defaults enabled the new version
+    # without a word, and the plugin listed /etc (or posted to another
+    # origin, or read another variable).
     data = tmp_path / "data"
     data.mkdir()
-    capability = "fs.read:${config.root}"
-    make_plugin("reader", manifest=TEMPLATED.format(capability=capability, default=data))
+    before = before.replace("{data}", str(data))
+    make_plugin("reader", manifest=templated(capability, field, before))
     approve(host, "reader")
-    make_plugin("reader", manifest=TEMPLATED.format(capability=capability, default="/etc"))
+    make_plugin("reader", manifest=templated(capability, field, after, version="1.1.0"))
     host.discover()
     outcome = host.enable("reader")
     assert not outcome, outcome.reason
-    assert "/etc" in outcome.reason
+    shown = f"{capability} now defaults to {after} (approved: {before})"
+    assert "plugin 'reader' changed since its approval of sha256-" in outcome.reason
+    assert f"asks for more: {shown}" in outcome.reason
+    assert "needs a person's consent" in outcome.reason
+    assert host.worker_pid("reader") is None
+    asked = Asked(answer=False)
+    assert not host.enable("reader", consent=asked)
+    [request] = asked.requests
+    assert request.reason is ConsentReason.WIDENED
+    assert request.widening is not None
+    assert request.widening.widens
+    assert describe_widening(request.widening) == [shown]
+    [change] = request.widening.defaults
+    kind = capability.partition(":")[0]
+    assert change.capability.declared == capability
+    assert str(change.now) == f"{kind}:{after}"
+    assert change.approved is not None
+    assert str(change.approved) == f"{kind}:{before}"
+    assert change.fields == (field,)
+    # The approval recorded what the approver saw.
+    record = host.get_approval_record("reader")
+    assert record is not None
+    assert record.defaults == ((field, before),)
+
+
+@pytest.mark.parametrize(
+    ("capability", "field", "before", "after"),
+    [
+        pytest.param("fs.read:${config.root}", "root", "{data}", "{data}/sub", id="fs.read"),
+        pytest.param(
+            "net.http:${config.endpoint}",
+            "endpoint",
+            "https://api.example.com",
+            "https://api.example.com/v2",
+            id="net.http",
+        ),
+    ],
+)
+def test_a_default_that_goes_narrower_is_enabled_on_the_approvals_consent(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    capability: str,
+    field: str,
+    before: str,
+    after: str,
+) -> None:
+    # Inside what the approved default reached: the approval covers it, as it
+    # covers a narrower literal capability (docs/security.md, "Consent model").
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    before, after = (text.replace("{data}", str(tmp_path / "data")) for text in (before, after))
+    make_plugin("reader", manifest=templated(capability, field, before))
+    approve(host, "reader")
+    make_plugin("reader", manifest=templated(capability, field, after, version="1.1.0"))
+    host.discover()
+    assert host.consent_request("reader") is None
+    outcome = host.enable("reader", consent=Asked(answer=False))
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+    assert granted(host, "reader") == [f"{capability.partition(':')[0]}:{after}"]
+
+
+def test_a_default_where_the_approval_had_none_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    # Approved without a default, the path was the operator's to set; a
+    # default now lets the author pick it for every application that sets none.
+    make_plugin("reader", manifest=templated("fs.read:${config.root}", "root", None))
+    approve(host, "reader")
+    make_plugin("reader", manifest=templated("fs.read:${config.root}", "root", "/etc", "1.1.0"))
+    host.discover()
+    outcome = host.enable("reader")
+    assert not outcome
+    assert (
+        "asks for more: fs.read:${config.root} now defaults to /etc "
+        "(approved: no default, the value was the operator's to set)"
+    ) in outcome.reason
+    record = host.get_approval_record("reader")
+    assert record is not None
+    assert record.defaults == (("root", None),)
+
+
+def test_a_removed_default_needs_the_operators_value_not_consent(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # The field became required: nothing reaches anything until the operator
+    # names a value, and the operator's own value is theirs to choose.
+    data = tmp_path / "data"
+    other = tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    make_plugin("reader", manifest=templated("fs.read:${config.root}", "root", str(data)))
+    approve(host, "reader")
+    make_plugin("reader", manifest=templated("fs.read:${config.root}", "root", None, "1.1.0"))
+    host.discover()
+    assert host.consent_request("reader") is None
+    outcome = host.enable("reader")
+    assert not outcome
+    assert "config field(s) root have no value and no default" in outcome.reason
+    assert "consent" not in outcome.reason
+    outcome = host.enable("reader", [f"root={other}"])
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+    assert granted(host, "reader") == [f"fs.read:{other}"]
+
+
+def test_the_operators_own_value_is_not_the_authors_default(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # Only the default moved, and the operator configured the field: the
+    # approval of fs.read:${config.root} lets the operator choose the root
+    # (it does for the approved content too), so nothing widened.
+    data = tmp_path / "data"
+    other = tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    make_plugin("reader", manifest=templated("fs.read:${config.root}", "root", str(data)))
+    approve(host, "reader")
+    make_plugin("reader", manifest=templated("fs.read:${config.root}", "root", "/etc", "1.1.0"))
+    host.discover()
+    assert host.consent_request("reader") is not None, "asked before configuration: the default"
+    assert host.manager.apply_inline_config("reader", [f"root={other}"]).applied == ("root",)
+    assert host.consent_request("reader") is None
+    outcome = host.enable("reader", consent=Asked(answer=False))
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+    assert granted(host, "reader") == [f"fs.read:{other}"]
+
+
+def test_a_default_of_one_field_is_judged_with_the_operators_value_of_another(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    manifest = (
+        'name = "client"\nversion = "{version}"\ndescription = "d"\n'
+        'capabilities = ["net.http:https://${{config.host}}:${{config.port}}"]\n'
+        '[config.host]\ntype = "string"\n'
+        '[config.port]\ntype = "integer"\ndefault = {port}\n'
+        '[modules.main]\nfunctions = ["run"]\n'
+    )
+    make_plugin("client", manifest=manifest.format(version="1.0.0", port=443))
+    approve(host, "client")
+    make_plugin("client", manifest=manifest.format(version="1.1.0", port=8443))
+    host.discover()
+    host.manager.apply_inline_config("client", ["host=api.example.com"])
+    outcome = host.enable("client")
+    assert not outcome
+    assert (
+        "net.http:https://${config.host}:${config.port} now defaults to "
+        "https://api.example.com:8443 (approved: https://api.example.com)"
+    ) in outcome.reason
+
+
+def test_an_approval_that_predates_recorded_defaults_cannot_vouch_for_a_defaulted_grant(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # Approvals written before caplet recorded defaults (schema 4) say nothing
+    # about them: any change of content asks again for a grant that takes a
+    # default, even one that did not move.
+    data = tmp_path / "data"
+    data.mkdir()
+    directory = make_plugin(
+        "reader", manifest=templated("fs.read:${config.root}", "root", str(data))
+    )
+    approve(host, "reader")
+    record = host.get_approval_record("reader")
+    assert record is not None
+    host.manager.store.put_approval(dataclasses.replace(record, defaults=None))
+    (directory / "plugin.py").write_text((directory / "plugin.py").read_text() + "\n# fix\n")
+    host.discover()
+    request = host.consent_request("reader")
+    assert request is not None
+    assert request.reason is ConsentReason.UNKNOWN_DEFAULTS
+    assert "predates caplet recording the defaults of templated capabilities" in request.why
+    assert (
+        f"fs.read:${{config.root}} now defaults to {data} (approved: unknown, the approval "
+        "predates caplet recording defaults)"
+    ) in request.why
+    outcome = host.enable("reader")
+    assert not outcome
+    assert "needs a person's consent" in outcome.reason
+    # The operator's own value needs no default to be vouched for.
+    outcome = host.enable("reader", [f"root={data}"])
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+
+
+def test_an_approval_that_predates_recorded_defaults_still_carries_literal_grants(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    # Without a templated capability there is no default to vouch for.
+    directory = make_plugin("p", extra='capabilities = ["env.read:LANG"]')
+    approve(host, "p")
+    record = host.get_approval_record("p")
+    assert record is not None
+    assert record.defaults == ()
+    host.manager.store.put_approval(dataclasses.replace(record, defaults=None))
+    (directory / "plugin.py").write_text((directory / "plugin.py").read_text() + "\n# fix\n")
+    host.discover()
+    outcome = host.enable("p")
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
 
 
 def test_a_new_requirement_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
@@ -513,13 +742,14 @@ def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
     )
     manifest = load_manifest(directory)
     approved = [parse_capability("env.read:A"), parse_capability("fs.read:/srv/x")]
-    same = widening(approved, ["lib", "db"], "2.0.0", manifest)
+    same = widening(approved, ["lib", "db"], "2.0.0", manifest, approved_defaults=())
     assert not same.widens, "a path inside an approved directory is covered"
     wider = widening(
         approved[:1],
         ["lib"],
         "3.0.0",
         manifest,
+        approved_defaults=(),
         approved_risk=RiskLevel.LOW,
         risk=RiskLevel.HIGH,
     )

@@ -347,3 +347,80 @@ def test_a_grant_inside_another_state_directory_and_the_default_ones_are_guarded
         assert seen, seen.reason
         notes = [d.detail for d in host.manager.store.decisions("r") if d.action == "grant"]
     assert any(f"caplet's state directory {default} is hidden" in note for note in notes)
+
+
+def test_the_stores_own_directory_is_guarded_like_the_state_directory(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+) -> None:
+    """Red-team round 3: ``store=sqlite:///DIR`` (the policy file's ``store``, or
+    ``CAPLET_STORE``) puts approvals, the decision log and ctx.kv outside the state
+    directory, and only the state directory was guarded: a plugin granted ``fs.write``
+    on the directory above the store could replace it (a root host's worker owns that
+    directory; a user's worker writes caplet.db itself) and forge or erase approvals,
+    and a read grant around it read every plugin's ctx.kv."""
+    site = tmp_path / "site"
+    site.mkdir()
+    give_to_worker(site)
+    store = site / "store"
+    _tool(make_plugin, "writer", "fs.write")
+    _tool(make_plugin, "reader", "fs.read")
+    with make_host(plugins_dir, state_dir, launcher, store=f"sqlite://{store}") as host:
+        host.discover()
+        assert (store / "caplet.db").is_file()
+        over = host.enable("writer", [f"root={site}"], consent=True)
+        assert not over
+        assert f"contains {store}, caplet's store" in over.reason
+        inside = host.enable("writer", [f"root={store}"], consent=True)
+        assert not inside
+        assert "caplet state directory" in inside.reason or "caplet's store" in inside.reason
+        seen = host.enable("reader", [f"root={site}"], consent=True)
+        assert seen, seen.reason
+        assert host.call("reader", "tools.read", str(store / "caplet.db")) in (
+            {"errno": 2},
+            {"errno": 13},
+        )
+        assert host.call("reader", "tools.listdir", str(store)) in ([], {"errno": 13})
+        notes = [d.detail for d in host.manager.store.decisions("reader") if d.action == "grant"]
+    assert any(f"{store} is hidden" in note for note in notes)
+
+
+@pytest.mark.parametrize("how", ["named", "linked-policy", "linked-lockfile"])
+def test_a_writable_grant_never_reaches_the_policy_file_or_the_lock_file_through_a_link(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """Red-team round 3: the policy file decides what every plugin may do at the next
+    start (isolation, risk, networks, the store). One named with ``--policy`` or
+    ``CAPLET_POLICY``, or a ``caplet.toml`` (or ``caplet.lock``) beside the plugins
+    directory that is a link to a shared configuration directory, was not guarded: a
+    plugin granted ``fs.write`` there rewrote it, and the next host loosened (or, in
+    locked mode, pinned) whatever the plugin wrote."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    give_to_worker(conf)
+    real = conf / ("caplet.lock" if how == "linked-lockfile" else "caplet.toml")
+    real.write_text("memory_mb = 256\n" if how != "linked-lockfile" else "version = 1\n")
+    options: dict[str, object] = {}
+    if how == "named":
+        options["policy"] = real
+    elif how == "linked-policy":
+        (plugins_dir.parent / "caplet.toml").symlink_to(real)
+    else:
+        (plugins_dir.parent / "caplet.lock").symlink_to(real)
+    _tool(make_plugin, "writer", "fs.write")
+    with make_host(plugins_dir, state_dir, launcher, **options) as host:
+        if how != "linked-lockfile":
+            assert host.policy.memory_mb == 256
+        host.discover()
+        outcome = host.enable("writer", [f"root={conf}"], consent=True)
+    assert not outcome
+    assert "is writable and contains" in outcome.reason
+    assert str(real) in outcome.reason

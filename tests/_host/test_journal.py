@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from caplet import PluginManager
+from caplet._audit._model import Verdict
 from caplet._errors import StoreError
+from caplet._findings import RiskLevel
 from caplet._host._journal import JOURNAL_DIR, UpdateJournal, UpdateStep, write_journal
 from caplet._host._loading import LoadingRules
 from caplet._trust._hashing import tree_hash
+from caplet._trust._sqlite import SqliteStore
+from caplet._trust._store import ApprovalRecord
 from tests.conftest import PluginFactory
 
 
@@ -45,6 +51,38 @@ def test_a_dead_update_is_rolled_back_at_the_next_discovery(
         assert "run(*args" in (plugins_dir / "p" / "plugin.py").read_text(), "the old version"
     assert not work.exists()
     assert not list((state_dir / JOURNAL_DIR).glob("*.json"))
+
+
+def test_a_rolled_back_update_restores_the_approval_with_its_defaults(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory
+) -> None:
+    # The journal carries both approvals through a crash; the defaults an
+    # approval recorded (red-team finding 8) must come back with it.
+    work = interrupted(plugins_dir, state_dir, make_plugin)
+    journal_path = state_dir / JOURNAL_DIR / "p.json"
+    journal = TypeAdapter(UpdateJournal).validate_json(journal_path.read_bytes())
+    old = ApprovalRecord(
+        name="p",
+        content_hash=journal.old_digest,
+        capabilities=("fs.read:${config.root}",),
+        approved_at=1.0,
+        risk_level=RiskLevel.LOW,
+        verdict=Verdict.APPROVE,
+        version="1.0.0",
+        requires=(),
+        defaults=(("root", "/srv/data"), ("port", 8443.0), ("flag", None)),
+    )
+    new = dataclasses.replace(old, content_hash="sha256-" + "c" * 64, defaults=(("root", "/"),))
+    recorded = dataclasses.replace(
+        journal, step=UpdateStep.RECORDED, old_approval=old, new_approval=new
+    )
+    write_journal(state_dir, recorded)
+    with SqliteStore(state_dir) as store:
+        store.put_approval(new)  # the crash came after the store was rewritten
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+        assert manager.store.get_approval("p") == old
+    assert not work.exists()
 
 
 def test_a_live_update_of_another_process_is_left_alone(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -370,3 +371,60 @@ def test_a_store_of_an_unknown_kind_is_refused_naming_the_file(plugins_dir: Path
 
 def _decision(plugin: str) -> Decision:
     return Decision(at=1.0, plugin=plugin, action="call", target="", allowed=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "pyproject.toml",
+            "[tool.caplet]\nmemory_mb = 100\nx = " + "[" * 5000 + "]" * 5000 + "\n",
+            r"pyproject.toml: arrays or inline tables nested too deeply",
+        ),
+        (
+            "caplet.toml",
+            "x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n",
+            r"caplet.toml: arrays or inline tables nested too deeply",
+        ),
+        (
+            "caplet.toml",
+            "[" + ".".join(["t"] * 100) + "]\n",
+            r"caplet.toml: line 1 has more than 64 dots outside strings",
+        ),
+    ],
+)
+def test_hostile_toml_in_a_project_is_a_policy_error_not_a_traceback(
+    plugins_dir: Path, name: str, content: str, expected: str
+) -> None:
+    """Red-team round 3: a project checkout's pyproject.toml (or caplet.toml) nested
+    deeply raised RecursionError out of PluginHost and `caplet` (exit 70); a dotted key
+    of many parts made tomllib quadratic (tests/test_toml.py)."""
+    (plugins_dir.parent / name).write_text(content, encoding="utf-8")
+    with pytest.raises(PolicyError, match=expected):
+        load_policy(plugins_dir, environ={})
+
+
+def test_a_policy_link_whose_target_went_away_is_an_error_not_the_defaults(
+    plugins_dir: Path, tmp_path: Path
+) -> None:
+    """Red-team round 3: ``caplet.toml`` linked to a shared file that is gone (deleted by
+    whoever can write there) silently gave the defaults: every tightening the operator
+    wrote (require_signature, a lower max_risk_level, untrusted tiers) dropped unseen."""
+    shared = tmp_path / "shared.toml"
+    shared.write_text("require_signature = true\n", encoding="utf-8")
+    (plugins_dir.parent / "caplet.toml").symlink_to(shared)
+    assert load_policy(plugins_dir, environ={}).policy.require_signature
+    shared.unlink()
+    with pytest.raises(PolicyError, match=r"caplet.toml: no such file"):
+        load_policy(plugins_dir, environ={})
+
+
+def test_a_policy_file_that_is_no_regular_file_never_hangs_the_host(
+    plugins_dir: Path, tmp_path: Path
+) -> None:
+    """Red-team round 3: a FIFO as the policy file blocked open(2) until a writer came:
+    every caplet command on that project hung."""
+    fifo = plugins_dir.parent / "caplet.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(PolicyError, match=r"caplet.toml: not a regular file"):
+        load_policy(plugins_dir, environ={})

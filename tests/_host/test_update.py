@@ -34,13 +34,18 @@ def write_version(
     *,
     capabilities: str = "[]",
     health: str = HEALTHY,
+    config: str = "",
 ) -> Path:
-    """A plugin folder *directory* (named like the plugin) with a health() function."""
+    """A plugin folder *directory* (named like the plugin) with a health() function.
+
+    *config* is TOML appended to the manifest (``[config.<field>]`` tables).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "plugin.toml").write_text(
         f'name = "{directory.name}"\nversion = "{version}"\ndescription = "Updatable."\n'
         f"capabilities = {capabilities}\n"
         '[modules.main]\nfunctions = ["version", "health"]\n[limits]\ntimeout_ms = 2000\n'
+        f"{config}"
     )
     (directory / "plugin.py").write_text(
         textwrap.dedent(
@@ -468,3 +473,108 @@ def test_narrowing_needs_no_consent(
     assert report.diff is not None
     assert not report.diff.widens
     assert [c.declared for c in report.diff.removed] == ["env.read:A"]
+
+
+# -- red-team finding 8: the default behind a templated grant -------------------------------------
+
+TEMPLATED = '["env.read:${config.variable}"]'
+
+
+def variable(default: str) -> str:
+    """The config table of ``env.read:${config.variable}`` with *default*."""
+    return f'[config.variable]\ntype = "string"\ndefault = "{default}"\n'
+
+
+@pytest.fixture
+def v1_templated(plugins_dir: Path, state_dir: Path) -> str:
+    """``hello`` 1.0.0 reading the variable its config names (default LANG): approved, locked."""
+    write_version(plugins_dir / "hello", "1.0.0", capabilities=TEMPLATED, config=variable("LANG"))
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN) as manager:
+        manager.discover()
+        manager.audit("hello")
+        assert manager.approve("hello")
+        entry = manager.lock_entry("hello")
+        update_lockfile(manager.lockfile_path, lambda lock: lock.with_entry(entry))
+        return manager.current_hash("hello")
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["unlocked", "locked"])
+def test_a_changed_default_behind_a_templated_grant_needs_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1_templated: str, locked: bool
+) -> None:
+    # The capability string is unchanged, so the old diff carried the
+    # approval and rewrote the lock entry to a version that reads another
+    # variable. Locked, the state is CI's: only the lock file.
+    new = write_version(
+        tmp_path / "v2" / "hello",
+        "2.0.0",
+        capabilities=TEMPLATED,
+        config=variable("CAPLET_TEST_SECRET"),
+    )
+    state = tmp_path / "ci-state" if locked else state_dir
+    lock_path = plugins_dir.parent / "caplet.lock"
+    with PluginHost(plugins_dir, state_dir=state, loading=LoadingRules(locked=locked)) as host:
+        refused = host.update("hello", new)
+        assert not refused
+        assert (
+            "widens what was approved (env.read:${config.variable} now defaults to "
+            "CAPLET_TEST_SECRET (approved: LANG))"
+        ) in refused.reason
+        assert tree_hash(plugins_dir / "hello") == v1_templated
+        entry = read_lockfile(lock_path).entry("hello")
+        assert entry is not None
+        assert entry.digest == v1_templated
+        asked: list[Widening] = []
+
+        def agree(diff: Widening) -> bool:
+            asked.append(diff)
+            return True
+
+        report = host.update("hello", new, consent=agree)
+        assert report, report.reason
+        [diff] = asked
+        [change] = diff.defaults
+        assert (str(change.now), str(change.approved)) == (
+            "env.read:CAPLET_TEST_SECRET",
+            "env.read:LANG",
+        )
+        entry = read_lockfile(lock_path).entry("hello")
+        assert entry is not None
+        assert entry.digest == report.new_digest
+        if not locked:
+            approval = host.manager.store.get_approval("hello")
+            assert approval is not None
+            assert approval.defaults == (("variable", "CAPLET_TEST_SECRET"),)
+
+
+def test_an_unchanged_default_needs_no_consent(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1_templated: str
+) -> None:
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities=TEMPLATED, config=variable("LANG")
+    )
+    report = host.update("hello", new, consent=False)
+    assert report, report.reason
+    assert report.diff is not None
+    assert report.diff.defaults == ()
+
+
+def test_a_lock_entry_of_other_content_cannot_vouch_for_a_default(
+    plugins_dir: Path, tmp_path: Path, v1_templated: str
+) -> None:
+    # The installed folder was edited after it was pinned: what the pinned
+    # content's default was is not on this machine, so it cannot be compared.
+    installed = plugins_dir / "hello" / "plugin.py"
+    installed.write_text(installed.read_text() + "\n# edited by hand\n")
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities=TEMPLATED, config=variable("LANG")
+    )
+    with PluginHost(
+        plugins_dir, state_dir=tmp_path / "ci-state", loading=LoadingRules(locked=True)
+    ) as host:
+        refused = host.update("hello", new)
+    assert not refused
+    assert (
+        "env.read:${config.variable} now defaults to LANG (approved: unknown, the lock entry "
+        "pins other content than the installed one)"
+    ) in refused.reason

@@ -152,6 +152,17 @@ def test_newer_format_and_broken_toml(tmp_path: Path) -> None:
         read_lockfile(broken)
 
 
+def test_a_hostile_lock_file_is_a_lockfile_error_not_a_traceback(tmp_path: Path) -> None:
+    """Red-team round 3: a lock file (a project checkout's) nested deeply raised
+    RecursionError out of every locked host and `caplet verify` (exit 70)."""
+    deep = write(tmp_path / "c.lock", "version = 1\nx = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(LockfileError, match=r"c.lock: not a lock file caplet wrote .*nested"):
+        read_lockfile(deep)
+    dotted = write(tmp_path / "d.lock", "version = 1\n" + ".".join(["p"] * 500) + " = 1\n")
+    with pytest.raises(LockfileError, match=r"d.lock: not a lock file caplet wrote .*dots"):
+        read_lockfile(dotted)
+
+
 def test_update_serialises_concurrent_processes(tmp_path: Path) -> None:
     """Eight processes each add one entry at the same time: none is lost."""
     path = tmp_path / "caplet.lock"

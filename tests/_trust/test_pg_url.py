@@ -6,6 +6,7 @@ These run without a server: the address is refused before anything connects.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,37 @@ def test_is_postgres_url() -> None:
     assert is_postgres_url("POSTGRES://x")
     assert not is_postgres_url("/var/lib/caplet")
     assert not is_postgres_url("sqlite:///x")
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        # A password holding '%' that is not percent-encoded: libpq's error quoted it.
+        "postgresql://u:hun%ter2@127.0.0.1:1/db",
+        "postgresql://u@127.0.0.1:1/db?password=hun%zzter2",
+        # A malformed IPv6 host: urlsplit raised ValueError out of redact (exit 70).
+        "postgresql://u:hunter2@[::1/db",
+        "postgres://u:hunter2@[zz/db",
+    ],
+)
+def test_a_malformed_address_is_a_store_error_that_never_shows_its_password(
+    address: str,
+) -> None:
+    """Red-team round 3 (the policy file's ``store``, ``CAPLET_STORE``, ``--set store=``):
+    both end up on a terminal, in CI logs and in the decision log's policy row."""
+    shown = redact(address)
+    assert "hunter2" not in shown
+    assert "ter2" not in shown
+    with pytest.raises(StoreError) as caught:
+        parse_address(address, environ={})
+    assert "ter2" not in str(caught.value)
+    assert "not a PostgreSQL connection string" in str(caught.value)
+
+
+def test_a_sqlite_address_with_a_password_never_shows_it() -> None:
+    from caplet._trust._open import sqlite_directory
+
+    with pytest.raises(StoreError) as caught:
+        sqlite_directory("sqlite://root:hunter2@db/x", Path("/"))
+    assert "hunter2" not in str(caught.value)
+    assert "three slashes" in str(caught.value)

@@ -20,11 +20,19 @@ import pytest
 
 from caplet._audit._model import STATIC_ONLY
 from caplet._errors import StoreError
-from caplet._trust._pg_schema import SCHEMA_VERSION
+from caplet._trust._pg_schema import MIGRATIONS, SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
 from caplet._trust._store import Decision, QuarantineRecord, TrustStore
-from tests._trust.test_sqlite import HASH_A, HASH_B, MODEL, approval, audit
+from tests._trust.test_sqlite import (
+    DEFAULTS,
+    HASH_A,
+    HASH_B,
+    MODEL,
+    approval,
+    assert_retention_keeps_refusals,
+    audit,
+)
 from tests.pgserver import PgServer, running_server
 
 
@@ -51,7 +59,7 @@ def test_is_a_trust_store(store: PostgresStore) -> None:
 
 
 def test_approvals_round_trip_and_replace(store: PostgresStore) -> None:
-    record = replace(approval(), version="1.2.0", requires=("base", "util"))
+    record = replace(approval(), version="1.2.0", requires=("base", "util"), defaults=DEFAULTS)
     store.put_approval(record)
     assert store.get_approval("weather") == record
     legacy = approval(content_hash=HASH_B)  # version and requires None: a legacy approval
@@ -199,6 +207,50 @@ def test_a_newer_schema_is_refused(pg_url: str) -> None:
         PostgresStore(pg_url)
 
 
+def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
+    pg_url: str,
+) -> None:
+    """Schema 5 (red-team finding 8) on a store a caplet of schema 4 wrote."""
+    with psycopg.connect(pg_url) as conn:
+        for statement in MIGRATIONS[4]:
+            conn.execute(statement.encode("utf-8"))
+        conn.execute("INSERT INTO caplet.meta (key, value) VALUES ('schema_version', '4')")
+        conn.execute(
+            "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+            "risk_level, verdict, version, requires) VALUES ('old', %s, "
+            "'[\"fs.read:${config.root}\"]', 1.0, 'LOW', 'approve', '1.0.0', '[]')",
+            (HASH_A,),
+        )
+    with PostgresStore(pg_url) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.capabilities, old.version, old.requires, old.defaults) == (
+            ("fs.read:${config.root}",),
+            "1.0.0",
+            (),
+            None,
+        )
+        store.put_approval(replace(old, name="new", defaults=(("root", "/srv/data"),)))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.defaults == (("root", "/srv/data"),)
+        assert store.check() == ()
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
+        (str(SCHEMA_VERSION),)
+    ]
+    assert SCHEMA_VERSION == 5
+
+
+def test_undecodable_defaults_are_a_record_problem(store: PostgresStore, pg_url: str) -> None:
+    store.put_approval(approval())
+    sql(pg_url, "UPDATE caplet.approvals SET defaults = '[1]'")
+    (problem,) = store.check()
+    assert problem.kind is ProblemKind.RECORD
+    assert "defaults is not a JSON object of config field names to defaults" in problem.message
+    with pytest.raises(StoreError, match="re-approve it"):
+        store.get_approval("weather")
+
+
 def test_nodes_opening_a_fresh_database_at_once_migrate_it_once(pg_url: str) -> None:
     """Six processes open the same empty database together; one creates the schema."""
     script = textwrap.dedent(
@@ -248,7 +300,7 @@ def test_check_reports_a_dropped_column(store: PostgresStore, pg_url: str) -> No
     sql(pg_url, "ALTER TABLE caplet.kv DROP COLUMN updated_at")
     (problem,) = store.check()
     assert problem.kind is ProblemKind.SCHEMA
-    assert "lacks kv.updated_at of schema version 4" in problem.message
+    assert f"lacks kv.updated_at of schema version {SCHEMA_VERSION}" in problem.message
 
 
 # -- a server that goes away --------------------------------------------------------------------
@@ -340,3 +392,7 @@ def test_a_lock_held_too_long_by_another_node_is_a_clear_error(
         )
         other.rollback()
         assert store.kv_get("p", "k") == b"v"
+
+
+def test_retention_deletes_allowed_rows_before_refusals(store: PostgresStore) -> None:
+    assert_retention_keeps_refusals(store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import stat
 import subprocess
@@ -102,7 +103,7 @@ def test_fresh_store_is_private(state_dir: Path) -> None:
 def test_fresh_store_schema(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     conn = raw(state_dir / DB_FILENAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -672,12 +673,79 @@ def test_version_3_approvals_keep_working_without_a_version_or_requires(
         assert store.check() == ()
 
 
+#: Defaults of every kind a config field has, and a field without one (red-team finding 8).
+DEFAULTS = (
+    ("root", "/srv/data"),
+    ("port", 8443.0),
+    ("retries", 3),
+    ("verbose", False),
+    ("tags", ("a", "b")),
+    ("host", None),
+)
+
+
+def test_approval_defaults_round_trip_with_their_types(store: SqliteStore) -> None:
+    record = replace(approval(), version="1.0.0", requires=(), defaults=DEFAULTS)
+    store.put_approval(record)
+    assert store.get_approval("weather") == record
+    got = store.get_approval("weather")
+    assert got is not None
+    assert got.defaults is not None
+    assert [type(v) for _, v in got.defaults] == [str, float, int, bool, tuple, type(None)]
+    store.put_approval(replace(record, defaults=()))
+    again = store.get_approval("weather")
+    assert again is not None
+    assert again.defaults == (), "no templated capability: recorded as none, not unknown"
+
+
+def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
+    """Schema 5 (red-team finding 8): approvals record the defaults behind templates.
+
+    A database written by a caplet of schema 4 opens, its approvals read
+    with ``defaults`` None (the consent model then asks again for a grant
+    that takes a default), and new approvals record them.
+    """
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:5]) == 4
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict, version, requires) VALUES ('old', ?, '[\"fs.read:${config.root}\"]', 1.0, "
+        "'LOW', 'approve', '1.0.0', '[]')",
+        (HASH_A,),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.capabilities, old.version, old.requires, old.defaults) == (
+            ("fs.read:${config.root}",),
+            "1.0.0",
+            (),
+            None,
+        )
+        store.put_approval(replace(old, name="new", defaults=(("root", "/srv/data"),)))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.defaults == (("root", "/srv/data"),)
+        assert store.check() == ()
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    conn.close()
+
+
 @pytest.mark.parametrize(
     ("column", "value", "problem"),
     [
         ("version", "x'00'", "version is not text"),
         ("requires", "'not json'", "requires is not JSON"),
         ("requires", "'[1]'", "requires is not a JSON array of strings"),
+        ("defaults", "x'00'", "defaults is not text"),
+        ("defaults", "'not json'", "defaults is not JSON"),
+        ("defaults", "'[1]'", "defaults is not a JSON object of config field names to defaults"),
+        ("defaults", "'{\"root\": {}}'", "defaults holds dict '{}', not a config value"),
+        ("defaults", "'{\"tags\": [[1]]}'", "defaults holds list '[[1]]', not a config value"),
     ],
 )
 def test_undecodable_approval_version_or_requires(
@@ -690,7 +758,7 @@ def test_undecodable_approval_version_or_requires(
     conn.execute(f"UPDATE approvals SET {column} = {value}")
     conn.commit()
     conn.close()
-    with pytest.raises(StoreError, match=problem):
+    with pytest.raises(StoreError, match=re.escape(problem)):
         store.get_approval("p")
 
 
@@ -788,3 +856,31 @@ def test_prune_decisions_by_age_and_count(store: SqliteStore) -> None:
     assert store.decisions_span() == (3, 3.0)
     with pytest.raises(StoreError, match="keep 0 rows or more"):
         store.prune_decisions(before=0.0, keep=-1)
+
+
+def assert_retention_keeps_refusals(store: TrustStore) -> None:
+    """Beyond max_rows the oldest allowed rows go first; refusals and the policy's rows
+    stay until they alone fill the log (red-team round 3: evidence erasure)."""
+    store.log_decision(
+        Decision(at=1.0, plugin="(policy)", action="policy", target="f", allowed=True)
+    )
+    store.log_decision(
+        Decision(at=2.0, plugin="p", action="http", target="refused-1", allowed=False)
+    )
+    for n in range(10):
+        store.log_decision(
+            Decision(at=3.0 + n, plugin="p", action="host.call", target=f"ok-{n}", allowed=True)
+        )
+    store.log_decision(
+        Decision(at=20.0, plugin="p", action="http", target="refused-2", allowed=False)
+    )
+    assert store.prune_decisions(before=0.0, keep=5) == 8
+    kept = [d.target for d in reversed(store.decisions(None, 100))]
+    assert kept == ["f", "refused-1", "ok-8", "ok-9", "refused-2"]
+    # Refusals alone over the limit: then the oldest of them go too.
+    assert store.prune_decisions(before=0.0, keep=1) == 4
+    assert [d.target for d in store.decisions(None, 100)] == ["refused-2"]
+
+
+def test_retention_deletes_allowed_rows_before_refusals(store: SqliteStore) -> None:
+    assert_retention_keeps_refusals(store)

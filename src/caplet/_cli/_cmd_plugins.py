@@ -31,6 +31,7 @@ from caplet._cli._render import (
 from caplet._cli._safe import plain
 from caplet._display import safe_line
 from caplet._errors import ManifestError
+from caplet._host._defaults import default_reach
 
 __all__: list[str] = []
 
@@ -142,6 +143,10 @@ def approve_command(
     if not run.as_json:
         out.say(plain(f"Approve {name} {info.version}", "bold"))
         print_audit(out.console, audit)
+        # What the approval records for a templated capability (red-team finding 8).
+        for declared, reach in default_reach(info.manifest):
+            shown = "nothing until the operator sets a value" if reach is None else reach
+            out.say(plain(f"  by default:            {declared} -> {shown}"))
     if not yes:
         if run.as_json or not sys.stdin.isatty():
             run.usage(

@@ -16,14 +16,17 @@ downgrade went through without a word. The model (docs/security.md,
   CLI asks on a terminal, accepts ``--yes``, and refuses on a pipe.
 * **An approval of other content** (the plugin changed since): compared with
   what was approved (:class:`Widening`). A new capability (or a broader
-  path or origin, judged by :mod:`caplet._host._capdiff`), a new plugin in
+  path or origin, judged by :mod:`caplet._host._capdiff`), a templated
+  capability whose default now reaches beyond the approved default
+  (:mod:`caplet._host._defaults`, red-team finding 8), a new plugin in
   ``requires``, a lower version, or a higher audited risk **widens** it and
   needs fresh consent, in locked mode too (``caplet update`` asks before it
   rewrites a lock entry). A change that does not widen (narrowing, a fix
   with the same grants) is enabled on the approval's consent, after the new
   content's own audit passed the danger gate and the policy; the decision
   log says so. An approval recorded before caplet kept versions and
-  requirements cannot vouch for other content: fresh consent.
+  requirements cannot vouch for other content, nor one recorded before it
+  kept defaults for a templated capability that takes one: fresh consent.
 
 Consent is never persisted: it is for this process. ``approve`` is the
 persistent decision.
@@ -32,25 +35,29 @@ persistent decision.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from caplet._audit._model import AuditResult
 from caplet._capabilities._model import Capability
+from caplet._config._schema import ConfigValue
+from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel
 from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
+from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
 from caplet._host._policy import TrustTier
 from caplet._manifest._model import Manifest
 from caplet._trust._source import PluginSource
-from caplet._trust._store import ApprovalRecord
+from caplet._trust._store import ApprovalRecord, ApprovedDefaults
 
 __all__ = [
     "Consent",
     "ConsentReason",
     "ConsentRequest",
     "Widening",
+    "consent_need",
     "consent_refusal",
     "describe_widening",
     "is_downgrade",
@@ -70,6 +77,10 @@ class ConsentReason(enum.Enum):
     #: It was approved, its content changed, and the approval predates caplet
     #: recording versions and requirements: whether it widens cannot be told.
     UNKNOWN_SCOPE = "unknown-scope"
+    #: It was approved, its content changed, and the approval predates caplet
+    #: recording defaults, while a templated capability takes one: what that
+    #: default reached when approved cannot be told (red-team finding 8).
+    UNKNOWN_DEFAULTS = "unknown-defaults"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,20 +88,38 @@ class Widening:
     """How a content asks for more than an approval (or an installed version) granted.
 
     ``capabilities`` is the capability diff (``added``: not covered by any
-    approved one); ``requires_added`` the plugins it now requires that it did
-    not; ``downgrade`` the ``(approved, new)`` versions when the new one is
-    lower; ``risk_raised`` the ``(approved, audited)`` risks when higher.
+    approved one); ``defaults`` the templated capabilities it keeps whose
+    default now reaches beyond the approved default; ``requires_added`` the
+    plugins it now requires that it did not; ``downgrade`` the ``(approved,
+    new)`` versions when the new one is lower; ``risk_raised`` the
+    ``(approved, audited)`` risks when higher.
     """
 
     capabilities: CapabilityDiff
     requires_added: tuple[str, ...] = ()
     downgrade: tuple[str, str] | None = None
     risk_raised: tuple[RiskLevel, RiskLevel] | None = None
+    defaults: tuple[DefaultChange, ...] = ()
 
     @property
     def widens(self) -> bool:
         return bool(
-            self.capabilities.added or self.requires_added or self.downgrade or self.risk_raised
+            self.capabilities.added
+            or self.defaults
+            or self.requires_added
+            or self.downgrade
+            or self.risk_raised
+        )
+
+    @property
+    def only_unknown_defaults(self) -> bool:
+        """True when all it widens is defaults an older approval did not record."""
+        return (
+            bool(self.defaults)
+            and all(d.unknown == UNRECORDED for d in self.defaults)
+            and not (
+                self.capabilities.added or self.requires_added or self.downgrade or self.risk_raised
+            )
         )
 
     # The capability diff's own names, so a ``caplet update`` consent callback
@@ -127,11 +156,29 @@ def widening(
     approved_version: str,
     manifest: Manifest,
     *,
+    approved_defaults: ApprovedDefaults | None,
+    unknown_defaults: str = UNRECORDED,
+    config: Mapping[str, ConfigValue] | None = None,
+    explicit: Collection[str] = (),
     approved_risk: RiskLevel | None = None,
     risk: RiskLevel | None = None,
 ) -> Widening:
-    """What *manifest* asks for beyond what was approved."""
+    """What *manifest* asks for beyond what was approved.
+
+    *approved_defaults* are the defaults behind the approved templated
+    capabilities (``None``: not known, for the reason *unknown_defaults*);
+    *config* and *explicit* are this enable's values and the names the
+    operator set (:func:`caplet._host._defaults.default_changes`).
+    """
     diff = diff_capabilities(approved, manifest.capabilities)
+    defaults = default_changes(
+        diff.kept,
+        manifest,
+        approved_defaults,
+        config=config,
+        explicit=explicit,
+        unknown=unknown_defaults,
+    )
     known = set(approved_requires)
     added = tuple(r.name for r in manifest.requires if r.name not in known)
     down = (
@@ -144,13 +191,25 @@ def widening(
         if approved_risk is not None and risk is not None and risk.order > approved_risk.order
         else None
     )
-    return Widening(capabilities=diff, requires_added=added, downgrade=down, risk_raised=raised)
+    return Widening(
+        capabilities=diff,
+        requires_added=added,
+        downgrade=down,
+        risk_raised=raised,
+        defaults=defaults,
+    )
 
 
 def widening_since(
-    approval: ApprovalRecord, manifest: Manifest, audit: AuditResult
+    approval: ApprovalRecord,
+    manifest: Manifest,
+    audit: AuditResult,
+    *,
+    config: Mapping[str, ConfigValue] | None = None,
+    explicit: Collection[str] = (),
 ) -> Widening | None:
-    """How *manifest* (audited *audit*) widens *approval*; None when the approval cannot tell."""
+    """How *manifest* (audited *audit*, configured *config*, of which the operator set
+    *explicit*) widens *approval*; None when the approval cannot tell."""
     if approval.version is None or approval.requires is None:
         return None
     approved = parse_approved(
@@ -163,14 +222,45 @@ def widening_since(
         approval.requires,
         approval.version,
         manifest,
+        approved_defaults=approval.defaults,
+        config=config,
+        explicit=explicit,
         approved_risk=approval.risk_level,
         risk=audit.risk_level,
     )
 
 
+def consent_need(
+    approval: ApprovalRecord | None,
+    manifest: Manifest,
+    audit: AuditResult,
+    *,
+    config: Mapping[str, ConfigValue] | None = None,
+    explicit: Collection[str] = (),
+) -> tuple[ConsentReason, Widening | None] | None:
+    """Why enabling *manifest*'s content, which *approval* does not name, needs consent.
+
+    None when it does not: the earlier approval covers everything it asks for.
+    """
+    if approval is None:
+        return ConsentReason.NOT_APPROVED, None
+    try:
+        change = widening_since(approval, manifest, audit, config=config, explicit=explicit)
+    except CapabilityError:
+        change = None  # an approval whose capabilities no longer parse vouches for nothing
+    if change is None:
+        return ConsentReason.UNKNOWN_SCOPE, None
+    if change.only_unknown_defaults:
+        return ConsentReason.UNKNOWN_DEFAULTS, change
+    if change.widens:
+        return ConsentReason.WIDENED, change
+    return None
+
+
 def describe_widening(change: Widening) -> list[str]:
     """One line per way *change* widens (for prompts, refusals and the log)."""
     lines = [f"adds capability {c.declared}" for c in change.capabilities.added]
+    lines += [d.describe() for d in change.defaults]
     lines += [f"now requires plugin {name!r}" for name in change.requires_added]
     if change.downgrade is not None:
         old, new = change.downgrade
@@ -233,6 +323,12 @@ def why_consent(
             "vouch for the new content"
         )
     assert change is not None
+    if reason is ConsentReason.UNKNOWN_DEFAULTS:
+        return (
+            f"plugin {name!r} changed since {since} (now {content_hash}), and that approval "
+            "predates caplet recording the defaults of templated capabilities, so it cannot "
+            "vouch for what they reach by default: " + "; ".join(describe_widening(change))
+        )
     return (
         f"plugin {name!r} changed since {since} (now {content_hash}) and asks for more: "
         + "; ".join(describe_widening(change))

@@ -44,8 +44,9 @@ from caplet._sandbox._resolve import (
     open_no_links,
 )
 from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
+from caplet._trust._sqlite import SqliteStore
 
-__all__ = ["GrantPlan", "ProtectedPaths", "plan_grants"]
+__all__ = ["GrantPlan", "ProtectedPaths", "plan_grants", "store_directory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,13 @@ class ProtectedPaths:
     #: Other state directories of this user that may exist (the platform default, the
     #: one CAPLET_STATE_DIR names): guarded as the host's own state directory is.
     other_states: tuple[Path, ...] = ()
+    #: The directory of the SQLite store when it is not ``state_dir`` (``store=sqlite:///DIR``,
+    #: the policy's ``store``, ``CAPLET_STORE``): approvals, the decision log and ctx.kv live
+    #: there, so it is guarded exactly as the state directory is (red-team round 3).
+    store_dir: Path | None = None
+    #: The policy file in force (``caplet.toml``, ``pyproject.toml``, ``--policy``,
+    #: ``CAPLET_POLICY``): it decides the next host's limits, so no writable grant holds it.
+    policy_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +104,12 @@ def plan_grants(
     masks: list[str] = []
     notes: list[str] = []
     state_chain = _chain(protected.state_dir)
-    state_chains = [state_chain, *(_chain(path) for path in protected.other_states)]
+    store_chain = _chain(protected.store_dir) if protected.store_dir is not None else []
+    state_chains = [
+        state_chain,
+        store_chain,
+        *(_chain(path) for path in protected.other_states),
+    ]
     for capability in capabilities:
         if not isinstance(capability, FsCapability):
             continue
@@ -110,6 +123,8 @@ def plan_grants(
             info = os.fstat(fd)
             own = _chain_from_fd(fd, capability.root)
             _refuse_inside_state(where, own, state_chain, protected.state_dir)
+            if protected.store_dir is not None:
+                _refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
             _refuse_inside_any_state(where, fd, own)
             if writable:
                 _refuse_kernel_interfaces(where, capability.root)
@@ -154,15 +169,20 @@ def _ownership_fix(path: str, identity: WorkerIdentity, *, writable: bool) -> st
 
 
 def _refuse_inside_state(
-    where: str, own: list[_Node], state_chain: list[_Node], state_dir: Path
+    where: str,
+    own: list[_Node],
+    state_chain: list[_Node],
+    state_dir: Path,
+    what: str = "state directory",
 ) -> None:
-    """No grant lies in (or is) caplet's state directory: snapshots, approvals, the log."""
+    """No grant lies in (or is) caplet's state directory (snapshots, approvals, the log),
+    nor in the directory of its store when that is elsewhere."""
     if not state_chain:
         return
     state = state_chain[0]
     if any((node.device, node.inode) == (state.device, state.inode) for node in own):
         raise CapabilityError(
-            f"{where} lies inside caplet's state directory {state_dir} (approvals, the "
+            f"{where} lies inside caplet's {what} {state_dir} (approvals, the "
             "decision log, ctx.kv values and plugin snapshots); no plugin may be granted "
             "any of it: grant a directory outside it"
         )
@@ -224,8 +244,18 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
     state = "caplet's state directory (approvals, the decision log)"
     guarded = [
         (protected.state_dir, state, True),
+        *(
+            (path, "caplet's store (approvals, the decision log, ctx.kv)", True)
+            for path in (protected.store_dir,)
+            if path is not None
+        ),
         *((path, "another caplet state directory", True) for path in protected.other_states),
-        (protected.lockfile.parent, f"the directory of the lock file {protected.lockfile}", False),
+        *_file_directories(protected.lockfile, "the lock file"),
+        *(
+            _file_directories(protected.policy_file, "the policy file")
+            if protected.policy_file is not None
+            else ()
+        ),
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
@@ -241,6 +271,22 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
                 f"{where} is writable and lies inside {path}, {what}; a plugin may never "
                 "write caplet's own files: grant a directory outside it"
             )
+
+
+def _file_directories(path: Path, what: str) -> list[tuple[Path, str, bool]]:
+    """The directory holding *path* and, when *path* is a link (a ``caplet.toml`` linked
+    to a shared configuration), the directory holding what it points to: a writable
+    grant containing either could rewrite the file (guarded against containing only)."""
+    found = [(path.parent, f"the directory of {what} {path}", False)]
+    target = Path(os.path.realpath(path))
+    if target.parent != Path(os.path.realpath(path.parent)):
+        found.append((target.parent, f"the directory of {what} {path} (a link to {target})", False))
+    return found
+
+
+def store_directory(store: object) -> Path | None:
+    """The directory of a SQLite trust store (None for a shared one: no file of it here)."""
+    return store.state_dir if isinstance(store, SqliteStore) else None
 
 
 def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[_Node]) -> str:

@@ -271,6 +271,7 @@ class PluginHost:
             dist_path=dist_path,
             red_team=red_team,
         )
+        self.manager.policy_file = self.effective_policy.file
         self._owns_launcher = launcher is None
         self.launcher: Launcher = (
             launcher

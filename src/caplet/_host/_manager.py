@@ -77,12 +77,13 @@ from caplet._host._consent import (
     ConsentReason,
     ConsentRequest,
     Widening,
+    consent_need,
     consent_refusal,
     why_consent,
-    widening_since,
 )
 from caplet._host._decision_log import DecisionLog
-from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants
+from caplet._host._defaults import template_defaults
+from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants, store_directory
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
@@ -160,6 +161,10 @@ class _Record:
     tier: TrustTier = TrustTier.COMMUNITY
     state: PluginState = PluginState.DISCOVERED
     config: dict[str, ConfigValue] = field(default_factory=dict)
+    #: The fields of ``config`` the operator set (inline, prompt, set_config);
+    #: the others hold defaults, which an approval vouches for only as
+    #: approved (red-team finding 8, :mod:`caplet._host._defaults`).
+    explicit: set[str] = field(default_factory=set)
     audit: AuditResult | None = None
     resolved: tuple[Capability, ...] = ()
     #: The content hash that was verified when the plugin was enabled; the
@@ -217,6 +222,8 @@ class PluginManager:
     ) -> None:
         self.plugins_dir = Path(plugins_dir)
         self.policy = policy if policy is not None else Policy()
+        #: The policy file in force, guarded like the lock file (PluginHost sets it).
+        self.policy_file: Path | None = None
         self._auditor_choice = auditor
         #: The auditor built from the environment (lazily: building one costs an
         #: httpx import and client), or the one passed in.
@@ -952,6 +959,7 @@ class PluginManager:
                 verdict=audit.verdict,
                 version=record.manifest.version,
                 requires=tuple(r.name for r in record.manifest.requires),
+                defaults=template_defaults(record.manifest),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
@@ -1029,6 +1037,7 @@ class PluginManager:
                 continue
             staged[key] = validate_value(name, config_field, coerce_inline(name, config_field, raw))
         record.config.update(staged)
+        record.explicit.update(staged)
         if staged:
             self._config_changed(record)
         if staged and record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
@@ -1040,6 +1049,7 @@ class PluginManager:
         record = self._record(name)
         values = prompt_values(name, record.manifest.config, record.config, prompter, skip_keys)
         record.config.update(values)
+        record.explicit.update(values)
         if values:
             self._config_changed(record)
         if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
@@ -1058,6 +1068,7 @@ class PluginManager:
             assert config_field is not None  # unknown keys were refused above
             validated[key] = validate_value(name, config_field, value)
         record.config = validated
+        record.explicit = set(validated)
         self._config_changed(record)
         if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
             record.state = PluginState.CONFIGURED
@@ -1294,17 +1305,9 @@ class PluginManager:
     ) -> tuple[ConsentReason, Widening | None] | None:
         """Why enabling *record*'s current, unapproved content needs consent (None: it
         does not, its earlier approval covers everything it asks for)."""
-        if approval is None:
-            return ConsentReason.NOT_APPROVED, None
-        try:
-            change = widening_since(approval, record.manifest, audit)
-        except CapabilityError:
-            change = None  # an approval whose capabilities no longer parse vouches for nothing
-        if change is None:
-            return ConsentReason.UNKNOWN_SCOPE, None
-        if change.widens:
-            return ConsentReason.WIDENED, change
-        return None
+        return consent_need(
+            approval, record.manifest, audit, config=record.config, explicit=record.explicit
+        )
 
     def _same_grants(self, record: _Record, resolved: tuple[Capability, ...]) -> bool:
         """Enabled now at this content with these grants: a reconfiguration needs no new consent."""
@@ -1471,6 +1474,8 @@ class PluginManager:
             plugins_dir=self.plugins_dir,
             runtime=_runtime_paths(),
             other_states=_other_state_dirs(self.state_dir),
+            store_dir=store_directory(self.store),
+            policy_file=self.policy_file,
         )
 
     def enabled_hash(self, name: str) -> str | None:

@@ -35,6 +35,7 @@ import enum
 import ipaddress
 import logging
 import os
+import stat
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,8 +44,10 @@ from typing import Any, Final, Protocol
 
 from caplet._errors import PolicyError
 from caplet._findings import RiskLevel
+from caplet._host._decision_log import MAX_DETAIL_CHARS, bounded_text
 from caplet._host._policy import Isolation, Policy
 from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
+from caplet._toml import TomlLimitError, parse_toml
 from caplet._trust._open import describe_store, is_shared
 from caplet._trust._store import TrustStore
 
@@ -212,7 +215,9 @@ def note_loosened(effective: EffectivePolicy, log: _DecisionLog) -> None:
     detail = "loosens: " + "; ".join(lines)
     target = str(effective.file) if effective.file is not None else "flags"
     last = log.store.decisions(POLICY_LOG_NAME, 1)
-    if last and last[0].detail == detail and last[0].target == target:
+    # Compared as the log keeps it (a long detail is cut), or it would be written every start.
+    kept = bounded_text(detail, MAX_DETAIL_CHARS)
+    if last and last[0].detail == kept and last[0].target == target:
         return
     log.log_decision(POLICY_LOG_NAME, "policy", target, True, detail)
 
@@ -241,7 +246,9 @@ def _locate(
         return path, f"{named} ({POLICY_ENV})", _table_for(path)
     beside = plugins_dir.parent
     own = beside / POLICY_FILE
-    if own.exists():
+    # A link whose target is gone is an error (_text says so), never the defaults: the
+    # file it named may have tightened what the defaults allow.
+    if own.exists() or own.is_symlink():
         return own, str(own), None
     pyproject = beside / _PYPROJECT
     if pyproject.is_file() and _has_tool_table(pyproject):
@@ -264,8 +271,8 @@ def _has_tool_table(path: Path) -> bool:
     if "caplet" not in text:
         return False
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        data = parse_toml(text)
+    except (tomllib.TOMLDecodeError, TomlLimitError):
         return True
     tool = data.get("tool")
     return isinstance(tool, dict) and "caplet" in tool
@@ -273,7 +280,13 @@ def _has_tool_table(path: Path) -> bool:
 
 def _text(path: Path) -> str:
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise PolicyError(
+                    f"policy file {path}: not a regular file; name the policy file itself"
+                )
             data = handle.read(_MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise PolicyError(
@@ -300,9 +313,11 @@ def _text(path: Path) -> str:
 def _read(path: Path, table: str | None) -> dict[str, Any]:
     text = _text(path)
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"policy file {path}: not valid TOML: {exc}; fix the syntax") from None
+    except TomlLimitError as exc:
+        raise PolicyError(f"policy file {path}: {exc}") from None
     if table is None:
         return data
     node: object = data
@@ -417,6 +432,7 @@ _LOWER_IS_LOOSER: Final = frozenset(
         "log.retention_days",
         "log.max_rows",
         "log.denials_per_minute",
+        "log.allowed_per_minute",
     }
 )
 #: Fields that change no security decision (how many idle workers wait, how long a start may take).

@@ -11,8 +11,10 @@ Seed 004's update mechanism, on caplet's trust model:
 3. **diff** it against what was approved (the lock entry, else the approval,
    else the declared ones) and require explicit **consent** for anything
    that widens it (issue 14, :mod:`._consent`): a capability added or
-   broadened, a plugin added to ``requires``, a lower version, a higher
-   audited risk; a re-spelling is not an addition (:mod:`._capdiff`). An
+   broadened, a templated capability whose default now reaches further
+   (red-team finding 8, :mod:`._defaults`), a plugin added to ``requires``,
+   a lower version, a higher audited risk; a re-spelling is not an
+   addition (:mod:`._capdiff`). An
    update of a plugin that is not approved (nor, in locked mode, pinned)
    always needs consent, since its health check runs the new version;
 4. **snapshot** the current version by moving it to ``.../old`` and **swap**
@@ -49,6 +51,7 @@ from caplet._errors import CapletError, SignatureError, UpdateError
 from caplet._findings import RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
 from caplet._host._consent import Consent, Widening, describe_widening, widening
+from caplet._host._defaults import template_defaults
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
     UpdateJournal,
@@ -67,7 +70,7 @@ from caplet._trust._lockfile import LockEntry, read_lockfile, update_lockfile
 from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key
 from caplet._trust._snapshot import make_snapshot
 from caplet._trust._source import SourceKind
-from caplet._trust._store import ApprovalRecord
+from caplet._trust._store import ApprovalRecord, ApprovedDefaults
 
 if TYPE_CHECKING:
     from caplet._config._prompt import Prompter
@@ -186,6 +189,23 @@ def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) ->
     if approval is not None and approval.content_hash == info.content_hash:
         return approval.capabilities
     return tuple(c.declared for c in info.manifest.capabilities)
+
+
+def _defaults_before(
+    host: UpdatableHost, name: str, entry: LockEntry | None, installed: str
+) -> tuple[ApprovedDefaults | None, str]:
+    """The defaults the old version was allowed, or None and why they are not known.
+
+    The installed folder is the approved content (its approval, or its lock
+    entry, names its digest), so its manifest's defaults are the approved
+    ones, whether or not the approval recorded them. A lock entry that pins
+    other content leaves them unknown: that content is not on this machine.
+    An update carries the approval to every later enable, so defaults are
+    compared as they are, whatever this process configured.
+    """
+    if entry is not None and entry.digest != installed:
+        return None, "the lock entry pins other content than the installed one"
+    return template_defaults(host.manager.require_plugin(name).manifest), ""
 
 
 def _check_staged(
@@ -362,11 +382,14 @@ def _transaction(
         old_risk: RiskLevel | None = old_entry.risk_level
     else:
         old_risk = current_approval.risk_level if current_approval is not None else None
+    approved_defaults, unknown = _defaults_before(host, name, old_entry, old_digest)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],
         old_entry.version if old_entry is not None else info.version,
         manifest,
+        approved_defaults=approved_defaults,
+        unknown_defaults=unknown,
         approved_risk=old_risk,
         risk=audit.risk_level,
     )
@@ -399,6 +422,7 @@ def _transaction(
             verdict=audit.verdict,
             version=manifest.version,
             requires=tuple(r.name for r in manifest.requires),
+            defaults=template_defaults(manifest),
         )
     try:
         new_entry = (

@@ -63,6 +63,7 @@ from caplet._manifest._model import (
 )
 from caplet._manifest._names import MANIFEST_NAMES
 from caplet._suggest import did_you_mean
+from caplet._toml import TomlLimitError, parse_toml
 
 __all__ = ["MAX_MANIFEST_BYTES", "find_manifest", "load_manifest"]
 
@@ -151,7 +152,9 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _parse_toml(path: Path, text: str) -> object:
     try:
-        return tomllib.loads(text)
+        return parse_toml(text)
+    except TomlLimitError as exc:
+        raise ManifestError(f"{path}: invalid TOML: {exc}", path=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         # Python 3.11's TOMLDecodeError has no lineno attribute: the position
         # is only in the message, "... (at line 3, column 7)".

@@ -23,6 +23,7 @@ __all__ = [
     "Requirement",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class FunctionSpec:
     """One exported function of a module; schemas are optional JSON Schemas."""

@@ -54,6 +54,7 @@ from caplet._atomic import atomic_write
 from caplet._audit._model import Verdict
 from caplet._errors import LockfileError, LockfileWriteError
 from caplet._findings import RiskLevel
+from caplet._toml import TomlLimitError, parse_toml
 from caplet._trust._hashing import is_tree_hash
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._source import SourceKind
@@ -376,7 +377,9 @@ def read_lockfile(path: Path, *, missing_ok: bool = False) -> Lockfile:
     if len(raw) > _MAX_BYTES:
         raise reader.error(f"larger than {_MAX_BYTES} bytes")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = parse_toml(raw.decode("utf-8"))
+    except TomlLimitError as exc:
+        raise reader.error(f"not a lock file caplet wrote ({exc})") from None
     except UnicodeDecodeError as exc:
         raise reader.error(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:

@@ -58,7 +58,7 @@ def sqlite_directory(address: str | Path, state_dir: Path) -> Path | None:
         path = text.removeprefix("sqlite://")
         if not path.startswith("/"):
             raise StoreError(
-                f"store {text!r}: a sqlite:// address names an absolute state directory "
+                f"store {redact(text)!r}: a sqlite:// address names an absolute state directory "
                 "(sqlite:///var/lib/caplet); write it with three slashes"
             )
         return Path(path)

@@ -4,12 +4,13 @@
 and columns on both backends (:mod:`caplet._trust._sqlite_schema`): version
 4 is approvals with ``version`` and ``requires``, audits keyed by hash and
 model, quarantine, the decision log and ``ctx.kv``, whichever database
-holds them. So "schema 4" means one thing in a message, in ``doctor`` and
-in the docs, and a change to the records is one new version, written for
-both in the same commit (tests/_trust/test_pg_schema.py fails when the
-two drift apart). PostgreSQL has no history to replay: its first schema
-is version 4 (:data:`BASELINE`), created in one step; versions 1 to 3 never
-existed there.
+holds them, and version 5 adds the approvals' ``defaults``. So "schema 4"
+means one thing in a message, in ``doctor`` and in the docs, and a change
+to the records is one new version, written for both in the same commit
+(tests/_trust/test_pg_schema.py fails when the two drift apart).
+PostgreSQL has no history to replay: its first schema is version 4
+(:data:`BASELINE`), created in one step; versions 1 to 3 never existed
+there.
 
 Everything lives in the PostgreSQL schema ``caplet`` (one caplet
 deployment per database), with ``caplet.meta`` holding the version and the
@@ -107,6 +108,9 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
         )""",
         "INSERT INTO caplet.meta (key, value) VALUES ('application', 'caplet')",
     ),
+    # 5: the defaults behind an approval's templated capabilities (red-team
+    # finding 8; SQLite's version 5). NULL in older rows: fresh consent.
+    5: ("ALTER TABLE caplet.approvals ADD COLUMN defaults TEXT",),
 }
 
 #: The version this caplet writes and understands.
@@ -126,6 +130,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
             "verdict",
             "version",
             "requires",
+            "defaults",
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
@@ -265,7 +270,7 @@ def check_records(
 
     for row in conn.execute(
         "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        'requires FROM caplet.approvals ORDER BY name COLLATE "C"'
+        'requires, defaults FROM caplet.approvals ORDER BY name COLLATE "C"'
     ).fetchall():
         decoded(approval_from_row, row)
     for content_hash, model, plugin, payload in conn.execute(

@@ -37,6 +37,8 @@ logger = logging.getLogger("caplet.store")
 _SCHEMES = ("postgresql://", "postgres://")
 #: libpq's modes that verify the server's certificate.
 _VERIFIED = frozenset({"verify-ca", "verify-full"})
+#: What :func:`redact` shows of an address it cannot parse.
+_UNPARSED = "(not shown: it cannot be parsed and may hold a password)"
 _PASSWORD_PAIR = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
@@ -49,7 +51,13 @@ def redact(address: str) -> str:
     """*address* without its password, fit for messages and logs."""
     if "://" not in address:  # libpq's key=value form
         return _PASSWORD_PAIR.sub(r"\1***", address)
-    parts = urlsplit(address)
+    try:
+        parts = urlsplit(address)
+    except ValueError:
+        # A malformed host ("[::1" without its "]"): nothing of it can be told apart
+        # from the password, so none of it is shown (the message says what is wrong).
+        scheme = address.split("://", 1)[0]
+        return f"{scheme}://{_UNPARSED}"
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hosts = netloc.rpartition("@")
@@ -60,6 +68,16 @@ def redact(address: str) -> str:
         safe="/:",
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_URL_PASSWORD = re.compile(r"://[^/?#]*:[^/?#]*@|[?&]password=", re.IGNORECASE)
+
+
+def _has_password(address: str) -> bool:
+    """True when *address* may carry a password (user:password@, password=)."""
+    if "://" not in address:
+        return _PASSWORD_PAIR.search(address) is not None
+    return _URL_PASSWORD.search(address) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +108,20 @@ def parse_address(address: str, environ: Mapping[str, str] | None = None) -> PgA
     env = os.environ if environ is None else environ
     shown = redact(address)
     try:
+        if shown.endswith(_UNPARSED):
+            raise ProgrammingError("the URL cannot be parsed (a host in [ ] without its ])")
         params = conninfo_to_dict(address)
     except ProgrammingError as exc:
+        # libpq quotes the token it could not parse, and that may be the password
+        # ("invalid percent-encoded token" for a password holding '%'): its words are
+        # shown only when the address holds no password (red-team round 3).
+        why = str(exc).strip() if not _has_password(address) else "libpq cannot parse it"
         raise StoreError(
-            f"store address {shown} is not a PostgreSQL connection string ({exc}); write it as "
-            "postgresql://USER@HOST:PORT/DATABASE?sslmode=verify-full"
-        ) from exc
+            f"store address {shown} is not a PostgreSQL connection string ({why}); write it "
+            "as postgresql://USER@HOST:PORT/DATABASE?sslmode=verify-full (percent-encode a "
+            "'%', '@', ':' or '/' in the password, or keep the password in PGPASSWORD or "
+            "~/.pgpass)"
+        ) from None
     raw_hosts = str(params.get("host") or params.get("hostaddr") or env.get("PGHOST", ""))
     hosts = tuple(h.strip() for h in raw_hosts.split(",")) if raw_hosts else ("",)
     sslmode = str(params.get("sslmode") or env.get("PGSSLMODE") or "prefer")

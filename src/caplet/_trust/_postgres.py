@@ -61,10 +61,12 @@ from caplet._trust._pg_schema import check_records, check_structure, migrate
 from caplet._trust._pg_url import parse_address
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    PRUNE_ORDER,
     RowSource,
     approval_from_row,
     approval_params,
     audit_from_row,
+    decision_filter,
     decision_from_row,
     kv_value,
     quarantine_from_row,
@@ -88,11 +90,11 @@ _KV_LOCK_CLASS = 0x6B76
 
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires FROM caplet.approvals WHERE name = %s"
+    "requires, defaults FROM caplet.approvals WHERE name = %s"
 )
 _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    'requires FROM caplet.approvals ORDER BY name COLLATE "C"'
+    'requires, defaults FROM caplet.approvals ORDER BY name COLLATE "C"'
 )
 
 
@@ -268,12 +270,12 @@ class PostgresStore:
             f"writing the approval of {record.name!r}",
             lambda conn: conn.execute(
                 "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
-                "risk_level, verdict, version, requires) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
+                "risk_level, verdict, version, requires, defaults) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
                 "content_hash = EXCLUDED.content_hash, capabilities = EXCLUDED.capabilities, "
                 "approved_at = EXCLUDED.approved_at, risk_level = EXCLUDED.risk_level, "
                 "verdict = EXCLUDED.verdict, version = EXCLUDED.version, "
-                "requires = EXCLUDED.requires",
+                "requires = EXCLUDED.requires, defaults = EXCLUDED.defaults",
                 approval_params(record),
             ),
             write=True,
@@ -418,18 +420,9 @@ class PostgresStore:
         (a ``time.time()`` value) on, only allowed or refused ones, of one *action*."""
         if limit < 0:
             raise StoreError(f"decision log limit must be 0 or more, got {limit}")
-        clauses: list[str] = []
-        values: list[object] = []
-        for clause, value in (
-            ("plugin = %s", plugin),
-            ("at >= %s", since),
-            ("allowed = %s", allowed),
-            ("action = %s", action),
-        ):
-            if value is not None:
-                clauses.append(clause)
-                values.append(value)
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        where, values = decision_filter(
+            "%s", plugin=plugin, since=since, allowed=allowed, action=action
+        )
         # The clauses are caplet's own text; every value is a parameter.
         query = (
             "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "  # noqa: S608
@@ -450,8 +443,9 @@ class PostgresStore:
         def prune(conn: Any) -> int:
             removed = conn.execute("DELETE FROM caplet.decisions WHERE at < %s", (before,)).rowcount
             removed += conn.execute(
-                "DELETE FROM caplet.decisions WHERE id <= "
-                "(SELECT id FROM caplet.decisions ORDER BY id DESC LIMIT 1 OFFSET %s)",
+                "DELETE FROM caplet.decisions WHERE id IN (SELECT id FROM caplet.decisions "  # noqa: S608
+                f"ORDER BY {PRUNE_ORDER} LIMIT greatest(0, "
+                "(SELECT count(*) FROM caplet.decisions) - %s))",
                 (keep,),
             ).rowcount
             return int(removed)

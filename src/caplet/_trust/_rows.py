@@ -14,32 +14,43 @@ repair it with.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from caplet._audit._model import AuditResult, Verdict
+from caplet._config._schema import ConfigValue
 from caplet._errors import StoreError
 from caplet._findings import RiskLevel
 from caplet._trust._codec import audit_from_json
 from caplet._trust._hashing import is_tree_hash
 from caplet._trust._problems import ProblemKind, StateProblem
-from caplet._trust._store import ApprovalRecord, Decision, QuarantineRecord
+from caplet._trust._store import ApprovalRecord, ApprovedDefaults, Decision, QuarantineRecord
 
 __all__ = [
     "APPROVAL_COLUMNS",
+    "PRUNE_ORDER",
     "BadRowError",
     "RowSource",
     "approval_from_row",
     "approval_params",
     "audit_from_row",
+    "decision_filter",
     "decision_from_row",
     "kv_value",
     "quarantine_from_row",
 ]
 
+#: The order in which retention deletes decisions beyond ``max_rows``: allowed rows first
+#: (oldest first), refusals and the policy's own rows ("(policy)", _host._policy_file's
+#: POLICY_LOG_NAME) only when they alone fill the log, so a plugin flooding the log with
+#: allowed requests erases no refusal (red-team round 3). The same text is valid SQL in
+#: SQLite (allowed is 0/1) and PostgreSQL (a boolean).
+PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
+
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
-    "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires"
+    "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
+    "defaults"
 )
 
 
@@ -84,7 +95,7 @@ class RowSource:
 def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-    requires_json = row[7]
+    requires_json, defaults_json = row[7:9]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -122,6 +133,12 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
             raise source.bad_row("approvals", name, "requires is not a JSON array of strings", fix)
         requires = tuple(listed)
+    defaults: ApprovedDefaults | None = None
+    if defaults_json is not None:
+        try:
+            defaults = _defaults(defaults_json)
+        except (TypeError, ValueError) as exc:
+            raise source.bad_row("approvals", name, f"defaults {exc}", fix) from exc
     return ApprovalRecord(
         name=name,
         content_hash=content_hash,
@@ -131,7 +148,30 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         verdict=verdict_value,
         version=version,
         requires=requires,
+        defaults=defaults,
     )
+
+
+def _config_value(value: object) -> ConfigValue | None:
+    """A default as :func:`approval_params` wrote it: a scalar, an array of them, or null."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | int | float | bool) for v in value):
+        return tuple(value)
+    raise ValueError(f"holds {type(value).__name__} {str(value)[:40]!r}, not a config value")
+
+
+def _defaults(text: object) -> ApprovedDefaults:
+    """The ``defaults`` column: a JSON object of field name to default (null: none)."""
+    if not isinstance(text, str):
+        raise TypeError("is not text")
+    try:
+        loaded = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("is not JSON") from exc
+    if not isinstance(loaded, dict):
+        raise TypeError("is not a JSON object of config field names to defaults")
+    return tuple((str(k), _config_value(v)) for k, v in loaded.items())
 
 
 def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
@@ -145,6 +185,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         record.verdict.value,
         record.version,
         None if record.requires is None else json.dumps(list(record.requires)),
+        None if record.defaults is None else json.dumps(dict(record.defaults)),
     )
 
 
@@ -223,3 +264,30 @@ def kv_value(source: RowSource, plugin: str, key: str, value: object) -> bytes:
     if not isinstance(value, bytes):
         raise source.bad_row("kv", f"{plugin}/{key}", "value is not a blob", source.edited_table)
     return value
+
+
+def decision_filter(
+    placeholder: str,
+    *,
+    plugin: str | None,
+    since: float | None,
+    allowed: bool | None,
+    action: str | None,
+    allowed_value: Callable[[bool], object] = bool,
+) -> tuple[str, tuple[object, ...]]:
+    """The ``WHERE`` clause (``""`` for none, else ending in a space) and its values for
+    the decision log's filters, with *placeholder* (``?`` for SQLite, ``%s`` for
+    psycopg). The clause is caplet's own text; every value is a parameter.
+    ``allowed_value`` stores the flag as the backend does (SQLite: an int)."""
+    clauses: list[str] = []
+    values: list[object] = []
+    for column, value in (
+        ("plugin =", plugin),
+        ("at >=", since),
+        ("allowed =", None if allowed is None else allowed_value(allowed)),
+        ("action =", action),
+    ):
+        if value is not None:
+            clauses.append(f"{column} {placeholder}")
+            values.append(value)
+    return (f"WHERE {' AND '.join(clauses)} " if clauses else ""), tuple(values)

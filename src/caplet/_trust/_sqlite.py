@@ -64,10 +64,12 @@ from caplet._trust._codec import audit_to_json
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    PRUNE_ORDER,
     RowSource,
     approval_from_row,
     approval_params,
     audit_from_row,
+    decision_filter,
     decision_from_row,
     kv_value,
     quarantine_from_row,
@@ -101,11 +103,11 @@ BUSY_TIMEOUT_S = 10.0
 #: The statements reading approvals: the columns in the order ``approval_from_row`` reads them.
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires FROM approvals WHERE name = ?"
+    "requires, defaults FROM approvals WHERE name = ?"
 )
 _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires FROM approvals ORDER BY name"
+    "requires, defaults FROM approvals ORDER BY name"
 )
 
 _FILE_MODE = 0o600
@@ -424,8 +426,8 @@ class SqliteStore:
         with self._writing(f"writing the approval of {record.name!r}") as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
-                "approved_at, risk_level, verdict, version, requires) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "approved_at, risk_level, verdict, version, requires, defaults) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 approval_params(record),
             )
 
@@ -528,18 +530,9 @@ class SqliteStore:
         (a ``time.time()`` value) on, only allowed or refused ones, of one *action*."""
         if limit < 0:
             raise StoreError(f"decision log limit must be 0 or more, got {limit}")
-        clauses: list[str] = []
-        values: list[object] = []
-        for clause, value in (
-            ("plugin = ?", plugin),
-            ("at >= ?", since),
-            ("allowed = ?", None if allowed is None else int(allowed)),
-            ("action = ?", action),
-        ):
-            if value is not None:
-                clauses.append(clause)
-                values.append(value)
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        where, values = decision_filter(
+            "?", plugin=plugin, since=since, allowed=allowed, action=action, allowed_value=int
+        )
         with self._reading("reading the decision log") as conn:
             # The clauses are caplet's own text; every value is a parameter.
             cursor = conn.execute(
@@ -558,8 +551,8 @@ class SqliteStore:
         with self._writing("pruning the decision log") as conn:
             removed = conn.execute("DELETE FROM decisions WHERE at < ?", (before,)).rowcount
             removed += conn.execute(
-                "DELETE FROM decisions WHERE id <= "
-                "(SELECT id FROM decisions ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                f"DELETE FROM decisions WHERE id IN (SELECT id FROM decisions "  # noqa: S608
+                f"ORDER BY {PRUNE_ORDER} LIMIT max(0, (SELECT count(*) FROM decisions) - ?))",
                 (keep,),
             ).rowcount
         return int(removed)

@@ -113,6 +113,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE approvals ADD COLUMN version TEXT",
         "ALTER TABLE approvals ADD COLUMN requires TEXT",
     ),
+    # 5: an approval records the defaults behind its templated capabilities
+    # (fs.read:${config.root} with root's default), so a later content that
+    # keeps the capability string and moves only the default is compared
+    # with what was approved (red-team finding 8). NULL in older rows: such
+    # an approval vouches for no default of other content.
+    ("ALTER TABLE approvals ADD COLUMN defaults TEXT",),
 )
 
 #: The version this caplet writes and understands.

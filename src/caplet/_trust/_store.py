@@ -16,9 +16,22 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from caplet._audit._model import AuditResult, Verdict
+from caplet._config._schema import ConfigValue
 from caplet._findings import RiskLevel
 
-__all__ = ["ApprovalRecord", "Decision", "KvWrite", "QuarantineRecord", "TrustStore"]
+__all__ = [
+    "ApprovalRecord",
+    "ApprovedDefaults",
+    "Decision",
+    "KvWrite",
+    "QuarantineRecord",
+    "TrustStore",
+]
+
+#: The defaults of the config fields a plugin's templated capabilities use,
+#: as ``(field, default)`` pairs in the order the capabilities name them;
+#: ``None`` for a field that had no default (the operator had to set it).
+ApprovedDefaults = tuple[tuple[str, ConfigValue | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +43,13 @@ class ApprovalRecord:
     compared with them to tell whether it widens what was consented to
     (issue 14). ``None``: an approval recorded before caplet kept them, so
     any change of content needs fresh consent.
+
+    ``defaults`` are the defaults behind its templated capabilities
+    (``fs.read:${config.root}`` with ``root`` defaulting to ``/srv/data``):
+    what such a capability reached when the operator set nothing, which a
+    later content is compared with (red-team finding 8). ``None``: an
+    approval recorded before caplet kept them (schema 4), which vouches for
+    no default of other content.
     """
 
     name: str
@@ -40,6 +60,7 @@ class ApprovalRecord:
     verdict: Verdict
     version: str | None = None
     requires: tuple[str, ...] | None = None
+    defaults: ApprovedDefaults | None = None
 
 
 @dataclass(frozen=True, slots=True)
