@@ -35,6 +35,20 @@ def value_of(source: str) -> Value | None:
         ("''.join([chr(c ^ 1) for c in [110, 114]])", "os"),
         ("K = {'a': 'o', 'b': 's'}\nK['a'] + K['b']", "os"),
         ("parts = ('s', 'y', 's')\n''.join(p.upper() for p in parts)", "SYS"),
+        # pure operations the computed-names class uses to hide a name (tune: cn-str-bytes-name,
+        # cn-percent-c, cn-spread-join, cn-packed-int)
+        ("str(b'ex' b'ec', 'utf-8')", "exec"),
+        ("bytearray(b'system').decode()", "system"),
+        ("bytes('os', 'ascii')", b"os"),
+        ("'%c%c' % (111, 115)", "os"),
+        ("'%c%s' % ('o', 's')", "os"),
+        ("str.join('', ['ex', 'ec'])", "exec"),
+        ("'{}{}'.format(*['ex', 'ec'])", "exec"),
+        ("''.join(map(str, ['ev', 'al']))", "eval"),
+        ("(0x6F73).to_bytes(2, 'big').decode()", "os"),
+        ("(0x736F).to_bytes(2, 'little').decode()", "os"),
+        ("n = lambda: 'sys' + 'tem'\nn()", "system"),
+        ("bytes(c ^ 7 for c in b't~tsbj').decode()", "system"),
     ],
 )
 def test_names_built_from_literals_are_computed(source: str, expected: str) -> None:
@@ -57,6 +71,16 @@ def test_names_built_from_literals_are_computed(source: str, expected: str) -> N
         "''.join(c for c in 'abc' if c != 'b')",
         "''.join(a + b for a in 'ab' for b in 'cd')",
         "''.join(chr(c) for c in codes)",
+        # a %c of more than one character, a codec of its own, a huge or unknown packing,
+        # a lambda with parameters or bound twice, a spread of a name of the file
+        "'%c' % 'ab'",
+        "str(b'x', 'rot13')",
+        "(0x6F73).to_bytes(10**6, 'big')",
+        "(0x6F73).to_bytes(2, order)",
+        "(0x6F73).to_bytes(1, 'big')",
+        "n = lambda x: 'os'\nn()",
+        "n = lambda: 'os'\nn = lambda: 'sys'\nn()",
+        "'{}{}'.format(*parts)",
     ],
 )
 def test_what_cannot_be_known_is_not_guessed(source: str) -> None:

@@ -97,6 +97,15 @@ def test_a_builtin_or_api_named_by_computation_is_a_threat(source: str) -> None:
         '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
         "import builtins\nns" + " " * 300 + "= vars(builtins)\n\n\ndef run(c):\n"
         '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        # names hidden by pure string operations: bytes decoded by str(), %c of code points,
+        # a list spread into format, str.join on the class, an integer unpacked, a lambda
+        'import builtins\ngetattr(builtins, str(b"ex" b"ec", "utf-8"))(code)\n',
+        "import os\ngetattr(os, '%c%c%c%c%c%c' % (115, 121, 115, 116, 101, 109))('id')\n",
+        "import os\ngetattr(os, '{}{}'.format(*['sys', 'tem']))('id')\n",
+        "m = __import__(str.join('', ['o', 's']))\nm.system('id')\n",
+        "import importlib\nm = importlib.import_module((0x6F73).to_bytes(2, 'big').decode())\n"
+        "m.system('id')\n",
+        "import os\nn = lambda: 'sys' + 'tem'\ngetattr(os, n())('id')\n",
         # globals()["__builtins__"] by a computed key, directly or through a name of it
         'b = globals()["__buil" + "tins__"]\nb.exec(code)\n',
         'g = globals()\nb = g["".join(["__buil", "tins__"])]\nb.exec(code)\n',
@@ -137,6 +146,10 @@ def test_every_spelling_of_a_computed_lookup_is_a_threat(source: str) -> None:
         "import sys\ndef stream(name):\n    return getattr(sys, name.lower())\n",
         "import os\nCODES = {'a': 'sep', 'b': 'linesep'}\nvalue = getattr(os, CODES['b'])\n",
         "letters = [chr(c ^ 32) for c in range(65, 91)]\n",
+        # the same operations naming harmless attributes
+        "import os\nflag = getattr(os, str(b'O_BINARY', 'ascii'), 0)\n",
+        "import struct\nkey = (0x0102).to_bytes(2, 'big')\nvalue = getattr(struct, 'pack')\n",
+        "import os\nsep = getattr(os, '%c%c%c' % (115, 101, 112))\n",
         # a module's own global by a computed name, through globals() or a name of it
         'handler = globals()["handle_" + "close"]\n',
         'g = globals()\nVERSION = g["".join(["VER", "SION"])]\n',

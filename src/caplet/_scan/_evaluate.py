@@ -210,7 +210,13 @@ class Evaluator(Resolver):
         ev = self._evaluate
         func = node.func
         args = node.args
+        if any(isinstance(a, ast.Starred) for a in args):
+            # f(*["ex", "ec"]): a literal list spread into the arguments
+            return self._spread_call(node, depth)
         if isinstance(func, ast.Attribute):
+            if func.attr == "join" and len(args) == 2 and "builtins.str.join" in self.resolve(func):
+                # str.join("", pieces): the method called through its class
+                return _join(ev(args[0], depth), self._iterable(args[1], depth))
             # a module's function first (base64.b64decode), else a method of a value
             for name in self.resolve(func):
                 if "." in name and not name.startswith("builtins."):
@@ -220,15 +226,7 @@ class Evaluator(Resolver):
             method = func.attr
             receiver = func.value
             if method == "join" and len(args) == 1:
-                sep = ev(receiver, depth)
-                items = self._iterable(args[0], depth)
-                if (
-                    isinstance(sep, str)
-                    and items is not None
-                    and all(isinstance(i, str) for i in items)
-                ):
-                    return sep.join(i for i in items if isinstance(i, str))
-                return None
+                return _join(ev(receiver, depth), self._iterable(args[0], depth))
             if method == "fromhex" and len(args) == 1:
                 text = ev(args[0], depth)
                 try:
@@ -262,10 +260,41 @@ class Evaluator(Resolver):
             fn = self.resolve(args[0])
             if items is not None and "builtins.chr" in fn:
                 return [_chr(i) for i in items] if all(isinstance(i, int) for i in items) else None
+            if items is not None and "builtins.str" in fn:
+                return (
+                    [str(i) for i in items]
+                    if all(isinstance(i, str | int) for i in items)
+                    else None
+                )
+        if not args and isinstance(func, ast.Name):
+            # n = lambda: "sys" + "tem"; n(): a lambda without parameters bound once
+            bound = self.bindings.assigned.get(func.id, ())
+            if (
+                len(bound) == 1
+                and isinstance(bound[0], ast.Lambda)
+                and func.id not in self.contributed
+            ):
+                lam = bound[0].args
+                if not (lam.args or lam.posonlyargs or lam.kwonlyargs or lam.vararg or lam.kwarg):
+                    return ev(bound[0].body, depth)
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
         return None
+
+    def _spread_call(self, node: ast.Call, depth: int) -> Value | None:
+        """A call whose ``*args`` are literal lists: evaluated as if written out."""
+        spread: list[ast.expr] = []
+        for arg in node.args:
+            if not isinstance(arg, ast.Starred):
+                spread.append(arg)
+                continue
+            if not isinstance(arg.value, ast.List | ast.Tuple) or any(
+                isinstance(e, ast.Starred) for e in arg.value.elts
+            ):
+                return None
+            spread.extend(arg.value.elts)
+        return self._evaluate_call(ast.Call(func=node.func, args=spread, keywords=[]), depth)
 
     def _iterable(self, node: ast.AST, depth: int) -> list[Value] | None:
         value = self._evaluate(node, depth)
@@ -276,6 +305,14 @@ class Evaluator(Resolver):
         if isinstance(value, list):
             return value
         return None
+
+
+def _join(sep: Value | None, items: list[Value] | None) -> Value | None:
+    """``sep.join(items)`` of strings only."""
+    if isinstance(sep, str) and items is not None and all(isinstance(i, str) for i in items):
+        out = sep.join(i for i in items if isinstance(i, str))
+        return out if len(out) <= _MAX_VALUE else None
+    return None
 
 
 def _chr(code: Value) -> str:
@@ -363,6 +400,15 @@ def _method(
             out = base.replace(old, new)
             return out if len(out) <= _MAX_VALUE else None
         return None
+    if isinstance(base, int) and method == "to_bytes" and len(args) == 2:
+        # (0x73797374656d).to_bytes(6, "big"): a name packed into an integer
+        length, order = args
+        if isinstance(length, int) and 0 <= length <= 4096 and order in {"big", "little"}:
+            try:
+                return base.to_bytes(length, "big" if order == "big" else "little")
+            except OverflowError:
+                return None
+        return None
     if isinstance(base, str) and method == "format":
         return _format(base, args)
     if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
@@ -371,7 +417,7 @@ def _method(
 
 
 def _percent(template: str, items: Sequence[Value | None]) -> Value | None:
-    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r`` and ``%%``, no flags,
+    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r``, ``%c`` and ``%%``, no flags,
     widths or mapping keys (anything else is left unevaluated)."""
     pieces: list[str] = []
     position = 0
@@ -383,12 +429,18 @@ def _percent(template: str, items: Sequence[Value | None]) -> Value | None:
         if kind == "%":
             pieces.append("%")
             continue
-        if kind not in {"s", "d", "i", "r"} or used >= len(items):
+        if kind not in {"s", "d", "i", "r", "c"} or used >= len(items):
             return None
         item = items[used]
         used += 1
         if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
             return None
+        if kind == "c":
+            # "%c%c" % (101, 120): a code point, or a string of one character
+            if isinstance(item, str) and len(item) != 1:
+                return None
+            pieces.append(_chr(item) if isinstance(item, int) else item)
+            continue
         pieces.append(repr(item) if kind == "r" else str(item))
     if used != len(items):
         return None
@@ -466,6 +518,19 @@ def _call(name: str, values: list[Value | None]) -> Value | None:
             return _chr(first)
         if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
             return ord(first)
+        if name == "builtins.str" and len(values) == 2 and isinstance(first, bytes):
+            # str(b"exec", "utf-8"): bytes decoded
+            codec = values[1]
+            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
+                return codecs.decode(first, codec)
+            return None
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, bytes):
+            return first if len(values) == 1 else None
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, str):
+            codec = values[1] if len(values) == 2 else None
+            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
+                return first.encode(codec)
+            return None
         if name in {"builtins.str", "builtins.repr"} and isinstance(first, str | int):
             return str(first) if name == "builtins.str" else repr(first)
         if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):

@@ -102,12 +102,14 @@ _LOOKUP_NAME = (
     r"globals)\b"
 )
 #: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
-#: code points, a list of byte values or a builtin's repr, decoded, a literal formatted.
+#: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
+#: an integer literal unpacked into bytes.
 _PIECES = (
     r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
     r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
     r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
-    r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]"
+    r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
+    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\("
 )
 #: Pieces that hardly ever build anything but a hidden name: code points joined, a
 #: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
