@@ -248,16 +248,22 @@ class Need(enum.Enum):
     FULL = "full"
 
 
-#: The names a hit line may bind, in UTF-8 bytes: every name followed by ``=``
-#: (not ``==``, closing a target list or not), ``:=``, an annotation's ``:`` or a ``,``,
-#: and every name after ``as`` or ``for``. More than the line binds (a keyword
-#: argument, a call's last argument) only costs a visit; fewer would let
-#: ``x = 1; ns = vars(builtins)``, ``x = ns = ...``, ``(ns := ...)`` or a target
-#: padded past a fixed look-ahead hide the uses of ``ns`` from the AST pass.
-#: Python's re, not RE2: a few hit lines a file, each scanned once, linear in it.
+#: What a hit line may bind, in UTF-8 bytes: the target list before each ``=`` (not
+#: ``==``; ``:=`` included), the name after ``as``, the names after ``for``. Every
+#: statement of the line counts, not only the first, and every target of a chain or a
+#: list: ``x = 1; ns = vars(builtins)``, ``x = ns = ...``, ``(x, ns) = ...``,
+#: ``(ns := ...)`` and a target padded far from its line's start would otherwise hide
+#: the uses of ``ns`` from the AST pass. A keyword argument taken for a target only
+#: costs a visit. Python's re, not RE2, on the few hit lines of a file, each read
+#: once; each run starts where the last ended and never backtracks: linear in the line.
 _BINDS = re.compile(
-    rb"([A-Za-z_\x80-\xff][\w\x80-\xff]*)[ \t]*(?:[:,]|(?:[)\]][ \t]*)*=(?!=))"
-    rb"|\b(?:as|for)[ \t]+([A-Za-z_\x80-\xff][\w\x80-\xff]*)"
+    rb"(?<![\w\x80-\xff \t,.()\[\]*:])([\w\x80-\xff \t,.()\[\]*:]++)=(?!=)"
+    rb"|\bas[ \t]++([A-Za-z_\x80-\xff][\w\x80-\xff]*+)"
+    rb"|\bfor\b([\w\x80-\xff \t,()\[\]*]++)"
+)
+#: The names of a target list, not an attribute's owner, a call or a subscript's owner.
+_TARGET_NAME = re.compile(
+    rb"(?<![\w\x80-\xff])([A-Za-z_\x80-\xff][\w\x80-\xff]*+)(?![ \t]*+[.(\[])"
 )
 #: Keywords match :data:`_BINDS` (``else:``, ``None)``) and bind nothing.
 _KEYWORDS: Final = frozenset(k.encode() for k in keyword.kwlist)
@@ -492,11 +498,13 @@ def _note_binding(encoded: bytes, position: int, bound: set[bytes], seen: set[in
     seen.add(start)
     end = encoded.find(b"\n", position)
     for match in _BINDS.finditer(encoded, start, len(encoded) if end < 0 else end):
-        name = match.group(1) or match.group(2)
-        if name not in _KEYWORDS:
-            bound.add(name)
-            if len(bound) > _MAX_BOUND:
-                return False
+        targets = match.group(1) or match.group(3)
+        names = _TARGET_NAME.findall(targets) if targets else [match.group(2)]
+        for name in names:
+            if name not in _KEYWORDS:
+                bound.add(name)
+                if len(bound) > _MAX_BOUND:
+                    return False
     return True
 
 
@@ -510,12 +518,15 @@ def _follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> b
     """
     for name in bound:
         start = encoded.find(name)
+        counted, line = 0, 1  # newlines counted from the last use on: one pass a name
         while start >= 0:
             end = start + len(name)
             before = encoded[start - 1 : start] if start else b""
             after = encoded[end : end + 1]
             if not ((before and _identifier_byte(before)) or (after and _identifier_byte(after))):
-                lines.add(encoded.count(b"\n", 0, start) + 1)
+                line += encoded.count(b"\n", counted, start)
+                counted = start
+                lines.add(line)
                 if len(lines) > limit:
                     return False
             start = encoded.find(name, end)
