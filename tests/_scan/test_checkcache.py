@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import re2
 
+from caplet import _atomic
 from caplet._errors import ScanError
 from caplet._scan import _checkcache, _selfcheck
 from caplet._scan._indicators import indicator_set
@@ -68,6 +69,19 @@ def test_a_pass_is_remembered_and_skips_the_next_replay(monkeypatch: pytest.Monk
     _selfcheck._reset()  # as a new process would start
     self_check()
     assert runs == ["replay"]
+
+
+def test_remembering_a_pass_is_no_state_write_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The crash tests count an operation's state write steps in one run and kill the
+    # next runs at each: a cache written by the first run only must not be one of them.
+    steps: list[str] = []
+    monkeypatch.setattr(_atomic, "write_step", steps.append)
+    self_check()
+    key = _checkcache.fingerprint()
+    assert key is not None
+    assert _checkcache.remembered(key)
+    assert steps == []
+    assert [p.name for p in cache_file().parent.iterdir()] == [cache_file().name]
 
 
 def test_another_fingerprint_replays(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,6 +38,7 @@ start-up cannot spare.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -129,8 +130,16 @@ def remembered(key: str) -> bool:
 
 
 def remember(key: str) -> None:
-    """Write ``key`` as the one that passed; a cache that cannot be written is skipped."""
-    from caplet._atomic import atomic_write
+    """Write ``key`` as the one that passed; a cache that cannot be written is skipped.
+
+    Not through :func:`caplet._atomic.atomic_write`: its boundaries are *state*
+    write steps, counted and killed at by the crash tests, and a cache that one
+    run writes and the next finds would make two runs of one command take
+    different steps (tests/_host/test_update.py's kill -9 at the last step never
+    came). A private temporary file renamed over the cache is atomic enough for
+    a cache: a torn or missing one only costs the replay.
+    """
+    import tempfile  # only when a pass is new: not on the start-up path of every scan
 
     directory = _directory()
     if directory is None:
@@ -138,7 +147,18 @@ def remember(key: str) -> None:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(directory)
-        if stat.S_ISDIR(st.st_mode) and _private(st):
-            atomic_write(directory / _FILE, f"{key}\n".encode("ascii"), mode=0o600)
+        if not (stat.S_ISDIR(st.st_mode) and _private(st)):
+            return
+        # mkstemp: O_EXCL | O_NOFOLLOW, mode 0600, not inherited (PEP 446)
+        fd, name = tempfile.mkstemp(prefix=f".{_FILE}.", suffix=".tmp", dir=directory)
+        temporary = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(f"{key}\n".encode("ascii"))
+            temporary.replace(directory / _FILE)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
     except OSError:
         pass  # no cache: the next process replays the canaries again
