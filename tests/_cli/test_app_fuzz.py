@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from caplet._cli._app import app
+from caplet._cli._command import load_commands
 from tests._fuzz.budget import fuzz
 from tests.conftest import EXAMPLES
 
@@ -52,6 +53,7 @@ def _commands() -> dict[tuple[str, ...], Any]:
         elif prefix[0] not in SKIPPED:
             found[prefix] = command
 
+    load_commands()  # the root group imports a command's module when it is looked up
     walk(typer.main.get_command(app), ())
     return found
 

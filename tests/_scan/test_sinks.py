@@ -50,6 +50,115 @@ def test_a_builtin_or_api_named_by_computation_is_a_threat(source: str) -> None:
     assert "CPL-THR-003" in danger(source)
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        # names built by str.format and by % (the computed-names class of issue 16)
+        'import builtins\ngetattr(builtins, "{}{}".format("ex", "ec"))(code)\n',
+        'import builtins\nrun = vars(builtins)["%s%s" % ("ev", "al")]\nrun(code)\n',
+        'import os\ngetattr(os, "%stem" % "sys")("id")\n',
+        'import importlib\nimportlib.import_module("{0}{1}".format("o", "s")).system("id")\n',
+        # lookups that are not getattr: __getattribute__, a namespace's .get
+        'import os\nos.__getattribute__("sys" + "tem")("id")\n',
+        'import os\nobject.__getattribute__(os, "sys" + "tem")("id")\n',
+        'import builtins\nbuiltins.__dict__.get("ex" + "ec")(code)\n',
+        'globals().get("__builtins__").__dict__.get("lave"[::-1])(code)\n',
+        # a module's namespace by a computed name
+        'import subprocess\nsubprocess.__dict__["Po" + "pen"](["id"])\n',
+        'import sys\nsys.modules["o" + "s"].system("id")\n',
+        'import os\nns = vars(os)\nns["".join(["sys", "tem"])]("id")\n',
+        # a name prepared on another line than the lookup
+        'import os\nname = "".join(map(chr, [115, 121, 115, 116, 101, 109]))\n\n'
+        "getattr(os, name)('id')\n",
+        'import os\nname = "metsys"[::-1]\nfn = getattr(os, name)\nfn("id")\n',
+        # dispatch tables: builtins kept in a dict, picked by a computed key
+        'ACTIONS = {"show": print, "load": exec}\nACTIONS["lo" + "ad"](code)\n',
+        "import builtins\nns = {n: getattr(builtins, n) for n in dir(builtins)}\n"
+        'ns["lave"[::-1]](code)\n',
+        'import builtins\nns = dict(vars(builtins))\nns["ex" + "ec"](code)\n',
+        'import builtins\nns = builtins.__dict__.copy()\nns.get("ex" + "ec")(code)\n',
+        'import builtins\nns = {k: v for k, v in vars(builtins).items()}\nns["ev" "al" + ""](c)\n',
+        # the namespace bound on one line, looked up in a function further down (package
+        # mode visits the lines a hit binds, not only the hit)
+        "import builtins\nns = vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "ev" + "al"\n    return ns[k](c)\n',
+        "import builtins\n\nTABLE = builtins.__dict__\n\n\ndef go(code):\n"
+        '    TABLE.get("".join(reversed("cexe")))(code)\n',
+        # the namespace bound after another statement on its line, as a second target,
+        # by :=, in a target list, or padded far from its line's start: each binding's
+        # uses are still visited
+        "import builtins\nx = 1; ns = vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\nx = ns = vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\nif (ns := vars(builtins)):\n    pass\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\n(x, ns) = 1, vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        "import builtins\nns" + " " * 300 + "= vars(builtins)\n\n\ndef run(c):\n"
+        '    k = "".join(reversed("cexe"))\n    return ns[k](c)\n',
+        # names hidden by pure string operations: bytes decoded by str(), %c of code points,
+        # a list spread into format, str.join on the class, an integer unpacked, a lambda
+        'import builtins\ngetattr(builtins, str(b"ex" b"ec", "utf-8"))(code)\n',
+        "import os\ngetattr(os, '%c%c%c%c%c%c' % (115, 121, 115, 116, 101, 109))('id')\n",
+        "import os\ngetattr(os, '{}{}'.format(*['sys', 'tem']))('id')\n",
+        "m = __import__(str.join('', ['o', 's']))\nm.system('id')\n",
+        "import importlib\nm = importlib.import_module((0x6F73).to_bytes(2, 'big').decode())\n"
+        "m.system('id')\n",
+        "import os\nn = lambda: 'sys' + 'tem'\ngetattr(os, n())('id')\n",
+        # globals()["__builtins__"] by a computed key, directly or through a name of it
+        'b = globals()["__buil" + "tins__"]\nb.exec(code)\n',
+        'g = globals()\nb = g["".join(["__buil", "tins__"])]\nb.exec(code)\n',
+        # code points through a comprehension, XOR-masked; pieces kept in a dict literal
+        "import os\ngetattr(os, ''.join(chr(c) for c in [115, 121, 115, 116, 101, 109]))('id')\n",
+        "import os\nn = ''.join([chr(c ^ 1) for c in [114, 120, 114, 117, 100, 108]])\n"
+        "getattr(os, n)('id')\n",
+        "import os\nK = {'a': 'sys', 'b': 'tem'}\ngetattr(os, K['a'] + K['b'])('id')\n",
+        # any string operation, when a sensitive module is asked by a non-literal name
+        "import os\nf = getattr(os, 'SYS' 'TEM'.lower())\nf('id')\n",
+        "import os\nname = 'system!'\n\n\ndef go():\n    getattr(os, name[:-1])('id')\n",
+    ],
+)
+def test_every_spelling_of_a_computed_lookup_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # formatted names of a library's own methods (visitors, handlers, properties)
+        'def visit(self, node):\n    return getattr(self, "visit_{}".format(node.kind))(node)\n',
+        'getattr(self, "%s_%s" % ("do", "thing"))()\n',
+        'handler = getattr(self, "on_{}".format("close"))\n',
+        # dispatch tables of harmless functions, constant or computed keys
+        'import json\nLOADERS = {"json": json.loads, "text": str}\nLOADERS["js" + "on"](data)\n',
+        "def safe_eval(x):\n    return x\n\nOPS = {'eval': safe_eval}\nOPS['ev' + 'al'](1)\n",
+        'import math\nns = {n: getattr(math, n) for n in dir(math)}\nns["s" + "qrt"](2)\n',
+        'import builtins\nENV = dict(vars(builtins))\nENV["print"]("hello")\n',
+        # lookups by a parameter: how frameworks dispatch
+        "import builtins\ndef find(name):\n    return builtins.__dict__.get(name)\n",
+        "def attr(obj, name):\n    return obj.__getattribute__(name)\n",
+        'object.__getattribute__(self, "_" + "data")\n',
+        'import os\nos.environ.get("HO" + "ME")\n',
+        'import sys\nmod = sys.modules["json" + ""]\n',
+        # a sensitive module's optional attribute, or one named by a parameter
+        'import os\nflag = getattr(os, "O_BINARY", 0)\n',
+        "import sys\ndef stream(name):\n    return getattr(sys, name.lower())\n",
+        "import os\nCODES = {'a': 'sep', 'b': 'linesep'}\nvalue = getattr(os, CODES['b'])\n",
+        "letters = [chr(c ^ 32) for c in range(65, 91)]\n",
+        # the same operations naming harmless attributes
+        "import os\nflag = getattr(os, str(b'O_BINARY', 'ascii'), 0)\n",
+        "import struct\nkey = (0x0102).to_bytes(2, 'big')\nvalue = getattr(struct, 'pack')\n",
+        "import os\nsep = getattr(os, '%c%c%c' % (115, 101, 112))\n",
+        # a module's own global by a computed name, through globals() or a name of it
+        'handler = globals()["handle_" + "close"]\n',
+        'g = globals()\nVERSION = g["".join(["VER", "SION"])]\n',
+    ],
+)
+def test_formatted_and_dispatched_names_of_harmless_code_are_not_threats(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
 def test_getattr_with_a_parameter_is_how_libraries_dispatch() -> None:
     assert not danger(
         """

@@ -39,23 +39,9 @@ from typing import Annotated
 
 import typer
 
-# The command modules register their commands on `app` when imported, in the
-# order `caplet --help` lists them.
-# isort: off
-from caplet._cli import (  # noqa: F401
-    _cmd_plugins,
-    _cmd_scan,
-    _cmd_run,
-    _cmd_mcp,
-    _cmd_stats,
-    _cmd_lock,
-    _cmd_state,
-    _cmd_trust,
-    _cmd_selftest,
-    _cmd_policy,
-)
-
-# isort: on
+# The command modules (_cmd_*) register their commands on `app` when imported,
+# which happens when a command is looked up (caplet._cli._command.COMMAND_MODULES):
+# a command's start-up pays only for its own dependencies (issue 16).
 from caplet._cli._command import (
     EXIT_OK,
     EXIT_REFUSED,

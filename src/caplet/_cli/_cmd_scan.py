@@ -9,17 +9,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from caplet._audit._model import Verdict
-from caplet._capabilities._model import Capability
 from caplet._cli._arguments import usable_path
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command
 from caplet._cli._options import Common, Name, StaticOnlyFlag
 from caplet._cli._render import (
-    JSONValue,
     audit_json,
     jsonable,
     print_audit,
@@ -28,15 +25,21 @@ from caplet._cli._render import (
     trust_text,
 )
 from caplet._cli._safe import plain
-from caplet._manifest._load import load_manifest
-from caplet._manifest._model import MANIFEST_NAMES
-from caplet._scan._batch import Job, archives_in, default_jobs, scan_jobs
-from caplet._scan._fetch import default_index, fetch, read_requirements
 from caplet._scan._model import ScanMode, ScanReport
-from caplet._scan._rules import RULES, Rule
-from caplet._scan._sarif import to_sarif, write_sarif
 from caplet._scan._scanner import scan_tree
 from caplet._version import __version__
+
+if TYPE_CHECKING:
+    from caplet._capabilities._model import Capability
+    from caplet._cli._render import JSONValue
+    from caplet._scan._batch import Job
+    from caplet._scan._rules import Rule
+
+# What only some scans need is imported where it is used: the manifest loader
+# (pydantic) for a folder with a manifest, the batch runner (multiprocessing),
+# the index client and SARIF for the options asking for them, the host for a
+# plugin name. `caplet scan PATH` starts in a budget (issue 16: 150 ms of CPU;
+# tests/_cli/test_lean_imports.py).
 
 __all__ = ["FailOn", "ScanModeChoice"]
 
@@ -127,6 +130,8 @@ def scan_command(
     """
     out = run.out
     if rules:
+        from caplet._scan._rules import RULES
+
         catalogue = sorted(RULES.values(), key=lambda r: r.rule_id)
         out.emit({"ok": True, "rules": [_rule_json(r) for r in catalogue]})
         if not run.as_json:
@@ -150,6 +155,8 @@ def scan_command(
         return
     report, label = _run_scan(names[0], run, mode)
     if sarif is not None:
+        from caplet._scan._sarif import to_sarif, write_sarif
+
         write_sarif(sarif, to_sarif([report], tool_version=__version__))
     _report(run, report, label, threshold=threshold, verbose=verbose, fail_on=fail_on)
 
@@ -197,6 +204,8 @@ class _Batch:
 
 def _archive_folder(names: Sequence[str]) -> bool:
     """One target that is a folder of sdists and wheels: a batch of packages."""
+    from caplet._scan._batch import archives_in
+
     return len(names) == 1 and Path(names[0]).is_dir() and archives_in(Path(names[0])) is not None
 
 
@@ -205,6 +214,10 @@ def _scan_batch(
 ) -> None:
     """Several targets (paths, a folder of sdists, a requirements file) on every core, or
     one package per task on the Dask cluster at ``options.dask`` (caplet._scan_cluster)."""
+    from caplet._scan._batch import Job, archives_in, default_jobs, scan_jobs
+    from caplet._scan._fetch import default_index, fetch, read_requirements
+    from caplet._scan._sarif import to_sarif, write_sarif
+
     out = run.out
     with tempfile.TemporaryDirectory(prefix="caplet-scan-") as downloads:
         batch: list[Job] = []
@@ -276,11 +289,15 @@ def _scan_at(job: Job, path: Path) -> ScanReport:
 
 def _scan_mode(path: Path, mode: ScanModeChoice) -> tuple[tuple[Capability, ...], ScanMode]:
     """A path's declared capabilities and mode: plugin mode for a folder with a manifest."""
+    from caplet._manifest._names import MANIFEST_NAMES
+
     if (
         path.is_dir()
         and mode is not ScanModeChoice.package
         and any(os.path.lexists(path / n) for n in MANIFEST_NAMES)
     ):
+        from caplet._manifest._load import load_manifest
+
         # A manifest that is there but invalid is an error, never a silent
         # fallback to package mode (which would excuse undeclared capabilities).
         return load_manifest(path).capabilities, ScanMode.PLUGIN
@@ -325,11 +342,11 @@ def _looks_like_path(target: str) -> bool:
 def _progress(out: Out, minimum: int | None = None) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr for scans of many files, whenever stderr is a terminal
     (stdout may be a pipe or a --json document; the bar never mixes with it)."""
-    from rich.progress import Progress
-
     if not out.err.is_terminal:
         yield None
         return
+    from rich.progress import Progress
+
     with Progress(transient=True, console=out.err) as bar:
         task = bar.add_task("scanning", total=None)
 
@@ -366,6 +383,8 @@ def audit_command(
     audit instead, for this run. The report says what the canary status
     means. Exits 1 when the audit recommends reject.
     """
+    from caplet._audit._model import Verdict
+
     out = run.out
     host = run.host()
     audit = host.audit(name, fresh=fresh, static_only=static_only)

@@ -21,28 +21,28 @@ of its kind (:func:`exit_code`).
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
 import sys
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import typer
+import typer.main
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from caplet._cli._click import ClickException
+from caplet._cli._coercion import quick_coercion
 from caplet._cli._options import (
     SHARED,
     Common,
     Options,
 )
-from caplet._cli._prompt import NoInputPrompter, RichPrompter
-from caplet._cli._render import JSONValue
 from caplet._cli._safe import cli_console, plain, show_plugin_lines
-from caplet._config._prompt import Prompter
 from caplet._errors import (
     AuditConfigError,
     CapletError,
@@ -55,14 +55,17 @@ from caplet._errors import (
     UpdateError,
     WorkerStartError,
 )
-from caplet._host._host import PluginHost
-from caplet._host._loading import LoadingRules
-from caplet._host._policy_file import (
-    EffectivePolicy,
-    load_policy,
-)
-from caplet._host._records import Outcome
 from caplet._suggest import closest
+
+if TYPE_CHECKING:
+    # The host, the policy and the prompts are imported when a command opens a host
+    # (Run.host), not with the CLI: `caplet scan PATH` never does, and its start-up
+    # is budgeted (issue 16: 150 ms of CPU; tests/_cli/test_lean_imports.py).
+    from caplet._cli._render import JSONValue
+    from caplet._config._prompt import Prompter
+    from caplet._host._host import PluginHost
+    from caplet._host._policy_file import EffectivePolicy
+    from caplet._host._records import Outcome
 
 __all__ = [
     "EXIT_OK",
@@ -139,6 +142,7 @@ class PlainCommand(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
         plain_metavars(params)
+        quick_coercion(params)
         return params
 
 
@@ -149,6 +153,7 @@ class SuggestingGroup(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
         plain_metavars(params)
+        quick_coercion(params)
         return params
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -194,8 +199,72 @@ class SuggestingGroup(TyperGroup):
         return code
 
 
+#: Every command and command group of ``caplet``, in the order ``caplet --help`` lists
+#: them, and the module of caplet._cli that registers it. A module is imported when one
+#: of its commands is looked up (run, completed, or listed by --help), so a command
+#: pays only for its own dependencies: ``caplet scan PATH`` does not import the host,
+#: the sandbox or pydantic (issue 16). tests/_cli/test_command.py checks this table
+#: against what the modules register.
+COMMAND_MODULES: Final[dict[str, str]] = {
+    "list": "_cmd_plugins",
+    "info": "_cmd_plugins",
+    "approve": "_cmd_plugins",
+    "unapprove": "_cmd_plugins",
+    "enable": "_cmd_plugins",
+    "disable": "_cmd_plugins",
+    "release": "_cmd_plugins",
+    "demo": "_cmd_plugins",
+    "new": "_cmd_plugins",
+    "scan": "_cmd_scan",
+    "audit": "_cmd_scan",
+    "call": "_cmd_run",
+    "exec": "_cmd_run",
+    "shell": "_cmd_run",
+    "emit": "_cmd_run",
+    "mcp": "_cmd_mcp",
+    "stats": "_cmd_stats",
+    "lock": "_cmd_lock",
+    "verify": "_cmd_lock",
+    "update": "_cmd_lock",
+    "doctor": "_cmd_state",
+    "log": "_cmd_state",
+    "keygen": "_cmd_trust",
+    "sign": "_cmd_trust",
+    "trust": "_cmd_trust",
+    "selftest": "_cmd_selftest",
+    "policy": "_cmd_policy",
+}
+
+
+def load_commands(name: str | None = None) -> None:
+    """Import the module registering command ``name`` on :data:`app` (every module
+    when ``name`` is None); a name of no command imports nothing."""
+    modules = COMMAND_MODULES.values() if name is None else [COMMAND_MODULES.get(name)]
+    for module in dict.fromkeys(modules):
+        if module is not None:
+            importlib.import_module(f"caplet._cli.{module}")
+
+
+class LazyGroup(SuggestingGroup):
+    """The root group: lists :data:`COMMAND_MODULES` and builds a command from its
+    module on first lookup (typer builds a group from the commands registered when
+    it is called, so the ones registered since are added here)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in COMMAND_MODULES:
+            load_commands(cmd_name)
+            for name, built in typer.main.get_group(app).commands.items():
+                self.commands.setdefault(name, built)
+            found = super().get_command(ctx, cmd_name)
+        return found
+
+
 app = typer.Typer(
-    cls=SuggestingGroup,
+    cls=LazyGroup,
     name="caplet",
     context_settings={"help_option_names": ["-h", "--help"]},
     help=(
@@ -320,6 +389,10 @@ class Run:
         ``prompts`` nothing is ever asked, even on a terminal (``caplet mcp``).
         """
         if self._host is None:
+            from caplet._cli._prompt import NoInputPrompter, RichPrompter
+            from caplet._host._host import PluginHost
+            from caplet._host._loading import LoadingRules
+
             options = self.options
             out = self.out
             prompter: Prompter = (
@@ -361,6 +434,8 @@ class Run:
 
     def policy(self) -> EffectivePolicy:
         """The effective policy: the policy file, then the policy flags."""
+        from caplet._host._policy_file import load_policy
+
         options = self.options
         return load_policy(options.plugins_dir, file=options.policy, overrides=options.overrides)
 

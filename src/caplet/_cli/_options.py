@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from caplet._cli._arguments import usable_path, usable_text
-from caplet._host._policy_file import POLICY_ENV, POLICY_FILE, PolicyOverride
+from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
 
 __all__ = [
     "SHARED",

@@ -20,25 +20,31 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias, assert_never
+from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from rich.console import Console
 from rich.text import Text
 
-from caplet._audit._model import AuditResult
-from caplet._audit._report import Tone, audit_report, canary_meaning
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
-from caplet._config._coerce import SECRET_MASK, redact
-from caplet._config._schema import ConfigField
 from caplet._display import safe_line
 from caplet._findings import Finding, Severity
-from caplet._host._consent import ConsentRequest, describe_widening
-from caplet._host._hooks import HookCallStatus, HookResults, HookState, HookStatus
-from caplet._host._records import BrokenPlugin, PluginInfo
-from caplet._manifest._model import Hook
-from caplet._scan._model import ScanMode, ScanReport
-from caplet._scan._rules import Rule
+from caplet._scan._model import ScanMode
+
+if TYPE_CHECKING:
+    from caplet._audit._model import AuditResult
+    from caplet._audit._report import Tone
+    from caplet._config._schema import ConfigField
+    from caplet._host._consent import ConsentRequest
+    from caplet._host._hooks import HookCallStatus, HookResults, HookState, HookStatus
+    from caplet._host._records import BrokenPlugin, PluginInfo
+    from caplet._manifest._model import Hook
+    from caplet._scan._model import ScanReport
+    from caplet._scan._rules import Rule
+
+# The audit, host and manifest modules are imported by the functions that show their
+# records, not with this module: `caplet scan PATH` shows findings only, and the host's
+# modules (pydantic models) would cost most of its start-up budget (issue 16).
 
 __all__ = [
     "JSONValue",
@@ -63,14 +69,26 @@ JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, 
 
 _SEVERITY_STYLE = {Severity.DANGER: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _RISK_STYLE = {"LOW": "green", "MEDIUM": "yellow", "HIGH": "red", "CRITICAL": "bold red"}
-_TONE_STYLE = {
-    Tone.PLAIN: "",
-    Tone.TITLE: "bold",
-    Tone.GOOD: "green",
-    Tone.NOTICE: "yellow",
-    Tone.BAD: "red",
-    Tone.ALARM: "bold red reverse",
-}
+
+
+def _tone_style(tone: Tone) -> str:
+    from caplet._audit._report import Tone
+
+    match tone:
+        case Tone.PLAIN:
+            return ""
+        case Tone.TITLE:
+            return "bold"
+        case Tone.GOOD:
+            return "green"
+        case Tone.NOTICE:
+            return "yellow"
+        case Tone.BAD:
+            return "red"
+        case Tone.ALARM:
+            return "bold red reverse"
+        case _:  # pragma: no cover - exhaustive
+            assert_never(tone)
 
 
 def jsonable(value: object) -> JSONValue:
@@ -98,6 +116,8 @@ def finding_json(finding: Finding) -> JSONValue:
 
 def audit_json(audit: AuditResult) -> JSONValue:
     """Every field of the audit, plus the derived labels a program would otherwise recompute."""
+    from caplet._audit._report import canary_meaning
+
     document = jsonable(audit)
     assert isinstance(document, dict)
     document["static_only"] = audit.static_only
@@ -114,8 +134,10 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
     (which :func:`audit_report` has escaped already; the lines keep the
     newlines it indented).
     """
+    from caplet._audit._report import audit_report
+
     for line in audit_report(audit, verbose=verbose):
-        console.print(plain(line.text, _TONE_STYLE[line.tone], multiline=True), soft_wrap=True)
+        console.print(plain(line.text, _tone_style(line.tone), multiline=True), soft_wrap=True)
 
 
 def show_consent(console: Console, request: ConsentRequest) -> None:
@@ -127,6 +149,8 @@ def show_consent(console: Console, request: ConsentRequest) -> None:
     they will be granted and the plugins it requires. Plugin text is shown
     escaped, never as markup.
     """
+    from caplet._host._consent import describe_widening
+
     console.print(
         Text("Consent needed: ", style="bold yellow") + plain(request.why, multiline=True)
     )
@@ -145,6 +169,8 @@ def show_consent(console: Console, request: ConsentRequest) -> None:
 
 def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValue]:
     """One plugin as JSON; config values of secret fields are masked."""
+    from caplet._config._coerce import redact
+
     document: dict[str, JSONValue] = {
         "name": info.name,
         "version": info.version,
@@ -193,6 +219,8 @@ def hook_json(hook: Hook) -> JSONValue:
 
 
 def _hook_state_style(state: HookState) -> str:
+    from caplet._host._hooks import HookState
+
     match state:
         case HookState.ACTIVE:
             return "green"
@@ -227,6 +255,8 @@ def hook_results_json(results: HookResults) -> dict[str, JSONValue]:
 
 
 def _call_style(status: HookCallStatus) -> str:
+    from caplet._host._hooks import HookCallStatus
+
     match status:
         case HookCallStatus.OK:
             return "green"
@@ -270,6 +300,8 @@ def print_hook_results(console: Console, results: HookResults) -> None:
 
 def _field_json(field: ConfigField) -> JSONValue:
     """A schema field as JSON; a secret field's default is masked like its value."""
+    from caplet._config._coerce import SECRET_MASK
+
     document = jsonable(field)
     assert isinstance(document, dict)
     if field.secret and field.default is not None:

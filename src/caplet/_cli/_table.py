@@ -16,11 +16,13 @@ scan report's finding, the source line it quotes).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["Cell", "print_line", "print_table"]
 
@@ -92,6 +94,9 @@ def print_table(
     """``rows`` under ``columns`` as a table when no word has to be split, else as a list."""
     widths = fitted_widths(columns, rows, console.width)
     if widths is not None:
+        # rich.table on first use: `caplet scan --json` prints no table (issue 16's start-up).
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left")
         for name, width in zip(columns, widths, strict=True):
             table.add_column(name, width=width)

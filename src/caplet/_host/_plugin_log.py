@@ -22,10 +22,14 @@ import collections
 import logging
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from caplet._errors import ContextArgumentError
-from caplet._host._context_limits import ContextLimits
+
+if TYPE_CHECKING:
+    # Only a type here: the CLI imports LOGGER_NAME, and the limits' pydantic
+    # model would cost every `caplet` start-up (issue 16).
+    from caplet._host._context_limits import ContextLimits
 
 __all__ = ["LOGGER_NAME", "PluginLog"]
 

@@ -47,6 +47,7 @@ from caplet._errors import PolicyError
 from caplet._findings import RiskLevel
 from caplet._host._decision_log import MAX_DETAIL_CHARS, bounded_text
 from caplet._host._policy import Isolation, Policy
+from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
 from caplet._toml import TomlLimitError, parse_toml
 from caplet._trust._open import describe_store, is_shared
 from caplet._trust._store import TrustStore
@@ -78,25 +79,10 @@ class _DecisionLog(Protocol):
     ) -> None: ...
 
 
-#: The policy file looked for beside the plugins directory.
-POLICY_FILE: Final = "caplet.toml"
-#: The environment variable naming a policy file.
-POLICY_ENV: Final = "CAPLET_POLICY"
 _PYPROJECT: Final = "pyproject.toml"
 #: A policy file is a few hundred bytes; anything near this is not one.
 _MAX_FILE_BYTES: Final = 1024 * 1024
 _DEFAULT_SOURCE: Final = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyOverride:
-    """One value set on top of the file: ``field`` (dotted), its ``value``, the ``source``
-    that set it (a flag), and whether it is ``appended`` to a list instead of replacing it."""
-
-    field: str
-    value: object
-    source: str
-    appended: bool = False
 
 
 @dataclass(frozen=True, slots=True)

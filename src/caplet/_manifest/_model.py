@@ -23,9 +23,6 @@ __all__ = [
     "Requirement",
 ]
 
-#: File names a plugin directory may use for its manifest, in lookup order.
-MANIFEST_NAMES = ("plugin.toml", "plugin.json")
-
 
 @dataclass(frozen=True, slots=True)
 class FunctionSpec:

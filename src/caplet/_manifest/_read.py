@@ -17,7 +17,7 @@ from typing import Any
 
 from caplet._config._coerce import type_name
 from caplet._errors import ManifestError
-from caplet._manifest._model import MANIFEST_NAMES
+from caplet._manifest._names import MANIFEST_NAMES
 from caplet._toml import TomlLimitError, parse_toml
 
 __all__ = ["MAX_MANIFEST_BYTES", "find_manifest", "read_manifest_data"]

@@ -15,18 +15,20 @@ run them.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from caplet._capabilities._model import Capability
 from caplet._errors import ScanError
 from caplet._scan._archive import detect_format
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._scanner import scan_tree
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["Job", "archives_in", "default_jobs", "scan_jobs"]
 
@@ -93,6 +95,11 @@ def scan_jobs(
             if progress is not None:
                 progress(done, total)
         return reports
+    # Imported here: `caplet scan PATH` asks archives_in about its one target, and a
+    # process pool is only needed for several (issue 16: the start-up budget).
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     context = multiprocessing.get_context("spawn")
     results: dict[int, ScanReport] = {}
     with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=context) as pool:

@@ -16,8 +16,9 @@ import base64
 import binascii
 import builtins
 import codecs
+import string
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from caplet._scan._resolve import Resolver
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
@@ -28,6 +29,8 @@ __all__ = ["BudgetError", "Evaluator", "Value"]
 _BUDGET = 60_000
 #: Largest value the evaluator builds (a decoded payload), in characters or bytes.
 _MAX_VALUE = 4 << 20
+#: Items a comprehension is evaluated over at most (a name is a few characters).
+_MAX_LOOP = 4096
 #: Builtins whose ``str()`` the evaluator may take: real objects of this interpreter.
 _PRINTABLE_BUILTINS = frozenset(
     name
@@ -50,6 +53,9 @@ class Evaluator(Resolver):
         self._values: dict[int, Value | None] = {}
         self._evaluating: set[str] = set()
         self._steps = 0
+        #: A comprehension's loop variable while its element is evaluated item by item
+        #: (no value is memoised meanwhile: it depends on the item).
+        self._loop: dict[str, Value] = {}
         #: Values a name receives after its binding, by scope (filled by the visitor).
         self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
 
@@ -77,7 +83,7 @@ class Evaluator(Resolver):
 
     def _evaluate(self, node: ast.AST, depth: int) -> Value | None:
         key = id(node)
-        if key in self._values:
+        if key in self._values and not self._loop:
             return self._values[key]
         if depth > MAX_RESOLVE_DEPTH:
             return None
@@ -85,8 +91,49 @@ class Evaluator(Resolver):
         value = self._compute(node, depth + 1)
         if isinstance(value, str | bytes | list) and len(value) > _MAX_VALUE:
             value = None
-        self._values[key] = value
+        if not self._loop:
+            self._values[key] = value
         return value
+
+    def _comprehension(self, node: ast.ListComp | ast.GeneratorExp, depth: int) -> Value | None:
+        """``[chr(c ^ 1) for c in [...]]``: one loop over literals, a plain target, no
+        condition; the element evaluated for each item (bounded like every value)."""
+        if len(node.generators) != 1 or self._loop:
+            return None
+        loop = node.generators[0]
+        if loop.ifs or loop.is_async or not isinstance(loop.target, ast.Name):
+            return None
+        items = self._iterable(loop.iter, depth)
+        if items is None or len(items) > _MAX_LOOP:
+            return None
+        name = loop.target.id
+        out: list[Value] = []
+        try:
+            for item in items:
+                self._loop = {name: item}
+                value = self._evaluate(node.elt, depth)
+                if value is None:
+                    return None
+                out.append(value)
+        finally:
+            self._loop = {}
+        return out
+
+    def _entry(self, node: ast.Subscript, depth: int) -> Value | None:
+        """``TABLE["a"]`` of a dict literal bound once in this file: the entry's value."""
+        table = node.value
+        if isinstance(table, ast.Name):
+            bound = self.bindings.assigned.get(table.id, ())
+            table = bound[0] if len(bound) == 1 and table.id not in self.contributed else table
+        if not isinstance(table, ast.Dict):
+            return None
+        key = self._evaluate(node.slice, depth)
+        if key is None:
+            return None
+        for entry, value in zip(table.keys, table.values, strict=True):
+            if entry is not None and self._evaluate(entry, depth) == key:
+                return self._evaluate(value, depth)
+        return None
 
     def _compute(self, node: ast.AST, depth: int) -> Value | None:
         ev = self._evaluate
@@ -94,12 +141,23 @@ class Evaluator(Resolver):
             v = node.value
             return v if isinstance(v, str | bytes | int) and not isinstance(v, bool) else None
         if isinstance(node, ast.Name):
+            if node.id in self._loop:
+                return self._loop[node.id]
             return self._evaluate_name(node.id, depth)
+        if isinstance(node, ast.ListComp | ast.GeneratorExp):
+            return self._comprehension(node, depth)
         if isinstance(node, ast.List | ast.Tuple):
             items = [ev(e, depth) for e in node.elts]
             return None if any(i is None for i in items) else [i for i in items if i is not None]
         if isinstance(node, ast.BinOp):
-            return _binop(node.op, ev(node.left, depth), ev(node.right, depth))
+            left = ev(node.left, depth)
+            if isinstance(node.op, ast.Mod) and isinstance(left, str):
+                # only a tuple written out is several arguments: a list is one
+                right = ev(node.right, depth)
+                if isinstance(node.right, ast.Tuple) and isinstance(right, list):
+                    return _percent(left, right)
+                return None if isinstance(right, list) else _percent(left, [right])
+            return _binop(node.op, left, ev(node.right, depth))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Invert):
             operand = ev(node.operand, depth)
             if not isinstance(operand, int):
@@ -120,6 +178,11 @@ class Evaluator(Resolver):
             inner = ev(node.value, depth)
             return str(inner) if isinstance(inner, str | int) else None
         if isinstance(node, ast.Subscript):
+            table = isinstance(node.value, ast.Dict | ast.Name)
+            if table and not isinstance(node.slice, ast.Slice):
+                entry = self._entry(node, depth)
+                if entry is not None:
+                    return entry
             return _subscript(ev(node.value, depth), node.slice, lambda n: ev(n, depth))
         if isinstance(node, ast.Call):
             return self._evaluate_call(node, depth)
@@ -147,7 +210,13 @@ class Evaluator(Resolver):
         ev = self._evaluate
         func = node.func
         args = node.args
+        if any(isinstance(a, ast.Starred) for a in args):
+            # f(*["ex", "ec"]): a literal list spread into the arguments
+            return self._spread_call(node, depth)
         if isinstance(func, ast.Attribute):
+            if func.attr == "join" and len(args) == 2 and "builtins.str.join" in self.resolve(func):
+                # str.join("", pieces): the method called through its class
+                return _join(ev(args[0], depth), self._iterable(args[1], depth))
             # a module's function first (base64.b64decode), else a method of a value
             for name in self.resolve(func):
                 if "." in name and not name.startswith("builtins."):
@@ -157,15 +226,7 @@ class Evaluator(Resolver):
             method = func.attr
             receiver = func.value
             if method == "join" and len(args) == 1:
-                sep = ev(receiver, depth)
-                items = self._iterable(args[0], depth)
-                if (
-                    isinstance(sep, str)
-                    and items is not None
-                    and all(isinstance(i, str) for i in items)
-                ):
-                    return sep.join(i for i in items if isinstance(i, str))
-                return None
+                return _join(ev(receiver, depth), self._iterable(args[0], depth))
             if method == "fromhex" and len(args) == 1:
                 text = ev(args[0], depth)
                 try:
@@ -199,10 +260,41 @@ class Evaluator(Resolver):
             fn = self.resolve(args[0])
             if items is not None and "builtins.chr" in fn:
                 return [_chr(i) for i in items] if all(isinstance(i, int) for i in items) else None
+            if items is not None and "builtins.str" in fn:
+                return (
+                    [str(i) for i in items]
+                    if all(isinstance(i, str | int) for i in items)
+                    else None
+                )
+        if not args and isinstance(func, ast.Name):
+            # n = lambda: "sys" + "tem"; n(): a lambda without parameters bound once
+            bound = self.bindings.assigned.get(func.id, ())
+            if (
+                len(bound) == 1
+                and isinstance(bound[0], ast.Lambda)
+                and func.id not in self.contributed
+            ):
+                lam = bound[0].args
+                if not (lam.args or lam.posonlyargs or lam.kwonlyargs or lam.vararg or lam.kwarg):
+                    return ev(bound[0].body, depth)
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
         return None
+
+    def _spread_call(self, node: ast.Call, depth: int) -> Value | None:
+        """A call whose ``*args`` are literal lists: evaluated as if written out."""
+        spread: list[ast.expr] = []
+        for arg in node.args:
+            if not isinstance(arg, ast.Starred):
+                spread.append(arg)
+                continue
+            if not isinstance(arg.value, ast.List | ast.Tuple) or any(
+                isinstance(e, ast.Starred) for e in arg.value.elts
+            ):
+                return None
+            spread.extend(arg.value.elts)
+        return self._evaluate_call(ast.Call(func=node.func, args=spread, keywords=[]), depth)
 
     def _iterable(self, node: ast.AST, depth: int) -> list[Value] | None:
         value = self._evaluate(node, depth)
@@ -213,6 +305,14 @@ class Evaluator(Resolver):
         if isinstance(value, list):
             return value
         return None
+
+
+def _join(sep: Value | None, items: list[Value] | None) -> Value | None:
+    """``sep.join(items)`` of strings only."""
+    if isinstance(sep, str) and items is not None and all(isinstance(i, str) for i in items):
+        out = sep.join(i for i in items if isinstance(i, str))
+        return out if len(out) <= _MAX_VALUE else None
+    return None
 
 
 def _chr(code: Value) -> str:
@@ -300,9 +400,85 @@ def _method(
             out = base.replace(old, new)
             return out if len(out) <= _MAX_VALUE else None
         return None
+    if isinstance(base, int) and method == "to_bytes" and len(args) == 2:
+        # (0x73797374656d).to_bytes(6, "big"): a name packed into an integer
+        length, order = args
+        if isinstance(length, int) and 0 <= length <= 4096 and order in {"big", "little"}:
+            try:
+                return base.to_bytes(length, "big" if order == "big" else "little")
+            except OverflowError:
+                return None
+        return None
+    if isinstance(base, str) and method == "format":
+        return _format(base, args)
     if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
         return _fernet(flow, node, args[0], depth)
     return None
+
+
+def _percent(template: str, items: Sequence[Value | None]) -> Value | None:
+    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r``, ``%c`` and ``%%``, no flags,
+    widths or mapping keys (anything else is left unevaluated)."""
+    pieces: list[str] = []
+    position = 0
+    used = 0
+    while (found := template.find("%", position)) >= 0:
+        pieces.append(template[position:found])
+        kind = template[found + 1 : found + 2]
+        position = found + 2
+        if kind == "%":
+            pieces.append("%")
+            continue
+        if kind not in {"s", "d", "i", "r", "c"} or used >= len(items):
+            return None
+        item = items[used]
+        used += 1
+        if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
+            return None
+        if kind == "c":
+            # "%c%c" % (101, 120): a code point, or a string of one character
+            if isinstance(item, str) and len(item) != 1:
+                return None
+            pieces.append(_chr(item) if isinstance(item, int) else item)
+            continue
+        pieces.append(repr(item) if kind == "r" else str(item))
+    if used != len(items):
+        return None
+    pieces.append(template[position:])
+    out = "".join(pieces)
+    return out if len(out) <= _MAX_VALUE else None
+
+
+def _format(template: str, args: Sequence[Value | None]) -> Value | None:
+    """``"{}{}".format("ex", "ec")``: positional fields only, no conversion or format spec
+    (an attribute or item of a field is never looked up)."""
+    pieces: list[str] = []
+    automatic = 0
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return None
+    for literal, field, spec, conversion in fields:
+        pieces.append(literal)
+        if field is None:
+            continue
+        if spec or conversion is not None:
+            return None
+        if field == "":
+            index = automatic
+            automatic += 1
+        elif field.isdigit():
+            index = int(field)
+        else:
+            return None
+        if index >= len(args):
+            return None
+        item = args[index]
+        if not isinstance(item, str | int):
+            return None
+        pieces.append(str(item))
+    out = "".join(pieces)
+    return out if len(out) <= _MAX_VALUE else None
 
 
 _TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "cp1252"})
@@ -342,6 +518,19 @@ def _call(name: str, values: list[Value | None]) -> Value | None:
             return _chr(first)
         if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
             return ord(first)
+        if name == "builtins.str" and len(values) == 2 and isinstance(first, bytes):
+            # str(b"exec", "utf-8"): bytes decoded
+            codec = values[1]
+            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
+                return codecs.decode(first, codec)
+            return None
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, bytes):
+            return first if len(values) == 1 else None
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, str):
+            codec = values[1] if len(values) == 2 else None
+            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
+                return first.encode(codec)
+            return None
         if name in {"builtins.str", "builtins.repr"} and isinstance(first, str | int):
             return str(first) if name == "builtins.str" else repr(first)
         if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):

@@ -22,7 +22,10 @@ there undeclared *capabilities* are danger too).
 from __future__ import annotations
 
 import enum
+import keyword
+import re
 import unicodedata
+from collections.abc import Collection
 from typing import Any, Final
 
 import re2
@@ -81,6 +84,59 @@ _NETWORK = (
     r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b"
 )
 
+#: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
+_LOOKUP = (
+    r"(?:\b(?:getattr|__import__|import_module|attrgetter|__getattribute__)\s*\(|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*(?:\[|\.\s*get\s*\())"
+)
+#: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
+_LOOKUP_BY_VARIABLE = (
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[A-Za-z_]\w*\s*[,)]|"
+    r"\b(?:__import__|import_module|attrgetter)\s*\(\s*[A-Za-z_]\w*\s*[,)]|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*"
+    r"(?:\[\s*[A-Za-z_]\w*\s*\]|\.\s*get\s*\(\s*[A-Za-z_]\w*\s*[,)])"
+)
+#: What a file that looks names up contains.
+_LOOKUP_NAME = (
+    r"\b(?:getattr|__import__|import_module|attrgetter|__getattribute__|__dict__|vars|modules|"
+    r"globals)\b"
+)
+#: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
+#: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
+#: an integer literal unpacked into bytes.
+_PIECES = (
+    r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
+    r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
+    r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
+    r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
+    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\("
+)
+#: Pieces that hardly ever build anything but a hidden name: code points joined, a
+#: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
+#: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
+#: line it is the first pair's).
+_STRONG_PIECES = (
+    r"\b(?:map|join)\(\s*chr\b|\bchr\(\s*\d+\s*\)\s*\+|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|"
+    r"\breversed\(\s*['\"]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\)|"
+    r"\bbytes\(\s*\[\s*\d|\brot_?13\b"
+)
+#: getattr of a module worth hiding by anything but a plain literal (a variable, an
+#: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).
+_SENSITIVE_LOOKUP = (
+    r"\bgetattr\(\s*(?:os|posix|nt|subprocess|sys|shutil|socket|importlib|ctypes|pty|builtins|"
+    r"__builtins__|marshal|base64|codecs|pip)\s*,\s*(?:[^'\"\s]|[rbuRBU]?(?:'[^'\n]*'|"
+    r"\"[^\"\n]*\")\s*[^,)\s])"
+)
+#: A subscript or .get whose key is built from literals only ("lo" + "ad", "lave"[::-1],
+#: "".join(["ex", "ec"]), "{}".format("ex"...), "%s" % "x", "ev" "al"), or from code
+#: points, bytes or a builtin's repr (a list literal is not a subscript).
+_BUILT_KEY = (
+    r"(?:[\w\])]\s*\[|\.\s*get\s*\()\s*(?:[rbuRBU]?['\"][^'\"\n]*['\"]\s*"
+    r"(?:\+\s*[rbuRBU]?['\"]|\[\s*:|\.\s*join\(\s*[\[(]\s*['\"]|\.\s*format\(\s*['\"]|"
+    r"%\s*\(?\s*['\"]|[rbuRBU]?['\"])|(?:chr|map|reversed)\s*\(|bytes\(\s*\[|"
+    r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
+)
+
 #: Pairs that matter only together: (first, second) must both match.
 #: The name-building and builtins pairs are *local* (their rules look at the
 #: call holding the first pattern) and can be focused; the others feed
@@ -95,15 +151,11 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
         r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
     ),
-    # getattr(os, "sys" + "tem"), __import__("o" + "s"): a name built from literals
-    # (concatenated, joined, sliced, reversed, from code points or a builtin's repr)
-    # (on the call's own line: a name prepared elsewhere is the builtins pair's job)
-    (
-        r"\b(?:getattr|__import__|import_module|attrgetter)\s*\([^\n]*(?:['\"]\s*\+\s*[rbuRBU]?['\"]|"
-        r"\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|\bbytes\(\s*\[|\bmap\(\s*chr\b|"
-        r"\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\))",
-        r"\b(?:getattr|__import__|import_module|attrgetter)\b",
-    ),
+    # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
+    # os.__getattribute__("{}{}".format(...)): a name built from literals (concatenated,
+    # joined, sliced, reversed, formatted, decoded, from code points or a builtin's repr)
+    # on the lookup's own line (a name prepared on another line: the next pairs)
+    (_LOOKUP + r"[^\n]*(?:" + _PIECES + r")", _LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
     # network next to a process call: a second stage fetched and run
@@ -159,18 +211,34 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # exec/eval/compile called (local: the call's statement is enough) or passed
     # as a value (``run = eval``: the call through the alias is elsewhere)
     (_EXEC_NAME + r"\s*\(", _PAYLOAD),
-    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]\n#;]|$)", _PAYLOAD),
+    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
     # the interpreter's classes walked for os/subprocess
     (
         r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"
         r"__(?:bases|mro)__\s*\[[^\]\n]*\]\s*\.\s*__subclasses__",
         r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b",
     ),
+    # a name built on one line and looked up on another (name = "metsys"[::-1];
+    # getattr(os, name)): the lookups are visited, the name is found by the data flow
+    (_LOOKUP_BY_VARIABLE, _STRONG_PIECES),
+    # a sensitive module's attribute looked up by a variable (getattr(os, name)): the
+    # name may be built anywhere, by any string operation; rare in real code
+    (_SENSITIVE_LOOKUP, _SENSITIVE_LOOKUP),
+    # a dispatch table of builtins or a copy of a namespace, indexed by a built name:
+    # ACTIONS = {"load": exec}; ACTIONS["lo" + "ad"](code)
+    (
+        _BUILT_KEY,
+        r"[:=,(\[{]\s*(?:exec|eval|compile|execfile|__import__)\s*[,)\]}\n]|"
+        r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
+    ),
 )
 
 
+#: Indices into _PAIRS whose first pattern binds what other lines use: a namespace,
+#: a looked-up function, exec passed as a value (see ``_follow``).
+_ALIASING_PAIRS: Final = frozenset({1, 4, 13, 15, 16, 17})
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
-_LOCAL_PAIRS: Final = frozenset({1, 4, 12})
+_LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
 
 
 class Need(enum.Enum):
@@ -180,6 +248,28 @@ class Need(enum.Enum):
     FULL = "full"
 
 
+#: What a hit line may bind, in UTF-8 bytes: the target list before each ``=`` (not
+#: ``==``; ``:=`` included), the name after ``as``, the names after ``for``. Every
+#: statement of the line counts, not only the first, and every target of a chain or a
+#: list: ``x = 1; ns = vars(builtins)``, ``x = ns = ...``, ``(x, ns) = ...``,
+#: ``(ns := ...)`` and a target padded far from its line's start would otherwise hide
+#: the uses of ``ns`` from the AST pass. A keyword argument taken for a target only
+#: costs a visit. Python's re, not RE2, on the few hit lines of a file, each read
+#: once; each run starts where the last ended and never backtracks: linear in the line.
+_BINDS = re.compile(
+    rb"(?<![\w\x80-\xff \t,.()\[\]*:])([\w\x80-\xff \t,.()\[\]*:]++)=(?!=)"
+    rb"|\bas[ \t]++([A-Za-z_\x80-\xff][\w\x80-\xff]*+)"
+    rb"|\bfor\b([\w\x80-\xff \t,()\[\]*]++)"
+)
+#: The names of a target list, not an attribute's owner, a call or a subscript's owner.
+_TARGET_NAME = re.compile(
+    rb"(?<![\w\x80-\xff])([A-Za-z_\x80-\xff][\w\x80-\xff]*+)(?![ \t]*+[.(\[])"
+)
+#: Keywords match :data:`_BINDS` (``else:``, ``None)``) and bind nothing.
+_KEYWORDS: Final = frozenset(k.encode() for k in keyword.kwlist)
+#: More names bound on hit lines than this and the whole file is visited (each
+#: name followed costs a pass over the file: a minified line binds thousands).
+_MAX_BOUND = 32
 #: More focus lines than this and the whole file is visited anyway.
 _MAX_FOCUS_LINES = 64
 #: A file this large (characters) that needs the AST is still only visited around
@@ -195,40 +285,83 @@ _FOCUS_ONLY: Final = (
 )
 
 
+class _Sets:
+    """Consecutive groups of patterns, one RE2 set each, answering as one set.
+
+    RE2 builds a set's DFA lazily, state by state, and a state holds a
+    position in every pattern at once: one set of the solo patterns and one of
+    the pairs build fewer states than one set of both (the product of their
+    positions). On a first pass over new text, which every ``caplet scan``
+    process makes, that halves the matching (issue 16); a warm DFA pays a
+    second pass instead.
+    """
+
+    def __init__(self, groups: list[list[str]]) -> None:
+        self.parts: list[tuple[int, Any]] = []
+        offset = 0
+        for group in groups:
+            options = re2.Options()
+            options.max_mem = 64 << 20
+            compiled: Any = re2.Set.SearchSet(options)
+            for pattern in group:
+                compiled.Add(pattern)
+            compiled.Compile()
+            self.parts.append((offset, compiled))
+            offset += len(group)
+
+    def Match(self, data: bytes) -> list[int]:  # noqa: N802 -- the RE2 Set's own name
+        found: list[int] = []
+        for offset, compiled in self.parts:
+            found.extend(offset + i for i in compiled.Match(data) or ())
+        return found
+
+    def each_answers(self, data: bytes) -> bool:
+        """Whether every set finds some pattern in ``data`` (the self-check's probe)."""
+        return all(compiled.Match(data) for _, compiled in self.parts)
+
+
 class Prefilter:
-    """One RE2 set holding every pattern; a check is one C-level match.
+    """Every pattern in two RE2 sets (:class:`_Sets`); a check is two C-level matches.
 
     Hits of the exec and name-building patterns only matter at the call
     itself, so for them the check returns the lines to visit (the AST pass
     then visits only the statements holding them, see the scanner's
-    ``_focus``); any other hit (an indicator, a chain half) needs the
-    whole file, because chains combine what different statements do.
+    ``_focus``), with the uses of whatever such a line binds (a namespace
+    bound on one line is looked up on another); any other hit (an
+    indicator, a chain half) needs the whole file, because chains combine
+    what different statements do.
     """
 
     def __init__(self) -> None:
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        self._set: Any = re2.Set.SearchSet(options)
         patterns = list(PREFILTER_PATTERNS)
         for first, second in _PAIRS:
             patterns.extend((first, second))
-        for pattern in patterns:
-            self._set.Add(pattern)
+        self._solo = len(PREFILTER_PATTERNS)
         # Not a threat token: whether text addressed to the auditor may be
         # there (CPL-AUD-001), answered by the same match.
         self._auditor = len(patterns)
-        self._set.Add(AUDITOR_PATTERN)
-        self._set.Compile()
-        self._solo = len(PREFILTER_PATTERNS)
+        self._set: Any = _Sets(
+            [list(PREFILTER_PATTERNS), [*patterns[self._solo :], AUDITOR_PATTERN]]
+        )
         self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
         # exec passed as a value (``run = exec``) is not focused: the call
         # through the alias is on another line.
         self._focused = {self._pairs[i][0] for i in _LOCAL_PAIRS}
-        self._locators = {i: re2.compile(patterns[i]) for i in self._focused}
+        # Hits whose line may bind what a later line looks up or calls: followed.
+        self._aliasing = {self._pairs[i][0] for i in _ALIASING_PAIRS}
+        self._locators: dict[int, Any] = {i: re2.compile(patterns[i]) for i in self._focused}
         self._patterns = [*patterns, *_FOCUS_ONLY]
+        self._focus_only = range(len(patterns), len(self._patterns))
         self._all_locator: Any = None
+
+    def engine_answers(self, probe: str) -> bool:
+        """Whether each compiled set finds something in ``probe`` (written to hit all)."""
+        answers = getattr(self._set, "each_answers", None)
+        if answers is None:  # a stand-in set (tests): asked as one
+            return bool(self._set.Match(_utf8(probe)))
+        return bool(answers(_utf8(probe)))
 
     def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
         """:meth:`check`, and whether text addressed to an auditor may be in ``text``.
@@ -236,12 +369,12 @@ class Prefilter:
         One match answers both (a Set reports every pattern it saw); the
         answer is computed per call, so concurrent threads do not mix them up.
         """
-        encoded = text.encode("utf-8", "surrogatepass")
+        encoded = _utf8(text)
         matched = self._set.Match(encoded) or []
         auditor = self._auditor in matched
-        return self.check(text, matched=matched), auditor
+        return self._answer(text, encoded, matched), auditor
 
-    def check(self, text: str, matched: list[int] | None = None) -> Need | frozenset[int]:
+    def check(self, text: str) -> Need | frozenset[int]:
         """Nothing, the whole file, or the 1-based lines the AST pass must visit.
 
         A large file that needs the whole AST is still visited only around
@@ -250,23 +383,23 @@ class Prefilter:
         large library holds no threat token, and its visit was most of the
         scanner's time.
         """
-        need = self._check(text, matched=matched)
+        encoded = _utf8(text)
+        return self._answer(text, encoded, self._set.Match(encoded) or [])
+
+    def _answer(self, text: str, encoded: bytes, matched: list[int]) -> Need | frozenset[int]:
+        need = self._check(encoded, matched, focus=True)
         if need is Need.NOTHING and not text.isascii():
-            need = self._check(unicodedata.normalize("NFKC", text), focus=False)
+            normalised = _utf8(unicodedata.normalize("NFKC", text))
+            need = self._check(normalised, self._set.Match(normalised) or [], focus=False)
             if need is Need.NOTHING:
                 return need
             return Need.FULL  # line numbers of the normalised text are not the file's
         if need is Need.FULL and len(text) > _FOCUS_FROM:
-            lines = self.hit_lines(text, _MAX_LARGE_FOCUS)
+            lines = self.hit_lines(text, _MAX_LARGE_FOCUS, matched, encoded)
             return Need.FULL if lines is None else lines
         return need
 
-    def _check(
-        self, text: str, *, focus: bool = True, matched: list[int] | None = None
-    ) -> Need | frozenset[int]:
-        if matched is None:
-            # surrogatepass: an in-memory str may hold lone surrogates (not valid UTF-8)
-            matched = self._set.Match(text.encode("utf-8", "surrogatepass")) or []
+    def _check(self, encoded: bytes, matched: list[int], *, focus: bool) -> Need | frozenset[int]:
         if not matched:
             return Need.NOTHING
         found = set(matched)
@@ -279,38 +412,135 @@ class Prefilter:
         if not focus or not relevant <= self._focused:
             return Need.FULL
         lines: set[int] = set()
+        bound: set[bytes] = set()
+        seen: set[int] = set()
         for index in relevant:
-            for match in self._locators[index].finditer(text):
-                # the last character: the first may be the newline before the name
-                lines.add(text.count("\n", 0, match.end() - 1) + 1)
+            # Located in the UTF-8 bytes, not the str: google-re2's wrapper turns
+            # every byte offset of a str match back into a character offset by
+            # scanning from the last one, which cost more than the matching
+            # (issue 16). A newline is one byte in UTF-8, so lines count the same.
+            for match in self._locators[index].finditer(encoded):
+                # the last byte: the first may be the newline before the name
+                lines.add(encoded.count(b"\n", 0, match.end() - 1) + 1)
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
+                if index in self._aliasing and not _note_binding(
+                    encoded, match.start(), bound, seen
+                ):
+                    return Need.FULL
+        if not _follow(encoded, bound, lines, _MAX_FOCUS_LINES):
+            return Need.FULL
         return frozenset(lines)
 
-    def hit_lines(self, text: str, limit: int) -> frozenset[int] | None:
+    def hit_lines(
+        self,
+        text: str,
+        limit: int,
+        matched: Collection[int] | None = None,
+        encoded: bytes | None = None,
+    ) -> frozenset[int] | None:
         """The lines any pattern (or sink token) matches, ``None`` past ``limit`` lines.
 
-        One pass of one alternation of every pattern; line numbers are
-        counted between consecutive matches, so the whole costs one scan.
+        With ``matched`` (the set's answer for ``text``, whose UTF-8 is
+        ``encoded``), only the patterns the set found are located, one at a
+        time: a pattern the set did not find has no line to add. Each is
+        located on its own, so no match of one can hide a match of another:
+        the lines are those of one alternation of them all, or more. Without
+        ``matched``, one pass of the alternation of every pattern. Matching
+        runs over the UTF-8 bytes (see :meth:`_check`); line numbers are counted
+        between consecutive matches, so each pass costs one scan.
         """
-        if self._all_locator is None:
-            self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
         if not text.isascii():
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
                 return None  # lone surrogates: RE2 cannot take the text as it is
+        data = encoded if encoded is not None else _utf8(text)
+        if matched is None:
+            if self._all_locator is None:
+                self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
+            located = [(-1, self._all_locator)]
+        else:
+            wanted = sorted({i for i in matched if i < self._auditor} | set(self._focus_only))
+            located = [(i, self._locator(i)) for i in wanted]
         lines: set[int] = set()
-        position, line = 0, 1
-        for match in self._all_locator.finditer(text):
-            # the last character: the first may be the newline before the name
-            end = max(match.start(), match.end() - 1)
-            line += text.count("\n", position, end)
-            position = end
-            lines.add(line)
-            if len(lines) > limit:
-                return None
-        return frozenset(lines)
+        bound: set[bytes] = set()
+        seen: set[int] = set()
+        for index, locator in located:
+            position, line = 0, 1
+            for match in locator.finditer(data):
+                # the last byte: the first may be the newline before the name
+                end = max(match.start(), match.end() - 1)
+                line += data.count(b"\n", position, end)
+                position = end
+                lines.add(line)
+                if len(lines) > limit:
+                    return None
+                if index in self._aliasing and not _note_binding(data, match.start(), bound, seen):
+                    return None
+        return frozenset(lines) if _follow(data, bound, lines, limit) else None
+
+    def _locator(self, index: int) -> Any:
+        """The compiled pattern ``index`` of :attr:`_patterns` (compiled on first use)."""
+        found = self._locators.get(index)
+        if found is None:
+            found = self._locators[index] = re2.compile(self._patterns[index])
+        return found
+
+
+def _note_binding(encoded: bytes, position: int, bound: set[bytes], seen: set[int]) -> bool:
+    """Add the names the line holding ``position`` may bind (see :data:`_BINDS`);
+    False past :data:`_MAX_BOUND` names. ``seen`` holds the lines already read: a
+    minified line with thousands of hits is read once, not once a hit."""
+    start = encoded.rfind(b"\n", 0, position) + 1
+    if start in seen:
+        return True
+    seen.add(start)
+    end = encoded.find(b"\n", position)
+    for match in _BINDS.finditer(encoded, start, len(encoded) if end < 0 else end):
+        targets = match.group(1) or match.group(3)
+        names = _TARGET_NAME.findall(targets) if targets else [match.group(2)]
+        for name in names:
+            if name not in _KEYWORDS:
+                bound.add(name)
+                if len(bound) > _MAX_BOUND:
+                    return False
+    return True
+
+
+def _follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> bool:
+    """Add the lines using any name of ``bound``; False past ``limit`` lines.
+
+    What a lookup's line binds is followed to its uses (``ns = vars(builtins)`` on
+    one line, ``ns[name](code)`` in a function further down): a visit of the hit
+    lines alone would not see the lookup. Plain text (``bytes.find``, at memory
+    speed), so a use in a comment or a string only costs a visit.
+    """
+    for name in bound:
+        start = encoded.find(name)
+        counted, line = 0, 1  # newlines counted from the last use on: one pass a name
+        while start >= 0:
+            end = start + len(name)
+            before = encoded[start - 1 : start] if start else b""
+            after = encoded[end : end + 1]
+            if not ((before and _identifier_byte(before)) or (after and _identifier_byte(after))):
+                line += encoded.count(b"\n", counted, start)
+                counted = start
+                lines.add(line)
+                if len(lines) > limit:
+                    return False
+            start = encoded.find(name, end)
+    return True
+
+
+def _identifier_byte(byte: bytes) -> bool:
+    """Whether a one-byte slice may be part of an identifier (ASCII word or UTF-8)."""
+    return byte.isalnum() or byte == b"_" or byte[0] >= 0x80
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` for RE2; surrogatepass: an in-memory str may hold lone surrogates."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 _CACHE: list[Prefilter] = []

@@ -32,6 +32,7 @@ class Resolver:
         self._memo: dict[int, tuple[str, ...]] = {}
         self._names: dict[str, tuple[str, ...]] = {}
         self._resolving: set[str] = set()
+        self._globals_names: dict[str, bool] = {}
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -58,6 +59,8 @@ class Resolver:
             return self._resolve_subscript(node, depth)
         if isinstance(node, ast.Call):
             return self._resolve_call(node, depth)
+        if isinstance(node, ast.DictComp):
+            return self._copied_namespace(node, depth)
         return ()
 
     def resolve_name(self, name: str, depth: int = 0) -> tuple[str, ...]:
@@ -86,32 +89,128 @@ class Resolver:
         key = self.name_value(node.slice)
         if key is None:
             return ()
-        value = node.value
-        if isinstance(value, ast.Attribute) and value.attr == "__dict__":
-            # builtins.__dict__["eval"] is builtins.eval
-            return tuple(f"{b}.{key}" for b in self.resolve(value.value, depth + 1))
-        if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
-            funcs = self.resolve(value.func, depth + 1)
-            # vars(builtins)["eval"] likewise
-            if "builtins.vars" in funcs:
-                return tuple(f"{b}.{key}" for b in self.resolve(value.args[0], depth + 1))
+        return self.lookup(node.value, key, depth)
+
+    def lookup(self, container: ast.expr, key: str, depth: int = 0) -> tuple[str, ...]:
+        """What ``container[key]`` (or ``container.get(key)``) denotes: an entry of a
+        namespace (``vars(os)``, ``builtins.__dict__``, ``sys.modules``, a copy of one)
+        or of a dispatch table written in this file (``{"load": exec}``)."""
+        if self._globals_call(container, depth):
+            return ("builtins",) if key == "__builtins__" else ()  # globals()["__builtins__"]
+        found: list[str] = []
+        for base in self.resolve(container, depth + 1):
+            if base == "sys.modules":
+                found.append(key)
+            elif base == "builtins":
+                found.append(f"builtins.{key}")  # __builtins__["eval"] (a dict outside __main__)
+            elif base.endswith(".__dict__"):
+                # builtins.__dict__["eval"], vars(builtins)["eval"]: builtins.eval
+                found.append(f"{base.removesuffix('.__dict__')}.{key}")
+        for table in self.tables(container):
+            for entry, value in zip(table.keys, table.values, strict=True):
+                if entry is not None and self.name_value(entry) == key:
+                    found.extend(self.resolve(value, depth + 1))
+        return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
+
+    def may_look_up(self, container: ast.expr, owners: tuple[str, ...]) -> bool:
+        """Whether :meth:`lookup` in ``container`` (which resolves to ``owners``) may
+        denote anything for some key: a list, a local dict or a parameter cannot,
+        and a caller skips evaluating the key of such a lookup (issue 16's speed)."""
+        return bool(owners or self.tables(container) or self._globals_call(container, 0))
+
+    def _globals_call(self, container: ast.expr, depth: int) -> bool:
+        """``globals()``, or a name bound to it (``g = globals()``): its
+        ``"__builtins__"`` entry is the builtins module."""
+        if isinstance(container, ast.Name):
+            # memoised per name, a cycle (g = h; h = g) adding nothing: each name
+            # is asked once, however many names are bound to each other
+            known = self._globals_names.get(container.id)
+            if known is not None or depth > MAX_RESOLVE_DEPTH:
+                return bool(known)
+            self._globals_names[container.id] = False
+            bound = self.bindings.assigned.get(container.id, ())[:MAX_CANDIDATES]
+            found = any(self._globals_call(value, depth + 1) for value in bound)
+            self._globals_names[container.id] = found
+            return found
+        return (
+            isinstance(container, ast.Call)
+            and not container.args
+            and "builtins.globals" in self.resolve(container.func, depth + 1)
+        )
+
+    def tables(self, container: ast.expr) -> list[ast.Dict]:
+        """The dict literals ``container`` is, or a name of it is bound to."""
+        if isinstance(container, ast.Dict):
+            return [container]
+        if isinstance(container, ast.Name):
+            bound = self.bindings.assigned.get(container.id, ())[:MAX_CANDIDATES]
+            return [v for v in bound if isinstance(v, ast.Dict)]
+        return []
+
+    def _copied_namespace(self, node: ast.DictComp, depth: int) -> tuple[str, ...]:
+        """``{n: getattr(builtins, n) for n in dir(builtins)}`` and ``{k: v for k, v in
+        vars(builtins).items()}`` are copies of builtins' namespace."""
+        if len(node.generators) != 1 or not isinstance(node.key, ast.Name):
             return ()
+        loop = node.generators[0]
+        key = node.key.id
+        value = node.value
         if (
-            isinstance(value, ast.Call)
-            and not value.args
-            and "builtins.globals" in self.resolve(value.func, depth + 1)
-            and key == "__builtins__"
+            isinstance(loop.target, ast.Name)
+            and loop.target.id == key
+            and isinstance(value, ast.Call)
+            and len(value.args) == 2
+            and isinstance(value.args[1], ast.Name)
+            and value.args[1].id == key
+            and "builtins.getattr" in self.resolve(value.func, depth + 1)
         ):
-            return ("builtins",)  # globals()["__builtins__"]
-        bases = self.resolve(value, depth + 1)
-        if "sys.modules" in bases:
-            return (key,)
-        if "builtins" in bases:
-            return (f"builtins.{key}",)  # __builtins__["eval"] (a dict outside __main__)
+            return tuple(f"{b}.__dict__" for b in self.resolve(value.args[0], depth + 1))
+        if (
+            isinstance(loop.target, ast.Tuple)
+            and [e.id for e in loop.target.elts if isinstance(e, ast.Name)]
+            == [key, getattr(value, "id", None)]
+            and isinstance(loop.iter, ast.Call)
+            and isinstance(loop.iter.func, ast.Attribute)
+            and loop.iter.func.attr == "items"
+            and not loop.iter.args
+        ):
+            return self._namespaces(loop.iter.func.value, depth)
         return ()
+
+    def _namespaces(self, node: ast.expr, depth: int) -> tuple[str, ...]:
+        """The namespaces (``X.__dict__``) ``node`` may be."""
+        return tuple(b for b in self.resolve(node, depth + 1) if b.endswith(".__dict__"))
+
+    def _looked_up(
+        self, node: ast.Call, funcs: tuple[str, ...], depth: int
+    ) -> tuple[str, ...] | None:
+        """A lookup that is not getattr: ``ns.get(key)``, ``X.__getattribute__(key)``,
+        ``object.__getattribute__(X, key)``, and the copies ``dict(ns)``, ``ns.copy()``;
+        ``None`` when ``node`` is none of them (``requests.get(url)`` is a request)."""
+        args = node.args
+        func = node.func
+        found: tuple[str, ...] = ()
+        if "builtins.dict" in funcs and len(args) == 1 and not node.keywords:
+            found = self._namespaces(args[0], depth)
+        elif isinstance(func, ast.Attribute):
+            method = func.attr
+            if method == "copy" and not args:
+                found = self._namespaces(func.value, depth)
+            elif method == "get" and args:
+                key = self.name_value(args[0])
+                found = () if key is None else self.lookup(func.value, key, depth)
+            elif method == "__getattribute__" and 1 <= len(args) <= 2:
+                key = self.name_value(args[-1])
+                owner = args[0] if len(args) == 2 else func.value
+                if key is not None:
+                    found = tuple(f"{b}.{key}" for b in self.resolve(owner, depth + 1))
+        return found or None
 
     def _resolve_call(self, node: ast.Call, depth: int) -> tuple[str, ...]:
         funcs = self.resolve(node.func, depth + 1)
+        looked_up = self._looked_up(node, funcs, depth)
+        if looked_up is not None:
+            return looked_up
         if not funcs:
             return ()
         if node.args and not DYNAMIC_IMPORTERS.isdisjoint(funcs):

@@ -12,6 +12,14 @@ lets the canary through to the AST pass (a prefilter that answers "nothing
 here" would skip exactly the files that matter). Any miss is a
 :class:`ScanError`, and the outcome is kept for the life of the process.
 
+A pass is also remembered across processes for the exact code, interpreter
+and regex engine that passed (:mod:`caplet._scan._checkcache`), so that a
+``caplet scan`` does not spend a quarter of its start-up (issue 16) proving
+again what the last one proved. What the fingerprint cannot see, an engine
+that stops answering in this process, is probed in every process
+(:func:`engine_answers`: the compiled sets must find a threat in a line
+holding one); a probe that fails runs the full replay, which names the rules.
+
 The canaries are replayed in memory, through the same per-file path
 ``scan_tree`` uses (``_Collector``), not through ``scan_source``/``scan_tree``
 themselves: those call :func:`self_check`, and the check must not recurse
@@ -28,7 +36,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from caplet._errors import ScanError
-from caplet._scan import _collect
+from caplet._scan import _checkcache, _collect
+from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import RULES, RuleKind
 
@@ -36,7 +45,7 @@ if TYPE_CHECKING:
     from caplet._findings import Finding
     from caplet._scan._examples import RuleExample
 
-__all__ = ["self_check"]
+__all__ = ["engine_answers", "self_check"]
 
 
 class _State:
@@ -72,7 +81,7 @@ def self_check() -> None:
             if not state.done and not state.running:
                 state.running = True
                 try:
-                    state.failure = _failure()
+                    state.failure = _outcome()
                 finally:
                     state.running = False
                 state.done = True
@@ -85,6 +94,43 @@ def _reset() -> None:
     with _STATE.lock:
         _STATE.done = False
         _STATE.failure = None
+
+
+#: A line every engine that answers sees threats in: exec of decoded data (a prefilter
+#: pair) and a Discord webhook (an exfiltration indicator, a solo pattern): a hit for
+#: each of the prefilter's sets, and for the indicators'.
+_PROBE: Final = 'exec(b64decode(x)); post("https://discord.com/api/webhooks/1/a")'
+
+
+def engine_answers() -> bool:
+    """True when the compiled sets of this process find the threats in :data:`_PROBE`.
+
+    A fingerprint names the engine's files, not what it does in this process;
+    a blind set (no match on an internal error) fails here and gets the full
+    replay, cached pass or not.
+    """
+    try:
+        indicators = indicator_set()
+        filter_ = prefilter()
+        return (
+            filter_.engine_answers(_PROBE)
+            and filter_.check(_PROBE) is not Need.NOTHING
+            and bool(indicators.matches(_PROBE))
+            and indicators.gate(_PROBE)
+        )
+    except Exception:  # an engine that raises does not answer: the replay reports it
+        return False
+
+
+def _outcome() -> str | None:
+    """The replay's answer, or a pass remembered for this fingerprint (module docstring)."""
+    key = _checkcache.fingerprint()
+    if key is not None and engine_answers() and _checkcache.remembered(key):
+        return None
+    failure = _failure()
+    if failure is None and key is not None:
+        _checkcache.remember(key)
+    return failure
 
 
 def _failure() -> str | None:

@@ -248,6 +248,8 @@ class Sinks:
             )
         if "operator.attrgetter" in funcs and node.args:
             self._computed_name(node, node.args[0], None)
+        if method in {"get", "__getattribute__"} and 1 <= len(node.args) <= 2:
+            self.computed_lookup(node, node.args[0 if method == "get" else -1])
 
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""
@@ -280,24 +282,59 @@ class Sinks:
         self._write(node, path, (), set())
 
     def namespace_lookup(self, node: ast.Subscript) -> None:
-        """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name."""
+        """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
+        and any lookup by a computed name that lands on an API worth hiding: a module's
+        namespace (``sys.modules``, ``vars(os)``, a copy of one) or a dispatch table of
+        builtins (``{"load": exec}``)."""
         value = node.value
         flow = self._flow
+        if isinstance(node.slice, ast.Constant):
+            return
         owners = flow.resolve(value)
+        if not flow.may_look_up(value, owners):
+            return  # a list, a local dict, a parameter: no lookup of anything that can hide
         namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
             o.endswith(".__dict__") and o.removesuffix(".__dict__") in _BUILTIN_OWNERS
             for o in owners
         )
-        if namespace and not isinstance(node.slice, ast.Constant):
-            name = flow.name_value(node.slice)
-            if name is not None or self._decoded(node.slice):
-                shown = repr(name) if name is not None else "<decoded>"
-                self._scan.emit(
-                    "CPL-THR-003",
-                    f"builtins namespace[{shown} computed]",
-                    node.lineno,
-                    node.col_offset,
-                )
+        name = flow.name_value(node.slice)
+        if name is None and not self._decoded(node.slice):
+            return
+        shown = repr(name) if name is not None else "<decoded>"
+        if namespace:
+            self._scan.emit(
+                "CPL-THR-003",
+                f"builtins namespace[{shown} computed]",
+                node.lineno,
+                node.col_offset,
+            )
+        elif name is not None:
+            self._hidden_lookup(node, flow.resolve(node), f"[{shown} computed]")
+
+    def computed_lookup(self, node: ast.Call, key: ast.expr) -> None:
+        """``ns.get(name)``, ``os.__getattribute__(name)``, ``object.__getattribute__(os,
+        name)`` with a computed name: a lookup like getattr's, by other means."""
+        if isinstance(key, ast.Constant):
+            return
+        name = self._flow.name_value(key)
+        if name is not None:
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else "lookup"
+            self._hidden_lookup(node, self._flow.resolve(node), f".{method}({name!r} computed)")
+
+    def _hidden_lookup(self, node: ast.expr, resolved: tuple[str, ...], how: str) -> None:
+        """CPL-THR-003 when what a computed lookup denotes is an API worth hiding."""
+        hidden = next(
+            (
+                r
+                for r in resolved
+                if r in API_RULES or r in EXECUTORS or ("." not in r and _hides_name(r))
+            ),
+            None,
+        )
+        if hidden is not None:
+            self._scan.emit(
+                "CPL-THR-003", f"{hidden} looked up by {how}", node.lineno, node.col_offset
+            )
 
     def computed_import(self, node: ast.Call, name: str, module: str) -> None:
         """``__import__("o" + "s")``: a module name built from pieces."""
@@ -323,7 +360,11 @@ class Sinks:
 
     def finish(self) -> None:
         """Run the checks, now that every contribution to every name is known."""
-        for check in self._pending:
+        # Taken out of self: each check is a closure over self, and a list of them kept
+        # here would make the file's whole syntax tree garbage for the cycle collector
+        # instead of freeing it when the file is done (a tenth of a package scan's CPU).
+        pending, self._pending = self._pending, []
+        for check in pending:
             check()
         self._write_then_run()
         fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags

