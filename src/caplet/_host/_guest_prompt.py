@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._records import PluginInfo
+from caplet._host._system_message import hint_lines
 from caplet._sandbox._protocol import ALLOWED_VALUES
 
 __all__ = ["PREAMBLE", "system_message"]
@@ -91,18 +92,7 @@ def _section(info: PluginInfo, catalog: GuestCatalog, offers: Offers | None) -> 
     if configuration:
         lines.append("Configuration:")
         lines.extend(configuration)
-    hints = manifest.hints
-    if hints.overview:
-        lines.append(hints.overview)
-    for title, items in (
-        ("Critical rules", hints.critical_rules),
-        ("Anti-patterns", hints.anti_patterns),
-        ("Common patterns", hints.common_patterns),
-        ("Related modules", hints.related_modules),
-    ):
-        if items:
-            lines.append(f"{title}:")
-            lines.extend(f"- {item}" for item in items)
+    lines.extend(hint_lines(manifest.hints))
     return "\n".join(lines)
 
 
