@@ -62,3 +62,15 @@ def test_progress_goes_to_stderr_when_stderr_is_a_terminal_and_only_then(tmp_pat
     assert "scanning" in terminal
     assert "scanning" not in stdout
     assert stdout.startswith(f"Scan of {big} (package mode): {_PROGRESS_MIN_FILES} files")
+
+
+def test_a_small_scan_draws_no_bar_on_a_terminal(tmp_path: Path) -> None:
+    """Fewer files than _PROGRESS_MIN_FILES end before a bar would help: none is drawn
+    (before, an indeterminate bar was drawn at the start and erased at once)."""
+    (tmp_path / "plugins").mkdir()
+    small = _tree(tmp_path / "small", 3)
+    stdout, terminal, code = caplet_with_terminal_stderr("scan", str(small), "--json", cwd=tmp_path)
+    assert code == 0, terminal
+    assert json.loads(stdout)["ok"] is True
+    assert "scanning" not in terminal
+    assert terminal.strip() == "", repr(terminal)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from caplet._scan._scanner import scan_tree
 from caplet._version import __version__
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from caplet._capabilities._model import Capability
     from caplet._cli._render import JSONValue
     from caplet._scan._batch import Job
@@ -341,22 +344,37 @@ def _looks_like_path(target: str) -> bool:
 @contextmanager
 def _progress(out: Out, minimum: int | None = None) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr for scans of many files, whenever stderr is a terminal
-    (stdout may be a pipe or a --json document; the bar never mixes with it)."""
+    (stdout may be a pipe or a --json document; the bar never mixes with it).
+
+    The bar is drawn at the first update of a scan with at least ``minimum`` files
+    (default :data:`_PROGRESS_MIN_FILES`), never before: a small scan ends before a bar
+    would help, and drawing one to erase it at once only flashes the terminal.
+    """
     if not out.err.is_terminal:
         yield None
         return
     from rich.progress import Progress
 
-    with Progress(transient=True, console=out.err) as bar:
-        task = bar.add_task("scanning", total=None)
+    least = _PROGRESS_MIN_FILES if minimum is None else minimum
+    bar = Progress(transient=True, console=out.err)
+    lock = threading.Lock()  # --jobs: updates come from the pool's threads
+    task: list[TaskID] = []
 
-        least = _PROGRESS_MIN_FILES if minimum is None else minimum
+    def update(done: int, total: int) -> None:
+        if total < least:
+            return
+        with lock:
+            if not task:
+                bar.start()
+                task.append(bar.add_task("scanning", total=total))
+        bar.update(task[0], completed=done, total=total)
 
-        def update(done: int, total: int) -> None:
-            if total >= least:
-                bar.update(task, completed=done, total=total)
-
+    try:
         yield update
+    finally:
+        with lock:
+            if task:
+                bar.stop()
 
 
 #: Fewer files than this scan too fast for a progress bar to help.
