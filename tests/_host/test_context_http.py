@@ -241,3 +241,57 @@ def test_a_size_refusal_never_counts_toward_the_breaker(
             assert info.value.exc_type == "SizeLimitError"
         assert host.breaker("fetcher").failures == 0
         assert host.call("fetcher", "main.size", f"{origin}/bytes/10") == 10
+
+
+HOARDER = """
+from caplet._sandbox._protocol import ContextOp
+
+
+def create_functions(config):
+    def fetch_unread(ctx, url):
+        # The wire request itself, as a hostile plugin can make it: the answer's first
+        # piece and a handle for the rest, which it never asks for.
+        answer = ctx.http._transport.request(
+            ContextOp.HTTP_FETCH,
+            {"url": url, "method": "GET", "headers": [], "body": b"", "timeout": None},
+        )
+        return {"handle": answer["handle"], "rest": answer["rest"]}
+
+    def read_later(ctx, handle):
+        piece = ctx.http._transport.request(ContextOp.HTTP_BODY, {"handle": handle, "offset": 1})
+        return len(piece)
+
+    return {"main": {"fetch_unread": fetch_unread, "read_later": read_later}}
+"""
+
+
+def test_a_body_left_unread_is_forgotten_when_its_call_ends(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    pki: Pki,
+    server: RunningServer,
+    make_plugin: PluginFactory,
+) -> None:
+    """A body is sent within the call that fetched it. Before, the host kept the four
+    newest bodies a plugin never read (up to max_response_bytes each, across calls, per
+    plugin): memory a plugin could hold in the host, readable by its next call."""
+    plugin(
+        make_plugin,
+        "hoarder",
+        HOARDER,
+        functions=("fetch_unread", "read_later"),
+        capabilities=(f"net.http:https://api.example.test:{server.port}",),
+        limits="max_output_kb = 1",
+    )
+    origin = f"https://api.example.test:{server.port}"
+    with _host(plugins_dir, state_dir, launcher, pki) as host:
+        enable(host, "hoarder")
+        held = host.call("hoarder", "main.fetch_unread", f"{origin}/bytes/5000")
+        assert held["rest"] > 0, "the body did not fit one reply: it was kept for pieces"
+        with pytest.raises(PluginCallError) as refused:
+            host.call("hoarder", "main.read_later", held["handle"])
+        assert (
+            f"ctx.http body piece {held['handle']} at 1 is not one the host is sending (a "
+            "body is sent once, in order, within the call that fetched it)"
+        ) in str(refused.value)

@@ -245,6 +245,7 @@ class PluginRequests:
 
     __slots__ = (
         "_bodies",
+        "_bodies_lock",
         "_broker",
         "_next_handle",
         "apps",
@@ -275,8 +276,10 @@ class PluginRequests:
         #: The worker's channel limit: a fetched body larger than one reply is sent
         #: in pieces (HTTP_BODY), each well inside it.
         self.frame_bytes = frame_bytes
-        #: Fetched bodies still being sent in pieces, by handle (the newest few).
-        self._bodies: dict[int, bytes] = {}
+        #: Fetched bodies still being sent in pieces, by handle (the newest few), with
+        #: the thread whose call fetched them: the call's end forgets what it left unread.
+        self._bodies: dict[int, tuple[int, bytes]] = {}
+        self._bodies_lock = threading.Lock()
         self._next_handle = 1
 
     def __call__(self, request: ContextRequest, deadline: float) -> WireValue:
@@ -427,11 +430,12 @@ class PluginRequests:
         if head + len(response.body) + self._overhead <= self.frame_bytes:
             return answer
         # Larger than one reply: the body follows in pieces the worker asks for.
-        handle = self._next_handle
-        self._next_handle += 1
-        self._bodies[handle] = response.body
-        while len(self._bodies) > _BODIES_KEPT:
-            del self._bodies[min(self._bodies)]
+        with self._bodies_lock:
+            handle = self._next_handle
+            self._next_handle += 1
+            self._bodies[handle] = (threading.get_ident(), response.body)
+            while len(self._bodies) > _BODIES_KEPT:
+                del self._bodies[min(self._bodies)]
         answer.update({"body": b"", "rest": len(response.body), "handle": handle})
         return answer
 
@@ -442,7 +446,9 @@ class PluginRequests:
     def _body_piece(self, args: Mapping[str, object]) -> WireValue:
         """The next piece of a fetched body (HTTP_BODY); the last one forgets the body."""
         handle, offset = args["handle"], args["offset"]
-        body = self._bodies.get(handle) if isinstance(handle, int) else None
+        with self._bodies_lock:
+            kept = self._bodies.get(handle) if isinstance(handle, int) else None
+        body = kept[1] if kept is not None else None
         if (
             body is None
             or not isinstance(handle, int)
@@ -457,8 +463,24 @@ class PluginRequests:
             )
         piece = body[offset : offset + max(self.frame_bytes - self._overhead, 1)]
         if offset + len(piece) >= len(body):
-            del self._bodies[handle]
+            with self._bodies_lock:
+                self._bodies.pop(handle, None)
         return piece
+
+    def end_call(self) -> None:
+        """Forget the bodies the calling thread's call fetched and left unread.
+
+        A body is sent within the call that fetched it; one a plugin never read
+        held up to ``max_response_bytes`` of the host's memory per handle until
+        later fetches pushed it out (and the pieces could be asked for by the
+        next call). The host calls this when each call into the worker ends.
+        """
+        if not self._bodies:
+            return  # the warm path: nothing was fetched in pieces
+        me = threading.get_ident()
+        with self._bodies_lock:
+            for handle in [h for h, (owner, _) in self._bodies.items() if owner == me]:
+                del self._bodies[handle]
 
     # -- app ----------------------------------------------------------------------------
 

@@ -588,15 +588,18 @@ class PluginHost:
                 raise
         started = time.perf_counter_ns()
         try:
-            value = running.worker.call(
-                parts[0],
-                parts[1],
-                args,
-                kwargs,
-                timeout_s=running.timeout_s,
-                on_request=running.on_request,
-                cancel=getattr(self._cancel, "event", None),
-            )
+            try:
+                value = running.worker.call(
+                    parts[0],
+                    parts[1],
+                    args,
+                    kwargs,
+                    timeout_s=running.timeout_s,
+                    on_request=running.on_request,
+                    cancel=getattr(self._cancel, "event", None),
+                )
+            finally:
+                running.on_request.end_call()
             if schemas is not None:
                 schemas.check_result(value)
         except WorkerGoneError:
@@ -657,15 +660,18 @@ class PluginHost:
                 if timeout_cap is not None:
                     timeout_s = min(timeout_s, timeout_cap)
                 try:
-                    value = running.worker.call(
-                        parts[0],
-                        parts[1],
-                        args,
-                        kwargs,
-                        timeout_s=timeout_s,
-                        on_request=running.on_request,
-                        cancel=getattr(self._cancel, "event", None),
-                    )
+                    try:
+                        value = running.worker.call(
+                            parts[0],
+                            parts[1],
+                            args,
+                            kwargs,
+                            timeout_s=timeout_s,
+                            on_request=running.on_request,
+                            cancel=getattr(self._cancel, "event", None),
+                        )
+                    finally:
+                        running.on_request.end_call()
                     break
                 except WorkerGoneError:
                     # Nothing ran: the worker this thread picked ended first
@@ -1100,14 +1106,17 @@ class PluginHost:
         running: RunningWorker | None = None
         try:
             running, parts = self._prepare_call(name, target)
-            value = running.worker.call(
-                parts[0],
-                parts[1],
-                (),
-                {},
-                timeout_s=min(timeout_s, running.timeout_s),
-                on_request=running.on_request,
-            )
+            try:
+                value = running.worker.call(
+                    parts[0],
+                    parts[1],
+                    (),
+                    {},
+                    timeout_s=min(timeout_s, running.timeout_s),
+                    on_request=running.on_request,
+                )
+            finally:
+                running.on_request.end_call()
         except (SandboxError, LifecycleError) as exc:
             if running is not None:
                 self._stop(name, running)
