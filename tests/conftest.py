@@ -58,6 +58,17 @@ SECURITY_TESTS = (
     "tests/_host/test_host_state.py",
     "tests/_host/test_guest.py",
     "tests/_host/test_context_hostile.py",
+    "tests/_host/test_context_fuzz.py",
+    "tests/_host/test_context_http.py",
+    "tests/_host/test_enable_race.py",
+    "tests/_host/test_red_team.py",
+    "tests/_host/test_host_errors.py",
+    "tests/_host/test_decision_log.py",
+    "tests/_host/test_guest_requests.py",
+    "tests/_host/test_guest_catalog.py",
+    "tests/_broker/test_http_malformed.py",
+    "tests/_broker/test_http_fuzz.py",
+    "tests/_mcp/",
 )
 
 

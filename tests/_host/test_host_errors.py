@@ -18,6 +18,7 @@ workers, a raw TCP server on 127.0.0.1, the SQLite store.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -289,6 +290,10 @@ def test_a_snippet_the_host_fails_is_a_crashed_result(
 def test_exec_without_a_run_directory_is_a_worker_start_error(host: PluginHost) -> None:
     """A temporary-file cleaner removed the host's run directory: exec cannot start a
     sandbox. Before, FileNotFoundError escaped exec."""
+    # Snapshots are sealed read-only: a cleaner running as root removes them anyway,
+    # the host's own user must make the directories writable first.
+    for directory, _, _ in os.walk(host._run_dir):
+        os.chmod(directory, 0o700)
     shutil.rmtree(host._run_dir)
     with pytest.raises(WorkerStartError) as caught:
         host.exec("1", timeout=20)
