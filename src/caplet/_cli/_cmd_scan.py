@@ -358,22 +358,24 @@ def _progress(out: Out, minimum: int | None = None) -> Iterator[Callable[[int, i
     least = _PROGRESS_MIN_FILES if minimum is None else minimum
     bar = Progress(transient=True, console=out.err)
     lock = threading.Lock()  # --jobs: updates come from the pool's threads
-    task: list[TaskID] = []
+    task: TaskID | None = None
 
     def update(done: int, total: int) -> None:
+        nonlocal task
         if total < least:
             return
         with lock:
-            if not task:
+            if task is None:
                 bar.start()
-                task.append(bar.add_task("scanning", total=total))
-        bar.update(task[0], completed=done, total=total)
+                task = bar.add_task("scanning", total=total)
+            drawn = task
+        bar.update(drawn, completed=done, total=total)
 
     try:
         yield update
     finally:
         with lock:
-            if task:
+            if task is not None:
                 bar.stop()
 
 

@@ -588,18 +588,14 @@ class PluginHost:
                 raise
         started = time.perf_counter_ns()
         try:
-            try:
-                value = running.worker.call(
-                    parts[0],
-                    parts[1],
-                    args,
-                    kwargs,
-                    timeout_s=running.timeout_s,
-                    on_request=running.on_request,
-                    cancel=getattr(self._cancel, "event", None),
-                )
-            finally:
-                running.on_request.end_call()
+            value = running.call(
+                parts[0],
+                parts[1],
+                args,
+                kwargs,
+                timeout_s=running.timeout_s,
+                cancel=getattr(self._cancel, "event", None),
+            )
             if schemas is not None:
                 schemas.check_result(value)
         except WorkerGoneError:
@@ -660,18 +656,14 @@ class PluginHost:
                 if timeout_cap is not None:
                     timeout_s = min(timeout_s, timeout_cap)
                 try:
-                    try:
-                        value = running.worker.call(
-                            parts[0],
-                            parts[1],
-                            args,
-                            kwargs,
-                            timeout_s=timeout_s,
-                            on_request=running.on_request,
-                            cancel=getattr(self._cancel, "event", None),
-                        )
-                    finally:
-                        running.on_request.end_call()
+                    value = running.call(
+                        parts[0],
+                        parts[1],
+                        args,
+                        kwargs,
+                        timeout_s=timeout_s,
+                        cancel=getattr(self._cancel, "event", None),
+                    )
                     break
                 except WorkerGoneError:
                     # Nothing ran: the worker this thread picked ended first
@@ -1106,17 +1098,13 @@ class PluginHost:
         running: RunningWorker | None = None
         try:
             running, parts = self._prepare_call(name, target)
-            try:
-                value = running.worker.call(
-                    parts[0],
-                    parts[1],
-                    (),
-                    {},
-                    timeout_s=min(timeout_s, running.timeout_s),
-                    on_request=running.on_request,
-                )
-            finally:
-                running.on_request.end_call()
+            value = running.call(
+                parts[0],
+                parts[1],
+                (),
+                {},
+                timeout_s=min(timeout_s, running.timeout_s),
+            )
         except (SandboxError, LifecycleError) as exc:
             if running is not None:
                 self._stop(name, running)
@@ -1272,11 +1260,12 @@ class PluginHost:
         :class:`WorkerStartError` when no sandbox can be started.
         """
         runner = self._guest_runner()
-        catalog: Callable[[], GuestCatalog] = self._guest_catalog
-        if gate is not None:
+
+        def catalog() -> GuestCatalog:
+            full = self._guest_catalog()
             # What the gate hides is not even importable: its names stay out too.
-            offered_gate = gate
-            catalog = lambda: self._guest_catalog().offered(offered_gate)  # noqa: E731
+            return full if gate is None else full.offered(gate)
+
         handler = GuestRequests(
             catalog,
             self._call_from_guest if gate is None else _gated(gate, self._call_from_guest),

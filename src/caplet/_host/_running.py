@@ -6,6 +6,7 @@ declared functions a started worker did not provide.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from caplet._host._validate import FunctionValidator
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import Worker, WorkerSpec
 from caplet._sandbox._programs import program_grants
-from caplet._sandbox._protocol import ContextGrants
+from caplet._sandbox._protocol import ContextGrants, WireValue
 from caplet._trust._snapshot import Snapshot
 
 __all__ = [
@@ -92,6 +93,32 @@ class RunningWorker:
         #: recorded by another process or node): ``Policy.state_refresh_s`` after
         #: the last validation.
         self.refresh_at = 0.0
+
+    def call(
+        self,
+        module: str,
+        function: str,
+        args: Sequence[WireValue],
+        kwargs: Mapping[str, WireValue],
+        *,
+        timeout_s: float,
+        cancel: threading.Event | None = None,
+    ) -> WireValue:
+        """One call into the worker, its ``ctx`` requests answered by ``on_request``;
+        whatever the call fetched and left unread is forgotten when it ends, however it
+        ends (a body is sent only within the call that fetched it)."""
+        try:
+            return self.worker.call(
+                module,
+                function,
+                args,
+                kwargs,
+                timeout_s=timeout_s,
+                on_request=self.on_request,
+                cancel=cancel,
+            )
+        finally:
+            self.on_request.end_call()
 
 
 #: Rejected registrations logged one by one per worker start; the rest in one row.
