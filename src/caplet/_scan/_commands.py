@@ -80,7 +80,8 @@ class Commands:
             if not isinstance(piece, str):
                 if at_program:
                     keys |= self.keys(piece)
-                at_program = False
+                # sys.executable + " " + path: the interpreter runs what follows
+                at_program = at_program and self.interpreter(piece, None)
                 continue
             for token in piece.split():
                 if token in _SEPARATORS or token.endswith(";"):

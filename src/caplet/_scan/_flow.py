@@ -101,6 +101,7 @@ class Flow(Evaluator):
         self._name_labels: dict[tuple[str, int], Labels] = {}
         self._labelling: set[tuple[str, int]] = set()
         self._remote: dict[str, set[int]] | None = None
+        self._passed: dict[int, dict[str, list[ast.expr]]] | None = None
         self._returned: dict[str, list[ast.expr]] = {}
 
     def scope(self, node: ast.AST) -> int:
@@ -201,6 +202,13 @@ class Flow(Evaluator):
                     values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
                     out |= self._union(values, depth)
                     break
+            else:
+                # a parameter: what this file's calls of its function pass to it
+                for level in self._chain(scope):
+                    passed = self.passed_arguments().get(level, {}).get(name)
+                    if passed:
+                        out |= self._union(passed[:MAX_CANDIDATES], depth)
+                        break
             handlers = self.remote_params().get(name)
             if handlers and not handlers.isdisjoint(self._chain(scope)):
                 out.add((Source.REMOTE, "a chat bot's message"))
@@ -283,6 +291,8 @@ class Flow(Evaluator):
             out.add((Source.DOWNLOADED, method))
         if method in {"read_text", "read_bytes", "open"} and receiver is not None:
             out |= _file_labels(self.path_text(receiver))
+        if "builtins.chr" in funcs and node.args and self._shifted(node.args[0]):
+            out.add((Source.DECODED, "chr(ord(...) shifted)"))
         if method == "join" and node.args and self._chr_join(node.args[0]):
             out.add((Source.DECODED, "join(chr(...))"))
         out |= self._union(args, depth)
@@ -339,12 +349,56 @@ class Flow(Evaluator):
         """Credential or reconnaissance labels of a path expression's literal pieces."""
         return _file_labels(self.path_text(node))
 
+    def _shifted(self, arg: ast.AST) -> bool:
+        """``ord(c) - 3``, ``(ord(c) ^ k) % 256``: a character of run-time text shifted
+        (a Caesar or XOR decoder written as a loop)."""
+        if not isinstance(arg, ast.BinOp):
+            return False
+        return any(
+            isinstance(n, ast.Call)
+            and n.args
+            and not isinstance(n.args[0], ast.Constant)
+            and "builtins.ord" in self.resolve(n.func)
+            for n in ast.walk(arg)
+        )
+
     def _chr_join(self, arg: ast.AST) -> bool:
         if isinstance(arg, ast.GeneratorExp | ast.ListComp) and isinstance(arg.elt, ast.Call):
             return "builtins.chr" in self.resolve(arg.elt.func)
         if isinstance(arg, ast.Call) and arg.args and "builtins.map" in self.resolve(arg.func):
             return "builtins.chr" in self.resolve(arg.args[0])
         return False
+
+    def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
+        """By function scope and parameter, the arguments this file's calls pass to it:
+        ``def load(blob): exec(blob)`` called as ``load(b64decode(...))`` runs decoded
+        data (a function or a lambda bound to a name, called by that name)."""
+        if self._passed is not None:
+            return self._passed
+        found: dict[int, dict[str, list[ast.expr]]] = {}
+        targets: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]] = {}
+        for defined in self.bindings.functions:
+            targets.setdefault(defined.name, []).append(defined)
+        for name, values in self.bindings.assigned.items():
+            for value in values:
+                if isinstance(value, ast.Lambda):
+                    targets.setdefault(name, []).append(value)
+        if targets:
+            for n in self.nodes:
+                if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                    continue
+                for fn in targets.get(n.func.id, ())[:MAX_CANDIDATES]:
+                    params = [*fn.args.posonlyargs, *fn.args.args]
+                    slots = found.setdefault(id(fn), {})
+                    for param, arg in zip(params, n.args, strict=False):
+                        if not isinstance(arg, ast.Starred):
+                            slots.setdefault(param.arg, []).append(arg)
+                    names = {p.arg for p in (*params, *fn.args.kwonlyargs)}
+                    for keyword in n.keywords:
+                        if keyword.arg in names:
+                            slots.setdefault(keyword.arg, []).append(keyword.value)
+        self._passed = found
+        return found
 
     def remote_params(self) -> dict[str, set[int]]:
         """Parameters of a chat bot's handlers, by name and handler: a remote user's message.

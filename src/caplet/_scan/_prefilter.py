@@ -68,15 +68,17 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
 #: that reaches the network names a network module, one spelled in escapes
 #: or looked up by a computed name is another pattern's (solo or pair).
 _PAYLOAD = (
-    r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
+    r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
     r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
     r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
-    r"\bchr\s*\(\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s"
+    r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
+    r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^="
 )
 #: A process or code sink, for the pairs below.
 _SINK = (
-    r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|check_call|run_path|"
-    r"create_subprocess_\w+)\s*\(|\bsubprocess\b|(?:^|[^.\w])(?:exec|eval|compile)\s*\("
+    r"\b(?:system|popen|Popen|spawn[lv]p?e?|exec[lv]p?e?|startfile|check_output|getoutput|"
+    r"check_call|run_path|create_subprocess_\w+)\s*\(|\bsubprocess\b|"
+    r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\("
 )
 #: A network module or a program that reaches the network.
 _NETWORK = (
@@ -174,8 +176,9 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
-        r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
-        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b",
+        r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|\bcodecs\s*\.\s*decode\b|"
+        r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]",
         _SINK,
     ),
     # a chat bot's handlers running what its users send
@@ -199,7 +202,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
     (
         r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
-        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]",
+        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]|\bcommunicate\s*\(|"
+        r"\binput\s*=|\.stdin\s*\.\s*write|['\"]-['\"]",
     ),
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),

@@ -94,6 +94,12 @@ _DOWNLOADS_TO = frozenset({"urllib.request.urlretrieve", "urllib.urlretrieve", "
 _PROGRAM_SUFFIXES = frozenset(
     {".exe", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".js", ".msi", ".com", ".pif", ".hta"}
 )
+#: Calls that load a pickle (loading one runs the callables it names).
+_UNPICKLERS = frozenset(
+    {"pickle.loads", "_pickle.loads", "dill.loads", "cloudpickle.loads", "marshal.loads"}
+)
+#: Calls that create a temporary file open for writing (its ``.name`` is run later).
+_TEMPORARY_FILES = frozenset({"tempfile.NamedTemporaryFile", "tempfile.TemporaryFile"})
 #: Calls that run a file they are given.
 _RUNS_FILE = frozenset({"os.startfile", "runpy.run_path"})
 #: Rule families whose presence in Python source kept in a string makes running it a threat.
@@ -220,6 +226,15 @@ class Sinks:
         if node.args and not EXECUTORS.isdisjoint(funcs):
             executor = next(f for f in funcs if f in EXECUTORS).removeprefix("builtins.")
             self._pending.append(lambda: self._run_code(node, executor, node.args[0]))
+            read = self._read_back(node.args[0])
+            if read is not None:
+                # exec(open(p).read()): the file p is run, as if started
+                self._runs.append((self._commands.keys(read), node, executor))
+        if not _TEMPORARY_FILES.isdisjoint(funcs):
+            # NamedTemporaryFile(suffix=".py", delete=False) as f; f.write(src); run f.name
+            self._write(node, node, (), set())
+        if node.args and not _UNPICKLERS.isdisjoint(funcs):
+            self._pending.append(lambda: self._unpickled(node, node.args[0]))
         if node.args and not _RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in _RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
@@ -246,7 +261,7 @@ class Sinks:
                 node.lineno,
                 node.col_offset,
             )
-        if "operator.attrgetter" in funcs and node.args:
+        if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
         if method in {"get", "__getattribute__"} and 1 <= len(node.args) <= 2:
             self.computed_lookup(node, node.args[0 if method == "get" else -1])
@@ -298,9 +313,10 @@ class Sinks:
             for o in owners
         )
         name = flow.name_value(node.slice)
-        if name is None and not self._decoded(node.slice):
+        hidden = name is None and namespace and flow.closed(node.slice)
+        if name is None and not self._decoded(node.slice) and not hidden:
             return
-        shown = repr(name) if name is not None else "<decoded>"
+        shown = repr(name) if name is not None else ("<computed>" if hidden else "<decoded>")
         if namespace:
             self._scan.emit(
                 "CPL-THR-003",
@@ -380,6 +396,49 @@ class Sinks:
                     "CPL-THR-017", f"{what} sent by {api}", node.lineno, node.col_offset
                 )
 
+    def _read_back(self, arg: ast.expr) -> ast.expr | None:
+        """The path of ``open(p).read()`` or ``Path(p).read_text()`` (what exec is given)."""
+        if not (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)):
+            return None
+        receiver = arg.func.value
+        if arg.func.attr in {"read_text", "read_bytes"}:
+            return receiver
+        opened = isinstance(receiver, ast.Call) and receiver.args
+        if arg.func.attr == "read" and isinstance(receiver, ast.Call) and opened:
+            openers = {"builtins.open", "io.open", "codecs.open"}
+            return receiver.args[0] if openers & set(self._flow.resolve(receiver.func)) else None
+        return None
+
+    def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
+        """What a process is given on its standard input: ``input=``, ``.communicate(x)``,
+        ``.stdin.write(x)`` on the name the process is bound to."""
+        found = [k.value for k in node.keywords if k.arg == "input"]
+        handle = self._handle_of(node)
+        if handle is None:
+            return found
+        for n in self._flow.nodes:
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            owner = n.func.value
+            if n.func.attr == "communicate" and isinstance(owner, ast.Name) and owner.id == handle:
+                found.extend([*n.args[:1], *(k.value for k in n.keywords if k.arg == "input")])
+            elif (
+                n.func.attr in {"write", "writelines"}
+                and isinstance(owner, ast.Attribute)
+                and owner.attr == "stdin"
+                and isinstance(owner.value, ast.Name)
+                and owner.value.id == handle
+            ):
+                found.extend(n.args[:1])
+        return found[:8]
+
+    def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
+        """A pickle decoded from a literal of this file: loading it runs what it says
+        (``pickle.loads(b64decode("..."))``); a pickle of run-time data is not a payload."""
+        if isinstance(self._flow.evaluate(arg), bytes) and self._decoded(arg):
+            api = min(self._flow.resolve(node.func), default="pickle.loads")
+            self._by_source(node, f"{api}(...)", self._flow.labels(arg))
+
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
         labels = self._flow.labels(arg)
         self._by_source(node, f"{executor}(...)", labels)
@@ -416,6 +475,14 @@ class Sinks:
             program = "python"
         if program.startswith(PYTHONS) and "-c" in words[:-1]:
             self._code_string(node, f"{api}({program} -c ...)", words[words.index("-c") + 1])
+        elif program.startswith(PYTHONS) and all(w.startswith("-") for w in words[1:]):
+            # python (or python -) reading its program from standard input
+            for source in self._stdin_sources(node):
+                value = flow.evaluate(source)
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", "replace")
+                if isinstance(value, str):
+                    self._code_string(node, f"{api}({program} < source)", value)
         if self._scan.installer and _installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
@@ -672,6 +739,13 @@ class Sinks:
             if builtin_owner and self._decoded(name):
                 self._scan.emit(
                     "CPL-THR-003", "getattr(builtins, <decoded name>)", node.lineno, node.col_offset
+                )
+            elif builtin_owner and flow.closed(name):
+                self._scan.emit(
+                    "CPL-THR-003",
+                    "getattr(builtins, <name computed from literals>)",
+                    node.lineno,
+                    node.col_offset,
                 )
         elif (
             builtin_owner

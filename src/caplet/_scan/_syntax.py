@@ -285,7 +285,69 @@ def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings
                     roots.append(member)
         else:
             roots.append(stmt)
-    return roots, bindings
+    return _with_loops_filling(body, roots), bindings
+
+
+#: Module-level statements that may fill a name in a loop (``for c in E: out += ...``).
+_FILLING_STATEMENTS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.Try)
+#: Module-level code that may call a function defined on a hit line.
+_MODULE_CODE = (*_FILLING_STATEMENTS, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)
+
+
+def _with_loops_filling(body: list[ast.stmt], roots: list[ast.AST]) -> list[ast.AST]:
+    """``roots`` and the module-level loops (and blocks) that fill a name they use.
+
+    A decoder written as a loop (``for c in E: out += chr(ord(c) - 3)``,
+    ``buf[i] ^= k``) has no threat token of its own; the sink that runs its
+    output does, and what the loop adds to the name is data flow the sink needs.
+    """
+    chosen = {id(r) for r in roots}
+    candidates = [s for s in body if isinstance(s, _MODULE_CODE) and id(s) not in chosen]
+    if not candidates or not roots:
+        return roots
+    used = {
+        n.id
+        for r in roots
+        if not isinstance(r, ast.Import | ast.ImportFrom)
+        for n in ast.walk(r)
+        if isinstance(n, ast.Name)
+    }
+    # functions (and lambdas) defined on a hit line: their module-level calls pass
+    # them what their sink runs (def load(b): exec(b); load(b64decode(...)))
+    defined = {r.name for r in roots if isinstance(r, ast.FunctionDef | ast.AsyncFunctionDef)}
+    defined |= {
+        t.id
+        for r in roots
+        if isinstance(r, ast.Assign) and isinstance(r.value, ast.Lambda)
+        for t in r.targets
+        if isinstance(t, ast.Name)
+    }
+    added = False
+    for stmt in candidates:
+        for n in ast.walk(stmt):
+            if (
+                defined
+                and isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id in defined
+            ):
+                roots.append(stmt)
+                added = True
+                break
+            if not isinstance(stmt, _FILLING_STATEMENTS):
+                continue
+            target: ast.expr | None = n.target if isinstance(n, ast.AugAssign) else None
+            if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript):
+                target = n.targets[0]
+            while isinstance(target, ast.Subscript | ast.Attribute):
+                target = target.value
+            if isinstance(target, ast.Name) and target.id in used:
+                roots.append(stmt)
+                added = True
+                break
+    if added:
+        roots.sort(key=lambda r: (getattr(r, "lineno", 0), getattr(r, "col_offset", 0)))
+    return roots
 
 
 def _spans(stmt: ast.stmt, lines: Sequence[int]) -> bool:

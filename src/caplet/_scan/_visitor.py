@@ -131,6 +131,16 @@ _FILLING_METHODS = frozenset(
 )
 
 
+def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
+    """``os.execvp("sh", ["sh", "-c", cmd])``: the new program's argv is its command
+    (the first argument only names the file); the ``l`` variants spread it."""
+    if not name.startswith("os.exec") or len(node.args) < 2:
+        return None
+    if "v" in name.removeprefix("os.exec"):
+        return node.args[1]
+    return ast.copy_location(ast.List(node.args[1:], ast.Load()), node.args[1])
+
+
 def _dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names, else ``None``."""
     parts: list[str] = []
@@ -482,7 +492,11 @@ class RuleVisitor(ast.NodeVisitor):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target, node.target)
-        self._contribute(node.target, node.value)
+        value = node.value
+        if isinstance(node.op, ast.BitXor):
+            # buf[i] ^= key[i % n]: the buffer is XOR-decoded in place
+            value = ast.copy_location(ast.BinOp(node.value, ast.BitXor(), node.value), node.value)
+        self._contribute(node.target, value)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._check_store(node.target, node.target)
@@ -569,7 +583,7 @@ class RuleVisitor(ast.NodeVisitor):
                 self._handled.add(func_id)
                 self._emit_api("CPL-PROC-001", name, node, program(command))
                 if command is not None:
-                    self._sinks.process(node, name, command)
+                    self._sinks.process(node, name, _exec_argv(node, name) or command)
             elif name in OPEN_FUNCTIONS:
                 self._handled.add(func_id)
                 self._emit_open(node, name, OPEN_FUNCTIONS[name])
