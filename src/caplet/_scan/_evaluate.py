@@ -111,6 +111,15 @@ _CLOSED_NODES = (
 )
 
 
+#: Methods called through their class (``bytes.decode(b"exec")``), evaluated like functions.
+_CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
+
+
+def _has_parameters(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    a = fn.args
+    return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
+
+
 def _literal_object(node: ast.AST) -> object | None:
     """``True``, ``None``, ``1.5``, ``{}``, ``[]``: literals the evaluator has no value for."""
     if isinstance(node, ast.Constant):
@@ -344,7 +353,7 @@ class Evaluator(Resolver):
                 return _join(ev(args[0], depth), self._iterable(args[1], depth))
             # a module's function first (base64.b64decode), else a method of a value
             for name in self.resolve(func):
-                if "." in name and not name.startswith("builtins."):
+                if ("." in name and not name.startswith("builtins.")) or name in _CLASS_CALLS:
                     result = _call(name, [ev(a, depth) for a in args])
                     if result is not None:
                         return result
@@ -400,6 +409,12 @@ class Evaluator(Resolver):
                     if all(isinstance(i, str | int) for i in items)
                     else None
                 )
+        if isinstance(func, ast.Lambda) and not _has_parameters(func) and not args:
+            return ev(func.body, depth)  # (lambda: "ex" + "ec")()
+        if isinstance(func, ast.Name) and not args and func.id in self.bindings.defined:
+            # def n(): return "ex" + "ec"; n(): one function, one return of a value
+            returned = self._only_return(func.id)
+            return ev(returned, depth) if returned is not None else None
         if isinstance(func, ast.Name):
             # n = lambda: "sys" + "tem"; n(); or L = lambda i: s[i]; L(3) + L(7):
             # a lambda bound once, its positional parameters given literal values
@@ -419,6 +434,21 @@ class Evaluator(Resolver):
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
+        return None
+
+    def _only_return(self, name: str) -> ast.expr | None:
+        """The value a parameterless function of this file returns, when it is defined
+        once and its body is one ``return`` (after a docstring)."""
+        found = [f for f in self.bindings.functions if f.name == name]
+        if len(found) != 1 or _has_parameters(found[0]) or found[0].decorator_list:
+            return None
+        body = [
+            s
+            for s in found[0].body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        if len(body) == 1 and isinstance(body[0], ast.Return):
+            return body[0].value
         return None
 
     def _apply(self, lam: ast.Lambda, values: list[Value | None], depth: int) -> Value | None:
@@ -619,6 +649,8 @@ def _method(
             except OverflowError:
                 return None
         return None
+    if method == "__add__" and len(args) == 1:
+        return _binop(ast.Add(), base, args[0])
     if isinstance(base, str) and method in {"split", "rsplit"} and len(args) <= 1:
         sep = args[0] if args else None
         if sep is None or (isinstance(sep, str) and sep):
@@ -728,10 +760,26 @@ def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) ->
 
 def _call(name: str, values: list[Value | None]) -> Value | None:
     """Pure builtins and decoders applied to evaluated arguments (never anything else)."""
-    if not values or any(v is None for v in values):
+    if not values:
+        return "" if name == "builtins.str" else None  # str().join(pieces)
+    if any(v is None for v in values):
         return None
     first = values[0]
     try:
+        if name == "builtins.range" and all(isinstance(v, int) for v in values):
+            bounds = [v for v in values if isinstance(v, int)]
+            span = range(*bounds) if len(bounds) <= 3 else range(0)
+            return list(span) if len(span) <= _MAX_LOOP else None
+        if name in {"builtins.bytes.decode", "builtins.bytearray.decode"} and isinstance(
+            first, bytes
+        ):
+            codec = values[1] if len(values) == 2 else "utf-8"
+            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
+                return codecs.decode(first, codec)
+            return None
+        if name == "builtins.str.join" and len(values) == 2:
+            items = values[1]
+            return _join(first, list(items) if isinstance(items, str | list) else None)
         if name == "builtins.chr" and isinstance(first, int):
             return _chr(first)
         if name in {"builtins.hex", "builtins.oct", "builtins.bin"} and isinstance(first, int):

@@ -88,7 +88,8 @@ _NETWORK = (
 
 #: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
 _LOOKUP = (
-    r"(?:\b(?:getattr|__import__|import_module|attrgetter|__getattribute__)\s*\(|"
+    r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
+    r"(?:^|[^.\w])eval\s*\(|"
     r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*(?:\[|\.\s*get\s*\())"
 )
 #: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
@@ -100,8 +101,8 @@ _LOOKUP_BY_VARIABLE = (
 )
 #: What a file that looks names up contains.
 _LOOKUP_NAME = (
-    r"\b(?:getattr|__import__|import_module|attrgetter|__getattribute__|__dict__|vars|modules|"
-    r"globals)\b"
+    r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__|__dict__|"
+    r"vars|modules|globals|eval)\b"
 )
 #: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
 #: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
@@ -111,7 +112,13 @@ _PIECES = (
     r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
     r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
     r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
-    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\("
+    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\(|"
+    # a literal operated on (sliced, multiplied, a method called on it), bytes of a list,
+    # str of bytes, an integer unpacked, a lambda's value, identifiers outside ASCII (the
+    # CJK family), code points formatted with %c, an f-string of literals
+    r"[rbuRBU]?['\"][^'\"\n]*['\"]\s*(?:\[|\*|\.\s*\w+\s*\()|\bbytearray\(\s*\[|"
+    r"\bstr\(\s*[bB]['\"]|\bto_bytes\(|\bbytes\s*\.\s*decode\(|\blambda\b|[^\x00-\x7f]|"
+    r"['\"]\s*%\s*\(\s*\d|\b[fF][rR]?['\"][^'\"\n]*\{\s*[rbuRBU]?['\"]"
 )
 #: Pieces that hardly ever build anything but a hidden name: code points joined, a
 #: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal

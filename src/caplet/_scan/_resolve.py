@@ -261,6 +261,12 @@ class Resolver:
             if attr is None:
                 return ()
             return tuple(f"{b}.{attr}" for b in self.resolve(node.args[0], depth + 1))
+        if "builtins.eval" in funcs and len(node.args) == 1:
+            # eval("ex" + "ec") is the builtin exec: a name evaluated to what it denotes
+            name = self.name_value(node.args[0])
+            if name is not None and name.isidentifier():
+                return self.resolve_name(name, depth + 1)
+            return ()
         if "builtins.vars" in funcs and len(node.args) == 1:
             # vars(builtins) is builtins' namespace: vars(b)[name] resolves through it
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))

@@ -440,6 +440,11 @@ class Sinks:
             self._by_source(node, f"{api}(...)", self._flow.labels(arg))
 
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
+        if executor == "eval" and not isinstance(arg, ast.Constant):
+            # eval("ex" + "ec"): a builtin or module named by a computed string
+            name = self._flow.name_value(arg)
+            if name is not None and name.isidentifier():
+                self._hidden_lookup(node, self._flow.resolve(node), f"eval({name!r} computed)")
         labels = self._flow.labels(arg)
         self._by_source(node, f"{executor}(...)", labels)
         value = self._flow.evaluate(arg)
