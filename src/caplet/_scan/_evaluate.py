@@ -88,6 +88,12 @@ _PURE_BUILTINS = (
             "abs",
             "min",
             "max",
+            "next",
+            "filter",
+            "enumerate",
+            "iter",
+            "all",
+            "any",
         }
     )
     | _PRINTABLE_BUILTINS
@@ -108,6 +114,9 @@ _CLOSED_NODES = (
     ast.UnaryOp,
     ast.Slice,
     ast.keyword,
+    ast.Compare,
+    ast.BoolOp,
+    ast.comprehension,
 )
 
 
@@ -469,6 +478,7 @@ class Evaluator(Resolver):
         by means the evaluator does not follow is still a constant the author hid."""
         stack: list[ast.AST] = [node]
         seen: set[str] = set()
+        local: set[str] = set()  # a comprehension's own loop variables
         budget = 256
         while stack:
             budget -= 1
@@ -477,7 +487,7 @@ class Evaluator(Resolver):
             item = stack.pop()
             if isinstance(item, ast.Name):
                 name = item.id
-                if name in seen:
+                if name in seen or name in local:
                     continue
                 seen.add(name)
                 bound = self.bindings.assigned.get(name, ())
@@ -493,11 +503,22 @@ class Evaluator(Resolver):
                         return False
                 elif name != "__builtins__" and name not in _PURE_BUILTINS:
                     return False  # __name__, __file__, a parameter, input(), open()
-            elif isinstance(item, ast.Lambda | ast.ListComp | ast.GeneratorExp | ast.SetComp):
-                return False  # parameters and loop variables: not followed here
+            elif isinstance(item, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+                # [n for n in dir(builtins) if n[::-1] == "cexe"][0]: closed when what it
+                # walks is, its own loop variables standing for the items
+                for loop in item.generators:
+                    if not isinstance(loop.target, ast.Name) or loop.is_async:
+                        return False
+                    local.add(loop.target.id)
+                    stack.extend((loop.iter, *loop.ifs))
+                stack.append(item.elt)
+            elif isinstance(item, ast.Lambda):
+                return False  # parameters: not followed here
             elif isinstance(item, _CLOSED_NODES):
                 stack.extend(ast.iter_child_nodes(item))
-            elif not isinstance(item, ast.expr_context | ast.operator | ast.unaryop):
+            elif not isinstance(
+                item, ast.expr_context | ast.operator | ast.unaryop | ast.cmpop | ast.boolop
+            ):
                 return False
         return True
 

@@ -175,6 +175,9 @@ class Flow(Evaluator):
             return self._label(node.value, depth)
         if isinstance(node, ast.IfExp):
             return self._union((node.body, node.orelse), depth)
+        if isinstance(node, ast.Lambda):
+            # map(lambda b: b ^ 7, data): what the lambda computes is what the call yields
+            return self._label(node.body, depth)
         return _NONE
 
     def name_labels(self, name: str, scope: int) -> Labels:
@@ -231,6 +234,8 @@ class Flow(Evaluator):
     def _reference_labels(self, names: tuple[str, ...]) -> Labels:
         if not ENVIRON_MAPPINGS.isdisjoint(names):
             return frozenset({(Source.ENVIRONMENT, "os.environ")})
+        if not {"operator.xor", "operator.__xor__"}.isdisjoint(names):
+            return frozenset({(Source.DECODED, "XOR")})  # map(operator.xor, data, key)
         if "__file__" in {n.removeprefix("builtins.") for n in names}:
             return frozenset({(Source.PACKAGED, "__file__")})
         return _NONE
@@ -293,6 +298,10 @@ class Flow(Evaluator):
             out |= _file_labels(self.path_text(receiver))
         if "builtins.chr" in funcs and node.args and self._shifted(node.args[0]):
             out.add((Source.DECODED, "chr(ord(...) shifted)"))
+        if method == "to_bytes" and receiver is not None and not node.keywords:
+            out.add((Source.DECODED, "int.to_bytes"))  # a program packed into an integer
+        if method == "translate" and node.args and self._substitution(node.args[0]):
+            out.add((Source.DECODED, "str.translate(maketrans(...))"))
         if method == "join" and node.args and self._chr_join(node.args[0]):
             out.add((Source.DECODED, "join(chr(...))"))
         out |= self._union(args, depth)
@@ -349,6 +358,18 @@ class Flow(Evaluator):
         """Credential or reconnaissance labels of a path expression's literal pieces."""
         return _file_labels(self.path_text(node))
 
+    def _substitution(self, table: ast.AST) -> bool:
+        """A translation table built by ``maketrans`` (a substitution cipher, rot13 by hand)."""
+        if isinstance(table, ast.Name):
+            bound = self.bindings.assigned.get(table.id, ())
+            table = bound[0] if len(bound) == 1 else table
+        return (
+            isinstance(table, ast.Call)
+            and isinstance(table.func, ast.Attribute)
+            and table.func.attr == "maketrans"
+            and len(table.args) >= 2
+        )
+
     def _shifted(self, arg: ast.AST) -> bool:
         """``ord(c) - 3``, ``(ord(c) ^ k) % 256``: a character of run-time text shifted
         (a Caesar or XOR decoder written as a loop)."""
@@ -385,10 +406,20 @@ class Flow(Evaluator):
                     targets.setdefault(name, []).append(value)
         if targets:
             for n in self.nodes:
-                if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                if not isinstance(n, ast.Call):
                     continue
-                for fn in targets.get(n.func.id, ())[:MAX_CANDIDATES]:
+                func = n.func
+                method = isinstance(func, ast.Attribute)
+                if isinstance(func, ast.Attribute) and not self._own_instance(func.value):
+                    continue  # out.write(data) is not this file's def write(self, s)
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                for fn in targets.get(name, ())[:MAX_CANDIDATES]:
                     params = [*fn.args.posonlyargs, *fn.args.args]
+                    if method:
+                        # obj.go(data) into def go(self, d): the receiver is self
+                        if not params or params[0].arg not in {"self", "cls"}:
+                            continue
+                        params = params[1:]
                     slots = found.setdefault(id(fn), {})
                     for param, arg in zip(params, n.args, strict=False):
                         if not isinstance(arg, ast.Starred):
@@ -399,6 +430,20 @@ class Flow(Evaluator):
                             slots.setdefault(keyword.arg, []).append(keyword.value)
         self._passed = found
         return found
+
+    def _own_instance(self, receiver: ast.expr) -> bool:
+        """``self``, or an object made by a class of this file (``L()``, ``x = L()``)."""
+        if isinstance(receiver, ast.Name):
+            if receiver.id in {"self", "cls"}:
+                return True
+            bound = self.bindings.assigned.get(receiver.id, ())
+            receiver = bound[0] if len(bound) == 1 else receiver
+        return (
+            isinstance(receiver, ast.Call)
+            and isinstance(receiver.func, ast.Name)
+            and receiver.func.id in self.bindings.defined
+            and receiver.func.id not in self.bindings.imports
+        )
 
     def remote_params(self) -> dict[str, set[int]]:
         """Parameters of a chat bot's handlers, by name and handler: a remote user's message.

@@ -72,14 +72,17 @@ _PAYLOAD = (
     r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
     r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
     r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
-    r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^="
+    r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^=|"
+    r"\w\s*\^\s*[\w(]|\bto_bytes\b|\bmaketrans\b|\boperator\s*\.\s*xor\b"
 )
 #: A process or code sink, for the pairs below.
 _SINK = (
     r"\b(?:system|popen|Popen|spawn[lv]p?e?|exec[lv]p?e?|startfile|check_output|getoutput|"
     r"check_call|run_path|create_subprocess_\w+)\s*\(|\bsubprocess\b|"
     r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\(|"
-    r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\("
+    r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\(|"
+    # a sink bound to a name (run = os.system; run(...))
+    r"(?m:=\s*[\w.]*\b(?:system|popen|Popen|check_output|check_call|getoutput)\s*(?:#|$))"
 )
 #: A network module or a program that reaches the network.
 _NETWORK = (
@@ -90,7 +93,7 @@ _NETWORK = (
 #: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
 _LOOKUP = (
     r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
-    r"(?:^|[^.\w])eval\s*\(|"
+    r"(?:^|[^.\w])eval\s*\(|\b__builtins__\s*\.\s*get\s*\(|\b__getitem__\s*\(|"
     r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*(?:\[|\.\s*get\s*\())"
 )
 #: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
@@ -103,7 +106,7 @@ _LOOKUP_BY_VARIABLE = (
 #: What a file that looks names up contains.
 _LOOKUP_NAME = (
     r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__|__dict__|"
-    r"vars|modules|globals|eval)\b"
+    r"vars|modules|globals|eval|__builtins__|__getitem__)\b"
 )
 #: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
 #: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
@@ -185,7 +188,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
         r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
-        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|\bcodecs\s*\.\s*decode\b|\^=|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13|maketrans|to_bytes)\b|"
+        r"\bcodecs\s*\.\s*decode\b|\^=|"
         r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]",
         _SINK,
     ),

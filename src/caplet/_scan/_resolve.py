@@ -159,7 +159,10 @@ class Resolver:
         return (
             isinstance(container, ast.Call)
             and not container.args
-            and "builtins.globals" in self.resolve(container.func, depth + 1)
+            # at module level locals() and vars() are globals()
+            and not {"builtins.globals", "builtins.locals", "builtins.vars"}.isdisjoint(
+                self.resolve(container.func, depth + 1)
+            )
         )
 
     def _sequences(self, container: ast.expr) -> list[ast.List | ast.Tuple]:
@@ -230,7 +233,7 @@ class Resolver:
             method = func.attr
             if method == "copy" and not args:
                 found = self._namespaces(func.value, depth)
-            elif method == "get" and args:
+            elif method in {"get", "__getitem__"} and args:
                 key = self.name_value(args[0])
                 found = () if key is None else self.lookup(func.value, key, depth)
             elif method == "__getattribute__" and 1 <= len(args) <= 2:

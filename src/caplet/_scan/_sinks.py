@@ -294,8 +294,8 @@ class Sinks:
             )
         if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
-        if method in {"get", "__getattribute__"} and 1 <= len(node.args) <= 2:
-            self.computed_lookup(node, node.args[0 if method == "get" else -1])
+        if method in {"get", "__getattribute__", "__getitem__"} and 1 <= len(node.args) <= 2:
+            self.computed_lookup(node, node.args[-1 if method == "__getattribute__" else 0])
 
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""

@@ -317,6 +317,27 @@ def _with_loops_filling(body: list[ast.stmt], roots: list[ast.AST]) -> list[ast.
         if isinstance(t, ast.Name)
     }
     chosen = {id(r) for r in roots}
+    # functions of this module called by a module-level hit statement (exec(dec(E))):
+    # what they return is what the sink runs
+    called = {
+        n.func.id
+        for r in roots
+        if isinstance(r, ast.Expr | ast.Assign)
+        for n in ast.walk(r)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    if called:
+        functions = [
+            s
+            for s in body
+            if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+            and s.name in called
+            and id(s) not in chosen
+        ]
+        if functions:
+            roots.extend(functions)
+            chosen.update(id(f) for f in functions)
+            roots.sort(key=lambda r: (getattr(r, "lineno", 0), getattr(r, "col_offset", 0)))
     kinds = _MODULE_CODE if defined else _FILLING_STATEMENTS
     candidates = [s for s in body if isinstance(s, kinds) and id(s) not in chosen]
     if not candidates:
@@ -352,6 +373,12 @@ def _with_loops_filling(body: list[ast.stmt], roots: list[ast.AST]) -> list[ast.
             target: ast.expr | None = n.target if isinstance(n, ast.AugAssign) else None
             if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript):
                 target = n.targets[0]
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in {"append", "extend", "insert", "write"}
+            ):
+                target = n.func.value  # out.append(b ^ 3)
             while isinstance(target, ast.Subscript | ast.Attribute):
                 target = target.value
             if isinstance(target, ast.Name) and not target.id.startswith("__"):
