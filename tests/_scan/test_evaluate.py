@@ -130,6 +130,13 @@ def test_a_long_comprehension_is_not_evaluated() -> None:
         ("'ayak'.translate(str.maketrans('ayk', 'exc'))", "exec"),
         # a lambda given literal arguments (tune: cn2-repr-oct-lambda)
         ("r = 'abcdef'\nL = lambda i: r[i]\nL(4) + L(0)", "ea"),
+        ("(lambda s: s[::-1])('cexe')", "exec"),
+        ("(lambda: 'ex' + 'ec')()", "exec"),
+        ('def n():\n    """The name."""\n    return "sys" + "tem"\nn()', "system"),
+        ("''.join(chr(65) for c in range(3))", "AAA"),
+        ("str().join(['ex', 'ec'])", "exec"),
+        ("'ex'.__add__('ec')", "exec"),
+        ("bytes.decode(b'exec')", "exec"),
     ],
 )
 def test_text_of_the_interpreter_and_more_operations_are_evaluated(

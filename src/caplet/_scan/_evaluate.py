@@ -420,6 +420,13 @@ class Evaluator(Resolver):
                 )
         if isinstance(func, ast.Lambda) and not _has_parameters(func) and not args:
             return ev(func.body, depth)  # (lambda: "ex" + "ec")()
+        if (
+            isinstance(func, ast.Lambda)
+            and len(func.args.args) == len(args)
+            and not (func.args.posonlyargs or func.args.kwonlyargs)
+            and not (func.args.vararg or func.args.kwarg)
+        ):
+            return self._apply(func, [ev(a, depth) for a in args], depth)  # (lambda s: s[::-1])(x)
         if isinstance(func, ast.Name) and not args and func.id in self.bindings.defined:
             # def n(): return "ex" + "ec"; n(): one function, one return of a value
             returned = self._only_return(func.id)

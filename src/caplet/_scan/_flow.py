@@ -404,6 +404,13 @@ class Flow(Evaluator):
             for value in values:
                 if isinstance(value, ast.Lambda):
                     targets.setdefault(name, []).append(value)
+        for n in self.nodes:
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Lambda):
+                # (lambda x: exec(x))(blob): the lambda's parameters are the call's arguments
+                slots = found.setdefault(id(n.func), {})
+                for param, arg in zip(n.func.args.args, n.args, strict=False):
+                    if not isinstance(arg, ast.Starred):
+                        slots.setdefault(param.arg, []).append(arg)
         if targets:
             for n in self.nodes:
                 if not isinstance(n, ast.Call):

@@ -704,9 +704,13 @@ class Sinks:
 
     def _write_then_run(self) -> None:
         """A file written by this file and then started by it."""
-        for keys, node, api in self._runs:
+        if not (self._runs and self._writes):
+            return
+        for run_keys, node, api in self._runs:
+            keys = self._through_parameters(run_keys, node)
             for write in self._writes:
-                if not keys & write.keys:
+                shared = keys & self._through_parameters(write.keys, write.node)
+                if not shared:
                     continue
                 labels = set(write.labels)
                 for data in write.data:
@@ -725,12 +729,28 @@ class Sinks:
                             value = value.decode("utf-8", "replace")
                         if isinstance(value, str) and self._looks_like_code(value):
                             self._code_string(node, f"{api} of a file written from a string", value)
-                name = sorted(keys & write.keys)[0]
+                name = sorted(shared)[0]
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
                 if write.copied and any(s is Source.PACKAGED for s, _ in labels):
                     self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _through_parameters(self, keys: frozenset[str], node: ast.AST) -> frozenset[str]:
+        """``keys`` and, for each that is a parameter of the function ``node`` is in, the
+        names its callers pass (``safe_download(url, file=path)`` writes ``path``)."""
+        scope = self._flow.scope(node)
+        passed = self._flow.passed_arguments().get(scope) if scope else None
+        if not passed:
+            return keys
+        out = set(keys)
+        for key in keys:
+            args = passed.get(key, ())[:8]
+            if args:
+                out.discard(key)  # the parameter is what its callers pass, not its name
+            for arg in args:
+                out |= self._commands.keys(arg)
+        return frozenset(out)
 
     def _write(
         self,
