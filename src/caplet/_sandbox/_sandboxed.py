@@ -34,7 +34,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import types
@@ -53,6 +52,7 @@ from caplet._sandbox._subprocess import (
     SubprocessWorker,
     bootstrap_command,
     init_frame,
+    worker_log,
 )
 from caplet._sandbox._zygote import LATE_SPARE_ENV, LAYERS, OPTIONAL_LAYERS, SNAPSHOT_FD
 
@@ -425,7 +425,14 @@ class SandboxLauncher:
         }
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        log = tempfile.TemporaryFile(prefix="caplet-worker-")  # noqa: SIM115 - owned by the worker
+        try:
+            log = worker_log(spec.plugin)  # owned by the worker
+        except BaseException:
+            parent.close()
+            os.close(status_r)
+            os.close(status_w)
+            child.close()
+            raise
         try:
             pid, pidfd = zygote.spawn(request, [child.fileno(), log.fileno(), status_w])
         except BaseException:

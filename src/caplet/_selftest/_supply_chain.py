@@ -68,6 +68,15 @@ def run():
     return "swapped code ran"
 """
 
+#: Refused by the danger gate (native code, no capability covers it).
+GATED_VARIANT = """
+import ctypes
+
+
+def run():
+    return "the gated variant ran " + str(ctypes.sizeof(ctypes.c_int))
+"""
+
 STARTUP_MARKER = """
 def run(token):
     # Whatever ran at interpreter start-up would have left this marker.
@@ -97,6 +106,21 @@ def undeclared_rejected(attempt: Attempt, _arena: Arena, host: PluginHost) -> No
             expect(False, f"{target}: {type(exc).__name__}: {exc}")
         else:
             breach_unless(False, f"the undeclared {target} ran and returned {value!r}")
+
+
+def race_never_ran_the_gated_variant(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    value = attempt.value
+    expect(isinstance(value, dict), attempt.describe())
+    assert isinstance(value, dict)
+    expect("swapper" not in value, f"the race did not run: {value.get('swapper')}")
+    expect(value["swaps"] > 0, "the race did not run: nothing was swapped")
+    returned = value["returned"]
+    breach_unless(
+        not any("gated variant ran" in answer for answer in returned),
+        f"the variant the danger gate refuses ran: {returned}",
+    )
+    unexpected = [a for a in returned if a not in (repr("the reviewed code"), "WorkerStartError")]
+    expect(not unexpected, f"unexpected answers: {unexpected}")
 
 
 def gate_never_ran_plugin_code(*says: str) -> Check:
@@ -269,5 +293,15 @@ CASES: tuple[HostileCase, ...] = (
         restart_refused,
         scenario=Scenario.RESTART,
         swap=(("plugin.py", SWAPPED),),
+    ),
+    HostileCase(
+        "swap-during-enable",
+        Family.SUPPLY_CHAIN,
+        "swap plugin.py with a variant the gate refuses, again and again, while enable runs",
+        Layer.HASH_PIN,
+        HONEST,
+        race_never_ran_the_gated_variant,
+        scenario=Scenario.RACE,
+        swap=(("plugin.py", GATED_VARIANT),),
     ),
 )
