@@ -424,3 +424,85 @@ def test_a_writable_grant_never_reaches_the_policy_file_or_the_lock_file_through
     assert not outcome
     assert "is writable and contains" in outcome.reason
     assert str(real) in outcome.reason
+
+
+RUNNER = """
+import os
+import subprocess
+
+def create_functions(config):
+    def run(argv):
+        try:
+            done = subprocess.run(argv, capture_output=True, check=False)
+        except OSError as exc:
+            return f"refused: {exc.errno}"
+        return done.stdout.decode(errors="replace")
+
+    def swap(path, target):
+        os.rename(path, path + ".old")
+        os.symlink(target, path)
+        return True
+
+    def crash():
+        os._exit(3)
+
+    return {"main": {"run": run, "swap": swap, "crash": crash}}
+"""
+
+
+@pytest.mark.parametrize("where", ["own", "other"])
+def test_a_program_inside_a_writable_grant_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, data: Path, where: str
+) -> None:
+    # The attack: a plugin that may write where its approved program lives
+    # re-points the program at any other program of the host (a link to
+    # /usr/bin/id, followed when the next worker starts) or rewrites it: the
+    # approval of "run /data/tool" becomes "run anything". Another plugin's
+    # writable grant over it does the same for that plugin.
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    give_to_worker(data)
+    writer = "runner" if where == "own" else "writer"
+    capabilities = [f"proc.exec:{tool}"]
+    if where == "own":
+        capabilities.append(f"fs.write:{data}")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra="capabilities = [" + ", ".join(f'"{c}"' for c in capabilities) + "]",
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    if where == "other":
+        _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    if where == "other":
+        assert host.enable("writer", config={"root": str(data)}, consent=True)
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "a program a plugin can rewrite was granted"
+    assert str(tool) in outcome.reason
+    assert "writable grant" in outcome.reason and writer in outcome.reason
+    assert "install the program outside" in outcome.reason
+
+
+def test_a_writable_grant_over_an_enabled_plugins_program_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, data: Path
+) -> None:
+    # The same attack in the other order: the program's plugin is enabled
+    # first, then a plugin asks to write where that program lives.
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == ""
+    outcome = host.enable("writer", config={"root": str(data)}, consent=True)
+    assert not outcome
+    assert str(tool) in outcome.reason and "runner" in outcome.reason

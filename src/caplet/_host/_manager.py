@@ -1075,6 +1075,11 @@ class PluginManager:
                 resolved,
                 protected=self._protected_paths(),
                 identity=worker_identity(self.policy.worker_uid, self.policy.worker_gid),
+                enabled={
+                    other.name: other.grant_plan
+                    for other in self._records.values()
+                    if other.state is PluginState.ENABLED
+                },
             )
         except (CapabilityError, PolicyError) as exc:
             return self._refuse(name, "enable", str(exc))
