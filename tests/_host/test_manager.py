@@ -239,6 +239,34 @@ def test_danger_gate_refuses_enable_and_approval(
     assert manager.require_plugin("shell").state is not PluginState.ENABLED
 
 
+@pytest.mark.parametrize(
+    ("padding", "says"),
+    [
+        # Past the scanner's size limit (2 MiB): the file was skipped with a warning.
+        ("PAD = 0\n" * 300_000, "CPL-SCAN-001 not scanned: too large"),
+        # An expression deeper than the scanner walks, though Python compiles it.
+        ("x = " + "+".join(["1"] * 800) + "\n", "CPL-SCAN-002 not scanned: too complex"),
+    ],
+)
+def test_code_the_scanner_could_not_read_is_refused_not_waved_through(
+    manager: PluginManager, make_plugin: PluginFactory, padding: str, says: str
+) -> None:
+    # The attack: `import ctypes` (refused by the danger gate) in a file the
+    # scanner gives up on. It used to be a warning, and the plugin ran ctypes.
+    make_plugin(
+        "padded",
+        source="import ctypes\n"
+        "def create_functions(config):\n"
+        "    return {'main': {'run': lambda: ctypes.sizeof(ctypes.c_int)}}\n" + padding,
+    )
+    manager.discover()
+    outcome = manager.enable("padded", consent=True)
+    assert not outcome, "unscanned code passed the danger gate"
+    assert says in outcome.reason
+    assert "a plugin's code that was not scanned is refused" in outcome.reason
+    assert manager.require_plugin("padded").state is not PluginState.ENABLED
+
+
 # -- configuration
 
 

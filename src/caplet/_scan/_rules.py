@@ -877,22 +877,27 @@ RULES: Final[Mapping[str, Rule]] = _rules(
     Rule(
         "CPL-SCAN-001",
         RuleFamily.SCANNER,
-        _W,
+        # Danger for a plugin (the gate fails closed: padding a plugin.py past
+        # the limit hid `import ctypes` from it); a warning in package mode.
+        _D,
         None,
         None,
         "not scanned: too large ({api})",
-        "split the file or raise max_file_bytes",
+        "split the file (a plugin's code that was not scanned is refused) or raise max_file_bytes",
         kind=RuleKind.SCANNER,
         rationale="a file too large to scan is not known to be clean",
     ),
     Rule(
         "CPL-SCAN-002",
         RuleFamily.SCANNER,
-        _W,
+        # Danger for a plugin, as CPL-SCAN-001: an 800-term expression made the
+        # whole file "too complex" and its `import ctypes` passed the gate.
+        _D,
         None,
         None,
         "not scanned: too complex ({api})",
-        "simplify the code (split deep expressions, shorten the file)",
+        "simplify the code (split deep expressions, shorten the file): a plugin's code "
+        "that was not scanned is refused",
         kind=RuleKind.SCANNER,
         rationale="a file too complex to scan is not known to be clean",
     ),
