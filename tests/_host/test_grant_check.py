@@ -481,7 +481,8 @@ def test_a_program_inside_a_writable_grant_is_refused(
     outcome = host.enable("runner", consent=True)
     assert not outcome, "a program a plugin can rewrite was granted"
     assert str(tool) in outcome.reason
-    assert "writable grant" in outcome.reason and writer in outcome.reason
+    assert "writable grant" in outcome.reason
+    assert writer in outcome.reason
     assert "install the program outside" in outcome.reason
 
 
@@ -505,4 +506,5 @@ def test_a_writable_grant_over_an_enabled_plugins_program_is_refused(
     assert host.call("runner", "main.run", [str(tool)]) == ""
     outcome = host.enable("writer", config={"root": str(data)}, consent=True)
     assert not outcome
-    assert str(tool) in outcome.reason and "runner" in outcome.reason
+    assert str(tool) in outcome.reason
+    assert "runner" in outcome.reason
