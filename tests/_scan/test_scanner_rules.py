@@ -176,6 +176,22 @@ def test_templated_capability_covers_its_kind_but_no_literal() -> None:
         ("import pickle\npickle.load(f)", "CPL-DYN-003", "pickle.load"),
         ("from pickle import loads\nloads(b'')", "CPL-DYN-003", "pickle.loads"),
         ("import types\ntypes.CodeType(0)", "CPL-DYN-004", "types.CodeType"),
+        # Loaders and hooks that take code from files the scan does not read as
+        # modules (a zip on sys.path ran `import ctypes` past the gate).
+        ("import zipimport\nzipimport.zipimporter('x.zip')", "CPL-DYN-002", "zipimporter"),
+        ("from zipimport import zipimporter\nzipimporter(p)", "CPL-DYN-002", "zipimporter"),
+        ("import sys, zipimport\nsys.path_hooks.append(h)", "CPL-DYN-002", "sys.path_hooks"),
+        ("import sys\nsys.meta_path.insert(0, finder)", "CPL-DYN-002", "sys.meta_path"),
+        (
+            "import importlib.util\nimportlib.util.spec_from_file_location('m', 'a.txt')",
+            "CPL-DYN-002",
+            "spec_from_file_location",
+        ),
+        (
+            "from importlib.machinery import SourceFileLoader\nSourceFileLoader('m', 'a.txt')",
+            "CPL-DYN-002",
+            "SourceFileLoader",
+        ),
     ],
 )
 def test_dynamic_code_is_danger_even_with_every_capability(

@@ -993,6 +993,23 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "importlib.__import__",
             "runpy.run_path",
             "runpy.run_module",
+            # Loaders and import hooks that take code from files the scan does not
+            # read as modules (a zip archive, a .txt holding source); the worker
+            # drops the zip hook, and code that touches these could put it back.
+            "zipimport.zipimporter",
+            "importlib.machinery.SourceFileLoader",
+            "importlib.machinery.SourcelessFileLoader",
+            "importlib.machinery.ExtensionFileLoader",
+            "importlib.machinery.FileFinder",
+            "importlib.util.spec_from_file_location",
+            "importlib.util.spec_from_loader",
+            "sys.path_hooks",
+            "sys.meta_path",
+            "imp.load_source",
+            "imp.load_compiled",
+            "imp.load_dynamic",
+            "imp.load_module",
+            "imp.load_package",
         ),
         **_table(
             "CPL-DYN-003",
