@@ -698,3 +698,44 @@ def test_findings_are_sorted() -> None:
 def test_invalid_escape_warnings_do_not_escape_the_scan() -> None:
     # filterwarnings=error would turn the parser's warning into an exception.
     assert scan("x = '\\d'\n") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "rule_id"),
+    [
+        # A module's own imports are its attributes: each of these passed the gate.
+        ("import shutil\nshutil.os.system('id')", "CPL-PROC-001"),
+        ("import tempfile\ntempfile._os.system('id')", "CPL-PROC-001"),
+        ("import logging\nlogging.os.popen('id')", "CPL-PROC-001"),
+        ("import platform\nplatform.subprocess.run(['id'])", "CPL-PROC-001"),
+        ("import importlib\nimportlib.sys.modules['os'].system('id')", "CPL-PROC-001"),
+        ("import json\njson.decoder.sys.modules['subprocess'].run(['id'])", "CPL-PROC-001"),
+        ("import email.utils as u\nu.os.system('id')", "CPL-PROC-001"),
+        ("import numpy\nnumpy.ctypeslib.ctypes.CDLL(None)", "CPL-NAT-001"),
+        ("import numpy.ctypeslib as c\nc.load_library('x', '.')", "CPL-NAT-001"),
+        ("import asyncio\nasyncio.subprocess.create_subprocess_exec('id')", "CPL-PROC-001"),
+        # Standard-library functions that run a program for you.
+        ("import pydoc\npydoc.pipepager('x', 'sh')", "CPL-PROC-001"),
+        ("import webbrowser\nwebbrowser.open('file:///')", "CPL-PROC-001"),
+        ("import multiprocessing\nmultiprocessing.Process(target=print).start()", "CPL-PROC-001"),
+        ("import concurrent.futures as f\nf.ProcessPoolExecutor()", "CPL-PROC-001"),
+    ],
+)
+def test_a_module_reached_through_another_module_is_still_that_module(
+    source: str, rule_id: str
+) -> None:
+    finding = only(scan(source), rule_id)
+    assert finding.severity is Severity.DANGER
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import json\njson.decoder.JSONDecodeError",
+        "import urllib.error\ntry:\n    pass\nexcept urllib.error.HTTPError as e:\n    e.code",
+        "def f(self):\n    return self.os.system('id')\n",  # not a module this file imports
+        "import logging\nlogging.os.path.join('a', 'b')",
+    ],
+)
+def test_attributes_that_only_share_a_modules_name_are_not_that_module(source: str) -> None:
+    assert not [f for f in scan(source) if f.rule_id in {"CPL-PROC-001", "CPL-DYN-001"}]

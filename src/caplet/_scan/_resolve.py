@@ -12,11 +12,32 @@ from __future__ import annotations
 
 import ast
 
-from caplet._scan._rules import DYNAMIC_IMPORTERS
+from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
-__all__ = ["Resolver", "is_network"]
+__all__ = ["REACHABLE_MODULES", "Resolver", "is_network"]
+
+
+def _reachable_modules() -> dict[str, str]:
+    """Attribute name -> the module it denotes when read off an imported module.
+
+    A module's own imports are its attributes: ``shutil.os.system``,
+    ``importlib.sys.modules``, ``platform.subprocess.run``,
+    ``numpy.ctypeslib.ctypes.CDLL`` reach what the rules look for without
+    naming it (each passed the danger gate). Every module the rules name is
+    reachable so, also under the private alias a module imports it as
+    (``tempfile._os``).
+    """
+    roots = {name.split(".", 1)[0] for name in (*API_RULES, *MODULE_RULES)}
+    reachable = {root: root for root in roots}
+    for root in roots:
+        reachable.setdefault(f"_{root}", root)
+    return reachable
+
+
+#: See :func:`_reachable_modules`.
+REACHABLE_MODULES = _reachable_modules()
 
 
 def is_network(name: str) -> bool:
@@ -33,6 +54,7 @@ class Resolver:
         self._names: dict[str, tuple[str, ...]] = {}
         self._resolving: set[str] = set()
         self._globals_names: dict[str, bool] = {}
+        self._import_roots: frozenset[str] | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -54,7 +76,12 @@ class Resolver:
         if isinstance(node, ast.Name):
             return self.resolve_name(node.id, depth)
         if isinstance(node, ast.Attribute):
-            return tuple(f"{base}.{node.attr}" for base in self.resolve(node.value, depth + 1))
+            bases = self.resolve(node.value, depth + 1)
+            names = [f"{base}.{node.attr}" for base in bases]
+            reached = REACHABLE_MODULES.get(node.attr)
+            if reached is not None and any(map(self._of_an_import, bases)):
+                names.append(reached)  # shutil.os is os
+            return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
         if isinstance(node, ast.Call):
@@ -62,6 +89,17 @@ class Resolver:
         if isinstance(node, ast.DictComp):
             return self._copied_namespace(node, depth)
         return ()
+
+    def _of_an_import(self, name: str) -> bool:
+        """Whether ``name`` starts at a module this file imports (not an object of it)."""
+        roots = self._import_roots
+        if roots is None:
+            roots = self._import_roots = frozenset(
+                value.split(".", 1)[0]
+                for values in self.bindings.imports.values()
+                for value in values
+            )
+        return name.split(".", 1)[0] in roots
 
     def resolve_name(self, name: str, depth: int = 0) -> tuple[str, ...]:
         """What the bare name ``name`` may denote (imports, assignments, builtins)."""

@@ -976,6 +976,21 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "pty.fork",
             "asyncio.create_subprocess_exec",
             "asyncio.create_subprocess_shell",
+            "asyncio.subprocess.create_subprocess_exec",
+            "asyncio.subprocess.create_subprocess_shell",
+            "_posixsubprocess.fork_exec",
+            # Standard-library functions that run a program for you.
+            "pydoc.pipepager",
+            "pydoc.tempfilepager",
+            "webbrowser.open",
+            "webbrowser.open_new",
+            "webbrowser.open_new_tab",
+            "webbrowser.get",
+            "distutils.spawn.spawn",
+            "multiprocessing.Process",
+            "multiprocessing.Pool",
+            "multiprocessing.get_context",
+            "concurrent.futures.ProcessPoolExecutor",
         ),
         **_table(
             "CPL-DYN-001",
@@ -1101,7 +1116,8 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
 MODULE_RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
         **_table("CPL-PROC-002", "subprocess", "pty"),
-        **_table("CPL-NAT-001", "ctypes", "_ctypes", "cffi"),
+        # numpy.ctypeslib is ctypes under another name (its .ctypes, load_library).
+        **_table("CPL-NAT-001", "ctypes", "_ctypes", "cffi", "numpy.ctypeslib"),
         **_table(
             "CPL-NET-001",
             "socket",

@@ -58,6 +58,20 @@ def create_functions(config):
     return {"main": {"run": run, "ping": ping, "crash": crash}}
 """
 
+REEXPORTED = """
+import shutil
+
+
+def run():
+    return shutil.os.system("id")
+
+
+def create_functions(config):
+    with open(os.path.join(config["out"], "create_functions-ran"), "w") as handle:
+        handle.write("ran")
+    return {"main": {"run": run, "ping": ping, "crash": crash}}
+"""
+
 HONEST = """
 def run():
     return "the reviewed code"
@@ -201,6 +215,15 @@ CASES: tuple[HostileCase, ...] = (
         Layer.DANGER_GATE,
         DANGER_GATED,
         gate_never_ran_plugin_code("CPL-PROC-001", "danger finding"),
+        scenario=Scenario.GATED,
+    ),
+    HostileCase(
+        "os-through-another-module",
+        Family.SUPPLY_CHAIN,
+        "run a program through shutil.os.system (a module reached through another)",
+        Layer.DANGER_GATE,
+        REEXPORTED,
+        gate_never_ran_plugin_code("CPL-PROC-001", "os.system"),
         scenario=Scenario.GATED,
     ),
     HostileCase(
