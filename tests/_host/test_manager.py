@@ -267,6 +267,25 @@ def test_code_the_scanner_could_not_read_is_refused_not_waved_through(
     assert manager.require_plugin("padded").state is not PluginState.ENABLED
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'P = "/\\ud800"\n',  # re2 raised UnicodeEncodeError
+        '_s = {}\n_s = {_s["k"].get("n", 0): _s}\n',  # the resolver raised RecursionError
+    ],
+)
+def test_text_that_crashed_the_scanner_is_an_outcome_not_an_exception(
+    manager: PluginManager, make_plugin: PluginFactory, text: str
+) -> None:
+    make_plugin(
+        "odd",
+        source=text + "def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+    )
+    manager.discover()
+    outcome = manager.enable("odd", consent=True)
+    assert outcome, outcome.reason
+
+
 # -- configuration
 
 

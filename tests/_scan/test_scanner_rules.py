@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import textwrap
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,8 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._findings import Finding, Severity
-from caplet._scan._scanner import scan_source
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source, scan_tree
 
 GIT = ProcExecCapability(program="git", declared="proc.exec:git")
 TOKEN = EnvReadCapability(name="TOKEN", declared="env.read:TOKEN")
@@ -739,3 +741,51 @@ def test_a_module_reached_through_another_module_is_still_that_module(
 )
 def test_attributes_that_only_share_a_modules_name_are_not_that_module(source: str) -> None:
     assert not [f for f in scan(source) if f.rule_id in {"CPL-PROC-001", "CPL-DYN-001"}]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # A module handed on as a value: what is called on it is not in the code.
+        "import os\ndef run(name):\n    return getattr(os, name)('id')\n",
+        "import os\nfor n in ['system']:\n    getattr(os, n)('id')\n",
+        "import functools, os\nfunctools.reduce(getattr, ['system'], os)('id')",
+        "import operator, os\noperator.methodcaller('system', 'id')(os)",
+        "import os\ndef g():\n    return os\ng().system('id')\n",
+        "import os\nx = [os]\nx[0].system('id')",
+        "import os\nx = (lambda: os)()\nx.system('id')",
+        "import os, types\ntypes.SimpleNamespace(o=os).o.system('id')",
+        "import ctypes\nstore(lib=ctypes)",
+        "import shutil\nhelper(shutil.os)",
+        "import posix\nrun(posix)",
+    ],
+)
+def test_a_sensitive_module_used_as_a_value_is_danger(source: str) -> None:
+    finding = only(scan(source), "CPL-DYN-006")
+    assert finding.severity is Severity.DANGER
+    assert "what is called on it cannot be read from the code" in finding.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\nos.getcwd()",
+        "import os\nm = os\nm.getcwd()",
+        "import os\ngetattr(os, 'getcwd')()",
+        "import os\ngetattr(os, 'O_BINARY', 0)",
+        "import os\nhasattr(os, 'fork')",
+        "import os, sys\nprint(os, file=sys.stderr)",
+        "import os\nif mod is os:\n    pass",
+        "import sys\nisinstance(sys, type(sys))",
+        "import json\nfrom . import rules\nrules.code",
+        "def f(os):\n    return g(os)\n",
+    ],
+)
+def test_modules_used_only_in_ways_the_rules_read_are_not_opaque(source: str) -> None:
+    assert [f for f in scan(source) if f.rule_id == "CPL-DYN-006"] == []
+
+
+def test_opaque_modules_are_only_observed_in_package_mode(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text("import os\ndef run(n):\n    return getattr(os, n)()\n")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert all(f.severity is not Severity.DANGER for f in report.findings)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
+from caplet._scan._rules import DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
@@ -25,16 +25,40 @@ def _reachable_modules() -> dict[str, str]:
     A module's own imports are its attributes: ``shutil.os.system``,
     ``importlib.sys.modules``, ``platform.subprocess.run``,
     ``numpy.ctypeslib.ctypes.CDLL`` reach what the rules look for without
-    naming it (each passed the danger gate). Every module the rules name is
-    reachable so, also under the private alias a module imports it as
-    (``tempfile._os``).
+    naming it (each passed the danger gate). The modules that run programs or
+    native code, load code or reach the interpreter's state are reachable so,
+    also under the private alias a module imports them as (``tempfile._os``).
+    Names that are as often a plain attribute (``code``, ``types``) are not.
     """
-    roots = {name.split(".", 1)[0] for name in (*API_RULES, *MODULE_RULES)}
-    reachable = {root: root for root in roots}
-    for root in roots:
-        reachable.setdefault(f"_{root}", root)
+    modules = (
+        "os",
+        "posix",
+        "subprocess",
+        "_posixsubprocess",
+        "pty",
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "sys",
+        "builtins",
+        "importlib",
+        "socket",
+        "_socket",
+        "marshal",
+        "pickle",
+        "_pickle",
+        "runpy",
+        "zipimport",
+    )
+    reachable = {module: module for module in modules}
+    for module in modules:
+        reachable.setdefault(f"_{module}", module)
     return reachable
 
+
+#: Resolutions in progress at once, whoever started them: far below the
+#: interpreter's recursion limit (each one is about ten frames deep).
+_MAX_NESTING = 40
 
 #: See :func:`_reachable_modules`.
 REACHABLE_MODULES = _reachable_modules()
@@ -55,6 +79,8 @@ class Resolver:
         self._resolving: set[str] = set()
         self._globals_names: dict[str, bool] = {}
         self._import_roots: frozenset[str] | None = None
+        #: Nodes being resolved now (a cycle through the evaluator ends here).
+        self._active: set[int] = set()
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -66,9 +92,16 @@ class Resolver:
         cached = self._memo.get(key)
         if cached is not None:
             return cached
-        if depth > MAX_RESOLVE_DEPTH:
+        if depth > MAX_RESOLVE_DEPTH or key in self._active or len(self._active) > _MAX_NESTING:
+            # A value defined through itself (``s = {s["k"].get(0): s}``) came back
+            # here through the evaluator, which starts its own depth at 0: without
+            # this, RecursionError out of every scan (and enable) of such a file.
             return ()
-        result = self._resolve(node, depth)
+        self._active.add(key)
+        try:
+            result = self._resolve(node, depth)
+        finally:
+            self._active.discard(key)
         self._memo[key] = result
         return result
 
@@ -97,7 +130,7 @@ class Resolver:
             roots = self._import_roots = frozenset(
                 value.split(".", 1)[0]
                 for values in self.bindings.imports.values()
-                for value in values
+                for value in values  # "" for a relative import: the plugin's own modules
             )
         return name.split(".", 1)[0] in roots
 

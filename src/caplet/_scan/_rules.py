@@ -212,6 +212,17 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         "no capability allows this: write the function in source",
         rationale="hand-built code objects bypass the source the scanner read",
     ),
+    Rule(
+        "CPL-DYN-006",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "module {api}: what is called on it cannot be read from the code",
+        "no capability allows this: call the function you need on the module directly "
+        "(os.getcwd(), not getattr(os, name) or a function that returns os)",
+        rationale="a module handed on as a value hides which of its functions run",
+    ),
     # -- native code -------------------------------------------------------------
     Rule(
         "CPL-NAT-001",
@@ -948,7 +959,7 @@ def _table(rule_id: str, *names: str) -> dict[str, str]:
 
 #: Fully qualified callables and attributes -> rule id. Any *reference* fires,
 #: not only a call: ``f = os.system; f("ls")`` is caught at ``os.system``.
-API_RULES: Final[Mapping[str, str]] = MappingProxyType(
+_API_RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
         **_table(
             "CPL-PROC-001",
@@ -1110,6 +1121,31 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
+#: What ``os`` takes from ``posix`` (its C module) under the same names: the
+#: rules' os functions are reachable there too (``import posix;
+#: posix.system("id")`` passed the danger gate). Fixed, not read from this
+#: interpreter, so a scan says the same on every platform.
+_POSIX_FUNCTIONS: Final = frozenset(
+    {
+        *("system", "execv", "execve", "fork", "forkpty", "posix_spawn", "posix_spawnp"),
+        *("chmod", "chown", "lchown", "link", "mkdir", "mkfifo", "mknod", "remove"),
+        *("rename", "replace", "rmdir", "unlink", "symlink", "truncate", "open"),
+        *("putenv", "unsetenv"),
+    }
+)
+
+#: ... and the same functions under ``posix``, the module ``os`` re-exports.
+API_RULES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **_API_RULES,
+        **{
+            f"posix.{name[3:]}": rule_id
+            for name, rule_id in _API_RULES.items()
+            if name.startswith("os.") and name[3:] in _POSIX_FUNCTIONS
+        },
+    }
+)
+
 #: Modules whose import alone is a finding (a dotted prefix matches too:
 #: ``ctypes.util`` hits ``ctypes``). ``from asyncio import open_connection``
 #: is checked as ``asyncio.open_connection`` against :data:`API_RULES` instead.
@@ -1242,7 +1278,7 @@ SENSITIVE_PATH_MARKERS: Final = (
 )
 
 #: The environment mappings; any access to them is an environment read.
-ENVIRON_MAPPINGS: Final = frozenset({"os.environ", "os.environb"})
+ENVIRON_MAPPINGS: Final = frozenset({"os.environ", "os.environb", "posix.environ"})
 
 #: Functions taking a variable name as first argument (``key`` by keyword).
 ENV_FUNCTIONS: Final = frozenset({"os.getenv", "os.getenvb", "os.putenv", "os.unsetenv"})
