@@ -789,3 +789,26 @@ def test_opaque_modules_are_only_observed_in_package_mode(tmp_path: Path) -> Non
     (tmp_path / "mod.py").write_text("import os\ndef run(n):\n    return getattr(os, n)()\n")
     report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
     assert all(f.severity is not Severity.DANGER for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    ("source", "rule_id"),
+    [
+        ("import sh\nsh.ls()", "CPL-PROC-001"),
+        ("from plumbum import local\nlocal['ls']()", "CPL-PROC-001"),
+        ("import pexpect\npexpect.spawn('sh')", "CPL-PROC-001"),
+        ("import invoke", "CPL-PROC-001"),
+        ("import numba", "CPL-NAT-001"),
+        ("import pyximport\npyximport.install()", "CPL-NAT-001"),
+    ],
+)
+def test_third_party_program_runners_and_compilers_are_not_only_a_supply_chain_warning(
+    source: str, rule_id: str
+) -> None:
+    assert only(scan(source), rule_id).severity is Severity.DANGER
+
+
+def test_modules_that_only_start_like_a_program_runner_are_not_one() -> None:
+    assert not [
+        f for f in scan("import shlex, shutil\nshlex.split('a b')") if f.rule_id == "CPL-PROC-001"
+    ]

@@ -1152,8 +1152,33 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
 MODULE_RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
         **_table("CPL-PROC-002", "subprocess", "pty"),
+        # Third-party modules whose whole purpose is running programs: any use of
+        # them runs one (sh.ls(), plumbum's local["ls"]), so importing them is the
+        # finding. They passed the gate as a supply-chain warning only.
+        **_table(
+            "CPL-PROC-001",
+            "sh",
+            "pexpect",
+            "ptyprocess",
+            "plumbum",
+            "sarge",
+            "invoke",
+            "fabric",
+            "delegator",
+            "envoy",
+        ),
         # numpy.ctypeslib is ctypes under another name (its .ctypes, load_library).
-        **_table("CPL-NAT-001", "ctypes", "_ctypes", "cffi", "numpy.ctypeslib"),
+        **_table(
+            "CPL-NAT-001",
+            "ctypes",
+            "_ctypes",
+            "cffi",
+            "numpy.ctypeslib",
+            # Compile and run native code at run time.
+            "numba",
+            "llvmlite",
+            "pyximport",
+        ),
         **_table(
             "CPL-NET-001",
             "socket",
