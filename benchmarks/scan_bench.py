@@ -3,6 +3,7 @@
     python benchmarks/scan_bench.py --write   # the full run; the tables go to docs/benchmarks.md
     python benchmarks/scan_bench.py --quick   # every 5th benign package
     python benchmarks/scan_bench.py --fetch-only
+    python benchmarks/scan_bench.py --stdlib-only  # package mode beside ast.parse, stdlib
 
 What it does (issue 16, point 3):
 
@@ -479,6 +480,40 @@ def startup_cpu(runs: int) -> tuple[float, float, float]:
     return statistics.median(scans), first.cpu_s * 1000, statistics.median(bare)
 
 
+def stdlib_speed(repeat: int) -> int:
+    """Package mode and ``ast.parse`` on the stdlib, alternated ``repeat`` times: MB/s of CPU.
+
+    The quick check for issue 16's speed bars (>= 20 MB/s, >= 2.5x ``ast.parse``): no
+    other tool, no benign corpus, no write. Each repetition runs both, so a noisy
+    neighbour slows the pair it lands on, not one side of the ratio; medians printed.
+    """
+    stdlib = stdlib_target()
+    with tempfile.TemporaryDirectory() as tmp:  # import and rule compilation not charged
+        (Path(tmp) / "warm.py").write_text("x = 1\n")
+        caplet_scan(Path(tmp))
+    scans: list[float] = []
+    parses: list[float] = []
+    for number in range(1, repeat + 1):
+        cpu_start = time.process_time()
+        result = caplet_scan(stdlib.path)
+        scan_cpu = time.process_time() - cpu_start
+        mb, parse_cpu = parse_speed([stdlib])
+        scans.append(mb / scan_cpu)
+        parses.append(mb / parse_cpu)
+        console.print(
+            f"run {number}: caplet {scans[-1]:.2f} MB/s, ast.parse {parses[-1]:.2f} MB/s, "
+            f"{scans[-1] / parses[-1]:.2f}x; {result.files_scanned} files, "
+            f"{len(result.danger)} DANGER"
+        )
+    scan, parse = statistics.median(scans), statistics.median(parses)
+    console.print(
+        f"stdlib {stdlib.py_files} files, {stdlib.py_bytes / 1e6:.1f} MB; median of {repeat}: "
+        f"caplet package mode {scan:.2f} MB/s (CPU), ast.parse {parse:.2f} MB/s, "
+        f"ratio {statistics.median(s / p for s, p in zip(scans, parses, strict=True)):.2f}x"
+    )
+    return 0
+
+
 def dump_json(runs: dict[tuple[str, str], Sweep]) -> None:
     """Every verdict, for whoever tunes rules next (not committed: it lives in the cache)."""
     data = [
@@ -517,6 +552,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="write benchmarks/scan_results.md and the scanner section of docs/benchmarks.md",
     )
+    parser.add_argument(
+        "--stdlib-only",
+        action="store_true",
+        help="only caplet package mode and ast.parse on the stdlib (MB/s of CPU, medians)",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="--stdlib-only: repetitions (median)")
     parser.add_argument("--refresh", action="store_true", help="re-resolve latest releases")
     parser.add_argument(
         "--budget",
@@ -531,6 +572,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cpu = pin_to_one_cpu()
     CACHE.mkdir(parents=True, exist_ok=True)
+    if args.stdlib_only:
+        return stdlib_speed(args.repeat)
     bandit_problem, guarddog_problem = ensure_tools_venv()
     ranking = top_pypi(args.top)
     names = ranking[::5] if args.quick else ranking
