@@ -25,139 +25,23 @@ import enum
 import keyword
 import re
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from typing import Any, Final
 
 import re2
 
 from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS, IndicatorKind
-from caplet._scan._rules import API_RULES
-from caplet._scan._sources import (
-    BOT_FRAMEWORKS,
-    DECODER_METHODS,
-    DECODERS,
-    DNS_FUNCTIONS,
-    NETWORK_MODULES,
-    NETWORK_PROGRAMS,
-    RECON_ENV_NAMES,
-    RECON_FILES,
-    RECON_FUNCTIONS,
+from caplet._scan._sources import BOT_FRAMEWORKS
+from caplet._scan._triggers import (
+    DECODER_TOKENS,
+    NETWORK_TOKENS,
+    PROCESS_TOKENS,
+    RECON_TOKENS,
+    words,
 )
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
-
-def _words(names: Iterable[str]) -> str:
-    """``names`` as one alternation of whole words (RE2 syntax), longest first."""
-    ordered = sorted(set(names), key=lambda n: (-len(n), n))
-    return r"\b(?:" + "|".join(re.escape(n) for n in ordered) + r")\b"
-
-
-#: Function names every module has one of: for an API named so, the code must name
-#: its module instead (``marshal.loads``, ``subprocess.run``, ``platform.node``).
-_GENERIC_NAMES: Final = frozenset({"loads", "decode", "run", "call", "node", "resolve", "query"})
-
-
-def _spelled(apis: Iterable[str]) -> tuple[dict[str, set[str]], frozenset[str]]:
-    """(function names by module, module names): how the text of code reaching one of
-    ``apis`` spells it.
-
-    The resolver gives a call the dotted name ``mod.name`` only through a binding the
-    text spells: ``import mod`` then ``mod.name`` (or an alias's ``.name``), ``from mod
-    import name [as x]``, ``from mod import *`` then a bare ``name``, ``__import__("mod")``;
-    a name *computed* at run time is the lookup pairs' (below). So the function's name
-    is in the text, in one of the forms of :func:`_function_spellings`; for a name every
-    module has (:data:`_GENERIC_NAMES`) the module's is, in one of
-    :func:`_module_spellings`. A method of any receiver (``x.decrypt``) has module "".
-    """
-    functions: dict[str, set[str]] = {}
-    modules: set[str] = set()
-    for api in apis:
-        head, _, name = api.removeprefix("builtins.").rpartition(".")
-        if name in _GENERIC_NAMES:
-            modules.add(head.split(".", 1)[0])
-        else:
-            functions.setdefault(head, set()).add(name)
-    return functions, frozenset(modules)
-
-
-#: Between the words of an import statement: blanks, or a backslash ending a line.
-_GAP = r"(?:\s|\\)"
-
-
-def _alternation(names: Iterable[str]) -> str:
-    ordered = sorted(set(names), key=lambda n: (-len(n), n))
-    return "(?:" + "|".join(re.escape(n) for n in ordered) + ")"
-
-
-def _function_spellings(by_module: dict[str, set[str]]) -> str:
-    """Every way code can name one of the functions of ``by_module``, in the resolver's terms.
-
-    An attribute (``os.system``, ``m.system``, ``f.decrypt``); a literal name
-    (``getattr(os, "system")``, ``vars(os)["system"]``); an import from its module
-    naming it (``from os import (path,\n system as run)``: anything but a closing
-    parenthesis between, so line breaks and backslashes too); a star import of its
-    module, after which any bare name may be it. Prose ("the file system") is none
-    of them. No pattern spans more than an import statement: one that did (``import``
-    anywhere, the name anywhere after) made the RE2 set's lazily built DFA five times
-    slower on a first pass over new text.
-    """
-    every = _alternation(n for names in by_module.values() for n in names)
-    parts = [rf"\.\s*{every}\b|['\"]{every}['\"]"]
-    for module, names in sorted(by_module.items()):
-        if module:
-            spelled = r"\s*\.\s*".join(re.escape(p) for p in module.split("."))
-            parts.append(
-                rf"\bfrom{_GAP}+{spelled}{_GAP}+import\b(?:[^)]*\b{_alternation(names)}\b|{_GAP}*\*)"
-            )
-    return "|".join(parts)
-
-
-def _module_spellings(modules: Iterable[str]) -> str:
-    """Every way code can bind one of the top-level ``modules``: ``from m import``, ``import
-    a, m as x`` (``import m.sub`` too), a literal name (``__import__("m")``,
-    ``import_module("m.sub")``, ``sys.modules["m"]``). ``sys.platform`` is none of them."""
-    name = _alternation(modules)
-    return (
-        rf"\bfrom{_GAP}+{name}\b|['\"]{name}[.'\"]|"
-        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{name}\b"
-    )
-
-
-def _api_tokens(apis: Iterable[str]) -> str:
-    """A pattern one of whose matches is in the text of any code reaching ``apis``."""
-    functions, modules = _spelled(apis)
-    parts = [_function_spellings(functions)] if functions else []
-    if modules:
-        parts.append(_module_spellings(modules))
-    return "|".join(parts)
-
-
-#: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`).
-_DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS})
-#: Every process call the rules know (CPL-PROC-001), as a word: ``from os import system
-#: as s`` spells no call ``system(``.
-_PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
-#: Every network module (a dotted one as ``a.b`` or ``from a import``), DNS function and
-#: network program the egress and DNS rules know.
-_NETWORK_TOKENS: Final = "|".join(
-    [
-        _module_spellings(m.split(".", 1)[0] for m in NETWORK_MODULES),
-        _api_tokens(d for d in DNS_FUNCTIONS if "()." not in d),
-        # a program is a word of a command literal (the rule splits it like a shell and
-        # lowers it): after a quote, a blank, a path's slash or an escape (\\t)
-        r"(?i:(?:^|['\"\s/]|\\[a-z])" + _alternation(NETWORK_PROGRAMS) + r"(?:['\"\s]|\\[a-z]|$))",
-    ]
-)
-#: Host reconnaissance the recon rules know: the calls, the environment variables (a
-#: key literal), the files (whole, or the name joined to ``/etc``).
-_RECON_TOKENS: Final = "|".join(
-    [
-        _api_tokens(RECON_FUNCTIONS),
-        r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")['\"]",
-        r"['\"/](?:" + "|".join(sorted(p.rsplit("/", 1)[1] for p in RECON_FILES)) + r")['\"]",
-    ]
-)
 
 #: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
 _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
@@ -197,20 +81,20 @@ _PAYLOAD = (
     r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
     r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
     r"\bchr\s*\(\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|"
-    + _DECODER_TOKENS
+    + DECODER_TOKENS
     + "|"
-    + _words(BOT_FRAMEWORKS)
+    + words(BOT_FRAMEWORKS)
 )
 #: A process or code sink, for the pairs below.
 _SINK = (
     r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|check_call|run_path|"
     r"create_subprocess_\w+)\s*\(|\bsubprocess\b|(?:^|[^.\w])(?:exec|eval|compile)\s*\(|"
-    + _PROCESS_TOKENS
+    + PROCESS_TOKENS
 )
 #: A network module or a program that reaches the network.
 _NETWORK = (
     r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib|dns|"
-    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b|" + _NETWORK_TOKENS
+    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b|" + NETWORK_TOKENS
 )
 
 #: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
@@ -304,19 +188,19 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
         r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
-        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|" + _DECODER_TOKENS,
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|" + DECODER_TOKENS,
         _SINK,
     ),
     # a chat bot's handlers running what its users send
     (
         r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
-        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)" + _words(BOT_FRAMEWORKS),
+        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)" + words(BOT_FRAMEWORKS),
         _SINK,
     ),
     # host reconnaissance next to the network (DNS included)
     (
         r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME)\b|"
-        r"platform\.node|/etc/passwd|" + _RECON_TOKENS,
+        r"platform\.node|/etc/passwd|" + RECON_TOKENS,
         _NETWORK,
     ),
     # credentials or the environment walked, next to the network

