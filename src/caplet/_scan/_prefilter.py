@@ -17,6 +17,22 @@ identifiers with NFKC (PEP 3131), so fullwidth ``exec`` is ``exec``: text with
 non-ASCII characters is matched after NFKC normalisation too. Plugins are
 never prefiltered (every file of a plugin gets the full AST pass, because
 there undeclared *capabilities* are danger too).
+
+Why a skipped file cannot match a rule, rule by rule: a data-flow threat
+needs a source of a kind it follows and a sink, each an API the resolver
+names from the text's own imports and attributes; their triggers are built
+from the very tables the rules read (:mod:`caplet._scan._triggers`), each API
+matched in every spelling the resolver accepts, so a file with no such
+spelling has no such call. Names computed at run time reach an API only
+through a lookup (``getattr``, ``__import__``, a namespace indexed), which has
+its own pairs below; text rules that need no AST (long lines, Trojan Source,
+text aimed at the auditor) run on skipped files too. What no pattern here
+sees is a *literal* the data flow computes from pieces (a program name, an
+environment key or a path reversed, sliced or concatenated), a known gap
+written down in docs/architecture.md (``_triggers``). tests/_scan/test_triggers.py holds
+the argument to the code: every entry of those tables, as written and
+imported under an alias, and every rule's worked example, gives the same
+danger findings prefiltered and not.
 """
 
 from __future__ import annotations
@@ -41,7 +57,6 @@ from caplet._scan._triggers import (
 )
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
-
 
 #: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
 _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"

@@ -17,8 +17,8 @@ and "the file system" is not ``os.system``, which keeps the added triggers
 from sending every file with such prose to the AST pass. What no text
 pattern can see: a name or literal *computed* at run time (``"gnip"[::-1]``,
 ``"US" + "ER"``) that the data flow evaluates; names computed for lookups
-have their own pairs in the prefilter, other literals do not (see
-docs/architecture.md, the scanner's limits).
+have their own pairs in the prefilter, other literals do not (a known gap,
+written down in docs/architecture.md).
 """
 
 from __future__ import annotations
