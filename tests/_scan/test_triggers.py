@@ -22,6 +22,7 @@ from caplet._scan._filepass import scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
 from caplet._scan._prefilter import Need, Prefilter
+from caplet._scan._resolve import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES
 from caplet._scan._sources import (
     BOT_FRAMEWORKS,
@@ -77,6 +78,15 @@ def _call(api: str, argument: str = "") -> str:
     return f"{api.removeprefix('builtins.')}({argument})"
 
 
+def _reached(api: str, argument: str = "") -> tuple[str, str] | None:
+    """(import, call) of ``api`` read off another imported module (``json.subprocess.run``),
+    when the resolver follows its module so (:data:`REACHABLE_MODULES`); else ``None``."""
+    module, _, rest = api.partition(".")
+    if module not in REACHABLE_MODULES.values():
+        return None
+    return "import json\n", f"json.{module}.{rest}({argument})"
+
+
 def _aliased(api: str, argument: str = "") -> tuple[str, str]:
     """(import, call) of ``api`` imported under another name: ``from os import system as
     run_it``, then ``run_it(...)``."""
@@ -95,6 +105,11 @@ _RECON = [
     *(("import os\n", f"os.environ[{n!r}]") for n in sorted(RECON_ENV_NAMES)),
     *(("import os\n", f"os.getenv({n!r})") for n in sorted(RECON_ENV_NAMES)),
     *(_aliased(f, "0" if f.endswith("getpwuid") else "") for f in sorted(RECON_FUNCTIONS)),
+    *(
+        reached
+        for f in sorted(RECON_FUNCTIONS)
+        if (reached := _reached(f, "0" if f.endswith("getpwuid") else "")) is not None
+    ),
     *(("", f"open({p!r}).read()") for p in sorted(RECON_FILES)),
     *(
         ("import os\n", f"open(os.path.join('/etc', {p.rsplit('/', 1)[1]!r})).read()")
@@ -143,6 +158,11 @@ def _decoder_probes() -> list[str]:
             for api, rule_id in sorted(API_RULES.items())
             if rule_id == "CPL-PROC-001"
         ),
+        *(
+            "".join(reached)
+            for api, rule_id in sorted(API_RULES.items())
+            if rule_id == "CPL-PROC-001" and (reached := _reached(api, "payload")) is not None
+        ),
     ]
 
     def decoded(decoder: str) -> str:
@@ -153,7 +173,13 @@ def _decoder_probes() -> list[str]:
         f"import codecs\npayload = codecs.decode(blob, {c!r})\n" for c in sorted(DECODING_CODECS)
     ]
     # every decoder into a code sink and a process sink, every sink fed by one decoder
-    each = [decoded(d) for d in sorted(DECODERS)] + codecs
+    through = [
+        f"{imports}payload = {call}\n"
+        for d in sorted(DECODERS)
+        if (reached := _reached(d, "blob")) is not None
+        for imports, call in [reached]
+    ]
+    each = [decoded(d) for d in sorted(DECODERS)] + codecs + through
     return [d + sink + "\n" for d in each for sink in sinks[:2]] + [
         each[0] + sink + "\n" for sink in sinks
     ]

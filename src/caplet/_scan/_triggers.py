@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from caplet._scan._resolve import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES
 from caplet._scan._sources import (
     DECODER_METHODS,
@@ -50,7 +51,9 @@ def words(names: Iterable[str]) -> str:
 
 #: Function names every module has one of: for an API named so, the code must name
 #: its module instead (``marshal.loads``, ``subprocess.run``, ``platform.node``).
-_GENERIC_NAMES: Final = frozenset({"loads", "decode", "run", "call", "node", "resolve", "query"})
+_GENERIC_NAMES: Final = frozenset(
+    {"loads", "decode", "run", "call", "node", "resolve", "query", "get", "open"}
+)
 
 
 def _spelled(apis: Iterable[str]) -> tuple[dict[str, set[str]], frozenset[str]]:
@@ -108,14 +111,20 @@ def _function_spellings(by_module: dict[str, set[str]]) -> str:
     return "|".join(parts)
 
 
-def _module_spellings(modules: Iterable[str]) -> str:
+def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     """Every way code can bind one of the top-level ``modules``: ``from m import``, ``import
     a, m as x`` (``import m.sub`` too), a literal name (``__import__("m")``,
-    ``import_module("m.sub")``, ``sys.modules["m"]``). ``sys.platform`` is none of them."""
-    name = _alternation(modules)
+    ``import_module("m.sub")``, ``sys.modules["m"]``), and for a module the resolver
+    finds on any imported module (:data:`~caplet._scan._resolve.REACHABLE_MODULES`:
+    ``shutil.os``, ``platform.subprocess``, ``tempfile._os``) that attribute.
+    ``sys.platform`` is none of them (``platform`` is not reachable so)."""
+    wanted = set(modules)
+    name = _alternation(wanted)
+    attributes = sorted({a for a, m in REACHABLE_MODULES.items() if m in wanted})
+    attribute = rf"|\.\s*{_alternation(attributes)}\b" if reachable and attributes else ""
     return (
         rf"\bfrom{_GAP}+{name}\b|['\"]{name}[.'\"]|"
-        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{name}\b"
+        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{name}\b{attribute}"
     )
 
 
