@@ -183,6 +183,30 @@ def test_pid_one_of_a_prepared_spare_is_counted_in_the_spares_pids_cgroup(
         worker.close()
 
 
+@NEEDS_CGROUP
+def test_every_start_after_the_first_is_served_by_a_spare_forked_once_the_last_start_was_over(
+    tmp_path: Path,
+) -> None:
+    # The zygote forks the next spare when the host says a start is over
+    # (REFILL), not when a spare is claimed: each of these starts must still
+    # find one (its monitor is in a spare's cgroup, not a directly forked
+    # worker's), including after a start that failed.
+    launcher = SandboxLauncher(strict=True)
+    try:
+        with pytest.raises(WorkerStartError, match="broken on purpose"):
+            launcher.start(_spec(tmp_path, 0, 'raise RuntimeError("broken on purpose")\n'))
+        for index in range(1, 4):
+            worker = launcher.start(_spec(tmp_path, index))
+            try:
+                assert worker.call("demo", "echo", (index,), {}, timeout_s=10) == index
+                cgroup = Path(f"/proc/{worker.pid}/cgroup").read_text()
+                assert re.search(r"caplet-zygote-\d+/spare-", cgroup), cgroup
+            finally:
+                worker.close()
+    finally:
+        launcher.close()
+
+
 def test_a_worker_that_exited_while_idle_refuses_the_call_saying_nothing_ran(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:

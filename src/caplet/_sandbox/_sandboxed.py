@@ -54,7 +54,13 @@ from caplet._sandbox._subprocess import (
     init_frame,
     worker_log,
 )
-from caplet._sandbox._zygote import LATE_SPARE_ENV, LAYERS, OPTIONAL_LAYERS, SNAPSHOT_FD
+from caplet._sandbox._zygote import (
+    LATE_SPARE_ENV,
+    LAYERS,
+    OPTIONAL_LAYERS,
+    REFILL,
+    SNAPSHOT_FD,
+)
 
 __all__ = [
     "LAYERS",
@@ -303,6 +309,18 @@ class _Zygote:
             raise WorkerStartError(f"the sandbox zygote refused to spawn a worker: {error}")
         return int(reply["pid"]), received[0]
 
+    def refill(self) -> None:
+        """Tell the zygote the start it served is over: it forks its next spare now.
+
+        Not at the claim: the next spare's set-up would compete with the
+        worker that is still finishing its jail (see :data:`REFILL`).
+        """
+        with self.lock:
+            try:
+                self.sock.send(REFILL)
+            except OSError:
+                pass  # the zygote is gone: the next start finds that out and says so
+
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -434,25 +452,30 @@ class SandboxLauncher:
             child.close()
             raise
         try:
-            pid, pidfd = zygote.spawn(request, [child.fileno(), log.fileno(), status_w])
-        except BaseException:
-            parent.close()
-            os.close(status_r)
-            log.close()
-            raise
-        finally:
-            child.close()
-            os.close(status_w)
-        worker = SubprocessWorker(spec, ZygoteChild(pid, pidfd, status_r), parent, log)
-        try:
-            worker.handshake(init)
-        except WorkerStartError as exc:
-            # The failed worker is reaped by now, so what the sandbox denied
-            # while it was starting is known: it travels with the error.
-            denials = worker.denials
-            if not denials:
+            try:
+                pid, pidfd = zygote.spawn(request, [child.fileno(), log.fileno(), status_w])
+            except BaseException:
+                parent.close()
+                os.close(status_r)
+                log.close()
                 raise
-            raise SandboxStartError(str(exc), denials) from exc
+            finally:
+                child.close()
+                os.close(status_w)
+            worker = SubprocessWorker(spec, ZygoteChild(pid, pidfd, status_r), parent, log)
+            try:
+                worker.handshake(init)
+            except WorkerStartError as exc:
+                # The failed worker is reaped by now, so what the sandbox denied
+                # while it was starting is known: it travels with the error.
+                denials = worker.denials
+                if not denials:
+                    raise
+                raise SandboxStartError(str(exc), denials) from exc
+        finally:
+            # Started or failed, this start no longer needs the CPU: the next
+            # spare may prepare now.
+            zygote.refill()
         return worker
 
     def close(self) -> None:
