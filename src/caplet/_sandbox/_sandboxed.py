@@ -55,6 +55,7 @@ from caplet._sandbox._subprocess import (
     worker_log,
 )
 from caplet._sandbox._zygote import (
+    DIES_AT_SPARE_ENV,
     LATE_SPARE_ENV,
     LAYERS,
     OPTIONAL_LAYERS,
@@ -240,7 +241,7 @@ class _Zygote:
         # The zygote's environment is only the test-only switches it reads.
         env = {
             name: os.environ[name]
-            for name in (DISABLE_LAYERS_ENV, LATE_SPARE_ENV)
+            for name in (DISABLE_LAYERS_ENV, LATE_SPARE_ENV, DIES_AT_SPARE_ENV)
             if os.environ.get(name)
         }
         try:

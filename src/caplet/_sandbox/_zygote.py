@@ -52,7 +52,9 @@ The next spare is forked when the host says the start it waits for is over
 its namespaces and root on the machine's other core while the claimed spare
 finished its jail, and the two contended for CPU and for the kernel's mount
 locks (1-2 ms of a 8 ms cold start on the 2-core VM). A request that finds
-no spare meanwhile (two starts at once) is forked directly, as before.
+no spare meanwhile (two starts at once, or a REFILL lost) is forked
+directly, as before, and the next spare forked right after it: no start
+ever waits for a spare, and the pool refills even without a REFILL.
 
 The zygote dies with the host (``PR_SET_PDEATHSIG``) and every child dies
 with the zygote, so nothing outlives the host. When the host closes the
@@ -114,6 +116,7 @@ from caplet._sandbox._seccomp import (
 from caplet._syscall import close_fds_except, set_child_subreaper, set_parent_death_signal
 
 __all__ = [
+    "DIES_AT_SPARE_ENV",
     "LATE_SPARE_ENV",
     "LATE_SPARE_FAILS",
     "LAYERS",
@@ -160,6 +163,12 @@ SECCOMP_COUNTING = "seccomp_counting"
 LATE_SPARE_ENV = "CAPLET_TEST_LATE_SPARE"
 LATE_SPARE_FAILS = "fail"
 _LATE_SPARE = ""
+#: Test-only: "N" makes the zygote SIGKILL itself right after forking its N-th
+#: spare, before placing it: where a zygote whose host exited dies
+#: (PR_SET_PDEATHSIG) when the host's last start sent :data:`REFILL` just before
+#: it exited; read once by the zygote.
+DIES_AT_SPARE_ENV = "CAPLET_TEST_ZYGOTE_DIES_AT_SPARE"
+_DIES_AT_SPARE = 0
 #: Who every worker of this zygote runs as (set by :func:`main`; None: the
 #: zygote's own ids, as before the host told it otherwise).
 _IDENTITY: WorkerIdentity | None = None
@@ -728,6 +737,8 @@ def _remove_cgroup(cgroup: WorkerCgroup) -> bool:
 def _serve(control: socket.socket) -> int:
     global _LATE_SPARE
     _LATE_SPARE = os.environ.get(LATE_SPARE_ENV, "")  # before _loop clears the environment
+    global _DIES_AT_SPARE
+    _DIES_AT_SPARE = int(os.environ.get(DIES_AT_SPARE_ENV) or 0)
     zygote_pid = os.getpid()
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
@@ -841,6 +852,10 @@ def _fork_spare(
             _report_spare_failure(theirs, exc)
         finally:
             os._exit(code)
+    global _DIES_AT_SPARE
+    _DIES_AT_SPARE -= 1
+    if _DIES_AT_SPARE == 0:
+        os.kill(os.getpid(), signal.SIGKILL)  # test-only (DIES_AT_SPARE_ENV)
     theirs.close()
     if handover is not None:
         handover[1].close()
@@ -890,6 +905,19 @@ def _spare_main(
     # reused by the request's descriptors): no signal may write to it.
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # Die with the zygote from here on, and see its end: the zygote dies with
+    # its host (PR_SET_PDEATHSIG) at any moment, also between forking this
+    # spare and placing it (a host that exits right after a start, whose
+    # REFILL had the next spare forked). Armed only after _PLACED, and with
+    # this process holding the zygote's end of ``conn`` (``ours``, inherited
+    # by the fork), the wait below never ended: the spare outlived the host,
+    # holding its stderr open (a caller reading it to EOF hung for ever).
+    with _step("arming PR_SET_PDEATHSIG in the spare"):
+        set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote_pid:
+        return 0  # the zygote died before the signal was armed: nobody needs a spare
+    control.close()
+    ours.close()  # the zygote's end: the wait for _PLACED ends at its death too
     # The zygote says when this process is in its cgroups: nothing may fork
     # before that (a child would stay outside the cgroups' limits).
     with _step("waiting for the zygote to place the spare in its cgroup"):
@@ -908,19 +936,12 @@ def _spare_main(
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
     # Nothing of the zygote's stays in a process that will run plugin code.
     with _step("closing the zygote's descriptors in the spare"):
-        control.close()
-        ours.close()
-        # Other workers' status pipes and seccomp listeners, the control socket.
+        # Other workers' status pipes and seccomp listeners, the zygote's
+        # end of the listener handover socket.
         keep = {0, 1, 2, conn.fileno()}
         if handover is not None:
             keep.add(handover.fileno())
         close_fds_except(keep)
-    with _step("arming PR_SET_PDEATHSIG in the spare"):
-        set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != zygote_pid:
-        # The zygote is gone (it stopped before the signal was armed): so is
-        # the host's use for a spare; a request it sent dies with this process.
-        return 0
     prepared = None
     if _PREBUILD:
         _own_process(zygote_pid, None)  # the cgroup was joined for us
@@ -1125,6 +1146,10 @@ def _loop(
         if cgroup is not None:
             children.cgroups[pid] = cgroup
         _reply(control, pid)
+        if spare is None:
+            # Not left to a REFILL: one that never comes (a host that lost it)
+            # must not leave every later start without a spare.
+            spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
 
 
 def _fork_worker(
