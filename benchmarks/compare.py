@@ -12,9 +12,10 @@ parent then alternates between them:
 
 * cold start, enable to first result (as ``run.py``: disable, 0.1 s idle so
   the zygote's spare is ready, then time ``enable`` + the first ``call``),
-  one start per commit in turn, ``--starts`` of each;
-* warm call, ``host.functions(...)`` echo of a tiny argument, in blocks of
-  ``--block`` calls per commit in turn until each made ``--calls``.
+  one start per commit in turn, ``--starts`` rounds;
+* warm call, ``host.functions(...)`` echo of a tiny argument, timed call by
+  call: after each round of starts a block of ``--calls / --starts`` calls
+  per commit in turn, to the worker that round started.
 
 Only one driver works at a time, so the machine's load drifts over all of
 them alike. Medians and ratios to the first commit are printed (and written
@@ -171,7 +172,6 @@ def main() -> int:
     parser.add_argument("commits", nargs="+", metavar="LABEL=REF")
     parser.add_argument("--starts", type=int, default=40)
     parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--block", type=int, default=500)
     parser.add_argument("--settle", type=float, default=0.1)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "caplet-compare")
     parser.add_argument("--out", type=Path)
@@ -183,12 +183,17 @@ def main() -> int:
     try:
         for commit in commits:
             start(commit)
+        # Each round: a cold start of each commit in turn, then a block of warm
+        # calls of each in turn, to the worker that start made. A worker keeps
+        # the CPU placement it got (host and worker on one core or on two make
+        # a several-fold difference to a round trip): fresh workers every
+        # round spread that over all commits alike.
+        block = -(-args.calls // args.starts)
         for _ in range(args.starts):
             for commit in commits:
                 commit.cold += commit.ask({"do": "cold", "settle_s": args.settle})
-        while min(len(c.warm) for c in commits) < args.calls:
             for commit in commits:
-                commit.warm += commit.ask({"do": "warm", "calls": args.block})
+                commit.warm += commit.ask({"do": "warm", "calls": block})
     finally:
         for commit in commits:
             stop(commit)
@@ -199,8 +204,8 @@ def main() -> int:
         f"Command: `{command}`",
         "",
         f"Cold start: median of {args.starts} each, one start per commit in turn after "
-        f"{args.settle:g} s idle; warm call: median of {args.calls} each, blocks of "
-        f"{args.block} per commit in turn.",
+        f"{args.settle:g} s idle; warm call: median of {len(base.warm)} each, one block per "
+        "commit in turn after each round of starts, to the worker that start made.",
         "",
         "| commit | cold enable-to-first-result | ratio | warm call | ratio |",
         "|---|---:|---:|---:|---:|",
