@@ -86,6 +86,7 @@ DRIVER = textwrap.dedent(
             for _ in range(200):  # warm again for the call blocks
                 echo("x")
         elif command["do"] == "warm":
+            time.sleep(command["settle_s"])  # what the start left to do (a new spare) is done
             samples = []
             for _ in range(command["calls"]):
                 start = time.perf_counter()
@@ -193,7 +194,7 @@ def main() -> int:
             for commit in commits:
                 commit.cold += commit.ask({"do": "cold", "settle_s": args.settle})
             for commit in commits:
-                commit.warm += commit.ask({"do": "warm", "calls": block})
+                commit.warm += commit.ask({"do": "warm", "calls": block, "settle_s": args.settle})
     finally:
         for commit in commits:
             stop(commit)
