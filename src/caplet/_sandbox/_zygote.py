@@ -48,13 +48,15 @@ shared part of the root (:func:`~caplet._sandbox._jail.build_root`) and a
 warm-up of the start's code paths; the request then adds its own grants and
 the layers that depend on it (:func:`~caplet._sandbox._jail.finish_jail`).
 The next spare is forked when the host says the start it waits for is over
-(:data:`REFILL`), not when the request is claimed: forked at once, it built
-its namespaces and root on the machine's other core while the claimed spare
-finished its jail, and the two contended for CPU and for the kernel's mount
-locks (1-2 ms of a 8 ms cold start on the 2-core VM). A request that finds
-no spare meanwhile (two starts at once, or a REFILL lost) is forked
-directly, as before, and the next spare forked right after it: no start
-ever waits for a spare, and the pool refills even without a REFILL.
+(:data:`REFILL`: the worker's first call answered), not when the request is
+claimed: forked at once, it built its namespaces and root on the machine's
+other core while the claimed spare finished its jail, and the two contended
+for CPU and for the kernel's mount locks (1-2 ms of a 8 ms cold start on the
+2-core VM); forked right after READY, it slowed the first call from ~0.3 to
+~4 ms. Without a REFILL the spare is forked ``_REFILL_AFTER_S`` after the
+claim. A request that finds no spare meanwhile (two starts at once, or a
+REFILL lost) is forked directly, as before, and the next spare forked right
+after it: no start ever waits for a spare.
 
 The zygote dies with the host (``PR_SET_PDEATHSIG``) and every child dies
 with the zygote, so nothing outlives the host. When the host closes the
@@ -71,12 +73,14 @@ import dataclasses
 import errno
 import fcntl
 import gc
+import math
 import os
 import select
 import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -153,7 +157,10 @@ _HANDOVER_FD = 4
 #: descriptor (``/proc/self/fd/5``): its uid cannot walk the run directory.
 SNAPSHOT_FD = 5
 #: host -> zygote, no descriptors, no reply: the start that claimed the spare (or
-#: forked a worker directly) is over, fork the next spare now.
+#: forked a worker directly) is over, fork the next spare now. Sent when the
+#: worker's first call has been answered, when it is closed without one, or
+#: when its start failed; without it the zygote forks the spare
+#: ``_REFILL_AFTER_S`` after the claim.
 REFILL = b"refill"
 #: Test-only name in CAPLET_TEST_DISABLE_LAYERS that turns denial counting off.
 SECCOMP_COUNTING = "seccomp_counting"
@@ -787,6 +794,12 @@ def _serve(control: socket.socket) -> int:
 #: request's limits when claimed.
 _SPARE_PIDS = 64
 _SPARE_MEMORY = (512 + 64) * _MIB
+#: How long after a claim the zygote forks the next spare without the host's
+#: REFILL: the host sends it when the worker's first call was answered, which
+#: may never come (a plugin enabled and not called yet); the next start should
+#: still find a prepared spare. Long against a start and its first call
+#: (~7 ms), short against the time a person or agent takes to use the plugin.
+_REFILL_AFTER_S = 0.05
 #: zygote -> spare, once the spare is in its cgroup (it may fork from then on).
 _PLACED = b"placed"
 #: Whether spares build the shared part of the jail ahead of their request:
@@ -1057,8 +1070,16 @@ def _loop(
     poller.register(control, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
     spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
+    refill_at: float | None = None  # a claimed spare's successor is owed from then on
     while True:
-        ready = {fd for fd, _ in poller.poll()}
+        wait_ms = None if refill_at is None else max(0, _ms_until(refill_at))
+        ready = {fd for fd, _ in poller.poll(wait_ms)}
+        if refill_at is not None and time.monotonic() >= refill_at:
+            # No REFILL in that time (a worker not called yet, or a REFILL
+            # lost): the next start must not find the pool empty.
+            refill_at = None
+            if spare is None:
+                spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
         # Listeners first: a denial made just before a worker exited is then
         # counted before _reap writes that worker's report.
         for fd in ready:
@@ -1082,6 +1103,7 @@ def _loop(
         if message == REFILL:
             for fd in fds:
                 os.close(fd)
+            refill_at = None
             if spare is None:
                 spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
             continue
@@ -1115,7 +1137,10 @@ def _loop(
                     children.pending.remove(spare.cgroup)
                 children.cgroups[pid] = spare.cgroup
             _reply(control, pid)
-            spare = None  # the next one when the host says this start is over (REFILL)
+            # The next one when the host says this start is over (REFILL), or
+            # after _REFILL_AFTER_S without a word.
+            spare = None
+            refill_at = time.monotonic() + _REFILL_AFTER_S
             continue
         if spare is not None:  # it died: forget it (its cgroup is already pending removal)
             spare.conn.close()
@@ -1150,6 +1175,10 @@ def _loop(
             # Not left to a REFILL: one that never comes (a host that lost it)
             # must not leave every later start without a spare.
             spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
+
+
+def _ms_until(deadline: float) -> int:
+    return math.ceil((deadline - time.monotonic()) * 1000)
 
 
 def _fork_worker(
