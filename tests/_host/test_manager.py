@@ -22,6 +22,7 @@ from caplet._config._schema import ConfigField, ConfigValue
 from caplet._errors import AuditConfigError, ConfigError, HostError
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
+from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from tests._audit.llm_server import LLMServer, Reply, obedient, serve
 from tests.conftest import PluginFactory
 
@@ -728,3 +729,21 @@ def test_a_changed_manifest_is_read_again_from_the_new_snapshot(
     manifest.write_text(manifest.read_text().replace("Test plugin p.", "Changed."))
     assert manager.enable("p", consent=True)
     assert manager.require_plugin("p").manifest.description == "Changed."
+
+
+def test_the_worker_identity_is_looked_up_once_per_policy(
+    manager: PluginManager, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_plugin("p")
+    manager.discover()
+    lookups: list[tuple[int | None, int | None]] = []
+
+    def spy(uid: int | None = None, gid: int | None = None) -> WorkerIdentity:
+        lookups.append((uid, gid))
+        return worker_identity(uid, gid)
+
+    monkeypatch.setattr("caplet._host._manager.worker_identity", spy)
+    for _ in range(3):
+        assert manager.enable("p", consent=True)
+        manager.disable("p")
+    assert lookups == [(manager.policy.worker_uid, manager.policy.worker_gid)]
