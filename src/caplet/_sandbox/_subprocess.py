@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol, assert_never
 
@@ -313,6 +313,7 @@ class SubprocessWorker:
         "_spec",
         "_started",
         "_tail",
+        "after_first_call",
     )
 
     def __init__(
@@ -327,6 +328,11 @@ class SubprocessWorker:
         self._sock = sock
         self._log = log
         self._lock = threading.Lock()
+        #: Called once, when the first call has ended (whatever its outcome) or at
+        #: close if none came: the sandbox launcher's "this start is over", after
+        #: which its zygote prepares the next spare (see :data:`caplet._sandbox.
+        #: _zygote.REFILL`).
+        self.after_first_call: Callable[[], None] | None = None
         #: The thread whose call holds the lock (a re-entrant call would deadlock).
         self._owner: int | None = None
         self._next_id = _INIT_REQUEST_ID + 1
@@ -418,6 +424,8 @@ class SubprocessWorker:
                 )
             finally:
                 self._owner = None
+                if self.after_first_call is not None:
+                    self._after_first_call()
 
     def _call_locked(
         self,
@@ -655,6 +663,8 @@ class SubprocessWorker:
         Idempotent; never raises for a worker that is already dead.
         """
         with self._lock:
+            if self.after_first_call is not None:
+                self._after_first_call()
             if self._closed:
                 return
             self._closed = True
@@ -665,6 +675,11 @@ class SubprocessWorker:
                 except (OSError, TimeoutError):
                     pass  # already gone or not reading: the SIGKILL below settles it
                 self._terminate(grace_s=_EXIT_GRACE_S)
+
+    def _after_first_call(self) -> None:
+        hook, self.after_first_call = self.after_first_call, None
+        if hook is not None:
+            hook()
 
     def __enter__(self) -> SubprocessWorker:
         return self
