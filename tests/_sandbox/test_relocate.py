@@ -4,7 +4,9 @@ host's root."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -16,7 +18,14 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._jail import DISABLE_LAYERS_ENV, runtime_grants
 from caplet._sandbox._jail_model import package_parent
 from caplet._sandbox._launcher import WorkerSpec
-from caplet._sandbox._relocate import RELOCATION, RUNTIME_ROOT, SYSTEM, runtime_layout
+from caplet._sandbox._relocate import (
+    _STAGE,
+    PROBLEM_ENV,
+    RELOCATION,
+    RUNTIME_ROOT,
+    SYSTEM,
+    runtime_layout,
+)
 from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
 from caplet._sandbox._subprocess import SubprocessWorker
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
@@ -148,3 +157,33 @@ def test_without_relocation_the_runtime_shows_and_doctor_says_why(
     monkeypatch.setenv(DISABLE_LAYERS_ENV, RELOCATION)
     report = isolation_report()
     assert report.details["runtime paths"].startswith("the host's own (disabled by")
+
+
+def test_a_stage_that_cannot_relocate_starts_the_fallback_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    # A runtime directory whose neutral place cannot be made fails after the
+    # staging tmpfs covers /tmp: the fallback must still see the host's /tmp
+    # (the tmpfs was unmounted) and learn why.
+    marker = tmp_path / "marker"
+    marker.write_text("here", encoding="utf-8")
+    probe = f"import os, sys; print(os.environ[sys.argv[1]]); print(open({str(marker)!r}).read())"
+    plan = {
+        "layers": [[str(tmp_path), f"{RUNTIME_ROOT}/missing/parent"]],
+        "library_path": "",
+        "relocated": ["/nonexistent"],
+        "fallback": [sys.executable, "-I", "-S", "-c", probe, PROBLEM_ENV],
+        "env": {},
+    }
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _STAGE, json.dumps(plan)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    problem, seen = done.stdout.splitlines()
+    assert f"{RUNTIME_ROOT}/missing/parent" in problem
+    assert "relocating the runtime needs a mount namespace and overlayfs" in problem
+    assert seen == "here"

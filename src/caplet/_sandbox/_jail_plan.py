@@ -34,7 +34,7 @@ from caplet._sandbox._jail_model import (
     path_inside,
     path_parts,
 )
-from caplet._sandbox._relocate import RUNTIME_ROOT, host_root_identity
+from caplet._sandbox._relocate import host_path
 from caplet._sandbox._resolve import (
     GrantPathError,
     access_problem,
@@ -119,8 +119,8 @@ def _whole_root(fd: int, kind: Kind) -> list[Mount]:
         finally:
             os.close(listing)
         for name in names:
-            if name in JAIL_OWN or f"/{name}" in hidden or f"/{name}" == RUNTIME_ROOT:
-                continue  # the runtime: the jail's own mounts, never the host's
+            if name in JAIL_OWN or f"/{name}" in hidden:
+                continue
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 entries.append(Mount(f"/{name}", Kind.LINK, link=os.readlink(name, dir_fd=fd)))
@@ -182,17 +182,10 @@ def _open_source(grant: PathGrant, prepared: PreparedRoot | None) -> int:
     """
     path = grant.path
     flags = os.O_PATH | os.O_CLOEXEC
-    mirrored = host_root_identity()
-    if path == "/" and mirrored is not None and prepared is None:
-        # A relocated zygote's root mirrors the host's top-level entries
-        # (_relocate): the pin is the host root's, which the stage recorded.
-        if grant.pinned and (grant.device, grant.inode) != mirrored:
-            raise GrantPathError(
-                "'/' names another root than when the plugin was enabled; enable it again",
-                path=path,
-            )
-        return os.open(path, flags)
     if prepared is None:
+        # A relocated zygote's root mirrors the host's top-level entries:
+        # / itself (the inode pinned at enable) is the host's, kept aside.
+        path = host_path(path)
         if grant.pinned:
             return open_pinned(path, grant.device, grant.inode)
         return os.open(path, flags)

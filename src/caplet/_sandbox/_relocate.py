@@ -27,12 +27,12 @@ So the zygote itself is *executed* from neutral paths:
   are given as ``/proc/self/fd/N`` of descriptors (the runtime directory
   and an empty directory: a read-only overlay needs two layers), so
   mountinfo shows ``lowerdir=/proc/self/fd/5:/proc/self/fd/4`` and the
-  overlay's own root, never the source path. A grant of ``/`` is the
-  mirror (less the runtime): the host root's device and inode, which the
-  grant is pinned to at enable, travel in :data:`HOST_ROOT_ENV`.
-* ``pivot_root(2)`` into that root (the old root is detached: the zygote's
-  namespace holds the mirror's mounts and the overlays, nothing twice, so a
-  jail's copy of it stays as small as the host's), then ``execve(2)`` of the interpreter at
+  overlay's own root, never the source path. The host's old root stays
+  attached at :data:`HOST_ROOT`: a grant of ``/`` (pinned at enable to the
+  host root's inode, not the mirror's) and a grant under a top-level
+  directory made after the zygote started are opened there
+  (:func:`host_path`).
+* ``pivot_root(2)`` into that root, then ``execve(2)`` of the interpreter at
   its neutral path, ``-I -S`` with an explicit ``sys.path`` of neutral
   directories. From Linux 6.8 the kernel reports a file mapped through an
   overlay by its overlay path (``file_user_path``), so maps, exe,
@@ -54,8 +54,8 @@ no overlayfs, an interpreter outside its prefix, a host with its own
 why through :data:`PROBLEM_ENV`; ``caplet doctor`` shows the reason and the
 selftest case ``mountinfo-host-paths`` reports the leak.
 
-This module runs in the stage, a fresh interpreter without ``site``: stdlib
-and :mod:`caplet._syscall` only.
+This module runs in the stage, a fresh interpreter without ``site``: stdlib,
+:mod:`caplet._syscall` and the jail's constants only.
 """
 
 from __future__ import annotations
@@ -88,13 +88,14 @@ from caplet._syscall import (
 )
 
 __all__ = [
+    "HOST_ROOT",
     "HOST_ROOT_ENV",
     "PROBLEM_ENV",
     "RELOCATION",
     "RUNTIME_ROOT",
     "SYSTEM",
     "Layout",
-    "host_root_identity",
+    "host_path",
     "relocation_problem",
     "runtime_layout",
     "stage",
@@ -104,10 +105,9 @@ __all__ = [
 
 #: Where the runtime appears in the zygote and in every jail.
 RUNTIME_ROOT = "/caplet"
-#: Where the stage puts the host's old root before detaching it.
-_OLD_ROOT = f"{RUNTIME_ROOT}/.old"
-#: Set by the stage for the zygote it relocated: the host root's device and
-#: inode ("DEV INO"), which a pinned grant of ``/`` must match.
+#: Where a relocated zygote keeps the host's root.
+HOST_ROOT = f"{RUNTIME_ROOT}/.host"
+#: Set by the stage for the zygote it relocated (to :data:`HOST_ROOT`).
 HOST_ROOT_ENV = "CAPLET_HOST_ROOT"
 #: The empty directory every overlay has as its second lower layer.
 _EMPTY = f"{RUNTIME_ROOT}/.empty"
@@ -257,21 +257,28 @@ def stage(argument: str) -> None:
     plan = json.loads(argument)
     env: dict[str, str] = plan["env"]
     try:
-        root = _enter([(host, inside) for host, inside in plan["layers"]])
-        relocated_env = {**env, HOST_ROOT_ENV: f"{root.st_dev} {root.st_ino}"}
+        _enter([(host, inside) for host, inside in plan["layers"]])
+        relocated_env = {**env, HOST_ROOT_ENV: HOST_ROOT}
         if plan["library_path"]:
             relocated_env["LD_LIBRARY_PATH"] = plan["library_path"]
         os.execve(plan["relocated"][0], plan["relocated"], relocated_env)  # noqa: S606
     except OSError as exc:
-        problem = f"{exc.strerror or exc} ({exc.filename or 'relocating the runtime'})"
+        detail = exc.strerror or str(exc)
+        if exc.filename:
+            detail += f" ({exc.filename})"
+        problem = detail
+        if exc.errno:
+            problem += (
+                "; relocating the runtime needs a mount namespace and overlayfs (for a "
+                "host that is not root: unprivileged user namespaces, Linux >= 5.11)"
+            )
     # The host's paths still mean the same here (the mirror binds them all).
     fallback: list[str] = plan["fallback"]
     os.execve(fallback[0], fallback, {**env, PROBLEM_ENV: problem})  # noqa: S606
 
 
-def _enter(layers: list[tuple[str, str]]) -> os.stat_result:
-    """Make the mount namespace with the runtime at its neutral paths, pivot into it;
-    returns the host root's stat."""
+def _enter(layers: list[tuple[str, str]]) -> None:
+    """Make the mount namespace with the runtime at its neutral paths, and pivot into it."""
     uid, gid = os.geteuid(), os.getegid()
     if uid == 0:
         unshare(CLONE_NEWNS)
@@ -304,7 +311,7 @@ def _enter(layers: list[tuple[str, str]]) -> os.stat_result:
         try:
             _mirror(staging, top, covered, [name for name in names if name != top])
             _runtime(staging, lowers)
-            pivot_root(staging, staging + _OLD_ROOT)
+            pivot_root(staging, staging + HOST_ROOT)
         except BaseException:
             umount2(staging, MNT_DETACH)
             raise
@@ -312,11 +319,7 @@ def _enter(layers: list[tuple[str, str]]) -> os.stat_result:
         for fd in opened:
             os.close(fd)
     os.chdir("/")
-    root = Path(_OLD_ROOT).stat()
-    umount2(_OLD_ROOT, MNT_DETACH)
-    Path(_OLD_ROOT).rmdir()
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    return root
 
 
 def _opened(opened: list[int], path: str, flags: int) -> int:
@@ -347,7 +350,7 @@ def _runtime(staging: str, lowers: list[tuple[int, str]]) -> None:
     """One read-only overlay per runtime directory, its layers named by descriptors only."""
     for path in (RUNTIME_ROOT, _EMPTY):
         Path(staging + path).mkdir(mode=0o755)
-    Path(staging + _OLD_ROOT).mkdir(mode=0o700)
+    Path(staging + HOST_ROOT).mkdir(mode=0o700)
     empty = os.open(staging + _EMPTY, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for lower, inside in lowers:
@@ -375,16 +378,14 @@ def _write(path: str, text: str) -> None:
 
 
 _PROBLEM = "the zygote was not started through the relocating stage"
-_HOST_ROOT: tuple[int, int] | None = None
+_HOST_ROOT = ""
 
 
 def zygote_started() -> None:
     """In the zygote, before it clears its environment: what the stage left for it."""
     global _PROBLEM, _HOST_ROOT
-    identity = os.environ.get(HOST_ROOT_ENV, "").split()
-    if len(identity) == 2 and all(part.isdigit() for part in identity):
-        _HOST_ROOT = (int(identity[0]), int(identity[1]))
-        _PROBLEM = ""
+    if os.environ.get(HOST_ROOT_ENV) == HOST_ROOT:
+        _HOST_ROOT, _PROBLEM = HOST_ROOT, ""
     else:
         _PROBLEM = os.environ.get(PROBLEM_ENV) or _PROBLEM
 
@@ -394,6 +395,18 @@ def relocation_problem() -> str:
     return _PROBLEM
 
 
-def host_root_identity() -> tuple[int, int] | None:
-    """(device, inode) of the host's root when this process's ``/`` is the stage's mirror."""
-    return _HOST_ROOT
+def host_path(path: str) -> str:
+    """Where this process reaches the host path ``path`` (absolute, normalised).
+
+    In a relocated zygote (and a jail's pid 1 before it pivots) the root is
+    the stage's mirror, which holds the host's top-level entries as they
+    were when the zygote started: ``/`` itself, and a path under a top-level
+    entry made later, are reached through the host's root at
+    :data:`HOST_ROOT`. Anywhere else: ``path``.
+    """
+    if not _HOST_ROOT:
+        return path
+    top = path.split("/")[1] if path != "/" else ""
+    if top and os.path.lexists(f"/{top}"):
+        return path
+    return _HOST_ROOT + path.rstrip("/")

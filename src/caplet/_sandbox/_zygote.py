@@ -151,9 +151,6 @@ SECCOMP_COUNTING = "seccomp_counting"
 LATE_SPARE_ENV = "CAPLET_TEST_LATE_SPARE"
 LATE_SPARE_FAILS = "fail"
 _LATE_SPARE = ""
-#: "" when this zygote runs from the runtime's neutral paths, else why not
-#: (set by :func:`main`, reported to the host; see :mod:`._relocate`).
-_RELOCATION = ""
 #: Who every worker of this zygote runs as (set by :func:`main`; None: the
 #: zygote's own ids, as before the host told it otherwise).
 _IDENTITY: WorkerIdentity | None = None
@@ -1026,7 +1023,7 @@ def _loop(
                 "layers": layers,
                 "seccomp_counting": counting,
                 "memory_cgroup": memory_cgroup,
-                "relocation": _RELOCATION,
+                "relocation": relocation_problem(),
             }
         )
     )
@@ -1231,9 +1228,7 @@ def main(argv: list[str] | None = None) -> int:
         privileged = len(args) >= 4 and args[3] == "privileged"
         _IDENTITY = WorkerIdentity(int(args[1]), int(args[2]), privileged, "set by the host")
     set_parent_death_signal(signal.SIGKILL)
-    global _RELOCATION
-    zygote_started()
-    _RELOCATION = relocation_problem()
+    zygote_started()  # reads what the relocating stage left in the environment
     # A killed jail monitor orphans the jail's pid 1 for a moment; as a
     # subreaper the zygote inherits and reaps it (its _reap loop takes any
     # child), instead of leaving a zombie for an init that may never reap.
