@@ -54,22 +54,20 @@ no overlayfs, an interpreter outside its prefix, a host with its own
 why through :data:`PROBLEM_ENV`; ``caplet doctor`` shows the reason and the
 selftest case ``mountinfo-host-paths`` reports the leak.
 
-This module runs in the stage, a fresh interpreter without ``site``: stdlib,
-:mod:`caplet._syscall` and the jail's constants only.
+This module runs in the stage, a fresh interpreter without ``site``: stdlib
+and :mod:`caplet._syscall` only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import site
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from caplet._sandbox._jail_model import DISABLE_LAYERS_ENV
 from caplet._syscall import (
     CLONE_NEWNS,
     CLONE_NEWUSER,
@@ -213,19 +211,21 @@ def runtime_layout() -> Layout:
 
 
 def zygote_command(
-    module: str, fd: int, extra: tuple[str, ...], fallback: list[str], env: dict[str, str]
+    module: str,
+    fd: int,
+    extra: tuple[str, ...],
+    fallback: list[str],
+    env: dict[str, str],
+    *,
+    disabled: str = "",
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that start ``module.main([fd, *extra])`` relocated.
 
     ``fallback`` is the argv that starts it from host paths, which the stage
-    executes when it cannot relocate (:data:`PROBLEM_ENV` says why).
+    executes when it cannot relocate (:data:`PROBLEM_ENV` says why);
+    ``disabled`` (test-only, see :data:`RELOCATION`) is why not to try.
     """
-    disabled = re.split(r"[\s,]+", os.environ.get(DISABLE_LAYERS_ENV, ""))
-    layout = (
-        Layout(problem=f"disabled by {DISABLE_LAYERS_ENV} (test-only)")
-        if RELOCATION in disabled
-        else runtime_layout()
-    )
+    layout = Layout(problem=disabled) if disabled else runtime_layout()
     if layout.problem:
         return fallback, {**env, PROBLEM_ENV: layout.problem}
     boot = (

@@ -46,9 +46,9 @@ import msgpack
 from caplet._errors import ProtocolError, WorkerStartError
 from caplet._sandbox._cgroup import MEMORY_FALLBACK
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
-from caplet._sandbox._jail import DISABLE_LAYERS_ENV
+from caplet._sandbox._jail import DISABLE_LAYERS_ENV, disabled_layers
 from caplet._sandbox._launcher import WorkerSpec
-from caplet._sandbox._relocate import RUNTIME_ROOT, zygote_command
+from caplet._sandbox._relocate import RELOCATION, RUNTIME_ROOT, zygote_command
 from caplet._sandbox._subprocess import (
     SubprocessLauncher,
     SubprocessWorker,
@@ -251,6 +251,11 @@ class _Zygote:
             extra,
             bootstrap_command("caplet._sandbox._zygote", child.fileno(), *extra),
             env,
+            disabled=(
+                f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
+                if RELOCATION in disabled_layers()
+                else ""
+            ),
         )
         try:
             self.process = subprocess.Popen(
