@@ -8,7 +8,9 @@ files; snapshots reachable through TMPDIR; host paths in mountinfo.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from caplet import PluginHost
 from caplet._errors import CapletError
 from caplet._sandbox._sandboxed import SandboxLauncher
+from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from tests._host.ctxkit import make_host
 from tests.conftest import PluginFactory, give_to_worker
 
@@ -277,6 +280,37 @@ def test_no_host_path_of_caplets_shows_in_mountinfo(
     assert guest.ok, guest
     assert "caplet-run" not in guest.stdout
     assert str(state_dir) not in guest.stdout
+
+
+def test_no_host_path_of_the_runtime_shows_inside(
+    host: PluginHost, make_plugin: PluginFactory, state_dir: Path, plugins_dir: Path
+) -> None:
+    # Issue 13, point 7: the interpreter's prefix (a pyenv under the home), the
+    # virtual environment and caplet's checkout are named by nothing a plugin
+    # or a guest can read: mount tables, mapped files, /proc/self/exe, the
+    # command line, sys.path and the modules' files.
+    make_plugin(
+        "looker",
+        source=f"import os\n{VIEWS}\ndef create_functions(config):\n"
+        "    return {'tools': {'views': run}}\n",
+        modules='[modules.tools]\nfunctions = ["views"]\n',
+    )
+    host.discover()
+    assert host.enable("looker", consent=True)
+    secrets = (*host_runtime_paths(), str(state_dir), str(plugins_dir), "caplet-run")
+    assert any(path.startswith(sys.prefix) for path in secrets)  # the test sees something
+    seen = {"plugin": host.call("looker", "tools.views")}
+    guest = host.exec(f"import json, os\n{VIEWS}\nprint(json.dumps(run()))")
+    assert guest.ok, guest
+    seen["guest"] = json.loads(guest.stdout)
+    for who, views in seen.items():
+        assert isinstance(views, dict)
+        assert set(views) >= {"mountinfo", "mounts", "maps", "exe", "sys", "modules", "cmdline"}
+        assert "/plugin" in views["mountinfo"] or who == "guest"
+        assert views["maps"].count("\n") > 10  # a real maps file, not an error
+        for view, text in views.items():
+            leaked = named_host_paths(text, secrets)
+            assert not leaked, f"{who}'s {view} names {leaked}:\n{text[:4000]}"
 
 
 @pytest.mark.parametrize("interface", ["/sys/fs/cgroup", "/proc/sys", "/dev/shm"])

@@ -45,8 +45,9 @@ import msgpack
 from caplet._errors import ProtocolError, WorkerStartError
 from caplet._sandbox._cgroup import MEMORY_FALLBACK
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
-from caplet._sandbox._jail import DISABLE_LAYERS_ENV
+from caplet._sandbox._jail import DISABLE_LAYERS_ENV, disabled_layers
 from caplet._sandbox._launcher import WorkerSpec
+from caplet._sandbox._relocate import RELOCATION, RUNTIME_ROOT, zygote_command
 from caplet._sandbox._subprocess import (
     SubprocessLauncher,
     SubprocessWorker,
@@ -244,15 +245,28 @@ class _Zygote:
             for name in (DISABLE_LAYERS_ENV, LATE_SPARE_ENV, DIES_AT_SPARE_ENV)
             if os.environ.get(name)
         }
+        extra = (
+            str(identity.uid),
+            str(identity.gid),
+            "privileged" if identity.privileged else "own",
+        )
+        # Started through the relocating stage: the zygote runs from neutral
+        # paths, so no jail shows where the runtime lives (_relocate).
+        argv, env = zygote_command(
+            "caplet._sandbox._zygote",
+            child.fileno(),
+            extra,
+            bootstrap_command("caplet._sandbox._zygote", child.fileno(), *extra),
+            env,
+            disabled=(
+                f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
+                if RELOCATION in disabled_layers()
+                else ""
+            ),
+        )
         try:
             self.process = subprocess.Popen(
-                bootstrap_command(
-                    "caplet._sandbox._zygote",
-                    child.fileno(),
-                    str(identity.uid),
-                    str(identity.gid),
-                    "privileged" if identity.privileged else "own",
-                ),
+                argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -280,6 +294,9 @@ class _Zygote:
         #: "" when workers get a memory cgroup, else why not.
         memory = hello.get("memory_cgroup") if isinstance(hello, dict) else None
         self.memory_cgroup = "not reported by the zygote" if memory is None else str(memory)
+        #: "" when the zygote runs from neutral paths (_relocate), else why not.
+        relocation = hello.get("relocation") if isinstance(hello, dict) else None
+        self.relocation = "not reported by the zygote" if relocation is None else str(relocation)
 
     def _receive(self, *, timeout_s: float) -> tuple[object, list[int]]:
         poller = select.poll()
@@ -372,6 +389,11 @@ class SandboxLauncher:
     def memory_cgroup_problem(self) -> str:
         """ "" when each worker's memory is bounded by a memory cgroup here, else why not."""
         return self._get_zygote().memory_cgroup
+
+    def relocation_problem(self) -> str:
+        """ "" when the zygote runs the runtime from neutral paths (no host path of it
+        inside a jail, see :mod:`._relocate`), else why not."""
+        return self._get_zygote().relocation
 
     def active_layers(self) -> tuple[str, ...]:
         """The layers every worker of this launcher gets, optional ones included."""
@@ -571,6 +593,7 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
         layers = dict(launcher.layers())
         counting = launcher.counting_problem()
         memory = launcher.memory_cgroup_problem()
+        relocation = launcher.relocation_problem()
     finally:
         launcher.close()
     details["seccomp_counting"] = (
@@ -586,6 +609,12 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
         "its /tmp), pipe and socket buffers to memory_mb + tmp_size_mb, without swap"
         if not memory
         else f"{MEMORY_FALLBACK} (no memory cgroup: {memory})"
+    )
+    details["runtime paths"] = (
+        f"neutral ({RUNTIME_ROOT}/...): no host path of the interpreter, its packages or "
+        "caplet shows inside a jail"
+        if not relocation
+        else f"the host's own ({relocation}): a plugin can read where the runtime lives"
     )
     details["landlock_abi"] = str(landlock_abi())
     if not layers.get("seccomp") and not seccomp_enforced():

@@ -109,6 +109,7 @@ from caplet._sandbox._jail import (
     unsearchable_roots,
 )
 from caplet._sandbox._landlock import apply_landlock, landlock_abi
+from caplet._sandbox._relocate import RUNTIME_ROOT, relocation_problem, zygote_started
 from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
 from caplet._sandbox._seccomp import (
     DenialCounter,
@@ -658,6 +659,8 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
         for runtime in _RUNTIME_GRANTS
         if any(_under(runtime.path, top) for top in hidden)
         or not any(_under(runtime.path, outer) for outer in covering)
+        # The relocated runtime is no host path: no host grant shows it.
+        or _under(runtime.path, RUNTIME_ROOT)
     )
 
 
@@ -1060,7 +1063,12 @@ def _loop(
 ) -> int:
     control.send(
         msgpack.packb(
-            {"layers": layers, "seccomp_counting": counting, "memory_cgroup": memory_cgroup}
+            {
+                "layers": layers,
+                "seccomp_counting": counting,
+                "memory_cgroup": memory_cgroup,
+                "relocation": relocation_problem(),
+            }
         )
     )
     # Probing was the last use of the environment (the test-only switch):
@@ -1288,6 +1296,7 @@ def main(argv: list[str] | None = None) -> int:
         privileged = len(args) >= 4 and args[3] == "privileged"
         _IDENTITY = WorkerIdentity(int(args[1]), int(args[2]), privileged, "set by the host")
     set_parent_death_signal(signal.SIGKILL)
+    zygote_started()  # reads what the relocating stage left in the environment
     # A killed jail monitor orphans the jail's pid 1 for a moment; as a
     # subreaper the zygote inherits and reaps it (its _reap loop takes any
     # child), instead of leaving a zombie for an init that may never reap.
