@@ -8,7 +8,9 @@ files; snapshots reachable through TMPDIR; host paths in mountinfo.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from caplet import PluginHost
 from caplet._errors import CapletError
 from caplet._sandbox._sandboxed import SandboxLauncher
+from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from tests._host.ctxkit import make_host
 from tests.conftest import PluginFactory, give_to_worker
 
@@ -279,6 +282,37 @@ def test_no_host_path_of_caplets_shows_in_mountinfo(
     assert str(state_dir) not in guest.stdout
 
 
+def test_no_host_path_of_the_runtime_shows_inside(
+    host: PluginHost, make_plugin: PluginFactory, state_dir: Path, plugins_dir: Path
+) -> None:
+    # Issue 13, point 7: the interpreter's prefix (a pyenv under the home), the
+    # virtual environment and caplet's checkout are named by nothing a plugin
+    # or a guest can read: mount tables, mapped files, /proc/self/exe, the
+    # command line, sys.path and the modules' files.
+    make_plugin(
+        "looker",
+        source=f"import os\n{VIEWS}\ndef create_functions(config):\n"
+        "    return {'tools': {'views': run}}\n",
+        modules='[modules.tools]\nfunctions = ["views"]\n',
+    )
+    host.discover()
+    assert host.enable("looker", consent=True)
+    secrets = (*host_runtime_paths(), str(state_dir), str(plugins_dir), "caplet-run")
+    assert any(path.startswith(sys.prefix) for path in secrets)  # the test sees something
+    seen = {"plugin": host.call("looker", "tools.views")}
+    guest = host.exec(f"import json, os\n{VIEWS}\nprint(json.dumps(run()))")
+    assert guest.ok, guest
+    seen["guest"] = json.loads(guest.stdout)
+    for who, views in seen.items():
+        assert isinstance(views, dict)
+        assert set(views) >= {"mountinfo", "mounts", "maps", "exe", "sys", "modules", "cmdline"}
+        assert "/plugin" in views["mountinfo"] or who == "guest"
+        assert views["maps"].count("\n") > 10  # a real maps file, not an error
+        for view, text in views.items():
+            leaked = named_host_paths(text, secrets)
+            assert not leaked, f"{who}'s {view} names {leaked}:\n{text[:4000]}"
+
+
 @pytest.mark.parametrize("interface", ["/sys/fs/cgroup", "/proc/sys", "/dev/shm"])
 def test_a_writable_grant_never_lies_in_the_kernels_interfaces(
     host: PluginHost, make_plugin: PluginFactory, interface: str
@@ -424,3 +458,87 @@ def test_a_writable_grant_never_reaches_the_policy_file_or_the_lock_file_through
     assert not outcome
     assert "is writable and contains" in outcome.reason
     assert str(real) in outcome.reason
+
+
+RUNNER = """
+import os
+import subprocess
+
+def create_functions(config):
+    def run(argv):
+        try:
+            done = subprocess.run(argv, capture_output=True, check=False)
+        except OSError as exc:
+            return f"refused: {exc.errno}"
+        return done.stdout.decode(errors="replace")
+
+    def swap(path, target):
+        os.rename(path, path + ".old")
+        os.symlink(target, path)
+        return True
+
+    def crash():
+        os._exit(3)
+
+    return {"main": {"run": run, "swap": swap, "crash": crash}}
+"""
+
+
+@pytest.mark.parametrize("where", ["own", "other"])
+def test_a_program_inside_a_writable_grant_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, data: Path, where: str
+) -> None:
+    # The attack: a plugin that may write where its approved program lives
+    # re-points the program at any other program of the host (a link to
+    # /usr/bin/id, followed when the next worker starts) or rewrites it: the
+    # approval of "run /data/tool" becomes "run anything". Another plugin's
+    # writable grant over it does the same for that plugin.
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    give_to_worker(data)
+    writer = "runner" if where == "own" else "writer"
+    capabilities = [f"proc.exec:{tool}"]
+    if where == "own":
+        capabilities.append(f"fs.write:{data}")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra="capabilities = [" + ", ".join(f'"{c}"' for c in capabilities) + "]",
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    if where == "other":
+        _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    if where == "other":
+        assert host.enable("writer", config={"root": str(data)}, consent=True)
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "a program a plugin can rewrite was granted"
+    assert str(tool) in outcome.reason
+    assert "writable grant" in outcome.reason
+    assert writer in outcome.reason
+    assert "install the program outside" in outcome.reason
+
+
+def test_a_writable_grant_over_an_enabled_plugins_program_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, data: Path
+) -> None:
+    # The same attack in the other order: the program's plugin is enabled
+    # first, then a plugin asks to write where that program lives.
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == ""
+    outcome = host.enable("writer", config={"root": str(data)}, consent=True)
+    assert not outcome
+    assert str(tool) in outcome.reason
+    assert "runner" in outcome.reason

@@ -20,6 +20,9 @@ from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._config._schema import ConfigField, ConfigValue
 from caplet._errors import AuditConfigError, ConfigError, HostError
+from caplet._manifest._load import load_manifest
+from caplet._manifest._model import Manifest
+from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from tests._audit.llm_server import LLMServer, Reply, obedient, serve
 from tests.conftest import PluginFactory
 
@@ -237,6 +240,53 @@ def test_danger_gate_refuses_enable_and_approval(
         assert not outcome
         assert "danger finding" in outcome.reason
     assert manager.require_plugin("shell").state is not PluginState.ENABLED
+
+
+@pytest.mark.parametrize(
+    ("padding", "says"),
+    [
+        # Past the scanner's size limit (2 MiB): the file was skipped with a warning.
+        ("PAD = 0\n" * 300_000, "CPL-SCAN-001 not scanned: too large"),
+        # An expression deeper than the scanner walks, though Python compiles it.
+        ("x = " + "+".join(["1"] * 800) + "\n", "CPL-SCAN-002 not scanned: too complex"),
+    ],
+)
+def test_code_the_scanner_could_not_read_is_refused_not_waved_through(
+    manager: PluginManager, make_plugin: PluginFactory, padding: str, says: str
+) -> None:
+    # The attack: `import ctypes` (refused by the danger gate) in a file the
+    # scanner gives up on. It used to be a warning, and the plugin ran ctypes.
+    make_plugin(
+        "padded",
+        source="import ctypes\n"
+        "def create_functions(config):\n"
+        "    return {'main': {'run': lambda: ctypes.sizeof(ctypes.c_int)}}\n" + padding,
+    )
+    manager.discover()
+    outcome = manager.enable("padded", consent=True)
+    assert not outcome, "unscanned code passed the danger gate"
+    assert says in outcome.reason
+    assert "a plugin's code that was not scanned is refused" in outcome.reason
+    assert manager.require_plugin("padded").state is not PluginState.ENABLED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'P = "/\\ud800"\n',  # re2 raised UnicodeEncodeError
+        '_s = {}\n_s = {_s["k"].get("n", 0): _s}\n',  # the resolver raised RecursionError
+    ],
+)
+def test_text_that_crashed_the_scanner_is_an_outcome_not_an_exception(
+    manager: PluginManager, make_plugin: PluginFactory, text: str
+) -> None:
+    make_plugin(
+        "odd",
+        source=text + "def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+    )
+    manager.discover()
+    outcome = manager.enable("odd", consent=True)
+    assert outcome, outcome.reason
 
 
 # -- configuration
@@ -665,3 +715,54 @@ def test_a_skipped_plugin_is_named_with_why_it_was_skipped(
             manager.require_plugin("noentry")
     assert str(caught.value).startswith("plugin 'noentry' was skipped: ")
     assert "entry: 'plugin.py' does not exist in" in str(caught.value)
+
+
+def test_enabling_the_same_content_again_reads_its_manifest_once(
+    manager: PluginManager, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_plugin("p")
+    manager.discover()
+    reads: list[Path] = []
+
+    def spy(plugin_dir: Path, *, allow_broad: bool = False) -> Manifest:
+        reads.append(plugin_dir)
+        return load_manifest(plugin_dir, allow_broad=allow_broad)
+
+    monkeypatch.setattr("caplet._host._manager.load_manifest", spy)
+    for _ in range(3):
+        assert manager.enable("p", consent=True)
+        manager.disable("p")
+    assert len(reads) == 1
+
+
+def test_a_changed_manifest_is_read_again_from_the_new_snapshot(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    # The parsed manifest is kept by the snapshot's hash: a changed
+    # plugin.toml is a new hash, never the manifest read before.
+    directory = make_plugin("p")
+    manager.discover()
+    assert manager.enable("p", consent=True)
+    manager.disable("p")
+    manifest = directory / "plugin.toml"
+    manifest.write_text(manifest.read_text().replace("Test plugin p.", "Changed."))
+    assert manager.enable("p", consent=True)
+    assert manager.require_plugin("p").manifest.description == "Changed."
+
+
+def test_the_worker_identity_is_looked_up_once_per_policy(
+    manager: PluginManager, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_plugin("p")
+    manager.discover()
+    lookups: list[tuple[int | None, int | None]] = []
+
+    def spy(uid: int | None = None, gid: int | None = None) -> WorkerIdentity:
+        lookups.append((uid, gid))
+        return worker_identity(uid, gid)
+
+    monkeypatch.setattr("caplet._host._manager.worker_identity", spy)
+    for _ in range(3):
+        assert manager.enable("p", consent=True)
+        manager.disable("p")
+    assert lookups == [(manager.policy.worker_uid, manager.policy.worker_gid)]

@@ -128,8 +128,9 @@ def owners(root):
 def preallocate(root, megabytes):
     # FALLOC_FL_KEEP_SIZE (1) allocates blocks past the end of file without
     # changing its size, which is all RLIMIT_FSIZE looks at (ext4_fallocate
-    # checks inode_newsize_ok only without it). fd 2, the worker's log, is a
-    # file in the host's TMPDIR: no grant is needed to reach that disk.
+    # checks inode_newsize_ok only without it). fd 2, the worker's log, was a
+    # file in the host's TMPDIR (no grant needed to reach that disk); it is a
+    # memfd now, whose memory shmem_fallocate would allocate just the same.
     length = ctypes.c_long(megabytes << 20)
     out = {}
     big = os.open(os.path.join(root, "big"), os.O_CREAT | os.O_RDWR)

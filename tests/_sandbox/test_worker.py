@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,28 @@ def test_bad_entry_is_fatal_and_exit_1(raw: RawWorker, tmp_path: Path) -> None:
         "entry '../outside.py' must be a relative path to a .py file inside the plugin "
         "(for example 'plugin.py')"
     )
+    assert raw.exit_code() == EXIT_LOAD_FAILED
+
+
+def test_code_in_a_zip_archive_is_never_imported(raw: RawWorker, tmp_path: Path) -> None:
+    # The attack: the scanner reads .py files; `import ctypes` inside a zip of
+    # the plugin (any name: zipimport finds a zip by its trailing directory),
+    # put on sys.path, passed the danger gate and ran.
+    snapshot = tmp_path / "snapshot"
+    with zipfile.ZipFile(snapshot / "notes.dat", "w") as archive:
+        archive.writestr("hidden.py", "import ctypes\nVALUE = 'zip code ran'\n")
+    (snapshot / "plugin.py").write_text(
+        "import os, sys\n"
+        "sys.path.insert(0, os.path.join(os.path.dirname(__file__), 'notes.dat'))\n"
+        "import hidden\n"
+        "def create_functions(config):\n"
+        "    return {'demo': {'run': lambda: hidden.VALUE}}\n",
+        encoding="utf-8",
+    )
+    raw.send(_init(tmp_path))
+    message = raw.receive()
+    assert isinstance(message, Fatal), message
+    assert "No module named 'hidden'" in message.message
     assert raw.exit_code() == EXIT_LOAD_FAILED
 
 

@@ -30,8 +30,8 @@ import caplet
 from caplet._errors import WorkerGoneError, WorkerStartError
 from caplet._sandbox._jail import runtime_grants
 from caplet._sandbox._launcher import WorkerSpec
-from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
-from caplet._sandbox._zygote import LATE_SPARE_ENV, LATE_SPARE_FAILS
+from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError, _Zygote
+from caplet._sandbox._zygote import DIES_AT_SPARE_ENV, LATE_SPARE_ENV, LATE_SPARE_FAILS
 from tests.conftest import NEEDS_CGROUP, child_pids
 
 PLUGIN = """
@@ -183,6 +183,126 @@ def test_pid_one_of_a_prepared_spare_is_counted_in_the_spares_pids_cgroup(
         worker.close()
 
 
+@NEEDS_CGROUP
+def test_every_start_after_the_first_is_served_by_a_spare_forked_once_the_last_start_was_over(
+    tmp_path: Path,
+) -> None:
+    # The zygote forks the next spare when the host says a start is over
+    # (REFILL), not when a spare is claimed: each of these starts must still
+    # find one (its monitor is in a spare's cgroup, not a directly forked
+    # worker's), including after a start that failed.
+    launcher = SandboxLauncher(strict=True)
+    try:
+        with pytest.raises(WorkerStartError, match="broken on purpose"):
+            launcher.start(_spec(tmp_path, 0, 'raise RuntimeError("broken on purpose")\n'))
+        for index in range(1, 4):
+            worker = launcher.start(_spec(tmp_path, index))
+            try:
+                assert worker.call("demo", "echo", (index,), {}, timeout_s=10) == index
+                cgroup = Path(f"/proc/{worker.pid}/cgroup").read_text()
+                assert re.search(r"caplet-zygote-\d+/spare-", cgroup), cgroup
+            finally:
+                worker.close()
+    finally:
+        launcher.close()
+
+
+@NEEDS_CGROUP
+def test_a_start_whose_refill_was_lost_still_leaves_a_spare_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No REFILL ever reaches the zygote (a host that lost it): a start never
+    # waits for a spare, and the pool refills anyway. The second start finds
+    # the spare the zygote forked on its own after _REFILL_AFTER_S, or none
+    # (forked directly, then a spare right after it), so the third start is
+    # served by a spare again either way.
+    monkeypatch.setattr(_Zygote, "refill", lambda self: None)
+    launcher = SandboxLauncher(strict=True)
+    served = []
+    try:
+        for index in range(3):
+            worker = launcher.start(_spec(tmp_path, index))
+            try:
+                assert worker.call("demo", "echo", (index,), {}, timeout_s=10) == index
+                cgroup = Path(f"/proc/{worker.pid}/cgroup").read_text()
+                match = re.search(r"caplet-zygote-\d+/(spare|worker)-", cgroup)
+                assert match, cgroup
+                served.append(match.group(1))
+            finally:
+                worker.close()
+    finally:
+        launcher.close()
+    assert served[0] == served[2] == "spare", served
+
+
+#: A host that starts ``argv[2]`` workers (snapshot and work directory under
+#: ``argv[1]``), closes them and its launcher, and exits; it prints the
+#: zygote's pid first.
+_SHORT_HOST = """
+from pathlib import Path
+from caplet._sandbox._launcher import WorkerSpec
+from caplet._sandbox._sandboxed import SandboxLauncher
+
+base, starts = Path(sys.argv[1]), int(sys.argv[2])
+launcher = SandboxLauncher(strict=False)
+launcher.layers()
+print(launcher._zygote.process.pid, flush=True)
+for index in range(starts):
+    worker = launcher.start(
+        WorkerSpec(
+            plugin="spare",
+            snapshot_dir=base / f"snapshot{index}",
+            entry="plugin.py",
+            config={},
+            modules={"demo": ("echo",)},
+            workdir=base / f"work{index}",
+        )
+    )
+    worker.close()
+launcher.close()
+print("closed", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("dies_at_spare", "starts"),
+    [(1, 0), (2, 1)],
+    ids=["the-first-spare", "the-spare-forked-at-refill"],
+)
+def test_a_spare_whose_zygote_died_before_placing_it_does_not_outlive_the_host(
+    tmp_path: Path, dies_at_spare: int, starts: int
+) -> None:
+    # A host that exits right after a start (its REFILL sent) gets its zygote
+    # killed (PR_SET_PDEATHSIG) while the zygote may be between forking the
+    # next spare and placing it in its cgroups. That spare held the zygote's
+    # end of the socket it waited on for _PLACED, and had not armed its own
+    # PR_SET_PDEATHSIG yet: it waited for ever, holding the host's stderr
+    # open (tests/_host/test_update.py's kill -9 at 'healthy' hung on it).
+    # The test's hang guard is the host's stderr reaching EOF: that happens
+    # only once every process holding it, the spare included, is gone.
+    for index in range(starts):
+        _spec(tmp_path, index)
+    prelude = f"import sys\nsys.path.insert(0, {_CAPLET_ROOT!r})\n"
+    host = subprocess.Popen(
+        [sys.executable, "-I", "-c", prelude + _SHORT_HOST, str(tmp_path), str(starts)],
+        env={**os.environ, DIES_AT_SPARE_ENV: str(dies_at_spare)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,  # unbuffered: readline takes the first line and nothing after it
+    )
+    assert host.stdout is not None
+    zygote = int(host.stdout.readline())
+    try:
+        out, err = host.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # The spare never left the zygote's process group (it had not run setsid).
+        os.killpg(zygote, signal.SIGKILL)
+        host.kill()
+        out, err = host.communicate()
+        pytest.fail(f"a spare outlived its zygote and the host, holding its stderr: {err!r}")
+    assert (host.returncode, out) == (0, b"closed\n"), err
+
+
 def test_a_worker_that_exited_while_idle_refuses_the_call_saying_nothing_ran(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:
@@ -277,11 +397,12 @@ def test_a_prepared_spares_warm_up_leaves_nothing_in_the_workers_tmp(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:
     # The jail's /tmp holds the working directory and, where the runtime
-    # lives under /tmp (a venv in /tmp, say), the mount points leading to it.
+    # lives under /tmp (a venv in /tmp, say) and the zygote could not move it
+    # to neutral paths (_relocate), the mount points leading to it.
     runtime = {
         Path(grant.inside).parts[2]
         for grant in runtime_grants()
-        if grant.inside.startswith("/tmp/")
+        if grant.inside.startswith("/tmp/") and launcher.relocation_problem()
     }
     worker = launcher.start(_spec(tmp_path, 0, LISTER))
     try:

@@ -20,7 +20,7 @@ from caplet._scan._examples import CANONICAL
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
-from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES
+from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, scan_source
 
 #: Every in-memory canary: each rule's code, sinks, chains and nested sources.
 SOURCES = [e.bad for e in CANONICAL if not e.is_tree and not e.disk_only]
@@ -85,3 +85,24 @@ def test_the_collector_is_left_as_it_was(enabled: bool) -> None:
             gc.enable()
         else:
             gc.disable()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'P = "/\\ud800"\n',
+        'P = f"/\\udfff{1}"\n',
+        'P = "\\U0000d800" + "x"\n',
+    ],
+)
+def test_a_lone_surrogate_in_a_string_is_never_a_crash(source: str) -> None:
+    # re2 encodes strictly: "/\ud800" made every plugin-mode scan (and enable)
+    # raise UnicodeEncodeError.
+    assert scan_source(source, "plugin.py") == []
+
+
+def test_a_value_defined_through_itself_is_never_a_recursion_error() -> None:
+    # From distributed/cli/dask_spec.py: the evaluator started its own depth at
+    # 0 inside the resolver, and the two recursed until RecursionError.
+    source = '_spec = {}\n_spec = {_spec["opts"].get("name", 0): _spec}\n'
+    assert scan_source(source, "plugin.py") == []

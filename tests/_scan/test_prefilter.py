@@ -27,14 +27,16 @@ def _line_of(text: str, needle: str) -> int:
 )
 def test_focus_lines_count_characters_not_bytes(prefilter: Prefilter, before: str) -> None:
     # The locators run over the UTF-8 bytes; a line is a line whatever precedes it.
-    text = before * 5 + "import marshal\nexec(marshal.loads(blob))\n" + before
+    # (exec of a download: local to the call; a decoder would be the file-wide pair's,
+    # decoded data into any sink)
+    text = before * 5 + "import requests\nexec(requests.get(url).text)\n" + before
     need = prefilter.check(text)
-    assert need == frozenset({_line_of(text, "exec(marshal")})
+    assert need == frozenset({_line_of(text, "exec(requests")})
 
 
 def test_a_lone_surrogate_does_not_break_the_focus(prefilter: Prefilter) -> None:
     # scan_source may be handed a str that is not valid UTF-8.
-    text = "s = '\udcff'\nimport marshal\nexec(marshal.loads(blob))\n"
+    text = "s = '\udcff'\nimport requests\nexec(requests.get(url).text)\n"
     assert prefilter.check(text) == frozenset({3})
     assert prefilter.check_text(text) == (frozenset({3}), False)
 

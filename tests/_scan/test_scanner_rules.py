@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import textwrap
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,8 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._findings import Finding, Severity
-from caplet._scan._scanner import scan_source
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source, scan_tree
 
 GIT = ProcExecCapability(program="git", declared="proc.exec:git")
 TOKEN = EnvReadCapability(name="TOKEN", declared="env.read:TOKEN")
@@ -176,6 +178,22 @@ def test_templated_capability_covers_its_kind_but_no_literal() -> None:
         ("import pickle\npickle.load(f)", "CPL-DYN-003", "pickle.load"),
         ("from pickle import loads\nloads(b'')", "CPL-DYN-003", "pickle.loads"),
         ("import types\ntypes.CodeType(0)", "CPL-DYN-004", "types.CodeType"),
+        # Loaders and hooks that take code from files the scan does not read as
+        # modules (a zip on sys.path ran `import ctypes` past the gate).
+        ("import zipimport\nzipimport.zipimporter('x.zip')", "CPL-DYN-002", "zipimporter"),
+        ("from zipimport import zipimporter\nzipimporter(p)", "CPL-DYN-002", "zipimporter"),
+        ("import sys, zipimport\nsys.path_hooks.append(h)", "CPL-DYN-002", "sys.path_hooks"),
+        ("import sys\nsys.meta_path.insert(0, finder)", "CPL-DYN-002", "sys.meta_path"),
+        (
+            "import importlib.util\nimportlib.util.spec_from_file_location('m', 'a.txt')",
+            "CPL-DYN-002",
+            "spec_from_file_location",
+        ),
+        (
+            "from importlib.machinery import SourceFileLoader\nSourceFileLoader('m', 'a.txt')",
+            "CPL-DYN-002",
+            "SourceFileLoader",
+        ),
     ],
 )
 def test_dynamic_code_is_danger_even_with_every_capability(
@@ -682,3 +700,115 @@ def test_findings_are_sorted() -> None:
 def test_invalid_escape_warnings_do_not_escape_the_scan() -> None:
     # filterwarnings=error would turn the parser's warning into an exception.
     assert scan("x = '\\d'\n") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "rule_id"),
+    [
+        # A module's own imports are its attributes: each of these passed the gate.
+        ("import shutil\nshutil.os.system('id')", "CPL-PROC-001"),
+        ("import tempfile\ntempfile._os.system('id')", "CPL-PROC-001"),
+        ("import logging\nlogging.os.popen('id')", "CPL-PROC-001"),
+        ("import platform\nplatform.subprocess.run(['id'])", "CPL-PROC-001"),
+        ("import importlib\nimportlib.sys.modules['os'].system('id')", "CPL-PROC-001"),
+        ("import json\njson.decoder.sys.modules['subprocess'].run(['id'])", "CPL-PROC-001"),
+        ("import email.utils as u\nu.os.system('id')", "CPL-PROC-001"),
+        ("import numpy\nnumpy.ctypeslib.ctypes.CDLL(None)", "CPL-NAT-001"),
+        ("import numpy.ctypeslib as c\nc.load_library('x', '.')", "CPL-NAT-001"),
+        ("import asyncio\nasyncio.subprocess.create_subprocess_exec('id')", "CPL-PROC-001"),
+        # Standard-library functions that run a program for you.
+        ("import pydoc\npydoc.pipepager('x', 'sh')", "CPL-PROC-001"),
+        ("import webbrowser\nwebbrowser.open('file:///')", "CPL-PROC-001"),
+        ("import multiprocessing\nmultiprocessing.Process(target=print).start()", "CPL-PROC-001"),
+        ("import concurrent.futures as f\nf.ProcessPoolExecutor()", "CPL-PROC-001"),
+    ],
+)
+def test_a_module_reached_through_another_module_is_still_that_module(
+    source: str, rule_id: str
+) -> None:
+    finding = only(scan(source), rule_id)
+    assert finding.severity is Severity.DANGER
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import json\njson.decoder.JSONDecodeError",
+        "import urllib.error\ntry:\n    pass\nexcept urllib.error.HTTPError as e:\n    e.code",
+        "def f(self):\n    return self.os.system('id')\n",  # not a module this file imports
+        "import logging\nlogging.os.path.join('a', 'b')",
+    ],
+)
+def test_attributes_that_only_share_a_modules_name_are_not_that_module(source: str) -> None:
+    assert not [f for f in scan(source) if f.rule_id in {"CPL-PROC-001", "CPL-DYN-001"}]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # A module handed on as a value: what is called on it is not in the code.
+        "import os\ndef run(name):\n    return getattr(os, name)('id')\n",
+        "import os\nfor n in ['system']:\n    getattr(os, n)('id')\n",
+        "import functools, os\nfunctools.reduce(getattr, ['system'], os)('id')",
+        "import operator, os\noperator.methodcaller('system', 'id')(os)",
+        "import os\ndef g():\n    return os\ng().system('id')\n",
+        "import os\nx = [os]\nx[0].system('id')",
+        "import os\nx = (lambda: os)()\nx.system('id')",
+        "import os, types\ntypes.SimpleNamespace(o=os).o.system('id')",
+        "import ctypes\nstore(lib=ctypes)",
+        "import shutil\nhelper(shutil.os)",
+        "import posix\nrun(posix)",
+    ],
+)
+def test_a_sensitive_module_used_as_a_value_is_danger(source: str) -> None:
+    finding = only(scan(source), "CPL-DYN-006")
+    assert finding.severity is Severity.DANGER
+    assert "what is called on it cannot be read from the code" in finding.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\nos.getcwd()",
+        "import os\nm = os\nm.getcwd()",
+        "import os\ngetattr(os, 'getcwd')()",
+        "import os\ngetattr(os, 'O_BINARY', 0)",
+        "import os\nhasattr(os, 'fork')",
+        "import os, sys\nprint(os, file=sys.stderr)",
+        "import os\nif mod is os:\n    pass",
+        "import sys\nisinstance(sys, type(sys))",
+        "import json\nfrom . import rules\nrules.code",
+        "def f(os):\n    return g(os)\n",
+    ],
+)
+def test_modules_used_only_in_ways_the_rules_read_are_not_opaque(source: str) -> None:
+    assert [f for f in scan(source) if f.rule_id == "CPL-DYN-006"] == []
+
+
+def test_opaque_modules_are_only_observed_in_package_mode(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text("import os\ndef run(n):\n    return getattr(os, n)()\n")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert all(f.severity is not Severity.DANGER for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    ("source", "rule_id"),
+    [
+        ("import sh\nsh.ls()", "CPL-PROC-001"),
+        ("from plumbum import local\nlocal['ls']()", "CPL-PROC-001"),
+        ("import pexpect\npexpect.spawn('sh')", "CPL-PROC-001"),
+        ("import invoke", "CPL-PROC-001"),
+        ("import numba", "CPL-NAT-001"),
+        ("import pyximport\npyximport.install()", "CPL-NAT-001"),
+    ],
+)
+def test_third_party_program_runners_and_compilers_are_not_only_a_supply_chain_warning(
+    source: str, rule_id: str
+) -> None:
+    assert only(scan(source), rule_id).severity is Severity.DANGER
+
+
+def test_modules_that_only_start_like_a_program_runner_are_not_one() -> None:
+    assert not [
+        f for f in scan("import shlex, shutil\nshlex.split('a b')") if f.rule_id == "CPL-PROC-001"
+    ]

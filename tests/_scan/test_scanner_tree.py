@@ -11,6 +11,7 @@ import pytest
 from caplet._capabilities._model import EnvReadCapability
 from caplet._errors import ScanError
 from caplet._findings import Finding, Severity
+from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source, scan_tree
 
 
@@ -151,9 +152,14 @@ def test_file_over_the_size_limit_is_a_finding_not_a_read(tmp_path: Path) -> Non
     write(tmp_path, "small.py", "eval('1')\n")
     report = scan_tree(tmp_path, max_file_bytes=100)
     (finding,) = by_rule(report.findings, "CPL-SCAN-001")
-    assert (finding.file, finding.severity) == ("big.py", Severity.WARNING)
+    # A plugin's unscanned code is danger: the gate fails closed.
+    assert (finding.file, finding.severity) == ("big.py", Severity.DANGER)
     assert "not scanned: too large (600 bytes, limit 100)" in finding.message
+    assert "a plugin's code that was not scanned is refused" in finding.message
     assert (report.files_scanned, report.bytes_scanned) == (1, len("eval('1')\n"))
+    # In package mode it is reported, not a verdict (big.py is read up to a hard limit).
+    package = scan_tree(tmp_path, max_file_bytes=10, mode=ScanMode.PACKAGE)
+    assert all(f.severity is not Severity.DANGER for f in by_rule(package.findings, "CPL-SCAN-001"))
 
 
 @pytest.mark.parametrize(
@@ -172,7 +178,10 @@ def test_deep_nesting_is_a_finding_not_a_crash(
     write(tmp_path, "ok.py", "eval('1')\n")
     findings = scan_tree(tmp_path).findings
     (finding,) = by_rule(findings, rule_id)
-    assert (finding.file, finding.severity) == ("deep.py", Severity.WARNING)
+    # Unscanned plugin code is danger (the gate fails closed); a file that does
+    # not parse cannot be imported either, so it stays a warning.
+    severity = Severity.DANGER if rule_id == "CPL-SCAN-002" else Severity.WARNING
+    assert (finding.file, finding.severity) == ("deep.py", severity)
     assert reason in finding.message
     # the file's code rules did not run, the other file's did
     assert by_rule(findings, "CPL-PROC-001") == []

@@ -21,7 +21,15 @@ Issue 13, point 2. For every resolved ``fs.read``/``fs.write`` capability:
 3. the worker's identity must be able to use the grant (search, and write
    for ``fs.write``; :func:`caplet._sandbox._resolve.access_problem`), or
    the enable is refused with the ``chown`` that fixes it, instead of a
-   permission error deep inside the plugin later.
+   permission error deep inside the plugin later;
+4. every ``proc.exec`` program is resolved once, here (on the host's
+   ``PATH``, with its ELF or ``#!`` interpreter), and none of those files
+   may lie inside a writable grant: not this plugin's, nor any enabled
+   plugin's, and a writable grant may not contain a program an enabled
+   plugin runs. A plugin that may write where an approved program lives
+   replaces it with any other program of the host (a link to it, followed
+   when the next worker starts) or rewrites it: the approval of "run
+   /data/tool" would approve anything (found attacking issue 13's result).
 
 Globs are granted by their literal root directory, as before.
 """
@@ -30,14 +38,20 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from caplet._capabilities._model import Capability, CapabilityKind, FsCapability
-from caplet._errors import CapabilityError
+from caplet._capabilities._model import (
+    Capability,
+    CapabilityKind,
+    FsCapability,
+    ProcExecCapability,
+)
+from caplet._errors import CapabilityError, SandboxError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
+from caplet._sandbox._programs import program_grants
 from caplet._sandbox._resolve import (
     GrantPathError,
     access_problem,
@@ -81,6 +95,8 @@ class GrantPlan:
     masks: tuple[str, ...] = ()
     #: Sentences for the approver and the decision log (what is hidden, and where).
     notes: tuple[str, ...] = ()
+    #: The approved programs and their interpreters, resolved at enable (executable).
+    programs: tuple[PathGrant, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +114,13 @@ def plan_grants(
     *,
     protected: ProtectedPaths,
     identity: WorkerIdentity,
+    enabled: Mapping[str, GrantPlan] | None = None,
 ) -> GrantPlan:
-    """Resolve, check and pin the fs capabilities of one enable; CapabilityError says why not."""
+    """Resolve, check and pin the fs and proc.exec capabilities of one enable.
+
+    ``enabled`` are the plans of the other enabled plugins (their writable
+    grants and programs). CapabilityError says why not.
+    """
     grants: list[PathGrant] = []
     masks: list[str] = []
     notes: list[str] = []
@@ -150,7 +171,70 @@ def plan_grants(
         grants.append(
             PathGrant(capability.root, writable=writable, device=info.st_dev, inode=info.st_ino)
         )
-    return GrantPlan(tuple(grants), tuple(masks), tuple(notes))
+    others = {name: plan for name, plan in (enabled or {}).items() if name != plugin}
+    writable_grants = [grant for grant in grants if grant.writable]
+    programs = _plan_programs(plugin, capabilities, writable_grants, others)
+    for other, plan in others.items():
+        for program in plan.programs:
+            inside = _writable_holding(program.path, writable_grants)
+            if inside is not None:
+                raise CapabilityError(
+                    f"plugin {plugin!r}: the writable grant {inside.path} contains "
+                    f"{program.path}, a program plugin {other!r} is approved to run; with it "
+                    f"{plugin!r} could replace that program with any other: grant a directory "
+                    f"that does not contain it, or disable {other!r} first"
+                )
+    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs)
+
+
+def _plan_programs(
+    plugin: str,
+    capabilities: Sequence[Capability],
+    writable: Sequence[PathGrant],
+    others: Mapping[str, GrantPlan],
+) -> tuple[PathGrant, ...]:
+    """The approved programs' executable grants; none inside any writable grant."""
+    found: list[PathGrant] = []
+    for capability in capabilities:
+        if not isinstance(capability, ProcExecCapability):
+            continue
+        where = f"plugin {plugin!r}: capability {capability.declared!r}"
+        try:
+            grants = program_grants(capability.program, search_path=os.environ.get("PATH"))
+        except SandboxError as exc:
+            raise CapabilityError(f"{where}: {exc}") from exc
+        owners = [(plugin, writable)] + [
+            (other, [g for g in plan.grants if g.writable]) for other, plan in others.items()
+        ]
+        for grant in grants:
+            for owner, theirs in owners:
+                inside = _writable_holding(grant.path, theirs)
+                if inside is not None:
+                    raise CapabilityError(
+                        f"{where}: the program {grant.path} lies inside {inside.path}, a "
+                        f"writable grant of plugin {owner!r}, which could replace it with any "
+                        "other program (or a link to one) and so run anything; install the "
+                        "program outside every writable grant (e.g. /usr/local/bin) and "
+                        "declare that path"
+                    )
+        found += grants
+    return tuple(found)
+
+
+def _writable_holding(path: str, writable: Sequence[PathGrant]) -> PathGrant | None:
+    """The writable grant that is ``path`` or a directory above it (by inode), if any."""
+    if not writable:
+        return None
+    try:
+        info = os.lstat(path)  # the program's own name, not what a link names
+    except OSError:
+        return None
+    chain = {(info.st_dev, info.st_ino)}
+    chain |= {(node.device, node.inode) for node in _chain(Path(path).parent)}
+    for grant in writable:
+        if (grant.device, grant.inode) in chain:
+            return grant
+    return None
 
 
 def _ownership_fix(path: str, identity: WorkerIdentity, *, writable: bool) -> str:

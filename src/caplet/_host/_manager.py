@@ -107,7 +107,7 @@ from caplet._host._system_message import system_message
 from caplet._host._validate import FunctionValidator, compile_validators
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Hook, Manifest
-from caplet._sandbox._identity import worker_identity
+from caplet._sandbox._identity import WorkerIdentity, worker_identity
 from caplet._sandbox._jail import runtime_grants
 from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
@@ -223,6 +223,11 @@ class PluginManager:
         #: Where snapshots live (made on first use): in the state directory,
         #: where no grant reaches (:mod:`caplet._host._run_dir`).
         self._run: RunDir | None = None
+        #: The policy's (worker_uid, worker_gid) and the identity they gave (see
+        #: _worker_identity).
+        self._identity: tuple[tuple[int | None, int | None], WorkerIdentity] | None = None
+        #: Manifests read from snapshots, by what their reading depends on (see _take).
+        self._manifests: dict[tuple[str, Path, bool, str | None], Manifest] = {}
 
     @property
     def locked(self) -> bool:
@@ -1074,7 +1079,12 @@ class PluginManager:
                 name,
                 resolved,
                 protected=self._protected_paths(),
-                identity=worker_identity(self.policy.worker_uid, self.policy.worker_gid),
+                identity=self._worker_identity(),
+                enabled={
+                    other.name: other.grant_plan
+                    for other in self._records.values()
+                    if other.state is PluginState.ENABLED
+                },
             )
         except (CapabilityError, PolicyError) as exc:
             return self._refuse(name, "enable", str(exc))
@@ -1459,6 +1469,15 @@ class PluginManager:
             self._run = RunDir(self.state_dir)
         return self._run.path
 
+    def _worker_identity(self) -> WorkerIdentity:
+        """Who workers run as, looked up once per policy (a passwd lookup, ~0.15 ms
+        of every enable here): the sandbox launcher fixes its own when it is made,
+        so a later change to the account would not reach the workers either."""
+        key = (self.policy.worker_uid, self.policy.worker_gid)
+        if self._identity is None or self._identity[0] != key:
+            self._identity = (key, worker_identity(*key))
+        return self._identity[1]
+
     def _take(self, record: PluginRecord) -> tuple[Snapshot, Manifest]:
         """One private copy of the plugin's files, and the manifest read from that copy.
 
@@ -1469,6 +1488,20 @@ class PluginManager:
         copy's own: an approval pins a hash, and the hash covers the manifest.
         """
         snapshot = make_snapshot(record.manifest.plugin_dir, self.run_dir, named=True)
+        # A copy's manifest follows from its bytes (the hash covers every file
+        # the reading looks at, the entry module included), the folder it is
+        # named after, the broad-paths policy and the home directory (fs
+        # capabilities are refused under it): with all four the same, the
+        # parse (~0.5 ms of every enable) is not repeated.
+        key = (
+            snapshot.content_hash,
+            record.manifest.plugin_dir,
+            self.policy.allow_broad_paths,
+            os.environ.get("HOME"),
+        )
+        cached = self._manifests.get(key)
+        if cached is not None:
+            return snapshot, cached
         try:
             manifest = load_manifest(snapshot.path, allow_broad=self.policy.allow_broad_paths)
         except ManifestError as exc:
@@ -1479,9 +1512,13 @@ class PluginManager:
                 field=exc.field,
             ) from exc
         # Messages name the plugin's own folder, never the run directory.
-        return snapshot, dataclasses.replace(
+        manifest = dataclasses.replace(
             manifest, path=record.manifest.plugin_dir / manifest.path.name
         )
+        if len(self._manifests) >= _MANIFESTS_KEPT:
+            self._manifests.pop(next(iter(self._manifests)))  # the oldest
+        self._manifests[key] = manifest
+        return snapshot, manifest
 
     def _adopt(self, record: PluginRecord, snapshot: Snapshot, manifest: Manifest) -> None:
         """Make the record describe exactly the snapshot's content."""
@@ -1499,6 +1536,10 @@ class PluginManager:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+#: Manifests kept by _take (one per plugin version in use, a few kilobytes each).
+_MANIFESTS_KEPT = 256
 
 
 @functools.cache

@@ -22,9 +22,7 @@ from caplet._host._metrics import PluginMeter
 from caplet._host._policy import Policy
 from caplet._host._records import PluginInfo
 from caplet._host._validate import FunctionValidator
-from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import Worker, WorkerSpec
-from caplet._sandbox._programs import program_grants
 from caplet._sandbox._protocol import ContextGrants, WireValue
 from caplet._trust._snapshot import Snapshot
 
@@ -34,7 +32,6 @@ __all__ = [
     "RunningWorker",
     "approved_environment",
     "not_provided",
-    "program_grants_for",
     "worker_spec",
 ]
 
@@ -135,15 +132,6 @@ def not_provided(info: PluginInfo, registered: Mapping[str, Sequence[str]]) -> l
     ]
 
 
-def program_grants_for(capabilities: Sequence[Capability]) -> tuple[PathGrant, ...]:
-    """Executable grants for the approved programs, found on the host's PATH."""
-    grants: list[PathGrant] = []
-    for capability in capabilities:
-        if isinstance(capability, ProcExecCapability):
-            grants += program_grants(capability.program, search_path=os.environ.get("PATH"))
-    return tuple(grants)
-
-
 #: Never passed to a worker, even if approved: they change how the runtime
 #: itself loads code (ld.so(8), python(1)).
 _FORBIDDEN_ENV_PREFIXES = ("LD_", "PYTHON")
@@ -187,7 +175,8 @@ def worker_spec(
         start_timeout_s=policy.start_timeout_s,
         # The frame limit is what bounds the size of a result.
         max_frame_bytes=policy.max_output_bytes(limits.max_output_kb, info.tier),
-        grants=plan.grants + program_grants_for(info.capabilities),
+        # The programs as the enable resolved and checked them (never re-resolved here).
+        grants=plan.grants + plan.programs,
         masks=plan.masks,
         programs=tuple(c.program for c in info.capabilities if isinstance(c, ProcExecCapability)),
         memory_mb=policy.memory_limit_mb(limits.memory_mb, info.tier),

@@ -121,8 +121,14 @@ class McpServer:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
+        from caplet._mcp._http_guard import guarded_h11
+
         config = uvicorn.Config(
-            _BearerOnly(app, token), log_level="warning", lifespan="on", access_log=False
+            _BearerOnly(app, token),
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            http=guarded_h11(),  # bounded connections, a deadline for the first request
         )
         bound = listener.getsockname()[1]
         announce(f"http://127.0.0.1:{bound}/mcp")

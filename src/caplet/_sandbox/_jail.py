@@ -23,11 +23,13 @@ only when it has a handler for them, so SIGTERM is silently ignored.
 
 What the worker sees: a read-only tmpfs root holding exactly the granted
 paths at their host paths (read-only unless the grant is writable; always
-nosuid, nodev), ``/dev`` with null, zero, urandom and random, a private
-size-limited tmpfs ``/tmp`` with the working directory in it, and a fresh
-``/proc`` showing only its own pid namespace (``/proc/sys``,
-``/proc/sysrq-trigger``, ``/proc/irq`` and ``/proc/bus`` read-only: the
-worker keeps its host uid, and for a uid-0 host that uid owns those files).
+nosuid, nodev), the runtime at the neutral paths the zygote was started
+from (``/caplet/...`` overlays, see :mod:`caplet._sandbox._relocate`),
+``/dev`` with null, zero, urandom and random, a private size-limited tmpfs
+``/tmp`` with the working directory in it, and a fresh ``/proc`` showing
+only its own pid namespace (``/proc/sys``, ``/proc/sysrq-trigger``,
+``/proc/irq`` and ``/proc/bus`` read-only: the worker keeps its host uid,
+and for a uid-0 host that uid owns those files).
 Directories created only to reach a grant at its host path (``/usr`` for
 ``/usr/lib``, the ancestors of a snapshot) are search-only (mode 0111): the
 worker can pass through them but not list them.
@@ -91,6 +93,7 @@ from caplet._sandbox._jail_plan import (
     plain,
     unsearchable_roots,
 )
+from caplet._sandbox._relocate import RUNTIME_ROOT
 from caplet._syscall import (
     MNT_DETACH,
     MS_NODEV,
@@ -135,6 +138,8 @@ def runtime_grants() -> tuple[PathGrant, ...]:
     both spellings exist inside. Paths nested in another grant are dropped.
     """
     candidates = [
+        # A relocated zygote's runtime directories (each its own overlay, _relocate).
+        *(entry for entry in sys.path if path_contains(RUNTIME_ROOT, entry)),
         sys.base_prefix,
         sys.base_exec_prefix,
         sys.prefix,

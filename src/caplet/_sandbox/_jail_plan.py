@@ -34,6 +34,7 @@ from caplet._sandbox._jail_model import (
     path_inside,
     path_parts,
 )
+from caplet._sandbox._relocate import host_path
 from caplet._sandbox._resolve import (
     GrantPathError,
     access_problem,
@@ -182,6 +183,9 @@ def _open_source(grant: PathGrant, prepared: PreparedRoot | None) -> int:
     path = grant.path
     flags = os.O_PATH | os.O_CLOEXEC
     if prepared is None:
+        # A relocated zygote's root mirrors the host's top-level entries:
+        # / itself (the inode pinned at enable) is the host's, kept aside.
+        path = host_path(path)
         if grant.pinned:
             return open_pinned(path, grant.device, grant.inode)
         return os.open(path, flags)

@@ -26,11 +26,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol, assert_never
 
@@ -85,6 +84,7 @@ __all__ = [
     "bootstrap_command",
     "init_frame",
     "worker_command",
+    "worker_log",
 ]
 
 # The directories the host imported caplet and msgpack from. caplet's goes
@@ -145,6 +145,32 @@ def init_frame(spec: WorkerSpec, *, snapshot: str | None = None) -> bytes:
             f"plugin '{spec.plugin}': cannot send the start-up message to the worker: {exc}; "
             "fix the plugin's configuration and declared modules"
         ) from exc
+
+
+def worker_log(plugin: str) -> IO[bytes]:
+    """A new worker's stderr: an anonymous memory file (memfd_create(2)), never a path.
+
+    It used to be ``tempfile.TemporaryFile()`` under ``TMPDIR``: with
+    ``TMPDIR`` inside a plugin's grant (issue 13, finding 4) every worker's
+    ``/proc/self/fd/2`` named that host directory (the selftest's
+    ``inherited-fds`` case found it), and where the file system lacks
+    ``O_TMPFILE`` the standard library falls back to a named file that a
+    worker of the same uid could open before it is unlinked. A memfd has
+    no path, only the host and the worker hold it, its pages are charged to
+    the writer's memory cgroup and its size is capped by the worker's
+    ``RLIMIT_FSIZE`` (``file_size_mb``), as a file's was.
+
+    Raises :class:`WorkerStartError` naming the plugin when the kernel
+    refuses (out of descriptors or memory).
+    """
+    try:
+        fd = os.memfd_create("caplet-worker-log", os.MFD_CLOEXEC)
+    except OSError as exc:
+        raise WorkerStartError(
+            f"plugin '{plugin}': cannot create the worker's log ({exc.strerror}); the host is "
+            "out of descriptors or memory: raise its open-file limit or stop other workers"
+        ) from exc
+    return os.fdopen(fd, "w+b")
 
 
 def _describe_status(returncode: int) -> str:
@@ -287,6 +313,7 @@ class SubprocessWorker:
         "_spec",
         "_started",
         "_tail",
+        "after_first_call",
     )
 
     def __init__(
@@ -301,6 +328,11 @@ class SubprocessWorker:
         self._sock = sock
         self._log = log
         self._lock = threading.Lock()
+        #: Called once, when the first call has ended (whatever its outcome) or at
+        #: close if none came: the sandbox launcher's "this start is over", after
+        #: which its zygote prepares the next spare (see :data:`caplet._sandbox.
+        #: _zygote.REFILL`).
+        self.after_first_call: Callable[[], None] | None = None
         #: The thread whose call holds the lock (a re-entrant call would deadlock).
         self._owner: int | None = None
         self._next_id = _INIT_REQUEST_ID + 1
@@ -392,6 +424,8 @@ class SubprocessWorker:
                 )
             finally:
                 self._owner = None
+                if self.after_first_call is not None:
+                    self._after_first_call()
 
     def _call_locked(
         self,
@@ -629,6 +663,8 @@ class SubprocessWorker:
         Idempotent; never raises for a worker that is already dead.
         """
         with self._lock:
+            if self.after_first_call is not None:
+                self._after_first_call()
             if self._closed:
                 return
             self._closed = True
@@ -639,6 +675,11 @@ class SubprocessWorker:
                 except (OSError, TimeoutError):
                     pass  # already gone or not reading: the SIGKILL below settles it
                 self._terminate(grace_s=_EXIT_GRACE_S)
+
+    def _after_first_call(self) -> None:
+        hook, self.after_first_call = self.after_first_call, None
+        if hook is not None:
+            hook()
 
     def __enter__(self) -> SubprocessWorker:
         return self
@@ -809,16 +850,11 @@ class SubprocessLauncher:
         init = init_frame(spec)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            # Unnamed and 0600: only the host can read what the worker wrote.
-            # Owned by the worker object from here on (closed when it is reaped).
-            log = tempfile.TemporaryFile(prefix="caplet-worker-")  # noqa: SIM115
-        except OSError as exc:
+            log = worker_log(spec.plugin)  # owned by the worker object from here on
+        except BaseException:
             parent.close()
             child.close()
-            raise WorkerStartError(
-                f"plugin '{spec.plugin}': cannot create the worker's log file: {exc}; "
-                "check the temporary directory (TMPDIR)"
-            ) from exc
+            raise
         user: int | None = None
         group: int | None = None
         extra_groups: list[int] | None = None

@@ -275,6 +275,22 @@ def _entry_parts(entry: str) -> tuple[str, ...]:
     return (*packages, leaf[: -len(".py")])
 
 
+def _no_zip_imports() -> None:
+    """Import only from directories: drop ``zipimport`` from the path hooks.
+
+    The static scan reads a plugin's ``.py`` files; a zip archive in the
+    plugin (any name: zipimport finds a zip by its trailing directory) put on
+    ``sys.path`` would import code it never read: `import ctypes` inside
+    ``lib.zip`` passed the danger gate that way. Code that puts the hook back
+    names ``zipimport``, ``sys.path_hooks`` or ``sys.meta_path``, which the
+    scanner refuses (CPL-DYN-002).
+    """
+    import zipimport
+
+    sys.path_hooks[:] = [hook for hook in sys.path_hooks if hook is not zipimport.zipimporter]
+    sys.path_importer_cache.clear()
+
+
 def _import_entry(snapshot: str, entry: str) -> object:
     """Import the entry file as ``caplet_plugin.<stem>`` from the snapshot."""
     parts = _entry_parts(entry)
@@ -282,6 +298,7 @@ def _import_entry(snapshot: str, entry: str) -> object:
     path = os.path.join(snapshot, entry)  # noqa: PTH118
     if not os.path.isfile(path):  # noqa: PTH113
         raise _LoadError(f"entry file {entry} not found in the plugin snapshot {snapshot}")
+    _no_zip_imports()
     sys.path.insert(0, snapshot)
     package_spec = importlib.machinery.ModuleSpec(PLUGIN_PACKAGE, None, is_package=True)
     package_spec.submodule_search_locations = [snapshot]

@@ -47,6 +47,16 @@ session, the namespaces and pid 1 (the spare becomes the monitor), the
 shared part of the root (:func:`~caplet._sandbox._jail.build_root`) and a
 warm-up of the start's code paths; the request then adds its own grants and
 the layers that depend on it (:func:`~caplet._sandbox._jail.finish_jail`).
+The next spare is forked when the host says the start it waits for is over
+(:data:`REFILL`: the worker's first call answered), not when the request is
+claimed: forked at once, it built its namespaces and root on the machine's
+other core while the claimed spare finished its jail, and the two contended
+for CPU and for the kernel's mount locks (1-2 ms of a 8 ms cold start on the
+2-core VM); forked right after READY, it slowed the first call from ~0.3 to
+~4 ms. Without a REFILL the spare is forked ``_REFILL_AFTER_S`` after the
+claim. A request that finds no spare meanwhile (two starts at once, or a
+REFILL lost) is forked directly, as before, and the next spare forked right
+after it: no start ever waits for a spare.
 
 The zygote dies with the host (``PR_SET_PDEATHSIG``) and every child dies
 with the zygote, so nothing outlives the host. When the host closes the
@@ -63,12 +73,14 @@ import dataclasses
 import errno
 import fcntl
 import gc
+import math
 import os
 import select
 import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -97,6 +109,7 @@ from caplet._sandbox._jail import (
     unsearchable_roots,
 )
 from caplet._sandbox._landlock import apply_landlock, landlock_abi
+from caplet._sandbox._relocate import RUNTIME_ROOT, relocation_problem, zygote_started
 from caplet._sandbox._rlimits import ResourceLimits, apply_rlimits
 from caplet._sandbox._seccomp import (
     DenialCounter,
@@ -108,10 +121,12 @@ from caplet._sandbox._seccomp import (
 from caplet._syscall import close_fds_except, set_child_subreaper, set_parent_death_signal
 
 __all__ = [
+    "DIES_AT_SPARE_ENV",
     "LATE_SPARE_ENV",
     "LATE_SPARE_FAILS",
     "LAYERS",
     "OPTIONAL_LAYERS",
+    "REFILL",
     "SECCOMP_COUNTING",
     "SNAPSHOT_FD",
     "STATUS",
@@ -142,6 +157,12 @@ _HANDOVER_FD = 4
 #: Without a jail, a root host's worker reads its snapshot through this
 #: descriptor (``/proc/self/fd/5``): its uid cannot walk the run directory.
 SNAPSHOT_FD = 5
+#: host -> zygote, no descriptors, no reply: the start that claimed the spare (or
+#: forked a worker directly) is over, fork the next spare now. Sent when the
+#: worker's first call has been answered, when it is closed without one, or
+#: when its start failed; without it the zygote forks the spare
+#: ``_REFILL_AFTER_S`` after the claim.
+REFILL = b"refill"
 #: Test-only name in CAPLET_TEST_DISABLE_LAYERS that turns denial counting off.
 SECCOMP_COUNTING = "seccomp_counting"
 #: Test-only: "1" makes every spare wait until its request is queued before it
@@ -150,6 +171,12 @@ SECCOMP_COUNTING = "seccomp_counting"
 LATE_SPARE_ENV = "CAPLET_TEST_LATE_SPARE"
 LATE_SPARE_FAILS = "fail"
 _LATE_SPARE = ""
+#: Test-only: "N" makes the zygote SIGKILL itself right after forking its N-th
+#: spare, before placing it: where a zygote whose host exited dies
+#: (PR_SET_PDEATHSIG) when the host's last start sent :data:`REFILL` just before
+#: it exited; read once by the zygote.
+DIES_AT_SPARE_ENV = "CAPLET_TEST_ZYGOTE_DIES_AT_SPARE"
+_DIES_AT_SPARE = 0
 #: Who every worker of this zygote runs as (set by :func:`main`; None: the
 #: zygote's own ids, as before the host told it otherwise).
 _IDENTITY: WorkerIdentity | None = None
@@ -632,6 +659,8 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
         for runtime in _RUNTIME_GRANTS
         if any(_under(runtime.path, top) for top in hidden)
         or not any(_under(runtime.path, outer) for outer in covering)
+        # The relocated runtime is no host path: no host grant shows it.
+        or _under(runtime.path, RUNTIME_ROOT)
     )
 
 
@@ -718,6 +747,8 @@ def _remove_cgroup(cgroup: WorkerCgroup) -> bool:
 def _serve(control: socket.socket) -> int:
     global _LATE_SPARE
     _LATE_SPARE = os.environ.get(LATE_SPARE_ENV, "")  # before _loop clears the environment
+    global _DIES_AT_SPARE
+    _DIES_AT_SPARE = int(os.environ.get(DIES_AT_SPARE_ENV) or 0)
     zygote_pid = os.getpid()
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
@@ -766,6 +797,12 @@ def _serve(control: socket.socket) -> int:
 #: request's limits when claimed.
 _SPARE_PIDS = 64
 _SPARE_MEMORY = (512 + 64) * _MIB
+#: How long after a claim the zygote forks the next spare without the host's
+#: REFILL: the host sends it when the worker's first call was answered, which
+#: may never come (a plugin enabled and not called yet); the next start should
+#: still find a prepared spare. Long against a start and its first call
+#: (~7 ms), short against the time a person or agent takes to use the plugin.
+_REFILL_AFTER_S = 0.05
 #: zygote -> spare, once the spare is in its cgroup (it may fork from then on).
 _PLACED = b"placed"
 #: Whether spares build the shared part of the jail ahead of their request:
@@ -831,6 +868,10 @@ def _fork_spare(
             _report_spare_failure(theirs, exc)
         finally:
             os._exit(code)
+    global _DIES_AT_SPARE
+    _DIES_AT_SPARE -= 1
+    if _DIES_AT_SPARE == 0:
+        os.kill(os.getpid(), signal.SIGKILL)  # test-only (DIES_AT_SPARE_ENV)
     theirs.close()
     if handover is not None:
         handover[1].close()
@@ -880,6 +921,19 @@ def _spare_main(
     # reused by the request's descriptors): no signal may write to it.
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # Die with the zygote from here on, and see its end: the zygote dies with
+    # its host (PR_SET_PDEATHSIG) at any moment, also between forking this
+    # spare and placing it (a host that exits right after a start, whose
+    # REFILL had the next spare forked). Armed only after _PLACED, and with
+    # this process holding the zygote's end of ``conn`` (``ours``, inherited
+    # by the fork), the wait below never ended: the spare outlived the host,
+    # holding its stderr open (a caller reading it to EOF hung for ever).
+    with _step("arming PR_SET_PDEATHSIG in the spare"):
+        set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote_pid:
+        return 0  # the zygote died before the signal was armed: nobody needs a spare
+    control.close()
+    ours.close()  # the zygote's end: the wait for _PLACED ends at its death too
     # The zygote says when this process is in its cgroups: nothing may fork
     # before that (a child would stay outside the cgroups' limits).
     with _step("waiting for the zygote to place the spare in its cgroup"):
@@ -898,19 +952,12 @@ def _spare_main(
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
     # Nothing of the zygote's stays in a process that will run plugin code.
     with _step("closing the zygote's descriptors in the spare"):
-        control.close()
-        ours.close()
-        # Other workers' status pipes and seccomp listeners, the control socket.
+        # Other workers' status pipes and seccomp listeners, the zygote's
+        # end of the listener handover socket.
         keep = {0, 1, 2, conn.fileno()}
         if handover is not None:
             keep.add(handover.fileno())
         close_fds_except(keep)
-    with _step("arming PR_SET_PDEATHSIG in the spare"):
-        set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != zygote_pid:
-        # The zygote is gone (it stopped before the signal was armed): so is
-        # the host's use for a spare; a request it sent dies with this process.
-        return 0
     prepared = None
     if _PREBUILD:
         _own_process(zygote_pid, None)  # the cgroup was joined for us
@@ -1016,7 +1063,12 @@ def _loop(
 ) -> int:
     control.send(
         msgpack.packb(
-            {"layers": layers, "seccomp_counting": counting, "memory_cgroup": memory_cgroup}
+            {
+                "layers": layers,
+                "seccomp_counting": counting,
+                "memory_cgroup": memory_cgroup,
+                "relocation": relocation_problem(),
+            }
         )
     )
     # Probing was the last use of the environment (the test-only switch):
@@ -1026,8 +1078,16 @@ def _loop(
     poller.register(control, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
     spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
+    refill_at: float | None = None  # a claimed spare's successor is owed from then on
     while True:
-        ready = {fd for fd, _ in poller.poll()}
+        wait_ms = None if refill_at is None else max(0, _ms_until(refill_at))
+        ready = {fd for fd, _ in poller.poll(wait_ms)}
+        if refill_at is not None and time.monotonic() >= refill_at:
+            # No REFILL in that time (a worker not called yet, or a REFILL
+            # lost): the next start must not find the pool empty.
+            refill_at = None
+            if spare is None:
+                spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
         # Listeners first: a denial made just before a worker exited is then
         # counted before _reap writes that worker's report.
         for fd in ready:
@@ -1048,6 +1108,13 @@ def _loop(
         if not message:
             _stop_children(spare, children)  # the host closed the channel
             return 0
+        if message == REFILL:
+            for fd in fds:
+                os.close(fd)
+            refill_at = None
+            if spare is None:
+                spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
+            continue
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
@@ -1078,7 +1145,10 @@ def _loop(
                     children.pending.remove(spare.cgroup)
                 children.cgroups[pid] = spare.cgroup
             _reply(control, pid)
-            spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
+            # The next one when the host says this start is over (REFILL), or
+            # after _REFILL_AFTER_S without a word.
+            spare = None
+            refill_at = time.monotonic() + _REFILL_AFTER_S
             continue
         if spare is not None:  # it died: forget it (its cgroup is already pending removal)
             spare.conn.close()
@@ -1110,7 +1180,13 @@ def _loop(
             children.cgroups[pid] = cgroup
         _reply(control, pid)
         if spare is None:
+            # Not left to a REFILL: one that never comes (a host that lost it)
+            # must not leave every later start without a spare.
             spare = _new_spare(control, root, zygote_pid, children, counting=not counting)
+
+
+def _ms_until(deadline: float) -> int:
+    return math.ceil((deadline - time.monotonic()) * 1000)
 
 
 def _fork_worker(
@@ -1220,6 +1296,7 @@ def main(argv: list[str] | None = None) -> int:
         privileged = len(args) >= 4 and args[3] == "privileged"
         _IDENTITY = WorkerIdentity(int(args[1]), int(args[2]), privileged, "set by the host")
     set_parent_death_signal(signal.SIGKILL)
+    zygote_started()  # reads what the relocating stage left in the environment
     # A killed jail monitor orphans the jail's pid 1 for a moment; as a
     # subreaper the zygote inherits and reaps it (its _reap loop takes any
     # child), instead of leaving a zombie for an init that may never reap.

@@ -493,6 +493,33 @@ CANONICAL: Final[tuple[RuleExample, ...]] = (
             """
         ),
     ),
+    RuleExample(
+        "CPL-DYN-006",
+        _P,
+        bad=_code(
+            """
+            import os
+
+            def run(name, *args):
+                return getattr(os, name)(*args)
+            """
+        ),
+        good=_code(
+            """
+            import os
+
+            def run():
+                return getattr(os, "getcwd")(), hasattr(os, "fork")
+            """
+        ),
+        alias=_code(
+            """
+            import functools, os
+
+            run = functools.reduce(getattr, ["getcwd"], os)
+            """
+        ),
+    ),
     # -- native code ---------------------------------------------------------------------
     RuleExample(
         "CPL-NAT-001",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import re
 import warnings
 from collections.abc import Collection
 
@@ -27,6 +28,7 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS
 from caplet._scan._model import ScanMode
+from caplet._scan._opaque import opaque_module_uses
 from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import LONG_LINE
 from caplet._scan._syntax import TooComplex, focus, survey
@@ -133,7 +135,18 @@ def scan_text(
     if isinstance(surveyed, TooComplex):
         scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
         return _text_only(scan), True
-    RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes).run()
+    visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes)
+    try:
+        visitor.run()
+        if mode is ScanMode.PLUGIN and focus_lines is None:
+            # The gate: a dangerous module handed on as a value hides what runs.
+            flow = visitor.flow
+            opaque_module_uses(scan, surveyed.nodes, flow.resolve, flow.name_value)
+    except RecursionError:
+        # Whatever a rule's recursion missed, the file is "too complex", never a
+        # crash of the scan (or of an enable): the gate fails closed on it.
+        scan.emit("CPL-SCAN-002", "RecursionError while checking", 1, None)
+        return _text_only(scan), True
     scan.correlate()
     scan.auditor_text()
     return scan.findings, True
@@ -152,10 +165,32 @@ def _parse(text: str, file: str) -> ast.AST:
     paused = gc.isenabled()
     gc.disable()
     try:
-        return ast.parse(text, filename=file)
+        tree = ast.parse(text, filename=file)
     finally:
         if paused:
             gc.enable()
+    if any(escape in text for escape in _SURROGATE_ESCAPES):
+        _replace_surrogates(tree)
+    return tree
+
+
+#: How a lone surrogate gets into a string constant: an escape in the source
+#: (``"\ud800"``); decoded source text never holds one (it must be UTF-8).
+_SURROGATE_ESCAPES = ("\\ud", "\\uD", "\\U0000d", "\\U0000D")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(tree: ast.AST) -> None:
+    """Replace lone surrogates in the tree's string constants by U+FFFD.
+
+    re2 (the rules' regular expressions) encodes what it matches as UTF-8,
+    strictly: a plugin holding ``"/\ud800"`` made every scan, and so every
+    enable, raise UnicodeEncodeError (found attacking issue 13's result).
+    What the rules look for never needs a lone surrogate.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = _SURROGATES.sub("\ufffd", node.value)
 
 
 def _text_only(scan: FileScan) -> list[Finding]:

@@ -17,6 +17,22 @@ identifiers with NFKC (PEP 3131), so fullwidth ``exec`` is ``exec``: text with
 non-ASCII characters is matched after NFKC normalisation too. Plugins are
 never prefiltered (every file of a plugin gets the full AST pass, because
 there undeclared *capabilities* are danger too).
+
+Why a skipped file cannot match a rule, rule by rule: a data-flow threat
+needs a source of a kind it follows and a sink, each an API the resolver
+names from the text's own imports and attributes; their triggers are built
+from the very tables the rules read (:mod:`caplet._scan._triggers`), each API
+matched in every spelling the resolver accepts, so a file with no such
+spelling has no such call. Names computed at run time reach an API only
+through a lookup (``getattr``, ``__import__``, a namespace indexed), which has
+its own pairs below; text rules that need no AST (long lines, Trojan Source,
+text aimed at the auditor) run on skipped files too. What no pattern here
+sees is a *literal* the data flow computes from pieces (a program name, an
+environment key or a path reversed, sliced or concatenated), a known gap
+written down in docs/architecture.md (``_triggers``). tests/_scan/test_triggers.py holds
+the argument to the code: every entry of those tables, as written and
+imported under an alias, and every rule's worked example, gives the same
+danger findings prefiltered and not.
 """
 
 from __future__ import annotations
@@ -31,6 +47,14 @@ from typing import Any, Final
 import re2
 
 from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS, IndicatorKind
+from caplet._scan._sources import BOT_FRAMEWORKS
+from caplet._scan._triggers import (
+    DECODER_TOKENS,
+    NETWORK_TOKENS,
+    PROCESS_TOKENS,
+    RECON_TOKENS,
+    words,
+)
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
@@ -73,7 +97,10 @@ _PAYLOAD = (
     r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
     r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
     r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^=|"
-    r"\w\s*\^\s*[\w(]|\bto_bytes\b|\bmaketrans\b|\boperator\s*\.\s*xor\b"
+    r"\w\s*\^\s*[\w(]|\bto_bytes\b|\bmaketrans\b|\boperator\s*\.\s*xor\b|"
+    + DECODER_TOKENS
+    + "|"
+    + words(BOT_FRAMEWORKS)
 )
 #: A process or code sink, for the pairs below.
 _SINK = (
@@ -82,12 +109,13 @@ _SINK = (
     r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\(|"
     r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\(|"
     # a sink bound to a name (run = os.system; run(...))
-    r"(?m:=\s*[\w.]*\b(?:system|popen|Popen|check_output|check_call|getoutput)\s*(?:#|$))"
+    r"(?m:=\s*[\w.]*\b(?:system|popen|Popen|check_output|check_call|getoutput)\s*(?:#|$))|"
+    + PROCESS_TOKENS
 )
 #: A network module or a program that reaches the network.
 _NETWORK = (
     r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib|dns|"
-    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b"
+    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b|" + NETWORK_TOKENS
 )
 
 #: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
@@ -190,20 +218,20 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
         r"a2b_base64|fromhex|decompress|decrypt|rot_?13|maketrans|to_bytes)\b|"
         r"\bcodecs\s*\.\s*decode\b|\^=|"
-        r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]",
+        r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|" + DECODER_TOKENS,
         _SINK,
     ),
     # a chat bot's handlers running what its users send
     (
         r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
-        r"discord|nextcord|disnake)\b",
+        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)" + words(BOT_FRAMEWORKS),
         _SINK,
     ),
     # host reconnaissance next to the network (DNS included)
     (
         r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME|"
         r"getouterframes)\b|\binspect\s*\.\s*stack\b|"
-        r"platform\.node|/etc/passwd",
+        r"platform\.node|/etc/passwd|" + RECON_TOKENS,
         _NETWORK,
     ),
     # credentials or the environment walked, next to the network
@@ -327,22 +355,29 @@ class _Sets:
     """
 
     def __init__(self, groups: list[list[str]]) -> None:
-        self.parts: list[tuple[int, Any]] = []
+        #: Each set, with the indices (in the groups' joint numbering) its patterns
+        #: answer for: a pattern two pairs share (a network module, a process call)
+        #: is added once and answers for both, one DFA position instead of two.
+        self.parts: list[tuple[list[list[int]], Any]] = []
         offset = 0
         for group in groups:
             options = re2.Options()
             options.max_mem = 64 << 20
             compiled: Any = re2.Set.SearchSet(options)
-            for pattern in group:
+            owners: dict[str, list[int]] = {}
+            for index, pattern in enumerate(group, offset):
+                owners.setdefault(pattern, []).append(index)
+            for pattern in owners:
                 compiled.Add(pattern)
             compiled.Compile()
-            self.parts.append((offset, compiled))
+            self.parts.append((list(owners.values()), compiled))
             offset += len(group)
 
     def Match(self, data: bytes) -> list[int]:  # noqa: N802 -- the RE2 Set's own name
         found: list[int] = []
-        for offset, compiled in self.parts:
-            found.extend(offset + i for i in compiled.Match(data) or ())
+        for owners, compiled in self.parts:
+            for i in compiled.Match(data) or ():
+                found.extend(owners[i])
         return found
 
     def each_answers(self, data: bytes) -> bool:

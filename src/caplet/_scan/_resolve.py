@@ -17,7 +17,52 @@ from caplet._scan._rules import DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
-__all__ = ["Resolver", "is_network"]
+__all__ = ["REACHABLE_MODULES", "Resolver", "is_network"]
+
+
+def _reachable_modules() -> dict[str, str]:
+    """Attribute name -> the module it denotes when read off an imported module.
+
+    A module's own imports are its attributes: ``shutil.os.system``,
+    ``importlib.sys.modules``, ``platform.subprocess.run``,
+    ``numpy.ctypeslib.ctypes.CDLL`` reach what the rules look for without
+    naming it (each passed the danger gate). The modules that run programs or
+    native code, load code or reach the interpreter's state are reachable so,
+    also under the private alias a module imports them as (``tempfile._os``).
+    Names that are as often a plain attribute (``code``, ``types``) are not.
+    """
+    modules = (
+        "os",
+        "posix",
+        "subprocess",
+        "_posixsubprocess",
+        "pty",
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "sys",
+        "builtins",
+        "importlib",
+        "socket",
+        "_socket",
+        "marshal",
+        "pickle",
+        "_pickle",
+        "runpy",
+        "zipimport",
+    )
+    reachable = {module: module for module in modules}
+    for module in modules:
+        reachable.setdefault(f"_{module}", module)
+    return reachable
+
+
+#: Resolutions in progress at once, whoever started them: far below the
+#: interpreter's recursion limit (each one is about ten frames deep).
+_MAX_NESTING = 40
+
+#: See :func:`_reachable_modules`.
+REACHABLE_MODULES = _reachable_modules()
 
 #: The builtins that are functions (a lookup of one in ``globals()`` means the builtin).
 _BUILTIN_CALLABLES = frozenset(
@@ -39,6 +84,9 @@ class Resolver:
         self._names: dict[str, tuple[str, ...]] = {}
         self._resolving: set[str] = set()
         self._globals_names: dict[str, bool] = {}
+        self._import_roots: frozenset[str] | None = None
+        #: Nodes being resolved now (a cycle through the evaluator ends here).
+        self._active: set[int] = set()
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -50,9 +98,16 @@ class Resolver:
         cached = self._memo.get(key)
         if cached is not None:
             return cached
-        if depth > MAX_RESOLVE_DEPTH:
+        if depth > MAX_RESOLVE_DEPTH or key in self._active or len(self._active) > _MAX_NESTING:
+            # A value defined through itself (``s = {s["k"].get(0): s}``) came back
+            # here through the evaluator, which starts its own depth at 0: without
+            # this, RecursionError out of every scan (and enable) of such a file.
             return ()
-        result = self._resolve(node, depth)
+        self._active.add(key)
+        try:
+            result = self._resolve(node, depth)
+        finally:
+            self._active.discard(key)
         self._memo[key] = result
         return result
 
@@ -60,7 +115,12 @@ class Resolver:
         if isinstance(node, ast.Name):
             return self.resolve_name(node.id, depth)
         if isinstance(node, ast.Attribute):
-            return tuple(f"{base}.{node.attr}" for base in self.resolve(node.value, depth + 1))
+            bases = self.resolve(node.value, depth + 1)
+            names = [f"{base}.{node.attr}" for base in bases]
+            reached = REACHABLE_MODULES.get(node.attr)
+            if reached is not None and any(map(self._of_an_import, bases)):
+                names.append(reached)  # shutil.os is os
+            return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
         if isinstance(node, ast.Call):
@@ -68,6 +128,17 @@ class Resolver:
         if isinstance(node, ast.DictComp):
             return self._copied_namespace(node, depth)
         return ()
+
+    def _of_an_import(self, name: str) -> bool:
+        """Whether ``name`` starts at a module this file imports (not an object of it)."""
+        roots = self._import_roots
+        if roots is None:
+            roots = self._import_roots = frozenset(
+                value.split(".", 1)[0]
+                for values in self.bindings.imports.values()
+                for value in values  # "" for a relative import: the plugin's own modules
+            )
+        return name.split(".", 1)[0] in roots
 
     def resolve_name(self, name: str, depth: int = 0) -> tuple[str, ...]:
         """What the bare name ``name`` may denote (imports, assignments, builtins)."""

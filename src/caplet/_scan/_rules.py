@@ -212,6 +212,17 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         "no capability allows this: write the function in source",
         rationale="hand-built code objects bypass the source the scanner read",
     ),
+    Rule(
+        "CPL-DYN-006",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "module {api}: what is called on it cannot be read from the code",
+        "no capability allows this: call the function you need on the module directly "
+        "(os.getcwd(), not getattr(os, name) or a function that returns os)",
+        rationale="a module handed on as a value hides which of its functions run",
+    ),
     # -- native code -------------------------------------------------------------
     Rule(
         "CPL-NAT-001",
@@ -903,22 +914,27 @@ RULES: Final[Mapping[str, Rule]] = _rules(
     Rule(
         "CPL-SCAN-001",
         RuleFamily.SCANNER,
-        _W,
+        # Danger for a plugin (the gate fails closed: padding a plugin.py past
+        # the limit hid `import ctypes` from it); a warning in package mode.
+        _D,
         None,
         None,
         "not scanned: too large ({api})",
-        "split the file or raise max_file_bytes",
+        "split the file (a plugin's code that was not scanned is refused) or raise max_file_bytes",
         kind=RuleKind.SCANNER,
         rationale="a file too large to scan is not known to be clean",
     ),
     Rule(
         "CPL-SCAN-002",
         RuleFamily.SCANNER,
-        _W,
+        # Danger for a plugin, as CPL-SCAN-001: an 800-term expression made the
+        # whole file "too complex" and its `import ctypes` passed the gate.
+        _D,
         None,
         None,
         "not scanned: too complex ({api})",
-        "simplify the code (split deep expressions, shorten the file)",
+        "simplify the code (split deep expressions, shorten the file): a plugin's code "
+        "that was not scanned is refused",
         kind=RuleKind.SCANNER,
         rationale="a file too complex to scan is not known to be clean",
     ),
@@ -969,7 +985,7 @@ def _table(rule_id: str, *names: str) -> dict[str, str]:
 
 #: Fully qualified callables and attributes -> rule id. Any *reference* fires,
 #: not only a call: ``f = os.system; f("ls")`` is caught at ``os.system``.
-API_RULES: Final[Mapping[str, str]] = MappingProxyType(
+_API_RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
         **_table(
             "CPL-PROC-001",
@@ -997,6 +1013,21 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "pty.fork",
             "asyncio.create_subprocess_exec",
             "asyncio.create_subprocess_shell",
+            "asyncio.subprocess.create_subprocess_exec",
+            "asyncio.subprocess.create_subprocess_shell",
+            "_posixsubprocess.fork_exec",
+            # Standard-library functions that run a program for you.
+            "pydoc.pipepager",
+            "pydoc.tempfilepager",
+            "webbrowser.open",
+            "webbrowser.open_new",
+            "webbrowser.open_new_tab",
+            "webbrowser.get",
+            "distutils.spawn.spawn",
+            "multiprocessing.Process",
+            "multiprocessing.Pool",
+            "multiprocessing.get_context",
+            "concurrent.futures.ProcessPoolExecutor",
         ),
         **_table(
             "CPL-DYN-001",
@@ -1014,6 +1045,23 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "importlib.__import__",
             "runpy.run_path",
             "runpy.run_module",
+            # Loaders and import hooks that take code from files the scan does not
+            # read as modules (a zip archive, a .txt holding source); the worker
+            # drops the zip hook, and code that touches these could put it back.
+            "zipimport.zipimporter",
+            "importlib.machinery.SourceFileLoader",
+            "importlib.machinery.SourcelessFileLoader",
+            "importlib.machinery.ExtensionFileLoader",
+            "importlib.machinery.FileFinder",
+            "importlib.util.spec_from_file_location",
+            "importlib.util.spec_from_loader",
+            "sys.path_hooks",
+            "sys.meta_path",
+            "imp.load_source",
+            "imp.load_compiled",
+            "imp.load_dynamic",
+            "imp.load_module",
+            "imp.load_package",
         ),
         **_table(
             "CPL-DYN-003",
@@ -1099,13 +1147,64 @@ API_RULES: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
+#: What ``os`` takes from ``posix`` (its C module) under the same names: the
+#: rules' os functions are reachable there too (``import posix;
+#: posix.system("id")`` passed the danger gate). Fixed, not read from this
+#: interpreter, so a scan says the same on every platform.
+_POSIX_FUNCTIONS: Final = frozenset(
+    {
+        *("system", "execv", "execve", "fork", "forkpty", "posix_spawn", "posix_spawnp"),
+        *("chmod", "chown", "lchown", "link", "mkdir", "mkfifo", "mknod", "remove"),
+        *("rename", "replace", "rmdir", "unlink", "symlink", "truncate", "open"),
+        *("putenv", "unsetenv"),
+    }
+)
+
+#: ... and the same functions under ``posix``, the module ``os`` re-exports.
+API_RULES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **_API_RULES,
+        **{
+            f"posix.{name[3:]}": rule_id
+            for name, rule_id in _API_RULES.items()
+            if name.startswith("os.") and name[3:] in _POSIX_FUNCTIONS
+        },
+    }
+)
+
 #: Modules whose import alone is a finding (a dotted prefix matches too:
 #: ``ctypes.util`` hits ``ctypes``). ``from asyncio import open_connection``
 #: is checked as ``asyncio.open_connection`` against :data:`API_RULES` instead.
 MODULE_RULES: Final[Mapping[str, str]] = MappingProxyType(
     {
         **_table("CPL-PROC-002", "subprocess", "pty"),
-        **_table("CPL-NAT-001", "ctypes", "_ctypes", "cffi"),
+        # Third-party modules whose whole purpose is running programs: any use of
+        # them runs one (sh.ls(), plumbum's local["ls"]), so importing them is the
+        # finding. They passed the gate as a supply-chain warning only.
+        **_table(
+            "CPL-PROC-001",
+            "sh",
+            "pexpect",
+            "ptyprocess",
+            "plumbum",
+            "sarge",
+            "invoke",
+            "fabric",
+            "delegator",
+            "envoy",
+        ),
+        # numpy.ctypeslib is ctypes under another name (its .ctypes, load_library).
+        **_table(
+            "CPL-NAT-001",
+            "ctypes",
+            "_ctypes",
+            "cffi",
+            "numpy.ctypeslib",
+            # Compile and run native code at run time.
+            "numba",
+            "llvmlite",
+            "pyximport",
+        ),
         **_table(
             "CPL-NET-001",
             "socket",
@@ -1230,7 +1329,7 @@ SENSITIVE_PATH_MARKERS: Final = (
 )
 
 #: The environment mappings; any access to them is an environment read.
-ENVIRON_MAPPINGS: Final = frozenset({"os.environ", "os.environb"})
+ENVIRON_MAPPINGS: Final = frozenset({"os.environ", "os.environb", "posix.environ"})
 
 #: Functions taking a variable name as first argument (``key`` by keyword).
 ENV_FUNCTIONS: Final = frozenset({"os.getenv", "os.getenvb", "os.putenv", "os.unsetenv"})

@@ -65,6 +65,10 @@ def judge(
     text = r.message.format(api=api)
     if escalation is not None:
         return Judgement(Severity.DANGER, f"{text}, {escalation}; {r.hint}", False, capability)
+    if mode is ScanMode.PACKAGE and r.kind is RuleKind.SCANNER and r.severity is Severity.DANGER:
+        # A package's file the scanner could not read whole is reported, not a
+        # verdict on the package; a plugin's is refused (the gate fails closed).
+        return Judgement(Severity.WARNING, f"{text}; {r.hint}", False, capability)
     if mode is ScanMode.PACKAGE and r.kind is RuleKind.CAPABILITY:
         if r.family is RuleFamily.SUPPLY_CHAIN:
             return None  # a package's own dependencies are not a finding

@@ -84,6 +84,7 @@ from caplet._selftest._jails import (
 )
 from caplet._selftest._model import Arena, Attempt, HostileCase, Scenario, clip
 from caplet._selftest._network import REBINDING_NAME
+from caplet._selftest._race import race
 from caplet._selftest._report import CaseResult, CaseStatus, GatedResult, SelftestReport
 from caplet._trust._lockfile import Lockfile, update_lockfile
 
@@ -99,6 +100,8 @@ _VOLATILE = (
 )
 #: Where an attack that escaped its private /tmp would leave files (the
 #: plugins write to the literal /tmp; Python's idea of it may differ).
+#: Cases about the static gate itself: run and checked on the gated host.
+_GATED_SCENARIOS = frozenset({Scenario.GATED, Scenario.RACE})
 _HOST_TMP_DIRS = (Path(tempfile.gettempdir()), Path("/tmp"))  # noqa: S108
 _CANARY_SOURCE = """
 def create_functions(config):
@@ -261,7 +264,25 @@ class Bench:
         }
         update_lockfile(self.arena.lockfile, lambda lock: lock)
         self._write_plugins()
+        self._hostile_tmpdir()
         self._start_host()
+
+    def _hostile_tmpdir(self) -> None:
+        """Run the hosts with ``TMPDIR`` inside the grants every case can write.
+
+        The red team's setting (issue 13, finding 4): snapshots and anything
+        else the host made under ``tempfile.gettempdir()`` were then within a
+        plugin's reach. Every case now runs so, and ``snapshot-hunt`` walks the
+        grants for any snapshot or plugin code it could change.
+        """
+        before = tempfile.tempdir
+        self._set_env("TMPDIR", str(self.arena.grants_dir))
+        tempfile.tempdir = None  # gettempdir() caches its first answer
+
+        def restore() -> None:
+            tempfile.tempdir = before
+
+        self._stack.callback(restore)
 
     def _set_env(self, name: str, value: str) -> None:
         before = os.environ.get(name)
@@ -405,7 +426,7 @@ class Bench:
             )
         status, detail = CaseStatus.CONTAINED, ""
         # A gated case is about the static gate itself: the ordinary host ran it.
-        host = self.gated if case.scenario is Scenario.GATED else self.host
+        host = self.gated if case.scenario in _GATED_SCENARIOS else self.host
         try:
             case.check(attempt, self.arena, host)
         except SelftestBreachError as exc:
@@ -480,6 +501,10 @@ class Bench:
                 return self._locked(case), []
             case Scenario.RESTART:
                 return self._restart(case)
+            case Scenario.RACE:
+                dirty = plugin_source(dict(case.swap)["plugin.py"])
+                folder = self.arena.plugins_dir / case.name
+                return race(self.gated, case, folder, dirty, self._enable), []
             case Scenario.AUDIT | Scenario.AUDIT_OPERATOR_MODEL:
                 return self._audit(case), []
             case _:

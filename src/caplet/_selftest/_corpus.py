@@ -20,6 +20,7 @@ from caplet._selftest import (
     _network,
     _processes,
     _protocol,
+    _renames,
     _resources,
     _supply_chain,
 )
@@ -30,6 +31,7 @@ __all__ = ["BY_NAME", "CASES", "select"]
 CASES: tuple[HostileCase, ...] = (
     *_filesystem.CASES,
     *_grants.CASES,
+    *_renames.CASES,
     *_network.CASES,
     *_processes.CASES,
     *_resources.CASES,

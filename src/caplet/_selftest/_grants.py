@@ -9,10 +9,14 @@ xattrs, and host sockets and FIFOs inside a read grant.
 from __future__ import annotations
 
 import os
+import pwd
+import re
 import stat
+import sys
 from pathlib import Path
 
 from caplet._host._host import PluginHost
+from caplet._sandbox._jail_model import package_parent
 from caplet._selftest._checks import enable_refused, escaped, refused
 from caplet._selftest._model import (
     Arena,
@@ -27,10 +31,44 @@ from caplet._selftest._model import (
 
 __all__ = ["CASES"]
 
-MOUNTS = """
+#: Everything a process can learn about where its runtime lives on the host:
+#: the mount tables, the mapped files (the interpreter and the extension
+#: modules the zygote loaded before the jail), its executable, command line
+#: and environment, and the interpreter's own idea of its paths.
+VIEWS = """
+import sys
+
+
 def run():
-    with open("/proc/self/mountinfo") as handle:
-        return handle.read()
+    def read(path):
+        try:
+            with open(path, "rb") as handle:
+                return handle.read().decode("utf-8", "replace")
+        except OSError as exc:
+            return f"<{exc.errno}>"
+
+    modules = list(sys.modules.values())
+    files = {str(getattr(module, "__file__", None) or "") for module in modules}
+    for module in modules:
+        files.update(str(entry) for entry in getattr(module, "__path__", None) or ())
+    interpreter = [
+        *sys.path, sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix,
+        sys.base_exec_prefix, getattr(sys, "_base_executable", ""), *sys.orig_argv,
+    ]
+    try:
+        exe = os.readlink("/proc/self/exe")
+    except OSError as exc:
+        exe = f"<{exc.errno}>"
+    return {
+        "mountinfo": read("/proc/self/mountinfo"),
+        "mounts": read("/proc/self/mounts"),
+        "maps": read("/proc/self/maps"),
+        "cmdline": read("/proc/self/cmdline").replace("\\0", " "),
+        "environ": read("/proc/self/environ").replace("\\0", " "),
+        "exe": exe,
+        "sys": "\\n".join(interpreter),
+        "modules": "\\n".join(sorted(files)),
+    }
 """
 
 HUNT = """
@@ -161,13 +199,63 @@ def _setuid(how: str) -> Args:
     return args
 
 
+#: Where a standard system's files live: the same on every host, so naming
+#: them tells a plugin nothing about this one (a Debian interpreter's prefix
+#: is /usr, and its standard library is /usr/lib/python3.X on every machine).
+SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc")
+
+
+def host_runtime_paths() -> tuple[str, ...]:
+    """The host paths of this process's runtime, which no jail may name (issue 13, point 7).
+
+    The interpreter's prefixes (a pyenv under the user's home, a virtual
+    environment in a checkout), the directories caplet and msgpack are
+    imported from, the executable's directory and the user's home, each as
+    spelled and resolved; system directories (:data:`SYSTEM_PATHS`) are not
+    secrets.
+    """
+    candidates = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        str(Path(sys.executable).parent),
+        str(Path(getattr(sys, "_base_executable", "") or sys.executable).parent),
+        package_parent("caplet"),
+        package_parent("msgpack"),
+        pwd.getpwuid(os.geteuid()).pw_dir,
+    }
+    paths = set()
+    for candidate in filter(None, candidates):
+        for path in (os.path.abspath(candidate), os.path.realpath(candidate)):  # noqa: PTH100
+            system = any(path == top or path.startswith(f"{top}/") for top in SYSTEM_PATHS)
+            if path != "/" and not system:
+                paths.add(path)
+    return tuple(sorted(paths))
+
+
+def named_host_paths(text: str, secrets: tuple[str, ...]) -> list[str]:
+    """The ``secrets`` that ``text`` names as a path (``/root`` is not named by ``/rootfs``)."""
+    return [
+        secret
+        for secret in secrets
+        if re.search(re.escape(secret) + r"(?![^/\s'\",:;\])])", text) is not None
+    ]
+
+
 def no_host_path_in_mountinfo(attempt: Attempt, arena: Arena, _host: PluginHost) -> None:
     expect(attempt.enabled and attempt.error is None, attempt.describe())
-    mounts = attempt.value
-    expect(isinstance(mounts, str), attempt.describe())
-    assert isinstance(mounts, str)
-    for secret in (str(arena.state_dir), str(arena.plugins_dir), "caplet-run"):
-        breach_unless(secret not in mounts, f"mountinfo names {secret}")
+    views = attempt.value
+    expect(isinstance(views, dict), attempt.describe())
+    assert isinstance(views, dict)
+    caplets = (str(arena.state_dir), str(arena.plugins_dir), "caplet-run")
+    for secret in caplets:
+        breach_unless(secret not in views["mountinfo"], f"mountinfo names {secret}")
+    secrets = host_runtime_paths()
+    for view, text in sorted(views.items()):
+        named = named_host_paths(str(text), secrets) + [s for s in caplets if s in str(text)]
+        breach_unless(not named, f"{view} names the host path {', '.join(named)}")
+    mounts = str(views["mountinfo"])
     plugin = [line.split() for line in mounts.splitlines() if line.split()[4:5] == ["/plugin"]]
     expect(len(plugin) == 1 and plugin[0][3] == "/", "the snapshot is its own file system")
 
@@ -283,9 +371,10 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase(
         "mountinfo-host-paths",
         Family.FILESYSTEM,
-        "read /proc/self/mountinfo for the host paths of its snapshot and caplet's state",
+        "read mountinfo, mounts, maps, /proc/self/exe, cmdline, sys.path and module files "
+        "for host paths (its snapshot, caplet's state, the interpreter, the checkout, the home)",
         Layer.NAMESPACES,
-        MOUNTS,
+        VIEWS,
         no_host_path_in_mountinfo,
     ),
     HostileCase(

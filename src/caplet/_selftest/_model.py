@@ -119,6 +119,9 @@ class Scenario(enum.Enum):
     * ``RESTART``: enabled and called, then ``swap`` changes the live tree,
       the worker dies (``main.crash``) and the next call must not load the
       changed code;
+    * ``RACE``: enabled again and again on the gated host while a thread
+      swaps ``plugin.py`` between the case's body and ``swap``'s (which the
+      gate refuses); see :mod:`._race`;
     * ``AUDIT``: audited by the scripted model of :mod:`._gullible` that
       obeys instructions in the plugin's files, then approval is asked for;
     * ``AUDIT_OPERATOR_MODEL``: the same with a model that obeys only text
@@ -129,6 +132,7 @@ class Scenario(enum.Enum):
     GATED = "gated"
     LOCKED = "locked"
     RESTART = "restart"
+    RACE = "race"
     AUDIT = "audit"
     AUDIT_OPERATOR_MODEL = "audit-operator-model"
 

