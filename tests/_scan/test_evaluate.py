@@ -107,6 +107,82 @@ def test_a_comprehension_does_not_leave_its_loop_values_behind() -> None:
 
 
 def test_a_long_comprehension_is_not_evaluated() -> None:
-    assert value_of("''.join(chr(65) for c in range(2))") is None  # range is not a literal
+    # a short range is a literal list (branch recall); a long one is not walked
+    assert value_of("''.join(chr(65) for c in range(2))") == "AA"
+    assert value_of("''.join(chr(65) for c in range(100000))") is None
     big = "[" + ", ".join(["65"] * 5000) + "]"
     assert value_of(f"''.join(chr(c) for c in {big})") is None
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # text the interpreter holds (tune: cn2-doc-slice, cn2-type-name, cn2-ascii-letters)
+        ("d = dict.__doc__\nd[0] + d[1]", dict.__doc__[:2] if dict.__doc__ else None),
+        ("t = type(len).__name__\nt[0] + t[1]", "bu"),
+        ("type(1).__name__", "int"),
+        ("import string\nstring.ascii_lowercase[4] + string.ascii_lowercase[23]", "ex"),
+        # literals without a value type of their own, hex of an integer, split, translate
+        ("f = str(False)\nf[1] + f[2]", "al"),
+        ("repr(None)", "None"),
+        ("hex(255)[2:]", "ff"),
+        ("'the system call'.split()[1]", "system"),
+        ("'ayak'.translate(str.maketrans('ayk', 'exc'))", "exec"),
+        # a lambda given literal arguments (tune: cn2-repr-oct-lambda)
+        ("r = 'abcdef'\nL = lambda i: r[i]\nL(4) + L(0)", "ea"),
+        ("(lambda s: s[::-1])('cexe')", "exec"),
+        ("(lambda: 'ex' + 'ec')()", "exec"),
+        ('def n():\n    """The name."""\n    return "sys" + "tem"\nn()', "system"),
+        ("''.join(chr(65) for c in range(3))", "AAA"),
+        ("str().join(['ex', 'ec'])", "exec"),
+        ("'ex'.__add__('ec')", "exec"),
+        ("bytes.decode(b'exec')", "exec"),
+    ],
+)
+def test_text_of_the_interpreter_and_more_operations_are_evaluated(
+    source: str, expected: str
+) -> None:
+    assert value_of(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a rebound builtin is not the interpreter's: its text is unknown
+        "dict = make()\ndict.__doc__",
+        "def f(x):\n    return x\nf.__doc__",
+        # a lambda called with a value known only at run time
+        "L = lambda i: i + 1\nL(n)",
+        # type() of something unknown
+        "type(obj).__name__",
+    ],
+)
+def test_what_the_interpreter_does_not_hold_is_not_guessed(source: str) -> None:
+    assert value_of(source) is None
+
+
+def closed(source: str) -> bool:
+    tree = ast.parse(source)
+    surveyed = survey(tree, 100, 100_000)
+    assert isinstance(surveyed, Survey)
+    last = tree.body[-1]
+    assert isinstance(last, ast.Expr)
+    return Flow(surveyed.bindings).closed(last.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # computed from literals and builtins only, however (an unknown operation included)
+        ("s = str(oct)\ns[3].swapcase() + ''.join(sorted('cexe'))", True),
+        ("x = 'ab'\nx * 2 + x.zfill(5)", True),
+        # a parameter, a loop variable, a module global or a name filled later: not closed
+        ("def f(name):\n    return name\n'x' + name", False),
+        ("for n in names:\n    pass\nn + 'x'", False),
+        ("__name__ + '.sub'", False),
+        ("n = input()\nn + 'x'", False),
+        ("import os\nos.getenv('NAME') + 'x'", False),
+    ],
+)
+def test_an_expression_of_literals_only_is_closed(source: str, expected: bool) -> None:
+    assert closed(source) is expected

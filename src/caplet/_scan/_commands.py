@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import base64
 import binascii
+import re
 import shlex
 from pathlib import PurePosixPath
 
@@ -71,6 +72,11 @@ class Commands:
         new program starts (``"chmod +x " + p + " && " + p`` runs ``p``).
         """
         keys: set[str] = set()
+        if isinstance(command, ast.Name):
+            # command = [path, "-o", pool]; Popen(command): the list bound to the name
+            bound = self._flow.bindings.assigned.get(command.id, ())
+            if len(bound) == 1 and isinstance(bound[0], ast.List | ast.Tuple):
+                command = bound[0]
         if isinstance(command, ast.List | ast.Tuple):
             for part in self.program_parts(command):
                 keys |= self.keys(part)
@@ -80,9 +86,13 @@ class Commands:
             if not isinstance(piece, str):
                 if at_program:
                     keys |= self.keys(piece)
-                at_program = False
+                # sys.executable + " " + path: the interpreter runs what follows
+                at_program = at_program and self.interpreter(piece, None)
                 continue
-            for token in piece.split():
+            for word in piece.split():
+                token = word.strip("\"'")
+                if not token:
+                    continue  # a quote around the next piece ('python "' + path + '"')
                 if token in _SEPARATORS or token.endswith(";"):
                     at_program = True
                 elif at_program:
@@ -187,4 +197,27 @@ def string_parts(node: ast.AST) -> list[str | ast.expr]:
         and len(node.args) == 1
     ):
         return [node.args[0]]
+    template: ast.expr | None = None
+    values: list[ast.expr] = []
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and not node.keywords
+    ):
+        template, values = node.func.value, list(node.args)  # "{} {}".format(python, path)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        template = node.left  # "%s %s" % (python, path)
+        values = list(node.right.elts) if isinstance(node.right, ast.Tuple) else [node.right]
+    if (
+        isinstance(template, ast.Constant)
+        and isinstance(template.value, str)
+        and not any(isinstance(v, ast.Starred) for v in values)
+    ):
+        pieces = re.split(r"\{\d*\}|%[sdr]", template.value)
+        if len(pieces) == len(values) + 1:
+            out = [pieces[0]]
+            for value, text in zip(values, pieces[1:], strict=True):
+                out.extend([value, text])
+            return out
     return [node] if isinstance(node, ast.expr) else []

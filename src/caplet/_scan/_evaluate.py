@@ -39,6 +39,105 @@ _PRINTABLE_BUILTINS = frozenset(
 ) | {"copyright", "credits", "license"}
 
 Value = str | bytes | int | list["Value"]
+#: Text attributes of the interpreter's objects a name may be spelled from.
+_OBJECT_TEXTS = frozenset({"__doc__", "__name__", "__qualname__", "__module__"})
+#: ``string`` module constants (the same in every interpreter).
+_STRING_CONSTANTS = frozenset(
+    {
+        "ascii_letters",
+        "ascii_lowercase",
+        "ascii_uppercase",
+        "digits",
+        "hexdigits",
+        "octdigits",
+        "punctuation",
+        "printable",
+        "whitespace",
+    }
+)
+
+
+#: Builtins whose result depends on their arguments only (no input, no files, no state).
+_PURE_BUILTINS = (
+    frozenset(
+        {
+            "str",
+            "repr",
+            "chr",
+            "ord",
+            "bytes",
+            "bytearray",
+            "hex",
+            "oct",
+            "bin",
+            "int",
+            "len",
+            "list",
+            "tuple",
+            "reversed",
+            "sorted",
+            "map",
+            "type",
+            "format",
+            "dir",
+            "vars",
+            "slice",
+            "range",
+            "zip",
+            "sum",
+            "abs",
+            "min",
+            "max",
+            "next",
+            "filter",
+            "enumerate",
+            "iter",
+            "all",
+            "any",
+        }
+    )
+    | _PRINTABLE_BUILTINS
+) - {"input", "open", "getattr", "globals", "locals", "breakpoint", "eval", "exec", "compile"}
+
+
+#: Nodes an expression computed from literals is made of (names are checked on their own).
+_CLOSED_NODES = (
+    ast.Constant,
+    ast.Attribute,
+    ast.Subscript,
+    ast.BinOp,
+    ast.Call,
+    ast.JoinedStr,
+    ast.FormattedValue,
+    ast.List,
+    ast.Tuple,
+    ast.UnaryOp,
+    ast.Slice,
+    ast.keyword,
+    ast.Compare,
+    ast.BoolOp,
+    ast.comprehension,
+)
+
+
+#: Methods called through their class (``bytes.decode(b"exec")``), evaluated like functions.
+_CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
+
+
+def _has_parameters(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    a = fn.args
+    return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
+
+
+def _literal_object(node: ast.AST) -> object | None:
+    """``True``, ``None``, ``1.5``, ``{}``, ``[]``: literals the evaluator has no value for."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict) and not node.keys:
+        return {}
+    if isinstance(node, ast.List | ast.Tuple | ast.Set) and not node.elts:
+        return {ast.List: [], ast.Tuple: (), ast.Set: set()}[type(node)]
+    return None
 
 
 class BudgetError(Exception):
@@ -186,7 +285,51 @@ class Evaluator(Resolver):
             return _subscript(ev(node.value, depth), node.slice, lambda n: ev(n, depth))
         if isinstance(node, ast.Call):
             return self._evaluate_call(node, depth)
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node, depth)
         return None
+
+    def _attribute(self, node: ast.Attribute, depth: int) -> Value | None:
+        """Text the interpreter itself holds: ``string.ascii_lowercase``, ``int.__doc__``,
+        ``type(len).__name__`` (a name spelled from it is as constant as a literal)."""
+        if node.attr in _OBJECT_TEXTS:
+            target = node.value
+            if (
+                isinstance(target, ast.Call)
+                and len(target.args) == 1
+                and not target.keywords
+                and "builtins.type" in self.resolve(target.func)
+            ):
+                inner = target.args[0]
+                obj = self._builtin(inner)
+                if obj is None:
+                    value = self._evaluate(inner, depth)
+                    obj = value if value is not None else _literal_object(inner)
+                text = getattr(type(obj), node.attr, None) if obj is not None else None
+            else:
+                obj = self._builtin(target)
+                text = getattr(obj, node.attr, None) if obj is not None else None
+            return text if isinstance(text, str) else None
+        for name in self.resolve(node):
+            module, _, attr = name.rpartition(".")
+            if module == "string" and attr in _STRING_CONSTANTS:
+                return str(getattr(string, attr))
+        return None
+
+    def _builtin(self, node: ast.AST) -> object | None:
+        """The interpreter's own builtin a bare name denotes, when the file never rebinds it."""
+        if not isinstance(node, ast.Name):
+            return None
+        name = node.id
+        if (
+            name not in _PRINTABLE_BUILTINS
+            or name in self.bindings.assigned
+            or name in self.bindings.imports
+            or name in self.bindings.defined
+            or name in self.bindings.scoped
+        ):
+            return None
+        return getattr(builtins, name, None)
 
     def _evaluate_name(self, name: str, depth: int) -> Value | None:
         values = self.bindings.assigned.get(name, ())
@@ -219,7 +362,7 @@ class Evaluator(Resolver):
                 return _join(ev(args[0], depth), self._iterable(args[1], depth))
             # a module's function first (base64.b64decode), else a method of a value
             for name in self.resolve(func):
-                if "." in name and not name.startswith("builtins."):
+                if ("." in name and not name.startswith("builtins.")) or name in _CLASS_CALLS:
                     result = _call(name, [ev(a, depth) for a in args])
                     if result is not None:
                         return result
@@ -234,6 +377,8 @@ class Evaluator(Resolver):
                 except ValueError:
                     return None
             base = ev(receiver, depth)
+            if method == "translate" and len(args) == 1 and isinstance(base, str):
+                return self._translate(base, args[0], depth)
             values = [ev(a, depth) for a in args]
             return _method(base, method, values, flow=self, node=node, depth=depth)
         names = self.resolve(func)
@@ -250,6 +395,13 @@ class Evaluator(Resolver):
                 and builtin not in self.bindings.defined
             ):
                 return str(getattr(builtins, builtin, "")) or None
+        if len(args) == 1 and not ({"builtins.str", "builtins.repr"}.isdisjoint(names)):
+            literal = _literal_object(args[0])
+            if literal is not None or (isinstance(args[0], ast.Constant) and args[0].value is None):
+                return str(literal) if "builtins.str" in names else repr(literal)
+        if len(args) == 1 and "builtins.dir" in names and self._names_builtins(args[0]):
+            # dir(builtins)[n]: a builtin picked by its place in this interpreter's list
+            return sorted(vars(builtins))
         values = [ev(a, depth) for a in args]
         for name in names:
             result = _call(name, values)
@@ -266,8 +418,22 @@ class Evaluator(Resolver):
                     if all(isinstance(i, str | int) for i in items)
                     else None
                 )
-        if not args and isinstance(func, ast.Name):
-            # n = lambda: "sys" + "tem"; n(): a lambda without parameters bound once
+        if isinstance(func, ast.Lambda) and not _has_parameters(func) and not args:
+            return ev(func.body, depth)  # (lambda: "ex" + "ec")()
+        if (
+            isinstance(func, ast.Lambda)
+            and len(func.args.args) == len(args)
+            and not (func.args.posonlyargs or func.args.kwonlyargs)
+            and not (func.args.vararg or func.args.kwarg)
+        ):
+            return self._apply(func, [ev(a, depth) for a in args], depth)  # (lambda s: s[::-1])(x)
+        if isinstance(func, ast.Name) and not args and func.id in self.bindings.defined:
+            # def n(): return "ex" + "ec"; n(): one function, one return of a value
+            returned = self._only_return(func.id)
+            return ev(returned, depth) if returned is not None else None
+        if isinstance(func, ast.Name):
+            # n = lambda: "sys" + "tem"; n(); or L = lambda i: s[i]; L(3) + L(7):
+            # a lambda bound once, its positional parameters given literal values
             bound = self.bindings.assigned.get(func.id, ())
             if (
                 len(bound) == 1
@@ -275,12 +441,114 @@ class Evaluator(Resolver):
                 and func.id not in self.contributed
             ):
                 lam = bound[0].args
-                if not (lam.args or lam.posonlyargs or lam.kwonlyargs or lam.vararg or lam.kwarg):
-                    return ev(bound[0].body, depth)
+                if not (lam.posonlyargs or lam.kwonlyargs or lam.vararg or lam.kwarg) and len(
+                    lam.args
+                ) == len(args):
+                    if not args:
+                        return ev(bound[0].body, depth)
+                    return self._apply(bound[0], values, depth)
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
         return None
+
+    def _only_return(self, name: str) -> ast.expr | None:
+        """The value a parameterless function of this file returns, when it is defined
+        once and its body is one ``return`` (after a docstring)."""
+        found = [f for f in self.bindings.functions if f.name == name]
+        if len(found) != 1 or _has_parameters(found[0]) or found[0].decorator_list:
+            return None
+        body = [
+            s
+            for s in found[0].body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        if len(body) == 1 and isinstance(body[0], ast.Return):
+            return body[0].value
+        return None
+
+    def _apply(self, lam: ast.Lambda, values: list[Value | None], depth: int) -> Value | None:
+        """A lambda's body with its parameters bound to literal values (not memoised)."""
+        if self._loop or any(v is None for v in values):
+            return None
+        try:
+            self._loop = {
+                a.arg: v for a, v in zip(lam.args.args, values, strict=True) if v is not None
+            }
+            return self._evaluate(lam.body, depth)
+        finally:
+            self._loop = {}
+
+    def closed(self, node: ast.AST) -> bool:
+        """Whether ``node`` is computed from literals and the interpreter's own objects only
+        (no parameter, no data read at run time), whatever the operations: a name spelled
+        by means the evaluator does not follow is still a constant the author hid."""
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        local: set[str] = set()  # a comprehension's own loop variables
+        budget = 256
+        while stack:
+            budget -= 1
+            if budget < 0:
+                return False
+            item = stack.pop()
+            if isinstance(item, ast.Name):
+                name = item.id
+                if name in seen or name in local:
+                    continue
+                seen.add(name)
+                bound = self.bindings.assigned.get(name, ())
+                if name in self.bindings.iterated or name in self.contributed:
+                    return False
+                if len(bound) == 1 and len(self.bindings.scoped.get(name, {})) <= 1:
+                    stack.append(bound[0])
+                elif bound or name in self.bindings.scoped or name in self.bindings.defined:
+                    return False
+                elif name in self.bindings.imports:
+                    # string.digits is the interpreter's text; os.getenv(...) is not
+                    if not {"string", "builtins"}.issuperset(self.bindings.imports[name]):
+                        return False
+                elif name != "__builtins__" and name not in _PURE_BUILTINS:
+                    return False  # __name__, __file__, a parameter, input(), open()
+            elif isinstance(item, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+                # [n for n in dir(builtins) if n[::-1] == "cexe"][0]: closed when what it
+                # walks is, its own loop variables standing for the items
+                for loop in item.generators:
+                    if not isinstance(loop.target, ast.Name) or loop.is_async:
+                        return False
+                    local.add(loop.target.id)
+                    stack.extend((loop.iter, *loop.ifs))
+                stack.append(item.elt)
+            elif isinstance(item, ast.Lambda):
+                return False  # parameters: not followed here
+            elif isinstance(item, _CLOSED_NODES):
+                stack.extend(ast.iter_child_nodes(item))
+            elif not isinstance(
+                item, ast.expr_context | ast.operator | ast.unaryop | ast.cmpop | ast.boolop
+            ):
+                return False
+        return True
+
+    def _translate(self, base: str, table: ast.AST, depth: int) -> Value | None:
+        """``"ayak".translate(str.maketrans("ayk", "exc"))``: both tables written out."""
+        if (
+            isinstance(table, ast.Call)
+            and isinstance(table.func, ast.Attribute)
+            and table.func.attr == "maketrans"
+            and 2 <= len(table.args) <= 3
+            and not table.keywords
+        ):
+            pieces = [
+                p for p in (self._evaluate(a, depth) for a in table.args) if isinstance(p, str)
+            ]
+            if len(pieces) == len(table.args) and len(pieces[0]) == len(pieces[1]):
+                return base.translate(str.maketrans(*pieces))
+        return None
+
+    def _names_builtins(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Name) and node.id == "__builtins__":
+            return "__builtins__" not in self.bindings.assigned
+        return "builtins" in self.resolve(node)
 
     def _spread_call(self, node: ast.Call, depth: int) -> Value | None:
         """A call whose ``*args`` are literal lists: evaluated as if written out."""
@@ -409,6 +677,16 @@ def _method(
             except OverflowError:
                 return None
         return None
+    if method == "__add__" and len(args) == 1:
+        return _binop(ast.Add(), base, args[0])
+    if isinstance(base, str) and method in {"split", "rsplit"} and len(args) <= 1:
+        sep = args[0] if args else None
+        if sep is None or (isinstance(sep, str) and sep):
+            parts: list[Value] = list(base.split(sep) if method == "split" else base.rsplit(sep))
+            return parts
+        return None
+    if isinstance(base, str) and method in {"swapcase", "title", "capitalize", "casefold"}:
+        return getattr(base, method)() if not args else None
     if isinstance(base, str) and method == "format":
         return _format(base, args)
     if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
@@ -510,12 +788,30 @@ def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) ->
 
 def _call(name: str, values: list[Value | None]) -> Value | None:
     """Pure builtins and decoders applied to evaluated arguments (never anything else)."""
-    if not values or any(v is None for v in values):
+    if not values:
+        return "" if name == "builtins.str" else None  # str().join(pieces)
+    if any(v is None for v in values):
         return None
     first = values[0]
     try:
+        if name == "builtins.range" and all(isinstance(v, int) for v in values):
+            bounds = [v for v in values if isinstance(v, int)]
+            span = range(*bounds) if len(bounds) <= 3 else range(0)
+            return list(span) if len(span) <= _MAX_LOOP else None
+        if name in {"builtins.bytes.decode", "builtins.bytearray.decode"} and isinstance(
+            first, bytes
+        ):
+            codec = values[1] if len(values) == 2 else "utf-8"
+            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
+                return codecs.decode(first, codec)
+            return None
+        if name == "builtins.str.join" and len(values) == 2:
+            items = values[1]
+            return _join(first, list(items) if isinstance(items, str | list) else None)
         if name == "builtins.chr" and isinstance(first, int):
             return _chr(first)
+        if name in {"builtins.hex", "builtins.oct", "builtins.bin"} and isinstance(first, int):
+            return {"builtins.hex": hex, "builtins.oct": oct, "builtins.bin": bin}[name](first)
         if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
             return ord(first)
         if name == "builtins.str" and len(values) == 2 and isinstance(first, bytes):

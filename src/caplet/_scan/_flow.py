@@ -101,6 +101,7 @@ class Flow(Evaluator):
         self._name_labels: dict[tuple[str, int], Labels] = {}
         self._labelling: set[tuple[str, int]] = set()
         self._remote: dict[str, set[int]] | None = None
+        self._passed: dict[int, dict[str, list[ast.expr]]] | None = None
         self._returned: dict[str, list[ast.expr]] = {}
 
     def scope(self, node: ast.AST) -> int:
@@ -174,6 +175,9 @@ class Flow(Evaluator):
             return self._label(node.value, depth)
         if isinstance(node, ast.IfExp):
             return self._union((node.body, node.orelse), depth)
+        if isinstance(node, ast.Lambda):
+            # map(lambda b: b ^ 7, data): what the lambda computes is what the call yields
+            return self._label(node.body, depth)
         return _NONE
 
     def name_labels(self, name: str, scope: int) -> Labels:
@@ -201,6 +205,13 @@ class Flow(Evaluator):
                     values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
                     out |= self._union(values, depth)
                     break
+            else:
+                # a parameter: what this file's calls of its function pass to it
+                for level in self._chain(scope):
+                    passed = self.passed_arguments().get(level, {}).get(name)
+                    if passed:
+                        out |= self._union(passed[:MAX_CANDIDATES], depth)
+                        break
             handlers = self.remote_params().get(name)
             if handlers and not handlers.isdisjoint(self._chain(scope)):
                 out.add((Source.REMOTE, "a chat bot's message"))
@@ -223,6 +234,8 @@ class Flow(Evaluator):
     def _reference_labels(self, names: tuple[str, ...]) -> Labels:
         if not ENVIRON_MAPPINGS.isdisjoint(names):
             return frozenset({(Source.ENVIRONMENT, "os.environ")})
+        if not {"operator.xor", "operator.__xor__"}.isdisjoint(names):
+            return frozenset({(Source.DECODED, "XOR")})  # map(operator.xor, data, key)
         if "__file__" in {n.removeprefix("builtins.") for n in names}:
             return frozenset({(Source.PACKAGED, "__file__")})
         return _NONE
@@ -283,6 +296,12 @@ class Flow(Evaluator):
             out.add((Source.DOWNLOADED, method))
         if method in {"read_text", "read_bytes", "open"} and receiver is not None:
             out |= _file_labels(self.path_text(receiver))
+        if "builtins.chr" in funcs and node.args and self._shifted(node.args[0]):
+            out.add((Source.DECODED, "chr(ord(...) shifted)"))
+        if method == "to_bytes" and receiver is not None and not node.keywords:
+            out.add((Source.DECODED, "int.to_bytes"))  # a program packed into an integer
+        if method == "translate" and node.args and self._substitution(node.args[0]):
+            out.add((Source.DECODED, "str.translate(maketrans(...))"))
         if method == "join" and node.args and self._chr_join(node.args[0]):
             out.add((Source.DECODED, "join(chr(...))"))
         out |= self._union(args, depth)
@@ -339,12 +358,99 @@ class Flow(Evaluator):
         """Credential or reconnaissance labels of a path expression's literal pieces."""
         return _file_labels(self.path_text(node))
 
+    def _substitution(self, table: ast.AST) -> bool:
+        """A translation table built by ``maketrans`` (a substitution cipher, rot13 by hand)."""
+        if isinstance(table, ast.Name):
+            bound = self.bindings.assigned.get(table.id, ())
+            table = bound[0] if len(bound) == 1 else table
+        return (
+            isinstance(table, ast.Call)
+            and isinstance(table.func, ast.Attribute)
+            and table.func.attr == "maketrans"
+            and len(table.args) >= 2
+        )
+
+    def _shifted(self, arg: ast.AST) -> bool:
+        """``ord(c) - 3``, ``(ord(c) ^ k) % 256``: a character of run-time text shifted
+        (a Caesar or XOR decoder written as a loop)."""
+        if not isinstance(arg, ast.BinOp):
+            return False
+        return any(
+            isinstance(n, ast.Call)
+            and n.args
+            and not isinstance(n.args[0], ast.Constant)
+            and "builtins.ord" in self.resolve(n.func)
+            for n in ast.walk(arg)
+        )
+
     def _chr_join(self, arg: ast.AST) -> bool:
         if isinstance(arg, ast.GeneratorExp | ast.ListComp) and isinstance(arg.elt, ast.Call):
             return "builtins.chr" in self.resolve(arg.elt.func)
         if isinstance(arg, ast.Call) and arg.args and "builtins.map" in self.resolve(arg.func):
             return "builtins.chr" in self.resolve(arg.args[0])
         return False
+
+    def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
+        """By function scope and parameter, the arguments this file's calls pass to it:
+        ``def load(blob): exec(blob)`` called as ``load(b64decode(...))`` runs decoded
+        data (a function or a lambda bound to a name, called by that name)."""
+        if self._passed is not None:
+            return self._passed
+        found: dict[int, dict[str, list[ast.expr]]] = {}
+        targets: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]] = {}
+        for defined in self.bindings.functions:
+            targets.setdefault(defined.name, []).append(defined)
+        for name, values in self.bindings.assigned.items():
+            for value in values:
+                if isinstance(value, ast.Lambda):
+                    targets.setdefault(name, []).append(value)
+        for n in self.nodes:
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Lambda):
+                # (lambda x: exec(x))(blob): the lambda's parameters are the call's arguments
+                slots = found.setdefault(id(n.func), {})
+                for param, arg in zip(n.func.args.args, n.args, strict=False):
+                    if not isinstance(arg, ast.Starred):
+                        slots.setdefault(param.arg, []).append(arg)
+        if targets:
+            for n in self.nodes:
+                if not isinstance(n, ast.Call):
+                    continue
+                func = n.func
+                method = isinstance(func, ast.Attribute)
+                if isinstance(func, ast.Attribute) and not self._own_instance(func.value):
+                    continue  # out.write(data) is not this file's def write(self, s)
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                for fn in targets.get(name, ())[:MAX_CANDIDATES]:
+                    params = [*fn.args.posonlyargs, *fn.args.args]
+                    if method:
+                        # obj.go(data) into def go(self, d): the receiver is self
+                        if not params or params[0].arg not in {"self", "cls"}:
+                            continue
+                        params = params[1:]
+                    slots = found.setdefault(id(fn), {})
+                    for param, arg in zip(params, n.args, strict=False):
+                        if not isinstance(arg, ast.Starred):
+                            slots.setdefault(param.arg, []).append(arg)
+                    names = {p.arg for p in (*params, *fn.args.kwonlyargs)}
+                    for keyword in n.keywords:
+                        if keyword.arg in names:
+                            slots.setdefault(keyword.arg, []).append(keyword.value)
+        self._passed = found
+        return found
+
+    def _own_instance(self, receiver: ast.expr) -> bool:
+        """``self``, or an object made by a class of this file (``L()``, ``x = L()``)."""
+        if isinstance(receiver, ast.Name):
+            if receiver.id in {"self", "cls"}:
+                return True
+            bound = self.bindings.assigned.get(receiver.id, ())
+            receiver = bound[0] if len(bound) == 1 else receiver
+        return (
+            isinstance(receiver, ast.Call)
+            and isinstance(receiver.func, ast.Name)
+            and receiver.func.id in self.bindings.defined
+            and receiver.func.id not in self.bindings.imports
+        )
 
     def remote_params(self) -> dict[str, set[int]]:
         """Parameters of a chat bot's handlers, by name and handler: a remote user's message.

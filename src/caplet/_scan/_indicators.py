@@ -198,6 +198,18 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"certutil(?:\.exe)?\s+-urlcache|bitsadmin\s+/transfer|Start-Process\b",
     ),
     Indicator(
+        _X,
+        "decoded command piped to a shell",
+        r"(?i)\bbase64\s+(?:-d|--decode|-D)\b[^\n]*\|\s*(?:sudo\s+)?(?:(?:ba|z|da)?sh|python3?)\b",
+    ),
+    Indicator(
+        _X,
+        "Windows program that fetches and runs remote code",
+        r"(?i)\bmshta(?:\.exe)?\s+['\"]?(?:https?|vbscript|javascript):|"
+        r"\bregsvr32(?:\.exe)?\s[^\n]*/i:\s*['\"]?https?://|\brundll32(?:\.exe)?\s+javascript:|"
+        r"\bmsiexec(?:\.exe)?\s[^\n]*/i\s+['\"]?https?://",
+    ),
+    Indicator(
         _N,
         "data sent by a shell command",
         r"\|\s*(?:nc|ncat|netcat|socat|telnet)\s+(?:-[A-Za-z]+\s+)*[A-Za-z0-9][A-Za-z0-9.:-]*\s+\d|"

@@ -92,18 +92,24 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
 #: that reaches the network names a network module, one spelled in escapes
 #: or looked up by a computed name is another pattern's (solo or pair).
 _PAYLOAD = (
-    r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
+    r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
     r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
     r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
-    r"\bchr\s*\(\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|"
+    r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
+    r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^=|"
+    r"\w\s*\^\s*[\w(]|\bto_bytes\b|\bmaketrans\b|\boperator\s*\.\s*xor\b|"
     + DECODER_TOKENS
     + "|"
     + words(BOT_FRAMEWORKS)
 )
 #: A process or code sink, for the pairs below.
 _SINK = (
-    r"\b(?:system|popen|Popen|spawn[lv]p?e?|startfile|check_output|getoutput|check_call|run_path|"
-    r"create_subprocess_\w+)\s*\(|\bsubprocess\b|(?:^|[^.\w])(?:exec|eval|compile)\s*\(|"
+    r"\b(?:system|popen|Popen|spawn[lv]p?e?|exec[lv]p?e?|startfile|check_output|getoutput|"
+    r"check_call|run_path|create_subprocess_\w+)\s*\(|\bsubprocess\b|"
+    r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\(|"
+    r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\(|"
+    # a sink bound to a name (run = os.system; run(...))
+    r"(?m:=\s*[\w.]*\b(?:system|popen|Popen|check_output|check_call|getoutput)\s*(?:#|$))|"
     + PROCESS_TOKENS
 )
 #: A network module or a program that reaches the network.
@@ -114,7 +120,8 @@ _NETWORK = (
 
 #: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
 _LOOKUP = (
-    r"(?:\b(?:getattr|__import__|import_module|attrgetter|__getattribute__)\s*\(|"
+    r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
+    r"(?:^|[^.\w])eval\s*\(|\b__builtins__\s*\.\s*get\s*\(|\b__getitem__\s*\(|"
     r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*(?:\[|\.\s*get\s*\())"
 )
 #: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
@@ -126,8 +133,8 @@ _LOOKUP_BY_VARIABLE = (
 )
 #: What a file that looks names up contains.
 _LOOKUP_NAME = (
-    r"\b(?:getattr|__import__|import_module|attrgetter|__getattribute__|__dict__|vars|modules|"
-    r"globals)\b"
+    r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__|__dict__|"
+    r"vars|modules|globals|eval|__builtins__|__getitem__)\b"
 )
 #: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
 #: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
@@ -137,7 +144,13 @@ _PIECES = (
     r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
     r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
     r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
-    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\("
+    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\(|"
+    # a literal operated on (sliced, multiplied, a method called on it), bytes of a list,
+    # str of bytes, an integer unpacked, a lambda's value, identifiers outside ASCII (the
+    # CJK family), code points formatted with %c, an f-string of literals
+    r"[rbuRBU]?['\"][^'\"\n]*['\"]\s*(?:\[|\*|\.\s*\w+\s*\()|\bbytearray\(\s*\[|"
+    r"\bstr\(\s*[bB]['\"]|\bto_bytes\(|\bbytes\s*\.\s*decode\(|\blambda\b|[^\x00-\x7f]|"
+    r"['\"]\s*%\s*\(\s*\d|\b[fF][rR]?['\"][^'\"\n]*\{\s*[rbuRBU]?['\"]"
 )
 #: Pieces that hardly ever build anything but a hidden name: code points joined, a
 #: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
@@ -202,8 +215,10 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
-        r"\b(?:b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
-        r"a2b_base64|fromhex|decompress|decrypt|rot_?13)\b|" + DECODER_TOKENS,
+        r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13|maketrans|to_bytes)\b|"
+        r"\bcodecs\s*\.\s*decode\b|\^=|"
+        r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|" + DECODER_TOKENS,
         _SINK,
     ),
     # a chat bot's handlers running what its users send
@@ -214,7 +229,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # host reconnaissance next to the network (DNS included)
     (
-        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME)\b|"
+        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME|"
+        r"getouterframes)\b|\binspect\s*\.\s*stack\b|"
         r"platform\.node|/etc/passwd|" + RECON_TOKENS,
         _NETWORK,
     ),
@@ -227,7 +243,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
     (
         r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
-        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]",
+        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]|\bcommunicate\s*\(|"
+        r"\binput\s*=|\.stdin\s*\.\s*write|['\"]-['\"]",
     ),
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
@@ -258,6 +275,19 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         _BUILT_KEY,
         r"[:=,(\[{]\s*(?:exec|eval|compile|execfile|__import__)\s*[,)\]}\n]|"
         r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
+    ),
+    # a library's function replaced at module level by one of this file, next to the
+    # network: Account.from_key = _from_key (a patched library that steals, CPL-THR-025)
+    (
+        r"(?m)^[A-Za-z_]\w*(?:\.\w+)+\s*=\s*[A-Za-z_]\w*\s*$|"
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)",
+        _NETWORK,
+    ),
+    # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)
+    (
+        r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
+        r"\w*token|\w*api_?key|mnemonic)\b",
+        r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
     ),
 )
 

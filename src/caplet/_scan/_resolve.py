@@ -11,6 +11,7 @@ Recursion is bounded; a cycle (``a = b; b = a``) resolves to nothing.
 from __future__ import annotations
 
 import ast
+import builtins
 
 from caplet._scan._rules import DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
@@ -62,6 +63,11 @@ _MAX_NESTING = 40
 
 #: See :func:`_reachable_modules`.
 REACHABLE_MODULES = _reachable_modules()
+
+#: The builtins that are functions (a lookup of one in ``globals()`` means the builtin).
+_BUILTIN_CALLABLES = frozenset(
+    n for n, v in vars(builtins).items() if callable(v) and not isinstance(v, type)
+)
 
 
 def is_network(name: str) -> bool:
@@ -157,6 +163,20 @@ class Resolver:
         return result
 
     def _resolve_subscript(self, node: ast.Subscript, depth: int) -> tuple[str, ...]:
+        index = node.slice
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+            index = index.operand if isinstance(index.operand, ast.Constant) else index
+            sign = -1
+        else:
+            sign = 1
+        if isinstance(index, ast.Constant) and type(index.value) is int:
+            # [print, exec][1]: an element of a list or tuple written in this file
+            position = sign * index.value
+            found: list[str] = []
+            for sequence in self._sequences(node.value):
+                if -len(sequence.elts) <= position < len(sequence.elts):
+                    found.extend(self.resolve(sequence.elts[position], depth + 1))
+            return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         key = self.name_value(node.slice)
         if key is None:
             return ()
@@ -167,7 +187,11 @@ class Resolver:
         namespace (``vars(os)``, ``builtins.__dict__``, ``sys.modules``, a copy of one)
         or of a dispatch table written in this file (``{"load": exec}``)."""
         if self._globals_call(container, depth):
-            return ("builtins",) if key == "__builtins__" else ()  # globals()["__builtins__"]
+            if key == "__builtins__":
+                return ("builtins",)  # globals()["__builtins__"]
+            # globals()["ev" + "al"]: a builtin's name looked up where only a copy
+            # of it could be; what the author means is the builtin
+            return (f"builtins.{key}",) if key in _BUILTIN_CALLABLES else ()
         found: list[str] = []
         for base in self.resolve(container, depth + 1):
             if base == "sys.modules":
@@ -206,8 +230,21 @@ class Resolver:
         return (
             isinstance(container, ast.Call)
             and not container.args
-            and "builtins.globals" in self.resolve(container.func, depth + 1)
+            # at module level locals() and vars() are globals()
+            and not {"builtins.globals", "builtins.locals", "builtins.vars"}.isdisjoint(
+                self.resolve(container.func, depth + 1)
+            )
         )
+
+    def _sequences(self, container: ast.expr) -> list[ast.List | ast.Tuple]:
+        """The list or tuple literals ``container`` is, or a name of it is bound to once."""
+        if isinstance(container, ast.List | ast.Tuple):
+            return [container]
+        if isinstance(container, ast.Name):
+            bound = self.bindings.assigned.get(container.id, ())
+            if len(bound) == 1 and isinstance(bound[0], ast.List | ast.Tuple):
+                return [bound[0]]
+        return []
 
     def tables(self, container: ast.expr) -> list[ast.Dict]:
         """The dict literals ``container`` is, or a name of it is bound to."""
@@ -267,7 +304,7 @@ class Resolver:
             method = func.attr
             if method == "copy" and not args:
                 found = self._namespaces(func.value, depth)
-            elif method == "get" and args:
+            elif method in {"get", "__getitem__"} and args:
                 key = self.name_value(args[0])
                 found = () if key is None else self.lookup(func.value, key, depth)
             elif method == "__getattribute__" and 1 <= len(args) <= 2:
@@ -298,6 +335,12 @@ class Resolver:
             if attr is None:
                 return ()
             return tuple(f"{b}.{attr}" for b in self.resolve(node.args[0], depth + 1))
+        if "builtins.eval" in funcs and len(node.args) == 1:
+            # eval("ex" + "ec") is the builtin exec: a name evaluated to what it denotes
+            name = self.name_value(node.args[0])
+            if name is not None and name.isidentifier():
+                return self.resolve_name(name, depth + 1)
+            return ()
         if "builtins.vars" in funcs and len(node.args) == 1:
             # vars(builtins) is builtins' namespace: vars(b)[name] resolves through it
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))

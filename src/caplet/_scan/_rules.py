@@ -736,6 +736,32 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         "to call os.system while hiding the import",
     ),
     Rule(
+        "CPL-THR-025",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api}: a function of an installed library is replaced by one of this file that "
+        "sends what passes through it to a fixed host (a patched library that steals)",
+        "remove the patch; wrap the library in your own function and call that",
+        kind=RuleKind.THREAT,
+        rationale="set-utils and ccxt-mexc-futures replaced eth_account's and ccxt's own "
+        "functions so that private keys and API secrets went to the attacker with every call",
+    ),
+    Rule(
+        "CPL-THR-026",
+        RuleFamily.EXFILTRATION,
+        _D,
+        None,
+        None,
+        "{api}: credentials this code is handed (a password, a private key, a token) are "
+        "sent to a fixed host in clear text (credential theft)",
+        "send credentials only to the service they belong to, over TLS",
+        kind=RuleKind.THREAT,
+        rationale="ssh-decorator posted the host, user name, password and private key of every "
+        "SSH connection it made to an http:// address of its author",
+    ),
+    Rule(
         "CPL-AUD-001",
         RuleFamily.AUDITOR,
         _W,

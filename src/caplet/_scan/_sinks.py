@@ -94,8 +94,23 @@ _DOWNLOADS_TO = frozenset({"urllib.request.urlretrieve", "urllib.urlretrieve", "
 _PROGRAM_SUFFIXES = frozenset(
     {".exe", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".js", ".msi", ".com", ".pif", ".hta"}
 )
+#: Calls that load a pickle (loading one runs the callables it names).
+_UNPICKLERS = frozenset(
+    {"pickle.loads", "_pickle.loads", "dill.loads", "cloudpickle.loads", "marshal.loads"}
+)
+#: Calls that create a temporary file open for writing (its ``.name`` is run later).
+_TEMPORARY_FILES = frozenset({"tempfile.NamedTemporaryFile", "tempfile.TemporaryFile"})
 #: Calls that run a file they are given.
-_RUNS_FILE = frozenset({"os.startfile", "runpy.run_path"})
+_RUNS_FILE = frozenset(
+    {
+        "os.startfile",
+        "runpy.run_path",
+        # a native library loaded runs its initialisers: a DLL written and loaded is run
+        *(f"ctypes.{k}" for k in ("CDLL", "WinDLL", "OleDLL", "PyDLL")),
+        *(f"ctypes.{k}.LoadLibrary" for k in ("cdll", "windll", "oledll", "pydll")),
+        "_ctypes.dlopen",
+    }
+)
 #: Rule families whose presence in Python source kept in a string makes running it a threat.
 #: Processes, ctypes, pickle or frames alone are not enough: test suites run
 #: snippets that use them; the network only with a host written into the source.
@@ -105,7 +120,28 @@ _FIXED_HOST: Final = re2.compile(
     r"""https?://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
     r"""['"](?:\d{1,3}\.){3}\d{1,3}['"]"""
 )
+#: An address credentials must never be sent to: plain http, or an IP address.
+_CLEARTEXT_DESTINATION: Final = re2.compile(
+    r"(?i)http://|https://(?:\d{1,3}\.){3}\d{1,3}(?:[:/]|$)"
+)
+#: A parameter that holds a credential.
+_CREDENTIAL_NAME: Final = re2.compile(
+    r"(?i)passw|passphrase|^pw$|pkey|private_?key|secret|token$|api_?key|mnemonic|seed_?phrase"
+)
 _LOCAL_ADDRESS: Final = re2.compile(r"""(?:['"]|//)(?:127\.|0\.0\.0\.0|localhost\b)""")
+
+
+#: Folders and files of a test suite (where replacing a library's function is routine).
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
+
+
+def _test_file(path: str) -> bool:
+    """A file of a test suite: under ``tests/``, or ``test_*.py``/``conftest.py``."""
+    parts = path.split("/")
+    name = parts[-1]
+    return (
+        not _TEST_DIRS.isdisjoint(parts[:-1]) or name.startswith("test_") or name == "conftest.py"
+    )
 
 
 def _capable(rule_id: str, text: str) -> bool:
@@ -189,6 +225,7 @@ class Sinks:
         self._recon_egress: list[tuple[ast.Call, Labels, str]] = []
         self._secret_egress: list[tuple[ast.Call, str, str]] = []
         self._nested: dict[str, list[Finding]] = {}
+        self._patches: list[tuple[ast.AST, str, list[ast.AST]]] = []
         self._by_receiver: dict[int, ast.expr] | None = None
         self._commands = Commands(flow)
         self._tags = Tagger(scan, flow)
@@ -220,6 +257,15 @@ class Sinks:
         if node.args and not EXECUTORS.isdisjoint(funcs):
             executor = next(f for f in funcs if f in EXECUTORS).removeprefix("builtins.")
             self._pending.append(lambda: self._run_code(node, executor, node.args[0]))
+            read = self._read_back(node.args[0])
+            if read is not None:
+                # exec(open(p).read()): the file p is run, as if started
+                self._runs.append((self._commands.keys(read), node, executor))
+        if not _TEMPORARY_FILES.isdisjoint(funcs):
+            # NamedTemporaryFile(suffix=".py", delete=False) as f; f.write(src); run f.name
+            self._write(node, node, (), set())
+        if node.args and not _UNPICKLERS.isdisjoint(funcs):
+            self._pending.append(lambda: self._unpickled(node, node.args[0]))
         if node.args and not _RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in _RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
@@ -246,10 +292,10 @@ class Sinks:
                 node.lineno,
                 node.col_offset,
             )
-        if "operator.attrgetter" in funcs and node.args:
+        if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
-        if method in {"get", "__getattribute__"} and 1 <= len(node.args) <= 2:
-            self.computed_lookup(node, node.args[0 if method == "get" else -1])
+        if method in {"get", "__getattribute__", "__getitem__"} and 1 <= len(node.args) <= 2:
+            self.computed_lookup(node, node.args[-1 if method == "__getattribute__" else 0])
 
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""
@@ -298,9 +344,10 @@ class Sinks:
             for o in owners
         )
         name = flow.name_value(node.slice)
-        if name is None and not self._decoded(node.slice):
+        hidden = name is None and namespace and flow.closed(node.slice)
+        if name is None and not self._decoded(node.slice) and not hidden:
             return
-        shown = repr(name) if name is not None else "<decoded>"
+        shown = repr(name) if name is not None else ("<computed>" if hidden else "<decoded>")
         if namespace:
             self._scan.emit(
                 "CPL-THR-003",
@@ -348,6 +395,54 @@ class Sinks:
         """``getattr(owner, name)`` where the name is computed to hide what is called."""
         self._computed_name(node, name, owner, attr)
 
+    def patched(self, node: ast.AST, api: str, value: ast.expr) -> None:
+        """A third-party library's ``api`` replaced by ``value``: a threat when ``value``
+        is a function of this file that reaches the network and a fixed host (checked
+        once the file is seen)."""
+        if "()" in api or _test_file(self._scan.file):
+            # an instance's attribute (a fixture's connection), or a test's monkeypatch:
+            # tests replace library functions as a matter of course
+            return
+        if isinstance(value, ast.Name):
+            found = [f for f in self._flow.bindings.functions if f.name == value.id]
+            body: list[ast.AST] = list(found[:4])
+            body += [
+                v
+                for v in self._flow.bindings.assigned.get(value.id, ())
+                if isinstance(v, ast.Lambda)
+            ]
+        elif isinstance(value, ast.Lambda):
+            body = [value]
+        else:
+            return
+        if body:
+            self._patches.append((node, api, body))
+
+    def _patch_check(self) -> None:
+        fixed_file = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
+        for node, api, bodies in self._patches:
+            egress = fixed = False
+            for body in bodies:
+                for n in ast.walk(body):
+                    if isinstance(n, ast.Name | ast.Attribute) and any(
+                        is_network(r) and r.rsplit(".", 1)[-1] in EGRESS_VERBS
+                        for r in self._flow.resolve(n)
+                    ):
+                        egress = True
+                    elif (
+                        isinstance(n, ast.Constant)
+                        and isinstance(n.value, str)
+                        and _fixed_host(repr(n.value))
+                    ):
+                        fixed = True
+            if (egress and (fixed or fixed_file)) or (fixed and fixed_file):
+                self._scan.emit(
+                    "CPL-THR-025",
+                    f"{api} replaced",
+                    getattr(node, "lineno", 0),
+                    getattr(node, "col_offset", None),
+                )
+
     def persistence_marker(self, node: ast.AST) -> str | None:
         """An autostart location named by the strings inside ``node`` (see :class:`Tagger`)."""
         return self._tags.persistence_marker(node)
@@ -367,6 +462,8 @@ class Sinks:
         for check in pending:
             check()
         self._write_then_run()
+        if self._patches:
+            self._patch_check()
         fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
         for node, names, api in self._secret_egress:
             if fixed:
@@ -380,7 +477,55 @@ class Sinks:
                     "CPL-THR-017", f"{what} sent by {api}", node.lineno, node.col_offset
                 )
 
+    def _read_back(self, arg: ast.expr) -> ast.expr | None:
+        """The path of ``open(p).read()`` or ``Path(p).read_text()`` (what exec is given)."""
+        if not (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)):
+            return None
+        receiver = arg.func.value
+        if arg.func.attr in {"read_text", "read_bytes"}:
+            return receiver
+        opened = isinstance(receiver, ast.Call) and receiver.args
+        if arg.func.attr == "read" and isinstance(receiver, ast.Call) and opened:
+            openers = {"builtins.open", "io.open", "codecs.open"}
+            return receiver.args[0] if openers & set(self._flow.resolve(receiver.func)) else None
+        return None
+
+    def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
+        """What a process is given on its standard input: ``input=``, ``.communicate(x)``,
+        ``.stdin.write(x)`` on the name the process is bound to."""
+        found = [k.value for k in node.keywords if k.arg == "input"]
+        handle = self._handle_of(node)
+        if handle is None:
+            return found
+        for n in self._flow.nodes:
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            owner = n.func.value
+            if n.func.attr == "communicate" and isinstance(owner, ast.Name) and owner.id == handle:
+                found.extend([*n.args[:1], *(k.value for k in n.keywords if k.arg == "input")])
+            elif (
+                n.func.attr in {"write", "writelines"}
+                and isinstance(owner, ast.Attribute)
+                and owner.attr == "stdin"
+                and isinstance(owner.value, ast.Name)
+                and owner.value.id == handle
+            ):
+                found.extend(n.args[:1])
+        return found[:8]
+
+    def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
+        """A pickle decoded from a literal of this file: loading it runs what it says
+        (``pickle.loads(b64decode("..."))``); a pickle of run-time data is not a payload."""
+        if isinstance(self._flow.evaluate(arg), bytes) and self._decoded(arg):
+            api = min(self._flow.resolve(node.func), default="pickle.loads")
+            self._by_source(node, f"{api}(...)", self._flow.labels(arg))
+
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
+        if executor == "eval" and not isinstance(arg, ast.Constant):
+            # eval("ex" + "ec"): a builtin or module named by a computed string
+            name = self._flow.name_value(arg)
+            if name is not None and name.isidentifier():
+                self._hidden_lookup(node, self._flow.resolve(node), f"eval({name!r} computed)")
         labels = self._flow.labels(arg)
         self._by_source(node, f"{executor}(...)", labels)
         value = self._flow.evaluate(arg)
@@ -416,6 +561,14 @@ class Sinks:
             program = "python"
         if program.startswith(PYTHONS) and "-c" in words[:-1]:
             self._code_string(node, f"{api}({program} -c ...)", words[words.index("-c") + 1])
+        elif program.startswith(PYTHONS) and all(w.startswith("-") for w in words[1:]):
+            # python (or python -) reading its program from standard input
+            for source in self._stdin_sources(node):
+                value = flow.evaluate(source)
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", "replace")
+                if isinstance(value, str):
+                    self._code_string(node, f"{api}({program} < source)", value)
         if self._scan.installer and _installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
@@ -475,6 +628,52 @@ class Sinks:
             self._scan.emit("CPL-THR-007", f"{', '.join(credentials)} sent by {api}", line, col)
         if Source.RECON in sources:
             self._recon_egress.append((node, frozenset(labels), api))
+        self._handed_credentials(node, api, payload)
+
+    def _handed_credentials(self, node: ast.Call, api: str, payload: list[ast.expr]) -> None:
+        """Credentials a function of this file is handed (its parameters ``password``,
+        ``pkey``...) sent by it to an ``http://`` or raw-IP address written in the call."""
+        destination = self._flow.name_value(node.args[0]) if node.args else None
+        if destination is None:
+            url = next((k.value for k in node.keywords if k.arg == "url"), None)
+            destination = self._flow.name_value(url) if url is not None else None
+        if not destination or not _CLEARTEXT_DESTINATION.match(destination.encode()):
+            return
+        if _LOCAL_ADDRESS.search(b"//" + destination.encode().split(b"//", 1)[-1]):
+            return
+        params = self._parameters(node)
+        if not params:
+            return
+        # the payload's names, and the values a local name of it was given (two steps)
+        names: set[str] = set()
+        stack: list[tuple[ast.AST, int]] = [(arg, 0) for arg in payload]
+        while stack and len(names) < 64:
+            item, step = stack.pop()
+            for n in ast.walk(item):
+                if isinstance(n, ast.Name) and n.id not in names:
+                    names.add(n.id)
+                    if step < 2 and n.id not in params:
+                        bound = self._flow.bindings.assigned.get(n.id, ())[:4]
+                        stack.extend((value, step + 1) for value in bound)
+        handed = sorted(n for n in names & params if _CREDENTIAL_NAME.search(n))
+        if handed:
+            self._scan.emit(
+                "CPL-THR-026",
+                f"{', '.join(handed)} sent by {api} to {shorten(destination)}",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _parameters(self, node: ast.AST) -> set[str]:
+        """The parameter names of the function ``node`` is in (empty at module level)."""
+        scope = self._flow.scope(node)
+        if not scope:
+            return set()
+        for fn in self._flow.bindings.functions:
+            if id(fn) == scope:
+                a = fn.args
+                return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        return set()
 
     def _dns(self, node: ast.Call, host: ast.expr) -> None:
         labels = self._flow.labels(host)
@@ -505,9 +704,13 @@ class Sinks:
 
     def _write_then_run(self) -> None:
         """A file written by this file and then started by it."""
-        for keys, node, api in self._runs:
+        if not (self._runs and self._writes):
+            return
+        for run_keys, node, api in self._runs:
+            keys = self._through_parameters(run_keys, node)
             for write in self._writes:
-                if not keys & write.keys:
+                shared = keys & self._through_parameters(write.keys, write.node)
+                if not shared:
                     continue
                 labels = set(write.labels)
                 for data in write.data:
@@ -526,12 +729,28 @@ class Sinks:
                             value = value.decode("utf-8", "replace")
                         if isinstance(value, str) and self._looks_like_code(value):
                             self._code_string(node, f"{api} of a file written from a string", value)
-                name = sorted(keys & write.keys)[0]
+                name = sorted(shared)[0]
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
                 if write.copied and any(s is Source.PACKAGED for s, _ in labels):
                     self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _through_parameters(self, keys: frozenset[str], node: ast.AST) -> frozenset[str]:
+        """``keys`` and, for each that is a parameter of the function ``node`` is in, the
+        names its callers pass (``safe_download(url, file=path)`` writes ``path``)."""
+        scope = self._flow.scope(node)
+        passed = self._flow.passed_arguments().get(scope) if scope else None
+        if not passed:
+            return keys
+        out = set(keys)
+        for key in keys:
+            args = passed.get(key, ())[:8]
+            if args:
+                out.discard(key)  # the parameter is what its callers pass, not its name
+            for arg in args:
+                out |= self._commands.keys(arg)
+        return frozenset(out)
 
     def _write(
         self,
@@ -672,6 +891,13 @@ class Sinks:
             if builtin_owner and self._decoded(name):
                 self._scan.emit(
                     "CPL-THR-003", "getattr(builtins, <decoded name>)", node.lineno, node.col_offset
+                )
+            elif builtin_owner and flow.closed(name):
+                self._scan.emit(
+                    "CPL-THR-003",
+                    "getattr(builtins, <name computed from literals>)",
+                    node.lineno,
+                    node.col_offset,
                 )
         elif (
             builtin_owner

@@ -314,6 +314,9 @@ RECON_FUNCTIONS: Final = frozenset(
         "uuid.getnode",
         "pwd.getpwall",
         "pwd.getpwuid",
+        # the calling program's frames: its file names, and through them its source
+        "inspect.stack",
+        "inspect.getouterframes",
     }
 )
 #: Environment variables that name the user or the machine.

@@ -131,6 +131,16 @@ _FILLING_METHODS = frozenset(
 )
 
 
+def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
+    """``os.execvp("sh", ["sh", "-c", cmd])``: the new program's argv is its command
+    (the first argument only names the file); the ``l`` variants spread it."""
+    if not name.startswith("os.exec") or len(node.args) < 2:
+        return None
+    if "v" in name.removeprefix("os.exec"):
+        return node.args[1]
+    return ast.copy_location(ast.List(node.args[1:], ast.Load()), node.args[1])
+
+
 def _dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of names, else ``None``."""
     parts: list[str] = []
@@ -477,12 +487,18 @@ class RuleVisitor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_store(target, target)
+            if isinstance(target, ast.Attribute):
+                self._patch(target.value, node.value, target.attr, node)
             if isinstance(target, ast.Subscript | ast.Attribute):
                 self._contribute(target, node.value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target, node.target)
-        self._contribute(node.target, node.value)
+        value = node.value
+        if isinstance(node.op, ast.BitXor):
+            # buf[i] ^= key[i % n]: the buffer is XOR-decoded in place
+            value = ast.copy_location(ast.BinOp(node.value, ast.BitXor(), node.value), node.value)
+        self._contribute(node.target, value)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._check_store(node.target, node.target)
@@ -569,7 +585,7 @@ class RuleVisitor(ast.NodeVisitor):
                 self._handled.add(func_id)
                 self._emit_api("CPL-PROC-001", name, node, program(command))
                 if command is not None:
-                    self._sinks.process(node, name, command)
+                    self._sinks.process(node, name, _exec_argv(node, name) or command)
             elif name in OPEN_FUNCTIONS:
                 self._handled.add(func_id)
                 self._emit_open(node, name, OPEN_FUNCTIONS[name])
@@ -615,11 +631,23 @@ class RuleVisitor(ast.NodeVisitor):
             if mode is not None and any(c in mode for c in "wax+"):
                 self._emit_at("CPL-FS-001", ".open(...)", node, covered=scan.grants.writes_files)
 
+    def _patch(self, owner: ast.expr, value: ast.expr, attr: str, node: ast.AST) -> None:
+        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute
+        replaced by a function of this file (the sinks decide what that function does)."""
+        local = self._scan.local_modules
+        for base in self.resolve(owner):
+            top = base.split(".", 1)[0]
+            if top and top not in _STDLIB and top not in local and top != "builtins":
+                self._sinks.patched(node, f"{base}.{attr}", value)
+                return
+
     def _attribute_call(self, node: ast.Call, name: str) -> None:
         """getattr/setattr/delattr: introspection, patching, names computed to hide a call."""
         if len(node.args) < 2:
             return
         attr = self.flow.name_value(node.args[1])
+        if name == "builtins.setattr" and attr is not None and len(node.args) == 3:
+            self._patch(node.args[0], node.args[2], attr, node)
         if attr is not None and attr in INTROSPECTION_ATTRIBUTES:
             self._emit_at("CPL-INTRO-001", attr, node)
         if name == "builtins.getattr":
