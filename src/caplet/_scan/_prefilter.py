@@ -59,6 +59,10 @@ from caplet._scan._triggers import (
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
 #: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
+#: RE2's memory for each compiled set and for the one-alternation locator
+#: (its default, 8 MiB, runs the DFA out of memory on large files).
+_MAX_MEM = 64 << 20
+
 _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
 
 #: Patterns any one of which sends a file to the AST pass.
@@ -362,7 +366,7 @@ class _Sets:
         offset = 0
         for group in groups:
             options = re2.Options()
-            options.max_mem = 64 << 20
+            options.max_mem = _MAX_MEM
             compiled: Any = re2.Set.SearchSet(options)
             owners: dict[str, list[int]] = {}
             for index, pattern in enumerate(group, offset):
@@ -523,7 +527,14 @@ class Prefilter:
         data = encoded if encoded is not None else _utf8(text)
         if matched is None:
             if self._all_locator is None:
-                self._all_locator = re2.compile("|".join(f"(?:{p})" for p in self._patterns))
+                # One alternation of every pattern: its DFA needs more than RE2's
+                # default 8 MiB on large files (kubernetes: "DFA out of memory" on
+                # stderr for every file, and the slow NFA instead), like the sets.
+                options = re2.Options()
+                options.max_mem = _MAX_MEM
+                self._all_locator = re2.compile(
+                    "|".join(f"(?:{p})" for p in self._patterns), options
+                )
             located = [(-1, self._all_locator)]
         else:
             wanted = sorted({i for i in matched if i < self._auditor} | set(self._focus_only))
