@@ -26,36 +26,14 @@ import ast
 from collections.abc import Callable, Sequence
 
 from caplet._scan._filescan import FileScan
+from caplet._scan._resolve import REACHABLE_MODULES
 
 __all__ = ["SENSITIVE_MODULES", "opaque_module_uses"]
 
 #: Modules whose functions run programs or native code, reach the environment,
-#: the import system, the interpreter's internals or the network, or load code.
-SENSITIVE_MODULES = frozenset(
-    {
-        "os",
-        "posix",
-        "subprocess",
-        "_posixsubprocess",
-        "pty",
-        "ctypes",
-        "_ctypes",
-        "cffi",
-        "builtins",
-        "importlib",
-        "sys",
-        "socket",
-        "_socket",
-        "marshal",
-        "pickle",
-        "_pickle",
-        "runpy",
-        "code",
-        "gc",
-        "inspect",
-        "zipimport",
-    }
-)
+#: the import system, the interpreter's internals or the network, or load code:
+#: those a module can hand on (:data:`REACHABLE_MODULES`) and the introspection ones.
+SENSITIVE_MODULES = frozenset({*REACHABLE_MODULES.values(), "code", "gc", "inspect"})
 
 #: Calls that take a module as an argument and call nothing on it.
 _HARMLESS_CALLS = frozenset(
