@@ -282,14 +282,19 @@ def _check_hook_priority(value: int) -> int:
     return value
 
 
-def _check_hook_capability(value: str, info: ValidationInfo) -> str:
-    context = _context(info)
+def _parsed(value: str, context: ManifestContext) -> Capability:
+    """``value`` parsed with the manifest's config names and broad-path rule."""
     try:
-        capability = parse_capability(
+        return parse_capability(
             value, config_names=context.config_names, allow_broad=context.allow_broad
         )
     except CapabilityError as exc:
         raise _error(str(exc)) from exc
+
+
+def _check_hook_capability(value: str, info: ValidationInfo) -> str:
+    context = _context(info)
+    capability = _parsed(value, context)
     if capability not in context.capabilities:
         texts = [c.declared for c in context.capabilities]
         raise _error(
@@ -302,12 +307,7 @@ def _check_hook_capability(value: str, info: ValidationInfo) -> str:
 
 def _check_capability(value: str, info: ValidationInfo) -> str:
     context = _context(info)
-    try:
-        capability = parse_capability(
-            value, config_names=context.config_names, allow_broad=context.allow_broad
-        )
-    except CapabilityError as exc:
-        raise _error(str(exc)) from exc
+    capability = _parsed(value, context)
     if capability.kind is CapabilityKind.HOST_CALL and not context.has_requires:
         raise _error(
             f"{value!r} calls another plugin's module, but 'requires' is empty; add the "
