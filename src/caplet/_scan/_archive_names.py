@@ -1,0 +1,78 @@
+"""A member's name: normalised, or refused with why; duplicates and the sdist's top folder.
+
+One rule for both formats: a name that escapes the extraction directory, or
+means different files to different tools, is a problem; a second member of
+one name (after Unicode normalisation) is a problem, since the installer
+unpacks the last one and a scanner might read the first.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Final
+
+from caplet._scan._archive_model import ArchiveProblemKind
+
+__all__ = ["Names", "check_name", "display_name"]
+
+# Trojan Source (CVE-2021-42574): bidirectional controls reorder what is shown.
+_BIDI: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+
+def display_name(name: str) -> str:
+    """The name as it can be shown: escapes for control, bidi and undecodable characters."""
+    return name if name.isprintable() else repr(name)[1:-1]
+
+
+def check_name(name: str) -> str | tuple[ArchiveProblemKind, str]:
+    """The normalised relative path, or why the name is refused.
+
+    Empty and ``.`` components are dropped (``./pkg//a.py`` is ``pkg/a.py``);
+    any ``..`` is refused even when it would stay inside, as PEP 706's data
+    filter and most installers cannot agree on where it lands.
+    """
+    # Printable ASCII (nearly every real name) has no control, surrogate or
+    # bidi character: skip the per-character loop, the archive hot path.
+    safe = name.isascii() and name.isprintable()
+    for char in "" if safe else name:
+        code = ord(char)
+        if code < 0x20 or code == 0x7F:
+            return ArchiveProblemKind.UNSAFE_NAME, f"control character U+{code:04X} in the name"
+        if 0xD800 <= code <= 0xDFFF:
+            return ArchiveProblemKind.UNSAFE_NAME, "the name is not valid UTF-8"
+        if char in _BIDI:
+            return (
+                ArchiveProblemKind.UNSAFE_NAME,
+                f"bidirectional control U+{code:04X} in the name (Trojan Source, CVE-2021-42574)",
+            )
+    if "\\" in name:
+        return ArchiveProblemKind.UNSAFE_NAME, "backslash in the name, a path separator on Windows"
+    if len(name) >= 2 and name[1] == ":" and name[0].isascii() and name[0].isalpha():
+        return ArchiveProblemKind.UNSAFE_NAME, "drive letter: an absolute path on Windows"
+    if name.startswith("/"):
+        return ArchiveProblemKind.ABSOLUTE_PATH, "absolute path"
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        return ArchiveProblemKind.PARENT_TRAVERSAL, "'..' component in the path"
+    return "/".join(parts)
+
+
+class Names:
+    """Duplicate detection and top-folder stripping, shared by both formats."""
+
+    def __init__(self, top: str | None) -> None:
+        self.top = top
+        self._seen: set[str] = set()
+
+    def strip(self, relative: str) -> str:
+        if self.top is not None and relative.startswith(self.top + "/"):
+            return relative[len(self.top) + 1 :]
+        return relative
+
+    def is_duplicate(self, relative: str) -> bool:
+        # NFC: "é" precomposed and decomposed are one file on macOS (NFD) filesystems.
+        key = unicodedata.normalize("NFC", relative)
+        if key in self._seen:
+            return True
+        self._seen.add(key)
+        return False
