@@ -344,7 +344,7 @@ def test_a_guests_handler_raises_only_refusals(world: World, data: st.DataObject
         return
     host = world.host
     handler = GuestRequests(
-        host._guest_catalog,
+        host._guests.catalog,
         host._call_from_guest,
         host.manager.validators,
         host.manager.log_decision,
@@ -373,7 +373,7 @@ def test_non_json_numbers_against_a_schema_are_refused_not_raised(
     assert _served(world.host.context.handler(info), app) == "ContextArgumentError"
     host = world.host
     guest = GuestRequests(
-        host._guest_catalog,
+        host._guests.catalog,
         host._call_from_guest,
         host.manager.validators,
         host.manager.log_decision,

@@ -427,7 +427,7 @@ def test_close_tears_the_pool_down(
 ) -> None:
     host = _host(plugins_dir, state_dir, launcher, pool_size=2)
     assert host.warm_guests() == 2
-    runner = host._guests
+    runner = host._guests.runner
     assert runner is not None
     waiting = list(runner.pool._idle)
     assert all(guest.alive for guest in waiting)

@@ -238,7 +238,7 @@ def test_a_worker_start_the_host_fails_is_a_counted_start_error(
     def broken(name: str, target: str) -> None:
         raise InjectedError("/secret/host/path")
 
-    monkeypatch.setattr(host, "_prepare_call", broken)
+    monkeypatch.setattr(host._calls, "prepare_call", broken)
     with pytest.raises(WorkerStartError) as caught:
         host.call("fetcher", "main.echo", 1)
     assert str(caught.value) == (

@@ -181,7 +181,7 @@ class ContextBroker:
             apps=frozenset(c.name for c in capabilities if isinstance(c, AppCapability)),
             modules=frozenset(c.module for c in capabilities if isinstance(c, HostCallCapability)),
             requires=tuple(r.name for r in info.manifest.requires),
-            # The same limit PluginHost._start gives the worker's channel.
+            # The same limit Workers.start gives the worker's channel.
             frame_bytes=self.manager.policy.max_output_bytes(
                 info.manifest.limits.max_output_kb, info.tier
             ),

@@ -44,9 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -60,29 +58,20 @@ from caplet._broker._resolver import Resolver
 from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
-    BudgetExceededError,
-    CallCancelledError,
     CallTimeoutError,
     CapletError,
-    InvalidOutputError,
     LifecycleError,
-    NotGrantedError,
-    PluginCallError,
-    ProtocolError,
     SandboxError,
-    WorkerGoneError,
-    WorkerStartError,
 )
 from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
-from caplet._host._breaker import CircuitBreaker, Trip
+from caplet._host._breaker import CircuitBreaker
+from caplet._host._call_path import CallPath, is_refusal
 from caplet._host._consent import Consent, ConsentRequest
 from caplet._host._context import ContextBroker
-from caplet._host._failures import call_failure
-from caplet._host._guest import GuestRunner
-from caplet._host._guest_catalog import GuestCatalog, guest_catalog
+from caplet._host._guards import PluginGuards
+from caplet._host._guest_code import GuestCode
 from caplet._host._guest_prompt import system_message
-from caplet._host._guest_requests import GuestRequests
 from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
@@ -91,39 +80,25 @@ from caplet._host._observe import Observer
 from caplet._host._policy import Isolation, Policy
 from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
 from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
-from caplet._sandbox._context import Refused
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._launcher import Launcher
 from caplet._sandbox._sandboxed import default_launcher
 from caplet._scan._model import ScanReport
-from caplet._suggest import did_you_mean
-from caplet._trust._snapshot import make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovalRecord, TrustStore
 
 if TYPE_CHECKING:
     from caplet._host._consent import Widening
     from caplet._host._update import UpdateReport
-from caplet._host._running import (
-    REJECTED_LOGGED,
-    CallTarget,
-    RunningWorker,
-    not_provided,
-    worker_spec,
-)
+from caplet._host._running import RunningWorker
+from caplet._host._workers import Workers
 
 __all__ = ["HEALTH_FUNCTION", "PluginHost"]
 
 _LOG = logging.getLogger("caplet")
 
 PluginFunction = Callable[..., Any]
-#: How much of a failure's message goes into a quarantine reason.
-_REASON_CHARS = 300
 #: The optional health-check function an update runs (seed 004).
 HEALTH_FUNCTION = "health"
-#: How often a call is tried when its worker turns out to have ended before
-#: the call was sent (WorkerGoneError: nothing ran); once more is enough,
-#: since the retry finds the replacement or starts it.
-_GONE_ATTEMPTS = 2
 
 
 class PluginHost:
@@ -232,28 +207,15 @@ class PluginHost:
             )
         )
         self.prompter = prompter
-        #: The live worker of each plugin. Written only with that plugin's lock
-        #: held; read without one on the warm path (one dict lookup).
-        self._running: dict[str, RunningWorker] = {}
-        #: One breaker per plugin, kept across worker restarts and
-        #: disable/enable; dropped when the plugin is quarantined or released.
-        self._breakers: dict[str, CircuitBreaker] = {}
         #: Serialises lifecycle changes: the manager's records are not safe
         #: to change from two threads at once (see the class docstring).
         #: Re-entrant: enable configures, a trip quarantines.
         self._lifecycle = threading.RLock()
-        #: Per plugin: held while its record changes and its worker is
-        #: started, stopped or replaced. Taken after ``_lifecycle``, never
-        #: before it, and never while waiting for a worker to close.
-        self._plugin_locks: dict[str, threading.RLock] = {}
-        #: Guards creating plugin locks and breakers (two threads must not
-        #: each create one for the same plugin).
-        self._registry_lock = threading.Lock()
-        #: The circuit breakers' clock (injectable so tests never sleep).
-        self._clock = clock
+        #: Each plugin's lock (taken after ``_lifecycle``) and circuit breaker.
+        self._guards = PluginGuards(self.manager, clock=clock)
         #: Per-plugin metrics and budgets, and where they are reported (docs/metrics.md).
         self.observer = Observer(
-            self.manager, clock=clock, breaker=self._breaker_state, is_refusal=_is_refusal
+            self.manager, clock=clock, breaker=self._guards.breaker_state, is_refusal=is_refusal
         )
         #: The application capabilities this host provides (register_capability).
         self.apps = AppRegistry()
@@ -270,18 +232,31 @@ class PluginHost:
         #: Snapshots and work directories, in the state directory where no
         #: grant reaches (:mod:`caplet._host._run_dir`); the manager's.
         self._run_dir = self.manager.run_dir
-        self._closed = False
-        #: Guest code's runner and warm pool, created by the first exec.
-        self._guests: GuestRunner | None = None
-        self._guests_lock = threading.Lock()
-        #: The catalog of host modules and the manager generation it was built at.
-        self._catalog: tuple[int, GuestCatalog] | None = None
-        #: The events this host defines (made here, not lazily, so two
-        #: threads emitting first cannot each make one).
-        self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
+        #: The live worker of each plugin (:mod:`caplet._host._workers`).
+        self._workers = Workers(
+            self.manager, self.launcher, self.context, self.observer, self._guards
+        )
         #: Per thread: the event that cancels what this thread is doing for an
         #: asyncio caller (AsyncPluginHost; see cancellable and interrupt).
         self._cancel = threading.local()
+        #: The path of a call (:mod:`caplet._host._call_path`).
+        self._calls = CallPath(
+            self.manager,
+            self._workers,
+            self._guards,
+            self.observer,
+            clock=clock,
+            cancel=self._cancel,
+            quarantine=self.quarantine,
+            follow_quarantine=self._follow_quarantine,
+        )
+        #: Guest code: its runner and warm pool, created by the first exec, and its catalog.
+        self._guests = GuestCode(
+            self.manager, self.launcher, self._run_dir, self._call_from_guest, self._cancel
+        )
+        #: The events this host defines (made here, not lazily, so two
+        #: threads emitting first cannot each make one).
+        self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
         note_loosened(self.effective_policy, self.manager)
         if discover:
             self.manager.discover()
@@ -297,12 +272,12 @@ class PluginHost:
         with self._lifecycle:
             count = self.manager.discover()
             stale = []
-            for name in list(self._running):
+            for name in list(self._workers.running):
                 info = self.manager.get_plugin(name)
                 if info is None or info.state is not PluginState.ENABLED:
                     stale.append(name)
-            retired = self._detach_each(stale)
-        self._dispose_each(retired)
+            retired = self._workers.detach_each(stale)
+        self._workers.dispose_each(retired)
         return count
 
     def list_plugins(self) -> list[PluginInfo]:
@@ -360,7 +335,7 @@ class PluginHost:
         An inert plugin (locked mode, the allowlist) is never configured nor
         prompted for: :class:`LifecycleError` says why.
         """
-        with self._lifecycle, self._plugin_lock(name):
+        with self._lifecycle, self._guards.lock(name):
             inert = self.manager.inert_reason(name)
             if inert:
                 raise LifecycleError(inert)
@@ -401,12 +376,12 @@ class PluginHost:
         """
         retired: list[RunningWorker] = []
         try:
-            with self._lifecycle, self._plugin_lock(name):
+            with self._lifecycle, self._guards.lock(name):
                 return self._enable_locked(name, inline, config, prompter, retired, consent=consent)
         finally:
             # Outside the locks: closing the old worker waits for a call
             # still running in it (the new worker already serves new calls).
-            self._dispose_each(retired)
+            self._workers.dispose_each(retired)
 
     def _enable_locked(
         self,
@@ -435,14 +410,14 @@ class PluginHost:
         outcome = self.manager.enable(name, consent=consent)
         if not outcome:
             return outcome
-        old = self._detach(name)
+        old = self._workers.detach(name)
         if old is not None:
             retired.append(old)
         try:
-            self._start(name)
+            self._workers.start(name)
         except CapletError as exc:  # a sandbox, lifecycle or snapshot failure: not enabled
             disabled = self.manager.disable(name)
-            retired += self._detach_each(disabled.affected)
+            retired += self._workers.detach_each(disabled.affected)
             return Outcome(False, str(exc))
         return outcome
 
@@ -453,10 +428,10 @@ class PluginHost:
         forgive a failing plugin.
         """
         with self._lifecycle:
-            with self._plugin_lock(name):
+            with self._guards.lock(name):
                 outcome = self.manager.disable(name)
-            retired = self._detach_each((*outcome.affected, name)) if outcome else []
-        self._dispose_each(retired)
+            retired = self._workers.detach_each((*outcome.affected, name)) if outcome else []
+        self._workers.dispose_each(retired)
         return outcome
 
     # -- quarantine --------------------------------------------------------------------------
@@ -464,21 +439,21 @@ class PluginHost:
     def quarantine(self, name: str, reason: str) -> Outcome:
         """Quarantine (persisted) and stop the plugin and its enabled dependants."""
         with self._lifecycle:
-            with self._plugin_lock(name):
+            with self._guards.lock(name):
                 outcome = self.manager.quarantine(name, reason)
-            retired = self._detach_each((*outcome.affected, name))
-            self._drop_breaker(name)
-        self._dispose_each(retired)
+            retired = self._workers.detach_each((*outcome.affected, name))
+            self._guards.drop_breaker(name)
+        self._workers.dispose_each(retired)
         return outcome
 
     def _follow_quarantine(self, name: str) -> None:
         """A quarantine recorded elsewhere: stop the plugin and its dependants here too."""
         with self._lifecycle:
-            with self._plugin_lock(name):
+            with self._guards.lock(name):
                 outcome = self.manager.follow_quarantine(name)
-            retired = self._detach_each((*outcome.affected, name)) if outcome else []
-            self._drop_breaker(name)
-        self._dispose_each(retired)
+            retired = self._workers.detach_each((*outcome.affected, name)) if outcome else []
+            self._guards.drop_breaker(name)
+        self._workers.dispose_each(retired)
 
     def release(self, name: str) -> Outcome:
         """Lift a quarantine (``caplet release``); refused when there was none.
@@ -488,36 +463,12 @@ class PluginHost:
         with self._lifecycle:
             if not self.manager.release(name):
                 return Outcome(False, f"plugin {name!r} is not quarantined; nothing to release")
-            self._drop_breaker(name)
+            self._guards.drop_breaker(name)
         return Outcome(True, f"plugin {name!r} released from quarantine; enable it to use it")
 
     def breaker(self, name: str) -> CircuitBreaker:
         """The plugin's circuit breaker (created closed on first use)."""
-        breaker = self._breakers.get(name)
-        if breaker is None:
-            with self._registry_lock:
-                breaker = self._breakers.get(name)
-                if breaker is None:
-                    breaker = self._breakers[name] = CircuitBreaker.from_policy(
-                        name, self.policy, clock=self._clock
-                    )
-        return breaker
-
-    def _breaker_state(self, name: str) -> str:
-        breaker = self._breakers.get(name)
-        return breaker.state.value if breaker is not None else "closed"
-
-    def _drop_breaker(self, name: str) -> None:
-        with self._registry_lock:
-            self._breakers.pop(name, None)
-
-    def _plugin_lock(self, name: str) -> threading.RLock:
-        """The lock of plugin ``name``'s record and worker (created on first use)."""
-        lock = self._plugin_locks.get(name)
-        if lock is None:
-            with self._registry_lock:
-                lock = self._plugin_locks.setdefault(name, threading.RLock())
-        return lock
+        return self._guards.breaker(name)
 
     # -- application capabilities -----------------------------------------------------------
 
@@ -563,233 +514,7 @@ class PluginHost:
         crash, the plugin's exception, :class:`InvalidOutputError` for a
         result its ``returns`` schema refuses).
         """
-        running = self._running.get(name)
-        parts = running.targets.get(target) if running is not None else None
-        if (
-            running is None
-            or parts is None
-            or running.generation != self.manager.generation
-            or not running.breaker.closed
-            or self._clock() >= running.refresh_at
-            or running.meter.budget is not None
-        ):
-            # Slow path: the breaker's verdict, an explanation of what is
-            # wrong, a fresh look at the shared state, or a fresh worker.
-            return self._guarded_call(name, target, args, kwargs)
-        # Whether the worker still runs is not asked first (a syscall on
-        # every call): a worker that exited while idle refuses the frame
-        # (WorkerGoneError, nothing ran) and the slow path starts a new one.
-        schemas = parts[2]
-        if schemas is not None:
-            try:
-                schemas.check_args(args, kwargs)
-            except LifecycleError as exc:
-                running.meter.failed(exc)  # the caller's arguments: "rejected", not counted
-                raise
-        started = time.perf_counter_ns()
-        try:
-            value = running.call(
-                parts[0],
-                parts[1],
-                args,
-                kwargs,
-                timeout_s=running.timeout_s,
-                cancel=getattr(self._cancel, "event", None),
-            )
-            if schemas is not None:
-                schemas.check_result(value)
-        except WorkerGoneError:
-            return self._guarded_call(name, target, args, kwargs)
-        except SandboxError as exc:
-            self._failed(name, target, running.breaker, exc, running)
-            running.meter.failed(exc, started)
-            raise
-        except Exception as exc:
-            if isinstance(exc, CapletError):
-                raise
-            error = call_failure(name, target, exc, started=True)
-            self._failed(name, target, running.breaker, error, running)
-            running.meter.failed(error, started)
-            raise error from exc
-        if running.breaker.failures:
-            running.breaker.record_success()
-        running.meter.ok(started)
-        return value
-
-    def _guarded_call(
-        self,
-        name: str,
-        target: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        timeout_cap: float | None = None,
-    ) -> Any:
-        """A call that is not on the warm path: breaker first, then the worker.
-
-        ``timeout_cap`` shortens the plugin's own deadline (a nested call
-        from another plugin must end within what is left of the caller's).
-        """
-        meter = self.observer.meter(name)
-        breaker = self.breaker(name)
-        try:
-            meter.admit()  # BudgetExceededError: nothing runs; logged, never counted
-            breaker.before_call()  # CircuitOpenError: nothing runs, nothing is counted
-        except BudgetExceededError as exc:
-            self.manager.log_decision(name, "budget", target, False, str(exc))
-            meter.failed(exc)
-            raise
-        except SandboxError as exc:
-            meter.failed(exc)
-            raise
-        running: RunningWorker | None = None
-        attempts = _GONE_ATTEMPTS
-        started = time.perf_counter_ns()
-        try:
-            while True:
-                running = None
-                running, parts = self._prepare_call(name, target)
-                schemas = parts[2]
-                if schemas is not None:
-                    schemas.check_args(args, kwargs)
-                timeout_s = running.timeout_s
-                if timeout_cap is not None:
-                    timeout_s = min(timeout_s, timeout_cap)
-                try:
-                    value = running.call(
-                        parts[0],
-                        parts[1],
-                        args,
-                        kwargs,
-                        timeout_s=timeout_s,
-                        cancel=getattr(self._cancel, "event", None),
-                    )
-                    break
-                except WorkerGoneError:
-                    # Nothing ran: the worker this thread picked ended first
-                    # (another thread's call crashed it, or a disable stopped
-                    # it). The next turn finds the current state.
-                    attempts -= 1
-                    if not attempts:
-                        raise
-            if schemas is not None:
-                schemas.check_result(value)
-        except SandboxError as exc:
-            if (
-                isinstance(exc, CallTimeoutError)
-                and timeout_cap is not None
-                and running is not None
-                and timeout_cap < running.timeout_s
-            ):
-                # The caller's deadline ran out, not the plugin's: guest code
-                # or a calling plugin choosing how little time is left must not
-                # count toward this plugin's breaker (it quarantined honest
-                # plugins). The worker was killed mid-call all the same.
-                self._cut_short(name, target, exc, running)
-                breaker.cancel_probe()
-                meter.failed(exc, started)
-                raise
-            if not self._failed(name, target, breaker, exc, running):
-                breaker.cancel_probe()
-            meter.failed(exc, started)
-            raise
-        except Exception as exc:
-            if isinstance(exc, CapletError):
-                breaker.cancel_probe()  # not the plugin's doing, as below
-                meter.failed(exc)
-                raise
-            # Never a foreign exception out of a call (issue 13): a failure of
-            # the host on this call counts like the failure it stands for.
-            error = call_failure(name, target, exc, started=running is not None)
-            self._failed(name, target, breaker, error, running)
-            meter.failed(error, started)
-            raise error from exc
-        except BaseException:
-            # Not the plugin's doing (not enabled, undeclared, bad arguments,
-            # interrupted): no verdict, so a half-open breaker probes again.
-            breaker.cancel_probe()
-            raise
-        finally:
-            meter.after_call()  # a budgeted plugin's CPU, charged now
-        breaker.record_success()
-        meter.ok(started)
-        return value
-
-    def _failed(
-        self,
-        name: str,
-        target: str,
-        breaker: CircuitBreaker,
-        exc: SandboxError,
-        running: RunningWorker | None,
-    ) -> bool:
-        """Account for a failed call; False when it was not the plugin's failure.
-
-        ``running`` is the worker the call went to (None: none was started).
-        A dead one is stopped only if it is still the plugin's current worker,
-        so a failure reported late never stops a replacement another thread
-        has started meanwhile.
-
-        An argument that cannot cross the boundary is refused by the host
-        before anything is sent (a ProtocolError with the worker still
-        running): that is the caller's mistake and does not count; nor does
-        a ``caplet.plugin.Refused`` the plugin raised on purpose. Every
-        other SandboxError does: timeout, crash, start failure, a malformed
-        frame, isolation violations, the plugin's exception, invalid output.
-        """
-        worker_alive = running is not None and running.worker.alive
-        if isinstance(exc, ProtocolError) and worker_alive:
-            return False
-        if isinstance(exc, CallCancelledError):
-            # The caller's decision, not the plugin's failure (its worker, if it
-            # was running the call, is dead and goes).
-            self.manager.log_decision(name, "call", target, False, str(exc))
-            if running is not None and not worker_alive:
-                self._stop(name, running)
-            return False
-        if isinstance(exc, PluginCallError) and worker_alive and _is_refusal(exc):
-            # caplet.plugin.Refused: the plugin refused bad input on purpose
-            self.manager.log_decision(name, "call", target, False, f"refused: {exc}")
-            return False
-        if not worker_alive:
-            self.manager.log_decision(name, "call", target, False, str(exc))
-            if running is not None:
-                self._stop(name, running)
-        elif isinstance(exc, InvalidOutputError):
-            self.manager.log_decision(name, "output", target, False, str(exc))
-        trip = breaker.record_failure()
-        if trip is not None:
-            self._tripped(name, target, trip, exc)
-        return True
-
-    def _cut_short(
-        self, name: str, target: str, exc: CallTimeoutError, running: RunningWorker
-    ) -> None:
-        """Log a call the caller's own deadline ended, and retire its killed worker."""
-        self.manager.log_decision(
-            name,
-            "call",
-            target,
-            False,
-            f"cut short by the caller's deadline (not counted toward the breaker): {exc}",
-        )
-        if not running.worker.alive:
-            self._stop(name, running)
-
-    def _tripped(self, name: str, target: str, trip: Trip, exc: SandboxError) -> None:
-        """Log a trip; quarantine the plugin once it trips too often."""
-        self.manager.log_decision(name, "circuit", target, False, trip.describe())
-        if not trip.quarantine:
-            return
-        last = str(exc)
-        if len(last) > _REASON_CHARS:
-            last = last[: _REASON_CHARS - 3] + "..."
-        reason = (
-            f"circuit breaker tripped {trip.trips} times within {trip.window_s:g}s "
-            f"(last failure: {last})"
-        )
-        if self.manager.get_plugin(name) is not None:
-            self.quarantine(name, reason)
+        return self._calls.call(name, target, args, kwargs)
 
     def _call_from_plugin(
         self, provider: str, target: str, args: tuple[object, ...], timeout_s: float
@@ -801,48 +526,7 @@ class PluginHost:
                 f"plugin '{provider}': {target} was not started: the calling plugin's "
                 "deadline has passed"
             )
-        return self._guarded_call(provider, target, args, {}, timeout_cap=timeout_s)
-
-    def _prepare_call(self, name: str, target: str) -> tuple[RunningWorker, CallTarget]:
-        """Validate a call and return the worker to send it to, starting one if needed.
-
-        Holds the plugin's lock, so of several threads finding the worker
-        dead exactly one starts the next; the others wait and use it.
-        """
-        retired: RunningWorker | None = None
-        follow = False
-        try:
-            with self._plugin_lock(name):
-                # Read before the checks: a lifecycle change after them bumps
-                # it again, so the warm path re-validates instead of trusting
-                # a check that is already stale.
-                generation = self.manager.generation
-                checked_at = self._clock()
-                try:
-                    info = self._enabled_info(name)
-                except LifecycleError:
-                    retired = self._detach(name)  # disabled behind our back (the manager)
-                    info_now = self.manager.get_plugin(name)
-                    # Quarantined by another process or node: disable here too.
-                    follow = (
-                        info_now is not None
-                        and info_now.quarantine is not None
-                        and self.manager.enabled_hash(name) is not None
-                    )
-                    raise
-                module, _, function = target.partition(".")
-                self._check_declared(info, module, function)
-                running = self._running.get(name)
-                if running is None or not running.worker.alive:
-                    retired = self._detach(name)
-                    running = self._start(name)
-                running.generation = generation
-                running.refresh_at = checked_at + self.policy.state_refresh_s
-                return running, running.targets[target]
-        finally:
-            self._dispose(retired)
-            if follow:
-                self._follow_quarantine(name)
+        return self._calls.guarded_call(provider, target, args, {}, timeout_cap=timeout_s)
 
     def functions(self, name: str) -> dict[str, dict[str, PluginFunction]]:
         """``{module: {function: callable}}`` for an enabled plugin's declared functions.
@@ -850,195 +534,13 @@ class PluginHost:
         Each callable is a proxy that calls into the worker; it holds no
         reference to anything in the worker.
         """
-        info = self._enabled_info(name)
+        info = self._workers.enabled_info(name)
         table: dict[str, dict[str, PluginFunction]] = {}
         for module in info.manifest.modules:
             table[module.name] = {
                 fn: _proxy(self, name, f"{module.name}.{fn}") for fn in module.function_names
             }
         return table
-
-    def _enabled_info(self, name: str) -> PluginInfo:
-        if self._closed:
-            raise LifecycleError(
-                f"plugin {name!r} cannot be called: the host is closed; "
-                "call plugins before PluginHost.close(), or make a new host"
-            )
-        info = self.manager.require_plugin(name)
-        if info.quarantine is not None:
-            raise LifecycleError(
-                f"plugin {name!r} is quarantined ({info.quarantine.reason}); release it with "
-                f"`caplet release {name}` after fixing the cause, then enable it again"
-            )
-        if info.state is not PluginState.ENABLED:
-            raise LifecycleError(
-                f"plugin {name!r} is not enabled (state: {info.state.value}); enable it first "
-                f"(enablement lasts for one process: `caplet call --enable {name} ...`)"
-            )
-        return info
-
-    @staticmethod
-    def _check_declared(info: PluginInfo, module: str, function: str) -> None:
-        declared = [f"{m.name}.{f}" for m in info.manifest.modules for f in m.function_names]
-        if f"{module}.{function}" not in declared:
-            hint = did_you_mean(f"{module}.{function}", declared)
-            raise LifecycleError(
-                f"plugin {info.name!r} does not declare {module}.{function}{hint}; "
-                f"declared functions: {', '.join(declared)}"
-            )
-
-    # -- workers --------------------------------------------------------------------------
-
-    def _start(self, name: str) -> RunningWorker:
-        """Start the plugin's worker; the caller holds the plugin's lock and has
-        detached the previous worker."""
-        info = self._enabled_info(name)
-        expected = self.manager.enabled_hash(name)
-        if expected is None:
-            # Disabled (as a dependant of another plugin) between the two reads:
-            # without a verified hash nothing may be loaded.
-            raise LifecycleError(
-                f"plugin {name!r} was disabled while its worker was being started; enable it again"
-            )
-        plan = self.manager.grant_plan(name)
-        enabled = self.manager.enabled_snapshot(name)
-        if enabled is None:
-            raise LifecycleError(
-                f"plugin {name!r} was disabled while its worker was being started; enable it again"
-            )
-        # A copy of the enable's own snapshot (issue 13, point 5): what was
-        # audited and gated is what loads, whatever the live folder holds now.
-        snapshot = make_snapshot(enabled.path, self._run_dir, expected_hash=expected)
-        try:
-            workdir = Path(tempfile.mkdtemp(prefix=f"{name}-work-", dir=self._run_dir))
-        except OSError as exc:
-            remove_snapshot(snapshot)
-            raise WorkerStartError(
-                f"plugin {name!r}: cannot create its working directory in {self._run_dir} "
-                f"({exc.strerror}); check free space and that the state directory is writable"
-            ) from exc
-        spec = worker_spec(
-            info,
-            snapshot.path,
-            workdir,
-            plan,
-            self.policy,
-            context=self.context.grants(info),
-        )
-        try:
-            worker = self.launcher.start(spec)
-        except BaseException as exc:
-            # A start that failed may still have tried denied syscalls: they
-            # are what the approver needs to see (issue 3: every decision logged).
-            denials: dict[str, int] = getattr(exc, "denials", None) or {}
-            for syscall, count in sorted(denials.items()):
-                self.manager.log_decision(
-                    name, "seccomp", syscall, False, f"denied {count} time(s) during start"
-                )
-            remove_snapshot(snapshot)
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
-        missing = not_provided(info, worker.started.registered)
-        if missing:
-            # Declared (and so advertised to agents) but never returned by
-            # create_functions: refused at enable, naming them (issue 15).
-            worker.close()
-            remove_snapshot(snapshot)
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise LifecycleError(
-                f"plugin {name!r} declares {', '.join(missing)} in its manifest, but "
-                f"create_functions did not return {'it' if len(missing) == 1 else 'them'}; "
-                "return every declared function, or remove it from the manifest's [modules]"
-            )
-        # The real guarantee this worker runs under, on record (best-effort
-        # isolation may have run it with fewer layers than strict would).
-        self.manager.log_decision(
-            name, "start", self.launcher.isolation, True, f"worker pid {worker.pid}"
-        )
-        rejected = worker.started.rejected
-        for undeclared in rejected[:REJECTED_LOGGED]:
-            self.manager.log_decision(
-                name, "register", undeclared, False, "not declared in the manifest; rejected"
-            )
-        if len(rejected) > REJECTED_LOGGED:
-            # One row each would let a plugin fill the state database (and bury
-            # the decision log) at every start: the rest are counted, not listed.
-            more = len(rejected) - REJECTED_LOGGED
-            self.manager.log_decision(
-                name,
-                "register",
-                f"{more} more",
-                False,
-                f"{more} more registrations not declared in the manifest; rejected (not "
-                "listed one by one)",
-            )
-        schemas = self.manager.validators(name)
-        targets = {
-            f"{m.name}.{f}": (m.name, f, schemas.get(f"{m.name}.{f}"))
-            for m in info.manifest.modules
-            for f in m.function_names
-        }
-        timeout_s = self.policy.timeout_ms(info.manifest.limits.timeout_ms, info.tier) / 1000
-        running = RunningWorker(
-            worker,
-            snapshot,
-            workdir,
-            targets,
-            timeout_s,
-            breaker=self.breaker(name),
-            on_request=self.context.handler(info),
-            meter=self.observer.started(name, worker.pid),
-        )
-        assert name not in self._running, "the previous worker must be detached first"
-        self._running[name] = running
-        return running
-
-    def _stop(self, name: str, running: RunningWorker | None = None) -> None:
-        """Stop the plugin's worker (only ``running``, if given and still current)."""
-        with self._plugin_lock(name):
-            detached = self._detach(name, running)
-        self._dispose(detached)
-
-    def _detach(self, name: str, running: RunningWorker | None = None) -> RunningWorker | None:
-        """Take the plugin's worker out of service (plugin lock held) and return it.
-
-        With ``running``, only when that is still the current worker: the
-        thread that detaches a worker is the one that disposes of it.
-        """
-        current = self._running.get(name)
-        if current is None or (running is not None and current is not running):
-            return None
-        del self._running[name]
-        return current
-
-    def _detach_each(self, names: Iterable[str]) -> list[RunningWorker]:
-        """Detach the workers of ``names``, each under its own plugin lock."""
-        retired = []
-        for name in names:
-            with self._plugin_lock(name):
-                detached = self._detach(name)
-            if detached is not None:
-                retired.append(detached)
-        return retired
-
-    def _dispose_each(self, retired: Iterable[RunningWorker]) -> None:
-        for running in retired:
-            self._dispose(running)
-
-    def _dispose(self, running: RunningWorker | None) -> None:
-        """Close a detached worker and remove its snapshot, with no host lock held
-        (closing waits for a call still running in it)."""
-        if running is None:
-            return
-        name = running.on_request.plugin
-        self.observer.stopping(name, running.worker.pid)  # its last reading, before it goes
-        running.worker.close()
-        # The worker is reaped now, so the seccomp denials the zygote counted
-        # for it are known: one permission-log line per denied syscall.
-        for syscall, count in sorted(running.worker.denials.items()):
-            self.manager.log_decision(name, "seccomp", syscall, False, f"denied {count} time(s)")
-        remove_snapshot(running.snapshot)
-        shutil.rmtree(running.workdir, ignore_errors=True)
 
     def update(
         self,
@@ -1097,7 +599,7 @@ class PluginHost:
             return Outcome(True, f"plugin {name!r} declares no health(); its worker started")
         running: RunningWorker | None = None
         try:
-            running, parts = self._prepare_call(name, target)
+            running, parts = self._calls.prepare_call(name, target)
             value = running.call(
                 parts[0],
                 parts[1],
@@ -1107,7 +609,7 @@ class PluginHost:
             )
         except (SandboxError, LifecycleError) as exc:
             if running is not None:
-                self._stop(name, running)
+                self._workers.stop(name, running)
             return Outcome(False, f"plugin {name!r} failed its health check {target}: {exc}")
         if value is False:
             return Outcome(False, f"plugin {name!r} reported itself unhealthy ({target} -> false)")
@@ -1115,12 +617,12 @@ class PluginHost:
 
     def worker_pid(self, name: str) -> int | None:
         """The pid of the plugin's live worker, if one is running."""
-        running = self._running.get(name)
+        running = self._workers.running.get(name)
         return running.worker.pid if running is not None and running.worker.alive else None
 
     def rejected_registrations(self, name: str) -> Sequence[str]:
         """What the running worker's ``create_functions`` returned without declaring it."""
-        running = self._running.get(name)
+        running = self._workers.running.get(name)
         return running.worker.started.rejected if running is not None else ()
 
     # -- hooks ----------------------------------------------------------------------------------
@@ -1181,30 +683,7 @@ class PluginHost:
 
     def _count_hook_failure(self, name: str, target: str, exc: SandboxError) -> None:
         """Count a failure only the hook dispatcher saw (a result the event's schema refuses)."""
-        self._failed(name, target, self.breaker(name), exc, self._running.get(name))
-
-    # -- guest code ----------------------------------------------------------------------------
-
-    def _guest_runner(self) -> GuestRunner:
-        with self._guests_lock:
-            if self._closed:
-                raise LifecycleError("the host is closed; guest code cannot run any more")
-            if self._guests is None:
-                self._guests = GuestRunner(
-                    self.launcher,
-                    self.policy.guest,
-                    self._run_dir,
-                    start_timeout_s=self.policy.start_timeout_s,
-                )
-            return self._guests
-
-    def _guest_catalog(self) -> GuestCatalog:
-        """The ``host.<module>`` guest code may import now, and why not the others."""
-        cached = self._catalog
-        generation = self.manager.generation
-        if cached is None or cached[0] != generation:
-            cached = self._catalog = (generation, guest_catalog(self.manager.list_plugins()))
-        return cached[1]
+        self._calls.failed(name, target, self.breaker(name), exc, self._workers.running.get(name))
 
     # -- cancellation (AsyncPluginHost) -------------------------------------------------------
 
@@ -1224,11 +703,9 @@ class PluginHost:
         """Stop the call (or guest snippet) ``thread`` is waiting on: its worker is stopped
         and the call raises :class:`CallCancelledError` there. False when it waits on none."""
         stopped = False
-        for running in list(self._running.values()):
+        for running in list(self._workers.running.values()):
             stopped |= running.worker.interrupt(thread)
-        guests = self._guests
-        if guests is not None:
-            stopped |= guests.interrupt(thread)
+        stopped |= self._guests.interrupt(thread)
         return stopped
 
     def exec(
@@ -1259,32 +736,13 @@ class PluginHost:
         timeout the policy refuses, and
         :class:`WorkerStartError` when no sandbox can be started.
         """
-        runner = self._guest_runner()
-
-        def catalog() -> GuestCatalog:
-            full = self._guest_catalog()
-            # What the gate hides is not even importable: its names stay out too.
-            return full if gate is None else full.offered(gate)
-
-        handler = GuestRequests(
-            catalog,
-            self._call_from_guest if gate is None else _gated(gate, self._call_from_guest),
-            self.manager.validators,
-            self.manager.log_decision,
-        )
-        return runner.run(
-            code,
-            timeout=timeout,
-            catalog=catalog(),
-            handler=handler,
-            cancel=getattr(self._cancel, "event", None),
-        )
+        return self._guests.run(code, timeout=timeout, gate=gate)
 
     def warm_guests(self) -> int:
         """Start the warm pool's guest workers now (``Policy.guest.pool_size``); return
         how many are waiting. ``exec`` fills the pool by itself, in the background,
         after its first snippet; call this at start-up to make the first one warm too."""
-        return self._guest_runner().warm()
+        return self._guests.started().warm()
 
     def _call_from_guest(
         self,
@@ -1296,7 +754,7 @@ class PluginHost:
     ) -> object:
         """A guest's ``host.<module>.<function>(...)``: the ordinary call path, its
         deadline cut to what is left of the snippet's."""
-        return self._guarded_call(provider, target, args, kwargs, timeout_cap=timeout_s)
+        return self._calls.guarded_call(provider, target, args, kwargs, timeout_cap=timeout_s)
 
     # -- agent integration --------------------------------------------------------------------
 
@@ -1314,7 +772,7 @@ class PluginHost:
         plugin whose every function it refuses), as ``caplet mcp`` hides them.
         """
         enabled = self.manager.get_enabled_plugins()
-        return system_message(enabled, self._guest_catalog(), offers)
+        return system_message(enabled, self._guests.catalog(), offers)
 
     def system_message_additions(self) -> list[str]:
         """One block per enabled plugin (the manager's older form; see
@@ -1362,20 +820,17 @@ class PluginHost:
 
     def close(self) -> None:
         """Stop every worker, remove snapshots, close the store. Idempotent."""
-        if self._closed:
+        if self._workers.closed:
             return
-        with self._guests_lock:
-            self._closed = True
-            guests, self._guests = self._guests, None
-        if guests is not None:
-            guests.close()
+        self._workers.closed = True
+        self._guests.close()
         # Every name with a lock: a worker being started right now holds its
         # plugin's lock, and any start after this pass sees the host closed.
-        with self._registry_lock:
-            names = {*self._plugin_locks, *self._running}
+        with self._guards.registry_lock:
+            names = {*self._guards.locks, *self._workers.running}
         with self._lifecycle:
-            retired = self._detach_each(sorted(names))
-        self._dispose_each(retired)
+            retired = self._workers.detach_each(sorted(names))
+        self._workers.dispose_each(retired)
         if self._owns_launcher:
             self.launcher.close()
         self.observer.close()  # the last stats snapshot, after every worker's last reading
@@ -1396,27 +851,6 @@ class PluginHost:
         self.close()
 
 
-def _gated(
-    gate: Callable[[str, str], str | None], call: Callable[..., object]
-) -> Callable[..., object]:
-    """``call`` behind ``gate``: a refused ``host.*`` call raises NotGrantedError, which
-    the guest sees with the gate's reason (GuestRequests turns it into HostCallError)."""
-
-    def gated(
-        provider: str,
-        target: str,
-        args: tuple[object, ...],
-        kwargs: dict[str, object],
-        timeout_s: float,
-    ) -> object:
-        refused = gate(provider, target)
-        if refused is not None:
-            raise NotGrantedError(refused, plugin=provider)
-        return call(provider, target, args, kwargs, timeout_s)
-
-    return gated
-
-
 def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     def call(*args: Any, **kwargs: Any) -> Any:
         return host.call(name, target, *args, **kwargs)
@@ -1424,16 +858,3 @@ def _proxy(host: PluginHost, name: str, target: str) -> PluginFunction:
     call.__name__ = target.rpartition(".")[2]
     call.__qualname__ = f"{name}:{target}"
     return call
-
-
-#: What a size limit raises in a worker: the broker's response or request too large,
-#: a result over the channel. A refusal of the input's size, not a failure of the
-#: plugin, so never counted by the breaker (issue 15; README, "Limits").
-_SIZE_REFUSALS = frozenset({"SizeLimitError"})
-
-
-def _is_refusal(exc: PluginCallError) -> bool:
-    """True when the plugin raised ``caplet.plugin.Refused`` (or a subclass whose name
-    ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel), or
-    a size limit refused what it was asked to carry."""
-    return exc.exc_type.endswith(Refused.__name__) or exc.exc_type in _SIZE_REFUSALS
