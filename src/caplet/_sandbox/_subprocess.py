@@ -4,9 +4,10 @@ No kernel isolation yet (:attr:`SubprocessLauncher.isolation` is
 ``"process"``); what a plain process can get is applied: an empty
 environment, no inherited descriptors but the channel, a new session (so a
 timeout kills the whole process group), a private working directory, stdin
-and stdout on /dev/null and stderr in a host-private temporary file whose
-tail is quoted when the worker fails. The Sandbox issue replaces this module
-behind the same :class:`~caplet._sandbox._launcher.Launcher` Protocol.
+and stdout on /dev/null and stderr in an anonymous in-memory file (a
+memfd only the host holds) whose tail is quoted when the worker fails. The
+sandboxing launcher stands beside this one behind the same
+:class:`~caplet._sandbox._launcher.Launcher` Protocol.
 
 Starting a worker (the bootstrap command, the INIT frame, the stderr log)
 is :mod:`caplet._sandbox._worker_start`, shared with the sandboxing
