@@ -520,6 +520,40 @@ def test_a_program_inside_a_writable_grant_is_refused(
     assert "install the program outside" in outcome.reason
 
 
+@pytest.mark.parametrize("order", ["writer-first", "runner-first"])
+def test_a_program_reached_through_a_link_inside_a_writable_grant_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, data: Path, tmp_path: Path, order: str
+) -> None:
+    """Red team: ``proc.exec:/opt/bin/tool`` where ``tool`` links to ``/data/current``,
+    itself a link to ``/usr/bin/true``. Only the declared path and the final target
+    were checked against writable grants, and the program is opened again, links
+    followed, at every worker start: a plugin that may write ``/data`` re-pointed
+    ``current`` at any program, or at a file of its own, and the runner's next
+    worker ran that, in the runner's jail with the runner's grants."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    (data / "current").symlink_to("/usr/bin/true")
+    tool.symlink_to(data / "current")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    _tool(make_plugin, "writer", "fs.write")
+    host.discover()
+    if order == "writer-first":
+        assert host.enable("writer", config={"root": str(data)}, consent=True)
+        outcome = host.enable("runner", consent=True)
+    else:
+        assert host.enable("runner", consent=True)
+        outcome = host.enable("writer", config={"root": str(data)}, consent=True)
+    assert not outcome, "a program another plugin can re-point was granted"
+    assert str(data / "current") in outcome.reason
+    assert "writer" in outcome.reason
+
+
 def test_a_writable_grant_over_an_enabled_plugins_program_is_refused(
     host: PluginHost, make_plugin: PluginFactory, data: Path
 ) -> None:

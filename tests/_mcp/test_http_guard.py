@@ -91,3 +91,27 @@ def test_a_request_in_time_is_served(address: tuple[str, int]) -> None:
             answer += chunk
         assert answer.startswith(b"HTTP/1.1 200")
         assert b"\r\nok\r\n" in answer
+
+
+def _served(client: socket.socket) -> None:
+    """Send one whole request and read its whole (chunked) answer."""
+    client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = b""
+    while not answer.endswith(b"0\r\n\r\n"):
+        chunk = client.recv(1024)
+        assert chunk, f"the server closed the connection: {answer!r}"
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200")
+
+
+def test_a_kept_alive_connection_cannot_hold_its_slot_with_a_partial_request(
+    address: tuple[str, int],
+) -> None:
+    """Red team: one whole request (a 401 needs no token), then the first bytes of
+    the next one and nothing more. Any bytes cancel uvicorn's keep-alive timer, and
+    the head deadline was only for the first request: the connection was held for
+    as long as the client liked, and 64 of them locked the agent out."""
+    with _connect(address) as client:
+        _served(client)
+        client.sendall(b"GET / HTTP/1.1\r\nHo")
+        assert _closed_by_server(client)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from caplet._errors import SandboxError
-from caplet._sandbox._programs import program_grants
+from caplet._sandbox._programs import link_hops, program_grants
 
 
 def test_dynamic_program_brings_its_elf_interpreter() -> None:
@@ -33,3 +33,31 @@ def test_script_brings_its_interpreter(tmp_path: Path) -> None:
 def test_missing_program_is_refused_with_the_search_path() -> None:
     with pytest.raises(SandboxError, match=r"'no-such-tool' was not found .*PATH=/nowhere"):
         program_grants("no-such-tool", search_path="/nowhere")
+
+
+def test_every_link_on_the_way_to_a_program_is_a_hop(tmp_path: Path) -> None:
+    # bin/tool -> ../shared/current -> /usr/bin/true, and a linked directory on the way:
+    # the jail follows each again at every worker start, so each must be checked.
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "current").symlink_to("/usr/bin/true")
+    (tmp_path / "real-bin").mkdir()
+    (tmp_path / "real-bin" / "tool").symlink_to("../shared/current")
+    (tmp_path / "bin").symlink_to("real-bin")
+    root = tmp_path.resolve()
+    hops = link_hops(f"{root}/bin/tool")
+    # Then whatever links /usr/bin/true itself passes through on this host.
+    assert hops == (
+        f"{root}/bin",
+        f"{root}/real-bin/tool",
+        f"{root}/shared/current",
+        *link_hops("/usr/bin/true"),
+    )
+    assert all(Path(hop).is_symlink() for hop in hops)
+    assert link_hops(f"{root}/missing/tool") == ()
+
+
+def test_a_loop_of_links_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    with pytest.raises(SandboxError, match="more than 40 links"):
+        link_hops(f"{tmp_path}/a")

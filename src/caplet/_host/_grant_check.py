@@ -51,7 +51,7 @@ from caplet._capabilities._model import (
 from caplet._errors import CapabilityError, SandboxError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
-from caplet._sandbox._programs import program_grants
+from caplet._sandbox._programs import link_hops, program_grants
 from caplet._sandbox._resolve import (
     GrantPathError,
     access_problem,
@@ -176,13 +176,16 @@ def plan_grants(
     programs = _plan_programs(plugin, capabilities, writable_grants, others)
     for other, plan in others.items():
         for program in plan.programs:
-            inside = _writable_holding(program.path, writable_grants)
+            try:
+                inside, held = _program_holder(program.path, writable_grants)
+            except SandboxError as exc:
+                raise CapabilityError(f"plugin {plugin!r}: {exc} (run by {other!r})") from exc
             if inside is not None:
                 raise CapabilityError(
                     f"plugin {plugin!r}: the writable grant {inside.path} contains "
-                    f"{program.path}, a program plugin {other!r} is approved to run; with it "
-                    f"{plugin!r} could replace that program with any other: grant a directory "
-                    f"that does not contain it, or disable {other!r} first"
+                    f"{_reached(program.path, held)}, a program plugin {other!r} is approved "
+                    f"to run; with it {plugin!r} could replace that program with any other: "
+                    f"grant a directory that does not contain it, or disable {other!r} first"
                 )
     return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs)
 
@@ -199,26 +202,50 @@ def _plan_programs(
         if not isinstance(capability, ProcExecCapability):
             continue
         where = f"plugin {plugin!r}: capability {capability.declared!r}"
-        try:
-            grants = program_grants(capability.program, search_path=os.environ.get("PATH"))
-        except SandboxError as exc:
-            raise CapabilityError(f"{where}: {exc}") from exc
         owners = [(plugin, writable)] + [
             (other, [g for g in plan.grants if g.writable]) for other, plan in others.items()
         ]
-        for grant in grants:
-            for owner, theirs in owners:
-                inside = _writable_holding(grant.path, theirs)
-                if inside is not None:
-                    raise CapabilityError(
-                        f"{where}: the program {grant.path} lies inside {inside.path}, a "
-                        f"writable grant of plugin {owner!r}, which could replace it with any "
-                        "other program (or a link to one) and so run anything; install the "
-                        "program outside every writable grant (e.g. /usr/local/bin) and "
-                        "declare that path"
-                    )
+        try:
+            grants = program_grants(capability.program, search_path=os.environ.get("PATH"))
+            held_by = [
+                (grant, owner, *_program_holder(grant.path, theirs))
+                for grant in grants
+                for owner, theirs in owners
+            ]
+        except SandboxError as exc:
+            raise CapabilityError(f"{where}: {exc}") from exc
+        for grant, owner, inside, held in held_by:
+            if inside is not None:
+                raise CapabilityError(
+                    f"{where}: the program {_reached(grant.path, held)} lies inside "
+                    f"{inside.path}, a writable grant of plugin {owner!r}, which could replace "
+                    "it with any other program (or a link to one) and so run anything; install "
+                    "the program outside every writable grant (e.g. /usr/local/bin) and "
+                    "declare that path"
+                )
         found += grants
     return tuple(found)
+
+
+def _program_holder(program: str, writable: Sequence[PathGrant]) -> tuple[PathGrant | None, str]:
+    """The writable grant holding ``program`` or a link on the way to it, and which path.
+
+    Every link resolving the program passes through counts (red team): the
+    jail follows them again at every worker start, so a link inside a
+    writable grant re-points the program as surely as the file itself.
+    SandboxError for a chain of links too long to check (the kernel would
+    refuse it too, ELOOP).
+    """
+    for path in (program, *link_hops(program)):
+        inside = _writable_holding(path, writable)
+        if inside is not None:
+            return inside, path
+    return None, program
+
+
+def _reached(program: str, held: str) -> str:
+    """``program``, or ``program (through the link held)`` when a link on its way is held."""
+    return program if held == program else f"{program} (through the link {held})"
 
 
 def _writable_holding(path: str, writable: Sequence[PathGrant]) -> PathGrant | None:

@@ -72,12 +72,17 @@ def mount_tmp(target: str, size_mb: int, *, remount: bool = False) -> None:
     # tmpfs(5): size bounds the bytes, nr_inodes the (otherwise unbounded)
     # number of empty files a plugin could create; both may change on remount.
     options = f"size={size_mb}m,nr_inodes={inodes}"
+    # noexec (W^X, as for writable grants in _grant_flags): Landlock's execute
+    # right guards execve(2), but the approved program's ELF interpreter, run
+    # as a program, maps whatever file it is given; mmap(2) refuses PROT_EXEC
+    # only on a noexec mount (a red-team finding: `ld.so /tmp/copy`).
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     try:
         if remount:
-            mount("tmpfs", target, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, options)
+            mount("tmpfs", target, "tmpfs", MS_REMOUNT | flags, options)
             return
         Path(target).mkdir(mode=0o755, parents=True, exist_ok=True)
-        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"{options},mode=1777")
+        mount("tmpfs", target, "tmpfs", flags, f"{options},mode=1777")
     except OSError as exc:
         raise fail(Step.TMP, exc, target) from exc
 
@@ -290,7 +295,10 @@ def _grant_flags(kind: Kind) -> int:
         case Kind.READ_ONLY:
             return MS_RDONLY | MS_NOSUID | MS_NODEV
         case Kind.WRITABLE:
-            return MS_NOSUID | MS_NODEV
+            # noexec: nothing a plugin writes is mapped executable, not even
+            # by the approved program's ELF interpreter run as a program
+            # (Landlock guards execve(2) only; see mount_tmp).
+            return MS_NOSUID | MS_NODEV | MS_NOEXEC
         case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP:
             raise AssertionError(f"{kind.value} is not a bound grant")
         case _:

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import struct
+from collections import deque
 from pathlib import Path
 from typing import BinaryIO
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
 
-__all__ = ["program_grants"]
+__all__ = ["link_hops", "program_grants"]
 
 _ELF_MAGIC = b"\x7fELF"
 _PT_INTERP = 3
+#: Links followed before giving up (the kernel's own limit, path_resolution(7)).
+_MAX_LINKS = 40
 
 
 def program_grants(program: str, *, search_path: str | None = None) -> tuple[PathGrant, ...]:
@@ -44,6 +48,44 @@ def program_grants(program: str, *, search_path: str | None = None) -> tuple[Pat
     if interpreter is not None:
         paths += [interpreter, os.path.realpath(interpreter)]
     return tuple(PathGrant(path, executable=True) for path in dict.fromkeys(paths))
+
+
+def link_hops(path: str) -> tuple[str, ...]:
+    """Every symbolic link that resolving the absolute ``path`` passes through, in order.
+
+    A program's grant names its declared path and its final target, but the
+    jail opens the declared path again, links followed, at every worker
+    start: whoever may write where any link *on the way* lives can re-point
+    it (``/opt/bin/tool`` -> ``/data/current`` -> ``/usr/bin/true``, with
+    ``/data`` another plugin's writable grant). Each hop is the link's own
+    absolute path, with no link above it. A missing component ends the walk.
+    """
+    hops: list[str] = []
+    parts = deque(path.split("/"))
+    resolved = Path("/")
+    while parts:
+        part = parts.popleft()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            resolved = resolved.parent
+            continue
+        candidate = resolved / part
+        try:
+            info = candidate.lstat()
+        except OSError:
+            break
+        if not stat.S_ISLNK(info.st_mode):
+            resolved = candidate
+            continue
+        if len(hops) >= _MAX_LINKS:
+            raise SandboxError(f"proc.exec program {path!r}: more than {_MAX_LINKS} links")
+        hops.append(str(candidate))
+        target = str(candidate.readlink())
+        if target.startswith("/"):
+            resolved = Path("/")
+        parts.extendleft(reversed(target.split("/")))
+    return tuple(hops)
 
 
 def _interpreter(path: str) -> str | None:

@@ -40,8 +40,8 @@ What the program does, in order:
    SECCOMP_RET_ALLOW, conditional ones
    (:data:`~caplet._sandbox._seccomp_policy.CONDITIONAL`) only when an
    argument rule holds, ``execve``/``execveat`` only with ``allow_exec``,
-   and then ``memfd_create`` only sealed against execution
-   (:data:`~caplet._sandbox._seccomp_policy.WHEN_EXEC`), and not at all
+   and then no ``memfd_create``
+   (:data:`~caplet._sandbox._seccomp_policy.WITHOUT_EXEC`), nor
    without ``memory_bounded`` (a worker with a memory limit but no memory
    cgroup: nothing would bound what its memfds hold, see
    :mod:`caplet._sandbox._cgroup`), which also narrows ``splice``,
@@ -108,7 +108,7 @@ from caplet._sandbox._seccomp_policy import (
     QUIET_REFUSALS,
     UNBOUNDED_MEMORY,
     UNBOUNDED_MEMORY_REFUSALS,
-    WHEN_EXEC,
+    WITHOUT_EXEC,
 )
 from caplet._syscall import (
     LIBSECCOMP_MIN_VERSION,
@@ -203,10 +203,8 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool, memory_bounded: bo
             refusals += UNBOUNDED_MEMORY_REFUSALS
         if allow_exec:
             plain += EXEC
-            if memory_bounded:
-                conditionals += WHEN_EXEC
         elif memory_bounded:
-            plain += [conditional.syscall for conditional in WHEN_EXEC]
+            plain += WITHOUT_EXEC.syscalls
         for name in plain:
             found = number(name)
             if found is not None:  # absent on this architecture (arm64 has no open(2))

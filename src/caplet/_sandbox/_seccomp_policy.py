@@ -51,7 +51,7 @@ __all__ = [
     "UNBOUNDED_MEMORY",
     "UNBOUNDED_MEMORY_REFUSALS",
     "UNIFIED_NUMBERS",
-    "WHEN_EXEC",
+    "WITHOUT_EXEC",
     "Conditional",
     "Group",
     "Masked",
@@ -205,7 +205,7 @@ ALLOWED: tuple[Group, ...] = (
         "(numpy, pandas, cryptography, lxml are shared objects), thread stacks, NUMA "
         "hints OpenBLAS gives its buffers (mbind), memory locked by crypto libraries "
         "within RLIMIT_MEMLOCK, and the sealing/shadow-stack calls newer glibc makes "
-        "(memfd_create: see WHEN_EXEC)",
+        "(memfd_create: see WITHOUT_EXEC)",
         _names(
             """
             brk mmap munmap mremap mprotect madvise msync mincore mlock mlock2 munlock
@@ -408,20 +408,19 @@ CONDITIONAL: tuple[Conditional, ...] = (
 #: then limits what may be run to the approved program.
 EXEC: tuple[str, ...] = ("execve", "execveat")
 
-_MFD_NOEXEC_SEAL = 0x0008  # include/uapi/linux/memfd.h (Linux >= 6.3)
-
-#: Calls allowed whatever their arguments to a worker that cannot exec, and
-#: only under these rules to one that can.
-WHEN_EXEC: tuple[Conditional, ...] = (
-    Conditional(
-        "memfd_create",
-        "anonymous memory files (os.memfd_create, shared buffers); an anonymous file lies "
-        "outside every Landlock rule, so a worker that may exec could copy any program "
-        "into one and run it (fexecve, /proc/self/fd/N): it gets only memfds sealed "
-        "against execution (MFD_NOEXEC_SEAL, Linux >= 6.3). A worker with a memory limit "
-        "but no memory cgroup gets none: RLIMIT_AS does not see a memfd's pages",
-        ((Masked(1, _MFD_NOEXEC_SEAL, _MFD_NOEXEC_SEAL),),),
-    ),
+#: Allowed whatever their arguments to a worker that cannot exec, and not at
+#: all to one that can.
+WITHOUT_EXEC = Group(
+    "anonymous files",
+    "anonymous memory files (os.memfd_create, shared buffers). An anonymous file lies "
+    "outside every Landlock rule, so a worker that may exec could copy any program into "
+    "one and run it (fexecve, /proc/self/fd/N); sealing it against execution "
+    "(MFD_NOEXEC_SEAL) is not enough, because the approved program's ELF interpreter, "
+    "which Landlock must let the worker execute, maps any file it is given as a program "
+    "(`ld.so /proc/self/fd/N`: a red-team finding), and mmap(2) knows no seal. So a "
+    "worker that may exec gets none. A worker with a memory limit but no memory cgroup "
+    "gets none either: RLIMIT_AS does not see a memfd's pages",
+    ("memfd_create",),
 )
 
 _SOL_SOCKET = 1
@@ -621,8 +620,7 @@ NEWEST_REVIEWED = 469
 def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
     """Every call the filter can let through (unconditionally or under a rule)."""
     names = {name for group in ALLOWED for name in group.syscalls}
-    names |= {conditional.syscall for conditional in (*CONDITIONAL, *WHEN_EXEC)}
+    names |= {conditional.syscall for conditional in CONDITIONAL}
     # UNBOUNDED_MEMORY only narrows calls ALLOWED already has.
-    if allow_exec:
-        names |= set(EXEC)
+    names |= set(EXEC) if allow_exec else set(WITHOUT_EXEC.syscalls)
     return frozenset(names)

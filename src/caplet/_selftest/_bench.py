@@ -211,6 +211,11 @@ class Bench:
         links = root / "links"
         links.mkdir()
         (links / "outside").symlink_to(outside)
+        # A program reached through a link that lies in a writable grant
+        # (links/program -> grants/program-hop -> true): case program-through-link.
+        (root / "grants").mkdir()
+        (root / "grants" / "program-hop").symlink_to(shutil.which("true") or "/bin/true")
+        (links / "program").symlink_to(root / "grants" / "program-hop")
         home = root / "home"
         (home / ".ssh").mkdir(parents=True)
         (home / ".ssh" / "id_ed25519").write_text("a private key\n", encoding="utf-8")

@@ -340,6 +340,16 @@ CASES: tuple[HostileCase, ...] = (
         "fs.read:{links}/outside",
         "passes through a symbolic link",
     ),
+    HostileCase(
+        "program-through-link",
+        Family.FILESYSTEM,
+        "be granted proc.exec on a program reached through a link that lies in a writable "
+        "grant (re-pointed later: the next worker runs anything)",
+        Layer.GRANTS,
+        "def run():\n    return os.getpid()\n",
+        enable_refused("through the link", "writable grant"),
+        capabilities=("fs.write:{grants}", "proc.exec:{links}/program"),
+    ),
     _grant_case(
         "grant-in-state-dir",
         "be granted (read) caplet's own state directory",

@@ -48,6 +48,59 @@ def run():
     return attempt(os.execve, "/bin/true", ["true"], env)
 """
 
+#: With ``proc.exec`` the approved program's ELF interpreter is executable
+#: (the kernel opens it for execution); run as a program it maps any file it
+#: can open, past Landlock's execute right, which guards execve(2) only.
+LOADER = """
+import subprocess
+import sys
+
+MFD_NOEXEC_SEAL = 0x0008
+
+
+def loader():
+    with open("/proc/self/maps") as handle:
+        for word in handle.read().split():
+            if os.path.basename(word).startswith(("ld-linux", "ld-musl")):
+                return word
+    raise OSError(errno.ENOENT, "no dynamic loader is mapped")
+
+
+def through_loader(path, **kwargs):
+    argv = [loader(), path, "-c", "print('escaped')"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    if "escaped" in done.stdout:
+        return f"the loader ran a copy of the interpreter from {path}"
+    if "failed to map segment" in done.stderr:  # mmap(PROT_EXEC) on a noexec mount
+        raise OSError(errno.EPERM, done.stderr.strip())
+    raise OSError(errno.EIO, done.stderr.strip() or f"exit status {done.returncode}")
+
+
+def program():
+    with open(sys.executable, "rb") as handle:
+        return handle.read()
+
+
+def copied():
+    # Its writable grant and its private /tmp (the working directory).
+    for directory in (CONFIG["out"], os.getcwd()):
+        path = os.path.join(directory, "copied-interpreter")
+        with open(path, "wb") as handle:
+            handle.write(program())
+        try:
+            return through_loader(path)
+        except OSError as exc:
+            if exc.errno != errno.EPERM:
+                raise
+    raise OSError(errno.EPERM, "every copy was refused")
+
+
+def anonymous():
+    fd = os.memfd_create("copied", MFD_NOEXEC_SEAL)  # sealed: no execve(2) of it
+    os.write(fd, program())
+    return through_loader(f"/proc/self/fd/{fd}", pass_fds=(fd,))
+"""
+
 SUBPROCESS = """
 import subprocess
 
@@ -306,6 +359,26 @@ CASES: tuple[HostileCase, ...] = (
         Layer.SECCOMP,
         LD_PRELOAD,
         refused("EPERM"),
+    ),
+    HostileCase(
+        "loader-runs-copy",
+        Family.PROCESSES,
+        "granted proc.exec:true, run a copy of the interpreter written to its grant and "
+        "its /tmp through the dynamic loader (ld.so COPY)",
+        Layer.NAMESPACES,
+        LOADER + "\n\ndef run():\n    return attempt(copied)\n",
+        refused("EPERM"),
+        capabilities=("proc.exec:true",),
+    ),
+    HostileCase(
+        "loader-runs-memfd",
+        Family.PROCESSES,
+        "granted proc.exec:true, run a copy of the interpreter from a memfd sealed against "
+        "execution through the dynamic loader (ld.so /proc/self/fd/N)",
+        Layer.SECCOMP,
+        LOADER + "\n\ndef run():\n    return attempt(anonymous)\n",
+        refused("EPERM"),
+        capabilities=("proc.exec:true",),
     ),
     HostileCase(
         "ptrace-host",
