@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from caplet import PluginHost
+from caplet._capabilities._parse import parse_capability
 from caplet._errors import CapletError
+from caplet._host._grant_check import ProtectedPaths, plan_grants
+from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from tests._host.ctxkit import make_host
@@ -576,3 +579,40 @@ def test_a_writable_grant_over_an_enabled_plugins_program_is_refused(
     assert not outcome
     assert str(tool) in outcome.reason
     assert "runner" in outcome.reason
+
+
+def test_caplets_own_paths_are_looked_up_at_every_plan_never_kept(tmp_path: Path) -> None:
+    # A plugin without fs capabilities skips caplet's protected paths (a cost
+    # of every enable): that must not become remembering them. The state
+    # directory moved inside a read grant after one plan (its path now a link
+    # there: the same text) is hidden at the next.
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    give_to_worker(granted)
+    asked: list[ProtectedPaths] = []
+
+    def protected() -> ProtectedPaths:
+        paths = ProtectedPaths(
+            state_dir=state,
+            lockfile=tmp_path / "caplet.lock",
+            plugins_dir=tmp_path / "plugins",
+            runtime=(),
+        )
+        asked.append(paths)
+        return paths
+
+    identity = worker_identity()
+    read = (parse_capability(f"fs.read:{granted}"),)
+    assert plan_grants("p", read, protected=protected, identity=identity).masks == ()
+    assert len(asked) == 1
+    state.rename(granted / "state")
+    state.symlink_to(granted / "state")
+    plan = plan_grants("p", read, protected=protected, identity=identity)
+    assert plan.masks == (str(granted / "state"),)
+    assert "caplet's state directory" in plan.notes[0]
+    assert len(asked) == 2
+    none = (parse_capability("env.read:HOME"),)
+    assert plan_grants("p", none, protected=protected, identity=identity).grants == ()
+    assert len(asked) == 2  # nothing to check against them: not even asked

@@ -1,4 +1,4 @@
-"""Load-time snapshots: private, read-only copies hashed after copying."""
+"""Load-time snapshots: private, read-only copies hashed as they are copied."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from caplet._errors import PluginTreeError
+from caplet._trust import _snapshot as snapshot_module
 from caplet._trust._hashing import list_tree, tree_hash
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 
@@ -167,3 +168,40 @@ def test_snapshot_files_cannot_be_written(plugin: Path, parent: Path) -> None:
         (snap.path / "caplet.toml").write_bytes(b"tampered")
     with pytest.raises(PermissionError):
         (snap.path / "new.py").write_bytes(b"")
+
+
+def test_the_hash_taken_while_copying_is_the_copys_own(tmp_path: Path, parent: Path) -> None:
+    # Hashed as written, in list_tree's order: names where a per-directory
+    # walk and the sorted path bytes disagree ("a.txt" sorts before "a/b").
+    root = tmp_path / "order"
+    write(root, "a/b.py", b"b\n")
+    write(root, "a.txt", b"t\n")
+    write(root, "a-b", b"", mode=0o755)
+    write(root, "a/c/d", b"d" * 70_000)
+    snap = make_snapshot(root, parent)
+    assert snap.content_hash == tree_hash(snap.path) == tree_hash(root)
+
+
+def test_a_file_rewritten_while_the_snapshot_is_taken_is_refused(
+    plugin: Path, parent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The attack on hashing while copying: the source changes (same size,
+    # so no length check sees it) after the walk, before its bytes are read.
+    # The hash is of the bytes the copy holds, so the approved hash refuses it.
+    approved = tree_hash(plugin)
+    written: list[bytes] = []
+    real = snapshot_module._write_all
+
+    def write_and_tamper(fd: int, data: bytes) -> None:
+        real(fd, data)
+        if not written:
+            (plugin / "demo" / "sub" / "deep.py").write_bytes(b"y = 3\n")
+        written.append(data)
+
+    monkeypatch.setattr(snapshot_module, "_write_all", write_and_tamper)
+    with pytest.raises(PluginTreeError, match="changed since it was audited"):
+        make_snapshot(plugin, parent, expected_hash=approved)
+    assert list(parent.iterdir()) == []
+    snap = make_snapshot(plugin, parent)  # without an expected hash: the copy's own
+    assert (snap.path / "demo" / "sub" / "deep.py").read_bytes() == b"y = 3\n"
+    assert snap.content_hash == tree_hash(snap.path) != approved

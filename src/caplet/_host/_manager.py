@@ -1078,7 +1078,7 @@ class PluginManager:
             plan = plan_grants(
                 name,
                 resolved,
-                protected=self._protected_paths(),
+                protected=self._protected_paths,
                 identity=self._worker_identity(),
                 enabled={
                     other.name: other.grant_plan

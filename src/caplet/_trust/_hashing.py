@@ -37,6 +37,7 @@ __all__ = [
     "EXCLUDED_DIRS",
     "HASH_PREFIX",
     "SIGNATURE_FILE",
+    "TreeDigest",
     "TreeEntry",
     "hash_entries",
     "hashed_mode",
@@ -302,24 +303,46 @@ def read_entry(root: Path, entry: TreeEntry, fd: int) -> Iterator[bytes]:
         ) from exc
 
 
-def hash_entries(root: Path, entries: Iterable[TreeEntry]) -> str:
-    """Hash the listed *entries* of *root* (in the order given; see :func:`list_tree`).
+class TreeDigest:
+    """The tree hash taken one entry at a time: :meth:`entry`, then its bytes through
+    :meth:`update`, for each entry in :func:`list_tree`'s order.
 
     Per entry: 8-byte big-endian path length, the UTF-8 path, 4-byte mode
     (:func:`hashed_mode`), 8-byte length, then the bytes. Every field is
-    length-prefixed so no two different trees share an encoding.
+    length-prefixed so no two different trees share an encoding. Also fed by
+    :func:`~caplet._trust._snapshot.make_snapshot`, which hashes the bytes
+    it writes as it copies them, so its copy is read once.
     """
-    digest = hashlib.sha256(_DOMAIN)
-    for entry in entries:
+
+    __slots__ = ("_digest",)
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256(_DOMAIN)
+
+    def entry(self, entry: TreeEntry) -> None:
         encoded = entry.path.encode("utf-8")
-        digest.update(len(encoded).to_bytes(8, "big"))
-        digest.update(encoded)
-        digest.update(hashed_mode(entry.mode).to_bytes(4, "big"))
-        digest.update(entry.size.to_bytes(8, "big"))
+        self._digest.update(len(encoded).to_bytes(8, "big"))
+        self._digest.update(encoded)
+        self._digest.update(hashed_mode(entry.mode).to_bytes(4, "big"))
+        self._digest.update(entry.size.to_bytes(8, "big"))
+
+    def update(self, chunk: bytes) -> None:
+        self._digest.update(chunk)
+
+    def hexdigest(self) -> str:
+        return HASH_PREFIX + self._digest.hexdigest()
+
+
+def hash_entries(root: Path, entries: Iterable[TreeEntry]) -> str:
+    """Hash the listed *entries* of *root* (in the order given; see :func:`list_tree`
+    and :class:`TreeDigest` for the encoding)."""
+    digest = TreeDigest()
+    for entry in entries:
+        digest.entry(entry)
         with open_entry(root, entry) as fd:
             for chunk in read_entry(root, entry, fd):
                 digest.update(chunk)
-    return HASH_PREFIX + digest.hexdigest()
+    return digest.hexdigest()
 
 
 def tree_hash(

@@ -5,6 +5,12 @@ window in which the files can change (a time-of-check/time-of-use race). So
 the tree is copied, once, into a fresh directory only this user can reach,
 the copy is made read-only, and the *copy* is hashed: what was checked is
 exactly what will be loaded, and nobody else can write to it in between.
+
+The copy is hashed as it is written, from the very bytes written (each
+file created new, ``O_EXCL``, in a directory made for this copy, mode
+``0700``): reading it back would only read what this process just wrote,
+which nothing else can have changed, and cost a second pass over the tree
+(~0.06 ms of each of an enable's two snapshots for a small plugin).
 """
 
 from __future__ import annotations
@@ -21,11 +27,11 @@ from caplet._errors import PluginTreeError, StoreError
 from caplet._trust._hashing import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
+    TreeDigest,
     is_executable,
     list_tree,
     open_entry,
     read_entry,
-    tree_hash,
 )
 
 __all__ = ["Snapshot", "make_snapshot", "remove_snapshot"]
@@ -63,9 +69,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _copy_tree(
     source: Path, dest: Path, *, max_files: int, max_bytes: int, read_only: bool = True
-) -> set[Path]:
-    """Copy every hashable file of *source* into *dest*; return the directories made."""
+) -> tuple[set[Path], str]:
+    """Copy every hashable file of *source* into *dest*; return the directories made and
+    the tree hash of the copy (of the bytes written, in :func:`list_tree`'s order)."""
     made: set[Path] = set()
+    digest = TreeDigest()
     for entry in list_tree(source, max_files=max_files, max_bytes=max_bytes):
         target = dest.joinpath(*entry.path.split("/"))
         parent = target.parent
@@ -78,15 +86,17 @@ def _copy_tree(
             final_mode = _FILE_MODE_RX if is_executable(entry.mode) else _FILE_MODE_RO
         else:
             final_mode = _FILE_MODE_RWX if is_executable(entry.mode) else _FILE_MODE_RW
+        digest.entry(entry)
         with open_entry(source, entry) as src_fd:
             out = os.open(target, _WRITE_FLAGS, 0o600)
             try:
                 for chunk in read_entry(source, entry, src_fd):
                     _write_all(out, chunk)
+                    digest.update(chunk)
                 os.fchmod(out, final_mode)
             finally:
                 os.close(out)
-    return made
+    return made, digest.hexdigest()
 
 
 def make_snapshot(
@@ -134,7 +144,7 @@ def make_snapshot(
         ) from exc
     try:
         try:
-            made = _copy_tree(
+            made, content_hash = _copy_tree(
                 source, path, max_files=max_files, max_bytes=max_bytes, read_only=read_only
             )
             for directory in [*made, path]:
@@ -151,7 +161,6 @@ def make_snapshot(
                 f"cannot copy plugin {source.name!r} from {source} into the snapshot "
                 f"{path} ({exc.strerror}); check free space and permissions, then retry"
             ) from exc
-        content_hash = tree_hash(path, max_files=max_files, max_bytes=max_bytes)
         if expected_hash is not None and content_hash != expected_hash:
             raise PluginTreeError(
                 f"plugin {source.name!r} at {source} changed since it was audited and "
