@@ -263,7 +263,7 @@ def _copy_tree(source: int, destination: int) -> None:
                     while offset < size:
                         sent = os.sendfile(writer, reader, offset, min(size - offset, _COPY_CHUNK))
                         if sent == 0:
-                            break  # the source shrank: the hash check at load will say so
+                            break  # shrank: not the sealed snapshot (no worker writes it)
                         offset += sent
                     os.fchmod(writer, mode)
                 finally:
