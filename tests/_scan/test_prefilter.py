@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from caplet._scan._prefilter import _FOCUS_FROM, Need, Prefilter, _follow, _note_binding
+from caplet._scan._aliases import follow, note_binding
+from caplet._scan._prefilter import _FOCUS_FROM, Need, Prefilter
 
 
 @pytest.fixture(scope="module")
@@ -189,8 +190,8 @@ def _located_one_index_at_a_time(
         for match in prefilter._locator(index).finditer(data):
             lines.add(data.count(b"\n", 0, max(match.start(), match.end() - 1)) + 1)
             if index in prefilter._aliasing:
-                assert _note_binding(data, match.start(), bound, seen)
-    assert _follow(data, bound, lines, limit)
+                assert note_binding(data, match.start(), bound, seen)
+    assert follow(data, bound, lines, limit)
     return frozenset(lines)
 
 
