@@ -229,3 +229,25 @@ def test_a_pattern_pairs_share_is_located_once_with_the_same_lines(
     assert lines == expected
     assert lines is not None
     assert text.count("\n") in lines  # run(data), the use of the name getattr bound
+
+
+def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
+    prefilter: Prefilter,
+) -> None:
+    # Found by tests/_scan/test_prefilter_trees.py on the tuned sample
+    # ds-xor-functiontype: compile() is a local hit, so only its line was visited,
+    # and the function built from the code object and called two lines below (a
+    # DANGER of the whole-file pass) was never seen.
+    text = (
+        "import types\n"
+        "_s = bytes(b ^ 90 for b in BLOB)\n"
+        "_c = compile(_s, '<m>', 'exec')\n"
+        "\n"
+        "def unrelated():\n"
+        "    return 1\n"
+        "\n"
+        "types.FunctionType(_c, globals())()\n"
+    )
+    need = prefilter.check(text)
+    assert isinstance(need, frozenset)
+    assert {3, 8} <= need

@@ -296,8 +296,10 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
 
 
 #: Indices into _PAIRS whose first pattern binds what other lines use: a namespace,
-#: a looked-up function, exec passed as a value (see :func:`caplet._scan._aliases.follow`).
-_ALIASING_PAIRS: Final = frozenset({1, 4, 13, 15, 16, 17})
+#: a looked-up function, exec passed as a value, what exec/eval/compile return (a code
+#: object compiled on one line runs where it is used: ``FunctionType(c, g)()``, found
+#: by tests/_scan/test_prefilter_trees.py) (see :func:`caplet._scan._aliases.follow`).
+_ALIASING_PAIRS: Final = frozenset({1, 4, 12, 13, 15, 16, 17})
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
 _LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
 
