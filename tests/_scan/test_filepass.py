@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from types import CellType, FunctionType
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from caplet._scan._examples import CANONICAL
-from caplet._scan._filepass import scan_text
+from caplet._scan._filepass import _has_long_line, scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
+from caplet._scan._rules import LONG_LINE
 from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, scan_source
 
 #: Every in-memory canary: each rule's code, sinks, chains and nested sources.
@@ -106,3 +109,57 @@ def test_a_value_defined_through_itself_is_never_a_recursion_error() -> None:
     # 0 inside the resolver, and the two recursed until RecursionError.
     source = '_spec = {}\n_spec = {_spec["opts"].get("name", 0): _spec}\n'
     assert scan_source(source, "plugin.py") == []
+
+
+def test_no_collection_runs_while_a_file_is_checked() -> None:
+    # A large file's tree is alive through the survey and the rules, which allocate
+    # enough to start collections that walk every node of it, twice or more over a
+    # pass: 8% of a package scan's CPU on the benign corpus (issue 16). The pass makes
+    # no cycle (above), so the collector stays paused until the tree is freed.
+    body = "".join(
+        f"def f{i}(a, b):\n    return [a + b * {i}, {{'k': (a, b)}}]\n" for i in range(3000)
+    )
+    source = "import os\n" + body + "exec(compile(s, 'x', 'exec'))\n"
+    started: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    was = gc.isenabled()
+    gc.enable()
+    gc.collect()
+    gc.callbacks.append(note)
+    try:
+        for mode in (ScanMode.PLUGIN, ScanMode.PACKAGE):
+            _scan(source, mode)
+    finally:
+        gc.callbacks.remove(note)
+        if not was:
+            gc.disable()
+    assert started == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "x" * LONG_LINE,
+        "x" * (LONG_LINE + 1),
+        "a\n" + "x" * LONG_LINE + "\n",
+        "a\n" + "x" * (LONG_LINE + 1),
+        ("y\n" * 700) + "x" * (LONG_LINE + 1) + "\n" + ("z\n" * 700),
+        ("y" * (LONG_LINE - 1) + "\n") * 5,
+        ("y" * LONG_LINE + "\n") * 5 + "q" * (LONG_LINE + 1),
+        "\n" * (3 * LONG_LINE) + "x" * (LONG_LINE + 1),
+        ("x" * LONG_LINE + "\r\n") * 3,
+    ],
+)
+def test_the_long_line_check_is_the_line_lengths(text: str) -> None:
+    assert _has_long_line(text) is (max(map(len, text.split("\n"))) > LONG_LINE)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3 * LONG_LINE), max_size=12))
+def test_the_long_line_check_is_the_line_lengths_for_any_lengths(lengths: list[int]) -> None:
+    text = "\n".join("x" * n for n in lengths)
+    assert _has_long_line(text) is (max(map(len, text.split("\n"))) > LONG_LINE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from caplet._scan._aliases import follow, note_binding
 from caplet._scan._prefilter import _FOCUS_FROM, Need, Prefilter
 
 
@@ -174,3 +175,79 @@ def test_the_one_alternation_locator_has_the_sets_memory(prefilter: Prefilter) -
     locator = prefilter._all_locator
     assert locator is not None
     assert locator.options.max_mem >= 64 << 20
+
+
+def _located_one_index_at_a_time(
+    prefilter: Prefilter, matched: list[int], data: bytes, limit: int
+) -> frozenset[int] | None:
+    """The lines as hit_lines found them before patterns were shared: each index alone."""
+    lines: set[int] = set()
+    bound: set[bytes] = set()
+    seen: set[int] = set()
+    for index in sorted(
+        {i for i in matched if i < prefilter._auditor} | set(prefilter._focus_only)
+    ):
+        for match in prefilter._locator(index).finditer(data):
+            lines.add(data.count(b"\n", 0, max(match.start(), match.end() - 1)) + 1)
+            if index in prefilter._aliasing:
+                assert note_binding(data, match.start(), bound, seen)
+    assert follow(data, bound, lines, limit)
+    return frozenset(lines)
+
+
+def test_a_pattern_pairs_share_is_located_once_with_the_same_lines(
+    prefilter: Prefilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The network modules, the process calls, the payloads and getattr of a module
+    # by a variable are each a half of several pairs; the lines of each are located
+    # once, and a binding on a line of the shared getattr is still followed to its
+    # use far below (the one pair that shares it follows, the other does not).
+    text = (
+        "import os, socket, subprocess\n"
+        "run = getattr(os, name)\n"
+        + "def f(x):\n    return socket.socket().connect(x)\n" * 300
+        + "data = zlib.decompress(blob)\n"
+        + "subprocess.Popen(cmd)\n"
+        + "def g(y):\n    return y * 2\n" * 300
+        + "run(data)\n"
+    )
+    encoded = text.encode()
+    matched = prefilter._set.Match(encoded) or []
+    patterns = [prefilter._patterns[i] for i in matched]
+    assert len(patterns) > len(set(patterns))  # shared patterns are hit
+    expected = _located_one_index_at_a_time(prefilter, matched, encoded, 10_000)
+    located: list[str] = []
+    locate = prefilter._locator
+
+    def counted(index: int) -> object:
+        located.append(prefilter._patterns[index])
+        return locate(index)
+
+    monkeypatch.setattr(prefilter, "_locator", counted)
+    lines = prefilter.hit_lines(text, 10_000, matched, encoded)
+    assert sorted(located) == sorted(set(located))
+    assert lines == expected
+    assert lines is not None
+    assert text.count("\n") in lines  # run(data), the use of the name getattr bound
+
+
+def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
+    prefilter: Prefilter,
+) -> None:
+    # Found by tests/_scan/test_prefilter_trees.py on the tuned sample
+    # ds-xor-functiontype: compile() is a local hit, so only its line was visited,
+    # and the function built from the code object and called two lines below (a
+    # DANGER of the whole-file pass) was never seen.
+    text = (
+        "import types\n"
+        "_s = bytes(b ^ 90 for b in BLOB)\n"
+        "_c = compile(_s, '<m>', 'exec')\n"
+        "\n"
+        "def unrelated():\n"
+        "    return 1\n"
+        "\n"
+        "types.FunctionType(_c, globals())()\n"
+    )
+    need = prefilter.check(text)
+    assert isinstance(need, frozenset)
+    assert {3, 8} <= need

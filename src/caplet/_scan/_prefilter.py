@@ -38,14 +38,13 @@ danger findings prefiltered and not.
 from __future__ import annotations
 
 import enum
-import keyword
-import re
 import unicodedata
 from collections.abc import Collection
 from typing import Any, Final
 
 import re2
 
+from caplet._scan._aliases import follow, note_binding
 from caplet._scan._indicators import AUDITOR_PATTERN, INDICATORS, IndicatorKind
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
@@ -297,8 +296,10 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
 
 
 #: Indices into _PAIRS whose first pattern binds what other lines use: a namespace,
-#: a looked-up function, exec passed as a value (see ``_follow``).
-_ALIASING_PAIRS: Final = frozenset({1, 4, 13, 15, 16, 17})
+#: a looked-up function, exec passed as a value, what exec/eval/compile return (a code
+#: object compiled on one line runs where it is used: ``FunctionType(c, g)()``, found
+#: by tests/_scan/test_prefilter_trees.py) (see :func:`caplet._scan._aliases.follow`).
+_ALIASING_PAIRS: Final = frozenset({1, 4, 12, 13, 15, 16, 17})
 #: Indices into _PAIRS whose first pattern's lines are enough to visit.
 _LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
 
@@ -310,28 +311,6 @@ class Need(enum.Enum):
     FULL = "full"
 
 
-#: What a hit line may bind, in UTF-8 bytes: the target list before each ``=`` (not
-#: ``==``; ``:=`` included), the name after ``as``, the names after ``for``. Every
-#: statement of the line counts, not only the first, and every target of a chain or a
-#: list: ``x = 1; ns = vars(builtins)``, ``x = ns = ...``, ``(x, ns) = ...``,
-#: ``(ns := ...)`` and a target padded far from its line's start would otherwise hide
-#: the uses of ``ns`` from the AST pass. A keyword argument taken for a target only
-#: costs a visit. Python's re, not RE2, on the few hit lines of a file, each read
-#: once; each run starts where the last ended and never backtracks: linear in the line.
-_BINDS = re.compile(
-    rb"(?<![\w\x80-\xff \t,.()\[\]*:])([\w\x80-\xff \t,.()\[\]*:]++)=(?!=)"
-    rb"|\bas[ \t]++([A-Za-z_\x80-\xff][\w\x80-\xff]*+)"
-    rb"|\bfor\b([\w\x80-\xff \t,()\[\]*]++)"
-)
-#: The names of a target list, not an attribute's owner, a call or a subscript's owner.
-_TARGET_NAME = re.compile(
-    rb"(?<![\w\x80-\xff])([A-Za-z_\x80-\xff][\w\x80-\xff]*+)(?![ \t]*+[.(\[])"
-)
-#: Keywords match :data:`_BINDS` (``else:``, ``None)``) and bind nothing.
-_KEYWORDS: Final = frozenset(k.encode() for k in keyword.kwlist)
-#: More names bound on hit lines than this and the whole file is visited (each
-#: name followed costs a pass over the file: a minified line binds thousands).
-_MAX_BOUND = 32
 #: More focus lines than this and the whole file is visited anyway.
 _MAX_FOCUS_LINES = 64
 #: A file this large (characters) that needs the AST is still only visited around
@@ -493,11 +472,11 @@ class Prefilter:
                 lines.add(encoded.count(b"\n", 0, match.end() - 1) + 1)
                 if len(lines) > _MAX_FOCUS_LINES:
                     return Need.FULL
-                if index in self._aliasing and not _note_binding(
+                if index in self._aliasing and not note_binding(
                     encoded, match.start(), bound, seen
                 ):
                     return Need.FULL
-        if not _follow(encoded, bound, lines, _MAX_FOCUS_LINES):
+        if not follow(encoded, bound, lines, _MAX_FOCUS_LINES):
             return Need.FULL
         return frozenset(lines)
 
@@ -535,14 +514,20 @@ class Prefilter:
                 self._all_locator = re2.compile(
                     "|".join(f"(?:{p})" for p in self._patterns), options
                 )
-            located = [(-1, self._all_locator)]
+            located = [(self._all_locator, False)]
         else:
-            wanted = sorted({i for i in matched if i < self._auditor} | set(self._focus_only))
-            located = [(i, self._locator(i)) for i in wanted]
+            # A pattern several pairs share (a network module, a process call, a payload)
+            # has the same lines for each: located once, its lines' bindings followed if
+            # any of them asks (issue 16: a third of the locating on the benign corpus).
+            wanted: dict[str, tuple[int, bool]] = {}
+            for i in sorted({i for i in matched if i < self._auditor} | set(self._focus_only)):
+                first, aliasing = wanted.get(self._patterns[i], (i, False))
+                wanted[self._patterns[i]] = (first, aliasing or i in self._aliasing)
+            located = [(self._locator(i), aliasing) for i, aliasing in wanted.values()]
         lines: set[int] = set()
         bound: set[bytes] = set()
         seen: set[int] = set()
-        for index, locator in located:
+        for locator, aliasing in located:
             position, line = 0, 1
             for match in locator.finditer(data):
                 # the last byte: the first may be the newline before the name
@@ -552,9 +537,9 @@ class Prefilter:
                 lines.add(line)
                 if len(lines) > limit:
                     return None
-                if index in self._aliasing and not _note_binding(data, match.start(), bound, seen):
+                if aliasing and not note_binding(data, match.start(), bound, seen):
                     return None
-        return frozenset(lines) if _follow(data, bound, lines, limit) else None
+        return frozenset(lines) if follow(data, bound, lines, limit) else None
 
     def _locator(self, index: int) -> Any:
         """The compiled pattern ``index`` of :attr:`_patterns` (compiled on first use)."""
@@ -562,56 +547,6 @@ class Prefilter:
         if found is None:
             found = self._locators[index] = re2.compile(self._patterns[index])
         return found
-
-
-def _note_binding(encoded: bytes, position: int, bound: set[bytes], seen: set[int]) -> bool:
-    """Add the names the line holding ``position`` may bind (see :data:`_BINDS`);
-    False past :data:`_MAX_BOUND` names. ``seen`` holds the lines already read: a
-    minified line with thousands of hits is read once, not once a hit."""
-    start = encoded.rfind(b"\n", 0, position) + 1
-    if start in seen:
-        return True
-    seen.add(start)
-    end = encoded.find(b"\n", position)
-    for match in _BINDS.finditer(encoded, start, len(encoded) if end < 0 else end):
-        targets = match.group(1) or match.group(3)
-        names = _TARGET_NAME.findall(targets) if targets else [match.group(2)]
-        for name in names:
-            if name not in _KEYWORDS:
-                bound.add(name)
-                if len(bound) > _MAX_BOUND:
-                    return False
-    return True
-
-
-def _follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> bool:
-    """Add the lines using any name of ``bound``; False past ``limit`` lines.
-
-    What a lookup's line binds is followed to its uses (``ns = vars(builtins)`` on
-    one line, ``ns[name](code)`` in a function further down): a visit of the hit
-    lines alone would not see the lookup. Plain text (``bytes.find``, at memory
-    speed), so a use in a comment or a string only costs a visit.
-    """
-    for name in bound:
-        start = encoded.find(name)
-        counted, line = 0, 1  # newlines counted from the last use on: one pass a name
-        while start >= 0:
-            end = start + len(name)
-            before = encoded[start - 1 : start] if start else b""
-            after = encoded[end : end + 1]
-            if not ((before and _identifier_byte(before)) or (after and _identifier_byte(after))):
-                line += encoded.count(b"\n", counted, start)
-                counted = start
-                lines.add(line)
-                if len(lines) > limit:
-                    return False
-            start = encoded.find(name, end)
-    return True
-
-
-def _identifier_byte(byte: bytes) -> bool:
-    """Whether a one-byte slice may be part of an identifier (ASCII word or UTF-8)."""
-    return byte.isalnum() or byte == b"_" or byte[0] >= 0x80
 
 
 def _utf8(text: str) -> bytes:

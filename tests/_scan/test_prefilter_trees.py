@@ -1,0 +1,111 @@
+"""The prefilter against the whole-file pass on real trees: the same danger, file by file.
+
+tests/_scan/test_triggers.py holds the prefilter to every table entry and every
+rule's worked example; here the inputs are real code, where the fast paths
+(focus lines of local hits, the statements around every hit of a large file,
+a pattern several pairs share located once, the names a hit line binds
+followed to their uses) meet long files, classes and aliases defined far from
+their use: a slice of the standard library that needs the AST (read where the
+running interpreter keeps it, never written), and every tuned malware sample of
+benchmarks/malware/tune (the holdout stays unread: it is written blind to the
+rules). Each is scanned in package mode as ``caplet scan`` does, and again
+with the prefilter answering "the whole file"; every DANGER finding (rule,
+file, line) must be the same.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan import _filepass
+from caplet._scan._filepass import scan_text
+from caplet._scan._grants import NO_GRANTS
+from caplet._scan._model import ScanMode
+from caplet._scan._prefilter import Need, Prefilter, prefilter
+from caplet._scan._scanner import scan_tree
+
+TUNE = Path(__file__).resolve().parents[2] / "benchmarks" / "malware" / "tune"
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+#: Standard-library modules that need the AST in package mode, each by a different
+#: path: local focus lines (exec/eval calls, lookups by name), the focus around every
+#: hit of a large file (network, processes, decoders, the interpreter run again),
+#: names bound on a hit line and used far below.
+STDLIB_SLICE = (
+    "subprocess.py",
+    "socket.py",
+    "shutil.py",
+    "platform.py",
+    "webbrowser.py",
+    "zipimport.py",
+    "urllib/request.py",
+    "http/server.py",
+    "smtplib.py",
+    "ftplib.py",
+    "imaplib.py",
+    "modulefinder.py",
+    "collections/__init__.py",
+    "dataclasses.py",
+    "tarfile.py",
+    "importlib/_bootstrap_external.py",
+)
+
+
+class _Blind(Prefilter):
+    """A prefilter that sends every file, whole, to the AST pass."""
+
+    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
+        return Need.FULL, True
+
+
+def _danger_of_text(text: str, name: str) -> list[tuple[str, int]]:
+    findings, _ = scan_text(
+        text,
+        name,
+        grants=NO_GRANTS,
+        local_modules=(),
+        max_depth=100,
+        max_nodes=1_000_000,
+        mode=ScanMode.PACKAGE,
+    )
+    return sorted({(f.rule_id, f.line) for f in findings if f.severity is Severity.DANGER})
+
+
+@pytest.mark.parametrize("relative", STDLIB_SLICE)
+def test_a_standard_library_module_has_the_same_danger_either_way(
+    relative: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = STDLIB / relative
+    if not path.is_file():  # an interpreter installed without its sources
+        pytest.skip(f"{path} is not there")
+    text = path.read_text(encoding="utf-8")
+    # the slice is there to exercise the fast paths: each one takes one
+    assert prefilter().check(text) is not Need.FULL or len(text) <= 12_000
+    filtered = _danger_of_text(text, relative)
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        whole = _danger_of_text(text, relative)
+    assert filtered == whole
+
+
+def _danger_of_tree(root: Path) -> list[tuple[str, str, int]]:
+    report = scan_tree(root, mode=ScanMode.PACKAGE)
+    return sorted(
+        {(f.rule_id, f.file, f.line) for f in report.findings if f.severity is Severity.DANGER}
+    )
+
+
+def test_every_tuned_sample_has_the_same_danger_either_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    samples = sorted(p for p in TUNE.iterdir() if p.is_dir())
+    assert len(samples) > 150
+    filtered = {s.name: _danger_of_tree(s) for s in samples}
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        whole = {s.name: _danger_of_tree(s) for s in samples}
+    assert sum(bool(d) for d in whole.values()) > 150  # the samples are flagged at all
+    assert {n: d for n, d in filtered.items() if d != whole[n]} == {}
