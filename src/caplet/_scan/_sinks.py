@@ -26,6 +26,7 @@ carry, and maps the combination to a threat rule:
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -184,9 +185,14 @@ def launches_payload(program: str) -> bool:
     )
 
 
+#: pip's program names: pip, pip3, pip3.11, pip.exe.
+_PIP = re.compile(r"pip[0-9.]*(?:\.exe)?", re.IGNORECASE)
+
+
 def _installs_other(words: list[str]) -> bool:
-    """``pip install NAME`` (or a URL): not ``pip install .`` or ``-r requirements.txt``."""
-    if "pip" not in words or "install" not in words:
+    """``pip install NAME`` (or a URL; ``pip3``, ``pip3.11``, ``pip.exe`` too): not
+    ``pip install .`` or ``-r requirements.txt``."""
+    if "install" not in words or not any(_PIP.fullmatch(PurePosixPath(w).name) for w in words):
         return False
     targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
     return any(not w.startswith((".", "/", "~")) and "requirements" not in w for w in targets)

@@ -32,9 +32,11 @@ __all__ = [
     "NON_PAYLOAD_KEYWORDS",
     "NOT_EGRESS",
     "PIP_MAINS",
+    "PROCESS_OUTPUTS",
     "RECON_ENV_NAMES",
     "RECON_FILES",
     "RECON_FUNCTIONS",
+    "RECON_PROGRAMS",
     "SHELLS",
     "Source",
 ]
@@ -341,6 +343,34 @@ RECON_ENV_NAMES: Final = frozenset(
 )
 #: Files whose content is the host's identity.
 RECON_FILES: Final = frozenset({"/etc/passwd", "/etc/hostname", "/etc/shadow", "/etc/group"})
+#: Programs whose output is the host's identity (a stealer's "HWID": ``wmic csproduct get
+#: uuid``; ``whoami``, ``systeminfo``, ``ipconfig`` in the beacons ESET and Check Point
+#: describe), when a process call's output is read. Not ``id`` or ``hostname``: words too
+#: common as keys for the prefilter's trigger, and the calls (``socket.gethostname``) are
+#: how Python code asks.
+RECON_PROGRAMS: Final = frozenset(
+    {
+        "whoami",
+        "uname",
+        "systeminfo",
+        "ipconfig",
+        "ifconfig",
+        "wmic",
+        "getmac",
+        "hostnamectl",
+    }
+)
+#: Process calls whose result is the program's output (or holds it: ``run().stdout``).
+PROCESS_OUTPUTS: Final = frozenset(
+    {
+        "subprocess.check_output",
+        "subprocess.getoutput",
+        "subprocess.getstatusoutput",
+        "subprocess.run",
+        "subprocess.Popen",
+        "os.popen",
+    }
+)
 
 #: pip's entry points: calling one installs a package behind the resolver's back.
 PIP_MAINS: Final = frozenset(
