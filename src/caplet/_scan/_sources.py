@@ -37,6 +37,7 @@ __all__ = [
     "RECON_FILES",
     "RECON_FUNCTIONS",
     "RECON_PROGRAMS",
+    "RUNS_FILE",
     "SHELLS",
     "Source",
 ]
@@ -358,6 +359,17 @@ RECON_PROGRAMS: Final = frozenset(
         "wmic",
         "getmac",
         "hostnamectl",
+    }
+)
+#: Calls that run a file they are given.
+RUNS_FILE: Final = frozenset(
+    {
+        "os.startfile",
+        "runpy.run_path",
+        # a native library loaded runs its initialisers: a DLL written and loaded is run
+        *(f"ctypes.{k}" for k in ("CDLL", "WinDLL", "OleDLL", "PyDLL")),
+        *(f"ctypes.{k}.LoadLibrary" for k in ("cdll", "windll", "oledll", "pydll")),
+        "_ctypes.dlopen",
     }
 )
 #: Process calls whose result is the program's output (or holds it: ``run().stdout``).
