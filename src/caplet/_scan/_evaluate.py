@@ -12,33 +12,33 @@ no value grows past 4 MiB.
 from __future__ import annotations
 
 import ast
-import base64
-import binascii
 import builtins
 import codecs
 import string
-import zlib
-from collections.abc import Callable, Sequence
 
-from caplet._scan._resolve import Resolver
+from caplet._scan._closed import Closedness
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
+from caplet._scan._values import MAX_LOOP as _MAX_LOOP
+from caplet._scan._values import MAX_VALUE as _MAX_VALUE
+from caplet._scan._values import PRINTABLE_BUILTINS as _PRINTABLE_BUILTINS
+from caplet._scan._values import TEXT_CODECS as _TEXT_CODECS
+from caplet._scan._values import Value
+from caplet._scan._values import binop as _binop
+from caplet._scan._values import call_pure as _call
+from caplet._scan._values import chr_of as _chr
+from caplet._scan._values import format_fields as _format
+from caplet._scan._values import has_parameters as _has_parameters
+from caplet._scan._values import join_strings as _join
+from caplet._scan._values import literal_object as _literal_object
+from caplet._scan._values import percent as _percent
+from caplet._scan._values import positional as _positional
+from caplet._scan._values import subscript as _subscript
 
 __all__ = ["BudgetError", "Evaluator", "Value"]
 
 #: Steps (label or value computations) per file; past it, answers are empty.
 _BUDGET = 60_000
-#: Largest value the evaluator builds (a decoded payload), in characters or bytes.
-_MAX_VALUE = 4 << 20
-#: Items a comprehension is evaluated over at most (a name is a few characters).
-_MAX_LOOP = 4096
-#: Builtins whose ``str()`` the evaluator may take: real objects of this interpreter.
-_PRINTABLE_BUILTINS = frozenset(
-    name
-    for name, value in vars(builtins).items()
-    if callable(value) and not name.startswith("_") and not isinstance(value, type(builtins))
-) | {"copyright", "credits", "license"}
 
-Value = str | bytes | int | list["Value"]
 #: Text attributes of the interpreter's objects a name may be spelled from.
 _OBJECT_TEXTS = frozenset({"__doc__", "__name__", "__qualname__", "__module__"})
 #: ``string`` module constants (the same in every interpreter).
@@ -57,115 +57,15 @@ _STRING_CONSTANTS = frozenset(
 )
 
 
-#: Builtins whose result depends on their arguments only (no input, no files, no state).
-_PURE_BUILTINS = (
-    frozenset(
-        {
-            "str",
-            "repr",
-            "chr",
-            "ord",
-            "bytes",
-            "bytearray",
-            "hex",
-            "oct",
-            "bin",
-            "int",
-            "len",
-            "list",
-            "tuple",
-            "reversed",
-            "sorted",
-            "map",
-            "type",
-            "format",
-            "dir",
-            "vars",
-            "slice",
-            "range",
-            "zip",
-            "sum",
-            "abs",
-            "min",
-            "max",
-            "next",
-            "filter",
-            "enumerate",
-            "iter",
-            "all",
-            "any",
-        }
-    )
-    | _PRINTABLE_BUILTINS
-) - {"input", "open", "getattr", "globals", "locals", "breakpoint", "eval", "exec", "compile"}
-
-
-#: Modules whose functions compute from their arguments only (``closed`` follows them).
-_PURE_MODULES = frozenset(
-    {"string", "builtins", "operator", "functools", "base64", "binascii", "zlib"}
-)
-
-#: Nodes an expression computed from literals is made of (names are checked on their own).
-_CLOSED_NODES = (
-    ast.Constant,
-    ast.Attribute,
-    ast.Subscript,
-    ast.BinOp,
-    ast.Call,
-    ast.JoinedStr,
-    ast.FormattedValue,
-    ast.List,
-    ast.Tuple,
-    ast.UnaryOp,
-    ast.Slice,
-    ast.keyword,
-    ast.Compare,
-    ast.BoolOp,
-    ast.comprehension,
-)
-
-
 #: Methods called through their class (``bytes.decode(b"exec")``), evaluated like functions.
 _CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
-
-
-def _has_parameters(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    a = fn.args
-    return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of names, else ``None``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def _positional(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    return [a.arg for a in fn.args.args]
-
-
-def _literal_object(node: ast.AST) -> object | None:
-    """``True``, ``None``, ``1.5``, ``{}``, ``[]``: literals the evaluator has no value for."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Dict) and not node.keys:
-        return {}
-    if isinstance(node, ast.List | ast.Tuple | ast.Set) and not node.elts:
-        return {ast.List: [], ast.Tuple: (), ast.Set: set()}[type(node)]
-    return None
 
 
 class BudgetError(Exception):
     """Raised when a file's step budget is spent (caught at the public entry points)."""
 
 
-class Evaluator(Resolver):
+class Evaluator(Closedness):
     """Resolution plus constant evaluation (memoised, bounded)."""
 
     def __init__(self, bindings: Bindings) -> None:
@@ -576,207 +476,6 @@ class Evaluator(Resolver):
             return picked[0] if len(picked) == 1 else [p for p in picked if p is not None]
         return None
 
-    def closed(self, node: ast.AST) -> bool:
-        """Whether ``node`` is computed from literals and the interpreter's own objects only
-        (no data read at run time, no parameter the outside world fills), whatever the
-        operations: a name spelled by means the evaluator does not follow is still a
-        constant the author hid.
-
-        A name is closed when every value it is given is: its bindings, what is added to
-        it later (``n += s[i]``), the iterable a loop takes it from; a parameter when this
-        file calls its function, always with closed arguments and not only with plain
-        literals; a function or lambda of this file when its body uses only its own
-        parameters and locals besides closed names (its arguments are checked at the call).
-        """
-        if self._plain(node, 0):
-            return False  # for n in ("unicode", "long"): getattr(builtins, n): literal names
-        stack: list[ast.AST] = [node]
-        seen: set[str] = set()
-        local: set[str] = set()  # loop variables, parameters and locals of what is walked
-        budget = 512
-        while stack:
-            budget -= 1
-            if budget < 0:
-                return False
-            item = stack.pop()
-            if isinstance(item, ast.Name):
-                name = item.id
-                if name in seen or name in local:
-                    continue
-                seen.add(name)
-                values = self._given(name)
-                if values is None:
-                    return False
-                stack.extend(values)
-            elif isinstance(item, ast.ListComp | ast.GeneratorExp | ast.SetComp):
-                # [n for n in dir(builtins) if n[::-1] == "cexe"][0]: closed when what it
-                # walks is, its own loop variables standing for the items
-                for loop in item.generators:
-                    if not isinstance(loop.target, ast.Name) or loop.is_async:
-                        return False
-                    local.add(loop.target.id)
-                    stack.extend((loop.iter, *loop.ifs))
-                stack.append(item.elt)
-            elif isinstance(item, ast.Lambda):
-                a = item.args
-                if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or a.defaults:
-                    return False
-                local.update(_positional(item))
-                stack.append(item.body)
-            elif isinstance(item, ast.FunctionDef):
-                body = self._pure_body(item)
-                if body is None:
-                    return False
-                local.update(body[0])
-                stack.extend(body[1])
-            elif isinstance(item, ast.Attribute) and _dotted(item) in self.contributed:
-                # self.name = str(hex); ... self.name[20]: what the attribute is given
-                stack.extend(v for vs in self.contributed[_dotted(item) or ""].values() for v in vs)
-            elif isinstance(item, _CLOSED_NODES):
-                stack.extend(ast.iter_child_nodes(item))
-            elif not isinstance(
-                item, ast.expr_context | ast.operator | ast.unaryop | ast.cmpop | ast.boolop
-            ):
-                return False
-        return True
-
-    def plain(self, node: ast.AST) -> bool:
-        """Whether ``node`` is a name written out (see :meth:`_plain`), not computed."""
-        return self._plain(node, 0)
-
-    def _plain(self, node: ast.AST, depth: int) -> bool:
-        """A string literal, or a name only ever given string literals (bound to one,
-        looped over a list of them, a parameter passed them): a name written out, not
-        computed."""
-        if isinstance(node, ast.Constant):
-            return isinstance(node.value, str)
-        if depth > 4:
-            return False
-        if isinstance(node, ast.IfExp):
-            return self._plain(node.body, depth + 1) and self._plain(node.orelse, depth + 1)
-        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
-            # CODES["b"] of a table of names written out: one of them
-            tables = self._sequences(node.value) or self.tables(node.value)
-            entries = [e for t in tables for e in (t.values if isinstance(t, ast.Dict) else t.elts)]
-            return bool(entries) and all(self._plain(e, depth + 1) for e in entries)
-        if not isinstance(node, ast.Name):
-            return False
-        b = self.bindings
-        values: list[ast.AST] = [*b.assigned.get(node.id, ())]
-        values += (v for vs in self.contributed.get(node.id, {}).values() for v in vs)
-        for iterable in b.iterated.get(node.id, ()):
-            if not isinstance(iterable, ast.List | ast.Tuple | ast.Set):
-                return False
-            values.extend(iterable.elts)
-        if not values:
-            values = [
-                a for slots in self.passed_arguments().values() for a in slots.get(node.id, ())
-            ]
-        return bool(values) and all(self._plain(v, depth + 1) for v in values)
-
-    def _given(self, name: str) -> list[ast.AST] | None:
-        """What ``closed`` must check for the name ``name``: every value it is bound to or
-        given, the function it names; ``[]`` for the interpreter's own names; ``None``
-        when it holds something from outside (an import of anything but pure modules,
-        ``__file__``, ``input``, a parameter of a function this file never calls)."""
-        b = self.bindings
-        for iterable in b.iterated.get(name, ()):
-            # for i in [20, 21, 20]: n += s[i] picks characters by code or place; a loop
-            # over names written out, or over a namespace, enumerates them (not hiding)
-            items = self.evaluate(iterable)
-            if isinstance(items, str | bytes):
-                continue
-            if not isinstance(items, list) or not all(isinstance(i, int) for i in items):
-                return None
-        values: list[ast.AST] = [
-            *b.assigned.get(name, ()),
-            *b.iterated.get(name, ()),
-            *(v for vs in self.contributed.get(name, {}).values() for v in vs),
-        ]
-        for scoped in b.scoped.get(name, {}).values():
-            values.extend(v for v in scoped if all(v is not w for w in values))
-        functions = [f for f in b.functions if f.name == name]
-        if name in b.imports:
-            # string.digits is the interpreter's text; os.getenv(...) is not
-            return [] if _PURE_MODULES.issuperset(b.imports[name]) and not values else None
-        if functions:
-            return [*functions, *values] if len(functions) == 1 else None
-        if name in b.defined:
-            return None  # a class: its attributes are not followed
-        passed: list[ast.AST] = [
-            arg for slots in self.passed_arguments().values() for arg in slots.get(name, ())
-        ]
-        if name in self._parameter_names():
-            # a parameter somewhere: closed only when this file fills it (the name may be
-            # a local elsewhere too; both must be closed)
-            return [*values, *passed] if passed else None
-        if values:
-            return values
-        if name == "__builtins__" or name in _PURE_BUILTINS:
-            return []
-        return None  # __name__, __file__, a parameter, input(), open()
-
-    def _parameter_names(self) -> frozenset[str]:
-        """Every name a function or lambda of this file takes as a parameter."""
-        if self._parameters is None:
-            functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = [
-                *self.bindings.functions,
-                *(
-                    v
-                    for vs in self.bindings.assigned.values()
-                    for v in vs
-                    if isinstance(v, ast.Lambda)
-                ),
-            ]
-            self._parameters = frozenset(
-                a.arg
-                for f in functions
-                for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)
-            ) | frozenset(
-                a.arg for f in functions for a in (f.args.vararg, f.args.kwarg) if a is not None
-            )
-        return self._parameters
-
-    def _pure_body(self, fn: ast.FunctionDef) -> tuple[set[str], list[ast.AST]] | None:
-        """A function's own names (parameters, locals) and what ``closed`` must check of
-        it: the values of its plain statements (assignments, loops, conditions,
-        returns); ``None`` when it has anything else (a decorator, a ``global``, a
-        ``yield``, a nested definition, a ``try``, a call of its own result...)."""
-        a = fn.args
-        if fn.decorator_list or a.vararg or a.kwarg or a.kw_defaults or a.defaults:
-            return None
-        own = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-        checked: list[ast.AST] = []
-        pending: list[ast.stmt] = list(fn.body)
-        while pending:
-            stmt = pending.pop()
-            if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for target in targets:
-                    if isinstance(target, ast.Name):
-                        own.add(target.id)
-                    elif not (
-                        isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                    ):
-                        return None
-                    else:
-                        checked.append(target.slice)
-                if stmt.value is not None:
-                    checked.append(stmt.value)
-            elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name | ast.Tuple):
-                own.update(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
-                checked.append(stmt.iter)
-                pending.extend((*stmt.body, *stmt.orelse))
-            elif isinstance(stmt, ast.If | ast.While):
-                checked.append(stmt.test)
-                pending.extend((*stmt.body, *stmt.orelse))
-            elif isinstance(stmt, ast.Return | ast.Expr):
-                if stmt.value is not None:
-                    checked.append(stmt.value)
-            elif not isinstance(stmt, ast.Pass | ast.Break | ast.Continue):
-                return None
-        return own, checked
-
     def _translate(self, base: str, table: ast.AST, depth: int) -> Value | None:
         """``"ayak".translate(str.maketrans("ayk", "exc"))``: both tables written out."""
         if (
@@ -821,69 +520,6 @@ class Evaluator(Resolver):
         if isinstance(value, list):
             return value
         return None
-
-
-def _join(sep: Value | None, items: list[Value] | None) -> Value | None:
-    """``sep.join(items)`` of strings only."""
-    if isinstance(sep, str) and items is not None and all(isinstance(i, str) for i in items):
-        out = sep.join(i for i in items if isinstance(i, str))
-        return out if len(out) <= _MAX_VALUE else None
-    return None
-
-
-def _chr(code: Value) -> str:
-    return chr(code) if isinstance(code, int) and 0 <= code < 0x110000 else "\ufffd"
-
-
-def _binop(op: ast.operator, left: Value | None, right: Value | None) -> Value | None:
-    if left is None or right is None:
-        return None
-    if isinstance(op, ast.Add):
-        if isinstance(left, str) and isinstance(right, str):
-            return left + right
-        if isinstance(left, bytes) and isinstance(right, bytes):
-            return left + right
-        if isinstance(left, int) and isinstance(right, int):
-            return left + right
-        if isinstance(left, list) and isinstance(right, list):
-            return left + right
-        return None
-    if isinstance(op, ast.Mult):
-        if (
-            isinstance(left, str | bytes)
-            and isinstance(right, int)
-            and len(left) * right <= _MAX_VALUE
-        ):
-            return left * right
-        return left * right if isinstance(left, int) and isinstance(right, int) else None
-    if isinstance(op, ast.BitXor) and isinstance(left, int) and isinstance(right, int):
-        return left ^ right
-    if isinstance(op, ast.Sub) and isinstance(left, int) and isinstance(right, int):
-        return left - right
-    return None
-
-
-def _subscript(
-    value: Value | None, index: ast.AST, ev: Callable[[ast.AST], Value | None]
-) -> Value | None:
-    if not isinstance(value, str | bytes | list):
-        return None
-    if isinstance(index, ast.Slice):
-        parts = (index.lower, index.upper, index.step)
-        bounds = [None if p is None else ev(p) for p in parts]
-        if any(
-            p is not None and not isinstance(b, int) for p, b in zip(parts, bounds, strict=True)
-        ):
-            return None
-        lower, upper, step = (b if isinstance(b, int) else None for b in bounds)
-        if step == 0:
-            return None
-        return value[lower:upper:step]
-    position = ev(index)
-    if not isinstance(position, int) or not -len(value) <= position < len(value):
-        return None
-    item = value[position]
-    return item if isinstance(item, str | int | list) else None
 
 
 def _method(
@@ -942,74 +578,6 @@ def _method(
     return None
 
 
-def _percent(template: str, items: Sequence[Value | None]) -> Value | None:
-    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r``, ``%c`` and ``%%``, no flags,
-    widths or mapping keys (anything else is left unevaluated)."""
-    pieces: list[str] = []
-    position = 0
-    used = 0
-    while (found := template.find("%", position)) >= 0:
-        pieces.append(template[position:found])
-        kind = template[found + 1 : found + 2]
-        position = found + 2
-        if kind == "%":
-            pieces.append("%")
-            continue
-        if kind not in {"s", "d", "i", "r", "c"} or used >= len(items):
-            return None
-        item = items[used]
-        used += 1
-        if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
-            return None
-        if kind == "c":
-            # "%c%c" % (101, 120): a code point, or a string of one character
-            if isinstance(item, str) and len(item) != 1:
-                return None
-            pieces.append(_chr(item) if isinstance(item, int) else item)
-            continue
-        pieces.append(repr(item) if kind == "r" else str(item))
-    if used != len(items):
-        return None
-    pieces.append(template[position:])
-    out = "".join(pieces)
-    return out if len(out) <= _MAX_VALUE else None
-
-
-def _format(template: str, args: Sequence[Value | None]) -> Value | None:
-    """``"{}{}".format("ex", "ec")``: positional fields only, no conversion or format spec
-    (an attribute or item of a field is never looked up)."""
-    pieces: list[str] = []
-    automatic = 0
-    try:
-        fields = list(string.Formatter().parse(template))
-    except ValueError:
-        return None
-    for literal, field, spec, conversion in fields:
-        pieces.append(literal)
-        if field is None:
-            continue
-        if spec or conversion is not None:
-            return None
-        if field == "":
-            index = automatic
-            automatic += 1
-        elif field.isdigit():
-            index = int(field)
-        else:
-            return None
-        if index >= len(args):
-            return None
-        item = args[index]
-        if not isinstance(item, str | int):
-            return None
-        pieces.append(str(item))
-    out = "".join(pieces)
-    return out if len(out) <= _MAX_VALUE else None
-
-
-_TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "cp1252"})
-
-
 def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) -> Value | None:
     """``Fernet(key).decrypt(token)`` with both literal: the plaintext (no code runs)."""
     receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
@@ -1032,87 +600,3 @@ def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) ->
         return Fernet(key).decrypt(token)
     except (InvalidToken, ValueError, TypeError):
         return None
-
-
-def _call(name: str, values: list[Value | None]) -> Value | None:
-    """Pure builtins and decoders applied to evaluated arguments (never anything else)."""
-    if not values:
-        return "" if name == "builtins.str" else None  # str().join(pieces)
-    if any(v is None for v in values):
-        return None
-    first = values[0]
-    try:
-        if name == "builtins.range" and all(isinstance(v, int) for v in values):
-            bounds = [v for v in values if isinstance(v, int)]
-            span = range(*bounds) if len(bounds) <= 3 else range(0)
-            return list(span) if len(span) <= _MAX_LOOP else None
-        if name in {"builtins.bytes.decode", "builtins.bytearray.decode"} and isinstance(
-            first, bytes
-        ):
-            codec = values[1] if len(values) == 2 else "utf-8"
-            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
-                return codecs.decode(first, codec)
-            return None
-        if name == "builtins.str.join" and len(values) == 2:
-            items = values[1]
-            return _join(first, list(items) if isinstance(items, str | list) else None)
-        if name == "builtins.chr" and isinstance(first, int):
-            return _chr(first)
-        if name in {"builtins.hex", "builtins.oct", "builtins.bin"} and isinstance(first, int):
-            return {"builtins.hex": hex, "builtins.oct": oct, "builtins.bin": bin}[name](first)
-        if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
-            return ord(first)
-        if name == "builtins.str" and len(values) == 2 and isinstance(first, bytes):
-            # str(b"exec", "utf-8"): bytes decoded
-            codec = values[1]
-            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
-                return codecs.decode(first, codec)
-            return None
-        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, bytes):
-            return first if len(values) == 1 else None
-        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, str):
-            codec = values[1] if len(values) == 2 else None
-            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
-                return first.encode(codec)
-            return None
-        if name in {"builtins.str", "builtins.repr"} and isinstance(first, str | int):
-            return str(first) if name == "builtins.str" else repr(first)
-        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):
-            codes = [i for i in first if isinstance(i, int) and 0 <= i < 256]
-            return bytes(codes) if len(codes) == len(first) else None
-        if name in {"builtins.list", "builtins.tuple"} and isinstance(first, str | list):
-            return list(first)
-        if name == "builtins.bytes.fromhex" and isinstance(first, str):
-            return bytes.fromhex(first)
-        data = first.encode("latin-1") if isinstance(first, str) else first
-        if not isinstance(data, bytes):
-            return None
-        if name in {"base64.b64decode", "base64.decodebytes", "base64.standard_b64decode"}:
-            return base64.b64decode(data + b"=" * (-len(data) % 4))
-        if name == "base64.urlsafe_b64decode":
-            return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
-        if name == "base64.b32decode":
-            return base64.b32decode(data + b"=" * (-len(data) % 8))
-        if name == "base64.b16decode":
-            return base64.b16decode(data, casefold=True)
-        if name == "base64.b85decode":
-            return base64.b85decode(data)
-        if name == "base64.a85decode":
-            return base64.a85decode(data)
-        if name in {"binascii.unhexlify", "binascii.a2b_hex"}:
-            return binascii.unhexlify(data)
-        if name == "binascii.a2b_base64":
-            return binascii.a2b_base64(data)
-        if name in {"zlib.decompress", "gzip.decompress"}:
-            inflater = zlib.decompressobj(47)  # zlib or gzip header, detected
-            out = inflater.decompress(data, _MAX_VALUE)
-            return out if not inflater.unconsumed_tail else None
-        if name == "codecs.decode" and len(values) == 2 and isinstance(values[1], str):
-            codec = values[1].lower()
-            if codec in {"rot13", "rot_13"} and isinstance(first, str):
-                return codecs.decode(first, "rot13")
-            if codec in {"hex", "base64"}:
-                return codecs.decode(data, codec)
-    except (ValueError, TypeError, binascii.Error, zlib.error, OverflowError):
-        return None
-    return None
