@@ -1254,3 +1254,19 @@ def test_a_packaged_file_xored_written_and_started_is_a_dropper_in_any_module() 
 def test_pip_by_any_name_or_in_a_formatted_command_is_an_install(command: str) -> None:
     source = f"import os, subprocess, sys\nname = 'stage2'\n{command}\n"
     assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize("filename", ["setup.py", "pkg/__init__.py"])
+def test_a_name_kept_in_a_class_of_the_file_is_computed(filename: str) -> None:
+    source = """
+    class 配置:
+        名 = str(hex)[20] + "xec"
+        版本 = "1.0"
+
+
+    getattr(__builtins__, 配置.名)("print(1)")
+    """
+    assert "CPL-THR-003" in danger(source, filename)
+    # a class's setting naming something harmless is no hidden name
+    harmless = 'import os\nclass C:\n    sep = "se" + "p"\nvalue = getattr(os, C.sep)\n'
+    assert "CPL-THR-003" not in danger(harmless, filename)

@@ -123,6 +123,9 @@ class Closedness(Resolver):
             elif isinstance(item, ast.Attribute) and _dotted(item) in self.contributed:
                 # self.name = str(hex); ... self.name[20]: what the attribute is given
                 stack.extend(v for vs in self.contributed[_dotted(item) or ""].values() for v in vs)
+            elif isinstance(item, ast.Attribute) and self.class_attribute(item) is not None:
+                # class Config: name = "ex" + "ec"; ... Config.name: what the class binds
+                stack.extend(self.class_attribute(item) or ())
             elif isinstance(item, _CLOSED_NODES):
                 stack.extend(ast.iter_child_nodes(item))
             elif not isinstance(
@@ -130,6 +133,24 @@ class Closedness(Resolver):
             ):
                 return False
         return True
+
+    def class_attribute(self, node: ast.Attribute) -> list[ast.expr] | None:
+        """What ``C.name`` is bound to when ``C`` is a class of this file (not a function,
+        an import or an assigned name) and ``name`` is bound in the file; ``None`` otherwise
+        (the values of every binding of ``name``: a class body is no scope of its own here)."""
+        owner = node.value
+        if not isinstance(owner, ast.Name):
+            return None
+        b = self.bindings
+        if (
+            owner.id not in b.defined
+            or owner.id in b.assigned
+            or owner.id in b.imports
+            or any(f.name == owner.id for f in b.functions)
+        ):
+            return None
+        values = b.assigned.get(node.attr)
+        return list(values) if values else None
 
     def plain(self, node: ast.AST) -> bool:
         """Whether ``node`` is a name written out (see :meth:`_plain`), not computed."""

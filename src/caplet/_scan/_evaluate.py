@@ -236,6 +236,9 @@ class Evaluator(Closedness):
             module, _, attr = name.rpartition(".")
             if module == "string" and attr in _STRING_CONSTANTS:
                 return str(getattr(string, attr))
+        bound = self.class_attribute(node)
+        if bound is not None and len(bound) == 1 and node.attr not in self.contributed:
+            return self._evaluate(bound[0], depth)  # class Config: name = "ex" + "ec"
         return None
 
     def _builtin(self, node: ast.AST) -> object | None:
