@@ -47,6 +47,7 @@ from typing import Any
 
 from scan_corpus import (
     CACHE,
+    CLASS_ORDER,
     Target,
     benign_targets,
     console,
@@ -548,18 +549,37 @@ def recall_only() -> int:
         targets = malware_targets(split)
         digest = hashlib.sha256()
         flagged = 0
+        per_class: dict[str, list[int]] = {}
+        missed: list[str] = []
         for target in targets:
             report = caplet.scan_tree(target.path, mode=caplet.ScanMode.PACKAGE)
             lines = sorted(
                 f"{f.rule_id} {f.severity.name} {f.file}:{f.line}" for f in report.findings
             )
             digest.update("\n".join([target.name, *lines, ""]).encode())
-            flagged += any(f.severity is caplet.Severity.DANGER for f in report.findings)
+            hit = any(f.severity is caplet.Severity.DANGER for f in report.findings)
+            flagged += hit
+            counts = per_class.setdefault(target.group, [0, 0])
+            counts[0] += hit
+            counts[1] += 1
+            if not hit:
+                missed.append(target.name)
         console.print(
             f"{split}: {flagged}/{len(targets)} flagged (any DANGER); "
             f"every finding's digest {digest.hexdigest()[:16]}"
         )
+        for group in sorted(per_class, key=_class_rank):
+            hits, total = per_class[group]
+            console.print(f"  {group}: {hits}/{total}")
+        # The tune set's misses are named (the rules are tuned on them); the holdout's
+        # only counted, so that nobody tunes on its names.
+        if split == "tune" and missed:
+            console.print(f"  missed: {', '.join(missed)}")
     return 0
+
+
+def _class_rank(group: str) -> int:
+    return CLASS_ORDER.index(group) if group in CLASS_ORDER else len(CLASS_ORDER)
 
 
 def dump_json(runs: dict[tuple[str, str], Sweep]) -> None:

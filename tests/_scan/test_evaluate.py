@@ -49,6 +49,13 @@ def value_of(source: str) -> Value | None:
         ("(0x736F).to_bytes(2, 'little').decode()", "os"),
         ("n = lambda: 'sys' + 'tem'\nn()", "system"),
         ("bytes(c ^ 7 for c in b't~tsbj').decode()", "system"),
+        # a decoder of this file given literal arguments, and pure folds (issue 16, class 1)
+        ('def d(s):\n    "Decode."\n    return s[::-1]\nd("cexe")', "exec"),
+        ("''.join(map(lambda c: chr(ord(c) - 1), 'fyfd'))", "exec"),
+        ("import functools\nfunctools.reduce(lambda a, b: a + b, ['ex', 'ec'])", "exec"),
+        ("import functools, operator\nfunctools.reduce(operator.add, ['v', 'al'], 'e')", "eval"),
+        ("import operator\noperator.concat('sys', 'tem')", "system"),
+        ("import operator\n''.join(operator.itemgetter(1, 0)('so'))", "os"),
     ],
 )
 def test_names_built_from_literals_are_computed(source: str, expected: str) -> None:
@@ -167,7 +174,7 @@ def closed(source: str) -> bool:
     assert isinstance(surveyed, Survey)
     last = tree.body[-1]
     assert isinstance(last, ast.Expr)
-    return Flow(surveyed.bindings).closed(last.value)
+    return Flow(surveyed.bindings, surveyed.nodes, surveyed.scopes).closed(last.value)
 
 
 @pytest.mark.parametrize(
@@ -182,6 +189,18 @@ def closed(source: str) -> bool:
         ("__name__ + '.sub'", False),
         ("n = input()\nn + 'x'", False),
         ("import os\nos.getenv('NAME') + 'x'", False),
+        # a loop over literals, a decoder of this file, a parameter this file fills with
+        # computed names: closed (issue 16, class 1)
+        ("for c in 'abc':\n    pass\nc + 'x'", True),
+        (
+            "def d(s):\n    r = ''\n    for c in s:\n        r = c + r\n    return r\nd('cexe')",
+            True,
+        ),
+        ("def f(n):\n    return n\nf('ex' + 'ec')\nf(str(hex)[20])\nn", True),
+        # ... but not a function that reads, nor a parameter given plain literals only
+        ("def d(s):\n    return open(s).read()\nd('x')", False),
+        ("def f(n):\n    return n\nf('open')\nn", False),
+        ("def f(n):\n    return n\nf('ex' + 'ec')\nf(input())\nn", False),
     ],
 )
 def test_an_expression_of_literals_only_is_closed(source: str, expected: bool) -> None:

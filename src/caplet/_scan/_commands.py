@@ -24,7 +24,7 @@ __all__ = ["PYTHONS", "Commands", "encoded_command", "string_parts"]
 
 PYTHONS = ("python", "pythonw", "py")
 #: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
-_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m"})
+_LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m", "/i", "/s", "/q"})
 #: Shell operators after which a new program starts.
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 
@@ -149,6 +149,13 @@ class Commands:
             return [w if w is not None else "?" for w in words] if words else None
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
+        if value is None and isinstance(command, ast.JoinedStr):
+            # f"{sys.executable} -m pip install {name}": what is not known is one word "?"
+            pieces = [
+                self._flow.name_value(v.value if isinstance(v, ast.FormattedValue) else v)
+                for v in command.values
+            ]
+            value = "".join(p if p is not None else " ? " for p in pieces)
         if isinstance(value, str):
             try:
                 return shlex.split(value)

@@ -73,6 +73,8 @@ class Tag(enum.Enum):
     SUBCLASS_WALK = "subclass-walk"
     #: What such a walk is after: a class or global that reaches os or subprocess.
     ESCAPE_TARGET = "escape-target"
+    #: Keystrokes hooked or the screen captured (keyloggers and screen grabbers).
+    SURVEILLANCE = "surveillance"
 
 
 #: Fully qualified names whose mere reference records a tag.
@@ -109,6 +111,17 @@ TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
         "ctypes.WINFUNCTYPE": Tag.NATIVE_CALL,
         "ctypes.PYFUNCTYPE": Tag.NATIVE_CALL,
         "ctypes.windll.kernel32.CreateThread": Tag.NATIVE_CALL,
+        # keyloggers and screen grabbers (ESET's 2023 PyPI backdoor took screenshots;
+        # Socket's zebo, 2025: pynput keystrokes and ImageGrab screenshots uploaded)
+        "pynput.keyboard.Listener": Tag.SURVEILLANCE,
+        "keyboard.on_press": Tag.SURVEILLANCE,
+        "keyboard.on_release": Tag.SURVEILLANCE,
+        "keyboard.hook": Tag.SURVEILLANCE,
+        "pyHook.HookManager": Tag.SURVEILLANCE,
+        "PIL.ImageGrab.grab": Tag.SURVEILLANCE,
+        "pyscreenshot.grab": Tag.SURVEILLANCE,
+        "pyautogui.screenshot": Tag.SURVEILLANCE,
+        "mss.mss": Tag.SURVEILLANCE,
     }
 )
 
@@ -130,6 +143,7 @@ _COLLECTED = (
     Tag.CREDENTIAL_FILE,
     Tag.CLIPBOARD,
     Tag.SECRET_ENV,
+    Tag.SURVEILLANCE,
 )
 
 
@@ -172,6 +186,9 @@ def correlate(
         has(Tag.CREDENTIAL_FILE, Tag.FIXED_ENDPOINT) and (has(Tag.HOST_INFO) or secret_names >= 1)
     ):
         at("CPL-THR-007", Tag.CREDENTIAL_FILE)
+    # keystrokes or screenshots in a file that calls a URL written into it: sent home
+    if has(Tag.SURVEILLANCE, Tag.FIXED_ENDPOINT):
+        at("CPL-THR-017", Tag.SURVEILLANCE)
     if Tag.EXFIL_ENDPOINT in tags:
         if any(t in tags for t in _COLLECTED):
             at("CPL-THR-004", Tag.EXFIL_ENDPOINT)

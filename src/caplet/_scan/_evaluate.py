@@ -12,33 +12,33 @@ no value grows past 4 MiB.
 from __future__ import annotations
 
 import ast
-import base64
-import binascii
 import builtins
 import codecs
 import string
-import zlib
-from collections.abc import Callable, Sequence
 
-from caplet._scan._resolve import Resolver
+from caplet._scan._closed import Closedness
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
+from caplet._scan._values import MAX_LOOP as _MAX_LOOP
+from caplet._scan._values import MAX_VALUE as _MAX_VALUE
+from caplet._scan._values import PRINTABLE_BUILTINS as _PRINTABLE_BUILTINS
+from caplet._scan._values import TEXT_CODECS as _TEXT_CODECS
+from caplet._scan._values import Value
+from caplet._scan._values import binop as _binop
+from caplet._scan._values import call_pure as _call
+from caplet._scan._values import chr_of as _chr
+from caplet._scan._values import format_fields as _format
+from caplet._scan._values import has_parameters as _has_parameters
+from caplet._scan._values import join_strings as _join
+from caplet._scan._values import literal_object as _literal_object
+from caplet._scan._values import percent as _percent
+from caplet._scan._values import positional as _positional
+from caplet._scan._values import subscript as _subscript
 
 __all__ = ["BudgetError", "Evaluator", "Value"]
 
 #: Steps (label or value computations) per file; past it, answers are empty.
 _BUDGET = 60_000
-#: Largest value the evaluator builds (a decoded payload), in characters or bytes.
-_MAX_VALUE = 4 << 20
-#: Items a comprehension is evaluated over at most (a name is a few characters).
-_MAX_LOOP = 4096
-#: Builtins whose ``str()`` the evaluator may take: real objects of this interpreter.
-_PRINTABLE_BUILTINS = frozenset(
-    name
-    for name, value in vars(builtins).items()
-    if callable(value) and not name.startswith("_") and not isinstance(value, type(builtins))
-) | {"copyright", "credits", "license"}
 
-Value = str | bytes | int | list["Value"]
 #: Text attributes of the interpreter's objects a name may be spelled from.
 _OBJECT_TEXTS = frozenset({"__doc__", "__name__", "__qualname__", "__module__"})
 #: ``string`` module constants (the same in every interpreter).
@@ -57,94 +57,15 @@ _STRING_CONSTANTS = frozenset(
 )
 
 
-#: Builtins whose result depends on their arguments only (no input, no files, no state).
-_PURE_BUILTINS = (
-    frozenset(
-        {
-            "str",
-            "repr",
-            "chr",
-            "ord",
-            "bytes",
-            "bytearray",
-            "hex",
-            "oct",
-            "bin",
-            "int",
-            "len",
-            "list",
-            "tuple",
-            "reversed",
-            "sorted",
-            "map",
-            "type",
-            "format",
-            "dir",
-            "vars",
-            "slice",
-            "range",
-            "zip",
-            "sum",
-            "abs",
-            "min",
-            "max",
-            "next",
-            "filter",
-            "enumerate",
-            "iter",
-            "all",
-            "any",
-        }
-    )
-    | _PRINTABLE_BUILTINS
-) - {"input", "open", "getattr", "globals", "locals", "breakpoint", "eval", "exec", "compile"}
-
-
-#: Nodes an expression computed from literals is made of (names are checked on their own).
-_CLOSED_NODES = (
-    ast.Constant,
-    ast.Attribute,
-    ast.Subscript,
-    ast.BinOp,
-    ast.Call,
-    ast.JoinedStr,
-    ast.FormattedValue,
-    ast.List,
-    ast.Tuple,
-    ast.UnaryOp,
-    ast.Slice,
-    ast.keyword,
-    ast.Compare,
-    ast.BoolOp,
-    ast.comprehension,
-)
-
-
 #: Methods called through their class (``bytes.decode(b"exec")``), evaluated like functions.
 _CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
-
-
-def _has_parameters(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    a = fn.args
-    return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
-
-
-def _literal_object(node: ast.AST) -> object | None:
-    """``True``, ``None``, ``1.5``, ``{}``, ``[]``: literals the evaluator has no value for."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Dict) and not node.keys:
-        return {}
-    if isinstance(node, ast.List | ast.Tuple | ast.Set) and not node.elts:
-        return {ast.List: [], ast.Tuple: (), ast.Set: set()}[type(node)]
-    return None
 
 
 class BudgetError(Exception):
     """Raised when a file's step budget is spent (caught at the public entry points)."""
 
 
-class Evaluator(Resolver):
+class Evaluator(Closedness):
     """Resolution plus constant evaluation (memoised, bounded)."""
 
     def __init__(self, bindings: Bindings) -> None:
@@ -157,6 +78,7 @@ class Evaluator(Resolver):
         self._loop: dict[str, Value] = {}
         #: Values a name receives after its binding, by scope (filled by the visitor).
         self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
+        self._parameters: frozenset[str] | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by: folded, or evaluated from literals."""
@@ -314,6 +236,9 @@ class Evaluator(Resolver):
             module, _, attr = name.rpartition(".")
             if module == "string" and attr in _STRING_CONSTANTS:
                 return str(getattr(string, attr))
+        bound = self.class_attribute(node)
+        if bound is not None and len(bound) == 1 and node.attr not in self.contributed:
+            return self._evaluate(bound[0], depth)  # class Config: name = "ex" + "ec"
         return None
 
     def _builtin(self, node: ast.AST) -> object | None:
@@ -356,6 +281,9 @@ class Evaluator(Resolver):
         if any(isinstance(a, ast.Starred) for a in args):
             # f(*["ex", "ec"]): a literal list spread into the arguments
             return self._spread_call(node, depth)
+        folded = self._functional(node, self.resolve(func), depth)
+        if folded is not None:
+            return folded
         if isinstance(func, ast.Attribute):
             if func.attr == "join" and len(args) == 2 and "builtins.str.join" in self.resolve(func):
                 # str.join("", pieces): the method called through its class
@@ -426,11 +354,16 @@ class Evaluator(Resolver):
             and not (func.args.posonlyargs or func.args.kwonlyargs)
             and not (func.args.vararg or func.args.kwarg)
         ):
-            return self._apply(func, [ev(a, depth) for a in args], depth)  # (lambda s: s[::-1])(x)
-        if isinstance(func, ast.Name) and not args and func.id in self.bindings.defined:
-            # def n(): return "ex" + "ec"; n(): one function, one return of a value
-            returned = self._only_return(func.id)
-            return ev(returned, depth) if returned is not None else None
+            # (lambda s: s[::-1])(x)
+            return self._bind(_positional(func), [ev(a, depth) for a in args], func.body, depth)
+        if isinstance(func, ast.Name) and func.id in self.bindings.defined:
+            # def n(): return "ex" + "ec"; n(); or def d(s): return s[::-1]; d("cexe"):
+            # one function, one return of a value, its parameters given literal values
+            body = self._callable_body(func, len(args))
+            if body is not None:
+                return (
+                    ev(body[1], depth) if not args else self._bind(body[0], values, body[1], depth)
+                )
         if isinstance(func, ast.Name):
             # n = lambda: "sys" + "tem"; n(); or L = lambda i: s[i]; L(3) + L(7):
             # a lambda bound once, its positional parameters given literal values
@@ -446,88 +379,105 @@ class Evaluator(Resolver):
                 ) == len(args):
                     if not args:
                         return ev(bound[0].body, depth)
-                    return self._apply(bound[0], values, depth)
+                    return self._bind(_positional(bound[0]), values, bound[0].body, depth)
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
         return None
 
-    def _only_return(self, name: str) -> ast.expr | None:
-        """The value a parameterless function of this file returns, when it is defined
-        once and its body is one ``return`` (after a docstring)."""
-        found = [f for f in self.bindings.functions if f.name == name]
-        if len(found) != 1 or _has_parameters(found[0]) or found[0].decorator_list:
+    def _callable_body(self, func: ast.expr, arity: int) -> tuple[list[str], ast.expr] | None:
+        """The parameters and the returned expression of what ``func`` names: a lambda
+        (written in place, or bound once) or a function of this file defined once, with
+        one ``return`` after a docstring, no decorator and ``arity`` plain parameters."""
+        fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        if isinstance(func, ast.Lambda):
+            fn = func
+        elif isinstance(func, ast.Name) and func.id not in self.contributed:
+            bound = self.bindings.assigned.get(func.id, ())
+            found = [f for f in self.bindings.functions if f.name == func.id]
+            if len(bound) == 1 and isinstance(bound[0], ast.Lambda) and not found:
+                fn = bound[0]
+            elif not bound and len(found) == 1 and not found[0].decorator_list:
+                fn = found[0]
+        if fn is None:
             return None
+        a = fn.args
+        if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or len(a.args) != arity:
+            return None
+        if isinstance(fn, ast.Lambda):
+            return _positional(fn), fn.body
         body = [
             s
-            for s in found[0].body
+            for s in fn.body
             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
         ]
-        if len(body) == 1 and isinstance(body[0], ast.Return):
-            return body[0].value
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+            return _positional(fn), body[0].value
         return None
 
-    def _apply(self, lam: ast.Lambda, values: list[Value | None], depth: int) -> Value | None:
-        """A lambda's body with its parameters bound to literal values (not memoised)."""
+    def _bind(
+        self, params: list[str], values: list[Value | None], body: ast.expr, depth: int
+    ) -> Value | None:
+        """A function's returned expression with its parameters bound to literal values
+        (not memoised: the value depends on them)."""
         if self._loop or any(v is None for v in values):
             return None
         try:
-            self._loop = {
-                a.arg: v for a, v in zip(lam.args.args, values, strict=True) if v is not None
-            }
-            return self._evaluate(lam.body, depth)
+            self._loop = {p: v for p, v in zip(params, values, strict=True) if v is not None}
+            return self._evaluate(body, depth)
         finally:
             self._loop = {}
 
-    def closed(self, node: ast.AST) -> bool:
-        """Whether ``node`` is computed from literals and the interpreter's own objects only
-        (no parameter, no data read at run time), whatever the operations: a name spelled
-        by means the evaluator does not follow is still a constant the author hid."""
-        stack: list[ast.AST] = [node]
-        seen: set[str] = set()
-        local: set[str] = set()  # a comprehension's own loop variables
-        budget = 256
-        while stack:
-            budget -= 1
-            if budget < 0:
-                return False
-            item = stack.pop()
-            if isinstance(item, ast.Name):
-                name = item.id
-                if name in seen or name in local:
-                    continue
-                seen.add(name)
-                bound = self.bindings.assigned.get(name, ())
-                if name in self.bindings.iterated or name in self.contributed:
-                    return False
-                if len(bound) == 1 and len(self.bindings.scoped.get(name, {})) <= 1:
-                    stack.append(bound[0])
-                elif bound or name in self.bindings.scoped or name in self.bindings.defined:
-                    return False
-                elif name in self.bindings.imports:
-                    # string.digits is the interpreter's text; os.getenv(...) is not
-                    if not {"string", "builtins"}.issuperset(self.bindings.imports[name]):
-                        return False
-                elif name != "__builtins__" and name not in _PURE_BUILTINS:
-                    return False  # __name__, __file__, a parameter, input(), open()
-            elif isinstance(item, ast.ListComp | ast.GeneratorExp | ast.SetComp):
-                # [n for n in dir(builtins) if n[::-1] == "cexe"][0]: closed when what it
-                # walks is, its own loop variables standing for the items
-                for loop in item.generators:
-                    if not isinstance(loop.target, ast.Name) or loop.is_async:
-                        return False
-                    local.add(loop.target.id)
-                    stack.extend((loop.iter, *loop.ifs))
-                stack.append(item.elt)
-            elif isinstance(item, ast.Lambda):
-                return False  # parameters: not followed here
-            elif isinstance(item, _CLOSED_NODES):
-                stack.extend(ast.iter_child_nodes(item))
-            elif not isinstance(
-                item, ast.expr_context | ast.operator | ast.unaryop | ast.cmpop | ast.boolop
-            ):
-                return False
-        return True
+    def _functional(self, node: ast.Call, names: tuple[str, ...], depth: int) -> Value | None:
+        """``map(f, items)`` and ``functools.reduce(f, items[, first])`` with ``f`` a lambda
+        or a one-return function of this file; ``operator.add``/``concat`` of two values;
+        ``operator.itemgetter(i, ...)(s)``: pure folds over literals, evaluated step by step
+        (each step counts against the budget)."""
+        args = node.args
+        ev = self._evaluate
+        if "builtins.map" in names and len(args) == 2 and not self._loop:
+            body = self._callable_body(args[0], 1)
+            items = self._iterable(args[1], depth) if body is not None else None
+            if body is None or items is None or len(items) > _MAX_LOOP:
+                return None
+            mapped = [self._bind(body[0], [item], body[1], depth) for item in items]
+            return None if any(m is None for m in mapped) else [m for m in mapped if m is not None]
+        if "functools.reduce" in names and len(args) in {2, 3} and not self._loop:
+            items = self._iterable(args[1], depth)
+            if items is None or len(items) > _MAX_LOOP or (len(args) == 2 and not items):
+                return None
+            acc = ev(args[2], depth) if len(args) == 3 else items[0]
+            rest = items if len(args) == 3 else items[1:]
+            adds = not {"operator.add", "operator.concat"}.isdisjoint(self.resolve(args[0]))
+            body = None if adds else self._callable_body(args[0], 2)
+            if not adds and body is None:
+                return None
+            for item in rest:
+                if acc is None:
+                    return None
+                self._step()
+                acc = (
+                    _binop(ast.Add(), acc, item)
+                    if body is None
+                    else self._bind(body[0], [acc, item], body[1], depth)
+                )
+            return acc
+        if not {"operator.add", "operator.concat"}.isdisjoint(names) and len(args) == 2:
+            return _binop(ast.Add(), ev(args[0], depth), ev(args[1], depth))
+        getter = node.func
+        if (
+            isinstance(getter, ast.Call)
+            and getter.args
+            and not getter.keywords
+            and len(args) == 1
+            and "operator.itemgetter" in self.resolve(getter.func)
+        ):
+            value = ev(args[0], depth)
+            picked = [_subscript(value, i, lambda n: ev(n, depth)) for i in getter.args]
+            if any(p is None for p in picked):
+                return None
+            return picked[0] if len(picked) == 1 else [p for p in picked if p is not None]
+        return None
 
     def _translate(self, base: str, table: ast.AST, depth: int) -> Value | None:
         """``"ayak".translate(str.maketrans("ayk", "exc"))``: both tables written out."""
@@ -573,69 +523,6 @@ class Evaluator(Resolver):
         if isinstance(value, list):
             return value
         return None
-
-
-def _join(sep: Value | None, items: list[Value] | None) -> Value | None:
-    """``sep.join(items)`` of strings only."""
-    if isinstance(sep, str) and items is not None and all(isinstance(i, str) for i in items):
-        out = sep.join(i for i in items if isinstance(i, str))
-        return out if len(out) <= _MAX_VALUE else None
-    return None
-
-
-def _chr(code: Value) -> str:
-    return chr(code) if isinstance(code, int) and 0 <= code < 0x110000 else "\ufffd"
-
-
-def _binop(op: ast.operator, left: Value | None, right: Value | None) -> Value | None:
-    if left is None or right is None:
-        return None
-    if isinstance(op, ast.Add):
-        if isinstance(left, str) and isinstance(right, str):
-            return left + right
-        if isinstance(left, bytes) and isinstance(right, bytes):
-            return left + right
-        if isinstance(left, int) and isinstance(right, int):
-            return left + right
-        if isinstance(left, list) and isinstance(right, list):
-            return left + right
-        return None
-    if isinstance(op, ast.Mult):
-        if (
-            isinstance(left, str | bytes)
-            and isinstance(right, int)
-            and len(left) * right <= _MAX_VALUE
-        ):
-            return left * right
-        return left * right if isinstance(left, int) and isinstance(right, int) else None
-    if isinstance(op, ast.BitXor) and isinstance(left, int) and isinstance(right, int):
-        return left ^ right
-    if isinstance(op, ast.Sub) and isinstance(left, int) and isinstance(right, int):
-        return left - right
-    return None
-
-
-def _subscript(
-    value: Value | None, index: ast.AST, ev: Callable[[ast.AST], Value | None]
-) -> Value | None:
-    if not isinstance(value, str | bytes | list):
-        return None
-    if isinstance(index, ast.Slice):
-        parts = (index.lower, index.upper, index.step)
-        bounds = [None if p is None else ev(p) for p in parts]
-        if any(
-            p is not None and not isinstance(b, int) for p, b in zip(parts, bounds, strict=True)
-        ):
-            return None
-        lower, upper, step = (b if isinstance(b, int) else None for b in bounds)
-        if step == 0:
-            return None
-        return value[lower:upper:step]
-    position = ev(index)
-    if not isinstance(position, int) or not -len(value) <= position < len(value):
-        return None
-    item = value[position]
-    return item if isinstance(item, str | int | list) else None
 
 
 def _method(
@@ -694,74 +581,6 @@ def _method(
     return None
 
 
-def _percent(template: str, items: Sequence[Value | None]) -> Value | None:
-    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r``, ``%c`` and ``%%``, no flags,
-    widths or mapping keys (anything else is left unevaluated)."""
-    pieces: list[str] = []
-    position = 0
-    used = 0
-    while (found := template.find("%", position)) >= 0:
-        pieces.append(template[position:found])
-        kind = template[found + 1 : found + 2]
-        position = found + 2
-        if kind == "%":
-            pieces.append("%")
-            continue
-        if kind not in {"s", "d", "i", "r", "c"} or used >= len(items):
-            return None
-        item = items[used]
-        used += 1
-        if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
-            return None
-        if kind == "c":
-            # "%c%c" % (101, 120): a code point, or a string of one character
-            if isinstance(item, str) and len(item) != 1:
-                return None
-            pieces.append(_chr(item) if isinstance(item, int) else item)
-            continue
-        pieces.append(repr(item) if kind == "r" else str(item))
-    if used != len(items):
-        return None
-    pieces.append(template[position:])
-    out = "".join(pieces)
-    return out if len(out) <= _MAX_VALUE else None
-
-
-def _format(template: str, args: Sequence[Value | None]) -> Value | None:
-    """``"{}{}".format("ex", "ec")``: positional fields only, no conversion or format spec
-    (an attribute or item of a field is never looked up)."""
-    pieces: list[str] = []
-    automatic = 0
-    try:
-        fields = list(string.Formatter().parse(template))
-    except ValueError:
-        return None
-    for literal, field, spec, conversion in fields:
-        pieces.append(literal)
-        if field is None:
-            continue
-        if spec or conversion is not None:
-            return None
-        if field == "":
-            index = automatic
-            automatic += 1
-        elif field.isdigit():
-            index = int(field)
-        else:
-            return None
-        if index >= len(args):
-            return None
-        item = args[index]
-        if not isinstance(item, str | int):
-            return None
-        pieces.append(str(item))
-    out = "".join(pieces)
-    return out if len(out) <= _MAX_VALUE else None
-
-
-_TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "cp1252"})
-
-
 def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) -> Value | None:
     """``Fernet(key).decrypt(token)`` with both literal: the plaintext (no code runs)."""
     receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
@@ -784,87 +603,3 @@ def _fernet(flow: Evaluator, node: ast.Call, token: Value | None, depth: int) ->
         return Fernet(key).decrypt(token)
     except (InvalidToken, ValueError, TypeError):
         return None
-
-
-def _call(name: str, values: list[Value | None]) -> Value | None:
-    """Pure builtins and decoders applied to evaluated arguments (never anything else)."""
-    if not values:
-        return "" if name == "builtins.str" else None  # str().join(pieces)
-    if any(v is None for v in values):
-        return None
-    first = values[0]
-    try:
-        if name == "builtins.range" and all(isinstance(v, int) for v in values):
-            bounds = [v for v in values if isinstance(v, int)]
-            span = range(*bounds) if len(bounds) <= 3 else range(0)
-            return list(span) if len(span) <= _MAX_LOOP else None
-        if name in {"builtins.bytes.decode", "builtins.bytearray.decode"} and isinstance(
-            first, bytes
-        ):
-            codec = values[1] if len(values) == 2 else "utf-8"
-            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
-                return codecs.decode(first, codec)
-            return None
-        if name == "builtins.str.join" and len(values) == 2:
-            items = values[1]
-            return _join(first, list(items) if isinstance(items, str | list) else None)
-        if name == "builtins.chr" and isinstance(first, int):
-            return _chr(first)
-        if name in {"builtins.hex", "builtins.oct", "builtins.bin"} and isinstance(first, int):
-            return {"builtins.hex": hex, "builtins.oct": oct, "builtins.bin": bin}[name](first)
-        if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
-            return ord(first)
-        if name == "builtins.str" and len(values) == 2 and isinstance(first, bytes):
-            # str(b"exec", "utf-8"): bytes decoded
-            codec = values[1]
-            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
-                return codecs.decode(first, codec)
-            return None
-        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, bytes):
-            return first if len(values) == 1 else None
-        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, str):
-            codec = values[1] if len(values) == 2 else None
-            if isinstance(codec, str) and codec.lower() in _TEXT_CODECS:
-                return first.encode(codec)
-            return None
-        if name in {"builtins.str", "builtins.repr"} and isinstance(first, str | int):
-            return str(first) if name == "builtins.str" else repr(first)
-        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):
-            codes = [i for i in first if isinstance(i, int) and 0 <= i < 256]
-            return bytes(codes) if len(codes) == len(first) else None
-        if name in {"builtins.list", "builtins.tuple"} and isinstance(first, str | list):
-            return list(first)
-        if name == "builtins.bytes.fromhex" and isinstance(first, str):
-            return bytes.fromhex(first)
-        data = first.encode("latin-1") if isinstance(first, str) else first
-        if not isinstance(data, bytes):
-            return None
-        if name in {"base64.b64decode", "base64.decodebytes", "base64.standard_b64decode"}:
-            return base64.b64decode(data + b"=" * (-len(data) % 4))
-        if name == "base64.urlsafe_b64decode":
-            return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
-        if name == "base64.b32decode":
-            return base64.b32decode(data + b"=" * (-len(data) % 8))
-        if name == "base64.b16decode":
-            return base64.b16decode(data, casefold=True)
-        if name == "base64.b85decode":
-            return base64.b85decode(data)
-        if name == "base64.a85decode":
-            return base64.a85decode(data)
-        if name in {"binascii.unhexlify", "binascii.a2b_hex"}:
-            return binascii.unhexlify(data)
-        if name == "binascii.a2b_base64":
-            return binascii.a2b_base64(data)
-        if name in {"zlib.decompress", "gzip.decompress"}:
-            inflater = zlib.decompressobj(47)  # zlib or gzip header, detected
-            out = inflater.decompress(data, _MAX_VALUE)
-            return out if not inflater.unconsumed_tail else None
-        if name == "codecs.decode" and len(values) == 2 and isinstance(values[1], str):
-            codec = values[1].lower()
-            if codec in {"rot13", "rot_13"} and isinstance(first, str):
-                return codecs.decode(first, "rot13")
-            if codec in {"hex", "base64"}:
-                return codecs.decode(data, codec)
-    except (ValueError, TypeError, binascii.Error, zlib.error, OverflowError):
-        return None
-    return None

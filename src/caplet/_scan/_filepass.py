@@ -28,6 +28,7 @@ from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS
+from caplet._scan._mend import mend
 from caplet._scan._model import ScanMode
 from caplet._scan._opaque import opaque_module_uses
 from caplet._scan._prefilter import Need, prefilter
@@ -172,7 +173,11 @@ def _scan_text(
         if depth:
             return [], True  # a string that is not Python after all
         line = exc.lineno or _nul_line(text)
-        scan.emit("CPL-SCAN-003", f"SyntaxError: {exc.msg}", line, None)
+        # the rest of the file is still read as code: lines mended (_scan/_mend)
+        mended = mend(text, file, exc)
+        detail = f"; lines {', '.join(map(str, mended[1]))} not read" if mended else ""
+        scan.emit("CPL-SCAN-003", f"SyntaxError: {exc.msg}{detail}", line, None)
+        tree = mended[0] if mended else None
     except UnicodeEncodeError as exc:  # lone surrogates in an in-memory str
         line = text.count("\n", 0, exc.start) + 1
         scan.emit("CPL-SCAN-003", f"UnicodeEncodeError: {exc.reason}", line, None)

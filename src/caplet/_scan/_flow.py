@@ -38,9 +38,11 @@ from caplet._scan._sources import (
     DECODING_CODECS,
     HTTP_CLIENT_MODULES,
     NETWORK_READS,
+    PROCESS_OUTPUTS,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
+    RECON_PROGRAMS,
     Source,
 )
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
@@ -65,6 +67,9 @@ _CREDENTIAL_MARKERS = {
     ".pypirc": "package index token",
     ".npmrc": "package index token",
     ".gnupg": "GnuPG keys",
+    # commands typed with their passwords and tokens (SentinelSneak took them, 2022)
+    ".bash_history": "shell history",
+    ".zsh_history": "shell history",
 }
 
 
@@ -283,6 +288,11 @@ class Flow(Evaluator):
                 out.add((Source.DOWNLOADED, name))
             elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
                 out |= _file_labels(self.path_text(node.args[0]))
+        if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
+            # check_output("wmic csproduct get uuid"): a program's output that is the host
+            program = self._program_word(node.args[0])
+            if program in RECON_PROGRAMS:
+                out.add((Source.RECON, program))
         codec = str(self.name_value(node.args[-1]) or "").lower() if node.args else ""
         if (
             method in DECODER_METHODS
@@ -311,6 +321,15 @@ class Flow(Evaluator):
             # a function of this file: its result carries what it returns
             out |= self._union(self._returns(func.id), depth)
         return frozenset(out)
+
+    def _program_word(self, command: ast.expr) -> str:
+        """The program a command starts, lowered, without its folder or ``.exe``."""
+        first = command
+        if isinstance(command, ast.List | ast.Tuple) and command.elts:
+            first = command.elts[0]
+        text = self.name_value(first) or ""
+        word = text.split(None, 1)[0] if text.strip() else ""
+        return word.replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe")
 
     def _returns(self, name: str) -> list[ast.expr]:
         """The values the functions of this file named ``name`` return (bounded)."""

@@ -83,7 +83,14 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:PROT_EXEC|VirtualAlloc|VirtualProtect|PAGE_EXECUTE_READWRITE)\b",
     # a PowerShell command hidden in base64 (decoded and read by the command rules)
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
-    r"\bpip\s*\.\s*main\s*\(|\bpip\._internal\b[^\n]*\bmain\b",
+    r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",
+    # bytecode loaded from a file (CPL-THR-027)
+    r"\bSourcelessFileLoader\b|\bload_compiled\b",
+    # keyloggers and screen grabbers (CPL-THR-017 and CPL-THR-004 beside an egress)
+    r"\b(?:ImageGrab|pyscreenshot|pynput|pyHook)\b|\bkeyboard\s*\.\s*(?:on_press|on_release|hook)\b|"
+    r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
+    # pip install run as a command ("pip install x", [..., "pip", "install", x])
+    r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
     # every indicator but clipboard access, which means something only beside a
     # wallet pattern (CPL-THR-014), itself an indicator here
     *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
@@ -125,7 +132,7 @@ _NETWORK = (
 _LOOKUP = (
     r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
     r"(?:^|[^.\w])eval\s*\(|\b__builtins__\s*\.\s*get\s*\(|\b__getitem__\s*\(|"
-    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*(?:\[|\.\s*get\s*\())"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins)\s*(?:\[|\.\s*get\s*\())"
 )
 #: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
 _LOOKUP_BY_VARIABLE = (
@@ -137,7 +144,7 @@ _LOOKUP_BY_VARIABLE = (
 #: What a file that looks names up contains.
 _LOOKUP_NAME = (
     r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__|__dict__|"
-    r"vars|modules|globals|eval|__builtins__|__getitem__)\b"
+    r"vars|modules|globals|eval|__builtins__|__getitem__|f_builtins)\b"
 )
 #: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
 #: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
@@ -240,7 +247,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # credentials or the environment walked, next to the network
     (
         r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
-        r"SECRET_ACCESS|\bin\s+os\.environ\b",
+        r"SECRET_ACCESS|\bin\s+os\.environ\b|_history\b",
         _NETWORK,
     ),
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
@@ -292,6 +299,11 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\w*token|\w*api_?key|mnemonic)\b",
         r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
     ),
+    # a spec made for a .pyc path (CPL-THR-027)
+    (r"\bspec_from_file_location\b", r"\.pyc\b"),
+    # bytes XORed by hand beside a process, code or library sink: a packaged payload
+    # decoded, written and started (JPCERT/CC's Lazarus .dat files)
+    (r"[\w)\]]\s*\^=?\s*[\w(]", _SINK),
 )
 
 
@@ -436,12 +448,16 @@ class Prefilter:
 
     def _answer(self, text: str, encoded: bytes, matched: list[int]) -> Need | frozenset[int]:
         need = self._check(encoded, matched, focus=True)
-        if need is Need.NOTHING and not text.isascii():
+        if need is not Need.FULL and not text.isascii():
+            # identifiers Python folds (fullwidth, mathematical letters) may hide a hit
+            # beside others seen as written: then the focus lines are not enough either
             normalised = _utf8(unicodedata.normalize("NFKC", text))
-            need = self._check(normalised, self._set.Match(normalised) or [], focus=False)
+            if normalised != encoded:
+                folded = self._check(normalised, self._set.Match(normalised) or [], focus=False)
+                if folded is not Need.NOTHING:
+                    return Need.FULL  # line numbers of the normalised text are not the file's
             if need is Need.NOTHING:
                 return need
-            return Need.FULL  # line numbers of the normalised text are not the file's
         if need is Need.FULL and len(text) > _FOCUS_FROM:
             lines = self.hit_lines(text, _MAX_LARGE_FOCUS, matched, encoded)
             return Need.FULL if lines is None else lines

@@ -115,6 +115,15 @@ class Resolver:
         if isinstance(node, ast.Name):
             return self.resolve_name(node.id, depth)
         if isinstance(node, ast.Attribute):
+            if node.attr == "__self__" and any(
+                b.startswith("builtins.") for b in self.resolve(node.value, depth + 1)
+            ):
+                return ("builtins",)  # print.__self__: a builtin function's module
+            if node.attr == "__builtins__":
+                return ("builtins",)  # sys.modules[__name__].__builtins__, os.__builtins__
+            if node.attr == "f_builtins":
+                # sys._getframe().f_builtins: only a frame has it, and it is builtins' dict
+                return ("builtins.__dict__",)
             bases = self.resolve(node.value, depth + 1)
             names = [f"{base}.{node.attr}" for base in bases]
             reached = REACHABLE_MODULES.get(node.attr)
@@ -127,7 +136,22 @@ class Resolver:
             return self._resolve_call(node, depth)
         if isinstance(node, ast.DictComp):
             return self._copied_namespace(node, depth)
+        if isinstance(node, ast.IfExp | ast.BoolOp):
+            # __builtins__ if isinstance(__builtins__, dict) else __builtins__.__dict__:
+            # either branch (the idiom that finds builtins' namespace in and out of __main__)
+            branches = (node.body, node.orelse) if isinstance(node, ast.IfExp) else node.values
+            found = [name for branch in branches for name in self.resolve(branch, depth + 1)]
+            return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         return ()
+
+    def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
+        """By function scope and parameter, the arguments this file's calls pass to it
+        (the data flow's answer, :class:`caplet._scan._flow.Flow`; none here)."""
+        return {}
+
+    def of_import(self, name: str) -> bool:
+        """Whether the resolved ``name`` starts at a module this file imports."""
+        return self._of_an_import(name)
 
     def _of_an_import(self, name: str) -> bool:
         """Whether ``name`` starts at a module this file imports (not an object of it)."""
@@ -148,9 +172,34 @@ class Resolver:
         if name in self._resolving:  # a = b; b = a
             return ()
         self._resolving.add(name)
-        found: list[str] = list(self.bindings.imports.get(name, ()))
+        # Python 2's name of builtins, in the try/except imports droppers still carry
+        found: list[str] = [
+            "builtins" if m == "__builtin__" else m for m in self.bindings.imports.get(name, ())
+        ]
         for value in self.bindings.assigned.get(name, ())[:MAX_CANDIDATES]:
             found.extend(self.resolve(value, depth + 1))
+        for iterable in self.bindings.iterated.get(name, ())[:MAX_CANDIDATES]:
+            if isinstance(iterable, ast.List | ast.Tuple):
+                # for b in [__builtins__]: each element written in the loop's list
+                for element in iterable.elts[:MAX_CANDIDATES]:
+                    found.extend(self.resolve(element, depth + 1))
+        if not (
+            found
+            or name in self.bindings.assigned
+            or name in self.bindings.iterated
+            or name in self.bindings.defined
+            or name in self.bindings.imports
+        ):
+            # a parameter handed builtins' namespace by this file's calls of its function
+            # (def pick(b, n): return getattr(b, n); pick(__builtins__, ...)); nothing
+            # else is followed: parameters of one name in other functions would mix
+            for slots in self.passed_arguments().values():
+                for arg in slots.get(name, ())[:MAX_CANDIDATES]:
+                    found.extend(
+                        r
+                        for r in self.resolve(arg, depth + 1)
+                        if r in {"builtins", "builtins.__dict__"}
+                    )
         if name == "__builtins__":
             found.append("builtins")
         elif name not in self.bindings.imports and name not in self.bindings.defined:
@@ -179,7 +228,20 @@ class Resolver:
             return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         key = self.name_value(node.slice)
         if key is None:
-            return ()
+            # (vars(__builtins__), __builtins__)[type(__builtins__) is dict]: a pick between
+            # builtins' namespaces written out (the idiom that works in and out of __main__)
+            tables = self.tables(node.value)
+            picks = [
+                *(e for s in self._sequences(node.value) for e in s.elts),
+                *(v for t in tables for v in t.values),
+            ]
+            found = [
+                r
+                for p in picks[:MAX_CANDIDATES]
+                for r in self.resolve(p, depth + 1)
+                if r in {"builtins", "builtins.__dict__"}
+            ]
+            return tuple(dict.fromkeys(found))
         return self.lookup(node.value, key, depth)
 
     def lookup(self, container: ast.expr, key: str, depth: int = 0) -> tuple[str, ...]:
@@ -227,6 +289,8 @@ class Resolver:
             found = any(self._globals_call(value, depth + 1) for value in bound)
             self._globals_names[container.id] = found
             return found
+        if isinstance(container, ast.Attribute) and container.attr in {"__globals__", "f_globals"}:
+            return True  # a function's or a frame's globals: the module's namespace
         return (
             isinstance(container, ast.Call)
             and not container.args

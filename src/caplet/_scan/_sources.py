@@ -32,9 +32,12 @@ __all__ = [
     "NON_PAYLOAD_KEYWORDS",
     "NOT_EGRESS",
     "PIP_MAINS",
+    "PROCESS_OUTPUTS",
     "RECON_ENV_NAMES",
     "RECON_FILES",
     "RECON_FUNCTIONS",
+    "RECON_PROGRAMS",
+    "RUNS_FILE",
     "SHELLS",
     "Source",
 ]
@@ -292,6 +295,22 @@ INTERPRETERS: Final = frozenset(
         "nohup",
         "open",
         "xdg-open",
+        # runtimes that start a file they are given (JarkaStealer's ``java -jar``,
+        # Kaspersky 2024), and Windows' installers and loaders of one
+        "java",
+        "javaw",
+        "java.exe",
+        "javaw.exe",
+        "node",
+        "node.exe",
+        "perl",
+        "ruby",
+        "php",
+        "osascript",
+        "msiexec",
+        "msiexec.exe",
+        "regsvr32",
+        "regsvr32.exe",
     }
 )
 #: Program names that are shells (a socket wired to one is a reverse shell).
@@ -325,6 +344,45 @@ RECON_ENV_NAMES: Final = frozenset(
 )
 #: Files whose content is the host's identity.
 RECON_FILES: Final = frozenset({"/etc/passwd", "/etc/hostname", "/etc/shadow", "/etc/group"})
+#: Programs whose output is the host's identity (a stealer's "HWID": ``wmic csproduct get
+#: uuid``; ``whoami``, ``systeminfo``, ``ipconfig`` in the beacons ESET and Check Point
+#: describe), when a process call's output is read. Not ``id`` or ``hostname``: words too
+#: common as keys for the prefilter's trigger, and the calls (``socket.gethostname``) are
+#: how Python code asks.
+RECON_PROGRAMS: Final = frozenset(
+    {
+        "whoami",
+        "uname",
+        "systeminfo",
+        "ipconfig",
+        "ifconfig",
+        "wmic",
+        "getmac",
+        "hostnamectl",
+    }
+)
+#: Calls that run a file they are given.
+RUNS_FILE: Final = frozenset(
+    {
+        "os.startfile",
+        "runpy.run_path",
+        # a native library loaded runs its initialisers: a DLL written and loaded is run
+        *(f"ctypes.{k}" for k in ("CDLL", "WinDLL", "OleDLL", "PyDLL")),
+        *(f"ctypes.{k}.LoadLibrary" for k in ("cdll", "windll", "oledll", "pydll")),
+        "_ctypes.dlopen",
+    }
+)
+#: Process calls whose result is the program's output (or holds it: ``run().stdout``).
+PROCESS_OUTPUTS: Final = frozenset(
+    {
+        "subprocess.check_output",
+        "subprocess.getoutput",
+        "subprocess.getstatusoutput",
+        "subprocess.run",
+        "subprocess.Popen",
+        "os.popen",
+    }
+)
 
 #: pip's entry points: calling one installs a package behind the resolver's back.
 PIP_MAINS: Final = frozenset(

@@ -273,6 +273,11 @@ def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings
     for stmt in body:
         if isinstance(stmt, BINDING_NODES):
             bind(stmt, bindings)
+        if isinstance(stmt, ast.ClassDef):
+            # a class's own bindings too: Config.name may be used on a hit line elsewhere
+            for member in stmt.body:
+                if isinstance(member, BINDING_NODES):
+                    bind(member, bindings)
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             roots.append(stmt)
             continue
@@ -282,8 +287,6 @@ def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings
             roots.extend(stmt.decorator_list)
             roots.extend(stmt.bases)
             for member in stmt.body:
-                if isinstance(member, BINDING_NODES):
-                    bind(member, bindings)
                 if _spans(member, ordered):
                     roots.append(member)
         else:

@@ -38,6 +38,7 @@ from caplet._scan._sources import (
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
+    RECON_PROGRAMS,
 )
 
 __all__ = ["DECODER_TOKENS", "NETWORK_TOKENS", "PROCESS_TOKENS", "RECON_TOKENS", "words"]
@@ -159,6 +160,8 @@ RECON_TOKENS: Final = "|".join(
     [
         _api_tokens(RECON_FUNCTIONS),
         r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")['\"]",
+        # a program whose output is the host's identity, first word of a command literal
+        r"(?i:['\"/\\](?:" + "|".join(sorted(RECON_PROGRAMS)) + r")(?:\.exe)?(?:['\"\s]|$))",
         "|".join(re.escape(p) for p in sorted(RECON_FILES)),
         r"['\"]/etc/?['\"]",
     ]

@@ -1,0 +1,207 @@
+"""Threat sinks of data leaving the host: the environment, secrets, credentials and
+reconnaissance reaching an egress (CPL-THR-006, 007, 017) or a DNS name, credentials a
+function is handed sent in clear text (CPL-THR-026), and a library's function replaced by one
+that sends (CPL-THR-025).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Final
+
+import re2
+
+from caplet._scan._correlate import Tag
+from caplet._scan._filescan import FileScan
+from caplet._scan._flow import Flow, Labels, is_network
+from caplet._scan._sources import EGRESS_VERBS, NON_PAYLOAD_KEYWORDS, Source
+from caplet._scan._syntax import shorten
+from caplet._scan._tags import Tagger
+
+__all__ = ["EgressSinks", "fixed_host", "test_file"]
+
+
+#: A host or address written into source: ``"https://x.example/"``, ``"192.0.2.1"``.
+_FIXED_HOST: Final = re2.compile(
+    r"""https?://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
+    r"""['"](?:\d{1,3}\.){3}\d{1,3}['"]"""
+)
+
+
+#: An address credentials must never be sent to: plain http, or an IP address.
+_CLEARTEXT_DESTINATION: Final = re2.compile(
+    r"(?i)http://|https://(?:\d{1,3}\.){3}\d{1,3}(?:[:/]|$)"
+)
+
+
+#: A parameter that holds a credential.
+_CREDENTIAL_NAME: Final = re2.compile(
+    r"(?i)passw|passphrase|^pw$|pkey|private_?key|secret|token$|api_?key|mnemonic|seed_?phrase"
+)
+
+
+_LOCAL_ADDRESS: Final = re2.compile(r"""(?:['"]|//)(?:127\.|0\.0\.0\.0|localhost\b)""")
+
+
+#: Folders and files of a test suite (where replacing a library's function is routine).
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
+
+
+def test_file(path: str) -> bool:
+    """A file of a test suite: under ``tests/``, or ``test_*.py``/``conftest.py``."""
+    parts = path.split("/")
+    name = parts[-1]
+    return (
+        not _TEST_DIRS.isdisjoint(parts[:-1]) or name.startswith("test_") or name == "conftest.py"
+    )
+
+
+def fixed_host(text: str) -> bool:
+    """A non-local host or address literal in ``text``."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    return _FIXED_HOST.search(encoded) is not None and _LOCAL_ADDRESS.search(encoded) is None
+
+
+class EgressSinks:
+    """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
+    state is the sinks' own, declared here for the type checker)."""
+
+    _scan: FileScan
+    _flow: Flow
+    _tags: Tagger
+    _fixed_destination: bool
+    _recon_egress: list[tuple[ast.Call, Labels, str]]
+    _secret_egress: list[tuple[ast.Call, str, str]]
+    _patches: list[tuple[ast.AST, str, list[ast.AST]]]
+
+    def patched(self, node: ast.AST, api: str, value: ast.expr) -> None:
+        """A third-party library's ``api`` replaced by ``value``: a threat when ``value``
+        is a function of this file that reaches the network and a fixed host (checked
+        once the file is seen)."""
+        if "()" in api or test_file(self._scan.file):
+            # an instance's attribute (a fixture's connection), or a test's monkeypatch:
+            # tests replace library functions as a matter of course
+            return
+        if isinstance(value, ast.Name):
+            found = [f for f in self._flow.bindings.functions if f.name == value.id]
+            body: list[ast.AST] = list(found[:4])
+            body += [
+                v
+                for v in self._flow.bindings.assigned.get(value.id, ())
+                if isinstance(v, ast.Lambda)
+            ]
+        elif isinstance(value, ast.Lambda):
+            body = [value]
+        else:
+            return
+        if body:
+            self._patches.append((node, api, body))
+
+    def _patch_check(self) -> None:
+        fixed_file = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
+        for node, api, bodies in self._patches:
+            egress = fixed = False
+            for body in bodies:
+                for n in ast.walk(body):
+                    if isinstance(n, ast.Name | ast.Attribute) and any(
+                        is_network(r) and r.rsplit(".", 1)[-1] in EGRESS_VERBS
+                        for r in self._flow.resolve(n)
+                    ):
+                        egress = True
+                    elif (
+                        isinstance(n, ast.Constant)
+                        and isinstance(n.value, str)
+                        and fixed_host(repr(n.value))
+                    ):
+                        fixed = True
+            if (egress and (fixed or fixed_file)) or (fixed and fixed_file):
+                self._scan.emit(
+                    "CPL-THR-025",
+                    f"{api} replaced",
+                    getattr(node, "lineno", 0),
+                    getattr(node, "col_offset", None),
+                )
+
+    def _egress(self, node: ast.Call, api: str) -> None:
+        flow = self._flow
+        payload = [
+            *node.args,
+            *(k.value for k in node.keywords if k.arg not in NON_PAYLOAD_KEYWORDS),
+        ]
+        labels: set[tuple[Source, str]] = set()
+        for arg in payload:
+            labels |= flow.labels(arg)
+        sources = {s for s, _ in labels}
+        line, col = node.lineno, node.col_offset
+        if Source.ENVIRONMENT in sources:
+            self._scan.emit("CPL-THR-006", f"the environment sent by {api}", line, col)
+        secrets = sorted({d for s, d in labels if s is Source.SECRET})
+        if len(secrets) >= 2:
+            # one token per provider, sent to it, is authentication; several
+            # gathered for a host written into the code is collection
+            self._secret_egress.append((node, ", ".join(secrets), api))
+        credentials = sorted(d for s, d in labels if s is Source.CREDENTIAL)
+        if credentials:
+            self._scan.emit("CPL-THR-007", f"{', '.join(credentials)} sent by {api}", line, col)
+        if Source.RECON in sources:
+            self._recon_egress.append((node, frozenset(labels), api))
+        self._handed_credentials(node, api, payload)
+
+    def _handed_credentials(self, node: ast.Call, api: str, payload: list[ast.expr]) -> None:
+        """Credentials a function of this file is handed (its parameters ``password``,
+        ``pkey``...) sent by it to an ``http://`` or raw-IP address written in the call."""
+        destination = self._flow.name_value(node.args[0]) if node.args else None
+        if destination is None:
+            url = next((k.value for k in node.keywords if k.arg == "url"), None)
+            destination = self._flow.name_value(url) if url is not None else None
+        if not destination or not _CLEARTEXT_DESTINATION.match(destination.encode()):
+            return
+        if _LOCAL_ADDRESS.search(b"//" + destination.encode().split(b"//", 1)[-1]):
+            return
+        params = self._parameters(node)
+        if not params:
+            return
+        # the payload's names, and the values a local name of it was given (two steps)
+        names: set[str] = set()
+        stack: list[tuple[ast.AST, int]] = [(arg, 0) for arg in payload]
+        while stack and len(names) < 64:
+            item, step = stack.pop()
+            for n in ast.walk(item):
+                if isinstance(n, ast.Name) and n.id not in names:
+                    names.add(n.id)
+                    if step < 2 and n.id not in params:
+                        bound = self._flow.bindings.assigned.get(n.id, ())[:4]
+                        stack.extend((value, step + 1) for value in bound)
+        handed = sorted(n for n in names & params if _CREDENTIAL_NAME.search(n))
+        if handed:
+            self._scan.emit(
+                "CPL-THR-026",
+                f"{', '.join(handed)} sent by {api} to {shorten(destination)}",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _parameters(self, node: ast.AST) -> set[str]:
+        """The parameter names of the function ``node`` is in (empty at module level)."""
+        scope = self._flow.scope(node)
+        if not scope:
+            return set()
+        for fn in self._flow.bindings.functions:
+            if id(fn) == scope:
+                a = fn.args
+                return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        return set()
+
+    def _dns(self, node: ast.Call, host: ast.expr) -> None:
+        labels = self._flow.labels(host)
+        recon = sorted(
+            d for s, d in labels if s in {Source.RECON, Source.SECRET, Source.CREDENTIAL}
+        )
+        if recon and self._tags.has_domain(host):
+            api = min(self._flow.resolve(node.func), default="a name lookup")
+            self._scan.emit(
+                "CPL-THR-017",
+                f"{', '.join(recon)} in a DNS query ({api})",
+                node.lineno,
+                node.col_offset,
+            )

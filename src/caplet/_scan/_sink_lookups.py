@@ -1,0 +1,217 @@
+"""Threat sinks of lookups by computed names (CPL-THR-003): ``getattr``, namespaces indexed,
+``.get``/``__getattribute__``, ``__import__`` and ``operator.attrgetter`` given a name built
+from literals or decoded, when what it denotes is worth hiding.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from caplet._scan._filescan import FileScan
+from caplet._scan._flow import Flow
+from caplet._scan._rules import API_RULES, MODULE_RULES
+from caplet._scan._sources import (
+    DECODERS,
+    DNS_FUNCTIONS,
+    EXECUTORS,
+    PIP_MAINS,
+    RECON_FUNCTIONS,
+    RUNS_FILE,
+    Source,
+)
+
+__all__ = ["LookupSinks"]
+
+
+#: Builtins' namespaces: a lookup in one by a computed name hides what is called.
+_BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
+
+
+#: Modules whose names and functions are worth hiding besides those with rules of their
+#: own: decoders, the host's identity, the registry, pip.
+_HIDDEN_ROOTS = frozenset(
+    {
+        "os",
+        "builtins",
+        "sys",
+        "marshal",
+        "base64",
+        "binascii",
+        "zlib",
+        "lzma",
+        "bz2",
+        "codecs",
+        "pip",
+        "platform",
+        "getpass",
+        "winreg",
+        "_winreg",
+        "urllib",
+        "http",
+    }
+)
+
+
+#: Modules the rule tables name only for harmless reasons (logging handlers, type objects).
+_NOT_HIDDEN_ROOTS = frozenset({"logging", "gc", "inspect", "types", "distutils", "code"})
+
+
+_SENSITIVE_ROOTS = (
+    _HIDDEN_ROOTS
+    | {m.split(".", 1)[0] for m in MODULE_RULES}
+    | {a.split(".", 1)[0] for a in API_RULES}
+) - _NOT_HIDDEN_ROOTS
+
+
+def _worth_hiding(api: str) -> bool:
+    """An API a computed lookup hides: one with a rule, or one the data flow watches
+    (code runners, files run, decoders, the host's identity, name resolution, pip)."""
+    return (
+        api in API_RULES
+        or api in EXECUTORS
+        or api in RUNS_FILE
+        or api in DECODERS
+        or api in RECON_FUNCTIONS
+        or api in DNS_FUNCTIONS
+        or api in PIP_MAINS
+    )
+
+
+def _hides_name(name: str) -> bool:
+    """True when ``name`` (a module or attribute built from pieces) is worth hiding: a
+    module the rules watch (processes, network, native code, code loading, files) or
+    one of :data:`_HIDDEN_ROOTS`, or anything in one."""
+    return name in MODULE_RULES or name.split(".", 1)[0] in _SENSITIVE_ROOTS
+
+
+class LookupSinks:
+    """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
+    state is the sinks' own, declared here for the type checker)."""
+
+    _scan: FileScan
+    _flow: Flow
+
+    def namespace_lookup(self, node: ast.Subscript) -> None:
+        """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
+        and any lookup by a computed name that lands on an API worth hiding: a module's
+        namespace (``sys.modules``, ``vars(os)``, a copy of one) or a dispatch table of
+        builtins (``{"load": exec}``)."""
+        value = node.value
+        flow = self._flow
+        if isinstance(node.slice, ast.Constant):
+            return
+        owners = flow.resolve(value)
+        if not flow.may_look_up(value, owners):
+            return  # a list, a local dict, a parameter: no lookup of anything that can hide
+        namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
+            o.endswith(".__dict__") and o.removesuffix(".__dict__") in _BUILTIN_OWNERS
+            for o in owners
+        )
+        name = flow.name_value(node.slice)
+        hidden = name is None and namespace and flow.closed(node.slice)
+        if name is None and not self._decoded(node.slice) and not hidden:
+            return
+        shown = repr(name) if name is not None else ("<computed>" if hidden else "<decoded>")
+        if namespace:
+            self._scan.emit(
+                "CPL-THR-003",
+                f"builtins namespace[{shown} computed]",
+                node.lineno,
+                node.col_offset,
+            )
+        elif name is not None:
+            self._hidden_lookup(node, flow.resolve(node), f"[{shown} computed]")
+
+    def computed_lookup(self, node: ast.Call, key: ast.expr) -> None:
+        """``ns.get(name)``, ``os.__getattribute__(name)``, ``object.__getattribute__(os,
+        name)`` with a computed name: a lookup like getattr's, by other means."""
+        if isinstance(key, ast.Constant):
+            return
+        name = self._flow.name_value(key)
+        if name is not None:
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else "lookup"
+            self._hidden_lookup(node, self._flow.resolve(node), f".{method}({name!r} computed)")
+
+    def _hidden_lookup(self, node: ast.expr, resolved: tuple[str, ...], how: str) -> None:
+        """CPL-THR-003 when what a computed lookup denotes is an API worth hiding."""
+        hidden = next(
+            (r for r in resolved if _worth_hiding(r) or ("." not in r and _hides_name(r))),
+            None,
+        )
+        if hidden is not None:
+            self._scan.emit(
+                "CPL-THR-003", f"{hidden} looked up by {how}", node.lineno, node.col_offset
+            )
+
+    def computed_import(self, node: ast.Call, name: str, module: str) -> None:
+        """``__import__("o" + "s")``: a module name built from pieces."""
+        if not isinstance(node.args[0], ast.Constant) and _hides_name(module):
+            api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
+            self._scan.emit("CPL-THR-003", api, node.lineno, node.col_offset)
+
+    def computed_getattr(
+        self, node: ast.Call, owner: ast.expr, name: ast.expr, attr: str | None
+    ) -> None:
+        """``getattr(owner, name)`` where the name is computed to hide what is called."""
+        self._computed_name(node, name, owner, attr)
+
+    def _decoded(self, node: ast.AST) -> bool:
+        return any(s is Source.DECODED for s, _ in self._flow.labels(node))
+
+    def _computed_name(
+        self, node: ast.Call, name: ast.expr, owner: ast.expr | None, attr: str | None = None
+    ) -> None:
+        """A lookup by a name computed from literals (or decoded): what it hides."""
+        if isinstance(name, ast.Constant):
+            return
+        flow = self._flow
+        if attr is None:
+            attr = flow.name_value(name)
+        if owner is None:  # operator.attrgetter(name)
+            if attr is not None and (
+                f"os.{attr}" in API_RULES
+                or f"subprocess.{attr}" in API_RULES
+                or f"builtins.{attr}" in API_RULES
+            ):
+                self._scan.emit(
+                    "CPL-THR-003",
+                    f"attrgetter({attr!r} built from pieces)",
+                    node.lineno,
+                    node.col_offset,
+                )
+            return
+        owners = flow.resolve(owner)
+        builtin_owner = not _BUILTIN_OWNERS.isdisjoint(owners) or (
+            isinstance(owner, ast.Name | ast.Attribute)
+            and (owner.id if isinstance(owner, ast.Name) else owner.attr) == "__builtins__"
+        )
+        # getattr(builtins, name) with a variable is what pydoc, inspect and
+        # subprocess do; a name computed from literals or decoded inline is
+        # what droppers do.
+        # getattr(requests, "teg"[::-1]): a network, process or native-code module
+        # looked up by a name spelled so that no reader sees it (os.O_BINARY is not)
+        watched = builtin_owner or any(o in MODULE_RULES and flow.of_import(o) for o in owners)
+        if attr is None:
+            shown = "builtins" if builtin_owner else next(iter(owners), "")
+            if watched and self._decoded(name):
+                self._scan.emit(
+                    "CPL-THR-003", f"getattr({shown}, <decoded name>)", node.lineno, node.col_offset
+                )
+            elif watched and flow.closed(name):
+                self._scan.emit(
+                    "CPL-THR-003",
+                    f"getattr({shown}, <name computed from literals>)",
+                    node.lineno,
+                    node.col_offset,
+                )
+        elif (
+            builtin_owner
+            or (watched and not attr.isupper() and not flow.plain(name))
+            or any(_worth_hiding(f"{o}.{attr}") for o in owners)
+        ):
+            self._scan.emit(
+                "CPL-THR-003",
+                f"getattr(..., {attr!r} built from pieces)",
+                node.lineno,
+                node.col_offset,
+            )

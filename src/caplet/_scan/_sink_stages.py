@@ -1,0 +1,288 @@
+"""Threat sinks of second stages: files written and then run (a program, a native library,
+a file read back into exec, a .pth start-up hook), and Python source kept in a string that is
+run (scanned as code, bounded), with the sources the run data carries (decoded, downloaded,
+remote).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Final
+
+import re2
+
+from caplet._findings import Finding
+from caplet._scan._commands import Commands
+from caplet._scan._filescan import FileScan
+from caplet._scan._flow import Flow, Labels
+from caplet._scan._rules import RuleFamily, RuleKind, rule
+from caplet._scan._sink_egress import fixed_host
+from caplet._scan._sources import Source
+
+__all__ = ["StageSinks", "Write"]
+
+
+#: What a Windows program file is called.
+_PROGRAM_SUFFIXES = frozenset(
+    {".exe", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".js", ".msi", ".com", ".pif", ".hta"}
+)
+
+
+#: Rule families whose presence in Python source kept in a string makes running it a threat.
+#: Processes, ctypes, pickle or frames alone are not enough: test suites run
+#: snippets that use them; the network only with a host written into the source.
+_CAPABLE_FAMILIES = frozenset({RuleFamily.EXFILTRATION, RuleFamily.PERSISTENCE, RuleFamily.MINING})
+
+
+#: A string worth scanning as Python: a statement keyword or a call that matters.
+_CODE_HINT: Final = re2.compile(
+    rb"(?m)(?:^|;)\s*(?:import|from)\s+[\w.]+|\b(?:exec|eval|compile|__import__|system|popen|"
+    rb"Popen|socket|urlopen|getattr)\s*\("
+)
+
+
+#: Longest string scanned as Python (larger ones are data, or were scanned as a file).
+_MAX_NESTED_TEXT = 1 << 20
+
+
+#: How deep strings inside strings are followed.
+_MAX_NESTED_DEPTH = 3
+
+
+def _capable(rule_id: str, text: str) -> bool:
+    """A finding that makes Python source kept in a string a second stage when it runs."""
+    r = rule(rule_id)
+    if r.kind is RuleKind.THREAT or r.family in _CAPABLE_FAMILIES:
+        return True
+    return r.family is RuleFamily.NETWORK and fixed_host(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A file written: the names its path is known by, and what was written."""
+
+    keys: frozenset[str]
+    data: tuple[ast.expr, ...]
+    labels: Labels
+    node: ast.AST
+    path: ast.AST | None
+    #: The name the file object is bound to (its writes are contributions to it).
+    handle: str | None
+    scope: int
+    #: A copy of another file (``shutil.copy``), not data written.
+    copied: bool
+
+
+class StageSinks:
+    """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
+    state is the sinks' own, declared here for the type checker)."""
+
+    _scan: FileScan
+    _flow: Flow
+    _writes: list[Write]
+    _handles: dict[str, ast.AST]
+    _runs: list[tuple[frozenset[str], ast.Call, str]]
+    _nested: dict[str, list[Finding]]
+    _commands: Commands
+    _pending: list[Callable[[], None]]
+    _by_receiver: dict[int, ast.expr] | None
+
+    def _code_string(self, node: ast.Call, api: str, text: str) -> None:
+        """Python source about to run: its threats, and whether it can do harm at all."""
+        findings = self._nested_scan(text, node.lineno)
+        self._adopt_threats(findings, node)
+        capable = sorted({f.rule_id for f in findings if _capable(f.rule_id, text)})
+        if capable:
+            self._scan.emit(
+                "CPL-THR-016",
+                f"{api} ({', '.join(capable[:4])} inside)",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _write_then_run(self) -> None:
+        """A file written by this file and then started by it."""
+        if not (self._runs and self._writes):
+            return
+        for run_keys, node, api in self._runs:
+            keys = self._through_parameters(run_keys, node)
+            for write in self._writes:
+                shared = keys & self._through_parameters(write.keys, write.node)
+                if not shared:
+                    continue
+                labels = set(write.labels)
+                for data in write.data:
+                    labels |= self._flow.labels(data)
+                    value = self._flow.evaluate(data)
+                    if isinstance(value, bytes):
+                        value = value.decode("utf-8", "replace")
+                    if isinstance(value, str) and self._looks_like_code(value):
+                        self._code_string(node, f"{api} of a file written from a string", value)
+                if write.handle is not None:
+                    labels |= self._flow.name_labels(write.handle, write.scope)
+                    written = self._flow.contributed.get(write.handle, {}).get(write.scope, ())
+                    for data in written[:8]:
+                        value = self._flow.evaluate(data)
+                        if isinstance(value, bytes):
+                            value = value.decode("utf-8", "replace")
+                        if isinstance(value, str) and self._looks_like_code(value):
+                            self._code_string(node, f"{api} of a file written from a string", value)
+                name = sorted(shared)[0]
+                self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
+                if write.copied and any(s is Source.PACKAGED for s, _ in labels):
+                    self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
+
+    def _through_parameters(self, keys: frozenset[str], node: ast.AST) -> frozenset[str]:
+        """``keys`` and, for each that is a parameter of the function ``node`` is in, the
+        names its callers pass (``safe_download(url, file=path)`` writes ``path``)."""
+        scope = self._flow.scope(node)
+        passed = self._flow.passed_arguments().get(scope) if scope else None
+        if not passed:
+            return keys
+        out = set(keys)
+        for key in keys:
+            args = passed.get(key, ())[:8]
+            if args:
+                out.discard(key)  # the parameter is what its callers pass, not its name
+            for arg in args:
+                out |= self._commands.keys(arg)
+        return frozenset(out)
+
+    def _write(
+        self,
+        node: ast.Call,
+        path: ast.AST,
+        data: tuple[ast.expr, ...],
+        labels: set[tuple[Source, str]],
+        *,
+        copied: bool = False,
+    ) -> None:
+        keys = set(self._commands.keys(path)) - self._commands.modules()
+        handle = self._handle_of(node)
+        if handle is not None:
+            keys.add(handle)
+        parent_write = self._direct_write(node)
+        if parent_write is not None:
+            data = (*data, parent_write)
+        scope = self._flow.scope(node)
+        self._writes.append(
+            Write(frozenset(keys), data, frozenset(labels), node, path, handle, scope, copied)
+        )
+        self._pending.append(lambda: self._pth_written(node, path, data, handle, scope))
+
+    def _pth_written(
+        self,
+        node: ast.Call,
+        path: ast.AST,
+        data: tuple[ast.expr, ...],
+        handle: str | None,
+        scope: int,
+    ) -> None:
+        text = self._flow.name_value(path) or ""
+        pieces = [
+            c.value
+            for c in ast.walk(path)
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        ]
+        if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
+            return
+        items = list(data)
+        if handle is not None:
+            bound = self._flow.contributed.get(handle, {})
+            items.extend(bound.get(scope, ()))
+        for item in items:
+            value = self._flow.evaluate(item)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if not isinstance(value, str):
+                continue
+            for line in value.splitlines():
+                if line.startswith(("import ", "import\t")):
+                    findings = self._nested_scan(line, node.lineno)
+                    if any(
+                        _capable(f.rule_id, line) or rule(f.rule_id).family is RuleFamily.PROCESS
+                        for f in findings
+                    ):
+                        self._scan.emit(
+                            "CPL-THR-013",
+                            "a .pth file written by this code",
+                            node.lineno,
+                            node.col_offset,
+                        )
+                        return
+
+    def _handle_of(self, node: ast.Call) -> str | None:
+        """The name a file object from ``open(...)`` is bound to (``as f``, ``f = ...``)."""
+        for name, values in self._flow.bindings.assigned.items():
+            if any(v is node for v in values):
+                return name
+        return None
+
+    def _direct_write(self, node: ast.Call) -> ast.expr | None:
+        """``open(p, "w").write(data)``: the data (the call is its receiver)."""
+        if self._by_receiver is None:
+            self._by_receiver = {
+                id(n.func.value): n.args[0]
+                for n in self._flow.nodes
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in {"write", "writelines"}
+                and isinstance(n.func.value, ast.Call)
+                and n.args
+            }
+        return self._by_receiver.get(id(node))
+
+    def _disguised_copy(self, source: ast.AST, target: ast.AST) -> bool:
+        """A copy that becomes a program: to ``.exe`` and the like, or under another extension."""
+        src = PurePosixPath(self._flow.path_text(source) or "").suffix.lower()
+        dst = PurePosixPath(self._flow.path_text(target) or "").suffix.lower()
+        return dst in _PROGRAM_SUFFIXES or bool(src and dst and src != dst)
+
+    def _by_source(self, node: ast.Call, api: str, labels: Labels) -> None:
+        sources = {s for s, _ in labels}
+        # One detail per source, chosen the same way in every process: labels is a set,
+        # whose order follows str hashing (PYTHONHASHSEED), and a finding's text must not
+        # (a scan fanned out on Dask was compared with a local one and differed). A
+        # qualified name ("base64.b64decode") is preferred over a bare method (".decode()").
+        detail = dict(sorted(labels, key=lambda label: (not label[1].startswith("."), label[1])))
+        if Source.DECODED in sources:
+            self._scan.emit(
+                "CPL-THR-001", f"{api} of {detail[Source.DECODED]}", node.lineno, node.col_offset
+            )
+        if Source.REMOTE in sources:
+            self._scan.emit(
+                "CPL-THR-020", f"{api} of {detail[Source.REMOTE]}", node.lineno, node.col_offset
+            )
+        elif Source.DOWNLOADED in sources:
+            self._scan.emit(
+                "CPL-THR-002", f"{api} of {detail[Source.DOWNLOADED]}", node.lineno, node.col_offset
+            )
+
+    def _looks_like_code(self, text: str) -> bool:
+        return (
+            self._scan.nested is not None
+            and self._scan.depth < _MAX_NESTED_DEPTH
+            and 12 <= len(text) <= _MAX_NESTED_TEXT
+            and _CODE_HINT.search(text.encode("utf-8", "surrogatepass")) is not None
+        )
+
+    def _nested_scan(self, text: str, line: int) -> list[Finding]:
+        cached = self._nested.get(text)
+        if cached is not None:
+            return cached
+        nested = self._scan.nested
+        found = (
+            []
+            if nested is None or self._scan.depth >= _MAX_NESTED_DEPTH
+            else nested(text, line, self._scan.depth + 1)
+        )
+        self._nested[text] = found
+        return found
+
+    def _adopt_threats(self, findings: list[Finding], node: ast.AST) -> None:
+        for f in findings:
+            if rule(f.rule_id).kind is RuleKind.THREAT:
+                self._scan.adopt(f, getattr(node, "lineno", 0), getattr(node, "col_offset", None))

@@ -1,0 +1,334 @@
+"""The values the constant evaluator computes, and the pure operations on them.
+
+``+``, ``*``, ``^``, slices, ``str.join``, ``%`` and ``str.format`` of literals, ``chr``, and
+the builtins and decoders a dropper hides a name or a payload with (base64, hex, zlib with
+an output cap, rot13): only operations on values, nothing of the scanned code runs, and no
+value grows past 4 MiB. :mod:`caplet._scan._evaluate` decides what is applied to what.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import builtins
+import codecs
+import string
+import zlib
+from collections.abc import Callable, Sequence
+
+__all__ = [
+    "MAX_LOOP",
+    "MAX_VALUE",
+    "PRINTABLE_BUILTINS",
+    "PURE_BUILTINS",
+    "TEXT_CODECS",
+    "Value",
+    "binop",
+    "call_pure",
+    "chr_of",
+    "format_fields",
+    "has_parameters",
+    "join_strings",
+    "literal_object",
+    "percent",
+    "positional",
+    "subscript",
+]
+
+
+Value = str | bytes | int | list["Value"]
+
+
+#: Largest value the evaluator builds (a decoded payload), in characters or bytes.
+MAX_VALUE = 4 << 20
+
+
+#: Items a comprehension is evaluated over at most (a name is a few characters).
+MAX_LOOP = 4096
+
+
+#: Builtins whose ``str()`` the evaluator may take: real objects of this interpreter.
+PRINTABLE_BUILTINS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if callable(value) and not name.startswith("_") and not isinstance(value, type(builtins))
+) | {"copyright", "credits", "license"}
+
+
+#: Builtins whose result depends on their arguments only (no input, no files, no state).
+PURE_BUILTINS = (
+    frozenset(
+        {
+            "str",
+            "repr",
+            "chr",
+            "ord",
+            "bytes",
+            "bytearray",
+            "hex",
+            "oct",
+            "bin",
+            "int",
+            "len",
+            "list",
+            "tuple",
+            "reversed",
+            "sorted",
+            "map",
+            "type",
+            "format",
+            "dir",
+            "vars",
+            "slice",
+            "range",
+            "zip",
+            "sum",
+            "abs",
+            "min",
+            "max",
+            "next",
+            "filter",
+            "enumerate",
+            "iter",
+            "all",
+            "any",
+        }
+    )
+    | PRINTABLE_BUILTINS
+) - {"input", "open", "getattr", "globals", "locals", "breakpoint", "eval", "exec", "compile"}
+
+
+TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "cp1252"})
+
+
+def has_parameters(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    a = fn.args
+    return bool(a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg)
+
+
+def positional(fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in fn.args.args]
+
+
+def literal_object(node: ast.AST) -> object | None:
+    """``True``, ``None``, ``1.5``, ``{}``, ``[]``: literals the evaluator has no value for."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict) and not node.keys:
+        return {}
+    if isinstance(node, ast.List | ast.Tuple | ast.Set) and not node.elts:
+        return {ast.List: [], ast.Tuple: (), ast.Set: set()}[type(node)]
+    return None
+
+
+def join_strings(sep: Value | None, items: list[Value] | None) -> Value | None:
+    """``sep.join(items)`` of strings only."""
+    if isinstance(sep, str) and items is not None and all(isinstance(i, str) for i in items):
+        out = sep.join(i for i in items if isinstance(i, str))
+        return out if len(out) <= MAX_VALUE else None
+    return None
+
+
+def chr_of(code: Value) -> str:
+    return chr(code) if isinstance(code, int) and 0 <= code < 0x110000 else "\ufffd"
+
+
+def binop(op: ast.operator, left: Value | None, right: Value | None) -> Value | None:
+    if left is None or right is None:
+        return None
+    if isinstance(op, ast.Add):
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right
+        if isinstance(left, bytes) and isinstance(right, bytes):
+            return left + right
+        if isinstance(left, int) and isinstance(right, int):
+            return left + right
+        if isinstance(left, list) and isinstance(right, list):
+            return left + right
+        return None
+    if isinstance(op, ast.Mult):
+        if (
+            isinstance(left, str | bytes)
+            and isinstance(right, int)
+            and len(left) * right <= MAX_VALUE
+        ):
+            return left * right
+        return left * right if isinstance(left, int) and isinstance(right, int) else None
+    if isinstance(op, ast.BitXor) and isinstance(left, int) and isinstance(right, int):
+        return left ^ right
+    if isinstance(op, ast.Sub) and isinstance(left, int) and isinstance(right, int):
+        return left - right
+    return None
+
+
+def subscript(
+    value: Value | None, index: ast.AST, ev: Callable[[ast.AST], Value | None]
+) -> Value | None:
+    if not isinstance(value, str | bytes | list):
+        return None
+    if isinstance(index, ast.Slice):
+        parts = (index.lower, index.upper, index.step)
+        bounds = [None if p is None else ev(p) for p in parts]
+        if any(
+            p is not None and not isinstance(b, int) for p, b in zip(parts, bounds, strict=True)
+        ):
+            return None
+        lower, upper, step = (b if isinstance(b, int) else None for b in bounds)
+        if step == 0:
+            return None
+        return value[lower:upper:step]
+    position = ev(index)
+    if not isinstance(position, int) or not -len(value) <= position < len(value):
+        return None
+    item = value[position]
+    return item if isinstance(item, str | int | list) else None
+
+
+def percent(template: str, items: Sequence[Value | None]) -> Value | None:
+    """``"%s%s" % ("ev", "al")``: only ``%s``, ``%d``, ``%i``, ``%r``, ``%c`` and ``%%``, no flags,
+    widths or mapping keys (anything else is left unevaluated)."""
+    pieces: list[str] = []
+    position = 0
+    used = 0
+    while (found := template.find("%", position)) >= 0:
+        pieces.append(template[position:found])
+        kind = template[found + 1 : found + 2]
+        position = found + 2
+        if kind == "%":
+            pieces.append("%")
+            continue
+        if kind not in {"s", "d", "i", "r", "c"} or used >= len(items):
+            return None
+        item = items[used]
+        used += 1
+        if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
+            return None
+        if kind == "c":
+            # "%c%c" % (101, 120): a code point, or a string of one character
+            if isinstance(item, str) and len(item) != 1:
+                return None
+            pieces.append(chr_of(item) if isinstance(item, int) else item)
+            continue
+        pieces.append(repr(item) if kind == "r" else str(item))
+    if used != len(items):
+        return None
+    pieces.append(template[position:])
+    out = "".join(pieces)
+    return out if len(out) <= MAX_VALUE else None
+
+
+def format_fields(template: str, args: Sequence[Value | None]) -> Value | None:
+    """``"{}{}".format("ex", "ec")``: positional fields only, no conversion or format spec
+    (an attribute or item of a field is never looked up)."""
+    pieces: list[str] = []
+    automatic = 0
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return None
+    for literal, field, spec, conversion in fields:
+        pieces.append(literal)
+        if field is None:
+            continue
+        if spec or conversion is not None:
+            return None
+        if field == "":
+            index = automatic
+            automatic += 1
+        elif field.isdigit():
+            index = int(field)
+        else:
+            return None
+        if index >= len(args):
+            return None
+        item = args[index]
+        if not isinstance(item, str | int):
+            return None
+        pieces.append(str(item))
+    out = "".join(pieces)
+    return out if len(out) <= MAX_VALUE else None
+
+
+def call_pure(name: str, values: list[Value | None]) -> Value | None:
+    """Pure builtins and decoders applied to evaluated arguments (never anything else)."""
+    if not values:
+        return "" if name == "builtins.str" else None  # str().join(pieces)
+    if any(v is None for v in values):
+        return None
+    first = values[0]
+    try:
+        if name == "builtins.range" and all(isinstance(v, int) for v in values):
+            bounds = [v for v in values if isinstance(v, int)]
+            span = range(*bounds) if len(bounds) <= 3 else range(0)
+            return list(span) if len(span) <= MAX_LOOP else None
+        if name in {"builtins.bytes.decode", "builtins.bytearray.decode"} and isinstance(
+            first, bytes
+        ):
+            codec = values[1] if len(values) == 2 else "utf-8"
+            if isinstance(codec, str) and codec.lower() in TEXT_CODECS:
+                return codecs.decode(first, codec)
+            return None
+        if name == "builtins.str.join" and len(values) == 2:
+            items = values[1]
+            return join_strings(first, list(items) if isinstance(items, str | list) else None)
+        if name == "builtins.chr" and isinstance(first, int):
+            return chr_of(first)
+        if name in {"builtins.hex", "builtins.oct", "builtins.bin"} and isinstance(first, int):
+            return {"builtins.hex": hex, "builtins.oct": oct, "builtins.bin": bin}[name](first)
+        if name == "builtins.ord" and isinstance(first, str) and len(first) == 1:
+            return ord(first)
+        if name == "builtins.str" and len(values) == 2 and isinstance(first, bytes):
+            # str(b"exec", "utf-8"): bytes decoded
+            codec = values[1]
+            if isinstance(codec, str) and codec.lower() in TEXT_CODECS:
+                return codecs.decode(first, codec)
+            return None
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, bytes):
+            return first if len(values) == 1 else None
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, str):
+            codec = values[1] if len(values) == 2 else None
+            if isinstance(codec, str) and codec.lower() in TEXT_CODECS:
+                return first.encode(codec)
+            return None
+        if name in {"builtins.str", "builtins.repr"} and isinstance(first, str | int):
+            return str(first) if name == "builtins.str" else repr(first)
+        if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):
+            codes = [i for i in first if isinstance(i, int) and 0 <= i < 256]
+            return bytes(codes) if len(codes) == len(first) else None
+        if name in {"builtins.list", "builtins.tuple"} and isinstance(first, str | list):
+            return list(first)
+        if name == "builtins.bytes.fromhex" and isinstance(first, str):
+            return bytes.fromhex(first)
+        data = first.encode("latin-1") if isinstance(first, str) else first
+        if not isinstance(data, bytes):
+            return None
+        if name in {"base64.b64decode", "base64.decodebytes", "base64.standard_b64decode"}:
+            return base64.b64decode(data + b"=" * (-len(data) % 4))
+        if name == "base64.urlsafe_b64decode":
+            return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
+        if name == "base64.b32decode":
+            return base64.b32decode(data + b"=" * (-len(data) % 8))
+        if name == "base64.b16decode":
+            return base64.b16decode(data, casefold=True)
+        if name == "base64.b85decode":
+            return base64.b85decode(data)
+        if name == "base64.a85decode":
+            return base64.a85decode(data)
+        if name in {"binascii.unhexlify", "binascii.a2b_hex"}:
+            return binascii.unhexlify(data)
+        if name == "binascii.a2b_base64":
+            return binascii.a2b_base64(data)
+        if name in {"zlib.decompress", "gzip.decompress"}:
+            inflater = zlib.decompressobj(47)  # zlib or gzip header, detected
+            out = inflater.decompress(data, MAX_VALUE)
+            return out if not inflater.unconsumed_tail else None
+        if name == "codecs.decode" and len(values) == 2 and isinstance(values[1], str):
+            codec = values[1].lower()
+            if codec in {"rot13", "rot_13"} and isinstance(first, str):
+                return codecs.decode(first, "rot13")
+            if codec in {"hex", "base64"}:
+                return codecs.decode(data, codec)
+    except (ValueError, TypeError, binascii.Error, zlib.error, OverflowError):
+        return None
+    return None
