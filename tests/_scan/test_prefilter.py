@@ -249,5 +249,6 @@ def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
         "types.FunctionType(_c, globals())()\n"
     )
     need = prefilter.check(text)
-    assert isinstance(need, frozenset)
-    assert {3, 8} <= need
+    # Hand-XORed bytes beside a sink now send the whole file to the AST pass
+    # (recall work, issue 16); either way the line that runs the code is visited.
+    assert need is Need.FULL or (isinstance(need, frozenset) and {3, 8} <= need)
