@@ -341,7 +341,13 @@ def test_an_answer_that_never_ends_is_cut_at_the_deadline(
     provider.close()
     assert not worker.is_alive(), "the answer was read past its deadline"
     [error] = errors
-    assert "did not answer within 0.5 s (the answer was still arriving)" in str(error)
+    # Which side notices first depends on the scheduler: the read loop between two
+    # chunks, or the socket watchdog cutting a read in progress (seen at load 6).
+    assert "did not answer within 0.5 s (" in str(error)
+    assert any(
+        why in str(error)
+        for why in ("(the answer was still arriving)", "(the connection was cut at the deadline)")
+    )
     assert "the limit covers connecting, reading and retrying" in str(error)
 
 
