@@ -21,6 +21,7 @@ from caplet._cli._safe import plain
 from caplet._config._prompt import Prompter
 from caplet._findings import RiskLevel
 from caplet._host._consent import Consent
+from caplet._host._defaults import configured_reach
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
 from caplet._host._records import PluginInfo
@@ -85,7 +86,7 @@ class PluginFlows:
         if request is not None:
             # Not approved: the confirmation below is the consent (issue 14), for
             # exactly the content shown.
-            show_consent(self.console, request)
+            show_consent(self.console, request, configured_reach(info.manifest, info.config))
             audit = request.audit
             shown = request.content_hash
             consent = lambda asked: asked.content_hash == shown  # noqa: E731
