@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -349,8 +350,11 @@ _NOISE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|
 _DEADLINE_S = 90.0
 
 
-def _on_a_terminal(argv: list[str], answer: str) -> tuple[str, int]:
-    """Run caplet on a pseudo-terminal; answer its question; return (output, exit code)."""
+def _on_a_terminal(
+    argv: list[str], answer: str, before_answer: Callable[[], None] | None = None
+) -> tuple[str, int]:
+    """Run caplet on a pseudo-terminal; answer its question (after ``before_answer``, when
+    given, has run); return (output, exit code)."""
     import fcntl
     import termios
 
@@ -382,6 +386,8 @@ def _on_a_terminal(argv: list[str], answer: str) -> tuple[str, int]:
                 break
             raw += chunk
             if not answered and b"[y/N]" in raw:
+                if before_answer is not None:
+                    before_answer()
                 os.write(master, f"{answer}\r".encode())
                 answered = True
         code = process.wait(timeout=_DEADLINE_S)

@@ -20,7 +20,7 @@ from caplet._cli._render import print_audit, risk_text, show_consent, trust_text
 from caplet._cli._safe import plain
 from caplet._config._prompt import Prompter
 from caplet._findings import RiskLevel
-from caplet._host._consent import Consent
+from caplet._host._consent import Consent, changed_while_shown
 from caplet._host._defaults import configured_reach
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
@@ -205,6 +205,9 @@ class PluginFlows:
             self._say(f"{name} is already approved at {current}")
             return True
         audit = self._audit(info)
+        info = self.host.manager.require_plugin(name)  # of the audited content, or refused
+        if info.content_hash != audit.content_hash:
+            return self._refused(changed_while_shown(name, audit.content_hash))
         self._say(f"Approve {name} {info.version}", "bold")
         declared = ", ".join(c.declared for c in info.manifest.capabilities) or "none"
         self._say(f"  capabilities: {declared}")
@@ -212,7 +215,7 @@ class PluginFlows:
         if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
             self._say(f"{name} was not approved")
             return False
-        outcome = self.host.approve(name)
+        outcome = self.host.approve(name, content_hash=audit.content_hash)
         if not outcome:
             return self._refused(outcome.reason)
         self._say(f"approved: {outcome.reason}", "green")

@@ -74,6 +74,7 @@ from caplet._host._consent import (
     ConsentReason,
     ConsentRequest,
     Widening,
+    changed_while_shown,
     consent_need,
     consent_refusal,
     why_consent,
@@ -780,15 +781,21 @@ class PluginManager:
 
     # -- approval --------------------------------------------------------------------------
 
-    def approve(self, name: str) -> Outcome:
+    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
         """Persistently approve the plugin's current content and capabilities.
 
         Refused without an audit of the current hash, when the audit's risk
         is above the policy's ``max_risk_level``, or when danger findings no
         declared capability covers would stop it loading anyway.
+        ``content_hash``: the content whose audit a person was shown; other
+        content (the folder changed meanwhile) is refused, not approved.
         """
         record = self._record(name)
         self._rehash(record)
+        if content_hash is not None and record.content_hash != content_hash:
+            # Red-team round 4: the content swapped in while the question was open
+            # (its audit cached from earlier) was approved, unseen.
+            return self._refuse(name, "approve", changed_while_shown(name, content_hash))
         audit = record.audit
         if audit is None:
             return self._refuse(
