@@ -612,6 +612,26 @@ def test_a_new_requirement_needs_consent(host: PluginHost, make_plugin: PluginFa
     assert "now requires plugin 'lib'" in outcome.reason
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (red-team round 4): an approval does not record the hooks approved, so a "
+    "new subscription carries over; fixing it needs the hooks in ApprovalRecord (schema 6)",
+)
+def test_a_new_hook_subscription_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """A later version that subscribes to an application event it never had (here every
+    saved document) is enabled on the earlier approval: new data reaches the plugin,
+    with its approved egress, and nobody was asked."""
+    directory = make_plugin("p", modules='[modules.main]\nfunctions = ["run"]\n')
+    approve(host, "p")
+    manifest = directory / "plugin.toml"
+    manifest.write_text(manifest.read_text() + '\n[hooks]\n"content:afterSave" = "main.run"\n')
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+
+
 def test_a_downgrade_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
     """Issue 14: 1.0.0 -> 0.1.0 was accepted without a word."""
     directory = make_plugin("p")
