@@ -52,7 +52,7 @@ from caplet._config._coerce import (
     unknown_keys_message,
     validate_value,
 )
-from caplet._config._prompt import Prompter, prompt_values
+from caplet._config._prompt import Prompter, prompt_answers
 from caplet._config._schema import ConfigValue
 from caplet._errors import (
     AuditConfigError,
@@ -905,9 +905,11 @@ class PluginManager:
     def prompt_config(self, prompter: Prompter, name: str, skip_keys: Collection[str] = ()) -> bool:
         """Ask for the fields that must be asked (``prompt``, or no default)."""
         record = self._record(name)
-        values = prompt_values(name, record.manifest.config, record.config, prompter, skip_keys)
+        answers = prompt_answers(name, record.manifest.config, record.config, prompter, skip_keys)
+        values = answers.values
         record.config.update(values)
-        record.explicit.update(values)
+        # A blank answer took what was offered (the default): not the operator's own value.
+        record.explicit.update(answers.typed)
         if values:
             self._config_changed(record)
         if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):
