@@ -18,6 +18,7 @@ from rich.text import Text
 from caplet._audit._model import AuditResult, Verdict
 from caplet._cli._render import print_audit, risk_text, show_consent, trust_text
 from caplet._cli._safe import plain
+from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
 from caplet._findings import RiskLevel
 from caplet._host._consent import Consent, changed_while_shown
@@ -86,7 +87,9 @@ class PluginFlows:
         if request is not None:
             # Not approved: the confirmation below is the consent (issue 14), for
             # exactly the content shown.
-            show_consent(self.console, request, configured_reach(info.manifest, info.config))
+            # The entries are applied after the question: the reach shown counts them.
+            given = {**info.config, **dict(parse_inline(entries))}
+            show_consent(self.console, request, configured_reach(info.manifest, given))
             audit = request.audit
             shown = request.content_hash
             consent = lambda asked: asked.content_hash == shown  # noqa: E731
