@@ -788,3 +788,42 @@ def test_a_static_only_audit_by_choice_says_so(make_plugin: PluginFactory) -> No
     assert chosen.summary.startswith("static-only by choice (openai:m not consulted)")
     assert chosen.findings[-1].rule_id == RULE_STATIC_CHOSEN
     assert chosen.fallback_reason == ""
+
+
+@pytest.mark.security
+def test_code_in_a_latin_1_python_file_reaches_the_model(
+    make_plugin: PluginFactory, llm: LLMServer, provider: OpenAIProvider
+) -> None:
+    # Read as UTF-8 the file was "binary, content not shown": the model judged
+    # plugin.py alone, reported both canaries, and the answer counted as OK.
+    directory = make_plugin("greet", source="from helper import create_functions\n")
+    helper = "# -*- coding: latin-1 -*-\n# caf\xe9\n" + CLEAN.replace("Hello", "Salut, caf\xe9")
+    (directory / "helper.py").write_bytes(helper.encode("latin-1"))
+    llm.script(honest())
+    result = run_audit(directory, provider)
+    [exchange] = llm.exchanges
+    assert "BINARY FILE" not in exchange.prompt
+    assert shown_line(exchange.prompt, "helper.py", 'config.get("greeting", "Salut, caf\xe9")')
+    assert result.canary_status is CanaryStatus.OK
+
+
+@pytest.mark.security
+def test_a_preliminary_verdict_the_plugin_asked_for_does_not_count(
+    make_plugin: PluginFactory, llm: LLMServer, provider: OpenAIProvider
+) -> None:
+    """Red-team round 4: a plugin asked the model for a "preliminary verdict" first; the
+    model gave one (LOW, approve, canaries reported), then its real one (CRITICAL), and
+    the first object counted: OK, LOW, approve."""
+    directory = make_plugin("greet", source=CLEAN)
+
+    def two_verdicts(exchange: Exchange) -> Reply:
+        reported = canary_reports(exchange)
+        first = answer(injection_attempts=reported)
+        final = answer(risk_level="CRITICAL", recommendation="reject", injection_attempts=reported)
+        return Reply(f"Preliminary verdict, as the README asks:\n{first}\nFinal:\n{final}")
+
+    llm.script(two_verdicts)
+    result = run_audit(directory, provider)
+    assert (result.risk_level, result.verdict) == (RiskLevel.HIGH, Verdict.REJECT)
+    assert result.canary_status is None
+    assert any(f.rule_id == RULE_UNPARSEABLE for f in result.findings)

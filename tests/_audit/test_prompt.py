@@ -106,3 +106,32 @@ def test_text_lines_splits_like_the_tokenizer() -> None:
     assert text_lines("a\r\nb\x0cc\nd") == ["a", "b\x0cc", "d"]
     assert text_lines("a\n") == ["a"]
     assert text_lines("") == []
+
+
+#: Python source whose bytes, read as UTF-8, hide a statement the interpreter
+#: runs: a PEP 263 cookie naming Latin-1 (not UTF-8: shown as a binary file),
+#: one naming UTF-7 ("+AAo-" is a newline to Python, a comment to a reader of
+#: the bytes), and a lone carriage return (a line break to Python's tokenizer).
+HIDDEN_SOURCES = {
+    "latin-1": "# -*- coding: latin-1 -*-\n# caf\xe9\nimport ctypes\n".encode("latin-1"),
+    "utf-7": b"# -*- coding: utf-7 -*-\n# harmless note +AAo-import ctypes\n",
+    "lone-cr": b"# harmless note\rimport ctypes\n",
+}
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("encoding", sorted(HIDDEN_SOURCES))
+def test_python_files_are_shown_to_the_auditor_as_the_interpreter_reads_them(
+    make_plugin: PluginFactory, encoding: str
+) -> None:
+    # A plugin could hide code from the model (never from the scanner) by writing
+    # it so that the UTF-8 reading of the bytes differs from Python's.
+    directory = make_plugin("hidden", source="import helper\n")
+    (directory / "helper.py").write_bytes(HIDDEN_SOURCES[encoding])
+    files = {f.path: f for f in read_plugin_files(directory, max_bytes=10_000)}
+    shown = files["helper.py"].text
+    assert shown is not None, "a Python file the interpreter imports was hidden from the model"
+    assert "import ctypes" in text_lines(shown)
+    manifest = load_manifest(directory)
+    prompt = build_prompt(manifest, tuple(files.values()), (), nonce="ab" * 8, max_chars=100_000)
+    assert re.search(r"^\s*\d+\| import ctypes$", prompt.user, re.MULTILINE)

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -270,6 +271,33 @@ def test_a_changed_default_asks_again_but_the_operators_own_value_does_not(
     assert "Consent needed" not in own.stderr
 
 
+@pytest.mark.security
+def test_consent_shows_what_a_templated_grant_reaches_not_only_its_template(
+    plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
+) -> None:
+    """Red-team round 4: consent showed "it will be granted: fs.read:${config.root}" and
+    the grant then took the author's default (any folder: /etc), which the person was
+    never shown; `caplet approve` shows it ("by default: ... -> ..."), consent did not."""
+    manifest = write_reader(plugins_dir) / "plugin.toml"
+    declared = '[config.root]\ntype = "string"\n'
+    manifest.write_text(manifest.read_text().replace(declared, f'{declared}default = "{notes}"\n'))
+    call = ["call", "--enable", "reader", "files.read", '"todo.md"', "--yes", *cli]
+    by_default = caplet(*call, cwd=tmp_path)
+    assert by_default.returncode == 0, by_default.stderr
+    assert by_default.stdout == "- consent\n\n"
+    reach = f"which reaches:      fs.read:${{config.root}} -> {notes} (the plugin's default)"
+    assert reach in by_default.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "todo.md").write_text("- other\n")
+    configured = caplet(*call[:3], f"root={other}", *call[3:], cwd=tmp_path)
+    assert configured.returncode == 0, configured.stderr
+    assert f"fs.read:${{config.root}} -> {other} (as configured)" in configured.stderr
+    manifest.write_text(manifest.read_text().replace(f'default = "{notes}"\n', ""))
+    unset = caplet("enable", "reader", "--yes", *cli, cwd=tmp_path)
+    assert "fs.read:${config.root} -> nothing until root is set" in unset.stderr
+
+
 def test_what_narrows_an_approval_runs_on_it(
     plugins_dir: Path, cli: list[str], notes: Path, tmp_path: Path
 ) -> None:
@@ -322,8 +350,11 @@ _NOISE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|
 _DEADLINE_S = 90.0
 
 
-def _on_a_terminal(argv: list[str], answer: str) -> tuple[str, int]:
-    """Run caplet on a pseudo-terminal; answer its question; return (output, exit code)."""
+def _on_a_terminal(
+    argv: list[str], answer: str, before_answer: Callable[[], None] | None = None
+) -> tuple[str, int]:
+    """Run caplet on a pseudo-terminal; answer its question (after ``before_answer``, when
+    given, has run); return (output, exit code)."""
     import fcntl
     import termios
 
@@ -355,6 +386,8 @@ def _on_a_terminal(argv: list[str], answer: str) -> tuple[str, int]:
                 break
             raw += chunk
             if not answered and b"[y/N]" in raw:
+                if before_answer is not None:
+                    before_answer()
                 os.write(master, f"{answer}\r".encode())
                 answered = True
         code = process.wait(timeout=_DEADLINE_S)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests._cli.clikit import caplet, document
 
 
@@ -81,3 +83,45 @@ def test_a_plugin_folder_with_a_quadratic_manifest_cannot_stop_caplet(tmp_path: 
 
 def _one_gib() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.security
+@pytest.mark.slow
+def test_approve_approves_the_content_it_showed_not_what_the_folder_holds_at_the_answer(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    """Red-team round 4: `caplet approve` showed one version's audit and capabilities,
+    then approved whatever the folder held when the person answered: a version swapped
+    in meanwhile (whose audit was cached from an earlier `caplet audit`) was approved
+    with capabilities nobody was shown (here env.read of a secret)."""
+    from tests._cli.test_app_consent import _on_a_terminal
+
+    cli = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
+    folder = plugins_dir / "swapper"
+    folder.mkdir(parents=True)
+
+    def write(version: str, capabilities: str, body: str) -> None:
+        (folder / "plugin.toml").write_text(
+            f'name = "swapper"\nversion = "{version}"\ndescription = "Says hello."\n'
+            f'capabilities = {capabilities}\n[modules.main]\nfunctions = ["run"]\n'
+        )
+        (folder / "plugin.py").write_text(
+            f"import os\n\n\ndef create_functions(config):\n    def run():\n"
+            f"        return {body}\n\n    return {{'main': {{'run': run}}}}\n"
+        )
+
+    def hidden() -> None:
+        write("1.0.1", '["env.read:CAPLET_TEST_SECRET"]', 'os.environ["CAPLET_TEST_SECRET"]')
+
+    hidden()
+    audited = caplet("audit", "swapper", "--json", *cli, cwd=tmp_path)
+    assert audited.returncode in (0, 1), audited.stderr
+    hidden_hash = json.loads(audited.stdout)["audit"]["content_hash"]
+    write("1.0.0", "[]", "'hello'")
+    output, code = _on_a_terminal(["approve", "swapper", *cli], "y", before_answer=hidden)
+    assert "env.read:CAPLET_TEST_SECRET" not in output.partition("[y/N]")[0]
+    listed = json.loads(caplet("info", "swapper", "--json", *cli, cwd=tmp_path).stdout)
+    assert listed["content_hash"] == hidden_hash
+    assert listed["approved"] is False, output
+    assert code == 1, output
+    assert "changed since its audit was shown" in " ".join(output.split())

@@ -1058,3 +1058,25 @@ def test_shell_end_to_end_on_a_terminal(hello: Path, plugins_dir: Path, state_di
         "6 * 7",
         "/exit",
     ], "commands and code only: never the 'y' answer"
+
+
+@pytest.mark.security
+def test_consent_shows_what_a_templated_grant_reaches_with_the_entries_given(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Red-team round 4: consent showed only `fs.read:${config.root}`; the shell applies
+    `/plugin enable NAME k=v` entries after asking, so the reach shown counts them."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    make_plugin(
+        "reader",
+        extra=f'capabilities = ["fs.read:${{config.root}}"]\n'
+        f'[config.root]\ntype = "string"\ndefault = "{data}"\n',
+    )
+    by_default = run(host, "/plugin enable reader", "n")
+    assert f"which reaches:      fs.read:${{config.root}} -> {data} (the plugin's default)" in (
+        by_default.out
+    )
+    given = run(host, f"/plugin enable reader root={other}", "n")
+    assert f"fs.read:${{config.root}} -> {other} (as configured)" in given.out

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from caplet._config._prompt import fields_to_prompt, prompt_values
+from caplet._config._prompt import PromptAnswers, fields_to_prompt, prompt_answers, prompt_values
 from caplet._config._schema import ConfigField, ConfigType, ConfigValue
 from caplet._errors import ConfigError
 
@@ -120,3 +120,13 @@ def test_skip_keys_are_not_asked() -> None:
 def test_max_attempts_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_attempts must be at least 1"):
         prompt_values("p", [ROOT], {}, ScriptedPrompter([]), max_attempts=0)
+
+
+def test_only_typed_answers_are_the_operators_own() -> None:
+    """A blank answer takes what was offered (the current value or the default): not a
+    value the operator chose (red-team round 4)."""
+    prompter = ScriptedPrompter(["", "yes"])
+    answers = prompt_answers("p", [ROOT, VERBOSE, MAX_KB], {"root": "/srv/old"}, prompter)
+    assert answers == PromptAnswers(
+        values={"root": "/srv/old", "verbose": True}, typed=frozenset({"verbose"})
+    )

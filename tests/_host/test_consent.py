@@ -21,6 +21,7 @@ from caplet._audit._model import CanaryStatus
 from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._capabilities._parse import parse_capability
+from caplet._config._schema import ConfigField, ConfigValue
 from caplet._findings import RiskLevel
 from caplet._host._consent import (
     ConsentReason,
@@ -422,6 +423,46 @@ def test_a_changed_default_behind_a_templated_grant_needs_consent(
     assert record.defaults == ((field, before),)
 
 
+class Answers:
+    """A prompter that answers every field with *answer* ("" takes what is offered)."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    def ask(self, plugin: str, field: ConfigField, current: ConfigValue | None) -> str:
+        del plugin, field, current
+        return self.answer
+
+
+@pytest.mark.security
+def test_a_blank_answer_at_a_prompt_is_the_authors_default_not_the_operators_value(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Red-team round 4: a `prompt = true` field whose default moved to /etc; a prompter
+    that answered "" (take what is offered: an application's, or one on a closed stdin)
+    made the moved default count as the operator's own value, the approval carried over
+    and the plugin listed /etc."""
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def prompted(default: str, version: str) -> str:
+        manifest = templated("fs.read:${config.root}", "root", default, version=version)
+        return manifest.replace("[modules.main]", "prompt = true\n\n[modules.main]")
+
+    make_plugin("reader", manifest=prompted(str(data), "1.0.0"))
+    approve(host, "reader")
+    make_plugin("reader", manifest=prompted("/etc", "1.1.0"))
+    host.discover()
+    outcome = host.enable("reader", prompter=Answers(""))
+    assert not outcome, outcome.reason
+    assert f"fs.read:${{config.root}} now defaults to /etc (approved: {data})" in outcome.reason
+    assert host.worker_pid("reader") is None
+    # A value typed at the prompt is the operator's, as an inline one is.
+    typed = host.enable("reader", prompter=Answers(str(data)))
+    assert typed, typed.reason
+    assert granted(host, "reader") == [f"fs.read:{data}"]
+
+
 @pytest.mark.parametrize(
     ("capability", "field", "before", "after"),
     [
@@ -610,6 +651,26 @@ def test_a_new_requirement_needs_consent(host: PluginHost, make_plugin: PluginFa
     outcome = host.enable("app")
     assert not outcome
     assert "now requires plugin 'lib'" in outcome.reason
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (red-team round 4): an approval does not record the hooks approved, so a "
+    "new subscription carries over; fixing it needs the hooks in ApprovalRecord (schema 6)",
+)
+def test_a_new_hook_subscription_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """A later version that subscribes to an application event it never had (here every
+    saved document) is enabled on the earlier approval: new data reaches the plugin,
+    with its approved egress, and nobody was asked."""
+    directory = make_plugin("p", modules='[modules.main]\nfunctions = ["run"]\n')
+    approve(host, "p")
+    manifest = directory / "plugin.toml"
+    manifest.write_text(manifest.read_text() + '\n[hooks]\n"content:afterSave" = "main.run"\n')
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
 
 
 def test_a_downgrade_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:

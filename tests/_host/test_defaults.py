@@ -13,6 +13,8 @@ from caplet._capabilities._parse import parse_capability
 from caplet._host._defaults import (
     UNRECORDED,
     DefaultChange,
+    Reach,
+    configured_reach,
     default_changes,
     default_reach,
     template_defaults,
@@ -225,4 +227,20 @@ def test_what_an_approver_is_shown(make_plugin: PluginFactory) -> None:
     assert default_reach(manifest) == (
         ("fs.read:${config.root}", "/srv/data"),
         ("net.http:${config.url}", None),
+    )
+
+
+def test_configured_reach_says_what_each_template_grants_and_whose_value_it_is(
+    make_plugin: PluginFactory,
+) -> None:
+    """What a consent shows beside a template (red-team round 4)."""
+    config = root("/etc") + '[config.key]\ntype = "string"\nsecret = true\n'
+    manifest = manifest_of(make_plugin, f'["{ROOT}", "env.read:${{config.key}}"]', config)
+    assert configured_reach(manifest, {}) == (
+        Reach(ROOT, "/etc", by_default=True),
+        Reach("env.read:${config.key}", None, by_default=True, missing=("key",)),
+    )
+    assert configured_reach(manifest, {"root": "/srv/data", "key": "TOKEN"}) == (
+        Reach(ROOT, "/srv/data", by_default=False),
+        Reach("env.read:${config.key}", "TOKEN", by_default=False, secret=True),
     )

@@ -766,3 +766,26 @@ def test_the_worker_identity_is_looked_up_once_per_policy(
         assert manager.enable("p", consent=True)
         manager.disable("p")
     assert lookups == [(manager.policy.worker_uid, manager.policy.worker_gid)]
+
+
+def test_approve_refuses_content_other_than_the_one_shown(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    """Red-team round 4: what a person was shown is what gets approved, or nothing."""
+    directory = make_plugin("swapper")
+    manager.discover()
+    shown = manager.audit("swapper").content_hash
+    (directory / "plugin.toml").write_text(
+        (directory / "plugin.toml").read_text().replace('"1.0.0"', '"1.0.1"')
+    )
+    swapped = manager.audit("swapper").content_hash  # its audit is cached, as after `audit`
+    assert swapped != shown
+    refused = manager.approve("swapper", content_hash=shown)
+    assert not refused
+    assert refused.reason == (
+        f"plugin 'swapper' changed since its audit was shown (of {shown}); nothing was "
+        "approved: review it again once nothing writes its folder (caplet approve swapper)"
+    )
+    assert not manager.is_approved("swapper")
+    assert manager.approve("swapper", content_hash=swapped)
+    assert manager.is_approved("swapper")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,35 @@ def test_a_hostile_lock_file_is_a_lockfile_error_not_a_traceback(tmp_path: Path)
     dotted = write(tmp_path / "d.lock", "version = 1\n" + ".".join(["p"] * 500) + " = 1\n")
     with pytest.raises(LockfileError, match=r"d.lock: not a lock file caplet wrote .*dots"):
         read_lockfile(dotted)
+
+
+@pytest.mark.security
+def test_a_lock_file_that_is_no_regular_file_never_hangs_caplet(tmp_path: Path) -> None:
+    """Red-team round 4: a FIFO named caplet.lock blocked open(2) until a writer came,
+    so every locked host (`caplet list`, `call` with CI=true) and `caplet lock`/`verify`
+    hung; the policy file had been fixed for the same in round 3, the lock file not."""
+    fifo = tmp_path / "caplet.lock"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | Lockfile] = []
+
+    def read() -> None:
+        try:
+            outcome.append(read_lockfile(fifo))
+        except BaseException as exc:  # the outcome is asserted below
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(timeout=60)
+    if reader.is_alive():
+        # Release the blocked open(2) so that the failing run does not hang the suite.
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+    [result] = outcome
+    assert isinstance(result, LockfileError), result
+    assert "caplet.lock: not a regular file" in str(result)
+    [problem] = check_lockfile(fifo)
+    assert "not a regular file" in problem.message
 
 
 def test_update_serialises_concurrent_processes(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ Nothing is ever truncated: a plugin whose prompt exceeds the budget raises
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -153,14 +154,34 @@ def read_plugin_files(root: Path, *, max_bytes: int) -> tuple[PluginFile, ...]:
                     f"cannot read {relative!r} of the plugin at {root} for the audit "
                     f"({exc.strerror}); make the plugin's files readable"
                 ) from exc
-            text: str | None
-            try:
-                text = None if b"\x00" in data else data.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            found.append(PluginFile(path=relative, text=text, size=len(data)))
+            found.append(PluginFile(path=relative, text=_decode(relative, data), size=len(data)))
     found.sort(key=lambda f: f.path)
     return tuple(found)
+
+
+def _decode(relative: str, data: bytes) -> str | None:
+    """The text the model is shown: a Python file as the interpreter reads it.
+
+    A ``.py`` file is decoded the way the import system decodes it
+    (:func:`importlib.util.decode_source`: the PEP 263 cookie or BOM, and
+    universal newlines). Read as UTF-8 instead, a Latin-1 cookie made the
+    file "binary" (never shown to the model), a UTF-7 cookie turned
+    ``# note +AAo-import os`` into a comment, and a lone carriage return hid
+    the statement after it in a comment: code the model never saw, with the
+    canaries reported (red-team round 4). A file Python cannot decode, or
+    with a NUL (a SyntaxError since 3.11.4), is not importable source.
+    """
+    if b"\x00" in data:
+        return None
+    if relative.endswith(".py"):
+        try:
+            return importlib.util.decode_source(data)
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _manifest_block(manifest: Manifest) -> str:

@@ -22,6 +22,7 @@ can show it. Key names are also accepted in the seed's camelCase.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -61,6 +62,8 @@ _KEYS: Final = {
     "risk_reasons": ("risk_reasons", "riskReasons"),
 }
 _ALL_KEYS: Final = frozenset(k for names in _KEYS.values() for k in names)
+#: An answer key written as a JSON key, outside the one answer object.
+_ANSWER_KEY: Final = re.compile("|".join(f'"{key}"\\s*:' for key in sorted(_ALL_KEYS)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +88,21 @@ class ModelReport:
     problems: tuple[str, ...] = ()
 
 
-def _extract_object(text: str) -> dict[str, object] | None:
-    """The outermost JSON object in ``text`` that has at least one answer key.
+class _RepeatedKeyError(ValueError):
+    """A JSON object of the answer names one key twice (``json`` would keep the last)."""
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _RepeatedKeyError(key)
+        found[key] = value
+    return found
+
+
+def _extract_object(text: str) -> dict[str, object] | str:
+    """The one JSON object in ``text`` that has an answer key, or why there is none.
 
     Tries ``json.JSONDecoder.raw_decode`` at each ``{`` from the left: the
     first that decodes is the outermost object starting there (anything
@@ -96,12 +112,22 @@ def _extract_object(text: str) -> dict[str, object] | None:
     the same line as the object (```` ```json {...} ``` ````, issue 14) is no
     different from one on a line of its own, and a fence inside a JSON
     string is left alone.
+
+    The model answers with exactly one object (red-team round 4): a second
+    one with an answer key after the first (a plugin asked for a
+    "preliminary verdict" first, and the first counted), a key repeated in
+    an object (``json`` keeps the last), or braces past the candidate
+    budget that hide what follows, and the answer cannot be judged.
     """
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=_no_repeats)
     start = text.find("{")
     tries = 0
-    while start != -1 and tries < _MAX_CANDIDATES:
+    chosen: dict[str, object] | None = None
+    span = (0, 0)
+    while start != -1:
         tries += 1
+        if tries > _MAX_CANDIDATES:
+            return f"more than {_MAX_CANDIDATES} '{{' to try; the answer must be one JSON object"
         try:
             value, end = decoder.raw_decode(text, start)
         except (json.JSONDecodeError, RecursionError):
@@ -109,10 +135,19 @@ def _extract_object(text: str) -> dict[str, object] | None:
             # hostile answer; give up on this brace like on any bad JSON.
             start = text.find("{", start + 1)
             continue
+        except _RepeatedKeyError as exc:
+            return f"an object of the answer repeats the key {str(exc)!r}"
         if isinstance(value, dict) and _ALL_KEYS & value.keys():
-            return value
+            if chosen is not None:
+                return "the answer holds more than one verdict object; it must hold exactly one"
+            chosen, span = value, (start, end)
         start = text.find("{", end)
-    return None
+    if chosen is None:
+        return "no JSON object with the expected keys was found"
+    if _ANSWER_KEY.search(text, 0, span[0]) or _ANSWER_KEY.search(text, span[1]):
+        # Another verdict that does not decode (cut off, broken) beside this one.
+        return "the answer holds part of another verdict object; it must hold exactly one"
+    return chosen
 
 
 def _get(obj: Mapping[str, object], field: str) -> object:
@@ -269,8 +304,8 @@ def parse_audit_response(text: str) -> ModelReport:
     if not text.strip():
         return _unparseable("the answer was empty")
     obj = _extract_object(text)
-    if obj is None:
-        return _unparseable("no JSON object with the expected keys was found")
+    if isinstance(obj, str):
+        return _unparseable(obj)
     problems: list[str] = []
     risk = _risk(_get(obj, "risk_level"), problems)
     summary_value = _get(obj, "summary")

@@ -31,7 +31,9 @@ from caplet._cli._render import (
 from caplet._cli._safe import plain
 from caplet._display import safe_line
 from caplet._errors import ManifestError
+from caplet._host._consent import changed_while_shown
 from caplet._host._defaults import default_reach
+from caplet._host._records import Outcome
 
 __all__: list[str] = []
 
@@ -134,11 +136,16 @@ def approve_command(
     """
     out = run.out
     host = run.host()
-    info = host.manager.require_plugin(name)
+    host.manager.require_plugin(name)
     if static_only:
         audit = host.audit(name, static_only=True)
     else:
         audit = host.manager.get_cached_audit(name) or host.audit(name)
+    # The manifest of the audited content: what is shown is what gets approved, or
+    # nothing (content_hash below; red-team round 4).
+    info = host.manager.require_plugin(name)
+    if info.content_hash != audit.content_hash:
+        run.refused(Outcome(False, changed_while_shown(name, audit.content_hash)), {"name": name})
     lint = lint_composition(info.manifest.capabilities)
     if not run.as_json:
         out.say(plain(f"Approve {name} {info.version}", "bold"))
@@ -157,7 +164,7 @@ def approve_command(
         question = f"Approve {safe_line(name)} with these capabilities?"
         if not typer.confirm(question, default=False):
             raise typer.Exit(EXIT_REFUSED)
-    outcome = host.approve(name)
+    outcome = host.approve(name, content_hash=audit.content_hash)
     document: dict[str, JSONValue] = {
         "name": name,
         "audit": audit_json(audit),

@@ -24,6 +24,7 @@ from caplet._config._coerce import unknown_keys_message
 from caplet._display import safe_line
 from caplet._errors import ConfigError
 from caplet._host._consent import Consent, ConsentRequest
+from caplet._host._defaults import Reach, configured_reach
 from caplet._host._host import PluginHost
 from caplet._host._records import Outcome
 
@@ -168,7 +169,9 @@ def enable_plugin(
     consent: bool | Consent = False
     request = host.consent_request(name)
     if request is not None:
-        ask_consent(run, request, yes=yes, interactive=interactive)
+        info = host.manager.require_plugin(name)
+        reach = configured_reach(info.manifest, info.config)
+        ask_consent(run, request, yes=yes, interactive=interactive, reach=reach)
         shown = request.content_hash
         consent = lambda asked: asked.content_hash == shown  # noqa: E731 - only what was shown
     why = (
@@ -188,12 +191,20 @@ def enable_plugin(
     run.finish(outcome, name, report=False)
 
 
-def ask_consent(run: Run, request: ConsentRequest, *, yes: bool, interactive: bool = True) -> None:
-    """Show what a person consents to; return when they do, exit when they do not."""
+def ask_consent(
+    run: Run,
+    request: ConsentRequest,
+    *,
+    yes: bool,
+    interactive: bool = True,
+    reach: Sequence[Reach] = (),
+) -> None:
+    """Show what a person consents to (``reach``: what its templated capabilities
+    reach); return when they do, exit when they do not."""
     out: Out = run.out
     name = request.plugin
     if not out.as_json:
-        show_consent(out.err, request)
+        show_consent(out.err, request, reach)
     if yes:
         if not out.as_json:
             out.err.print(plain(f"consent for {name} given by --yes (this process only)"))

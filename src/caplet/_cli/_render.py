@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from caplet._audit._report import Tone
     from caplet._config._schema import ConfigField
     from caplet._host._consent import ConsentRequest
+    from caplet._host._defaults import Reach
     from caplet._host._hooks import HookCallStatus, HookResults, HookState, HookStatus
     from caplet._host._records import BrokenPlugin, PluginInfo
     from caplet._manifest._model import Hook
@@ -140,7 +141,7 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
         console.print(plain(line.text, _tone_style(line.tone), multiline=True), soft_wrap=True)
 
 
-def show_consent(console: Console, request: ConsentRequest) -> None:
+def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reach] = ()) -> None:
     """What a person consents to when enabling a plugin nobody approved (issue 14).
 
     Why consent is asked (and what changed since an earlier approval), the
@@ -161,6 +162,17 @@ def show_consent(console: Console, request: ConsentRequest) -> None:
     granted = request.granted if request.granted is not None else request.declared
     shown = ", ".join(safe_line(c.declared) for c in granted) or "none"
     console.print(plain(f"  it will be granted: {shown}", "bold"))
+    for one in reach:
+        # A template alone says nothing of what it grants (red-team round 4): the
+        # author's default is shown, as `caplet approve` shows it.
+        if one.value is None:
+            what = f"nothing until {', '.join(one.missing) or 'a valid value'} is set"
+        elif one.secret:
+            what = "(a secret value, as configured)"
+        else:
+            origin = "the plugin's default" if one.by_default else "as configured"
+            what = f"{one.value} ({origin})"
+        console.print(plain(f"  which reaches:      {one.declared} -> {what}", "bold"))
     if request.requires:
         console.print(plain(f"  it requires: {', '.join(request.requires)}"))
     if request.composition:

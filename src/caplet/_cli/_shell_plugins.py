@@ -18,9 +18,11 @@ from rich.text import Text
 from caplet._audit._model import AuditResult, Verdict
 from caplet._cli._render import print_audit, risk_text, show_consent, trust_text
 from caplet._cli._safe import plain
+from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
 from caplet._findings import RiskLevel
-from caplet._host._consent import Consent
+from caplet._host._consent import Consent, changed_while_shown
+from caplet._host._defaults import configured_reach
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
 from caplet._host._records import PluginInfo
@@ -85,7 +87,9 @@ class PluginFlows:
         if request is not None:
             # Not approved: the confirmation below is the consent (issue 14), for
             # exactly the content shown.
-            show_consent(self.console, request)
+            # The entries are applied after the question: the reach shown counts them.
+            given = {**info.config, **dict(parse_inline(entries))}
+            show_consent(self.console, request, configured_reach(info.manifest, given))
             audit = request.audit
             shown = request.content_hash
             consent = lambda asked: asked.content_hash == shown  # noqa: E731
@@ -204,6 +208,9 @@ class PluginFlows:
             self._say(f"{name} is already approved at {current}")
             return True
         audit = self._audit(info)
+        info = self.host.manager.require_plugin(name)  # of the audited content, or refused
+        if info.content_hash != audit.content_hash:
+            return self._refused(changed_while_shown(name, audit.content_hash))
         self._say(f"Approve {name} {info.version}", "bold")
         declared = ", ".join(c.declared for c in info.manifest.capabilities) or "none"
         self._say(f"  capabilities: {declared}")
@@ -211,7 +218,7 @@ class PluginFlows:
         if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
             self._say(f"{name} was not approved")
             return False
-        outcome = self.host.approve(name)
+        outcome = self.host.approve(name, content_hash=audit.content_hash)
         if not outcome:
             return self._refused(outcome.reason)
         self._say(f"approved: {outcome.reason}", "green")

@@ -12,13 +12,14 @@ CLI; tests use a scripted prompter. Nothing here prints a value.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from caplet._config._coerce import coerce_inline, validate_value
 from caplet._config._schema import ConfigField, ConfigValue
 from caplet._errors import ConfigError
 
-__all__ = ["Prompter", "fields_to_prompt", "prompt_values"]
+__all__ = ["PromptAnswers", "Prompter", "fields_to_prompt", "prompt_answers", "prompt_values"]
 
 
 class Prompter(Protocol):
@@ -69,14 +70,46 @@ def prompt_values(
     after ``max_attempts`` failures a :class:`ConfigError` names the plugin
     and the field and says how to pass the value inline instead.
     """
+    return prompt_answers(
+        plugin, fields, current, prompter, skip_keys, max_attempts=max_attempts
+    ).values
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAnswers:
+    """The values a prompt obtained, and which of them were typed (not blank).
+
+    A blank answer takes the current value or the default: what was offered,
+    not a value the operator chose (red-team round 4), so only ``typed``
+    fields count as the operator's own (:mod:`caplet._host._defaults`).
+    """
+
+    values: dict[str, ConfigValue]
+    typed: frozenset[str]
+
+
+def prompt_answers(
+    plugin: str,
+    fields: Sequence[ConfigField],
+    current: Mapping[str, ConfigValue],
+    prompter: Prompter,
+    skip_keys: Collection[str] = (),
+    *,
+    max_attempts: int = 3,
+) -> PromptAnswers:
+    """:func:`prompt_values`, also saying which answers were typed."""
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
     values: dict[str, ConfigValue] = {}
+    typed: set[str] = set()
     for field in fields_to_prompt(fields, current, skip_keys):
-        values[field.name] = _ask_field(
+        value, was_typed = _ask_field(
             plugin, field, current.get(field.name), prompter, max_attempts
         )
-    return values
+        values[field.name] = value
+        if was_typed:
+            typed.add(field.name)
+    return PromptAnswers(values=values, typed=frozenset(typed))
 
 
 def _ask_field(
@@ -85,18 +118,19 @@ def _ask_field(
     current: ConfigValue | None,
     prompter: Prompter,
     max_attempts: int,
-) -> ConfigValue:
+) -> tuple[ConfigValue, bool]:
+    """The field's value, and whether it was typed (True) or taken blank (False)."""
     for _ in range(max_attempts):
         answer = prompter.ask(plugin, field, current).strip()
         try:
             if answer:
-                return coerce_inline(plugin, field, answer)
+                return coerce_inline(plugin, field, answer), True
             # The current value is re-validated: the schema may have changed
             # (a lower maximum in a new version) since it was stored.
             if current is not None:
-                return validate_value(plugin, field, current)
+                return validate_value(plugin, field, current), False
             if field.default is not None:
-                return validate_value(plugin, field, field.default)
+                return validate_value(plugin, field, field.default), False
         except ConfigError:
             continue
     raise ConfigError(

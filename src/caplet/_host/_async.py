@@ -149,9 +149,9 @@ class AsyncPluginHost:
         """:meth:`PluginHost.audit`, awaited (a deep audit waits for a model)."""
         return await self._run(lambda: self.sync.audit(name, fresh=fresh, static_only=static_only))
 
-    async def approve(self, name: str) -> Outcome:
+    async def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
         """:meth:`PluginHost.approve`, awaited."""
-        return await self._run(lambda: self.sync.approve(name))
+        return await self._run(lambda: self.sync.approve(name, content_hash=content_hash))
 
     async def discover(self) -> int:
         """:meth:`PluginHost.discover`, awaited."""

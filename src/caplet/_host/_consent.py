@@ -57,6 +57,7 @@ __all__ = [
     "ConsentReason",
     "ConsentRequest",
     "Widening",
+    "changed_while_shown",
     "consent_need",
     "consent_refusal",
     "describe_widening",
@@ -332,6 +333,16 @@ def why_consent(
     return (
         f"plugin {name!r} changed since {since} (now {content_hash}) and asks for more: "
         + "; ".join(describe_widening(change))
+    )
+
+
+def changed_while_shown(name: str, shown: str) -> str:
+    """The refusal of an approval whose content is no longer the content whose audit was
+    shown (red-team round 4: a version swapped in while the question was open was
+    approved, unseen)."""
+    return (
+        f"plugin {name!r} changed since its audit was shown (of {shown}); nothing was "
+        f"approved: review it again once nothing writes its folder (caplet approve {name})"
     )
 
 

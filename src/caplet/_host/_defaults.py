@@ -60,6 +60,8 @@ from caplet._trust._store import ApprovedDefaults
 __all__ = [
     "UNRECORDED",
     "DefaultChange",
+    "Reach",
+    "configured_reach",
     "default_changes",
     "default_reach",
     "template_defaults",
@@ -133,6 +135,55 @@ def default_reach(manifest: Manifest) -> tuple[tuple[str, str | None], ...]:
         if capability.templated:
             resolved = _resolve(capability, values)
             reach.append((capability.declared, None if resolved is None else _value(resolved)))
+    return tuple(reach)
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """What one templated capability reaches with the configuration known so far.
+
+    ``value`` is None when a field has no value yet (nothing is granted until
+    the operator sets ``missing``); ``by_default`` when a field the operator
+    did not set takes the manifest's default (the author's choice), so the
+    person consenting is shown it; ``secret`` when an operator-set field is
+    secret (its value is not shown).
+    """
+
+    declared: str
+    value: str | None
+    by_default: bool
+    missing: tuple[str, ...] = ()
+    secret: bool = False
+
+
+def configured_reach(
+    manifest: Manifest, configured: Mapping[str, ConfigValue]
+) -> tuple[Reach, ...]:
+    """Each templated capability of *manifest* resolved with *configured* (the operator's
+    values) over the defaults: what a consent must show beside the template (red-team
+    round 4: consent showed only ``fs.read:${config.root}``, never the default it took)."""
+    defaults = {name: value for name, value in template_defaults(manifest) if value is not None}
+    values = {**defaults, **configured}
+    reach: list[Reach] = []
+    for capability in manifest.capabilities:
+        if not capability.templated:
+            continue
+        names = template_names(capability.declared)
+        missing = tuple(n for n in names if n not in values)
+        resolved = None if missing else _resolve(capability, values)
+        secret = any(
+            n in configured and (f := manifest.config_field(n)) is not None and f.secret
+            for n in names
+        )
+        reach.append(
+            Reach(
+                declared=capability.declared,
+                value=None if resolved is None else _value(resolved),
+                by_default=any(n not in configured for n in names),
+                missing=missing,
+                secret=secret,
+            )
+        )
     return tuple(reach)
 
 

@@ -302,9 +302,11 @@ class PluginHost:
         with self._lifecycle:
             return self.manager.audit(name, fresh=fresh, static_only=static_only)
 
-    def approve(self, name: str) -> Outcome:
+    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
+        """Approve *name*'s current content; with ``content_hash`` (what was shown to
+        the person approving) only if that is still the content."""
         with self._lifecycle:
-            return self.manager.approve(name)
+            return self.manager.approve(name, content_hash=content_hash)
 
     def unapprove(self, name: str) -> Outcome:
         """Remove approval; a running worker keeps serving this session."""

@@ -52,7 +52,7 @@ from caplet._config._coerce import (
     unknown_keys_message,
     validate_value,
 )
-from caplet._config._prompt import Prompter, prompt_values
+from caplet._config._prompt import Prompter, prompt_answers
 from caplet._config._schema import ConfigValue
 from caplet._errors import (
     AuditConfigError,
@@ -74,6 +74,7 @@ from caplet._host._consent import (
     ConsentReason,
     ConsentRequest,
     Widening,
+    changed_while_shown,
     consent_need,
     consent_refusal,
     why_consent,
@@ -780,15 +781,21 @@ class PluginManager:
 
     # -- approval --------------------------------------------------------------------------
 
-    def approve(self, name: str) -> Outcome:
+    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
         """Persistently approve the plugin's current content and capabilities.
 
         Refused without an audit of the current hash, when the audit's risk
         is above the policy's ``max_risk_level``, or when danger findings no
         declared capability covers would stop it loading anyway.
+        ``content_hash``: the content whose audit a person was shown; other
+        content (the folder changed meanwhile) is refused, not approved.
         """
         record = self._record(name)
         self._rehash(record)
+        if content_hash is not None and record.content_hash != content_hash:
+            # Red-team round 4: the content swapped in while the question was open
+            # (its audit cached from earlier) was approved, unseen.
+            return self._refuse(name, "approve", changed_while_shown(name, content_hash))
         audit = record.audit
         if audit is None:
             return self._refuse(
@@ -898,9 +905,11 @@ class PluginManager:
     def prompt_config(self, prompter: Prompter, name: str, skip_keys: Collection[str] = ()) -> bool:
         """Ask for the fields that must be asked (``prompt``, or no default)."""
         record = self._record(name)
-        values = prompt_values(name, record.manifest.config, record.config, prompter, skip_keys)
+        answers = prompt_answers(name, record.manifest.config, record.config, prompter, skip_keys)
+        values = answers.values
         record.config.update(values)
-        record.explicit.update(values)
+        # A blank answer took what was offered (the default): not the operator's own value.
+        record.explicit.update(answers.typed)
         if values:
             self._config_changed(record)
         if record.state in (PluginState.DISCOVERED, PluginState.AUDITED):

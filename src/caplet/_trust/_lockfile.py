@@ -41,6 +41,7 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
@@ -359,7 +360,16 @@ def read_lockfile(path: Path, *, missing_ok: bool = False) -> Lockfile:
     """
     reader = _Reader(path)
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (red-team round 4:
+        # every locked host hung); it is refused below, like any non-regular file.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise LockfileError(
+                    f"lock file {path}: not a regular file; move it aside and re-pin with "
+                    "`caplet lock`, or name the lock file itself",
+                    path=str(path),
+                )
             raw = handle.read(_MAX_BYTES + 1)
     except FileNotFoundError:
         if missing_ok:
