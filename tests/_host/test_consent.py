@@ -653,11 +653,6 @@ def test_a_new_requirement_needs_consent(host: PluginHost, make_plugin: PluginFa
     assert "now requires plugin 'lib'" in outcome.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (red-team round 4): an approval does not record the hooks approved, so a "
-    "new subscription carries over; fixing it needs the hooks in ApprovalRecord (schema 6)",
-)
 def test_a_new_hook_subscription_needs_consent(
     host: PluginHost, make_plugin: PluginFactory
 ) -> None:
@@ -671,6 +666,50 @@ def test_a_new_hook_subscription_needs_consent(
     host.discover()
     outcome = host.enable("p")
     assert not outcome
+    assert "now subscribes to application event 'content:afterSave'" in outcome.reason
+
+
+def test_the_approved_hook_subscriptions_carry_over(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """The same subscriptions in a later content widen nothing; one more does."""
+    hooks = '\n[hooks]\n"content:afterSave" = "main.run"\n'
+    directory = make_plugin("p", modules='[modules.main]\nfunctions = ["run"]\n' + hooks)
+    approve(host, "p")
+    plugin = directory / "plugin.py"
+    plugin.write_text(plugin.read_text() + "\n# a comment: new content, same subscriptions\n")
+    host.discover()
+    outcome = host.enable("p")
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+    host.disable("p")
+    manifest = directory / "plugin.toml"
+    manifest.write_text(manifest.read_text() + '"user:login" = "main.run"\n')
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    assert "now subscribes to application event 'user:login'" in outcome.reason
+    assert "content:afterSave" not in outcome.reason
+
+
+def test_an_approval_that_predates_recorded_hooks_vouches_for_no_subscription(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Schema 5 approvals have no hooks: a changed content with any subscription asks
+    again; one without carries over as before."""
+    hooks = '\n[hooks]\n"content:afterSave" = "main.run"\n'
+    directory = make_plugin("p", modules='[modules.main]\nfunctions = ["run"]\n' + hooks)
+    approve(host, "p")
+    record = host.manager.store.get_approval("p")
+    assert record is not None
+    assert record.hooks == ("content:afterSave",)
+    host.manager.store.put_approval(dataclasses.replace(record, hooks=None))
+    plugin = directory / "plugin.py"
+    plugin.write_text(plugin.read_text() + "\n# new content\n")
+    host.discover()
+    outcome = host.enable("p")
+    assert not outcome
+    assert "now subscribes to application event 'content:afterSave'" in outcome.reason
 
 
 def test_a_downgrade_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
@@ -803,7 +842,9 @@ def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
     )
     manifest = load_manifest(directory)
     approved = [parse_capability("env.read:A"), parse_capability("fs.read:/srv/x")]
-    same = widening(approved, ["lib", "db"], "2.0.0", manifest, approved_defaults=())
+    same = widening(
+        approved, ["lib", "db"], "2.0.0", manifest, approved_defaults=(), approved_hooks=()
+    )
     assert not same.widens, "a path inside an approved directory is covered"
     wider = widening(
         approved[:1],
@@ -811,6 +852,7 @@ def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
         "3.0.0",
         manifest,
         approved_defaults=(),
+        approved_hooks=(),
         approved_risk=RiskLevel.LOW,
         risk=RiskLevel.HIGH,
     )

@@ -464,6 +464,36 @@ def test_a_new_requirement_needs_consent(
         assert_installed(host, plugins_dir, v1)
 
 
+@pytest.mark.parametrize("locked", [False, True], ids=["unlocked", "locked"])
+def test_a_new_hook_subscription_needs_consent(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path, v1: str, locked: bool
+) -> None:
+    """Red-team round 4: the new version's handler would receive the application's
+    payloads (every saved document) that nobody agreed to hand the plugin."""
+    new = write_version(
+        tmp_path / "v2" / "hello",
+        "2.0.0",
+        capabilities='["env.read:A"]',
+        config='[hooks]\n"content:afterSave" = "main.health"\n',
+    )
+    with PluginHost(plugins_dir, state_dir=state_dir, loading=LoadingRules(locked=locked)) as host:
+        asked: list[Widening] = []
+
+        def decline(diff: Widening) -> bool:
+            asked.append(diff)
+            return False
+
+        report = host.update("hello", new, consent=decline)
+        assert not report
+        [diff] = asked
+        assert diff.hooks_added == ("content:afterSave",)
+        assert (
+            "widens what was approved (now subscribes to application event 'content:afterSave')"
+            in report.reason
+        )
+        assert_installed(host, plugins_dir, v1)
+
+
 def test_narrowing_needs_no_consent(
     host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
 ) -> None:

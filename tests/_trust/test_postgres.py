@@ -238,7 +238,33 @@ def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
+
+
+def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> None:
+    """Schema 6 (red-team round 4): approvals record the events subscribed to."""
+    with psycopg.connect(pg_url) as conn:
+        for version in (4, 5):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement.encode("utf-8"))
+        conn.execute("INSERT INTO caplet.meta (key, value) VALUES ('schema_version', '5')")
+        conn.execute(
+            "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+            "risk_level, verdict, version, requires, defaults) VALUES ('old', %s, '[]', 1.0, "
+            "'LOW', 'approve', '1.0.0', '[]', '{}')",
+            (HASH_A,),
+        )
+    with PostgresStore(pg_url) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.version, old.requires, old.defaults, old.hooks) == ("1.0.0", (), (), None)
+        store.put_approval(replace(old, name="new", hooks=("content:afterSave",)))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.hooks == ("content:afterSave",)
+        store.put_approval(replace(new, hooks=("a", "b")))
+        assert store.get_approval("new") == replace(new, hooks=("a", "b"))
+        assert store.check() == ()
 
 
 def test_undecodable_defaults_are_a_record_problem(store: PostgresStore, pg_url: str) -> None:

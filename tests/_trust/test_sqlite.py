@@ -103,7 +103,7 @@ def test_fresh_store_is_private(state_dir: Path) -> None:
 def test_fresh_store_schema(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     conn = raw(state_dir / DB_FILENAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -698,6 +698,48 @@ def test_approval_defaults_round_trip_with_their_types(store: SqliteStore) -> No
     assert again.defaults == (), "no templated capability: recorded as none, not unknown"
 
 
+def test_approval_hooks_round_trip(store: SqliteStore) -> None:
+    record = replace(approval(), version="1.0.0", requires=(), defaults=(), hooks=("a:b", "c"))
+    store.put_approval(record)
+    assert store.get_approval("weather") == record
+    store.put_approval(replace(record, hooks=()))
+    again = store.get_approval("weather")
+    assert again is not None
+    assert again.hooks == (), "no subscription: recorded as none, not unknown"
+
+
+def test_version_5_approvals_open_without_hooks(state_dir: Path) -> None:
+    """Schema 6 (red-team round 4): approvals record the events subscribed to.
+
+    A database of schema 5 opens, its approvals read with ``hooks`` None
+    (the consent model then asks again for any subscription), and new
+    approvals record them.
+    """
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:6]) == 5
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict, version, requires, defaults) VALUES ('old', ?, '[]', 1.0, "
+        "'LOW', 'approve', '1.0.0', '[]', '{}')",
+        (HASH_A,),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.version, old.requires, old.defaults, old.hooks) == ("1.0.0", (), (), None)
+        store.put_approval(replace(old, name="new", hooks=("content:afterSave",)))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.hooks == ("content:afterSave",)
+        assert store.check() == ()
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
 def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
     """Schema 5 (red-team finding 8): approvals record the defaults behind templates.
 
@@ -731,7 +773,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     conn.close()
 
 
@@ -746,6 +788,8 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         ("defaults", "'[1]'", "defaults is not a JSON object of config field names to defaults"),
         ("defaults", "'{\"root\": {}}'", "defaults holds dict '{}', not a config value"),
         ("defaults", "'{\"tags\": [[1]]}'", "defaults holds list '[[1]]', not a config value"),
+        ("hooks", "'not json'", "hooks is not JSON"),
+        ("hooks", "'[\"a\", 1]'", "hooks is not a JSON array of strings"),
     ],
 )
 def test_undecodable_approval_version_or_requires(

@@ -91,9 +91,11 @@ class Widening:
     ``capabilities`` is the capability diff (``added``: not covered by any
     approved one); ``defaults`` the templated capabilities it keeps whose
     default now reaches beyond the approved default; ``requires_added`` the
-    plugins it now requires that it did not; ``downgrade`` the ``(approved,
-    new)`` versions when the new one is lower; ``risk_raised`` the
-    ``(approved, audited)`` risks when higher.
+    plugins it now requires that it did not; ``hooks_added`` the application
+    events it now subscribes to that it did not (their payloads would reach
+    it: red-team round 4); ``downgrade`` the ``(approved, new)`` versions
+    when the new one is lower; ``risk_raised`` the ``(approved, audited)``
+    risks when higher.
     """
 
     capabilities: CapabilityDiff
@@ -101,6 +103,7 @@ class Widening:
     downgrade: tuple[str, str] | None = None
     risk_raised: tuple[RiskLevel, RiskLevel] | None = None
     defaults: tuple[DefaultChange, ...] = ()
+    hooks_added: tuple[str, ...] = ()
 
     @property
     def widens(self) -> bool:
@@ -108,6 +111,7 @@ class Widening:
             self.capabilities.added
             or self.defaults
             or self.requires_added
+            or self.hooks_added
             or self.downgrade
             or self.risk_raised
         )
@@ -119,7 +123,11 @@ class Widening:
             bool(self.defaults)
             and all(d.unknown == UNRECORDED for d in self.defaults)
             and not (
-                self.capabilities.added or self.requires_added or self.downgrade or self.risk_raised
+                self.capabilities.added
+                or self.requires_added
+                or self.hooks_added
+                or self.downgrade
+                or self.risk_raised
             )
         )
 
@@ -158,6 +166,7 @@ def widening(
     manifest: Manifest,
     *,
     approved_defaults: ApprovedDefaults | None,
+    approved_hooks: Collection[str] | None,
     unknown_defaults: str = UNRECORDED,
     config: Mapping[str, ConfigValue] | None = None,
     explicit: Collection[str] = (),
@@ -170,6 +179,8 @@ def widening(
     capabilities (``None``: not known, for the reason *unknown_defaults*);
     *config* and *explicit* are this enable's values and the names the
     operator set (:func:`caplet._host._defaults.default_changes`).
+    *approved_hooks* are the events the approved content subscribed to
+    (``None``: not recorded, so every subscription of *manifest* is new).
     """
     diff = diff_capabilities(approved, manifest.capabilities)
     defaults = default_changes(
@@ -182,6 +193,8 @@ def widening(
     )
     known = set(approved_requires)
     added = tuple(r.name for r in manifest.requires if r.name not in known)
+    subscribed = set(approved_hooks or ())
+    hooks_added = tuple(h.event for h in manifest.hooks if h.event not in subscribed)
     down = (
         (approved_version, manifest.version)
         if is_downgrade(approved_version, manifest.version)
@@ -195,6 +208,7 @@ def widening(
     return Widening(
         capabilities=diff,
         requires_added=added,
+        hooks_added=hooks_added,
         downgrade=down,
         risk_raised=raised,
         defaults=defaults,
@@ -224,6 +238,7 @@ def widening_since(
         approval.version,
         manifest,
         approved_defaults=approval.defaults,
+        approved_hooks=approval.hooks,
         config=config,
         explicit=explicit,
         approved_risk=approval.risk_level,
@@ -263,6 +278,7 @@ def describe_widening(change: Widening) -> list[str]:
     lines = [f"adds capability {c.declared}" for c in change.capabilities.added]
     lines += [d.describe() for d in change.defaults]
     lines += [f"now requires plugin {name!r}" for name in change.requires_added]
+    lines += [f"now subscribes to application event {event!r}" for event in change.hooks_added]
     if change.downgrade is not None:
         old, new = change.downgrade
         lines.append(f"goes down from version {old} to {new}")

@@ -818,6 +818,7 @@ class PluginManager:
                 version=record.manifest.version,
                 requires=tuple(r.name for r in record.manifest.requires),
                 defaults=template_defaults(record.manifest),
+                hooks=tuple(h.event for h in record.manifest.hooks),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")

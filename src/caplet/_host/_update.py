@@ -389,6 +389,8 @@ def _transaction(
         old_entry.version if old_entry is not None else info.version,
         manifest,
         approved_defaults=approved_defaults,
+        # The installed version's own subscriptions: what runs today.
+        approved_hooks=[h.event for h in info.manifest.hooks],
         unknown_defaults=unknown,
         approved_risk=old_risk,
         risk=audit.risk_level,
@@ -423,6 +425,7 @@ def _transaction(
             version=manifest.version,
             requires=tuple(r.name for r in manifest.requires),
             defaults=template_defaults(manifest),
+            hooks=tuple(h.event for h in manifest.hooks),
         )
     try:
         new_entry = (

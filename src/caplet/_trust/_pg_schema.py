@@ -4,7 +4,8 @@
 and columns on both backends (:mod:`caplet._trust._sqlite_schema`): version
 4 is approvals with ``version`` and ``requires``, audits keyed by hash and
 model, quarantine, the decision log and ``ctx.kv``, whichever database
-holds them, and version 5 adds the approvals' ``defaults``. So "schema 4"
+holds them, version 5 adds the approvals' ``defaults`` and version 6 their
+``hooks``. So "schema 4"
 means one thing in a message, in ``doctor`` and in the docs, and a change
 to the records is one new version, written for both in the same commit
 (tests/_trust/test_pg_schema.py fails when the two drift apart).
@@ -111,6 +112,9 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
     # 5: the defaults behind an approval's templated capabilities (red-team
     # finding 8; SQLite's version 5). NULL in older rows: fresh consent.
     5: ("ALTER TABLE caplet.approvals ADD COLUMN defaults TEXT",),
+    # 6: the application events an approval subscribed to (red-team round 4;
+    # SQLite's version 6). NULL in older rows: no subscription vouched for.
+    6: ("ALTER TABLE caplet.approvals ADD COLUMN hooks TEXT",),
 }
 
 #: The version this caplet writes and understands.
@@ -131,6 +135,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
             "version",
             "requires",
             "defaults",
+            "hooks",
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
@@ -270,7 +275,7 @@ def check_records(
 
     for row in conn.execute(
         "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        'requires, defaults FROM caplet.approvals ORDER BY name COLLATE "C"'
+        'requires, defaults, hooks FROM caplet.approvals ORDER BY name COLLATE "C"'
     ).fetchall():
         decoded(approval_from_row, row)
     for content_hash, model, plugin, payload in conn.execute(

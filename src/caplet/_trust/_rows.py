@@ -50,7 +50,7 @@ PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
     "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
-    "defaults"
+    "defaults, hooks"
 )
 
 
@@ -95,7 +95,7 @@ class RowSource:
 def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-    requires_json, defaults_json = row[7:9]
+    requires_json, defaults_json, hooks_json = row[7:10]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -133,6 +133,15 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
             raise source.bad_row("approvals", name, "requires is not a JSON array of strings", fix)
         requires = tuple(listed)
+    hooks: tuple[str, ...] | None = None
+    if hooks_json is not None:
+        try:
+            events = json.loads(hooks_json)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise source.bad_row("approvals", name, "hooks is not JSON", fix) from exc
+        if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
+            raise source.bad_row("approvals", name, "hooks is not a JSON array of strings", fix)
+        hooks = tuple(events)
     defaults: ApprovedDefaults | None = None
     if defaults_json is not None:
         try:
@@ -149,6 +158,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         version=version,
         requires=requires,
         defaults=defaults,
+        hooks=hooks,
     )
 
 
@@ -186,6 +196,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         record.version,
         None if record.requires is None else json.dumps(list(record.requires)),
         None if record.defaults is None else json.dumps(dict(record.defaults)),
+        None if record.hooks is None else json.dumps(list(record.hooks)),
     )
 
 

@@ -103,11 +103,11 @@ BUSY_TIMEOUT_S = 10.0
 #: The statements reading approvals: the columns in the order ``approval_from_row`` reads them.
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults FROM approvals WHERE name = ?"
+    "requires, defaults, hooks FROM approvals WHERE name = ?"
 )
 _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults FROM approvals ORDER BY name"
+    "requires, defaults, hooks FROM approvals ORDER BY name"
 )
 
 _FILE_MODE = 0o600
@@ -426,8 +426,8 @@ class SqliteStore:
         with self._writing(f"writing the approval of {record.name!r}") as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
-                "approved_at, risk_level, verdict, version, requires, defaults) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "approved_at, risk_level, verdict, version, requires, defaults, hooks) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 approval_params(record),
             )
 

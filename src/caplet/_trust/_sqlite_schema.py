@@ -119,6 +119,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # with what was approved (red-team finding 8). NULL in older rows: such
     # an approval vouches for no default of other content.
     ("ALTER TABLE approvals ADD COLUMN defaults TEXT",),
+    # 6: an approval records the application events it subscribed to, so a
+    # later content that adds a hook is compared with them (red-team round
+    # 4). NULL in older rows: such an approval vouches for no subscription.
+    ("ALTER TABLE approvals ADD COLUMN hooks TEXT",),
 )
 
 #: The version this caplet writes and understands.

@@ -50,6 +50,11 @@ class ApprovalRecord:
     later content is compared with (red-team finding 8). ``None``: an
     approval recorded before caplet kept them (schema 4), which vouches for
     no default of other content.
+
+    ``hooks`` are the application events it subscribed to: a later content
+    subscribing to another one would receive data nobody agreed to hand it
+    (red-team round 4). ``None``: an approval recorded before caplet kept
+    them (schema 5), which vouches for no subscription of other content.
     """
 
     name: str
@@ -61,6 +66,7 @@ class ApprovalRecord:
     version: str | None = None
     requires: tuple[str, ...] | None = None
     defaults: ApprovedDefaults | None = None
+    hooks: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
