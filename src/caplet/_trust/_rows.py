@@ -124,24 +124,8 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         raise source.bad_row("approvals", name, str(exc), fix) from exc
     if version is not None and not isinstance(version, str):
         raise source.bad_row("approvals", name, "version is not text", fix)
-    requires: tuple[str, ...] | None = None
-    if requires_json is not None:
-        try:
-            listed = json.loads(requires_json)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:
-            raise source.bad_row("approvals", name, "requires is not JSON", fix) from exc
-        if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
-            raise source.bad_row("approvals", name, "requires is not a JSON array of strings", fix)
-        requires = tuple(listed)
-    hooks: tuple[str, ...] | None = None
-    if hooks_json is not None:
-        try:
-            events = json.loads(hooks_json)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:
-            raise source.bad_row("approvals", name, "hooks is not JSON", fix) from exc
-        if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
-            raise source.bad_row("approvals", name, "hooks is not a JSON array of strings", fix)
-        hooks = tuple(events)
+    requires = _names(source, name, "requires", requires_json, fix)
+    hooks = _names(source, name, "hooks", hooks_json, fix)
     defaults: ApprovedDefaults | None = None
     if defaults_json is not None:
         try:
@@ -160,6 +144,21 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         defaults=defaults,
         hooks=hooks,
     )
+
+
+def _names(
+    source: RowSource, name: object, column: str, text: object, fix: str
+) -> tuple[str, ...] | None:
+    """A column holding a JSON array of names (``requires``, ``hooks``); NULL: not recorded."""
+    if text is None:
+        return None
+    try:
+        listed = json.loads(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise source.bad_row("approvals", name, f"{column} is not JSON", fix) from exc
+    if not isinstance(listed, list) or not all(isinstance(item, str) for item in listed):
+        raise source.bad_row("approvals", name, f"{column} is not a JSON array of strings", fix)
+    return tuple(listed)
 
 
 def _config_value(value: object) -> ConfigValue | None:
