@@ -5,16 +5,12 @@ finish within a bounded time with a finding". No test measures time (that
 would be flaky); each asserts the finding and that the work stayed bounded
 (bytes read, findings reported). Inputs are generated in ``tmp_path``: the
 50 MB file is sparse, and the bombs repeat one Z_FULL_FLUSH deflate block
-of zeros as tests/_scan/test_archive.py does, so gigabytes of content cost
+of zeros (tests/_scan/archivekit.py), so gigabytes of content cost
 a few megabytes on disk and milliseconds to write.
 """
 
 from __future__ import annotations
 
-import stat
-import struct
-import tarfile
-import zlib
 from pathlib import Path
 
 import pytest
@@ -22,69 +18,11 @@ import pytest
 from caplet._findings import Finding
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_source, scan_tree
-
-MIB = 1024 * 1024
-GIB = 1024 * MIB
+from tests._scan.archivekit import GIB, MIB, tar_gz_bomb, zip_bomb
 
 
 def by_rule(findings: tuple[Finding, ...] | list[Finding], rule_id: str) -> list[Finding]:
     return [f for f in findings if f.rule_id == rule_id]
-
-
-# -- builders (as in test_archive.py) --------------------------------------------------
-
-
-def _zero_stream(prefix: bytes, zeros: int, wbits: int) -> bytes:
-    """``prefix`` then ``zeros`` zero bytes (a multiple of 1 MiB), deflated by repetition."""
-    assert zeros % MIB == 0
-    compressor = zlib.compressobj(9, zlib.DEFLATED, wbits)
-    head = compressor.compress(prefix) + compressor.flush(zlib.Z_FULL_FLUSH)
-    block = compressor.compress(bytes(MIB)) + compressor.flush(zlib.Z_FULL_FLUSH)
-    return head + block * (zeros // MIB) + compressor.flush()
-
-
-def _tar_gz_bomb(path: Path, *, member_size: int, zeros: int) -> Path:
-    """A gzip stream: one member header declaring ``member_size``, then zeros (wrong CRC)."""
-    info = tarfile.TarInfo("pkg-1.0/bomb.py")
-    info.size = member_size
-    path.write_bytes(_zero_stream(info.tobuf(tarfile.PAX_FORMAT), zeros, wbits=31))
-    return path
-
-
-def _zip_bomb(path: Path, *, declared: int, zeros: int) -> Path:
-    """One deflated member of ``zeros`` zero bytes that declares ``declared`` (Zip64)."""
-    name = b"pkg-1.0/bomb.py"
-    data = _zero_stream(b"", zeros, wbits=-15)
-    extra = struct.pack("<HHQQ", 1, 16, declared, len(data))
-    big = 0xFFFFFFFF
-    local = struct.pack(
-        "<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0x21, 0, big, big, len(name), len(extra)
-    )
-    central = struct.pack(
-        "<IHHHHHHIIIHHHHHII",
-        0x02014B50,
-        (3 << 8) | 45,
-        45,
-        0,
-        8,
-        0,
-        0x21,
-        0,
-        big,
-        big,
-        len(name),
-        len(extra),
-        0,
-        0,
-        0,
-        (stat.S_IFREG | 0o644) << 16,
-        0,
-    )
-    body = local + name + extra + data
-    directory = central + name + extra
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(directory), len(body), 0)
-    path.write_bytes(body + directory + end)
-    return path
 
 
 # -- size ------------------------------------------------------------------------------
@@ -170,7 +108,7 @@ def test_a_10_mb_comment_line_in_a_package_is_a_long_line_finding(tmp_path: Path
 
 def test_a_tar_gz_bomb_is_a_finding(tmp_path: Path) -> None:
     # 32 MiB of zeros in a few dozen KiB: refused by ratio while streaming
-    path = _tar_gz_bomb(tmp_path / "bomb-1.0.tar.gz", member_size=32 * MIB, zeros=33 * MIB)
+    path = tar_gz_bomb(tmp_path / "bomb-1.0.tar.gz", member_size=32 * MIB, zeros=33 * MIB)
     assert path.stat().st_size < 64 * 1024
     report = scan_tree(path, mode=ScanMode.PACKAGE)
     [bomb] = by_rule(report.findings, "CPL-ARC-002")
@@ -180,7 +118,7 @@ def test_a_tar_gz_bomb_is_a_finding(tmp_path: Path) -> None:
 
 
 def test_a_tar_gz_declaring_10_gib_is_a_finding_from_its_header(tmp_path: Path) -> None:
-    path = _tar_gz_bomb(tmp_path / "bomb-1.0.tar.gz", member_size=10 * GIB, zeros=10 * GIB)
+    path = tar_gz_bomb(tmp_path / "bomb-1.0.tar.gz", member_size=10 * GIB, zeros=10 * GIB)
     assert path.stat().st_size < 12 * MIB
     report = scan_tree(path, mode=ScanMode.PACKAGE)
     assert by_rule(report.findings, "CPL-ARC-002")
@@ -188,7 +126,7 @@ def test_a_tar_gz_declaring_10_gib_is_a_finding_from_its_header(tmp_path: Path) 
 
 
 def test_a_zip_bomb_is_a_finding(tmp_path: Path) -> None:
-    path = _zip_bomb(tmp_path / "bomb-1.0.zip", declared=32 * MIB, zeros=32 * MIB)
+    path = zip_bomb(tmp_path / "bomb-1.0.zip", declared=32 * MIB, zeros=32 * MIB)
     assert path.stat().st_size < 64 * 1024
     report = scan_tree(path, mode=ScanMode.PACKAGE)
     [bomb] = by_rule(report.findings, "CPL-ARC-002")
@@ -197,14 +135,14 @@ def test_a_zip_bomb_is_a_finding(tmp_path: Path) -> None:
 
 
 def test_a_zip_declaring_10_gib_is_refused_before_decompressing(tmp_path: Path) -> None:
-    path = _zip_bomb(tmp_path / "bomb-1.0.zip", declared=10 * GIB, zeros=10 * GIB)
+    path = zip_bomb(tmp_path / "bomb-1.0.zip", declared=10 * GIB, zeros=10 * GIB)
     report = scan_tree(path, mode=ScanMode.PACKAGE)
     assert by_rule(report.findings, "CPL-ARC-002")
     assert report.bytes_scanned == 0
 
 
 def test_a_bomb_in_a_plugin_scan_is_danger(tmp_path: Path) -> None:
-    path = _zip_bomb(tmp_path / "bomb-1.0.zip", declared=32 * MIB, zeros=32 * MIB)
+    path = zip_bomb(tmp_path / "bomb-1.0.zip", declared=32 * MIB, zeros=32 * MIB)
     report = scan_tree(path)
     assert report.has_danger
     assert by_rule(report.uncovered_dangers(), "CPL-ARC-002")
