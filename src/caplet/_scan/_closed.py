@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from caplet._scan._resolve import Resolver
+from caplet._scan._syntax import dotted as _dotted
 from caplet._scan._values import PURE_BUILTINS as _PURE_BUILTINS
 from caplet._scan._values import Value
 from caplet._scan._values import positional as _positional
@@ -42,18 +43,6 @@ _CLOSED_NODES = (
     ast.BoolOp,
     ast.comprehension,
 )
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of names, else ``None``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 class Closedness(Resolver):

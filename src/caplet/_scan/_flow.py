@@ -46,6 +46,7 @@ from caplet._scan._sources import (
     Source,
 )
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
+from caplet._scan._syntax import dotted as _dotted
 
 __all__ = ["Flow", "Label", "Labels", "downloads", "is_network", "secret_name"]
 
@@ -512,18 +513,6 @@ class Flow(Evaluator):
         self.contributed.setdefault(name, {}).setdefault(where, []).append(value)
         self._name_labels.clear()
         self._labels.clear()
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of names, else ``None``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _env_read(key: str) -> Labels:

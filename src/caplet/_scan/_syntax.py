@@ -35,6 +35,7 @@ __all__ = [
     "TooComplex",
     "argument",
     "bind",
+    "dotted",
     "focus",
     "fold_str",
     "literal_prefix",
@@ -509,6 +510,18 @@ def literal_prefix(node: ast.AST) -> str | None:
     ):
         return literal_prefix(node.func.value)
     return None
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def shorten(text: str, limit: int = 60) -> str:

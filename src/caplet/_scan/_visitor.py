@@ -50,6 +50,7 @@ from caplet._scan._rules import (
 from caplet._scan._sinks import Sinks, launches_payload
 from caplet._scan._sources import DECODERS, EXECUTORS, SHELLS
 from caplet._scan._syntax import Bindings, argument, fold_str, program, shorten, url_host
+from caplet._scan._syntax import dotted as _dotted
 
 __all__ = ["RuleVisitor"]
 
@@ -139,18 +140,6 @@ def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
     if "v" in name.removeprefix("os.exec"):
         return node.args[1]
     return ast.copy_location(ast.List(node.args[1:], ast.Load()), node.args[1])
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of names, else ``None``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 class RuleVisitor(ast.NodeVisitor):
