@@ -109,3 +109,90 @@ def test_every_tuned_sample_has_the_same_danger_either_way(
         whole = {s.name: _danger_of_tree(s) for s in samples}
     assert sum(bool(d) for d in whole.values()) > 150  # the samples are flagged at all
     assert {n: d for n, d in filtered.items() if d != whole[n]} == {}
+
+
+#: The shape of psutil's tests/__init__.py (issue 16): a host fact (the working
+#: directory) bound inside one function, carried by parameters and returns of this
+#: file's functions, through call sites no hit line holds, into a connect in
+#: another; a fixed host elsewhere makes it a beacon. ``{store}``, ``{module}`` and
+#: ``{use}`` are how the value travels between the two last hops.
+_HOPS = """\
+import os
+import socket
+import tempfile
+
+PATHS = []
+
+
+class CONFIG:
+    where = ""
+
+
+def get_name(suffix="", dir=None):
+    name = tempfile.mktemp(suffix=suffix, dir=dir)
+    return name
+
+
+def here_name():
+    return get_name(dir=os.getcwd())
+
+
+def keep(path):
+    {store}
+
+
+def open_pair(name):
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect({use})
+    return client
+
+
+def beacon():
+    return socket.create_connection(("203.0.113.7", 443))
+
+
+def main():
+    fname = here_name()
+    keep(fname)
+    return open_pair(fname)
+
+
+{module}
+"""
+#: Code with no threat token, so that the file is large and the prefilter focuses.
+_PADDING = "".join(
+    f"\n\ndef unrelated_{i}(values):\n    total = 0\n    for value in values:\n"
+    f"        total += value * {i}\n    return total\n"
+    for i in range(160)
+)
+
+
+@pytest.mark.parametrize(
+    ("store", "module", "use"),
+    [
+        # the parameter is filled by main()'s call, outside the focus
+        ("return path", "main()", "name"),
+        # an attribute set in a function outside the focus
+        ("CONFIG.where = path", "main()", "CONFIG.where"),
+        # a module-level list filled outside the focus
+        ("return path", "PATHS.append(here_name())", "PATHS[0]"),
+    ],
+    ids=["call-site", "attribute-store", "filling-method"],
+)
+def test_data_flow_through_functions_outside_the_focus_is_followed(
+    store: str, module: str, use: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _HOPS.format(store=store, module=module, use=use) + _PADDING
+    assert len(text) > 12_000
+    need = prefilter().check(text)
+    connect = next(n for n, line in enumerate(text.splitlines(), 1) if ".connect(" in line)
+    # the fast path is taken, the connect is in its focus, the call sites are not
+    assert isinstance(need, frozenset)
+    assert connect in need
+    assert not {n for n, line in enumerate(text.splitlines(), 1) if "keep(" in line} & need
+    filtered = _danger_of_text(text, "pkg/tests/__init__.py")
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        whole = _danger_of_text(text, "pkg/tests/__init__.py")
+    assert ("CPL-THR-017", connect) in whole
+    assert filtered == whole

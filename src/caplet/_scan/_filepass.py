@@ -187,15 +187,24 @@ def _scan_text(
         scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while parsing", 1, None)
     if tree is None:
         return _text_only(scan), True
-    if focus_lines is None:
-        surveyed = survey(tree, max_depth, max_nodes)
-    else:
+    visited: frozenset[int] | None = None
+    surveyed = survey(tree, max_depth, max_nodes)
+    if focus_lines is not None:
+        # The whole file is surveyed even so: a sink on a focus line is reached by
+        # data bound in any function, passed by any call of this file's functions and
+        # stored into names anywhere (psutil's tests/__init__.py: os.getcwd() through
+        # four functions into socket.connect, issue 16). The survey is cheap beside the
+        # rules, which run on the focus statements only.
         roots, bindings = focus(tree, focus_lines)
-        surveyed = survey(tree, max_depth, max_nodes, roots, bindings)
+        if isinstance(surveyed, TooComplex) and oversized:
+            # a file over the size limit is read only around its hits: what is there
+            surveyed = survey(tree, max_depth, max_nodes, roots, bindings)
+        elif not isinstance(surveyed, TooComplex):
+            visited = frozenset(id(n) for root in roots for n in ast.walk(root))
     if isinstance(surveyed, TooComplex):
         scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
         return _text_only(scan), True
-    visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes)
+    visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes, visited)
     try:
         visitor.run()
         if mode is ScanMode.PLUGIN and focus_lines is None:

@@ -142,16 +142,28 @@ def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
     return ast.copy_location(ast.List(node.args[1:], ast.Load()), node.args[1])
 
 
+#: Nodes that can add to a name after its binding (see ``RuleVisitor._contribute``).
+_CONTRIBUTING = frozenset({ast.Assign, ast.AugAssign, ast.Call})
+
+
 class RuleVisitor(ast.NodeVisitor):
     """Applies the code rules to one parsed file (see the module docstring)."""
 
     def __init__(
-        self, scan: FileScan, bindings: Bindings, nodes: list[ast.AST], scopes: list[int]
+        self,
+        scan: FileScan,
+        bindings: Bindings,
+        nodes: list[ast.AST],
+        scopes: list[int],
+        visited: frozenset[int] | None = None,
     ) -> None:
         self._scan = scan
         self._b = bindings
         self._nodes = nodes
         self._scopes = scopes
+        #: The ids of the nodes the rules visit (``None``: all); the others only
+        #: feed the data flow what they add to a name (:meth:`_contributions_only`).
+        self._visited = visited
         self._scope = 0
         self.flow = Flow(bindings, nodes, scopes)
         self._sinks = Sinks(scan, self.flow)
@@ -165,9 +177,14 @@ class RuleVisitor(ast.NodeVisitor):
         # per-class cache skips the string building, and classes without a
         # visit_ method are skipped outright.
         methods: dict[type[ast.AST], Callable[[Any], None] | None] = {}
+        visited = self._visited
         for node, scope in zip(self._nodes, self._scopes, strict=True):
             self._scope = scope
             kind = type(node)
+            if visited is not None and id(node) not in visited:
+                if kind in _CONTRIBUTING:
+                    self._contributions_only(node)
+                continue
             try:
                 method = methods[kind]
             except KeyError:
@@ -179,6 +196,28 @@ class RuleVisitor(ast.NodeVisitor):
 
     def generic_visit(self, node: ast.AST) -> None:
         """Nothing: :meth:`run` already visits every node."""
+
+    def _contributions_only(self, node: ast.AST) -> None:
+        """What a node outside the focus adds to a name, as its visit would note it.
+
+        The focus pass (package mode, a large file) runs the rules only on the
+        statements around the prefilter's hits, but a sink there may be reached by
+        data stored anywhere in the file (``d[k] = v``, ``buf ^= k``,
+        ``out.append(v)``), as the whole-file pass sees it (issue 16).
+        """
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript | ast.Attribute):
+                    self._contribute(target, node.value)
+        elif isinstance(node, ast.AugAssign):
+            self._contribute_aug(node)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _FILLING_METHODS
+        ):
+            for arg in node.args:
+                self._contribute(node.func.value, arg)
 
     def resolve(self, node: ast.AST) -> tuple[str, ...]:
         return self.flow.resolve(node)
@@ -483,6 +522,10 @@ class RuleVisitor(ast.NodeVisitor):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target, node.target)
+        self._contribute_aug(node)
+
+    def _contribute_aug(self, node: ast.AugAssign) -> None:
+        """``d += v``: ``d`` now carries ``v``."""
         value = node.value
         if isinstance(node.op, ast.BitXor):
             # buf[i] ^= key[i % n]: the buffer is XOR-decoded in place
