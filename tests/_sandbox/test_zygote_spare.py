@@ -415,3 +415,19 @@ def test_a_prepared_spares_warm_up_leaves_nothing_in_the_workers_tmp(
         assert worker.call("demo", "echo", (None,), {}, timeout_s=10) == sorted({"work", *runtime})
     finally:
         worker.close()
+
+
+def test_a_dead_zygote_is_released_when_the_next_one_starts() -> None:
+    """Its socket and process handle were left to the garbage collector: a
+    ResourceWarning in whichever later test collected them."""
+    launcher = SandboxLauncher()
+    try:
+        first = launcher._get_zygote()
+        first.process.kill()
+        first.process.wait()
+        second = launcher._get_zygote()
+        assert second is not first
+        assert second.alive
+        assert first.sock.fileno() == -1, "the dead zygote's socket is closed"
+    finally:
+        launcher.close()

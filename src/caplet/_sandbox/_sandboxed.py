@@ -373,6 +373,11 @@ class SandboxLauncher:
     def _get_zygote(self) -> _Zygote:
         with self._lock:
             if self._zygote is None or not self._zygote.alive:
+                if self._zygote is not None:
+                    # A dead zygote's socket and process handle are released,
+                    # not left to the garbage collector (a ResourceWarning in
+                    # whichever test happened to collect it).
+                    self._zygote.close()
                 self._zygote = _Zygote(self.identity)
             return self._zygote
 
