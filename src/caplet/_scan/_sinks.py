@@ -136,6 +136,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         self._runs: list[tuple[frozenset[str], ast.Call, str]] = []
         self._fixed_destination = False
         self._recon_egress: list[tuple[ast.Call, Labels, str]] = []
+        self._document_egress: list[tuple[ast.Call, str, str]] = []
         self._secret_egress: list[tuple[ast.Call, str, str]] = []
         self._nested: dict[str, list[Finding]] = {}
         self._patches: list[tuple[ast.AST, str, list[ast.AST]]] = []
@@ -364,6 +365,15 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             if fixed:
                 self._scan.emit(
                     "CPL-THR-006", f"{names} sent by {api}", node.lineno, node.col_offset
+                )
+        for node, folder, api in self._document_egress:
+            if fixed:
+                # the user's files sent to a host written into the code
+                self._scan.emit(
+                    "CPL-THR-007",
+                    f"the user's {folder} files sent by {api}",
+                    node.lineno,
+                    node.col_offset,
                 )
         for node, labels, api in self._recon_egress:
             if fixed:
