@@ -1487,3 +1487,28 @@ def test_pip_install_assembled_from_lists_in_setup_py_is_a_threat(source: str) -
 )
 def test_pip_installing_the_package_itself_or_its_requirements_is_not(source: str) -> None:
     assert "CPL-THR-019" not in danger(source, "setup.py")
+
+
+# -- issue 16, the last misses: a name spelled by a helper taking *args ---------------------
+
+
+def test_a_builtin_named_by_a_helper_given_its_letters_as_varargs_is_a_threat() -> None:
+    source = """
+    甲 = str(hex)
+    def 取(源, *位):
+        return "".join(源[k] for k in 位)
+    getattr(__builtins__, 取(甲, 20, 21, 20, 13))(payload)
+    """
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_a_varargs_helper_given_what_the_caller_passes_is_not() -> None:
+    # a name joined from a parameter: getattr(builtins, name) as pydoc and inspect do it
+    source = """
+    import builtins
+    def joined(*parts):
+        return "".join(parts)
+    def lookup(name):
+        return getattr(builtins, joined(name))
+    """
+    assert "CPL-THR-003" not in danger(source)
