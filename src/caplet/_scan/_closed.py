@@ -244,9 +244,12 @@ class Closedness(Resolver):
         returns); ``None`` when it has anything else (a decorator, a ``global``, a
         ``yield``, a nested definition, a ``try``, a call of its own result...)."""
         a = fn.args
-        if fn.decorator_list or a.vararg or a.kwarg or a.kw_defaults or a.defaults:
+        if fn.decorator_list or a.kwarg or a.kw_defaults or a.defaults:
             return None
+        # *args holds the call's own arguments, which closed() checks at the call
         own = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        if a.vararg is not None:
+            own.add(a.vararg.arg)
         checked: list[ast.AST] = []
         pending: list[ast.stmt] = list(fn.body)
         while pending:

@@ -144,9 +144,10 @@ class Commands:
         value = self._flow.evaluate(command)
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             return [v for v in value if isinstance(v, str)]
-        if isinstance(command, ast.List | ast.Tuple):
-            words = [self._flow.name_value(e) for e in command.elts]
-            return [w if w is not None else "?" for w in words] if words else None
+        if isinstance(command, ast.List | ast.Tuple | ast.BinOp | ast.Name):
+            listed = self._list_words(command, 0)
+            if listed:
+                return listed
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         if value is None and isinstance(command, ast.JoinedStr):
@@ -162,6 +163,31 @@ class Commands:
             except ValueError:
                 return value.split()
         return None
+
+    def _list_words(self, command: ast.expr, depth: int) -> list[str] | None:
+        """A command list's words, ``?`` for what is not known: a list literal, lists
+        added together (``base + ["install", x]``), or a name bound once to a list and
+        what is added to it later (``cmd += [...]``, ``cmd.extend(...)``, ``append``)."""
+        flow = self._flow
+        if depth > 4:
+            return None
+        if isinstance(command, ast.List | ast.Tuple):
+            return [flow.name_value(e) or "?" for e in command.elts[:64]]
+        if isinstance(command, ast.BinOp) and isinstance(command.op, ast.Add):
+            left = self._list_words(command.left, depth + 1)
+            right = self._list_words(command.right, depth + 1)
+            return None if left is None or right is None else left + right
+        if not isinstance(command, ast.Name):
+            return None
+        bound = flow.bindings.assigned.get(command.id, ())
+        words = self._list_words(bound[0], depth + 1) if len(bound) == 1 else None
+        if words is None:
+            return None
+        for values in flow.contributed.get(command.id, {}).values():
+            for value in values[:16]:
+                more = self._list_words(value, depth + 1)
+                words += more if more is not None else [flow.name_value(value) or "?"]
+        return words
 
     def literal_words(self, command: ast.expr) -> list[str] | None:
         if isinstance(command, ast.Constant) and isinstance(command.value, str):

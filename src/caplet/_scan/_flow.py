@@ -39,6 +39,7 @@ from caplet._scan._sources import (
     HTTP_CLIENT_MODULES,
     NETWORK_READS,
     PROCESS_OUTPUTS,
+    PUBLIC_IP_SERVICES,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
@@ -287,6 +288,8 @@ class Flow(Evaluator):
                 out.add((Source.RECON, name))
             elif downloads(name):
                 out.add((Source.DOWNLOADED, name))
+                if node.args and _public_ip(self.name_value(node.args[0])):
+                    out.add((Source.RECON, "public IP"))
             elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
                 out |= _file_labels(self.path_text(node.args[0]))
         if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
@@ -521,6 +524,14 @@ def _env_read(key: str) -> Labels:
     if secret_name(key):
         return frozenset({(Source.SECRET, key)})
     return _NONE
+
+
+def _public_ip(url: str | None) -> bool:
+    """``url`` asks a service for the caller's public IP address (:data:`PUBLIC_IP_SERVICES`)."""
+    if not url:
+        return False
+    host = url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
+    return host in PUBLIC_IP_SERVICES or host.removeprefix("www.") in PUBLIC_IP_SERVICES
 
 
 def _file_labels(path: str | None) -> Labels:

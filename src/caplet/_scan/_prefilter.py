@@ -84,6 +84,12 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # a PowerShell command hidden in base64 (decoded and read by the command rules)
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",
+    # an API named in a string for pkgutil to resolve ("os:system", CPL-THR-003)
+    r"\bresolve_name\b",
+    # Windows' DLL loaders, given a file the package ships or writes (CPL-THR-018)
+    r"(?i)\b(?:rundll32|regsvr32)\b",
+    # a browser shortcut rewritten to load an extension (CPL-THR-009)
+    r"--load-extension\b",
     # bytecode loaded from a file (CPL-THR-027)
     r"\bSourcelessFileLoader\b|\bload_compiled\b",
     # keyloggers and screen grabbers (CPL-THR-017 and CPL-THR-004 beside an egress)
@@ -304,6 +310,10 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # bytes XORed by hand beside a process, code or library sink: a packaged payload
     # decoded, written and started (JPCERT/CC's Lazarus .dat files)
     (r"[\w)\]]\s*\^=?\s*[\w(]", _SINK),
+    # pip run through runpy with an install put in sys.argv (CPL-THR-019)
+    (r"\b(?:run_module|run_path|_run_module_as_main)\b", r"\bargv\b"),
+    # the user's own folders swept for documents, next to the network (CPL-THR-007)
+    (r"['\"/\\](?i:desktop|documents|downloads|onedrive)['\"/\\]", _NETWORK),
 )
 
 

@@ -394,6 +394,10 @@ class Resolver:
             if "builtins.__import__" in funcs and "fromlist" not in {k.arg for k in node.keywords}:
                 return tuple(dict.fromkeys((name, name.split(".", 1)[0])))
             return (name,)
+        if "pkgutil.resolve_name" in funcs and node.args:
+            # pkgutil.resolve_name("os:system") is os.system, by a name in a string
+            name = self.name_value(node.args[0])
+            return () if name is None else (name.replace(":", "."),)
         if "builtins.getattr" in funcs and len(node.args) >= 2:
             attr = self.name_value(node.args[1])
             if attr is None:

@@ -14,6 +14,7 @@ import re2
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
+from caplet._scan._sink_documents import user_documents
 from caplet._scan._sources import EGRESS_VERBS, NON_PAYLOAD_KEYWORDS, Source
 from caplet._scan._syntax import shorten
 from caplet._scan._tags import Tagger
@@ -71,6 +72,7 @@ class EgressSinks:
     _tags: Tagger
     _fixed_destination: bool
     _recon_egress: list[tuple[ast.Call, Labels, str]]
+    _document_egress: list[tuple[ast.Call, str, str]]
     _secret_egress: list[tuple[ast.Call, str, str]]
     _patches: list[tuple[ast.AST, str, list[ast.AST]]]
 
@@ -145,6 +147,9 @@ class EgressSinks:
             self._scan.emit("CPL-THR-007", f"{', '.join(credentials)} sent by {api}", line, col)
         if Source.RECON in sources:
             self._recon_egress.append((node, frozenset(labels), api))
+        folder = user_documents(flow, payload) if payload else None
+        if folder is not None:
+            self._document_egress.append((node, folder, api))
         self._handed_credentials(node, api, payload)
 
     def _handed_credentials(self, node: ast.Call, api: str, payload: list[ast.expr]) -> None:

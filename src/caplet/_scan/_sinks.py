@@ -38,6 +38,7 @@ from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._sink_egress import EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
+from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import StageSinks, Write
 from caplet._scan._sources import (
     DNS_FUNCTIONS,
@@ -90,6 +91,12 @@ _UNPICKLERS = frozenset(
 _TEMPORARY_FILES = frozenset({"tempfile.NamedTemporaryFile", "tempfile.TemporaryFile"})
 
 
+#: Windows' loaders of a DLL (its entry point, or its registration function, is run).
+_DLL_LOADERS = frozenset({"rundll32", "rundll32.exe", "regsvr32", "regsvr32.exe"})
+#: runpy's runners: given pip (and an install in ``sys.argv``) they are pip's command line.
+_RUNPY = frozenset({"runpy.run_module", "runpy.run_path", "runpy._run_module_as_main"})
+
+
 #: Loaders of compiled bytecode from a file (what fshec2 ran its payload with).
 _BYTECODE_LOADERS = frozenset(
     {"importlib.machinery.SourcelessFileLoader", "imp.load_compiled", "_imp.load_compiled"}
@@ -129,6 +136,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         self._runs: list[tuple[frozenset[str], ast.Call, str]] = []
         self._fixed_destination = False
         self._recon_egress: list[tuple[ast.Call, Labels, str]] = []
+        self._document_egress: list[tuple[ast.Call, str, str]] = []
         self._secret_egress: list[tuple[ast.Call, str, str]] = []
         self._nested: dict[str, list[Finding]] = {}
         self._patches: list[tuple[ast.AST, str, list[ast.AST]]] = []
@@ -191,6 +199,21 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             and node.args
         ):
             self._write(node, func.value, (node.args[0],), set())
+        if "pkgutil.resolve_name" in funcs and node.args:
+            # pkgutil.resolve_name("os:system"): an API named in a string, not in the code
+            name = flow.name_value(node.args[0])
+            self._hidden_lookup(node, flow.resolve(node), f"pkgutil.resolve_name({name!r})")
+        if (
+            not _RUNPY.isdisjoint(funcs)
+            and node.args
+            and self._runs_pip(node.args[0])
+            and self._installs_argv()
+        ):
+            # sys.argv = ["pip", "install", X]; runpy.run_module("pip", run_name="__main__")
+            api = next(f for f in funcs if f in _RUNPY)
+            self._scan.emit(
+                "CPL-THR-019", f"{api}(pip) with sys.argv", node.lineno, node.col_offset
+            )
         if not PIP_MAINS.isdisjoint(funcs) and self._installs(node):
             self._scan.emit(
                 "CPL-THR-019",
@@ -246,6 +269,64 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
                 scan.tag(Tag.DOWNLOADER, line, word)
         self._runs.append((self._commands.program_keys(command), node, api))
         self._pending.append(lambda: self._command(node, api, command))
+        words = self._commands.words(command) or self._commands.literal_pieces(command)
+        loader = PurePosixPath(words[0].replace("\\", "/")).name.lower() if words else ""
+        if loader in _DLL_LOADERS:
+            self._pending.append(lambda: self._dll_loaded(node, api, command, loader))
+
+    def _dll_loaded(self, node: ast.Call, api: str, command: ast.expr, loader: str) -> None:
+        """``rundll32``/``regsvr32`` of a file the package ships, or writes or copies from
+        what it ships: a native payload renamed (``.dat``, ``.bin``) and loaded (CPL-THR-018;
+        a file written from decoded or downloaded data is the data flow's, CPL-THR-001/002)."""
+        flow = self._flow
+        shown = f"{api}({loader} ...)"
+        if any(s is Source.PACKAGED for s, _ in flow.labels(command)):
+            self._scan.emit("CPL-THR-018", shown, node.lineno, node.col_offset)
+            return
+        # the loader's argument is "<path>,<export>": every name in the command may be the path
+        named = {n.id for n in ast.walk(command) if isinstance(n, ast.Name)}
+        named -= self._commands.modules()
+        keys = self._through_parameters(
+            self._commands.program_keys(command) | frozenset(named), node
+        )
+        for write in self._writes:
+            if not keys & self._through_parameters(write.keys, write.node):
+                continue
+            labels = set(write.labels)
+            for data in write.data:
+                labels |= flow.labels(data)
+            written = list(write.data)
+            if write.handle is not None:
+                written += flow.contributed.get(write.handle, {}).get(write.scope, ())[:8]
+            if any(s is Source.PACKAGED for s, _ in labels) or any(
+                self._read_from_package(d) for d in written
+            ):
+                self._scan.emit("CPL-THR-018", shown, node.lineno, node.col_offset)
+                return
+
+    def _read_from_package(self, data: ast.expr) -> bool:
+        """``data`` is read from a file of the package: ``open(<packaged path>).read()``
+        (through the handle's name too) or ``pkgutil.get_data``."""
+        flow = self._flow
+        pending: list[ast.AST] = [data]
+        seen: set[str] = set()
+        while pending and len(seen) < 8:
+            for n in ast.walk(pending.pop()):
+                if isinstance(n, ast.Name) and n.id not in seen:
+                    seen.add(n.id)
+                    pending.extend(flow.bindings.assigned.get(n.id, ())[:4])
+                if not isinstance(n, ast.Call):
+                    continue
+                funcs = flow.resolve(n.func)
+                if "pkgutil.get_data" in funcs:
+                    return True
+                if (
+                    not {"builtins.open", "io.open"}.isdisjoint(funcs)
+                    and n.args
+                    and any(s is Source.PACKAGED for s, _ in flow.labels(n.args[0]))
+                ):
+                    return True
+        return False
 
     def opened_for_writing(self, node: ast.Call, path: ast.AST) -> None:
         """``open(path, "w")``: the file's handle, if named, carries what is written."""
@@ -270,6 +351,13 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         for check in pending:
             check()
         self._write_then_run()
+        for node in shortcut_hijacks(self._flow):
+            self._scan.emit(
+                "CPL-THR-009",
+                "a browser shortcut rewritten with --load-extension",
+                getattr(node, "lineno", 0),
+                getattr(node, "col_offset", 0),
+            )
         if self._patches:
             self._patch_check()
         fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
@@ -277,6 +365,15 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             if fixed:
                 self._scan.emit(
                     "CPL-THR-006", f"{names} sent by {api}", node.lineno, node.col_offset
+                )
+        for node, folder, api in self._document_egress:
+            if fixed:
+                # the user's files sent to a host written into the code
+                self._scan.emit(
+                    "CPL-THR-007",
+                    f"the user's {folder} files sent by {api}",
+                    node.lineno,
+                    node.col_offset,
                 )
         for node, labels, api in self._recon_egress:
             if fixed:
@@ -403,16 +500,57 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
 
     # -- helpers ------------------------------------------------------------------------------
 
+    def _runs_pip(self, target: ast.expr) -> bool:
+        """``runpy``'s target is pip: the module ``pip`` (or one of its own), or a path
+        into pip's package directory."""
+        flow = self._flow
+        name = flow.name_value(target) or flow.path_text(target) or ""
+        parts = re.split(r"[./\\:]", name)
+        if name and (parts[0] == "pip" or "pip" in parts[:-1]):
+            return True
+        # os.path.join(os.path.dirname(pip.__file__), "__main__.py")
+        return any(
+            isinstance(n, ast.Attribute)
+            and n.attr in {"__file__", "__path__"}
+            and "pip" in flow.resolve(n.value)
+            for n in ast.walk(target)
+        )
+
+    def _installs_argv(self) -> bool:
+        """``sys.argv`` given an install anywhere in the file (assigned, a slice of it
+        assigned, extended or appended to): what ``runpy`` then hands pip."""
+        flow = self._flow
+        values: list[ast.expr] = []
+        for node in flow.nodes:
+            if isinstance(node, ast.Assign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    owner = target.value if isinstance(target, ast.Subscript) else target
+                    if "sys.argv" in flow.resolve(owner):
+                        values.append(node.value)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"extend", "append", "insert", "__setitem__"}
+                and "sys.argv" in flow.resolve(node.func.value)
+            ):
+                values.extend(node.args)
+        return self._install_args(values)
+
     def _installs(self, node: ast.Call) -> bool:
         """``pip.main(["install", ...])`` (or ``args=``): an install, not pip's own entry
         point; the list may be filled after it is made (``a = []; a.append("install")``)."""
+        return self._install_args([*node.args, *(k.value for k in node.keywords)])
+
+    def _install_args(self, exprs: list[ast.expr]) -> bool:
+        """Any of ``exprs`` is (or names) a list with ``install`` in it, or the word."""
         flow = self._flow
-        pending: list[ast.expr] = [*node.args, *(k.value for k in node.keywords)]
+        pending: list[ast.expr] = list(exprs)
         seen: set[str] = set()
         while pending:
             arg = pending.pop()
             value = flow.evaluate(arg)
-            if isinstance(value, list) and "install" in value:
+            if (isinstance(value, list) and "install" in value) or value == "install":
                 return True
             if isinstance(arg, ast.List | ast.Tuple) and any(
                 flow.name_value(e) == "install" for e in arg.elts

@@ -33,6 +33,7 @@ __all__ = [
     "NOT_EGRESS",
     "PIP_MAINS",
     "PROCESS_OUTPUTS",
+    "PUBLIC_IP_SERVICES",
     "RECON_ENV_NAMES",
     "RECON_FILES",
     "RECON_FUNCTIONS",
@@ -341,6 +342,26 @@ RECON_FUNCTIONS: Final = frozenset(
 #: Environment variables that name the user or the machine.
 RECON_ENV_NAMES: Final = frozenset(
     {"USER", "USERNAME", "LOGNAME", "COMPUTERNAME", "HOSTNAME", "USERDOMAIN", "HOME", "USERPROFILE"}
+)
+#: Services that answer with the caller's public IP address (and often its place): a
+#: stealer's first request, whose answer goes out with the loot (issue 16).
+PUBLIC_IP_SERVICES: Final = frozenset(
+    {
+        "api.ipify.org",
+        "api64.ipify.org",
+        "ipinfo.io",
+        "ifconfig.me",
+        "ifconfig.co",
+        "checkip.amazonaws.com",
+        "icanhazip.com",
+        "ipecho.net",
+        "ident.me",
+        "myexternalip.com",
+        "ip-api.com",
+        "ipapi.co",
+        "wtfismyip.com",
+        "checkip.dyndns.org",
+    }
 )
 #: Files whose content is the host's identity.
 RECON_FILES: Final = frozenset({"/etc/passwd", "/etc/hostname", "/etc/shadow", "/etc/group"})

@@ -35,6 +35,7 @@ from caplet._scan._sources import (
     DNS_FUNCTIONS,
     NETWORK_MODULES,
     NETWORK_PROGRAMS,
+    PUBLIC_IP_SERVICES,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
@@ -163,6 +164,8 @@ RECON_TOKENS: Final = "|".join(
         # a program whose output is the host's identity, first word of a command literal
         r"(?i:['\"/\\](?:" + "|".join(sorted(RECON_PROGRAMS)) + r")(?:\.exe)?(?:['\"\s]|$))",
         "|".join(re.escape(p) for p in sorted(RECON_FILES)),
+        # a service asked for the host's public IP address (a URL literal naming it)
+        r"(?i:" + "|".join(re.escape(h) for h in sorted(PUBLIC_IP_SERVICES)) + r")\b",
         r"['\"]/etc/?['\"]",
     ]
 )

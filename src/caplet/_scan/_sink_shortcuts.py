@@ -1,0 +1,62 @@
+"""Browser shortcuts rewritten to load an extension (CPL-THR-009).
+
+A stealer that drops a browser extension keeps it loaded by rewriting the user's
+browser shortcuts (Windows ``.lnk`` files through ``WScript.Shell``, freedesktop
+``.desktop`` launchers) so that every launch passes ``--load-extension=<dir>``
+(Phylum's 2023 write-up of the web3 typosquats that replaced copied wallet
+addresses). A test harness starting Chrome with the flag (selenium, playwright)
+never touches a shortcut, so the flag counts only in a file that opens or edits
+shortcuts.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from caplet._scan._flow import Flow
+
+__all__ = ["shortcut_hijacks"]
+
+#: The browser switch that loads an unpacked extension from a folder.
+_LOAD_EXTENSION = "--load-extension"
+#: Shortcut files and the calls and keys that edit them.
+_SHORTCUT_SUFFIXES = (".lnk", ".desktop")
+_SHORTCUT_CALLS = frozenset({"CreateShortCut", "CreateShortcut"})
+
+
+def _text(flow: Flow, node: ast.AST) -> str:
+    """What a literal or an expression of literals evaluates to, or ``""``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp | ast.JoinedStr):
+        value = flow.evaluate(node)
+        return value if isinstance(value, str) else ""
+    return ""
+
+
+def _edits_shortcuts(flow: Flow) -> bool:
+    """The file names a shortcut file, a launcher's ``Exec=`` line or the call that opens
+    a ``.lnk`` (``WScript.Shell``'s ``CreateShortCut``)."""
+    for node in flow.nodes:
+        if isinstance(node, ast.Attribute) and node.attr in _SHORTCUT_CALLS:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value.lower()
+            if text.endswith(_SHORTCUT_SUFFIXES) or "exec=" in text:
+                return True
+    return False
+
+
+def shortcut_hijacks(flow: Flow) -> list[ast.AST]:
+    """Where ``--load-extension`` is put into what a file that edits browser shortcuts
+    writes: the literal (or the expression built from literals) that carries it."""
+    if not _edits_shortcuts(flow):
+        return []
+    found = (
+        node
+        for node in flow.nodes
+        if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr)
+        and _LOAD_EXTENSION in _text(flow, node)
+    )
+    first = next(found, None)
+    return [] if first is None else [first]
