@@ -710,6 +710,17 @@ def test_an_approval_that_predates_recorded_hooks_vouches_for_no_subscription(
     outcome = host.enable("p")
     assert not outcome
     assert "now subscribes to application event 'content:afterSave'" in outcome.reason
+    # ... and a plugin without hooks carries such an approval over as before
+    plain = make_plugin("q", modules='[modules.main]\nfunctions = ["run"]\n')
+    approve(host, "q")
+    record = host.manager.store.get_approval("q")
+    assert record is not None
+    host.manager.store.put_approval(dataclasses.replace(record, hooks=None))
+    (plain / "plugin.py").write_text((plain / "plugin.py").read_text() + "\n# new content\n")
+    host.discover()
+    outcome = host.enable("q")
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
 
 
 def test_a_downgrade_needs_consent(host: PluginHost, make_plugin: PluginFactory) -> None:
