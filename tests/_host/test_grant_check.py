@@ -616,3 +616,49 @@ def test_caplets_own_paths_are_looked_up_at_every_plan_never_kept(tmp_path: Path
     none = (parse_capability("env.read:HOME"),)
     assert plan_grants("p", none, protected=protected, identity=identity).grants == ()
     assert len(asked) == 2  # nothing to check against them: not even asked
+
+
+def test_a_program_inside_another_hosts_writable_grant_is_refused(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    data: Path,
+) -> None:
+    """Red team, round 4: two caplet processes on one state directory (a long-running
+    ``caplet mcp`` and a ``caplet call``). One enabled a plugin writing ``/data``; the
+    other enabled a plugin approved to run ``/data/tool``, unaware of the first: the
+    writer re-points the tool and the runner's next worker runs anything."""
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    _tool(make_plugin, "writer", "fs.write")
+    with (
+        make_host(plugins_dir, state_dir, launcher) as first,
+        make_host(plugins_dir, state_dir, launcher) as second,
+    ):
+        first.discover()
+        second.discover()
+        assert first.enable("writer", config={"root": str(data)}, consent=True)
+        outcome = second.enable("runner", consent=True)
+        assert not outcome
+        assert str(tool) in outcome.reason
+        assert "writer" in outcome.reason
+        # Disabled there, it is no longer in the way here.
+        assert first.disable("writer")
+        assert second.enable("runner", consent=True)
+        # The other order: the runner's host is enabled first.
+        refused = first.enable("writer", config={"root": str(data)}, consent=True)
+        assert not refused
+        assert str(tool) in refused.reason
+        assert "runner (enabled by another caplet process)" in refused.reason
+    # A host that is gone (its run directory's lock released) is in nobody's way.
+    with make_host(plugins_dir, state_dir, launcher) as third:
+        third.discover()
+        assert third.enable("writer", config={"root": str(data)}, consent=True)

@@ -124,6 +124,14 @@ import subprocess
 def through_loader_read(loader, path):
     done = subprocess.run([loader, path, "-c", "print('escaped')"], capture_output=True, text=True)
     return done.stdout.strip()
+
+
+def noexec(paths):
+    return {path: bool(os.statvfs(path).f_flag & os.ST_NOEXEC) for path in paths}
+
+
+def run(program, *args):
+    return subprocess.run([program, *args], capture_output=True, text=True).stdout.strip()
 """
 
 
@@ -193,15 +201,13 @@ def test_the_approved_programs_loader_runs_no_program_the_plugin_wrote(
     assert seccomp_log(host, "runner") == {"memfd_create": "denied 1 time(s)"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (docs/security.md, 'Attacking the result again'): read grants keep exec "
-    "mappings (they may hold libraries a plugin loads), so the loader still runs an ELF "
-    "that someone else (another plugin's writable grant) put in a read grant",
-)
+@pytest.mark.security
 def test_the_loader_runs_no_program_from_a_read_grant(
     plugins_dir: Path, state_dir: Path, tmp_path: Path
 ) -> None:
+    """Red team (open until round 4): ``ld.so /shared/copied`` ran an ELF file that
+    another plugin's ``fs.write`` (or anyone) put in this plugin's read grant.
+    A plugin's read grant that holds no runtime or program is mounted noexec."""
     shared = tmp_path / "shared"
     shared.mkdir()
     shutil.copy(sys.executable, shared / "copied")
@@ -211,7 +217,7 @@ def test_the_loader_runs_no_program_from_a_read_grant(
         plugins_dir,
         "reader",
         LOADER,
-        ("through_loader_read",),
+        ("through_loader_read", "noexec"),
         capabilities=("proc.exec:true", f"fs.read:{shared}"),
     )
     with sandboxed_host(plugins_dir, state_dir, "reader") as host:
@@ -219,6 +225,41 @@ def test_the_loader_runs_no_program_from_a_read_grant(
         assert true is not None
         loader = program_grants(true)[-1].path
         assert call(host, "reader", "through_loader_read", loader, str(shared / "copied")) == ""
+        # The runtime's libraries and the approved program's directory still map.
+        lib = str(Path(loader).parent)
+        assert call(host, "reader", "noexec", [str(shared), lib]) == {str(shared): True, lib: False}
+
+
+@pytest.mark.security
+def test_a_read_grant_holding_the_approved_program_keeps_it_running(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    """noexec is for data: a read grant that holds an approved program (or the
+    runtime) keeps exec mappings, or the program could not start."""
+    tools = tmp_path / "tools"
+    (tools / "bin").mkdir(parents=True)
+    echo = shutil.which("echo")
+    assert echo is not None
+    script = tools / "bin" / "hello"
+    shutil.copy(echo, script)
+    script.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir()
+    for path in (tmp_path, tools, tools / "bin", data):
+        path.chmod(0o755)
+    write_plugin(
+        plugins_dir,
+        "tooled",
+        LOADER,
+        ("run", "noexec"),
+        capabilities=(f"proc.exec:{script}", f"fs.read:{tools}", f"fs.read:{data}"),
+    )
+    with sandboxed_host(plugins_dir, state_dir, "tooled") as host:
+        assert call(host, "tooled", "run", str(script), "hello") == "hello"
+        assert call(host, "tooled", "noexec", [str(tools), str(data)]) == {
+            str(tools): False,
+            str(data): True,
+        }
 
 
 def test_a_worker_that_cannot_exec_keeps_plain_memfds(host: PluginHost) -> None:

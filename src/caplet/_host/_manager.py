@@ -24,6 +24,7 @@ Nothing here runs plugin code: workers are the :class:`PluginHost`'s job.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -66,6 +67,7 @@ from caplet._errors import (
     PluginTreeError,
     PolicyError,
     SignatureError,
+    StoreError,
 )
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._host._capdiff import parse_approved
@@ -1091,9 +1093,13 @@ class PluginManager:
                 protected=self._protected_paths,
                 identity=self._worker_identity(),
                 enabled={
-                    other.name: other.grant_plan
-                    for other in self._records.values()
-                    if other.state is PluginState.ENABLED
+                    # Other caplet processes on this state directory too (round 4).
+                    **self._run_directory().peer_plans(),
+                    **{
+                        other.name: other.grant_plan
+                        for other in self._records.values()
+                        if other.state is PluginState.ENABLED
+                    },
                 },
             )
         except (CapabilityError, PolicyError) as exc:
@@ -1143,6 +1149,10 @@ class PluginManager:
         record.withheld = withheld
         record.enabled_hash = record.content_hash
         record.validators = validators
+        try:
+            self._publish_grants({name: plan})
+        except StoreError as exc:
+            return self._refuse(name, "enable", str(exc))
         record.grant_plan = plan
         record.state = PluginState.ENABLED
         for note in plan.notes:
@@ -1288,6 +1298,8 @@ class PluginManager:
                 target.snapshot = None
             target.withheld = ()
             self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
+        with contextlib.suppress(StoreError):  # a stale list only refuses more elsewhere
+            self._publish_grants()
         self._mark_dirty()
         return Outcome(True, f"plugin {name!r} disabled", affected=tuple(dependants))
 
@@ -1475,9 +1487,22 @@ class PluginManager:
     @property
     def run_dir(self) -> Path:
         """This process's private run directory (snapshots, work directories)."""
+        return self._run_directory().path
+
+    def _run_directory(self) -> RunDir:
         if self._run is None:
             self._run = RunDir(self.state_dir)
-        return self._run.path
+        return self._run
+
+    def _publish_grants(self, changed: Mapping[str, GrantPlan] | None = None) -> None:
+        """What the enabled plugins (and ``changed``, about to be) may write and run,
+        for the other hosts' enables. StoreError when it cannot be written."""
+        plans = {
+            record.name: record.grant_plan
+            for record in self._records.values()
+            if record.state is PluginState.ENABLED
+        }
+        self._run_directory().publish({**plans, **(changed or {})})
 
     def _worker_identity(self) -> WorkerIdentity:
         """Who workers run as, looked up once per policy (a passwd lookup, ~0.15 ms

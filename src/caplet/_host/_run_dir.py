@@ -16,16 +16,28 @@ and locked before the directory exists) for as long as the host lives, so
 the next host removes every run directory whose lock it can take: the lock
 is released by the kernel when its holder dies, whatever its pid is reused
 for, and a directory whose host is still starting is never taken for litter.
+
+The same lock tells a host which *other* hosts on the state directory are
+alive, and each host publishes, in its run directory, the writable grants
+and the programs of the plugins it has enabled (``grants.json``): enable
+checks a plugin's programs and writable grants against every live host's,
+not only its own (red team, round 4: a plugin enabled by a long-running
+``caplet mcp`` wrote ``/data``, and a ``caplet call`` of another process
+enabled a plugin approved to run ``/data/tool``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from caplet._errors import PluginTreeError, StoreError
+from caplet._host._grant_check import GrantPlan
+from caplet._sandbox._grants import PathGrant
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._snapshot import remove_snapshot
 
@@ -35,6 +47,11 @@ __all__ = ["RUN_SUBDIR", "RunDir"]
 RUN_SUBDIR = "run"
 _PREFIX = "caplet-run-"
 _LOCK = ".lock"
+#: The enabled plugins' writable grants and programs, published for the other hosts.
+_GRANTS = "grants.json"
+#: The most bytes of a peer's grants.json read (a host with hundreds of plugins
+#: writes a few tens of KiB).
+_GRANTS_MAX = 4 << 20
 
 
 class RunDir:
@@ -64,6 +81,47 @@ class RunDir:
                 f"cannot create caplet's run directory {self.path} ({exc.strerror}); check "
                 "that the state directory is writable"
             ) from exc
+
+    def publish(self, plans: Mapping[str, GrantPlan]) -> None:
+        """Tell the other hosts on this state directory what the enabled plugins may
+        write and run (atomically replaced; ephemeral, so not fsynced)."""
+        data = {
+            name: {
+                "writable": [[g.path, g.device, g.inode] for g in plan.grants if g.writable],
+                "programs": [g.path for g in plan.programs],
+            }
+            for name, plan in plans.items()
+            if plan.programs or any(g.writable for g in plan.grants)
+        }
+        temporary = self.path / f".{_GRANTS}.{os.getpid()}"
+        try:
+            temporary.write_text(json.dumps(data), encoding="utf-8")
+            temporary.replace(self.path / _GRANTS)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise StoreError(
+                f"cannot write {self.path / _GRANTS} ({exc.strerror}); check that the state "
+                "directory is writable"
+            ) from exc
+
+    def peer_plans(self) -> dict[str, GrantPlan]:
+        """The writable grants and programs that the *other* live hosts published, keyed
+        by a name that says whose they are. A host is live while it holds its lock."""
+        found: dict[str, GrantPlan] = {}
+        parent = self.path.parent
+        try:
+            locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
+        except OSError:
+            return found
+        for entry in locks:
+            directory = Path(entry.path[: -len(_LOCK)])
+            if not entry.name.startswith(_PREFIX) or directory == self.path:
+                continue
+            if not _alive(entry.path):
+                continue
+            for name, plan in _read_plans(directory / _GRANTS).items():
+                found[f"{name} (enabled by another caplet process)"] = plan
+        return found
 
     def close(self) -> None:
         """Remove the directory and everything in it, then its lock; idempotent."""
@@ -98,3 +156,43 @@ def _sweep(parent: Path) -> None:
             continue  # alive (the lock is held), or not removable now: a later host tries
         finally:
             os.close(fd)
+
+
+def _alive(lock: str) -> bool:
+    """Whether the host owning the run directory of ``lock`` still holds its lock."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases a lock taken just now: that host is gone
+    return False
+
+
+def _read_plans(path: Path) -> dict[str, GrantPlan]:
+    """A peer's published plans (empty when it has none yet)."""
+    try:
+        with path.open("rb") as handle:
+            raw = json.loads(handle.read(_GRANTS_MAX))
+    except (OSError, ValueError):
+        return {}  # not published yet, or mid-replace by a host that is starting
+    plans: dict[str, GrantPlan] = {}
+    if not isinstance(raw, dict):
+        return plans
+    for name, entry in raw.items():
+        try:
+            writable = tuple(
+                PathGrant(str(p), writable=True, device=int(d), inode=int(i))
+                for p, d, i in entry["writable"]
+            )
+            programs = tuple(PathGrant(str(p), executable=True) for p in entry["programs"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        plans[str(name)] = GrantPlan(grants=writable, programs=programs)
+    return plans

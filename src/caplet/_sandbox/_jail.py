@@ -285,7 +285,7 @@ def build_root(spec: JailSpec) -> PreparedRoot:
                 os.close(entry.fd)
         for fd in devices.values():
             os.close(fd)
-    mounted = tuple(Mount(entry.path, entry.kind) for entry in plan)
+    mounted = tuple(Mount(entry.path, entry.kind, noexec=entry.noexec) for entry in plan)
     return PreparedRoot(root, spec, mounted, host_root, covered)
 
 
@@ -363,7 +363,11 @@ def _add_grants(prepared: PreparedRoot, spec: JailSpec, grants: list[PathGrant])
     """Mount ``grants`` into the prepared root, parents first, and seal their submounts."""
     if not grants:
         return
-    plan = open_plan(JailSpec(grants=tuple(grants)), prepared=prepared, jail_mounts=False)
+    plan = open_plan(
+        JailSpec(grants=tuple(grants), exec_paths=spec.exec_paths),
+        prepared=prepared,
+        jail_mounts=False,
+    )
     try:
         earlier = list(prepared.mounted)
         for index, entry in enumerate(plan):

@@ -110,7 +110,7 @@ def _mount_sealed(target: str, entry: Mount) -> None:
     # mount the host makes under a granted path later never appears
     # inside (with the host's flags, past the grant's read-only seal).
     mount(None, target, None, MS_REC | MS_PRIVATE)
-    remount_flags(target, _grant_flags(entry.kind), Step.GRANT, entry.path)
+    remount_flags(target, _grant_flags(entry.kind, noexec=entry.noexec), Step.GRANT, entry.path)
 
 
 def bind_nested_grant(root: str, target: str, entry: Mount) -> None:
@@ -290,10 +290,13 @@ def mask(root: str, path: str) -> None:
     remount_flags(target, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, Step.GRANT, path)
 
 
-def _grant_flags(kind: Kind) -> int:
+def _grant_flags(kind: Kind, *, noexec: bool = False) -> int:
     match kind:
         case Kind.READ_ONLY:
-            return MS_RDONLY | MS_NOSUID | MS_NODEV
+            # noexec for a plugin's read grant that holds no runtime or
+            # program (_jail_model.read_grant_noexec): the loader maps no ELF
+            # file someone else put there.
+            return MS_RDONLY | MS_NOSUID | MS_NODEV | (MS_NOEXEC if noexec else 0)
         case Kind.WRITABLE:
             # noexec: nothing a plugin writes is mapped executable, not even
             # by the approved program's ELF interpreter run as a program
@@ -399,7 +402,8 @@ def seal_submounts(root: str, plan: list[Mount], *, only: set[str] | None = None
                 continue
             match owner.kind:
                 case Kind.READ_ONLY | Kind.WRITABLE:
-                    remount_flags(mount_point, _grant_flags(owner.kind), Step.GRANT, mount_point)
+                    flags = _grant_flags(owner.kind, noexec=owner.noexec)
+                    remount_flags(mount_point, flags, Step.GRANT, mount_point)
                 case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP:
                     pass  # the jail's own mounts (the device binds): already set
                 case _:

@@ -62,6 +62,7 @@ __all__ = [
     "path_contains",
     "path_inside",
     "path_parts",
+    "read_grant_noexec",
     "read_small",
     "validate",
     "write_proc",
@@ -163,6 +164,11 @@ class JailSpec:
     #: Directories hidden under an empty sealed tmpfs (caplet's own state
     #: inside a broad read grant), applied after every grant.
     masks: tuple[str, ...] = ()
+    #: Paths whose files must stay mappable as code (the runtime's directories,
+    #: the approved programs and their ELF interpreter): a pinned read grant
+    #: (a plugin's ``fs.read``) that overlaps none of them is mounted ``noexec``
+    #: (:func:`read_grant_noexec`).
+    exec_paths: tuple[str, ...] = ()
 
 
 class Step(Enum):
@@ -207,6 +213,8 @@ class Mount:
     fd: int = -1
     #: The link's target, for Kind.LINK.
     link: str = ""
+    #: A read-only grant mounted ``noexec`` too (:func:`read_grant_noexec`).
+    noexec: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,6 +416,22 @@ def path_contains(parent: str, path: str) -> bool:
     """Whether ``path`` is ``parent`` or below it (whole components only)."""
     outer, inner = path_parts(parent), path_parts(path)
     return inner[: len(outer)] == outer
+
+
+def read_grant_noexec(path: str, exec_paths: tuple[str, ...]) -> bool:
+    """Whether a plugin's read grant at ``path`` is mounted ``noexec``.
+
+    Landlock's execute right guards execve(2) only: the approved program's
+    ELF interpreter, run as a program (``ld.so FILE``), maps any ELF file the
+    worker can read, and a read grant may hold files that someone else
+    wrote there (another plugin's ``fs.write`` inside it, another user): a
+    static-gate bypass inside the jail (red team, "Attacking the result
+    again"). mmap(2) refuses ``PROT_EXEC`` on a noexec mount, to the loader
+    too. A read grant that contains, or lies inside, the runtime or an
+    approved program keeps exec mappings: its libraries must load (a grant
+    of ``/usr`` holds libc, and covers the runtime's own mount of it).
+    """
+    return not any(path_contains(path, other) or path_contains(other, path) for other in exec_paths)
 
 
 def path_inside(root: str, path: str) -> str:

@@ -33,6 +33,7 @@ from caplet._sandbox._jail_model import (
     path_contains,
     path_inside,
     path_parts,
+    read_grant_noexec,
 )
 from caplet._sandbox._relocate import host_path
 from caplet._sandbox._resolve import (
@@ -79,10 +80,13 @@ def open_plan(
             except OSError as exc:
                 raise fail(Step.OPEN_GRANT, exc, source.path) from exc
             kind = Kind.COPY if source.copy and not rw else Kind.WRITABLE if rw else Kind.READ_ONLY
+            # Only a plugin's read grant (pinned); the runtime's are not.
+            data = kind is Kind.READ_ONLY and source.pinned and not source.executable
             if path == "/" and kind is not Kind.COPY:
-                plan += _whole_root(fd, kind)
+                plan += _whole_root(fd, kind, spec.exec_paths if data else None)
             else:
-                plan.append(Mount(path, kind, fd))
+                noexec = data and read_grant_noexec(path, spec.exec_paths)
+                plan.append(Mount(path, kind, fd, noexec=noexec))
     except BaseException:
         for entry in plan:
             if entry.fd >= 0:
@@ -94,7 +98,7 @@ def open_plan(
     return plan
 
 
-def _whole_root(fd: int, kind: Kind) -> list[Mount]:
+def _whole_root(fd: int, kind: Kind, exec_paths: tuple[str, ...] | None) -> list[Mount]:
     """A grant of ``/`` as one grant per entry of the host's root (closes ``fd``).
 
     Bound as one mount over the jail's root, ``/`` would leave no place for
@@ -109,6 +113,9 @@ def _whole_root(fd: int, kind: Kind) -> list[Mount]:
     reachable anyway, and the runtime's own mounts under it (a Python in
     ``/root/.pyenv``) then get the jail's search-only scaffolding instead
     (see :func:`unsearchable_roots`, which the zygote uses to keep them).
+    With ``exec_paths`` (a plugin's read grant), each entry is judged on its
+    own by :func:`read_grant_noexec`: ``/usr`` keeps exec mappings, ``/home``
+    and ``/srv`` do not.
     """
     hidden = unsearchable_roots(os.geteuid(), os.getegid(), root_fd=fd)
     entries: list[Mount] = []
@@ -126,7 +133,8 @@ def _whole_root(fd: int, kind: Kind) -> list[Mount]:
                 entries.append(Mount(f"/{name}", Kind.LINK, link=os.readlink(name, dir_fd=fd)))
             elif stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
                 child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-                entries.append(Mount(f"/{name}", kind, child))
+                noexec = exec_paths is not None and read_grant_noexec(f"/{name}", exec_paths)
+                entries.append(Mount(f"/{name}", kind, child, noexec=noexec))
     except OSError as exc:
         for entry in entries:
             if entry.fd >= 0:

@@ -343,6 +343,7 @@ def _child(
             identity=_IDENTITY,
             masks=request.masks,
             private_tmp=private_tmp,
+            exec_paths=_exec_paths(request.grants),
         )
         if prepared is not None:
             finish_jail(prepared, spec)
@@ -662,6 +663,12 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
         # The relocated runtime is no host path: no host grant shows it.
         or _under(runtime.path, RUNTIME_ROOT)
     )
+
+
+def _exec_paths(grants: tuple[PathGrant, ...]) -> tuple[str, ...]:
+    """What must stay mappable as code in the jail: every path of the runtime (those a
+    broad read grant shows instead of their own mount too) and the approved programs."""
+    return tuple(g.path for g in (*_RUNTIME_GRANTS, *grants) if g.executable or not g.pinned)
 
 
 def _under(path: str, outer: str) -> bool:

@@ -8,6 +8,9 @@ dies or is stopped and the check sees it.
 
 from __future__ import annotations
 
+import shutil
+import sys
+
 from caplet._host._host import PluginHost
 from caplet._selftest._checks import (
     DEADLINE_MS,
@@ -274,6 +277,15 @@ def _decoy(arena: Arena, _plugin: str) -> tuple[object, ...]:
     return (arena.decoy_pid,)
 
 
+def _elf_in_read_grant(arena: Arena, plugin: str) -> tuple[object, ...]:
+    """Put a copy of the interpreter in the plugin's read grant, as another plugin's
+    ``fs.write`` there (or any other user) could, and name it."""
+    path = arena.unix_path.parent / f"{plugin}-interpreter"
+    shutil.copyfile(sys.executable, path)
+    path.chmod(0o644)  # no x bit: Landlock would refuse execve(2) anyway
+    return (str(path),)
+
+
 def _syscall(name: str, *args: int) -> Args:
     def build(arena: Arena, _plugin: str) -> tuple[object, ...]:
         return (arena.syscalls[name], *args)
@@ -369,6 +381,17 @@ CASES: tuple[HostileCase, ...] = (
         LOADER + "\n\ndef run():\n    return attempt(copied)\n",
         refused("EPERM"),
         capabilities=("proc.exec:true",),
+    ),
+    HostileCase(
+        "loader-runs-from-read-grant",
+        Family.PROCESSES,
+        "granted proc.exec:true and a read grant, run a copy of the interpreter that "
+        "someone else put in the read grant through the dynamic loader (ld.so COPY)",
+        Layer.NAMESPACES,
+        LOADER + "\n\ndef run(path):\n    return attempt(through_loader, path)\n",
+        refused("EPERM"),
+        args=_elf_in_read_grant,
+        capabilities=("proc.exec:true", "fs.read:{ipc}"),
     ),
     HostileCase(
         "loader-runs-memfd",
