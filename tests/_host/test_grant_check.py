@@ -662,3 +662,56 @@ def test_a_program_inside_another_hosts_writable_grant_is_refused(
     with make_host(plugins_dir, state_dir, launcher) as third:
         third.discover()
         assert third.enable("writer", config={"root": str(data)}, consent=True)
+
+
+WRITER = """
+def create_functions(config):
+    def rewrite(path, data):
+        with open(path, "r+b") as handle:
+            handle.write(data.encode())
+        return True
+
+    return {"main": {"rewrite": rewrite}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("order", ["writer-first", "runner-first"])
+def test_a_program_with_a_hard_link_in_a_writable_grant_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, data: Path, tmp_path: Path, order: str
+) -> None:
+    """Red team, round 4: ``proc.exec:/opt/tools/tool`` whose inode has a second
+    name, ``/data/alias``, in another plugin's writable grant. No path check sees
+    it (the program's path and the directories above it are nobody's grant), and
+    the writer rewrote the approved program's bytes through its own name."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    tool = tools / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    os.link(tool, data / "alias")
+    give_to_worker(data, tools)  # the worker's own file: what a user's ~/bin holds
+    tools.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    make_plugin(
+        "writer",
+        source=WRITER,
+        extra=f'capabilities = ["fs.write:{data}"]',
+        modules='[modules.main]\nfunctions = ["rewrite"]\n',
+    )
+    host.discover()
+    if order == "writer-first":
+        assert host.enable("writer", consent=True)
+    outcome = host.enable("runner", consent=True)
+    if outcome and order == "writer-first":
+        # What the refusal prevents: the approved program, rewritten by another plugin.
+        host.call("writer", "main.rewrite", str(data / "alias"), "#!")
+        assert tool.read_bytes()[:2] != b"#!", "another plugin rewrote the approved program"
+    assert not outcome, "a program another name of which may lie in a writable grant"
+    assert str(tool) in outcome.reason
+    assert "hard link" in outcome.reason

@@ -130,7 +130,7 @@ def plan_grants(
     grants, masks, notes = _plan_paths(plugin, fs, protected(), identity) if fs else ([], [], [])
     others = {name: plan for name, plan in (enabled or {}).items() if name != plugin}
     writable_grants = [grant for grant in grants if grant.writable]
-    programs = _plan_programs(plugin, capabilities, writable_grants, others)
+    programs = _plan_programs(plugin, capabilities, writable_grants, others, identity)
     for other, plan in others.items():
         for program in plan.programs:
             try:
@@ -211,8 +211,10 @@ def _plan_programs(
     capabilities: Sequence[Capability],
     writable: Sequence[PathGrant],
     others: Mapping[str, GrantPlan],
+    identity: WorkerIdentity,
 ) -> tuple[PathGrant, ...]:
-    """The approved programs' executable grants; none inside any writable grant."""
+    """The approved programs' executable grants; none inside any writable grant, and
+    none a worker may write that has another name (a hard link) anywhere."""
     found: list[PathGrant] = []
     for capability in capabilities:
         if not isinstance(capability, ProcExecCapability):
@@ -239,8 +241,52 @@ def _plan_programs(
                     "the program outside every writable grant (e.g. /usr/local/bin) and "
                     "declare that path"
                 )
+        for grant in grants:
+            problem = _linked_and_writable(grant.path, identity)
+            if problem:
+                raise CapabilityError(f"{where}: {problem}")
         found += grants
     return tuple(found)
+
+
+def _linked_and_writable(program: str, identity: WorkerIdentity) -> str:
+    """Why ``program`` cannot be granted when it has more than one hard link and the
+    worker may write it, else "".
+
+    Whether a path lies in a writable grant is decided by the directories above
+    it, so a second *name* of the same inode in a writable grant is invisible to
+    that check (red team, round 4: ``/data/alias``, a hard link to the approved
+    ``/opt/tools/tool``, let the plugin writing ``/data`` rewrite the program).
+    Finding every name of an inode means walking whole file systems; but a
+    program the worker's uid neither owns nor may write (root's ``/usr/bin``)
+    cannot be rewritten through any name (an owner may chmod it writable
+    again), and one with a single name is reached only through the path
+    checked above.
+    """
+    try:
+        fd = os.open(program, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return ""  # program_grants found it: vanished since, the start fails
+    try:
+        info = os.fstat(fd)
+        if info.st_nlink < 2 or not stat.S_ISREG(info.st_mode):
+            return ""
+        groups = () if identity.privileged else tuple(os.getgroups())
+        # The owner may chmod it writable again (through the other name too).
+        owned = info.st_uid == identity.uid
+        if not owned and access_problem(
+            fd, identity.uid, identity.gid, writable=True, groups=groups
+        ):
+            return ""
+    finally:
+        os.close(fd)
+    return (
+        f"the program {program} has {info.st_nlink} hard links and the worker "
+        f"({identity.describe()}) owns or may write it: through another name, in any "
+        "writable grant, a plugin could rewrite the approved program; give it a single "
+        "name, or an owner other than the worker without write access for it (e.g. "
+        f"`chown root: {program}; chmod 755 {program}`)"
+    )
 
 
 def _program_holder(program: str, writable: Sequence[PathGrant]) -> tuple[PathGrant | None, str]:
