@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from caplet import GuestError, GuestLimits, GuestStatus, LifecycleError, Policy
+from caplet import (
+    CircuitOpenError,
+    GuestError,
+    GuestLimits,
+    GuestStatus,
+    LifecycleError,
+    Policy,
+)
 from caplet._host._host import PluginHost
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher
@@ -512,3 +519,42 @@ def test_guest_code_cannot_quarantine_a_plugin_by_calling_it_out_of_time(
             now[0] += 120  # past the breaker's cool-down
         assert host.manager.store.get_quarantine("slow") is None
         assert host.call("slow", "slow.wait", 0) == "done"
+
+
+PICKY = """
+def create_functions(config):
+    def parse(text):
+        return int(text)  # an honest plugin: a ValueError for text that is no number
+    return {"picky": {"parse": parse}}
+"""
+
+
+def test_guest_code_cannot_quarantine_a_plugin_by_feeding_it_input_it_rejects(
+    plugins_dir: Path, state_dir: Path, launcher: CountingLauncher, make_plugin: PluginFactory
+) -> None:
+    """Red team, round 4: untrusted guest code called an honest plugin with text it
+    cannot parse, three times, through three cool-downs: every exception counted
+    toward its breaker and the plugin was quarantined (persisted, for every host,
+    until a person runs `caplet release`). A caller's input may open this host's
+    breaker; only the application's own calls quarantine."""
+    plugin(make_plugin, "picky", PICKY, module="picky", functions=("parse",))
+    now = [1000.0]
+    with make_host(
+        plugins_dir,
+        state_dir,
+        launcher,  # type: ignore[arg-type]
+        policy=Policy(guest=GuestLimits(pool_size=0)),
+        clock=lambda: now[0],
+    ) as host:
+        host.discover()
+        assert host.enable("picky", consent=True)
+        for _ in range(4):
+            for _ in range(3):
+                result = host.exec("import host.picky\nhost.picky.parse('x')")
+                assert not result.ok
+            # The breaker still does its job in this host: it is open.
+            with pytest.raises(CircuitOpenError):
+                host.call("picky", "picky.parse", "7")
+            now[0] += 120  # past the breaker's cool-down
+        assert host.manager.store.get_quarantine("picky") is None
+        assert host.call("picky", "picky.parse", "7") == 7

@@ -243,18 +243,23 @@ class CircuitBreaker:
             # Otherwise a call admitted before the breaker opened: only the
             # probe may close it again.
 
-    def record_failure(self) -> Trip | None:
+    def record_failure(self, *, quarantinable: bool = True) -> Trip | None:
         """A call failed; returns the :class:`Trip` when this failure opened the breaker.
 
         Must be called by the thread that made the call (see the module docstring).
+        ``quarantinable=False`` (a call made by guest code or another plugin, whose
+        input the plugin did not choose): the failure counts and may open the
+        breaker, but that opening is no trip toward quarantine, which is persisted
+        for every host (red team, round 4: guest code quarantined an honest plugin by
+        feeding it text it could not parse).
         """
         with self._lock:
             self.failures += 1
             if self._is_probe():
                 self._probe_owner = None
-                return self._open(probe_failed=True)
+                return self._open(probe_failed=True, quarantinable=quarantinable)
             if self._state is BreakerState.CLOSED and self.failures >= self.failure_threshold:
-                return self._open(probe_failed=False)
+                return self._open(probe_failed=False, quarantinable=quarantinable)
             # Already open (or half-open with another thread's probe): a call
             # that started before the breaker opened ended badly. It is
             # counted, but the breaker does not trip twice.
@@ -283,12 +288,13 @@ class CircuitBreaker:
             self._probe_owner = None
             self._trips.clear()
 
-    def _open(self, *, probe_failed: bool) -> Trip:
+    def _open(self, *, probe_failed: bool, quarantinable: bool) -> Trip:
         now = self._clock()
         self._state = BreakerState.OPEN
         self.closed = False
         self._opened_at = now
-        self._trips.append(now)
+        if quarantinable:
+            self._trips.append(now)
         horizon = now - self.quarantine_window_s
         trips = sum(1 for at in self._trips if at >= horizon)
         return Trip(

@@ -213,7 +213,8 @@ class CallPath:
                 breaker.cancel_probe()
                 meter.failed(exc, started)
                 raise
-            if not self.failed(name, target, breaker, exc, running):
+            nested = timeout_cap is not None  # guest code's or another plugin's call
+            if not self.failed(name, target, breaker, exc, running, nested=nested):
                 breaker.cancel_probe()
             meter.failed(exc, started)
             raise
@@ -225,7 +226,7 @@ class CallPath:
             # Never a foreign exception out of a call (issue 13): a failure of
             # the host on this call counts like the failure it stands for.
             error = call_failure(name, target, exc, started=running is not None)
-            self.failed(name, target, breaker, error, running)
+            self.failed(name, target, breaker, error, running, nested=timeout_cap is not None)
             meter.failed(error, started)
             raise error from exc
         except BaseException:
@@ -246,8 +247,13 @@ class CallPath:
         breaker: CircuitBreaker,
         exc: SandboxError,
         running: RunningWorker | None,
+        *,
+        nested: bool = False,
     ) -> bool:
         """Account for a failed call; False when it was not the plugin's failure.
+
+        ``nested``: the call came from guest code or another plugin, which chose
+        its input; it may open the breaker but never trips it toward quarantine.
 
         ``running`` is the worker the call went to (None: none was started).
         A dead one is stopped only if it is still the plugin's current worker,
@@ -281,9 +287,9 @@ class CallPath:
                 self._workers.stop(name, running)
         elif isinstance(exc, InvalidOutputError):
             self.manager.log_decision(name, "output", target, False, str(exc))
-        trip = breaker.record_failure()
+        trip = breaker.record_failure(quarantinable=not nested)
         if trip is not None:
-            self._tripped(name, target, trip, exc)
+            self._tripped(name, target, trip, exc, nested=nested)
         return True
 
     def _cut_short(
@@ -300,10 +306,15 @@ class CallPath:
         if not running.worker.alive:
             self._workers.stop(name, running)
 
-    def _tripped(self, name: str, target: str, trip: Trip, exc: SandboxError) -> None:
+    def _tripped(
+        self, name: str, target: str, trip: Trip, exc: SandboxError, *, nested: bool = False
+    ) -> None:
         """Log a trip; quarantine the plugin once it trips too often."""
-        self.manager.log_decision(name, "circuit", target, False, trip.describe())
-        if not trip.quarantine:
+        detail = trip.describe()
+        if nested:
+            detail += " (on a call by guest code or another plugin: not counted toward quarantine)"
+        self.manager.log_decision(name, "circuit", target, False, detail)
+        if nested or not trip.quarantine:
             return
         last = str(exc)
         if len(last) > _REASON_CHARS:
