@@ -272,3 +272,24 @@ def test_a_worker_that_cannot_exec_keeps_plain_memfds(host: PluginHost) -> None:
             call(host, "buffers", "plain_memfd")
         assert host.disable("buffers")
         assert seccomp_log(host, "buffers") == {"memfd_create": "denied 1 time(s)"}
+
+
+@pytest.mark.security
+def test_the_loader_runs_no_program_the_plugin_ships(plugins_dir: Path, state_dir: Path) -> None:
+    """Red team, round 4: a plugin approved for ``proc.exec:true`` shipped a program
+    as ``helper.dat`` (no scanner reads a data file) and ran it with every layer on:
+    ``ld.so /plugin/helper.dat``. The snapshot is mounted noexec."""
+    write_plugin(
+        plugins_dir,
+        "shipper",
+        LOADER,
+        ("through_loader_read", "noexec"),
+        capabilities=("proc.exec:true",),
+    )
+    shutil.copy(sys.executable, plugins_dir / "shipper" / "helper.dat")
+    with sandboxed_host(plugins_dir, state_dir, "shipper") as host:
+        true = shutil.which("true")
+        assert true is not None
+        loader = program_grants(true)[-1].path
+        assert call(host, "shipper", "through_loader_read", loader, "/plugin/helper.dat") == ""
+        assert call(host, "shipper", "noexec", ["/plugin"]) == {"/plugin": True}

@@ -80,3 +80,26 @@ def test_a_compiled_library_without_sources_in_a_source_tree_is_a_threat(tmp_pat
         {"pkg/__init__.py": "", "pkg/_speedups.so": ELF, "pkg-1.0.dist-info/WHEEL": "x"},
     )
     assert "CPL-THR-022" not in danger(wheel)
+
+
+def test_a_native_executable_under_any_name_is_danger_in_a_plugin(tmp_path: Path) -> None:
+    """Red team, round 4: ``helper.dat`` holding an ELF program passed the gate (no
+    name rule matched, nothing read it) and ran through the approved program's
+    loader. In plugin mode a file's first bytes decide, whatever its name."""
+    root = tmp_path / "plugin"
+    root.mkdir()
+    (root / "plugin.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    (root / "helper.dat").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(57))
+    (root / "tool.exe").write_bytes(b"MZ\x90\x00" + bytes(60))
+    (root / "notes.dat").write_bytes(b"plain data, no program\n")
+    report = scan_tree(root, mode=ScanMode.PLUGIN)
+    native = {
+        (f.rule_id, f.file, f.severity) for f in report.findings if f.rule_id == "CPL-NAT-002"
+    }
+    assert native == {
+        ("CPL-NAT-002", "helper.dat", Severity.DANGER),
+        ("CPL-NAT-002", "tool.exe", Severity.DANGER),
+    }
+    # Package mode judges a tree by its names, as before (a package is large).
+    package = scan_tree(root, mode=ScanMode.PACKAGE)
+    assert not [f for f in package.findings if f.file == "helper.dat"]

@@ -200,6 +200,12 @@ def copy_grant(target: str, entry: Mount) -> None:
     private copy shows ``/``. The copy is taken from the snapshot the host
     verified, by this process, before any plugin code exists. Modes keep
     their read and execute bits only (never write, set-uid or set-gid).
+    Sealed ``noexec``: no file of a plugin is mapped as code (the danger
+    gate refuses native libraries in a plugin tree, so none needs to be), and
+    an ELF file shipped under another name (``helper.dat``) is not run by the
+    approved program's loader either (red team, round 4: ``ld.so
+    /plugin/helper.dat`` ran a shipped ``id`` on an approval of
+    ``proc.exec:true``).
     """
     try:
         _make_mountpoint(target, directory=True)
@@ -217,7 +223,7 @@ def copy_grant(target: str, entry: Mount) -> None:
         mount(None, target, None, MS_REC | MS_PRIVATE)
     except OSError as exc:
         raise fail(Step.GRANT, exc, entry.path) from exc
-    remount_flags(target, MS_RDONLY | MS_NOSUID | MS_NODEV, Step.GRANT, entry.path)
+    remount_flags(target, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, Step.GRANT, entry.path)
 
 
 #: Most bytes one sendfile(2) call moves (its own limit is about 2 GiB).

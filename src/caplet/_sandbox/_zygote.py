@@ -668,7 +668,11 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
 def _exec_paths(grants: tuple[PathGrant, ...]) -> tuple[str, ...]:
     """What must stay mappable as code in the jail: every path of the runtime (those a
     broad read grant shows instead of their own mount too) and the approved programs."""
-    return tuple(g.path for g in (*_RUNTIME_GRANTS, *grants) if g.executable or not g.pinned)
+    return tuple(
+        g.path
+        for g in (*_RUNTIME_GRANTS, *grants)
+        if g.executable or not (g.pinned or g.copy)  # never the snapshot (mounted noexec)
+    )
 
 
 def _under(path: str, outer: str) -> bool:

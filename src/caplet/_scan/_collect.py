@@ -191,6 +191,22 @@ def read_source(path: str, max_bytes: int) -> bytes | int | OSError:
     return len(data) if len(data) > max_bytes else data
 
 
+def _read_head(path: str) -> bytes | OSError:
+    """The first 64 bytes of a regular file (opened as :func:`read_source` opens)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return OSError(0, "not a regular file")
+        return os.read(fd, 64)
+    except OSError as exc:
+        return exc
+    finally:
+        os.close(fd)
+
+
 def _decode(data: bytes) -> tuple[str, str | None, int]:
     """Decoded text (lossy on error), the decoding problem if any, and its line.
 
@@ -296,6 +312,28 @@ class Collector:
             self._native_sources = True
         elif name == "WHEEL" and relative.rsplit("/", 2)[-2].endswith(".dist-info"):
             self._wheel = True
+
+    def note_other(self, relative: str, path: str) -> None:
+        """A file the scanner does not read as source: its name and, in plugin mode,
+        whether its first bytes are a native executable's (CPL-NAT-002).
+
+        A plugin approved for ``proc.exec:true`` ran ``id`` shipped as
+        ``helper.dat`` through the program's dynamic loader (red team, round 4):
+        the name rules saw no library and nothing read the file. Only plugin
+        mode looks (a plugin tree is small; a package is judged by its names).
+        """
+        self.note_name(relative)
+        if self.mode is not ScanMode.PLUGIN or relative.endswith(_NATIVE_LIBRARIES):
+            return
+        head = _read_head(path)
+        if isinstance(head, OSError) and head.errno in {0, errno.ELOOP}:
+            self.file_problem(relative, "CPL-SCAN-005", relative)  # swapped since the walk
+        elif isinstance(head, OSError):
+            self.file_problem(relative, "CPL-SCAN-004", head.strerror or type(head).__name__)
+        elif isinstance(head, bytes) and (
+            head.startswith(_NATIVE_MAGIC) or (head.startswith(b"MZ") and b"\0" in head[:64])
+        ):
+            self.file_problem(relative, "CPL-NAT-002", f"{relative} (an executable by its content)")
 
     def add(self, relative: str, data: bytes | int | OSError, *, oversized: bool = False) -> None:
         """Scan one file's content (or record why it could not be read)."""

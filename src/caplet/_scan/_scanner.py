@@ -159,7 +159,7 @@ def scan_tree(
             if wanted(entry.relative):
                 collector.add_path(entry.relative, entry.path)
             else:
-                collector.note_name(entry.relative)
+                collector.note_other(entry.relative, entry.path)
         else:
             assert_never(kind)
         if progress is not None:
