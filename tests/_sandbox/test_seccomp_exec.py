@@ -15,6 +15,7 @@ Where no memory cgroup bounds a worker, it gets no memfd at all
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -234,8 +235,9 @@ def test_the_loader_runs_no_program_from_a_read_grant(
 def test_a_read_grant_holding_the_approved_program_keeps_it_running(
     plugins_dir: Path, state_dir: Path, tmp_path: Path
 ) -> None:
-    """noexec is for data: a read grant that holds an approved program (or the
-    runtime) keeps exec mappings, or the program could not start."""
+    """noexec is for data: a read grant that holds an approved program is noexec
+    but the program itself is bound again with exec mappings, or it could not start;
+    any other ELF file beside it is still refused to the loader."""
     tools = tmp_path / "tools"
     (tools / "bin").mkdir(parents=True)
     echo = shutil.which("echo")
@@ -243,6 +245,8 @@ def test_a_read_grant_holding_the_approved_program_keeps_it_running(
     script = tools / "bin" / "hello"
     shutil.copy(echo, script)
     script.chmod(0o755)
+    shutil.copy(echo, tools / "copied")
+    (tools / "copied").chmod(0o644)
     data = tmp_path / "data"
     data.mkdir()
     for path in (tmp_path, tools, tools / "bin", data):
@@ -251,15 +255,49 @@ def test_a_read_grant_holding_the_approved_program_keeps_it_running(
         plugins_dir,
         "tooled",
         LOADER,
-        ("run", "noexec"),
+        ("run", "noexec", "through_loader_read"),
         capabilities=(f"proc.exec:{script}", f"fs.read:{tools}", f"fs.read:{data}"),
     )
     with sandboxed_host(plugins_dir, state_dir, "tooled") as host:
         assert call(host, "tooled", "run", str(script), "hello") == "hello"
-        assert call(host, "tooled", "noexec", [str(tools), str(data)]) == {
-            str(tools): False,
+        assert call(host, "tooled", "noexec", [str(tools), str(script), str(data)]) == {
+            str(tools): True,
+            str(script): False,
             str(data): True,
         }
+        true = shutil.which("true")
+        assert true is not None
+        loader = program_grants(true)[-1].path
+        assert call(host, "tooled", "through_loader_read", loader, str(tools / "copied")) == ""
+
+
+@pytest.mark.security
+def test_a_read_grant_of_usr_maps_only_the_runtime_and_the_program(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    """``fs.read:/usr`` holds the runtime's libraries and the approved program, and
+    may hold another plugin's writable grant (``/usr/local/share/x``): the grant is
+    noexec, the library directories and the program are exec again."""
+    true = shutil.which("true")
+    assert true is not None
+    real_true = os.path.realpath(true)
+    if not real_true.startswith("/usr/"):
+        pytest.skip(f"`true` is {real_true}, not under /usr")
+    write_plugin(
+        plugins_dir,
+        "usr-reader",
+        LOADER,
+        ("run", "noexec"),
+        capabilities=("proc.exec:true", "fs.read:/usr"),
+    )
+    with sandboxed_host(plugins_dir, state_dir, "usr-reader") as host:
+        runtime_prefix = call(host, "usr-reader", "noexec", ["/usr"])["/usr"]
+        flags = call(host, "usr-reader", "noexec", ["/usr/share", "/usr/lib", real_true])
+        if runtime_prefix:  # a runtime elsewhere (/caplet, pyenv): /usr is data but for these
+            assert flags == {"/usr/share": True, "/usr/lib": False, real_true: False}
+        else:  # the runtime's own prefix is /usr (a distribution's Python): all of it maps
+            assert flags == {"/usr/share": False, "/usr/lib": False, real_true: False}
+        assert call(host, "usr-reader", "run", "true") == ""
 
 
 def test_a_worker_that_cannot_exec_keeps_plain_memfds(host: PluginHost) -> None:

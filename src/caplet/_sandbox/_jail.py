@@ -59,6 +59,7 @@ from caplet._sandbox._jail_fs import (
     mount_tmp,
     pivot,
     remount_flags,
+    reopen_exec,
     seal_submounts,
 )
 from caplet._sandbox._jail_model import (
@@ -270,6 +271,7 @@ def build_root(spec: JailSpec) -> PreparedRoot:
         for index, entry in enumerate(plan):
             apply(root, entry, spec, devices, plan[:index])
         seal_submounts(root, plan)
+        reopen_exec(root, plan, spec.exec_paths)
         mount_proc(root)
         remount_flags(
             path_inside(root, "/dev"), MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, Step.DEV
@@ -373,6 +375,7 @@ def _add_grants(prepared: PreparedRoot, spec: JailSpec, grants: list[PathGrant])
         for index, entry in enumerate(plan):
             apply(prepared.root, entry, spec, {}, [*earlier, *plan[:index]])
         seal_submounts(prepared.root, [*earlier, *plan], only={entry.path for entry in plan})
+        reopen_exec(prepared.root, plan, spec.exec_paths)
     finally:
         for entry in plan:
             if entry.fd >= 0:

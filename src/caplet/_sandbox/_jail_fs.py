@@ -62,6 +62,7 @@ __all__ = [
     "pivot",
     "populate_dev",
     "remount_flags",
+    "reopen_exec",
     "seal_submounts",
 ]
 
@@ -312,6 +313,55 @@ def _grant_flags(kind: Kind, *, noexec: bool = False) -> int:
             raise AssertionError(f"{kind.value} is not a bound grant")
         case _:
             assert_never(kind)
+
+
+def reopen_exec(root: str, plan: list[Mount], exec_paths: tuple[str, ...]) -> None:
+    """Bind each runtime path and approved program that lies inside a noexec read grant
+    onto itself again, with exec mappings (after :func:`seal_submounts`).
+
+    ``fs.read:/usr`` holds libc and the approved program, which must still
+    load, and another plugin's ``fs.write:/usr/local/share/x``, which must
+    not: the grant is noexec, ``/usr/lib`` and ``/usr/bin/true`` inside it
+    are exec again (``_jail_model.read_grant_noexec``). Each is opened without
+    following links (a spelling through a link, ``/lib64`` on a merged-/usr
+    host, is skipped: its real path is in the list too); no plugin can write
+    the directories on the way (enable refuses a writable grant over the
+    runtime or a program). The bind is recursive, so mounts below it (a
+    nested grant, sealed already) keep their place and flags.
+    """
+    for entry in plan:
+        if not entry.noexec:
+            continue
+        for path in exec_paths:
+            if path == entry.path or not path_contains(entry.path, path):
+                continue
+            target = path_inside(root, path)
+            try:
+                fd = open_no_links(target)
+            except (GrantPathError, OSError):
+                continue  # not there, or only through a link: nothing to map from
+            try:
+                mount(f"/proc/self/fd/{fd}", f"/proc/self/fd/{fd}", None, MS_BIND | MS_REC)
+                mount(None, target, None, MS_REC | MS_PRIVATE)
+            except OSError as exc:
+                raise fail(Step.GRANT, exc, path) from exc
+            finally:
+                os.close(fd)
+            _exec_again(target, path)
+
+
+def _exec_again(target: str, path: str) -> None:
+    """Remount ``target`` (a bind of part of a noexec grant) without ``noexec``."""
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV
+    try:
+        kept = os.statvfs(target).f_flag & KEPT_FLAGS & ~MS_NOEXEC
+        mount(None, target, None, MS_REMOUNT | MS_BIND | flags | kept)
+    except PermissionError:
+        # noexec locked by the host's own mount (mount_namespaces(7)): the
+        # host says nothing there runs, and so does the jail.
+        return
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, path) from exc
 
 
 def _make_mountpoint(target: str, *, directory: bool) -> None:

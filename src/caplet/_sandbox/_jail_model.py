@@ -427,11 +427,13 @@ def read_grant_noexec(path: str, exec_paths: tuple[str, ...]) -> bool:
     wrote there (another plugin's ``fs.write`` inside it, another user): a
     static-gate bypass inside the jail (red team, "Attacking the result
     again"). mmap(2) refuses ``PROT_EXEC`` on a noexec mount, to the loader
-    too. A read grant that contains, or lies inside, the runtime or an
-    approved program keeps exec mappings: its libraries must load (a grant
-    of ``/usr`` holds libc, and covers the runtime's own mount of it).
+    too. Only a read grant that lies inside (or is) a path of the runtime or
+    an approved program keeps exec mappings, since it shows that path's
+    libraries; one that *contains* such a path (``fs.read:/usr``) is mounted
+    noexec and the paths inside it are bound again with exec
+    (:func:`caplet._sandbox._jail_fs.reopen_exec`).
     """
-    return not any(path_contains(path, other) or path_contains(other, path) for other in exec_paths)
+    return not any(path_contains(other, path) for other in exec_paths)
 
 
 def path_inside(root: str, path: str) -> str:
