@@ -715,3 +715,40 @@ def test_a_program_with_a_hard_link_in_a_writable_grant_is_refused(
     assert not outcome, "a program another name of which may lie in a writable grant"
     assert str(tool) in outcome.reason
     assert "hard link" in outcome.reason
+
+
+def test_two_hosts_enabling_at_once_are_judged_one_after_the_other(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    data: Path,
+) -> None:
+    """The writer is enabled in the first host *while* the second host's enable of
+    the runner waits for consent, after its plan was checked: the runner's enable
+    is judged again, under the hosts' shared lock, before it is published."""
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    _tool(make_plugin, "writer", "fs.write")
+    with (
+        make_host(plugins_dir, state_dir, launcher) as first,
+        make_host(plugins_dir, state_dir, launcher) as second,
+    ):
+        first.discover()
+        second.discover()
+
+        def meanwhile(_request: object) -> bool:
+            assert first.enable("writer", config={"root": str(data)}, consent=True)
+            return True
+
+        outcome = second.enable("runner", consent=meanwhile)
+        assert not outcome
+        assert "writer (enabled by another caplet process)" in outcome.reason
+        assert str(tool) in outcome.reason

@@ -60,7 +60,7 @@ from caplet._sandbox._resolve import (
 from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 from caplet._trust._sqlite import SqliteStore
 
-__all__ = ["GrantPlan", "ProtectedPaths", "plan_grants", "store_directory"]
+__all__ = ["GrantPlan", "ProtectedPaths", "check_against", "plan_grants", "store_directory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +131,41 @@ def plan_grants(
     others = {name: plan for name, plan in (enabled or {}).items() if name != plugin}
     writable_grants = [grant for grant in grants if grant.writable]
     programs = _plan_programs(plugin, capabilities, writable_grants, others, identity)
+    _refuse_over_programs(plugin, writable_grants, others)
+    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs)
+
+
+def check_against(plugin: str, plan: GrantPlan, others: Mapping[str, GrantPlan]) -> None:
+    """Refuse ``plan`` (CapabilityError) when one of its programs lies in a writable
+    grant of ``others`` or one of its writable grants holds a program of theirs.
+
+    What :func:`plan_grants` checks against the enabled plugins, again, for the
+    plans other caplet processes published (the enable's last step, under the
+    lock they publish under: two enables at once are judged one after the other).
+    """
+    writable_grants = [grant for grant in plan.grants if grant.writable]
+    for other, theirs in others.items():
+        held_by = [g for g in theirs.grants if g.writable]
+        for program in plan.programs:
+            try:
+                inside, held = _program_holder(program.path, held_by)
+            except SandboxError as exc:
+                raise CapabilityError(f"plugin {plugin!r}: {exc}") from exc
+            if inside is not None:
+                raise CapabilityError(
+                    f"plugin {plugin!r}: the program {_reached(program.path, held)} lies inside "
+                    f"{inside.path}, a writable grant of plugin {other!r}, which could replace "
+                    "it with any other program (or a link to one) and so run anything; install "
+                    "the program outside every writable grant (e.g. /usr/local/bin) and "
+                    "declare that path"
+                )
+    _refuse_over_programs(plugin, writable_grants, others)
+
+
+def _refuse_over_programs(
+    plugin: str, writable_grants: Sequence[PathGrant], others: Mapping[str, GrantPlan]
+) -> None:
+    """No writable grant of ``plugin`` holds a program (or a link on its way) of ``others``."""
     for other, plan in others.items():
         for program in plan.programs:
             try:
@@ -144,7 +179,6 @@ def plan_grants(
                     f"to run; with it {plugin!r} could replace that program with any other: "
                     f"grant a directory that does not contain it, or disable {other!r} first"
                 )
-    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs)
 
 
 def _plan_paths(

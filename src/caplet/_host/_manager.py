@@ -31,7 +31,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -85,7 +85,13 @@ from caplet._host._decision_log import DecisionLog
 from caplet._host._defaults import template_defaults
 from caplet._host._discovery import discover_plugins
 from caplet._host._gates import danger_message, uncovered_dangers, withheld_refusal
-from caplet._host._grant_check import GrantPlan, ProtectedPaths, plan_grants, store_directory
+from caplet._host._grant_check import (
+    GrantPlan,
+    ProtectedPaths,
+    check_against,
+    plan_grants,
+    store_directory,
+)
 from caplet._host._journal import recover
 from caplet._host._loading import LoadingRules
 from caplet._host._locked import (
@@ -1150,8 +1156,10 @@ class PluginManager:
         record.enabled_hash = record.content_hash
         record.validators = validators
         try:
-            self._publish_grants({name: plan})
-        except StoreError as exc:
+            # Checked again against the other caplet processes under their lock
+            # (one may have enabled a writer since the plan), then published.
+            self._publish_grants({name: plan}, check=functools.partial(check_against, name, plan))
+        except (StoreError, CapabilityError) as exc:
             return self._refuse(name, "enable", str(exc))
         record.grant_plan = plan
         record.state = PluginState.ENABLED
@@ -1494,15 +1502,20 @@ class PluginManager:
             self._run = RunDir(self.state_dir)
         return self._run
 
-    def _publish_grants(self, changed: Mapping[str, GrantPlan] | None = None) -> None:
+    def _publish_grants(
+        self,
+        changed: Mapping[str, GrantPlan] | None = None,
+        check: Callable[[Mapping[str, GrantPlan]], None] | None = None,
+    ) -> None:
         """What the enabled plugins (and ``changed``, about to be) may write and run,
-        for the other hosts' enables. StoreError when it cannot be written."""
+        for the other hosts' enables (``check`` first, see :meth:`RunDir.publish`).
+        StoreError when it cannot be written."""
         plans = {
             record.name: record.grant_plan
             for record in self._records.values()
             if record.state is PluginState.ENABLED
         }
-        self._run_directory().publish({**plans, **(changed or {})})
+        self._run_directory().publish({**plans, **(changed or {})}, check)
 
     def _worker_identity(self) -> WorkerIdentity:
         """Who workers run as, looked up once per policy (a passwd lookup, ~0.15 ms

@@ -32,9 +32,10 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from caplet._atomic import exclusive_lock
 from caplet._errors import PluginTreeError, StoreError
 from caplet._host._grant_check import GrantPlan
 from caplet._sandbox._grants import PathGrant
@@ -52,6 +53,8 @@ _GRANTS = "grants.json"
 #: The most bytes of a peer's grants.json read (a host with hundreds of plugins
 #: writes a few tens of KiB).
 _GRANTS_MAX = 4 << 20
+#: Held (flock) by a host while it checks against its peers and publishes.
+_PUBLISH_LOCK = ".grants.flock"
 
 
 class RunDir:
@@ -82,9 +85,32 @@ class RunDir:
                 "that the state directory is writable"
             ) from exc
 
-    def publish(self, plans: Mapping[str, GrantPlan]) -> None:
+    def publish(
+        self,
+        plans: Mapping[str, GrantPlan],
+        check: Callable[[Mapping[str, GrantPlan]], None] | None = None,
+    ) -> None:
         """Tell the other hosts on this state directory what the enabled plugins may
-        write and run (atomically replaced; ephemeral, so not fsynced)."""
+        write and run (atomically replaced; ephemeral, so not fsynced).
+
+        ``check`` is called first with the live peers' plans, and the two steps
+        hold one lock shared by every host on the state directory: two enables in
+        two processes are judged one after the other, each seeing what the other
+        published (its exception, CapabilityError, propagates and nothing is
+        published). StoreError when the file cannot be written.
+        """
+        try:
+            with exclusive_lock(self.path.parent / _PUBLISH_LOCK):
+                if check is not None:
+                    check(self.peer_plans())
+                self._write(plans)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot publish the enabled plugins' grants in {self.path} ({exc.strerror}); "
+                "check that the state directory is writable"
+            ) from exc
+
+    def _write(self, plans: Mapping[str, GrantPlan]) -> None:
         data = {
             name: {
                 "writable": [[g.path, g.device, g.inode] for g in plan.grants if g.writable],
@@ -97,12 +123,9 @@ class RunDir:
         try:
             temporary.write_text(json.dumps(data), encoding="utf-8")
             temporary.replace(self.path / _GRANTS)
-        except OSError as exc:
+        except OSError:
             temporary.unlink(missing_ok=True)
-            raise StoreError(
-                f"cannot write {self.path / _GRANTS} ({exc.strerror}); check that the state "
-                "directory is writable"
-            ) from exc
+            raise
 
     def peer_plans(self) -> dict[str, GrantPlan]:
         """The writable grants and programs that the *other* live hosts published, keyed
