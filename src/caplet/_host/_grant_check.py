@@ -49,6 +49,7 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._errors import CapabilityError, SandboxError
+from caplet._host._mirrors import read_mount_table
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._programs import link_hops, program_grants
@@ -213,6 +214,7 @@ def _plan_paths(
             if protected.store_dir is not None:
                 _refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
             _refuse_inside_any_state(where, fd, own)
+            _refuse_mirrors(where, capability.root, protected, writable=writable)
             if writable:
                 _refuse_kernel_interfaces(where, capability.root)
                 _refuse_writable_over(where, own, protected)
@@ -344,10 +346,54 @@ def _reached(program: str, held: str) -> str:
     return program if held == program else f"{program} (through the link {held})"
 
 
+def _refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writable: bool) -> None:
+    """No mount *below* the grant shows caplet's state (for a writable grant: any of
+    caplet's own files) again (:mod:`caplet._host._mirrors`)."""
+    state = "caplet's state directory (approvals, the decision log, ctx.kv)"
+    guarded: list[tuple[Path, str, bool]] = [
+        (protected.state_dir, state, True),
+        *((path, state, True) for path in (protected.store_dir,) if path is not None),
+        *((path, "another caplet state directory", True) for path in protected.other_states),
+    ]
+    if writable:
+        guarded += [
+            (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
+            (protected.lockfile, "the lock file", False),
+            *(
+                (path, "the policy file", False)
+                for path in (protected.policy_file,)
+                if path is not None
+            ),
+            *(
+                (Path(path), "the Python runtime or caplet's own code", True)
+                for path in protected.runtime
+            ),
+        ]
+    table = read_mount_table()
+    for path, what, inside_too in guarded:
+        mirror = table.mirror_below(root, str(path), inside_too=inside_too)
+        if mirror:
+            raise _mirror_refusal(where, mirror, path, what)
+
+
+def _mirror_refusal(where: str, mirror: str, path: Path, what: str) -> CapabilityError:
+    """The refusal of a grant below which a mount shows ``path`` again."""
+    return CapabilityError(
+        f"{where}: the mount {mirror} inside it shows {path} again, {what} (a bind mount "
+        "of it or of a directory above it); a plugin may never reach caplet's own files: "
+        "grant a directory without that mount, or unmount it"
+    )
+
+
 def _writable_holding(path: str, writable: Sequence[PathGrant]) -> PathGrant | None:
-    """The writable grant that is ``path`` or a directory above it (by inode), if any."""
+    """The writable grant that is ``path`` or a directory above it (by inode), or that
+    has a mount below it showing ``path`` again (:mod:`caplet._host._mirrors`), if any."""
     if not writable:
         return None
+    table = read_mount_table()
+    for grant in writable:
+        if table.mirror_below(grant.path, path, inside_too=False):
+            return grant
     try:
         info = os.lstat(path)  # the program's own name, not what a link names
     except OSError:
