@@ -1100,7 +1100,7 @@ class PluginManager:
                 identity=self._worker_identity(),
                 enabled={
                     # Other caplet processes on this state directory too (round 4).
-                    **self._run_directory().peer_plans(),
+                    **(self._run_directory().peer_plans() if _shares(resolved) else {}),
                     **{
                         other.name: other.grant_plan
                         for other in self._records.values()
@@ -1155,12 +1155,15 @@ class PluginManager:
         record.withheld = withheld
         record.enabled_hash = record.content_hash
         record.validators = validators
-        try:
-            # Checked again against the other caplet processes under their lock
-            # (one may have enabled a writer since the plan), then published.
-            self._publish_grants({name: plan}, check=functools.partial(check_against, name, plan))
-        except (StoreError, CapabilityError) as exc:
-            return self._refuse(name, "enable", str(exc))
+        if _published(plan) or _published(record.grant_plan):
+            try:
+                # Checked again against the other caplet processes under their lock
+                # (one may have enabled a writer since the plan), then published.
+                self._publish_grants(
+                    {name: plan}, check=functools.partial(check_against, name, plan)
+                )
+            except (StoreError, CapabilityError) as exc:
+                return self._refuse(name, "enable", str(exc))
         record.grant_plan = plan
         record.state = PluginState.ENABLED
         for note in plan.notes:
@@ -1296,6 +1299,7 @@ class PluginManager:
         if record.state is not PluginState.ENABLED:
             return Outcome(False, f"plugin {name!r} is not enabled (state: {record.state.value})")
         dependants = self._enabled_dependants(name)
+        published = any(_published(self._records[n].grant_plan) for n in [*dependants, name])
         for dependant in [*dependants, name]:
             target = self._records[dependant]
             target.state = PluginState.DISABLED
@@ -1306,8 +1310,9 @@ class PluginManager:
                 target.snapshot = None
             target.withheld = ()
             self._log(dependant, "disable", dependant, True, "" if dependant == name else name)
-        with contextlib.suppress(StoreError):  # a stale list only refuses more elsewhere
-            self._publish_grants()
+        if published:
+            with contextlib.suppress(StoreError):  # a stale list only refuses more elsewhere
+                self._publish_grants()
         self._mark_dirty()
         return Outcome(True, f"plugin {name!r} disabled", affected=tuple(dependants))
 
@@ -1600,3 +1605,14 @@ def _other_state_dirs(own: Path) -> tuple[Path, ...]:
     """The state directories this user's other hosts use by default (the platform's, the
     one ``CAPLET_STATE_DIR`` names), other than *own*: guarded against grants too."""
     return tuple(path for path in default_state_dirs() if path != own)
+
+
+def _shares(capabilities: Sequence[Capability]) -> bool:
+    """Whether an enable with ``capabilities`` is judged against other caplet processes
+    (a writable grant or a program; nothing else of theirs can conflict)."""
+    return any(c.kind in (CapabilityKind.FS_WRITE, CapabilityKind.PROC_EXEC) for c in capabilities)
+
+
+def _published(plan: GrantPlan) -> bool:
+    """Whether ``plan`` has anything other caplet processes are told about."""
+    return bool(plan.programs) or any(grant.writable for grant in plan.grants)
