@@ -728,7 +728,7 @@ def test_enabling_the_same_content_again_reads_its_manifest_once(
         reads.append(plugin_dir)
         return load_manifest(plugin_dir, allow_broad=allow_broad)
 
-    monkeypatch.setattr("caplet._host._manager.load_manifest", spy)
+    monkeypatch.setattr("caplet._host._manager_state.load_manifest", spy)
     for _ in range(3):
         assert manager.enable("p", consent=True)
         manager.disable("p")
@@ -761,7 +761,7 @@ def test_the_worker_identity_is_looked_up_once_per_policy(
         lookups.append((uid, gid))
         return worker_identity(uid, gid)
 
-    monkeypatch.setattr("caplet._host._manager.worker_identity", spy)
+    monkeypatch.setattr("caplet._host._manager_state.worker_identity", spy)
     for _ in range(3):
         assert manager.enable("p", consent=True)
         manager.disable("p")

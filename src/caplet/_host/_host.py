@@ -75,7 +75,8 @@ from caplet._host._guest_prompt import system_message
 from caplet._host._guest_result import GuestResult
 from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
 from caplet._host._loading import LoadingRules
-from caplet._host._manager import RED_TEAM_LABEL, PluginManager
+from caplet._host._manager import PluginManager
+from caplet._host._manager_state import RED_TEAM_LABEL
 from caplet._host._observe import Observer
 from caplet._host._policy import Isolation, Policy
 from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
