@@ -249,13 +249,13 @@ class ManagerAudit(ManagerState):
 
     def _attach(
         self, record: PluginRecord, audit: AuditResult, why: str, *, rehash: bool = True
-    ) -> None:
-        """Use ``audit`` for this process without caching it (a failed model, a chosen
-        static-only audit)."""
+    ) -> bool:
+        """Use ``audit`` for this process when it is of the record's content (a failed
+        model, a chosen static-only audit, or one the store holds); True when it was."""
         if rehash:
             self._rehash(record)
         if audit.content_hash != record.content_hash:
-            return
+            return False
         record.audit = audit
         if record.state is PluginState.DISCOVERED:
             record.state = PluginState.AUDITED
@@ -266,6 +266,7 @@ class ManagerAudit(ManagerState):
             True,
             f"risk {audit.risk_level.value} {why}",
         )
+        return True
 
     def set_audit_result(self, name: str, audit: AuditResult) -> bool:
         """Cache an audit; it only counts if it is of the plugin's current content."""
@@ -277,23 +278,9 @@ class ManagerAudit(ManagerState):
 
     def _cache_audit(self, record: PluginRecord, audit: AuditResult, *, rehash: bool) -> bool:
         """Attach a stored audit to the record when it is of the record's content."""
-        name = record.name
-        if rehash:
-            self._rehash(record)
-        if audit.content_hash != record.content_hash:
-            return False
-        record.audit = audit
-        if record.state is PluginState.DISCOVERED:
-            record.state = PluginState.AUDITED
         canaries = f", canaries {audit.canary_status.value}" if audit.canary_status else ""
-        self._log(
-            name,
-            "audit",
-            audit.content_hash,
-            True,
-            f"risk {audit.risk_level.value} ({audit.model_id or audit.provider}{canaries})",
-        )
-        return True
+        why = f"({audit.model_id or audit.provider}{canaries})"
+        return self._attach(record, audit, why, rehash=rehash)
 
     def get_cached_audit(self, name: str, content_hash: str | None = None) -> AuditResult | None:
         """The stored audit of ``content_hash`` (default: the current one) by this auditor."""
