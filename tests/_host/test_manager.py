@@ -122,6 +122,29 @@ def test_unknown_plugin_name_suggests_the_closest(
 
 
 # -- audit and approval ---------------------------------------------------------------------------
+def test_load_source_reads_the_entry_as_python_decodes_it(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    plugin = make_plugin("latin")
+    (plugin / "plugin.py").write_bytes(b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n")
+    manager.discover()
+    assert manager.load_source("latin") == "# -*- coding: latin-1 -*-\nNAME = '\xe9'\n"
+
+
+def test_load_source_never_follows_an_entry_replaced_by_a_link(
+    manager: PluginManager, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Attack: after discovery the entry becomes a link to a host file; the
+    application that asks for the plugin's source (to show it, or to send it to a
+    hosted model) got the host file."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret\n")
+    plugin = make_plugin("linked")
+    manager.discover()
+    entry = plugin / "plugin.py"
+    entry.unlink()
+    entry.symlink_to(secret)
+    assert manager.load_source("linked") is None
 
 
 def test_approve_requires_an_audit(manager: PluginManager, make_plugin: PluginFactory) -> None:

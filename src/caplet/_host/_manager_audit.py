@@ -11,6 +11,7 @@ make one differently.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import time
 from collections.abc import Sequence
 
@@ -35,7 +36,7 @@ from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
-from caplet._trust._hashing import tree_hash
+from caplet._trust._hashing import list_tree, open_entry, read_entry, tree_hash
 from caplet._trust._snapshot import Snapshot, remove_snapshot
 
 __all__ = ["ManagerAudit"]
@@ -91,11 +92,23 @@ class ManagerAudit(ManagerState):
             record.state = PluginState.DISCOVERED
 
     def load_source(self, name: str) -> str | None:
-        """The entry module's source text, or None when it cannot be read."""
-        manifest = self._record(name).manifest
+        """The entry module's source as the import system decodes it, or None when it
+        cannot be read.
+
+        Read like the hashed tree (:func:`list_tree`, :func:`open_entry`): no link is
+        followed. Read by name, an entry replaced by a link after discovery handed the
+        application any file the host can read (red-team round 5).
+        """
+        root = self._record(name).manifest.plugin_dir
+        entry_path = self._record(name).manifest.entry
         try:
-            return (manifest.plugin_dir / manifest.entry).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            entry = next((e for e in list_tree(root) if e.path == entry_path), None)
+            if entry is None:
+                return None
+            with open_entry(root, entry) as fd:
+                data = b"".join(read_entry(root, entry, fd))
+            return importlib.util.decode_source(data)
+        except (PluginTreeError, SyntaxError, UnicodeDecodeError, LookupError):
             return None
 
     def run_static_scan(self, name: str) -> list[Finding]:
