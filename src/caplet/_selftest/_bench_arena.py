@@ -302,6 +302,8 @@ class BenchArena:
                 path = folder / relative
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(fill_arena(text, arena), encoding="utf-8")
+            for relative, source in case.copies:
+                shutil.copyfile(source, folder / relative)
             for relative, target in case.symlinks:
                 (folder / relative).symlink_to(target)
         self._sources = digest_tree(arena.plugins_dir)

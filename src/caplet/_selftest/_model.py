@@ -290,7 +290,7 @@ class HostileCase:
     the arena. ``capabilities`` are declared besides the plugin's own
     writable grant (``fs.write:${config.out}``); ``{http_port}``-style
     placeholders are filled from :meth:`Arena.placeholders`, as are those in
-    ``manifest`` (extra top-level manifest keys). ``files`` and ``symlinks``
+    ``manifest`` (extra top-level manifest keys). ``files``, ``copies`` and ``symlinks``
     are added to the plugin's folder; ``swap`` replaces files in it after
     approval (``LOCKED``) or after the first call (``RESTART``). ``gap`` is
     non-empty when the expected layer is known not to stop the attack yet:
@@ -310,6 +310,8 @@ class HostileCase:
     manifest: str = ""
     files: tuple[tuple[str, str], ...] = ()
     symlinks: tuple[tuple[str, str], ...] = ()
+    #: Files of the host copied byte for byte into the plugin's folder (relative, source).
+    copies: tuple[tuple[str, str], ...] = ()
     swap: tuple[tuple[str, str], ...] = ()
     functions: tuple[str, ...] = ("run", "ping", "crash")
     gap: str = ""

@@ -394,6 +394,20 @@ CASES: tuple[HostileCase, ...] = (
         capabilities=("proc.exec:true", "fs.read:{ipc}"),
     ),
     HostileCase(
+        "loader-runs-shipped",
+        Family.PROCESSES,
+        "granted proc.exec:true, ship a program named helper.dat in its own folder and run "
+        "it through the dynamic loader (ld.so /plugin/helper.dat)",
+        Layer.NAMESPACES,
+        LOADER
+        + "\n\ndef run():\n"
+        + "    here = os.path.dirname(os.path.abspath(__file__))\n"
+        + "    return attempt(through_loader, os.path.join(here, 'helper.dat'))\n",
+        refused("EPERM"),
+        capabilities=("proc.exec:true",),
+        copies=(("helper.dat", sys.executable),),
+    ),
+    HostileCase(
         "loader-runs-memfd",
         Family.PROCESSES,
         "granted proc.exec:true, run a copy of the interpreter from a memfd sealed against "
