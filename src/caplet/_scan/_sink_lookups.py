@@ -27,6 +27,24 @@ __all__ = ["LookupSinks"]
 _BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
 
 
+#: Builtins that run code or look names up. Stored into a namespace under another name
+#: (Hyperion's ``locals()['lIlI'] = globals``, ``lIlI()['O0o'] = __import__``), the code
+#: calls them by names no reader connects to them.
+_LOOKUP_BUILTINS = frozenset(
+    {"exec", "eval", "compile", "__import__", "getattr", "globals", "locals", "vars", "dir"}
+)
+
+
+#: Builtins that run code: fetched from a module's own namespace by a string
+#: (``globals()['\x65\x76\x61\x6c']`` after ``from builtins import *``, Hyperion's
+#: last layer) rather than called by name.
+_CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
+
+
+#: The calls that return a namespace of the running code.
+_NAMESPACE_CALLS = frozenset({"builtins.globals", "builtins.locals", "builtins.vars"})
+
+
 #: Modules whose names and functions are worth hiding besides those with rules of their
 #: own: decoders, the host's identity, the registry, pip.
 _HIDDEN_ROOTS = frozenset(
@@ -99,6 +117,7 @@ class LookupSinks:
         value = node.value
         flow = self._flow
         if isinstance(node.slice, ast.Constant):
+            self._runner_by_string(node)
             return
         owners = flow.resolve(value)
         if not flow.may_look_up(value, owners):
@@ -107,6 +126,8 @@ class LookupSinks:
             o.endswith(".__dict__") and o.removesuffix(".__dict__") in _BUILTIN_OWNERS
             for o in owners
         )
+        if flow.plain(node.slice):
+            return  # module_name = "builtins" in one branch: a name written out, not hidden
         name = flow.name_value(node.slice)
         hidden = name is None and namespace and flow.closed(node.slice)
         if name is None and not self._decoded(node.slice) and not hidden:
@@ -122,15 +143,69 @@ class LookupSinks:
         elif name is not None:
             self._hidden_lookup(node, flow.resolve(node), f"[{shown} computed]")
 
+    def _runner_by_string(self, node: ast.Subscript) -> None:
+        """``globals()['eval']``: a builtin that runs code fetched from the module's own
+        namespace by a string, never called by its name (a program that wants ``eval``
+        writes ``eval``)."""
+        ns = node.value
+        key = node.slice
+        if (
+            isinstance(node.ctx, ast.Load)
+            and isinstance(ns, ast.Call)
+            and not ns.args
+            and isinstance(key, ast.Constant)
+            and key.value in _CODE_RUNNERS
+            and not _NAMESPACE_CALLS.isdisjoint(self._flow.resolve(ns.func))
+        ):
+            self._scan.emit(
+                "CPL-THR-003",
+                f"namespace[{key.value!r}] looked up by a string",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def namespace_store(self, target: ast.Subscript, value: ast.expr) -> None:
+        """``locals()['lIlI'] = globals``: a builtin that runs code or looks names up stored
+        into a namespace (a call's result: ``globals()``, ``locals()``, an alias of them)
+        under another name, to be called by that name."""
+        if (
+            isinstance(target.value, ast.Call)
+            and not target.value.args
+            and not target.value.keywords
+            and isinstance(value, ast.Name)
+            and value.id in _LOOKUP_BUILTINS
+            and f"builtins.{value.id}" in self._flow.resolve(value)
+        ):
+            self._scan.emit(
+                "CPL-THR-003",
+                f"{value.id} stored into a namespace under another name",
+                target.lineno,
+                target.col_offset,
+            )
+
     def computed_lookup(self, node: ast.Call, key: ast.expr) -> None:
         """``ns.get(name)``, ``os.__getattribute__(name)``, ``object.__getattribute__(os,
         name)`` with a computed name: a lookup like getattr's, by other means."""
         if isinstance(key, ast.Constant):
             return
-        name = self._flow.name_value(key)
+        flow = self._flow
+        name = flow.name_value(key)
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else "lookup"
         if name is not None:
-            method = node.func.attr if isinstance(node.func, ast.Attribute) else "lookup"
-            self._hidden_lookup(node, self._flow.resolve(node), f".{method}({name!r} computed)")
+            self._hidden_lookup(node, flow.resolve(node), f".{method}({name!r} computed)")
+        elif (
+            isinstance(node.func, ast.Attribute)
+            and not _BUILTIN_OWNERS.isdisjoint(flow.resolve(node.func.value))
+            and flow.closed(key)
+        ):
+            # __builtins__.__getattribute__(__name__.__class__.__doc__[3].__add__(...)):
+            # a builtin fetched by a name spelled from the interpreter's own text
+            self._scan.emit(
+                "CPL-THR-003",
+                f"builtins.{method}(<name computed from literals>)",
+                node.lineno,
+                node.col_offset,
+            )
 
     def _hidden_lookup(self, node: ast.expr, resolved: tuple[str, ...], how: str) -> None:
         """CPL-THR-003 when what a computed lookup denotes is an API worth hiding."""
@@ -145,7 +220,8 @@ class LookupSinks:
 
     def computed_import(self, node: ast.Call, name: str, module: str) -> None:
         """``__import__("o" + "s")``: a module name built from pieces."""
-        if not isinstance(node.args[0], ast.Constant) and _hides_name(module):
+        arg = node.args[0]
+        if not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and _hides_name(module):
             api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
             self._scan.emit("CPL-THR-003", api, node.lineno, node.col_offset)
 

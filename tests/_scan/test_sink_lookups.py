@@ -1,0 +1,175 @@
+"""Lookups by computed names (caplet._scan._sink_lookups, CPL-THR-003): the idioms of
+public obfuscators (issue 16, class 1), each with a near miss of benign code of the same
+shape.
+
+The attacks follow ``benchmarks/obfuscators.py``, which re-implements how Hyperion, a
+"dunder-only" obfuscator and the CJK ``str(oct)`` family hide the builtins they call; the
+near misses are the shapes the benign corpus has (the false positives issue 16 names).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source
+
+
+def danger(source: str, filename: str = "setup.py") -> set[str]:
+    findings = scan_source(textwrap.dedent(source), filename, mode=ScanMode.PACKAGE)
+    return {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+# -- Hyperion: builtins stored into namespaces under other names ------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # CreateVars: globals, locals and __import__ re-bound by writing namespaces
+        "locals()['lIlIlIIlIl'] = globals\n",
+        "lIlIlIIlIl = globals\nlIlIlIIlIl()['OoO0oO0'] = __import__\n",
+        "globals()['MNNMNM'[::-1]] = getattr\n",
+        # the last layer: eval fetched from the module's namespace by an escaped string
+        "from builtins import *\nglobals()['\\x65\\x76\\x61\\x6c']('1')\n",
+        "vars()['__import__']('o' 's')\n",
+    ],
+)
+def test_a_builtin_stored_or_fetched_through_a_namespace_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # cython's test saves and replaces exec in its globals (a function of the file)
+        "globals()['exec'] = check_syntax\n",
+        # requests' vendored packages and numpy's re-exports: values computed, not builtins
+        "for package in ('urllib3', 'idna'):\n    locals()[package] = __import__(package)\n",
+        "import lib\nfor name in lib.__all__:\n    globals()[name] = getattr(lib, name)\n",
+        # a module's own global by a written-out name
+        "VERSION = '1'\nv = globals()['VERSION']\n",
+        # a dict of the file's own, not a namespace
+        "table = {}\ntable['run'] = exec\n",
+    ],
+)
+def test_namespaces_written_or_read_by_plain_code_are_not_threats(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+# -- the dunder-only obfuscator: names spelled from the interpreter's docstrings -------------
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        "__builtins__.__getattribute__({name})",
+        "__builtins__.__dict__.__getitem__({name})",
+        "(_ := __builtins__.__getattribute__(__ := {name}))",
+    ],
+)
+def test_a_builtin_fetched_by_a_name_spelled_from_str_doc_is_a_threat(lookup: str) -> None:
+    # str.__doc__ reached from __name__ without a constant; the places are this
+    # interpreter's, and the rule does not need to know the value
+    doc = str.__doc__ or ""
+    name = (
+        ".__add__(".join(f"__name__.__class__.__doc__.__getitem__({doc.index(c)})" for c in "exec")
+        + ")" * 3
+    )
+    assert "CPL-THR-003" in danger(lookup.format(name=name) + "('print(1)')\n")
+
+
+def test_a_class_read_from_data_is_not_the_interpreters_text() -> None:
+    # serialisers look a builtin type up by the name of a value's class
+    source = """
+    import builtins
+
+    def restore(value):
+        return getattr(builtins, value.__class__.__name__)(value)
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- the CJK str(oct) family written every way the language allows ---------------------------
+
+
+HEAD = "甲 = str(oct)\n乙 = str(hex)\n"
+EXEC = "乙[20] + 乙[21] + 乙[20] + 甲[13]"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the letters' texts and places paired in a list, joined by a comprehension
+        "n = ''.join(t[i] for t, i in [(乙, 20), (乙, 21), (乙, 20), (甲, 13)])\n"
+        "getattr(__builtins__, n)('1')\n",
+        # a helper lambda with builtins' namespace as a default
+        "f = lambda n, b=__builtins__: getattr(b, n)\n" + f"f({EXEC})('1')\n",
+        # a conditional expression, a starred list, a set
+        f"n = {EXEC} if len(乙) > 3 else 甲\ngetattr(__builtins__, n)('1')\n",
+        "p = [乙[20], 乙[21], 乙[20], 甲[13]]\ngetattr(__builtins__, ''.join([*p]))('1')\n",
+        # places walked through enumerate, a generator, a helper with try and a nested def
+        "n = ''\nfor k, i in enumerate([20, 21, 20]):\n    n += 乙[i]\n"
+        "getattr(__builtins__, n + 甲[13])('1')\n",
+        "def g():\n    for c in [乙[20], 乙[21], 乙[20], 甲[13]]:\n        yield c\n"
+        "getattr(__builtins__, ''.join(g()))('1')\n",
+        "def outer():\n    def inner():\n        try:\n"
+        f"            return {EXEC}\n        except IndexError:\n            return ''\n"
+        "    return inner()\ngetattr(__builtins__, outer())('1')\n",
+    ],
+)
+def test_every_spelling_of_a_sliced_builtin_name_is_a_threat(body: str) -> None:
+    assert "CPL-THR-003" in danger(HEAD + body)
+
+
+def test_a_loop_over_a_namespace_enumerates_it_and_hides_nothing() -> None:
+    source = """
+    import builtins
+    for k, name in enumerate(dir(builtins)):
+        print(k, getattr(builtins, name))
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- invoke's vendored yaml: a resolver's parameters are the caller's data ---------------------
+
+
+def test_a_name_resolver_handed_its_callers_names_is_not_a_hidden_lookup() -> None:
+    # invoke/vendor/yaml/constructor.py (PyYAML's find_python_name), minimal: the module
+    # name is written out in one branch, the attribute is the parameter handed on
+    source = """
+    import sys
+
+    class Constructor:
+        def find_python_name(self, name, mark, unsafe=False):
+            if '.' in name:
+                module_name, object_name = name.rsplit('.', 1)
+            else:
+                module_name = 'builtins'
+                object_name = name
+            if unsafe:
+                __import__(module_name)
+            module = sys.modules[module_name]
+            return getattr(module, object_name)
+
+        def construct_python_name(self, suffix, node):
+            return self.find_python_name(suffix, node.start_mark)
+
+    class UnsafeConstructor(Constructor):
+        def find_python_name(self, name, mark):
+            return super().find_python_name(name, mark, unsafe=True)
+    """
+    assert "CPL-THR-003" not in danger(source, "constructor.py")
+
+
+def test_the_same_resolver_handed_a_name_built_from_literals_is_a_hidden_lookup() -> None:
+    source = """
+    def find(name):
+        return getattr(__builtins__, name)
+
+    find('ex' + 'ec')('print(1)')
+    """
+    assert "CPL-THR-003" in danger(source, "mod.py")
