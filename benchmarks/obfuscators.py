@@ -503,8 +503,7 @@ def samples() -> list[Sample]:
     out.append(hyperion_compress("cn5-hyperion-compress", 9))
     for how in ("getattribute", "dict-getitem", "walrus"):
         out.append(dunder_only(f"cn5-dunder-{how}", how))
-    # pyobfuscate.com's aliasing (pyobfuscate_alias) is not written to tune/: the scanner
-    # does not follow builtins re-published by setattr from a dict yet (issue 16, left).
+    out.append(pyobfuscate_alias("cn5-pyobfuscate-alias", 11))
     return out
 
 
@@ -553,8 +552,5 @@ def write(out: Path, chosen: Callable[[Sample], bool] = lambda s: True) -> list[
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[2] == "--with-left":
-        for s in (pyobfuscate_alias("cn5-pyobfuscate-alias", 11),):
-            print(s.name, "(left: not caught yet)")
     for s in write(Path(sys.argv[1])):
         print(s.name)

@@ -173,3 +173,35 @@ def test_the_same_resolver_handed_a_name_built_from_literals_is_a_hidden_lookup(
     find('ex' + 'ec')('print(1)')
     """
     assert "CPL-THR-003" in danger(source, "mod.py")
+
+
+# -- pyobfuscate.com: builtins re-published under other names ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the obfuscator's first line: a table of renamed builtins written into builtins
+        "pyobfuscate = (lambda getattr: [((lambda k, v: setattr(__builtins__, k, v))(k, v))"
+        " for k, v in getattr.items()])\n"
+        "pyobfuscate({'IIllIl': exec, 'lIIlll': __import__})\n",
+        "import builtins\nT = {'lIlI': eval}\nfor k in T:\n    setattr(builtins, k, T[k])\n",
+        "setattr(__builtins__, 'lIlIlI', exec)\n",
+    ],
+)
+def test_a_builtin_re_published_under_another_name_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pexpect's and cython's tests swap a builtin and put the original back
+        "import builtins\ninput_name = 'input'\nsetattr(builtins, input_name, fake)\n",
+        "import builtins\nsaved = {'input': input}\n"
+        "for name, value in saved.items():\n    setattr(builtins, name, value)\n",
+        "import builtins\nsetattr(builtins, '_', gettext)\n",
+    ],
+)
+def test_builtins_swapped_by_their_own_names_are_not_threats(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "test_mod.py")

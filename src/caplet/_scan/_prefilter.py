@@ -229,7 +229,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # getattr(builtins, name) and builtins.exec(...)
     (
-        r"\bgetattr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"\b(?:get|set)attr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
         r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
         r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
         r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",

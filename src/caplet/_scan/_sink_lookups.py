@@ -183,6 +183,56 @@ class LookupSinks:
                 target.col_offset,
             )
 
+    def builtins_store(self, node: ast.Call) -> None:
+        """``setattr(__builtins__, "lIlI", exec)``: a builtin that runs code or looks names
+        up re-published in builtins under another name, for every module to call by it;
+        or, with a name the code computes, builtins written from a table that renames them
+        (pyobfuscate.com's first line: ``(lambda t: [setattr(__builtins__, k, v) for k, v
+        in t.items()])({"lIlI": exec, ...})``). Tests that swap ``input`` or ``open`` in
+        builtins store the builtin's own name."""
+        flow = self._flow
+        owner, key, value = node.args
+        if _BUILTIN_OWNERS.isdisjoint(flow.resolve(owner)):
+            return
+        if isinstance(key, ast.Constant):
+            renamed = self._renamed_builtin(key, value)
+        else:
+            tables: list[ast.expr] = [
+                *(v for vs in flow.bindings.assigned.values() for v in vs),
+                *(
+                    a
+                    for slots in flow.passed_arguments().values()
+                    for s in slots.values()
+                    for a in s
+                ),
+            ]
+            renamed = not flow.plain(key) and any(
+                isinstance(t, ast.Dict)
+                and any(
+                    k is not None and self._renamed_builtin(k, v)
+                    for k, v in zip(t.keys, t.values, strict=True)
+                )
+                for t in tables
+            )
+        if renamed:
+            self._scan.emit(
+                "CPL-THR-003",
+                "a builtin re-published in builtins under another name",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _renamed_builtin(self, key: ast.expr, value: ast.expr) -> bool:
+        """``"lIlI": exec``: a builtin that runs code or looks names up, under a name that
+        is not its own."""
+        return (
+            isinstance(key, ast.Constant)
+            and isinstance(value, ast.Name)
+            and value.id in _LOOKUP_BUILTINS
+            and key.value != value.id
+            and f"builtins.{value.id}" in self._flow.resolve(value)
+        )
+
     def computed_lookup(self, node: ast.Call, key: ast.expr) -> None:
         """``ns.get(name)``, ``os.__getattribute__(name)``, ``object.__getattribute__(os,
         name)`` with a computed name: a lookup like getattr's, by other means."""

@@ -155,6 +155,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._tags.joined_path(node, funcs)
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else ""
+        if "builtins.setattr" in funcs and len(node.args) == 3:
+            self.builtins_store(node)
         # a connection, a socket address or a URL written into the code
         if (
             (node.args or node.keywords)
