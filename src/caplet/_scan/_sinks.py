@@ -170,6 +170,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if "builtins.eval" in funcs and len(node.args) == 1 and not node.keywords:
+            self.computed_eval(node, node.args[0])
         if node.args and not EXECUTORS.isdisjoint(funcs):
             executor = next(f for f in funcs if f in EXECUTORS).removeprefix("builtins.")
             self._pending.append(lambda: self._run_code(node, executor, node.args[0]))
