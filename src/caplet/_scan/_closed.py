@@ -69,6 +69,20 @@ def _interpreter_typed(node: ast.Attribute) -> bool:
     return isinstance(item, ast.Constant) or (isinstance(item, ast.Name) and item.id == "__name__")
 
 
+#: The interpreter's own texts and numbers in ``sys`` (the same for every program it runs).
+_INTERPRETER_TEXTS = frozenset(
+    {
+        "sys.copyright",
+        "sys.version",
+        "sys.hexversion",
+        "sys.api_version",
+        "sys.maxsize",
+        "sys.maxunicode",
+        "sys.byteorder",
+    }
+)
+
+
 #: Decorators that leave what a function returns as it is (how it is bound or cached).
 _TRANSPARENT_DECORATORS = frozenset(
     {"staticmethod", "classmethod", "property", "cache", "lru_cache", "cached_property"}
@@ -178,6 +192,10 @@ class Closedness(Resolver):
                 continue
             elif isinstance(item, ast.NamedExpr):
                 stack.append(item.value)  # (n := "ex" + "ec"): the value it names
+            elif isinstance(item, ast.Attribute) and not _INTERPRETER_TEXTS.isdisjoint(
+                self.resolve(item)
+            ):
+                continue  # sys.copyright: the text str(copyright) prints, the interpreter's
             elif isinstance(item, ast.Attribute) and self._method(item) is not None:
                 # Helper.name(), Helper().name(), self.name(): a method of this file
                 stack.append(self._method(item) or item)
@@ -197,12 +215,15 @@ class Closedness(Resolver):
 
     def _method(self, node: ast.Attribute) -> ast.FunctionDef | None:
         """The one function of this file named ``node.attr`` when ``node`` reads it from a
-        class of this file, an instance made by calling one, ``self`` or ``cls``; ``None``
+        class of this file, an instance made by calling one (or a name bound once to one),
+        ``self`` or ``cls``; ``None``
         otherwise (``requests.get`` is not this file's ``get``)."""
         owner = node.value
+        b = self.bindings
+        if isinstance(owner, ast.Name) and len(b.assigned.get(owner.id, ())) == 1:
+            owner = b.assigned[owner.id][0]  # helper = Helper(); helper.name()
         if isinstance(owner, ast.Call) and not owner.args and not owner.keywords:
             owner = owner.func
-        b = self.bindings
         if not isinstance(owner, ast.Name) or not (
             owner.id in {"self", "cls"}
             or (owner.id in b.defined and owner.id not in b.assigned and owner.id not in b.imports)
@@ -286,7 +307,9 @@ class Closedness(Resolver):
         functions = [f for f in b.functions if f.name == name]
         if name in b.imports:
             # string.digits is the interpreter's text; os.getenv(...) is not
-            return [] if _PURE_MODULES.issuperset(b.imports[name]) and not values else None
+            pure = _PURE_MODULES.issuperset(b.imports[name])
+            text = _INTERPRETER_TEXTS.issuperset(b.imports[name])  # from sys import copyright
+            return [] if (pure or text) and not values else None
         if functions:
             return [*functions, *values] if len(functions) == 1 else None
         if name in b.defined:

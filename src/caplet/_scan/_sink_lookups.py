@@ -41,6 +41,12 @@ _LOOKUP_BUILTINS = frozenset(
 _CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
 
 
+#: Calls and methods that look a name up in the namespace they are given.
+_LOOKUP_CALLS = frozenset(
+    {"__getattribute__", "get", "__getitem__", "pop", "setdefault", "getattr_static", "reduce"}
+)
+
+
 #: Attributes that pick items out of a sequence, besides a subscript.
 _PICKERS = frozenset({"__getitem__", "getitem", "itemgetter"})
 
@@ -277,6 +283,65 @@ class LookupSinks:
                 stack.extend(assigned.get(item.id, ())[:8])
             stack.extend(ast.iter_child_nodes(item))
         return False
+
+    def _builtins_namespace(self, node: ast.expr) -> bool:
+        """``__builtins__``, ``builtins``, ``vars(builtins)``, ``builtins.__dict__``, or a
+        ``.copy()`` of one."""
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "copy"
+            and not node.args
+        ):
+            node = node.func.value
+        owners = self._flow.resolve(node)
+        return not _BUILTIN_OWNERS.isdisjoint(owners) or (
+            isinstance(node, ast.Name) and node.id == "__builtins__"
+        )
+
+    def lookup_call(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A builtin looked up by a name computed from literals, by any of the lookups
+        besides ``getattr`` and a subscript: ``object.__getattribute__(__builtins__, n)``,
+        ``dict.get(vars(__builtins__), n)``, ``vars(__builtins__).copy().pop(n)``,
+        ``functools.reduce(getattr, [n], __builtins__)``, ``inspect.getattr_static``,
+        ``operator.attrgetter(n)(__builtins__)``."""
+        if "builtins.getattr" in funcs:
+            return  # computed_getattr's
+        func = node.func
+        flow = self._flow
+        names: list[ast.expr] = []
+        if isinstance(func, ast.Call) and func.args:
+            inner = flow.resolve(func.func)
+            if {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(inner):
+                return
+            names = [func.args[0]]
+            spaces = node.args
+        else:
+            last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if last not in _LOOKUP_CALLS:
+                return
+            if isinstance(func, ast.Attribute) and last in {"pop", "setdefault"}:
+                spaces = [func.value]
+                names = node.args[:1]
+            else:
+                spaces = node.args
+                names = [a for a in node.args if not self._builtins_namespace(a)]
+        if not names or not any(self._builtins_namespace(s) for s in spaces):
+            return
+        for name in names:
+            if (
+                not isinstance(name, ast.Constant)
+                and flow.name_value(name) is None
+                and not flow.plain(name)
+                and flow.closed(name)
+            ):
+                self._scan.emit(
+                    "CPL-THR-003",
+                    "builtins looked up by <name computed from literals>",
+                    node.lineno,
+                    node.col_offset,
+                )
+                return
 
     def computed_lookup(self, node: ast.Call, key: ast.expr) -> None:
         """``ns.get(name)``, ``os.__getattribute__(name)``, ``object.__getattribute__(os,

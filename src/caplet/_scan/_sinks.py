@@ -157,6 +157,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         method = func.attr if isinstance(func, ast.Attribute) else ""
         if "builtins.setattr" in funcs and len(node.args) == 3:
             self.builtins_store(node)
+        if node.args:
+            self.lookup_call(node, funcs)
         # a connection, a socket address or a URL written into the code
         if (
             (node.args or node.keywords)
