@@ -283,3 +283,31 @@ def test_names_spelled_from_sys_copyright_and_an_instance_helper_are_hidden() ->
 )
 def test_lookups_by_data_in_other_spellings_are_not_hidden_names(source: str) -> None:
     assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "m = __import__(" + PICKED.replace("'__' + ", "").replace(" + '__'", "") + ")\n",
+        "import importlib as il\nm = il.import_module(''.join(map(丙.__getitem__, [{}])))\n".format(
+            ", ".join(str(str(copyright).index(c)) for c in "pip")
+        ),
+        "import pip\nf = getattr(pip, ''.join(map(丙.__getitem__, [{}])))\n".format(
+            ", ".join(str(str(copyright).index(c)) for c in "main")
+        ),
+    ],
+)
+def test_a_module_or_its_function_named_by_picked_letters_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger("丙 = str(copyright)\n" + source)
+
+
+def test_modules_named_by_data_or_written_out_are_not_hidden() -> None:
+    source = """
+    import importlib, json
+
+    def load(plugin):
+        return importlib.import_module("plugins." + plugin)
+
+    codec = getattr(json, "dumps")
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")

@@ -9,7 +9,7 @@ import ast
 
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
-from caplet._scan._rules import API_RULES, MODULE_RULES
+from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
 from caplet._scan._sources import (
     DECODERS,
     DNS_FUNCTIONS,
@@ -247,20 +247,25 @@ class LookupSinks:
         """``eval(s[3] + t[17] + ...)``: a builtin's name (or code) spelled from the
         interpreter's own text by operations the evaluator does not follow, evaluated to
         reach the builtin; a value the evaluator computes is read as code instead."""
-        flow = self._flow
-        if (
-            not isinstance(text, ast.Constant)
-            and flow.name_value(text) is None
-            and not flow.plain(text)
-            and self._picks_characters(text)
-            and flow.closed(text)
-        ):
+        if self._picked(text):
             self._scan.emit(
                 "CPL-THR-003",
                 "eval(<name computed from literals>)",
                 node.lineno,
                 node.col_offset,
             )
+
+    def _picked(self, node: ast.expr) -> bool:
+        """A string spelled letter by letter from literals by means the evaluator does not
+        follow: not a literal, not written out, not evaluated, closed, picking items."""
+        flow = self._flow
+        return (
+            not isinstance(node, ast.Constant)
+            and flow.name_value(node) is None
+            and not flow.plain(node)
+            and self._picks_characters(node)
+            and flow.closed(node)
+        )
 
     def _picks_characters(self, node: ast.expr) -> bool:
         """Whether ``node`` (or a name it reads, followed a few bindings deep) picks items
@@ -309,6 +314,17 @@ class LookupSinks:
             return  # computed_getattr's
         func = node.func
         flow = self._flow
+        if not DYNAMIC_IMPORTERS.isdisjoint(funcs) and self._picked(node.args[0]):
+            # __import__(''.join(map(s.__getitem__, [...]))): a module named letter by
+            # letter out of the interpreter's text (one the evaluator spells is
+            # computed_import's)
+            self._scan.emit(
+                "CPL-THR-003",
+                "a module imported by <name computed from literals>",
+                node.lineno,
+                node.col_offset,
+            )
+            return
         names: list[ast.expr] = []
         if isinstance(func, ast.Call) and func.args:
             inner = flow.resolve(func.func)
@@ -427,6 +443,10 @@ class LookupSinks:
         # getattr(requests, "teg"[::-1]): a network, process or native-code module
         # looked up by a name spelled so that no reader sees it (os.O_BINARY is not)
         watched = builtin_owner or any(o in MODULE_RULES and flow.of_import(o) for o in owners)
+        if attr is None and not watched and self._picked(name):
+            # getattr(pip, ''.join(map(s.__getitem__, [...]))): any module worth hiding,
+            # by a name picked letter by letter (a name the evaluator spells is below)
+            watched = any(_hides_name(o) and flow.of_import(o) for o in owners)
         if attr is None:
             shown = "builtins" if builtin_owner else next(iter(owners), "")
             if watched and self._decoded(name):
