@@ -318,6 +318,19 @@ def cjk_family(name: str, style: str, seed: int, setup_py: bool = True) -> Sampl
             + ")\n"
             f"getattr({imp}({spell('pip')}), {spell('main')})(['install', {url!r}])\n"
         )
+    elif style == "other-interpreter":
+        # places counted in another interpreter's text (one character further on, as a
+        # longer first line would put them): here the slices spell other letters
+        def shifted(word: str) -> str:
+            return " + ".join(
+                f"{var[p[0]]}[{p[1] + 1}]" if isinstance(p, tuple) else repr(p)
+                for p in _places(word, {"copyright": TEXTS["copyright"]}, rng)
+            )
+
+        body = (
+            f"{imp} = getattr({ns}, {shifted('__import__')})\n"
+            f"getattr({imp}({shifted('pip')}), {shifted('main')})(['install', {url!r}])\n"
+        )
     elif style == "exec-dropper":
         # import-time: exec fetched by a sliced name runs a shell command
         body = (
@@ -550,6 +563,7 @@ CJK_STYLES = (
     "nonlocal",
     "object-getattribute",
     "sys-copyright",
+    "other-interpreter",
 )
 
 

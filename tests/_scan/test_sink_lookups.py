@@ -311,3 +311,34 @@ def test_modules_named_by_data_or_written_out_are_not_hidden() -> None:
     codec = getattr(json, "dumps")
     """
     assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- a name assembled from a builtin's text, whatever it spells here --------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # places counted in another interpreter's copyright text spell other letters here
+        "t = str(copyright)\nm = __import__(t[3] + t[9] + t[44])\n",
+        "import pip\nt = str(copyright)\ngetattr(pip, t[5] + t[7])(['install', 'x'])\n",
+        "import importlib\nt = repr(credits)\nm = importlib.import_module(t[30] + t[31])\n",
+        "import os\nf = vars(os)[int.__doc__[30] + int.__doc__[7]]\n",
+        "t = f'{oct}'\nf = getattr(__builtins__, t[1] + t[9])\n",
+    ],
+)
+def test_a_name_sliced_out_of_a_builtins_text_is_hidden_whatever_it_spells(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a value's text, not a builtin's; a literal's letters
+        "import json\n\ndef encoder(value):\n    return getattr(json, str(value)[:5])\n",
+        "import os\nsep = getattr(os, 'sepx'[:3])\n",
+        "import string\nm = __import__('json'[0:4])\n",
+    ],
+)
+def test_names_sliced_from_data_or_literals_are_not_builtin_text(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")

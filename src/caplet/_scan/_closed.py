@@ -16,7 +16,7 @@ from caplet._scan._values import PURE_BUILTINS as _PURE_BUILTINS
 from caplet._scan._values import Value
 from caplet._scan._values import positional as _positional
 
-__all__ = ["Closedness"]
+__all__ = ["INTERPRETER_TEXTS", "Closedness"]
 
 
 #: Modules whose functions compute from their arguments only (``closed`` follows them).
@@ -70,7 +70,7 @@ def _interpreter_typed(node: ast.Attribute) -> bool:
 
 
 #: The interpreter's own texts and numbers in ``sys`` (the same for every program it runs).
-_INTERPRETER_TEXTS = frozenset(
+INTERPRETER_TEXTS = frozenset(
     {
         "sys.copyright",
         "sys.version",
@@ -192,7 +192,7 @@ class Closedness(Resolver):
                 continue
             elif isinstance(item, ast.NamedExpr):
                 stack.append(item.value)  # (n := "ex" + "ec"): the value it names
-            elif isinstance(item, ast.Attribute) and not _INTERPRETER_TEXTS.isdisjoint(
+            elif isinstance(item, ast.Attribute) and not INTERPRETER_TEXTS.isdisjoint(
                 self.resolve(item)
             ):
                 continue  # sys.copyright: the text str(copyright) prints, the interpreter's
@@ -308,7 +308,7 @@ class Closedness(Resolver):
         if name in b.imports:
             # string.digits is the interpreter's text; os.getenv(...) is not
             pure = _PURE_MODULES.issuperset(b.imports[name])
-            text = _INTERPRETER_TEXTS.issuperset(b.imports[name])  # from sys import copyright
+            text = INTERPRETER_TEXTS.issuperset(b.imports[name])  # from sys import copyright
             return [] if (pure or text) and not values else None
         if functions:
             return [*functions, *values] if len(functions) == 1 else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from caplet._scan._closed import INTERPRETER_TEXTS
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
@@ -19,6 +20,7 @@ from caplet._scan._sources import (
     RUNS_FILE,
     Source,
 )
+from caplet._scan._values import PRINTABLE_BUILTINS
 
 __all__ = ["LookupSinks"]
 
@@ -45,6 +47,14 @@ _CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
 _LOOKUP_CALLS = frozenset(
     {"__getattribute__", "get", "__getitem__", "pop", "setdefault", "getattr_static", "reduce"}
 )
+
+
+#: Calls that turn an object into its text.
+_TEXT_OF = frozenset({"builtins.str", "builtins.repr", "builtins.format", "builtins.ascii"})
+
+
+#: Builtin types whose ``__doc__`` a name may be spelled from.
+_TYPES = frozenset({"int", "str", "bytes", "float", "list", "dict", "tuple", "type", "object"})
 
 
 #: Attributes that pick items out of a sequence, besides a subscript.
@@ -138,6 +148,14 @@ class LookupSinks:
         )
         if flow.plain(node.slice):
             return  # module_name = "builtins" in one branch: a name written out, not hidden
+        if self._sliced_from_builtins(node.slice):
+            self._scan.emit(
+                "CPL-THR-003",
+                "[a name sliced out of a builtin's text]",
+                node.lineno,
+                node.col_offset,
+            )
+            return
         name = flow.name_value(node.slice)
         hidden = name is None and namespace and flow.closed(node.slice)
         if name is None and not self._decoded(node.slice) and not hidden:
@@ -254,6 +272,56 @@ class LookupSinks:
                 node.lineno,
                 node.col_offset,
             )
+
+    def _sliced_from_builtins(self, node: ast.expr) -> bool:
+        """Whether ``node`` (or a name it reads, a few bindings deep) picks items out of a
+        builtin object's text: ``str(oct)[13]``, ``repr(hex)``, ``f"{copyright}"``,
+        ``int.__doc__``, ``sys.copyright``. Whatever the evaluator makes of it (the text
+        differs between interpreters, so a name spelled on one is garbage on another),
+        a name assembled that way is hidden by construction."""
+        assigned = self._flow.bindings.assigned
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        picks = text = False
+        budget = 256
+        while stack and budget > 0:
+            budget -= 1
+            item = stack.pop()
+            picks = (
+                picks
+                or isinstance(item, ast.Subscript)
+                or (isinstance(item, ast.Attribute) and item.attr in _PICKERS)
+            )
+            text = text or self._builtin_text(item)
+            if picks and text:
+                return True
+            if isinstance(item, ast.Name) and item.id not in seen:
+                seen.add(item.id)
+                stack.extend(assigned.get(item.id, ())[:8])
+            stack.extend(ast.iter_child_nodes(item))
+        return False
+
+    def _builtin_text(self, item: ast.AST) -> bool:
+        """``str(oct)``, ``repr(hex)``, ``format(copyright)``, ``f"{credits}"``,
+        ``oct.__str__``, ``X.__doc__`` of a builtin, ``sys.copyright``."""
+        resolve = self._flow.resolve
+        if isinstance(item, ast.Call) and len(item.args) == 1 and not item.keywords:
+            return not _TEXT_OF.isdisjoint(resolve(item.func)) and self._printable(item.args[0])
+        if isinstance(item, ast.FormattedValue):
+            return self._printable(item.value)
+        if isinstance(item, ast.Attribute):
+            if item.attr in {"__str__", "__repr__", "__doc__"}:
+                return self._printable(item.value)
+            return not INTERPRETER_TEXTS.isdisjoint(resolve(item))
+        return False
+
+    def _printable(self, node: ast.expr) -> bool:
+        """A builtin the file never rebinds (``oct``, ``copyright``, ``int``...)."""
+        return (
+            isinstance(node, ast.Name)
+            and node.id in PRINTABLE_BUILTINS | _TYPES
+            and f"builtins.{node.id}" in self._flow.resolve(node)
+        )
 
     def _picked(self, node: ast.expr) -> bool:
         """A string spelled letter by letter from literals by means the evaluator does not
@@ -397,7 +465,9 @@ class LookupSinks:
     def computed_import(self, node: ast.Call, name: str, module: str) -> None:
         """``__import__("o" + "s")``: a module name built from pieces."""
         arg = node.args[0]
-        if not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and _hides_name(module):
+        if self._sliced_from_builtins(arg) or (
+            not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and _hides_name(module)
+        ):
             api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
             self._scan.emit("CPL-THR-003", api, node.lineno, node.col_offset)
 
@@ -415,6 +485,14 @@ class LookupSinks:
     ) -> None:
         """A lookup by a name computed from literals (or decoded): what it hides."""
         if isinstance(name, ast.Constant):
+            return
+        if self._sliced_from_builtins(name):
+            self._scan.emit(
+                "CPL-THR-003",
+                "a name sliced out of a builtin's text",
+                node.lineno,
+                node.col_offset,
+            )
             return
         flow = self._flow
         if attr is None:
