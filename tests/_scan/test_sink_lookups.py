@@ -338,6 +338,9 @@ def test_a_name_sliced_out_of_a_builtins_text_is_hidden_whatever_it_spells(sourc
         "import json\n\ndef encoder(value):\n    return getattr(json, str(value)[:5])\n",
         "import os\nsep = getattr(os, 'sepx'[:3])\n",
         "import string\nm = __import__('json'[0:4])\n",
+        # platform.py: a cache keyed by sys.version, parsed as every version check does
+        "import sys\n_cache = {}\n\ndef parse(v=None):\n    if v is None:\n"
+        "        v = sys.version\n    _cache[v] = v.split()[0]\n    return _cache[v[:3]]\n",
     ],
 )
 def test_names_sliced_from_data_or_literals_are_not_builtin_text(source: str) -> None:

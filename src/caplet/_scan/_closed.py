@@ -426,7 +426,10 @@ class Closedness(Resolver):
                 own.add(stmt.name)
                 own.update(inner[0])
                 checked.extend(inner[1])
-            elif not isinstance(stmt, ast.Pass | ast.Break | ast.Continue | ast.Nonlocal):
-                # nonlocal n in a nested helper: n is the enclosing helper's own, checked
+            elif not isinstance(
+                stmt, ast.Pass | ast.Break | ast.Continue | ast.Nonlocal | ast.Global
+            ):
+                # nonlocal n in a nested helper: n is the enclosing helper's own, checked;
+                # global n: the module's n, whose other values are checked where read
                 return None
         return own, checked

@@ -6,8 +6,8 @@ from literals or decoded, when what it denotes is worth hiding.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
-from caplet._scan._closed import INTERPRETER_TEXTS
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
@@ -20,6 +20,7 @@ from caplet._scan._sources import (
     RUNS_FILE,
     Source,
 )
+from caplet._scan._syntax import dotted as _dotted
 from caplet._scan._values import PRINTABLE_BUILTINS
 
 __all__ = ["LookupSinks"]
@@ -47,6 +48,20 @@ _CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
 _LOOKUP_CALLS = frozenset(
     {"__getattribute__", "get", "__getitem__", "pop", "setdefault", "getattr_static", "reduce"}
 )
+
+
+def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+    """What a function returns or yields, its own nested definitions left out."""
+    found: list[ast.expr] = []
+    pending: list[ast.AST] = list(fn.body)
+    while pending:
+        item = pending.pop()
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(item, ast.Return | ast.Yield | ast.YieldFrom) and item.value is not None:
+            found.append(item.value)
+        pending.extend(ast.iter_child_nodes(item))
+    return found
 
 
 #: Calls that turn an object into its text.
@@ -148,7 +163,7 @@ class LookupSinks:
         )
         if flow.plain(node.slice):
             return  # module_name = "builtins" in one branch: a name written out, not hidden
-        if self._sliced_from_builtins(node.slice):
+        if isinstance(node.ctx, ast.Load) and self._sliced_from_builtins(node.slice):
             self._scan.emit(
                 "CPL-THR-003",
                 "[a name sliced out of a builtin's text]",
@@ -274,32 +289,51 @@ class LookupSinks:
             )
 
     def _sliced_from_builtins(self, node: ast.expr) -> bool:
-        """Whether ``node`` (or a name it reads, a few bindings deep) picks items out of a
-        builtin object's text: ``str(oct)[13]``, ``repr(hex)``, ``f"{copyright}"``,
-        ``int.__doc__``, ``sys.copyright``. Whatever the evaluator makes of it (the text
-        differs between interpreters, so a name spelled on one is garbage on another),
-        a name assembled that way is hidden by construction."""
-        assigned = self._flow.bindings.assigned
+        """Whether ``node`` (or what it reads, a few bindings deep) picks items out of a
+        builtin object's text: ``str(oct)[13]``, ``repr(hex)[3]``, ``f"{copyright}"[7]``,
+        ``int.__doc__[30]``, ``sys.copyright[5]``. Whatever the evaluator makes of it (the
+        text differs between interpreters, so a name spelled on one is garbage on
+        another), a name assembled that way is hidden by construction."""
+        for item in self._reached(node, 512):
+            if isinstance(item, ast.Attribute) and item.attr not in _PICKERS:
+                continue  # an attribute read, not s.__getitem__
+            if isinstance(item, ast.Subscript | ast.Attribute) and any(
+                self._builtin_text(t) for t in self._reached(item.value, 128)
+            ):
+                return True
+        return False
+
+    def _reached(self, node: ast.AST, budget: int) -> Iterator[ast.AST]:
+        """``node``'s parts and what its names and attributes hold: what they are bound
+        to, looped over, given later, passed as a parameter, the helper they name."""
+        flow = self._flow
+        b = flow.bindings
         stack: list[ast.AST] = [node]
         seen: set[str] = set()
-        picks = text = False
-        budget = 256
         while stack and budget > 0:
             budget -= 1
             item = stack.pop()
-            picks = (
-                picks
-                or isinstance(item, ast.Subscript)
-                or (isinstance(item, ast.Attribute) and item.attr in _PICKERS)
-            )
-            text = text or self._builtin_text(item)
-            if picks and text:
-                return True
+            yield item
             if isinstance(item, ast.Name) and item.id not in seen:
                 seen.add(item.id)
-                stack.extend(assigned.get(item.id, ())[:8])
+                name = item.id
+                stack.extend(b.assigned.get(name, ())[:8])
+                stack.extend(b.iterated.get(name, ())[:8])
+                stack.extend(v for vs in flow.contributed.get(name, {}).values() for v in vs[:8])
+                stack.extend(
+                    a for slots in flow.passed_arguments().values() for a in slots.get(name, ())[:8]
+                )
+                stack.extend(r for f in b.functions if f.name == name for r in _returns(f))
+            elif isinstance(item, ast.Attribute):
+                dotted = _dotted(item)
+                if dotted is not None and dotted not in seen:
+                    # self.text = str(oct); helper.name(): what it holds, what it returns
+                    seen.add(dotted)
+                    stack.extend(
+                        v for vs in flow.contributed.get(dotted, {}).values() for v in vs[:8]
+                    )
+                    stack.extend(r for f in b.functions if f.name == item.attr for r in _returns(f))
             stack.extend(ast.iter_child_nodes(item))
-        return False
 
     def _builtin_text(self, item: ast.AST) -> bool:
         """``str(oct)``, ``repr(hex)``, ``format(copyright)``, ``f"{credits}"``,
@@ -312,7 +346,8 @@ class LookupSinks:
         if isinstance(item, ast.Attribute):
             if item.attr in {"__str__", "__repr__", "__doc__"}:
                 return self._printable(item.value)
-            return not INTERPRETER_TEXTS.isdisjoint(resolve(item))
+            # sys.copyright only: sys.version is parsed by every version check
+            return "sys.copyright" in resolve(item)
         return False
 
     def _printable(self, node: ast.expr) -> bool:
