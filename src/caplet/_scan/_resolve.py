@@ -87,6 +87,8 @@ class Resolver:
         self._import_roots: frozenset[str] | None = None
         #: Nodes being resolved now (a cycle through the evaluator ends here).
         self._active: set[int] = set()
+        #: Parameter defaults by parameter name (built once, on first need).
+        self._defaults_by_name: dict[str, list[ast.expr]] | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -215,27 +217,28 @@ class Resolver:
     def _defaults(self, name: str) -> list[ast.expr]:
         """The defaults of every parameter called ``name`` of this file's functions and of
         the lambdas it binds to names."""
-        functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = [
-            *self.bindings.functions,
-            *(v for vs in self.bindings.assigned.values() for v in vs if isinstance(v, ast.Lambda)),
-        ]
-        found: list[ast.expr] = []
-        for f in functions:
-            a = f.args
-            positional = [*a.posonlyargs, *a.args]
-            found.extend(
-                d
-                for p, d in zip(
-                    positional[len(positional) - len(a.defaults) :], a.defaults, strict=True
-                )
-                if p.arg == name
-            )
-            found.extend(
-                d
-                for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
-                if p.arg == name and d is not None
-            )
-        return found
+        table = self._defaults_by_name
+        if table is None:
+            table = self._defaults_by_name = {}
+            functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = [
+                *self.bindings.functions,
+                *(
+                    v
+                    for vs in self.bindings.assigned.values()
+                    for v in vs
+                    if isinstance(v, ast.Lambda)
+                ),
+            ]
+            for f in functions:
+                a = f.args
+                positional = [*a.posonlyargs, *a.args]
+                pairs = [
+                    *zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True),
+                    *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d),
+                ]
+                for p, d in pairs:
+                    table.setdefault(p.arg, []).append(d)
+        return table.get(name, [])
 
     def _resolve_subscript(self, node: ast.Subscript, depth: int) -> tuple[str, ...]:
         index = node.slice

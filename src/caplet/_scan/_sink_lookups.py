@@ -72,6 +72,10 @@ _TEXT_OF = frozenset({"builtins.str", "builtins.repr", "builtins.format", "built
 _TYPES = frozenset({"int", "str", "bytes", "float", "list", "dict", "tuple", "type", "object"})
 
 
+#: Builtins whose text a name may be sliced from.
+_TEXT_NAMES = PRINTABLE_BUILTINS | _TYPES
+
+
 #: Attributes that pick items out of a sequence, besides a subscript.
 _PICKERS = frozenset({"__getitem__", "getitem", "itemgetter"})
 
@@ -143,6 +147,11 @@ class LookupSinks:
 
     _scan: FileScan
     _flow: Flow
+    #: Whether the file holds any builtin's text at all (found once, on first need):
+    #: without one no name can be sliced out of one, and no walk is made.
+    _builtin_texts: bool | None = None
+    #: By node, whether what it reads reaches a builtin's text (memoised per file).
+    _carries_text: dict[int, bool] | None = None
 
     def namespace_lookup(self, node: ast.Subscript) -> None:
         """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
@@ -294,14 +303,26 @@ class LookupSinks:
         ``int.__doc__[30]``, ``sys.copyright[5]``. Whatever the evaluator makes of it (the
         text differs between interpreters, so a name spelled on one is garbage on
         another), a name assembled that way is hidden by construction."""
-        for item in self._reached(node, 512):
+        if self._builtin_texts is None:
+            self._builtin_texts = any(self._builtin_text(n) for n in self._flow.nodes)
+        if not self._builtin_texts:
+            return False
+        for item in self._reached(node, 256):
             if isinstance(item, ast.Attribute) and item.attr not in _PICKERS:
                 continue  # an attribute read, not s.__getitem__
-            if isinstance(item, ast.Subscript | ast.Attribute) and any(
-                self._builtin_text(t) for t in self._reached(item.value, 128)
-            ):
+            if isinstance(item, ast.Subscript | ast.Attribute) and self._text_in(item.value):
                 return True
         return False
+
+    def _text_in(self, node: ast.expr) -> bool:
+        """Whether ``node`` or what it reads reaches a builtin's text (memoised)."""
+        memo = self._carries_text
+        if memo is None:
+            memo = self._carries_text = {}
+        found = memo.get(id(node))
+        if found is None:
+            found = memo[id(node)] = any(self._builtin_text(t) for t in self._reached(node, 128))
+        return found
 
     def _reached(self, node: ast.AST, budget: int) -> Iterator[ast.AST]:
         """``node``'s parts and what its names and attributes hold: what they are bound
@@ -340,21 +361,23 @@ class LookupSinks:
         ``oct.__str__``, ``X.__doc__`` of a builtin, ``sys.copyright``."""
         resolve = self._flow.resolve
         if isinstance(item, ast.Call) and len(item.args) == 1 and not item.keywords:
-            return not _TEXT_OF.isdisjoint(resolve(item.func)) and self._printable(item.args[0])
+            # the argument first: str(x) of anything but a builtin is common, and cheap to
+            # tell apart before the callee is resolved
+            return self._printable(item.args[0]) and not _TEXT_OF.isdisjoint(resolve(item.func))
         if isinstance(item, ast.FormattedValue):
             return self._printable(item.value)
         if isinstance(item, ast.Attribute):
             if item.attr in {"__str__", "__repr__", "__doc__"}:
                 return self._printable(item.value)
             # sys.copyright only: sys.version is parsed by every version check
-            return "sys.copyright" in resolve(item)
+            return item.attr == "copyright" and "sys.copyright" in resolve(item)
         return False
 
     def _printable(self, node: ast.expr) -> bool:
         """A builtin the file never rebinds (``oct``, ``copyright``, ``int``...)."""
         return (
             isinstance(node, ast.Name)
-            and node.id in PRINTABLE_BUILTINS | _TYPES
+            and node.id in _TEXT_NAMES
             and f"builtins.{node.id}" in self._flow.resolve(node)
         )
 
