@@ -325,6 +325,10 @@ def test_modules_named_by_data_or_written_out_are_not_hidden() -> None:
         "import importlib\nt = repr(credits)\nm = importlib.import_module(t[30] + t[31])\n",
         "import os\nf = vars(os)[int.__doc__[30] + int.__doc__[7]]\n",
         "t = f'{oct}'\nf = getattr(__builtins__, t[1] + t[9])\n",
+        # the text handed to a class, kept on self and picked by a method defined above
+        "class P:\n    def __init__(self, t):\n        self.t = t\n"
+        "    def pick(self, *at):\n        return ''.join(self.t[i] for i in at)\n"
+        "f = getattr(__builtins__, P(str(hex)).pick(20, 21, 20))\n",
     ],
 )
 def test_a_name_sliced_out_of_a_builtins_text_is_hidden_whatever_it_spells(source: str) -> None:

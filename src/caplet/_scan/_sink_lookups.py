@@ -6,7 +6,7 @@ from literals or decoded, when what it denotes is worth hiding.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
@@ -147,11 +147,14 @@ class LookupSinks:
 
     _scan: FileScan
     _flow: Flow
+    _pending: list[Callable[[], None]]
     #: Whether the file holds any builtin's text at all (found once, on first need):
     #: without one no name can be sliced out of one, and no walk is made.
     _builtin_texts: bool | None = None
     #: By node, whether what it reads reaches a builtin's text (memoised per file).
     _carries_text: dict[int, bool] | None = None
+    #: By parameter name, what this file's ``C(...)`` calls hand ``C.__init__``.
+    _constructed: dict[str, list[ast.expr]] | None = None
 
     def namespace_lookup(self, node: ast.Subscript) -> None:
         """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
@@ -172,14 +175,9 @@ class LookupSinks:
         )
         if flow.plain(node.slice):
             return  # module_name = "builtins" in one branch: a name written out, not hidden
-        if isinstance(node.ctx, ast.Load) and self._sliced_from_builtins(node.slice):
-            self._scan.emit(
-                "CPL-THR-003",
-                "[a name sliced out of a builtin's text]",
-                node.lineno,
-                node.col_offset,
-            )
-            return
+        if isinstance(node.ctx, ast.Load):
+            key = node.slice
+            self._pending.append(lambda: self._sliced_lookup(node, key))
         name = flow.name_value(node.slice)
         hidden = name is None and namespace and flow.closed(node.slice)
         if name is None and not self._decoded(node.slice) and not hidden:
@@ -297,6 +295,18 @@ class LookupSinks:
                 node.col_offset,
             )
 
+    def _sliced_lookup(self, node: ast.expr, name: ast.expr) -> None:
+        """CPL-THR-003 when the name a lookup or import takes is sliced out of a builtin's
+        text (checked once the whole file is seen: the text may reach the name through a
+        class or a function visited after the lookup)."""
+        if self._sliced_from_builtins(name):
+            self._scan.emit(
+                "CPL-THR-003",
+                "a name sliced out of a builtin's text",
+                node.lineno,
+                node.col_offset,
+            )
+
     def _sliced_from_builtins(self, node: ast.expr) -> bool:
         """Whether ``node`` (or what it reads, a few bindings deep) picks items out of a
         builtin object's text: ``str(oct)[13]``, ``repr(hex)[3]``, ``f"{copyright}"[7]``,
@@ -313,6 +323,27 @@ class LookupSinks:
             if isinstance(item, ast.Subscript | ast.Attribute) and self._text_in(item.value):
                 return True
         return False
+
+    def _constructor_arguments(self) -> dict[str, list[ast.expr]]:
+        """By parameter name, the arguments this file's ``C(...)`` calls pass to the
+        ``__init__`` of its class ``C`` (``self`` left out)."""
+        table = self._constructed
+        if table is None:
+            table = self._constructed = {}
+            inits: dict[str, list[str]] = {}
+            nodes = self._flow.nodes
+            for n in nodes:
+                if isinstance(n, ast.ClassDef):
+                    for stmt in n.body:
+                        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+                            params = [a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args)]
+                            inits[n.name] = params[1:]
+            if inits:
+                for n in nodes:
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                        for param, arg in zip(inits.get(n.func.id, ()), n.args, strict=False):
+                            table.setdefault(param, []).append(arg)
+        return table
 
     def _text_in(self, node: ast.expr) -> bool:
         """Whether ``node`` or what it reads reaches a builtin's text (memoised)."""
@@ -344,11 +375,12 @@ class LookupSinks:
                 stack.extend(
                     a for slots in flow.passed_arguments().values() for a in slots.get(name, ())[:8]
                 )
+                stack.extend(self._constructor_arguments().get(name, ())[:8])
                 stack.extend(r for f in b.functions if f.name == name for r in _returns(f))
             elif isinstance(item, ast.Attribute):
-                dotted = _dotted(item)
-                if dotted is not None and dotted not in seen:
-                    # self.text = str(oct); helper.name(): what it holds, what it returns
+                dotted = _dotted(item) or f".{item.attr}"
+                if dotted not in seen:
+                    # self.text = str(oct); Helper(t).name(): what it holds, what it returns
                     seen.add(dotted)
                     stack.extend(
                         v for vs in flow.contributed.get(dotted, {}).values() for v in vs[:8]
@@ -523,9 +555,8 @@ class LookupSinks:
     def computed_import(self, node: ast.Call, name: str, module: str) -> None:
         """``__import__("o" + "s")``: a module name built from pieces."""
         arg = node.args[0]
-        if self._sliced_from_builtins(arg) or (
-            not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and _hides_name(module)
-        ):
+        self._pending.append(lambda: self._sliced_lookup(node, arg))
+        if not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and _hides_name(module):
             api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
             self._scan.emit("CPL-THR-003", api, node.lineno, node.col_offset)
 
@@ -544,14 +575,7 @@ class LookupSinks:
         """A lookup by a name computed from literals (or decoded): what it hides."""
         if isinstance(name, ast.Constant):
             return
-        if self._sliced_from_builtins(name):
-            self._scan.emit(
-                "CPL-THR-003",
-                "a name sliced out of a builtin's text",
-                node.lineno,
-                node.col_offset,
-            )
-            return
+        self._pending.append(lambda: self._sliced_lookup(node, name))
         flow = self._flow
         if attr is None:
             attr = flow.name_value(name)
