@@ -329,6 +329,8 @@ def test_modules_named_by_data_or_written_out_are_not_hidden() -> None:
         "class P:\n    def __init__(self, t):\n        self.t = t\n"
         "    def pick(self, *at):\n        return ''.join(self.t[i] for i in at)\n"
         "f = getattr(__builtins__, P(str(hex)).pick(20, 21, 20))\n",
+        # the builtin whose text is sliced reached through builtins' namespace
+        "import sys\nb = sys.modules['builtins'].__dict__\nt = str(b['oct'])\nf = b[t[6] + t[5]]\n",
     ],
 )
 def test_a_name_sliced_out_of_a_builtins_text_is_hidden_whatever_it_spells(source: str) -> None:

@@ -406,12 +406,17 @@ class LookupSinks:
         return False
 
     def _printable(self, node: ast.expr) -> bool:
-        """A builtin the file never rebinds (``oct``, ``copyright``, ``int``...)."""
-        return (
-            isinstance(node, ast.Name)
-            and node.id in _TEXT_NAMES
-            and f"builtins.{node.id}" in self._flow.resolve(node)
-        )
+        """A builtin the file never rebinds (``oct``, ``copyright``, ``int``...), named or
+        reached through builtins (``builtins.oct``, ``vars(__builtins__)["oct"]``)."""
+        if isinstance(node, ast.Name):
+            key = node.id
+        elif isinstance(node, ast.Attribute):
+            key = node.attr
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value if isinstance(node.slice.value, str) else ""
+        else:
+            return False
+        return key in _TEXT_NAMES and f"builtins.{key}" in self._flow.resolve(node)
 
     def _picked(self, node: ast.expr) -> bool:
         """A string spelled letter by letter from literals by means the evaluator does not
