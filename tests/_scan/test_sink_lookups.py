@@ -351,3 +351,27 @@ def test_a_name_sliced_out_of_a_builtins_text_is_hidden_whatever_it_spells(sourc
 )
 def test_names_sliced_from_data_or_literals_are_not_builtin_text(source: str) -> None:
     assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pillow's Image.py: a parameter called format, a plugin module imported by name,
+        # a palette sliced by numbers
+        "def dump(file=None, format=None):\n    return f'.{format}'\n\n"
+        "def load(plugin):\n"
+        "    __import__(f'{__spec__.parent}.{plugin}', globals(), locals(), [])\n"
+        "palette = b''\nfor i, p in enumerate([1, 2]):\n"
+        "    palette += bytes(3)[p * 3 : p * 3 + 3]\n",
+        # litellm: a list indexed in a sort key, beside an f-string of a builtin's text
+        "values = [3, 1]\nlabel = f'{len}'\n"
+        "top = sorted(range(len(values)), key=lambda i: values[i])[:5]\n",
+        # future's tests: eval of a line a child process printed
+        "import os\nlines = os.read(0, 100).decode().splitlines()\nvalue = eval(lines[1])\n",
+        # pycryptodome's setup.py: a test module imported by a path built from its name
+        "root = 'Cryptodome'\nname = 'Math.Numbers'\ncomps = name.split('.')\n"
+        "m = __import__(root + '.SelfTest.' + comps[0] + '.test_' + comps[1])\n",
+    ],
+)
+def test_the_benign_corpus_shapes_of_data_indexing_are_not_hidden_names(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")

@@ -350,6 +350,10 @@ class Closedness(Resolver):
             for a in passed
         )
 
+    def parameter_names(self) -> frozenset[str]:
+        """Every name a function or lambda of this file takes as a parameter."""
+        return self._parameter_names()
+
     def _parameter_names(self) -> frozenset[str]:
         """Every name a function or lambda of this file takes as a parameter."""
         if self._parameters is None:

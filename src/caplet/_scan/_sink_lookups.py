@@ -65,7 +65,9 @@ def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
 
 
 #: Calls that turn an object into its text.
-_TEXT_OF = frozenset({"builtins.str", "builtins.repr", "builtins.format", "builtins.ascii"})
+_TEXT_OF = frozenset(
+    {"builtins.str", "builtins.repr", "builtins.format", "builtins.ascii", "builtins.str.format"}
+)
 
 
 #: Builtin types whose ``__doc__`` a name may be spelled from.
@@ -175,7 +177,13 @@ class LookupSinks:
         )
         if flow.plain(node.slice):
             return  # module_name = "builtins" in one branch: a name written out, not hidden
-        if isinstance(node.ctx, ast.Load):
+        if (
+            isinstance(node.ctx, ast.Load)
+            and not isinstance(node.slice, ast.Slice)
+            and (namespace or any(o.endswith(".__dict__") or o == "sys.modules" for o in owners))
+        ):
+            # vars(os)[t[3] + t[9]], sys.modules[...]: a module's namespace, not a list or
+            # a dict of the file's own (data indexed by a number is everywhere)
             key = node.slice
             self._pending.append(lambda: self._sliced_lookup(node, key))
         name = flow.name_value(node.slice)
@@ -284,16 +292,11 @@ class LookupSinks:
         )
 
     def computed_eval(self, node: ast.Call, text: ast.expr) -> None:
-        """``eval(s[3] + t[17] + ...)``: a builtin's name (or code) spelled from the
-        interpreter's own text by operations the evaluator does not follow, evaluated to
-        reach the builtin; a value the evaluator computes is read as code instead."""
-        if self._picked(text):
-            self._scan.emit(
-                "CPL-THR-003",
-                "eval(<name computed from literals>)",
-                node.lineno,
-                node.col_offset,
-            )
+        """``eval(s[3] + t[17] + ...)`` with ``s = str(oct)``: a builtin reached by
+        evaluating its name sliced out of a builtin's text (a value the evaluator computes
+        is read as code instead)."""
+        if not isinstance(text, ast.Constant):
+            self._pending.append(lambda: self._sliced_lookup(node, text))
 
     def _sliced_lookup(self, node: ast.expr, name: ast.expr) -> None:
         """CPL-THR-003 when the name a lookup or import takes is sliced out of a builtin's
@@ -398,6 +401,8 @@ class LookupSinks:
             return self._printable(item.args[0]) and not _TEXT_OF.isdisjoint(resolve(item.func))
         if isinstance(item, ast.FormattedValue):
             return self._printable(item.value)
+        if isinstance(item, ast.BinOp) and isinstance(item.op, ast.Mod):
+            return isinstance(item.left, ast.Constant) and self._printable(item.right)
         if isinstance(item, ast.Attribute):
             if item.attr in {"__str__", "__repr__", "__doc__"}:
                 return self._printable(item.value)
@@ -410,6 +415,16 @@ class LookupSinks:
         reached through builtins (``builtins.oct``, ``vars(__builtins__)["oct"]``)."""
         if isinstance(node, ast.Name):
             key = node.id
+            b = self._flow.bindings
+            if (
+                key in b.assigned
+                or key in b.iterated
+                or key in b.scoped
+                or key in b.imports
+                or key in b.defined
+                or key in self._flow.parameter_names()
+            ):
+                return False  # def dump(self, format=None): f".{format}" is the parameter
         elif isinstance(node, ast.Attribute):
             key = node.attr
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
@@ -417,40 +432,6 @@ class LookupSinks:
         else:
             return False
         return key in _TEXT_NAMES and f"builtins.{key}" in self._flow.resolve(node)
-
-    def _picked(self, node: ast.expr) -> bool:
-        """A string spelled letter by letter from literals by means the evaluator does not
-        follow: not a literal, not written out, not evaluated, closed, picking items."""
-        flow = self._flow
-        return (
-            not isinstance(node, ast.Constant)
-            and flow.name_value(node) is None
-            and not flow.plain(node)
-            and self._picks_characters(node)
-            and flow.closed(node)
-        )
-
-    def _picks_characters(self, node: ast.expr) -> bool:
-        """Whether ``node`` (or a name it reads, followed a few bindings deep) picks items
-        out of something: ``s[3]``, ``s.__getitem__(3)``, ``operator.getitem(s, 3)``,
-        ``itemgetter(3, 7)(s)``, how a name is spelled letter by letter (``repr(1.5)``
-        picks nothing)."""
-        assigned = self._flow.bindings.assigned
-        stack: list[ast.AST] = [node]
-        seen: set[str] = set()
-        budget = 256
-        while stack and budget > 0:
-            budget -= 1
-            item = stack.pop()
-            if isinstance(item, ast.Subscript):
-                return True
-            if isinstance(item, ast.Attribute) and item.attr in _PICKERS:
-                return True
-            if isinstance(item, ast.Name) and item.id not in seen:
-                seen.add(item.id)
-                stack.extend(assigned.get(item.id, ())[:8])
-            stack.extend(ast.iter_child_nodes(item))
-        return False
 
     def _builtins_namespace(self, node: ast.expr) -> bool:
         """``__builtins__``, ``builtins``, ``vars(builtins)``, ``builtins.__dict__``, or a
@@ -477,16 +458,13 @@ class LookupSinks:
             return  # computed_getattr's
         func = node.func
         flow = self._flow
-        if not DYNAMIC_IMPORTERS.isdisjoint(funcs) and self._picked(node.args[0]):
-            # __import__(''.join(map(s.__getitem__, [...]))): a module named letter by
-            # letter out of the interpreter's text (one the evaluator spells is
-            # computed_import's)
-            self._scan.emit(
-                "CPL-THR-003",
-                "a module imported by <name computed from literals>",
-                node.lineno,
-                node.col_offset,
-            )
+        if not DYNAMIC_IMPORTERS.isdisjoint(funcs):
+            # __import__(''.join(map(s.__getitem__, [...]))) with s = str(copyright): a
+            # module named by letters out of a builtin's text the evaluator does not spell
+            # (one it spells is computed_import's)
+            arg = node.args[0]
+            if not isinstance(arg, ast.Constant) and flow.name_value(arg) is None:
+                self._pending.append(lambda: self._sliced_lookup(node, arg))
             return
         names: list[ast.expr] = []
         if isinstance(func, ast.Call) and func.args:
@@ -608,10 +586,6 @@ class LookupSinks:
         # getattr(requests, "teg"[::-1]): a network, process or native-code module
         # looked up by a name spelled so that no reader sees it (os.O_BINARY is not)
         watched = builtin_owner or any(o in MODULE_RULES and flow.of_import(o) for o in owners)
-        if attr is None and not watched and self._picked(name):
-            # getattr(pip, ''.join(map(s.__getitem__, [...]))): any module worth hiding,
-            # by a name picked letter by letter (a name the evaluator spells is below)
-            watched = any(_hides_name(o) and flow.of_import(o) for o in owners)
         if attr is None:
             shown = "builtins" if builtin_owner else next(iter(owners), "")
             if watched and self._decoded(name):

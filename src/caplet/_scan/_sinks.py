@@ -559,9 +559,9 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             if (isinstance(value, list) and "install" in value) or value == "install":
                 return True
             if isinstance(arg, ast.List | ast.Tuple) and any(
-                flow.name_value(e) == "install" or self._picked(e) for e in arg.elts
+                flow.name_value(e) == "install" or self._sliced_from_builtins(e) for e in arg.elts
             ):
-                return True  # the word, or one spelled letter by letter to hide it
+                return True  # the word, or one sliced out of a builtin's text to hide it
             if isinstance(arg, ast.Name) and arg.id not in seen and len(seen) < 8:
                 seen.add(arg.id)
                 pending.extend(flow.bindings.assigned.get(arg.id, ()))
