@@ -28,6 +28,9 @@ def test_script_brings_its_interpreter(tmp_path: Path) -> None:
     paths = [g.path for g in program_grants(str(script))]
     assert paths[0] == str(script)
     assert "/bin/sh" in paths
+    # ... and the shell's own ELF interpreter, which the kernel opens for execution too.
+    assert set(program_grants("/bin/sh")) <= set(program_grants(str(script)))
+    assert any("ld-" in Path(p).name for p in paths), paths
 
 
 def test_missing_program_is_refused_with_the_search_path() -> None:

@@ -272,6 +272,26 @@ def test_a_read_grant_holding_the_approved_program_keeps_it_running(
 
 
 @pytest.mark.security
+def test_an_approved_script_runs_through_its_interpreter_and_that_ones_loader(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    """A ``#!/bin/sh`` script approved as the program: the kernel opens ``/bin/sh``
+    and then the shell's own ELF interpreter for execution, and Landlock checks
+    both opens; the script failed with EACCES when only the first was granted.
+    The shell may run, nothing else: ``id`` from the script is refused."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    script = tools / "hello"
+    script.write_text("#!/bin/sh\necho hello from sh\nid -u 2>/dev/null || echo id refused\n")
+    script.chmod(0o755)
+    for path in (tmp_path, tools):
+        path.chmod(0o755)
+    write_plugin(plugins_dir, "scripted", LOADER, ("run",), capabilities=(f"proc.exec:{script}",))
+    with sandboxed_host(plugins_dir, state_dir, "scripted") as host:
+        assert call(host, "scripted", "run", str(script)) == "hello from sh\nid refused"
+
+
+@pytest.mark.security
 def test_a_read_grant_of_usr_maps_only_the_runtime_and_the_program(
     plugins_dir: Path, state_dir: Path
 ) -> None:

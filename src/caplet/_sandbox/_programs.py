@@ -27,6 +27,8 @@ _ELF_MAGIC = b"\x7fELF"
 _PT_INTERP = 3
 #: Links followed before giving up (the kernel's own limit, path_resolution(7)).
 _MAX_LINKS = 40
+#: Interpreters followed from a program (the kernel's BINPRM_MAX_RECURSION).
+_MAX_INTERPRETERS = 4
 
 
 def program_grants(program: str, *, search_path: str | None = None) -> tuple[PathGrant, ...]:
@@ -44,8 +46,14 @@ def program_grants(program: str, *, search_path: str | None = None) -> tuple[Pat
             + "; install it or declare its absolute path"
         )
     paths = [found, os.path.realpath(found)]
-    interpreter = _interpreter(paths[-1])
-    if interpreter is not None:
+    # A script's interpreter is itself a program with an ELF interpreter, which
+    # the kernel opens for execution too (Landlock checks that open: a
+    # ``#!/bin/sh`` script failed with EACCES on ld.so). Follow the chain as
+    # far as the kernel does (BINPRM_MAX_RECURSION, 4, in fs/exec.c).
+    for _ in range(_MAX_INTERPRETERS):
+        interpreter = _interpreter(paths[-1])
+        if interpreter is None:
+            break
         paths += [interpreter, os.path.realpath(interpreter)]
     return tuple(PathGrant(path, executable=True) for path in dict.fromkeys(paths))
 
