@@ -207,6 +207,8 @@ class Mount:
     fd: int = -1
     #: The link's target, for Kind.LINK.
     link: str = ""
+    #: For Kind.COPY: the tree hash the copy must have (PathGrant.content_hash).
+    content_hash: str = ""
 
 
 @dataclass(frozen=True, slots=True)

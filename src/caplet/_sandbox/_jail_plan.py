@@ -82,7 +82,8 @@ def open_plan(
             if path == "/" and kind is not Kind.COPY:
                 plan += _whole_root(fd, kind)
             else:
-                plan.append(Mount(path, kind, fd))
+                checked = source.content_hash if kind is Kind.COPY else ""
+                plan.append(Mount(path, kind, fd, content_hash=checked))
     except BaseException:
         for entry in plan:
             if entry.fd >= 0:
