@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from caplet._broker._http import HttpBroker, _Watchdog
+from caplet._broker._http import HttpBroker
+from caplet._broker._http_hop import _Watchdog
 from caplet._broker._model import BrokerDecision, HttpRequest, HttpResponse
 from caplet._broker._policy import NetworkPolicy
 from caplet._capabilities._model import NetHttpCapability

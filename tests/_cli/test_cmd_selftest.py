@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caplet._host._manager import RED_TEAM_BANNER
+from caplet._host._manager_state import RED_TEAM_BANNER
 from tests._cli.clikit import caplet, caplet_with_terminal_stderr, document
 
 #: The corpus's log flood: 1000 ctx.log lines from a hostile plugin.

@@ -122,6 +122,29 @@ def test_unknown_plugin_name_suggests_the_closest(
 
 
 # -- audit and approval ---------------------------------------------------------------------------
+def test_load_source_reads_the_entry_as_python_decodes_it(
+    manager: PluginManager, make_plugin: PluginFactory
+) -> None:
+    plugin = make_plugin("latin")
+    (plugin / "plugin.py").write_bytes(b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n")
+    manager.discover()
+    assert manager.load_source("latin") == "# -*- coding: latin-1 -*-\nNAME = '\xe9'\n"
+
+
+def test_load_source_never_follows_an_entry_replaced_by_a_link(
+    manager: PluginManager, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Attack: after discovery the entry becomes a link to a host file; the
+    application that asks for the plugin's source (to show it, or to send it to a
+    hosted model) got the host file."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret\n")
+    plugin = make_plugin("linked")
+    manager.discover()
+    entry = plugin / "plugin.py"
+    entry.unlink()
+    entry.symlink_to(secret)
+    assert manager.load_source("linked") is None
 
 
 def test_approve_requires_an_audit(manager: PluginManager, make_plugin: PluginFactory) -> None:
@@ -728,7 +751,7 @@ def test_enabling_the_same_content_again_reads_its_manifest_once(
         reads.append(plugin_dir)
         return load_manifest(plugin_dir, allow_broad=allow_broad)
 
-    monkeypatch.setattr("caplet._host._manager.load_manifest", spy)
+    monkeypatch.setattr("caplet._host._manager_state.load_manifest", spy)
     for _ in range(3):
         assert manager.enable("p", consent=True)
         manager.disable("p")
@@ -761,7 +784,7 @@ def test_the_worker_identity_is_looked_up_once_per_policy(
         lookups.append((uid, gid))
         return worker_identity(uid, gid)
 
-    monkeypatch.setattr("caplet._host._manager.worker_identity", spy)
+    monkeypatch.setattr("caplet._host._manager_state.worker_identity", spy)
     for _ in range(3):
         assert manager.enable("p", consent=True)
         manager.disable("p")

@@ -28,7 +28,7 @@ from caplet._sandbox._sandboxed import (
     isolation_report,
 )
 from caplet._sandbox._subprocess import SubprocessWorker
-from caplet._sandbox._zygote import STATUS
+from caplet._sandbox._zygote_request import STATUS
 
 PLUGIN = """
 import ctypes, errno, os, socket, threading
@@ -271,7 +271,7 @@ def test_status_is_native_endian_like_before() -> None:
 
 _FAILED_HANDOVER = """
 import errno, json, os, socket
-from caplet._sandbox._zygote import _hand_over
+from caplet._sandbox._zygote_child import _hand_over
 from caplet._sandbox._seccomp import apply_seccomp
 
 padding = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]  # the pair lands above fd 4

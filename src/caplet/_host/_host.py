@@ -38,24 +38,27 @@ class's ordinary call path.
 Threads: any application thread may call any method; the locking design
 (which lock serialises what, and why the warm call takes none) is in the
 :class:`PluginHost` docstring and in docs/architecture.md ("Threads").
+
+:class:`PluginHost` builds its parts here and is assembled from one class
+per concern: the lifecycle (:mod:`._host_lifecycle`), hooks
+(:mod:`._host_events`), guest code and what an agent reads
+(:mod:`._host_agent`), over the parts they share (:mod:`._host_parts`).
+This module keeps construction, calls, health checks, updates and closing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider
 from caplet._broker._resolver import Resolver
-from caplet._config._coerce import unknown_keys_message
 from caplet._config._prompt import Prompter
 from caplet._errors import (
     CallTimeoutError,
@@ -63,28 +66,26 @@ from caplet._errors import (
     LifecycleError,
     SandboxError,
 )
-from caplet._findings import Finding
 from caplet._host._apps import AppHandler, AppRegistry
-from caplet._host._breaker import CircuitBreaker
 from caplet._host._call_path import CallPath, is_refusal
-from caplet._host._consent import Consent, ConsentRequest
 from caplet._host._context import ContextBroker
 from caplet._host._guards import PluginGuards
 from caplet._host._guest_code import GuestCode
-from caplet._host._guest_prompt import system_message
-from caplet._host._guest_result import GuestResult
-from caplet._host._hooks import ErrorPolicy, HookBus, HookResults, HookSpec, HookStatus
+from caplet._host._hooks import HookBus
+from caplet._host._host_agent import HostAgent
+from caplet._host._host_events import HostEvents
+from caplet._host._host_lifecycle import HostLifecycle
 from caplet._host._loading import LoadingRules
-from caplet._host._manager import RED_TEAM_LABEL, PluginManager
+from caplet._host._manager import PluginManager
+from caplet._host._manager_state import RED_TEAM_LABEL
 from caplet._host._observe import Observer
 from caplet._host._policy import Isolation, Policy
 from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
-from caplet._host._records import DirtyFlags, InlineConfigResult, Outcome, PluginInfo, PluginState
+from caplet._host._records import Outcome
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._launcher import Launcher
 from caplet._sandbox._sandboxed import default_launcher
-from caplet._scan._model import ScanReport
-from caplet._trust._store import ApprovalRecord, TrustStore
+from caplet._trust._store import TrustStore
 
 if TYPE_CHECKING:
     from caplet._host._consent import Widening
@@ -101,7 +102,7 @@ PluginFunction = Callable[..., Any]
 HEALTH_FUNCTION = "health"
 
 
-class PluginHost:
+class PluginHost(HostLifecycle, HostEvents, HostAgent):
     """Discover, trust, configure and call plugins, each in its own worker.
 
     ``host.manager`` exposes the full lifecycle API; the methods here are the
@@ -261,217 +262,6 @@ class PluginHost:
         if discover:
             self.manager.discover()
 
-    # -- delegated lifecycle --------------------------------------------------------------
-
-    @property
-    def policy(self) -> Policy:
-        return self.manager.policy
-
-    def discover(self) -> int:
-        """Re-scan the plugins directory; workers of vanished plugins are stopped."""
-        with self._lifecycle:
-            count = self.manager.discover()
-            stale = []
-            for name in list(self._workers.running):
-                info = self.manager.get_plugin(name)
-                if info is None or info.state is not PluginState.ENABLED:
-                    stale.append(name)
-            retired = self._workers.detach_each(stale)
-        self._workers.dispose_each(retired)
-        return count
-
-    def list_plugins(self) -> list[PluginInfo]:
-        return self.manager.list_plugins()
-
-    def get_plugin(self, name: str) -> PluginInfo | None:
-        return self.manager.get_plugin(name)
-
-    def scan(self, name: str) -> list[Finding]:
-        """Static findings of the plugin's current content (nothing is executed)."""
-        return self.manager.run_static_scan(name)
-
-    def scan_report(self, name: str) -> ScanReport:
-        """The plugin's full scan report (counts, mode), lint findings included."""
-        return self.manager.scan_report(name)
-
-    def audit(self, name: str, *, fresh: bool = False, static_only: bool = False) -> AuditResult:
-        """Audit the current content (deep when an auditor is configured), cached by
-        content hash and model; ``fresh`` re-runs it; ``static_only`` is the operator's
-        choice of a static-only audit although a model is configured (used for this
-        process, never cached)."""
-        with self._lifecycle:
-            return self.manager.audit(name, fresh=fresh, static_only=static_only)
-
-    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
-        """Approve *name*'s current content; with ``content_hash`` (what was shown to
-        the person approving) only if that is still the content."""
-        with self._lifecycle:
-            return self.manager.approve(name, content_hash=content_hash)
-
-    def unapprove(self, name: str) -> Outcome:
-        """Remove approval; a running worker keeps serving this session."""
-        with self._lifecycle:
-            return self.manager.unapprove(name)
-
-    def is_approved(self, name: str) -> bool:
-        return self.manager.is_approved(name)
-
-    def consent_request(self, name: str) -> ConsentRequest | None:
-        """What enabling *name* would ask a person now (None: no consent needed, or it
-        would be refused anyway); see :meth:`PluginManager.consent_request`."""
-        with self._lifecycle:
-            return self.manager.consent_request(name)
-
-    def get_approval_record(self, name: str) -> ApprovalRecord | None:
-        return self.manager.get_approval_record(name)
-
-    def configure(
-        self,
-        name: str,
-        inline: Iterable[str] = (),
-        *,
-        prompter: Prompter | None = None,
-    ) -> InlineConfigResult:
-        """Apply inline ``key=value`` entries, then prompt for what must be asked.
-
-        An inert plugin (locked mode, the allowlist) is never configured nor
-        prompted for: :class:`LifecycleError` says why.
-        """
-        with self._lifecycle, self._guards.lock(name):
-            inert = self.manager.inert_reason(name)
-            if inert:
-                raise LifecycleError(inert)
-            result = self.manager.apply_inline_config(name, inline)
-            prompter = prompter if prompter is not None else self.prompter
-            # A typo'd key is refused before anything is asked: prompting for the
-            # field the user meant to set would only hide the typo.
-            if prompter is not None and not result.unknown:
-                self.manager.prompt_config(prompter, name, skip_keys=result.applied)
-            return result
-
-    # -- enable / disable ----------------------------------------------------------------
-
-    def enable(
-        self,
-        name: str,
-        inline: Iterable[str] = (),
-        *,
-        config: Mapping[str, object] | None = None,
-        prompter: Prompter | None = None,
-        consent: bool | Consent = False,
-    ) -> Outcome:
-        """Configure (``config`` replaces, ``inline`` overrides, prompts fill in) and enable.
-
-        A plugin with no approval of its current content needs ``consent``
-        (issue 14): a callback shown a :class:`ConsentRequest` (the audit with
-        its canary status, the capabilities, the composition lint, what
-        changed since an earlier approval) that returns ``True``, or
-        ``consent=True`` when the application has shown a person that itself;
-        without it the enable is refused with the fix
-        (:meth:`PluginManager.enable`, docs/security.md "Consent model").
-
-        The worker is started here, so a plugin that fails to load or
-        returns undeclared functions is reported at enable time, not at its
-        first call. Enabling an enabled plugin reconfigures it and restarts
-        its worker. An inert plugin is refused before anything is configured
-        or prompted for.
-        """
-        retired: list[RunningWorker] = []
-        try:
-            with self._lifecycle, self._guards.lock(name):
-                return self._enable_locked(name, inline, config, prompter, retired, consent=consent)
-        finally:
-            # Outside the locks: closing the old worker waits for a call
-            # still running in it (the new worker already serves new calls).
-            self._workers.dispose_each(retired)
-
-    def _enable_locked(
-        self,
-        name: str,
-        inline: Iterable[str],
-        config: Mapping[str, object] | None,
-        prompter: Prompter | None,
-        retired: list[RunningWorker],
-        *,
-        consent: bool | Consent,
-    ) -> Outcome:
-        """:meth:`enable` with the lifecycle and plugin locks held; workers to close
-        go to ``retired``."""
-        inert = self.manager.inert_reason(name)
-        if inert:
-            self.manager.log_decision(name, "enable", name, False, inert)
-            return Outcome(False, inert)
-        if config is not None:
-            outcome = self.manager.set_config(name, config)
-            if not outcome:
-                return outcome
-        result = self.configure(name, inline, prompter=prompter)
-        if result.unknown:
-            fields = self.manager.require_plugin(name).manifest.config
-            return Outcome(False, unknown_keys_message(name, fields, result.unknown))
-        outcome = self.manager.enable(name, consent=consent)
-        if not outcome:
-            return outcome
-        old = self._workers.detach(name)
-        if old is not None:
-            retired.append(old)
-        try:
-            self._workers.start(name)
-        except CapletError as exc:  # a sandbox, lifecycle or snapshot failure: not enabled
-            disabled = self.manager.disable(name)
-            retired += self._workers.detach_each(disabled.affected)
-            return Outcome(False, str(exc))
-        return outcome
-
-    def disable(self, name: str) -> Outcome:
-        """Disable (and stop the workers of) the plugin and its enabled dependants.
-
-        The circuit breaker is kept: disabling and enabling again does not
-        forgive a failing plugin.
-        """
-        with self._lifecycle:
-            with self._guards.lock(name):
-                outcome = self.manager.disable(name)
-            retired = self._workers.detach_each((*outcome.affected, name)) if outcome else []
-        self._workers.dispose_each(retired)
-        return outcome
-
-    # -- quarantine --------------------------------------------------------------------------
-
-    def quarantine(self, name: str, reason: str) -> Outcome:
-        """Quarantine (persisted) and stop the plugin and its enabled dependants."""
-        with self._lifecycle:
-            with self._guards.lock(name):
-                outcome = self.manager.quarantine(name, reason)
-            retired = self._workers.detach_each((*outcome.affected, name))
-            self._guards.drop_breaker(name)
-        self._workers.dispose_each(retired)
-        return outcome
-
-    def _follow_quarantine(self, name: str) -> None:
-        """A quarantine recorded elsewhere: stop the plugin and its dependants here too."""
-        with self._lifecycle:
-            with self._guards.lock(name):
-                outcome = self.manager.follow_quarantine(name)
-            retired = self._workers.detach_each((*outcome.affected, name)) if outcome else []
-            self._guards.drop_breaker(name)
-        self._workers.dispose_each(retired)
-
-    def release(self, name: str) -> Outcome:
-        """Lift a quarantine (``caplet release``); refused when there was none.
-
-        The plugin stays disabled, and its circuit breaker starts afresh.
-        """
-        with self._lifecycle:
-            if not self.manager.release(name):
-                return Outcome(False, f"plugin {name!r} is not quarantined; nothing to release")
-            self._guards.drop_breaker(name)
-        return Outcome(True, f"plugin {name!r} released from quarantine; enable it to use it")
-
-    def breaker(self, name: str) -> CircuitBreaker:
-        """The plugin's circuit breaker (created closed on first use)."""
-        return self._guards.breaker(name)
-
     # -- application capabilities -----------------------------------------------------------
 
     def register_capability(
@@ -626,185 +416,6 @@ class PluginHost:
         """What the running worker's ``create_functions`` returned without declaring it."""
         running = self._workers.running.get(name)
         return running.worker.started.rejected if running is not None else ()
-
-    # -- hooks ----------------------------------------------------------------------------------
-
-    def define_hook(
-        self,
-        event: str,
-        *,
-        error_policy: ErrorPolicy | str = ErrorPolicy.CONTINUE,
-        schema: Mapping[str, object] | None = None,
-        result_schema: Mapping[str, object] | None = None,
-        capability: str | None = None,
-        description: str = "",
-    ) -> HookSpec:
-        """Define an event plugins may subscribe to (once per event, at start-up).
-
-        ``error_policy``: ``CONTINUE`` (default) calls every subscriber and
-        collects failures; ``ABORT`` stops at the first failure. ``schema``
-        (JSON Schema, Draft 2020-12) checks every payload before any plugin
-        runs; ``result_schema`` checks each plugin's result (a refused result
-        is that plugin's invalid output, counted by its circuit breaker).
-        ``capability`` (``app:<name>``) limits the event to plugins granted
-        it. Raises :class:`HookError` for a malformed name, a second
-        definition, an unknown policy or an unusable schema.
-        """
-        return self._hook_bus.define(
-            event,
-            error_policy=error_policy,
-            schema=schema,
-            result_schema=result_schema,
-            capability=capability,
-            description=description,
-        )
-
-    def hook_specs(self) -> tuple[HookSpec, ...]:
-        """The events defined so far, in definition order."""
-        return self._hook_bus.specs()
-
-    def emit(self, event: str, payload: object = None) -> HookResults:
-        """Call every enabled plugin subscribed to ``event`` with ``payload``.
-
-        Subscribers run one after another, dependencies first (``requires``),
-        then by ascending priority; each through the ordinary call path (its
-        own worker, timeout, circuit breaker and schemas). A hook whose
-        capability is not granted is skipped. The results hold each
-        plugin's value or error; under ``CONTINUE`` no plugin's failure stops
-        the others, under ``ABORT`` the first stops the rest
-        (``results.aborted_by``). Every subscriber's outcome is logged.
-        Raises :class:`HookError` for an event never defined and
-        :class:`HookPayloadError` (nothing called) for a payload the event's
-        schema refuses or that cannot cross the worker channel.
-        """
-        return self._hook_bus.emit(event, payload)
-
-    def hook_status(self, name: str) -> tuple[HookStatus, ...]:
-        """Each hook of plugin ``name``, and whether an emit would call it now (and why not)."""
-        return self._hook_bus.statuses(name)
-
-    def _count_hook_failure(self, name: str, target: str, exc: SandboxError) -> None:
-        """Count a failure only the hook dispatcher saw (a result the event's schema refuses)."""
-        self._calls.failed(name, target, self.breaker(name), exc, self._workers.running.get(name))
-
-    # -- cancellation (AsyncPluginHost) -------------------------------------------------------
-
-    @contextlib.contextmanager
-    def cancellable(self, event: threading.Event) -> Iterator[None]:
-        """While the block runs in this thread, ``event`` cancels its calls: one not yet
-        sent is dropped (CallCancelledError, nothing ran), and :meth:`interrupt` stops one
-        that runs. How :class:`AsyncPluginHost` honours an asyncio cancellation."""
-        previous = getattr(self._cancel, "event", None)
-        self._cancel.event = event
-        try:
-            yield
-        finally:
-            self._cancel.event = previous
-
-    def interrupt(self, thread: int) -> bool:
-        """Stop the call (or guest snippet) ``thread`` is waiting on: its worker is stopped
-        and the call raises :class:`CallCancelledError` there. False when it waits on none."""
-        stopped = False
-        for running in list(self._workers.running.values()):
-            stopped |= running.worker.interrupt(thread)
-        stopped |= self._guests.interrupt(thread)
-        return stopped
-
-    def exec(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,
-        gate: Callable[[str, str], str | None] | None = None,
-    ) -> GuestResult:
-        """Run untrusted Python ``code`` in a zero-capability sandbox; never raises for
-        what the code does.
-
-        The snippet runs in a fresh guest worker from the warm pool (same
-        namespaces, Landlock, seccomp as a plugin; no paths, environment,
-        network or programs; ``Policy.guest`` limits), discarded afterwards.
-        ``import host.<module>`` gives it the enabled plugins' declared
-        functions; each call comes back here, is checked, and runs in that
-        plugin's own worker. ``timeout`` (seconds; default
-        ``Policy.guest.timeout_ms``) covers the snippet and its host calls.
-
-        The result holds stdout, stderr, the value of a final expression
-        (as in the interactive interpreter) and, when it failed, the guest's
-        own traceback; a timeout or a crashed sandbox is a result too
-        (``status``). ``gate(plugin, "module.function")`` may refuse each
-        ``host.*`` call the snippet makes: it returns why not (the guest sees
-        it), or None to let it through (``caplet mcp``'s allow/deny). Raises
-        :class:`GuestError` for code that is not a str or too large and a
-        timeout the policy refuses, and
-        :class:`WorkerStartError` when no sandbox can be started.
-        """
-        return self._guests.run(code, timeout=timeout, gate=gate)
-
-    def warm_guests(self) -> int:
-        """Start the warm pool's guest workers now (``Policy.guest.pool_size``); return
-        how many are waiting. ``exec`` fills the pool by itself, in the background,
-        after its first snippet; call this at start-up to make the first one warm too."""
-        return self._guests.started().warm()
-
-    def _call_from_guest(
-        self,
-        provider: str,
-        target: str,
-        args: tuple[object, ...],
-        kwargs: dict[str, object],
-        timeout_s: float,
-    ) -> object:
-        """A guest's ``host.<module>.<function>(...)``: the ordinary call path, its
-        deadline cut to what is left of the snippet's."""
-        return self._calls.guarded_call(provider, target, args, kwargs, timeout_cap=timeout_s)
-
-    # -- agent integration --------------------------------------------------------------------
-
-    def get_system_message_additions(
-        self, *, offers: Callable[[str, str], bool] | None = None
-    ) -> str:
-        """The text an agent adds to its system message for the enabled plugins.
-
-        A preamble on ``import host.<module>``, then per enabled plugin its
-        importable modules with each function's one-line description, its
-        resolved configuration without secret fields, and its manifest
-        hints; "" when no plugin is enabled. Rebuild it when
-        :meth:`consume_dirty` says the session is dirty. ``offers(plugin,
-        "module.function")`` leaves out the functions it refuses (and a
-        plugin whose every function it refuses), as ``caplet mcp`` hides them.
-        """
-        enabled = self.manager.get_enabled_plugins()
-        return system_message(enabled, self._guests.catalog(), offers)
-
-    def system_message_additions(self) -> list[str]:
-        """One block per enabled plugin (the manager's older form; see
-        :meth:`get_system_message_additions` for the whole text)."""
-        return self.manager.get_system_message_additions()
-
-    def is_dirty(self) -> DirtyFlags:
-        """The dirty flags, without clearing them."""
-        return self.manager.is_dirty()
-
-    def consume_dirty(self) -> DirtyFlags:
-        """Read and clear both dirty flags: the documented way for an agent to ask
-        "must I rebuild?" before each turn.
-
-        ``sandbox``: the set of importable host functions changed (an enable
-        or disable) since the last read; ``session``: the system-message text
-        changed (that, or a configuration change of an enabled plugin).
-        """
-        return DirtyFlags(
-            sandbox=self.manager.consume_sandbox_dirty(),
-            session=self.manager.consume_session_dirty(),
-        )
-
-    def consume_sandbox_dirty(self) -> bool:
-        """Read and clear the sandbox flag only."""
-        return self.manager.consume_sandbox_dirty()
-
-    def consume_session_dirty(self) -> bool:
-        """Read and clear the session flag only."""
-        return self.manager.consume_session_dirty()
 
     @property
     def isolation(self) -> str:

@@ -39,7 +39,7 @@ Each half is optional on its own: :func:`open_cgroups` says what is missing
 and why, and the zygote then refuses ``memfd_create`` to workers with a
 memory limit (nothing else could bound what a memfd holds), and what would
 let a socket hold more than its default buffer (``splice``, ``sendfile``,
-``SO_SNDBUF``: ``_seccomp_policy.UNBOUNDED_MEMORY``; see ``_zygote._child``).
+``SO_SNDBUF``: ``_seccomp_policy.UNBOUNDED_MEMORY``; see ``_zygote_child._child``).
 ``caplet doctor`` shows it.
 
 This module runs in the zygote: stdlib only.

@@ -108,7 +108,7 @@ class SubprocessWorker:
         #: Called once, when the first call has ended (whatever its outcome) or at
         #: close if none came: the sandbox launcher's "this start is over", after
         #: which its zygote prepares the next spare (see :data:`caplet._sandbox.
-        #: _zygote.REFILL`).
+        #: _zygote_request.REFILL`).
         self.after_first_call: Callable[[], None] | None = None
         #: The thread whose call holds the lock (a re-entrant call would deadlock).
         self._owner: int | None = None

@@ -55,14 +55,10 @@ from caplet._sandbox._subprocess import (
     init_frame,
     worker_log,
 )
-from caplet._sandbox._zygote import (
-    DIES_AT_SPARE_ENV,
-    LATE_SPARE_ENV,
-    LAYERS,
-    OPTIONAL_LAYERS,
-    REFILL,
-    SNAPSHOT_FD,
-)
+from caplet._sandbox._zygote import LAYERS, OPTIONAL_LAYERS
+from caplet._sandbox._zygote_child import SNAPSHOT_FD
+from caplet._sandbox._zygote_request import REFILL
+from caplet._sandbox._zygote_spare import DIES_AT_SPARE_ENV, LATE_SPARE_ENV
 
 __all__ = [
     "LAYERS",

@@ -1,0 +1,129 @@
+"""The manager's approvals: persisting a person's trust in one content hash, and refusing it.
+
+``approve`` needs an audit of the current hash that the policy's risk limit
+and the danger gate allow (``_trust_refusal``, which enabling asks too).
+Apart from enabling: an approval persists in the store, an enable lasts
+for this process.
+"""
+
+from __future__ import annotations
+
+import time
+
+from caplet._audit._model import AuditResult
+from caplet._findings import RiskLevel
+from caplet._host._consent import (
+    changed_while_shown,
+)
+from caplet._host._defaults import template_defaults
+from caplet._host._gates import danger_message, uncovered_dangers
+from caplet._host._manager_discover import ManagerDiscover
+from caplet._host._records import (
+    Outcome,
+)
+from caplet._trust._store import ApprovalRecord
+
+__all__ = ["ManagerApproval"]
+
+
+class ManagerApproval(ManagerDiscover):
+    """Approving, unapproving and the trust refusals (see the module docstring)."""
+
+    # -- approval --------------------------------------------------------------------------
+
+    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
+        """Persistently approve the plugin's current content and capabilities.
+
+        Refused without an audit of the current hash, when the audit's risk
+        is above the policy's ``max_risk_level``, or when danger findings no
+        declared capability covers would stop it loading anyway.
+        ``content_hash``: the content whose audit a person was shown; other
+        content (the folder changed meanwhile) is refused, not approved.
+        """
+        record = self._record(name)
+        self._rehash(record)
+        if content_hash is not None and record.content_hash != content_hash:
+            # Red-team round 4: the content swapped in while the question was open
+            # (its audit cached from earlier) was approved, unseen.
+            return self._refuse(name, "approve", changed_while_shown(name, content_hash))
+        audit = record.audit
+        if audit is None:
+            return self._refuse(
+                name,
+                "approve",
+                f"plugin {name!r} has no audit of its current content ({record.content_hash}); "
+                f"run `caplet audit {name}` first",
+            )
+        refusal = self._trust_refusal(name, audit)
+        if refusal:
+            return self._refuse(name, "approve", refusal)
+        self.store.put_approval(
+            ApprovalRecord(
+                name=name,
+                content_hash=record.content_hash,
+                capabilities=tuple(c.declared for c in record.manifest.capabilities),
+                approved_at=time.time(),
+                risk_level=audit.risk_level,
+                verdict=audit.verdict,
+                version=record.manifest.version,
+                requires=tuple(r.name for r in record.manifest.requires),
+                defaults=template_defaults(record.manifest),
+                hooks=tuple(h.event for h in record.manifest.hooks),
+            )
+        )
+        self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
+        return Outcome(True, f"plugin {name!r} approved at {record.content_hash}")
+
+    def unapprove(self, name: str) -> Outcome:
+        """Remove the approval; a running plugin keeps running for this session."""
+        self._record(name)
+        if not self.store.delete_approval(name):
+            return Outcome(False, f"plugin {name!r} is not approved")
+        self._log(name, "unapprove", name, True)
+        return Outcome(True, f"plugin {name!r} is no longer approved")
+
+    def is_approved(self, name: str) -> bool:
+        """True when an approval exists for exactly the plugin's current content."""
+        record = self._record(name)
+        approval = self.store.get_approval(name)
+        if approval is None:
+            return False
+        self._rehash(record)
+        return approval.content_hash == record.content_hash
+
+    def get_approval_record(self, name: str) -> ApprovalRecord | None:
+        """The stored approval, even if stale (compare its hash to check)."""
+        self._record(name)
+        return self.store.get_approval(name)
+
+    def _trust_refusal(self, name: str, audit: AuditResult) -> str:
+        """Why ``audit`` does not allow approving or enabling (``""`` when it does).
+
+        The uncovered danger findings are named first (they are the cause);
+        a risk above the policy is named too, with both levels, so the
+        refusal says everything the report would.
+        """
+        dangers = uncovered_dangers(audit)
+        risk = self._risk_refusal(name, audit.risk_level)
+        if risk and audit.fallback_reason:
+            risk += (
+                f"; the LLM auditor failed ({audit.fallback_reason}), so the audit failed "
+                f"closed: re-run `caplet audit {name} --fresh` when the model answers, or "
+                f"approve it on a static-only audit you choose (`caplet approve {name} "
+                "--static-only`)"
+            )
+        if dangers and risk:
+            return f"{danger_message(name, dangers)}; and {risk}"
+        if dangers:
+            return danger_message(name, dangers)
+        return risk
+
+    def _risk_refusal(self, name: str, risk: RiskLevel) -> str:
+        limit = self.policy.max_risk_level
+        if risk.order > limit.order:
+            return (
+                f"plugin {name!r} was audited {risk.value} risk, above the policy's "
+                f"max_risk_level {limit.value}; review the findings (`caplet audit {name}`) and "
+                "fix the plugin, or raise max_risk_level in the policy"
+            )
+        return ""

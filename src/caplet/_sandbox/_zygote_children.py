@@ -1,0 +1,137 @@
+"""The zygote's live children: status pipes, cgroups, seccomp listeners, reaping.
+
+:class:`_Children` is what the zygote's loop polls for its children (their
+listeners' denials) and what it writes when one ends (``_reap``: its status,
+its denial counts and OOM kills, in one atomic pipe write). Apart from the
+loop that owns it and from the child's own set-up, which never sees it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+from dataclasses import dataclass
+
+import msgpack
+
+from caplet._sandbox._cgroup import WorkerCgroup
+from caplet._sandbox._seccomp import (
+    DenialCounter,
+)
+from caplet._sandbox._zygote_failures import _say
+from caplet._sandbox._zygote_request import _PIPE_BUF, STATUS
+
+__all__: list[str] = []
+
+
+@dataclass(slots=True)
+class _Children:
+    """The zygote's live children: status pipe and cgroups of each, and
+    the descriptors its loop polls for their seccomp denials."""
+
+    status: dict[int, int]
+    cgroups: dict[int, WorkerCgroup]
+    #: Cgroups whose processes were still exiting when their leader was reaped.
+    pending: list[WorkerCgroup]
+    #: Every descriptor the loop waits on (control, wakeup pipe, the rest below).
+    poller: select.poll
+    #: Handover socket fd -> (child pid, socket) until the child's listener arrives.
+    handovers: dict[int, tuple[int, socket.socket]]
+    #: Listener fd -> its counter, until the listener hangs up.
+    listeners: dict[int, DenialCounter]
+    #: Child pid -> its counter, until the child is reaped and its counts reported.
+    denials: dict[int, DenialCounter]
+
+    def expect_listener(self, pid: int, handover: socket.socket) -> None:
+        handover.setblocking(False)
+        self.handovers[handover.fileno()] = (pid, handover)
+        self.poller.register(handover, select.POLLIN)
+
+    def receive_listener(self, fd: int) -> None:
+        """Take the listener a child sent (or its end-of-file: it never will)."""
+        pid, handover = self.handovers.pop(fd)
+        self.poller.unregister(fd)
+        try:
+            _, fds, _, _ = socket.recv_fds(handover, 64, 1)
+        except OSError:
+            fds = []  # nothing arrived: the child exits without running the plugin
+        finally:
+            handover.close()
+        if not fds:
+            return
+        counter = DenialCounter(fds[0])
+        for extra in fds[1:]:
+            os.close(extra)
+        self.listeners[fds[0]] = counter
+        self.denials[pid] = counter
+        self.poller.register(fds[0], select.POLLIN)
+
+    def serve_listener(self, fd: int) -> None:
+        counter = self.listeners[fd]
+        try:
+            open_ = counter.serve()
+        except OSError as exc:
+            # Closing makes the worker's denied calls fail with ENOSYS:
+            # still denied, only no longer counted (seccomp_unotify(2)).
+            _say(f"seccomp listener failed ({exc}); denials are no longer counted")
+            open_ = False
+        if not open_:
+            self.poller.unregister(fd)
+            del self.listeners[fd]
+            counter.close()
+
+    def report(self, pid: int, code: int, *, oom_kills: int = 0) -> bytes:
+        """The status pipe payload for a reaped child: status, then a map of its
+        denial counts and of the processes its memory cgroup's OOM killer took."""
+        for fd, (owner, _) in list(self.handovers.items()):
+            if owner == pid:
+                self.receive_listener(fd)
+        counter = self.denials.pop(pid, None)
+        counts: dict[str, int] = {}
+        if counter is not None:
+            if counter.fd is not None:
+                self.serve_listener(counter.fd)  # what its last moments left pending
+            counts = counter.counts
+        payload: bytes = STATUS.pack(code) + msgpack.packb(
+            {"denials": counts, "oom_kills": oom_kills}
+        )
+        if len(payload) > _PIPE_BUF:  # cannot happen with MAX_DENIAL_NAMES short names
+            payload = STATUS.pack(code) + msgpack.packb({"denials": {}, "oom_kills": oom_kills})
+        return payload
+
+
+def _reap(children: _Children) -> None:
+    """Reap every exited child, write its status to its status pipe, drop its cgroup."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        code = os.waitstatus_to_exitcode(status)
+        cgroup = children.cgroups.pop(pid, None)
+        oom_kills = 0
+        if cgroup is not None:
+            oom_kills = cgroup.oom_kills()
+            # Whatever the worker left running (possible without a pid
+            # namespace) dies with it, before the host hears it has ended.
+            cgroup.kill_members()
+            children.pending.append(cgroup)
+        payload = children.report(pid, code, oom_kills=oom_kills)
+        status_fd = children.status.pop(pid, None)
+        if status_fd is not None:
+            try:
+                os.write(status_fd, payload)
+            except OSError:
+                pass  # the host stopped listening; nothing to tell
+            os.close(status_fd)
+    children.pending[:] = [c for c in children.pending if not _remove_cgroup(c)]
+
+
+def _remove_cgroup(cgroup: WorkerCgroup) -> bool:
+    try:
+        return cgroup.remove()
+    except OSError:
+        return True  # not ours to fix; forget it rather than retry for ever
