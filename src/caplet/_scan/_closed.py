@@ -16,7 +16,7 @@ from caplet._scan._values import PURE_BUILTINS as _PURE_BUILTINS
 from caplet._scan._values import Value
 from caplet._scan._values import positional as _positional
 
-__all__ = ["Closedness"]
+__all__ = ["INTERPRETER_TEXTS", "Closedness"]
 
 
 #: Modules whose functions compute from their arguments only (``closed`` follows them).
@@ -42,7 +42,79 @@ _CLOSED_NODES = (
     ast.Compare,
     ast.BoolOp,
     ast.comprehension,
+    ast.IfExp,
+    ast.Set,
+    ast.Dict,
+    ast.Starred,
+    ast.Yield,
+    ast.YieldFrom,
 )
+
+
+def _interpreter_typed(node: ast.Attribute) -> bool:
+    """``X.__class__`` where ``X`` is ``__name__`` or a literal, or dunders called or read
+    on one (``__name__.__len__().__class__``): a type the interpreter fixes, whatever
+    the value (the dunder-only obfuscator's way to reach ``str`` and ``int`` and spell
+    names from their ``__doc__``). ``value.__class__`` of any other value is data."""
+    if node.attr != "__class__":
+        return False
+    item: ast.expr = node.value
+    while isinstance(item, ast.Call | ast.Attribute):
+        if isinstance(item, ast.Call):
+            item = item.func
+        elif item.attr.startswith("__") and item.attr.endswith("__"):
+            item = item.value
+        else:
+            return False
+    return isinstance(item, ast.Constant) or (isinstance(item, ast.Name) and item.id == "__name__")
+
+
+#: The interpreter's own texts and numbers in ``sys`` (the same for every program it runs).
+INTERPRETER_TEXTS = frozenset(
+    {
+        "sys.copyright",
+        "sys.version",
+        "sys.hexversion",
+        "sys.api_version",
+        "sys.maxsize",
+        "sys.maxunicode",
+        "sys.byteorder",
+    }
+)
+
+
+#: Decorators that leave what a function returns as it is (how it is bound or cached).
+_TRANSPARENT_DECORATORS = frozenset(
+    {"staticmethod", "classmethod", "property", "cache", "lru_cache", "cached_property"}
+)
+
+
+def _transparent(decorator: ast.expr) -> bool:
+    """``@staticmethod``, ``@functools.lru_cache(None)``: the function's value unchanged."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    name = _dotted(decorator) or ""
+    return name.rsplit(".", 1)[-1] in _TRANSPARENT_DECORATORS
+
+
+#: Calls a loop takes its items through unchanged in kind (``enumerate([20, 21])`` walks
+#: the same places as the list, paired with counts).
+_LOOP_WRAPPERS = frozenset({"enumerate", "reversed", "sorted", "zip", "list", "tuple"})
+
+
+def _loop_sources(iterable: ast.expr) -> list[ast.expr]:
+    """What a loop over ``iterable`` really walks: the arguments of ``enumerate``, ``zip``
+    and the like (written as the builtins' names), else the iterable itself."""
+    if (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id in _LOOP_WRAPPERS
+        and iterable.args
+        and not iterable.keywords
+        and not any(isinstance(a, ast.Starred) for a in iterable.args)
+    ):
+        return [s for a in iterable.args for s in _loop_sources(a)]
+    return [iterable]
 
 
 class Closedness(Resolver):
@@ -92,16 +164,21 @@ class Closedness(Resolver):
                 # [n for n in dir(builtins) if n[::-1] == "cexe"][0]: closed when what it
                 # walks is, its own loop variables standing for the items
                 for loop in item.generators:
-                    if not isinstance(loop.target, ast.Name) or loop.is_async:
+                    # for text, place in [(s, 3), ...]: a tuple of names is loop variables too
+                    targets = (
+                        loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
+                    )
+                    if loop.is_async or not all(isinstance(t, ast.Name) for t in targets):
                         return False
-                    local.add(loop.target.id)
+                    local.update(t.id for t in targets if isinstance(t, ast.Name))
                     stack.extend((loop.iter, *loop.ifs))
                 stack.append(item.elt)
             elif isinstance(item, ast.Lambda):
                 a = item.args
-                if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or a.defaults:
+                if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg:
                     return False
                 local.update(_positional(item))
+                stack.extend(a.defaults)  # lambda n, b=__builtins__: ...: closed defaults
                 stack.append(item.body)
             elif isinstance(item, ast.FunctionDef):
                 body = self._pure_body(item)
@@ -109,6 +186,19 @@ class Closedness(Resolver):
                     return False
                 local.update(body[0])
                 stack.extend(body[1])
+            elif isinstance(item, ast.Attribute) and _interpreter_typed(item):
+                # __name__.__class__ is str whatever the module is called, and
+                # __name__.__len__().__class__ int: the interpreter's own types
+                continue
+            elif isinstance(item, ast.NamedExpr):
+                stack.append(item.value)  # (n := "ex" + "ec"): the value it names
+            elif isinstance(item, ast.Attribute) and not INTERPRETER_TEXTS.isdisjoint(
+                self.resolve(item)
+            ):
+                continue  # sys.copyright: the text str(copyright) prints, the interpreter's
+            elif isinstance(item, ast.Attribute) and self._method(item) is not None:
+                # Helper.name(), Helper().name(), self.name(): a method of this file
+                stack.append(self._method(item) or item)
             elif isinstance(item, ast.Attribute) and _dotted(item) in self.contributed:
                 # self.name = str(hex); ... self.name[20]: what the attribute is given
                 stack.extend(v for vs in self.contributed[_dotted(item) or ""].values() for v in vs)
@@ -122,6 +212,27 @@ class Closedness(Resolver):
             ):
                 return False
         return True
+
+    def _method(self, node: ast.Attribute) -> ast.FunctionDef | None:
+        """The one function of this file named ``node.attr`` when ``node`` reads it from a
+        class of this file, an instance made by calling one (or a name bound once to one),
+        ``self`` or ``cls``; ``None``
+        otherwise (``requests.get`` is not this file's ``get``)."""
+        owner = node.value
+        b = self.bindings
+        if isinstance(owner, ast.Name) and len(b.assigned.get(owner.id, ())) == 1:
+            owner = b.assigned[owner.id][0]  # helper = Helper(); helper.name()
+        if isinstance(owner, ast.Call) and not owner.args and not owner.keywords:
+            owner = owner.func
+        if not isinstance(owner, ast.Name) or not (
+            owner.id in {"self", "cls"}
+            or (owner.id in b.defined and owner.id not in b.assigned and owner.id not in b.imports)
+        ):
+            return None
+        named = [f for f in b.functions if f.name == node.attr]
+        if len(named) != 1 or not isinstance(named[0], ast.FunctionDef):
+            return None
+        return named[0]
 
     def class_attribute(self, node: ast.Attribute) -> list[ast.expr] | None:
         """What ``C.name`` is bound to when ``C`` is a class of this file (not a function,
@@ -184,10 +295,7 @@ class Closedness(Resolver):
         for iterable in b.iterated.get(name, ()):
             # for i in [20, 21, 20]: n += s[i] picks characters by code or place; a loop
             # over names written out, or over a namespace, enumerates them (not hiding)
-            items = self.evaluate(iterable)
-            if isinstance(items, str | bytes):
-                continue
-            if not isinstance(items, list) or not all(isinstance(i, int) for i in items):
+            if not all(self._places(i) for i in _loop_sources(iterable)):
                 return None
         values: list[ast.AST] = [
             *b.assigned.get(name, ()),
@@ -199,7 +307,9 @@ class Closedness(Resolver):
         functions = [f for f in b.functions if f.name == name]
         if name in b.imports:
             # string.digits is the interpreter's text; os.getenv(...) is not
-            return [] if _PURE_MODULES.issuperset(b.imports[name]) and not values else None
+            pure = _PURE_MODULES.issuperset(b.imports[name])
+            text = INTERPRETER_TEXTS.issuperset(b.imports[name])  # from sys import copyright
+            return [] if (pure or text) and not values else None
         if functions:
             return [*functions, *values] if len(functions) == 1 else None
         if name in b.defined:
@@ -210,12 +320,39 @@ class Closedness(Resolver):
         if name in self._parameter_names():
             # a parameter somewhere: closed only when this file fills it (the name may be
             # a local elsewhere too; both must be closed)
-            return [*values, *passed] if passed else None
+            return [*values, *passed] if self._filled(name, set()) else None
         if values:
             return values
         if name == "__builtins__" or name in _PURE_BUILTINS:
             return []
         return None  # __name__, __file__, a parameter, input(), open()
+
+    def _places(self, iterable: ast.expr) -> bool:
+        """Whether a loop over ``iterable`` walks characters or places (a text, a list of
+        integers), not names written out or a namespace."""
+        items = self.evaluate(iterable)
+        return isinstance(items, str | bytes) or (
+            isinstance(items, list) and all(isinstance(i, int) for i in items)
+        )
+
+    def _filled(self, name: str, seen: set[str]) -> bool:
+        """Whether this file's calls give the parameter ``name`` something besides other
+        parameters handing it on: ``def find(self, name): ...; self.find(name)`` and
+        ``def build(self, suffix): return self.find(suffix)`` called by nobody fill
+        nothing (a name resolver's parameter is the caller's data, not a hidden name)."""
+        if name in seen:
+            return False
+        seen.add(name)
+        parameters = self._parameter_names()
+        passed = [a for slots in self.passed_arguments().values() for a in slots.get(name, ())]
+        return any(
+            not (isinstance(a, ast.Name) and a.id in parameters) or self._filled(a.id, seen)
+            for a in passed
+        )
+
+    def parameter_names(self) -> frozenset[str]:
+        """Every name a function or lambda of this file takes as a parameter."""
+        return self._parameter_names()
 
     def _parameter_names(self) -> frozenset[str]:
         """Every name a function or lambda of this file takes as a parameter."""
@@ -244,13 +381,14 @@ class Closedness(Resolver):
         returns); ``None`` when it has anything else (a decorator, a ``global``, a
         ``yield``, a nested definition, a ``try``, a call of its own result...)."""
         a = fn.args
-        if fn.decorator_list or a.kwarg or a.kw_defaults or a.defaults:
+        if a.kwarg or not all(_transparent(d) for d in fn.decorator_list):
             return None
         # *args holds the call's own arguments, which closed() checks at the call
         own = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
         if a.vararg is not None:
             own.add(a.vararg.arg)
-        checked: list[ast.AST] = []
+        # def name(s=str(oct)): the defaults are values the parameters may hold
+        checked: list[ast.AST] = [d for d in (*a.defaults, *a.kw_defaults) if d is not None]
         pending: list[ast.stmt] = list(fn.body)
         while pending:
             stmt = pending.pop()
@@ -277,6 +415,25 @@ class Closedness(Resolver):
             elif isinstance(stmt, ast.Return | ast.Expr):
                 if stmt.value is not None:
                     checked.append(stmt.value)
-            elif not isinstance(stmt, ast.Pass | ast.Break | ast.Continue):
+            elif isinstance(stmt, ast.Try):
+                # try: return s[3] + s[7] except IndexError: ...: every branch is checked
+                for handler in stmt.handlers:
+                    if handler.name is not None:
+                        own.add(handler.name)
+                    pending.extend(handler.body)
+                pending.extend((*stmt.body, *stmt.orelse, *stmt.finalbody))
+            elif isinstance(stmt, ast.FunctionDef):
+                # a helper defined inside the helper: its own names and values too
+                inner = self._pure_body(stmt)
+                if inner is None:
+                    return None
+                own.add(stmt.name)
+                own.update(inner[0])
+                checked.extend(inner[1])
+            elif not isinstance(
+                stmt, ast.Pass | ast.Break | ast.Continue | ast.Nonlocal | ast.Global
+            ):
+                # nonlocal n in a nested helper: n is the enclosing helper's own, checked;
+                # global n: the module's n, whose other values are checked where read
                 return None
         return own, checked

@@ -181,13 +181,19 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
         r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
         r"\.bashrc|\.zshrc|\.bash_profile|Start Menu[/\\]+Programs|Quick Launch|"
-        r"(?:^|[/\\])Startup$",
+        # Windows' Startup folder as a path's last piece, spelled as Windows spells it:
+        # a lowercase "startup" directory is any program's (IPython's profile_default/startup)
+        r"(?-i:(?:^|[/\\])Startup$)",
     ),
     # -- shells ------------------------------------------------------------------------------------
     Indicator(
         _R,
         "reverse shell idiom",
-        r"/dev/tcp/|\b(?:ba)?sh -i\b|\bnc(?:at)? -e\b|mkfifo /tmp/|cmd\.exe /[ck] powershell",
+        # an interactive shell is a reverse shell only with its streams redirected or piped
+        # (bash -i >& /dev/tcp/..., | /bin/sh -i 2>&1 | nc ...); "bash -i -c 'sleep 30'"
+        # is a test's job-control child (jupyter-client's signalkernel)
+        r"/dev/tcp/|\b(?:ba)?sh -i\b[^\n]*(?:[<>]&|\|)|\|\s*(?:/bin/)?(?:ba)?sh -i\b|"
+        r"\bnc(?:at)? -e\b|mkfifo /tmp/|cmd\.exe /[ck] powershell",
     ),
     Indicator(
         _X,

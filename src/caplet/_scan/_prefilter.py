@@ -97,6 +97,12 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
     # pip install run as a command ("pip install x", [..., "pip", "install", x])
     r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
+    # a builtin that runs code or looks names up stored into a namespace under another name
+    # (Hyperion: locals()['lIlI'] = globals), or fetched from one by a string, maybe
+    # spelled in escapes (globals()['\x65\x76\x61\x6c']): CPL-THR-003
+    r"\)\s*\[[^\]\n]*\]\s*=\s*(?:exec|eval|compile|__import__|getattr|globals|locals|vars|dir)"
+    r"\s*(?:[;#\n]|$)|\b(?:globals|locals|vars)\(\s*\)\s*\[\s*[rbuRBU]?['\"]"
+    r"(?:\\x[0-9a-fA-F]{2}|\\[0-7]{3}|\\u[0-9a-fA-F]{4}|exec|eval|compile|__import__)",
     # every indicator but clipboard access, which means something only beside a
     # wallet pattern (CPL-THR-014), itself an indicator here
     *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
@@ -223,7 +229,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     ),
     # getattr(builtins, name) and builtins.exec(...)
     (
-        r"\bgetattr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"\b(?:get|set)attr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
         r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
         r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
         r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",

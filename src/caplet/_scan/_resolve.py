@@ -87,6 +87,8 @@ class Resolver:
         self._import_roots: frozenset[str] | None = None
         #: Nodes being resolved now (a cycle through the evaluator ends here).
         self._active: set[int] = set()
+        #: Parameter defaults by parameter name (built once, on first need).
+        self._defaults_by_name: dict[str, list[ast.expr]] | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -193,13 +195,14 @@ class Resolver:
             # a parameter handed builtins' namespace by this file's calls of its function
             # (def pick(b, n): return getattr(b, n); pick(__builtins__, ...)); nothing
             # else is followed: parameters of one name in other functions would mix
-            for slots in self.passed_arguments().values():
-                for arg in slots.get(name, ())[:MAX_CANDIDATES]:
-                    found.extend(
-                        r
-                        for r in self.resolve(arg, depth + 1)
-                        if r in {"builtins", "builtins.__dict__"}
-                    )
+            passed = [a for slots in self.passed_arguments().values() for a in slots.get(name, ())]
+            # lambda n, b=__builtins__: getattr(b, n): the namespace given as a default
+            for arg in [*passed, *self._defaults(name)][:MAX_CANDIDATES]:
+                found.extend(
+                    r
+                    for r in self.resolve(arg, depth + 1)
+                    if r in {"builtins", "builtins.__dict__"}
+                )
         if name == "__builtins__":
             found.append("builtins")
         elif name not in self.bindings.imports and name not in self.bindings.defined:
@@ -210,6 +213,32 @@ class Resolver:
         result = tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         self._names[name] = result
         return result
+
+    def _defaults(self, name: str) -> list[ast.expr]:
+        """The defaults of every parameter called ``name`` of this file's functions and of
+        the lambdas it binds to names."""
+        table = self._defaults_by_name
+        if table is None:
+            table = self._defaults_by_name = {}
+            functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = [
+                *self.bindings.functions,
+                *(
+                    v
+                    for vs in self.bindings.assigned.values()
+                    for v in vs
+                    if isinstance(v, ast.Lambda)
+                ),
+            ]
+            for f in functions:
+                a = f.args
+                positional = [*a.posonlyargs, *a.args]
+                pairs = [
+                    *zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True),
+                    *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d),
+                ]
+                for p, d in pairs:
+                    table.setdefault(p.arg, []).append(d)
+        return table.get(name, [])
 
     def _resolve_subscript(self, node: ast.Subscript, depth: int) -> tuple[str, ...]:
         index = node.slice

@@ -155,6 +155,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._tags.joined_path(node, funcs)
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else ""
+        if "builtins.setattr" in funcs and len(node.args) == 3:
+            self.builtins_store(node)
+        if node.args:
+            self.lookup_call(node, funcs)
         # a connection, a socket address or a URL written into the code
         if (
             (node.args or node.keywords)
@@ -168,6 +172,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if "builtins.eval" in funcs and len(node.args) == 1 and not node.keywords:
+            self.computed_eval(node, node.args[0])
         if node.args and not EXECUTORS.isdisjoint(funcs):
             executor = next(f for f in funcs if f in EXECUTORS).removeprefix("builtins.")
             self._pending.append(lambda: self._run_code(node, executor, node.args[0]))
@@ -553,9 +559,9 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             if (isinstance(value, list) and "install" in value) or value == "install":
                 return True
             if isinstance(arg, ast.List | ast.Tuple) and any(
-                flow.name_value(e) == "install" for e in arg.elts
+                flow.name_value(e) == "install" or self._sliced_from_builtins(e) for e in arg.elts
             ):
-                return True
+                return True  # the word, or one sliced out of a builtin's text to hide it
             if isinstance(arg, ast.Name) and arg.id not in seen and len(seen) < 8:
                 seen.add(arg.id)
                 pending.extend(flow.bindings.assigned.get(arg.id, ()))

@@ -519,6 +519,8 @@ class RuleVisitor(ast.NodeVisitor):
                 self._patch(target.value, node.value, target.attr, node)
             if isinstance(target, ast.Subscript | ast.Attribute):
                 self._contribute(target, node.value)
+            if isinstance(target, ast.Subscript):
+                self._sinks.namespace_store(target, node.value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target, node.target)

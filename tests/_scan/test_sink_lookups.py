@@ -1,0 +1,377 @@
+"""Lookups by computed names (caplet._scan._sink_lookups, CPL-THR-003): the idioms of
+public obfuscators (issue 16, class 1), each with a near miss of benign code of the same
+shape.
+
+The attacks follow ``benchmarks/obfuscators.py``, which re-implements how Hyperion, a
+"dunder-only" obfuscator and the CJK ``str(oct)`` family hide the builtins they call; the
+near misses are the shapes the benign corpus has (the false positives issue 16 names).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source
+
+
+def danger(source: str, filename: str = "setup.py") -> set[str]:
+    findings = scan_source(textwrap.dedent(source), filename, mode=ScanMode.PACKAGE)
+    return {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+# -- Hyperion: builtins stored into namespaces under other names ------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # CreateVars: globals, locals and __import__ re-bound by writing namespaces
+        "locals()['lIlIlIIlIl'] = globals\n",
+        "lIlIlIIlIl = globals\nlIlIlIIlIl()['OoO0oO0'] = __import__\n",
+        "globals()['MNNMNM'[::-1]] = getattr\n",
+        # the last layer: eval fetched from the module's namespace by an escaped string
+        "from builtins import *\nglobals()['\\x65\\x76\\x61\\x6c']('1')\n",
+        "vars()['__import__']('o' 's')\n",
+    ],
+)
+def test_a_builtin_stored_or_fetched_through_a_namespace_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # cython's test saves and replaces exec in its globals (a function of the file)
+        "globals()['exec'] = check_syntax\n",
+        # requests' vendored packages and numpy's re-exports: values computed, not builtins
+        "for package in ('urllib3', 'idna'):\n    locals()[package] = __import__(package)\n",
+        "import lib\nfor name in lib.__all__:\n    globals()[name] = getattr(lib, name)\n",
+        # a module's own global by a written-out name
+        "VERSION = '1'\nv = globals()['VERSION']\n",
+        # a dict of the file's own, not a namespace
+        "table = {}\ntable['run'] = exec\n",
+    ],
+)
+def test_namespaces_written_or_read_by_plain_code_are_not_threats(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source)
+
+
+# -- the dunder-only obfuscator: names spelled from the interpreter's docstrings -------------
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        "__builtins__.__getattribute__({name})",
+        "__builtins__.__dict__.__getitem__({name})",
+        "(_ := __builtins__.__getattribute__(__ := {name}))",
+    ],
+)
+def test_a_builtin_fetched_by_a_name_spelled_from_str_doc_is_a_threat(lookup: str) -> None:
+    # str.__doc__ reached from __name__ without a constant; the places are this
+    # interpreter's, and the rule does not need to know the value
+    doc = str.__doc__ or ""
+    name = (
+        ".__add__(".join(f"__name__.__class__.__doc__.__getitem__({doc.index(c)})" for c in "exec")
+        + ")" * 3
+    )
+    assert "CPL-THR-003" in danger(lookup.format(name=name) + "('print(1)')\n")
+
+
+def test_a_class_read_from_data_is_not_the_interpreters_text() -> None:
+    # serialisers look a builtin type up by the name of a value's class
+    source = """
+    import builtins
+
+    def restore(value):
+        return getattr(builtins, value.__class__.__name__)(value)
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- the CJK str(oct) family written every way the language allows ---------------------------
+
+
+HEAD = "甲 = str(oct)\n乙 = str(hex)\n"
+EXEC = "乙[20] + 乙[21] + 乙[20] + 甲[13]"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the letters' texts and places paired in a list, joined by a comprehension
+        "n = ''.join(t[i] for t, i in [(乙, 20), (乙, 21), (乙, 20), (甲, 13)])\n"
+        "getattr(__builtins__, n)('1')\n",
+        # a helper lambda with builtins' namespace as a default
+        "f = lambda n, b=__builtins__: getattr(b, n)\n" + f"f({EXEC})('1')\n",
+        # a conditional expression, a starred list, a set
+        f"n = {EXEC} if len(乙) > 3 else 甲\ngetattr(__builtins__, n)('1')\n",
+        "p = [乙[20], 乙[21], 乙[20], 甲[13]]\ngetattr(__builtins__, ''.join([*p]))('1')\n",
+        # places walked through enumerate, a generator, a helper with try and a nested def
+        "n = ''\nfor k, i in enumerate([20, 21, 20]):\n    n += 乙[i]\n"
+        "getattr(__builtins__, n + 甲[13])('1')\n",
+        "def g():\n    for c in [乙[20], 乙[21], 乙[20], 甲[13]]:\n        yield c\n"
+        "getattr(__builtins__, ''.join(g()))('1')\n",
+        "def outer():\n    def inner():\n        try:\n"
+        f"            return {EXEC}\n        except IndexError:\n            return ''\n"
+        "    return inner()\ngetattr(__builtins__, outer())('1')\n",
+        # helpers as a class's static method, with the texts as defaults, through nonlocal
+        f"class H:\n    @staticmethod\n    def n():\n        return {EXEC}\n"
+        "getattr(__builtins__, H.n())('1')\n",
+        f"def n(甲=str(oct), 乙=str(hex)):\n    return {EXEC}\ngetattr(__builtins__, n())('1')\n",
+        "def outer():\n    n = ''\n    def add(c):\n        nonlocal n\n        n += c\n"
+        "    for c in [乙[20], 乙[21], 乙[20], 甲[13]]:\n        add(c)\n    return n\n"
+        "getattr(__builtins__, outer())('1')\n",
+        # the builtin reached by evaluating its name, letters picked by __getitem__
+        "eval(''.join(map(乙.__getitem__, [20, 21, 20])) + 甲[13])('1')\n",
+    ],
+)
+def test_every_spelling_of_a_sliced_builtin_name_is_a_threat(body: str) -> None:
+    assert "CPL-THR-003" in danger(HEAD + body)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a method of an imported object is not this file's function of that name
+        "import builtins, client\n\ndef n():\n    return 'ex' + 'ec'\n\n"
+        "getattr(builtins, client.n())\n",
+        # a value evaluated from its repr picks no letters
+        "x = eval(repr(1.5) + '+' + str(2))\n",
+        # a helper whose value is the caller's: cached, handed a parameter
+        "import builtins, functools\n\n@functools.lru_cache(None)\ndef find(name):\n"
+        "    return getattr(builtins, name)\n",
+    ],
+)
+def test_lookups_and_evals_of_data_are_not_hidden_names(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+def test_a_loop_over_a_namespace_enumerates_it_and_hides_nothing() -> None:
+    source = """
+    import builtins
+    for k, name in enumerate(dir(builtins)):
+        print(k, getattr(builtins, name))
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- invoke's vendored yaml: a resolver's parameters are the caller's data ---------------------
+
+
+def test_a_name_resolver_handed_its_callers_names_is_not_a_hidden_lookup() -> None:
+    # invoke/vendor/yaml/constructor.py (PyYAML's find_python_name), minimal: the module
+    # name is written out in one branch, the attribute is the parameter handed on
+    source = """
+    import sys
+
+    class Constructor:
+        def find_python_name(self, name, mark, unsafe=False):
+            if '.' in name:
+                module_name, object_name = name.rsplit('.', 1)
+            else:
+                module_name = 'builtins'
+                object_name = name
+            if unsafe:
+                __import__(module_name)
+            module = sys.modules[module_name]
+            return getattr(module, object_name)
+
+        def construct_python_name(self, suffix, node):
+            return self.find_python_name(suffix, node.start_mark)
+
+    class UnsafeConstructor(Constructor):
+        def find_python_name(self, name, mark):
+            return super().find_python_name(name, mark, unsafe=True)
+    """
+    assert "CPL-THR-003" not in danger(source, "constructor.py")
+
+
+def test_the_same_resolver_handed_a_name_built_from_literals_is_a_hidden_lookup() -> None:
+    source = """
+    def find(name):
+        return getattr(__builtins__, name)
+
+    find('ex' + 'ec')('print(1)')
+    """
+    assert "CPL-THR-003" in danger(source, "mod.py")
+
+
+# -- pyobfuscate.com: builtins re-published under other names ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the obfuscator's first line: a table of renamed builtins written into builtins
+        "pyobfuscate = (lambda getattr: [((lambda k, v: setattr(__builtins__, k, v))(k, v))"
+        " for k, v in getattr.items()])\n"
+        "pyobfuscate({'IIllIl': exec, 'lIIlll': __import__})\n",
+        "import builtins\nT = {'lIlI': eval}\nfor k in T:\n    setattr(builtins, k, T[k])\n",
+        "setattr(__builtins__, 'lIlIlI', exec)\n",
+    ],
+)
+def test_a_builtin_re_published_under_another_name_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pexpect's and cython's tests swap a builtin and put the original back
+        "import builtins\ninput_name = 'input'\nsetattr(builtins, input_name, fake)\n",
+        "import builtins\nsaved = {'input': input}\n"
+        "for name, value in saved.items():\n    setattr(builtins, name, value)\n",
+        "import builtins\nsetattr(builtins, '_', gettext)\n",
+    ],
+)
+def test_builtins_swapped_by_their_own_names_are_not_threats(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "test_mod.py")
+
+
+# -- every way to look a name up, given builtins and a name the evaluator cannot spell -------
+
+
+#: "__import__" with its letters picked by map(str.__getitem__): closed over literals, not
+#: evaluated, so only closedness can tell it is hidden.
+PICKED = "'__' + ''.join(map(丙.__getitem__, [{}])) + '__'".format(
+    ", ".join(str(str(copyright).index(c)) for c in "import")
+)
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        "object.__getattribute__(__builtins__, {n})",
+        "type(__builtins__).__getattribute__(__builtins__, {n})",
+        "dict.get(vars(__builtins__), {n})",
+        "dict.__getitem__(vars(__builtins__), {n})",
+        "vars(__builtins__).copy().pop({n})",
+        "__import__('functools').reduce(getattr, [{n}], __builtins__)",
+        "__import__('inspect').getattr_static(__import__('builtins'), {n})",
+        "__import__('operator').attrgetter({n})(__builtins__)",
+    ],
+)
+def test_every_lookup_of_a_builtin_by_a_picked_name_is_a_threat(lookup: str) -> None:
+    source = "丙 = str(copyright)\nm = " + lookup.format(n=PICKED) + "('os')\n"
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_names_spelled_from_sys_copyright_and_an_instance_helper_are_hidden() -> None:
+    picks = " + ".join(f"t[{str(copyright).index(c)}]" for c in "import")
+    assert "CPL-THR-003" in danger(
+        f"import sys\nt = sys.copyright\ngetattr(__builtins__, '__' + {picks} + '__')('os')\n"
+    )
+    assert "CPL-THR-003" in danger(
+        "class H:\n    def n(self):\n        return 'ex' + 'ec'\n"
+        "h = H()\ngetattr(__builtins__, ''.join(reversed(h.n()[::-1])))('1')\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a configuration's key, read from the caller
+        "import builtins\n\ndef pick(name):\n    return dict.get(vars(builtins), name)\n",
+        # the platform's name is the host's data, not the interpreter's text
+        "import builtins, sys\nf = object.__getattribute__(builtins, sys.platform[:3])\n",
+    ],
+)
+def test_lookups_by_data_in_other_spellings_are_not_hidden_names(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "m = __import__(" + PICKED.replace("'__' + ", "").replace(" + '__'", "") + ")\n",
+        "import importlib as il\nm = il.import_module(''.join(map(丙.__getitem__, [{}])))\n".format(
+            ", ".join(str(str(copyright).index(c)) for c in "pip")
+        ),
+        "import pip\nf = getattr(pip, ''.join(map(丙.__getitem__, [{}])))\n".format(
+            ", ".join(str(str(copyright).index(c)) for c in "main")
+        ),
+    ],
+)
+def test_a_module_or_its_function_named_by_picked_letters_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger("丙 = str(copyright)\n" + source)
+
+
+def test_modules_named_by_data_or_written_out_are_not_hidden() -> None:
+    source = """
+    import importlib, json
+
+    def load(plugin):
+        return importlib.import_module("plugins." + plugin)
+
+    codec = getattr(json, "dumps")
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- a name assembled from a builtin's text, whatever it spells here --------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # places counted in another interpreter's copyright text spell other letters here
+        "t = str(copyright)\nm = __import__(t[3] + t[9] + t[44])\n",
+        "import pip\nt = str(copyright)\ngetattr(pip, t[5] + t[7])(['install', 'x'])\n",
+        "import importlib\nt = repr(credits)\nm = importlib.import_module(t[30] + t[31])\n",
+        "import os\nf = vars(os)[int.__doc__[30] + int.__doc__[7]]\n",
+        "t = f'{oct}'\nf = getattr(__builtins__, t[1] + t[9])\n",
+        # the text handed to a class, kept on self and picked by a method defined above
+        "class P:\n    def __init__(self, t):\n        self.t = t\n"
+        "    def pick(self, *at):\n        return ''.join(self.t[i] for i in at)\n"
+        "f = getattr(__builtins__, P(str(hex)).pick(20, 21, 20))\n",
+        # the builtin whose text is sliced reached through builtins' namespace
+        "import sys\nb = sys.modules['builtins'].__dict__\nt = str(b['oct'])\nf = b[t[6] + t[5]]\n",
+    ],
+)
+def test_a_name_sliced_out_of_a_builtins_text_is_hidden_whatever_it_spells(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a value's text, not a builtin's; a literal's letters
+        "import json\n\ndef encoder(value):\n    return getattr(json, str(value)[:5])\n",
+        "import os\nsep = getattr(os, 'sepx'[:3])\n",
+        "import string\nm = __import__('json'[0:4])\n",
+        # platform.py: a cache keyed by sys.version, parsed as every version check does
+        "import sys\n_cache = {}\n\ndef parse(v=None):\n    if v is None:\n"
+        "        v = sys.version\n    _cache[v] = v.split()[0]\n    return _cache[v[:3]]\n",
+    ],
+)
+def test_names_sliced_from_data_or_literals_are_not_builtin_text(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pillow's Image.py: a parameter called format, a plugin module imported by name,
+        # a palette sliced by numbers
+        "def dump(file=None, format=None):\n    return f'.{format}'\n\n"
+        "def load(plugin):\n"
+        "    __import__(f'{__spec__.parent}.{plugin}', globals(), locals(), [])\n"
+        "palette = b''\nfor i, p in enumerate([1, 2]):\n"
+        "    palette += bytes(3)[p * 3 : p * 3 + 3]\n",
+        # litellm: a list indexed in a sort key, beside an f-string of a builtin's text
+        "values = [3, 1]\nlabel = f'{len}'\n"
+        "top = sorted(range(len(values)), key=lambda i: values[i])[:5]\n",
+        # future's tests: eval of a line a child process printed
+        "import os\nlines = os.read(0, 100).decode().splitlines()\nvalue = eval(lines[1])\n",
+        # pycryptodome's setup.py: a test module imported by a path built from its name
+        "root = 'Cryptodome'\nname = 'Math.Numbers'\ncomps = name.split('.')\n"
+        "m = __import__(root + '.SelfTest.' + comps[0] + '.test_' + comps[1])\n",
+    ],
+)
+def test_the_benign_corpus_shapes_of_data_indexing_are_not_hidden_names(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")
