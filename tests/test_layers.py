@@ -20,6 +20,7 @@ LAYERS = [
         "_suggest",
         "_syscall",
         "_toml",
+        "_tree_format",
         "_validated",
         "_version",
     },

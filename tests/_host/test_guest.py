@@ -94,6 +94,10 @@ class CountingLauncher:
     def isolation(self) -> str:
         return self.inner.isolation
 
+    @property
+    def copies_snapshot(self) -> bool:
+        return self.inner.copies_snapshot
+
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         if spec.plugin == "guest":
             self.guest_starts.append(threading.current_thread().name)

@@ -120,6 +120,10 @@ class Recorder:
     def isolation(self) -> str:
         return self.inner.isolation
 
+    @property
+    def copies_snapshot(self) -> bool:
+        return self.inner.copies_snapshot
+
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         worker = self.inner.start(spec)
         watch = QueueWatch()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caplet import LifecycleError, PluginHost, WorkerCrashedError
+from caplet import CapletError, LifecycleError, PluginHost, WorkerCrashedError
 from tests._host.hostkit import SPIN, SPIN_MODULES
 from tests.conftest import PluginFactory
 
@@ -115,3 +115,24 @@ def test_a_declared_function_create_functions_does_not_return_is_refused_at_enab
     assert host.manager.require_plugin("partial").state.value != "enabled"
     assert "missing" not in host.get_system_message_additions()
     assert host.worker_pid("partial") is None
+
+
+def test_an_enable_snapshot_rewritten_after_the_enable_is_never_loaded(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    host.discover()
+    host.enable("p", consent=True)
+    assert host.call("p", "main.pid") > 0
+    snapshot = host.manager.enabled_snapshot("p")
+    assert snapshot is not None
+    # The attack: the enable's own snapshot rewritten in place by whoever can
+    # reach the host's run directory; every later start must refuse it
+    # (checked by the host's copy, or by the jail's, see Launcher.copies_snapshot).
+    snapshot.path.chmod(0o700)
+    (snapshot.path / "plugin.py").chmod(0o600)
+    (snapshot.path / "plugin.py").write_text(SPIN.replace("os.getpid()", "-1"), encoding="utf-8")
+    with pytest.raises(WorkerCrashedError):
+        host.call("p", "main.crash")
+    with pytest.raises(CapletError, match=r"changed (since|after) it was (audited and )?approved"):
+        host.call("p", "main.pid")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import importlib.util
 import os
+import py_compile
 import select
 import shutil
 import socket
@@ -21,6 +23,7 @@ from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessWorker
+from caplet._trust._hashing import tree_hash
 from tests.conftest import NEEDS_CGROUP, ROOT, give_to_worker
 
 PROBE = """
@@ -429,3 +432,68 @@ def test_a_masked_directory_shows_nothing_inside_a_read_grant(
             {"ok": True, "value": []},
             {"ok": False, "errno": "EACCES"},
         )
+
+
+APPROVED = """
+def create_functions(config):
+    return {"probe": {"value": lambda: "approved source"}}
+"""
+
+
+def test_a_snapshot_the_jail_copies_is_checked_against_the_approved_hash(
+    launcher: SandboxLauncher, tmp_path: Path
+) -> None:
+    assert launcher.copies_snapshot  # a jail copies the snapshot into its own tmpfs
+    spec = _spec(tmp_path, "checked", APPROVED, ("value",))
+    worker = launcher.start(dataclasses.replace(spec, snapshot_hash=tree_hash(spec.snapshot_dir)))
+    try:
+        assert worker.call("probe", "value", (), {}, timeout_s=10) == "approved source"
+    finally:
+        worker.close()
+
+
+def test_a_snapshot_rewritten_after_approval_never_runs(
+    launcher: SandboxLauncher, tmp_path: Path
+) -> None:
+    # The attack: the enable's snapshot (the host hands it to the jail as is)
+    # rewritten between the enable and a start; the rewrite's code would
+    # leave a mark in a writable grant the moment it is imported.
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    give_to_worker(outbox)
+    spec = _spec(tmp_path, "rewritten", APPROVED, ("value",))
+    approved = tree_hash(spec.snapshot_dir)
+    (spec.snapshot_dir / "plugin.py").write_text(
+        f"open({str(outbox / 'ran')!r}, 'w').close()\n" + textwrap.dedent(APPROVED),
+        encoding="utf-8",
+    )
+    spec = dataclasses.replace(
+        spec, snapshot_hash=approved, grants=(PathGrant(str(outbox), writable=True),)
+    )
+    with pytest.raises(WorkerStartError) as caught:
+        launcher.start(spec).close()
+    assert "changed after it was approved" in str(caught.value)
+    assert f"approved hash {approved}" in str(caught.value)
+    assert "disable and enable the plugin again" in str(caught.value)
+    assert not (outbox / "ran").exists()
+
+
+def test_byte_code_planted_in_a_snapshot_never_reaches_the_jail(
+    launcher: SandboxLauncher, tmp_path: Path
+) -> None:
+    # The attack: an unchecked-hash .pyc (imported without looking at its
+    # source) in the snapshot's __pycache__, which the tree hash leaves out.
+    spec = _spec(tmp_path, "planted", APPROVED, ("value",))
+    planted = tmp_path / "planted.py"
+    planted.write_text(APPROVED.replace("approved source", "planted byte code"), encoding="utf-8")
+    py_compile.compile(
+        str(planted),
+        cfile=importlib.util.cache_from_source(str(spec.snapshot_dir / "plugin.py")),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        doraise=True,
+    )
+    worker = launcher.start(dataclasses.replace(spec, snapshot_hash=tree_hash(spec.snapshot_dir)))
+    try:
+        assert worker.call("probe", "value", (), {}, timeout_s=10) == "approved source"
+    finally:
+        worker.close()

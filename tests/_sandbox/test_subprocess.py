@@ -7,6 +7,7 @@ started worker's channel are tests/_sandbox/test_channel_worker.py.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,7 @@ def test_slow_start_is_killed_after_the_start_timeout(launch: Launch) -> None:
 
 def test_missing_workdir_is_a_start_error(launch: Launch, tmp_path: Path) -> None:
     spec = launch.spec("def create_functions(config):\n    return {}\n")
+    assert spec.workdir is not None
     spec.workdir.rmdir()
     with pytest.raises(WorkerStartError) as caught:
         launch.start(spec)
@@ -223,3 +225,18 @@ def test_worker_cannot_claim_undeclared_registrations(launch: Launch) -> None:
         launch.start(spec)
     assert "claimed to register undeclared module 'evil'" in str(caught.value)
     assert "and was killed" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "change", [{"snapshot_hash": "sha256-" + "0" * 64}, {"workdir": None}], ids=["hash", "workdir"]
+)
+def test_a_plain_process_never_starts_from_a_snapshot_it_would_have_to_check(
+    launch: Launch, change: dict[str, object]
+) -> None:
+    # Only a launcher that copies_snapshot (a jail) is handed the enable's own
+    # snapshot with the hash to check, and no working directory; a plain
+    # process loads what it is given, where it is told.
+    assert launch.launcher.copies_snapshot is False
+    spec = launch.spec("def create_functions(config):\n    return {'demo': {'run': lambda: 1}}\n")
+    with pytest.raises(WorkerStartError, match="cannot check the snapshot it is given"):
+        launch.start(dataclasses.replace(spec, **change))  # type: ignore[arg-type]

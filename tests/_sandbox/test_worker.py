@@ -6,6 +6,7 @@ a host that misbehaves (out of order, malformed, oversized) can be played.
 
 from __future__ import annotations
 
+import importlib.machinery
 import socket
 import struct
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import time
 import zipfile
+import zipimport
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ from caplet._sandbox._worker import (
     PLUGIN_PACKAGE,
     _entry_parts,
     _LoadError,
+    _no_zip_imports,
     _register,
     warm_up,
 )
@@ -199,6 +202,31 @@ def test_code_in_a_zip_archive_is_never_imported(raw: RawWorker, tmp_path: Path)
     assert isinstance(message, Fatal), message
     assert "No module named 'hidden'" in message.message
     assert raw.exit_code() == EXIT_LOAD_FAILED
+
+
+def test_a_zip_importer_cached_before_the_load_is_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same attack with the archive's importer already cached (by the
+    # zygote, or anything that ran before the plugin): dropping the hook
+    # alone would leave it in use. A directory's finder stays cached: clearing
+    # them all cost every start the listing of every sys.path directory.
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("hidden.py", "VALUE = 'zip code ran'\n")
+    monkeypatch.setattr(sys, "path_hooks", list(sys.path_hooks))
+    monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
+    sys.path_importer_cache[str(archive)] = zipimport.zipimporter(str(archive))
+    assert importlib.machinery.PathFinder.find_spec("hidden", [str(archive)]) is not None
+    finder = importlib.machinery.FileFinder(str(tmp_path))
+    sys.path_importer_cache[str(tmp_path)] = finder
+
+    _no_zip_imports()
+
+    assert zipimport.zipimporter not in sys.path_hooks
+    assert str(archive) not in sys.path_importer_cache
+    assert importlib.machinery.PathFinder.find_spec("hidden", [str(archive)]) is None
+    assert sys.path_importer_cache[str(tmp_path)] is finder
 
 
 def test_missing_entry_file_is_fatal(raw: RawWorker, tmp_path: Path) -> None:

@@ -65,8 +65,8 @@ class RunningWorker:
     def __init__(
         self,
         worker: Worker,
-        snapshot: Snapshot,
-        workdir: Path,
+        snapshot: Snapshot | None,
+        workdir: Path | None,
         targets: dict[str, CallTarget],
         timeout_s: float,
         *,
@@ -79,6 +79,9 @@ class RunningWorker:
         self.meter = meter
         #: Answers the worker's ctx requests (built from its granted capabilities).
         self.on_request = on_request
+        #: The host's verified copy the worker started from; None when the
+        #: launcher copied the enable's snapshot itself (Launcher.copies_snapshot),
+        #: whose jail's own tmpfs is the worker's working directory (workdir None).
         self.snapshot = snapshot
         self.workdir = workdir
         self.targets = targets
@@ -155,11 +158,12 @@ def approved_environment(capabilities: Sequence[Capability]) -> dict[str, str]:
 def worker_spec(
     info: PluginInfo,
     snapshot_dir: Path,
-    workdir: Path,
+    workdir: Path | None,
     plan: GrantPlan,
     policy: Policy,
     *,
     context: ContextGrants,
+    snapshot_hash: str = "",
 ) -> WorkerSpec:
     """What the launcher starts for the enabled plugin ``info``: its snapshot copy, the
     grants the enable pinned and the programs it may run, its approved environment,
@@ -172,6 +176,7 @@ def worker_spec(
         config=dict(info.config),
         modules={m.name: m.function_names for m in info.manifest.modules},
         workdir=workdir,
+        snapshot_hash=snapshot_hash,
         start_timeout_s=policy.start_timeout_s,
         # The frame limit is what bounds the size of a result.
         max_frame_bytes=policy.max_output_bytes(limits.max_output_kb, info.tier),

@@ -36,6 +36,10 @@ class PathGrant:
     #: Copied into a private read-only tmpfs at ``target`` instead of bound:
     #: a bind mount's root shows its host path in /proc/self/mountinfo.
     copy: bool = False
+    #: For a copied grant: the tree hash (:func:`caplet._trust._hashing.tree_hash`)
+    #: its copy must have, checked on the read-only copy before any plugin
+    #: code runs ("" = not checked: the host verified the tree it copies).
+    content_hash: str = ""
 
     @property
     def pinned(self) -> bool:

@@ -215,6 +215,8 @@ class Mount:
     link: str = ""
     #: A read-only grant mounted ``noexec`` too (:func:`read_grant_noexec`).
     noexec: bool = False
+    #: For Kind.COPY: the tree hash the copy must have (PathGrant.content_hash).
+    content_hash: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,7 +86,8 @@ def open_plan(
                 plan += _whole_root(fd, kind, spec.exec_paths if data else None)
             else:
                 noexec = data and read_grant_noexec(path, spec.exec_paths)
-                plan.append(Mount(path, kind, fd, noexec=noexec))
+                checked = source.content_hash if kind is Kind.COPY else ""
+                plan.append(Mount(path, kind, fd, noexec=noexec, content_hash=checked))
     except BaseException:
         for entry in plan:
             if entry.fd >= 0:

@@ -30,10 +30,15 @@ class WorkerSpec:
     """Everything a worker needs to load one plugin, and nothing more.
 
     ``snapshot_dir`` is the private read-only copy whose hash the host has
-    verified; ``modules`` maps each declared module to its declared function
-    names, the only ones the worker may register. ``workdir`` is the worker's
-    private, empty working directory (a plain-process launcher uses it; a
-    sandboxing launcher gives the worker a private tmpfs instead).
+    verified, or, with ``snapshot_hash`` (only for a launcher whose
+    :attr:`Launcher.copies_snapshot` is true), the enable's own snapshot,
+    which the launcher copies for the worker and refuses to start from
+    unless the copy's tree hash is ``snapshot_hash``. ``modules`` maps each
+    declared module to its declared function names, the only ones the
+    worker may register. ``workdir`` is the worker's private, empty working
+    directory (a plain-process launcher uses it; a sandboxing launcher gives
+    the worker a private tmpfs instead, and is given None when it
+    :attr:`~Launcher.copies_snapshot`: it jails every worker).
 
     The rest is what the sandbox enforces: ``grants`` are the host paths the
     approved ``fs.read``/``fs.write`` capabilities name (the launcher adds
@@ -53,7 +58,8 @@ class WorkerSpec:
     entry: str
     config: Mapping[str, ConfigValue]
     modules: Mapping[str, tuple[str, ...]]
-    workdir: Path
+    workdir: Path | None
+    snapshot_hash: str = ""
     start_timeout_s: float = 10.0
     max_frame_bytes: int = 8 * 1024 * 1024
     grants: tuple[PathGrant, ...] = ()
@@ -154,6 +160,15 @@ class Launcher(Protocol):
 
     @property
     def isolation(self) -> str: ...
+
+    @property
+    def copies_snapshot(self) -> bool:
+        """Whether :meth:`start` gives each worker a private copy of ``snapshot_dir``
+        itself and checks it against ``spec.snapshot_hash`` before any plugin code
+        runs (a jail copies it into its own tmpfs anyway). Then the host need not
+        make a verified copy of the enable's snapshot for every start, nor a
+        working directory (``spec.workdir`` None: the jail's tmpfs is one)."""
+        ...
 
     def start(self, spec: WorkerSpec) -> Worker: ...
 

@@ -413,6 +413,12 @@ class SandboxLauncher:
             text += f" (missing: {', '.join(missing)})"
         return text
 
+    @property
+    def copies_snapshot(self) -> bool:
+        """True where workers are jailed: the jail copies the snapshot into its own
+        tmpfs and checks the copy's hash (:func:`._jail_fs.copy_grant`)."""
+        return not self._get_zygote().layers.get("namespaces", "missing")
+
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         zygote = self._get_zygote()
         missing = {layer: zygote.layers[layer] for layer in LAYERS if zygote.layers.get(layer)}
@@ -426,6 +432,13 @@ class SandboxLauncher:
         # In a jail the snapshot is mounted at /plugin: neither INIT nor the
         # plugin's __file__ tells the worker where the host keeps it.
         jailed = "namespaces" not in missing
+        if (spec.snapshot_hash or spec.workdir is None) and not jailed:
+            # Only a jail checks its copy (the snapshot given is the enable's
+            # own) and has a working directory of its own.
+            raise WorkerStartError(
+                f"plugin '{spec.plugin}': the sandbox has no namespace jail to copy and check "
+                "the plugin's snapshot in; restart the host (the launcher's layers changed)"
+            )
         snapshot_inside = _SNAPSHOT_IN_JAIL if jailed else str(spec.snapshot_dir)
         if not jailed and self.identity.privileged:
             # No jail and a root host: the worker's uid cannot walk the
@@ -434,6 +447,7 @@ class SandboxLauncher:
             snapshot_inside = f"/proc/self/fd/{SNAPSHOT_FD}"
         init = init_frame(spec, snapshot=snapshot_inside)
         # Copied, not bound, in a jail: a bind's root would name the host path.
+        # The copy is checked against the approved hash there (copies_snapshot).
         grants = [
             (
                 str(spec.snapshot_dir),
@@ -443,17 +457,19 @@ class SandboxLauncher:
                 0,
                 0,
                 jailed,
+                spec.snapshot_hash if jailed else "",
             )
         ]
         grants += [
-            (g.path, g.writable, g.executable, "", g.device, g.inode, False) for g in spec.grants
+            (g.path, g.writable, g.executable, "", g.device, g.inode, False, "")
+            for g in spec.grants
         ]
         request = {
             "layers": [layer for layer in LAYERS if layer not in missing],
             "grants": grants,
             "masks": list(spec.masks),
             "snapshot": str(spec.snapshot_dir),
-            "workdir": str(spec.workdir),
+            "workdir": "" if spec.workdir is None else str(spec.workdir),
             "allow_exec": bool(spec.programs),
             "limits": {
                 "memory_mb": spec.memory_mb,
@@ -524,6 +540,11 @@ class UnsupportedLauncher:
     @property
     def isolation(self) -> str:
         return f"none ({self.reason})"
+
+    @property
+    def copies_snapshot(self) -> bool:
+        """No worker starts here."""
+        return False
 
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         raise WorkerStartError(

@@ -62,6 +62,11 @@ class SubprocessLauncher:
         """``"process"``: a separate process, no kernel isolation."""
         return "process"
 
+    @property
+    def copies_snapshot(self) -> bool:
+        """The worker runs from the host's verified copy, as given."""
+        return False
+
     def close(self) -> None:
         """Nothing to release: each worker is closed on its own."""
 
@@ -72,6 +77,15 @@ class SubprocessLauncher:
         the tail of stderr) when it cannot be started, fails to load the
         plugin, or is not ready within ``spec.start_timeout_s``.
         """
+        if spec.snapshot_hash or spec.workdir is None:
+            # Only a launcher that copies_snapshot is handed the enable's own
+            # snapshot, and no working directory.
+            raise WorkerStartError(
+                f"plugin '{spec.plugin}': a plain-process worker cannot check the snapshot it "
+                "is given and needs a working directory; the host must give it a verified "
+                "copy and one (this is a bug in caplet)"
+            )
+        workdir = spec.workdir
         init = init_frame(spec)
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -85,7 +99,7 @@ class SubprocessLauncher:
         extra_groups: list[int] | None = None
         try:
             if self.identity.privileged and os.geteuid() == 0:
-                os.chown(spec.workdir, self.identity.uid, self.identity.gid)
+                os.chown(workdir, self.identity.uid, self.identity.gid)
                 user, group, extra_groups = self.identity.uid, self.identity.gid, []
             process = subprocess.Popen(
                 worker_command(child.fileno()),
@@ -96,7 +110,7 @@ class SubprocessLauncher:
                 close_fds=True,
                 pass_fds=(child.fileno(),),
                 start_new_session=True,
-                cwd=spec.workdir,
+                cwd=workdir,
                 user=user,
                 group=group,
                 extra_groups=extra_groups,
@@ -114,7 +128,7 @@ class SubprocessLauncher:
                 ) from exc
             raise WorkerStartError(
                 f"plugin '{spec.plugin}': cannot start a worker process "
-                f"({sys.executable or 'no Python executable'} in {spec.workdir}): {exc}; "
+                f"({sys.executable or 'no Python executable'} in {workdir}): {exc}; "
                 "check that the working directory exists"
             ) from exc
         finally:

@@ -21,7 +21,6 @@ never match between the source tree and its snapshot, and a different
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -30,6 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caplet._errors import PluginTreeError
+from caplet._tree_format import (
+    EXCLUDED_DIRS,
+    HASH_PREFIX,
+    SIGNATURE_FILE,
+    entry_header,
+    hashed_mode,
+    is_executable,
+    new_digest,
+    tree_digest,
+)
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -48,22 +57,6 @@ __all__ = [
     "read_entry",
     "tree_hash",
 ]
-
-#: Every content hash starts with this, so the algorithm can change later.
-HASH_PREFIX = "sha256-"
-
-#: Domain separation: a tree hash can never equal the hash of some file.
-_DOMAIN = b"caplet-tree-v1\0"
-
-#: Directories that never count, at any depth: VCS metadata, and byte-code
-#: caches that importing the plugin writes next to its sources.
-EXCLUDED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", "__pycache__"})
-
-#: The publisher's signature of the tree hash (:mod:`caplet._trust._signing`),
-#: at the top of the plugin folder. It is the one file the hash (and so the
-#: snapshot and the scan) leaves out: it cannot be part of the content it
-#: signs, and the host only ever parses it as a signature, never loads it.
-SIGNATURE_FILE = "plugin.minisig"
 
 DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -91,19 +84,6 @@ class TreeEntry:
     path: str
     mode: int
     size: int
-
-
-def is_executable(mode: int) -> bool:
-    """True when any execute bit is set (what ``chmod +x`` changes)."""
-    return bool(mode & 0o111)
-
-
-def hashed_mode(mode: int) -> int:
-    """The mode as it enters the hash: ``0o755`` if executable, else ``0o644``.
-
-    Normalised like git's file modes; see the module docstring for why.
-    """
-    return 0o755 if is_executable(mode) else 0o644
 
 
 def is_tree_hash(text: str) -> bool:
@@ -317,20 +297,16 @@ class TreeDigest:
     __slots__ = ("_digest",)
 
     def __init__(self) -> None:
-        self._digest = hashlib.sha256(_DOMAIN)
+        self._digest = new_digest()
 
     def entry(self, entry: TreeEntry) -> None:
-        encoded = entry.path.encode("utf-8")
-        self._digest.update(len(encoded).to_bytes(8, "big"))
-        self._digest.update(encoded)
-        self._digest.update(hashed_mode(entry.mode).to_bytes(4, "big"))
-        self._digest.update(entry.size.to_bytes(8, "big"))
+        self._digest.update(entry_header(entry.path, entry.mode, entry.size))
 
     def update(self, chunk: bytes) -> None:
         self._digest.update(chunk)
 
     def hexdigest(self) -> str:
-        return HASH_PREFIX + self._digest.hexdigest()
+        return tree_digest(self._digest)
 
 
 def hash_entries(root: Path, entries: Iterable[TreeEntry]) -> str:
