@@ -52,11 +52,14 @@ from caplet._scan._triggers import (
     NETWORK_TOKENS,
     PROCESS_TOKENS,
     RECON_TOKENS,
+    RUNS_FILE_TOKENS,
     words,
 )
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
+#: Indicator kinds that are no threat alone (see PREFILTER_PATTERNS).
+_PAIRED_INDICATORS = frozenset({IndicatorKind.CLIPBOARD, IndicatorKind.DOWNLOAD_EXEC})
 #: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
 #: RE2's memory for each compiled set and for the one-alternation locator
 #: (its default, 8 MiB, runs the DFA out of memory on large files).
@@ -67,9 +70,6 @@ _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:urlretrieve|SetValueEx|startfile)\b",
-    # downloaders: their command lines are often split over implicitly
-    # concatenated literals, which a text pattern cannot see whole
-    r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
     # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
     # every pattern here, so it needs the AST pass (which sees the value)
     r"(?:\\x[0-9a-fA-F]{2}){8}",
@@ -96,8 +96,10 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:ImageGrab|pyscreenshot|pynput|pyHook)\b|\bkeyboard\s*\.\s*(?:on_press|on_release|hook)\b|"
     r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
     # every indicator but clipboard access, which means something only beside a
-    # wallet pattern (CPL-THR-014), itself an indicator here
-    *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
+    # wallet pattern (CPL-THR-014), itself an indicator here, and a download piped to
+    # a shell, which is only a tag (danger in an install script, always parsed, or as
+    # the text of a command that is run: a pair below)
+    *(i.pattern for i in INDICATORS if i.kind not in _PAIRED_INDICATORS),
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code
@@ -166,6 +168,30 @@ _PIECES = (
     r"\bstr\(\s*[bB]['\"]|\bto_bytes\(|\bbytes\s*\.\s*decode\(|\blambda\b|[^\x00-\x7f]|"
     r"['\"]\s*%\s*\(\s*\d|\b[fF][rR]?['\"][^'\"\n]*\{\s*[rbuRBU]?['\"]"
 )
+#: A lookup whose name is not a plain literal: anything but a quote after getattr's
+#: comma, an importer's or a namespace subscript's parenthesis (a variable, an attribute,
+#: a call), or a literal operated on, on the lookup's line (pair 1's first pattern). A
+#: literal name is spelled in the text (every table's tokens match ``"system"`` too).
+_LOOKUP_COMPUTED = (
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[^'\"\s]|"
+    r"\b(?:__import__|import_module|attrgetter|methodcaller|__getitem__)\s*\(\s*[^'\"\s)]|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins|__globals__|"
+    r"__builtins__)\s*(?:\[\s*[^'\"\s]|\.\s*get\s*\(\s*[^'\"\s])|"
+    + _LOOKUP
+    + r"[^\n]*(?:"
+    + _PIECES
+    + ")"
+)
+#: Whatever runs something: a process or code sink, exec and its kin as a name, a file
+#: started (:data:`~caplet._scan._sources.RUNS_FILE`), or a lookup by a name not written
+#: out, which may be one of them by a name the lookup pairs do not see built
+#: (``getattr(_o, "%c%c" % (...))``: the tuned sample cn-percent-c, found by
+#: tests/_scan/test_prefilter_trees.py); a name written out is a process token's.
+#: A rule that reads a command's text (a downloader, pip install, python -c) reads it
+#: only where it is run: a process call (the visitor hands a CPL-PROC-001 call to
+#: ``Sinks.process``), a file written then started, code run by exec (whose own calls are
+#: in the text too); an install script is always parsed (``_filepass``).
+_RUNS = _SINK + "|" + _EXEC_NAME + r"\b|" + RUNS_FILE_TOKENS + "|" + _LOOKUP_COMPUTED
 #: Pieces that hardly ever build anything but a hidden name: code points joined, a
 #: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
 #: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
@@ -261,6 +287,8 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
         r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]|\bcommunicate\s*\(|"
         r"\binput\s*=|\.stdin\s*\.\s*write|['\"]-['\"]",
+        # and something that runs it (a test's "python -c" in a docstring runs nothing)
+        _RUNS,
     ),
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
@@ -304,8 +332,9 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
         r"\w*token|\w*api_?key|mnemonic)\b",
         r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
-        # sent: the rule runs on egress calls only (_sink_egress), network APIs all
-        _NETWORK,
+        # sent: the rule runs on egress calls only (_sink_egress), network APIs all, or
+        # one looked up by name
+        _NETWORK + "|" + _LOOKUP_COMPUTED,
     ),
     # a spec made for a .pyc path (CPL-THR-027)
     (r"\bspec_from_file_location\b", r"\.pyc\b"),
@@ -317,14 +346,22 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # the user's own folders swept for documents, next to the network (CPL-THR-007)
     (r"['\"/\\](?i:desktop|documents|downloads|onedrive)['\"/\\]", _NETWORK),
     # pip install run as a command ("pip install x", [..., "pip", "install", x]): CPL-THR-019
-    # is checked on process calls only (the visitor hands a call whose API is a
-    # CPL-PROC-001 one to Sinks.process), so a process call must be there too: "pip
-    # install x" in an error message is not a command (a quarter of the benign bytes that
-    # reached the AST pass for it alone, issue 16). pip.main and runpy have their own.
+    # is checked on process calls only, so something that runs must be there too (_RUNS):
+    # "pip install x" in an error message is not a command (a quarter of the benign bytes
+    # that reached the AST pass for it alone, issue 16). pip.main and runpy have their own.
     (
         r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
-        _SINK,
+        _RUNS,
     ),
+    # downloaders: their command lines are often split over implicitly concatenated
+    # literals, which a text pattern cannot see whole; read by the rules only where
+    # something runs them (_RUNS), a word in prose or a docstring runs nothing
+    (
+        r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
+        _RUNS,
+    ),
+    # a download piped to a shell, written whole in one literal: the same
+    *((i.pattern, _RUNS) for i in INDICATORS if i.kind is IndicatorKind.DOWNLOAD_EXEC),
 )
 
 

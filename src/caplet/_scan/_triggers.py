@@ -40,9 +40,17 @@ from caplet._scan._sources import (
     RECON_FILES,
     RECON_FUNCTIONS,
     RECON_PROGRAMS,
+    RUNS_FILE,
 )
 
-__all__ = ["DECODER_TOKENS", "NETWORK_TOKENS", "PROCESS_TOKENS", "RECON_TOKENS", "words"]
+__all__ = [
+    "DECODER_TOKENS",
+    "NETWORK_TOKENS",
+    "PROCESS_TOKENS",
+    "RECON_TOKENS",
+    "RUNS_FILE_TOKENS",
+    "words",
+]
 
 
 def words(names: Iterable[str]) -> str:
@@ -144,6 +152,9 @@ DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
 PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
+#: Every call that starts a file the rules follow (:data:`RUNS_FILE`: ``os.startfile``,
+#: ``runpy.run_path``, a native library loaded), however it is spelled.
+RUNS_FILE_TOKENS: Final = _api_tokens(RUNS_FILE)
 #: Every network module (a dotted one as ``a.b`` or ``from a import``), DNS function and
 #: network program the egress and DNS rules know.
 NETWORK_TOKENS: Final = "|".join(
