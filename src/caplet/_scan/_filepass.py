@@ -33,7 +33,7 @@ from caplet._scan._model import ScanMode
 from caplet._scan._opaque import opaque_module_uses
 from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import LONG_LINE
-from caplet._scan._syntax import TooComplex, focus, survey
+from caplet._scan._syntax import TooComplex, focus, node_ids, survey
 from caplet._scan._visitor import RuleVisitor
 
 __all__ = ["ALWAYS_PARSED", "scan_text"]
@@ -200,7 +200,7 @@ def _scan_text(
             # a file over the size limit is read only around its hits: what is there
             surveyed = survey(tree, max_depth, max_nodes, roots, bindings)
         elif not isinstance(surveyed, TooComplex):
-            visited = frozenset(id(n) for root in roots for n in ast.walk(root))
+            visited = node_ids(roots)
     if isinstance(surveyed, TooComplex):
         scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
         return _text_only(scan), True

@@ -52,11 +52,14 @@ from caplet._scan._triggers import (
     NETWORK_TOKENS,
     PROCESS_TOKENS,
     RECON_TOKENS,
+    RUNS_FILE_TOKENS,
     words,
 )
 
 __all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
+#: Indicator kinds that are no threat alone (see PREFILTER_PATTERNS).
+_PAIRED_INDICATORS = frozenset({IndicatorKind.CLIPBOARD, IndicatorKind.DOWNLOAD_EXEC})
 #: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
 #: RE2's memory for each compiled set and for the one-alternation locator
 #: (its default, 8 MiB, runs the DFA out of memory on large files).
@@ -67,9 +70,6 @@ _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:urlretrieve|SetValueEx|startfile)\b",
-    # downloaders: their command lines are often split over implicitly
-    # concatenated literals, which a text pattern cannot see whole
-    r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
     # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
     # every pattern here, so it needs the AST pass (which sees the value)
     r"(?:\\x[0-9a-fA-F]{2}){8}",
@@ -95,8 +95,6 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # keyloggers and screen grabbers (CPL-THR-017 and CPL-THR-004 beside an egress)
     r"\b(?:ImageGrab|pyscreenshot|pynput|pyHook)\b|\bkeyboard\s*\.\s*(?:on_press|on_release|hook)\b|"
     r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
-    # pip install run as a command ("pip install x", [..., "pip", "install", x])
-    r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
     # a builtin that runs code or looks names up stored into a namespace under another name
     # (Hyperion: locals()['lIlI'] = globals), or fetched from one by a string, maybe
     # spelled in escapes (globals()['\x65\x76\x61\x6c']): CPL-THR-003
@@ -104,8 +102,10 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\s*(?:[;#\n]|$)|\b(?:globals|locals|vars)\(\s*\)\s*\[\s*[rbuRBU]?['\"]"
     r"(?:\\x[0-9a-fA-F]{2}|\\[0-7]{3}|\\u[0-9a-fA-F]{4}|exec|eval|compile|__import__)",
     # every indicator but clipboard access, which means something only beside a
-    # wallet pattern (CPL-THR-014), itself an indicator here
-    *(i.pattern for i in INDICATORS if i.kind is not IndicatorKind.CLIPBOARD),
+    # wallet pattern (CPL-THR-014), itself an indicator here, and a download piped to
+    # a shell, which is only a tag (danger in an install script, always parsed, or as
+    # the text of a command that is run: a pair below)
+    *(i.pattern for i in INDICATORS if i.kind not in _PAIRED_INDICATORS),
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code
@@ -174,6 +174,60 @@ _PIECES = (
     r"\bstr\(\s*[bB]['\"]|\bto_bytes\(|\bbytes\s*\.\s*decode\(|\blambda\b|[^\x00-\x7f]|"
     r"['\"]\s*%\s*\(\s*\d|\b[fF][rR]?['\"][^'\"\n]*\{\s*[rbuRBU]?['\"]"
 )
+#: A lookup whose name is not written out: anything but a quote after getattr's comma,
+#: an importer's or a namespace subscript's parenthesis (a variable, an attribute, a
+#: call). A name written out is spelled in the text (every table's tokens match
+#: ``"system"`` too); a literal operated on is :data:`_LOOKUP_PIECES`.
+_LOOKUP_ANY_NAME = (
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[^'\"\s]|"
+    r"\b(?:__import__|import_module|attrgetter|methodcaller|__getitem__)\s*\(\s*[^'\"\s)]|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins|__globals__|"
+    r"__builtins__)\s*(?:\[\s*[^'\"\s]|\.\s*get\s*\(\s*[^'\"\s])"
+)
+#: A lookup with a name built from literals on its own line (the first pattern of pair 1).
+_LOOKUP_PIECES = _LOOKUP + r"[^\n]*(?:" + _PIECES + r")"
+#: Whatever runs something, as alternatives (each its own conjunction, so each pattern
+#: is one the sets hold anyway or a small one: one alternation of them all made the
+#: pairs' lazily built DFA half again as slow on a first pass over the stdlib): a
+#: process or code sink; exec and its kin as a name, a file started
+#: (:data:`~caplet._scan._sources.RUNS_FILE`), a lookup by a name not written out; a
+#: lookup by a name built on its line. A lookup may be any of the others by a name the
+#: lookup pairs do not see built (``getattr(_o, "%c%c" % (...))``: the tuned sample
+#: cn-percent-c, found by tests/_scan/test_prefilter_trees.py). A rule that reads a
+#: command's text (a downloader, pip install, python -c) reads it only where it is run:
+#: a process call (the visitor hands a CPL-PROC-001 call to ``Sinks.process``), a file
+#: written then started, code run by exec (whose own calls are in the text too); an
+#: install script is always parsed (``_filepass``).
+_RUNS: Final = (
+    _SINK,
+    _EXEC_NAME + r"\b|" + RUNS_FILE_TOKENS + "|" + _LOOKUP_ANY_NAME,
+    _LOOKUP_PIECES,
+)
+#: Words of a command that only a run command makes a threat (see _RUNS).
+_COMMAND_WORDS: Final = (
+    # pip install run as a command ("pip install x", [..., "pip", "install", x]): "pip
+    # install x" in an error message is not a command (a quarter of the benign bytes that
+    # reached the AST pass for it alone, issue 16); pip.main and runpy have their own
+    r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
+    # downloaders: their command lines are often split over implicitly concatenated
+    # literals, which a text pattern cannot see whole
+    r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
+    # a download piped to a shell, written whole in one literal (an indicator that is
+    # only a tag: danger in an install script, or as the text of a command that runs)
+    *(i.pattern for i in INDICATORS if i.kind is IndicatorKind.DOWNLOAD_EXEC),
+)
+#: A fresh interpreter given a second stage: python -c SOURCE, or a file written and run.
+_PYTHON_RUN: Final = (
+    r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
+    r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]|\bcommunicate\s*\(|"
+    r"\binput\s*=|\.stdin\s*\.\s*write|['\"]-['\"]",
+)
+#: A function handed credentials, and a clear-text or raw-IP address (CPL-THR-026).
+_HANDED_CREDENTIALS: Final = (
+    r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
+    r"\w*token|\w*api_?key|mnemonic)\b",
+    r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
+)
 #: Pieces that hardly ever build anything but a hidden name: code points joined, a
 #: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
 #: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
@@ -200,11 +254,13 @@ _BUILT_KEY = (
     r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
 )
 
-#: Pairs that matter only together: (first, second) must both match.
+#: Patterns that matter only together: each must match (a pair, or three for a rule
+#: that needs three things: CPL-THR-026's credential parameter, clear-text address and
+#: egress).
 #: The name-building and builtins pairs are *local* (their rules look at the
 #: call holding the first pattern) and can be focused; the others feed
 #: file-wide chains. See ``_LOCAL_PAIRS``.
-_PAIRS: Final[tuple[tuple[str, str], ...]] = (
+_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # environment harvesting: the whole os.environ (dumped, copied, walked) next to a
     # network module; single keys (os.environ["HOME"]) are everywhere and harmless
     (
@@ -218,7 +274,7 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # os.__getattribute__("{}{}".format(...)): a name built from literals (concatenated,
     # joined, sliced, reversed, formatted, decoded, from code points or a builtin's repr)
     # on the lookup's own line (a name prepared on another line: the next pairs)
-    (_LOOKUP + r"[^\n]*(?:" + _PIECES + r")", _LOOKUP_NAME),
+    (_LOOKUP_PIECES, _LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
     # network next to a process call: a second stage fetched and run
@@ -263,11 +319,9 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         _NETWORK,
     ),
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
-    (
-        r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
-        r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]|\bcommunicate\s*\(|"
-        r"\binput\s*=|\.stdin\s*\.\s*write|['\"]-['\"]",
-    ),
+    # and something that runs it (a test's "python -c" in a docstring runs nothing): the
+    # first of _RUNS here, the others at the end (the indices above are numbered)
+    (*_PYTHON_RUN, _RUNS[0]),
     # a .pth file written into site-packages
     (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
     # a file copied out of the package and started
@@ -306,11 +360,9 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
         _NETWORK,
     ),
     # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)
-    (
-        r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
-        r"\w*token|\w*api_?key|mnemonic)\b",
-        r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
-    ),
+    # sent: the rule runs on egress calls only (_sink_egress), network APIs all, or one
+    # looked up by name (the two lookups at the end)
+    (*_HANDED_CREDENTIALS, _NETWORK),
     # a spec made for a .pyc path (CPL-THR-027)
     (r"\bspec_from_file_location\b", r"\.pyc\b"),
     # bytes XORed by hand beside a process, code or library sink: a packaged payload
@@ -320,6 +372,11 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     (r"\b(?:run_module|run_path|_run_module_as_main)\b", r"\bargv\b"),
     # the user's own folders swept for documents, next to the network (CPL-THR-007)
     (r"['\"/\\](?i:desktop|documents|downloads|onedrive)['\"/\\]", _NETWORK),
+    # the other alternatives of the conjunctions above that end with _RUNS[0] or _NETWORK
+    *((*_PYTHON_RUN, r) for r in _RUNS[1:]),
+    *((*_HANDED_CREDENTIALS, r) for r in _RUNS[1:]),
+    # a command's words beside whatever runs them (CPL-THR-019, 015, 011 at a process call)
+    *((word, r) for word in _COMMAND_WORDS for r in _RUNS),
 )
 
 
@@ -355,7 +412,7 @@ _FOCUS_ONLY: Final = (
 
 
 class _Sets:
-    """Consecutive groups of patterns, one RE2 set each, answering as one set.
+    """Groups of numbered patterns, one RE2 set each, answering as one set.
 
     RE2 builds a set's DFA lazily, state by state, and a state holds a
     position in every pattern at once: one set of the solo patterns and one of
@@ -365,24 +422,22 @@ class _Sets:
     second pass instead.
     """
 
-    def __init__(self, groups: list[list[str]]) -> None:
-        #: Each set, with the indices (in the groups' joint numbering) its patterns
-        #: answer for: a pattern two pairs share (a network module, a process call)
-        #: is added once and answers for both, one DFA position instead of two.
+    def __init__(self, groups: list[list[tuple[int, str]]]) -> None:
+        #: Each set, with the indices (the caller's numbering) its patterns answer for:
+        #: a pattern two pairs share (a network module, a process call) is added once
+        #: and answers for both, one DFA position instead of two.
         self.parts: list[tuple[list[list[int]], Any]] = []
-        offset = 0
         for group in groups:
             options = re2.Options()
             options.max_mem = _MAX_MEM
             compiled: Any = re2.Set.SearchSet(options)
             owners: dict[str, list[int]] = {}
-            for index, pattern in enumerate(group, offset):
+            for index, pattern in group:
                 owners.setdefault(pattern, []).append(index)
             for pattern in owners:
                 compiled.Add(pattern)
             compiled.Compile()
             self.parts.append((list(owners.values()), compiled))
-            offset += len(group)
 
     def Match(self, data: bytes) -> list[int]:  # noqa: N802 -- the RE2 Set's own name
         found: list[int] = []
@@ -410,16 +465,22 @@ class Prefilter:
 
     def __init__(self) -> None:
         patterns = list(PREFILTER_PATTERNS)
-        for first, second in _PAIRS:
-            patterns.extend((first, second))
+        # Each conjunction's patterns' indices (the first one's hits are the focus lines).
+        self._pairs: list[tuple[int, ...]] = []
+        for together in _PAIRS:
+            self._pairs.append(tuple(range(len(patterns), len(patterns) + len(together))))
+            patterns.extend(together)
         self._solo = len(PREFILTER_PATTERNS)
         # Not a threat token: whether text addressed to the auditor may be
         # there (CPL-AUD-001), answered by the same match.
         self._auditor = len(patterns)
+        # A command's words join the solo patterns' set (they were solo patterns; in the
+        # pairs' set they made its first pass over the stdlib a tenth slower, issue 16).
+        numbered = [*enumerate(patterns), (self._auditor, AUDITOR_PATTERN)]
+        light = {i for i, p in numbered if i < self._solo or p in _COMMAND_WORDS}
         self._set: Any = _Sets(
-            [list(PREFILTER_PATTERNS), [*patterns[self._solo :], AUDITOR_PATTERN]]
+            [[n for n in numbered if n[0] in light], [n for n in numbered if n[0] not in light]]
         )
-        self._pairs = [(self._solo + 2 * i, self._solo + 2 * i + 1) for i in range(len(_PAIRS))]
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
         # exec passed as a value (``run = exec``) is not focused: the call
@@ -484,9 +545,9 @@ class Prefilter:
             return Need.NOTHING
         found = set(matched)
         relevant = {i for i in found if i < self._solo}
-        for a, b in self._pairs:
-            if a in found and b in found:
-                relevant.add(a)
+        for together in self._pairs:
+            if found.issuperset(together):
+                relevant.add(together[0])
         if not relevant:
             return Need.NOTHING
         if not focus or not relevant <= self._focused:

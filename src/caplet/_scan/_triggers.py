@@ -40,9 +40,17 @@ from caplet._scan._sources import (
     RECON_FILES,
     RECON_FUNCTIONS,
     RECON_PROGRAMS,
+    RUNS_FILE,
 )
 
-__all__ = ["DECODER_TOKENS", "NETWORK_TOKENS", "PROCESS_TOKENS", "RECON_TOKENS", "words"]
+__all__ = [
+    "DECODER_TOKENS",
+    "NETWORK_TOKENS",
+    "PROCESS_TOKENS",
+    "RECON_TOKENS",
+    "RUNS_FILE_TOKENS",
+    "words",
+]
 
 
 def words(names: Iterable[str]) -> str:
@@ -56,6 +64,12 @@ def words(names: Iterable[str]) -> str:
 _GENERIC_NAMES: Final = frozenset(
     {"loads", "decode", "run", "call", "node", "resolve", "query", "get", "open"}
 )
+#: Function names common as attributes of anything, whose module is common too: the code
+#: must name the function *with* its module (:func:`_qualified_spellings`). inspect.stack
+#: is reconnaissance, ``np.stack`` and ``self.stack`` are not: two thirds of the benign
+#: bytes parsed for reconnaissance beside the network (issue 16); ``import inspect``
+#: alone is in a twentieth of them.
+_QUALIFIED_NAMES: Final = frozenset({"stack"})
 
 
 def _spelled(apis: Iterable[str]) -> tuple[dict[str, set[str]], frozenset[str]]:
@@ -130,12 +144,38 @@ def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     )
 
 
+def _qualified_spellings(api: str) -> str:
+    """Every way code can reach ``api`` (``module.name``) in the resolver's terms, the
+    function and its module named together: ``inspect.stack`` (``x.inspect.stack``
+    too), ``from inspect import stack`` or ``*``, a literal name (``getattr(inspect,
+    "stack")``), or the module bound to another name (``import inspect as i``,
+    ``__import__("inspect")``, ``i = inspect``, ``f(inspect)``), after which its
+    ``.stack`` may be any attribute's."""
+    head, _, name = api.rpartition(".")
+    top = re.escape(head.split(".", 1)[0])
+    spelled = r"\s*\.\s*".join(re.escape(p) for p in head.split("."))
+    word = re.escape(name)
+    return "|".join(
+        [
+            rf"\b{spelled}\s*\.\s*{word}\b",
+            rf"\bfrom{_GAP}+{spelled}{_GAP}+import\b(?:[^)]*\b{word}\b|{_GAP}*\*)",
+            rf"['\"]{word}['\"]",
+            rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{top}{_GAP}+as\b",
+            rf"['\"]{top}[.'\"]",
+            rf"(?:[=(,:\[{{]|\.)\s*{top}\s*(?:[,)\]}}\n;#]|$)",
+        ]
+    )
+
+
 def _api_tokens(apis: Iterable[str]) -> str:
     """A pattern one of whose matches is in the text of any code reaching ``apis``."""
-    functions, modules = _spelled(apis)
+    apis = list(apis)
+    qualified = [a for a in apis if a.rpartition(".")[2] in _QUALIFIED_NAMES]
+    functions, modules = _spelled(a for a in apis if a not in qualified)
     parts = [_function_spellings(functions)] if functions else []
     if modules:
         parts.append(_module_spellings(modules))
+    parts.extend(_qualified_spellings(a) for a in qualified)
     return "|".join(parts)
 
 
@@ -144,6 +184,9 @@ DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
 PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
+#: Every call that starts a file the rules follow (:data:`RUNS_FILE`: ``os.startfile``,
+#: ``runpy.run_path``, a native library loaded), however it is spelled.
+RUNS_FILE_TOKENS: Final = _api_tokens(RUNS_FILE)
 #: Every network module (a dotted one as ``a.b`` or ``from a import``), DNS function and
 #: network program the egress and DNS rules know.
 NETWORK_TOKENS: Final = "|".join(

@@ -1,0 +1,111 @@
+"""Methods called on constant values: the pure ones of ``str``, ``bytes`` and ``int``,
+and Fernet's ``decrypt`` with a literal key (split out of :mod:`caplet._scan._evaluate`
+by concern, issue 16: the evaluator walks expressions, this module computes one call).
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+from typing import Protocol
+
+from caplet._scan._syntax import Bindings
+from caplet._scan._values import MAX_VALUE as _MAX_VALUE
+from caplet._scan._values import TEXT_CODECS as _TEXT_CODECS
+from caplet._scan._values import Value
+from caplet._scan._values import binop as _binop
+from caplet._scan._values import format_fields as _format
+
+__all__ = ["Receiver", "method_value"]
+
+
+class Receiver(Protocol):
+    """What computing a method needs of :class:`~caplet._scan._evaluate.Evaluator`."""
+
+    @property
+    def bindings(self) -> Bindings: ...
+
+    def resolve(self, node: ast.AST) -> tuple[str, ...]: ...
+
+    def _evaluate(self, node: ast.AST, depth: int) -> Value | None: ...
+
+
+def method_value(
+    base: Value | None,
+    method: str,
+    args: list[Value | None],
+    *,
+    flow: Receiver,
+    node: ast.Call,
+    depth: int,
+) -> Value | None:
+    """``base.method(*args)`` for the pure methods of literal values; ``None`` otherwise."""
+    if isinstance(base, bytes) and method == "decode":
+        encoding = args[0] if args else "utf-8"
+        if not isinstance(encoding, str):
+            return None
+        try:
+            return codecs.decode(base, encoding) if encoding.lower() in _TEXT_CODECS else None
+        except (ValueError, LookupError):
+            return None
+    if isinstance(base, str) and method == "encode":
+        try:
+            return base.encode("utf-8", "surrogatepass")
+        except UnicodeError:
+            return None
+    if isinstance(base, str | bytes) and method in {"lower", "upper", "strip", "lstrip", "rstrip"}:
+        return getattr(base, method)() if not args else None
+    if isinstance(base, str) and method == "replace" and len(args) == 2:
+        old, new = args
+        if isinstance(old, str) and isinstance(new, str) and (old or not base):
+            out = base.replace(old, new)
+            return out if len(out) <= _MAX_VALUE else None
+        return None
+    if isinstance(base, int) and method == "to_bytes" and len(args) == 2:
+        # (0x73797374656d).to_bytes(6, "big"): a name packed into an integer
+        length, order = args
+        if isinstance(length, int) and 0 <= length <= 4096 and order in {"big", "little"}:
+            try:
+                return base.to_bytes(length, "big" if order == "big" else "little")
+            except OverflowError:
+                return None
+        return None
+    if method == "__add__" and len(args) == 1:
+        return _binop(ast.Add(), base, args[0])
+    if isinstance(base, str) and method in {"split", "rsplit"} and len(args) <= 1:
+        sep = args[0] if args else None
+        if sep is None or (isinstance(sep, str) and sep):
+            parts: list[Value] = list(base.split(sep) if method == "split" else base.rsplit(sep))
+            return parts
+        return None
+    if isinstance(base, str) and method in {"swapcase", "title", "capitalize", "casefold"}:
+        return getattr(base, method)() if not args else None
+    if isinstance(base, str) and method == "format":
+        return _format(base, args)
+    if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
+        return _fernet(flow, node, args[0], depth)
+    return None
+
+
+def _fernet(flow: Receiver, node: ast.Call, token: Value | None, depth: int) -> Value | None:
+    """``Fernet(key).decrypt(token)`` with both literal: the plaintext (no code runs)."""
+    receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+    if not isinstance(receiver, ast.Call) or len(receiver.args) != 1:
+        if isinstance(receiver, ast.Name):
+            bound = flow.bindings.assigned.get(receiver.id, ())
+            receiver = bound[0] if len(bound) == 1 else None
+        if not isinstance(receiver, ast.Call) or len(receiver.args) != 1:
+            return None
+    if not any(n.endswith("fernet.Fernet") for n in flow.resolve(receiver.func)):
+        return None
+    key = flow._evaluate(receiver.args[0], depth)
+    if not isinstance(key, bytes | str) or not isinstance(token, bytes | str):
+        return None
+    try:
+        from cryptography.fernet import Fernet, InvalidToken  # a dependency of caplet
+    except ImportError:  # pragma: no cover - cryptography is a declared dependency
+        return None
+    try:
+        return Fernet(key).decrypt(token)
+    except (InvalidToken, ValueError, TypeError):
+        return None
