@@ -230,6 +230,8 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # getattr(builtins, name) and builtins.exec(...)
     (
         r"\b(?:get|set)attr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"(?:builtins|__builtins__)\s*\.\s*__getattribute__\b|"
+        r"\bobject\s*\.\s*__getattribute__\(\s*(?:builtins|__builtins__)\b|"
         r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
         r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
         r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",
