@@ -1,7 +1,7 @@
 """Mutation testing of the scanner's recall: detection must survive rewriting (issue 16).
 
     python benchmarks/mutate_recall.py            # every tune sample flagged today, every rewrite
-    python benchmarks/mutate_recall.py --quick    # the computed-names samples, prefilter on only
+    python benchmarks/mutate_recall.py --quick    # every 3rd computed-names sample, prefilter on
     python benchmarks/mutate_recall.py --class computed-names --blind-too
     python benchmarks/mutate_recall.py --markdown # the matrix as a markdown table
 
@@ -900,7 +900,9 @@ def danger(files: Files) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="computed-names samples only")
+    parser.add_argument(
+        "--quick", action="store_true", help="every third computed-names sample only"
+    )
     parser.add_argument("--class", dest="klass", help="one class of samples only")
     parser.add_argument("--rewrite", action="append", help="only these rewrites")
     parser.add_argument("--blind-too", action="store_true", help="also with the prefilter off")
@@ -911,8 +913,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     samples = load(TUNE)
-    if args.quick:
-        samples = [s for s in samples if s.klass == "computed-names"]
+    if args.quick:  # a third of the computed-names samples: under a minute on one core
+        samples = [s for s in samples if s.klass == "computed-names"][::3]
     if args.klass:
         samples = [s for s in samples if s.klass == args.klass]
     rewrites = {**REWRITES, **COMPOSED}
