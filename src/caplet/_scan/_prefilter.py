@@ -248,7 +248,10 @@ _PAIRS: Final[tuple[tuple[str, str], ...]] = (
     # a chat bot's handlers running what its users send
     (
         r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
-        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)" + words(BOT_FRAMEWORKS),
+        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)"
+        + words(BOT_FRAMEWORKS)
+        + "|"
+        r"\b(?:__import__|import_module)\(\s*['\"]" + words(BOT_FRAMEWORKS),
         _SINK,
     ),
     # host reconnaissance next to the network (DNS included)
