@@ -123,3 +123,17 @@ def test_an_unparsable_or_unreadable_script_imports_nothing() -> None:
     present = {"_helper.py"}
     assert installer_modules(["setup.py"], present, lambda r: "import _helper(\n") == set()
     assert installer_modules(["setup.py"], present, lambda r: None) == set()
+
+
+def test_a_modules_network_chains_stay_a_modules(tmp_path: Path) -> None:
+    # lxml's buildlibxml.py, nodeenv.py: setup.py imports a helper that can download
+    # sources when asked; the network chain of setup.py itself is not the helper's
+    helper = (
+        "import urllib.request\n\n\ndef fetch(url):\n"
+        "    return urllib.request.urlopen(url).read()\n"
+    )
+    files = {
+        "setup.py": _SETUP.format(importer="from buildlib import fetch"),
+        "buildlib.py": helper,
+    }
+    assert _danger(_tree(tmp_path, files)) == set()
