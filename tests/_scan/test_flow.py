@@ -256,6 +256,54 @@ def test_chat_bot_handler_parameters_carry_a_remote_users_text() -> None:
 
 
 @pytest.mark.parametrize(
+    "importer",
+    [
+        "telebot = __import__('telebot')",
+        "import importlib\ntelebot = importlib.import_module('telebot')",
+        "tb = __import__('telebot')\ntelebot = tb",
+    ],
+)
+def test_a_chat_bot_imported_by_a_call_is_a_chat_bot_too(importer: str) -> None:
+    # tune telebot-shell after benchmarks/mutate_recall.py's import-* rewrites (issue 16)
+    flow, surveyed = flow_of(
+        importer
+        + """
+import os
+bot = telebot.TeleBot(TOKEN)
+
+@bot.message_handler(func=lambda m: True)
+def run(message):
+    os.system(message.text)
+"""
+    )
+    call = next(
+        n
+        for n in surveyed.nodes
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "system"
+    )
+    assert sources(flow.labels(call.args[0])) == {Source.REMOTE}
+
+
+def test_a_decorated_function_without_a_bot_framework_has_no_remote_user() -> None:
+    flow, surveyed = flow_of(
+        """
+        import os, functools
+        json = __import__('json')
+
+        @functools.lru_cache
+        def run(message):
+            os.system(message.text)
+        """
+    )
+    call = next(
+        n
+        for n in surveyed.nodes
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "system"
+    )
+    assert Source.REMOTE not in sources(flow.labels(call.args[0]))
+
+
+@pytest.mark.parametrize(
     ("name", "downloaded"),
     [
         ("requests.get", True),

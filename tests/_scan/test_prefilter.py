@@ -161,6 +161,12 @@ def test_each_set_is_asked_and_the_answers_numbered_as_one(prefilter: Prefilter)
         "import subprocess\np = subprocess.Popen(['python3'], stdin=subprocess.PIPE)\n"
         "p.communicate(SRC)\n",
         "import subprocess, sys\nsubprocess.run([sys.executable, '-'], input=SRC)\n",
+        # found by benchmarks/mutate_recall.py (issue 16): a bot framework imported by a
+        # call, and builtins looked up by __getattribute__
+        "import os\ntelebot = __import__('telebot')\nos.system(m.text)\n",
+        "import os, importlib\nt = importlib.import_module('telebot')\nos.system(m.text)\n",
+        "__builtins__.__getattribute__(_j('ec', 'ex'))(S)\n",
+        "import builtins\nobject.__getattribute__(builtins, f(N))(S)\n",
     ],
 )
 def test_each_new_technique_alone_needs_the_ast(prefilter: Prefilter, text: str) -> None:

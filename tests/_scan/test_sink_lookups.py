@@ -213,6 +213,12 @@ def test_the_same_resolver_handed_a_name_built_from_literals_is_a_hidden_lookup(
         "pyobfuscate({'IIllIl': exec, 'lIIlll': __import__})\n",
         "import builtins\nT = {'lIlI': eval}\nfor k in T:\n    setattr(builtins, k, T[k])\n",
         "setattr(__builtins__, 'lIlIlI', exec)\n",
+        # the table's keys split into pieces (mutate_recall.py's str-* rewrites, issue 16)
+        "pyobfuscate = (lambda getattr: [((lambda k, v: setattr(__builtins__, k, v))(k, v))"
+        " for k, v in getattr.items()])\n"
+        "pyobfuscate({'IIl' + 'lIl': exec, ''.join(['lII', 'lll']): __import__})\n",
+        "setattr(__builtins__, 'lIl' + 'IlI', exec)\n",
+        "setattr(__builtins__, bytes.fromhex('6c496c49').decode(), exec)\n",
     ],
 )
 def test_a_builtin_re_published_under_another_name_is_a_threat(source: str) -> None:
@@ -227,6 +233,10 @@ def test_a_builtin_re_published_under_another_name_is_a_threat(source: str) -> N
         "import builtins\nsaved = {'input': input}\n"
         "for name, value in saved.items():\n    setattr(builtins, name, value)\n",
         "import builtins\nsetattr(builtins, '_', gettext)\n",
+        # the builtin's own name, spelled in pieces: still a swap, not a rename
+        "import builtins\nsetattr(builtins, 'in' + 'put', input)\n",
+        "import builtins\nsaved = {'in' + 'put': input}\n"
+        "for name, value in saved.items():\n    setattr(builtins, name, value)\n",
     ],
 )
 def test_builtins_swapped_by_their_own_names_are_not_threats(source: str) -> None:

@@ -406,11 +406,11 @@ class Collector:
         self.add(relative, data)
 
     def _installer(self, relative: str) -> bool:
+        if self.install_scripts is not None and relative in self.install_scripts:
+            return True  # a setup.py, or a module it imports (_installer_imports)
         if relative.rsplit("/", 1)[-1] != "setup.py":
             return False
-        if self.install_scripts is None:
-            return relative.count("/") <= 1
-        return relative in self.install_scripts
+        return self.install_scripts is None and relative.count("/") <= 1
 
     def archive_problem(self, item: ArchiveProblem, where: str) -> None:
         api = f"{where} ({item.kind.rationale}{': ' + item.detail if item.detail else ''})"

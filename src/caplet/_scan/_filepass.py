@@ -28,6 +28,7 @@ from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS
+from caplet._scan._logical_lines import with_logical_lines
 from caplet._scan._mend import mend
 from caplet._scan._model import ScanMode
 from caplet._scan._opaque import opaque_module_uses
@@ -125,6 +126,7 @@ def _scan_text(
     name = file.rsplit("/", 1)[-1]
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
         need, auditor = prefilter().check_text(text)
+        need = with_logical_lines(text, need, prefilter().check)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.

@@ -171,7 +171,10 @@ class FileScan:
         self.string_indicators()
         chains = correlate(
             self.tags,
-            setup_py=self.installer,
+            # a module setup.py imports (_installer_imports) runs at install only as far as
+            # setup.py calls into it: its network and download chains stay a module's
+            # (lxml's buildlibxml.py, nodeenv.py), its pip and processes are the installer's
+            setup_py=self.installer and self.file.rsplit("/", 1)[-1] == "setup.py",
             credential_kinds=len(self.credential_kinds),
             secret_names=len(self.secret_names),
         )

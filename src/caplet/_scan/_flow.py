@@ -495,6 +495,16 @@ class Flow(Evaluator):
             for modules in self.bindings.imports.values()
             for module in modules
         } & BOT_FRAMEWORKS
+        if not frameworks:
+            # telebot = __import__("telebot") or importlib.import_module(...): imported all
+            # the same (benchmarks/mutate_recall.py's import-* rewrites, issue 16)
+            frameworks = {
+                found.split(".", 1)[0]
+                for values in self.bindings.assigned.values()
+                for value in values[:MAX_CANDIDATES]
+                if isinstance(value, ast.Call)
+                for found in self.resolve(value)
+            } & BOT_FRAMEWORKS
         if frameworks:
             registered = {
                 a.id

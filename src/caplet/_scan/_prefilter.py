@@ -286,6 +286,8 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # getattr(builtins, name) and builtins.exec(...)
     (
         r"\b(?:get|set)attr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"(?:builtins|__builtins__)\s*\.\s*__getattribute__\b|"
+        r"\bobject\s*\.\s*__getattribute__\(\s*(?:builtins|__builtins__)\b|"
         r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
         r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
         r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",
@@ -302,7 +304,10 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # a chat bot's handlers running what its users send
     (
         r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
-        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)" + words(BOT_FRAMEWORKS),
+        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)"
+        + words(BOT_FRAMEWORKS)
+        + "|"
+        r"\b(?:__import__|import_module)\(\s*['\"]" + words(BOT_FRAMEWORKS),
         _SINK,
     ),
     # host reconnaissance next to the network (DNS included)

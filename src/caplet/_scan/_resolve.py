@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._rules import DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
@@ -349,23 +350,23 @@ class Resolver:
         return []
 
     def _copied_namespace(self, node: ast.DictComp, depth: int) -> tuple[str, ...]:
-        """``{n: getattr(builtins, n) for n in dir(builtins)}`` and ``{k: v for k, v in
-        vars(builtins).items()}`` are copies of builtins' namespace."""
+        """``{n: getattr(builtins, n) for n in dir(builtins)}`` (getattr in any spelling)
+        and ``{k: v for k, v in vars(builtins).items()}`` are copies of builtins' namespace."""
         if len(node.generators) != 1 or not isinstance(node.key, ast.Name):
             return ()
         loop = node.generators[0]
         key = node.key.id
         value = node.value
+        # the value may be any spelling of getattr (builtins.__getattribute__(n), vars(b)[n])
+        looked = attribute_lookup(value, lambda e: self.resolve(e, depth + 1))
         if (
             isinstance(loop.target, ast.Name)
             and loop.target.id == key
-            and isinstance(value, ast.Call)
-            and len(value.args) == 2
-            and isinstance(value.args[1], ast.Name)
-            and value.args[1].id == key
-            and "builtins.getattr" in self.resolve(value.func, depth + 1)
+            and looked is not None
+            and isinstance(looked[1], ast.Name)
+            and looked[1].id == key
         ):
-            return tuple(f"{b}.__dict__" for b in self.resolve(value.args[0], depth + 1))
+            return tuple(f"{b}.__dict__" for b in self.resolve(looked[0], depth + 1))
         if (
             isinstance(loop.target, ast.Tuple)
             and [e.id for e in loop.target.elts if isinstance(e, ast.Name)]

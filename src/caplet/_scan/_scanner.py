@@ -43,11 +43,13 @@ from caplet._scan._collect import (
     Limits,
     installers,
     local_modules,
+    read_source,
     walk,
     wanted,
 )
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import Grants
+from caplet._scan._installer_imports import installer_modules
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._selfcheck import self_check
 from caplet._scan._verdict import finish
@@ -144,9 +146,11 @@ def scan_tree(
             "pass a plugin directory, a Python file, an sdist or a wheel"
         )
     relatives = [e.relative for e in entries]
-    collector = Collector(
-        capabilities, mode, limits, local_modules(relatives), installers(relatives)
-    )
+    scripts = installers(relatives)
+    paths = {e.relative: e.path for e in entries if e.kind is EntryKind.FILE}
+    # what setup.py imports from beside it runs at install time too (issue 16)
+    scripts |= installer_modules(scripts, paths, lambda r: _text_of(paths[r], limits))
+    collector = Collector(capabilities, mode, limits, local_modules(relatives), scripts)
     total = len(entries)
     for done, entry in enumerate(entries, start=1):
         kind = entry.kind
@@ -201,3 +205,10 @@ def _scan_archive(
         if progress is not None:
             progress(done, max(total, done))
     return collector.report(root.as_posix())
+
+
+def _text_of(path: str, limits: Limits) -> str | None:
+    """A file's text for following an install script's imports (``None``: unreadable
+    or over the size limit; the file is still scanned, and its problem reported, later)."""
+    data = read_source(path, limits.max_file_bytes)
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else None

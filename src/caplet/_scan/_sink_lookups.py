@@ -6,11 +6,12 @@ from literals or decoded, when what it denotes is worth hiding.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
+from caplet._scan._sink_sliced import SlicedNames
 from caplet._scan._sources import (
     DECODERS,
     DNS_FUNCTIONS,
@@ -20,8 +21,6 @@ from caplet._scan._sources import (
     RUNS_FILE,
     Source,
 )
-from caplet._scan._syntax import dotted as _dotted
-from caplet._scan._values import PRINTABLE_BUILTINS
 
 __all__ = ["LookupSinks"]
 
@@ -48,38 +47,6 @@ _CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
 _LOOKUP_CALLS = frozenset(
     {"__getattribute__", "get", "__getitem__", "pop", "setdefault", "getattr_static", "reduce"}
 )
-
-
-def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
-    """What a function returns or yields, its own nested definitions left out."""
-    found: list[ast.expr] = []
-    pending: list[ast.AST] = list(fn.body)
-    while pending:
-        item = pending.pop()
-        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            continue
-        if isinstance(item, ast.Return | ast.Yield | ast.YieldFrom) and item.value is not None:
-            found.append(item.value)
-        pending.extend(ast.iter_child_nodes(item))
-    return found
-
-
-#: Calls that turn an object into its text.
-_TEXT_OF = frozenset(
-    {"builtins.str", "builtins.repr", "builtins.format", "builtins.ascii", "builtins.str.format"}
-)
-
-
-#: Builtin types whose ``__doc__`` a name may be spelled from.
-_TYPES = frozenset({"int", "str", "bytes", "float", "list", "dict", "tuple", "type", "object"})
-
-
-#: Builtins whose text a name may be sliced from.
-_TEXT_NAMES = PRINTABLE_BUILTINS | _TYPES
-
-
-#: Attributes that pick items out of a sequence, besides a subscript.
-_PICKERS = frozenset({"__getitem__", "getitem", "itemgetter"})
 
 
 #: The calls that return a namespace of the running code.
@@ -143,20 +110,13 @@ def _hides_name(name: str) -> bool:
     return name in MODULE_RULES or name.split(".", 1)[0] in _SENSITIVE_ROOTS
 
 
-class LookupSinks:
+class LookupSinks(SlicedNames):
     """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
     state is the sinks' own, declared here for the type checker)."""
 
     _scan: FileScan
     _flow: Flow
     _pending: list[Callable[[], None]]
-    #: Whether the file holds any builtin's text at all (found once, on first need):
-    #: without one no name can be sliced out of one, and no walk is made.
-    _builtin_texts: bool | None = None
-    #: By node, whether what it reads reaches a builtin's text (memoised per file).
-    _carries_text: dict[int, bool] | None = None
-    #: By parameter name, what this file's ``C(...)`` calls hand ``C.__init__``.
-    _constructed: dict[str, list[ast.expr]] | None = None
 
     def namespace_lookup(self, node: ast.Subscript) -> None:
         """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
@@ -252,7 +212,8 @@ class LookupSinks:
         owner, key, value = node.args
         if _BUILTIN_OWNERS.isdisjoint(flow.resolve(owner)):
             return
-        if isinstance(key, ast.Constant):
+        if isinstance(key, ast.Constant) or flow.name_value(key) is not None:
+            # "lI" + "lI": a name the evaluator spells is as good as written out
             renamed = self._renamed_builtin(key, value)
         else:
             tables: list[ast.expr] = [
@@ -283,155 +244,15 @@ class LookupSinks:
     def _renamed_builtin(self, key: ast.expr, value: ast.expr) -> bool:
         """``"lIlI": exec``: a builtin that runs code or looks names up, under a name that
         is not its own."""
+        # the key written out or computed from literals ({"lI" + "lI": exec}: the same table)
+        name = key.value if isinstance(key, ast.Constant) else self._flow.name_value(key)
         return (
-            isinstance(key, ast.Constant)
+            isinstance(name, str)
             and isinstance(value, ast.Name)
             and value.id in _LOOKUP_BUILTINS
-            and key.value != value.id
+            and name != value.id
             and f"builtins.{value.id}" in self._flow.resolve(value)
         )
-
-    def computed_eval(self, node: ast.Call, text: ast.expr) -> None:
-        """``eval(s[3] + t[17] + ...)`` with ``s = str(oct)``: a builtin reached by
-        evaluating its name sliced out of a builtin's text (a value the evaluator computes
-        is read as code instead)."""
-        if not isinstance(text, ast.Constant):
-            self._pending.append(lambda: self._sliced_lookup(node, text))
-
-    def _sliced_lookup(self, node: ast.expr, name: ast.expr) -> None:
-        """CPL-THR-003 when the name a lookup or import takes is sliced out of a builtin's
-        text (checked once the whole file is seen: the text may reach the name through a
-        class or a function visited after the lookup)."""
-        if self._sliced_from_builtins(name):
-            self._scan.emit(
-                "CPL-THR-003",
-                "a name sliced out of a builtin's text",
-                node.lineno,
-                node.col_offset,
-            )
-
-    def _sliced_from_builtins(self, node: ast.expr) -> bool:
-        """Whether ``node`` (or what it reads, a few bindings deep) picks items out of a
-        builtin object's text: ``str(oct)[13]``, ``repr(hex)[3]``, ``f"{copyright}"[7]``,
-        ``int.__doc__[30]``, ``sys.copyright[5]``. Whatever the evaluator makes of it (the
-        text differs between interpreters, so a name spelled on one is garbage on
-        another), a name assembled that way is hidden by construction."""
-        if self._builtin_texts is None:
-            self._builtin_texts = any(self._builtin_text(n) for n in self._flow.nodes)
-        if not self._builtin_texts:
-            return False
-        for item in self._reached(node, 256):
-            if isinstance(item, ast.Attribute) and item.attr not in _PICKERS:
-                continue  # an attribute read, not s.__getitem__
-            if isinstance(item, ast.Subscript | ast.Attribute) and self._text_in(item.value):
-                return True
-        return False
-
-    def _constructor_arguments(self) -> dict[str, list[ast.expr]]:
-        """By parameter name, the arguments this file's ``C(...)`` calls pass to the
-        ``__init__`` of its class ``C`` (``self`` left out)."""
-        table = self._constructed
-        if table is None:
-            table = self._constructed = {}
-            inits: dict[str, list[str]] = {}
-            nodes = self._flow.nodes
-            for n in nodes:
-                if isinstance(n, ast.ClassDef):
-                    for stmt in n.body:
-                        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-                            params = [a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args)]
-                            inits[n.name] = params[1:]
-            if inits:
-                for n in nodes:
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                        for param, arg in zip(inits.get(n.func.id, ()), n.args, strict=False):
-                            table.setdefault(param, []).append(arg)
-        return table
-
-    def _text_in(self, node: ast.expr) -> bool:
-        """Whether ``node`` or what it reads reaches a builtin's text (memoised)."""
-        memo = self._carries_text
-        if memo is None:
-            memo = self._carries_text = {}
-        found = memo.get(id(node))
-        if found is None:
-            found = memo[id(node)] = any(self._builtin_text(t) for t in self._reached(node, 128))
-        return found
-
-    def _reached(self, node: ast.AST, budget: int) -> Iterator[ast.AST]:
-        """``node``'s parts and what its names and attributes hold: what they are bound
-        to, looped over, given later, passed as a parameter, the helper they name."""
-        flow = self._flow
-        b = flow.bindings
-        stack: list[ast.AST] = [node]
-        seen: set[str] = set()
-        while stack and budget > 0:
-            budget -= 1
-            item = stack.pop()
-            yield item
-            if isinstance(item, ast.Name) and item.id not in seen:
-                seen.add(item.id)
-                name = item.id
-                stack.extend(b.assigned.get(name, ())[:8])
-                stack.extend(b.iterated.get(name, ())[:8])
-                stack.extend(v for vs in flow.contributed.get(name, {}).values() for v in vs[:8])
-                stack.extend(
-                    a for slots in flow.passed_arguments().values() for a in slots.get(name, ())[:8]
-                )
-                stack.extend(self._constructor_arguments().get(name, ())[:8])
-                stack.extend(r for f in b.functions if f.name == name for r in _returns(f))
-            elif isinstance(item, ast.Attribute):
-                dotted = _dotted(item) or f".{item.attr}"
-                if dotted not in seen:
-                    # self.text = str(oct); Helper(t).name(): what it holds, what it returns
-                    seen.add(dotted)
-                    stack.extend(
-                        v for vs in flow.contributed.get(dotted, {}).values() for v in vs[:8]
-                    )
-                    stack.extend(r for f in b.functions if f.name == item.attr for r in _returns(f))
-            stack.extend(ast.iter_child_nodes(item))
-
-    def _builtin_text(self, item: ast.AST) -> bool:
-        """``str(oct)``, ``repr(hex)``, ``format(copyright)``, ``f"{credits}"``,
-        ``oct.__str__``, ``X.__doc__`` of a builtin, ``sys.copyright``."""
-        resolve = self._flow.resolve
-        if isinstance(item, ast.Call) and len(item.args) == 1 and not item.keywords:
-            # the argument first: str(x) of anything but a builtin is common, and cheap to
-            # tell apart before the callee is resolved
-            return self._printable(item.args[0]) and not _TEXT_OF.isdisjoint(resolve(item.func))
-        if isinstance(item, ast.FormattedValue):
-            return self._printable(item.value)
-        if isinstance(item, ast.BinOp) and isinstance(item.op, ast.Mod):
-            return isinstance(item.left, ast.Constant) and self._printable(item.right)
-        if isinstance(item, ast.Attribute):
-            if item.attr in {"__str__", "__repr__", "__doc__"}:
-                return self._printable(item.value)
-            # sys.copyright only: sys.version is parsed by every version check
-            return item.attr == "copyright" and "sys.copyright" in resolve(item)
-        return False
-
-    def _printable(self, node: ast.expr) -> bool:
-        """A builtin the file never rebinds (``oct``, ``copyright``, ``int``...), named or
-        reached through builtins (``builtins.oct``, ``vars(__builtins__)["oct"]``)."""
-        if isinstance(node, ast.Name):
-            key = node.id
-            b = self._flow.bindings
-            if (
-                key in b.assigned
-                or key in b.iterated
-                or key in b.scoped
-                or key in b.imports
-                or key in b.defined
-                or key in self._flow.parameter_names()
-            ):
-                return False  # def dump(self, format=None): f".{format}" is the parameter
-        elif isinstance(node, ast.Attribute):
-            key = node.attr
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            key = node.slice.value if isinstance(node.slice.value, str) else ""
-        else:
-            return False
-        return key in _TEXT_NAMES and f"builtins.{key}" in self._flow.resolve(node)
 
     def _builtins_namespace(self, node: ast.expr) -> bool:
         """``__builtins__``, ``builtins``, ``vars(builtins)``, ``builtins.__dict__``, or a

@@ -36,6 +36,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._sink_egress import EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_shortcuts import shortcut_hijacks
@@ -237,6 +238,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._scan.emit("CPL-THR-027", shown, node.lineno, node.col_offset)
         if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
+        if method == "__getattribute__" and (looked := attribute_lookup(node, flow.resolve)):
+            # X.__getattribute__(k) and object.__getattribute__(X, k) are getattr(X, k):
+            # the same rules, whatever the spelling (issue 16's mutation testing)
+            self.computed_getattr(node, looked[0], looked[1], None)
         if method in {"get", "__getattribute__", "__getitem__"} and 1 <= len(node.args) <= 2:
             self.computed_lookup(node, node.args[-1 if method == "__getattribute__" else 0])
         elif isinstance(func, ast.Name) and node.args and len(node.args) <= 2:

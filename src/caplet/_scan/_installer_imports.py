@@ -1,0 +1,86 @@
+"""The modules an install script imports from its own folder: install-time code too.
+
+pip runs ``setup.py``; whatever it imports from beside it (``from _helper
+import *``, ``import mypkg``, a helper imported inside a ``cmdclass`` command)
+runs at install time as well. Moving the payload out of ``setup.py`` into
+such a module must not move it out of the installer's rules
+(benchmarks/mutate_recall.py's ``sibling-*`` rewrites, issue 16), so those
+modules are scanned as install scripts too: transitively, bounded.
+
+Only imports by a literal name count (statements, and ``__import__`` /
+``importlib.import_module`` of a string constant); a name computed at run
+time is the data flow's business inside each file.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Collection, Iterable
+
+__all__ = ["MAX_INSTALLER_MODULES", "installer_modules"]
+
+#: How many modules at most are followed from the install scripts (a package whose
+#: setup.py pulls in more is scanned with the rest as ordinary modules).
+MAX_INSTALLER_MODULES = 32
+
+_DYNAMIC = {"__import__", "import_module"}
+
+
+def _imported(text: str) -> set[str]:
+    """The dotted module names ``text`` imports by a literal name (submodule candidates
+    of ``from a import b`` included)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                getattr(node.func, "id", None) in _DYNAMIC
+                or getattr(node.func, "attr", None) in _DYNAMIC
+            )
+        ):
+            names.add(node.args[0].value)
+    return names
+
+
+def _files_of(name: str, folder: str, present: Collection[str]) -> Iterable[str]:
+    """The files of this tree a dotted module name may be, under ``folder``: each
+    package on the way (its ``__init__.py``) and the module itself."""
+    parts = name.split(".")
+    for end in range(1, len(parts) + 1):
+        base = folder + "/".join(parts[:end])
+        for candidate in (base + ".py", base + "/__init__.py"):
+            if candidate in present:
+                yield candidate
+
+
+def installer_modules(
+    scripts: Iterable[str], present: Collection[str], read: Callable[[str], str | None]
+) -> frozenset[str]:
+    """The files of the tree (relative paths in ``present``) that the install
+    ``scripts`` import from their own folder, directly or through each other;
+    ``read`` gives a file's text (``None`` when it cannot be read)."""
+    found: set[str] = set()
+    queue = [(s, s.rpartition("/")[0] + "/" if "/" in s else "") for s in scripts]
+    while queue and len(found) < MAX_INSTALLER_MODULES:
+        relative, folder = queue.pop(0)
+        text = read(relative)
+        if text is None:
+            continue
+        for name in sorted(_imported(text)):
+            for candidate in _files_of(name, folder, present):
+                if candidate not in found and len(found) < MAX_INSTALLER_MODULES:
+                    found.add(candidate)
+                    queue.append((candidate, folder))
+    return frozenset(found)

@@ -1,0 +1,47 @@
+"""The spellings of one operation: an attribute looked up by a name held in a value.
+
+``getattr(X, k)``, ``X.__getattribute__(k)``, ``object.__getattribute__(X, k)``,
+``vars(X)[k]`` and ``X.__dict__[k]`` all denote the attribute ``k`` of ``X``.
+Rules that recognise the operation ask this module instead of matching one
+spelling, so a rewrite from one spelling to another changes nothing
+(benchmarks/mutate_recall.py's ``getattr-*`` rewrites, issue 16).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+__all__ = ["attribute_lookup"]
+
+Resolve = Callable[[ast.expr], tuple[str, ...]]
+
+
+def attribute_lookup(node: ast.expr, resolve: Resolve) -> tuple[ast.expr, ast.expr] | None:
+    """``(owner, key)`` when ``node`` looks up the attribute ``key`` of ``owner`` by
+    name, in any of the spellings above; ``None`` otherwise. ``resolve`` names what
+    an expression denotes (``builtins.getattr`` for a ``getattr`` however imported)."""
+    if isinstance(node, ast.Call) and not node.keywords:
+        args = node.args
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "__getattribute__":
+            if len(args) == 1:
+                return func.value, args[0]
+            if len(args) == 2 and "builtins.object" in resolve(func.value):
+                return args[0], args[1]
+            return None
+        if len(args) == 2 and "builtins.getattr" in resolve(func):
+            return args[0], args[1]
+        return None
+    if isinstance(node, ast.Subscript):
+        space = node.value
+        if isinstance(space, ast.Attribute) and space.attr == "__dict__":
+            return space.value, node.slice
+        if (
+            isinstance(space, ast.Call)
+            and len(space.args) == 1
+            and not space.keywords
+            and "builtins.vars" in resolve(space.func)
+        ):
+            return space.args[0], node.slice
+    return None

@@ -1,0 +1,139 @@
+"""An install script's own modules are install-time code (caplet._scan._installer_imports).
+
+The attack is tune sample cn4-pip-list-pieces rewritten by
+benchmarks/mutate_recall.py's ``sibling-*`` rewrites: the installer's body moved
+into a module beside setup.py that setup.py imports, which escaped before
+(issue 16). The near misses: the same module nobody imports at install time,
+and a module of another folder.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._installer_imports import MAX_INSTALLER_MODULES, installer_modules
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
+
+_PAYLOAD = """\
+import subprocess
+import sys
+
+PIP = [sys.executable, "-m", "pip"]
+
+
+def _extras():
+    args = PIP + ["install"] + ["--quiet"]
+    args.append("colour-extras-native")
+    subprocess.call(args)
+
+
+_extras()
+"""
+
+_SETUP = """\
+from setuptools import setup
+{importer}
+setup(name="colour", version="1.0", packages=["colour"])
+"""
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def _danger(root: Path) -> set[tuple[str, str]]:
+    report = scan_tree(root, mode=ScanMode.PACKAGE)
+    return {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize(
+    ("importer", "helper"),
+    [
+        ("from _helper import *", "_helper.py"),
+        ("import _helper", "_helper.py"),
+        ("from colour_build import *", "colour_build/__init__.py"),
+        ("import colour_build.steps", "colour_build/steps.py"),
+        ("from colour_build import steps", "colour_build/steps.py"),
+        ("__import__('_helper')", "_helper.py"),
+        # imported inside a cmdclass command: runs at install time too
+        (
+            "from setuptools.command.install import install\n"
+            "class I(install):\n"
+            "    def run(self):\n"
+            "        import _helper\n"
+            "        install.run(self)\n",
+            "_helper.py",
+        ),
+    ],
+)
+def test_pip_run_from_a_module_setup_py_imports_is_the_installers(
+    tmp_path: Path, importer: str, helper: str
+) -> None:
+    files = {"setup.py": _SETUP.format(importer=importer), helper: _PAYLOAD}
+    if helper.startswith("colour_build/") and helper != "colour_build/__init__.py":
+        files["colour_build/__init__.py"] = ""
+    assert ("CPL-THR-019", helper) in _danger(_tree(tmp_path, files))
+
+
+def test_a_module_imported_through_another_is_followed(tmp_path: Path) -> None:
+    files = {
+        "setup.py": _SETUP.format(importer="import _a"),
+        "_a.py": "import _b\n",
+        "_b.py": _PAYLOAD,
+    }
+    assert ("CPL-THR-019", "_b.py") in _danger(_tree(tmp_path, files))
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # the same module, which setup.py does not import: not run by pip
+        {"setup.py": _SETUP.format(importer=""), "_helper.py": _PAYLOAD},
+        # a module of that name in another folder: not the one setup.py imports
+        {"setup.py": _SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
+        # a setup.py under examples/ is not the installer, nor what it imports
+        {
+            "pyproject.toml": "",
+            "examples/demo/setup.py": _SETUP.format(importer="import _helper"),
+            "examples/demo/_helper.py": _PAYLOAD,
+        },
+    ],
+)
+def test_modules_pip_does_not_run_stay_ordinary(tmp_path: Path, files: dict[str, str]) -> None:
+    assert _danger(_tree(tmp_path, files)) == set()
+
+
+def test_the_modules_followed_are_bounded() -> None:
+    present = {f"m{i}.py" for i in range(100)}
+    texts = {"setup.py": "\n".join(f"import m{i}" for i in range(100))}
+    found = installer_modules(["setup.py"], present, lambda r: texts.get(r, ""))
+    assert len(found) == MAX_INSTALLER_MODULES
+
+
+def test_an_unparsable_or_unreadable_script_imports_nothing() -> None:
+    present = {"_helper.py"}
+    assert installer_modules(["setup.py"], present, lambda r: "import _helper(\n") == set()
+    assert installer_modules(["setup.py"], present, lambda r: None) == set()
+
+
+def test_a_modules_network_chains_stay_a_modules(tmp_path: Path) -> None:
+    # lxml's buildlibxml.py, nodeenv.py: setup.py imports a helper that can download
+    # sources when asked; the network chain of setup.py itself is not the helper's
+    helper = (
+        "import urllib.request\n\n\ndef fetch(url):\n"
+        "    return urllib.request.urlopen(url).read()\n"
+    )
+    files = {
+        "setup.py": _SETUP.format(importer="from buildlib import fetch"),
+        "buildlib.py": helper,
+    }
+    assert _danger(_tree(tmp_path, files)) == set()

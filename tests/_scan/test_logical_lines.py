@@ -1,0 +1,101 @@
+"""The prefilter over logical lines (caplet._scan._logical_lines).
+
+The attack is tune sample cn3-decoder-def after benchmarks/mutate_recall.py's
+``continuations`` rewrite: a backslash continuation inside the lookup's call
+hid it from the prefilter's one-line patterns (issue 16), while the whole-file
+pass flagged it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan import _filepass
+from caplet._scan._filepass import scan_text
+from caplet._scan._grants import NO_GRANTS
+from caplet._scan._logical_lines import joined, with_logical_lines
+from caplet._scan._model import ScanMode
+from caplet._scan._prefilter import Need, Prefilter
+
+_CONTINUED = '''\
+"""Colour helpers."""
+
+def _j(\\
+    tail, head):
+    return head + tail
+
+def _r(\\
+    text):
+    return text[::-1]
+getattr(\\
+    __builtins__, _j('ec', 'ex'))(_r(")'di'(metsys.so;so tropmi"))
+'''
+
+
+class _Blind(Prefilter):
+    """A prefilter that sends every file, whole, to the AST pass."""
+
+    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
+        return Need.FULL, True
+
+
+def _danger(text: str) -> list[tuple[str, int]]:
+    findings, _ = scan_text(
+        text,
+        "cn3dd/__init__.py",
+        grants=NO_GRANTS,
+        local_modules=(),
+        max_depth=100,
+        max_nodes=1_000_000,
+        mode=ScanMode.PACKAGE,
+    )
+    return sorted({(f.rule_id, f.line) for f in findings if f.severity is Severity.DANGER})
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_lookup_split_by_a_continuation_is_flagged_as_if_whole(
+    newline: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _CONTINUED.replace("\n", newline)
+    filtered = _danger(text)
+    assert ("CPL-THR-003", 10) in filtered
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        assert _danger(text) == filtered
+
+
+def test_continuations_are_joined_with_the_lines_they_span() -> None:
+    found = joined("a = 1\nb = \\\n  2 + \\\n  3\nc = 4\n")
+    assert found is not None
+    text, spans = found
+    assert text.split("\n")[:3] == ["a = 1", "b =    2 +    3", "c = 4"]
+    assert spans[:3] == [(1, 1), (2, 4), (5, 5)]
+    assert joined("a = 1\nb = 2\n") is None
+
+
+@pytest.mark.parametrize(
+    ("physical", "logical", "expected"),
+    [
+        (Need.FULL, Need.NOTHING, Need.FULL),  # already whole: the joined text is not read
+        (Need.NOTHING, Need.NOTHING, Need.NOTHING),
+        (Need.NOTHING, frozenset({2}), Need.FULL),  # a hit only the joined text has
+        (frozenset({2, 3, 4}), frozenset({2}), frozenset({2, 3, 4})),  # already in focus
+        (frozenset({5}), frozenset({2}), Need.FULL),
+        (frozenset({5}), Need.FULL, Need.FULL),
+    ],
+)
+def test_the_answer_is_widened_only_by_what_the_joined_lines_add(
+    physical: Need | frozenset[int],
+    logical: Need | frozenset[int],
+    expected: Need | frozenset[int],
+) -> None:
+    text = "a = 1\nb = \\\n  2 + \\\n  3\nc = 4\n"
+    assert with_logical_lines(text, physical, lambda _: logical) == expected
+
+
+def test_a_file_without_continuations_is_not_checked_again() -> None:
+    def never(_: str) -> Need:
+        raise AssertionError("checked again")
+
+    assert with_logical_lines("a = 1\n", Need.NOTHING, never) is Need.NOTHING
