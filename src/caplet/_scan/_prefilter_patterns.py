@@ -1,0 +1,356 @@
+"""The prefilter's patterns: what sends a file, or a line, to the AST pass.
+
+Apart from :mod:`caplet._scan._prefilter` (which compiles them into RE2
+sets and decides a file with them) because the tables are reviewed data that
+grow with every rule, while the machinery that runs them seldom changes; the
+module docstring of ``_prefilter`` explains the design (solo patterns, pairs
+that need both sides, focus lines).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from caplet._scan._indicators import INDICATORS, IndicatorKind
+from caplet._scan._sources import BOT_FRAMEWORKS
+from caplet._scan._triggers import (
+    DECODER_TOKENS,
+    NETWORK_TOKENS,
+    PROCESS_TOKENS,
+    RECON_TOKENS,
+    RUNS_FILE_TOKENS,
+    words,
+)
+
+__all__ = ["ALIASING_PAIRS", "COMMAND_WORDS", "LOCAL_PAIRS", "PAIRS", "PREFILTER_PATTERNS"]
+
+#: Indicator kinds that are no threat alone (see PREFILTER_PATTERNS).
+_PAIRED_INDICATORS = frozenset({IndicatorKind.CLIPBOARD, IndicatorKind.DOWNLOAD_EXEC})
+#: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
+_EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
+
+#: Patterns any one of which sends a file to the AST pass.
+PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
+    r"\b(?:urlretrieve|SetValueEx|startfile)\b",
+    # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
+    # every pattern here, so it needs the AST pass (which sees the value)
+    r"(?:\\x[0-9a-fA-F]{2}){8}",
+    # exec imported under another name: the call site does not say exec
+    r"\bimport\b[^\n]*\b(?:exec|eval|compile)\b",
+    # browser and wallet folders spelled as path pieces
+    r"['\"](?:Google|Chrome|User Data|Login Data|Local State|BraveSoftware|Exodus|Electrum)['\"]",
+    # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
+    r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
+    # executable memory (shellcode loaders), pip run from code
+    r"\b(?:PROT_EXEC|VirtualAlloc|VirtualProtect|PAGE_EXECUTE_READWRITE)\b",
+    # a PowerShell command hidden in base64 (decoded and read by the command rules)
+    r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
+    r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",
+    # an API named in a string for pkgutil to resolve ("os:system", CPL-THR-003)
+    r"\bresolve_name\b",
+    # Windows' DLL loaders, given a file the package ships or writes (CPL-THR-018)
+    r"(?i)\b(?:rundll32|regsvr32)\b",
+    # a browser shortcut rewritten to load an extension (CPL-THR-009)
+    r"--load-extension\b",
+    # bytecode loaded from a file (CPL-THR-027)
+    r"\bSourcelessFileLoader\b|\bload_compiled\b",
+    # keyloggers and screen grabbers (CPL-THR-017 and CPL-THR-004 beside an egress)
+    r"\b(?:ImageGrab|pyscreenshot|pynput|pyHook)\b|\bkeyboard\s*\.\s*(?:on_press|on_release|hook)\b|"
+    r"\bpyautogui\s*\.\s*screenshot\b|\bmss\s*\.\s*mss\b",
+    # a builtin that runs code or looks names up stored into a namespace under another name
+    # (Hyperion: locals()['lIlI'] = globals), or fetched from one by a string, maybe
+    # spelled in escapes (globals()['\x65\x76\x61\x6c']): CPL-THR-003
+    r"\)\s*\[[^\]\n]*\]\s*=\s*(?:exec|eval|compile|__import__|getattr|globals|locals|vars|dir)"
+    r"\s*(?:[;#\n]|$)|\b(?:globals|locals|vars)\(\s*\)\s*\[\s*[rbuRBU]?['\"]"
+    r"(?:\\x[0-9a-fA-F]{2}|\\[0-7]{3}|\\u[0-9a-fA-F]{4}|exec|eval|compile|__import__)",
+    # every indicator but clipboard access, which means something only beside a
+    # wallet pattern (CPL-THR-014), itself an indicator here, and a download piped to
+    # a shell, which is only a tag (danger in an install script, always parsed, or as
+    # the text of a command that is run: a pair below)
+    *(i.pattern for i in INDICATORS if i.kind not in _PAIRED_INDICATORS),
+)
+
+#: What exec can only run harmfully when the file also has it: a decoder, code
+#: points, a network read, a chat bot. Without any of them exec/eval/compile
+#: run the file's own text (dataclasses, namedtuple, doctest); a string run
+#: that reaches the network names a network module, one spelled in escapes
+#: or looked up by a computed name is another pattern's (solo or pair).
+_PAYLOAD = (
+    r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
+    r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
+    r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
+    r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
+    r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^=|"
+    r"\w\s*\^\s*[\w(]|\bto_bytes\b|\bmaketrans\b|\boperator\s*\.\s*xor\b|"
+    + DECODER_TOKENS
+    + "|"
+    + words(BOT_FRAMEWORKS)
+)
+#: A process or code sink, for the pairs below.
+_SINK = (
+    r"\b(?:system|popen|Popen|spawn[lv]p?e?|exec[lv]p?e?|startfile|check_output|getoutput|"
+    r"check_call|run_path|create_subprocess_\w+)\s*\(|\bsubprocess\b|"
+    r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\(|"
+    r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\(|"
+    # a sink bound to a name (run = os.system; run(...))
+    r"(?m:=\s*[\w.]*\b(?:system|popen|Popen|check_output|check_call|getoutput)\s*(?:#|$))|"
+    + PROCESS_TOKENS
+)
+#: A network module or a program that reaches the network.
+_NETWORK = (
+    r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib|dns|"
+    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b|" + NETWORK_TOKENS
+)
+
+#: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
+_LOOKUP = (
+    r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
+    r"(?:^|[^.\w])eval\s*\(|\b__builtins__\s*\.\s*get\s*\(|\b__getitem__\s*\(|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins)\s*(?:\[|\.\s*get\s*\())"
+)
+#: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
+_LOOKUP_BY_VARIABLE = (
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[A-Za-z_]\w*\s*[,)]|"
+    r"\b(?:__import__|import_module|attrgetter)\s*\(\s*[A-Za-z_]\w*\s*[,)]|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*"
+    r"(?:\[\s*[A-Za-z_]\w*\s*\]|\.\s*get\s*\(\s*[A-Za-z_]\w*\s*[,)])"
+)
+#: What a file that looks names up contains.
+_LOOKUP_NAME = (
+    r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__|__dict__|"
+    r"vars|modules|globals|eval|__builtins__|__getitem__|f_builtins)\b"
+)
+#: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
+#: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
+#: an integer literal unpacked into bytes.
+_PIECES = (
+    r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
+    r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
+    r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
+    r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
+    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\(|"
+    # a literal operated on (sliced, multiplied, a method called on it), bytes of a list,
+    # str of bytes, an integer unpacked, a lambda's value, identifiers outside ASCII (the
+    # CJK family), code points formatted with %c, an f-string of literals
+    r"[rbuRBU]?['\"][^'\"\n]*['\"]\s*(?:\[|\*|\.\s*\w+\s*\()|\bbytearray\(\s*\[|"
+    r"\bstr\(\s*[bB]['\"]|\bto_bytes\(|\bbytes\s*\.\s*decode\(|\blambda\b|[^\x00-\x7f]|"
+    r"['\"]\s*%\s*\(\s*\d|\b[fF][rR]?['\"][^'\"\n]*\{\s*[rbuRBU]?['\"]"
+)
+#: A lookup whose name is not written out: anything but a quote after getattr's comma,
+#: an importer's or a namespace subscript's parenthesis (a variable, an attribute, a
+#: call). A name written out is spelled in the text (every table's tokens match
+#: ``"system"`` too); a literal operated on is :data:`_LOOKUP_PIECES`.
+_LOOKUP_ANY_NAME = (
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[^'\"\s]|"
+    r"\b(?:__import__|import_module|attrgetter|methodcaller|__getitem__)\s*\(\s*[^'\"\s)]|"
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins|__globals__|"
+    r"__builtins__)\s*(?:\[\s*[^'\"\s]|\.\s*get\s*\(\s*[^'\"\s])"
+)
+#: A lookup with a name built from literals on its own line (the first pattern of pair 1).
+_LOOKUP_PIECES = _LOOKUP + r"[^\n]*(?:" + _PIECES + r")"
+#: Whatever runs something, as alternatives (each its own conjunction, so each pattern
+#: is one the sets hold anyway or a small one: one alternation of them all made the
+#: pairs' lazily built DFA half again as slow on a first pass over the stdlib): a
+#: process or code sink; exec and its kin as a name, a file started
+#: (:data:`~caplet._scan._sources.RUNS_FILE`), a lookup by a name not written out; a
+#: lookup by a name built on its line. A lookup may be any of the others by a name the
+#: lookup pairs do not see built (``getattr(_o, "%c%c" % (...))``: the tuned sample
+#: cn-percent-c, found by tests/_scan/test_prefilter_trees.py). A rule that reads a
+#: command's text (a downloader, pip install, python -c) reads it only where it is run:
+#: a process call (the visitor hands a CPL-PROC-001 call to ``Sinks.process``), a file
+#: written then started, code run by exec (whose own calls are in the text too); an
+#: install script is always parsed (``_filepass``).
+_RUNS: Final = (
+    _SINK,
+    _EXEC_NAME + r"\b|" + RUNS_FILE_TOKENS + "|" + _LOOKUP_ANY_NAME,
+    _LOOKUP_PIECES,
+)
+#: Words of a command that only a run command makes a threat (see _RUNS).
+COMMAND_WORDS: Final = (
+    # pip install run as a command ("pip install x", [..., "pip", "install", x]): "pip
+    # install x" in an error message is not a command (a quarter of the benign bytes that
+    # reached the AST pass for it alone, issue 16); pip.main and runpy have their own
+    r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
+    # downloaders: their command lines are often split over implicitly concatenated
+    # literals, which a text pattern cannot see whole
+    r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
+    # a download piped to a shell, written whole in one literal (an indicator that is
+    # only a tag: danger in an install script, or as the text of a command that runs)
+    *(i.pattern for i in INDICATORS if i.kind is IndicatorKind.DOWNLOAD_EXEC),
+)
+#: A fresh interpreter given a second stage: python -c SOURCE, or a file written and run.
+_PYTHON_RUN: Final = (
+    r"\bsys\.executable\b|['\"]pythonw?3?(?:\.\d+)?(?:\.exe)?['\" ]",
+    r"['\"]-c['\"]|\brun_path\b|\bsuffix\s*=\s*['\"]\.pyw?['\"]|\bcommunicate\s*\(|"
+    r"\binput\s*=|\.stdin\s*\.\s*write|['\"]-['\"]",
+)
+#: A function handed credentials, and a clear-text or raw-IP address (CPL-THR-026).
+_HANDED_CREDENTIALS: Final = (
+    r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
+    r"\w*token|\w*api_?key|mnemonic)\b",
+    r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
+)
+#: Pieces that hardly ever build anything but a hidden name: code points joined, a
+#: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
+#: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
+#: line it is the first pair's).
+_STRONG_PIECES = (
+    r"\b(?:map|join)\(\s*chr\b|\bchr\(\s*\d+\s*\)\s*\+|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|"
+    r"\breversed\(\s*['\"]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\)|"
+    r"\bbytes\(\s*\[\s*\d|\brot_?13\b"
+)
+#: getattr of a module worth hiding by anything but a plain literal (a variable, an
+#: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).
+_SENSITIVE_LOOKUP = (
+    r"\bgetattr\(\s*(?:os|posix|nt|subprocess|sys|shutil|socket|importlib|ctypes|pty|builtins|"
+    r"__builtins__|marshal|base64|codecs|pip)\s*,\s*(?:[^'\"\s]|[rbuRBU]?(?:'[^'\n]*'|"
+    r"\"[^\"\n]*\")\s*[^,)\s])"
+)
+#: A subscript or .get whose key is built from literals only ("lo" + "ad", "lave"[::-1],
+#: "".join(["ex", "ec"]), "{}".format("ex"...), "%s" % "x", "ev" "al"), or from code
+#: points, bytes or a builtin's repr (a list literal is not a subscript).
+_BUILT_KEY = (
+    r"(?:[\w\])]\s*\[|\.\s*get\s*\()\s*(?:[rbuRBU]?['\"][^'\"\n]*['\"]\s*"
+    r"(?:\+\s*[rbuRBU]?['\"]|\[\s*:|\.\s*join\(\s*[\[(]\s*['\"]|\.\s*format\(\s*['\"]|"
+    r"%\s*\(?\s*['\"]|[rbuRBU]?['\"])|(?:chr|map|reversed)\s*\(|bytes\(\s*\[|"
+    r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
+)
+
+#: Patterns that matter only together: each must match (a pair, or three for a rule
+#: that needs three things: CPL-THR-026's credential parameter, clear-text address and
+#: egress).
+#: The name-building and builtins pairs are *local* (their rules look at the
+#: call holding the first pattern) and can be focused; the others feed
+#: file-wide chains. See ``LOCAL_PAIRS``.
+PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+    # environment harvesting: the whole os.environ (dumped, copied, walked) next to a
+    # network module; single keys (os.environ["HOME"]) are everywhere and harmless
+    (
+        r"(?:\bjson\.dumps?|(?:^|[^.\w])(?:dict|str|repr)|\burlencode|\bb64encode)\(\s*(?:os\.)?environ\b|"
+        r"\b(?:data|json|params|body|payload|content|files)\s*=\s*(?:dict\(\s*)?(?:os\.)?environ\b|"
+        r"\benviron\s*\.\s*(?:items|keys|values)\s*\(|\*\*\s*(?:os\.)?environ\b|"
+        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
+        r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
+    ),
+    # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
+    # os.__getattribute__("{}{}".format(...)): a name built from literals (concatenated,
+    # joined, sliced, reversed, formatted, decoded, from code points or a builtin's repr)
+    # on the lookup's own line (a name prepared on another line: the next pairs)
+    (_LOOKUP_PIECES, _LOOKUP_NAME),
+    # a socket wired to a shell: dup2 or pty.spawn next to a socket
+    (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
+    # network next to a process call: a second stage fetched and run
+    (
+        r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3)\b",
+        r"\b(?:Popen|system|startfile|spawn[lv]p?e?|check_output|getoutput|check_call|"
+        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(",
+    ),
+    # getattr(builtins, name) and builtins.exec(...)
+    (
+        r"\b(?:get|set)attr\(\s*(?:builtins|__builtins__)\b|(?:builtins|__builtins__)\s*\.\s*__dict__|"
+        r"(?:builtins|__builtins__)\s*\.\s*__getattribute__\b|"
+        r"\bobject\s*\.\s*__getattribute__\(\s*(?:builtins|__builtins__)\b|"
+        r"\bvars\(\s*(?:builtins|__builtins__)|__builtins__\s*\[|['\"]__builtins__['\"]\s*\]|"
+        r"\bbuiltins\s*\.\s*(?:exec|eval|compile|__import__|getattr)\b|"
+        r"__import__\(\s*['\"]builtins['\"]|\bimport\s+builtins\s+as\b|from\s+builtins\s+import\s+\*",
+        r"\b(?:builtins|__builtins__)\b",
+    ),
+    # decoded data into a process or code sink: os.system(b64decode(...))
+    (
+        r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
+        r"a2b_base64|fromhex|decompress|decrypt|rot_?13|maketrans|to_bytes)\b|"
+        r"\bcodecs\s*\.\s*decode\b|\^=|"
+        r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|" + DECODER_TOKENS,
+        _SINK,
+    ),
+    # a chat bot's handlers running what its users send
+    (
+        r"(?m)^\s*(?:import\s+[\w., ]*|from\s+)\b(?:telebot|telegram|aiogram|pyrogram|telethon|"
+        r"discord|nextcord|disnake)\b|^\s*(?:import\s+[\w., ]*|from\s+)"
+        + words(BOT_FRAMEWORKS)
+        + "|"
+        r"\b(?:__import__|import_module)\(\s*['\"]" + words(BOT_FRAMEWORKS),
+        _SINK,
+    ),
+    # host reconnaissance next to the network (DNS included)
+    (
+        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME|"
+        r"getouterframes)\b|\binspect\s*\.\s*stack\b|"
+        r"platform\.node|/etc/passwd|" + RECON_TOKENS,
+        _NETWORK,
+    ),
+    # credentials or the environment walked, next to the network
+    (
+        r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
+        r"SECRET_ACCESS|\bin\s+os\.environ\b|_history\b",
+        _NETWORK,
+    ),
+    # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
+    # and something that runs it (a test's "python -c" in a docstring runs nothing): the
+    # first of _RUNS here, the others at the end (the indices above are numbered)
+    (*_PYTHON_RUN, _RUNS[0]),
+    # a .pth file written into site-packages
+    (r"\.pth\b", r"\b(?:getsitepackages|getusersitepackages|purelib|site-packages)\b"),
+    # a file copied out of the package and started
+    (
+        r"\b(?:copy2?|copyfile|move)\s*\(",
+        r"\bstartfile\b|\.(?:exe|scr|bat|ps1|vbs|msi|pif|hta)['\"]",
+    ),
+    # exec/eval/compile called (local: the call's statement is enough) or passed
+    # as a value (``run = eval``: the call through the alias is elsewhere)
+    (_EXEC_NAME + r"\s*\(", _PAYLOAD),
+    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
+    # the interpreter's classes walked for os/subprocess
+    (
+        r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"
+        r"__(?:bases|mro)__\s*\[[^\]\n]*\]\s*\.\s*__subclasses__",
+        r"\b(?:_wrap_close|Popen|catch_warnings|BuiltinImporter|__globals__)\b",
+    ),
+    # a name built on one line and looked up on another (name = "metsys"[::-1];
+    # getattr(os, name)): the lookups are visited, the name is found by the data flow
+    (_LOOKUP_BY_VARIABLE, _STRONG_PIECES),
+    # a sensitive module's attribute looked up by a variable (getattr(os, name)): the
+    # name may be built anywhere, by any string operation; rare in real code
+    (_SENSITIVE_LOOKUP, _SENSITIVE_LOOKUP),
+    # a dispatch table of builtins or a copy of a namespace, indexed by a built name:
+    # ACTIONS = {"load": exec}; ACTIONS["lo" + "ad"](code)
+    (
+        _BUILT_KEY,
+        r"[:=,(\[{]\s*(?:exec|eval|compile|execfile|__import__)\s*[,)\]}\n]|"
+        r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
+    ),
+    # a library's function replaced at module level by one of this file, next to the
+    # network: Account.from_key = _from_key (a patched library that steals, CPL-THR-025)
+    (
+        r"(?m)^[A-Za-z_]\w*(?:\.\w+)+\s*=\s*[A-Za-z_]\w*\s*$|"
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)",
+        _NETWORK,
+    ),
+    # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)
+    # sent: the rule runs on egress calls only (_sink_egress), network APIs all, or one
+    # looked up by name (the two lookups at the end)
+    (*_HANDED_CREDENTIALS, _NETWORK),
+    # a spec made for a .pyc path (CPL-THR-027)
+    (r"\bspec_from_file_location\b", r"\.pyc\b"),
+    # bytes XORed by hand beside a process, code or library sink: a packaged payload
+    # decoded, written and started (JPCERT/CC's Lazarus .dat files)
+    (r"[\w)\]]\s*\^=?\s*[\w(]", _SINK),
+    # pip run through runpy with an install put in sys.argv (CPL-THR-019)
+    (r"\b(?:run_module|run_path|_run_module_as_main)\b", r"\bargv\b"),
+    # the user's own folders swept for documents, next to the network (CPL-THR-007)
+    (r"['\"/\\](?i:desktop|documents|downloads|onedrive)['\"/\\]", _NETWORK),
+    # the other alternatives of the conjunctions above that end with _RUNS[0] or _NETWORK
+    *((*_PYTHON_RUN, r) for r in _RUNS[1:]),
+    *((*_HANDED_CREDENTIALS, r) for r in _RUNS[1:]),
+    # a command's words beside whatever runs them (CPL-THR-019, 015, 011 at a process call)
+    *((word, r) for word in COMMAND_WORDS for r in _RUNS),
+)
+
+
+#: Indices into PAIRS whose first pattern binds what other lines use: a namespace,
+#: a looked-up function, exec passed as a value, what exec/eval/compile return (a code
+#: object compiled on one line runs where it is used: ``FunctionType(c, g)()``, found
+#: by tests/_scan/test_prefilter_trees.py) (see :func:`caplet._scan._aliases.follow`).
+ALIASING_PAIRS: Final = frozenset({1, 4, 12, 13, 15, 16, 17})
+#: Indices into PAIRS whose first pattern's lines are enough to visit.
+LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
