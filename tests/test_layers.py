@@ -23,6 +23,7 @@ LAYERS = [
         "_tree_format",
         "_validated",
         "_version",
+        "_watchdog",
     },
     {"_config"},
     {"_capabilities"},

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 
 from caplet._broker._http import HttpBroker
-from caplet._broker._http_hop import _Watchdog
 from caplet._broker._model import BrokerDecision, HttpRequest, HttpResponse
 from caplet._broker._policy import NetworkPolicy
 from caplet._capabilities._model import NetHttpCapability
@@ -28,6 +27,7 @@ from caplet._errors import (
     SizeLimitError,
     TlsError,
 )
+from caplet._watchdog import SocketWatchdog
 from tests._broker.conftest import (
     TEST_POLICY,
     CountingResolver,
@@ -641,7 +641,7 @@ def test_watchdog_wakes_a_blocked_read() -> None:
     left, right = socket.socketpair()
     with left, right:
         left.settimeout(30)  # a safety net: without the watchdog, recv() raises TimeoutError
-        watchdog = _Watchdog(0.05)
+        watchdog = SocketWatchdog(0.05)
         watchdog.attach(left)
         assert left.recv(1) == b""  # woken by shutdown(), not by data
         watchdog.cancel()

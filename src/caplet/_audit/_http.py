@@ -34,17 +34,15 @@ import email.utils
 import functools
 import json
 import math
-import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 
 from caplet._audit._provider import ENV_API_KEY, ENV_BASE_URL, ProviderSettings, Sleep
 from caplet._errors import ProviderAuthError, ProviderError
+from caplet._watchdog import SocketWatchdog
 
 __all__ = ["RETRY_STATUSES", "Clock", "HttpProvider", "make_client", "post_json"]
 
@@ -72,52 +70,7 @@ def make_client(settings: ProviderSettings) -> httpx.Client:
     )
 
 
-class _Watchdog:
-    """Shuts the request's socket down when the answer's time is up.
-
-    Written after the broker's (``caplet._broker._http``), which the audit
-    layer sits below: ``shutdown()`` from this timer thread makes a blocked
-    ``recv()`` in the request's thread return at once, the standard way to
-    wake a socket operation in another thread (socket(7), shutdown(2)).
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self._lock = threading.Lock()
-        self._sock: socket.socket | None = None
-        self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's ``trace`` request extension: learn the socket when it connects."""
-        if event == "connection.connect_tcp.complete":
-            stream = info.get("return_value")
-            sock = None if stream is None else stream.get_extra_info("socket")
-            with self._lock:
-                self._sock = sock if isinstance(sock, socket.socket) else None
-                if self.fired and self._sock is not None:
-                    _shutdown(self._sock)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-        self._timer.join()
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            if self._sock is not None:
-                _shutdown(self._sock)
-
-
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed: nothing left to wake
-        pass
-
-
-def _expired(watchdog: _Watchdog, remaining: Callable[[], float]) -> bool:
+def _expired(watchdog: SocketWatchdog, remaining: Callable[[], float]) -> bool:
     return watchdog.fired or remaining() <= 0
 
 
@@ -240,7 +193,7 @@ def post_json(
         left = remaining()
         if left <= 0:
             raise out_of_time(f"time ran out before attempt {attempt + 1}")
-        watchdog = _Watchdog(left)
+        watchdog = SocketWatchdog(left)
         timeout = httpx.Timeout(left, connect=min(settings.connect_timeout_s, left))
         try:
             with client.stream(

@@ -53,7 +53,7 @@ from caplet._broker._headers import (
     sanitise_headers,
     without_credentials,
 )
-from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally, _Watchdog
+from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally
 from caplet._broker._http_wire import HttpWire
 from caplet._broker._messages import broker_error
 from caplet._broker._model import HttpRequest, HttpResponse
@@ -68,6 +68,7 @@ from caplet._errors import (
     SizeLimitError,
 )
 from caplet._version import __version__
+from caplet._watchdog import SocketWatchdog
 
 __all__ = ["ALLOWED_METHODS", "INTERNAL_ERROR", "HttpBroker"]
 
@@ -157,7 +158,7 @@ class HttpBroker(HttpWire):
             )
             raise
         deadline = _Deadline(timeout_s)
-        watchdog = _Watchdog(timeout_s)
+        watchdog = SocketWatchdog(timeout_s)
         try:
             return self._follow(
                 plugin, grants, hop, dropped=dropped, deadline=deadline, watchdog=watchdog
@@ -236,7 +237,7 @@ class HttpBroker(HttpWire):
         *,
         dropped: tuple[str, ...],
         deadline: _Deadline,
-        watchdog: _Watchdog,
+        watchdog: SocketWatchdog,
     ) -> HttpResponse:
         seen = {(hop.method, str(hop.url))}
         notes = [f"dropped headers: {', '.join(dropped)}"] if dropped else []

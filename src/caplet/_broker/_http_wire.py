@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from caplet._broker._addresses import IPAddress, connect_address
-from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally, _Watchdog
+from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally
 from caplet._broker._limits import Clock, RateLimiter
 from caplet._broker._messages import broker_error
 from caplet._broker._model import BrokerDecision
@@ -39,6 +39,7 @@ from caplet._errors import (
     SizeLimitError,
     TlsError,
 )
+from caplet._watchdog import SocketWatchdog
 
 __all__ = ["DecisionSink", "HttpWire"]
 
@@ -84,7 +85,7 @@ class HttpWire:
         hop: _Hop,
         addresses: tuple[IPAddress, ...],
         deadline: _Deadline,
-        watchdog: _Watchdog,
+        watchdog: SocketWatchdog,
         *,
         tally: _Tally,
     ) -> _Answer:
@@ -107,7 +108,7 @@ class HttpWire:
         hop: _Hop,
         address: IPAddress,
         deadline: _Deadline,
-        watchdog: _Watchdog,
+        watchdog: SocketWatchdog,
         *,
         tally: _Tally,
     ) -> _Answer:
@@ -253,7 +254,7 @@ class HttpWire:
         hop: _Hop,
         exc: Exception,
         deadline: _Deadline,
-        watchdog: _Watchdog,
+        watchdog: SocketWatchdog,
     ) -> BrokerError | _NotConnectedError:
         """Map an error of the HTTP stack (``_FOREIGN``) to a category; never quote its
         text (it may hold an address)."""
