@@ -48,6 +48,8 @@ from caplet._scan._scanner import scan_tree
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO / "benchmarks"
+#: Where the sections written by other scripts begin in docs/benchmarks.md.
+_FIRST_OTHER_SECTION = "\n## Static scanner"
 
 PLUGIN = """
 def create_functions(config):
@@ -494,6 +496,14 @@ GuardDog on the same trees, recall and precision: the scanner section below
         for section in (BENCH_DIR / "scan_results.md", BENCH_DIR / "soak_results.md"):
             if section.exists():
                 extra += "\n" + section.read_text()
+        # Only this script's own section is replaced: what follows it in the
+        # document (the scanner's, the soak's, and the prose written beside
+        # them) is kept as it is; rebuilding it from the result files dropped
+        # everything written into the document by hand.
+        existing = target.read_text() if target.exists() else ""
+        start = existing.find(_FIRST_OTHER_SECTION)
+        if start >= 0:
+            extra = "\n" + existing[start + 1 :]
         target.write_text(intro + tables + extra)
     return 0
 
