@@ -99,8 +99,8 @@ class ManagerAudit(ManagerState):
         followed. Read by name, an entry replaced by a link after discovery handed the
         application any file the host can read (red-team round 5).
         """
-        root = self._record(name).manifest.plugin_dir
-        entry_path = self._record(name).manifest.entry
+        manifest = self._record(name).manifest
+        root, entry_path = manifest.plugin_dir, manifest.entry
         try:
             entry = next((e for e in list_tree(root) if e.path == entry_path), None)
             if entry is None:
