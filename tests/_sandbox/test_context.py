@@ -24,13 +24,14 @@ from caplet._sandbox._context import (
 from caplet._sandbox._frames import (
     FrameReader,
 )
+from caplet._sandbox._plugin_load import wants_context
 from caplet._sandbox._protocol import (
     CONTEXT_ERROR_NAMES,
     ContextGrants,
     ContextOp,
     WireValue,
 )
-from caplet._sandbox._worker import _Channel, wants_context
+from caplet._sandbox._worker import _Channel
 
 
 class FakeTransport:

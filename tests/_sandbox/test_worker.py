@@ -6,7 +6,6 @@ a host that misbehaves (out of order, malformed, oversized) can be played.
 
 from __future__ import annotations
 
-import importlib.machinery
 import socket
 import struct
 import subprocess
@@ -14,7 +13,6 @@ import sys
 import textwrap
 import time
 import zipfile
-import zipimport
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ import pytest
 from caplet._sandbox._frames import (
     FrameReader,
 )
+from caplet._sandbox._plugin_load import PLUGIN_PACKAGE
 from caplet._sandbox._protocol import (
     Fatal,
     Ready,
@@ -41,11 +40,6 @@ from caplet._sandbox._worker import (
     EXIT_LOAD_FAILED,
     EXIT_OK,
     EXIT_PROTOCOL,
-    PLUGIN_PACKAGE,
-    _entry_parts,
-    _LoadError,
-    _no_zip_imports,
-    _register,
     warm_up,
 )
 
@@ -204,31 +198,6 @@ def test_code_in_a_zip_archive_is_never_imported(raw: RawWorker, tmp_path: Path)
     assert raw.exit_code() == EXIT_LOAD_FAILED
 
 
-def test_a_zip_importer_cached_before_the_load_is_forgotten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The same attack with the archive's importer already cached (by the
-    # zygote, or anything that ran before the plugin): dropping the hook
-    # alone would leave it in use. A directory's finder stays cached: clearing
-    # them all cost every start the listing of every sys.path directory.
-    archive = tmp_path / "lib.zip"
-    with zipfile.ZipFile(archive, "w") as handle:
-        handle.writestr("hidden.py", "VALUE = 'zip code ran'\n")
-    monkeypatch.setattr(sys, "path_hooks", list(sys.path_hooks))
-    monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
-    sys.path_importer_cache[str(archive)] = zipimport.zipimporter(str(archive))
-    assert importlib.machinery.PathFinder.find_spec("hidden", [str(archive)]) is not None
-    finder = importlib.machinery.FileFinder(str(tmp_path))
-    sys.path_importer_cache[str(tmp_path)] = finder
-
-    _no_zip_imports()
-
-    assert zipimport.zipimporter not in sys.path_hooks
-    assert str(archive) not in sys.path_importer_cache
-    assert importlib.machinery.PathFinder.find_spec("hidden", [str(archive)]) is None
-    assert sys.path_importer_cache[str(tmp_path)] is finder
-
-
 def test_missing_entry_file_is_fatal(raw: RawWorker, tmp_path: Path) -> None:
     raw.send(_init(tmp_path, entry="main.py"))
     message = raw.receive()
@@ -259,47 +228,6 @@ def test_a_descriptor_that_is_not_a_socket_is_refused(tmp_path: Path) -> None:
         )
     assert done.returncode == EXIT_PROTOCOL
     assert b"is not a usable socket" in done.stderr
-
-
-# -- the pure helpers, in process ------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("entry", "parts"),
-    [
-        ("plugin.py", ("plugin",)),
-        ("pkg/main.py", ("pkg", "main")),
-        ("my-plugin.py", ("my-plugin",)),
-    ],
-)
-def test_entry_parts(entry: str, parts: tuple[str, ...]) -> None:
-    assert _entry_parts(entry) == parts
-
-
-@pytest.mark.parametrize(
-    "entry",
-    ["", "/abs/plugin.py", "../x.py", "a/../x.py", "plugin.txt", ".py", "a//b.py", "a\\b.py"],
-)
-def test_entry_parts_refuses_escapes(entry: str) -> None:
-    with pytest.raises(_LoadError, match=r"must be a relative path to a \.py file"):
-        _entry_parts(entry)
-
-
-def test_entry_directories_must_be_package_names() -> None:
-    with pytest.raises(_LoadError, match="directory 'my-dir' is not a Python package name"):
-        _entry_parts("my-dir/plugin.py")
-
-
-def test_register_keeps_only_declared_names() -> None:
-    def run() -> None:
-        return None
-
-    loaded = _register(
-        {"demo": {"run": run, "other": run}, "extra": {"x": run}},
-        {"demo": ("run", "missing"), "unused": ("y",)},
-    )
-    assert loaded.table == {"demo": {"run": run}}
-    assert loaded.rejected == ("demo.other", "extra")
 
 
 def test_warm_up_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -12,10 +12,11 @@ Then: read INIT, import the entry module from the snapshot as
 ``caplet_plugin.<stem>`` (the snapshot is the package's only search
 location, and is also on ``sys.path`` so ``import helpers`` of a sibling
 file works), call ``create_functions(config)`` and register only the
-modules and functions INIT declares; the rest are reported as rejected and
-are never callable. Reply READY, or FATAL and exit 1. Then serve CALLs until
-SHUTDOWN or end of stream (exit 0). A malformed or out-of-order frame from
-the host is exit 2: the worker trusts nothing it did not check either.
+modules and functions INIT declares (:mod:`caplet._sandbox._plugin_load`);
+the rest are reported as rejected and are never callable. Reply READY, or
+FATAL and exit 1. Then serve CALLs until SHUTDOWN or end of stream (exit
+0). A malformed or out-of-order frame from the host is exit 2: the worker
+trusts nothing it did not check either.
 
 While a CALL runs, the plugin's ``ctx`` (:mod:`caplet._sandbox._context`)
 sends CONTEXT_REQUEST frames on the same channel and reads the host's
@@ -25,25 +26,19 @@ argument (bound once, when it is registered); the caller's arguments, and
 the manifest's ``args`` schema, never see it.
 
 This module runs in every worker, so it imports only the standard library,
-msgpack (through the protocol) and the sandbox's protocol, context, error
-and guest-runner modules; ``caplet/__init__.py`` is lazy (PEP 562), so importing it does not
-pull in the host's dependencies.
+msgpack (through the protocol) and the sandbox's protocol, context, plugin
+loader, error and guest-runner modules; ``caplet/__init__.py`` is lazy (PEP
+562), so importing it does not pull in the host's dependencies.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.machinery
 import importlib.util
 import os
 import socket
 import sys
 import threading
-import types
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, NoReturn, assert_never
+from typing import NoReturn, assert_never
 
 from caplet._errors import (
     ContextArgumentError,
@@ -61,6 +56,17 @@ from caplet._sandbox._context import PluginContext, install, raise_failure
 from caplet._sandbox._frames import (
     FrameReader,
     send_frame,
+)
+from caplet._sandbox._plugin_load import (
+    _MAX_MESSAGE_CHARS,
+    _awaited,
+    _describe_exception,
+    _load,
+    _Loaded,
+    _LoadError,
+    _register,
+    _shape,
+    _truncate,
 )
 from caplet._sandbox._protocol import (
     HEADER_BYTES,
@@ -86,9 +92,7 @@ __all__ = [
     "EXIT_LOAD_FAILED",
     "EXIT_OK",
     "EXIT_PROTOCOL",
-    "PLUGIN_PACKAGE",
     "main",
-    "wants_context",
     "warm_up",
 ]
 
@@ -98,28 +102,6 @@ EXIT_OK = 0
 EXIT_LOAD_FAILED = 1
 #: Bad command line, or a malformed / unexpected frame from the host.
 EXIT_PROTOCOL = 2
-
-#: The package the snapshot is imported as.
-PLUGIN_PACKAGE = "caplet_plugin"
-
-# Messages coming from plugin code are cut to this many characters: enough to
-# read, small enough that a hostile exception message costs nothing.
-_MAX_MESSAGE_CHARS = 4096
-_MAX_TYPE_CHARS = 200
-
-_Function = Callable[..., object]
-
-
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    """A loaded plugin: the dispatch table and what was rejected."""
-
-    table: Mapping[str, Mapping[str, _Function]]
-    rejected: tuple[str, ...]
-
-
-class _LoadError(Exception):
-    """The plugin cannot be loaded; the message is sent as FATAL."""
 
 
 class _Channel:
@@ -215,22 +197,6 @@ def _exit(code: int, why: str) -> NoReturn:
     os._exit(code)
 
 
-def _truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"... ({len(text) - limit} more characters)"
-
-
-def _describe_exception(exc: BaseException) -> tuple[str, str]:
-    """(type name, message) of a plugin exception, both bounded, never raising."""
-    exc_type = _truncate(type(exc).__name__, _MAX_TYPE_CHARS)
-    try:
-        message = str(exc)
-    except Exception:  # a hostile __str__ must not take the worker down
-        message = f"<unprintable {exc_type}>"
-    return exc_type, _truncate(message, _MAX_MESSAGE_CHARS)
-
-
 def _complain(text: str) -> None:
     """Explain an exit on stderr (the host's private log of this worker)."""
     try:
@@ -238,205 +204,6 @@ def _complain(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # stderr closed or replaced
         pass
-
-
-def _print_traceback() -> None:
-    """Put the full traceback in the worker's log; only the summary crosses."""
-    import contextlib
-    import traceback  # only on this error path: keeps worker start-up lean
-
-    with contextlib.suppress(Exception):  # stderr closed or replaced by the plugin
-        traceback.print_exc()
-
-
-def _entry_parts(entry: str) -> tuple[str, ...]:
-    """``"sub/plugin.py"`` -> ``("sub", "plugin")``; _LoadError if it escapes.
-
-    Plain string work rather than pathlib: this runs in every worker, and
-    pathlib's import is not free.
-    """
-    parts = entry.split("/")
-    if (
-        not entry.endswith(".py")
-        or entry.startswith("/")
-        or "\\" in entry
-        or "\0" in entry
-        or any(part in ("", ".", "..") for part in parts)
-        or parts[-1] == ".py"
-    ):
-        raise _LoadError(
-            f"entry {entry!r} must be a relative path to a .py file inside the plugin "
-            "(for example 'plugin.py')"
-        )
-    *packages, leaf = parts
-    for part in packages:
-        if not part.isidentifier():
-            raise _LoadError(f"entry {entry!r}: directory {part!r} is not a Python package name")
-    return (*packages, leaf[: -len(".py")])
-
-
-def _no_zip_imports() -> None:
-    """Import only from directories: drop ``zipimport`` from the path hooks.
-
-    The static scan reads a plugin's ``.py`` files; a zip archive in the
-    plugin (any name: zipimport finds a zip by its trailing directory) put on
-    ``sys.path`` would import code it never read: `import ctypes` inside
-    ``lib.zip`` passed the danger gate that way. Code that puts the hook back
-    names ``zipimport``, ``sys.path_hooks`` or ``sys.meta_path``, which the
-    scanner refuses (CPL-DYN-002).
-
-    The importer cache loses only its zip importers: a path the hook
-    served then finds no importer. A directory's finder stays cached;
-    clearing them all (as first done) made the plugin's imports list every
-    directory on ``sys.path`` again and free the zygote's cached listings,
-    copy-on-write faults included: ~0.3 ms of every worker start.
-    """
-    import zipimport
-
-    sys.path_hooks[:] = [hook for hook in sys.path_hooks if hook is not zipimport.zipimporter]
-    cache = sys.path_importer_cache
-    for path, finder in list(cache.items()):
-        if isinstance(finder, zipimport.zipimporter):
-            del cache[path]
-
-
-def _import_entry(snapshot: str, entry: str) -> object:
-    """Import the entry file as ``caplet_plugin.<stem>`` from the snapshot."""
-    parts = _entry_parts(entry)
-    # os.path rather than pathlib: see _entry_parts.
-    path = os.path.join(snapshot, entry)  # noqa: PTH118
-    if not os.path.isfile(path):  # noqa: PTH113
-        raise _LoadError(f"entry file {entry} not found in the plugin snapshot {snapshot}")
-    _no_zip_imports()
-    sys.path.insert(0, snapshot)
-    package_spec = importlib.machinery.ModuleSpec(PLUGIN_PACKAGE, None, is_package=True)
-    package_spec.submodule_search_locations = [snapshot]
-    sys.modules[PLUGIN_PACKAGE] = importlib.util.module_from_spec(package_spec)
-    name = PLUGIN_PACKAGE
-    for package in parts[:-1]:
-        name = f"{name}.{package}"
-        importlib.import_module(name)
-    name = f"{name}.{parts[-1]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has a loader
-        raise _LoadError(f"entry file {entry} cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _shape(result: object, entry: str) -> dict[str, dict[str, _Function]]:
-    """Check ``create_functions``' result is {str: {str: callable}}; copy it."""
-    expected = "expected a dict mapping module names to dicts of function name -> callable"
-    where = f"create_functions in {entry}"
-    if not isinstance(result, Mapping):
-        raise _LoadError(f"{where} returned {type(result).__name__}, {expected}")
-    shaped: dict[str, dict[str, _Function]] = {}
-    for module, functions in result.items():
-        if not isinstance(module, str):
-            raise _LoadError(
-                f"{where} returned a module name of type {type(module).__name__}, {expected}"
-            )
-        if not isinstance(functions, Mapping):
-            raise _LoadError(
-                f"{where} returned {type(functions).__name__} for module {module!r}, {expected}"
-            )
-        table: dict[str, _Function] = {}
-        for name, function in functions.items():
-            if not isinstance(name, str):
-                raise _LoadError(
-                    f"{where} returned a function name of type {type(name).__name__} "
-                    f"in module {module!r}, {expected}"
-                )
-            if not callable(function):
-                raise _LoadError(
-                    f"{where} returned {type(function).__name__} for {module}.{name}, "
-                    "which is not callable"
-                )
-            table[name] = function
-        shaped[module] = table
-    return shaped
-
-
-def wants_context(function: object) -> bool:
-    """True when ``function``'s first positional parameter is named ``ctx``.
-
-    The rule (docs/architecture.md, "the plugin context"): a plain function
-    or lambda whose first positional parameter is ``ctx``, or a bound method
-    whose first one after ``self`` is. Read from the code object, without
-    ``inspect`` (an import every worker would pay for); anything else (a
-    ``functools.partial``, a callable object) gets no ``ctx`` argument and
-    uses ``caplet.plugin.context()``.
-    """
-    try:
-        skip = 1 if isinstance(function, types.MethodType) else 0
-        code = getattr(function, "__code__", None)
-        if not isinstance(code, types.CodeType):
-            return False
-        return code.co_argcount > skip and code.co_varnames[skip] == "ctx"
-    except Exception:  # a hostile __getattr__ on a callable object
-        return False
-
-
-def _register(
-    provided: Mapping[str, Mapping[str, _Function]],
-    declared: Mapping[str, tuple[str, ...]],
-    context: PluginContext | None = None,
-) -> _Loaded:
-    """Keep only declared modules and functions (design.md section 4, layer 11).
-
-    With a ``context``, functions that take ``ctx`` first get it bound here,
-    once, so the call path stays one plain call.
-    """
-    table: dict[str, dict[str, _Function]] = {}
-    rejected: list[str] = []
-    for module, functions in provided.items():
-        allowed = declared.get(module)
-        if allowed is None:
-            rejected.append(module)
-            continue
-        for name, function in functions.items():
-            if name in allowed:
-                bound = (
-                    functools.partial(function, context)
-                    if context is not None and wants_context(function)
-                    else function
-                )
-                table.setdefault(module, {})[name] = bound
-            else:
-                rejected.append(f"{module}.{name}")
-    return _Loaded(table, tuple(rejected))
-
-
-def _load(init: Init, context: PluginContext | None = None) -> _Loaded:
-    """Import the plugin and call ``create_functions``; _LoadError on failure."""
-    try:
-        module = _import_entry(init.snapshot, init.entry)
-    except _LoadError:
-        raise
-    except BaseException as exc:  # SystemExit at import time is a load failure too
-        _print_traceback()
-        exc_type, message = _describe_exception(exc)
-        raise _LoadError(f"{exc_type}: {message} (while importing {init.entry})") from None
-    create = getattr(module, "create_functions", None)
-    if not callable(create):
-        raise _LoadError(
-            f"{init.entry} does not define create_functions(config); add it and return "
-            "{module: {function: callable}}"
-        )
-    try:
-        made = create(dict(init.config))
-        if hasattr(type(made), "__await__"):
-            made = _awaited(made)
-        provided = _shape(made, init.entry)
-    except _LoadError:
-        raise
-    except BaseException as exc:
-        _print_traceback()
-        exc_type, message = _describe_exception(exc)
-        raise _LoadError(f"{exc_type}: {message} (in create_functions)") from None
-    return _register(provided, init.modules, context)
 
 
 def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
@@ -474,35 +241,6 @@ def _dispatch(loaded: _Loaded, call: Call, max_frame_bytes: int) -> bytes:
             "bytes; return less data per call",
         )
     return frame
-
-
-class _Loop:
-    """The worker's own event loop, made at the first ``async def`` a plugin returns."""
-
-    runner: Any = None
-
-
-def _awaited(value: object) -> object:
-    """Run an awaitable a plugin function (or ``create_functions``) returned to completion.
-
-    ``async def`` functions and hooks run on one event loop per worker (an
-    ``asyncio.Runner``, kept across calls, so a client the plugin made on it
-    stays usable), in the thread that serves the call: ``ctx`` works from
-    them as from any function of the call, and the call ends when the
-    coroutine does. asyncio is imported only then (its import is not free,
-    and most plugins never need it); the seccomp allowlist has what its loop
-    needs (docs/architecture.md). What the coroutine leaves running is not
-    awaited: it runs only while a later call runs the loop again.
-    """
-    if _Loop.runner is None:
-        import asyncio
-
-        _Loop.runner = asyncio.Runner()
-
-    async def wait() -> object:
-        return await value  # type: ignore[misc]
-
-    return _Loop.runner.run(wait())
 
 
 def _unsendable(call: Call, value: object) -> bytes:
