@@ -39,11 +39,11 @@ from caplet._sandbox._protocol import (
     CONTEXT_REQUEST,
     ContextOp,
     ContextRequest,
-    encode_context_reply,
 )
 from caplet._sandbox._protocol_decode import (
     decode_worker_message,
 )
+from caplet._sandbox._protocol_encode import encode_context_reply
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._broker.conftest import NAMES, CountingResolver
 from tests._broker.rawkit import RawServer, raw_server

@@ -23,7 +23,8 @@ from tests.conftest import PluginFactory
 HOSTILE = """
 import struct
 import msgpack
-from caplet._sandbox._protocol import ContextOp, encode_context_request
+from caplet._sandbox._protocol import ContextOp
+from caplet._sandbox._protocol_encode import encode_context_request
 
 def _frame(message):
     payload = msgpack.packb(message)
@@ -65,7 +66,8 @@ def create_functions(config):
 
 STARTUP = """
 from caplet._sandbox import _context
-from caplet._sandbox._protocol import ContextOp, encode_context_request
+from caplet._sandbox._protocol import ContextOp
+from caplet._sandbox._protocol_encode import encode_context_request
 
 def create_functions(config):
     channel = _context._state.context._transport

@@ -348,7 +348,7 @@ def test_context_manager_closes(launch: Launch) -> None:
 HOSTILE = """
 import os, struct, sys
 import msgpack
-from caplet._sandbox._protocol import encode_ready, encode_result
+from caplet._sandbox._protocol_encode import encode_ready, encode_result
 
 def create_functions(config):
     def run(kind):

@@ -21,15 +21,17 @@ from caplet._sandbox._protocol import (
     Ready,
     Result,
     Shutdown,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_host_message,
+    decode_worker_message,
+)
+from caplet._sandbox._protocol_encode import (
     encode_call,
     encode_context_error,
     encode_context_reply,
     encode_context_request,
     encode_result,
-)
-from caplet._sandbox._protocol_decode import (
-    decode_host_message,
-    decode_worker_message,
 )
 
 # database=None: nothing is written next to the repository.

@@ -215,7 +215,7 @@ def test_worker_cannot_claim_undeclared_registrations(launch: Launch) -> None:
     spec = launch.spec(
         """
         import os, sys
-        from caplet._sandbox._protocol import encode_ready
+        from caplet._sandbox._protocol_encode import encode_ready
         os.write(int(sys.argv[1]), encode_ready(0, {"demo": ["run"], "evil": ["x"]}, []))
         def create_functions(config):
             return {"demo": {"run": lambda: 1}}

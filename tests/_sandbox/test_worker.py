@@ -28,12 +28,14 @@ from caplet._sandbox._protocol import (
     Ready,
     Result,
     WorkerMessage,
-    encode_call,
-    encode_init,
-    encode_shutdown,
 )
 from caplet._sandbox._protocol_decode import (
     decode_worker_message,
+)
+from caplet._sandbox._protocol_encode import (
+    encode_call,
+    encode_init,
+    encode_shutdown,
 )
 from caplet._sandbox._subprocess import worker_command
 from caplet._sandbox._worker import (

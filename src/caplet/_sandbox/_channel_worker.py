@@ -49,13 +49,15 @@ from caplet._sandbox._protocol import (
     Ready,
     Result,
     WorkerMessage,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_worker_message,
+)
+from caplet._sandbox._protocol_encode import (
     encode_call,
     encode_context_error,
     encode_context_reply,
     encode_shutdown,
-)
-from caplet._sandbox._protocol_decode import (
-    decode_worker_message,
 )
 from caplet._sandbox._worker_start import INIT_REQUEST_ID
 

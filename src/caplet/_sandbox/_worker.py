@@ -77,15 +77,17 @@ from caplet._sandbox._protocol import (
     Init,
     Shutdown,
     WireValue,
+)
+from caplet._sandbox._protocol_decode import (
+    decode_host_message,
+)
+from caplet._sandbox._protocol_encode import (
     encode_context_request,
     encode_error,
     encode_fatal,
     encode_init,
     encode_ready,
     encode_result,
-)
-from caplet._sandbox._protocol_decode import (
-    decode_host_message,
 )
 
 __all__ = [

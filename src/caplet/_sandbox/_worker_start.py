@@ -20,7 +20,7 @@ import msgpack
 
 from caplet._errors import ProtocolError, WorkerStartError
 from caplet._sandbox._launcher import WorkerSpec
-from caplet._sandbox._protocol import encode_init
+from caplet._sandbox._protocol_encode import encode_init
 
 __all__ = ["INIT_REQUEST_ID", "bootstrap_command", "init_frame", "worker_command", "worker_log"]
 

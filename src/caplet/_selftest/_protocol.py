@@ -33,7 +33,8 @@ import struct
 import time
 
 import msgpack
-from caplet._sandbox._protocol import ContextOp, encode_context_request
+from caplet._sandbox._protocol import ContextOp
+from caplet._sandbox._protocol_encode import encode_context_request
 
 
 def _frame(message):
@@ -73,7 +74,8 @@ def run(ctx, kind):
 
 STARTUP = """
 from caplet._sandbox import _context
-from caplet._sandbox._protocol import ContextOp, encode_context_request
+from caplet._sandbox._protocol import ContextOp
+from caplet._sandbox._protocol_encode import encode_context_request
 
 
 def run():
