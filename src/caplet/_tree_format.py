@@ -2,7 +2,7 @@
 
 :mod:`caplet._trust._hashing` walks and hashes a plugin tree on the host;
 the jail's pid 1 hashes its own copy of the enable's snapshot before the
-worker loads it (:func:`caplet._sandbox._jail_fs.copy_grant`). Both must
+worker loads it (:func:`caplet._sandbox._jail_copy.copy_grant`). Both must
 agree byte for byte, and the jail may not import the trust layer: pid 1
 becomes the worker, which must hold no host-side class (the selftest case
 ``subclasses-walk`` walks ``object.__subclasses__()`` for them). So the

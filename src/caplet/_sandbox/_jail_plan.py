@@ -12,10 +12,10 @@ from typing import assert_never
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._jail_copy import copy_grant
 from caplet._sandbox._jail_fs import (
     bind_grant,
     bind_nested_grant,
-    copy_grant,
     detach_root_copy,
     mount_tmp,
     populate_dev,

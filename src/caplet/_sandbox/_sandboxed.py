@@ -416,7 +416,7 @@ class SandboxLauncher:
     @property
     def copies_snapshot(self) -> bool:
         """True where workers are jailed: the jail copies the snapshot into its own
-        tmpfs and checks the copy's hash (:func:`._jail_fs.copy_grant`)."""
+        tmpfs and checks the copy's hash (:func:`._jail_copy.copy_grant`)."""
         return not self._get_zygote().layers.get("namespaces", "missing")
 
     def start(self, spec: WorkerSpec) -> SubprocessWorker:

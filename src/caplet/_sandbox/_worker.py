@@ -370,9 +370,9 @@ def warm_up(scratch_dir: str) -> None:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(_WARM_SOURCE)
         # The jail hashes its copy of the snapshot before the worker loads it
-        # (_jail_fs.copy_grant): ~0.2 ms of first-touch faults of its own. Both
+        # (_jail_copy.copy_grant): ~0.2 ms of first-touch faults of its own. Both
         # modules are the zygote's already; a plain worker never warms up.
-        from caplet._sandbox._jail_fs import copy_hash
+        from caplet._sandbox._jail_copy import copy_hash
 
         copy_hash(scratch_dir)
         spec = importlib.util.spec_from_file_location(_WARM_MODULE, path)
