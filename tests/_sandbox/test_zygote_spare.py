@@ -31,7 +31,8 @@ import caplet
 from caplet._errors import WorkerGoneError, WorkerStartError
 from caplet._sandbox._jail import runtime_grants
 from caplet._sandbox._launcher import WorkerSpec
-from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError, _Zygote
+from caplet._sandbox._sandboxed import SandboxLauncher, SandboxStartError
+from caplet._sandbox._zygote_client import _Zygote
 from caplet._sandbox._zygote_spare import DIES_AT_SPARE_ENV, LATE_SPARE_ENV, LATE_SPARE_FAILS
 from tests.conftest import NEEDS_CGROUP, child_pids
 
