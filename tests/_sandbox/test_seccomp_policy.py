@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import random
-
-import pytest
-
 from caplet._sandbox._seccomp_numbers import AUDIT_ARCH, syscall_number
 from caplet._sandbox._seccomp_policy import (
     ALLOWED,
@@ -16,10 +11,11 @@ from caplet._sandbox._seccomp_policy import (
     QUIET_REFUSALS,
     UNIFIED_NUMBERS,
     WITHOUT_EXEC,
+    allowlist_names,
+)
+from caplet._sandbox._seccomp_rules import (
     Masked,
     Rule,
-    allowlist_names,
-    none_of,
 )
 
 
@@ -81,37 +77,6 @@ def test_the_allowlist_has_the_expected_size() -> None:
 
 def test_unified_numbers_are_consecutive_from_linux_5_1() -> None:
     assert sorted(UNIFIED_NUMBERS.values()) == list(range(424, 424 + len(UNIFIED_NUMBERS)))
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_none_of_is_exact_on_small_widths(seed: int) -> None:
-    rng = random.Random(seed)
-    width = 6
-    refused = set(rng.sample(range(1 << width), rng.randint(1, 4)))
-    rules = none_of(0, refused, width=width)
-    for value in range(1 << width):
-        assert _holds(rules, {0: value}) == (value not in refused), (refused, value)
-
-
-def test_none_of_refuses_terminal_injection_whatever_the_high_half() -> None:
-    refused = (0x5412, 0x541C)
-    rules = none_of(1, refused)
-    assert all(c.mask <= 0xFFFF_FFFF for rule in rules for c in rule)
-    for value in refused:
-        for high in (0, 1, 0xFFFF_FFFF):
-            assert not _holds(rules, {1: high << 32 | value})
-    # Every value one or two bits away is allowed, and so is a random sample.
-    for value, a, b in itertools.product(refused, range(32), range(32)):
-        neighbour = value ^ (1 << a) ^ (1 << b)
-        if neighbour not in refused:
-            assert _holds(rules, {1: neighbour}), hex(neighbour)
-    rng = random.Random(13)
-    for _ in range(20_000):
-        value = rng.getrandbits(64)
-        assert _holds(rules, {1: value}) == (value & 0xFFFF_FFFF not in refused)
-    # A common request matches the first rule: the common case costs one comparison.
-    assert _holds(rules[:1], {1: 0x5401})  # TCGETS
-    assert len(rules) <= 34
 
 
 def test_setid_modes_and_device_types() -> None:
