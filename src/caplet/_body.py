@@ -1,7 +1,7 @@
 """An HTTP response body from an untrusted server, read as text or JSON.
 
 One rule for the host (:class:`caplet._broker._model.HttpResponse`) and for
-the worker's ``ctx.http`` (:class:`caplet._sandbox._context.Response`), so a
+the worker's ``ctx.http`` (:class:`caplet._sandbox._context_parts.Response`), so a
 plugin reads exactly what the host would: the ``charset`` of Content-Type
 (UTF-8 when absent or unknown), undecodable bytes as U+FFFD rather than an
 error (reading data must not fail), and one :class:`ResponseError` for a

@@ -44,15 +44,17 @@ from caplet._errors import (
     TlsError,
 )
 from caplet._sandbox._context import (
+    PluginContext,
+    Refused,
+    context,
+)
+from caplet._sandbox._context_parts import (
     App,
     Http,
     Kv,
     Log,
-    PluginContext,
     Plugins,
-    Refused,
     Response,
-    context,
 )
 
 __all__ = [

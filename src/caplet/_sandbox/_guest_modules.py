@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from caplet._errors import ProtocolError
-from caplet._sandbox._context import ContextTransport
+from caplet._sandbox._context_parts import ContextTransport
 from caplet._sandbox._guest_wire import HostFunction, HostModule
 from caplet._sandbox._protocol import ALLOWED_VALUES, ContextOp, check_value
 

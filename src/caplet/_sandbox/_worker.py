@@ -109,7 +109,7 @@ EXIT_PROTOCOL = 2
 class _Channel:
     """The worker's end of the socket, shared by the serve loop and ``ctx``.
 
-    Implements :class:`~caplet._sandbox._context.ContextTransport`. One lock
+    Implements :class:`~caplet._sandbox._context_parts.ContextTransport`. One lock
     covers every write and every request's read of its answer, so a plugin's
     threads cannot interleave frames, and the RESULT of a call is sent (and
     the call marked finished) only when no request is half-way through. A
