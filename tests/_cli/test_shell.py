@@ -30,9 +30,11 @@ from caplet._cli._shell import (
     PROMPT,
     SessionSummary,
     Shell,
+    stdin_reader,
+)
+from caplet._cli._shell_commands import (
     ShellCommand,
     Subcommand,
-    stdin_reader,
 )
 from caplet._config._schema import ConfigField, ConfigValue
 from caplet._findings import RiskLevel

@@ -72,9 +72,7 @@ import re
 import shlex
 import warnings
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol, TextIO, assert_never
 
 from rich.console import Console
@@ -82,13 +80,24 @@ from rich.text import Text
 
 from caplet._cli._render import print_plugins
 from caplet._cli._safe import plain
+from caplet._cli._shell_commands import (
+    _HELP,
+    _OPTIONS,
+    _USAGE,
+    ShellCommand,
+    Subcommand,
+    _is_entry,
+    _name,
+    _no_arguments,
+    _options,
+)
 from caplet._cli._shell_plugins import PluginFlows, ShellUsageError
 from caplet._config._prompt import Prompter
 from caplet._display import safe_line, safe_text
 from caplet._errors import CapletError
 from caplet._host._guest_result import GuestResult
 from caplet._host._host import PluginHost
-from caplet._suggest import closest, did_you_mean
+from caplet._suggest import closest
 from caplet._version import __version__
 
 __all__ = [
@@ -98,8 +107,6 @@ __all__ = [
     "ReadLine",
     "SessionSummary",
     "Shell",
-    "ShellCommand",
-    "Subcommand",
     "stdin_reader",
 ]
 
@@ -121,28 +128,6 @@ class History(Protocol):
     def remember(self, line: str) -> None: ...
 
 
-class ShellCommand(StrEnum):
-    """The ``/`` commands."""
-
-    PLUGIN = "/plugin"
-    PLUGINS = "/plugins"
-    SYSTEM = "/system"
-    HELP = "/help"
-    EXIT = "/exit"
-    QUIT = "/quit"
-
-
-class Subcommand(StrEnum):
-    """What ``/plugin`` does (seed 000's six, in its order)."""
-
-    LIST = "list"
-    ENABLE = "enable"
-    DISABLE = "disable"
-    APPROVE = "approve"
-    UNAPPROVE = "unapprove"
-    AUDIT = "audit"
-
-
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
     """How a session went: how many inputs (commands and snippets) ran, how many failed."""
@@ -150,40 +135,6 @@ class SessionSummary:
     inputs: int
     failures: int
 
-
-#: The options each subcommand takes, spelling -> meaning.
-_OPTIONS: dict[Subcommand, dict[str, str]] = {
-    Subcommand.LIST: {},
-    Subcommand.ENABLE: {"-y": "yes", "--yes": "yes"},
-    Subcommand.DISABLE: {},
-    Subcommand.APPROVE: {"-y": "yes", "--yes": "yes"},
-    Subcommand.UNAPPROVE: {},
-    Subcommand.AUDIT: {"--fresh": "fresh", "-v": "verbose", "--verbose": "verbose"},
-}
-
-_USAGE: dict[Subcommand, str] = {
-    Subcommand.LIST: "/plugin list",
-    Subcommand.ENABLE: "/plugin enable NAME [k=v ...] [-y]",
-    Subcommand.DISABLE: "/plugin disable NAME",
-    Subcommand.APPROVE: "/plugin approve NAME [-y]",
-    Subcommand.UNAPPROVE: "/plugin unapprove NAME",
-    Subcommand.AUDIT: "/plugin audit NAME [--fresh] [-v]",
-}
-
-_HELP: tuple[tuple[str, str], ...] = (
-    ("PYTHON CODE", "runs as guest code in a fresh zero-capability sandbox; it can only call"),
-    ("", "enabled plugins (import host.<module>); nothing carries over between inputs"),
-    ("/plugin list", "discovered plugins: version, state, approval, risk (also /plugins)"),
-    (_USAGE[Subcommand.ENABLE], "audit, show the report, confirm, configure, enable"),
-    ("", "(this session only; an approved plugin skips the audit)"),
-    (_USAGE[Subcommand.DISABLE], "disable it (and the plugins that require it)"),
-    (_USAGE[Subcommand.APPROVE], "show the audit, confirm, approve persistently"),
-    (_USAGE[Subcommand.UNAPPROVE], "remove the approval"),
-    (_USAGE[Subcommand.AUDIT], "show the audit of the current content (--fresh re-runs it)"),
-    ("/system", "the system-message text an agent would add for the enabled plugins"),
-    ("/help", "this list"),
-    ("/exit, /quit", "leave (or Ctrl-D); Ctrl-C abandons the current line"),
-)
 
 #: The dotted name being typed at the end of a word of code (``print(host.gr`` -> ``host.gr``).
 _DOTTED_TAIL = re.compile(r"[A-Za-z_][\w.]*$")
@@ -203,11 +154,6 @@ def stdin_reader(stream: TextIO) -> ReadLine:
         return line.removesuffix("\n").removesuffix("\r")
 
     return read
-
-
-def _is_entry(token: str) -> bool:
-    key, sep, _ = token.partition("=")
-    return bool(sep) and key.strip().isidentifier()
 
 
 class Shell:
@@ -616,44 +562,3 @@ def _write(console: Console, text: str) -> None:
     if not text.endswith("\n"):
         text += "\n"
     console.out(safe_text(text), end="", highlight=False)
-
-
-def _no_arguments(command: str, args: Sequence[str]) -> None:
-    if args:
-        raise ShellUsageError(f"{command} takes no arguments, got {' '.join(args)!r}")
-
-
-def _options(sub: Subcommand, args: Sequence[str]) -> tuple[set[str], list[str]]:
-    """Split ``args`` into the subcommand's options (by meaning) and the rest."""
-    known = _OPTIONS[sub]
-    options: set[str] = set()
-    rest: list[str] = []
-    for arg in args:
-        if not arg.startswith("-"):
-            rest.append(arg)
-            continue
-        meaning = known.get(arg)
-        if meaning is None:
-            spellings = sorted(known)
-            if not spellings:
-                raise ShellUsageError(f"/plugin {sub.value} takes no options, got {arg!r}")
-            raise ShellUsageError(
-                f"unknown option {arg!r} for /plugin {sub.value}{did_you_mean(arg, spellings)}; "
-                f"usage: {_USAGE[sub]}"
-            )
-        options.add(meaning)
-    return options, rest
-
-
-def _name(
-    sub: Subcommand, positional: Sequence[str], *, extra: bool = False
-) -> tuple[str, list[str]]:
-    """The plugin NAME (and, with ``extra``, the words after it)."""
-    if not positional:
-        raise ShellUsageError(f"/plugin {sub.value} needs a plugin NAME: {_USAGE[sub]}")
-    if len(positional) > 1 and not extra:
-        raise ShellUsageError(
-            f"/plugin {sub.value} takes one plugin NAME, got {' '.join(positional)!r}: "
-            f"{_USAGE[sub]}"
-        )
-    return positional[0], list(positional[1:])
