@@ -362,25 +362,25 @@ if TYPE_CHECKING:
     from caplet._host._guest_result import (
         GuestStatus as GuestStatus,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         ErrorPolicy as ErrorPolicy,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         HookCall as HookCall,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         HookCallStatus as HookCallStatus,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         HookResults as HookResults,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         HookSpec as HookSpec,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         HookState as HookState,
     )
-    from caplet._host._hooks import (
+    from caplet._host._hook_model import (
         HookStatus as HookStatus,
     )
     from caplet._host._host import (
@@ -854,13 +854,13 @@ _EXPORTS: dict[str, str] = {
     "HookFailedError": "caplet._errors",
     "HookPayloadError": "caplet._errors",
     "Hook": "caplet._manifest._model",
-    "ErrorPolicy": "caplet._host._hooks",
-    "HookCall": "caplet._host._hooks",
-    "HookCallStatus": "caplet._host._hooks",
-    "HookResults": "caplet._host._hooks",
-    "HookSpec": "caplet._host._hooks",
-    "HookState": "caplet._host._hooks",
-    "HookStatus": "caplet._host._hooks",
+    "ErrorPolicy": "caplet._host._hook_model",
+    "HookCall": "caplet._host._hook_model",
+    "HookCallStatus": "caplet._host._hook_model",
+    "HookResults": "caplet._host._hook_model",
+    "HookSpec": "caplet._host._hook_model",
+    "HookState": "caplet._host._hook_model",
+    "HookStatus": "caplet._host._hook_model",
     "AppError": "caplet._errors",
     "AppHandlerError": "caplet._errors",
     "BlockedByPolicyError": "caplet._errors",

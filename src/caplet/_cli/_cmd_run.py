@@ -29,7 +29,7 @@ from caplet._cli._safe import plain
 from caplet._display import safe_text
 from caplet._errors import GuestError, HookError
 from caplet._host._guest_result import GuestResult
-from caplet._host._hooks import ErrorPolicy
+from caplet._host._hook_model import ErrorPolicy
 from caplet._suggest import did_you_mean
 
 __all__: list[str] = []

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from caplet._config._schema import ConfigField
     from caplet._host._consent import ConsentRequest
     from caplet._host._defaults import Reach
-    from caplet._host._hooks import HookCallStatus, HookResults, HookState, HookStatus
+    from caplet._host._hook_model import HookCallStatus, HookResults, HookState, HookStatus
     from caplet._host._records import BrokenPlugin, PluginInfo
     from caplet._manifest._model import Hook
     from caplet._scan._model import ScanReport
@@ -231,7 +231,7 @@ def hook_json(hook: Hook) -> JSONValue:
 
 
 def _hook_state_style(state: HookState) -> str:
-    from caplet._host._hooks import HookState
+    from caplet._host._hook_model import HookState
 
     match state:
         case HookState.ACTIVE:
@@ -267,7 +267,7 @@ def hook_results_json(results: HookResults) -> dict[str, JSONValue]:
 
 
 def _call_style(status: HookCallStatus) -> str:
-    from caplet._host._hooks import HookCallStatus
+    from caplet._host._hook_model import HookCallStatus
 
     match status:
         case HookCallStatus.OK:

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from caplet._host._consent import Consent
 from caplet._host._guest_result import GuestResult
-from caplet._host._hooks import HookResults
+from caplet._host._hook_model import HookResults
 from caplet._host._host import PluginHost
 from caplet._host._records import Outcome, PluginInfo
 

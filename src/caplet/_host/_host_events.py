@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from caplet._errors import (
     SandboxError,
 )
-from caplet._host._hooks import ErrorPolicy, HookResults, HookSpec, HookStatus
+from caplet._host._hook_model import ErrorPolicy, HookResults, HookSpec, HookStatus
 from caplet._host._host_parts import HostParts
 
 __all__ = ["HostEvents"]
