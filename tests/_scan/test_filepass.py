@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 from types import CellType, FunctionType
 
 import pytest
@@ -23,7 +24,7 @@ from caplet._scan._filepass import _has_long_line, scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
 from caplet._scan._rules import LONG_LINE
-from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, scan_source
+from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, scan_source, scan_tree
 
 #: Every in-memory canary: each rule's code, sinks, chains and nested sources.
 SOURCES = [e.bad for e in CANONICAL if not e.is_tree and not e.disk_only]
@@ -163,3 +164,17 @@ def test_the_long_line_check_is_the_line_lengths(text: str) -> None:
 def test_the_long_line_check_is_the_line_lengths_for_any_lengths(lengths: list[int]) -> None:
     text = "\n".join("x" * n for n in lengths)
     assert _has_long_line(text) is (max(map(len, text.split("\n"))) > LONG_LINE)
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
+def test_old_mac_newlines_do_not_hide_a_focused_payload(tmp_path: Path, newline: str) -> None:
+    # Attack (scanfuzz): Python reads "\r" as a newline (the import system's universal
+    # newlines, and the parser itself); the prefilter counted lines at "\n" only, put
+    # every hit on line 1, and the statements around line 1 hid the lookup on line 4:
+    # the file came out clean in package mode.
+    source = 'import os\nx = 1\ny = 2\ngetattr(os, "sys" + "tem")("id")\n'
+    (tmp_path / "mod.py").write_bytes(source.replace("\n", newline).encode())
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [lookup] = [f for f in report.uncovered_dangers() if f.rule_id == "CPL-THR-003"]
+    assert (lookup.file, lookup.line) == ("mod.py", 4)
+    assert lookup.excerpt == 'getattr(os, "sys" + "tem")("id")'

@@ -120,6 +120,12 @@ def _scan_text(
     depth: int,
 ) -> tuple[list[Finding], bool]:
     """:func:`scan_text`, with the collector paused."""
+    if "\r" in text:
+        # Universal newlines, as the import system reads a source (importlib's
+        # decode_source) and the parser counts lines: the prefilter and the text rules
+        # count lines at "\n" only, so a file of "\r"-only lines had its hits on line 1
+        # and its payload, visited around line 1 alone, was never checked (scanfuzz).
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if installer is None:
         installer = file.rsplit("/", 1)[-1] == "setup.py"
     focus_lines: frozenset[int] | None = None
