@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from caplet._findings import Severity
 from caplet._scan._examples import CANONICAL
 from caplet._scan._filepass import _has_long_line, scan_text
 from caplet._scan._grants import NO_GRANTS
@@ -178,3 +179,18 @@ def test_old_mac_newlines_do_not_hide_a_focused_payload(tmp_path: Path, newline:
     [lookup] = [f for f in report.uncovered_dangers() if f.rule_id == "CPL-THR-003"]
     assert (lookup.file, lookup.line) == ("mod.py", 4)
     assert lookup.excerpt == 'getattr(os, "sys" + "tem")("id")'
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError])
+def test_a_rule_that_runs_out_of_stack_or_memory_is_too_complex_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, error: type[Exception]
+) -> None:
+    # the net under the evaluator's bounds: a fault injected into the rules' walk
+    def fail(self: object) -> None:
+        raise error
+
+    monkeypatch.setattr("caplet._scan._filepass.RuleVisitor.run", fail)
+    findings = scan_source("import ctypes\n", "plugin.py")
+    [too_complex] = [f for f in findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER  # a plugin's gate fails closed
+    assert f"too complex ({error.__name__} while checking)" in too_complex.message

@@ -219,10 +219,11 @@ def _scan_text(
             # The gate: a dangerous module handed on as a value hides what runs.
             flow = visitor.flow
             opaque_module_uses(scan, surveyed.nodes, flow.resolve, flow.name_value)
-    except RecursionError:
+    except (RecursionError, MemoryError) as exc:
         # Whatever a rule's recursion missed, the file is "too complex", never a
-        # crash of the scan (or of an enable): the gate fails closed on it.
-        scan.emit("CPL-SCAN-002", "RecursionError while checking", 1, None)
+        # crash of the scan (or of an enable): the gate fails closed on it. A value
+        # the evaluator would build past what can be allocated is the same (scanfuzz).
+        scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while checking", 1, None)
         return _text_only(scan), True
     scan.correlate()
     scan.auditor_text()
