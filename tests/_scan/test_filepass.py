@@ -189,8 +189,45 @@ def test_a_rule_that_runs_out_of_stack_or_memory_is_too_complex_not_a_crash(
     def fail(self: object) -> None:
         raise error
 
+    scan_source("x = 1\n", "warm.py")  # the self-check's canaries run unpatched first
     monkeypatch.setattr("caplet._scan._filepass.RuleVisitor.run", fail)
     findings = scan_source("import ctypes\n", "plugin.py")
     [too_complex] = [f for f in findings if f.rule_id == "CPL-SCAN-002"]
     assert too_complex.severity is Severity.DANGER  # a plugin's gate fails closed
     assert f"too complex ({error.__name__} while checking)" in too_complex.message
+
+
+PADDINGS = {
+    # too deep to parse, too deep to survey, too many nodes to survey
+    "parse": "x = a" + ".b" * 100_000 + "\n",
+    "depth": "x = " + "-" * 250 + "1\n",
+    "nodes": "x = [" + "1," * 500_001 + "]\n",
+}
+DROPPER = 'import base64\nexec(base64.b64decode("aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="))\n'
+
+
+@pytest.mark.parametrize("padding", PADDINGS.values(), ids=PADDINGS.keys())
+def test_a_payload_made_too_complex_on_purpose_is_danger_in_a_package(
+    tmp_path: Path, padding: str
+) -> None:
+    # Attack (scanfuzz): one statement too deep for the parser or the survey made the
+    # whole file "too complex", a warning in package mode: the dropper beside it came
+    # out of `caplet scan` with exit 0. With threat tokens in the file it is danger.
+    (tmp_path / "mod.py").write_text(padding + DROPPER)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER
+    assert too_complex.file == "mod.py"
+    assert "and it holds code the threat rules look for" in too_complex.message
+    assert "review the file by hand" in too_complex.message
+
+
+def test_a_package_file_too_complex_without_threat_tokens_stays_a_warning(
+    tmp_path: Path,
+) -> None:
+    # a generated table is no threat: reported, not a verdict on the package
+    (tmp_path / "setup.py").write_text(PADDINGS["depth"] + "VALUE = 1\n")  # always parsed
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.WARNING
+    assert "threat rules" not in too_complex.message

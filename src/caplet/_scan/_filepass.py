@@ -192,7 +192,13 @@ def _scan_text(
     except ValueError as exc:  # NUL bytes on some Python versions
         scan.emit("CPL-SCAN-003", f"ValueError: {exc}", _nul_line(text), None)
     except (RecursionError, MemoryError) as exc:
-        scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while parsing", 1, None)
+        scan.emit(
+            "CPL-SCAN-002",
+            f"{type(exc).__name__} while parsing",
+            1,
+            None,
+            escalation=_threat_tokens(text, mode),
+        )
     if tree is None:
         return _text_only(scan), True
     visited: frozenset[int] | None = None
@@ -210,7 +216,13 @@ def _scan_text(
         elif not isinstance(surveyed, TooComplex):
             visited = node_ids(roots)
     if isinstance(surveyed, TooComplex):
-        scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
+        scan.emit(
+            "CPL-SCAN-002",
+            surveyed.reason,
+            surveyed.line,
+            None,
+            escalation=_threat_tokens(text, mode),
+        )
         return _text_only(scan), True
     visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes, visited)
     try:
@@ -223,11 +235,37 @@ def _scan_text(
         # Whatever a rule's recursion missed, the file is "too complex", never a
         # crash of the scan (or of an enable): the gate fails closed on it. A value
         # the evaluator would build past what can be allocated is the same (scanfuzz).
-        scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while checking", 1, None)
+        scan.emit(
+            "CPL-SCAN-002",
+            f"{type(exc).__name__} while checking",
+            1,
+            None,
+            escalation=_threat_tokens(text, mode),
+        )
         return _text_only(scan), True
     scan.correlate()
     scan.auditor_text()
     return scan.findings, True
+
+
+def _threat_tokens(text: str, mode: ScanMode) -> str | None:
+    """Why a package's file too complex to check is danger, or ``None`` when it is a warning.
+
+    A package's file the scanner cannot check whole is only reported (a generated table
+    is not a threat); but one that holds what the threat rules look for may be a payload
+    made too deep on purpose to hide it (``x = -----...1`` beside ``exec(b64decode(...))``
+    came out a warning, exit 0: scanfuzz), so there the safe answer wins. A plugin's is
+    danger anyway.
+    """
+    if mode is not ScanMode.PACKAGE:
+        return None
+    need = with_logical_lines(text, prefilter().check(text), prefilter().check)
+    if need is Need.NOTHING:
+        return None
+    return (
+        "and it holds code the threat rules look for (exec, decoders, lookups by name): "
+        "a payload may hide in it, review the file by hand"
+    )
 
 
 def _parse(text: str, file: str) -> ast.AST:
