@@ -231,3 +231,45 @@ def test_a_package_file_too_complex_without_threat_tokens_stays_a_warning(
     [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
     assert too_complex.severity is Severity.WARNING
     assert "threat rules" not in too_complex.message
+
+
+NEWER_SYNTAX = {
+    # Python 3.12 runs these lines; an older scanner cannot parse them and mends them away
+    "pep701-fstring": 'exec(base64.b64decode(f"{"aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="}"))\n',
+    "pep695-generic": 'def f[T](x: T) -> T: return exec(base64.b64decode("aW1wb3J0IG9z"))\n',
+}
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN], ids=lambda m: m.value)
+@pytest.mark.parametrize("line", NEWER_SYNTAX.values(), ids=NEWER_SYNTAX.keys())
+def test_a_payload_on_a_line_the_parser_refuses_is_danger(
+    tmp_path: Path, line: str, mode: ScanMode
+) -> None:
+    # Attack (scanfuzz): a line this interpreter cannot parse was replaced and "not
+    # read", a warning in either mode, though the interpreter the code is installed
+    # for may run it. With threat tokens on the lines not read it is danger.
+    source = "import base64\n" + line + "f(1)\n"
+    (tmp_path / "mod.py").write_text(source)
+    report = scan_tree(tmp_path, mode=mode)
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        pass
+    else:  # an interpreter that parses the newer syntax reads the dropper itself
+        assert ("CPL-THR-001", 2) in {(f.rule_id, f.line) for f in report.uncovered_dangers()}
+        return
+    [unparsed] = [f for f in report.findings if f.rule_id == "CPL-SCAN-003"]
+    assert unparsed.severity is Severity.DANGER
+    assert (unparsed.file, unparsed.line) == ("mod.py", 2)
+    assert "lines 2 not read" in unparsed.message
+    assert "review the file by hand" in unparsed.message
+
+
+def test_a_syntax_error_on_a_line_without_threat_tokens_stays_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text(
+        'import base64\nprint "hello"\nexec(base64.b64decode("eA=="))\n'
+    )
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [unparsed] = [f for f in report.findings if f.rule_id == "CPL-SCAN-003"]
+    assert unparsed.severity is Severity.WARNING
+    assert "threat rules" not in unparsed.message

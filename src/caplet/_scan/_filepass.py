@@ -184,7 +184,16 @@ def _scan_text(
         # the rest of the file is still read as code: lines mended (_scan/_mend)
         mended = mend(text, file, exc)
         detail = f"; lines {', '.join(map(str, mended[1]))} not read" if mended else ""
-        scan.emit("CPL-SCAN-003", f"SyntaxError: {exc.msg}{detail}", line, None)
+        # what was not read may be newer syntax another interpreter runs (a PEP 701
+        # f-string, PEP 695 generics on 3.12): a payload there was a warning (scanfuzz)
+        unread = _lines_of(text, mended[1]) if mended else text
+        scan.emit(
+            "CPL-SCAN-003",
+            f"SyntaxError: {exc.msg}{detail}",
+            line,
+            None,
+            escalation=_threat_tokens(unread, ScanMode.PACKAGE),
+        )
         tree = mended[0] if mended else None
     except UnicodeEncodeError as exc:  # lone surrogates in an in-memory str
         line = text.count("\n", 0, exc.start) + 1
@@ -266,6 +275,12 @@ def _threat_tokens(text: str, mode: ScanMode) -> str | None:
         "and it holds code the threat rules look for (exec, decoders, lookups by name): "
         "a payload may hide in it, review the file by hand"
     )
+
+
+def _lines_of(text: str, numbers: Collection[int]) -> str:
+    """The lines ``numbers`` (1-based) of ``text``."""
+    lines = text.split("\n")
+    return "\n".join(lines[n - 1] for n in numbers if 0 < n <= len(lines))
 
 
 def _parse(text: str, file: str) -> ast.AST:
