@@ -25,7 +25,13 @@ from caplet._scan._filepass import _has_long_line, scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
 from caplet._scan._rules import LONG_LINE
-from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, scan_source, scan_tree
+from caplet._scan._scanner import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_NODES,
+    scan_source,
+    scan_tree,
+)
 
 #: Every in-memory canary: each rule's code, sinks, chains and nested sources.
 SOURCES = [e.bad for e in CANONICAL if not e.is_tree and not e.disk_only]
@@ -273,3 +279,22 @@ def test_a_syntax_error_on_a_line_without_threat_tokens_stays_a_warning(tmp_path
     [unparsed] = [f for f in report.findings if f.rule_id == "CPL-SCAN-003"]
     assert unparsed.severity is Severity.WARNING
     assert "threat rules" not in unparsed.message
+
+
+def test_a_payload_after_too_many_hit_lines_in_an_oversized_file_is_not_clean(
+    tmp_path: Path,
+) -> None:
+    # Attack (scanfuzz): a package file over the size limit is visited around its hit
+    # lines, the first 512 when there are more; 1,000 harmless eval("1") lines put the
+    # dropper at the end out of reach, and the file had no finding at all.
+    padding = "x = 1  # " + "p" * 60 + "\n"
+    source = "import base64\n" + 'y = eval("1")\n' * 1000 + padding * 40_000 + DROPPER
+    (tmp_path / "mod.py").write_text(source)
+    assert len(source) > DEFAULT_MAX_FILE_BYTES
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [unchecked] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert unchecked.severity is Severity.DANGER
+    assert (unchecked.file, unchecked.line) == ("mod.py", 513)
+    assert "more than 512 lines holding threat tokens; only lines 1-512 were checked" in (
+        unchecked.message
+    )
