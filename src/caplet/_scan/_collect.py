@@ -253,8 +253,16 @@ def local_modules(relatives: Iterable[str]) -> frozenset[str]:
 
 
 def wanted(relative: str) -> bool:
-    """Files whose *content* is scanned: Python sources and .pth files."""
-    return relative.endswith((".py", ".pth"))
+    """Files whose *content* is scanned: Python sources and .pth files.
+
+    As Windows imports them too: ``.pyw`` is a source suffix there
+    (importlib.machinery.SOURCE_SUFFIXES), names are matched without regard to
+    case and trailing dots and spaces are dropped (``evil.PY``, ``evil.py.``);
+    such a file beside ``import evil`` came out clean, unread (scanfuzz).
+    """
+    if relative.endswith((".py", ".pth")):
+        return True
+    return relative.rstrip(". ").lower().endswith((".py", ".pyw"))
 
 
 def installers(relatives: Iterable[str]) -> frozenset[str]:
