@@ -281,7 +281,7 @@ def test_a_syntax_error_on_a_line_without_threat_tokens_stays_a_warning(tmp_path
     assert "threat rules" not in unparsed.message
 
 
-def test_a_payload_after_too_many_hit_lines_in_an_oversized_file_is_not_clean(
+def test_a_payload_after_too_many_hit_lines_in_an_oversized_file_is_reported(
     tmp_path: Path,
 ) -> None:
     # Attack (scanfuzz): a package file over the size limit is visited around its hit
@@ -293,7 +293,8 @@ def test_a_payload_after_too_many_hit_lines_in_an_oversized_file_is_not_clean(
     assert len(source) > DEFAULT_MAX_FILE_BYTES
     report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
     [unchecked] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
-    assert unchecked.severity is Severity.DANGER
+    # told, not clean; a warning: generated API clients have thousands of such lines
+    assert unchecked.severity is Severity.WARNING
     assert (unchecked.file, unchecked.line) == ("mod.py", 513)
     assert "more than 512 lines holding threat tokens; only lines 1-512 were checked" in (
         unchecked.message

@@ -173,14 +173,15 @@ def _scan_text(
     scan.bidi()
     if truncated:
         # the lines after them were never visited: said, not passed as clean (a dropper
-        # after 1,000 eval("1") lines in a 3 MB file had no finding at all: scanfuzz)
+        # after 1,000 eval("1") lines in a 3 MB file had no finding at all: scanfuzz). A
+        # warning, not danger: generated API clients (kubernetes' core_v1_api.py,
+        # google-cloud-compute's compute.py) have thousands of such lines.
         scan.emit(
             "CPL-SCAN-002",
             f"over the size limit with more than {_MAX_OVERSIZED_FOCUS} lines holding threat "
             f"tokens; only lines 1-{_MAX_OVERSIZED_FOCUS} were checked",
             _MAX_OVERSIZED_FOCUS + 1,
             None,
-            escalation=_threat_tokens(text, mode),
         )
     tree: ast.AST | None = None
     try:
@@ -199,7 +200,8 @@ def _scan_text(
         detail = f"; lines {', '.join(map(str, mended[1]))} not read" if mended else ""
         # what was not read may be newer syntax another interpreter runs (a PEP 701
         # f-string, PEP 695 generics on 3.12): a payload there was a warning (scanfuzz)
-        unread = _lines_of(text, mended[1]) if mended else text
+        # (a file that cannot be mended at all stays a warning: sphinx's util/inspect.py)
+        unread = _lines_of(text, mended[1]) if mended else ""
         scan.emit(
             "CPL-SCAN-003",
             f"SyntaxError: {exc.msg}{detail}",
