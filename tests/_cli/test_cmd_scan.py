@@ -74,3 +74,21 @@ def test_a_small_scan_draws_no_bar_on_a_terminal(tmp_path: Path) -> None:
     assert json.loads(stdout)["ok"] is True
     assert "scanning" not in terminal
     assert terminal.strip() == "", repr(terminal)
+
+
+def test_a_dropper_padded_too_deep_fails_a_package_scan(tmp_path: Path) -> None:
+    """Attack (scanfuzz): a 250-level expression made the file "too complex", a
+    warning in package mode, and the dropper beside it passed with exit 0."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "mod.py").write_text(
+        "x = " + "-" * 250 + "1\n"
+        'import base64\nexec(base64.b64decode("aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="))\n'
+    )
+    result = caplet("scan", "--mode", "package", "--json", "pkg", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    [finding] = [f for f in document(result)["findings"] if f["rule_id"] == "CPL-SCAN-002"]
+    assert finding["severity"] == "danger"
+    assert finding["file"] == "mod.py"
+    assert "nesting deeper than 200 levels" in finding["message"]
+    assert "review the file by hand" in finding["message"]

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from caplet._scan._archive import ArchiveMember, ArchiveProblem
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
 from tests._scan.archivekit import (
     SDIST,
     SDIST_MEMBERS,
@@ -124,3 +126,36 @@ def test_too_many_members_stop_reading(tmp_path: Path) -> None:
     assert read_items(zipped, max_members=3)[3:] == [
         ArchiveProblem("", K.TOO_MANY_MEMBERS, "5 members, limit 3; the rest were not read")
     ]
+
+
+DROPPER = b'import base64\nexec(base64.b64decode("aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="))\n'
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PLUGIN, ScanMode.PACKAGE], ids=lambda m: m.value)
+@pytest.mark.parametrize("kind", ["zip", "tar"])
+def test_a_payload_in_the_second_copy_of_a_name_is_found(
+    tmp_path: Path, kind: str, mode: ScanMode
+) -> None:
+    # Attack (scanfuzz): the second member of a name was "not read", a warning, while
+    # the installer unpacks the last copy: a dropper in it passed even a plugin's gate.
+    if kind == "zip":
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            path = make_zip(
+                tmp_path / "pkg-1.0-py3-none-any.whl",
+                [("pkg/a.py", b"VALUE = 1\n"), ("pkg/a.py", DROPPER)],
+            )
+    else:
+        path = make_tar(
+            tmp_path / "pkg-1.0.tar.gz",
+            [
+                *SDIST,
+                tar_file("pkg-1.0/pkg/a.py", b"VALUE = 1\n"),
+                tar_file("pkg-1.0/pkg/a.py", DROPPER),
+            ],
+        )
+    report = scan_tree(path, mode=mode)
+    assert ("CPL-THR-001", "pkg/a.py", 2) in {
+        (f.rule_id, f.file, f.line) for f in report.uncovered_dangers()
+    }
+    [duplicate] = [f for f in report.findings if f.rule_id == "CPL-ARC-003"]
+    assert "scanned too (an installer keeps the last copy)" in duplicate.message

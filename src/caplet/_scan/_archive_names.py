@@ -13,7 +13,12 @@ from typing import Final
 
 from caplet._scan._archive_model import ArchiveProblemKind
 
-__all__ = ["Names", "check_name", "display_name"]
+__all__ = ["DUPLICATE_DETAIL", "Names", "check_name", "display_name"]
+
+#: A second member of one name is reported and read too: the installer keeps the last copy.
+DUPLICATE_DETAIL: Final = (
+    "second member with this name; scanned too (an installer keeps the last copy)"
+)
 
 # Trojan Source (CVE-2021-42574): bidirectional controls reorder what is shown.
 _BIDI: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")

@@ -25,7 +25,7 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_names import Names, check_name, display_name
+from caplet._scan._archive_names import DUPLICATE_DETAIL, Names, check_name, display_name
 from caplet._scan._archive_streams import CountingReader, RefusedError, SteppedReader, open_stream
 
 __all__ = ["iter_tar"]
@@ -68,6 +68,12 @@ def iter_tar(
                     relative = names.strip(checked)
                     if info.isdir() or not relative:
                         continue
+                    if info.isreg() and names.is_duplicate(relative):
+                        # reported, and read like any member: the copy an installer keeps
+                        # is the last one, so skipping it hid a payload (scanfuzz)
+                        yield ArchiveProblem(
+                            relative, ArchiveProblemKind.DUPLICATE, DUPLICATE_DETAIL, reader.count
+                        )
                     refusal = _tar_refusal(info, relative, names, limits, reader.count)
                     if refusal is not None:
                         yield refusal
@@ -128,9 +134,6 @@ def _tar_refusal(
     if not info.isreg():
         detail = f"tar member type {info.type!r} (device, FIFO or unknown), not read"
         return ArchiveProblem(relative, ArchiveProblemKind.SPECIAL_FILE, detail, count)
-    if names.is_duplicate(relative):
-        detail = "second member with this name; not read"
-        return ArchiveProblem(relative, ArchiveProblemKind.DUPLICATE, detail, count)
     if nested_by_name(relative):
         detail = "archive member, not opened"
         return ArchiveProblem(relative, ArchiveProblemKind.NESTED_ARCHIVE, detail, count)

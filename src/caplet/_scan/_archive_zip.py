@@ -24,7 +24,7 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_names import Names, check_name, display_name
+from caplet._scan._archive_names import DUPLICATE_DETAIL, Names, check_name, display_name
 
 __all__ = ["iter_zip"]
 
@@ -97,6 +97,12 @@ def iter_zip(
             relative = names.strip(checked)
             if entry is _Entry.DIR or not relative:
                 continue
+            if entry is _Entry.FILE and names.is_duplicate(relative):
+                # reported, and read like any member: the copy an installer keeps is
+                # the last one, so skipping it hid a payload (scanfuzz)
+                yield ArchiveProblem(
+                    relative, ArchiveProblemKind.DUPLICATE, DUPLICATE_DETAIL, total
+                )
             refusal = _zip_refusal(info, entry, relative, names=names, limits=limits, total=total)
             if refusal is not None:
                 yield refusal
@@ -131,10 +137,6 @@ def _zip_refusal(
             pass
         case _:
             assert_never(entry)
-    if names.is_duplicate(relative):
-        return ArchiveProblem(
-            relative, ArchiveProblemKind.DUPLICATE, "second member with this name; not read", total
-        )
     if nested_by_name(relative):
         return ArchiveProblem(
             relative, ArchiveProblemKind.NESTED_ARCHIVE, "archive member, not opened", total

@@ -253,8 +253,16 @@ def local_modules(relatives: Iterable[str]) -> frozenset[str]:
 
 
 def wanted(relative: str) -> bool:
-    """Files whose *content* is scanned: Python sources and .pth files."""
-    return relative.endswith((".py", ".pth"))
+    """Files whose *content* is scanned: Python sources and .pth files.
+
+    As Windows imports them too: ``.pyw`` is a source suffix there
+    (importlib.machinery.SOURCE_SUFFIXES), names are matched without regard to
+    case and trailing dots and spaces are dropped (``evil.PY``, ``evil.py.``);
+    such a file beside ``import evil`` came out clean, unread (scanfuzz).
+    """
+    if relative.endswith((".py", ".pth")):
+        return True
+    return relative.rstrip(". ").lower().endswith((".py", ".pyw"))
 
 
 def installers(relatives: Iterable[str]) -> frozenset[str]:
@@ -462,7 +470,12 @@ def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
     """
     text = data.decode("utf-8", "replace")
     findings: list[Finding] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines as site reads them (a text file: universal newlines, "\n", "\r" and "\r\n"),
+    # not str.splitlines: that also splits at "\f", "\x1c", "\x85", "\u2028", ..., which
+    # Python reads inside one line, so `import os;x="\u2028";os.system(...)` hid its
+    # payload on a "line" that did not start with "import" (scanfuzz).
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         if not line.startswith(("import ", "import\t")):
             continue
         hits, _ = scan_text(

@@ -58,8 +58,9 @@ def method_value(
     if isinstance(base, str) and method == "replace" and len(args) == 2:
         old, new = args
         if isinstance(old, str) and isinstance(new, str) and (old or not base):
-            out = base.replace(old, new)
-            return out if len(out) <= _MAX_VALUE else None
+            # sized before it is built: "s.replace('a', s)" of a 100 kB s is 10 GB (scanfuzz)
+            size = len(base) + base.count(old) * (len(new) - len(old))
+            return base.replace(old, new) if size <= _MAX_VALUE else None
         return None
     if isinstance(base, int) and method == "to_bytes" and len(args) == 2:
         # (0x73797374656d).to_bytes(6, "big"): a name packed into an integer

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,19 +52,37 @@ def default_index(environ: Mapping[str, str]) -> str:
     return environ.get("CAPLET_INDEX_URL") or environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
 
 
-def read_requirements(path: Path) -> list[Pinned]:
-    """The pinned requirements of ``path``; an unpinned or unreadable line is a ScanError."""
+#: Largest requirements file read (a lock file of thousands of pins is a few hundred kB).
+MAX_REQUIREMENTS_BYTES = 4 * 1024 * 1024
+#: pip options that install something besides the pins read here: what to do instead.
+_NOT_FOLLOWED = {
+    "-r": "scan that file too (caplet scan -r FILE)",
+    "--requirement": "scan that file too (caplet scan -r FILE)",
+    "-e": "scan that tree as a directory",
+    "--editable": "scan that tree as a directory",
+    "-f": "pip may take a release from there that was not scanned: remove it",
+    "--find-links": "pip may take a release from there that was not scanned: remove it",
+    "--extra-index-url": "pip may take a release from there that was not scanned: remove it",
+}
+
+
+def read_requirements(path: Path, index: str | None = None) -> list[Pinned]:
+    """The pinned requirements of ``path``; an unpinned or unreadable line is a ScanError.
+
+    So is a pip option that installs what the pins do not say (another requirements
+    file, an editable tree, another index or link page), and, given the ``index`` the
+    releases are fetched from, an ``--index-url`` naming a different one: pip would
+    install other files than the ones scanned (scanfuzz).
+    """
     from packaging.requirements import InvalidRequirement, Requirement
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScanError(f"cannot read requirements file {path}: {exc}; check the path") from exc
     pinned: list[Pinned] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in _lines(path):
         line = raw.split(" #", 1)[0].strip()
+        if line.startswith("-"):
+            _check_option(path, number, line, index)
         if not line or line.startswith(("#", "-")):
-            continue  # comments, and pip options (-r, -c, --index-url, --hash lines)
+            continue  # comments, and pip options (-c, --hash lines, ...)
         line = line.split(" --", 1)[0].strip().rstrip("\\").strip()
         try:
             requirement = Requirement(line)
@@ -80,6 +99,70 @@ def read_requirements(path: Path) -> list[Pinned]:
             )
         pinned.append(Pinned(requirement.name, specs[0].version, number))
     return pinned
+
+
+def _lines(path: Path) -> list[tuple[int, str]]:
+    """The file's lines numbered, backslash continuations joined as pip joins them.
+
+    Read without blocking and bounded: a requirements file that is a FIFO hung the
+    scan, one linked to /dev/zero read until memory ran out (scanfuzz).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ScanError(
+                    f"cannot read requirements file {path}: not a regular file "
+                    "(a FIFO, device or directory); pass the file itself"
+                )
+            data = handle.read(MAX_REQUIREMENTS_BYTES + 1)
+        if len(data) > MAX_REQUIREMENTS_BYTES:
+            raise ScanError(
+                f"cannot read requirements file {path}: larger than "
+                f"{MAX_REQUIREMENTS_BYTES} bytes; split it"
+            )
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScanError(f"cannot read requirements file {path}: {exc}; check the path") from exc
+    joined: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    # pip splits at universal newlines (str.splitlines) and joins a line ending in a
+    # backslash with the next one (pip's req_file.join_lines), comments excepted
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.endswith("\\") and not line.lstrip().startswith("#"):
+            start = start or number
+            pending.append(line[:-1])
+            continue
+        if pending:
+            joined.append((start, "".join([*pending, line])))
+            pending, start = [], 0
+        else:
+            joined.append((number, line))
+    if pending:
+        joined.append((start, "".join(pending)))
+    return joined
+
+
+def _check_option(path: Path, number: int, line: str, index: str | None) -> None:
+    """Refuse an option line that makes pip install something this scan does not see."""
+    first, _, rest = line.partition(" ")
+    if first.startswith("--"):
+        name, equals, value = first.partition("=")
+        value = value if equals else rest.strip()
+    else:
+        name, value = first[:2], (first[2:] or rest).strip()
+    value = value.split()[0] if value.split() else value
+    shown = f"{path} line {number}: {name} {value!r}"
+    hint = _NOT_FOLLOWED.get(name)
+    if hint is not None:
+        raise ScanError(f"{shown} is not followed by the scan; {hint}")
+    named = name in {"-i", "--index-url"} and index is not None
+    if named and index is not None and value.rstrip("/") != index.rstrip("/"):
+        raise ScanError(
+            f"{shown}: pip installs from that index, this scan fetches from {index}; "
+            f"pass --index-url {value} to scan what pip installs"
+        )
 
 
 def fetch(requirement: Pinned, index: str, into: Path, source: Path) -> Path:

@@ -120,9 +120,16 @@ def _scan_text(
     depth: int,
 ) -> tuple[list[Finding], bool]:
     """:func:`scan_text`, with the collector paused."""
+    if "\r" in text:
+        # Universal newlines, as the import system reads a source (importlib's
+        # decode_source) and the parser counts lines: the prefilter and the text rules
+        # count lines at "\n" only, so a file of "\r"-only lines had its hits on line 1
+        # and its payload, visited around line 1 alone, was never checked (scanfuzz).
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if installer is None:
         installer = file.rsplit("/", 1)[-1] == "setup.py"
     focus_lines: frozenset[int] | None = None
+    truncated = False  # a file over the size limit visited around its first hit lines only
     name = file.rsplit("/", 1)[-1]
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
         need, auditor = prefilter().check_text(text)
@@ -143,6 +150,7 @@ def _scan_text(
             focus_lines = prefilter().hit_lines(text, _MAX_OVERSIZED_FOCUS)
             if focus_lines is None:  # more hits than lines worth visiting: the first ones
                 focus_lines = frozenset(range(1, _MAX_OVERSIZED_FOCUS + 1))
+                truncated = True
 
     def nested(source: str, line: int, level: int) -> list[Finding]:
         found, _ = scan_text(
@@ -163,6 +171,18 @@ def _scan_text(
     )
     scan.long_lines()
     scan.bidi()
+    if truncated:
+        # the lines after them were never visited: said, not passed as clean (a dropper
+        # after 1,000 eval("1") lines in a 3 MB file had no finding at all: scanfuzz). A
+        # warning, not danger: generated API clients (kubernetes' core_v1_api.py,
+        # google-cloud-compute's compute.py) have thousands of such lines.
+        scan.emit(
+            "CPL-SCAN-002",
+            f"over the size limit with more than {_MAX_OVERSIZED_FOCUS} lines holding threat "
+            f"tokens; only lines 1-{_MAX_OVERSIZED_FOCUS} were checked",
+            _MAX_OVERSIZED_FOCUS + 1,
+            None,
+        )
     tree: ast.AST | None = None
     try:
         with warnings.catch_warnings():
@@ -178,7 +198,17 @@ def _scan_text(
         # the rest of the file is still read as code: lines mended (_scan/_mend)
         mended = mend(text, file, exc)
         detail = f"; lines {', '.join(map(str, mended[1]))} not read" if mended else ""
-        scan.emit("CPL-SCAN-003", f"SyntaxError: {exc.msg}{detail}", line, None)
+        # what was not read may be newer syntax another interpreter runs (a PEP 701
+        # f-string, PEP 695 generics on 3.12): a payload there was a warning (scanfuzz)
+        # (a file that cannot be mended at all stays a warning: sphinx's util/inspect.py)
+        unread = _lines_of(text, mended[1]) if mended else ""
+        scan.emit(
+            "CPL-SCAN-003",
+            f"SyntaxError: {exc.msg}{detail}",
+            line,
+            None,
+            escalation=_threat_tokens(unread, ScanMode.PACKAGE),
+        )
         tree = mended[0] if mended else None
     except UnicodeEncodeError as exc:  # lone surrogates in an in-memory str
         line = text.count("\n", 0, exc.start) + 1
@@ -186,7 +216,13 @@ def _scan_text(
     except ValueError as exc:  # NUL bytes on some Python versions
         scan.emit("CPL-SCAN-003", f"ValueError: {exc}", _nul_line(text), None)
     except (RecursionError, MemoryError) as exc:
-        scan.emit("CPL-SCAN-002", f"{type(exc).__name__} while parsing", 1, None)
+        scan.emit(
+            "CPL-SCAN-002",
+            f"{type(exc).__name__} while parsing",
+            1,
+            None,
+            escalation=_threat_tokens(text, mode),
+        )
     if tree is None:
         return _text_only(scan), True
     visited: frozenset[int] | None = None
@@ -204,7 +240,13 @@ def _scan_text(
         elif not isinstance(surveyed, TooComplex):
             visited = node_ids(roots)
     if isinstance(surveyed, TooComplex):
-        scan.emit("CPL-SCAN-002", surveyed.reason, surveyed.line, None)
+        scan.emit(
+            "CPL-SCAN-002",
+            surveyed.reason,
+            surveyed.line,
+            None,
+            escalation=_threat_tokens(text, mode),
+        )
         return _text_only(scan), True
     visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes, visited)
     try:
@@ -213,14 +255,47 @@ def _scan_text(
             # The gate: a dangerous module handed on as a value hides what runs.
             flow = visitor.flow
             opaque_module_uses(scan, surveyed.nodes, flow.resolve, flow.name_value)
-    except RecursionError:
+    except (RecursionError, MemoryError) as exc:
         # Whatever a rule's recursion missed, the file is "too complex", never a
-        # crash of the scan (or of an enable): the gate fails closed on it.
-        scan.emit("CPL-SCAN-002", "RecursionError while checking", 1, None)
+        # crash of the scan (or of an enable): the gate fails closed on it. A value
+        # the evaluator would build past what can be allocated is the same (scanfuzz).
+        scan.emit(
+            "CPL-SCAN-002",
+            f"{type(exc).__name__} while checking",
+            1,
+            None,
+            escalation=_threat_tokens(text, mode),
+        )
         return _text_only(scan), True
     scan.correlate()
     scan.auditor_text()
     return scan.findings, True
+
+
+def _threat_tokens(text: str, mode: ScanMode) -> str | None:
+    """Why a package's file too complex to check is danger, or ``None`` when it is a warning.
+
+    A package's file the scanner cannot check whole is only reported (a generated table
+    is not a threat); but one that holds what the threat rules look for may be a payload
+    made too deep on purpose to hide it (``x = -----...1`` beside ``exec(b64decode(...))``
+    came out a warning, exit 0: scanfuzz), so there the safe answer wins. A plugin's is
+    danger anyway.
+    """
+    if mode is not ScanMode.PACKAGE:
+        return None
+    need = with_logical_lines(text, prefilter().check(text), prefilter().check)
+    if need is Need.NOTHING:
+        return None
+    return (
+        "and it holds code the threat rules look for (exec, decoders, lookups by name): "
+        "a payload may hide in it, review the file by hand"
+    )
+
+
+def _lines_of(text: str, numbers: Collection[int]) -> str:
+    """The lines ``numbers`` (1-based) of ``text``."""
+    lines = text.split("\n")
+    return "\n".join(lines[n - 1] for n in numbers if 0 < n <= len(lines))
 
 
 def _parse(text: str, file: str) -> ast.AST:

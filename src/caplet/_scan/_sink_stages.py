@@ -199,7 +199,9 @@ class StageSinks:
                 value = value.decode("utf-8", "replace")
             if not isinstance(value, str):
                 continue
-            for line in value.splitlines():
+            # lines as site splits a .pth, not str.splitlines: "\f", "\x1c", "\u2028"...
+            # inside an import line hid what came after them (scanfuzz)
+            for line in value.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
                 if line.startswith(("import ", "import\t")):
                     findings = self._nested_scan(line, node.lineno)
                     if any(

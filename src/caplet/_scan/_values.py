@@ -125,8 +125,10 @@ def literal_object(node: ast.AST) -> object | None:
 def join_strings(sep: Value | None, items: list[Value] | None) -> Value | None:
     """``sep.join(items)`` of strings only."""
     if isinstance(sep, str) and items is not None and all(isinstance(i, str) for i in items):
-        out = sep.join(i for i in items if isinstance(i, str))
-        return out if len(out) <= MAX_VALUE else None
+        strings = [i for i in items if isinstance(i, str)]
+        # sized before it is built: "s.join(s)" of a 100 kB string is 10 GB (scanfuzz)
+        size = sum(map(len, strings)) + len(sep) * max(len(strings) - 1, 0)
+        return sep.join(strings) if size <= MAX_VALUE else None
     return None
 
 
@@ -191,6 +193,7 @@ def percent(template: str, items: Sequence[Value | None]) -> Value | None:
     pieces: list[str] = []
     position = 0
     used = 0
+    size = 0
     while (found := template.find("%", position)) >= 0:
         pieces.append(template[position:found])
         kind = template[found + 1 : found + 2]
@@ -211,6 +214,9 @@ def percent(template: str, items: Sequence[Value | None]) -> Value | None:
             pieces.append(chr_of(item) if isinstance(item, int) else item)
             continue
         pieces.append(repr(item) if kind == "r" else str(item))
+        size += len(pieces[-1])
+        if size > MAX_VALUE:  # "%s" * 100 of a 4 MiB string: stopped as it grows (scanfuzz)
+            return None
     if used != len(items):
         return None
     pieces.append(template[position:])
@@ -223,6 +229,7 @@ def format_fields(template: str, args: Sequence[Value | None]) -> Value | None:
     (an attribute or item of a field is never looked up)."""
     pieces: list[str] = []
     automatic = 0
+    size = 0
     try:
         fields = list(string.Formatter().parse(template))
     except ValueError:
@@ -246,6 +253,9 @@ def format_fields(template: str, args: Sequence[Value | None]) -> Value | None:
         if not isinstance(item, str | int):
             return None
         pieces.append(str(item))
+        size += len(pieces[-1])
+        if size > MAX_VALUE:  # "{0}" * 10**6 of a 4 MiB string: stopped as it grows (scanfuzz)
+            return None
     out = "".join(pieces)
     return out if len(out) <= MAX_VALUE else None
 
