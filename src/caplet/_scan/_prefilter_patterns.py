@@ -15,8 +15,11 @@ from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     DECODER_TOKENS,
-    NETWORK_TOKENS,
+    ENV_READ_TOKENS,
+    NETWORK_MODULE_TOKENS,
+    NETWORK_PROGRAM_TOKENS,
     PROCESS_TOKENS,
+    RECON_ENV_TOKENS,
     RECON_TOKENS,
     RUNS_FILE_TOKENS,
     words,
@@ -28,6 +31,16 @@ __all__ = ["ALIASING_PAIRS", "COMMAND_WORDS", "LOCAL_PAIRS", "PAIRS", "PREFILTER
 _PAIRED_INDICATORS = frozenset({IndicatorKind.CLIPBOARD, IndicatorKind.DOWNLOAD_EXEC})
 #: exec/eval/compile as a name (``re.compile`` and ``x.exec`` are attributes).
 _EXEC_NAME = r"(?:^|[^.\w])(?:exec|eval|compile|execfile)"
+
+#: exec/eval/compile as code spells the builtin: called, or used as a value (followed by
+#: what can end or continue an expression: punctuation, the end of the line, an attribute,
+#: a keyword), or imported under another name. "compile the extension", "eval mode" in
+#: prose is none of them: as a bare word it sent a tenth of the benign bytes that the
+#: command words' conjunctions sent (issue 16).
+_EXEC_AS_CODE = (
+    _EXEC_NAME + r"\s*(?:[(,)\]}:;#.=\n\r\\]|$|(?:if|else|or|and|for|in|is|not)\b)|"
+    r"\bimport\b[^\n]*\b(?:exec|eval|compile)\b"
+)
 
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
@@ -78,30 +91,37 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
 _PAYLOAD = (
     r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
     r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
-    r"requests|httpx|urllib3|aiohttp|recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
+    r"recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
     r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
     r"\bchr\s*\(\s*\(*\s*ord\b|\bmap\(\s*chr\b|join\(\s*chr\b|\^[^\n]*\bfor\s|\^=|"
     r"\w\s*\^\s*[\w(]|\bto_bytes\b|\bmaketrans\b|\boperator\s*\.\s*xor\b|"
     + DECODER_TOKENS
     + "|"
     + words(BOT_FRAMEWORKS)
+    # a network module, as code spells it (issue 16: "requests" in prose sent files)
+    + "|"
+    + NETWORK_MODULE_TOKENS
 )
-#: A process or code sink, for the pairs below.
+#: A process or code sink, for the pairs below: exec and its kin called, a pickle loaded,
+#: a native library loaded, a process call or a call that starts a file as code spells it
+#: (:data:`~caplet._scan._triggers.PROCESS_TOKENS`, ``RUNS_FILE_TOKENS``: ``os.system``,
+#: ``from os import system as s``, ``import subprocess``), a sink bound to a name. Not the
+#: bare words: "the system (and slow down ...)" and "run with a subprocess" in prose were a
+#: third of the benign bytes the XOR and decoder pairs sent (issue 16).
 _SINK = (
-    r"\b(?:system|popen|Popen|spawn[lv]p?e?|exec[lv]p?e?|startfile|check_output|getoutput|"
-    r"check_call|run_path|create_subprocess_\w+)\s*\(|\bsubprocess\b|"
     r"(?:^|[^.\w])(?:exec|eval|compile)\s*\(|\b(?:pickle|marshal|dill|cloudpickle)\s*\.\s*loads\s*\(|"
     r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|LoadLibrary|dlopen)\s*\(|"
     # a sink bound to a name (run = os.system; run(...))
     r"(?m:=\s*[\w.]*\b(?:system|popen|Popen|check_output|check_call|getoutput)\s*(?:#|$))|"
     + PROCESS_TOKENS
+    + "|"
+    + RUNS_FILE_TOKENS
 )
-#: A network module or a program that reaches the network.
-_NETWORK = (
-    r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib|dns|"
-    r"ping|nslookup|dig|getaddrinfo|gethostbyname)\b|" + NETWORK_TOKENS
-)
-
+#: A network module or DNS function as code spells it
+#: (:data:`~caplet._scan._triggers.NETWORK_MODULE_TOKENS`); a network program in a command
+#: literal is a trigger only beside whatever runs it (the conjunctions with ``_RUNS`` at
+#: the end of ``PAIRS``).
+_NETWORK = NETWORK_MODULE_TOKENS
 #: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
 _LOOKUP = (
     r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
@@ -162,7 +182,7 @@ _LOOKUP_PIECES = _LOOKUP + r"[^\n]*(?:" + _PIECES + r")"
 #: install script is always parsed (``_filepass``).
 _RUNS: Final = (
     _SINK,
-    _EXEC_NAME + r"\b|" + RUNS_FILE_TOKENS + "|" + _LOOKUP_ANY_NAME,
+    _EXEC_AS_CODE + "|" + RUNS_FILE_TOKENS + "|" + _LOOKUP_ANY_NAME,
     _LOOKUP_PIECES,
 )
 #: Words of a command that only a run command makes a threat (see _RUNS).
@@ -222,7 +242,7 @@ _BUILT_KEY = (
 #: The name-building and builtins pairs are *local* (their rules look at the
 #: call holding the first pattern) and can be focused; the others feed
 #: file-wide chains. See ``LOCAL_PAIRS``.
-PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # environment harvesting: the whole os.environ (dumped, copied, walked) next to a
     # network module; single keys (os.environ["HOME"]) are everywhere and harmless
     (
@@ -230,7 +250,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\b(?:data|json|params|body|payload|content|files)\s*=\s*(?:dict\(\s*)?(?:os\.)?environ\b|"
         r"\benviron\s*\.\s*(?:items|keys|values)\s*\(|\*\*\s*(?:os\.)?environ\b|"
         r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
-        r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3|smtplib|ftplib)\b",
+        _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
     # os.__getattribute__("{}{}".format(...)): a name built from literals (concatenated,
@@ -238,10 +258,10 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # on the lookup's own line (a name prepared on another line: the next pairs)
     (_LOOKUP_PIECES, _LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
-    (r"\b(?:dup2|pty)\b", r"\bsocket\b"),
+    (r"\b(?:dup2|pty)\b", _NETWORK),
     # network next to a process call: a second stage fetched and run
     (
-        r"\b(?:socket|urllib|http\.client|requests|httpx|aiohttp|urllib3)\b",
+        _NETWORK,
         r"\b(?:Popen|system|startfile|spawn[lv]p?e?|check_output|getoutput|check_call|"
         r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(",
     ),
@@ -273,16 +293,15 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         _SINK,
     ),
     # host reconnaissance next to the network (DNS included)
-    (
-        r"\b(?:gethostname|getfqdn|getuser|getlogin|getnode|getpwall|USERNAME|COMPUTERNAME|"
-        r"getouterframes)\b|\binspect\s*\.\s*stack\b|"
-        r"platform\.node|/etc/passwd|" + RECON_TOKENS,
-        _NETWORK,
-    ),
+    # (each recon call as code spells it: "getouterframes()" in a docstring calls nothing)
+    (r"\b(?:USERNAME|COMPUTERNAME)\b|" + RECON_TOKENS, _NETWORK),
     # credentials or the environment walked, next to the network
     (
         r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
-        r"SECRET_ACCESS|\bin\s+os\.environ\b|_history\b",
+        r"SECRET_ACCESS|_history['\"]|"
+        # the environment walked: a for loop or a comprehension over it ("X" in os.environ
+        # is one key's test); the target may span lines in a comprehension's brackets
+        r"\bfor\b[\w\s,.()\[\]*]*\bin\s+(?:os\s*\.\s*)?environ\b",
         _NETWORK,
     ),
     # a second stage run by a fresh interpreter: python -c SOURCE, or a file written and run
@@ -344,6 +363,17 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *((*_HANDED_CREDENTIALS, r) for r in _RUNS[1:]),
     # a command's words beside whatever runs them (CPL-THR-019, 015, 011 at a process call)
     *((word, r) for word in COMMAND_WORDS for r in _RUNS),
+    # the environment's host and user names, where the environment is read, beside the
+    # network (pair 7 holds the other reconnaissance)
+    (RECON_ENV_TOKENS, ENV_READ_TOKENS, _NETWORK),
+)
+#: A network program in a command that is run (``Sinks.process``: reconnaissance sent by
+#: ping, nslookup, curl) is an egress too, for every conjunction above whose egress is
+#: :data:`_NETWORK`: the same sides, the program and whatever runs it (appended, so the
+#: indices above stay).
+PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+    *_PAIRS,
+    *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
 )
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from caplet._scan._resolve import REACHABLE_MODULES
-from caplet._scan._rules import API_RULES
+from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
 from caplet._scan._sources import (
     DECODER_METHODS,
     DECODERS,
@@ -45,8 +45,12 @@ from caplet._scan._sources import (
 
 __all__ = [
     "DECODER_TOKENS",
+    "ENV_READ_TOKENS",
+    "NETWORK_MODULE_TOKENS",
+    "NETWORK_PROGRAM_TOKENS",
     "NETWORK_TOKENS",
     "PROCESS_TOKENS",
+    "RECON_ENV_TOKENS",
     "RECON_TOKENS",
     "RUNS_FILE_TOKENS",
     "words",
@@ -68,8 +72,9 @@ _GENERIC_NAMES: Final = frozenset(
 #: must name the function *with* its module (:func:`_qualified_spellings`). inspect.stack
 #: is reconnaissance, ``np.stack`` and ``self.stack`` are not: two thirds of the benign
 #: bytes parsed for reconnaissance beside the network (issue 16); ``import inspect``
-#: alone is in a twentieth of them.
-_QUALIFIED_NAMES: Final = frozenset({"stack"})
+#: alone is in a twentieth of them. ``platform.node`` likewise: ``import platform``
+#: (for ``platform.system()``, ``python_version()``) is in a tenth of the stdlib's files.
+_QUALIFIED_NAMES: Final = frozenset({"stack", "node"})
 
 
 def _spelled(apis: Iterable[str]) -> tuple[dict[str, set[str]], frozenset[str]]:
@@ -187,23 +192,32 @@ PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL
 #: Every call that starts a file the rules follow (:data:`RUNS_FILE`: ``os.startfile``,
 #: ``runpy.run_path``, a native library loaded), however it is spelled.
 RUNS_FILE_TOKENS: Final = _api_tokens(RUNS_FILE)
-#: Every network module (a dotted one as ``a.b`` or ``from a import``), DNS function and
-#: network program the egress and DNS rules know.
-NETWORK_TOKENS: Final = "|".join(
+#: Every network module (a dotted one as ``a.b`` or ``from a import``) and DNS function the
+#: egress and DNS rules know, as code spells them: an egress is a call the resolver names
+#: under :data:`~caplet._scan._sources.NETWORK_MODULES`, so its module is imported, named
+#: in a literal (``__import__("socket")``) or reached as another module's attribute; the
+#: word in prose ("requests made to the proxy", "a socket connection") is none of them.
+NETWORK_MODULE_TOKENS: Final = "|".join(
     [
         _module_spellings(m.split(".", 1)[0] for m in NETWORK_MODULES),
         _api_tokens(d for d in DNS_FUNCTIONS if "()." not in d),
-        # a program is a word of a command literal (the rule splits it like a shell and
-        # lowers it): after a quote, a blank, a path's slash or an escape (\\t)
-        r"(?i:(?:^|['\"\s/]|\\[a-z])" + _alternation(NETWORK_PROGRAMS) + r"(?:['\"\s]|\\[a-z]|$))",
     ]
 )
-#: Host reconnaissance the recon rules know: the calls, the environment variables (a
-#: key literal), the files (a literal path, or ``"/etc"`` joined to a name).
+#: A network program (:data:`~caplet._scan._sources.NETWORK_PROGRAMS`) as a word of a
+#: command literal (the rule splits it like a shell and lowers it): after a quote, a blank,
+#: a path's slash or an escape (\\t). The rules read it only in a command that is run
+#: (``Sinks.process``), so the prefilter pairs it with whatever runs something.
+NETWORK_PROGRAM_TOKENS: Final = (
+    r"(?i:(?:^|['\"\s/]|\\[a-z])" + _alternation(NETWORK_PROGRAMS) + r"(?:['\"\s]|\\[a-z]|$))"
+)
+#: Both: every way the egress and DNS rules' sinks can be in a file's text.
+NETWORK_TOKENS: Final = NETWORK_MODULE_TOKENS + "|" + NETWORK_PROGRAM_TOKENS
+#: Host reconnaissance the recon rules know: the calls, the files (a literal path, or
+#: ``"/etc"`` joined to a name), the programs and the public-IP services; the environment
+#: variables are :data:`RECON_ENV_TOKENS`.
 RECON_TOKENS: Final = "|".join(
     [
         _api_tokens(RECON_FUNCTIONS),
-        r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")['\"]",
         # a program whose output is the host's identity, first word of a command literal
         r"(?i:['\"/\\](?:" + "|".join(sorted(RECON_PROGRAMS)) + r")(?:\.exe)?(?:['\"\s]|$))",
         "|".join(re.escape(p) for p in sorted(RECON_FILES)),
@@ -212,3 +226,12 @@ RECON_TOKENS: Final = "|".join(
         r"['\"]/etc/?['\"]",
     ]
 )
+#: The environment variables that name the host or its user, as a key literal: a
+#: reconnaissance source only where the environment is read (:data:`ENV_READ_TOKENS`);
+#: ``role="USER"`` or ``{"HOME": ...}`` alone reads nothing.
+RECON_ENV_TOKENS: Final = r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")['\"]"
+#: The environment read at all: the flow labels a key only at a subscript or method of
+#: :data:`~caplet._scan._rules.ENVIRON_MAPPINGS` or a call of
+#: :data:`~caplet._scan._rules.ENV_FUNCTIONS`, each spelled with its name (a name computed
+#: for a lookup is the lookup pairs').
+ENV_READ_TOKENS: Final = words(n.rpartition(".")[2] for n in ENVIRON_MAPPINGS | ENV_FUNCTIONS)
