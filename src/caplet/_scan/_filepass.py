@@ -123,6 +123,7 @@ def _scan_text(
     if installer is None:
         installer = file.rsplit("/", 1)[-1] == "setup.py"
     focus_lines: frozenset[int] | None = None
+    auditor = True  # whether text aimed at the auditor may be there (unknown: maybe)
     name = file.rsplit("/", 1)[-1]
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
         need, auditor = prefilter().check_text(text)
@@ -135,7 +136,7 @@ def _scan_text(
             scan = FileScan(file, text, grants, local_modules, mode, installer=installer)
             scan.long_lines()
             scan.bidi()
-            scan.auditor_text()
+            scan.auditor_text(auditor)
             return scan.findings, False
         if not isinstance(need, Need):
             focus_lines = need
@@ -219,7 +220,7 @@ def _scan_text(
         scan.emit("CPL-SCAN-002", "RecursionError while checking", 1, None)
         return _text_only(scan), True
     scan.correlate()
-    scan.auditor_text()
+    scan.auditor_text(auditor)
     return scan.findings, True
 
 
