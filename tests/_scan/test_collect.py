@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import errno
+import os
 from pathlib import Path
 
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._collect import installers
+from caplet._scan._collect import _decode, _read_up_to, installers, read_source
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_tree
 
@@ -140,3 +142,85 @@ def test_a_source_windows_imports_is_scanned(tmp_path: Path, name: str) -> None:
 def test_a_type_stub_is_not_read_as_code(tmp_path: Path) -> None:
     (tmp_path / "evil.pyi").write_text(DROPPER)  # never imported: stubs are for type checkers
     assert scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings == ()
+
+
+# -- reading and decoding: the fast paths say what the careful ones said (issue 16) ----
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"x = 1\n", ("x = 1\n", None, 0)),
+        # a cookie on the second line after a shebang: latin-1, though the bytes are UTF-8
+        (
+            b"#!/usr/bin/env python\n# -*- coding: latin-1 -*-\nx = '\xc3\xa9'\n",
+            ("#!/usr/bin/env python\n# -*- coding: latin-1 -*-\nx = '\xc3\xa9'\n", None, 0),
+        ),
+        (
+            b"# vim: set fileencoding=cp1252 :\nx = '\x80'\n",
+            ("# vim: set fileencoding=cp1252 :\nx = '\u20ac'\n", None, 0),
+        ),
+        # the third line is no place for a cookie: UTF-8
+        (
+            b"\n\n# coding: latin-1\nx = '\xc3\xa9'\n",
+            ("\n\n# coding: latin-1\nx = '\xe9'\n", None, 0),
+        ),
+        (b"\xef\xbb\xbfx = 1\n", ("x = 1\n", None, 0)),  # the BOM is not text
+        (
+            b"a = 1\nb = 2\nc = '\xff'\n",
+            ("a = 1\nb = 2\nc = '\ufffd'\n", "UnicodeDecodeError: byte 0xff is not valid utf-8", 3),
+        ),
+        (
+            b"# coding: ascii\nc = '\xc3\xa9'\n",
+            (
+                "# coding: ascii\nc = '\ufffd\ufffd'\n",
+                "UnicodeDecodeError: byte 0xc3 is not valid ascii",
+                2,
+            ),
+        ),
+    ],
+)
+def test_text_is_decoded_as_an_import_would(
+    data: bytes, expected: tuple[str, str | None, int]
+) -> None:
+    assert _decode(data) == expected
+
+
+def test_undecodable_first_line_is_the_encoding_declaration_problem() -> None:
+    text, problem, line = _decode(b"x = '\xff'\n")
+    assert (text, line) == ("x = '\ufffd'\n", 1)
+    assert problem is not None
+    assert problem.startswith("SyntaxError: invalid or missing encoding declaration")
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097])
+def test_a_source_is_read_whole_up_to_the_limit(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "f.py"
+    data = bytes(i % 251 for i in range(size))
+    path.write_bytes(data)
+    assert read_source(str(path), 4096) == (data if size <= 4096 else size)
+
+
+def test_a_file_longer_than_its_size_said_is_read_to_its_end(tmp_path: Path) -> None:
+    # fstat's size is only where reading starts: a file that grew since (or a
+    # file system that reports less) is read on until its end or the limit
+    path = tmp_path / "f.py"
+    path.write_bytes(b"a" * 10_000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _read_up_to(fd, 20_000, 1) == b"a" * 10_000
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert _read_up_to(fd, 4_097, 1) == b"a" * 4_097
+    finally:
+        os.close(fd)
+
+
+def test_what_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "link.py").symlink_to(tmp_path / "fifo.py")
+    fifo = read_source(str(tmp_path / "fifo.py"), 4096)
+    assert isinstance(fifo, OSError)
+    assert fifo.errno == 0
+    link = read_source(str(tmp_path / "link.py"), 4096)
+    assert isinstance(link, OSError)
+    assert link.errno == errno.ELOOP

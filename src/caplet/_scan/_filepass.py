@@ -130,6 +130,7 @@ def _scan_text(
         installer = file.rsplit("/", 1)[-1] == "setup.py"
     focus_lines: frozenset[int] | None = None
     truncated = False  # a file over the size limit visited around its first hit lines only
+    auditor = True  # whether text aimed at the auditor may be there (unknown: maybe)
     name = file.rsplit("/", 1)[-1]
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
         need, auditor = prefilter().check_text(text)
@@ -142,7 +143,7 @@ def _scan_text(
             scan = FileScan(file, text, grants, local_modules, mode, installer=installer)
             scan.long_lines()
             scan.bidi()
-            scan.auditor_text()
+            scan.auditor_text(auditor)
             return scan.findings, False
         if not isinstance(need, Need):
             focus_lines = need
@@ -268,7 +269,7 @@ def _scan_text(
         )
         return _text_only(scan), True
     scan.correlate()
-    scan.auditor_text()
+    scan.auditor_text(auditor)
     return scan.findings, True
 
 

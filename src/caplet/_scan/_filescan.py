@@ -275,14 +275,16 @@ class FileScan:
 
     # -- text rules --------------------------------------------------------------------
 
-    def auditor_text(self) -> None:
+    def auditor_text(self, maybe: bool = True) -> None:
         """CPL-AUD-001: comments or strings addressed to an AI auditor, after every other rule.
 
         A warning on its own (a project may discuss prompt injection); danger
         when the plugin declares a capability that can do harm, or when a
-        threat was found in the same file of a package.
+        threat was found in the same file of a package. ``maybe=False``: the
+        package-mode prefilter's set already matched the same pattern over this
+        text and found nothing, so the text is not searched again (issue 16).
         """
-        if not auditor_hit(self.text):
+        if not maybe or not auditor_hit(self.text):
             return
         escalation: str | None = None
         if self.mode is ScanMode.PLUGIN and self.grants.dangerous is not None:

@@ -199,9 +199,11 @@ class Prefilter:
         need = self._check(encoded, matched, focus=True)
         if need is not Need.FULL and not text.isascii():
             # identifiers Python folds (fullwidth, mathematical letters) may hide a hit
-            # beside others seen as written: then the focus lines are not enough either
-            normalised = _utf8(unicodedata.normalize("NFKC", text))
-            if normalised != encoded:
+            # beside others seen as written: then the focus lines are not enough either.
+            # Most text outside ASCII folds to itself, which the quick check answers at
+            # half the cost of folding it (issue 16).
+            if not unicodedata.is_normalized("NFKC", text):
+                normalised = _utf8(unicodedata.normalize("NFKC", text))
                 folded = self._check(normalised, self._set.Match(normalised) or [], focus=False)
                 if folded is not Need.NOTHING:
                     return Need.FULL  # line numbers of the normalised text are not the file's
