@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from caplet._scan._aliases import follow, note_binding
-from caplet._scan._prefilter import _FOCUS_FROM, Need, Prefilter
+from caplet._scan._prefilter import _FOCUS_FROM, BLIND, Need, Prefilter
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +144,37 @@ def test_each_set_is_asked_and_the_answers_numbered_as_one(prefilter: Prefilter)
     found = prefilter._set.Match(text.encode())
     assert any(i < prefilter._solo for i in found)
     assert any(prefilter._solo <= i < prefilter._auditor for i in found)
+
+
+class _FailedSet:
+    """An RE2 set whose DFA failed: ``RE2::Set::Match`` then answers "no match" and
+    google-re2's wrapper drops the error (re2/set.cc, kOutOfMemory). Not provoked for
+    real: with 64 MiB the sets' DFA resets its cache and goes on, so only the answer
+    it would give can stand here."""
+
+    def Match(self, data: bytes) -> list[int]:
+        return []
+
+
+def test_a_set_that_fails_is_the_whole_file_not_a_clean_one() -> None:
+    # Attack (prefast's report): a failed set looked exactly like a file without a
+    # threat token, so a file that ran the DFA out of memory was never parsed.
+    prefilter = Prefilter()
+    dropper = "import os\nos.system(__import__('base64').b64decode(x))\n" + "y = 1\n" * 3000
+    assert prefilter.check_text(dropper)[0] is not Need.NOTHING
+    for index, (owners, _) in enumerate(prefilter._set.parts):
+        prefilter._set.parts[index] = (owners, _FailedSet())
+    assert prefilter._set.Match(dropper.encode()) == [BLIND]
+    assert prefilter.check_text(dropper) == (Need.FULL, True)  # whole, not around hits
+    assert prefilter.check("x = 1\n") is Need.FULL  # even text that has no token
+    assert prefilter.check("\uff58 = 1\n") is Need.FULL  # and its NFKC fold
+    assert not prefilter.engine_answers("exec(b64decode(x))")
+
+
+def test_the_sentinel_is_no_pattern_of_the_callers(prefilter: Prefilter) -> None:
+    assert prefilter._set.Match(b"x = 1\n") == []
+    assert prefilter.check_text("x = 1\n") == (Need.NOTHING, False)
+    assert BLIND not in prefilter._set.Match(b"exec(b64decode(x))")
 
 
 @pytest.mark.parametrize(

@@ -54,11 +54,19 @@ from caplet._scan._prefilter_patterns import (
     PREFILTER_PATTERNS,
 )
 
-__all__ = ["PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
+__all__ = ["BLIND", "PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
 
 #: RE2's memory for each compiled set and for the one-alternation locator
 #: (its default, 8 MiB, runs the DFA out of memory on large files).
 _MAX_MEM = 64 << 20
+
+#: What :meth:`_Sets.Match` answers when a set could not answer at all.
+#: ``RE2::Set::Match`` returns "no match" when its DFA fails (out of memory) and
+#: google-re2's wrapper drops the error, so a failed set looks exactly like a
+#: file with no threat token: fail open. Each set therefore holds a sentinel,
+#: ``\A``, that matches every text; an answer without it is a failure, and a
+#: failure means "the whole file" (prefast's report, issue 16).
+BLIND: Final = -1
 
 
 class Need(enum.Enum):
@@ -103,7 +111,8 @@ class _Sets:
             options = re2.Options()
             options.max_mem = _MAX_MEM
             compiled: Any = re2.Set.SearchSet(options)
-            owners: dict[str, list[int]] = {}
+            # Pattern 0 of every set is the sentinel (see BLIND): it owns no index.
+            owners: dict[str, list[int]] = {r"\A": []}
             for index, pattern in group:
                 owners.setdefault(pattern, []).append(index)
             for pattern in owners:
@@ -112,15 +121,19 @@ class _Sets:
             self.parts.append((list(owners.values()), compiled))
 
     def Match(self, data: bytes) -> list[int]:  # noqa: N802 -- the RE2 Set's own name
+        """The caller's indices of every pattern found, or ``[BLIND]`` if a set failed."""
         found: list[int] = []
         for owners, compiled in self.parts:
-            for i in compiled.Match(data) or ():
+            answer = compiled.Match(data) or ()
+            if 0 not in answer:
+                return [BLIND]
+            for i in answer:
                 found.extend(owners[i])
         return found
 
     def each_answers(self, data: bytes) -> bool:
         """Whether every set finds some pattern in ``data`` (the self-check's probe)."""
-        return all(compiled.Match(data) for _, compiled in self.parts)
+        return all(len(compiled.Match(data) or ()) > 1 for _, compiled in self.parts)
 
 
 class Prefilter:
@@ -180,6 +193,8 @@ class Prefilter:
         """
         encoded = _utf8(text)
         matched = self._set.Match(encoded) or []
+        if BLIND in matched:
+            return Need.FULL, True
         auditor = self._auditor in matched
         return self._answer(text, encoded, matched), auditor
 
@@ -196,6 +211,8 @@ class Prefilter:
         return self._answer(text, encoded, self._set.Match(encoded) or [])
 
     def _answer(self, text: str, encoded: bytes, matched: list[int]) -> Need | frozenset[int]:
+        if BLIND in matched:
+            return Need.FULL  # not located around hits either: the set saw none
         need = self._check(encoded, matched, focus=True)
         if need is not Need.FULL and not text.isascii():
             # identifiers Python folds (fullwidth, mathematical letters) may hide a hit
@@ -217,6 +234,8 @@ class Prefilter:
     def _check(self, encoded: bytes, matched: list[int], *, focus: bool) -> Need | frozenset[int]:
         if not matched:
             return Need.NOTHING
+        if BLIND in matched:
+            return Need.FULL
         found = set(matched)
         relevant = {i for i in found if i < self._solo}
         for together in self._pairs:
