@@ -1261,6 +1261,11 @@ def test_a_packaged_file_xored_written_and_started_is_a_dropper_in_any_module() 
         'os.popen("pip3 install --user stage2")',
         'os.system("pip3.11 install stage2")',
         'subprocess.check_call(f"{sys.executable} -m pip install {name}", shell=True)',
+        # the words known around what is not (issue 16's mutation testing, tune
+        # cn6-pip-executable-concat): added together, formatted, with % (the verb in pieces)
+        "os.system(sys.executable + ' -m pip ' + 'inst' + 'all ' + name)",
+        "os.system('{} -m pip {} {}'.format(sys.executable, 'in' + 'stall', name))",
+        "os.system('%s -m pip install %s' % (sys.executable, name))",
     ],
 )
 def test_pip_by_any_name_or_in_a_formatted_command_is_an_install(command: str) -> None:
