@@ -1529,3 +1529,35 @@ def test_a_varargs_helper_given_what_the_caller_passes_is_not() -> None:
         return getattr(builtins, joined(name))
     """
     assert "CPL-THR-003" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pip told what to do by a file the package ships (recall5, issue 16)
+        "import json, os, pip\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "cfg = json.load(open(os.path.join(here, 'build.json')))\npip.main(cfg['args'])\n",
+        "import pip, base64, zlib\n"
+        "args = zlib.decompress(base64.b64decode(open('d.bin').read())).decode().split()\n"
+        "pip.main(args)\n",
+    ],
+)
+def test_pip_main_given_arguments_read_from_data_in_an_install_script_is_a_threat(
+    source: str,
+) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "filename"),
+    [
+        ("import pip\npip.main(['list'])\n", "setup.py"),  # known, not an install
+        ("import pip\npip.main()\n", "setup.py"),
+        ("import json, pip\npip.main(json.load(open('a.json')))\n", "tools/helper.py"),
+    ],
+)
+def test_pip_main_known_harmless_or_outside_an_install_script_is_not(
+    source: str, filename: str
+) -> None:
+    assert "CPL-THR-019" not in danger(source, filename)
