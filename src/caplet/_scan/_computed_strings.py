@@ -61,6 +61,10 @@ _TEXT_METHODS = frozenset(
 _TEXT_BUILTINS = frozenset({"chr", "str", "bytes", "bytearray"})
 
 
+#: The node types that may build text (the rest are skipped with one set lookup).
+_KINDS = frozenset({ast.BinOp, ast.JoinedStr, ast.Subscript, ast.Call})
+
+
 def _builds_text(node: ast.AST) -> bool:
     """An expression that may compute text out of literals (cheap syntactic test)."""
     kind = type(node)
@@ -84,10 +88,13 @@ def computed_strings(
     """``(text, line, column)`` of every text-building expression whose value the
     evaluator computes (on the focus statements only, when the pass has a focus)."""
     taken = 0
+    kinds = _KINDS
     for node in nodes:
-        if visited is not None and id(node) not in visited:
+        # the type first: most nodes are names, attributes and constants (a file's pass
+        # walks every node once more here, so the common case must be one set lookup)
+        if type(node) not in kinds or not _builds_text(node):
             continue
-        if not _builds_text(node):
+        if visited is not None and id(node) not in visited:
             continue
         taken += 1
         if taken > MAX_CANDIDATES:
