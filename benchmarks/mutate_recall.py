@@ -512,6 +512,47 @@ def _reversed(value: str, rng: random.Random) -> ast.expr:
     return _expr(f"{value[::-1]!r}[::-1]")
 
 
+# the spellings the recall5 branch's mutation testing found open (issue 16): keywords of
+# str.format, a % mapping, junk characters removed, rot13 both ways, base64 of the text
+
+
+def _format_named(value: str, rng: random.Random) -> ast.expr:
+    a, b = _cut(value, rng)
+    return _expr(f"'{{a}}{{b}}'.format(a={a!r}, b={b!r})")
+
+
+def _percent_map(value: str, rng: random.Random) -> ast.expr | None:
+    a, b = _cut(value, rng)
+    return _expr(f"'%(a)s%(b)s' % {{'a': {a!r}, 'b': {b!r}}}")
+
+
+def _junk(value: str, rng: random.Random) -> ast.expr | None:
+    if "#" in value or len(value) > 400:
+        return None
+    return _expr(f"{'#'.join(value)!r}.replace('#', '')")
+
+
+def _rot13(value: str, rng: random.Random) -> ast.expr:
+    import codecs
+
+    return _expr(f"__import__('codecs').decode({codecs.encode(value, 'rot13')!r}, 'rot13')")
+
+
+def _b64(value: str, rng: random.Random) -> ast.expr:
+    import base64
+
+    encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
+    return _expr(f"__import__('base64').b64decode({encoded!r}).decode()")
+
+
+def _join_pieces(value: str, rng: random.Random) -> ast.expr | None:
+    if len(value) < 4:
+        return None
+    cuts = sorted(rng.sample(range(1, len(value)), min(3, len(value) - 1)))
+    pieces = [value[i:j] for i, j in zip([0, *cuts], [*cuts, len(value)], strict=True)]
+    return _expr(f"''.join({pieces!r})")
+
+
 # ---------------------------------------------------------------------------- data flow
 
 
@@ -797,12 +838,20 @@ REWRITES: dict[str, Rewrite] = {
     "str-fromhex": _per_module(_strings(_fromhex)),
     "str-chr": _per_module(_strings(_chrs)),
     "str-reversed": _per_module(_strings(_reversed)),
+    "str-format-named": _per_module(_strings(_format_named)),
+    "str-percent-map": _per_module(_strings(_percent_map)),
+    "str-junk-replace": _per_module(_strings(_junk)),
+    "str-rot13": _per_module(_strings(_rot13)),
+    "str-b64": _per_module(_strings(_b64)),
+    "str-join-pieces": _per_module(_strings(_join_pieces)),
     "intermediate-vars": _per_module(intermediate_vars),
     "tuple-unpack": _per_module(tuple_unpack),
     "walrus": _per_module(walrus),
     "getattr-getattribute": _per_module(_getattr_as("A.__getattribute__(B)")),
     "getattr-vars": _per_module(_getattr_as("vars(A)[B]")),
     "getattr-dict": _per_module(_getattr_as("A.__dict__[B]")),
+    "getattr-partial": _per_module(_getattr_as("__import__('functools').partial(getattr, A)(B)")),
+    "getattr-lambda": _per_module(_getattr_as("(lambda o, n: getattr(o, n))(A, B)")),
     "cookie-latin1": _text(cookie_latin1),
     "bom-utf8-sig": _text(bom),
     "crlf": _text(crlf),

@@ -56,6 +56,18 @@ def value_of(source: str) -> Value | None:
         ("import functools, operator\nfunctools.reduce(operator.add, ['v', 'al'], 'e')", "eval"),
         ("import operator\noperator.concat('sys', 'tem')", "system"),
         ("import operator\n''.join(operator.itemgetter(1, 0)('so'))", "os"),
+        # keywords, mappings and specs of pure text (issue 16's mutation testing: a
+        # command or an indicator hidden by them; tune cn6-format-named-curl and kin)
+        ('"{a}{b}".format(a="ex", b="ec")', "exec"),
+        ('"{0}{b}".format("ex", b="ec")', "exec"),
+        ('"%(a)s%(b)s" % {"a": "ev", "b": "al"}', "eval"),
+        ('P = {"a": "ev", "b": "al"}\n"%(a)s%(b)s %%" % P', "eval %"),
+        ("f\"{'cu':s}{'rl':>2}\"", "curl"),
+        ('"{:>8}".format("x")', "       x"),
+        ("b'exec'.decode(encoding='utf-8')", "exec"),
+        ("import codecs\ncodecs.encode('flfgrz', 'rot13')", "system"),
+        ("import codecs\ncodecs.decode('flfgrz', encoding='rot_13')", "system"),
+        ("str(b'exec', encoding='utf-8')", "exec"),
     ],
 )
 def test_names_built_from_literals_are_computed(source: str, expected: str) -> None:
@@ -67,7 +79,12 @@ def test_names_built_from_literals_are_computed(source: str, expected: str) -> N
     [
         # what is not a plain positional field or conversion is left alone
         '"{0.__class__}".format("x")',
-        '"{:>8}".format("x")',
+        '"{:>99999}".format("x")',  # a spec that would grow the value
+        '"{:{w}}".format("x", w=3)',  # a nested field
+        '"%(k)s%s" % {"k": "x"}',  # a mapping and a positional field
+        '"%(k)5s" % {"k": "x"}',
+        '"{a}".format(a=b)',  # a value that is not known
+        'b"x".decode(errors="ignore")',  # a keyword that is not the codec
         '"{x}".format("x")',
         '"%5s" % "x"',
         '"%(k)s" % "x"',

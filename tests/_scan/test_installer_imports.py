@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._installer_imports import MAX_INSTALLER_MODULES, installer_modules
+from caplet._scan._installer_imports import (
+    MAX_INSTALLER_MODULES,
+    build_backends,
+    installer_modules,
+)
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
 
@@ -137,3 +141,48 @@ def test_a_modules_network_chains_stay_a_modules(tmp_path: Path) -> None:
         "buildlib.py": helper,
     }
     assert _danger(_tree(tmp_path, files)) == set()
+
+
+# -- an in-tree PEP 517 build backend (recall5, issue 16 class 1's pip family) -----------
+
+
+def _pyproject(backend: str, paths: str) -> str:
+    return f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "{backend}"\n{paths}\n'
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "module"),
+    [
+        (_pyproject("backend", 'backend-path = ["_build"]'), "_build/backend.py"),
+        (_pyproject("backend:api", 'backend-path = ["."]'), "backend.py"),
+        (_pyproject("tools.backend", 'backend-path = ["./"]'), "tools/backend.py"),
+    ],
+)
+def test_pip_run_from_an_in_tree_build_backend_is_the_installers(
+    tmp_path: Path, pyproject: str, module: str
+) -> None:
+    backend = "from setuptools.build_meta import *  # noqa\n" + _PAYLOAD
+    root = _tree(tmp_path, {"pyproject.toml": pyproject, module: backend})
+    assert ("CPL-THR-019", module) in _danger(root)
+
+
+@pytest.mark.parametrize(
+    "pyproject",
+    [
+        _pyproject("setuptools.build_meta", ""),  # an installed backend: not the tree's
+        _pyproject("backend", ""),  # no backend-path: pip imports an installed module
+        _pyproject("backend", 'backend-path = ["../elsewhere"]'),  # outside the tree
+        "[build-system\nbroken",  # not TOML: pip refuses it too
+    ],
+)
+def test_modules_that_are_not_an_in_tree_backend_stay_ordinary(
+    tmp_path: Path, pyproject: str
+) -> None:
+    root = _tree(tmp_path, {"pyproject.toml": pyproject, "backend.py": _PAYLOAD})
+    assert _danger(root) == set()
+
+
+def test_the_backend_module_is_found_with_its_packages() -> None:
+    present = {"pkg-1.0/pyproject.toml", "pkg-1.0/b/__init__.py", "pkg-1.0/b/api.py"}
+    texts = {"pkg-1.0/pyproject.toml": _pyproject("b.api", 'backend-path = ["."]')}
+    assert build_backends(present, texts.get) == {"pkg-1.0/b/__init__.py", "pkg-1.0/b/api.py"}

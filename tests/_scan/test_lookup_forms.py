@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._lookup_forms import attribute_lookup
+from caplet._scan._lookup_forms import attribute_lookup, partial_lookup
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
 
@@ -108,4 +108,74 @@ def test_getattr_spelled_otherwise_is_still_a_computed_lookup(source: str) -> No
     ],
 )
 def test_benign_getattribute_stays_quiet(source: str) -> None:
+    assert danger(source) == set()
+
+
+# -- getattr under another name: functools.partial (issue 16's mutation testing) ----------
+
+
+def _partial_of(source: str) -> tuple[str, str] | None:
+    tree = ast.parse(source)
+    bound = {
+        s.targets[0].id: [s.value]
+        for s in tree.body
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
+    }
+    last = tree.body[-1]
+    assert isinstance(last, ast.Expr)
+    assert isinstance(last.value, ast.Call)
+
+    def resolve(node: ast.expr) -> tuple[str, ...]:
+        if isinstance(node, ast.Attribute) and node.attr == "partial":
+            return ("functools.partial",)
+        return _resolve(node)
+
+    looked = partial_lookup(last.value, resolve, lambda name: bound.get(name, []))
+    return None if looked is None else (ast.unparse(looked[0]), ast.unparse(looked[1]))
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("g = functools.partial(getattr, os)\ng(k)", ("os", "k")),
+        ("g = functools.partial(getattr)\ng(os, k)", ("os", "k")),
+        ("g = functools.partial(getattr, os, k)\ng()", ("os", "k")),
+        ("functools.partial(getattr, os)(k)", ("os", "k")),
+    ],
+)
+def test_a_partial_of_getattr_is_a_lookup(source: str, expected: tuple[str, str]) -> None:
+    assert _partial_of(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "g = functools.partial(print, os)\ng(k)",  # another function
+        "g = functools.partial(getattr, os)\ng = other\ng(k)",  # rebound
+        "g = functools.partial(getattr, os)\ng(k, None, 1)",  # not two arguments
+        "g = functools.partial(getattr, *xs)\ng(k)",
+    ],
+)
+def test_other_partials_are_not_lookups(source: str) -> None:
+    assert _partial_of(source) is None
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # tune cn6-partial-getattr, cn6-partial-getattr-os, cn6-lambda-getattr
+        "import builtins, functools\nf = functools.partial(getattr, builtins)\n"
+        "f('ex' + 'ec')('import os')\n",
+        "import functools, os\nf = functools.partial(getattr, os)\nf('sys' + 'tem')('id')\n",
+        "import builtins\ng = lambda o, n: getattr(o, n)\ng(builtins, 'ex' + 'ec')('import os')\n",
+    ],
+)
+def test_getattr_by_another_name_with_a_computed_name_is_a_threat(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_a_partial_of_getattr_given_a_written_name_is_no_threat() -> None:
+    source = (
+        "import functools\nfrom app import cfg\nf = functools.partial(getattr, cfg)\nf('timeout')\n"
+    )
     assert danger(source) == set()

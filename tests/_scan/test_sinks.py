@@ -1276,6 +1276,11 @@ def test_a_packaged_file_xored_written_and_started_is_a_dropper_in_any_module() 
         'os.popen("pip3 install --user stage2")',
         'os.system("pip3.11 install stage2")',
         'subprocess.check_call(f"{sys.executable} -m pip install {name}", shell=True)',
+        # the words known around what is not (issue 16's mutation testing, tune
+        # cn6-pip-executable-concat): added together, formatted, with % (the verb in pieces)
+        "os.system(sys.executable + ' -m pip ' + 'inst' + 'all ' + name)",
+        "os.system('{} -m pip {} {}'.format(sys.executable, 'in' + 'stall', name))",
+        "os.system('%s -m pip install %s' % (sys.executable, name))",
     ],
 )
 def test_pip_by_any_name_or_in_a_formatted_command_is_an_install(command: str) -> None:
@@ -1539,3 +1544,35 @@ def test_a_varargs_helper_given_what_the_caller_passes_is_not() -> None:
         return getattr(builtins, joined(name))
     """
     assert "CPL-THR-003" not in danger(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pip told what to do by a file the package ships (recall5, issue 16)
+        "import json, os, pip\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "cfg = json.load(open(os.path.join(here, 'build.json')))\npip.main(cfg['args'])\n",
+        "import pip, base64, zlib\n"
+        "args = zlib.decompress(base64.b64decode(open('d.bin').read())).decode().split()\n"
+        "pip.main(args)\n",
+    ],
+)
+def test_pip_main_given_arguments_read_from_data_in_an_install_script_is_a_threat(
+    source: str,
+) -> None:
+    assert "CPL-THR-019" in danger(source, "setup.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "filename"),
+    [
+        ("import pip\npip.main(['list'])\n", "setup.py"),  # known, not an install
+        ("import pip\npip.main()\n", "setup.py"),
+        ("import json, pip\npip.main(json.load(open('a.json')))\n", "tools/helper.py"),
+    ],
+)
+def test_pip_main_known_harmless_or_outside_an_install_script_is_not(
+    source: str, filename: str
+) -> None:
+    assert "CPL-THR-019" not in danger(source, filename)

@@ -150,13 +150,13 @@ class Commands:
                 return listed
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
-        if value is None and isinstance(command, ast.JoinedStr):
-            # f"{sys.executable} -m pip install {name}": what is not known is one word "?"
-            pieces = [
-                self._flow.name_value(v.value if isinstance(v, ast.FormattedValue) else v)
-                for v in command.values
-            ]
-            value = "".join(p if p is not None else " ? " for p in pieces)
+        if value is None and isinstance(command, ast.JoinedStr | ast.BinOp | ast.Call):
+            # f"{sys.executable} -m pip install {name}", sys.executable + " -m pip " + verb,
+            # "{} -m pip {}".format(...): what is not known is one word "?"
+            parts = string_parts(command)
+            if len(parts) > 1 or isinstance(command, ast.JoinedStr):
+                pieces = [p if isinstance(p, str) else self._flow.name_value(p) for p in parts[:64]]
+                value = "".join(p if p is not None else " ? " for p in pieces)
         if isinstance(value, str):
             try:
                 return shlex.split(value)

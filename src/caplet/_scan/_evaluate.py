@@ -25,10 +25,13 @@ from caplet._scan._values import Value
 from caplet._scan._values import binop as _binop
 from caplet._scan._values import call_pure as _call
 from caplet._scan._values import chr_of as _chr
+from caplet._scan._values import format_fields as _format
+from caplet._scan._values import formatted as _formatted
 from caplet._scan._values import has_parameters as _has_parameters
 from caplet._scan._values import join_strings as _join
 from caplet._scan._values import literal_object as _literal_object
 from caplet._scan._values import percent as _percent
+from caplet._scan._values import percent_mapping as _percent_mapping
 from caplet._scan._values import positional as _positional
 from caplet._scan._values import subscript as _subscript
 
@@ -171,6 +174,11 @@ class Evaluator(Closedness):
         if isinstance(node, ast.BinOp):
             left = ev(node.left, depth)
             if isinstance(node.op, ast.Mod) and isinstance(left, str):
+                literal = self._dict_literal(node.right)
+                if literal is not None:
+                    # "%(a)s%(b)s" % {"a": ..., "b": ...} (or a name bound once to one)
+                    mapping = self._mapping(literal, depth)
+                    return None if mapping is None else _percent_mapping(left, mapping)
                 # only a tuple written out is several arguments: a list is one
                 right = ev(node.right, depth)
                 if isinstance(node.right, ast.Tuple) and isinstance(right, list):
@@ -193,9 +201,10 @@ class Evaluator(Closedness):
                 if all(isinstance(p, str) for p in parts)
                 else None
             )
-        if isinstance(node, ast.FormattedValue) and node.format_spec is None:
-            inner = ev(node.value, depth)
-            return str(inner) if isinstance(inner, str | int) else None
+        if isinstance(node, ast.FormattedValue) and node.conversion == -1:
+            # f"{'cu':s}{x:>3}": a small spec applied to a string or an integer
+            spec = "" if node.format_spec is None else ev(node.format_spec, depth)
+            return _formatted(ev(node.value, depth), spec) if isinstance(spec, str) else None
         if isinstance(node, ast.Subscript):
             table = isinstance(node.value, ast.Dict | ast.Name)
             if table and not isinstance(node.slice, ast.Slice):
@@ -270,9 +279,57 @@ class Evaluator(Closedness):
         finally:
             self._evaluating.discard(name)
 
+    def _dict_literal(self, node: ast.expr) -> ast.Dict | None:
+        """A dict literal, written in place or bound once to a name nothing adds to."""
+        if isinstance(node, ast.Name) and node.id not in self.contributed:
+            bound = self.bindings.assigned.get(node.id, ())
+            node = bound[0] if len(bound) == 1 else node
+        return node if isinstance(node, ast.Dict) else None
+
+    def _mapping(self, node: ast.Dict, depth: int) -> dict[str, Value | None] | None:
+        """A dict literal of string keys, its values evaluated (``None`` where unknown)."""
+        out: dict[str, Value | None] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            name = None if key is None else self._evaluate(key, depth)
+            if not isinstance(name, str):
+                return None
+            out[name] = self._evaluate(value, depth)
+        return out
+
+    def _keyword_call(self, node: ast.Call, depth: int) -> Value | None:
+        """The keyword calls of pure text: ``"{a}{b}".format(a=..., b=...)``,
+        ``x.decode(encoding="utf-8")``, ``codecs.decode(x, encoding="rot13")``,
+        ``str(b, encoding="utf-8")`` (the keywords those take, nothing else)."""
+        func = node.func
+        if any(k.arg is None for k in node.keywords) or any(
+            isinstance(a, ast.Starred) for a in node.args
+        ):
+            return None
+        kwargs = {k.arg: self._evaluate(k.value, depth) for k in node.keywords if k.arg}
+        args = [self._evaluate(a, depth) for a in node.args]
+        if isinstance(func, ast.Attribute) and func.attr == "format":
+            base = self._evaluate(func.value, depth)
+            return _format(base, args, kwargs) if isinstance(base, str) else None
+        if set(kwargs) - {"encoding", "errors"} or "encoding" not in kwargs:
+            return None
+        args.append(kwargs["encoding"])
+        names = self.resolve(func)
+        if isinstance(func, ast.Attribute) and func.attr in {"decode", "encode"} and not names:
+            base = self._evaluate(func.value, depth)
+            return _method(base, func.attr, args, flow=self, node=node, depth=depth)
+        for name in names:
+            if name in {"builtins.str", "codecs.decode", "codecs.encode"} or name in _CLASS_CALLS:
+                result = _call(name, args)
+                if result is not None:
+                    return result
+        if isinstance(func, ast.Attribute) and func.attr in {"decode", "encode"}:
+            base = self._evaluate(func.value, depth)
+            return _method(base, func.attr, args, flow=self, node=node, depth=depth)
+        return None
+
     def _evaluate_call(self, node: ast.Call, depth: int) -> Value | None:
         if node.keywords:
-            return None
+            return self._keyword_call(node, depth)
         ev = self._evaluate
         func = node.func
         args = node.args

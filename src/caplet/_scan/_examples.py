@@ -118,12 +118,6 @@ GAPS: Final[tuple[RuleExample, ...]] = (
         '"""https://example.org/docs explains the protocol."""\n',
         "a docstring that starts with a URL is reported as a host the code talks to",
     ),
-    _gap(
-        "CPL-NET-004",
-        Variant.ALIAS,
-        'HOOK = "https://discord" + ".com/api/webhooks/123/abc"\n',
-        "indicators are matched per literal: a URL split by + is never put together",
-    ),
 )
 
 #: Every example: the canonical ones first, in the order of RULES, then the gaps.

@@ -25,7 +25,9 @@ import warnings
 from collections.abc import Collection, Iterator
 
 from caplet._findings import Finding
+from caplet._scan._computed_strings import computed_strings
 from caplet._scan._filescan import FileScan
+from caplet._scan._glued_strings import with_glued_strings
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS
 from caplet._scan._logical_lines import with_logical_lines
@@ -135,6 +137,7 @@ def _scan_text(
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
         need, auditor = prefilter().check_text(text)
         need = with_logical_lines(text, need, prefilter().check)
+        need = with_glued_strings(text, need, prefilter().check)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.
@@ -252,6 +255,9 @@ def _scan_text(
     visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes, visited)
     try:
         visitor.run()
+        # text the code computes ("Log" + "in Data", "".join(map(chr, ...))) is read by the
+        # indicator rules as its literals are (after the other rules: their budget first)
+        scan.strings.extend(computed_strings(visitor.flow, surveyed.nodes, visited))
         if mode is ScanMode.PLUGIN and focus_lines is None:
             # The gate: a dangerous module handed on as a value hides what runs.
             flow = visitor.flow

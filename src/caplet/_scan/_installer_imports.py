@@ -10,14 +10,20 @@ modules are scanned as install scripts too: transitively, bounded.
 Only imports by a literal name count (statements, and ``__import__`` /
 ``importlib.import_module`` of a string constant); a name computed at run
 time is the data flow's business inside each file.
+
+A PEP 517 build backend kept in the tree (``pyproject.toml``'s ``[build-system]``
+``build-backend`` found on its ``backend-path``) is what pip imports to build the
+package, as it runs ``setup.py``: its module is an install script too (a second stage
+installed by pip from it is the same family as from setup.py, issue 16, class 1).
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Callable, Collection, Iterable
 
-__all__ = ["MAX_INSTALLER_MODULES", "installer_modules"]
+__all__ = ["MAX_INSTALLER_MODULES", "build_backends", "installer_modules"]
 
 #: How many modules at most are followed from the install scripts (a package whose
 #: setup.py pulls in more is scanned with the rest as ordinary modules).
@@ -83,4 +89,36 @@ def installer_modules(
                 if candidate not in found and len(found) < MAX_INSTALLER_MODULES:
                     found.add(candidate)
                     queue.append((candidate, folder))
+    return frozenset(found)
+
+
+def build_backends(present: Collection[str], read: Callable[[str], str | None]) -> frozenset[str]:
+    """The files of the tree that are an in-tree PEP 517 build backend: for each
+    ``pyproject.toml`` at the root or one folder down (where an sdist keeps it), the
+    module its ``build-backend`` names (before any ``:``) on each ``backend-path``
+    folder, a package's ``__init__.py`` on the way included. A backend that is not in
+    the tree (setuptools, hatchling) is an installed library, not the package's code."""
+    found: set[str] = set()
+    for relative in sorted(present):
+        if relative.rsplit("/", 1)[-1] != "pyproject.toml" or relative.count("/") > 1:
+            continue
+        text = read(relative)
+        try:
+            table = tomllib.loads(text) if text is not None else {}
+        except tomllib.TOMLDecodeError:
+            continue  # not TOML: pip refuses it too
+        system = table.get("build-system")
+        if not isinstance(system, dict):
+            continue
+        backend, paths = system.get("build-backend"), system.get("backend-path")
+        if not isinstance(backend, str) or not isinstance(paths, list):
+            continue
+        folder = relative.rpartition("/")[0] + "/" if "/" in relative else ""
+        module = backend.partition(":")[0].strip()
+        for path in paths[:8]:
+            if not isinstance(path, str) or path.startswith("/") or ".." in path.split("/"):
+                continue  # pip requires backend-path inside the tree
+            inner = path.strip().removeprefix("./").strip("/")
+            base = folder if inner in {"", "."} else folder + inner + "/"
+            found.update(_files_of(module, base, present))
     return frozenset(found)

@@ -1,7 +1,9 @@
 """The spellings of one operation: an attribute looked up by a name held in a value.
 
 ``getattr(X, k)``, ``X.__getattribute__(k)``, ``object.__getattribute__(X, k)``,
-``vars(X)[k]`` and ``X.__dict__[k]`` all denote the attribute ``k`` of ``X``.
+``vars(X)[k]`` and ``X.__dict__[k]`` all denote the attribute ``k`` of ``X``; so does
+``g(k)`` after ``g = functools.partial(getattr, X)`` (or ``g(X, k)`` after
+``g = functools.partial(getattr)``).
 Rules that recognise the operation ask this module instead of matching one
 spelling, so a rewrite from one spelling to another changes nothing
 (benchmarks/mutate_recall.py's ``getattr-*`` rewrites, issue 16).
@@ -10,11 +12,12 @@ spelling, so a rewrite from one spelling to another changes nothing
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-__all__ = ["attribute_lookup"]
+__all__ = ["attribute_lookup", "partial_lookup"]
 
 Resolve = Callable[[ast.expr], tuple[str, ...]]
+Bound = Callable[[str], Sequence[ast.expr]]
 
 
 def attribute_lookup(node: ast.expr, resolve: Resolve) -> tuple[ast.expr, ast.expr] | None:
@@ -45,3 +48,32 @@ def attribute_lookup(node: ast.expr, resolve: Resolve) -> tuple[ast.expr, ast.ex
         ):
             return space.args[0], node.slice
     return None
+
+
+def partial_lookup(
+    node: ast.Call, resolve: Resolve, bound: Bound
+) -> tuple[ast.expr, ast.expr] | None:
+    """``(owner, key)`` when ``node`` calls ``functools.partial`` of ``getattr``, in place
+    or through a name bound once to it: the arguments the partial holds come first, the
+    call's after them."""
+    func = node.func
+    if node.keywords:
+        return None
+    if isinstance(func, ast.Call):
+        made: ast.expr = func  # functools.partial(getattr, X)(k), called in place
+    elif isinstance(func, ast.Name) and len(values := bound(func.id)) == 1:
+        made = values[0]
+    else:
+        return None
+    if (
+        not isinstance(made, ast.Call)
+        or made.keywords
+        or not made.args
+        or "functools.partial" not in resolve(made.func)
+        or "builtins.getattr" not in resolve(made.args[0])
+    ):
+        return None
+    args = [*made.args[1:], *node.args]
+    if len(args) != 2 or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    return args[0], args[1]

@@ -81,6 +81,14 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # a shell, which is only a tag (danger in an install script, always parsed, or as
     # the text of a command that is run: a pair below)
     *(i.pattern for i in INDICATORS if i.kind not in _PAIRED_INDICATORS),
+    # -- recall5 (issue 16, computed names): getattr under another name --------------------
+    # g = functools.partial(getattr, os); g("sys" + "tem"): the lookup's call site says g
+    # (_lookup_forms.partial_lookup); rare in real code
+    r"\bpartial\(\s*(?:builtins\s*\.\s*)?getattr\b",
+    # import pip as 包; 包.main(["install", X]): pip under another name (pip.main above)
+    r"(?m)^[ \t]*import[ \t]+pip(?:\._internal[\w.]*)?[ \t]+as\b",
+    # sys.modules["builtins"]: builtins' namespace by its module's name
+    r"\bmodules\s*(?:\[|\.\s*get\s*\()\s*[rbuRBU]?['\"]_{0,2}builtins?_{0,2}['\"]",
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code
@@ -366,6 +374,39 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # the environment's host and user names, where the environment is read, beside the
     # network (pair 7 holds the other reconnaissance)
     (RECON_ENV_TOKENS, ENV_READ_TOKENS, _NETWORK),
+    # -- recall5 (issue 16, computed names) ------------------------------------------------
+    # getattr wrapped in a lambda bound to a name (g = lambda o, n: getattr(o, n)), called
+    # with a name built from pieces elsewhere: the call site says g
+    (
+        r"(?m)^[ \t]*[^\s=()\[\],.'\"]+[ \t]*=[ \t]*lambda[^:\n]*:[ \t]*getattr\(",
+        r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + _STRONG_PIECES,
+    ),
+    # getattr (or exec's kin) bound to another name (取 = getattr), and a name built from
+    # pieces: the lookup's call site says 取
+    (
+        r"(?m)^[ \t]*[^\s=()\[\],.'\"]+[ \t]*=[ \t]*(?:builtins[ \t]*\.[ \t]*)?"
+        r"(?:getattr|__import__)[ \t]*(?:[#;]|$)|:=[ \t]*(?:getattr|__import__)[ \t]*\)",
+        r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + _STRONG_PIECES,
+    ),
+    # an importer given an f-string of names only (f"{a}{b}") or a name, and a name bound
+    # to one code point (a = chr(111)) or strong pieces; import_module(name) beside any
+    # literals added together is every plugin loader (turtle.py, markdown's core.py)
+    (
+        r"\b(?:__import__|import_module)\(\s*(?:[fF][rR]?['\"]\{\w+\}\{|[A-Za-z_]\w*\s*[,)])",
+        r"\b[A-Za-z_]\w*\s*=\s*chr\(\s*\d+\s*\)\s*(?:[\n#;]|$)|" + _STRONG_PIECES,
+    ),
+    # attrgetter or methodcaller given a name built on another line from pieces
+    (
+        r"\b(?:attrgetter|methodcaller)\(\s*[A-Za-z_]\w*\s*[,)]",
+        r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + _STRONG_PIECES,
+    ),
+    # a literal with junk characters removed ('c#u#r#l'.replace('#', '')) beside what
+    # gives a hidden indicator its meaning (a file opened or copied, a process, the
+    # network); literals added together or joined are _glued_strings'
+    (
+        r"['\"]\s*\.\s*replace\(\s*['\"][^'\"\n]{1,3}['\"]\s*,\s*(?:''|\"\")\s*\)",
+        r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK,
+    ),
 )
 #: A network program in a command that is run (``Sinks.process``: reconnaissance sent by
 #: ping, nslookup, curl) is an egress too, for every conjunction above whose egress is

@@ -49,7 +49,7 @@ from caplet._scan._collect import (
 )
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import Grants
-from caplet._scan._installer_imports import installer_modules
+from caplet._scan._installer_imports import build_backends, installer_modules
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._selfcheck import self_check
 from caplet._scan._verdict import finish
@@ -148,6 +148,8 @@ def scan_tree(
     relatives = [e.relative for e in entries]
     scripts = installers(relatives)
     paths = {e.relative: e.path for e in entries if e.kind is EntryKind.FILE}
+    # an in-tree PEP 517 build backend is imported by pip to build: an install script too
+    scripts |= build_backends(paths, lambda r: _text_of(paths[r], limits))
     # what setup.py imports from beside it runs at install time too (issue 16)
     scripts |= installer_modules(scripts, paths, lambda r: _text_of(paths[r], limits))
     collector = Collector(capabilities, mode, limits, local_modules(relatives), scripts)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
+from caplet._scan._lookup_forms import partial_lookup
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
 from caplet._scan._sink_sliced import SlicedNames
 from caplet._scan._sources import (
@@ -279,6 +280,11 @@ class LookupSinks(SlicedNames):
             return  # computed_getattr's
         func = node.func
         flow = self._flow
+        looked = partial_lookup(node, flow.resolve, lambda n: flow.bindings.assigned.get(n, ()))
+        if looked is not None:
+            # g = functools.partial(getattr, os); g("sys" + "tem"): getattr by another name
+            self.computed_getattr(node, looked[0], looked[1], None)
+            return
         if not DYNAMIC_IMPORTERS.isdisjoint(funcs):
             # __import__(''.join(map(s.__getitem__, [...]))) with s = str(copyright): a
             # module named by letters out of a builtin's text the evaluator does not spell

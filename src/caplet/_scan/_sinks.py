@@ -116,6 +116,11 @@ def launches_payload(program: str) -> bool:
 _PIP = re.compile(r"pip[0-9.]*(?:\.exe)?", re.IGNORECASE)
 
 
+#: What a package carries itself: pip told to act by it, in an install script, is the
+#: package's doing (a file it ships, a blob it decodes, what it downloads).
+_SHIPPED_DATA = frozenset({Source.PACKAGED, Source.DECODED, Source.DOWNLOADED, Source.REMOTE})
+
+
 def _installs_other(words: list[str]) -> bool:
     """``pip install NAME`` (or a URL; ``pip3``, ``pip3.11``, ``pip.exe`` too): not
     ``pip install .`` or ``-r requirements.txt``."""
@@ -550,8 +555,19 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
 
     def _installs(self, node: ast.Call) -> bool:
         """``pip.main(["install", ...])`` (or ``args=``): an install, not pip's own entry
-        point; the list may be filled after it is made (``a = []; a.append("install")``)."""
-        return self._install_args([*node.args, *(k.value for k in node.keywords)])
+        point; the list may be filled after it is made (``a = []; a.append("install")``).
+        In an install script, pip given arguments read from what the package ships or
+        decodes (a file beside setup.py, a decoded blob; not the user's command line,
+        ``pip.main(sys.argv[1:])`` is pip's own entry point) counts too: what it is told
+        to do cannot be checked, and the safe answer wins (recall5, issue 16)."""
+        exprs = [*node.args, *(k.value for k in node.keywords)]
+        if self._install_args(exprs):
+            return True
+        flow = self._flow
+        return self._scan.installer and any(
+            flow.evaluate(e) is None and any(s in _SHIPPED_DATA for s, _ in flow.labels(e))
+            for e in exprs
+        )
 
     def _install_args(self, exprs: list[ast.expr]) -> bool:
         """Any of ``exprs`` is (or names) a list with ``install`` in it, or the word."""

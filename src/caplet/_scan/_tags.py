@@ -191,7 +191,13 @@ class Tagger:
             budget -= 1
             if isinstance(item, ast.Constant) and isinstance(item.value, str):
                 pieces.append(item.value)
-            elif isinstance(item, ast.Call):
+                continue
+            if isinstance(item, ast.BinOp | ast.JoinedStr | ast.Call | ast.Subscript):
+                # "~/.ba" + "shrc", "cront" + "ab -": the text the code computes
+                computed = self._flow.name_value(item)
+                if computed is not None:
+                    pieces.append(computed)
+            if isinstance(item, ast.Call):
                 joined = [
                     a.value
                     for a in item.args

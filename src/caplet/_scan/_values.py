@@ -13,9 +13,10 @@ import base64
 import binascii
 import builtins
 import codecs
+import re
 import string
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
     "MAX_LOOP",
@@ -28,10 +29,12 @@ __all__ = [
     "call_pure",
     "chr_of",
     "format_fields",
+    "formatted",
     "has_parameters",
     "join_strings",
     "literal_object",
     "percent",
+    "percent_mapping",
     "positional",
     "subscript",
 ]
@@ -224,9 +227,27 @@ def percent(template: str, items: Sequence[Value | None]) -> Value | None:
     return out if len(out) <= MAX_VALUE else None
 
 
-def format_fields(template: str, args: Sequence[Value | None]) -> Value | None:
-    """``"{}{}".format("ex", "ec")``: positional fields only, no conversion or format spec
-    (an attribute or item of a field is never looked up)."""
+#: A format spec that cannot grow a value: alignment, sign, ``#``, ``0``, a width and a
+#: precision of three digits at most, a grouping option, and a type (``{x:>8}``, ``{n:02x}``).
+_SMALL_SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?#?0?\d{0,3}[,_]?(?:\.\d{1,3})?[sdxXobc]?")
+
+
+def formatted(item: Value | None, spec: str) -> str | None:
+    """``format(item, spec)`` for a string or an integer and a small spec; ``None`` otherwise."""
+    if not isinstance(item, str | int) or not _SMALL_SPEC.fullmatch(spec):
+        return None
+    try:
+        return format(item, spec)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def format_fields(
+    template: str, args: Sequence[Value | None], kwargs: Mapping[str, Value | None] | None = None
+) -> Value | None:
+    """``"{}{}".format("ex", "ec")``, ``"{a}{b}".format(a="ex", b="ec")``: positional and
+    named fields, a small spec (:func:`formatted`), no conversion (an attribute or item of
+    a field is never looked up)."""
     pieces: list[str] = []
     automatic = 0
     size = 0
@@ -238,26 +259,64 @@ def format_fields(template: str, args: Sequence[Value | None]) -> Value | None:
         pieces.append(literal)
         if field is None:
             continue
-        if spec or conversion is not None:
+        if conversion is not None:
             return None
+        item: Value | None
         if field == "":
             index = automatic
             automatic += 1
+            item = args[index] if index < len(args) else None
         elif field.isdigit():
             index = int(field)
+            item = args[index] if index < len(args) else None
+        elif kwargs is not None and field.isidentifier():
+            item = kwargs.get(field)
         else:
             return None
-        if index >= len(args):
+        text = formatted(item, spec or "")
+        if text is None:
             return None
-        item = args[index]
-        if not isinstance(item, str | int):
-            return None
-        pieces.append(str(item))
-        size += len(pieces[-1])
+        pieces.append(text)
+        size += len(text)
         if size > MAX_VALUE:  # "{0}" * 10**6 of a 4 MiB string: stopped as it grows (scanfuzz)
             return None
     out = "".join(pieces)
     return out if len(out) <= MAX_VALUE else None
+
+
+#: One field of a ``%`` template with a mapping: ``%(key)s`` (``d``, ``i``, ``r``) or ``%%``.
+_MAPPING_FIELD = re.compile(r"%(?:\(([^)]*)\)([sdir])|%)")
+
+
+def percent_mapping(template: str, mapping: Mapping[str, Value | None]) -> Value | None:
+    """``"%(a)s%(b)s" % {"a": "ex", "b": "ec"}``: ``%(key)s``/``d``/``i``/``r`` and ``%%``
+    only (anything else is left unevaluated)."""
+    out: list[str] = []
+    position = 0
+    size = 0
+    for found in _MAPPING_FIELD.finditer(template):
+        literal = template[position : found.start()]
+        if "%" in literal:
+            return None  # a field of another form (%5s, %c, a positional %s)
+        out.append(literal)
+        position = found.end()
+        key, kind = found.group(1), found.group(2)
+        if kind is None:
+            out.append("%")
+            continue
+        item = mapping.get(key)
+        if not isinstance(item, str | int) or (kind in {"d", "i"} and isinstance(item, str)):
+            return None
+        out.append(repr(item) if kind == "r" else str(item))
+        size += len(literal) + len(out[-1])
+        if size > MAX_VALUE:  # "%(a)s" * 10**5 of a 4 MiB string: stopped as it grows
+            return None
+    rest = template[position:]
+    if "%" in rest:
+        return None
+    out.append(rest)
+    text = "".join(out)
+    return text if len(text) <= MAX_VALUE else None
 
 
 def call_pure(name: str, values: list[Value | None]) -> Value | None:
@@ -333,10 +392,16 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
             inflater = zlib.decompressobj(47)  # zlib or gzip header, detected
             out = inflater.decompress(data, MAX_VALUE)
             return out if not inflater.unconsumed_tail else None
-        if name == "codecs.decode" and len(values) == 2 and isinstance(values[1], str):
-            codec = values[1].lower()
+        if (
+            name in {"codecs.decode", "codecs.encode"}
+            and len(values) == 2
+            and isinstance(values[1], str)
+        ):
+            codec = values[1].lower().replace("-", "_")
             if codec in {"rot13", "rot_13"} and isinstance(first, str):
-                return codecs.decode(first, "rot13")
+                return codecs.decode(first, "rot13")  # its own inverse: encode is decode
+            if name == "codecs.encode":
+                return None
             if codec in {"hex", "base64"}:
                 return codecs.decode(data, codec)
     except (ValueError, TypeError, binascii.Error, zlib.error, OverflowError):

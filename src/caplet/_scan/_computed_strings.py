@@ -1,0 +1,110 @@
+"""Strings the code computes, handed to the indicator rules beside its literals (issue 16).
+
+The indicator rules (:mod:`caplet._scan._indicators`) read the file's string constants. A
+dropper that spells ``Login Data``, ``stratum+tcp://`` or ``~/.bashrc`` as
+``"Log" + "in Da" + "ta"``, ``"".join(map(chr, [...]))``, ``"...".replace("#", "")``,
+``"..."[::-1]``, ``"%s%s" % (...)``, ``bytes.fromhex(...).decode()`` or
+``codecs.decode(..., "rot13")`` has no literal that matches. The constant evaluator
+(:mod:`caplet._scan._evaluate`, bounded, nothing of the scanned code runs) already knows
+those values; this module picks the expressions that build text and asks it for them.
+
+Only the outermost pieces of text matter, but every candidate is evaluated (memoised, so
+an inner piece costs nothing more) and the evaluator's per-file budget bounds the whole.
+It runs after the other rules of the file, so it never spends budget they need.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection, Iterator, Sequence
+
+from caplet._scan._flow import Flow
+
+__all__ = ["MAX_CANDIDATES", "computed_strings"]
+
+#: Text-building expressions evaluated per file at most (a file of thousands of string
+#: concatenations is a data table; its literals are read anyway).
+MAX_CANDIDATES = 2000
+
+#: The shortest computed text worth matching (the literals' own threshold).
+_MIN_LENGTH = 5
+
+#: Methods whose result is text built from their receiver or arguments.
+_TEXT_METHODS = frozenset(
+    {
+        "join",
+        "format",
+        "decode",
+        "replace",
+        "translate",
+        "lower",
+        "upper",
+        "swapcase",
+        "strip",
+        "fromhex",
+        "b64decode",
+        "b32decode",
+        "b16decode",
+        "b85decode",
+        "a85decode",
+        "urlsafe_b64decode",
+        "decodebytes",
+        "unhexlify",
+        "a2b_hex",
+        "a2b_base64",
+        "decompress",
+        "encode",
+    }
+)
+
+#: Builtins whose result is text built from their arguments.
+_TEXT_BUILTINS = frozenset({"chr", "str", "bytes", "bytearray"})
+
+
+#: The node types that may build text (the rest are skipped with one set lookup).
+_KINDS = frozenset({ast.BinOp, ast.JoinedStr, ast.Subscript, ast.Call})
+
+
+def _builds_text(node: ast.AST) -> bool:
+    """An expression that may compute text out of literals (cheap syntactic test)."""
+    kind = type(node)
+    if kind is ast.BinOp:
+        return isinstance(node.op, ast.Add | ast.Mod)  # type: ignore[attr-defined]
+    if kind is ast.JoinedStr:
+        return True
+    if kind is ast.Subscript:
+        return isinstance(node.slice, ast.Slice)  # type: ignore[attr-defined]
+    if kind is ast.Call:
+        func = node.func  # type: ignore[attr-defined]
+        if isinstance(func, ast.Attribute):
+            return func.attr in _TEXT_METHODS
+        return isinstance(func, ast.Name) and func.id in _TEXT_BUILTINS
+    return False
+
+
+def computed_strings(
+    flow: Flow, nodes: Sequence[ast.AST], visited: Collection[int] | None
+) -> Iterator[tuple[str, int, int]]:
+    """``(text, line, column)`` of every text-building expression whose value the
+    evaluator computes (on the focus statements only, when the pass has a focus)."""
+    taken = 0
+    kinds = _KINDS
+    for node in nodes:
+        # the type first: most nodes are names, attributes and constants (a file's pass
+        # walks every node once more here, so the common case must be one set lookup)
+        if type(node) not in kinds or not _builds_text(node):
+            continue
+        if visited is not None and id(node) not in visited:
+            continue
+        taken += 1
+        if taken > MAX_CANDIDATES:
+            return
+        value = flow.evaluate(node)
+        if isinstance(value, bytes):
+            text = value.decode("latin-1")
+        elif isinstance(value, str):
+            text = value
+        else:
+            continue
+        if len(text) >= _MIN_LENGTH:
+            yield text, getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
