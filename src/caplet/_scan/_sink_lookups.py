@@ -147,8 +147,6 @@ class LookupSinks(SlicedNames):
             key = node.slice
             self._pending.append(lambda: self._sliced_lookup(node, key))
         name = flow.name_value(node.slice)
-        if name is None and not namespace:
-            return  # nothing below reports it, decoded or not (issue 16's speed)
         hidden = name is None and namespace and flow.closed(node.slice)
         if name is None and not self._decoded(node.slice) and not hidden:
             return
