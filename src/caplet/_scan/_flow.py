@@ -102,8 +102,12 @@ class Flow(Evaluator):
     ) -> None:
         super().__init__(bindings)
         self.nodes = list(nodes)
-        #: The scope of every surveyed node (a node not surveyed is at module scope).
-        self._scope_of = {id(n): s for n, s in zip(self.nodes, scopes, strict=False) if s}
+        self._scopes = scopes
+        #: The scope of every surveyed node (a node not surveyed is at module scope),
+        #: made on the first question: most files never ask (issue 16's speed).
+        self._scope_of: dict[int, int] | None = None
+        #: The surveyed nodes by class, each list in the survey's order (on first need).
+        self._kinds: dict[type, list[ast.AST]] | None = None
         self._labels: dict[int, Labels] = {}
         self._name_labels: dict[tuple[str, int], Labels] = {}
         self._labelling: set[tuple[str, int]] = set()
@@ -113,7 +117,35 @@ class Flow(Evaluator):
 
     def scope(self, node: ast.AST) -> int:
         """The scope ``node`` was surveyed in (0: the module)."""
-        return self._scope_of.get(id(node), 0)
+        scope_of = self._scope_of
+        if scope_of is None:
+            # the module's zeros kept too: built at C speed, a comprehension was 2% of a
+            # package scan's CPU on the benign corpus (issue 16)
+            scope_of = self._scope_of = dict(zip(map(id, self.nodes), self._scopes, strict=False))
+            self._scopes = ()
+        return scope_of.get(id(node), 0)
+
+    def of_kind(self, kind: type[ast.AST]) -> list[ast.AST]:
+        """The surveyed nodes of class ``kind``, in the survey's order.
+
+        The checks that look at every node of a file for one or two classes (the calls
+        passing arguments to this file's functions, a shortcut's name, ...) each walked
+        the whole node list; one pass now sorts it by class for all of them (issue 16).
+        """
+        kinds = self._kinds
+        if kinds is None:
+            kinds = self._kinds = {}
+            for n in self.nodes:
+                group = kinds.get(type(n))
+                if group is None:
+                    kinds[type(n)] = [n]
+                else:
+                    group.append(n)
+        return kinds.get(kind, [])
+
+    def calls(self) -> list[ast.Call]:
+        """The surveyed calls, in the survey's order."""
+        return self.of_kind(ast.Call)  # type: ignore[return-value]
 
     # -- labels -----------------------------------------------------------------------
 
@@ -430,9 +462,7 @@ class Flow(Evaluator):
         # One pass over the nodes (it was two: 4% of a package scan's CPU on the benign
         # corpus, issue 16); a callee's name is looked up before its receiver is checked:
         # most calls name no function of this file.
-        for n in self.nodes:
-            if not isinstance(n, ast.Call):
-                continue
+        for n in self.calls():
             func = n.func
             if isinstance(func, ast.Lambda):
                 # (lambda x: exec(x))(blob): the lambda's parameters are the call's arguments
@@ -508,9 +538,8 @@ class Flow(Evaluator):
         if frameworks:
             registered = {
                 a.id
-                for n in self.nodes
-                if isinstance(n, ast.Call)
-                and any(f.split(".", 1)[0] in frameworks for f in self.resolve(n.func))
+                for n in self.calls()
+                if any(f.split(".", 1)[0] in frameworks for f in self.resolve(n.func))
                 for a in n.args
                 if isinstance(a, ast.Name)
             }

@@ -73,7 +73,19 @@ _BUILTIN_CALLABLES = frozenset(
 
 def is_network(name: str) -> bool:
     """True when ``name`` is a call into a network module that sends or receives."""
-    return name.startswith(NETWORK_MODULES) and name not in NOT_EGRESS
+    known = _NETWORK.get(name)
+    if known is None:
+        # the same names come back for every call of every file, each asked several
+        # times (tags, sinks, labels): the prefix test once per name (issue 16's speed)
+        if len(_NETWORK) >= _MAX_NETWORK:
+            _NETWORK.clear()
+        known = _NETWORK[name] = name.startswith(NETWORK_MODULES) and name not in NOT_EGRESS
+    return known
+
+
+#: :func:`is_network` by name, and how many names it keeps (bounded memory).
+_NETWORK: dict[str, bool] = {}
+_MAX_NETWORK = 65_536
 
 
 class Resolver:

@@ -228,9 +228,8 @@ class StageSinks:
         if self._by_receiver is None:
             self._by_receiver = {
                 id(n.func.value): n.args[0]
-                for n in self._flow.nodes
-                if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
+                for n in self._flow.calls()
+                if isinstance(n.func, ast.Attribute)
                 and n.func.attr in {"write", "writelines"}
                 and isinstance(n.func.value, ast.Call)
                 and n.args

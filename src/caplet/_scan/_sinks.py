@@ -98,9 +98,34 @@ _DLL_LOADERS = frozenset({"rundll32", "rundll32.exe", "regsvr32", "regsvr32.exe"
 _RUNPY = frozenset({"runpy.run_module", "runpy.run_path", "runpy._run_module_as_main"})
 
 
+#: The nodes that may put an install into ``sys.argv`` (see ``Sinks._installs_argv``).
+_ARGV_KINDS = frozenset({ast.Assign, ast.AugAssign, ast.Call})
+
 #: Loaders of compiled bytecode from a file (what fshec2 ran its payload with).
 _BYTECODE_LOADERS = frozenset(
     {"importlib.machinery.SourcelessFileLoader", "imp.load_compiled", "_imp.load_compiled"}
+)
+
+
+#: The names some check of ``Sinks._named_sinks`` looks for (besides the network calls).
+_SINK_NAMES = (
+    DNS_FUNCTIONS
+    | EXECUTORS
+    | RUNS_FILE
+    | PIP_MAINS
+    | _TEMPORARY_FILES
+    | _UNPICKLERS
+    | _DOWNLOADS_TO
+    | _COPIES
+    | _RUNPY
+    | _BYTECODE_LOADERS
+    | {
+        "builtins.eval",
+        "pkgutil.resolve_name",
+        "importlib.util.spec_from_file_location",
+        "operator.attrgetter",
+        "operator.methodcaller",
+    }
 )
 
 
@@ -165,6 +190,38 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self.builtins_store(node)
         if node.args:
             self.lookup_call(node, funcs)
+        if not _SINK_NAMES.isdisjoint(funcs) or any(is_network(f) for f in funcs):
+            self._named_sinks(node, funcs, method)
+        elif (
+            isinstance(func, ast.Attribute)
+            and method in {"write_bytes", "write_text"}
+            and node.args
+        ):
+            # the one check of _named_sinks that needs no name: the only one left to make
+            # for the calls of nothing it looks for, most calls (issue 16's speed)
+            self._write(node, func.value, (node.args[0],), set())
+        if method == "__getattribute__" and (looked := attribute_lookup(node, flow.resolve)):
+            # X.__getattribute__(k) and object.__getattribute__(X, k) are getattr(X, k):
+            # the same rules, whatever the spelling (issue 16's mutation testing)
+            self.computed_getattr(node, looked[0], looked[1], None)
+        if method in {"get", "__getattribute__", "__getitem__"} and 1 <= len(node.args) <= 2:
+            self.computed_lookup(node, node.args[-1 if method == "__getattribute__" else 0])
+        elif isinstance(func, ast.Name) and node.args and len(node.args) <= 2:
+            # g = vars(__builtins__).get; g(name): the bound lookup called by its name
+            bound = flow.bindings.assigned.get(func.id, ())
+            if (
+                len(bound) == 1
+                and isinstance(bound[0], ast.Attribute)
+                and bound[0].attr in {"get", "__getitem__"}
+            ):
+                call = ast.copy_location(ast.Call(bound[0], node.args, node.keywords), node)
+                self.computed_lookup(call, node.args[0])
+
+    def _named_sinks(self, node: ast.Call, funcs: tuple[str, ...], method: str) -> None:
+        """The sinks :meth:`call` finds by the names a call may denote (a network call,
+        exec, a process started from a file, a copy, pip, a pickle, ...)."""
+        flow = self._flow
+        func = node.func
         # a connection, a socket address or a URL written into the code
         if (
             (node.args or node.keywords)
@@ -243,22 +300,6 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._scan.emit("CPL-THR-027", shown, node.lineno, node.col_offset)
         if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
-        if method == "__getattribute__" and (looked := attribute_lookup(node, flow.resolve)):
-            # X.__getattribute__(k) and object.__getattribute__(X, k) are getattr(X, k):
-            # the same rules, whatever the spelling (issue 16's mutation testing)
-            self.computed_getattr(node, looked[0], looked[1], None)
-        if method in {"get", "__getattribute__", "__getitem__"} and 1 <= len(node.args) <= 2:
-            self.computed_lookup(node, node.args[-1 if method == "__getattribute__" else 0])
-        elif isinstance(func, ast.Name) and node.args and len(node.args) <= 2:
-            # g = vars(__builtins__).get; g(name): the bound lookup called by its name
-            bound = flow.bindings.assigned.get(func.id, ())
-            if (
-                len(bound) == 1
-                and isinstance(bound[0], ast.Attribute)
-                and bound[0].attr in {"get", "__getitem__"}
-            ):
-                call = ast.copy_location(ast.Call(bound[0], node.args, node.keywords), node)
-                self.computed_lookup(call, node.args[0])
 
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""
@@ -418,8 +459,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         handle = self._handle_of(node)
         if handle is None:
             return found
-        for n in self._flow.nodes:
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+        for n in self._flow.calls():
+            if not isinstance(n.func, ast.Attribute):
                 continue
             owner = n.func.value
             if n.func.attr == "communicate" and isinstance(owner, ast.Name) and owner.id == handle:
@@ -538,6 +579,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         flow = self._flow
         values: list[ast.expr] = []
         for node in flow.nodes:
+            if type(node) not in _ARGV_KINDS:
+                continue
             if isinstance(node, ast.Assign | ast.AugAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:

@@ -23,7 +23,9 @@ import bisect
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from caplet._scan._children import MANY, ONE, child_fields
 from caplet._scan._rules import ArgumentSpec
 
 __all__ = [
@@ -98,10 +100,6 @@ class TooComplex:
     line: int
 
 
-#: Fields never worth a visit: expression contexts and operators are
-#: singletons with no position, read directly by the rules that need them.
-_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
-_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 BINDING_NODES = (
     ast.Import,
     ast.ImportFrom,
@@ -129,6 +127,16 @@ _SCOPES = frozenset(
     }
 )
 _BINDING_KINDS = frozenset(BINDING_NODES)
+#: A node class's role in the survey, besides its children: it binds names, opens a scope.
+_BINDS = 1
+_OPENS_SCOPE = 2
+#: By node class: its child fields (:func:`caplet._scan._children.child_fields`) and role.
+_SPECS: dict[type, tuple[tuple[tuple[str, int], ...], int]] = {}
+
+
+def _spec(kind: type) -> tuple[tuple[tuple[str, int], ...], int]:
+    role = (_BINDS if kind in _BINDING_KINDS else 0) | (_OPENS_SCOPE if kind in _SCOPES else 0)
+    return child_fields(kind), role
 
 
 def survey(
@@ -156,6 +164,7 @@ def survey(
     level_scopes = [0] * len(level)
     parents = bindings.parents
     depth = 0
+    specs = _SPECS
     while level:
         depth += 1
         if depth > max_depth:
@@ -166,26 +175,41 @@ def survey(
         scopes.extend(level_scopes)
         below: list[ast.AST] = []
         below_scopes: list[int] = []
+        append = below.append
+        extend = below.extend
+        bind_here = not (prebound and depth == 1)
         for node, scope in zip(level, level_scopes, strict=True):
             kind = type(node)
-            if kind in _BINDING_KINDS and not (prebound and depth == 1):
-                bind(node, bindings, scope)
+            spec = specs.get(kind)
+            if spec is None:
+                spec = specs[kind] = _spec(kind)
+            fields, role = spec
             inner = scope
-            if kind in _SCOPES:
-                parents[id(node)] = scope
-                inner = id(node)
-            fields = _CHILD_FIELDS.get(kind)
-            if fields is None:
-                fields = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
-                _CHILD_FIELDS[kind] = fields
+            if role:
+                if role & _BINDS and bind_here:
+                    bind(node, bindings, scope)
+                if role & _OPENS_SCOPE:
+                    parents[id(node)] = scope
+                    inner = id(node)
+            if not fields:
+                continue  # a leaf: a name, a constant, an alias...
             before = len(below)
-            for name in fields:
-                value = getattr(node, name, None)
-                if isinstance(value, list):
-                    below.extend(item for item in value if isinstance(item, ast.AST))
+            for name, how in fields:
+                value: Any = getattr(node, name, None)
+                if how == ONE:
+                    if value is not None:
+                        append(value)
+                elif how == MANY:
+                    extend(value)
+                elif isinstance(value, list):
+                    extend([item for item in value if isinstance(item, ast.AST)])
                 elif isinstance(value, ast.AST):
-                    below.append(value)
-            below_scopes.extend([inner] * (len(below) - before))
+                    append(value)
+            added = len(below) - before
+            if added == 1:
+                below_scopes.append(inner)
+            elif added:
+                below_scopes.extend([inner] * added)
         level = below
         level_scopes = below_scopes
     return Survey(bindings, nodes, scopes)
@@ -201,21 +225,23 @@ def node_ids(roots: Sequence[ast.AST]) -> frozenset[int]:
     on the benign corpus (issue 16).
     """
     found: list[ast.AST] = list(roots)
+    append = found.append
+    extend = found.extend
     index = 0
     while index < len(found):
         node = found[index]
         index += 1
-        kind = type(node)
-        fields = _CHILD_FIELDS.get(kind)
-        if fields is None:
-            fields = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
-            _CHILD_FIELDS[kind] = fields
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, list):
-                found.extend(item for item in value if isinstance(item, ast.AST))
+        for name, how in child_fields(type(node)):
+            value: Any = getattr(node, name, None)
+            if how == ONE:
+                if value is not None:
+                    append(value)
+            elif how == MANY:
+                extend(value)
+            elif isinstance(value, list):
+                extend([item for item in value if isinstance(item, ast.AST)])
             elif isinstance(value, ast.AST):
-                found.append(value)
+                append(value)
     return frozenset(map(id, found))
 
 

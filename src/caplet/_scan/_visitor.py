@@ -118,6 +118,27 @@ def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
 #: Nodes that can add to a name after its binding (see ``RuleVisitor._contribute``).
 _CONTRIBUTING = frozenset({ast.Assign, ast.AugAssign, ast.Call})
 
+#: A visitor method not looked up yet.
+_UNKNOWN: Any = object()
+#: By visitor class, by node class: its ``visit_`` function, or ``None``.
+_METHODS: dict[type, dict[type, Callable[[Any, Any], None] | None]] = {}
+
+
+def _methods(visitor: type) -> dict[type, Callable[[Any, Any], None] | None]:
+    """The table of ``visitor``'s ``visit_`` functions (filled by :func:`_method`)."""
+    table = _METHODS.get(visitor)
+    if table is None:
+        table = _METHODS[visitor] = {}
+    return table
+
+
+def _method(
+    table: dict[type, Callable[[Any, Any], None] | None], visitor: type, kind: type
+) -> Callable[[Any, Any], None] | None:
+    """``visitor.visit_<kind>`` (a plain function), remembered in ``table``."""
+    method = table[kind] = getattr(visitor, f"visit_{kind.__name__}", None)
+    return method
+
 
 class RuleVisitor(Reporting, ast.NodeVisitor):
     """Applies the code rules to one parsed file (see the module docstring)."""
@@ -147,24 +168,34 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
 
     def run(self) -> None:
         # NodeVisitor.visit looks the method up by name for every node; a
-        # per-class cache skips the string building, and classes without a
-        # visit_ method are skipped outright.
-        methods: dict[type[ast.AST], Callable[[Any], None] | None] = {}
+        # per-class table (kept for the visitor class) skips the string building,
+        # and classes without a visit_ method are skipped outright. The scope is
+        # set only for the nodes something is done for: only they read it.
+        methods = _methods(type(self))
         visited = self._visited
-        for node, scope in zip(self._nodes, self._scopes, strict=True):
-            self._scope = scope
-            kind = type(node)
-            if visited is not None and id(node) not in visited:
-                if kind in _CONTRIBUTING:
-                    self._contributions_only(node)
-                continue
-            try:
-                method = methods[kind]
-            except KeyError:
-                method = getattr(self, f"visit_{kind.__name__}", None)
-                methods[kind] = method
-            if method is not None:
-                method(node)
+        pairs = zip(self._nodes, self._scopes, strict=True)
+        if visited is None:
+            for node, scope in pairs:
+                method = methods.get(type(node), _UNKNOWN)
+                if method is _UNKNOWN:
+                    method = _method(methods, type(self), type(node))
+                if method is not None:
+                    self._scope = scope
+                    method(self, node)
+        else:
+            for node, scope in pairs:
+                kind = type(node)
+                if id(node) not in visited:
+                    if kind in _CONTRIBUTING:
+                        self._scope = scope
+                        self._contributions_only(node)
+                    continue
+                method = methods.get(kind, _UNKNOWN)
+                if method is _UNKNOWN:
+                    method = _method(methods, type(self), kind)
+                if method is not None:
+                    self._scope = scope
+                    method(self, node)
         self._sinks.finish()
 
     def generic_visit(self, node: ast.AST) -> None:

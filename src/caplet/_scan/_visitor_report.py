@@ -58,6 +58,25 @@ _REFERENCE_NAMES = (
     | DECODERS
 )
 _MODULE_ROOTS = frozenset(m.split(".", 1)[0] for m in MODULE_RULES)
+#: By the names a reference may denote, those a rule can report (memoised for every
+#: file: the same few thousand resolutions come back, ``builtins.len``, ``self.x``...).
+_REPORTABLE: dict[tuple[str, ...], tuple[str, ...]] = {}
+#: Past this many remembered resolutions the memo starts again (bounded memory).
+_MAX_REPORTABLE = 65_536
+
+
+def _reportable(candidates: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of ``candidates`` a rule may report: those of :data:`_REFERENCE_NAMES`
+    and those in a flagged module."""
+    found = tuple(
+        name
+        for name in candidates
+        if name in _REFERENCE_NAMES or name.split(".", 1)[0] in _MODULE_ROOTS
+    )
+    if len(_REPORTABLE) >= _MAX_REPORTABLE:
+        _REPORTABLE.clear()
+    _REPORTABLE[candidates] = found
+    return found
 
 
 class Reporting:
@@ -78,11 +97,14 @@ class Reporting:
 
     def _report_reference(self, node: ast.AST, candidates: tuple[str, ...]) -> None:
         """API rules for a reference that no enclosing call has reported."""
+        reportable = _REPORTABLE.get(candidates)
+        if reportable is None:
+            reportable = _reportable(candidates)
+        if not reportable:
+            return  # most references: nothing any rule reports (issue 16's speed)
         scan = self._scan
         line = getattr(node, "lineno", 0)
-        for name in candidates:
-            if name not in _REFERENCE_NAMES and name.split(".", 1)[0] not in _MODULE_ROOTS:
-                continue
+        for name in reportable:
             tag = TAG_APIS.get(name)
             if tag is not None:
                 scan.tag(tag, line, name)
