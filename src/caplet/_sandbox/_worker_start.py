@@ -88,11 +88,13 @@ def worker_log(plugin: str) -> IO[bytes]:
     ``inherited-fds`` case found it), and where the file system lacks
     ``O_TMPFILE`` the standard library falls back to a named file that a
     worker of the same uid could open before it is unlinked. A memfd has
-    no path and only the host and the zygote hold it: the worker writes into
-    a pipe that the zygote copies into it, up to ``file_size_mb``
+    no path. A sandboxed worker never holds it: it writes into a pipe that
+    the zygote copies into the memfd, up to ``file_size_mb``
     (:mod:`caplet._sandbox._zygote_log`; holding the memfd itself, a worker
     granted ``proc.exec`` overwrote it with a program and ran that through
-    the loader).
+    the loader). A plain process without a sandboxing launcher
+    (best-effort where no layer exists) writes it directly, capped by its
+    ``RLIMIT_FSIZE``: nothing is mounted ``noexec`` there either.
 
     Raises :class:`WorkerStartError` naming the plugin when the kernel
     refuses (out of descriptors or memory).
