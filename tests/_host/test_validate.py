@@ -415,3 +415,37 @@ def test_unique_items_means_what_jsonschema_means(items: list[object]) -> None:
     nan = float("nan")
     assert not _all_unique([nan, nan])  # one object: equal to itself, as in jsonschema
     assert _all_unique([{1, 2}, {3}]) == bool(uniq([{1, 2}, {3}]))  # no JSON: its own check
+
+
+def test_enum_is_checked_by_lookup_not_entry_by_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team round 5: a plugin's own manifest holds an enum of 100,000 values and
+    its result as many items; each item was compared with every entry in the host."""
+    import jsonschema._utils
+
+    from caplet._host._validate import compile_schema
+
+    values = [f"v{n:06d}" for n in range(100_000)]
+    validator = compile_schema({"type": "array", "items": {"enum": values}}, _refuse)
+    compared: list[object] = []
+    real_equal = jsonschema._utils.equal
+
+    def counting_equal(one: object, two: object) -> bool:
+        compared.append(one)
+        return bool(real_equal(one, two))
+
+    monkeypatch.setattr(jsonschema._utils, "equal", counting_equal)
+    assert validator.is_valid([values[-1]] * 100_000)
+    assert not validator.is_valid([values[-1], "x"])
+    assert compared == []
+    # JSON Schema's equality: 1 is 1.0, True is not 1, objects in any key order.
+    small = compile_schema({"enum": [1, {"a": [True]}, None]}, _refuse)
+    assert small.is_valid(1.0)
+    assert not small.is_valid(True)
+    assert small.is_valid({"a": (True,)})
+    assert not small.is_valid({"a": [1]})
+    assert small.is_valid(None)
+    assert not small.is_valid({1, 2})  # not JSON: jsonschema's own check
+
+
+def _refuse(message: str) -> Exception:
+    return ValueError(message)
