@@ -89,7 +89,7 @@ def worker_log(plugin: str) -> IO[bytes]:
     ``O_TMPFILE`` the standard library falls back to a named file that a
     worker of the same uid could open before it is unlinked. A memfd has
     no path. A sandboxed worker never holds it: it writes into a pipe that
-    the zygote copies into the memfd, up to ``file_size_mb``
+    the zygote copies into the memfd, its latest 64 KiB
     (:mod:`caplet._sandbox._zygote_log`; holding the memfd itself, a worker
     granted ``proc.exec`` overwrote it with a program and ran that through
     the loader). A plain process without a sandboxing launcher

@@ -349,7 +349,7 @@ def _loop(
         # the host's log, never into the log itself (_zygote_log).
         try:
             with _step("creating the pipe of the worker's stderr"):
-                relay, log_fd = new_relay(log_fd, request.limits.file_size_mb)
+                relay, log_fd = new_relay(log_fd)
         except SandboxError as exc:
             for fd in fds:
                 os.close(fd)

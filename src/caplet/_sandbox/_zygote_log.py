@@ -13,12 +13,15 @@ an unprivileged host the worker owns the memfd and may ``chmod`` it back.
 
 So the worker's fd 2 is the write end of a pipe, which can be neither
 mapped nor opened as anything but the pipe, and the zygote, outside every
-jail, copies what arrives into the memfd only it and the host hold. It
-keeps the first ``file_size_mb`` of it, as the worker's ``RLIMIT_FSIZE``
-did when the worker wrote the memfd (the rest is read and dropped, so a
-worker never blocks on a full log). A worker's last words are not lost:
-the zygote drains the pipe when it reaps the worker, before it writes
-the status the host waits for, and the host reads the tail only then.
+jail, copies what arrives into the memfd only it and the host hold. The
+host only ever reads the log's last 2 KiB (the tail it quotes when a
+worker fails), so the memfd keeps the latest output, at most
+:data:`LOG_BYTES` of it: written by the zygote, its pages are the host's,
+not the worker's cgroup's, and a worker must not make the host hold its
+``file_size_mb`` (64 MiB) per worker. A worker never blocks on a full log,
+and its last words are not lost: the zygote drains the pipe when it reaps
+the worker, before it writes the status the host waits for, and the host
+reads the tail only then.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["LogRelay", "new_relay"]
+__all__ = ["LOG_BYTES", "LogRelay", "new_relay"]
 
-_MIB = 1024 * 1024
+#: The most a worker's log holds (its latest output).
+LOG_BYTES = 64 * 1024
+#: What is kept of a full log when more comes: more than the host's tail.
+_KEPT_BYTES = 16 * 1024
 #: One read of the pipe (its default capacity, pipe(7)).
 _CHUNK = 64 * 1024
 #: Reads per wake-up of the zygote's loop: a worker writing without pause
@@ -42,8 +48,8 @@ class LogRelay:
 
     read_fd: int
     log_fd: int
-    #: Bytes the log may still take.
-    room: int
+    #: Bytes in the log.
+    size: int = 0
 
     def pump(self, *, drain: bool = False) -> bool:
         """Copy what the pipe holds into the log; False at end of file.
@@ -63,22 +69,31 @@ class LogRelay:
                 return False
             if not data:
                 return False
-            if self.room > 0:
-                kept = data[: self.room]
-                try:
-                    os.write(self.log_fd, kept)
-                except OSError:
-                    self.room = 0  # out of memory: the log stops here, the worker goes on
-                else:
-                    self.room -= len(kept)
+            try:
+                self._append(data)
+            except OSError:
+                pass  # out of memory: the log misses this, the worker goes on
         return True
+
+    def _append(self, data: bytes) -> None:
+        if self.size + len(data) <= LOG_BYTES:
+            os.pwrite(self.log_fd, data, self.size)
+            self.size += len(data)
+            return
+        # Full: keep the latest output only (explicit offsets, never the file
+        # position, which the host's descriptor shares).
+        kept = os.pread(self.log_fd, _KEPT_BYTES, max(0, self.size - _KEPT_BYTES))
+        latest = (kept + data)[-LOG_BYTES:]
+        os.ftruncate(self.log_fd, 0)
+        os.pwrite(self.log_fd, latest, 0)
+        self.size = len(latest)
 
     def close(self) -> None:
         os.close(self.read_fd)
         os.close(self.log_fd)
 
 
-def new_relay(log_fd: int, file_size_mb: int) -> tuple[LogRelay, int]:
+def new_relay(log_fd: int) -> tuple[LogRelay, int]:
     """A relay into ``log_fd`` (which it now owns) and the pipe's write end for the worker.
 
     Raises OSError when the zygote is out of descriptors (``log_fd`` is
@@ -88,4 +103,4 @@ def new_relay(log_fd: int, file_size_mb: int) -> tuple[LogRelay, int]:
     # Only the zygote's end is non-blocking: a worker writing to a full pipe
     # waits for the zygote, as a write to a terminal would.
     os.set_blocking(write_fd, True)
-    return LogRelay(read_fd, log_fd, file_size_mb * _MIB), write_fd
+    return LogRelay(read_fd, log_fd), write_fd
