@@ -40,6 +40,11 @@ def create_functions(config):
     def blob(size):
         return "a" * size
 
+    def distinct(count, repeat):
+        # Objects cannot be sorted: jsonschema compared every pair of them.
+        items = [{"n": n} for n in range(count)]
+        return items + items[:1] if repeat else items
+
     def deep(levels):
         value = []
         for _ in range(levels):
@@ -47,7 +52,7 @@ def create_functions(config):
         return value
 
     return {"main": {"point": point, "bad_point": bad_point, "count": count,
-                     "blob": blob, "deep": deep}}
+                     "blob": blob, "deep": deep, "distinct": distinct}}
 """
 
 POINT = '{ type = "object", required = ["x", "y"], properties = { x = { type = "integer" } } }'
@@ -64,6 +69,8 @@ returns = {POINT}
 [modules.main.functions.count]
 [modules.main.functions.blob]
 [modules.main.functions.deep]
+[modules.main.functions.distinct]
+returns = {{ type = "array", uniqueItems = true }}
 """
 
 
@@ -91,7 +98,7 @@ def enabled(host: PluginHost, make_plugin: PluginFactory, modules: str = MODULES
 def test_only_functions_with_schemas_get_a_validator(make_plugin: PluginFactory) -> None:
     manifest = load_manifest(write(make_plugin))
     validators = compile_validators(manifest)
-    assert sorted(validators) == ["main.bad_point", "main.point"]
+    assert sorted(validators) == ["main.bad_point", "main.distinct", "main.point"]
     point = validators["main.point"]
     assert point.args is not None
     assert point.returns is not None
@@ -352,3 +359,93 @@ def test_an_unpaired_surrogate_argument_is_refused_as_the_callers_mistake(
         caught.value
     )
     assert host.breaker("geo").failures == 0
+
+
+def test_unique_items_are_checked_in_linear_time(
+    host: PluginHost, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team round 5: jsonschema compares every pair of items it cannot sort, in
+    the host, after the call's deadline: 8,000 small objects from a plugin that
+    declared ``uniqueItems`` held the calling thread for two minutes; the 120,000
+    here (0.9 MB, under the 1 MiB result limit) for hours."""
+    import jsonschema._utils
+
+    compared: list[object] = []
+    real_equal = jsonschema._utils.equal
+
+    def counting_equal(one: object, two: object) -> bool:
+        compared.append(one)
+        return bool(real_equal(one, two))
+
+    enabled(host, make_plugin)  # (checking the schemas themselves compares a few)
+    monkeypatch.setattr(jsonschema._utils, "equal", counting_equal)
+    assert len(host.call("geo", "main.distinct", 120_000, False)) == 120_000
+    with pytest.raises(InvalidOutputError, match="has non-unique elements: item 120000 equals"):
+        host.call("geo", "main.distinct", 120_000, True)
+    assert compared == []  # no pairwise comparison at all
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [1, True],
+        [0, False],
+        [1, 1.0],
+        [True, True],
+        [[1], [True]],
+        [[1, 2], (1, 2)],
+        [b"a", [97]],
+        ["a", b"a"],
+        [{"a": 1, "b": [1]}, {"b": [1.0], "a": 1}],
+        [{"a": 1}, {"a": True}],
+        [{"a": None}, {"a": 0}],
+        [[{"x": [1, {"y": False}]}], [{"x": [1, {"y": 0}]}]],
+        [float("nan"), float("nan")],
+        [None, None],
+        ["x", "y", "x"],
+        [[], {}],
+    ],
+)
+def test_unique_items_means_what_jsonschema_means(items: list[object]) -> None:
+    from jsonschema._utils import uniq
+
+    from caplet._host._validate import _all_unique
+
+    assert _all_unique(items) == bool(uniq(items))
+    nan = float("nan")
+    assert not _all_unique([nan, nan])  # one object: equal to itself, as in jsonschema
+    assert _all_unique([{1, 2}, {3}]) == bool(uniq([{1, 2}, {3}]))  # no JSON: its own check
+
+
+def test_enum_is_checked_by_lookup_not_entry_by_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team round 5: a plugin's own manifest holds an enum of 100,000 values and
+    its result as many items; each item was compared with every entry in the host."""
+    import jsonschema._utils
+
+    from caplet._host._validate import compile_schema
+
+    values = [f"v{n:06d}" for n in range(100_000)]
+    validator = compile_schema({"type": "array", "items": {"enum": values}}, _refuse)
+    compared: list[object] = []
+    real_equal = jsonschema._utils.equal
+
+    def counting_equal(one: object, two: object) -> bool:
+        compared.append(one)
+        return bool(real_equal(one, two))
+
+    monkeypatch.setattr(jsonschema._utils, "equal", counting_equal)
+    assert validator.is_valid([values[-1]] * 100_000)
+    assert not validator.is_valid([values[-1], "x"])
+    assert compared == []
+    # JSON Schema's equality: 1 is 1.0, True is not 1, objects in any key order.
+    small = compile_schema({"enum": [1, {"a": [True]}, None]}, _refuse)
+    assert small.is_valid(1.0)
+    assert not small.is_valid(True)
+    assert small.is_valid({"a": (True,)})
+    assert not small.is_valid({"a": [1]})
+    assert small.is_valid(None)
+    assert not small.is_valid({1, 2})  # not JSON: jsonschema's own check
+
+
+def _refuse(message: str) -> Exception:
+    return ValueError(message)

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from caplet import PluginCallError, PluginHost
+from caplet import PluginCallError, PluginHost, WorkerCrashedError
 from caplet._sandbox._programs import program_grants
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._sandbox.seccompkit import call, sandboxed_host, seccomp_log, write_plugin
 
 SOURCE = """
+import stat
 import subprocess
 
 MFD_NOEXEC_SEAL = 0x0008
@@ -108,6 +109,33 @@ def through_loader(loader, grant):
     }
 
 
+def through_stderr(loader):
+    # The worker's stderr used to be the host's memfd (its log): a file the
+    # plugin could overwrite with a program and hand to the loader.
+    program = open(sys.executable, "rb").read()
+
+    def overwrite():
+        os.ftruncate(2, 0)
+        os.pwrite(2, program, 0)
+
+    overwritten = attempt(overwrite)
+    ran = False
+    if overwritten == "ok":
+        # (A pipe is not even tried: the loader would wait on it for data.)
+        fd = os.dup(2)
+        done = subprocess.run(
+            [loader, f"/proc/self/fd/{fd}", "-c", "print('escaped')"],
+            capture_output=True, text=True, pass_fds=(fd,),
+        )
+        ran = "escaped" in done.stdout
+    return {"overwrite": overwritten, "ran": ran, "pipe": stat.S_ISFIFO(os.fstat(2).st_mode)}
+
+
+def crash(words):
+    os.write(2, words.encode())
+    os._exit(3)
+
+
 def plain_memfd():
     fd = os.memfd_create("buffer", 0)
     os.write(fd, b"data")
@@ -151,7 +179,7 @@ def host(plugins_dir: Path, state_dir: Path, grant: Path) -> Iterator[PluginHost
         plugins_dir,
         "runner",
         SOURCE,
-        ("smuggle", "through_loader"),
+        ("smuggle", "through_loader", "through_stderr", "crash"),
         capabilities=("proc.exec:true", f"fs.write:{grant}"),
     )
     write_plugin(plugins_dir, "buffers", SOURCE, ("plain_memfd",))
@@ -200,6 +228,27 @@ def test_the_approved_programs_loader_runs_no_program_the_plugin_wrote(
     }
     assert host.disable("runner")
     assert seccomp_log(host, "runner") == {"memfd_create": "denied 1 time(s)"}
+
+
+def test_the_loader_runs_no_program_written_into_the_workers_stderr(host: PluginHost) -> None:
+    """Red team round 5: a worker's stderr was the host's memfd (its log), a file
+    outside every mount's ``noexec``: the plugin overwrote it with the interpreter
+    and ran that through the approved program's loader (``ld.so /proc/self/fd/N``).
+    Its stderr is now a pipe the zygote copies into the log."""
+    true = shutil.which("true")
+    assert true is not None
+    loader = program_grants(true)[-1].path
+    out = call(host, "runner", "through_stderr", str(loader))
+    assert out == {"overwrite": "EINVAL", "ran": False, "pipe": True}  # ftruncate(2) of a pipe
+
+
+def test_a_crashed_workers_last_words_reach_the_hosts_error(host: PluginHost) -> None:
+    """What the worker wrote to stderr just before it died is in the error: the
+    zygote copies the rest of the pipe into the log before it reports the exit."""
+    words = "last words " + "x" * 200_000 + " the end"  # more than a pipe holds
+    with pytest.raises(WorkerCrashedError, match="the end") as caught:
+        call(host, "runner", "crash", words)
+    assert "exited with code 3" in str(caught.value)
 
 
 @pytest.mark.security

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from caplet._display import safe_line
 from caplet._errors import AuditError, PromptTooLargeError
 from caplet._findings import Finding
 from caplet._manifest._model import Manifest
@@ -199,7 +200,13 @@ def _manifest_block(manifest: Manifest) -> str:
             for f in manifest.config
         ],
     }
-    return json.dumps(summary, indent=2, ensure_ascii=False)
+    # json.dumps escapes only C0 controls: a line or paragraph separator, NEL
+    # or a bidi override in a description stayed raw, and U+2028 started a
+    # line of its own outside every file block (red-team round 5).
+    return "".join(
+        f"\\u{ord(char):04x}" if char != "\n" and safe_line(char) != char else char
+        for char in json.dumps(summary, indent=2, ensure_ascii=False)
+    )
 
 
 def _findings_block(findings: Sequence[Finding]) -> str:
@@ -209,7 +216,11 @@ def _findings_block(findings: Sequence[Finding]) -> str:
     for f in findings:
         where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "manifest")
         covered = f" (covered by declared {f.capability})" if f.covered and f.capability else ""
-        lines.append(f"- {f.severity.value} {f.rule_id} at {where}{covered}: {f.message}")
+        # File names and quoted source are the plugin's: never a line of their own.
+        lines.append(
+            f"- {f.severity.value} {f.rule_id} at {safe_line(where)}{covered}: "
+            f"{safe_line(f.message)}"
+        )
     return "\n".join(lines)
 
 
@@ -226,14 +237,26 @@ def text_lines(text: str) -> list[str]:
 
 
 def _file_block(file: PluginFile, nonce: str) -> str:
+    """One file between its delimiters, its name escaped (red-team round 5).
+
+    A file name is the plugin's text on a line of caplet's: with a line or
+    paragraph separator in it (which a model, like ``str.splitlines``, reads
+    as a line break; a plugin tree refuses only newline and NUL) the rest of
+    the name stood on a line of its own, outside every file, and a binary
+    file's one-line listing was outside every file even without one. So
+    names are escaped like every one-line field shown to a person, and a
+    binary file is an empty block between the same delimiters as a text file.
+    """
+    path = safe_line(file.path)
     if file.text is None:
-        return f"<<<BINARY FILE {nonce} {file.path} ({file.size} bytes, content not shown)>>>"
+        return (
+            f"<<<FILE {nonce} {path} (binary, {file.size} bytes, content not shown)>>>\n"
+            f"<<<END FILE {nonce}>>>"
+        )
     lines = text_lines(file.text)
     width = max(4, len(str(len(lines))))
     numbered = "\n".join(f"{n:>{width}}| {line}" for n, line in enumerate(lines, start=1))
-    return (
-        f"<<<FILE {nonce} {file.path} ({len(lines)} lines)>>>\n{numbered}\n<<<END FILE {nonce}>>>"
-    )
+    return f"<<<FILE {nonce} {path} ({len(lines)} lines)>>>\n{numbered}\n<<<END FILE {nonce}>>>"
 
 
 def build_prompt(

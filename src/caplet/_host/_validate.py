@@ -143,7 +143,9 @@ def _validator_class() -> Any:
         "array", lambda _checker, instance: isinstance(instance, list | tuple)
     )
     return validators.extend(
-        Draft202012Validator, validators={"pattern": _re2_pattern}, type_checker=checker
+        Draft202012Validator,
+        validators={"pattern": _re2_pattern, "uniqueItems": _unique_items, "enum": _enum},
+        type_checker=checker,
     )
 
 
@@ -163,6 +165,113 @@ def _re2_pattern(validator: Any, pattern: str, instance: object, schema: object)
 
     if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _unique_items(validator: Any, unique: object, instance: object, schema: object) -> Any:
+    """``uniqueItems`` in linear time (red-team round 5).
+
+    jsonschema compares every pair of items that cannot be sorted (objects,
+    arrays, mixed types): a plugin that declared ``returns = { uniqueItems =
+    true }`` and returned 8,000 small objects (56 KB) held the calling thread
+    of the host for two minutes, a 1 MiB result for hours; untrusted guest
+    code did the same through an honest plugin's ``args`` schema, and a
+    plugin through an application's schema for ``ctx.app``. Each item is
+    reduced to a hashable key with JSON Schema's equality instead
+    (:func:`_json_key`), and a set finds a repeat.
+    """
+    from jsonschema.exceptions import ValidationError
+
+    if unique and validator.is_type(instance, "array"):
+        repeat = _repeat(instance)
+        if repeat is not None:
+            # Not jsonschema's repr of the whole array (up to the frame limit).
+            yield ValidationError(f"the array has non-unique elements: {repeat}")
+
+
+#: The keys of the ``enum`` lists being validated with, by the list's id (the
+#: list itself is kept, so the id is not reused while it is cached).
+_ENUM_KEYS: dict[int, tuple[object, frozenset[object] | None]] = {}
+_ENUM_CACHE_SIZE = 256
+
+
+def _enum(validator: Any, enums: Any, instance: object, schema: object) -> Any:
+    """``enum`` by a set lookup (red-team round 5).
+
+    jsonschema compares the value with every entry: a plugin's own 1 MiB
+    manifest holds an ``enum`` of 100,000 strings, its 1 MiB result as many
+    items, and each item was compared with each entry in the host, after
+    the call's deadline (4,000 by 4,000 took 3.3 s, so that half an hour).
+    The entries' keys (:func:`_json_key`) are computed once per schema.
+    """
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
+    cached = _ENUM_KEYS.get(id(enums))
+    if cached is None or cached[0] is not enums:
+        try:
+            keys: frozenset[object] | None = frozenset(_json_key(entry) for entry in enums)
+        except (TypeError, RecursionError):
+            keys = None
+        if len(_ENUM_KEYS) >= _ENUM_CACHE_SIZE:
+            _ENUM_KEYS.clear()
+        cached = _ENUM_KEYS[id(enums)] = (enums, keys)
+    keys = cached[1]
+    if keys is not None:
+        try:
+            found = _json_key(instance) in keys
+        except (TypeError, RecursionError):
+            pass  # not JSON: jsonschema's own check below
+        else:
+            if not found:
+                yield ValidationError(
+                    f"{instance!r} is not one of the {len(enums)} values of its enum"
+                )
+            return
+    yield from Draft202012Validator.VALIDATORS["enum"](validator, enums, instance, schema)
+
+
+def _repeat(items: Any) -> str | None:
+    """Which item repeats an earlier one, or None when all differ."""
+    try:
+        seen: dict[object, int] = {}
+        for index, item in enumerate(items):
+            first = seen.setdefault(_json_key(item), index)
+            if first != index:
+                return f"item {index} equals item {first}"
+    except (TypeError, RecursionError):
+        # Not the data a channel carries (an application's own objects, before
+        # they cross it): jsonschema's own check, with its own semantics.
+        from jsonschema._utils import uniq
+
+        return None if uniq(items) else "two items are equal"
+    return None
+
+
+def _all_unique(items: Any) -> bool:
+    return _repeat(items) is None
+
+
+def _json_key(value: object) -> object:
+    """A hashable key equal for exactly the values jsonschema's ``equal`` calls equal.
+
+    ``True`` is not ``1`` (``unbool``), ``1`` is ``1.0``, objects compare by
+    their keys and values in any order, arrays (lists, tuples, and bytes,
+    which jsonschema treats as a sequence of integers) item by item. NaN keeps
+    its identity, as in ``equal``. Raises TypeError for anything else.
+    """
+    if value is True or value is False:
+        return ("bool", value)
+    if value is None:
+        return ("null",)
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, int | float):
+        return ("num", value)
+    if isinstance(value, Mapping):
+        return ("obj", frozenset((name, _json_key(item)) for name, item in value.items()))
+    if isinstance(value, list | tuple | bytes):
+        return ("arr", tuple(_json_key(item) for item in value))
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
 def _check_patterns(schema: object, refuse: Any) -> None:

@@ -88,9 +88,13 @@ def worker_log(plugin: str) -> IO[bytes]:
     ``inherited-fds`` case found it), and where the file system lacks
     ``O_TMPFILE`` the standard library falls back to a named file that a
     worker of the same uid could open before it is unlinked. A memfd has
-    no path, only the host and the worker hold it, its pages are charged to
-    the writer's memory cgroup and its size is capped by the worker's
-    ``RLIMIT_FSIZE`` (``file_size_mb``), as a file's was.
+    no path. A sandboxed worker never holds it: it writes into a pipe that
+    the zygote copies into the memfd, its latest 64 KiB
+    (:mod:`caplet._sandbox._zygote_log`; holding the memfd itself, a worker
+    granted ``proc.exec`` overwrote it with a program and ran that through
+    the loader). A plain process without a sandboxing launcher
+    (best-effort where no layer exists) writes it directly, capped by its
+    ``RLIMIT_FSIZE``: nothing is mounted ``noexec`` there either.
 
     Raises :class:`WorkerStartError` naming the plugin when the kernel
     refuses (out of descriptors or memory).

@@ -109,6 +109,7 @@ from caplet._sandbox._seccomp import (
 from caplet._sandbox._zygote_child import _child, _memory_bytes
 from caplet._sandbox._zygote_children import _Children, _reap, _remove_cgroup
 from caplet._sandbox._zygote_failures import _explain, _report_failure, _step
+from caplet._sandbox._zygote_log import new_relay
 from caplet._sandbox._zygote_request import (
     _MAX_REQUEST,
     EXIT_SANDBOX_FAILED,
@@ -231,6 +232,8 @@ def _serve(control: socket.socket) -> int:
         handovers={},
         listeners={},
         denials={},
+        logs={},
+        log_of={},
     )
     layers = probe_layers()
     counting = probe_counting(layers)
@@ -306,6 +309,8 @@ def _loop(
                 children.receive_listener(fd)
             elif fd in children.listeners:
                 children.serve_listener(fd)
+            elif fd in children.logs:
+                children.serve_log(fd)
         if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
@@ -340,10 +345,21 @@ def _loop(
             control.send(msgpack.packb({"error": str(exc)}))
             continue
         count = request.count_denials and "seccomp" in request.layers and not counting
-        if spare is not None and _claim_spare(spare, message, fds[:2], request):
+        # The worker writes its stderr into a pipe this process copies into
+        # the host's log, never into the log itself (_zygote_log).
+        try:
+            with _step("creating the pipe of the worker's stderr"):
+                relay, log_fd = new_relay(log_fd)
+        except SandboxError as exc:
+            for fd in fds:
+                os.close(fd)
+            control.send(msgpack.packb({"error": str(exc)}))
+            continue
+        if spare is not None and _claim_spare(spare, message, [channel_fd, log_fd], request):
             pid = spare.pid
             for fd in (channel_fd, log_fd):
                 os.close(fd)
+            children.relay_log(pid, relay)
             if spare.handover is not None:
                 ours_spare, _ = spare.handover
                 if count:
@@ -379,11 +395,13 @@ def _loop(
             )
         except SandboxError as exc:
             os.close(status_fd)
+            relay.close()
             control.send(msgpack.packb({"error": str(exc)}))
             continue
         finally:
             os.close(channel_fd)
             os.close(log_fd)
+        children.relay_log(pid, relay)
         if ours is not None:
             children.expect_listener(pid, ours)
         children.status[pid] = status_fd

@@ -20,6 +20,7 @@ from caplet._sandbox._seccomp import (
     DenialCounter,
 )
 from caplet._sandbox._zygote_failures import _say
+from caplet._sandbox._zygote_log import LogRelay
 from caplet._sandbox._zygote_request import _PIPE_BUF, STATUS
 
 __all__: list[str] = []
@@ -42,6 +43,34 @@ class _Children:
     listeners: dict[int, DenialCounter]
     #: Child pid -> its counter, until the child is reaped and its counts reported.
     denials: dict[int, DenialCounter]
+    #: Stderr pipe fd -> its relay into the child's log, until the child is reaped
+    #: (:mod:`caplet._sandbox._zygote_log`).
+    logs: dict[int, LogRelay]
+    #: Child pid -> its stderr pipe fd in ``logs``.
+    log_of: dict[int, int]
+
+    def relay_log(self, pid: int, relay: LogRelay) -> None:
+        self.logs[relay.read_fd] = relay
+        self.log_of[pid] = relay.read_fd
+        self.poller.register(relay.read_fd, select.POLLIN)
+
+    def serve_log(self, fd: int) -> None:
+        """Copy what a child wrote to its stderr; at end of file stop polling it."""
+        if not self.logs[fd].pump():
+            self.poller.unregister(fd)
+
+    def close_log(self, pid: int) -> None:
+        """Copy the rest of a reaped child's stderr into its log and let go of both."""
+        fd = self.log_of.pop(pid, None)
+        if fd is None:
+            return
+        relay = self.logs.pop(fd)
+        relay.pump(drain=True)
+        try:
+            self.poller.unregister(fd)
+        except KeyError:
+            pass  # its end of file was seen already
+        relay.close()
 
     def expect_listener(self, pid: int, handover: socket.socket) -> None:
         handover.setblocking(False)
@@ -120,6 +149,8 @@ def _reap(children: _Children) -> None:
             cgroup.kill_members()
             children.pending.append(cgroup)
         payload = children.report(pid, code, oom_kills=oom_kills)
+        # Its last words are in the log before the host hears it has ended.
+        children.close_log(pid)
         status_fd = children.status.pop(pid, None)
         if status_fd is not None:
             try:

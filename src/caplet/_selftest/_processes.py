@@ -102,6 +102,14 @@ def anonymous():
     fd = os.memfd_create("copied", MFD_NOEXEC_SEAL)  # sealed: no execve(2) of it
     os.write(fd, program())
     return through_loader(f"/proc/self/fd/{fd}", pass_fds=(fd,))
+
+
+def logged():
+    # Its stderr, which used to be the host's log file (a memfd): overwritten.
+    os.ftruncate(2, 0)
+    os.pwrite(2, program(), 0)
+    fd = os.dup(2)
+    return through_loader(f"/proc/self/fd/{fd}", pass_fds=(fd,))
 """
 
 SUBPROCESS = """
@@ -415,6 +423,19 @@ CASES: tuple[HostileCase, ...] = (
         Layer.SECCOMP,
         LOADER + "\n\ndef run():\n    return attempt(anonymous)\n",
         refused("EPERM"),
+        capabilities=("proc.exec:true",),
+    ),
+    # Red-team round 5: the worker's stderr was the host's memfd, a file outside
+    # every noexec mount; it is now a pipe the zygote copies into that memfd.
+    HostileCase(
+        "loader-runs-stderr-log",
+        Family.PROCESSES,
+        "granted proc.exec:true, overwrite its own stderr (the host's log of the worker) "
+        "with a copy of the interpreter and run it through the dynamic loader "
+        "(ld.so /proc/self/fd/2)",
+        Layer.CLEAN_WORKER,
+        LOADER + "\n\ndef run():\n    return attempt(logged)\n",
+        refused("EINVAL"),
         capabilities=("proc.exec:true",),
     ),
     HostileCase(
