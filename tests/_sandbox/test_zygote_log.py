@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from caplet._sandbox import _zygote_log
 from caplet._sandbox._zygote_log import LOG_BYTES, new_relay
 
 
@@ -39,4 +42,32 @@ def test_short_output_is_kept_whole() -> None:
         assert not relay.pump(drain=True)
         assert os.pread(log_fd, 100, 0) == b"Traceback ...\nValueError: bad\n"
     finally:
+        relay.close()
+
+
+def test_the_drain_after_a_reap_ends_though_something_still_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Attack: a process the worker started outlives it (no pid namespace of its own
+    # without the jail) and keeps its stderr: a drain "until empty" never ended, and
+    # the zygote, which drains at every reap, served no other worker again. A real
+    # writer (`yes`) only sometimes outruns the reader, so the pipe that never runs
+    # dry is the read's answer here, whatever the speed of either side.
+    log_fd = os.memfd_create("test-log", os.MFD_CLOEXEC)
+    relay, write_fd = new_relay(log_fd)
+    os.close(write_fd)
+    reads: list[int] = []
+
+    def never_dry(fd: int, size: int) -> bytes:
+        assert fd == relay.read_fd
+        reads.append(size)
+        return b"y\n" * (size // 2)
+
+    monkeypatch.setattr(_zygote_log.os, "read", never_dry)
+    try:
+        assert relay.pump(drain=True)  # bounded: it returns though data keeps coming
+        assert 16 <= len(reads) <= 64
+        assert os.fstat(log_fd).st_size <= LOG_BYTES
+    finally:
+        monkeypatch.undo()
         relay.close()

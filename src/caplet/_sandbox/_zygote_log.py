@@ -40,6 +40,11 @@ _CHUNK = 64 * 1024
 #: Reads per wake-up of the zygote's loop: a worker writing without pause
 #: must not keep the zygote from its other workers (the rest waits in the pipe).
 _READS_PER_TURN = 16
+#: Reads of the drain after a reap: a full pipe holds at most pipe-max-size
+#: (1 MiB by default, F_SETPIPE_SZ in fcntl(2)), 16 reads. Bounded all the same:
+#: a process the worker started outside a pid namespace of its own (no jail)
+#: outlives it and may still hold the pipe, writing without end.
+_DRAIN_READS = 32
 
 
 @dataclass(slots=True)
@@ -56,10 +61,10 @@ class LogRelay:
 
         Without ``drain`` at most ``_READS_PER_TURN`` reads, then True (the
         loop polls again); with it, until the pipe is empty (the worker has
-        been reaped, so nothing of it writes any more).
+        been reaped, so nothing of it writes any more) or ``_DRAIN_READS``.
         """
         reads = 0
-        while drain or reads < _READS_PER_TURN:
+        while reads < (_DRAIN_READS if drain else _READS_PER_TURN):
             reads += 1
             try:
                 data = os.read(self.read_fd, _CHUNK)
