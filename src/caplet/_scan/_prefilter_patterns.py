@@ -18,6 +18,7 @@ from caplet._scan._triggers import (
     ENV_READ_TOKENS,
     NETWORK_MODULE_TOKENS,
     NETWORK_PROGRAM_TOKENS,
+    PROCESS_CALL_TOKENS,
     PROCESS_TOKENS,
     RECON_ENV_TOKENS,
     RECON_TOKENS,
@@ -267,11 +268,14 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_LOOKUP_PIECES, _LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", _NETWORK),
-    # network next to a process call: a second stage fetched and run
+    # network next to a process call: a second stage fetched and run. The call need not
+    # say "Popen(": getattr(subprocess, 'Popen')(...), (os .system)(...), ``from os import
+    # system as run`` then run(...), ``import subprocess as sp`` then sp.run(...) are
+    # spellings PROCESS_CALL_TOKENS knows (attack5)
     (
         _NETWORK,
         r"\b(?:Popen|system|startfile|spawn[lv]p?e?|check_output|getoutput|check_call|"
-        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(",
+        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(|" + PROCESS_CALL_TOKENS,
     ),
     # getattr(builtins, name) and builtins.exec(...)
     (
