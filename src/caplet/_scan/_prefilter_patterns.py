@@ -258,7 +258,17 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"(?:\bjson\.dumps?|(?:^|[^.\w])(?:dict|str|repr)|\burlencode|\bb64encode)\(\s*(?:os\.)?environ\b|"
         r"\b(?:data|json|params|body|payload|content|files)\s*=\s*(?:dict\(\s*)?(?:os\.)?environ\b|"
         r"\benviron\s*\.\s*(?:items|keys|values)\s*\(|\*\*\s*(?:os\.)?environ\b|"
-        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
+        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b|"
+        # the mapping as a value however spelled (the data flow labels any reference to it,
+        # _flow._reference_labels): passed, bound, put in a container, bound by an import
+        # under another name, named in a literal; environb too. Not one key's subscript,
+        # .get or membership test (attack5: e = os.environ, dict( os . environ ), from os
+        # import environ as E were clean in package mode). Not .copy() yet: it sends
+        # jupyter-server's gateway/managers.py to a whole-file false positive (the flow
+        # labels a response by its request's body), a flagged package the bar forbids
+        r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
+        r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|__\w+__)\b|"
+        r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]",
         _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
