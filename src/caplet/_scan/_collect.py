@@ -246,7 +246,7 @@ def _decode(data: bytes) -> tuple[str, str | None, int]:
         except UnicodeDecodeError:
             pass  # the detection below says what is wrong, and where
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(_cookie_text(data)).readline)
     except SyntaxError as exc:
         return data.decode("utf-8", "replace"), f"SyntaxError: {exc}", 1
     try:
@@ -257,6 +257,18 @@ def _decode(data: bytes) -> tuple[str, str | None, int]:
         return data.decode(encoding, "replace"), reason, line
     except LookupError as exc:  # a cookie naming no codec detect_encoding knows of
         return data.decode("utf-8", "replace"), f"LookupError: {exc}", 1
+
+
+def _cookie_text(data: bytes) -> bytes:
+    """``data``'s first lines as the interpreter's tokenizer splits them: at "\\r\\n", "\\r"
+    and "\\n" (it translates newlines before it looks for the cookie).
+    ``tokenize.detect_encoding`` splits at "\\n" only: a "\\r"-only file whose cookie
+    follows an empty first line was one blank line to it, so UTF-8, while the import
+    honoured a ``coding: utf-7`` that turns a comment into code (attack5). Two lines
+    are all it reads; the cookie's line is bounded by the first two "\\n" lines, which
+    hold the first two universal ones."""
+    head = _cookie_lines(data)
+    return head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
 def _cookie_lines(data: bytes) -> bytes:

@@ -39,6 +39,15 @@ __all__ = ["BudgetError", "Evaluator", "Value"]
 
 #: Steps (label or value computations) per file; past it, answers are empty.
 _BUDGET = 60_000
+#: Characters (bytes, items) of the long values one file's evaluator may build and keep;
+#: a value that would pass it is not known (``None``), like one over ``MAX_VALUE``. Each
+#: value was bounded, their sum was not: the memo keeps every value and
+#: _computed_strings asks for 2,000 expressions a file, so ``x = s.lower()`` 2,000 times
+#: of a 4 MiB ``s`` held 8 GB (attack5). Short values (names, commands) are never
+#: refused, so padding cannot starve the lookups that follow; the step budget bounds
+#: them (60,000 x 256).
+_MAX_BUILT = 8 * _MAX_VALUE
+_SHORT = 256
 
 #: Text attributes of the interpreter's objects a name may be spelled from.
 _OBJECT_TEXTS = frozenset({"__doc__", "__name__", "__qualname__", "__module__"})
@@ -74,6 +83,7 @@ class Evaluator(Closedness):
         self._values: dict[int, Value | None] = {}
         self._evaluating: set[str] = set()
         self._steps = 0
+        self._built = 0
         #: A comprehension's loop variable while its element is evaluated item by item
         #: (no value is memoised meanwhile: it depends on the item).
         self._loop: dict[str, Value] = {}
@@ -111,8 +121,11 @@ class Evaluator(Closedness):
             return None
         self._step()
         value = self._compute(node, depth + 1)
-        if isinstance(value, str | bytes | list) and len(value) > _MAX_VALUE:
-            value = None
+        if isinstance(value, str | bytes | list) and len(value) > _SHORT:
+            if len(value) > _MAX_VALUE or self._built + len(value) > _MAX_BUILT:
+                value = None
+            else:
+                self._built += len(value)
         if not self._loop:
             self._values[key] = value
         return value

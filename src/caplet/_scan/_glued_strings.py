@@ -34,8 +34,10 @@ _GLUES = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
 _GLUE = re.compile(r"""(['"])[ \t]*[+,][ \t]*[rbuRBU]?\1""")
 
 
-#: Lines with a glue checked per file at most (the first ones; a file with more is a
-#: table of text, and its other hits are the prefilter's as written).
+#: Lines with a glue checked per file at most (the first ones). A file with more is
+#: visited whole: its other lines were not checked, and padding 1,024 lines of
+#: ``'a' + 'b'`` before ``'~/.ba' + 'shrc'`` hid the indicator the AST pass reads
+#: (attack5).
 MAX_GLUED_LINES = 1024
 
 
@@ -83,6 +85,8 @@ def with_glued_strings(text: str, need: Answer, check: Callable[[str], Answer]) 
     if found is None:
         return need
     lines, raw, numbers = found
+    if len(numbers) >= MAX_GLUED_LINES:
+        return Need.FULL  # the lines past the bound were never glued: the safe answer
     more = check(lines)
     if more is Need.NOTHING:
         indicators = indicator_set()

@@ -18,6 +18,7 @@ from caplet._scan._triggers import (
     ENV_READ_TOKENS,
     NETWORK_MODULE_TOKENS,
     NETWORK_PROGRAM_TOKENS,
+    PROCESS_CALL_TOKENS,
     PROCESS_TOKENS,
     RECON_ENV_TOKENS,
     RECON_TOKENS,
@@ -257,7 +258,17 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"(?:\bjson\.dumps?|(?:^|[^.\w])(?:dict|str|repr)|\burlencode|\bb64encode)\(\s*(?:os\.)?environ\b|"
         r"\b(?:data|json|params|body|payload|content|files)\s*=\s*(?:dict\(\s*)?(?:os\.)?environ\b|"
         r"\benviron\s*\.\s*(?:items|keys|values)\s*\(|\*\*\s*(?:os\.)?environ\b|"
-        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b",
+        r"\bfor\s+\w+(?:\s*,\s*\w+)?\s+in\s+(?:os\.)?environ\b|"
+        # the mapping as a value however spelled (the data flow labels any reference to it,
+        # _flow._reference_labels): passed, bound, put in a container, bound by an import
+        # under another name, named in a literal; environb too. Not one key's subscript,
+        # .get or membership test (attack5: e = os.environ, dict( os . environ ), from os
+        # import environ as E were clean in package mode). Not .copy() yet: it sends
+        # jupyter-server's gateway/managers.py to a whole-file false positive (the flow
+        # labels a response by its request's body), a flagged package the bar forbids
+        r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
+        r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|__\w+__)\b|"
+        r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]",
         _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
@@ -267,11 +278,14 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_LOOKUP_PIECES, _LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", _NETWORK),
-    # network next to a process call: a second stage fetched and run
+    # network next to a process call: a second stage fetched and run. The call need not
+    # say "Popen(": getattr(subprocess, 'Popen')(...), (os .system)(...), ``from os import
+    # system as run`` then run(...), ``import subprocess as sp`` then sp.run(...) are
+    # spellings PROCESS_CALL_TOKENS knows (attack5)
     (
         _NETWORK,
         r"\b(?:Popen|system|startfile|spawn[lv]p?e?|check_output|getoutput|check_call|"
-        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(",
+        r"create_subprocess_\w+)\s*\(|\bsubprocess\s*\.\s*(?:run|call)\s*\(|" + PROCESS_CALL_TOKENS,
     ),
     # getattr(builtins, name) and builtins.exec(...)
     (

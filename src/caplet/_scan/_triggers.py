@@ -49,6 +49,7 @@ __all__ = [
     "NETWORK_MODULE_TOKENS",
     "NETWORK_PROGRAM_TOKENS",
     "NETWORK_TOKENS",
+    "PROCESS_CALL_TOKENS",
     "PROCESS_TOKENS",
     "RECON_ENV_TOKENS",
     "RECON_TOKENS",
@@ -109,7 +110,7 @@ def _alternation(names: Iterable[str]) -> str:
     return "(?:" + "|".join(re.escape(n) for n in ordered) + ")"
 
 
-def _function_spellings(by_module: dict[str, set[str]]) -> str:
+def _function_spellings(by_module: dict[str, set[str]], *, dot: str = r"\.\s*") -> str:
     """Every way code can name one of the functions of ``by_module``, in the resolver's terms.
 
     An attribute (``os.system``, ``m.system``, ``f.decrypt``); a literal name
@@ -122,7 +123,7 @@ def _function_spellings(by_module: dict[str, set[str]]) -> str:
     slower on a first pass over new text.
     """
     every = _alternation(n for names in by_module.values() for n in names)
-    parts = [rf"\.\s*{every}\b|['\"]{every}['\"]"]
+    parts = [rf"{dot}{every}\b|['\"]{every}['\"]"]
     for module, names in sorted(by_module.items()):
         if module:
             spelled = r"\s*\.\s*".join(re.escape(p) for p in module.split("."))
@@ -172,12 +173,13 @@ def _qualified_spellings(api: str) -> str:
     )
 
 
-def _api_tokens(apis: Iterable[str]) -> str:
-    """A pattern one of whose matches is in the text of any code reaching ``apis``."""
+def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
+    """A pattern one of whose matches is in the text of any code reaching ``apis``
+    (``dot``: what may be between an attribute's dot and its name)."""
     apis = list(apis)
     qualified = [a for a in apis if a.rpartition(".")[2] in _QUALIFIED_NAMES]
     functions, modules = _spelled(a for a in apis if a not in qualified)
-    parts = [_function_spellings(functions)] if functions else []
+    parts = [_function_spellings(functions, dot=dot)] if functions else []
     if modules:
         parts.append(_module_spellings(modules))
     parts.extend(_qualified_spellings(a) for a in qualified)
@@ -189,6 +191,14 @@ DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
 PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
+#: PROCESS_TOKENS for a pair whose other side is common (the network, pair 3), an
+#: attribute spelled as code spells it: the name right after its dot (``os .system``,
+#: ``(os  # c`` then `` .system)``; ``os. system(`` is the pair's ``system(``). "(e.g.
+#: Popen kwargs)" in a docstring is prose; as any ``. Popen`` it sent jupyter-server's
+#: gateway/managers.py to a whole-file false positive, a flagged package (attack5).
+PROCESS_CALL_TOKENS: Final = _api_tokens(
+    (a for a, r in API_RULES.items() if r == "CPL-PROC-001"), dot=r"\."
+)
 #: Every call that starts a file the rules follow (:data:`RUNS_FILE`: ``os.startfile``,
 #: ``runpy.run_path``, a native library loaded), however it is spelled.
 RUNS_FILE_TOKENS: Final = _api_tokens(RUNS_FILE)
