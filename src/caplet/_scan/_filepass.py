@@ -25,11 +25,11 @@ import warnings
 from collections.abc import Collection, Iterator
 
 from caplet._findings import Finding
-from caplet._scan._computed_strings import computed_strings
+from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
 from caplet._scan._filescan import FileScan
-from caplet._scan._glued_strings import with_glued_strings
+from caplet._scan._glued_strings import glued, with_glued_strings
 from caplet._scan._grants import NO_GRANTS, Grants
-from caplet._scan._indicators import BIDI_CONTROLS
+from caplet._scan._indicators import BIDI_CONTROLS, indicator_set
 from caplet._scan._logical_lines import with_logical_lines
 from caplet._scan._mend import mend
 from caplet._scan._model import ScanMode
@@ -257,7 +257,17 @@ def _scan_text(
         visitor.run()
         # text the code computes ("Log" + "in Data", "".join(map(chr, ...))) is read by the
         # indicator rules as its literals are (after the other rules: their budget first)
-        scan.strings.extend(computed_strings(visitor.flow, surveyed.nodes, visited))
+        computed, stopped = computed_strings(visitor.flow, surveyed.nodes, visited)
+        scan.strings.extend(computed)
+        if stopped is not None:
+            scan.emit(
+                "CPL-SCAN-002",
+                f"more than {MAX_CANDIDATES} expressions build text; from line {stopped} on,"
+                " the text they build was not checked for indicators",
+                stopped,
+                None,
+                escalation=_unevaluated_threat(text, stopped, mode),
+            )
         if mode is ScanMode.PLUGIN and focus_lines is None:
             # The gate: a dangerous module handed on as a value hides what runs.
             flow = visitor.flow
@@ -279,6 +289,28 @@ def _scan_text(
     return scan.findings, True
 
 
+#: Why a package's file the scanner could not check whole is danger (CPL-SCAN-002, 003).
+_MAY_HIDE = (
+    "and it holds code the threat rules look for (exec, decoders, lookups by name): "
+    "a payload may hide in it, review the file by hand"
+)
+
+
+def _unevaluated_threat(text: str, stopped: int, mode: ScanMode) -> str | None:
+    """:func:`_threat_tokens` for a file whose text-building expressions from line
+    ``stopped`` on were not evaluated: the literals glued on those lines are read with
+    the file (``'cur' + 'l ... | sh'`` past 2,000 padding concatenations, attack5), so
+    an indicator or a command only they spell makes it danger, a data table does not."""
+    tail = text.split("\n", stopped - 1)[-1] if stopped > 1 else text
+    found = glued(tail)
+    if found is None:
+        return _threat_tokens(text, mode)
+    lines, raw, _ = found
+    if mode is ScanMode.PACKAGE and indicator_set().kinds(lines) - indicator_set().kinds(raw):
+        return _MAY_HIDE
+    return _threat_tokens(lines + "\n" + text, mode)
+
+
 def _threat_tokens(text: str, mode: ScanMode) -> str | None:
     """Why a package's file too complex to check is danger, or ``None`` when it is a warning.
 
@@ -293,10 +325,7 @@ def _threat_tokens(text: str, mode: ScanMode) -> str | None:
     need = with_logical_lines(text, prefilter().check(text), prefilter().check)
     if need is Need.NOTHING:
         return None
-    return (
-        "and it holds code the threat rules look for (exec, decoders, lookups by name): "
-        "a payload may hide in it, review the file by hand"
-    )
+    return _MAY_HIDE
 
 
 def _lines_of(text: str, numbers: Collection[int]) -> str:
