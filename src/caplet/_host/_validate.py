@@ -194,6 +194,9 @@ def _spend(units: int) -> None:
 
 def _units(value: object) -> int:
     """The top-level size of ``value``: what a keyword's own loop over it costs."""
+    kind = type(value)
+    if kind is dict or kind is list:  # the common case first: it runs for every keyword
+        return 1 + len(value)  # type: ignore[arg-type]
     if isinstance(value, str | bytes):
         return 1 + len(value) // _CHARS_PER_UNIT
     if isinstance(value, Mapping | list | tuple):
@@ -233,15 +236,16 @@ def _metered(name: str, check: Any) -> Any:
     def metered(validator: Any, value: object, instance: object, schema: object) -> Any:
         cost = value_size(instance) if deep else _units(instance)
         _spend(1 + cost + (0 if data else _units(value)))
-        errors = check(validator, value, instance, schema)
-        return None if errors is None else _charged(errors)
+        return check(validator, value, instance, schema)
 
     return metered
 
 
 def _charged(errors: Iterable[Any]) -> Iterator[Any]:
-    """Each error costs ``_ERROR_UNITS`` at each level it passes: the dearest step
-    (``required`` of 1,000 names on 1,000 ``{}`` makes a million, all collected)."""
+    """Each error costs ``_ERROR_UNITS`` at each subschema it leaves: the dearest step
+    (``required`` of 1,000 names on 1,000 ``{}`` makes a million, all collected).
+    Charged per subschema, not per keyword: a generator per keyword evaluation
+    made honest validations half again slower."""
     for error in errors:
         _spend(_ERROR_UNITS)
         yield error
@@ -254,7 +258,7 @@ def _metered_descend(descend: Any) -> Any:
 
     def metered(self: Any, instance: object, schema: object, *args: Any, **kwargs: Any) -> Any:
         _spend(1 + _units(schema))
-        return descend(self, instance, schema, *args, **kwargs)
+        return _charged(descend(self, instance, schema, *args, **kwargs))
 
     return metered
 
