@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -283,7 +284,7 @@ def test_patterns_run_on_a_linear_time_engine(make_plugin: PluginFactory) -> Non
     """A plugin declares the pattern and controls the text it is matched against."""
     from caplet._host._validate import _re2_pattern, _validator_class
 
-    assert _validator_class().VALIDATORS["pattern"] is _re2_pattern
+    assert _validator_class().VALIDATORS["pattern"].__wrapped__ is _re2_pattern
     modules = '[modules.main.functions.blob]\nreturns = { type = "string", pattern = "^(a+)+$" }\n'
     blob = compile_validators(load_manifest(write(make_plugin, modules=modules)))["main.blob"]
     blob.check_result("aaaa")
@@ -449,3 +450,232 @@ def test_enum_is_checked_by_lookup_not_entry_by_entry(monkeypatch: pytest.Monkey
 
 def _refuse(message: str) -> Exception:
     return ValueError(message)
+
+
+# -- the work budget (red team round 5) -------------------------------------------------------
+
+BUDGET_SOURCE = """
+def create_functions(config):
+    seen = []
+
+    def empties(count):
+        return [{}] * count
+
+    def take(items):
+        seen.append(len(items))
+        return len(items)
+
+    def taken():
+        return len(seen)
+
+    return {"main": {"empties": empties, "take": take, "taken": taken}}
+"""
+#: A union whose every branch but the last fails on ``{}``: each item tries them all.
+BRANCHES = 2_000
+UNION = (
+    "{ anyOf = ["
+    + ", ".join(f'{{ type = "object", required = ["k{n}"] }}' for n in range(BRANCHES))
+    + ', { type = "object" }] }'
+)
+BUDGET_MODULES = f"""
+[modules.main.functions.empties]
+returns = {{ type = "array", items = {UNION} }}
+
+[modules.main.functions.take]
+args = {{ type = "array", prefixItems = [{{ type = "array", items = {UNION} }}] }}
+
+[modules.main.functions.taken]
+"""
+#: 20,000 items by 2,001 branches: 40 million subschemas entered by the old
+#: code (about 7.5 us each on this machine: five minutes), a result of 20 KB.
+ITEMS = 20_000
+#: Far above what the budget lets through, far below what the old code did.
+DESCENT_CAP = 1_000_000
+
+
+class _TooMuchWorkError(Exception):
+    pass
+
+
+def count_descents(monkeypatch: pytest.MonkeyPatch, cap: int = DESCENT_CAP) -> list[int]:
+    """Count the subschemas jsonschema enters (each builds a resolver for it), and stop
+    the validation past ``cap`` so that the unbounded code fails the test fast."""
+    from referencing._core import Resolver
+
+    counted = [0]
+    real = Resolver.in_subresource
+
+    def counting(self: Resolver[Any], subresource: Any) -> Resolver[Any]:
+        counted[0] += 1
+        if counted[0] > cap:
+            raise _TooMuchWorkError(f"more than {cap} subschemas entered")
+        return real(self, subresource)
+
+    monkeypatch.setattr(Resolver, "in_subresource", counting)
+    return counted
+
+
+def budget_host(host: PluginHost, make_plugin: PluginFactory) -> PluginHost:
+    make_plugin("geo", source=BUDGET_SOURCE, modules=BUDGET_MODULES)
+    host.discover()
+    outcome = host.enable("geo", consent=True)
+    assert outcome, outcome.reason
+    return host
+
+
+def test_a_result_that_multiplies_its_schema_is_refused_within_a_work_budget(
+    host: PluginHost, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team round 5: a plugin's own manifest declares a union of 2,000 branches,
+    its result holds 20,000 items, and the host tried every branch on every item
+    after the call's deadline (a 1 MiB manifest and a 1 MiB result: days)."""
+    budget_host(host, make_plugin)
+    # A couple of items fit the budget's constant: the schema is usable, not refused.
+    assert host.call("geo", "main.empties", 2) == [{}] * 2
+    descents = count_descents(monkeypatch)
+    with pytest.raises(InvalidOutputError) as caught:
+        host.call("geo", "main.empties", ITEMS)
+    assert 0 < descents[0] < DESCENT_CAP
+    message = str(caught.value)
+    assert message.startswith(
+        "plugin 'geo': main.empties returned a value that does not match its declared "
+        "returns schema: at $: checking the value against the schema took more than its "
+        "work budget (2,100,100 units for a value of size 20,001: 100,000 + 100 per value, "
+        "object key or 64 characters); the value is refused unchecked: simplify the schema "
+        "(fewer anyOf/oneOf branches tried on every item, less nesting and $ref recursion) "
+        "(schema path /, "
+    )
+    assert "field modules.main.functions.empties.returns); fix the plugin or its schema" in (
+        message
+    )
+    assert host.breaker("geo").failures == 1  # the plugin's failure: it counts
+
+
+def test_arguments_that_multiply_the_schema_are_refused_before_the_worker(
+    host: PluginHost, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same through ``args``: what a caller (or a guest) sends is checked in the host."""
+    budget_host(host, make_plugin)
+    assert host.call("geo", "main.take", [{}] * 2) == 2
+    descents = count_descents(monkeypatch)
+    with pytest.raises(LifecycleError) as caught:
+        host.call("geo", "main.take", [{}] * ITEMS)
+    assert 0 < descents[0] < DESCENT_CAP
+    assert (
+        "plugin 'geo': the arguments of main.take do not match its declared args schema: at "
+        "$: checking the value against the schema took more than its work budget (2,100,200 "
+        "units for a value of size 20,002:"
+    ) in str(caught.value)
+    assert "simplify the schema" in str(caught.value)
+    monkeypatch.undo()
+    assert host.call("geo", "main.taken") == 1, "the refused call never reached the worker"
+    assert host.breaker("geo").failures == 0
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        # Thousands of empty subschemas: no keyword in them, each still entered.
+        ({"type": "array", "items": {"allOf": [{}] * 3_000}}, [0] * 3_000),
+        # A linear keyword (round 5) applied by every branch to the whole array.
+        (
+            {"anyOf": [{"uniqueItems": True, "minItems": 10**9}] * 3_000 + [{"type": "array"}]},
+            list(range(3_000)),
+        ),
+        # A property list looped over for every item, no subschema entered (an
+        # error for each: the pass that finds the most relevant one collects them).
+        (
+            {"type": "array", "items": {"required": [f"k{n}" for n in range(1_000)]}},
+            [{}] * 1_000,
+        ),
+    ],
+)
+def test_every_shape_of_multiplication_is_charged(
+    schema: dict[str, Any], value: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each costs a million steps or more the old way (9 million subschemas, 9 million
+    item keys, a million errors) and is refused after the budget. ``first_error`` is
+    what every check goes through (manifest schemas, ``ctx.app`` schemas, hook
+    payloads)."""
+    from caplet._host._validate import WORK_BASE, WORK_PER_UNIT, compile_schema, first_error
+
+    validator = compile_schema(schema, _refuse)
+    descents = count_descents(monkeypatch)
+    problem = first_error(validator, value)
+    assert descents[0] < DESCENT_CAP
+    assert problem is not None
+    where, message, schema_path = problem
+    assert (where, schema_path) == ("$", "/")
+    assert "took more than its work budget" in message
+    assert f"{WORK_BASE:,} + {WORK_PER_UNIT} per value" in message
+
+
+def test_the_budget_grows_with_the_value_and_honest_unions_pass() -> None:
+    from caplet._host._validate import compile_schema, first_error, value_size
+
+    # A tagged union of four object shapes on 50,000 items (the kind of schema a
+    # plugin declares), valid and invalid: checked in full, a precise error.
+    shapes = [
+        {
+            "type": "object",
+            "required": ["kind", "value"],
+            "properties": {"kind": {"const": kind}, "value": {"type": typ}},
+            "additionalProperties": False,
+        }
+        for kind, typ in [("a", "integer"), ("b", "string"), ("c", "boolean"), ("d", "array")]
+    ]
+    validator = compile_schema({"type": "array", "items": {"anyOf": shapes}}, _refuse)
+    items = [{"kind": "d", "value": [n]} for n in range(50_000)]
+    assert first_error(validator, items) is None
+    where, message, _ = first_error(validator, [*items, {"kind": "d", "value": 1}]) or ("", "", "")
+    assert where == "$[50000]"
+    assert "is not valid under any of the given schemas" in message
+    assert value_size(items) == 1 + 50_000 * (1 + 2 + 1 + 2)
+    assert value_size("x" * 640) == 11
+    assert value_size({"k" * 128: None}) == 1 + 3 + 1
+
+
+def test_a_dialect_inside_a_schema_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """jsonschema validates a subschema that names ``$schema`` with that dialect's own
+    validator class: jsonschema's pairwise uniqueItems, stdlib re for patterns, no
+    budget. The root's is removed once checked (a ``$ref`` to ``#`` enters it)."""
+    import jsonschema._utils
+
+    from caplet._host._validate import compile_schema
+
+    compared: list[object] = []
+    real_equal = jsonschema._utils.equal
+
+    def counting_equal(one: object, two: object) -> bool:
+        compared.append(one)
+        return bool(real_equal(one, two))
+
+    inner = {"$schema": "https://json-schema.org/draft/2020-12/schema", "uniqueItems": True}
+    with pytest.raises(ValueError, match=r"\$schema is allowed only at the top of the schema"):
+        compile_schema({"type": "array", "items": inner}, _refuse)
+    unique = {"uniqueItems": True}
+    root = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "anyOf": [{"type": "array", "items": {"$ref": "#"}}, unique],
+    }
+    validator = compile_schema(root, _refuse)
+    monkeypatch.setattr(jsonschema._utils, "equal", counting_equal)
+    assert validator.is_valid([[{"n": n} for n in range(300)]])
+    assert compared == []  # the root's dialect never switched the validator class
+
+
+def test_a_schema_nested_too_deep_is_refused_at_enable(make_plugin: PluginFactory) -> None:
+    from caplet._host._validate import MAX_SCHEMA_DEPTH, compile_schema
+
+    def nested(levels: int) -> dict[str, Any]:
+        schema: dict[str, Any] = {}
+        for _ in range(levels - 1):
+            schema = {"items": schema}
+        return schema
+
+    assert compile_schema(nested(MAX_SCHEMA_DEPTH), _refuse).is_valid([[[]]])
+    # Deeper used to be a RecursionError (a traceback) while enabling the plugin.
+    with pytest.raises(ValueError, match="nested more than 64 levels deep; flatten it"):
+        compile_schema(nested(MAX_SCHEMA_DEPTH + 1), _refuse)
+    with pytest.raises(ValueError, match="nested more than 64 levels deep"):
+        compile_schema(nested(5_000), _refuse)

@@ -20,15 +20,21 @@ its result) in the manifest; the host validates both with the
   ``referencing`` registry, so the host never fetches anything (by default
   jsonschema would download a remote ``$ref``).
 
+* Each validation has a work budget (``WORK_BASE`` + ``WORK_PER_UNIT`` per
+  unit of the value's size): every keyword and every subschema entered is
+  charged, and a value whose check runs past it is refused unchecked, with a
+  message saying to simplify the schema (red team round 5).
+
 ``jsonschema`` takes ~150 ms to import, so it is imported only when a
 plugin actually declares a schema.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,7 +138,7 @@ def compile_validators(manifest: Manifest) -> Mapping[str, FunctionValidator]:
 
 @functools.cache
 def _validator_class() -> Any:
-    """Draft 2020-12, with tuples counted as arrays.
+    """Draft 2020-12, with tuples counted as arrays, every keyword and descent metered.
 
     Positional arguments arrive as a tuple and a caller may nest tuples;
     both cross the channel as arrays, so they are arrays to the schema too.
@@ -142,11 +148,119 @@ def _validator_class() -> Any:
     checker = Draft202012Validator.TYPE_CHECKER.redefine(
         "array", lambda _checker, instance: isinstance(instance, list | tuple)
     )
-    return validators.extend(
+    keywords = dict(Draft202012Validator.VALIDATORS)
+    keywords.update({"pattern": _re2_pattern, "uniqueItems": _unique_items, "enum": _enum})
+    cls = validators.extend(
         Draft202012Validator,
-        validators={"pattern": _re2_pattern, "uniqueItems": _unique_items, "enum": _enum},
+        validators={name: _metered(name, check) for name, check in keywords.items()},
         type_checker=checker,
     )
+    cls.descend = _metered_descend(cls.descend)
+    return cls
+
+
+# -- the work budget ---------------------------------------------------------------------
+
+#: One validation's work budget (red team round 5): ``WORK_BASE`` plus
+#: ``WORK_PER_UNIT`` per unit of the value's size (:func:`value_size`). The
+#: schemas of tests/_host and tests/plugins spend at most 16 per unit; a schema
+#: that multiplies (``anyOf`` tried on every item, ``$ref`` recursion) is
+#: refused after about a microsecond per unit of budget (docs/security.md).
+WORK_BASE = 100_000
+WORK_PER_UNIT = 100
+_CHARS_PER_UNIT = 64
+_ERROR_UNITS = 4
+#: Keywords whose cost is the whole value under them, not its top level.
+_DEEP_KEYWORDS = frozenset({"enum", "const", "uniqueItems"})
+#: Keywords whose value is data looked up (a set, one comparison), not looped over.
+_DATA_VALUED = frozenset({"enum", "const"})
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "caplet_schema_budget", default=None
+)
+
+
+class _OutOfWorkError(Exception):
+    """The validation spent its budget (caught by :func:`first_error`, never seen)."""
+
+
+def _spend(units: int) -> None:
+    left = _BUDGET.get()
+    if left is None:  # not within first_error (compiling, a test's own is_valid)
+        return
+    left[0] -= units
+    if left[0] < 0:
+        raise _OutOfWorkError
+
+
+def _units(value: object) -> int:
+    """The top-level size of ``value``: what a keyword's own loop over it costs."""
+    kind = type(value)
+    if kind is dict or kind is list:  # the common case first: it runs for every keyword
+        return 1 + len(value)  # type: ignore[arg-type]
+    if isinstance(value, str | bytes):
+        return 1 + len(value) // _CHARS_PER_UNIT
+    if isinstance(value, Mapping | list | tuple):
+        return 1 + len(value)
+    return 1
+
+
+def value_size(value: object) -> int:
+    """The whole size of ``value`` in work units (iterative: any depth)."""
+    size = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        size += 1 if isinstance(node, Mapping | list | tuple) else _units(node)
+        if isinstance(node, Mapping):
+            size += sum(_units(key) for key in node)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return size
+
+
+def _metered(name: str, check: Any) -> Any:
+    """``check`` (a keyword's function) charged to the budget each time it is evaluated.
+
+    A keyword costs one unit, plus the top level of the value it checks (its
+    own loop over an object's keys or a string's characters; what it descends
+    into is charged there), plus the top level of its own value (``required``,
+    ``properties``, ``anyOf`` loop over it); ``enum``, ``const`` and
+    ``uniqueItems`` compare the whole value. Charged when jsonschema calls the
+    keyword, before its work runs (most are generators).
+    """
+    deep = name in _DEEP_KEYWORDS
+    data = name in _DATA_VALUED
+
+    @functools.wraps(check)
+    def metered(validator: Any, value: object, instance: object, schema: object) -> Any:
+        cost = value_size(instance) if deep else _units(instance)
+        _spend(1 + cost + (0 if data else _units(value)))
+        return check(validator, value, instance, schema)
+
+    return metered
+
+
+def _charged(errors: Iterable[Any]) -> Iterator[Any]:
+    """Each error costs ``_ERROR_UNITS`` at each subschema it leaves: the dearest step
+    (``required`` of 1,000 names on 1,000 ``{}`` makes a million, all collected).
+    Charged per subschema, not per keyword: a generator per keyword evaluation
+    made honest validations half again slower."""
+    for error in errors:
+        _spend(_ERROR_UNITS)
+        yield error
+
+
+def _metered_descend(descend: Any) -> Any:
+    """``descend`` charged one unit per key of the subschema: entering one builds a
+    validator for it and walks its keys, even when none of them is a keyword
+    (``allOf`` of thousands of ``{}`` would otherwise be free)."""
+
+    def metered(self: Any, instance: object, schema: object, *args: Any, **kwargs: Any) -> Any:
+        _spend(1 + _units(schema))
+        return _charged(descend(self, instance, schema, *args, **kwargs))
+
+    return metered
 
 
 @functools.lru_cache(maxsize=256)
@@ -332,6 +446,7 @@ def compile_schema(schema: Mapping[str, object], refuse: Callable[[str], Excepti
     from jsonschema.exceptions import SchemaError
     from referencing import Registry
 
+    _check_shape(schema, refuse)
     plain = _thaw(schema)
     if not isinstance(plain, dict):
         raise refuse(f"a schema must be a JSON object, got {type(schema).__name__}")
@@ -339,11 +454,19 @@ def compile_schema(schema: Mapping[str, object], refuse: Callable[[str], Excepti
     dialect = plain.get("$schema", DIALECT)
     if dialect not in (DIALECT, DIALECT + "#"):
         raise refuse(f"$schema is {dialect!r}; remove it or set it to {DIALECT!r}")
+    # The dialect is checked: jsonschema would switch to its own validator class
+    # (unmetered, stdlib re) wherever a schema it enters names one, and a
+    # "$ref": "#" enters the root.
+    plain.pop("$schema", None)
     cls = _validator_class()
     try:
         cls.check_schema(plain)
     except SchemaError as exc:
         raise refuse(f"at {exc.json_path}: {_short(exc.message)}") from None
+    except RecursionError:  # only from a deep stack of the caller's own: the depth is bounded
+        raise refuse(
+            "it is nested too deeply to be checked; flatten it (move parts to $defs)"
+        ) from None
     _check_references(plain, refuse)
     _check_patterns(plain, refuse)
     # An empty registry: nothing beyond this schema (and the dialect's own
@@ -356,6 +479,41 @@ def compile_schema(schema: Mapping[str, object], refuse: Callable[[str], Excepti
             "its references loop without descending into the value (e.g. a $ref to itself)"
         ) from None
     return validator
+
+
+#: How deeply a schema may nest (objects and arrays): checking one 128 deep
+#: against the meta-schema exhausted the interpreter's stack (RecursionError, a
+#: traceback at enable). 64, as deep as a value may be, leaves room for the
+#: caller's frames; ``$defs`` and ``$ref`` express anything deeper.
+MAX_SCHEMA_DEPTH = 64
+
+
+def _check_shape(schema: object, refuse: Callable[[str], Exception]) -> None:
+    """Refuse a schema nested deeper than ``MAX_SCHEMA_DEPTH`` or naming a dialect inside.
+
+    jsonschema validates a subschema naming ``$schema`` with that dialect's own
+    class, out of reach of the budget, RE2 and the linear ``uniqueItems``; the
+    top one is checked and removed by :func:`compile_schema`. A ``"$schema"``
+    string is refused anywhere inside, data included (a property may be named
+    ``const``). Iterative: it runs before anything recursive sees the schema.
+    """
+    stack: list[tuple[object, int, bool]] = [(schema, 1, True)]
+    while stack:
+        node, depth, top = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise refuse(
+                f"it is nested more than {MAX_SCHEMA_DEPTH} levels deep; flatten it (move "
+                "repeated parts to $defs)"
+            )
+        if isinstance(node, Mapping):
+            if not top and isinstance(node.get("$schema"), str):
+                raise refuse(
+                    "$schema is allowed only at the top of the schema (caplet validates "
+                    "every part with Draft 2020-12); remove the inner one"
+                )
+            stack.extend((item, depth + 1, False) for item in node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend((item, depth + 1, False) for item in node)
 
 
 def _thaw(value: object) -> object:
@@ -408,10 +566,24 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
 
+    size = value_size(value)
+    budget = WORK_BASE + WORK_PER_UNIT * size
     try:
-        if validator.is_valid(value):
+        # Each pass has the budget: is_valid stops at the first error, best_match
+        # collects them all (only for a value already known to be invalid).
+        if _within(budget, validator.is_valid, value):
             return None
-        error = best_match(validator.iter_errors(value))
+        error = _within(budget, lambda v: best_match(validator.iter_errors(v)), value)
+    except _OutOfWorkError:
+        return (
+            "$",
+            f"checking the value against the schema took more than its work budget "
+            f"({budget:,} units for a value of size {size:,}: {WORK_BASE:,} + "
+            f"{WORK_PER_UNIT} per value, object key or {_CHARS_PER_UNIT} characters); the "
+            "value is refused unchecked: simplify the schema (fewer anyOf/oneOf branches "
+            "tried on every item, less nesting and $ref recursion)",
+            "/",
+        )
     except (Unresolvable, RecursionError) as exc:
         # compile_validators rules both out; should a schema still get here,
         # the call fails with a message rather than a foreign exception.
@@ -431,6 +603,14 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
         return None
     schema_path = "/".join(str(part) for part in error.absolute_schema_path) or "/"
     return error.json_path, _short(error.message), schema_path
+
+
+def _within(budget: int, run: Callable[[object], Any], value: object) -> Any:
+    token = _BUDGET.set([budget])
+    try:
+        return run(value)
+    finally:
+        _BUDGET.reset(token)
 
 
 def _short(text: str) -> str:
