@@ -52,24 +52,12 @@ from caplet._sandbox._protocol_encode import (
     encode_result,
     encode_shutdown,
 )
-
-
-def _payload(frame: bytes) -> bytes:
-    (length,) = struct.unpack(">I", frame[:4])
-    assert length == len(frame) - 4
-    return frame[4:]
+from tests._sandbox.protocolkit import frame_payload, nested
 
 
 def _packed(message: object) -> bytes:
     packed: bytes = msgpack.packb(message)
     return packed
-
-
-def _nested(depth: int) -> object:
-    value: object = 1
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 @pytest.fixture
@@ -98,7 +86,7 @@ def test_host_messages_round_trip() -> None:
         max_frame_bytes=1024,
         env={"TOKEN": "secret"},
     )
-    assert decode_host_message(_payload(init)) == Init(
+    assert decode_host_message(frame_payload(init)) == Init(
         0,
         "demo",
         "plugin.py",
@@ -109,30 +97,30 @@ def test_host_messages_round_trip() -> None:
         {"TOKEN": "secret"},
     )
     call = encode_call(5, "demo", "run", (1, "x", None), {"k": [b"\x00", 2.5]})
-    assert decode_host_message(_payload(call)) == Call(
+    assert decode_host_message(frame_payload(call)) == Call(
         5, "demo", "run", [1, "x", None], {"k": [b"\x00", 2.5]}
     )
-    assert decode_host_message(_payload(encode_shutdown(9))) == Shutdown(9)
+    assert decode_host_message(frame_payload(encode_shutdown(9))) == Shutdown(9)
 
 
 def test_worker_messages_round_trip() -> None:
     ready = encode_ready(0, {"demo": ["run"]}, ["demo.secret", "extra"])
-    assert decode_worker_message(_payload(ready)) == Ready(
+    assert decode_worker_message(frame_payload(ready)) == Ready(
         0, {"demo": ("run",)}, ("demo.secret", "extra")
     )
     value = {"a": [1, {"b": (True, None)}], "c": b"\xff", "big": 2**64 - 1, "neg": -(2**63)}
-    assert decode_worker_message(_payload(encode_result(3, value))) == Result(
+    assert decode_worker_message(frame_payload(encode_result(3, value))) == Result(
         3, {"a": [1, {"b": [True, None]}], "c": b"\xff", "big": 2**64 - 1, "neg": -(2**63)}
     )
-    assert decode_worker_message(_payload(encode_error(4, "KeyError", "'x'"))) == Error(
+    assert decode_worker_message(frame_payload(encode_error(4, "KeyError", "'x'"))) == Error(
         4, "KeyError", "'x'"
     )
-    assert decode_worker_message(_payload(encode_fatal(0, "boom"))) == Fatal(0, "boom")
+    assert decode_worker_message(frame_payload(encode_fatal(0, "boom"))) == Fatal(0, "boom")
 
 
 def test_containers_up_to_the_depth_limit_cross() -> None:
-    value = _nested(MAX_DEPTH)
-    assert decode_worker_message(_payload(encode_result(1, value))) == Result(1, value)
+    value = nested(MAX_DEPTH)
+    assert decode_worker_message(frame_payload(encode_result(1, value))) == Result(1, value)
 
 
 # -- malformed input ---------------------------------------------------------------
@@ -155,7 +143,7 @@ WORKER_CASES = [
     (_packed([11, 2**63, 2]), "request id must be an int in 0..2**63-1"),
     (_packed([11, 1, {b"k": 1}]), "RESULT value is a dict key of type bytes"),
     (_packed([11, 1, {1: 1}]), "int is not allowed for map key"),
-    (_packed([11, 1, _nested(100)]), "containers nested deeper than 64 levels"),
+    (_packed([11, 1, nested(100)]), "containers nested deeper than 64 levels"),
     (b"\x93\x0b\x01" + b"\x91" * 100_000 + b"\xc0", "malformed msgpack (StackError"),
     (_packed([11, 1, msgpack.ExtType(5, b"x")]), "extension types (timestamps included)"),
     (_packed([11, 1, msgpack.Timestamp(1, 0)]), "extension types (timestamps included)"),
@@ -198,7 +186,7 @@ HOST_CASES = [
     (_packed([1, 1, "m", "f", {}, {}]), "CALL args must be an array, got dict"),
     (_packed([1, 1, "m", "f", [], []]), "CALL kwargs must be a map, got list"),
     (_packed([1, 1, "m", "f", [], {b"k": 1}]), "CALL kwargs is a dict key of type bytes"),
-    (_packed([1, 1, "m", "f", [_nested(70)], {}]), "CALL args[0]"),
+    (_packed([1, 1, "m", "f", [nested(70)], {}]), "CALL args[0]"),
     (_packed([2, 1, None]), "SHUTDOWN must have 2 elements, got 3"),
     (_packed([11, 1, None]), "unknown message kind 11 from the host"),
     (_packed([0, 0, []]), "INIT body must be a map, got list"),
@@ -240,14 +228,14 @@ def test_reader_splits_frames_that_arrive_together(
     left.sendall(b"".join(frames))
     reader = FrameReader(right, buffer_bytes=64)
     deadline = time.monotonic() + 30
-    assert [reader.read_frame(deadline) for _ in frames] == [_payload(f) for f in frames]
+    assert [reader.read_frame(deadline) for _ in frames] == [frame_payload(f) for f in frames]
 
 
 def test_reader_handles_any_mix_of_sizes_through_a_small_buffer(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     left, right = pair
-    payloads = [_payload(encode_result(i, "y" * (i * 7 % 50))) for i in range(60)]
+    payloads = [frame_payload(encode_result(i, "y" * (i * 7 % 50))) for i in range(60)]
     for payload in payloads:
         left.sendall(struct.pack(">I", len(payload)) + payload)
     reader = FrameReader(right, buffer_bytes=40)
@@ -293,7 +281,7 @@ def test_reader_reports_end_of_stream(pair: tuple[socket.socket, socket.socket])
     left.close()
     reader = FrameReader(right)
     deadline = time.monotonic() + 30
-    assert reader.read_frame(deadline) == _payload(encode_shutdown(1))
+    assert reader.read_frame(deadline) == frame_payload(encode_shutdown(1))
     assert reader.read_frame(deadline) is None  # end of stream in the middle of a frame
     assert reader.read_frame(deadline) is None
 
@@ -307,8 +295,8 @@ def test_reader_reads_frames_larger_than_its_buffer(
     left.sendall(big + small)
     reader = FrameReader(right, buffer_bytes=1024)
     deadline = time.monotonic() + 30
-    assert reader.read_frame(deadline) == _payload(big)
-    assert reader.read_frame(deadline) == _payload(small)
+    assert reader.read_frame(deadline) == frame_payload(big)
+    assert reader.read_frame(deadline) == frame_payload(small)
 
 
 def test_send_frame_gives_up_at_the_deadline_when_the_peer_does_not_read(
@@ -334,7 +322,7 @@ def test_send_frame_completes_large_frames(pair: tuple[socket.socket, socket.soc
     reader.start()
     send_frame(left, frame, time.monotonic() + 60)
     reader.join()
-    assert received == [_payload(frame)]
+    assert received == [frame_payload(frame)]
 
 
 # -- the ctx frames (issue 6) -------------------------------------------------------------
@@ -351,18 +339,20 @@ def test_context_frames_round_trip() -> None:
         modules={"demo": ("run",)},
         context=grants,
     )
-    decoded = decode_host_message(_payload(init))
+    decoded = decode_host_message(frame_payload(init))
     assert isinstance(decoded, Init)
     assert decoded.context == grants
     request = encode_context_request(5, 9, ContextOp.KV_SET, {"key": "k", "value": (1, b"x")})
-    assert _payload(request) == _packed([14, 5, 9, "kv.set", {"key": "k", "value": [1, b"x"]}])
-    assert decode_worker_message(_payload(request)) == ContextRequest(
+    assert frame_payload(request) == _packed([14, 5, 9, "kv.set", {"key": "k", "value": [1, b"x"]}])
+    assert decode_worker_message(frame_payload(request)) == ContextRequest(
         5, 9, ContextOp.KV_SET, {"key": "k", "value": [1, b"x"]}
     )
     reply = encode_context_reply(5, {"found": True, "value": None})
-    assert decode_host_message(_payload(reply)) == ContextReply(5, {"found": True, "value": None})
+    assert decode_host_message(frame_payload(reply)) == ContextReply(
+        5, {"found": True, "value": None}
+    )
     error = encode_context_error(5, "NotGrantedError", "not granted", "not granted: no")
-    assert decode_host_message(_payload(error)) == ContextFailure(
+    assert decode_host_message(frame_payload(error)) == ContextFailure(
         5, "NotGrantedError", "not granted", "not granted: no"
     )
 

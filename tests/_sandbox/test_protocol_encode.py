@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-
 import msgpack
 import pytest
 
@@ -27,19 +25,7 @@ from caplet._sandbox._protocol_encode import (
     encode_context_request,
     encode_result,
 )
-
-
-def _payload(frame: bytes) -> bytes:
-    (length,) = struct.unpack(">I", frame[:4])
-    assert length == len(frame) - 4
-    return frame[4:]
-
-
-def _nested(depth: int) -> object:
-    value: object = 1
-    for _ in range(depth):
-        value = [value]
-    return value
+from tests._sandbox.protocolkit import frame_payload, nested
 
 
 @pytest.mark.parametrize(
@@ -53,7 +39,7 @@ def _nested(depth: int) -> object:
         (bytearray(b"x"), "args[0] is a value of type bytearray"),
         (msgpack.ExtType(1, b"x"), "args[0] is a value of type ExtType"),
         (msgpack.Timestamp(1, 0), "args[0] is a value of type Timestamp"),
-        (_nested(MAX_DEPTH + 5), "is containers nested deeper than 64 levels"),
+        (nested(MAX_DEPTH + 5), "is containers nested deeper than 64 levels"),
     ],
 )
 def test_encode_call_refuses_values_that_cannot_cross(value: object, reason: str) -> None:
@@ -98,7 +84,7 @@ def test_subclasses_of_plain_types_cross_as_the_plain_type() -> None:
         pass
 
     frame = encode_result(1, [Name("x"), Table(a=1), (1, 2)])
-    assert decode_worker_message(_payload(frame)) == Result(1, ["x", {"a": 1}, [1, 2]])
+    assert decode_worker_message(frame_payload(frame)) == Result(1, ["x", {"a": 1}, [1, 2]])
 
 
 def test_context_encoders_refuse_what_cannot_cross() -> None:
@@ -113,7 +99,7 @@ def test_context_encoders_refuse_what_cannot_cross() -> None:
     # An error class the protocol does not know is sent as the base class,
     # and a handler's huge message is cut rather than refused.
     frame = encode_context_error(1, "SystemExit", "c", "m" * (MAX_TEXT_CHARS + 10))
-    decoded = decode_host_message(_payload(frame))
+    decoded = decode_host_message(frame_payload(frame))
     assert isinstance(decoded, ContextFailure)
     assert decoded.error == "ContextError"
     assert len(decoded.message) == MAX_TEXT_CHARS

@@ -24,12 +24,10 @@ from caplet._trust._pg_schema import MIGRATIONS, SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
 from caplet._trust._store import Decision, QuarantineRecord, TrustStore
+from tests._trust.storekit import HASH_A, HASH_B, approval
 from tests._trust.test_sqlite import (
     DEFAULTS,
-    HASH_A,
-    HASH_B,
     MODEL,
-    approval,
     assert_retention_keeps_refusals,
     audit,
 )

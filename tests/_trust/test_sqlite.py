@@ -27,22 +27,10 @@ from caplet._trust._sqlite import (
     migrate,
 )
 from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord, TrustStore
+from tests._trust.storekit import HASH_A, HASH_B, approval, raw
 
-HASH_A = "sha256-" + "a" * 64
-HASH_B = "sha256-" + "b" * 64
 #: The model id the audit() fixture is keyed by.
 MODEL = "anthropic:claude-test"
-
-
-def approval(name: str = "weather", content_hash: str = HASH_A) -> ApprovalRecord:
-    return ApprovalRecord(
-        name=name,
-        content_hash=content_hash,
-        capabilities=("net.http:https://api.example.com", "env.read:TOKEN"),
-        approved_at=1_700_000_000.5,
-        risk_level=RiskLevel.MEDIUM,
-        verdict=Verdict.APPROVE_WITH_CONDITIONS,
-    )
 
 
 def audit(content_hash: str = HASH_A, summary: str = "fine") -> AuditResult:
@@ -76,10 +64,6 @@ def audit(content_hash: str = HASH_A, summary: str = "fine") -> AuditResult:
 @pytest.fixture
 def store(state_dir: Path) -> SqliteStore:
     return SqliteStore(state_dir)
-
-
-def raw(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
 
 
 # -- migrations ---------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,8 @@ from caplet._errors import StoreError
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._sqlite import DB_FILENAME, SCHEMA_VERSION, SqliteStore
 from caplet._trust._store import Decision, QuarantineRecord
-from tests._trust.test_sqlite import HASH_A, approval, audit
-
-
-def raw(path: Path) -> sqlite3.Connection:
-    """A plain connection that edits the file behind caplet's back."""
-    return sqlite3.connect(path, isolation_level=None)
+from tests._trust.storekit import HASH_A, approval, raw
+from tests._trust.test_sqlite import audit
 
 
 @pytest.fixture

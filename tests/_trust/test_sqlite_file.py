@@ -8,37 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from caplet._audit._model import Verdict
 from caplet._errors import StoreError
-from caplet._findings import RiskLevel
 from caplet._trust._sqlite import (
     APPLICATION_ID,
     DB_FILENAME,
     SCHEMA_VERSION,
     SqliteStore,
 )
-from caplet._trust._store import ApprovalRecord, Decision
-
-HASH_A = "sha256-" + "a" * 64
+from caplet._trust._store import Decision
+from tests._trust.storekit import approval, raw
 
 
 def mode_of(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
-
-
-def approval(name: str = "weather", content_hash: str = HASH_A) -> ApprovalRecord:
-    return ApprovalRecord(
-        name=name,
-        content_hash=content_hash,
-        capabilities=("net.http:https://api.example.com", "env.read:TOKEN"),
-        approved_at=1_700_000_000.5,
-        risk_level=RiskLevel.MEDIUM,
-        verdict=Verdict.APPROVE_WITH_CONDITIONS,
-    )
-
-
-def raw(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
 
 
 def test_fresh_store_is_private(state_dir: Path) -> None:
