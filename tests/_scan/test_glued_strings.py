@@ -179,3 +179,17 @@ def test_an_indicator_split_into_literals_side_by_side_is_found_in_a_package(
         whole = _danger(tmp_path)
     assert rule in {r for r, _ in whole}
     assert filtered == whole
+
+
+def test_a_glued_indicator_no_pattern_locates_makes_a_large_file_whole() -> None:
+    # the clipboard is an indicator but no pattern (only beside a wallet): a large file's
+    # focus cannot stand for it, so the whole file is visited, as for a small one
+    pad = "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
+    text = (
+        "import base64\nexec(base64.b64decode('cHJpbnQoMSk='))\n"
+        + pad
+        + "clip = __import__('pyper' 'clip')\n"
+    )
+    assert len(text) > 12_000
+    assert isinstance(prefilter().check(text), frozenset)
+    assert answer(text) is Need.FULL

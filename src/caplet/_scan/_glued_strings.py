@@ -191,10 +191,11 @@ def with_glued_strings(text: str, need: Answer, check: Callable[[str], Answer]) 
         return Need.FULL  # the lines past the bound were never glued: the safe answer
     more = check(lines)
     if more is Need.NOTHING:
+        # an indicator only the glued lines hold, though no pattern's: one side of a
+        # pattern (a download piped to a shell) or no pattern at all (the clipboard),
+        # which no located line stands for: the whole file
         indicators = indicator_set()
-        if not indicators.kinds(lines) - indicators.kinds(raw):
-            return need
-        more = Need.FULL
+        return Need.FULL if indicators.kinds(lines) - indicators.kinds(raw) else need
     if not isinstance(need, Need) and len(text) > FOCUS_FROM:
         return _around_glued_hits(text, lines, spans)
     if isinstance(more, Need) or isinstance(need, Need):
