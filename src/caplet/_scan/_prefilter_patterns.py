@@ -16,6 +16,7 @@ from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     DECODER_TOKENS,
     ENV_READ_TOKENS,
+    NETWORK_INPUT_TOKENS,
     NETWORK_MODULE_TOKENS,
     NETWORK_PROGRAM_TOKENS,
     PROCESS_CALL_TOKENS,
@@ -272,11 +273,13 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         # _flow._reference_labels): passed, bound, put in a container, bound by an import
         # under another name, named in a literal; environb too. Not one key's subscript,
         # .get or membership test (attack5: e = os.environ, dict( os . environ ), from os
-        # import environ as E were clean in package mode). Not .copy() yet: it sends
-        # jupyter-server's gateway/managers.py to a whole-file false positive (the flow
-        # labels a response by its request's body), a flagged package the bar forbids
+        # import environ as E were clean in package mode). A copy or the raw mapping too
+        # (.copy(), ._data, recall6): the flow takes one entry of it by a key written out
+        # for that variable, not the whole environment, so jupyter-server's
+        # gateway/managers.py (a field of the answer to a request that sent a filtered
+        # copy) is no longer a whole-file false positive
         r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
-        r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|__\w+__)\b|"
+        r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|copy|_data|__\w+__)\b|"
         r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]",
         _NETWORK,
     ),
@@ -430,6 +433,10 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"['\"]\s*\.\s*replace\(\s*['\"][^'\"\n]{1,3}['\"]\s*,\s*(?:''|\"\")\s*\)",
         r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK,
     ),
+    # -- recall6 (issue 16 point 1, remote commands) ---------------------------------------
+    # network input outside the network modules (asyncio's streams, an asyncio protocol)
+    # beside a process or code sink: a C2 loop running what the peer sends
+    (NETWORK_INPUT_TOKENS, _SINK),
 )
 #: A network program in a command that is run (``Sinks.process``: reconnaissance sent by
 #: ping, nslookup, curl) is an egress too, for every conjunction above whose egress is

@@ -43,6 +43,16 @@ _CREDENTIAL_NAME: Final = re2.compile(
 
 _LOCAL_ADDRESS: Final = re2.compile(r"""(?:['"]|//)(?:127\.|0\.0\.0\.0|localhost\b)""")
 
+#: Socket methods given an address ``(host, port)``, and the argument that holds it: the
+#: host is resolved before anything is sent (``create_connection`` is a DNS function).
+_ADDRESS_ARGUMENT: Final = {"connect": 0, "connect_ex": 0, "sendto": -1}
+#: URL schemes whose host a request resolves.
+_URL_SCHEMES: Final = ("http://", "https://", "ws://", "wss://", "ftp://")
+#: What the data a name resolution carries may be: host data, the environment, secrets.
+_RESOLVED_DATA: Final = frozenset(
+    {Source.RECON, Source.ENVIRONMENT, Source.SECRET, Source.CREDENTIAL}
+)
+
 
 #: Folders and files of a test suite (where replacing a library's function is routine).
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
@@ -151,6 +161,68 @@ class EgressSinks:
         if folder is not None:
             self._document_egress.append((node, folder, api))
         self._handed_credentials(node, api, payload)
+        if labels:
+            self._named_host(node, api)
+
+    def _named_host(self, node: ast.Call, api: str) -> None:
+        """The host name an egress resolves before it sends: a socket address's host, a
+        URL's. Built from host data and a domain written in the code, it is a DNS query
+        that carries the data whatever the request itself sends (CPL-THR-017, recall6)."""
+        position = _ADDRESS_ARGUMENT.get(api.rsplit(".", 1)[-1])
+        if position is not None:
+            address = node.args[position] if node.args else None
+            if isinstance(address, ast.Name):
+                bound = self._flow.bindings.assigned.get(address.id, ())
+                address = bound[0] if len(bound) == 1 else address
+            if isinstance(address, ast.Tuple) and address.elts:
+                self._dns(node, address.elts[0])
+            return
+        url = node.args[0] if node.args else None
+        if url is None:
+            url = next((k.value for k in node.keywords if k.arg == "url"), None)
+        host = self._url_host(url) if url is not None else []
+        computed = [h for h in host if not isinstance(h, str)]
+        if computed:
+            flow = self._flow
+            labels = frozenset().union(*(flow.labels(h) for h in computed))
+            domain = any("." in h.strip(".") for h in host if isinstance(h, str)) or any(
+                self._tags.has_domain(h) for h in computed
+            )
+            self._resolved(node, labels, domain=domain)
+
+    def _url_host(self, url: ast.expr) -> list[ast.expr | str]:
+        """The host of a URL built by an f-string or ``+`` (a name bound once followed):
+        its computed pieces and the literal text up to the path; empty when unknown."""
+        if isinstance(url, ast.Name):
+            bound = self._flow.bindings.assigned.get(url.id, ())
+            url = bound[0] if len(bound) == 1 else url
+        pieces: list[ast.expr] = []
+        if isinstance(url, ast.JoinedStr):
+            pieces = [v.value if isinstance(v, ast.FormattedValue) else v for v in url.values]
+        elif isinstance(url, ast.BinOp) and isinstance(url.op, ast.Add):
+            stack: list[ast.expr] = [url]
+            while stack and len(pieces) < 32:
+                item = stack.pop()
+                if isinstance(item, ast.BinOp) and isinstance(item.op, ast.Add):
+                    stack += [item.right, item.left]
+                else:
+                    pieces.append(item)
+        if not pieces or not isinstance(pieces[0], ast.Constant):
+            return []
+        first = pieces[0].value
+        if not isinstance(first, str) or not first.lower().startswith(_URL_SCHEMES):
+            return []
+        host: list[ast.expr | str] = []
+        for piece in [first.split("://", 1)[1], *pieces[1:]]:
+            text = piece.value if isinstance(piece, ast.Constant) else piece
+            if isinstance(text, str):
+                end = min((i for i in map(text.find, "/?#:") if i >= 0), default=-1)
+                host.append(text if end < 0 else text[:end])
+                if end >= 0:
+                    break
+            elif isinstance(piece, ast.expr):
+                host.append(piece)
+        return host
 
     def _handed_credentials(self, node: ast.Call, api: str, payload: list[ast.expr]) -> None:
         """Credentials a function of this file is handed (its parameters ``password``,
@@ -199,10 +271,14 @@ class EgressSinks:
 
     def _dns(self, node: ast.Call, host: ast.expr) -> None:
         labels = self._flow.labels(host)
-        recon = sorted(
-            d for s, d in labels if s in {Source.RECON, Source.SECRET, Source.CREDENTIAL}
-        )
-        if recon and self._tags.has_domain(host):
+        if any(s in _RESOLVED_DATA for s, _ in labels):
+            self._resolved(node, labels, domain=self._tags.has_domain(host))
+
+    def _resolved(self, node: ast.Call, labels: Labels, *, domain: bool) -> None:
+        """A name resolved that carries ``labels`` under a domain written in the code."""
+        # the environment walked into labels too (for k, v in os.environ.items(): resolve)
+        recon = sorted({d for s, d in labels if s in _RESOLVED_DATA})
+        if recon and domain:
             api = min(self._flow.resolve(node.func), default="a name lookup")
             self._scan.emit(
                 "CPL-THR-017",

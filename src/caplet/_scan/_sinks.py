@@ -43,6 +43,7 @@ from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import StageSinks, Write
 from caplet._scan._sources import (
     DNS_FUNCTIONS,
+    DNS_METHODS,
     EGRESS_VERBS,
     EXECUTORS,
     NETWORK_PROGRAMS,
@@ -205,6 +206,9 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             # the one check of _named_sinks that needs no name: the only one left to make
             # for the calls of nothing it looks for, most calls (issue 16's speed)
             self._write(node, func.value, (node.args[0],), set())
+        if method in DNS_METHODS and node.args and DNS_FUNCTIONS.isdisjoint(funcs):
+            # loop.getaddrinfo(name, port): asyncio's resolver, its receiver no network object
+            self._pending.append(lambda: self._dns(node, node.args[0]))
         if method == "__getattribute__" and (looked := attribute_lookup(node, flow.resolve)):
             # X.__getattribute__(k) and object.__getattribute__(X, k) are getattr(X, k):
             # the same rules, whatever the spelling (issue 16's mutation testing)

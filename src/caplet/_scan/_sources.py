@@ -21,14 +21,18 @@ __all__ = [
     "DECODERS",
     "DECODER_METHODS",
     "DECODING_CODECS",
+    "DNS_ANSWERS",
     "DNS_FUNCTIONS",
+    "DNS_METHODS",
     "EGRESS_VERBS",
     "EXECUTORS",
     "HTTP_CLIENT_MODULES",
     "INTERPRETERS",
+    "NETWORK_CALLBACKS",
     "NETWORK_MODULES",
     "NETWORK_PROGRAMS",
     "NETWORK_READS",
+    "NETWORK_STREAMS",
     "NON_PAYLOAD_KEYWORDS",
     "NOT_EGRESS",
     "PIP_MAINS",
@@ -38,6 +42,8 @@ __all__ = [
     "RECON_FILES",
     "RECON_FUNCTIONS",
     "RECON_PROGRAMS",
+    "REQUEST_HANDLERS",
+    "RPC_PROXIES",
     "RUNS_FILE",
     "SHELLS",
     "Source",
@@ -134,12 +140,94 @@ NETWORK_READS: Final = frozenset(
         "stream",
         "fetch",
         "retrbinary",
+        "retrlines",
+        # telnetlib's readers; what a command run on another host by SSH prints
+        "read_until",
+        "read_all",
+        "read_some",
+        "read_eager",
+        "read_very_eager",
+        "exec_command",
     }
 )
 #: ... made on an object a network call returned, or a function of one of these modules.
 HTTP_CLIENT_MODULES: Final = frozenset(
     {"requests", "httpx", "urllib.request", "urllib", "urllib3", "wget", "aiohttp", "http.client"}
 )
+# -- network input handed over otherwise than as a call's result (recall6, issue 16) -------
+#: Calls whose result is a connection to a peer, outside the network modules: what is read
+#: from it (``reader, writer = await asyncio.open_connection(h, p)``; ``reader.read()``)
+#: is the peer's message, a command in a C2 loop. Not the Unix-socket ones: a peer of
+#: this host.
+NETWORK_STREAMS: Final = frozenset(
+    {
+        "asyncio.open_connection",
+        "asyncio.streams.open_connection",
+        "trio.open_tcp_stream",
+        "trio.open_ssl_over_tcp_stream",
+        "anyio.connect_tcp",
+    }
+)
+#: Methods of network objects (a name the resolver gives under a network module) that hand
+#: what they receive to a callback, with the callback's position and keyword: ftplib's
+#: ``retrlines(cmd, callback)``, ``retrbinary(cmd, callback)``. A function of the file
+#: given there is handed the server's data; ``lines.append``, ``buf.write`` fill ``lines``
+#: and ``buf`` with it.
+NETWORK_CALLBACKS: Final = {"retrlines": (1, "callback"), "retrbinary": (1, "callback")}
+#: Objects every method of which is a call on a remote server (XML-RPC's proxy turns
+#: ``proxy.get_task()`` into a request): what any of them returns is data from the network.
+RPC_PROXIES: Final = frozenset(
+    {
+        "xmlrpc.client.ServerProxy",
+        "xmlrpc.client.Server",
+        "xmlrpclib.ServerProxy",
+        "xmlrpclib.Server",
+        "jsonrpclib.Server",
+        "jsonrpclib.ServerProxy",
+    }
+)
+#: Name resolutions whose answer may be any text a server chose (a TXT record): a command
+#: published in DNS is network input like a response body. Not ``socket``'s resolvers,
+#: whose answer is an address (a resolved IP in a ``ping`` command line is no payload).
+DNS_ANSWERS: Final = frozenset(
+    {
+        "dns.resolver.resolve",
+        "dns.resolver.query",
+        "dns.resolver.Resolver().resolve",
+        "dns.resolver.Resolver().query",
+        "dns.asyncresolver.resolve",
+        "dns.asyncresolver.Resolver().resolve",
+        "aiodns.DNSResolver().query",
+    }
+)
+#: Classes whose methods a server calls for each request, by base: the attributes of
+#: ``self`` that are the peer's (its socket, its request line, its body), and the methods
+#: whose first parameter after ``self`` is what the peer sent. A bind shell's or a web
+#: shell's commands arrive there, never as a call's result.
+REQUEST_HANDLERS: Final = {
+    **dict.fromkeys(
+        (
+            "socketserver.BaseRequestHandler",
+            "socketserver.StreamRequestHandler",
+            "socketserver.DatagramRequestHandler",
+            "http.server.BaseHTTPRequestHandler",
+            "http.server.SimpleHTTPRequestHandler",
+            "http.server.CGIHTTPRequestHandler",
+        ),
+        (
+            frozenset({"request", "rfile", "path", "headers", "requestline", "raw_requestline"}),
+            frozenset[str](),
+        ),
+    ),
+    **dict.fromkeys(
+        (
+            "asyncio.Protocol",
+            "asyncio.BaseProtocol",
+            "asyncio.DatagramProtocol",
+        ),
+        (frozenset[str](), frozenset({"data_received", "datagram_received"})),
+    ),
+}
 #: Codecs that turn text back into code (``s.decode("rot13")`` style).
 DECODING_CODECS: Final = frozenset(
     {"rot13", "rot_13", "base64", "hex", "zlib", "bz2", "uu", "punycode"}
@@ -155,6 +243,9 @@ NETWORK_MODULES: Final = tuple(
     sorted(
         {m + "." for m, r in MODULE_RULES.items() if r == "CPL-NET-001"}
         | {"wget.", "dns.", "paramiko.", "pycurl.", "treq.", "tornado.httpclient."}
+        # Python 2's XML-RPC client and a JSON-RPC one: proxies of a remote server
+        # (:data:`RPC_PROXIES`); aiodns resolves names (:data:`DNS_FUNCTIONS`)
+        | {"xmlrpclib.", "jsonrpclib.", "aiodns."}
     )
 )
 #: Calls under network modules that neither send nor receive (they look up this host).
@@ -243,8 +334,23 @@ DNS_FUNCTIONS: Final = frozenset(
         "dns.resolver.query",
         "dns.resolver.Resolver().resolve",
         "dns.resolver.Resolver().query",
+        # recall6 (issue 16): every other way Python code asks for a name. gethostbyaddr
+        # resolves a host name it is given before it looks the address up; a query made
+        # by dnspython's message module carries its name to whatever server it is sent;
+        # asyncio's resolver and aiodns are the same query, awaited
+        "socket.gethostbyaddr",
+        "dns.resolver.resolve_name",
+        "dns.resolver.Resolver().resolve_name",
+        "dns.asyncresolver.resolve",
+        "dns.asyncresolver.Resolver().resolve",
+        "dns.message.make_query",
+        "aiodns.DNSResolver().query",
+        "aiodns.DNSResolver().gethostbyname",
     }
 )
+#: Method names that resolve a name whatever their receiver: an asyncio event loop's
+#: ``getaddrinfo`` (``asyncio.get_running_loop()`` is no network object to the resolver).
+DNS_METHODS: Final = frozenset({"getaddrinfo"})
 #: Programs that reach the network with their arguments (DNS queries included).
 NETWORK_PROGRAMS: Final = frozenset(
     {

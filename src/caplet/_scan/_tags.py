@@ -58,6 +58,26 @@ _URL_PREFIXES = ("http://", "https://")
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
 
 
+def _dotted_labels(node: ast.AST) -> bool:
+    """``".".join([data, "q", "example"])``: two labels or more written out, joined by dots."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "join"
+        and isinstance(node.func.value, ast.Constant)
+        and node.func.value.value == "."
+        and node.args
+        and isinstance(node.args[0], ast.List | ast.Tuple)
+    ):
+        return False
+    written = [
+        e
+        for e in node.args[0].elts
+        if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.strip(".")
+    ]
+    return len(written) >= 2
+
+
 class Tagger:
     """The tags and destination facts of one file's calls."""
 
@@ -69,18 +89,27 @@ class Tagger:
         return any(s is Source.DECODED for s, _ in self._flow.labels(node))
 
     def has_domain(self, node: ast.AST) -> bool:
-        """A literal piece with a dot: the fixed domain a DNS query carries data to."""
+        """A literal piece with a dot: the fixed domain a DNS query carries data to.
+
+        Also a piece computed from literals (a domain base64-decoded, ``"x" + ".example"``)
+        and labels written out and joined by dots (``".".join([data, "q", "example"])``),
+        recall6, issue 16.
+        """
         stack = [node]
         budget = _BUDGET
         while stack and budget:
             budget -= 1
             item = stack.pop()
-            if (
-                isinstance(item, ast.Constant)
-                and isinstance(item.value, str)
-                and "." in item.value.strip(".")
-            ):
-                return True
+            if isinstance(item, ast.Constant):
+                if isinstance(item.value, str) and "." in item.value.strip("."):
+                    return True
+                continue
+            if isinstance(item, ast.Call | ast.BinOp | ast.Subscript):
+                value = self._flow.name_value(item)
+                if value is not None and "." in value.strip("."):
+                    return True
+                if _dotted_labels(item):
+                    return True
             if isinstance(item, ast.Name):
                 stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
             stack.extend(ast.iter_child_nodes(item))

@@ -35,17 +35,20 @@ from caplet._scan._sources import (
     DNS_FUNCTIONS,
     NETWORK_MODULES,
     NETWORK_PROGRAMS,
+    NETWORK_STREAMS,
     PUBLIC_IP_SERVICES,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
     RECON_PROGRAMS,
+    REQUEST_HANDLERS,
     RUNS_FILE,
 )
 
 __all__ = [
     "DECODER_TOKENS",
     "ENV_READ_TOKENS",
+    "NETWORK_INPUT_TOKENS",
     "NETWORK_MODULE_TOKENS",
     "NETWORK_PROGRAM_TOKENS",
     "NETWORK_TOKENS",
@@ -75,7 +78,11 @@ _GENERIC_NAMES: Final = frozenset(
 #: bytes parsed for reconnaissance beside the network (issue 16); ``import inspect``
 #: alone is in a twentieth of them. ``platform.node`` likewise: ``import platform``
 #: (for ``platform.system()``, ``python_version()``) is in a tenth of the stdlib's files.
-_QUALIFIED_NAMES: Final = frozenset({"stack", "node"})
+_QUALIFIED_NAMES: Final = frozenset(
+    # recall6: asyncio's protocol classes, a request handler's base (``REQUEST_HANDLERS``):
+    # ``typing.Protocol`` is everywhere
+    {"stack", "node", "Protocol", "BaseProtocol", "DatagramProtocol"}
+)
 
 
 def _spelled(apis: Iterable[str]) -> tuple[dict[str, set[str]], frozenset[str]]:
@@ -150,17 +157,17 @@ def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     )
 
 
-def _qualified_spellings(api: str) -> str:
-    """Every way code can reach ``api`` (``module.name``) in the resolver's terms, the
-    function and its module named together: ``inspect.stack`` (``x.inspect.stack``
-    too), ``from inspect import stack`` or ``*``, a literal name (``getattr(inspect,
-    "stack")``), or the module bound to another name (``import inspect as i``,
-    ``__import__("inspect")``, ``i = inspect``, ``f(inspect)``), after which its
-    ``.stack`` may be any attribute's."""
-    head, _, name = api.rpartition(".")
+def _qualified_spellings(head: str, names: Iterable[str]) -> str:
+    """Every way code can reach one of ``names`` of the module ``head`` in the resolver's
+    terms, the function and its module named together: ``inspect.stack``
+    (``x.inspect.stack`` too), ``from inspect import stack`` or ``*``, a literal name
+    (``getattr(inspect, "stack")``), or the module bound to another name (``import
+    inspect as i``, ``__import__("inspect")``, ``i = inspect``, ``f(inspect)``), after
+    which its ``.stack`` may be any attribute's. One pattern for all of a module's names
+    (recall6: one each made the pairs' RE2 set too large for its DFA's memory)."""
     top = re.escape(head.split(".", 1)[0])
     spelled = r"\s*\.\s*".join(re.escape(p) for p in head.split("."))
-    word = re.escape(name)
+    word = _alternation(names)
     return "|".join(
         [
             rf"\b{spelled}\s*\.\s*{word}\b",
@@ -182,7 +189,11 @@ def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
     parts = [_function_spellings(functions, dot=dot)] if functions else []
     if modules:
         parts.append(_module_spellings(modules))
-    parts.extend(_qualified_spellings(a) for a in qualified)
+    by_head: dict[str, set[str]] = {}
+    for api in qualified:
+        head, _, name = api.rpartition(".")
+        by_head.setdefault(head, set()).add(name)
+    parts.extend(_qualified_spellings(head, names) for head, names in sorted(by_head.items()))
     return "|".join(parts)
 
 
@@ -211,6 +222,19 @@ NETWORK_MODULE_TOKENS: Final = "|".join(
     [
         _module_spellings(m.split(".", 1)[0] for m in NETWORK_MODULES),
         _api_tokens(d for d in DNS_FUNCTIONS if "()." not in d),
+    ]
+)
+#: recall6: network input outside the network modules, whose data the flow labels the
+#: peer's: a connection opened by asyncio (trio, anyio), a request handler's base (the
+#: bases under a network module are spelled by :data:`NETWORK_MODULE_TOKENS`). Its own
+#: side, beside a process or code sink only: in :data:`NETWORK_MODULE_TOKENS`, which
+#: a score of conjunctions repeat, it made the pairs' RE2 set too large for its DFA's
+#: memory (RE2 then falls back to a far slower matcher). An event loop's getaddrinfo is
+#: socket.getaddrinfo's spelling (``.getaddrinfo``) above.
+NETWORK_INPUT_TOKENS: Final = "|".join(
+    [
+        _api_tokens(NETWORK_STREAMS),
+        _api_tokens(b for b in REQUEST_HANDLERS if not b.startswith(NETWORK_MODULES)),
     ]
 )
 #: A network program (:data:`~caplet._scan._sources.NETWORK_PROGRAMS`) as a word of a

