@@ -91,8 +91,9 @@ def test_names_built_from_literals_are_computed(source: str, expected: str) -> N
         '"%s%s" % ("x",)',
         '"%s" % ["a", "b"]',  # one argument: the list itself
         '"%d" % "x"',
-        # comprehensions with a condition, two loops, or a name of the file
-        "''.join(c for c in 'abc' if c != 'b')",
+        # comprehensions with two loops, a name of the file, or a test not known
+        "''.join(c for c in 'abc' if c != x)",
+        "''.join(c for c in 'abc' if check(c))",
         "''.join(a + b for a in 'ab' for b in 'cd')",
         "''.join(chr(c) for c in codes)",
         # a %c of more than one character, a codec of its own, a huge or unknown packing,
@@ -105,10 +106,67 @@ def test_names_built_from_literals_are_computed(source: str, expected: str) -> N
         "n = lambda x: 'os'\nn()",
         "n = lambda: 'os'\nn = lambda: 'sys'\nn()",
         "'{}{}'.format(*parts)",
+        # unpacked twice, or into another count of names
+        "m, f = 'ab'\nm, f = 'cd'\nf",
+        "m, f = 'abc'\nf",
+        "def keys(**kw):\n    return list(kw)\nkeys(**opts)",
     ],
 )
 def test_what_cannot_be_known_is_not_guessed(source: str) -> None:
     assert value_of(source) is None
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # a helper with *args (branch blindcn, tune cn7-requests-oauthx)
+        (
+            "import string\nL = string.ascii_lowercase\n"
+            "def n(*ix):\n    return ''.join(L[i] for i in ix)\nn(14, 18)",
+            "os",
+        ),
+        # a helper's default argument (tune cn7-fontmetrics)
+        (
+            "def t(n, size, order='big'):\n"
+            "    return n.to_bytes(size, order).decode()\nt(28531, 2)",
+            "os",
+        ),
+        # a comprehension or a fold inside a helper (cn7-colorama-ext, cn7-asyncretry)
+        ("def u(b):\n    return bytes(x - 1 for x in b).decode()\nu(b'pt')", "os"),
+        (
+            "from functools import reduce\n"
+            "def rev(s):\n    return reduce(lambda a, c: c + a, s, '')\nrev('metsys')",
+            "system",
+        ),
+        # pairs: zip, enumerate, tuple targets, a conditional (cn7-winnotify-toast)
+        ("''.join(''.join(p) for p in zip('sbrcs', 'upoes'))", "subprocess"),
+        ("''.join(a + b for a, b in zip('sbrcs', 'upoes'))", "subprocess"),
+        ("''.join(c for i, c in enumerate('oxsx') if i % 2 == 0)", "os"),
+        ("'ab'[len('x'):] if len('ab') > len('x') else ''", "b"),
+        # a XOR key cycled along the text (cn7-aiohttp-socksx)
+        (
+            "import itertools\nbytes(a ^ b for a, b in zip(b'\\x1f\\x01', itertools.cycle(b'pr')))",
+            b"os",
+        ),
+        # a builtin picked by a test over dir(builtins) (cn7-fastcsv-reader)
+        (
+            "import builtins\nnext(n for n in dir(builtins) if len(n) == 4 and n.endswith('ec'))",
+            "exec",
+        ),
+        ("''.join(c for c in 'abc' if c != 'b')", "ac"),
+        # a name bound by unpacking a computed value (cn7-shellproxy-tools)
+        ("m, _, f = 'os__system'.partition('__')\nf", "system"),
+        ("m, f = 'os.system'.split('.')\nm + f", "ossystem"),
+        # keyword names collected by **kwargs (cn7-pandas-profilerx)
+        ("def keys(**kw):\n    return list(kw)\nm, f = keys(os=1, system=1)\nf", "system"),
+        ("'__x__'.strip('_')", "x"),
+        # the names of this file's classes (cn7-dataclass-forms)
+        ("class o:\n    class s:\n        pass\no.s.__qualname__.replace('.', '')", "os"),
+        ("class sys_tem:\n    pass\ntype(sys_tem()).__name__.replace('_', '')", "system"),
+    ],
+)
+def test_loops_pairs_tests_and_helpers_are_evaluated(source: str, expected: Value) -> None:
+    assert value_of(source) == expected
 
 
 def test_a_table_changed_after_it_was_written_is_not_read() -> None:

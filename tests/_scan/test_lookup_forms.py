@@ -34,6 +34,7 @@ def _resolve(node: ast.expr) -> tuple[str, ...]:
         ("getattr(a, k)", "a", "k"),
         ("a.__getattribute__(k)", "a", "k"),
         ("object.__getattribute__(a, k)", "a", "k"),
+        ("type(a).__getattribute__(a, k)", "a", "k"),
         ("vars(a)[k]", "a", "k"),
         ("a.__dict__[k]", "a", "k"),
     ],
@@ -82,6 +83,13 @@ def test_other_expressions_are_not_lookups(source: str) -> None:
         import builtins
         _s = str(oct)
         object.__getattribute__(builtins, _s[20] + _s[21] + _s[20] + 'c')('print(1)')
+        """,
+        # through the module's own class, in a helper (blindcn, tune cn7-aiohttp-socksx)
+        """
+        import builtins
+        def attr(obj, name):
+            return type(obj).__getattribute__(obj, name)
+        attr(builtins, 'cexe'[::-1])(payload)
         """,
     ],
 )

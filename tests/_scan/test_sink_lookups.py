@@ -385,3 +385,138 @@ def test_names_sliced_from_data_or_literals_are_not_builtin_text(source: str) ->
 )
 def test_the_benign_corpus_shapes_of_data_indexing_are_not_hidden_names(source: str) -> None:
     assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+# -- written blind to these rules (branch blindcn): names a helper or a test computes -------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a builtin picked out of dir(builtins) by a test, never by its name
+        "import builtins\n"
+        "run = next(getattr(builtins, n) for n in dir(builtins)\n"
+        "           if len(n) == 4 and n.endswith('ec'))\n",
+        "import builtins\n"
+        "run = [getattr(builtins, n) for n in dir(builtins) if n[::-1] == 'lave'][0]\n",
+        # names built by helpers with *args, zip or a cycled XOR key
+        "import importlib, string, sys\nL = string.ascii_lowercase\n"
+        "def n(*ix):\n    return ''.join(L[i] for i in ix)\n"
+        "sp = importlib.import_module(n(18, 20, 1, 15, 17, 14, 2, 4, 18, 18))\n"
+        "sp.Popen(cmd)\n",
+        "def weave(a, b):\n    return ''.join(''.join(p) for p in zip(a, b))\n"
+        "mod = __import__(weave('sbrcs', 'upoes'))\nmod.check_output(cmd)\n",
+        "import importlib, itertools\n"
+        "def x(blob):\n"
+        "    return bytes(a ^ b for a, b in zip(blob, itertools.cycle(b'py'))).decode()\n"
+        "sp = importlib.import_module(x(b'\\x03\\x0c\\x12\\t\\x02\\x16\\x13\\x1c\\x03\\n'))\n"
+        "sp.Popen(cmd)\n",
+        # a computed value spread into str.format
+        "import codecs\n"
+        "kind = '{0}{1}{0}{2}'.format(*codecs.decode('657863', 'hex').decode())\n"
+        "vars(__builtins__).get(kind)(payload)\n",
+    ],
+)
+def test_names_computed_by_tests_helpers_and_pairs_are_hidden(source: str) -> None:
+    assert "CPL-THR-003" in danger(source, "pkg/__init__.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a sandbox copying the public builtins: a walk over the listing, no pick
+        "import builtins\n"
+        "safe = {n: getattr(builtins, n) for n in dir(builtins) if not n.startswith('_')}\n",
+        "import builtins\nnames = [getattr(builtins, n) for n in dir(builtins) if n.islower()]\n",
+        # a test keeping harmless names only
+        "import builtins\n"
+        "f = next(getattr(builtins, n) for n in dir(builtins) if n.startswith('pri'))\n",
+    ],
+)
+def test_a_listing_walked_or_filtered_to_harmless_names_is_no_pick(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "pkg/__init__.py")
+
+
+def test_a_lookup_through_a_table_of_computed_names_is_hidden() -> None:
+    """The key comes from another module (``native("run")``); the table spells the names."""
+    source = (
+        "import builtins\n"
+        "_ALIASES = {'run': 'cexe'[::-1], 'text': 'rts'[::-1]}\n"
+        "def native(alias):\n"
+        "    return getattr(builtins, _ALIASES[alias])\n"
+    )
+    assert "CPL-THR-003" in danger(source, "pkg/_compat.py")
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "{'run': 'exec', 'text': 'str'}",  # written out: a dispatch table anyone reads
+        "{'up': 'str'.upper(), 'n': 'len'}",  # computed, but nothing worth hiding
+    ],
+)
+def test_a_table_written_out_or_of_harmless_names_hides_nothing(table: str) -> None:
+    source = (
+        f"import builtins\n_ALIASES = {table}\n"
+        "def native(alias):\n"
+        "    return getattr(builtins, _ALIASES[alias])\n"
+    )
+    assert "CPL-THR-003" not in danger(source, "pkg/_compat.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # getattr given its arguments spread, or mapped over lists in step
+        "import builtins\nf = getattr(*(builtins, 'cexe'[::-1]))\nf(payload)\n",
+        "import builtins\nargs = [builtins, 'cexe'[::-1]]\nf = getattr(*args)\nf(payload)\n",
+        "import builtins\nf = list(map(getattr, [builtins], ['cexe'[::-1]]))[0]\nf(payload)\n",
+        # operator.getitem of a namespace is its subscript
+        "import builtins, operator\n"
+        "f = operator.getitem(vars(builtins), 'cexe'[::-1])\nf(payload)\n",
+    ],
+)
+def test_getattr_spread_mapped_or_by_operator_is_still_a_computed_lookup(source: str) -> None:
+    assert "CPL-THR-003" in danger(source, "pkg/__init__.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import json\nargs = [json, 'dumps']\nf = getattr(*args)\n",
+        "import json\nfs = list(map(getattr, [json, json], ['dumps', 'loads']))\n",
+        "import operator\nrow = operator.getitem({'a': 1}, 'a')\n",
+    ],
+)
+def test_getattr_spread_or_mapped_over_written_names_hides_nothing(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "pkg/__init__.py")
+
+
+def test_a_module_fetched_from_globals_by_a_computed_key_is_that_import() -> None:
+    """``globals()[rot13("bf")]`` is the file's ``import os``; its function looked up by a
+    computed name is hidden (blindcn, tune cn7-discord-embedify)."""
+    source = (
+        "import codecs, os\n"
+        "def r(s):\n    return codecs.decode(s, 'rot_13')\n"
+        "m = globals()[r('bf')]\n"
+        "getattr(m, r('cbcra'))(cmd)\n"
+    )
+    assert "CPL-THR-003" in danger(source, "pkg/__init__.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a lambda called in place with the computed name
+        "import os\nrun = (lambda n: getattr(os, n))('sys' + 'tem')\nrun('id')\n",
+        # a frame's builtins indexed by a built name
+        "import sys\nb = sys._getframe().f_builtins\nb['ex' + 'ec'](payload)\n",
+    ],
+)
+def test_a_lambda_argument_and_a_frames_builtins_are_computed_lookups(source: str) -> None:
+    assert "CPL-THR-003" in danger(source, "pkg/__init__.py")
+
+
+def test_a_lambda_given_a_written_name_hides_nothing() -> None:
+    source = "import json\nf = (lambda n: getattr(json, n))('dumps')\n"
+    assert "CPL-THR-003" not in danger(source, "pkg/__init__.py")

@@ -16,9 +16,10 @@ import builtins
 import string
 
 from caplet._scan._closed import Closedness
+from caplet._scan._evaluate_loops import BudgetError, LoopEvaluation
+from caplet._scan._evaluate_loops import truth as _truth
 from caplet._scan._evaluate_methods import method_value as _method
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
-from caplet._scan._values import MAX_LOOP as _MAX_LOOP
 from caplet._scan._values import MAX_VALUE as _MAX_VALUE
 from caplet._scan._values import PRINTABLE_BUILTINS as _PRINTABLE_BUILTINS
 from caplet._scan._values import Value
@@ -71,11 +72,7 @@ _STRING_CONSTANTS = frozenset(
 _CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
 
 
-class BudgetError(Exception):
-    """Raised when a file's step budget is spent (caught at the public entry points)."""
-
-
-class Evaluator(Closedness):
+class Evaluator(Closedness, LoopEvaluation):
     """Resolution plus constant evaluation (memoised, bounded)."""
 
     def __init__(self, bindings: Bindings) -> None:
@@ -129,30 +126,6 @@ class Evaluator(Closedness):
         if not self._loop:
             self._values[key] = value
         return value
-
-    def _comprehension(self, node: ast.ListComp | ast.GeneratorExp, depth: int) -> Value | None:
-        """``[chr(c ^ 1) for c in [...]]``: one loop over literals, a plain target, no
-        condition; the element evaluated for each item (bounded like every value)."""
-        if len(node.generators) != 1 or self._loop:
-            return None
-        loop = node.generators[0]
-        if loop.ifs or loop.is_async or not isinstance(loop.target, ast.Name):
-            return None
-        items = self._iterable(loop.iter, depth)
-        if items is None or len(items) > _MAX_LOOP:
-            return None
-        name = loop.target.id
-        out: list[Value] = []
-        try:
-            for item in items:
-                self._loop = {name: item}
-                value = self._evaluate(node.elt, depth)
-                if value is None:
-                    return None
-                out.append(value)
-        finally:
-            self._loop = {}
-        return out
 
     def _entry(self, node: ast.Subscript, depth: int) -> Value | None:
         """``TABLE["a"]`` of a dict literal bound once in this file: the entry's value."""
@@ -227,6 +200,9 @@ class Evaluator(Closedness):
             return _subscript(ev(node.value, depth), node.slice, lambda n: ev(n, depth))
         if isinstance(node, ast.Call):
             return self._evaluate_call(node, depth)
+        if isinstance(node, ast.IfExp):
+            test = _truth(node.test, lambda n: ev(n, depth))
+            return None if test is None else ev(node.body if test else node.orelse, depth)
         if isinstance(node, ast.Attribute):
             return self._attribute(node, depth)
         return None
@@ -234,6 +210,10 @@ class Evaluator(Closedness):
     def _attribute(self, node: ast.Attribute, depth: int) -> Value | None:
         """Text the interpreter itself holds: ``string.ascii_lowercase``, ``int.__doc__``,
         ``type(len).__name__`` (a name spelled from it is as constant as a literal)."""
+        if self._loop and isinstance(node.value, ast.Name):
+            given = self._loop.get(f"{node.value.id}.{node.attr}")
+            if given is not None:
+                return given  # fn.__name__ given by evaluate_with
         if node.attr in _OBJECT_TEXTS:
             target = node.value
             if (
@@ -243,12 +223,22 @@ class Evaluator(Closedness):
                 and "builtins.type" in self.resolve(target.func)
             ):
                 inner = target.args[0]
+                if (
+                    node.attr in {"__name__", "__qualname__"}
+                    and isinstance(inner, ast.Call)
+                    and self._own_name(inner.func) is not None
+                ):
+                    return self._own_name(inner.func)  # type(sys_tem()).__name__ (blindcn)
                 obj = self._builtin(inner)
                 if obj is None:
                     value = self._evaluate(inner, depth)
                     obj = value if value is not None else _literal_object(inner)
                 text = getattr(type(obj), node.attr, None) if obj is not None else None
             else:
+                own = self._own_name(target) if node.attr in {"__name__", "__qualname__"} else None
+                if own is not None:
+                    # class o: class s: ...; o.s.__qualname__ is "o.s" (blindcn)
+                    return own if node.attr == "__qualname__" else own.rpartition(".")[2]
                 obj = self._builtin(target)
                 text = getattr(obj, node.attr, None) if obj is not None else None
             return text if isinstance(text, str) else None
@@ -259,6 +249,20 @@ class Evaluator(Closedness):
         bound = self.class_attribute(node)
         if bound is not None and len(bound) == 1 and node.attr not in self.contributed:
             return self._evaluate(bound[0], depth)  # class Config: name = "ex" + "ec"
+        return None
+
+    def _own_name(self, node: ast.AST) -> str | None:
+        """The dotted name of a class or function this file defines (``o`` or ``o.s``),
+        never rebound by an assignment or an import: the text its ``__qualname__`` holds."""
+        b = self.bindings
+        if isinstance(node, ast.Name):
+            name = node.id
+            if name in b.defined and name not in b.assigned and name not in b.imports:
+                return name
+            return None
+        if isinstance(node, ast.Attribute) and node.attr in b.defined:
+            outer = self._own_name(node.value)
+            return None if outer is None else f"{outer}.{node.attr}"
         return None
 
     def _builtin(self, node: ast.AST) -> object | None:
@@ -278,6 +282,8 @@ class Evaluator(Closedness):
 
     def _evaluate_name(self, name: str, depth: int) -> Value | None:
         values = self.bindings.assigned.get(name, ())
+        if not values and name not in self._evaluating:
+            return self._unpacked(name, depth)
         if (
             len(values) != 1
             or name in self._evaluating
@@ -291,6 +297,27 @@ class Evaluator(Closedness):
             return self._evaluate(values[0], depth)
         finally:
             self._evaluating.discard(name)
+
+    def _unpacked(self, name: str, depth: int) -> Value | None:
+        """``m, _, f = "os__system".partition("__")``: a name bound once, by unpacking a
+        value the evaluator computes (branch blindcn, tune cn7-shellproxy-tools)."""
+        unpacked = self.bindings.unpacked.get(name, ())
+        if (
+            len(unpacked) != 1
+            or name in self.bindings.iterated
+            or name in self.contributed
+            or len(self.bindings.scoped.get(name, {})) > 1
+        ):
+            return None
+        value, place, size = unpacked[0]
+        self._evaluating.add(name)
+        try:
+            whole = self._evaluate(value, depth)
+        finally:
+            self._evaluating.discard(name)
+        if isinstance(whole, str | bytes):
+            whole = list(whole)
+        return whole[place] if isinstance(whole, list) and len(whole) == size else None
 
     def _dict_literal(self, node: ast.expr) -> ast.Dict | None:
         """A dict literal, written in place or bound once to a name nothing adds to."""
@@ -318,6 +345,9 @@ class Evaluator(Closedness):
             isinstance(a, ast.Starred) for a in node.args
         ):
             return None
+        keys = self._keyword_names(node, depth)
+        if keys is not None:
+            return keys
         kwargs = {k.arg: self._evaluate(k.value, depth) for k in node.keywords if k.arg}
         args = [self._evaluate(a, depth) for a in node.args]
         if isinstance(func, ast.Attribute) and func.attr == "format":
@@ -398,6 +428,9 @@ class Evaluator(Closedness):
         if len(args) == 1 and "builtins.dir" in names and self._names_builtins(args[0]):
             # dir(builtins)[n]: a builtin picked by its place in this interpreter's list
             return sorted(vars(builtins))
+        looped = self._loop_call(node, names, depth)
+        if looped is not None:
+            return looped
         values = [ev(a, depth) for a in args]
         for name in names:
             result = _call(name, values)
@@ -429,9 +462,7 @@ class Evaluator(Closedness):
             # one function, one return of a value, its parameters given literal values
             body = self._callable_body(func, len(args))
             if body is not None:
-                return (
-                    ev(body[1], depth) if not args else self._bind(body[0], values, body[1], depth)
-                )
+                return self._bind(body[0], values, body[1], depth)
         if isinstance(func, ast.Name):
             # n = lambda: "sys" + "tem"; n(); or L = lambda i: s[i]; L(3) + L(7):
             # a lambda bound once, its positional parameters given literal values
@@ -451,100 +482,6 @@ class Evaluator(Closedness):
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None
-        return None
-
-    def _callable_body(self, func: ast.expr, arity: int) -> tuple[list[str], ast.expr] | None:
-        """The parameters and the returned expression of what ``func`` names: a lambda
-        (written in place, or bound once) or a function of this file defined once, with
-        one ``return`` after a docstring, no decorator and ``arity`` plain parameters."""
-        fn: ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef | None = None
-        if isinstance(func, ast.Lambda):
-            fn = func
-        elif isinstance(func, ast.Name) and func.id not in self.contributed:
-            bound = self.bindings.assigned.get(func.id, ())
-            found = [f for f in self.bindings.functions if f.name == func.id]
-            if len(bound) == 1 and isinstance(bound[0], ast.Lambda) and not found:
-                fn = bound[0]
-            elif not bound and len(found) == 1 and not found[0].decorator_list:
-                fn = found[0]
-        if fn is None:
-            return None
-        a = fn.args
-        if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or len(a.args) != arity:
-            return None
-        if isinstance(fn, ast.Lambda):
-            return _positional(fn), fn.body
-        body = [
-            s
-            for s in fn.body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
-            return _positional(fn), body[0].value
-        return None
-
-    def _bind(
-        self, params: list[str], values: list[Value | None], body: ast.expr, depth: int
-    ) -> Value | None:
-        """A function's returned expression with its parameters bound to literal values
-        (not memoised: the value depends on them)."""
-        if self._loop or any(v is None for v in values):
-            return None
-        try:
-            self._loop = {p: v for p, v in zip(params, values, strict=True) if v is not None}
-            return self._evaluate(body, depth)
-        finally:
-            self._loop = {}
-
-    def _functional(self, node: ast.Call, names: tuple[str, ...], depth: int) -> Value | None:
-        """``map(f, items)`` and ``functools.reduce(f, items[, first])`` with ``f`` a lambda
-        or a one-return function of this file; ``operator.add``/``concat`` of two values;
-        ``operator.itemgetter(i, ...)(s)``: pure folds over literals, evaluated step by step
-        (each step counts against the budget)."""
-        args = node.args
-        ev = self._evaluate
-        if "builtins.map" in names and len(args) == 2 and not self._loop:
-            body = self._callable_body(args[0], 1)
-            items = self._iterable(args[1], depth) if body is not None else None
-            if body is None or items is None or len(items) > _MAX_LOOP:
-                return None
-            mapped = [self._bind(body[0], [item], body[1], depth) for item in items]
-            return None if any(m is None for m in mapped) else [m for m in mapped if m is not None]
-        if "functools.reduce" in names and len(args) in {2, 3} and not self._loop:
-            items = self._iterable(args[1], depth)
-            if items is None or len(items) > _MAX_LOOP or (len(args) == 2 and not items):
-                return None
-            acc = ev(args[2], depth) if len(args) == 3 else items[0]
-            rest = items if len(args) == 3 else items[1:]
-            adds = not {"operator.add", "operator.concat"}.isdisjoint(self.resolve(args[0]))
-            body = None if adds else self._callable_body(args[0], 2)
-            if not adds and body is None:
-                return None
-            for item in rest:
-                if acc is None:
-                    return None
-                self._step()
-                acc = (
-                    _binop(ast.Add(), acc, item)
-                    if body is None
-                    else self._bind(body[0], [acc, item], body[1], depth)
-                )
-            return acc
-        if not {"operator.add", "operator.concat"}.isdisjoint(names) and len(args) == 2:
-            return _binop(ast.Add(), ev(args[0], depth), ev(args[1], depth))
-        getter = node.func
-        if (
-            isinstance(getter, ast.Call)
-            and getter.args
-            and not getter.keywords
-            and len(args) == 1
-            and "operator.itemgetter" in self.resolve(getter.func)
-        ):
-            value = ev(args[0], depth)
-            picked = [_subscript(value, i, lambda n: ev(n, depth)) for i in getter.args]
-            if any(p is None for p in picked):
-                return None
-            return picked[0] if len(picked) == 1 else [p for p in picked if p is not None]
         return None
 
     def _translate(self, base: str, table: ast.AST, depth: int) -> Value | None:
@@ -578,7 +515,7 @@ class Evaluator(Closedness):
             if not isinstance(arg.value, ast.List | ast.Tuple) or any(
                 isinstance(e, ast.Starred) for e in arg.value.elts
             ):
-                return None
+                return self._spread_values(node, depth)
             spread.extend(arg.value.elts)
         return self._evaluate_call(ast.Call(func=node.func, args=spread, keywords=[]), depth)
 

@@ -53,6 +53,14 @@ def method_value(
             return base.encode("utf-8", "surrogatepass")
         except UnicodeError:
             return None
+    if (
+        isinstance(base, str)
+        and method in {"strip", "lstrip", "rstrip"}
+        and len(args) == 1
+        and isinstance(args[0], str)
+    ):
+        stripped: str = getattr(base, method)(args[0])  # "__x__".strip("_") (blindcn)
+        return stripped
     if isinstance(base, str | bytes) and method in {"lower", "upper", "strip", "lstrip", "rstrip"}:
         return getattr(base, method)() if not args else None
     if isinstance(base, str) and method == "replace" and len(args) == 2:
@@ -79,6 +87,10 @@ def method_value(
             parts: list[Value] = list(base.split(sep) if method == "split" else base.rsplit(sep))
             return parts
         return None
+    if isinstance(base, str) and method in {"partition", "rpartition"} and len(args) == 1:
+        sep = args[0]
+        # m, _, f = "os__system".partition("__") (branch blindcn)
+        return list(getattr(base, method)(sep)) if isinstance(sep, str) and sep else None
     if isinstance(base, str) and method in {"swapcase", "title", "capitalize", "casefold"}:
         return getattr(base, method)() if not args else None
     if isinstance(base, str) and method == "format":

@@ -1,6 +1,7 @@
 """The spellings of one operation: an attribute looked up by a name held in a value.
 
-``getattr(X, k)``, ``X.__getattribute__(k)``, ``object.__getattribute__(X, k)``,
+``getattr(X, k)``, ``X.__getattribute__(k)``, ``object.__getattribute__(X, k)`` (or
+``type(X).__getattribute__(X, k)``),
 ``vars(X)[k]`` and ``X.__dict__[k]`` all denote the attribute ``k`` of ``X``; so does
 ``g(k)`` after ``g = functools.partial(getattr, X)`` (or ``g(X, k)`` after
 ``g = functools.partial(getattr)``).
@@ -30,7 +31,10 @@ def attribute_lookup(node: ast.expr, resolve: Resolve) -> tuple[ast.expr, ast.ex
         if isinstance(func, ast.Attribute) and func.attr == "__getattribute__":
             if len(args) == 1:
                 return func.value, args[0]
-            if len(args) == 2 and "builtins.object" in resolve(func.value):
+            if len(args) == 2 and (
+                "builtins.object" in resolve(func.value) or _type_of(func.value, resolve)
+            ):
+                # object.__getattribute__(X, k); type(X).__getattribute__(X, k) (blindcn)
                 return args[0], args[1]
             return None
         if len(args) == 2 and "builtins.getattr" in resolve(func):
@@ -48,6 +52,16 @@ def attribute_lookup(node: ast.expr, resolve: Resolve) -> tuple[ast.expr, ast.ex
         ):
             return space.args[0], node.slice
     return None
+
+
+def _type_of(node: ast.expr, resolve: Resolve) -> bool:
+    """``type(Y)``: the class of a value, whose ``__getattribute__`` looks attributes up."""
+    return (
+        isinstance(node, ast.Call)
+        and len(node.args) == 1
+        and not node.keywords
+        and "builtins.type" in resolve(node.func)
+    )
 
 
 def partial_lookup(

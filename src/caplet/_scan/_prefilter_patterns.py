@@ -255,6 +255,24 @@ _BUILT_KEY = (
     r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
 )
 
+#: A lookup by what a call given literals returns (blindcn): getattr's name, an importer's
+#: or attrgetter's argument a call whose first argument is a literal or a number.
+_LOOKUP_BY_HELPER = (
+    r"(?:\b(?:getattr|__getattribute__)\s*\([^,\n]*,|"
+    r"\b(?:__import__|import_module|attrgetter|methodcaller)\s*\()"
+    r"\s*[A-Za-z_][\w.]*\s*\(\s*(?:[rbuRBU]?['\"]|-?\d)"
+)
+#: A subscript or ``.get`` keyed by code points joined (blindcn): ``ns["".join(chr(``.
+_JOINED_KEY = r"(?:[\w\])]\s*\[|\.\s*get\s*\()\s*[rbuRBU]?['\"]['\"]\s*\.\s*join\(\s*(?:chr|map)\b"
+
+#: getattr or __import__ as a parameter's default under another name (blindcn): RE2 has no
+#: lookahead, so the name is any of another length than the builtin's own
+#: (``getattr=getattr`` makes a builtin local for speed and hides nothing).
+_DEFAULT_LOOKUP = (
+    r"[(,]\s*(?:[A-Za-z_]\w{0,5}|[A-Za-z_]\w{7,})\s*=\s*(?:builtins\s*\.\s*)?getattr\s*[,):]|"
+    r"[(,]\s*(?:[A-Za-z_]\w{0,8}|[A-Za-z_]\w{10,})\s*=\s*(?:builtins\s*\.\s*)?__import__\s*[,):]"
+)
+
 #: Patterns that matter only together: each must match (a pair, or three for a rule
 #: that needs three things: CPL-THR-026's credential parameter, clear-text address and
 #: egress).
@@ -425,6 +443,40 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (
         r"\b(?:attrgetter|methodcaller)\(\s*[A-Za-z_]\w*\s*[,)]",
         r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + _STRONG_PIECES,
+    ),
+    # -- blindcn (issue 16, computed names written blind to the rules) -------------------
+    # a lookup given what a helper of the file returns for literal arguments
+    # (import_module(n(18, 20, 1)), getattr(sp, _x(b"...")), __import__(weave("sbrcs",
+    # "upoes"))): the name is built in the helper's body, away from the lookup
+    (_LOOKUP_BY_HELPER, _LOOKUP_BY_HELPER),
+    # a subscript keyed by code points joined (ns["".join(chr(97 + i) for i in OFFS)],
+    # ns = vars(sys.modules[len.__module__])) beside a namespace
+    (
+        _JOINED_KEY,
+        r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
+    ),
+    # getattr or __import__ given as a parameter's default (lambda g=getattr, ...: g(m,
+    # n)): the call site says g (not getattr=getattr, a builtin made local for speed)
+    (
+        _DEFAULT_LOOKUP,
+        _DEFAULT_LOOKUP,
+    ),
+    # getattr mapped over lists or given its arguments spread (map(getattr, [b], [n]),
+    # getattr(*args)): the owner and the name are elsewhere
+    (
+        r"\bmap\(\s*(?:builtins\s*\.\s*)?getattr\s*,|\bgetattr\(\s*\*",
+        r"\bmap\(\s*(?:builtins\s*\.\s*)?getattr\s*,|\bgetattr\(\s*\*",
+    ),
+    # a frame's builtins or a function's globals indexed by a built name
+    # (sys._getframe().f_builtins["ex" + "ec"])
+    (_BUILT_KEY, r"\bf_builtins\b|__globals__"),
+    # a class's attribute hook beside an importer: a proxy or a metaclass that imports
+    # what the attribute's or the class's name spells (lazy.os__system(cmd); class
+    # subprocess(metaclass=M) then subprocess.llac_kcehc(...)); a module's own
+    # __getattr__(name) (PEP 562, every lazy loader) takes one parameter and is not this
+    (
+        r"\bdef\s+__getattr(?:ibute)?__\s*\(\s*\w+\s*,",
+        r"\b(?:__import__|import_module)\s*\(",
     ),
     # a literal with junk characters removed ('c#u#r#l'.replace('#', '')) beside what
     # gives a hidden indicator its meaning (a file opened or copied, a process, the

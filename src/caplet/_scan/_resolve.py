@@ -293,6 +293,8 @@ class Resolver:
         if self._globals_call(container, depth):
             if key == "__builtins__":
                 return ("builtins",)  # globals()["__builtins__"]
+            if key in self.bindings.imports:
+                return self.resolve_name(key, depth + 1)  # globals()[rot13("bf")]: an import
             # globals()["ev" + "al"]: a builtin's name looked up where only a copy
             # of it could be; what the author means is the builtin
             return (f"builtins.{key}",) if key in _BUILTIN_CALLABLES else ()

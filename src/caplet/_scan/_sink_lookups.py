@@ -12,7 +12,9 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._lookup_forms import partial_lookup
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
+from caplet._scan._sink_carried import CarriedNames
 from caplet._scan._sink_sliced import SlicedNames
+from caplet._scan._sink_walked import WalkedNames
 from caplet._scan._sources import (
     DECODERS,
     DNS_FUNCTIONS,
@@ -111,13 +113,16 @@ def _hides_name(name: str) -> bool:
     return name in MODULE_RULES or name.split(".", 1)[0] in _SENSITIVE_ROOTS
 
 
-class LookupSinks(SlicedNames):
+class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
     """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
     state is the sinks' own, declared here for the type checker)."""
 
     _scan: FileScan
     _flow: Flow
     _pending: list[Callable[[], None]]
+    #: Nodes made for a check (``operator.getitem(ns, k)`` read as ``ns[k]``), kept alive
+    #: for the file: the data flow memoises by ``id``, which a freed node's would reuse.
+    _synthetic: list[ast.AST]
 
     def namespace_lookup(self, node: ast.Subscript) -> None:
         """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
@@ -255,6 +260,53 @@ class LookupSinks(SlicedNames):
             and f"builtins.{value.id}" in self._flow.resolve(value)
         )
 
+    def _spread_arguments(self, args: list[ast.expr]) -> list[ast.expr] | None:
+        """The arguments of a call with a literal list or tuple spread into it (written in
+        place, or bound once to a name): ``None`` when nothing is spread or it is unknown."""
+        if not any(isinstance(a, ast.Starred) for a in args):
+            return None
+        out: list[ast.expr] = []
+        for arg in args:
+            if not isinstance(arg, ast.Starred):
+                out.append(arg)
+                continue
+            value = arg.value
+            if isinstance(value, ast.Name) and value.id not in self._flow.contributed:
+                bound = self._flow.bindings.assigned.get(value.id, ())
+                value = bound[0] if len(bound) == 1 else value
+            if not isinstance(value, ast.List | ast.Tuple) or any(
+                isinstance(e, ast.Starred) for e in value.elts
+            ):
+                return None
+            out.extend(value.elts)
+        return out
+
+    def _mapped_getattr(self, node: ast.Call) -> None:
+        """``map(getattr, [builtins], [n])``: getattr called on the lists' items in step."""
+        if "builtins.getattr" not in self._flow.resolve(node.args[0]):
+            return
+        owners, names = node.args[1], node.args[2]
+        if not (
+            isinstance(owners, ast.List | ast.Tuple) and isinstance(names, ast.List | ast.Tuple)
+        ):
+            return
+        for owner, name in zip(owners.elts, names.elts, strict=False):
+            if not isinstance(owner, ast.Starred) and not isinstance(name, ast.Starred):
+                self.computed_getattr(node, owner, name, None)
+
+    def _lambda_argument(self, name: ast.expr) -> str | None:
+        """``(lambda n: getattr(os, n))("sys" + "tem")``: the parameter of a lambda called
+        in place, given one computed value by that call (its own scope: a parameter of the
+        same name elsewhere is another; branch blindcn)."""
+        if not isinstance(name, ast.Name):
+            return None
+        flow = self._flow
+        slots = flow.passed_arguments().get(flow.scope(name), {})
+        given = slots.get(name.id, [])
+        if len(given) != 1 or flow.plain(given[0]):
+            return None
+        return flow.name_value(given[0])
+
     def _builtins_namespace(self, node: ast.expr) -> bool:
         """``__builtins__``, ``builtins``, ``vars(builtins)``, ``builtins.__dict__``, or a
         ``.copy()`` of one."""
@@ -277,7 +329,20 @@ class LookupSinks(SlicedNames):
         ``functools.reduce(getattr, [n], __builtins__)``, ``inspect.getattr_static``,
         ``operator.attrgetter(n)(__builtins__)``."""
         if "builtins.getattr" in funcs:
-            return  # computed_getattr's
+            spread = self._spread_arguments(node.args)
+            if spread is not None and len(spread) in {2, 3}:
+                # getattr(*(builtins, n)), getattr(*args) with args = [os, n] (blindcn)
+                self.computed_getattr(node, spread[0], spread[1], None)
+            return  # otherwise computed_getattr's
+        self.default_lookup(node, _worth_hiding)
+        self.walked_lookup(node, _worth_hiding, _hides_name)
+        if "builtins.map" in funcs and len(node.args) == 3:
+            self._mapped_getattr(node)
+        if "operator.getitem" in funcs and len(node.args) == 2:
+            # operator.getitem(vars(builtins), n) is vars(builtins)[n] (blindcn)
+            key = ast.copy_location(ast.Subscript(node.args[0], node.args[1], ast.Load()), node)
+            self._synthetic.append(key)  # alive while the file is checked: ids are memo keys
+            self.namespace_lookup(key)
         func = node.func
         flow = self._flow
         looked = partial_lookup(node, flow.resolve, lambda n: flow.bindings.assigned.get(n, ()))
@@ -389,6 +454,8 @@ class LookupSinks(SlicedNames):
         flow = self._flow
         if attr is None:
             attr = flow.name_value(name)
+        if attr is None:
+            attr = self._lambda_argument(name)
         if owner is None:  # operator.attrgetter(name)
             if attr is not None and (
                 f"os.{attr}" in API_RULES
@@ -426,6 +493,22 @@ class LookupSinks(SlicedNames):
                     node.lineno,
                     node.col_offset,
                 )
+            else:
+                spaces = ("builtins",) if builtin_owner else owners
+                picked = self.picked(name, spaces, _worth_hiding) if watched else None
+                how = "picked from a listing by a test"
+                if picked is None and watched:
+                    picked = self.table_entry(name, spaces, _worth_hiding)
+                    how = "read from a table of computed names"
+                if picked is not None:
+                    self._scan.emit(
+                        "CPL-THR-003",
+                        f"getattr({shown}, {picked!r} {how})",
+                        node.lineno,
+                        node.col_offset,
+                    )
+                else:
+                    self.carried_lookup(node, owner, name, _worth_hiding)
         elif (
             builtin_owner
             or (watched and not attr.isupper() and not flow.plain(name))

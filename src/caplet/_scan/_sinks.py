@@ -163,6 +163,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
         self._scan = scan
         self._flow = flow
         self._pending: list[Callable[[], None]] = []
+        self._synthetic: list[ast.AST] = []
         self._writes: list[Write] = []
         self._handles: dict[str, ast.AST] = {}
         self._runs: list[tuple[frozenset[str], ast.Call, str]] = []

@@ -80,6 +80,9 @@ class Bindings:
     scoped: dict[str, dict[int, list[ast.expr]]] = field(default_factory=dict)
     #: Each scope's enclosing scope.
     parents: dict[int, int] = field(default_factory=dict)
+    #: Names bound by unpacking a value that is not a literal tuple (``m, _, f =
+    #: name.partition("__")``): the value, the name's place and the targets' count.
+    unpacked: dict[str, list[tuple[ast.expr, int, int]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +314,10 @@ def _bind_target(target: ast.expr, value: ast.expr, b: Bindings, scope: int) -> 
             # a, b = f(): each name carries what the whole value carries (data flow only)
             for name in _names(target):
                 b.scoped.setdefault(name, {}).setdefault(scope, []).append(value)
+            if not any(isinstance(t, ast.Starred) for t in target.elts):
+                for place, t in enumerate(target.elts):
+                    if isinstance(t, ast.Name):
+                        b.unpacked.setdefault(t.id, []).append((value, place, len(target.elts)))
 
 
 def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings]:

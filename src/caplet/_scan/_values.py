@@ -164,6 +164,14 @@ def binop(op: ast.operator, left: Value | None, right: Value | None) -> Value | 
         return left ^ right
     if isinstance(op, ast.Sub) and isinstance(left, int) and isinstance(right, int):
         return left - right
+    if isinstance(left, int) and isinstance(right, int):
+        # i % 2, c & 0x7F, c >> 4, c << 1: index and code-point arithmetic (blindcn)
+        if isinstance(op, ast.Mod | ast.FloorDiv) and right:
+            return left % right if isinstance(op, ast.Mod) else left // right
+        if isinstance(op, ast.BitAnd | ast.BitOr):
+            return left & right if isinstance(op, ast.BitAnd) else left | right
+        if isinstance(op, ast.RShift | ast.LShift) and 0 <= right <= 64:
+            return left >> right if isinstance(op, ast.RShift) else left << right
     return None
 
 
@@ -341,6 +349,8 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
         if name == "builtins.str.join" and len(values) == 2:
             items = values[1]
             return join_strings(first, list(items) if isinstance(items, str | list) else None)
+        if name == "builtins.len" and len(values) == 1 and isinstance(first, str | bytes | list):
+            return len(first)
         if name == "builtins.chr" and isinstance(first, int):
             return chr_of(first)
         if name in {"builtins.hex", "builtins.oct", "builtins.bin"} and isinstance(first, int):
