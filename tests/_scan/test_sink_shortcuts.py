@@ -40,6 +40,18 @@ def danger(source: str) -> set[str]:
             if name.endswith(".lnk"):
                 patch(os.path.join(desktop, name), "{} --load-extension={}".format(args, ext))
         """,
+        # the suffix in capitals, its K the Kelvin sign (lowered, it is "k"), beside other
+        # strings: what the scan's joined and lowered precheck must not miss
+        """
+        import os
+        names = ["a", "Chrome.LN\u212a", "b.desktop.bak"]
+        patch(names[1], "--load-extension=" + ext)
+        """,
+        # a launcher's line in capitals
+        """
+        if line.upper().startswith("EXEC="):
+            line = line + " --load-extension=" + ext
+        """,
     ],
 )
 def test_a_browser_shortcut_given_load_extension_is_persistence(source: str) -> None:
@@ -60,6 +72,12 @@ def test_a_browser_shortcut_given_load_extension_is_persistence(source: str) -> 
         """
         with open(os.path.expanduser("~/.local/share/applications/tool.desktop"), "w") as f:
             f.write("[Desktop Entry]\\nExec=tool --gui\\n")
+        """,
+        # ".lnk" and "exec" inside strings, not at a string's end nor before "=" (the
+        # precheck joins the strings with NULs: a NUL inside one is not a string's end)
+        """
+        names = ["shortcut.lnk\\0.txt", "a.lnk.txt", "exec_mode"]
+        run("--load-extension=" + ext)
         """,
     ],
 )

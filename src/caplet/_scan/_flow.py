@@ -524,6 +524,8 @@ class Flow(Evaluator):
                 for param, arg in zip(params, n.args, strict=False):
                     if not isinstance(arg, ast.Starred):
                         slots.setdefault(param.arg, []).append(arg)
+                if not n.keywords:
+                    continue
                 names = {p.arg for p in (*params, *fn.args.kwonlyargs)}
                 for keyword in n.keywords:
                     if keyword.arg in names:

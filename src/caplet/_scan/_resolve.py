@@ -113,6 +113,14 @@ class Resolver:
         cached = self._memo.get(key)
         if cached is not None:
             return cached
+        if node.__class__ is ast.Name and depth <= MAX_RESOLVE_DEPTH:
+            # a bare name already resolved: its answer, as _resolve would give it (nothing
+            # is resolved on the way, so no cycle can pass here), without the two calls
+            # and the bookkeeping (issue 16's speed)
+            named = self._names.get(node.id)
+            if named is not None and len(self._active) <= _MAX_NESTING:
+                self._memo[key] = named
+                return named
         if depth > MAX_RESOLVE_DEPTH or key in self._active or len(self._active) > _MAX_NESTING:
             # A value defined through itself (``s = {s["k"].get(0): s}``) came back
             # here through the evaluator, which starts its own depth at 0: without

@@ -50,6 +50,10 @@ _TEXT_NAMES = PRINTABLE_BUILTINS | _TYPES
 _TEXT_KINDS = frozenset({ast.Call, ast.FormattedValue, ast.BinOp, ast.Attribute})
 
 
+#: The attributes :meth:`SlicedNames._builtin_text` can be true of.
+_TEXT_ATTRIBUTES = frozenset({"__str__", "__repr__", "__doc__", "copyright"})
+
+
 #: Attributes that pick items out of a sequence, besides a subscript.
 _PICKERS = frozenset({"__getitem__", "getitem", "itemgetter"})
 
@@ -98,8 +102,13 @@ class SlicedNames:
             # the classes _builtin_text can answer for, in the survey's order (what it
             # resolves is memoised in that order): a call of it per node of the file was
             # 4% of a package scan's CPU on the benign corpus (issue 16)
+            # (an attribute can answer only by one of _TEXT_ATTRIBUTES: the others, most
+            # nodes of this walk, are passed over before the call, issue 16's speed)
             self._builtin_texts = any(
-                self._builtin_text(n) for n in self._flow.nodes if type(n) in _TEXT_KINDS
+                self._builtin_text(n)
+                for n in self._flow.nodes
+                if type(n) in _TEXT_KINDS
+                and (type(n) is not ast.Attribute or n.attr in _TEXT_ATTRIBUTES)
             )
         if not self._builtin_texts:
             return False
@@ -197,6 +206,8 @@ class SlicedNames:
         reached through builtins (``builtins.oct``, ``vars(__builtins__)["oct"]``)."""
         if isinstance(node, ast.Name):
             key = node.id
+            if key not in _TEXT_NAMES:
+                return False  # most names: the bindings are not looked at (issue 16's speed)
             b = self._flow.bindings
             if (
                 key in b.assigned

@@ -46,7 +46,7 @@ from caplet._scan._rules import (
 from caplet._scan._sinks import Sinks
 from caplet._scan._syntax import Bindings, argument, fold_str, program, shorten, url_host
 from caplet._scan._syntax import dotted as _dotted
-from caplet._scan._visitor_report import MUTABLE_STATE, STDLIB, Reporting
+from caplet._scan._visitor_report import MUTABLE_STATE, STDLIB, Reporting, reportable
 
 __all__ = ["RuleVisitor"]
 
@@ -117,6 +117,15 @@ def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
 
 #: Lookups and imports by a name :meth:`RuleVisitor._call_rules` checks.
 _LOOKUPS = DYNAMIC_IMPORTERS | {"builtins.getattr", "builtins.setattr", "builtins.delattr"}
+#: The names the loop of ``RuleVisitor._call_rules`` does something for (most calls'
+#: names are none of them, and skip it).
+_CALL_RULE_NAMES = frozenset(
+    {name for name, rule in API_RULES.items() if rule == "CPL-PROC-001"}
+    | set(OPEN_FUNCTIONS)
+    | ENV_FUNCTIONS
+    | DYNAMIC_IMPORTERS
+    | {"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.map"}
+)
 
 #: Nodes that can add to a name after its binding (see ``RuleVisitor._contribute``).
 _CONTRIBUTING = frozenset({ast.Assign, ast.AugAssign, ast.Call})
@@ -168,6 +177,8 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         #: Nodes that are the callee of a call (visited before them: parents come first).
         self._called: set[int] = set()
         self._flagged_modules: set[str] = set()
+        #: Bare names whose resolution no rule reports (see :meth:`visit_Name`).
+        self._quiet_names: set[str] = set()
 
     def run(self) -> None:
         # NodeVisitor.visit looks the method up by name for every node; a
@@ -293,11 +304,21 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                         self._emit_module(module_rule, prefix, alias)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in INTROSPECTION_NAMES:
-            self._emit_at("CPL-INTRO-001", node.id, node)
+        name = node.id
+        if name in self._quiet_names:
+            return
+        if name in INTROSPECTION_NAMES:
+            self._emit_at("CPL-INTRO-001", name, node)
         elif isinstance(node.ctx, ast.Load) and id(node) not in self._handled:
             # Straight to the per-name cache: Names are the commonest node.
-            self._report_reference(node, self.flow.resolve_name(node.id))
+            candidates = self.flow.resolve_name(name)
+            if reportable(candidates):
+                self._report_reference(node, candidates)
+            else:
+                # What a bare name denotes is settled by its first resolution outside
+                # any other (resolve_name's memo): a name no rule reports is skipped at
+                # its next uses (issue 16's speed)
+                self._quiet_names.add(name)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in INTROSPECTION_ATTRIBUTES:
@@ -307,7 +328,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         if mitigation is not None:
             self._scan.mitigation(mitigation, f".{node.attr}", node.lineno, node.col_offset)
         if isinstance(node.ctx, ast.Load) and id(node) not in self._handled:
-            self._report_reference(node, self.resolve(node))
+            self._report_reference(node, self.flow.resolve(node))
 
     def _escape_walk(self, node: ast.Attribute) -> None:
         """``object.__subclasses__()`` and ``f.__init__.__globals__``: the escape's two halves."""
@@ -437,12 +458,13 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self._called.add(id(node.func))
-        funcs = self.resolve(node.func)
+        resolve = self.flow.resolve
+        funcs = resolve(node.func)
         self._call_rules(node, funcs)
         self._sinks.call(node, funcs)
         if id(node) not in self._handled:
             # getattr(os, "system") and __import__("socket") are references too.
-            self._report_reference(node, self.resolve(node))
+            self._report_reference(node, resolve(node))
 
     def _call_rules(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         scan = self._scan
@@ -456,7 +478,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self.resolve(func.value)
             ):
                 scan.tag(Tag.ENV_ITER, node.lineno, f"os.environ.{func.attr}()")
-        for name in funcs:
+        for name in funcs if not _CALL_RULE_NAMES.isdisjoint(funcs) else ():
             if API_RULES.get(name) == "CPL-PROC-001":
                 spec = PROGRAM_ARGUMENTS.get(name)
                 command = argument(node, spec) if spec is not None else None

@@ -32,7 +32,7 @@ from caplet._scan._sinks import Sinks, launches_payload
 from caplet._scan._sources import DECODERS, EXECUTORS, SHELLS
 from caplet._scan._syntax import argument, fold_str
 
-__all__ = ["MUTABLE_STATE", "STDLIB", "Reporting"]
+__all__ = ["MUTABLE_STATE", "STDLIB", "Reporting", "reportable"]
 
 #: Containers whose items are interpreter-wide state (imports, builtins).
 MUTABLE_STATE = IMPORT_STATE | {"builtins.__dict__"}
@@ -63,6 +63,12 @@ _MODULE_ROOTS = frozenset(m.split(".", 1)[0] for m in MODULE_RULES)
 _REPORTABLE: dict[tuple[str, ...], tuple[str, ...]] = {}
 #: Past this many remembered resolutions the memo starts again (bounded memory).
 _MAX_REPORTABLE = 65_536
+
+
+def reportable(candidates: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of ``candidates`` a rule may report (memoised, see :func:`_reportable`)."""
+    found = _REPORTABLE.get(candidates)
+    return _reportable(candidates) if found is None else found
 
 
 def _reportable(candidates: tuple[str, ...]) -> tuple[str, ...]:
