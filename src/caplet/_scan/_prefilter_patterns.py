@@ -26,7 +26,14 @@ from caplet._scan._triggers import (
     words,
 )
 
-__all__ = ["ALIASING_PAIRS", "COMMAND_WORDS", "LOCAL_PAIRS", "PAIRS", "PREFILTER_PATTERNS"]
+__all__ = [
+    "ALIASING_PAIRS",
+    "COMMAND_WORDS",
+    "DEFERRED",
+    "LOCAL_PAIRS",
+    "PAIRS",
+    "PREFILTER_PATTERNS",
+]
 
 #: Indicator kinds that are no threat alone (see PREFILTER_PATTERNS).
 _PAIRED_INDICATORS = frozenset({IndicatorKind.CLIPBOARD, IndicatorKind.DOWNLOAD_EXEC})
@@ -245,6 +252,9 @@ _BUILT_KEY = (
     r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
 )
 
+#: What gives a literal with junk characters removed its meaning (the last pair below).
+_JUNK_CONTEXT = r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK
+
 #: Patterns that matter only together: each must match (a pair, or three for a rule
 #: that needs three things: CPL-THR-026's credential parameter, clear-text address and
 #: egress).
@@ -419,7 +429,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # network); literals added together or joined are _glued_strings'
     (
         r"['\"]\s*\.\s*replace\(\s*['\"][^'\"\n]{1,3}['\"]\s*,\s*(?:''|\"\")\s*\)",
-        r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK,
+        _JUNK_CONTEXT,
     ),
 )
 #: A network program in a command that is run (``Sinks.process``: reconnaissance sent by
@@ -439,3 +449,27 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
 ALIASING_PAIRS: Final = frozenset({1, 4, 12, 13, 15, 16, 17})
 #: Indices into PAIRS whose first pattern's lines are enough to visit.
 LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
+
+
+# -- prefilter6 (issue 16, speed): sides searched only where their conjunction may hold ------
+#: Sides of conjunctions that no RE2 set holds: each is searched on its own in a file whose
+#: sets found every other side of one of its conjunctions (``Prefilter._match``), so the
+#: answers are those of sets holding them. Chosen by measurement: the pairs' set builds
+#: its DFA lazily, and a state holds a position in every pattern at once; these sides
+#: (words inside any identifier, ``\bfor\b`` then anything but an operator, a ``def``'s
+#: parameters up to its parenthesis, a case-folded host list) kept positions alive across
+#: most of the text, so their product of states was most of the set's first pass over
+#: new text (benchmarks/prefilter_answers.py holds the answers to main's on both corpora;
+#: docs/benchmarks.md, branch prefilter6, has the measurements). Their other sides (exec
+#: called, the network, a literal with junk removed) are rare enough that the searches
+#: cost a tenth of what the set saved.
+DEFERRED: Final = frozenset(
+    {
+        _PAYLOAD,  # beside exec called or passed (pairs 12, 13)
+        _PAIRS[0][0],  # the whole environment as a value, beside the network
+        _PAIRS[7][0],  # host reconnaissance, beside the network
+        _PAIRS[8][0],  # credential files or the environment walked, beside the network
+        _HANDED_CREDENTIALS[0],  # a credential parameter, beside an address and an egress
+        _JUNK_CONTEXT,  # a file opened or copied, a sink, the network
+    }
+)
