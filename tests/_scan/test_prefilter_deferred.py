@@ -1,7 +1,7 @@
-"""The prefilter's deferred sides: in no RE2 set, searched only where a conjunction may hold.
+"""The prefilter's deferred sides: a third RE2 set, asked only where a conjunction may hold.
 
-A deferred side (``_prefilter_patterns.DEFERRED``) is searched on its own in a file
-whose sets found every other side of one of its conjunctions, so every answer must be
+The deferred sides (``_prefilter_patterns.DEFERRED``) are looked for only in a file
+whose two sets found every other side of one of their conjunctions, so every answer must be
 the answer of sets that hold it: here a prefilter built without deferring anything is
 the reference, asked about every rule's worked example, the tuned malware samples
 (the holdout stays unread), a slice of the standard library and each deferred side
@@ -115,8 +115,8 @@ def test_the_examples_hold_each_deferred_side_beside_its_conjunction(
     # the comparison above proves something only if the deferred sides are in it
     searched: set[str] = set()
     for text in _BESIDE:
-        _, unasked = deferring._match(text.encode())
-        searched |= deferring._deferred.keys() - unasked
+        found, _ = deferring._match(text.encode())
+        searched |= {p for p, owners in deferring._deferred.items() if owners[0] in found}
     assert searched == set(deferring._deferred)
 
 
@@ -127,28 +127,46 @@ def test_a_deferred_side_is_in_no_set_and_never_a_solo_pattern(deferring: Prefil
         assert all(deferring._solo <= i < deferring._auditor for i in owners)
 
 
-def test_a_deferred_side_is_searched_only_where_its_conjunction_may_hold(
+def test_the_deferred_sides_are_looked_for_only_where_a_conjunction_may_hold(
     deferring: Prefilter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    searched: list[str] = []
+    asked: list[bytes] = []
+    late = deferring._late
 
     class Counted:
-        def __init__(self, pattern: str, inner: Any) -> None:
-            self.pattern, self.inner = pattern, inner
+        def Match(self, data: bytes) -> list[int]:
+            asked.append(data)
+            return list(late.Match(data))
 
-        def search(self, data: bytes) -> object:
-            searched.append(self.pattern)
-            return self.inner.search(data)
-
-    counted = {p: Counted(p, s) for p, s in deferring._searches.items()}
-    monkeypatch.setattr(deferring, "_searches", counted)
-    # payload words, environment, credentials in prose and code, but no exec, no network,
-    # no address, no junk removed: no conjunction of a deferred side can hold
-    quiet = "import os, zlib\nd = zlib.decompress(b)\nh = os.getlogin()\nk = dict(os.environ)\n"
+    monkeypatch.setattr(deferring, "_late", Counted())
+    # a payload word, the environment, reconnaissance and a process call as code, but no
+    # exec, no network, no decoder, no address, no junk removed: no conjunction of a
+    # deferred side can hold, and the third set is not asked
+    quiet = "import os\nbot = 'telegram'\nh = os.getlogin()\nk = dict(os.environ)\nos.system(h)\n"
     assert deferring.check(quiet) is Need.NOTHING
-    assert searched == []
+    assert asked == []
     assert deferring.check("import zlib\nexec(zlib.decompress(B))\n") is not Need.NOTHING
-    assert searched  # exec called: the payload was searched
+    assert len(asked) == 1  # exec called: the payload was looked for
+
+
+def test_the_probe_sees_the_deferred_set_blind(
+    deferring: Prefilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = 'exec(b64decode(x)); post("https://discord.com/api/webhooks/1/a")'
+    assert deferring.engine_answers(probe)
+    blinded = [(owners, _Failed()) for owners, _ in deferring._late.parts]
+    monkeypatch.setattr(deferring._late, "parts", blinded)
+    assert not deferring.engine_answers(probe)
+    # and a file whose deferred sides it was asked about is the whole file, not a clean one
+    assert deferring._match(b"import zlib\nexec(zlib.decompress(B))\n") == ([BLIND], frozenset())
+    assert deferring.check("x = 1\nexec(zlib.decompress(B))\n" + "y = 2\n" * 9000) is Need.FULL
+
+
+class _Failed:
+    """An RE2 set whose DFA failed (see test_prefilter's _FailedSet)."""
+
+    def Match(self, data: bytes) -> list[int]:
+        return []
 
 
 def test_a_blind_set_is_still_the_whole_file(

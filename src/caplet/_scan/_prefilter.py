@@ -140,12 +140,13 @@ class _Sets:
 class Prefilter:
     """Every pattern in two RE2 sets (:class:`_Sets`); a check is two C-level matches.
 
-    Except the deferred sides of conjunctions (``DEFERRED``): each is searched on
-    its own, and only in a file whose sets found every other side of one of its
-    conjunctions (:meth:`_match`). Each kept DFA positions alive across most of
-    the text (inside every identifier, after every ``for``, through a ``def``'s
-    parameters), so the pairs' set built most of its states for them on a first
-    pass over new text: 0.3 of the stdlib's 0.8 s of prefilter (issue 16).
+    Except the deferred sides of conjunctions (``DEFERRED``): they are a third
+    set, asked only in a file whose two sets found every other side of one of
+    their conjunctions (:meth:`_match`). Each kept DFA positions alive across
+    much of the text (inside every identifier, after every ``for`` or ``=``,
+    through a ``def``'s parameters), so the pairs' set built most of its states
+    for them on a first pass over new text: 0.3 of the stdlib's 0.8 s of
+    prefilter (issue 16).
 
     Hits of the exec and name-building patterns only matter at the call
     itself, so for them the check returns the lines to visit (the AST pass
@@ -171,8 +172,8 @@ class Prefilter:
         # pairs' set they made its first pass over the stdlib a tenth slower, issue 16).
         numbered = [*enumerate(patterns), (self._auditor, AUDITOR_PATTERN)]
         light = {i for i, p in numbered if i < self._solo or p in COMMAND_WORDS}
-        # A deferred side (see _defer) is in no set: it is searched on its own where the
-        # other sides of one of its conjunctions hit, so what the sets answer is exact
+        # The deferred sides (see _defer) are in a third set, asked only where the other
+        # sides of one of their conjunctions hit, so what the sets answer is exact
         # wherever a conjunction can hold.
         self._deferred, self._gates = _defer(patterns, self._pairs, light | {self._auditor})
         self._set: Any = _Sets(
@@ -181,9 +182,7 @@ class Prefilter:
                 [n for n in numbered if n[0] not in light and n[1] not in self._deferred],
             ]
         )
-        options = re2.Options()
-        options.max_mem = _MAX_MEM
-        self._searches: dict[str, Any] = {p: re2.compile(p, options) for p in self._deferred}
+        self._late: Any = _Sets([[(i, p) for p, owners in self._deferred.items() for i in owners]])
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
         # exec passed as a value (``run = exec``) is not focused: the call
@@ -201,7 +200,8 @@ class Prefilter:
         answers = getattr(self._set, "each_answers", None)
         if answers is None:  # a stand-in set (tests): asked as one
             return bool(self._set.Match(_utf8(probe)))
-        return bool(answers(_utf8(probe)))
+        late = getattr(self._late, "each_answers", None)
+        return bool(answers(_utf8(probe))) and (late is None or bool(late(_utf8(probe))))
 
     def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
         """:meth:`check`, and whether text addressed to an auditor may be in ``text``.
@@ -230,32 +230,25 @@ class Prefilter:
 
     def _match(self, data: bytes) -> tuple[list[int], frozenset[str]]:
         """The indices of every pattern found in ``data`` wherever a conjunction may hold,
-        and the deferred patterns not searched (their conjunctions cannot hold).
+        and the deferred patterns not looked for (none of their conjunctions can hold).
 
-        The sets answer first; then each conjunction whose other sides they all found
-        has its deferred sides searched, one at a time and each at most once, until
-        one is missing. So a conjunction holds in the answer exactly when each of its
-        sides is in ``data``, as if the sets held every pattern; a deferred pattern
-        left unsearched is absent from the answer but may be in ``data``
-        (:meth:`hit_lines` locates it anyway).
+        The two sets answer first; where they found every other side of a conjunction
+        with a deferred side, the third set (of every deferred side) answers too, so
+        a conjunction holds in the answer exactly when each of its sides is in
+        ``data``, as if the two sets held every pattern. A deferred pattern not looked
+        for is absent from the answer but may be in ``data`` (:meth:`hit_lines`
+        locates it anyway).
         """
         found = list(self._set.Match(data) or ())
         if BLIND in found or not self._gates:
             return found, frozenset()
         present = set(found)
-        known: dict[str, bool] = {}
-        for asked, deferred in self._gates:
-            if not present.issuperset(asked):
-                continue
-            for pattern in deferred:
-                hit = known.get(pattern)
-                if hit is None:
-                    hit = known[pattern] = self._searches[pattern].search(data) is not None
-                    if hit:
-                        found.extend(self._deferred[pattern])
-                if not hit:
-                    break
-        return found, frozenset(self._deferred.keys() - known.keys())
+        if not any(present.issuperset(asked) for asked in self._gates):
+            return found, frozenset(self._deferred)
+        late = self._late.Match(data)
+        if BLIND in late:
+            return [BLIND], frozenset()
+        return found + late, frozenset()
 
     def _answer(
         self, text: str, encoded: bytes, matched: list[int], unasked: frozenset[str]
@@ -394,23 +387,23 @@ class Prefilter:
 
 def _defer(
     patterns: list[str], pairs: list[tuple[int, ...]], kept: set[int]
-) -> tuple[dict[str, list[int]], list[tuple[frozenset[int], tuple[str, ...]]]]:
+) -> tuple[dict[str, list[int]], list[frozenset[int]]]:
     """The deferred patterns (:data:`DEFERRED`) with the indices each answers for, and
-    for each conjunction with a deferred side: its other sides' indices (the gate) and
-    its deferred patterns. A pattern is deferred only if every index it answers for is
-    a side of a conjunction (not a solo pattern, a command's words or the auditor's):
-    those are read only through the conjunctions."""
+    for each conjunction with a deferred side the indices of its other sides (its
+    gate: where the sets found them all, the deferred sides are looked for). A
+    pattern is deferred only if every index it answers for is a side of a
+    conjunction (not a solo pattern, a command's words or the auditor's): those
+    are read only through the conjunctions."""
     owners: dict[str, list[int]] = {}
     for index, pattern in enumerate(patterns):
         owners.setdefault(pattern, []).append(index)
     deferred = {
         p: owners[p] for p in sorted(DEFERRED) if p in owners and not kept.intersection(owners[p])
     }
-    gates: list[tuple[frozenset[int], tuple[str, ...]]] = []
+    gates: list[frozenset[int]] = []
     for together in pairs:
-        late = tuple(dict.fromkeys(patterns[i] for i in together if patterns[i] in deferred))
-        gate = (frozenset(i for i in together if patterns[i] not in deferred), late)
-        if late and gate not in gates:
+        gate = frozenset(i for i in together if patterns[i] not in deferred)
+        if len(gate) < len(together) and gate not in gates:
             gates.append(gate)
     return deferred, gates
 

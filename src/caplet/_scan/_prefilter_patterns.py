@@ -451,25 +451,29 @@ ALIASING_PAIRS: Final = frozenset({1, 4, 12, 13, 15, 16, 17})
 LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
 
 
-# -- prefilter6 (issue 16, speed): sides searched only where their conjunction may hold ------
-#: Sides of conjunctions that no RE2 set holds: each is searched on its own in a file whose
-#: sets found every other side of one of its conjunctions (``Prefilter._match``), so the
-#: answers are those of sets holding them. Chosen by measurement: the pairs' set builds
-#: its DFA lazily, and a state holds a position in every pattern at once; these sides
-#: (words inside any identifier, ``\bfor\b`` then anything but an operator, a ``def``'s
-#: parameters up to its parenthesis, a case-folded host list) kept positions alive across
-#: most of the text, so their product of states was most of the set's first pass over
-#: new text (benchmarks/prefilter_answers.py holds the answers to main's on both corpora;
-#: docs/benchmarks.md, branch prefilter6, has the measurements). Their other sides (exec
-#: called, the network, a literal with junk removed) are rare enough that the searches
-#: cost a tenth of what the set saved.
+# -- prefilter6 (issue 16, speed): sides looked for only where their conjunction may hold --
+#: Sides of conjunctions that neither of the two RE2 sets holds: they are a third set,
+#: asked only in a file whose two sets found every other side of one of their
+#: conjunctions (``Prefilter._match``), so the answers are those of sets holding them
+#: (benchmarks/prefilter_answers.py holds them to main's on both speed corpora). Chosen
+#: by measurement: the pairs' set builds its DFA lazily, and a state holds a position in
+#: every pattern at once; these sides (``\w*b64decode`` inside any identifier, ``\bfor\b``
+#: then anything but an operator, a ``def``'s parameters up to its parenthesis, ``=`` then
+#: any dotted name, case-folded host lists, many ``from X import (...`` spellings) kept
+#: positions alive across much of the text, so their product of states was most of the
+#: set's first pass over new text (docs/benchmarks.md, branch prefilter6). Every
+#: conjunction keeps a side in the two sets (its gate), and a rare one: exec called, the
+#: network, a decoder, a command's words, a literal with junk removed.
 DEFERRED: Final = frozenset(
     {
-        _PAYLOAD,  # beside exec called or passed (pairs 12, 13)
+        _PAYLOAD,  # beside exec called or passed as a value
         _PAIRS[0][0],  # the whole environment as a value, beside the network
+        _PAIRS[3][1],  # a process call, beside the network
         _PAIRS[7][0],  # host reconnaissance, beside the network
         _PAIRS[8][0],  # credential files or the environment walked, beside the network
         _HANDED_CREDENTIALS[0],  # a credential parameter, beside an address and an egress
-        _JUNK_CONTEXT,  # a file opened or copied, a sink, the network
+        _SINK,  # a process or code sink, beside a decoder, a bot, python -c, XOR, a command
+        _RUNS[1],  # exec as a name, a file started, a lookup: beside a command, python -c
+        _JUNK_CONTEXT,  # a file opened or copied, a sink, the network: beside junk removed
     }
 )
