@@ -1,12 +1,14 @@
 """The prefilter's answer for every file of the speed corpora, to compare two checkouts.
 
     python benchmarks/prefilter_answers.py --dump OUT.tsv      # this checkout's answers
+    python benchmarks/prefilter_answers.py --dump OUT.tsv --rest   # the other benign packages
     python benchmarks/prefilter_answers.py --compare A.tsv B.tsv
 
 A change to how the prefilter *runs* its patterns (which RE2 set holds which, what
 is searched only where another side hit: issue 16) must not change what it answers.
 For each ``.py`` file of the stdlib and of every 5th benign package (the trees of
-``scan_bench.py --speed-only --quick``), read as the package-mode pass reads it
+``scan_bench.py --speed-only --quick``; ``--rest``: the benign packages those leave
+out, as ``prefilter_differential.py --rest``), read as the package-mode pass reads it
 (``\\r`` newlines made ``\\n``), this writes one line: the answer of
 ``Prefilter.check_text`` (nothing, the whole file, or the focus lines), whether text
 aimed at the auditor may be there, and the answer after the logical lines and the
@@ -32,9 +34,15 @@ from caplet._scan._logical_lines import with_logical_lines
 from caplet._scan._prefilter import Need, prefilter
 
 
-def _files() -> Iterator[tuple[str, Path]]:
-    roots = [("stdlib", stdlib_target().path)]
-    roots += [(t.name, t.path) for t in benign_targets(top_pypi(500)[::5], False)[0]]
+def _files(rest: bool) -> Iterator[tuple[str, Path]]:
+    names = top_pypi(500)
+    if rest:
+        roots = []
+        names = tuple(n for i, n in enumerate(names) if i % 5)
+    else:
+        roots = [("stdlib", stdlib_target().path)]
+        names = names[::5]
+    roots += [(t.name, t.path) for t in benign_targets(names, False)[0]]
     for label, root in roots:
         for path in sorted(root.rglob("*.py")):
             if path.is_file() and not path.is_symlink():
@@ -62,10 +70,10 @@ def _answers(name: str, text: str) -> str:
     return "\t".join(fields)
 
 
-def _dump(out: Path) -> int:
+def _dump(out: Path, rest: bool) -> int:
     count = 0
     with out.open("w") as stream:
-        for name, path in _files():
+        for name, path in _files(rest):
             text = path.read_bytes().decode("utf-8", "replace")
             stream.write(_answers(name, text) + "\n")
             count += 1
@@ -88,9 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--dump", type=Path)
     group.add_argument("--compare", type=Path, nargs=2)
+    parser.add_argument("--rest", action="store_true", help="the benign packages --dump leaves out")
     args = parser.parse_args(argv)
     if args.dump:
-        return _dump(args.dump)
+        return _dump(args.dump, args.rest)
     return _compare(*args.compare)
 
 
