@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 import pytest
@@ -269,6 +270,60 @@ def test_http_wildcard_on_tld_is_refused() -> None:
     message = _error("net.http:https://*.com")
     assert "must have at least two labels" in message
     assert "'*.com'" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix"),
+    [
+        ("net.http:https://*.co.uk", "co.uk"),
+        ("net.http:https://*.github.io", "github.io"),
+        ("net.http:https://*.S3.AmazonAWS.com.", "s3.amazonaws.com"),
+        # the list's wildcard rule "*.ck": every name under ck is a public suffix
+        ("net.http:https://*.anything.ck", "anything.ck"),
+        ("net.http:https://*.xn--55qx5d.cn", "xn--55qx5d.cn"),
+    ],
+)
+def test_http_wildcard_over_a_public_suffix_is_refused(text: str, suffix: str) -> None:
+    # Round 5's open item: *.co.uk passed the two-label rule and reached every
+    # registrant's site under it.
+    message = _error(text)
+    assert f"wildcard suffix {suffix!r} is a public suffix" in message
+    assert "would reach sites of unrelated owners" in message
+    assert f"e.g. net.http:https://*.example.{suffix}" in message
+
+
+@pytest.mark.parametrize(
+    "host", ["example.co.uk", "pages.example.github.io", "corp.internal", "example.test"]
+)
+def test_http_wildcard_under_a_registered_domain_is_allowed(host: str) -> None:
+    capability = parse_capability(f"net.http:https://*.{host}")
+    assert isinstance(capability, NetHttpCapability)
+    assert capability.wildcard
+    assert capability.host == host
+
+
+def test_a_configured_wildcard_over_a_public_suffix_is_refused_at_substitution() -> None:
+    templated = parse_capability("net.http:https://${config.host}", config_names=["host"])
+    with pytest.raises(CapabilityError, match=re.escape("'co.uk' is a public suffix")):
+        substitute(templated, {"host": "*.co.uk"})
+    assert str(substitute(templated, {"host": "*.example.co.uk"})) == (
+        "net.http:https://*.example.co.uk"
+    )
+
+
+def test_a_public_suffix_check_that_fails_refuses_the_wildcard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The list could not be read (a damaged install): the safe answer wins, and says why.
+    def broken(host: str) -> bool:
+        raise OSError("public_suffix_list.dat: No such file or directory")
+
+    monkeypatch.setattr("caplet._capabilities._parse.is_public_suffix", broken)
+    message = _error("net.http:https://*.example.com")
+    assert "cannot check whether 'example.com' is a public suffix (OSError:" in message
+    assert "name the host instead of a wildcard, e.g. net.http:https://api.example.com" in message
+    # A named host needs no check.
+    assert parse_capability("net.http:https://api.example.com").host == "api.example.com"
 
 
 @pytest.mark.parametrize("text", ["net.http:https://a.*.com", "net.http:https://*foo.example.com"])

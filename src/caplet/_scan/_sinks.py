@@ -177,6 +177,11 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
 
     # -- what the visitor hands over ------------------------------------------------------
 
+    @staticmethod
+    def named(funcs: tuple[str, ...]) -> bool:
+        """Whether a call of ``funcs`` is one :meth:`_named_sinks` checks."""
+        return not _SINK_NAMES.isdisjoint(funcs) or any(is_network(f) for f in funcs)
+
     def call(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """Every call: tags for the chains, and the sinks it may be."""
         flow = self._flow
@@ -190,7 +195,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self.builtins_store(node)
         if node.args:
             self.lookup_call(node, funcs)
-        if not _SINK_NAMES.isdisjoint(funcs) or any(is_network(f) for f in funcs):
+        if self.named(funcs):
             self._named_sinks(node, funcs, method)
         elif (
             isinstance(func, ast.Attribute)

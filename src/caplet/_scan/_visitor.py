@@ -115,6 +115,9 @@ def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
     return ast.copy_location(ast.List(node.args[1:], ast.Load()), node.args[1])
 
 
+#: Lookups and imports by a name :meth:`RuleVisitor._call_rules` checks.
+_LOOKUPS = DYNAMIC_IMPORTERS | {"builtins.getattr", "builtins.setattr", "builtins.delattr"}
+
 #: Nodes that can add to a name after its binding (see ``RuleVisitor._contribute``).
 _CONTRIBUTING = frozenset({ast.Assign, ast.AugAssign, ast.Call})
 
@@ -186,6 +189,15 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
             for node, scope in pairs:
                 kind = type(node)
                 if id(node) not in visited:
+                    if isinstance(node, ast.Call) and self._sink_call(node):
+                        # a sink outside the focus (attack6): the statement holding
+                        # ``requests.get(u, params=data)`` or ``co(code)`` (``from
+                        # subprocess import check_output as co``) has no token the
+                        # prefilter locates, and the source it is reached by is
+                        # bound far from it
+                        self._scope = scope
+                        self.visit_Call(node)
+                        continue
                     if kind in _CONTRIBUTING:
                         self._scope = scope
                         self._contributions_only(node)
@@ -200,6 +212,22 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
 
     def generic_visit(self, node: ast.AST) -> None:
         """Nothing: :meth:`run` already visits every node."""
+
+    def _sink_call(self, node: ast.Call) -> bool:
+        """Whether a call outside the focus is one a threat rule checks: a network
+        call, exec and its kin, a process, a file started, a pickle loaded, a lookup
+        or import by name (what :meth:`visit_Call` hands the sinks), however the code
+        spells its callee. Resolving every call outside the focus costs a few
+        percent of the rules' time on the stdlib; visiting every node of a focused
+        file instead cost a quarter more (issue 16, benchmarks/scan_split.py)."""
+        funcs = self.resolve(node.func)
+        if not funcs:
+            return False
+        return (
+            self._sinks.named(funcs)
+            or not _LOOKUPS.isdisjoint(funcs)
+            or any(API_RULES.get(f) == "CPL-PROC-001" for f in funcs)
+        )
 
     def _contributions_only(self, node: ast.AST) -> None:
         """What a node outside the focus adds to a name, as its visit would note it.
