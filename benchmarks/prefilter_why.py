@@ -50,7 +50,7 @@ def _report(label: str, roots: Sequence[Path]) -> None:
             else:
                 files["focus"] += 1
                 focused += len(data)
-            found = set(check._set.Match(text.encode("utf-8", "surrogatepass")) or [])
+            found = set(check._match(text.encode("utf-8", "surrogatepass"))[0])
             reasons = [f"solo{i}" for i in sorted(found) if i < check._solo]
             reasons += [f"pair{k}" for k, t in enumerate(check._pairs) if found.issuperset(t)]
             for reason in reasons:

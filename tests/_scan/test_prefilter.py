@@ -222,12 +222,14 @@ def test_the_one_alternation_locator_has_the_sets_memory(prefilter: Prefilter) -
 def _located_one_index_at_a_time(
     prefilter: Prefilter, matched: list[int], data: bytes, limit: int
 ) -> frozenset[int] | None:
-    """The lines as hit_lines found them before patterns were shared: each index alone."""
+    """The lines as hit_lines found them before patterns were shared: each index alone
+    (a deferred pattern the set's answer lacks may still be in ``data``: located too)."""
     lines: set[int] = set()
     bound: set[bytes] = set()
     seen: set[int] = set()
+    maybe = {i for owners in prefilter._deferred.values() for i in owners}
     for index in sorted(
-        {i for i in matched if i < prefilter._auditor} | set(prefilter._focus_only)
+        {i for i in matched if i < prefilter._auditor} | maybe | set(prefilter._focus_only)
     ):
         for match in prefilter._locator(index).finditer(data):
             lines.add(data.count(b"\n", 0, max(match.start(), match.end() - 1)) + 1)

@@ -27,7 +27,14 @@ from caplet._scan._triggers import (
     words,
 )
 
-__all__ = ["ALIASING_PAIRS", "COMMAND_WORDS", "LOCAL_PAIRS", "PAIRS", "PREFILTER_PATTERNS"]
+__all__ = [
+    "ALIASING_PAIRS",
+    "COMMAND_WORDS",
+    "DEFERRED",
+    "LOCAL_PAIRS",
+    "PAIRS",
+    "PREFILTER_PATTERNS",
+]
 
 #: Indicator kinds that are no threat alone (see PREFILTER_PATTERNS).
 _PAIRED_INDICATORS = frozenset({IndicatorKind.CLIPBOARD, IndicatorKind.DOWNLOAD_EXEC})
@@ -272,6 +279,8 @@ _DEFAULT_LOOKUP = (
     r"[(,]\s*(?:[A-Za-z_]\w{0,5}|[A-Za-z_]\w{7,})\s*=\s*(?:builtins\s*\.\s*)?getattr\s*[,):]|"
     r"[(,]\s*(?:[A-Za-z_]\w{0,8}|[A-Za-z_]\w{10,})\s*=\s*(?:builtins\s*\.\s*)?__import__\s*[,):]"
 )
+#: What gives a literal with junk characters removed its meaning (the last pair below).
+_JUNK_CONTEXT = r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK
 
 #: Patterns that matter only together: each must match (a pair, or three for a rule
 #: that needs three things: CPL-THR-026's credential parameter, clear-text address and
@@ -483,7 +492,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # network); literals added together or joined are _glued_strings'
     (
         r"['\"]\s*\.\s*replace\(\s*['\"][^'\"\n]{1,3}['\"]\s*,\s*(?:''|\"\")\s*\)",
-        r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK,
+        _JUNK_CONTEXT,
     ),
     # -- recall6 (issue 16 point 1, remote commands) ---------------------------------------
     # network input outside the network modules (asyncio's streams, an asyncio protocol)
@@ -507,3 +516,31 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
 ALIASING_PAIRS: Final = frozenset({1, 4, 12, 13, 15, 16, 17})
 #: Indices into PAIRS whose first pattern's lines are enough to visit.
 LOCAL_PAIRS: Final = frozenset({1, 4, 12, 15, 16, 17})
+
+
+# -- prefilter6 (issue 16, speed): sides looked for only where their conjunction may hold --
+#: Sides of conjunctions that neither of the two RE2 sets holds: they are a third set,
+#: asked only in a file whose two sets found every other side of one of their
+#: conjunctions (``Prefilter._match``), so the answers are those of sets holding them
+#: (benchmarks/prefilter_answers.py holds them to main's on both speed corpora). Chosen
+#: by measurement: the pairs' set builds its DFA lazily, and a state holds a position in
+#: every pattern at once; these sides (``\w*b64decode`` inside any identifier, ``\bfor\b``
+#: then anything but an operator, a ``def``'s parameters up to its parenthesis, ``=`` then
+#: any dotted name, case-folded host lists, many ``from X import (...`` spellings) kept
+#: positions alive across much of the text, so their product of states was most of the
+#: set's first pass over new text (docs/benchmarks.md, branch prefilter6). Every
+#: conjunction keeps a side in the two sets (its gate), and a rare one: exec called, the
+#: network, a decoder, a command's words, a literal with junk removed.
+DEFERRED: Final = frozenset(
+    {
+        _PAYLOAD,  # beside exec called or passed as a value
+        _PAIRS[0][0],  # the whole environment as a value, beside the network
+        _PAIRS[3][1],  # a process call, beside the network
+        _PAIRS[7][0],  # host reconnaissance, beside the network
+        _PAIRS[8][0],  # credential files or the environment walked, beside the network
+        _HANDED_CREDENTIALS[0],  # a credential parameter, beside an address and an egress
+        _SINK,  # a process or code sink, beside a decoder, a bot, python -c, XOR, a command
+        _RUNS[1],  # exec as a name, a file started, a lookup: beside a command, python -c
+        _JUNK_CONTEXT,  # a file opened or copied, a sink, the network: beside junk removed
+    }
+)

