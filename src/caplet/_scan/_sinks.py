@@ -26,7 +26,6 @@ carry, and maps the combination to a threat rule:
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
@@ -39,6 +38,7 @@ from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._sink_egress import EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
+from caplet._scan._sink_pip import PipSinks, installs_other
 from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import StageSinks, Write
 from caplet._scan._sources import (
@@ -99,9 +99,6 @@ _DLL_LOADERS = frozenset({"rundll32", "rundll32.exe", "regsvr32", "regsvr32.exe"
 _RUNPY = frozenset({"runpy.run_module", "runpy.run_path", "runpy._run_module_as_main"})
 
 
-#: The nodes that may put an install into ``sys.argv`` (see ``Sinks._installs_argv``).
-_ARGV_KINDS = frozenset({ast.Assign, ast.AugAssign, ast.Call})
-
 #: Loaders of compiled bytecode from a file (what fshec2 ran its payload with).
 _BYTECODE_LOADERS = frozenset(
     {"importlib.machinery.SourcelessFileLoader", "imp.load_compiled", "_imp.load_compiled"}
@@ -138,25 +135,7 @@ def launches_payload(program: str) -> bool:
     )
 
 
-#: pip's program names: pip, pip3, pip3.11, pip.exe.
-_PIP = re.compile(r"pip[0-9.]*(?:\.exe)?", re.IGNORECASE)
-
-
-#: What a package carries itself: pip told to act by it, in an install script, is the
-#: package's doing (a file it ships, a blob it decodes, what it downloads).
-_SHIPPED_DATA = frozenset({Source.PACKAGED, Source.DECODED, Source.DOWNLOADED, Source.REMOTE})
-
-
-def _installs_other(words: list[str]) -> bool:
-    """``pip install NAME`` (or a URL; ``pip3``, ``pip3.11``, ``pip.exe`` too): not
-    ``pip install .`` or ``-r requirements.txt``."""
-    if "install" not in words or not any(_PIP.fullmatch(PurePosixPath(w).name) for w in words):
-        return False
-    targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
-    return any(not w.startswith((".", "/", "~")) and "requirements" not in w for w in targets)
-
-
-class Sinks(LookupSinks, EgressSinks, StageSinks):
+class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
     """The threat sinks of one file (see the module docstring)."""
 
     def __init__(self, scan: FileScan, flow: Flow) -> None:
@@ -549,7 +528,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
             self._scan.file.rsplit("/", 1)[-1] == "__init__.py"
             or any("://" in w or w.startswith("git+") for w in words)
         )
-        if (self._scan.installer or pulled) and _installs_other(words):
+        if (self._scan.installer or pulled) and installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
             shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
@@ -564,82 +543,3 @@ class Sinks(LookupSinks, EgressSinks, StageSinks):
                 self._scan.emit("CPL-THR-015", shorten(text), node.lineno, node.col_offset)
             elif indicator.kind in {IndicatorKind.NETWORK_PIPE, IndicatorKind.REVERSE_SHELL}:
                 self._scan.indicators(text, node.lineno, node.col_offset)
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def _runs_pip(self, target: ast.expr) -> bool:
-        """``runpy``'s target is pip: the module ``pip`` (or one of its own), or a path
-        into pip's package directory."""
-        flow = self._flow
-        name = flow.name_value(target) or flow.path_text(target) or ""
-        parts = re.split(r"[./\\:]", name)
-        if name and (parts[0] == "pip" or "pip" in parts[:-1]):
-            return True
-        # os.path.join(os.path.dirname(pip.__file__), "__main__.py")
-        return any(
-            isinstance(n, ast.Attribute)
-            and n.attr in {"__file__", "__path__"}
-            and "pip" in flow.resolve(n.value)
-            for n in ast.walk(target)
-        )
-
-    def _installs_argv(self) -> bool:
-        """``sys.argv`` given an install anywhere in the file (assigned, a slice of it
-        assigned, extended or appended to): what ``runpy`` then hands pip."""
-        flow = self._flow
-        values: list[ast.expr] = []
-        for node in flow.nodes:
-            if type(node) not in _ARGV_KINDS:
-                continue
-            if isinstance(node, ast.Assign | ast.AugAssign):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    owner = target.value if isinstance(target, ast.Subscript) else target
-                    if "sys.argv" in flow.resolve(owner):
-                        values.append(node.value)
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in {"extend", "append", "insert", "__setitem__"}
-                and "sys.argv" in flow.resolve(node.func.value)
-            ):
-                values.extend(node.args)
-        return self._install_args(values)
-
-    def _installs(self, node: ast.Call) -> bool:
-        """``pip.main(["install", ...])`` (or ``args=``): an install, not pip's own entry
-        point; the list may be filled after it is made (``a = []; a.append("install")``).
-        In an install script, pip given arguments read from what the package ships or
-        decodes (a file beside setup.py, a decoded blob; not the user's command line,
-        ``pip.main(sys.argv[1:])`` is pip's own entry point) counts too: what it is told
-        to do cannot be checked, and the safe answer wins (recall5, issue 16)."""
-        exprs = [*node.args, *(k.value for k in node.keywords)]
-        if self._install_args(exprs):
-            return True
-        flow = self._flow
-        return self._scan.installer and any(
-            flow.evaluate(e) is None and any(s in _SHIPPED_DATA for s, _ in flow.labels(e))
-            for e in exprs
-        )
-
-    def _install_args(self, exprs: list[ast.expr]) -> bool:
-        """Any of ``exprs`` is (or names) a list with ``install`` in it, or the word."""
-        flow = self._flow
-        pending: list[ast.expr] = list(exprs)
-        seen: set[str] = set()
-        while pending:
-            arg = pending.pop()
-            value = flow.evaluate(arg)
-            if (isinstance(value, list) and "install" in value) or value == "install":
-                return True
-            if isinstance(arg, ast.List | ast.Tuple) and any(
-                flow.name_value(e) == "install" or self._sliced_from_builtins(e) for e in arg.elts
-            ):
-                return True  # the word, or one sliced out of a builtin's text to hide it
-            if isinstance(arg, ast.Name) and arg.id not in seen and len(seen) < 8:
-                seen.add(arg.id)
-                pending.extend(flow.bindings.assigned.get(arg.id, ()))
-                given = flow.contributed.get(arg.id, {}).values()
-                if any(flow.name_value(v) == "install" for vs in given for v in vs):
-                    return True
-        return False
