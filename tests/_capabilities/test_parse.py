@@ -323,7 +323,9 @@ def test_a_public_suffix_check_that_fails_refuses_the_wildcard(
     assert "cannot check whether 'example.com' is a public suffix (OSError:" in message
     assert "name the host instead of a wildcard, e.g. net.http:https://api.example.com" in message
     # A named host needs no check.
-    assert parse_capability("net.http:https://api.example.com").host == "api.example.com"
+    named = parse_capability("net.http:https://api.example.com")
+    assert isinstance(named, NetHttpCapability)
+    assert named.host == "api.example.com"
 
 
 @pytest.mark.parametrize("text", ["net.http:https://a.*.com", "net.http:https://*foo.example.com"])

@@ -597,7 +597,8 @@ def test_every_shape_of_multiplication_is_charged(
     item keys, a million errors) and is refused after the budget. ``first_error`` is
     what every check goes through (manifest schemas, ``ctx.app`` schemas, hook
     payloads)."""
-    from caplet._host._validate import WORK_BASE, WORK_PER_UNIT, compile_schema, first_error
+    from caplet._host._schema_budget import WORK_BASE, WORK_PER_UNIT
+    from caplet._host._validate import compile_schema, first_error
 
     validator = compile_schema(schema, _refuse)
     descents = count_descents(monkeypatch)
@@ -611,7 +612,8 @@ def test_every_shape_of_multiplication_is_charged(
 
 
 def test_the_budget_grows_with_the_value_and_honest_unions_pass() -> None:
-    from caplet._host._validate import compile_schema, first_error, value_size
+    from caplet._host._schema_budget import value_size
+    from caplet._host._validate import compile_schema, first_error
 
     # A tagged union of four object shapes on 50,000 items (the kind of schema a
     # plugin declares), valid and invalid: checked in full, a precise error.
