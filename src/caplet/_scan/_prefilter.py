@@ -38,6 +38,7 @@ danger findings prefiltered and not.
 from __future__ import annotations
 
 import enum
+import threading
 import unicodedata
 from collections.abc import Collection
 from typing import Any, Final
@@ -194,6 +195,11 @@ class Prefilter:
             ]
         )
         self._late: Any = _Sets([[(i, p) for p, owners in self._deferred.items() for i in owners]])
+        #: Each side's conjunctions (:meth:`completes`).
+        self._sides: dict[int, list[tuple[int, ...]]] = {}
+        for sides in self._pairs:
+            for index in sides:
+                self._sides.setdefault(index, []).append(sides)
         # Indices whose hits are local to one call: their match positions
         # become focus lines. Everything else means "visit the whole file".
         # exec passed as a value (``run = exec``) is not focused: the call
@@ -205,6 +211,9 @@ class Prefilter:
         self._patterns = [*patterns, *_FOCUS_ONLY]
         self._focus_only = range(len(patterns), len(self._patterns))
         self._all_locator: Any = None
+        #: This thread's last :meth:`check_text`: its text, what the sets found in it and
+        #: whether the deferred sides were looked for (:meth:`completes` reads it again).
+        self._last = threading.local()
 
     def engine_answers(self, probe: str) -> bool:
         """Whether each compiled set finds something in ``probe`` (written to hit all)."""
@@ -222,6 +231,7 @@ class Prefilter:
         """
         encoded = _utf8(text)
         matched, unasked = self._match(encoded)
+        self._remember(text, matched, unasked)
         if BLIND in matched:
             return Need.FULL, True
         auditor = self._auditor in matched
@@ -237,7 +247,27 @@ class Prefilter:
         scanner's time.
         """
         encoded = _utf8(text)
-        return self._answer(text, encoded, *self._match(encoded))
+        matched, unasked = self._match(encoded)
+        self._remember(text, matched, unasked)
+        return self._answer(text, encoded, matched, unasked)
+
+    def _remember(self, text: str, matched: list[int], unasked: frozenset[str]) -> None:
+        """Keep what the sets found in ``text`` for :meth:`completes` (this thread's last
+        three texts: a file, its logical lines, its glued lines)."""
+        last: list[tuple[str, frozenset[int], bool]] = getattr(self._last, "found", [])
+        self._last.found = [(text, frozenset(matched), not unasked), *last[:2]]
+
+    def _recalled(self, text: str) -> tuple[set[int] | None, bool]:
+        """What the sets found in ``text`` and its NFKC folding (:meth:`_remember`, else
+        matched again; ``None``: a set could not answer), and whether the deferred sides
+        were looked for too."""
+        for seen, matched, late_asked in getattr(self._last, "found", []):
+            if seen is text:
+                if text.isascii() or unicodedata.is_normalized("NFKC", text):
+                    return set(matched), late_asked
+                folded = self._found(unicodedata.normalize("NFKC", text), self._set)
+                return (None if folded is None else folded | matched), False
+        return self._found(text, self._set), False
 
     def _match(self, data: bytes) -> tuple[list[int], frozenset[str]]:
         """The indices of every pattern found in ``data`` wherever a conjunction may hold,
@@ -318,6 +348,50 @@ class Prefilter:
         if not follow(encoded, bound, lines, _MAX_FOCUS_LINES):
             return Need.FULL
         return frozenset(lines)
+
+    def completes(self, text: str, glued: str) -> bool:
+        """Whether a conjunction holds in ``text`` and ``glued`` (lines of it with their
+        literals glued) together but in neither alone: a side only the glue makes, the
+        others elsewhere in the file (``requests.post('http:' '//10.0.0.1', ...)``
+        beside a credential parameter: CPL-THR-026, attack7), which neither the file as
+        written nor its glued lines alone show. ``True`` too when a set could not
+        answer. The deferred sides are looked for only where the other sides of one of
+        their conjunctions are in the two together; the text as written and NFKC-folded.
+        What the sets found in either is this thread's last check of it when there is
+        one (matching the file again cost a third of the prefilter's time again)."""
+        found, late_found_asked = self._recalled(text)
+        made, late_made_asked = self._recalled(glued)
+        if found is None or made is None or BLIND in found or BLIND in made:
+            return True
+        if any(gate <= found | made for gate in self._gates):
+            late_found = set() if late_found_asked else self._found(text, self._late)
+            late_made = set() if late_made_asked else self._found(glued, self._late)
+            if late_found is None or late_made is None:
+                return True
+            found |= late_found
+            made |= late_made
+        together = found | made
+        # only a conjunction with a side the file as written lacks can newly hold
+        return any(
+            together.issuperset(pair) and not made.issuperset(pair)
+            for index in made - found
+            for pair in self._sides.get(index, ())
+        )
+
+    @staticmethod
+    def _found(text: str, sets: Any) -> set[int] | None:
+        """The indices ``sets`` find in ``text`` or its NFKC folding; ``None`` when a
+        set could not answer."""
+        found: set[int] = set()
+        texts = [text]
+        if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
+            texts.append(unicodedata.normalize("NFKC", text))
+        for each in texts:
+            answer = sets.Match(_utf8(each)) or ()
+            if BLIND in answer:
+                return None
+            found.update(answer)
+        return found
 
     def located(self, text: str, limit: int, *, aliases: bool = True) -> frozenset[int] | None:
         """:meth:`hit_lines` of the patterns the sets find in ``text`` (``None``: past
