@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from caplet._findings import Severity
-from caplet._scan import _filepass
 from caplet._scan._glued_strings import MAX_GLUED_LINES, glued, with_glued_strings
-from caplet._scan._model import ScanMode
 from caplet._scan._prefilter import BLIND, Need, Prefilter, prefilter
-from caplet._scan._scanner import scan_tree
+from tests._scan.prefilterkit import tree_both_ways
 
 
 def answer(text: str) -> Need | frozenset[int]:
@@ -155,29 +152,14 @@ _SIDE_BY_SIDE = {
 }
 
 
-class _Blind(Prefilter):
-    """A prefilter that sends every file, whole, to the AST pass."""
-
-    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
-        return Need.FULL, True
-
-
-def _danger(root: Path) -> set[tuple[str, int]]:
-    report = scan_tree(root, mode=ScanMode.PACKAGE)
-    return {(f.rule_id, f.line) for f in report.findings if f.severity is Severity.DANGER}
-
-
 @pytest.mark.parametrize("shape", sorted(_SIDE_BY_SIDE))
 def test_an_indicator_split_into_literals_side_by_side_is_found_in_a_package(
     shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text, rule = _SIDE_BY_SIDE[shape]
     (tmp_path / "mod.py").write_text(text, encoding="utf-8")
-    filtered = _danger(tmp_path)
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        whole = _danger(tmp_path)
-    assert rule in {r for r, _ in whole}
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert rule in {r for r, _, _ in whole}
     assert filtered == whole
 
 
@@ -227,11 +209,8 @@ def test_a_side_only_the_glue_makes_completes_a_conjunction_elsewhere(
         text += "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
     assert answer(text) is Need.FULL
     (tmp_path / "mod.py").write_text(text, encoding="utf-8")
-    filtered = _danger(tmp_path)
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        whole = _danger(tmp_path)
-    assert rule in {r for r, _ in whole}
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert rule in {r for r, _, _ in whole}
     assert filtered == whole
 
 

@@ -12,13 +12,9 @@ import itertools
 
 import pytest
 
-from caplet._findings import Severity
-from caplet._scan import _filepass
-from caplet._scan._filepass import scan_text
-from caplet._scan._grants import NO_GRANTS
 from caplet._scan._logical_lines import joined, logical_text, with_logical_lines
-from caplet._scan._model import ScanMode
-from caplet._scan._prefilter import Need, Prefilter
+from caplet._scan._prefilter import Need
+from tests._scan.prefilterkit import text_both_ways
 
 _CONTINUED = '''\
 """Colour helpers."""
@@ -35,36 +31,14 @@ getattr(\\
 '''
 
 
-class _Blind(Prefilter):
-    """A prefilter that sends every file, whole, to the AST pass."""
-
-    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
-        return Need.FULL, True
-
-
-def _danger(text: str) -> list[tuple[str, int]]:
-    findings, _ = scan_text(
-        text,
-        "cn3dd/__init__.py",
-        grants=NO_GRANTS,
-        local_modules=(),
-        max_depth=100,
-        max_nodes=1_000_000,
-        mode=ScanMode.PACKAGE,
-    )
-    return sorted({(f.rule_id, f.line) for f in findings if f.severity is Severity.DANGER})
-
-
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 def test_a_lookup_split_by_a_continuation_is_flagged_as_if_whole(
     newline: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = _CONTINUED.replace("\n", newline)
-    filtered = _danger(text)
+    filtered, whole = text_both_ways(text, "cn3dd/__init__.py", monkeypatch)
     assert ("CPL-THR-003", 10) in filtered
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        assert _danger(text) == filtered
+    assert whole == filtered
 
 
 def test_continuations_are_joined_with_the_lines_they_span() -> None:

@@ -20,13 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from caplet._findings import Severity
 from caplet._scan import _filepass
-from caplet._scan._filepass import scan_text
-from caplet._scan._grants import NO_GRANTS
-from caplet._scan._model import ScanMode
-from caplet._scan._prefilter import Need, Prefilter, prefilter
-from caplet._scan._scanner import scan_tree
+from caplet._scan._prefilter import Need, prefilter
+from tests._scan.prefilterkit import WholeFile, text_both_ways, tree_both_ways, tree_danger
 
 TUNE = Path(__file__).resolve().parents[2] / "benchmarks" / "malware" / "tune"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -54,26 +50,6 @@ STDLIB_SLICE = (
 )
 
 
-class _Blind(Prefilter):
-    """A prefilter that sends every file, whole, to the AST pass."""
-
-    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
-        return Need.FULL, True
-
-
-def _danger_of_text(text: str, name: str) -> list[tuple[str, int]]:
-    findings, _ = scan_text(
-        text,
-        name,
-        grants=NO_GRANTS,
-        local_modules=(),
-        max_depth=100,
-        max_nodes=1_000_000,
-        mode=ScanMode.PACKAGE,
-    )
-    return sorted({(f.rule_id, f.line) for f in findings if f.severity is Severity.DANGER})
-
-
 @pytest.mark.parametrize("relative", STDLIB_SLICE)
 def test_a_standard_library_module_has_the_same_danger_either_way(
     relative: str, monkeypatch: pytest.MonkeyPatch
@@ -84,18 +60,8 @@ def test_a_standard_library_module_has_the_same_danger_either_way(
     text = path.read_text(encoding="utf-8")
     # the slice is there to exercise the fast paths: each one takes one
     assert prefilter().check(text) is not Need.FULL or len(text) <= 12_000
-    filtered = _danger_of_text(text, relative)
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        whole = _danger_of_text(text, relative)
+    filtered, whole = text_both_ways(text, relative, monkeypatch)
     assert filtered == whole
-
-
-def _danger_of_tree(root: Path) -> list[tuple[str, str, int]]:
-    report = scan_tree(root, mode=ScanMode.PACKAGE)
-    return sorted(
-        {(f.rule_id, f.file, f.line) for f in report.findings if f.severity is Severity.DANGER}
-    )
 
 
 def test_every_tuned_sample_has_the_same_danger_either_way(
@@ -103,10 +69,10 @@ def test_every_tuned_sample_has_the_same_danger_either_way(
 ) -> None:
     samples = sorted(p for p in TUNE.iterdir() if p.is_dir())
     assert len(samples) > 150
-    filtered = {s.name: _danger_of_tree(s) for s in samples}
+    filtered = {s.name: tree_danger(s) for s in samples}
     with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        whole = {s.name: _danger_of_tree(s) for s in samples}
+        patch.setattr(_filepass, "prefilter", WholeFile)
+        whole = {s.name: tree_danger(s) for s in samples}
     assert sum(bool(d) for d in whole.values()) > 150  # the samples are flagged at all
     assert {n: d for n, d in filtered.items() if d != whole[n]} == {}
 
@@ -190,10 +156,7 @@ def test_data_flow_through_functions_outside_the_focus_is_followed(
     assert isinstance(need, frozenset)
     assert connect in need
     assert not {n for n, line in enumerate(text.splitlines(), 1) if "keep(" in line} & need
-    filtered = _danger_of_text(text, "pkg/tests/__init__.py")
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        whole = _danger_of_text(text, "pkg/tests/__init__.py")
+    filtered, whole = text_both_ways(text, "pkg/tests/__init__.py", monkeypatch)
     assert ("CPL-THR-017", connect) in whole
     assert filtered == whole
 
@@ -247,9 +210,6 @@ def test_a_sink_called_outside_the_focus_of_a_large_file_is_checked(
     assert line not in need
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "client.py").write_text(text, encoding="utf-8")
-    filtered = _danger_of_tree(tmp_path)
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        whole = _danger_of_tree(tmp_path)
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
     assert (rule, "pkg/client.py", line) in whole
     assert filtered == whole

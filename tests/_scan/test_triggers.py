@@ -15,13 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from caplet._findings import Severity
-from caplet._scan import _filepass
 from caplet._scan._examples import EXAMPLES, Variant
-from caplet._scan._filepass import scan_text
-from caplet._scan._grants import NO_GRANTS
-from caplet._scan._model import ScanMode
-from caplet._scan._prefilter import Need, Prefilter
 from caplet._scan._resolve import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES
 from caplet._scan._sources import (
@@ -42,35 +36,16 @@ from caplet._scan._sources import (
     REQUEST_HANDLERS,
     RPC_PROXIES,
 )
-
-
-class _Blind(Prefilter):
-    """A prefilter that sends every file, whole, to the AST pass."""
-
-    def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
-        return Need.FULL, True
+from tests._scan.prefilterkit import text_both_ways, text_danger
 
 
 def _danger(text: str, name: str = "mod.py") -> list[tuple[str, int]]:
-    findings, _ = scan_text(
-        text,
-        f"pkg/{name}",
-        grants=NO_GRANTS,
-        local_modules=(),
-        max_depth=100,
-        max_nodes=200_000,
-        mode=ScanMode.PACKAGE,
-    )
-    return sorted({(f.rule_id, f.line) for f in findings if f.severity is Severity.DANGER})
+    return text_danger(text, f"pkg/{name}", max_nodes=200_000)
 
 
 def _differs(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, int]], ...]:
     """(prefiltered, unfiltered) danger findings of ``text``."""
-    filtered = _danger(text)
-    with monkeypatch.context() as patch:
-        patch.setattr(_filepass, "prefilter", _Blind)
-        unfiltered = _danger(text)
-    return filtered, unfiltered
+    return text_both_ways(text, "pkg/mod.py", monkeypatch, max_nodes=200_000)
 
 
 def _module_of(api: str) -> str:
