@@ -10,9 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import re2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from caplet._scan._glued_strings import MAX_GLUED_LINES, glued, with_glued_strings
-from caplet._scan._prefilter import BLIND, Need, Prefilter, prefilter
+from caplet._scan._glued_strings import (
+    _GLUE,
+    _JUNCTION,
+    _PLUS,
+    MAX_GLUED_LINES,
+    _glue,
+    _unless_escapes,
+    glued,
+    with_glued_strings,
+)
+from caplet._scan._prefilter import BLIND, MAX_LARGE_FOCUS, Need, Prefilter, prefilter
+from caplet._scan._prefilter_patterns import GLUES, JUNCTION_LINES
 from tests._scan.prefilterkit import tree_both_ways
 
 
@@ -235,3 +248,186 @@ def test_a_blind_set_completes_whatever_the_glue_makes(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(check, "_set", Failed())
     assert check.completes("x = 1\n", "y = 'ab'")
+
+
+# -- prefast8: glues and junctions found where the prefilter's match saw them ---------------
+
+
+def _reference_glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
+    """:func:`_glue` as it was before prefast8: every glue searched in the text, the
+    junctions in its UTF-8, the lines taken from the text split at every line end."""
+    starts: set[int] = set()
+    for glue in GLUES:
+        at = text.find(glue)
+        while at >= 0 and len(starts) < MAX_GLUED_LINES:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            end = text.find("\n", at)
+            if end < 0:
+                break
+            at = text.find(glue, end)
+    encoded = text.encode("utf-8", "surrogatepass")
+    spans: list[tuple[int, int]] = []
+    line, counted = 1, 0
+    for match in re2.compile(JUNCTION_LINES.encode()).finditer(encoded):
+        start, end = match.span()
+        line += encoded.count(b"\n", counted, start)
+        counted = start
+        spans.append((line, line + encoded.count(b"\n", start, end)))
+    if not starts and not spans:
+        return None
+    number, previous = 1, 0
+    for start in sorted(starts):
+        number += text.count("\n", previous, start)
+        previous = start
+        spans.append((number, number))
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
+        else:
+            merged.append((first, last))
+    merged = merged[:MAX_GLUED_LINES]
+    physical = text.split("\n")
+    lines: list[str] = []
+    raw: list[str] = []
+    for first, last in merged:
+        written = "\n".join(physical[first - 1 : last])
+        joined = _JUNCTION.sub(_unless_escapes if "\\" in written else "", written)
+        whole = _GLUE.sub("", joined)
+        kept = _PLUS.sub("", joined) if whole != joined else whole
+        glued_line = whole if kept in (whole, written) else f"{whole} {kept}"
+        raw.append(written.replace("\n", " "))
+        lines.append(glued_line.replace("\n", " "))
+    return "\n".join(lines), "\n".join(raw), merged
+
+
+#: Pieces of text where glues and junctions hide: quotes of every kind, glues, prefixes,
+#: comments with quotes, continuations, line ends of both kinds, text outside ASCII
+#: (fullwidth, CJK, an emoji, a lone surrogate), a long run without a line end.
+_PIECES = [
+    "'",
+    '"',
+    "'''",
+    '"""',
+    "' + '",
+    '" + "',
+    "'+'",
+    '"+"',
+    "''.join(",
+    '"".join(',
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\\\n",
+    "# it's ",
+    "r",
+    "b",
+    "f",
+    "x",
+    "ab",
+    "=",
+    "(",
+    ")",
+    ",",
+    ".",
+    ":",
+    "[",
+    "]",
+    "é",
+    "\uff45\uff58\uff45\uff43",
+    "系统",
+    "\U0001f600",
+    "\ud800",
+    "a" * 300,
+]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_the_glue_finds_what_every_search_over_the_text_finds(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    expected = _reference_glue(text)
+    prefilter().check_text(text)  # the marks of this very text, as _filepass asks
+    assert _glue(text) == expected
+    assert _glue(text + "") == expected  # (the same object: still remembered)
+    fresh = (text + "\n")[:-1]  # another object, never checked: every search runs
+    assert prefilter().glue_marks(fresh) is None or fresh is text
+    assert _glue(fresh) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the only junction across a comment holding a quote, after text outside ASCII
+        "名 = 1\np = ('~/.ba'  # it's\n     'shrc')\n",
+        # the last bytes of a file without a line end
+        "x = 'cront' + 'ab -l'",
+        "p = ('~/.ba'\n'shrc')",
+        # a junction after a minified line far longer than the focus bound
+        "v = [" + "1, " * 5000 + "]\np = ('~/.ba' 'shrc')\n",
+        # a glue and a junction on the same line, another glue's line inside a junction
+        "p = 'a' 'b' + 'c'\nq = ('d'\n'e' + 'f')\n",
+    ],
+)
+def test_the_prefilters_marks_find_every_glue_and_junction(text: str) -> None:
+    prefilter().check_text(text)
+    marks = prefilter().glue_marks(text)
+    assert marks is not None
+    assert marks[1] or marks[2]
+    assert _glue(text) == _reference_glue(text) is not None
+
+
+def test_a_file_whose_check_saw_no_glue_is_not_searched_again() -> None:
+    text = "x = 'a'\ny = f('', \"\")\n"
+    prefilter().check_text(text)
+    assert prefilter().glue_marks(text) == (text.encode(), (), False)
+    assert _glue(text) is None
+
+
+def test_a_set_that_cannot_answer_leaves_every_glue_searched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the solo set blind (its sentinel missing): the marks say nothing, the glue is found
+    check = prefilter()
+    parts = list(check._set.parts)
+
+    class Blind:
+        def Match(self, data: bytes) -> list[int]:
+            return []
+
+    parts[0] = (parts[0][0], Blind())
+    monkeypatch.setattr(check._set, "parts", parts)
+    text = "import os\nos.system('(cront' + 'ab -l; echo x) | cron' 'tab -')\n"
+    assert check.check_text(text)[0] is Need.FULL
+    assert check.glue_marks(text) is None
+    assert _glue(text) == _reference_glue(text) is not None
+
+
+def test_what_a_check_located_is_what_locating_again_finds() -> None:
+    # a large file visited around its hits: _around_glued_hits asks for its lines again
+    pad = "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
+    few = "import urllib.request as r\nr.urlretrieve(u, p)\n" + pad
+    many = "".join(f"r.urlretrieve(u, p{i})\n" for i in range(500)) + few
+    for text in (few, many):
+        answer = prefilter().check(text)
+        assert prefilter().located(text, MAX_LARGE_FOCUS) == Prefilter().located(
+            text, MAX_LARGE_FOCUS
+        )
+        assert answer == (prefilter().located(text, MAX_LARGE_FOCUS) or Need.FULL)
+    assert isinstance(prefilter().check(few), frozenset)
+    assert prefilter().check(many) is Need.FULL  # past the bound: located to None
+
+
+def test_a_folded_file_completes_as_if_folded_again() -> None:
+    # fullwidth ``requests`` folds to the network module: the folding the check made is
+    # the one completes reads (a fresh prefilter folds it itself)
+    fullwidth = "\uff52\uff45\uff51\uff55\uff45\uff53\uff54\uff53"
+    text = f"import {fullwidth}\ndef login(user, password):\n    pass\n"
+    glued = "x = 'http://10.0.0.1'"
+    check = prefilter()
+    check.check_text(text)
+    check.check(glued)
+    assert check.completes(text, glued)
+    assert Prefilter().completes(text, glued)
+    assert not check.completes(text, "x = 'https://example.org'")

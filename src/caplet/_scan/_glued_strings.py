@@ -29,20 +29,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import re2
 
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
+from caplet._scan._prefilter_patterns import GLUES, JUNCTION_LINES
 
 __all__ = ["glued", "with_glued_strings"]
 
 Answer = Need | frozenset[int]
-
-#: The spellings of one literal added to another on a line (``'a' + 'b'``, ``"a"+"b"``),
-#: and of literals joined by an empty separator (``''.join(['Lo', 'gin Data'])``).
-_GLUES = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
 
 #: A ``+`` between two literals of the same quote, with its quotes (a prefix on the
 #: second: ``'a' + r'b'``), or a comma between two literals (the pieces of a join: on
@@ -53,17 +50,11 @@ _GLUE = re.compile(r"""(['"])[ \t]*[+,][ \t]*[rbuRBU]?\1""")
 #: :data:`_GLUE`'s ``+`` alone.
 _PLUS = re.compile(r"""(['"])[ \t]*\+[ \t]*[rbuRBU]?\1""")
 
-#: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
-#: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
-#: two quotes with nothing between, each beside a literal's text (``'cu''rl'``, not
-#: ``f('')``). It finds the lines to glue; a quote in a string or a comment that looks
-#: like one only adds a line to check.
-_JUNCTION_LINES: Any = re2.compile(
-    rb"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
-    rb"""[^\s=(\[{,:'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\s)\]},:.'"])"""
-    # a chain of them (the literals' text between) is one match: one span to walk
-    rb"""[^\n'"]*)+"""
-)
+#: Where literals may be written side by side (:data:`JUNCTION_LINES`): it finds the lines
+#: to glue; a quote in a string or a comment that looks like one only adds a line to check.
+_JUNCTION_LINES: Any = re2.compile(JUNCTION_LINES.encode())
+#: :data:`GLUES` as the UTF-8 they are searched in.
+_GLUE_BYTES: Final = tuple(glue.encode() for glue in GLUES)
 #: The junctions themselves, removed from those lines by :func:`glued` (lookarounds: a
 #: chain of literals, ``'a''b''c'``, is glued whole).
 _JUNCTION = re.compile(
@@ -97,36 +88,49 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     removed (quotes and prefixes go with it: ``'cront' + 'ab'`` becomes ``'crontab'``),
     joined by newlines (the lines a junction spans glued into one); the same lines as
     written; and the first and last line (1-based) of each. ``None`` when there is none.
-    Lines are found by substring search, at C speed, and junctions by one RE2 pass."""
+
+    Lines are found in the UTF-8 bytes: the glues by substring search, at C speed, and
+    junctions by one RE2 pass; each only when the prefilter's last check of ``text``
+    found it there (:meth:`~caplet._scan._prefilter.Prefilter.glue_marks`, the bytes
+    it matched reused), else every one."""
+    marks = prefilter().glue_marks(text)
+    if marks is None:
+        data, glues, junctions = _utf8(text), _GLUE_BYTES, True
+    else:
+        data, present, junctions = marks
+        glues = tuple(glue.encode() for glue in present)
+    # each place found: its first and last line, the offset of the first one's start and
+    # an offset on the last one
+    places: list[tuple[int, int, int, int]] = []
     starts: set[int] = set()
-    for glue in _GLUES:
-        at = text.find(glue)
+    for glue in glues:
+        at = data.find(glue)
         while at >= 0 and len(starts) < MAX_GLUED_LINES:
-            starts.add(text.rfind("\n", 0, at) + 1)
-            end = text.find("\n", at)
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            end = data.find(b"\n", at)
             if end < 0:
                 break
-            at = text.find(glue, end)
-    spans = _junction_spans(text)
-    if not starts and not spans:
+            at = data.find(glue, end)
+    if junctions:
+        places = _junction_spans(data)
+    if not starts and not places:
         return None
-    physical = text.split("\n") if spans else None
-    offsets: dict[int, int] = {}  # a glued line's number: where it starts
     number, previous = 1, 0
     for start in sorted(starts):
-        number += text.count("\n", previous, start)
+        number += data.count(b"\n", previous, start)
         previous = start
-        offsets[number] = start
-        spans.append((number, number))
+        places.append((number, number, start, start))
+    # offsets are the text's own when it is ASCII (one byte a character), else the
+    # lines are decoded from the bytes (cut at line ends, never inside a character)
+    ascii = len(data) == len(text)
     lines: list[str] = []
     raw: list[str] = []
-    merged = _merged(spans)[:MAX_GLUED_LINES]
-    for first, last in merged:
-        if physical is not None:
-            line = "\n".join(physical[first - 1 : last])
-        else:  # lines of the substring search only (no junction): found by offset
-            end = text.find("\n", offsets[first])
-            line = text[offsets[first] : end if end >= 0 else len(text)]
+    merged = _merged(places)[:MAX_GLUED_LINES]
+    for _, _, start, on_last in merged:
+        # (a merged place's last lines are each another's: one pass over the text in all)
+        end = data.find(b"\n", on_last)
+        end = len(data) if end < 0 else end
+        line = text[start:end] if ascii else data[start:end].decode("utf-8", "surrogatepass")
         # (a line without a backslash has no escape: removed at C speed)
         joined = _JUNCTION.sub(_unless_escapes if "\\" in line else "", line)
         whole = _GLUE.sub("", joined)
@@ -137,7 +141,12 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         # one line each (a junction's comment is gone with it, any other line end too)
         raw.append(line.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
-    return "\n".join(lines), "\n".join(raw), merged
+    return "\n".join(lines), "\n".join(raw), [(first, last) for first, last, _, _ in merged]
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as the prefilter matches it (surrogatepass: lone surrogates kept)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 #: An escape ending a literal's text (``'\\x00'``, ``'\\u00e9'``, ``'\\0'``, ``'\\n'``).
@@ -155,28 +164,35 @@ def _unless_escapes(junction: re.Match[str]) -> str:
     return ""
 
 
-def _junction_spans(text: str) -> list[tuple[int, int]]:
-    """The first and last line (1-based) of each place where literals may be written
-    side by side (:data:`_JUNCTION_LINES`, one RE2 pass over the bytes)."""
-    encoded = text.encode("utf-8", "surrogatepass")
-    spans: list[tuple[int, int]] = []
-    line, counted = 1, 0
-    for match in _JUNCTION_LINES.finditer(encoded):
+def _junction_spans(data: bytes) -> list[tuple[int, int, int, int]]:
+    """The first and last line (1-based) of each place in ``data`` (UTF-8) where literals
+    may be written side by side (:data:`_JUNCTION_LINES`, one RE2 pass), the offset of
+    its first line's start and of its last byte (each search between two places only:
+    linear in ``data``, however long its lines)."""
+    spans: list[tuple[int, int, int, int]] = []
+    line, counted, line_start = 1, 0, 0
+    for match in _JUNCTION_LINES.finditer(data):
         start, end = match.span()
-        line += encoded.count(b"\n", counted, start)
+        newlines = data.count(b"\n", counted, start)
+        if newlines:
+            line += newlines
+            line_start = data.rfind(b"\n", counted, start) + 1
         counted = start
-        spans.append((line, line + encoded.count(b"\n", start, end)))
+        spans.append((line, line + data.count(b"\n", start, end), line_start, end - 1))
     return spans
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``spans`` sorted, those that share a line made one."""
-    merged: list[tuple[int, int]] = []
-    for first, last in sorted(spans):
+def _merged(spans: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """``spans`` sorted, those that share a line made one (with the offset of its first
+    line's start and an offset on its last line)."""
+    merged: list[tuple[int, int, int, int]] = []
+    for first, last, start, end in sorted(spans):
         if merged and first <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
+            head = merged[-1]
+            if last > head[1]:
+                merged[-1] = (head[0], last, head[2], end)
         else:
-            merged.append((first, last))
+            merged.append((first, last, start, end))
     return merged
 
 

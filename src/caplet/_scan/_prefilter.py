@@ -41,7 +41,7 @@ import enum
 import threading
 import unicodedata
 from collections.abc import Collection
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import re2
 
@@ -51,6 +51,8 @@ from caplet._scan._prefilter_patterns import (
     ALIASING_PAIRS,
     COMMAND_WORDS,
     DEFERRED,
+    GLUES,
+    JUNCTION_LINES,
     LOCAL_PAIRS,
     PAIRS,
     PREFILTER_PATTERNS,
@@ -149,6 +151,28 @@ class _Sets:
         return all(len(compiled.Match(data) or ()) > 1 for _, compiled in self.parts)
 
 
+class _Seen:
+    """What one check of a text found, kept for the passes that read the same text
+    again (:meth:`Prefilter.completes`, :meth:`Prefilter.glue_marks`,
+    :meth:`Prefilter.located`): matching or folding it again cost as much as the
+    first time (issue 16)."""
+
+    __slots__ = ("encoded", "folded", "late_asked", "located", "matched", "text")
+
+    def __init__(self, text: str, encoded: bytes, matched: list[int], late_asked: bool) -> None:
+        self.text = text
+        self.encoded = encoded
+        self.matched = frozenset(matched)
+        #: whether the deferred sides were looked for
+        self.late_asked = late_asked
+        #: ``None`` until asked; ``True``: the text is its own NFKC folding; else its
+        #: folding's UTF-8 and what the two sets found in it
+        self.folded: Literal[True] | tuple[bytes, frozenset[int]] | None = None
+        #: what :meth:`Prefilter.hit_lines` located around the sets' answer with the large
+        #: files' limit, aliases followed (``False``: not asked)
+        self.located: frozenset[int] | Literal[False] | None = False
+
+
 class Prefilter:
     """Every pattern in two RE2 sets (:class:`_Sets`); a check is two C-level matches.
 
@@ -184,6 +208,14 @@ class Prefilter:
         # pairs' set they made its first pass over the stdlib a tenth slower, issue 16).
         numbered = [*enumerate(patterns), (self._auditor, AUDITOR_PATTERN)]
         light = {i for i, p in numbered if i < self._solo or p in COMMAND_WORDS}
+        # Not threat tokens either: where _glued_strings may find literals to glue, each
+        # glue and the junctions (:meth:`glue_marks`), numbered past every other index.
+        first_mark = len(patterns) + 1 + len(_FOCUS_ONLY)
+        self._glue_marks = [first_mark + k for k in range(len(GLUES))]
+        self._junction_mark = first_mark + len(GLUES)
+        marks = [re2.escape(glue) for glue in GLUES] + [JUNCTION_LINES]
+        numbered += [(first_mark + k, mark) for k, mark in enumerate(marks)]
+        light.update(range(first_mark, first_mark + len(marks)))
         # The deferred sides (see _defer) are in a third set, asked only where the other
         # sides of one of their conjunctions hit, so what the sets answer is exact
         # wherever a conjunction can hold.
@@ -211,8 +243,9 @@ class Prefilter:
         self._patterns = [*patterns, *_FOCUS_ONLY]
         self._focus_only = range(len(patterns), len(self._patterns))
         self._all_locator: Any = None
-        #: This thread's last :meth:`check_text`: its text, what the sets found in it and
-        #: whether the deferred sides were looked for (:meth:`completes` reads it again).
+        #: This thread's last :meth:`check_text`: its text, what the sets found in it,
+        #: whether the deferred sides were looked for and its UTF-8 (:meth:`completes`
+        #: and :meth:`glue_marks` read it again).
         self._last = threading.local()
 
     def engine_answers(self, probe: str) -> bool:
@@ -231,11 +264,11 @@ class Prefilter:
         """
         encoded = _utf8(text)
         matched, unasked = self._match(encoded)
-        self._remember(text, matched, unasked)
+        seen = self._remember(text, encoded, matched, unasked)
         if BLIND in matched:
             return Need.FULL, True
         auditor = self._auditor in matched
-        return self._answer(text, encoded, matched, unasked), auditor
+        return self._answer(seen, matched, unasked), auditor
 
     def check(self, text: str) -> Need | frozenset[int]:
         """Nothing, the whole file, or the 1-based lines the AST pass must visit.
@@ -248,26 +281,66 @@ class Prefilter:
         """
         encoded = _utf8(text)
         matched, unasked = self._match(encoded)
-        self._remember(text, matched, unasked)
-        return self._answer(text, encoded, matched, unasked)
+        seen = self._remember(text, encoded, matched, unasked)
+        return self._answer(seen, matched, unasked)
 
-    def _remember(self, text: str, matched: list[int], unasked: frozenset[str]) -> None:
-        """Keep what the sets found in ``text`` for :meth:`completes` (this thread's last
-        three texts: a file, its logical lines, its glued lines)."""
-        last: list[tuple[str, frozenset[int], bool]] = getattr(self._last, "found", [])
-        self._last.found = [(text, frozenset(matched), not unasked), *last[:2]]
+    def _remember(
+        self, text: str, encoded: bytes, matched: list[int], unasked: frozenset[str]
+    ) -> _Seen:
+        """Keep what the sets found in ``text`` (:class:`_Seen`) for this thread's
+        passes that read it again (its last three texts: a file, its logical lines,
+        its glued lines)."""
+        seen = _Seen(text, encoded, matched, not unasked)
+        last: list[_Seen] = getattr(self._last, "found", [])
+        self._last.found = [seen, *last[:2]]
+        return seen
+
+    def _seen(self, text: str) -> _Seen | None:
+        """This thread's record of its last check of this very ``text``, if any."""
+        found: list[_Seen] = getattr(self._last, "found", [])
+        for seen in found:
+            if seen.text is text:
+                return seen
+        return None
+
+    def glue_marks(self, text: str) -> tuple[bytes, tuple[str, ...], bool] | None:
+        """For :mod:`caplet._scan._glued_strings`: the UTF-8 of ``text``, which of
+        :data:`GLUES` are in it (in their order) and whether a junction
+        (:data:`JUNCTION_LINES`) may be, as this thread's last check of this very text
+        found them (the same match as its threat tokens: two files in three have
+        none, and searching for them was a fifth of the prefilter, issue 16); ``None``
+        when there is no such check or a set could not answer (then search them all)."""
+        seen = self._seen(text)
+        if seen is None or BLIND in seen.matched:
+            return None
+        matched = seen.matched
+        glues = tuple(g for g, i in zip(GLUES, self._glue_marks, strict=True) if i in matched)
+        return seen.encoded, glues, self._junction_mark in matched
 
     def _recalled(self, text: str) -> tuple[set[int] | None, bool]:
         """What the sets found in ``text`` and its NFKC folding (:meth:`_remember`, else
         matched again; ``None``: a set could not answer), and whether the deferred sides
         were looked for too."""
-        for seen, matched, late_asked in getattr(self._last, "found", []):
-            if seen is text:
-                if text.isascii() or unicodedata.is_normalized("NFKC", text):
-                    return set(matched), late_asked
-                folded = self._found(unicodedata.normalize("NFKC", text), self._set)
-                return (None if folded is None else folded | matched), False
-        return self._found(text, self._set), False
+        seen = self._seen(text)
+        if seen is None:
+            return self._found(text, self._set), False
+        folded = True if text.isascii() else self._folded(seen)
+        if folded is True:
+            return set(seen.matched), seen.late_asked
+        found = folded[1]
+        return (None if BLIND in found else set(found | seen.matched)), False
+
+    def _folded(self, seen: _Seen) -> Literal[True] | tuple[bytes, frozenset[int]]:
+        """``True`` if ``seen``'s text (not ASCII) is its own NFKC folding, else the
+        folding's UTF-8 and what the two sets find in it (with :data:`BLIND` if one
+        could not answer), remembered."""
+        if seen.folded is None:
+            if unicodedata.is_normalized("NFKC", seen.text):
+                seen.folded = True
+            else:
+                folding = _utf8(unicodedata.normalize("NFKC", seen.text))
+                seen.folded = folding, frozenset(self._set.Match(folding) or ())
+        return seen.folded
 
     def _match(self, data: bytes) -> tuple[list[int], frozenset[str]]:
         """The indices of every pattern found in ``data`` wherever a conjunction may hold,
@@ -280,7 +353,10 @@ class Prefilter:
         for is absent from the answer but may be in ``data`` (:meth:`hit_lines`
         locates it anyway).
         """
-        found = list(self._set.Match(data) or ())
+        return self._late_too(data, list(self._set.Match(data) or ()))
+
+    def _late_too(self, data: bytes, found: list[int]) -> tuple[list[int], frozenset[str]]:
+        """:meth:`_match`, given what the two sets found in ``data``."""
         if BLIND in found or not self._gates:
             return found, frozenset()
         present = set(found)
@@ -292,8 +368,9 @@ class Prefilter:
         return found + late, frozenset()
 
     def _answer(
-        self, text: str, encoded: bytes, matched: list[int], unasked: frozenset[str]
+        self, seen: _Seen, matched: list[int], unasked: frozenset[str]
     ) -> Need | frozenset[int]:
+        text, encoded = seen.text, seen.encoded
         if BLIND in matched:
             return Need.FULL  # not located around hits either: the set saw none
         need = self._check(encoded, matched, focus=True)
@@ -302,15 +379,17 @@ class Prefilter:
             # beside others seen as written: then the focus lines are not enough either.
             # Most text outside ASCII folds to itself, which the quick check answers at
             # half the cost of folding it (issue 16).
-            if not unicodedata.is_normalized("NFKC", text):
-                normalised = _utf8(unicodedata.normalize("NFKC", text))
-                folded = self._check(normalised, self._match(normalised)[0], focus=False)
-                if folded is not Need.NOTHING:
+            folded = self._folded(seen)
+            if folded is not True:
+                normalised = folded[0]
+                found = self._late_too(normalised, list(folded[1]))[0]
+                if self._check(normalised, found, focus=False) is not Need.NOTHING:
                     return Need.FULL  # line numbers of the normalised text are not the file's
             if need is Need.NOTHING:
                 return need
         if need is Need.FULL and len(text) > _FOCUS_FROM:
             lines = self.hit_lines(text, _MAX_LARGE_FOCUS, matched, encoded, unasked)
+            seen.located = lines
             return Need.FULL if lines is None else lines
         return need
 
@@ -397,6 +476,13 @@ class Prefilter:
         """:meth:`hit_lines` of the patterns the sets find in ``text`` (``None``: past
         ``limit`` lines, or a set that could not answer); ``aliases``: with the uses of
         what the hit lines bind."""
+        seen = self._seen(text)
+        if seen is not None and limit == _MAX_LARGE_FOCUS and aliases:
+            # located by the check of this very text (the same sets' answer, so the same
+            # lines): a large file visited around its hits whose glued lines hit too
+            located = seen.located
+            if located is not False:
+                return located
         encoded = _utf8(text)
         matched, unasked = self._match(encoded)
         if BLIND in matched:
