@@ -18,11 +18,10 @@ gets the text rules (encoded blobs and indicators line by line).
 from __future__ import annotations
 
 import ast
-import contextlib
 import gc
 import re
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 
 from caplet._findings import Finding
 from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
@@ -68,9 +67,23 @@ def scan_text(
     ever visited around the prefilter's hits; ``depth`` is how deep inside
     strings of Python source this text was found.
 
-    The cycle collector is paused for the whole pass (:func:`_collector_paused`).
+    The cycle collector is paused for the whole pass, and left as it was found.
+
+    A file's syntax tree lives through the parse, the survey and the rules,
+    and holds no reference cycle (nor does anything the pass keeps:
+    tests/_scan/test_filepass.py), so it is freed by reference counting when
+    the pass ends. Collections started by what the pass allocates meanwhile
+    only walk that tree, each node once per generation it is promoted
+    through: 8% of a package scan's CPU on the benign corpus (issue 16),
+    for nothing. A nested pass (a string of Python source) finds the
+    collector paused and leaves it so. What a host's other thread allocates
+    meanwhile is collected when the pass ends. (A plain ``try``, not a context
+    manager: every file of a package comes through here, most of them decided by
+    the prefilter in a few microseconds, issue 16.)
     """
-    with _collector_paused():
+    paused = gc.isenabled()
+    gc.disable()
+    try:
         return _scan_text(
             text,
             file,
@@ -83,26 +96,6 @@ def scan_text(
             oversized=oversized,
             depth=depth,
         )
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cycle collector paused, and left as it was found.
-
-    A file's syntax tree lives through the parse, the survey and the rules,
-    and holds no reference cycle (nor does anything the pass keeps:
-    tests/_scan/test_filepass.py), so it is freed by reference counting when
-    the pass ends. Collections started by what the pass allocates meanwhile
-    only walk that tree, each node once per generation it is promoted
-    through: 8% of a package scan's CPU on the benign corpus (issue 16),
-    for nothing. A nested pass (a string of Python source) finds the
-    collector paused and leaves it so. What a host's other thread allocates
-    meanwhile is collected when the pass ends.
-    """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
     finally:
         if paused:
             gc.enable()
@@ -128,16 +121,17 @@ def _scan_text(
         # count lines at "\n" only, so a file of "\r"-only lines had its hits on line 1
         # and its payload, visited around line 1 alone, was never checked (scanfuzz).
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    name = file.rsplit("/", 1)[-1]
     if installer is None:
-        installer = file.rsplit("/", 1)[-1] == "setup.py"
+        installer = name == "setup.py"
     focus_lines: frozenset[int] | None = None
     truncated = False  # a file over the size limit visited around its first hit lines only
     auditor = True  # whether text aimed at the auditor may be there (unknown: maybe)
-    name = file.rsplit("/", 1)[-1]
     if mode is ScanMode.PACKAGE and depth == 0 and not installer and name not in ALWAYS_PARSED:
-        need, auditor = prefilter().check_text(text)
-        need = with_logical_lines(text, need, prefilter().check)
-        need = with_glued_strings(text, need, prefilter().check)
+        check = prefilter()
+        need, auditor = check.check_text(text)
+        need = with_logical_lines(text, need, check.check)
+        need = with_glued_strings(text, need, check.check)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.

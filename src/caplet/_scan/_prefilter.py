@@ -220,6 +220,13 @@ class Prefilter:
         # sides of one of their conjunctions hit, so what the sets answer is exact
         # wherever a conjunction can hold.
         self._deferred, self._gates = _defer(patterns, self._pairs, light | {self._auditor})
+        # Each conjunction by its first side, each gate by its least index: one holds only
+        # where that index was found, so a check asks those alone (asking every one of
+        # them of every file was a tenth of the check's own time, issue 16).
+        self._pair_of = {sides[0]: sides for sides in self._pairs}
+        self._gates_by_key: dict[int, list[frozenset[int]]] = {}
+        for gate in self._gates:
+            self._gates_by_key.setdefault(min(gate), []).append(gate)
         self._set: Any = _Sets(
             [
                 [n for n in numbered if n[0] in light],
@@ -360,7 +367,11 @@ class Prefilter:
         if BLIND in found or not self._gates:
             return found, frozenset()
         present = set(found)
-        if not any(present.issuperset(asked) for asked in self._gates):
+        if not any(
+            gate <= present
+            for key in present.intersection(self._gates_by_key)
+            for gate in self._gates_by_key[key]
+        ):
             return found, frozenset(self._deferred)
         late = self._late.Match(data)
         if BLIND in late:
@@ -400,9 +411,9 @@ class Prefilter:
             return Need.FULL
         found = set(matched)
         relevant = {i for i in found if i < self._solo}
-        for together in self._pairs:
-            if found.issuperset(together):
-                relevant.add(together[0])
+        for first in found.intersection(self._pair_of):
+            if found.issuperset(self._pair_of[first]):
+                relevant.add(first)
         if not relevant:
             return Need.NOTHING
         if not focus or not relevant <= self._focused:
@@ -550,14 +561,16 @@ class Prefilter:
         for locator, aliasing in located:
             position, line = 0, 1
             for match in locator.finditer(data):
-                # the last byte: the first may be the newline before the name
-                end = max(match.start(), match.end() - 1)
+                # the last byte: the first may be the newline before the name (one
+                # span asked of each match: each of the wrapper's accessors costs a call)
+                start, end = match.span()
+                end = max(start, end - 1)
                 line += data.count(b"\n", position, end)
                 position = end
                 lines.add(line)
                 if len(lines) > limit:
                     return None
-                if aliasing and not note_binding(data, match.start(), bound, seen):
+                if aliasing and not note_binding(data, start, bound, seen):
                     return None
         return frozenset(lines) if follow(data, bound, lines, limit) else None
 
