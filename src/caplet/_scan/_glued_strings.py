@@ -35,7 +35,7 @@ import re2
 
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
-from caplet._scan._prefilter_patterns import GLUES, JUNCTION_LINES
+from caplet._scan._prefilter_patterns import GLUES
 
 __all__ = ["glued", "with_glued_strings"]
 
@@ -50,9 +50,17 @@ _GLUE = re.compile(r"""(['"])[ \t]*[+,][ \t]*[rbuRBU]?\1""")
 #: :data:`_GLUE`'s ``+`` alone.
 _PLUS = re.compile(r"""(['"])[ \t]*\+[ \t]*[rbuRBU]?\1""")
 
-#: Where literals may be written side by side (:data:`JUNCTION_LINES`): it finds the lines
-#: to glue; a quote in a string or a comment that looks like one only adds a line to check.
-_JUNCTION_LINES: Any = re2.compile(JUNCTION_LINES.encode())
+#: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
+#: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
+#: two quotes with nothing between, each beside a literal's text (``'cu''rl'``, not
+#: ``f('')``). It finds the lines to glue; a quote in a string or a comment that looks
+#: like one only adds a line to check.
+_JUNCTION_LINES: Any = re2.compile(
+    rb"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
+    rb"""[^\s=(\[{,:'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\s)\]},:.'"])"""
+    # a chain of them (the literals' text between) is one match: one span to walk
+    rb"""[^\n'"]*)+"""
+)
 #: :data:`GLUES` as the UTF-8 they are searched in.
 _GLUE_BYTES: Final = tuple(glue.encode() for glue in GLUES)
 #: The junctions themselves, removed from those lines by :func:`glued` (lookarounds: a
@@ -89,19 +97,16 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     joined by newlines (the lines a junction spans glued into one); the same lines as
     written; and the first and last line (1-based) of each. ``None`` when there is none.
 
-    Lines are found in the UTF-8 bytes: the glues by substring search, at C speed, and
-    junctions by one RE2 pass; each only when the prefilter's last check of ``text``
-    found it there (:meth:`~caplet._scan._prefilter.Prefilter.glue_marks`, the bytes
-    it matched reused), else every one."""
+    Lines are found in the UTF-8 bytes: junctions by one RE2 pass, and the glues by
+    substring search, at C speed, each only when the prefilter's last check of
+    ``text`` found it there (:meth:`~caplet._scan._prefilter.Prefilter.glue_marks`, the
+    bytes it matched reused), else every one."""
     marks = prefilter().glue_marks(text)
     if marks is None:
-        data, glues, junctions = _utf8(text), _GLUE_BYTES, True
+        data, glues = _utf8(text), _GLUE_BYTES
     else:
-        data, present, junctions = marks
+        data, present = marks
         glues = tuple(glue.encode() for glue in present)
-    # each place found: its first and last line, the offset of the first one's start and
-    # an offset on the last one
-    places: list[tuple[int, int, int, int]] = []
     starts: set[int] = set()
     for glue in glues:
         at = data.find(glue)
@@ -111,8 +116,9 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
             if end < 0:
                 break
             at = data.find(glue, end)
-    if junctions:
-        places = _junction_spans(data)
+    # each place found: its first and last line, the offset of the first one's start and
+    # an offset on the last one
+    places = _junction_spans(data)
     if not starts and not places:
         return None
     number, previous = 1, 0

@@ -52,7 +52,6 @@ from caplet._scan._prefilter_patterns import (
     COMMAND_WORDS,
     DEFERRED,
     GLUES,
-    JUNCTION_LINES,
     LOCAL_PAIRS,
     PAIRS,
     PREFILTER_PATTERNS,
@@ -208,14 +207,14 @@ class Prefilter:
         # pairs' set they made its first pass over the stdlib a tenth slower, issue 16).
         numbered = [*enumerate(patterns), (self._auditor, AUDITOR_PATTERN)]
         light = {i for i, p in numbered if i < self._solo or p in COMMAND_WORDS}
-        # Not threat tokens either: where _glued_strings may find literals to glue, each
-        # glue and the junctions (:meth:`glue_marks`), numbered past every other index.
+        # Not threat tokens either: where _glued_strings may find literals added or joined
+        # (:meth:`glue_marks`), numbered past every other index. Not its junctions: in this
+        # set their pattern cost more on a first pass over the stdlib than it saved
+        # (its DFA's states, issue 16).
         first_mark = len(patterns) + 1 + len(_FOCUS_ONLY)
         self._glue_marks = [first_mark + k for k in range(len(GLUES))]
-        self._junction_mark = first_mark + len(GLUES)
-        marks = [re2.escape(glue) for glue in GLUES] + [JUNCTION_LINES]
-        numbered += [(first_mark + k, mark) for k, mark in enumerate(marks)]
-        light.update(range(first_mark, first_mark + len(marks)))
+        numbered += [(i, re2.escape(glue)) for i, glue in zip(self._glue_marks, GLUES, strict=True)]
+        light.update(self._glue_marks)
         # The deferred sides (see _defer) are in a third set, asked only where the other
         # sides of one of their conjunctions hit, so what the sets answer is exact
         # wherever a conjunction can hold.
@@ -310,19 +309,18 @@ class Prefilter:
                 return seen
         return None
 
-    def glue_marks(self, text: str) -> tuple[bytes, tuple[str, ...], bool] | None:
-        """For :mod:`caplet._scan._glued_strings`: the UTF-8 of ``text``, which of
-        :data:`GLUES` are in it (in their order) and whether a junction
-        (:data:`JUNCTION_LINES`) may be, as this thread's last check of this very text
-        found them (the same match as its threat tokens: two files in three have
-        none, and searching for them was a fifth of the prefilter, issue 16); ``None``
+    def glue_marks(self, text: str) -> tuple[bytes, tuple[str, ...]] | None:
+        """For :mod:`caplet._scan._glued_strings`: the UTF-8 of ``text`` and which of
+        :data:`GLUES` are in it (in their order), as this thread's last check of this
+        very text found them (the same match as its threat tokens: most files have
+        none, and searching for each was a sixth of the prefilter, issue 16); ``None``
         when there is no such check or a set could not answer (then search them all)."""
         seen = self._seen(text)
         if seen is None or BLIND in seen.matched:
             return None
         matched = seen.matched
         glues = tuple(g for g, i in zip(GLUES, self._glue_marks, strict=True) if i in matched)
-        return seen.encoded, glues, self._junction_mark in matched
+        return seen.encoded, glues
 
     def _recalled(self, text: str) -> tuple[set[int] | None, bool]:
         """What the sets found in ``text`` and its NFKC folding (:meth:`_remember`, else

@@ -32,7 +32,6 @@ __all__ = [
     "COMMAND_WORDS",
     "DEFERRED",
     "GLUES",
-    "JUNCTION_LINES",
     "LOCAL_PAIRS",
     "PAIRS",
     "PREFILTER_PATTERNS",
@@ -553,16 +552,5 @@ DEFERRED: Final = frozenset(
 #: and of literals joined by an empty separator (``''.join(['Lo', 'gin Data'])``): what
 #: :mod:`caplet._scan._glued_strings` searches for. No threat token: the prefilter's
 #: solo set answers whether each is in a file with the same match (``Prefilter.glue_marks``),
-#: so a file without any is not searched again.
+#: so a file without any is not searched for it again.
 GLUES: Final = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
-#: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
-#: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
-#: two quotes with nothing between, each beside a literal's text (``'cu''rl'``, not
-#: ``f('')``); a chain of them (the literals' text between) is one match. The lines
-#: :mod:`caplet._scan._glued_strings` glues, and, like :data:`GLUES`, answered by the
-#: solo set too.
-JUNCTION_LINES: Final = (
-    r"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
-    r"""[^\s=(\[{,:'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\s)\]},:.'"])"""
-    r"""[^\n'"]*)+"""
-)
