@@ -56,6 +56,7 @@ from caplet._scan._prefilter_patterns import (
     PAIRS,
     PREFILTER_PATTERNS,
 )
+from caplet._scan._prefilter_sets import BLIND, MAX_MEM, Sets
 
 __all__ = [
     "BLIND",
@@ -66,18 +67,6 @@ __all__ = [
     "Prefilter",
     "prefilter",
 ]
-
-#: RE2's memory for each compiled set and for the one-alternation locator
-#: (its default, 8 MiB, runs the DFA out of memory on large files).
-_MAX_MEM = 64 << 20
-
-#: What :meth:`_Sets.Match` answers when a set could not answer at all.
-#: ``RE2::Set::Match`` returns "no match" when its DFA fails (out of memory) and
-#: google-re2's wrapper drops the error, so a failed set looks exactly like a
-#: file with no threat token: fail open. Each set therefore holds a sentinel,
-#: ``\A``, that matches every text; an answer without it is a failure, and a
-#: failure means "the whole file" (prefast's report, issue 16).
-BLIND: Final = -1
 
 
 class Need(enum.Enum):
@@ -105,51 +94,6 @@ _FOCUS_ONLY: Final = (
 )
 
 
-class _Sets:
-    """Groups of numbered patterns, one RE2 set each, answering as one set.
-
-    RE2 builds a set's DFA lazily, state by state, and a state holds a
-    position in every pattern at once: one set of the solo patterns and one of
-    the pairs build fewer states than one set of both (the product of their
-    positions). On a first pass over new text, which every ``caplet scan``
-    process makes, that halves the matching (issue 16); a warm DFA pays a
-    second pass instead.
-    """
-
-    def __init__(self, groups: list[list[tuple[int, str]]]) -> None:
-        #: Each set, with the indices (the caller's numbering) its patterns answer for:
-        #: a pattern two pairs share (a network module, a process call) is added once
-        #: and answers for both, one DFA position instead of two.
-        self.parts: list[tuple[list[list[int]], Any]] = []
-        for group in groups:
-            options = re2.Options()
-            options.max_mem = _MAX_MEM
-            compiled: Any = re2.Set.SearchSet(options)
-            # Pattern 0 of every set is the sentinel (see BLIND): it owns no index.
-            owners: dict[str, list[int]] = {r"\A": []}
-            for index, pattern in group:
-                owners.setdefault(pattern, []).append(index)
-            for pattern in owners:
-                compiled.Add(pattern)
-            compiled.Compile()
-            self.parts.append((list(owners.values()), compiled))
-
-    def Match(self, data: bytes) -> list[int]:  # noqa: N802 -- the RE2 Set's own name
-        """The caller's indices of every pattern found, or ``[BLIND]`` if a set failed."""
-        found: list[int] = []
-        for owners, compiled in self.parts:
-            answer = compiled.Match(data) or ()
-            if 0 not in answer:
-                return [BLIND]
-            for i in answer:
-                found.extend(owners[i])
-        return found
-
-    def each_answers(self, data: bytes) -> bool:
-        """Whether every set finds some pattern in ``data`` (the self-check's probe)."""
-        return all(len(compiled.Match(data) or ()) > 1 for _, compiled in self.parts)
-
-
 class _Seen:
     """What one check of a text found, kept for the passes that read the same text
     again (:meth:`Prefilter.completes`, :meth:`Prefilter.glue_marks`,
@@ -173,7 +117,8 @@ class _Seen:
 
 
 class Prefilter:
-    """Every pattern in two RE2 sets (:class:`_Sets`); a check is two C-level matches.
+    """Every pattern in two RE2 sets (:class:`~caplet._scan._prefilter_sets.Sets`); a check is
+    two C-level matches.
 
     Except the deferred sides of conjunctions (``DEFERRED``): they are a third
     set, asked only in a file whose two sets found every other side of one of
@@ -226,13 +171,13 @@ class Prefilter:
         self._gates_by_key: dict[int, list[frozenset[int]]] = {}
         for gate in self._gates:
             self._gates_by_key.setdefault(min(gate), []).append(gate)
-        self._set: Any = _Sets(
+        self._set: Any = Sets(
             [
                 [n for n in numbered if n[0] in light],
                 [n for n in numbered if n[0] not in light and n[1] not in self._deferred],
             ]
         )
-        self._late: Any = _Sets([[(i, p) for p, owners in self._deferred.items() for i in owners]])
+        self._late: Any = Sets([[(i, p) for p, owners in self._deferred.items() for i in owners]])
         #: Each side's conjunctions (:meth:`completes`).
         self._sides: dict[int, list[tuple[int, ...]]] = {}
         for sides in self._pairs:
@@ -534,7 +479,7 @@ class Prefilter:
                 # default 8 MiB on large files (kubernetes: "DFA out of memory" on
                 # stderr for every file, and the slow NFA instead), like the sets.
                 options = re2.Options()
-                options.max_mem = _MAX_MEM
+                options.max_mem = MAX_MEM
                 self._all_locator = re2.compile(
                     "|".join(f"(?:{p})" for p in self._patterns), options
                 )
