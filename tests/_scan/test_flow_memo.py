@@ -4,6 +4,7 @@ asked in, and bounds crafted code cannot pass (caplet._scan._flow_memo, issue 16
 from __future__ import annotations
 
 import ast
+import random
 import textwrap
 
 import pytest
@@ -163,3 +164,42 @@ def test_a_scan_of_the_crafted_file_finishes() -> None:
     )
     visitor.run()
     assert visitor.flow._file_steps <= _flow_memo.FILE_STEPS
+
+
+def _random_program(seed: int) -> str:
+    """Names bound to one another at random: cycles, sources, one entry of the
+    environment (a label that filters), calls carrying their arguments."""
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(rng.randint(3, 12))]
+    lines = ["import os, base64"]
+    for name in names:
+        for _ in range(rng.randint(1, 2)):
+            other, third = rng.choice(names), rng.choice(names)
+            lines.append(
+                rng.choice(
+                    [
+                        f"{name} = {other}",
+                        f"{name} = {other} + {third}",
+                        f'{name} = {other}["HOME"]',
+                        f'{name} = {other}.get("PATH")',
+                        f"{name} = f({other}, {third})",
+                        f"{name} = os.environ.copy()",
+                        f"{name} = base64.b64decode({other})",
+                        f"{name} = [{other}]",
+                    ]
+                )
+            )
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_programs_answer_the_same_in_any_order(seed: int) -> None:
+    source = _random_program(seed)
+    names = sorted({line.split(" = ")[0] for line in source.splitlines()[1:]})
+    answers: list[dict[str, frozenset[tuple[Source, str]]]] = []
+    for order in range(4):
+        flow, _ = fresh(source)
+        asked = names[:]
+        random.Random(order).shuffle(asked)
+        answers.append({name: flow.name_labels(name, 0) for name in asked})
+    assert all(a == answers[0] for a in answers), source

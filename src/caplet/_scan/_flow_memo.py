@@ -66,7 +66,7 @@ class ExactMemo:
     :class:`caplet._scan._flow.Flow`)."""
 
     def __init__(self) -> None:
-        #: Frames in progress: their key and number (the depth in the walk of frames).
+        #: Frames in progress: their key and number (in the order they were entered).
         self._open: dict[Hashable, int] = {}
         #: The lowest frame in progress the current frame's computation met.
         self._low = _NOT_LOW
@@ -80,6 +80,8 @@ class ExactMemo:
         self._temp: dict[Hashable, tuple[Any, int, bool]] = {}
         #: Nodes met past the depth bound in this question (asked again from depth 0).
         self._deferred: list[Callable[[], object]] = []
+        #: Frames entered in this question (the next frame's number).
+        self._entered = 0
         self._question_steps = 0
         self._file_steps = 0
 
@@ -128,6 +130,7 @@ class ExactMemo:
 
     def _reset(self) -> None:
         self._open.clear()
+        self._entered = 0
         self._low = _NOT_LOW
         self._inexact = False
         self._filtered = False
@@ -179,7 +182,10 @@ class ExactMemo:
         self._question_steps += 1
         self._file_steps += 1
         outer_low, outer_inexact, outer_filtered = self._low, self._inexact, self._filtered
-        index = len(self._open)
+        # numbered in the order entered, never reused: a member of a component still
+        # open notes the number of a frame that may have finished since (Tarjan's index)
+        index = self._entered
+        self._entered += 1
         self._open[key] = index
         self._low, self._inexact, self._filtered = _NOT_LOW, False, False
         mark = len(self._members)
@@ -199,6 +205,7 @@ class ExactMemo:
                 # entered elsewhere, a filtering component answers otherwise: for this
                 # question only (a later member's question would read this root's)
                 self._temp[key] = (value, _NOT_LOW, True)
+                inexact = True  # and so is every frame that reads it
             else:
                 memo[key] = value
             for member_memo, member in members:
