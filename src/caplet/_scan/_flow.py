@@ -17,9 +17,12 @@ answered from the bindings of :mod:`caplet._scan._syntax` (no second walk):
   ``with``, containers filled later (``d[k] = v``, ``f.write(v)``) and calls
   (a call's result carries its arguments and its receiver).
 
-Everything is bounded: recursion depth, a per-file budget of steps and the
-size of evaluated values, so crafted code can make the answers incomplete
-(the rules then err towards reporting nothing more), never slow.
+Everything is bounded: recursion depth, budgets of steps and the size of
+evaluated values, so crafted code can make the answers incomplete (the rules
+then err towards reporting nothing more), never slow. The labels are exact
+and do not depend on the order questions are asked in
+(:mod:`caplet._scan._flow_memo`), so a rule may skip a question it cannot
+report without changing the answers of others.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from caplet._scan._evaluate import BudgetError, Evaluator
+from caplet._scan._evaluate import Evaluator
+from caplet._scan._flow_memo import ExactMemo
 from caplet._scan._network_input import (
     CallbackData,
     PeerInput,
@@ -65,7 +69,7 @@ from caplet._scan._syntax import dotted as _dotted
 __all__ = ["Flow", "Label", "Labels", "downloads", "is_network", "secret_name"]
 
 
-class Flow(Evaluator):
+class Flow(Evaluator, ExactMemo):
     """The three data-flow questions for one file (memoised, bounded).
 
     Resolution comes from :class:`caplet._scan._resolve.Resolver`, constant
@@ -77,6 +81,7 @@ class Flow(Evaluator):
         self, bindings: Bindings, nodes: Iterable[ast.AST] = (), scopes: Iterable[int] = ()
     ) -> None:
         super().__init__(bindings)
+        ExactMemo.__init__(self)
         self.nodes = list(nodes)
         self._scopes = scopes
         #: The scope of every surveyed node (a node not surveyed is at module scope),
@@ -86,7 +91,6 @@ class Flow(Evaluator):
         self._kinds: dict[type, list[ast.AST]] | None = None
         self._labels: dict[int, Labels] = {}
         self._name_labels: dict[tuple[str, int], Labels] = {}
-        self._labelling: set[tuple[str, int]] = set()
         self._remote: dict[str, set[int]] | None = None
         self._callbacks: CallbackData | None = None
         self._peer: PeerInput | None = None
@@ -129,23 +133,27 @@ class Flow(Evaluator):
 
     def labels(self, node: ast.AST) -> Labels:
         """The sources ``node``'s value may carry (empty when none, or when unknown)."""
-        try:
-            return self._label(node, 0)
-        except BudgetError:
-            return _NONE
+        return self.question(lambda: self._label(node, 0), _NONE)
+
+    def _kept(self) -> int:
+        return len(self._labels) + len(self._name_labels)
 
     def _label(self, node: ast.AST, depth: int) -> Labels:
-        key = id(node)
-        cached = self._labels.get(key)
+        cached = self._labels.get(id(node))
         if cached is not None:
             return cached
         if depth > MAX_RESOLVE_DEPTH:
+            self.too_deep(lambda: self._label(node, 0))
             return _NONE
-        self._step()
-        self._labels[key] = _NONE  # a cycle through this node adds nothing
-        result = self._compute_labels(node, depth + 1)
-        self._labels[key] = result
-        return result
+        return self.memoised(
+            self._labels, id(node), _NONE, self._compute_labels, node=node, depth=depth + 1
+        )
+
+    def _final_label(self, node: ast.AST, depth: int) -> Labels:
+        """``node``'s labels for a frame that keeps or drops them by what they are."""
+        labels, final = self.final(lambda: self._label(node, depth))
+        self.filters(final)
+        return labels
 
     def _union(self, nodes: Iterable[ast.AST | None], depth: int) -> Labels:
         out: set[Label] = set()
@@ -201,45 +209,40 @@ class Flow(Evaluator):
 
     def name_labels(self, name: str, scope: int) -> Labels:
         """What the name ``name`` carries where ``scope`` sees it."""
-        try:
-            return self._name_labels_of(name, scope, 0)
-        except BudgetError:
-            return _NONE
+        return self.question(lambda: self._name_labels_of(name, scope, 0), _NONE)
 
     def _name_labels_of(self, name: str, scope: int, depth: int) -> Labels:
         key = (name, scope)
         cached = self._name_labels.get(key)
         if cached is not None:
             return cached
-        if key in self._labelling:
-            return _NONE
-        self._labelling.add(key)
-        try:
-            out: set[Label] = set(self._reference_labels(self.resolve_name(name)))
-            bound = self.bindings.scoped.get(name, {})
-            added = self.contributed.get(name, {})
-            # Python's rule: the innermost scope that binds the name is the one
+        return self.memoised(
+            self._name_labels, key, _NONE, self._compute_name_labels, node=key, depth=depth
+        )
+
+    def _compute_name_labels(self, key: tuple[str, int], depth: int) -> Labels:
+        name, scope = key
+        out: set[Label] = set(self._reference_labels(self.resolve_name(name)))
+        bound = self.bindings.scoped.get(name, {})
+        added = self.contributed.get(name, {})
+        # Python's rule: the innermost scope that binds the name is the one
+        for level in self._chain(scope):
+            if level in bound or level in added:
+                values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
+                out |= self._union(values, depth)
+                break
+        else:
+            # a parameter: what this file's calls of its function pass to it
             for level in self._chain(scope):
-                if level in bound or level in added:
-                    values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
-                    out |= self._union(values, depth)
+                passed = self.passed_arguments().get(level, {}).get(name)
+                if passed:
+                    out |= self._union(passed[:MAX_CANDIDATES], depth)
                     break
-            else:
-                # a parameter: what this file's calls of its function pass to it
-                for level in self._chain(scope):
-                    passed = self.passed_arguments().get(level, {}).get(name)
-                    if passed:
-                        out |= self._union(passed[:MAX_CANDIDATES], depth)
-                        break
-            handlers = self.remote_params().get(name)
-            if handlers and not handlers.isdisjoint(self._chain(scope)):
-                out.add((Source.REMOTE, "a chat bot's message"))
-            out |= self._callback_labels(name, scope, depth)
-        finally:
-            self._labelling.discard(key)
-        result = frozenset(out)
-        self._name_labels[key] = result
-        return result
+        handlers = self.remote_params().get(name)
+        if handlers and not handlers.isdisjoint(self._chain(scope)):
+            out.add((Source.REMOTE, "a chat bot's message"))
+        out |= self._callback_labels(name, scope, depth)
+        return frozenset(out)
 
     def _chain(self, scope: int) -> list[int]:
         """``scope`` and the scopes enclosing it, innermost first, the module last."""
@@ -267,9 +270,11 @@ class Flow(Evaluator):
             if key is None:
                 return self._label(node.slice, depth)
             return env_read(key)
-        carried = self._label(node.value, depth)
         entry = node.slice.value if isinstance(node.slice, ast.Constant) else None
-        if isinstance(entry, str) and any(s is Source.ENVIRONMENT for s, _ in carried):
+        if not isinstance(entry, str):
+            return self._label(node.value, depth)
+        carried = self._final_label(node.value, depth)
+        if any(s is Source.ENVIRONMENT for s, _ in carried):
             return self._one_entry(node.value, entry, carried, depth)
         return carried
 
@@ -325,7 +330,7 @@ class Flow(Evaluator):
             return self._label(node.args[0], depth) if node.args else _NONE
         if method in {"get", "pop"} and receiver is not None and node.args:
             entry = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
-            carried = self._label(receiver, depth) if isinstance(entry, str) else _NONE
+            carried = self._final_label(receiver, depth) if isinstance(entry, str) else _NONE
             if isinstance(entry, str) and any(s is Source.ENVIRONMENT for s, _ in carried):
                 # env.get("HOME") of a copy of the environment: one variable
                 one = self._one_entry(receiver, entry, carried, depth)
