@@ -41,9 +41,11 @@ decompression of a tar stream), :mod:`~caplet._scan._archive_zip` and
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import assert_never
+from typing import Final, assert_never
 
 from caplet._scan._archive_format import detect_format, resolve_format
 from caplet._scan._archive_model import (
@@ -66,9 +68,14 @@ __all__ = [
     "ArchiveMember",
     "ArchiveProblem",
     "ArchiveProblemKind",
+    "NESTED_LIMITS",
     "detect_format",
     "iter_archive",
+    "iter_nested",
 ]
+
+#: What reading a zip inside the package may cost (each one).
+NESTED_LIMITS: Final = ArchiveLimits(max_member_bytes=16 << 20, max_total_bytes=64 << 20)
 
 
 # -- iteration ------------------------------------------------------------------
@@ -105,3 +112,28 @@ def _iterate(
         yield from iter_tar(path, fmt, limits)
     else:
         assert_never(fmt)
+
+
+def iter_nested(problem: ArchiveProblem) -> Iterator[ArchiveMember | ArchiveProblem]:
+    """The members of a zip inside the package (``deps.zip``, an ``.egg``, a vendored
+    wheel, by name or by content), each named under it (``deps.zip/helper.py``), read
+    with :data:`NESTED_LIMITS`; nothing for another format or no data.
+
+    Python imports from a zip put on ``sys.path`` (zipimport; an ``.egg`` or ``.pyz``
+    the same), so ``sys.path.insert(0, "deps.zip"); import helper`` in setup.py ran a
+    payload no rule read (attack8). One level: an archive inside it is reported, not
+    opened.
+    """
+    if not problem.data or not zipfile.is_zipfile(io.BytesIO(problem.data)):
+        return
+    prefix = problem.relative + "/"
+    for item in iter_zip(io.BytesIO(problem.data), NESTED_LIMITS, strip_top=False):
+        if isinstance(item, ArchiveMember):
+            yield ArchiveMember(prefix + item.relative, item.data)
+        else:
+            yield ArchiveProblem(
+                prefix + item.relative if item.relative else problem.relative,
+                item.kind,
+                item.detail,
+                item.decompressed,
+            )
