@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._collect import _decode, _read_up_to, installers, read_source
+from caplet._scan._collect import (
+    HARD_MAX_FILE_BYTES,
+    _decode,
+    _read_up_to,
+    installers,
+    read_source,
+)
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_tree
 
@@ -62,6 +68,26 @@ def test_padding_a_file_past_the_size_limit_does_not_hide_its_payload(tmp_path: 
     # plugin mode keeps the limit: a plugin that large is refused for review anyway
     report = scan_tree(root, mode=ScanMode.PLUGIN)
     assert "CPL-SCAN-001" in {f.rule_id for f in report.findings}
+
+
+@pytest.mark.parametrize("form", ["tree", "wheel"])
+def test_a_payload_past_the_hard_cap_makes_the_file_danger(tmp_path: Path, form: str) -> None:
+    # over 16 MiB a source is not read as code at all: a dropper after 17 MB of padding
+    # was a warning, exit 0 (attack8); its text still says what it holds
+    padding = "# " + "0123456789abcdef" * 64 + "\n"
+    body = padding * (HARD_MAX_FILE_BYTES // len(padding) + 1)
+    files: dict[str, bytes | str] = {"pkg/big.py": body + DROPPER, "pkg/data.py": body + "X = 1\n"}
+    if form == "tree":
+        target = write(tmp_path / "pkg", files)
+    else:
+        target = tmp_path / "pkg-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(target, "w") as archive:
+            for name, text in files.items():
+                archive.writestr(name, text)
+    report = scan_tree(target, mode=ScanMode.PACKAGE)
+    found = {(f.rule_id, f.file, f.severity) for f in report.findings}
+    assert ("CPL-SCAN-001", "pkg/big.py", Severity.DANGER) in found
+    assert ("CPL-SCAN-001", "pkg/data.py", Severity.WARNING) in found
 
 
 def test_a_native_executable_named_py_is_a_threat(tmp_path: Path) -> None:

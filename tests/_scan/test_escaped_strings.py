@@ -54,6 +54,15 @@ _ESCAPED = {
         + "def run():\n    os.system(C)\nrun()\n",
         "CPL-THR-015",
     ),
+    # a form feed is a blank to the tokenizer, none to a pattern's ``[ \t]``
+    "form-feed-in-an-import": (
+        "\fimport\fpip\fas q\nq.main(['install', 'colour-extras-native'])\n",
+        "CPL-THR-019",
+    ),
+    "form-feed-in-a-binding": (
+        "import importlib\nim =\fimportlib.import_module\nm = im('o' + 's')\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
     "autostart-file": (
         "import os\nwith open(os.path.expanduser('~/.ba\\x73hrc'), 'a') as f:\n"
         "    f.write('python -m pkg &')\n",
@@ -69,8 +78,7 @@ def test_a_payload_spelled_in_escapes_is_found_in_a_package(
 ) -> None:
     text, rule = _ESCAPED[shape]
     if large:  # a large file visited around its hits: the escaped line is one of them
-        text = text.replace("import os\n", "import os\nimport base64\n" + _PAD, 1)
-        text += "exec(base64.b64decode('cHJpbnQoMSk='))\n"
+        text = "import base64\n" + _PAD + text + "exec(base64.b64decode('cHJpbnQoMSk='))\n"
     (tmp_path / "mod.py").write_text(text, encoding="utf-8")
     filtered, whole = tree_both_ways(tmp_path, monkeypatch)
     assert rule in {r for r, _, _ in whole}

@@ -62,13 +62,13 @@ from caplet._scan._archive_zip import iter_zip
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NESTED_LIMITS",
     "READ_CHUNK",
     "ArchiveFormat",
     "ArchiveLimits",
     "ArchiveMember",
     "ArchiveProblem",
     "ArchiveProblemKind",
-    "NESTED_LIMITS",
     "detect_format",
     "iter_archive",
     "iter_nested",

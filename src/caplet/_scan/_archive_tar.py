@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import posixpath
 import lzma
+import posixpath
 import tarfile
 import zlib
 from collections.abc import Iterator

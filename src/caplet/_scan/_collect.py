@@ -34,7 +34,7 @@ from pathlib import Path
 from caplet._capabilities._model import Capability
 from caplet._findings import Finding
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
-from caplet._scan._filepass import scan_text
+from caplet._scan._filepass import scan_text, unread_findings
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
@@ -61,6 +61,9 @@ __all__ = [
 
 #: Package mode reads files over the size limit up to this many bytes (larger: not scanned).
 HARD_MAX_FILE_BYTES = 16 * 1024 * 1024
+#: ... and the text of larger ones up to this many, for their threat tokens alone
+#: (an archive's member cap, the largest an sdist or wheel may hold).
+TEXT_MAX_FILE_BYTES = 64 * 1024 * 1024
 #: Directories never descended into: byte-code caches and VCS metadata.
 _SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".bzr"})
 #: Magic numbers of native executables and libraries (ELF, PE, Mach-O, fat Mach-O).
@@ -486,6 +489,8 @@ class Collector:
             self.add(member.relative, member.data)
         elif self.mode is ScanMode.PACKAGE and len(member.data) <= HARD_MAX_FILE_BYTES:
             self.add(member.relative, member.data, oversized=True)
+        elif self.mode is ScanMode.PACKAGE:
+            self._unread(member.relative, member.data)
         else:
             self.add(member.relative, len(member.data))
 
@@ -497,7 +502,19 @@ class Collector:
             if isinstance(larger, bytes):
                 self.add(relative, larger, oversized=True)
                 return
+            text = read_source(path, TEXT_MAX_FILE_BYTES)
+            if isinstance(text, bytes):
+                self._unread(relative, text)
+                return
         self.add(relative, data)
+
+    def _unread(self, relative: str, data: bytes) -> None:
+        """A package's source past the hard cap: only its text is read, for the threat
+        tokens that make it danger (:func:`~caplet._scan._filepass.unread_findings`)."""
+        self.note_name(relative)
+        detail = f"{len(data)} bytes, limit {HARD_MAX_FILE_BYTES}; not read as code"
+        text = data.decode("utf-8", "replace")
+        self.findings.extend(unread_findings(text, relative, detail, self.mode))
 
     def _installer(self, relative: str) -> bool:
         if self.install_scripts is not None and relative in self.install_scripts:

@@ -7,7 +7,9 @@ parser drops both, ``'cu\\`` then ``rl ...'``) splits every pattern's text while
 rules still see the whole word. ``os.system('cu\\x72l -s https://... | s\\x68')`` was
 clean in package mode and CPL-THR-015 with the whole file visited; ``'~/.ba\\x73hrc'``
 written to, CPL-THR-009 (attack8). A run of eight ``\\x`` escapes is a solo pattern of
-its own (a string spelled wholly in escapes); one or two inside a word were not.
+its own (a string spelled wholly in escapes); one or two inside a word were not. A form
+feed is a blank to the tokenizer (``\fimport\fpip\fas q``) and none to the patterns'
+``[ \t]``: it is read as a space.
 
 So a file that has such an escape is checked again as :func:`escaped_view` reads it:
 each escape of a printable ASCII character replaced by the character, and each line a
@@ -44,13 +46,15 @@ Answer = Need | frozenset[int]
 #: word split inside a literal). Found at C speed; most files have none.
 _ESCAPE = re.compile(
     r"\\(?:x[2-7][0-9a-fA-F]|u00[2-7][0-9a-fA-F]|U000000[2-7][0-9a-fA-F]|"
-    r"N\{[A-Za-z0-9 \-]{1,88}\}|0?[4-7][0-7]|1[0-7][0-7]|(?<=[^\s\\]\\)\r?\n)"
+    r"N\{[A-Za-z0-9 \-]{1,88}\}|0?[4-7][0-7]|1[0-7][0-7]|(?<=[^\s\\]\\)\r?\n)|\f"
 )
 
 
 def _character(match: re.Match[str]) -> str:
     """The printable ASCII character an escape spells, or the escape as written."""
     escape = match.group(0)
+    if escape == "\f":
+        return " "
     kind = escape[1]
     if kind == "N":
         try:
@@ -91,13 +95,15 @@ def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | N
     a word split by a continuation spans joined), ``context`` lines before and after it
     too: its text so read, its number (1-based) and how many lines it spans. ``None``:
     no such line; past :data:`MAX_ESCAPED_LINES`, every line."""
-    if "\\" not in text:
+    if "\\" not in text and "\f" not in text:
         return None
     numbers: list[int] = []
     line, counted = 1, 0
     for match in _ESCAPE.finditer(text):
         start = match.start()
-        if _character(match) == match.group(0) and not _joins(match):
+        if match.group(0) == "\f":
+            pass  # a form feed: a blank to the tokenizer, none to ``[ \t]`` (attack8)
+        elif _character(match) == match.group(0) and not _joins(match):
             continue
         line += text.count("\n", counted, start)
         counted = start
@@ -125,7 +131,7 @@ def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | N
             pieces.append(physical[number + span - 1])
             span += 1
         written = "".join(pieces)
-        found.append((_ESCAPE.sub(_character, written), number, span))
+        found.append((_ESCAPE.sub(_character, written).replace("\f", " "), number, span))
         while index < len(wanted) and wanted[index] < number + span:
             index += 1
     return found
@@ -133,7 +139,7 @@ def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | N
 
 def _joins(match: re.Match[str]) -> bool:
     """Whether ``match`` is a continuation that splits a word (joined by the view)."""
-    return match.group(0)[1] in "\r\n"
+    return match.group(0)[-1] == "\n"
 
 
 def _split(line: str) -> bool:

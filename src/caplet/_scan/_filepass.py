@@ -40,7 +40,7 @@ from caplet._scan._rules import LONG_LINE
 from caplet._scan._syntax import TooComplex, focus, node_ids, survey
 from caplet._scan._visitor import RuleVisitor
 
-__all__ = ["ALWAYS_PARSED", "scan_text"]
+__all__ = ["ALWAYS_PARSED", "scan_text", "unread_findings"]
 
 #: Files always parsed, even in package mode: they run at start-up or in tests' set-up.
 ALWAYS_PARSED = frozenset({"sitecustomize.py", "usercustomize.py", "conftest.py"})
@@ -306,6 +306,16 @@ def _scan_text(
     scan.correlate()
     scan.auditor_text(auditor)
     return scan.findings, True
+
+
+def unread_findings(text: str, file: str, detail: str, mode: ScanMode) -> list[Finding]:
+    """A package's file too large to read as code at all (past the collector's hard
+    cap): CPL-SCAN-001, danger when its text holds what the threat rules look for, as
+    for a file too complex to check (a payload after 17 MB of padding was a warning,
+    exit 0: attack8; issue 16's class 6, files over the limit)."""
+    scan = FileScan(file, text, NO_GRANTS, (), mode)
+    scan.emit("CPL-SCAN-001", detail, 1, None, escalation=_threat_tokens(text, mode))
+    return scan.findings
 
 
 #: Why a package's file the scanner could not check whole is danger (CPL-SCAN-002, 003).
