@@ -355,3 +355,13 @@ def test_a_plugins_scripts_are_judged_by_their_names(tmp_path: Path) -> None:
     root = write(tmp_path, {"bin/tool": "#!/usr/bin/env python3\n" + _SCRIPT_PAYLOAD})
     report = scan_tree(root, mode=ScanMode.PLUGIN)
     assert report.files_scanned == 0
+
+
+@pytest.mark.parametrize("name", ["SETUP.PY", "Setup.py", "setup.py.", "setup.py "])
+def test_the_install_script_is_found_as_a_case_insensitive_file_system_finds_it(
+    tmp_path: Path, name: str
+) -> None:
+    # pip finds setup.py on macOS and Windows under any case, trailing dots and spaces
+    # dropped: network at install there was an ordinary module's (attack8)
+    assert installers([name, "docs/setup.py"]) == {name}
+    assert "CPL-THR-011" in danger(write(tmp_path, {name: INSTALL_TIME_NETWORK}))

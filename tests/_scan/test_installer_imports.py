@@ -266,3 +266,16 @@ def test_an_sdist_is_judged_as_its_unpacked_tree(
     root = _tree(tmp_path / "tree", files)
     assert _danger(root) == expected
     assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+
+
+def test_an_install_scripts_imports_are_read_as_the_import_decodes_it(tmp_path: Path) -> None:
+    # a coding: utf-7 setup.py spells its import in UTF-7: read as UTF-8 it imported
+    # nothing, so the helper's pip was an ordinary module's, on disk and in an sdist
+    setup = (
+        "# -*- coding: utf-7 -*-\nfrom setuptools import setup\n+AGk-mport _helper\n"
+        "setup(name='colour')\n"
+    )
+    root = _tree(tmp_path / "tree", {"setup.py": setup, "_helper.py": _PAYLOAD})
+    expected = {("CPL-THR-019", "_helper.py")}
+    assert _danger(root) == expected
+    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected

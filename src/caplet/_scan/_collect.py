@@ -50,11 +50,13 @@ __all__ = [
     "Entry",
     "EntryKind",
     "Limits",
+    "decode_source",
     "file_name_findings",
     "local_modules",
     "python_script",
     "read_source",
     "script_name",
+    "setup_name",
     "walk",
     "wanted",
 ]
@@ -344,13 +346,27 @@ def python_script(head: bytes) -> bool:
     return head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0]
 
 
+def decode_source(data: bytes) -> str:
+    """A source's text as an import decodes it (PEP 263 cookie or BOM; lossy on error):
+    what an install script imports is read from that text, so a ``coding: utf-7``
+    setup.py whose ``import _helper`` is spelled in UTF-7 does not hide its helper
+    (attack8)."""
+    return _decode(data)[0]
+
+
+def setup_name(name: str) -> bool:
+    """Whether a file name is ``setup.py`` as a case-insensitive file system (macOS,
+    Windows) finds it for pip: any case, trailing dots and spaces dropped (attack8)."""
+    return name == "setup.py" or name.rstrip(". ").lower() == "setup.py"
+
+
 def installers(relatives: Iterable[str]) -> frozenset[str]:
     """The tree's install scripts: the shallowest ``setup.py``, at its root or one level down.
 
     An sdist keeps its ``setup.py`` in its top folder (``name-1.0/setup.py``);
     one under ``examples/``, ``tests/`` or ``docs/`` is not what pip runs.
     """
-    scripts = [r for r in relatives if r.rsplit("/", 1)[-1] == "setup.py" and r.count("/") <= 1]
+    scripts = [r for r in relatives if setup_name(r.rsplit("/", 1)[-1]) and r.count("/") <= 1]
     if not scripts:
         return frozenset()
     shallowest = min(r.count("/") for r in scripts)
@@ -519,7 +535,7 @@ class Collector:
     def _installer(self, relative: str) -> bool:
         if self.install_scripts is not None and relative in self.install_scripts:
             return True  # a setup.py, or a module it imports (_installer_imports)
-        if relative.rsplit("/", 1)[-1] != "setup.py":
+        if not setup_name(relative.rsplit("/", 1)[-1]):
             return False
         return self.install_scripts is None and relative.count("/") <= 1
 

@@ -50,6 +50,7 @@ from caplet._scan._collect import (
     Entry,
     EntryKind,
     Limits,
+    decode_source,
     installers,
     local_modules,
     read_source,
@@ -320,7 +321,7 @@ def _install_scripts(
 
     def text(relative: str) -> str | None:
         raw = data[relative]
-        return raw.decode("utf-8", "replace") if len(raw) <= limits.max_file_bytes else None
+        return decode_source(raw) if len(raw) <= limits.max_file_bytes else None
 
     return install_scripts(data, text)
 
@@ -345,4 +346,4 @@ def _text_of(path: str, limits: Limits) -> str | None:
     """A file's text for following an install script's imports (``None``: unreadable
     or over the size limit; the file is still scanned, and its problem reported, later)."""
     data = read_source(path, limits.max_file_bytes)
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else None
+    return decode_source(data) if isinstance(data, bytes) else None
