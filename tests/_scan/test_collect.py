@@ -365,3 +365,13 @@ def test_the_install_script_is_found_as_a_case_insensitive_file_system_finds_it(
     # dropped: network at install there was an ordinary module's (attack8)
     assert installers([name, "docs/setup.py"]) == {name}
     assert "CPL-THR-011" in danger(write(tmp_path, {name: INSTALL_TIME_NETWORK}))
+
+
+def test_a_codec_that_fails_without_a_position_is_a_decoding_problem(tmp_path: Path) -> None:
+    # UnicodeError, not UnicodeDecodeError: it raised out of the scan (an internal
+    # error, no verdict for the package) (attack8); the interpreter refuses it too
+    text = "# -*- coding: punycode -*-\nimport os\nos.system('id')\n"
+    with pytest.raises(SyntaxError):
+        compile(text.encode(), "mod.py", "exec")
+    report = scan_tree(write(tmp_path, {"mod.py": text}), mode=ScanMode.PACKAGE)
+    assert [(f.rule_id, f.line) for f in report.findings] == [("CPL-SCAN-003", 1)]

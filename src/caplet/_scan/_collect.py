@@ -264,6 +264,11 @@ def _decode(data: bytes) -> tuple[str, str | None, int]:
         return data.decode(encoding, "replace"), reason, line
     except LookupError as exc:  # a cookie naming no codec detect_encoding knows of
         return data.decode("utf-8", "replace"), f"LookupError: {exc}", 1
+    except UnicodeError as exc:
+        # a codec that fails without a position (punycode, idna: "Invalid extended code
+        # point") raised out of the scan, an internal error and no verdict for the whole
+        # package (attack8); the interpreter refuses such a file too
+        return data.decode("utf-8", "replace"), f"UnicodeError: {exc}", 1
 
 
 def _cookie_text(data: bytes) -> bytes:
