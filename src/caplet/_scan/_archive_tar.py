@@ -27,7 +27,13 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_names import DUPLICATE_DETAIL, Names, check_name, display_name
+from caplet._scan._archive_names import (
+    DUPLICATE_DETAIL,
+    Names,
+    check_name,
+    display_name,
+    readable_name,
+)
 from caplet._scan._archive_streams import CountingReader, RefusedError, SteppedReader, open_stream
 
 __all__ = ["iter_tar"]
@@ -64,7 +70,10 @@ def iter_tar(
                     if isinstance(checked, tuple):
                         kind, detail = checked
                         yield ArchiveProblem(display_name(info.name), kind, detail, reader.count)
-                        continue
+                        readable = readable_name(info.name)
+                        if kind is not ArchiveProblemKind.UNSAFE_NAME or readable is None:
+                            continue
+                        checked = readable  # extracted as it is: read too (attack8)
                     if names is None:
                         names = Names(_tar_top(checked, info))
                     relative = names.strip(checked)

@@ -24,7 +24,13 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_names import DUPLICATE_DETAIL, Names, check_name, display_name
+from caplet._scan._archive_names import (
+    DUPLICATE_DETAIL,
+    Names,
+    check_name,
+    display_name,
+    readable_name,
+)
 
 __all__ = ["iter_zip"]
 
@@ -96,7 +102,10 @@ def iter_zip(
             if isinstance(checked, tuple):
                 kind, detail = checked
                 yield ArchiveProblem(display_name(info.orig_filename), kind, detail, total)
-                continue
+                readable = readable_name(info.orig_filename)
+                if kind is not ArchiveProblemKind.UNSAFE_NAME or readable is None:
+                    continue
+                checked = readable  # extracted as it is: read too (attack8)
             entry = _zip_kind(info)
             relative = names.strip(checked)
             if entry is _Entry.DIR or not relative:
