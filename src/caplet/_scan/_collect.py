@@ -27,13 +27,21 @@ import io
 import os
 import stat
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from caplet._capabilities._model import Capability
 from caplet._findings import Finding
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
+from caplet._scan._collect_names import (
+    installers,
+    local_modules,
+    python_script,
+    script_name,
+    setup_name,
+    wanted,
+)
 from caplet._scan._filepass import scan_text, unread_findings
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
@@ -52,6 +60,7 @@ __all__ = [
     "Limits",
     "decode_source",
     "file_name_findings",
+    "installers",
     "local_modules",
     "python_script",
     "read_source",
@@ -311,71 +320,12 @@ def file_name_findings(relative: str, mode: ScanMode = ScanMode.PLUGIN) -> list[
     return [f for r in rule_ids if r is not None for f in file_finding(relative, r, relative, mode)]
 
 
-def local_modules(relatives: Iterable[str]) -> frozenset[str]:
-    """Top-level module names of the scanned tree itself (not third-party imports)."""
-    return frozenset(
-        r.split("/", 1)[0].removesuffix(".py") for r in relatives if "/" in r or r.endswith(".py")
-    )
-
-
-def wanted(relative: str) -> bool:
-    """Files whose *content* is scanned: Python sources and .pth files.
-
-    As Windows imports them too: ``.pyw`` is a source suffix there
-    (importlib.machinery.SOURCE_SUFFIXES), names are matched without regard to
-    case and trailing dots and spaces are dropped (``evil.PY``, ``evil.py.``);
-    such a file beside ``import evil`` came out clean, unread (scanfuzz).
-    """
-    if relative.endswith((".py", ".pth")):
-        return True
-    return relative.rstrip(". ").lower().endswith((".py", ".pyw"))
-
-
-def script_name(relative: str) -> bool:
-    """Whether a file that is not named as a source may still be a Python script a
-    package installs as a command: a name without a suffix, or a file of a ``bin`` or
-    ``scripts`` folder (a wheel's ``*.data/scripts/``, setup.py's ``scripts=``)."""
-    folder, _, name = relative.rpartition("/")
-    return "." not in name or folder.rpartition("/")[2] in {"bin", "scripts"}
-
-
-def python_script(head: bytes) -> bool:
-    """Whether a file's first bytes are a shebang that runs Python (``#!python``, which
-    pip rewrites to the environment's interpreter, ``#!/usr/bin/env python3``).
-
-    Such a file is installed as a command and is the package's code as much as its
-    modules: ``bin/tool`` named in ``scripts=`` with a payload in it was never read
-    (attack8). Read in package mode only (a plugin's scripts run only under a granted
-    ``proc.exec``, where their name is what the host sees).
-    """
-    return head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0]
-
-
 def decode_source(data: bytes) -> str:
     """A source's text as an import decodes it (PEP 263 cookie or BOM; lossy on error):
     what an install script imports is read from that text, so a ``coding: utf-7``
     setup.py whose ``import _helper`` is spelled in UTF-7 does not hide its helper
     (attack8)."""
     return _decode(data)[0]
-
-
-def setup_name(name: str) -> bool:
-    """Whether a file name is ``setup.py`` as a case-insensitive file system (macOS,
-    Windows) finds it for pip: any case, trailing dots and spaces dropped (attack8)."""
-    return name == "setup.py" or name.rstrip(". ").lower() == "setup.py"
-
-
-def installers(relatives: Iterable[str]) -> frozenset[str]:
-    """The tree's install scripts: the shallowest ``setup.py``, at its root or one level down.
-
-    An sdist keeps its ``setup.py`` in its top folder (``name-1.0/setup.py``);
-    one under ``examples/``, ``tests/`` or ``docs/`` is not what pip runs.
-    """
-    scripts = [r for r in relatives if setup_name(r.rsplit("/", 1)[-1]) and r.count("/") <= 1]
-    if not scripts:
-        return frozenset()
-    shallowest = min(r.count("/") for r in scripts)
-    return frozenset(r for r in scripts if r.count("/") == shallowest)
 
 
 class Collector:
