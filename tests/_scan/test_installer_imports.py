@@ -19,6 +19,7 @@ from caplet._findings import Severity
 from caplet._scan._installer_imports import (
     MAX_INSTALLER_MODULES,
     build_backends,
+    command_modules,
     installer_modules,
 )
 from caplet._scan._model import ScanMode
@@ -279,3 +280,50 @@ def test_an_install_scripts_imports_are_read_as_the_import_decodes_it(tmp_path: 
     expected = {("CPL-THR-019", "_helper.py")}
     assert _danger(root) == expected
     assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+
+
+_COMMANDS = (
+    """\
+from setuptools.command.build_py import build_py
+
+"""
+    + _PAYLOAD
+    + """
+
+class BuildPy(build_py):
+    pass
+"""
+)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\n'
+            'build-backend = "setuptools.build_meta"\n[project]\nname = "colour"\n'
+            'version = "1.0"\n[tool.setuptools.cmdclass]\nbuild_py = "_cmds.BuildPy"\n'
+        },
+        {
+            "setup.cfg": "[metadata]\nname = colour\n[options]\ncmdclass =\n"
+            "    build_py = _cmds.BuildPy\n",
+            "setup.py": _SETUP.format(importer=""),
+        },
+    ],
+)
+def test_a_setuptools_command_a_configuration_names_is_the_installers(
+    tmp_path: Path, config: dict[str, str]
+) -> None:
+    # setuptools imports it to build, though no setup.py imports it (attack8)
+    root = _tree(tmp_path / "tree", {**config, "_cmds.py": _COMMANDS})
+    expected = {("CPL-THR-019", "_cmds.py")}
+    assert _danger(root) == expected
+    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+
+
+def test_a_command_module_outside_the_tree_or_a_broken_config_names_nothing() -> None:
+    present = {"pyproject.toml", "setup.cfg", "_cmds.py"}
+    texts = {"pyproject.toml": "[tool.setuptools.cmdclass\n", "setup.cfg": "[options\n"}
+    assert command_modules(present, texts.get) == set()
+    texts = {"setup.cfg": "[options]\ncmdclass =\n    build_py = elsewhere.BuildPy\n"}
+    assert command_modules(present, texts.get) == set()

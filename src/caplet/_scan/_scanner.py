@@ -60,7 +60,7 @@ from caplet._scan._collect import (
 )
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import Grants
-from caplet._scan._installer_imports import build_backends, installer_modules
+from caplet._scan._installer_imports import build_backends, command_modules, installer_modules
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._selfcheck import self_check
 from caplet._scan._verdict import finish
@@ -308,7 +308,7 @@ def _in_nested(relative: str) -> bool:
 
 def _held(relative: str) -> bool:
     """Whether package mode holds an archive's member until every name is known."""
-    return wanted(relative) or relative.rsplit("/", 1)[-1] == "pyproject.toml"
+    return wanted(relative) or relative.rsplit("/", 1)[-1] in {"pyproject.toml", "setup.cfg"}
 
 
 def _install_scripts(
@@ -338,8 +338,10 @@ def install_scripts(
     # an in-tree PEP 517 build backend is imported by pip to build: an install script
     # too, and the one pip calls (its hooks), as it runs setup.py (attack8)
     entries |= build_backends(present, read)
+    # setuptools commands named in pyproject.toml or setup.cfg are imported to build
+    scripts = entries | command_modules(present, read)
     # what setup.py imports from beside it runs at install time too (issue 16)
-    return entries | installer_modules(entries, present, read), entries
+    return scripts | installer_modules(scripts, present, read), entries
 
 
 def _text_of(path: str, limits: Limits) -> str | None:
