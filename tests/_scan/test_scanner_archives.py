@@ -163,3 +163,17 @@ def test_a_member_of_an_unsafe_name_is_read_as_installers_extract_it(
     wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
     wheel.write_bytes(_zip({name: data, "pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\n"}))
     assert rule in {r for r, _ in _danger(wheel)}
+
+
+def test_a_trick_inside_a_nested_zip_is_no_trick_of_the_package(tmp_path: Path) -> None:
+    # nothing extracts a zip inside the package at install: its '..' member is reported
+    # as part of a nested archive, a warning (distlib's test fixtures)
+    inner = _zip({"../escape.txt": b"x", "ok.py": b"x = 1\n"})
+    path = _sdist(
+        tmp_path / "pkg-1.0.tar.gz", [_member("setup.py", _SETUP), _member("t/bad.zip", inner)]
+    )
+    report = scan_tree(path, mode=ScanMode.PACKAGE)
+    assert ("CPL-ARC-004", "t/bad.zip/../escape.txt") in {
+        (f.rule_id, f.file) for f in report.findings
+    }
+    assert not any(f.severity is Severity.DANGER for f in report.findings)

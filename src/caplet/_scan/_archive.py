@@ -122,7 +122,9 @@ def iter_nested(problem: ArchiveProblem) -> Iterator[ArchiveMember | ArchiveProb
     Python imports from a zip put on ``sys.path`` (zipimport; an ``.egg`` or ``.pyz``
     the same), so ``sys.path.insert(0, "deps.zip"); import helper`` in setup.py ran a
     payload no rule read (attack8). One level: an archive inside it is reported, not
-    opened.
+    opened. What else is wrong inside it (a ``..`` name, a link, a bomb) is reported as
+    part of a nested archive, never as the package's own trick: nothing extracts it at
+    install (distlib's tests ship a Zip Slip zip and wheel as fixtures).
     """
     if not problem.data or not zipfile.is_zipfile(io.BytesIO(problem.data)):
         return
@@ -133,7 +135,7 @@ def iter_nested(problem: ArchiveProblem) -> Iterator[ArchiveMember | ArchiveProb
         else:
             yield ArchiveProblem(
                 prefix + item.relative if item.relative else problem.relative,
-                item.kind,
-                item.detail,
+                ArchiveProblemKind.NESTED_ARCHIVE,
+                f"inside a nested archive: {item.kind.value}: {item.detail}",
                 item.decompressed,
             )
