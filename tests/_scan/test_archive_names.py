@@ -30,11 +30,16 @@ def test_unsafe_tar_names_are_refused(
     path = make_tar(tmp_path / "pkg-1.0.tar.gz", [*SDIST, tar_file(name, b"payload")])
     items = read_items(path)
     assert items[:2] == SDIST_MEMBERS
-    [problem] = items[2:]
+    problem, *read = items[2:]
     assert isinstance(problem, ArchiveProblem)
     shown = name if name.isprintable() else repr(name)[1:-1]
     assert (problem.kind, problem.relative) == (kind, shown)
     assert detail in problem.detail
+    # a name an installer extracts as it is (a control or bidi character) is read too,
+    # under a name that shows it (attack8); one outside the tree is not
+    readable = {"pkg-1.0/a\x01.py": "a?.py", "pkg-1.0/evil\u202eyp.py": "evil?yp.py"}
+    expected = [ArchiveMember(readable[name], b"payload")] if name in readable else []
+    assert read == expected
 
 
 def test_second_member_of_a_name_is_reported_and_read_too(tmp_path: Path) -> None:
@@ -74,6 +79,8 @@ def test_unsafe_zip_names_are_refused(tmp_path: Path) -> None:
         ArchiveProblem(
             "pkg\\win.py", K.UNSAFE_NAME, "backslash in the name, a path separator on Windows", 1
         ),
+        # where Windows extracts it, read too (attack8)
+        ArchiveMember("pkg/win.py", b"d"),
     ]
 
 
@@ -82,7 +89,9 @@ def test_nul_in_a_zip_name_is_refused_not_truncated(tmp_path: Path) -> None:
     path = make_zip(tmp_path / "x.whl", [("pkg/a.pyX.txt", b"evil()\n")])
     path.write_bytes(path.read_bytes().replace(b"pkg/a.pyX.txt", b"pkg/a.py\x00.txt"))
     assert read_items(path) == [
-        ArchiveProblem("pkg/a.py\\x00.txt", K.UNSAFE_NAME, "control character U+0000 in the name")
+        ArchiveProblem("pkg/a.py\\x00.txt", K.UNSAFE_NAME, "control character U+0000 in the name"),
+        # what pip writes (zipfile's name, cut at the NUL): read too (attack8)
+        ArchiveMember("pkg/a.py", b"evil()\n"),
     ]
 
 

@@ -17,7 +17,6 @@ from tests._scan.archivekit import GIB, MIB, NO_RATIO, K, make_zip, read_items, 
 @pytest.mark.parametrize(
     ("mode", "kind", "detail"),
     [
-        (stat.S_IFLNK | 0o777, K.LINK, "symbolic link"),
         (stat.S_IFIFO | 0o644, K.SPECIAL_FILE, "special file (mode prw-r--r--)"),
         (stat.S_IFCHR | 0o644, K.SPECIAL_FILE, "special file (mode crw-r--r--)"),
     ],
@@ -33,6 +32,21 @@ def test_zip_links_and_special_files_are_refused(
         ArchiveProblem("pkg/link.py", kind, detail),
         ArchiveMember("pkg/ok.py", b""),
     ]
+
+
+def test_a_zip_link_is_reported_and_read_as_the_file_installers_write(tmp_path: Path) -> None:
+    # pip's unzip_file and wheel installer write a link entry's bytes as a regular file:
+    # a setup.py stored as a "link" whose bytes are the payload was never read (attack8)
+    info = zipfile.ZipInfo("pkg/link.py")
+    info.create_system = 3
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    path = make_zip(tmp_path / "x.whl", [(info, b"import os"), ("pkg/ok.py", b"")])
+    problem, member, other = read_items(path)
+    assert isinstance(problem, ArchiveProblem)
+    assert (problem.relative, problem.kind) == ("pkg/link.py", K.LINK)
+    assert "read as one" in problem.detail
+    assert member == ArchiveMember("pkg/link.py", b"import os")
+    assert other == ArchiveMember("pkg/ok.py", b"")
 
 
 def test_encrypted_zip_member_is_unreadable(tmp_path: Path) -> None:

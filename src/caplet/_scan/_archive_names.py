@@ -13,7 +13,13 @@ from typing import Final
 
 from caplet._scan._archive_model import ArchiveProblemKind
 
-__all__ = ["DUPLICATE_DETAIL", "Names", "check_name", "display_name"]
+__all__ = [
+    "DUPLICATE_DETAIL",
+    "Names",
+    "check_name",
+    "display_name",
+    "readable_name",
+]
 
 #: A second member of one name is reported and read too: the installer keeps the last copy.
 DUPLICATE_DETAIL: Final = (
@@ -27,6 +33,22 @@ _BIDI: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069
 def display_name(name: str) -> str:
     """The name as it can be shown: escapes for control, bidi and undecodable characters."""
     return name if name.isprintable() else repr(name)[1:-1]
+
+
+def readable_name(name: str) -> str | None:
+    """The path an installer writes a member of an unsafe name to, as the scanner reads
+    it (``None``: nowhere inside the tree). A name with a control or bidi character
+    is extracted as it is (``x\x1b.pth`` in site-packages runs at every start: site(7)
+    reads every ``.pth``), one with a backslash lands under folders on Windows
+    (``pkg\\__init__.py``): reported, and read too (attack8), under the name with each
+    such character shown as ``?`` and each backslash a ``/``."""
+    name = name.split("\0", 1)[0]  # zipfile (so pip) cuts a name at a NUL
+    shown = "".join(
+        "?" if ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF or c in _BIDI else c
+        for c in name.replace("\\", "/")
+    )
+    checked = check_name(shown)
+    return None if isinstance(checked, tuple) else checked
 
 
 def check_name(name: str) -> str | tuple[ArchiveProblemKind, str]:

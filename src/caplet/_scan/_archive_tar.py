@@ -8,8 +8,10 @@ states its member's size, so the caps are checked before its data is read.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import lzma
+import posixpath
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -25,7 +27,13 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_names import DUPLICATE_DETAIL, Names, check_name, display_name
+from caplet._scan._archive_names import (
+    DUPLICATE_DETAIL,
+    Names,
+    check_name,
+    display_name,
+    readable_name,
+)
 from caplet._scan._archive_streams import CountingReader, RefusedError, SteppedReader, open_stream
 
 __all__ = ["iter_tar"]
@@ -62,7 +70,10 @@ def iter_tar(
                     if isinstance(checked, tuple):
                         kind, detail = checked
                         yield ArchiveProblem(display_name(info.name), kind, detail, reader.count)
-                        continue
+                        readable = readable_name(info.name)
+                        if kind is not ArchiveProblemKind.UNSAFE_NAME or readable is None:
+                            continue
+                        checked = readable  # extracted as it is: read too (attack8)
                     if names is None:
                         names = Names(_tar_top(checked, info))
                     relative = names.strip(checked)
@@ -75,6 +86,12 @@ def iter_tar(
                             relative, ArchiveProblemKind.DUPLICATE, DUPLICATE_DETAIL, reader.count
                         )
                     refusal = _tar_refusal(info, relative, names, limits, reader.count)
+                    if refusal is not None and refusal.kind is ArchiveProblemKind.NESTED_ARCHIVE:
+                        current = relative
+                        read = _read_tar_member(archive, info, relative, reader)
+                        current = ""
+                        yield dataclasses.replace(refusal, data=read.data)
+                        continue
                     if refusal is not None:
                         yield refusal
                         if refusal.kind is ArchiveProblemKind.TOTAL_TOO_LARGE:
@@ -123,6 +140,22 @@ def _tar_top(relative: str, info: tarfile.TarInfo) -> str | None:
     return None
 
 
+def _link_target(info: tarfile.TarInfo, names: Names) -> str:
+    """The member a link points to, relative as members are (``""``: outside the
+    archive). pip extracts a link inside the tree (tarfile's data filter, PEP 706,
+    keeps it), so a ``setup.py`` linked to ``README.txt`` runs README's bytes
+    (attack8): the scanner reads them under the link's name. A hard link names an
+    archive path; a symbolic one a path from its own folder."""
+    if info.islnk():
+        linked = info.linkname
+    elif info.linkname.startswith("/"):
+        return ""
+    else:
+        linked = posixpath.join(posixpath.dirname(info.name), info.linkname)
+    checked = check_name(posixpath.normpath(linked))
+    return "" if isinstance(checked, tuple) else names.strip(checked)
+
+
 def _tar_refusal(
     info: tarfile.TarInfo, relative: str, names: Names, limits: ArchiveLimits, count: int
 ) -> ArchiveProblem | None:
@@ -130,13 +163,11 @@ def _tar_refusal(
     if info.issym() or info.islnk():
         how = "symbolic" if info.issym() else "hard"
         detail = f"{how} link to {display_name(info.linkname)}"
-        return ArchiveProblem(relative, ArchiveProblemKind.LINK, detail, count)
+        target = _link_target(info, names)
+        return ArchiveProblem(relative, ArchiveProblemKind.LINK, detail, count, target)
     if not info.isreg():
         detail = f"tar member type {info.type!r} (device, FIFO or unknown), not read"
         return ArchiveProblem(relative, ArchiveProblemKind.SPECIAL_FILE, detail, count)
-    if nested_by_name(relative):
-        detail = "archive member, not opened"
-        return ArchiveProblem(relative, ArchiveProblemKind.NESTED_ARCHIVE, detail, count)
     # A tar header states the exact data size, so the cap is checked up front.
     if info.size > limits.max_member_bytes:
         detail = f"{info.size} bytes, limit {limits.max_member_bytes}"
@@ -147,6 +178,10 @@ def _tar_refusal(
             " reading stopped"
         )
         return ArchiveProblem(relative, ArchiveProblemKind.TOTAL_TOO_LARGE, detail, count)
+    if nested_by_name(relative):
+        # within the caps: read, for the scanner to open if it is a zip (attack8)
+        detail = "archive member, not opened"
+        return ArchiveProblem(relative, ArchiveProblemKind.NESTED_ARCHIVE, detail, count)
     return None
 
 
@@ -162,8 +197,9 @@ def _read_tar_member(
             chunks.append(chunk)
     data = b"".join(chunks)
     if nested_by_content(data):
+        detail = "archive content, not opened"
         return ArchiveProblem(
-            relative, ArchiveProblemKind.NESTED_ARCHIVE, "archive content, not opened", reader.count
+            relative, ArchiveProblemKind.NESTED_ARCHIVE, detail, reader.count, data=data
         )
     return ArchiveMember(relative, data)
 

@@ -14,7 +14,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import assert_never
+from typing import BinaryIO, assert_never
 
 from caplet._scan._archive_format import ZIP_ERRORS, nested_by_content, nested_by_name
 from caplet._scan._archive_model import (
@@ -24,7 +24,13 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_names import DUPLICATE_DETAIL, Names, check_name, display_name
+from caplet._scan._archive_names import (
+    DUPLICATE_DETAIL,
+    Names,
+    check_name,
+    display_name,
+    readable_name,
+)
 
 __all__ = ["iter_zip"]
 
@@ -41,6 +47,10 @@ def _zip_top(infos: list[zipfile.ZipInfo]) -> str | None:
             return None
         tops.add(first)
     return tops.pop() if len(tops) == 1 else None
+
+
+#: What a zip's link entry is reported as (it is read as a file too).
+_ZIP_LINK = "symbolic link; installers write its bytes as a regular file, read as one"
 
 
 class _Entry(enum.Enum):
@@ -66,7 +76,7 @@ def _zip_kind(info: zipfile.ZipInfo) -> _Entry:
 
 
 def iter_zip(
-    path: Path, limits: ArchiveLimits, *, strip_top: bool
+    path: Path | BinaryIO, limits: ArchiveLimits, *, strip_top: bool
 ) -> Iterator[ArchiveMember | ArchiveProblem]:
     try:
         archive = zipfile.ZipFile(path)
@@ -92,11 +102,20 @@ def iter_zip(
             if isinstance(checked, tuple):
                 kind, detail = checked
                 yield ArchiveProblem(display_name(info.orig_filename), kind, detail, total)
-                continue
+                readable = readable_name(info.orig_filename)
+                if kind is not ArchiveProblemKind.UNSAFE_NAME or readable is None:
+                    continue
+                checked = readable  # extracted as it is: read too (attack8)
             entry = _zip_kind(info)
             relative = names.strip(checked)
             if entry is _Entry.DIR or not relative:
                 continue
+            if entry is _Entry.LINK:
+                # pip writes a zip's link entry as a regular file of its bytes (its
+                # unzip_file and wheel installer know no links): reported, and read as
+                # the file pip makes of it; a setup.py so stored hid its payload (attack8)
+                yield ArchiveProblem(relative, ArchiveProblemKind.LINK, _ZIP_LINK, total)
+                entry = _Entry.FILE
             if entry is _Entry.FILE and names.is_duplicate(relative):
                 # reported, and read like any member: the copy an installer keeps is
                 # the last one, so skipping it hid a payload (scanfuzz)
@@ -137,10 +156,6 @@ def _zip_refusal(
             pass
         case _:
             assert_never(entry)
-    if nested_by_name(relative):
-        return ArchiveProblem(
-            relative, ArchiveProblemKind.NESTED_ARCHIVE, "archive member, not opened", total
-        )
     if info.flag_bits & 0x1:
         return ArchiveProblem(relative, ArchiveProblemKind.UNREADABLE, "encrypted", total)
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -233,9 +248,11 @@ def _read_zip_member(
         problem = ArchiveProblem(relative, ArchiveProblemKind.CORRUPT, str(exc), total)
         return _ZipRead(problem, total)
     data = b"".join(chunks)
-    if nested_by_content(data):
+    if nested_by_content(data) or nested_by_name(relative):
+        # read within the caps, for the scanner to open if it is a zip (attack8)
+        detail = f"archive {'member' if nested_by_name(relative) else 'content'}, not opened"
         problem = ArchiveProblem(
-            relative, ArchiveProblemKind.NESTED_ARCHIVE, "archive content, not opened", total
+            relative, ArchiveProblemKind.NESTED_ARCHIVE, detail, total, data=data
         )
         return _ZipRead(problem, total)
     return _ZipRead(ArchiveMember(relative, data), total)

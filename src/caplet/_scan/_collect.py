@@ -27,14 +27,22 @@ import io
 import os
 import stat
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from caplet._capabilities._model import Capability
 from caplet._findings import Finding
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
-from caplet._scan._filepass import scan_text
+from caplet._scan._collect_names import (
+    installers,
+    local_modules,
+    python_script,
+    script_name,
+    setup_name,
+    wanted,
+)
+from caplet._scan._filepass import scan_text, unread_findings
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
@@ -50,15 +58,23 @@ __all__ = [
     "Entry",
     "EntryKind",
     "Limits",
+    "decode_source",
     "file_name_findings",
+    "installers",
     "local_modules",
+    "python_script",
     "read_source",
+    "script_name",
+    "setup_name",
     "walk",
     "wanted",
 ]
 
 #: Package mode reads files over the size limit up to this many bytes (larger: not scanned).
 HARD_MAX_FILE_BYTES = 16 * 1024 * 1024
+#: ... and the text of larger ones up to this many, for their threat tokens alone
+#: (an archive's member cap, the largest an sdist or wheel may hold).
+TEXT_MAX_FILE_BYTES = 64 * 1024 * 1024
 #: Directories never descended into: byte-code caches and VCS metadata.
 _SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".bzr"})
 #: Magic numbers of native executables and libraries (ELF, PE, Mach-O, fat Mach-O).
@@ -257,6 +273,11 @@ def _decode(data: bytes) -> tuple[str, str | None, int]:
         return data.decode(encoding, "replace"), reason, line
     except LookupError as exc:  # a cookie naming no codec detect_encoding knows of
         return data.decode("utf-8", "replace"), f"LookupError: {exc}", 1
+    except UnicodeError as exc:
+        # a codec that fails without a position (punycode, idna: "Invalid extended code
+        # point") raised out of the scan, an internal error and no verdict for the whole
+        # package (attack8); the interpreter refuses such a file too
+        return data.decode("utf-8", "replace"), f"UnicodeError: {exc}", 1
 
 
 def _cookie_text(data: bytes) -> bytes:
@@ -299,37 +320,12 @@ def file_name_findings(relative: str, mode: ScanMode = ScanMode.PLUGIN) -> list[
     return [f for r in rule_ids if r is not None for f in file_finding(relative, r, relative, mode)]
 
 
-def local_modules(relatives: Iterable[str]) -> frozenset[str]:
-    """Top-level module names of the scanned tree itself (not third-party imports)."""
-    return frozenset(
-        r.split("/", 1)[0].removesuffix(".py") for r in relatives if "/" in r or r.endswith(".py")
-    )
-
-
-def wanted(relative: str) -> bool:
-    """Files whose *content* is scanned: Python sources and .pth files.
-
-    As Windows imports them too: ``.pyw`` is a source suffix there
-    (importlib.machinery.SOURCE_SUFFIXES), names are matched without regard to
-    case and trailing dots and spaces are dropped (``evil.PY``, ``evil.py.``);
-    such a file beside ``import evil`` came out clean, unread (scanfuzz).
-    """
-    if relative.endswith((".py", ".pth")):
-        return True
-    return relative.rstrip(". ").lower().endswith((".py", ".pyw"))
-
-
-def installers(relatives: Iterable[str]) -> frozenset[str]:
-    """The tree's install scripts: the shallowest ``setup.py``, at its root or one level down.
-
-    An sdist keeps its ``setup.py`` in its top folder (``name-1.0/setup.py``);
-    one under ``examples/``, ``tests/`` or ``docs/`` is not what pip runs.
-    """
-    scripts = [r for r in relatives if r.rsplit("/", 1)[-1] == "setup.py" and r.count("/") <= 1]
-    if not scripts:
-        return frozenset()
-    shallowest = min(r.count("/") for r in scripts)
-    return frozenset(r for r in scripts if r.count("/") == shallowest)
+def decode_source(data: bytes) -> str:
+    """A source's text as an import decodes it (PEP 263 cookie or BOM; lossy on error):
+    what an install script imports is read from that text, so a ``coding: utf-7``
+    setup.py whose ``import _helper`` is spelled in UTF-7 does not hide its helper
+    (attack8)."""
+    return _decode(data)[0]
 
 
 class Collector:
@@ -353,6 +349,9 @@ class Collector:
         self.limits = limits
         self.local_modules = local
         self.install_scripts = install_scripts
+        #: The install scripts pip runs itself (setup.py, an in-tree build backend):
+        #: the installer's chains are theirs (``None`` scripts: a ``setup.py``).
+        self.install_entries: frozenset[str] = frozenset()
         self.findings: list[Finding] = []
         self.files_scanned = 0
         self.files_parsed = 0
@@ -384,6 +383,11 @@ class Collector:
         the name rules saw no library and nothing read the file. Only plugin
         mode looks (a plugin tree is small; a package is judged by its names).
         """
+        if self.mode is ScanMode.PACKAGE and script_name(relative):
+            head = _read_head(path)
+            if isinstance(head, bytes) and python_script(head):
+                self.add_path(relative, path)
+                return
         self.note_name(relative)
         if self.mode is not ScanMode.PLUGIN or relative.endswith(_NATIVE_LIBRARIES):
             return
@@ -430,6 +434,7 @@ class Collector:
                 max_nodes=self.limits.max_nodes,
                 mode=self.mode,
                 installer=self._installer(relative),
+                install_entry=relative in self.install_entries or None,
                 oversized=oversized,
             )
             self.files_parsed += parsed
@@ -448,12 +453,15 @@ class Collector:
 
     def add_member(self, member: ArchiveMember) -> None:
         """An sdist or wheel member, read in memory by the archive reader."""
-        if not wanted(member.relative):
+        script = self.mode is ScanMode.PACKAGE and script_name(member.relative)
+        if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
         elif len(member.data) <= self.limits.max_file_bytes:
             self.add(member.relative, member.data)
         elif self.mode is ScanMode.PACKAGE and len(member.data) <= HARD_MAX_FILE_BYTES:
             self.add(member.relative, member.data, oversized=True)
+        elif self.mode is ScanMode.PACKAGE:
+            self._unread(member.relative, member.data)
         else:
             self.add(member.relative, len(member.data))
 
@@ -465,12 +473,24 @@ class Collector:
             if isinstance(larger, bytes):
                 self.add(relative, larger, oversized=True)
                 return
+            text = read_source(path, TEXT_MAX_FILE_BYTES)
+            if isinstance(text, bytes):
+                self._unread(relative, text)
+                return
         self.add(relative, data)
+
+    def _unread(self, relative: str, data: bytes) -> None:
+        """A package's source past the hard cap: only its text is read, for the threat
+        tokens that make it danger (:func:`~caplet._scan._filepass.unread_findings`)."""
+        self.note_name(relative)
+        detail = f"{len(data)} bytes, limit {HARD_MAX_FILE_BYTES}; not read as code"
+        text = data.decode("utf-8", "replace")
+        self.findings.extend(unread_findings(text, relative, detail, self.mode))
 
     def _installer(self, relative: str) -> bool:
         if self.install_scripts is not None and relative in self.install_scripts:
             return True  # a setup.py, or a module it imports (_installer_imports)
-        if relative.rsplit("/", 1)[-1] != "setup.py":
+        if not setup_name(relative.rsplit("/", 1)[-1]):
             return False
         return self.install_scripts is None and relative.count("/") <= 1
 

@@ -25,6 +25,7 @@ from collections.abc import Collection
 
 from caplet._findings import Finding
 from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
+from caplet._scan._escaped_strings import escaped_view, with_escaped_strings
 from caplet._scan._filescan import FileScan
 from caplet._scan._glued_strings import glued, with_glued_strings
 from caplet._scan._grants import NO_GRANTS, Grants
@@ -38,7 +39,7 @@ from caplet._scan._rules import LONG_LINE
 from caplet._scan._syntax import TooComplex, focus, node_ids, survey
 from caplet._scan._visitor import RuleVisitor
 
-__all__ = ["ALWAYS_PARSED", "scan_text"]
+__all__ = ["ALWAYS_PARSED", "scan_text", "unread_findings"]
 
 #: Files always parsed, even in package mode: they run at start-up or in tests' set-up.
 ALWAYS_PARSED = frozenset({"sitecustomize.py", "usercustomize.py", "conftest.py"})
@@ -56,13 +57,16 @@ def scan_text(
     max_nodes: int,
     mode: ScanMode = ScanMode.PLUGIN,
     installer: bool | None = None,
+    install_entry: bool | None = None,
     oversized: bool = False,
     depth: int = 0,
 ) -> tuple[list[Finding], bool]:
     """Findings of one decoded file, and whether the AST pass ran.
 
     ``installer`` says whether the file is the tree's install script (by
-    default: when it is named ``setup.py``); ``oversized`` marks a file
+    default: when it is named ``setup.py``); ``install_entry`` whether pip runs it
+    itself, its chains the installer's (by default: an installer named ``setup.py``;
+    an in-tree build backend too); ``oversized`` marks a file
     larger than the scan's size limit, read anyway in package mode but only
     ever visited around the prefilter's hits; ``depth`` is how deep inside
     strings of Python source this text was found.
@@ -93,6 +97,7 @@ def scan_text(
             max_nodes=max_nodes,
             mode=mode,
             installer=installer,
+            install_entry=install_entry,
             oversized=oversized,
             depth=depth,
         )
@@ -111,6 +116,7 @@ def _scan_text(
     max_nodes: int,
     mode: ScanMode,
     installer: bool | None,
+    install_entry: bool | None,
     oversized: bool,
     depth: int,
 ) -> tuple[list[Finding], bool]:
@@ -132,12 +138,17 @@ def _scan_text(
         need, auditor = check.check_text(text)
         need = with_logical_lines(text, need, check.check)
         need = with_glued_strings(text, need, check.check)
+        # literals as the parser reads them: escapes of printable characters, a word
+        # split by a backslash at a line end inside a literal (attack8)
+        need = with_escaped_strings(text, need, check.check)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.
             if _no_text_findings(text) and not auditor:
                 return [], False
-            scan = FileScan(file, text, grants, local_modules, mode, installer=installer)
+            scan = FileScan(
+                file, text, grants, local_modules, mode, installer=installer, entry=install_entry
+            )
             scan.long_lines()
             scan.bidi()
             scan.auditor_text(auditor)
@@ -165,7 +176,15 @@ def _scan_text(
         return found
 
     scan = FileScan(
-        file, text, grants, local_modules, mode, installer=installer, nested=nested, depth=depth
+        file,
+        text,
+        grants,
+        local_modules,
+        mode,
+        installer=installer,
+        entry=install_entry,
+        nested=nested,
+        depth=depth,
     )
     scan.long_lines()
     scan.bidi()
@@ -283,6 +302,16 @@ def _scan_text(
     return scan.findings, True
 
 
+def unread_findings(text: str, file: str, detail: str, mode: ScanMode) -> list[Finding]:
+    """A package's file too large to read as code at all (past the collector's hard
+    cap): CPL-SCAN-001, danger when its text holds what the threat rules look for, as
+    for a file too complex to check (a payload after 17 MB of padding was a warning,
+    exit 0: attack8; issue 16's class 6, files over the limit)."""
+    scan = FileScan(file, text, NO_GRANTS, (), mode)
+    scan.emit("CPL-SCAN-001", detail, 1, None, escalation=_threat_tokens(text, mode))
+    return scan.findings
+
+
 #: Why a package's file the scanner could not check whole is danger (CPL-SCAN-002, 003).
 _MAY_HIDE = (
     "and it holds code the threat rules look for (exec, decoders, lookups by name): "
@@ -317,6 +346,8 @@ def _threat_tokens(text: str, mode: ScanMode) -> str | None:
     if mode is not ScanMode.PACKAGE:
         return None
     need = with_logical_lines(text, prefilter().check(text), prefilter().check)
+    if need is Need.NOTHING and (view := escaped_view(text)) is not None:
+        need = prefilter().check(view)  # a token spelled in escapes (attack8)
     if need is Need.NOTHING:
         return None
     return _MAY_HIDE

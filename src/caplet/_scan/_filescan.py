@@ -100,7 +100,9 @@ class FileScan:
     """Findings of one file, with the context every rule needs.
 
     ``installer`` marks the tree's install script (a ``setup.py`` at the
-    root of what is scanned, not one under ``examples/``); ``nested``
+    root of what is scanned, not one under ``examples/``), ``entry`` one pip runs
+    itself (default: an installer named ``setup.py``; an in-tree build backend's
+    module too), whose chains are the installer's; ``nested``
     scans Python source kept in a string of this file; ``depth`` is how
     deep inside such strings this scan is (0 for a file).
     """
@@ -114,6 +116,7 @@ class FileScan:
         mode: ScanMode = ScanMode.PLUGIN,
         *,
         installer: bool = False,
+        entry: bool | None = None,
         nested: Nested | None = None,
         depth: int = 0,
     ) -> None:
@@ -130,6 +133,9 @@ class FileScan:
         #: Correlation tags: first line and spelling of each (see _correlate).
         self.tags: dict[Tag, tuple[int, str]] = {}
         self.installer = installer
+        if entry is None:
+            entry = installer and file.rsplit("/", 1)[-1] == "setup.py"
+        self.entry = installer and entry
         self.nested = nested
         self.depth = depth
         self._mitigations: set[str] = set()
@@ -173,8 +179,9 @@ class FileScan:
             self.tags,
             # a module setup.py imports (_installer_imports) runs at install only as far as
             # setup.py calls into it: its network and download chains stay a module's
-            # (lxml's buildlibxml.py, nodeenv.py), its pip and processes are the installer's
-            setup_py=self.installer and self.file.rsplit("/", 1)[-1] == "setup.py",
+            # (lxml's buildlibxml.py, nodeenv.py), its pip and processes are the installer's;
+            # an in-tree build backend is pip's entry point, as setup.py is (attack8)
+            setup_py=self.entry,
             credential_kinds=len(self.credential_kinds),
             secret_names=len(self.secret_names),
         )

@@ -20,10 +20,11 @@ installed by pip from it is the same family as from setup.py, issue 16, class 1)
 from __future__ import annotations
 
 import ast
+import configparser
 import tomllib
 from collections.abc import Callable, Collection, Iterable
 
-__all__ = ["MAX_INSTALLER_MODULES", "build_backends", "installer_modules"]
+__all__ = ["MAX_INSTALLER_MODULES", "build_backends", "command_modules", "installer_modules"]
 
 #: How many modules at most are followed from the install scripts (a package whose
 #: setup.py pulls in more is scanned with the rest as ordinary modules).
@@ -122,3 +123,54 @@ def build_backends(present: Collection[str], read: Callable[[str], str | None]) 
             base = folder if inner in {"", "."} else folder + inner + "/"
             found.update(_files_of(module, base, present))
     return frozenset(found)
+
+
+def command_modules(present: Collection[str], read: Callable[[str], str | None]) -> frozenset[str]:
+    """The files of the tree that hold setuptools commands a configuration file names:
+    ``[tool.setuptools.cmdclass]`` in ``pyproject.toml`` and ``cmdclass`` under
+    ``[options]`` in ``setup.cfg`` (``build_py = _build_cmds.BuildPy``), at the root or
+    one folder down. setuptools imports them and runs the commands to build, with no
+    ``setup.py`` importing them: a pip install at their module level was a module's,
+    clean in both forms (attack8). Install scripts, not entries: their chains stay a
+    module's, as for a module setup.py imports."""
+    found: set[str] = set()
+    for relative in sorted(present):
+        folder, _, name = relative.rpartition("/")
+        if name not in {"pyproject.toml", "setup.cfg"} or relative.count("/") > 1:
+            continue
+        text = read(relative)
+        if text is None:
+            continue
+        targets = _toml_commands(text) if name == "pyproject.toml" else _cfg_commands(text)
+        base = folder + "/" if folder else ""
+        for target in targets[:MAX_INSTALLER_MODULES]:
+            module = target.strip().rpartition(".")[0]
+            if module:
+                found.update(_files_of(module, base, present))
+    return frozenset(found)
+
+
+def _toml_commands(text: str) -> list[str]:
+    """The classes ``[tool.setuptools.cmdclass]`` names (nothing if it is not TOML)."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []
+    tool = table.get("tool")
+    setuptools = tool.get("setuptools") if isinstance(tool, dict) else None
+    commands = setuptools.get("cmdclass") if isinstance(setuptools, dict) else None
+    if not isinstance(commands, dict):
+        return []
+    return [v for v in commands.values() if isinstance(v, str)]
+
+
+def _cfg_commands(text: str) -> list[str]:
+    """The classes ``cmdclass`` under ``[options]`` of a ``setup.cfg`` names (one
+    ``command = module.Class`` a line, as setuptools reads that option)."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+        value = parser.get("options", "cmdclass", fallback="")
+    except configparser.Error:
+        return []
+    return [line.partition("=")[2] for line in value.splitlines() if "=" in line]

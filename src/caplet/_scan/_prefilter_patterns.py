@@ -224,6 +224,11 @@ COMMAND_WORDS: Final = (
     # a download piped to a shell, written whole in one literal (an indicator that is
     # only a tag: danger in an install script, or as the text of a command that runs)
     *(i.pattern for i in INDICATORS if i.kind is IndicatorKind.DOWNLOAD_EXEC),
+    # -- attack8: a download piped to a shell whose downloader is computed ----------------
+    # chr(99) + 'url -s https://... | sh', '{}url ... | sh'.format('c'), f'{c}url ...': the
+    # rules read the built command at the process call, the text has no downloader's word;
+    # its tail (an address piped into a shell, or made executable) is written out
+    r"(?i)://[^\n|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|(?:&&|;)\s*chmod\s+\+?[0-7x]",
 )
 #: A fresh interpreter given a second stage: python -c SOURCE, or a file written and run.
 _PYTHON_RUN: Final = (

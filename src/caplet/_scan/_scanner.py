@@ -25,14 +25,23 @@ severity and marked ``covered``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import assert_never
 
 from caplet._capabilities._model import Capability
 from caplet._errors import ScanError
 from caplet._findings import Finding
-from caplet._scan._archive import ArchiveMember, ArchiveProblem, detect_format, iter_archive
+from caplet._scan._archive import (
+    NESTED_LIMITS,
+    ArchiveMember,
+    ArchiveProblem,
+    ArchiveProblemKind,
+    detect_format,
+    iter_archive,
+    iter_nested,
+)
+from caplet._scan._archive_format import nested_by_name
 from caplet._scan._collect import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_FILE_BYTES,
@@ -41,15 +50,17 @@ from caplet._scan._collect import (
     Entry,
     EntryKind,
     Limits,
+    decode_source,
     installers,
     local_modules,
     read_source,
+    script_name,
     walk,
     wanted,
 )
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import Grants
-from caplet._scan._installer_imports import build_backends, installer_modules
+from caplet._scan._installer_imports import build_backends, command_modules, installer_modules
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._selfcheck import self_check
 from caplet._scan._verdict import finish
@@ -146,13 +157,10 @@ def scan_tree(
             "pass a plugin directory, a Python file, an sdist or a wheel"
         )
     relatives = [e.relative for e in entries]
-    scripts = installers(relatives)
     paths = {e.relative: e.path for e in entries if e.kind is EntryKind.FILE}
-    # an in-tree PEP 517 build backend is imported by pip to build: an install script too
-    scripts |= build_backends(paths, lambda r: _text_of(paths[r], limits))
-    # what setup.py imports from beside it runs at install time too (issue 16)
-    scripts |= installer_modules(scripts, paths, lambda r: _text_of(paths[r], limits))
+    scripts, starts = install_scripts(paths, lambda r: _text_of(paths[r], limits))
     collector = Collector(capabilities, mode, limits, local_modules(relatives), scripts)
+    collector.install_entries = starts
     total = len(entries)
     for done, entry in enumerate(entries, start=1):
         kind = entry.kind
@@ -166,6 +174,8 @@ def scan_tree(
                 collector.add_path(entry.relative, entry.path)
             else:
                 collector.note_other(entry.relative, entry.path)
+                if mode is ScanMode.PACKAGE and nested_by_name(entry.relative):
+                    _nested_on_disk(collector, entry.relative, entry.path)
         else:
             assert_never(kind)
         if progress is not None:
@@ -182,35 +192,160 @@ def _scan_archive(
 ) -> ScanReport:
     """Scan an sdist or wheel member by member, in memory (nothing is extracted).
 
-    In package mode members stream through one at a time (the local-module
-    list only matters for the supply-chain rule, which package mode does not
-    report, and an install script is a ``setup.py`` at most one folder
-    down); a plugin shipped as an archive is listed first so its own modules
-    are known.
+    A plugin shipped as an archive is listed first so its own modules are known.
+    In package mode the members stream through one at a time, but for its sources
+    (and ``pyproject.toml``), which are held until the archive has been read: what
+    ``setup.py`` or an in-tree build backend imports is an install script only once
+    every member's name is known (:func:`_install_scripts`), as for the same tree on
+    disk. An sdist scanned so missed pip run from a module beside ``setup.py``
+    (CPL-THR-019) that the unpacked tree flagged (attack8). The sources held are
+    bounded by the archive's own limits (its total bytes, as a plugin's listing is).
     """
-    items: Iterable[ArchiveMember | ArchiveProblem] = iter_archive(root)
+    items: Iterable[ArchiveMember | ArchiveProblem] = _expanded(iter_archive(root))
     local: frozenset[str] = frozenset()
     scripts: frozenset[str] | None = None
+    entries: frozenset[str] = frozenset()
     total = 0
     if mode is ScanMode.PLUGIN:
         listed = list(items)
+        listed += _linked(root, listed)
         items, total = listed, len(listed)
         names = [i.relative for i in listed if isinstance(i, ArchiveMember)]
         local = local_modules(names)
-        scripts = installers(names)
+        scripts, entries = _install_scripts(
+            [i for i in listed if isinstance(i, ArchiveMember)], limits
+        )
     collector = Collector(capabilities, mode, limits, local, scripts)
+    collector.install_entries = entries
+    held: list[ArchiveMember] = []
+    links: list[ArchiveProblem] = []
+    done = 0
     for done, item in enumerate(items, start=1):
         if isinstance(item, ArchiveMember):
+            if mode is ScanMode.PACKAGE and _held(item.relative):
+                held.append(item)
+                continue
             collector.add_member(item)
         else:
             collector.archive_problem(item, item.relative or root.name)
+            if mode is ScanMode.PACKAGE and item.target:
+                links.append(item)
         if progress is not None:
             progress(done, max(total, done))
+    for member in _linked(root, links):
+        if _held(member.relative):
+            held.append(member)
+        else:
+            collector.add_member(member)
+    if held:
+        collector.install_scripts, collector.install_entries = _install_scripts(held, limits)
+        for member in held:
+            collector.add_member(member)
+        if progress is not None:
+            progress(done, done)
     return collector.report(root.as_posix())
+
+
+def _expanded(
+    items: Iterable[ArchiveMember | ArchiveProblem],
+) -> Iterator[ArchiveMember | ArchiveProblem]:
+    """``items``, each zip inside the archive followed by its own members
+    (:func:`~caplet._scan._archive.iter_nested`: a zip on ``sys.path`` is imported
+    from, attack8)."""
+    for item in items:
+        yield item
+        if isinstance(item, ArchiveProblem) and item.data:
+            yield from iter_nested(item)
+
+
+def _nested_on_disk(collector: Collector, relative: str, path: str) -> None:
+    """A zip of a directory tree read as an archive's nested zip is (package mode)."""
+    data = read_source(path, NESTED_LIMITS.max_total_bytes)
+    if not isinstance(data, bytes):
+        return
+    problem = ArchiveProblem(relative, ArchiveProblemKind.NESTED_ARCHIVE, "", data=data)
+    for item in iter_nested(problem):
+        if isinstance(item, ArchiveMember):
+            collector.add_member(item)
+        else:
+            collector.archive_problem(item, item.relative)
+
+
+#: Links followed to the member they name, at most (a link to a link to ...).
+_MAX_LINK_HOPS = 8
+
+
+def _linked(root: Path, items: Sequence[ArchiveMember | ArchiveProblem]) -> list[ArchiveMember]:
+    """The links among ``items`` (an archive's problems) that are read as code, each
+    as a member of its own name holding the bytes of the member it points to: pip
+    extracts a link inside the tree, so a ``setup.py`` (or a module, a command) linked
+    to ``README.txt`` runs README's bytes, which no rule read as Python (attack8).
+    The archive is read again only when there is such a link."""
+    targets = {i.relative: i.target for i in items if isinstance(i, ArchiveProblem) and i.target}
+    wanted_links = [r for r in targets if _held(r) or script_name(r)]
+    if not wanted_links:
+        return []
+    final: dict[str, str] = {}
+    for link in wanted_links:
+        target = targets[link]
+        for _ in range(_MAX_LINK_HOPS):
+            if target not in targets:
+                break
+            target = targets[target]
+        final[link] = target
+    needed = set(final.values())
+    data: dict[str, bytes] = {}
+    for item in iter_archive(root):
+        if isinstance(item, ArchiveMember) and item.relative in needed:
+            data[item.relative] = item.data  # the last copy, as for the member itself
+    return [ArchiveMember(link, data[t]) for link, t in final.items() if t in data]
+
+
+def _in_nested(relative: str) -> bool:
+    """Whether ``relative`` names a member of a zip inside the archive."""
+    return any(nested_by_name(part) for part in relative.split("/")[:-1])
+
+
+def _held(relative: str) -> bool:
+    """Whether package mode holds an archive's member until every name is known."""
+    return wanted(relative) or relative.rsplit("/", 1)[-1] in {"pyproject.toml", "setup.cfg"}
+
+
+def _install_scripts(
+    members: Sequence[ArchiveMember], limits: Limits
+) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`install_scripts` of an archive's ``members`` (its sources and
+    ``pyproject.toml``), as scan_tree finds them for the same tree on disk."""
+    # the last copy: the one pip unpacks; a zip's members are no install script
+    data = {m.relative: m.data for m in members if not _in_nested(m.relative)}
+
+    def text(relative: str) -> str | None:
+        raw = data[relative]
+        return decode_source(raw) if len(raw) <= limits.max_file_bytes else None
+
+    return install_scripts(data, text)
+
+
+def install_scripts(
+    present: Collection[str], read: Callable[[str], str | None]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The tree's install scripts (the files ``present``, ``read`` gives a file's text):
+    every file pip runs or imports to install it, and of them the ones it runs itself
+    (``setup.py``, an in-tree PEP 517 backend's modules), whose network, credential and
+    launch chains are the installer's (CPL-THR-011); a module they import runs only as
+    far as they call into it (lxml's buildlibxml.py)."""
+    entries = installers(present)
+    # an in-tree PEP 517 build backend is imported by pip to build: an install script
+    # too, and the one pip calls (its hooks), as it runs setup.py (attack8)
+    entries |= build_backends(present, read)
+    # setuptools commands named in pyproject.toml or setup.cfg are imported to build
+    scripts = entries | command_modules(present, read)
+    # what setup.py imports from beside it runs at install time too (issue 16)
+    return scripts | installer_modules(scripts, present, read), entries
 
 
 def _text_of(path: str, limits: Limits) -> str | None:
     """A file's text for following an install script's imports (``None``: unreadable
     or over the size limit; the file is still scanned, and its problem reported, later)."""
     data = read_source(path, limits.max_file_bytes)
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else None
+    return decode_source(data) if isinstance(data, bytes) else None
