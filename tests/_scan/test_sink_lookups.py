@@ -520,3 +520,52 @@ def test_a_lambda_argument_and_a_frames_builtins_are_computed_lookups(source: st
 def test_a_lambda_given_a_written_name_hides_nothing() -> None:
     source = "import json\nf = (lambda n: getattr(json, n))('dumps')\n"
     assert "CPL-THR-003" not in danger(source, "pkg/__init__.py")
+
+
+# -- blind8 (issue 16 point 1): the spellings a previous blind round left missed -------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a module name spelled by a loop the evaluator does not follow, then imported
+        'n = ""\nfor c in [111, 115]:\n    n += chr(c)\nm = __import__(n)\nm.system("id")\n',
+        # the name is the default of an environment read whenever the variable is unset
+        'import os\nfn = getattr(os, os.environ.get("RUNNER", "sys" + "tem"))\nfn("id")\n',
+        'import os\nfn = getattr(os, os.getenv("RUNNER") or "sys" + "tem")\nfn("id")\n',
+        # builtins' members made a table
+        'import inspect, builtins\nt = dict(inspect.getmembers(builtins))\nt["cexe"[::-1]]("1")\n',
+        # a namespace's lookup mapped over a list of built names
+        'import builtins\nns = vars(builtins)\nf, = map(ns.get, ["".join(["ev", "al"])])\n',
+        # candidates built from pieces, tried in turn
+        'import os\nfor c in ("sp" + "awn", "sys" + "tem"):\n'
+        "    if hasattr(os, c):\n        run = getattr(os, c)\n        break\n",
+        # a module found by a built name
+        'import importlib.util\nspec = importlib.util.find_spec("o" + "s")\n',
+    ],
+)
+def test_names_a_blind_round_found_unfollowed_are_computed_lookups(source: str) -> None:
+    assert "CPL-THR-003" in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # optional imports tried in turn by names written out
+        'for name in ("simplejson", "json"):\n    try:\n        mod = __import__(name)\n'
+        "        break\n    except ImportError:\n        pass\n",
+        # an attribute named by configuration, with a plain default
+        'import os\nfn = getattr(os, os.environ.get("FUNC", "getcwd"))\n',
+        # a module's members as a table, indexed by a parameter
+        "import inspect\ndef member(mod, name):\n    return dict(inspect.getmembers(mod))[name]\n",
+        # a settings lookup mapped over keys written out
+        'values = list(map(settings.get, ["host", "port"]))\n',
+        # dunder names built from pieces that hide nothing
+        'import os\nfor a in ("__" + "version" + "__", "__" + "all" + "__"):\n'
+        "    v = getattr(os, a, None)\n",
+        # a plugin found by a name built from pieces
+        'import importlib.util\nspec = importlib.util.find_spec("my" + "plugin")\n',
+    ],
+)
+def test_the_same_shapes_naming_nothing_hidden_are_not(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")

@@ -295,7 +295,7 @@ class Closedness(Resolver):
         for iterable in b.iterated.get(name, ()):
             # for i in [20, 21, 20]: n += s[i] picks characters by code or place; a loop
             # over names written out, or over a namespace, enumerates them (not hiding)
-            if not all(self._places(i) for i in _loop_sources(iterable)):
+            if not all(self._places(i) or self._built_items(i) for i in _loop_sources(iterable)):
                 return None
         values: list[ast.AST] = [
             *b.assigned.get(name, ()),
@@ -326,6 +326,13 @@ class Closedness(Resolver):
         if name == "__builtins__" or name in _PURE_BUILTINS:
             return []
         return None  # __name__, __file__, a parameter, input(), open()
+
+    def _built_items(self, iterable: ast.expr) -> bool:
+        """A literal list or tuple of names not all written out (``("sp" + "awn", "sys" +
+        "tem")``): its items are the loop variable's values, closed when each is (blind8)."""
+        return isinstance(iterable, ast.List | ast.Tuple | ast.Set) and not all(
+            self._plain(e, 1) for e in iterable.elts
+        )
 
     def _places(self, iterable: ast.expr) -> bool:
         """Whether a loop over ``iterable`` walks characters or places (a text, a list of
