@@ -569,3 +569,45 @@ def test_names_a_blind_round_found_unfollowed_are_computed_lookups(source: str) 
 )
 def test_the_same_shapes_naming_nothing_hidden_are_not(source: str) -> None:
     assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+def test_a_loader_handed_names_its_callers_build_is_not_a_computed_import() -> None:
+    # the shape of pyparsing's, sympy's and pycryptodomex's loaders (branch blindcn)
+    source = """
+    def load(name):
+        return __import__(name)
+
+    load("Crypto.Cipher" + "._raw_aes")
+    load("Crypto.Hash" + "._raw_md5")
+    """
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # rows of (name, version) unpacked by a loop: columns written out (matplotlib)
+        "import importlib\nfor modname, minver in [('cycler', '0.10'), ('numpy', '1.25')]:\n"
+        "    module = importlib.import_module(modname)\n",
+        # rows holding an attribute of the module beside its name (urllib3's conftest)
+        "import ssl\nfor name, v in (('PROTOCOL_TLSv1', ssl.TLSVersion.TLSv1), ('X', None)):\n"
+        "    value = getattr(ssl, name, 0)\n",
+    ],
+)
+def test_a_loop_over_rows_written_out_is_not_a_computed_name(source: str) -> None:
+    assert "CPL-THR-003" not in danger(source, "mod.py")
+
+
+def test_a_module_named_from_an_objects_option_is_not_a_computed_import() -> None:
+    # pycryptodomex's setup.py: a test command importing the module its option names
+    source = """
+    class TestCommand:
+        def initialize_options(self):
+            self.module = None
+
+        def run(self):
+            comps = self.module.split(".")
+            full = "Crypto" + ".SelfTest." + comps[0] + ".test_" + comps[1]
+            return __import__(full, globals(), locals(), "test_" + comps[1])
+    """
+    assert "CPL-THR-003" not in danger(source, "setup.py")

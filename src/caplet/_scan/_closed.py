@@ -102,6 +102,12 @@ def _transparent(decorator: ast.expr) -> bool:
 _LOOP_WRAPPERS = frozenset({"enumerate", "reversed", "sorted", "zip", "list", "tuple"})
 
 
+#: Literal containers: a loop over rows of them (``for name, version in [("numpy",
+#: "1.25"), ...]``) unpacks columns written out, it does not build names (blind8: urllib3's
+#: and matplotlib's loops over (name, version) rows).
+_CONTAINERS = (ast.Tuple, ast.List, ast.Set, ast.Dict)
+
+
 def _loop_sources(iterable: ast.expr) -> list[ast.expr]:
     """What a loop over ``iterable`` really walks: the arguments of ``enumerate``, ``zip``
     and the like (written as the builtins' names), else the iterable itself."""
@@ -330,8 +336,10 @@ class Closedness(Resolver):
     def _built_items(self, iterable: ast.expr) -> bool:
         """A literal list or tuple of names not all written out (``("sp" + "awn", "sys" +
         "tem")``): its items are the loop variable's values, closed when each is (blind8)."""
-        return isinstance(iterable, ast.List | ast.Tuple | ast.Set) and not all(
-            self._plain(e, 1) for e in iterable.elts
+        return (
+            isinstance(iterable, ast.List | ast.Tuple | ast.Set)
+            and not any(isinstance(e, _CONTAINERS) for e in iterable.elts)
+            and not all(self._plain(e, 1) for e in iterable.elts)
         )
 
     def _places(self, iterable: ast.expr) -> bool:

@@ -294,6 +294,35 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             if not isinstance(owner, ast.Starred) and not isinstance(name, ast.Starred):
                 self.computed_getattr(node, owner, name, None)
 
+    def _own_literals(self, node: ast.expr) -> bool:
+        """Whether ``node`` is computed from names this file binds itself, through no
+        parameter and no attribute of an object (``self.module``): what it spells is the
+        file's own choice, not a caller's (bounded: 64 nodes)."""
+        flow = self._flow
+        parameters = flow.parameter_names()
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        budget = 64
+        while stack:
+            budget -= 1
+            if budget < 0:
+                return False
+            item = stack.pop()
+            if isinstance(item, ast.Attribute):
+                return False
+            if isinstance(item, ast.Name):
+                if item.id in parameters:
+                    return False
+                if item.id not in seen:
+                    seen.add(item.id)
+                    stack.extend(flow.bindings.assigned.get(item.id, ())[:4])
+                    stack.extend(flow.bindings.iterated.get(item.id, ())[:4])
+                    for values in flow.contributed.get(item.id, {}).values():
+                        stack.extend(values[:4])
+                continue
+            stack.extend(ast.iter_child_nodes(item))
+        return True
+
     def _mapped_lookup(self, node: ast.Call) -> None:
         """``map(ns.get, [n])``: a namespace's lookup called on each item of a literal list,
         as ``ns.get(n)`` (blind8)."""
@@ -381,9 +410,12 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             arg = node.args[0]
             if not isinstance(arg, ast.Constant) and flow.name_value(arg) is None:
                 self._pending.append(lambda: self._sliced_lookup(node, arg))
-                if not flow.plain(arg) and flow.closed(arg):
+                if not flow.plain(arg) and self._own_literals(arg) and flow.closed(arg):
                     # n = ""; for c in [111, 115]: n += chr(c); __import__(n): a module
-                    # named by a computation the evaluator does not follow (blind8)
+                    # named by a computation the evaluator does not follow (blind8). Not
+                    # through a parameter or an object's attribute: a loader handed names
+                    # its callers or its options build from literals is every plugin
+                    # loader (pyparsing, sympy, pycryptodomex's setup.py; branch blindcn)
                     shown = next(iter(funcs)).removeprefix("builtins.")
                     self._scan.emit(
                         "CPL-THR-003",
@@ -485,6 +517,7 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                 item
                 for iterable in self._flow.bindings.iterated.get(name.id, ())[:2]
                 if isinstance(iterable, ast.List | ast.Tuple)
+                and not any(isinstance(e, ast.Tuple | ast.List | ast.Dict) for e in iterable.elts)
                 and not all(isinstance(e, ast.Constant) for e in iterable.elts)
                 for item in iterable.elts[:8]
                 if not isinstance(item, ast.Constant | ast.Starred)
