@@ -519,9 +519,12 @@ _SPEC_BY_NAME: Final = (
 )
 #: Builtins' namespace listed (``dict(inspect.getmembers(builtins))[n]``).
 _MEMBERS_OF_BUILTINS: Final = r"\bgetmembers\s*\(\s*(?:builtins|__builtins__)\b"
+#: The decoder side of "decoded data into a process or code sink" (found by what it is, not
+#: by its place: the same string is one slot of the set).
+_DECODED: Final = next(p[0] for p in _PAIRS if p[-1] is _SINK and "b64decode" in p[0])
 _BLIND8_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
-    # a decoder (the decoder side of "decoded data into a process or code sink") beside it
-    (_PAIRS[5][0], _ALIASED_LOADER),
+    # a decoder beside it
+    (_DECODED, _ALIASED_LOADER),
     # find_spec given a name, and a name built from pieces anywhere in the file
     (_SPEC_BY_NAME, r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + _STRONG_PIECES),
     # a lookup or an importer given a name filled code point by code point (n += chr(c))

@@ -92,6 +92,10 @@ _SENSITIVE_ROOTS = (
 ) - _NOT_HIDDEN_ROOTS
 
 
+#: Methods that put values into a container.
+_FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+
+
 def _worth_hiding(api: str) -> bool:
     """An API a computed lookup hides: one with a rule, or one the data flow watches
     (code runners, files run, decoders, the host's identity, name resolution, pip)."""
@@ -319,6 +323,17 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                     stack.extend(flow.bindings.iterated.get(item.id, ())[:4])
                     for values in flow.contributed.get(item.id, {}).values():
                         stack.extend(values[:4])
+                    # what a container is filled with: created.append(name) (pydantic's
+                    # tests import the modules a fixture's **kwargs name)
+                    stack.extend(
+                        arg
+                        for call in flow.calls()
+                        if isinstance(call.func, ast.Attribute)
+                        and call.func.attr in _FILLERS
+                        and isinstance(call.func.value, ast.Name)
+                        and call.func.value.id == item.id
+                        for arg in call.args[:2]
+                    )
                 continue
             stack.extend(ast.iter_child_nodes(item))
         return True
