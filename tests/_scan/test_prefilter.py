@@ -580,3 +580,36 @@ def test_a_download_piped_to_a_shell_with_a_computed_downloader_needs_the_ast(
     filtered, whole = tree_both_ways(tmp_path, monkeypatch)
     assert "CPL-THR-015" in {r for r, _, _ in whole}
     assert filtered == whole
+
+
+# -- blind8 (issue 16 point 1): a code-object loader under another name beside a decoder ----
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import marshal as m, zlib\nimport types\n"
+        "types.FunctionType(m.loads(zlib.decompress(B)), globals())()\n",
+        "from marshal import loads as L\nimport base64\nf = L(base64.b85decode(B))\n",
+        "import types as t\nimport zlib\nt.FunctionType(code_of(zlib.decompress(B)), {})()\n",
+    ],
+)
+def test_a_code_object_loader_under_another_name_beside_a_decoder_needs_the_ast(
+    prefilter: Prefilter, text: str
+) -> None:
+    assert prefilter.check(text) is not Need.NOTHING
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the loader without a decoder (a cache of code objects), a decoder without it
+        "import pickle as pk\nstate = pk.dumps(obj)\n",
+        "import types, copy\nf2 = types.FunctionType(f.__code__, f.__globals__)\n",
+        "import base64\nKEY = base64.b85decode(K)\n",
+    ],
+)
+def test_a_code_object_loader_or_a_decoder_alone_needs_nothing(
+    prefilter: Prefilter, text: str
+) -> None:
+    assert prefilter.check(text) is Need.NOTHING

@@ -520,3 +520,130 @@ def test_a_lambda_argument_and_a_frames_builtins_are_computed_lookups(source: st
 def test_a_lambda_given_a_written_name_hides_nothing() -> None:
     source = "import json\nf = (lambda n: getattr(json, n))('dumps')\n"
     assert "CPL-THR-003" not in danger(source, "pkg/__init__.py")
+
+
+# -- blind8 (issue 16 point 1): the spellings a previous blind round left missed -------------
+
+
+def anywhere(source: str) -> set[str]:
+    """Rule ids of package mode and of the whole-file pass (plugin mode): a near miss must
+    be clean in both, since the prefilter may hide what the rules would say."""
+    whole = scan_source(textwrap.dedent(source), "mod.py", mode=ScanMode.PLUGIN)
+    return danger(source, "mod.py") | {f.rule_id for f in whole}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a module name spelled by a loop the evaluator does not follow, then imported
+        'n = ""\nfor c in [111, 115]:\n    n += chr(c)\nm = __import__(n)\nm.system("id")\n',
+        # the name is the default of an environment read whenever the variable is unset
+        'import os\nfn = getattr(os, os.environ.get("RUNNER", "sys" + "tem"))\nfn("id")\n',
+        'import os\nfn = getattr(os, os.getenv("RUNNER") or "sys" + "tem")\nfn("id")\n',
+        # builtins' members made a table
+        'import inspect, builtins\nt = dict(inspect.getmembers(builtins))\nt["cexe"[::-1]]("1")\n',
+        # a namespace's lookup mapped over a list of built names
+        'import builtins\nns = vars(builtins)\nf, = map(ns.get, ["".join(["ev", "al"])])\n',
+        # candidates built from pieces, tried in turn
+        'import os\nfor c in ("sp" + "awn", "sys" + "tem"):\n'
+        "    if hasattr(os, c):\n        run = getattr(os, c)\n        break\n",
+        # a module found by a built name
+        'import importlib.util\nspec = importlib.util.find_spec("o" + "s")\n',
+    ],
+)
+def test_names_a_blind_round_found_unfollowed_are_computed_lookups(source: str) -> None:
+    assert "CPL-THR-003" in danger(source, "mod.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # optional imports tried in turn by names written out
+        'for name in ("simplejson", "json"):\n    try:\n        mod = __import__(name)\n'
+        "        break\n    except ImportError:\n        pass\n",
+        # an attribute named by configuration, with a plain default
+        'import os\nfn = getattr(os, os.environ.get("FUNC", "getcwd"))\n',
+        # a module's members as a table, indexed by a parameter
+        "import inspect\ndef member(mod, name):\n    return dict(inspect.getmembers(mod))[name]\n",
+        # a settings lookup mapped over keys written out
+        'values = list(map(settings.get, ["host", "port"]))\n',
+        # dunder names built from pieces that hide nothing
+        'import os\nfor a in ("__" + "version" + "__", "__" + "all" + "__"):\n'
+        "    v = getattr(os, a, None)\n",
+        # a plugin found by a name built from pieces
+        'import importlib.util\nspec = importlib.util.find_spec("my" + "plugin")\n',
+    ],
+)
+def test_the_same_shapes_naming_nothing_hidden_are_not(source: str) -> None:
+    assert "CPL-THR-003" not in anywhere(source)
+
+
+def test_a_loader_handed_names_its_callers_build_is_not_a_computed_import() -> None:
+    # the shape of pyparsing's, sympy's and pycryptodomex's loaders (branch blindcn)
+    source = """
+    def load(name):
+        return __import__(name)
+
+    load("Crypto.Cipher" + "._raw_aes")
+    load("Crypto.Hash" + "._raw_md5")
+    """
+    assert "CPL-THR-003" not in anywhere(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # rows of (name, version) unpacked by a loop: columns written out (matplotlib)
+        "import importlib\nfor modname, minver in [('cycler', '0.10'), ('numpy', '1.25')]:\n"
+        "    module = importlib.import_module(modname)\n",
+        # rows holding an attribute of the module beside its name (urllib3's conftest)
+        "import ssl\nfor name, v in (('PROTOCOL_TLSv1', ssl.TLSVersion.TLSv1), ('X', None)):\n"
+        "    value = getattr(ssl, name, 0)\n",
+    ],
+)
+def test_a_loop_over_rows_written_out_is_not_a_computed_name(source: str) -> None:
+    assert "CPL-THR-003" not in anywhere(source)
+
+
+def test_a_module_named_from_an_objects_option_is_not_a_computed_import() -> None:
+    # pycryptodomex's setup.py: a test command importing the module its option names
+    source = """
+    class TestCommand:
+        def initialize_options(self):
+            self.module = None
+
+        def run(self):
+            comps = self.module.split(".")
+            full = "Crypto" + ".SelfTest." + comps[0] + ".test_" + comps[1]
+            return __import__(full, globals(), locals(), "test_" + comps[1])
+    """
+    assert "CPL-THR-003" not in danger(source, "setup.py")
+
+
+def test_a_module_named_by_what_a_fixture_is_handed_is_not_a_computed_import() -> None:
+    # pydantic's tests/test_lazy_imports.py: modules written and imported by their names
+    source = """
+    import importlib, sys, textwrap
+
+    def import_lazy_modules(tmp_path, monkeypatch):
+        created: list[str] = []
+
+        def run(**sources: str):
+            for name, source in sources.items():
+                (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+                created.append(name)
+            importlib.invalidate_caches()
+            return importlib.import_module(created[0])
+
+        yield run
+
+        for name in created:
+            sys.modules.pop(name, None)
+
+    def test_circular(import_lazy_modules):
+        mod_a = import_lazy_modules(lazy_cycle_a="x = 1", lazy_cycle_b="y = 2")
+    """
+    # plugin mode visits the whole file (the prefilter of package mode hid it; the
+    # whole-file pass of benchmarks/prefilter_differential.py found it)
+    findings = scan_source(textwrap.dedent(source), "test_lazy.py", mode=ScanMode.PLUGIN)
+    assert "CPL-THR-003" not in {f.rule_id for f in findings}

@@ -102,6 +102,12 @@ def _transparent(decorator: ast.expr) -> bool:
 _LOOP_WRAPPERS = frozenset({"enumerate", "reversed", "sorted", "zip", "list", "tuple"})
 
 
+#: Literal containers: a loop over rows of them (``for name, version in [("numpy",
+#: "1.25"), ...]``) unpacks columns written out, it does not build names (blind8: urllib3's
+#: and matplotlib's loops over (name, version) rows).
+_CONTAINERS = (ast.Tuple, ast.List, ast.Set, ast.Dict)
+
+
 def _loop_sources(iterable: ast.expr) -> list[ast.expr]:
     """What a loop over ``iterable`` really walks: the arguments of ``enumerate``, ``zip``
     and the like (written as the builtins' names), else the iterable itself."""
@@ -295,7 +301,7 @@ class Closedness(Resolver):
         for iterable in b.iterated.get(name, ()):
             # for i in [20, 21, 20]: n += s[i] picks characters by code or place; a loop
             # over names written out, or over a namespace, enumerates them (not hiding)
-            if not all(self._places(i) for i in _loop_sources(iterable)):
+            if not all(self._places(i) or self._built_items(i) for i in _loop_sources(iterable)):
                 return None
         values: list[ast.AST] = [
             *b.assigned.get(name, ()),
@@ -326,6 +332,15 @@ class Closedness(Resolver):
         if name == "__builtins__" or name in _PURE_BUILTINS:
             return []
         return None  # __name__, __file__, a parameter, input(), open()
+
+    def _built_items(self, iterable: ast.expr) -> bool:
+        """A literal list or tuple of names not all written out (``("sp" + "awn", "sys" +
+        "tem")``): its items are the loop variable's values, closed when each is (blind8)."""
+        return (
+            isinstance(iterable, ast.List | ast.Tuple | ast.Set)
+            and not any(isinstance(e, _CONTAINERS) for e in iterable.elts)
+            and not all(self._plain(e, 1) for e in iterable.elts)
+        )
 
     def _places(self, iterable: ast.expr) -> bool:
         """Whether a loop over ``iterable`` walks characters or places (a text, a list of

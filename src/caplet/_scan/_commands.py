@@ -113,6 +113,16 @@ class Commands:
         ][:64]
         return " ".join(texts).split()
 
+    def bound_texts(self, name: ast.Name, scope: int) -> list[str]:
+        """The texts of the values ``name`` is bound to in ``scope`` (several: one per
+        branch), with ``?`` for what is not known: a command chosen by a test (blind8)."""
+        texts: list[str] = []
+        for value in self._flow.bindings.scoped.get(name.id, {}).get(scope, [])[:4]:
+            words = self.words(value) or self.literal_pieces(value)
+            if words:
+                texts.append(" ".join(words))
+        return texts
+
     def keys(self, node: ast.AST) -> frozenset[str]:
         """How a path is known: a name (``p``, ``f.name``, ``str(p)``), or its whole expression.
 

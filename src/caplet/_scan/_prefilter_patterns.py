@@ -509,9 +509,40 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
 #: ping, nslookup, curl) is an egress too, for every conjunction above whose egress is
 #: :data:`_NETWORK`: the same sides, the program and whatever runs it (appended, so the
 #: indices above stay).
+# -- blind8 (issue 16 point 1, a blind recall round) ---------------------------------------
+#: A loader of code objects reached under another name, or a function made from a code
+#: object: ``import marshal as m`` then ``m.loads(...)``, ``from marshal import loads``,
+#: ``types.FunctionType(code, globals())()`` (its module imported as ``t``): the sink's
+#: call site spells none of :data:`_SINK`'s APIs, so a decoded blob reached it unparsed.
+_ALIASED_LOADER: Final = (
+    r"\bimport\s+(?:marshal|pickle|dill|cloudpickle)\s+as\b|"
+    r"\bfrom\s+(?:marshal|pickle|dill|cloudpickle)\s+import\b|\bFunctionType\s*\("
+)
+#: Appended after every other conjunction, so the indices above stay.
+#: A module found by a name not written out (``importlib.util.find_spec(name)``).
+_SPEC_BY_NAME: Final = (
+    r"\bfind_spec\s*\(\s*(?:[^'\"\s)]|[rbuRBU]?(?:'[^'\n]*'|\"[^\"\n]*\")\s*[+\[.%])"
+)
+#: Builtins' namespace listed (``dict(inspect.getmembers(builtins))[n]``).
+_MEMBERS_OF_BUILTINS: Final = r"\bgetmembers\s*\(\s*(?:builtins|__builtins__)\b"
+#: The decoder side of "decoded data into a process or code sink" (found by what it is, not
+#: by its place: the same string is one slot of the set).
+_DECODED: Final = next(p[0] for p in _PAIRS if p[-1] is _SINK and "b64decode" in p[0])
+_BLIND8_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+    # a decoder beside it
+    (_DECODED, _ALIASED_LOADER),
+    # find_spec given a name, and a name built from pieces anywhere in the file
+    (_SPEC_BY_NAME, r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + _STRONG_PIECES),
+    # a lookup or an importer given a name filled code point by code point (n += chr(c))
+    (_LOOKUP_BY_VARIABLE, r"\+=\s*chr\s*\("),
+    # builtins' members made a table: what is looked up in it is found by the data flow
+    (_MEMBERS_OF_BUILTINS, _MEMBERS_OF_BUILTINS),
+)
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
+    *_BLIND8_PAIRS,
 )
 
 

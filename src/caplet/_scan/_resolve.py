@@ -416,6 +416,15 @@ class Resolver:
         found: tuple[str, ...] = ()
         if "builtins.dict" in funcs and len(args) == 1 and not node.keywords:
             found = self._namespaces(args[0], depth)
+            inner = args[0]
+            if (
+                not found
+                and isinstance(inner, ast.Call)
+                and len(inner.args) == 1
+                and "inspect.getmembers" in self.resolve(inner.func, depth + 1)
+            ):
+                # dict(inspect.getmembers(X)) is X's namespace, as vars(X) (blind8)
+                found = tuple(f"{b}.__dict__" for b in self.resolve(inner.args[0], depth + 1))
         elif isinstance(func, ast.Attribute):
             method = func.attr
             if method == "copy" and not args:

@@ -92,6 +92,10 @@ _SENSITIVE_ROOTS = (
 ) - _NOT_HIDDEN_ROOTS
 
 
+#: Methods that put values into a container.
+_FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+
+
 def _worth_hiding(api: str) -> bool:
     """An API a computed lookup hides: one with a rule, or one the data flow watches
     (code runners, files run, decoders, the host's identity, name resolution, pip)."""
@@ -299,6 +303,63 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             if not isinstance(owner, ast.Starred) and not isinstance(name, ast.Starred):
                 self.computed_getattr(node, owner, name, None)
 
+    def _own_literals(self, node: ast.expr) -> bool:
+        """Whether ``node`` is computed from names this file binds itself, through no
+        parameter and no attribute of an object (``self.module``): what it spells is the
+        file's own choice, not a caller's (bounded: 64 nodes)."""
+        flow = self._flow
+        parameters = flow.parameter_names()
+        stack: list[ast.AST] = [node]
+        seen: set[str] = set()
+        budget = 64
+        while stack:
+            budget -= 1
+            if budget < 0:
+                return False
+            item = stack.pop()
+            if isinstance(item, ast.Attribute):
+                return False
+            if isinstance(item, ast.Name):
+                if item.id in parameters:
+                    return False
+                if item.id not in seen:
+                    seen.add(item.id)
+                    stack.extend(flow.bindings.assigned.get(item.id, ())[:4])
+                    stack.extend(flow.bindings.iterated.get(item.id, ())[:4])
+                    for values in flow.contributed.get(item.id, {}).values():
+                        stack.extend(values[:4])
+                    # what a container is filled with: created.append(name) (pydantic's
+                    # tests import the modules a fixture's **kwargs name)
+                    stack.extend(
+                        arg
+                        for call in flow.calls()
+                        if isinstance(call.func, ast.Attribute)
+                        and call.func.attr in _FILLERS
+                        and isinstance(call.func.value, ast.Name)
+                        and call.func.value.id == item.id
+                        for arg in call.args[:2]
+                    )
+                continue
+            stack.extend(ast.iter_child_nodes(item))
+        return True
+
+    def _mapped_lookup(self, node: ast.Call) -> None:
+        """``map(ns.get, [n])``: a namespace's lookup called on each item of a literal list,
+        as ``ns.get(n)`` (blind8)."""
+        func, items = node.args
+        if not (
+            isinstance(func, ast.Attribute)
+            and func.attr in {"get", "__getitem__", "__getattribute__"}
+            and isinstance(items, ast.List | ast.Tuple)
+        ):
+            return
+        for item in items.elts[:4]:
+            if isinstance(item, ast.Starred):
+                continue
+            call = ast.copy_location(ast.Call(func, [item], []), node)
+            self._synthetic.append(call)  # alive while the file is checked: ids are memo keys
+            self.computed_lookup(call, item)
+
     def _lambda_argument(self, name: ast.expr) -> str | None:
         """``(lambda n: getattr(os, n))("sys" + "tem")``: the parameter of a lambda called
         in place, given one computed value by that call (its own scope: a parameter of the
@@ -343,6 +404,13 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
         self.walked_lookup(node, _worth_hiding, _hides_name)
         if "builtins.map" in funcs and len(node.args) == 3:
             self._mapped_getattr(node)
+        if "builtins.map" in funcs and len(node.args) == 2:
+            self._mapped_lookup(node)
+        if "importlib.util.find_spec" in funcs and node.args:
+            # find_spec("o" + "s"): a module found by a name built from pieces (blind8)
+            spec_name = self._flow.name_value(node.args[0])
+            if spec_name is not None:
+                self.computed_import(node, "importlib.util.find_spec", spec_name)
         if "operator.getitem" in funcs and len(node.args) == 2:
             # operator.getitem(vars(builtins), n) is vars(builtins)[n] (blindcn)
             key = ast.copy_location(ast.Subscript(node.args[0], node.args[1], ast.Load()), node)
@@ -362,6 +430,19 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             arg = node.args[0]
             if not isinstance(arg, ast.Constant) and flow.name_value(arg) is None:
                 self._pending.append(lambda: self._sliced_lookup(node, arg))
+                if not flow.plain(arg) and self._own_literals(arg) and flow.closed(arg):
+                    # n = ""; for c in [111, 115]: n += chr(c); __import__(n): a module
+                    # named by a computation the evaluator does not follow (blind8). Not
+                    # through a parameter or an object's attribute: a loader handed names
+                    # its callers or its options build from literals is every plugin
+                    # loader (pyparsing, sympy, pycryptodomex's setup.py; branch blindcn)
+                    shown = next(iter(funcs)).removeprefix("builtins.")
+                    self._scan.emit(
+                        "CPL-THR-003",
+                        f"{shown}(<name computed from literals>)",
+                        node.lineno,
+                        node.col_offset,
+                    )
             return
         names: list[ast.expr] = []
         if isinstance(func, ast.Call) and func.args:
@@ -446,6 +527,33 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
         """``getattr(owner, name)`` where the name is computed to hide what is called."""
         self._computed_name(node, name, owner, attr)
 
+    def _alternatives(self, name: ast.expr) -> list[ast.expr]:
+        """The values a name takes besides what it reads: the default of
+        ``os.getenv``/``environ.get``/``dict.get`` (``get(k, default)``), the last operand
+        of ``x or default``, the items of a literal list a loop takes it from when they are
+        not all written out (``("sp" + "awn", "sys" + "tem")``)."""
+        if isinstance(name, ast.Name):
+            return [
+                item
+                for iterable in self._flow.bindings.iterated.get(name.id, ())[:2]
+                if isinstance(iterable, ast.List | ast.Tuple)
+                and not any(isinstance(e, ast.Tuple | ast.List | ast.Dict) for e in iterable.elts)
+                and not all(isinstance(e, ast.Constant) for e in iterable.elts)
+                for item in iterable.elts[:8]
+                if not isinstance(item, ast.Constant | ast.Starred)
+            ]
+        if isinstance(name, ast.BoolOp) and isinstance(name.op, ast.Or):
+            return [name.values[-1]]
+        if (
+            isinstance(name, ast.Call)
+            and isinstance(name.func, ast.Attribute | ast.Name)
+            and (name.func.attr if isinstance(name.func, ast.Attribute) else name.func.id)
+            in {"get", "getenv"}
+            and len(name.args) == 2
+        ):
+            return [name.args[1]]
+        return []
+
     def _decoded(self, node: ast.AST) -> bool:
         return any(s is Source.DECODED for s, _ in self._flow.labels(node))
 
@@ -461,6 +569,12 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             attr = flow.name_value(name)
         if attr is None:
             attr = self._lambda_argument(name)
+        if attr is None and owner is not None:
+            for alternative in self._alternatives(name):
+                # getattr(os, os.environ.get("MODE", "sys" + "tem")): the default is the
+                # name whenever the variable is unset; for n in ("sp" + "awn", "sys" +
+                # "tem"): getattr(os, n): each item is the name in turn (blind8)
+                self._computed_name(node, alternative, owner)
         if owner is None:  # operator.attrgetter(name)
             if attr is not None and (
                 f"os.{attr}" in API_RULES

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Final
 
@@ -52,6 +52,30 @@ _MAX_NESTED_TEXT = 1 << 20
 _MAX_NESTED_DEPTH = 3
 
 
+#: Calls that unpack an archive file into a folder (archive first, folder second).
+_UNPACKERS = frozenset({"shutil.unpack_archive"})
+#: Calls that open an archive whose ``extractall``/``extract`` writes files.
+_ARCHIVE_OPENERS = frozenset(
+    {
+        "zipfile.ZipFile",
+        "zipfile.PyZipFile",
+        "tarfile.open",
+        "tarfile.TarFile",
+        "tarfile.TarFile.open",
+        "py7zr.SevenZipFile",
+        "rarfile.RarFile",
+    }
+)
+#: Calls that join a path under a folder.
+_PATH_JOINS = frozenset(
+    {"os.path.join", "posixpath.join", "ntpath.join", "pathlib.Path", "pathlib.PurePath"}
+)
+
+
+def _keyword(node: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in node.keywords if k.arg == name), None)
+
+
 def _capable(rule_id: str, text: str) -> bool:
     """A finding that makes Python source kept in a string a second stage when it runs."""
     r = rule(rule_id)
@@ -74,6 +98,8 @@ class Write:
     scope: int
     #: A copy of another file (``shutil.copy``), not data written.
     copied: bool
+    #: A folder an archive is unpacked into: every path joined under it is written.
+    folder: bool = False
 
 
 class StageSinks:
@@ -110,10 +136,15 @@ class StageSinks:
         for run_keys, node, api in self._runs:
             keys = self._through_parameters(run_keys, node)
             for write in self._writes:
-                shared = keys & self._through_parameters(write.keys, write.node)
+                written_keys = self._through_parameters(write.keys, write.node)
+                shared = keys & written_keys
+                if not shared and write.folder:
+                    shared = self._run_under(node, keys, written_keys)
                 if not shared:
                     continue
                 labels = set(write.labels)
+                if write.folder:
+                    labels |= self._archive_labels(write)
                 for data in write.data:
                     labels |= self._flow.labels(data)
                     value = self._flow.evaluate(data)
@@ -134,6 +165,155 @@ class StageSinks:
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
                 if write.copied and any(s is Source.PACKAGED for s, _ in labels):
                     self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
+
+    # -- blind8 (issue 16 point 1: writes and stored code a blind round found missed) --------
+
+    def descriptor_written(self, node: ast.Call, descriptor: ast.expr, data: ast.expr) -> None:
+        """``os.write(fd, data)``: the file ``fd`` was opened on is written. The path is the
+        name ``mkstemp`` unpacked beside ``fd`` (``fd, path = mkstemp()``), or the path
+        ``os.open`` was given: the descriptor is only the file's other name."""
+        if not isinstance(descriptor, ast.Name):
+            return
+        flow = self._flow
+        bindings = flow.bindings
+        for value in bindings.assigned.get(descriptor.id, ())[:4]:
+            if isinstance(value, ast.Call) and value.args and "os.open" in flow.resolve(value.func):
+                self._write(node, value.args[0], (data,), set())
+        for value, place, count in bindings.unpacked.get(descriptor.id, ())[:4]:
+            if not (
+                isinstance(value, ast.Call)
+                and count == 2
+                and place == 0
+                and "tempfile.mkstemp" in flow.resolve(value.func)
+            ):
+                continue
+            for name, entries in bindings.unpacked.items():
+                if any(v is value and where == 1 for v, where, _ in entries):
+                    path = ast.copy_location(ast.Name(name, ast.Load()), descriptor)
+                    self._write(node, path, (data,), set())
+
+    def extracted(self, node: ast.Call, funcs: tuple[str, ...], method: str) -> None:
+        """An archive unpacked into a folder (``ZipFile(x).extractall(d)``,
+        ``shutil.unpack_archive(f, d)``): every file under ``d`` is written from what the
+        archive held, so a program joined under ``d`` and started is a file written then run."""
+        flow = self._flow
+        folder: ast.expr | None = None
+        archive: ast.expr | None = None
+        if not _UNPACKERS.isdisjoint(funcs):
+            archive = node.args[0] if node.args else None
+            folder = node.args[1] if len(node.args) >= 2 else _keyword(node, "extract_dir")
+        elif method in {"extractall", "extract"} and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            made: list[ast.expr] = [receiver]
+            if isinstance(receiver, ast.Name):
+                made = list(flow.bindings.assigned.get(receiver.id, ())[:4])
+            if not any(
+                isinstance(m, ast.Call) and not _ARCHIVE_OPENERS.isdisjoint(flow.resolve(m.func))
+                for m in made
+            ):
+                return
+            archive = receiver
+            place = 0 if method == "extractall" else 1
+            folder = node.args[place] if len(node.args) > place else _keyword(node, "path")
+        if folder is None or archive is None:
+            return
+        self._write(node, folder, (archive,), set())
+        self._writes[-1] = replace(self._writes[-1], folder=True)
+
+    def _archive_labels(self, folder: Write) -> set[tuple[Source, str]]:
+        """What the archive unpacked into ``folder`` was written from, when it is a file
+        this code wrote (``urlretrieve(URL, a)`` then ``unpack_archive(a, d)``)."""
+        archive = frozenset().union(*(self._commands.keys(d) for d in folder.data))
+        labels: set[tuple[Source, str]] = set()
+        for other in self._writes:
+            if other is not folder and not other.folder and other.keys & archive:
+                labels |= other.labels
+                for data in other.data:
+                    labels |= self._flow.labels(data)
+        return labels
+
+    def _run_under(
+        self, node: ast.Call, keys: frozenset[str], folder: frozenset[str]
+    ) -> frozenset[str]:
+        """The folder's names that the program ``node`` starts is joined under: in the call
+        itself (``run([join(d, "x.exe")])``) or bound to a name it runs."""
+        flow = self._flow
+        joins: list[ast.AST] = [node]
+        for key in sorted(keys)[:8]:
+            joins.extend(flow.bindings.assigned.get(key, ())[:4])
+        for root in joins:
+            for n in ast.walk(root):
+                head: ast.AST | None = None
+                if isinstance(n, ast.Call) and n.args and _PATH_JOINS & set(flow.resolve(n.func)):
+                    head = n.args[0]
+                elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div | ast.Add):
+                    head = n.left
+                if head is not None and (under := self._commands.keys(head) & folder):
+                    return under
+        return frozenset()
+
+    def stored_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
+        """``exec(self.code)``: what the methods of the enclosing class store into that
+        attribute, and, for a parameter stored (``self.code = code`` in ``__init__``), what
+        the class's calls in this file pass for it (``Loader(BLOB)``): run as if passed."""
+        if not (
+            isinstance(arg, ast.Attribute)
+            and isinstance(arg.value, ast.Name)
+            and arg.value.id in {"self", "cls"}
+        ):
+            return
+        flow = self._flow
+        owner = next(
+            (
+                c
+                for c in flow.of_kind(ast.ClassDef)
+                if isinstance(c, ast.ClassDef)
+                and c.lineno <= node.lineno <= (c.end_lineno or c.lineno)
+            ),
+            None,
+        )
+        if owner is None:
+            return
+        values: list[ast.expr] = []
+        for method in owner.body:
+            if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)][1:]
+            for n in ast.walk(method):
+                if not (
+                    isinstance(n, ast.Assign)
+                    and any(
+                        isinstance(t, ast.Attribute)
+                        and t.attr == arg.attr
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == arg.value.id
+                        for t in n.targets
+                    )
+                ):
+                    continue
+                value = n.value
+                if method.name == "__init__" and isinstance(value, ast.Name) and value.id in params:
+                    values.extend(self._constructed_with(owner.name, params.index(value.id)))
+                else:
+                    values.append(value)
+        for value in values[:4]:
+            self._by_source(node, f"{executor}(self.{arg.attr})", self._flow.labels(value))
+            text = flow.evaluate(value)
+            if isinstance(text, bytes):
+                text = text.decode("utf-8", "replace")
+            if isinstance(text, str):
+                self._code_string(node, f"{executor}(self.{arg.attr})", text)
+
+    def _constructed_with(self, name: str, place: int) -> list[ast.expr]:
+        """The arguments at ``place`` of this file's calls of its class ``name``."""
+        return [
+            c.args[place]
+            for c in self._flow.calls()
+            if isinstance(c.func, ast.Name)
+            and c.func.id == name
+            and len(c.args) > place
+            and not isinstance(c.args[place], ast.Starred)
+        ][:4]
 
     def _through_parameters(self, keys: frozenset[str], node: ast.AST) -> frozenset[str]:
         """``keys`` and, for each that is a parameter of the function ``node`` is in, the

@@ -123,6 +123,9 @@ _SINK_NAMES = (
         "importlib.util.spec_from_file_location",
         "operator.attrgetter",
         "operator.methodcaller",
+        # blind8: a file written through its descriptor, an archive unpacked into a folder
+        "os.write",
+        "shutil.unpack_archive",
     }
 )
 
@@ -186,6 +189,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             # the one check of _named_sinks that needs no name: the only one left to make
             # for the calls of nothing it looks for, most calls (issue 16's speed)
             self._write(node, func.value, (node.args[0],), set())
+        if method in {"extractall", "extract"}:
+            self.extracted(node, funcs, method)  # blind8: an archive unpacked, files written
         if method in DNS_METHODS and node.args and DNS_FUNCTIONS.isdisjoint(funcs):
             # loop.getaddrinfo(name, port): asyncio's resolver, its receiver no network object
             self._pending.append(lambda: self._dns(node, node.args[0]))
@@ -257,6 +262,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             and node.args
         ):
             self._write(node, func.value, (node.args[0],), set())
+        if "os.write" in funcs and len(node.args) >= 2:
+            self.descriptor_written(node, node.args[0], node.args[1])
+        if "shutil.unpack_archive" in funcs:
+            self.extracted(node, funcs, method)
         if "pkgutil.resolve_name" in funcs and node.args:
             # pkgutil.resolve_name("os:system"): an API named in a string, not in the code
             name = flow.name_value(node.args[0])
@@ -484,6 +493,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             value = value.decode("utf-8", "replace")
         if isinstance(value, str):
             self._code_string(node, f"{executor}(...)", value)
+        elif value is None:
+            self.stored_code(node, executor, arg)
 
     def _command(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """What a process call's command carries, and what its text says."""
@@ -501,6 +512,11 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         text = " ".join(words)
         if text:
             self._command_text(node, text)
+        elif isinstance(command, ast.Name):
+            # blind8: cmd = "curl ... -o %s && chmod +x %s" % (p, p) in each branch of an if:
+            # the text of every value the command's name is bound to in the call's scope
+            for bound in self._commands.bound_texts(command, flow.scope(node)):
+                self._command_text(node, bound)
         script = encoded_command(words)
         if script:
             self._command_text(node, script)

