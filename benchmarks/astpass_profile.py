@@ -81,7 +81,7 @@ def instrumented(clock: Clock, record: list[Any] | None = None) -> Iterator[None
     """The pass's phases timed, by wrapping the names ``_filepass`` calls them by."""
     saved = {
         name: getattr(_filepass, name)
-        for name in ("_parse", "survey", "focus", "node_ids", "RuleVisitor", "_scan_text")
+        for name in ("_parse", "survey", "focus", "focus_bindings", "RuleVisitor", "_scan_text")
     }
     visitor_class = saved["RuleVisitor"]
 
@@ -115,7 +115,7 @@ def instrumented(clock: Clock, record: list[Any] | None = None) -> Iterator[None
     _filepass._parse = _timed(clock, "parse", saved["_parse"])
     _filepass.survey = _timed(clock, "survey", saved["survey"])  # type: ignore[attr-defined]
     _filepass.focus = _timed(clock, "survey", saved["focus"])  # type: ignore[attr-defined]
-    _filepass.node_ids = _timed(clock, "survey", saved["node_ids"])  # type: ignore[attr-defined]
+    _filepass.focus_bindings = _timed(clock, "survey", saved["focus_bindings"])  # type: ignore[attr-defined]
     _filepass.RuleVisitor = TimedVisitor  # type: ignore[attr-defined]
     _filepass._scan_text = counted
     try:

@@ -92,7 +92,7 @@ def _install() -> None:
     for name in ("with_logical_lines", "_no_text_findings"):
         _wrap(_filepass, name, "prefilter")
     _wrap(_filepass, "_parse", "parse")
-    for name in ("survey", "focus", "node_ids"):
+    for name in ("survey", "focus", "focus_bindings"):
         _wrap(_filepass, name, "survey")
     _wrap(_collect.Collector, "report", "report")
     scan_text = getattr(_collect, "scan_text")  # noqa: B009

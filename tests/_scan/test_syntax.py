@@ -6,21 +6,55 @@ import ast
 import sysconfig
 from pathlib import Path
 
-from caplet._scan._syntax import TooComplex, node_ids, survey
+from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
 
 SOURCE = Path(sysconfig.get_paths()["stdlib"]) / "tarfile.py"
 #: What ast.walk yields that the survey never lists (and no rule visits).
 _TOKENS = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
 
 
-def test_node_ids_are_ast_walks_nodes_the_survey_lists() -> None:
+def test_the_marked_statements_are_ast_walks_nodes_the_survey_lists() -> None:
     tree = ast.parse(SOURCE.read_text(encoding="utf-8"))
-    roots = [s for s in tree.body if isinstance(s, ast.ClassDef | ast.FunctionDef)][:5]
-    assert roots
+    classes = [s for s in tree.body if isinstance(s, ast.ClassDef)]
+    # top-level statements, and class members, decorators and bases a level below
+    roots = [
+        *[s for s in tree.body if isinstance(s, ast.ClassDef | ast.FunctionDef)][:5],
+        *classes[-1].body[:3],
+        *classes[-1].bases,
+    ]
+    assert len(roots) > 6
     walked = {id(n) for r in roots for n in ast.walk(r) if not isinstance(n, _TOKENS)}
-    assert node_ids(roots) == walked
-    surveyed = survey(tree, 100, 1_000_000)
+    surveyed = survey(tree, 100, 1_000_000, marked=roots)
     assert not isinstance(surveyed, TooComplex)
-    listed = {id(n) for n in surveyed.nodes}
-    assert node_ids(roots) <= listed
-    assert node_ids([]) == frozenset()
+    assert surveyed.visited == walked
+    assert walked <= {id(n) for n in surveyed.nodes}
+    # the same nodes, bindings and scopes as a survey that marks nothing
+    plain = survey(tree, 100, 1_000_000)
+    assert not isinstance(plain, TooComplex)
+    assert plain.visited is None
+    assert plain.nodes == surveyed.nodes
+    assert plain.scopes == surveyed.scopes
+    assert plain.bindings == surveyed.bindings
+    nothing = survey(tree, 100, 1_000_000, marked=[])
+    assert not isinstance(nothing, TooComplex)
+    assert nothing.visited == set()
+
+
+def test_a_survey_too_complex_marks_nothing() -> None:
+    tree = ast.parse("x = " + "-" * 300 + "1\n")
+    assert isinstance(survey(tree, 100, 1_000_000, marked=list(tree.body)), TooComplex)
+
+
+def test_focus_bindings_are_the_module_level_and_class_bindings() -> None:
+    tree = ast.parse(
+        "import os\nclass Config:\n    name = 'x'\n    def run(self):\n        y = 1\n"
+        "def f():\n    z = 2\nfor k in os.environ:\n    pass\n"
+    )
+    bindings = focus_bindings(tree)
+    assert set(bindings.imports) == {"os"}
+    assert set(bindings.assigned) == {"name"}
+    assert bindings.defined == {"Config", "run", "f"}
+    assert set(bindings.iterated) == {"k"}
+    config = tree.body[1]
+    assert isinstance(config, ast.ClassDef)
+    assert focus(tree, frozenset({5})) == [tree.body[0], config.body[1]]

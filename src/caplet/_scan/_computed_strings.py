@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Collection, Sequence
+from itertools import compress
 
 from caplet._scan._flow import Flow
 
@@ -92,13 +93,14 @@ def computed_strings(
     concatenations before a split indicator hid it silently (attack5)."""
     found: list[tuple[str, int, int]] = []
     taken = 0
-    kinds = _KINDS
-    for node in nodes:
-        # the type first: most nodes are names, attributes and constants (a file's pass
-        # walks every node once more here, so the common case must be one set lookup)
-        if type(node) not in kinds or not _builds_text(node):
-            continue
-        if visited is not None and id(node) not in visited:
+    # only the nodes of the four classes that may build text (a tenth of a file's nodes),
+    # picked at C speed; and of them, in a focused pass, those in the focus
+    candidates = compress(nodes, map(_KINDS.__contains__, map(type, nodes)))
+    if visited is not None:
+        kept = list(candidates)
+        candidates = compress(kept, map(visited.__contains__, map(id, kept)))
+    for node in candidates:
+        if not _builds_text(node):
             continue
         taken += 1
         if taken > MAX_CANDIDATES:

@@ -36,7 +36,7 @@ from caplet._scan._model import ScanMode
 from caplet._scan._opaque import opaque_module_uses
 from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import LONG_LINE
-from caplet._scan._syntax import TooComplex, focus, node_ids, survey
+from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
 from caplet._scan._visitor import RuleVisitor
 
 __all__ = ["ALWAYS_PARSED", "scan_text", "unread_findings"]
@@ -242,20 +242,17 @@ def _scan_text(
         )
     if tree is None:
         return _text_only(scan), True
-    visited: frozenset[int] | None = None
-    surveyed = survey(tree, max_depth, max_nodes)
-    if focus_lines is not None:
-        # The whole file is surveyed even so: a sink on a focus line is reached by
-        # data bound in any function, passed by any call of this file's functions and
-        # stored into names anywhere (psutil's tests/__init__.py: os.getcwd() through
-        # four functions into socket.connect, issue 16). The survey is cheap beside the
-        # rules, which run on the focus statements only.
-        roots, bindings = focus(tree, focus_lines)
-        if isinstance(surveyed, TooComplex) and oversized:
-            # a file over the size limit is read only around its hits: what is there
-            surveyed = survey(tree, max_depth, max_nodes, roots, bindings)
-        elif not isinstance(surveyed, TooComplex):
-            visited = node_ids(roots)
+    # The whole file is surveyed even when focused: a sink on a focus line is reached by
+    # data bound in any function, passed by any call of this file's functions and stored
+    # into names anywhere (psutil's tests/__init__.py: os.getcwd() through four functions
+    # into socket.connect, issue 16). The survey is cheap beside the rules, which run on
+    # the focus statements only (marked by the survey on its way: its visited ids).
+    roots = None if focus_lines is None else focus(tree, focus_lines)
+    surveyed = survey(tree, max_depth, max_nodes, marked=roots)
+    if roots is not None and isinstance(surveyed, TooComplex) and oversized:
+        # a file over the size limit is read only around its hits: what is there
+        surveyed = survey(tree, max_depth, max_nodes, roots, focus_bindings(tree))
+    visited = None if isinstance(surveyed, TooComplex) else surveyed.visited
     if isinstance(surveyed, TooComplex):
         scan.emit(
             "CPL-SCAN-002",

@@ -22,6 +22,7 @@ import ast
 import bisect
 import urllib.parse
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,9 +40,9 @@ __all__ = [
     "bind",
     "dotted",
     "focus",
+    "focus_bindings",
     "fold_str",
     "literal_prefix",
-    "node_ids",
     "program",
     "shorten",
     "survey",
@@ -93,6 +94,9 @@ class Survey:
     nodes: list[ast.AST]
     #: The scope of each node of ``nodes`` (same order): 0 or the ``id`` of a function.
     scopes: list[int]
+    #: The ids of the ``marked`` statements of :func:`survey` and of every node below
+    #: them (``None``: none were marked).
+    visited: AbstractSet[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +152,18 @@ def survey(
     max_nodes: int,
     roots: Sequence[ast.AST] | None = None,
     bindings: Bindings | None = None,
+    *,
+    marked: Sequence[ast.AST] | None = None,
 ) -> Survey | TooComplex:
     """Measure depth and size, collect bindings and list the nodes, in one walk.
 
     Iterative and level by level (breadth first); the node list has every
     parent before its children, which the rule visitor relies on. The child
     loop is ``ast.iter_child_nodes`` inlined with per-class field lists:
-    this walk is the scanner's hot path.
+    this walk is the scanner's hot path. ``roots`` walks those statements
+    instead of ``tree`` (their ``bindings`` already collected); ``marked``
+    (statements of ``tree``) has the ids of the nodes at and below them
+    gathered on the way (:attr:`Survey.visited`: the focus of a large file).
     """
     # focus() has bound its root statements already: binding them again would give
     # every name assigned on a hit line two values, and the evaluator none
@@ -168,6 +177,10 @@ def survey(
     parents = bindings.parents
     depth = 0
     specs = _SPECS
+    # Marking on the way: a node below a marked one is marked when its parent's children
+    # are listed (ids only: a second walk of the marked statements, node by node, cost
+    # as much as the survey's own walk of them, issue 16)
+    marks = None if marked is None else set(map(id, marked))
     while level:
         depth += 1
         if depth > max_depth:
@@ -213,39 +226,11 @@ def survey(
                 below_scopes.append(inner)
             elif added:
                 below_scopes.extend([inner] * added)
+            if marks is not None and added and id(node) in marks:
+                marks.update(map(id, below[before:]))
         level = below
         level_scopes = below_scopes
-    return Survey(bindings, nodes, scopes)
-
-
-def node_ids(roots: Sequence[ast.AST]) -> frozenset[int]:
-    """The ids of ``roots`` and of every node below them that :func:`survey` lists.
-
-    What ``ast.walk`` gives minus the ``ctx``/``op`` nodes the survey skips (no
-    rule visits them), with the survey's inlined child loop instead of
-    ``ast.walk``'s generators: the focus pass of a large file marks its focus
-    statements so, and ``ast.walk`` there cost a tenth of a package scan's CPU
-    on the benign corpus (issue 16).
-    """
-    found: list[ast.AST] = list(roots)
-    append = found.append
-    extend = found.extend
-    index = 0
-    while index < len(found):
-        node = found[index]
-        index += 1
-        for name, how in child_fields(type(node)):
-            value: Any = getattr(node, name, None)
-            if how == ONE:
-                if value is not None:
-                    append(value)
-            elif how == MANY:
-                extend(value)
-            elif isinstance(value, list):
-                extend([item for item in value if isinstance(item, ast.AST)])
-            elif isinstance(value, ast.AST):
-                append(value)
-    return frozenset(map(id, found))
+    return Survey(bindings, nodes, scopes, marks)
 
 
 def _first_line(level: list[ast.AST]) -> int:
@@ -320,27 +305,17 @@ def _bind_target(target: ast.expr, value: ast.expr, b: Bindings, scope: int) -> 
                         b.unpacked.setdefault(t.id, []).append((value, place, len(target.elts)))
 
 
-def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings]:
+def focus(tree: ast.AST, lines: frozenset[int]) -> list[ast.AST]:
     """The statements of ``tree`` to visit when only ``lines`` can hold a threat.
 
-    Every module-level binding (imports, assignments, definitions, loops) is
-    collected so names resolve; imports are visited (their findings feed
-    the chains); other statements only when their span holds one of
-    ``lines``, descending one level into classes so one method with an
-    ``exec`` does not cost the whole class.
+    Imports are visited (their findings feed the chains); other statements
+    only when their span holds one of ``lines``, descending one level into
+    classes so one method with an ``exec`` does not cost the whole class.
     """
-    bindings = Bindings({}, {}, set(), [])
     roots: list[ast.AST] = []
     body = getattr(tree, "body", [])
     ordered = sorted(lines)
     for stmt in body:
-        if isinstance(stmt, BINDING_NODES):
-            bind(stmt, bindings)
-        if isinstance(stmt, ast.ClassDef):
-            # a class's own bindings too: Config.name may be used on a hit line elsewhere
-            for member in stmt.body:
-                if isinstance(member, BINDING_NODES):
-                    bind(member, bindings)
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             roots.append(stmt)
             continue
@@ -354,7 +329,22 @@ def focus(tree: ast.AST, lines: frozenset[int]) -> tuple[list[ast.AST], Bindings
                     roots.append(member)
         else:
             roots.append(stmt)
-    return _with_loops_filling(body, roots), bindings
+    return _with_loops_filling(body, roots)
+
+
+def focus_bindings(tree: ast.AST) -> Bindings:
+    """Every module-level binding of ``tree`` (imports, assignments, definitions, loops)
+    and its classes' own, so that names resolve in a survey of :func:`focus`'s
+    statements alone (``Config.name`` may be used on a hit line elsewhere)."""
+    bindings = Bindings({}, {}, set(), [])
+    for stmt in getattr(tree, "body", []):
+        if isinstance(stmt, BINDING_NODES):
+            bind(stmt, bindings)
+        if isinstance(stmt, ast.ClassDef):
+            for member in stmt.body:
+                if isinstance(member, BINDING_NODES):
+                    bind(member, bindings)
+    return bindings
 
 
 #: Module-level statements that may fill a name in a loop (``for c in E: out += ...``).

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import re2
@@ -161,7 +162,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         bindings: Bindings,
         nodes: list[ast.AST],
         scopes: list[int],
-        visited: frozenset[int] | None = None,
+        visited: AbstractSet[int] | None = None,
     ) -> None:
         self._scan = scan
         self._b = bindings
