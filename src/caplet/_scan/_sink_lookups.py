@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
+from caplet._scan._lookup_arguments import own_literals, spread_arguments
 from caplet._scan._lookup_forms import partial_lookup
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
 from caplet._scan._sink_carried import CarriedNames
@@ -90,10 +91,6 @@ _SENSITIVE_ROOTS = (
     | {m.split(".", 1)[0] for m in MODULE_RULES}
     | {a.split(".", 1)[0] for a in API_RULES}
 ) - _NOT_HIDDEN_ROOTS
-
-
-#: Methods that put values into a container.
-_FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 
 def _worth_hiding(api: str) -> bool:
@@ -269,27 +266,6 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             and f"builtins.{value.id}" in self._flow.resolve(value)
         )
 
-    def _spread_arguments(self, args: list[ast.expr]) -> list[ast.expr] | None:
-        """The arguments of a call with a literal list or tuple spread into it (written in
-        place, or bound once to a name): ``None`` when nothing is spread or it is unknown."""
-        if not any(isinstance(a, ast.Starred) for a in args):
-            return None
-        out: list[ast.expr] = []
-        for arg in args:
-            if not isinstance(arg, ast.Starred):
-                out.append(arg)
-                continue
-            value = arg.value
-            if isinstance(value, ast.Name) and value.id not in self._flow.contributed:
-                bound = self._flow.bindings.assigned.get(value.id, ())
-                value = bound[0] if len(bound) == 1 else value
-            if not isinstance(value, ast.List | ast.Tuple) or any(
-                isinstance(e, ast.Starred) for e in value.elts
-            ):
-                return None
-            out.extend(value.elts)
-        return out
-
     def _mapped_getattr(self, node: ast.Call) -> None:
         """``map(getattr, [builtins], [n])``: getattr called on the lists' items in step."""
         if "builtins.getattr" not in self._flow.resolve(node.args[0]):
@@ -302,46 +278,6 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
         for owner, name in zip(owners.elts, names.elts, strict=False):
             if not isinstance(owner, ast.Starred) and not isinstance(name, ast.Starred):
                 self.computed_getattr(node, owner, name, None)
-
-    def _own_literals(self, node: ast.expr) -> bool:
-        """Whether ``node`` is computed from names this file binds itself, through no
-        parameter and no attribute of an object (``self.module``): what it spells is the
-        file's own choice, not a caller's (bounded: 64 nodes)."""
-        flow = self._flow
-        parameters = flow.parameter_names()
-        stack: list[ast.AST] = [node]
-        seen: set[str] = set()
-        budget = 64
-        while stack:
-            budget -= 1
-            if budget < 0:
-                return False
-            item = stack.pop()
-            if isinstance(item, ast.Attribute):
-                return False
-            if isinstance(item, ast.Name):
-                if item.id in parameters:
-                    return False
-                if item.id not in seen:
-                    seen.add(item.id)
-                    stack.extend(flow.bindings.assigned.get(item.id, ())[:4])
-                    stack.extend(flow.bindings.iterated.get(item.id, ())[:4])
-                    for values in flow.contributed.get(item.id, {}).values():
-                        stack.extend(values[:4])
-                    # what a container is filled with: created.append(name) (pydantic's
-                    # tests import the modules a fixture's **kwargs name)
-                    stack.extend(
-                        arg
-                        for call in flow.calls()
-                        if isinstance(call.func, ast.Attribute)
-                        and call.func.attr in _FILLERS
-                        and isinstance(call.func.value, ast.Name)
-                        and call.func.value.id == item.id
-                        for arg in call.args[:2]
-                    )
-                continue
-            stack.extend(ast.iter_child_nodes(item))
-        return True
 
     def _mapped_lookup(self, node: ast.Call) -> None:
         """``map(ns.get, [n])``: a namespace's lookup called on each item of a literal list,
@@ -395,7 +331,7 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
         ``functools.reduce(getattr, [n], __builtins__)``, ``inspect.getattr_static``,
         ``operator.attrgetter(n)(__builtins__)``."""
         if "builtins.getattr" in funcs:
-            spread = self._spread_arguments(node.args)
+            spread = spread_arguments(self._flow, node.args)
             if spread is not None and len(spread) in {2, 3}:
                 # getattr(*(builtins, n)), getattr(*args) with args = [os, n] (blindcn)
                 self.computed_getattr(node, spread[0], spread[1], None)
@@ -430,7 +366,7 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             arg = node.args[0]
             if not isinstance(arg, ast.Constant) and flow.name_value(arg) is None:
                 self._pending.append(lambda: self._sliced_lookup(node, arg))
-                if not flow.plain(arg) and self._own_literals(arg) and flow.closed(arg):
+                if not flow.plain(arg) and own_literals(self._flow, arg) and flow.closed(arg):
                     # n = ""; for c in [111, 115]: n += chr(c); __import__(n): a module
                     # named by a computation the evaluator does not follow (blind8). Not
                     # through a parameter or an object's attribute: a loader handed names
