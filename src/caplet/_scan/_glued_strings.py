@@ -35,7 +35,7 @@ import re2
 
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
-from caplet._scan._prefilter_patterns import GLUES
+from caplet._scan._prefilter_patterns import GLUES, PLUS_GLUE
 
 __all__ = ["glued", "with_glued_strings"]
 
@@ -44,11 +44,20 @@ Answer = Need | frozenset[int]
 #: A ``+`` between two literals of the same quote, with its quotes (a prefix on the
 #: second: ``'a' + r'b'``), or a comma between two literals (the pieces of a join: on
 #: another line's tuple it only adds hits); spaces and tabs only, so lines stay put.
-_GLUE = re.compile(r"""(['"])[ \t]*[+,][ \t]*[rbuRBU]?\1""")
+#: Also blanks of any kind or run, a continuation on either side, two prefix letters,
+#: triple quotes and the other quote (attack9: a tab, a form feed or two blanks around
+#: the ``+``, ``'a' +`` then ``'b'`` on the next line, triple-quoted pieces each hid an
+#: indicator the whole-file pass read); another literal's quote glued only adds hits.
+_QUOTE = r"""(?:'''|\"\"\"|'|")"""
+_AROUND = r"""[ \t\f]*(?:\\\r?\n[ \t\f]*)?"""
+_GLUE = re.compile(f"{_QUOTE}{_AROUND}[+,]{_AROUND}[rbuRBU]{{0,2}}{_QUOTE}")
 
 
 #: :data:`_GLUE`'s ``+`` alone.
-_PLUS = re.compile(r"""(['"])[ \t]*\+[ \t]*[rbuRBU]?\1""")
+_PLUS = re.compile(f"{_QUOTE}{_AROUND}\\+{_AROUND}[rbuRBU]{{0,2}}{_QUOTE}")
+#: :data:`PLUS_GLUE` for RE2 over the bytes: the lines (a continuation's two) of a
+#: ``+`` between literals spelled otherwise than :data:`GLUES` (attack9).
+_PLUS_LINES: Any = re2.compile(PLUS_GLUE.encode())
 
 #: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
 #: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
@@ -103,10 +112,11 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     bytes it matched reused), else every one."""
     marks = prefilter().glue_marks(text)
     if marks is None:
-        data, glues = _utf8(text), _GLUE_BYTES
+        data, glues, plus = _utf8(text), _GLUE_BYTES, True
     else:
         data, present = marks
-        glues = tuple(glue.encode() for glue in present)
+        glues = tuple(glue.encode() for glue in present if glue != PLUS_GLUE)
+        plus = PLUS_GLUE in present
     starts: set[int] = set()
     for glue in glues:
         at = data.find(glue)
@@ -119,6 +129,8 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     # each place found: its first and last line, the offset of the first one's start and
     # an offset on the last one
     places = _junction_spans(data)
+    if plus:
+        places += _junction_spans(data, _PLUS_LINES)
     if not starts and not places:
         return None
     number, previous = 1, 0
@@ -170,14 +182,15 @@ def _unless_escapes(junction: re.Match[str]) -> str:
     return ""
 
 
-def _junction_spans(data: bytes) -> list[tuple[int, int, int, int]]:
+def _junction_spans(data: bytes, lines: Any = None) -> list[tuple[int, int, int, int]]:
     """The first and last line (1-based) of each place in ``data`` (UTF-8) where literals
     may be written side by side (:data:`_JUNCTION_LINES`, one RE2 pass), the offset of
     its first line's start and of its last byte (each search between two places only:
-    linear in ``data``, however long its lines)."""
+    linear in ``data``, however long its lines); ``lines``: another pattern's places
+    (:data:`_PLUS_LINES`)."""
     spans: list[tuple[int, int, int, int]] = []
     line, counted, line_start = 1, 0, 0
-    for match in _JUNCTION_LINES.finditer(data):
+    for match in (_JUNCTION_LINES if lines is None else lines).finditer(data):
         start, end = match.span()
         newlines = data.count(b"\n", counted, start)
         if newlines:
