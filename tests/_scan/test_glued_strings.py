@@ -18,6 +18,7 @@ from caplet._scan._glued_strings import (
     _JUNCTION,
     _JUNCTION_LINES,
     _PLUS,
+    _PLUS_LINES,
     MAX_GLUED_LINES,
     _glue,
     _unless_escapes,
@@ -267,12 +268,14 @@ def _reference_glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
             at = text.find(glue, end)
     encoded = text.encode("utf-8", "surrogatepass")
     spans: list[tuple[int, int]] = []
-    line, counted = 1, 0
-    for match in _JUNCTION_LINES.finditer(encoded):
-        start, end = match.span()
-        line += encoded.count(b"\n", counted, start)
-        counted = start
-        spans.append((line, line + encoded.count(b"\n", start, end)))
+    # (attack9: a + between literals in its other spellings, found the same way)
+    for pattern in (_JUNCTION_LINES, _PLUS_LINES):
+        line, counted = 1, 0
+        for match in pattern.finditer(encoded):
+            start, end = match.span()
+            line += encoded.count(b"\n", counted, start)
+            counted = start
+            spans.append((line, line + encoded.count(b"\n", start, end)))
     if not starts and not spans:
         return None
     number, previous = 1, 0
@@ -296,6 +299,11 @@ def _reference_glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         whole = _GLUE.sub("", joined)
         kept = _PLUS.sub("", joined) if whole != joined else whole
         glued_line = whole if kept in (whole, written) else f"{whole} {kept}"
+        if joined != written and _GLUE.search(written):
+            unglued = _GLUE.sub("", written)
+            unglued = _JUNCTION.sub(_unless_escapes if "\\" in unglued else "", unglued)
+            if unglued not in (whole, kept):
+                glued_line = f"{glued_line} {unglued}"
         raw.append(written.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
     return "\n".join(lines), "\n".join(raw), merged
@@ -443,6 +451,14 @@ _SPELLED_OTHERWISE = {
     "continuation": ("x = ('Logi' + \\\n'n Data')\n", "CPL-THR-005"),
     "prefix": ('x = "Login D" + u"ata"\n', "CPL-THR-005"),
     "triple": ('import os\nos.system("""~/.""" + """bashrc""")\n', "CPL-THR-009"),
+    "side-by-side-then-a-blank": ("import os\nos.system('Login'' Data')\n", "CPL-THR-005"),
+    "side-by-side-after-a-colon": ("x = f('''stratum+tcp:''''''//''')\n", "CPL-THR-010"),
+    "triple-side-by-side": ('x = """Login """"""Data"""\n', "CPL-THR-005"),
+    "triple-then-single": ("x = '''Login ''''Data'\n", "CPL-THR-005"),
+    "triple-glued-prefix-look-alike": (
+        'import os\nos.system("""cronta""" +"""b""")\n',
+        "CPL-THR-009",
+    ),
     "triple-joined": ("x = ''.join(['''Login ''','''Data'''])\n", "CPL-THR-005"),
 }
 

@@ -66,7 +66,9 @@ _PLUS_LINES: Any = re2.compile(PLUS_GLUE.encode())
 #: like one only adds a line to check.
 _JUNCTION_LINES: Any = re2.compile(
     rb"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
-    rb"""[^\s=(\[{,:'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\s)\]},:.'"])"""
+    rb"""[^\s=(\[{,'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\r\n)\]},:.'"]|"""
+    # a triple-quoted literal's end and the next one's start: no context needed (attack9)
+    rb"""(?:'''|\"\"\")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|"))"""
     # a chain of them (the literals' text between) is one match: one span to walk
     rb"""[^\n'"]*)+"""
 )
@@ -78,7 +80,8 @@ _JUNCTION = re.compile(
     # (the lookahead first: re skips to the next quote at C speed)
     r"""(?=['"])(?:(?:'''|\"\"\"|'|")(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)++"""
     r"""[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")|"""
-    r"""(?<=[^\s=(\[{,:'"])(?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")(?=[^\s)\]},:.'"]))"""
+    r"""(?<=[^\s=(\[{,'"])(?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")(?=[^\r\n)\]},:.'"])|"""
+    r"""(?:'''|\"\"\")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|"))"""
 )
 
 
@@ -156,6 +159,13 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         # list ('Exo' 'dus', 'x' was 'Exodusx', an indicator lost), so both are read
         kept = _PLUS.sub("", joined) if whole != joined else whole
         glued_line = whole if kept in (whole, line) else f"{whole} {kept}"
+        if joined != line and _GLUE.search(line):
+            # the glues removed first too: a junction's pattern may read a literal as two
+            # quotes and a prefix ('''a''' +'''b''': '''b''' taken for one, attack9)
+            unglued = _GLUE.sub("", line)
+            unglued = _JUNCTION.sub(_unless_escapes if "\\" in unglued else "", unglued)
+            if unglued not in (whole, kept):
+                glued_line = f"{glued_line} {unglued}"
         # one line each (a junction's comment is gone with it, any other line end too)
         raw.append(line.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
