@@ -18,7 +18,6 @@ from caplet._scan._glued_strings import (
     _JUNCTION,
     _JUNCTION_LINES,
     _PLUS,
-    _PLUS_LINES,
     MAX_GLUED_LINES,
     _glue,
     _unless_escapes,
@@ -268,14 +267,12 @@ def _reference_glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
             at = text.find(glue, end)
     encoded = text.encode("utf-8", "surrogatepass")
     spans: list[tuple[int, int]] = []
-    # (attack9: a + between literals in its other spellings, found the same way)
-    for pattern in (_JUNCTION_LINES, _PLUS_LINES):
-        line, counted = 1, 0
-        for match in pattern.finditer(encoded):
-            start, end = match.span()
-            line += encoded.count(b"\n", counted, start)
-            counted = start
-            spans.append((line, line + encoded.count(b"\n", start, end)))
+    line, counted = 1, 0
+    for match in _JUNCTION_LINES.finditer(encoded):
+        start, end = match.span()
+        line += encoded.count(b"\n", counted, start)
+        counted = start
+        spans.append((line, line + encoded.count(b"\n", start, end)))
     if not starts and not spans:
         return None
     number, previous = 1, 0
@@ -459,6 +456,10 @@ _SPELLED_OTHERWISE = {
         'import os\nos.system("""cronta""" +"""b""")\n',
         "CPL-THR-009",
     ),
+    "plus-on-the-next-line": ("x = ('stratum+t'\n    + 'cp://')\n", "CPL-THR-010"),
+    "plus-after-a-comment": ("x = ('stratum+tcp:/'  # c\n    + '/')\n", "CPL-THR-010"),
+    "comment-after-the-plus": ('x = ("""Lo""" +  # c\n    """gin Data""")\n', "CPL-THR-005"),
+    "f-string-second": ("x = 'Login Da' + f'ta'\n", "CPL-THR-005"),
     "triple-joined": ("x = ''.join(['''Login ''','''Data'''])\n", "CPL-THR-005"),
 }
 

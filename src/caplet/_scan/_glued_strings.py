@@ -35,7 +35,7 @@ import re2
 
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
-from caplet._scan._prefilter_patterns import GLUES, PLUS_GLUE
+from caplet._scan._prefilter_patterns import GLUES
 
 __all__ = ["glued", "with_glued_strings"]
 
@@ -50,14 +50,11 @@ Answer = Need | frozenset[int]
 #: indicator the whole-file pass read); another literal's quote glued only adds hits.
 _QUOTE = r"""(?:'''|\"\"\"|'|")"""
 _AROUND = r"""[ \t\f]*(?:\\\r?\n[ \t\f]*)?"""
-_GLUE = re.compile(f"{_QUOTE}{_AROUND}[+,]{_AROUND}[rbuRBU]{{0,2}}{_QUOTE}")
+_GLUE = re.compile(f"{_QUOTE}{_AROUND}[+,]{_AROUND}[rbuRBUfF]{{0,2}}{_QUOTE}")
 
 
 #: :data:`_GLUE`'s ``+`` alone.
-_PLUS = re.compile(f"{_QUOTE}{_AROUND}\\+{_AROUND}[rbuRBU]{{0,2}}{_QUOTE}")
-#: :data:`PLUS_GLUE` for RE2 over the bytes: the lines (a continuation's two) of a
-#: ``+`` between literals spelled otherwise than :data:`GLUES` (attack9).
-_PLUS_LINES: Any = re2.compile(PLUS_GLUE.encode())
+_PLUS = re.compile(f"{_QUOTE}{_AROUND}\\+{_AROUND}[rbuRBUfF]{{0,2}}{_QUOTE}")
 
 #: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
 #: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
@@ -65,7 +62,10 @@ _PLUS_LINES: Any = re2.compile(PLUS_GLUE.encode())
 #: ``f('')``). It finds the lines to glue; a quote in a string or a comment that looks
 #: like one only adds a line to check.
 _JUNCTION_LINES: Any = re2.compile(
-    rb"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
+    rb"""(?:(?:['"](?:(?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+|"""
+    # (or a + between them, in any spelling: attack9)
+    rb"""(?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)*\+(?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)*)"""
+    rb"""[rbuRBUfF]{0,2}['"]|"""
     rb"""[^\s=(\[{,'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\r\n)\]},:.'"]|"""
     # a triple-quoted literal's end and the next one's start: no context needed (attack9)
     rb"""(?:'''|\"\"\")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|"))"""
@@ -78,7 +78,8 @@ _GLUE_BYTES: Final = tuple(glue.encode() for glue in GLUES)
 #: chain of literals, ``'a''b''c'``, is glued whole).
 _JUNCTION = re.compile(
     # (the lookahead first: re skips to the next quote at C speed)
-    r"""(?=['"])(?:(?:'''|\"\"\"|'|")(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)++"""
+    r"""(?=['"])(?:(?:'''|\"\"\"|'|")(?:(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)++|"""
+    r"""(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)*+\+(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)*+)"""
     r"""[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")|"""
     r"""(?<=[^\s=(\[{,'"])(?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")(?=[^\r\n)\]},:.'"])|"""
     r"""(?:'''|\"\"\")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|"))"""
@@ -115,11 +116,10 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     bytes it matched reused), else every one."""
     marks = prefilter().glue_marks(text)
     if marks is None:
-        data, glues, plus = _utf8(text), _GLUE_BYTES, True
+        data, glues = _utf8(text), _GLUE_BYTES
     else:
         data, present = marks
-        glues = tuple(glue.encode() for glue in present if glue != PLUS_GLUE)
-        plus = PLUS_GLUE in present
+        glues = tuple(glue.encode() for glue in present)
     starts: set[int] = set()
     for glue in glues:
         at = data.find(glue)
@@ -132,8 +132,6 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     # each place found: its first and last line, the offset of the first one's start and
     # an offset on the last one
     places = _junction_spans(data)
-    if plus:
-        places += _junction_spans(data, _PLUS_LINES)
     if not starts and not places:
         return None
     number, previous = 1, 0
@@ -192,15 +190,14 @@ def _unless_escapes(junction: re.Match[str]) -> str:
     return ""
 
 
-def _junction_spans(data: bytes, lines: Any = None) -> list[tuple[int, int, int, int]]:
+def _junction_spans(data: bytes) -> list[tuple[int, int, int, int]]:
     """The first and last line (1-based) of each place in ``data`` (UTF-8) where literals
     may be written side by side (:data:`_JUNCTION_LINES`, one RE2 pass), the offset of
     its first line's start and of its last byte (each search between two places only:
-    linear in ``data``, however long its lines); ``lines``: another pattern's places
-    (:data:`_PLUS_LINES`)."""
+    linear in ``data``, however long its lines)."""
     spans: list[tuple[int, int, int, int]] = []
     line, counted, line_start = 1, 0, 0
-    for match in (_JUNCTION_LINES if lines is None else lines).finditer(data):
+    for match in _JUNCTION_LINES.finditer(data):
         start, end = match.span()
         newlines = data.count(b"\n", counted, start)
         if newlines:

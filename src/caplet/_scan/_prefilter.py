@@ -54,7 +54,6 @@ from caplet._scan._prefilter_patterns import (
     GLUES,
     LOCAL_PAIRS,
     PAIRS,
-    PLUS_GLUE,
     PREFILTER_PATTERNS,
 )
 from caplet._scan._prefilter_sets import BLIND, MAX_MEM, Sets
@@ -160,11 +159,7 @@ class Prefilter:
         first_mark = len(patterns) + 1 + len(_FOCUS_ONLY)
         self._glue_marks = [first_mark + k for k in range(len(GLUES))]
         numbered += [(i, re2.escape(glue)) for i, glue in zip(self._glue_marks, GLUES, strict=True)]
-        # (and the other spellings of a ``+`` between literals, attack9)
-        self._plus_mark = first_mark + len(GLUES)
-        numbered.append((self._plus_mark, PLUS_GLUE))
         light.update(self._glue_marks)
-        light.add(self._plus_mark)
         # The deferred sides (see _defer) are in a third set, asked only where the other
         # sides of one of their conjunctions hit, so what the sets answer is exact
         # wherever a conjunction can hold.
@@ -261,18 +256,15 @@ class Prefilter:
 
     def glue_marks(self, text: str) -> tuple[bytes, tuple[str, ...]] | None:
         """For :mod:`caplet._scan._glued_strings`: the UTF-8 of ``text`` and which of
-        :data:`GLUES` are in it (in their order, then :data:`PLUS_GLUE` if it hit), as
-        this thread's last check of this very text found them (the same match as its
-        threat tokens: most files have none, and searching for each was a sixth of the
-        prefilter, issue 16); ``None`` when there is no such check or a set could not
-        answer (then search them all)."""
+        :data:`GLUES` are in it (in their order), as this thread's last check of this
+        very text found them (the same match as its threat tokens: most files have
+        none, and searching for each was a sixth of the prefilter, issue 16); ``None``
+        when there is no such check or a set could not answer (then search them all)."""
         seen = self._seen(text)
         if seen is None or BLIND in seen.matched:
             return None
         matched = seen.matched
         glues = tuple(g for g, i in zip(GLUES, self._glue_marks, strict=True) if i in matched)
-        if self._plus_mark in matched:
-            glues += (PLUS_GLUE,)
         return seen.encoded, glues
 
     def _recalled(self, text: str) -> tuple[set[int] | None, bool]:

@@ -34,7 +34,6 @@ __all__ = [
     "GLUES",
     "LOCAL_PAIRS",
     "PAIRS",
-    "PLUS_GLUE",
     "PREFILTER_PATTERNS",
 ]
 
@@ -591,10 +590,3 @@ DEFERRED: Final = frozenset(
 #: solo set answers whether each is in a file with the same match (``Prefilter.glue_marks``),
 #: so a file without any is not searched for it again.
 GLUES: Final = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
-#: One literal added to another in every other spelling (attack9): blanks of any run or
-#: kind (tabs, form feeds) around the ``+``, a backslash continuation on either side,
-#: a prefix on the second literal, triple quotes (their inner quotes are quotes too).
-#: Marked beside GLUES; where it hits, the glue's lines are found by this pattern.
-PLUS_GLUE: Final = (
-    r"""['"][ \t\f]*(?:\\\r?\n[ \t\f]*)?\+[ \t\f]*(?:\\\r?\n[ \t\f]*)?[rbuRBU]{0,2}['"]"""
-)
