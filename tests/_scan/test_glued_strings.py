@@ -296,11 +296,6 @@ def _reference_glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         whole = _GLUE.sub("", joined)
         kept = _PLUS.sub("", joined) if whole != joined else whole
         glued_line = whole if kept in (whole, written) else f"{whole} {kept}"
-        if joined != written and _GLUE.search(written):
-            unglued = _GLUE.sub("", written)
-            unglued = _JUNCTION.sub(_unless_escapes if "\\" in unglued else "", unglued)
-            if unglued not in (whole, kept):
-                glued_line = f"{glued_line} {unglued}"
         raw.append(written.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
     return "\n".join(lines), "\n".join(raw), merged

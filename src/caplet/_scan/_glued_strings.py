@@ -157,13 +157,6 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         # list ('Exo' 'dus', 'x' was 'Exodusx', an indicator lost), so both are read
         kept = _PLUS.sub("", joined) if whole != joined else whole
         glued_line = whole if kept in (whole, line) else f"{whole} {kept}"
-        if joined != line and _GLUE.search(line):
-            # the glues removed first too: a junction's pattern may read a literal as two
-            # quotes and a prefix ('''a''' +'''b''': '''b''' taken for one, attack9)
-            unglued = _GLUE.sub("", line)
-            unglued = _JUNCTION.sub(_unless_escapes if "\\" in unglued else "", unglued)
-            if unglued not in (whole, kept):
-                glued_line = f"{glued_line} {unglued}"
         # one line each (a junction's comment is gone with it, any other line end too)
         raw.append(line.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
