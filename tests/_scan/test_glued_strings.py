@@ -429,3 +429,42 @@ def test_a_folded_file_completes_as_if_folded_again() -> None:
     assert check.completes(text, glued)
     assert Prefilter().completes(text, glued)
     assert not check.completes(text, "x = 'https://example.org'")
+
+
+# -- attack9: glues spelled otherwise than GLUES' six ------------------------------------
+#: Each hid its indicator in package mode while the whole-file pass found it (attack9's
+#: fuzzing of glue spellings; 51d254d missed them as well): blanks of any run or kind
+#: around the ``+``, a continuation, triple quotes, a prefix on the second literal.
+_SPELLED_OTHERWISE = {
+    "no-blank-after": ("x = 'stratum+t'+ 'cp://'\n", "CPL-THR-010"),
+    "two-blanks": ('x = ("Login"  +  " Data")\n', "CPL-THR-005"),
+    "tabs": ("import os\nos.system('''cro'''\t+\t'''ntab''')\n", "CPL-THR-009"),
+    "form-feed": ("x = f('''Lo'''\x0c+ '''gin Data''', 1)\n", "CPL-THR-005"),
+    "continuation": ("x = ('Logi' + \\\n'n Data')\n", "CPL-THR-005"),
+    "prefix": ('x = "Login D" + u"ata"\n', "CPL-THR-005"),
+    "triple": ('import os\nos.system("""~/.""" + """bashrc""")\n', "CPL-THR-009"),
+    "side-by-side-then-a-blank": ("import os\nos.system('Login'' Data')\n", "CPL-THR-005"),
+    "side-by-side-after-a-colon": ("x = f('''stratum+tcp:''''''//''')\n", "CPL-THR-010"),
+    "triple-side-by-side": ('x = """Login """"""Data"""\n', "CPL-THR-005"),
+    "triple-then-single": ("x = '''Login ''''Data'\n", "CPL-THR-005"),
+    "triple-glued-prefix-look-alike": (
+        'import os\nos.system("""cronta""" +"""b""")\n',
+        "CPL-THR-009",
+    ),
+    "plus-on-the-next-line": ("x = ('stratum+t'\n    + 'cp://')\n", "CPL-THR-010"),
+    "plus-after-a-comment": ("x = ('stratum+tcp:/'  # c\n    + '/')\n", "CPL-THR-010"),
+    "comment-after-the-plus": ('x = ("""Lo""" +  # c\n    """gin Data""")\n', "CPL-THR-005"),
+    "f-string-second": ("x = 'Login Da' + f'ta'\n", "CPL-THR-005"),
+    "triple-joined": ("x = ''.join(['''Login ''','''Data'''])\n", "CPL-THR-005"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_SPELLED_OTHERWISE))
+def test_an_indicator_glued_in_any_spelling_is_found_in_a_package(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, rule = _SPELLED_OTHERWISE[shape]
+    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert rule in {r for r, _, _ in whole}
+    assert filtered == whole

@@ -173,12 +173,8 @@ class ExactMemo:
                 self._inexact = True
             found: _V = value
             return found
-        if self._question_steps >= QUESTION_STEPS:
-            CUTS["question budget"] += 1
-            raise OverBudgetError
-        if self._file_steps >= FILE_STEPS:
-            CUTS["file budget"] += 1
-            raise OverBudgetError
+        if self._question_steps >= QUESTION_STEPS or self._file_steps >= FILE_STEPS:
+            return self._spent(memo, key, compute, node, depth)
         self._question_steps += 1
         self._file_steps += 1
         outer_low, outer_inexact, outer_filtered = self._low, self._inexact, self._filtered
@@ -225,12 +221,43 @@ class ExactMemo:
         self._filtered = outer_filtered or filtered
         return value
 
+    def _spent(
+        self,
+        memo: dict[_K, _V],
+        key: _K,
+        compute: Callable[[_A, int], _V],
+        node: _A,
+        depth: int,
+    ) -> _V:
+        """A frame past a spent budget, computed as before the exact memo: a cycle adds
+        nothing, its answer kept for good (each node computed once more at most, so
+        crafted code stays linear) and every frame above it holds for this question only.
+
+        Answered empty instead (attack9), 2,000 uses of a cycle longer than the depth
+        bound spent the file's budget and every later question with it: an environment
+        posted and a decoded exec after them were no DANGER, which 51d254d reported.
+        An answer that depends on what was asked before is the smaller evil."""
+        CUTS["question budget" if self._question_steps >= QUESTION_STEPS else "file budget"] += 1
+        self._inexact = True
+        index = self._entered
+        self._entered += 1
+        self._open[key] = index
+        try:
+            value = compute(node, depth)
+        finally:
+            self._open.pop(key, None)
+        memo[key] = value
+        self._inexact = True
+        return value
+
     def too_deep(self, again: Callable[[], object]) -> None:
         """A node past the depth bound: the frames above it hold for this question only,
         and ``again()`` asks it from depth 0 before the question is asked again."""
         CUTS["depth"] += 1
         self._inexact = True
-        self._deferred.append(again)
+        if self._question_steps < QUESTION_STEPS and self._file_steps < FILE_STEPS:
+            # (past a spent budget: truncated at the bound, as before the exact memo)
+            self._deferred.append(again)
 
     def final(self, ask: Callable[[], _V]) -> tuple[_V, bool]:
         """``ask()``, and whether its answer is final: not a part of a component still

@@ -44,11 +44,17 @@ Answer = Need | frozenset[int]
 #: A ``+`` between two literals of the same quote, with its quotes (a prefix on the
 #: second: ``'a' + r'b'``), or a comma between two literals (the pieces of a join: on
 #: another line's tuple it only adds hits); spaces and tabs only, so lines stay put.
-_GLUE = re.compile(r"""(['"])[ \t]*[+,][ \t]*[rbuRBU]?\1""")
+#: Also blanks of any kind or run, a continuation on either side, two prefix letters,
+#: triple quotes and the other quote (attack9: a tab, a form feed or two blanks around
+#: the ``+``, ``'a' +`` then ``'b'`` on the next line, triple-quoted pieces each hid an
+#: indicator the whole-file pass read); another literal's quote glued only adds hits.
+_QUOTE = r"""(?:'''|\"\"\"|'|")"""
+_AROUND = r"""[ \t\f]*(?:\\\r?\n[ \t\f]*)?"""
+_GLUE = re.compile(f"{_QUOTE}{_AROUND}[+,]{_AROUND}[rbuRBUfF]{{0,2}}{_QUOTE}")
 
 
 #: :data:`_GLUE`'s ``+`` alone.
-_PLUS = re.compile(r"""(['"])[ \t]*\+[ \t]*[rbuRBU]?\1""")
+_PLUS = re.compile(f"{_QUOTE}{_AROUND}\\+{_AROUND}[rbuRBUfF]{{0,2}}{_QUOTE}")
 
 #: Where literals may be written side by side, for RE2 over the bytes (no lookaround):
 #: a quote, blanks, line ends, backslash continuations or comments, a prefix, a quote; or
@@ -56,8 +62,13 @@ _PLUS = re.compile(r"""(['"])[ \t]*\+[ \t]*[rbuRBU]?\1""")
 #: ``f('')``). It finds the lines to glue; a quote in a string or a comment that looks
 #: like one only adds a line to check.
 _JUNCTION_LINES: Any = re2.compile(
-    rb"""(?:(?:['"](?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+[rbuRBUfF]{0,2}['"]|"""
-    rb"""[^\s=(\[{,:'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\s)\]},:.'"])"""
+    rb"""(?:(?:['"](?:(?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)+|"""
+    # (or a + between them, in any spelling: attack9)
+    rb"""(?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)*\+(?:[ \t\f]|\\\r?\n|\r?\n|#[^\n]*)*)"""
+    rb"""[rbuRBUfF]{0,2}['"]|"""
+    rb"""[^\s=(\[{,'"](?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")[^\r\n)\]},:.'"]|"""
+    # a triple-quoted literal's end and the next one's start: no context needed (attack9)
+    rb"""(?:'''|\"\"\")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|"))"""
     # a chain of them (the literals' text between) is one match: one span to walk
     rb"""[^\n'"]*)+"""
 )
@@ -67,9 +78,11 @@ _GLUE_BYTES: Final = tuple(glue.encode() for glue in GLUES)
 #: chain of literals, ``'a''b''c'``, is glued whole).
 _JUNCTION = re.compile(
     # (the lookahead first: re skips to the next quote at C speed)
-    r"""(?=['"])(?:(?:'''|\"\"\"|'|")(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)++"""
+    r"""(?=['"])(?:(?:'''|\"\"\"|'|")(?:(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)++|"""
+    r"""(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)*+\+(?:[ \t\f]++|\\\r?\n|\r?\n|#[^\n]*+)*+)"""
     r"""[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")|"""
-    r"""(?<=[^\s=(\[{,:'"])(?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")(?=[^\s)\]},:.'"]))"""
+    r"""(?<=[^\s=(\[{,'"])(?:'''|\"\"\"|'|")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|")(?=[^\r\n)\]},:.'"])|"""
+    r"""(?:'''|\"\"\")[rbuRBUfF]{0,2}(?:'''|\"\"\"|'|"))"""
 )
 
 
