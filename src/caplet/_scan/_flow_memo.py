@@ -23,9 +23,11 @@ Here every question is answered as if it were asked first, whatever was asked be
   depth 0, kept for good when exact; its own deferred nodes first) and the first
   question asked again, as long as each round keeps more answers for good;
 * each question has its own step budget, so one costly question does not empty the
-  answers of those asked after it; a per-file budget bounds the sum, so crafted code
-  can make answers incomplete, never slow. Only a spent budget (counted in
-  :data:`CUTS`) leaves an answer that depends on what was asked before.
+  answers of those asked after it; a per-file budget bounds the sum. Past a spent
+  budget a frame is computed as before the exact memo (each node once more at most), so
+  crafted code can make answers incomplete or order-dependent, never slow and never
+  empty for what follows (attack9). Only a spent budget (counted in :data:`CUTS`)
+  leaves an answer that depends on what was asked before.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ _A = TypeVar("_A")
 #: ``benchmarks/flow_cuts.py``): "cycle" (a frame in progress met again: exact),
 #: "filtered" (a component whose members keep their answers for the question only),
 #: "depth" (a node deferred), "rounds" (deferred nodes left after the last round),
-#: "question budget", "file budget" (a question answered empty).
+#: "question budget", "file budget" (a frame computed past a spent budget, as before
+#: the exact memo: see :meth:`ExactMemo._spent`).
 CUTS: Counter[str] = Counter()
 
 #: Frames one question may compute (its deferred rounds included).
