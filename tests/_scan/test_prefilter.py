@@ -613,3 +613,37 @@ def test_a_code_object_loader_or_a_decoder_alone_needs_nothing(
     prefilter: Prefilter, text: str
 ) -> None:
     assert prefilter.check(text) is Need.NOTHING
+
+
+# -- attack9 (issue 16): a decoded name looked up in a namespace ------------------------
+_DECODED_NAMESPACE = {
+    "bound-view": "import base64, os\nns = vars(os)\n"
+    "k = base64.b64decode('c3lzdGVt').decode()\nns[k]('id')\n",
+    "bound-dict": "import base64, builtins\nb = builtins\nns = b.__dict__\n"
+    "k = base64.b64decode('ZXZhbA==').decode()\nns[k]('1+1')\n",
+    "imported-dict": "import base64, importlib\nk = base64.b64decode('ZXZhbA==').decode()\n"
+    "importlib.import_module('builtins').__dict__[k]('1+1')\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_DECODED_NAMESPACE))
+def test_a_decoded_name_looked_up_in_a_namespace_needs_the_ast(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mod.py").write_text(_DECODED_NAMESPACE[shape])
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-003" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a namespace read by a name written out, beside a decoder
+        "import base64, os\nsep = vars(os)['sep']\ndata = base64.b64decode(B)\n",
+        # a namespace bound to a name, no decoder
+        "import os\nns = vars(os)\nfn = ns[name]\n",
+    ],
+)
+def test_a_namespace_or_a_decoder_alone_needs_nothing(prefilter: Prefilter, text: str) -> None:
+    assert prefilter.check(text) is Need.NOTHING

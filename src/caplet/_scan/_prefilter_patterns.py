@@ -539,10 +539,23 @@ _BLIND8_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_MEMBERS_OF_BUILTINS, _MEMBERS_OF_BUILTINS),
 )
 
+#: attack9: a decoded name looked up in a namespace (CPL-THR-003 in the whole-file pass,
+#: never parsed in package mode): ``vars(os)[k]``, ``importlib.import_module("builtins")
+#: .__dict__[k]``, or the namespace bound to a name first (``ns = vars(os)``, then
+#: ``ns[k](...)``), beside a decoder.
+_NAMESPACE_BY_NAME: Final = (
+    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|__builtins__)\s*"
+    r"(?:\[\s*[^'\"\s]|\.\s*get\s*\(\s*[^'\"\s])|"
+    r"\b[A-Za-z_]\w*\s*=\s*(?:vars\([^)\n]*\)|[\w.]*\.__dict__|(?:sys\.)?modules|"
+    r"globals\(\s*\))\s*(?:[;#\n]|$)"
+)
+_ATTACK9_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_BY_NAME),)
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
     *_BLIND8_PAIRS,
+    *_ATTACK9_PAIRS,
 )
 
 
