@@ -66,3 +66,12 @@ def tree_both_ways(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TreeDan
     with monkeypatch.context() as patch:
         patch.setattr(_filepass, "prefilter", WholeFile)
         return filtered, tree_danger(root)
+
+
+def found_in_a_package(root: Path, monkeypatch: pytest.MonkeyPatch, text: str, rule: str) -> None:
+    """``text`` written as ``root/mod.py``: the whole-file pass finds ``rule`` as DANGER
+    (the attack is real) and the prefiltered scan finds every DANGER it does."""
+    (root / "mod.py").write_text(text, encoding="utf-8")
+    filtered, whole = tree_both_ways(root, monkeypatch)
+    assert rule in {r for r, _, _ in whole}
+    assert filtered == whole

@@ -14,7 +14,7 @@ import pytest
 
 from caplet._scan._escaped_strings import escaped_view, with_escaped_strings
 from caplet._scan._prefilter import Need, prefilter
-from tests._scan.prefilterkit import tree_both_ways
+from tests._scan.prefilterkit import found_in_a_package
 
 _PAD = "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
 
@@ -79,10 +79,7 @@ def test_a_payload_spelled_in_escapes_is_found_in_a_package(
     text, rule = _ESCAPED[shape]
     if large:  # a large file visited around its hits: the escaped line is one of them
         text = "import base64\n" + _PAD + text + "exec(base64.b64decode('cHJpbnQoMSk='))\n"
-    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert rule in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_a_package(tmp_path, monkeypatch, text, rule)
 
 
 def answer(text: str) -> Need | frozenset[int]:

@@ -26,7 +26,7 @@ from caplet._scan._glued_strings import (
 )
 from caplet._scan._prefilter import BLIND, MAX_LARGE_FOCUS, Need, Prefilter, prefilter
 from caplet._scan._prefilter_patterns import GLUES
-from tests._scan.prefilterkit import tree_both_ways
+from tests._scan.prefilterkit import found_in_a_package
 
 
 def answer(text: str) -> Need | frozenset[int]:
@@ -170,10 +170,7 @@ def test_an_indicator_split_into_literals_side_by_side_is_found_in_a_package(
     shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text, rule = _SIDE_BY_SIDE[shape]
-    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert rule in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_a_package(tmp_path, monkeypatch, text, rule)
 
 
 def test_a_glued_indicator_no_pattern_locates_makes_a_large_file_whole() -> None:
@@ -221,10 +218,7 @@ def test_a_side_only_the_glue_makes_completes_a_conjunction_elsewhere(
     if large:
         text += "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
     assert answer(text) is Need.FULL
-    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert rule in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_a_package(tmp_path, monkeypatch, text, rule)
 
 
 def test_only_a_conjunction_across_the_file_and_its_glued_lines_is_completed() -> None:
@@ -464,7 +458,4 @@ def test_an_indicator_glued_in_any_spelling_is_found_in_a_package(
     shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text, rule = _SPELLED_OTHERWISE[shape]
-    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert rule in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_a_package(tmp_path, monkeypatch, text, rule)

@@ -11,7 +11,7 @@ from caplet._scan._aliases import follow, note_binding
 from caplet._scan._model import ScanMode
 from caplet._scan._prefilter import _FOCUS_FROM, BLIND, Need, Prefilter
 from caplet._scan._scanner import scan_tree
-from tests._scan.prefilterkit import tree_both_ways
+from tests._scan.prefilterkit import found_in_a_package
 
 
 @pytest.fixture(scope="module")
@@ -576,10 +576,8 @@ _COMPUTED_DOWNLOADER = {
 def test_a_download_piped_to_a_shell_with_a_computed_downloader_needs_the_ast(
     shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "mod.py").write_text("import os\n" + _COMPUTED_DOWNLOADER[shape])
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert "CPL-THR-015" in {r for r, _, _ in whole}
-    assert filtered == whole
+    text = "import os\n" + _COMPUTED_DOWNLOADER[shape]
+    found_in_a_package(tmp_path, monkeypatch, text, "CPL-THR-015")
 
 
 # -- blind8 (issue 16 point 1): a code-object loader under another name beside a decoder ----
@@ -630,10 +628,7 @@ _DECODED_NAMESPACE = {
 def test_a_decoded_name_looked_up_in_a_namespace_needs_the_ast(
     shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "mod.py").write_text(_DECODED_NAMESPACE[shape])
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert "CPL-THR-003" in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_a_package(tmp_path, monkeypatch, _DECODED_NAMESPACE[shape], "CPL-THR-003")
 
 
 @pytest.mark.parametrize(

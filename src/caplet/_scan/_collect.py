@@ -332,7 +332,9 @@ class Collector:
     """Findings and counters of one scan, whatever the files come from.
 
     ``install_scripts`` are the relative paths of the tree's install scripts
-    (``None``: decided per file, a ``setup.py`` at most one folder down).
+    (``None``: decided per file, a ``setup.py`` at most one folder down);
+    ``install_entries`` those of them pip runs itself (setup.py, an in-tree build
+    backend): the installer's chains are theirs (none given: a ``setup.py``).
     """
 
     def __init__(
@@ -342,6 +344,8 @@ class Collector:
         limits: Limits,
         local: frozenset[str],
         install_scripts: frozenset[str] | None = None,
+        *,
+        install_entries: frozenset[str] = frozenset(),
     ) -> None:
         self.capabilities = tuple(capabilities)
         self.grants = Grants.of(capabilities)
@@ -349,9 +353,7 @@ class Collector:
         self.limits = limits
         self.local_modules = local
         self.install_scripts = install_scripts
-        #: The install scripts pip runs itself (setup.py, an in-tree build backend):
-        #: the installer's chains are theirs (``None`` scripts: a ``setup.py``).
-        self.install_entries: frozenset[str] = frozenset()
+        self.install_entries = install_entries
         self.findings: list[Finding] = []
         self.files_scanned = 0
         self.files_parsed = 0

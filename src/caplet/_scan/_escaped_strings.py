@@ -101,9 +101,9 @@ def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | N
     line, counted = 1, 0
     for match in _ESCAPE.finditer(text):
         start = match.start()
-        if match.group(0) == "\f":
-            pass  # a form feed: a blank to the tokenizer, none to ``[ \t]`` (attack8)
-        elif _character(match) == match.group(0) and not _joins(match):
+        # a form feed is read as a blank (_character): a blank to the tokenizer, none to
+        # ``[ \t]`` (attack8)
+        if _character(match) == match.group(0) and not _joins(match):
             continue
         line += text.count("\n", counted, start)
         counted = start
@@ -131,7 +131,7 @@ def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | N
             pieces.append(physical[number + span - 1])
             span += 1
         written = "".join(pieces)
-        found.append((_ESCAPE.sub(_character, written).replace("\f", " "), number, span))
+        found.append((_ESCAPE.sub(_character, written), number, span))
         while index < len(wanted) and wanted[index] < number + span:
             index += 1
     return found

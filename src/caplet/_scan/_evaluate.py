@@ -226,9 +226,9 @@ class Evaluator(Closedness, LoopEvaluation):
                 if (
                     node.attr in {"__name__", "__qualname__"}
                     and isinstance(inner, ast.Call)
-                    and self._own_name(inner.func) is not None
+                    and (own := self._own_name(inner.func)) is not None
                 ):
-                    return self._own_name(inner.func)  # type(sys_tem()).__name__ (blindcn)
+                    return own  # type(sys_tem()).__name__ (blindcn)
                 obj = self._builtin(inner)
                 if obj is None:
                     value = self._evaluate(inner, depth)

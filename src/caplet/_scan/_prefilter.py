@@ -239,11 +239,12 @@ class Prefilter:
         self, text: str, encoded: bytes, matched: list[int], unasked: frozenset[str]
     ) -> _Seen:
         """Keep what the sets found in ``text`` (:class:`_Seen`) for this thread's
-        passes that read it again (its last three texts: a file, its logical lines,
-        its glued lines)."""
+        passes that read it again (its last four texts: a file, its logical lines,
+        its glued lines, its escaped lines; with three the file's record was gone when
+        the escaped lines asked ``completes`` of it, and the file was matched again)."""
         seen = _Seen(text, encoded, matched, not unasked)
         last: list[_Seen] = getattr(self._last, "found", [])
-        self._last.found = [seen, *last[:2]]
+        self._last.found = [seen, *last[:3]]
         return seen
 
     def _seen(self, text: str) -> _Seen | None:

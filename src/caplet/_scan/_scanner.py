@@ -159,8 +159,9 @@ def scan_tree(
     relatives = [e.relative for e in entries]
     paths = {e.relative: e.path for e in entries if e.kind is EntryKind.FILE}
     scripts, starts = install_scripts(paths, lambda r: _text_of(paths[r], limits))
-    collector = Collector(capabilities, mode, limits, local_modules(relatives), scripts)
-    collector.install_entries = starts
+    collector = Collector(
+        capabilities, mode, limits, local_modules(relatives), scripts, install_entries=starts
+    )
     total = len(entries)
     for done, entry in enumerate(entries, start=1):
         kind = entry.kind
@@ -215,8 +216,7 @@ def _scan_archive(
         scripts, entries = _install_scripts(
             [i for i in listed if isinstance(i, ArchiveMember)], limits
         )
-    collector = Collector(capabilities, mode, limits, local, scripts)
-    collector.install_entries = entries
+    collector = Collector(capabilities, mode, limits, local, scripts, install_entries=entries)
     held: list[ArchiveMember] = []
     links: list[ArchiveProblem] = []
     done = 0

@@ -222,14 +222,7 @@ class CarriedNames:
         class defines itself are not looked up through the hook."""
         flow = self._flow
         own = {
-            t.id
-            for s in owner.body
-            for t in (
-                [s]
-                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                else getattr(s, "targets", [])
-            )
-            if isinstance(t, ast.Name)
+            t.id for s in owner.body for t in getattr(s, "targets", []) if isinstance(t, ast.Name)
         } | {
             s.name
             for s in owner.body

@@ -124,8 +124,8 @@ _CALL_RULE_NAMES = frozenset(
     {name for name, rule in API_RULES.items() if rule == "CPL-PROC-001"}
     | set(OPEN_FUNCTIONS)
     | ENV_FUNCTIONS
-    | DYNAMIC_IMPORTERS
-    | {"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.map"}
+    | _LOOKUPS
+    | {"builtins.map"}
 )
 
 #: Nodes that can add to a name after its binding (see ``RuleVisitor._contribute``).
