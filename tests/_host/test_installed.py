@@ -140,6 +140,38 @@ def test_extract_wheel_refuses_unsafe_members(tmp_path: Path) -> None:
         extract_wheel_plugin(wheel, "other", tmp_path / "out2")
 
 
+@pytest.mark.parametrize(
+    ("members", "refused"),
+    [
+        # The same name twice: zipfile keeps both, an installer the last one.
+        (("plugin.py", "plugin.py"), "plugin.py"),
+        # A file and a folder of one name.
+        (("extra", "extra/mod.py"), "extra/mod.py"),
+        (("extra/mod.py", "extra"), "extra"),
+    ],
+)
+def test_a_wheel_whose_members_collide_is_refused_not_a_crash(
+    tmp_path: Path, members: tuple[str, str], refused: str
+) -> None:
+    import warnings
+    import zipfile
+
+    from caplet._errors import PluginTreeError
+
+    wheel = make_wheel(tmp_path / "evil.whl")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name: the attack
+        with zipfile.ZipFile(wheel, "a") as archive:
+            for member in members:
+                archive.writestr(f"acme_plugins/hello/{member}", "x = 1\n")
+    with pytest.raises(PluginTreeError) as caught:
+        extract_wheel_plugin(wheel, "hello", tmp_path / "out")
+    message = str(caught.value)
+    assert f"member 'acme_plugins/hello/{refused}'" in message, message
+    assert "the name of another member" in message, message
+    assert "rebuild the wheel" in message, message
+
+
 def test_an_entry_point_into_another_distributions_folder_is_skipped_with_both_names(
     host: PluginHost, site: Path
 ) -> None:

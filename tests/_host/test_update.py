@@ -220,6 +220,25 @@ def test_update_from_a_wheel(
     assert 'version = "2.0.0"' in (plugins_dir / "hello" / "plugin.toml").read_text()
 
 
+def test_a_wheel_whose_members_collide_is_refused_and_nothing_changes(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # attack10: a file and a folder of one name raised FileExistsError out of
+    # host.update (the CLI's "internal error", exit 70).
+    import zipfile
+
+    wheel = make_wheel(tmp_path / "acme_plugins-2.0-py3-none-any.whl", plugin_version="2.0.0")
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr("acme_plugins/hello/extra", "x = 1\n")
+        archive.writestr("acme_plugins/hello/extra/mod.py", "x = 2\n")
+    report = host.update("hello", wheel, consent=True)
+    assert not report
+    assert "cannot stage the new version of 'hello'" in report.reason, report.reason
+    assert "member 'acme_plugins/hello/extra/mod.py'" in report.reason, report.reason
+    assert_installed(host, plugins_dir, v1)
+    assert not list(plugins_dir.glob(".caplet-update-*")), list(plugins_dir.iterdir())
+
+
 def test_a_plugin_from_a_distribution_is_updated_by_the_package_manager(
     plugins_dir: Path, state_dir: Path, tmp_path: Path
 ) -> None:

@@ -39,6 +39,7 @@ from caplet._sandbox._seccomp_policy import (
     CONDITIONAL,
     NEWEST_REVIEWED,
     QUIET_REFUSALS,
+    WITH_EXEC,
     WITHOUT_EXEC,
 )
 from caplet._syscall import (
@@ -218,6 +219,23 @@ def test_exec_only_with_allow_exec(machine: str) -> None:
     assert without("memfd_create", 0, mfd_cloexec) == _ALLOW
     for flags in (0, mfd_cloexec, mfd_exec, mfd_noexec_seal, mfd_noexec_seal | mfd_cloexec):
         assert with_exec("memfd_create", 0, flags) == _DENY
+
+
+@pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))
+@pytest.mark.parametrize("notify", [False, True])
+def test_epoll_instances_only_with_allow_exec(machine: str, notify: bool) -> None:
+    # The kernel counts epoll watches per uid, not per jail (attack10): a worker
+    # that cannot exec gets no instance (refused and counted); its waits stay.
+    without = _decider(machine, notify=notify)
+    with_exec = _decider(machine, allow_exec=True, notify=notify)
+    refused = _NOTIFY if notify else _DENY
+    for name in WITH_EXEC.syscalls:
+        if _compiled(name, machine):  # arm64 has epoll_create1 only
+            assert without(name, 0) == refused, name
+            assert with_exec(name, 0) == _ALLOW, name
+    for name in ("epoll_ctl", "epoll_pwait", "poll", "ppoll"):
+        if _compiled(name, machine):  # arm64 has ppoll only
+            assert without(name, 0) == _ALLOW, name
 
 
 @pytest.mark.parametrize("machine", sorted(AUDIT_ARCH))

@@ -233,6 +233,30 @@ def _members(archive: zipfile.ZipFile, prefix: str) -> Iterable[tuple[zipfile.Zi
             yield info, info.filename[len(prefix) :]
 
 
+def _refuse_collisions(wheel: Path, members: Iterable[tuple[zipfile.ZipInfo, str]]) -> None:
+    """Refuse two members of one name, or a file's name that another member uses as a folder.
+
+    A zip may hold both (zipfile warns, and keeps both); an installer keeps one
+    of them, so what the review saw is not what would run. Written one after
+    the other they used to raise ``FileExistsError`` out of ``caplet update``
+    (attack10): checked here, before anything is written.
+    """
+    files: set[str] = set()
+    folders: set[str] = set()
+    for info, relative in members:
+        parts = relative.split("/")
+        above = {"/".join(parts[:end]) for end in range(1, len(parts))}
+        if relative in files or relative in folders or above & files:
+            raise PluginTreeError(
+                f"wheel {wheel}: member {info.filename!r} has the name of another member, "
+                "as a file or as a folder; an installer keeps only one of them, so the "
+                "plugin would not be what was reviewed; rebuild the wheel without the "
+                "duplicate"
+            )
+        files.add(relative)
+        folders |= above
+
+
 def extract_wheel_plugin(wheel: Path, name: str, dest: Path) -> Path:
     """Unpack plugin *name*'s folder from *wheel* into ``dest/<name>``; return that folder.
 
@@ -264,6 +288,7 @@ def extract_wheel_plugin(wheel: Path, name: str, dest: Path) -> Path:
                 f"{DEFAULT_MAX_FILES} files or {DEFAULT_MAX_BYTES} bytes; leave out of the "
                 "plugin folder what the plugin does not need"
             )
+        _refuse_collisions(wheel, members)
         target.mkdir(mode=0o755, parents=True)
         for info, relative in members:
             parts = relative.split("/")
@@ -280,16 +305,27 @@ def extract_wheel_plugin(wheel: Path, name: str, dest: Path) -> Path:
                     f"wheel {wheel}: member {info.filename!r} is not a regular file "
                     "(a symbolic link or special file); refusing it"
                 )
-            path = target.joinpath(*parts)
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            with archive.open(info) as source, path.open("xb") as out:
-                remaining = DEFAULT_MAX_BYTES
-                while chunk := source.read(1024 * 1024):
-                    remaining -= len(chunk)
-                    if remaining < 0:
-                        raise PluginTreeError(
-                            f"wheel {wheel}: member {info.filename!r} is larger than declared"
-                        )
-                    out.write(chunk)
-            path.chmod(0o755 if mode & 0o111 else 0o644)
+            try:
+                _write_member(wheel, archive, info, target.joinpath(*parts), mode)
+            except OSError as exc:  # a name too long for the file system, a full disk
+                raise PluginTreeError(
+                    f"wheel {wheel}: cannot write member {info.filename!r} "
+                    f"({exc.strerror or exc}); rebuild the wheel, or free space"
+                ) from exc
     return target
+
+
+def _write_member(
+    wheel: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, mode: int
+) -> None:
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with archive.open(info) as source, path.open("xb") as out:
+        remaining = DEFAULT_MAX_BYTES
+        while chunk := source.read(1024 * 1024):
+            remaining -= len(chunk)
+            if remaining < 0:
+                raise PluginTreeError(
+                    f"wheel {wheel}: member {info.filename!r} is larger than declared"
+                )
+            out.write(chunk)
+    path.chmod(0o755 if mode & 0o111 else 0o644)

@@ -108,6 +108,7 @@ from caplet._sandbox._seccomp_policy import (
     QUIET_REFUSALS,
     UNBOUNDED_MEMORY,
     UNBOUNDED_MEMORY_REFUSALS,
+    WITH_EXEC,
     WITHOUT_EXEC,
 )
 from caplet._syscall import (
@@ -155,6 +156,7 @@ __all__ = [
     "seccomp_problem",
     "syscall_names",
     "syscall_number",
+    "wait_with_poll",
 ]
 
 #: Calls that are never on the allowlist (a tripwire the tests check).
@@ -202,7 +204,7 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool, memory_bounded: bo
             conditionals += UNBOUNDED_MEMORY
             refusals += UNBOUNDED_MEMORY_REFUSALS
         if allow_exec:
-            plain += EXEC
+            plain += (*EXEC, *WITH_EXEC.syscalls)
         elif memory_bounded:
             plain += WITHOUT_EXEC.syscalls
         for name in plain:
@@ -296,6 +298,26 @@ def prepare_filters() -> None:
         _PREPARE_PROBLEM = str(exc).removeprefix("seccomp: ")
 
 
+def wait_with_poll() -> None:
+    """Make this interpreter's selectors and asyncio wait with poll(2), never epoll.
+
+    The filter of a worker that cannot exec refuses ``epoll_create``
+    (:data:`~caplet._sandbox._seccomp_policy.WITH_EXEC`: the kernel counts
+    epoll watches per uid, shared with the host's user or every other
+    worker, attack10). ``select.epoll`` goes, so ``from select import epoll``
+    fails plainly and a later ``import selectors`` picks the poll selector
+    without probing a refused call; a ``selectors`` the zygote already
+    imported chose epoll at its import, so its default is set back here.
+    asyncio's event loops take ``selectors.DefaultSelector`` when they are
+    made, so they wait with poll too.
+    """
+    if hasattr(select, "epoll"):
+        del select.epoll
+    selectors = sys.modules.get("selectors")
+    if selectors is not None:
+        selectors.DefaultSelector = selectors.PollSelector  # type: ignore[attr-defined]
+
+
 def apply_seccomp(
     *, allow_exec: bool, notify: bool = False, memory_bounded: bool = True
 ) -> int | None:
@@ -317,8 +339,13 @@ def apply_seccomp(
 
     ``memory_bounded=False`` refuses what only a memory cgroup would bound
     (see :func:`build_filter`).
+
+    Without ``allow_exec`` the filter refuses epoll instances (WITH_EXEC),
+    so this interpreter is switched to poll(2) first: see :func:`wait_with_poll`.
     """
     program = build_filter(allow_exec=allow_exec, notify=notify, memory_bounded=memory_bounded)
+    if not allow_exec:
+        wait_with_poll()
     try:
         set_no_new_privs()
         if notify:

@@ -66,6 +66,7 @@ __all__ = [
     "UNBOUNDED_MEMORY_REFUSALS",
     "UNIFIED_NUMBERS",
     "WITHOUT_EXEC",
+    "WITH_EXEC",
     "allowlist_names",
 ]
 
@@ -162,12 +163,13 @@ ALLOWED: tuple[Group, ...] = (
     ),
     Group(
         "waiting and time",
-        "the worker's call loop (poll on its channel), asyncio's selector (epoll, its "
-        "wake-up fd), selectors/select, sleeps, clocks, timers and signal.setitimer, "
-        "threading's timed waits",
+        "the worker's call loop (poll on its channel), asyncio's selector (poll in a "
+        "worker that cannot exec, see WITH_EXEC; its wake-up fd), selectors/select, "
+        "sleeps, clocks, timers and signal.setitimer, threading's timed waits; epoll_ctl "
+        "and the waits act only on an epoll instance, which only WITH_EXEC creates",
         _names(
             """
-            poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait
+            poll ppoll select pselect6 epoll_ctl epoll_wait
             epoll_pwait epoll_pwait2 eventfd eventfd2 timerfd_create timerfd_settime
             timerfd_gettime clock_gettime clock_getres clock_nanosleep nanosleep
             gettimeofday time times alarm pause getitimer setitimer timer_create
@@ -335,6 +337,27 @@ WITHOUT_EXEC = Group(
     "worker that may exec gets none. A worker with a memory limit but no memory cgroup "
     "gets none either: RLIMIT_AS does not see a memfd's pages",
     ("memfd_create",),
+)
+
+#: Allowed only to a worker granted ``proc.exec`` (attack10). A watch on an
+#: epoll instance is charged to ``fs.epoll.max_user_watches``, a count per
+#: uid in the kernel's user_struct (fs/eventpoll.c), not per user namespace:
+#: no jail limit bounds it, and every process of the worker's uid shares it
+#: (a root host's workers all run as one uid, an unprivileged host's as the
+#: host's own user). A watch lives as long as its file, not its descriptor,
+#: so one worker held epoll instances x files x free descriptor numbers of
+#: them (200,000 in a third of a second, the whole 4% of RAM within seconds),
+#: and every other process of the uid got ENOSPC from epoll_ctl: no asyncio
+#: event loop could start. A worker that cannot exec waits with poll(2)
+#: instead (the worker switches selectors to it before any plugin code
+#: runs). The programs a worker granted ``proc.exec`` runs need epoll (Go's
+#: runtime aborts without it, Node's loop too), so it keeps it.
+WITH_EXEC = Group(
+    "epoll instances",
+    "event loops of the approved programs (Go's runtime, libuv); refused to a worker "
+    "that cannot exec, whose watches nothing bounds per worker (the kernel counts them "
+    "per uid, shared with the host's user or every other worker)",
+    ("epoll_create", "epoll_create1"),
 )
 
 _SOL_SOCKET = 1
@@ -536,5 +559,5 @@ def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
     names = {name for group in ALLOWED for name in group.syscalls}
     names |= {conditional.syscall for conditional in CONDITIONAL}
     # UNBOUNDED_MEMORY only narrows calls ALLOWED already has.
-    names |= set(EXEC) if allow_exec else set(WITHOUT_EXEC.syscalls)
+    names |= {*EXEC, *WITH_EXEC.syscalls} if allow_exec else set(WITHOUT_EXEC.syscalls)
     return frozenset(names)
