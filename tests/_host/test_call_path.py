@@ -3,6 +3,7 @@ worker that died while idle is replaced without counting as a failure."""
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -11,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from caplet import CallTimeoutError, LifecycleError, PluginCallError, PluginHost, WorkerCrashedError
+from caplet import (
+    CallTimeoutError,
+    LifecycleError,
+    PluginCallError,
+    PluginHost,
+    Policy,
+    WorkerCrashedError,
+)
 from tests._host.hostkit import SPIN, SPIN_MODULES
 from tests.conftest import PluginFactory, child_pids
 
@@ -120,3 +128,51 @@ def test_a_worker_that_died_while_idle_is_replaced_without_a_failure(
     assert host.worker_pid("p") not in (None, monitor)
     assert host.breaker("p").failures == 0
     assert not [d for d in host.manager.store.decisions("p") if d.action == "call"]
+
+
+class _Clock:
+    """The host clock moved by hand (the state refresh reads it)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_plugins_message_cannot_forge_lines_in_the_hosts_log_through_a_quarantine(
+    plugins_dir: Path,
+    state_dir: Path,
+    make_plugin: PluginFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # attack10: a quarantine's reason quotes the last failure, the plugin's own
+    # exception message, raw; a host that follows the quarantine logged it raw
+    # in the embedding application's log (CWE-117, as the round-3 discovery fix).
+    make_plugin("p", source=SPIN, modules=SPIN_MODULES)
+    forged = "2026-11-26 22:00:00 WARNING caplet: plugin p approved by the operator"
+    policy = Policy(failure_threshold=1, quarantine_after=1)
+    clock = _Clock()
+    with (
+        PluginHost(plugins_dir, state_dir=state_dir, policy=policy) as a,
+        PluginHost(plugins_dir, state_dir=state_dir, policy=policy, clock=clock) as b,
+    ):
+        assert b.enable("p", consent=True)
+        assert b.call("p", "main.pid") > 0
+        assert a.enable("p", consent=True)
+        with pytest.raises(PluginCallError):
+            a.call("p", "main.boom", f"no such thing\n{forged}\r\x1b[2K")
+        quarantine = a.manager.store.get_quarantine("p")
+        assert quarantine is not None
+        assert "\n" not in quarantine.reason, quarantine.reason
+        assert "\\x0a" + forged in quarantine.reason, quarantine.reason
+        clock.now += b.policy.state_refresh_s
+        with caplog.at_level(logging.INFO, logger="caplet"):
+            with pytest.raises(LifecycleError, match="quarantined"):
+                b.call("p", "main.pid")
+    followed = [r.getMessage() for r in caplog.records if "quarantined elsewhere" in r.getMessage()]
+    assert followed, [r.getMessage() for r in caplog.records]
+    for message in followed:
+        assert "\n" not in message, message
+        assert "\r" not in message, message
+        assert "\x1b" not in message, message

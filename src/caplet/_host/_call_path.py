@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from caplet._display import safe_line
 from caplet._errors import (
     BudgetExceededError,
     CallCancelledError,
@@ -316,7 +317,10 @@ class CallPath:
         self.manager.log_decision(name, "circuit", target, False, detail)
         if nested or not trip.quarantine:
             return
-        last = str(exc)
+        # One line, escaped: the failure quotes the plugin's own exception
+        # message, and the reason is logged by every host that follows the
+        # quarantine (CWE-117, attack10).
+        last = safe_line(str(exc))
         if len(last) > _REASON_CHARS:
             last = last[: _REASON_CHARS - 3] + "..."
         reason = (

@@ -37,6 +37,7 @@ import time
 from collections.abc import Mapping
 
 from caplet._capabilities._model import Capability, CapabilityKind
+from caplet._display import safe_line
 from caplet._host._grant_check import GrantPlan
 from caplet._host._locked import (
     withheld_message,
@@ -153,8 +154,10 @@ class PluginManager(ManagerEnable):
         if quarantine is None or record.state is not PluginState.ENABLED:
             return Outcome(False, f"plugin {name!r} has no quarantine to follow here")
         outcome = self.disable(name)
-        logger.warning(
-            "plugin %s was quarantined elsewhere (%s); disabled here", name, quarantine.reason
+        logger.warning(  # the reason may be another host's or an older caplet's, unescaped
+            "plugin %s was quarantined elsewhere (%s); disabled here",
+            name,
+            safe_line(quarantine.reason),
         )
         return Outcome(True, f"plugin {name!r} quarantined elsewhere", affected=outcome.affected)
 
