@@ -7,6 +7,7 @@ building the manifest :mod:`caplet._manifest._load`'s.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -69,14 +70,7 @@ def find_manifest(plugin_dir: Path) -> Path:
 def read_manifest_data(path: Path) -> dict[str, Any]:
     """Parse the manifest into plain data; the top level must be a table/object."""
     try:
-        size = path.stat().st_size
-        if size > MAX_MANIFEST_BYTES:
-            raise ManifestError(
-                f"{path}: manifest is {size} bytes, more than the limit of "
-                f"{MAX_MANIFEST_BYTES}; a manifest only declares metadata",
-                path=str(path),
-            )
-        text = path.read_bytes().decode("utf-8")
+        text = _read_regular(path).decode("utf-8")
     except OSError as exc:
         raise ManifestError(
             f"{path}: cannot read the manifest ({exc.strerror or exc}); check that the file "
@@ -92,6 +86,43 @@ def read_manifest_data(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ManifestError(
             f"{path}: the manifest must be an object/table at the top level, got {type_name(data)}",
+            path=str(path),
+        )
+    return data
+
+
+#: O_NOFOLLOW: :func:`find_manifest` checked the name with lstat, and whoever
+#: can write the plugin folder may swap it for a link before it is opened (the
+#: host, root, parsed any file as the manifest); O_NONBLOCK: or for a FIFO,
+#: which would hold every discovery at open(2) (attack10). The checks are made
+#: again on the descriptor that is read.
+_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file of at most :data:`MAX_MANIFEST_BYTES`."""
+
+    def not_regular() -> ManifestError:
+        return ManifestError(
+            f"{path}: must be a regular file (not a symlink or directory); replace it with "
+            f"the manifest itself",
+            path=str(path),
+        )
+
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a link (open(2), O_NOFOLLOW)
+            raise not_regular() from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise not_regular()
+        data = handle.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"{path}: manifest is more than the limit of {MAX_MANIFEST_BYTES} bytes; a "
+            "manifest only declares metadata",
             path=str(path),
         )
     return data
