@@ -10,7 +10,7 @@ once (:func:`prepare_filters`) and every worker installs the cached bytes
 with one prctl(2) or seccomp(2): a worker start makes no libseccomp call.
 
 Why libseccomp (through ctypes, :class:`caplet._syscall.SeccompCompiler`)
-and not hand-assembled BPF: an allowlist of 221 calls (187 on arm64, which
+and not hand-assembled BPF: an allowlist of 219 calls (186 on arm64, which
 lacks the legacy ones) with argument rules on two architectures is a few
 hundred instructions whose jump offsets, 64-bit argument halves and
 syscall tables would all be ours to get right; libseccomp is the compiler

@@ -191,6 +191,37 @@ def run(bound):
     return {"escaped": f"made {len(made)} inotify instances"}
 """
 
+EPOLL_HOARD = """
+import ctypes
+import select
+
+
+def run(bound):
+    # fs.epoll.max_user_watches counts per uid (user_struct), not per jail: the
+    # host's user, or every other worker. A watch lives as long as its file, so
+    # one file is registered under every descriptor number freed (attack10).
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctypes.set_errno(0)
+    instance = libc.epoll_create1(0)
+    if instance < 0:
+        code = ctypes.get_errno()
+        return {"errno": errno.errorcode.get(code, str(code))}
+    read_end, write_end = os.pipe()
+    event = (ctypes.c_uint32 * 3)(select.EPOLLIN, 0, 0)  # struct epoll_event, packed
+    held = 0
+    for number in range(64, 250):
+        if held >= bound:
+            break
+        os.dup2(read_end, number)
+        if libc.epoll_ctl(instance, 1, number, event) == 0:  # EPOLL_CTL_ADD
+            held += 1
+        os.close(number)
+    os.close(instance)
+    os.close(read_end)
+    os.close(write_end)
+    return {"escaped": f"held {held} epoll watches charged to the uid"}
+"""
+
 PREALLOCATE = """
 import ctypes
 
@@ -485,6 +516,16 @@ CASES: tuple[HostileCase, ...] = (
         INOTIFY_EXHAUSTION,
         inotify_bounded,
         args=fixed_args(200),
+    ),
+    HostileCase(
+        "epoll-watch-hoard",
+        Family.RESOURCES,
+        "register epoll watches, counted per uid (the host's user or every other worker), "
+        "one pipe under every free descriptor number",
+        Layer.SECCOMP,
+        EPOLL_HOARD,
+        refused("EPERM"),
+        args=fixed_args(150),
     ),
     HostileCase(
         "fallocate-keep-size",
