@@ -12,6 +12,7 @@ import pytest
 from caplet._errors import PluginTreeError
 from caplet._trust._hashing import (
     HASH_PREFIX,
+    MAX_DEPTH,
     TreeEntry,
     hash_entries,
     hashed_mode,
@@ -345,3 +346,54 @@ def test_exec_bit_changed_after_listing(plugin: Path) -> None:
     (plugin / "demo" / "tool.sh").chmod(0o644)
     with pytest.raises(PluginTreeError, match=r"'demo/tool.sh' changed while being hashed"):
         hash_entries(plugin, entries)
+
+
+def _nest(root: Path, depth: int, name: str = "a") -> str:
+    """``depth`` folders one inside the other under ``root`` (made relative to each
+    other: the absolute path of the deepest may pass PATH_MAX); returns its path."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        data = os.open("x.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(data, b"x = 1\n")
+        os.close(data)
+    finally:
+        os.close(fd)
+    return "/".join([name] * depth)
+
+
+def test_a_tree_nested_too_deep_is_refused_naming_the_folder(tmp_path: Path) -> None:
+    # attack10: 1,100 nested folders hashed fine, then the snapshot's
+    # mkdir(parents=True) recursed past Python's limit: RecursionError out of
+    # audit, approve and enable (the CLI's "internal error", exit 70).
+    root = tmp_path / "deep"
+    root.mkdir()
+    (root / "plugin.py").write_text("x = 1\n", encoding="utf-8")
+    _nest(root, MAX_DEPTH)  # at the limit: fine
+    assert len(list_tree(root)) == 2
+    deeper = tmp_path / "deeper"
+    deeper.mkdir()
+    _nest(deeper, 1100)
+    with pytest.raises(PluginTreeError) as caught:
+        list_tree(deeper)
+    message = str(caught.value)
+    assert f"nested more than {MAX_DEPTH} folders deep" in message, message
+    assert "'" + "/".join(["a"] * (MAX_DEPTH + 1)) + "'" in message, message
+    with pytest.raises(PluginTreeError, match="folders deep"):
+        tree_hash(deeper)
+
+
+def test_folders_count_toward_the_file_limit(tmp_path: Path) -> None:
+    # Empty folders held nothing the limits counted: a tree of a million of
+    # them was walked whole by every discovery.
+    root = tmp_path / "wide"
+    root.mkdir()
+    for index in range(12):
+        (root / f"d{index}").mkdir()
+    with pytest.raises(PluginTreeError, match="more than 10 folders"):
+        list_tree(root, max_files=10)
+    assert list_tree(root, max_files=12) == []

@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_FILES",
     "EXCLUDED_DIRS",
     "HASH_PREFIX",
+    "MAX_DEPTH",
     "SIGNATURE_FILE",
     "TreeDigest",
     "TreeEntry",
@@ -60,6 +61,9 @@ __all__ = [
 
 DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: Folders nested deeper than this are refused: no plugin needs them, and
+#: every copy of the tree (the snapshot, the jail's) walks them.
+MAX_DEPTH = 64
 
 _CHUNK = 1024 * 1024
 _HEX_DIGITS = frozenset("0123456789abcdef")
@@ -154,6 +158,7 @@ def list_tree(
     _check_root(root)
     entries: list[TreeEntry] = []
     total = 0
+    folders = 0
     # Iterative depth-first walk with os.scandir: os.walk would hide symlinks
     # to directories among the directory names and swallow listing errors.
     pending: list[str] = [""]
@@ -186,6 +191,7 @@ def list_tree(
                 )
             if stat.S_ISDIR(st.st_mode):
                 if child.name not in EXCLUDED_DIRS:
+                    _check_folder(root, rel, folders := folders + 1, max_files)
                     pending.append(rel)
                 continue
             if rel == SIGNATURE_FILE and stat.S_ISREG(st.st_mode):
@@ -210,6 +216,26 @@ def list_tree(
                 )
     entries.sort(key=lambda e: e.path.encode("utf-8"))
     return entries
+
+
+def _check_folder(root: Path, rel: str, folders: int, max_folders: int) -> None:
+    """Bound what the walk and every copy of the tree go through (attack10).
+
+    Folders hold no bytes and were not counted: a million empty ones were
+    walked by every discovery. And a tree 1,100 folders deep hashed fine,
+    then the snapshot's ``mkdir(parents=True)`` recursed past Python's
+    limit: a ``RecursionError`` out of audit, approve and enable.
+    """
+    if rel.count("/") >= MAX_DEPTH:
+        raise PluginTreeError(
+            f"plugin directory {root}: {rel!r} is nested more than {MAX_DEPTH} folders deep; "
+            "flatten the plugin's folders"
+        )
+    if folders > max_folders:
+        raise PluginTreeError(
+            f"plugin directory {root} holds more than {max_folders} folders (reached at "
+            f"{rel!r}); remove generated or vendored folders from it"
+        )
 
 
 def _changed(root: Path, rel: str) -> PluginTreeError:
