@@ -366,6 +366,15 @@ def _nest(root: Path, depth: int, name: str = "a") -> str:
     return "/".join([name] * depth)
 
 
+def _unnest(root: Path, depth: int, name: str = "a") -> None:
+    """Remove what :func:`_nest` made, deepest first: ``shutil.rmtree`` (and so
+    pytest's clean-up of old temporary folders) recurses once per level."""
+    for level in range(depth, 0, -1):
+        folder = root.joinpath(*[name] * level)
+        (folder / "x.py").unlink(missing_ok=True)
+        folder.rmdir()
+
+
 def test_a_tree_nested_too_deep_is_refused_naming_the_folder(tmp_path: Path) -> None:
     # attack10: 1,100 nested folders hashed fine, then the snapshot's
     # mkdir(parents=True) recursed past Python's limit: RecursionError out of
@@ -378,13 +387,16 @@ def test_a_tree_nested_too_deep_is_refused_naming_the_folder(tmp_path: Path) -> 
     deeper = tmp_path / "deeper"
     deeper.mkdir()
     _nest(deeper, 1100)
-    with pytest.raises(PluginTreeError) as caught:
-        list_tree(deeper)
-    message = str(caught.value)
-    assert f"nested more than {MAX_DEPTH} folders deep" in message, message
-    assert "'" + "/".join(["a"] * (MAX_DEPTH + 1)) + "'" in message, message
-    with pytest.raises(PluginTreeError, match="folders deep"):
-        tree_hash(deeper)
+    try:
+        with pytest.raises(PluginTreeError) as caught:
+            list_tree(deeper)
+        message = str(caught.value)
+        assert f"nested more than {MAX_DEPTH} folders deep" in message, message
+        assert "'" + "/".join(["a"] * (MAX_DEPTH + 1)) + "'" in message, message
+        with pytest.raises(PluginTreeError, match="folders deep"):
+            tree_hash(deeper)
+    finally:
+        _unnest(deeper, 1100)
 
 
 def test_folders_count_toward_the_file_limit(tmp_path: Path) -> None:

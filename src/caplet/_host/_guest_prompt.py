@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
+from caplet._display import stripped_text
 from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._records import PluginInfo
 from caplet._host._system_message import hint_lines
@@ -117,5 +118,8 @@ def system_message(
         ]
     if not enabled:
         return ""
-    sections = (_section(info, catalog, offers) for info in enabled)
+    # What a reviewer cannot see must not reach the model either: the manifest's
+    # text without control, format and bidi characters, as `caplet mcp` sends
+    # it (_mcp/_text; attack10: tag characters hid instructions here).
+    sections = (stripped_text(_section(info, catalog, offers)) for info in enabled)
     return "\n\n".join([PREAMBLE, *sections]) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from caplet._display import stripped_text
 from caplet._manifest._model import Hints, Manifest
 
 __all__ = ["hint_lines", "system_message"]
@@ -23,11 +24,15 @@ def hint_lines(hints: Hints) -> list[str]:
 
 
 def system_message(manifest: Manifest) -> str:
-    """One enabled plugin's addition to an agent's system message."""
+    """One enabled plugin's addition to an agent's system message.
+
+    Without the characters a reviewer cannot see (control, format, bidi:
+    :func:`~caplet._display.stripped_text`), as ``caplet mcp`` sends it.
+    """
     modules = "; ".join(f"host.{m.name}: {', '.join(m.function_names)}" for m in manifest.modules)
     lines = [
         f"## Plugin {manifest.name} {manifest.version}: {manifest.description}",
         f"Modules: {modules}",
         *hint_lines(manifest.hints),
     ]
-    return "\n".join(lines)
+    return stripped_text("\n".join(lines))
