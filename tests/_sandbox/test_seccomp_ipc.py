@@ -266,3 +266,55 @@ def test_the_workers_own_sockets_and_asyncio_keep_working(host: PluginHost) -> N
     }
     assert host.disable("prober")
     assert seccomp_log(host, "prober") == {}
+
+
+HOARD_SOURCE = """
+import array
+
+KEEP = []
+
+
+def hoard():
+    # Descriptors in flight (sent with SCM_RIGHTS, never received) are
+    # counted per uid in the kernel (user_struct.unix_inflight), and a sender
+    # is refused once that count passes its own RLIMIT_NOFILE.
+    left, right = socket.socketpair()
+    KEEP.append((left, right))
+    read_end, _ = os.pipe()
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [read_end] * 200))]
+    sent = 0
+    for _ in range(20):
+        try:
+            left.sendmsg([b"x"], rights)
+        except OSError as exc:
+            return {"sent": sent, "errno": errno.errorcode.get(exc.errno)}
+        sent += 200
+    return {"sent": sent}
+
+
+def pass_one():
+    left, right = socket.socketpair()
+    read_end, _ = os.pipe()
+    return attempt(
+        left.sendmsg,
+        [b"x"],
+        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [read_end]))],
+    )
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="descriptors in flight are counted per uid, shared by every worker of a root host "
+    "(and an unprivileged host's user): one plugin holding ~500 makes every other worker's "
+    "SCM_RIGHTS fail (ETOOMANYREFS); docs/security.md, attack10",
+)
+def test_a_plugin_cannot_stop_another_from_passing_descriptors(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    write_plugin(plugins_dir, "hoarder", HOARD_SOURCE, ("hoard", "pass_one"))
+    write_plugin(plugins_dir, "bystander", HOARD_SOURCE, ("hoard", "pass_one"))
+    with sandboxed_host(plugins_dir, state_dir, "hoarder", "bystander") as host:
+        assert call(host, "bystander", "pass_one") == "ok"
+        assert call(host, "hoarder", "hoard") == {"sent": 400, "errno": "ETOOMANYREFS"}
+        assert call(host, "bystander", "pass_one") == "ok"
