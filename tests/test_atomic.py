@@ -14,9 +14,11 @@ import pytest
 from caplet._atomic import (
     KILL_AT_WRITE_ENV,
     WRITE_TRACE_ENV,
+    NotRegularFileError,
     atomic_write,
     exclusive_lock,
     leftover_temp_files,
+    read_regular,
 )
 
 
@@ -137,3 +139,27 @@ def test_the_hooks_are_inert_unless_set(tmp_path: Path) -> None:
     assert os.environ.get(KILL_AT_WRITE_ENV) is None
     atomic_write(target, b"again")  # in this process: no hook, no counting
     assert target.read_bytes() == b"again"
+
+
+def test_read_regular_reads_a_regular_file_up_to_one_byte_past_its_limit(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.write_bytes(b"abc")
+    assert read_regular(small, 3) == b"abc"
+    assert read_regular(small, 2) == b"abc", "one byte past the limit says: too large"
+    assert read_regular(small, 1) == b"ab"
+
+
+def test_read_regular_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    # attack10: a name checked by lstat may be swapped for a link (followed by
+    # a plain open) or a FIFO (a plain open waits for a writer forever).
+    target = tmp_path / "target"
+    target.write_text("secret")
+    (tmp_path / "link").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    for name in ("link", "fifo", "folder"):
+        with pytest.raises(NotRegularFileError) as raised:
+            read_regular(tmp_path / name, 100)
+        assert raised.value.filename == str(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "missing", 100)

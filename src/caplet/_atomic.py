@@ -24,10 +24,12 @@ that a ``kill -9`` anywhere leaves the old or the new state, never a third.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
 import signal
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,10 +37,12 @@ from pathlib import Path
 __all__ = [
     "KILL_AT_WRITE_ENV",
     "WRITE_TRACE_ENV",
+    "NotRegularFileError",
     "atomic_write",
     "exclusive_lock",
     "fsync_directory",
     "leftover_temp_files",
+    "read_regular",
     "write_step",
 ]
 
@@ -162,3 +166,42 @@ def exclusive_lock(path: Path, *, blocking: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+
+
+class NotRegularFileError(OSError):
+    """:func:`read_regular` found a link, a FIFO, a device, a socket or a folder."""
+
+
+#: O_NOFOLLOW: a name checked with lstat (or not checked) may be swapped for a
+#: link before it is opened, and a root host would read any file through it;
+#: O_NONBLOCK: or for a FIFO, which would hold the reader at open(2)
+#: (attack10). What the file is, is asked of the descriptor that is read.
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path``, which must be a regular file.
+
+    The one way caplet reads a small file that someone else may control (a
+    manifest, a plugin's signature, a trusted key): opened once without
+    following a last-component link or waiting on a FIFO, checked on that
+    descriptor, read with a bound. One byte past ``limit`` tells the caller
+    the file is too large. Raises :class:`NotRegularFileError` for anything
+    but a regular file, and ``OSError`` when it cannot be opened.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a link (open(2), O_NOFOLLOW)
+            raise NotRegularFileError(errno.ELOOP, "a symbolic link", str(path)) from None
+        raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:  # asked before fdopen, which refuses a folder with its own error
+        os.close(fd)
+        raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(limit + 1)

@@ -18,7 +18,8 @@ from caplet._errors import UpdateError
 from caplet._host._consent import Widening
 from caplet._host._journal import JOURNAL_DIR
 from caplet._host._loading import LoadingRules
-from caplet._trust._hashing import tree_hash
+from caplet._host._update import _stage
+from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
 from caplet._trust._lockfile import read_lockfile, update_lockfile
 from tests.conftest import make_distribution, make_wheel
 from tests.crashkit import copy_world, doctor, kill_each, seeded_points, warnings_only, write_steps
@@ -237,6 +238,48 @@ def test_a_wheel_whose_members_collide_is_refused_and_nothing_changes(
     assert "member 'acme_plugins/hello/extra/mod.py'" in report.reason, report.reason
     assert_installed(host, plugins_dir, v1)
     assert not list(plugins_dir.glob(".caplet-update-*")), list(plugins_dir.iterdir())
+
+
+def signed_version(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Version 2.0.0 of hello with a ``plugin.minisig`` beside it, and a host secret outside."""
+    secret = tmp_path / "secret"
+    secret.write_text("host secret\n")
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    signature = new / SIGNATURE_FILE
+    signature.write_text("untrusted comment: the publisher's\n")
+    return new, signature, secret
+
+
+def test_a_signature_swapped_for_a_link_while_staged_is_not_followed(
+    host: PluginHost, tmp_path: Path, v1: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # attack10's report: the signature was checked by name (is_file, is_symlink)
+    # and opened by name again, so a link swapped in between was followed and
+    # the host's file (root's, on a root host) was copied into the plugin folder.
+    new, signature, secret = signed_version(tmp_path)
+    real = Path.is_symlink
+
+    def swapped(self: Path) -> bool:
+        answer = real(self)
+        if self == signature and not answer:
+            signature.unlink()
+            signature.symlink_to(secret)
+        return answer
+
+    monkeypatch.setattr(Path, "is_symlink", swapped)
+    staged = _stage(host, "hello", new, tmp_path / "stage")
+    copied = staged / SIGNATURE_FILE
+    assert not copied.exists() or b"host secret" not in copied.read_bytes()
+
+
+def test_a_regular_signature_is_staged_with_the_new_version(
+    host: PluginHost, tmp_path: Path, v1: str
+) -> None:
+    # The control for the swap above: the same signature, not swapped, is copied.
+    # (A link or a FIFO there before staging is refused by the snapshot itself.)
+    new, _, _ = signed_version(tmp_path)
+    staged = _stage(host, "hello", new, tmp_path / "stage")
+    assert (staged / SIGNATURE_FILE).read_text() == "untrusted comment: the publisher's\n"
 
 
 def test_a_plugin_from_a_distribution_is_updated_by_the_package_manager(

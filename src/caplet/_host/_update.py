@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from caplet._atomic import fsync_directory
+from caplet._atomic import NotRegularFileError, fsync_directory, read_regular
 from caplet._audit._model import AuditResult
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
@@ -172,11 +172,21 @@ def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> 
     snapshot = make_snapshot(origin, parent, read_only=False)
     target = parent / name
     snapshot.path.rename(target)
-    signature = origin / SIGNATURE_FILE
-    if signature.is_file() and not signature.is_symlink():
-        with signature.open("rb") as handle:
-            data = handle.read(_MAX_SIGNATURE_BYTES)
-        (target / SIGNATURE_FILE).write_bytes(data)
+    # Opened once, without following a link (a check by name, then an open by
+    # name, followed a link swapped in between: attack10's report); a
+    # signature that is not a regular file is left behind, as before.
+    try:
+        data = read_regular(origin / SIGNATURE_FILE, _MAX_SIGNATURE_BYTES)
+    except FileNotFoundError:
+        return target
+    except NotRegularFileError:
+        return target
+    except OSError as exc:
+        raise _RefusedError(
+            f"cannot update plugin {name!r}: its signature {origin / SIGNATURE_FILE} cannot be "
+            f"read ({exc.strerror or exc}); check its permissions or remove it"
+        ) from exc
+    (target / SIGNATURE_FILE).write_bytes(data[:_MAX_SIGNATURE_BYTES])
     return target
 
 

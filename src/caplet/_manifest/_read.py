@@ -7,7 +7,6 @@ building the manifest :mod:`caplet._manifest._load`'s.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from caplet._atomic import NotRegularFileError, read_regular
 from caplet._config._coerce import type_name
 from caplet._errors import ManifestError
 from caplet._manifest._names import MANIFEST_NAMES
@@ -91,34 +91,21 @@ def read_manifest_data(path: Path) -> dict[str, Any]:
     return data
 
 
-#: O_NOFOLLOW: :func:`find_manifest` checked the name with lstat, and whoever
-#: can write the plugin folder may swap it for a link before it is opened (the
-#: host, root, parsed any file as the manifest); O_NONBLOCK: or for a FIFO,
-#: which would hold every discovery at open(2) (attack10). The checks are made
-#: again on the descriptor that is read.
-_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-
-
 def _read_regular(path: Path) -> bytes:
-    """The bytes of ``path``, a regular file of at most :data:`MAX_MANIFEST_BYTES`."""
+    """The bytes of ``path``, a regular file of at most :data:`MAX_MANIFEST_BYTES`.
 
-    def not_regular() -> ManifestError:
-        return ManifestError(
+    :func:`find_manifest` checked the name with lstat, and whoever can write
+    the plugin folder may swap it for a link or a FIFO before it is read
+    (attack10); :func:`read_regular` asks again of the descriptor it reads.
+    """
+    try:
+        data = read_regular(path, MAX_MANIFEST_BYTES)
+    except NotRegularFileError:
+        raise ManifestError(
             f"{path}: must be a regular file (not a symlink or directory); replace it with "
             f"the manifest itself",
             path=str(path),
-        )
-
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # the last component is a link (open(2), O_NOFOLLOW)
-            raise not_regular() from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise not_regular()
-        data = handle.read(MAX_MANIFEST_BYTES + 1)
+        ) from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise ManifestError(
             f"{path}: manifest is more than the limit of {MAX_MANIFEST_BYTES} bytes; a "

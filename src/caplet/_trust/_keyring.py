@@ -14,7 +14,7 @@ import contextlib
 import re
 from pathlib import Path
 
-from caplet._atomic import atomic_write, fsync_directory
+from caplet._atomic import NotRegularFileError, atomic_write, fsync_directory, read_regular
 from caplet._errors import SignatureError, StoreError
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._signing import PublicKey, parse_public_key
@@ -96,11 +96,10 @@ class Keyring:
                     f"trusted key file {path} is not named <KEY ID>.pub; remove it or rename it"
                 )
             try:
-                if path.is_symlink() or not path.is_file():
-                    raise StoreError(f"trusted key file {path} is not a regular file; {fix}")
-                with path.open("rb") as handle:
-                    text = handle.read(_MAX_KEY_BYTES).decode("ascii")
+                text = read_regular(path, _MAX_KEY_BYTES)[:_MAX_KEY_BYTES].decode("ascii")
                 key = parse_public_key(text)
+            except NotRegularFileError:
+                raise StoreError(f"trusted key file {path} is not a regular file; {fix}") from None
             except (OSError, UnicodeDecodeError, SignatureError) as exc:
                 raise StoreError(f"trusted key file {path} cannot be used ({exc}); {fix}") from exc
             if key.key_id_hex != path.stem:

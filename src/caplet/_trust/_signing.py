@@ -38,12 +38,12 @@ import base64
 import binascii
 import enum
 import hashlib
-import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from caplet._atomic import read_regular
 from caplet._errors import SignatureError
 from caplet._trust._hashing import SIGNATURE_FILE
 
@@ -413,21 +413,13 @@ def check_plugin_signature(
     """
     path = plugin_dir / SIGNATURE_FILE
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        raw = read_regular(path, _MAX_FILE_BYTES)
     except FileNotFoundError:
         return SignatureCheck(SignatureStatus.MISSING, detail=f"no {SIGNATURE_FILE}")
     except OSError as exc:
         return SignatureCheck(
             SignatureStatus.INVALID, detail=f"{path} cannot be read ({exc.strerror})"
         )
-    try:
-        raw = os.read(fd, _MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        return SignatureCheck(
-            SignatureStatus.INVALID, detail=f"{path} cannot be read ({exc.strerror})"
-        )
-    finally:
-        os.close(fd)
     try:
         signature = parse_signature(raw.decode("utf-8"))
     except (SignatureError, UnicodeDecodeError) as exc:
