@@ -36,6 +36,7 @@ import re2
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 from caplet._scan._prefilter_patterns import GLUES
+from caplet._scan._prefilter_sets import utf8
 
 __all__ = ["glued", "with_glued_strings"]
 
@@ -116,7 +117,7 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     bytes it matched reused), else every one."""
     marks = prefilter().glue_marks(text)
     if marks is None:
-        data, glues = _utf8(text), _GLUE_BYTES
+        data, glues = utf8(text), _GLUE_BYTES
     else:
         data, present = marks
         glues = tuple(glue.encode() for glue in present)
@@ -161,11 +162,6 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         raw.append(line.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
     return "\n".join(lines), "\n".join(raw), [(first, last) for first, last, _, _ in merged]
-
-
-def _utf8(text: str) -> bytes:
-    """``text`` as the prefilter matches it (surrogatepass: lone surrogates kept)."""
-    return text.encode("utf-8", "surrogatepass")
 
 
 #: An escape ending a literal's text (``'\\x00'``, ``'\\u00e9'``, ``'\\0'``, ``'\\n'``).
