@@ -430,16 +430,23 @@ class Prefilter:
     def located(self, text: str, limit: int, *, aliases: bool = True) -> frozenset[int] | None:
         """:meth:`hit_lines` of the patterns the sets find in ``text`` (``None``: past
         ``limit`` lines, or a set that could not answer); ``aliases``: with the uses of
-        what the hit lines bind."""
+        what the hit lines bind. What the sets found is this thread's last check of this
+        very text when there is one (the glued and escaped lines are checked just before
+        they are located: matching them again cost as much as the check)."""
         seen = self._seen(text)
-        if seen is not None and limit == _MAX_LARGE_FOCUS and aliases:
+        matched: Collection[int]
+        if seen is None:
+            encoded = utf8(text)
+            matched, unasked = self._match(encoded)
+        elif limit == _MAX_LARGE_FOCUS and aliases and seen.located is not False:
             # located by the check of this very text (the same sets' answer, so the same
             # lines): a large file visited around its hits whose glued lines hit too
-            located = seen.located
-            if located is not False:
-                return located
-        encoded = utf8(text)
-        matched, unasked = self._match(encoded)
+            return seen.located
+        else:
+            # the check's own answer (_remember): the deferred sides were looked for, or
+            # none of them was
+            encoded, matched = seen.encoded, seen.matched
+            unasked = frozenset() if seen.late_asked else frozenset(self._deferred)
         if BLIND in matched:
             return None
         return self.hit_lines(text, limit, matched, encoded, unasked, aliases=aliases)
