@@ -246,12 +246,8 @@ class LoopEvaluation:
         a = found[0].args
         if a.kwarg is None or a.posonlyargs or a.kwonlyargs or a.vararg or a.defaults:
             return None
-        body = [
-            s
-            for s in found[0].body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        returned = _one_return(found[0])
+        if returned is None:
             return None
         if len(a.args) != len(node.args) or any(
             k.arg in {p.arg for p in a.args} for k in node.keywords
@@ -266,7 +262,7 @@ class LoopEvaluation:
         outer = self._loop
         try:
             self._loop = bound
-            return self._evaluate(body[0].value, depth)
+            return self._evaluate(returned, depth)
         finally:
             self._loop = outer
 
@@ -325,14 +321,8 @@ class LoopEvaluation:
             return None
         if isinstance(fn, ast.Lambda):
             return a, fn.body
-        body = [
-            s
-            for s in fn.body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
-            return a, body[0].value
-        return None
+        returned = _one_return(fn)
+        return None if returned is None else (a, returned)
 
     def _bind(
         self,
@@ -446,3 +436,14 @@ class LoopEvaluation:
                 values.append(self._evaluate(arg, depth))
         base = self._evaluate(func.value, depth)
         return format_fields(base, values, {}) if isinstance(base, str) else None
+
+
+def _one_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
+    """What ``fn`` returns when its body is one ``return`` of a value after its docstring
+    (any constant written as a statement aside), else ``None``."""
+    body = [
+        s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        return body[0].value
+    return None
