@@ -33,7 +33,7 @@ import unicodedata
 from collections.abc import Callable
 
 from caplet._scan._glued_strings import around_hits, glued, read_again
-from caplet._scan._prefilter import FOCUS_FROM, Need
+from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 
 __all__ = ["escaped_view", "with_escaped_strings"]
 
@@ -156,10 +156,11 @@ def with_escaped_strings(text: str, need: Answer, check: Callable[[str], Answer]
     included), widened by what ``check`` finds in the lines that read differently with
     their escapes read (:func:`_escaped_lines`, a line around each too, glued as
     :mod:`caplet._scan._glued_strings` glues): a large file visited around its hits gets
-    those lines added to its focus, any other the whole file; a conjunction whose side
-    only the escapes spell and whose other sides are elsewhere in the file is asked of
-    the two together (:meth:`~caplet._scan._prefilter.Prefilter.completes`), as is an
-    indicator only they spell."""
+    those lines added to the lines around every hit of its own, any other the whole
+    file; a conjunction whose side only the escapes spell and whose other sides are
+    elsewhere in the file is asked of the two together
+    (:meth:`~caplet._scan._prefilter.Prefilter.completes`), as is an indicator only they
+    spell."""
     if need is Need.FULL:
         return need
     escaped = _escaped_lines(text, context=1)
@@ -178,4 +179,10 @@ def with_escaped_strings(text: str, need: Answer, check: Callable[[str], Answer]
         return settled
     if isinstance(need, Need) or len(text) <= FOCUS_FROM:
         return Need.FULL
-    return around_hits(text, need, lines, [(n, n) for n in numbers])
+    # what the lines found may need the whole file (a solo pattern), which a large file
+    # visits around every hit of its own, not only its focused ones (the rc file's path
+    # spelled in escapes, opened and written three lines below, beside a lookup by a
+    # name built on its line: CPL-THR-009 hidden, tidy10), as with_glued_strings widens
+    located = prefilter().located(text, MAX_LARGE_FOCUS)
+    base = None if located is None else need | located
+    return around_hits(text, base, lines, [(n, n) for n in numbers])
