@@ -254,17 +254,9 @@ class LoopEvaluation:
         ):
             return None
         values = [self._evaluate(arg, depth) for arg in node.args]
-        known = [v for v in values if v is not None]
-        if len(known) != len(values):
-            return None
-        bound: dict[str, Value] = dict(zip((p.arg for p in a.args), known, strict=True))
-        bound[a.kwarg.arg] = [k.arg for k in node.keywords if k.arg is not None]
-        outer = self._loop
-        try:
-            self._loop = bound
-            return self._evaluate(returned, depth)
-        finally:
-            self._loop = outer
+        keys: Value = [k.arg for k in node.keywords if k.arg is not None]
+        params = [*(p.arg for p in a.args), a.kwarg.arg]
+        return self._bind(params, [*values, keys], returned, depth)
 
     def _loop_call(self, node: ast.Call, names: tuple[str, ...], depth: int) -> Value | None:
         """``zip(a, b)`` (a column ``itertools.cycle``d too), ``enumerate(s)`` and
