@@ -11,8 +11,8 @@ For each ``.py`` file of the stdlib and of every 5th benign package (the trees o
 out, as ``prefilter_differential.py --rest``), read as the package-mode pass reads it
 (``\\r`` newlines made ``\\n``), this writes one line: the answer of
 ``Prefilter.check_text`` (nothing, the whole file, or the focus lines), whether text
-aimed at the auditor may be there, and the answer after the logical lines and the
-glued literals widen it, as ``_filepass`` asks; for a file that needs the whole AST
+aimed at the auditor may be there, the answer after the logical lines and the
+glued literals widen it, and after the escapes read widen that, as ``_filepass`` asks; for a file that needs the whole AST
 and is large, also the lines ``hit_lines`` locates around the set's answer (what the
 oversized path and the large-file focus read). Run it with each checkout's own
 interpreter (main: ``cd /work/main && .venv/bin/python /path/to/this --dump A``);
@@ -29,6 +29,7 @@ from pathlib import Path
 
 from scan_corpus import benign_targets, stdlib_target, top_pypi
 
+from caplet._scan._escaped_strings import with_escaped_strings
 from caplet._scan._glued_strings import with_glued_strings
 from caplet._scan._logical_lines import with_logical_lines
 from caplet._scan._prefilter import Need, prefilter
@@ -63,7 +64,8 @@ def _answers(name: str, text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     need, auditor = check.check_text(text)
     widened = with_glued_strings(text, with_logical_lines(text, need, check.check), check.check)
-    fields = [name, _show(need), str(auditor), _show(widened)]
+    escaped = with_escaped_strings(text, widened, check.check)
+    fields = [name, _show(need), str(auditor), _show(widened), _show(escaped)]
     if need is not Need.NOTHING and len(text) > 12_000:
         # the lines the large-file focus reads, located around the set's answer
         fields.append(_show(check.hit_lines(text, 400)))

@@ -68,6 +68,13 @@ _ESCAPED = {
         "    f.write('python -m pkg &')\n",
         "CPL-THR-009",
     ),
+    # the escaped path on a statement of its own, opened and written lines below (past
+    # the line around it the escaped lines hold)
+    "autostart-file-opened-apart": (
+        "import os\np = os.path.expanduser('~/.ba\\x73hrc')\nx = 1\ny = 2\n"
+        "f = open(p, 'a')\nf.write('python -m pkg &')\n",
+        "CPL-THR-009",
+    ),
 }
 
 
@@ -102,3 +109,23 @@ def test_escapes_that_spell_nothing_leave_the_answer_as_it_was() -> None:
     text = "import os\nx = 'h\\x65llo'\nos.getcwd()\n"
     assert escaped_view(text) is not None
     assert answer(text) is Need.NOTHING
+
+
+#: A hit visited on its own line (a lookup by a name built on that line), so that the
+#: prefilter's answer for a large file is that line alone, not every hit located.
+_FOCUSED = 'import os\ngetattr(os, "metsys"[::-1])("true")\n'
+
+
+@pytest.mark.parametrize("shape", sorted(_ESCAPED))
+def test_a_payload_spelled_in_escapes_beside_a_focused_hit_is_found_in_a_large_file(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the focus lines of a large file are the escaped lines' widening base: with the
+    # file's focused hit alone (not every line the file's hits are located on), the
+    # statements the escaped line's hit needs beside it (the rc file opened on one
+    # line, written on the next) were never visited
+    text, rule = _ESCAPED[shape]
+    text = _FOCUSED + text + _PAD
+    check = prefilter().check
+    assert isinstance(check(text), frozenset)  # its focused hits alone, not located
+    found_in_a_package(tmp_path, monkeypatch, text, rule)

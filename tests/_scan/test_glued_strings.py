@@ -397,7 +397,7 @@ def test_a_set_that_cannot_answer_leaves_every_glue_searched(
 
 
 def test_what_a_check_located_is_what_locating_again_finds() -> None:
-    # a large file visited around its hits: _around_glued_hits asks for its lines again
+    # a large file visited around its hits: with_glued_strings asks for its lines again
     pad = "".join(f"def f{i}(a):\n    return a * {i}\n\n" for i in range(600))
     few = "import urllib.request as r\nr.urlretrieve(u, p)\n" + pad
     many = "".join(f"r.urlretrieve(u, p{i})\n" for i in range(500)) + few

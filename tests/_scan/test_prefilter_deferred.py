@@ -223,3 +223,25 @@ def test_an_attack_on_the_gate_gets_the_reference_answers(
 ) -> None:
     assert _every_answer(deferring, text) == _every_answer(reference, text)
     assert _every_answer(reference, text)[2] is not Need.NOTHING  # each one the sets must see
+
+
+def test_located_after_a_check_is_located_without_one(deferring: Prefilter) -> None:
+    # located reads what the check of this very text found (its _Seen record) instead of
+    # matching it again: the same lines as a text the prefilter never checked, whether
+    # the deferred sides were looked for or not
+    quiet = "import os\nbot = 'telegram'\nh = os.getlogin()\nk = dict(os.environ)\nos.system(h)\n"
+    late_asked = set()
+    for text in (quiet, *_BESIDE, *_ATTACKS):
+        for each in (text, _padded(text)):
+            deferring.check(each)
+            seen = deferring._seen(each)
+            assert seen is not None
+            late_asked.add(seen.late_asked)
+            unchecked = each[:1] + each[1:]  # equal, but not the text the check saw
+            assert unchecked is not each
+            assert deferring._seen(unchecked) is None
+            for aliases in (False, True):
+                assert deferring.located(each, 400, aliases=aliases) == deferring.located(
+                    unchecked, 400, aliases=aliases
+                )
+    assert late_asked == {False, True}

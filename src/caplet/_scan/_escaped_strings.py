@@ -32,8 +32,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-from caplet._scan._glued_strings import glued
-from caplet._scan._indicators import indicator_set
+from caplet._scan._glued_strings import around_hits, glued, read_again
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 
 __all__ = ["escaped_view", "with_escaped_strings"]
@@ -75,10 +74,10 @@ def escaped_view(text: str) -> str | None:
     backslash continues after a character that is not a blank joined to the next (its
     line end moved after the joined line: each line keeps its number); ``None`` when it
     has neither."""
-    found = _escaped_lines(text, context=0)
-    if found is None:
+    escaped = _escaped_lines(text, context=0)
+    if escaped is None:
         return None
-    lines = text.split("\n")
+    found, lines = escaped
     for decoded, number, span in found:
         lines[number - 1] = decoded
         for other in range(number + 1, number + span):
@@ -90,11 +89,14 @@ def escaped_view(text: str) -> str | None:
 MAX_ESCAPED_LINES = 1024
 
 
-def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | None:
+def _escaped_lines(
+    text: str, *, context: int
+) -> tuple[list[tuple[str, int, int]], list[str]] | None:
     """Each line of ``text`` that reads differently with its escapes read (and the lines
     a word split by a continuation spans joined), ``context`` lines before and after it
-    too: its text so read, its number (1-based) and how many lines it spans. ``None``:
-    no such line; past :data:`MAX_ESCAPED_LINES`, every line."""
+    too: its text so read, its number (1-based) and how many lines it spans; and the
+    lines of ``text`` (split once, for the callers too). ``None``: no such line; past
+    :data:`MAX_ESCAPED_LINES`, every line."""
     if "\\" not in text and "\f" not in text:
         return None
     numbers: list[int] = []
@@ -134,7 +136,7 @@ def _escaped_lines(text: str, *, context: int) -> list[tuple[str, int, int]] | N
         found.append((_ESCAPE.sub(_character, written), number, span))
         while index < len(wanted) and wanted[index] < number + span:
             index += 1
-    return found
+    return found, physical
 
 
 def _joins(match: re.Match[str]) -> bool:
@@ -154,15 +156,17 @@ def with_escaped_strings(text: str, need: Answer, check: Callable[[str], Answer]
     included), widened by what ``check`` finds in the lines that read differently with
     their escapes read (:func:`_escaped_lines`, a line around each too, glued as
     :mod:`caplet._scan._glued_strings` glues): a large file visited around its hits gets
-    those lines added to its focus, any other the whole file; a conjunction whose side
-    only the escapes spell and whose other sides are elsewhere in the file is asked of
-    the two together (:meth:`~caplet._scan._prefilter.Prefilter.completes`), as is an
-    indicator only they spell."""
+    those lines added to the lines around every hit of its own, any other the whole
+    file; a conjunction whose side only the escapes spell and whose other sides are
+    elsewhere in the file is asked of the two together
+    (:meth:`~caplet._scan._prefilter.Prefilter.completes`), as is an indicator only they
+    spell."""
     if need is Need.FULL:
         return need
-    found = _escaped_lines(text, context=1)
-    if found is None:
+    escaped = _escaped_lines(text, context=1)
+    if escaped is None:
         return need
+    found, physical = escaped
     numbers = [number for _, number, _ in found]
     lines = "\n".join(decoded for decoded, _, _ in found)
     glue = glued(lines)
@@ -170,18 +174,15 @@ def with_escaped_strings(text: str, need: Answer, check: Callable[[str], Answer]
         lines += "\n" + glue[0]
         numbers += [numbers[first - 1] for first in glue[2]]
     more = check(lines)
-    check_all = prefilter()
-    if check_all.completes(text, lines):
-        return Need.FULL
-    if more is Need.NOTHING:
-        physical = text.split("\n")
-        raw = "\n".join(physical[n - 1] for n in numbers)
-        indicators = indicator_set()
-        return Need.FULL if indicators.kinds(lines) - indicators.kinds(raw) else need
+    settled = read_again(text, need, lines, "\n".join(physical[n - 1] for n in numbers), more)
+    if settled is not None:
+        return settled
     if isinstance(need, Need) or len(text) <= FOCUS_FROM:
         return Need.FULL
-    hits = check_all.located(lines, MAX_LARGE_FOCUS, aliases=False)
-    if hits is None:
-        return Need.FULL
-    widened = need | {numbers[n - 1] for n in hits if n <= len(numbers)}
-    return Need.FULL if len(widened) > MAX_LARGE_FOCUS else widened
+    # what the lines found may need the whole file (a solo pattern), which a large file
+    # visits around every hit of its own, not only its focused ones (the rc file's path
+    # spelled in escapes, opened and written three lines below, beside a lookup by a
+    # name built on its line: CPL-THR-009 hidden, tidy10), as with_glued_strings widens
+    located = prefilter().located(text, MAX_LARGE_FOCUS)
+    base = None if located is None else need | located
+    return around_hits(text, base, lines, [(n, n) for n in numbers])

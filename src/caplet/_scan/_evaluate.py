@@ -319,11 +319,19 @@ class Evaluator(Closedness, LoopEvaluation):
             whole = list(whole)
         return whole[place] if isinstance(whole, list) and len(whole) == size else None
 
-    def _dict_literal(self, node: ast.expr) -> ast.Dict | None:
-        """A dict literal, written in place or bound once to a name nothing adds to."""
+    def bound_once(self, node: ast.expr) -> ast.expr:
+        """What a name is bound to when it is bound once and nothing adds to it (a literal
+        list, tuple or dict read as written: ``*args``, a table), else ``node`` itself
+        (a literal written in place too); the caller asks for the kind it reads."""
         if isinstance(node, ast.Name) and node.id not in self.contributed:
             bound = self.bindings.assigned.get(node.id, ())
-            node = bound[0] if len(bound) == 1 else node
+            if len(bound) == 1:
+                return bound[0]
+        return node
+
+    def _dict_literal(self, node: ast.expr) -> ast.Dict | None:
+        """A dict literal, written in place or bound once to a name nothing adds to."""
+        node = self.bound_once(node)
         return node if isinstance(node, ast.Dict) else None
 
     def _mapping(self, node: ast.Dict, depth: int) -> dict[str, Value | None] | None:

@@ -246,29 +246,17 @@ class LoopEvaluation:
         a = found[0].args
         if a.kwarg is None or a.posonlyargs or a.kwonlyargs or a.vararg or a.defaults:
             return None
-        body = [
-            s
-            for s in found[0].body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        returned = _one_return(found[0])
+        if returned is None:
             return None
         if len(a.args) != len(node.args) or any(
             k.arg in {p.arg for p in a.args} for k in node.keywords
         ):
             return None
         values = [self._evaluate(arg, depth) for arg in node.args]
-        known = [v for v in values if v is not None]
-        if len(known) != len(values):
-            return None
-        bound: dict[str, Value] = dict(zip((p.arg for p in a.args), known, strict=True))
-        bound[a.kwarg.arg] = [k.arg for k in node.keywords if k.arg is not None]
-        outer = self._loop
-        try:
-            self._loop = bound
-            return self._evaluate(body[0].value, depth)
-        finally:
-            self._loop = outer
+        keys: Value = [k.arg for k in node.keywords if k.arg is not None]
+        params = [*(p.arg for p in a.args), a.kwarg.arg]
+        return self._bind(params, [*values, keys], returned, depth)
 
     def _loop_call(self, node: ast.Call, names: tuple[str, ...], depth: int) -> Value | None:
         """``zip(a, b)`` (a column ``itertools.cycle``d too), ``enumerate(s)`` and
@@ -325,14 +313,8 @@ class LoopEvaluation:
             return None
         if isinstance(fn, ast.Lambda):
             return a, fn.body
-        body = [
-            s
-            for s in fn.body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
-            return a, body[0].value
-        return None
+        returned = _one_return(fn)
+        return None if returned is None else (a, returned)
 
     def _bind(
         self,
@@ -446,3 +428,14 @@ class LoopEvaluation:
                 values.append(self._evaluate(arg, depth))
         base = self._evaluate(func.value, depth)
         return format_fields(base, values, {}) if isinstance(base, str) else None
+
+
+def _one_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
+    """What ``fn`` returns when its body is one ``return`` of a value after its docstring
+    (any constant written as a statement aside), else ``None``."""
+    body = [
+        s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        return body[0].value
+    return None

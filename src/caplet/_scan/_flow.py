@@ -226,25 +226,25 @@ class Flow(Evaluator, ExactMemo):
         bound = self.bindings.scoped.get(name, {})
         added = self.contributed.get(name, {})
         # Python's rule: the innermost scope that binds the name is the one
-        for level in self._chain(scope):
+        for level in self.chain(scope):
             if level in bound or level in added:
                 values = [*bound.get(level, ()), *added.get(level, ())][:MAX_CANDIDATES]
                 out |= self._union(values, depth)
                 break
         else:
             # a parameter: what this file's calls of its function pass to it
-            for level in self._chain(scope):
+            for level in self.chain(scope):
                 passed = self.passed_arguments().get(level, {}).get(name)
                 if passed:
                     out |= self._union(passed[:MAX_CANDIDATES], depth)
                     break
         handlers = self.remote_params().get(name)
-        if handlers and not handlers.isdisjoint(self._chain(scope)):
+        if handlers and not handlers.isdisjoint(self.chain(scope)):
             out.add((Source.REMOTE, "a chat bot's message"))
         out |= self._callback_labels(name, scope, depth)
         return frozenset(out)
 
-    def _chain(self, scope: int) -> list[int]:
+    def chain(self, scope: int) -> list[int]:
         """``scope`` and the scopes enclosing it, innermost first, the module last."""
         chain = [scope]
         parents = self.bindings.parents
@@ -569,10 +569,10 @@ class Flow(Evaluator, ExactMemo):
             return _NONE
         out: set[Label] = set()
         functions = found.params.get(name)
-        if functions and not functions.isdisjoint(self._chain(scope)):
+        if functions and not functions.isdisjoint(self.chain(scope)):
             out.add((Source.DOWNLOADED, "a network callback's data"))
         handlers = self._peer_input().params.get(name)
-        if handlers and not handlers.isdisjoint(self._chain(scope)):
+        if handlers and not handlers.isdisjoint(self.chain(scope)):
             out.add((Source.REMOTE, "a network peer's message"))
         for call in found.filled.get(name, ())[:MAX_CANDIDATES]:
             out |= self._label(call, depth)
@@ -587,7 +587,7 @@ class Flow(Evaluator, ExactMemo):
     def _peer_attribute(self, node: ast.Attribute) -> Labels:
         """``self.rfile`` in a request handler's method: the peer's request."""
         handlers = self._peer_input().attributes.get(node.attr)
-        if handlers and not handlers.isdisjoint(self._chain(self.scope(node))):
+        if handlers and not handlers.isdisjoint(self.chain(self.scope(node))):
             return frozenset({(Source.REMOTE, "a network peer's message")})
         return _NONE
 

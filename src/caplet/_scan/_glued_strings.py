@@ -28,7 +28,7 @@ egress, and ``'http:' '//10.0.0.1'``: CPL-THR-026) holds in neither; the prefilt
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import re2
@@ -36,8 +36,9 @@ import re2
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 from caplet._scan._prefilter_patterns import GLUES
+from caplet._scan._prefilter_sets import utf8
 
-__all__ = ["glued", "with_glued_strings"]
+__all__ = ["around_hits", "glued", "read_again", "with_glued_strings"]
 
 Answer = Need | frozenset[int]
 
@@ -116,7 +117,7 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
     bytes it matched reused), else every one."""
     marks = prefilter().glue_marks(text)
     if marks is None:
-        data, glues = _utf8(text), _GLUE_BYTES
+        data, glues = utf8(text), _GLUE_BYTES
     else:
         data, present = marks
         glues = tuple(glue.encode() for glue in present)
@@ -161,11 +162,6 @@ def _glue(text: str) -> tuple[str, str, list[tuple[int, int]]] | None:
         raw.append(line.replace("\n", " "))
         lines.append(glued_line.replace("\n", " "))
     return "\n".join(lines), "\n".join(raw), [(first, last) for first, last, _, _ in merged]
-
-
-def _utf8(text: str) -> bytes:
-    """``text`` as the prefilter matches it (surrogatepass: lone surrogates kept)."""
-    return text.encode("utf-8", "surrogatepass")
 
 
 #: An escape ending a literal's text (``'\\x00'``, ``'\\u00e9'``, ``'\\0'``, ``'\\n'``).
@@ -230,47 +226,64 @@ def with_glued_strings(text: str, need: Answer, check: Callable[[str], Answer]) 
     if len(spans) >= MAX_GLUED_LINES:
         return Need.FULL  # the lines past the bound were never glued: the safe answer
     more = check(lines)
-    if prefilter().completes(text, lines):
-        # a side only the glue makes, the others elsewhere in the file (attack7): the
-        # glued lines alone hold no conjunction, and the file as written none either
-        return Need.FULL
-    if more is Need.NOTHING:
-        # an indicator only the glued lines hold, though no pattern's: one side of a
-        # pattern (a download piped to a shell) or no pattern at all (the clipboard),
-        # which no located line stands for: the whole file
-        indicators = indicator_set()
-        return Need.FULL if indicators.kinds(lines) - indicators.kinds(raw) else need
+    settled = read_again(text, need, lines, raw, more)
+    if settled is not None:
+        return settled
     if not isinstance(need, Need) and len(text) > FOCUS_FROM:
-        return _around_glued_hits(text, lines, spans)
+        # a large file visited around its hits, whose glued lines find more: the lines of
+        # every hit of the file as written and every glued line (all the lines it spans)
+        # with a hit of its own, or the whole file past the prefilter's bound. Whole, such
+        # files were a fifth more of the stdlib's bytes visited: a long string of text
+        # written in pieces side by side (pydoc's topics, a client's docstrings) glues
+        # into hits of its own (attack6)
+        return around_hits(text, prefilter().located(text, MAX_LARGE_FOCUS), lines, spans)
     if isinstance(more, Need) or isinstance(need, Need):
         return Need.FULL
     numbers = [first for first, _ in spans]
     return need if {numbers[n - 1] for n in more if n <= len(numbers)} <= need else Need.FULL
 
 
-def _around_glued_hits(text: str, lines: str, spans: list[tuple[int, int]]) -> Answer:
-    """A large file visited around its hits (the prefilter's answer for one that needs
-    the AST), whose glued lines find more: the lines of every hit of the file as written
-    and every glued line (all the lines it spans) with a hit of its own, or the whole
-    file past the prefilter's bound. Whole, such files were a fifth more of the stdlib's
-    bytes visited: a long string of text written in pieces side by side (pydoc's
-    topics, a client's docstrings) glues into hits of its own (attack6)."""
-    check = prefilter()
-    around = check.located(text, MAX_LARGE_FOCUS)
-    # which glued lines hit (what a lookup there binds: its uses are sink calls the
-    # focus pass checks anyway, _visitor)
-    glued_hits = check.located(lines, MAX_LARGE_FOCUS, aliases=False)
-    if around is None or glued_hits is None:
+def read_again(text: str, need: Answer, lines: str, raw: str, more: Answer) -> Answer | None:
+    """The answer for ``text`` when what the prefilter's check found in ``lines`` (lines
+    of ``text`` read again, their literals glued or their escapes read; ``raw``: the same
+    lines as written), ``more``, settles it: the whole file when a side only those lines make
+    completes a conjunction with the others elsewhere in the file (attack7: the lines
+    alone hold no conjunction, and the file as written none either) or when they found
+    nothing but an indicator the lines as written lack (one side of a pattern, a download
+    piped to a shell, or no pattern at all, the clipboard: no located line stands for it),
+    ``need`` when they found nothing more. ``None``: they found more, which the caller
+    places (:func:`around_hits` for a large file)."""
+    if prefilter().completes(text, lines):
         return Need.FULL
-    physical = text.split("\n")
+    if more is Need.NOTHING:
+        indicators = indicator_set()
+        return Need.FULL if indicators.kinds(lines) - indicators.kinds(raw) else need
+    return None
+
+
+def around_hits(
+    text: str, base: frozenset[int] | None, lines: str, spans: Sequence[tuple[int, int]]
+) -> Answer:
+    """``base`` (lines a large file is visited around; ``None``: past the bound) with
+    every line of ``text`` a line of ``lines`` with a hit of its own stands for (line
+    ``n`` of them for lines ``spans[n - 1]``, first and last, of the file), or the whole
+    file past the prefilter's bound."""
+    # which lines hit (what a lookup there binds: its uses are sink calls the focus pass
+    # checks anyway, _visitor)
+    hits = prefilter().located(lines, MAX_LARGE_FOCUS, aliases=False)
+    if base is None or hits is None:
+        return Need.FULL
+    physical: list[str] | None = None
     added: set[int] = set()
-    for n in glued_hits:
+    for n in hits:
         if n > len(spans):
             continue
         first, last = spans[n - 1]
         # a chain of literals is one expression: the statements holding its first and
         # last line hold it all, but for another statement beside it after a ';'
         added.update((first, last))
-        added.update(i for i in range(first + 1, last) if ";" in physical[i - 1])
-    widened = around | added
+        if last > first + 1:
+            physical = text.split("\n") if physical is None else physical
+            added.update(i for i in range(first + 1, last) if ";" in physical[i - 1])
+    widened = base | added
     return Need.FULL if len(widened) > MAX_LARGE_FOCUS else widened

@@ -34,6 +34,8 @@ from typing import Any, Final
 
 import re2
 
+from caplet._scan._prefilter_sets import utf8
+
 __all__ = [
     "AUDITOR_PATTERN",
     "BIDI_CONTROLS",
@@ -277,21 +279,16 @@ class IndicatorSet:
 
     def gate(self, joined: str) -> bool:
         """True when some indicator may match one of the newline-joined strings."""
-        return bool(self._gate.Match(_utf8(joined)))
+        return bool(self._gate.Match(utf8(joined)))
 
     def kinds(self, text: str) -> frozenset[IndicatorKind]:
         """Kinds of every indicator found in ``text``."""
-        return frozenset(self.indicators[i].kind for i in self._text.Match(_utf8(text)) or ())
+        return frozenset(self.indicators[i].kind for i in self._text.Match(utf8(text)) or ())
 
     def matches(self, text: str) -> tuple[Indicator, ...]:
         """Every indicator found in ``text``, in table order."""
-        hits = self._text.Match(_utf8(text)) or ()
+        hits = self._text.Match(utf8(text)) or ()
         return tuple(self.indicators[i] for i in sorted(hits))
-
-
-def _utf8(text: str) -> bytes:
-    """UTF-8 for RE2; lone surrogates (possible in an in-memory str) pass through."""
-    return text.encode("utf-8", "surrogatepass")
 
 
 _CACHE: list[IndicatorSet] = []

@@ -31,10 +31,7 @@ def spread_arguments(flow: Flow, args: list[ast.expr]) -> list[ast.expr] | None:
         if not isinstance(arg, ast.Starred):
             out.append(arg)
             continue
-        value = arg.value
-        if isinstance(value, ast.Name) and value.id not in flow.contributed:
-            bound = flow.bindings.assigned.get(value.id, ())
-            value = bound[0] if len(bound) == 1 else value
+        value = flow.bound_once(arg.value)
         if not isinstance(value, ast.List | ast.Tuple) or any(
             isinstance(e, ast.Starred) for e in value.elts
         ):

@@ -56,7 +56,7 @@ from caplet._scan._prefilter_patterns import (
     PAIRS,
     PREFILTER_PATTERNS,
 )
-from caplet._scan._prefilter_sets import BLIND, MAX_MEM, Sets
+from caplet._scan._prefilter_sets import BLIND, MAX_MEM, Sets, utf8
 
 __all__ = [
     "BLIND",
@@ -203,9 +203,9 @@ class Prefilter:
         """Whether each compiled set finds something in ``probe`` (written to hit all)."""
         answers = getattr(self._set, "each_answers", None)
         if answers is None:  # a stand-in set (tests): asked as one
-            return bool(self._set.Match(_utf8(probe)))
+            return bool(self._set.Match(utf8(probe)))
         late = getattr(self._late, "each_answers", None)
-        return bool(answers(_utf8(probe))) and (late is None or bool(late(_utf8(probe))))
+        return bool(answers(utf8(probe))) and (late is None or bool(late(utf8(probe))))
 
     def check_text(self, text: str) -> tuple[Need | frozenset[int], bool]:
         """:meth:`check`, and whether text addressed to an auditor may be in ``text``.
@@ -213,7 +213,7 @@ class Prefilter:
         One match answers both (a Set reports every pattern it saw); the
         answer is computed per call, so concurrent threads do not mix them up.
         """
-        encoded = _utf8(text)
+        encoded = utf8(text)
         matched, unasked = self._match(encoded)
         seen = self._remember(text, encoded, matched, unasked)
         if BLIND in matched:
@@ -230,7 +230,7 @@ class Prefilter:
         large library holds no threat token, and its visit was most of the
         scanner's time.
         """
-        encoded = _utf8(text)
+        encoded = utf8(text)
         matched, unasked = self._match(encoded)
         seen = self._remember(text, encoded, matched, unasked)
         return self._answer(seen, matched, unasked)
@@ -289,7 +289,7 @@ class Prefilter:
             if unicodedata.is_normalized("NFKC", seen.text):
                 seen.folded = True
             else:
-                folding = _utf8(unicodedata.normalize("NFKC", seen.text))
+                folding = utf8(unicodedata.normalize("NFKC", seen.text))
                 seen.folded = folding, frozenset(self._set.Match(folding) or ())
         return seen.folded
 
@@ -421,7 +421,7 @@ class Prefilter:
         if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
             texts.append(unicodedata.normalize("NFKC", text))
         for each in texts:
-            answer = sets.Match(_utf8(each)) or ()
+            answer = sets.Match(utf8(each)) or ()
             if BLIND in answer:
                 return None
             found.update(answer)
@@ -430,16 +430,23 @@ class Prefilter:
     def located(self, text: str, limit: int, *, aliases: bool = True) -> frozenset[int] | None:
         """:meth:`hit_lines` of the patterns the sets find in ``text`` (``None``: past
         ``limit`` lines, or a set that could not answer); ``aliases``: with the uses of
-        what the hit lines bind."""
+        what the hit lines bind. What the sets found is this thread's last check of this
+        very text when there is one (the glued and escaped lines are checked just before
+        they are located: matching them again cost as much as the check)."""
         seen = self._seen(text)
-        if seen is not None and limit == _MAX_LARGE_FOCUS and aliases:
+        matched: Collection[int]
+        if seen is None:
+            encoded = utf8(text)
+            matched, unasked = self._match(encoded)
+        elif limit == _MAX_LARGE_FOCUS and aliases and seen.located is not False:
             # located by the check of this very text (the same sets' answer, so the same
             # lines): a large file visited around its hits whose glued lines hit too
-            located = seen.located
-            if located is not False:
-                return located
-        encoded = _utf8(text)
-        matched, unasked = self._match(encoded)
+            return seen.located
+        else:
+            # the check's own answer (_remember): the deferred sides were looked for, or
+            # none of them was
+            encoded, matched = seen.encoded, seen.matched
+            unasked = frozenset() if seen.late_asked else frozenset(self._deferred)
         if BLIND in matched:
             return None
         return self.hit_lines(text, limit, matched, encoded, unasked, aliases=aliases)
@@ -473,7 +480,7 @@ class Prefilter:
                 text.encode("utf-8")
             except UnicodeEncodeError:
                 return None  # lone surrogates: RE2 cannot take the text as it is
-        data = encoded if encoded is not None else _utf8(text)
+        data = encoded if encoded is not None else utf8(text)
         if matched is None:
             if self._all_locator is None:
                 # One alternation of every pattern: its DFA needs more than RE2's
@@ -547,11 +554,6 @@ def _defer(
         if len(gate) < len(together) and gate not in gates:
             gates.append(gate)
     return deferred, gates
-
-
-def _utf8(text: str) -> bytes:
-    """``text`` for RE2; surrogatepass: an in-memory str may hold lone surrogates."""
-    return text.encode("utf-8", "surrogatepass")
 
 
 _CACHE: list[Prefilter] = []

@@ -1,5 +1,6 @@
 """The prefilter's RE2 sets (:mod:`caplet._scan._prefilter`): groups of numbered patterns
-answering as one, and what a set that could not answer says.
+answering as one, what a set that could not answer says, and the bytes a text is matched
+as (``utf8``: the prefilter's, the glue search's and the indicators' alike).
 
 Apart from the prefilter's decisions (which patterns a file holds mean what) because
 this is only how they are matched; split out of ``_prefilter`` when it grew past 600
@@ -12,7 +13,7 @@ from typing import Any, Final
 
 import re2
 
-__all__ = ["BLIND", "MAX_MEM", "Sets"]
+__all__ = ["BLIND", "MAX_MEM", "Sets", "utf8"]
 
 #: RE2's memory for each compiled set and for the one-alternation locator
 #: (its default, 8 MiB, runs the DFA out of memory on large files).
@@ -70,3 +71,9 @@ class Sets:
     def each_answers(self, data: bytes) -> bool:
         """Whether every set finds some pattern in ``data`` (the self-check's probe)."""
         return all(len(compiled.Match(data) or ()) > 1 for _, compiled in self.parts)
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as the RE2 sets and patterns match it: UTF-8, lone surrogates (possible in
+    an in-memory str) passed through (surrogatepass)."""
+    return text.encode("utf-8", "surrogatepass")

@@ -112,12 +112,8 @@ class CarriedNames:
         """The defaults of the parameters of the functions and lambdas around ``node``,
         the innermost first."""
         flow = self._flow
-        parents = flow.bindings.parents
-        scopes: list[int] = []
-        scope = flow.scope(node)
-        while scope and len(scopes) < _MAX_GIVEN:
-            scopes.append(scope)
-            scope = parents.get(scope, 0)
+        # (the chain's own bound, MAX_RESOLVE_DEPTH, is past this one)
+        scopes = [scope for scope in flow.chain(flow.scope(node)) if scope][:_MAX_GIVEN]
         if not scopes:
             return {}
         wanted = set(scopes)

@@ -216,12 +216,7 @@ class WalkedNames:
         if not isinstance(name, ast.Subscript) or isinstance(name.slice, ast.Slice):
             return None
         flow = self._flow
-        table = name.value
-        if isinstance(table, ast.Name):
-            bound = flow.bindings.assigned.get(table.id, ())
-            if len(bound) != 1 or table.id in flow.contributed:
-                return None
-            table = bound[0]
+        table = flow.bound_once(name.value)
         if not isinstance(table, ast.Dict | ast.List | ast.Tuple):
             return None
         entries = table.values if isinstance(table, ast.Dict) else table.elts
