@@ -582,6 +582,9 @@ class Flow(Evaluator, ExactMemo):
             out.add((Source.REMOTE, "a network peer's message"))
         for call in found.filled.get(name, ())[:MAX_CANDIDATES]:
             out |= self._label(call, depth)
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "setopt":
+                # pycurl's WRITEDATA/WRITEFUNCTION: the transfer's body (recall10)
+                out.add((Source.DOWNLOADED, "a network transfer's body"))
         return frozenset(out)
 
     def _peer_input(self) -> PeerInput:

@@ -130,6 +130,15 @@ _SINK_NAMES = (
 )
 
 
+def _download_target(node: ast.Call) -> ast.expr | None:
+    """Where a downloader of :data:`_DOWNLOADS_TO` writes: its second argument, or the
+    keyword naming it (``urlretrieve(url, filename=p)``, ``wget.download(url, out=p)``:
+    a keyword hid a download then run, recall10)."""
+    if len(node.args) >= 2:
+        return node.args[1]
+    return next((k.value for k in node.keywords if k.arg in {"filename", "out"}), None)
+
+
 def launches_payload(program: str) -> bool:
     """A program that is a dropped payload: a Windows executable or something in /tmp."""
     lowered = program.lower()
@@ -246,8 +255,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         if node.args and not RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
-        if len(node.args) >= 2 and not _DOWNLOADS_TO.isdisjoint(funcs):
-            self._write(node, node.args[1], (), {(Source.DOWNLOADED, funcs[0])})
+        if not _DOWNLOADS_TO.isdisjoint(funcs) and (target := _download_target(node)) is not None:
+            self._write(node, target, (), {(Source.DOWNLOADED, funcs[0])})
         if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
             self._write(
                 node,
