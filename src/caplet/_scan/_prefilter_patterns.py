@@ -552,12 +552,22 @@ _NAMESPACE_BY_NAME: Final = (
     r"globals\(\s*\))\s*(?:[;#\n]|$)"
 )
 _ATTACK9_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_BY_NAME),)
+#: recall10: a dict of the file filled with a namespace (``d.update(vars(builtins))``,
+#: ``d.update(os.__dict__)``, ``d |= vars(os)``) and looked up by a decoded key
+#: (``d[b64decode(k).decode()](...)``), beside a decoder: the lookup's line names no
+#: namespace at all.
+_NAMESPACE_FILLED: Final = (
+    r"(?:\.\s*update\s*\(|\|=)\s*(?:vars\(|[\w.]*\.__dict__\b|(?:sys\s*\.\s*)?modules\b|"
+    r"globals\(\s*\))"
+)
+_RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_FILLED),)
 
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
     *_BLIND8_PAIRS,
     *_ATTACK9_PAIRS,
+    *_RECALL10_PAIRS,
 )
 
 

@@ -35,6 +35,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._sink_egress import EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
@@ -235,6 +236,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         network = [f for f in funcs if is_network(f) and f.rsplit(".", 1)[-1] in EGRESS_VERBS]
         if network:
             self._scan.tag(Tag.EGRESS, node.lineno, network[0])
+            # at import of a module the installer imports: network at install (recall10)
+            import_time_egress(self._scan, node, network[0], flow.scope(node))
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
