@@ -554,11 +554,6 @@ ARCHIVE_RULES: dict[ArchiveProblemKind, str] = {
 }
 
 
-def _name(relative: str) -> str:
-    """A member's file name (its last part)."""
-    return relative.rsplit("/", 1)[-1]
-
-
 def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
     """A .pth file's ``import`` lines run at every interpreter start (site(7)).
 

@@ -43,6 +43,8 @@ import re2
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 from caplet._scan._prefilter_patterns import LOOKUP_ANY_NAME
+from caplet._scan._rules import API_RULES, MODULE_RULES
+from caplet._scan._sources import DECODERS, EXECUTORS, RUNS_FILE
 
 __all__ = ["form_values", "with_glued_forms"]
 
@@ -304,11 +306,37 @@ def _found(text: str) -> tuple[str, str, list[int], list[str]] | None:
     return "\n".join(lines), "\n".join(raw), firsts, values
 
 
+#: Module roots and attribute names a rule watches (the rule tables' modules and APIs, the
+#: data flow's code runners, files run and decoders): what a glued name may hide.
+_WATCHED_ROOTS: Final = frozenset(
+    {m.split(".", 1)[0] for m in MODULE_RULES}
+    | {a.split(".", 1)[0] for a in API_RULES if not a.startswith("builtins.")}
+    | {"os", "sys", "builtins", "marshal", "base64", "codecs", "zlib", "pip", "platform"}
+)
+_WATCHED_NAMES: Final = frozenset(
+    a.rsplit(".", 1)[-1] for a in (*API_RULES, *EXECUTORS, *RUNS_FILE, *DECODERS)
+)
+
+
+def _watched(value: str) -> bool:
+    """Whether ``value`` may name a module or an API a rule watches, as written or
+    reversed (``n[::-1]`` at the lookup)."""
+    return any(
+        v.split(".", 1)[0] in _WATCHED_ROOTS or v.rsplit(".", 1)[-1] in _WATCHED_NAMES
+        for v in (value, value[::-1])
+    )
+
+
 def _glued_name(text: str, raw: str, values: list[str]) -> bool:
-    """Whether a value names something (``'os'``, ``'eval'``, ``'os.system'``) that the
-    file does not write out as a literal, in a file that looks up a name not written
-    out: what the glue builds may be what the lookup takes."""
-    named = [v for v in values if _NAME.match(v) and f"'{v}'" not in raw and f'"{v}"' not in raw]
+    """Whether a value names a module or an API a rule watches (``'os'``, ``'eval'``,
+    ``'os.system'``) that the file does not write out as a literal, in a file that looks
+    up a name not written out: what the glue builds may be what the lookup takes (an
+    exception's class name glued beside ``getattr(obj, attr)`` is neither)."""
+    named = [
+        v
+        for v in values
+        if _NAME.match(v) and _watched(v) and f"'{v}'" not in raw and f'"{v}"' not in raw
+    ]
     if not named:
         return False
     return _LOOKUP.search(text.encode("utf-8", "surrogatepass")) is not None
