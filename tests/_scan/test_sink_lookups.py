@@ -10,12 +10,14 @@ near misses are the shapes the benign corpus has (the false positives issue 16 n
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
+from tests._scan.prefilterkit import found_in_a_package
 
 
 def danger(source: str, filename: str = "setup.py") -> set[str]:
@@ -647,3 +649,41 @@ def test_a_module_named_by_what_a_fixture_is_handed_is_not_a_computed_import() -
     # whole-file pass of benchmarks/prefilter_differential.py found it)
     findings = scan_source(textwrap.dedent(source), "test_lazy.py", mode=ScanMode.PLUGIN)
     assert "CPL-THR-003" not in {f.rule_id for f in findings}
+
+
+# -- recall10: a dict of the file filled with a namespace, looked up by a decoded key ------
+_FILLED_NAMESPACES = {
+    "update-vars-builtins": "import builtins, base64\nd = {}\nd.update(vars(builtins))\n"
+    "k = base64.b64decode('ZXZhbA==').decode()\nd[k]('1+1')\n",
+    "update-os-dict": "import os, base64\nd = {}\nd.update(os.__dict__)\n"
+    "d[base64.b64decode('c3lzdGVt').decode()]('id')\n",
+    "dict-call-update": "import os, base64\nd = dict()\nd.update(os.__dict__)\n"
+    "d[base64.b64decode('c3lzdGVt').decode()]('id')\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_FILLED_NAMESPACES))
+def test_a_decoded_key_looked_up_in_a_dict_filled_with_a_namespace_is_a_threat(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _FILLED_NAMESPACES[shape]
+    found_in_a_package(tmp_path, monkeypatch, text, "CPL-THR-003")
+    plugin = scan_source(text, "mod.py", mode=ScanMode.PLUGIN)
+    assert "CPL-THR-003" in {f.rule_id for f in plugin if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a dict filled with the environment, or a namespace looked up by a key read from data
+        "import os\nd = {}\nd.update(os.environ)\nprint(d[name])\n",
+        "import builtins, json\nd = {}\nd.update(vars(builtins))\nprint(d[json.loads(s)['k']])\n",
+        # a namespace copied and looked up by a decoded key that names nothing worth hiding
+        "import os, base64\nd = {}\nd.update(os.__dict__)\nd[base64.b64decode('c2Vw').decode()]\n",
+    ],
+    ids=["environment", "data-key", "harmless-name"],
+)
+def test_a_filled_dict_looked_up_otherwise_is_no_threat(text: str) -> None:
+    assert "CPL-THR-003" not in danger(text, "mod.py")
+    plugin = scan_source(text, "mod.py", mode=ScanMode.PLUGIN)
+    assert "CPL-THR-003" not in {f.rule_id for f in plugin if f.severity is Severity.DANGER}

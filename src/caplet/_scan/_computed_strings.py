@@ -55,6 +55,8 @@ _TEXT_METHODS = frozenset(
         "a2b_base64",
         "decompress",
         "encode",
+        # "Lo".__add__("gin Data"): a + spelled as a call (recall10)
+        "__add__",
     }
 )
 

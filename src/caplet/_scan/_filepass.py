@@ -27,6 +27,7 @@ from caplet._findings import Finding
 from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
 from caplet._scan._escaped_strings import escaped_view, with_escaped_strings
 from caplet._scan._filescan import FileScan
+from caplet._scan._glued_forms import with_glued_forms
 from caplet._scan._glued_strings import glued, with_glued_strings
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS, indicator_set
@@ -141,6 +142,8 @@ def _scan_text(
         # literals as the parser reads them: escapes of printable characters, a word
         # split by a backslash at a line end inside a literal (attack8)
         need = with_escaped_strings(text, need, check.check)
+        # literals glued in other spellings: '%s%s' % ('ev', 'al'), ''.join (...) (recall10)
+        need = with_glued_forms(text, need, check.check)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.

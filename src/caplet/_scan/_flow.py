@@ -437,6 +437,12 @@ class Flow(Evaluator, ExactMemo):
             item = stack.pop()
             if isinstance(item, ast.Constant) and isinstance(item.value, str):
                 pieces.append(item.value)
+            elif isinstance(item, ast.BinOp | ast.JoinedStr | ast.Call) and isinstance(
+                value := self.evaluate(item), str
+            ):
+                # a piece glued from literals is one piece ("~/.ss" + "h/id_rsa", "%s%s"
+                # % (...), "".join([...])): joined by "/" it spelled no credential (recall10)
+                pieces.append(value)
             elif isinstance(item, ast.BinOp):
                 stack.extend((item.right, item.left))
             elif isinstance(item, ast.Call):
@@ -576,6 +582,9 @@ class Flow(Evaluator, ExactMemo):
             out.add((Source.REMOTE, "a network peer's message"))
         for call in found.filled.get(name, ())[:MAX_CANDIDATES]:
             out |= self._label(call, depth)
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "setopt":
+                # pycurl's WRITEDATA/WRITEFUNCTION: the transfer's body (recall10)
+                out.add((Source.DOWNLOADED, "a network transfer's body"))
         return frozenset(out)
 
     def _peer_input(self) -> PeerInput:

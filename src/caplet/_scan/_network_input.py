@@ -69,12 +69,17 @@ def callback_data(
     filled: dict[str, list[ast.Call]] = {}
     for call in calls:
         func = call.func
-        if not isinstance(func, ast.Attribute) or func.attr not in NETWORK_CALLBACKS:
+        if not isinstance(func, ast.Attribute):
             continue
-        position, keyword = NETWORK_CALLBACKS[func.attr]
-        given = [k.value for k in call.keywords if k.arg == keyword]
-        if len(call.args) > position:
-            given.append(call.args[position])
+        if func.attr == "setopt":
+            given = _write_option(call)
+        elif func.attr in NETWORK_CALLBACKS:
+            position, keyword = NETWORK_CALLBACKS[func.attr]
+            given = [k.value for k in call.keywords if k.arg == keyword]
+            if len(call.args) > position:
+                given.append(call.args[position])
+        else:
+            continue
         if not given or not any(is_network(f) for f in resolve(func)):
             continue
         for callback in given:
@@ -91,6 +96,12 @@ def callback_data(
                 targets += [
                     v for v in bindings.assigned.get(callback.id, ()) if isinstance(v, ast.Lambda)
                 ]
+            if not targets and func.attr == "setopt":
+                # pycurl's WRITEDATA: the buffer or file itself is written to
+                name = _dotted(callback)
+                if name is not None:
+                    filled.setdefault(name, []).append(call)
+                continue
             for fn in targets[:MAX_CANDIDATES]:
                 first = [*fn.args.posonlyargs, *fn.args.args]
                 if first and first[0].arg in {"self", "cls"}:
@@ -98,6 +109,23 @@ def callback_data(
                 if first:
                     params.setdefault(first[0].arg, set()).add(id(fn))
     return CallbackData(params, filled)
+
+
+#: pycurl's options that name where a transfer's body goes (recall10): a file or a buffer
+#: (``WRITEDATA``, ``WRITETODATA``, ``FILE``), or a callable handed every piece
+#: (``WRITEFUNCTION``: a function of the file, ``buf.write``). What lands there is the
+#: server's answer, as ftplib's callbacks are handed theirs.
+_WRITE_OPTIONS = frozenset({"WRITEDATA", "WRITEFUNCTION", "WRITETODATA", "FILE"})
+
+
+def _write_option(call: ast.Call) -> list[ast.expr]:
+    """The target of ``curl.setopt(pycurl.WRITEDATA, target)`` (any option named by an
+    attribute or a name in :data:`_WRITE_OPTIONS`), else nothing."""
+    if len(call.args) != 2:
+        return []
+    option = call.args[0]
+    named = option.attr if isinstance(option, ast.Attribute) else getattr(option, "id", None)
+    return [call.args[1]] if named in _WRITE_OPTIONS else []
 
 
 def wraps_network(

@@ -51,6 +51,7 @@ from caplet._scan._prefilter_patterns import (
     ALIASING_PAIRS,
     COMMAND_WORDS,
     DEFERRED,
+    GLUE_FORMS,
     GLUES,
     LOCAL_PAIRS,
     PAIRS,
@@ -160,6 +161,11 @@ class Prefilter:
         self._glue_marks = [first_mark + k for k in range(len(GLUES))]
         numbered += [(i, re2.escape(glue)) for i, glue in zip(self._glue_marks, GLUES, strict=True)]
         light.update(self._glue_marks)
+        # The other glue spellings (recall10, :meth:`form_marks`), numbered past those.
+        first_form = first_mark + len(GLUES)
+        self._form_marks = frozenset(first_form + k for k in range(len(GLUE_FORMS)))
+        numbered += [(first_form + k, form) for k, form in enumerate(GLUE_FORMS)]
+        light.update(self._form_marks)
         # The deferred sides (see _defer) are in a third set, asked only where the other
         # sides of one of their conjunctions hit, so what the sets answer is exact
         # wherever a conjunction can hold.
@@ -267,6 +273,16 @@ class Prefilter:
         matched = seen.matched
         glues = tuple(g for g, i in zip(GLUES, self._glue_marks, strict=True) if i in matched)
         return seen.encoded, glues
+
+    def form_marks(self, text: str) -> tuple[bytes, bool] | None:
+        """For :mod:`caplet._scan._glued_forms`: the UTF-8 of ``text`` and whether any of
+        :data:`GLUE_FORMS` is in it, as this thread's last check of this very text found
+        (recall10); ``None`` when there is no such check or a set could not answer (then
+        search the text)."""
+        seen = self._seen(text)
+        if seen is None or BLIND in seen.matched:
+            return None
+        return seen.encoded, not self._form_marks.isdisjoint(seen.matched)
 
     def _recalled(self, text: str) -> tuple[set[int] | None, bool]:
         """What the sets found in ``text`` and its NFKC folding (:meth:`_remember`, else

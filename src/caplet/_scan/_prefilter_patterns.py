@@ -32,7 +32,9 @@ __all__ = [
     "COMMAND_WORDS",
     "DEFERRED",
     "GLUES",
+    "GLUE_FORMS",
     "LOCAL_PAIRS",
+    "LOOKUP_ANY_NAME",
     "PAIRS",
     "PREFILTER_PATTERNS",
 ]
@@ -171,7 +173,7 @@ _LOOKUP_NAME = (
 #: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
 #: an integer literal unpacked into bytes.
 _PIECES = (
-    r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
+    r"['\"]\s*\+\s*[rbuRBUfF]{0,2}['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
     r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
     r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
     r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
@@ -550,12 +552,22 @@ _NAMESPACE_BY_NAME: Final = (
     r"globals\(\s*\))\s*(?:[;#\n]|$)"
 )
 _ATTACK9_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_BY_NAME),)
+#: recall10: a dict of the file filled with a namespace (``d.update(vars(builtins))``,
+#: ``d.update(os.__dict__)``, ``d |= vars(os)``) and looked up by a decoded key
+#: (``d[b64decode(k).decode()](...)``), beside a decoder: the lookup's line names no
+#: namespace at all.
+_NAMESPACE_FILLED: Final = (
+    r"(?:\.\s*update\s*\(|\|=)\s*(?:vars\(|[\w.]*\.__dict__\b|(?:sys\s*\.\s*)?modules\b|"
+    r"globals\(\s*\))"
+)
+_RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_FILLED),)
 
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
     *_BLIND8_PAIRS,
     *_ATTACK9_PAIRS,
+    *_RECALL10_PAIRS,
 )
 
 
@@ -603,3 +615,28 @@ DEFERRED: Final = frozenset(
 #: solo set answers whether each is in a file with the same match (``Prefilter.glue_marks``),
 #: so a file without any is not searched for it again.
 GLUES: Final = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
+
+
+# -- recall10 (issue 16 point 1): literals glued in spellings _glued_strings does not read --
+#: Where :mod:`caplet._scan._glued_forms` may find literals glued otherwise than
+#: :data:`GLUES`: a literal formatted with literals (``'%s%s' % ('ev', 'al')``,
+#: ``'{}{}'.format('ev', 'al')``), joined with blanks before the parenthesis or the dot
+#: (``''.join (``, ``'' .join(``), by ``str.join('', ...)``, a reversed list joined, a
+#: parenthesised literal added to another (``('Lo') + 'gin'``), ``'c'.__add__('md')``, an
+#: f-string whose field is a literal (``f'{"Lo"}gin'``); and a module imported by a name
+#: not written out (``__import__(n)``, ``import_module(n)``), whose name the plain glues
+#: may build on another line (``n = 'o' + 's'``). No threat token: marks in the solo set,
+#: answered by the same match (``Prefilter.form_marks``), so a file without any is never
+#: searched for them.
+GLUE_FORMS: Final = (
+    r"['\"]\s*%\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
+    r"['\"]\s*\.\s*format\s*\(\s*[rbuRBUfF]{0,2}['\"]",
+    r"\.join\s+\(|['\"]\s+\.\s*join\s*\(|\bstr\s*\.\s*join\s*\(|\.join\(\s*reversed\b",
+    r"['\"]\s*\)\s*\+\s*\(?\s*[rbuRBUfF]{0,2}['\"]|['\"]\s*\+\s*\(\s*[rbuRBUfF]{0,2}['\"]",
+    r"\.\s*__add__\s*\(\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
+    r"\b[fF][rR]?(?:'[^'\n]*|\"[^\"\n]*)\{\s*[rbuRBU]?['\"]",
+    r"\b(?:__import__|import_module)\s*\(\s*[^'\"\s)]",
+)
+#: A lookup by a name not written out (a variable, an attribute, a call): what a name
+#: glued from literals on another line may reach (:mod:`caplet._scan._glued_forms`).
+LOOKUP_ANY_NAME: Final = _LOOKUP_ANY_NAME

@@ -25,6 +25,7 @@ from caplet._scan._sources import (
     RUNS_FILE,
     Source,
 )
+from caplet._scan._syntax import MAX_CANDIDATES
 
 __all__ = ["LookupSinks"]
 
@@ -136,6 +137,10 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             self._runner_by_string(node)
             return
         owners = flow.resolve(value)
+        filled: tuple[str, ...] = ()
+        if isinstance(value, ast.Name) and value.id in flow.contributed:
+            filled = self._filled_namespaces(value)
+            owners = (*owners, *filled)
         if not flow.may_look_up(value, owners):
             return  # a list, a local dict, a parameter: no lookup of anything that can hide
         namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
@@ -171,7 +176,28 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                 node.col_offset,
             )
         elif name is not None:
-            self._hidden_lookup(node, flow.resolve(node), f"[{shown} computed]")
+            denoted = flow.resolve(node)
+            if filled:  # d.update(os.__dict__); d[name]: os's entry (recall10)
+                denoted = (*denoted, *(f"{o.removesuffix('.__dict__')}.{name}" for o in filled))
+            self._hidden_lookup(node, denoted, f"[{shown} computed]")
+
+    def _filled_namespaces(self, container: ast.expr) -> tuple[str, ...]:
+        """The namespaces a dict of the file is filled with after its binding (``d = {}``
+        then ``d.update(vars(builtins))``, ``d.update(os.__dict__)``): looked up by a
+        decoded key, it is the namespace's copy (recall10; the whole-file pass missed it)."""
+        if not isinstance(container, ast.Name):
+            return ()
+        added = self._flow.contributed.get(container.id)
+        if not added:
+            return ()
+        found = [
+            owner
+            for values in added.values()
+            for value in values[:MAX_CANDIDATES]
+            for owner in self._flow.resolve(value)
+            if owner.endswith(".__dict__") or owner in _BUILTIN_OWNERS
+        ]
+        return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
 
     def _runner_by_string(self, node: ast.Subscript) -> None:
         """``globals()['eval']``: a builtin that runs code fetched from the module's own

