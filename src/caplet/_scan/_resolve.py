@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 import builtins
 
+from caplet._scan._container_stores import Stores, container_stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._rules import DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
-from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
+from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings, dotted
 
 __all__ = ["REACHABLE_MODULES", "Resolver", "is_network"]
 
@@ -65,6 +66,14 @@ _MAX_NESTING = 40
 #: See :func:`_reachable_modules`.
 REACHABLE_MODULES = _reachable_modules()
 
+#: What a value kept in a container or on an object and called from it is followed for
+#: when the container is walked or the attribute read (recall11): builtins and the
+#: modules that run code or programs (``self.session = requests.Session()`` stays the
+#: unknown receiver it was, so the network rules see what they saw before).
+_HIDDEN_CALLEES = ("builtins.", *(f"{m}." for m in dict.fromkeys(REACHABLE_MODULES.values())))
+#: Constructors of a plain namespace whose keywords are its attributes.
+_NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
+
 #: The builtins that are functions (a lookup of one in ``globals()`` means the builtin).
 _BUILTIN_CALLABLES = frozenset(
     n for n, v in vars(builtins).items() if callable(v) and not isinstance(v, type)
@@ -102,6 +111,8 @@ class Resolver:
         self._active: set[int] = set()
         #: Parameter defaults by parameter name (built once, on first need).
         self._defaults_by_name: dict[str, list[ast.expr]] | None = None
+        #: What the file stores into its containers and objects (built on first need).
+        self._stores: Stores | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -152,6 +163,7 @@ class Resolver:
             reached = REACHABLE_MODULES.get(node.attr)
             if reached is not None and any(map(self._of_an_import, bases)):
                 names.append(reached)  # shutil.os is os
+            names.extend(self._stored_attribute(node, depth))
             return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
@@ -206,6 +218,9 @@ class Resolver:
                 # for b in [__builtins__]: each element written in the loop's list
                 for element in iterable.elts[:MAX_CANDIDATES]:
                     found.extend(self.resolve(element, depth + 1))
+            else:
+                # for f in handlers (or handlers.values()): what the file put in it
+                found.extend(self._iterated_elements(iterable, depth))
         if not (
             found
             or name in self.bindings.assigned
@@ -272,9 +287,16 @@ class Resolver:
             # [print, exec][1]: an element of a list or tuple written in this file
             position = sign * index.value
             found: list[str] = []
+            # a list changed after its literal (xs[0] = exec, xs.reverse()) is not read by
+            # position: any element may be anywhere, what the file added included (recall11)
+            changed = self._changed(node.value)
             for sequence in self._sequences(node.value):
-                if -len(sequence.elts) <= position < len(sequence.elts):
+                if changed:
+                    elements = sequence.elts[:MAX_CANDIDATES]
+                    found.extend(r for e in elements for r in self.resolve(e, depth + 1))
+                elif -len(sequence.elts) <= position < len(sequence.elts):
                     found.extend(self.resolve(sequence.elts[position], depth + 1))
+            found.extend(self._stored(node.value, None, depth))
             return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         key = self.name_value(node.slice)
         if key is None:
@@ -319,13 +341,19 @@ class Resolver:
             for entry, value in zip(table.keys, table.values, strict=True):
                 if entry is not None and self.name_value(entry) == key:
                     found.extend(self.resolve(value, depth + 1))
+        found.extend(self._stored(container, key, depth))
         return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
 
     def may_look_up(self, container: ast.expr, owners: tuple[str, ...]) -> bool:
         """Whether :meth:`lookup` in ``container`` (which resolves to ``owners``) may
         denote anything for some key: a list, a local dict or a parameter cannot,
         and a caller skips evaluating the key of such a lookup (issue 16's speed)."""
-        return bool(owners or self.tables(container) or self._globals_call(container, 0))
+        return bool(
+            owners
+            or self.tables(container)
+            or self._globals_call(container, 0)
+            or self._has_stores(container)
+        )
 
     def _globals_call(self, container: ast.expr, depth: int) -> bool:
         """``globals()``, or a name bound to it (``g = globals()``): its
@@ -361,6 +389,92 @@ class Resolver:
             if len(bound) == 1 and isinstance(bound[0], ast.List | ast.Tuple):
                 return [bound[0]]
         return []
+
+    def of_kind(self, kind: type[ast.AST]) -> list[ast.AST]:
+        """The surveyed nodes of class ``kind`` (the data flow's answer,
+        :meth:`caplet._scan._flow.Flow.of_kind`; none here)."""
+        return []
+
+    def stores(self) -> Stores:
+        """What this file stores into its containers and objects (recall11)."""
+        stores = self._stores
+        if stores is None:
+            stores = self._stores = container_stores(self.of_kind)
+        return stores
+
+    def _changed(self, container: ast.expr) -> bool:
+        """Whether the file adds to ``container`` or reorders it after its literal."""
+        name = dotted(container)
+        return name is not None and self.stores().changed(name)
+
+    def _has_stores(self, container: ast.expr) -> bool:
+        name = dotted(container)
+        return name is not None and self.stores().any_store(name)
+
+    def _stored(self, container: ast.expr, key: str | None, depth: int) -> list[str]:
+        """What ``container[key]`` may denote by what the file stored into it: an entry
+        stored under ``key``, under a key not known, or added at any place; ``key``
+        ``None`` (a position) takes every element added (``xs.append(exec)``)."""
+        name = dotted(container)
+        if name is None or depth > MAX_RESOLVE_DEPTH:
+            return []
+        stores = self.stores()
+        found: list[str] = []
+        for entry, value in stores.entries_of(name)[:MAX_CANDIDATES]:
+            if key is not None and entry is not None:
+                if not isinstance(entry, ast.Constant) or type(entry.value) is not str:
+                    stored = self.name_value(entry)
+                    if stored is not None and stored != key:
+                        continue
+                elif entry.value != key:
+                    continue
+            found.extend(self.resolve(value, depth + 1))
+        for spread in stores.spreads_of(name)[:MAX_CANDIDATES]:
+            found.extend(self._elements(spread, depth + 1))
+        return found
+
+    def _elements(self, container: ast.expr, depth: int) -> list[str]:
+        """What any element (a value of a dict) of ``container`` may denote: its literal's
+        and what the file stored into it."""
+        if depth > MAX_RESOLVE_DEPTH:
+            return []
+        if isinstance(container, ast.Call) and not container.args:
+            func = container.func
+            if isinstance(func, ast.Attribute) and func.attr == "values":
+                container = func.value  # for f in handlers.values()
+        values: list[ast.expr] = [
+            *(e for s in self._sequences(container) for e in s.elts),
+            *(v for t in self.tables(container) for v in t.values),
+        ]
+        found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
+        found.extend(self._stored(container, None, depth))
+        return found
+
+    def _iterated_elements(self, iterable: ast.expr, depth: int) -> list[str]:
+        """``for f in xs`` of a container the file named: only code sinks and builtins,
+        the values worth keeping in a container to hide (a loop over a list of the
+        file's own objects resolves as before)."""
+        return [r for r in self._elements(iterable, depth + 1) if r.startswith(_HIDDEN_CALLEES)]
+
+    def _stored_attribute(self, node: ast.Attribute, depth: int) -> list[str]:
+        """``o.f`` after ``o.f = exec``, ``setattr(o, "f", exec)`` or
+        ``o = SimpleNamespace(f=exec)``: the values stored into it."""
+        owner = dotted(node.value)
+        if owner is None:
+            return []
+        stores = self.stores()
+        values = list(stores.attributes.get(f"{owner}.{node.attr}", ()))
+        for named, attr, value in stores.named_later[:MAX_CANDIDATES]:
+            if named == owner and self.name_value(attr) == node.attr:
+                values.append(value)
+        if isinstance(node.value, ast.Name):
+            for made in self.bindings.assigned.get(owner, ())[:MAX_CANDIDATES]:
+                if isinstance(made, ast.Call) and not _NAMESPACES.isdisjoint(
+                    self.resolve(made.func, depth + 1)
+                ):
+                    values.extend(k.value for k in made.keywords if k.arg == node.attr)
+        found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
+        return [r for r in found if r.startswith(_HIDDEN_CALLEES)]
 
     def tables(self, container: ast.expr) -> list[ast.Dict]:
         """The dict literals ``container`` is, or a name of it is bound to."""
