@@ -67,6 +67,11 @@ ATTACKS = {
     "filled-after-use": (
         "def run(data):\n    H[0](base64.b64decode(data))\n\nH = []\nH.append(exec)\nrun(p)\n"
     ),
+    # a registry filled through a parameter of the file's own function
+    "registered-parameter": (
+        "HOOKS = []\ndef register(hook):\n    HOOKS.append(hook)\n    return hook\n\n"
+        "register(exec)\nHOOKS[0](base64.b64decode(p))\n"
+    ),
     # the wrong answer: a list read as its literal after an element was replaced
     "replaced-element": "gs = [print]\ngs[0] = exec\ngs[0](base64.b64decode(p))\n",
     "reordered": "gs = [exec, print]\ngs.reverse()\ngs[1](base64.b64decode(p))\n",

@@ -39,6 +39,8 @@ _ADD_ALL = frozenset({"extend", "extendleft"})
 _REORDER = frozenset(
     {"pop", "popleft", "remove", "clear", "sort", "reverse", "rotate", "popitem", "discard"}
 )
+#: Every method :func:`_called` records (one set test for the calls of anything else).
+_METHODS = _ADD_ONE | _ADD_ALL | _REORDER | {"update", "setdefault", "__setitem__", "__delitem__"}
 #: Calls that read a container handed to them and never change it.
 _READERS = frozenset(
     {
@@ -219,41 +221,55 @@ def _augmented(stores: Stores, node: ast.AugAssign) -> None:
 
 
 def _called(stores: Stores, node: ast.Call) -> None:
+    # every call of the file passes here once: the common ones leave after a class test
     func = node.func
     args = node.args
     if isinstance(func, ast.Attribute):
-        container = dotted(func.value)
         method = func.attr
-        if container is not None:
-            if method in _ADD_ONE and args:
-                _add(stores, container, None, args[-1])
-            elif method in _ADD_ALL and args:
-                _add_all(stores, container, args[0])
-            elif method == "update":
-                for arg in args[:1]:
-                    _add_all(stores, container, arg)
-                for keyword in node.keywords:
-                    _keyword(stores, container, keyword)
-            elif method in {"setdefault", "__setitem__"} and len(args) == 2:
-                _add(stores, container, args[0], args[1])
-            elif method in _REORDER or method == "__delitem__":
-                stores.reordered.add(container)
-    name = func.id if isinstance(func, ast.Name) else dotted(func)
-    if name in {"setattr", "builtins.setattr"} and len(args) == 3:
-        owner = dotted(args[0])
-        if owner is not None:
-            attr = fold_str(args[1])
-            if attr is not None:
-                stores.attributes.setdefault(f"{owner}.{attr}", []).append(args[2])
-            else:
-                stores.named_later.append((owner, args[1], args[2]))
+        if method in _METHODS and (container := dotted(func.value)) is not None:
+            _method_store(stores, container, method, node)
+        elif method == "setattr" and dotted(func) == "builtins.setattr":
+            _setattr(stores, args)
+            return
+    elif isinstance(func, ast.Name):
+        if func.id == "setattr":
+            _setattr(stores, args)
+            return
+        if func.id in _READERS:
+            return
+    # random.shuffle(xs), f(xs): a call of anything else may change its places
+    stores.reordered.update(a.id for a in args if isinstance(a, ast.Name))
+
+
+def _method_store(stores: Stores, container: str, method: str, node: ast.Call) -> None:
+    args = node.args
+    if method in _ADD_ONE:
+        if args:
+            _add(stores, container, None, args[-1])
+    elif method in _ADD_ALL:
+        if args:
+            _add_all(stores, container, args[0])
+    elif method == "update":
+        for arg in args[:1]:
+            _add_all(stores, container, arg)
+        for keyword in node.keywords:
+            _keyword(stores, container, keyword)
+    elif method in {"setdefault", "__setitem__"}:
+        if len(args) == 2:
+            _add(stores, container, args[0], args[1])
+    else:
+        stores.reordered.add(container)
+
+
+def _setattr(stores: Stores, args: list[ast.expr]) -> None:
+    """``setattr(o, "f", v)``: ``o.f`` holds ``v`` (a name not written out: kept to evaluate)."""
+    if len(args) != 3 or (owner := dotted(args[0])) is None:
         return
-    if name in _READERS:
-        return
-    for arg in args:
-        # random.shuffle(xs), f(xs): a call of anything else may change its places
-        if isinstance(arg, ast.Name):
-            stores.reordered.add(arg.id)
+    attr = fold_str(args[1])
+    if attr is not None:
+        stores.attributes.setdefault(f"{owner}.{attr}", []).append(args[2])
+    else:
+        stores.named_later.append((owner, args[1], args[2]))
 
 
 def _join_aliases(stores: Stores) -> None:

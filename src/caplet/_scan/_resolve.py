@@ -70,7 +70,22 @@ REACHABLE_MODULES = _reachable_modules()
 #: when the container is walked or the attribute read (recall11): builtins and the
 #: modules that run code or programs (``self.session = requests.Session()`` stays the
 #: unknown receiver it was, so the network rules see what they saw before).
-_HIDDEN_CALLEES = ("builtins.", *(f"{m}." for m in dict.fromkeys(REACHABLE_MODULES.values())))
+_HIDDEN_MODULES = frozenset({"builtins", *REACHABLE_MODULES.values()})
+_BUILTIN_NAMES = frozenset(vars(builtins))
+
+
+def _hidden(name: str) -> bool:
+    """Whether ``name`` is one of :data:`_HIDDEN_MODULES` or in one (``builtins.exec``; not
+    ``builtins.self.f``, what an unbound ``self`` resolves to)."""
+    head, _, rest = name.partition(".")
+    if head != "builtins":
+        return head in _HIDDEN_MODULES
+    return not rest or rest.split(".", 1)[0] in _BUILTIN_NAMES
+
+
+#: The values that may denote a callable (a literal, an operation or a lambda of the file
+#: is nothing worth hiding, and resolving it costs).
+_CALLABLE_VALUES = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.IfExp, ast.BoolOp)
 #: Constructors of a plain namespace whose keywords are its attributes.
 _NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
 
@@ -113,6 +128,8 @@ class Resolver:
         self._defaults_by_name: dict[str, list[ast.expr]] | None = None
         #: What the file stores into its containers and objects (built on first need).
         self._stores: Stores | None = None
+        #: :meth:`_stored_attribute` by the attribute as written (``o.f``).
+        self._attribute_stores: dict[str, tuple[str, ...]] = {}
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -163,7 +180,8 @@ class Resolver:
             reached = REACHABLE_MODULES.get(node.attr)
             if reached is not None and any(map(self._of_an_import, bases)):
                 names.append(reached)  # shutil.os is os
-            names.extend(self._stored_attribute(node, depth))
+            if isinstance(node.ctx, ast.Load):  # a store's target is what it stores
+                names.extend(self._stored_attribute(node, depth))
             return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
@@ -408,8 +426,13 @@ class Resolver:
         return name is not None and self.stores().changed(name)
 
     def _has_stores(self, container: ast.expr) -> bool:
+        """Whether the file stored a builtin or an API that runs code into ``container``
+        (a lookup in it by a computed key may then be one worth hiding, as in a table
+        written with one; any other container filled by the file stays skipped)."""
         name = dotted(container)
-        return name is not None and self.stores().any_store(name)
+        if name is None or not self.stores().any_store(name):
+            return False
+        return any(_hidden(r) for r in self._stored(container, None, 0))
 
     def _stored(self, container: ast.expr, key: str | None, depth: int) -> list[str]:
         """What ``container[key]`` may denote by what the file stored into it: an entry
@@ -421,16 +444,34 @@ class Resolver:
         stores = self.stores()
         found: list[str] = []
         for entry, value in stores.entries_of(name)[:MAX_CANDIDATES]:
+            if not isinstance(value, _CALLABLE_VALUES):
+                continue
             if key is not None and entry is not None:
-                if not isinstance(entry, ast.Constant) or type(entry.value) is not str:
-                    stored = self.name_value(entry)
-                    if stored is not None and stored != key:
-                        continue
-                elif entry.value != key:
+                if isinstance(entry, ast.Constant):
+                    if entry.value != key:
+                        continue  # d[0] = exec is not d["k"]
+                elif (stored := self.name_value(entry)) is not None and stored != key:
                     continue
-            found.extend(self.resolve(value, depth + 1))
+            found.extend(self._stored_value(value, depth + 1))
         for spread in stores.spreads_of(name)[:MAX_CANDIDATES]:
             found.extend(self._elements(spread, depth + 1))
+        return found
+
+    def _stored_value(self, value: ast.expr, depth: int) -> tuple[str, ...]:
+        """What a value stored into a container denotes; a parameter of this file's function
+        (``def register(hook): HOOKS.append(hook)``) is what the file's calls pass it, when
+        that is a builtin or a module that runs code (:func:`_hidden`)."""
+        found = self.resolve(value, depth)
+        if isinstance(value, ast.Name) and not (
+            value.id in self.bindings.assigned
+            or value.id in self.bindings.imports
+            or value.id in self.bindings.defined
+        ):
+            passed = [
+                a for slots in self.passed_arguments().values() for a in slots.get(value.id, ())
+            ]
+            given = [r for a in passed[:MAX_CANDIDATES] for r in self.resolve(a, depth + 1)]
+            found = (*found, *(r for r in given if _hidden(r)))
         return found
 
     def _elements(self, container: ast.expr, depth: int) -> list[str]:
@@ -454,27 +495,38 @@ class Resolver:
         """``for f in xs`` of a container the file named: only code sinks and builtins,
         the values worth keeping in a container to hide (a loop over a list of the
         file's own objects resolves as before)."""
-        return [r for r in self._elements(iterable, depth + 1) if r.startswith(_HIDDEN_CALLEES)]
+        return [r for r in self._elements(iterable, depth + 1) if _hidden(r)]
 
-    def _stored_attribute(self, node: ast.Attribute, depth: int) -> list[str]:
+    def _stored_attribute(self, node: ast.Attribute, depth: int) -> tuple[str, ...]:
         """``o.f`` after ``o.f = exec``, ``setattr(o, "f", exec)`` or
-        ``o = SimpleNamespace(f=exec)``: the values stored into it."""
+        ``o = SimpleNamespace(f=exec)``: the values stored into it (by ``o.f`` as
+        written, the same for every read of it: memoised by that name, a store that
+        reads itself, ``self.x = self.x.parent``, answering nothing inside)."""
         owner = dotted(node.value)
         if owner is None:
-            return []
+            return ()
+        key = f"{owner}.{node.attr}"
+        known = self._attribute_stores.get(key)
+        if known is not None:
+            return known
+        self._attribute_stores[key] = ()
         stores = self.stores()
-        values = list(stores.attributes.get(f"{owner}.{node.attr}", ()))
+        values: list[ast.expr] = [
+            v for v in stores.attributes.get(key, ()) if isinstance(v, _CALLABLE_VALUES)
+        ]
         for named, attr, value in stores.named_later[:MAX_CANDIDATES]:
             if named == owner and self.name_value(attr) == node.attr:
                 values.append(value)
         if isinstance(node.value, ast.Name):
             for made in self.bindings.assigned.get(owner, ())[:MAX_CANDIDATES]:
-                if isinstance(made, ast.Call) and not _NAMESPACES.isdisjoint(
-                    self.resolve(made.func, depth + 1)
-                ):
-                    values.extend(k.value for k in made.keywords if k.arg == node.attr)
-        found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
-        return [r for r in found if r.startswith(_HIDDEN_CALLEES)]
+                if not isinstance(made, ast.Call):
+                    continue
+                given = [k.value for k in made.keywords if k.arg == node.attr]
+                if given and not _NAMESPACES.isdisjoint(self.resolve(made.func, depth + 1)):
+                    values.extend(given)
+        found = (r for v in values[:MAX_CANDIDATES] for r in self._stored_value(v, depth + 1))
+        result = self._attribute_stores[key] = tuple(dict.fromkeys(r for r in found if _hidden(r)))
+        return result
 
     def tables(self, container: ast.expr) -> list[ast.Dict]:
         """The dict literals ``container`` is, or a name of it is bound to."""
