@@ -15,7 +15,11 @@ grows as the walk goes, breadth first): a function defined above the store
 that calls out of the container is resolved the same as a call below it.
 Names are compared as written (``dotted``); a name bound to another
 (``ys = xs``) shares its stores, so an alias filled is the container filled.
-Nothing is evaluated here (the resolver evaluates keys when it reads them).
+Nothing is evaluated while the table is made; :class:`StoredReads`, the resolver's
+mixin, reads it (evaluating keys then), split out of :mod:`caplet._scan._resolve`.
+A value stored is followed when it is a builtin or in a module that runs code
+(``_resolve._hidden``) for attributes and loops; a container looked up by a key or
+a position follows every callable it was given, as a dict literal's entries are.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from caplet._scan._syntax import dotted, fold_str
+from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings, dotted, fold_str
 
-__all__ = ["Stores", "container_stores"]
+__all__ = ["StoredReads", "Stores", "container_stores"]
 
 #: What a store adds: the key it is stored under (``None``: any place), and the value.
 Entry = tuple[ast.expr | None, ast.expr]
@@ -284,3 +288,162 @@ def _join_aliases(stores: Stores) -> None:
             stores.spreads.setdefault(root, []).extend(stores.spreads.pop(name))
     for name in [n for n in stores.reordered if n in stores.aliases]:
         stores.reordered.add(stores.root(name))
+
+
+#: The values that may denote a callable (a literal, an operation or a lambda of the file
+#: is nothing worth hiding, and resolving it costs).
+_CALLABLE_VALUES = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.IfExp, ast.BoolOp)
+#: Constructors of a plain namespace whose keywords are its attributes.
+_NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
+
+
+class StoredReads:
+    """The resolver's reads of what the file stored (a mixin of
+    :class:`caplet._scan._resolve.Resolver`: the state and the primitives are its own,
+    declared here for the type checker)."""
+
+    bindings: Bindings
+    _stores: Stores | None
+    _attribute_stores: dict[str, tuple[str, ...]]
+
+    def resolve(self, node: ast.AST, depth: int = 0) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def name_value(self, node: ast.AST) -> str | None:
+        raise NotImplementedError
+
+    def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
+        raise NotImplementedError
+
+    def _sequences(self, container: ast.expr) -> list[ast.List | ast.Tuple]:
+        raise NotImplementedError
+
+    def tables(self, container: ast.expr) -> list[ast.Dict]:
+        raise NotImplementedError
+
+    @staticmethod
+    def hidden(name: str) -> bool:
+        """Whether a value stored is followed (:func:`caplet._scan._resolve._hidden`)."""
+        raise NotImplementedError
+
+    def of_kind(self, kind: type[ast.AST]) -> list[ast.AST]:
+        """The surveyed nodes of class ``kind`` (the data flow's answer,
+        :meth:`caplet._scan._flow.Flow.of_kind`; none here)."""
+        return []
+
+    def stores(self) -> Stores:
+        """What this file stores into its containers and objects (recall11)."""
+        stores = self._stores
+        if stores is None:
+            stores = self._stores = container_stores(self.of_kind)
+        return stores
+
+    def _changed(self, container: ast.expr) -> bool:
+        """Whether the file adds to ``container`` or reorders it after its literal."""
+        name = dotted(container)
+        return name is not None and self.stores().changed(name)
+
+    def _has_stores(self, container: ast.expr) -> bool:
+        """Whether the file stored a builtin or an API that runs code into ``container``
+        (a lookup in it by a computed key may then be one worth hiding, as in a table
+        written with one; any other container filled by the file stays skipped)."""
+        name = dotted(container)
+        if name is None or not self.stores().any_store(name):
+            return False
+        return any(self.hidden(r) for r in self._stored(container, None, 0))
+
+    def _stored(self, container: ast.expr, key: str | None, depth: int) -> list[str]:
+        """What ``container[key]`` may denote by what the file stored into it: an entry
+        stored under ``key``, under a key not known, or added at any place; ``key``
+        ``None`` (a position) takes every element added (``xs.append(exec)``)."""
+        name = dotted(container)
+        if name is None or depth > MAX_RESOLVE_DEPTH:
+            return []
+        stores = self.stores()
+        found: list[str] = []
+        for entry, value in stores.entries_of(name)[:MAX_CANDIDATES]:
+            if not isinstance(value, _CALLABLE_VALUES):
+                continue
+            if key is not None and entry is not None:
+                if isinstance(entry, ast.Constant):
+                    if entry.value != key:
+                        continue  # d[0] = exec is not d["k"]
+                elif (stored := self.name_value(entry)) is not None and stored != key:
+                    continue
+            found.extend(self._stored_value(value, depth + 1))
+        for spread in stores.spreads_of(name)[:MAX_CANDIDATES]:
+            found.extend(self._elements(spread, depth + 1))
+        return found
+
+    def _stored_value(self, value: ast.expr, depth: int) -> tuple[str, ...]:
+        """What a value stored into a container denotes; a parameter of this file's function
+        (``def register(hook): HOOKS.append(hook)``) is what the file's calls pass it, when
+        that is a builtin or a module that runs code (:meth:`hidden`)."""
+        found = self.resolve(value, depth)
+        if isinstance(value, ast.Name) and not (
+            value.id in self.bindings.assigned
+            or value.id in self.bindings.imports
+            or value.id in self.bindings.defined
+        ):
+            passed = [
+                a for slots in self.passed_arguments().values() for a in slots.get(value.id, ())
+            ]
+            given = [r for a in passed[:MAX_CANDIDATES] for r in self.resolve(a, depth + 1)]
+            found = (*found, *(r for r in given if self.hidden(r)))
+        return found
+
+    def _elements(self, container: ast.expr, depth: int) -> list[str]:
+        """What any element (a value of a dict) of ``container`` may denote: its literal's
+        and what the file stored into it."""
+        if depth > MAX_RESOLVE_DEPTH:
+            return []
+        if isinstance(container, ast.Call) and not container.args:
+            func = container.func
+            if isinstance(func, ast.Attribute) and func.attr == "values":
+                container = func.value  # for f in handlers.values()
+        values: list[ast.expr] = [
+            *(e for s in self._sequences(container) for e in s.elts),
+            *(v for t in self.tables(container) for v in t.values),
+        ]
+        found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
+        found.extend(self._stored(container, None, depth))
+        return found
+
+    def _iterated_elements(self, iterable: ast.expr, depth: int) -> list[str]:
+        """``for f in xs`` of a container the file named: only code sinks and builtins,
+        the values worth keeping in a container to hide (a loop over a list of the
+        file's own objects resolves as before)."""
+        return [r for r in self._elements(iterable, depth + 1) if self.hidden(r)]
+
+    def _stored_attribute(self, node: ast.Attribute, depth: int) -> tuple[str, ...]:
+        """``o.f`` after ``o.f = exec``, ``setattr(o, "f", exec)`` or
+        ``o = SimpleNamespace(f=exec)``: the values stored into it (by ``o.f`` as
+        written, the same for every read of it: memoised by that name, a store that
+        reads itself, ``self.x = self.x.parent``, answering nothing inside)."""
+        owner = dotted(node.value)
+        if owner is None:
+            return ()
+        key = f"{owner}.{node.attr}"
+        known = self._attribute_stores.get(key)
+        if known is not None:
+            return known
+        self._attribute_stores[key] = ()
+        stores = self.stores()
+        values: list[ast.expr] = [
+            v for v in stores.attributes.get(key, ()) if isinstance(v, _CALLABLE_VALUES)
+        ]
+        for named, attr, value in stores.named_later[:MAX_CANDIDATES]:
+            if named == owner and self.name_value(attr) == node.attr:
+                values.append(value)
+        if isinstance(node.value, ast.Name):
+            for made in self.bindings.assigned.get(owner, ())[:MAX_CANDIDATES]:
+                if not isinstance(made, ast.Call):
+                    continue
+                given = [k.value for k in made.keywords if k.arg == node.attr]
+                if given and not _NAMESPACES.isdisjoint(self.resolve(made.func, depth + 1)):
+                    values.extend(given)
+        found = (r for v in values[:MAX_CANDIDATES] for r in self._stored_value(v, depth + 1))
+        result = self._attribute_stores[key] = tuple(
+            dict.fromkeys(r for r in found if self.hidden(r))
+        )
+        return result

@@ -13,11 +13,11 @@ from __future__ import annotations
 import ast
 import builtins
 
-from caplet._scan._container_stores import Stores, container_stores
+from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._rules import DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
-from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings, dotted
+from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
 __all__ = ["REACHABLE_MODULES", "Resolver", "is_network"]
 
@@ -83,12 +83,6 @@ def _hidden(name: str) -> bool:
     return not rest or rest.split(".", 1)[0] in _BUILTIN_NAMES
 
 
-#: The values that may denote a callable (a literal, an operation or a lambda of the file
-#: is nothing worth hiding, and resolving it costs).
-_CALLABLE_VALUES = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.IfExp, ast.BoolOp)
-#: Constructors of a plain namespace whose keywords are its attributes.
-_NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
-
 #: The builtins that are functions (a lookup of one in ``globals()`` means the builtin).
 _BUILTIN_CALLABLES = frozenset(
     n for n, v in vars(builtins).items() if callable(v) and not isinstance(v, type)
@@ -112,8 +106,10 @@ _NETWORK: dict[str, bool] = {}
 _MAX_NETWORK = 65_536
 
 
-class Resolver:
+class Resolver(StoredReads):
     """Name resolution over one file's bindings (memoised)."""
+
+    hidden = staticmethod(_hidden)
 
     def __init__(self, bindings: Bindings) -> None:
         self.bindings = bindings
@@ -407,126 +403,6 @@ class Resolver:
             if len(bound) == 1 and isinstance(bound[0], ast.List | ast.Tuple):
                 return [bound[0]]
         return []
-
-    def of_kind(self, kind: type[ast.AST]) -> list[ast.AST]:
-        """The surveyed nodes of class ``kind`` (the data flow's answer,
-        :meth:`caplet._scan._flow.Flow.of_kind`; none here)."""
-        return []
-
-    def stores(self) -> Stores:
-        """What this file stores into its containers and objects (recall11)."""
-        stores = self._stores
-        if stores is None:
-            stores = self._stores = container_stores(self.of_kind)
-        return stores
-
-    def _changed(self, container: ast.expr) -> bool:
-        """Whether the file adds to ``container`` or reorders it after its literal."""
-        name = dotted(container)
-        return name is not None and self.stores().changed(name)
-
-    def _has_stores(self, container: ast.expr) -> bool:
-        """Whether the file stored a builtin or an API that runs code into ``container``
-        (a lookup in it by a computed key may then be one worth hiding, as in a table
-        written with one; any other container filled by the file stays skipped)."""
-        name = dotted(container)
-        if name is None or not self.stores().any_store(name):
-            return False
-        return any(_hidden(r) for r in self._stored(container, None, 0))
-
-    def _stored(self, container: ast.expr, key: str | None, depth: int) -> list[str]:
-        """What ``container[key]`` may denote by what the file stored into it: an entry
-        stored under ``key``, under a key not known, or added at any place; ``key``
-        ``None`` (a position) takes every element added (``xs.append(exec)``)."""
-        name = dotted(container)
-        if name is None or depth > MAX_RESOLVE_DEPTH:
-            return []
-        stores = self.stores()
-        found: list[str] = []
-        for entry, value in stores.entries_of(name)[:MAX_CANDIDATES]:
-            if not isinstance(value, _CALLABLE_VALUES):
-                continue
-            if key is not None and entry is not None:
-                if isinstance(entry, ast.Constant):
-                    if entry.value != key:
-                        continue  # d[0] = exec is not d["k"]
-                elif (stored := self.name_value(entry)) is not None and stored != key:
-                    continue
-            found.extend(self._stored_value(value, depth + 1))
-        for spread in stores.spreads_of(name)[:MAX_CANDIDATES]:
-            found.extend(self._elements(spread, depth + 1))
-        return found
-
-    def _stored_value(self, value: ast.expr, depth: int) -> tuple[str, ...]:
-        """What a value stored into a container denotes; a parameter of this file's function
-        (``def register(hook): HOOKS.append(hook)``) is what the file's calls pass it, when
-        that is a builtin or a module that runs code (:func:`_hidden`)."""
-        found = self.resolve(value, depth)
-        if isinstance(value, ast.Name) and not (
-            value.id in self.bindings.assigned
-            or value.id in self.bindings.imports
-            or value.id in self.bindings.defined
-        ):
-            passed = [
-                a for slots in self.passed_arguments().values() for a in slots.get(value.id, ())
-            ]
-            given = [r for a in passed[:MAX_CANDIDATES] for r in self.resolve(a, depth + 1)]
-            found = (*found, *(r for r in given if _hidden(r)))
-        return found
-
-    def _elements(self, container: ast.expr, depth: int) -> list[str]:
-        """What any element (a value of a dict) of ``container`` may denote: its literal's
-        and what the file stored into it."""
-        if depth > MAX_RESOLVE_DEPTH:
-            return []
-        if isinstance(container, ast.Call) and not container.args:
-            func = container.func
-            if isinstance(func, ast.Attribute) and func.attr == "values":
-                container = func.value  # for f in handlers.values()
-        values: list[ast.expr] = [
-            *(e for s in self._sequences(container) for e in s.elts),
-            *(v for t in self.tables(container) for v in t.values),
-        ]
-        found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
-        found.extend(self._stored(container, None, depth))
-        return found
-
-    def _iterated_elements(self, iterable: ast.expr, depth: int) -> list[str]:
-        """``for f in xs`` of a container the file named: only code sinks and builtins,
-        the values worth keeping in a container to hide (a loop over a list of the
-        file's own objects resolves as before)."""
-        return [r for r in self._elements(iterable, depth + 1) if _hidden(r)]
-
-    def _stored_attribute(self, node: ast.Attribute, depth: int) -> tuple[str, ...]:
-        """``o.f`` after ``o.f = exec``, ``setattr(o, "f", exec)`` or
-        ``o = SimpleNamespace(f=exec)``: the values stored into it (by ``o.f`` as
-        written, the same for every read of it: memoised by that name, a store that
-        reads itself, ``self.x = self.x.parent``, answering nothing inside)."""
-        owner = dotted(node.value)
-        if owner is None:
-            return ()
-        key = f"{owner}.{node.attr}"
-        known = self._attribute_stores.get(key)
-        if known is not None:
-            return known
-        self._attribute_stores[key] = ()
-        stores = self.stores()
-        values: list[ast.expr] = [
-            v for v in stores.attributes.get(key, ()) if isinstance(v, _CALLABLE_VALUES)
-        ]
-        for named, attr, value in stores.named_later[:MAX_CANDIDATES]:
-            if named == owner and self.name_value(attr) == node.attr:
-                values.append(value)
-        if isinstance(node.value, ast.Name):
-            for made in self.bindings.assigned.get(owner, ())[:MAX_CANDIDATES]:
-                if not isinstance(made, ast.Call):
-                    continue
-                given = [k.value for k in made.keywords if k.arg == node.attr]
-                if given and not _NAMESPACES.isdisjoint(self.resolve(made.func, depth + 1)):
-                    values.extend(given)
-        found = (r for v in values[:MAX_CANDIDATES] for r in self._stored_value(v, depth + 1))
-        result = self._attribute_stores[key] = tuple(dict.fromkeys(r for r in found if _hidden(r)))
-        return result
 
     def tables(self, container: ast.expr) -> list[ast.Dict]:
         """The dict literals ``container`` is, or a name of it is bound to."""
