@@ -198,3 +198,19 @@ def test_ordinary_callables_kept_in_a_container_stay_clean(
 ) -> None:
     (tmp_path / "mod.py").write_text(source, encoding="utf-8")
     assert _danger(tmp_path, mode) == set()
+
+
+def test_containers_spread_into_each_other_are_read_once(tmp_path: Path) -> None:
+    # Attack on the defence (found on the benign corpus): forty dicts each updated from
+    # two others, a cycle; every read walked every path between them down to the depth
+    # bound (2**48 reads), so the scan never ended. Read once per container and key.
+    n = 40
+    source = (
+        _HEAD
+        + "".join(f"d{i} = {{}}\n" for i in range(n))
+        + "".join(f"d{i}.update(d{(i + 1) % n})\nd{i}.update(d{(i + 7) % n})\n" for i in range(n))
+        + "d0['k'] = exec\nfor f in d5.values():\n    f(base64.b64decode(p))\n"
+    )
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    for mode in (ScanMode.PLUGIN, ScanMode.PACKAGE):
+        assert ("CPL-THR-001", Severity.DANGER) in _danger(tmp_path, mode)

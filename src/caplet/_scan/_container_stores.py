@@ -305,6 +305,7 @@ class StoredReads:
     bindings: Bindings
     _stores: Stores | None
     _attribute_stores: dict[str, tuple[str, ...]]
+    _container_reads: dict[tuple[str, str | None], list[str]]
 
     def resolve(self, node: ast.AST, depth: int = 0) -> tuple[str, ...]:
         raise NotImplementedError
@@ -360,6 +361,14 @@ class StoredReads:
         if name is None or depth > MAX_RESOLVE_DEPTH:
             return []
         stores = self.stores()
+        # by the container's name and the key, the same for every read: memoised, a
+        # container spread into itself (a.update(b); b.update(a)) answering nothing inside,
+        # or each read walked every path between them down to the depth bound
+        memo = (stores.root(name), key)
+        known = self._container_reads.get(memo)
+        if known is not None:
+            return known
+        self._container_reads[memo] = []
         found: list[str] = []
         for entry, value in stores.entries_of(name)[:MAX_CANDIDATES]:
             if not isinstance(value, _CALLABLE_VALUES):
@@ -373,6 +382,7 @@ class StoredReads:
             found.extend(self._stored_value(value, depth + 1))
         for spread in stores.spreads_of(name)[:MAX_CANDIDATES]:
             found.extend(self._elements(spread, depth + 1))
+        found = self._container_reads[memo] = list(dict.fromkeys(found))[:MAX_CANDIDATES]
         return found
 
     def _stored_value(self, value: ast.expr, depth: int) -> tuple[str, ...]:

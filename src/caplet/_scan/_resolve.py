@@ -126,6 +126,8 @@ class Resolver(StoredReads):
         self._stores: Stores | None = None
         #: :meth:`_stored_attribute` by the attribute as written (``o.f``).
         self._attribute_stores: dict[str, tuple[str, ...]] = {}
+        #: :meth:`_stored` by the container's name and the key read.
+        self._container_reads: dict[tuple[str, str | None], list[str]] = {}
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
