@@ -17,7 +17,7 @@ Names are compared as written (``dotted``); a name bound to another
 (``ys = xs``) shares its stores, so an alias filled is the container filled.
 Nothing is evaluated while the table is made; :class:`StoredReads`, the resolver's
 mixin, reads it (evaluating keys then), split out of :mod:`caplet._scan._resolve`.
-A value stored is followed when it is a builtin or in a module that runs code
+A value stored is followed when it is a builtin or an API that runs code or a program
 (``_resolve._hidden``) for attributes and loops; a container looked up by a key or
 a position follows every callable it was given, as a dict literal's entries are.
 """

@@ -15,7 +15,7 @@ import builtins
 
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
-from caplet._scan._rules import DYNAMIC_IMPORTERS
+from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
@@ -67,20 +67,22 @@ _MAX_NESTING = 40
 REACHABLE_MODULES = _reachable_modules()
 
 #: What a value kept in a container or on an object and called from it is followed for
-#: when the container is walked or the attribute read (recall11): builtins and the
-#: modules that run code or programs (``self.session = requests.Session()`` stays the
-#: unknown receiver it was, so the network rules see what they saw before).
-_HIDDEN_MODULES = frozenset({"builtins", *REACHABLE_MODULES.values()})
+#: when the container is walked or the attribute read (recall11): builtins and the APIs
+#: that run code or programs (the rules' process and dynamic-code APIs). Receivers stay
+#: what they were: ``self.session = requests.Session()`` is no network object and
+#: ``self.win = ctypes.windll.kernel32`` no library (polars' CPU check reads the same).
+_HIDDEN_RULES = frozenset({"CPL-PROC-001", "CPL-DYN-001", "CPL-DYN-002", "CPL-DYN-003"})
 _BUILTIN_NAMES = frozenset(vars(builtins))
 
 
 def _hidden(name: str) -> bool:
-    """Whether ``name`` is one of :data:`_HIDDEN_MODULES` or in one (``builtins.exec``; not
-    ``builtins.self.f``, what an unbound ``self`` resolves to)."""
+    """Whether ``name`` is a builtin or an API that runs code or a program
+    (``builtins.exec``, ``os.system``; not ``builtins.self.f``, what an unbound
+    ``self`` resolves to)."""
     head, _, rest = name.partition(".")
-    if head != "builtins":
-        return head in _HIDDEN_MODULES
-    return not rest or rest.split(".", 1)[0] in _BUILTIN_NAMES
+    if head == "builtins":
+        return not rest or rest.split(".", 1)[0] in _BUILTIN_NAMES
+    return API_RULES.get(name) in _HIDDEN_RULES
 
 
 #: The builtins that are functions (a lookup of one in ``globals()`` means the builtin).
