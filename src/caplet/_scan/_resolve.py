@@ -13,8 +13,9 @@ from __future__ import annotations
 import ast
 import builtins
 
+from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
-from caplet._scan._rules import DYNAMIC_IMPORTERS
+from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
@@ -65,6 +66,25 @@ _MAX_NESTING = 40
 #: See :func:`_reachable_modules`.
 REACHABLE_MODULES = _reachable_modules()
 
+#: What a value kept in a container or on an object and called from it is followed for
+#: when the container is walked or the attribute read (recall11): builtins and the APIs
+#: that run code or programs (the rules' process and dynamic-code APIs). Receivers stay
+#: what they were: ``self.session = requests.Session()`` is no network object and
+#: ``self.win = ctypes.windll.kernel32`` no library (polars' CPU check reads the same).
+_HIDDEN_RULES = frozenset({"CPL-PROC-001", "CPL-DYN-001", "CPL-DYN-002", "CPL-DYN-003"})
+_BUILTIN_NAMES = frozenset(vars(builtins))
+
+
+def _hidden(name: str) -> bool:
+    """Whether ``name`` is a builtin or an API that runs code or a program
+    (``builtins.exec``, ``os.system``; not ``builtins.self.f``, what an unbound
+    ``self`` resolves to)."""
+    head, _, rest = name.partition(".")
+    if head == "builtins":
+        return not rest or rest.split(".", 1)[0] in _BUILTIN_NAMES
+    return API_RULES.get(name) in _HIDDEN_RULES
+
+
 #: The builtins that are functions (a lookup of one in ``globals()`` means the builtin).
 _BUILTIN_CALLABLES = frozenset(
     n for n, v in vars(builtins).items() if callable(v) and not isinstance(v, type)
@@ -88,8 +108,10 @@ _NETWORK: dict[str, bool] = {}
 _MAX_NETWORK = 65_536
 
 
-class Resolver:
+class Resolver(StoredReads):
     """Name resolution over one file's bindings (memoised)."""
+
+    hidden = staticmethod(_hidden)
 
     def __init__(self, bindings: Bindings) -> None:
         self.bindings = bindings
@@ -102,6 +124,12 @@ class Resolver:
         self._active: set[int] = set()
         #: Parameter defaults by parameter name (built once, on first need).
         self._defaults_by_name: dict[str, list[ast.expr]] | None = None
+        #: What the file stores into its containers and objects (built on first need).
+        self._stores: Stores | None = None
+        #: :meth:`_stored_attribute` by the attribute as written (``o.f``).
+        self._attribute_stores: dict[str, tuple[str, ...]] = {}
+        #: :meth:`_stored` by the container's name and the key read.
+        self._container_reads: dict[tuple[str, str | None], list[str]] = {}
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -152,6 +180,8 @@ class Resolver:
             reached = REACHABLE_MODULES.get(node.attr)
             if reached is not None and any(map(self._of_an_import, bases)):
                 names.append(reached)  # shutil.os is os
+            if isinstance(node.ctx, ast.Load):  # a store's target is what it stores
+                names.extend(self._stored_attribute(node, depth))
             return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
@@ -206,6 +236,9 @@ class Resolver:
                 # for b in [__builtins__]: each element written in the loop's list
                 for element in iterable.elts[:MAX_CANDIDATES]:
                     found.extend(self.resolve(element, depth + 1))
+            else:
+                # for f in handlers (or handlers.values()): what the file put in it
+                found.extend(self._iterated_elements(iterable, depth))
         if not (
             found
             or name in self.bindings.assigned
@@ -272,9 +305,16 @@ class Resolver:
             # [print, exec][1]: an element of a list or tuple written in this file
             position = sign * index.value
             found: list[str] = []
+            # a list changed after its literal (xs[0] = exec, xs.reverse()) is not read by
+            # position: any element may be anywhere, what the file added included (recall11)
+            changed = self._changed(node.value)
             for sequence in self._sequences(node.value):
-                if -len(sequence.elts) <= position < len(sequence.elts):
+                if changed:
+                    elements = sequence.elts[:MAX_CANDIDATES]
+                    found.extend(r for e in elements for r in self.resolve(e, depth + 1))
+                elif -len(sequence.elts) <= position < len(sequence.elts):
                     found.extend(self.resolve(sequence.elts[position], depth + 1))
+            found.extend(self._stored(node.value, None, depth))
             return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         key = self.name_value(node.slice)
         if key is None:
@@ -319,13 +359,19 @@ class Resolver:
             for entry, value in zip(table.keys, table.values, strict=True):
                 if entry is not None and self.name_value(entry) == key:
                     found.extend(self.resolve(value, depth + 1))
+        found.extend(self._stored(container, key, depth))
         return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
 
     def may_look_up(self, container: ast.expr, owners: tuple[str, ...]) -> bool:
         """Whether :meth:`lookup` in ``container`` (which resolves to ``owners``) may
         denote anything for some key: a list, a local dict or a parameter cannot,
         and a caller skips evaluating the key of such a lookup (issue 16's speed)."""
-        return bool(owners or self.tables(container) or self._globals_call(container, 0))
+        return bool(
+            owners
+            or self.tables(container)
+            or self._globals_call(container, 0)
+            or self._has_stores(container)
+        )
 
     def _globals_call(self, container: ast.expr, depth: int) -> bool:
         """``globals()``, or a name bound to it (``g = globals()``): its
