@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import keyword
 import tempfile
 from pathlib import Path
 
@@ -43,7 +44,11 @@ documents = st.dictionaries(
 )
 
 names = st.from_regex(r"[a-z][a-z0-9]{0,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True)
-identifiers = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
+# A keyword (`as`, `if`) is refused on purpose (_manifest/_schema: a module or function
+# named so cannot be written in Python), so valid documents never hold one.
+identifiers = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name)
+)
 valid = st.fixed_dictionaries(
     {
         "name": names,
