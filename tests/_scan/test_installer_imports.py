@@ -10,20 +10,17 @@ and a module of another folder.
 from __future__ import annotations
 
 import tarfile
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from caplet._findings import Severity
 from caplet._scan._installer_imports import (
     MAX_INSTALLER_MODULES,
     build_backends,
     command_modules,
     installer_modules,
 )
-from caplet._scan._model import ScanMode
-from caplet._scan._scanner import scan_tree
+from tests._scan.scankit import SETUP, package_danger, write_tree
 
 _PAYLOAD = """\
 import subprocess
@@ -40,25 +37,6 @@ def _extras():
 
 _extras()
 """
-
-_SETUP = """\
-from setuptools import setup
-{importer}
-setup(name="colour", version="1.0", packages=["colour"])
-"""
-
-
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return root
-
-
-def _danger(root: Path) -> set[tuple[str, str]]:
-    report = scan_tree(root, mode=ScanMode.PACKAGE)
-    return {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER}
 
 
 @pytest.mark.parametrize(
@@ -84,38 +62,38 @@ def _danger(root: Path) -> set[tuple[str, str]]:
 def test_pip_run_from_a_module_setup_py_imports_is_the_installers(
     tmp_path: Path, importer: str, helper: str
 ) -> None:
-    files = {"setup.py": _SETUP.format(importer=importer), helper: _PAYLOAD}
+    files = {"setup.py": SETUP.format(importer=importer), helper: _PAYLOAD}
     if helper.startswith("colour_build/") and helper != "colour_build/__init__.py":
         files["colour_build/__init__.py"] = ""
-    assert ("CPL-THR-019", helper) in _danger(_tree(tmp_path, files))
+    assert ("CPL-THR-019", helper) in package_danger(write_tree(tmp_path, files, dedent=True))
 
 
 def test_a_module_imported_through_another_is_followed(tmp_path: Path) -> None:
     files = {
-        "setup.py": _SETUP.format(importer="import _a"),
+        "setup.py": SETUP.format(importer="import _a"),
         "_a.py": "import _b\n",
         "_b.py": _PAYLOAD,
     }
-    assert ("CPL-THR-019", "_b.py") in _danger(_tree(tmp_path, files))
+    assert ("CPL-THR-019", "_b.py") in package_danger(write_tree(tmp_path, files, dedent=True))
 
 
 @pytest.mark.parametrize(
     "files",
     [
         # the same module, which setup.py does not import: not run by pip
-        {"setup.py": _SETUP.format(importer=""), "_helper.py": _PAYLOAD},
+        {"setup.py": SETUP.format(importer=""), "_helper.py": _PAYLOAD},
         # a module of that name in another folder: not the one setup.py imports
-        {"setup.py": _SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
+        {"setup.py": SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
         # a setup.py under examples/ is not the installer, nor what it imports
         {
             "pyproject.toml": "",
-            "examples/demo/setup.py": _SETUP.format(importer="import _helper"),
+            "examples/demo/setup.py": SETUP.format(importer="import _helper"),
             "examples/demo/_helper.py": _PAYLOAD,
         },
     ],
 )
 def test_modules_pip_does_not_run_stay_ordinary(tmp_path: Path, files: dict[str, str]) -> None:
-    assert _danger(_tree(tmp_path, files)) == set()
+    assert package_danger(write_tree(tmp_path, files, dedent=True)) == set()
 
 
 def test_the_modules_followed_are_bounded() -> None:
@@ -139,10 +117,10 @@ def test_a_modules_network_chains_stay_a_modules(tmp_path: Path) -> None:
         "    return urllib.request.urlopen(url).read()\n"
     )
     files = {
-        "setup.py": _SETUP.format(importer="from buildlib import fetch"),
+        "setup.py": SETUP.format(importer="from buildlib import fetch"),
         "buildlib.py": helper,
     }
-    assert _danger(_tree(tmp_path, files)) == set()
+    assert package_danger(write_tree(tmp_path, files, dedent=True)) == set()
 
 
 # -- an in-tree PEP 517 build backend (recall5, issue 16 class 1's pip family) -----------
@@ -164,8 +142,8 @@ def test_pip_run_from_an_in_tree_build_backend_is_the_installers(
     tmp_path: Path, pyproject: str, module: str
 ) -> None:
     backend = "from setuptools.build_meta import *  # noqa\n" + _PAYLOAD
-    root = _tree(tmp_path, {"pyproject.toml": pyproject, module: backend})
-    assert ("CPL-THR-019", module) in _danger(root)
+    root = write_tree(tmp_path, {"pyproject.toml": pyproject, module: backend}, dedent=True)
+    assert ("CPL-THR-019", module) in package_danger(root)
 
 
 @pytest.mark.parametrize(
@@ -180,8 +158,8 @@ def test_pip_run_from_an_in_tree_build_backend_is_the_installers(
 def test_modules_that_are_not_an_in_tree_backend_stay_ordinary(
     tmp_path: Path, pyproject: str
 ) -> None:
-    root = _tree(tmp_path, {"pyproject.toml": pyproject, "backend.py": _PAYLOAD})
-    assert _danger(root) == set()
+    root = write_tree(tmp_path, {"pyproject.toml": pyproject, "backend.py": _PAYLOAD}, dedent=True)
+    assert package_danger(root) == set()
 
 
 def test_the_backend_module_is_found_with_its_packages() -> None:
@@ -216,12 +194,12 @@ urllib.request.urlopen("https://files.example.com/stage2").read()
     ("files", "expected"),
     [
         (
-            {"setup.py": _SETUP.format(importer="import _helper"), "_helper.py": _PAYLOAD},
+            {"setup.py": SETUP.format(importer="import _helper"), "_helper.py": _PAYLOAD},
             {("CPL-THR-019", "_helper.py")},
         ),
         (
             {
-                "setup.py": _SETUP.format(importer="from colour_build import steps"),
+                "setup.py": SETUP.format(importer="from colour_build import steps"),
                 "colour_build/__init__.py": "",
                 "colour_build/steps.py": _PAYLOAD,
             },
@@ -243,14 +221,14 @@ urllib.request.urlopen("https://files.example.com/stage2").read()
             {("CPL-THR-011", "backend.py")},
         ),
         # the near misses stay ordinary in an sdist too
-        ({"setup.py": _SETUP.format(importer=""), "_helper.py": _PAYLOAD}, set()),
+        ({"setup.py": SETUP.format(importer=""), "_helper.py": _PAYLOAD}, set()),
         (
-            {"setup.py": _SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
+            {"setup.py": SETUP.format(importer="import _helper"), "tools/_helper.py": _PAYLOAD},
             set(),
         ),
         (
             {
-                "setup.py": _SETUP.format(importer="from buildlib import fetch"),
+                "setup.py": SETUP.format(importer="from buildlib import fetch"),
                 "buildlib.py": "import urllib.request\n\n\ndef fetch(url):\n"
                 "    return urllib.request.urlopen(url).read()\n",
             },
@@ -264,9 +242,9 @@ def test_an_sdist_is_judged_as_its_unpacked_tree(
     # package mode streamed an sdist's members and decided install scripts per file (a
     # setup.py), so what setup.py or a build backend imports was an ordinary module there
     # and an install script on disk: pip run from it was found only unpacked (attack8)
-    root = _tree(tmp_path / "tree", files)
-    assert _danger(root) == expected
-    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+    root = write_tree(tmp_path / "tree", files, dedent=True)
+    assert package_danger(root) == expected
+    assert package_danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
 
 
 def test_an_install_scripts_imports_are_read_as_the_import_decodes_it(tmp_path: Path) -> None:
@@ -276,10 +254,10 @@ def test_an_install_scripts_imports_are_read_as_the_import_decodes_it(tmp_path: 
         "# -*- coding: utf-7 -*-\nfrom setuptools import setup\n+AGk-mport _helper\n"
         "setup(name='colour')\n"
     )
-    root = _tree(tmp_path / "tree", {"setup.py": setup, "_helper.py": _PAYLOAD})
+    root = write_tree(tmp_path / "tree", {"setup.py": setup, "_helper.py": _PAYLOAD}, dedent=True)
     expected = {("CPL-THR-019", "_helper.py")}
-    assert _danger(root) == expected
-    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+    assert package_danger(root) == expected
+    assert package_danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
 
 
 _COMMANDS = (
@@ -307,7 +285,7 @@ class BuildPy(build_py):
         {
             "setup.cfg": "[metadata]\nname = colour\n[options]\ncmdclass =\n"
             "    build_py = _cmds.BuildPy\n",
-            "setup.py": _SETUP.format(importer=""),
+            "setup.py": SETUP.format(importer=""),
         },
     ],
 )
@@ -315,10 +293,10 @@ def test_a_setuptools_command_a_configuration_names_is_the_installers(
     tmp_path: Path, config: dict[str, str]
 ) -> None:
     # setuptools imports it to build, though no setup.py imports it (attack8)
-    root = _tree(tmp_path / "tree", {**config, "_cmds.py": _COMMANDS})
+    root = write_tree(tmp_path / "tree", {**config, "_cmds.py": _COMMANDS}, dedent=True)
     expected = {("CPL-THR-019", "_cmds.py")}
-    assert _danger(root) == expected
-    assert _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
+    assert package_danger(root) == expected
+    assert package_danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz")) == expected
 
 
 def test_a_command_module_outside_the_tree_or_a_broken_config_names_nothing() -> None:

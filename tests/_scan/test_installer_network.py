@@ -17,20 +17,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
-
-_SETUP = """\
-from setuptools import setup
-{importer}
-setup(name="colour", version="1.0", packages=["colour"])
-"""
-
-
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
+from tests._scan.scankit import SETUP, package_danger, write_tree
 
 
 def _sdist(root: Path, target: Path) -> Path:
@@ -40,11 +27,6 @@ def _sdist(root: Path, target: Path) -> Path:
         for path in files:
             archive.add(path, arcname=f"pkg-1.0/{path.relative_to(root).as_posix()}")
     return target
-
-
-def _danger(root: Path) -> set[tuple[str, str]]:
-    report = scan_tree(root, mode=ScanMode.PACKAGE)
-    return {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER}
 
 
 #: ``import helper`` runs helper's module-level statements at install: a beacon there is
@@ -64,12 +46,14 @@ def test_network_at_import_of_a_module_setup_py_imports_is_at_install(
     tmp_path: Path, shape: str
 ) -> None:
     files = {
-        "setup.py": _SETUP.format(importer="import _helper"),
+        "setup.py": SETUP.format(importer="import _helper"),
         "_helper.py": _IMPORT_TIME_NETWORK[shape],
     }
-    root = _tree(tmp_path / "tree", files)
-    assert ("CPL-THR-011", "_helper.py") in _danger(root)
-    assert ("CPL-THR-011", "_helper.py") in _danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz"))
+    root = write_tree(tmp_path / "tree", files)
+    assert ("CPL-THR-011", "_helper.py") in package_danger(root)
+    assert ("CPL-THR-011", "_helper.py") in package_danger(
+        _sdist(root, tmp_path / "pkg-1.0.tar.gz")
+    )
     plugin = scan_tree(root, mode=ScanMode.PLUGIN)
     assert ("CPL-THR-011", "_helper.py") in {
         (f.rule_id, f.file) for f in plugin.findings if f.severity is Severity.DANGER
@@ -89,12 +73,12 @@ def test_network_at_import_of_a_module_setup_py_imports_is_at_install(
     ids=["function", "main-guard"],
 )
 def test_network_that_an_import_does_not_run_stays_a_modules(tmp_path: Path, helper: str) -> None:
-    files = {"setup.py": _SETUP.format(importer="import _helper"), "_helper.py": helper}
-    assert _danger(_tree(tmp_path, files)) == set()
+    files = {"setup.py": SETUP.format(importer="import _helper"), "_helper.py": helper}
+    assert package_danger(write_tree(tmp_path, files)) == set()
 
 
 def test_module_level_network_in_a_module_nobody_imports_at_install_is_no_install_threat(
     tmp_path: Path,
 ) -> None:
-    files = {"setup.py": _SETUP.format(importer=""), "_helper.py": _IMPORT_TIME_NETWORK["beacon"]}
-    assert ("CPL-THR-011", "_helper.py") not in _danger(_tree(tmp_path, files))
+    files = {"setup.py": SETUP.format(importer=""), "_helper.py": _IMPORT_TIME_NETWORK["beacon"]}
+    assert ("CPL-THR-011", "_helper.py") not in package_danger(write_tree(tmp_path, files))

