@@ -160,3 +160,30 @@ def test_a_file_without_a_mark_is_not_searched() -> None:
     text = "x = 1\n"
     prefilter().check(text)
     assert form_values(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # attack11: a long separator between many blanks, a field naming a long argument
+        # many times: the value is the product of two lengths of a 30 kB line (64 MB)
+        "x = '" + "x" * 16000 + "'.join([" + ",".join(["''"] * 4000) + "])\n",
+        "x = str.join('" + "x" * 16000 + "', [" + ",".join(["''"] * 4000) + "])\n",
+        "x = '" + "{0}" * 4000 + "'.format('" + "x" * 16000 + "')\n",
+        "x = '" + "{}" * 4000 + "'.format(" + ",".join(["'" + "x" * 3 + "'"] * 4000) + ")\n",
+        # a field numbered past any argument list
+        "x = '{" + "9" * 5000 + "}'.format('a')\n",
+    ],
+)
+def test_a_value_longer_than_the_bound_is_refused_before_it_is_built(text: str) -> None:
+    import tracemalloc
+
+    prefilter().check(text)
+    tracemalloc.start()
+    try:
+        found = form_values(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found is None
+    assert peak < 8 * 1024 * 1024  # the line's own copies, not the 64 MB product
