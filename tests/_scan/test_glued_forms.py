@@ -63,6 +63,32 @@ _ATTACKS = {
         "CPL-THR-007",
     ),
     "browser-store-add": ("x = 'Lo'.__add__('gin Data')\n", "CPL-THR-005"),
+    # attack11: near spellings of the same glue
+    "percent-mapping": (
+        "import os\np = '%(a)s%(b)s' % {'a': '~/.ba', 'b': 'shrc'}\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "format-keywords": (
+        "import os\np = '{a}{b}'.format(a='~/.ba', b='shrc')\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "format-map": (
+        "import os\np = '{a}{b}'.format_map({'a': '~/.ba', 'b': 'shrc'})\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "str-dunder-add": (
+        "import os\np = str.__add__('~/.ba', 'shrc')\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "operator-add": (
+        "import os, operator\np = operator.add('~/.ba', 'shrc')\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
 }
 
 
