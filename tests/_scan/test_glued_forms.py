@@ -213,3 +213,10 @@ def test_a_value_longer_than_the_bound_is_refused_before_it_is_built(text: str) 
         tracemalloc.stop()
     assert found is None
     assert peak < 8 * 1024 * 1024  # the line's own copies, not the 64 MB product
+
+
+def test_a_mapping_without_the_key_a_field_names_is_refused() -> None:
+    # attack11: KeyError raised out of the scan
+    text = "x = '%(a)s' % {'b': 'x'}\n"
+    prefilter().check(text)
+    assert form_values(text) is None

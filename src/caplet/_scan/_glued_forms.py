@@ -171,7 +171,7 @@ def _value(node: ast.expr) -> str | bytes:
                 args = tuple(_text(item) for item in items)
             try:
                 return _bounded(left % args)
-            except (TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError) as exc:  # '%(a)s' % {'b': ''}
                 raise _RefusedError from exc
         raise _RefusedError
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):

@@ -38,7 +38,10 @@ def _imported(text: str) -> set[str]:
     of ``from a import b`` included)."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # a setup.py nested past the parser's depth ("'a'" + ".__add__('b')" * 5000, 65 kB)
+        # raised RecursionError out of the scan (attack11); the scan of the file itself
+        # reports what it cannot parse
         return set()
     names: set[str] = set()
     for node in ast.walk(tree):
