@@ -317,3 +317,13 @@ def test_a_setup_py_nested_past_the_parsers_depth_ends_the_scan_with_findings(
     (tmp_path / "setup.py").write_text("x = 'a'" + ".__add__('b')" * 5000 + "\n")
     report = scan_tree(tmp_path, mode=ScanMode.PACKAGE if mode == "package" else ScanMode.PLUGIN)
     assert report.findings
+
+
+def test_a_setup_py_whose_parse_warns_still_has_its_imports_followed(tmp_path: Path) -> None:
+    # attack11: "1if" warns while parsing; under filterwarnings=error (or any host's
+    # -W error) the warning became a SyntaxError and the imported helper was not followed
+    files = {
+        "setup.py": SETUP.format(importer="import _helper\nx = 1if 1 else 2"),
+        "_helper.py": _PAYLOAD,
+    }
+    assert ("CPL-THR-019", "_helper.py") in package_danger(write_tree(tmp_path, files))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -356,7 +357,9 @@ def _found(text: str) -> tuple[str, str, list[int], list[str]] | None:
         start, end = match.span()
         written = data[start:end].decode("utf-8", "surrogatepass")
         try:
-            value = _value(ast.parse(f"({written}\n)", mode="eval").body)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "\d" warns (attack11), as _filepass parses
+                value = _value(ast.parse(f"({written}\n)", mode="eval").body)
         except (_RefusedError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         line += data.count(b"\n", counted, start)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import warnings
 
 from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
@@ -96,7 +97,9 @@ def _names(listed: str) -> list[str]:
     (``'bin/' 'x.sh'``, two literals the parser joins: attack11), else its literals one by
     one (a list with a variable in it)."""
     try:
-        value = ast.literal_eval(f"[{listed}]")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "1if" warns, as _filepass parses
+            value = ast.literal_eval(f"[{listed}]")
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return [single or double for single, double in _LITERAL.findall(listed)]
     return [name for name in value if isinstance(name, str)]
