@@ -63,6 +63,32 @@ _ATTACKS = {
         "CPL-THR-007",
     ),
     "browser-store-add": ("x = 'Lo'.__add__('gin Data')\n", "CPL-THR-005"),
+    # attack11: near spellings of the same glue
+    "percent-mapping": (
+        "import os\np = '%(a)s%(b)s' % {'a': '~/.ba', 'b': 'shrc'}\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "format-keywords": (
+        "import os\np = '{a}{b}'.format(a='~/.ba', b='shrc')\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "format-map": (
+        "import os\np = '{a}{b}'.format_map({'a': '~/.ba', 'b': 'shrc'})\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "str-dunder-add": (
+        "import os\np = str.__add__('~/.ba', 'shrc')\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
+    "operator-add": (
+        "import os, operator\np = operator.add('~/.ba', 'shrc')\n"
+        "open(os.path.expanduser(p), 'a').write('x')\n",
+        "CPL-THR-009",
+    ),
 }
 
 
@@ -158,5 +184,39 @@ def test_a_file_past_the_bound_of_forms_is_visited_whole() -> None:
 
 def test_a_file_without_a_mark_is_not_searched() -> None:
     text = "x = 1\n"
+    prefilter().check(text)
+    assert form_values(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # attack11: a long separator between many blanks, a field naming a long argument
+        # many times: the value is the product of two lengths of a 30 kB line (64 MB)
+        "x = '" + "x" * 16000 + "'.join([" + ",".join(["''"] * 4000) + "])\n",
+        "x = str.join('" + "x" * 16000 + "', [" + ",".join(["''"] * 4000) + "])\n",
+        "x = '" + "{0}" * 4000 + "'.format('" + "x" * 16000 + "')\n",
+        "x = '" + "{}" * 4000 + "'.format(" + ",".join(["'" + "x" * 3 + "'"] * 4000) + ")\n",
+        # a field numbered past any argument list
+        "x = '{" + "9" * 5000 + "}'.format('a')\n",
+    ],
+)
+def test_a_value_longer_than_the_bound_is_refused_before_it_is_built(text: str) -> None:
+    import tracemalloc
+
+    prefilter().check(text)
+    tracemalloc.start()
+    try:
+        found = form_values(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found is None
+    assert peak < 8 * 1024 * 1024  # the line's own copies, not the 64 MB product
+
+
+def test_a_mapping_without_the_key_a_field_names_is_refused() -> None:
+    # attack11: KeyError raised out of the scan
+    text = "x = '%(a)s' % {'b': 'x'}\n"
     prefilter().check(text)
     assert form_values(text) is None

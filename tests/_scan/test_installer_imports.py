@@ -20,6 +20,8 @@ from caplet._scan._installer_imports import (
     command_modules,
     installer_modules,
 )
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
 from tests._scan.scankit import SETUP, package_danger, write_tree
 
 _PAYLOAD = """\
@@ -305,3 +307,23 @@ def test_a_command_module_outside_the_tree_or_a_broken_config_names_nothing() ->
     assert command_modules(present, texts.get) == set()
     texts = {"setup.cfg": "[options]\ncmdclass =\n    build_py = elsewhere.BuildPy\n"}
     assert command_modules(present, texts.get) == set()
+
+
+@pytest.mark.parametrize("mode", ["package", "plugin"])
+def test_a_setup_py_nested_past_the_parsers_depth_ends_the_scan_with_findings(
+    tmp_path: Path, mode: str
+) -> None:
+    # attack11: _imported's ast.parse raised RecursionError out of the scan (65 kB)
+    (tmp_path / "setup.py").write_text("x = 'a'" + ".__add__('b')" * 5000 + "\n")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE if mode == "package" else ScanMode.PLUGIN)
+    assert report.findings
+
+
+def test_a_setup_py_whose_parse_warns_still_has_its_imports_followed(tmp_path: Path) -> None:
+    # attack11: "1if" warns while parsing; under filterwarnings=error (or any host's
+    # -W error) the warning became a SyntaxError and the imported helper was not followed
+    files = {
+        "setup.py": SETUP.format(importer="import _helper\nx = 1if 1 else 2"),
+        "_helper.py": _PAYLOAD,
+    }
+    assert ("CPL-THR-019", "_helper.py") in package_danger(write_tree(tmp_path, files))

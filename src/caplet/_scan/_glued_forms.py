@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -56,6 +57,20 @@ _LIT = rb"""(?:[rRuUbBfF]{0,2}(?:'[^'\\\n]*(?:\\.[^'\\\n]*)*'|"[^"\\\n]*(?:\\.[^
 _PLIT = rb"(?:\(\s*" + _LIT + rb"\s*\)|" + _LIT + rb")"
 #: A list or tuple of literals.
 _SEQ = rb"[\[(]\s*" + _LIT + rb"(?:\s*,\s*" + _LIT + rb")*\s*,?\s*[\])]"
+#: A dict of literals.
+_MAP = (
+    rb"\{\s*"
+    + _LIT
+    + rb"\s*:\s*"
+    + _LIT
+    + rb"(?:\s*,\s*"
+    + _LIT
+    + rb"\s*:\s*"
+    + _LIT
+    + rb")*\s*,?\s*\}"
+)
+#: An argument of ``format``: a literal, maybe by keyword.
+_ARG = rb"(?:[A-Za-z_]\w*\s*=\s*)?" + _LIT
 #: A slice that reverses.
 _REVERSE = rb"(?:\s*\[\s*:\s*:\s*-\s*1\s*\])"
 #: The literal-only expressions :func:`_value` evaluates, as RE2 finds them in bytes.
@@ -71,8 +86,17 @@ _FORMS: Any = re2.compile(
             + rb")*\s*,?\s*\)|"
             + _LIT
             + rb")",
-            # ... with str.format and literals
-            _LIT + rb"\s*\.\s*format\s*\(\s*" + _LIT + rb"(?:\s*,\s*" + _LIT + rb")*\s*,?\s*\)",
+            # ... with a dict of literals (attack11)
+            _LIT + rb"\s*%\s*" + _MAP,
+            # ... with str.format and literals (by keyword too), format_map and a dict
+            _LIT + rb"\s*\.\s*format\s*\(\s*" + _ARG + rb"(?:\s*,\s*" + _ARG + rb")*\s*,?\s*\)",
+            _LIT + rb"\s*\.\s*format_map\s*\(\s*" + _MAP + rb"\s*\)",
+            # str.__add__ and operator.add of two literals (attack11)
+            rb"\b(?:str\s*\.\s*__add__|operator\s*\.\s*add)\s*\(\s*"
+            + _PLIT
+            + rb"\s*,\s*"
+            + _PLIT
+            + rb"\s*\)",
             # literals joined: ''.join (...), '' .join(...), str.join('', ...), reversed
             rb"(?:"
             + _LIT
@@ -99,8 +123,11 @@ _MAX_VALUE = 4096
 #: Expressions evaluated per file at most (the first ones); a file with more is
 #: visited whole, as the glue pass bounds its lines.
 MAX_FORMS: Final = 1024
-#: ``%`` directives evaluated: ``%s`` and ``%%`` only (a width builds a long value).
-_PERCENT = re.compile(r"%(?!s|%)")
+#: ``%`` directives evaluated: ``%s``, ``%(key)s`` and ``%%`` only (a width builds a long
+#: value).
+_PERCENT = re.compile(r"%(?!s|%|\([^()]*\)s)")
+#: A field of ``format`` read: by position or by a keyword (no attribute, no index).
+_FIELD = re.compile(r"(?:\d{0,6}|[A-Za-z_]\w*)\Z")
 #: Reads a format string's fields.
 _FORMATTER: Final = string.Formatter()
 #: A value a module or an API could be named by.
@@ -137,32 +164,59 @@ def _value(node: ast.expr) -> str | bytes:
             return _bounded(_add(left, _value(node.right)))
         if isinstance(node.op, ast.Mod) and isinstance(left, str) and not _PERCENT.search(left):
             right = node.right
-            items = right.elts if isinstance(right, ast.Tuple) else [right]
-            args = tuple(_text(item) for item in items)
+            args: tuple[str, ...] | dict[str, str]
+            if isinstance(right, ast.Dict):
+                args = _mapping(right)  # '%(a)s%(b)s' % {'a': 'ev', 'b': 'al'} (attack11)
+            else:
+                items = right.elts if isinstance(right, ast.Tuple) else [right]
+                args = tuple(_text(item) for item in items)
             try:
                 return _bounded(left % args)
-            except (TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError) as exc:  # '%(a)s' % {'b': ''}
                 raise _RefusedError from exc
         raise _RefusedError
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
-        return _bounded(_method(node.func, node.args))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.keywords and node.func.attr != "format":
+            raise _RefusedError
+        return _bounded(_method(node.func, node.args, node.keywords))
     raise _RefusedError
 
 
-def _method(func: ast.Attribute, args: list[ast.expr]) -> str | bytes:
-    """A method of :func:`_value`'s: ``format``, ``join`` (``str.join`` too), ``__add__``."""
-    if func.attr == "join" and isinstance(func.value, ast.Name) and func.value.id == "str":
-        if len(args) != 2:
-            raise _RefusedError
-        return _text(args[0]).join(_texts(args[1]))
+def _mapping(node: ast.Dict) -> dict[str, str]:
+    """A dict of literals (no ``**``)."""
+    if any(key is None for key in node.keys):
+        raise _RefusedError
+    return {_text(k): _text(v) for k, v in zip(node.keys, node.values, strict=True) if k}
+
+
+def _method(func: ast.Attribute, args: list[ast.expr], keywords: list[ast.keyword]) -> str | bytes:
+    """A method of :func:`_value`'s: ``format`` (``format_map``), ``join`` (``str.join``
+    too), ``__add__`` (``str.__add__``, ``operator.add``)."""
+    if isinstance(func.value, ast.Name) and len(args) == 2:
+        if func.value.id == "str" and func.attr == "join":
+            return _joined(_text(args[0]), _texts(args[1]))
+        if (func.value.id, func.attr) in {("str", "__add__"), ("operator", "add")}:
+            return _add(_value(args[0]), _value(args[1]))
+    if isinstance(func.value, ast.Name) and func.value.id in {"str", "operator"}:
+        raise _RefusedError
     owner = _value(func.value)
     if func.attr == "__add__" and len(args) == 1:
         return _add(owner, _value(args[0]))
     if not isinstance(owner, str):
         raise _RefusedError
     if func.attr == "join" and len(args) == 1:
-        return owner.join(_texts(args[0]))
-    if func.attr == "format" and args:
+        return _joined(owner, _texts(args[0]))
+    named: dict[str, str] = {}
+    table = args[0] if len(args) == 1 else None
+    if func.attr == "format_map" and isinstance(table, ast.Dict):
+        func_attr, args, named = "format", [], _mapping(table)
+    else:
+        func_attr = func.attr
+        for keyword in keywords:
+            if keyword.arg is None:
+                raise _RefusedError
+            named[keyword.arg] = _text(keyword.value)
+    if func_attr == "format" and (args or named):
         values = [_text(arg) for arg in args]
         try:
             # plain fields only: a width, a conversion or an attribute is refused
@@ -170,15 +224,54 @@ def _method(func: ast.Attribute, args: list[ast.expr]) -> str | bytes:
         except ValueError as exc:
             raise _RefusedError from exc
         if any(
-            spec or conversion or (name or "").strip("0123456789")
+            spec or conversion or not _FIELD.match(name or "")
             for _, name, spec, conversion in fields
         ):
             raise _RefusedError
+        _formatted_length(fields, values, named)
         try:
-            return owner.format(*values)
+            return owner.format(*values, **named)
         except (IndexError, KeyError, ValueError) as exc:
             raise _RefusedError from exc
     raise _RefusedError
+
+
+def _joined(separator: str, items: list[str]) -> str:
+    """``separator.join(items)``, refused before it is built when longer than
+    :data:`_MAX_VALUE`: a long separator between many short items is as long as their
+    product (``'x' * 16000`` joining 4000 blanks is 64 MB from a 28 kB line; attack11)."""
+    length = len(separator) * max(len(items) - 1, 0) + sum(len(item) for item in items)
+    if length > _MAX_VALUE:
+        raise _RefusedError
+    return separator.join(items)
+
+
+def _formatted_length(
+    fields: list[tuple[str, str | None, str | None, str | None]],
+    values: list[str],
+    named: dict[str, str],
+) -> None:
+    """Refuses a ``format`` whose value would be longer than :data:`_MAX_VALUE`, before
+    it is built: a field may name one long argument many times (``'{0}{0}...'.format(
+    long)``, as long as their product; attack11)."""
+    length, auto = 0, 0
+    for literal, name, _, _ in fields:
+        length += len(literal)
+        if name is None:
+            continue
+        if name in named:
+            length += len(named[name])
+        elif len(name) > 6:
+            raise _RefusedError  # (no argument list is that long)
+        else:
+            if name:
+                index = int(name) if name.isdecimal() else len(values)
+            else:
+                index, auto = auto, auto + 1
+            if index < len(values):
+                length += len(values[index])
+        if length > _MAX_VALUE:
+            raise _RefusedError
 
 
 def _texts(node: ast.expr) -> list[str]:
@@ -264,7 +357,9 @@ def _found(text: str) -> tuple[str, str, list[int], list[str]] | None:
         start, end = match.span()
         written = data[start:end].decode("utf-8", "surrogatepass")
         try:
-            value = _value(ast.parse(f"({written}\n)", mode="eval").body)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "\d" warns (attack11), as _filepass parses
+                value = _value(ast.parse(f"({written}\n)", mode="eval").body)
         except (_RefusedError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         line += data.count(b"\n", counted, start)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import configparser
 import tomllib
+import warnings
 from collections.abc import Callable, Collection, Iterable
 
 __all__ = ["MAX_INSTALLER_MODULES", "build_backends", "command_modules", "installer_modules"]
@@ -37,8 +38,15 @@ def _imported(text: str) -> set[str]:
     """The dotted module names ``text`` imports by a literal name (submodule candidates
     of ``from a import b`` included)."""
     try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+        with warnings.catch_warnings():
+            # "1if" or "\d" warn while parsing: a warning must not escape into the host
+            # (printed, or raised under -W error; attack11), as _filepass parses
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # a setup.py nested past the parser's depth ("'a'" + ".__add__('b')" * 5000, 65 kB)
+        # raised RecursionError out of the scan (attack11); the scan of the file itself
+        # reports what it cannot parse
         return set()
     names: set[str] = set()
     for node in ast.walk(tree):

@@ -21,9 +21,11 @@ from caplet._scan._filescan import FileScan
 
 __all__ = ["import_time_egress"]
 
-#: A module-level ``if __name__ == "__main__":`` (either order, either quote).
+#: A module-level ``if __name__ == "__main__":`` (either order, either quote), the
+#: comparison alone: ``if __name__ == "__main__" or True:`` runs at import (attack11).
 _MAIN_GUARD = re.compile(
     r"""^if\s*\(?\s*(?:__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)"""
+    r"""\s*\)?\s*:"""
 )
 
 

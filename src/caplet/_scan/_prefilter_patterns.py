@@ -555,9 +555,11 @@ _ATTACK9_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_BY_N
 #: recall10: a dict of the file filled with a namespace (``d.update(vars(builtins))``,
 #: ``d.update(os.__dict__)``, ``d |= vars(os)``) and looked up by a decoded key
 #: (``d[b64decode(k).decode()](...)``), beside a decoder: the lookup's line names no
-#: namespace at all.
+#: namespace at all. A copy by a spread or a chain (``{**vars(os)}``, ``ChainMap({},
+#: os.__dict__)``) is the same copy (attack11).
 _NAMESPACE_FILLED: Final = (
-    r"(?:\.\s*update\s*\(|\|=)\s*(?:vars\(|[\w.]*\.__dict__\b|(?:sys\s*\.\s*)?modules\b|"
+    r"(?:\.\s*update\s*\(|\|=|\*\*|\bChainMap\s*\([^)\n]*?)\s*(?:vars\(|[\w.]*\.__dict__\b|"
+    r"(?:sys\s*\.\s*)?modules\b|"
     r"globals\(\s*\))"
 )
 _RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_FILLED),)
@@ -629,8 +631,10 @@ GLUES: Final = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
 #: answered by the same match (``Prefilter.form_marks``), so a file without any is never
 #: searched for them.
 GLUE_FORMS: Final = (
-    r"['\"]\s*%\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
-    r"['\"]\s*\.\s*format\s*\(\s*[rbuRBUfF]{0,2}['\"]",
+    r"['\"]\s*%\s*[({]?\s*[rbuRBUfF]{0,2}['\"]",
+    r"['\"]\s*\.\s*format(?:_map)?\s*\(\s*(?:\{\s*|\w+\s*=\s*)?[rbuRBUfF]{0,2}['\"]",
+    # str.__add__('ev', 'al'), operator.add('ev', 'al') (attack11)
+    r"\b(?:str\s*\.\s*__add__|operator\s*\.\s*add)\s*\(\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
     r"\.join\s+\(|['\"]\s+\.\s*join\s*\(|\bstr\s*\.\s*join\s*\(|\.join\(\s*reversed\b",
     r"['\"]\s*\)\s*\+\s*\(?\s*[rbuRBUfF]{0,2}['\"]|['\"]\s*\+\s*\(\s*[rbuRBUfF]{0,2}['\"]",
     r"\.\s*__add__\s*\(\s*\(?\s*[rbuRBUfF]{0,2}['\"]",

@@ -140,7 +140,9 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
         filled: tuple[str, ...] = ()
         if isinstance(value, ast.Name) and value.id in flow.contributed:
             filled = self._filled_namespaces(value)
-            owners = (*owners, *filled)
+        if isinstance(value, ast.Name) and value.id in flow.bindings.assigned:
+            filled = (*filled, *self._spread_namespaces(value))
+        owners = (*owners, *filled)
         if not flow.may_look_up(value, owners):
             return  # a list, a local dict, a parameter: no lookup of anything that can hide
         namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
@@ -195,6 +197,30 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             for values in added.values()
             for value in values[:MAX_CANDIDATES]
             for owner in self._flow.resolve(value)
+            if owner.endswith(".__dict__") or owner in _BUILTIN_OWNERS
+        ]
+        return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
+
+    def _spread_namespaces(self, container: ast.Name) -> tuple[str, ...]:
+        """The namespaces a dict of the file is bound to a copy of by a spread or a chain
+        (``d = {**vars(builtins)}``, ``d = collections.ChainMap(vars(builtins))``): looked
+        up by a decoded key, the namespace's copy as :meth:`_filled_namespaces`' is
+        (attack11: ``d.update(vars(builtins))`` was read, these two were not)."""
+        flow = self._flow
+        parts: list[ast.expr] = []
+        for bound in flow.bindings.assigned.get(container.id, ())[:MAX_CANDIDATES]:
+            if isinstance(bound, ast.Dict):
+                parts += [v for k, v in zip(bound.keys, bound.values, strict=True) if k is None]
+            elif (
+                isinstance(bound, ast.Call)
+                and bound.args
+                and "collections.ChainMap" in flow.resolve(bound.func)
+            ):
+                parts += bound.args
+        found = [
+            owner
+            for part in parts[:MAX_CANDIDATES]
+            for owner in flow.resolve(part)
             if owner.endswith(".__dict__") or owner in _BUILTIN_OWNERS
         ]
         return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]

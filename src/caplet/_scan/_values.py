@@ -274,8 +274,10 @@ def format_fields(
             index = automatic
             automatic += 1
             item = args[index] if index < len(args) else None
-        elif field.isdigit():
-            index = int(field)
+        elif field.isdecimal():
+            # isdigit() took '²', which int() refuses, and int() refuses 4300 digits:
+            # either raised out of the scan (attack11); no argument list is that long
+            index = int(field) if len(field) <= 6 else len(args)
             item = args[index] if index < len(args) else None
         elif kwargs is not None and field.isidentifier():
             item = kwargs.get(field)
