@@ -22,6 +22,8 @@ import pytest
 from caplet import PolicyError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import (
+    REAL_UID_BASE,
+    REAL_UID_SPAN,
     WorkerIdentity,
     hand_over,
     worker_identity,
@@ -97,8 +99,10 @@ def test_a_worker_never_runs_as_root_and_holds_nothing(
     identity = launcher.identity
     with launcher.start(_spec(tmp_path)) as worker:
         who = worker.call("probe", "who", (), {}, timeout_s=10)
+        monitor = worker.pid
     assert isinstance(who, dict)
-    expected = [identity.uid] * 3 + [identity.gid] * 3
+    real = _real_uid(identity, monitor)
+    expected = [real] + [identity.uid] * 2 + [identity.gid] * 3
     assert who["ids"] == expected
     assert 0 not in who["ids"]
     assert who["caps"] == ["0000000000000000"] * 5
@@ -108,10 +112,24 @@ def test_a_worker_never_runs_as_root_and_holds_nothing(
         assert identity == worker_identity()  # the default: never root
         assert who["groups"] == []  # root's group 0 is gone
         # Host root stays mapped for the jail's builder; no process keeps it.
-        assert who["uid_map"] == ["0", "0", "1", str(identity.uid), str(identity.uid), "1"]
+        # The worker's own real uid is the third id mapped.
+        mapped = ["0", "0", "1", str(identity.uid), str(identity.uid), "1"]
+        assert who["uid_map"] == [*mapped, str(real), str(real), "1"]
     else:
         assert identity.uid == os.geteuid()
         assert who["uid_map"] == [str(os.geteuid()), str(os.geteuid()), "1"]
+
+
+def _real_uid(identity: WorkerIdentity, monitor: int) -> int:
+    """The real uid the worker whose jail's monitor is ``monitor`` must have."""
+    if ROOT:
+        # attack10: a root host's workers each count per-user kernel
+        # resources (epoll watches, descriptors in flight) under their own uid.
+        assert identity.own_real_uids
+        assert REAL_UID_BASE < REAL_UID_BASE + monitor < REAL_UID_BASE + REAL_UID_SPAN
+        return REAL_UID_BASE + monitor
+    assert not identity.own_real_uids
+    return identity.uid
 
 
 def test_what_a_plugin_writes_in_a_grant_is_the_workers_never_roots(
@@ -135,8 +153,11 @@ def test_what_a_plugin_writes_in_a_grant_is_the_workers_never_roots(
 def test_the_jails_monitor_gives_up_root_too(launcher: SandboxLauncher, tmp_path: Path) -> None:
     with launcher.start(_spec(tmp_path)) as worker:
         status = Path(f"/proc/{worker.pid}/status").read_text(encoding="ascii")
+        monitor = worker.pid
     uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
-    assert uids == [str(launcher.identity.uid)] * 4
+    # Real, effective, saved, filesystem: the real uid is the jail's own.
+    real = _real_uid(launcher.identity, monitor)
+    assert uids == [str(real)] + [str(launcher.identity.uid)] * 3
 
 
 def test_the_default_identity_is_the_hosts_own_or_an_unprivileged_one() -> None:
@@ -158,6 +179,13 @@ def test_the_default_identity_is_the_hosts_own_or_an_unprivileged_one() -> None:
         (-1, None, "policy worker_uid = -1: expected a host id between 1 and 4294967294"),
         (2**32, None, "expected a host id between 1 and 4294967294"),
         (True, None, "policy worker_uid = True: expected a host id"),
+        (
+            REAL_UID_BASE + 7,
+            None,
+            f"policy worker_uid = {REAL_UID_BASE + 7}: {REAL_UID_BASE}-"
+            f"{REAL_UID_BASE + REAL_UID_SPAN - 1} are the workers' own real uids (one per "
+            "worker); choose an id outside that range (default 65532) or leave it unset",
+        ),
     ],
 )
 def test_a_root_or_malformed_worker_identity_is_refused(
@@ -186,7 +214,8 @@ def test_a_configured_identity_is_the_one_workers_get(tmp_path: Path) -> None:
     finally:
         sandbox.close()
     assert isinstance(who, dict)
-    assert who["ids"] == [4242] * 3 + [4343] * 3
+    assert who["ids"][1:] == [4242] * 2 + [4343] * 3
+    assert REAL_UID_BASE < who["ids"][0] < REAL_UID_BASE + REAL_UID_SPAN
 
 
 def test_hand_over_gives_a_directory_to_the_worker_only_on_a_root_host(tmp_path: Path) -> None:
@@ -277,7 +306,7 @@ def create_functions(config):
         libc = ctypes.CDLL(None, use_errno=True)
         signal = ctypes.c_int(-1)
         libc.prctl(2, ctypes.byref(signal), 0, 0, 0)  # PR_GET_PDEATHSIG
-        return {"deathsig": signal.value, "uid": os.geteuid()}
+        return {"deathsig": signal.value, "uid": os.geteuid(), "real": os.getuid()}
 
     return {"probe": {"deathsig": deathsig}}
 """
@@ -309,8 +338,12 @@ def test_a_worker_without_a_jail_still_dies_with_the_zygote_after_the_uid_switch
         assert "missing: namespaces" in best.isolation
         with best.start(spec) as worker:
             answer = worker.call("probe", "deathsig", (), {}, timeout_s=10)
+            pid = worker.pid
     finally:
         best.close()
     assert isinstance(answer, dict)
     assert answer["uid"] == best.identity.uid
     assert answer["deathsig"] == 9  # SIGKILL
+    # Without a jail the worker is its own process in the host's pid namespace:
+    # its real uid is its own too (attack10), and the switch kept the death signal.
+    assert answer["real"] == (REAL_UID_BASE + pid if ROOT else best.identity.uid)

@@ -3,8 +3,9 @@
 ``fs.epoll.max_user_watches`` is a count per user in the kernel's
 ``user_struct`` (fs/eventpoll.c), not a user-namespace count: no
 ``/proc/sys/user`` limit of a jail bounds it, and every process of the
-worker's uid shares it. A root host's workers all run as one uid, an
-unprivileged host's as the host's own user. A watch stays registered while its
+worker's real uid shares it. A root host's workers granted ``proc.exec``
+share one real uid (every other worker has its own: caplet._sandbox._identity),
+an unprivileged host's run as the host's own user. A watch stays registered while its
 file lives, whatever happens to the descriptor that named it, so
 a worker keeps registering one file under every descriptor number it frees:
 epoll instances x files x descriptor numbers, 200,000 watches in a third of a

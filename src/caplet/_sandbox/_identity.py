@@ -27,6 +27,32 @@ open every group-writable root file).
 A host that is not root runs workers as itself: an unprivileged process can
 only map its own ids into a user namespace (user_namespaces(7)), so a
 configured identity other than its own is refused with the reason.
+
+**A real uid of its own (attack10).** The kernel keeps some counts per user,
+not per process or namespace: epoll watches (``fs.epoll.max_user_watches``),
+descriptors in flight over ``SCM_RIGHTS`` (refused with ETOOMANYREFS once the
+user's count passes the sender's RLIMIT_NOFILE), pipe buffers
+(``fs.pipe-user-pages-soft``). They are charged to the *real* uid's
+``struct user_struct`` (``current_user()``, which set*uid(2) moves only when
+the real uid changes), while files are reached with the effective and
+filesystem uid. So on a root host every worker keeps the shared effective,
+saved and filesystem uid above (its grants, what it creates, what an
+administrator chowned), and takes a real uid of its own,
+:data:`REAL_UID_BASE` plus the host pid of its jail's monitor: unique among
+the live workers of the machine without any bookkeeping (of its pid
+namespace, when caplet runs in a container with its own: two such
+containers' workers may then share one), so one plugin hoarding a per-user
+count no longer starves the others. The range is
+``0x70000000`` to ``0x703FFFFF`` (PID_MAX_LIMIT is 2**22), inside what
+systemd's UID table (docs/UIDS-GIDS.md) lists as unused, below the signed
+32-bit boundary it warns about and far from its container and "foreign"
+ranges. No account needs to exist for it; a collision with one would only
+share those counts with it, as every worker shared them before.
+
+A worker granted ``proc.exec`` keeps the shared real uid: with a real uid
+other than its effective one, every program it starts runs in the kernel's
+secure-exec mode (AT_SECURE: the dynamic loader drops ``TMPDIR`` and
+``LD_*``) and shells drop to the real uid on start (dash fails when it cannot).
 """
 
 from __future__ import annotations
@@ -39,6 +65,8 @@ from caplet._errors import PolicyError
 
 __all__ = [
     "DEFAULT_WORKER_ID",
+    "REAL_UID_BASE",
+    "REAL_UID_SPAN",
     "WORKER_ACCOUNT",
     "WorkerIdentity",
     "hand_over",
@@ -52,6 +80,11 @@ DEFAULT_WORKER_ID = 65532
 WORKER_ACCOUNT = "caplet"
 #: The largest valid id: (uid_t)-1 means "unchanged" to set*id(2).
 _MAX_ID = 0xFFFFFFFE
+#: A root host's workers take ``REAL_UID_BASE + pid`` as their real uid (see
+#: the module's docstring); ``REAL_UID_SPAN`` is PID_MAX_LIMIT, the most
+#: pids a 64-bit kernel hands out (include/linux/threads.h).
+REAL_UID_BASE = 0x70000000
+REAL_UID_SPAN = 1 << 22
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +102,26 @@ class WorkerIdentity:
     privileged: bool = False
     #: Where the ids came from, for ``caplet doctor`` and error messages.
     source: str = "the host's own ids"
+    #: Whether each worker takes a real uid of its own (:meth:`real_uid`):
+    #: a root host whose user namespace maps the whole range.
+    own_real_uids: bool = False
 
     def describe(self) -> str:
         """``uid 65532, gid 65532 (the default for a root host)`` for messages."""
         return f"uid {self.uid}, gid {self.gid} ({self.source})"
+
+    def real_uid(self, pid: int, *, may_exec: bool = False) -> int:
+        """The real uid of the worker whose jail's monitor (or, without a jail, itself) is ``pid``.
+
+        ``REAL_UID_BASE + pid`` where workers take real uids of their own,
+        else the shared :attr:`uid` (a host that is not root, a namespace
+        that does not map the range, a worker that may exec programs).
+        """
+        if not self.own_real_uids or may_exec:
+            return self.uid
+        if not 0 < pid < REAL_UID_SPAN:
+            raise ValueError(f"pid {pid} is outside 1..{REAL_UID_SPAN - 1}")
+        return REAL_UID_BASE + pid
 
 
 def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIdentity:
@@ -94,6 +143,12 @@ def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIde
                 f"policy {label} = 0: workers never run as root; choose an unprivileged id "
                 f"(default {DEFAULT_WORKER_ID}) or leave it unset"
             )
+        if label == "worker_uid" and _is_real_uid(value):
+            raise PolicyError(
+                f"policy worker_uid = {value}: {REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1} "
+                "are the workers' own real uids (one per worker); choose an id outside that "
+                f"range (default {DEFAULT_WORKER_ID}) or leave it unset"
+            )
     if host_uid == 0 and not _maps_other_ids():
         # uid 0 of a user namespace that maps nothing else (`unshare -r`, some
         # rootless containers): not the host's root, and there is no other id
@@ -113,15 +168,21 @@ def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIde
                 "(user_namespaces(7)); leave them unset, or run caplet as root"
             )
         return WorkerIdentity(host_uid, host_gid)
+    account = _account()
     if uid is not None or gid is not None:
-        account = _account()
         chosen_uid = uid if uid is not None else (account[0] if account else DEFAULT_WORKER_ID)
         chosen_gid = gid if gid is not None else (account[1] if account else DEFAULT_WORKER_ID)
-        return WorkerIdentity(chosen_uid, chosen_gid, True, "policy worker_uid/worker_gid")
-    account = _account()
-    if account is not None:
-        return WorkerIdentity(account[0], account[1], True, f"the {WORKER_ACCOUNT!r} account")
-    return WorkerIdentity(DEFAULT_WORKER_ID, DEFAULT_WORKER_ID, True, "the default for a root host")
+        source = "policy worker_uid/worker_gid"
+    elif account is not None:
+        chosen_uid, chosen_gid = account
+        source = f"the {WORKER_ACCOUNT!r} account"
+    else:
+        chosen_uid = chosen_gid = DEFAULT_WORKER_ID
+        source = "the default for a root host"
+    # An account inside the range would collide with one worker's real uid
+    # (overlapping id maps): its workers share the real uid instead.
+    own = _maps_real_uids() and not _is_real_uid(chosen_uid)
+    return WorkerIdentity(chosen_uid, chosen_gid, True, source, own)
 
 
 def _maps_other_ids() -> bool:
@@ -136,6 +197,32 @@ def _maps_other_ids() -> bool:
     except OSError:
         return True  # no procfs: assume the ordinary case
     return sum(int(fields[2]) for fields in ranges if len(fields) == 3) > 1
+
+
+def _is_real_uid(uid: int) -> bool:
+    """Whether ``uid`` lies in the workers' own real-uid range."""
+    return REAL_UID_BASE <= uid < REAL_UID_BASE + REAL_UID_SPAN
+
+
+def _maps_real_uids() -> bool:
+    """Whether this user namespace maps every uid of the workers' real-uid range.
+
+    The initial namespace does; a container's usually maps 65,536 ids and
+    not the range, and then workers share the real uid as they did before.
+    """
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as handle:
+            ranges = [line.split() for line in handle if line.strip()]
+    except OSError:
+        return False  # cannot tell: the shared real uid always works
+    end = REAL_UID_BASE + REAL_UID_SPAN
+    for fields in ranges:
+        if len(fields) != 3 or not all(field.isdigit() for field in fields):
+            continue
+        first, count = int(fields[0]), int(fields[2])
+        if first <= REAL_UID_BASE and end <= first + count:
+            return True
+    return False
 
 
 def _account() -> tuple[int, int] | None:

@@ -86,6 +86,7 @@ from caplet._sandbox._jail_ns import (
     drop_privileges,
     highest_capability,
     monitor,
+    share_real_uid,
 )
 from caplet._sandbox._jail_plan import (
     apply,
@@ -210,8 +211,11 @@ def enter_namespaces(identity: WorkerIdentity | None = None) -> None:
     # Closed by the kernel when the monitor dies: lets the child detect a
     # monitor that died before PR_SET_PDEATHSIG was armed (see arm_parent_death).
     alive_read, alive_write = os.pipe()
+    # This process is the monitor for the jail's whole life: its pid is
+    # unique among the machine's live workers (_identity, attack10).
+    real_uid = None if identity is None else identity.real_uid(os.getpid())
     try:
-        create_namespaces(identity)
+        create_namespaces(identity, real_uid)
         try:
             child = os.fork()
         except OSError as exc:
@@ -221,12 +225,12 @@ def enter_namespaces(identity: WorkerIdentity | None = None) -> None:
         os.close(alive_write)
         raise
     if child:
-        monitor(child, alive_write, identity)
+        monitor(child, alive_write, identity, real_uid)
     os.close(alive_write)
     try:
         # Before arming the parent-death signal: a change of the effective
         # uid clears it (prctl(2), PR_SET_PDEATHSIG).
-        become(identity, keep_capabilities=True)
+        become(identity, real_uid, keep_capabilities=True)
     except OSError as exc:
         os.close(alive_read)
         raise fail(Step.CAPABILITIES, exc) from exc
@@ -327,6 +331,11 @@ def finish_jail(prepared: PreparedRoot, spec: JailSpec) -> None:
         mask(prepared.root, path)
     pivot(prepared.root)
     finish_inside(spec)
+    if spec.allow_exec:
+        try:
+            share_real_uid(spec.identity)
+        except OSError as exc:
+            raise fail(Step.CAPABILITIES, exc) from exc
     drop_privileges(highest_capability())
 
 
@@ -424,7 +433,8 @@ def _probe_child(  # pragma: no cover - forked child
     report_fd: int, identity: WorkerIdentity | None
 ) -> str | None:
     try:
-        create_namespaces(identity)
+        # The map a real jail writes, the worker's own real uid included.
+        create_namespaces(identity, None if identity is None else identity.real_uid(os.getpid()))
     except SandboxError as exc:
         return str(exc)
     pid = os.fork()

@@ -169,6 +169,9 @@ class JailSpec:
     #: (a plugin's ``fs.read``) that overlaps none of them is mounted ``noexec``
     #: (:func:`read_grant_noexec`).
     exec_paths: tuple[str, ...] = ()
+    #: Whether the worker may exec programs (``proc.exec``): it then keeps the
+    #: shared real uid instead of one of its own (:mod:`._identity`).
+    allow_exec: bool = False
 
 
 class Step(Enum):

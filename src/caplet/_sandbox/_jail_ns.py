@@ -43,23 +43,25 @@ __all__ = [
     "drop_privileges",
     "highest_capability",
     "monitor",
+    "share_real_uid",
 ]
 
 
 # -- step 1: namespaces and id maps -------------------------------------------------
 
 
-def create_namespaces(identity: WorkerIdentity | None) -> None:
+def create_namespaces(identity: WorkerIdentity | None, real_uid: int | None = None) -> None:
     """unshare(2) every namespace and write the new user namespace's id maps.
 
     An unprivileged caller maps exactly its own ids (all it may map). A root
     caller whose workers run as another identity (:mod:`._identity`) needs
     a map it cannot write from inside the new namespace: see
-    :func:`_create_namespaces_as_root`.
+    :func:`_create_namespaces_as_root`. ``real_uid`` is the worker's own
+    real uid there (:meth:`WorkerIdentity.real_uid`), mapped as well.
     """
     uid, gid = os.geteuid(), os.getegid()  # before unshare: then they read as the overflow id
     if identity is not None and identity.privileged and uid == 0:
-        _create_namespaces_as_root(identity)
+        _create_namespaces_as_root(identity, identity.uid if real_uid is None else real_uid)
         return
     try:
         unshare(JAIL_NAMESPACES)
@@ -71,7 +73,7 @@ def create_namespaces(identity: WorkerIdentity | None) -> None:
         raise fail(Step.ID_MAPS, exc) from exc
 
 
-def _create_namespaces_as_root(identity: WorkerIdentity) -> None:
+def _create_namespaces_as_root(identity: WorkerIdentity, real_uid: int) -> None:
     """The namespaces of a root host's jail, mapping host root and the worker's ids.
 
     user_namespaces(7): a map naming ids other than the writer's own needs
@@ -87,8 +89,11 @@ def _create_namespaces_as_root(identity: WorkerIdentity) -> None:
     set*id(2) needs CAP_SETUID, the bounding set is empty, the securebits
     are locked, no_new_privs is set and seccomp refuses set*id outright.
     Root's supplementary groups (group 0 among them) are dropped first.
+    The worker's own real uid (:mod:`._identity`), when it has one, is the
+    third id mapped: the same number inside and out.
     """
     uid, gid = identity.uid, identity.gid
+    uids = f"0 0 1\n{uid} {uid} 1" + (f"\n{real_uid} {real_uid} 1" if real_uid != uid else "")
     try:
         os.setgroups([])
     except OSError as exc:
@@ -110,7 +115,7 @@ def _create_namespaces_as_root(identity: WorkerIdentity) -> None:
             if os.read(go_read, 1) == b"g":
                 try:
                     write_proc(f"/proc/{parent}/setgroups", "deny")
-                    write_proc(f"/proc/{parent}/uid_map", f"0 0 1\n{uid} {uid} 1")
+                    write_proc(f"/proc/{parent}/uid_map", uids)
                     write_proc(f"/proc/{parent}/gid_map", f"0 0 1\n{gid} {gid} 1")
                     code = 0
                 except OSError as exc:
@@ -135,8 +140,12 @@ def _create_namespaces_as_root(identity: WorkerIdentity) -> None:
         raise fail(Step.ID_MAPS, OSError(code, os.strerror(code)), f"uid {uid}, gid {gid}")
 
 
-def become(identity: WorkerIdentity | None, *, keep_capabilities: bool = False) -> None:
-    """Switch to the worker's ids (root hosts only).
+def become(
+    identity: WorkerIdentity | None, real_uid: int | None = None, *, keep_capabilities: bool = False
+) -> None:
+    """Switch to the worker's ids (root hosts only): ``real_uid`` (default: the
+    shared uid) as the real uid, the shared uid as effective, saved and
+    filesystem uid (:mod:`._identity`).
 
     pid 1 switches right after the fork, with ``keep_capabilities``
     (SECBIT_NO_SETUID_FIXUP, capabilities(7)): it still needs them to build
@@ -151,7 +160,20 @@ def become(identity: WorkerIdentity | None, *, keep_capabilities: bool = False) 
     if keep_capabilities:
         prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP)
     os.setresgid(identity.gid, identity.gid, identity.gid)
-    os.setresuid(identity.uid, identity.uid, identity.uid)
+    os.setresuid(identity.uid if real_uid is None else real_uid, identity.uid, identity.uid)
+
+
+def share_real_uid(identity: WorkerIdentity | None) -> None:
+    """Give pid 1 the shared real uid back, for a worker that may exec programs.
+
+    Before :func:`drop_privileges`: pid 1 still holds CAP_SETUID in its
+    namespace. Only the real uid changes, so neither the parent-death
+    signal nor dumpability is touched (commit_creds() resets them on a
+    change of the effective or filesystem ids only).
+    """
+    if identity is None or not identity.privileged or not identity.own_real_uids:
+        return
+    os.setresuid(identity.uid, -1, -1)
 
 
 def _write_id_maps(uid: int, gid: int) -> None:
@@ -167,7 +189,9 @@ def _write_id_maps(uid: int, gid: int) -> None:
 # -- step 2: the monitor and pid 1 ------------------------------------------------------
 
 
-def monitor(child: int, alive_write: int, identity: WorkerIdentity | None) -> NoReturn:
+def monitor(
+    child: int, alive_write: int, identity: WorkerIdentity | None, real_uid: int | None = None
+) -> NoReturn:
     """Wait for the jailed child and exit with its status; never returns."""
     code = EXIT_MONITOR_FAILED
     parent = os.getppid()
@@ -189,7 +213,7 @@ def monitor(child: int, alive_write: int, identity: WorkerIdentity | None) -> No
         # The monitor holds every capability in the new user namespace and
         # needs none: give them up (capabilities(7)), and on a root host
         # host root's uid too (it only waits for its child).
-        become(identity)
+        become(identity, real_uid)
         if identity is not None and identity.privileged:
             # The uid change cleared the monitor's own PR_SET_PDEATHSIG (the
             # zygote's death must still end it, and with it the jail): re-arm

@@ -39,7 +39,12 @@ from dataclasses import dataclass
 
 from caplet._errors import WorkerStartError
 from caplet._sandbox._cgroup import MEMORY_FALLBACK
-from caplet._sandbox._identity import WorkerIdentity, worker_identity
+from caplet._sandbox._identity import (
+    REAL_UID_BASE,
+    REAL_UID_SPAN,
+    WorkerIdentity,
+    worker_identity,
+)
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._relocate import RUNTIME_ROOT
 from caplet._sandbox._subprocess import (
@@ -345,6 +350,24 @@ class IsolationReport:
         return not any(self.layers.get(layer, "missing") for layer in LAYERS)
 
 
+def _real_uids(identity: WorkerIdentity) -> str:
+    """Whose epoll watches, descriptors in flight and pipe buffers a worker's count (_identity)."""
+    if identity.own_real_uids:
+        return (
+            f"each worker's own (real uid {REAL_UID_BASE} + its monitor's pid); workers granted "
+            f"proc.exec share uid {identity.uid}'s"
+        )
+    if identity.privileged:
+        return (
+            f"shared by every worker (uid {identity.uid}): this user namespace does not map "
+            f"uids {REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1}"
+        )
+    return (
+        f"shared by every worker and caplet's own user (uid {identity.uid}); "
+        "run as root to separate them"
+    )
+
+
 def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
     """Probe every layer the way a real worker start would (through a zygote).
 
@@ -359,6 +382,7 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
         "python": sys.version.split()[0],
         "workers run as": identity.describe()
         + ("" if identity.privileged else ", caplet's own user: never root on the host"),
+        "per-user kernel counts": _real_uids(identity),
     }
     if sys.platform != "linux":
         reason = f"the kernel sandbox needs Linux, this is {sys.platform}"

@@ -498,16 +498,18 @@ def main(argv: list[str] | None = None) -> int:
     """Run the zygote on the control socket whose fd number is ``argv[0]``.
 
     ``argv[1]`` and ``argv[2]``, when given, are the uid and gid of every
-    worker, and ``argv[3]`` is ``privileged`` when the zygote must switch to
-    them (a root host's workers never run as root, see
+    worker, ``argv[3]`` is ``privileged`` when the zygote must switch to
+    them (a root host's workers never run as root), and ``argv[4]`` is
+    ``own-real-uids`` when each worker takes a real uid of its own (see
     :mod:`caplet._sandbox._identity`).
     """
     args = sys.argv[1:] if argv is None else argv
     fd = int(args[0])
     if len(args) >= 3:
         privileged = len(args) >= 4 and args[3] == "privileged"
+        own_real_uids = len(args) >= 5 and args[4] == "own-real-uids"
         _zygote_child._IDENTITY = WorkerIdentity(
-            int(args[1]), int(args[2]), privileged, "set by the host"
+            int(args[1]), int(args[2]), privileged, "set by the host", own_real_uids
         )
     set_parent_death_signal(signal.SIGKILL)
     zygote_started()  # reads what the relocating stage left in the environment

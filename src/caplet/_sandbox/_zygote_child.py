@@ -124,6 +124,7 @@ def _child(
             masks=request.masks,
             private_tmp=private_tmp,
             exec_paths=_exec_paths(request.grants),
+            allow_exec=request.allow_exec,
         )
         if prepared is not None:
             finish_jail(prepared, spec)
@@ -154,7 +155,7 @@ def _child(
         # Without a jail the switch to the worker's ids happens here: after
         # Landlock opened the paths it rules (the host's run directory is
         # root's alone), before seccomp refuses set*id(2).
-        snapshot_fd = _become_worker(request.workdir, request.snapshot, zygote_pid)
+        snapshot_fd = _become_worker(request, zygote_pid)
     if "seccomp" in request.layers:
         # Nothing but a memory cgroup bounds what a memfd holds (RLIMIT_AS
         # never sees its pages: red-team finding 9, _cgroup's docstring), nor
@@ -190,21 +191,28 @@ def _memory_bytes(request: SpawnRequest) -> int | None:
 def _limits_for(request: SpawnRequest) -> ResourceLimits:
     """The request's rlimits, RLIMIT_NPROC placed behind the pids cgroup where there is one.
 
-    Without a jail on a root host every worker shares one uid in the host's
-    user namespace, so RLIMIT_NPROC would count all their processes
-    together: one plugin's fork bomb would stop every other plugin's
-    workers from starting. There the cgroup alone bounds each worker, when
-    it exists; without it the shared rlimit is all there is (docs/security.md).
+    Without a jail on a root host a worker that may exec programs shares one
+    real uid with every other such worker in the host's user namespace, so
+    RLIMIT_NPROC would count all their processes together: one plugin's fork
+    bomb would stop every other plugin's workers from starting. There the
+    cgroup alone bounds each worker, when it exists; without it the shared
+    rlimit is all there is (docs/security.md). A worker with a real uid of
+    its own (:mod:`caplet._sandbox._identity`) is counted alone.
     """
     limits = request.limits
     if limits.processes is None or not _CGROUPS:
         return limits
-    shared = "namespaces" not in request.layers and _IDENTITY is not None and _IDENTITY.privileged
+    shared = (
+        "namespaces" not in request.layers
+        and _IDENTITY is not None
+        and _IDENTITY.privileged
+        and _IDENTITY.real_uid(os.getpid(), may_exec=request.allow_exec) == _IDENTITY.uid
+    )
     processes = None if shared else limits.processes + _NPROC_MARGIN
     return dataclasses.replace(limits, processes=processes)
 
 
-def _become_worker(workdir: str, snapshot: str, zygote_pid: int) -> int | None:
+def _become_worker(request: SpawnRequest, zygote_pid: int) -> int | None:
     """Outside a jail on a root host: drop root's groups and take the worker's ids.
 
     The working directory (made by the host, owned by root) is given to the
@@ -213,8 +221,11 @@ def _become_worker(workdir: str, snapshot: str, zygote_pid: int) -> int | None:
     ``/proc/self/fd``, which walks no directory above it), and every
     capability goes with the switch to a non-zero uid (capabilities(7));
     no_new_privs (set by Landlock or seccomp) keeps them gone.
+    The real uid is the worker's own unless it may exec programs
+    (:mod:`caplet._sandbox._identity`).
     Returns :data:`SNAPSHOT_FD` when it opened the snapshot there, else None.
     """
+    workdir, snapshot = request.workdir, request.snapshot
     identity = _IDENTITY
     if identity is None or not identity.privileged or os.geteuid() != 0:
         return None
@@ -227,7 +238,8 @@ def _become_worker(workdir: str, snapshot: str, zygote_pid: int) -> int | None:
         os.chown(workdir, identity.uid, identity.gid)
         os.setgroups([])
         os.setresgid(identity.gid, identity.gid, identity.gid)
-        os.setresuid(identity.uid, identity.uid, identity.uid)
+        real_uid = identity.real_uid(os.getpid(), may_exec=request.allow_exec)
+        os.setresuid(real_uid, identity.uid, identity.uid)
     with _step("re-arming PR_SET_PDEATHSIG after the switch"):
         # A change of the effective uid clears the parent-death signal
         # (prctl(2)) that _own_process armed: without it a host killed

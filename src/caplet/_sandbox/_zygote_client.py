@@ -176,6 +176,7 @@ class _Zygote:
             str(identity.uid),
             str(identity.gid),
             "privileged" if identity.privileged else "own",
+            "own-real-uids" if identity.own_real_uids else "shared-real-uid",
         )
         # Started through the relocating stage: the zygote runs from neutral
         # paths, so no jail shows where the runtime lives (_relocate).

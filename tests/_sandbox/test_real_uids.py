@@ -1,0 +1,138 @@
+"""A real uid per worker on a root host (attack10's per-user counts).
+
+The attack (tests/_sandbox/test_seccomp_ipc.py, the descriptors in flight;
+docs/security.md, attack10): the kernel charges epoll watches, descriptors in
+flight over ``SCM_RIGHTS`` and pipe buffers to the *real* uid, and every
+worker of a root host shared one, so one plugin hoarding them starved the
+others. The defence: each worker's real uid is its own
+(``REAL_UID_BASE`` + its jail monitor's pid) while its effective, saved and
+filesystem uid stay the shared worker uid its grants are owned by. What must
+keep working: a worker granted ``proc.exec`` keeps the shared real uid, so
+the programs it runs are not put in the kernel's secure-exec mode and shells
+do not try to drop to another uid; a namespace that cannot map the range
+falls back to the shared real uid and ``caplet doctor`` says so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caplet._sandbox._identity import REAL_UID_BASE, REAL_UID_SPAN, worker_identity
+from caplet._sandbox._sandboxed import isolation_report
+from tests._sandbox.seccompkit import call, sandboxed_host, write_plugin
+
+ROOT = os.geteuid() == 0
+
+WHO = """
+import subprocess
+
+def ids():
+    return list(os.getresuid())
+
+def shell():
+    done = subprocess.run(
+        ["/bin/bash", "-c", "echo ran"], capture_output=True, text=True, env={"TMPDIR": "/tmp"}
+    )
+    return {"ids": list(os.getresuid()), "out": done.stdout, "err": done.stderr}
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="only a root host has other uids to give its workers")
+def test_each_worker_of_a_root_host_counts_under_a_real_uid_of_its_own(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    write_plugin(plugins_dir, "one", WHO, ("ids",))
+    write_plugin(plugins_dir, "two", WHO, ("ids",))
+    shared = worker_identity().uid
+    with sandboxed_host(plugins_dir, state_dir, "one", "two") as host:
+        first = call(host, "one", "ids")
+        second = call(host, "two", "ids")
+    for ids in (first, second):
+        assert ids[1:] == [shared, shared]  # files: the shared worker uid, as before
+        assert REAL_UID_BASE < ids[0] < REAL_UID_BASE + REAL_UID_SPAN
+    assert first[0] != second[0]
+
+
+def test_a_worker_that_may_exec_keeps_the_shared_real_uid_and_its_shell_runs_plainly(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    # With a real uid other than the effective one, the programs it starts
+    # would run in secure-exec mode (AT_SECURE: TMPDIR and LD_* dropped) and
+    # bash would try to drop to the real uid, which seccomp refuses, on every start.
+    write_plugin(plugins_dir, "runner", WHO, ("shell",), capabilities=("proc.exec:/bin/bash",))
+    shared = worker_identity().uid
+    with sandboxed_host(plugins_dir, state_dir, "runner") as host:
+        out = call(host, "runner", "shell")
+    assert out == {"ids": [shared] * 3, "out": "ran\n", "err": ""}
+
+
+# A user namespace that maps 65,536 ids (a container's usual map) and not the
+# range: run as root of it, written by the parent still in the host's namespace.
+_IN_A_CONTAINER = """
+import os, sys
+from caplet._syscall import CLONE_NEWUSER, unshare
+
+go_read, go_write = os.pipe()
+ready_read, ready_write = os.pipe()
+child = os.fork()
+if child == 0:
+    unshare(CLONE_NEWUSER)
+    os.write(ready_write, b"u")
+    os.read(go_read, 1)
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    from caplet._sandbox._identity import worker_identity
+    from caplet._sandbox._sandboxed import _real_uids
+    identity = worker_identity()
+    print(identity.privileged, identity.own_real_uids)
+    print(_real_uids(identity))
+    sys.stdout.flush()
+    os._exit(0)
+os.read(ready_read, 1)
+for name in ("uid_map", "gid_map"):
+    with open(f"/proc/{child}/{name}", "w") as handle:
+        handle.write("0 0 65536")
+os.write(go_write, b"g")
+_, status = os.waitpid(child, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="writing a map of 65,536 ids needs root")
+def test_a_namespace_without_the_range_shares_the_real_uid_and_doctor_says_so(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_A_CONTAINER],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == "True False"
+    assert second == (
+        "shared by every worker (uid 65532): this user namespace does not map uids "
+        f"{REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1}"
+    )
+
+
+def test_doctor_says_whose_per_user_counts_a_worker_uses() -> None:
+    identity = worker_identity()
+    shown = isolation_report().details["per-user kernel counts"]
+    if ROOT:
+        assert shown == (
+            f"each worker's own (real uid {REAL_UID_BASE} + its monitor's pid); workers granted "
+            f"proc.exec share uid {identity.uid}'s"
+        )
+    else:
+        assert shown == (
+            f"shared by every worker and caplet's own user (uid {os.geteuid()}); "
+            "run as root to separate them"
+        )
