@@ -52,7 +52,8 @@ share those counts with it, as every worker shared them before.
 A worker granted ``proc.exec`` keeps the shared real uid: with a real uid
 other than its effective one, every program it starts runs in the kernel's
 secure-exec mode (AT_SECURE: the dynamic loader drops ``TMPDIR`` and
-``LD_*``) and shells drop to the real uid on start (dash fails when it cannot).
+``LD_*``) and bash tries to drop to the real uid on every start, printing
+an error when seccomp refuses it (tests/_sandbox/test_real_uids.py).
 """
 
 from __future__ import annotations
