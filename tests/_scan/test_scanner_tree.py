@@ -139,6 +139,19 @@ def test_missing_root_is_a_scan_error_naming_it(tmp_path: Path) -> None:
     assert "pass a plugin directory, a Python file, an sdist or a wheel" in str(info.value)
 
 
+def test_a_root_given_as_a_string_is_scanned_and_anything_else_is_a_scan_error(
+    tmp_path: Path,
+) -> None:
+    # a str raised AttributeError (a traceback) out of the public API before
+    path = write(tmp_path, "tool.py", "import os\nos.system('ls')\n")
+    assert [f.rule_id for f in scan_tree(str(path)).findings] == ["CPL-PROC-001"]
+    with pytest.raises(ScanError) as info:
+        scan_tree(42)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "cannot scan 42: expected a path (str or pathlib.Path) to a directory or file"
+    )
+
+
 def test_non_positive_limit_is_a_scan_error(tmp_path: Path) -> None:
     with pytest.raises(ScanError, match="max_depth must be a positive integer, got 0"):
         scan_tree(tmp_path, max_depth=0)

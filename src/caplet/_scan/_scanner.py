@@ -110,7 +110,7 @@ def scan_source(
 
 
 def scan_tree(
-    root: Path,
+    root: Path | str,
     capabilities: Sequence[Capability] = (),
     *,
     mode: ScanMode = ScanMode.PLUGIN,
@@ -135,6 +135,12 @@ def scan_tree(
     self_check()  # refuse to scan with a rule engine that misses its canaries
     _check_limits(max_file_bytes=max_file_bytes, max_depth=max_depth, max_nodes=max_nodes)
     limits = Limits(max_file_bytes, max_depth, max_nodes)
+    if not isinstance(root, (str, Path)):
+        raise ScanError(
+            f"cannot scan {root!r}: expected a path (str or pathlib.Path) to a directory or file"
+        )
+    # A str is what most callers have (it raised AttributeError, a traceback, before).
+    root = Path(root)
     try:
         root_is_dir = root.is_dir()
         root_is_file = not root_is_dir and root.is_file()
