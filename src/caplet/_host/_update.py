@@ -177,9 +177,7 @@ def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> 
     # signature that is not a regular file is left behind, as before.
     try:
         data = read_regular(origin / SIGNATURE_FILE, _MAX_SIGNATURE_BYTES)
-    except FileNotFoundError:
-        return target
-    except NotRegularFileError:
+    except (FileNotFoundError, NotRegularFileError):
         return target
     except OSError as exc:
         raise _RefusedError(
