@@ -228,15 +228,31 @@ def test_a_payload_made_too_complex_on_purpose_is_danger_in_a_package(
     assert "review the file by hand" in too_complex.message
 
 
-def test_a_package_file_too_complex_without_threat_tokens_stays_a_warning(
-    tmp_path: Path,
+@pytest.mark.parametrize("name", ["setup.py", "sitecustomize.py", "conftest.py"])
+def test_a_file_that_runs_by_itself_too_complex_to_check_is_danger_whatever_it_holds(
+    tmp_path: Path, name: str
 ) -> None:
-    # a generated table is no threat: reported, not a verdict on the package
-    (tmp_path / "setup.py").write_text(PADDINGS["depth"] + "VALUE = 1\n")  # always parsed
+    # Attack (the eleventh session): what runs without being imported (pip runs
+    # setup.py, Python a sitecustomize, pytest a conftest) and is too deep to survey was
+    # a warning when the prefilter saw no threat token in it: the safe answer must win
+    # where nothing else reads the file first, and no benign one is that deep (the
+    # benign corpus: 492 packages, none). Was WARNING on 120b52d.
+    (tmp_path / name).write_text(PADDINGS["depth"] + "VALUE = 1\n")
     report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
     [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
-    assert too_complex.severity is Severity.WARNING
-    assert "threat rules" not in too_complex.message
+    assert too_complex.severity is Severity.DANGER
+    assert "and it runs without being imported (pip runs an install script" in too_complex.message
+    assert "review the file by hand" in too_complex.message
+
+
+def test_a_package_module_too_complex_without_threat_tokens_is_not_a_verdict(
+    tmp_path: Path,
+) -> None:
+    # a generated table is no threat: a module nothing runs by itself, with no token the
+    # threat rules look for, is decided by the prefilter without parsing it at all
+    (tmp_path / "table.py").write_text(PADDINGS["depth"] + "VALUE = 1\n")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert not [f for f in report.findings if f.severity is Severity.DANGER]
 
 
 NEWER_SYNTAX = {

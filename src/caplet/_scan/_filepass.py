@@ -131,6 +131,8 @@ def _scan_text(
     name = file.rsplit("/", 1)[-1]
     if installer is None:
         installer = name == "setup.py"
+    # a file that runs without anyone importing it: what cannot be checked there is danger
+    runs_itself = installer or name in ALWAYS_PARSED
     focus_lines: frozenset[int] | None = None
     truncated = False  # a file over the size limit visited around its first hit lines only
     auditor = True  # whether text aimed at the auditor may be there (unknown: maybe)
@@ -241,7 +243,7 @@ def _scan_text(
             f"{type(exc).__name__} while parsing",
             1,
             None,
-            escalation=_threat_tokens(text, mode),
+            escalation=_cannot_check(text, mode, runs_itself),
         )
     if tree is None:
         return _text_only(scan), True
@@ -262,7 +264,7 @@ def _scan_text(
             surveyed.reason,
             surveyed.line,
             None,
-            escalation=_threat_tokens(text, mode),
+            escalation=_cannot_check(text, mode, runs_itself),
         )
         return _text_only(scan), True
     visitor = RuleVisitor(scan, surveyed.bindings, surveyed.nodes, surveyed.scopes, visited)
@@ -294,7 +296,7 @@ def _scan_text(
             f"{type(exc).__name__} while checking",
             1,
             None,
-            escalation=_threat_tokens(text, mode),
+            escalation=_cannot_check(text, mode, runs_itself),
         )
         return _text_only(scan), True
     scan.correlate()
@@ -308,7 +310,9 @@ def unread_findings(text: str, file: str, detail: str, mode: ScanMode) -> list[F
     for a file too complex to check (a payload after 17 MB of padding was a warning,
     exit 0: attack8; issue 16's class 6, files over the limit)."""
     scan = FileScan(file, text, NO_GRANTS, (), mode)
-    scan.emit("CPL-SCAN-001", detail, 1, None, escalation=_threat_tokens(text, mode))
+    name = file.rsplit("/", 1)[-1]
+    runs_itself = name == "setup.py" or name in ALWAYS_PARSED
+    scan.emit("CPL-SCAN-001", detail, 1, None, escalation=_cannot_check(text, mode, runs_itself))
     return scan.findings
 
 
@@ -317,6 +321,30 @@ _MAY_HIDE = (
     "and it holds code the threat rules look for (exec, decoders, lookups by name): "
     "a payload may hide in it, review the file by hand"
 )
+
+
+#: Why a package's file that runs by itself is danger when it cannot be checked whole.
+_RUNS_ITSELF = (
+    "and it runs without being imported (pip runs an install script, Python a "
+    "sitecustomize, pytest a conftest): what cannot be checked there cannot be ruled out, "
+    "review the file by hand"
+)
+
+
+def _cannot_check(text: str, mode: ScanMode, runs_itself: bool) -> str | None:
+    """Why a package's file the scanner could not check whole is danger, or ``None``.
+
+    An install script, a ``sitecustomize``/``usercustomize`` or a ``conftest``
+    runs without anyone importing it, and no benign one is too deep or too large
+    to check: there the safe answer wins whatever the file holds. A setup.py too
+    deep to survey that only imports a helper of its folder hid that the helper
+    runs at install (its install-time chains are the installer's only when the
+    import is read: _installer_imports). Any other file is danger when it holds
+    what the threat rules look for (:func:`_threat_tokens`).
+    """
+    if mode is ScanMode.PACKAGE and runs_itself:
+        return _RUNS_ITSELF
+    return _threat_tokens(text, mode)
 
 
 def _unevaluated_threat(text: str, stopped: int, mode: ScanMode) -> str | None:
