@@ -175,7 +175,7 @@ class AgentTextChange:
 def _shown(entry: str) -> str:
     """One entry for a person: escaped (a plugin wrote it), on one line, bounded."""
     line = safe_line(entry)
-    return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 5].rstrip() + " [...]"
+    return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 6].rstrip() + " [...]"
 
 
 def agent_text_change(approved: Sequence[str] | None, manifest: Manifest) -> AgentTextChange | None:
