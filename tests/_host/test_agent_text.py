@@ -356,7 +356,9 @@ def test_the_same_text_with_narrower_capabilities_carries_over(
     host.discover()
     outcome = host.enable("notes")
     assert outcome, outcome.reason
-    assert "carried over: nothing widened" in outcome.reason
+    assert "carried over: nothing widened, the same text for the agent" in outcome.reason
+    [logged] = [d for d in host.manager.store.decisions("notes") if d.action == "enable"]
+    assert "carried over: nothing widened, the same text for the agent" in logged.detail
 
 
 def test_a_code_fix_with_the_same_text_carries_over(

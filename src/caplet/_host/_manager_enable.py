@@ -244,7 +244,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             need = self._consent_need(record, approval, audit)
             if need is None:
                 assert approval is not None
-                carried = f"approval of {approval.content_hash} carried over: nothing widened"
+                carried = (
+                    f"approval of {approval.content_hash} carried over: nothing widened, "
+                    "the same text for the agent"
+                )
             elif not self._same_grants(record, resolved):
                 request = self._request(record, need, audit, approval, resolved)
                 agreed = consent(request) is True if callable(consent) else consent is True
