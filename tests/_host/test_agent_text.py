@@ -21,6 +21,8 @@ from caplet import PluginHost
 from caplet._host._agent_text import MAX_SHOWN, SHOWN_CHARS
 from caplet._host._consent import ConsentReason, ConsentRequest, describe_widening
 from caplet._host._loading import LoadingRules
+from caplet._host._mcp_policy import McpPolicy
+from caplet._mcp._tools import build_catalog
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests.conftest import PluginFactory
 
@@ -403,3 +405,30 @@ def test_the_change_is_shown_escaped_and_bounded(
     assert len(lines) == 2 + MAX_SHOWN + 1
     assert lines[-1] == "agent text added: 4 more, not shown here (read the plugin's manifest)"
     assert "\x1b" not in request.why
+
+
+# -- a folder swapped under an enabled plugin -------------------------------------------------
+
+
+def test_an_enabled_plugin_tells_the_agent_what_its_enabled_content_says(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """The live swap: the plugin keeps running its enabled snapshot, but a rediscovery
+    read the folder's new manifest into the record, and the agent's text (system
+    message, guest prompt, caplet mcp's tools) came from it, never consented to."""
+    directory = notes(make_plugin)
+    approve(host, "notes")
+    assert host.enable("notes")
+    rewrite(directory, '"Names are relative."', f'"{INSTRUCTION}"')
+    rewrite(directory, '"Return the notes."', f'"{INSTRUCTION}"')
+    host.discover()
+    assert host.manager.require_plugin("notes").enabled, "it runs its enabled snapshot"
+    assert INSTRUCTION not in host.get_system_message_additions()
+    assert not any(INSTRUCTION in text for text in host.system_message_additions())
+    catalog = build_catalog(host.manager.get_enabled_plugins(), McpPolicy())
+    assert not any(INSTRUCTION in tool.description for tool in catalog.tools.values())
+    assert "Names are relative." in host.get_system_message_additions()
+    # Enabling the new content is the consent question, and then the new text is told.
+    assert not host.enable("notes")
+    assert host.enable("notes", consent=Asked(True))
+    assert INSTRUCTION in host.get_system_message_additions()

@@ -174,7 +174,7 @@ class PluginManager(ManagerEnable):
     def get_system_message_additions(self) -> list[str]:
         """One text block per enabled plugin telling an agent how to use it."""
         return [
-            system_message(r.manifest)
+            system_message(r.enabled_manifest or r.manifest)
             for r in self._records.values()
             if r.state is PluginState.ENABLED
         ]

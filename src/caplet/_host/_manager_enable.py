@@ -270,6 +270,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         record.resolved = resolved
         record.withheld = withheld
         record.enabled_hash = record.content_hash
+        record.enabled_manifest = record.manifest  # the snapshot's (_adopt)
         record.validators = validators
         if _published(plan) or _published(record.grant_plan):
             try:
@@ -420,6 +421,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             target = self._records[dependant]
             target.state = PluginState.DISABLED
             target.enabled_hash = None
+            target.enabled_manifest = None
             target.grant_plan = GrantPlan()
             if target.snapshot is not None:
                 remove_snapshot(target.snapshot)
