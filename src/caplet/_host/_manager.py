@@ -88,7 +88,9 @@ class PluginManager(ManagerEnable):
         for record in self._records.values():
             if record.state is not PluginState.ENABLED:
                 continue
-            hook = record.manifest.hook(event)
+            # The subscriptions of the content it runs, not of a manifest swapped
+            # into its folder since (textpin; red-team round 4's consent).
+            hook = (record.enabled_manifest or record.manifest).hook(event)
             if hook is not None:
                 found.append((record.name, hook, record.resolved))
         return found
