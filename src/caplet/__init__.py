@@ -323,6 +323,9 @@ if TYPE_CHECKING:
     from caplet._findings import (
         Severity as Severity,
     )
+    from caplet._host._agent_text import (
+        AgentTextChange as AgentTextChange,
+    )
     from caplet._host._apps import (
         AppCall as AppCall,
     )
@@ -546,6 +549,7 @@ if TYPE_CHECKING:
         TrustStore as TrustStore,
     )
 __all__ = [
+    "AgentTextChange",
     "AnthropicProvider",
     "AppCall",
     "AppCapability",
@@ -887,6 +891,7 @@ _EXPORTS: dict[str, str] = {
     "ConsentReason": "caplet._host._consent",
     "ConsentRequest": "caplet._host._consent",
     "Widening": "caplet._host._consent",
+    "AgentTextChange": "caplet._host._agent_text",
     "DefaultChange": "caplet._host._defaults",
     "KvWrite": "caplet._trust._store",
     "NetworkPolicy": "caplet._broker._policy",

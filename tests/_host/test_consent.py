@@ -23,6 +23,7 @@ from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._capabilities._parse import parse_capability
 from caplet._config._schema import ConfigField, ConfigValue
 from caplet._findings import RiskLevel
+from caplet._host._agent_text import agent_text
 from caplet._host._consent import (
     ConsentReason,
     ConsentRequest,
@@ -853,8 +854,15 @@ def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
     )
     manifest = load_manifest(directory)
     approved = [parse_capability("env.read:A"), parse_capability("fs.read:/srv/x")]
+    text = agent_text(manifest)
     same = widening(
-        approved, ["lib", "db"], "2.0.0", manifest, approved_defaults=(), approved_hooks=()
+        approved,
+        ["lib", "db"],
+        "2.0.0",
+        manifest,
+        approved_defaults=(),
+        approved_hooks=(),
+        approved_agent_text=text,
     )
     assert not same.widens, "a path inside an approved directory is covered"
     wider = widening(
@@ -864,6 +872,7 @@ def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
         manifest,
         approved_defaults=(),
         approved_hooks=(),
+        approved_agent_text=text,
         approved_risk=RiskLevel.LOW,
         risk=RiskLevel.HIGH,
     )

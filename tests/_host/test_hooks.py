@@ -387,12 +387,44 @@ def test_hook_status_follows_enablement_and_the_defined_events(
     assert (status.state, status.reason) == (HookState.ACTIVE, f"called on {EVENT}")
     hook_plugin(make_plugin, "p", event="content:aftersave")
     host.discover()
+    # Enabled, it runs (and subscribes) as it was enabled, whatever the folder says now
+    # (textpin: a swapped-in manifest is not consented to).
+    (status,) = host.hook_status("p")
+    assert (status.event, status.state) == (EVENT, HookState.ACTIVE)
+    host.disable("p")
     (status,) = host.hook_status("p")
     assert status.state is HookState.UNKNOWN_EVENT
     assert status.reason == (
         "not called: the application defines no event 'content:aftersave' "
         "(did you mean 'content:afterSave'?)"
     )
+
+
+def test_a_subscription_swapped_into_an_enabled_plugins_folder_is_not_called(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """The live swap (textpin): an enabled plugin without hooks, its folder rewritten to
+    subscribe to every saved document and rediscovered; emit read the live manifest and
+    handed the payloads to the running plugin, which nobody agreed to (red-team round 4's
+    widening, without the enable that would have asked)."""
+    directory = make_plugin(
+        "p",
+        source=SOURCE.replace("NAME", "p"),
+        modules='[modules.main]\nfunctions = ["handle", "boom", "spin", "number"]\n',
+    )
+    enable_all(host, "p")
+    host.define_hook(EVENT)
+    manifest = directory / "plugin.toml"
+    manifest.write_text(
+        manifest.read_text() + f'[hooks."{EVENT}"]\nfunction = "main.handle"\n', encoding="utf-8"
+    )
+    host.discover()
+    assert host.manager.require_plugin("p").enabled
+    assert [c.plugin for c in host.emit(EVENT, {"id": 1})] == []
+    assert host.hook_status("p") == ()
+    assert not host.enable("p"), "the new subscription is a widening: consent first"
+    enable_all(host, "p")
+    assert [c.plugin for c in host.emit(EVENT, {"id": 2})] == ["p"]
 
 
 # -- payloads and definitions --------------------------------------------------------------

@@ -236,7 +236,7 @@ def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
 
 
 def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> None:
@@ -263,6 +263,44 @@ def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> Non
         store.put_approval(replace(new, hooks=("a", "b")))
         assert store.get_approval("new") == replace(new, hooks=("a", "b"))
         assert store.check() == ()
+
+
+def test_a_version_6_store_reads_its_approvals_without_agent_text(pg_url: str) -> None:
+    """Schema 7 (textpin): approvals record the text a plugin sends to the agent."""
+    with psycopg.connect(pg_url) as conn:
+        for version in (4, 5, 6):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement.encode("utf-8"))
+        conn.execute("INSERT INTO caplet.meta (key, value) VALUES ('schema_version', '6')")
+        conn.execute(
+            "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+            "risk_level, verdict, version, requires, defaults, hooks) VALUES ('old', %s, '[]', "
+            "1.0, 'LOW', 'approve', '1.0.0', '[]', '{}', '[]')",
+            (HASH_A,),
+        )
+    with PostgresStore(pg_url) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.version, old.hooks, old.agent_text) == ("1.0.0", (), None)
+        text = ('description: Ünïcode "quoted"', "hints.overview: two\nlines")
+        store.put_approval(replace(old, name="new", agent_text=text))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.agent_text == text
+        store.put_approval(replace(new, agent_text=()))
+        assert store.get_approval("new") == replace(new, agent_text=())
+        assert store.check() == ()
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("7",)]
+
+
+def test_undecodable_agent_text_is_a_record_problem(store: PostgresStore, pg_url: str) -> None:
+    store.put_approval(approval())
+    sql(pg_url, "UPDATE caplet.approvals SET agent_text = '[1]'")
+    (problem,) = store.check()
+    assert problem.kind is ProblemKind.RECORD
+    assert "agent_text is not a JSON array of strings" in problem.message
+    with pytest.raises(StoreError, match="re-approve it"):
+        store.get_approval("weather")
 
 
 def test_undecodable_defaults_are_a_record_problem(store: PostgresStore, pg_url: str) -> None:

@@ -560,6 +560,50 @@ def test_version_5_approvals_open_without_hooks(state_dir: Path) -> None:
     conn.close()
 
 
+def test_approval_agent_text_round_trips_as_written(store: SqliteStore) -> None:
+    """Textpin: the text itself, non-ASCII, escapes and newlines included."""
+    text = ('description: Ünïcode \\x00 "quoted"', "hints.overview: two\nlines", "")
+    record = replace(approval(), version="1.0.0", requires=(), defaults=(), hooks=())
+    store.put_approval(replace(record, agent_text=text))
+    assert store.get_approval("weather") == replace(record, agent_text=text)
+    store.put_approval(replace(record, agent_text=()))
+    again = store.get_approval("weather")
+    assert again is not None
+    assert again.agent_text == (), "recorded as empty, not unknown"
+
+
+def test_version_6_approvals_open_without_agent_text(state_dir: Path) -> None:
+    """Schema 7 (textpin): approvals record the text a plugin sends to the agent.
+
+    A database of schema 6 opens, its approvals read with ``agent_text``
+    None (the consent model then asks again for any changed content), and
+    new approvals record it.
+    """
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:7]) == 6
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict, version, requires, defaults, hooks) VALUES ('old', ?, '[]', 1.0, "
+        "'LOW', 'approve', '1.0.0', '[]', '{}', '[]')",
+        (HASH_A,),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.version, old.hooks, old.agent_text) == ("1.0.0", (), None)
+        store.put_approval(replace(old, name="new", agent_text=("description: d",)))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.agent_text == ("description: d",)
+        assert store.check() == ()
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    conn.close()
+
+
 def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
     """Schema 5 (red-team finding 8): approvals record the defaults behind templates.
 
@@ -593,7 +637,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     conn.close()
 
 
@@ -610,6 +654,8 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         ("defaults", "'{\"tags\": [[1]]}'", "defaults holds list '[[1]]', not a config value"),
         ("hooks", "'not json'", "hooks is not JSON"),
         ("hooks", "'[\"a\", 1]'", "hooks is not a JSON array of strings"),
+        ("agent_text", "'not json'", "agent_text is not JSON"),
+        ("agent_text", "'{}'", "agent_text is not a JSON array of strings"),
     ],
 )
 def test_undecodable_approval_version_or_requires(

@@ -19,14 +19,17 @@ downgrade went through without a word. The model (docs/security.md,
   path or origin, judged by :mod:`caplet._host._capdiff`), a templated
   capability whose default now reaches beyond the approved default
   (:mod:`caplet._host._defaults`, red-team finding 8), a new plugin in
-  ``requires``, a lower version, or a higher audited risk **widens** it and
+  ``requires``, a lower version, a higher audited risk, or other text sent
+  to the agent (its descriptions, schemas, ``[hints]``:
+  :mod:`caplet._host._agent_text`, textpin) **widens** it and
   needs fresh consent, in locked mode too (``caplet update`` asks before it
   rewrites a lock entry). A change that does not widen (narrowing, a fix
   with the same grants) is enabled on the approval's consent, after the new
   content's own audit passed the danger gate and the policy; the decision
   log says so. An approval recorded before caplet kept versions and
   requirements cannot vouch for other content, nor one recorded before it
-  kept defaults for a templated capability that takes one: fresh consent.
+  kept defaults for a templated capability that takes one, nor one
+  recorded before it kept the agent text: fresh consent.
 
 Consent is never persisted: it is for this process. ``approve`` is the
 persistent decision.
@@ -45,6 +48,7 @@ from caplet._capabilities._model import Capability
 from caplet._config._schema import ConfigValue
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel
+from caplet._host._agent_text import AgentTextChange, agent_text_change
 from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
 from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
 from caplet._host._policy import TrustTier
@@ -82,6 +86,10 @@ class ConsentReason(enum.Enum):
     #: recording defaults, while a templated capability takes one: what that
     #: default reached when approved cannot be told (red-team finding 8).
     UNKNOWN_DEFAULTS = "unknown-defaults"
+    #: It was approved, its content changed, and the approval predates caplet
+    #: recording the text the plugin sends to the agent: whether that text
+    #: changed cannot be told (textpin).
+    UNKNOWN_AGENT_TEXT = "unknown-agent-text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +103,8 @@ class Widening:
     events it now subscribes to that it did not (their payloads would reach
     it: red-team round 4); ``downgrade`` the ``(approved, new)`` versions
     when the new one is lower; ``risk_raised`` the ``(approved, audited)``
-    risks when higher.
+    risks when higher; ``agent_text`` how the text it sends to the agent
+    differs from the approved text (:mod:`caplet._host._agent_text`).
     """
 
     capabilities: CapabilityDiff
@@ -104,6 +113,7 @@ class Widening:
     risk_raised: tuple[RiskLevel, RiskLevel] | None = None
     defaults: tuple[DefaultChange, ...] = ()
     hooks_added: tuple[str, ...] = ()
+    agent_text: AgentTextChange | None = None
 
     @property
     def widens(self) -> bool:
@@ -114,14 +124,22 @@ class Widening:
             or self.hooks_added
             or self.downgrade
             or self.risk_raised
+            or self.agent_text is not None
         )
 
     @property
     def only_unknown_defaults(self) -> bool:
         """True when all it widens is defaults an older approval did not record."""
+        return self.only_unrecorded and self.agent_text is None
+
+    @property
+    def only_unrecorded(self) -> bool:
+        """True when all it widens is what an older approval did not record (defaults,
+        agent text): nothing it is known to widen."""
         return (
-            bool(self.defaults)
+            self.widens
             and all(d.unknown == UNRECORDED for d in self.defaults)
+            and (self.agent_text is None or self.agent_text.unrecorded)
             and not (
                 self.capabilities.added
                 or self.requires_added
@@ -167,6 +185,7 @@ def widening(
     *,
     approved_defaults: ApprovedDefaults | None,
     approved_hooks: Collection[str] | None,
+    approved_agent_text: Sequence[str] | None,
     unknown_defaults: str = UNRECORDED,
     config: Mapping[str, ConfigValue] | None = None,
     explicit: Collection[str] = (),
@@ -181,6 +200,9 @@ def widening(
     operator set (:func:`caplet._host._defaults.default_changes`).
     *approved_hooks* are the events the approved content subscribed to
     (``None``: not recorded, so every subscription of *manifest* is new).
+    *approved_agent_text* is the text the approved content sent to the agent
+    (:func:`caplet._host._agent_text.agent_text`; ``None``: not recorded, so
+    none of *manifest*'s is vouched for).
     """
     diff = diff_capabilities(approved, manifest.capabilities)
     defaults = default_changes(
@@ -212,6 +234,7 @@ def widening(
         downgrade=down,
         risk_raised=raised,
         defaults=defaults,
+        agent_text=agent_text_change(approved_agent_text, manifest),
     )
 
 
@@ -239,6 +262,7 @@ def widening_since(
         manifest,
         approved_defaults=approval.defaults,
         approved_hooks=approval.hooks,
+        approved_agent_text=approval.agent_text,
         config=config,
         explicit=explicit,
         approved_risk=approval.risk_level,
@@ -266,7 +290,9 @@ def consent_need(
         change = None  # an approval whose capabilities no longer parse vouches for nothing
     if change is None:
         return ConsentReason.UNKNOWN_SCOPE, None
-    if change.only_unknown_defaults:
+    if change.only_unrecorded:
+        if change.agent_text is not None:
+            return ConsentReason.UNKNOWN_AGENT_TEXT, change
         return ConsentReason.UNKNOWN_DEFAULTS, change
     if change.widens:
         return ConsentReason.WIDENED, change
@@ -285,6 +311,8 @@ def describe_widening(change: Widening) -> list[str]:
     if change.risk_raised is not None:
         old_risk, new_risk = change.risk_raised
         lines.append(f"was approved at risk {old_risk.value}, is now audited {new_risk.value}")
+    if change.agent_text is not None:
+        lines += change.agent_text.describe()
     return lines
 
 
@@ -340,6 +368,13 @@ def why_consent(
             "vouch for the new content"
         )
     assert change is not None
+    if reason is ConsentReason.UNKNOWN_AGENT_TEXT:
+        return (
+            f"plugin {name!r} changed since {since} (now {content_hash}), and that approval "
+            "predates caplet recording the text a plugin sends to the agent (descriptions, "
+            "argument schemas, hints), so it cannot vouch for the new content's text: "
+            + "; ".join(describe_widening(change))
+        )
     if reason is ConsentReason.UNKNOWN_DEFAULTS:
         return (
             f"plugin {name!r} changed since {since} (now {content_hash}), and that approval "

@@ -88,7 +88,9 @@ class PluginManager(ManagerEnable):
         for record in self._records.values():
             if record.state is not PluginState.ENABLED:
                 continue
-            hook = record.manifest.hook(event)
+            # The subscriptions of the content it runs, not of a manifest swapped
+            # into its folder since (textpin; red-team round 4's consent).
+            hook = (record.enabled_manifest or record.manifest).hook(event)
             if hook is not None:
                 found.append((record.name, hook, record.resolved))
         return found
@@ -174,7 +176,7 @@ class PluginManager(ManagerEnable):
     def get_system_message_additions(self) -> list[str]:
         """One text block per enabled plugin telling an agent how to use it."""
         return [
-            system_message(r.manifest)
+            system_message(r.enabled_manifest or r.manifest)
             for r in self._records.values()
             if r.state is PluginState.ENABLED
         ]

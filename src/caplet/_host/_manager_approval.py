@@ -12,6 +12,7 @@ import time
 
 from caplet._audit._model import AuditResult
 from caplet._findings import RiskLevel
+from caplet._host._agent_text import agent_text
 from caplet._host._consent import (
     changed_while_shown,
 )
@@ -69,6 +70,7 @@ class ManagerApproval(ManagerDiscover):
                 requires=tuple(r.name for r in record.manifest.requires),
                 defaults=template_defaults(record.manifest),
                 hooks=tuple(h.event for h in record.manifest.hooks),
+                agent_text=agent_text(record.manifest),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")

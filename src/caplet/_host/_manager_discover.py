@@ -298,9 +298,12 @@ class ManagerDiscover(ManagerAudit):
         elif inert and state is not PluginState.ENABLED:
             state = PluginState.INERT
         enabled = record.state is PluginState.ENABLED
+        # An enabled plugin is described by the content it runs (its grants too,
+        # below): the agent's text is built from this view (textpin).
+        manifest = record.enabled_manifest if enabled else None
         return PluginInfo(
             name=record.name,
-            manifest=record.manifest,
+            manifest=manifest or record.manifest,
             state=state,
             content_hash=record.content_hash,
             approved=approval is not None and approval.content_hash == record.content_hash,

@@ -244,7 +244,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             need = self._consent_need(record, approval, audit)
             if need is None:
                 assert approval is not None
-                carried = f"approval of {approval.content_hash} carried over: nothing widened"
+                carried = (
+                    f"approval of {approval.content_hash} carried over: nothing widened, "
+                    "the same text for the agent"
+                )
             elif not self._same_grants(record, resolved):
                 request = self._request(record, need, audit, approval, resolved)
                 agreed = consent(request) is True if callable(consent) else consent is True
@@ -267,6 +270,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         record.resolved = resolved
         record.withheld = withheld
         record.enabled_hash = record.content_hash
+        record.enabled_manifest = record.manifest  # the snapshot's (_adopt)
         record.validators = validators
         if _published(plan) or _published(record.grant_plan):
             try:
@@ -417,6 +421,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             target = self._records[dependant]
             target.state = PluginState.DISABLED
             target.enabled_hash = None
+            target.enabled_manifest = None
             target.grant_plan = GrantPlan()
             if target.snapshot is not None:
                 remove_snapshot(target.snapshot)

@@ -42,6 +42,11 @@ class PluginRecord:
     #: The content hash that was verified when the plugin was enabled; the
     #: host loads code only from a snapshot with exactly this hash.
     enabled_hash: str | None = None
+    #: The manifest of that content, while enabled: what the agent is told (its
+    #: descriptions, schemas, hints). ``manifest`` follows the live folder on
+    #: every rediscovery; a plugin running its enabled snapshot must not tell
+    #: the agent what a swapped-in manifest says (textpin: nobody consented).
+    enabled_manifest: Manifest | None = None
     #: The compiled ``args``/``returns`` schemas of the enabled content,
     #: by ``"module.function"`` (functions without a schema are absent).
     validators: Mapping[str, FunctionValidator] = field(default_factory=dict)

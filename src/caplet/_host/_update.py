@@ -13,7 +13,9 @@ Seed 004's update mechanism, on caplet's trust model:
    that widens it (issue 14, :mod:`._consent`): a capability added or
    broadened, a templated capability whose default now reaches further
    (red-team finding 8, :mod:`._defaults`), a plugin added to ``requires``,
-   a lower version, a higher audited risk; a re-spelling is not an
+   a lower version, a higher audited risk, other text sent to the agent
+   (descriptions, schemas, ``[hints]``: textpin, :mod:`._agent_text`); a
+   re-spelling is not an
    addition (:mod:`._capdiff`). An
    update of a plugin that is not approved (nor, in locked mode, pinned)
    always needs consent, since its health check runs the new version;
@@ -49,6 +51,7 @@ from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
 from caplet._errors import CapletError, SignatureError, UpdateError
 from caplet._findings import RiskLevel, Severity
+from caplet._host._agent_text import agent_text
 from caplet._host._capdiff import parse_approved
 from caplet._host._consent import Consent, Widening, describe_widening, widening
 from caplet._host._defaults import template_defaults
@@ -399,6 +402,9 @@ def _transaction(
         approved_defaults=approved_defaults,
         # The installed version's own subscriptions: what runs today.
         approved_hooks=[h.event for h in info.manifest.hooks],
+        # The installed version's own text, when it is the approved content (as its
+        # defaults): what the agent reads today (textpin).
+        approved_agent_text=agent_text(info.manifest) if not unknown else None,
         unknown_defaults=unknown,
         approved_risk=old_risk,
         risk=audit.risk_level,
@@ -408,16 +414,19 @@ def _transaction(
     if diff.widens or not authorised:
         consented = (consent(diff) is True) if callable(consent) else consent is True
         if not consented:
-            if diff.widens:
-                why = "; ".join(describe_widening(diff))
+            why = "; ".join(describe_widening(diff))
+            if authorised:
                 return refuse(
                     f"the new version of {name!r} widens what was approved ({why}); an update "
                     "that widens what a plugin may do needs explicit consent (caplet update "
                     "--yes after reviewing it)"
                 )
+            # Not approved: that is the reason, whatever else changed (a new text
+            # for the agent, say, from an installed version nobody approved).
+            also = f"; it also widens what is installed ({why})" if diff.widens else ""
             return refuse(
                 f"plugin {name!r} is not approved, and the update runs the new version (its "
-                "health check); that needs explicit consent (caplet update --yes after "
+                f"health check){also}; that needs explicit consent (caplet update --yes after "
                 f"reviewing `caplet audit {name}`), or approve it first"
             )
     crash_point("consented")
@@ -434,6 +443,7 @@ def _transaction(
             requires=tuple(r.name for r in manifest.requires),
             defaults=template_defaults(manifest),
             hooks=tuple(h.event for h in manifest.hooks),
+            agent_text=agent_text(manifest),
         )
     try:
         new_entry = (

@@ -50,7 +50,7 @@ PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
     "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
-    "defaults, hooks"
+    "defaults, hooks, agent_text"
 )
 
 
@@ -95,7 +95,7 @@ class RowSource:
 def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-    requires_json, defaults_json, hooks_json = row[7:10]
+    requires_json, defaults_json, hooks_json, agent_text_json = row[7:11]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -126,6 +126,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         raise source.bad_row("approvals", name, "version is not text", fix)
     requires = _names(source, name, "requires", requires_json, fix)
     hooks = _names(source, name, "hooks", hooks_json, fix)
+    agent_text = _names(source, name, "agent_text", agent_text_json, fix)
     defaults: ApprovedDefaults | None = None
     if defaults_json is not None:
         try:
@@ -143,13 +144,15 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         requires=requires,
         defaults=defaults,
         hooks=hooks,
+        agent_text=agent_text,
     )
 
 
 def _names(
     source: RowSource, name: object, column: str, text: object, fix: str
 ) -> tuple[str, ...] | None:
-    """A column holding a JSON array of names (``requires``, ``hooks``); NULL: not recorded."""
+    """A column holding a JSON array of strings (``requires``, ``hooks``, ``agent_text``);
+    NULL: not recorded."""
     if text is None:
         return None
     try:
@@ -196,6 +199,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         None if record.requires is None else json.dumps(list(record.requires)),
         None if record.defaults is None else json.dumps(dict(record.defaults)),
         None if record.hooks is None else json.dumps(list(record.hooks)),
+        None if record.agent_text is None else json.dumps(list(record.agent_text)),
     )
 
 

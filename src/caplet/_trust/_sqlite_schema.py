@@ -123,6 +123,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # later content that adds a hook is compared with them (red-team round
     # 4). NULL in older rows: such an approval vouches for no subscription.
     ("ALTER TABLE approvals ADD COLUMN hooks TEXT",),
+    # 7: an approval records the text the plugin sends to the agent, so a later
+    # content that rewrites only that text is compared with it (textpin). NULL
+    # in older rows: such an approval vouches for no text of other content.
+    ("ALTER TABLE approvals ADD COLUMN agent_text TEXT",),
 )
 
 #: The version this caplet writes and understands.

@@ -55,6 +55,15 @@ class ApprovalRecord:
     subscribing to another one would receive data nobody agreed to hand it
     (red-team round 4). ``None``: an approval recorded before caplet kept
     them (schema 5), which vouches for no subscription of other content.
+
+    ``agent_text`` is the text the approved content sends to the agent (its
+    descriptions, argument schemas, non-secret configuration, ``[hints]``),
+    one labelled entry each (:func:`caplet._host._agent_text.agent_text`):
+    a later content that keeps its capabilities and rewrites that text
+    steers the agent somewhere nobody agreed to (the MCP "rug pull",
+    textpin). The text itself, so a person can be shown what changed.
+    ``None``: an approval recorded before caplet kept it (schema 6), which
+    vouches for no text of other content.
     """
 
     name: str
@@ -67,6 +76,7 @@ class ApprovalRecord:
     requires: tuple[str, ...] | None = None
     defaults: ApprovedDefaults | None = None
     hooks: tuple[str, ...] | None = None
+    agent_text: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
