@@ -136,3 +136,41 @@ def test_doctor_says_whose_per_user_counts_a_worker_uses() -> None:
             f"shared by every worker and caplet's own user (uid {os.geteuid()}); "
             "run as root to separate them"
         )
+
+
+# attack12: access(2) answers for the *real* uid, which on a root host is the
+# worker's own while every file is reached with the shared effective and
+# filesystem uid: a writable grant the worker uid owns read as unwritable
+# (and, 0700, as unreadable) to os.access, shutil.which and the libraries that
+# probe a cache directory with it, though writing there worked.
+ACCESS = """
+def probe(grant, locked):
+    modes = {"read": os.R_OK, "write": os.W_OK, "search": os.X_OK}
+    return {
+        "grant": {name: os.access(grant, mode) for name, mode in modes.items()},
+        "locked": {name: os.access(locked, mode) for name, mode in modes.items()},
+        "listed": attempt(os.listdir, grant),
+        "wrote": attempt(lambda: open(os.path.join(grant, "note"), "w").close()),
+        "read locked": attempt(os.listdir, locked),
+    }
+"""
+
+
+def _owned_by_the_worker(path: Path, mode: int) -> Path:
+    path.mkdir(mode=mode)
+    if ROOT:
+        identity = worker_identity()
+        os.chown(path, identity.uid, identity.gid)
+    return path
+
+
+def test_os_access_in_a_worker_answers_for_the_ids_its_files_are_reached_with(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    grant = _owned_by_the_worker(tmp_path / "grant", 0o700)
+    write_plugin(plugins_dir, "prober", ACCESS, ("probe",), capabilities=(f"fs.write:{grant}",))
+    with sandboxed_host(plugins_dir, state_dir, "prober") as host:
+        out = call(host, "prober", "probe", str(grant), "/plugin")
+    assert out["listed"] == "ok"
+    assert out["wrote"] == "ok"
+    assert out["grant"] == {"read": True, "write": True, "search": True}
