@@ -174,3 +174,33 @@ def test_os_access_in_a_worker_answers_for_the_ids_its_files_are_reached_with(
     assert out["listed"] == "ok"
     assert out["wrote"] == "ok"
     assert out["grant"] == {"read": True, "write": True, "search": True}
+
+
+def test_os_access_still_refuses_what_the_worker_uid_may_not_do(
+    plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    # Near miss: answering for the effective ids must not turn a refusal into a
+    # yes. A directory inside the grant that the worker uid does not own (root's,
+    # 0700, on a root host; its own with no bits elsewhere) is neither readable
+    # nor writable, and the read-only snapshot is not writable.
+    grant = _owned_by_the_worker(tmp_path / "grant", 0o700)
+    locked = grant / "locked"
+    locked.mkdir(mode=0o700)
+    if not ROOT:
+        locked.chmod(0o000)
+    write_plugin(
+        plugins_dir,
+        "prober",
+        ACCESS + "\n\ndef snapshot():\n    return os.access('/plugin', os.W_OK)\n",
+        ("probe", "snapshot"),
+        capabilities=(f"fs.write:{grant}",),
+    )
+    try:
+        with sandboxed_host(plugins_dir, state_dir, "prober") as host:
+            out = call(host, "prober", "probe", str(grant), str(locked))
+            snapshot = call(host, "prober", "snapshot")
+    finally:
+        locked.chmod(0o700)
+    assert out["read locked"] == "EACCES"
+    assert out["locked"] == {"read": False, "write": False, "search": False}
+    assert snapshot is False
