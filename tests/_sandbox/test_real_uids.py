@@ -22,8 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from caplet._sandbox._identity import REAL_UID_BASE, REAL_UID_SPAN, worker_identity
-from caplet._sandbox._sandboxed import isolation_report
+from caplet._sandbox._identity import (
+    REAL_UID_BASE,
+    REAL_UID_SPAN,
+    WorkerIdentity,
+    worker_identity,
+)
+from caplet._sandbox._sandboxed import _real_uids, isolation_report
 from tests._sandbox.seccompkit import call, sandboxed_host, write_plugin
 
 ROOT = os.geteuid() == 0
@@ -204,3 +209,16 @@ def test_os_access_still_refuses_what_the_worker_uid_may_not_do(
     assert out["read locked"] == "EACCES"
     assert out["locked"] == {"read": False, "write": False, "search": False}
     assert snapshot is False
+
+
+def test_doctor_names_an_account_inside_the_range_as_why_workers_share_the_real_uid() -> None:
+    # attack12: a 'caplet' account whose uid lies in the range turns the own
+    # real uids off (its uid would collide with one worker's), and doctor
+    # blamed the user namespace, which maps the whole range.
+    inside = REAL_UID_BASE + 5
+    identity = WorkerIdentity(inside, inside, True, "the 'caplet' account", own_real_uids=False)
+    assert _real_uids(identity) == (
+        f"shared by every worker (uid {inside}): the 'caplet' account's uid lies in "
+        f"{REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1}, the workers' own real uids; "
+        "give it a uid outside that range"
+    )
