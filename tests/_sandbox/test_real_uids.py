@@ -222,3 +222,13 @@ def test_doctor_names_an_account_inside_the_range_as_why_workers_share_the_real_
         f"{REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1}, the workers' own real uids; "
         "give it a uid outside that range"
     )
+
+
+def test_doctor_keeps_blaming_the_namespace_for_an_account_just_outside_the_range() -> None:
+    # Near miss: uids either side of the range are ordinary worker uids.
+    for outside in (REAL_UID_BASE - 1, REAL_UID_BASE + REAL_UID_SPAN):
+        identity = WorkerIdentity(outside, outside, True, "the 'caplet' account")
+        assert _real_uids(identity) == (
+            f"shared by every worker (uid {outside}): this user namespace does not map uids "
+            f"{REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1}"
+        )
