@@ -232,3 +232,52 @@ def test_doctor_keeps_blaming_the_namespace_for_an_account_just_outside_the_rang
             f"shared by every worker (uid {outside}): this user namespace does not map uids "
             f"{REAL_UID_BASE}-{REAL_UID_BASE + REAL_UID_SPAN - 1}"
         )
+
+
+# attack12: the third line of the jail's uid map (the worker's own real uid)
+# cannot be written where the caller's namespace does not map that uid. The
+# host's check (_maps_real_uids) keeps that from happening; were the two ever to
+# disagree, the failure named only the shared uid and blamed /proc.
+_MAP_IN_A_CONTAINER = _IN_A_CONTAINER.replace(
+    """    from caplet._sandbox._identity import worker_identity
+    from caplet._sandbox._sandboxed import _real_uids
+    identity = worker_identity()
+    print(identity.privileged, identity.own_real_uids)
+    print(_real_uids(identity))
+""",
+    """    from caplet._errors import SandboxError
+    from caplet._sandbox._identity import WorkerIdentity
+    from caplet._sandbox._jail_ns import create_namespaces
+    own = sys.argv[1] == "own"
+    identity = WorkerIdentity(65532, 65532, True, "the default for a root host", own)
+    real_uid = identity.real_uid(os.getpid())
+    try:
+        create_namespaces(identity, real_uid)
+        print("mapped")
+    except SandboxError as exc:
+        print(str(exc).replace(str(real_uid), "REAL"))
+""",
+)
+
+
+def _map_in_a_container(tmp_path: Path, real_uids: str) -> str:
+    assert "create_namespaces" in _MAP_IN_A_CONTAINER
+    done = subprocess.run(
+        [sys.executable, "-c", _MAP_IN_A_CONTAINER, real_uids],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(not ROOT, reason="writing a map of 65,536 ids needs root")
+def test_a_real_uid_the_namespace_cannot_map_is_named_in_the_failure(tmp_path: Path) -> None:
+    assert _map_in_a_container(tmp_path, "own") == (
+        "namespace jail: writing /proc/self/uid_map and gid_map for 'uid 65532, gid 65532 and "
+        "the worker's own real uid REAL, which this user namespace must map' "
+        "failed: Operation not permitted (EPERM); the ids could not be mapped: is /proc "
+        "mounted and writable by this user?"
+    )
