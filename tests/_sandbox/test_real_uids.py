@@ -277,7 +277,7 @@ def _map_in_a_container(tmp_path: Path, real_uids: str) -> str:
 def test_a_real_uid_the_namespace_cannot_map_is_named_in_the_failure(tmp_path: Path) -> None:
     assert _map_in_a_container(tmp_path, "own") == (
         "namespace jail: writing /proc/self/uid_map and gid_map for 'uid 65532, gid 65532 and "
-        "the worker's own real uid REAL, which this user namespace must map' "
+        "real uid REAL (one per worker), which this user namespace must map' "
         "failed: Operation not permitted (EPERM); the ids could not be mapped: is /proc "
         "mounted and writable by this user?"
     )
