@@ -281,3 +281,10 @@ def test_a_real_uid_the_namespace_cannot_map_is_named_in_the_failure(tmp_path: P
         "failed: Operation not permitted (EPERM); the ids could not be mapped: is /proc "
         "mounted and writable by this user?"
     )
+
+
+@pytest.mark.skipif(not ROOT, reason="writing a map of 65,536 ids needs root")
+def test_a_jail_without_a_real_uid_of_its_own_maps_in_that_namespace(tmp_path: Path) -> None:
+    # Near miss: the same namespace maps a jail whose worker shares the real
+    # uid (what worker_identity chooses there, _maps_real_uids).
+    assert _map_in_a_container(tmp_path, "shared") == "mapped"
