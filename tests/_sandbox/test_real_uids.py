@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from caplet import PluginHost, Policy
 from caplet._sandbox._identity import (
     REAL_UID_BASE,
     REAL_UID_SPAN,
@@ -29,7 +30,7 @@ from caplet._sandbox._identity import (
     worker_identity,
 )
 from caplet._sandbox._sandboxed import _real_uids, isolation_report
-from tests._sandbox.seccompkit import call, sandboxed_host, write_plugin
+from tests._sandbox.seccompkit import call, fool_the_review, sandboxed_host, write_plugin
 
 ROOT = os.geteuid() == 0
 
@@ -288,3 +289,59 @@ def test_a_jail_without_a_real_uid_of_its_own_maps_in_that_namespace(tmp_path: P
     # Near miss: the same namespace maps a jail whose worker shares the real
     # uid (what worker_identity chooses there, _maps_real_uids).
     assert _map_in_a_container(tmp_path, "shared") == "mapped"
+
+
+# attack12, held: an unprivileged process may set its real uid to its
+# effective one (setreuid(2)), the way back to the shared real uid and its
+# counts; seccomp refuses every set*id call, whatever the arguments.
+TAKE_BACK = """
+def take_back(shared):
+    before = list(os.getresuid())
+    tries = {
+        "setresuid": attempt(os.setresuid, shared, -1, -1),
+        "setreuid": attempt(os.setreuid, shared, -1),
+        "setuid": attempt(os.setuid, shared),
+        "setfsuid": "EPERM" if libc.setfsuid(shared) < 0 else "ok",
+    }
+    return {"tries": tries, "unchanged": list(os.getresuid()) == before, "real": before[0]}
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="only a root host's workers have a real uid of their own")
+def test_a_worker_cannot_take_back_the_shared_real_uid(plugins_dir: Path, state_dir: Path) -> None:
+    write_plugin(plugins_dir, "taker", TAKE_BACK, ("take_back",))
+    shared = worker_identity().uid
+    with sandboxed_host(plugins_dir, state_dir, "taker") as host:
+        out = call(host, "taker", "take_back", shared)
+    assert out["tries"] == dict.fromkeys(("setresuid", "setreuid", "setuid", "setfsuid"), "EPERM")
+    assert out["unchanged"]
+    assert REAL_UID_BASE < out["real"] < REAL_UID_BASE + REAL_UID_SPAN
+
+
+NO_JAIL = """
+def who():
+    return list(os.getresuid())
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="only a root host's workers have a real uid of their own")
+def test_without_a_jail_each_worker_still_has_a_real_uid_of_its_own(
+    plugins_dir: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The no-jail path takes its own pid instead of a monitor's (_become_worker),
+    # in the host's user namespace, where RLIMIT_NPROC then counts it alone.
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "namespaces")
+    for name in ("one", "two"):
+        write_plugin(plugins_dir, name, NO_JAIL, ("who",))
+    policy = Policy(isolation="best-effort")  # type: ignore[arg-type]
+    with PluginHost(plugins_dir, state_dir=state_dir, policy=policy) as host:
+        assert "namespaces" not in host.isolation.split("(")[0], host.isolation
+        for name in ("one", "two"):
+            fool_the_review(host, name)
+            assert host.enable(name, consent=True)
+        first, second = call(host, "one", "who"), call(host, "two", "who")
+    shared = worker_identity().uid
+    assert first[0] != second[0]
+    for ids in (first, second):
+        assert ids[1:] == [shared, shared]
+        assert REAL_UID_BASE < ids[0] < REAL_UID_BASE + REAL_UID_SPAN
