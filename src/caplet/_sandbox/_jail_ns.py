@@ -137,7 +137,14 @@ def _create_namespaces_as_root(identity: WorkerIdentity, real_uid: int) -> None:
             report = reader.read()
     if os.waitstatus_to_exitcode(status) != 0:
         code = int(report) if report.isdigit() else errno.EPERM
-        raise fail(Step.ID_MAPS, OSError(code, os.strerror(code)), f"uid {uid}, gid {gid}")
+        subject = f"uid {uid}, gid {gid}"
+        if real_uid != uid:
+            # The host checked that its namespace maps the range (_identity):
+            # say which id, should a kernel or a container still refuse it.
+            subject += (
+                f" and real uid {real_uid} (one per worker), which this user namespace must map"
+            )
+        raise fail(Step.ID_MAPS, OSError(code, os.strerror(code)), subject)
 
 
 def become(

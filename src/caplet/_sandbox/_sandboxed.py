@@ -357,6 +357,14 @@ def _real_uids(identity: WorkerIdentity) -> str:
             f"each worker's own (real uid {REAL_UID_BASE} + its monitor's pid); workers granted "
             f"proc.exec share uid {identity.uid}'s"
         )
+    last = REAL_UID_BASE + REAL_UID_SPAN - 1
+    if identity.privileged and REAL_UID_BASE <= identity.uid <= last:
+        # An account there would collide with one worker's real uid (_identity).
+        return (
+            f"shared by every worker (uid {identity.uid}): {identity.source}'s uid lies in "
+            f"{REAL_UID_BASE}-{last}, the workers' own real uids; give it a uid outside "
+            "that range"
+        )
     if identity.privileged:
         return (
             f"shared by every worker (uid {identity.uid}): this user namespace does not map "

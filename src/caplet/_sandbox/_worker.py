@@ -33,6 +33,7 @@ loader, error and guest-runner modules; ``caplet/__init__.py`` is lazy (PEP
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import socket
@@ -393,6 +394,43 @@ def warm_up(scratch_dir: str) -> None:
             pass
 
 
+def _access_for_the_worker_uid() -> None:
+    """Make ``os.access`` answer for the uid the worker's files are reached with.
+
+    access(2) checks the *real* uid, and on a root host that is the worker's
+    own (``REAL_UID_BASE`` + its monitor's pid, :mod:`._identity`) while
+    every file is opened with the shared effective and filesystem uid: a
+    writable grant the worker uid owns read as unwritable (0700: unreadable)
+    to ``os.access``, ``shutil.which`` and the libraries that probe a cache
+    directory with it, though writing there worked (attack12). The default
+    becomes faccessat(AT_EACCESS), the answer an open() would give; a caller
+    passing ``effective_ids`` keeps its choice. A worker whose real and
+    effective uids agree (no real uid of its own) is left alone.
+    """
+    if os.getuid() == os.geteuid() or os.access not in os.supports_effective_ids:
+        return
+    real_access = os.access
+
+    @functools.wraps(real_access)
+    def access(
+        path: int | str | bytes | os.PathLike[str] | os.PathLike[bytes],
+        mode: int,
+        *,
+        dir_fd: int | None = None,
+        effective_ids: bool = True,
+        follow_symlinks: bool = True,
+    ) -> bool:
+        return real_access(
+            path,
+            mode,
+            dir_fd=dir_fd,
+            effective_ids=effective_ids,
+            follow_symlinks=follow_symlinks,
+        )
+
+    os.access = access
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the worker on the channel whose fd number is ``argv[0]``.
 
@@ -409,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PROTOCOL
     fd = int(args[0])
     os.environ.clear()
+    _access_for_the_worker_uid()
     _close_other_descriptors(*sorted(int(arg) for arg in args))
     sys.dont_write_bytecode = True
     try:
