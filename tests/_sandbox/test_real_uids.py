@@ -244,7 +244,7 @@ _MAP_IN_A_CONTAINER = _IN_A_CONTAINER.replace(
     """    from caplet._sandbox._identity import worker_identity
     from caplet._sandbox._sandboxed import _real_uids
     identity = worker_identity()
-    print(identity.privileged, identity.own_real_uids)
+    print(identity.privileged, identity.own_real_uids, identity.uid)
     print(_real_uids(identity))
 """,
     """    from caplet._errors import SandboxError

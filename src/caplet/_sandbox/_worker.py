@@ -429,6 +429,8 @@ def _access_for_the_worker_uid() -> None:
         )
 
     os.access = access
+    # What the original answers to (shutil and others ask before passing effective_ids).
+    os.supports_effective_ids.add(access)
 
 
 def main(argv: list[str] | None = None) -> int:
