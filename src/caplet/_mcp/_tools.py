@@ -73,6 +73,8 @@ _PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_SCHEMA_BYTES: Final = 16 * 1024
 _REF_KEYS: Final = ("$ref", "$dynamicRef")
 _DATA_KEYWORDS: Final = frozenset({"const", "enum", "default", "examples"})
+#: The schema's annotations a model reads as prose: stripped as descriptions are.
+_PROSE_KEYWORDS: Final = frozenset({"description", "title"})
 PERMISSIVE_META: Final = "caplet/permissive"
 
 
@@ -256,7 +258,11 @@ def _input_schema(args_schema: Mapping[str, object] | None) -> tuple[dict[str, A
 
 def _rebased(schema: Mapping[str, object]) -> dict[str, Any]:
     """A copy of ``schema`` to nest at ``/properties/args``: local references rebased,
-    ``$schema`` and ``$id`` dropped (they belong at a document's root)."""
+    ``$schema`` and ``$id`` dropped (they belong at a document's root), and every
+    ``description`` and ``title`` stripped of what a reviewer cannot see, as the tool's
+    own description is (they reached the model with Unicode tag characters and bidi
+    controls in them: textpin's report). Data (``const``, ``enum``, ``default``,
+    ``examples``) is left exact: it is what the call must send."""
     copied: dict[str, Any] = copy.deepcopy(dict(schema))
     copied.pop("$schema", None)
     copied.pop("$id", None)
@@ -268,6 +274,8 @@ def _rebased(schema: Mapping[str, object]) -> dict[str, Any]:
                     rest = value[1:]
                     if rest == "" or rest.startswith("/"):
                         node[key] = "#/properties/args" + rest
+                elif key in _PROSE_KEYWORDS and isinstance(value, str):
+                    node[key] = _theirs(agent_text(value, len(value)))
                 elif key not in _DATA_KEYWORDS:
                     walk(value)
         elif isinstance(node, list):
