@@ -19,6 +19,9 @@ from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._scanner import scan_tree
 from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
 
+#: A path written to (what makes a shell's startup file a persistence).
+_WRITE = "open(os.path.expanduser(p), 'a').write('x')\n"
+
 #: Glue spellings of an indicator or a hidden name, each beside what makes it a threat.
 _ATTACKS = {
     # an indicator (a persistence file, a browser store, a miner pool) glued
@@ -89,6 +92,65 @@ _ATTACKS = {
         "open(os.path.expanduser(p), 'a').write('x')\n",
         "CPL-THR-009",
     ),
+    # recall12: attack11's open rows. A template itself computed, then formatted
+    "percent-template-repeated": (
+        "import os\np = ('%s' * 2) % ('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "percent-template-repeated-left": (
+        "import os\np = (2 * '%s') % ('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "percent-template-added": (
+        "import os\np = ('%' + 's%s') % ('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "import-percent-template": (
+        "n = ('%s' * 2) % ('o', 's')\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
+    # operator's additions imported bare (or under another name, or the module so)
+    "bare-add": (
+        "import os\nfrom operator import add\np = add('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "bare-add-renamed": (
+        "import os\nfrom operator import add as glue\np = glue('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "operator-renamed": (
+        "import os\nimport operator as op\np = op.concat('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "import-bare-concat": (
+        "from operator import concat\nn = concat('o', 's')\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
+    "import-bare-iadd": (
+        "from operator import iadd\nn = iadd('o', 's')\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
+    # literals folded by functools.reduce
+    "reduce-operator-add": (
+        "import os, functools, operator\n"
+        "p = functools.reduce(operator.add, ['~/.ba', 'shrc'])\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "reduce-bare-add": (
+        "import os\nfrom functools import reduce\nfrom operator import add\n"
+        "p = reduce(add, ['~/.ba', 'shrc'], '')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "reduce-lambda": (
+        "import os\nfrom functools import reduce\n"
+        "p = reduce(lambda a, b: a + b, ('~/.ba', 'shrc'))\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "import-reduce-concat": (
+        "from functools import reduce\nfrom operator import concat\n"
+        "n = reduce(concat, ['o', 's'])\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
 }
 
 
@@ -118,8 +180,26 @@ def test_a_glue_in_another_spelling_is_found_in_a_package_and_a_plugin(
         # a path glued from pieces that names no credential, sent
         "import os, requests\np = os.path.expanduser('~/.con' + 'fig/app.toml')\n"
         "requests.post('http://x.example/', data=open(p).read())\n",
+        # recall12: the same new spellings gluing what no rule watches
+        "row = ('%s' * 3) % ('a', 'b', 'c')\nline = (2 * '%s') % ('x', 'y')\n",
+        "from operator import add, concat\nlabel = add('Hello', ' world')\n"
+        "path = concat('~/.con', 'fig/app.toml')\nprint(label, path)\n",
+        "import functools, operator\nfrom functools import reduce\n"
+        "a = functools.reduce(operator.add, ['x', 'y'])\nb = reduce(lambda s, t: s + t, [1, 2])\n",
+        "import importlib, operator\nfrom functools import reduce\n"
+        "n = reduce(operator.add, ['pkg.', 'plugins'])\nm = importlib.import_module(n)\n",
     ],
-    ids=["format", "join", "add", "plugin-loader", "config-path"],
+    ids=[
+        "format",
+        "join",
+        "add",
+        "plugin-loader",
+        "config-path",
+        "computed-template",
+        "bare-add",
+        "reduce",
+        "reduce-loader",
+    ],
 )
 def test_benign_glues_stay_clean(
     text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
