@@ -81,7 +81,9 @@ ATTACKS = {
     "dict-pop": "d = {'k': os.system}\nd.pop('k')(base64.b64decode(p).decode())\n",
     "dict-pop-stored": "d = {}\nd['k'] = exec\nd.pop('k', None)(base64.b64decode(p))\n",
     "next-iter": "xs = [exec]\nnext(iter(xs))(base64.b64decode(p))\n",
-    "next-iter-values": "d = {}\nd['k'] = exec\nf = next(iter(d.values()))\nf(base64.b64decode(p))\n",
+    "next-iter-values": (
+        "d = {}\nd['k'] = exec\nf = next(iter(d.values()))\nf(base64.b64decode(p))\n"
+    ),
     "next-iterator-name": "it = iter([exec])\nf = next(it)\nf(base64.b64decode(p))\n",
     "iterator-dunder-next": "xs = [exec]\niter(xs).__next__()(base64.b64decode(p))\n",
 }

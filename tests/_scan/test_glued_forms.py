@@ -146,6 +146,11 @@ _ATTACKS = {
         "p = reduce(lambda a, b: a + b, ('~/.ba', 'shrc'))\n" + _WRITE,
         "CPL-THR-009",
     ),
+    "reduce-lambda-backward": (
+        "import os\nfrom functools import reduce\n"
+        "p = reduce(lambda a, b: b + a, ['shrc', '~/.ba'])\n" + _WRITE,
+        "CPL-THR-009",
+    ),
     "import-reduce-concat": (
         "from functools import reduce\nfrom operator import concat\n"
         "n = reduce(concat, ['o', 's'])\nm = __import__(n)\nm.system('id')\n",
@@ -235,6 +240,44 @@ def test_each_form_is_read_as_its_value() -> None:
     assert values == ["eval", "exec", "system", "eval", "cmd", "Login", "Login"]
     assert firsts == [1, 2, 3, 4, 5, 6, 7]
     assert lines.splitlines()[0] == "a = 'eval'"
+
+
+def test_the_recall12_forms_are_read_as_their_values() -> None:
+    text = (
+        "from operator import add as o, concat\nfrom functools import reduce\n"
+        "a = ('%s' * 2) % ('ev', 'al')\n"
+        "b = (2 * '%s') % ('ex', 'ec')\n"
+        "c = concat('sy', 'stem')\n"
+        "d = o('o', 's')\n"  # a literal spelling the new name stays that literal
+        "e = reduce(o, ['o', 's'], '')\n"
+        "f = reduce(lambda x, y: x + y, ('Lo', 'gin'))\n"
+        "g = reduce(lambda x, y: y + x, ('gin', 'Lo'))\n"  # each item before the total
+        "h = op.__iadd__(b'ev', b'al')\n"
+    )
+    prefilter().check(text)
+    found = form_values(text)
+    assert found is not None
+    _, _, firsts, values = found
+    assert values == ["eval", "exec", "system", "os", "os", "Login", "Login", "eval"]
+    assert firsts == [3, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a template repeated past the bound, a fold past it: refused before built
+        "x = ('%s' * 999999999) % ('a',)\n",
+        "x = (999999999 * 'a') % ()\n",
+        "import functools, operator\n"
+        "x = functools.reduce(operator.add, ['" + "a" * 3000 + "', '" + "b" * 3000 + "'])\n",
+        # reduce of nothing raises; of something else than an addition is not read
+        "import functools, operator\nx = functools.reduce(operator.add, [])\n",
+        "import functools, operator\nx = functools.reduce(operator.mul, ['a', 'b'])\n",
+    ],
+)
+def test_a_recall12_form_that_cannot_be_read_safely_is_not_built(text: str) -> None:
+    prefilter().check(text)
+    assert form_values(text) is None
 
 
 @pytest.mark.parametrize(

@@ -322,6 +322,9 @@ class StoredReads:
     def tables(self, container: ast.expr) -> list[ast.Dict]:
         raise NotImplementedError
 
+    def lookup(self, container: ast.expr, key: str, depth: int = 0) -> tuple[str, ...]:
+        raise NotImplementedError
+
     @staticmethod
     def hidden(name: str) -> bool:
         """Whether a value stored is followed (:func:`caplet._scan._resolve._hidden`)."""
@@ -418,6 +421,39 @@ class StoredReads:
         found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
         found.extend(self._stored(container, None, depth))
         return found
+
+    def taken_out(self, node: ast.Call, funcs: tuple[str, ...], depth: int) -> list[str] | None:
+        """What a value taken back out of a container denotes: ``xs.pop()``,
+        ``d.pop("k")`` (as ``d["k"]``), ``next(iter(xs))``, ``next(it)`` with
+        ``it = iter(xs)``, ``iter(xs).__next__()`` (recall12: recall11 read indexes,
+        keys, attributes and loops only, so ``xs = [exec]; xs.pop()(payload)`` was no
+        sink). Like a loop's elements, only code sinks and builtins; ``None`` when
+        ``node`` takes nothing out."""
+        func, args = node.func, node.args
+        if isinstance(func, ast.Attribute) and func.attr == "pop" and len(args) <= 2:
+            key = self.name_value(args[0]) if args else None
+            if key is not None:
+                return list(self.lookup(func.value, key, depth))
+            return self._iterated_elements(func.value, depth)
+        if "builtins.next" in funcs and 1 <= len(args) <= 2:
+            iterator = args[0]
+        elif isinstance(func, ast.Attribute) and func.attr == "__next__" and not args:
+            iterator = func.value
+        else:
+            return None
+        if isinstance(iterator, ast.Name):
+            # it = iter(xs); next(it): the iterator bound once
+            bound = self.bindings.assigned.get(iterator.id, ())
+            iterator = bound[0] if len(bound) == 1 else iterator
+        if (
+            isinstance(iterator, ast.Call)
+            and len(iterator.args) == 1
+            and not {"builtins.iter", "builtins.reversed"}.isdisjoint(
+                self.resolve(iterator.func, depth + 1)
+            )
+        ):
+            return self._iterated_elements(iterator.args[0], depth)
+        return None
 
     def _iterated_elements(self, iterable: ast.expr, depth: int) -> list[str]:
         """``for f in xs`` of a container the file named: only code sinks and builtins,
