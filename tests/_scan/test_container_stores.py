@@ -86,6 +86,16 @@ ATTACKS = {
     ),
     "next-iterator-name": "it = iter([exec])\nf = next(it)\nf(base64.b64decode(p))\n",
     "iterator-dunder-next": "xs = [exec]\niter(xs).__next__()(base64.b64decode(p))\n",
+    "deque-popleft": (
+        "import collections\nq = collections.deque([print, exec])\nq.rotate()\n"
+        "q.popleft()(base64.b64decode(p))\n"
+    ),
+    "next-generator": (
+        "f = next(g for g in [print, exec] if g.__name__ == 'exec')\nf(base64.b64decode(p))\n"
+    ),
+    "loop-over-a-copy": (
+        "xs = []\nxs.append(exec)\nfor f in list(xs):\n    f(base64.b64decode(p))\n"
+    ),
 }
 
 
