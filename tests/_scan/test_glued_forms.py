@@ -118,6 +118,15 @@ _ATTACKS = {
         "import os\nfrom operator import add as glue\np = glue('~/.ba', 'shrc')\n" + _WRITE,
         "CPL-THR-009",
     ),
+    "bare-add-renamed-outside-ascii": (
+        "import os\nfrom operator import (\n    concat as 連結,\n)\np = 連結('~/.ba', 'shrc')\n"
+        + _WRITE,
+        "CPL-THR-009",
+    ),
+    "bound-to-a-name": (
+        "import os, operator\nglue = operator.iadd\np = glue('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
     "operator-renamed": (
         "import os\nimport operator as op\np = op.concat('~/.ba', 'shrc')\n" + _WRITE,
         "CPL-THR-009",

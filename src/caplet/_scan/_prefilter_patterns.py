@@ -649,7 +649,7 @@ GLUE_FORMS: Final = (
     + r"\s*\)?\s*,\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
     # ... renamed (from operator import add as glue, glue = operator.add): the file's own
     # names, read from its text by _glued_forms (recall12)
-    r"\bfrom\s+operator\s+import\s*\(?[\w\s,]*\b" + _OPERATOR_ADDS + r"\s+as\s+\w|"
+    r"\bfrom\s+operator\s+import\s*\(?[\w\s,]*\b" + _OPERATOR_ADDS + r"\s+as\s+\S|"
     r"=\s*operator\s*\.\s*" + _OPERATOR_ADDS + r"\s*(?:[#;\n]|$)",
     # functools.reduce of an addition over a list of literals (recall12)
     r"\breduce\s*\(\s*(?:[\w.]+|lambda\s+\w+\s*,\s*\w+\s*:\s*\w+\s*\+\s*\w+)\s*,\s*[\[(]\s*"
