@@ -182,6 +182,27 @@ def test_a_glue_in_another_spelling_is_found_in_a_package_and_a_plugin(
     assert rule in _plugin_rules(tmp_path)
 
 
+#: recall12's shapes, each also checked in a file past the large-file bound.
+_RECALL12 = [
+    shape
+    for shape in _ATTACKS
+    if shape.startswith(("percent-template", "import-percent-template", "bare-add", "reduce-"))
+    or shape in {"bound-to-a-name", "operator-renamed", "import-bare-concat", "import-bare-iadd"}
+    or shape == "import-reduce-concat"
+]
+
+
+@pytest.mark.parametrize("shape", _RECALL12)
+def test_a_recall12_glue_is_found_in_a_large_file(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a large file is visited around its hits only: the glue far from any of them
+    text, rule = _ATTACKS[shape]
+    padding = "".join(f"def helper_{i}(value):\n    return value + {i}\n\n" for i in range(900))
+    head, _, rest = text.partition("\n")
+    found_in_a_package(tmp_path, monkeypatch, head + "\n" + padding + rest, rule)
+
+
 @pytest.mark.parametrize(
     "text",
     [
