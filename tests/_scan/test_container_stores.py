@@ -75,6 +75,27 @@ ATTACKS = {
     # the wrong answer: a list read as its literal after an element was replaced
     "replaced-element": "gs = [print]\ngs[0] = exec\ngs[0](base64.b64decode(p))\n",
     "reordered": "gs = [exec, print]\ngs.reverse()\ngs[1](base64.b64decode(p))\n",
+    # recall12 (recall11's open row): a value taken back out by pop or an iterator
+    "list-pop": "xs = [exec]\nf = xs.pop()\nf(base64.b64decode(p))\n",
+    "list-pop-appended": "xs = []\nxs.append(exec)\nxs.pop(0)(base64.b64decode(p))\n",
+    "dict-pop": "d = {'k': os.system}\nd.pop('k')(base64.b64decode(p).decode())\n",
+    "dict-pop-stored": "d = {}\nd['k'] = exec\nd.pop('k', None)(base64.b64decode(p))\n",
+    "next-iter": "xs = [exec]\nnext(iter(xs))(base64.b64decode(p))\n",
+    "next-iter-values": (
+        "d = {}\nd['k'] = exec\nf = next(iter(d.values()))\nf(base64.b64decode(p))\n"
+    ),
+    "next-iterator-name": "it = iter([exec])\nf = next(it)\nf(base64.b64decode(p))\n",
+    "iterator-dunder-next": "xs = [exec]\niter(xs).__next__()(base64.b64decode(p))\n",
+    "deque-popleft": (
+        "import collections\nq = collections.deque([print, exec])\nq.rotate()\n"
+        "q.popleft()(base64.b64decode(p))\n"
+    ),
+    "next-generator": (
+        "f = next(g for g in [print, exec] if g.__name__ == 'exec')\nf(base64.b64decode(p))\n"
+    ),
+    "loop-over-a-copy": (
+        "xs = []\nxs.append(exec)\nfor f in list(xs):\n    f(base64.b64decode(p))\n"
+    ),
 }
 
 
@@ -183,6 +204,15 @@ NEAR_MISSES = {
     "namespace-of-functions": (
         "import types, base64\nns = types.SimpleNamespace(show=print)\n"
         "ns.show(base64.b64decode(x))\n"
+    ),
+    # recall12: print taken back out by pop or an iterator; a kwargs entry popped
+    "print-popped": (
+        "import base64\nouts = [print]\nouts.pop()(base64.b64decode(x))\n"
+        "next(iter(outs))(base64.b64decode(x))\nd = {'k': len}\nd.pop('k')(base64.b64decode(x))\n"
+    ),
+    "kwargs-popped": (
+        "import base64\ndef f(**kwargs):\n    cb = kwargs.pop('cb', print)\n"
+        "    cb(base64.b64decode(kwargs.pop('data')))\n"
     ),
     "self-callback": (
         "import base64\nclass C:\n    def __init__(self, cb):\n        self.cb = cb\n"

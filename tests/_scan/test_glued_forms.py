@@ -19,6 +19,9 @@ from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._scanner import scan_tree
 from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
 
+#: A path written to (what makes a shell's startup file a persistence).
+_WRITE = "open(os.path.expanduser(p), 'a').write('x')\n"
+
 #: Glue spellings of an indicator or a hidden name, each beside what makes it a threat.
 _ATTACKS = {
     # an indicator (a persistence file, a browser store, a miner pool) glued
@@ -89,6 +92,79 @@ _ATTACKS = {
         "open(os.path.expanduser(p), 'a').write('x')\n",
         "CPL-THR-009",
     ),
+    # recall12: attack11's open rows. A template itself computed, then formatted
+    "percent-template-repeated": (
+        "import os\np = ('%s' * 2) % ('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "percent-template-repeated-left": (
+        "import os\np = (2 * '%s') % ('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "percent-template-added": (
+        "import os\np = ('%' + 's%s') % ('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "import-percent-template": (
+        "n = ('%s' * 2) % ('o', 's')\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
+    # operator's additions imported bare (or under another name, or the module so)
+    "bare-add": (
+        "import os\nfrom operator import add\np = add('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "bare-add-renamed": (
+        "import os\nfrom operator import add as glue\np = glue('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "bare-add-renamed-outside-ascii": (
+        "import os\nfrom operator import (\n    concat as 連結,\n)\np = 連結('~/.ba', 'shrc')\n"
+        + _WRITE,
+        "CPL-THR-009",
+    ),
+    "bound-to-a-name": (
+        "import os, operator\nglue = operator.iadd\np = glue('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "operator-renamed": (
+        "import os\nimport operator as op\np = op.concat('~/.ba', 'shrc')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "import-bare-concat": (
+        "from operator import concat\nn = concat('o', 's')\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
+    "import-bare-iadd": (
+        "from operator import iadd\nn = iadd('o', 's')\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
+    # literals folded by functools.reduce
+    "reduce-operator-add": (
+        "import os, functools, operator\n"
+        "p = functools.reduce(operator.add, ['~/.ba', 'shrc'])\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "reduce-bare-add": (
+        "import os\nfrom functools import reduce\nfrom operator import add\n"
+        "p = reduce(add, ['~/.ba', 'shrc'], '')\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "reduce-lambda": (
+        "import os\nfrom functools import reduce\n"
+        "p = reduce(lambda a, b: a + b, ('~/.ba', 'shrc'))\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "reduce-lambda-backward": (
+        "import os\nfrom functools import reduce\n"
+        "p = reduce(lambda a, b: b + a, ['shrc', '~/.ba'])\n" + _WRITE,
+        "CPL-THR-009",
+    ),
+    "import-reduce-concat": (
+        "from functools import reduce\nfrom operator import concat\n"
+        "n = reduce(concat, ['o', 's'])\nm = __import__(n)\nm.system('id')\n",
+        "CPL-THR-003",
+    ),
 }
 
 
@@ -106,6 +182,27 @@ def test_a_glue_in_another_spelling_is_found_in_a_package_and_a_plugin(
     assert rule in _plugin_rules(tmp_path)
 
 
+#: recall12's shapes, each also checked in a file past the large-file bound.
+_RECALL12 = [
+    shape
+    for shape in _ATTACKS
+    if shape.startswith(("percent-template", "import-percent-template", "bare-add", "reduce-"))
+    or shape in {"bound-to-a-name", "operator-renamed", "import-bare-concat", "import-bare-iadd"}
+    or shape == "import-reduce-concat"
+]
+
+
+@pytest.mark.parametrize("shape", _RECALL12)
+def test_a_recall12_glue_is_found_in_a_large_file(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a large file is visited around its hits only: the glue far from any of them
+    text, rule = _ATTACKS[shape]
+    padding = "".join(f"def helper_{i}(value):\n    return value + {i}\n\n" for i in range(900))
+    head, _, rest = text.partition("\n")
+    found_in_a_package(tmp_path, monkeypatch, head + "\n" + padding + rest, rule)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -118,8 +215,26 @@ def test_a_glue_in_another_spelling_is_found_in_a_package_and_a_plugin(
         # a path glued from pieces that names no credential, sent
         "import os, requests\np = os.path.expanduser('~/.con' + 'fig/app.toml')\n"
         "requests.post('http://x.example/', data=open(p).read())\n",
+        # recall12: the same new spellings gluing what no rule watches
+        "row = ('%s' * 3) % ('a', 'b', 'c')\nline = (2 * '%s') % ('x', 'y')\n",
+        "from operator import add, concat\nlabel = add('Hello', ' world')\n"
+        "path = concat('~/.con', 'fig/app.toml')\nprint(label, path)\n",
+        "import functools, operator\nfrom functools import reduce\n"
+        "a = functools.reduce(operator.add, ['x', 'y'])\nb = reduce(lambda s, t: s + t, [1, 2])\n",
+        "import importlib, operator\nfrom functools import reduce\n"
+        "n = reduce(operator.add, ['pkg.', 'plugins'])\nm = importlib.import_module(n)\n",
     ],
-    ids=["format", "join", "add", "plugin-loader", "config-path"],
+    ids=[
+        "format",
+        "join",
+        "add",
+        "plugin-loader",
+        "config-path",
+        "computed-template",
+        "bare-add",
+        "reduce",
+        "reduce-loader",
+    ],
 )
 def test_benign_glues_stay_clean(
     text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -155,6 +270,44 @@ def test_each_form_is_read_as_its_value() -> None:
     assert values == ["eval", "exec", "system", "eval", "cmd", "Login", "Login"]
     assert firsts == [1, 2, 3, 4, 5, 6, 7]
     assert lines.splitlines()[0] == "a = 'eval'"
+
+
+def test_the_recall12_forms_are_read_as_their_values() -> None:
+    text = (
+        "from operator import add as o, concat\nfrom functools import reduce\n"
+        "a = ('%s' * 2) % ('ev', 'al')\n"
+        "b = (2 * '%s') % ('ex', 'ec')\n"
+        "c = concat('sy', 'stem')\n"
+        "d = o('o', 's')\n"  # a literal spelling the new name stays that literal
+        "e = reduce(o, ['o', 's'], '')\n"
+        "f = reduce(lambda x, y: x + y, ('Lo', 'gin'))\n"
+        "g = reduce(lambda x, y: y + x, ('gin', 'Lo'))\n"  # each item before the total
+        "h = op.__iadd__(b'ev', b'al')\n"
+    )
+    prefilter().check(text)
+    found = form_values(text)
+    assert found is not None
+    _, _, firsts, values = found
+    assert values == ["eval", "exec", "system", "os", "os", "Login", "Login", "eval"]
+    assert firsts == [3, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a template repeated past the bound, a fold past it: refused before built
+        "x = ('%s' * 999999999) % ('a',)\n",
+        "x = (999999999 * 'a') % ()\n",
+        "import functools, operator\n"
+        "x = functools.reduce(operator.add, ['" + "a" * 3000 + "', '" + "b" * 3000 + "'])\n",
+        # reduce of nothing raises; of something else than an addition is not read
+        "import functools, operator\nx = functools.reduce(operator.add, [])\n",
+        "import functools, operator\nx = functools.reduce(operator.mul, ['a', 'b'])\n",
+    ],
+)
+def test_a_recall12_form_that_cannot_be_read_safely_is_not_built(text: str) -> None:
+    prefilter().check(text)
+    assert form_values(text) is None
 
 
 @pytest.mark.parametrize(

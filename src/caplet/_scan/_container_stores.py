@@ -297,6 +297,19 @@ _CALLABLE_VALUES = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.IfExp,
 _NAMESPACES = frozenset({"types.SimpleNamespace", "argparse.Namespace"})
 
 
+#: The calls that copy a container's elements (:meth:`StoredReads._copied`).
+_COPIES = frozenset(
+    {
+        "collections.deque",
+        "builtins.list",
+        "builtins.tuple",
+        "builtins.iter",
+        "builtins.reversed",
+        "builtins.sorted",
+    }
+)
+
+
 class StoredReads:
     """The resolver's reads of what the file stored (a mixin of
     :class:`caplet._scan._resolve.Resolver`: the state and the primitives are its own,
@@ -320,6 +333,9 @@ class StoredReads:
         raise NotImplementedError
 
     def tables(self, container: ast.expr) -> list[ast.Dict]:
+        raise NotImplementedError
+
+    def lookup(self, container: ast.expr, key: str, depth: int = 0) -> tuple[str, ...]:
         raise NotImplementedError
 
     @staticmethod
@@ -411,6 +427,11 @@ class StoredReads:
             func = container.func
             if isinstance(func, ast.Attribute) and func.attr == "values":
                 container = func.value  # for f in handlers.values()
+        copied = self._copied(container, depth)
+        if copied is not None:
+            # deque([exec]), list(xs), a name bound once to one: a copy's elements are
+            # the original's (recall12)
+            return self._elements(copied, depth + 1)
         values: list[ast.expr] = [
             *(e for s in self._sequences(container) for e in s.elts),
             *(v for t in self.tables(container) for v in t.values),
@@ -418,6 +439,57 @@ class StoredReads:
         found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
         found.extend(self._stored(container, None, depth))
         return found
+
+    def taken_out(self, node: ast.Call, funcs: tuple[str, ...], depth: int) -> list[str] | None:
+        """What a value taken back out of a container denotes: ``xs.pop()``,
+        ``d.pop("k")`` (as ``d["k"]``), a deque's ``popleft()``, ``next(iter(xs))``,
+        ``next(it)`` with ``it = iter(xs)``, ``iter(xs).__next__()``, ``next(f for f in
+        xs if ...)`` (recall12: recall11 read indexes,
+        keys, attributes and loops only, so ``xs = [exec]; xs.pop()(payload)`` was no
+        sink). Like a loop's elements, only code sinks and builtins; ``None`` when
+        ``node`` takes nothing out."""
+        func, args = node.func, node.args
+        if isinstance(func, ast.Attribute) and func.attr == "popleft" and not args:
+            return self._iterated_elements(func.value, depth)  # a deque's
+        if isinstance(func, ast.Attribute) and func.attr == "pop" and len(args) <= 2:
+            key = self.name_value(args[0]) if args else None
+            if key is not None:
+                return list(self.lookup(func.value, key, depth))
+            return self._iterated_elements(func.value, depth)
+        if "builtins.next" in funcs and 1 <= len(args) <= 2:
+            iterator = args[0]
+        elif isinstance(func, ast.Attribute) and func.attr == "__next__" and not args:
+            iterator = func.value
+        else:
+            return None
+        if (
+            isinstance(iterator, ast.GeneratorExp)
+            and len(iterator.generators) == 1
+            and isinstance(iterator.elt, ast.Name)
+            and isinstance(iterator.generators[0].target, ast.Name)
+            and iterator.elt.id == iterator.generators[0].target.id
+        ):
+            # next(f for f in [print, exec] if ...): one of the elements the test keeps
+            return self._iterated_elements(iterator.generators[0].iter, depth)
+        # next(iter(xs)), it = iter(xs); next(it): the iterator's elements
+        copied = self._copied(iterator, depth)
+        return None if copied is None else self._iterated_elements(copied, depth)
+
+    def _copied(self, container: ast.expr, depth: int) -> ast.expr | None:
+        """What ``container`` copies: the argument of ``collections.deque(x)``,
+        ``list(x)``, ``tuple(x)``, ``iter(x)``, ``reversed(x)``, ``sorted(x)``, written
+        there or bound once to the name ``container`` is."""
+        if isinstance(container, ast.Name):
+            bound = self.bindings.assigned.get(container.id, ())
+            container = bound[0] if len(bound) == 1 else container
+        if (
+            isinstance(container, ast.Call)
+            and len(container.args) == 1
+            and not container.keywords
+            and not _COPIES.isdisjoint(self.resolve(container.func, depth + 1))
+        ):
+            return container.args[0]
+        return None
 
     def _iterated_elements(self, iterable: ast.expr, depth: int) -> list[str]:
         """``for f in xs`` of a container the file named: only code sinks and builtins,

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from caplet._scan._syntax import Bindings
-from caplet._scan._values import MAX_LOOP, Value, binop, format_fields, subscript
+from caplet._scan._values import (
+    MAX_LOOP,
+    OPERATOR_ADDS,
+    Value,
+    binop,
+    format_fields,
+    subscript,
+)
 
 __all__ = ["BudgetError", "LoopEvaluation", "bind_target", "truth", "zipped"]
 
@@ -362,7 +369,8 @@ class LoopEvaluation:
 
     def _functional(self, node: ast.Call, names: tuple[str, ...], depth: int) -> Value | None:
         """``map(f, items)`` and ``functools.reduce(f, items[, first])`` with ``f`` a lambda
-        or a one-return function of this file; ``operator.add``/``concat`` of two values;
+        or a one-return function of this file; ``operator.add``/``concat`` (``iadd``,
+        ``__add__``, ...: :data:`OPERATOR_ADDS`) of two values;
         ``operator.itemgetter(i, ...)(s)``: pure folds over literals, evaluated step by step
         (each step counts against the budget)."""
         args = node.args
@@ -380,7 +388,7 @@ class LoopEvaluation:
                 return None
             acc = ev(args[2], depth) if len(args) == 3 else items[0]
             rest = items if len(args) == 3 else items[1:]
-            adds = not {"operator.add", "operator.concat"}.isdisjoint(self.resolve(args[0]))
+            adds = not OPERATOR_ADDS.isdisjoint(self.resolve(args[0]))
             body = None if adds else self._callable_body(args[0], 2)
             if not adds and body is None:
                 return None
@@ -394,7 +402,7 @@ class LoopEvaluation:
                     else self._bind(body[0], [acc, item], body[1], depth)
                 )
             return acc
-        if not {"operator.add", "operator.concat"}.isdisjoint(names) and len(args) == 2:
+        if not OPERATOR_ADDS.isdisjoint(names) and len(args) == 2:
             return binop(ast.Add(), ev(args[0], depth), ev(args[1], depth))
         getter = node.func
         if (

@@ -10,18 +10,21 @@ package mode (recall10, issue 16 point 1): a literal formatted with literal argu
 before the parenthesis or the dot (``''.join (``, ``'' .join(``) or by
 ``str.join('', [...])``, a reversed list joined (``''.join(reversed([...]))``), a
 parenthesised literal added to another (``('Lo') + 'gin Data'``), ``'c'.__add__('md')``,
-an f-string whose field is a literal (``f'{"cront"}ab'``).
+an f-string whose field is a literal (``f'{"cront"}ab'``); recall12: a template itself
+computed (``('%s' * 2) % ('ev', 'al')``), ``operator``'s additions called bare, of a
+renamed module or under a name the file gives them (``from operator import add as
+glue``), and ``functools.reduce`` of one (or of ``lambda a, b: a + b``) over literals.
 
 Each such expression, made of literals only, is found by one RE2 pass over the file's
 bytes (only in a file whose prefilter check saw one of
 :data:`~caplet._scan._prefilter_patterns.GLUE_FORMS`: most files have none), parsed on
-its own and evaluated by :func:`_value`, which knows these operations and nothing else
-(no name, no call but the ones above, bounded sizes: ``'%9999999s' % 'a'`` is refused,
-not built). Its lines are then checked again with the expression replaced by its value
-(quoted), as the glue pass checks its glued lines: a hit they have and the file's answer
-lacks widens it (a large file's focus gets the lines, any other file is visited whole);
-a side only they make completes a conjunction elsewhere in the file; an indicator only
-they spell sends the whole file.
+its own and evaluated by :func:`caplet._scan._glued_values.literal_value`, which knows
+these operations and nothing else (no name, no call but the ones above, bounded sizes:
+``'%9999999s' % 'a'`` is refused, not built). Its lines are then checked again with
+the expression replaced by its value (quoted), as the glue pass checks its glued lines:
+a hit they have and the file's answer lacks widens it (a large file's focus gets the
+lines, any other file is visited whole); a side only they make completes a conjunction
+elsewhere in the file; an indicator only they spell sends the whole file.
 
 A name glued so, or by the plain glues on another line (``n = 'o' + 's'`` then
 ``__import__(n)``: ``n`` is written out nowhere, so no lookup pattern of the prefilter
@@ -34,13 +37,13 @@ from __future__ import annotations
 
 import ast
 import re
-import string
 import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
 import re2
 
+from caplet._scan._glued_values import RefusedError, literal_value, renamed_adders, renamed_back
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
 from caplet._scan._prefilter_patterns import LOOKUP_ANY_NAME
@@ -73,13 +76,40 @@ _MAP = (
 _ARG = rb"(?:[A-Za-z_]\w*\s*=\s*)?" + _LIT
 #: A slice that reverses.
 _REVERSE = rb"(?:\s*\[\s*:\s*:\s*-\s*1\s*\])"
-#: The literal-only expressions :func:`_value` evaluates, as RE2 finds them in bytes.
+_ADDS = rb"(?:i?(?:add|concat)|__i?(?:add|concat)__)\b"
+#: One of them called bare or as an attribute (``add``, ``operator.add``, ``op.concat``,
+#: ``str.__add__``).
+_ADDER = rb"\b(?:[A-Za-z_]\w*\s*\.\s*)?" + _ADDS
+#: A lambda that adds its two parameters.
+_LAMBDA_ADD = rb"lambda\s+\w+\s*,\s*\w+\s*:\s*\w+\s*\+\s*\w+"
+#: A template itself computed: literals repeated or added in parentheses (``('%s' * 2)``).
+_TEMPLATE = rb"\(\s*(?:\d+\s*\*\s*)?" + _PLIT + rb"(?:\s*(?:\+\s*" + _PLIT + rb"|\*\s*\d+))*\s*\)"
+
+
+def _two_literals(callee: bytes) -> bytes:
+    """``callee`` called with two literals."""
+    return callee + rb"\s*\(\s*" + _PLIT + rb"\s*,\s*" + _PLIT + rb"\s*\)"
+
+
+def _folded(adder: bytes) -> bytes:
+    """``reduce`` of ``adder`` over a list of literals, maybe from a literal."""
+    return (
+        rb"\breduce\s*\(\s*" + adder + rb"\s*,\s*" + _SEQ + rb"(?:\s*,\s*" + _LIT + rb")?\s*,?\s*\)"
+    )
+
+
+#: The literal-only expressions :func:`~caplet._scan._glued_values.literal_value`
+#: evaluates, as RE2 finds them in bytes.
 _FORMS: Any = re2.compile(
     b"|".join(
         [
-            # a literal formatted with % and literals
-            _LIT
-            + rb"\s*%\s*(?:\(\s*"
+            # a literal (or a template itself computed, recall12) formatted with % and
+            # literals
+            rb"(?:"
+            + _TEMPLATE
+            + rb"|"
+            + _LIT
+            + rb")\s*%\s*(?:\(\s*"
             + _LIT
             + rb"(?:\s*,\s*"
             + _LIT
@@ -87,16 +117,14 @@ _FORMS: Any = re2.compile(
             + _LIT
             + rb")",
             # ... with a dict of literals (attack11)
-            _LIT + rb"\s*%\s*" + _MAP,
+            rb"(?:" + _TEMPLATE + rb"|" + _LIT + rb")\s*%\s*" + _MAP,
             # ... with str.format and literals (by keyword too), format_map and a dict
             _LIT + rb"\s*\.\s*format\s*\(\s*" + _ARG + rb"(?:\s*,\s*" + _ARG + rb")*\s*,?\s*\)",
             _LIT + rb"\s*\.\s*format_map\s*\(\s*" + _MAP + rb"\s*\)",
-            # str.__add__ and operator.add of two literals (attack11)
-            rb"\b(?:str\s*\.\s*__add__|operator\s*\.\s*add)\s*\(\s*"
-            + _PLIT
-            + rb"\s*,\s*"
-            + _PLIT
-            + rb"\s*\)",
+            # str.__add__ and operator.add of two literals (attack11); operator's other
+            # additions, bare or of a renamed module, and folded by reduce (recall12)
+            _two_literals(_ADDER),
+            _folded(rb"(?:" + _ADDER + rb"|" + _LAMBDA_ADD + rb")"),
             # literals joined: ''.join (...), '' .join(...), str.join('', ...), reversed
             rb"(?:"
             + _LIT
@@ -117,210 +145,14 @@ _FORMS: Any = re2.compile(
         ]
     )
 )
-#: A value longer than this is not built (a literal-only expression of a real file is
-#: short; the indicators and names it may spell are shorter still).
-_MAX_VALUE = 4096
 #: Expressions evaluated per file at most (the first ones); a file with more is
 #: visited whole, as the glue pass bounds its lines.
 MAX_FORMS: Final = 1024
-#: ``%`` directives evaluated: ``%s``, ``%(key)s`` and ``%%`` only (a width builds a long
-#: value).
-_PERCENT = re.compile(r"%(?!s|%|\([^()]*\)s)")
-#: A field of ``format`` read: by position or by a keyword (no attribute, no index).
-_FIELD = re.compile(r"(?:\d{0,6}|[A-Za-z_]\w*)\Z")
-#: Reads a format string's fields.
-_FORMATTER: Final = string.Formatter()
 #: A value a module or an API could be named by.
 _NAME = re.compile(r"[A-Za-z_][\w.]{1,64}\Z")
 #: A lookup by a name not written out (:data:`LOOKUP_ANY_NAME`), asked of a file whose
 #: forms glued a name.
 _LOOKUP: Any = re2.compile(LOOKUP_ANY_NAME)
-
-
-class _RefusedError(Exception):
-    """An expression :func:`_value` does not evaluate."""
-
-
-def _value(node: ast.expr) -> str | bytes:
-    """The value of a literal-only expression of the spellings this module reads."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        parts: list[str] = []
-        for part in node.values:
-            field = part
-            if isinstance(part, ast.FormattedValue):
-                if part.conversion != -1 or part.format_spec is not None:
-                    raise _RefusedError
-                field = part.value
-            value = _value(field)
-            if not isinstance(value, str):
-                raise _RefusedError
-            parts.append(value)
-        return _bounded("".join(parts))
-    if isinstance(node, ast.BinOp):
-        left = _value(node.left)
-        if isinstance(node.op, ast.Add):
-            return _bounded(_add(left, _value(node.right)))
-        if isinstance(node.op, ast.Mod) and isinstance(left, str) and not _PERCENT.search(left):
-            right = node.right
-            args: tuple[str, ...] | dict[str, str]
-            if isinstance(right, ast.Dict):
-                args = _mapping(right)  # '%(a)s%(b)s' % {'a': 'ev', 'b': 'al'} (attack11)
-            else:
-                items = right.elts if isinstance(right, ast.Tuple) else [right]
-                args = tuple(_text(item) for item in items)
-            try:
-                return _bounded(left % args)
-            except (KeyError, TypeError, ValueError) as exc:  # '%(a)s' % {'b': ''}
-                raise _RefusedError from exc
-        raise _RefusedError
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        if node.keywords and node.func.attr != "format":
-            raise _RefusedError
-        return _bounded(_method(node.func, node.args, node.keywords))
-    raise _RefusedError
-
-
-def _mapping(node: ast.Dict) -> dict[str, str]:
-    """A dict of literals (no ``**``)."""
-    if any(key is None for key in node.keys):
-        raise _RefusedError
-    return {_text(k): _text(v) for k, v in zip(node.keys, node.values, strict=True) if k}
-
-
-def _method(func: ast.Attribute, args: list[ast.expr], keywords: list[ast.keyword]) -> str | bytes:
-    """A method of :func:`_value`'s: ``format`` (``format_map``), ``join`` (``str.join``
-    too), ``__add__`` (``str.__add__``, ``operator.add``)."""
-    if isinstance(func.value, ast.Name) and len(args) == 2:
-        if func.value.id == "str" and func.attr == "join":
-            return _joined(_text(args[0]), _texts(args[1]))
-        if (func.value.id, func.attr) in {("str", "__add__"), ("operator", "add")}:
-            return _add(_value(args[0]), _value(args[1]))
-    if isinstance(func.value, ast.Name) and func.value.id in {"str", "operator"}:
-        raise _RefusedError
-    owner = _value(func.value)
-    if func.attr == "__add__" and len(args) == 1:
-        return _add(owner, _value(args[0]))
-    if not isinstance(owner, str):
-        raise _RefusedError
-    if func.attr == "join" and len(args) == 1:
-        return _joined(owner, _texts(args[0]))
-    named: dict[str, str] = {}
-    table = args[0] if len(args) == 1 else None
-    if func.attr == "format_map" and isinstance(table, ast.Dict):
-        func_attr, args, named = "format", [], _mapping(table)
-    else:
-        func_attr = func.attr
-        for keyword in keywords:
-            if keyword.arg is None:
-                raise _RefusedError
-            named[keyword.arg] = _text(keyword.value)
-    if func_attr == "format" and (args or named):
-        values = [_text(arg) for arg in args]
-        try:
-            # plain fields only: a width, a conversion or an attribute is refused
-            fields = list(_FORMATTER.parse(owner))
-        except ValueError as exc:
-            raise _RefusedError from exc
-        if any(
-            spec or conversion or not _FIELD.match(name or "")
-            for _, name, spec, conversion in fields
-        ):
-            raise _RefusedError
-        _formatted_length(fields, values, named)
-        try:
-            return owner.format(*values, **named)
-        except (IndexError, KeyError, ValueError) as exc:
-            raise _RefusedError from exc
-    raise _RefusedError
-
-
-def _joined(separator: str, items: list[str]) -> str:
-    """``separator.join(items)``, refused before it is built when longer than
-    :data:`_MAX_VALUE`: a long separator between many short items is as long as their
-    product (``'x' * 16000`` joining 4000 blanks is 64 MB from a 28 kB line; attack11)."""
-    length = len(separator) * max(len(items) - 1, 0) + sum(len(item) for item in items)
-    if length > _MAX_VALUE:
-        raise _RefusedError
-    return separator.join(items)
-
-
-def _formatted_length(
-    fields: list[tuple[str, str | None, str | None, str | None]],
-    values: list[str],
-    named: dict[str, str],
-) -> None:
-    """Refuses a ``format`` whose value would be longer than :data:`_MAX_VALUE`, before
-    it is built: a field may name one long argument many times (``'{0}{0}...'.format(
-    long)``, as long as their product; attack11)."""
-    length, auto = 0, 0
-    for literal, name, _, _ in fields:
-        length += len(literal)
-        if name is None:
-            continue
-        if name in named:
-            length += len(named[name])
-        elif len(name) > 6:
-            raise _RefusedError  # (no argument list is that long)
-        else:
-            if name:
-                index = int(name) if name.isdecimal() else len(values)
-            else:
-                index, auto = auto, auto + 1
-            if index < len(values):
-                length += len(values[index])
-        if length > _MAX_VALUE:
-            raise _RefusedError
-
-
-def _texts(node: ast.expr) -> list[str]:
-    """The literals of a list or tuple (reversed, or sliced ``[::-1]``)."""
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "reversed"
-        and len(node.args) == 1
-        and not node.keywords
-    ):
-        return _texts(node.args[0])[::-1]
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-        piece = node.slice
-        step = piece.step
-        if (
-            piece.lower is None
-            and piece.upper is None
-            and isinstance(step, ast.UnaryOp)
-            and isinstance(step.op, ast.USub)
-            and isinstance(step.operand, ast.Constant)
-            and step.operand.value == 1
-        ):
-            return _texts(node.value)[::-1]
-        raise _RefusedError
-    if isinstance(node, ast.List | ast.Tuple):
-        return [_text(item) for item in node.elts]
-    raise _RefusedError
-
-
-def _text(node: ast.expr) -> str:
-    value = _value(node)
-    if not isinstance(value, str):
-        raise _RefusedError
-    return value
-
-
-def _add(left: str | bytes, right: str | bytes) -> str | bytes:
-    if isinstance(left, str) and isinstance(right, str):
-        return left + right
-    if isinstance(left, bytes) and isinstance(right, bytes):
-        return left + right
-    raise _RefusedError
-
-
-def _bounded(value: str | bytes) -> str | bytes:
-    if len(value) > _MAX_VALUE:
-        raise _RefusedError
-    return value
 
 
 def form_values(text: str) -> tuple[str, str, list[int], list[str]] | None:
@@ -351,16 +183,23 @@ def _found(text: str) -> tuple[str, str, list[int], list[str]] | None:
     # each expression evaluated: (first line, last line, start, end, its value)
     places: list[tuple[int, int, int, int, str]] = []
     line, counted = 1, 0
-    for match in _FORMS.finditer(data):
+    spans = [match.span() for match in _FORMS.finditer(data)]
+    renamed = renamed_adders(text)
+    if renamed:
+        # glue('ev', 'al') after from operator import add as glue: the file's own names
+        names = "|".join(re.escape(name) for name in sorted(renamed)).encode("utf-8")
+        own: Any = re2.compile(_two_literals(rb"(?:" + names + rb")") + rb"|" + _folded(names))
+        spans = sorted({*spans, *(match.span() for match in own.finditer(data))})
+    for start, end in spans:
         if len(places) >= MAX_FORMS:
             return _TOO_MANY
-        start, end = match.span()
         written = data[start:end].decode("utf-8", "surrogatepass")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "\d" warns (attack11), as _filepass parses
-                value = _value(ast.parse(f"({written}\n)", mode="eval").body)
-        except (_RefusedError, SyntaxError, ValueError, RecursionError, MemoryError):
+                expression = ast.parse(f"({written}\n)", mode="eval").body
+            value = literal_value(renamed_back(expression, renamed) if renamed else expression)
+        except (RefusedError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         line += data.count(b"\n", counted, start)
         counted = start

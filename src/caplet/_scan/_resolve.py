@@ -490,6 +490,9 @@ class Resolver(StoredReads):
         looked_up = self._looked_up(node, funcs, depth)
         if looked_up is not None:
             return looked_up
+        taken = self.taken_out(node, funcs, depth)
+        if taken:
+            return tuple(dict.fromkeys(taken))[:MAX_CANDIDATES]
         if not funcs:
             return ()
         if node.args and not DYNAMIC_IMPORTERS.isdisjoint(funcs):

@@ -1,6 +1,8 @@
-"""Threat sinks of lookups by computed names (CPL-THR-003): ``getattr``, namespaces indexed,
+"""Threat sinks of lookups by computed names (CPL-THR-003): ``getattr``,
 ``.get``/``__getattribute__``, ``__import__`` and ``operator.attrgetter`` given a name built
-from literals or decoded, when what it denotes is worth hiding.
+from literals or decoded, when what it denotes is worth hiding. Namespaces indexed or
+written are :mod:`caplet._scan._sink_namespaces`' (a mixin this one extends), what is worth
+hiding :mod:`caplet._scan._lookup_hidden`'.
 """
 
 from __future__ import annotations
@@ -12,40 +14,13 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._lookup_arguments import own_literals, spread_arguments
 from caplet._scan._lookup_forms import partial_lookup
+from caplet._scan._lookup_hidden import BUILTIN_OWNERS, hides_name, worth_hiding
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
 from caplet._scan._sink_carried import CarriedNames
-from caplet._scan._sink_sliced import SlicedNames
+from caplet._scan._sink_namespaces import NamespaceSinks
 from caplet._scan._sink_walked import WalkedNames
-from caplet._scan._sources import (
-    DECODERS,
-    DNS_FUNCTIONS,
-    EXECUTORS,
-    PIP_MAINS,
-    RECON_FUNCTIONS,
-    RUNS_FILE,
-    Source,
-)
-from caplet._scan._syntax import MAX_CANDIDATES
 
 __all__ = ["LookupSinks"]
-
-
-#: Builtins' namespaces: a lookup in one by a computed name hides what is called.
-_BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
-
-
-#: Builtins that run code or look names up. Stored into a namespace under another name
-#: (Hyperion's ``locals()['lIlI'] = globals``, ``lIlI()['O0o'] = __import__``), the code
-#: calls them by names no reader connects to them.
-_LOOKUP_BUILTINS = frozenset(
-    {"exec", "eval", "compile", "__import__", "getattr", "globals", "locals", "vars", "dir"}
-)
-
-
-#: Builtins that run code: fetched from a module's own namespace by a string
-#: (``globals()['\x65\x76\x61\x6c']`` after ``from builtins import *``, Hyperion's
-#: last layer) rather than called by name.
-_CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__"})
 
 
 #: Calls and methods that look a name up in the namespace they are given.
@@ -54,68 +29,7 @@ _LOOKUP_CALLS = frozenset(
 )
 
 
-#: The calls that return a namespace of the running code.
-_NAMESPACE_CALLS = frozenset({"builtins.globals", "builtins.locals", "builtins.vars"})
-
-
-#: Modules whose names and functions are worth hiding besides those with rules of their
-#: own: decoders, the host's identity, the registry, pip.
-_HIDDEN_ROOTS = frozenset(
-    {
-        "os",
-        "builtins",
-        "sys",
-        "marshal",
-        "base64",
-        "binascii",
-        "zlib",
-        "lzma",
-        "bz2",
-        "codecs",
-        "pip",
-        "platform",
-        "getpass",
-        "winreg",
-        "_winreg",
-        "urllib",
-        "http",
-    }
-)
-
-
-#: Modules the rule tables name only for harmless reasons (logging handlers, type objects).
-_NOT_HIDDEN_ROOTS = frozenset({"logging", "gc", "inspect", "types", "distutils", "code"})
-
-
-_SENSITIVE_ROOTS = (
-    _HIDDEN_ROOTS
-    | {m.split(".", 1)[0] for m in MODULE_RULES}
-    | {a.split(".", 1)[0] for a in API_RULES}
-) - _NOT_HIDDEN_ROOTS
-
-
-def _worth_hiding(api: str) -> bool:
-    """An API a computed lookup hides: one with a rule, or one the data flow watches
-    (code runners, files run, decoders, the host's identity, name resolution, pip)."""
-    return (
-        api in API_RULES
-        or api in EXECUTORS
-        or api in RUNS_FILE
-        or api in DECODERS
-        or api in RECON_FUNCTIONS
-        or api in DNS_FUNCTIONS
-        or api in PIP_MAINS
-    )
-
-
-def _hides_name(name: str) -> bool:
-    """True when ``name`` (a module or attribute built from pieces) is worth hiding: a
-    module the rules watch (processes, network, native code, code loading, files) or
-    one of :data:`_HIDDEN_ROOTS`, or anything in one."""
-    return name in MODULE_RULES or name.split(".", 1)[0] in _SENSITIVE_ROOTS
-
-
-class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
+class LookupSinks(NamespaceSinks, CarriedNames, WalkedNames):
     """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
     state is the sinks' own, declared here for the type checker)."""
 
@@ -125,198 +39,6 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
     #: Nodes made for a check (``operator.getitem(ns, k)`` read as ``ns[k]``), kept alive
     #: for the file: the data flow memoises by ``id``, which a freed node's would reuse.
     _synthetic: list[ast.AST]
-
-    def namespace_lookup(self, node: ast.Subscript) -> None:
-        """``vars(__builtins__)[name]``, ``builtins.__dict__[name]`` with a computed name,
-        and any lookup by a computed name that lands on an API worth hiding: a module's
-        namespace (``sys.modules``, ``vars(os)``, a copy of one) or a dispatch table of
-        builtins (``{"load": exec}``)."""
-        value = node.value
-        flow = self._flow
-        if isinstance(node.slice, ast.Constant):
-            self._runner_by_string(node)
-            return
-        owners = flow.resolve(value)
-        filled: tuple[str, ...] = ()
-        if isinstance(value, ast.Name) and value.id in flow.contributed:
-            filled = self._filled_namespaces(value)
-        if isinstance(value, ast.Name) and value.id in flow.bindings.assigned:
-            filled = (*filled, *self._spread_namespaces(value))
-        owners = (*owners, *filled)
-        if not flow.may_look_up(value, owners):
-            return  # a list, a local dict, a parameter: no lookup of anything that can hide
-        namespace = not _BUILTIN_OWNERS.isdisjoint(owners) or any(
-            o.endswith(".__dict__") and o.removesuffix(".__dict__") in _BUILTIN_OWNERS
-            for o in owners
-        )
-        if flow.plain(node.slice):
-            return  # module_name = "builtins" in one branch: a name written out, not hidden
-        if (
-            isinstance(node.ctx, ast.Load)
-            and not isinstance(node.slice, ast.Slice)
-            and (namespace or any(o.endswith(".__dict__") or o == "sys.modules" for o in owners))
-        ):
-            # vars(os)[t[3] + t[9]], sys.modules[...]: a module's namespace, not a list or
-            # a dict of the file's own (data indexed by a number is everywhere)
-            key = node.slice
-            self._pending.append(lambda: self._sliced_lookup(node, key))
-        name = flow.name_value(node.slice)
-        if name is None and not namespace:
-            # nothing below reports an unknown key outside builtins' namespace; its labels
-            # were asked anyway while the data flow's answers depended on the order of its
-            # questions (14% of the rules' CPU on the benign corpus, issue 16)
-            return
-        hidden = name is None and flow.closed(node.slice)
-        if name is None and not self._decoded(node.slice) and not hidden:
-            return
-        shown = repr(name) if name is not None else ("<computed>" if hidden else "<decoded>")
-        if namespace:
-            self._scan.emit(
-                "CPL-THR-003",
-                f"builtins namespace[{shown} computed]",
-                node.lineno,
-                node.col_offset,
-            )
-        elif name is not None:
-            denoted = flow.resolve(node)
-            if filled:  # d.update(os.__dict__); d[name]: os's entry (recall10)
-                denoted = (*denoted, *(f"{o.removesuffix('.__dict__')}.{name}" for o in filled))
-            self._hidden_lookup(node, denoted, f"[{shown} computed]")
-
-    def _filled_namespaces(self, container: ast.expr) -> tuple[str, ...]:
-        """The namespaces a dict of the file is filled with after its binding (``d = {}``
-        then ``d.update(vars(builtins))``, ``d.update(os.__dict__)``): looked up by a
-        decoded key, it is the namespace's copy (recall10; the whole-file pass missed it)."""
-        if not isinstance(container, ast.Name):
-            return ()
-        added = self._flow.contributed.get(container.id)
-        if not added:
-            return ()
-        found = [
-            owner
-            for values in added.values()
-            for value in values[:MAX_CANDIDATES]
-            for owner in self._flow.resolve(value)
-            if owner.endswith(".__dict__") or owner in _BUILTIN_OWNERS
-        ]
-        return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
-
-    def _spread_namespaces(self, container: ast.Name) -> tuple[str, ...]:
-        """The namespaces a dict of the file is bound to a copy of by a spread or a chain
-        (``d = {**vars(builtins)}``, ``d = collections.ChainMap(vars(builtins))``): looked
-        up by a decoded key, the namespace's copy as :meth:`_filled_namespaces`' is
-        (attack11: ``d.update(vars(builtins))`` was read, these two were not)."""
-        flow = self._flow
-        parts: list[ast.expr] = []
-        for bound in flow.bindings.assigned.get(container.id, ())[:MAX_CANDIDATES]:
-            if isinstance(bound, ast.Dict):
-                parts += [v for k, v in zip(bound.keys, bound.values, strict=True) if k is None]
-            elif (
-                isinstance(bound, ast.Call)
-                and bound.args
-                and "collections.ChainMap" in flow.resolve(bound.func)
-            ):
-                parts += bound.args
-        found = [
-            owner
-            for part in parts[:MAX_CANDIDATES]
-            for owner in flow.resolve(part)
-            if owner.endswith(".__dict__") or owner in _BUILTIN_OWNERS
-        ]
-        return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
-
-    def _runner_by_string(self, node: ast.Subscript) -> None:
-        """``globals()['eval']``: a builtin that runs code fetched from the module's own
-        namespace by a string, never called by its name (a program that wants ``eval``
-        writes ``eval``)."""
-        ns = node.value
-        key = node.slice
-        if (
-            isinstance(node.ctx, ast.Load)
-            and isinstance(ns, ast.Call)
-            and not ns.args
-            and isinstance(key, ast.Constant)
-            and key.value in _CODE_RUNNERS
-            and not _NAMESPACE_CALLS.isdisjoint(self._flow.resolve(ns.func))
-        ):
-            self._scan.emit(
-                "CPL-THR-003",
-                f"namespace[{key.value!r}] looked up by a string",
-                node.lineno,
-                node.col_offset,
-            )
-
-    def namespace_store(self, target: ast.Subscript, value: ast.expr) -> None:
-        """``locals()['lIlI'] = globals``: a builtin that runs code or looks names up stored
-        into a namespace (a call's result: ``globals()``, ``locals()``, an alias of them)
-        under another name, to be called by that name."""
-        if (
-            isinstance(target.value, ast.Call)
-            and not target.value.args
-            and not target.value.keywords
-            and isinstance(value, ast.Name)
-            and value.id in _LOOKUP_BUILTINS
-            and f"builtins.{value.id}" in self._flow.resolve(value)
-        ):
-            self._scan.emit(
-                "CPL-THR-003",
-                f"{value.id} stored into a namespace under another name",
-                target.lineno,
-                target.col_offset,
-            )
-
-    def builtins_store(self, node: ast.Call) -> None:
-        """``setattr(__builtins__, "lIlI", exec)``: a builtin that runs code or looks names
-        up re-published in builtins under another name, for every module to call by it;
-        or, with a name the code computes, builtins written from a table that renames them
-        (pyobfuscate.com's first line: ``(lambda t: [setattr(__builtins__, k, v) for k, v
-        in t.items()])({"lIlI": exec, ...})``). Tests that swap ``input`` or ``open`` in
-        builtins store the builtin's own name."""
-        flow = self._flow
-        owner, key, value = node.args
-        if _BUILTIN_OWNERS.isdisjoint(flow.resolve(owner)):
-            return
-        if isinstance(key, ast.Constant) or flow.name_value(key) is not None:
-            # "lI" + "lI": a name the evaluator spells is as good as written out
-            renamed = self._renamed_builtin(key, value)
-        else:
-            tables: list[ast.expr] = [
-                *(v for vs in flow.bindings.assigned.values() for v in vs),
-                *(
-                    a
-                    for slots in flow.passed_arguments().values()
-                    for s in slots.values()
-                    for a in s
-                ),
-            ]
-            renamed = not flow.plain(key) and any(
-                isinstance(t, ast.Dict)
-                and any(
-                    k is not None and self._renamed_builtin(k, v)
-                    for k, v in zip(t.keys, t.values, strict=True)
-                )
-                for t in tables
-            )
-        if renamed:
-            self._scan.emit(
-                "CPL-THR-003",
-                "a builtin re-published in builtins under another name",
-                node.lineno,
-                node.col_offset,
-            )
-
-    def _renamed_builtin(self, key: ast.expr, value: ast.expr) -> bool:
-        """``"lIlI": exec``: a builtin that runs code or looks names up, under a name that
-        is not its own."""
-        # the key written out or computed from literals ({"lI" + "lI": exec}: the same table)
-        name = key.value if isinstance(key, ast.Constant) else self._flow.name_value(key)
-        return (
-            isinstance(name, str)
-            and isinstance(value, ast.Name)
-            and value.id in _LOOKUP_BUILTINS
-            and name != value.id
-            and f"builtins.{value.id}" in self._flow.resolve(value)
-        )
 
     def _mapped_getattr(self, node: ast.Call) -> None:
         """``map(getattr, [builtins], [n])``: getattr called on the lists' items in step."""
@@ -372,7 +94,7 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
         ):
             node = node.func.value
         owners = self._flow.resolve(node)
-        return not _BUILTIN_OWNERS.isdisjoint(owners) or (
+        return not BUILTIN_OWNERS.isdisjoint(owners) or (
             isinstance(node, ast.Name) and node.id == "__builtins__"
         )
 
@@ -388,8 +110,8 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                 # getattr(*(builtins, n)), getattr(*args) with args = [os, n] (blindcn)
                 self.computed_getattr(node, spread[0], spread[1], None)
             return  # otherwise computed_getattr's
-        self.default_lookup(node, _worth_hiding)
-        self.walked_lookup(node, _worth_hiding, _hides_name)
+        self.default_lookup(node, worth_hiding)
+        self.walked_lookup(node, worth_hiding, hides_name)
         if "builtins.map" in funcs and len(node.args) == 3:
             self._mapped_getattr(node)
         if "builtins.map" in funcs and len(node.args) == 2:
@@ -478,7 +200,7 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             self._hidden_lookup(node, flow.resolve(node), f".{method}({name!r} computed)")
         elif (
             isinstance(node.func, ast.Attribute)
-            and not _BUILTIN_OWNERS.isdisjoint(flow.resolve(node.func.value))
+            and not BUILTIN_OWNERS.isdisjoint(flow.resolve(node.func.value))
             and flow.closed(key)
         ):
             # __builtins__.__getattribute__(__name__.__class__.__doc__[3].__add__(...)):
@@ -490,22 +212,11 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                 node.col_offset,
             )
 
-    def _hidden_lookup(self, node: ast.expr, resolved: tuple[str, ...], how: str) -> None:
-        """CPL-THR-003 when what a computed lookup denotes is an API worth hiding."""
-        hidden = next(
-            (r for r in resolved if _worth_hiding(r) or ("." not in r and _hides_name(r))),
-            None,
-        )
-        if hidden is not None:
-            self._scan.emit(
-                "CPL-THR-003", f"{hidden} looked up by {how}", node.lineno, node.col_offset
-            )
-
     def computed_import(self, node: ast.Call, name: str, module: str) -> None:
         """``__import__("o" + "s")``: a module name built from pieces."""
         arg = node.args[0]
         self._pending.append(lambda: self._sliced_lookup(node, arg))
-        if not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and _hides_name(module):
+        if not isinstance(arg, ast.Constant) and not self._flow.plain(arg) and hides_name(module):
             api = f"{name.removeprefix('builtins.')}({module!r} built from pieces)"
             self._scan.emit("CPL-THR-003", api, node.lineno, node.col_offset)
 
@@ -542,9 +253,6 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
             return [name.args[1]]
         return []
 
-    def _decoded(self, node: ast.AST) -> bool:
-        return any(s is Source.DECODED for s, _ in self._flow.labels(node))
-
     def _computed_name(
         self, node: ast.Call, name: ast.expr, owner: ast.expr | None, attr: str | None = None
     ) -> None:
@@ -577,7 +285,7 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                 )
             return
         owners = flow.resolve(owner)
-        builtin_owner = not _BUILTIN_OWNERS.isdisjoint(owners) or (
+        builtin_owner = not BUILTIN_OWNERS.isdisjoint(owners) or (
             isinstance(owner, ast.Name | ast.Attribute)
             and (owner.id if isinstance(owner, ast.Name) else owner.attr) == "__builtins__"
         )
@@ -602,10 +310,10 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                 )
             else:
                 spaces = ("builtins",) if builtin_owner else owners
-                picked = self.picked(name, spaces, _worth_hiding) if watched else None
+                picked = self.picked(name, spaces, worth_hiding) if watched else None
                 how = "picked from a listing by a test"
                 if picked is None and watched:
-                    picked = self.table_entry(name, spaces, _worth_hiding)
+                    picked = self.table_entry(name, spaces, worth_hiding)
                     how = "read from a table of computed names"
                 if picked is not None:
                     self._scan.emit(
@@ -615,11 +323,11 @@ class LookupSinks(SlicedNames, CarriedNames, WalkedNames):
                         node.col_offset,
                     )
                 else:
-                    self.carried_lookup(node, owner, name, _worth_hiding)
+                    self.carried_lookup(node, owner, name, worth_hiding)
         elif (
             builtin_owner
             or (watched and not attr.isupper() and not flow.plain(name))
-            or any(_worth_hiding(f"{o}.{attr}") for o in owners)
+            or any(worth_hiding(f"{o}.{attr}") for o in owners)
         ):
             self._scan.emit(
                 "CPL-THR-003",

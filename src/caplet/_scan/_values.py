@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 __all__ = [
     "MAX_LOOP",
     "MAX_VALUE",
+    "OPERATOR_ADDS",
     "PRINTABLE_BUILTINS",
     "PURE_BUILTINS",
     "TEXT_CODECS",
@@ -45,6 +46,22 @@ Value = str | bytes | int | list["Value"]
 
 #: Largest value the evaluator builds (a decoded payload), in characters or bytes.
 MAX_VALUE = 4 << 20
+
+#: ``operator``'s functions that add two sequences: ``add(a, b)`` is ``a + b`` for text
+#: (``iadd`` returns the sum of two strings too; recall12: ``iadd`` was not read).
+OPERATOR_ADDS = frozenset(
+    f"operator.{name}"
+    for name in (
+        "add",
+        "concat",
+        "iadd",
+        "iconcat",
+        "__add__",
+        "__concat__",
+        "__iadd__",
+        "__iconcat__",
+    )
+)
 
 
 #: Items a comprehension is evaluated over at most (a name is a few characters).
@@ -153,6 +170,8 @@ def binop(op: ast.operator, left: Value | None, right: Value | None) -> Value | 
             return left + right
         return None
     if isinstance(op, ast.Mult):
+        if isinstance(left, int) and isinstance(right, str | bytes):
+            left, right = right, left  # 2 * '%s' is '%s' * 2 (recall12)
         if (
             isinstance(left, str | bytes)
             and isinstance(right, int)
