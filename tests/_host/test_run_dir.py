@@ -6,9 +6,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from caplet._host import _run_dir
 from caplet._host._run_dir import RUN_SUBDIR, RunDir
 
 
@@ -66,3 +71,38 @@ def test_a_killed_hosts_run_directory_is_swept_and_a_live_ones_is_not(tmp_path: 
         for stream in (alive.stdout, killed.stdout):
             if stream is not None:
                 stream.close()
+
+
+def test_a_host_starting_while_another_sweeps_keeps_a_lock_its_peers_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found as a flaky test under load (two hosts started together): another host's
+    # sweep ran between this host's mkstemp and its flock, took the unlocked file for a
+    # dead host's and unlinked it. This host then locked a file no name reached: its
+    # peers' grant checks (round 4: write on one host, run on another) did not see it
+    # alive, and its directory was never swept after a crash. The other host's sweep is
+    # run at that instant, deterministically.
+    state = tmp_path / "state"
+    RunDir(state).close()  # the run directory exists, as for a second host
+    parent = state / RUN_SUBDIR
+    made = tempfile.mkstemp
+    raced: list[str] = []
+
+    def mkstemp_then_a_peer_sweeps(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        fd, name = made(*args, **kwargs)
+        if not raced:
+            raced.append(name)
+            _run_dir._sweep(parent)  # another host starting in the same instant
+        return fd, name
+
+    monkeypatch.setattr(_run_dir.tempfile, "mkstemp", mkstemp_then_a_peer_sweeps)
+    run = RunDir(state)
+    try:
+        assert raced
+        assert not Path(raced[0]).exists()  # the first file was swept
+        lock = Path(f"{run.path}.lock")
+        assert lock.exists(), "the lock this host holds is reachable by its name"
+        assert _run_dir._alive(str(lock)), "its peers see it alive"
+        assert run.path.is_dir()
+    finally:
+        run.close()

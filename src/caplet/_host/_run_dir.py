@@ -28,6 +28,7 @@ enabled a plugin approved to run ``/data/tool``).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -66,7 +67,7 @@ class RunDir:
         try:
             parent = ensure_private_dir(ensure_private_dir(state_dir) / RUN_SUBDIR)
             _sweep(parent)
-            self._lock_fd, lock = tempfile.mkstemp(prefix=_PREFIX, suffix=_LOCK, dir=parent)
+            self._lock_fd, lock = _locked_lock_file(parent)
         except OSError as exc:
             raise StoreError(
                 f"cannot create caplet's run directory under {state_dir / RUN_SUBDIR} "
@@ -75,7 +76,6 @@ class RunDir:
         self._lock = Path(lock)
         self.path = self._lock.with_name(self._lock.name[: -len(_LOCK)])
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.path.mkdir(mode=0o700)
         except OSError as exc:
             os.close(self._lock_fd)
@@ -156,6 +156,44 @@ class RunDir:
         finally:
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+
+#: Lock files made before one stays ours (each lost to a sweep that ran between its
+#: creation and its lock: another host starting in the same instant).
+_LOCK_ATTEMPTS = 16
+
+
+def _locked_lock_file(parent: Path) -> tuple[int, str]:
+    """A new lock file under ``parent``, locked, still under its name: (its fd, its path).
+
+    mkstemp makes the file unlocked, and another host's :func:`_sweep` in that instant
+    takes its lock and unlinks it as a dead host's: the lock then held a file no name
+    reached, so this host was invisible to its peers' grant checks (round 4's write
+    then run across two hosts) and its directory never swept after a crash (two hosts
+    started together, found by a flaky test under load). So the lock is taken without
+    waiting, and the name must still reach the same file once it is held (a sweep
+    unlinks only while holding it); otherwise another name is made. Raises
+    :class:`OSError` when every attempt was lost.
+    """
+    for _ in range(_LOCK_ATTEMPTS):
+        fd, lock = tempfile.mkstemp(prefix=_PREFIX, suffix=_LOCK, dir=parent)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = os.fstat(fd)
+            named = os.lstat(lock)
+        except BlockingIOError:
+            os.close(fd)  # a sweep holds it and is unlinking it
+            continue
+        except FileNotFoundError:
+            os.close(fd)  # swept before the lock was taken
+            continue
+        except OSError:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
+            return fd, lock
+        os.close(fd)  # the name now reaches another file: not ours to remove
+    raise OSError(errno.EAGAIN, "every lock file made was taken by another host's sweep")
 
 
 def _sweep(parent: Path) -> None:
