@@ -95,7 +95,7 @@ def test_a_host_starting_while_another_sweeps_keeps_a_lock_its_peers_see(
             _run_dir._sweep(parent)  # another host starting in the same instant
         return fd, name
 
-    monkeypatch.setattr(_run_dir.tempfile, "mkstemp", mkstemp_then_a_peer_sweeps)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_a_peer_sweeps)
     run = RunDir(state)
     try:
         assert raced
