@@ -232,7 +232,7 @@ def test_a_payload_made_too_complex_on_purpose_is_danger_in_a_package(
 def test_a_file_that_runs_by_itself_too_complex_to_check_is_danger_whatever_it_holds(
     tmp_path: Path, name: str
 ) -> None:
-    # Attack (the eleventh session): what runs without being imported (pip runs
+    # Attack (the tenth session): what runs without being imported (pip runs
     # setup.py, Python a sitecustomize, pytest a conftest) and is too deep to survey was
     # a warning when the prefilter saw no threat token in it: the safe answer must win
     # where nothing else reads the file first, and no benign one is that deep (the
