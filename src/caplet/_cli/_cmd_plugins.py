@@ -11,7 +11,7 @@ from rich.text import Text
 
 from caplet._capabilities._lint import lint_composition
 from caplet._cli._arguments import usable_text
-from caplet._cli._command import EXIT_REFUSED, Run, command
+from caplet._cli._command import EXIT_REFUSED, Out, Run, command
 from caplet._cli._enabling import enable_plugin
 from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
 from caplet._cli._render import (
@@ -31,9 +31,11 @@ from caplet._cli._render import (
 from caplet._cli._safe import plain
 from caplet._display import safe_line
 from caplet._errors import ManifestError
+from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import changed_while_shown
 from caplet._host._defaults import default_reach
 from caplet._host._records import Outcome
+from caplet._manifest._model import Manifest
 
 __all__: list[str] = []
 
@@ -102,6 +104,7 @@ def info_command(run: Run, *, name: Name) -> None:
         out.say("  audit:    ", risk_text(info.audit))
     for module in m.modules:
         out.say(plain(f"  module host.{module.name}: {', '.join(module.function_names)}"))
+    _say_agent_text(out, m)
     print_hook_statuses(out.console, hooks)
     declared = ", ".join(safe_line(c.declared) for c in m.capabilities) or "none"
     out.say(plain(f"  capabilities: {declared}"))
@@ -154,6 +157,7 @@ def approve_command(
         for declared, reach in default_reach(info.manifest):
             shown = "nothing until the operator sets a value" if reach is None else reach
             out.say(plain(f"  by default:            {declared} -> {shown}"))
+        _say_agent_text(out, info.manifest)
     if not yes:
         if run.as_json or not sys.stdin.isatty():
             run.usage(
@@ -175,6 +179,13 @@ def approve_command(
     document.update({"ok": True, "approval": jsonable(host.get_approval_record(name))})
     out.emit(document)
     out.say(Text("approved ", style="green") + plain(f"{name}: {outcome.reason}", multiline=True))
+
+
+def _say_agent_text(out: Out, manifest: Manifest) -> None:
+    """What the approval vouches for that the agent reads (hints, descriptions, schemas)."""
+    out.say(plain("  the agent reads (an approval pins it; a change needs consent):"))
+    for line in shown_agent_text(manifest):
+        out.say(plain(f"    {line}"))
 
 
 @command("unapprove", common=Common.DIRS)

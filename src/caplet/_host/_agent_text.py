@@ -62,12 +62,15 @@ __all__ = [
     "AgentTextChange",
     "agent_text",
     "agent_text_change",
+    "shown_agent_text",
 ]
 
 #: Entries of a change shown (removed and added each); the rest are counted.
 MAX_SHOWN: Final = 12
 #: Characters of one entry shown; the rest is cut, marked.
 SHOWN_CHARS: Final = 240
+#: Entries of a whole text shown before a first approval; the rest are counted.
+MAX_SHOWN_WHOLE: Final = 40
 
 
 def _as_read(text: str) -> str:
@@ -176,6 +179,23 @@ def _shown(entry: str) -> str:
     """One entry for a person: escaped (a plugin wrote it), on one line, bounded."""
     line = safe_line(entry)
     return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 6].rstrip() + " [...]"
+
+
+def shown_agent_text(manifest: Manifest) -> list[str]:
+    """*manifest*'s whole agent text for a person, before a first approval or in ``info``.
+
+    A change of it needs consent (:func:`agent_text_change`); the first approval
+    vouched for text nobody was shown (textpin's report): ``caplet approve`` and
+    ``caplet info`` showed neither the hints nor the schemas. Each entry escaped and
+    bounded as a change's are, at most :data:`MAX_SHOWN_WHOLE` of them.
+    """
+    entries = agent_text(manifest)
+    lines = [_shown(e) for e in entries[:MAX_SHOWN_WHOLE]]
+    if len(entries) > MAX_SHOWN_WHOLE:
+        lines.append(
+            f"{len(entries) - MAX_SHOWN_WHOLE} more, not shown here (read the plugin's manifest)"
+        )
+    return lines
 
 
 def agent_text_change(approved: Sequence[str] | None, manifest: Manifest) -> AgentTextChange | None:
