@@ -186,18 +186,30 @@ def worker_identity(uid: int | None = None, gid: int | None = None) -> WorkerIde
     return WorkerIdentity(chosen_uid, chosen_gid, True, source, own)
 
 
-def _maps_other_ids() -> bool:
-    """Whether this process's user namespace maps more than one uid (the host's does).
+def _uid_ranges() -> list[tuple[int, int]] | None:
+    """This user namespace's uid map as (first inside id, count) ranges; None unreadable.
 
     user_namespaces(7): /proc/self/uid_map lists "inside outside count"
     ranges; the initial namespace shows ``0 0 4294967295``.
     """
     try:
         with open("/proc/self/uid_map", encoding="ascii") as handle:
-            ranges = [line.split() for line in handle if line.strip()]
+            rows = [line.split() for line in handle if line.strip()]
     except OSError:
+        return None
+    return [
+        (int(fields[0]), int(fields[2]))
+        for fields in rows
+        if len(fields) == 3 and all(field.isdigit() for field in fields)
+    ]
+
+
+def _maps_other_ids() -> bool:
+    """Whether this process's user namespace maps more than one uid (the host's does)."""
+    ranges = _uid_ranges()
+    if ranges is None:
         return True  # no procfs: assume the ordinary case
-    return sum(int(fields[2]) for fields in ranges if len(fields) == 3) > 1
+    return sum(count for _, count in ranges) > 1
 
 
 def _is_real_uid(uid: int) -> bool:
@@ -210,20 +222,12 @@ def _maps_real_uids() -> bool:
 
     The initial namespace does; a container's usually maps 65,536 ids and
     not the range, and then workers share the real uid as they did before.
+    An unreadable map answers no: the shared real uid always works.
     """
-    try:
-        with open("/proc/self/uid_map", encoding="ascii") as handle:
-            ranges = [line.split() for line in handle if line.strip()]
-    except OSError:
-        return False  # cannot tell: the shared real uid always works
     end = REAL_UID_BASE + REAL_UID_SPAN
-    for fields in ranges:
-        if len(fields) != 3 or not all(field.isdigit() for field in fields):
-            continue
-        first, count = int(fields[0]), int(fields[2])
-        if first <= REAL_UID_BASE and end <= first + count:
-            return True
-    return False
+    return any(
+        first <= REAL_UID_BASE and end <= first + count for first, count in _uid_ranges() or ()
+    )
 
 
 def _account() -> tuple[int, int] | None:

@@ -131,8 +131,7 @@ def _scan_text(
     name = file.rsplit("/", 1)[-1]
     if installer is None:
         installer = name == "setup.py"
-    # a file that runs without anyone importing it: what cannot be checked there is danger
-    runs_itself = installer or name in ALWAYS_PARSED
+    runs_itself = _runs_itself(name, installer=installer)
     focus_lines: frozenset[int] | None = None
     truncated = False  # a file over the size limit visited around its first hit lines only
     auditor = True  # whether text aimed at the auditor may be there (unknown: maybe)
@@ -310,8 +309,7 @@ def unread_findings(text: str, file: str, detail: str, mode: ScanMode) -> list[F
     for a file too complex to check (a payload after 17 MB of padding was a warning,
     exit 0: attack8; issue 16's class 6, files over the limit)."""
     scan = FileScan(file, text, NO_GRANTS, (), mode)
-    name = file.rsplit("/", 1)[-1]
-    runs_itself = name == "setup.py" or name in ALWAYS_PARSED
+    runs_itself = _runs_itself(file.rsplit("/", 1)[-1], installer=None)
     scan.emit("CPL-SCAN-001", detail, 1, None, escalation=_cannot_check(text, mode, runs_itself))
     return scan.findings
 
@@ -329,6 +327,12 @@ _RUNS_ITSELF = (
     "sitecustomize, pytest a conftest): what cannot be checked there cannot be ruled out, "
     "review the file by hand"
 )
+
+
+def _runs_itself(name: str, *, installer: bool | None) -> bool:
+    """Whether a file runs without anyone importing it: an install script (by default one
+    named ``setup.py``), a ``sitecustomize``/``usercustomize`` or a ``conftest``."""
+    return (name == "setup.py" if installer is None else installer) or name in ALWAYS_PARSED
 
 
 def _cannot_check(text: str, mode: ScanMode, runs_itself: bool) -> str | None:
