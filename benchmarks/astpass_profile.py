@@ -38,7 +38,7 @@ from typing import Any
 from scan_corpus import benign_targets, stdlib_target, top_pypi
 
 import caplet
-from caplet._scan import _filepass
+from caplet._scan import _filepass, _syntax, _visitor
 
 PHASES = ("parse", "survey", "rules", "other")
 
@@ -79,10 +79,17 @@ def _timed(clock: Clock, name: str, func: Callable[..., Any]) -> Callable[..., A
 @contextmanager
 def instrumented(clock: Clock, record: list[Any] | None = None) -> Iterator[None]:
     """The pass's phases timed, by wrapping the names ``_filepass`` calls them by."""
-    saved = {
-        name: getattr(_filepass, name)
-        for name in ("_parse", "survey", "focus", "focus_bindings", "RuleVisitor", "_scan_text")
+    # _filepass imports the survey and the visitor from their modules at each parsed
+    # file (issue 16's start-up): they are wrapped there.
+    owners: dict[str, Any] = {
+        "_parse": _filepass,
+        "_scan_text": _filepass,
+        "survey": _syntax,
+        "focus": _syntax,
+        "focus_bindings": _syntax,
+        "RuleVisitor": _visitor,
     }
+    saved = {name: getattr(owner, name) for name, owner in owners.items()}
     visitor_class = saved["RuleVisitor"]
 
     class TimedVisitor(visitor_class):  # type: ignore[misc,valid-type]
@@ -113,16 +120,15 @@ def instrumented(clock: Clock, record: list[Any] | None = None) -> Iterator[None
         return found, parsed
 
     _filepass._parse = _timed(clock, "parse", saved["_parse"])
-    _filepass.survey = _timed(clock, "survey", saved["survey"])  # type: ignore[attr-defined]
-    _filepass.focus = _timed(clock, "survey", saved["focus"])  # type: ignore[attr-defined]
-    _filepass.focus_bindings = _timed(clock, "survey", saved["focus_bindings"])  # type: ignore[attr-defined]
-    _filepass.RuleVisitor = TimedVisitor  # type: ignore[attr-defined]
+    for name in ("survey", "focus", "focus_bindings"):
+        setattr(_syntax, name, _timed(clock, "survey", saved[name]))
+    setattr(_visitor, "RuleVisitor", TimedVisitor)  # noqa: B010
     _filepass._scan_text = counted
     try:
         yield
     finally:
         for name, value in saved.items():
-            setattr(_filepass, name, value)
+            setattr(owners[name], name, value)
 
 
 def measure(

@@ -31,7 +31,7 @@ from typing import Any
 from scan_corpus import benign_targets, stdlib_target, top_pypi
 
 import caplet
-from caplet._scan import _collect, _filepass, _scanner
+from caplet._scan import _collect, _filepass, _scanner, _syntax
 
 _clock = time.process_time
 _spent: collections.defaultdict[str, float] = collections.defaultdict(float)
@@ -93,7 +93,8 @@ def _install() -> None:
         _wrap(_filepass, name, "prefilter")
     _wrap(_filepass, "_parse", "parse")
     for name in ("survey", "focus", "focus_bindings"):
-        _wrap(_filepass, name, "survey")
+        # _filepass imports these from _syntax at each parsed file (issue 16's start-up)
+        _wrap(_syntax, name, "survey")
     _wrap(_collect.Collector, "report", "report")
     scan_text = getattr(_collect, "scan_text")  # noqa: B009
 

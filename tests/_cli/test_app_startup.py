@@ -166,3 +166,71 @@ def test_a_mistyped_command_is_still_suggested() -> None:
     result = CliRunner().invoke(app, ["scna", "."])
     assert result.exit_code == 2
     assert "No such command 'scna'. Did you mean 'scan'?" in result.output
+
+
+#: A file the prefilter sends to the AST pass, where a threat rule fires.
+_THREAT = "import base64\nexec(base64.b64decode('cHJpbnQoMSk='))\n"
+
+#: The AST pass's modules: loaded at the first file the prefilter sends to it.
+AST_PASS = ("caplet._scan._visitor", "caplet._scan._flow", "caplet._scan._computed_strings")
+
+
+def _remembered_self_check(tmp_path: Path) -> None:
+    """Run one scan so that this home remembers the self-check's pass: its replay
+    parses every canary (and so loads the AST pass), which later scans skip."""
+    empty = tmp_path / "warm"
+    empty.mkdir()
+    result, _ = _modules_of(["scan", str(empty), "--json"], tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_json_scan_never_imports_rich(tmp_path: Path) -> None:
+    _remembered_self_check(tmp_path)
+    target = tmp_path / "pkg"
+    target.mkdir()
+    (target / "run.py").write_text(_THREAT, encoding="utf-8")
+    result, modules = _modules_of(["scan", str(target), "--json", "--fail-on", "never"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    findings = json.loads(result.stdout)["findings"]
+    found = {f["rule_id"] for f in findings if f["severity"] == "danger"}
+    assert found
+    assert sorted(m for m in modules if m == "rich" or m.startswith("rich.")) == []
+    # The same scan for people draws its table with rich (the test can fail).
+    result, modules = _modules_of(["scan", str(target), "--fail-on", "never"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert all(rule in result.stdout for rule in found)
+    assert "rich.console" in modules
+
+
+def test_an_error_is_still_shown_escaped_without_json(tmp_path: Path) -> None:
+    # Out's consoles are made at first use: the error of a run for people still has one.
+    missing = tmp_path / "missing\x1b[31m"
+    result, modules = _modules_of(["scan", str(missing)], tmp_path)
+    assert result.returncode == 2
+    assert "usage error: cannot scan" in result.stderr
+    assert "\x1b" not in result.stderr
+    assert "rich.console" in modules
+    result, _ = _modules_of(["scan", str(missing), "--json"], tmp_path)
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["error"]["type"] == "UsageError"
+
+
+def test_the_ast_pass_loads_at_the_first_file_that_needs_it(tmp_path: Path) -> None:
+    _remembered_self_check(tmp_path)
+    plain_tree = tmp_path / "plain"
+    plain_tree.mkdir()
+    (plain_tree / "calc.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    result, modules = _modules_of(["scan", str(plain_tree), "--json"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert (document["files_scanned"], document["files_parsed"]) == (1, 0)
+    assert [m for m in AST_PASS if m in modules] == []
+    threat = tmp_path / "threat"
+    threat.mkdir()
+    (threat / "run.py").write_text(_THREAT, encoding="utf-8")
+    result, modules = _modules_of(["scan", str(threat), "--json", "--fail-on", "never"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["files_parsed"] == 1
+    assert "danger" in {f["severity"] for f in document["findings"]}
+    assert [m for m in AST_PASS if m in modules] == list(AST_PASS)

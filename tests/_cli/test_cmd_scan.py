@@ -64,6 +64,23 @@ def test_progress_goes_to_stderr_when_stderr_is_a_terminal_and_only_then(tmp_pat
     assert stdout.startswith(f"Scan of {big} (package mode): {_PROGRESS_MIN_FILES} files")
 
 
+def test_rich_s_terminal_variables_still_decide_for_a_piped_stderr(tmp_path: Path) -> None:
+    """Whether stderr is a terminal is asked of rich only when it may be one (a tty, or
+    one of rich's variables set): a --json scan piped into a log never imports rich
+    (issue 16's start-up), and the variables rich honours still draw the bar."""
+    from caplet._cli._cmd_scan import _PROGRESS_MIN_FILES
+
+    (tmp_path / "plugins").mkdir()
+    big = _tree(tmp_path / "big", _PROGRESS_MIN_FILES)
+    forced = caplet("scan", str(big), "--json", cwd=tmp_path, env={"TTY_COMPATIBLE": "1"})
+    assert forced.returncode == 0, forced.stderr
+    assert "scanning" in forced.stderr
+    assert json.loads(forced.stdout)["ok"] is True
+    piped = caplet("scan", str(big), "--json", cwd=tmp_path, env={"TTY_COMPATIBLE": "0"})
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == ""
+
+
 def test_a_small_scan_draws_no_bar_on_a_terminal(tmp_path: Path) -> None:
     """Fewer files than _PROGRESS_MIN_FILES end before a bar would help: none is drawn
     (before, an indeterminate bar was drawn at the start and erased at once)."""

@@ -196,7 +196,7 @@ def test_a_rule_that_runs_out_of_stack_or_memory_is_too_complex_not_a_crash(
         raise error
 
     scan_source("x = 1\n", "warm.py")  # the self-check's canaries run unpatched first
-    monkeypatch.setattr("caplet._scan._filepass.RuleVisitor.run", fail)
+    monkeypatch.setattr("caplet._scan._visitor.RuleVisitor.run", fail)
     findings = scan_source("import ctypes\n", "plugin.py")
     [too_complex] = [f for f in findings if f.rule_id == "CPL-SCAN-002"]
     assert too_complex.severity is Severity.DANGER  # a plugin's gate fails closed

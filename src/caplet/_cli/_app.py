@@ -52,7 +52,7 @@ from caplet._cli._command import (
     fail,
 )
 from caplet._cli._internal import EXIT_INTERNAL, debug_enabled, report_internal_error
-from caplet._cli._safe import TerminalLogHandler, cli_console
+from caplet._cli._safe import TerminalLogHandler
 from caplet._errors import CapletError
 from caplet._host._plugin_log import LOGGER_NAME as PLUGIN_LOGGER
 from caplet._version import __version__
@@ -97,7 +97,7 @@ def main() -> None:
     logger = logging.getLogger("caplet")
     handler = next((h for h in logger.handlers if isinstance(h, TerminalLogHandler)), None)
     if handler is None:
-        handler = TerminalLogHandler(cli_console(stderr=True), debug=debug_enabled())
+        handler = TerminalLogHandler(debug=debug_enabled())
         logger.addHandler(handler)
     # The plugins' ctx.log lines from info up (debug with CAPLET_DEBUG): a person
     # running a plugin sees what it says, as `[plugin] message` on stderr.

@@ -11,8 +11,8 @@ from rich.text import Text
 
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command, usage
+from caplet._cli._documents import JSONValue, jsonable
 from caplet._cli._options import Common, Name, YesFlag
-from caplet._cli._render import JSONValue, jsonable
 from caplet._cli._safe import plain
 from caplet._display import safe_line
 from caplet._errors import LockfileError

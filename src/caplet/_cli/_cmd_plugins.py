@@ -12,21 +12,16 @@ from rich.text import Text
 from caplet._capabilities._lint import lint_composition
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command
+from caplet._cli._documents import JSONValue, audit_json, broken_json, jsonable, plugin_json, when
 from caplet._cli._enabling import enable_plugin
 from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
 from caplet._cli._render import (
-    JSONValue,
-    audit_json,
-    broken_json,
-    jsonable,
-    plugin_json,
     print_audit,
     print_findings,
     print_hook_statuses,
     print_plugins,
     risk_text,
     trust_text,
-    when,
 )
 from caplet._cli._safe import plain
 from caplet._display import safe_line

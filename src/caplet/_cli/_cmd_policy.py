@@ -9,8 +9,8 @@ import typer
 from rich.text import Text
 
 from caplet._cli._command import Run, command
+from caplet._cli._documents import JSONValue, jsonable
 from caplet._cli._options import Common
-from caplet._cli._render import JSONValue, jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_table
 from caplet._host._policy_file import PolicySetting

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from caplet._cli._command import EXIT_REFUSED, Run, command
+from caplet._cli._documents import JSONValue, hook_results_json, jsonable
 from caplet._cli._enabling import (
     EnableGroup,
     EnableUsageError,
@@ -19,12 +20,7 @@ from caplet._cli._enabling import (
 )
 from caplet._cli._json_input import JsonInputError, parse_json
 from caplet._cli._options import Common, ConsentFlag
-from caplet._cli._render import (
-    JSONValue,
-    hook_results_json,
-    jsonable,
-    print_hook_results,
-)
+from caplet._cli._render import print_hook_results
 from caplet._cli._safe import plain
 from caplet._display import safe_text
 from caplet._errors import GuestError, HookError

@@ -16,15 +16,8 @@ import typer
 
 from caplet._cli._arguments import usable_path
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command
+from caplet._cli._documents import audit_json, jsonable
 from caplet._cli._options import Common, Name, StaticOnlyFlag
-from caplet._cli._render import (
-    audit_json,
-    jsonable,
-    print_audit,
-    print_rules,
-    print_scan_report,
-    trust_text,
-)
 from caplet._cli._safe import plain
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._scanner import scan_tree
@@ -34,15 +27,15 @@ if TYPE_CHECKING:
     from rich.progress import TaskID
 
     from caplet._capabilities._model import Capability
-    from caplet._cli._render import JSONValue
+    from caplet._cli._documents import JSONValue
     from caplet._scan._batch import Job
     from caplet._scan._rules import Rule
 
 # What only some scans need is imported where it is used: the manifest loader
 # (pydantic) for a folder with a manifest, the batch runner (multiprocessing),
 # the index client and SARIF for the options asking for them, the host for a
-# plugin name. `caplet scan PATH` starts in a budget (issue 16: 150 ms of CPU;
-# tests/_cli/test_lean_imports.py).
+# plugin name, rich's tables for a run without --json. `caplet scan PATH` starts
+# in a budget (issue 16: 150 ms of CPU; tests/_cli/test_app_startup.py).
 
 __all__ = ["FailOn", "ScanModeChoice"]
 
@@ -138,6 +131,8 @@ def scan_command(
         catalogue = sorted(RULES.values(), key=lambda r: r.rule_id)
         out.emit({"ok": True, "rules": [_rule_json(r) for r in catalogue]})
         if not run.as_json:
+            from caplet._cli._render import print_rules
+
             print_rules(out.console, catalogue)
         return
     names = targets or []
@@ -174,6 +169,8 @@ def _report(
         failure=f"{len(failing)} finding(s) at or above --fail-on {fail_on.value} in {label}",
     )
     if not run.as_json:
+        from caplet._cli._render import print_scan_report
+
         print_scan_report(run.out.console, report, label=label, verbose=verbose)
     if failing:
         raise typer.Exit(EXIT_REFUSED)
@@ -275,6 +272,8 @@ def _scan_batch(
         failed += failing
         documents.append(_report_json(report, job.label, ok=not failing))
         if not run.as_json:
+            from caplet._cli._render import print_scan_report
+
             print_scan_report(out.console, report, label=job.label, verbose=options.verbose)
     out.emit(
         {"ok": not failed, "targets": documents},
@@ -350,7 +349,7 @@ def _progress(out: Out, minimum: int | None = None) -> Iterator[Callable[[int, i
     (default :data:`_PROGRESS_MIN_FILES`), never before: a small scan ends before a bar
     would help, and drawing one to erase it at once only flashes the terminal.
     """
-    if not out.err.is_terminal:
+    if not out.err_is_terminal():
         yield None
         return
     from rich.progress import Progress
@@ -420,6 +419,8 @@ def audit_command(
         failure=f"the audit of {name} recommends reject ({audit.risk_level.value})",
     )
     if not run.as_json:
+        from caplet._cli._render import print_audit, trust_text
+
         print_audit(out.console, audit, verbose=verbose)
         out.say("  trust: ", trust_text(info))
     if rejected:

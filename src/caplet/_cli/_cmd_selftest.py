@@ -109,7 +109,7 @@ def _selftest_progress(out: Out, total: int) -> Iterator[Callable[[Any], None] |
     """A progress bar on stderr while the corpus runs, whenever stderr is a terminal."""
     from rich.progress import Progress
 
-    if not out.err.is_terminal:
+    if not out.err_is_terminal():
         yield None
         return
     with Progress(transient=True, console=out.err) as bar:

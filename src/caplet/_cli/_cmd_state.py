@@ -15,8 +15,8 @@ from rich.text import Text
 
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, EXIT_STATE, Run, command
+from caplet._cli._documents import JSONValue, jsonable, when
 from caplet._cli._options import Common
-from caplet._cli._render import JSONValue, jsonable, when
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_table
 from caplet._host._state_check import check_state

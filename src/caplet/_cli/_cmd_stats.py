@@ -16,8 +16,8 @@ import typer
 from rich.text import Text
 
 from caplet._cli._command import Run, command
+from caplet._cli._documents import JSONValue
 from caplet._cli._options import Common
-from caplet._cli._render import JSONValue
 from caplet._cli._safe import plain
 from caplet._cli._table import print_table
 from caplet._host._metrics import LATENCY_BOUNDS_S

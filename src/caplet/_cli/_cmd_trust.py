@@ -12,8 +12,8 @@ import typer
 from caplet._atomic import atomic_write
 from caplet._cli._arguments import usable_path
 from caplet._cli._command import EXIT_REFUSED, Run, SuggestingGroup, app, command
+from caplet._cli._documents import JSONValue
 from caplet._cli._options import Common, Name
-from caplet._cli._render import JSONValue
 from caplet._cli._safe import plain
 from caplet._errors import SignatureError
 from caplet._trust._hashing import SIGNATURE_FILE

@@ -21,6 +21,7 @@ of its kind (:func:`exit_code`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -32,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import typer
 import typer.main
-from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from caplet._cli._click import ClickException
@@ -58,10 +58,12 @@ from caplet._errors import (
 from caplet._suggest import closest
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     # The host, the policy and the prompts are imported when a command opens a host
     # (Run.host), not with the CLI: `caplet scan PATH` never does, and its start-up
-    # is budgeted (issue 16: 150 ms of CPU; tests/_cli/test_lean_imports.py).
-    from caplet._cli._render import JSONValue
+    # is budgeted (issue 16: 150 ms of CPU; tests/_cli/test_app_startup.py).
+    from caplet._cli._documents import JSONValue
     from caplet._config._prompt import Prompter
     from caplet._host._host import PluginHost
     from caplet._host._policy_file import EffectivePolicy
@@ -281,6 +283,12 @@ app = typer.Typer(
 # -- output ---------------------------------------------------------------------------------------
 
 
+#: The environment variables by which rich takes a stream for a terminal, or not,
+#: whatever its ``isatty`` says (rich.console.Console: ``FORCE_TERMINAL`` when it is
+#: made, ``TTY_COMPATIBLE`` and ``FORCE_COLOR`` in ``is_terminal``).
+_TERMINAL_VARIABLES: Final = frozenset({"FORCE_TERMINAL", "TTY_COMPATIBLE", "FORCE_COLOR"})
+
+
 class Out:
     """Where a command writes: stdout for results, stderr for people-facing noise."""
 
@@ -288,8 +296,33 @@ class Out:
         self.as_json = as_json
         #: ``--red-team``: every JSON document says so (``"red_team": true``).
         self.red_team = red_team
-        self.console = cli_console()
-        self.err = cli_console(stderr=True)
+
+    # Made at first use: a --json run that prints no error never imports rich (issue 16's
+    # start-up budget; tests/_cli/test_app_startup.py).
+    @functools.cached_property
+    def console(self) -> Console:
+        """stdout, for results."""
+        return cli_console()
+
+    @functools.cached_property
+    def err(self) -> Console:
+        """stderr, for people-facing noise."""
+        return cli_console(stderr=True)
+
+    def err_is_terminal(self) -> bool:
+        """Whether stderr is a terminal as rich sees it (progress bars are drawn there).
+
+        Asked of rich only when it may be one: a stderr that is no tty, with none of
+        the variables rich lets override that (:data:`_TERMINAL_VARIABLES`), is not,
+        and a scan piped into a file or CI log never imports rich for the question.
+        """
+        try:
+            tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # no stderr, or a closed one
+            tty = False
+        if not tty and _TERMINAL_VARIABLES.isdisjoint(os.environ):
+            return False
+        return self.err.is_terminal
 
     def emit(self, document: JSONValue, *, failure: str = "", kind: str = REFUSED) -> None:
         """Write ``document`` (with --json). A document that is not ok always carries the
@@ -346,7 +379,7 @@ def fail(out: Out, exc: CapletError, code: int | None = None) -> NoReturn:
     else:
         # The message may quote plugin text, a worker's stderr or a traceback: kept
         # multi-line, escaped, never markup.
-        out.err.print(Text("error: ", style="bold red") + plain(str(exc), multiline=True))
+        out.err.print(plain("error: ", "bold red") + plain(str(exc), multiline=True))
     raise typer.Exit(exit_code(exc) if code is None else code)
 
 
@@ -355,7 +388,7 @@ def usage(out: Out, message: str) -> NoReturn:
     if out.as_json:
         out.emit({"ok": False, "error": {"type": "UsageError", "message": message}})
     else:
-        out.err.print(Text("usage error: ", style="bold red") + plain(message, multiline=True))
+        out.err.print(plain("usage error: ", "bold red") + plain(message, multiline=True))
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -456,7 +489,7 @@ class Run:
         self.out.emit(document)
         if not self.as_json:
             self.out.err.print(
-                Text("refused: ", style="bold red") + plain(outcome.reason, multiline=True)
+                plain("refused: ", "bold red") + plain(outcome.reason, multiline=True)
             )
         raise typer.Exit(EXIT_REFUSED)
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from caplet._cli._render import JSONValue, jsonable, print_findings, print_plugins, risk_text
+from caplet._cli._documents import JSONValue, jsonable
+from caplet._cli._render import print_findings, print_plugins, risk_text
 from caplet._cli._safe import plain, safe_markup
 from caplet._errors import CapletError, PluginCallError
 from caplet._host._host import PluginHost

@@ -1,8 +1,5 @@
-"""Turning caplet's records into JSON documents and rich tables for the CLI.
-
-JSON output is built from the same frozen records the library returns, so
-``--json`` shows exactly what the Python API would; secrets are redacted
-before anything leaves this module.
+"""caplet's records as rich tables and lines for the CLI (the ``--json`` documents
+are :mod:`caplet._cli._documents`).
 
 Rich output quotes plugin and model text everywhere (names, descriptions,
 capabilities, finding messages and excerpts, audit reasons, errors): every
@@ -13,18 +10,13 @@ review (docs/security.md, "Terminal injection during review").
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import json
-import math
-import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias, assert_never
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, assert_never
 
-from rich.console import Console
 from rich.text import Text
 
+from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
 from caplet._display import safe_line
@@ -32,14 +24,14 @@ from caplet._findings import Finding, Severity
 from caplet._scan._model import ScanMode
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from caplet._audit._model import AuditResult
     from caplet._audit._report import Tone
-    from caplet._config._schema import ConfigField
     from caplet._host._consent import ConsentRequest
     from caplet._host._defaults import Reach
     from caplet._host._hook_model import HookCallStatus, HookResults, HookState, HookStatus
     from caplet._host._records import BrokenPlugin, PluginInfo
-    from caplet._manifest._model import Hook
     from caplet._scan._model import ScanReport
     from caplet._scan._rules import Rule
 
@@ -48,13 +40,6 @@ if TYPE_CHECKING:
 # modules (pydantic models) would cost most of its start-up budget (issue 16).
 
 __all__ = [
-    "JSONValue",
-    "audit_json",
-    "finding_json",
-    "hook_json",
-    "hook_results_json",
-    "jsonable",
-    "plugin_json",
     "print_audit",
     "print_findings",
     "print_hook_results",
@@ -63,10 +48,8 @@ __all__ = [
     "print_rules",
     "print_scan_report",
     "trust_text",
-    "when",
 ]
 
-JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
 
 _SEVERITY_STYLE = {Severity.DANGER: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _RISK_STYLE = {"LOW": "green", "MEDIUM": "yellow", "HIGH": "red", "CRITICAL": "bold red"}
@@ -90,42 +73,6 @@ def _tone_style(tone: Tone) -> str:
             return "bold red reverse"
         case _:  # pragma: no cover - exhaustive
             assert_never(tone)
-
-
-def jsonable(value: object) -> JSONValue:
-    """Convert records (dataclasses, enums, paths, tuples) into JSON values."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, enum.Enum):
-        return jsonable(value.value)
-    if isinstance(value, Path):
-        return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, Sequence | set | frozenset):
-        return [jsonable(v) for v in value]
-    return str(value)
-
-
-def finding_json(finding: Finding) -> JSONValue:
-    return jsonable(finding)
-
-
-def audit_json(audit: AuditResult) -> JSONValue:
-    """Every field of the audit, plus the derived labels a program would otherwise recompute."""
-    from caplet._audit._report import canary_meaning
-
-    document = jsonable(audit)
-    assert isinstance(document, dict)
-    document["static_only"] = audit.static_only
-    document["model_id"] = audit.model_id
-    document["recommendation"] = audit.verdict.value
-    document["canary_meaning"] = canary_meaning(audit)
-    return document
 
 
 def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) -> None:
@@ -179,57 +126,6 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         print_findings(console, request.composition, title="Capability composition")
 
 
-def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValue]:
-    """One plugin as JSON; config values of secret fields are masked."""
-    from caplet._config._coerce import redact
-
-    document: dict[str, JSONValue] = {
-        "name": info.name,
-        "version": info.version,
-        "description": info.description,
-        "path": str(info.path),
-        "state": info.state.value,
-        "approved": info.approved,
-        "content_hash": info.content_hash,
-        "risk_level": info.audit.risk_level.value if info.audit else None,
-        "audit_provider": info.audit.provider if info.audit else None,
-        "capabilities": [str(c) for c in info.capabilities],
-        "quarantined": info.quarantine is not None,
-        "source": jsonable(info.source),
-        "tier": info.tier.value,
-        "signature": jsonable(info.signature),
-        "inert_reason": info.inert_reason or None,
-    }
-    if detail:
-        manifest = info.manifest
-        document.update(
-            {
-                "entry": manifest.entry,
-                "modules": {m.name: list(m.function_names) for m in manifest.modules},
-                "hooks": [hook_json(h) for h in manifest.hooks],
-                "requires": [str(r) for r in manifest.requires],
-                "config_schema": [_field_json(f) for f in manifest.config],
-                "config": jsonable(redact(manifest.config, info.config)),
-                "limits": jsonable(manifest.limits),
-                "approval": jsonable(info.approval),
-                "audit": jsonable(info.audit),
-                "quarantine": jsonable(info.quarantine),
-            }
-        )
-    return document
-
-
-def hook_json(hook: Hook) -> JSONValue:
-    """A manifest hook as JSON (``caplet info`` replaces it with its status when it can)."""
-    return {
-        "event": hook.event,
-        "target": hook.target,
-        "priority": hook.priority,
-        "capability": hook.capability.declared if hook.capability is not None else None,
-        "description": hook.description,
-    }
-
-
 def _hook_state_style(state: HookState) -> str:
     from caplet._host._hook_model import HookState
 
@@ -253,17 +149,6 @@ def print_hook_statuses(console: Console, statuses: Sequence[HookStatus]) -> Non
         )
         line.append_text(plain(status.reason, _hook_state_style(status.state)))
         console.print(line)
-
-
-def hook_results_json(results: HookResults) -> dict[str, JSONValue]:
-    """An emit's results: one entry per subscriber, in call order."""
-    return {
-        "ok": results.ok,
-        "event": results.event,
-        "error_policy": results.error_policy.value,
-        "aborted_by": results.aborted_by,
-        "calls": [jsonable(call) for call in results.calls],
-    }
 
 
 def _call_style(status: HookCallStatus) -> str:
@@ -308,21 +193,6 @@ def print_hook_results(console: Console, results: HookResults) -> None:
     )
     if results.aborted_by is not None:
         console.print(plain(f"aborted by {results.aborted_by}", "red"))
-
-
-def _field_json(field: ConfigField) -> JSONValue:
-    """A schema field as JSON; a secret field's default is masked like its value."""
-    from caplet._config._coerce import SECRET_MASK
-
-    document = jsonable(field)
-    assert isinstance(document, dict)
-    if field.secret and field.default is not None:
-        document["default"] = SECRET_MASK
-    return document
-
-
-def broken_json(broken: BrokenPlugin) -> JSONValue:
-    return {"directory": str(broken.directory), "error": broken.error}
 
 
 def print_plugins(
@@ -495,8 +365,3 @@ def risk_text(audit: AuditResult) -> Text:
         f"verdict {audit.verdict.value}",
         _RISK_STYLE[audit.risk_level.value],
     )
-
-
-def when(at: float) -> str:
-    """A wall-clock time as the CLI shows it (local time, to the second)."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))

@@ -28,15 +28,18 @@ default ``ensure_ascii`` writes every control and non-ASCII character as
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-
-from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
-from rich.markup import escape
-from rich.segment import Segment
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from caplet._display import safe_line, safe_text
 from caplet._host._plugin_log import LOGGER_NAME
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+# rich is imported by the functions that draw, not with this module: a --json run
+# that prints no error never draws (issue 16: `caplet scan --json` starts in 150 ms
+# of CPU, and rich is a tenth of it; tests/_cli/test_app_startup.py).
 
 __all__ = [
     "TerminalLogHandler",
@@ -55,49 +58,30 @@ def plain(text: str, style: str = "", *, multiline: bool = False) -> Text:
     keeps newlines, for text that has them legitimately (errors with a
     traceback, audit reasons, guest output).
     """
+    from rich.text import Text
+
     return Text(safe_text(text) if multiline else safe_line(text), style=style)
 
 
 def safe_markup(text: str) -> str:
     """Untrusted ``text`` for an f-string of caplet's own markup: escaped, one line."""
+    from rich.markup import escape
+
     return escape(safe_line(text))
-
-
-class _Escaped:
-    """A renderable whose text segments are escaped after the wrapped one has laid out."""
-
-    def __init__(self, renderable: ConsoleRenderable) -> None:
-        self.renderable = renderable
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield from _escaped(console.render(self.renderable, options))
-
-
-def _escaped(segments: Iterable[Segment]) -> Iterator[Segment]:
-    for segment in segments:
-        if segment.control:
-            # rich's own cursor movement (progress bars): not text, and not untrusted.
-            yield segment
-            continue
-        text = safe_text(segment.text)
-        yield segment if text is segment.text else Segment(text, segment.style)
-
-
-class _EscapeHook(RenderHook):
-    """Wraps everything a console prints in :class:`_Escaped`."""
-
-    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
-        return [_Escaped(r) for r in renderables]
 
 
 def guard(console: Console) -> Console:
     """``console``, with the hook that escapes every text segment it renders."""
-    console.push_render_hook(_EscapeHook())
+    from caplet._cli._escape_hook import EscapeHook
+
+    console.push_render_hook(EscapeHook())
     return console
 
 
 def cli_console(*, stderr: bool = False) -> Console:
     """A console for the CLI: guarded, no highlighting, no emoji codes."""
+    from rich.console import Console
+
     return guard(Console(stderr=stderr, highlight=False, emoji=False))
 
 
@@ -121,14 +105,22 @@ class TerminalLogHandler(logging.Handler):
     says how many were held back, so no run floods the terminal.
     """
 
-    def __init__(self, console: Console, *, debug: bool = False) -> None:
+    def __init__(self, console: Console | None = None, *, debug: bool = False) -> None:
         super().__init__(logging.DEBUG)
-        self.console = console
+        self._console = console
         self.debug = debug
         #: Whether the plugins' ctx.log lines are shown.
         self.plugin_lines = True
         self._repeats: dict[tuple[str, object], int] = {}
         self._held = 0
+
+    @property
+    def console(self) -> Console:
+        """Where records are shown: the console given, else stderr's, made at the first
+        record (most runs log nothing, and need no console)."""
+        if self._console is None:
+            self._console = cli_console(stderr=True)
+        return self._console
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == LOGGER_NAME or record.name.startswith(f"{LOGGER_NAME}."):

@@ -24,7 +24,6 @@ import warnings
 from collections.abc import Collection
 
 from caplet._findings import Finding
-from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
 from caplet._scan._escaped_strings import escaped_view, with_escaped_strings
 from caplet._scan._filescan import FileScan
 from caplet._scan._glued_forms import with_glued_forms
@@ -32,13 +31,9 @@ from caplet._scan._glued_strings import glued, with_glued_strings
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._indicators import BIDI_CONTROLS, indicator_set
 from caplet._scan._logical_lines import with_logical_lines
-from caplet._scan._mend import mend
 from caplet._scan._model import ScanMode
-from caplet._scan._opaque import opaque_module_uses
 from caplet._scan._prefilter import Need, prefilter
 from caplet._scan._rules import LONG_LINE
-from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
-from caplet._scan._visitor import RuleVisitor
 
 __all__ = ["ALWAYS_PARSED", "scan_text", "unread_findings"]
 
@@ -204,6 +199,17 @@ def _scan_text(
             _MAX_OVERSIZED_FOCUS + 1,
             None,
         )
+    # The AST pass's modules (survey, rules, data flow, mending: a third of the
+    # scanner's import time) load at the first file that needs them, so that a scan
+    # the prefilter decides whole, and every ``caplet scan`` start-up, never pays for
+    # them (issue 16: start-up <= 150 ms of CPU). Once loaded, this is a lookup in
+    # sys.modules per parsed file.
+    from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
+    from caplet._scan._mend import mend
+    from caplet._scan._opaque import opaque_module_uses
+    from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
+    from caplet._scan._visitor import RuleVisitor
+
     tree: ast.AST | None = None
     try:
         with warnings.catch_warnings():

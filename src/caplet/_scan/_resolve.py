@@ -16,55 +16,16 @@ import builtins
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS
-from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
+from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS, REACHABLE_MODULES
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
-__all__ = ["REACHABLE_MODULES", "Resolver", "is_network"]
-
-
-def _reachable_modules() -> dict[str, str]:
-    """Attribute name -> the module it denotes when read off an imported module.
-
-    A module's own imports are its attributes: ``shutil.os.system``,
-    ``importlib.sys.modules``, ``platform.subprocess.run``,
-    ``numpy.ctypeslib.ctypes.CDLL`` reach what the rules look for without
-    naming it (each passed the danger gate). The modules that run programs or
-    native code, load code or reach the interpreter's state are reachable so,
-    also under the private alias a module imports them as (``tempfile._os``).
-    Names that are as often a plain attribute (``code``, ``types``) are not.
-    """
-    modules = (
-        "os",
-        "posix",
-        "subprocess",
-        "_posixsubprocess",
-        "pty",
-        "ctypes",
-        "_ctypes",
-        "cffi",
-        "sys",
-        "builtins",
-        "importlib",
-        "socket",
-        "_socket",
-        "marshal",
-        "pickle",
-        "_pickle",
-        "runpy",
-        "zipimport",
-    )
-    reachable = {module: module for module in modules}
-    for module in modules:
-        reachable.setdefault(f"_{module}", module)
-    return reachable
+__all__ = ["Resolver", "is_network"]
 
 
 #: Resolutions in progress at once, whoever started them: far below the
 #: interpreter's recursion limit (each one is about ten frames deep).
 _MAX_NESTING = 40
 
-#: See :func:`_reachable_modules`.
-REACHABLE_MODULES = _reachable_modules()
 
 #: What a value kept in a container or on an object and called from it is followed for
 #: when the container is walked or the attribute read (recall11): builtins and the APIs
