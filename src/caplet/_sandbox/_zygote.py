@@ -90,7 +90,7 @@ import msgpack
 
 from caplet._errors import SandboxError
 from caplet._sandbox import _zygote_child, _zygote_spare
-from caplet._sandbox._cgroup import CgroupRoot, WorkerCgroup, open_cgroups
+from caplet._sandbox._cgroup import ZYGOTE_PREFIX, CgroupRoot, WorkerCgroup, open_cgroups
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._jail import (
     DISABLE_LAYERS_ENV,
@@ -242,7 +242,7 @@ def _serve(control: socket.socket) -> int:
     if "cgroup" in disabled_layers():
         layers["cgroup"] = memory = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
     else:
-        probe = open_cgroups(f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-")
+        probe = open_cgroups(f"{ZYGOTE_PREFIX}{zygote_pid}", stale_prefix=ZYGOTE_PREFIX)
         root, layers["cgroup"], memory = probe.root, probe.problem, probe.memory_problem
     _zygote_child._CGROUPS = root is not None and root.pids is not None
     try:
