@@ -50,7 +50,10 @@ reaps such a child without adding its times to its parent's): a plugin that
 spun in a child process spent CPU no budget saw (attack13). cgroup v2 counts
 in every cgroup (``cpu.stat``, whether the cpu controller is enabled or
 not); cgroup v1 only in a ``cpuacct`` hierarchy, so there each worker gets a
-cpuacct cgroup too (no limit: it only counts).
+cpuacct cgroup too (no limit: it only counts). The zygote reads the same
+count to hold a worker to its ``cpu_s`` as a whole: RLIMIT_CPU counts each
+process alone, and a child forked before its count runs out starts again
+from zero, so a chain of them spun for ever past the limit (attack13).
 
 This module runs in the zygote (and :func:`cpu_count` in the host): stdlib only.
 """
@@ -93,6 +96,26 @@ _V1_UNLIMITED = "-1"
 
 
 @dataclass(frozen=True, slots=True)
+class CpuCount:
+    """Where a worker's cgroup counts its CPU time (:func:`cpu_count`)."""
+
+    path: Path
+    #: cgroup v2's ``cpu.stat`` (``usage_usec``), else v1's ``cpuacct.usage`` (nanoseconds).
+    v2: bool
+
+    def seconds(self) -> float | None:
+        """The CPU seconds counted so far; None once the cgroup is gone."""
+        if not self.v2:
+            text = _read(self.path).strip()
+            return int(text) / 1e9 if text.isascii() and text.isdigit() else None
+        for row in _read(self.path).splitlines():
+            key, _, value = row.partition(" ")
+            if key == "usage_usec" and value.strip().isascii() and value.strip().isdigit():
+                return int(value) / 1e6
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerCgroup:
     """One worker's cgroups: a directory per hierarchy (v1), or one for both (v2).
 
@@ -106,6 +129,15 @@ class WorkerCgroup:
     @property
     def directories(self) -> tuple[Path, ...]:
         return tuple(dict.fromkeys(p for p in (self.pids, self.memory, self.cpu) if p is not None))
+
+    def cpu_count(self) -> CpuCount | None:
+        """Where these cgroups count the worker's CPU time (None: nowhere)."""
+        if self.cpu is not None:
+            return CpuCount(self.cpu / "cpuacct.usage", v2=False)
+        for directory in self.directories:
+            if (directory / "cpu.stat").exists():  # cgroup v2 (v1's pids and memory have none)
+                return CpuCount(directory / "cpu.stat", v2=True)
+        return None
 
     def join(self, pid: int = 0) -> None:
         """Move ``pid`` (default: the calling process) into every one; children follow."""
@@ -297,26 +329,6 @@ def sweep_stale(root: Path, prefix: str) -> None:
             # leftovers (ENOENT), or a process is still exiting (EBUSY):
             # whatever is left is the next sweep's; never fail a zygote here.
             continue
-
-
-@dataclass(frozen=True, slots=True)
-class CpuCount:
-    """Where a worker's cgroup counts its CPU time (:func:`cpu_count`)."""
-
-    path: Path
-    #: cgroup v2's ``cpu.stat`` (``usage_usec``), else v1's ``cpuacct.usage`` (nanoseconds).
-    v2: bool
-
-    def seconds(self) -> float | None:
-        """The CPU seconds counted so far; None once the cgroup is gone."""
-        if not self.v2:
-            text = _read(self.path).strip()
-            return int(text) / 1e9 if text.isascii() and text.isdigit() else None
-        for row in _read(self.path).splitlines():
-            key, _, value = row.partition(" ")
-            if key == "usage_usec" and value.strip().isascii() and value.strip().isdigit():
-                return int(value) / 1e6
-        return None
 
 
 def cpu_count(pid: int) -> CpuCount | None:

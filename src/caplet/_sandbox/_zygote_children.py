@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import select
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import msgpack
 
-from caplet._sandbox._cgroup import WorkerCgroup
+from caplet._sandbox._cgroup import CpuCount, WorkerCgroup
 from caplet._sandbox._seccomp import (
     DenialCounter,
 )
@@ -24,6 +25,10 @@ from caplet._sandbox._zygote_log import LogRelay
 from caplet._sandbox._zygote_request import _PIPE_BUF, STATUS
 
 __all__: list[str] = []
+
+#: How often the zygote reads its workers' CPU counts (:meth:`_Children.enforce_cpu`):
+#: a worker may pass its ``cpu_s`` by at most this much wall time per core.
+CPU_CHECK_S = 0.5
 
 
 @dataclass(slots=True)
@@ -48,6 +53,49 @@ class _Children:
     logs: dict[int, LogRelay]
     #: Child pid -> its stderr pipe fd in ``logs``.
     log_of: dict[int, int]
+    #: Child pid -> where its cgroup counts CPU and its ``cpu_s``, while it runs.
+    cpu_limits: dict[int, tuple[CpuCount, float]] = field(default_factory=dict)
+    #: Children killed for passing their ``cpu_s`` (reported when reaped).
+    cpu_killed: set[int] = field(default_factory=set)
+    #: When :meth:`enforce_cpu` is due next (``time.monotonic()``).
+    cpu_check_at: float = 0.0
+
+    def adopt(self, pid: int, cgroup: WorkerCgroup, cpu_s: float | None) -> None:
+        """Keep the worker ``pid``'s cgroup, and hold it to ``cpu_s`` CPU seconds in all.
+
+        RLIMIT_CPU counts each process alone: a child forked before its
+        parent's count ran out starts again from zero, so only the cgroup's
+        count bounds the worker as a whole (attack13).
+        """
+        self.cgroups[pid] = cgroup
+        count = cgroup.cpu_count()
+        if cpu_s is not None and count is not None:
+            if not self.cpu_limits:
+                self.cpu_check_at = time.monotonic() + CPU_CHECK_S
+            self.cpu_limits[pid] = (count, cpu_s)
+
+    def cpu_wait_ms(self, wait_ms: int | None) -> int | None:
+        """``wait_ms`` cut to the next CPU check while a worker has a CPU limit."""
+        if not self.cpu_limits:
+            return wait_ms
+        due = max(0, round((self.cpu_check_at - time.monotonic()) * 1000))
+        return due if wait_ms is None else min(wait_ms, due)
+
+    def enforce_cpu(self) -> None:
+        """Kill every worker whose processes together used more than its ``cpu_s``, when due."""
+        now = time.monotonic()
+        if not self.cpu_limits or now < self.cpu_check_at:
+            return
+        self.cpu_check_at = now + CPU_CHECK_S
+        for pid, (count, limit) in list(self.cpu_limits.items()):
+            used = count.seconds()
+            if used is None or used <= limit:
+                continue
+            del self.cpu_limits[pid]
+            self.cpu_killed.add(pid)
+            cgroup = self.cgroups.get(pid)
+            if cgroup is not None:
+                cgroup.kill_members()
 
     def relay_log(self, pid: int, relay: LogRelay) -> None:
         self.logs[relay.read_fd] = relay
@@ -110,9 +158,10 @@ class _Children:
             del self.listeners[fd]
             counter.close()
 
-    def report(self, pid: int, code: int, *, oom_kills: int = 0) -> bytes:
+    def report(self, pid: int, code: int, *, oom_kills: int = 0, cpu_killed: bool = False) -> bytes:
         """The status pipe payload for a reaped child: status, then a map of its
-        denial counts and of the processes its memory cgroup's OOM killer took."""
+        denial counts, of the processes its memory cgroup's OOM killer took and
+        of whether it was killed for its CPU time."""
         for fd, (owner, _) in list(self.handovers.items()):
             if owner == pid:
                 self.receive_listener(fd)
@@ -123,10 +172,12 @@ class _Children:
                 self.serve_listener(counter.fd)  # what its last moments left pending
             counts = counter.counts
         payload: bytes = STATUS.pack(code) + msgpack.packb(
-            {"denials": counts, "oom_kills": oom_kills}
+            {"denials": counts, "oom_kills": oom_kills, "cpu_killed": cpu_killed}
         )
         if len(payload) > _PIPE_BUF:  # cannot happen with MAX_DENIAL_NAMES short names
-            payload = STATUS.pack(code) + msgpack.packb({"denials": {}, "oom_kills": oom_kills})
+            payload = STATUS.pack(code) + msgpack.packb(
+                {"denials": {}, "oom_kills": oom_kills, "cpu_killed": cpu_killed}
+            )
         return payload
 
 
@@ -141,6 +192,9 @@ def _reap(children: _Children) -> None:
             break
         code = os.waitstatus_to_exitcode(status)
         cgroup = children.cgroups.pop(pid, None)
+        children.cpu_limits.pop(pid, None)
+        cpu_killed = pid in children.cpu_killed
+        children.cpu_killed.discard(pid)
         oom_kills = 0
         if cgroup is not None:
             oom_kills = cgroup.oom_kills()
@@ -148,7 +202,7 @@ def _reap(children: _Children) -> None:
             # namespace) dies with it, before the host hears it has ended.
             cgroup.kill_members()
             children.pending.append(cgroup)
-        payload = children.report(pid, code, oom_kills=oom_kills)
+        payload = children.report(pid, code, oom_kills=oom_kills, cpu_killed=cpu_killed)
         # Its last words are in the log before the host hears it has ended.
         children.close_log(pid)
         status_fd = children.status.pop(pid, None)
