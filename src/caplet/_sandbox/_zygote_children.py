@@ -8,6 +8,7 @@ loop that owns it and from the child's own set-up, which never sees it.
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import socket
@@ -59,6 +60,9 @@ class _Children:
     cpu_killed: set[int] = field(default_factory=set)
     #: When :meth:`enforce_cpu` is due next (``time.monotonic()``).
     cpu_check_at: float = 0.0
+    #: Stderr pipes not polled until their relay's ``resume_at`` (their worker
+    #: wrote more than the relay's rate: :mod:`caplet._sandbox._zygote_log`).
+    paused_logs: set[int] = field(default_factory=set)
 
     def adopt(self, pid: int, cgroup: WorkerCgroup, cpu_s: float | None) -> None:
         """Keep the worker ``pid``'s cgroup, and hold it to ``cpu_s`` CPU seconds in all.
@@ -74,11 +78,14 @@ class _Children:
                 self.cpu_check_at = time.monotonic() + CPU_CHECK_S
             self.cpu_limits[pid] = (count, cpu_s)
 
-    def cpu_wait_ms(self, wait_ms: int | None) -> int | None:
-        """``wait_ms`` cut to the next CPU check while a worker has a CPU limit."""
-        if not self.cpu_limits:
+    def wait_ms(self, wait_ms: int | None) -> int | None:
+        """``wait_ms`` cut to the next CPU check while a worker has a CPU limit, and to
+        the first paused stderr pipe's resumption."""
+        times = [self.cpu_check_at] if self.cpu_limits else []
+        times += [at for fd in self.paused_logs if (at := self.logs[fd].resume_at) is not None]
+        if not times:
             return wait_ms
-        due = max(0, round((self.cpu_check_at - time.monotonic()) * 1000))
+        due = max(0, math.ceil((min(times) - time.monotonic()) * 1000))
         return due if wait_ms is None else min(wait_ms, due)
 
     def enforce_cpu(self) -> None:
@@ -103,9 +110,23 @@ class _Children:
         self.poller.register(relay.read_fd, select.POLLIN)
 
     def serve_log(self, fd: int) -> None:
-        """Copy what a child wrote to its stderr; at end of file stop polling it."""
-        if not self.logs[fd].pump():
+        """Copy what a child wrote to its stderr; at end of file stop polling it, and
+        while its worker writes faster than the relay's rate, until the rate allows."""
+        relay = self.logs[fd]
+        if not relay.pump():
             self.poller.unregister(fd)
+        elif relay.resume_at is not None:
+            self.poller.unregister(fd)
+            self.paused_logs.add(fd)
+
+    def resume_logs(self) -> None:
+        """Poll again the stderr pipes whose rate window is over."""
+        now = time.monotonic()
+        for fd in list(self.paused_logs):
+            resume_at = self.logs[fd].resume_at
+            if resume_at is None or now >= resume_at:
+                self.paused_logs.discard(fd)
+                self.poller.register(fd, select.POLLIN)
 
     def close_log(self, pid: int) -> None:
         """Copy the rest of a reaped child's stderr into its log and let go of both."""
@@ -113,6 +134,7 @@ class _Children:
         if fd is None:
             return
         relay = self.logs.pop(fd)
+        self.paused_logs.discard(fd)
         relay.pump(drain=True)
         try:
             self.poller.unregister(fd)
