@@ -299,7 +299,7 @@ def _loop(
         wait_ms = None if refill_at is None else max(0, _ms_until(refill_at))
         ready = {fd for fd, _ in poller.poll(children.wait_ms(wait_ms))}
         children.enforce_cpu()
-        children.resume_logs()
+        children.resume_paused()
         if refill_at is not None and time.monotonic() >= refill_at:
             # No REFILL in that time (a worker not called yet, or a REFILL
             # lost): the next start must not find the pool empty.

@@ -27,6 +27,12 @@ from caplet._sandbox._zygote_request import _PIPE_BUF, STATUS
 
 __all__: list[str] = []
 
+#: Seccomp notifications the zygote answers for one worker per second; past
+#: them it stops polling that worker's listener until the second is over, and
+#: the worker's denied calls wait (attack13: 77,000 a second took half of the
+#: zygote's core, outside every cgroup and CPU count, and every other
+#: worker's start queued behind them). Denials are rare in honest code.
+NOTIFY_RATE = 4096
 #: How often the zygote reads its workers' CPU counts (:meth:`_Children.enforce_cpu`):
 #: a worker may pass its ``cpu_s`` by at most this much wall time per core.
 CPU_CHECK_S = 0.5
@@ -60,9 +66,12 @@ class _Children:
     cpu_killed: set[int] = field(default_factory=set)
     #: When :meth:`enforce_cpu` is due next (``time.monotonic()``).
     cpu_check_at: float = 0.0
-    #: Stderr pipes not polled until their relay's ``resume_at`` (their worker
-    #: wrote more than the relay's rate: :mod:`caplet._sandbox._zygote_log`).
-    paused_logs: set[int] = field(default_factory=set)
+    #: Descriptors not polled until the time given: a stderr pipe whose worker
+    #: wrote faster than its relay's rate (:mod:`caplet._sandbox._zygote_log`), a
+    #: listener past :data:`NOTIFY_RATE`.
+    paused: dict[int, float] = field(default_factory=dict)
+    #: Listener fd -> (when its rate window began, notifications answered in it).
+    notify_windows: dict[int, tuple[float, int]] = field(default_factory=dict)
 
     def adopt(self, pid: int, cgroup: WorkerCgroup, cpu_s: float | None) -> None:
         """Keep the worker ``pid``'s cgroup, and hold it to ``cpu_s`` CPU seconds in all.
@@ -82,7 +91,7 @@ class _Children:
         """``wait_ms`` cut to the next CPU check while a worker has a CPU limit, and to
         the first paused stderr pipe's resumption."""
         times = [self.cpu_check_at] if self.cpu_limits else []
-        times += [at for fd in self.paused_logs if (at := self.logs[fd].resume_at) is not None]
+        times += self.paused.values()
         if not times:
             return wait_ms
         due = max(0, math.ceil((min(times) - time.monotonic()) * 1000))
@@ -116,16 +125,26 @@ class _Children:
         if not relay.pump():
             self.poller.unregister(fd)
         elif relay.resume_at is not None:
-            self.poller.unregister(fd)
-            self.paused_logs.add(fd)
+            self._pause(fd, relay.resume_at)
 
-    def resume_logs(self) -> None:
-        """Poll again the stderr pipes whose rate window is over."""
+    def _pause(self, fd: int, until: float) -> None:
+        self.poller.unregister(fd)
+        self.paused[fd] = until
+
+    def _unpause(self, fd: int) -> None:
+        """Forget ``fd``'s pause, or stop polling it (it is going away)."""
+        if self.paused.pop(fd, None) is None:
+            try:
+                self.poller.unregister(fd)
+            except KeyError:
+                pass  # its end of file was seen already
+
+    def resume_paused(self) -> None:
+        """Poll again the descriptors whose rate window is over."""
         now = time.monotonic()
-        for fd in list(self.paused_logs):
-            resume_at = self.logs[fd].resume_at
-            if resume_at is None or now >= resume_at:
-                self.paused_logs.discard(fd)
+        for fd, until in list(self.paused.items()):
+            if now >= until:
+                del self.paused[fd]
                 self.poller.register(fd, select.POLLIN)
 
     def close_log(self, pid: int) -> None:
@@ -134,12 +153,8 @@ class _Children:
         if fd is None:
             return
         relay = self.logs.pop(fd)
-        self.paused_logs.discard(fd)
         relay.pump(drain=True)
-        try:
-            self.poller.unregister(fd)
-        except KeyError:
-            pass  # its end of file was seen already
+        self._unpause(fd)
         relay.close()
 
     def expect_listener(self, pid: int, handover: socket.socket) -> None:
@@ -167,7 +182,9 @@ class _Children:
         self.poller.register(fds[0], select.POLLIN)
 
     def serve_listener(self, fd: int) -> None:
+        """Answer a listener's pending notifications, at most :data:`NOTIFY_RATE` a second."""
         counter = self.listeners[fd]
+        before = sum(counter.counts.values())
         try:
             open_ = counter.serve()
         except OSError as exc:
@@ -176,9 +193,19 @@ class _Children:
             _say(f"seccomp listener failed ({exc}); denials are no longer counted")
             open_ = False
         if not open_:
-            self.poller.unregister(fd)
+            self._unpause(fd)
+            self.notify_windows.pop(fd, None)
             del self.listeners[fd]
             counter.close()
+            return
+        now = time.monotonic()
+        start, answered = self.notify_windows.get(fd, (now, 0))
+        if now - start >= 1.0:
+            start, answered = now, 0
+        answered += sum(counter.counts.values()) - before
+        self.notify_windows[fd] = (start, answered)
+        if answered >= NOTIFY_RATE and fd not in self.paused:
+            self._pause(fd, start + 1.0)
 
     def report(self, pid: int, code: int, *, oom_kills: int = 0, cpu_killed: bool = False) -> bytes:
         """The status pipe payload for a reaped child: status, then a map of its
