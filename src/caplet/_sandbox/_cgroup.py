@@ -440,7 +440,9 @@ def _v2_base(own: str | None) -> Path | None:
 
 
 def _read(path: Path) -> str:
+    # errors="replace": a cgroup path an administrator named outside ASCII
+    # (another hierarchy's line of /proc/PID/cgroup) is no reason to fail.
     try:
-        return path.read_text(encoding="ascii")
+        return path.read_text(encoding="ascii", errors="replace")
     except OSError:
         return ""
