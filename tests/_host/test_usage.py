@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from caplet import BudgetExceededError, PluginHost, Policy
+from caplet._host._budget import BudgetPolicy
 from caplet._host._usage import WorkerUsage, _parse_cpu
+from caplet._sandbox._cgroup import cpu_count
+from tests._sandbox.seccompkit import fool_the_review, write_plugin
+from tests.conftest import NEEDS_CGROUP
 
 #: Burns CPU until it has used `seconds`, says so, then waits for stdin to close.
 BURN = """
@@ -81,3 +88,71 @@ def test_stat_lines_are_parsed_after_the_last_parenthesis(line: bytes, cpu: floa
 @pytest.mark.parametrize("line", [b"no parenthesis", b"1 (x) S 1 2", b"1 (x) S a b c d e f g h"])
 def test_malformed_stat_lines_read_as_none(line: bytes) -> None:
     assert _parse_cpu(line) is None
+
+
+#: A plugin that spins in a child process: ``wait`` False ignores SIGCHLD, so
+#: the kernel reaps the child without adding its CPU time to the worker's
+#: (the attack); True waits for it, as multiprocessing does (the near miss).
+CHILD_BURNER = """
+import signal, time
+
+def burn(seconds, wait):
+    if not wait:
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    done_read, done_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        start = time.process_time()
+        while time.process_time() - start < seconds:
+            pass
+        os.write(done_write, b"x")
+        os._exit(0)
+    os.close(done_write)
+    os.read(done_read, 1)  # the child has spun its seconds
+    if wait:
+        os.waitpid(pid, 0)
+    return "done"
+"""
+
+
+def _burner_host(plugins_dir: Path, state_dir: Path, cpu_s: float) -> PluginHost:
+    write_plugin(plugins_dir, "burner", CHILD_BURNER, ("burn",))
+    policy = Policy(budget=BudgetPolicy(cpu_s=cpu_s, window_s=3600))
+    host = PluginHost(plugins_dir, state_dir=state_dir, policy=policy)
+    fool_the_review(host, "burner")
+    assert host.enable("burner", consent=True)
+    return host
+
+
+@NEEDS_CGROUP
+def test_cpu_spent_in_a_child_the_worker_never_waits_for_is_charged(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    # attack13: the budget read the worker's own /proc counters, which never
+    # see a child reaped by the kernel for a parent that ignores SIGCHLD; on
+    # main every call was admitted, 1.2 CPU seconds each, against a budget of 1.
+    with _burner_host(plugins_dir, state_dir, cpu_s=1.0) as host:
+        assert host.call("burner", "main.burn", 1.2, False) == "done"
+        with pytest.raises(BudgetExceededError) as caught:
+            host.call("burner", "main.burn", 1.2, False)
+        (stats,) = host.observer.stats()
+    assert str(caught.value).startswith("plugin 'burner': its cpu_s budget is spent")
+    assert stats.cpu_s >= 1.2
+
+
+@NEEDS_CGROUP
+def test_cpu_of_a_child_the_worker_waits_for_is_charged_once(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    # The near miss: a waited-for child was counted before (the worker's
+    # cutime) and must not be counted twice now that its cgroup counts it too.
+    with _burner_host(plugins_dir, state_dir, cpu_s=3.0) as host:
+        for _ in range(2):
+            assert host.call("burner", "main.burn", 0.6, True) == "done"
+        (stats,) = host.observer.stats()
+    assert 1.2 <= stats.cpu_s < 2.4, stats.cpu_s
+
+
+def test_a_process_outside_any_worker_cgroup_has_no_cgroup_count() -> None:
+    # The host's own cgroup (or the root) holds other processes: never read as a worker's.
+    assert cpu_count(os.getpid()) is None

@@ -27,6 +27,7 @@ from caplet._errors import WorkerCrashedError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
+from tests._sandbox.seccompkit import call, sandboxed_host, write_plugin
 from tests.conftest import NEEDS_CGROUP, child_pids, give_to_worker
 
 _MIB = 1 << 20
@@ -523,3 +524,54 @@ def test_doctor_says_memory_is_bounded_per_worker() -> None:
     report = isolation_report()
     assert report.layers["cgroup"] == ""
     assert report.details["memory"].startswith("bounded per worker: a memory cgroup")
+
+
+#: A chain of processes, each forked before its own RLIMIT_CPU count runs out:
+#: every successor starts counting from zero (the attack, attack13).
+CHAIN = """
+import signal, time
+
+def chain(generations, each):
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    done_read, done_write = os.pipe()
+    if os.fork() == 0:
+        for _ in range(generations):
+            start = time.process_time()
+            while time.process_time() - start < each:
+                pass
+            if os.fork() != 0:
+                os._exit(0)
+        os.write(done_write, b"x")
+        os._exit(0)
+    os.close(done_write)
+    os.read(done_read, 1)  # the last of the chain has spun its share
+    return "done"
+"""
+
+
+@NEEDS_CGROUP
+def test_a_chain_of_processes_cannot_spin_past_the_workers_cpu_limit(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    # On main the chain ran its 5 CPU seconds against cpu_s = 1 (and would
+    # have for ever), its worker alive after it: each process had its own count.
+    write_plugin(plugins_dir, "chain", CHAIN, ("chain",), limits="timeout_ms = 60000\ncpu_s = 1")
+    with sandboxed_host(plugins_dir, state_dir, "chain") as host:
+        with pytest.raises(WorkerCrashedError) as caught:
+            call(host, "chain", "chain", 10, 0.5)
+    assert (
+        "its processes together used more than its CPU limit of 1 CPU seconds (cpu_s, counted "
+        "over every process it started); if the plugin needs more, raise its cpu_s"
+    ) in str(caught.value)
+
+
+@NEEDS_CGROUP
+def test_processes_within_the_workers_cpu_limit_run_to_their_end(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    # The near miss: the same chain within cpu_s, called twice (the count is
+    # the worker's whole life, as RLIMIT_CPU's was for one process).
+    write_plugin(plugins_dir, "chain", CHAIN, ("chain",), limits="timeout_ms = 60000\ncpu_s = 4")
+    with sandboxed_host(plugins_dir, state_dir, "chain") as host:
+        assert call(host, "chain", "chain", 3, 0.2) == "done"
+        assert call(host, "chain", "chain", 3, 0.2) == "done"

@@ -163,8 +163,43 @@ def identity(nr):
         "setfsuid": raw(nr["setfsuid"], -1),
         "setfsgid": raw(nr["setfsgid"], -1),
     }
+
+
+_held = []
+
+
+def leases(root):
+    # A lease (fcntl F_SETLEASE) makes every other process's open(2) of the
+    # file wait for the holder, up to /proc/sys/fs/lease-break-time (45 s):
+    # the host's, another plugin's worker's, root's. The fds stay open.
+    import fcntl
+    F_SETLEASE, F_GETLEASE, F_SETPIPE_SZ = 1024, 1025, 1031
+    out = {}
+    kinds = (("write", fcntl.F_WRLCK, os.O_RDWR), ("read", fcntl.F_RDLCK, os.O_RDONLY))
+    for kind, lock, flags in kinds:
+        path = os.path.join(root, kind)
+        with open(path, "w") as handle:
+            handle.write("x")
+        fd = os.open(path, flags)
+        _held.append(fd)
+        out[f"{kind} lease"] = attempt(fcntl.fcntl, fd, F_SETLEASE, lock)
+        out[f"{kind} lease high bits"] = raw(72, fd, 0x1_0000_0000 | F_SETLEASE, lock)
+        out[f"{kind} lease held"] = fcntl.fcntl(fd, F_GETLEASE) != fcntl.F_UNLCK
+    # The near miss: every other fcntl a library makes (SQLite's POSIX locks,
+    # flags, pipe sizes) and flock still work.
+    locked = os.open(os.path.join(root, "locked"), os.O_CREAT | os.O_RDWR)
+    out["posix lock"] = attempt(fcntl.lockf, locked, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    shared = os.open(os.path.join(root, "shared"), os.O_CREAT | os.O_RDWR)
+    out["ofd lock"] = attempt(fcntl.fcntl, shared, fcntl.F_OFD_SETLK, bytes(32))
+    out["flock"] = attempt(fcntl.flock, locked, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    out["flags"] = attempt(fcntl.fcntl, locked, fcntl.F_SETFL, os.O_NONBLOCK)
+    out["cloexec"] = attempt(fcntl.fcntl, locked, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+    out["dupfd"] = attempt(fcntl.fcntl, locked, fcntl.F_DUPFD_CLOEXEC, 100)
+    read_end, write_end = os.pipe()
+    out["pipe size"] = attempt(fcntl.fcntl, write_end, F_SETPIPE_SZ, 65536)
+    return out
 """
-FUNCTIONS = ("setid_modes", "xattrs", "owners", "identity", "preallocate")
+FUNCTIONS = ("setid_modes", "xattrs", "owners", "identity", "preallocate", "leases")
 _NAMES = (
     "fchmodat",
     "fchmodat2",
@@ -301,3 +336,20 @@ def test_preallocation_cannot_exceed_the_file_size_limit(host: PluginHost, grant
         assert out[where]["allocated_mb"] <= 64, (where, out[where])
         assert out[where]["result"] == "EPERM"
     assert out["posix_fallocate 1 MiB"] == "ok"
+
+
+def test_no_lease_makes_another_process_wait_for_a_file(host: PluginHost, grant: Path) -> None:
+    # attack13: on main both leases were taken and held, so the host's own
+    # open(2) of a file in the grant would have waited 45 s (lease-break-time)
+    # for the plugin, and so would another plugin's worker or any root process
+    # opening it; O_NONBLOCK shows the wait without waiting.
+    out = call(host, "attacker", "leases", str(grant))
+    for kind in ("write", "read"):
+        assert out[f"{kind} lease"] == "EPERM", out
+        assert out[f"{kind} lease high bits"] == "EPERM", out
+        assert out[f"{kind} lease held"] is False, out
+    for name, flags in (("write", os.O_RDONLY), ("read", os.O_WRONLY)):
+        fd = os.open(grant / name, flags | os.O_NONBLOCK)  # no EWOULDBLOCK: no lease
+        os.close(fd)
+    near_misses = ("posix lock", "ofd lock", "flock", "flags", "cloexec", "dupfd", "pipe size")
+    assert {name: out[name] for name in near_misses} == dict.fromkeys(near_misses, "ok")

@@ -24,8 +24,10 @@ def _pipe_with(data: bytes) -> int:
     return read_end
 
 
-def _report(denials: object, oom_kills: object = 0) -> bytes:
-    packed: bytes = msgpack.packb({"denials": denials, "oom_kills": oom_kills})
+def _report(denials: object, oom_kills: object = 0, cpu_killed: object = False) -> bytes:
+    packed: bytes = msgpack.packb(
+        {"denials": denials, "oom_kills": oom_kills, "cpu_killed": cpu_killed}
+    )
     return packed
 
 
@@ -48,12 +50,17 @@ def test_status_report_decoding(
 ) -> None:
     read_end = _pipe_with(written)
     try:
-        assert _read_report(read_end, time.monotonic() + 30) == (status, (denials, oom_kills))
+        assert _read_report(read_end, time.monotonic() + 30) == (
+            status,
+            (denials, oom_kills, False),
+        )
     finally:
         os.close(read_end)
 
 
 def test_status_is_native_endian_like_before() -> None:
     assert STATUS.pack(-9)[:4] == (-9).to_bytes(4, sys.byteorder, signed=True)
-    assert _decode_report(_report({"socket": 1}, 2)) == ({"socket": 1}, 2)
+    assert _decode_report(_report({"socket": 1}, 2)) == ({"socket": 1}, 2, False)
+    assert _decode_report(_report({}, 0, True)) == ({}, 0, True)
+    assert _decode_report(_report({}, 0, 1)) == ({}, 0, False)  # only True says killed
     assert _decode_report(_report({"socket": 1})[:-1]) is None  # incomplete

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
-from caplet._sandbox._zygote_log import LOG_BYTES, new_relay
+from caplet._sandbox._zygote_log import LOG_BYTES, RATE_BYTES, RATE_WINDOW_S, new_relay
 
 
 def test_the_log_keeps_the_latest_output_and_never_grows_past_its_bound() -> None:
@@ -69,4 +70,71 @@ def test_the_drain_after_a_reap_ends_though_something_still_writes(
         assert os.fstat(log_fd).st_size <= LOG_BYTES
     finally:
         monkeypatch.undo()
+        relay.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_worker_flooding_its_stderr_is_read_at_a_bounded_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # attack13: the zygote read a worker's stderr as fast as the worker wrote
+    # it, outside every cgroup and CPU count (17.7 GB in 5 s, half a core of
+    # the zygote for as long as the plugin wished). Past RATE_BYTES in a window
+    # it stops reading until the window is over: the worker waits in write(2).
+    clock = _Clock()
+    monkeypatch.setattr(time, "monotonic", clock)  # the module reads time.monotonic
+    log_fd = os.memfd_create("test-log", os.MFD_CLOEXEC)
+    relay, write_fd = new_relay(log_fd)
+    os.set_blocking(write_fd, False)
+    chunk = b"x" * 65536
+    try:
+        read = 0
+        while relay.resume_at is None:
+            os.write(write_fd, chunk)
+            assert relay.pump()
+            read += len(chunk)
+            assert read <= RATE_BYTES + len(chunk)
+        assert relay.resume_at == clock.now + RATE_WINDOW_S
+        os.write(write_fd, chunk)  # the pipe is empty: the worker could write this much
+        assert relay.pump()
+        with pytest.raises(BlockingIOError):  # not read: the pipe is full, the worker waits
+            os.write(write_fd, chunk)
+        clock.now += RATE_WINDOW_S
+        assert relay.pump()  # a new window: read again
+        assert relay.resume_at is None
+        os.write(write_fd, chunk)
+    finally:
+        os.close(write_fd)
+        relay.close()
+
+
+def test_a_full_log_is_not_rewritten_for_every_chunk_but_ends_with_the_latest() -> None:
+    # attack13: every chunk past a full log truncated and rewrote the memfd,
+    # four times the CPU the worker spent writing it, in the zygote. The latest
+    # output is held until the drain, which is when the host reads the log.
+    log_fd = os.memfd_create("test-log", os.MFD_CLOEXEC)
+    relay, write_fd = new_relay(log_fd)
+    try:
+        for n in range(4):
+            os.write(write_fd, bytes([65 + n]) * (LOG_BYTES // 2))
+            assert relay.pump()
+        full = os.pread(log_fd, LOG_BYTES, 0)
+        for n in range(4):
+            os.write(write_fd, f"later {n} ".encode() * 1000)
+            assert relay.pump()
+            assert os.pread(log_fd, LOG_BYTES, 0) == full  # untouched until the drain
+        os.write(write_fd, b"last words")
+        os.close(write_fd)
+        assert not relay.pump(drain=True)
+        kept = os.pread(log_fd, LOG_BYTES, 0)
+        assert kept.endswith(b"later 3 " * 1000 + b"last words")
+        assert len(kept) == LOG_BYTES
+    finally:
         relay.close()

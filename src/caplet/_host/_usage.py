@@ -9,12 +9,17 @@ of each, plus ``cutime + cstime`` (the children they have waited for, e.g.
 a ``proc.exec`` program), and ``VmHWM`` (peak resident set) from
 ``/proc/<pid>/status``.
 
-Why ``/proc`` and not a cgroup: caplet's per-worker cgroup is a ``pids``
-cgroup (:mod:`caplet._sandbox._cgroup`), created by the zygote, and on a
-cgroup v1 host (this project's machines) ``pids`` has no CPU or memory
-accounting; ``getrusage(RUSAGE_CHILDREN)`` counts only children the host
-itself has waited for, and the zygote, not the host, reaps workers. The
-numbers ``/proc`` gives are the kernel's own rusage fields.
+Those counters miss what a worker runs in processes it never waits for
+(the jail's pid 1 is the monitor's only child; a child of pid 1 counts only
+once reaped) and all of it when the worker ignores SIGCHLD: the kernel then
+reaps a child without adding its times to the parent's, so a plugin that
+spun in a child spent CPU no budget saw (attack13). Where the zygote gave
+the worker cgroups, their own count is taken instead, which includes every
+process that was ever in them (:func:`caplet._sandbox._cgroup.cpu_count`:
+cgroup v2's ``cpu.stat``, v1's ``cpuacct``); ``/proc`` stays for a host
+without them and for the peak memory. ``getrusage(RUSAGE_CHILDREN)`` would
+count only children the host itself has waited for, and the zygote, not
+the host, reaps workers.
 
 The stat files stay open between samples: ``pread`` of an open ``/proc``
 file re-reads it (a few microseconds), which is what lets a plugin with a
@@ -27,6 +32,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Final
+
+from caplet._sandbox._cgroup import CpuCount, cpu_count
 
 __all__ = ["Usage", "WorkerUsage"]
 
@@ -53,6 +60,8 @@ class WorkerUsage:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        #: The worker's cgroup's own count, found while it surely runs (None: no cgroup).
+        self._counted: CpuCount | None = cpu_count(pid)
         #: pid -> open descriptor of its /proc/<pid>/stat.
         self._stats: dict[int, int] = {}
         self.closed = False
@@ -71,7 +80,8 @@ class WorkerUsage:
             if used is not None:
                 cpu += used
                 peak = max(peak, _peak(child))
-        return Usage(cpu, peak)
+        counted = None if self._counted is None else self._counted.seconds()
+        return Usage(cpu if counted is None else max(cpu, counted), peak)
 
     def close(self) -> None:
         """Close the open stat files (idempotent)."""

@@ -42,7 +42,20 @@ let a socket hold more than its default buffer (``splice``, ``sendfile``,
 ``SO_SNDBUF``: ``_seccomp_policy.UNBOUNDED_MEMORY``; see ``_zygote_child._child``).
 ``caplet doctor`` shows it.
 
-This module runs in the zygote: stdlib only.
+CPU: a worker's CPU seconds are what its cgroup has counted, every process
+it ever ran included (:func:`cpu_count`, read by the host's
+:mod:`caplet._host._usage`). A process's own counters lose a child that is
+never waited for, and all of it when the parent ignores SIGCHLD (the kernel
+reaps such a child without adding its times to its parent's): a plugin that
+spun in a child process spent CPU no budget saw (attack13). cgroup v2 counts
+in every cgroup (``cpu.stat``, whether the cpu controller is enabled or
+not); cgroup v1 only in a ``cpuacct`` hierarchy, so there each worker gets a
+cpuacct cgroup too (no limit: it only counts). The zygote reads the same
+count to hold a worker to its ``cpu_s`` as a whole: RLIMIT_CPU counts each
+process alone, and a child forked before its count runs out starts again
+from zero, so a chain of them spun for ever past the limit (attack13).
+
+This module runs in the zygote (and :func:`cpu_count` in the host): stdlib only.
 """
 
 from __future__ import annotations
@@ -55,9 +68,12 @@ from pathlib import Path
 
 __all__ = [
     "MEMORY_FALLBACK",
+    "ZYGOTE_PREFIX",
     "CgroupProbe",
     "CgroupRoot",
+    "CpuCount",
     "WorkerCgroup",
+    "cpu_count",
     "open_cgroups",
     "sweep_stale",
 ]
@@ -71,21 +87,57 @@ MEMORY_FALLBACK = (
 
 _V1_PIDS = Path("/sys/fs/cgroup/pids")
 _V1_MEMORY = Path("/sys/fs/cgroup/memory")
+_V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+#: A zygote's own cgroup is ``<prefix><its pid>`` in each hierarchy; its workers' are inside.
+ZYGOTE_PREFIX = "caplet-zygote-"
 _V2 = Path("/sys/fs/cgroup")
 #: cgroup v1's way of saying "no limit" (memory.limit_in_bytes).
 _V1_UNLIMITED = "-1"
 
 
 @dataclass(frozen=True, slots=True)
+class CpuCount:
+    """Where a worker's cgroup counts its CPU time (:func:`cpu_count`)."""
+
+    path: Path
+    #: cgroup v2's ``cpu.stat`` (``usage_usec``), else v1's ``cpuacct.usage`` (nanoseconds).
+    v2: bool
+
+    def seconds(self) -> float | None:
+        """The CPU seconds counted so far; None once the cgroup is gone."""
+        if not self.v2:
+            text = _read(self.path).strip()
+            return int(text) / 1e9 if text.isascii() and text.isdigit() else None
+        for row in _read(self.path).splitlines():
+            key, _, value = row.partition(" ")
+            if key == "usage_usec" and value.strip().isascii() and value.strip().isdigit():
+                return int(value) / 1e6
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerCgroup:
-    """One worker's cgroups: a directory per hierarchy (v1), or one for both (v2)."""
+    """One worker's cgroups: a directory per hierarchy (v1), or one for both (v2).
+
+    ``cpu``: cgroup v1's cpuacct directory, which only counts (v2 counts in
+    the one directory)."""
 
     pids: Path | None
     memory: Path | None
+    cpu: Path | None = None
 
     @property
     def directories(self) -> tuple[Path, ...]:
-        return tuple(dict.fromkeys(p for p in (self.pids, self.memory) if p is not None))
+        return tuple(dict.fromkeys(p for p in (self.pids, self.memory, self.cpu) if p is not None))
+
+    def cpu_count(self) -> CpuCount | None:
+        """Where these cgroups count the worker's CPU time (None: nowhere)."""
+        if self.cpu is not None:
+            return CpuCount(self.cpu / "cpuacct.usage", v2=False)
+        for directory in self.directories:
+            if (directory / "cpu.stat").exists():  # cgroup v2 (v1's pids and memory have none)
+                return CpuCount(directory / "cpu.stat", v2=True)
+        return None
 
     def join(self, pid: int = 0) -> None:
         """Move ``pid`` (default: the calling process) into every one; children follow."""
@@ -134,6 +186,7 @@ class CgroupRoot:
 
     pids: Path | None
     memory: Path | None
+    cpu: Path | None = None
 
     def create(self, name: str, *, processes: int | None, memory_bytes: int | None) -> WorkerCgroup:
         """Child cgroups ``name`` with these limits (removed again if a limit fails)."""
@@ -141,6 +194,7 @@ class CgroupRoot:
         cgroup = WorkerCgroup(
             None if self.pids is None else self.pids / name,
             None if self.memory is None else self.memory / name,
+            None if self.cpu is None else self.cpu / name,
         )
         try:
             for directory in cgroup.directories:
@@ -157,7 +211,9 @@ class CgroupRoot:
 
     def close(self) -> None:
         """Remove the zygote's directories once its workers' cgroups are gone."""
-        for directory in dict.fromkeys(p for p in (self.pids, self.memory) if p is not None):
+        for directory in dict.fromkeys(
+            p for p in (self.pids, self.memory, self.cpu) if p is not None
+        ):
             _remove(directory)
 
 
@@ -202,7 +258,12 @@ def open_cgroups(name: str, *, stale_prefix: str = "") -> CgroupProbe:
     memory, memory_problem = _open(memory_bases, name, stale_prefix, "memory")
     if pids is None and memory is None:
         return CgroupProbe(None, pids_problem, memory_problem)
-    return CgroupProbe(CgroupRoot(pids, memory), pids_problem, memory_problem)
+    # cgroup v1 counts CPU only in a cpuacct hierarchy (v2 in every cgroup):
+    # optional, a host without it counts a worker's CPU from /proc.
+    cpu = None
+    if (_V1_CPUACCT / "cgroup.procs").exists():
+        cpu, _ = _open([(_V1_CPUACCT, False)], name, stale_prefix, "cpuacct")
+    return CgroupProbe(CgroupRoot(pids, memory, cpu), pids_problem, memory_problem)
 
 
 def _open(
@@ -268,6 +329,29 @@ def sweep_stale(root: Path, prefix: str) -> None:
             # leftovers (ENOENT), or a process is still exiting (EBUSY):
             # whatever is left is the next sweep's; never fail a zygote here.
             continue
+
+
+def cpu_count(pid: int) -> CpuCount | None:
+    """Where the worker cgroup that process ``pid`` is in counts CPU; None without one.
+
+    Only a cgroup a zygote made for one worker (inside ``caplet-zygote-N``)
+    will do: any other (the host's own, the root) holds other processes too.
+    Its counts include every process that was ever in it, reaped or not.
+    Asked once, while the worker surely runs: a pid is reused once it is gone.
+    """
+    for line in _read(Path(f"/proc/{pid}/cgroup")).splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if not path.startswith("/") or not Path(path).parent.name.startswith(ZYGOTE_PREFIX):
+            continue
+        relative = path.lstrip("/")
+        if "cpuacct" in controllers.split(","):
+            return CpuCount(_V1_CPUACCT / relative / "cpuacct.usage", v2=False)
+        if not controllers and (_V2 / "cgroup.controllers").exists():
+            return CpuCount(_V2 / relative / "cpu.stat", v2=True)
+    return None
 
 
 def _limit_memory(directory: Path, limit: int | None) -> None:
@@ -356,7 +440,9 @@ def _v2_base(own: str | None) -> Path | None:
 
 
 def _read(path: Path) -> str:
+    # errors="replace": a cgroup path an administrator named outside ASCII
+    # (another hierarchy's line of /proc/PID/cgroup) is no reason to fail.
     try:
-        return path.read_text(encoding="ascii")
+        return path.read_text(encoding="ascii", errors="replace")
     except OSError:
         return ""

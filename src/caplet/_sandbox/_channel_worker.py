@@ -562,7 +562,9 @@ class SubprocessWorker:
             return self._death
         if grace_s > 0:
             self._process.wait_exit(grace_s)
-        self._death = describe_status(self._process.kill_and_reap()) + self._memory_note()
+        self._death = (
+            describe_status(self._process.kill_and_reap()) + self._memory_note() + self._cpu_note()
+        )
         self._tail = self._read_tail()
         with self._sock_lock:
             self._sock.close()
@@ -581,6 +583,16 @@ class SubprocessWorker:
             f"; the kernel's OOM killer stopped {kills} of its processes at the worker's "
             f"memory limit of {memory + tmp} MiB (memory_mb {memory} + tmp_size_mb {tmp}); "
             "if the plugin needs more, raise its memory_mb"
+        )
+
+    def _cpu_note(self) -> str:
+        """Why the zygote killed the worker, when it was for its CPU time in all."""
+        if not self._process.cpu_killed:
+            return ""
+        return (
+            f"; its processes together used more than its CPU limit of "
+            f"{self._spec.cpu_s} CPU seconds (cpu_s, counted over every process it "
+            "started); if the plugin needs more, raise its cpu_s"
         )
 
     def _read_tail(self) -> str:

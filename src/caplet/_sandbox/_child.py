@@ -83,6 +83,11 @@ class ChildProcess(Protocol):
         """Processes of the worker the OOM killer took (known once reaped; 0 if none)."""
         ...
 
+    @property
+    def cpu_killed(self) -> bool:
+        """Whether it was killed for its processes' CPU time in all (known once reaped)."""
+        ...
+
 
 class PopenChild:
     """A worker started with :class:`subprocess.Popen` in a session of its own."""
@@ -106,6 +111,11 @@ class PopenChild:
     def oom_kills(self) -> int:
         """Always 0: a plain process has no memory cgroup of its own to report them."""
         return 0
+
+    @property
+    def cpu_killed(self) -> bool:
+        """Always False: a plain process has no cgroup counting its CPU (RLIMIT_CPU only)."""
+        return False
 
     def exited(self) -> bool:
         try:

@@ -83,6 +83,7 @@ _SOCK_STREAM = 1
 _SOCK_SEQPACKET = 5
 _RENAME_WHITEOUT = 1 << 2
 _TIOCSTI = 0x5412
+_F_SETLEASE = 1024  # F_LINUX_SPECIFIC_BASE + 0 (fcntl(2))
 _TIOCLINUX = 0x541C
 _PERSONALITY_QUERY = 0xFFFF_FFFF
 #: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (clone(2)'s
@@ -134,11 +135,12 @@ ALLOWED: tuple[Group, ...] = (
         "reading modules and data, writing under granted paths and /tmp (Landlock and "
         "the mounts decide where): plain, vectored and positional reads and writes, "
         "sendfile/copy_file_range (shutil.copyfile), splice/tee, locks and syncs "
-        "(SQLite: fcntl locks, fdatasync), read-ahead hints (fallocate: see CONDITIONAL)",
+        "(SQLite: fcntl locks, fdatasync), read-ahead hints (fallocate and fcntl: see "
+        "CONDITIONAL)",
         _names(
             """
             read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2
-            lseek close close_range dup dup2 dup3 fcntl flock fsync fdatasync
+            lseek close close_range dup dup2 dup3 flock fsync fdatasync
             sync_file_range fadvise64 readahead ftruncate truncate sendfile
             copy_file_range splice tee pipe pipe2
             """
@@ -300,6 +302,15 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "send() on the worker's connected sockets (it is sendto with no address); an "
         "address is a way to a host socket",
         ((Masked(4, _ALL64, 0),),),
+    ),
+    Conditional(
+        "fcntl",
+        "descriptor flags, POSIX and OFD locks (SQLite), pipe sizes, seals; never a lease "
+        "(F_SETLEASE): a lease makes every other process's open(2) of the file, the "
+        "host's, root's and other plugins' workers' included, wait for the holder up to "
+        "lease-break-time (45 s) each time, and a worker may lease any file its uid owns "
+        "in a grant (attack13)",
+        none_of(1, (_F_SETLEASE,)),
     ),
     Conditional(
         "ioctl",

@@ -20,9 +20,11 @@ The zygote reaps its children and writes each one's status (4 bytes, the
 :attr:`subprocess.Popen.returncode` convention) to that child's status
 pipe, which is how the host learns how a worker ended even though it is not
 the worker's parent, followed by a msgpack map ``{"denials": {syscall name:
-count}, "oom_kills": N}``: the seccomp denials it counted for that worker
-(empty when none, or when counting is off) and how many of its processes
-the OOM killer took at its memory cgroup's limit, in one write of at most
+count}, "oom_kills": N, "cpu_killed": bool}``: the seccomp denials it counted for
+that worker (empty when none, or when counting is off), how many of its
+processes the OOM killer took at its memory cgroup's limit and whether the
+zygote killed it for using more than its ``cpu_s`` in all
+(``_zygote_children.enforce_cpu``), in one write of at most
 PIPE_BUF bytes so that it is atomic and cannot block on the fresh pipe
 (pipe(7)).
 
@@ -90,7 +92,7 @@ import msgpack
 
 from caplet._errors import SandboxError
 from caplet._sandbox import _zygote_child, _zygote_spare
-from caplet._sandbox._cgroup import CgroupRoot, WorkerCgroup, open_cgroups
+from caplet._sandbox._cgroup import ZYGOTE_PREFIX, CgroupRoot, WorkerCgroup, open_cgroups
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._jail import (
     DISABLE_LAYERS_ENV,
@@ -242,7 +244,7 @@ def _serve(control: socket.socket) -> int:
     if "cgroup" in disabled_layers():
         layers["cgroup"] = memory = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
     else:
-        probe = open_cgroups(f"caplet-zygote-{zygote_pid}", stale_prefix="caplet-zygote-")
+        probe = open_cgroups(f"{ZYGOTE_PREFIX}{zygote_pid}", stale_prefix=ZYGOTE_PREFIX)
         root, layers["cgroup"], memory = probe.root, probe.problem, probe.memory_problem
     _zygote_child._CGROUPS = root is not None and root.pids is not None
     try:
@@ -295,7 +297,9 @@ def _loop(
     refill_at: float | None = None  # a claimed spare's successor is owed from then on
     while True:
         wait_ms = None if refill_at is None else max(0, _ms_until(refill_at))
-        ready = {fd for fd, _ in poller.poll(wait_ms)}
+        ready = {fd for fd, _ in poller.poll(children.wait_ms(wait_ms))}
+        children.enforce_cpu()
+        children.resume_paused()
         if refill_at is not None and time.monotonic() >= refill_at:
             # No REFILL in that time (a worker not called yet, or a REFILL
             # lost): the next start must not find the pool empty.
@@ -370,7 +374,7 @@ def _loop(
             if spare.cgroup is not None:
                 if spare.cgroup in children.pending:
                     children.pending.remove(spare.cgroup)
-                children.cgroups[pid] = spare.cgroup
+                children.adopt(pid, spare.cgroup, request.limits.cpu_s)
             _reply(control, pid)
             # The next one when the host says this start is over (REFILL), or
             # after _REFILL_AFTER_S without a word.
@@ -406,7 +410,7 @@ def _loop(
             children.expect_listener(pid, ours)
         children.status[pid] = status_fd
         if cgroup is not None:
-            children.cgroups[pid] = cgroup
+            children.adopt(pid, cgroup, request.limits.cpu_s)
         _reply(control, pid)
         if spare is None:
             # Not left to a REFILL: one that never comes (a host that lost it)

@@ -8,14 +8,16 @@ loop that owns it and from the child's own set-up, which never sees it.
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import msgpack
 
-from caplet._sandbox._cgroup import WorkerCgroup
+from caplet._sandbox._cgroup import CpuCount, WorkerCgroup
 from caplet._sandbox._seccomp import (
     DenialCounter,
 )
@@ -24,6 +26,16 @@ from caplet._sandbox._zygote_log import LogRelay
 from caplet._sandbox._zygote_request import _PIPE_BUF, STATUS
 
 __all__: list[str] = []
+
+#: Seccomp notifications the zygote answers for one worker per second; past
+#: them it stops polling that worker's listener until the second is over, and
+#: the worker's denied calls wait (attack13: 77,000 a second took half of the
+#: zygote's core, outside every cgroup and CPU count, and every other
+#: worker's start queued behind them). Denials are rare in honest code.
+NOTIFY_RATE = 4096
+#: How often the zygote reads its workers' CPU counts (:meth:`_Children.enforce_cpu`):
+#: a worker may pass its ``cpu_s`` by at most this much wall time per core.
+CPU_CHECK_S = 0.5
 
 
 @dataclass(slots=True)
@@ -48,6 +60,58 @@ class _Children:
     logs: dict[int, LogRelay]
     #: Child pid -> its stderr pipe fd in ``logs``.
     log_of: dict[int, int]
+    #: Child pid -> where its cgroup counts CPU and its ``cpu_s``, while it runs.
+    cpu_limits: dict[int, tuple[CpuCount, float]] = field(default_factory=dict)
+    #: Children killed for passing their ``cpu_s`` (reported when reaped).
+    cpu_killed: set[int] = field(default_factory=set)
+    #: When :meth:`enforce_cpu` is due next (``time.monotonic()``).
+    cpu_check_at: float = 0.0
+    #: Descriptors not polled until the time given: a stderr pipe whose worker
+    #: wrote faster than its relay's rate (:mod:`caplet._sandbox._zygote_log`), a
+    #: listener past :data:`NOTIFY_RATE`.
+    paused: dict[int, float] = field(default_factory=dict)
+    #: Listener fd -> (when its rate window began, notifications answered in it).
+    notify_windows: dict[int, tuple[float, int]] = field(default_factory=dict)
+
+    def adopt(self, pid: int, cgroup: WorkerCgroup, cpu_s: float | None) -> None:
+        """Keep the worker ``pid``'s cgroup, and hold it to ``cpu_s`` CPU seconds in all.
+
+        RLIMIT_CPU counts each process alone: a child forked before its
+        parent's count ran out starts again from zero, so only the cgroup's
+        count bounds the worker as a whole (attack13).
+        """
+        self.cgroups[pid] = cgroup
+        count = cgroup.cpu_count()
+        if cpu_s is not None and count is not None:
+            if not self.cpu_limits:
+                self.cpu_check_at = time.monotonic() + CPU_CHECK_S
+            self.cpu_limits[pid] = (count, cpu_s)
+
+    def wait_ms(self, wait_ms: int | None) -> int | None:
+        """``wait_ms`` cut to the next CPU check while a worker has a CPU limit, and to
+        the first paused stderr pipe's resumption."""
+        times = [self.cpu_check_at] if self.cpu_limits else []
+        times += self.paused.values()
+        if not times:
+            return wait_ms
+        due = max(0, math.ceil((min(times) - time.monotonic()) * 1000))
+        return due if wait_ms is None else min(wait_ms, due)
+
+    def enforce_cpu(self) -> None:
+        """Kill every worker whose processes together used more than its ``cpu_s``, when due."""
+        now = time.monotonic()
+        if not self.cpu_limits or now < self.cpu_check_at:
+            return
+        self.cpu_check_at = now + CPU_CHECK_S
+        for pid, (count, limit) in list(self.cpu_limits.items()):
+            used = count.seconds()
+            if used is None or used <= limit:
+                continue
+            del self.cpu_limits[pid]
+            self.cpu_killed.add(pid)
+            cgroup = self.cgroups.get(pid)
+            if cgroup is not None:
+                cgroup.kill_members()
 
     def relay_log(self, pid: int, relay: LogRelay) -> None:
         self.logs[relay.read_fd] = relay
@@ -55,9 +119,33 @@ class _Children:
         self.poller.register(relay.read_fd, select.POLLIN)
 
     def serve_log(self, fd: int) -> None:
-        """Copy what a child wrote to its stderr; at end of file stop polling it."""
-        if not self.logs[fd].pump():
+        """Copy what a child wrote to its stderr; at end of file stop polling it, and
+        while its worker writes faster than the relay's rate, until the rate allows."""
+        relay = self.logs[fd]
+        if not relay.pump():
             self.poller.unregister(fd)
+        elif relay.resume_at is not None:
+            self._pause(fd, relay.resume_at)
+
+    def _pause(self, fd: int, until: float) -> None:
+        self.poller.unregister(fd)
+        self.paused[fd] = until
+
+    def _unpause(self, fd: int) -> None:
+        """Forget ``fd``'s pause, or stop polling it (it is going away)."""
+        if self.paused.pop(fd, None) is None:
+            try:
+                self.poller.unregister(fd)
+            except KeyError:
+                pass  # its end of file was seen already
+
+    def resume_paused(self) -> None:
+        """Poll again the descriptors whose rate window is over."""
+        now = time.monotonic()
+        for fd, until in list(self.paused.items()):
+            if now >= until:
+                del self.paused[fd]
+                self.poller.register(fd, select.POLLIN)
 
     def close_log(self, pid: int) -> None:
         """Copy the rest of a reaped child's stderr into its log and let go of both."""
@@ -66,10 +154,7 @@ class _Children:
             return
         relay = self.logs.pop(fd)
         relay.pump(drain=True)
-        try:
-            self.poller.unregister(fd)
-        except KeyError:
-            pass  # its end of file was seen already
+        self._unpause(fd)
         relay.close()
 
     def expect_listener(self, pid: int, handover: socket.socket) -> None:
@@ -97,7 +182,9 @@ class _Children:
         self.poller.register(fds[0], select.POLLIN)
 
     def serve_listener(self, fd: int) -> None:
+        """Answer a listener's pending notifications, at most :data:`NOTIFY_RATE` a second."""
         counter = self.listeners[fd]
+        before = sum(counter.counts.values())
         try:
             open_ = counter.serve()
         except OSError as exc:
@@ -106,13 +193,24 @@ class _Children:
             _say(f"seccomp listener failed ({exc}); denials are no longer counted")
             open_ = False
         if not open_:
-            self.poller.unregister(fd)
+            self._unpause(fd)
+            self.notify_windows.pop(fd, None)
             del self.listeners[fd]
             counter.close()
+            return
+        now = time.monotonic()
+        start, answered = self.notify_windows.get(fd, (now, 0))
+        if now - start >= 1.0:
+            start, answered = now, 0
+        answered += sum(counter.counts.values()) - before
+        self.notify_windows[fd] = (start, answered)
+        if answered >= NOTIFY_RATE and fd not in self.paused:
+            self._pause(fd, start + 1.0)
 
-    def report(self, pid: int, code: int, *, oom_kills: int = 0) -> bytes:
+    def report(self, pid: int, code: int, *, oom_kills: int = 0, cpu_killed: bool = False) -> bytes:
         """The status pipe payload for a reaped child: status, then a map of its
-        denial counts and of the processes its memory cgroup's OOM killer took."""
+        denial counts, of the processes its memory cgroup's OOM killer took and
+        of whether it was killed for its CPU time."""
         for fd, (owner, _) in list(self.handovers.items()):
             if owner == pid:
                 self.receive_listener(fd)
@@ -123,10 +221,12 @@ class _Children:
                 self.serve_listener(counter.fd)  # what its last moments left pending
             counts = counter.counts
         payload: bytes = STATUS.pack(code) + msgpack.packb(
-            {"denials": counts, "oom_kills": oom_kills}
+            {"denials": counts, "oom_kills": oom_kills, "cpu_killed": cpu_killed}
         )
         if len(payload) > _PIPE_BUF:  # cannot happen with MAX_DENIAL_NAMES short names
-            payload = STATUS.pack(code) + msgpack.packb({"denials": {}, "oom_kills": oom_kills})
+            payload = STATUS.pack(code) + msgpack.packb(
+                {"denials": {}, "oom_kills": oom_kills, "cpu_killed": cpu_killed}
+            )
         return payload
 
 
@@ -141,6 +241,9 @@ def _reap(children: _Children) -> None:
             break
         code = os.waitstatus_to_exitcode(status)
         cgroup = children.cgroups.pop(pid, None)
+        children.cpu_limits.pop(pid, None)
+        cpu_killed = pid in children.cpu_killed
+        children.cpu_killed.discard(pid)
         oom_kills = 0
         if cgroup is not None:
             oom_kills = cgroup.oom_kills()
@@ -148,7 +251,7 @@ def _reap(children: _Children) -> None:
             # namespace) dies with it, before the host hears it has ended.
             cgroup.kill_members()
             children.pending.append(cgroup)
-        payload = children.report(pid, code, oom_kills=oom_kills)
+        payload = children.report(pid, code, oom_kills=oom_kills, cpu_killed=cpu_killed)
         # Its last words are in the log before the host hears it has ended.
         children.close_log(pid)
         status_fd = children.status.pop(pid, None)

@@ -56,7 +56,15 @@ class ZygoteChild:
     the monitor of it), so the kernel takes every process in it down too.
     """
 
-    __slots__ = ("_denials", "_oom_kills", "_pid", "_pidfd", "_status", "_status_r")
+    __slots__ = (
+        "_cpu_killed",
+        "_denials",
+        "_oom_kills",
+        "_pid",
+        "_pidfd",
+        "_status",
+        "_status_r",
+    )
 
     def __init__(self, pid: int, pidfd: int, status_r: int) -> None:
         self._pid = pid
@@ -65,6 +73,7 @@ class ZygoteChild:
         self._status: int | None = None
         self._denials = _NO_DENIALS
         self._oom_kills = 0
+        self._cpu_killed = False
 
     @property
     def pid(self) -> int:
@@ -79,6 +88,11 @@ class ZygoteChild:
     def oom_kills(self) -> int:
         """Processes the OOM killer took at the worker's memory cgroup limit (0 until reaped)."""
         return self._oom_kills
+
+    @property
+    def cpu_killed(self) -> bool:
+        """Whether the zygote killed the worker for its CPU time in all (False until reaped)."""
+        return self._cpu_killed
 
     def exited(self) -> bool:
         if self._status is not None:
@@ -103,14 +117,14 @@ class ZygoteChild:
         os.close(self._pidfd)
         os.close(self._status_r)
         self._status = -signal.SIGKILL if status is None else status
-        self._denials, self._oom_kills = report
+        self._denials, self._oom_kills, self._cpu_killed = report
         return self._status
 
 
-_Report = tuple[Mapping[str, int], int]
+_Report = tuple[Mapping[str, int], int, bool]
 
 
-_NO_REPORT: _Report = (_NO_DENIALS, 0)
+_NO_REPORT: _Report = (_NO_DENIALS, 0, False)
 
 
 def _read_report(fd: int, deadline: float) -> tuple[int | None, _Report]:
@@ -142,8 +156,8 @@ def _read_report(fd: int, deadline: float) -> tuple[int | None, _Report]:
 
 
 def _decode_report(data: bytes) -> _Report | None:
-    """``{"denials": {syscall name: count}, "oom_kills": N}``; None while incomplete or
-    when malformed."""
+    """``{"denials": {syscall name: count}, "oom_kills": N, "cpu_killed": bool}``; None
+    while incomplete or when malformed."""
     try:
         report = msgpack.unpackb(data, raw=False, max_map_len=1024, max_str_len=256)
     except (ValueError, TypeError):
@@ -158,7 +172,11 @@ def _decode_report(data: bytes) -> _Report | None:
             if isinstance(name, str) and type(count) is int and count > 0
         }
     )
-    return denials, oom_kills if type(oom_kills) is int and oom_kills > 0 else 0
+    return (
+        denials,
+        oom_kills if type(oom_kills) is int and oom_kills > 0 else 0,
+        report.get("cpu_killed") is True,
+    )
 
 
 class _Zygote:

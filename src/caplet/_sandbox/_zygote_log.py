@@ -22,12 +22,26 @@ not the worker's cgroup's, and a worker must not make the host hold its
 and its last words are not lost: the zygote drains the pipe when it reaps
 the worker, before it writes the status the host waits for, and the host
 reads the tail only then.
+
+Once the log is full, what keeps coming is held in the zygote's memory (the
+latest :data:`LOG_BYTES` of it) and written into the log by that drain, not
+as it arrives: truncating and rewriting the memfd for every chunk cost the
+zygote, outside every worker's cgroup and CPU count, four times the CPU the
+worker spent writing (a plugin flooding its stderr had the zygote spin a
+core: 3.4 GB in 5 s, 2.45 zygote CPU seconds to 0.6 of its own; attack13).
+Reading the pipe is all a flood costs the zygote now, and at most
+:data:`RATE_BYTES` a second of it: past that the zygote stops reading the
+pipe until the second is over (:attr:`LogRelay.resume_at`), and the worker
+waits in write(2), as a write to a slow terminal would. Without the bound
+the zygote read as fast as any worker wrote, half a core for as long as a
+plugin wished (17.7 GB in 5 s).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 __all__ = ["LOG_BYTES", "LogRelay", "new_relay"]
 
@@ -45,6 +59,9 @@ _READS_PER_TURN = 16
 #: a process the worker started outside a pid namespace of its own (no jail)
 #: outlives it and may still hold the pipe, writing without end.
 _DRAIN_READS = 32
+#: Bytes of stderr the zygote reads from one worker per :data:`RATE_WINDOW_S`.
+RATE_BYTES = 16 * 1024 * 1024
+RATE_WINDOW_S = 1.0
 
 
 @dataclass(slots=True)
@@ -55,6 +72,14 @@ class LogRelay:
     log_fd: int
     #: Bytes in the log.
     size: int = 0
+    #: Once the log is full: the latest output since, written into it by a drain.
+    pending: bytearray = field(default_factory=bytearray)
+    #: The current rate window: when it began and what was read in it.
+    window_start: float = 0.0
+    window_bytes: int = 0
+    #: When the pipe may be read again (``time.monotonic()``), once this window's
+    #: :data:`RATE_BYTES` were read; None while under the rate.
+    resume_at: float | None = None
 
     def pump(self, *, drain: bool = False) -> bool:
         """Copy what the pipe holds into the log; False at end of file.
@@ -63,9 +88,18 @@ class LogRelay:
         loop polls again); with it, until the pipe is empty (the worker has
         been reaped, so nothing of it writes any more) or ``_DRAIN_READS``.
         """
+        try:
+            return self._pump(_DRAIN_READS if drain else _READS_PER_TURN, rated=not drain)
+        finally:
+            if drain:
+                self._flush()
+
+    def _pump(self, most: int, *, rated: bool = True) -> bool:
         reads = 0
-        while reads < (_DRAIN_READS if drain else _READS_PER_TURN):
+        while reads < most:
             reads += 1
+            if rated and self._over_rate():
+                return True
             try:
                 data = os.read(self.read_fd, _CHUNK)
             except BlockingIOError:
@@ -74,24 +108,49 @@ class LogRelay:
                 return False
             if not data:
                 return False
+            self.window_bytes += len(data)
             try:
                 self._append(data)
             except OSError:
                 pass  # out of memory: the log misses this, the worker goes on
         return True
 
+    def _over_rate(self) -> bool:
+        """Whether this window's bytes were read; sets :attr:`resume_at` when so."""
+        now = time.monotonic()
+        if now - self.window_start >= RATE_WINDOW_S:
+            self.window_start, self.window_bytes, self.resume_at = now, 0, None
+        if self.window_bytes < RATE_BYTES:
+            return False
+        self.resume_at = self.window_start + RATE_WINDOW_S
+        return True
+
     def _append(self, data: bytes) -> None:
-        if self.size + len(data) <= LOG_BYTES:
+        if not self.pending and self.size + len(data) <= LOG_BYTES:
             os.pwrite(self.log_fd, data, self.size)
             self.size += len(data)
             return
-        # Full: keep the latest output only (explicit offsets, never the file
-        # position, which the host's descriptor shares).
-        kept = os.pread(self.log_fd, _KEPT_BYTES, max(0, self.size - _KEPT_BYTES))
-        latest = (kept + data)[-LOG_BYTES:]
-        os.ftruncate(self.log_fd, 0)
-        os.pwrite(self.log_fd, latest, 0)
-        self.size = len(latest)
+        # Full: the latest output is kept in memory until the drain.
+        self.pending += data
+        if len(self.pending) > LOG_BYTES:
+            del self.pending[:-LOG_BYTES]
+
+    def _flush(self) -> None:
+        """Write what came after the log was full into it: the latest output only
+        (explicit offsets, never the file position, which the host's descriptor shares)."""
+        if not self.pending:
+            return
+        try:
+            kept = b""
+            if len(self.pending) < LOG_BYTES:
+                kept = os.pread(self.log_fd, _KEPT_BYTES, max(0, self.size - _KEPT_BYTES))
+            latest = (kept + self.pending)[-LOG_BYTES:]
+            os.ftruncate(self.log_fd, 0)
+            os.pwrite(self.log_fd, latest, 0)
+            self.size = len(latest)
+        except OSError:
+            pass  # out of memory: the log keeps what it had
+        self.pending.clear()
 
     def close(self) -> None:
         os.close(self.read_fd)
