@@ -477,7 +477,7 @@ def test_a_blank_answer_at_a_prompt_is_the_authors_default_not_the_operators_val
         ),
     ],
 )
-def test_a_default_that_goes_narrower_is_enabled_on_the_approvals_consent(
+def test_a_default_that_goes_narrower_widens_no_grant_but_is_new_text_for_the_agent(
     host: PluginHost,
     make_plugin: PluginFactory,
     tmp_path: Path,
@@ -486,19 +486,36 @@ def test_a_default_that_goes_narrower_is_enabled_on_the_approvals_consent(
     before: str,
     after: str,
 ) -> None:
-    # Inside what the approved default reached: the approval covers it, as it
-    # covers a narrower literal capability (docs/security.md, "Consent model").
+    # Inside what the approved default reached: the approval covers the grant, as it
+    # covers a narrower literal capability (docs/security.md, "Consent model"). But the
+    # agent reads the value in its system message, so the new value is text nobody
+    # vouched for (attack13d: tests/_host/test_agent_text.py), shown as such.
     (tmp_path / "data" / "sub").mkdir(parents=True)
     before, after = (text.replace("{data}", str(tmp_path / "data")) for text in (before, after))
     make_plugin("reader", manifest=templated(capability, field, before))
     approve(host, "reader")
     make_plugin("reader", manifest=templated(capability, field, after, version="1.1.0"))
     host.discover()
-    assert host.consent_request("reader") is None
-    outcome = host.enable("reader", consent=Asked(answer=False))
+    request = host.consent_request("reader")
+    assert request is not None
+    assert request.reason is ConsentReason.WIDENED
+    assert request.widening is not None
+    assert request.widening.defaults == ()
+    assert request.widening.capabilities.added == ()
+    assert describe_widening(request.widening) == [
+        "changes the text it sends to the agent (1 removed, 1 added)",
+        f'agent text removed: config {field} default: "{before}"',
+        f'agent text added: config {field} default: "{after}"',
+    ]
+    assert not host.enable("reader", consent=Asked(answer=False))
+    outcome = host.enable("reader", consent=Asked(answer=True))
+    assert outcome, outcome.reason
+    assert granted(host, "reader") == [f"{capability.partition(':')[0]}:{after}"]
+    # The operator naming that value is the operator's text, not the author's.
+    host.disable("reader")
+    outcome = host.enable("reader", [f"{field}={after}"], consent=Asked(answer=False))
     assert outcome, outcome.reason
     assert "carried over: nothing widened" in outcome.reason
-    assert granted(host, "reader") == [f"{capability.partition(':')[0]}:{after}"]
 
 
 def test_a_default_where_the_approval_had_none_needs_consent(

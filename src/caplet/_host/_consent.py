@@ -48,7 +48,7 @@ from caplet._capabilities._model import Capability
 from caplet._config._schema import ConfigValue
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel
-from caplet._host._agent_text import AgentTextChange, agent_text_change
+from caplet._host._agent_text import AgentTextChange, agent_text_change, moved_defaults
 from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
 from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
 from caplet._host._policy import TrustTier
@@ -234,7 +234,17 @@ def widening(
         downgrade=down,
         risk_raised=raised,
         defaults=defaults,
-        agent_text=agent_text_change(approved_agent_text, manifest),
+        agent_text=agent_text_change(
+            approved_agent_text,
+            manifest,
+            moved_defaults(
+                manifest,
+                approved_defaults,
+                config=config,
+                explicit=explicit,
+                judged={name for change in defaults for name in change.fields},
+            ),
+        ),
     )
 
 
