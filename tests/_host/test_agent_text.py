@@ -455,6 +455,28 @@ def test_the_operators_own_value_for_a_templated_field_is_not_the_authors_text(
     assert SMUGGLED not in "".join(host.get_system_message_additions())
 
 
+def test_a_consent_request_carries_the_text_no_approval_vouches_for(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """attack13d: an application showing a ConsentRequest for a plugin nobody approved
+    could not show the text consent puts before its agent; an approved one's widening
+    that leaves the text alone has it vouched for."""
+    directory = notes(make_plugin)
+    host.discover()
+    request = host.consent_request("notes")
+    assert request is not None
+    assert request.reason is ConsentReason.NOT_APPROVED
+    assert not request.vouched_text
+    assert "hints.critical_rules: Names are relative." in request.agent_text
+    approve(host, "notes")
+    rewrite(directory, '["env.read:LANG"]', '["env.read:LANG", "env.read:HOME"]')
+    host.discover()
+    widened = host.consent_request("notes")
+    assert widened is not None
+    assert widened.reason is ConsentReason.WIDENED
+    assert widened.vouched_text
+
+
 # -- what a person is shown ---------------------------------------------------------------
 
 

@@ -75,6 +75,7 @@ __all__ = [
     "agent_text_change",
     "moved_defaults",
     "shown_agent_text",
+    "shown_entries",
 ]
 
 #: Entries of a change shown (removed and added each); the rest are counted.
@@ -201,7 +202,12 @@ def shown_agent_text(manifest: Manifest) -> list[str]:
     ``caplet info`` showed neither the hints nor the schemas. Each entry escaped and
     bounded as a change's are, at most :data:`MAX_SHOWN_WHOLE` of them.
     """
-    entries = agent_text(manifest)
+    return shown_entries(agent_text(manifest))
+
+
+def shown_entries(entries: Sequence[str]) -> list[str]:
+    """Entries of :func:`agent_text` for a person: each escaped and bounded, at most
+    :data:`MAX_SHOWN_WHOLE` of them, the rest counted."""
     lines = [_shown(e) for e in entries[:MAX_SHOWN_WHOLE]]
     if len(entries) > MAX_SHOWN_WHOLE:
         lines.append(

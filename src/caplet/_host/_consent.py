@@ -335,7 +335,10 @@ class ConsentRequest:
     before it is configured); ``composition`` is the capability lint;
     ``approval`` the earlier approval of other content, if any, and
     ``widening`` how this content goes beyond it. ``why`` says it in one
-    sentence.
+    sentence. ``agent_text`` is the text the plugin sends to the agent
+    (:func:`caplet._host._agent_text.agent_text`): consent puts it before the
+    agent, so a person consenting to a plugin no approval vouches for must be
+    able to read it (attack13d).
     """
 
     plugin: str
@@ -353,6 +356,13 @@ class ConsentRequest:
     requires: tuple[str, ...]
     approval: ApprovalRecord | None = None
     widening: Widening | None = None
+    agent_text: tuple[str, ...] = ()
+
+    @property
+    def vouched_text(self) -> bool:
+        """True when an approval vouches for the text the agent reads (or the widening
+        lists how it changed): only then may a consent screen leave it out."""
+        return self.reason not in (ConsentReason.NOT_APPROVED, ConsentReason.UNKNOWN_SCOPE)
 
 
 #: Asked with the request; True consents for this process.

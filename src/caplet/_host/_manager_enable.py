@@ -32,6 +32,7 @@ from caplet._errors import (
     StoreError,
 )
 from caplet._findings import RiskLevel, Severity
+from caplet._host._agent_text import agent_text
 from caplet._host._consent import (
     Consent,
     ConsentReason,
@@ -347,6 +348,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             requires=tuple(r.name for r in manifest.requires),
             approval=approval,
             widening=change,
+            agent_text=agent_text(manifest),
         )
 
     def consent_request(self, name: str) -> ConsentRequest | None:
