@@ -348,6 +348,103 @@ functions = ["run"]
 """
 
 
+NOTES_MANIFEST = """
+name = "notes"
+version = "1.0.0"
+description = "Reads notes."
+capabilities = ["env.read:CAPLET_TEST_SECRET"]
+
+[modules.main]
+functions = ["run"]
+"""
+
+
+def _project(root: Path, source: str) -> Path:
+    """A project's plugins directory holding a plugin ``notes`` with *source*."""
+    plugin = root / "plugins" / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.toml").write_text(NOTES_MANIFEST)
+    (plugin / "plugin.py").write_text(source)
+    return root / "plugins"
+
+
+@pytest.mark.security
+def test_a_plugin_of_the_same_name_elsewhere_is_another_plugin_not_a_new_version(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attack13d: approvals are kept per user (the state directory), by plugin name. The
+    operator approved project X's `notes`; project Y (a cloned repository, another
+    author) has a plugin named `notes` too, other code, the same manifest. Enabled in Y
+    on a pipe, it ran, "carried over: nothing widened", with the grant approved for X's
+    (and X's `ctx.kv`, kept by name): the carry-over meant for a new version of the same
+    plugin took another plugin for one."""
+    monkeypatch.setenv("CAPLET_TEST_SECRET", "s3cr3t")
+    theirs = READS_SECRET.replace("return os.environ", 'return "project Y: " + os.environ')
+    plugins = {"x": _project(tmp_path / "x", READS_SECRET), "y": _project(tmp_path / "y", theirs)}
+    hosts = {
+        key: PluginHost(
+            directory,
+            state_dir=state_dir,
+            launcher=launcher,
+            discover=False,
+            auditor=None,
+            loading=PLAIN,
+        )
+        for key, directory in plugins.items()
+    }
+    try:
+        approve(hosts["x"], "notes")
+        here = hosts["y"]
+        here.discover()
+        outcome = here.enable("notes")
+        assert not outcome, "another folder's plugin ran on X's approval"
+        where_y = plugins["y"].resolve() / "notes"
+        where_x = plugins["x"].resolve() / "notes"
+        shown = (
+            f"is another plugin of that name: it is at {where_y}, the approval is of the one at "
+            f"{where_x}"
+        )
+        assert shown in outcome.reason
+        asked = Asked(answer=True)
+        assert here.enable("notes", consent=asked)
+        [request] = asked.requests
+        assert request.reason is ConsentReason.WIDENED
+        assert request.widening is not None
+        assert request.widening.moved == (str(where_y), str(where_x))
+        assert describe_widening(request.widening) == [shown]
+        # Near misses: a new version of X's own plugin, in its folder, carries over...
+        source = plugins["x"] / "notes" / "plugin.py"
+        source.write_text(source.read_text() + "\n# a fix\n")
+        hosts["x"].discover()
+        fixed = hosts["x"].enable("notes")
+        assert fixed, fixed.reason
+        assert "carried over: nothing widened" in fixed.reason
+        record = hosts["x"].get_approval_record("notes")
+        assert record is not None
+        assert record.location == str(where_x)
+    finally:
+        for host in hosts.values():
+            host.close()
+
+
+def test_an_approval_older_than_its_location_carries_over_as_before(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Near miss: an approval recorded before caplet kept where the plugin was (schema 7)
+    is compared with no place, so a fix of the same plugin still carries it over."""
+    directory = make_plugin("notes", manifest=NOTES_MANIFEST, source=READS_SECRET)
+    approve(host, "notes")
+    record = host.get_approval_record("notes")
+    assert record is not None
+    host.manager.store.put_approval(dataclasses.replace(record, location=None))
+    source = directory / "plugin.py"
+    source.write_text(source.read_text() + "\n# a fix\n")
+    host.discover()
+    outcome = host.enable("notes")
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+
+
 def templated(capability: str, field: str, default: str | None, version: str = "1.0.0") -> str:
     """A manifest with one templated capability over config field *field* (no default: None)."""
     line = "" if default is None else f'default = "{default}"'

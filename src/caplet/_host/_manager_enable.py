@@ -311,7 +311,12 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         """Why enabling *record*'s current, unapproved content needs consent (None: it
         does not, its earlier approval covers everything it asks for)."""
         return consent_need(
-            approval, record.manifest, audit, config=record.config, explicit=record.explicit
+            approval,
+            record.manifest,
+            audit,
+            config=record.config,
+            explicit=record.explicit,
+            location=record.location,
         )
 
     def _same_grants(self, record: PluginRecord, resolved: tuple[Capability, ...]) -> bool:
