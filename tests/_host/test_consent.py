@@ -348,6 +348,103 @@ functions = ["run"]
 """
 
 
+NOTES_MANIFEST = """
+name = "notes"
+version = "1.0.0"
+description = "Reads notes."
+capabilities = ["env.read:CAPLET_TEST_SECRET"]
+
+[modules.main]
+functions = ["run"]
+"""
+
+
+def _project(root: Path, source: str) -> Path:
+    """A project's plugins directory holding a plugin ``notes`` with *source*."""
+    plugin = root / "plugins" / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.toml").write_text(NOTES_MANIFEST)
+    (plugin / "plugin.py").write_text(source)
+    return root / "plugins"
+
+
+@pytest.mark.security
+def test_a_plugin_of_the_same_name_elsewhere_is_another_plugin_not_a_new_version(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attack13d: approvals are kept per user (the state directory), by plugin name. The
+    operator approved project X's `notes`; project Y (a cloned repository, another
+    author) has a plugin named `notes` too, other code, the same manifest. Enabled in Y
+    on a pipe, it ran, "carried over: nothing widened", with the grant approved for X's
+    (and X's `ctx.kv`, kept by name): the carry-over meant for a new version of the same
+    plugin took another plugin for one."""
+    monkeypatch.setenv("CAPLET_TEST_SECRET", "s3cr3t")
+    theirs = READS_SECRET.replace("return os.environ", 'return "project Y: " + os.environ')
+    plugins = {"x": _project(tmp_path / "x", READS_SECRET), "y": _project(tmp_path / "y", theirs)}
+    hosts = {
+        key: PluginHost(
+            directory,
+            state_dir=state_dir,
+            launcher=launcher,
+            discover=False,
+            auditor=None,
+            loading=PLAIN,
+        )
+        for key, directory in plugins.items()
+    }
+    try:
+        approve(hosts["x"], "notes")
+        here = hosts["y"]
+        here.discover()
+        outcome = here.enable("notes")
+        assert not outcome, "another folder's plugin ran on X's approval"
+        where_y = plugins["y"].resolve() / "notes"
+        where_x = plugins["x"].resolve() / "notes"
+        shown = (
+            f"is another plugin of that name: it is at {where_y}, the approval is of the one at "
+            f"{where_x}"
+        )
+        assert shown in outcome.reason
+        asked = Asked(answer=True)
+        assert here.enable("notes", consent=asked)
+        [request] = asked.requests
+        assert request.reason is ConsentReason.WIDENED
+        assert request.widening is not None
+        assert request.widening.moved == (str(where_y), str(where_x))
+        assert describe_widening(request.widening) == [shown]
+        # Near misses: a new version of X's own plugin, in its folder, carries over...
+        source = plugins["x"] / "notes" / "plugin.py"
+        source.write_text(source.read_text() + "\n# a fix\n")
+        hosts["x"].discover()
+        fixed = hosts["x"].enable("notes")
+        assert fixed, fixed.reason
+        assert "carried over: nothing widened" in fixed.reason
+        record = hosts["x"].get_approval_record("notes")
+        assert record is not None
+        assert record.location == str(where_x)
+    finally:
+        for host in hosts.values():
+            host.close()
+
+
+def test_an_approval_older_than_its_location_carries_over_as_before(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """Near miss: an approval recorded before caplet kept where the plugin was (schema 7)
+    is compared with no place, so a fix of the same plugin still carries it over."""
+    directory = make_plugin("notes", manifest=NOTES_MANIFEST, source=READS_SECRET)
+    approve(host, "notes")
+    record = host.get_approval_record("notes")
+    assert record is not None
+    host.manager.store.put_approval(dataclasses.replace(record, location=None))
+    source = directory / "plugin.py"
+    source.write_text(source.read_text() + "\n# a fix\n")
+    host.discover()
+    outcome = host.enable("notes")
+    assert outcome, outcome.reason
+    assert "carried over: nothing widened" in outcome.reason
+
+
 def templated(capability: str, field: str, default: str | None, version: str = "1.0.0") -> str:
     """A manifest with one templated capability over config field *field* (no default: None)."""
     line = "" if default is None else f'default = "{default}"'
@@ -477,7 +574,7 @@ def test_a_blank_answer_at_a_prompt_is_the_authors_default_not_the_operators_val
         ),
     ],
 )
-def test_a_default_that_goes_narrower_is_enabled_on_the_approvals_consent(
+def test_a_default_that_goes_narrower_widens_no_grant_but_is_new_text_for_the_agent(
     host: PluginHost,
     make_plugin: PluginFactory,
     tmp_path: Path,
@@ -486,19 +583,36 @@ def test_a_default_that_goes_narrower_is_enabled_on_the_approvals_consent(
     before: str,
     after: str,
 ) -> None:
-    # Inside what the approved default reached: the approval covers it, as it
-    # covers a narrower literal capability (docs/security.md, "Consent model").
+    # Inside what the approved default reached: the approval covers the grant, as it
+    # covers a narrower literal capability (docs/security.md, "Consent model"). But the
+    # agent reads the value in its system message, so the new value is text nobody
+    # vouched for (attack13d: tests/_host/test_agent_text.py), shown as such.
     (tmp_path / "data" / "sub").mkdir(parents=True)
     before, after = (text.replace("{data}", str(tmp_path / "data")) for text in (before, after))
     make_plugin("reader", manifest=templated(capability, field, before))
     approve(host, "reader")
     make_plugin("reader", manifest=templated(capability, field, after, version="1.1.0"))
     host.discover()
-    assert host.consent_request("reader") is None
-    outcome = host.enable("reader", consent=Asked(answer=False))
+    request = host.consent_request("reader")
+    assert request is not None
+    assert request.reason is ConsentReason.WIDENED
+    assert request.widening is not None
+    assert request.widening.defaults == ()
+    assert request.widening.capabilities.added == ()
+    assert describe_widening(request.widening) == [
+        "changes the text it sends to the agent (1 removed, 1 added)",
+        f'agent text removed: config {field} default: "{before}"',
+        f'agent text added: config {field} default: "{after}"',
+    ]
+    assert not host.enable("reader", consent=Asked(answer=False))
+    outcome = host.enable("reader", consent=Asked(answer=True))
+    assert outcome, outcome.reason
+    assert granted(host, "reader") == [f"{capability.partition(':')[0]}:{after}"]
+    # The operator naming that value is the operator's text, not the author's.
+    host.disable("reader")
+    outcome = host.enable("reader", [f"{field}={after}"], consent=Asked(answer=False))
     assert outcome, outcome.reason
     assert "carried over: nothing widened" in outcome.reason
-    assert granted(host, "reader") == [f"{capability.partition(':')[0]}:{after}"]
 
 
 def test_a_default_where_the_approval_had_none_needs_consent(

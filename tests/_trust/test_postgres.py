@@ -236,7 +236,7 @@ def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
 
 
 def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> None:
@@ -290,7 +290,32 @@ def test_a_version_6_store_reads_its_approvals_without_agent_text(pg_url: str) -
         store.put_approval(replace(new, agent_text=()))
         assert store.get_approval("new") == replace(new, agent_text=())
         assert store.check() == ()
-    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("7",)]
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("8",)]
+
+
+def test_a_version_7_store_reads_its_approvals_without_a_location(pg_url: str) -> None:
+    """Schema 8 (attack13d): approvals record where the approved plugin was."""
+    with psycopg.connect(pg_url) as conn:
+        for version in (4, 5, 6, 7):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement.encode("utf-8"))
+        conn.execute("INSERT INTO caplet.meta (key, value) VALUES ('schema_version', '7')")
+        conn.execute(
+            "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+            "risk_level, verdict, version, requires, defaults, hooks, agent_text) VALUES "
+            "('old', %s, '[]', 1.0, 'LOW', 'approve', '1.0.0', '[]', '{}', '[]', '[]')",
+            (HASH_A,),
+        )
+    with PostgresStore(pg_url) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.agent_text, old.location) == ((), None)
+        store.put_approval(replace(old, name="new", location="distribution acme-notes"))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.location == "distribution acme-notes"
+        assert store.check() == ()
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("8",)]
 
 
 def test_undecodable_agent_text_is_a_record_problem(store: PostgresStore, pg_url: str) -> None:

@@ -600,7 +600,36 @@ def test_version_6_approvals_open_without_agent_text(state_dir: Path) -> None:
         assert new.agent_text == ("description: d",)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    conn.close()
+
+
+def test_version_7_approvals_open_without_a_location(state_dir: Path) -> None:
+    """Schema 8 (attack13d): approvals record where the approved plugin was. A database
+    of schema 7 opens, its approvals read with ``location`` None (compared with no
+    place), and new approvals record it."""
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:8]) == 7
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict, version, requires, defaults, hooks, agent_text) VALUES ('old', ?, '[]', "
+        "1.0, 'LOW', 'approve', '1.0.0', '[]', '{}', '[]', '[]')",
+        (HASH_A,),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.agent_text, old.location) == ((), None)
+        store.put_approval(replace(old, name="new", location="/srv/plugins/old"))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.location == "/srv/plugins/old"
+        assert store.check() == ()
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     conn.close()
 
 
@@ -637,7 +666,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     conn.close()
 
 

@@ -13,7 +13,8 @@ towards more caution:
 * a missing or invalid ``recommendation`` becomes ``reject``, with a reason;
 * ``description_accurate`` that is not a boolean is "not judged" (``None``);
 * an answer with no JSON object in it is HIGH, reject, with one warning
-  finding saying it could not be parsed.
+  finding saying it could not be parsed; so is one with two verdicts (two
+  objects, a repeated key, or one field under two of its spellings).
 
 Every correction is recorded in :attr:`ModelReport.problems` so the report
 can show it. Key names are also accepted in the seed's camelCase.
@@ -147,6 +148,16 @@ def _extract_object(text: str) -> dict[str, object] | str:
     if _ANSWER_KEY.search(text, 0, span[0]) or _ANSWER_KEY.search(text, span[1]):
         # Another verdict that does not decode (cut off, broken) beside this one.
         return "the answer holds part of another verdict object; it must hold exactly one"
+    for names in _KEYS.values():
+        spelled = [name for name in names if name in chosen]
+        if len(spelled) > 1:
+            # One field under two accepted spellings is two verdicts in one object, like
+            # a repeated key: the first counted, so a plugin asking the model for a
+            # "legacy" risk_level of LOW beside its real riskLevel got LOW (attack13d).
+            return (
+                f"the answer gives {' and '.join(spelled)}, one field spelled twice; it must "
+                "give each field once"
+            )
     return chosen
 
 

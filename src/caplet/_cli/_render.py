@@ -97,6 +97,7 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
     they will be granted and the plugins it requires. Plugin text is shown
     escaped, never as markup.
     """
+    from caplet._host._agent_text import shown_entries
     from caplet._host._consent import describe_widening
 
     console.print(
@@ -124,6 +125,11 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         console.print(plain(f"  it requires: {', '.join(request.requires)}"))
     if request.composition:
         print_findings(console, request.composition, title="Capability composition")
+    if not request.vouched_text and request.agent_text:
+        # No approval vouches for it, and consent puts it before the agent (attack13d).
+        console.print(plain("  the agent reads (consent puts it before the agent):"))
+        for line in shown_entries(request.agent_text):
+            console.print(plain(f"    {line}"))
 
 
 def _hook_state_style(state: HookState) -> str:

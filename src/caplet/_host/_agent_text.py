@@ -30,10 +30,19 @@ function is a new tool); the version is not (it changes with every release,
 and a lower one widens anyway), except a PEP 440 local label
 (``1.0+read.the.ssh.key``), which is free text in the section heading.
 What does not reach the agent is not pinned: return schemas, hook
-descriptions, a secret field's description and default. Nor is a default
-behind a templated capability (``fs.read:${config.root}``): what it reaches
-is judged by :mod:`caplet._host._defaults`, which lets a narrower default
-carry over, so text pinning must not ask again for it.
+descriptions, a secret field's description and default.
+
+A default behind a templated capability (``fs.read:${config.root}``) is not
+an entry of :func:`agent_text`: what it *reaches* is judged by
+:mod:`caplet._host._defaults`, and the approval records it there
+(``ApprovalRecord.defaults``). But the agent reads it too, whole, in the
+system message's ``Configuration:`` lines, and a default that goes
+narrower reaches less while it says anything a URL path or a folder name
+can spell (attack13d: ``https://api.example.com/v1/SYSTEM-NOTE:before-any-
+other-tool-...`` carried over as "the same text for the agent"). So
+:func:`moved_defaults` compares the value the agent will read for each such
+field nobody set with the recorded default, and a difference the defaults
+layer does not already report is a change of text (:func:`agent_text_change`).
 
 The text is bounded as the manifest is (:data:`caplet._manifest._read.
 MAX_MANIFEST_BYTES`); nothing of it is cut, so every change is seen, and
@@ -46,15 +55,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from packaging.version import InvalidVersion, Version
 
+from caplet._config._schema import ConfigValue
 from caplet._display import safe_line, stripped_text
 from caplet._host._defaults import template_defaults
 from caplet._manifest._model import Manifest
+from caplet._trust._store import ApprovedDefaults
 
 __all__ = [
     "MAX_SHOWN",
@@ -62,7 +73,9 @@ __all__ = [
     "AgentTextChange",
     "agent_text",
     "agent_text_change",
+    "moved_defaults",
     "shown_agent_text",
+    "shown_entries",
 ]
 
 #: Entries of a change shown (removed and added each); the rest are counted.
@@ -189,7 +202,12 @@ def shown_agent_text(manifest: Manifest) -> list[str]:
     ``caplet info`` showed neither the hints nor the schemas. Each entry escaped and
     bounded as a change's are, at most :data:`MAX_SHOWN_WHOLE` of them.
     """
-    entries = agent_text(manifest)
+    return shown_entries(agent_text(manifest))
+
+
+def shown_entries(entries: Sequence[str]) -> list[str]:
+    """Entries of :func:`agent_text` for a person: each escaped and bounded, at most
+    :data:`MAX_SHOWN_WHOLE` of them, the rest counted."""
     lines = [_shown(e) for e in entries[:MAX_SHOWN_WHOLE]]
     if len(entries) > MAX_SHOWN_WHOLE:
         lines.append(
@@ -198,10 +216,57 @@ def shown_agent_text(manifest: Manifest) -> list[str]:
     return lines
 
 
-def agent_text_change(approved: Sequence[str] | None, manifest: Manifest) -> AgentTextChange | None:
+def _default_entry(name: str, value: ConfigValue) -> str:
+    return _entry(f"config {name} default", _json(value))
+
+
+def moved_defaults(
+    manifest: Manifest,
+    approved: ApprovedDefaults | None,
+    *,
+    config: Mapping[str, ConfigValue] | None = None,
+    explicit: Collection[str] = (),
+    judged: Collection[str] = (),
+) -> tuple[tuple[str, str], ...]:
+    """(approved entry, new entry) of each templated field whose value the agent will read
+    is not the recorded default (module docstring, attack13d).
+
+    *approved* is the approval's recorded defaults (None: not recorded, which the
+    defaults layer reports itself). A field the operator set (*explicit*) is the
+    operator's text; a secret one never reaches the agent; one the defaults layer
+    already reports (*judged*: a wider default, one added where there was none)
+    is not reported twice; one without a value now, or without a recorded
+    default, has no text to compare.
+    """
+    if approved is None:
+        return ()
+    recorded = dict(approved)
+    values: Mapping[str, ConfigValue] = config or {}
+    moved: list[tuple[str, str]] = []
+    for name, default in template_defaults(manifest):
+        field = manifest.config_field(name)
+        if field is None or field.secret or name in explicit or name in judged:
+            continue
+        value = values.get(name, default)
+        before = recorded.get(name)
+        if value is None or before is None:
+            continue
+        old, new = _default_entry(name, before), _default_entry(name, value)
+        if old != new:
+            moved.append((old, new))
+    return tuple(moved)
+
+
+def agent_text_change(
+    approved: Sequence[str] | None,
+    manifest: Manifest,
+    moved: Sequence[tuple[str, str]] = (),
+) -> AgentTextChange | None:
     """How *manifest*'s agent text differs from *approved* (None: not at all).
 
-    *approved* None: not recorded, so every entry is unvouched for.
+    *approved* None: not recorded, so every entry is unvouched for. *moved* are
+    templated defaults the agent will read other than the approved ones
+    (:func:`moved_defaults`), each a removed and an added entry.
     """
     now = agent_text(manifest)
     if approved is None:
@@ -210,9 +275,12 @@ def agent_text_change(approved: Sequence[str] | None, manifest: Manifest) -> Age
     after = Counter(now)
     removed = before - after
     added = after - before
-    if not removed and not added:
+    if not removed and not added and not moved:
         return None
-    return AgentTextChange(removed=_in_order(approved, removed), added=_in_order(now, added))
+    return AgentTextChange(
+        removed=(*_in_order(approved, removed), *(old for old, _ in moved)),
+        added=(*_in_order(now, added), *(new for _, new in moved)),
+    )
 
 
 def _in_order(entries: Sequence[str], picked: Counter[str]) -> tuple[str, ...]:

@@ -48,7 +48,7 @@ from caplet._capabilities._model import Capability
 from caplet._config._schema import ConfigValue
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel
-from caplet._host._agent_text import AgentTextChange, agent_text_change
+from caplet._host._agent_text import AgentTextChange, agent_text_change, moved_defaults
 from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
 from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
 from caplet._host._policy import TrustTier
@@ -104,7 +104,9 @@ class Widening:
     it: red-team round 4); ``downgrade`` the ``(approved, new)`` versions
     when the new one is lower; ``risk_raised`` the ``(approved, audited)``
     risks when higher; ``agent_text`` how the text it sends to the agent
-    differs from the approved text (:mod:`caplet._host._agent_text`).
+    differs from the approved text (:mod:`caplet._host._agent_text`);
+    ``moved`` the ``(now, approved)`` places when the content is not where
+    the approved plugin was: another plugin of the same name (attack13d).
     """
 
     capabilities: CapabilityDiff
@@ -114,11 +116,13 @@ class Widening:
     defaults: tuple[DefaultChange, ...] = ()
     hooks_added: tuple[str, ...] = ()
     agent_text: AgentTextChange | None = None
+    moved: tuple[str, str] | None = None
 
     @property
     def widens(self) -> bool:
         return bool(
-            self.capabilities.added
+            self.moved
+            or self.capabilities.added
             or self.defaults
             or self.requires_added
             or self.hooks_added
@@ -141,7 +145,8 @@ class Widening:
             and all(d.unknown == UNRECORDED for d in self.defaults)
             and (self.agent_text is None or self.agent_text.unrecorded)
             and not (
-                self.capabilities.added
+                self.moved
+                or self.capabilities.added
                 or self.requires_added
                 or self.hooks_added
                 or self.downgrade
@@ -191,6 +196,8 @@ def widening(
     explicit: Collection[str] = (),
     approved_risk: RiskLevel | None = None,
     risk: RiskLevel | None = None,
+    approved_location: str | None = None,
+    location: str | None = None,
 ) -> Widening:
     """What *manifest* asks for beyond what was approved.
 
@@ -202,7 +209,9 @@ def widening(
     (``None``: not recorded, so every subscription of *manifest* is new).
     *approved_agent_text* is the text the approved content sent to the agent
     (:func:`caplet._host._agent_text.agent_text`; ``None``: not recorded, so
-    none of *manifest*'s is vouched for).
+    none of *manifest*'s is vouched for). *approved_location* is where the
+    approved plugin was and *location* where this content is (either ``None``:
+    not compared).
     """
     diff = diff_capabilities(approved, manifest.capabilities)
     defaults = default_changes(
@@ -227,14 +236,30 @@ def widening(
         if approved_risk is not None and risk is not None and risk.order > approved_risk.order
         else None
     )
+    moved = (
+        (location, approved_location)
+        if location is not None and approved_location is not None and location != approved_location
+        else None
+    )
     return Widening(
         capabilities=diff,
+        moved=moved,
         requires_added=added,
         hooks_added=hooks_added,
         downgrade=down,
         risk_raised=raised,
         defaults=defaults,
-        agent_text=agent_text_change(approved_agent_text, manifest),
+        agent_text=agent_text_change(
+            approved_agent_text,
+            manifest,
+            moved_defaults(
+                manifest,
+                approved_defaults,
+                config=config,
+                explicit=explicit,
+                judged={name for change in defaults for name in change.fields},
+            ),
+        ),
     )
 
 
@@ -245,9 +270,11 @@ def widening_since(
     *,
     config: Mapping[str, ConfigValue] | None = None,
     explicit: Collection[str] = (),
+    location: str | None = None,
 ) -> Widening | None:
     """How *manifest* (audited *audit*, configured *config*, of which the operator set
-    *explicit*) widens *approval*; None when the approval cannot tell."""
+    *explicit*, found at *location*) widens *approval*; None when the approval cannot
+    tell."""
     if approval.version is None or approval.requires is None:
         return None
     approved = parse_approved(
@@ -267,6 +294,8 @@ def widening_since(
         explicit=explicit,
         approved_risk=approval.risk_level,
         risk=audit.risk_level,
+        approved_location=approval.location,
+        location=location,
     )
 
 
@@ -277,6 +306,7 @@ def consent_need(
     *,
     config: Mapping[str, ConfigValue] | None = None,
     explicit: Collection[str] = (),
+    location: str | None = None,
 ) -> tuple[ConsentReason, Widening | None] | None:
     """Why enabling *manifest*'s content, which *approval* does not name, needs consent.
 
@@ -285,7 +315,9 @@ def consent_need(
     if approval is None:
         return ConsentReason.NOT_APPROVED, None
     try:
-        change = widening_since(approval, manifest, audit, config=config, explicit=explicit)
+        change = widening_since(
+            approval, manifest, audit, config=config, explicit=explicit, location=location
+        )
     except CapabilityError:
         change = None  # an approval whose capabilities no longer parse vouches for nothing
     if change is None:
@@ -301,7 +333,14 @@ def consent_need(
 
 def describe_widening(change: Widening) -> list[str]:
     """One line per way *change* widens (for prompts, refusals and the log)."""
-    lines = [f"adds capability {c.declared}" for c in change.capabilities.added]
+    lines = []
+    if change.moved is not None:
+        now, approved = change.moved
+        lines.append(
+            f"is another plugin of that name: it is at {now}, the approval is of the one at "
+            f"{approved}"
+        )
+    lines += [f"adds capability {c.declared}" for c in change.capabilities.added]
     lines += [d.describe() for d in change.defaults]
     lines += [f"now requires plugin {name!r}" for name in change.requires_added]
     lines += [f"now subscribes to application event {event!r}" for event in change.hooks_added]
@@ -325,7 +364,10 @@ class ConsentRequest:
     before it is configured); ``composition`` is the capability lint;
     ``approval`` the earlier approval of other content, if any, and
     ``widening`` how this content goes beyond it. ``why`` says it in one
-    sentence.
+    sentence. ``agent_text`` is the text the plugin sends to the agent
+    (:func:`caplet._host._agent_text.agent_text`): consent puts it before the
+    agent, so a person consenting to a plugin no approval vouches for must be
+    able to read it (attack13d).
     """
 
     plugin: str
@@ -343,6 +385,13 @@ class ConsentRequest:
     requires: tuple[str, ...]
     approval: ApprovalRecord | None = None
     widening: Widening | None = None
+    agent_text: tuple[str, ...] = ()
+
+    @property
+    def vouched_text(self) -> bool:
+        """True when an approval vouches for the text the agent reads (or the widening
+        lists how it changed): only then may a consent screen leave it out."""
+        return self.reason not in (ConsentReason.NOT_APPROVED, ConsentReason.UNKNOWN_SCOPE)
 
 
 #: Asked with the request; True consents for this process.

@@ -24,9 +24,11 @@ grant, or a path or URL prefix inside it), the content widens the approval.
 Choices where the finding is silent (docs/security.md, "Consent model"):
 
 * A default that goes **narrower** (``/srv/data`` to ``/srv/data/cache``, a
-  URL path prefix inside the approved one) does not widen: the approved
-  default already reached it, as an approved literal capability covers a
-  narrower one.
+  URL path prefix inside the approved one) does not widen the grant: the
+  approved default already reached it, as an approved literal capability
+  covers a narrower one. It is still new text for the agent, which reads the
+  value in its system message (attack13d), so
+  :func:`caplet._host._agent_text.moved_defaults` asks for it.
 * A default that is **removed** does not widen: nothing is granted until the
   operator sets a value, and that value is theirs.
 * A default **added** where the approval had none widens: the operator had to

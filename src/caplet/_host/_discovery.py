@@ -20,12 +20,13 @@ from caplet._errors import CapletError, HostError
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._loading import LoadingRules
 from caplet._host._records import BrokenPlugin
-from caplet._manifest._load import load_manifest
+from caplet._manifest._load import MAX_MANIFEST_BYTES, find_manifest, load_manifest
 from caplet._manifest._model import Manifest
-from caplet._trust._hashing import tree_hash
+from caplet._manifest._names import MANIFEST_NAMES
+from caplet._trust._hashing import tree_hash_keeping
 from caplet._trust._source import PluginSource, SourceKind
 
-__all__ = ["Discovered", "Discovery", "discover_plugins"]
+__all__ = ["Discovered", "Discovery", "discover_plugins", "hash_keeping_manifest", "read_plugin"]
 
 logger = logging.getLogger("caplet")
 
@@ -48,6 +49,27 @@ class Discovery:
 
     plugins: Mapping[str, Discovered]
     broken: tuple[BrokenPlugin, ...]
+
+
+def read_plugin(directory: Path, *, allow_broad: bool) -> tuple[Manifest, str]:
+    """The manifest and the content hash of one content of *directory*.
+
+    The manifest is parsed from the bytes the hash read (attack13d): read by
+    name before the hash, then hashed, a folder swapped in between made a
+    record of one content's manifest and another's hash, and an approval of
+    that hash recorded (and ``caplet approve`` showed) the other manifest's
+    capabilities and agent text. The manifest is found first, so a folder
+    that is no plugin is named as such before its files are read.
+    """
+    find_manifest(directory)
+    content_hash, kept = hash_keeping_manifest(directory)
+    return load_manifest(directory, allow_broad=allow_broad, hashed=kept), content_hash
+
+
+def hash_keeping_manifest(directory: Path) -> tuple[str, dict[str, bytes]]:
+    """The content hash of *directory* and the manifest bytes it read (for
+    ``load_manifest(..., hashed=...)``)."""
+    return tree_hash_keeping(directory, MANIFEST_NAMES, max_kept=MAX_MANIFEST_BYTES + 1)
 
 
 def discover_plugins(
@@ -114,8 +136,7 @@ class _Finder:
 
     def load(self, directory: Path) -> tuple[Manifest, str] | None:
         try:
-            manifest = load_manifest(directory, allow_broad=self.allow_broad)
-            content_hash = tree_hash(directory)
+            manifest, content_hash = read_plugin(directory, allow_broad=self.allow_broad)
         except CapletError as exc:
             self.skip(directory, str(exc))
             return None

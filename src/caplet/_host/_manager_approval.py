@@ -71,6 +71,7 @@ class ManagerApproval(ManagerDiscover):
                 defaults=template_defaults(record.manifest),
                 hooks=tuple(h.event for h in record.manifest.hooks),
                 agent_text=agent_text(record.manifest),
+                location=record.location,
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")

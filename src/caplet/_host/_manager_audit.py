@@ -27,6 +27,7 @@ from caplet._errors import (
     PluginTreeError,
 )
 from caplet._findings import Finding
+from caplet._host._discovery import hash_keeping_manifest
 from caplet._host._manager_state import ManagerState
 from caplet._host._plugin_record import PluginRecord
 from caplet._host._records import (
@@ -36,7 +37,7 @@ from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._model import ScanReport
 from caplet._scan._scanner import scan_tree
-from caplet._trust._hashing import list_tree, open_entry, read_entry, tree_hash
+from caplet._trust._hashing import list_tree, open_entry, read_entry
 from caplet._trust._snapshot import Snapshot, remove_snapshot
 
 __all__ = ["ManagerAudit"]
@@ -56,27 +57,20 @@ class ManagerAudit(ManagerState):
     def _rehash(self, record: PluginRecord) -> None:
         """Describe the live folder as it is now: its hash, and the manifest of that content.
 
-        The manifest is read between two hashes of the tree that must agree:
-        a folder changing under the read is not taken for a consistent pair.
-        (Enable, audit and scan work on one snapshot instead, see _take.)
+        The manifest is parsed from the bytes the hash read (attack13d; two
+        agreeing hashes around a read by name still let a folder swapped back
+        and forth pair another content's manifest with this hash). Enable,
+        audit and scan work on one snapshot instead, see _take.
         """
         directory = record.manifest.plugin_dir
-        content_hash = tree_hash(directory)
+        content_hash, kept = hash_keeping_manifest(directory)
         if content_hash == record.content_hash:
             return
-        for _ in range(3):
-            manifest = load_manifest(directory, allow_broad=self.policy.allow_broad_paths)
-            again = tree_hash(directory)
-            if again == content_hash:
-                record.manifest = manifest
-                record.content_hash = content_hash
-                self._refresh_audit(record)
-                return
-            content_hash = again
-        raise PluginTreeError(
-            f"plugin {record.name!r} at {directory} keeps changing while it is read; wait until "
-            "whatever writes it has finished, then try again"
+        record.manifest = load_manifest(
+            directory, allow_broad=self.policy.allow_broad_paths, hashed=kept
         )
+        record.content_hash = content_hash
+        self._refresh_audit(record)
 
     def _refresh_audit(self, record: PluginRecord) -> None:
         """Attach the cached audit of the record's current hash (or none).

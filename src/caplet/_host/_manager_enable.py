@@ -32,6 +32,7 @@ from caplet._errors import (
     StoreError,
 )
 from caplet._findings import RiskLevel, Severity
+from caplet._host._agent_text import agent_text
 from caplet._host._consent import (
     Consent,
     ConsentReason,
@@ -310,7 +311,12 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         """Why enabling *record*'s current, unapproved content needs consent (None: it
         does not, its earlier approval covers everything it asks for)."""
         return consent_need(
-            approval, record.manifest, audit, config=record.config, explicit=record.explicit
+            approval,
+            record.manifest,
+            audit,
+            config=record.config,
+            explicit=record.explicit,
+            location=record.location,
         )
 
     def _same_grants(self, record: PluginRecord, resolved: tuple[Capability, ...]) -> bool:
@@ -347,6 +353,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             requires=tuple(r.name for r in manifest.requires),
             approval=approval,
             widening=change,
+            agent_text=agent_text(manifest),
         )
 
     def consent_request(self, name: str) -> ConsentRequest | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,9 +16,9 @@ from caplet._host._validate import FunctionValidator
 from caplet._manifest._model import Manifest
 from caplet._trust._signing import SignatureCheck, SignatureStatus
 from caplet._trust._snapshot import Snapshot
-from caplet._trust._source import PluginSource
+from caplet._trust._source import PluginSource, SourceKind
 
-__all__ = ["PluginRecord"]
+__all__ = ["PluginRecord", "plugin_location"]
 
 
 @dataclass(slots=True)
@@ -62,3 +63,23 @@ class PluginRecord:
     @property
     def name(self) -> str:
         return self.manifest.name
+
+    @property
+    def location(self) -> str:
+        """Where this plugin is (:func:`plugin_location`), which an approval records."""
+        return plugin_location(self.source, self.manifest.plugin_dir)
+
+
+def plugin_location(source: PluginSource, plugin_dir: os.PathLike[str] | str) -> str:
+    """Where a plugin is: ``distribution NAME`` for an installed one (its folder moves
+    with the interpreter), else its folder, absolute with links resolved.
+
+    An approval records it: other content of the same plugin (a new version in the
+    same place) may carry the approval over, a plugin of the same name anywhere else
+    is another plugin (attack13d).
+    """
+    if source.kind is SourceKind.DISTRIBUTION and source.distribution:
+        from packaging.utils import canonicalize_name
+
+        return f"distribution {canonicalize_name(source.distribution)}"
+    return os.path.realpath(plugin_dir)

@@ -161,12 +161,21 @@ def _worker_id(value: object, default: object) -> str:
 
 
 def _store(value: object, default: object) -> str:
-    if isinstance(value, str) and is_shared(value):
+    """Another store's approvals are consent here: shared ones, and (attack13d) a state
+    database anywhere but this machine's state directory, such as one a project ships
+    beside its plugins, whose rows enabled its plugin with no question and no word."""
+    if not isinstance(value, str) or value.strip() in ("", "sqlite"):
+        return ""
+    if is_shared(value):
         return (
             "approvals, audits and quarantine are shared with every node using this store: "
             "a plugin approved there is approved here"
         )
-    return ""
+    return (
+        f"approvals, audits and quarantine are read from the state database in {value.strip()} "
+        "instead of this machine's state directory: a plugin approved there is approved here, "
+        "without a question; remove the setting unless you made that database"
+    )
 
 
 def _budget(field: str, value: object, default: object) -> str:

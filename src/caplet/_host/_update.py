@@ -65,6 +65,7 @@ from caplet._host._journal import (
     restore,
     write_journal,
 )
+from caplet._host._plugin_record import plugin_location
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
     from caplet._config._prompt import Prompter
     from caplet._host._manager import PluginManager
     from caplet._host._policy import Policy
-    from caplet._host._records import Outcome
+from caplet._host._records import Outcome
 
 __all__ = ["UpdatableHost", "UpdateConsent", "UpdateReport", "update_plugin"]
 
@@ -200,6 +201,11 @@ def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) ->
     if approval is not None and approval.content_hash == info.content_hash:
         return approval.capabilities
     return tuple(c.declared for c in info.manifest.capabilities)
+
+
+def _location(host: UpdatableHost, name: str) -> str:
+    info = host.manager.require_plugin(name)
+    return plugin_location(info.source, info.path)
 
 
 def _defaults_before(
@@ -444,6 +450,8 @@ def _transaction(
             defaults=template_defaults(manifest),
             hooks=tuple(h.event for h in manifest.hooks),
             agent_text=agent_text(manifest),
+            # The update replaces the plugin where it is: the same place (attack13d).
+            location=old_approval.location or _location(host, name),
         )
     try:
         new_entry = (

@@ -58,17 +58,33 @@ __all__ = ["MAX_MANIFEST_BYTES", "find_manifest", "load_manifest"]
 # -- loading ------------------------------------------------------------------------
 
 
-def load_manifest(plugin_dir: Path, *, allow_broad: bool = False) -> Manifest:
+def load_manifest(
+    plugin_dir: Path,
+    *,
+    allow_broad: bool = False,
+    hashed: Mapping[str, bytes] | None = None,
+) -> Manifest:
     """Find, parse and validate the manifest of ``plugin_dir``.
 
     ``allow_broad`` is the policy exception of
     :func:`caplet._capabilities._parse.parse_capability` (``/`` and
-    home-directory roots in fs capabilities). No plugin code is imported or
-    executed. Raises :class:`ManifestError` with ``path`` set to the
-    manifest (or the directory) and ``field`` to the first offending field.
+    home-directory roots in fs capabilities). ``hashed``: the manifest
+    files' bytes as the tree hash read them
+    (:func:`caplet._trust._hashing.tree_hash_keeping`), parsed instead of the
+    file read again, so the manifest belongs to the hashed content (a
+    manifest the hash did not read is a folder that changed meanwhile). No
+    plugin code is imported or executed. Raises :class:`ManifestError` with
+    ``path`` set to the manifest (or the directory) and ``field`` to the
+    first offending field.
     """
     path = find_manifest(plugin_dir)
-    data = read_manifest_data(path)
+    if hashed is not None and path.name not in hashed:
+        raise ManifestError(
+            f"{path}: changed while the plugin was hashed; retry once nothing is writing "
+            "to the plugin",
+            path=str(path),
+        )
+    data = read_manifest_data(path, None if hashed is None else hashed[path.name])
     config = data.get("config")
     raw_name = data.get("name")
     requires = data.get("requires")

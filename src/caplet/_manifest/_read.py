@@ -67,10 +67,16 @@ def find_manifest(plugin_dir: Path) -> Path:
     return path
 
 
-def read_manifest_data(path: Path) -> dict[str, Any]:
-    """Parse the manifest into plain data; the top level must be a table/object."""
+def read_manifest_data(path: Path, hashed: bytes | None = None) -> dict[str, Any]:
+    """Parse the manifest into plain data; the top level must be a table/object.
+
+    *hashed*: the manifest's bytes as a tree hash read them
+    (:func:`caplet._trust._hashing.tree_hash_keeping`), parsed instead of
+    reading the file again, so the manifest is that content's.
+    """
     try:
-        text = _read_regular(path).decode("utf-8")
+        raw = _read_regular(path) if hashed is None else _bounded(path, hashed)
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise ManifestError(
             f"{path}: cannot read the manifest ({exc.strerror or exc}); check that the file "
@@ -106,6 +112,10 @@ def _read_regular(path: Path) -> bytes:
             f"the manifest itself",
             path=str(path),
         ) from None
+    return _bounded(path, data)
+
+
+def _bounded(path: Path, data: bytes) -> bytes:
     if len(data) > MAX_MANIFEST_BYTES:
         raise ManifestError(
             f"{path}: manifest is more than the limit of {MAX_MANIFEST_BYTES} bytes; a "

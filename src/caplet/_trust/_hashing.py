@@ -23,7 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +57,7 @@ __all__ = [
     "open_entry",
     "read_entry",
     "tree_hash",
+    "tree_hash_keeping",
 ]
 
 DEFAULT_MAX_FILES = 10_000
@@ -355,3 +356,34 @@ def tree_hash(
 ) -> str:
     """The content hash (``"sha256-" + hex``) of the plugin tree at *root*."""
     return hash_entries(root, list_tree(root, max_files=max_files, max_bytes=max_bytes))
+
+
+def tree_hash_keeping(
+    root: Path, keep: Collection[str], *, max_kept: int
+) -> tuple[str, dict[str, bytes]]:
+    """:func:`tree_hash`, and the bytes it hashed of the entries named in *keep*.
+
+    A reader that parses one of those files from the bytes returned parses
+    exactly what the hash covers: reading the file by name before or after
+    the hash could meet other content (attack13d: a manifest read, the
+    folder swapped, then hashed, paired one content's manifest with
+    another's hash). Of an entry larger than *max_kept*, only its first
+    *max_kept* bytes are kept: enough for a reader with a smaller limit to
+    refuse it as too large.
+    """
+    digest = TreeDigest()
+    kept: dict[str, bytes] = {}
+    for entry in list_tree(root):
+        digest.entry(entry)
+        keeping = entry.path in keep
+        chunks: list[bytes] = []
+        size = 0
+        with open_entry(root, entry) as fd:
+            for chunk in read_entry(root, entry, fd):
+                digest.update(chunk)
+                if keeping and size < max_kept:
+                    chunks.append(chunk[: max_kept - size])
+                    size += len(chunks[-1])
+        if keeping:
+            kept[entry.path] = b"".join(chunks)
+    return digest.hexdigest(), kept

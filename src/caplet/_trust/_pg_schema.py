@@ -5,7 +5,7 @@ and columns on both backends (:mod:`caplet._trust._sqlite_schema`): version
 4 is approvals with ``version`` and ``requires``, audits keyed by hash and
 model, quarantine, the decision log and ``ctx.kv``, whichever database
 holds them, version 5 adds the approvals' ``defaults``, version 6 their
-``hooks`` and version 7 their ``agent_text``. So "schema 4"
+``hooks``, version 7 their ``agent_text`` and version 8 their ``location``. So "schema 4"
 means one thing in a message, in ``doctor`` and in the docs, and a change
 to the records is one new version, written for both in the same commit
 (tests/_trust/test_pg_schema.py fails when the two drift apart).
@@ -118,6 +118,9 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
     # 7: the text an approval's plugin sends to the agent (textpin; SQLite's
     # version 7). NULL in older rows: no text vouched for.
     7: ("ALTER TABLE caplet.approvals ADD COLUMN agent_text TEXT",),
+    # 8: where the approved plugin was (attack13d; SQLite's version 8). NULL in
+    # older rows: compared with nothing, as before.
+    8: ("ALTER TABLE caplet.approvals ADD COLUMN location TEXT",),
 }
 
 #: The version this caplet writes and understands.
@@ -140,6 +143,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
             "defaults",
             "hooks",
             "agent_text",
+            "location",
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
@@ -279,7 +283,8 @@ def check_records(
 
     for row in conn.execute(
         "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        'requires, defaults, hooks, agent_text FROM caplet.approvals ORDER BY name COLLATE "C"'
+        "requires, defaults, hooks, agent_text, location FROM caplet.approvals "
+        'ORDER BY name COLLATE "C"'
     ).fetchall():
         decoded(approval_from_row, row)
     for content_hash, model, plugin, payload in conn.execute(

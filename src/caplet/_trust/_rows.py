@@ -50,7 +50,7 @@ PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
     "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
-    "defaults, hooks, agent_text"
+    "defaults, hooks, agent_text, location"
 )
 
 
@@ -95,7 +95,7 @@ class RowSource:
 def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-    requires_json, defaults_json, hooks_json, agent_text_json = row[7:11]
+    requires_json, defaults_json, hooks_json, agent_text_json, location = row[7:12]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -124,6 +124,8 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         raise source.bad_row("approvals", name, str(exc), fix) from exc
     if version is not None and not isinstance(version, str):
         raise source.bad_row("approvals", name, "version is not text", fix)
+    if location is not None and not isinstance(location, str):
+        raise source.bad_row("approvals", name, "location is not text", fix)
     requires = _names(source, name, "requires", requires_json, fix)
     hooks = _names(source, name, "hooks", hooks_json, fix)
     agent_text = _names(source, name, "agent_text", agent_text_json, fix)
@@ -145,6 +147,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         defaults=defaults,
         hooks=hooks,
         agent_text=agent_text,
+        location=location,
     )
 
 
@@ -200,6 +203,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         None if record.defaults is None else json.dumps(dict(record.defaults)),
         None if record.hooks is None else json.dumps(list(record.hooks)),
         None if record.agent_text is None else json.dumps(list(record.agent_text)),
+        record.location,
     )
 
 

@@ -75,11 +75,11 @@ BUSY_TIMEOUT_S = 10.0
 #: The statements reading approvals: the columns in the order ``approval_from_row`` reads them.
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text FROM approvals WHERE name = ?"
+    "requires, defaults, hooks, agent_text, location FROM approvals WHERE name = ?"
 )
 _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text FROM approvals ORDER BY name"
+    "requires, defaults, hooks, agent_text, location FROM approvals ORDER BY name"
 )
 
 
@@ -120,8 +120,8 @@ class SqliteStore(SqliteFile):
         with self._writing(f"writing the approval of {record.name!r}") as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
-                "approved_at, risk_level, verdict, version, requires, defaults, hooks, agent_text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "approved_at, risk_level, verdict, version, requires, defaults, hooks, agent_text, "
+                "location) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 approval_params(record),
             )
 

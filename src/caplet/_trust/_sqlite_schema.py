@@ -127,6 +127,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # content that rewrites only that text is compared with it (textpin). NULL
     # in older rows: such an approval vouches for no text of other content.
     ("ALTER TABLE approvals ADD COLUMN agent_text TEXT",),
+    # 8: an approval records where its plugin was (the folder, or the distribution
+    # that installs it), so a plugin of the same name elsewhere (another project's
+    # plugins directory) does not carry it over as a new version of the same plugin
+    # would (attack13d). NULL in older rows: compared with nothing, as before.
+    ("ALTER TABLE approvals ADD COLUMN location TEXT",),
 )
 
 #: The version this caplet writes and understands.

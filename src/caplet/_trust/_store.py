@@ -64,6 +64,14 @@ class ApprovalRecord:
     textpin). The text itself, so a person can be shown what changed.
     ``None``: an approval recorded before caplet kept it (schema 6), which
     vouches for no text of other content.
+
+    ``location`` is where the approved plugin was: its folder (an absolute
+    path) or ``distribution NAME``. An approval carries over to other content
+    of the same plugin that widens nothing (a new version in the same place);
+    a plugin of the same name somewhere else (another project's plugins
+    directory) is another plugin, whatever it declares (attack13d). ``None``:
+    an approval recorded before caplet kept it (schema 7): compared with
+    nothing.
     """
 
     name: str
@@ -77,6 +85,7 @@ class ApprovalRecord:
     defaults: ApprovedDefaults | None = None
     hooks: tuple[str, ...] | None = None
     agent_text: tuple[str, ...] | None = None
+    location: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
