@@ -854,3 +854,43 @@ def test_a_legacy_spelling_the_plugin_asked_for_does_not_count(
     assert result.canary_status is None
     [unparsed] = [f for f in result.findings if f.rule_id == RULE_UNPARSEABLE]
     assert "risk_level and riskLevel, one field spelled twice" in unparsed.message
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("reject", RiskLevel.HIGH),
+        ("approve-with-conditions", RiskLevel.MEDIUM),
+        ("approve", RiskLevel.LOW),
+    ],
+)
+def test_a_recommendation_is_read_at_the_least_risk_it_means(
+    make_plugin: PluginFactory,
+    llm: LLMServer,
+    provider: OpenAIProvider,
+    said: str,
+    expected: RiskLevel,
+) -> None:
+    """attack13d's left item: approval gates on the risk, and a model that answered LOW
+    risk and recommendation "reject" left an audit of LOW risk that `approve` accepted.
+    The two answers are one judgement: the recommendation sets the least risk."""
+    directory = make_plugin("greet", source=CLEAN)
+    llm.script(
+        lambda exchange: Reply(
+            answer(
+                risk_level="LOW", injection_attempts=canary_reports(exchange), recommendation=said
+            )
+        )
+    )
+    result = run_audit(directory, provider)
+    assert result.canary_status is CanaryStatus.OK
+    assert result.risk_level is expected
+    assert result.verdict is Verdict(said)
+    raised = [r for r in result.risk_reasons if r.startswith("the auditor recommends")]
+    if expected is RiskLevel.LOW:
+        assert raised == []
+    else:
+        assert raised == [
+            f"the auditor recommends {said} beside a LOW risk: read as {expected.value}, "
+            "the least risk its recommendation means"
+        ]

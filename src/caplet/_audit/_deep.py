@@ -70,7 +70,7 @@ from caplet._audit._model import (
 from caplet._audit._prompt import PluginFile, build_prompt, new_nonce, read_plugin_files, text_lines
 from caplet._audit._provider import AuditorProvider
 from caplet._audit._response import ModelReport, parse_audit_response
-from caplet._audit._static import static_audit, verdict_for
+from caplet._audit._static import risk_for, static_audit, verdict_for
 from caplet._capabilities._lint import lint_composition
 from caplet._errors import AuditError, ProviderError
 from caplet._findings import Finding, RiskLevel, Severity
@@ -406,6 +406,17 @@ def judge(
         risk = _raise_to(risk, RiskLevel.MEDIUM)
         reasons.insert(0, "the auditor reported identifiers that do not exist (unreliable)")
 
+    # The recommendation and the risk are one judgement, and approval gates on the risk:
+    # a model that says "reject" beside a LOW risk is read at the least risk a reject
+    # means, never at the lower of its two answers (a LOW-risk audit recommending reject
+    # was approvable: attack13d's report).
+    meant = risk_for(verdict)
+    if meant.order > risk.order:
+        reasons.append(
+            f"the auditor recommends {verdict.value} beside a {risk.value} risk: "
+            f"read as {meant.value}, the least risk its recommendation means"
+        )
+        risk = meant
     verdict = stricter_verdict(verdict, verdict_for(risk))
     return AuditResult(
         plugin=static.plugin,

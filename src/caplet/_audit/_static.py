@@ -24,7 +24,7 @@ from caplet._errors import AuditError
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._scan._model import ScanReport
 
-__all__ = ["static_audit", "verdict_for"]
+__all__ = ["risk_for", "static_audit", "verdict_for"]
 
 
 def verdict_for(risk: RiskLevel) -> Verdict:
@@ -37,6 +37,19 @@ def verdict_for(risk: RiskLevel) -> Verdict:
         return Verdict.REJECT
     else:
         assert_never(risk)
+
+
+def risk_for(verdict: Verdict) -> RiskLevel:
+    """The least risk a recommendation means (:func:`verdict_for`'s inverse): approve LOW,
+    approve-with-conditions MEDIUM, reject HIGH."""
+    if verdict is Verdict.APPROVE:
+        return RiskLevel.LOW
+    elif verdict is Verdict.APPROVE_WITH_CONDITIONS:
+        return RiskLevel.MEDIUM
+    elif verdict is Verdict.REJECT:
+        return RiskLevel.HIGH
+    else:
+        assert_never(verdict)
 
 
 def _raises_to_high(finding: Finding) -> bool:
