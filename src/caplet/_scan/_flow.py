@@ -107,6 +107,12 @@ class Flow(Evaluator, ExactMemo):
             self._scopes = ()
         return scope_of.get(id(node), 0)
 
+    def adopt(self, node: ast.AST, like: ast.AST) -> None:
+        """A node built by a rule (a call a hand-over makes) gets ``like``'s scope."""
+        scope = self.scope(like)
+        assert self._scope_of is not None  # built by scope()
+        self._scope_of[id(node)] = scope
+
     def of_kind(self, kind: type[ast.AST]) -> list[ast.AST]:
         """The surveyed nodes of class ``kind``, in the survey's order.
 

@@ -311,6 +311,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
 
+    def keep(self, node: ast.AST) -> None:
+        """Keep a node a rule built alive while the file is checked (ids are memo keys)."""
+        self._synthetic.append(node)
+
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""
         scan = self._scan
