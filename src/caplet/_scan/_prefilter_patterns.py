@@ -110,6 +110,11 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)"
     r"(?:\s|\\)+as\b|(?m:=[ \t]*(?:[\w.]+[ \t]*\.[ \t]*)?"
     r"(?:import_module|attrgetter|methodcaller)[ \t]*(?:[#;]|$))",
+    # -- blind13: autostart folders and Python start-up files spelled as path pieces ------
+    # (Path.home() / ".config" / "systemd" / "user", os.path.join(home, ".ipython", ...)):
+    # the indicators see them only joined
+    r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython)['\"]|"
+    r"\b(?:site|user)customize\.py\b",
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code

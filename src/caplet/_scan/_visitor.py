@@ -253,9 +253,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
 
     def _handed_over(self, node: ast.Call, funcs: tuple[str, ...]) -> list[ast.Call]:
         """The calls ``node`` has the standard library make (:mod:`._deferred_calls`)."""
-        return deferred_calls(
-            node, funcs, lambda n: self._b.assigned.get(n, ()), self.resolve
-        )
+        return deferred_calls(node, funcs, lambda n: self._b.assigned.get(n, ()), self.resolve)
 
     def _contributions_only(self, node: ast.AST) -> None:
         """What a node outside the focus adds to a name, as its visit would note it.
