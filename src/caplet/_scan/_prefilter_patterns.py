@@ -569,12 +569,24 @@ _NAMESPACE_FILLED: Final = (
 )
 _RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_FILLED),)
 
+#: blind13: secrets read from the environment by name beside the network (CPL-THR-006 takes
+#: two or more sent to a host that is not their provider): a name written out anywhere in
+#: the file (a list a loop walks, ``{k: os.environ.get(k) for k in (...)}``), where the
+#: environment is read. The whole-file pass found them; the prefilter's environment
+#: pairs looked only for the whole mapping and for ``SECRET_ACCESS``.
+_SECRET_NAME: Final = (
+    r"['\"][A-Za-z0-9_]*(?i:TOKEN|SECRET|PASSW|API_?KEY|ACCESS_KEY|CREDENTIAL)"  # noqa: S105
+    r"[A-Za-z0-9_]*['\"]"
+)
+_BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_SECRET_NAME, ENV_READ_TOKENS, _NETWORK),)
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
     *_BLIND8_PAIRS,
     *_ATTACK9_PAIRS,
     *_RECALL10_PAIRS,
+    *_BLIND13_PAIRS,
 )
 
 
