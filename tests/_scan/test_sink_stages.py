@@ -363,3 +363,45 @@ def test_a_download_copied_and_a_packaged_program_globbed_are_not() -> None:
         subprocess.run([tool, "--version"])
     """
     assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+_STARTUP_FILLED = {
+    "copied": """
+    import os, shutil, site
+    here = os.path.dirname(__file__)
+    dest = os.path.join(site.getusersitepackages(), "usercustomize.py")
+    shutil.copy(os.path.join(here, "_hook.py"), dest)
+    """,
+    "read-elsewhere": """
+    import os, site
+    hook = open(os.path.join(os.path.dirname(__file__), "hook.txt")).read()
+    with open(os.path.join(site.getsitepackages()[0], "sitecustomize.py"), "w") as f:
+        f.write(hook)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_FILLED))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_start_up_file_filled_with_what_the_code_does_not_show_is_persistence(
+    shape: str, mode: ScanMode
+) -> None:
+    found = scan_source(textwrap.dedent(_STARTUP_FILLED[shape]), "mod.py", mode=mode)
+    assert "CPL-THR-009" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_FILLED))
+def test_the_prefilter_keeps_a_start_up_file_filled(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_STARTUP_FILLED[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-009")
+
+
+def test_a_start_up_file_written_with_harmless_text_is_no_persistence() -> None:
+    source = """
+    import os, site
+    with open(os.path.join(site.getsitepackages()[0], "sitecustomize.py"), "w") as f:
+        f.write("import sys\\nsys.dont_write_bytecode = True\\n")
+    """
+    assert "CPL-THR-009" not in anywhere(source)

@@ -59,6 +59,12 @@ _STARTUP_FILE: Final = re2.compile(
 )
 
 
+#: Calls that copy or move a file into place (source first, destination second).
+_FILE_COPIES = frozenset(
+    {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename", "os.replace"}
+)
+
+
 #: How deep strings inside strings are followed.
 _MAX_NESTED_DEPTH = 3
 
@@ -419,15 +425,21 @@ class StageSinks:
     def _startup_written(self, node: ast.Call, path: str, items: list[ast.expr]) -> None:
         """Python source written into a start-up file (:data:`_STARTUP_FILE`): run as if
         started, so its threats are the writer's (an IPython startup script that fetches
-        and runs code, a ``sitecustomize.py`` dropped into site-packages)."""
+        and runs code, a ``sitecustomize.py`` dropped into site-packages). A file copied
+        there, or written from what the code does not know, is persistence: every
+        interpreter (or IPython session) runs whatever the package put there."""
         if _STARTUP_FILE.search(path) is None:
             return
+        known = _FILE_COPIES.isdisjoint(self._flow.resolve(node.func)) and bool(items)
         for item in items[:8]:
             value = self._flow.evaluate(item)
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
+            known = known and isinstance(value, str)
             if isinstance(value, str) and self._looks_like_code(value):
                 self._code_string(node, "a Python start-up file written from a string", value)
+        if not known:
+            self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, PurePosixPath(path).name)
 
     def _handle_of(self, node: ast.Call) -> str | None:
         """The name a file object from ``open(...)`` is bound to (``as f``, ``f = ...``)."""
