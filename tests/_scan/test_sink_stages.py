@@ -316,6 +316,22 @@ def test_a_config_folder_written_through_pathlib_is_no_persistence() -> None:
     assert "CPL-THR-009" not in anywhere(source)
 
 
+def test_a_completion_installer_writing_the_shell_start_up_file_is_no_persistence() -> None:
+    # typer's _completion_shared.install_bash and cyclopts' completion installer (the
+    # benign corpus): a `source` line appended to ~/.bashrc through pathlib
+    source = """
+    from pathlib import Path
+    def install_bash(prog_name, script_content):
+        completion_path = Path.home() / ".bash_completions" / f"{prog_name}.sh"
+        rc_path = Path.home() / ".bashrc"
+        rc_content = rc_path.read_text() if rc_path.is_file() else ""
+        rc_content += f"\\nsource '{completion_path}'\\n"
+        rc_path.write_text(rc_content)
+        completion_path.write_text(script_content)
+    """
+    assert "CPL-THR-009" not in anywhere(source)
+
+
 # -- blind13: a download copied by shutil.copyfileobj; a program found by a glob ------------
 
 _COPIED_OR_GLOBBED = {

@@ -59,6 +59,10 @@ _STARTUP_FILE: Final = re2.compile(
 )
 
 
+#: A shell's start-up files, among the autostart locations: configuration too.
+_SHELL_STARTUP: Final = re2.compile(r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b")
+
+
 #: Calls that copy or move a file into place (source first, destination second).
 _FILE_COPIES = frozenset(
     {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename", "os.replace"}
@@ -373,9 +377,11 @@ class StageSinks:
         )
         self._pending.append(lambda: self._pth_written(node, path, data, handle, scope))
         marker = self._tags.persistence_marker(path)
-        if marker is not None:
-            # Path(...).write_text, a copy, a download into an autostart location; open()
-            # is tagged where its mode is read (branch blind13)
+        if marker is not None and _SHELL_STARTUP.search(marker) is None:
+            # Path(...).write_text, a copy, a download into a folder or table that only
+            # starts programs (open() is tagged where its mode is read); a shell's start-up
+            # file is every completion installer's (typer, cyclopts: Path.home() /
+            # ".bashrc"), so only what is written into it tells (branch blind13)
             self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, marker)
 
     def _pth_written(
