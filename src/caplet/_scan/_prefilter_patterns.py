@@ -578,7 +578,12 @@ _SECRET_NAME: Final = (
     r"['\"][A-Za-z0-9_]*(?i:TOKEN|SECRET|PASSW|API_?KEY|ACCESS_KEY|CREDENTIAL)"  # noqa: S105
     r"[A-Za-z0-9_]*['\"]"
 )
-_BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_SECRET_NAME, ENV_READ_TOKENS, _NETWORK),)
+_BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+    (_SECRET_NAME, ENV_READ_TOKENS, _NETWORK),
+    # a Windows program the package ships (joined to __file__'s folder), started at import
+    # or install (CPL-THR-018)
+    (r"(?i)\.(?:exe|scr|bat|ps1|vbs|msi)['\"]", r"\b__file__\b", PROCESS_TOKENS),
+)
 
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
