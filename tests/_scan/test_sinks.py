@@ -1634,3 +1634,37 @@ def test_a_bundled_tool_a_function_starts_is_no_dropper() -> None:
     """
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert "CPL-THR-018" not in danger(source, "pkg/__init__.py", mode)
+
+
+# -- blind13: PyArmor's runtime given a module's encrypted bytecode ---------------------------
+
+_PYARMORED = """
+from pyarmor_runtime_000000 import __pyarmor__
+__pyarmor__(__name__, __file__, b'PY000000\\x00\\x03\\x0b\\x00\\xa7\\x0d\\x0d\\x0a\\x80\\x00\\x01')
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_module_shipped_as_pyarmor_bytecode_runs_code_without_source(mode: ScanMode) -> None:
+    assert "CPL-THR-027" in danger(_PYARMORED, "pkg/__init__.py", mode)
+
+
+def test_the_prefilter_keeps_a_pyarmored_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(_PYARMORED, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-027" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_pyarmor_named_in_prose_or_called_without_bytecode_is_not() -> None:
+    source = '''
+    """Protect the build with PyArmor: each module becomes __pyarmor__(__name__, ...)."""
+    def __pyarmor__(name, path, data):
+        return name
+    __pyarmor__(__name__, __file__, "placeholder")
+    '''
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-027" not in danger(source, "pkg/__init__.py", mode)

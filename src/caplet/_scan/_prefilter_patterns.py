@@ -115,6 +115,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # the indicators see them only joined
     r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython)['\"]|"
     r"\b(?:site|user)customize\.py\b",
+    # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
+    r"\b__pyarmor__\s*\(",
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code

@@ -201,6 +201,12 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._write(node, func.value, (node.args[0],), set())
         if method in {"extractall", "extract"}:
             self.extracted(node, funcs, method)  # blind8: an archive unpacked, files written
+        if (func.id if isinstance(func, ast.Name) else method) == "__pyarmor__" and any(
+            isinstance(a, ast.Constant) and isinstance(a.value, bytes) for a in node.args
+        ):
+            # PyArmor's runtime given the module's encrypted bytecode: code run without
+            # its source, as a .pyc loader runs it (blind13)
+            self._scan.emit("CPL-THR-027", "__pyarmor__(...)", node.lineno, node.col_offset)
         if method in DNS_METHODS and node.args and DNS_FUNCTIONS.isdisjoint(funcs):
             # loop.getaddrinfo(name, port): asyncio's resolver, its receiver no network object
             self._pending.append(lambda: self._dns(node, node.args[0]))
