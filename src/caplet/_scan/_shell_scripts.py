@@ -94,7 +94,10 @@ class InstalledCommands:
     def __init__(self) -> None:
         self._candidates: dict[str, tuple[int, str]] = {}
         self._installed: set[str] = set()
-        self._started: set[str] = set()
+        #: By Python source: the script names it may start, and whether it is an install
+        #: script (the others count only inside a package: a folder with ``__init__.py``).
+        self._started: dict[str, tuple[frozenset[str], bool]] = {}
+        self._packages: set[str] = set()
 
     def note_setup(self, relative: str, text: str) -> None:
         """The scripts a ``setup.py`` at ``relative`` installs (relative to its folder)."""
@@ -104,17 +107,25 @@ class InstalledCommands:
                 name = posixpath.normpath(posixpath.join(folder, written))
                 self._installed.add(name)
 
-    def note_code(self, text: str) -> None:
-        """A Python source of the package: the scripts it may start (blind13), by file name."""
+    def note_code(self, relative: str, text: str, *, installer: bool) -> None:
+        """A Python source of the package: the scripts it may start (blind13), by file name.
+
+        Kept only for code pip runs or installs: an install script, or a module of an
+        importable package; a CI or developer script of the sdist (meson's
+        ``ci/ciimage/build.py`` running each image's ``install.sh``) is neither."""
+        if relative.rpartition("/")[2] == "__init__.py":
+            self._packages.add(posixpath.dirname(relative))
         lowered = text[-(1 << 22) :].lower() if len(text) > 1 << 22 else text.lower()
         if not any(f"{suffix}{q}" in lowered for suffix in _STARTED_SUFFIXES for q in "'\""):
             return
         if _STARTS.search(text) is None:
             return
+        names: set[str] = set()
         for literal in _STARTED_LITERAL.findall(text):
             # "powershell -f setup.ps1": a command's last word is the script
             path = literal.split()[-1] if literal.split() else literal
-            self._started.add(posixpath.basename(path.replace("\\", "/")).lower())
+            names.add(posixpath.basename(path.replace("\\", "/")).lower())
+        self._started[relative] = (frozenset(names), installer)
 
     def note_script(self, relative: str, data: bytes) -> None:
         """A script's bytes: the line that downloads and runs a program, kept for
@@ -137,10 +148,14 @@ class InstalledCommands:
     def findings(self) -> list[Finding]:
         """The kept findings of the scripts installed as commands or started by the code."""
         found: list[Finding] = []
+        started: set[str] = set()
+        for source, (names, installer) in self._started.items():
+            if installer or posixpath.dirname(source) in self._packages:
+                started |= names
         for relative, (number, line) in self._candidates.items():
             if relative in self._installed or _wheel_script(relative):
                 why = "a shell script the package installs as a command"
-            elif posixpath.basename(relative).lower() in self._started:
+            elif posixpath.basename(relative).lower() in started:
                 why = "a script the package's code starts"
             else:
                 continue

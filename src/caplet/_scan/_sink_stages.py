@@ -63,12 +63,6 @@ _STARTUP_FILE: Final = re2.compile(
 _SHELL_STARTUP: Final = re2.compile(r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b")
 
 
-#: Calls that copy or move a file into place (source first, destination second).
-_FILE_COPIES = frozenset(
-    {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename", "os.replace"}
-)
-
-
 #: How deep strings inside strings are followed.
 _MAX_NESTED_DEPTH = 3
 
@@ -431,20 +425,23 @@ class StageSinks:
     def _startup_written(self, node: ast.Call, path: str, items: list[ast.expr]) -> None:
         """Python source written into a start-up file (:data:`_STARTUP_FILE`): run as if
         started, so its threats are the writer's (an IPython startup script that fetches
-        and runs code, a ``sitecustomize.py`` dropped into site-packages). A file copied
-        there, or written from what the code does not know, is persistence: every
-        interpreter (or IPython session) runs whatever the package put there."""
+        and runs code, a ``sitecustomize.py`` dropped into site-packages). A file of the
+        package copied there, or its content written there, is persistence: every
+        interpreter (or IPython session) runs what the package put there. Content the
+        code builds at run time is not: pip's build environment, setuptools' and
+        virtualenv's tests write a ``sitecustomize.py`` that adds a site directory."""
         if _STARTUP_FILE.search(path) is None:
             return
-        known = _FILE_COPIES.isdisjoint(self._flow.resolve(node.func)) and bool(items)
+        packaged = False
         for item in items[:8]:
             value = self._flow.evaluate(item)
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
-            known = known and isinstance(value, str)
             if isinstance(value, str) and self._looks_like_code(value):
                 self._code_string(node, "a Python start-up file written from a string", value)
-        if not known:
+            elif not isinstance(value, str):
+                packaged = packaged or any(s is Source.PACKAGED for s, _ in self._flow.labels(item))
+        if packaged:
             self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, PurePosixPath(path).name)
 
     def _handle_of(self, node: ast.Call) -> str | None:
