@@ -580,8 +580,11 @@ _SECRET_NAME: Final = (
     r"['\"][A-Za-z0-9_]*(?i:TOKEN|SECRET|PASSW|API_?KEY|ACCESS_KEY|CREDENTIAL)"  # noqa: S105
     r"[A-Za-z0-9_]*['\"]"
 )
+#: The environment read by a key (``os.environ[k]``, ``.get(k)``, ``os.getenv(k)``): not
+#: ``"TOKEN" in os.environ``, a membership test that reads nothing.
+_ENV_READ_BY_KEY: Final = r"\benvironb?\s*(?:\[|\.\s*(?:get|pop|setdefault)\s*\()|\bgetenvb?\s*\("
 _BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
-    (_SECRET_NAME, ENV_READ_TOKENS, _NETWORK),
+    (_SECRET_NAME, _ENV_READ_BY_KEY, _NETWORK),
     # a Windows program the package ships (joined to __file__'s folder), started at import
     # or install (CPL-THR-018)
     (r"(?i)\.(?:exe|scr|bat|ps1|vbs|msi)['\"]", r"\b__file__\b", PROCESS_TOKENS),
