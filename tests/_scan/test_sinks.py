@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from caplet._capabilities._model import NetHttpCapability, ProcExecCapability
 from caplet._findings import Finding, Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
+from tests._scan.prefilterkit import tree_both_ways
 
 
 def danger(source: str, filename: str = "mod.py", mode: ScanMode = ScanMode.PACKAGE) -> set[str]:
@@ -1576,3 +1578,93 @@ def test_pip_main_known_harmless_or_outside_an_install_script_is_not(
     source: str, filename: str
 ) -> None:
     assert "CPL-THR-019" not in danger(source, filename)
+
+
+# -- blind13: a Windows program the package ships, started at import or install --------------
+
+_SHIPPED_STARTED = [
+    (
+        "pkg/__init__.py",
+        """
+        import os, subprocess
+        exe = os.path.join(os.path.dirname(__file__), "helper.exe")
+        subprocess.Popen([exe], creationflags=0x08000000)
+        """,
+    ),
+    (
+        "setup.py",
+        """
+        import os, subprocess
+        from setuptools import setup
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.call(os.path.join(here, "tools", "updater.exe"))
+        setup(name="x")
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("filename", "source"), _SHIPPED_STARTED)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_shipped_program_started_at_import_or_install_is_a_dropper(
+    filename: str, source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-018" in danger(source, filename, mode)
+
+
+@pytest.mark.parametrize(("filename", "source"), _SHIPPED_STARTED)
+def test_the_prefilter_keeps_a_shipped_program_started(
+    filename: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(textwrap.dedent(source), encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-018" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_a_bundled_tool_a_function_starts_is_no_dropper() -> None:
+    # ninja/cmake-style wrappers: the bundled program runs when the user calls the function
+    source = """
+    import os, subprocess
+    HERE = os.path.dirname(os.path.abspath(__file__))
+    def run_tool(*args):
+        return subprocess.run([os.path.join(HERE, "bin", "tool.exe"), *args])
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-018" not in danger(source, "pkg/__init__.py", mode)
+
+
+# -- blind13: PyArmor's runtime given a module's encrypted bytecode ---------------------------
+
+_PYARMORED = """
+from pyarmor_runtime_000000 import __pyarmor__
+__pyarmor__(__name__, __file__, b'PY000000\\x00\\x03\\x0b\\x00\\xa7\\x0d\\x0d\\x0a\\x80\\x00\\x01')
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_module_shipped_as_pyarmor_bytecode_runs_code_without_source(mode: ScanMode) -> None:
+    assert "CPL-THR-027" in danger(_PYARMORED, "pkg/__init__.py", mode)
+
+
+def test_the_prefilter_keeps_a_pyarmored_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(_PYARMORED, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-027" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_pyarmor_named_in_prose_or_called_without_bytecode_is_not() -> None:
+    source = '''
+    """Protect the build with PyArmor: each module becomes __pyarmor__(__name__, ...)."""
+    def __pyarmor__(name, path, data):
+        return name
+    __pyarmor__(__name__, __file__, "placeholder")
+    '''
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-027" not in danger(source, "pkg/__init__.py", mode)

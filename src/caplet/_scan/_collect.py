@@ -47,7 +47,7 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
-from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script
+from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script, started
 from caplet._scan._verdict import file_finding, finish, unused_capabilities
 
 __all__ = [
@@ -397,6 +397,11 @@ class Collector:
                 script = read_source(path, MAX_SCRIPT_BYTES)
                 if isinstance(script, bytes):
                     self._commands.note_script(relative, script)
+        elif self.mode is ScanMode.PACKAGE and started(relative, 0):
+            # a script the package's code may start (blind13): kept only if it is
+            script = read_source(path, MAX_SCRIPT_BYTES)
+            if isinstance(script, bytes) and started(relative, len(script)):
+                self._commands.note_script(relative, script)
         self.note_name(relative)
         if self.mode is not ScanMode.PLUGIN or relative.endswith(_NATIVE_LIBRARIES):
             return
@@ -439,6 +444,9 @@ class Collector:
             and setup_name(relative.rsplit("/", 1)[-1])
         ):
             self._commands.note_setup(relative, text)  # the scripts it installs (recall10)
+        if problem is None and self.mode is ScanMode.PACKAGE:
+            # the scripts it may start (blind13)
+            self._commands.note_code(relative, text, installer=self._installer(relative))
         if problem is None:
             findings, parsed = scan_text(
                 text,
@@ -471,7 +479,10 @@ class Collector:
         script = self.mode is ScanMode.PACKAGE and script_name(member.relative)
         if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
-            if self.mode is ScanMode.PACKAGE and shell_script(member.relative, member.data[:64]):
+            if self.mode is ScanMode.PACKAGE and (
+                shell_script(member.relative, member.data[:64])
+                or started(member.relative, len(member.data))
+            ):
                 self._commands.note_script(member.relative, member.data)
         elif len(member.data) <= self.limits.max_file_bytes:
             self.add(member.relative, member.data)

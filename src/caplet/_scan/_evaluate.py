@@ -478,6 +478,9 @@ class Evaluator(Closedness, LoopEvaluation):
         ):
             # (lambda s: s[::-1])(x)
             return self._bind(_positional(func), [ev(a, depth) for a in args], func.body, depth)
+        if isinstance(func, ast.Lambda) and (in_place := self._callable_body(func, len(args))):
+            # (lambda *c: "".join(map(chr, c)))(101, 118, 97, 108): *args and defaults (blind13)
+            return self._bind(in_place[0], [ev(a, depth) for a in args], in_place[1], depth)
         if isinstance(func, ast.Name) and func.id in self.bindings.defined:
             # def n(): return "ex" + "ec"; n(); or def d(s): return s[::-1]; d("cexe"):
             # one function, one return of a value, its parameters given literal values
@@ -500,6 +503,10 @@ class Evaluator(Closedness, LoopEvaluation):
                     if not args:
                         return ev(bound[0].body, depth)
                     return self._bind(_positional(bound[0]), values, bound[0].body, depth)
+                # _n = lambda *c: "".join(map(chr, c)): defaults and *args too (blind13)
+                body = self._callable_body(func, len(args))
+                if body is not None:
+                    return self._bind(body[0], values, body[1], depth)
         if "builtins.reversed" in names and len(args) == 1:
             inner = values[0]
             return list(reversed(list(inner))) if isinstance(inner, str | list) else None

@@ -107,6 +107,12 @@ class Flow(Evaluator, ExactMemo):
             self._scopes = ()
         return scope_of.get(id(node), 0)
 
+    def adopt(self, node: ast.AST, like: ast.AST) -> None:
+        """A node built by a rule (a call a hand-over makes) gets ``like``'s scope."""
+        scope = self.scope(like)
+        assert self._scope_of is not None  # built by scope()
+        self._scope_of[id(node)] = scope
+
     def of_kind(self, kind: type[ast.AST]) -> list[ast.AST]:
         """The surveyed nodes of class ``kind``, in the survey's order.
 
@@ -268,7 +274,7 @@ class Flow(Evaluator, ExactMemo):
         if not ENVIRON_MAPPINGS.isdisjoint(owners):
             key = self.name_value(node.slice)
             if key is None:
-                return self._label(node.slice, depth)
+                return self._walked_keys(node.slice) or self._label(node.slice, depth)
             return env_read(key)
         entry = node.slice.value if isinstance(node.slice, ast.Constant) else None
         if not isinstance(entry, str):
@@ -277,6 +283,19 @@ class Flow(Evaluator, ExactMemo):
         if any(s is Source.ENVIRONMENT for s, _ in carried):
             return self._one_entry(node.value, entry, carried, depth)
         return carried
+
+    def _walked_keys(self, key: ast.expr) -> Labels:
+        """Variables read by a loop over names written out (``{k: os.environ.get(k) for k
+        in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}``): each one's (branch blind13)."""
+        out: set[Label] = set()
+        for walked in (
+            self.bindings.iterated.get(key.id, ())[:4] if isinstance(key, ast.Name) else ()
+        ):
+            names = self.evaluate(walked)
+            if isinstance(names, tuple | list):
+                for name in names[:32]:
+                    out |= env_read(name) if isinstance(name, str) else _NONE
+        return frozenset(out)
 
     def _one_entry(self, container: ast.expr, key: str, carried: Labels, depth: int) -> Labels:
         """One entry, by a key written out, of a value that carries the whole environment:
@@ -324,6 +343,9 @@ class Flow(Evaluator, ExactMemo):
             key = self.name_value(node.args[0]) if node.args else None
             if key is not None:
                 return env_read(key)
+            walked = self._walked_keys(node.args[0]) if node.args else _NONE
+            if walked:
+                return walked
             # one variable by a computed name carries what the name carries
             # (a key walked out of os.environ is the environment, a constant
             # of the class is one setting)

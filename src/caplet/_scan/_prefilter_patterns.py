@@ -110,6 +110,13 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)"
     r"(?:\s|\\)+as\b|(?m:=[ \t]*(?:[\w.]+[ \t]*\.[ \t]*)?"
     r"(?:import_module|attrgetter|methodcaller)[ \t]*(?:[#;]|$))",
+    # -- blind13: autostart folders and Python start-up files spelled as path pieces ------
+    # (Path.home() / ".config" / "systemd" / "user", os.path.join(home, ".ipython", ...)):
+    # the indicators see them only joined
+    r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython)['\"]|"
+    r"\b(?:site|user)customize\.py\b",
+    # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
+    r"\b__pyarmor__\s*\(",
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code
@@ -564,12 +571,32 @@ _NAMESPACE_FILLED: Final = (
 )
 _RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_FILLED),)
 
+#: blind13: secrets read from the environment by name beside the network (CPL-THR-006 takes
+#: two or more sent to a host that is not their provider): a name written out anywhere in
+#: the file (a list a loop walks, ``{k: os.environ.get(k) for k in (...)}``), where the
+#: environment is read. The whole-file pass found them; the prefilter's environment
+#: pairs looked only for the whole mapping and for ``SECRET_ACCESS``.
+_SECRET_NAME: Final = (
+    r"['\"][A-Za-z0-9_]*(?i:TOKEN|SECRET|PASSW|API_?KEY|ACCESS_KEY|CREDENTIAL)"  # noqa: S105
+    r"[A-Za-z0-9_]*['\"]"
+)
+#: The environment read by a key (``os.environ[k]``, ``.get(k)``, ``os.getenv(k)``): not
+#: ``"TOKEN" in os.environ``, a membership test that reads nothing.
+_ENV_READ_BY_KEY: Final = r"\benvironb?\s*(?:\[|\.\s*(?:get|pop|setdefault)\s*\()|\bgetenvb?\s*\("
+_BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+    (_SECRET_NAME, _ENV_READ_BY_KEY, _NETWORK),
+    # a Windows program the package ships (joined to __file__'s folder), started at import
+    # or install (CPL-THR-018)
+    (r"(?i)\.(?:exe|scr|bat|ps1|vbs|msi)['\"]", r"\b__file__\b", PROCESS_TOKENS),
+)
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
     *_BLIND8_PAIRS,
     *_ATTACK9_PAIRS,
     *_RECALL10_PAIRS,
+    *_BLIND13_PAIRS,
 )
 
 

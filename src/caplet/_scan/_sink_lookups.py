@@ -140,7 +140,14 @@ class LookupSinks(NamespaceSinks, CarriedNames, WalkedNames):
             arg = node.args[0]
             if not isinstance(arg, ast.Constant) and flow.name_value(arg) is None:
                 self._pending.append(lambda: self._sliced_lookup(node, arg))
-                if not flow.plain(arg) and own_literals(self._flow, arg) and flow.closed(arg):
+                if not flow.plain(arg) and self._decoded(arg):
+                    # import_module(b32decode(mod).decode()) in a helper its callers hand
+                    # encoded names: a loader's names are written out, not decoded (blind13)
+                    shown = next(iter(funcs)).removeprefix("builtins.")
+                    self._scan.emit(
+                        "CPL-THR-003", f"{shown}(<decoded name>)", node.lineno, node.col_offset
+                    )
+                elif not flow.plain(arg) and own_literals(self._flow, arg) and flow.closed(arg):
                     # n = ""; for c in [111, 115]: n += chr(c); __import__(n): a module
                     # named by a computation the evaluator does not follow (blind8). Not
                     # through a parameter or an object's attribute: a loader handed names

@@ -16,11 +16,13 @@ import re2
 
 from caplet._findings import Finding
 from caplet._scan._commands import Commands
+from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
 from caplet._scan._rules import RuleFamily, RuleKind, rule
 from caplet._scan._sink_egress import fixed_host
 from caplet._scan._sources import Source
+from caplet._scan._tags import Tagger
 
 __all__ = ["StageSinks", "Write"]
 
@@ -46,6 +48,19 @@ _CODE_HINT: Final = re2.compile(
 
 #: Longest string scanned as Python (larger ones are data, or were scanned as a file).
 _MAX_NESTED_TEXT = 1 << 20
+
+
+#: Python start-up files: run by every interpreter (``site`` imports ``sitecustomize`` and
+#: ``usercustomize``) or every IPython session (a profile's ``startup`` folder), never
+#: imported by name: what is written into one is run (branch blind13).
+_STARTUP_FILE: Final = re2.compile(
+    r"(?i)(?:^|[/\\])(?:sitecustomize|usercustomize)\.py$|"
+    r"\.ipython[/\\]+profile_[^/\\]*[/\\]+startup[/\\]+[^/\\]+\.py$"
+)
+
+
+#: A shell's start-up files, among the autostart locations: configuration too.
+_SHELL_STARTUP: Final = re2.compile(r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b")
 
 
 #: How deep strings inside strings are followed.
@@ -115,6 +130,7 @@ class StageSinks:
     _commands: Commands
     _pending: list[Callable[[], None]]
     _by_receiver: dict[int, ast.expr] | None
+    _tags: Tagger
 
     def _code_string(self, node: ast.Call, api: str, text: str) -> None:
         """Python source about to run: its threats, and whether it can do harm at all."""
@@ -236,11 +252,13 @@ class StageSinks:
         self, node: ast.Call, keys: frozenset[str], folder: frozenset[str]
     ) -> frozenset[str]:
         """The folder's names that the program ``node`` starts is joined under: in the call
-        itself (``run([join(d, "x.exe")])``) or bound to a name it runs."""
+        itself (``run([join(d, "x.exe")])``), bound to a name it runs, or walked by the loop
+        that binds it (``for exe in glob(join(d, "*.exe"))``, blind13)."""
         flow = self._flow
         joins: list[ast.AST] = [node]
         for key in sorted(keys)[:8]:
             joins.extend(flow.bindings.assigned.get(key, ())[:4])
+            joins.extend(flow.bindings.iterated.get(key, ())[:4])
         for root in joins:
             for n in ast.walk(root):
                 head: ast.AST | None = None
@@ -352,6 +370,13 @@ class StageSinks:
             Write(frozenset(keys), data, frozenset(labels), node, path, handle, scope, copied)
         )
         self._pending.append(lambda: self._pth_written(node, path, data, handle, scope))
+        marker = self._tags.persistence_marker(path)
+        if marker is not None and _SHELL_STARTUP.search(marker) is None:
+            # Path(...).write_text, a copy, a download into a folder or table that only
+            # starts programs (open() is tagged where its mode is read); a shell's start-up
+            # file is every completion installer's (typer, cyclopts: Path.home() /
+            # ".bashrc"), so only what is written into it tells (branch blind13)
+            self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, marker)
 
     def _pth_written(
         self,
@@ -367,12 +392,13 @@ class StageSinks:
             for c in ast.walk(path)
             if isinstance(c, ast.Constant) and isinstance(c.value, str)
         ]
-        if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
-            return
         items = list(data)
         if handle is not None:
             bound = self._flow.contributed.get(handle, {})
             items.extend(bound.get(scope, ()))
+        if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
+            self._startup_written(node, text or self._flow.path_text(path) or "", items)
+            return
         for item in items:
             value = self._flow.evaluate(item)
             if isinstance(value, bytes):
@@ -395,6 +421,28 @@ class StageSinks:
                             node.col_offset,
                         )
                         return
+
+    def _startup_written(self, node: ast.Call, path: str, items: list[ast.expr]) -> None:
+        """Python source written into a start-up file (:data:`_STARTUP_FILE`): run as if
+        started, so its threats are the writer's (an IPython startup script that fetches
+        and runs code, a ``sitecustomize.py`` dropped into site-packages). A file of the
+        package copied there, or its content written there, is persistence: every
+        interpreter (or IPython session) runs what the package put there. Content the
+        code builds at run time is not: pip's build environment, setuptools' and
+        virtualenv's tests write a ``sitecustomize.py`` that adds a site directory."""
+        if _STARTUP_FILE.search(path) is None:
+            return
+        packaged = False
+        for item in items[:8]:
+            value = self._flow.evaluate(item)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str) and self._looks_like_code(value):
+                self._code_string(node, "a Python start-up file written from a string", value)
+            elif not isinstance(value, str):
+                packaged = packaged or any(s is Source.PACKAGED for s, _ in self._flow.labels(item))
+        if packaged:
+            self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, PurePosixPath(path).name)
 
     def _handle_of(self, node: ast.Call) -> str | None:
         """The name a file object from ``open(...)`` is bound to (``as f``, ``f = ...``)."""

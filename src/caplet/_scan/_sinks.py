@@ -201,6 +201,12 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._write(node, func.value, (node.args[0],), set())
         if method in {"extractall", "extract"}:
             self.extracted(node, funcs, method)  # blind8: an archive unpacked, files written
+        if (func.id if isinstance(func, ast.Name) else method) == "__pyarmor__" and any(
+            isinstance(a, ast.Constant) and isinstance(a.value, bytes) for a in node.args
+        ):
+            # PyArmor's runtime given the module's encrypted bytecode: code run without
+            # its source, as a .pyc loader runs it (blind13)
+            self._scan.emit("CPL-THR-027", "__pyarmor__(...)", node.lineno, node.col_offset)
         if method in DNS_METHODS and node.args and DNS_FUNCTIONS.isdisjoint(funcs):
             # loop.getaddrinfo(name, port): asyncio's resolver, its receiver no network object
             self._pending.append(lambda: self._dns(node, node.args[0]))
@@ -310,6 +316,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._scan.emit("CPL-THR-027", shown, node.lineno, node.col_offset)
         if not {"operator.attrgetter", "operator.methodcaller"}.isdisjoint(funcs) and node.args:
             self._computed_name(node, node.args[0], None)
+
+    def keep(self, node: ast.AST) -> None:
+        """Keep a node a rule built alive while the file is checked (ids are memo keys)."""
+        self._synthetic.append(node)
 
     def process(self, node: ast.Call, api: str, command: ast.expr) -> None:
         """A process call: tags for the chains, and what its command carries."""
@@ -558,11 +568,23 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         )
         if (self._scan.installer or pulled) and installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
+        if self._scan.installer or (import_time and self._scan.file.endswith("__init__.py")):
+            self._shipped_program(node, api, head if head is not None else command)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
             shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
             self._scan.emit(
                 "CPL-THR-017", f"{', '.join(recon)} sent by {api}({shown} ...)", line, col
             )
+
+    def _shipped_program(self, node: ast.Call, api: str, program: ast.expr) -> None:
+        """A Windows program the package ships, started at install or when the package is
+        imported (``Popen([join(dirname(__file__), "helper.exe")])``): a dropper that skips
+        the copy (CPL-THR-018, blind13); a bundled tool a function starts is not this."""
+        name = PurePosixPath((self._flow.path_text(program) or "").replace("\\", "/")).name
+        if launches_payload(name) and any(
+            s is Source.PACKAGED for s, _ in self._flow.labels(program)
+        ):
+            self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
 
     def _command_text(self, node: ast.Call, text: str) -> None:
         """A command's known text: a download piped to a shell in it is run, not shown."""

@@ -238,6 +238,10 @@ class Tagger:
                 seen.add(item.id)
                 stack.extend(self._flow.bindings.assigned.get(item.id, ())[:8])
             stack.extend(ast.iter_child_nodes(item))
+        path = self._flow.path_text(node)
+        if path is not None:
+            # Path.home() / ".config" / "systemd" / "user": pathlib's pieces (branch blind13)
+            pieces.append(path)
         for text in pieces:
             if any(i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(text)):
                 return shorten(text)

@@ -24,6 +24,7 @@ from typing import Any
 import re2
 
 from caplet._scan._correlate import Tag
+from caplet._scan._deferred_calls import deferred_calls
 from caplet._scan._filescan import FileScan, entropy, entropy_bits, is_blob, sensitive_path
 from caplet._scan._flow import Flow
 from caplet._scan._model import ScanMode
@@ -128,6 +129,9 @@ _CALL_RULE_NAMES = frozenset(
     | {"builtins.map"}
 )
 
+#: Hand-overs checked inside one another at most (``map(partial(f, x), ...)``).
+_MAX_HANDOVERS = 3
+
 #: Nodes that can add to a name after its binding (see ``RuleVisitor._contribute``).
 _CONTRIBUTING = frozenset({ast.Assign, ast.AugAssign, ast.Call})
 
@@ -180,6 +184,8 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         self._flagged_modules: set[str] = set()
         #: Bare names whose resolution no rule reports (see :meth:`visit_Name`).
         self._quiet_names: set[str] = set()
+        #: Hand-overs being checked as the calls they make, nested (``g = partial(g)``).
+        self._handing_over = 0
 
     def run(self) -> None:
         # NodeVisitor.visit looks the method up by name for every node; a
@@ -233,13 +239,21 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         percent of the rules' time on the stdlib; visiting every node of a focused
         file instead cost a quarter more (issue 16, benchmarks/scan_split.py)."""
         funcs = self.resolve(node.func)
-        if not funcs:
-            return False
-        return (
+        if self._sink_funcs(funcs):
+            return True
+        # atexit.register(os.system, cmd): a sink handed over, called by the library
+        return any(self._sink_funcs(self.resolve(c.func)) for c in self._handed_over(node, funcs))
+
+    def _sink_funcs(self, funcs: tuple[str, ...]) -> bool:
+        return bool(funcs) and (
             self._sinks.named(funcs)
             or not _LOOKUPS.isdisjoint(funcs)
             or any(API_RULES.get(f) == "CPL-PROC-001" for f in funcs)
         )
+
+    def _handed_over(self, node: ast.Call, funcs: tuple[str, ...]) -> list[ast.Call]:
+        """The calls ``node`` has the standard library make (:mod:`._deferred_calls`)."""
+        return deferred_calls(node, funcs, lambda n: self._b.assigned.get(n, ()), self.resolve)
 
     def _contributions_only(self, node: ast.AST) -> None:
         """What a node outside the focus adds to a name, as its visit would note it.
@@ -262,6 +276,12 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         ):
             for arg in node.args:
                 self._contribute(node.func.value, arg)
+        elif (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and "shutil.copyfileobj" in self.resolve(node.func)
+        ):
+            self._contribute(node.args[1], node.args[0])
 
     def _contribute(self, target: ast.AST, value: ast.expr) -> None:
         """``d[k] = v`` / ``d += v``: ``d`` now carries ``v`` too; ``o.x = v``: ``o.x`` does.
@@ -466,6 +486,18 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         if id(node) not in self._handled:
             # getattr(os, "system") and __import__("socket") are references too.
             self._report_reference(node, resolve(node))
+        if self._handing_over < _MAX_HANDOVERS:
+            # atexit.register(os.system, cmd), Thread(target=exec, args=(code,)), a
+            # partial called: checked as the call the library makes (branch blind13)
+            for made in self._handed_over(node, funcs):
+                if self._sink_call(made):
+                    self._sinks.keep(made)
+                    self.flow.adopt(made, node)
+                    self._handing_over += 1
+                    try:
+                        self.visit_Call(made)
+                    finally:
+                        self._handing_over -= 1
 
     def _call_rules(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         scan = self._scan
@@ -479,6 +511,9 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self.resolve(func.value)
             ):
                 scan.tag(Tag.ENV_ITER, node.lineno, f"os.environ.{func.attr}()")
+        if "shutil.copyfileobj" in funcs and len(node.args) >= 2:
+            # copyfileobj(response, f) is f.write(response.read()) (blind13)
+            self._contribute(node.args[1], node.args[0])
         for name in funcs if not _CALL_RULE_NAMES.isdisjoint(funcs) else ():
             if API_RULES.get(name) == "CPL-PROC-001":
                 spec = PROGRAM_ARGUMENTS.get(name)
