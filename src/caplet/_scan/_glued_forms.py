@@ -45,8 +45,8 @@ import re2
 
 from caplet._scan._glued_values import RefusedError, literal_value, renamed_adders, renamed_back
 from caplet._scan._indicators import indicator_set
+from caplet._scan._lookup_patterns import LOOKUP_ANY_NAME
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
-from caplet._scan._prefilter_patterns import LOOKUP_ANY_NAME
 from caplet._scan._rules import API_RULES, MODULE_RULES
 from caplet._scan._sources import DECODERS, EXECUTORS, RUNS_FILE
 

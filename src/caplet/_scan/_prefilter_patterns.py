@@ -12,6 +12,22 @@ from __future__ import annotations
 from typing import Final
 
 from caplet._scan._indicators import INDICATORS, IndicatorKind
+from caplet._scan._lookup_patterns import (
+    BUILT_KEY,
+    DEFAULT_LOOKUP,
+    JOINED_KEY,
+    LOOKUP_ANY_NAME,
+    LOOKUP_BY_HELPER,
+    LOOKUP_BY_VARIABLE,
+    LOOKUP_NAME,
+    LOOKUP_PIECES,
+    MEMBERS_OF_BUILTINS,
+    NAMESPACE_BY_NAME,
+    NAMESPACE_FILLED,
+    SENSITIVE_LOOKUP,
+    SPEC_BY_NAME,
+    STRONG_PIECES,
+)
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     DECODER_TOKENS,
@@ -34,7 +50,6 @@ __all__ = [
     "GLUES",
     "GLUE_FORMS",
     "LOCAL_PAIRS",
-    "LOOKUP_ANY_NAME",
     "PAIRS",
     "PREFILTER_PATTERNS",
 ]
@@ -158,52 +173,6 @@ _SINK = (
 #: literal is a trigger only beside whatever runs it (the conjunctions with ``_RUNS`` at
 #: the end of ``PAIRS``).
 _NETWORK = NETWORK_MODULE_TOKENS
-#: A lookup by name: getattr and its kin, a namespace indexed or asked with .get.
-_LOOKUP = (
-    r"(?:\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)\s*\(|"
-    r"(?:^|[^.\w])eval\s*\(|\b__builtins__\s*\.\s*get\s*\(|\b__getitem__\s*\(|"
-    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins)\s*(?:\[|\.\s*get\s*\())"
-)
-#: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
-_LOOKUP_BY_VARIABLE = (
-    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[A-Za-z_]\w*\s*[,)]|"
-    r"\b(?:__import__|import_module|attrgetter)\s*\(\s*[A-Za-z_]\w*\s*[,)]|"
-    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*"
-    r"(?:\[\s*[A-Za-z_]\w*\s*\]|\.\s*get\s*\(\s*[A-Za-z_]\w*\s*[,)])"
-)
-#: What a file that looks names up contains.
-_LOOKUP_NAME = (
-    r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__|__dict__|"
-    r"vars|modules|globals|eval|__builtins__|__getitem__|f_builtins)\b"
-)
-#: The ways to build a name from literals: concatenated, joined, sliced, reversed, from
-#: code points, a list of byte values or a builtin's repr, decoded, a literal formatted,
-#: an integer literal unpacked into bytes.
-_PIECES = (
-    r"['\"]\s*\+\s*[rbuRBUfF]{0,2}['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
-    r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
-    r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
-    r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
-    r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\(|"
-    # a literal operated on (sliced, multiplied, a method called on it), bytes of a list,
-    # str of bytes, an integer unpacked, a lambda's value, identifiers outside ASCII (the
-    # CJK family), code points formatted with %c, an f-string of literals
-    r"[rbuRBU]?['\"][^'\"\n]*['\"]\s*(?:\[|\*|\.\s*\w+\s*\()|\bbytearray\(\s*\[|"
-    r"\bstr\(\s*[bB]['\"]|\bto_bytes\(|\bbytes\s*\.\s*decode\(|\blambda\b|[^\x00-\x7f]|"
-    r"['\"]\s*%\s*\(\s*\d|\b[fF][rR]?['\"][^'\"\n]*\{\s*[rbuRBU]?['\"]"
-)
-#: A lookup whose name is not written out: anything but a quote after getattr's comma,
-#: an importer's or a namespace subscript's parenthesis (a variable, an attribute, a
-#: call). A name written out is spelled in the text (every table's tokens match
-#: ``"system"`` too); a literal operated on is :data:`_LOOKUP_PIECES`.
-_LOOKUP_ANY_NAME = (
-    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[^'\"\s]|"
-    r"\b(?:__import__|import_module|attrgetter|methodcaller|__getitem__)\s*\(\s*[^'\"\s)]|"
-    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|\bf_builtins|__globals__|"
-    r"__builtins__)\s*(?:\[\s*[^'\"\s]|\.\s*get\s*\(\s*[^'\"\s])"
-)
-#: A lookup with a name built from literals on its own line (the first pattern of pair 1).
-_LOOKUP_PIECES = _LOOKUP + r"[^\n]*(?:" + _PIECES + r")"
 #: Whatever runs something, as alternatives (each its own conjunction, so each pattern
 #: is one the sets hold anyway or a small one: one alternation of them all made the
 #: pairs' lazily built DFA half again as slow on a first pass over the stdlib): a
@@ -218,8 +187,8 @@ _LOOKUP_PIECES = _LOOKUP + r"[^\n]*(?:" + _PIECES + r")"
 #: install script is always parsed (``_filepass``).
 _RUNS: Final = (
     _SINK,
-    _EXEC_AS_CODE + "|" + RUNS_FILE_TOKENS + "|" + _LOOKUP_ANY_NAME,
-    _LOOKUP_PIECES,
+    _EXEC_AS_CODE + "|" + RUNS_FILE_TOKENS + "|" + LOOKUP_ANY_NAME,
+    LOOKUP_PIECES,
 )
 #: Words of a command that only a run command makes a threat (see _RUNS).
 COMMAND_WORDS: Final = (
@@ -250,49 +219,6 @@ _HANDED_CREDENTIALS: Final = (
     r"\bdef\s+\w+\s*\([^)]*\b(?:\w*passw\w*|passphrase|\w*pkey|\w*private_?key|\w*secret\w*|"
     r"\w*token|\w*api_?key|mnemonic)\b",
     r"['\"]http://|['\"]https://(?:\d{1,3}\.){3}\d{1,3}",
-)
-#: Pieces that hardly ever build anything but a hidden name: code points joined, a
-#: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
-#: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
-#: line it is the first pair's).
-_STRONG_PIECES = (
-    r"\b(?:map|join)\(\s*chr\b|\bchr\(\s*\d+\s*\)\s*\+|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|"
-    r"\breversed\(\s*['\"]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\)|"
-    r"\bbytes\(\s*\[\s*\d|\brot_?13\b"
-)
-#: getattr of a module worth hiding by anything but a plain literal (a variable, an
-#: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).
-_SENSITIVE_LOOKUP = (
-    r"\bgetattr\(\s*(?:os|posix|nt|subprocess|sys|shutil|socket|importlib|ctypes|pty|builtins|"
-    r"__builtins__|marshal|base64|codecs|pip)\s*,\s*(?:[^'\"\s]|[rbuRBU]?(?:'[^'\n]*'|"
-    r"\"[^\"\n]*\")\s*[^,)\s])"
-)
-#: A subscript or .get whose key is built from literals only ("lo" + "ad", "lave"[::-1],
-#: "".join(["ex", "ec"]), "{}".format("ex"...), "%s" % "x", "ev" "al"), or from code
-#: points, bytes or a builtin's repr (a list literal is not a subscript).
-_BUILT_KEY = (
-    r"(?:[\w\])]\s*\[|\.\s*get\s*\()\s*(?:[rbuRBU]?['\"][^'\"\n]*['\"]\s*"
-    r"(?:\+\s*[rbuRBU]?['\"]|\[\s*:|\.\s*join\(\s*[\[(]\s*['\"]|\.\s*format\(\s*['\"]|"
-    r"%\s*\(?\s*['\"]|[rbuRBU]?['\"])|(?:chr|map|reversed)\s*\(|bytes\(\s*\[|"
-    r"str\(\s*(?:oct|hex|bin|copyright|credits|license)\b)"
-)
-
-#: A lookup by what a call given literals returns (blindcn): getattr's name, an importer's
-#: or attrgetter's argument a call whose first argument is a literal or a number.
-_LOOKUP_BY_HELPER = (
-    r"(?:\b(?:getattr|__getattribute__)\s*\([^,\n]*,|"
-    r"\b(?:__import__|import_module|attrgetter|methodcaller)\s*\()"
-    r"\s*[A-Za-z_][\w.]*\s*\(\s*(?:[rbuRBU]?['\"]|-?\d)"
-)
-#: A subscript or ``.get`` keyed by code points joined (blindcn): ``ns["".join(chr(``.
-_JOINED_KEY = r"(?:[\w\])]\s*\[|\.\s*get\s*\()\s*[rbuRBU]?['\"]['\"]\s*\.\s*join\(\s*(?:chr|map)\b"
-
-#: getattr or __import__ as a parameter's default under another name (blindcn): RE2 has no
-#: lookahead, so the name is any of another length than the builtin's own
-#: (``getattr=getattr`` makes a builtin local for speed and hides nothing).
-_DEFAULT_LOOKUP = (
-    r"[(,]\s*(?:[A-Za-z_]\w{0,5}|[A-Za-z_]\w{7,})\s*=\s*(?:builtins\s*\.\s*)?getattr\s*[,):]|"
-    r"[(,]\s*(?:[A-Za-z_]\w{0,8}|[A-Za-z_]\w{10,})\s*=\s*(?:builtins\s*\.\s*)?__import__\s*[,):]"
 )
 #: What gives a literal with junk characters removed its meaning (the last pair below).
 _JUNK_CONTEXT = r"\bopen\(|\bcopy(?:file|2)?\(|" + _SINK + "|" + _NETWORK
@@ -329,7 +255,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # os.__getattribute__("{}{}".format(...)): a name built from literals (concatenated,
     # joined, sliced, reversed, formatted, decoded, from code points or a builtin's repr)
     # on the lookup's own line (a name prepared on another line: the next pairs)
-    (_LOOKUP_PIECES, _LOOKUP_NAME),
+    (LOOKUP_PIECES, LOOKUP_NAME),
     # a socket wired to a shell: dup2 or pty.spawn next to a socket
     (r"\b(?:dup2|pty)\b", _NETWORK),
     # network next to a process call: a second stage fetched and run. The call need not
@@ -403,14 +329,14 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # a name built on one line and looked up on another (name = "metsys"[::-1];
     # getattr(os, name)): the lookups are visited, the name is found by the data flow
-    (_LOOKUP_BY_VARIABLE, _STRONG_PIECES),
+    (LOOKUP_BY_VARIABLE, STRONG_PIECES),
     # a sensitive module's attribute looked up by a variable (getattr(os, name)): the
     # name may be built anywhere, by any string operation; rare in real code
-    (_SENSITIVE_LOOKUP, _SENSITIVE_LOOKUP),
+    (SENSITIVE_LOOKUP, SENSITIVE_LOOKUP),
     # a dispatch table of builtins or a copy of a namespace, indexed by a built name:
     # ACTIONS = {"load": exec}; ACTIONS["lo" + "ad"](code)
     (
-        _BUILT_KEY,
+        BUILT_KEY,
         r"[:=,(\[{]\s*(?:exec|eval|compile|execfile|__import__)\s*[,)\]}\n]|"
         r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
     ),
@@ -447,43 +373,43 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # with a name built from pieces elsewhere: the call site says g
     (
         r"(?m)^[ \t]*[^\s=()\[\],.'\"]+[ \t]*=[ \t]*lambda[^:\n]*:[ \t]*getattr\(",
-        r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + _STRONG_PIECES,
+        r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + STRONG_PIECES,
     ),
     # getattr (or exec's kin) bound to another name (取 = getattr), and a name built from
     # pieces: the lookup's call site says 取
     (
         r"(?m)^[ \t]*[^\s=()\[\],.'\"]+[ \t]*=[ \t]*(?:builtins[ \t]*\.[ \t]*)?"
         r"(?:getattr|__import__)[ \t]*(?:[#;]|$)|:=[ \t]*(?:getattr|__import__)[ \t]*\)",
-        r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + _STRONG_PIECES,
+        r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + STRONG_PIECES,
     ),
     # an importer given an f-string of names only (f"{a}{b}") or a name, and a name bound
     # to one code point (a = chr(111)) or strong pieces; import_module(name) beside any
     # literals added together is every plugin loader (turtle.py, markdown's core.py)
     (
         r"\b(?:__import__|import_module)\(\s*(?:[fF][rR]?['\"]\{\w+\}\{|[A-Za-z_]\w*\s*[,)])",
-        r"\b[A-Za-z_]\w*\s*=\s*chr\(\s*\d+\s*\)\s*(?:[\n#;]|$)|" + _STRONG_PIECES,
+        r"\b[A-Za-z_]\w*\s*=\s*chr\(\s*\d+\s*\)\s*(?:[\n#;]|$)|" + STRONG_PIECES,
     ),
     # attrgetter or methodcaller given a name built on another line from pieces
     (
         r"\b(?:attrgetter|methodcaller)\(\s*[A-Za-z_]\w*\s*[,)]",
-        r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + _STRONG_PIECES,
+        r"['\"]\s*\+\s*[rbuRBU]?['\"]|" + STRONG_PIECES,
     ),
     # -- blindcn (issue 16, computed names written blind to the rules) -------------------
     # a lookup given what a helper of the file returns for literal arguments
     # (import_module(n(18, 20, 1)), getattr(sp, _x(b"...")), __import__(weave("sbrcs",
     # "upoes"))): the name is built in the helper's body, away from the lookup
-    (_LOOKUP_BY_HELPER, _LOOKUP_BY_HELPER),
+    (LOOKUP_BY_HELPER, LOOKUP_BY_HELPER),
     # a subscript keyed by code points joined (ns["".join(chr(97 + i) for i in OFFS)],
     # ns = vars(sys.modules[len.__module__])) beside a namespace
     (
-        _JOINED_KEY,
+        JOINED_KEY,
         r"__dict__|\bvars\(|\bmodules\b|\bglobals\(|\bdir\(\s*(?:builtins|__builtins__)",
     ),
     # getattr or __import__ given as a parameter's default (lambda g=getattr, ...: g(m,
     # n)): the call site says g (not getattr=getattr, a builtin made local for speed)
     (
-        _DEFAULT_LOOKUP,
-        _DEFAULT_LOOKUP,
+        DEFAULT_LOOKUP,
+        DEFAULT_LOOKUP,
     ),
     # getattr mapped over lists or given its arguments spread (map(getattr, [b], [n]),
     # getattr(*args)): the owner and the name are elsewhere
@@ -493,7 +419,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # a frame's builtins or a function's globals indexed by a built name
     # (sys._getframe().f_builtins["ex" + "ec"])
-    (_BUILT_KEY, r"\bf_builtins\b|__globals__"),
+    (BUILT_KEY, r"\bf_builtins\b|__globals__"),
     # a class's attribute hook beside an importer: a proxy or a metaclass that imports
     # what the attribute's or the class's name spells (lazy.os__system(cmd); class
     # subprocess(metaclass=M) then subprocess.llac_kcehc(...)); a module's own
@@ -528,12 +454,6 @@ _ALIASED_LOADER: Final = (
     r"\bfrom\s+(?:marshal|pickle|dill|cloudpickle)\s+import\b|\bFunctionType\s*\("
 )
 #: Appended after every other conjunction, so the indices above stay.
-#: A module found by a name not written out (``importlib.util.find_spec(name)``).
-_SPEC_BY_NAME: Final = (
-    r"\bfind_spec\s*\(\s*(?:[^'\"\s)]|[rbuRBU]?(?:'[^'\n]*'|\"[^\"\n]*\")\s*[+\[.%])"
-)
-#: Builtins' namespace listed (``dict(inspect.getmembers(builtins))[n]``).
-_MEMBERS_OF_BUILTINS: Final = r"\bgetmembers\s*\(\s*(?:builtins|__builtins__)\b"
 #: The decoder side of "decoded data into a process or code sink" (found by what it is, not
 #: by its place: the same string is one slot of the set).
 _DECODED: Final = next(p[0] for p in _PAIRS if p[-1] is _SINK and "b64decode" in p[0])
@@ -541,35 +461,15 @@ _BLIND8_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # a decoder beside it
     (_DECODED, _ALIASED_LOADER),
     # find_spec given a name, and a name built from pieces anywhere in the file
-    (_SPEC_BY_NAME, r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + _STRONG_PIECES),
+    (SPEC_BY_NAME, r"['\"]\s*\+\s*[rbuRBU]?['\"]|\.join\(|\bchr\s*\(|" + STRONG_PIECES),
     # a lookup or an importer given a name filled code point by code point (n += chr(c))
-    (_LOOKUP_BY_VARIABLE, r"\+=\s*chr\s*\("),
+    (LOOKUP_BY_VARIABLE, r"\+=\s*chr\s*\("),
     # builtins' members made a table: what is looked up in it is found by the data flow
-    (_MEMBERS_OF_BUILTINS, _MEMBERS_OF_BUILTINS),
+    (MEMBERS_OF_BUILTINS, MEMBERS_OF_BUILTINS),
 )
 
-#: attack9: a decoded name looked up in a namespace (CPL-THR-003 in the whole-file pass,
-#: never parsed in package mode): ``vars(os)[k]``, ``importlib.import_module("builtins")
-#: .__dict__[k]``, or the namespace bound to a name first (``ns = vars(os)``, then
-#: ``ns[k](...)``), beside a decoder.
-_NAMESPACE_BY_NAME: Final = (
-    r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\)|__builtins__)\s*"
-    r"(?:\[\s*[^'\"\s]|\.\s*get\s*\(\s*[^'\"\s])|"
-    r"\b[A-Za-z_]\w*\s*=\s*(?:vars\([^)\n]*\)|[\w.]*\.__dict__|(?:sys\.)?modules|"
-    r"globals\(\s*\))\s*(?:[;#\n]|$)"
-)
-_ATTACK9_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_BY_NAME),)
-#: recall10: a dict of the file filled with a namespace (``d.update(vars(builtins))``,
-#: ``d.update(os.__dict__)``, ``d |= vars(os)``) and looked up by a decoded key
-#: (``d[b64decode(k).decode()](...)``), beside a decoder: the lookup's line names no
-#: namespace at all. A copy by a spread or a chain (``{**vars(os)}``, ``ChainMap({},
-#: os.__dict__)``) is the same copy (attack11).
-_NAMESPACE_FILLED: Final = (
-    r"(?:\.\s*update\s*\(|\|=|\*\*|\bChainMap\s*\([^)\n]*?)\s*(?:vars\(|[\w.]*\.__dict__\b|"
-    r"(?:sys\s*\.\s*)?modules\b|"
-    r"globals\(\s*\))"
-)
-_RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, _NAMESPACE_FILLED),)
+_ATTACK9_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, NAMESPACE_BY_NAME),)
+_RECALL10_PAIRS: Final[tuple[tuple[str, ...], ...]] = ((_DECODED, NAMESPACE_FILLED),)
 
 #: blind13: secrets read from the environment by name beside the network (CPL-THR-006 takes
 #: two or more sent to a host that is not their provider): a name written out anywhere in
@@ -689,6 +589,3 @@ GLUE_FORMS: Final = (
     r"\b[fF][rR]?(?:'[^'\n]*|\"[^\"\n]*)\{\s*[rbuRBU]?['\"]",
     r"\b(?:__import__|import_module)\s*\(\s*[^'\"\s)]",
 )
-#: A lookup by a name not written out (a variable, an attribute, a call): what a name
-#: glued from literals on another line may reach (:mod:`caplet._scan._glued_forms`).
-LOOKUP_ANY_NAME: Final = _LOOKUP_ANY_NAME
