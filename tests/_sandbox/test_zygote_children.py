@@ -52,17 +52,7 @@ class _Clock:
 
 
 def _children() -> _Children:
-    return _Children(
-        status={},
-        cgroups={},
-        pending=[],
-        poller=select.poll(),
-        handovers={},
-        listeners={},
-        denials={},
-        logs={},
-        log_of={},
-    )
+    return _Children()
 
 
 def _serve_until(children: _Children, fd: int, stop: object) -> None:

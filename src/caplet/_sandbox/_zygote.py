@@ -226,17 +226,7 @@ def _serve(control: socket.socket) -> int:
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
-    children = _Children(
-        status={},
-        cgroups={},
-        pending=[],
-        poller=select.poll(),
-        handovers={},
-        listeners={},
-        denials={},
-        logs={},
-        log_of={},
-    )
+    children = _Children()
     layers = probe_layers()
     counting = probe_counting(layers)
     _zygote_spare._PREBUILD = not layers.get("namespaces", "missing")

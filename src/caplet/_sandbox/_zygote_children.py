@@ -43,23 +43,23 @@ class _Children:
     """The zygote's live children: status pipe and cgroups of each, and
     the descriptors its loop polls for their seccomp denials."""
 
-    status: dict[int, int]
-    cgroups: dict[int, WorkerCgroup]
+    status: dict[int, int] = field(default_factory=dict)
+    cgroups: dict[int, WorkerCgroup] = field(default_factory=dict)
     #: Cgroups whose processes were still exiting when their leader was reaped.
-    pending: list[WorkerCgroup]
+    pending: list[WorkerCgroup] = field(default_factory=list)
     #: Every descriptor the loop waits on (control, wakeup pipe, the rest below).
-    poller: select.poll
+    poller: select.poll = field(default_factory=select.poll)
     #: Handover socket fd -> (child pid, socket) until the child's listener arrives.
-    handovers: dict[int, tuple[int, socket.socket]]
+    handovers: dict[int, tuple[int, socket.socket]] = field(default_factory=dict)
     #: Listener fd -> its counter, until the listener hangs up.
-    listeners: dict[int, DenialCounter]
+    listeners: dict[int, DenialCounter] = field(default_factory=dict)
     #: Child pid -> its counter, until the child is reaped and its counts reported.
-    denials: dict[int, DenialCounter]
+    denials: dict[int, DenialCounter] = field(default_factory=dict)
     #: Stderr pipe fd -> its relay into the child's log, until the child is reaped
     #: (:mod:`caplet._sandbox._zygote_log`).
-    logs: dict[int, LogRelay]
+    logs: dict[int, LogRelay] = field(default_factory=dict)
     #: Child pid -> its stderr pipe fd in ``logs``.
-    log_of: dict[int, int]
+    log_of: dict[int, int] = field(default_factory=dict)
     #: Child pid -> where its cgroup counts CPU and its ``cpu_s``, while it runs.
     cpu_limits: dict[int, tuple[CpuCount, float]] = field(default_factory=dict)
     #: Children killed for passing their ``cpu_s`` (reported when reaped).
