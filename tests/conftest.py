@@ -14,6 +14,7 @@ from hypothesis import settings
 
 if TYPE_CHECKING:
     from caplet._sandbox._identity import WorkerIdentity
+    from caplet._sandbox._sandboxed import SandboxLauncher
     from tests.pgserver import PgServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,6 +200,17 @@ def dask_scheduler() -> Iterator[str]:
         dashboard_address="127.0.0.1:0",
     ) as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[SandboxLauncher]:
+    """One strict sandbox launcher (and so one zygote) per test module that asks for it:
+    starting a zygote per test would dominate the host and sandbox tests' time."""
+    from caplet._sandbox._sandboxed import SandboxLauncher
+
+    sandbox = SandboxLauncher(strict=True)
+    yield sandbox
+    sandbox.close()
 
 
 @pytest.fixture

@@ -44,13 +44,6 @@ critical_rules = ["Names are relative."]
 """
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
     with PluginHost(

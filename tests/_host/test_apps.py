@@ -83,13 +83,6 @@ def test_implies_is_transitive_and_one_way() -> None:
 # -- ctx.app in the sandbox ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 CALLER = """
 from caplet.plugin import ContextError
 

@@ -14,13 +14,6 @@ from tests._host.ctxkit import enable, make_host, plugin
 from tests.conftest import PluginFactory
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
     with make_host(plugins_dir, state_dir, launcher) as h:

@@ -12,14 +12,6 @@ from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import enable, make_host, plugin
 from tests.conftest import PluginFactory
 
-
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 STORE = """
 import os
 

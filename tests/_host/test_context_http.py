@@ -29,13 +29,6 @@ from tests.conftest import PluginFactory
 
 
 @pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
-@pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 

@@ -76,13 +76,6 @@ def _tool(make_plugin: PluginFactory, name: str, kind: str) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
     with make_host(plugins_dir, state_dir, launcher) as made:

@@ -17,13 +17,6 @@ from tests._host.test_guest import FS_READ, FS_READ_MANIFEST
 from tests.conftest import PluginFactory
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def host(
     plugins_dir: Path,

@@ -67,13 +67,6 @@ class InjectedError(RuntimeError):
     """The fault a test injects: an exception no part of caplet expects."""
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
 def raw() -> Iterator[RawServer]:
     with raw_server() as server:

@@ -3,7 +3,6 @@ brokered traffic, and a label set no plugin can grow."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,13 +48,6 @@ def create_functions(config):
     return {"main": {"ok": ok, "boom": boom, "refuse": refuse, "spin": spin, "hog": hog}}
 """
 FUNCTIONS = ("ok", "boom", "refuse", "spin", "hog")
-
-
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
 
 
 def test_calls_failures_latency_cpu_and_memory(

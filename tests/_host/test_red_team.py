@@ -9,7 +9,6 @@ decision the host logs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,13 +32,6 @@ def create_functions(config):
         return "ran a program"
     return {"main": {"run": run}}
 """
-
-
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
 
 
 def test_the_gate_refuses_what_the_red_team_switch_lets_the_kernel_stop(

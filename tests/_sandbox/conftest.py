@@ -12,7 +12,6 @@ import pytest
 from caplet._config._schema import ConfigValue
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._protocol import DEFAULT_MAX_FRAME_BYTES
-from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessLauncher, SubprocessWorker
 from tests.conftest import own_identity
 
@@ -86,11 +85,3 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
     yield helper
     for worker in helper.workers:
         worker.close()
-
-
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    """One strict sandbox launcher (and so one zygote) per test module."""
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()

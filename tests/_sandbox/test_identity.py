@@ -14,7 +14,6 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,13 +66,6 @@ def create_functions(config):
 
     return {"probe": {"who": who, "drop": drop}}
 """
-
-
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
 
 
 def _spec(tmp_path: Path, *grants: PathGrant) -> WorkerSpec:

@@ -17,7 +17,6 @@ another without opening it.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,6 @@ from tests._host.ctxkit import make_host
 REPO = Path(__file__).resolve().parents[2]
 #: The reference plugins, as shipped.
 REFERENCE = REPO / "plugins"
-
-
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
 
 
 def install(plugins_dir: Path, *names: str) -> None:

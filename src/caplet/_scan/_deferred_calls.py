@@ -116,6 +116,14 @@ def _keyword(node: ast.Call, name: str | None) -> ast.expr | None:
     return next((k.value for k in node.keywords if name is not None and k.arg == name), None)
 
 
+def _argument(node: ast.Call, keyword: str | None, position: int | None) -> ast.expr | None:
+    """An argument given by ``keyword``, else at ``position``; ``None`` when neither is."""
+    found = _keyword(node, keyword)
+    if found is None and position is not None and len(node.args) > position:
+        found = node.args[position]
+    return found
+
+
 def _items(node: ast.expr | None) -> list[ast.expr] | None:
     """The items of a literal tuple or list (none when starred: their count is unknown)."""
     if node is None:
@@ -153,26 +161,13 @@ def _calls(node: ast.Call, spec: Handover) -> list[ast.Call]:
     if spec.spread:
         args: list[ast.expr] | None = list(rest)
     else:
-        packed = _keyword(node, spec.args_keyword)
-        if (
-            packed is None
-            and spec.args_position is not None
-            and len(node.args) > spec.args_position
-        ):
-            packed = node.args[spec.args_position]
-        args = _items(packed)
+        args = _items(_argument(node, spec.args_keyword, spec.args_position))
     if args is None:
         return []
     keywords: list[ast.keyword]
     if not spec.spread:
         keywords = []
-        packed_kwargs = _keyword(node, spec.kwargs_keyword)
-        if (
-            packed_kwargs is None
-            and spec.kwargs_position is not None
-            and len(node.args) > spec.kwargs_position
-        ):
-            packed_kwargs = node.args[spec.kwargs_position]
+        packed_kwargs = _argument(node, spec.kwargs_keyword, spec.kwargs_position)
         if isinstance(packed_kwargs, ast.Dict):
             keywords = [
                 ast.keyword(k.value, v)

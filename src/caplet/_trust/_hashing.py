@@ -339,13 +339,7 @@ class TreeDigest:
 def hash_entries(root: Path, entries: Iterable[TreeEntry]) -> str:
     """Hash the listed *entries* of *root* (in the order given; see :func:`list_tree`
     and :class:`TreeDigest` for the encoding)."""
-    digest = TreeDigest()
-    for entry in entries:
-        digest.entry(entry)
-        with open_entry(root, entry) as fd:
-            for chunk in read_entry(root, entry, fd):
-                digest.update(chunk)
-    return digest.hexdigest()
+    return _hash_keeping(root, entries, (), 0)[0]
 
 
 def tree_hash(
@@ -371,9 +365,16 @@ def tree_hash_keeping(
     *max_kept* bytes are kept: enough for a reader with a smaller limit to
     refuse it as too large.
     """
+    return _hash_keeping(root, list_tree(root), keep, max_kept)
+
+
+def _hash_keeping(
+    root: Path, entries: Iterable[TreeEntry], keep: Collection[str], max_kept: int
+) -> tuple[str, dict[str, bytes]]:
+    """The hash of *entries* and the first *max_kept* bytes it read of those in *keep*."""
     digest = TreeDigest()
     kept: dict[str, bytes] = {}
-    for entry in list_tree(root):
+    for entry in entries:
         digest.entry(entry)
         keeping = entry.path in keep
         chunks: list[bytes] = []
