@@ -103,7 +103,7 @@ def _no_library() -> ctypes.CDLL:
 def test_the_module_reports_the_missing_library_and_never_builds_a_filter(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("caplet._syscall._libseccomp", _no_library)
+    monkeypatch.setattr("caplet._syscall._seccomp_lib._libseccomp", _no_library)
     monkeypatch.setattr(_seccomp, "_PREPARE_PROBLEM", None)
     problem = _seccomp.seccomp_problem()
     assert problem is not None
