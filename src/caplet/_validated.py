@@ -40,6 +40,7 @@ __all__ = [
     "MAX_COUNT",
     "MODEL_CONFIG",
     "Bytes",
+    "Cores",
     "Count",
     "Duration",
     "Flag",
@@ -76,6 +77,9 @@ Megabytes = Annotated[int, Strict(), Field(ge=1, le=MAX_BYTES // 2**20)]
 Seconds = Annotated[float, Strict(), Field(gt=0, le=_MAX_SECONDS)]
 #: Seconds that may be zero (a circuit breaker that half-opens at once).
 Duration = Annotated[float, Strict(), Field(ge=0, le=_MAX_SECONDS)]
+#: A CPU rate in cores (``cpu_cores``): a hundredth of a core (the kernel's
+#: smallest quota of a 100 ms period is 1 ms) up to a machine's worth.
+Cores = Annotated[float, Strict(), Field(ge=0.01, le=4096)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -52,6 +52,14 @@ def test_values_as_a_file_writes_them_are_accepted() -> None:
         ({"memory_mb": "512"}, "memory_mb: '512' is not valid: expected a whole number"),
         ({"memory_mb": 0}, "memory_mb: 0 is not valid: input should be greater than or equal to 1"),
         ({"cpu_s": 10**30}, "cpu_s: 1000000000000000000000000000000 is not valid"),
+        (
+            {"cpu_cores": 0},
+            "cpu_cores: 0 is not valid: input should be greater than or equal to 0.01 (the "
+            "default is 1)",
+        ),
+        ({"cpu_cores": True}, "cpu_cores: True is not valid"),
+        ({"cpu_cores": float("inf")}, "cpu_cores: inf is not valid"),
+        ({"guest": {"cpu_cores": 5000}}, "guest.cpu_cores: 5000 is not valid"),
         ({"cooldown_s": float("nan")}, "cooldown_s: nan is not valid: input should be a finite"),
         (
             {"cooldown_s": -1},

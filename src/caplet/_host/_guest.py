@@ -65,6 +65,7 @@ from caplet._sandbox._guest_wire import (
     encode_request,
 )
 from caplet._sandbox._launcher import Launcher, RequestHandler, Worker, WorkerSpec
+from caplet._sandbox._rlimits import millicores
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 
 __all__ = ["CRASHED_TYPE", "TIMEOUT_TYPE", "GuestRunner"]
@@ -176,6 +177,7 @@ class GuestRunner:
             programs=(),
             memory_mb=limits.memory_mb,
             cpu_s=limits.cpu_s,
+            cpu_millicores=millicores(limits.cpu_cores),
             open_files=limits.open_files,
             processes=limits.processes,
             env={},

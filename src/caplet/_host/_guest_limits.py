@@ -14,6 +14,7 @@ from pydantic.dataclasses import dataclass
 from caplet._errors import PolicyError
 from caplet._validated import (
     MODEL_CONFIG,
+    Cores,
     Count,
     Kilobytes,
     Megabytes,
@@ -39,7 +40,8 @@ class GuestLimits:
     functions the snippet calls (each is cut to what is left of it).
 
     ``memory_mb`` (address space), ``cpu_s``, ``processes``, ``open_files``
-    and ``tmp_size_mb`` (its private ``/tmp``) are the worker's rlimits.
+    and ``tmp_size_mb`` (its private ``/tmp``) are the worker's rlimits;
+    ``cpu_cores`` the rate at which it may use CPU (as ``Policy.cpu_cores``).
 
     ``max_output_kb``: KiB of text kept per stream (stdout, stderr) and for
     the final value's repr; the encoded final value may be as large. The
@@ -54,6 +56,7 @@ class GuestLimits:
     max_timeout_ms: Milliseconds = 60_000
     memory_mb: Megabytes = 256
     cpu_s: Positive = 30
+    cpu_cores: Cores = 1.0
     processes: Positive = 8
     open_files: Positive = 64
     tmp_size_mb: Megabytes = 16

@@ -24,6 +24,7 @@ from caplet._trust._signing import SignatureStatus
 from caplet._trust._source import SourceKind
 from caplet._validated import (
     MODEL_CONFIG,
+    Cores,
     Duration,
     Flag,
     Kilobytes,
@@ -139,6 +140,13 @@ class Policy:
     ``quarantine_window_s`` seconds quarantines the plugin until a human
     releases it (``caplet release``).
 
+    ``cpu_cores``: the rate at which each worker (its threads and processes
+    together) may use CPU, in cores: 1.0 is one core's worth of time, 0.5
+    half of one, from a hundredth up (the cgroup's cpu controller, where there
+    is one: ``caplet doctor`` says; ``cpu_s`` bounds how much it may use in
+    all). A thread past it waits for the next 100 ms period, so a plugin that
+    spins between calls cannot take the host's other cores.
+
     ``state_refresh_s``: a running worker's calls re-read the shared state
     (its plugin's quarantine) at least this often, so a quarantine recorded
     by another process or another node of a fleet (docs/fleet.md) stops its
@@ -194,6 +202,7 @@ class Policy:
     isolation: Isolation = Isolation.STRICT
     memory_mb: Megabytes = 512
     cpu_s: Positive = 60
+    cpu_cores: Cores = 1.0
     processes: Positive = 64
     default_timeout_ms: Milliseconds = 5_000
     max_timeout_ms: Milliseconds = 60_000

@@ -24,6 +24,7 @@ from caplet._host._records import PluginInfo
 from caplet._host._validate import FunctionValidator
 from caplet._sandbox._launcher import Worker, WorkerSpec
 from caplet._sandbox._protocol import ContextGrants, WireValue
+from caplet._sandbox._rlimits import millicores
 from caplet._trust._snapshot import Snapshot
 
 __all__ = [
@@ -186,6 +187,7 @@ def worker_spec(
         programs=tuple(c.program for c in info.capabilities if isinstance(c, ProcExecCapability)),
         memory_mb=policy.memory_limit_mb(limits.memory_mb, info.tier),
         cpu_s=policy.cpu_limit_s(limits.cpu_s, info.tier),
+        cpu_millicores=millicores(policy.cpu_cores),
         processes=policy.processes_limit(info.tier),
         env=approved_environment(info.capabilities),
         context=context,

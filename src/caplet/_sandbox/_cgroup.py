@@ -55,6 +55,17 @@ count to hold a worker to its ``cpu_s`` as a whole: RLIMIT_CPU counts each
 process alone, and a child forked before its count runs out starts again
 from zero, so a chain of them spun for ever past the limit (attack13).
 
+CPU rate: ``cpu_s`` bounds how much CPU a worker spends in all, not how fast:
+between its calls a worker's threads and processes could each spin a core of
+the host's until the count ran out (two cores for 30 s at the default). The
+cpu controller caps the rate (CFS bandwidth: ``cpu.cfs_quota_us`` per
+``cpu.cfs_period_us`` on cgroup v1, ``cpu.max`` on v2;
+Documentation/scheduler/sched-bwc.rst): a worker with ``cpu_millicores``
+1000 runs on at most one core's worth of time, however many threads and
+processes it has, and a thread past it waits for the next period. Optional
+like the rest: without a cpu controller (an unprivileged host without one
+delegated) only ``cpu_s`` bounds the worker, which ``caplet doctor`` says.
+
 This module runs in the zygote (and :func:`cpu_count` in the host): stdlib only.
 """
 
@@ -67,6 +78,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "CPU_RATE_FALLBACK",
+    "CPU_RATE_PERIOD_US",
     "MEMORY_FALLBACK",
     "ZYGOTE_PREFIX",
     "CgroupProbe",
@@ -85,7 +98,17 @@ MEMORY_FALLBACK = (
     "workers with a memory limit"
 )
 
+#: What bounds a worker's CPU where no cpu controller caps its rate.
+CPU_RATE_FALLBACK = (
+    "a worker's CPU rate is not capped: its threads and processes may use every core until "
+    "their CPU seconds (cpu_s, counted over all of them where a cgroup counts) run out"
+)
+#: The CFS bandwidth period every worker's quota is a share of (100 ms, the
+#: kernel's default; sched-bwc.rst).
+CPU_RATE_PERIOD_US = 100_000
+
 _V1_PIDS = Path("/sys/fs/cgroup/pids")
+_V1_CPU = Path("/sys/fs/cgroup/cpu")
 _V1_MEMORY = Path("/sys/fs/cgroup/memory")
 _V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 #: A zygote's own cgroup is ``<prefix><its pid>`` in each hierarchy; its workers' are inside.
@@ -120,15 +143,18 @@ class WorkerCgroup:
     """One worker's cgroups: a directory per hierarchy (v1), or one for both (v2).
 
     ``cpu``: cgroup v1's cpuacct directory, which only counts (v2 counts in
-    the one directory)."""
+    the one directory). ``rate``: where the cpu controller caps its rate
+    (v1's cpu hierarchy; v2's one directory), None where nothing does."""
 
     pids: Path | None
     memory: Path | None
     cpu: Path | None = None
+    rate: Path | None = None
 
     @property
     def directories(self) -> tuple[Path, ...]:
-        return tuple(dict.fromkeys(p for p in (self.pids, self.memory, self.cpu) if p is not None))
+        candidates = (self.pids, self.memory, self.cpu, self.rate)
+        return tuple(dict.fromkeys(p for p in candidates if p is not None))
 
     def cpu_count(self) -> CpuCount | None:
         """Where these cgroups count the worker's CPU time (None: nowhere)."""
@@ -144,13 +170,17 @@ class WorkerCgroup:
         for directory in self.directories:
             (directory / "cgroup.procs").write_text(f"{pid or os.getpid()}\n", encoding="ascii")
 
-    def limit(self, *, processes: int | None, memory_bytes: int | None) -> None:
-        """Set ``pids.max`` and the memory limit (None: no limit)."""
+    def limit(
+        self, *, processes: int | None, memory_bytes: int | None, cpu_millicores: int | None
+    ) -> None:
+        """Set ``pids.max``, the memory limit and the CPU rate (None: no limit)."""
         if self.pids is not None:
             value = "max" if processes is None else str(processes)
             (self.pids / "pids.max").write_text(f"{value}\n", encoding="ascii")
         if self.memory is not None:
             _limit_memory(self.memory, memory_bytes)
+        if self.rate is not None:
+            _limit_rate(self.rate, cpu_millicores)
 
     def oom_kills(self) -> int:
         """How many processes the OOM killer took at this cgroup's memory limit."""
@@ -187,14 +217,23 @@ class CgroupRoot:
     pids: Path | None
     memory: Path | None
     cpu: Path | None = None
+    rate: Path | None = None
 
-    def create(self, name: str, *, processes: int | None, memory_bytes: int | None) -> WorkerCgroup:
+    def create(
+        self,
+        name: str,
+        *,
+        processes: int | None,
+        memory_bytes: int | None,
+        cpu_millicores: int | None,
+    ) -> WorkerCgroup:
         """Child cgroups ``name`` with these limits (removed again if a limit fails)."""
         made: list[Path] = []
         cgroup = WorkerCgroup(
             None if self.pids is None else self.pids / name,
             None if self.memory is None else self.memory / name,
             None if self.cpu is None else self.cpu / name,
+            None if self.rate is None else self.rate / name,
         )
         try:
             for directory in cgroup.directories:
@@ -202,7 +241,9 @@ class CgroupRoot:
                 made.append(directory)
             if cgroup.memory is not None and (cgroup.memory / "memory.swap.max").exists():
                 (cgroup.memory / "memory.swap.max").write_text("0\n", encoding="ascii")
-            cgroup.limit(processes=processes, memory_bytes=memory_bytes)
+            cgroup.limit(
+                processes=processes, memory_bytes=memory_bytes, cpu_millicores=cpu_millicores
+            )
         except OSError:
             for directory in made:
                 _remove(directory)
@@ -212,7 +253,7 @@ class CgroupRoot:
     def close(self) -> None:
         """Remove the zygote's directories once its workers' cgroups are gone."""
         for directory in dict.fromkeys(
-            p for p in (self.pids, self.memory, self.cpu) if p is not None
+            p for p in (self.pids, self.memory, self.cpu, self.rate) if p is not None
         ):
             _remove(directory)
 
@@ -226,6 +267,9 @@ class CgroupProbe:
     pids_problem: str
     #: "" when workers get a memory cgroup, else why not.
     memory_problem: str
+    #: "" when the cpu controller caps each worker's CPU rate, else why not. Not
+    #: part of :attr:`problem`: ``cpu_s`` still bounds the worker without it.
+    rate_problem: str = ""
 
     @property
     def problem(self) -> str:
@@ -257,13 +301,25 @@ def open_cgroups(name: str, *, stale_prefix: str = "") -> CgroupProbe:
     pids, pids_problem = _open(pids_bases, name, stale_prefix, "pids")
     memory, memory_problem = _open(memory_bases, name, stale_prefix, "memory")
     if pids is None and memory is None:
-        return CgroupProbe(None, pids_problem, memory_problem)
+        return CgroupProbe(None, pids_problem, memory_problem, "no pids or memory cgroup either")
     # cgroup v1 counts CPU only in a cpuacct hierarchy (v2 in every cgroup):
     # optional, a host without it counts a worker's CPU from /proc.
     cpu = None
     if (_V1_CPUACCT / "cgroup.procs").exists():
-        cpu, _ = _open([(_V1_CPUACCT, False)], name, stale_prefix, "cpuacct")
-    return CgroupProbe(CgroupRoot(pids, memory, cpu), pids_problem, memory_problem)
+        cpu, _ = _open([(_V1_CPUACCT.resolve(), False)], name, stale_prefix, "cpuacct")
+    # Resolved: most cgroup v1 systems mount cpu and cpuacct as one hierarchy
+    # (/sys/fs/cgroup/cpu,cpuacct, with cpu and cpuacct links to it), and a
+    # worker's directory there must be one path, made once.
+    # Under the zygote's own cpu cgroup, as the memory one: a container's or a
+    # session's own CPU quota still covers its workers.
+    rate_bases = []
+    if "cpu" in own and (_V1_CPU / "cpu.cfs_quota_us").exists():
+        rate_bases.append((_V1_CPU.resolve() / own["cpu"].lstrip("/"), False))
+    if v2 is not None and "cpu" in _read(v2 / "cgroup.subtree_control").split():
+        rate_bases.append((v2, True))
+    rate, rate_problem = _open(rate_bases, name, stale_prefix, "cpu")
+    root = CgroupRoot(pids, memory, cpu, rate)
+    return CgroupProbe(root, pids_problem, memory_problem, rate_problem)
 
 
 def _open(
@@ -378,6 +434,20 @@ def _limit_memory(directory: Path, limit: int | None) -> None:
         memory.write_text(f"{value}\n", encoding="ascii")
         return
     memsw.write_text(f"{value}\n", encoding="ascii")
+
+
+def _limit_rate(directory: Path, millicores: int | None) -> None:
+    period = CPU_RATE_PERIOD_US
+    # The kernel's smallest quota is 1 ms (sched-bwc.rst); a thousandth of a
+    # core is 100 us of each period, so a tiny share is rounded up to it.
+    quota = None if millicores is None else max(millicores * period // 1000, 1000)
+    if (directory / "cpu.max").exists():  # cgroup v2
+        (directory / "cpu.max").write_text(f"{quota or 'max'} {period}\n", encoding="ascii")
+        return
+    # cgroup v1: the period first (the default, written so a quota always means
+    # this share), then the quota; -1 is "no limit".
+    (directory / "cpu.cfs_period_us").write_text(f"{period}\n", encoding="ascii")
+    (directory / "cpu.cfs_quota_us").write_text(f"{quota or -1}\n", encoding="ascii")
 
 
 def _kill_members(directory: Path, *, rounds: int = 100) -> None:

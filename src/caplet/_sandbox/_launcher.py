@@ -45,7 +45,8 @@ class WorkerSpec:
     the runtime and the snapshot itself); ``programs`` the approved
     ``proc.exec`` programs (none: execve is denied); ``masks`` directories
     hidden inside the grants (caplet's own state under a broad read grant);
-    the resource limits come from the manifest bounded by the policy.
+    the resource limits come from the manifest bounded by the policy, and
+    ``cpu_millicores`` (the CPU rate, thousandths of a core) from the policy.
 
     ``context`` says which optional ``ctx`` attributes the plugin gets, and
     ``max_context_requests`` how many ``ctx`` requests one call may make
@@ -72,6 +73,7 @@ class WorkerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     file_size_mb: int = 64
     tmp_size_mb: int = 64
+    cpu_millicores: int | None = 1000
     context: ContextGrants = field(default_factory=ContextGrants)
     max_context_requests: int = 10_000
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, fields
 
 from caplet._errors import SandboxError
 
-__all__ = ["ResourceLimits", "apply_rlimits", "rlimits_available"]
+__all__ = ["ResourceLimits", "apply_rlimits", "millicores", "rlimits_available"]
 
 _MIB = 1024 * 1024
-_OPTIONAL = frozenset({"memory_mb", "cpu_s", "processes"})
+_OPTIONAL = frozenset({"memory_mb", "cpu_s", "processes", "cpu_millicores"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,12 @@ class ResourceLimits:
       plugin queued all of host root's budget and sigqueue(3) failed for
       every root process on the machine (a red-team finding).
 
+    - ``cpu_millicores``: not an rlimit: the rate at which the worker's
+      processes together may use CPU, in thousandths of a core (1000: one
+      core's worth of time, however many threads), capped by its cgroup's cpu
+      controller where there is one (:mod:`caplet._sandbox._cgroup`); ``None``
+      leaves the rate alone.
+
     RLIMIT_CORE is always 0: a core dump of a plugin could carry the host's
     data (inherited from the zygote) to disk.
     """
@@ -68,6 +74,7 @@ class ResourceLimits:
     processes: int | None = None
     file_size_mb: int = 64
     pending_signals: int = 1024
+    cpu_millicores: int | None = None
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -81,6 +88,11 @@ class ResourceLimits:
                     f"resource limit {field.name} must be a positive integer{hint}, "
                     f"got {value!r}; fix the worker's ResourceLimits."
                 )
+
+
+def millicores(cores: float) -> int:
+    """A rate in cores (``cpu_cores``) as ``ResourceLimits.cpu_millicores``."""
+    return max(round(cores * 1000), 1)
 
 
 def _lowered(wanted: int, current_hard: int) -> int:

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from caplet._errors import WorkerStartError
-from caplet._sandbox._cgroup import MEMORY_FALLBACK
+from caplet._sandbox._cgroup import CPU_RATE_FALLBACK, MEMORY_FALLBACK
 from caplet._sandbox._identity import (
     REAL_UID_BASE,
     REAL_UID_SPAN,
@@ -149,6 +149,10 @@ class SandboxLauncher:
         """ "" when each worker's memory is bounded by a memory cgroup here, else why not."""
         return self._get_zygote().memory_cgroup
 
+    def cpu_rate_problem(self) -> str:
+        """ "" when each worker's CPU rate is capped by the cpu controller here, else why not."""
+        return self._get_zygote().cpu_rate
+
     def relocation_problem(self) -> str:
         """ "" when the zygote runs the runtime from neutral paths (no host path of it
         inside a jail, see :mod:`._relocate`), else why not."""
@@ -235,6 +239,7 @@ class SandboxLauncher:
                 "open_files": spec.open_files,
                 "processes": spec.processes,
                 "file_size_mb": spec.file_size_mb,
+                "cpu_millicores": spec.cpu_millicores,
             },
             "tmp_size_mb": spec.tmp_size_mb,
             "count_denials": self.count_denials,
@@ -400,6 +405,7 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
         layers = dict(launcher.layers())
         counting = launcher.counting_problem()
         memory = launcher.memory_cgroup_problem()
+        rate = launcher.cpu_rate_problem()
         relocation = launcher.relocation_problem()
     finally:
         launcher.close()
@@ -416,6 +422,11 @@ def isolation_report(identity: WorkerIdentity | None = None) -> IsolationReport:
         "its /tmp), pipe and socket buffers to memory_mb + tmp_size_mb, without swap"
         if not memory
         else f"{MEMORY_FALLBACK} (no memory cgroup: {memory})"
+    )
+    details["cpu rate"] = (
+        "capped per worker: the cpu controller holds all its threads and processes to cpu_cores"
+        if not rate
+        else f"{CPU_RATE_FALLBACK} (no cpu controller: {rate})"
     )
     details["runtime paths"] = (
         f"neutral ({RUNTIME_ROOT}/...): no host path of the interpreter, its packages or "

@@ -7,9 +7,10 @@ worker costs a ``fork`` plus the layers, not an interpreter start-up.
 Protocol (a ``SOCK_SEQPACKET`` pair, so each message is one datagram):
 
 * zygote -> host, once at start: ``{"layers": {...}, "seccomp_counting": "",
-  "memory_cgroup": ""}``, what this machine offers (see :func:`probe_layers`;
-  ``seccomp_counting`` is "" when denials can be counted, ``memory_cgroup``
-  "" when workers get a memory cgroup, else why not);
+  "memory_cgroup": "", "cpu_rate": ""}``, what this machine offers (see
+  :func:`probe_layers`; ``seccomp_counting`` is "" when denials can be
+  counted, ``memory_cgroup`` "" when workers get a memory cgroup,
+  ``cpu_rate`` "" when their CPU rate is capped, else why not);
 * host -> zygote: a msgpack map (the spawn request, :func:`._zygote_request._spawn_request`)
   with three descriptors attached (``SCM_RIGHTS``): the worker's end of its
   channel, the worker's stderr log file, and the write end of a status pipe;
@@ -232,10 +233,11 @@ def _serve(control: socket.socket) -> int:
     _zygote_spare._PREBUILD = not layers.get("namespaces", "missing")
     root: CgroupRoot | None = None
     if "cgroup" in disabled_layers():
-        layers["cgroup"] = memory = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
+        layers["cgroup"] = memory = rate = f"disabled by {DISABLE_LAYERS_ENV} (test-only)"
     else:
         probe = open_cgroups(f"{ZYGOTE_PREFIX}{zygote_pid}", stale_prefix=ZYGOTE_PREFIX)
         root, layers["cgroup"], memory = probe.root, probe.problem, probe.memory_problem
+        rate = probe.rate_problem
     _zygote_child._CGROUPS = root is not None and root.pids is not None
     try:
         return _loop(
@@ -244,6 +246,7 @@ def _serve(control: socket.socket) -> int:
             layers=layers,
             counting=counting,
             memory_cgroup=memory,
+            cpu_rate=rate,
             root=root,
             children=children,
             zygote_pid=zygote_pid,
@@ -263,6 +266,7 @@ def _loop(
     layers: dict[str, str],
     counting: str,
     memory_cgroup: str,
+    cpu_rate: str,
     root: CgroupRoot | None,
     children: _Children,
     zygote_pid: int,
@@ -273,6 +277,7 @@ def _loop(
                 "layers": layers,
                 "seccomp_counting": counting,
                 "memory_cgroup": memory_cgroup,
+                "cpu_rate": cpu_rate,
                 "relocation": relocation_problem(),
             }
         )
@@ -433,7 +438,10 @@ def _fork_worker(
         if root is not None:
             with _step("creating the worker's cgroups"):
                 cgroup = root.create(
-                    name, processes=request.limits.processes, memory_bytes=_memory_bytes(request)
+                    name,
+                    processes=request.limits.processes,
+                    memory_bytes=_memory_bytes(request),
+                    cpu_millicores=request.limits.cpu_millicores,
                 )
         if count:
             with _step("creating the seccomp listener's handover socket"):

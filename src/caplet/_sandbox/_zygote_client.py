@@ -240,6 +240,9 @@ class _Zygote:
         #: "" when workers get a memory cgroup, else why not.
         memory = hello.get("memory_cgroup") if isinstance(hello, dict) else None
         self.memory_cgroup = "not reported by the zygote" if memory is None else str(memory)
+        #: "" when the cpu controller caps each worker's CPU rate, else why not.
+        rate = hello.get("cpu_rate") if isinstance(hello, dict) else None
+        self.cpu_rate = "not reported by the zygote" if rate is None else str(rate)
         #: "" when the zygote runs from neutral paths (_relocate), else why not.
         relocation = hello.get("relocation") if isinstance(hello, dict) else None
         self.relocation = "not reported by the zygote" if relocation is None else str(relocation)

@@ -78,6 +78,7 @@ def _spawn_request(message: object) -> SpawnRequest:
                 # it bounds a fork bomb even when the worker's uid is root.
                 processes=limits.get("processes"),
                 file_size_mb=int(limits["file_size_mb"] or 64),
+                cpu_millicores=limits.get("cpu_millicores"),
             ),
             tmp_size_mb=int(message["tmp_size_mb"]),
             masks=tuple(str(path) for path in message.get("masks", ())),

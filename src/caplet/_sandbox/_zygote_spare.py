@@ -62,11 +62,12 @@ DIES_AT_SPARE_ENV = "CAPLET_TEST_ZYGOTE_DIES_AT_SPARE"
 _DIES_AT_SPARE = 0
 
 
-#: pids.max and the memory limit a spare's cgroups start with (the policy's
-#: defaults: 64 processes, memory_mb 512 + tmp_size_mb 64); set to the
-#: request's limits when claimed.
+#: pids.max, the memory limit and the CPU rate a spare's cgroups start with
+#: (the policy's defaults: 64 processes, memory_mb 512 + tmp_size_mb 64,
+#: cpu_cores 1); set to the request's limits when claimed.
 _SPARE_PIDS = 64
 _SPARE_MEMORY = (512 + 64) * _MIB
+_SPARE_CPU = 1000
 #: How long after a claim the zygote forks the next spare without the host's
 #: REFILL: the host sends it when the worker's first call was answered, which
 #: may never come (a plugin enabled and not called yet); the next start should
@@ -105,7 +106,10 @@ def _fork_spare(
     try:
         cgroup = (
             root.create(
-                f"spare-{os.urandom(6).hex()}", processes=_SPARE_PIDS, memory_bytes=_SPARE_MEMORY
+                f"spare-{os.urandom(6).hex()}",
+                processes=_SPARE_PIDS,
+                memory_bytes=_SPARE_MEMORY,
+                cpu_millicores=_SPARE_CPU,
             )
             if root is not None
             else None
@@ -301,15 +305,17 @@ def _report_spare_failure(conn: socket.socket, exc: BaseException) -> None:
 def _claim_spare(spare: _Spare, message: bytes, fds: list[int], request: SpawnRequest) -> bool:
     """Hand a request to the spare; False if the spare is gone (fork directly instead)."""
     processes, memory = request.limits.processes, _memory_bytes(request)
+    rate = request.limits.cpu_millicores
     # The spare's cgroups start at the policy's defaults: most requests need
     # no write here, on the path every start waits for. The limit is set
     # before the spare hears of its request, so it never runs plugin code
     # under the default (a spare that cannot be lowered to it: EBUSY, the
     # request forks directly instead).
     cgroup = spare.cgroup
-    if cgroup is not None and (processes != _SPARE_PIDS or memory != _SPARE_MEMORY):
+    defaults = (_SPARE_PIDS, _SPARE_MEMORY, _SPARE_CPU)
+    if cgroup is not None and (processes, memory, rate) != defaults:
         try:
-            cgroup.limit(processes=processes, memory_bytes=memory)
+            cgroup.limit(processes=processes, memory_bytes=memory, cpu_millicores=rate)
         except OSError:
             return False
     try:

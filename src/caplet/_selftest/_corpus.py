@@ -14,6 +14,7 @@ from types import MappingProxyType
 from caplet._errors import SelftestError
 from caplet._selftest import (
     _auditor,
+    _ctx_stores,
     _filesystem,
     _grants,
     _introspection,
@@ -35,6 +36,7 @@ CASES: tuple[HostileCase, ...] = (
     *_network.CASES,
     *_processes.CASES,
     *_resources.CASES,
+    *_ctx_stores.CASES,
     *_protocol.CASES,
     *_introspection.CASES,
     *_supply_chain.CASES,

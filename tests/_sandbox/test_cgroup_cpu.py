@@ -1,0 +1,183 @@
+"""The cpu controller caps the rate at which a worker uses CPU (``cpu_cores``).
+
+``cpu_s`` bounds how much CPU a worker spends in all, not how fast: before
+this, a plugin's threads (or its processes) spun every core of the host
+between its calls until the count ran out. The kernel says when it held a
+worker back (``nr_throttled`` in its cgroup's ``cpu.stat``), which is what
+these tests read: no timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from caplet._host._host import PluginHost
+from caplet._host._policy import Policy
+from caplet._sandbox._launcher import WorkerSpec
+from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
+from tests._sandbox.seccompkit import call, fool_the_review, write_plugin
+from tests.conftest import NEEDS_CGROUP
+
+SPIN = """
+import threading
+import time
+
+
+def create_functions(config):
+    def spin(threads, seconds):
+        # Each thread spins ``seconds`` of its own CPU time.
+        def work():
+            start = time.thread_time()
+            while time.thread_time() - start < seconds:
+                pass
+
+        pool = [threading.Thread(target=work) for _ in range(threads)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        return "done"
+
+    return {"probe": {"spin": spin}}
+"""
+
+
+def _spinner(tmp_path: Path, cpu_millicores: int | None) -> WorkerSpec:
+    snapshot = tmp_path / "spinner"
+    snapshot.mkdir()
+    (snapshot / "plugin.py").write_text(textwrap.dedent(SPIN), encoding="utf-8")
+    spec = WorkerSpec(
+        plugin="spinner",
+        snapshot_dir=snapshot,
+        entry="plugin.py",
+        config={},
+        modules={"probe": ("spin",)},
+        workdir=tmp_path,
+    )
+    return dataclasses.replace(spec, cpu_millicores=cpu_millicores)
+
+
+def _rate_cgroup(pid: int) -> Path:
+    for line in Path(f"/proc/{pid}/cgroup").read_text(encoding="ascii").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return Path("/sys/fs/cgroup/cpu").resolve() / path.lstrip("/")
+        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            return Path("/sys/fs/cgroup", path.lstrip("/"))
+    raise AssertionError(f"worker {pid} is in no cpu cgroup")
+
+
+def _quota(directory: Path) -> str:
+    if (directory / "cpu.max").exists():  # cgroup v2
+        return (directory / "cpu.max").read_text(encoding="ascii").strip()
+    quota = (directory / "cpu.cfs_quota_us").read_text(encoding="ascii").strip()
+    period = (directory / "cpu.cfs_period_us").read_text(encoding="ascii").strip()
+    return f"{'max' if quota == '-1' else quota} {period}"
+
+
+def _throttled(directory: Path) -> int:
+    for row in (directory / "cpu.stat").read_text(encoding="ascii").splitlines():
+        key, _, value = row.partition(" ")
+        if key == "nr_throttled":
+            return int(value)
+    raise AssertionError(f"no nr_throttled in {directory}/cpu.stat")
+
+
+@NEEDS_CGROUP
+def test_a_worker_cannot_use_cpu_faster_than_its_cpu_cores(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    # Two threads spinning 0.15 CPU seconds each against a fifth of a core:
+    # without the cap they ran on two cores at once, and the kernel never
+    # held the worker back.
+    with launcher.start(_spinner(tmp_path, 200)) as worker:
+        rate = _rate_cgroup(worker.pid)
+        assert rate.name.startswith(("spare-", "worker-")), rate
+        assert _quota(rate) == "20000 100000"
+        assert worker.call("probe", "spin", (2, 0.15), {}, timeout_s=60) == "done"
+        assert _throttled(rate) > 0
+
+
+@NEEDS_CGROUP
+def test_the_default_rate_is_one_core_and_none_leaves_it_uncapped(
+    tmp_path: Path, launcher: SandboxLauncher
+) -> None:
+    default = WorkerSpec(
+        plugin="x", snapshot_dir=tmp_path, entry="plugin.py", config={}, modules={}, workdir=None
+    )
+    assert default.cpu_millicores == 1000
+    with launcher.start(_spinner(tmp_path, None)) as worker:
+        rate = _rate_cgroup(worker.pid)
+        assert _quota(rate) == "max 100000"
+        assert worker.call("probe", "spin", (2, 0.05), {}, timeout_s=60) == "done"
+        assert _throttled(rate) == 0
+
+
+@NEEDS_CGROUP
+def test_doctor_says_the_cpu_rate_is_capped_per_worker() -> None:
+    assert (
+        isolation_report()
+        .details["cpu rate"]
+        .startswith(
+            "capped per worker: the cpu controller holds all its threads and processes to cpu_cores"
+        )
+    )
+
+
+def test_doctor_says_what_bounds_cpu_without_a_cpu_controller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As an unprivileged user without a delegated cgroup: cpu_s alone.
+    monkeypatch.setenv("CAPLET_TEST_DISABLE_LAYERS", "cgroup")
+    assert isolation_report().details["cpu rate"] == (
+        "a worker's CPU rate is not capped: its threads and processes may use every core until "
+        "their CPU seconds (cpu_s, counted over all of them where a cgroup counts) run out (no "
+        "cpu controller: disabled by CAPLET_TEST_DISABLE_LAYERS (test-only))"
+    )
+
+
+class _Recording:
+    """The module's launcher, keeping each spec it was asked to start."""
+
+    def __init__(self, inner: SandboxLauncher) -> None:
+        self.inner = inner
+        self.specs: list[WorkerSpec] = []
+
+    @property
+    def isolation(self) -> str:
+        return self.inner.isolation
+
+    @property
+    def copies_snapshot(self) -> bool:
+        return self.inner.copies_snapshot
+
+    def start(self, spec: WorkerSpec) -> Any:
+        self.specs.append(spec)
+        return self.inner.start(spec)
+
+    def close(self) -> None:
+        """The module fixture closes the real one."""
+
+
+@NEEDS_CGROUP
+def test_the_policy_sets_the_rate_of_plugin_and_guest_workers(
+    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher
+) -> None:
+    write_plugin(plugins_dir, "spinner", "def spin():\n    return 'done'\n", ("spin",))
+    recording = _Recording(launcher)
+    policy = Policy(cpu_cores=0.25, guest={"cpu_cores": 0.5, "pool_size": 0})  # type: ignore[arg-type]
+    with PluginHost(plugins_dir, state_dir=state_dir, policy=policy, launcher=recording) as host:
+        fool_the_review(host, "spinner")
+        assert host.enable("spinner", consent=True)
+        assert call(host, "spinner", "spin") == "done"
+        pid = host.worker_pid("spinner")
+        assert pid is not None
+        assert _quota(_rate_cgroup(pid)) == "25000 100000"
+        assert host.exec("1 + 1").value == 2
+    rates = {spec.plugin: spec.cpu_millicores for spec in recording.specs}
+    assert rates == {"spinner": 250, "guest": 500}
