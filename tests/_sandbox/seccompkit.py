@@ -101,3 +101,14 @@ def seccomp_log(host: PluginHost, plugin: str) -> dict[str, str]:
 
 def call(host: PluginHost, plugin: str, function: str, *args: Any) -> Any:
     return host.call(plugin, f"main.{function}", *args)
+
+
+def rate_cgroup(pid: int) -> Path:
+    """The cgroup whose cpu controller caps worker ``pid``'s CPU rate."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text(encoding="ascii").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return Path("/sys/fs/cgroup/cpu").resolve() / path.lstrip("/")
+        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            return Path("/sys/fs/cgroup", path.lstrip("/"))
+    raise AssertionError(f"worker {pid} is in no cpu cgroup")

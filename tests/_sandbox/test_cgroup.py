@@ -27,7 +27,7 @@ from caplet._errors import WorkerCrashedError
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
-from tests._sandbox.seccompkit import call, sandboxed_host, write_plugin
+from tests._sandbox.seccompkit import call, rate_cgroup, sandboxed_host, write_plugin
 from tests.conftest import NEEDS_CGROUP, child_pids, give_to_worker
 
 _MIB = 1 << 20
@@ -445,7 +445,9 @@ def test_a_worker_without_a_jail_cannot_loosen_or_leave_its_cgroups(
         spec = dataclasses.replace(_hoarder(tmp_path), config={"progress": "/dev/null"})
         with launcher.start(spec) as worker:
             memory = _memory_cgroup(worker.pid)
+            rate = rate_cgroup(worker.pid)
             limits = [memory / name for name in ("memory.limit_in_bytes", "memory.max")]
+            limits += [rate / name for name in ("cpu.cfs_quota_us", "cpu.max")]
             limits = [path for path in limits if path.exists()]
             before = [path.read_text() for path in limits]
             targets = [*limits, memory / "cgroup.procs", memory.parent / "cgroup.procs"]

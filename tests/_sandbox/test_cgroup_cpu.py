@@ -20,7 +20,7 @@ from caplet._host._host import PluginHost
 from caplet._host._policy import Policy
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
-from tests._sandbox.seccompkit import call, fool_the_review, write_plugin
+from tests._sandbox.seccompkit import call, fool_the_review, rate_cgroup, write_plugin
 from tests.conftest import NEEDS_CGROUP
 
 SPIN = """
@@ -62,16 +62,6 @@ def _spinner(tmp_path: Path, cpu_millicores: int | None) -> WorkerSpec:
     return dataclasses.replace(spec, cpu_millicores=cpu_millicores)
 
 
-def _rate_cgroup(pid: int) -> Path:
-    for line in Path(f"/proc/{pid}/cgroup").read_text(encoding="ascii").splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return Path("/sys/fs/cgroup/cpu").resolve() / path.lstrip("/")
-        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            return Path("/sys/fs/cgroup", path.lstrip("/"))
-    raise AssertionError(f"worker {pid} is in no cpu cgroup")
-
-
 def _quota(directory: Path) -> str:
     if (directory / "cpu.max").exists():  # cgroup v2
         return (directory / "cpu.max").read_text(encoding="ascii").strip()
@@ -96,7 +86,7 @@ def test_a_worker_cannot_use_cpu_faster_than_its_cpu_cores(
     # without the cap they ran on two cores at once, and the kernel never
     # held the worker back.
     with launcher.start(_spinner(tmp_path, 200)) as worker:
-        rate = _rate_cgroup(worker.pid)
+        rate = rate_cgroup(worker.pid)
         assert rate.name.startswith(("spare-", "worker-")), rate
         assert _quota(rate) == "20000 100000"
         assert worker.call("probe", "spin", (2, 0.15), {}, timeout_s=60) == "done"
@@ -112,7 +102,7 @@ def test_the_default_rate_is_one_core_and_none_leaves_it_uncapped(
     )
     assert default.cpu_millicores == 1000
     with launcher.start(_spinner(tmp_path, None)) as worker:
-        rate = _rate_cgroup(worker.pid)
+        rate = rate_cgroup(worker.pid)
         assert _quota(rate) == "max 100000"
         assert worker.call("probe", "spin", (2, 0.05), {}, timeout_s=60) == "done"
         assert _throttled(rate) == 0
@@ -177,7 +167,7 @@ def test_the_policy_sets_the_rate_of_plugin_and_guest_workers(
         assert call(host, "spinner", "spin") == "done"
         pid = host.worker_pid("spinner")
         assert pid is not None
-        assert _quota(_rate_cgroup(pid)) == "25000 100000"
+        assert _quota(rate_cgroup(pid)) == "25000 100000"
         assert host.exec("1 + 1").value == 2
     rates = {spec.plugin: spec.cpu_millicores for spec in recording.specs}
     assert rates == {"spinner": 250, "guest": 500}
