@@ -14,7 +14,9 @@ from hypothesis import settings
 
 if TYPE_CHECKING:
     from caplet._sandbox._identity import WorkerIdentity
+    from caplet._sandbox._launcher import WorkerSpec
     from caplet._sandbox._sandboxed import SandboxLauncher
+    from caplet._sandbox._subprocess import SubprocessWorker
     from tests.pgserver import PgServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -200,6 +202,29 @@ def dask_scheduler() -> Iterator[str]:
         dashboard_address="127.0.0.1:0",
     ) as cluster:
         yield cluster.scheduler_address
+
+
+class DelegatingLauncher:
+    """A test's view of the module's launcher: workers start through it, and closing
+    the host closes nothing (the module's fixture owns the zygote). Subclasses
+    record or watch what they start."""
+
+    def __init__(self, inner: SandboxLauncher) -> None:
+        self.inner = inner
+
+    @property
+    def isolation(self) -> str:
+        return self.inner.isolation
+
+    @property
+    def copies_snapshot(self) -> bool:
+        return self.inner.copies_snapshot
+
+    def start(self, spec: WorkerSpec) -> SubprocessWorker:
+        return self.inner.start(spec)
+
+    def close(self) -> None:
+        """The module's fixture closes the real one."""
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessWorker
 from tests._host.ctxkit import make_host, plugin
-from tests.conftest import PluginFactory
+from tests.conftest import DelegatingLauncher, PluginFactory
 
 FS_READ_MANIFEST = """
 name = "fs-read"
@@ -83,28 +83,17 @@ def create_functions(config):
 """
 
 
-class CountingLauncher:
+class CountingLauncher(DelegatingLauncher):
     """The module's sandbox launcher, recording which thread started each guest worker."""
 
     def __init__(self, inner: SandboxLauncher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.guest_starts: list[str] = []
-
-    @property
-    def isolation(self) -> str:
-        return self.inner.isolation
-
-    @property
-    def copies_snapshot(self) -> bool:
-        return self.inner.copies_snapshot
 
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         if spec.plugin == "guest":
             self.guest_starts.append(threading.current_thread().name)
         return self.inner.start(spec)
-
-    def close(self) -> None:
-        """The module fixture closes the real one."""
 
 
 @pytest.fixture(scope="module")

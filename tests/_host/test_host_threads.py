@@ -31,7 +31,7 @@ from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessWorker
 from caplet._trust._sqlite import SqliteStore
 from caplet._trust._store import Decision
-from tests.conftest import PluginFactory
+from tests.conftest import DelegatingLauncher, PluginFactory
 
 THREADS = 8
 #: How long a test waits for a state its threads must reach (a guard against a
@@ -106,23 +106,15 @@ class QueueWatch:
             return self._cond.wait_for(lambda: self.waiting >= count, timeout=GUARD_S)
 
 
-class Recorder:
+class Recorder(DelegatingLauncher):
     """The module's sandbox launcher, recording every worker start (and watching
     each worker's call lock)."""
 
     def __init__(self, inner: SandboxLauncher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.starts: list[str] = []
         self.watches: list[QueueWatch] = []
         self._cond = threading.Condition()
-
-    @property
-    def isolation(self) -> str:
-        return self.inner.isolation
-
-    @property
-    def copies_snapshot(self) -> bool:
-        return self.inner.copies_snapshot
 
     def start(self, spec: WorkerSpec) -> SubprocessWorker:
         worker = self.inner.start(spec)
@@ -138,9 +130,6 @@ class Recorder:
     def wait_for_starts(self, count: int) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: len(self.starts) >= count, timeout=GUARD_S)
-
-    def close(self) -> None:
-        """The zygote belongs to the module's fixture."""
 
 
 class Store(SqliteStore):

@@ -21,7 +21,7 @@ from caplet._host._policy import Policy
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
 from tests._sandbox.seccompkit import call, fool_the_review, rate_cgroup, write_plugin
-from tests.conftest import NEEDS_CGROUP
+from tests.conftest import NEEDS_CGROUP, DelegatingLauncher
 
 SPIN = """
 import threading
@@ -131,27 +131,16 @@ def test_doctor_says_what_bounds_cpu_without_a_cpu_controller(
     )
 
 
-class _Recording:
+class _Recording(DelegatingLauncher):
     """The module's launcher, keeping each spec it was asked to start."""
 
     def __init__(self, inner: SandboxLauncher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.specs: list[WorkerSpec] = []
-
-    @property
-    def isolation(self) -> str:
-        return self.inner.isolation
-
-    @property
-    def copies_snapshot(self) -> bool:
-        return self.inner.copies_snapshot
 
     def start(self, spec: WorkerSpec) -> Any:
         self.specs.append(spec)
         return self.inner.start(spec)
-
-    def close(self) -> None:
-        """The module fixture closes the real one."""
 
 
 @NEEDS_CGROUP
