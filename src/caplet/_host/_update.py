@@ -53,7 +53,13 @@ from caplet._errors import CapletError, SignatureError, UpdateError
 from caplet._findings import RiskLevel, Severity
 from caplet._host._agent_text import agent_text
 from caplet._host._capdiff import parse_approved
-from caplet._host._consent import Consent, Widening, describe_widening, widening
+from caplet._host._consent import (
+    Consent,
+    ConsentRequest,
+    Widening,
+    describe_widening,
+    widening,
+)
 from caplet._host._defaults import template_defaults
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
@@ -190,6 +196,16 @@ def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> 
         ) from exc
     (target / SIGNATURE_FILE).write_bytes(data[:_MAX_SIGNATURE_BYTES])
     return target
+
+
+def _consent_for(consented: bool, digest: str) -> Consent:
+    """Consent for enabling the content whose hash is ``digest`` alone (a folder
+    swapped after the question is other content: refused, so the update rolls back)."""
+
+    def consent(request: ConsentRequest) -> bool:
+        return consented and request.content_hash == digest
+
+    return consent
 
 
 def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
@@ -495,10 +511,21 @@ def _transaction(
         crash_point("recorded")
         host.discover()
         # The new version runs on its carried approval or lock entry, or on the
-        # consent just given for this update.
-        outcome = host.enable(name, config, consent=consented)
+        # consent just given for this update: for the staged content only. The
+        # staged copy waited in the plugins directory while a person read the
+        # diff, and whoever can write that directory could swap it then; the
+        # consent is not spent on content nobody was shown (attack14).
+        outcome = host.enable(name, config, consent=_consent_for(consented, new_digest))
+        failed = "failed its health check"
         if outcome:
             outcome = host.check_health(name, timeout_s=health_timeout_s)
+        elif (now := manager.current_hash(name)) != new_digest:
+            failed = (
+                f"changed in the plugins directory after it was staged and checked (it is "
+                f"{now} now, not {new_digest}), so it was not enabled"
+            )
+        else:
+            failed = "could not be enabled"
         if not outcome:
             with contextlib.suppress(CapletError):
                 host.disable(name)
@@ -506,7 +533,7 @@ def _transaction(
             remove_journal(state_dir, name)
             host.discover()
             reason = (
-                f"the new version of {name!r} failed its health check and was rolled back "
+                f"the new version of {name!r} {failed} and was rolled back "
                 f"to {info.version} ({old_digest}), with its approval and lock entry: "
                 f"{outcome.reason}"
             )
