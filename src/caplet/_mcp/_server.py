@@ -48,6 +48,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from caplet._display import stripped_text
 from caplet._errors import CapletError, GuestError
 from caplet._host._async import AsyncPluginHost
 from caplet._host._guest_result import GuestResult
@@ -309,7 +310,13 @@ def _jsonable(value: object) -> Any:
 
 
 def _text_of(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """The result as the text the agent reads: visible characters only, as an error, a
+    description and guest code's output are (attack14: a plugin's result, or a page it
+    fetched, carried instructions in Unicode tag characters no reviewer sees). Removing
+    characters inside JSON strings keeps the JSON valid; the structured content keeps
+    the exact data."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return stripped_text(text)
 
 
 def _guest_result(result: GuestResult) -> types.CallToolResult:
