@@ -805,3 +805,22 @@ def test_consent_to_an_update_enables_the_content_it_was_asked_about(
     report = host.update("hello", new, consent=lambda diff: True)
     assert report, report.reason
     assert_installed(host, plugins_dir, tree_hash(new))
+
+
+def test_a_link_at_the_work_folder_is_never_followed(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # attack14: the update's work folder is a name in the plugins directory
+    # (`.caplet-update-NAME`), made with mkdir(parents=True, exist_ok=True) after an
+    # rmtree that ignores errors (rmtree refuses a link, silently). Whoever can write the
+    # plugins directory left a link there, and a root host wrote the staged version and
+    # then the old one into the directory it named (with `new` a link of its own: any
+    # directory, `<site-packages>/NAME/__init__.py` included).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (plugins_dir / ".caplet-update-hello").symlink_to(elsewhere)
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    report = host.update("hello", new)
+    assert report, report.reason
+    assert sorted(p.name for p in elsewhere.iterdir()) == [], "nothing written through the link"
+    assert_installed(host, plugins_dir, tree_hash(new))

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -67,8 +67,11 @@ from caplet._host._journal import (
     UpdateStep,
     crash_point,
     holding_update_lock,
+    new_work_dir,
     remove_journal,
+    remove_work_dir,
     restore,
+    through,
     write_journal,
 )
 from caplet._host._plugin_record import plugin_location
@@ -332,7 +335,10 @@ def update_plugin(
             f"and re-pin it (caplet audit {name} && caplet approve {name} && caplet lock {name})"
         )
     state_dir = manager.state_dir
-    with holding_update_lock(state_dir, name, blocking=False) as held:
+    with (
+        holding_update_lock(state_dir, name, blocking=False) as held,
+        contextlib.ExitStack() as stack,
+    ):
         if not held:
             raise UpdateError(
                 f"another caplet process is updating plugin {name!r}; wait for it to finish"
@@ -344,6 +350,7 @@ def update_plugin(
             consent=consent,
             config=tuple(config),
             health_timeout_s=health_timeout_s,
+            stack=stack,
         )
 
 
@@ -355,6 +362,7 @@ def _transaction(
     consent: bool | UpdateConsent,
     config: tuple[str, ...],
     health_timeout_s: float,
+    stack: contextlib.ExitStack,
 ) -> UpdateReport:
     manager = host.manager
     store = manager.store
@@ -380,16 +388,24 @@ def _transaction(
         old_entry=old_entry,
     )
     write_journal(state_dir, journal)
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        work_fd = new_work_dir(work)
+    except UpdateError as exc:
+        remove_journal(state_dir, name)
+        manager.log_decision(name, "update", str(source), False, str(exc))
+        return replace(report, reason=str(exc))
+    stack.callback(os.close, work_fd)
+    # The work folder as this process made it, whatever is put at its name later.
+    base = through(work_fd)
 
     def refuse(reason: str) -> UpdateReport:
-        restore(journal, store)
+        restore(journal, store, work_fd=work_fd)
         remove_journal(state_dir, name)
         manager.log_decision(name, "update", str(source), False, reason)
         return replace(report, reason=reason)
 
     try:
-        staged = _stage(host, name, source, work / "new")
+        staged = _stage(host, name, source, base / "new")
         crash_point("staged")
         manifest, new_digest, audit = _check_staged(host, name, staged)
     except _RefusedError as exc:
@@ -491,12 +507,12 @@ def _transaction(
         journal = journal.at(UpdateStep.SWAPPING)
         write_journal(state_dir, journal)
         crash_point("swapping")
-        journal.backup_dir.parent.mkdir(parents=True, exist_ok=True)
-        live.rename(journal.backup_dir)
+        (base / "old").mkdir(exist_ok=True)
+        live.rename(base / "old" / name)
         crash_point("old-moved")
         staged.rename(live)
         fsync_directory(live.parent)
-        fsync_directory(journal.backup_dir.parent)
+        fsync_directory(base / "old")
         journal = journal.at(UpdateStep.SWAPPED)
         write_journal(state_dir, journal)
         crash_point("swapped")
@@ -529,7 +545,7 @@ def _transaction(
         if not outcome:
             with contextlib.suppress(CapletError):
                 host.disable(name)
-            restore(journal, store)
+            restore(journal, store, work_fd=work_fd)
             remove_journal(state_dir, name)
             host.discover()
             reason = (
@@ -547,7 +563,7 @@ def _transaction(
         try:
             with contextlib.suppress(CapletError):
                 host.disable(name)
-            restore(journal, store)
+            restore(journal, store, work_fd=work_fd)
             remove_journal(state_dir, name)
             host.discover()
         except (OSError, CapletError) as again:
@@ -559,7 +575,7 @@ def _transaction(
         reason = f"the update of {name!r} failed at step {journal.step.value} and was rolled back: "
         manager.log_decision(name, "update", str(source), False, reason + str(exc))
         return replace(report, reason=reason + str(exc), rolled_back=True)
-    shutil.rmtree(work, ignore_errors=True)
+    remove_work_dir(work)
     remove_journal(state_dir, name)
     if not was_enabled:
         host.disable(name)
