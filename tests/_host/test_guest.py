@@ -401,6 +401,13 @@ def test_a_bad_request_raises_guest_error(host: PluginHost) -> None:
         host.exec("1", timeout=0)
     with pytest.raises(GuestError, match="timeout must be"):
         host.exec("1", timeout=61)
+    # attack14: an int past a float's range raised OverflowError out of host.exec
+    # (math.isfinite converts it), and its repr past 4,300 digits a ValueError.
+    for huge, digits in ((10**400, 401), (10**5000, 5001)):
+        with pytest.raises(
+            GuestError, match=rf"timeout must be .* got an integer of {digits} digits"
+        ):
+            host.exec("1", timeout=huge)
     with pytest.raises(GuestError, match="guest code must be a str of Python source, got bytes"):
         host.exec(b"1")  # type: ignore[arg-type]
     with pytest.raises(GuestError, match=r"guest code is 262145 bytes, over the limit of 262144"):

@@ -665,3 +665,18 @@ async def test_a_plugins_result_reaches_the_agent_without_invisible_text(
         # The near miss: visible text of any script, emoji and newlines pass as they are.
         plain = await client.call_tool("notes_echo", {"args": ["Grüße, 東京 🌧\nline two"]})
         assert _text(plain) == "Grüße, 東京 🌧\nline two"
+
+
+async def test_an_exec_timeout_past_a_floats_range_is_refused_not_an_internal_error(
+    workspace: Path,
+) -> None:
+    # attack14: `timeout_s` of 10**400 (JSON numbers have no bound) raised OverflowError in
+    # the server's own check: "caplet failed while running it (an internal error)".
+    async with _client(workspace, "--exec") as client:
+        result = await client.call_tool("exec", {"code": "1 + 1", "timeout_s": 10**400})
+        assert result.is_error
+        assert "timeout" in _text(result)
+        assert "internal error" not in _text(result)
+        # The near miss: a timeout within the policy runs the code.
+        fine = await client.call_tool("exec", {"code": "1 + 1", "timeout_s": 5})
+        assert "value: 2" in _text(fine)
