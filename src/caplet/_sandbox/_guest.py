@@ -46,11 +46,10 @@ from caplet._sandbox._guest_wire import (
     MAX_TYPE_CHARS,
     GuestReply,
     GuestRequest,
-    crossing,
     decode_request,
     encode_reply,
 )
-from caplet._sandbox._protocol import WireValue, check_value
+from caplet._sandbox._protocol import WireValue, check_value, crossing
 
 __all__ = ["create_functions", "run", "run_snippet"]
 

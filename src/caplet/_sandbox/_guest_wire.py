@@ -244,15 +244,6 @@ def decode_request(value: object) -> GuestRequest:
 # -- the reply ----------------------------------------------------------------------------
 
 
-def crossing(text: str) -> str:
-    """``text`` as UTF-8 can carry it: a lone surrogate (a file name decoded with
-    surrogateescape, printed or raised by guest code) written as its escape. One of
-    them made the whole reply unencodable and the snippet's output was lost (attack14)."""
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def encode_reply(reply: GuestReply) -> dict[str, WireValue]:
     """The reply map ``guest.run`` returns."""
     return {
