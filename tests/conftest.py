@@ -81,6 +81,8 @@ SECURITY_TESTS = (
     "tests/_host/test_decision_log.py",
     "tests/_host/test_guest_requests.py",
     "tests/_host/test_guest_catalog.py",
+    "tests/_host/test_update.py",
+    "tests/_host/test_journal.py",
     "tests/_broker/test_http_malformed.py",
     "tests/_broker/test_http_fuzz.py",
     "tests/_mcp/",

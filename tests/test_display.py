@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from caplet._display import safe_line, safe_text
+from caplet._display import safe_line, safe_text, stripped_text
 
 #: What a hostile description or model summary would hold: CSI erase line and column 1,
 #: OSC 52 (write the clipboard), OSC 0 (window title), CR, a C1 CSI, DEL, bidi override
@@ -59,3 +59,11 @@ def test_the_escaped_set_is_exactly_unicodes_controls_and_format_characters() ->
             extra.append(f"U+{code:04X} {category}")
     assert missed == []
     assert extra == []
+
+
+def test_stripped_text_deletes_the_same_ascii_controls_by_its_table() -> None:
+    # attack14: ASCII text (most of a tool's results) takes a table instead of the regex;
+    # every ASCII character must be kept or deleted exactly as the regex decides.
+    every = "".join(chr(code) for code in range(128))
+    assert stripped_text(every) == "\t\n" + "".join(chr(code) for code in range(0x20, 0x7F))
+    assert stripped_text(every + "é\u202e") == stripped_text(every) + "é"

@@ -17,6 +17,7 @@ LAYERS = [
         "_display",
         "_errors",
         "_findings",
+        "_numbers",
         "_suggest",
         "_syscall",
         "_toml",

@@ -55,6 +55,8 @@ _UNSAFE: Final = re.compile(
     "]"
 )
 _UNSAFE_IN_LINE: Final = re.compile(f"{_UNSAFE.pattern[:-1]}\n\t]")
+#: What :data:`_UNSAFE` matches in ASCII, as a table that deletes it.
+_ASCII_CONTROLS: Final = dict.fromkeys([*range(0x09), *range(0x0B, 0x20), 0x7F])
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -97,4 +99,8 @@ def stripped_text(text: str) -> str:
     may read as meaning, and an invisible character is a way to hide
     instructions from the person reviewing the same text.
     """
+    if text.isascii():
+        # The same characters (the ASCII controls but newline and tab), deleted by a
+        # table: a tool's result of a megabyte went through the regex in 40 ms (attack14).
+        return text.translate(_ASCII_CONTROLS)
     return _UNSAFE.sub("", text)

@@ -104,6 +104,16 @@ def test_hosted_defaults_and_key() -> None:
             },
             "CAPLET_LLM_TIMEOUT_S='-3' is not a positive number; unset it for the default 120",
         ),
+        (
+            # attack14: a whole number past a float's range raised OverflowError out of
+            # math.isfinite (caplet audit: "internal error", exit 70).
+            {
+                "CAPLET_LLM_PROVIDER": "openai",
+                "CAPLET_LLM_MODEL": "m",
+                "CAPLET_LLM_MAX_PROMPT_CHARS": "9" * 400,
+            },
+            "CAPLET_LLM_MAX_PROMPT_CHARS='999",
+        ),
     ],
 )
 def test_half_or_bad_configuration_is_refused(env: dict[str, str], expected: str) -> None:

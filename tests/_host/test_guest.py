@@ -390,6 +390,13 @@ def test_a_bad_request_raises_guest_error(host: PluginHost) -> None:
         host.exec("1", timeout=0)
     with pytest.raises(GuestError, match="timeout must be"):
         host.exec("1", timeout=61)
+    # attack14: an int past a float's range raised OverflowError out of host.exec
+    # (math.isfinite converts it), and its repr past 4,300 digits a ValueError.
+    for huge, digits in ((10**400, 401), (10**5000, 5001)):
+        with pytest.raises(
+            GuestError, match=rf"timeout must be .* got an integer of {digits} digits"
+        ):
+            host.exec("1", timeout=huge)
     with pytest.raises(GuestError, match="guest code must be a str of Python source, got bytes"):
         host.exec(b"1")  # type: ignore[arg-type]
     with pytest.raises(GuestError, match=r"guest code is 262145 bytes, over the limit of 262144"):
@@ -551,3 +558,31 @@ def test_guest_code_cannot_quarantine_a_plugin_by_feeding_it_input_it_rejects(
             now[0] += 120  # past the breaker's cool-down
         assert host.manager.store.get_quarantine("picky") is None
         assert host.call("picky", "picky.parse", "7") == 7
+
+
+def test_output_with_lone_surrogates_crosses_escaped(host: PluginHost) -> None:
+    # attack14: a name decoded with surrogateescape (os.fsdecode of a file name that is
+    # not UTF-8) printed by guest code made the reply unencodable: "the snippet broke the
+    # guest runner (TypeError); its output is lost", status CRASHED.
+    printed = host.exec("import os\nname = os.fsdecode(b'caf\\xe9.txt')\nprint(name)\nname")
+    assert printed.status is GuestStatus.OK, printed.error
+    assert printed.stdout == "caf\\udce9.txt\n"
+    assert printed.value_repr == "'caf\\udce9.txt'"
+    raised = host.exec("import os, sys\nsys.stderr.write('\\ud800')\nraise ValueError('\\udcff')")
+    assert raised.status is GuestStatus.ERROR
+    assert raised.stderr == "\\ud800"
+    assert raised.error is not None
+    assert "ValueError: \\udcff" in raised.error
+    # Escapes count toward the output limit; an exception class of a long name is cut to
+    # the type's limit (it was refused by the host's decoder: the runner "crashed").
+    limit = host.policy.guest.max_output_chars
+    many = host.exec(
+        f"print('\\udcff' * {limit // 2})\nraise type('E' * 300, (Exception,), {{}})()"
+    )
+    assert many.status is GuestStatus.ERROR, many.error
+    assert (len(many.stdout), many.truncated) == (limit, True)
+    assert many.error_type is not None
+    assert many.error_type == "E" * 200
+    # The near miss: text of any script crosses unchanged.
+    plain = host.exec("print('Grüße, 東京 🌧')")
+    assert plain.stdout == "Grüße, 東京 🌧\n"

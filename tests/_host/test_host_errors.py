@@ -294,3 +294,50 @@ def test_exec_without_a_run_directory_is_a_worker_start_error(host: PluginHost) 
     assert message.startswith("guest code: no sandbox could be started (FileNotFoundError: ")
     assert message.endswith("check the host's temporary directory (free space, permissions)")
     assert isinstance(caught.value.__cause__, FileNotFoundError)
+
+
+SURROGATE = """
+import os
+
+def create_functions(config):
+    def check(raw):
+        name = os.fsdecode(raw)  # a file name that is not UTF-8, as listdir gives it
+        raise FileNotFoundError(f"no such note: {name}")
+
+    def skip(ctx, raw):
+        ctx.log.warning(f"skipping {os.fsdecode(raw)}")
+        return "skipped"
+
+    return {"main": {"check": check, "skip": skip}}
+"""
+
+
+def test_an_exception_quoting_a_name_that_is_not_utf8_is_the_plugins_error_not_a_crash(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # attack14: the message held a lone surrogate, the worker's ERROR frame could not be
+    # encoded, and the worker died ("exited with code 71"): a crash, counted toward the
+    # breaker and quarantine, for a plugin that only reported a file name it was given
+    # (a file anyone can create in a folder the plugin reads).
+    make_plugin(
+        "notes", source=SURROGATE, modules='[modules.main]\nfunctions = ["check", "skip"]\n'
+    )
+    with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher) as host:
+        host.discover()
+        assert host.enable("notes", consent=True)
+        pid = host.worker_pid("notes")
+        with pytest.raises(PluginCallError) as caught:
+            host.call("notes", "main.check", b"caf\xe9.md")
+        assert "raised FileNotFoundError: no such note: caf\\udce9.md" in str(caught.value)
+        assert host.worker_pid("notes") == pid, "the worker lives on"
+        # The near miss: a name that is UTF-8 is quoted as it is.
+        with pytest.raises(PluginCallError, match=r"no such note: café\.md"):
+            host.call("notes", "main.check", "café.md".encode())
+        # ctx.log of the same name raised "cannot encode message" in the plugin.
+        with caplog.at_level(logging.WARNING, logger="caplet"):
+            assert host.call("notes", "main.skip", b"caf\xe9.md") == "skipped"
+        assert "[notes] skipping caf\\udce9.md" in caplog.text

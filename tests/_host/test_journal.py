@@ -132,3 +132,31 @@ def test_a_corrupt_journal_is_reported_not_guessed(
         manager.discover()
     assert f"update journal {journal} cannot be read" in str(info.value)
     assert "then delete the journal" in str(info.value)
+
+
+def test_recovery_never_follows_a_link_put_at_the_work_folders_name(
+    plugins_dir: Path, state_dir: Path, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # attack14: an update died with the old folder in `.caplet-update-p/old/p`; whoever
+    # can write the plugins directory renamed the work folder away and put a link in its
+    # place, to a folder holding an `old/p` of their own. Recovery followed it: their
+    # folder became the plugin, the new version was moved into their directory (a
+    # `discard` folder made there by the host) and the real old version was lost.
+    work = interrupted(plugins_dir, state_dir, make_plugin)
+    kept = plugins_dir / "moved-away"
+    work.rename(kept)
+    theirs = tmp_path / "theirs"
+    make_plugin("p", source="def create_functions(config):\n    return {'x': {}}\n")
+    (theirs / "old").mkdir(parents=True)
+    (plugins_dir / "p").rename(theirs / "old" / "p")
+    make_plugin("p", source="def create_functions(config):\n    return {}\n")
+    new = tree_hash(plugins_dir / "p")
+    work.symlink_to(theirs)
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+    assert tree_hash(plugins_dir / "p") == new, "the folder in place stays, nothing of theirs"
+    assert sorted(p.name for p in theirs.iterdir()) == ["old"], "nothing moved into theirs"
+    assert sorted(p.name for p in (theirs / "old").iterdir()) == ["p"]
+    assert (kept / "old" / "p" / "plugin.py").exists(), "the old version is where it was"
+    assert not work.is_symlink(), "the link is removed, not followed"
+    assert not list((state_dir / JOURNAL_DIR).glob("*.json"))

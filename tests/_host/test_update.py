@@ -762,3 +762,65 @@ def test_a_lock_entry_of_other_content_cannot_vouch_for_a_default(
         "env.read:${config.variable} now defaults to LANG (approved: unknown, the lock entry "
         "pins other content than the installed one)"
     ) in refused.reason
+
+
+def test_consent_to_an_update_is_not_spent_on_content_swapped_in_after_the_question(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # attack14: the staged copy waits in the plugins directory while the operator
+    # reads the diff. Whoever can write that directory swaps it for other content
+    # then; the swap renames it into place and enabled it with consent=True, so the
+    # consent given for env.read:B granted env.read:SECRET to code nobody was shown.
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
+    other = write_version(tmp_path / "other" / "hello", "2.0.0", capabilities='["env.read:SECRET"]')
+    asked: list[Widening] = []
+
+    def consent(diff: Widening) -> bool:
+        asked.append(diff)
+        [staged] = (plugins_dir / ".caplet-update-hello").glob("new/hello")
+        shutil.rmtree(staged)
+        shutil.copytree(other, staged)
+        return True
+
+    report = host.update("hello", new, consent=consent)
+    assert len(asked) == 1
+    assert not report, "content nobody consented to was installed"
+    assert report.rolled_back
+    assert "changed in the plugins directory after it was staged and checked" in report.reason
+    assert "adds capability env.read:SECRET" in report.reason
+    assert not [
+        row
+        for row in host.manager.store.decisions("hello", 100)
+        if row.allowed and row.action in ("enable", "consent")
+    ], "the swapped content was never enabled"
+    assert_installed(host, plugins_dir, v1)
+
+
+def test_consent_to_an_update_enables_the_content_it_was_asked_about(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # The near miss of the swap above: the staged content left alone is installed on
+    # the consent given for it, as before.
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:B"]')
+    report = host.update("hello", new, consent=lambda diff: True)
+    assert report, report.reason
+    assert_installed(host, plugins_dir, tree_hash(new))
+
+
+def test_a_link_at_the_work_folder_is_never_followed(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # attack14: the update's work folder is a name in the plugins directory
+    # (`.caplet-update-NAME`), made with mkdir(parents=True, exist_ok=True) after an
+    # rmtree that ignores errors (rmtree refuses a link, silently). Whoever can write the
+    # plugins directory left a link there, and a root host wrote the staged version and
+    # then the old one into the directory it named (with `new` a link of its own: any
+    # directory, `<site-packages>/NAME/__init__.py` included).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (plugins_dir / ".caplet-update-hello").symlink_to(elsewhere)
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    report = host.update("hello", new)
+    assert report, report.reason
+    assert sorted(p.name for p in elsewhere.iterdir()) == [], "nothing written through the link"
+    assert_installed(host, plugins_dir, tree_hash(new))

@@ -202,7 +202,8 @@ def _positive_number(env: Mapping[str, str], name: str, default: float, *, whole
         return default
     try:
         value = int(text) if whole else float(text)
-    except ValueError:
+        float(value)  # a whole number past a float's range (attack14)
+    except (ValueError, OverflowError):
         value = -1
     if not (math.isfinite(value) and value > 0):
         kind = "whole number" if whole else "number"

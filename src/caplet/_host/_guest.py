@@ -34,7 +34,6 @@ agent feeds all of them back to its model. Raised are only a bad request
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 import tempfile
 import threading
@@ -54,6 +53,7 @@ from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._guest_limits import GuestLimits
 from caplet._host._guest_pool import GuestPool
 from caplet._host._guest_result import GuestResult, GuestStatus
+from caplet._numbers import finite_number, shown_number
 from caplet._sandbox._guest_wire import (
     GUEST_ENTRY,
     GUEST_FUNCTION,
@@ -202,16 +202,11 @@ class GuestRunner:
         limits = self.limits
         if timeout is None:
             return limits.timeout_ms / 1000
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or not timeout > 0
-            or timeout * 1000 > limits.max_timeout_ms
-        ):
+        if not finite_number(timeout) or not timeout > 0 or timeout * 1000 > limits.max_timeout_ms:
             raise GuestError(
                 f"guest code: timeout must be a positive number of seconds up to "
-                f"{limits.max_timeout_ms / 1000:g} (Policy.guest.max_timeout_ms), got {timeout!r}"
+                f"{limits.max_timeout_ms / 1000:g} (Policy.guest.max_timeout_ms), got "
+                f"{shown_number(timeout)}"
             )
         return float(timeout)
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import logging
 import os
 import shutil
 import signal
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,9 +52,12 @@ __all__ = [
     "check_journals",
     "crash_point",
     "holding_update_lock",
+    "new_work_dir",
     "recover",
     "remove_journal",
+    "remove_work_dir",
     "restore",
+    "through",
     "write_journal",
 ]
 
@@ -165,6 +170,72 @@ def holding_update_lock(state_dir: Path, plugin: str, *, blocking: bool) -> Iter
         yield held
 
 
+# -- the work folder --------------------------------------------------------------------
+#
+# It is a name in the plugins directory (a rename must stay on one file system), so
+# whoever can write that directory can put a link there, or rename the folder and put
+# a link in its place while an update runs: mkdir(parents=True, exist_ok=True) and
+# every later path through it followed the link, and a root host wrote the staged and
+# the old version into any directory (attack14). So the folder is made new by this
+# process, opened once without following a link, and reached through that descriptor
+# (``/proc/self/fd/N``) for the rest of the update and for a recovery.
+
+
+def _open_work_dir(path: Path) -> int | None:
+    """A descriptor of the work folder if it is a directory of this user's, reached
+    without following a link; None for anything else (nothing of it is touched)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            return None
+        raise
+    if os.fstat(fd).st_uid != os.geteuid():
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_work_dir(path: Path) -> None:
+    """Remove what is at the work folder's name; a link there is removed, not followed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)  # fd-based: never follows a link inside
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def new_work_dir(path: Path) -> int:
+    """Make the work folder anew (whatever had its name removed) and return a descriptor
+    of it: the folder this process made, empty, whatever happens to the name later."""
+    remove_work_dir(path)
+    try:
+        path.mkdir(mode=0o700)
+    except OSError as exc:
+        raise UpdateError(
+            f"cannot make the update's work folder {path} ({exc.strerror}); check that the "
+            "plugins directory is writable and nothing else is updating the plugin"
+        ) from exc
+    fd = _open_work_dir(path)
+    if fd is not None and not any(through(fd).iterdir()):
+        return fd
+    if fd is not None:
+        os.close(fd)
+    raise UpdateError(
+        f"the update's work folder {path} was replaced while it was made (another process "
+        "writes the plugins directory); nothing was changed; find out who, then update again"
+    )
+
+
+def through(fd: int) -> Path:
+    """The folder open as ``fd``, as a path no rename or link of its name can redirect."""
+    return Path(f"/proc/self/fd/{fd}")
+
+
 def _rename(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     source.rename(target)
@@ -173,18 +244,27 @@ def _rename(source: Path, target: Path) -> None:
         fsync_directory(source.parent)
 
 
-def restore(journal: UpdateJournal, store: TrustStore) -> None:
+def restore(journal: UpdateJournal, store: TrustStore, *, work_fd: int | None = None) -> None:
     """Undo *journal*'s update: the old folder back in place, the old approval and lock entry.
 
-    Idempotent: it may run again after dying half-way.
+    ``work_fd`` is the work folder the running update made (:func:`new_work_dir`); a
+    recovery opens it by name, never through a link. Idempotent: it may run again
+    after dying half-way.
     """
     live = Path(journal.plugin_dir)
-    backup = journal.backup_dir
-    if backup.is_dir():
-        # The old folder was moved out: whatever is in its place is the new one.
-        if live.exists():
-            _rename(live, Path(journal.work_dir) / "discard" / journal.plugin)
-        _rename(backup, live)
+    fd = work_fd if work_fd is not None else _open_work_dir(Path(journal.work_dir))
+    if fd is not None:
+        try:
+            work = through(fd)
+            backup = work / "old" / journal.plugin
+            if backup.is_dir():
+                # The old folder was moved out: whatever is in its place is the new one.
+                if live.exists() or live.is_symlink():
+                    _rename(live, work / "discard" / journal.plugin)
+                _rename(backup, live)
+        finally:
+            if work_fd is None:
+                os.close(fd)
     if journal.step in (UpdateStep.SWAPPED, UpdateStep.RECORDED, UpdateStep.COMMITTED):
         if journal.old_approval is not None:
             store.put_approval(journal.old_approval)
@@ -196,7 +276,7 @@ def restore(journal: UpdateJournal, store: TrustStore) -> None:
                 Path(journal.lockfile),
                 lambda lock: lock.with_entry(old) if old else lock.without(journal.plugin),
             )
-    shutil.rmtree(journal.work_dir, ignore_errors=True)
+    remove_work_dir(Path(journal.work_dir))
 
 
 def finish(journal: UpdateJournal, store: TrustStore) -> None:
@@ -206,7 +286,7 @@ def finish(journal: UpdateJournal, store: TrustStore) -> None:
     if journal.lockfile is not None and journal.new_entry is not None:
         new = journal.new_entry
         update_lockfile(Path(journal.lockfile), lambda lock: lock.with_entry(new))
-    shutil.rmtree(journal.work_dir, ignore_errors=True)
+    remove_work_dir(Path(journal.work_dir))
 
 
 def check_journals(state_dir: Path) -> tuple[StateProblem, ...]:

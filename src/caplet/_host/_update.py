@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -53,7 +53,13 @@ from caplet._errors import CapletError, SignatureError, UpdateError
 from caplet._findings import RiskLevel, Severity
 from caplet._host._agent_text import agent_text
 from caplet._host._capdiff import parse_approved
-from caplet._host._consent import Consent, Widening, describe_widening, widening
+from caplet._host._consent import (
+    Consent,
+    ConsentRequest,
+    Widening,
+    describe_widening,
+    widening,
+)
 from caplet._host._defaults import template_defaults
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
@@ -61,8 +67,11 @@ from caplet._host._journal import (
     UpdateStep,
     crash_point,
     holding_update_lock,
+    new_work_dir,
     remove_journal,
+    remove_work_dir,
     restore,
+    through,
     write_journal,
 )
 from caplet._host._plugin_record import plugin_location
@@ -192,6 +201,16 @@ def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> 
     return target
 
 
+def _consent_for(consented: bool, digest: str) -> Consent:
+    """Consent for enabling the content whose hash is ``digest`` alone (a folder
+    swapped after the question is other content: refused, so the update rolls back)."""
+
+    def consent(request: ConsentRequest) -> bool:
+        return consented and request.content_hash == digest
+
+    return consent
+
+
 def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
     """What the old version was allowed: the lock entry, else the approval, else declared."""
     info = host.manager.require_plugin(name)
@@ -316,7 +335,10 @@ def update_plugin(
             f"and re-pin it (caplet audit {name} && caplet approve {name} && caplet lock {name})"
         )
     state_dir = manager.state_dir
-    with holding_update_lock(state_dir, name, blocking=False) as held:
+    with (
+        holding_update_lock(state_dir, name, blocking=False) as held,
+        contextlib.ExitStack() as stack,
+    ):
         if not held:
             raise UpdateError(
                 f"another caplet process is updating plugin {name!r}; wait for it to finish"
@@ -328,6 +350,7 @@ def update_plugin(
             consent=consent,
             config=tuple(config),
             health_timeout_s=health_timeout_s,
+            stack=stack,
         )
 
 
@@ -339,6 +362,7 @@ def _transaction(
     consent: bool | UpdateConsent,
     config: tuple[str, ...],
     health_timeout_s: float,
+    stack: contextlib.ExitStack,
 ) -> UpdateReport:
     manager = host.manager
     store = manager.store
@@ -364,16 +388,24 @@ def _transaction(
         old_entry=old_entry,
     )
     write_journal(state_dir, journal)
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        work_fd = new_work_dir(work)
+    except UpdateError as exc:
+        remove_journal(state_dir, name)
+        manager.log_decision(name, "update", str(source), False, str(exc))
+        return replace(report, reason=str(exc))
+    stack.callback(os.close, work_fd)
+    # The work folder as this process made it, whatever is put at its name later.
+    base = through(work_fd)
 
     def refuse(reason: str) -> UpdateReport:
-        restore(journal, store)
+        restore(journal, store, work_fd=work_fd)
         remove_journal(state_dir, name)
         manager.log_decision(name, "update", str(source), False, reason)
         return replace(report, reason=reason)
 
     try:
-        staged = _stage(host, name, source, work / "new")
+        staged = _stage(host, name, source, base / "new")
         crash_point("staged")
         manifest, new_digest, audit = _check_staged(host, name, staged)
     except _RefusedError as exc:
@@ -475,12 +507,12 @@ def _transaction(
         journal = journal.at(UpdateStep.SWAPPING)
         write_journal(state_dir, journal)
         crash_point("swapping")
-        journal.backup_dir.parent.mkdir(parents=True, exist_ok=True)
-        live.rename(journal.backup_dir)
+        (base / "old").mkdir(exist_ok=True)
+        live.rename(base / "old" / name)
         crash_point("old-moved")
         staged.rename(live)
         fsync_directory(live.parent)
-        fsync_directory(journal.backup_dir.parent)
+        fsync_directory(base / "old")
         journal = journal.at(UpdateStep.SWAPPED)
         write_journal(state_dir, journal)
         crash_point("swapped")
@@ -495,18 +527,29 @@ def _transaction(
         crash_point("recorded")
         host.discover()
         # The new version runs on its carried approval or lock entry, or on the
-        # consent just given for this update.
-        outcome = host.enable(name, config, consent=consented)
+        # consent just given for this update: for the staged content only. The
+        # staged copy waited in the plugins directory while a person read the
+        # diff, and whoever can write that directory could swap it then; the
+        # consent is not spent on content nobody was shown (attack14).
+        outcome = host.enable(name, config, consent=_consent_for(consented, new_digest))
+        failed = "failed its health check"
         if outcome:
             outcome = host.check_health(name, timeout_s=health_timeout_s)
+        elif (now := manager.current_hash(name)) != new_digest:
+            failed = (
+                f"changed in the plugins directory after it was staged and checked (it is "
+                f"{now} now, not {new_digest}), so it was not enabled"
+            )
+        else:
+            failed = "could not be enabled"
         if not outcome:
             with contextlib.suppress(CapletError):
                 host.disable(name)
-            restore(journal, store)
+            restore(journal, store, work_fd=work_fd)
             remove_journal(state_dir, name)
             host.discover()
             reason = (
-                f"the new version of {name!r} failed its health check and was rolled back "
+                f"the new version of {name!r} {failed} and was rolled back "
                 f"to {info.version} ({old_digest}), with its approval and lock entry: "
                 f"{outcome.reason}"
             )
@@ -520,7 +563,7 @@ def _transaction(
         try:
             with contextlib.suppress(CapletError):
                 host.disable(name)
-            restore(journal, store)
+            restore(journal, store, work_fd=work_fd)
             remove_journal(state_dir, name)
             host.discover()
         except (OSError, CapletError) as again:
@@ -532,7 +575,7 @@ def _transaction(
         reason = f"the update of {name!r} failed at step {journal.step.value} and was rolled back: "
         manager.log_decision(name, "update", str(source), False, reason + str(exc))
         return replace(report, reason=reason + str(exc), rolled_back=True)
-    shutil.rmtree(work, ignore_errors=True)
+    remove_work_dir(work)
     remove_journal(state_dir, name)
     if not was_enabled:
         host.disable(name)

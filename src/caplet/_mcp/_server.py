@@ -48,6 +48,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from caplet._display import stripped_text
 from caplet._errors import CapletError, GuestError
 from caplet._host._async import AsyncPluginHost
 from caplet._host._guest_result import GuestResult
@@ -55,6 +56,7 @@ from caplet._mcp._stdio import BoundedLines
 from caplet._mcp._text import agent_line, agent_text
 from caplet._mcp._tools import EXEC_TOOL, ArgumentError, Catalog, Tool, build_catalog
 from caplet._mcp._tools import check_arguments as checked
+from caplet._numbers import finite_number
 from caplet._version import __version__
 
 __all__ = ["STATS_URI", "SYSTEM_MESSAGE_URI", "TOKEN_ENV", "McpServer"]
@@ -208,12 +210,7 @@ class McpServer:
         timeout = given.get("timeout_s")
         if not isinstance(code, str):
             raise ArgumentError("tool exec: `code` must be a string of Python source")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
+        if timeout is not None and (not finite_number(timeout) or timeout <= 0):
             raise ArgumentError("tool exec: `timeout_s` must be a positive number of seconds")
         offered = catalog.offered
 
@@ -226,9 +223,8 @@ class McpServer:
             )
 
         try:
-            result = await self.host.exec(
-                code, timeout=None if timeout is None else float(timeout), gate=gate
-            )
+            # Unconverted: an int past a float's range is the host's to refuse (attack14).
+            result = await self.host.exec(code, timeout=timeout, gate=gate)
         except GuestError as exc:
             return _error(str(exc))
         return _guest_result(result)
@@ -309,7 +305,13 @@ def _jsonable(value: object) -> Any:
 
 
 def _text_of(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """The result as the text the agent reads: visible characters only, as an error, a
+    description and guest code's output are (attack14: a plugin's result, or a page it
+    fetched, carried instructions in Unicode tag characters no reviewer sees). Removing
+    characters inside JSON strings keeps the JSON valid; the structured content keeps
+    the exact data."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return stripped_text(text)
 
 
 def _guest_result(result: GuestResult) -> types.CallToolResult:

@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 
 from caplet._body import body_json, body_text
 from caplet._errors import ContextArgumentError, ContextError
-from caplet._sandbox._protocol import ContextOp, WireValue
+from caplet._sandbox._protocol import ContextOp, WireValue, crossing
 
 __all__ = [
     "App",
@@ -67,7 +67,7 @@ class Log:
         self._transport = transport
 
     def _write(self, level: str, message: object) -> None:
-        text = message if isinstance(message, str) else str(message)
+        text = crossing(message if isinstance(message, str) else str(message))
         self._transport.request(ContextOp.LOG, {"level": level, "message": text[:65_536]})
 
     def debug(self, message: object) -> None:

@@ -43,12 +43,13 @@ from caplet._sandbox._guest_wire import (
     GUEST_FUNCTION,
     GUEST_MODULE,
     MAX_TRACEBACK_CHARS,
+    MAX_TYPE_CHARS,
     GuestReply,
     GuestRequest,
     decode_request,
     encode_reply,
 )
-from caplet._sandbox._protocol import WireValue, check_value
+from caplet._sandbox._protocol import WireValue, check_value, crossing
 
 __all__ = ["create_functions", "run", "run_snippet"]
 
@@ -96,6 +97,7 @@ class _Capture(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        text = crossing(text)  # counted as it crosses, escapes included
         room = self._limit - self._size
         if len(text) > room:
             self.truncated = True
@@ -177,7 +179,7 @@ def _value(result: object, request: GuestRequest) -> tuple[WireValue, str | None
         text = f"<{type(result).__name__} object: repr() failed>"
     if not isinstance(text, str):
         text = f"<{type(result).__name__} object>"
-    text = text[: request.max_output_chars]
+    text = crossing(text)[: request.max_output_chars]
     try:
         check_value(result, "the value")
         packed = msgpack.packb(result)
@@ -196,10 +198,11 @@ def describe(exc: BaseException) -> tuple[str, str]:
         text = "".join(parts)
     except BaseException:  # a hostile exception must not break the reply
         text = f"{_type_name(type(exc))}: <the exception could not be formatted>\n"
+    text = crossing(text)
     if len(text) > MAX_TRACEBACK_CHARS:
         # The end matters most (the exception itself), as in a long log.
         text = "...\n" + text[-(MAX_TRACEBACK_CHARS - 4) :]
-    return _type_name(type(exc)), text
+    return crossing(_type_name(type(exc)))[:MAX_TYPE_CHARS], text
 
 
 def _chain(exc: BaseException, parts: list[str], seen: set[int], depth: int) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "GUEST_MODULE",
     "GUEST_PLUGIN",
     "MAX_TRACEBACK_CHARS",
+    "MAX_TYPE_CHARS",
     "RUNNER_SOURCE",
     "GuestReply",
     "GuestRequest",
@@ -74,7 +75,7 @@ _REPLY_KEYS: Final = frozenset(
     {"stdout", "stderr", "truncated", "has_value", "value", "repr", "error", "error_type"}
 )
 #: Type names of what the guest raised are short; anything longer is forged.
-_MAX_TYPE_CHARS: Final = 200
+MAX_TYPE_CHARS: Final = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +283,7 @@ def decode_reply(value: object, *, max_output_chars: int, max_value_bytes: int) 
     if (value_repr is not None) != has_value:
         raise ProtocolError("the guest reply's repr must be given exactly when has_value is true")
     error = _optional_text(body["error"], "the traceback", MAX_TRACEBACK_CHARS)
-    error_type = _optional_text(body["error_type"], "the error type", _MAX_TYPE_CHARS)
+    error_type = _optional_text(body["error_type"], "the error type", MAX_TYPE_CHARS)
     if (error is None) != (error_type is None):
         raise ProtocolError("the guest reply must give error and error_type together")
     if error is not None and has_value:

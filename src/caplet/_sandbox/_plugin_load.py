@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from caplet._sandbox._context import PluginContext
-from caplet._sandbox._protocol import Init
+from caplet._sandbox._protocol import Init, crossing
 
 __all__ = [
     "PLUGIN_PACKAGE",
@@ -66,9 +66,9 @@ def _truncate(text: str, limit: int) -> str:
 
 def _describe_exception(exc: BaseException) -> tuple[str, str]:
     """(type name, message) of a plugin exception, both bounded, never raising."""
-    exc_type = _truncate(type(exc).__name__, _MAX_TYPE_CHARS)
+    exc_type = _truncate(crossing(type(exc).__name__), _MAX_TYPE_CHARS)
     try:
-        message = str(exc)
+        message = crossing(str(exc))  # a lone surrogate could not be encoded (attack14)
     except Exception:  # a hostile __str__ must not take the worker down
         message = f"<unprintable {exc_type}>"
     return exc_type, _truncate(message, _MAX_MESSAGE_CHARS)

@@ -118,6 +118,7 @@ __all__ = [
     "WorkerMessage",
     "check_nested",
     "check_value",
+    "crossing",
     "new_tuple",
     "short_text",
     "small_int",
@@ -368,6 +369,18 @@ class UnsendableError(Exception):
 
 def short_text(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def crossing(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (a file name that is not UTF-8,
+    decoded with surrogateescape, in a message or in what guest code printed) written
+    as its escape (``\\udce9``). Meant for text caplet writes about a value, never for
+    the value itself, which must cross exactly or not at all. One such character in an
+    exception's message took the plugin's worker down (its ERROR frame could not be
+    encoded), and one in guest code's output lost all of it (attack14)."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_nested(value: object, depth: int) -> None:
