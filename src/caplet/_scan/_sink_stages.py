@@ -20,6 +20,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
 from caplet._scan._rules import RuleFamily, RuleKind, rule
+from caplet._scan._shell_scripts import script_payload
 from caplet._scan._sink_egress import fixed_host
 from caplet._scan._sources import Source
 from caplet._scan._tags import Tagger
@@ -166,8 +167,8 @@ class StageSinks:
                     value = self._flow.evaluate(data)
                     if isinstance(value, bytes):
                         value = value.decode("utf-8", "replace")
-                    if isinstance(value, str) and self._looks_like_code(value):
-                        self._code_string(node, f"{api} of a file written from a string", value)
+                    if isinstance(value, str):
+                        self._written_text(node, api, value, write)
                 if write.handle is not None:
                     labels |= self._flow.name_labels(write.handle, write.scope)
                     written = self._flow.contributed.get(write.handle, {}).get(write.scope, ())
@@ -175,12 +176,31 @@ class StageSinks:
                         value = self._flow.evaluate(data)
                         if isinstance(value, bytes):
                             value = value.decode("utf-8", "replace")
-                        if isinstance(value, str) and self._looks_like_code(value):
-                            self._code_string(node, f"{api} of a file written from a string", value)
+                        if isinstance(value, str):
+                            self._written_text(node, api, value, write)
                 name = sorted(shared)[0]
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
                 if write.copied and any(s is Source.PACKAGED for s, _ in labels):
                     self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
+
+    def _written_text(self, node: ast.Call, api: str, value: str, write: Write) -> None:
+        """Text a file was written with, and the file then started: Python source is
+        scanned as code; a script of another language (a VBScript or batch dropper kept
+        in a string, started with ``wscript``/``cmd /c``) is read as a shipped script is,
+        for a download it runs (branch blind14)."""
+        if self._looks_like_code(value):
+            self._code_string(node, f"{api} of a file written from a string", value)
+            return
+        path = self._flow.path_text(write.path) if write.path is not None else None
+        suffix = PurePosixPath((path or "").replace("\\", "/")).suffix.lower()
+        found = script_payload(value[:_MAX_NESTED_TEXT], suffix)
+        if found is not None:
+            self._scan.emit(
+                "CPL-THR-015",
+                f"{api} of a file written with a script ({found[1][:80]})",
+                node.lineno,
+                node.col_offset,
+            )
 
     # -- blind8 (issue 16 point 1: writes and stored code a blind round found missed) --------
 
