@@ -1668,3 +1668,51 @@ def test_pyarmor_named_in_prose_or_called_without_bytecode_is_not() -> None:
     '''
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert "CPL-THR-027" not in danger(source, "pkg/__init__.py", mode)
+
+
+# -- blind14: a code runner kept as a class's attribute ---------------------------------------
+
+_CLASS_ATTRIBUTE_RUNNERS = {
+    "staticmethod": "class L:\n    run = staticmethod(exec)\n",
+    "plain": "class L:\n    run = exec\n",
+    "annotated-classmethod": "class L:\n    run: object = classmethod(eval)\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_CLASS_ATTRIBUTE_RUNNERS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_decoded_payload_run_through_a_class_attribute_is_a_dropper(
+    shape: str, mode: ScanMode
+) -> None:
+    source = (
+        "import base64, zlib\n"
+        + _CLASS_ATTRIBUTE_RUNNERS[shape]
+        + "L.run(zlib.decompress(base64.b64decode(BLOB)))\n"
+    )
+    assert "CPL-THR-001" in danger(source, mode=mode)
+
+
+def test_the_prefilter_keeps_a_class_attribute_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = (
+        "import base64\nclass L:\n    run = staticmethod(exec)\nL.run(base64.b64decode(BLOB))\n"
+    )
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-001" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_a_class_attribute_that_is_no_code_runner_runs_nothing() -> None:
+    # formatters kept as static methods (str.upper, a decoder's own function) and print
+    source = """
+    import base64
+    class Fmt:
+        render = staticmethod(str.upper)
+        decode = staticmethod(base64.b64decode)
+        show = print
+    Fmt.show(Fmt.render(Fmt.decode(BLOB).decode()))
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert not {r for r in danger(source, mode=mode) if r.startswith("CPL-THR")}

@@ -143,6 +143,7 @@ class Resolver(StoredReads):
                 names.append(reached)  # shutil.os is os
             if isinstance(node.ctx, ast.Load):  # a store's target is what it stores
                 names.extend(self._stored_attribute(node, depth))
+                names.extend(self._class_attribute(node, depth))
             return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
@@ -157,6 +158,31 @@ class Resolver(StoredReads):
             found = [name for branch in branches for name in self.resolve(branch, depth + 1)]
             return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         return ()
+
+    def _class_attribute(self, node: ast.Attribute, depth: int) -> list[str]:
+        """``L.run`` of a class of this file whose body binds ``run`` (``run = exec``,
+        ``run = staticmethod(exec)``, the BlankOBF habit of keeping a builtin under a class's
+        name: blind14): the code runners and hidden APIs the body binds it to."""
+        if not isinstance(node.value, ast.Name):
+            return []
+        found: list[str] = []
+        for cls in self.bindings.classes.get(node.value.id, ())[:MAX_CANDIDATES]:
+            for stmt in cls.body:
+                if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
+                    continue
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                if not any(isinstance(t, ast.Name) and t.id == node.attr for t in targets):
+                    continue
+                value = stmt.value
+                if (
+                    isinstance(value, ast.Call)
+                    and len(value.args) == 1
+                    and self.resolve(value.func, depth + 1)
+                    in {("builtins.staticmethod",), ("builtins.classmethod",)}
+                ):
+                    value = value.args[0]  # the function a descriptor wraps
+                found.extend(r for r in self.resolve(value, depth + 1) if self.hidden(r))
+        return found
 
     def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
         """By function scope and parameter, the arguments this file's calls pass to it
