@@ -1716,3 +1716,51 @@ def test_a_class_attribute_that_is_no_code_runner_runs_nothing() -> None:
     """
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert not {r for r in danger(source, mode=mode) if r.startswith("CPL-THR")}
+
+
+# -- blind14: the C library's system() through ctypes -----------------------------------------
+
+_LIBC_RUNS = {
+    "cdll-none": (
+        "import base64, ctypes\nlibc = ctypes.CDLL(None)\nlibc.system(base64.b64decode(CMD))\n"
+    ),
+    "load-library": (
+        "import base64, ctypes, ctypes.util\n"
+        "libc = ctypes.cdll.LoadLibrary(ctypes.util.find_library('c'))\n"
+        "libc.popen(base64.b64decode(CMD), b'r')\n"
+    ),
+    "msvcrt": "import base64, ctypes\nctypes.cdll.msvcrt.system(base64.b64decode(CMD))\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_LIBC_RUNS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_decoded_command_run_by_libc_through_ctypes_is_a_dropper(
+    shape: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-001" in danger(_LIBC_RUNS[shape], mode=mode)
+
+
+@pytest.mark.parametrize("shape", sorted(_LIBC_RUNS))
+def test_the_prefilter_keeps_libc_run_through_ctypes(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mod.py").write_text(_LIBC_RUNS[shape], encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-001" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_a_c_library_called_with_decoded_data_runs_no_program() -> None:
+    # a codec library handed decoded bytes, libc's printf and a function named like a system
+    # query: no program is started
+    source = """
+    import base64, ctypes
+    lib = ctypes.CDLL("libcodec.so")
+    lib.decode_frame(base64.b64decode(FRAME))
+    libc = ctypes.CDLL(None)
+    libc.printf(base64.b64decode(TEXT))
+    libc.sysconf(84)
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert not {r for r in danger(source, mode=mode) if r.startswith("CPL-THR")}

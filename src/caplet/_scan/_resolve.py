@@ -64,6 +64,17 @@ def is_network(name: str) -> bool:
     return known
 
 
+#: Calls that load a C library through ctypes, and the handles of the C library itself:
+#: ``ctypes.CDLL(None).system(cmd)`` is ``os.system(cmd)`` spelled through libc (blind14).
+_C_LOADERS = frozenset(
+    {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}
+)
+_C_LIBRARIES = frozenset({"ctypes.CDLL()", "ctypes.cdll.msvcrt", "ctypes.cdll.libc"})
+#: The C library's functions that run a program, each the ``os`` function of its name.
+_C_PROGRAM_RUNNERS = frozenset(
+    {"system", "popen", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp"}
+)
+
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).
 _NETWORK: dict[str, bool] = {}
 _MAX_NETWORK = 65_536
@@ -138,6 +149,8 @@ class Resolver(StoredReads):
                 return ("builtins.__dict__",)
             bases = self.resolve(node.value, depth + 1)
             names = [f"{base}.{node.attr}" for base in bases]
+            if node.attr in _C_PROGRAM_RUNNERS and not _C_LIBRARIES.isdisjoint(bases):
+                names.append(f"os.{node.attr}")  # libc's system() is os.system (blind14)
             reached = REACHABLE_MODULES.get(node.attr)
             if reached is not None and any(map(self._of_an_import, bases)):
                 names.append(reached)  # shutil.os is os
@@ -509,6 +522,8 @@ class Resolver(StoredReads):
         if "builtins.vars" in funcs and len(node.args) == 1:
             # vars(builtins) is builtins' namespace: vars(b)[name] resolves through it
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))
+        if not _C_LOADERS.isdisjoint(funcs):
+            return ("ctypes.CDLL()",)  # a C library's handle: its system() runs a program
         # An object made by a network module (a session, a socket, a connection):
         # its methods are network calls too.
         return tuple(f"{f}()" for f in funcs if is_network(f))[:MAX_CANDIDATES]
