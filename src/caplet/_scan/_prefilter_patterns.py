@@ -187,7 +187,13 @@ _NETWORK = NETWORK_MODULE_TOKENS
 #: install script is always parsed (``_filepass``).
 _RUNS: Final = (
     _SINK,
-    _EXEC_AS_CODE + "|" + RUNS_FILE_TOKENS + "|" + LOOKUP_ANY_NAME,
+    # a crontab's new job runs its command, a shell runs its start-up files (blind14)
+    _EXEC_AS_CODE
+    + "|"
+    + RUNS_FILE_TOKENS
+    + "|"
+    + LOOKUP_ANY_NAME
+    + r"|\bCronTab\s*\(|\.(?:bashrc|zshrc|bash_profile|profile)\b",
     LOOKUP_PIECES,
 )
 #: Words of a command that only a run command makes a threat (see _RUNS).

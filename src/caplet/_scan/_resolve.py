@@ -524,6 +524,8 @@ class Resolver(StoredReads):
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))
         if not _C_LOADERS.isdisjoint(funcs):
             return ("ctypes.CDLL()",)  # a C library's handle: its system() runs a program
+        if "crontab.CronTab" in funcs:
+            return ("crontab.CronTab()",)  # a crontab: its new() adds a job cron runs
         # An object made by a network module (a session, a socket, a connection):
         # its methods are network calls too.
         return tuple(f"{f}()" for f in funcs if is_network(f))[:MAX_CANDIDATES]
