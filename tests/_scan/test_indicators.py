@@ -65,3 +65,53 @@ def test_a_programs_own_startup_directory_is_not_an_autostart_location() -> None
         os.unlink(startup_file)
     """
     assert "CPL-THR-009" not in danger(source, "test_ipapp.py")
+
+
+# -- blind14: registry keys Windows runs a command from, written -------------------------------
+
+_HIJACKED_KEYS = {
+    "ms-settings": r"Software\Classes\ms-settings\Shell\Open\command",
+    "mscfile": "Software\\\\Classes\\\\mscfile\\\\shell\\\\open\\\\command",
+    "ifeo": r"SOFTWARE\Microsoft\Windows NT\CurrentVersion\Image File Execution Options\sethc.exe",
+    "winlogon": r"Software\Microsoft\Windows NT\CurrentVersion\Winlogon\Shell",
+}
+
+
+@pytest.mark.parametrize("key", sorted(_HIJACKED_KEYS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_command_written_under_a_key_windows_runs_is_persistence(
+    key: str, mode: ScanMode
+) -> None:
+    source = f"""
+    import winreg
+    k = winreg.CreateKey(winreg.HKEY_CURRENT_USER, r"{_HIJACKED_KEYS[key]}")
+    winreg.SetValueEx(k, "", 0, winreg.REG_SZ, PAYLOAD)
+    """
+    assert "CPL-THR-009" in danger(source, mode=mode)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a tool that lists the debuggers set under Image File Execution Options (read only)
+        r"""
+        import winreg
+        ifeo = r"SOFTWARE\Microsoft\Windows NT\CurrentVersion\Image File Execution Options"
+        k = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, ifeo)
+        names = [winreg.EnumKey(k, i) for i in range(winreg.QueryInfoKey(k)[0])]
+        """,
+        # an installer registering its own file type's open command
+        r"""
+        import winreg
+        key = r"Software\Classes\myapp.doc\shell\open\command"
+        t = winreg.CreateKey(winreg.HKEY_CURRENT_USER, key)
+        winreg.SetValueEx(t, "", 0, winreg.REG_SZ, '"C:\\Program Files\\MyApp\\myapp.exe" "%1"')
+        """,
+    ],
+    ids=["ifeo-read", "own-file-type"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_such_a_key_read_or_another_class_written_is_no_persistence(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-009" not in danger(source, mode=mode)

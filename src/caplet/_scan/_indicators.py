@@ -183,6 +183,12 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
         r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
         r"\.bashrc|\.zshrc|\.bash_profile|Start Menu[/\\]+Programs|Quick Launch|"
+        # a handler's open command Windows' auto-elevating programs run (fodhelper and
+        # computerdefaults read ms-settings, eventvwr mscfile: Blank Grabber's UAC bypass),
+        # a debugger run instead of a program, the programs started at logon (blind14)
+        r"Classes\\{1,2}(?:ms-settings|mscfile|exefile|Folder|Launcher\.SystemSettings)"
+        r"\\{1,2}shell\\{1,2}open\\{1,2}command|Image File Execution Options|"
+        r"Winlogon\\{1,2}(?:Shell|Userinit)\b|UserInitMprLogonScript|"
         # Windows' Startup folder as a path's last piece, spelled as Windows spells it:
         # a lowercase "startup" directory is any program's (IPython's profile_default/startup)
         r"(?-i:(?:^|[/\\])Startup$)",
