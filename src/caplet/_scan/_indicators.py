@@ -144,6 +144,9 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"(?i)discord(?:canary|ptb)?" + _SEP + r"Local Storage|Local Storage" + _SEP + r"leveldb",
     ),
     Indicator(_C, "Discord token pattern", r"\{24\}[^\n]*\{6\}[^\n]*\{2[57]\}|mfa\\\.\["),
+    # the Discord client's core module, which the grabbers' "injection" rewrites to post
+    # the token at every login (Creal, Luna and Blank Grabber, blind14)
+    Indicator(_C, "Discord client injection", r"(?i)discord_desktop_core"),
     Indicator(
         _C,
         "crypto wallet",
@@ -189,6 +192,8 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"Classes\\{1,2}(?:ms-settings|mscfile|exefile|Folder|Launcher\.SystemSettings)"
         r"\\{1,2}shell\\{1,2}open\\{1,2}command|Image File Execution Options|"
         r"Winlogon\\{1,2}(?:Shell|Userinit)\b|UserInitMprLogonScript|"
+        # a key that lets whoever holds it log in again (an SSH backdoor, blind14)
+        r"\.ssh(?:/|\\{1,2})authorized_keys|"
         # Windows' Startup folder as a path's last piece, spelled as Windows spells it:
         # a lowercase "startup" directory is any program's (IPython's profile_default/startup)
         r"(?-i:(?:^|[/\\])Startup$)",

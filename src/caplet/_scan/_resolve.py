@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from typing import Final
 
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
@@ -74,6 +75,18 @@ _C_LIBRARIES = frozenset({"ctypes.CDLL()", "ctypes.cdll.msvcrt", "ctypes.cdll.li
 _C_PROGRAM_RUNNERS = frozenset(
     {"system", "popen", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp"}
 )
+
+#: Objects a call makes whose methods the rules know, by the call (blind14): a C
+#: library's handle (its ``system()`` runs a program), a crontab (its ``new()`` adds a job
+#: cron runs), a Tk window (its ``clipboard_get``/``clipboard_append`` read and replace
+#: what the user copied).
+_MADE_OBJECTS: Final = {
+    **dict.fromkeys(_C_LOADERS, "ctypes.CDLL()"),
+    "crontab.CronTab": "crontab.CronTab()",
+    "tkinter.Tk": "tkinter.Tk()",
+    "tkinter.Tcl": "tkinter.Tk()",
+    "tkinter.Toplevel": "tkinter.Tk()",
+}
 
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).
 _NETWORK: dict[str, bool] = {}
@@ -522,10 +535,9 @@ class Resolver(StoredReads):
         if "builtins.vars" in funcs and len(node.args) == 1:
             # vars(builtins) is builtins' namespace: vars(b)[name] resolves through it
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))
-        if not _C_LOADERS.isdisjoint(funcs):
-            return ("ctypes.CDLL()",)  # a C library's handle: its system() runs a program
-        if "crontab.CronTab" in funcs:
-            return ("crontab.CronTab()",)  # a crontab: its new() adds a job cron runs
+        made = [_MADE_OBJECTS[f] for f in funcs if f in _MADE_OBJECTS]
+        if made:
+            return tuple(dict.fromkeys(made))  # an object whose methods the rules know
         # An object made by a network module (a session, a socket, a connection):
         # its methods are network calls too.
         return tuple(f"{f}()" for f in funcs if is_network(f))[:MAX_CANDIDATES]
