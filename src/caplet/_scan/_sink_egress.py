@@ -11,6 +11,7 @@ from typing import Final
 
 import re2
 
+from caplet._scan._commands import Commands
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
@@ -86,6 +87,7 @@ class EgressSinks:
     _document_egress: list[tuple[ast.Call, str, str]]
     _secret_egress: list[tuple[ast.Call, str, str]]
     _patches: list[tuple[ast.AST, str, list[ast.AST]]]
+    _commands: Commands
 
     def patched(self, node: ast.AST, api: str, value: ast.expr) -> None:
         """A third-party library's ``api`` replaced by ``value``: a threat when ``value``
@@ -134,6 +136,26 @@ class EgressSinks:
                     getattr(node, "lineno", 0),
                     getattr(node, "col_offset", None),
                 )
+
+    def piped_shell(self, node: ast.Call, command: ast.expr) -> None:
+        """A shell started with no script and its standard input piped or given a socket,
+        in a file whose socket connects to a host written into it: a reverse shell that
+        relays the socket to the shell by hand (two threads copying between them: the
+        pycord-self backdoor, blind14). A shell given a script or a command (``-c``, ``/c``
+        and its text), or started where nothing connects out, is not."""
+        words = self._commands.words(command) or self._commands.literal_pieces(command)
+        if not words or any(not w.startswith(("-", "/")) for w in words[1:]) or "-c" in words:
+            return
+        stdin = next((k.value for k in node.keywords if k.arg == "stdin"), None)
+        if stdin is None or "subprocess.DEVNULL" in self._flow.resolve(stdin):
+            return
+        if self._fixed_destination and Tag.SOCKET in self._scan.tags:
+            self._scan.emit(
+                "CPL-THR-008",
+                f"{words[0]} started with its input piped beside a socket to a fixed host",
+                node.lineno,
+                node.col_offset,
+            )
 
     def _helpers(self, bodies: list[ast.AST]) -> list[ast.AST]:
         """The functions of this file a replacement calls by name (one hop, bounded): a

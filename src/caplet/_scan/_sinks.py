@@ -345,6 +345,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
                 scan.tag(Tag.PYTHON_RUN, line, word)
             if word in SHELLS:
                 scan.tag(Tag.SHELL, line, word)
+                self._pending.append(lambda: self.piped_shell(node, command))
             if word in _INSTALL_TIME_PROGRAMS:
                 scan.tag(Tag.DOWNLOADER, line, word)
         self._runs.append((self._commands.program_keys(command), node, api))
