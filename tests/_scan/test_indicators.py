@@ -65,3 +65,146 @@ def test_a_programs_own_startup_directory_is_not_an_autostart_location() -> None
         os.unlink(startup_file)
     """
     assert "CPL-THR-009" not in danger(source, "test_ipapp.py")
+
+
+# -- blind14: registry keys Windows runs a command from, written -------------------------------
+
+_HIJACKED_KEYS = {
+    "ms-settings": r"Software\Classes\ms-settings\Shell\Open\command",
+    "mscfile": "Software\\\\Classes\\\\mscfile\\\\shell\\\\open\\\\command",
+    "ifeo": r"SOFTWARE\Microsoft\Windows NT\CurrentVersion\Image File Execution Options\sethc.exe",
+    "winlogon": r"Software\Microsoft\Windows NT\CurrentVersion\Winlogon\Shell",
+}
+
+
+@pytest.mark.parametrize("key", sorted(_HIJACKED_KEYS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_command_written_under_a_key_windows_runs_is_persistence(
+    key: str, mode: ScanMode
+) -> None:
+    source = f"""
+    import winreg
+    k = winreg.CreateKey(winreg.HKEY_CURRENT_USER, r"{_HIJACKED_KEYS[key]}")
+    winreg.SetValueEx(k, "", 0, winreg.REG_SZ, PAYLOAD)
+    """
+    assert "CPL-THR-009" in danger(source, mode=mode)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a tool that lists the debuggers set under Image File Execution Options (read only)
+        r"""
+        import winreg
+        ifeo = r"SOFTWARE\Microsoft\Windows NT\CurrentVersion\Image File Execution Options"
+        k = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, ifeo)
+        names = [winreg.EnumKey(k, i) for i in range(winreg.QueryInfoKey(k)[0])]
+        """,
+        # an installer registering its own file type's open command
+        r"""
+        import winreg
+        key = r"Software\Classes\myapp.doc\shell\open\command"
+        t = winreg.CreateKey(winreg.HKEY_CURRENT_USER, key)
+        winreg.SetValueEx(t, "", 0, winreg.REG_SZ, '"C:\\Program Files\\MyApp\\myapp.exe" "%1"')
+        """,
+    ],
+    ids=["ifeo-read", "own-file-type"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_such_a_key_read_or_another_class_written_is_no_persistence(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-009" not in danger(source, mode=mode)
+
+
+# -- blind14: a clipper reading and replacing the clipboard through a Tk window ----------------
+
+_TK_CLIPPER = r"""
+import re, tkinter
+ETH = re.compile(r"^0x[a-fA-F0-9]{40}$")
+root = tkinter.Tk()
+root.withdraw()
+if ETH.match(root.clipboard_get()):
+    root.clipboard_clear()
+    root.clipboard_append("0x000000000000000000000000000000000000dEaD")
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_wallet_address_swapped_through_a_tk_clipboard_is_a_clipper(mode: ScanMode) -> None:
+    assert "CPL-THR-014" in danger(_TK_CLIPPER, mode=mode)
+
+
+def test_a_tk_clipboard_without_a_wallet_pattern_is_no_clipper() -> None:
+    # a GUI's "copy to clipboard" button, and an address validator without a clipboard
+    source = r"""
+    import re, tkinter
+    root = tkinter.Tk()
+    def copy(text):
+        root.clipboard_clear()
+        root.clipboard_append(text)
+    """
+    validator = r"""
+    import re
+    ETH = re.compile(r"^0x[a-fA-F0-9]{40}$")
+    def valid(address):
+        return ETH.match(address) is not None
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-014" not in danger(source, mode=mode) | danger(validator, mode=mode)
+
+
+# -- blind14: the Discord client's core module rewritten (token-grabber injection) ------------
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_the_discord_clients_core_module_rewritten_is_a_grabber(mode: ScanMode) -> None:
+    source = """
+    import glob, os
+    pattern = os.path.join(os.getenv("LOCALAPPDATA"), "Discord", "app-*", "modules",
+                           "discord_desktop_core-1", "discord_desktop_core", "index.js")
+    for core in glob.glob(pattern):
+        with open(core, "w") as fh:
+            fh.write(INJECTION)
+    """
+    assert "CPL-THR-005" in danger(source, mode=mode)
+
+
+def test_the_discord_clients_core_module_named_in_prose_is_no_grabber() -> None:
+    # a Discord bot library's docstring explaining where the desktop client keeps its code
+    source = '''
+    def client_version():
+        """The desktop client's version (the discord_desktop_core module is the client's,
+        not this library's)."""
+        return "2.0"
+    '''
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-005" not in danger(source, mode=mode)
+
+
+# -- blind14: an SSH key planted in authorized_keys ------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_key_appended_to_authorized_keys_is_persistence(mode: ScanMode) -> None:
+    source = """
+    import os
+    ssh = os.path.join(os.path.expanduser("~"), ".ssh")
+    with open(os.path.join(ssh, "authorized_keys"), "a") as fh:
+        fh.write("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake admin@build\\n")
+    """
+    assert "CPL-THR-009" in danger(source, mode=mode)
+
+
+def test_authorized_keys_read_or_known_hosts_written_is_no_persistence() -> None:
+    # an SSH tool listing the keys a user accepts, and one recording a host's key
+    source = """
+    import os
+    home = os.path.expanduser("~")
+    with open(os.path.join(home, ".ssh", "authorized_keys")) as fh:
+        keys = fh.read().splitlines()
+    with open(os.path.join(home, ".ssh", "known_hosts"), "a") as fh:
+        fh.write(HOST_LINE)
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-009" not in danger(source, mode=mode)

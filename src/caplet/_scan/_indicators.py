@@ -144,6 +144,9 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"(?i)discord(?:canary|ptb)?" + _SEP + r"Local Storage|Local Storage" + _SEP + r"leveldb",
     ),
     Indicator(_C, "Discord token pattern", r"\{24\}[^\n]*\{6\}[^\n]*\{2[57]\}|mfa\\\.\["),
+    # the Discord client's core module, which the grabbers' "injection" rewrites to post
+    # the token at every login (Creal, Luna and Blank Grabber, blind14)
+    Indicator(_C, "Discord client injection", r"(?i)discord_desktop_core"),
     Indicator(
         _C,
         "crypto wallet",
@@ -183,6 +186,14 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
         r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
         r"\.bashrc|\.zshrc|\.bash_profile|Start Menu[/\\]+Programs|Quick Launch|"
+        # a handler's open command Windows' auto-elevating programs run (fodhelper and
+        # computerdefaults read ms-settings, eventvwr mscfile: Blank Grabber's UAC bypass),
+        # a debugger run instead of a program, the programs started at logon (blind14)
+        r"Classes\\{1,2}(?:ms-settings|mscfile|exefile|Folder|Launcher\.SystemSettings)"
+        r"\\{1,2}shell\\{1,2}open\\{1,2}command|Image File Execution Options|"
+        r"Winlogon\\{1,2}(?:Shell|Userinit)\b|UserInitMprLogonScript|"
+        # a key that lets whoever holds it log in again (an SSH backdoor, blind14)
+        r"\.ssh(?:/|\\{1,2})authorized_keys|"
         # Windows' Startup folder as a path's last piece, spelled as Windows spells it:
         # a lowercase "startup" directory is any program's (IPython's profile_default/startup)
         r"(?-i:(?:^|[/\\])Startup$)",

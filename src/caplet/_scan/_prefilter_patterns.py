@@ -187,7 +187,13 @@ _NETWORK = NETWORK_MODULE_TOKENS
 #: install script is always parsed (``_filepass``).
 _RUNS: Final = (
     _SINK,
-    _EXEC_AS_CODE + "|" + RUNS_FILE_TOKENS + "|" + LOOKUP_ANY_NAME,
+    # a crontab's new job runs its command, a shell runs its start-up files (blind14)
+    _EXEC_AS_CODE
+    + "|"
+    + RUNS_FILE_TOKENS
+    + "|"
+    + LOOKUP_ANY_NAME
+    + r"|\bCronTab\s*\(|\.(?:bashrc|zshrc|bash_profile|profile)\b",
     LOOKUP_PIECES,
 )
 #: Words of a command that only a run command makes a threat (see _RUNS).
@@ -197,8 +203,11 @@ COMMAND_WORDS: Final = (
     # reached the AST pass for it alone, issue 16); pip.main and runpy have their own
     r"\bpip[0-9.]*(?:\.exe)?\s+install\b|\bpip[0-9.]*(?:\.exe)?['\"]\s*,\s*['\"]install['\"]",
     # downloaders: their command lines are often split over implicitly concatenated
-    # literals, which a text pattern cannot see whole
-    r"\b(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin)\b",
+    # literals, which a text pattern cannot see whole; a VBScript's fetchers too (a
+    # dropper kept in a string, written and started with wscript: blind14), also right
+    # after an escaped line break (a batch file's lines in one literal: "off\r\ncurl ...")
+    r"(?:\b|\\[nrt])(?:curl|wget|Invoke-WebRequest|DownloadString|DownloadFile|certutil|bitsadmin|"
+    r"(?:Server)?XMLHTTP|WinHttpRequest)\b",
     # a download piped to a shell, written whole in one literal (an indicator that is
     # only a tag: danger in an install script, or as the text of a command that runs)
     *(i.pattern for i in INDICATORS if i.kind is IndicatorKind.DOWNLOAD_EXEC),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from typing import Final
 
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
@@ -63,6 +64,29 @@ def is_network(name: str) -> bool:
         known = _NETWORK[name] = name.startswith(NETWORK_MODULES) and name not in NOT_EGRESS
     return known
 
+
+#: Calls that load a C library through ctypes, and the handles of the C library itself:
+#: ``ctypes.CDLL(None).system(cmd)`` is ``os.system(cmd)`` spelled through libc (blind14).
+_C_LOADERS = frozenset(
+    {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}
+)
+_C_LIBRARIES = frozenset({"ctypes.CDLL()", "ctypes.cdll.msvcrt", "ctypes.cdll.libc"})
+#: The C library's functions that run a program, each the ``os`` function of its name.
+_C_PROGRAM_RUNNERS = frozenset(
+    {"system", "popen", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp"}
+)
+
+#: Objects a call makes whose methods the rules know, by the call (blind14): a C
+#: library's handle (its ``system()`` runs a program), a crontab (its ``new()`` adds a job
+#: cron runs), a Tk window (its ``clipboard_get``/``clipboard_append`` read and replace
+#: what the user copied).
+_MADE_OBJECTS: Final = {
+    **dict.fromkeys(_C_LOADERS, "ctypes.CDLL()"),
+    "crontab.CronTab": "crontab.CronTab()",
+    "tkinter.Tk": "tkinter.Tk()",
+    "tkinter.Tcl": "tkinter.Tk()",
+    "tkinter.Toplevel": "tkinter.Tk()",
+}
 
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).
 _NETWORK: dict[str, bool] = {}
@@ -138,11 +162,14 @@ class Resolver(StoredReads):
                 return ("builtins.__dict__",)
             bases = self.resolve(node.value, depth + 1)
             names = [f"{base}.{node.attr}" for base in bases]
+            if node.attr in _C_PROGRAM_RUNNERS and not _C_LIBRARIES.isdisjoint(bases):
+                names.append(f"os.{node.attr}")  # libc's system() is os.system (blind14)
             reached = REACHABLE_MODULES.get(node.attr)
             if reached is not None and any(map(self._of_an_import, bases)):
                 names.append(reached)  # shutil.os is os
             if isinstance(node.ctx, ast.Load):  # a store's target is what it stores
                 names.extend(self._stored_attribute(node, depth))
+                names.extend(self._class_attribute(node, depth))
             return tuple(dict.fromkeys(names))[:MAX_CANDIDATES]
         if isinstance(node, ast.Subscript):
             return self._resolve_subscript(node, depth)
@@ -157,6 +184,31 @@ class Resolver(StoredReads):
             found = [name for branch in branches for name in self.resolve(branch, depth + 1)]
             return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         return ()
+
+    def _class_attribute(self, node: ast.Attribute, depth: int) -> list[str]:
+        """``L.run`` of a class of this file whose body binds ``run`` (``run = exec``,
+        ``run = staticmethod(exec)``, the BlankOBF habit of keeping a builtin under a class's
+        name: blind14): the code runners and hidden APIs the body binds it to."""
+        if not isinstance(node.value, ast.Name):
+            return []
+        found: list[str] = []
+        for cls in self.bindings.classes.get(node.value.id, ())[:MAX_CANDIDATES]:
+            for stmt in cls.body:
+                if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
+                    continue
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                if not any(isinstance(t, ast.Name) and t.id == node.attr for t in targets):
+                    continue
+                value = stmt.value
+                if (
+                    isinstance(value, ast.Call)
+                    and len(value.args) == 1
+                    and self.resolve(value.func, depth + 1)
+                    in {("builtins.staticmethod",), ("builtins.classmethod",)}
+                ):
+                    value = value.args[0]  # the function a descriptor wraps
+                found.extend(r for r in self.resolve(value, depth + 1) if self.hidden(r))
+        return found
 
     def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
         """By function scope and parameter, the arguments this file's calls pass to it
@@ -483,6 +535,9 @@ class Resolver(StoredReads):
         if "builtins.vars" in funcs and len(node.args) == 1:
             # vars(builtins) is builtins' namespace: vars(b)[name] resolves through it
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))
+        made = [_MADE_OBJECTS[f] for f in funcs if f in _MADE_OBJECTS]
+        if made:
+            return tuple(dict.fromkeys(made))  # an object whose methods the rules know
         # An object made by a network module (a session, a socket, a connection):
         # its methods are network calls too.
         return tuple(f"{f}()" for f in funcs if is_network(f))[:MAX_CANDIDATES]

@@ -319,6 +319,9 @@ MODULE_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "poplib",
             "imaplib",
             "nntplib",
+            # an Ethereum node's RPC client: a transaction carries whatever its data holds
+            # (set-utils sent private keys out in transactions, Socket 2025: blind14)
+            "web3",
         ),
     }
 )

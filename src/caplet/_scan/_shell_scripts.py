@@ -24,6 +24,13 @@ can start a process names it in a literal (its file name: ``os.path.join(here,
 "scripts", "postinstall.sh")``); besides shell scripts, PowerShell, batch and VBScript
 files are read with the same download-and-run indicators, and a JavaScript file for
 ``child_process`` running what it fetches.
+
+Branch blind14: a script's payload is also a download written to a file that a later
+command of the script starts (``curl -o "%APPDATA%\\svc.exe" URL`` then ``start "" /b
+"%APPDATA%\\svc.exe"``, a batch file setup.py runs), a VBScript that fetches with
+``XMLHTTP`` and runs with ``WScript.Shell``, and a minified JavaScript loader on one line;
+:func:`script_payload` is asked of scripts shipped as files and of script text a Python
+source writes to a file and then starts (:mod:`caplet._scan._sink_stages`).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from caplet._scan._grants import NO_GRANTS
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._model import ScanMode
 
-__all__ = ["MAX_SCRIPT_BYTES", "InstalledCommands", "shell_script", "started"]
+__all__ = ["MAX_SCRIPT_BYTES", "InstalledCommands", "script_payload", "shell_script", "started"]
 
 #: A shell script larger than this is not read (a command's wrapper is small).
 MAX_SCRIPT_BYTES = 1 << 20
@@ -72,6 +79,73 @@ _JS_FETCH = re.compile(
     r"\b(?:https?\s*\.\s*(?:get|request)|fetch|axios(?:\s*\.\s*get)?|XMLHttpRequest)\s*\(|"
     r"""require\(\s*['"](?:request|node-fetch|axios|got)['"]\s*\)"""
 )
+
+
+#: A download written to a file: the file's path (quoted or not) is the group. The line must
+#: name a URL, so a copy of a local file (``curl -o out file://...`` aside) is not one.
+_DOWNLOAD_TO = re.compile(
+    r"(?i)(?:\bcurl(?:\.exe)?\b[^\n]*?\s(?:-o|--output)\s+|\bwget(?:\.exe)?\b[^\n]*?\s"
+    r"(?:-O\s*|--output-document[= ])|\b(?:Invoke-WebRequest|iwr|Start-BitsTransfer)\b[^\n]*?\s"
+    r"-(?:OutFile|Destination)\s+|\.DownloadFile\(\s*[^,\n]+,\s*)"
+    r"(\"[^\"\n]+\"|'[^'\n]+'|[^\s;&|)'\"]+)"
+)
+#: Where a command starts, and the words that start the program after them (``start "" /b``,
+#: ``call``, ``&``, ``Start-Process -FilePath``, ``nohup``, ``sh``), before a path.
+_RUN_AT = (
+    r"(?im)(?:^|&&|\|\||[;&|(])\s*(?:(?:@?start(?:\s+\"[^\"\n]*\")?(?:\s+/\w+)*|call|"
+    r"cmd(?:\.exe)?\s+/[ck]|Start-Process(?:\s+-FilePath)?|&|nohup|exec|sudo|(?:ba|z|da)?sh|\.)\s+)*"
+)
+#: VBScript (or JScript run by a script host) that fetches and then runs a program.
+_VBS_FETCH = re.compile(
+    r"(?i)\b(?:MSXML2\.(?:Server)?XMLHTTP|Microsoft\.XMLHTTP|WinHttp\.WinHttpRequest)\b"
+)
+_VBS_RUN = re.compile(r"(?i)WScript\.Shell\b|\bShellExecute\b")
+
+
+def script_payload(text: str, suffix: str) -> tuple[int, str] | None:
+    """The line of a script of another language (by ``suffix``, its file's, ``.js`` or
+    not) that downloads and runs a program: a download piped to a shell or another
+    download-and-run idiom, a download to a file a later command starts, a VBScript
+    fetching with ``XMLHTTP`` and running with ``WScript.Shell``, a JavaScript loader."""
+    if suffix == ".js":
+        return _js_loader(text)
+    if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(text):
+        for number, line in enumerate(text.split("\n"), start=1):
+            if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(line):
+                return number, line.strip()[:120]
+        # split over lines (a continuation): reported at the first line
+        return 1, "a download piped to a shell"
+    found = _download_then_run(text)
+    if found is not None:
+        return found
+    if _VBS_FETCH.search(text) is not None and _VBS_RUN.search(text) is not None:
+        return _line_of(text, _VBS_RUN.search(text))
+    return None
+
+
+def _download_then_run(text: str) -> tuple[int, str] | None:
+    """A download written to a file, and the same path started by a later command."""
+    for match in _DOWNLOAD_TO.finditer(text[:MAX_SCRIPT_BYTES]):
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        if "://" not in text[start : len(text) if end < 0 else end]:
+            continue
+        path = match.group(1).strip("\"'")
+        if len(path) < 2:
+            continue
+        run = re.compile(_RUN_AT + r"[\"']?" + re.escape(path) + r"[\"']?(?=[\s;&|)]|$)")
+        found = run.search(text, match.end())
+        if found is not None:
+            return _line_of(text, found)
+    return None
+
+
+def _line_of(text: str, match: re.Match[str] | None) -> tuple[int, str]:
+    at = match.start() if match is not None else 0
+    while at < len(text) and text[at] in "\n;&|( \t":
+        at += 1  # the separator the match began with belongs to the line before
+    number = text.count("\n", 0, at) + 1
+    return number, text.split("\n")[number - 1].strip()[:120]
 
 
 def started(relative: str, size: int) -> bool:
@@ -131,19 +205,9 @@ class InstalledCommands:
         """A script's bytes: the line that downloads and runs a program, kept for
         :meth:`findings` (a shell script, or one :func:`started` takes)."""
         text = data[:MAX_SCRIPT_BYTES].decode("utf-8", "replace")
-        if relative.lower().endswith(".js"):
-            found = _js_loader(text)
-            if found is not None:
-                self._candidates[relative] = found
-            return
-        if IndicatorKind.DOWNLOAD_EXEC not in indicator_set().kinds(text):
-            return
-        for number, line in enumerate(text.split("\n"), start=1):
-            if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(line):
-                self._candidates[relative] = (number, line.strip()[:120])
-                return
-        # split over lines (a continuation): reported at the first line
-        self._candidates[relative] = (1, "a download piped to a shell")
+        found = script_payload(text, posixpath.splitext(relative.lower())[1])
+        if found is not None:
+            self._candidates[relative] = found
 
     def findings(self) -> list[Finding]:
         """The kept findings of the scripts installed as commands or started by the code."""
@@ -172,6 +236,10 @@ def _js_loader(text: str) -> tuple[int, str] | None:
         return None
     for number, line in enumerate(text.split("\n"), start=1):
         if _JS_RUN_CALL.search(line) is not None and "require" not in line:
+            return number, line.strip()[:120]
+    # minified: the require and the run call on one line (blind14)
+    for number, line in enumerate(text.split("\n"), start=1):
+        if _JS_RUN_CALL.search(line) is not None:
             return number, line.strip()[:120]
     return None
 

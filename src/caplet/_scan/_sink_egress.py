@@ -11,6 +11,7 @@ from typing import Final
 
 import re2
 
+from caplet._scan._commands import Commands
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
@@ -22,9 +23,10 @@ from caplet._scan._tags import Tagger
 __all__ = ["EgressSinks", "fixed_host", "test_file"]
 
 
-#: A host or address written into source: ``"https://x.example/"``, ``"192.0.2.1"``.
+#: A host or address written into source: ``"https://x.example/"``, ``"192.0.2.1"``; a
+#: websocket's or FTP server's URL too (``ws://203.0.113.9:8765``: blind14).
 _FIXED_HOST: Final = re2.compile(
-    r"""https?://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
+    r"""(?:https?|wss?|ftps?)://(?:(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}|(?:\d{1,3}\.){3}\d{1,3})|"""
     r"""['"](?:\d{1,3}\.){3}\d{1,3}['"]"""
 )
 
@@ -85,6 +87,7 @@ class EgressSinks:
     _document_egress: list[tuple[ast.Call, str, str]]
     _secret_egress: list[tuple[ast.Call, str, str]]
     _patches: list[tuple[ast.AST, str, list[ast.AST]]]
+    _commands: Commands
 
     def patched(self, node: ast.AST, api: str, value: ast.expr) -> None:
         """A third-party library's ``api`` replaced by ``value``: a threat when ``value``
@@ -113,7 +116,7 @@ class EgressSinks:
         fixed_file = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
         for node, api, bodies in self._patches:
             egress = fixed = False
-            for body in bodies:
+            for body in [*bodies, *self._helpers(bodies)]:
                 for n in ast.walk(body):
                     if isinstance(n, ast.Name | ast.Attribute) and any(
                         is_network(r) and r.rsplit(".", 1)[-1] in EGRESS_VERBS
@@ -133,6 +136,41 @@ class EgressSinks:
                     getattr(node, "lineno", 0),
                     getattr(node, "col_offset", None),
                 )
+
+    def piped_shell(self, node: ast.Call, command: ast.expr) -> None:
+        """A shell started with no script and its standard input piped or given a socket,
+        in a file whose socket connects to a host written into it: a reverse shell that
+        relays the socket to the shell by hand (two threads copying between them: the
+        pycord-self backdoor, blind14). A shell given a script or a command (``-c``, ``/c``
+        and its text), or started where nothing connects out, is not."""
+        words = self._commands.words(command) or self._commands.literal_pieces(command)
+        if not words or any(not w.startswith(("-", "/")) for w in words[1:]) or "-c" in words:
+            return
+        stdin = next((k.value for k in node.keywords if k.arg == "stdin"), None)
+        if stdin is None or "subprocess.DEVNULL" in self._flow.resolve(stdin):
+            return
+        if self._fixed_destination and Tag.SOCKET in self._scan.tags:
+            self._scan.emit(
+                "CPL-THR-008",
+                f"{words[0]} started with its input piped beside a socket to a fixed host",
+                node.lineno,
+                node.col_offset,
+            )
+
+    def _helpers(self, bodies: list[ast.AST]) -> list[ast.AST]:
+        """The functions of this file a replacement calls by name (one hop, bounded): a
+        patched ``Account.create`` that hands each key to ``_send`` sends it (blind14)."""
+        called = {
+            n.func.id
+            for body in bodies
+            for n in ast.walk(body)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        own = {id(b) for b in bodies}
+        found: list[ast.AST] = [
+            f for f in self._flow.bindings.functions if f.name in called and id(f) not in own
+        ]
+        return found[:8]
 
     def _egress(self, node: ast.Call, api: str) -> None:
         flow = self._flow

@@ -20,11 +20,16 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
 from caplet._scan._rules import RuleFamily, RuleKind, rule
+from caplet._scan._shell_scripts import script_payload
 from caplet._scan._sink_egress import fixed_host
 from caplet._scan._sources import Source
 from caplet._scan._tags import Tagger
 
-__all__ = ["StageSinks", "Write"]
+__all__ = ["CRON_JOBS", "StageSinks", "Write"]
+
+
+#: A job added to a crontab (python-crontab), whose command cron runs.
+CRON_JOBS: Final = frozenset({"crontab.CronTab().new"})
 
 
 #: What a Windows program file is called.
@@ -166,8 +171,8 @@ class StageSinks:
                     value = self._flow.evaluate(data)
                     if isinstance(value, bytes):
                         value = value.decode("utf-8", "replace")
-                    if isinstance(value, str) and self._looks_like_code(value):
-                        self._code_string(node, f"{api} of a file written from a string", value)
+                    if isinstance(value, str):
+                        self._written_text(node, api, value, write)
                 if write.handle is not None:
                     labels |= self._flow.name_labels(write.handle, write.scope)
                     written = self._flow.contributed.get(write.handle, {}).get(write.scope, ())
@@ -175,12 +180,31 @@ class StageSinks:
                         value = self._flow.evaluate(data)
                         if isinstance(value, bytes):
                             value = value.decode("utf-8", "replace")
-                        if isinstance(value, str) and self._looks_like_code(value):
-                            self._code_string(node, f"{api} of a file written from a string", value)
+                        if isinstance(value, str):
+                            self._written_text(node, api, value, write)
                 name = sorted(shared)[0]
                 self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
                 if write.copied and any(s is Source.PACKAGED for s, _ in labels):
                     self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
+
+    def _written_text(self, node: ast.Call, api: str, value: str, write: Write) -> None:
+        """Text a file was written with, and the file then started: Python source is
+        scanned as code; a script of another language (a VBScript or batch dropper kept
+        in a string, started with ``wscript``/``cmd /c``) is read as a shipped script is,
+        for a download it runs (branch blind14)."""
+        if self._looks_like_code(value):
+            self._code_string(node, f"{api} of a file written from a string", value)
+            return
+        path = self._flow.path_text(write.path) if write.path is not None else None
+        suffix = PurePosixPath((path or "").replace("\\", "/")).suffix.lower()
+        found = script_payload(value[:_MAX_NESTED_TEXT], suffix)
+        if found is not None:
+            self._scan.emit(
+                "CPL-THR-015",
+                f"{api} of a file written with a script ({found[1][:80]})",
+                node.lineno,
+                node.col_offset,
+            )
 
     # -- blind8 (issue 16 point 1: writes and stored code a blind round found missed) --------
 
@@ -397,7 +421,11 @@ class StageSinks:
             bound = self._flow.contributed.get(handle, {})
             items.extend(bound.get(scope, ()))
         if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
-            self._startup_written(node, text or self._flow.path_text(path) or "", items)
+            written = text or self._flow.path_text(path) or ""
+            self._startup_written(node, written, items)
+            if _SHELL_STARTUP.search(written) is None and self._looped_names(path, _SHELL_STARTUP):
+                # for rc in (".bashrc", ".zshrc"): Path.home() / rc (blind14)
+                self._shell_startup_written(node, items)
             return
         for item in items:
             value = self._flow.evaluate(item)
@@ -431,6 +459,8 @@ class StageSinks:
         code builds at run time is not: pip's build environment, setuptools' and
         virtualenv's tests write a ``sitecustomize.py`` that adds a site directory."""
         if _STARTUP_FILE.search(path) is None:
+            if _SHELL_STARTUP.search(path) is not None:
+                self._shell_startup_written(node, items)
             return
         packaged = False
         for item in items[:8]:
@@ -443,6 +473,56 @@ class StageSinks:
                 packaged = packaged or any(s is Source.PACKAGED for s, _ in self._flow.labels(item))
         if packaged:
             self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, PurePosixPath(path).name)
+
+    def scheduled(self, node: ast.Call) -> None:
+        """A job added to the user's crontab by python-crontab (``CronTab(user=True)
+        .new(command=...)``): cron runs its command, so a download piped to a shell in
+        it runs (blind14); a job that runs a local program is a scheduler's job."""
+        command = _keyword(node, "command") or (node.args[0] if node.args else None)
+        text = self._flow.name_value(command) if command is not None else None
+        found = script_payload(text, ".sh") if text is not None else None
+        if found is not None:
+            self._scan.emit(
+                "CPL-THR-015", f"a cron job of {found[1][:80]!r}", node.lineno, node.col_offset
+            )
+
+    def _looped_names(self, path: ast.AST, pattern: re2._Regexp[str]) -> bool:
+        """Whether a name inside ``path`` is taken by a loop from a literal list one of
+        whose strings ``pattern`` finds (``for rc in (".bashrc", ".zshrc")``), or inside
+        the value a name of ``path`` is bound to (``p = Path.home() / rc``)."""
+        names = [n for n in ast.walk(path) if isinstance(n, ast.Name)]
+        for bound in [v for n in names[:8] for v in self._flow.bindings.assigned.get(n.id, ())[:4]]:
+            names.extend(n for n in ast.walk(bound) if isinstance(n, ast.Name))
+        for name in names[:64]:
+            for iterable in self._flow.bindings.iterated.get(name.id, ())[:4]:
+                if isinstance(iterable, ast.List | ast.Tuple | ast.Set) and any(
+                    isinstance(e, ast.Constant)
+                    and isinstance(e.value, str)
+                    and pattern.search(e.value) is not None
+                    for e in iterable.elts[:32]
+                ):
+                    return True
+        return False
+
+    def _shell_startup_written(self, node: ast.Call, items: list[ast.expr]) -> None:
+        """A shell's start-up file (``~/.bashrc``) written with a line that downloads and
+        runs a program: every new shell runs it (blind14). A completion installer's
+        ``source`` line, what typer and cyclopts append, downloads nothing."""
+        for item in items[:8]:
+            value = self._flow.evaluate(item)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            found = (
+                script_payload(value[:_MAX_NESTED_TEXT], ".sh") if isinstance(value, str) else None
+            )
+            if found is not None:
+                self._scan.emit(
+                    "CPL-THR-015",
+                    f"a shell start-up file written with {found[1][:80]!r}",
+                    node.lineno,
+                    node.col_offset,
+                )
+                return
 
     def _handle_of(self, node: ast.Call) -> str | None:
         """The name a file object from ``open(...)`` is bound to (``as f``, ``f = ...``)."""

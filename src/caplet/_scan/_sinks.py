@@ -41,7 +41,7 @@ from caplet._scan._sink_egress import EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
 from caplet._scan._sink_shortcuts import shortcut_hijacks
-from caplet._scan._sink_stages import StageSinks, Write
+from caplet._scan._sink_stages import CRON_JOBS, StageSinks, Write
 from caplet._scan._sources import (
     DNS_FUNCTIONS,
     DNS_METHODS,
@@ -118,6 +118,7 @@ _SINK_NAMES = (
     | _COPIES
     | _RUNPY
     | _BYTECODE_LOADERS
+    | CRON_JOBS
     | {
         "builtins.eval",
         "pkgutil.resolve_name",
@@ -247,6 +248,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if not CRON_JOBS.isdisjoint(funcs):
+            self.scheduled(node)
         if "builtins.eval" in funcs and len(node.args) == 1 and not node.keywords:
             self.computed_eval(node, node.args[0])
         if node.args and not EXECUTORS.isdisjoint(funcs):
@@ -342,6 +345,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
                 scan.tag(Tag.PYTHON_RUN, line, word)
             if word in SHELLS:
                 scan.tag(Tag.SHELL, line, word)
+                self._pending.append(lambda: self.piped_shell(node, command))
             if word in _INSTALL_TIME_PROGRAMS:
                 scan.tag(Tag.DOWNLOADER, line, word)
         self._runs.append((self._commands.program_keys(command), node, api))

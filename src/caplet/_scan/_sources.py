@@ -308,6 +308,9 @@ EGRESS_VERBS: Final = frozenset(
         "putheader",
         "write",
         "urlretrieve",
+        # a blockchain transaction sent to a node (web3's eth module, blind14)
+        "send_raw_transaction",
+        "send_transaction",
     }
 )
 #: Keyword arguments of a network call that carry no payload (how to connect, not what).

@@ -84,6 +84,8 @@ class Bindings:
     #: Names bound by unpacking a value that is not a literal tuple (``m, _, f =
     #: name.partition("__")``): the value, the name's place and the targets' count.
     unpacked: dict[str, list[tuple[ast.expr, int, int]]] = field(default_factory=dict)
+    #: The classes this file defines, by name (``L.run`` after ``class L: run = exec``).
+    classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,7 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
         b.functions.append(node)
     elif isinstance(node, ast.ClassDef):
         b.defined.add(node.name)
+        b.classes.setdefault(node.name, []).append(node)
 
 
 def _names(target: ast.expr) -> list[str]:

@@ -54,7 +54,8 @@ _SERIALISERS = frozenset(
 _SENDING_METHODS = frozenset(
     {"post", "put", "send", "sendall", "sendto", "urlopen", "request", "write", "dumps"}
 )
-_URL_PREFIXES = ("http://", "https://")
+#: URLs whose host a network call reaches: a websocket's and an FTP server's too (blind14).
+_URL_PREFIXES = ("http://", "https://", "ws://", "wss://", "ftp://", "ftps://")
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
 
 

@@ -566,6 +566,9 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
             mode = fold_str(argument(node, ArgumentSpec(0, "mode")))
             if mode is not None and any(c in mode for c in "wax+"):
                 self._emit_at("CPL-FS-001", ".open(...)", node, covered=scan.grants.writes_files)
+                # its handle carries what is written, as open()'s does (blind14: a line
+                # appended to ~/.zshrc through Path.open("a"))
+                self._sinks.opened_for_writing(node, func.value)
 
     def _patch(self, owner: ast.expr, value: ast.expr, attr: str, node: ast.AST) -> None:
         """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute
