@@ -106,7 +106,7 @@ def test_a_mistyped_quarantine_record(store: SqliteStore) -> None:
     conn.execute("UPDATE quarantine SET since = 'yesterday'")
     conn.close()
     problem = only(store.check(), ProblemKind.RECORD)
-    assert "row 'weather' of table quarantine is invalid (reason or since mistyped)" in (
+    assert "row 'weather' of table quarantine is invalid (reason, since or location mistyped)" in (
         problem.message
     )
     assert "caplet release weather" in problem.message

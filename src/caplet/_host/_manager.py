@@ -136,7 +136,9 @@ class PluginManager(ManagerEnable):
         outcome's ``affected`` names those dependants.
         """
         record = self._record(name)
-        self.store.put_quarantine(QuarantineRecord(name=name, reason=reason, since=time.time()))
+        self.store.put_quarantine(
+            QuarantineRecord(name=name, reason=reason, since=time.time(), location=record.location)
+        )
         affected: tuple[str, ...] = ()
         if record.state is PluginState.ENABLED:
             affected = self.disable(name).affected
@@ -152,7 +154,7 @@ class PluginManager(ManagerEnable):
         node alike. Falsy when there was nothing to do.
         """
         record = self._record(name)
-        quarantine = self.store.get_quarantine(name)
+        quarantine = self.store.get_quarantine(name, record.location)
         if quarantine is None or record.state is not PluginState.ENABLED:
             return Outcome(False, f"plugin {name!r} has no quarantine to follow here")
         outcome = self.disable(name)
@@ -164,9 +166,13 @@ class PluginManager(ManagerEnable):
         return Outcome(True, f"plugin {name!r} quarantined elsewhere", affected=outcome.affected)
 
     def release(self, name: str) -> bool:
-        """Lift a quarantine; False when the plugin was not quarantined."""
-        self._record(name)
-        released = self.store.delete_quarantine(name)
+        """Lift a quarantine of this plugin (its name at its place, and one recorded before
+        caplet kept places, which stopped it too); False when it was not quarantined.
+
+        Another project's plugin of the same name keeps its own (decide14).
+        """
+        record = self._record(name)
+        released = self.store.delete_quarantine(name, record.location)
         if released:
             self._log(name, "release", name, True)
         return released

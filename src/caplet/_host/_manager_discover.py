@@ -290,7 +290,7 @@ class ManagerDiscover(ManagerAudit):
 
     def _info(self, record: PluginRecord) -> PluginInfo:
         approval = self.store.get_approval(record.name)
-        quarantine = self.store.get_quarantine(record.name)
+        quarantine = self.store.get_quarantine(record.name, record.location)
         inert = self.inert_reason(record.name)
         state = record.state
         if quarantine is not None:
@@ -316,4 +316,5 @@ class ManagerDiscover(ManagerAudit):
             tier=record.tier,
             signature=record.signature,
             inert_reason=inert,
+            location=record.location,
         )

@@ -101,7 +101,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 f"{type(consent).__name__}"
             )
         record = self._record(name)
-        quarantine = self.store.get_quarantine(name)
+        quarantine = self.store.get_quarantine(name, record.location)
         if quarantine is not None:
             return self._refuse(
                 name,
@@ -301,7 +301,30 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         if self.red_team:
             path = f"{RED_TEAM_LABEL} {path}"
         self._log(name, "enable", record.content_hash, True, path)
+        if (approved or carried) and not self.locked:
+            assert approval is not None
+            self._claim_unlocated(record, approval)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
+
+    def _claim_unlocated(self, record: PluginRecord, approval: ApprovalRecord) -> None:
+        """Give *record* the ``ctx.kv`` entries of its name written before caplet kept
+        places (``_store.UNLOCATED``), when the approval it was enabled on vouches for its
+        place: one that records this place, or one recorded before places were (the very
+        approval whose plugin wrote them, in the obvious case). A person's decision about
+        this plugin, never a default: a plugin enabled on a one-off consent, another
+        project's, or one in locked mode claims nothing (decide14)."""
+        if approval.location not in (None, record.location):
+            return
+        claimed = self.store.claim_unlocated(record.name, record.location)
+        if claimed:
+            self._log(
+                record.name,
+                "kv",
+                record.location,
+                True,
+                f"claimed {claimed} ctx.kv entries written before caplet kept plugin places, "
+                "on the approval of this plugin",
+            )
 
     # -- consent (issue 14; caplet._host._consent) ------------------------------------------
 
@@ -367,7 +390,11 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         """
         record = self._record(name)
         self._rehash(record)
-        if self.locked or self.inert_reason(name) or self.store.get_quarantine(name):
+        if (
+            self.locked
+            or self.inert_reason(name)
+            or self.store.get_quarantine(name, record.location)
+        ):
             return None
         if self._requirement_refusal(record):
             return None

@@ -231,20 +231,21 @@ def audit_from_row(
 
 
 def quarantine_from_row(source: RowSource, row: Sequence[object]) -> QuarantineRecord:
-    """A quarantine record from ``name, reason, since``."""
-    name, reason, since = row
+    """A quarantine record from ``name, reason, since, location``."""
+    name, reason, since, location = row
     if (
         not isinstance(name, str)
         or not isinstance(reason, str)
         or not isinstance(since, float | int)
+        or not isinstance(location, str)
     ):
         raise source.bad_row(
             "quarantine",
             name,
-            "reason or since mistyped",
+            "reason, since or location mistyped",
             f"release it (caplet release {name}) and let caplet record it again",
         )
-    return QuarantineRecord(name=name, reason=reason, since=float(since))
+    return QuarantineRecord(name=name, reason=reason, since=float(since), location=location)
 
 
 def decision_from_row(source: RowSource, row: Sequence[object]) -> Decision:

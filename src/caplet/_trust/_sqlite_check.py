@@ -128,7 +128,9 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
             )
             continue
         decoded(audit_from_row, content_hash, model, plugin, payload)
-    for row in conn.execute("SELECT name, reason, since FROM quarantine ORDER BY name").fetchall():
+    for row in conn.execute(
+        "SELECT name, reason, since, location FROM quarantine ORDER BY name, location"
+    ).fetchall():
         decoded(quarantine_from_row, row)
     for (row_id,) in conn.execute(
         "SELECT id FROM decisions WHERE typeof(at) NOT IN ('real', 'integer') "
@@ -144,7 +146,7 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
         )
     for plugin, key in conn.execute(
         "SELECT plugin, key FROM kv WHERE typeof(value) != 'blob' "
-        "OR typeof(plugin) != 'text' OR typeof(key) != 'text' "
+        "OR typeof(plugin) != 'text' OR typeof(key) != 'text' OR typeof(location) != 'text' "
         "OR typeof(updated_at) NOT IN ('real', 'integer') LIMIT ?",
         (MAX_REPORTED,),
     ).fetchall():
