@@ -106,16 +106,15 @@ def test_a_quarantine_elsewhere_stops_calls_here_within_the_refresh_bound(
 
 
 def test_approval_audit_log_and_kv_are_shared(tmp_path: Path, store_address: str) -> None:
-    with PluginHost(
-        node(tmp_path / "a"), state_dir=tmp_path / "a" / "state", store=store_address
-    ) as a:
+    # ctx.kv belongs to the plugin's name and place (decide14): the nodes keep the plugins
+    # directory at the same path (one folder here), as docs/fleet.md asks.
+    plugins = node(tmp_path / "fleet")
+    with PluginHost(plugins, state_dir=tmp_path / "a" / "state", store=store_address) as a:
         a.manager.audit("p")
         assert a.manager.approve("p")
         assert a.enable("p")
         assert a.call("p", "main.put", "k", {"from": "a"}) is True
-    with PluginHost(
-        node(tmp_path / "b"), state_dir=tmp_path / "b" / "state", store=store_address
-    ) as b:
+    with PluginHost(plugins, state_dir=tmp_path / "b" / "state", store=store_address) as b:
         info = b.manager.get_plugin("p")
         assert info is not None
         assert info.approved, "approved once, on node a"
@@ -124,6 +123,11 @@ def test_approval_audit_log_and_kv_are_shared(tmp_path: Path, store_address: str
         actions = [(d.action, d.allowed) for d in b.manager.store.decisions("p")]
         assert ("approve", True) in actions
         assert actions.count(("enable", True)) == 2, "both nodes' enables in one log"
+    with PluginHost(
+        node(tmp_path / "elsewhere"), state_dir=tmp_path / "c" / "state", store=store_address
+    ) as c:
+        assert c.enable("p"), "the same content: the shared approval covers it"
+        assert c.call("p", "main.get", "k") is None, "a plugin at another path is another's kv"
     # The nodes' own state directories hold no database: the store is elsewhere.
     assert not (tmp_path / "a" / "state" / "caplet.db").exists()
     assert not (tmp_path / "b" / "state" / "caplet.db").exists()

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from caplet import PluginHost
@@ -96,7 +98,8 @@ def test_a_quarantine_of_one_plugin_neither_blocks_nor_is_released_by_another(
     """decide14: quarantine was keyed by plugin name. Y's `notes` could be quarantined (a
     breaker it trips on purpose) and so take X's out of service, and `caplet release notes`
     in Y lifted the quarantine of X's."""
-    x_dir, y_dir = project(tmp_path / "x"), project(tmp_path / "y")
+    theirs = KV.replace('"absent"', '"absent in y"')  # another author's code
+    x_dir, y_dir = project(tmp_path / "x"), project(tmp_path / "y", theirs)
     with hosts(state_dir, launcher, x_dir, y_dir) as (x, y):
         assert x.quarantine("notes", "tripped in x")
         x.discover()
@@ -137,3 +140,67 @@ def test_the_same_plugin_keeps_its_kv_and_its_quarantine_across_hosts(
         x.discover()
         assert x.enable("notes", consent=True)
         assert x.call("notes", "main.get", "token") == "kept"
+
+
+def approve(host: PluginHost, name: str) -> None:
+    host.discover()
+    host.audit(name)
+    outcome = host.approve(name)
+    assert outcome, outcome.reason
+
+
+@pytest.mark.security
+def test_entries_written_before_places_go_to_the_plugin_its_approval_vouches_for(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher
+) -> None:
+    """Rows written before caplet kept places, whose approval named none (schema 9 leaves
+    them unlocated), are claimed by the approved content itself, enabled on that approval;
+    never by another project's plugin of that name, whether a person consented to it for
+    one process or the old approval (compared with no place, attack13d) carried over to
+    it."""
+    theirs = KV.replace("ctx.kv.get(key", "{}.get(key")  # other code, the same manifest
+    x_dir, y_dir = project(tmp_path / "x"), project(tmp_path / "y", theirs)
+    with hosts(state_dir, launcher, x_dir, y_dir) as (x, y):
+        store = x.manager.store
+        # What the migration leaves of an older caplet's row: the plugin's name, no place.
+        old = msgpack.packb("x's secret")
+        assert store.kv_put("notes", "token", old, max_keys=9, max_bytes=99).stored
+        approve(x, "notes")
+        record = store.get_approval("notes")
+        assert record is not None
+        store.put_approval(dataclasses.replace(record, location=None))  # approved before 8
+        carried = y.enable("notes")
+        assert carried, carried.reason
+        assert "carried over" in carried.reason, "an approval older than places, as before"
+        assert y.call("notes", "main.keys") == [], "a carry-over claims nothing"
+        y.disable("notes")
+        y.discover()
+        assert y.enable("notes", consent=True)
+        assert y.call("notes", "main.keys") == [], "a one-off consent claims nothing"
+        assert x.enable("notes"), "X's own plugin, on its approval"
+        assert x.call("notes", "main.get", "token") == "x's secret"
+        assert y.call("notes", "main.get", "token") == "absent"
+        [claim] = [d for d in store.decisions("notes") if d.action == "kv"]
+        assert claim.target == str((x_dir / "notes").resolve())
+        assert claim.detail == (
+            "claimed 1 ctx.kv entries written before caplet kept plugin places, on the "
+            "approval of this plugin"
+        )
+
+
+def test_a_quarantine_stops_the_same_content_wherever_it_runs(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher
+) -> None:
+    """Near miss: a quarantine records the content it stopped, and stops that content
+    under its name elsewhere too (the same code misbehaves alike; a fleet's nodes keep
+    their plugins at other paths); a release where that content runs lifts it."""
+    x_dir, y_dir = project(tmp_path / "x"), project(tmp_path / "y")  # the same bytes
+    with hosts(state_dir, launcher, x_dir, y_dir) as (x, y):
+        assert x.quarantine("notes", "tripped in x")
+        y.discover()
+        refused = y.enable("notes", consent=True)
+        assert not refused
+        assert "plugin 'notes' is quarantined (tripped in x)" in refused.reason
+        assert y.release("notes")
+        x.discover()
+        assert x.enable("notes", consent=True)

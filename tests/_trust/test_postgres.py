@@ -24,7 +24,7 @@ from caplet._trust._pg_schema import MIGRATIONS, SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
 from caplet._trust._store import Decision, QuarantineRecord, TrustStore
-from tests._trust.storekit import HASH_A, HASH_B, approval
+from tests._trust.storekit import HASH_A, HASH_B, KvLimits, approval
 from tests._trust.test_sqlite import (
     DEFAULTS,
     MODEL,
@@ -110,7 +110,7 @@ def test_decision_log_newest_first_with_filter_and_limit(store: PostgresStore) -
 
 
 def test_kv_round_trip_prefix_and_order(store: PostgresStore) -> None:
-    limits = {"max_keys": 10, "max_bytes": 1000}
+    limits: KvLimits = {"max_keys": 10, "max_bytes": 1000}
     for key in ("b", "a%", "a_", "A", "ab"):
         assert store.kv_put("p", key, key.encode() * 2, **limits).stored
     store.kv_put("other", "a1", b"x", **limits)
@@ -358,7 +358,7 @@ def test_a_version_8_store_gives_kv_and_quarantine_the_place_their_approval_reco
         assert store.get_quarantine("unplaced", "/y/notes") == QuarantineRecord(
             "unplaced", "tripped", 2.0
         )
-        limits = {"max_keys": 9, "max_bytes": 99}
+        limits: KvLimits = {"max_keys": 9, "max_bytes": 99}
         assert store.kv_put("unplaced", "token", b"mine", location="/x/notes", **limits).stored
         assert store.kv_put("unplaced", "other", b"1", **limits).stored
         assert store.claim_unlocated("unplaced", "/x/notes") == 1, "never over its own value"

@@ -27,7 +27,7 @@ from caplet._trust._sqlite import (
     migrate,
 )
 from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord, TrustStore
-from tests._trust.storekit import HASH_A, HASH_B, approval, raw
+from tests._trust.storekit import HASH_A, HASH_B, KvLimits, approval, raw
 
 #: The model id the audit() fixture is keyed by.
 MODEL = "anthropic:claude-test"
@@ -423,7 +423,7 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path, state_dir: Path) -> N
 
 
 def test_kv_entries_are_per_plugin(store: SqliteStore) -> None:
-    limits = {"max_keys": 10, "max_bytes": 1000}
+    limits: KvLimits = {"max_keys": 10, "max_bytes": 1000}
     assert store.kv_put("a", "k", b"1", **limits) == KvWrite(stored=True, keys=1, total_bytes=2)
     assert store.kv_put("b", "k", b"22", **limits).stored
     assert store.kv_put("a", "k%_", b"3", **limits) == KvWrite(True, 2, 6)
@@ -688,7 +688,7 @@ def test_a_claim_never_overwrites_a_value_the_plugin_holds_at_its_place(
     state_dir: Path,
 ) -> None:
     with SqliteStore(state_dir) as store:
-        limits = {"max_keys": 9, "max_bytes": 99}
+        limits: KvLimits = {"max_keys": 9, "max_bytes": 99}
         store.kv_put("notes", "k", b"old", **limits)
         store.kv_put("notes", "only-old", b"1", **limits)
         store.kv_put("notes", "k", b"new", location="/x/notes", **limits)

@@ -106,9 +106,10 @@ def test_a_mistyped_quarantine_record(store: SqliteStore) -> None:
     conn.execute("UPDATE quarantine SET since = 'yesterday'")
     conn.close()
     problem = only(store.check(), ProblemKind.RECORD)
-    assert "row 'weather' of table quarantine is invalid (reason, since or location mistyped)" in (
-        problem.message
-    )
+    assert (
+        "row 'weather' of table quarantine is invalid (reason, since, location or "
+        "content_hash mistyped)"
+    ) in problem.message
     assert "caplet release weather" in problem.message
 
 

@@ -101,7 +101,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 f"{type(consent).__name__}"
             )
         record = self._record(name)
-        quarantine = self.store.get_quarantine(name, record.location)
+        quarantine = self.store.get_quarantine(name, record.location, record.content_hash)
         if quarantine is not None:
             return self._refuse(
                 name,
@@ -301,18 +301,23 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         if self.red_team:
             path = f"{RED_TEAM_LABEL} {path}"
         self._log(name, "enable", record.content_hash, True, path)
-        if (approved or carried) and not self.locked:
-            assert approval is not None
-            self._claim_unlocated(record, approval)
+        if approval is not None and not self.locked and (approved or carried):
+            self._claim_unlocated(record, approval, approved=approved)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
 
-    def _claim_unlocated(self, record: PluginRecord, approval: ApprovalRecord) -> None:
+    def _claim_unlocated(
+        self, record: PluginRecord, approval: ApprovalRecord, *, approved: bool
+    ) -> None:
         """Give *record* the ``ctx.kv`` entries of its name written before caplet kept
-        places (``_store.UNLOCATED``), when the approval it was enabled on vouches for its
-        place: one that records this place, or one recorded before places were (the very
-        approval whose plugin wrote them, in the obvious case). A person's decision about
-        this plugin, never a default: a plugin enabled on a one-off consent, another
-        project's, or one in locked mode claims nothing (decide14)."""
+        places (``_store.UNLOCATED``) when the approval it was enabled on vouches for its
+        place: one that records this place (its content, or a new version it carried over
+        to), or one recorded before places were when this is its very content (the
+        obvious case: the plugin whose approval stood when they were written). A person's
+        decision about this plugin, never a default: a plugin enabled on a one-off
+        consent, a carry-over from an approval that names no place, another project's
+        plugin, and locked mode claim nothing (decide14)."""
+        if approval.location is None and not approved:
+            return
         if approval.location not in (None, record.location):
             return
         claimed = self.store.claim_unlocated(record.name, record.location)
@@ -393,7 +398,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         if (
             self.locked
             or self.inert_reason(name)
-            or self.store.get_quarantine(name, record.location)
+            or self.store.get_quarantine(name, record.location, record.content_hash)
         ):
             return None
         if self._requirement_refusal(record):

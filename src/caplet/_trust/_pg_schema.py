@@ -124,7 +124,8 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
     8: ("ALTER TABLE caplet.approvals ADD COLUMN location TEXT",),
     # 9: ctx.kv and quarantine belong to the plugin's identity, its name and where it is
     # (decide14; SQLite's version 9). Older rows go to the place the approval of that name
-    # records; where none is recorded they stay unlocated ('', _store.UNLOCATED).
+    # records; where none is recorded they stay unlocated ('', _store.UNLOCATED). A
+    # quarantine also records the content it stopped ('' in older rows).
     9: (
         "ALTER TABLE caplet.kv ADD COLUMN location TEXT NOT NULL DEFAULT ''",
         "UPDATE caplet.kv SET location = a.location FROM caplet.approvals a "
@@ -132,6 +133,7 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
         "ALTER TABLE caplet.kv DROP CONSTRAINT kv_pkey",
         "ALTER TABLE caplet.kv ADD PRIMARY KEY (plugin, location, key)",
         "ALTER TABLE caplet.quarantine ADD COLUMN location TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE caplet.quarantine ADD COLUMN content_hash TEXT NOT NULL DEFAULT ''",
         "UPDATE caplet.quarantine SET location = a.location FROM caplet.approvals a "
         "WHERE a.name = caplet.quarantine.name AND a.location IS NOT NULL",
         "ALTER TABLE caplet.quarantine DROP CONSTRAINT quarantine_pkey",
@@ -163,7 +165,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
-    "quarantine": frozenset({"name", "reason", "since", "location"}),
+    "quarantine": frozenset({"name", "reason", "since", "location", "content_hash"}),
     "decisions": frozenset({"id", "at", "plugin", "action", "target", "allowed", "detail"}),
     "kv": frozenset({"plugin", "location", "key", "value", "updated_at"}),
 }
@@ -309,7 +311,7 @@ def check_records(
     ).fetchall():
         decoded(audit_from_row, content_hash, model, plugin, payload)
     for row in conn.execute(
-        "SELECT name, reason, since, location FROM caplet.quarantine "
+        "SELECT name, reason, since, location, content_hash FROM caplet.quarantine "
         'ORDER BY name COLLATE "C", location COLLATE "C"'
     ).fetchall():
         decoded(quarantine_from_row, row)

@@ -98,6 +98,11 @@ _SELECT_APPROVALS = (
     'ORDER BY name COLLATE "C"'
 )
 
+#: The quarantine columns in the order ``quarantine_from_row`` reads them.
+_QUARANTINE_COLUMNS = "name, reason, since, location, content_hash"
+#: The quarantines that stop a plugin (parameters: its place, UNLOCATED, its content).
+_QUARANTINE_MATCH = "(location IN (%s, %s) OR (content_hash <> '' AND content_hash = %s))"
+
 
 def _free(text: str) -> str:
     """Free text as PostgreSQL can hold it (see the module docstring)."""
@@ -340,17 +345,20 @@ class PostgresStore:
 
     # -- quarantine -----------------------------------------------------------------
 
-    def get_quarantine(self, name: str, location: str = UNLOCATED) -> QuarantineRecord | None:
-        """Why and since when the plugin *name* at *location* is quarantined, or ``None``;
-        an unlocated quarantine (``_store.UNLOCATED``) stops every plugin of its name."""
-        if "\0" in name + location:
+    def get_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> QuarantineRecord | None:
+        """Why and since when the plugin *name* at *location* (running *content_hash*) is
+        quarantined, or ``None``: a quarantine of that place, an unlocated one (it stops
+        every plugin of its name), or one of that content anywhere (``_store``)."""
+        if "\0" in name + location + content_hash:
             return None
         row = self._run(
             f"reading the quarantine of {name!r}",
             lambda conn: conn.execute(
-                "SELECT name, reason, since, location FROM caplet.quarantine WHERE name = %s "
-                "AND location IN (%s, %s) ORDER BY location = %s LIMIT 1",
-                (name, location, UNLOCATED, UNLOCATED),
+                f"SELECT {_QUARANTINE_COLUMNS} FROM caplet.quarantine WHERE name = %s AND "  # noqa: S608
+                f"{_QUARANTINE_MATCH} ORDER BY location <> %s, location = %s LIMIT 1",
+                (name, location, UNLOCATED, content_hash, location, UNLOCATED),
             ).fetchone(),
         )
         return None if row is None else quarantine_from_row(self._rows, row)
@@ -360,25 +368,34 @@ class PostgresStore:
         self._run(
             f"quarantining {record.name!r}",
             lambda conn: conn.execute(
-                "INSERT INTO caplet.quarantine (name, location, reason, since) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (name, location) DO UPDATE SET "
-                "reason = EXCLUDED.reason, since = EXCLUDED.since",
-                (record.name, record.location, _free(record.reason), record.since),
+                "INSERT INTO caplet.quarantine (name, location, reason, since, content_hash) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name, location) DO UPDATE SET "
+                "reason = EXCLUDED.reason, since = EXCLUDED.since, "
+                "content_hash = EXCLUDED.content_hash",
+                (
+                    record.name,
+                    record.location,
+                    _free(record.reason),
+                    record.since,
+                    record.content_hash,
+                ),
             ),
             write=True,
         )
 
-    def delete_quarantine(self, name: str, location: str = UNLOCATED) -> bool:
-        """Release *name* at *location* (and an unlocated quarantine of that name, which
-        stopped it too); ``False`` when it was not quarantined."""
-        if "\0" in name + location:
+    def delete_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> bool:
+        """Release every quarantine :meth:`get_quarantine` finds for the plugin *name* at
+        *location* running *content_hash*; ``False`` when there was none."""
+        if "\0" in name + location + content_hash:
             return False
         return self._run(
             f"releasing {name!r} from quarantine",
             lambda conn: (
                 conn.execute(
-                    "DELETE FROM caplet.quarantine WHERE name = %s AND location IN (%s, %s)",
-                    (name, location, UNLOCATED),
+                    f"DELETE FROM caplet.quarantine WHERE name = %s AND {_QUARANTINE_MATCH}",  # noqa: S608
+                    (name, location, UNLOCATED, content_hash),
                 ).rowcount
                 > 0
             ),
@@ -390,7 +407,7 @@ class PostgresStore:
         rows = self._run(
             "listing quarantined plugins",
             lambda conn: conn.execute(
-                "SELECT name, reason, since, location FROM caplet.quarantine "
+                f"SELECT {_QUARANTINE_COLUMNS} FROM caplet.quarantine "  # noqa: S608
                 'ORDER BY name COLLATE "C", location COLLATE "C"'
             ).fetchall(),
         )

@@ -231,21 +231,28 @@ def audit_from_row(
 
 
 def quarantine_from_row(source: RowSource, row: Sequence[object]) -> QuarantineRecord:
-    """A quarantine record from ``name, reason, since, location``."""
-    name, reason, since, location = row
+    """A quarantine record from ``name, reason, since, location, content_hash``."""
+    name, reason, since, location, content_hash = row
     if (
         not isinstance(name, str)
         or not isinstance(reason, str)
         or not isinstance(since, float | int)
         or not isinstance(location, str)
+        or not isinstance(content_hash, str)
     ):
         raise source.bad_row(
             "quarantine",
             name,
-            "reason, since or location mistyped",
+            "reason, since, location or content_hash mistyped",
             f"release it (caplet release {name}) and let caplet record it again",
         )
-    return QuarantineRecord(name=name, reason=reason, since=float(since), location=location)
+    return QuarantineRecord(
+        name=name,
+        reason=reason,
+        since=float(since),
+        location=location,
+        content_hash=content_hash,
+    )
 
 
 def decision_from_row(source: RowSource, row: Sequence[object]) -> Decision:

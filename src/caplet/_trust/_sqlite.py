@@ -82,6 +82,11 @@ _SELECT_APPROVALS = (
     "requires, defaults, hooks, agent_text, location FROM approvals ORDER BY name"
 )
 
+#: The quarantine columns in the order ``quarantine_from_row`` reads them.
+_QUARANTINE_COLUMNS = "name, reason, since, location, content_hash"
+#: The quarantines that stop a plugin (parameters: its place, UNLOCATED, its content).
+_QUARANTINE_MATCH = "(location IN (?, ?) OR (content_hash != '' AND content_hash = ?))"
+
 
 class SqliteStore(SqliteFile):
     """Approvals, cached audits, quarantine, the decision log and ``ctx.kv`` in SQLite.
@@ -164,14 +169,17 @@ class SqliteStore(SqliteFile):
 
     # -- quarantine -----------------------------------------------------------------
 
-    def get_quarantine(self, name: str, location: str = UNLOCATED) -> QuarantineRecord | None:
-        """Why and since when the plugin *name* at *location* is quarantined, or ``None``;
-        an unlocated quarantine (``_store.UNLOCATED``) stops every plugin of its name."""
+    def get_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> QuarantineRecord | None:
+        """Why and since when the plugin *name* at *location* (running *content_hash*) is
+        quarantined, or ``None``: a quarantine of that place, an unlocated one (it stops
+        every plugin of its name), or one of that content anywhere (``_store``)."""
         with self._reading(f"reading the quarantine of {name!r}") as conn:
             row = conn.execute(
-                "SELECT name, reason, since, location FROM quarantine WHERE name = ? "
-                "AND location IN (?, ?) ORDER BY location = ? LIMIT 1",
-                (name, location, UNLOCATED, UNLOCATED),
+                f"SELECT {_QUARANTINE_COLUMNS} FROM quarantine WHERE name = ? AND "  # noqa: S608
+                f"{_QUARANTINE_MATCH} ORDER BY location != ?, location = ? LIMIT 1",
+                (name, location, UNLOCATED, content_hash, location, UNLOCATED),
             ).fetchone()
         return None if row is None else quarantine_from_row(self._rows, row)
 
@@ -179,18 +187,20 @@ class SqliteStore(SqliteFile):
         """Quarantine ``record.name`` at ``record.location`` (replacing an earlier record)."""
         with self._writing(f"quarantining {record.name!r}") as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO quarantine (name, location, reason, since) "
-                "VALUES (?, ?, ?, ?)",
-                (record.name, record.location, record.reason, record.since),
+                "INSERT OR REPLACE INTO quarantine (name, location, reason, since, content_hash) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (record.name, record.location, record.reason, record.since, record.content_hash),
             )
 
-    def delete_quarantine(self, name: str, location: str = UNLOCATED) -> bool:
-        """Release *name* at *location* (and an unlocated quarantine of that name, which
-        stopped it too); ``False`` when it was not quarantined."""
+    def delete_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> bool:
+        """Release every quarantine :meth:`get_quarantine` finds for the plugin *name* at
+        *location* running *content_hash*; ``False`` when there was none."""
         with self._writing(f"releasing {name!r} from quarantine") as conn:
             cursor = conn.execute(
-                "DELETE FROM quarantine WHERE name = ? AND location IN (?, ?)",
-                (name, location, UNLOCATED),
+                f"DELETE FROM quarantine WHERE name = ? AND {_QUARANTINE_MATCH}",  # noqa: S608
+                (name, location, UNLOCATED, content_hash),
             )
         return cursor.rowcount > 0
 
@@ -198,7 +208,7 @@ class SqliteStore(SqliteFile):
         """Every quarantined plugin, ordered by name and location."""
         with self._reading("listing quarantined plugins") as conn:
             rows = conn.execute(
-                "SELECT name, reason, since, location FROM quarantine ORDER BY name, location"
+                f"SELECT {_QUARANTINE_COLUMNS} FROM quarantine ORDER BY name, location"  # noqa: S608
             )
             records = rows.fetchall()
         return [quarantine_from_row(self._rows, row) for row in records]

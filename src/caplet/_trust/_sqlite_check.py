@@ -129,7 +129,7 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
             continue
         decoded(audit_from_row, content_hash, model, plugin, payload)
     for row in conn.execute(
-        "SELECT name, reason, since, location FROM quarantine ORDER BY name, location"
+        "SELECT name, reason, since, location, content_hash FROM quarantine ORDER BY name, location"
     ).fetchall():
         decoded(quarantine_from_row, row)
     for (row_id,) in conn.execute(

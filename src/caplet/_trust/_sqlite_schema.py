@@ -137,8 +137,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # the same name neither reads the first one's kv nor shares its quarantine (decide14).
     # Older rows go to the place the approval of that name records (the plugin that wrote
     # them, in the obvious case); where none is recorded they stay unlocated ('': see
-    # _store.UNLOCATED for who may claim them). A primary key cannot change in place:
-    # copy, drop, rename, as in 2.
+    # _store.UNLOCATED for who may claim them). A quarantine also records the content it
+    # stopped, which it stops wherever it runs (a fleet's nodes keep their plugins at
+    # other paths; '' in older rows). A primary key cannot change in place: copy, drop,
+    # rename, as in 2.
     (
         """CREATE TABLE kv_v9 (
             plugin TEXT NOT NULL,
@@ -158,6 +160,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             location TEXT NOT NULL DEFAULT '',
             reason TEXT NOT NULL,
             since REAL NOT NULL,
+            content_hash TEXT NOT NULL DEFAULT '',
             PRIMARY KEY (name, location)
         )""",
         "INSERT INTO quarantine_v9 (name, location, reason, since) "

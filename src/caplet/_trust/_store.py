@@ -111,13 +111,17 @@ class QuarantineRecord:
 
     ``location`` is where that plugin is (its identity with ``name``);
     :data:`UNLOCATED` for one recorded before caplet kept it, which stops every
-    plugin of that name.
+    plugin of that name. ``content_hash`` is the content it stopped, which it
+    stops under that name wherever it runs: the same code misbehaves alike, and a
+    fleet's nodes keep their plugins at other paths (``""``: recorded before
+    caplet kept it).
     """
 
     name: str
     reason: str
     since: float
     location: str = UNLOCATED
+    content_hash: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +174,15 @@ class TrustStore(Protocol):
 
     def put_audit(self, audit: AuditResult) -> None: ...
 
-    def get_quarantine(self, name: str, location: str = UNLOCATED) -> QuarantineRecord | None: ...
+    def get_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> QuarantineRecord | None: ...
 
     def put_quarantine(self, record: QuarantineRecord) -> None: ...
 
-    def delete_quarantine(self, name: str, location: str = UNLOCATED) -> bool: ...
+    def delete_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> bool: ...
 
     def list_quarantine(self) -> Sequence[QuarantineRecord]: ...
 
