@@ -147,6 +147,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         granted_declared: tuple[Capability, ...] = declared
         withheld: tuple[Capability, ...] = ()
         approval = self.store.get_approval(name)
+        # An approval in a store only a project file names is shown, never taken (decide14).
+        unvouched = approval if self._unvouched() else None
+        if unvouched is not None:
+            approval = None
         if self.locked:
             # The lock entry is the approval in locked mode (seed 001): it was
             # reviewed and committed; a state directory in CI starts empty.
@@ -166,8 +170,9 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     name, "enable", f"approval no longer satisfies policy: {refusal}"
                 )
         untrusted = record.tier is TrustTier.UNTRUSTED
-        # No approved fast path for an untrusted plugin: it is audited afresh.
-        if untrusted or record.audit is None:
+        # No approved fast path for an untrusted plugin: it is audited afresh; so is a
+        # plugin whose cached audit is a project's store's (its author's rows, decide14).
+        if untrusted or record.audit is None or self._unvouched():
             try:
                 audit = self._keep_audit(
                     record,
@@ -242,7 +247,11 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 )
         given = carried = ""
         if not approved:
-            need = self._consent_need(record, approval, audit)
+            need = (
+                (ConsentReason.UNVOUCHED_STORE, None)
+                if unvouched is not None
+                else self._consent_need(record, approval, audit)
+            )
             if need is None:
                 assert approval is not None
                 carried = (
@@ -250,7 +259,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     "the same text for the agent"
                 )
             elif not self._same_grants(record, resolved):
-                request = self._request(record, need, audit, approval, resolved)
+                request = self._request(record, need, audit, unvouched or approval, resolved)
                 agreed = consent(request) is True if callable(consent) else consent is True
                 if not agreed:
                     return self._refuse(
@@ -373,7 +382,14 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             content_hash=record.content_hash,
             tier=record.tier,
             reason=reason,
-            why=why_consent(record.name, reason, record.content_hash, approval, change),
+            why=why_consent(
+                record.name,
+                reason,
+                record.content_hash,
+                approval,
+                change,
+                store=self.unvouched_store,
+            ),
             audit=audit,
             declared=manifest.capabilities,
             granted=granted,
@@ -404,13 +420,21 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         if self._requirement_refusal(record):
             return None
         approval = self.store.get_approval(name)
-        if approval is not None and approval.content_hash == record.content_hash:
+        unvouched = self._unvouched()
+        if approval is not None and approval.content_hash == record.content_hash and not unvouched:
             return None
         untrusted = record.tier is TrustTier.UNTRUSTED
-        audit = self.audit(name) if untrusted or record.audit is None else record.audit
+        fresh = untrusted or record.audit is None or unvouched
+        audit = self.audit(name) if fresh or record.audit is None else record.audit
         if self._trust_refusal(name, audit) and not self.red_team:
             return None  # refused anyway (the red team's enable measures it, not refuses)
-        need = self._consent_need(record, approval, audit)
+        if unvouched and approval is not None:
+            need: tuple[ConsentReason, Widening | None] | None = (
+                ConsentReason.UNVOUCHED_STORE,
+                None,
+            )
+        else:
+            need = self._consent_need(record, None if unvouched else approval, audit)
         if need is None:
             return None
         return self._request(record, need, audit, approval, None)
