@@ -364,8 +364,10 @@ def test_a_version_8_store_gives_kv_and_quarantine_the_place_their_approval_reco
         assert store.claim_unlocated("unplaced", "/x/notes") == 1, "never over its own value"
         assert store.kv_get("unplaced", "token", location="/x/notes") == b"mine"
         assert store.kv_keys("unplaced", location="/x/notes") == ["other", "token"]
+        assert [p.kind for p in store.check()] == [ProblemKind.UNCLAIMED] * 2
         assert store.delete_quarantine("unplaced", "/y/notes")
         assert store.get_quarantine("unplaced", "/y/notes") is None
+        assert store.kv_delete("unplaced", "token"), "the unlocated one, never claimed"
         assert store.check() == ()
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
 
@@ -415,7 +417,8 @@ def test_nodes_opening_a_fresh_database_at_once_migrate_it_once(pg_url: str) -> 
 def test_check_of_a_healthy_store_finds_nothing(store: PostgresStore) -> None:
     store.put_approval(approval())
     store.put_audit(audit())
-    store.put_quarantine(QuarantineRecord("weather", "why", 1.0))
+    store.put_quarantine(QuarantineRecord("weather", "why", 1.0, "/p/weather", "sha256-x"))
+    store.kv_put("weather", "k", b"v", max_keys=1, max_bytes=9, location="/p/weather")
     assert store.check() == ()
 
 

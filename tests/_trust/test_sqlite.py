@@ -19,6 +19,7 @@ import pytest
 from caplet._audit._model import AuditResult, Verdict
 from caplet._errors import StoreError
 from caplet._findings import Finding, RiskLevel, Severity
+from caplet._trust._problems import ProblemKind
 from caplet._trust._sqlite import (
     DB_FILENAME,
     MIGRATIONS,
@@ -678,7 +679,20 @@ def test_version_8_kv_and_quarantine_go_to_the_place_their_approval_records(
         assert store.claim_unlocated("unplaced", "/y/notes") == 0, "claimed once"
         assert store.delete_quarantine("unapproved", "/z/notes"), "a release lifts it"
         assert store.get_quarantine("unapproved", "/z/notes") is None
-        assert store.check() == ()
+        # What is still unclaimed, `caplet doctor --check-state` names, as warnings.
+        warnings = store.check()
+        assert [(w.kind, w.damaged) for w in warnings] == [(ProblemKind.UNCLAIMED, False)] * 2
+        assert (
+            "1 ctx.kv entries of plugin 'unapproved' were written before caplet kept plugin "
+            "places and belong to no plugin yet (no plugin reads them); they go to the plugin "
+            "enabled on the approval of that name: caplet approve unapproved where it is, then "
+            "enable it"
+        ) in warnings[0].message
+        assert (
+            "the quarantine of plugin 'unplaced' was recorded before caplet kept plugin "
+            "places, so it stops every plugin of that name; caplet release unplaced when the "
+            "cause is fixed"
+        ) in warnings[1].message
     conn = raw(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     conn.close()

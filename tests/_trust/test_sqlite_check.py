@@ -19,9 +19,11 @@ def store(state_dir: Path) -> SqliteStore:
     store = SqliteStore(state_dir)
     store.put_approval(approval())
     store.put_audit(audit())
-    store.put_quarantine(QuarantineRecord(name="weather", reason="tripped", since=1.0))
+    store.put_quarantine(
+        QuarantineRecord(name="weather", reason="tripped", since=1.0, location="/p/weather")
+    )
     store.log_decision(Decision(at=1.0, plugin="weather", action="call", target="t", allowed=True))
-    store.kv_put("weather", "k", b"v", max_keys=10, max_bytes=1000)
+    store.kv_put("weather", "k", b"v", max_keys=10, max_bytes=1000, location="/p/weather")
     return store
 
 

@@ -37,6 +37,7 @@ from caplet._trust._rows import (
     approval_from_row,
     audit_from_row,
     quarantine_from_row,
+    unclaimed_problems,
 )
 
 if TYPE_CHECKING:
@@ -315,4 +316,15 @@ def check_records(
         'ORDER BY name COLLATE "C", location COLLATE "C"'
     ).fetchall():
         decoded(quarantine_from_row, row)
+    kv = conn.execute(
+        "SELECT plugin, count(*) FROM caplet.kv WHERE location = '' GROUP BY plugin "
+        'ORDER BY plugin COLLATE "C" LIMIT %s',
+        (_MAX_REPORTED,),
+    ).fetchall()
+    quarantined = conn.execute(
+        "SELECT name FROM caplet.quarantine WHERE location = '' "
+        'ORDER BY name COLLATE "C" LIMIT %s',
+        (_MAX_REPORTED,),
+    ).fetchall()
+    problems += unclaimed_problems(rows, kv, [name for (name,) in quarantined])
     return problems

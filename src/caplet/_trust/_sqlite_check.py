@@ -20,6 +20,7 @@ from caplet._trust._rows import (
     approval_from_row,
     audit_from_row,
     quarantine_from_row,
+    unclaimed_problems,
 )
 from caplet._trust._sqlite_schema import SCHEMA_VERSION, corrupt_message, expected_objects
 
@@ -158,4 +159,13 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
                 rows.edited_table,
             ).problem
         )
+    kv = conn.execute(
+        "SELECT plugin, count(*) FROM kv WHERE location = '' GROUP BY plugin ORDER BY plugin "
+        "LIMIT ?",
+        (MAX_REPORTED,),
+    ).fetchall()
+    quarantined = conn.execute(
+        "SELECT name FROM quarantine WHERE location = '' ORDER BY name LIMIT ?", (MAX_REPORTED,)
+    ).fetchall()
+    problems += unclaimed_problems(rows, kv, [name for (name,) in quarantined])
     return problems
