@@ -635,7 +635,9 @@ def call_once(host: PluginHost, name: str, kind: Kind, seq: int) -> Observed:
 
 def kv_runs(host: PluginHost, name: str) -> int:
     """The plugin's own count of calls that reached it (its ctx.kv "runs")."""
-    blob = host.manager.store.kv_get(name, "runs")
+    # ctx.kv belongs to the plugin's name and place (decide14).
+    where = host.manager.require_plugin(name).location
+    blob = host.manager.store.kv_get(name, "runs", location=where)
     if blob is None:
         return 0
     value = msgpack.unpackb(blob)
@@ -895,7 +897,7 @@ def _calls(
                     state.tripped.add(name)
                     if model.quarantined:
                         state.quarantines += 1
-                        if host.manager.store.get_quarantine(name) is None:
+                        if host.manager.require_plugin(name).quarantine is None:
                             state.violate(f"{where}: quarantined, but not in the store")
             case _:
                 assert_never(admission.verdict)
@@ -922,7 +924,7 @@ def _release(host: PluginHost, model: BreakerModel, state: _RunState) -> None:
     released = host.release(name)
     if not released:
         state.violate(f"release of {name} refused: {released.reason}")
-    if host.manager.store.get_quarantine(name) is not None:
+    if host.manager.require_plugin(name).quarantine is not None:
         state.violate(f"{name} is still quarantined in the store after release")
     enabled = host.enable(name, consent=True)
     if not enabled:

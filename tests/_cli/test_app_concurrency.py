@@ -248,14 +248,17 @@ def test_eight_processes_lose_no_approval_lock_entry_kv_key_or_log_line(
                 assert approval.content_hash == tree_hash(plugins_dir / name)
             else:
                 assert approval is None, f"{name} was unapproved, yet an approval remains"
-            assert store.kv_keys(name) == sorted(worker.own_keys)
+            # ctx.kv belongs to the plugin's name and place (decide14).
+            place = str((plugins_dir / name).resolve())
+            assert store.kv_keys(name, location=place) == sorted(worker.own_keys)
             log = store.decisions(name, limit=100_000)
             actions = Counter(d.action for d in log if d.allowed)
             assert actions["approve"] == worker.counts["approve exit 0"]
             assert actions["unapprove"] == worker.counts["unapprove exit 0"]
             assert actions["lock"] == worker.counts["lock exit 0"]
             assert actions["enable"] == worker.counts["put-own exit 0"]
-        assert store.kv_keys("counter") == sorted(
+        counter = str((plugins_dir / "counter").resolve())
+        assert store.kv_keys("counter", location=counter) == sorted(
             key for worker in workers for key in worker.counter_keys
         )
         refusals = [d for d in store.decisions("counter", limit=100_000) if d.action == "call"]

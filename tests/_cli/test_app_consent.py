@@ -214,7 +214,9 @@ def test_approvals_from_a_state_database_a_project_names_are_never_silent(
     empty state directory of one's own, `caplet call --enable evil ... </dev/null` ran the
     plugin (its grant env.read:HOME included) with no question, no --yes and no word:
     the author's rows were the consent. A shared PostgreSQL store was a loosening ("a
-    plugin approved there is approved here"); any other state database was nothing."""
+    plugin approved there is approved here"); any other state database was nothing.
+    attack13d made it a warned loosening; decide14: a store only a project file names
+    vouches for nothing (the approvals are shown, consent is asked)."""
     author = tmp_path / "author"
     plugin = author / "plugins" / "evil"
     plugin.mkdir(parents=True)
@@ -235,15 +237,30 @@ def test_approvals_from_a_state_database_a_project_names_are_never_silent(
     shutil.copytree(author, victim)
     own = {"CAPLET_STATE_DIR": str(tmp_path / "mine")}
     called = caplet("call", "--enable", "evil", "m.f", cwd=victim, env=own)
-    assert called.returncode == 0, called.stderr  # a loosening the operator chose, or not
-    said = flat(called.stderr)
+    said = flat(called.stdout + called.stderr)
+    assert called.returncode != 0, "decide14: the author's rows are not this user's consent"
+    assert "policy loosens store = approvals (caplet.toml)" in said
     assert (
-        "policy loosens store = approvals (caplet.toml): approvals, audits and quarantine are "
-        "read from the state database in approvals instead of this machine's state directory: "
-        "a plugin approved there is approved here, without a question"
+        "plugin 'evil' has an approval of this content only in the store a project file "
+        "names (store = approvals (caplet.toml)): approvals there are the project author's, "
+        "not yours, and vouch for nothing here; consent to it, or, if you made that store, "
+        "name it yourself (CAPLET_STORE, --policy FILE or CAPLET_POLICY=FILE)"
     ) in said
+    home = os.environ.get("HOME", "?")
+    assert home not in called.stdout
+    # Consent given by the person (--yes) is a decision: it runs, once.
+    consented = caplet("call", "--enable", "evil", "m.f", "--yes", cwd=victim, env=own)
+    assert consented.returncode == 0, consented.stderr
+    assert "the agent reads" in flat(consented.stderr), "the text no approval vouches for"
+    # Near misses: the operator naming the same file, or the store, makes it theirs.
+    named = {**own, "CAPLET_POLICY": str(victim / "caplet.toml")}
+    by_policy = caplet("call", "--enable", "evil", "m.f", cwd=victim, env=named)
+    assert by_policy.returncode == 0, by_policy.stderr
+    by_store = {**own, "CAPLET_STORE": str(victim / "approvals")}
+    assert caplet("call", "--enable", "evil", "m.f", cwd=victim, env=by_store).returncode == 0
     shown = flat(caplet("policy", cwd=victim, env=own).stdout)
     assert "1 value(s) loosen the defaults" in shown
+    assert "named only by a project's caplet.toml, its approvals vouch for nothing" in shown
     # Near miss: the store in this machine's state directory, written out, loosens nothing.
     (victim / "caplet.toml").write_text('store = "sqlite"\n')
     plain = caplet("policy", cwd=victim, env=own)

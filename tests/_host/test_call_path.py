@@ -162,7 +162,7 @@ def test_a_plugins_message_cannot_forge_lines_in_the_hosts_log_through_a_quarant
         assert a.enable("p", consent=True)
         with pytest.raises(PluginCallError):
             a.call("p", "main.boom", f"no such thing\n{forged}\r\x1b[2K")
-        quarantine = a.manager.store.get_quarantine("p")
+        quarantine = a.manager.store.get_quarantine("p", a.manager.require_plugin("p").location)
         assert quarantine is not None
         assert "\n" not in quarantine.reason, quarantine.reason
         assert "\\x0a" + forged in quarantine.reason, quarantine.reason

@@ -81,7 +81,7 @@ def test_a_cycle_through_nested_calls_is_refused(tmp_path: Path) -> None:
 
 
 class BrokenStore:
-    def kv_keys(self, plugin: str, prefix: str = "") -> list[str]:
+    def kv_keys(self, plugin: str, prefix: str = "", *, location: str = "") -> list[str]:
         raise StoreError("state database /secret/path/caplet.db stayed locked")
 
 
@@ -93,6 +93,7 @@ def test_a_failing_store_reaches_the_plugin_without_host_details(
     handler = broker.handler(
         SimpleNamespace(  # type: ignore[arg-type]
             name="p",
+            location="/plugins/p",
             capabilities=(),
             tier=TrustTier.COMMUNITY,
             manifest=SimpleNamespace(requires=(), limits=SimpleNamespace(max_output_kb=None)),

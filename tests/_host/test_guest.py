@@ -517,7 +517,7 @@ def test_guest_code_cannot_quarantine_a_plugin_by_calling_it_out_of_time(
                 result = host.exec("import host.slow\nhost.slow.wait(20)", timeout=0.3)
                 assert not result.ok
             now[0] += 120  # past the breaker's cool-down
-        assert host.manager.store.get_quarantine("slow") is None
+        assert host.manager.require_plugin("slow").quarantine is None
         assert host.call("slow", "slow.wait", 0) == "done"
 
 
@@ -556,7 +556,7 @@ def test_guest_code_cannot_quarantine_a_plugin_by_feeding_it_input_it_rejects(
             with pytest.raises(CircuitOpenError):
                 host.call("picky", "picky.parse", "7")
             now[0] += 120  # past the breaker's cool-down
-        assert host.manager.store.get_quarantine("picky") is None
+        assert host.manager.require_plugin("picky").quarantine is None
         assert host.call("picky", "picky.parse", "7") == 7
 
 

@@ -106,16 +106,15 @@ def test_a_quarantine_elsewhere_stops_calls_here_within_the_refresh_bound(
 
 
 def test_approval_audit_log_and_kv_are_shared(tmp_path: Path, store_address: str) -> None:
-    with PluginHost(
-        node(tmp_path / "a"), state_dir=tmp_path / "a" / "state", store=store_address
-    ) as a:
+    # ctx.kv belongs to the plugin's name and place (decide14): the nodes keep the plugins
+    # directory at the same path (one folder here), as docs/fleet.md asks.
+    plugins = node(tmp_path / "fleet")
+    with PluginHost(plugins, state_dir=tmp_path / "a" / "state", store=store_address) as a:
         a.manager.audit("p")
         assert a.manager.approve("p")
         assert a.enable("p")
         assert a.call("p", "main.put", "k", {"from": "a"}) is True
-    with PluginHost(
-        node(tmp_path / "b"), state_dir=tmp_path / "b" / "state", store=store_address
-    ) as b:
+    with PluginHost(plugins, state_dir=tmp_path / "b" / "state", store=store_address) as b:
         info = b.manager.get_plugin("p")
         assert info is not None
         assert info.approved, "approved once, on node a"
@@ -124,6 +123,11 @@ def test_approval_audit_log_and_kv_are_shared(tmp_path: Path, store_address: str
         actions = [(d.action, d.allowed) for d in b.manager.store.decisions("p")]
         assert ("approve", True) in actions
         assert actions.count(("enable", True)) == 2, "both nodes' enables in one log"
+    with PluginHost(
+        node(tmp_path / "elsewhere"), state_dir=tmp_path / "c" / "state", store=store_address
+    ) as c:
+        assert c.enable("p"), "the same content: the shared approval covers it"
+        assert c.call("p", "main.get", "k") is None, "a plugin at another path is another's kv"
     # The nodes' own state directories hold no database: the store is elsewhere.
     assert not (tmp_path / "a" / "state" / "caplet.db").exists()
     assert not (tmp_path / "b" / "state" / "caplet.db").exists()
@@ -357,3 +361,37 @@ def test_cli_against_a_stopped_server_says_what_to_do(tmp_path: Path, own_server
     said = " ".join(result.stderr.split())  # the console wraps long lines
     assert f"PostgreSQL store {url} cannot be reached while opening" in said
     assert "pg_isready" in said
+
+
+@pytest.mark.security
+def test_a_shared_store_vouches_when_the_operator_names_it_not_when_a_project_does(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """decide14: a cloned project's caplet.toml naming a PostgreSQL store (its author's)
+    made that store's approvals consent here. Found beside the plugins directory, it
+    vouches for nothing: the approval is shown and consent is asked. A fleet names its
+    store itself (CAPLET_STORE, --policy/CAPLET_POLICY, PluginHost(policy=PATH)), and
+    then the shared approval covers every node as before."""
+    monkeypatch.delenv("CAPLET_STORE", raising=False)
+    monkeypatch.delenv("CAPLET_POLICY", raising=False)
+    plugins = node(tmp_path / "project")
+    policy = tmp_path / "project" / "caplet.toml"
+    policy.write_text(f"store = {json.dumps(pg_url)}\n")
+    with PluginHost(plugins, state_dir=tmp_path / "a" / "state", policy=policy) as a:
+        a.manager.audit("p")
+        assert a.manager.approve("p")
+    with PluginHost(plugins, state_dir=tmp_path / "b" / "state") as b:
+        refused = b.enable("p")
+        assert not refused, "the project's store vouched"
+        assert "plugin 'p' has an approval of this content only in the store a project" in (
+            refused.reason
+        )
+        request = b.manager.consent_request("p")
+        assert request is not None
+        assert request.approval is not None, "the approval is shown"
+        assert b.enable("p", consent=True), "a person's consent is a decision"
+    with PluginHost(plugins, state_dir=tmp_path / "c" / "state", policy=policy) as c:
+        assert c.enable("p"), "named by the operator: the fleet's approval covers it"
+    monkeypatch.setenv("CAPLET_POLICY", str(policy))
+    with PluginHost(plugins, state_dir=tmp_path / "d" / "state") as d:
+        assert d.enable("p"), "CAPLET_POLICY names it too"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -19,9 +20,11 @@ from caplet._host._policy_file import (
     EffectivePolicy,
     PolicyOverride,
     load_policy,
+    project_store,
 )
 from caplet._sandbox._subprocess import SubprocessLauncher
 from caplet._trust._store import Decision
+from tests.conftest import PluginFactory
 
 LOOSE = """\
 isolation = "best-effort"
@@ -374,3 +377,57 @@ def test_a_policy_file_that_is_no_regular_file_never_hangs_the_host(
     os.mkfifo(fifo)
     with pytest.raises(PolicyError, match=r"caplet.toml: not a regular file"):
         load_policy(plugins_dir, environ={})
+
+
+def test_a_store_only_a_project_file_names_is_told_apart_from_the_operators(
+    plugins_dir: Path, tmp_path: Path
+) -> None:
+    """decide14: which stores vouch. Found beside the plugins directory, a caplet.toml's
+    (or pyproject's [tool.caplet]) `store` is the project's; named by the operator (a
+    file they name, a flag, CAPLET_STORE) it is theirs."""
+    project = plugins_dir.parent / "caplet.toml"
+    project.write_text('store = "approvals"\n')
+    found = load_policy(plugins_dir, environ={})
+    assert project_store(found, {}) == f"store = approvals ({project})"
+    assert project_store(found, {"CAPLET_STORE": "/srv/state"}) == ""
+    assert project_store(load_policy(plugins_dir, file=project, environ={}), {}) == ""
+    assert (
+        project_store(load_policy(plugins_dir, environ={"CAPLET_POLICY": str(project)}), {}) == ""
+    )
+    flagged = load_policy(
+        plugins_dir, environ={}, overrides=[PolicyOverride("store", "approvals", "--set store")]
+    )
+    assert project_store(flagged, {}) == "", "a flag is the operator's"
+    project.write_text('store = "sqlite"\n')
+    assert project_store(load_policy(plugins_dir, environ={}), {}) == "", "this machine's own"
+    project.write_text('store = "postgresql://u:secret@db/caplet"\n')
+    shown = project_store(load_policy(plugins_dir, environ={}), {})
+    assert shown.startswith("store = postgresql://u:")
+    assert "secret" not in shown, "never the password"
+
+
+def test_a_project_stores_cached_audit_is_never_shown_as_the_audit(
+    plugins_dir: Path, tmp_path: Path, make_plugin: PluginFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """decide14: the audits cached in a store only a project file names are its author's
+    rows: consent shows an audit this process ran, never a forged one."""
+    make_plugin("p")
+    monkeypatch.chdir(plugins_dir.parent)  # `store = "approvals"` is read from the cwd
+    project = plugins_dir.parent / "caplet.toml"
+    project.write_text('store = "approvals"\n')
+    options = {"state_dir": tmp_path / "state", "auditor": None, "loading": LoadingRules()}
+    # The author, in their project (naming the file: their store), forges the cached audit.
+    with PluginHost(plugins_dir, policy=project, **options) as author:  # type: ignore[arg-type]
+        assert not author.manager.unvouched_store
+        real = author.audit("p")
+        forged = dataclasses.replace(real, summary="forged: reviewed by the author, all clean")
+        author.manager.store.put_audit(forged)
+    with PluginHost(plugins_dir, **options) as host:  # type: ignore[arg-type]
+        assert host.manager.unvouched_store
+        request = host.manager.consent_request("p")
+        assert request is not None
+        assert request.audit.summary == real.summary
+        assert host.enable("p", consent=True)
+        enabled = host.manager.require_plugin("p").audit
+        assert enabled is not None
+        assert enabled.summary == real.summary, "enabled on an audit this process ran"

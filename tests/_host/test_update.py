@@ -824,3 +824,34 @@ def test_a_link_at_the_work_folder_is_never_followed(
     assert report, report.reason
     assert sorted(p.name for p in elsewhere.iterdir()) == [], "nothing written through the link"
     assert_installed(host, plugins_dir, tree_hash(new))
+
+
+def test_an_update_in_place_keeps_the_plugins_kv_and_its_quarantine(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    """decide14: ctx.kv and quarantine belong to the plugin's name and place; an update
+    swaps the folder's content in the same place, so it is the same plugin: its kv
+    entries stay its own, and a quarantine stays in force until a person releases it."""
+    host.discover()
+    before = host.manager.require_plugin("hello")
+    store = host.manager.store
+    assert store.kv_put(
+        "hello", "token", b"\xa4kept", max_keys=9, max_bytes=99, location=before.location
+    ).stored
+    new = write_version(tmp_path / "v2" / "hello", "2.0.0", capabilities='["env.read:A"]')
+    report = host.update("hello", new)
+    assert report, report.reason
+    after = host.manager.require_plugin("hello")
+    assert after.location == before.location == str((plugins_dir / "hello").resolve())
+    assert store.kv_get("hello", "token", location=after.location) == b"\xa4kept"
+    assert host.quarantine("hello", "tripped")
+    newer = write_version(tmp_path / "v3" / "hello", "3.0.0", capabilities='["env.read:A"]')
+    third = host.update("hello", newer)
+    assert not third, "the health check runs the plugin, which its quarantine forbids"
+    assert "plugin 'hello' is quarantined (tripped)" in third.reason
+    info = host.manager.require_plugin("hello")
+    assert info.quarantine is not None
+    assert info.quarantine.reason == "tripped"
+    refused = host.enable("hello")
+    assert not refused
+    assert "plugin 'hello' is quarantined (tripped)" in refused.reason

@@ -277,3 +277,30 @@ def test_a_long_name_is_denied_by_its_unqualified_name(
     infos = _infos(plugins_dir, state_dir)
     assert build_catalog(infos, McpPolicy(deny=(f"{module}_{function}",))).tools == {}
     assert build_catalog(infos, McpPolicy(deny=(f"*_{function}",))).tools == {}
+
+
+def test_an_allow_glob_matching_two_plugins_tools_offers_neither_and_says_how_to_name_one(
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    state_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    make_plugin("fs-read", manifest=_manifest("fs-read", '[modules.fsread]\nfunctions = ["a"]'))
+    make_plugin("squatter", manifest=_manifest("squatter", '[modules.fsread_x]\nfunctions = ["b"]'))
+    infos = _infos(plugins_dir, state_dir)
+    with caplog.at_level("WARNING", logger="caplet"):
+        catalog = build_catalog(infos, McpPolicy(allow=("fsread_*",)))
+    assert catalog.tools == {}, "the safe answer: neither plugin's tools by that glob"
+    assert (
+        "caplet mcp: allow glob fsread_* matches the tools of plugins fs-read, squatter; it "
+        "offers none of them (a tool name is a module and function any plugin may declare): "
+        "name the plugin, e.g. --allow 'fs-read/*'"
+    ) in caplog.text
+    # Near misses: another glob naming the plugin still offers its tools, and `*` spans.
+    both = build_catalog(infos, McpPolicy(allow=("fsread_*", "fs-read/*")))
+    assert set(both.tools) == {"fsread_a"}
+    assert set(build_catalog(infos, McpPolicy(allow=("*",))).tools) == {"fsread_a", "fsread_x_b"}
+    assert set(build_catalog(infos, McpPolicy(allow=("*/*",))).tools) == {
+        "fsread_a",
+        "fsread_x_b",
+    }

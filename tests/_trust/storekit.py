@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import TypedDict
 
 from caplet._audit._model import Verdict
 from caplet._findings import RiskLevel
@@ -27,3 +28,10 @@ def approval(name: str = "weather", content_hash: str = HASH_A) -> ApprovalRecor
 def raw(path: Path) -> sqlite3.Connection:
     """A plain connection to the database file, outside the store."""
     return sqlite3.connect(path, isolation_level=None)
+
+
+class KvLimits(TypedDict):
+    """The quota arguments of ``kv_put``, spread into it (``**limits``)."""
+
+    max_keys: int
+    max_bytes: int

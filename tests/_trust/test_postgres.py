@@ -24,7 +24,7 @@ from caplet._trust._pg_schema import MIGRATIONS, SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
 from caplet._trust._store import Decision, QuarantineRecord, TrustStore
-from tests._trust.storekit import HASH_A, HASH_B, approval
+from tests._trust.storekit import HASH_A, HASH_B, KvLimits, approval
 from tests._trust.test_sqlite import (
     DEFAULTS,
     MODEL,
@@ -110,7 +110,7 @@ def test_decision_log_newest_first_with_filter_and_limit(store: PostgresStore) -
 
 
 def test_kv_round_trip_prefix_and_order(store: PostgresStore) -> None:
-    limits = {"max_keys": 10, "max_bytes": 1000}
+    limits: KvLimits = {"max_keys": 10, "max_bytes": 1000}
     for key in ("b", "a%", "a_", "A", "ab"):
         assert store.kv_put("p", key, key.encode() * 2, **limits).stored
     store.kv_put("other", "a1", b"x", **limits)
@@ -236,7 +236,7 @@ def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION == 9
 
 
 def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> None:
@@ -290,7 +290,7 @@ def test_a_version_6_store_reads_its_approvals_without_agent_text(pg_url: str) -
         store.put_approval(replace(new, agent_text=()))
         assert store.get_approval("new") == replace(new, agent_text=())
         assert store.check() == ()
-    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("8",)]
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
 
 
 def test_a_version_7_store_reads_its_approvals_without_a_location(pg_url: str) -> None:
@@ -315,7 +315,61 @@ def test_a_version_7_store_reads_its_approvals_without_a_location(pg_url: str) -
         assert new is not None
         assert new.location == "distribution acme-notes"
         assert store.check() == ()
-    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("8",)]
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
+
+
+def test_a_version_8_store_gives_kv_and_quarantine_the_place_their_approval_records(
+    pg_url: str,
+) -> None:
+    """Schema 9 (decide14): ctx.kv entries and quarantines belong to a plugin's name and
+    place; older rows go to the place the approval of that name records, else stay
+    unlocated (read by no plugin until one claims them; such a quarantine stops all)."""
+    with psycopg.connect(pg_url) as conn:
+        for version in (4, 5, 6, 7, 8):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement.encode("utf-8"))
+        conn.execute("INSERT INTO caplet.meta (key, value) VALUES ('schema_version', '8')")
+        conn.execute(
+            "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+            "risk_level, verdict, location) VALUES "
+            "('placed', %s, '[]', 1.0, 'LOW', 'approve', 'distribution acme-notes'), "
+            "('unplaced', %s, '[]', 1.0, 'LOW', 'approve', NULL)",
+            (HASH_A, HASH_B),
+        )
+        for name in ("placed", "unplaced"):
+            conn.execute(
+                "INSERT INTO caplet.kv (plugin, key, value, updated_at) "
+                "VALUES (%s, 'token', %s, 1.0)",
+                (name, name.encode()),
+            )
+            conn.execute(
+                "INSERT INTO caplet.quarantine (name, reason, since) VALUES (%s, 'tripped', 2.0)",
+                (name,),
+            )
+    with PostgresStore(pg_url) as store:
+        placed = "distribution acme-notes"
+        assert store.kv_get("placed", "token", location=placed) == b"placed"
+        assert store.kv_get("placed", "token", location="/y/notes") is None
+        assert store.kv_get("unplaced", "token") == b"unplaced"
+        assert store.get_quarantine("placed", placed) == QuarantineRecord(
+            "placed", "tripped", 2.0, placed
+        )
+        assert store.get_quarantine("placed", "/y/notes") is None
+        assert store.get_quarantine("unplaced", "/y/notes") == QuarantineRecord(
+            "unplaced", "tripped", 2.0
+        )
+        limits: KvLimits = {"max_keys": 9, "max_bytes": 99}
+        assert store.kv_put("unplaced", "token", b"mine", location="/x/notes", **limits).stored
+        assert store.kv_put("unplaced", "other", b"1", **limits).stored
+        assert store.claim_unlocated("unplaced", "/x/notes") == 1, "never over its own value"
+        assert store.kv_get("unplaced", "token", location="/x/notes") == b"mine"
+        assert store.kv_keys("unplaced", location="/x/notes") == ["other", "token"]
+        assert [p.kind for p in store.check()] == [ProblemKind.UNCLAIMED] * 2
+        assert store.delete_quarantine("unplaced", "/y/notes")
+        assert store.get_quarantine("unplaced", "/y/notes") is None
+        assert store.kv_delete("unplaced", "token"), "the unlocated one, never claimed"
+        assert store.check() == ()
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
 
 
 def test_undecodable_agent_text_is_a_record_problem(store: PostgresStore, pg_url: str) -> None:
@@ -363,7 +417,8 @@ def test_nodes_opening_a_fresh_database_at_once_migrate_it_once(pg_url: str) -> 
 def test_check_of_a_healthy_store_finds_nothing(store: PostgresStore) -> None:
     store.put_approval(approval())
     store.put_audit(audit())
-    store.put_quarantine(QuarantineRecord("weather", "why", 1.0))
+    store.put_quarantine(QuarantineRecord("weather", "why", 1.0, "/p/weather", "sha256-x"))
+    store.kv_put("weather", "k", b"v", max_keys=1, max_bytes=9, location="/p/weather")
     assert store.check() == ()
 
 

@@ -19,6 +19,7 @@ import pytest
 from caplet._audit._model import AuditResult, Verdict
 from caplet._errors import StoreError
 from caplet._findings import Finding, RiskLevel, Severity
+from caplet._trust._problems import ProblemKind
 from caplet._trust._sqlite import (
     DB_FILENAME,
     MIGRATIONS,
@@ -27,7 +28,7 @@ from caplet._trust._sqlite import (
     migrate,
 )
 from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord, TrustStore
-from tests._trust.storekit import HASH_A, HASH_B, approval, raw
+from tests._trust.storekit import HASH_A, HASH_B, KvLimits, approval, raw
 
 #: The model id the audit() fixture is keyed by.
 MODEL = "anthropic:claude-test"
@@ -423,7 +424,7 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path, state_dir: Path) -> N
 
 
 def test_kv_entries_are_per_plugin(store: SqliteStore) -> None:
-    limits = {"max_keys": 10, "max_bytes": 1000}
+    limits: KvLimits = {"max_keys": 10, "max_bytes": 1000}
     assert store.kv_put("a", "k", b"1", **limits) == KvWrite(stored=True, keys=1, total_bytes=2)
     assert store.kv_put("b", "k", b"22", **limits).stored
     assert store.kv_put("a", "k%_", b"3", **limits) == KvWrite(True, 2, 6)
@@ -600,7 +601,7 @@ def test_version_6_approvals_open_without_agent_text(state_dir: Path) -> None:
         assert new.agent_text == ("description: d",)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     conn.close()
 
 
@@ -629,8 +630,86 @@ def test_version_7_approvals_open_without_a_location(state_dir: Path) -> None:
         assert new.location == "/srv/plugins/old"
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     conn.close()
+
+
+def test_version_8_kv_and_quarantine_go_to_the_place_their_approval_records(
+    state_dir: Path,
+) -> None:
+    """Schema 9 (decide14): ctx.kv entries and quarantines belong to a plugin's name *and*
+    place. A schema 8 database opens; a row of a plugin whose approval records its place
+    goes to that place (the plugin that wrote it, in the obvious case); a row of a plugin
+    whose approval records none (or that has none) stays unlocated: read by no plugin
+    until one claims it, and such a quarantine stops every plugin of its name."""
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:9]) == 8
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict, location) VALUES ('placed', ?, '[]', 1.0, 'LOW', 'approve', '/x/notes'), "
+        "('unplaced', ?, '[]', 1.0, 'LOW', 'approve', NULL)",
+        (HASH_A, HASH_B),
+    )
+    for name in ("placed", "unplaced", "unapproved"):
+        conn.execute(
+            "INSERT INTO kv (plugin, key, value, updated_at) VALUES (?, 'token', ?, 1.0)",
+            (name, name.encode()),
+        )
+        conn.execute(
+            "INSERT INTO quarantine (name, reason, since) VALUES (?, 'tripped', 2.0)", (name,)
+        )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        assert store.kv_get("placed", "token", location="/x/notes") == b"placed"
+        assert store.kv_get("placed", "token", location="/y/notes") is None
+        assert store.kv_get("unplaced", "token", location="/x/notes") is None
+        assert store.kv_get("unplaced", "token") == b"unplaced", "unlocated, not lost"
+        assert store.get_quarantine("placed", "/x/notes") == QuarantineRecord(
+            "placed", "tripped", 2.0, "/x/notes"
+        )
+        assert store.get_quarantine("placed", "/y/notes") is None
+        # An unlocated quarantine stops every plugin of its name (the safe answer).
+        assert store.get_quarantine("unplaced", "/y/notes") == QuarantineRecord(
+            "unplaced", "tripped", 2.0
+        )
+        assert store.claim_unlocated("unplaced", "/x/notes") == 1
+        assert store.kv_get("unplaced", "token", location="/x/notes") == b"unplaced"
+        assert store.claim_unlocated("unplaced", "/y/notes") == 0, "claimed once"
+        assert store.delete_quarantine("unapproved", "/z/notes"), "a release lifts it"
+        assert store.get_quarantine("unapproved", "/z/notes") is None
+        # What is still unclaimed, `caplet doctor --check-state` names, as warnings.
+        warnings = store.check()
+        assert [(w.kind, w.damaged) for w in warnings] == [(ProblemKind.UNCLAIMED, False)] * 2
+        assert (
+            "1 ctx.kv entries of plugin 'unapproved' were written before caplet kept plugin "
+            "places and belong to no plugin yet (no plugin reads them); they go to the plugin "
+            "enabled on the approval of that name: caplet approve unapproved where it is, then "
+            "enable it"
+        ) in warnings[0].message
+        assert (
+            "the quarantine of plugin 'unplaced' was recorded before caplet kept plugin "
+            "places, so it stops every plugin of that name; caplet release unplaced when the "
+            "cause is fixed"
+        ) in warnings[1].message
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    conn.close()
+
+
+def test_a_claim_never_overwrites_a_value_the_plugin_holds_at_its_place(
+    state_dir: Path,
+) -> None:
+    with SqliteStore(state_dir) as store:
+        limits: KvLimits = {"max_keys": 9, "max_bytes": 99}
+        store.kv_put("notes", "k", b"old", **limits)
+        store.kv_put("notes", "only-old", b"1", **limits)
+        store.kv_put("notes", "k", b"new", location="/x/notes", **limits)
+        assert store.claim_unlocated("notes", "/x/notes") == 1
+        assert store.kv_get("notes", "k", location="/x/notes") == b"new"
+        assert store.kv_keys("notes", location="/x/notes") == ["k", "only-old"]
+        assert store.claim_unlocated("notes", "") == 0
 
 
 def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
@@ -666,7 +745,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     conn.close()
 
 

@@ -19,9 +19,11 @@ def store(state_dir: Path) -> SqliteStore:
     store = SqliteStore(state_dir)
     store.put_approval(approval())
     store.put_audit(audit())
-    store.put_quarantine(QuarantineRecord(name="weather", reason="tripped", since=1.0))
+    store.put_quarantine(
+        QuarantineRecord(name="weather", reason="tripped", since=1.0, location="/p/weather")
+    )
     store.log_decision(Decision(at=1.0, plugin="weather", action="call", target="t", allowed=True))
-    store.kv_put("weather", "k", b"v", max_keys=10, max_bytes=1000)
+    store.kv_put("weather", "k", b"v", max_keys=10, max_bytes=1000, location="/p/weather")
     return store
 
 
@@ -106,9 +108,10 @@ def test_a_mistyped_quarantine_record(store: SqliteStore) -> None:
     conn.execute("UPDATE quarantine SET since = 'yesterday'")
     conn.close()
     problem = only(store.check(), ProblemKind.RECORD)
-    assert "row 'weather' of table quarantine is invalid (reason or since mistyped)" in (
-        problem.message
-    )
+    assert (
+        "row 'weather' of table quarantine is invalid (reason, since, location or "
+        "content_hash mistyped)"
+    ) in problem.message
     assert "caplet release weather" in problem.message
 
 

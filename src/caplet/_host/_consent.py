@@ -66,6 +66,7 @@ __all__ = [
     "consent_refusal",
     "describe_widening",
     "is_downgrade",
+    "unvouched_message",
     "why_consent",
     "widening",
     "widening_since",
@@ -90,6 +91,9 @@ class ConsentReason(enum.Enum):
     #: recording the text the plugin sends to the agent: whether that text
     #: changed cannot be told (textpin).
     UNKNOWN_AGENT_TEXT = "unknown-agent-text"
+    #: Its approval is in a store only a project's policy file names (a cloned
+    #: project's own state database, say), which vouches for nothing (decide14).
+    UNVOUCHED_STORE = "unvouched-store"
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +395,11 @@ class ConsentRequest:
     def vouched_text(self) -> bool:
         """True when an approval vouches for the text the agent reads (or the widening
         lists how it changed): only then may a consent screen leave it out."""
-        return self.reason not in (ConsentReason.NOT_APPROVED, ConsentReason.UNKNOWN_SCOPE)
+        return self.reason not in (
+            ConsentReason.NOT_APPROVED,
+            ConsentReason.UNKNOWN_SCOPE,
+            ConsentReason.UNVOUCHED_STORE,
+        )
 
 
 #: Asked with the request; True consents for this process.
@@ -404,11 +412,16 @@ def why_consent(
     content_hash: str,
     approval: ApprovalRecord | None,
     change: Widening | None,
+    *,
+    store: str = "",
 ) -> str:
-    """The one-sentence reason of a :class:`ConsentRequest`."""
+    """The one-sentence reason of a :class:`ConsentRequest` (*store*: the project's
+    ``store = ...`` setting, for :attr:`ConsentReason.UNVOUCHED_STORE`)."""
     if reason is ConsentReason.NOT_APPROVED:
         return f"plugin {name!r} is not approved (content {content_hash})"
     assert approval is not None
+    if reason is ConsentReason.UNVOUCHED_STORE:
+        return unvouched_message(name, store, approval.content_hash == content_hash)
     since = f"its approval of {approval.content_hash}"
     if reason is ConsentReason.UNKNOWN_SCOPE:
         return (
@@ -433,6 +446,17 @@ def why_consent(
     return (
         f"plugin {name!r} changed since {since} (now {content_hash}) and asks for more: "
         + "; ".join(describe_widening(change))
+    )
+
+
+def unvouched_message(name: str, store: str, same_content: bool) -> str:
+    """Why an approval in a store only a project file names asks for consent (decide14)."""
+    which = "an approval of this content" if same_content else "an approval of other content"
+    return (
+        f"plugin {name!r} has {which} only in the store a project file names ({store}): "
+        "approvals there are the project author's, not yours, and vouch for nothing here; "
+        "consent to it, or, if you made that store, name it yourself (CAPLET_STORE, "
+        "--policy FILE or CAPLET_POLICY=FILE)"
     )
 
 

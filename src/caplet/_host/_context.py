@@ -177,6 +177,7 @@ class ContextBroker:
         return PluginRequests(
             self,
             info.name,
+            location=info.location,
             http=tuple(c for c in capabilities if isinstance(c, NetHttpCapability)),
             apps=frozenset(c.name for c in capabilities if isinstance(c, AppCapability)),
             modules=frozenset(c.module for c in capabilities if isinstance(c, HostCallCapability)),
@@ -251,6 +252,7 @@ class PluginRequests:
         "apps",
         "frame_bytes",
         "http",
+        "location",
         "modules",
         "plugin",
         "requires",
@@ -261,6 +263,7 @@ class PluginRequests:
         broker: ContextBroker,
         plugin: str,
         *,
+        location: str = "",
         http: tuple[NetHttpCapability, ...],
         apps: frozenset[str],
         modules: frozenset[str],
@@ -269,6 +272,8 @@ class PluginRequests:
     ) -> None:
         self._broker = broker
         self.plugin = plugin
+        #: Where the worker's plugin is: its ctx.kv entries are its name's at this place.
+        self.location = location
         self.http = http
         self.apps = apps
         self.modules = modules
@@ -313,16 +318,21 @@ class PluginRequests:
         if op is ContextOp.LOG:
             args = _args(plugin, request, frozenset({"level", "message"}))
             return broker.log.write(plugin, args["level"], args["message"])
+        # The worker's identity, name and place, is the host's (decide14), never the request's.
+        where = self.location
         if op is ContextOp.KV_GET:
-            return dict(broker.kv.get(plugin, _args(plugin, request, frozenset({"key"}))["key"]))
+            key = _args(plugin, request, frozenset({"key"}))["key"]
+            return dict(broker.kv.get(plugin, key, location=where))
         if op is ContextOp.KV_SET:
             args = _args(plugin, request, frozenset({"key", "value"}))
-            broker.kv.set(plugin, args["key"], args["value"])
+            broker.kv.set(plugin, args["key"], args["value"], location=where)
             return None
         if op is ContextOp.KV_DELETE:
-            return broker.kv.delete(plugin, _args(plugin, request, frozenset({"key"}))["key"])
+            key = _args(plugin, request, frozenset({"key"}))["key"]
+            return broker.kv.delete(plugin, key, location=where)
         if op is ContextOp.KV_KEYS:
-            return broker.kv.keys(plugin, _args(plugin, request, frozenset({"prefix"}))["prefix"])
+            prefix = _args(plugin, request, frozenset({"prefix"}))["prefix"]
+            return broker.kv.keys(plugin, prefix, location=where)
         if op is ContextOp.HTTP_FETCH:
             return self._fetch(_args(plugin, request, _FETCH_KEYS), deadline)
         if op is ContextOp.HTTP_BODY:

@@ -80,7 +80,12 @@ from caplet._host._manager import PluginManager
 from caplet._host._manager_state import RED_TEAM_LABEL
 from caplet._host._observe import Observer
 from caplet._host._policy import Isolation, Policy
-from caplet._host._policy_file import EffectivePolicy, note_loosened, resolve_policy
+from caplet._host._policy_file import (
+    EffectivePolicy,
+    note_loosened,
+    project_store,
+    resolve_policy,
+)
 from caplet._host._records import Outcome
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._launcher import Launcher
@@ -198,6 +203,9 @@ class PluginHost(HostLifecycle, HostEvents, HostAgent):
             red_team=red_team,
         )
         self.manager.policy_file = self.effective_policy.file
+        if store is None:
+            # A store only a project's file names vouches for nothing (decide14).
+            self.manager.unvouched_store = project_store(self.effective_policy)
         self._owns_launcher = launcher is None
         self.launcher: Launcher = (
             launcher

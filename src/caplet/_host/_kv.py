@@ -3,9 +3,11 @@
 Seed 002's capability-gated context gives a plugin storage of its own
 without any file system capability. The entries live in the store's ``kv``
 table (:meth:`caplet._trust._store.TrustStore.kv_put` and friends), keyed by
-the plugin's name, which the host takes from the worker that sent the
+the plugin's identity, its name *and* its location (where it is, as its
+approval records it), which the host takes from the worker that sent the
 request, never from the request itself: one plugin cannot name another's
-keys. Values are encoded with msgpack (what crossed the channel, so it
+keys, and another project's plugin of the same name is another plugin
+(decide14). Values are encoded with msgpack (what crossed the channel, so it
 round-trips exactly, bytes included), and both each value and each plugin's
 total are bounded (:class:`~caplet._host._context_limits.ContextLimits`):
 the state database is the host's, and a plugin must not be able to fill it.
@@ -48,10 +50,10 @@ class KvService:
             )
         return key
 
-    def get(self, plugin: str, key: object) -> Mapping[str, object]:
+    def get(self, plugin: str, key: object, *, location: str) -> Mapping[str, object]:
         """``{"found": bool, "value": value}`` (a stored None is found)."""
         name = self._key(plugin, key)
-        blob = self._store.kv_get(plugin, name)
+        blob = self._store.kv_get(plugin, name, location=location)
         if blob is None:
             return {"found": False, "value": None}
         try:
@@ -64,7 +66,7 @@ class KvService:
             ) from exc
         return {"found": True, "value": value}
 
-    def set(self, plugin: str, key: object, value: object) -> None:
+    def set(self, plugin: str, key: object, value: object, *, location: str) -> None:
         """Store ``value`` (already checked to cross the channel) under ``key``."""
         name = self._key(plugin, key)
         blob: bytes = msgpack.packb(value)
@@ -77,7 +79,12 @@ class KvService:
                 plugin=plugin,
             )
         write = self._store.kv_put(
-            plugin, name, blob, max_keys=limits.kv_max_keys, max_bytes=limits.kv_max_bytes
+            plugin,
+            name,
+            blob,
+            max_keys=limits.kv_max_keys,
+            max_bytes=limits.kv_max_bytes,
+            location=location,
         )
         if not write.stored:
             raise ContextLimitError(
@@ -88,10 +95,11 @@ class KvService:
                 plugin=plugin,
             )
 
-    def delete(self, plugin: str, key: object) -> bool:
+    def delete(self, plugin: str, key: object, *, location: str) -> bool:
         """Remove ``key``; False when it was not there."""
-        return self._store.kv_delete(plugin, self._key(plugin, key))
+        return self._store.kv_delete(plugin, self._key(plugin, key), location=location)
 
-    def keys(self, plugin: str, prefix: object) -> list[str]:
+    def keys(self, plugin: str, prefix: object, *, location: str) -> list[str]:
         """The plugin's keys starting with ``prefix``, sorted."""
-        return list(self._store.kv_keys(plugin, self._key(plugin, prefix, "prefix")))
+        found = self._store.kv_keys(plugin, self._key(plugin, prefix, "prefix"), location=location)
+        return list(found)

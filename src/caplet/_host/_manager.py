@@ -136,7 +136,15 @@ class PluginManager(ManagerEnable):
         outcome's ``affected`` names those dependants.
         """
         record = self._record(name)
-        self.store.put_quarantine(QuarantineRecord(name=name, reason=reason, since=time.time()))
+        self.store.put_quarantine(
+            QuarantineRecord(
+                name=name,
+                reason=reason,
+                since=time.time(),
+                location=record.location,
+                content_hash=record.enabled_hash or record.content_hash,
+            )
+        )
         affected: tuple[str, ...] = ()
         if record.state is PluginState.ENABLED:
             affected = self.disable(name).affected
@@ -152,7 +160,9 @@ class PluginManager(ManagerEnable):
         node alike. Falsy when there was nothing to do.
         """
         record = self._record(name)
-        quarantine = self.store.get_quarantine(name)
+        quarantine = self.store.get_quarantine(
+            name, record.location, record.enabled_hash or record.content_hash
+        )
         if quarantine is None or record.state is not PluginState.ENABLED:
             return Outcome(False, f"plugin {name!r} has no quarantine to follow here")
         outcome = self.disable(name)
@@ -164,9 +174,14 @@ class PluginManager(ManagerEnable):
         return Outcome(True, f"plugin {name!r} quarantined elsewhere", affected=outcome.affected)
 
     def release(self, name: str) -> bool:
-        """Lift a quarantine; False when the plugin was not quarantined."""
-        self._record(name)
-        released = self.store.delete_quarantine(name)
+        """Lift the quarantines that stop this plugin (its name at its place, of its
+        content anywhere, one recorded before caplet kept places); False when there was
+        none.
+
+        Another project's plugin of the same name keeps its own (decide14).
+        """
+        record = self._record(name)
+        released = self.store.delete_quarantine(name, record.location, record.content_hash)
         if released:
             self._log(name, "release", name, True)
         return released

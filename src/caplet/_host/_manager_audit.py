@@ -243,7 +243,7 @@ class ManagerAudit(ManagerState):
                 record, result, f"static-only fallback: {result.fallback_reason}", rehash=rehash
             )
         else:
-            self.store.put_audit(result)
+            self._store_audit(result)
             self._cache_audit(record, result, rehash=rehash)
         return result
 
@@ -280,7 +280,7 @@ class ManagerAudit(ManagerState):
         record = self._record(name)
         if audit.plugin != name:
             return False
-        self.store.put_audit(audit)
+        self._store_audit(audit)
         return self._cache_audit(record, audit, rehash=True)
 
     def _cache_audit(self, record: PluginRecord, audit: AuditResult, *, rehash: bool) -> bool:
@@ -293,10 +293,17 @@ class ManagerAudit(ManagerState):
         """The stored audit of ``content_hash`` (default: the current one) by this auditor."""
         if content_hash is None:
             content_hash = self.current_hash(name)
-        audit = self.store.get_audit(content_hash, self.auditor_id())
+        auditor = self.auditor_id()
+        if self._unvouched() and (content_hash, auditor) not in self._audits_here:
+            return None  # a project's store's audit is its author's (decide14)
+        audit = self.store.get_audit(content_hash, auditor)
         if audit is None or audit.plugin != name:
             return None
         return audit
+
+    def _store_audit(self, audit: AuditResult) -> None:
+        self.store.put_audit(audit)
+        self._audits_here.add((audit.content_hash, audit.model_id))
 
     def _adopt(self, record: PluginRecord, snapshot: Snapshot, manifest: Manifest) -> None:
         """Make the record describe exactly the snapshot's content."""

@@ -290,7 +290,9 @@ class ManagerDiscover(ManagerAudit):
 
     def _info(self, record: PluginRecord) -> PluginInfo:
         approval = self.store.get_approval(record.name)
-        quarantine = self.store.get_quarantine(record.name)
+        quarantine = self.store.get_quarantine(
+            record.name, record.location, record.enabled_hash or record.content_hash
+        )
         inert = self.inert_reason(record.name)
         state = record.state
         if quarantine is not None:
@@ -316,4 +318,5 @@ class ManagerDiscover(ManagerAudit):
             tier=record.tier,
             signature=record.signature,
             inert_reason=inert,
+            location=record.location,
         )

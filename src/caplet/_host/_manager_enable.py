@@ -101,7 +101,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 f"{type(consent).__name__}"
             )
         record = self._record(name)
-        quarantine = self.store.get_quarantine(name)
+        quarantine = self.store.get_quarantine(name, record.location, record.content_hash)
         if quarantine is not None:
             return self._refuse(
                 name,
@@ -147,6 +147,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         granted_declared: tuple[Capability, ...] = declared
         withheld: tuple[Capability, ...] = ()
         approval = self.store.get_approval(name)
+        # An approval in a store only a project file names is shown, never taken (decide14).
+        unvouched = approval if self._unvouched() else None
+        if unvouched is not None:
+            approval = None
         if self.locked:
             # The lock entry is the approval in locked mode (seed 001): it was
             # reviewed and committed; a state directory in CI starts empty.
@@ -166,8 +170,9 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     name, "enable", f"approval no longer satisfies policy: {refusal}"
                 )
         untrusted = record.tier is TrustTier.UNTRUSTED
-        # No approved fast path for an untrusted plugin: it is audited afresh.
-        if untrusted or record.audit is None:
+        # No approved fast path for an untrusted plugin: it is audited afresh; so is a
+        # plugin whose cached audit is a project's store's (its author's rows, decide14).
+        if untrusted or record.audit is None or self._unvouched():
             try:
                 audit = self._keep_audit(
                     record,
@@ -242,7 +247,11 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 )
         given = carried = ""
         if not approved:
-            need = self._consent_need(record, approval, audit)
+            need = (
+                (ConsentReason.UNVOUCHED_STORE, None)
+                if unvouched is not None
+                else self._consent_need(record, approval, audit)
+            )
             if need is None:
                 assert approval is not None
                 carried = (
@@ -250,7 +259,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     "the same text for the agent"
                 )
             elif not self._same_grants(record, resolved):
-                request = self._request(record, need, audit, approval, resolved)
+                request = self._request(record, need, audit, unvouched or approval, resolved)
                 agreed = consent(request) is True if callable(consent) else consent is True
                 if not agreed:
                     return self._refuse(
@@ -301,7 +310,35 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         if self.red_team:
             path = f"{RED_TEAM_LABEL} {path}"
         self._log(name, "enable", record.content_hash, True, path)
+        if approval is not None and not self.locked and (approved or carried):
+            self._claim_unlocated(record, approval, approved=approved)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
+
+    def _claim_unlocated(
+        self, record: PluginRecord, approval: ApprovalRecord, *, approved: bool
+    ) -> None:
+        """Give *record* the ``ctx.kv`` entries of its name written before caplet kept
+        places (``_store.UNLOCATED``) when the approval it was enabled on vouches for its
+        place: one that records this place (its content, or a new version it carried over
+        to), or one recorded before places were when this is its very content (the
+        obvious case: the plugin whose approval stood when they were written). A person's
+        decision about this plugin, never a default: a plugin enabled on a one-off
+        consent, a carry-over from an approval that names no place, another project's
+        plugin, and locked mode claim nothing (decide14)."""
+        if approval.location is None and not approved:
+            return
+        if approval.location not in (None, record.location):
+            return
+        claimed = self.store.claim_unlocated(record.name, record.location)
+        if claimed:
+            self._log(
+                record.name,
+                "kv",
+                record.location,
+                True,
+                f"claimed {claimed} ctx.kv entries written before caplet kept plugin places, "
+                "on the approval of this plugin",
+            )
 
     # -- consent (issue 14; caplet._host._consent) ------------------------------------------
 
@@ -345,7 +382,14 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             content_hash=record.content_hash,
             tier=record.tier,
             reason=reason,
-            why=why_consent(record.name, reason, record.content_hash, approval, change),
+            why=why_consent(
+                record.name,
+                reason,
+                record.content_hash,
+                approval,
+                change,
+                store=self.unvouched_store,
+            ),
             audit=audit,
             declared=manifest.capabilities,
             granted=granted,
@@ -367,18 +411,30 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         """
         record = self._record(name)
         self._rehash(record)
-        if self.locked or self.inert_reason(name) or self.store.get_quarantine(name):
+        if (
+            self.locked
+            or self.inert_reason(name)
+            or self.store.get_quarantine(name, record.location, record.content_hash)
+        ):
             return None
         if self._requirement_refusal(record):
             return None
         approval = self.store.get_approval(name)
-        if approval is not None and approval.content_hash == record.content_hash:
+        unvouched = self._unvouched()
+        if approval is not None and approval.content_hash == record.content_hash and not unvouched:
             return None
         untrusted = record.tier is TrustTier.UNTRUSTED
-        audit = self.audit(name) if untrusted or record.audit is None else record.audit
+        fresh = untrusted or record.audit is None or unvouched
+        audit = self.audit(name) if fresh or record.audit is None else record.audit
         if self._trust_refusal(name, audit) and not self.red_team:
             return None  # refused anyway (the red team's enable measures it, not refuses)
-        need = self._consent_need(record, approval, audit)
+        if unvouched and approval is not None:
+            need: tuple[ConsentReason, Widening | None] | None = (
+                ConsentReason.UNVOUCHED_STORE,
+                None,
+            )
+        else:
+            need = self._consent_need(record, None if unvouched else approval, audit)
         if need is None:
             return None
         return self._request(record, need, audit, approval, None)

@@ -83,6 +83,14 @@ class ManagerState:
         self.policy = policy if policy is not None else Policy()
         #: The policy file in force, guarded like the lock file (PluginHost sets it).
         self.policy_file: Path | None = None
+        #: ``store = VALUE (FILE)`` when only a project's policy file named the store
+        #: (PluginHost sets it, ``_policy_file.project_store``): its approvals and cached
+        #: audits are the project author's, so outside locked mode they vouch for nothing,
+        #: are shown, and consent is asked (decide14). "" when the operator named it.
+        self.unvouched_store = ""
+        #: ``(content hash, auditor id)`` of the audits this process stored: the only
+        #: cached audits a store of ``unvouched_store`` may give back (decide14).
+        self._audits_here: set[tuple[str, str]] = set()
         self._auditor_choice = auditor
         #: The auditor built from the environment (lazily: building one costs an
         #: httpx import and client), or the one passed in.
@@ -134,6 +142,10 @@ class ManagerState:
         self._identity: tuple[tuple[int | None, int | None], WorkerIdentity] | None = None
         #: Manifests read from snapshots, by what their reading depends on (see _take).
         self._manifests: dict[tuple[str, Path, bool, str | None], Manifest] = {}
+
+    def _unvouched(self) -> bool:
+        """Approvals and cached audits are a project file's store's, outside locked mode."""
+        return bool(self.unvouched_store) and not self.locked
 
     @property
     def locked(self) -> bool:

@@ -7,7 +7,14 @@ the policy file (``[mcp]``) as well as on the command line (``--allow``,
 
 * ``allow`` / ``deny``: globs (``fnmatch``, case-sensitive) over tool names
   and over ``PLUGIN/MODULE.FUNCTION``; a tool is offered when it matches an
-  ``allow`` glob and no ``deny`` glob. A ``deny`` glob is matched against
+  ``allow`` glob and no ``deny`` glob. **One allow glob, one plugin**
+  (decide14): a tool name is the plugin's module and function, which any
+  other plugin may declare too (``fsread_*`` was matched by another
+  plugin's module ``fsread_x``, ``fsread_read_file*`` by both digest names
+  of a contested ``fsread.read_file``), so an allow glob that matches the
+  tools of more than one plugin offers none of them, with a warning naming
+  the glob, the plugins and the fix (``PLUGIN/*``); a glob of ``*`` alone
+  (the default) offers every tool, as written. A ``deny`` glob is matched against
   the unqualified ``MODULE_FUNCTION`` too: a tool whose name gained a
   digest (a name two plugins want, a long one) is still hidden by the glob
   that hid it before (red team, issue 17: a second plugin declaring the
@@ -37,7 +44,7 @@ from pydantic.dataclasses import dataclass
 from caplet._errors import PolicyError
 from caplet._validated import MODEL_CONFIG, Bytes, Flag, validated
 
-__all__ = ["McpPolicy"]
+__all__ = ["McpPolicy", "every_tool"]
 
 #: A tool-name glob: printable ASCII, short.
 Glob = Annotated[str, Strict(), Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
@@ -68,6 +75,17 @@ class McpPolicy:
     def hides(self, *names: str) -> bool:
         """True when one of ``names`` matches a ``deny`` glob."""
         return _matches(names, self.deny)
+
+    def allowing(self, *names: str) -> tuple[str, ...]:
+        """The ``allow`` globs one of ``names`` matches (empty when it is hidden by ``deny``)."""
+        if self.hides(*names):
+            return ()
+        return tuple(g for g in self.allow if any(fnmatch.fnmatchcase(n, g) for n in names))
+
+
+def every_tool(glob: str) -> bool:
+    """True for a glob that says "every tool" as written (``*``, ``*/*``): it may span plugins."""
+    return set(glob) <= {"*", "/"}
 
 
 def _matches(names: tuple[str, ...], globs: tuple[str, ...]) -> bool:

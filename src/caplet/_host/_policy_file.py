@@ -48,6 +48,7 @@ from caplet._host._policy import Policy
 from caplet._host._policy_loosening import _leaves, loosening
 from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
 from caplet._toml import TomlLimitError, parse_toml
+from caplet._trust._open import STORE_ENV, describe_store
 from caplet._trust._store import TrustStore
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "PolicySetting",
     "load_policy",
     "note_loosened",
+    "project_store",
     "resolve_policy",
 ]
 
@@ -100,12 +102,16 @@ class PolicySetting:
 class EffectivePolicy:
     """The policy in force and where each of its values came from.
 
-    ``file`` is the policy file that was read (None: none was).
+    ``file`` is the policy file that was read (None: none was). ``found`` is its
+    source label when caplet found it beside the plugins directory (a project's
+    file, which whoever wrote the project chose) rather than the operator naming
+    it (``--policy``, ``CAPLET_POLICY``, ``PluginHost(policy=PATH)``): None then.
     """
 
     policy: Policy
     file: Path | None
     settings: tuple[PolicySetting, ...]
+    found: str | None = None
 
     @property
     def loosened(self) -> tuple[PolicySetting, ...]:
@@ -183,7 +189,30 @@ def load_policy(
         )
         for leaf, value, fallback in _leaves(policy, default)
     )
-    return EffectivePolicy(policy, path, settings)
+    found = located[1] if located is not None and file is None and not env.get(POLICY_ENV) else None
+    return EffectivePolicy(policy, path, settings, found)
+
+
+def project_store(effective: EffectivePolicy, environ: Mapping[str, str] | None = None) -> str:
+    """``store = VALUE (FILE)`` when only a project's policy file names the store, else "".
+
+    A decision that matters is a person's or an explicit argument's (decide14): the
+    approvals in a store a cloned project names (``store = "approvals"`` beside the
+    state database it ships, or a PostgreSQL URL) are its author's, so they vouch for
+    nothing here. The operator names a store with ``CAPLET_STORE``, a flag
+    (``--set store=...``), a policy file of their own (``--policy``, ``CAPLET_POLICY``)
+    or ``PluginHost(store=...)``; then it vouches, as a fleet's PostgreSQL does.
+    """
+    env = os.environ if environ is None else environ
+    if effective.found is None or env.get(STORE_ENV, "").strip():
+        return ""
+    setting = next((s for s in effective.settings if s.field == "store"), None)
+    if setting is None or setting.source != effective.found:
+        return ""
+    value = setting.value.strip() if isinstance(setting.value, str) else ""
+    if value in ("", "sqlite"):
+        return ""  # this machine's own state directory, whoever wrote it down
+    return f"store = {describe_store(value)} ({effective.found})"
 
 
 def resolve_policy(

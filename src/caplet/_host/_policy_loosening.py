@@ -163,18 +163,24 @@ def _worker_id(value: object, default: object) -> str:
 def _store(value: object, default: object) -> str:
     """Another store's approvals are consent here: shared ones, and (attack13d) a state
     database anywhere but this machine's state directory, such as one a project ships
-    beside its plugins, whose rows enabled its plugin with no question and no word."""
+    beside its plugins, whose rows enabled its plugin with no question and no word.
+    Since decide14 they are consent only when the operator named the store (not a
+    project's own policy file, ``_policy_file.project_store``); the words say both."""
     if not isinstance(value, str) or value.strip() in ("", "sqlite"):
         return ""
     if is_shared(value):
         return (
             "approvals, audits and quarantine are shared with every node using this store: "
-            "a plugin approved there is approved here"
+            "a plugin approved there is approved here when you name this policy file "
+            "(--policy, CAPLET_POLICY) or the store (CAPLET_STORE); named only by a project's "
+            "caplet.toml, its approvals vouch for nothing and consent is asked"
         )
     return (
         f"approvals, audits and quarantine are read from the state database in {value.strip()} "
         "instead of this machine's state directory: a plugin approved there is approved here, "
-        "without a question; remove the setting unless you made that database"
+        "without a question, when you name this policy file (--policy, CAPLET_POLICY) or the "
+        "store (CAPLET_STORE); named only by a project's caplet.toml, its approvals vouch for "
+        "nothing and consent is asked; remove the setting unless you made that database"
     )
 
 

@@ -112,6 +112,9 @@ class PluginInfo:
         default_factory=lambda: SignatureCheck(SignatureStatus.MISSING)
     )
     inert_reason: str = ""
+    #: Where it is (``_plugin_record.plugin_location``): with ``name``, its identity,
+    #: which its approval, its ``ctx.kv`` entries and its quarantine belong to.
+    location: str = ""
 
     @property
     def version(self) -> str:

@@ -58,6 +58,7 @@ from caplet._host._consent import (
     ConsentRequest,
     Widening,
     describe_widening,
+    unvouched_message,
     widening,
 )
 from caplet._host._defaults import template_defaults
@@ -423,7 +424,10 @@ def _transaction(
         return refuse(str(exc))
     current_approval = (
         old_approval
-        if old_approval is not None and old_approval.content_hash == old_digest
+        if old_approval is not None
+        and old_approval.content_hash == old_digest
+        # An approval in a store only a project file names is its author's (decide14).
+        and not manager.unvouched_store
         else None
     )
     authorised = (manager.locked and old_entry is not None) or current_approval is not None
@@ -462,6 +466,12 @@ def _transaction(
             # Not approved: that is the reason, whatever else changed (a new text
             # for the agent, say, from an installed version nobody approved).
             also = f"; it also widens what is installed ({why})" if diff.widens else ""
+            if old_approval is not None and manager.unvouched_store:
+                return refuse(
+                    unvouched_message(name, manager.unvouched_store, True)
+                    + f"; the update runs the new version (its health check){also}: that needs "
+                    "explicit consent (caplet update --yes after reviewing it)"
+                )
             return refuse(
                 f"plugin {name!r} is not approved, and the update runs the new version (its "
                 f"health check){also}; that needs explicit consent (caplet update --yes after "

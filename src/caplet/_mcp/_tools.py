@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from caplet._host._mcp_policy import McpPolicy
+from caplet._host._mcp_policy import McpPolicy, every_tool
 from caplet._host._records import PluginInfo
 from caplet._mcp._text import agent_line, agent_text
 
@@ -143,8 +143,7 @@ def build_catalog(plugins: Iterable[PluginInfo], policy: McpPolicy) -> Catalog:
         name = entry.base if plain else _qualified(entry)
         named.setdefault(name, []).append(entry)
     by_name = {info.name: info for info in infos}
-    tools: dict[str, Tool] = {}
-    offered: set[tuple[str, str]] = set()
+    candidates: list[tuple[str, _Wanted, tuple[str, ...]]] = []
     for name, entries in sorted(named.items()):
         if len(entries) > 1:
             _LOG.warning(
@@ -154,16 +153,49 @@ def build_catalog(plugins: Iterable[PluginInfo], policy: McpPolicy) -> Catalog:
             )
             continue
         entry = entries[0]
-        target = f"{entry.module}.{entry.function}"
         # Deny is also matched on the unqualified name: a plugin that makes another's
         # name contested (so it gains a digest) must not slip it past `--deny NAME`.
-        if not policy.offers(name, f"{entry.plugin}/{target}") or policy.hides(entry.base):
+        globs = policy.allowing(name, f"{entry.plugin}/{entry.module}.{entry.function}")
+        if globs and not policy.hides(entry.base):
+            candidates.append((name, entry, globs))
+    spanning = _spanning(candidates)
+    tools: dict[str, Tool] = {}
+    offered: set[tuple[str, str]] = set()
+    for name, entry, globs in candidates:
+        if all(glob in spanning for glob in globs):
             continue
         tools[name] = _tool(name, by_name[entry.plugin], entry, policy)
-        offered.add((entry.plugin, target))
+        offered.add((entry.plugin, f"{entry.module}.{entry.function}"))
     if policy.exec and policy.offers(EXEC_TOOL):
         tools[EXEC_TOOL] = _exec_tool(policy)
     return Catalog(tools, frozenset(offered))
+
+
+def _spanning(candidates: Sequence[tuple[str, _Wanted, tuple[str, ...]]]) -> frozenset[str]:
+    """The allow globs that match the tools of more than one plugin, each warned about.
+
+    A tool name is a module and a function any plugin may declare, so a glob written
+    for one plugin's tools (``fsread_*``) would offer another's that share the prefix
+    (decide14): such a glob offers none of them, and the operator is told how to name
+    the plugin. ``*`` (and ``*/*``) says "every tool" as written, and spans plugins.
+    """
+    plugins: dict[str, set[str]] = {}
+    for _name, entry, globs in candidates:
+        for glob in globs:
+            plugins.setdefault(glob, set()).add(entry.plugin)
+    spanning = {g for g, found in plugins.items() if len(found) > 1 and not every_tool(g)}
+    for glob in sorted(spanning):
+        names = sorted(plugins[glob])
+        _LOG.warning(
+            "caplet mcp: allow glob %s matches the tools of plugins %s; it offers none of "
+            "them (a tool name is a module and function any plugin may declare): name the "
+            "plugin, e.g. --allow '%s/*' or [mcp] allow = [\"%s/MODULE.FUNCTION\"]",
+            glob,
+            ", ".join(names),
+            names[0],
+            names[0],
+        )
+    return frozenset(spanning)
 
 
 def _reserved(name: str) -> bool:

@@ -5,7 +5,8 @@ and columns on both backends (:mod:`caplet._trust._sqlite_schema`): version
 4 is approvals with ``version`` and ``requires``, audits keyed by hash and
 model, quarantine, the decision log and ``ctx.kv``, whichever database
 holds them, version 5 adds the approvals' ``defaults``, version 6 their
-``hooks``, version 7 their ``agent_text`` and version 8 their ``location``. So "schema 4"
+``hooks``, version 7 their ``agent_text``, version 8 their ``location`` and
+version 9 the ``location`` of ``ctx.kv`` entries and quarantines. So "schema 4"
 means one thing in a message, in ``doctor`` and in the docs, and a change
 to the records is one new version, written for both in the same commit
 (tests/_trust/test_pg_schema.py fails when the two drift apart).
@@ -36,6 +37,7 @@ from caplet._trust._rows import (
     approval_from_row,
     audit_from_row,
     quarantine_from_row,
+    unclaimed_problems,
 )
 
 if TYPE_CHECKING:
@@ -121,6 +123,23 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
     # 8: where the approved plugin was (attack13d; SQLite's version 8). NULL in
     # older rows: compared with nothing, as before.
     8: ("ALTER TABLE caplet.approvals ADD COLUMN location TEXT",),
+    # 9: ctx.kv and quarantine belong to the plugin's identity, its name and where it is
+    # (decide14; SQLite's version 9). Older rows go to the place the approval of that name
+    # records; where none is recorded they stay unlocated ('', _store.UNLOCATED). A
+    # quarantine also records the content it stopped ('' in older rows).
+    9: (
+        "ALTER TABLE caplet.kv ADD COLUMN location TEXT NOT NULL DEFAULT ''",
+        "UPDATE caplet.kv SET location = a.location FROM caplet.approvals a "
+        "WHERE a.name = caplet.kv.plugin AND a.location IS NOT NULL",
+        "ALTER TABLE caplet.kv DROP CONSTRAINT kv_pkey",
+        "ALTER TABLE caplet.kv ADD PRIMARY KEY (plugin, location, key)",
+        "ALTER TABLE caplet.quarantine ADD COLUMN location TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE caplet.quarantine ADD COLUMN content_hash TEXT NOT NULL DEFAULT ''",
+        "UPDATE caplet.quarantine SET location = a.location FROM caplet.approvals a "
+        "WHERE a.name = caplet.quarantine.name AND a.location IS NOT NULL",
+        "ALTER TABLE caplet.quarantine DROP CONSTRAINT quarantine_pkey",
+        "ALTER TABLE caplet.quarantine ADD PRIMARY KEY (name, location)",
+    ),
 }
 
 #: The version this caplet writes and understands.
@@ -147,9 +166,9 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
-    "quarantine": frozenset({"name", "reason", "since"}),
+    "quarantine": frozenset({"name", "reason", "since", "location", "content_hash"}),
     "decisions": frozenset({"id", "at", "plugin", "action", "target", "allowed", "detail"}),
-    "kv": frozenset({"plugin", "key", "value", "updated_at"}),
+    "kv": frozenset({"plugin", "location", "key", "value", "updated_at"}),
 }
 
 _MAX_REPORTED = 20
@@ -293,7 +312,19 @@ def check_records(
     ).fetchall():
         decoded(audit_from_row, content_hash, model, plugin, payload)
     for row in conn.execute(
-        'SELECT name, reason, since FROM caplet.quarantine ORDER BY name COLLATE "C"'
+        "SELECT name, reason, since, location, content_hash FROM caplet.quarantine "
+        'ORDER BY name COLLATE "C", location COLLATE "C"'
     ).fetchall():
         decoded(quarantine_from_row, row)
+    kv = conn.execute(
+        "SELECT plugin, count(*) FROM caplet.kv WHERE location = '' GROUP BY plugin "
+        'ORDER BY plugin COLLATE "C" LIMIT %s',
+        (_MAX_REPORTED,),
+    ).fetchall()
+    quarantined = conn.execute(
+        "SELECT name FROM caplet.quarantine WHERE location = '' "
+        'ORDER BY name COLLATE "C" LIMIT %s',
+        (_MAX_REPORTED,),
+    ).fetchall()
+    problems += unclaimed_problems(rows, kv, [name for (name,) in quarantined])
     return problems

@@ -71,7 +71,7 @@ from caplet._trust._rows import (
     kv_value,
     quarantine_from_row,
 )
-from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord
+from caplet._trust._store import UNLOCATED, ApprovalRecord, Decision, KvWrite, QuarantineRecord
 
 if TYPE_CHECKING:
     import psycopg
@@ -97,6 +97,11 @@ _SELECT_APPROVALS = (
     "requires, defaults, hooks, agent_text, location FROM caplet.approvals "
     'ORDER BY name COLLATE "C"'
 )
+
+#: The quarantine columns in the order ``quarantine_from_row`` reads them.
+_QUARANTINE_COLUMNS = "name, reason, since, location, content_hash"
+#: The quarantines that stop a plugin (parameters: its place, UNLOCATED, its content).
+_QUARANTINE_MATCH = "(location IN (%s, %s) OR (content_hash <> '' AND content_hash = %s))"
 
 
 def _free(text: str) -> str:
@@ -340,40 +345,57 @@ class PostgresStore:
 
     # -- quarantine -----------------------------------------------------------------
 
-    def get_quarantine(self, name: str) -> QuarantineRecord | None:
-        """Why and since when *name* is quarantined, or ``None``."""
-        if "\0" in name:
+    def get_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> QuarantineRecord | None:
+        """Why and since when the plugin *name* at *location* (running *content_hash*) is
+        quarantined, or ``None``: a quarantine of that place, an unlocated one (it stops
+        every plugin of its name), or one of that content anywhere (``_store``)."""
+        if "\0" in name + location + content_hash:
             return None
         row = self._run(
             f"reading the quarantine of {name!r}",
             lambda conn: conn.execute(
-                "SELECT name, reason, since FROM caplet.quarantine WHERE name = %s",
-                (name,),
+                f"SELECT {_QUARANTINE_COLUMNS} FROM caplet.quarantine WHERE name = %s AND "  # noqa: S608
+                f"{_QUARANTINE_MATCH} ORDER BY location <> %s, location = %s LIMIT 1",
+                (name, location, UNLOCATED, content_hash, location, UNLOCATED),
             ).fetchone(),
         )
         return None if row is None else quarantine_from_row(self._rows, row)
 
     def put_quarantine(self, record: QuarantineRecord) -> None:
-        """Quarantine ``record.name`` (replacing an earlier record)."""
+        """Quarantine ``record.name`` at ``record.location`` (replacing an earlier record)."""
         self._run(
             f"quarantining {record.name!r}",
             lambda conn: conn.execute(
-                "INSERT INTO caplet.quarantine (name, reason, since) "
-                "VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
-                "reason = EXCLUDED.reason, since = EXCLUDED.since",
-                (record.name, _free(record.reason), record.since),
+                "INSERT INTO caplet.quarantine (name, location, reason, since, content_hash) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name, location) DO UPDATE SET "
+                "reason = EXCLUDED.reason, since = EXCLUDED.since, "
+                "content_hash = EXCLUDED.content_hash",
+                (
+                    record.name,
+                    record.location,
+                    _free(record.reason),
+                    record.since,
+                    record.content_hash,
+                ),
             ),
             write=True,
         )
 
-    def delete_quarantine(self, name: str) -> bool:
-        """Release *name*; ``False`` when it was not quarantined."""
+    def delete_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> bool:
+        """Release every quarantine :meth:`get_quarantine` finds for the plugin *name* at
+        *location* running *content_hash*; ``False`` when there was none."""
+        if "\0" in name + location + content_hash:
+            return False
         return self._run(
             f"releasing {name!r} from quarantine",
             lambda conn: (
                 conn.execute(
-                    "DELETE FROM caplet.quarantine WHERE name = %s",
-                    (name,),
+                    f"DELETE FROM caplet.quarantine WHERE name = %s AND {_QUARANTINE_MATCH}",  # noqa: S608
+                    (name, location, UNLOCATED, content_hash),
                 ).rowcount
                 > 0
             ),
@@ -385,7 +407,8 @@ class PostgresStore:
         rows = self._run(
             "listing quarantined plugins",
             lambda conn: conn.execute(
-                'SELECT name, reason, since FROM caplet.quarantine ORDER BY name COLLATE "C"'
+                f"SELECT {_QUARANTINE_COLUMNS} FROM caplet.quarantine "  # noqa: S608
+                'ORDER BY name COLLATE "C", location COLLATE "C"'
             ).fetchall(),
         )
         return [quarantine_from_row(self._rows, row) for row in rows]
@@ -469,23 +492,31 @@ class PostgresStore:
 
     # -- ctx.kv ---------------------------------------------------------------------
 
-    def kv_get(self, plugin: str, key: str) -> bytes | None:
-        """The value *plugin* stored under *key*, or ``None``."""
-        if "\0" in plugin + key:
+    def kv_get(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bytes | None:
+        """The value the plugin *plugin* at *location* stored under *key*, or ``None``."""
+        if "\0" in plugin + key + location:
             return None
         row = self._run(
             f"reading a kv entry of {plugin!r}",
             lambda conn: conn.execute(
-                "SELECT value FROM caplet.kv WHERE plugin = %s AND key = %s",
-                (plugin, key),
+                "SELECT value FROM caplet.kv WHERE plugin = %s AND location = %s AND key = %s",
+                (plugin, location, key),
             ).fetchone(),
         )
         return None if row is None else kv_value(self._rows, plugin, key, row[0])
 
     def kv_put(
-        self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
+        self,
+        plugin: str,
+        key: str,
+        value: bytes,
+        *,
+        max_keys: int,
+        max_bytes: int,
+        location: str = UNLOCATED,
     ) -> KvWrite:
-        """Store *value* under *key* for *plugin* unless that breaks a quota.
+        """Store *value* under *key* for the plugin *plugin* at *location* unless that
+        breaks a quota.
 
         The usage is computed under the plugin's advisory lock inside the
         write transaction, so two nodes writing at once cannot both squeeze
@@ -494,59 +525,84 @@ class PostgresStore:
         size = len(key.encode("utf-8")) + len(value)
 
         def work(conn: psycopg.Connection[tuple[object, ...]]) -> KvWrite:
-            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_KV_LOCK_CLASS, plugin))
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                (_KV_LOCK_CLASS, f"{plugin}\n{location}"),
+            )
             row = conn.execute(
                 "SELECT count(*), coalesce(sum(octet_length(key) + octet_length(value)), 0) "
-                "FROM caplet.kv WHERE plugin = %s AND key <> %s",
-                (plugin, key),
+                "FROM caplet.kv WHERE plugin = %s AND location = %s AND key <> %s",
+                (plugin, location, key),
             ).fetchone()
             assert row is not None
             keys, total = int(str(row[0])) + 1, int(str(row[1])) + size
             if keys > max_keys or total > max_bytes:
                 return KvWrite(stored=False, keys=keys, total_bytes=total)
             conn.execute(
-                "INSERT INTO caplet.kv (plugin, key, value, updated_at) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (plugin, key) DO UPDATE SET "
+                "INSERT INTO caplet.kv (plugin, location, key, value, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (plugin, location, key) DO UPDATE SET "
                 "value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
-                (plugin, key, value, time.time()),
+                (plugin, location, key, value, time.time()),
             )
             return KvWrite(stored=True, keys=keys, total_bytes=total)
 
         return self._run(f"writing a kv entry of {plugin!r}", work, write=True)
 
-    def kv_delete(self, plugin: str, key: str) -> bool:
-        """Remove *plugin*'s *key*; ``False`` when it was not there."""
-        if "\0" in plugin + key:
+    def kv_delete(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bool:
+        """Remove the *key* of the plugin *plugin* at *location*; ``False`` if it was not there."""
+        if "\0" in plugin + key + location:
             return False
         return self._run(
             f"deleting a kv entry of {plugin!r}",
             lambda conn: (
                 conn.execute(
-                    "DELETE FROM caplet.kv WHERE plugin = %s AND key = %s",
-                    (plugin, key),
+                    "DELETE FROM caplet.kv WHERE plugin = %s AND location = %s AND key = %s",
+                    (plugin, location, key),
                 ).rowcount
                 > 0
             ),
             write=True,
         )
 
-    def kv_keys(self, plugin: str, prefix: str = "") -> Sequence[str]:
-        """*plugin*'s keys starting with *prefix*, sorted by code point.
+    def kv_keys(self, plugin: str, prefix: str = "", *, location: str = UNLOCATED) -> Sequence[str]:
+        """The keys of the plugin *plugin* at *location* starting with *prefix*, sorted by
+        code point.
 
         ``starts_with`` rather than LIKE: a prefix holding ``%`` or ``_`` is
         matched literally, as in the SQLite store.
         """
-        if "\0" in plugin + prefix:
+        if "\0" in plugin + prefix + location:
             return []
         rows = self._run(
             f"listing the kv keys of {plugin!r}",
             lambda conn: conn.execute(
-                "SELECT key FROM caplet.kv WHERE plugin = %s "
+                "SELECT key FROM caplet.kv WHERE plugin = %s AND location = %s "
                 'AND starts_with(key, %s) ORDER BY key COLLATE "C"',
-                (plugin, prefix),
+                (plugin, location, prefix),
             ).fetchall(),
         )
         return [str(row[0]) for row in rows]
+
+    def claim_unlocated(self, plugin: str, location: str) -> int:
+        """Give the plugin *plugin* at *location* the ``ctx.kv`` entries of its name that
+        are unlocated (``_store.UNLOCATED``); return how many moved. A key it already
+        holds at *location* keeps its value (the unlocated one stays, claimed by nobody)."""
+        if location == UNLOCATED or "\0" in plugin + location:
+            return 0
+        return int(
+            self._run(
+                f"claiming the unlocated kv entries of {plugin!r}",
+                lambda conn: (
+                    conn.execute(
+                        "UPDATE caplet.kv AS k SET location = %s WHERE k.plugin = %s "
+                        "AND k.location = %s AND NOT EXISTS (SELECT 1 FROM caplet.kv AS o "
+                        "WHERE o.plugin = k.plugin AND o.location = %s AND o.key = k.key)",
+                        (location, plugin, UNLOCATED, location),
+                    ).rowcount
+                ),
+                write=True,
+            )
+        )
 
     # -- maintenance and lifetime ---------------------------------------------------
 

@@ -38,6 +38,10 @@ class ProblemKind(enum.Enum):
     UNFINISHED_UPDATE = "unfinished-update"
     #: A shared store (PostgreSQL) that cannot be reached: nothing can be checked or used.
     UNREACHABLE = "unreachable"
+    #: ``ctx.kv`` entries or a quarantine written before caplet kept plugin places that
+    #: no plugin has claimed (decide14): kept, read by no plugin (a quarantine of that
+    #: kind stops every plugin of its name). A warning: nothing is damaged.
+    UNCLAIMED = "unclaimed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +69,7 @@ class StateProblem:
                 | ProblemKind.UNREACHABLE
             ):
                 return True
-            case ProblemKind.TEMP_FILE | ProblemKind.UNFINISHED_UPDATE:
+            case ProblemKind.TEMP_FILE | ProblemKind.UNFINISHED_UPDATE | ProblemKind.UNCLAIMED:
                 return False
             case _:
                 assert_never(self.kind)

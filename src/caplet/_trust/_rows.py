@@ -38,6 +38,7 @@ __all__ = [
     "decision_from_row",
     "kv_value",
     "quarantine_from_row",
+    "unclaimed_problems",
 ]
 
 #: The order in which retention deletes decisions beyond ``max_rows``: allowed rows first
@@ -231,20 +232,28 @@ def audit_from_row(
 
 
 def quarantine_from_row(source: RowSource, row: Sequence[object]) -> QuarantineRecord:
-    """A quarantine record from ``name, reason, since``."""
-    name, reason, since = row
+    """A quarantine record from ``name, reason, since, location, content_hash``."""
+    name, reason, since, location, content_hash = row
     if (
         not isinstance(name, str)
         or not isinstance(reason, str)
         or not isinstance(since, float | int)
+        or not isinstance(location, str)
+        or not isinstance(content_hash, str)
     ):
         raise source.bad_row(
             "quarantine",
             name,
-            "reason or since mistyped",
+            "reason, since, location or content_hash mistyped",
             f"release it (caplet release {name}) and let caplet record it again",
         )
-    return QuarantineRecord(name=name, reason=reason, since=float(since))
+    return QuarantineRecord(
+        name=name,
+        reason=reason,
+        since=float(since),
+        location=location,
+        content_hash=content_hash,
+    )
 
 
 def decision_from_row(source: RowSource, row: Sequence[object]) -> Decision:
@@ -309,3 +318,37 @@ def decision_filter(
             clauses.append(f"{column} {placeholder}")
             values.append(value)
     return (f"WHERE {' AND '.join(clauses)} " if clauses else ""), tuple(values)
+
+
+def unclaimed_problems(
+    source: RowSource, kv: Sequence[Sequence[object]], quarantined: Sequence[object]
+) -> list[StateProblem]:
+    """The rows written before caplet kept plugin places that no plugin has claimed
+    (decide14): *kv* as ``(plugin, count)``, *quarantined* the names. Warnings, each
+    naming the plugin and the fix."""
+    problems = [
+        StateProblem(
+            kind=ProblemKind.UNCLAIMED,
+            path=source.path,
+            message=(
+                f"{source.what}: {count} ctx.kv entries of plugin {plugin!r} were written "
+                "before caplet kept plugin places and belong to no plugin yet (no plugin "
+                "reads them); they go to the plugin enabled on the approval of that name: "
+                f"caplet approve {plugin} where it is, then enable it"
+            ),
+        )
+        for plugin, count in kv
+    ]
+    problems += [
+        StateProblem(
+            kind=ProblemKind.UNCLAIMED,
+            path=source.path,
+            message=(
+                f"{source.what}: the quarantine of plugin {name!r} was recorded before "
+                "caplet kept plugin places, so it stops every plugin of that name; "
+                f"caplet release {name} when the cause is fixed"
+            ),
+        )
+        for name in quarantined
+    ]
+    return problems

@@ -55,7 +55,7 @@ from caplet._trust._sqlite_schema import (
     SCHEMA_VERSION,
     migrate,
 )
-from caplet._trust._store import ApprovalRecord, Decision, KvWrite, QuarantineRecord
+from caplet._trust._store import UNLOCATED, ApprovalRecord, Decision, KvWrite, QuarantineRecord
 
 __all__ = [
     "APPLICATION_ID",
@@ -81,6 +81,11 @@ _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
     "requires, defaults, hooks, agent_text, location FROM approvals ORDER BY name"
 )
+
+#: The quarantine columns in the order ``quarantine_from_row`` reads them.
+_QUARANTINE_COLUMNS = "name, reason, since, location, content_hash"
+#: The quarantines that stop a plugin (parameters: its place, UNLOCATED, its content).
+_QUARANTINE_MATCH = "(location IN (?, ?) OR (content_hash != '' AND content_hash = ?))"
 
 
 class SqliteStore(SqliteFile):
@@ -164,32 +169,47 @@ class SqliteStore(SqliteFile):
 
     # -- quarantine -----------------------------------------------------------------
 
-    def get_quarantine(self, name: str) -> QuarantineRecord | None:
-        """Why and since when *name* is quarantined, or ``None``."""
+    def get_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> QuarantineRecord | None:
+        """Why and since when the plugin *name* at *location* (running *content_hash*) is
+        quarantined, or ``None``: a quarantine of that place, an unlocated one (it stops
+        every plugin of its name), or one of that content anywhere (``_store``)."""
         with self._reading(f"reading the quarantine of {name!r}") as conn:
             row = conn.execute(
-                "SELECT name, reason, since FROM quarantine WHERE name = ?", (name,)
+                f"SELECT {_QUARANTINE_COLUMNS} FROM quarantine WHERE name = ? AND "  # noqa: S608
+                f"{_QUARANTINE_MATCH} ORDER BY location != ?, location = ? LIMIT 1",
+                (name, location, UNLOCATED, content_hash, location, UNLOCATED),
             ).fetchone()
         return None if row is None else quarantine_from_row(self._rows, row)
 
     def put_quarantine(self, record: QuarantineRecord) -> None:
-        """Quarantine ``record.name`` (replacing an earlier record)."""
+        """Quarantine ``record.name`` at ``record.location`` (replacing an earlier record)."""
         with self._writing(f"quarantining {record.name!r}") as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO quarantine (name, reason, since) VALUES (?, ?, ?)",
-                (record.name, record.reason, record.since),
+                "INSERT OR REPLACE INTO quarantine (name, location, reason, since, content_hash) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (record.name, record.location, record.reason, record.since, record.content_hash),
             )
 
-    def delete_quarantine(self, name: str) -> bool:
-        """Release *name*; ``False`` when it was not quarantined."""
+    def delete_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> bool:
+        """Release every quarantine :meth:`get_quarantine` finds for the plugin *name* at
+        *location* running *content_hash*; ``False`` when there was none."""
         with self._writing(f"releasing {name!r} from quarantine") as conn:
-            cursor = conn.execute("DELETE FROM quarantine WHERE name = ?", (name,))
+            cursor = conn.execute(
+                f"DELETE FROM quarantine WHERE name = ? AND {_QUARANTINE_MATCH}",  # noqa: S608
+                (name, location, UNLOCATED, content_hash),
+            )
         return cursor.rowcount > 0
 
     def list_quarantine(self) -> Sequence[QuarantineRecord]:
-        """Every quarantined plugin, ordered by name."""
+        """Every quarantined plugin, ordered by name and location."""
         with self._reading("listing quarantined plugins") as conn:
-            rows = conn.execute("SELECT name, reason, since FROM quarantine ORDER BY name")
+            rows = conn.execute(
+                f"SELECT {_QUARANTINE_COLUMNS} FROM quarantine ORDER BY name, location"  # noqa: S608
+            )
             records = rows.fetchall()
         return [quarantine_from_row(self._rows, row) for row in records]
 
@@ -260,18 +280,27 @@ class SqliteStore(SqliteFile):
 
     # -- ctx.kv ------------------------------------------------------------------------
 
-    def kv_get(self, plugin: str, key: str) -> bytes | None:
-        """The value *plugin* stored under *key*, or ``None``."""
+    def kv_get(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bytes | None:
+        """The value the plugin *plugin* at *location* stored under *key*, or ``None``."""
         with self._reading(f"reading a kv entry of {plugin!r}") as conn:
             row = conn.execute(
-                "SELECT value FROM kv WHERE plugin = ? AND key = ?", (plugin, key)
+                "SELECT value FROM kv WHERE plugin = ? AND location = ? AND key = ?",
+                (plugin, location, key),
             ).fetchone()
         return None if row is None else kv_value(self._rows, plugin, key, row[0])
 
     def kv_put(
-        self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
+        self,
+        plugin: str,
+        key: str,
+        value: bytes,
+        *,
+        max_keys: int,
+        max_bytes: int,
+        location: str = UNLOCATED,
     ) -> KvWrite:
-        """Store *value* under *key* for *plugin* unless that breaks a quota.
+        """Store *value* under *key* for the plugin *plugin* at *location* unless that
+        breaks a quota.
 
         The usage is computed inside the write transaction, so two processes
         writing at once cannot both squeeze under the limit.
@@ -280,37 +309,54 @@ class SqliteStore(SqliteFile):
         with self._writing(f"writing a kv entry of {plugin!r}") as conn:
             others_keys, others_bytes = conn.execute(
                 "SELECT count(*), coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) "
-                "FROM kv WHERE plugin = ? AND key != ?",
-                (plugin, key),
+                "FROM kv WHERE plugin = ? AND location = ? AND key != ?",
+                (plugin, location, key),
             ).fetchone()
             keys, total = int(others_keys) + 1, int(others_bytes) + size
             if keys > max_keys or total > max_bytes:
                 return KvWrite(stored=False, keys=keys, total_bytes=total)
             conn.execute(
-                "INSERT OR REPLACE INTO kv (plugin, key, value, updated_at) VALUES (?, ?, ?, ?)",
-                (plugin, key, value, time.time()),
+                "INSERT OR REPLACE INTO kv (plugin, location, key, value, updated_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (plugin, location, key, value, time.time()),
             )
         return KvWrite(stored=True, keys=keys, total_bytes=total)
 
-    def kv_delete(self, plugin: str, key: str) -> bool:
-        """Remove *plugin*'s *key*; ``False`` when it was not there."""
+    def kv_delete(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bool:
+        """Remove the *key* of the plugin *plugin* at *location*; ``False`` if it was not there."""
         with self._writing(f"deleting a kv entry of {plugin!r}") as conn:
-            cursor = conn.execute("DELETE FROM kv WHERE plugin = ? AND key = ?", (plugin, key))
+            cursor = conn.execute(
+                "DELETE FROM kv WHERE plugin = ? AND location = ? AND key = ?",
+                (plugin, location, key),
+            )
         return cursor.rowcount > 0
 
-    def kv_keys(self, plugin: str, prefix: str = "") -> Sequence[str]:
-        """*plugin*'s keys starting with *prefix*, sorted.
+    def kv_keys(self, plugin: str, prefix: str = "", *, location: str = UNLOCATED) -> Sequence[str]:
+        """The keys of the plugin *plugin* at *location* starting with *prefix*, sorted.
 
         ``substr`` rather than LIKE: a prefix holding ``%`` or ``_`` is
         matched literally, with no escaping to get wrong.
         """
         with self._reading(f"listing the kv keys of {plugin!r}") as conn:
             rows = conn.execute(
-                "SELECT key FROM kv WHERE plugin = ? AND substr(key, 1, length(?)) = ? "
-                "ORDER BY key",
-                (plugin, prefix, prefix),
+                "SELECT key FROM kv WHERE plugin = ? AND location = ? "
+                "AND substr(key, 1, length(?)) = ? ORDER BY key",
+                (plugin, location, prefix, prefix),
             ).fetchall()
         return [str(row[0]) for row in rows]
+
+    def claim_unlocated(self, plugin: str, location: str) -> int:
+        """Give the plugin *plugin* at *location* the ``ctx.kv`` entries of its name that
+        are unlocated (``_store.UNLOCATED``); return how many moved. A key it already
+        holds at *location* keeps its value (the unlocated one stays, claimed by nobody)."""
+        if location == UNLOCATED:
+            return 0
+        with self._writing(f"claiming the unlocated kv entries of {plugin!r}") as conn:
+            cursor = conn.execute(
+                "UPDATE OR IGNORE kv SET location = ? WHERE plugin = ? AND location = ?",
+                (location, plugin, UNLOCATED),
+            )
+        return int(cursor.rowcount)
 
     # -- maintenance and lifetime -----------------------------------------------------
 

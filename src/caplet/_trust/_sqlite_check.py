@@ -20,6 +20,7 @@ from caplet._trust._rows import (
     approval_from_row,
     audit_from_row,
     quarantine_from_row,
+    unclaimed_problems,
 )
 from caplet._trust._sqlite_schema import SCHEMA_VERSION, corrupt_message, expected_objects
 
@@ -128,7 +129,9 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
             )
             continue
         decoded(audit_from_row, content_hash, model, plugin, payload)
-    for row in conn.execute("SELECT name, reason, since FROM quarantine ORDER BY name").fetchall():
+    for row in conn.execute(
+        "SELECT name, reason, since, location, content_hash FROM quarantine ORDER BY name, location"
+    ).fetchall():
         decoded(quarantine_from_row, row)
     for (row_id,) in conn.execute(
         "SELECT id FROM decisions WHERE typeof(at) NOT IN ('real', 'integer') "
@@ -144,7 +147,7 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
         )
     for plugin, key in conn.execute(
         "SELECT plugin, key FROM kv WHERE typeof(value) != 'blob' "
-        "OR typeof(plugin) != 'text' OR typeof(key) != 'text' "
+        "OR typeof(plugin) != 'text' OR typeof(key) != 'text' OR typeof(location) != 'text' "
         "OR typeof(updated_at) NOT IN ('real', 'integer') LIMIT ?",
         (MAX_REPORTED,),
     ).fetchall():
@@ -156,4 +159,13 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
                 rows.edited_table,
             ).problem
         )
+    kv = conn.execute(
+        "SELECT plugin, count(*) FROM kv WHERE location = '' GROUP BY plugin ORDER BY plugin "
+        "LIMIT ?",
+        (MAX_REPORTED,),
+    ).fetchall()
+    quarantined = conn.execute(
+        "SELECT name FROM quarantine WHERE location = '' ORDER BY name LIMIT ?", (MAX_REPORTED,)
+    ).fetchall()
+    problems += unclaimed_problems(rows, kv, [name for (name,) in quarantined])
     return problems

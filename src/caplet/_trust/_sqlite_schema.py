@@ -132,6 +132,43 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # plugins directory) does not carry it over as a new version of the same plugin
     # would (attack13d). NULL in older rows: compared with nothing, as before.
     ("ALTER TABLE approvals ADD COLUMN location TEXT",),
+    # 9: ctx.kv entries and quarantines belong to the plugin's identity, its name *and*
+    # where it is (the location approvals record since 8), so another project's plugin of
+    # the same name neither reads the first one's kv nor shares its quarantine (decide14).
+    # Older rows go to the place the approval of that name records (the plugin that wrote
+    # them, in the obvious case); where none is recorded they stay unlocated ('': see
+    # _store.UNLOCATED for who may claim them). A quarantine also records the content it
+    # stopped, which it stops wherever it runs (a fleet's nodes keep their plugins at
+    # other paths; '' in older rows). A primary key cannot change in place: copy, drop,
+    # rename, as in 2.
+    (
+        """CREATE TABLE kv_v9 (
+            plugin TEXT NOT NULL,
+            location TEXT NOT NULL DEFAULT '',
+            key TEXT NOT NULL,
+            value BLOB NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (plugin, location, key)
+        ) WITHOUT ROWID""",
+        "INSERT INTO kv_v9 (plugin, location, key, value, updated_at) "
+        "SELECT plugin, coalesce((SELECT a.location FROM approvals a WHERE a.name = kv.plugin), "
+        "''), key, value, updated_at FROM kv",
+        "DROP TABLE kv",
+        "ALTER TABLE kv_v9 RENAME TO kv",
+        """CREATE TABLE quarantine_v9 (
+            name TEXT NOT NULL,
+            location TEXT NOT NULL DEFAULT '',
+            reason TEXT NOT NULL,
+            since REAL NOT NULL,
+            content_hash TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (name, location)
+        )""",
+        "INSERT INTO quarantine_v9 (name, location, reason, since) "
+        "SELECT name, coalesce((SELECT a.location FROM approvals a WHERE a.name = "
+        "quarantine.name), ''), reason, since FROM quarantine",
+        "DROP TABLE quarantine",
+        "ALTER TABLE quarantine_v9 RENAME TO quarantine",
+    ),
 )
 
 #: The version this caplet writes and understands.

@@ -5,8 +5,16 @@ is the implementation (SQLite, WAL). Approval is keyed by plugin name and
 pinned to a content hash; audits are keyed by content hash and auditor
 (``AuditResult.model_id``: ``""`` for static-only), so any change to any file
 makes both stale at once, and an audit by one model never stands in for
-another's. The store also holds each plugin's ``ctx.kv`` entries (issue 6),
-keyed by plugin name, so one plugin never sees another's.
+another's. The store also holds each plugin's ``ctx.kv`` entries (issue 6).
+
+``ctx.kv`` entries and quarantines belong to a plugin's **identity**: its name
+and its location (the folder, absolute with links resolved, or ``distribution
+NAME``: what an approval records, ``ApprovalRecord.location``). Another
+project's plugin of the same name is another plugin (attack13d): it neither
+reads the first one's entries nor shares its quarantine (decide14).
+:data:`UNLOCATED` is the location of rows written before caplet kept one
+(schema 8) whose plugin the store could not name when it migrated (the
+approval of that name recorded no place, or there was none).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from caplet._config._schema import ConfigValue
 from caplet._findings import RiskLevel
 
 __all__ = [
+    "UNLOCATED",
     "ApprovalRecord",
     "ApprovedDefaults",
     "Decision",
@@ -32,6 +41,14 @@ __all__ = [
 #: as ``(field, default)`` pairs in the order the capabilities name them;
 #: ``None`` for a field that had no default (the operator had to set it).
 ApprovedDefaults = tuple[tuple[str, ConfigValue | None], ...]
+
+#: The location of ``ctx.kv`` entries and quarantines written before caplet kept
+#: one, whose plugin the migration to schema 9 could not name. Such entries are
+#: read by no plugin until one claims them (:meth:`TrustStore.claim_unlocated`:
+#: the host does so for a plugin enabled on the approval of its name that vouches
+#: for its place, a person's decision about that very plugin); such a quarantine
+#: stops every plugin of its name until it is released (the safe answer).
+UNLOCATED = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +107,21 @@ class ApprovalRecord:
 
 @dataclass(frozen=True, slots=True)
 class QuarantineRecord:
-    """A plugin taken out of service until a human releases it."""
+    """A plugin taken out of service until a human releases it.
+
+    ``location`` is where that plugin is (its identity with ``name``);
+    :data:`UNLOCATED` for one recorded before caplet kept it, which stops every
+    plugin of that name. ``content_hash`` is the content it stopped, which it
+    stops under that name wherever it runs: the same code misbehaves alike, and a
+    fleet's nodes keep their plugins at other paths (``""``: recorded before
+    caplet kept it).
+    """
 
     name: str
     reason: str
     since: float
+    location: str = UNLOCATED
+    content_hash: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +174,15 @@ class TrustStore(Protocol):
 
     def put_audit(self, audit: AuditResult) -> None: ...
 
-    def get_quarantine(self, name: str) -> QuarantineRecord | None: ...
+    def get_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> QuarantineRecord | None: ...
 
     def put_quarantine(self, record: QuarantineRecord) -> None: ...
 
-    def delete_quarantine(self, name: str) -> bool: ...
+    def delete_quarantine(
+        self, name: str, location: str = UNLOCATED, content_hash: str = ""
+    ) -> bool: ...
 
     def list_quarantine(self) -> Sequence[QuarantineRecord]: ...
 
@@ -171,14 +202,25 @@ class TrustStore(Protocol):
 
     def decisions_span(self) -> tuple[int, float | None]: ...
 
-    def kv_get(self, plugin: str, key: str) -> bytes | None: ...
+    def kv_get(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bytes | None: ...
 
     def kv_put(
-        self, plugin: str, key: str, value: bytes, *, max_keys: int, max_bytes: int
+        self,
+        plugin: str,
+        key: str,
+        value: bytes,
+        *,
+        max_keys: int,
+        max_bytes: int,
+        location: str = UNLOCATED,
     ) -> KvWrite: ...
 
-    def kv_delete(self, plugin: str, key: str) -> bool: ...
+    def kv_delete(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bool: ...
 
-    def kv_keys(self, plugin: str, prefix: str = "") -> Sequence[str]: ...
+    def kv_keys(
+        self, plugin: str, prefix: str = "", *, location: str = UNLOCATED
+    ) -> Sequence[str]: ...
+
+    def claim_unlocated(self, plugin: str, location: str) -> int: ...
 
     def close(self) -> None: ...
