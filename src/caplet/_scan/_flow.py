@@ -54,6 +54,7 @@ from caplet._scan._source_labels import (
     secret_name,
 )
 from caplet._scan._sources import (
+    COOKIE_READERS,
     DECODER_METHODS,
     DECODERS,
     DECODING_CODECS,
@@ -381,6 +382,8 @@ class Flow(Evaluator, ExactMemo):
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
+            elif name.split(".", 1)[0] in COOKIE_READERS:
+                out.add((Source.CREDENTIAL, "browser cookies"))
             elif downloads(name) or name in DNS_ANSWERS:
                 out.add((Source.DOWNLOADED, name))
                 if node.args and public_ip(self.name_value(node.args[0])):

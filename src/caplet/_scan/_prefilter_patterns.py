@@ -30,6 +30,7 @@ from caplet._scan._lookup_patterns import (
 )
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
+    COOKIE_READER_TOKENS,
     DECODER_TOKENS,
     ENV_READ_TOKENS,
     NETWORK_INPUT_TOKENS,
@@ -300,7 +301,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # credentials or the environment walked, next to the network
     (
         r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
-        r"SECRET_ACCESS|_history['\"]|"
+        r"SECRET_ACCESS|_history['\"]|" + COOKIE_READER_TOKENS + "|"
         # the environment walked: a for loop or a comprehension over it ("X" in os.environ
         # is one key's test); the target may span lines in a comprehension's brackets
         r"\bfor\b[\w\s,.()\[\]*]*\bin\s+(?:os\s*\.\s*)?environ\b",
