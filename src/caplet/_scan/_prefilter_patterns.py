@@ -319,9 +319,10 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bstartfile\b|\.(?:exe|scr|bat|ps1|vbs|msi|pif|hta)['\"]",
     ),
     # exec/eval/compile called (local: the call's statement is enough) or passed
-    # as a value (``run = eval``: the call through the alias is elsewhere)
+    # as a value (``run = eval``: the call through the alias is elsewhere; ``{eval}``, a
+    # set of them, recall14)
     (_EXEC_NAME + r"\s*\(", _PAYLOAD),
-    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
+    (r"[=,(\[:{]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
     # the interpreter's classes walked for os/subprocess
     (
         r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"
