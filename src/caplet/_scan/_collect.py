@@ -43,6 +43,7 @@ from caplet._scan._filepass import scan_text, unread_findings
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
+from caplet._scan._package_registries import SinkRegistries
 from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
 from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script, started
 from caplet._scan._verdict import file_finding, finish, unused_capabilities
@@ -239,6 +240,8 @@ class Collector:
         self._wheel = False
         #: shell scripts that pipe a download into a shell, kept if installed (recall10)
         self._commands = InstalledCommands()
+        #: containers of sinks filled in one module and called in another (recall14)
+        self._registries = SinkRegistries()
 
     def file_problem(self, relative: str, rule_id: str, api: str) -> None:
         self.findings.extend(file_finding(relative, rule_id, api, self.mode))
@@ -323,6 +326,7 @@ class Collector:
             # the scripts it may start (blind13)
             self._commands.note_code(relative, text, installer=self._installer(relative))
         if problem is None:
+            self._registries.note(relative, text)
             findings, parsed = scan_text(
                 text,
                 relative,
@@ -411,6 +415,7 @@ class Collector:
                 self.file_problem(relative, "CPL-THR-022", relative)
         if self.mode is ScanMode.PACKAGE:
             self.findings.extend(self._commands.findings())
+        self.findings.extend(self._registries.findings(self.mode))
         return ScanReport(
             root=root,
             findings=tuple(finish(self.findings)),
