@@ -17,9 +17,10 @@ joins installed scripts:
   of those names is a registry of the module it is imported from.
 
 A call out of a registry on decoded, downloaded or a remote peer's data is then that
-sink's rule (CPL-THR-001, -002, -020), as in one file. Both text tests are substring and
-regular-expression searches that almost every file fails; a module is parsed here only
-when it passes one, and then bounded as any file is.
+sink's rule (CPL-THR-001, -002, -020), as in one file. The text tests are one RE2 search
+and a few substring searches that almost every file fails (1.5 ms a megabyte of the
+standard library); a module is parsed here only when the other half exists, and then
+bounded as any file is.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+import re2
+
 from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
+from caplet._scan._prefilter_sets import utf8
 from caplet._scan._rules import API_RULES
 from caplet._scan._sources import EXECUTORS, Source
 from caplet._scan._syntax import Survey, survey
@@ -41,11 +45,16 @@ from caplet._scan._syntax import Survey, survey
 __all__ = ["SinkRegistries"]
 
 #: A code sink written as a value: assigned, stored, passed or listed (not called).
-_FILLS = re.compile(
-    r"[=,(\[:{]\s*(?:exec|eval|compile|execfile|(?:os|subprocess)\s*\.\s*\w+)\s*[,)\]}\n]"
+_FILLS = re2.compile(
+    r"[=,(\[:{]\s*(?:exec|eval|compile|execfile|os\s*\.\s*(?:system|popen|exec\w*|spawn\w*)|"
+    r"subprocess\s*\.\s*(?:Popen|run|call|check_call|check_output|getoutput|getstatusoutput))"
+    r"\s*[,)\]}\n]"
 )
-#: An element of a name called: ``NAME[...](``, ``NAME.get(...)(``, ``NAME.pop(...)(``.
+#: An element of a name called: ``NAME[...](``, ``NAME.get(...)(``, ``NAME.pop(...)(``,
+#: matched on the lines that hold ``](`` or ``)(`` only.
 _CALLED_ELEMENT = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]\n]*\]|\.(?:get|pop)\([^()\n]*\))\s*\(")
+#: At most this many ``](``/``)(`` lines of a file are read for called elements.
+_MAX_CALL_LINES = 256
 #: The names a ``from ... import`` binds (one statement, on one line or in parentheses).
 _FROM_IMPORT = re.compile(r"\bfrom\s+[\w.]+\s+import\s+(\([^)]*\)|[^\n]+)")
 #: The bounds every parse here keeps (a file's own pass keeps its own).
@@ -60,18 +69,21 @@ _DOWNLOADED_RULE = "CPL-THR-002"
 class SinkRegistries:
     """The registries of sinks of one scanned tree, and the calls out of imported names."""
 
+    #: Sources that pass a code sink as a value: (relative, text), parsed at the end.
+    definers: list[tuple[str, str]] = field(default_factory=list)
+    #: Files that call an element of a name they import: (relative, text, those names as
+    #: their module spells them).
+    callers: list[tuple[str, str, frozenset[str]]] = field(default_factory=list)
     #: By module (its path's parts, no suffix), the containers holding sinks, and which.
     registries: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = field(default_factory=dict)
-    #: Files that call an element of a name they import: (relative, text, those names).
-    callers: list[tuple[str, str, frozenset[str]]] = field(default_factory=list)
 
     def note(self, relative: str, text: str) -> None:
-        """Read one source's text (every source of the tree, in any order)."""
-        if _FILLS.search(text):
-            held = _registries(text)
-            if held:
-                self.registries[_module_parts(relative)] = held
-        if "import" in text and (called := _CALLED_ELEMENT.findall(text)):
+        """Read one source's text (every source of the tree, in any order): two searches
+        that almost every file fails; nothing is parsed until :meth:`findings`."""
+        if _FILLS.search(utf8(text)):
+            self.definers.append((relative, text))
+        called = _called_names(text)
+        if called and "import" in text:
             imported = _imported_names(text)
             # the names as their module spells them (``import X as Y``; ``Y[...](``)
             names = frozenset(imported[c] for c in called if c in imported)
@@ -80,12 +92,18 @@ class SinkRegistries:
 
     def findings(self, mode: ScanMode) -> list[Finding]:
         """The calls out of another module's registry of sinks, on data that runs."""
-        if not self.registries:
+        if not self.definers or not self.callers:
             return []
-        held = {name for found in self.registries.values() for name in found}
+        wanted = {name for _, _, names in self.callers for name in names}
+        for relative, text in self.definers:
+            if any(name in text for name in wanted):
+                held = _registries(text)
+                if held:
+                    self.registries[_module_parts(relative)] = held
+        held_names = {name for found in self.registries.values() for name in found}
         out: list[Finding] = []
         for relative, text, names in self.callers:
-            if names & held:
+            if names & held_names:
                 out.extend(self._calls(relative, text, mode))
         return out
 
@@ -196,6 +214,22 @@ def _container_called(func: ast.expr) -> str | None:
     ):
         return func.func.value.id
     return None
+
+
+def _called_names(text: str) -> set[str]:
+    """The names whose element ``text`` calls, read on the lines holding ``](`` or ``)(``."""
+    names: set[str] = set()
+    lines = 0
+    for token in ("](", ")("):
+        start = text.find(token)
+        while start >= 0 and lines < _MAX_CALL_LINES:
+            lines += 1
+            begin = text.rfind("\n", 0, start) + 1
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
+            names.update(_CALLED_ELEMENT.findall(text, begin, end))
+            start = text.find(token, end)
+    return names
 
 
 def _imported_names(text: str) -> dict[str, str]:
