@@ -126,6 +126,11 @@ def test_the_prefilter_sends_every_upload_to_the_rule(
         import os
         os.system("curl -d @payload.json --cert ~/.ssh/client.pem https://api.example.org/")
         """,
+        # a public key installed on a server (what ssh-copy-id does)
+        """
+        import os
+        os.system("cat ~/.ssh/id_ed25519.pub | ssh deploy@192.0.2.10 'cat >> .ssh/authorized_keys'")
+        """,
         # the key printed on the terminal, piped into a local program
         """
         import os

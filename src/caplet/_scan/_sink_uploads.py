@@ -183,6 +183,12 @@ def _option_values(args: list[str], options: frozenset[str]) -> list[str]:
 
 
 def _credentials(files: list[str]) -> set[str]:
+    """The credentials among ``files``; a public key (``id_rsa.pub``, sent to a server's
+    ``authorized_keys`` by ``ssh-copy-id`` and its hand-made spellings) is none."""
     return {
-        what for path in files for source, what in file_labels(path) if source is Source.CREDENTIAL
+        what
+        for path in files
+        if not path.endswith(".pub")
+        for source, what in file_labels(path)
+        if source is Source.CREDENTIAL
     }
