@@ -29,18 +29,22 @@ import ast
 import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import re2
 
 from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
-from caplet._scan._flow import Flow
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
 from caplet._scan._prefilter_sets import utf8
 from caplet._scan._rules import API_RULES
 from caplet._scan._sources import EXECUTORS, Source
-from caplet._scan._syntax import Survey, survey
+
+if TYPE_CHECKING:
+    # the AST pass's modules are imported where a file needs them (issue 16's start-up:
+    # a scan the prefilter decides whole never loads them, tests/_cli/test_app_startup.py)
+    from caplet._scan._flow import Flow
 
 __all__ = ["SinkRegistries"]
 
@@ -111,8 +115,7 @@ class SinkRegistries:
         parsed = _parse(text)
         if parsed is None:
             return []
-        tree, result = parsed
-        flow = Flow(result.bindings, result.nodes, result.scopes)
+        tree, flow = parsed
         scan = FileScan(relative, text, NO_GRANTS, (), mode)
         here = _module_parts(relative)
         is_package = relative.endswith("__init__.py")
@@ -166,13 +169,19 @@ class SinkRegistries:
         return ()
 
 
-def _parse(text: str) -> tuple[ast.Module, Survey] | None:
+def _parse(text: str) -> tuple[ast.Module, Flow] | None:
+    """``text`` parsed and surveyed (bounded), with its data flow; ``None`` if it cannot be."""
+    from caplet._scan._flow import Flow
+    from caplet._scan._syntax import Survey, survey
+
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     result = survey(tree, _MAX_DEPTH, _MAX_NODES)
-    return (tree, result) if isinstance(result, Survey) else None
+    if not isinstance(result, Survey):
+        return None
+    return tree, Flow(result.bindings, result.nodes, result.scopes)
 
 
 def _registries(text: str) -> dict[str, tuple[str, ...]]:
@@ -180,8 +189,7 @@ def _registries(text: str) -> dict[str, tuple[str, ...]]:
     parsed = _parse(text)
     if parsed is None:
         return {}
-    tree, result = parsed
-    flow = Flow(result.bindings, result.nodes, result.scopes)
+    tree, flow = parsed
     names: set[str] = set()
     for statement in tree.body:
         if isinstance(statement, ast.Assign | ast.AnnAssign) and isinstance(
