@@ -88,7 +88,7 @@ def _install() -> None:
     setattr(_filepass, "prefilter", lambda: timed)  # noqa: B010
     setattr(_scanner, "walk", _timed_walk(getattr(_scanner, "walk")))  # noqa: B009, B010
     _wrap(_collect, "read_source", "reading")
-    _wrap(_collect, "_decode", "decoding")
+    _wrap(_collect, "decode_text", "decoding")
     for name in ("with_logical_lines", "_no_text_findings"):
         _wrap(_filepass, name, "prefilter")
     _wrap(_filepass, "_parse", "parse")

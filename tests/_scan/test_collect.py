@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 
 from caplet._findings import Severity
-from caplet._scan._collect import (
-    HARD_MAX_FILE_BYTES,
-    _decode,
-    _read_up_to,
-    installers,
-    read_source,
-)
+from caplet._scan._collect import HARD_MAX_FILE_BYTES, installers, read_source
+from caplet._scan._collect_read import decode_text, read_up_to
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import DEFAULT_MAX_FILE_BYTES, scan_tree
 
@@ -212,7 +207,7 @@ def test_a_type_stub_is_not_read_as_code(tmp_path: Path) -> None:
 def test_text_is_decoded_as_an_import_would(
     data: bytes, expected: tuple[str, str | None, int]
 ) -> None:
-    assert _decode(data) == expected
+    assert decode_text(data) == expected
 
 
 # A "\r"-only file whose cookie is on its second line, after an empty first one: the
@@ -230,7 +225,7 @@ _CR_UTF7 = (
 def test_a_cookie_after_a_carriage_return_is_read_as_the_interpreter_reads_it(
     newline: bytes,
 ) -> None:
-    text, problem, _ = _decode(_CR_UTF7.replace(b"\r", newline))
+    text, problem, _ = decode_text(_CR_UTF7.replace(b"\r", newline))
     assert problem is None
     assert "#\rimport os, urllib.request\ros.system(" in text
     body = ast.parse(text.replace("\r\n", "\n").replace("\r", "\n")).body
@@ -255,7 +250,7 @@ _CR_THIRD_LINE_COOKIE = (
 
 
 def test_a_cookie_on_a_carriage_return_files_third_line_is_no_cookie(tmp_path: Path) -> None:
-    assert _decode(_CR_THIRD_LINE_COOKIE) == (_CR_THIRD_LINE_COOKIE.decode(), None, 0)
+    assert decode_text(_CR_THIRD_LINE_COOKIE) == (_CR_THIRD_LINE_COOKIE.decode(), None, 0)
     (tmp_path / "mod.py").write_bytes(_CR_THIRD_LINE_COOKIE)
     report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
     assert any(
@@ -264,7 +259,7 @@ def test_a_cookie_on_a_carriage_return_files_third_line_is_no_cookie(tmp_path: P
 
 
 def test_undecodable_first_line_is_the_encoding_declaration_problem() -> None:
-    text, problem, line = _decode(b"x = '\xff'\n")
+    text, problem, line = decode_text(b"x = '\xff'\n")
     assert (text, line) == ("x = '\ufffd'\n", 1)
     assert problem is not None
     assert problem.startswith("SyntaxError: invalid or missing encoding declaration")
@@ -285,9 +280,9 @@ def test_a_file_longer_than_its_size_said_is_read_to_its_end(tmp_path: Path) -> 
     path.write_bytes(b"a" * 10_000)
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert _read_up_to(fd, 20_000, 1) == b"a" * 10_000
+        assert read_up_to(fd, 20_000, 1) == b"a" * 10_000
         os.lseek(fd, 0, os.SEEK_SET)
-        assert _read_up_to(fd, 4_097, 1) == b"a" * 4_097
+        assert read_up_to(fd, 4_097, 1) == b"a" * 4_097
     finally:
         os.close(fd)
 

@@ -96,6 +96,21 @@ ATTACKS = {
     "loop-over-a-copy": (
         "xs = []\nxs.append(exec)\nfor f in list(xs):\n    f(base64.b64decode(p))\n"
     ),
+    # recall14 (recall12's open rows): keys unknown both at the store and at the lookup
+    "unknown-keys": (
+        "d = {}\nk = os.environ.get('N', 'r')\nd[k] = exec\nj = os.environ.get('N', 'r')\n"
+        "d[j](base64.b64decode(p))\n"
+    ),
+    "unknown-key-get": (
+        "d = {}\nd.setdefault(os.getenv('N'), exec)\nd.get(os.getenv('M'))(base64.b64decode(p))\n"
+    ),
+    # picked out of a container by a call
+    "popitem-indexed": "d = {'a': exec}\nd.popitem()[1](base64.b64decode(p))\n",
+    "popitem-unpacked": "d = {}\nd['a'] = exec\nk, f = d.popitem()\nf(base64.b64decode(p))\n",
+    "min-of-list": "fs = [exec]\nmin(fs, key=id)(base64.b64decode(p))\n",
+    "max-of-arguments": "max(print, exec, key=id)(base64.b64decode(p))\n",
+    "sorted-first": "fs = {eval}\nsorted(fs, key=repr)[0](base64.b64decode(p).decode())\n",
+    "random-choice": "import random\nrandom.choice([exec])(base64.b64decode(p))\n",
 }
 
 
@@ -213,6 +228,12 @@ NEAR_MISSES = {
     "kwargs-popped": (
         "import base64\ndef f(**kwargs):\n    cb = kwargs.pop('cb', print)\n"
         "    cb(base64.b64decode(kwargs.pop('data')))\n"
+    ),
+    # recall14: ordinary values picked by min/max/sorted/popitem, a lookup by an unknown key
+    "picked-ordinary": (
+        "import base64\nfs = {'a': print}\nfs.popitem()[1](base64.b64decode(x))\n"
+        "min([len, str], key=id)(base64.b64decode(x))\nsorted([1, 2])[0]\n"
+        "max(3, 4)\nopts = {'p': print}\nopts[input()](base64.b64decode(x))\n"
     ),
     "self-callback": (
         "import base64\nclass C:\n    def __init__(self, cb):\n        self.cb = cb\n"

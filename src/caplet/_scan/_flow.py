@@ -40,6 +40,7 @@ from caplet._scan._network_input import (
     peer_input,
     wraps_network,
 )
+from caplet._scan._passed_arguments import passed_arguments
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
 from caplet._scan._source_labels import NONE as _NONE
@@ -53,6 +54,7 @@ from caplet._scan._source_labels import (
     secret_name,
 )
 from caplet._scan._sources import (
+    COOKIE_READERS,
     DECODER_METHODS,
     DECODERS,
     DECODING_CODECS,
@@ -380,6 +382,8 @@ class Flow(Evaluator, ExactMemo):
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
+            elif name.split(".", 1)[0] in COOKIE_READERS:
+                out.add((Source.CREDENTIAL, "browser cookies"))
             elif downloads(name) or name in DNS_ANSWERS:
                 out.add((Source.DOWNLOADED, name))
                 if node.args and public_ip(self.name_value(node.args[0])):
@@ -522,71 +526,11 @@ class Flow(Evaluator, ExactMemo):
         return False
 
     def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
-        """By function scope and parameter, the arguments this file's calls pass to it:
-        ``def load(blob): exec(blob)`` called as ``load(b64decode(...))`` runs decoded
-        data (a function or a lambda bound to a name, called by that name)."""
-        if self._passed is not None:
-            return self._passed
-        found: dict[int, dict[str, list[ast.expr]]] = {}
-        targets: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]] = {}
-        for defined in self.bindings.functions:
-            targets.setdefault(defined.name, []).append(defined)
-        for name, values in self.bindings.assigned.items():
-            for value in values:
-                if isinstance(value, ast.Lambda):
-                    targets.setdefault(name, []).append(value)
-        # One pass over the nodes (it was two: 4% of a package scan's CPU on the benign
-        # corpus, issue 16); a callee's name is looked up before its receiver is checked:
-        # most calls name no function of this file.
-        for n in self.calls():
-            func = n.func
-            if isinstance(func, ast.Lambda):
-                # (lambda x: exec(x))(blob): the lambda's parameters are the call's arguments
-                slots = found.setdefault(id(func), {})
-                for param, arg in zip(func.args.args, n.args, strict=False):
-                    if not isinstance(arg, ast.Starred):
-                        slots.setdefault(param.arg, []).append(arg)
-                continue
-            method = isinstance(func, ast.Attribute)
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            candidates = targets.get(name)
-            if not candidates:
-                continue
-            if isinstance(func, ast.Attribute) and not self._own_instance(func.value):
-                continue  # out.write(data) is not this file's def write(self, s)
-            for fn in candidates[:MAX_CANDIDATES]:
-                params = [*fn.args.posonlyargs, *fn.args.args]
-                if method:
-                    # obj.go(data) into def go(self, d): the receiver is self
-                    if not params or params[0].arg not in {"self", "cls"}:
-                        continue
-                    params = params[1:]
-                slots = found.setdefault(id(fn), {})
-                for param, arg in zip(params, n.args, strict=False):
-                    if not isinstance(arg, ast.Starred):
-                        slots.setdefault(param.arg, []).append(arg)
-                if not n.keywords:
-                    continue
-                names = {p.arg for p in (*params, *fn.args.kwonlyargs)}
-                for keyword in n.keywords:
-                    if keyword.arg in names:
-                        slots.setdefault(keyword.arg, []).append(keyword.value)
-        self._passed = found
-        return found
-
-    def _own_instance(self, receiver: ast.expr) -> bool:
-        """``self``, or an object made by a class of this file (``L()``, ``x = L()``)."""
-        if isinstance(receiver, ast.Name):
-            if receiver.id in {"self", "cls"}:
-                return True
-            bound = self.bindings.assigned.get(receiver.id, ())
-            receiver = bound[0] if len(bound) == 1 else receiver
-        return (
-            isinstance(receiver, ast.Call)
-            and isinstance(receiver.func, ast.Name)
-            and receiver.func.id in self.bindings.defined
-            and receiver.func.id not in self.bindings.imports
-        )
+        """By function scope and parameter, the arguments this file's calls pass to it
+        (:func:`caplet._scan._passed_arguments.passed_arguments`)."""
+        if self._passed is None:
+            self._passed = passed_arguments(self.calls(), self.bindings)
+        return self._passed
 
     def remote_params(self) -> dict[str, set[int]]:
         """Parameters of a chat bot's handlers, by name and handler: a remote user's

@@ -30,6 +30,7 @@ from caplet._scan._lookup_patterns import (
 )
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
+    COOKIE_READER_TOKENS,
     DECODER_TOKENS,
     ENV_READ_TOKENS,
     NETWORK_INPUT_TOKENS,
@@ -309,7 +310,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # credentials or the environment walked, next to the network
     (
         r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
-        r"SECRET_ACCESS|_history['\"]|"
+        r"SECRET_ACCESS|_history['\"]|" + COOKIE_READER_TOKENS + "|"
         # the environment walked: a for loop or a comprehension over it ("X" in os.environ
         # is one key's test); the target may span lines in a comprehension's brackets
         r"\bfor\b[\w\s,.()\[\]*]*\bin\s+(?:os\s*\.\s*)?environ\b",
@@ -327,9 +328,10 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bstartfile\b|\.(?:exe|scr|bat|ps1|vbs|msi|pif|hta)['\"]",
     ),
     # exec/eval/compile called (local: the call's statement is enough) or passed
-    # as a value (``run = eval``: the call through the alias is elsewhere)
+    # as a value (``run = eval``: the call through the alias is elsewhere; ``{eval}``, a
+    # set of them, recall14)
     (_EXEC_NAME + r"\s*\(", _PAYLOAD),
-    (r"[=,(\[:]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
+    (r"[=,(\[:{]\s*(?:exec|eval|compile|execfile)\s*(?:[,)\]}\n#;]|$)", _PAYLOAD),
     # the interpreter's classes walked for os/subprocess
     (
         r"\bobject\s*\.\s*__subclasses__|__base__\s*\.\s*__subclasses__|"

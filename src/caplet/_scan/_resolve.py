@@ -244,6 +244,9 @@ class Resolver(StoredReads):
         ]
         for value in self.bindings.assigned.get(name, ())[:MAX_CANDIDATES]:
             found.extend(self.resolve(value, depth + 1))
+        for value, place, size in self.bindings.unpacked.get(name, ())[:MAX_CANDIDATES]:
+            if size == 2 and place == 1:
+                found.extend(self.picked_element(value, depth))  # _, f = d.popitem()
         for iterable in self.bindings.iterated.get(name, ())[:MAX_CANDIDATES]:
             if isinstance(iterable, ast.List | ast.Tuple):
                 # for b in [__builtins__]: each element written in the loop's list
@@ -328,6 +331,8 @@ class Resolver(StoredReads):
                 elif -len(sequence.elts) <= position < len(sequence.elts):
                     found.extend(self.resolve(sequence.elts[position], depth + 1))
             found.extend(self._stored(node.value, None, depth))
+            # d.popitem()[1], sorted(xs, key=repr)[0]: an element of a container (recall14)
+            found.extend(self.picked_element(node.value, depth))
             return tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         key = self.name_value(node.slice)
         if key is None:
@@ -344,6 +349,8 @@ class Resolver(StoredReads):
                 for r in self.resolve(p, depth + 1)
                 if r in {"builtins", "builtins.__dict__"}
             ]
+            # d[k] = exec; d[j](payload) with neither key known: any code sink it holds
+            found.extend(self.any_element(node.value, depth))
             return tuple(dict.fromkeys(found))
         return self.lookup(node.value, key, depth)
 
@@ -490,7 +497,10 @@ class Resolver(StoredReads):
                 found = self._namespaces(func.value, depth)
             elif method in {"get", "__getitem__"} and args:
                 key = self.name_value(args[0])
-                found = () if key is None else self.lookup(func.value, key, depth)
+                if key is None:
+                    found = tuple(dict.fromkeys(self.any_element(func.value, depth)))
+                else:
+                    found = self.lookup(func.value, key, depth)
             elif method == "__getattribute__" and 1 <= len(args) <= 2:
                 key = self.name_value(args[-1])
                 owner = args[0] if len(args) == 2 else func.value

@@ -16,7 +16,13 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
 from caplet._scan._sink_documents import user_documents
-from caplet._scan._sources import EGRESS_VERBS, NON_PAYLOAD_KEYWORDS, Source
+from caplet._scan._sources import (
+    COOKIE_JAR_READERS,
+    COOKIE_READERS,
+    EGRESS_VERBS,
+    NON_PAYLOAD_KEYWORDS,
+    Source,
+)
 from caplet._scan._syntax import shorten
 from caplet._scan._tags import Tagger
 
@@ -176,7 +182,11 @@ class EgressSinks:
         flow = self._flow
         payload = [
             *node.args,
-            *(k.value for k in node.keywords if k.arg not in NON_PAYLOAD_KEYWORDS),
+            *(
+                k.value
+                for k in node.keywords
+                if k.arg not in NON_PAYLOAD_KEYWORDS and not self._site_cookies(node, k)
+            ),
         ]
         labels: set[tuple[Source, str]] = set()
         for arg in payload:
@@ -201,6 +211,28 @@ class EgressSinks:
         self._handed_credentials(node, api, payload)
         if labels:
             self._named_host(node, api)
+
+    def _site_cookies(self, node: ast.Call, keyword: ast.keyword) -> bool:
+        """A browser's cookies handed to a request as its cookies, as their libraries are
+        used (recall14): a jar (``cookies=browser_cookie3.chrome()``), which sends each
+        cookie to its own site only, or the cookies read for the URL the request asks
+        (``requests.get(url, cookies=chrome_cookies(url))``). A dict built from a jar, or
+        another site's cookies, sent to a URL is the cookies sent."""
+        if keyword.arg != "cookies":
+            return False
+        value = keyword.value
+        if isinstance(value, ast.Name):
+            bound = self._flow.bindings.assigned.get(value.id, ())
+            value = bound[0] if len(bound) == 1 else value
+        if not isinstance(value, ast.Call):
+            return False
+        modules = {f.split(".", 1)[0] for f in self._flow.resolve(value.func)}
+        if modules & COOKIE_JAR_READERS:
+            return True
+        urls = [*node.args, *(k.value for k in node.keywords if k.arg == "url")]
+        return bool(modules & COOKIE_READERS) and any(
+            value.args and ast.dump(value.args[0]) == ast.dump(url) for url in urls
+        )
 
     def _named_host(self, node: ast.Call, api: str) -> None:
         """The host name an egress resolves before it sends: a socket address's host, a

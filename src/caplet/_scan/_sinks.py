@@ -42,6 +42,7 @@ from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
 from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import CRON_JOBS, StageSinks, Write
+from caplet._scan._sink_uploads import uploaded_credentials
 from caplet._scan._sources import (
     DNS_FUNCTIONS,
     DNS_METHODS,
@@ -574,6 +575,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         if self._scan.installer or (import_time and self._scan.file.endswith("__init__.py")):
             self._shipped_program(node, api, head if head is not None else command)
+        for what in uploaded_credentials(flow, command):
+            self._scan.emit("CPL-THR-007", f"{what} sent by {api}({program} ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
             shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
             self._scan.emit(

@@ -18,6 +18,8 @@ from caplet._scan._rules import MODULE_RULES
 
 __all__ = [
     "BOT_FRAMEWORKS",
+    "COOKIE_JAR_READERS",
+    "COOKIE_READERS",
     "DECODERS",
     "DECODER_METHODS",
     "DECODING_CODECS",
@@ -433,6 +435,14 @@ INTERPRETERS: Final = frozenset(
 )
 #: Program names that are shells (a socket wired to one is a reverse shell).
 SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "cmd", "cmd.exe", "powershell"})
+
+#: Libraries whose every function returns another program's credentials: the cookies
+#: (and with them the sessions) of the user's browsers, decrypted (recall14). What one
+#: returns is a CREDENTIAL value wherever it flows.
+COOKIE_READERS: Final = frozenset({"browser_cookie3", "browsercookie", "pycookiecheat", "rookiepy"})
+#: Those of them that return a cookie jar: given to an HTTP client as its ``cookies``, a
+#: jar sends each cookie only to the site it belongs to (their documented use).
+COOKIE_JAR_READERS: Final = frozenset({"browser_cookie3", "browsercookie"})
 
 #: Calls returning the host's identity.
 RECON_FUNCTIONS: Final = frozenset(

