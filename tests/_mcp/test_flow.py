@@ -252,6 +252,11 @@ def test_a_cancelled_request_is_not_answered_and_frees_its_place(workspace: Path
                 )
             )
         raw.stdin.write(_call(3, "notes_echo", "after"))
+        raw.stdin.flush()
+        # Read before asking for the stats, so that only the stats request is in flight:
+        # the cancelled ones settled before the echo could run (it waited for their
+        # worker to be stopped).
+        assert raw.answer(3)["result"]["content"][0]["text"] == "after"
         raw.stdin.write(
             _frame(
                 {
@@ -263,7 +268,6 @@ def test_a_cancelled_request_is_not_answered_and_frees_its_place(workspace: Path
             )
         )
         raw.stdin.flush()
-        assert raw.answer(3)["result"]["content"][0]["text"] == "after"
         stats = json.loads(raw.answer(4)["result"]["contents"][0]["text"])
         assert stats["mcp"] == {"in_flight": 1, "max_in_flight": 2}, stats["mcp"]
         (plugin,) = stats["plugins"]
