@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -300,3 +301,121 @@ async def test_a_client_that_reads_gets_every_answer_past_the_bound(workspace: P
             for index in range(12):
                 group.start_soon(one, index)
     assert got == {index: f"call {index}" for index in range(12)}
+
+
+def _sse_answer(body: str) -> dict[str, Any]:
+    """The JSON-RPC answer in a streamable-HTTP response (SSE ``data:`` or plain JSON)."""
+    for line in body.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            message: dict[str, Any] = json.loads(line[5:])
+            if "id" in message:
+                return message
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_over_http_a_sessions_request_past_the_bound_is_refused(workspace: Path) -> None:
+    # HTTP requests are separate requests, and one whose client hung up keeps running,
+    # so holding them back would keep them in the server all the same: past the bound of
+    # its session a request is refused at once; another session is not affected.
+    import httpx2
+
+    process = subprocess.Popen(
+        _command(workspace, "--http", "0", "--set", "mcp.max_in_flight=2"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=workspace,
+        env={**os.environ, **_ENV},
+    )
+    assert process.stderr is not None
+    try:
+        url = ""
+        while not url:
+            line = process.stderr.readline().decode()
+            assert line, "the server ended before serving"
+            if "serving http://" in line:
+                url = line.split("serving ", 1)[1].split(" ", 1)[0]
+        token = (workspace / "state" / "mcp-token").read_text().strip()
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+        }
+        async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+
+            async def session() -> dict[str, str]:
+                opened = await http.post(
+                    url,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 0,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-11-25",
+                            "capabilities": {},
+                            "clientInfo": {"name": "raw", "version": "0"},
+                        },
+                    },
+                )
+                assert opened.status_code == 200, opened.text
+                ids = {
+                    "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                    "Mcp-Protocol-Version": "2025-11-25",
+                }
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                assert (await http.post(url, json=note, headers=ids)).status_code == 202
+                return ids
+
+            async def ask(ids: dict[str, str], request_id: int, **call: Any) -> dict[str, Any]:
+                message = {"jsonrpc": "2.0", "id": request_id, **call}
+                answer = await http.post(url, json=message, headers=ids)
+                return _sse_answer(answer.text)
+
+            stats = {"method": "resources/read", "params": {"uri": "caplet://stats"}}
+            first = await session()
+            sleep = {"name": "notes_sleep", "arguments": {"args": [60]}}
+            sent, answers = anyio.create_memory_object_stream[dict[str, Any]](3)
+            async with sent, answers, anyio.create_task_group() as group:
+
+                async def held(request_id: int) -> None:
+                    await sent.send(await ask(first, request_id, method="tools/call", params=sleep))
+
+                # Three calls of a minute at once on a bound of 2: whichever comes third
+                # is refused at once (the other two hold their places until cancelled).
+                for request_id in (1, 2, 3):
+                    group.start_soon(held, request_id)
+                answer = await answers.receive()
+                assert answer["error"]["code"] == -32000
+                message = answer["error"]["message"]
+                assert "2 requests of this session are in flight" in message, message
+                assert "Policy.mcp.max_in_flight = 2" in message, message
+                refused = answer["id"]
+                # The near miss: another session has its own bound (the plugin's one
+                # worker is busy sleeping, so it asks for what needs no plugin call).
+                other = await session()
+                seen = json.loads((await ask(other, 1, **stats))["result"]["contents"][0]["text"])
+                assert seen["mcp"] == {"in_flight": 1, "max_in_flight": 2}
+                # Cancelled, the sleeps give their places back.
+                for cancelled in {1, 2, 3} - {refused}:
+                    note = {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": cancelled, "reason": "enough"},
+                    }
+                    assert (await http.post(url, json=note, headers=first)).status_code == 202
+                request_id = 10
+                while "error" in (answer := await ask(first, request_id, **stats)):
+                    request_id += 1  # until the cancelled calls have ended
+                assert json.loads(answer["result"]["contents"][0]["text"])["mcp"]["in_flight"] == 1
+                for _ in range(2):  # the cancelled calls' POSTs end (a 2025-era stream is
+                    assert "error" in await answers.receive()  # ended by an error)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stderr.close()
