@@ -209,6 +209,19 @@ def test_mcp_policy_from_a_file_and_flags_is_validated() -> None:
         Policy(mcp=cast(Any, {"allow": ["bad glob with spaces"]}))
     with pytest.raises(PolicyError, match=r"mcp\.max_argument_depth"):
         Policy(mcp=cast(Any, {"max_argument_depth": 1000}))
+    for bad, why in (
+        (0, "greater than or equal to 1"),
+        (2000, "less than or equal to 1024"),
+        (True, "expected a whole number"),
+        ("8", "expected a whole number"),
+    ):
+        with pytest.raises(PolicyError) as refused:
+            Policy(mcp=cast(Any, {"max_in_flight": bad}))
+        assert f"mcp.max_in_flight: {bad!r} is not valid: input should be {why}" in str(
+            refused.value
+        ) or f"mcp.max_in_flight: {bad!r} is not valid: {why}" in str(refused.value)
+        assert "(the default is 32)" in str(refused.value)
+    assert Policy(mcp=cast(Any, {"max_in_flight": 64})).mcp.max_in_flight == 64
 
 
 TOOL = Tool("m_f", "d", {}, plugin="p", target="m.f")

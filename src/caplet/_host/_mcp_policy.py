@@ -31,6 +31,11 @@ the policy file (``[mcp]``) as well as on the command line (``--allow``,
   model output, and a model can be talked into anything).
 * ``max_description_chars``: a tool's description (the plugin's text,
   which reaches the agent's context) is cut to this length.
+* ``max_in_flight``: requests of one session read and not yet answered.
+  At the bound the stdio server reads no further (the client's own pipe
+  fills), and the HTTP server refuses the session's next request: a
+  client that never reads its answers cannot make the server hold more
+  (attack14; :mod:`caplet._mcp._flow`).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class McpPolicy:
     max_argument_bytes: Bytes = 1024 * 1024
     max_argument_depth: Annotated[int, Strict(), Field(ge=1, le=64)] = 32
     max_description_chars: Annotated[int, Strict(), Field(ge=64, le=8192)] = 1024
+    max_in_flight: Annotated[int, Strict(), Field(ge=1, le=1024)] = 32
 
     def offers(self, *names: str) -> bool:
         """True when one of ``names`` matches an ``allow`` glob and none a ``deny`` glob.

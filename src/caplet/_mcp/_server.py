@@ -52,6 +52,7 @@ from caplet._display import stripped_text
 from caplet._errors import CapletError, GuestError
 from caplet._host._async import AsyncPluginHost
 from caplet._host._guest_result import GuestResult
+from caplet._mcp._flow import CountedWriter, GatedReader, InFlight, SessionBound
 from caplet._mcp._stdio import BoundedLines
 from caplet._mcp._text import agent_line, agent_text
 from caplet._mcp._tools import EXEC_TOOL, ArgumentError, Catalog, Tool, build_catalog
@@ -97,6 +98,8 @@ class McpServer:
             on_read_resource=self._read_resource,
         )
         self._catalog: tuple[int, Catalog] | None = None
+        #: The requests in flight of the session a request belongs to (``_flow``).
+        self._flow_of: Callable[[ServerRequestContext[Any]], InFlight | None] = lambda ctx: None
         #: Every tool offered in this session: one whose plugin was quarantined or
         #: disabled since is called all the same, so the agent gets caplet's reason as a
         #: tool error instead of "unknown tool" (a tool never offered stays unknown).
@@ -107,14 +110,23 @@ class McpServer:
     async def serve_stdio(self) -> None:
         """Serve on stdin/stdout until stdin ends."""
         lines = BoundedLines(sys.stdin.buffer, self.policy.max_argument_bytes + _ENVELOPE)
+        flow = InFlight(self.policy.max_in_flight)
+        self._flow_of = lambda ctx: flow
         async with stdio_server(stdin=cast(Any, lines)) as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+            await self.server.run(
+                GatedReader(read, flow),
+                CountedWriter(write, flow),
+                self.server.create_initialization_options(),
+            )
 
     async def serve_http(self, port: int, token: str, announce: Callable[[str], None]) -> None:
         """Serve streamable HTTP on 127.0.0.1:``port`` (0: any free port), requests
         carrying ``Authorization: Bearer <token>`` only; ``announce(url)`` once listening."""
         import uvicorn
 
+        bound = SessionBound(self.policy.max_in_flight)
+        self.server.middleware.append(bound)
+        self._flow_of = bound.flow
         app = self.server.streamable_http_app(
             host="127.0.0.1",
             max_request_body_size=self.policy.max_argument_bytes + _ENVELOPE,
@@ -132,8 +144,7 @@ class McpServer:
             access_log=False,
             http=guarded_h11(),  # bounded connections, a deadline for the first request
         )
-        bound = listener.getsockname()[1]
-        announce(f"http://127.0.0.1:{bound}/mcp")
+        announce(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
         await uvicorn.Server(config).serve(sockets=[listener])
 
     # -- the catalog -------------------------------------------------------------------------
@@ -270,7 +281,12 @@ class McpServer:
             mime = "text/markdown"
         elif uri == STATS_URI:
             stats = await anyio.to_thread.run_sync(sync.observer.stats)
-            text = json.dumps({"plugins": [s.to_json() for s in stats]})
+            document: dict[str, Any] = {"plugins": [s.to_json() for s in stats]}
+            flow = self._flow_of(ctx)
+            if flow is not None:
+                # This session's requests in flight, this one included (``_flow``).
+                document["mcp"] = {"in_flight": flow.count, "max_in_flight": flow.bound}
+            text = json.dumps(document)
             mime = "application/json"
         else:
             raise MCPError(
