@@ -100,6 +100,13 @@ DECODERS: Final = frozenset(
         "codecs.decode",
         "builtins.bytes.fromhex",
         "builtins.bytearray.fromhex",
+        # the text codecs besides base64 undo an encoding as well (blind15): quoted-
+        # printable, uuencode, HTML entities, URL percent-escapes
+        "quopri.decodestring",
+        "binascii.a2b_qp",
+        "binascii.a2b_uu",
+        "html.unescape",
+        *(f"urllib.parse.{n}" for n in ("unquote", "unquote_plus", "unquote_to_bytes")),
     }
 )
 #: Method names that decode whatever their receiver is (Fernet, bytes, codecs).
