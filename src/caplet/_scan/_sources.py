@@ -549,6 +549,7 @@ BOT_FRAMEWORKS: Final = frozenset(
         "slack_bolt",
         "vk_api",
         "twitchio",
+        "zulip",  # ZiChatBot (uuid32-utils, colorinal, termncolor; July 2025): blind15
     }
 )
 
