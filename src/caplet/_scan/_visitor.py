@@ -27,7 +27,7 @@ from caplet._scan._commands import new_argv
 from caplet._scan._correlate import Tag
 from caplet._scan._deferred_calls import deferred_calls
 from caplet._scan._filescan import FileScan, entropy, entropy_bits, is_blob, sensitive_path
-from caplet._scan._flow import Flow
+from caplet._scan._flow import Flow, is_network
 from caplet._scan._model import ScanMode
 from caplet._scan._rules import (
     API_RULES,
@@ -562,12 +562,14 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self._sinks.opened_for_writing(node, func.value)
 
     def _patch(self, owner: ast.expr, value: ast.expr, attr: str, node: ast.AST) -> None:
-        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute
-        replaced by a function of this file (the sinks decide what that function does)."""
+        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute, or
+        one of the standard library's network modules (``socket.socket = Watch``, blind15),
+        replaced by a function or class of this file (the sinks decide what it does)."""
         local = self._scan.local_modules
         for base in self.resolve(owner):
             top = base.split(".", 1)[0]
-            if top and top not in STDLIB and top not in local and top != "builtins":
+            stdlib = top in STDLIB and not is_network(f"{base}.{attr}")
+            if top and not stdlib and top not in local and top != "builtins":
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
 
