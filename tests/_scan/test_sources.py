@@ -21,14 +21,16 @@ def danger(source: str) -> set[str]:
 #: blind15 (tune b15-ds-quopri-exec, -html-unescape-exec, -unquote-system): the
 #: standard library's text codecs outside base64 and binascii's base64 undo an
 #: encoding as well as b64decode does, and a command or code hidden in one is run
-#: decoded data.
+#: decoded data. HTML entities and URL escapes only of a literal of the file: every web
+#: library unescapes what it is handed at run time.
 ESCAPED = [
     "import quopri\nexec(quopri.decodestring(Q).decode())\n",
     "import binascii\nexec(binascii.a2b_qp(Q))\n",
-    "import html\nexec(html.unescape(H))\n",
-    "import os\nfrom urllib.parse import unquote\nos.system(unquote(U))\n",
-    "import subprocess, urllib.parse\nsubprocess.Popen(urllib.parse.unquote_plus(U), shell=True)\n",
-    "import urllib.parse\nexec(urllib.parse.unquote_to_bytes(U))\n",
+    "import html\nexec(html.unescape('&#105;&#100;'))\n",
+    "import os\nfrom urllib.parse import unquote\nU = '%69%64'\nos.system(unquote(U))\n",
+    "import subprocess, urllib.parse\n"
+    "subprocess.Popen(urllib.parse.unquote_plus('%69%64'), shell=True)\n",
+    "import urllib.parse\nexec(urllib.parse.unquote_to_bytes('%69%64'))\n",
 ]
 
 
@@ -56,6 +58,12 @@ def test_text_codecs_into_a_sink_are_found_with_the_prefilter_too(
         # a template engine unescaping entities beside a compiled template it runs
         "import html\ntext = html.unescape(raw)\n"
         "code = compile(TEMPLATE, 'tpl', 'exec')\nexec(code)\n",
+        # click's launcher: a file URL unquoted at run time and opened (xdg-open, open)
+        "import subprocess\nfrom urllib.parse import unquote\n"
+        "def launch(url):\n    subprocess.Popen(['xdg-open', unquote(url[7:])])\n",
+        # an extension manager running a program named in an unescaped page
+        "import subprocess\nfrom html import unescape\n"
+        "def run(match, args):\n    subprocess.call([unescape(match.group(1))] + args)\n",
         # unquote of a URL's path handed to git as an argument, not as the program
         "import subprocess\nfrom urllib.parse import unquote\n"
         "subprocess.run(['git', 'clone', unquote(url)])\n",

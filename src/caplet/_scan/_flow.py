@@ -59,6 +59,7 @@ from caplet._scan._sources import (
     DECODERS,
     DECODING_CODECS,
     DNS_ANSWERS,
+    LITERAL_DECODERS,
     NETWORK_STREAMS,
     PROCESS_OUTPUTS,
     RECON_FUNCTIONS,
@@ -378,7 +379,7 @@ class Flow(Evaluator, ExactMemo):
             # reader, writer = await asyncio.open_connection(...): the peer's streams
             out.add((Source.REMOTE, "a network peer's message"))
         for name in funcs:
-            if name in DECODERS:
+            if name in DECODERS or (name in LITERAL_DECODERS and self._literal_first(node)):
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
@@ -589,6 +590,10 @@ class Flow(Evaluator, ExactMemo):
             and receiver.func.id in self.bindings.defined
             and receiver.func.id not in self.bindings.imports
         )
+
+    def _literal_first(self, node: ast.Call) -> bool:
+        """The call's first argument is a value of this file's literals."""
+        return bool(node.args) and isinstance(self.evaluate(node.args[0]), str | bytes)
 
     def remote_params(self) -> dict[str, set[int]]:
         """Parameters of a chat bot's handlers, by name and handler: a remote user's

@@ -33,6 +33,7 @@ from caplet._scan._sources import (
     DECODER_METHODS,
     DECODERS,
     DNS_FUNCTIONS,
+    LITERAL_DECODERS,
     NETWORK_MODULES,
     NETWORK_PROGRAMS,
     NETWORK_STREAMS,
@@ -199,7 +200,9 @@ def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
 
 
 #: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`).
-DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS})
+DECODER_TOKENS: Final = _api_tokens(
+    DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS}
+)
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
 PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
