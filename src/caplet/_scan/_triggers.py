@@ -263,8 +263,9 @@ RECON_TOKENS: Final = "|".join(
         # a service asked for the host's public IP address (a URL literal naming it)
         r"(?i:" + "|".join(re.escape(h) for h in sorted(PUBLIC_IP_SERVICES)) + r")\b",
         r"['\"]/etc/?['\"]",
-        # the credential stores and cloud metadata services the labels know (blind15)
-        "|".join(re.escape(m) for m in sorted(CREDENTIAL_MARKERS)),
+        # the credential stores and cloud metadata services the labels know (blind15); a
+        # store's last folder, which a path joined from pieces still spells
+        "|".join(re.escape(m.rsplit("/", 1)[-1]) for m in sorted(CREDENTIAL_MARKERS)),
         "|".join(re.escape(h) for h in METADATA_HOSTS),
     ]
 )
