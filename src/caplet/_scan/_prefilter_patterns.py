@@ -126,11 +126,11 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:getattr|__import__|import_module|attrgetter|methodcaller|__getattribute__)"
     r"(?:\s|\\)+as\b|(?m:=[ \t]*(?:[\w.]+[ \t]*\.[ \t]*)?"
     r"(?:import_module|attrgetter|methodcaller)[ \t]*(?:[#;]|$))",
-    # -- blind13: autostart folders and Python start-up files spelled as path pieces ------
+    # -- blind13, blind15: autostart folders, start-up files, git hooks as path pieces -----
     # (Path.home() / ".config" / "systemd" / "user", os.path.join(home, ".ipython", ...)):
     # the indicators see them only joined
-    r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython)['\"]|"
-    r"\b(?:site|user)customize\.py\b",
+    r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython|\.jupyter)['\"]|"
+    r"\b(?:(?:site|user)customize|(?:ipython|jupyter_\w+)_config)\.py\b|(?:pre|post)-[a-z-]+['\"]",
     # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
     r"\b__pyarmor__\s*\(",
 )

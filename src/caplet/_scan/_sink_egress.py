@@ -105,7 +105,7 @@ class EgressSinks:
             return
         if isinstance(value, ast.Name):
             found = [f for f in self._flow.bindings.functions if f.name == value.id]
-            body: list[ast.AST] = list(found[:4])
+            body: list[ast.AST] = [*found[:4], *self._flow.bindings.classes.get(value.id, [])[:2]]
             body += [
                 v
                 for v in self._flow.bindings.assigned.get(value.id, ())
@@ -123,7 +123,7 @@ class EgressSinks:
         for node, api, bodies in self._patches:
             egress = fixed = False
             for body in [*bodies, *self._helpers(bodies)]:
-                for n in ast.walk(body):
+                for n in self._with_bound(body):
                     if isinstance(n, ast.Name | ast.Attribute) and any(
                         is_network(r) and r.rsplit(".", 1)[-1] in EGRESS_VERBS
                         for r in self._flow.resolve(n)
@@ -162,6 +162,17 @@ class EgressSinks:
                 node.lineno,
                 node.col_offset,
             )
+
+    def _with_bound(self, body: ast.AST) -> list[ast.AST]:
+        """``body``'s nodes and those of the values its names are bound to (bounded): a
+        replacement sending to ``_SINK``, a module constant, sends to a fixed host."""
+        nodes = list(ast.walk(body))
+        names = {n.id for n in nodes if isinstance(n, ast.Name)}
+        for name in sorted(names)[:32]:
+            for value in self._flow.bindings.assigned.get(name, ())[:2]:
+                if isinstance(value, ast.Constant | ast.Tuple | ast.JoinedStr | ast.BinOp):
+                    nodes += ast.walk(value)
+        return nodes
 
     def _helpers(self, bodies: list[ast.AST]) -> list[ast.AST]:
         """The functions of this file a replacement calls by name (one hop, bounded): a

@@ -55,17 +55,19 @@ _CODE_HINT: Final = re2.compile(
 _MAX_NESTED_TEXT = 1 << 20
 
 
-#: Python start-up files: run by every interpreter (``site`` imports ``sitecustomize`` and
-#: ``usercustomize``) or every IPython session (a profile's ``startup`` folder), never
-#: imported by name: what is written into one is run (branch blind13).
+#: Python start-up files: run by every interpreter (``sitecustomize``, ``usercustomize``), every
+#: IPython session (a profile's ``startup`` folder, its config) or Jupyter server (its config,
+#: blind15), never imported by name: what is written into one is run (branch blind13).
 _STARTUP_FILE: Final = re2.compile(
-    r"(?i)(?:^|[/\\])(?:sitecustomize|usercustomize)\.py$|"
-    r"\.ipython[/\\]+profile_[^/\\]*[/\\]+startup[/\\]+[^/\\]+\.py$"
+    r"(?i)(?:^|[/\\])(?:sitecustomize|usercustomize|jupyter_(?:server|notebook)_config)\.py$|"
+    r"\.ipython[/\\]+profile_[^/\\]*[/\\]+(?:startup[/\\]+[^/\\]+|ipython_config)\.py$"
 )
 
 
-#: A shell's start-up files, among the autostart locations: configuration too.
-_SHELL_STARTUP: Final = re2.compile(r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b")
+#: A shell's start-up files, among the autostart locations: configuration too; a git hook.
+_SHELL_STARTUP: Final = re2.compile(
+    r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b|hooks[/\\]+(?:pre|post)-[a-z-]+$"
+)
 
 
 #: How deep strings inside strings are followed.

@@ -20,6 +20,9 @@ from caplet._scan._sources import (
 )
 
 __all__ = [
+    "CREDENTIAL_MARKERS",
+    "FILE_READERS",
+    "METADATA_HOSTS",
     "NONE",
     "Label",
     "Labels",
@@ -27,7 +30,9 @@ __all__ = [
     "env_read",
     "file_labels",
     "public_ip",
+    "reader_labels",
     "secret_name",
+    "url_labels",
 ]
 
 #: One source a value may carry, with a detail (a variable's name, which credential).
@@ -38,7 +43,7 @@ NONE: Final[Labels] = frozenset()
 #: Environment variables that hold secrets (a read is a SECRET label).
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "API_KEY", "APIKEY", "ACCESS_KEY", "CREDENTIAL")
 #: Credential files by what a literal path holds.
-_CREDENTIAL_MARKERS = {
+CREDENTIAL_MARKERS = {
     ".ssh": "SSH key",
     ".aws": "AWS credentials",
     ".netrc": "netrc",
@@ -48,6 +53,11 @@ _CREDENTIAL_MARKERS = {
     ".pypirc": "package index token",
     ".npmrc": "package index token",
     ".gnupg": "GnuPG keys",
+    # cloud CLIs' credential stores (gcloud's credentials.db and access_tokens.db, az's
+    # token caches): blind15
+    ".config/gcloud": "gcloud credentials",
+    ".azure": "Azure credentials",
+    "Library/Keychains": "macOS keychain",
     # commands typed with their passwords and tokens (SentinelSneak took them, 2022)
     ".bash_history": "shell history",
     ".zsh_history": "shell history",
@@ -80,6 +90,43 @@ def env_read(key: str) -> Labels:
     return NONE
 
 
+#: Calls that read the file their first argument names (``sqlite3.connect``: a cloud CLI's
+#: credential database, blind15) or, without one, a credential file they find themselves.
+FILE_READERS: Final = {
+    "builtins.open": "",
+    "io.open": "",
+    "codecs.open": "",
+    "sqlite3.connect": "",
+    "netrc.netrc": "netrc",  # ~/.netrc (or $NETRC) when no file is given
+}
+#: The cloud metadata services, and the paths of theirs that answer with the instance's
+#: credentials or an access token (AWS IMDS, GCP, Azure IMDS, Alibaba; blind15).
+METADATA_HOSTS: Final = ("169.254.169.254", "metadata.google.internal", "100.100.100.200")
+_METADATA_SECRETS: Final = re.compile(
+    r"security-credentials|identity-credentials|service-accounts/.*token|identity/oauth2/token"
+)
+
+
+def reader_labels(name: str, path: str | None) -> Labels:
+    """What a call of :data:`FILE_READERS` ``name`` reading ``path`` returns."""
+    found = FILE_READERS.get(name)
+    if found and path is None:
+        return frozenset({(Source.CREDENTIAL, found)})
+    return file_labels(path)
+
+
+def url_labels(value: str | None, pieces: str | None) -> Labels:
+    """What a request of a URL (its value, else its literal pieces) answers with: the
+    public IP address, an instance's cloud credentials."""
+    out: set[Label] = set()
+    if public_ip(value):
+        out.add((Source.RECON, "public IP"))
+    text = value or pieces or ""
+    if any(h in text for h in METADATA_HOSTS) and _METADATA_SECRETS.search(text):
+        out.add((Source.CREDENTIAL, "cloud metadata credentials"))
+    return frozenset(out)
+
+
 def public_ip(url: str | None) -> bool:
     """``url`` asks a service for the caller's public IP address (:data:`PUBLIC_IP_SERVICES`)."""
     if not url:
@@ -95,7 +142,7 @@ def file_labels(path: str | None) -> Labels:
     if not path:
         return NONE
     out: set[Label] = set()
-    for marker, what in _CREDENTIAL_MARKERS.items():
+    for marker, what in CREDENTIAL_MARKERS.items():
         if marker in path:
             out.add((Source.CREDENTIAL, what))
     if path in RECON_FILES:

@@ -30,6 +30,7 @@ __all__ = [
     "EXECUTORS",
     "HTTP_CLIENT_MODULES",
     "INTERPRETERS",
+    "LITERAL_DECODERS",
     "NETWORK_CALLBACKS",
     "NETWORK_MODULES",
     "NETWORK_PROGRAMS",
@@ -102,6 +103,19 @@ DECODERS: Final = frozenset(
         "codecs.decode",
         "builtins.bytes.fromhex",
         "builtins.bytearray.fromhex",
+        # the text codecs besides base64 undo an encoding as well (blind15): quoted-
+        # printable, uuencode; HTML entities and URL escapes are LITERAL_DECODERS
+        "quopri.decodestring",
+        "binascii.a2b_qp",
+        "binascii.a2b_uu",
+    }
+)
+#: Decoders of text every web library decodes at run time (URLs, HTML): decoded data only
+#: when what they decode is a literal of the file, a payload hidden in escapes (blind15).
+LITERAL_DECODERS: Final = frozenset(
+    {
+        "html.unescape",
+        *(f"urllib.parse.{n}" for n in ("unquote", "unquote_plus", "unquote_to_bytes")),
     }
 )
 #: Method names that decode whatever their receiver is (Fernet, bytes, codecs).
@@ -552,6 +566,7 @@ BOT_FRAMEWORKS: Final = frozenset(
         "slack_bolt",
         "vk_api",
         "twitchio",
+        "zulip",  # ZiChatBot (uuid32-utils, colorinal, termncolor; July 2025): blind15
     }
 )
 

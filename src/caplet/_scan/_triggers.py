@@ -28,11 +28,13 @@ from collections.abc import Iterable
 from typing import Final
 
 from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
+from caplet._scan._source_labels import CREDENTIAL_MARKERS, METADATA_HOSTS
 from caplet._scan._sources import (
     COOKIE_READERS,
     DECODER_METHODS,
     DECODERS,
     DNS_FUNCTIONS,
+    LITERAL_DECODERS,
     NETWORK_MODULES,
     NETWORK_PROGRAMS,
     NETWORK_STREAMS,
@@ -199,7 +201,9 @@ def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
 
 
 #: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`).
-DECODER_TOKENS: Final = _api_tokens(DECODERS | {f".{m}" for m in DECODER_METHODS})
+DECODER_TOKENS: Final = _api_tokens(
+    DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS}
+)
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
 PROCESS_TOKENS: Final = _api_tokens(a for a, r in API_RULES.items() if r == "CPL-PROC-001")
@@ -248,8 +252,9 @@ NETWORK_PROGRAM_TOKENS: Final = (
 #: Both: every way the egress and DNS rules' sinks can be in a file's text.
 NETWORK_TOKENS: Final = NETWORK_MODULE_TOKENS + "|" + NETWORK_PROGRAM_TOKENS
 #: Host reconnaissance the recon rules know: the calls, the files (a literal path, or
-#: ``"/etc"`` joined to a name), the programs and the public-IP services; the environment
-#: variables are :data:`RECON_ENV_TOKENS`.
+#: ``"/etc"`` joined to a name), the programs and the public-IP services, and the credential
+#: stores and cloud metadata services the labels know; the environment variables are
+#: :data:`RECON_ENV_TOKENS`.
 RECON_TOKENS: Final = "|".join(
     [
         _api_tokens(RECON_FUNCTIONS),
@@ -259,6 +264,10 @@ RECON_TOKENS: Final = "|".join(
         # a service asked for the host's public IP address (a URL literal naming it)
         r"(?i:" + "|".join(re.escape(h) for h in sorted(PUBLIC_IP_SERVICES)) + r")\b",
         r"['\"]/etc/?['\"]",
+        # the credential stores and cloud metadata services the labels know (blind15); a
+        # store's last folder, which a path joined from pieces still spells
+        "|".join(re.escape(m.rsplit("/", 1)[-1]) for m in sorted(CREDENTIAL_MARKERS)),
+        "|".join(re.escape(h) for h in METADATA_HOSTS),
     ]
 )
 #: The libraries that read the browsers' cookies (:data:`~caplet._scan._sources.COOKIE_READERS`)

@@ -23,10 +23,11 @@ from typing import Any
 
 import re2
 
+from caplet._scan._commands import new_argv
 from caplet._scan._correlate import Tag
 from caplet._scan._deferred_calls import deferred_calls
 from caplet._scan._filescan import FileScan, entropy, entropy_bits, is_blob, sensitive_path
-from caplet._scan._flow import Flow
+from caplet._scan._flow import Flow, is_network
 from caplet._scan._model import ScanMode
 from caplet._scan._rules import (
     API_RULES,
@@ -105,16 +106,6 @@ _FILLING_METHODS = frozenset(
         "put",
     }
 )
-
-
-def _exec_argv(node: ast.Call, name: str) -> ast.expr | None:
-    """``os.execvp("sh", ["sh", "-c", cmd])``: the new program's argv is its command
-    (the first argument only names the file); the ``l`` variants spread it."""
-    if not name.startswith("os.exec") or len(node.args) < 2:
-        return None
-    if "v" in name.removeprefix("os.exec"):
-        return node.args[1]
-    return ast.copy_location(ast.List(node.args[1:], ast.Load()), node.args[1])
 
 
 #: Lookups and imports by a name :meth:`RuleVisitor._call_rules` checks.
@@ -521,7 +512,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self._handled.add(func_id)
                 self._emit_api("CPL-PROC-001", name, node, program(command))
                 if command is not None:
-                    self._sinks.process(node, name, _exec_argv(node, name) or command)
+                    self._sinks.process(node, name, new_argv(node, name) or command)
             elif name in OPEN_FUNCTIONS:
                 self._handled.add(func_id)
                 self._emit_open(node, name, OPEN_FUNCTIONS[name])
@@ -571,12 +562,14 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self._sinks.opened_for_writing(node, func.value)
 
     def _patch(self, owner: ast.expr, value: ast.expr, attr: str, node: ast.AST) -> None:
-        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute
-        replaced by a function of this file (the sinks decide what that function does)."""
+        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute, or
+        one of the standard library's network modules (``socket.socket = Watch``, blind15),
+        replaced by a function or class of this file (the sinks decide what it does)."""
         local = self._scan.local_modules
         for base in self.resolve(owner):
             top = base.split(".", 1)[0]
-            if top and top not in STDLIB and top not in local and top != "builtins":
+            stdlib = top in STDLIB and not is_network(f"{base}.{attr}")
+            if top and not stdlib and top not in local and top != "builtins":
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
 

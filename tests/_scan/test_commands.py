@@ -1,0 +1,60 @@
+"""A process call's command as the new program sees it (``_scan._commands``)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from caplet._findings import Severity
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_source
+from tests._scan.prefilterkit import found_in_a_package
+
+
+def danger(source: str) -> set[str]:
+    findings = scan_source(textwrap.dedent(source), "mod.py", mode=ScanMode.PACKAGE)
+    return {f.rule_id for f in findings if f.severity is Severity.DANGER}
+
+
+#: blind15 (tune b15-ds-urlsafe-spawnv): os.spawn* and posix_spawn take the new
+#: program's argv after the file they name, as os.exec* does: a decoded shell command
+#: there is the command, not an argument of a program the rules already know.
+SPAWNED = [
+    "import base64, os\n"
+    "os.spawnv(os.P_NOWAIT, '/bin/sh', ['sh', '-c', base64.urlsafe_b64decode(X).decode()])\n",
+    "import base64, os\nos.spawnlp(os.P_WAIT, 'sh', 'sh', '-c', base64.b64decode(X).decode())\n",
+    "import base64, os\n"
+    "os.spawnve(os.P_NOWAIT, '/bin/bash', ['bash', '-c', base64.b64decode(X)], os.environ)\n",
+    "import base64, os\n"
+    "os.posix_spawn('/bin/sh', ['sh', '-c', base64.b64decode(X).decode()], os.environ)\n",
+]
+
+
+@pytest.mark.parametrize("source", SPAWNED)
+def test_a_decoded_command_in_a_spawned_argv_is_run_decoded_data(source: str) -> None:
+    assert "CPL-THR-001" in danger(source)
+
+
+@pytest.mark.parametrize("source", SPAWNED)
+def test_a_spawned_argv_is_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-001")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a build helper spawning the compiler with decoded (packed) flags: the program
+        # is written out and no interpreter runs the decoded text
+        "import base64, os\n"
+        "os.spawnv(os.P_WAIT, '/usr/bin/cc', ['cc', base64.b64decode(FLAGS).decode()])\n",
+        # a test runner re-spawning the interpreter on a file of the package
+        "import os, sys\nos.spawnv(os.P_WAIT, sys.executable, [sys.executable, 'setup.py'])\n",
+        "import os\nos.posix_spawn('/bin/ls', ['ls', '-l'], os.environ)\n",
+    ],
+)
+def test_a_spawned_program_given_data_that_is_no_command_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-001" not in danger(source)
