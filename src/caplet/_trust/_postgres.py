@@ -40,24 +40,20 @@ logged twice, never lost.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
-from caplet._atomic import write_step
 from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
 from caplet._trust._codec import audit_to_json
 from caplet._trust._pg_errors import (
     LOCK_TIMEOUT_S,
     UnreachableError,
-    connection_lost,
-    translate,
-    unreachable,
 )
-from caplet._trust._pg_schema import check_records, check_structure, migrate
+from caplet._trust._pg_pool import PgPool
+from caplet._trust._pg_schema import check_records, check_structure
 from caplet._trust._pg_url import parse_address
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
@@ -75,7 +71,6 @@ from caplet._trust._store import UNLOCATED, ApprovalRecord, Decision, KvWrite, Q
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg_pool import ConnectionPool
 
 __all__ = ["LOCK_TIMEOUT_S", "WAIT_S", "PostgresStore", "UnreachableError"]
 
@@ -129,134 +124,20 @@ class PostgresStore:
                 "a PostgreSQL store needs psycopg and psycopg-pool, which are not installed; "
                 "install them with pip install 'caplet[postgres]'"
             ) from exc
-        self.address = parse_address(address)
+        self._db = PgPool(parse_address(address), max_connections=max_connections, wait_s=wait_s)
+        self.address = self._db.address
         #: The address without its password: what messages and ``doctor`` show.
-        self.shown = self.address.shown
+        self.shown = self._db.shown
         self.max_connections = max_connections
         self.wait_s = wait_s
         self._rows = RowSource(
             what=f"PostgreSQL store {self.shown}", path=self.shown, editor="psql"
         )
-        #: Guards replacing the pool; operations run outside it.
-        self._lock = threading.Lock()
-        self._pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]] | None = None
-        self._closed = False
-        with self._lock:
-            self._pool = self._open_pool("opening")
 
     @classmethod
     def open(cls, address: str) -> Self:
         """Same as ``PostgresStore(address)``."""
         return cls(address)
-
-    # -- connections ---------------------------------------------------------------
-
-    def _connect_kwargs(self) -> dict[str, object]:
-        from psycopg.conninfo import conninfo_to_dict
-
-        given = conninfo_to_dict(self.address.conninfo)
-        extra: dict[str, object] = {"autocommit": True}
-        if "connect_timeout" not in given:
-            extra["connect_timeout"] = max(2, round(self.wait_s))
-        if "application_name" not in given:
-            extra["application_name"] = "caplet"
-        return extra
-
-    @staticmethod
-    def _configure(conn: psycopg.Connection[tuple[object, ...]]) -> None:
-        conn.execute(f"SET lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'")
-
-    def _open_pool(self, doing: str) -> ConnectionPool[psycopg.Connection[tuple[object, ...]]]:
-        """Connect once directly (for libpq's own error), migrate, then start a pool.
-
-        The caller holds ``self._lock``.
-        """
-        import psycopg
-        from psycopg_pool import ConnectionPool
-
-        kwargs = self._connect_kwargs()
-        try:
-            with psycopg.connect(self.address.conninfo, **kwargs) as conn:  # type: ignore[arg-type]
-                self._configure(conn)
-                migrate(conn, self.shown)
-        except psycopg.Error as exc:
-            if connection_lost(exc):
-                raise unreachable(self.shown, doing, exc) from exc
-            raise translate(self.shown, doing, exc) from exc
-        pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]] = ConnectionPool(
-            self.address.conninfo,
-            kwargs=kwargs,
-            min_size=1,
-            max_size=self.max_connections,
-            open=False,
-            timeout=self.wait_s,
-            configure=self._configure,
-            reconnect_timeout=max(self.wait_s, 1.0),
-            name="caplet-store",
-        )
-        try:
-            pool.open(wait=True, timeout=self.wait_s)
-        except psycopg.Error as exc:
-            pool.close(timeout=0)
-            raise unreachable(self.shown, doing, exc) from exc
-        return pool
-
-    def _current_pool(self, doing: str) -> ConnectionPool[psycopg.Connection[tuple[object, ...]]]:
-        with self._lock:
-            if self._closed:
-                raise StoreError(
-                    f"PostgreSQL store {self.shown} was already closed when {doing}; "
-                    "open a new PostgresStore"
-                )
-            if self._pool is None:
-                self._pool = self._open_pool(doing)
-            return self._pool
-
-    def _discard(self, pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]]) -> None:
-        """Throw *pool* away if it is still the current one (another thread may have)."""
-        with self._lock:
-            if self._pool is pool:
-                self._pool = None
-        pool.close(timeout=0)
-
-    def _run(
-        self,
-        doing: str,
-        work: Callable[[psycopg.Connection[tuple[object, ...]]], T],
-        *,
-        write: bool = False,
-    ) -> T:
-        """Run *work* in one transaction; once more on a fresh pool if the connection broke."""
-        import psycopg
-
-        shown = self.shown
-        for attempt in (1, 2):
-            pool = self._current_pool(doing)
-            committing = False
-            try:
-                with pool.connection() as conn, conn.transaction():
-                    if write:
-                        write_step(f"postgres {shown}: {doing}: transaction begun")
-                    result = work(conn)
-                    if write:
-                        write_step(f"postgres {shown}: {doing}: statements run, not committed")
-                    committing = True
-            except psycopg.Error as exc:
-                if not connection_lost(exc):
-                    raise translate(self.shown, doing, exc) from exc
-                logger.warning(
-                    "PostgreSQL store %s: connection lost while %s: %s", shown, doing, exc
-                )
-                self._discard(pool)
-                if attempt == 2:
-                    raise unreachable(
-                        self.shown, doing, exc, committing=committing and write
-                    ) from exc
-                continue
-            if write:
-                write_step(f"postgres {shown}: {doing}: committed")
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # -- approvals ------------------------------------------------------------------
 
@@ -264,7 +145,7 @@ class PostgresStore:
         """The approval of plugin *name*, or ``None``."""
         if "\0" in name:
             return None  # no name holding NUL can have been stored (see the module docstring)
-        row = self._run(
+        row = self._db.run(
             f"reading the approval of {name!r}",
             lambda conn: conn.execute(_SELECT_APPROVAL, (name,)).fetchone(),
         )
@@ -272,7 +153,7 @@ class PostgresStore:
 
     def put_approval(self, record: ApprovalRecord) -> None:
         """Insert or replace the approval of ``record.name``."""
-        self._run(
+        self._db.run(
             f"writing the approval of {record.name!r}",
             lambda conn: conn.execute(
                 "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
@@ -292,7 +173,7 @@ class PostgresStore:
 
     def delete_approval(self, name: str) -> bool:
         """Remove the approval of *name*; ``False`` when there was none."""
-        return self._run(
+        return self._db.run(
             f"deleting the approval of {name!r}",
             lambda conn: (
                 conn.execute(
@@ -306,7 +187,7 @@ class PostgresStore:
 
     def list_approvals(self) -> Sequence[ApprovalRecord]:
         """Every approval, ordered by plugin name."""
-        rows = self._run(
+        rows = self._db.run(
             "listing approvals",
             lambda conn: conn.execute(_SELECT_APPROVALS).fetchall(),
         )
@@ -317,7 +198,7 @@ class PostgresStore:
     def get_audit(self, content_hash: str, model_id: str = "") -> AuditResult | None:
         """The cached audit of the tree with *content_hash* by *model_id* (``""``: static-only)."""
         key = content_hash if not model_id else f"{content_hash} by {model_id}"
-        row = self._run(
+        row = self._db.run(
             f"reading the audit of {key}",
             lambda conn: conn.execute(
                 "SELECT plugin, payload FROM caplet.audits WHERE content_hash = %s AND model = %s",
@@ -331,7 +212,7 @@ class PostgresStore:
     def put_audit(self, audit: AuditResult) -> None:
         """Store *audit*, replacing any audit of the same content hash by the same model."""
         payload = audit_to_json(audit)
-        self._run(
+        self._db.run(
             f"writing the audit of {audit.plugin!r}",
             lambda conn: conn.execute(
                 "INSERT INTO caplet.audits "
@@ -353,7 +234,7 @@ class PostgresStore:
         every plugin of its name), or one of that content anywhere (``_store``)."""
         if "\0" in name + location + content_hash:
             return None
-        row = self._run(
+        row = self._db.run(
             f"reading the quarantine of {name!r}",
             lambda conn: conn.execute(
                 f"SELECT {_QUARANTINE_COLUMNS} FROM caplet.quarantine WHERE name = %s AND "  # noqa: S608
@@ -365,7 +246,7 @@ class PostgresStore:
 
     def put_quarantine(self, record: QuarantineRecord) -> None:
         """Quarantine ``record.name`` at ``record.location`` (replacing an earlier record)."""
-        self._run(
+        self._db.run(
             f"quarantining {record.name!r}",
             lambda conn: conn.execute(
                 "INSERT INTO caplet.quarantine (name, location, reason, since, content_hash) "
@@ -390,7 +271,7 @@ class PostgresStore:
         *location* running *content_hash*; ``False`` when there was none."""
         if "\0" in name + location + content_hash:
             return False
-        return self._run(
+        return self._db.run(
             f"releasing {name!r} from quarantine",
             lambda conn: (
                 conn.execute(
@@ -404,7 +285,7 @@ class PostgresStore:
 
     def list_quarantine(self) -> Sequence[QuarantineRecord]:
         """Every quarantined plugin, ordered by name."""
-        rows = self._run(
+        rows = self._db.run(
             "listing quarantined plugins",
             lambda conn: conn.execute(
                 f"SELECT {_QUARANTINE_COLUMNS} FROM caplet.quarantine "  # noqa: S608
@@ -417,7 +298,7 @@ class PostgresStore:
 
     def log_decision(self, decision: Decision) -> None:
         """Append *decision* to the log; its ``id`` is ignored and assigned here."""
-        self._run(
+        self._db.run(
             f"logging a decision about {decision.plugin!r}",
             lambda conn: conn.execute(
                 "INSERT INTO caplet.decisions "
@@ -455,7 +336,7 @@ class PostgresStore:
             "SELECT id, at, plugin, action, target, allowed, detail FROM caplet.decisions "  # noqa: S608
             f"{where}ORDER BY id DESC LIMIT %s"
         )
-        rows = self._run(
+        rows = self._db.run(
             "reading the decision log",
             lambda conn: conn.execute(query, (*values, limit)).fetchall(),
         )
@@ -477,11 +358,11 @@ class PostgresStore:
             ).rowcount
             return int(removed)
 
-        return int(self._run("pruning the decision log", prune, write=True))
+        return int(self._db.run("pruning the decision log", prune, write=True))
 
     def decisions_span(self) -> tuple[int, float | None]:
         """(rows, time of the oldest row): what retention has to look at, read cheaply."""
-        row = self._run(
+        row = self._db.run(
             "reading the decision log",
             lambda conn: conn.execute("SELECT count(*), min(at) FROM caplet.decisions").fetchone(),
         )
@@ -496,7 +377,7 @@ class PostgresStore:
         """The value the plugin *plugin* at *location* stored under *key*, or ``None``."""
         if "\0" in plugin + key + location:
             return None
-        row = self._run(
+        row = self._db.run(
             f"reading a kv entry of {plugin!r}",
             lambda conn: conn.execute(
                 "SELECT value FROM caplet.kv WHERE plugin = %s AND location = %s AND key = %s",
@@ -546,13 +427,13 @@ class PostgresStore:
             )
             return KvWrite(stored=True, keys=keys, total_bytes=total)
 
-        return self._run(f"writing a kv entry of {plugin!r}", work, write=True)
+        return self._db.run(f"writing a kv entry of {plugin!r}", work, write=True)
 
     def kv_delete(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bool:
         """Remove the *key* of the plugin *plugin* at *location*; ``False`` if it was not there."""
         if "\0" in plugin + key + location:
             return False
-        return self._run(
+        return self._db.run(
             f"deleting a kv entry of {plugin!r}",
             lambda conn: (
                 conn.execute(
@@ -573,7 +454,7 @@ class PostgresStore:
         """
         if "\0" in plugin + prefix + location:
             return []
-        rows = self._run(
+        rows = self._db.run(
             f"listing the kv keys of {plugin!r}",
             lambda conn: conn.execute(
                 "SELECT key FROM caplet.kv WHERE plugin = %s AND location = %s "
@@ -590,7 +471,7 @@ class PostgresStore:
         if location == UNLOCATED or "\0" in plugin + location:
             return 0
         return int(
-            self._run(
+            self._db.run(
                 f"claiming the unlocated kv entries of {plugin!r}",
                 lambda conn: (
                     conn.execute(
@@ -621,7 +502,7 @@ class PostgresStore:
             return problems or check_records(conn, self._rows)
 
         try:
-            return tuple(self._run("checking the store", work))
+            return tuple(self._db.run("checking the store", work))
         except UnreachableError as exc:
             return (StateProblem(kind=ProblemKind.UNREACHABLE, path=self.shown, message=str(exc)),)
         except StoreError as exc:
@@ -629,11 +510,7 @@ class PostgresStore:
 
     def close(self) -> None:
         """Close the pool's connections; closing twice is fine."""
-        with self._lock:
-            self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        self._db.close()
 
     def __enter__(self) -> Self:
         return self
