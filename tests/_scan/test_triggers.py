@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from caplet._scan._examples import EXAMPLES, Variant
+from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES
 from caplet._scan._sources import (
     BOT_FRAMEWORKS,
@@ -29,7 +30,6 @@ from caplet._scan._sources import (
     NETWORK_PROGRAMS,
     NETWORK_STREAMS,
     PIP_MAINS,
-    REACHABLE_MODULES,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,

@@ -26,7 +26,7 @@ import ast
 from collections.abc import Callable, Sequence
 
 from caplet._scan._filescan import FileScan
-from caplet._scan._sources import REACHABLE_MODULES
+from caplet._scan._reachable import REACHABLE_MODULES
 
 __all__ = ["SENSITIVE_MODULES", "opaque_module_uses"]
 

@@ -16,8 +16,9 @@ from typing import Final
 
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
+from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS
-from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS, REACHABLE_MODULES
+from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
 __all__ = ["Resolver", "is_network"]

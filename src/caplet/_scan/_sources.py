@@ -41,7 +41,6 @@ __all__ = [
     "PIP_MAINS",
     "PROCESS_OUTPUTS",
     "PUBLIC_IP_SERVICES",
-    "REACHABLE_MODULES",
     "RECON_ENV_NAMES",
     "RECON_FILES",
     "RECON_FUNCTIONS",
@@ -569,45 +568,3 @@ BOT_FRAMEWORKS: Final = frozenset(
         "zulip",  # ZiChatBot (uuid32-utils, colorinal, termncolor; July 2025): blind15
     }
 )
-
-
-def _reachable_modules() -> dict[str, str]:
-    """Attribute name -> the module it denotes when read off an imported module.
-
-    A module's own imports are its attributes: ``shutil.os.system``,
-    ``importlib.sys.modules``, ``platform.subprocess.run``,
-    ``numpy.ctypeslib.ctypes.CDLL`` reach what the rules look for without
-    naming it (each passed the danger gate). The modules that run programs or
-    native code, load code or reach the interpreter's state are reachable so,
-    also under the private alias a module imports them as (``tempfile._os``).
-    Names that are as often a plain attribute (``code``, ``types``) are not.
-    """
-    modules = (
-        "os",
-        "posix",
-        "subprocess",
-        "_posixsubprocess",
-        "pty",
-        "ctypes",
-        "_ctypes",
-        "cffi",
-        "sys",
-        "builtins",
-        "importlib",
-        "socket",
-        "_socket",
-        "marshal",
-        "pickle",
-        "_pickle",
-        "runpy",
-        "zipimport",
-    )
-    reachable = {module: module for module in modules}
-    for module in modules:
-        reachable.setdefault(f"_{module}", module)
-    return reachable
-
-
-#: See :func:`_reachable_modules` (a table, not the resolver's: the prefilter's
-#: patterns read it too, and must not import the AST pass, issue 16's start-up).
-REACHABLE_MODULES = _reachable_modules()

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
 from caplet._scan._source_labels import CREDENTIAL_MARKERS, METADATA_HOSTS
 from caplet._scan._sources import (
@@ -39,7 +40,6 @@ from caplet._scan._sources import (
     NETWORK_PROGRAMS,
     NETWORK_STREAMS,
     PUBLIC_IP_SERVICES,
-    REACHABLE_MODULES,
     RECON_ENV_NAMES,
     RECON_FILES,
     RECON_FUNCTIONS,
@@ -147,7 +147,7 @@ def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     """Every way code can bind one of the top-level ``modules``: ``from m import``, ``import
     a, m as x`` (``import m.sub`` too), a literal name (``__import__("m")``,
     ``import_module("m.sub")``, ``sys.modules["m"]``), and for a module the resolver
-    finds on any imported module (:data:`~caplet._scan._sources.REACHABLE_MODULES`:
+    finds on any imported module (:data:`~caplet._scan._reachable.REACHABLE_MODULES`:
     ``shutil.os``, ``platform.subprocess``, ``tempfile._os``) that attribute.
     ``sys.platform`` is none of them (``platform`` is not reachable so)."""
     wanted = set(modules)
