@@ -26,6 +26,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests._mcp.mcpkit import mcp_command
 from tests.conftest import PluginFactory
 
 SOURCE = """
@@ -61,23 +62,6 @@ PAUSED = "caplet mcp: reading paused"
 def workspace(tmp_path: Path, make_plugin: PluginFactory) -> Path:
     make_plugin("notes", manifest=MANIFEST, source=SOURCE)
     return tmp_path
-
-
-def _command(workspace: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "caplet",
-        "mcp",
-        "--plugins-dir",
-        str(workspace / "plugins"),
-        "--state-dir",
-        str(workspace / "state"),
-        "--enable",
-        "notes",
-        "--yes",
-        *extra,
-    ]
 
 
 _ENV = {"NO_COLOR": "1", "CAPLET_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -140,7 +124,7 @@ class Raw:
 @contextmanager
 def _raw(workspace: Path, *extra: str) -> Iterator[Raw]:
     process = subprocess.Popen(
-        _command(workspace, *extra),
+        mcp_command(workspace, *extra),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -285,7 +269,7 @@ async def test_a_client_that_reads_gets_every_answer_past_the_bound(workspace: P
     # the bound at once; every call completes, none is refused or lost.
     params = StdioServerParameters(
         command=sys.executable,
-        args=_command(workspace, "--set", "mcp.max_in_flight=4")[1:],
+        args=mcp_command(workspace, "--set", "mcp.max_in_flight=4")[1:],
         env=_ENV,
         cwd=str(workspace),
     )
@@ -323,7 +307,7 @@ async def test_over_http_a_sessions_request_past_the_bound_is_refused(workspace:
     import httpx2
 
     process = subprocess.Popen(
-        _command(workspace, "--http", "0", "--set", "mcp.max_in_flight=2"),
+        mcp_command(workspace, "--http", "0", "--set", "mcp.max_in_flight=2"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from tests._cli.clikit import caplet, document
+from tests._mcp.mcpkit import mcp_command
 from tests.conftest import PluginFactory
 
 pytestmark = pytest.mark.anyio
@@ -103,21 +103,10 @@ def workspace(tmp_path: Path, make_plugin: PluginFactory) -> Path:
 
 
 def _server(workspace: Path, *extra: str) -> StdioServerParameters:
+    command, *args = mcp_command(workspace, *extra)
     return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "caplet",
-            "mcp",
-            "--plugins-dir",
-            str(workspace / "plugins"),
-            "--state-dir",
-            str(workspace / "state"),
-            "--enable",
-            "notes",
-            "--yes",
-            *extra,
-        ],
+        command=command,
+        args=args,
         env={"NO_COLOR": "1", "CAPLET_DISABLE_PLUGIN_AUTOLOAD": "1"},
         cwd=str(workspace),
     )

@@ -97,12 +97,30 @@ class InFlight:
             await self._room.wait()
 
 
-class GatedReader:
-    """The SDK's read stream, read only while the session has room (module docstring)."""
+class _Wrapped:
+    """One of the SDK's streams, wrapped: closing and the ``async with`` of the inner one."""
 
     def __init__(self, inner: Any, flow: InFlight) -> None:
         self._inner = inner
         self._flow = flow
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class GatedReader(_Wrapped):
+    """The SDK's read stream, read only while the session has room (module docstring)."""
 
     @property
     def last_context(self) -> Any:
@@ -120,9 +138,6 @@ class GatedReader:
             )
         return item
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
     def __aiter__(self) -> Self:
         return self
 
@@ -131,17 +146,6 @@ class GatedReader:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _with_unanswered(metadata: Any, request_id: RequestId, flow: InFlight) -> ServerMessageMetadata:
@@ -158,12 +162,8 @@ def _with_unanswered(metadata: Any, request_id: RequestId, flow: InFlight) -> Se
     return replace(base, on_request_unanswered=unanswered)
 
 
-class CountedWriter:
+class CountedWriter(_Wrapped):
     """The SDK's write stream; an answer handed on settles its request."""
-
-    def __init__(self, inner: Any, flow: InFlight) -> None:
-        self._inner = inner
-        self._flow = flow
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
@@ -177,20 +177,6 @@ class CountedWriter:
             # waits in the server; the next one waits in its own request's place.
             if answers is not None:
                 self._flow.settled(answers)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class SessionBound:
