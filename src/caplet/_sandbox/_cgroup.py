@@ -292,8 +292,9 @@ def open_cgroups(name: str, *, stale_prefix: str = "") -> CgroupProbe:
     memory_bases = []
     if "memory" in own and (_V1_MEMORY / "cgroup.procs").exists():
         memory_bases.append((_V1_MEMORY / own["memory"].lstrip("/"), False))
+    # The controllers cgroup v2 enables for the zygote's children (none without v2).
+    enabled = _read(v2 / "cgroup.subtree_control").split() if v2 is not None else []
     if v2 is not None:
-        enabled = _read(v2 / "cgroup.subtree_control").split()
         if "pids" in enabled:
             pids_bases.append((v2, True))
         if "memory" in enabled:
@@ -315,7 +316,7 @@ def open_cgroups(name: str, *, stale_prefix: str = "") -> CgroupProbe:
     rate_bases = []
     if "cpu" in own and (_V1_CPU / "cpu.cfs_quota_us").exists():
         rate_bases.append((_V1_CPU.resolve() / own["cpu"].lstrip("/"), False))
-    if v2 is not None and "cpu" in _read(v2 / "cgroup.subtree_control").split():
+    if v2 is not None and "cpu" in enabled:
         rate_bases.append((v2, True))
     rate, rate_problem = _open(rate_bases, name, stale_prefix, "cpu")
     root = CgroupRoot(pids, memory, cpu, rate)
