@@ -256,7 +256,12 @@ def test_a_cancelled_request_is_not_answered_and_frees_its_place(workspace: Path
         stats = json.loads(raw.answer(4)["result"]["contents"][0]["text"])
         assert stats["mcp"] == {"in_flight": 1, "max_in_flight": 2}, stats["mcp"]
         (plugin,) = stats["plugins"]
-        assert plugin["failures"].get("cancelled", 0) == 2, plugin["failures"]
+        # Each cancelled call that had reached the plugin counts as cancelled, never as a
+        # timeout or a crash; one cancelled while it still waited for the plugin's one
+        # worker (or before the SDK dispatched it) never became a call, so how many of the
+        # two reached it is the scheduler's (a fresh-clone CI run saw 1).
+        assert set(plugin["failures"]) <= {"cancelled"}, plugin["failures"]
+        assert plugin["failures"].get("cancelled", 0) <= 2, plugin["failures"]
         raw.stdin.close()
         raw.stdout.read()
     assert set(raw.answers) == {0, 3, 4}, "a cancelled request is never answered"
