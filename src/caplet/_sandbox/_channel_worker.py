@@ -10,7 +10,6 @@ running and the worker dead and reaped, its stderr's tail quoted.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -59,14 +58,13 @@ from caplet._sandbox._protocol_encode import (
     encode_context_reply,
     encode_shutdown,
 )
+from caplet._sandbox._worker_death import death_notes, read_tail, tail_text
 from caplet._sandbox._worker_start import INIT_REQUEST_ID
 
 __all__ = ["SubprocessWorker"]
 
 #: How long a worker that should be exiting by itself gets before SIGKILL.
 _EXIT_GRACE_S = 1.0
-#: How much of the worker's stderr is quoted in errors.
-_TAIL_BYTES = 2048
 
 
 class SubprocessWorker:
@@ -248,7 +246,7 @@ class SubprocessWorker:
             status = self._terminate(grace_s=_EXIT_GRACE_S)
             raise WorkerGoneError(
                 f"plugin '{self._spec.plugin}': the worker (pid {self.pid}) had exited "
-                f"before {module}.{function} was sent: it {status}{self._tail_text()}; "
+                f"before {module}.{function} was sent: it {status}{tail_text(self._tail)}; "
                 "nothing ran (start a new worker)"
             ) from None
         except TimeoutError:
@@ -387,7 +385,7 @@ class SubprocessWorker:
             status = self._terminate(grace_s=_EXIT_GRACE_S)
             return WorkerCrashedError(
                 f"plugin '{plugin}': the worker (pid {self.pid}) died during "
-                f"{name}: it {status}{self._tail_text()}"
+                f"{name}: it {status}{tail_text(self._tail)}"
             )
         if message.request_id != request_id:
             self._terminate(grace_s=0.0)
@@ -482,7 +480,7 @@ class SubprocessWorker:
             self._terminate(grace_s=0.0)
             raise WorkerStartError(
                 f"plugin '{plugin}': the worker did not become ready within {timeout_s:g} s "
-                f"and was killed{self._tail_text()}; make the plugin's import and "
+                f"and was killed{tail_text(self._tail)}; make the plugin's import and "
                 "create_functions fast, or raise the start timeout"
             ) from None
         except ProtocolError as exc:
@@ -494,7 +492,7 @@ class SubprocessWorker:
         if message is None:
             status = self._terminate(grace_s=_EXIT_GRACE_S)
             raise WorkerStartError(
-                f"plugin '{plugin}': the worker {status} before it was ready{self._tail_text()}"
+                f"plugin '{plugin}': the worker {status} before it was ready{tail_text(self._tail)}"
             )
         problem = self._check_ready(message)
         if isinstance(message, Fatal) and problem is None:
@@ -562,49 +560,10 @@ class SubprocessWorker:
             return self._death
         if grace_s > 0:
             self._process.wait_exit(grace_s)
-        self._death = (
-            describe_status(self._process.kill_and_reap()) + self._memory_note() + self._cpu_note()
-        )
-        self._tail = self._read_tail()
+        status = describe_status(self._process.kill_and_reap())
+        self._death = status + death_notes(self._process, self._spec)
+        self._tail = read_tail(self._log)
         with self._sock_lock:
             self._sock.close()
         self._log.close()
         return self._death
-
-    def _memory_note(self) -> str:
-        """What the OOM killer did to the worker (known once it is reaped), if anything."""
-        kills = self._process.oom_kills
-        if not kills:
-            return ""
-        memory, tmp = self._spec.memory_mb, self._spec.tmp_size_mb
-        if memory is None:  # no limit of its own: the machine (or a cgroup above) ran out
-            return f"; the kernel's OOM killer stopped {kills} of its processes"
-        return (
-            f"; the kernel's OOM killer stopped {kills} of its processes at the worker's "
-            f"memory limit of {memory + tmp} MiB (memory_mb {memory} + tmp_size_mb {tmp}); "
-            "if the plugin needs more, raise its memory_mb"
-        )
-
-    def _cpu_note(self) -> str:
-        """Why the zygote killed the worker, when it was for its CPU time in all."""
-        if not self._process.cpu_killed:
-            return ""
-        return (
-            f"; its processes together used more than its CPU limit of "
-            f"{self._spec.cpu_s} CPU seconds (cpu_s, counted over every process it "
-            "started); if the plugin needs more, raise its cpu_s"
-        )
-
-    def _read_tail(self) -> str:
-        try:
-            fd = self._log.fileno()
-            size = os.fstat(fd).st_size
-            data = os.pread(fd, _TAIL_BYTES, max(0, size - _TAIL_BYTES))
-        except (OSError, ValueError):
-            return ""
-        return data.decode("utf-8", "replace").strip()
-
-    def _tail_text(self) -> str:
-        if not self._tail:
-            return "; its stderr was empty"
-        return f"; its stderr ends with:\n{self._tail}"

@@ -4,7 +4,7 @@ A security tool is only as trusted as the evidence behind it, and evidence
 that only exists in the project's test suite cannot be checked on the
 machine where caplet actually runs. So the attacks live here, inside the
 installed package: one module per attack family (``_filesystem``,
-``_network``, ``_processes``, ``_resources``, ``_ctx_stores``, ``_protocol``,
+``_network``, ``_processes``, ``_multiplying``, ``_resources``, ``_ctx_stores``, ``_protocol``,
 ``_introspection``, ``_supply_chain``, ``_auditor``), each case a small
 hostile plugin (source, manifest additions), the attack's name, the layer
 expected to stop it and a check of what the caller saw. :mod:`._corpus`
