@@ -16,8 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -303,16 +303,69 @@ def _sse_answer(body: str) -> dict[str, Any]:
     return answer
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_over_http_a_sessions_request_past_the_bound_is_refused(workspace: Path) -> None:
-    # HTTP requests are separate requests, and one whose client hung up keeps running,
-    # so holding them back would keep them in the server all the same: past the bound of
-    # its session a request is refused at once; another session is not affected.
+class _Http:
+    """A raw streamable-HTTP client of one ``caplet mcp --http`` server."""
+
+    def __init__(self, http: Any, url: str) -> None:
+        self.http = http
+        self.url = url
+
+    async def session(self) -> dict[str, str]:
+        """A new session (``initialize`` and ``initialized``): its headers."""
+        opened = await self.http.post(
+            self.url,
+            json={
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            },
+        )
+        assert opened.status_code == 200, opened.text
+        ids = {
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-11-25",
+        }
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await self.http.post(self.url, json=note, headers=ids)).status_code == 202
+        return ids
+
+    async def ask(self, ids: dict[str, str], request_id: int, **call: Any) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": request_id, **call}
+        answer = await self.http.post(self.url, json=message, headers=ids)
+        return _sse_answer(answer.text)
+
+    async def stats(self, ids: dict[str, str], request_id: int) -> dict[str, Any]:
+        """The session's ``caplet://stats`` (it needs no plugin call), or its error."""
+        answer = await self.ask(
+            ids, request_id, method="resources/read", params={"uri": "caplet://stats"}
+        )
+        if "error" in answer:
+            return answer
+        document: dict[str, Any] = json.loads(answer["result"]["contents"][0]["text"])
+        return document
+
+    async def cancel(self, ids: dict[str, str], request_id: int) -> None:
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "enough"},
+        }
+        assert (await self.http.post(self.url, json=note, headers=ids)).status_code == 202
+
+
+@asynccontextmanager
+async def _http_server(workspace: Path, *settings: str) -> AsyncIterator[_Http]:
+    """``caplet mcp --http 0`` with ``--set`` of each of ``settings``, and a client of it."""
     import httpx2
 
+    sets = [arg for setting in settings for arg in ("--set", setting)]
     process = subprocess.Popen(
-        mcp_command(workspace, "--http", "0", "--set", "mcp.max_in_flight=2"),
+        mcp_command(workspace, "--http", "0", *sets),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -333,73 +386,7 @@ async def test_over_http_a_sessions_request_past_the_bound_is_refused(workspace:
             "Accept": "application/json, text/event-stream",
         }
         async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
-
-            async def session() -> dict[str, str]:
-                opened = await http.post(
-                    url,
-                    json={
-                        "jsonrpc": "2.0",
-                        "id": 0,
-                        "method": "initialize",
-                        "params": {
-                            "protocolVersion": "2025-11-25",
-                            "capabilities": {},
-                            "clientInfo": {"name": "raw", "version": "0"},
-                        },
-                    },
-                )
-                assert opened.status_code == 200, opened.text
-                ids = {
-                    "Mcp-Session-Id": opened.headers["mcp-session-id"],
-                    "Mcp-Protocol-Version": "2025-11-25",
-                }
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                assert (await http.post(url, json=note, headers=ids)).status_code == 202
-                return ids
-
-            async def ask(ids: dict[str, str], request_id: int, **call: Any) -> dict[str, Any]:
-                message = {"jsonrpc": "2.0", "id": request_id, **call}
-                answer = await http.post(url, json=message, headers=ids)
-                return _sse_answer(answer.text)
-
-            stats = {"method": "resources/read", "params": {"uri": "caplet://stats"}}
-            first = await session()
-            sleep = {"name": "notes_sleep", "arguments": {"args": [60]}}
-            sent, answers = anyio.create_memory_object_stream[dict[str, Any]](3)
-            async with sent, answers, anyio.create_task_group() as group:
-
-                async def held(request_id: int) -> None:
-                    await sent.send(await ask(first, request_id, method="tools/call", params=sleep))
-
-                # Three calls of a minute at once on a bound of 2: whichever comes third
-                # is refused at once (the other two hold their places until cancelled).
-                for request_id in (1, 2, 3):
-                    group.start_soon(held, request_id)
-                answer = await answers.receive()
-                assert answer["error"]["code"] == -32000
-                message = answer["error"]["message"]
-                assert "2 requests of this session are in flight" in message, message
-                assert "Policy.mcp.max_in_flight = 2" in message, message
-                refused = answer["id"]
-                # The near miss: another session has its own bound (the plugin's one
-                # worker is busy sleeping, so it asks for what needs no plugin call).
-                other = await session()
-                seen = json.loads((await ask(other, 1, **stats))["result"]["contents"][0]["text"])
-                assert seen["mcp"] == {"in_flight": 1, "max_in_flight": 2}
-                # Cancelled, the sleeps give their places back.
-                for cancelled in {1, 2, 3} - {refused}:
-                    note = {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": {"requestId": cancelled, "reason": "enough"},
-                    }
-                    assert (await http.post(url, json=note, headers=first)).status_code == 202
-                request_id = 10
-                while "error" in (answer := await ask(first, request_id, **stats)):
-                    request_id += 1  # until the cancelled calls have ended
-                assert json.loads(answer["result"]["contents"][0]["text"])["mcp"]["in_flight"] == 1
-                for _ in range(2):  # the cancelled calls' POSTs end (a 2025-era stream is
-                    assert "error" in await answers.receive()  # ended by an error)
+            yield _Http(http, url)
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -408,3 +395,101 @@ async def test_over_http_a_sessions_request_past_the_bound_is_refused(workspace:
             process.kill()
             process.wait()
         process.stderr.close()
+
+
+_SLEEP = {"name": "notes_sleep", "arguments": {"args": [60]}}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_over_http_a_sessions_request_past_the_bound_is_refused(workspace: Path) -> None:
+    # HTTP requests are separate requests, and one whose client hung up keeps running,
+    # so holding them back would keep them in the server all the same: past the bound of
+    # its session a request is refused at once; another session is not affected.
+    async with _http_server(workspace, "mcp.max_in_flight=2") as server:
+        first = await server.session()
+        sent, answers = anyio.create_memory_object_stream[dict[str, Any]](3)
+        async with sent, answers, anyio.create_task_group() as group:
+
+            async def held(request_id: int) -> None:
+                await sent.send(
+                    await server.ask(first, request_id, method="tools/call", params=_SLEEP)
+                )
+
+            # Three calls of a minute at once on a bound of 2: whichever comes third
+            # is refused at once (the other two hold their places until cancelled).
+            for request_id in (1, 2, 3):
+                group.start_soon(held, request_id)
+            answer = await answers.receive()
+            assert answer["error"]["code"] == -32000
+            message = answer["error"]["message"]
+            assert "2 requests of this session are in flight" in message, message
+            assert "Policy.mcp.max_in_flight = 2" in message, message
+            refused = answer["id"]
+            # The near miss: another session has its own bound (the plugin's one
+            # worker is busy sleeping, so it asks for what needs no plugin call).
+            other = await server.session()
+            seen = await server.stats(other, 1)
+            assert seen["mcp"] == {
+                "in_flight": 1,
+                "max_in_flight": 2,
+                "in_flight_total": 3,
+                "max_in_flight_total": 256,
+            }
+            # Cancelled, the sleeps give their places back.
+            for cancelled in {1, 2, 3} - {refused}:
+                await server.cancel(first, cancelled)
+            request_id = 10
+            while "error" in (seen := await server.stats(first, request_id)):
+                request_id += 1  # until the cancelled calls have ended
+            assert seen["mcp"]["in_flight"] == 1
+            for _ in range(2):  # the cancelled calls' POSTs end (a 2025-era stream is
+                assert "error" in await answers.receive()  # ended by an error)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_over_http_requests_past_the_bound_of_all_sessions_are_refused(
+    workspace: Path,
+) -> None:
+    # The attack: each session has its own bound, and a client opens as many sessions
+    # as it likes (one initialize each), so sessions x bound requests ran at once.
+    async with _http_server(
+        workspace, "mcp.max_in_flight=2", "mcp.max_in_flight_total=2"
+    ) as server:
+        first, second = await server.session(), await server.session()
+        # The near miss: under the bound of all sessions, another session is answered.
+        assert (await server.stats(second, 1))["mcp"] == {
+            "in_flight": 1,
+            "max_in_flight": 2,
+            "in_flight_total": 1,
+            "max_in_flight_total": 2,
+        }
+        sent, answers = anyio.create_memory_object_stream[dict[str, Any]](2)
+        async with sent, answers, anyio.create_task_group() as group:
+
+            async def held(request_id: int) -> None:
+                await sent.send(
+                    await server.ask(first, request_id, method="tools/call", params=_SLEEP)
+                )
+
+            group.start_soon(held, 1)
+            group.start_soon(held, 2)
+            # Two sleeps of the first session fill the bound of all sessions, though the
+            # second session has nothing in flight of its own bound: its request is refused.
+            request_id = 2
+            while "error" not in (seen := await server.stats(second, request_id)):
+                request_id += 1  # until both sleeps are in flight
+            assert seen["error"]["code"] == -32000
+            message = seen["error"]["message"]
+            assert "2 requests of all sessions are in flight" in message, message
+            assert "Policy.mcp.max_in_flight_total = 2" in message, message
+            for cancelled in (1, 2):
+                await server.cancel(first, cancelled)
+            for _ in range(2):  # the cancelled calls' POSTs end with an error
+                assert "error" in await answers.receive()
+        # every place given back (once the cancelled calls have ended)
+        request_id = 100
+        while "error" in (seen := await server.stats(second, request_id)):
+            request_id += 1
+        assert seen["mcp"]["in_flight_total"] == 1

@@ -293,6 +293,17 @@ def _frame(message: dict[str, Any]) -> bytes:
     return (json.dumps(message) + "\n").encode()
 
 
+def _call_line(request_id: int, name: str, *args: Any) -> bytes:
+    return _frame(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": {"args": list(args)}},
+        }
+    )
+
+
 def test_malformed_requests_never_end_the_server(workspace: Path) -> None:
     """Raw bytes on stdin (no SDK to keep them well-formed): garbage, wrong types, an
     over-long line; each is refused or dropped and the next request is answered."""
@@ -341,6 +352,13 @@ def test_malformed_requests_never_end_the_server(workspace: Path) -> None:
             )
         )
         process.stdin.write(_frame({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}))
+        # Numbers JSON cannot hold, to a tool without a declared schema (add): 1e400
+        # parses as inf, NaN and Infinity as written; none is handed to the plugin.
+        for request_id, number in ((5, b"1e400"), (6, b"NaN"), (7, b"-Infinity")):
+            process.stdin.write(
+                b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": '
+                b'{"name": "notes_add", "arguments": {"args": [%s]}}}\n' % (request_id, number)
+            )
         process.stdin.write(
             _frame(
                 {
@@ -351,9 +369,11 @@ def test_malformed_requests_never_end_the_server(workspace: Path) -> None:
                 }
             )
         )
+        # The near miss: a large finite number is an ordinary argument.
+        process.stdin.write(_call_line(8, "notes_add", 1e308))
         process.stdin.flush()
         answers: dict[int, dict[str, Any]] = {}
-        while 4 not in answers:
+        while not {4, 5, 6, 7, 8} <= answers.keys():
             line = process.stdout.readline()
             assert line, "the server ended"
             message = json.loads(line)
@@ -364,6 +384,11 @@ def test_malformed_requests_never_end_the_server(workspace: Path) -> None:
         assert "error" in answers[2]
         assert answers[3]["error"]["code"] == -32601
         assert answers[4]["result"]["content"][0]["text"] == "alive"
+        for refused in (5, 6, 7):
+            result = answers[refused]["result"]
+            assert result["isError"], result
+            assert "number that is not finite" in result["content"][0]["text"], result
+        assert answers[8]["result"]["content"][0]["text"] == "1e+308"
         assert process.poll() is None
     finally:
         process.stdin.close()

@@ -36,6 +36,9 @@ the policy file (``[mcp]``) as well as on the command line (``--allow``,
   fills), and the HTTP server refuses the session's next request: a
   client that never reads its answers cannot make the server hold more
   (attack14; :mod:`caplet._mcp._flow`).
+* ``max_in_flight_total``: over HTTP, the requests of every session
+  together (a client opens as many sessions as it likes); past it a
+  request is refused like one past its session's bound.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class McpPolicy:
     max_argument_depth: Annotated[int, Strict(), Field(ge=1, le=64)] = 32
     max_description_chars: Annotated[int, Strict(), Field(ge=64, le=8192)] = 1024
     max_in_flight: Annotated[int, Strict(), Field(ge=1, le=1024)] = 32
+    max_in_flight_total: Annotated[int, Strict(), Field(ge=1, le=65536)] = 256
 
     def offers(self, *names: str) -> bool:
         """True when one of ``names`` matches an ``allow`` glob and none a ``deny`` glob.

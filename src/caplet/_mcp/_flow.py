@@ -22,7 +22,11 @@ team, attack14: 2,000 calls of 60 KB took the server from 87 MB to 473 MB).
   the same. A request past the bound of its session (the validated
   ``Mcp-Session-Id``; requests of no session share one bound) is refused
   at once with an error naming the policy field. Answers there wait in the
-  request's own connection, bounded by the connection limit.
+  request's own connection, bounded by the connection limit. Sessions cost a
+  client one ``initialize`` each (the SDK keeps up to 10,000), so a bound per
+  session alone let one client hold sessions x bound requests: the requests of
+  every session together are bounded too (``max_in_flight_total``), refused
+  the same way past it.
 """
 
 from __future__ import annotations
@@ -181,10 +185,15 @@ class CountedWriter(_Wrapped):
 
 class SessionBound:
     """Server middleware for streamable HTTP: at most ``bound`` requests of one session
-    run at once; one more is refused at once (module docstring)."""
+    and ``total`` of all sessions run at once; one more is refused at once (module
+    docstring)."""
 
-    def __init__(self, bound: int) -> None:
+    def __init__(self, bound: int, total: int) -> None:
         self.bound = bound
+        #: The requests of every session together (their ids are per session, so only
+        #: the count is kept: see :meth:`__call__`).
+        self.total = total
+        self.count = 0
         self._flows: dict[str | None, InFlight] = {}
 
     def flow(self, ctx: ServerRequestContext[Any, Any]) -> InFlight:
@@ -209,10 +218,19 @@ class SessionBound:
                 f"(Policy.mcp.max_in_flight = {self.bound}); wait for an answer (or cancel a "
                 "request) before sending more",
             )
+        if self.count >= self.total:
+            raise MCPError(
+                BUSY,
+                f"caplet mcp: {self.count} requests of all sessions are in flight "
+                f"(Policy.mcp.max_in_flight_total = {self.total}); wait for an answer (or "
+                "cancel a request) before sending more",
+            )
         flow.opened(request_id)
+        self.count += 1
         try:
             return await call_next(ctx)
         finally:
+            self.count -= 1
             flow.settled(request_id)
             if flow.count == 0:
                 self._flows.pop(key, None)

@@ -100,6 +100,8 @@ class McpServer:
         self._catalog: tuple[int, Catalog] | None = None
         #: The requests in flight of the session a request belongs to (``_flow``).
         self._flow_of: Callable[[ServerRequestContext[Any]], InFlight | None] = lambda ctx: None
+        #: Over HTTP, the bound of every session's requests together (``_flow``).
+        self._bound: SessionBound | None = None
         #: Every tool offered in this session: one whose plugin was quarantined or
         #: disabled since is called all the same, so the agent gets caplet's reason as a
         #: tool error instead of "unknown tool" (a tool never offered stays unknown).
@@ -124,8 +126,9 @@ class McpServer:
         carrying ``Authorization: Bearer <token>`` only; ``announce(url)`` once listening."""
         import uvicorn
 
-        bound = SessionBound(self.policy.max_in_flight)
+        bound = SessionBound(self.policy.max_in_flight, self.policy.max_in_flight_total)
         self.server.middleware.append(bound)
+        self._bound = bound
         self._flow_of = bound.flow
         app = self.server.streamable_http_app(
             host="127.0.0.1",
@@ -284,8 +287,12 @@ class McpServer:
             document: dict[str, Any] = {"plugins": [s.to_json() for s in stats]}
             flow = self._flow_of(ctx)
             if flow is not None:
-                # This session's requests in flight, this one included (``_flow``).
+                # This session's requests in flight, this one included (``_flow``), and
+                # over HTTP every session's together.
                 document["mcp"] = {"in_flight": flow.count, "max_in_flight": flow.bound}
+                if self._bound is not None:
+                    document["mcp"]["in_flight_total"] = self._bound.count
+                    document["mcp"]["max_in_flight_total"] = self._bound.total
             text = json.dumps(document)
             mime = "application/json"
         else:

@@ -42,6 +42,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -405,6 +406,14 @@ def _bounded(value: object, max_bytes: int, max_depth: int) -> None:
             stack.extend((item, depth + 1) for item in items)
         elif isinstance(node, str):
             size += len(node.encode("utf-8", "surrogatepass")) + 2
+        elif isinstance(node, float) and not math.isfinite(node):
+            # JSON has no infinity or NaN: the SDK's parser reads ``1e400`` as inf and
+            # takes ``NaN``/``Infinity`` as written, and a tool without a declared schema
+            # handed them on to the plugin as numbers the agent never wrote.
+            raise ArgumentError(
+                f"arguments hold a number that is not finite ({node!r}: a JSON number past a "
+                "float's range, or NaN/Infinity); send a finite number, or a string"
+            )
         else:
             size += 8
         if size > max_bytes:
