@@ -47,6 +47,8 @@ def test_untrusted_limits_are_tighter() -> None:
     assert policy.memory_limit_mb(64, TrustTier.UNTRUSTED) == 64
     assert policy.memory_limit_mb(None, TrustTier.TRUSTED) == policy.memory_mb
     assert policy.cpu_limit_s(None, TrustTier.UNTRUSTED) == policy.untrusted_cpu_s
+    assert policy.cpu_cores_limit(TrustTier.UNTRUSTED) == policy.untrusted_cpu_cores == 0.5
+    assert policy.cpu_cores_limit(TrustTier.TRUSTED) == policy.cpu_cores == 1.0
     assert policy.timeout_ms(30_000, TrustTier.UNTRUSTED) == policy.untrusted_timeout_ms
     assert policy.processes_limit(TrustTier.UNTRUSTED) == policy.untrusted_processes
     assert (
@@ -142,16 +144,18 @@ def test_untrusted_plugins_run_with_tighter_limits_and_no_fast_path(
         assert host.call("p", "main.run") == {"args": [], "config": {}}
         enables = [d.detail for d in host.manager.store.decisions("p") if d.action == "enable"]
     community, untrusted = launcher.specs
-    assert (community.memory_mb, community.cpu_s, community.processes) == (
-        policy.memory_mb,
-        policy.cpu_s,
-        policy.processes,
-    )
-    assert (untrusted.memory_mb, untrusted.cpu_s, untrusted.processes) == (
-        policy.untrusted_memory_mb,
-        policy.untrusted_cpu_s,
-        policy.untrusted_processes,
-    )
+    assert (
+        community.memory_mb,
+        community.cpu_s,
+        community.processes,
+        community.cpu_millicores,
+    ) == (policy.memory_mb, policy.cpu_s, policy.processes, 1000)
+    assert (
+        untrusted.memory_mb,
+        untrusted.cpu_s,
+        untrusted.processes,
+        untrusted.cpu_millicores,
+    ) == (policy.untrusted_memory_mb, policy.untrusted_cpu_s, policy.untrusted_processes, 500)
     assert untrusted.max_frame_bytes == policy.untrusted_max_output_kb * 1024
     assert enables == [
         "audited static-only, tier untrusted",

@@ -228,6 +228,7 @@ class Policy:
     max_tier_distribution: TrustTier = TrustTier.TRUSTED
     untrusted_memory_mb: Megabytes = 128
     untrusted_cpu_s: Positive = 10
+    untrusted_cpu_cores: Cores = 0.5
     untrusted_processes: Positive = 8
     untrusted_timeout_ms: Milliseconds = 2_000
     untrusted_max_output_kb: Kilobytes = 256
@@ -282,6 +283,12 @@ class Policy:
         if tier is TrustTier.UNTRUSTED:
             limit = min(limit, self.untrusted_memory_mb)
         return limit if declared is None else min(declared, limit)
+
+    def cpu_cores_limit(self, tier: TrustTier = TrustTier.COMMUNITY) -> float:
+        """The CPU rate of a worker of this tier, in cores (``cpu_cores``)."""
+        if tier is TrustTier.UNTRUSTED:
+            return min(self.cpu_cores, self.untrusted_cpu_cores)
+        return self.cpu_cores
 
     def cpu_limit_s(self, declared: int | None, tier: TrustTier = TrustTier.COMMUNITY) -> int:
         """CPU-seconds limit of a worker: the plugin's own, never above the policy's."""

@@ -187,7 +187,7 @@ def worker_spec(
         programs=tuple(c.program for c in info.capabilities if isinstance(c, ProcExecCapability)),
         memory_mb=policy.memory_limit_mb(limits.memory_mb, info.tier),
         cpu_s=policy.cpu_limit_s(limits.cpu_s, info.tier),
-        cpu_millicores=millicores(policy.cpu_cores),
+        cpu_millicores=millicores(policy.cpu_cores_limit(info.tier)),
         processes=policy.processes_limit(info.tier),
         env=approved_environment(info.capabilities),
         context=context,
