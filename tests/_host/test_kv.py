@@ -14,6 +14,7 @@ import pytest
 from caplet import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._sandbox._sandboxed import SandboxLauncher
+from tests.conftest import make_distribution
 
 KV = """
 def create_functions(config):
@@ -204,3 +205,92 @@ def test_a_quarantine_stops_the_same_content_wherever_it_runs(
         assert y.release("notes")
         x.discover()
         assert x.enable("notes", consent=True)
+
+
+#: The KV plugin's calls as one function: a distribution's manifest declares ``main.run``.
+DIST_KV = """
+def create_functions(config):
+    def run(ctx, op, key, value=None):
+        if op == "put":
+            ctx.kv.set(key, value)
+        return ctx.kv.get(key, "absent")
+
+    return {"main": {"run": run}}
+"""
+
+
+@contextmanager
+def environment_host(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher, site: Path
+) -> Iterator[PluginHost]:
+    """A host finding installed plugins in *site* only (and an empty plugins directory)."""
+    empty = tmp_path / f"no-plugins-{len(list(tmp_path.glob('no-plugins-*')))}"
+    empty.mkdir()
+    with PluginHost(
+        empty,
+        state_dir=state_dir,
+        launcher=launcher,
+        discover=False,
+        auditor=None,
+        loading=LoadingRules(),
+        dist_path=[site],
+    ) as host:
+        host.discover()
+        yield host
+
+
+@pytest.mark.security
+def test_another_environments_distribution_of_the_same_name_is_another_plugin(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher
+) -> None:
+    """attack15: an installed plugin's place was `distribution NAME`, the same in every
+    environment. A cloned project's virtual environment installing a fork under the same
+    distribution name (other code, nothing widened) was enabled on the operator's approval
+    with no question ("carried over") and read the original's ctx.kv."""
+    ours = tmp_path / "app" / ".venv" / "lib" / "python3.11" / "site-packages"
+    theirs = tmp_path / "clone" / ".venv" / "lib" / "python3.11" / "site-packages"
+    make_distribution(ours, source=DIST_KV)
+    make_distribution(theirs, source=DIST_KV.replace('"absent"', '"absent in the fork"'))
+    with environment_host(tmp_path, state_dir, launcher, ours) as app:
+        approve(app, "hello")
+        assert app.enable("hello")
+        assert app.call("hello", "main.run", "put", "token", "app's secret") == "app's secret"
+    with environment_host(tmp_path, state_dir, launcher, theirs) as clone:
+        refused = clone.enable("hello")
+        assert not refused, "the fork was enabled on another environment's approval"
+        assert "consent" in refused.reason, refused.reason
+        assert clone.enable("hello", consent=True), "a person consented to the fork itself"
+        assert clone.call("hello", "main.run", "get", "token") == "absent in the fork"
+    # The near miss: the approved plugin in its own environment, in the next process (a new
+    # Python in the same environment is the same place: tests/_trust/test_source.py).
+    with environment_host(tmp_path, state_dir, launcher, ours) as app:
+        assert app.enable("hello"), "its own approval"
+        assert app.call("hello", "main.run", "get", "token") == "app's secret"
+        place = app.manager.require_plugin("hello").location
+        assert place == f"distribution acme-plugins in {(tmp_path / 'app' / '.venv').resolve()}"
+
+
+@pytest.mark.security
+def test_entries_at_an_installed_plugins_place_without_environment_go_to_its_approval(
+    tmp_path: Path, state_dir: Path, launcher: SandboxLauncher
+) -> None:
+    """Rows stored at `distribution NAME` (the place before attack15) are read by no
+    plugin until one is approved in its environment: then they are its own, on that
+    person's decision, never by a one-off consent."""
+    ours = tmp_path / "app" / ".venv" / "lib" / "python3.11" / "site-packages"
+    make_distribution(ours, source=DIST_KV)
+    with environment_host(tmp_path, state_dir, launcher, ours) as app:
+        store = app.manager.store
+        old = msgpack.packb("kept since decide14")
+        stored = store.kv_put(
+            "hello", "token", old, max_keys=9, max_bytes=99, location="distribution acme-plugins"
+        )
+        assert stored.stored
+        assert app.enable("hello", consent=True)
+        assert app.call("hello", "main.run", "get", "token") == "absent", "a one-off consent"
+        app.disable("hello")
+        approve(app, "hello")
+        assert app.enable("hello")
+        assert app.call("hello", "main.run", "get", "token") == "kept since decide14"
+        [claim] = [d for d in store.decisions("hello") if d.action == "kv"]
+        assert claim.detail.startswith("claimed 1 ctx.kv entries")

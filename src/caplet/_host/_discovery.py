@@ -24,7 +24,7 @@ from caplet._manifest._load import MAX_MANIFEST_BYTES, find_manifest, load_manif
 from caplet._manifest._model import Manifest
 from caplet._manifest._names import MANIFEST_NAMES
 from caplet._trust._hashing import tree_hash_keeping
-from caplet._trust._source import PluginSource, SourceKind
+from caplet._trust._source import PluginSource, SourceKind, environment_of
 
 __all__ = ["Discovered", "Discovery", "discover_plugins", "hash_keeping_manifest", "read_plugin"]
 
@@ -196,7 +196,12 @@ class _Finder:
             found[plugin.name] = (
                 manifest,
                 content_hash,
-                PluginSource(SourceKind.DISTRIBUTION, plugin.distribution, plugin.version),
+                PluginSource(
+                    SourceKind.DISTRIBUTION,
+                    plugin.distribution,
+                    plugin.version,
+                    environment_of(plugin.site),
+                ),
             )
 
     def skip(self, directory: Path, error: str) -> None:

@@ -60,6 +60,9 @@ class InstalledPlugin:
     directory: Path
     distribution: str
     version: str
+    #: The folder its distribution is installed in (``site-packages``, or a folder of
+    #: the search path).
+    site: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,7 @@ def find_installed(
                     directory=directory,
                     distribution=dist_name,
                     version=dist.version or "",
+                    site=base,
                 )
             )
     return found, skipped

@@ -56,7 +56,7 @@ from caplet._host._locked import (
 from caplet._host._manager_approval import ManagerApproval
 from caplet._host._manager_config import ManagerConfig
 from caplet._host._manager_state import RED_TEAM_LABEL
-from caplet._host._plugin_record import PluginRecord
+from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
 from caplet._host._policy import TrustTier
 from caplet._host._records import (
     Outcome,
@@ -68,6 +68,7 @@ from caplet._sandbox._jail import runtime_grants
 from caplet._scan._scanner import scan_tree
 from caplet._trust._paths import default_state_dirs
 from caplet._trust._snapshot import Snapshot, remove_snapshot
+from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
 __all__ = ["ManagerEnable"]
@@ -330,6 +331,14 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         if approval.location not in (None, record.location):
             return
         claimed = self.store.claim_unlocated(record.name, record.location)
+        if record.source.kind is SourceKind.DISTRIBUTION and record.source.distribution:
+            # and those of the place installed plugins had before caplet kept their
+            # environment (attack15): this environment's plugin, approved again here
+            claimed += self.store.claim_unlocated(
+                record.name,
+                record.location,
+                from_location=legacy_distribution_location(record.source.distribution),
+            )
         if claimed:
             self._log(
                 record.name,

@@ -18,7 +18,7 @@ from caplet._trust._signing import SignatureCheck, SignatureStatus
 from caplet._trust._snapshot import Snapshot
 from caplet._trust._source import PluginSource, SourceKind
 
-__all__ = ["PluginRecord", "plugin_location"]
+__all__ = ["PluginRecord", "legacy_distribution_location", "plugin_location"]
 
 
 @dataclass(slots=True)
@@ -71,15 +71,28 @@ class PluginRecord:
 
 
 def plugin_location(source: PluginSource, plugin_dir: os.PathLike[str] | str) -> str:
-    """Where a plugin is: ``distribution NAME`` for an installed one (its folder moves
-    with the interpreter), else its folder, absolute with links resolved.
+    """Where a plugin is: ``distribution NAME in ENVIRONMENT`` for an installed one (the
+    Python environment its distribution is installed in, :func:`environment_of`), else its
+    folder, absolute with links resolved.
 
     An approval records it: other content of the same plugin (a new version in the
     same place) may carry the approval over, a plugin of the same name anywhere else
-    is another plugin (attack13d).
+    is another plugin (attack13d), another environment's distribution of the same name
+    too (attack15: a fork installed under the name in a cloned project's environment
+    carried the approval over and read the original's ``ctx.kv``).
     """
     if source.kind is SourceKind.DISTRIBUTION and source.distribution:
-        from packaging.utils import canonicalize_name
-
-        return f"distribution {canonicalize_name(source.distribution)}"
+        if source.environment is None:
+            return legacy_distribution_location(source.distribution)
+        return f"{legacy_distribution_location(source.distribution)} in {source.environment}"
     return os.path.realpath(plugin_dir)
+
+
+def legacy_distribution_location(distribution: str) -> str:
+    """``distribution NAME``: an installed plugin's place before caplet kept its
+    environment (decide14 to attack15). Approvals recorded there vouch for no environment
+    (consent is asked once again); its ``ctx.kv`` goes to the plugin approved again in
+    its environment (:meth:`TrustStore.claim_unlocated`)."""
+    from packaging.utils import canonicalize_name
+
+    return f"distribution {canonicalize_name(distribution)}"

@@ -464,11 +464,12 @@ class PostgresStore:
         )
         return [str(row[0]) for row in rows]
 
-    def claim_unlocated(self, plugin: str, location: str) -> int:
+    def claim_unlocated(self, plugin: str, location: str, *, from_location: str = UNLOCATED) -> int:
         """Give the plugin *plugin* at *location* the ``ctx.kv`` entries of its name that
-        are unlocated (``_store.UNLOCATED``); return how many moved. A key it already
-        holds at *location* keeps its value (the unlocated one stays, claimed by nobody)."""
-        if location == UNLOCATED or "\0" in plugin + location:
+        are unlocated (``_store.UNLOCATED``, or *from_location*: a place caplet no longer
+        gives any plugin); return how many moved. A key it already holds at *location*
+        keeps its value (the other one stays, claimed by nobody)."""
+        if location in (UNLOCATED, from_location) or "\0" in plugin + location + from_location:
             return 0
         return int(
             self._db.run(
@@ -478,7 +479,7 @@ class PostgresStore:
                         "UPDATE caplet.kv AS k SET location = %s WHERE k.plugin = %s "
                         "AND k.location = %s AND NOT EXISTS (SELECT 1 FROM caplet.kv AS o "
                         "WHERE o.plugin = k.plugin AND o.location = %s AND o.key = k.key)",
-                        (location, plugin, UNLOCATED, location),
+                        (location, plugin, from_location, location),
                     ).rowcount
                 ),
                 write=True,

@@ -345,16 +345,17 @@ class SqliteStore(SqliteFile):
             ).fetchall()
         return [str(row[0]) for row in rows]
 
-    def claim_unlocated(self, plugin: str, location: str) -> int:
+    def claim_unlocated(self, plugin: str, location: str, *, from_location: str = UNLOCATED) -> int:
         """Give the plugin *plugin* at *location* the ``ctx.kv`` entries of its name that
-        are unlocated (``_store.UNLOCATED``); return how many moved. A key it already
-        holds at *location* keeps its value (the unlocated one stays, claimed by nobody)."""
-        if location == UNLOCATED:
+        are unlocated (``_store.UNLOCATED``, or *from_location*: a place caplet no longer
+        gives any plugin); return how many moved. A key it already holds at *location*
+        keeps its value (the other one stays, claimed by nobody)."""
+        if location in (UNLOCATED, from_location):
             return 0
         with self._writing(f"claiming the unlocated kv entries of {plugin!r}") as conn:
             cursor = conn.execute(
                 "UPDATE OR IGNORE kv SET location = ? WHERE plugin = ? AND location = ?",
-                (location, plugin, UNLOCATED),
+                (location, plugin, from_location),
             )
         return int(cursor.rowcount)
 
