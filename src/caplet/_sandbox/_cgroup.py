@@ -62,7 +62,10 @@ cpu controller caps the rate (CFS bandwidth: ``cpu.cfs_quota_us`` per
 ``cpu.cfs_period_us`` on cgroup v1, ``cpu.max`` on v2;
 Documentation/scheduler/sched-bwc.rst): a worker with ``cpu_millicores``
 1000 runs on at most one core's worth of time, however many threads and
-processes it has, and a thread past it waits for the next period. Optional
+processes it has, and a thread past it waits for the next period. Under an
+ancestor capped lower (a container's own quota) the worker gets that cap:
+cgroup v2 takes the smaller by itself, cgroup v1 refuses a larger share
+outright, so there the quota is lowered to the ancestors' (attack15). Optional
 like the rest: without a cpu controller (an unprivileged host without one
 delegated) only ``cpu_s`` bounds the worker, which ``caplet doctor`` says.
 
