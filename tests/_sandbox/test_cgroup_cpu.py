@@ -10,7 +10,10 @@ these tests read: no timing.
 from __future__ import annotations
 
 import dataclasses
+import os
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +163,55 @@ def test_the_policy_sets_the_rate_of_plugin_and_guest_workers(
         assert host.exec("1 + 1").value == 2
     rates = {spec.plugin: spec.cpu_millicores for spec in recording.specs}
     assert rates == {"spinner": 250, "guest": 500}
+
+
+@contextmanager
+def _capped_cgroup(share_us: int) -> Iterator[SandboxLauncher]:
+    """A zygote started in a cgroup v1 cpu cgroup capped at ``share_us`` of 100 ms:
+    where a container capped in CPU (docker --cpus on cgroup v1) runs caplet."""
+    hierarchy = Path("/sys/fs/cgroup/cpu").resolve()
+    own = next(
+        line.split(":", 2)[2]
+        for line in Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+        if "cpu" in line.split(":", 2)[1].split(",")
+    )
+    home = hierarchy / own.lstrip("/")
+    container = hierarchy / f"caplet-test-container-{os.getpid()}"
+    container.mkdir()
+    sandbox = SandboxLauncher(strict=True)
+    try:
+        (container / "cpu.cfs_quota_us").write_text(f"{share_us}\n", encoding="ascii")
+        (container / "cgroup.procs").write_text(f"{os.getpid()}\n", encoding="ascii")
+        try:
+            assert sandbox.cpu_rate_problem() == ""  # the zygote starts in that cgroup
+        finally:
+            (home / "cgroup.procs").write_text(f"{os.getpid()}\n", encoding="ascii")
+        yield sandbox
+    finally:
+        sandbox.close()
+        container.rmdir()
+
+
+@NEEDS_CGROUP
+@pytest.mark.skipif(
+    not (Path("/sys/fs/cgroup/cpu") / "cpu.cfs_quota_us").exists(), reason="cgroup v1's cpu"
+)
+def test_a_container_capped_below_the_rate_still_starts_workers_at_its_cap(
+    tmp_path: Path,
+) -> None:
+    # cgroup v1 refuses a child's quota above an ancestor's share (v2 takes
+    # the smaller): in a container capped at half a core, the default rate of
+    # one core made every worker's cgroup fail, so no plugin started at all
+    # ("creating the worker's cgroups failed: Invalid argument (EINVAL)").
+    for name in ("small", "none"):
+        (tmp_path / name).mkdir()
+    with _capped_cgroup(50_000) as sandbox:
+        with sandbox.start(_spinner(tmp_path, 1000)) as worker:
+            assert _quota(rate_cgroup(worker.pid)) == "50000 100000"
+            assert worker.call("probe", "spin", (1, 0.01), {}, timeout_s=60) == "done"
+        # Near misses: a rate below the container's is the worker's own, and
+        # "no limit" is the container's cap (the kernel's hierarchy holds it).
+        with sandbox.start(_spinner(tmp_path / "small", 200)) as worker:
+            assert _quota(rate_cgroup(worker.pid)) == "20000 100000"
+        with sandbox.start(_spinner(tmp_path / "none", None)) as worker:
+            assert _quota(rate_cgroup(worker.pid)) == "max 100000"

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -450,6 +451,66 @@ def test_kv_quotas_count_keys_and_bytes_and_keep_the_old_value(store: SqliteStor
     assert store.kv_put("a", "two", b"z" * 14, max_keys=2, max_bytes=30) == KvWrite(True, 2, 30)
     assert store.kv_put("b", "three", b"", max_keys=2, max_bytes=30).stored, "quotas are per plugin"
     assert store.kv_put("a", "é", b"", max_keys=9, max_bytes=100).total_bytes == 30 + 2, "UTF-8"
+
+
+def _steps(store: SqliteStore, write: Callable[[], object]) -> int:
+    """How much work SQLite did for *write*: hundreds of its virtual machine's
+    instructions (a progress handler; a count, not a clock)."""
+    ticks = 0
+
+    def tick() -> int:
+        nonlocal ticks
+        ticks += 1
+        return 0
+
+    store._conn.set_progress_handler(tick, 100)
+    try:
+        write()
+    finally:
+        store._conn.set_progress_handler(None, 0)
+    return ticks
+
+
+def test_a_kv_write_does_not_read_every_entry_the_plugin_holds(store: SqliteStore) -> None:
+    """attack15: each kv_put summed the plugin's rows to check its quota, in the host,
+    outside the worker's CPU cap: with its quota full (1,000 keys of 1 KB) 9,000
+    ctx.kv.set calls cost the host 9.2 CPU seconds and the worker 0.3. A write now
+    costs the same whatever the plugin holds."""
+    limits: KvLimits = {"max_keys": 1000, "max_bytes": 1024 * 1024}
+    for index in range(1000):
+        assert store.kv_put("full", f"k{index}", b"x" * 1000, **limits).stored
+    assert store.kv_put("small", "k0", b"x" * 1000, **limits).stored
+    full = _steps(store, lambda: store.kv_put("full", "k1", b"y" * 1000, **limits))
+    small = _steps(store, lambda: store.kv_put("small", "k0", b"y" * 1000, **limits))
+    assert full <= small + 5, (full, small)
+    refused = _steps(store, lambda: store.kv_put("full", "new", b"", **limits))
+    assert refused <= small + 5, (refused, small)
+    assert store.kv_put("full", "new", b"", **limits) == KvWrite(False, 1001, 1_003_893)
+
+
+def test_kv_quotas_stay_exact_across_connections_deletes_and_claims(state_dir: Path) -> None:
+    """Near misses of the above: what another connection (another caplet process)
+    wrote counts at this one's next write; deletes, refusals and claims keep the count."""
+    limits: KvLimits = {"max_keys": 3, "max_bytes": 100}
+    with SqliteStore(state_dir) as ours, SqliteStore(state_dir) as theirs:
+        assert ours.kv_put("a", "one", b"x", **limits) == KvWrite(True, 1, 4)
+        assert theirs.kv_put("a", "two", b"x" * 10, **limits) == KvWrite(True, 2, 17)
+        assert ours.kv_put("a", "three", b"", **limits) == KvWrite(True, 3, 22)
+        assert ours.kv_put("a", "four", b"", **limits) == KvWrite(False, 4, 26)
+        assert theirs.kv_delete("a", "two")
+        assert ours.kv_put("a", "four", b"", **limits) == KvWrite(True, 3, 13)
+        assert ours.kv_delete("a", "one")
+        assert not ours.kv_delete("a", "one")
+        assert ours.kv_put("a", "one", b"y" * 80, **limits) == KvWrite(True, 3, 92)
+        assert ours.kv_put("a", "one", b"y" * 90, **limits) == KvWrite(False, 3, 102)
+        assert ours.kv_get("a", "one") == b"y" * 80
+        # Rows written before places, claimed: they count at the place from then on.
+        assert ours.kv_put("b", "old", b"z" * 50, **limits).stored
+        assert ours.kv_put("b", "mine", b"", location="/p", **limits) == KvWrite(True, 1, 4)
+        assert ours.claim_unlocated("b", "/p") == 1
+        assert ours.kv_put("b", "more", b"z" * 50, location="/p", **limits) == KvWrite(
+            False, 3, 111
+        )
 
 
 def test_version_2_databases_gain_the_kv_table(state_dir: Path) -> None:

@@ -62,7 +62,10 @@ cpu controller caps the rate (CFS bandwidth: ``cpu.cfs_quota_us`` per
 ``cpu.cfs_period_us`` on cgroup v1, ``cpu.max`` on v2;
 Documentation/scheduler/sched-bwc.rst): a worker with ``cpu_millicores``
 1000 runs on at most one core's worth of time, however many threads and
-processes it has, and a thread past it waits for the next period. Optional
+processes it has, and a thread past it waits for the next period. Under an
+ancestor capped lower (a container's own quota) the worker gets that cap:
+cgroup v2 takes the smaller by itself, cgroup v1 refuses a larger share
+outright, so there the quota is lowered to the ancestors' (attack15). Optional
 like the rest: without a cpu controller (an unprivileged host without one
 delegated) only ``cpu_s`` bounds the worker, which ``caplet doctor`` says.
 
@@ -445,10 +448,37 @@ def _limit_rate(directory: Path, millicores: int | None) -> None:
     if (directory / "cpu.max").exists():  # cgroup v2
         (directory / "cpu.max").write_text(f"{quota or 'max'} {period}\n", encoding="ascii")
         return
-    # cgroup v1: the period first (the default, written so a quota always means
-    # this share), then the quota; -1 is "no limit".
+    # cgroup v1 refuses (EINVAL) a quota whose share of its period is above an
+    # ancestor's, where v2 takes the smaller: a container capped at half a core
+    # (docker --cpus=0.5 on v1) made every worker's cgroup fail at the default
+    # rate, so no plugin started at all (attack15). The worker gets the smaller
+    # share, as v2 gives it; "no limit" under a capped ancestor is that cap.
+    ceiling = _ancestors_quota(directory.parent, period)
+    if ceiling is not None and quota is not None:
+        quota = min(quota, max(ceiling, 1000))
+    # The period first (the default, written so a quota always means this
+    # share), then the quota; -1 is "no limit".
     (directory / "cpu.cfs_period_us").write_text(f"{period}\n", encoding="ascii")
     (directory / "cpu.cfs_quota_us").write_text(f"{quota or -1}\n", encoding="ascii")
+
+
+def _ancestors_quota(directory: Path, period: int) -> int | None:
+    """cgroup v1: the smallest quota per ``period`` of ``directory`` and its ancestors.
+
+    None when none of them is capped. Rounded down, as the kernel compares
+    each cgroup's share with its parent's (``tg_cfs_schedulable_down``).
+    """
+    ceiling = None
+    while (directory / "cpu.cfs_quota_us").exists():
+        quota = _read(directory / "cpu.cfs_quota_us").strip()
+        their_period = _read(directory / "cpu.cfs_period_us").strip()
+        if quota.isascii() and quota.isdigit() and their_period.isdigit() and int(their_period):
+            share = int(quota) * period // int(their_period)
+            ceiling = share if ceiling is None else min(ceiling, share)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    return ceiling
 
 
 def _kill_members(directory: Path, *, rounds: int = 100) -> None:
