@@ -181,7 +181,9 @@ class Prefilter:
             [
                 [n for n in numbered if n[0] in light],
                 [n for n in numbered if n[0] not in light and n[1] not in self._deferred],
-            ]
+            ],
+            # the pairs' set as two: fewer DFA states built on a first pass (Sets)
+            split=(1, 2),
         )
         self._late: Any = Sets([[(i, p) for p, owners in self._deferred.items() for i in owners]])
         #: Each side's conjunctions (:meth:`completes`).
