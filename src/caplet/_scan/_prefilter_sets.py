@@ -9,12 +9,14 @@ lines (prefast8, issue 16).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from itertools import accumulate, count
 from typing import Any, Final
 
 import re2
 
-__all__ = ["BLIND", "MAX_MEM", "Sets", "utf8"]
+__all__ = ["BLIND", "MAX_MEM", "Sets", "newlines", "utf8"]
 
 #: RE2's memory for each compiled set and for the one-alternation locator
 #: (its default, 8 MiB, runs the DFA out of memory on large files).
@@ -97,3 +99,12 @@ def utf8(text: str) -> bytes:
     """``text`` as the RE2 sets and patterns match it: UTF-8, lone surrogates (possible in
     an in-memory str) passed through (surrogatepass)."""
     return text.encode("utf-8", "surrogatepass")
+
+
+def newlines(data: bytes) -> list[int]:
+    """The offset of every newline of ``data`` in order, then ``len(data)``: offset ``at``
+    is on line ``bisect_left(newlines(data), at) + 1``. Built at C speed (the lines'
+    lengths summed, plus one newline before each); locating a large file's hits counted
+    the newlines from the file's start again for each pattern (a fifth of the
+    locating's CPU on the stdlib, speed16)."""
+    return list(map(operator.add, accumulate(map(len, data.split(b"\n"))), count()))
