@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,27 @@ def test_a_started_script_that_downloads_a_file_and_runs_it_is_danger(
 )
 def test_a_started_script_that_downloads_data_is_not_a_payload(text: str) -> None:
     assert script_payload(text, ".sh") is None
+
+
+# -- speed16: the suffixes a source may name a started script by, in one search ----------
+
+
+@pytest.mark.parametrize("suffix", [".sh", ".bash", ".ps1", ".bat", ".cmd", ".vbs", ".js"])
+@pytest.mark.parametrize("quote", ["'", '"'])
+@pytest.mark.parametrize("case", [str.lower, str.upper])
+def test_every_script_suffix_closing_a_literal_is_read_in_any_case(
+    suffix: str, quote: str, case: Callable[[str], str]
+) -> None:
+    commands = InstalledCommands()
+    name = case(f"run{suffix}")
+    commands.note_code("pkg/a.py", f"import os\nos.system({quote}{name}{quote})\n", installer=True)
+    assert commands._started["pkg/a.py"] == (frozenset({name.lower()}), True)
+
+
+@pytest.mark.parametrize(
+    "literal", ["'run.shx'", "'run.sh x'", "'run_sh'", "'run.jsonl'", "'run.s h'"]
+)
+def test_a_suffix_that_does_not_close_the_literal_names_no_script(literal: str) -> None:
+    commands = InstalledCommands()
+    commands.note_code("pkg/a.py", f"import os\nos.system({literal})\n", installer=True)
+    assert "pkg/a.py" not in commands._started

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import keyword
 import re
+from bisect import bisect_left
+from collections.abc import Sequence
 from typing import Final
 
 __all__ = ["MAX_BOUND", "follow", "note_binding"]
@@ -61,13 +63,21 @@ def note_binding(encoded: bytes, position: int, bound: set[bytes], seen: set[int
     return True
 
 
-def follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> bool:
+def follow(
+    encoded: bytes,
+    bound: set[bytes],
+    lines: set[int],
+    limit: int,
+    newlines: Sequence[int] | None = None,
+) -> bool:
     """Add the lines using any name of ``bound``; False past ``limit`` lines.
 
     What a lookup's line binds is followed to its uses (``ns = vars(builtins)`` on
     one line, ``ns[name](code)`` in a function further down): a visit of the hit
     lines alone would not see the lookup. Plain text (``bytes.find``, at memory
-    speed), so a use in a comment or a string only costs a visit.
+    speed), so a use in a comment or a string only costs a visit. ``newlines``: the
+    offsets of ``encoded``'s newlines (:func:`caplet._scan._prefilter_sets.newlines`),
+    a use's line looked up there instead of counted.
     """
     for name in bound:
         start = encoded.find(name)
@@ -77,8 +87,11 @@ def follow(encoded: bytes, bound: set[bytes], lines: set[int], limit: int) -> bo
             before = encoded[start - 1 : start] if start else b""
             after = encoded[end : end + 1]
             if not ((before and _identifier_byte(before)) or (after and _identifier_byte(after))):
-                line += encoded.count(b"\n", counted, start)
-                counted = start
+                if newlines is None:
+                    line += encoded.count(b"\n", counted, start)
+                    counted = start
+                else:
+                    line = bisect_left(newlines, start) + 1
                 lines.add(line)
                 if len(lines) > limit:
                     return False

@@ -63,6 +63,13 @@ _STARTED_SUFFIXES = (".sh", ".bash", ".ps1", ".bat", ".cmd", ".vbs", ".js")
 #: Such a script larger than this is not read: a loader is small, a web front end's
 #: bundle is not one.
 _MAX_STARTED_BYTES = 256 * 1024
+#: A suffix of such a script closing a literal, in lowered text. Every file of a package
+#: is asked: one search of the alternation costs a tenth of searching for each of its 14
+#: spellings in turn (a pass over the text each when, as almost always, none is there:
+#: 0.08 s of the stdlib's 3 s of CPU, issue 16).
+_NAMED_SCRIPT = re.compile(
+    "|".join(re.escape(f"{suffix}{q}") for suffix in _STARTED_SUFFIXES for q in "'\"")
+)
 #: A literal naming such a script, in a Python source.
 _STARTED_LITERAL = re.compile(
     r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js))['"]""", re.IGNORECASE
@@ -190,7 +197,7 @@ class InstalledCommands:
         if relative.rpartition("/")[2] == "__init__.py":
             self._packages.add(posixpath.dirname(relative))
         lowered = text[-(1 << 22) :].lower() if len(text) > 1 << 22 else text.lower()
-        if not any(f"{suffix}{q}" in lowered for suffix in _STARTED_SUFFIXES for q in "'\""):
+        if _NAMED_SCRIPT.search(lowered) is None:
             return
         if _STARTS.search(text) is None:
             return
