@@ -14,6 +14,7 @@ import pytest
 from caplet import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._sandbox._sandboxed import SandboxLauncher
+from caplet._trust._problems import ProblemKind
 from tests.conftest import make_distribution
 
 KV = """
@@ -286,6 +287,11 @@ def test_entries_at_an_installed_plugins_place_without_environment_go_to_its_app
             "hello", "token", old, max_keys=9, max_bytes=99, location="distribution acme-plugins"
         )
         assert stored.stored
+        [unclaimed] = [p.message for p in store.check() if p.kind is ProblemKind.UNCLAIMED]
+        assert (
+            "1 ctx.kv entries of plugin 'hello' were stored at 'distribution acme-plugins' "
+            "before caplet kept an installed plugin's environment and belong to no plugin yet"
+        ) in unclaimed
         assert app.enable("hello", consent=True)
         assert app.call("hello", "main.run", "get", "token") == "absent", "a one-off consent"
         app.disable("hello")
@@ -294,3 +300,4 @@ def test_entries_at_an_installed_plugins_place_without_environment_go_to_its_app
         assert app.call("hello", "main.run", "get", "token") == "kept since decide14"
         [claim] = [d for d in store.decisions("hello") if d.action == "kv"]
         assert claim.detail.startswith("claimed 1 ctx.kv entries")
+        assert not [p for p in store.check() if p.kind is ProblemKind.UNCLAIMED]

@@ -364,10 +364,19 @@ def test_a_version_8_store_gives_kv_and_quarantine_the_place_their_approval_reco
         assert store.claim_unlocated("unplaced", "/x/notes") == 1, "never over its own value"
         assert store.kv_get("unplaced", "token", location="/x/notes") == b"mine"
         assert store.kv_keys("unplaced", location="/x/notes") == ["other", "token"]
-        assert [p.kind for p in store.check()] == [ProblemKind.UNCLAIMED] * 2
+        warnings = store.check()
+        assert [p.kind for p in warnings] == [ProblemKind.UNCLAIMED] * 3
+        # An installed plugin's place without its environment (attack15) is claimed too.
+        assert (
+            "1 ctx.kv entries of plugin 'placed' were stored at 'distribution acme-notes' "
+            "before caplet kept an installed plugin's environment"
+        ) in warnings[0].message
         assert store.delete_quarantine("unplaced", "/y/notes")
         assert store.get_quarantine("unplaced", "/y/notes") is None
         assert store.kv_delete("unplaced", "token"), "the unlocated one, never claimed"
+        here = f"{placed} in /srv/app/.venv"
+        assert store.claim_unlocated("placed", here, from_location=placed) == 1
+        assert store.kv_get("placed", "token", location=here) == b"placed"
         assert store.check() == ()
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
 

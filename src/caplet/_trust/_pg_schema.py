@@ -32,6 +32,7 @@ from caplet._atomic import write_step
 from caplet._errors import StoreError
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    LEGACY_PLACES,
     BadRowError,
     RowSource,
     approval_from_row,
@@ -317,9 +318,10 @@ def check_records(
     ).fetchall():
         decoded(quarantine_from_row, row)
     kv = conn.execute(
-        "SELECT plugin, count(*) FROM caplet.kv WHERE location = '' GROUP BY plugin "
-        'ORDER BY plugin COLLATE "C" LIMIT %s',
-        (_MAX_REPORTED,),
+        "SELECT plugin, location, count(*) FROM caplet.kv WHERE location = '' OR "
+        "(location LIKE %s AND location NOT LIKE %s) "
+        'GROUP BY plugin, location ORDER BY plugin COLLATE "C", location COLLATE "C" LIMIT %s',
+        (*LEGACY_PLACES, _MAX_REPORTED),
     ).fetchall()
     quarantined = conn.execute(
         "SELECT name FROM caplet.quarantine WHERE location = '' "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from caplet._audit._model import AuditResult, Verdict
 from caplet._config._schema import ConfigValue
@@ -28,6 +29,7 @@ from caplet._trust._store import ApprovalRecord, ApprovedDefaults, Decision, Qua
 
 __all__ = [
     "APPROVAL_COLUMNS",
+    "LEGACY_PLACES",
     "PRUNE_ORDER",
     "BadRowError",
     "RowSource",
@@ -320,12 +322,20 @@ def decision_filter(
     return (f"WHERE {' AND '.join(clauses)} " if clauses else ""), tuple(values)
 
 
+#: The ``kv`` rows no plugin reads until one claims them, besides the unlocated ones
+#: (decide14): those at an installed plugin's place without its environment,
+#: ``distribution NAME`` (attack15), as the two patterns of ``location LIKE ? AND
+#: location NOT LIKE ?`` (a canonical distribution name holds no space).
+LEGACY_PLACES: Final = ("distribution %", "% in %")
+
+
 def unclaimed_problems(
     source: RowSource, kv: Sequence[Sequence[object]], quarantined: Sequence[object]
 ) -> list[StateProblem]:
     """The rows written before caplet kept plugin places that no plugin has claimed
-    (decide14): *kv* as ``(plugin, count)``, *quarantined* the names. Warnings, each
-    naming the plugin and the fix."""
+    (decide14), or stored at an installed plugin's place before caplet kept its
+    environment (attack15): *kv* as ``(plugin, location, count)``, *quarantined* the names.
+    Warnings, each naming the plugin and the fix."""
     problems = [
         StateProblem(
             kind=ProblemKind.UNCLAIMED,
@@ -335,9 +345,15 @@ def unclaimed_problems(
                 "before caplet kept plugin places and belong to no plugin yet (no plugin "
                 "reads them); they go to the plugin enabled on the approval of that name: "
                 f"caplet approve {plugin} where it is, then enable it"
+                if not location
+                else f"{source.what}: {count} ctx.kv entries of plugin {plugin!r} were "
+                f"stored at {location!r} before caplet kept an installed plugin's "
+                "environment and belong to no plugin yet (no plugin reads them); they go to "
+                "the plugin approved again in its environment: caplet approve "
+                f"{plugin} there, then enable it"
             ),
         )
-        for plugin, count in kv
+        for plugin, location, count in kv
     ]
     problems += [
         StateProblem(

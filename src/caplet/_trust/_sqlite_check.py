@@ -15,6 +15,7 @@ from pathlib import Path
 
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    LEGACY_PLACES,
     BadRowError,
     RowSource,
     approval_from_row,
@@ -160,9 +161,10 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
             ).problem
         )
     kv = conn.execute(
-        "SELECT plugin, count(*) FROM kv WHERE location = '' GROUP BY plugin ORDER BY plugin "
-        "LIMIT ?",
-        (MAX_REPORTED,),
+        "SELECT plugin, location, count(*) FROM kv WHERE location = '' OR "
+        "(location LIKE ? AND location NOT LIKE ?) "
+        "GROUP BY plugin, location ORDER BY plugin, location LIMIT ?",
+        (*LEGACY_PLACES, MAX_REPORTED),
     ).fetchall()
     quarantined = conn.execute(
         "SELECT name FROM quarantine WHERE location = '' ORDER BY name LIMIT ?", (MAX_REPORTED,)
