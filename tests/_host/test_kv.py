@@ -15,6 +15,7 @@ from caplet import PluginHost
 from caplet._host._loading import LoadingRules
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._trust._problems import ProblemKind
+from caplet._trust._sqlite import SqliteStore
 from tests.conftest import make_distribution
 
 KV = """
@@ -282,6 +283,7 @@ def test_entries_at_an_installed_plugins_place_without_environment_go_to_its_app
     make_distribution(ours, source=DIST_KV)
     with environment_host(tmp_path, state_dir, launcher, ours) as app:
         store = app.manager.store
+        assert isinstance(store, SqliteStore)
         old = msgpack.packb("kept since decide14")
         stored = store.kv_put(
             "hello", "token", old, max_keys=9, max_bytes=99, location="distribution acme-plugins"
