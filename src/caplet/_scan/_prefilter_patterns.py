@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from caplet._scan._code_runners import CODE_RUNNER_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._lookup_patterns import (
     BUILT_KEY,
@@ -168,6 +169,8 @@ _SINK = (
     + PROCESS_TOKENS
     + "|"
     + RUNS_FILE_TOKENS
+    + "|"
+    + CODE_RUNNER_TOKENS
 )
 #: A network module or DNS function as code spells it
 #: (:data:`~caplet._scan._triggers.NETWORK_MODULE_TOKENS`); a network program in a command
@@ -508,6 +511,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_ATTACK9_PAIRS,
     *_RECALL10_PAIRS,
     *_BLIND13_PAIRS,
+    # blind16: a network read run by exec under another name (timeit, cProfile.run, ...)
+    (_NETWORK, CODE_RUNNER_TOKENS),
 )
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from caplet._findings import Finding
+from caplet._scan._code_runners import INTERPRETER_METHODS, SOURCE_RUNNERS, runner_source
 from caplet._scan._commands import PYTHONS, Commands, encoded_command
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
@@ -191,6 +192,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self.builtins_store(node)
         if node.args:
             self.lookup_call(node, funcs)
+        if method in INTERPRETER_METHODS or not SOURCE_RUNNERS.keys().isdisjoint(funcs):
+            ran = runner_source(node, funcs, flow.resolve, flow.bindings.assigned)
+            if ran is not None:  # exec under another name: its source is exec's (blind16)
+                self._pending.append(lambda: self._run_code(node, *ran))
         if self.named(funcs):
             self._named_sinks(node, funcs, method)
         elif (
