@@ -29,6 +29,7 @@ from caplet._scan._lookup_patterns import (
     SPEC_BY_NAME,
     STRONG_PIECES,
 )
+from caplet._scan._serialized_calls import DOCUMENT_TOKENS
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     COOKIE_READER_TOKENS,
@@ -134,6 +135,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:(?:site|user)customize|(?:ipython|jupyter_\w+)_config)\.py\b|(?:pre|post)-[a-z-]+['\"]",
     # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
     r"\b__pyarmor__\s*\(",
+    # blind16: a YAML or jsonpickle document's tag that calls what it names
+    DOCUMENT_TOKENS,
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code
