@@ -74,7 +74,7 @@ _EXEC_AS_CODE = (
 
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
-    r"\b(?:urlretrieve|SetValueEx|startfile)\b",
+    r"\b(?:urlretrieve|SetValueEx|startfile|memfd_create)\b",
     # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
     # every pattern here, so it needs the AST pass (which sees the value)
     r"(?:\\x[0-9a-fA-F]{2}){8}",

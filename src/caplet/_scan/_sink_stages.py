@@ -219,8 +219,11 @@ class StageSinks:
         flow = self._flow
         bindings = flow.bindings
         for value in bindings.assigned.get(descriptor.id, ())[:4]:
-            if isinstance(value, ast.Call) and value.args and "os.open" in flow.resolve(value.func):
+            funcs = flow.resolve(value.func) if isinstance(value, ast.Call) else ()
+            if isinstance(value, ast.Call) and value.args and "os.open" in funcs:
                 self._write(node, value.args[0], (data,), set())
+            elif "os.memfd_create" in funcs:  # a file in memory, run as /proc/self/fd/N
+                self._write(node, descriptor, (data,), set())
         for value, place, count in bindings.unpacked.get(descriptor.id, ())[:4]:
             if not (
                 isinstance(value, ast.Call)
