@@ -117,6 +117,46 @@ def test_such_a_key_read_or_another_class_written_is_no_persistence(
     assert "CPL-THR-009" not in danger(source, mode=mode)
 
 
+# -- blind16: the Run key written through the Win32 API itself (ctypes, pywin32) ---------------
+
+_RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"""
+        import ctypes
+        from ctypes import wintypes
+        a = ctypes.windll.advapi32
+        h = wintypes.HKEY()
+        a.RegOpenKeyExW(wintypes.HKEY(0x80000001), r"{_RUN_KEY}", 0, 0x20006, ctypes.byref(h))
+        a.RegSetValueExW(h, "Upd", 0, 1, PAYLOAD, 64)
+        """,
+        f"""
+        import win32api, win32con
+        k = win32api.RegOpenKeyEx(win32con.HKEY_CURRENT_USER, r"{_RUN_KEY}", 0, 0xF003F)
+        win32api.RegSetValueEx(k, "Upd", 0, win32con.REG_SZ, PAYLOAD)
+        """,
+    ],
+    ids=["ctypes-advapi32", "pywin32"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_the_run_key_written_through_the_win32_api_is_persistence(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-009" in danger(source, mode=mode)
+
+
+def test_the_win32_api_writing_another_key_is_no_persistence() -> None:
+    source = r"""
+    import ctypes
+    a = ctypes.windll.advapi32
+    a.RegSetValueExW(h, "Theme", 0, 1, r"Software\MyApp\Settings", 64)
+    """
+    assert "CPL-THR-009" not in danger(source, mode=ScanMode.PACKAGE)
+
+
 # -- blind14: a clipper reading and replacing the clipboard through a Tk window ----------------
 
 _TK_CLIPPER = r"""
