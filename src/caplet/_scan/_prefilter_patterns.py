@@ -516,6 +516,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_BLIND13_PAIRS,
     # blind16: a network read run by exec under another name (timeit, cProfile.run, ...)
     (_NETWORK, CODE_RUNNER_TOKENS),
+    # blind16: the whole environment beside a logging handler that sends to a host
+    (_PAIRS[0][0], r"\b(?:HTTP|Socket|Datagram|SysLog|SMTP)Handler\b"),
 )
 
 
