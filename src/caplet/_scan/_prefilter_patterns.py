@@ -518,6 +518,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_NETWORK, CODE_RUNNER_TOKENS),
     # blind16: the whole environment beside a logging handler that sends to a host
     (_PAIRS[0][0], r"\b(?:HTTP|Socket|Datagram|SysLog|SMTP)Handler\b"),
+    # blind16: host details beside the browser that sends them
+    (RECON_TOKENS, r"\bwebbrowser\b"),
 )
 
 

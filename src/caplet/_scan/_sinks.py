@@ -39,7 +39,7 @@ from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._serialized_calls import DOCUMENT_LOADERS, document_source
-from caplet._scan._sink_egress import EgressSinks, test_file
+from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
 from caplet._scan._sink_shortcuts import shortcut_hijacks
@@ -122,6 +122,7 @@ _SINK_NAMES = (
     | _RUNPY
     | _BYTECODE_LOADERS
     | CRON_JOBS
+    | BROWSER_OPENS
     | {
         "builtins.eval",
         "pkgutil.resolve_name",
@@ -257,6 +258,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if node.args and not BROWSER_OPENS.isdisjoint(funcs):
+            self.browser_opened(node, funcs)
         if not CRON_JOBS.isdisjoint(funcs):
             self.scheduled(node)
         if "builtins.eval" in funcs and len(node.args) == 1 and not node.keywords:
