@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from caplet._scan._code_runners import CODE_RUNNER_TOKENS
+from caplet._scan._config_hijacks import CONFIG_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._lookup_patterns import (
     BUILT_KEY,
@@ -135,8 +136,10 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:(?:site|user)customize|(?:ipython|jupyter_\w+)_config)\.py\b|(?:pre|post)-[a-z-]+['\"]",
     # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
     r"\b__pyarmor__\s*\(",
-    # blind16: a YAML or jsonpickle document's tag that calls what it names
+    # blind16: a YAML or jsonpickle document's tag that calls what it names; ssh's and
+    # pip's directives that run a command or pick an index
     DOCUMENT_TOKENS,
+    CONFIG_TOKENS,
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code

@@ -16,6 +16,7 @@ import re2
 
 from caplet._findings import Finding
 from caplet._scan._commands import Commands
+from caplet._scan._config_hijacks import hijacked_config
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
@@ -428,6 +429,7 @@ class StageSinks:
         if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
             written = text or self._flow.path_text(path) or ""
             self._startup_written(node, written, items)
+            self._config_written(node, [written, *pieces, *self._bound_pieces(path)], items)
             if _SHELL_STARTUP.search(written) is None and self._looped_names(path, _SHELL_STARTUP):
                 # for rc in (".bashrc", ".zshrc"): Path.home() / rc (blind14)
                 self._shell_startup_written(node, items)
@@ -454,6 +456,26 @@ class StageSinks:
                             node.col_offset,
                         )
                         return
+
+    def _config_written(self, node: ast.Call, paths: list[str], items: list[ast.expr]) -> None:
+        # ssh's and pip's configuration given a command or an index on a fixed host (blind16)
+        values = (self._flow.evaluate(i) for i in items[:8])
+        texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values]
+        found = hijacked_config(paths, [t for t in texts if isinstance(t, str)])
+        if found is not None:
+            self._scan.emit("CPL-THR-009", found, node.lineno, node.col_offset)
+
+    def _bound_pieces(self, path: ast.AST) -> list[str]:
+        """The literals of the values a path's name is bound to (``p = a if w else b``)."""
+        if not isinstance(path, ast.Name):
+            return []
+        bound = self._flow.bindings.assigned.get(path.id, ())[:4]
+        return [
+            c.value
+            for value in bound
+            for c in ast.walk(value)
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        ][:32]
 
     def _startup_written(self, node: ast.Call, path: str, items: list[ast.expr]) -> None:
         """Python source written into a start-up file (:data:`_STARTUP_FILE`): run as if
