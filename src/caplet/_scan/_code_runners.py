@@ -17,7 +17,14 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-__all__ = ["CODE_RUNNER_TOKENS", "INTERPRETER_METHODS", "SOURCE_RUNNERS", "runner_source"]
+__all__ = [
+    "ANNOTATION_READERS",
+    "CODE_RUNNER_TOKENS",
+    "INTERPRETER_METHODS",
+    "SOURCE_RUNNERS",
+    "annotation_texts",
+    "runner_source",
+]
 
 #: Functions that run their argument as Python source: the keyword that names it when
 #: it is not the first positional argument ("" when it has no keyword).
@@ -40,6 +47,50 @@ SOURCE_RUNNERS: Final[Mapping[str, str]] = {
 _INTERPRETERS: Final = frozenset({"code.InteractiveInterpreter", "code.InteractiveConsole"})
 #: Their methods that compile and run the source they are given.
 INTERPRETER_METHODS: Final = frozenset({"runsource", "runcode", "push"})
+
+
+#: Functions that evaluate a function's or a class's string annotations as expressions
+#: (``def f(x: "__import__('os').system(...)")``: blind16, b16-cn-type-hints-eval).
+ANNOTATION_READERS: Final = frozenset(
+    {
+        "typing.get_type_hints",
+        "typing_extensions.get_type_hints",
+        "inspect.get_annotations",
+        "annotationlib.get_annotations",
+    }
+)
+#: Annotations read from one function or class, at most.
+_MAX_ANNOTATIONS = 64
+
+
+def annotation_texts(
+    target: ast.expr,
+    functions: Sequence[ast.FunctionDef | ast.AsyncFunctionDef],
+    classes: Mapping[str, Sequence[ast.ClassDef]],
+) -> list[str]:
+    """The string annotations of the function or class ``target`` names (defined in this
+    file): what an annotation reader evaluates."""
+    if not isinstance(target, ast.Name):
+        return []
+    owners: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
+    owners += [f for f in functions if f.name == target.id][:4]
+    owners += list(classes.get(target.id, ()))[:4]
+    texts: list[str] = []
+    for owner in owners:
+        if isinstance(owner, ast.ClassDef):
+            annotations = [s.annotation for s in owner.body if isinstance(s, ast.AnnAssign)]
+        elif isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = owner.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            annotations = [a.annotation for a in every if a.annotation is not None]
+            annotations += [owner.returns] if owner.returns is not None else []
+        else:
+            continue
+        texts += [
+            a.value for a in annotations if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+    return texts[:_MAX_ANNOTATIONS]
 
 
 def _argument(node: ast.Call, keyword: str) -> ast.expr | None:
@@ -80,5 +131,6 @@ def runner_source(
 #: decoder or a network read, as exec is): a runner's call, an interpreter's method.
 CODE_RUNNER_TOKENS: Final = (
     r"\btimeit\s*\.\s*(?:timeit|repeat|Timer)\s*\(|\b(?:c?[Pp]rofile|pdb)\s*\.\s*run(?:ctx|eval)?\s*\(|"
-    r"\bPyRun_\w+\s*\(|\bInteractive(?:Interpreter|Console)\b|\.\s*(?:runsource|runcode)\s*\("
+    r"\bPyRun_\w+\s*\(|\bInteractive(?:Interpreter|Console)\b|\.\s*(?:runsource|runcode)\s*\(|"
+    r"\bget_(?:type_hints|annotations)\b"
 )

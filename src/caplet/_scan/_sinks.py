@@ -30,7 +30,6 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from caplet._findings import Finding
-from caplet._scan._code_runners import INTERPRETER_METHODS, SOURCE_RUNNERS, runner_source
 from caplet._scan._commands import PYTHONS, Commands, encoded_command
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
@@ -38,10 +37,10 @@ from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
-from caplet._scan._serialized_calls import DOCUMENT_LOADERS, document_source
 from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
+from caplet._scan._sink_runners import RunnerSinks
 from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import CRON_JOBS, StageSinks, Write
 from caplet._scan._sink_uploads import uploaded_credentials
@@ -153,7 +152,7 @@ def launches_payload(program: str) -> bool:
     )
 
 
-class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
+class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
     """The threat sinks of one file (see the module docstring)."""
 
     def __init__(self, scan: FileScan, flow: Flow) -> None:
@@ -194,12 +193,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self.builtins_store(node)
         if node.args:
             self.lookup_call(node, funcs)
-        if method in INTERPRETER_METHODS or not SOURCE_RUNNERS.keys().isdisjoint(funcs):
-            ran = runner_source(node, funcs, flow.resolve, flow.bindings.assigned)
-            if ran is not None:  # exec under another name: its source is exec's (blind16)
-                self._pending.append(lambda: self._run_code(node, *ran))
-        if node.args and not DOCUMENT_LOADERS.isdisjoint(funcs):
-            self._pending.append(lambda: self._loaded_document(node, funcs))
+        self.code_runners(node, funcs, method)  # exec by other names (blind16)
         if self.named(funcs):
             self._named_sinks(node, funcs, method)
         elif (
@@ -517,13 +511,6 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         if isinstance(self._flow.evaluate(arg), bytes) and self._decoded(arg):
             api = min(self._flow.resolve(node.func), default="pickle.loads")
             self._by_source(node, f"{api}(...)", self._flow.labels(arg))
-
-    def _loaded_document(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
-        # a YAML or jsonpickle document calls what its tags name: checked as that Python
-        api = next(f for f in funcs if f in DOCUMENT_LOADERS)
-        source = document_source(api, self._flow.evaluate(node.args[0]))
-        if source is not None:
-            self._code_string(node, f"{api}(...)", source)
 
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
         if executor == "eval" and not isinstance(arg, ast.Constant):
