@@ -1,5 +1,6 @@
-"""Code run by a name other than exec: the sinks of :mod:`caplet._scan._code_runners`
-and :mod:`caplet._scan._serialized_calls` (a mixin of :class:`caplet._scan._sinks.Sinks`).
+"""Code run by a name other than exec: the sinks of :mod:`caplet._scan._code_runners` and
+:mod:`caplet._scan._serialized_calls`, and a pickle decoded from a literal (a mixin of
+:class:`caplet._scan._sinks.Sinks`).
 
 A source runner's argument is exec's (timeit, the profilers, pdb, code's interpreters,
 ``PyRun_SimpleString``); an annotation reader evaluates the string annotations of the
@@ -20,7 +21,7 @@ from caplet._scan._code_runners import (
     annotation_texts,
     runner_source,
 )
-from caplet._scan._flow import Flow
+from caplet._scan._flow import Flow, Labels
 from caplet._scan._serialized_calls import DOCUMENT_LOADERS, document_source
 
 __all__ = ["RunnerSinks"]
@@ -35,6 +36,8 @@ class RunnerSinks:
 
     #: The sinks' check of exec's argument, and the stage sinks' of source in a string.
     _run_code: Callable[[ast.Call, str, ast.expr], None]
+    _by_source: Callable[[ast.Call, str, Labels], None]
+    _decoded: Callable[[ast.AST], bool]
     _code_string: Callable[[ast.Call, str, str], None]
 
     def code_runners(self, node: ast.Call, funcs: tuple[str, ...], method: str) -> None:
@@ -53,6 +56,13 @@ class RunnerSinks:
             bindings = flow.bindings
             for text in annotation_texts(node.args[0], bindings.functions, bindings.classes):
                 self._pending.append(partial(self._code_string, node, f"{api}(...)", text))
+
+    def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
+        """A pickle decoded from a literal of this file: loading it runs what it says
+        (``pickle.loads(b64decode("..."))``); a pickle of run-time data is not a payload."""
+        if isinstance(self._flow.evaluate(arg), bytes) and self._decoded(arg):
+            api = min(self._flow.resolve(node.func), default="pickle.loads")
+            self._by_source(node, f"{api}(...)", self._flow.labels(arg))
 
     def _loaded_document(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         # a YAML or jsonpickle document calls what its tags name: checked as that Python

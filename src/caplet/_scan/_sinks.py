@@ -144,6 +144,12 @@ def _download_target(node: ast.Call) -> ast.expr | None:
     return next((k.value for k in node.keywords if k.arg in {"filename", "out"}), None)
 
 
+def _sftp_get(api: str) -> bool:
+    """paramiko's SFTP client's ``get(remote, local)``: a download to a file (blind16:
+    b16-dr-sftp-get-run, a program fetched over SFTP and started)."""
+    return api.startswith("paramiko.") and api.endswith(".get")
+
+
 def launches_payload(program: str) -> bool:
     """A program that is a dropped payload: a Windows executable or something in /tmp."""
     lowered = program.lower()
@@ -273,7 +279,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
         if node.args and not RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
-        if not _DOWNLOADS_TO.isdisjoint(funcs) and (target := _download_target(node)) is not None:
+        downloads = not _DOWNLOADS_TO.isdisjoint(funcs) or any(map(_sftp_get, funcs))
+        if downloads and (target := _download_target(node)) is not None:
             self._write(node, target, (), {(Source.DOWNLOADED, funcs[0])})
         if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
             self._write(
@@ -504,13 +511,6 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
             ):
                 found.extend(n.args[:1])
         return found[:8]
-
-    def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
-        """A pickle decoded from a literal of this file: loading it runs what it says
-        (``pickle.loads(b64decode("..."))``); a pickle of run-time data is not a payload."""
-        if isinstance(self._flow.evaluate(arg), bytes) and self._decoded(arg):
-            api = min(self._flow.resolve(node.func), default="pickle.loads")
-            self._by_source(node, f"{api}(...)", self._flow.labels(arg))
 
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
         if executor == "eval" and not isinstance(arg, ast.Constant):
