@@ -152,6 +152,35 @@ def test_a_pth_payload_behind_a_line_separator_python_reads_in_one_line(
     assert (pth.file, pth.line) == ("evil.pth", 1)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import os, sys; exec(open(os.path.join(sys.prefix, 'lib', 'x', 'zones.dat')).read())\n",
+        "import pathlib; exec(compile(pathlib.Path('/opt/x/s.txt').read_text(), 's', 'exec'))\n",
+    ],
+)
+def test_a_pth_line_that_runs_code_read_from_a_file_is_a_pth_payload(
+    tmp_path: Path, line: str
+) -> None:
+    # blind16 (b16-ot-pth-exec-file): the stage is a data file the scan never reads as a
+    # module; the .pth runs it at every interpreter start
+    (tmp_path / "init.pth").write_text(line, encoding="utf-8")
+    assert "CPL-THR-013" in danger(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import _virtualenv\n",
+        "import sys; exec('import coverage; coverage.process_startup()')\n",
+        "import os; p = open(os.devnull).read(); import site\n",
+    ],
+)
+def test_pth_lines_that_run_no_code_read_from_a_file_stay_clean(tmp_path: Path, line: str) -> None:
+    (tmp_path / "init.pth").write_text(line, encoding="utf-8")
+    assert "CPL-THR-013" not in danger(tmp_path)
+
+
 @pytest.mark.parametrize("name", ["evil.pyw", "evil.PY", "evil.Pyw", "evil.py.", "evil.py "])
 def test_a_source_windows_imports_is_scanned(tmp_path: Path, name: str) -> None:
     # Attack (scanfuzz): Windows imports .pyw (importlib.machinery.SOURCE_SUFFIXES there),

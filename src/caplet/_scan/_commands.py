@@ -131,7 +131,14 @@ class Commands:
                 elif at_program:
                     name = PurePosixPath(token.replace("\\", "/")).name.lower()
                     interpreter = _interpreter_name(name)
-                    at_program = interpreter or token.startswith("-") or token in _LAUNCHER_WORDS
+                    at_program = (
+                        interpreter
+                        or token.startswith("-")
+                        or token in _LAUNCHER_WORDS
+                        # "/proc/self/fd/%d" % fd: the program is the file fd is open on
+                        # (an anonymous memfd a download was written to: blind16)
+                        or token.endswith(("/proc/self/fd/", "/dev/fd/"))
+                    )
         return frozenset(keys - self.modules())
 
     def modules(self) -> set[str]:
@@ -165,6 +172,9 @@ class Commands:
         while True:
             if isinstance(node, ast.Name):
                 return frozenset({node.id})
+            descriptor = _descriptor_path(node)
+            if descriptor is not None:
+                return frozenset({descriptor})  # "/proc/self/fd/%d" % fd is the file fd
             if (
                 isinstance(node, ast.Attribute)
                 and node.attr == "name"
@@ -297,3 +307,27 @@ def string_parts(node: ast.AST) -> list[str | ast.expr]:
                 out.extend([value, text])
             return out
     return [node] if isinstance(node, ast.expr) else []
+
+
+#: Folders whose entries are this process's open descriptors, by number.
+_DESCRIPTOR_FOLDERS = ("/proc/self/fd/", "/dev/fd/")
+
+
+def _descriptor_path(node: ast.AST) -> str | None:
+    """The descriptor's name in a path to it (``"/proc/self/fd/%d" % fd``,
+    ``f"/proc/self/fd/{fd}"``, ``"/dev/fd/" + str(fd)``): the file that descriptor is
+    open on, as the name ``os.write(fd, ...)`` wrote it under (blind16)."""
+    head: ast.AST | None = None
+    tail: ast.AST | None = None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod | ast.Add):
+        head, tail = node.left, node.right
+    elif isinstance(node, ast.JoinedStr) and len(node.values) == 2:
+        head, tail = node.values
+        tail = tail.value if isinstance(tail, ast.FormattedValue) else None
+    if not (isinstance(head, ast.Constant) and isinstance(head.value, str)):
+        return None
+    if not head.value.replace("%d", "").replace("%s", "").endswith(_DESCRIPTOR_FOLDERS):
+        return None
+    if isinstance(tail, ast.Call) and len(tail.args) == 1 and isinstance(tail.func, ast.Name):
+        tail = tail.args[0]  # str(fd)
+    return tail.id if isinstance(tail, ast.Name) else None

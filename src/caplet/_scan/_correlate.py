@@ -108,6 +108,13 @@ TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
         "winreg.SetValue": Tag.REGISTRY_WRITE,
         "_winreg.SetValueEx": Tag.REGISTRY_WRITE,
         "_winreg.SetValue": Tag.REGISTRY_WRITE,
+        # the Win32 calls themselves, through ctypes or pywin32 (blind16: b16-ot-advapi32-run-key)
+        **{
+            f"{owner}.{call}{suffix}": Tag.REGISTRY_WRITE
+            for owner in ("ctypes.windll.advapi32", "win32api")
+            for call in ("RegSetValueEx", "RegSetKeyValue", "RegSetValue")
+            for suffix in ("", "A", "W")
+        },
         "mmap.PROT_EXEC": Tag.EXEC_MEMORY,
         "ctypes.windll.kernel32.VirtualAlloc": Tag.EXEC_MEMORY,
         "ctypes.windll.kernel32.VirtualProtect": Tag.EXEC_MEMORY,

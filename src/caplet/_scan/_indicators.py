@@ -171,6 +171,11 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
     Indicator(_F, "Kubernetes config", r"\.kube" + _SEP + r"config"),
     Indicator(_F, "package index token", r"\.pypirc|\.npmrc"),
     Indicator(_F, "password hashes", r"/etc/shadow"),
+    # the environment of this or every process, where a CI runner's secrets are
+    # (GITHUB_TOKEN, ACTIONS_RUNTIME_TOKEN: blind16, b16-re-proc-environ-telegram)
+    Indicator(
+        _F, "process environment", r"/proc/(?:self|\d+|\*|\[0-9\]\*|%[sd]|\{[^}/\n]*\})/environ\b"
+    ),
     # -- mining ------------------------------------------------------------------------------
     Indicator(
         _M,

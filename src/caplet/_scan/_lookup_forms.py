@@ -37,7 +37,9 @@ def attribute_lookup(node: ast.expr, resolve: Resolve) -> tuple[ast.expr, ast.ex
                 # object.__getattribute__(X, k); type(X).__getattribute__(X, k) (blindcn)
                 return args[0], args[1]
             return None
-        if len(args) == 2 and "builtins.getattr" in resolve(func):
+        if len(args) == 2 and not {"builtins.getattr", "inspect.getattr_static"}.isdisjoint(
+            resolve(func)
+        ):
             return args[0], args[1]
         return None
     if isinstance(node, ast.Subscript):

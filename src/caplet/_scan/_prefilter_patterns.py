@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from caplet._scan._code_runners import CODE_RUNNER_TOKENS
+from caplet._scan._config_hijacks import CONFIG_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._lookup_patterns import (
     BUILT_KEY,
@@ -28,6 +30,7 @@ from caplet._scan._lookup_patterns import (
     SPEC_BY_NAME,
     STRONG_PIECES,
 )
+from caplet._scan._serialized_calls import DOCUMENT_TOKENS
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     COOKIE_READER_TOKENS,
@@ -72,7 +75,7 @@ _EXEC_AS_CODE = (
 
 #: Patterns any one of which sends a file to the AST pass.
 PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
-    r"\b(?:urlretrieve|SetValueEx|startfile)\b",
+    r"\b(?:urlretrieve|SetValueEx|startfile|memfd_create)\b",
     # a string spelled in escapes ("\x77\x67\x65\x74") hides its text from
     # every pattern here, so it needs the AST pass (which sees the value)
     r"(?:\\x[0-9a-fA-F]{2}){8}",
@@ -133,6 +136,12 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\b(?:(?:site|user)customize|(?:ipython|jupyter_\w+)_config)\.py\b|(?:pre|post)-[a-z-]+['\"]",
     # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
     r"\b__pyarmor__\s*\(",
+    # blind16: a YAML or jsonpickle document's tag that calls what it names; ssh's and
+    # pip's directives that run a command or pick an index
+    DOCUMENT_TOKENS,
+    CONFIG_TOKENS,
+    # blind16: getattr by another name (inspect's, which runs no descriptor)
+    r"\bgetattr_static\b",
 )
 
 #: What exec can only run harmfully when the file also has it: a decoder, code
@@ -168,6 +177,8 @@ _SINK = (
     + PROCESS_TOKENS
     + "|"
     + RUNS_FILE_TOKENS
+    + "|"
+    + CODE_RUNNER_TOKENS
 )
 #: A network module or DNS function as code spells it
 #: (:data:`~caplet._scan._triggers.NETWORK_MODULE_TOKENS`); a network program in a command
@@ -508,6 +519,12 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_ATTACK9_PAIRS,
     *_RECALL10_PAIRS,
     *_BLIND13_PAIRS,
+    # blind16: a network read run by exec under another name (timeit, cProfile.run, ...)
+    (_NETWORK, CODE_RUNNER_TOKENS),
+    # blind16: the whole environment beside a logging handler that sends to a host
+    (_PAIRS[0][0], r"\b(?:HTTP|Socket|Datagram|SysLog|SMTP)Handler\b"),
+    # blind16: host details beside the browser that sends them
+    (RECON_TOKENS, r"\bwebbrowser\b"),
 )
 
 

@@ -23,6 +23,10 @@ from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
 __all__ = ["Resolver", "is_network"]
 
+#: getattr, and inspect's getattr_static, which looks the attribute up without running
+#: descriptors: the same builtin fetched by name (blind16: b16-cn-inspect-getattr-static).
+_GETATTRS = frozenset({"builtins.getattr", "inspect.getattr_static"})
+
 
 #: Resolutions in progress at once, whoever started them: far below the
 #: interpreter's recursion limit (each one is about ten frames deep).
@@ -532,7 +536,7 @@ class Resolver(StoredReads):
             # pkgutil.resolve_name("os:system") is os.system, by a name in a string
             name = self.name_value(node.args[0])
             return () if name is None else (name.replace(":", "."),)
-        if "builtins.getattr" in funcs and len(node.args) >= 2:
+        if not _GETATTRS.isdisjoint(funcs) and len(node.args) >= 2:
             attr = self.name_value(node.args[1])
             if attr is None:
                 return ()

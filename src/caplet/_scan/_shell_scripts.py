@@ -60,6 +60,8 @@ _SCRIPTS = re.compile(r"\bscripts\s*=\s*[\[(]([^\[\]()]*)[\])]")
 _LITERAL = re.compile(r"""[rRuU]?(?:'([^'\\\n]*)'|"([^"\\\n]*)")""")
 #: Scripts of other languages a package's code may start (blind13): read only when named.
 _STARTED_SUFFIXES = (".sh", ".bash", ".ps1", ".bat", ".cmd", ".vbs", ".js")
+#: Build scripts a build backend runs while pip builds the sdist (blind16), by lowered name.
+_BUILD_SCRIPTS = frozenset({"meson.build", "cmakelists.txt", "build.rs"})
 #: Such a script larger than this is not read: a loader is small, a web front end's
 #: bundle is not one.
 _MAX_STARTED_BYTES = 256 * 1024
@@ -100,7 +102,9 @@ _DOWNLOAD_TO = re.compile(
 #: ``call``, ``&``, ``Start-Process -FilePath``, ``nohup``, ``sh``), before a path.
 _RUN_AT = (
     r"(?im)(?:^|&&|\|\||[;&|(])\s*(?:(?:@?start(?:\s+\"[^\"\n]*\")?(?:\s+/\w+)*|call|"
-    r"cmd(?:\.exe)?\s+/[ck]|Start-Process(?:\s+-FilePath)?|&|nohup|exec|sudo|(?:ba|z|da)?sh|\.)\s+)*"
+    r"cmd(?:\.exe)?\s+/[ck]|Start-Process(?:\s+-FilePath)?|&|nohup|exec|sudo|(?:ba|z|da)?sh|\.|"
+    # CMake's execute_process(COMMAND <program>) (blind16)
+    r"COMMAND)\s+)*"
 )
 #: VBScript (or JScript run by a script host) that fetches and then runs a program.
 _VBS_FETCH = re.compile(
@@ -158,7 +162,14 @@ def _line_of(text: str, match: re.Match[str] | None) -> tuple[int, str]:
 def started(relative: str, size: int) -> bool:
     """Whether a file of ``size`` bytes may be a script of another language the package's
     code starts (read in case it is: :meth:`InstalledCommands.note_code` decides)."""
-    return size <= _MAX_STARTED_BYTES and relative.lower().endswith(_STARTED_SUFFIXES)
+    lowered = relative.lower()
+    return size <= _MAX_STARTED_BYTES and (
+        lowered.endswith(_STARTED_SUFFIXES) or _build_script(lowered)
+    )
+
+
+def _build_script(relative: str) -> bool:
+    return posixpath.basename(relative.lower()) in _BUILD_SCRIPTS
 
 
 def shell_script(relative: str, head: bytes) -> bool:
@@ -226,6 +237,8 @@ class InstalledCommands:
         for relative, (number, line) in self._candidates.items():
             if relative in self._installed or _wheel_script(relative):
                 why = "a shell script the package installs as a command"
+            elif _build_script(relative):
+                why = "a build script pip runs while it builds the package"
             elif posixpath.basename(relative).lower() in started:
                 why = "a script the package's code starts"
             else:

@@ -7,6 +7,7 @@ that sends (CPL-THR-025).
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import Final
 
 import re2
@@ -81,6 +82,13 @@ def fixed_host(text: str) -> bool:
     return _FIXED_HOST.search(encoded) is not None and _LOCAL_ADDRESS.search(encoded) is None
 
 
+#: The browser told to open a URL fetches it: what its query carries is sent (blind16:
+#: b16-re-webbrowser-open, host details sent past egress filters by the user's browser).
+BROWSER_OPENS: Final = frozenset(
+    {"webbrowser.open", "webbrowser.open_new", "webbrowser.open_new_tab", "webbrowser.get().open"}
+)
+
+
 class EgressSinks:
     """The checks of :class:`caplet._scan._sinks.Sinks` this module holds (a mixin: the
     state is the sinks' own, declared here for the type checker)."""
@@ -94,6 +102,14 @@ class EgressSinks:
     _secret_egress: list[tuple[ast.Call, str, str]]
     _patches: list[tuple[ast.AST, str, list[ast.AST]]]
     _commands: Commands
+    _pending: list[Callable[[], None]]
+
+    def browser_opened(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A URL handed to the user's browser: an egress of what it carries."""
+        if self._tags.literal_destination(node):
+            self._fixed_destination = True
+        api = next(f for f in funcs if f in BROWSER_OPENS)
+        self._pending.append(lambda: self._egress(node, api))
 
     def patched(self, node: ast.AST, api: str, value: ast.expr) -> None:
         """A third-party library's ``api`` replaced by ``value``: a threat when ``value``

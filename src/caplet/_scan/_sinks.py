@@ -37,9 +37,10 @@ from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
-from caplet._scan._sink_egress import EgressSinks, test_file
+from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
+from caplet._scan._sink_runners import RunnerSinks
 from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import CRON_JOBS, StageSinks, Write
 from caplet._scan._sink_uploads import uploaded_credentials
@@ -120,6 +121,7 @@ _SINK_NAMES = (
     | _RUNPY
     | _BYTECODE_LOADERS
     | CRON_JOBS
+    | BROWSER_OPENS
     | {
         "builtins.eval",
         "pkgutil.resolve_name",
@@ -142,6 +144,12 @@ def _download_target(node: ast.Call) -> ast.expr | None:
     return next((k.value for k in node.keywords if k.arg in {"filename", "out"}), None)
 
 
+def _sftp_get(api: str) -> bool:
+    """paramiko's SFTP client's ``get(remote, local)``: a download to a file (blind16:
+    b16-dr-sftp-get-run, a program fetched over SFTP and started)."""
+    return api.startswith("paramiko.") and api.endswith(".get")
+
+
 def launches_payload(program: str) -> bool:
     """A program that is a dropped payload: a Windows executable or something in /tmp."""
     lowered = program.lower()
@@ -150,7 +158,7 @@ def launches_payload(program: str) -> bool:
     )
 
 
-class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
+class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
     """The threat sinks of one file (see the module docstring)."""
 
     def __init__(self, scan: FileScan, flow: Flow) -> None:
@@ -191,6 +199,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self.builtins_store(node)
         if node.args:
             self.lookup_call(node, funcs)
+        self.code_runners(node, funcs, method)  # exec by other names (blind16)
         if self.named(funcs):
             self._named_sinks(node, funcs, method)
         elif (
@@ -249,6 +258,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if node.args and not BROWSER_OPENS.isdisjoint(funcs):
+            self.browser_opened(node, funcs)
         if not CRON_JOBS.isdisjoint(funcs):
             self.scheduled(node)
         if "builtins.eval" in funcs and len(node.args) == 1 and not node.keywords:
@@ -268,7 +279,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
         if node.args and not RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
-        if not _DOWNLOADS_TO.isdisjoint(funcs) and (target := _download_target(node)) is not None:
+        downloads = not _DOWNLOADS_TO.isdisjoint(funcs) or any(map(_sftp_get, funcs))
+        if downloads and (target := _download_target(node)) is not None:
             self._write(node, target, (), {(Source.DOWNLOADED, funcs[0])})
         if len(node.args) >= 2 and not _COPIES.isdisjoint(funcs):
             self._write(
@@ -499,13 +511,6 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
             ):
                 found.extend(n.args[:1])
         return found[:8]
-
-    def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
-        """A pickle decoded from a literal of this file: loading it runs what it says
-        (``pickle.loads(b64decode("..."))``); a pickle of run-time data is not a payload."""
-        if isinstance(self._flow.evaluate(arg), bytes) and self._decoded(arg):
-            api = min(self._flow.resolve(node.func), default="pickle.loads")
-            self._by_source(node, f"{api}(...)", self._flow.labels(arg))
 
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
         if executor == "eval" and not isinstance(arg, ast.Constant):

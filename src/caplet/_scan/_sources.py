@@ -526,6 +526,10 @@ RECON_PROGRAMS: Final = frozenset(
 RUNS_FILE: Final = frozenset(
     {
         "os.startfile",
+        # os.exec*'s first argument is the file the process becomes; fexecve's a descriptor
+        # (a download written to an anonymous memfd and run from memory: blind16)
+        *(f"os.exec{s}" for s in ("l", "le", "v", "ve")),
+        "os.fexecve",
         "runpy.run_path",
         # a native library loaded runs its initialisers: a DLL written and loaded is run
         *(f"ctypes.{k}" for k in ("CDLL", "WinDLL", "OleDLL", "PyDLL")),

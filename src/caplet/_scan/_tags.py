@@ -57,6 +57,15 @@ _SENDING_METHODS = frozenset(
 #: URLs whose host a network call reaches: a websocket's and an FTP server's too (blind14).
 _URL_PREFIXES = ("http://", "https://", "ws://", "wss://", "ftp://", "ftps://")
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
+#: logging's handlers that send every record to a host (its first argument, or the keyword
+#: naming it): a logger with one is an egress (blind16: b16-re-logging-httphandler).
+_REMOTE_LOG_HANDLERS = frozenset(
+    f"logging.handlers.{n}"
+    for n in ("HTTPHandler", "SocketHandler", "DatagramHandler", "SysLogHandler", "SMTPHandler")
+)
+_HANDLER_HOSTS = frozenset({"host", "address", "mailhost"})
+#: A logger's methods that emit a record (to every handler the logger has).
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception"})
 
 
 def _dotted_labels(node: ast.AST) -> bool:
@@ -85,6 +94,10 @@ class Tagger:
     def __init__(self, scan: FileScan, flow: Flow) -> None:
         self._scan = scan
         self._flow = flow
+        #: Whether this file made a logging handler that sends to a host it names.
+        self._remote_log = False
+        #: The whole environment logged (line, spelling), until such a handler is seen.
+        self._logged_env: list[tuple[int, str]] = []
 
     def _decoded(self, node: ast.AST) -> bool:
         return any(s is Source.DECODED for s, _ in self._flow.labels(node))
@@ -169,6 +182,14 @@ class Tagger:
         """Tag the whole environment passed to a serialiser or a sender."""
         func = node.func
         method = func.attr if isinstance(func, ast.Attribute) else ""
+        if not _REMOTE_LOG_HANDLERS.isdisjoint(funcs):
+            self._remote_handler(node, funcs)
+        elif method in _LOG_METHODS:
+            whole = next(filter(None, map(self.whole_environ, node.args)), None)
+            if whole is not None:
+                self._logged_env.append((node.lineno, whole))
+                self._logged_sent()
+            return
         if not (
             method in _SENDING_METHODS
             or not _SERIALISERS.isdisjoint(funcs)
@@ -180,6 +201,26 @@ class Tagger:
             if whole is not None:
                 self._scan.tag(Tag.ENV_DUMP, node.lineno, whole)
                 return
+
+    def _remote_handler(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A logging handler built to send to a host written into the code: every record
+        a logger of this file emits is sent there (its egress and its fixed endpoint)."""
+        host = next((k.value for k in node.keywords if k.arg in _HANDLER_HOSTS), None)
+        probe = ast.Call(node.func, [host] if host is not None else node.args[:1], [])
+        if not self.literal_destination(ast.copy_location(probe, node)):
+            return
+        api = next(f for f in funcs if f in _REMOTE_LOG_HANDLERS)
+        self._scan.tag(Tag.EGRESS, node.lineno, api)
+        self._scan.tag(Tag.FIXED_ENDPOINT, node.lineno, api)
+        self._remote_log = True
+        self._logged_sent()
+
+    def _logged_sent(self) -> None:
+        """The whole environment logged in a file whose logging sends to a fixed host."""
+        if self._remote_log:
+            for line, whole in self._logged_env:
+                self._scan.tag(Tag.ENV_DUMP, line, whole)
+            self._logged_env.clear()
 
     def whole_environ(self, arg: ast.AST) -> str | None:
         """``os.environ`` itself somewhere in ``arg`` (not one key of it)."""

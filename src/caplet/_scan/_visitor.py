@@ -109,7 +109,12 @@ _FILLING_METHODS = frozenset(
 
 
 #: Lookups and imports by a name :meth:`RuleVisitor._call_rules` checks.
-_LOOKUPS = DYNAMIC_IMPORTERS | {"builtins.getattr", "builtins.setattr", "builtins.delattr"}
+_LOOKUPS = DYNAMIC_IMPORTERS | {
+    "builtins.getattr",
+    "builtins.setattr",
+    "builtins.delattr",
+    "inspect.getattr_static",  # getattr by another name (blind16)
+}
 #: The names the loop of ``RuleVisitor._call_rules`` does something for (most calls'
 #: names are none of them, and skip it).
 _CALL_RULE_NAMES = frozenset(
@@ -527,6 +532,9 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                     self._sinks.computed_import(node, name, module)
             elif name in {"builtins.getattr", "builtins.setattr", "builtins.delattr"}:
                 self._attribute_call(node, name)
+            elif name == "inspect.getattr_static" and len(node.args) >= 2:
+                attr = self.flow.name_value(node.args[1])
+                self._sinks.computed_getattr(node, node.args[0], node.args[1], attr)
             elif (
                 name == "builtins.map"
                 and node.args

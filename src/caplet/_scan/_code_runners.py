@@ -1,0 +1,136 @@
+"""Standard-library functions that run a string as Python source under another name.
+
+exec, eval and compile are the data flow's code runners (``_sources.EXECUTORS``);
+the standard library has more, each a documented way to run a statement given as
+text: timeit's ``stmt``, the profilers' and the debugger's ``run``, the code
+module's interpreters (``runsource``, ``runcode``, ``push``) and the C API's
+``PyRun_SimpleString`` reached through ``ctypes.pythonapi``. blind16's samples
+ran a decoded stage through each of them (b16-ds-timeit-stmt, -cprofile-run,
+-code-runsource, -pyrun-simplestring); the sinks treat their source argument as
+exec's first argument, so the same rules apply (decoded or downloaded data run,
+Python source in a string that itself reaches a process or the network).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+__all__ = [
+    "ANNOTATION_READERS",
+    "CODE_RUNNER_TOKENS",
+    "INTERPRETER_METHODS",
+    "SOURCE_RUNNERS",
+    "annotation_texts",
+    "runner_source",
+]
+
+#: Functions that run their argument as Python source: the keyword that names it when
+#: it is not the first positional argument ("" when it has no keyword).
+SOURCE_RUNNERS: Final[Mapping[str, str]] = {
+    "timeit.timeit": "stmt",
+    "timeit.repeat": "stmt",
+    "timeit.Timer": "stmt",
+    "cProfile.run": "statement",
+    "cProfile.runctx": "statement",
+    "profile.run": "statement",
+    "profile.runctx": "statement",
+    "pdb.run": "statement",
+    "pdb.runeval": "expression",
+    "pdb.runctx": "statement",
+    "ctypes.pythonapi.PyRun_SimpleString": "",
+    "ctypes.pythonapi.PyRun_SimpleStringFlags": "",
+    "ctypes.pythonapi.PyRun_String": "",
+}
+#: The code module's interpreters, whose methods below run their argument.
+_INTERPRETERS: Final = frozenset({"code.InteractiveInterpreter", "code.InteractiveConsole"})
+#: Their methods that compile and run the source they are given.
+INTERPRETER_METHODS: Final = frozenset({"runsource", "runcode", "push"})
+
+
+#: Functions that evaluate a function's or a class's string annotations as expressions
+#: (``def f(x: "__import__('os').system(...)")``: blind16, b16-cn-type-hints-eval).
+ANNOTATION_READERS: Final = frozenset(
+    {
+        "typing.get_type_hints",
+        "typing_extensions.get_type_hints",
+        "inspect.get_annotations",
+        "annotationlib.get_annotations",
+    }
+)
+#: Annotations read from one function or class, at most.
+_MAX_ANNOTATIONS = 64
+
+
+def annotation_texts(
+    target: ast.expr,
+    functions: Sequence[ast.FunctionDef | ast.AsyncFunctionDef],
+    classes: Mapping[str, Sequence[ast.ClassDef]],
+) -> list[str]:
+    """The string annotations of the function or class ``target`` names (defined in this
+    file): what an annotation reader evaluates."""
+    if not isinstance(target, ast.Name):
+        return []
+    owners: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
+    owners += [f for f in functions if f.name == target.id][:4]
+    owners += list(classes.get(target.id, ()))[:4]
+    texts: list[str] = []
+    for owner in owners:
+        if isinstance(owner, ast.ClassDef):
+            annotations = [s.annotation for s in owner.body if isinstance(s, ast.AnnAssign)]
+        elif isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = owner.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            annotations = [a.annotation for a in every if a.annotation is not None]
+            annotations += [owner.returns] if owner.returns is not None else []
+        else:
+            continue
+        texts += [
+            a.value for a in annotations if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+    return texts[:_MAX_ANNOTATIONS]
+
+
+def _argument(node: ast.Call, keyword: str) -> ast.expr | None:
+    if node.args:
+        return node.args[0]
+    return next((k.value for k in node.keywords if keyword and k.arg == keyword), None)
+
+
+def runner_source(
+    node: ast.Call,
+    funcs: tuple[str, ...],
+    resolve: Callable[[ast.expr], tuple[str, ...]],
+    assigned: Mapping[str, Sequence[ast.expr]],
+) -> tuple[str, ast.expr] | None:
+    """(the runner, the source it runs) when ``node`` runs its argument as Python:
+    a function of :data:`SOURCE_RUNNERS`, or an interpreter's method called on one
+    constructed in place or bound to a name (``ii = InteractiveConsole(); ii.push(s)``)."""
+    api = next((f for f in funcs if f in SOURCE_RUNNERS), None)
+    if api is not None:
+        arg = _argument(node, SOURCE_RUNNERS[api])
+        return None if arg is None else (api, arg)
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr in INTERPRETER_METHODS and node.args):
+        return None
+    receiver = func.value
+    made: Sequence[ast.expr] = (receiver,)
+    if isinstance(receiver, ast.Name):
+        made = assigned.get(receiver.id, ())
+    for value in made:
+        if isinstance(value, ast.Call):
+            owner = next((f for f in resolve(value.func) if f in _INTERPRETERS), None)
+            if owner is not None:
+                return f"{owner}.{func.attr}", node.args[0]
+    return None
+
+
+#: The runners as code spells them, for the prefilter's sinks (paired there with a
+#: decoder or a network read, as exec is): a runner's call, an interpreter's method.
+CODE_RUNNER_TOKENS: Final = (
+    r"\btimeit\s*\.\s*(?:timeit|repeat|Timer)\s*\(|\b(?:c?[Pp]rofile|pdb)\s*\.\s*run(?:ctx|eval)?\s*\(|"
+    r"\bPyRun_\w+\s*\(|\bInteractive(?:Interpreter|Console)\b|\.\s*(?:runsource|runcode)\s*\(|"
+    r"\bget_(?:type_hints|annotations)\b"
+)
