@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from caplet._scan._packed_bytes import MIN_INTEGERS
 from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
 from caplet._scan._source_labels import CREDENTIAL_MARKERS, METADATA_HOSTS
@@ -200,9 +201,25 @@ def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
     return "|".join(parts)
 
 
-#: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`).
-DECODER_TOKENS: Final = _api_tokens(
-    DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS}
+#: An integer literal, and what may stand between two of a list's (a comment, a
+#: continuation).
+_INTEGER = r"(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*)"
+_GAP_IN_LIST = r"(?:\s|\\|#[^\n]*)*"
+#: A list, tuple or set of integer literals written out (``[105, 109, ...]``, ``D = 105,
+#: 109, ...``): what :mod:`~caplet._scan._packed_bytes` reads as text hidden in bytes
+#: needs :data:`MIN_INTEGERS` of them in a row (recall16).
+_LISTED_INTEGERS = (
+    r"[\[({=]"
+    + _GAP_IN_LIST
+    + _INTEGER
+    + (_GAP_IN_LIST + "," + _GAP_IN_LIST + _INTEGER) * (MIN_INTEGERS - 1)
+)
+#: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`, bytes
+#: of listed integers).
+DECODER_TOKENS: Final = (
+    _api_tokens(DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS})
+    + "|"
+    + _LISTED_INTEGERS
 )
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
