@@ -32,7 +32,9 @@ from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     COOKIE_READER_TOKENS,
     DECODER_TOKENS,
+    DOCKER_API,
     ENV_READ_TOKENS,
+    ESCAPE_KEYS,
     NETWORK_INPUT_TOKENS,
     NETWORK_MODULE_TOKENS,
     NETWORK_PROGRAM_TOKENS,
@@ -508,6 +510,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_ATTACK9_PAIRS,
     *_RECALL10_PAIRS,
     *_BLIND13_PAIRS,
+    (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
 )
 
 

@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 
 from caplet._findings import Finding
 from caplet._scan._commands import PYTHONS, Commands, encoded_command
+from caplet._scan._container_escape import container_escapes
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
@@ -440,6 +441,9 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks):
                 getattr(node, "lineno", 0),
                 getattr(node, "col_offset", 0),
             )
+        for node, ways in container_escapes(self._flow, self._scan.text):
+            line, col = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            self._scan.emit("CPL-THR-028", f"a container ({ways})", line, col)
         if self._patches:
             self._patch_check()
         fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags

@@ -51,7 +51,9 @@ from caplet._scan._sources import (
 
 __all__ = [
     "DECODER_TOKENS",
+    "DOCKER_API",
     "ENV_READ_TOKENS",
+    "ESCAPE_KEYS",
     "NETWORK_INPUT_TOKENS",
     "NETWORK_MODULE_TOKENS",
     "NETWORK_PROGRAM_TOKENS",
@@ -300,3 +302,9 @@ RECON_ENV_TOKENS: Final = r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")[
 #: :data:`~caplet._scan._rules.ENV_FUNCTIONS`, each spelled with its name (a name computed
 #: for a lookup is the lookup pairs').
 ENV_READ_TOKENS: Final = words(n.rpartition(".")[2] for n in ENVIRON_MAPPINGS | ENV_FUNCTIONS)
+#: A file that talks to the Docker daemon: the socket's path (or a URL quoting it), or the
+#: Docker SDK (docker, aiodocker) imported (:mod:`~caplet._scan._container_escape`, which
+#: asks it of the file's text too, recall16).
+DOCKER_API: Final = r"docker(?:\.|%2[Ee])sock\b|(?m:^[ \t]*(?:import|from)[ \t]+(?:aio)?docker\b)"
+#: The keys of a container's ways out to its host; an escape holds two, one among these.
+ESCAPE_KEYS: Final = r"\b(?:[Pp]rivileged|PidMode|pid_mode|CapAdd|cap_add)\b"
