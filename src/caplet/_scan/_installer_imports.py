@@ -145,8 +145,11 @@ def build_hooks(present: Collection[str], read: Callable[[str], str | None]) -> 
     custom]``, a target's, ``[tool.hatch.metadata.hooks.custom]``; ``path``, by default
     ``hatch_build.py``) and pdm-backend's (``pdm_build.py``, or ``[tool.pdm.build]``'s
     ``custom-hook``, when pdm-backend builds). The backend imports the file and calls its
-    hooks while pip builds the package, as pip runs ``setup.py``: an entry, whose chains
-    are the installer's (blind15's b15-ls-pdm-build-hook, -hatch-build-hook; recall16)."""
+    hooks while pip builds the package, as setuptools runs a ``cmdclass`` command: an
+    install script (pip run from it, a shipped program started, network at its module
+    level are the installer's), not an entry, its network chains a module's, as a
+    command's: a hook fetches build inputs (nbconvert's stylesheets). blind15's
+    b15-ls-pdm-build-hook and -hatch-build-hook; recall16."""
     found: set[str] = set()
     for relative in sorted(present):
         folder, _, name = relative.rpartition("/")
