@@ -498,9 +498,10 @@ _SECRET_NAME: Final = (
 _ENV_READ_BY_KEY: Final = r"\benvironb?\s*(?:\[|\.\s*(?:get|pop|setdefault)\s*\()|\bgetenvb?\s*\("
 _BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_SECRET_NAME, _ENV_READ_BY_KEY, _NETWORK),
-    # a Windows program the package ships (joined to __file__'s folder), started at import
-    # or install (CPL-THR-018)
-    (r"(?i)\.(?:exe|scr|bat|ps1|vbs|msi)['\"]", r"\b__file__\b", PROCESS_TOKENS),
+    # a program the package ships (joined to __file__'s folder), started at import or
+    # install (CPL-THR-018): a Windows program, or any file started in the background
+    # (recall16: an ELF, a jar handed to java)
+    (r"\b__file__\b", PROCESS_TOKENS),
 )
 
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
