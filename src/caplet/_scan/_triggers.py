@@ -207,11 +207,16 @@ def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
 #: continuation).
 _INTEGER = r"(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*)"
 _GAP_IN_LIST = r"(?:\s|\\|#[^\n]*)*"
-#: A list, tuple or set of integer literals written out (``[105, 109, ...]``, ``D = 105,
-#: 109, ...``): what :mod:`~caplet._scan._packed_bytes` reads as text hidden in bytes
-#: needs :data:`MIN_INTEGERS` of them in a row (recall16).
+#: A list, tuple or set of integer literals written out where
+#: :mod:`~caplet._scan._packed_bytes` reads one (recall16), :data:`MIN_INTEGERS` of them in
+#: a row: bound to a name (``D = [105, ...]``, ``D = 105, 109, ...``), iterated by a
+#: comprehension (``in [...]``), a ``map``'s list (``, [...]``, its bracket on the comma's
+#: line) or a builder's argument (``bytes([...])``, ``array('B', [...])``). Not any
+#: bracket: a file past the size limit padded with a table of integer tuples made every
+#: line of it a hit, its focus too large to check (tests/_scan/test_collect.py).
 _LISTED_INTEGERS = (
-    r"[\[({=]"
+    r"(?:=\s*[\[({]?|\bin\s*[\[({]|,[ \t]*[\[({]|"
+    r"\b(?:bytes|bytearray|array)\s*\((?:[^,()\n]*,)?\s*[\[({])"
     + _GAP_IN_LIST
     + _INTEGER
     + (_GAP_IN_LIST + "," + _GAP_IN_LIST + _INTEGER) * (MIN_INTEGERS - 1)
