@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from caplet._scan._glue_patterns import GLUES
 from caplet._scan._glued_strings import (
     _GLUE,
     _JUNCTION,
@@ -25,7 +26,6 @@ from caplet._scan._glued_strings import (
     with_glued_strings,
 )
 from caplet._scan._prefilter import BLIND, MAX_LARGE_FOCUS, Need, Prefilter, prefilter
-from caplet._scan._prefilter_patterns import GLUES
 from tests._scan.prefilterkit import found_in_a_package
 
 

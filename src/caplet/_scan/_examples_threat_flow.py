@@ -1,8 +1,8 @@
-"""Worked examples of the threat rules the data flow grew (CPL-THR-014 to 027) and the
+"""Worked examples of the threat rules the data flow grew (CPL-THR-014 to 028) and the
 signals: clipboard hijackers, shell downloads, literal stages, beacons, dropped programs,
 pip installs, remote control, binaries named .py, shellcode, sandbox escapes, patched
-libraries, credentials sent in clear text, bytecode loaders; text aimed at an auditor,
-webhooks, persistence mentioned, encrypted blobs."""
+libraries, credentials sent in clear text, bytecode loaders, container escapes; text aimed
+at an auditor, webhooks, persistence mentioned, encrypted blobs."""
 
 from __future__ import annotations
 
@@ -432,6 +432,38 @@ THREAT_FLOW_EXAMPLES: Final[tuple[RuleExample, ...]] = (
 
             spec = iu.spec_from_file_location("full", __file__.replace("main.py", "full.pyc"))
             spec.loader.exec_module(iu.module_from_spec(spec))
+            """
+        ),
+    ),
+    RuleExample(
+        "CPL-THR-028",
+        _K,
+        bad=_code(
+            """
+            import docker
+
+            docker.from_env().containers.run(
+                "alpine", "chroot /h sh", privileged=True, volumes={"/": {"bind": "/h"}}
+            )
+            """
+        ),
+        # a test database in a container: nothing of the host but a port
+        good=_code(
+            """
+            import docker
+
+            docker.from_env().containers.run("postgres:16", ports={"5432/tcp": 5432})
+            """
+        ),
+        alias=_code(
+            """
+            import json, socket
+
+            HOST = {"Binds": ["/:/h"], "PidMode": "host"}
+            BODY = json.dumps({"Image": "alpine", "HostConfig": HOST})
+            s = socket.socket(socket.AF_UNIX)
+            s.connect("/var/run/docker.sock")
+            s.sendall(f"POST /containers/create HTTP/1.1\\r\\n\\r\\n{BODY}".encode())
             """
         ),
     ),

@@ -40,6 +40,7 @@ from caplet._scan._network_input import (
     peer_input,
     wraps_network,
 )
+from caplet._scan._packed_bytes import packed_bytes
 from caplet._scan._passed_arguments import passed_arguments
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
@@ -418,6 +419,8 @@ class Flow(Evaluator, ExactMemo):
             out.add((Source.DECODED, "str.translate(maketrans(...))"))
         if method == "join" and node.args and self._chr_join(node.args[0]):
             out.add((Source.DECODED, "join(chr(...))"))
+        if packed_bytes(node, funcs, self.bindings.assigned, self.resolve):
+            out.add((Source.DECODED, "bytes of listed integers"))
         out |= self._union(args, depth)
         if receiver is not None:
             out |= self._label(receiver, depth)

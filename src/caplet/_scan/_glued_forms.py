@@ -17,7 +17,7 @@ glue``), and ``functools.reduce`` of one (or of ``lambda a, b: a + b``) over lit
 
 Each such expression, made of literals only, is found by one RE2 pass over the file's
 bytes (only in a file whose prefilter check saw one of
-:data:`~caplet._scan._prefilter_patterns.GLUE_FORMS`: most files have none), parsed on
+:data:`~caplet._scan._glue_patterns.GLUE_FORMS`: most files have none), parsed on
 its own and evaluated by :func:`caplet._scan._glued_values.literal_value`, which knows
 these operations and nothing else (no name, no call but the ones above, bounded sizes:
 ``'%9999999s' % 'a'`` is refused, not built). Its lines are then checked again with

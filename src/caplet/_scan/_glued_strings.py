@@ -33,9 +33,9 @@ from typing import Any, Final
 
 import re2
 
+from caplet._scan._glue_patterns import GLUES
 from caplet._scan._indicators import indicator_set
 from caplet._scan._prefilter import FOCUS_FROM, MAX_LARGE_FOCUS, Need, prefilter
-from caplet._scan._prefilter_patterns import GLUES
 from caplet._scan._prefilter_sets import utf8
 
 __all__ = ["around_hits", "glued", "read_again", "with_glued_strings"]

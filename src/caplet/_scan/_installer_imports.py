@@ -25,7 +25,13 @@ import tomllib
 import warnings
 from collections.abc import Callable, Collection, Iterable
 
-__all__ = ["MAX_INSTALLER_MODULES", "build_backends", "command_modules", "installer_modules"]
+__all__ = [
+    "MAX_INSTALLER_MODULES",
+    "build_backends",
+    "build_hooks",
+    "command_modules",
+    "installer_modules",
+]
 
 #: How many modules at most are followed from the install scripts (a package whose
 #: setup.py pulls in more is scanned with the rest as ordinary modules).
@@ -131,6 +137,60 @@ def build_backends(present: Collection[str], read: Callable[[str], str | None]) 
             base = folder if inner in {"", "."} else folder + inner + "/"
             found.update(_files_of(module, base, present))
     return frozenset(found)
+
+
+def build_hooks(present: Collection[str], read: Callable[[str], str | None]) -> frozenset[str]:
+    """The files of the tree that are a build backend's hooks, for each ``pyproject.toml``
+    at the root or one folder down: hatchling's custom hooks (``[tool.hatch.build.hooks.
+    custom]``, a target's, ``[tool.hatch.metadata.hooks.custom]``; ``path``, by default
+    ``hatch_build.py``) and pdm-backend's (``pdm_build.py``, or ``[tool.pdm.build]``'s
+    ``custom-hook``, when pdm-backend builds). The backend imports the file and calls its
+    hooks while pip builds the package, as setuptools runs a ``cmdclass`` command: an
+    install script (pip run from it, a shipped program started, network at its module
+    level are the installer's), not an entry, its network chains a module's, as a
+    command's: a hook fetches build inputs (nbconvert's stylesheets). blind15's
+    b15-ls-pdm-build-hook and -hatch-build-hook; recall16."""
+    found: set[str] = set()
+    for relative in sorted(present):
+        folder, _, name = relative.rpartition("/")
+        if name != "pyproject.toml" or relative.count("/") > 1:
+            continue
+        text = read(relative)
+        try:
+            table = tomllib.loads(text) if text is not None else {}
+        except tomllib.TOMLDecodeError:
+            continue
+        base = folder + "/" if folder else ""
+        for path in _hook_paths(table)[:MAX_INSTALLER_MODULES]:
+            inner = path.strip().removeprefix("./")
+            if not inner.startswith("/") and ".." not in inner.split("/"):
+                found.update({base + inner} & set(present))
+    return frozenset(found)
+
+
+def _hook_paths(table: dict[str, object]) -> list[str]:
+    """The hook files a parsed ``pyproject.toml`` names (relative to its folder)."""
+    paths: list[str] = []
+    hatch = _table(_table(table, "tool"), "hatch")
+    build = _table(hatch, "build")
+    owners = [build, _table(hatch, "metadata")]
+    owners += [t for t in _table(build, "targets").values() if isinstance(t, dict)]
+    for owner in owners:
+        hooks = _table(owner, "hooks")
+        if isinstance(hooks.get("custom"), dict):  # hatchling refuses any other value
+            hook = _table(hooks, "custom").get("path", "hatch_build.py")
+            paths += [hook] if isinstance(hook, str) else []
+    backend = _table(table, "build-system").get("build-backend")
+    if isinstance(backend, str) and backend.startswith(("pdm.backend", "pdm.pep517")):
+        hook = _table(_table(_table(table, "tool"), "pdm"), "build").get("custom-hook")
+        paths.append(hook if isinstance(hook, str) else "pdm_build.py")
+    return paths
+
+
+def _table(table: dict[str, object], key: str) -> dict[str, object]:
+    """``table[key]`` when it is a table, else an empty one."""
+    value = table.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def command_modules(present: Collection[str], read: Callable[[str], str | None]) -> frozenset[str]:

@@ -56,11 +56,15 @@ _FILLS = re2.compile(
 )
 #: An element of a name called: ``NAME[...](``, ``NAME.get(...)(``, ``NAME.pop(...)(``,
 #: matched on the lines that hold ``](`` or ``)(`` only.
-_CALLED_ELEMENT = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]\n]*\]|\.(?:get|pop)\([^()\n]*\))\s*\(")
+_CALLED_ELEMENT = re.compile(
+    r"\b([A-Za-z_][\w.]*)\s*(?:\[[^\]\n]*\]|\.(?:get|pop)\([^()\n]*\))\s*\("
+)
 #: At most this many ``](``/``)(`` lines of a file are read for called elements.
 _MAX_CALL_LINES = 256
 #: The names a ``from ... import`` binds (one statement, on one line or in parentheses).
 _FROM_IMPORT = re.compile(r"\bfrom\s+[\w.]+\s+import\s+(\([^)]*\)|[^\n]+)")
+#: The names a plain ``import`` binds (``import a.b as c``: c; ``import a.b``: a).
+_IMPORT = re.compile(r"(?m)^[ \t]*import[ \t]+([^\n#;]+)")
 #: The bounds every parse here keeps (a file's own pass keeps its own).
 _MAX_DEPTH = 100
 _MAX_NODES = 200_000
@@ -89,8 +93,11 @@ class SinkRegistries:
         called = _called_names(text)
         if called and "import" in text:
             imported = _imported_names(text)
-            # the names as their module spells them (``import X as Y``; ``Y[...](``)
-            names = frozenset(imported[c] for c in called if c in imported)
+            # the names as their module spells them (``import X as Y``; ``Y[...](``), and
+            # a container of an imported module (``registry.HANDLERS[...](``, recall16)
+            names = frozenset(imported[c] for c in called if c in imported) | frozenset(
+                c.rpartition(".")[2] for c in called if c.partition(".")[0] in imported
+            )
             if names:
                 self.callers.append((relative, text, names))
 
@@ -150,12 +157,21 @@ class SinkRegistries:
         self, flow: Flow, name: str, here: tuple[str, ...], is_package: bool
     ) -> tuple[str, ...]:
         """The sinks of the registry the imported ``name`` is, if it is one."""
-        for origin in flow.bindings.imports.get(name, ())[:8]:
+        head, _, rest = name.partition(".")
+        for origin in flow.bindings.imports.get(head, ())[:8]:
             level = len(origin) - len(origin.lstrip("."))
             parts = tuple(p for p in origin[level:].split(".") if p)
-            if len(parts) < 2 and not level:
+            if rest:
+                # registry.HANDLERS of ``from . import registry`` (spelled "..registry": a
+                # dot for the level, one before the empty module's name) or ``import
+                # pkg.registry as registry``: the module is what the name binds (recall16)
+                level -= 1 if level and len(parts) == 1 else 0
+                *middle, attribute = rest.split(".")
+                module = parts + tuple(middle)
+            elif len(parts) < 2 and not level:
                 continue
-            module, attribute = parts[:-1], parts[-1]
+            else:
+                module, attribute = parts[:-1], parts[-1]
             if level:
                 base = here if is_package else here[:-1]
                 base = base[: len(base) - (level - 1)] if level > 1 else base
@@ -211,17 +227,22 @@ def _code_sink(name: str) -> bool:
 
 
 def _container_called(func: ast.expr) -> str | None:
-    """``NAME`` of a call of ``NAME[...]``, ``NAME.get(...)`` or ``NAME.pop(...)``."""
-    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
-        return func.value.id
-    if (
-        isinstance(func, ast.Call)
-        and isinstance(func.func, ast.Attribute)
-        and func.func.attr in {"get", "pop"}
-        and isinstance(func.func.value, ast.Name)
-    ):
-        return func.func.value.id
+    """``NAME`` of a call of ``NAME[...]``, ``NAME.get(...)`` or ``NAME.pop(...)``; a
+    module's container is dotted (``registry.HANDLERS``)."""
+    if isinstance(func, ast.Subscript):
+        return _dotted(func.value)
+    if isinstance(func, ast.Call) and isinstance(func.func, ast.Attribute):
+        return _dotted(func.func.value) if func.func.attr in {"get", "pop"} else None
     return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a chain of attributes on a name (at most four deep)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute) and len(parts) < 4:
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
 def _called_names(text: str) -> set[str]:
@@ -241,8 +262,15 @@ def _called_names(text: str) -> set[str]:
 
 
 def _imported_names(text: str) -> dict[str, str]:
-    """By the name a ``from ... import`` binds, the name it imports (``X as Y``: Y -> X)."""
+    """By the name an import binds, the name it imports (``X as Y``: Y -> X; a plain
+    ``import a.b`` binds ``a``)."""
     out: dict[str, str] = {}
+    for match in _IMPORT.finditer(text):
+        for piece in match.group(1).split(","):
+            words = piece.split()
+            if words:
+                bound = words[-1] if len(words) == 3 and words[1] == "as" else words[0]
+                out[bound.partition(".")[0]] = bound.partition(".")[0]
     for match in _FROM_IMPORT.finditer(text):
         for piece in match.group(1).strip("()").split(","):
             words = piece.split("#", 1)[0].split()

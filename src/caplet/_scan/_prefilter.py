@@ -47,13 +47,12 @@ from typing import Any, Final, Literal
 import re2
 
 from caplet._scan._aliases import follow, note_binding
+from caplet._scan._glue_patterns import GLUE_FORMS, GLUES
 from caplet._scan._indicators import AUDITOR_PATTERN
 from caplet._scan._prefilter_patterns import (
     ALIASING_PAIRS,
     COMMAND_WORDS,
     DEFERRED,
-    GLUE_FORMS,
-    GLUES,
     LOCAL_PAIRS,
     PAIRS,
     PREFILTER_PATTERNS,

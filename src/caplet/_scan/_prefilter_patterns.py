@@ -35,7 +35,9 @@ from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
     COOKIE_READER_TOKENS,
     DECODER_TOKENS,
+    DOCKER_API,
     ENV_READ_TOKENS,
+    ESCAPE_KEYS,
     NETWORK_INPUT_TOKENS,
     NETWORK_MODULE_TOKENS,
     NETWORK_PROGRAM_TOKENS,
@@ -51,8 +53,6 @@ __all__ = [
     "ALIASING_PAIRS",
     "COMMAND_WORDS",
     "DEFERRED",
-    "GLUES",
-    "GLUE_FORMS",
     "LOCAL_PAIRS",
     "PAIRS",
     "PREFILTER_PATTERNS",
@@ -507,9 +507,10 @@ _SECRET_NAME: Final = (
 _ENV_READ_BY_KEY: Final = r"\benvironb?\s*(?:\[|\.\s*(?:get|pop|setdefault)\s*\()|\bgetenvb?\s*\("
 _BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_SECRET_NAME, _ENV_READ_BY_KEY, _NETWORK),
-    # a Windows program the package ships (joined to __file__'s folder), started at import
-    # or install (CPL-THR-018)
-    (r"(?i)\.(?:exe|scr|bat|ps1|vbs|msi)['\"]", r"\b__file__\b", PROCESS_TOKENS),
+    # a program the package ships (joined to __file__'s folder), started at import or
+    # install (CPL-THR-018): a Windows program, or any file started in the background
+    # (recall16: an ELF, a jar handed to java)
+    (r"\b__file__\b", PROCESS_TOKENS),
 )
 
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
@@ -525,6 +526,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_PAIRS[0][0], r"\b(?:HTTP|Socket|Datagram|SysLog|SMTP)Handler\b"),
     # blind16: host details beside the browser that sends them
     (RECON_TOKENS, r"\bwebbrowser\b"),
+    (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
 )
 
 
@@ -562,58 +564,4 @@ DEFERRED: Final = frozenset(
         _RUNS[1],  # exec as a name, a file started, a lookup: beside a command, python -c
         _JUNK_CONTEXT,  # a file opened or copied, a sink, the network: beside junk removed
     }
-)
-
-
-# -- prefast8 (issue 16, speed): where _glued_strings may find literals to glue ------------
-#: The spellings of one literal added to another on a line (``'a' + 'b'``, ``"a"+"b"``),
-#: and of literals joined by an empty separator (``''.join(['Lo', 'gin Data'])``): what
-#: :mod:`caplet._scan._glued_strings` searches for. No threat token: the prefilter's
-#: solo set answers whether each is in a file with the same match (``Prefilter.glue_marks``),
-#: so a file without any is not searched for it again.
-GLUES: Final = ("' + '", '" + "', "'+'", '"+"', "''.join(", '"".join(')
-
-
-# -- recall10 (issue 16 point 1): literals glued in spellings _glued_strings does not read --
-#: operator's functions that add two sequences (:data:`caplet._scan._values.OPERATOR_ADDS`).
-_OPERATOR_ADDS = r"(?:i?(?:add|concat)|__i?(?:add|concat)__)\b"
-#: One literal on one line.
-_ONE_LITERAL = r"[rbuRBUfF]{0,2}(?:'[^'\n]*'|\"[^\"\n]*\")"
-#: Where :mod:`caplet._scan._glued_forms` may find literals glued otherwise than
-#: :data:`GLUES`: a literal formatted with literals (``'%s%s' % ('ev', 'al')``,
-#: ``'{}{}'.format('ev', 'al')``), joined with blanks before the parenthesis or the dot
-#: (``''.join (``, ``'' .join(``), by ``str.join('', ...)``, a reversed list joined, a
-#: parenthesised literal added to another (``('Lo') + 'gin'``), ``'c'.__add__('md')``, an
-#: f-string whose field is a literal (``f'{"Lo"}gin'``); and a module imported by a name
-#: not written out (``__import__(n)``, ``import_module(n)``), whose name the plain glues
-#: may build on another line (``n = 'o' + 's'``); recall12: a template itself computed
-#: (``('%s' * 2) % (...)``), ``operator``'s additions bare, renamed or folded by
-#: ``functools.reduce`` over literals. No threat token: marks in the solo set, answered by
-#: the same match (``Prefilter.form_marks``), so a file without any is never searched for
-#: them.
-GLUE_FORMS: Final = (
-    r"['\"]\s*%\s*[({]?\s*[rbuRBUfF]{0,2}['\"]",
-    r"['\"]\s*\.\s*format(?:_map)?\s*\(\s*(?:\{\s*|\w+\s*=\s*)?[rbuRBUfF]{0,2}['\"]",
-    # str.__add__('ev', 'al'), operator.add('ev', 'al') (attack11); bare or of a renamed
-    # module too, two literals given (add('ev', 'al') after from operator import add:
-    # recall12; a set's add takes one)
-    r"\b(?:[A-Za-z_]\w*\s*\.\s*)?"
-    + _OPERATOR_ADDS
-    + r"\s*\(\s*\(?\s*"
-    + _ONE_LITERAL
-    + r"\s*\)?\s*,\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
-    # ... renamed (from operator import add as glue, glue = operator.add): the file's own
-    # names, read from its text by _glued_forms (recall12)
-    r"\bfrom\s+operator\s+import\s*\(?[\w\s,]*\b" + _OPERATOR_ADDS + r"\s+as\s+\S|"
-    r"=\s*operator\s*\.\s*" + _OPERATOR_ADDS + r"\s*(?:[#;\n]|$)",
-    # functools.reduce of an addition over a list of literals (recall12)
-    r"\breduce\s*\(\s*(?:[\w.]+|lambda\s+\w+\s*,\s*\w+\s*:\s*\w+\s*\+\s*\w+)\s*,\s*[\[(]\s*"
-    r"[rbuRBUfF]{0,2}['\"]",
-    # a template itself computed, then formatted: ('%s' * 2) % ('ev', 'al') (recall12)
-    r"['\"]\s*(?:\*\s*\d+\s*)?\)\s*%\s*[({]?\s*[rbuRBUfF]{0,2}['\"]",
-    r"\.join\s+\(|['\"]\s+\.\s*join\s*\(|\bstr\s*\.\s*join\s*\(|\.join\(\s*reversed\b",
-    r"['\"]\s*\)\s*\+\s*\(?\s*[rbuRBUfF]{0,2}['\"]|['\"]\s*\+\s*\(\s*[rbuRBUfF]{0,2}['\"]",
-    r"\.\s*__add__\s*\(\s*\(?\s*[rbuRBUfF]{0,2}['\"]",
-    r"\b[fF][rR]?(?:'[^'\n]*|\"[^\"\n]*)\{\s*[rbuRBU]?['\"]",
-    r"\b(?:__import__|import_module)\s*\(\s*[^'\"\s)]",
 )

@@ -337,6 +337,18 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "importlib, where source scanners and reviewers never look",
     ),
     Rule(
+        "CPL-THR-028",
+        RuleFamily.PROCESS,
+        _D,
+        None,
+        None,
+        "{api} creates a container that escapes to its host through the Docker daemon",
+        "remove the container; a package never asks the Docker daemon for the host",
+        kind=RuleKind.THREAT,
+        rationale="a container created privileged, with the host's / mounted or in its process "
+        "namespace through /var/run/docker.sock is root on the host (container escape)",
+    ),
+    Rule(
         "CPL-AUD-001",
         RuleFamily.AUDITOR,
         _W,

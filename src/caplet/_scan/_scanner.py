@@ -60,7 +60,12 @@ from caplet._scan._collect import (
 )
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import Grants
-from caplet._scan._installer_imports import build_backends, command_modules, installer_modules
+from caplet._scan._installer_imports import (
+    build_backends,
+    build_hooks,
+    command_modules,
+    installer_modules,
+)
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._selfcheck import self_check
 from caplet._scan._verdict import finish
@@ -344,8 +349,11 @@ def install_scripts(
     # an in-tree PEP 517 build backend is imported by pip to build: an install script
     # too, and the one pip calls (its hooks), as it runs setup.py (attack8)
     entries |= build_backends(present, read)
-    # setuptools commands named in pyproject.toml or setup.cfg are imported to build
-    scripts = entries | command_modules(present, read)
+    # setuptools commands named in pyproject.toml or setup.cfg are imported to build, and
+    # a backend's hook file (hatch_build.py, pdm_build.py) is called while pip builds
+    # (recall16): install scripts, whose network chains stay a module's, as a command's
+    # (nbconvert's hook fetches its stylesheets)
+    scripts = entries | command_modules(present, read) | build_hooks(present, read)
     # what setup.py imports from beside it runs at install time too (issue 16)
     return scripts | installer_modules(scripts, present, read), entries
 

@@ -54,6 +54,16 @@ _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 #: A remote operand of scp/rsync: ``host:path``, ``user@host:path``, ``rsync://``.
 _REMOTE = re.compile(r"^(?:[\w.+-]+@)?[\w.-]+:(?!\\)|^(?:rsync|scp|sftp)://")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+#: Options whose value authenticates the request rather than being sent as its data
+#: (``-H "Authorization: Bearer $(cat token)"``): as ``--netrc-file``, an identity.
+_AUTH = frozenset(
+    {"-H", "--header", "-u", "--user", "--oauth2-bearer", "--password", "--http-password"}
+)
+#: A command substitution: ``$(...)`` (not nested) or backticks.
+_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
+_HELD = re.compile(r"\0(\d+)\0")
+#: A variable expanded: ``$k`` or ``${k}``.
+_EXPANSION = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 #: At most this many words of a command are read.
 _MAX_WORDS = 256
 
@@ -71,11 +81,49 @@ def _words(flow: Flow, command: ast.expr) -> list[str] | None:
             command = bound[0]
     if isinstance(command, ast.List | ast.Tuple):
         return [_text(flow, element) for element in command.elts[:_MAX_WORDS]]
-    text = _text(flow, command)
+    return _shell_words(_text(flow, command))
+
+
+def _shell_words(text: str) -> list[str]:
+    """A shell script's words, split as a shell splits them; a line's end and a ``;``
+    glued to a word end a command as a separate ``;`` does (a script kept in a
+    multi-line literal, ``u=$(id -un); curl ...``: recall16)."""
+    # a substitution is one word however it is spaced (k=$(cat ~/.netrc)): each is held
+    # out as a placeholder with no blank or quote in it while the text is split
+    held: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        held.append(match.group(0))
+        return f"\0{len(held) - 1}\0"
+
+    text = _SUBSTITUTION.sub(hold, text.replace("\0", "")).replace("\n", " ; ")
     try:
-        return shlex.split(text)[:_MAX_WORDS]
+        words = shlex.split(text)[:_MAX_WORDS]
     except ValueError:
-        return text.split()[:_MAX_WORDS]
+        words = text.split()[:_MAX_WORDS]
+    words = [_HELD.sub(lambda m: held[int(m.group(1))], w) for w in words]
+    out: list[str] = []
+    for word in words:
+        if word.endswith(";") and word != ";":
+            out += [word[:-1], ";"]
+        else:
+            out.append(word)
+    return out
+
+
+def _substituted(word: str, variables: dict[str, set[str]], depth: int) -> set[str]:
+    """The credentials a word's command substitutions read (``$(cat KEY | base64)``,
+    backticks), and those of the variables it expands that were set from one
+    (``k=$(cat KEY)`` then ``"k=$k"``): a sending program's argument made of a file's
+    text sends the file (blind15's b15-ls-pdm-build-hook, recall16)."""
+    out: set[str] = set()
+    if depth < 2:
+        for match in _SUBSTITUTION.finditer(word):
+            inner = _shell_words(match.group(1) or match.group(2) or "")
+            out |= _credentials([w for w in inner if not w.startswith("-")])
+    for name in _EXPANSION.findall(word):
+        out |= variables.get(name[0] or name[1], set())
+    return out
 
 
 def _text(flow: Flow, node: ast.expr) -> str:
@@ -101,16 +149,21 @@ def _sent(words: list[str], depth: int) -> set[str]:
             stages.append([])
         else:
             stages[-1].append(word)
+    variables: dict[str, set[str]] = {}
     for index, stage in enumerate(stages):
+        for word in stage:
+            name, equals, value = word.partition("=")
+            if equals and name.isidentifier():
+                variables[name] = _substituted(value, variables, depth)
         program, args = _program(stage)
         if program in _SHELLS and "-c" in args[:-1] and depth < 2:
-            inner = args[args.index("-c") + 1]
-            try:
-                out |= _sent(shlex.split(inner), depth + 1)
-            except ValueError:
-                out |= _sent(inner.split(), depth + 1)
+            out |= _sent(_shell_words(args[args.index("-c") + 1]), depth + 1)
             continue
         out |= _credentials(_sent_files(program, args))
+        if program in _SENDERS:
+            for before, arg in zip(["", *args], args, strict=False):
+                if before not in _AUTH and arg.split("=", 1)[0] not in _AUTH:
+                    out |= _substituted(arg, variables, depth)
         fed = index < len(pipes) and pipes[index]
         if fed and _program(stages[index + 1])[0] in _SENDERS:
             # cat KEY | curl --data-binary @- URL, tar czf - ~/.ssh | nc host port

@@ -31,12 +31,14 @@ from pathlib import PurePosixPath
 
 from caplet._findings import Finding
 from caplet._scan._commands import PYTHONS, Commands, encoded_command
+from caplet._scan._container_escape import container_escapes
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
+from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
@@ -452,6 +454,9 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
                 getattr(node, "lineno", 0),
                 getattr(node, "col_offset", 0),
             )
+        for node, ways in container_escapes(self._flow, self._scan.text):
+            line, col = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            self._scan.emit("CPL-THR-028", f"a container ({ways})", line, col)
         if self._patches:
             self._patch_check()
         fixed = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
@@ -578,8 +583,11 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
         )
         if (self._scan.installer or pulled) and installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
-        if self._scan.installer or (import_time and self._scan.file.endswith("__init__.py")):
-            self._shipped_program(node, api, head if head is not None else command)
+        imported = import_time and self._scan.file.endswith("__init__.py")
+        if self._scan.installer or imported:  # a shipped program started, CPL-THR-018
+            started = shipped_start(flow, node, api, command, launches_payload, imported=imported)
+            if started is not None:
+                self._scan.emit("CPL-THR-018", started, line, col)
         for what in uploaded_credentials(flow, command):
             self._scan.emit("CPL-THR-007", f"{what} sent by {api}({program} ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
@@ -587,16 +595,6 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
             self._scan.emit(
                 "CPL-THR-017", f"{', '.join(recon)} sent by {api}({shown} ...)", line, col
             )
-
-    def _shipped_program(self, node: ast.Call, api: str, program: ast.expr) -> None:
-        """A Windows program the package ships, started at install or when the package is
-        imported (``Popen([join(dirname(__file__), "helper.exe")])``): a dropper that skips
-        the copy (CPL-THR-018, blind13); a bundled tool a function starts is not this."""
-        name = PurePosixPath((self._flow.path_text(program) or "").replace("\\", "/")).name
-        if launches_payload(name) and any(
-            s is Source.PACKAGED for s, _ in self._flow.labels(program)
-        ):
-            self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
 
     def _command_text(self, node: ast.Call, text: str) -> None:
         """A command's known text: a download piped to a shell in it is run, not shown."""

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from caplet._scan._packed_bytes import MIN_INTEGERS
 from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, ENV_FUNCTIONS, ENVIRON_MAPPINGS
 from caplet._scan._source_labels import CREDENTIAL_MARKERS, METADATA_HOSTS
@@ -50,7 +51,9 @@ from caplet._scan._sources import (
 
 __all__ = [
     "DECODER_TOKENS",
+    "DOCKER_API",
     "ENV_READ_TOKENS",
+    "ESCAPE_KEYS",
     "NETWORK_INPUT_TOKENS",
     "NETWORK_MODULE_TOKENS",
     "NETWORK_PROGRAM_TOKENS",
@@ -200,9 +203,30 @@ def _api_tokens(apis: Iterable[str], *, dot: str = r"\.\s*") -> str:
     return "|".join(parts)
 
 
-#: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`).
-DECODER_TOKENS: Final = _api_tokens(
-    DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS}
+#: An integer literal, and what may stand between two of a list's (a comment, a
+#: continuation).
+_INTEGER = r"(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*)"
+_GAP_IN_LIST = r"(?:\s|\\|#[^\n]*)*"
+#: A list, tuple or set of integer literals written out where
+#: :mod:`~caplet._scan._packed_bytes` reads one (recall16), :data:`MIN_INTEGERS` of them in
+#: a row: bound to a name (``D = [105, ...]``, ``D = 105, 109, ...``), iterated by a
+#: comprehension (``in [...]``), a ``map``'s list (``, [...]``, its bracket on the comma's
+#: line) or a builder's argument (``bytes([...])``, ``array('B', [...])``). Not any
+#: bracket: a file past the size limit padded with a table of integer tuples made every
+#: line of it a hit, its focus too large to check (tests/_scan/test_collect.py).
+_LISTED_INTEGERS = (
+    r"(?:=\s*[\[({]?|\bin\s*[\[({]|,[ \t]*[\[({]|"
+    r"\b(?:bytes|bytearray|array)\s*\((?:[^,()\n]*,)?\s*[\[({])"
+    + _GAP_IN_LIST
+    + _INTEGER
+    + (_GAP_IN_LIST + "," + _GAP_IN_LIST + _INTEGER) * (MIN_INTEGERS - 1)
+)
+#: The decoders the data flow follows (:data:`DECODERS`, :data:`DECODER_METHODS`, bytes
+#: of listed integers).
+DECODER_TOKENS: Final = (
+    _api_tokens(DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS})
+    + "|"
+    + _LISTED_INTEGERS
 )
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
@@ -283,3 +307,9 @@ RECON_ENV_TOKENS: Final = r"['\"](?:" + "|".join(sorted(RECON_ENV_NAMES)) + r")[
 #: :data:`~caplet._scan._rules.ENV_FUNCTIONS`, each spelled with its name (a name computed
 #: for a lookup is the lookup pairs').
 ENV_READ_TOKENS: Final = words(n.rpartition(".")[2] for n in ENVIRON_MAPPINGS | ENV_FUNCTIONS)
+#: A file that talks to the Docker daemon: the socket's path (or a URL quoting it), or the
+#: Docker SDK (docker, aiodocker) imported (:mod:`~caplet._scan._container_escape`, which
+#: asks it of the file's text too, recall16).
+DOCKER_API: Final = r"docker(?:\.|%2[Ee])sock\b|(?m:^[ \t]*(?:import|from)[ \t]+(?:aio)?docker\b)"
+#: The keys of a container's ways out to its host; an escape holds two, one among these.
+ESCAPE_KEYS: Final = r"\b(?:[Pp]rivileged|PidMode|pid_mode|CapAdd|cap_add)\b"
