@@ -41,6 +41,7 @@ from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
+from caplet._scan._sink_packaged import DLL_LOADERS, PackagedSinks
 from caplet._scan._sink_pip import PipSinks, installs_other
 from caplet._scan._sink_runners import RunnerSinks
 from caplet._scan._sink_shortcuts import shortcut_hijacks
@@ -97,9 +98,6 @@ _UNPICKLERS = frozenset(
 #: Calls that create a temporary file open for writing (its ``.name`` is run later).
 _TEMPORARY_FILES = frozenset({"tempfile.NamedTemporaryFile", "tempfile.TemporaryFile"})
 
-
-#: Windows' loaders of a DLL (its entry point, or its registration function, is run).
-_DLL_LOADERS = frozenset({"rundll32", "rundll32.exe", "regsvr32", "regsvr32.exe"})
 #: runpy's runners: given pip (and an install in ``sys.argv``) they are pip's command line.
 _RUNPY = frozenset({"runpy.run_module", "runpy.run_path", "runpy._run_module_as_main"})
 
@@ -160,7 +158,7 @@ def launches_payload(program: str) -> bool:
     )
 
 
-class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
+class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, PackagedSinks):
     """The threat sinks of one file (see the module docstring)."""
 
     def __init__(self, scan: FileScan, flow: Flow) -> None:
@@ -367,62 +365,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks):
         self._pending.append(lambda: self._command(node, api, command))
         words = self._commands.words(command) or self._commands.literal_pieces(command)
         loader = PurePosixPath(words[0].replace("\\", "/")).name.lower() if words else ""
-        if loader in _DLL_LOADERS:
+        if loader in DLL_LOADERS:
             self._pending.append(lambda: self._dll_loaded(node, api, command, loader))
-
-    def _dll_loaded(self, node: ast.Call, api: str, command: ast.expr, loader: str) -> None:
-        """``rundll32``/``regsvr32`` of a file the package ships, or writes or copies from
-        what it ships: a native payload renamed (``.dat``, ``.bin``) and loaded (CPL-THR-018;
-        a file written from decoded or downloaded data is the data flow's, CPL-THR-001/002)."""
-        flow = self._flow
-        shown = f"{api}({loader} ...)"
-        if any(s is Source.PACKAGED for s, _ in flow.labels(command)):
-            self._scan.emit("CPL-THR-018", shown, node.lineno, node.col_offset)
-            return
-        # the loader's argument is "<path>,<export>": every name in the command may be the path
-        named = {n.id for n in ast.walk(command) if isinstance(n, ast.Name)}
-        named -= self._commands.modules()
-        keys = self._through_parameters(
-            self._commands.program_keys(command) | frozenset(named), node
-        )
-        for write in self._writes:
-            if not keys & self._through_parameters(write.keys, write.node):
-                continue
-            labels = set(write.labels)
-            for data in write.data:
-                labels |= flow.labels(data)
-            written = list(write.data)
-            if write.handle is not None:
-                written += flow.contributed.get(write.handle, {}).get(write.scope, ())[:8]
-            if any(s is Source.PACKAGED for s, _ in labels) or any(
-                self._read_from_package(d) for d in written
-            ):
-                self._scan.emit("CPL-THR-018", shown, node.lineno, node.col_offset)
-                return
-
-    def _read_from_package(self, data: ast.expr) -> bool:
-        """``data`` is read from a file of the package: ``open(<packaged path>).read()``
-        (through the handle's name too) or ``pkgutil.get_data``."""
-        flow = self._flow
-        pending: list[ast.AST] = [data]
-        seen: set[str] = set()
-        while pending and len(seen) < 8:
-            for n in ast.walk(pending.pop()):
-                if isinstance(n, ast.Name) and n.id not in seen:
-                    seen.add(n.id)
-                    pending.extend(flow.bindings.assigned.get(n.id, ())[:4])
-                if not isinstance(n, ast.Call):
-                    continue
-                funcs = flow.resolve(n.func)
-                if "pkgutil.get_data" in funcs:
-                    return True
-                if (
-                    not {"builtins.open", "io.open"}.isdisjoint(funcs)
-                    and n.args
-                    and any(s is Source.PACKAGED for s, _ in flow.labels(n.args[0]))
-                ):
-                    return True
-        return False
 
     def opened_for_writing(self, node: ast.Call, path: ast.AST) -> None:
         """``open(path, "w")``: the file's handle, if named, carries what is written."""
