@@ -11,8 +11,8 @@ import pytest
 from caplet import PluginHost
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._loading import LoadingRules
-from caplet._trust._hashing import tree_hash
 from caplet._host._plugin_record import plugin_location
+from caplet._trust._hashing import tree_hash
 from caplet._trust._source import PluginSource, SourceKind
 from tests.conftest import PluginFactory, make_distribution, make_wheel
 
