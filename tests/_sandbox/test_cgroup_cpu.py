@@ -244,6 +244,15 @@ def test_a_container_capped_below_a_millisecond_per_period_still_takes_workers()
             assert worker.rate is not None
             seen[rate] = _quota(worker.rate)
             assert worker.remove()
+        # A spare's cgroup is limited again for its request: from the long period
+        # to "no limit" (the default period) and back.
+        spare = root.create("spare", processes=None, memory_bytes=None, cpu_millicores=1000)
+        assert spare.rate is not None
+        spare.limit(processes=None, memory_bytes=None, cpu_millicores=None)
+        seen[-1] = _quota(spare.rate)
+        spare.limit(processes=None, memory_bytes=None, cpu_millicores=2000)
+        seen[-2] = _quota(spare.rate)
+        assert spare.remove()
         # Near misses: a share the 100 ms period can hold keeps that period, and
         # "no limit" is the container's cap (the kernel's hierarchy holds it).
         (container / "cpu.cfs_quota_us").write_text("30000\n", encoding="ascii")
@@ -252,10 +261,15 @@ def test_a_container_capped_below_a_millisecond_per_period_still_takes_workers()
         seen[0] = _quota(worker.rate)
         assert worker.remove()
     finally:
+        for child in container.iterdir():
+            if child.is_dir():  # left by a failed assertion: empty, no process joined it
+                child.rmdir()
         container.rmdir()
     assert seen == {
         1000: "9000 1000000",
         5: "5000 1000000",
         None: "max 100000",
+        -1: "max 100000",
+        -2: "9000 1000000",
         0: "3000 100000",
     }

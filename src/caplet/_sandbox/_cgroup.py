@@ -468,7 +468,11 @@ def _limit_rate(directory: Path, millicores: int | None) -> None:
     if ceiling is not None and quota is not None:
         quota = min(quota, max(ceiling, MIN_QUOTA_US))
     # The period first (the default, written so a quota always means this
-    # share), then the quota; -1 is "no limit".
+    # share), then the quota; -1 is "no limit". A spare's cgroup is limited again
+    # for its request: its old quota over a new, shorter period could be above the
+    # ancestors' share for that moment (refused), so it is lifted first.
+    if _read(directory / "cpu.cfs_period_us").strip() != str(period):
+        (directory / "cpu.cfs_quota_us").write_text("-1\n", encoding="ascii")
     (directory / "cpu.cfs_period_us").write_text(f"{period}\n", encoding="ascii")
     (directory / "cpu.cfs_quota_us").write_text(f"{quota or -1}\n", encoding="ascii")
 
