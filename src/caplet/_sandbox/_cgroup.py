@@ -65,7 +65,9 @@ Documentation/scheduler/sched-bwc.rst): a worker with ``cpu_millicores``
 processes it has, and a thread past it waits for the next period. Under an
 ancestor capped lower (a container's own quota) the worker gets that cap:
 cgroup v2 takes the smaller by itself, cgroup v1 refuses a larger share
-outright, so there the quota is lowered to the ancestors' (attack15). Optional
+outright, so there the quota is lowered to the ancestors' (attack15), over
+a period of up to 1 s where their share of 100 ms is below the kernel's
+smallest quota, 1 ms (attack16). Optional
 like the rest: without a cpu controller (an unprivileged host without one
 delegated) only ``cpu_s`` bounds the worker, which ``caplet doctor`` says.
 
