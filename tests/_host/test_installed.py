@@ -11,8 +11,9 @@ import pytest
 from caplet import PluginHost
 from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._loading import LoadingRules
+from caplet._host._plugin_record import plugin_location
 from caplet._trust._hashing import tree_hash
-from caplet._trust._source import SourceKind
+from caplet._trust._source import PluginSource, SourceKind
 from tests.conftest import PluginFactory, make_distribution, make_wheel
 
 
@@ -59,6 +60,41 @@ def test_discovery_imports_nothing_and_hashes_the_files_on_disk(
     assert host.enable("hello", consent=True)
     assert host.call("hello", "main.run", 1) == {"args": [1], "config": {}}
     assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize(
+    "name", ["acme-plugins in /srv/app", "acme_plugins;x", "acme plugins", "-acme"]
+)
+def test_a_distribution_whose_name_is_no_name_is_skipped(site: Path, name: str) -> None:
+    # attack16: the name is part of an installed plugin's place, "distribution NAME in
+    # ROOT"; a name holding " in " is another environment's place.
+    assert plugin_location(
+        PluginSource(SourceKind.DISTRIBUTION, "acme-plugins in /srv/app", "1", "/x"), site
+    ) == plugin_location(
+        PluginSource(SourceKind.DISTRIBUTION, "acme-plugins", "1", "/srv/app in /x"), site
+    )
+    make_distribution(site)
+    [metadata] = site.glob("*.dist-info/METADATA")
+    text = metadata.read_text(encoding="utf-8")
+    metadata.write_text(text.replace("Name: acme-plugins", f"Name: {name}"), encoding="utf-8")
+    found, skipped = find_installed([site])
+    assert found == []
+    [problem] = skipped
+    assert problem.location == site
+    assert f"distribution {name!r} is not a valid distribution name" in problem.error
+    assert "reinstall it from a correct build" in problem.error
+
+
+@pytest.mark.parametrize("name", ["Acme_Plugins.x", "a", "acme-plugins2"])
+def test_a_distribution_name_in_any_spelling_pep_508_allows_loads(site: Path, name: str) -> None:
+    # Near miss: upper case, '_' and '.', one letter are names.
+    make_distribution(site)
+    [metadata] = site.glob("*.dist-info/METADATA")
+    text = metadata.read_text(encoding="utf-8")
+    metadata.write_text(text.replace("Name: acme-plugins", f"Name: {name}"), encoding="utf-8")
+    found, skipped = find_installed([site])
+    assert skipped == []
+    assert [plugin.distribution for plugin in found] == [name]
 
 
 @pytest.mark.parametrize(

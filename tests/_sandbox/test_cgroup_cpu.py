@@ -21,6 +21,7 @@ import pytest
 
 from caplet._host._host import PluginHost
 from caplet._host._policy import Policy
+from caplet._sandbox._cgroup import CgroupRoot
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._sandboxed import SandboxLauncher, isolation_report
 from tests._sandbox.seccompkit import call, fool_the_review, rate_cgroup, write_plugin
@@ -215,3 +216,60 @@ def test_a_container_capped_below_the_rate_still_starts_workers_at_its_cap(
             assert _quota(rate_cgroup(worker.pid)) == "20000 100000"
         with sandbox.start(_spinner(tmp_path / "none", None)) as worker:
             assert _quota(rate_cgroup(worker.pid)) == "max 100000"
+
+
+@NEEDS_CGROUP
+@pytest.mark.skipif(
+    not (Path("/sys/fs/cgroup/cpu") / "cpu.cfs_quota_us").exists(), reason="cgroup v1's cpu"
+)
+def test_a_container_capped_below_a_millisecond_per_period_still_takes_workers() -> None:
+    # attack16: a container capped at 9 ms a second (systemd's CPUQuota=0.9% with
+    # CPUQuotaPeriodSec=1s) is 0.9 ms of each 100 ms, below the kernel's smallest
+    # quota (1 ms): the clamp rounded the worker's quota up to 1 ms of 100 ms, above
+    # the container's share, and cgroup v1 refused it (EINVAL): no worker started.
+    # The worker's period is lengthened instead (at most the kernel's longest, 1 s).
+    # The worker's own cgroup as the sandbox makes it, under a real capped parent (a
+    # zygote started at under 1% of a core would take minutes to answer).
+    container = Path("/sys/fs/cgroup/cpu").resolve() / f"caplet-test-slow-{os.getpid()}"
+    container.mkdir()
+    try:
+        (container / "cpu.cfs_period_us").write_text("1000000\n", encoding="ascii")
+        (container / "cpu.cfs_quota_us").write_text("9000\n", encoding="ascii")
+        root = CgroupRoot(None, None, None, container)
+        seen: dict[int | None, str] = {}
+        for rate in (1000, 5, None):
+            worker = root.create(
+                f"worker-{rate}", processes=None, memory_bytes=None, cpu_millicores=rate
+            )
+            assert worker.rate is not None
+            seen[rate] = _quota(worker.rate)
+            assert worker.remove()
+        # A spare's cgroup is limited again for its request: from the long period
+        # to "no limit" (the default period) and back.
+        spare = root.create("spare", processes=None, memory_bytes=None, cpu_millicores=1000)
+        assert spare.rate is not None
+        spare.limit(processes=None, memory_bytes=None, cpu_millicores=None)
+        seen[-1] = _quota(spare.rate)
+        spare.limit(processes=None, memory_bytes=None, cpu_millicores=2000)
+        seen[-2] = _quota(spare.rate)
+        assert spare.remove()
+        # Near misses: a share the 100 ms period can hold keeps that period, and
+        # "no limit" is the container's cap (the kernel's hierarchy holds it).
+        (container / "cpu.cfs_quota_us").write_text("30000\n", encoding="ascii")
+        worker = root.create("worker-held", processes=None, memory_bytes=None, cpu_millicores=1000)
+        assert worker.rate is not None
+        seen[0] = _quota(worker.rate)
+        assert worker.remove()
+    finally:
+        for child in container.iterdir():
+            if child.is_dir():  # left by a failed assertion: empty, no process joined it
+                child.rmdir()
+        container.rmdir()
+    assert seen == {
+        1000: "9000 1000000",
+        5: "5000 1000000",
+        None: "max 100000",
+        -1: "max 100000",
+        -2: "9000 1000000",
+        0: "3000 100000",
+    }

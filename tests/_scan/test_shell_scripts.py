@@ -341,6 +341,7 @@ def test_a_suffix_that_does_not_close_the_literal_names_no_script(literal: str) 
     commands.note_code("pkg/a.py", f"import os\nos.system({literal})\n", installer=True)
     assert "pkg/a.py" not in commands._started
 
+
 # -- blind16: the build scripts a build backend runs while pip builds the sdist ---------------
 
 _PYPROJECT = '[build-system]\nrequires = ["meson-python"]\nbuild-backend = "mesonpy"\n'

@@ -87,6 +87,10 @@ def _relative_folder(value: str) -> tuple[str, ...] | None:
     return tuple(segments)
 
 
+#: A distribution's name (PEP 508, as packaging's ``canonicalize_name(validate=True)``).
+_NAME_RE = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE | re.ASCII)
+
+
 def _dist_name(dist: importlib.metadata.Distribution) -> str:
     name = dist.metadata["Name"]
     return str(name) if name else "<unnamed distribution>"
@@ -121,6 +125,19 @@ def find_installed(
         if key in seen:
             continue
         seen.add(key)
+        if not _NAME_RE.fullmatch(dist_name):
+            # The name is part of the plugin's place (``distribution NAME in ROOT``): one
+            # holding " in " made another environment's place ("a in /srv" in /x is "a" in
+            # "/srv in /x"), a space or another sign no installer writes is as suspect (attack16).
+            skipped.append(
+                SkippedEntryPoint(
+                    Path(str(dist.locate_file(""))),
+                    f"distribution {dist_name!r} is not a valid distribution name (letters, "
+                    "digits, '.', '_' and '-', starting and ending with a letter or digit: "
+                    "PEP 508); none of its plugins loads: reinstall it from a correct build",
+                )
+            )
+            continue
         for entry_point in dist.entry_points.select(group=ENTRY_POINT_GROUP):
             base = Path(str(dist.locate_file("")))
             segments = _relative_folder(entry_point.value)

@@ -65,7 +65,9 @@ Documentation/scheduler/sched-bwc.rst): a worker with ``cpu_millicores``
 processes it has, and a thread past it waits for the next period. Under an
 ancestor capped lower (a container's own quota) the worker gets that cap:
 cgroup v2 takes the smaller by itself, cgroup v1 refuses a larger share
-outright, so there the quota is lowered to the ancestors' (attack15). Optional
+outright, so there the quota is lowered to the ancestors' (attack15), over
+a period of up to 1 s where their share of 100 ms is below the kernel's
+smallest quota, 1 ms (attack16). Optional
 like the rest: without a cpu controller (an unprivileged host without one
 delegated) only ``cpu_s`` bounds the worker, which ``caplet doctor`` says.
 
@@ -109,6 +111,9 @@ CPU_RATE_FALLBACK = (
 #: The CFS bandwidth period every worker's quota is a share of (100 ms, the
 #: kernel's default; sched-bwc.rst).
 CPU_RATE_PERIOD_US = 100_000
+#: The kernel's smallest CFS quota and longest period (sched-bwc.rst: 1 ms, 1 s).
+MIN_QUOTA_US = 1_000
+CPU_RATE_MAX_PERIOD_US = 1_000_000
 
 _V1_PIDS = Path("/sys/fs/cgroup/pids")
 _V1_CPU = Path("/sys/fs/cgroup/cpu")
@@ -444,7 +449,7 @@ def _limit_rate(directory: Path, millicores: int | None) -> None:
     period = CPU_RATE_PERIOD_US
     # The kernel's smallest quota is 1 ms (sched-bwc.rst); a thousandth of a
     # core is 100 us of each period, so a tiny share is rounded up to it.
-    quota = None if millicores is None else max(millicores * period // 1000, 1000)
+    quota = None if millicores is None else max(millicores * period // 1000, MIN_QUOTA_US)
     if (directory / "cpu.max").exists():  # cgroup v2
         (directory / "cpu.max").write_text(f"{quota or 'max'} {period}\n", encoding="ascii")
         return
@@ -453,11 +458,23 @@ def _limit_rate(directory: Path, millicores: int | None) -> None:
     # (docker --cpus=0.5 on v1) made every worker's cgroup fail at the default
     # rate, so no plugin started at all (attack15). The worker gets the smaller
     # share, as v2 gives it; "no limit" under a capped ancestor is that cap.
-    ceiling = _ancestors_quota(directory.parent, period)
+    ceiling = None if quota is None else _ancestors_quota(directory.parent, period)
+    if millicores is not None and ceiling is not None and ceiling < MIN_QUOTA_US:
+        # An ancestor's share is below the smallest quota at this period (systemd's
+        # CPUQuota=0.5% with CPUQuotaPeriodSec=1s is 0.5 ms of 100 ms): rounded up to
+        # 1 ms it was above that share again, and refused (attack16). At the longest
+        # period every ancestor's share is at least 1 ms (theirs are at most that long).
+        period = CPU_RATE_MAX_PERIOD_US
+        quota = max(millicores * period // 1000, MIN_QUOTA_US)
+        ceiling = _ancestors_quota(directory.parent, period)
     if ceiling is not None and quota is not None:
-        quota = min(quota, max(ceiling, 1000))
+        quota = min(quota, max(ceiling, MIN_QUOTA_US))
     # The period first (the default, written so a quota always means this
-    # share), then the quota; -1 is "no limit".
+    # share), then the quota; -1 is "no limit". A spare's cgroup is limited again
+    # for its request: its old quota over a new, shorter period could be above the
+    # ancestors' share for that moment (refused), so it is lifted first.
+    if _read(directory / "cpu.cfs_period_us").strip() != str(period):
+        (directory / "cpu.cfs_quota_us").write_text("-1\n", encoding="ascii")
     (directory / "cpu.cfs_period_us").write_text(f"{period}\n", encoding="ascii")
     (directory / "cpu.cfs_quota_us").write_text(f"{quota or -1}\n", encoding="ascii")
 
