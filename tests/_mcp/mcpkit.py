@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, Final
 
 
 def mcp_command(workspace: Path, *extra: str) -> list[str]:
@@ -22,3 +23,16 @@ def mcp_command(workspace: Path, *extra: str) -> list[str]:
         "--yes",
         *extra,
     ]
+
+
+#: The ``initialize`` request a raw client (no SDK) sends first, id 0.
+INITIALIZE: Final[dict[str, Any]] = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}

@@ -26,7 +26,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests._mcp.mcpkit import mcp_command
+from tests._mcp.mcpkit import INITIALIZE, mcp_command
 from tests.conftest import PluginFactory
 
 SOURCE = """
@@ -133,20 +133,7 @@ def _raw(workspace: Path, *extra: str) -> Iterator[Raw]:
     )
     raw = Raw(process)
     try:
-        raw.stdin.write(
-            _frame(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "0"},
-                    },
-                }
-            )
-        )
+        raw.stdin.write(_frame(INITIALIZE))
         raw.stdin.flush()
         assert raw.answer(0)["result"]["serverInfo"]["name"] == "caplet"
         raw.stdin.write(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
@@ -314,16 +301,7 @@ class _Http:
         """A new session (``initialize`` and ``initialized``): its headers."""
         opened = await self.http.post(
             self.url,
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            },
+            json=INITIALIZE,
         )
         assert opened.status_code == 200, opened.text
         ids = {

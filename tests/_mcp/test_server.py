@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from tests._cli.clikit import caplet, document
-from tests._mcp.mcpkit import mcp_command
+from tests._mcp.mcpkit import INITIALIZE, mcp_command
 from tests.conftest import PluginFactory
 
 pytestmark = pytest.mark.anyio
@@ -319,20 +319,7 @@ def test_malformed_requests_never_end_the_server(workspace: Path) -> None:
     assert process.stdin is not None
     assert process.stdout is not None
     try:
-        process.stdin.write(
-            _frame(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "0"},
-                    },
-                }
-            )
-        )
+        process.stdin.write(_frame(INITIALIZE))
         process.stdin.write(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         process.stdin.write(b"this is not json\n")
         process.stdin.write(b'{"jsonrpc": "2.0", "id": \n')

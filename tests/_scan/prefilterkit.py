@@ -71,7 +71,16 @@ def tree_both_ways(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TreeDan
 def found_in_a_package(root: Path, monkeypatch: pytest.MonkeyPatch, text: str, rule: str) -> None:
     """``text`` written as ``root/mod.py``: the whole-file pass finds ``rule`` as DANGER
     (the attack is real) and the prefiltered scan finds every DANGER it does."""
-    (root / "mod.py").write_text(text, encoding="utf-8")
+    found_in_file(root, monkeypatch, "mod.py", text, rule)
+
+
+def found_in_file(
+    root: Path, monkeypatch: pytest.MonkeyPatch, filename: str, text: str, rule: str
+) -> None:
+    """:func:`found_in_a_package` with ``text`` written as ``root/filename``."""
+    target = root / filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
     filtered, whole = tree_both_ways(root, monkeypatch)
     assert rule in {r for r, _, _ in whole}
     assert filtered == whole

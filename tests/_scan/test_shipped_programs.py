@@ -18,7 +18,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import tree_both_ways
+from tests._scan.prefilterkit import found_in_file
 
 _TUNE = Path(__file__).resolve().parents[2] / "benchmarks/malware/tune"
 
@@ -64,12 +64,7 @@ def test_a_shipped_file_started_at_import_or_install_is_a_dropper(
 def test_the_prefilter_keeps_a_shipped_file_started(
     filename: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = tmp_path / filename
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(textwrap.dedent(source), encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert "CPL-THR-018" in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_file(tmp_path, monkeypatch, filename, textwrap.dedent(source), "CPL-THR-018")
 
 
 @pytest.mark.parametrize(
