@@ -74,6 +74,15 @@ def found_in_a_package(root: Path, monkeypatch: pytest.MonkeyPatch, text: str, r
     found_in_file(root, monkeypatch, "mod.py", text, rule)
 
 
+def kept_by_the_prefilter(root: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """``text`` written as ``root/mod.py`` has DANGER findings in the whole-file pass (the
+    attack is real) and the prefiltered scan finds every one of them."""
+    (root / "mod.py").write_text(text, encoding="utf-8")
+    filtered, whole = tree_both_ways(root, monkeypatch)
+    assert whole
+    assert filtered == whole
+
+
 def found_in_file(
     root: Path, monkeypatch: pytest.MonkeyPatch, filename: str, text: str, rule: str
 ) -> None:

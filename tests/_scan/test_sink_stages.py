@@ -11,7 +11,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
+from tests._scan.prefilterkit import found_in_a_package, kept_by_the_prefilter
 
 
 def danger(source: str, filename: str = "mod.py") -> set[str]:
@@ -585,10 +585,7 @@ def test_a_download_written_into_a_file_another_program_runs_is_a_threat(source:
 def test_files_other_programs_run_are_found_with_the_prefilter_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
-    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert whole
-    assert filtered == whole
+    kept_by_the_prefilter(tmp_path, monkeypatch, source)
 
 
 @pytest.mark.parametrize(

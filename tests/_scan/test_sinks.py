@@ -18,7 +18,7 @@ from caplet._capabilities._model import NetHttpCapability, ProcExecCapability
 from caplet._findings import Finding, Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_file, tree_both_ways
+from tests._scan.prefilterkit import found_in_a_package, found_in_file, tree_both_ways
 
 
 def danger(source: str, filename: str = "mod.py", mode: ScanMode = ScanMode.PACKAGE) -> set[str]:
@@ -1693,10 +1693,7 @@ def test_the_prefilter_keeps_a_class_attribute_runner(
     source = (
         "import base64\nclass L:\n    run = staticmethod(exec)\nL.run(base64.b64decode(BLOB))\n"
     )
-    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert "CPL-THR-001" in {r for r, _, _ in whole}
-    assert filtered == whole
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-001")
 
 
 def test_a_class_attribute_that_is_no_code_runner_runs_nothing() -> None:

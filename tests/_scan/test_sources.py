@@ -10,7 +10,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_a_package, tree_both_ways
+from tests._scan.prefilterkit import found_in_a_package, kept_by_the_prefilter, tree_both_ways
 
 
 def danger(source: str) -> set[str]:
@@ -109,10 +109,7 @@ def test_credentials_read_by_parser_database_or_metadata_and_sent_are_threats(
 def test_credentials_read_and_sent_are_found_with_the_prefilter_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
-    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
-    filtered, whole = tree_both_ways(tmp_path, monkeypatch)
-    assert whole
-    assert filtered == whole
+    kept_by_the_prefilter(tmp_path, monkeypatch, source)
 
 
 @pytest.mark.parametrize(
