@@ -73,7 +73,8 @@ class PluginRecord:
 def plugin_location(source: PluginSource, plugin_dir: os.PathLike[str] | str) -> str:
     """Where a plugin is: ``distribution NAME in ENVIRONMENT`` for an installed one (the
     Python environment its distribution is installed in, :func:`environment_of`), else its
-    folder, absolute with links resolved.
+    folder, absolute with links resolved (an installed plugin whose environment is not
+    known too: never the old place every environment shared).
 
     An approval records it: other content of the same plugin (a new version in the
     same place) may carry the approval over, a plugin of the same name anywhere else
@@ -81,9 +82,7 @@ def plugin_location(source: PluginSource, plugin_dir: os.PathLike[str] | str) ->
     too (attack15: a fork installed under the name in a cloned project's environment
     carried the approval over and read the original's ``ctx.kv``).
     """
-    if source.kind is SourceKind.DISTRIBUTION and source.distribution:
-        if source.environment is None:
-            return legacy_distribution_location(source.distribution)
+    if source.kind is SourceKind.DISTRIBUTION and source.distribution and source.environment:
         return f"{legacy_distribution_location(source.distribution)} in {source.environment}"
     return os.path.realpath(plugin_dir)
 
