@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from caplet._display import safe_line, safe_text, stripped_text
+from caplet._display import one_line, safe_line, safe_text, stripped_text
 
 #: What a hostile description or model summary would hold: CSI erase line and column 1,
 #: OSC 52 (write the clipboard), OSC 0 (window title), CR, a C1 CSI, DEL, bidi override
@@ -67,3 +67,14 @@ def test_stripped_text_deletes_the_same_ascii_controls_by_its_table() -> None:
     every = "".join(chr(code) for code in range(128))
     assert stripped_text(every) == "\t\n" + "".join(chr(code) for code in range(0x20, 0x7F))
     assert stripped_text(every + "é\u202e") == stripped_text(every) + "é"
+
+
+def test_one_line_joins_a_messages_lines() -> None:
+    assert one_line("invalid manifest (2 problems):\nentry: a\nname: b") == (
+        "invalid manifest (2 problems): entry: a; name: b"
+    )
+    assert one_line("first\nsecond\n") == "first; second"
+    assert one_line("head:\n") == "head:"
+    # Only newline separates: any other control is safe_line's to escape.
+    assert one_line("a\x0bb\rc") == "a\x0bb\rc"
+    assert safe_line(one_line("a\x0bb")) == "a\\x0bb"

@@ -42,7 +42,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["safe_line", "safe_text", "stripped_text"]
+__all__ = ["DISTINCT_RECORD", "one_line", "safe_line", "safe_text", "stripped_text"]
+
+#: A log record's attribute (``extra={DISTINCT_RECORD: True}``) saying the record is a
+#: fact of its own, not a repeat of its message template: a terminal handler that
+#: shows a template a few times and then counts it shows such records each time
+#: (``_cli._safe.TerminalLogHandler``).
+DISTINCT_RECORD: Final = "caplet_distinct"
 
 #: Unicode 15.1's Cc, Cf, Cs, Zl and Zp, minus newline and tab (a multi-line text keeps
 #: them; :func:`safe_line` escapes them separately).
@@ -104,3 +110,20 @@ def stripped_text(text: str) -> str:
         # table: a tool's result of a megabyte went through the regex in 40 ms (attack14).
         return text.translate(_ASCII_CONTROLS)
     return _UNSAFE.sub("", text)
+
+
+def one_line(text: str) -> str:
+    """A multi-line message of caplet's on one line: ``"head:\\nA\\nB"`` as
+    ``"head: A; B"``.
+
+    For a log line, where :func:`safe_line` would show each newline as
+    ``\\x0a``: a manifest's list of problems read as one run-on escape. Only
+    newline separates; every other control is left for :func:`safe_line`.
+    """
+    if "\n" not in text:
+        return text
+    head, *rest = (part.strip() for part in text.split("\n"))
+    rest = [part for part in rest if part]
+    if not rest:
+        return head
+    return f"{head} {'; '.join(rest)}" if head.endswith(":") else "; ".join([head, *rest])

@@ -31,6 +31,7 @@ from caplet._cli._app import app
 from caplet._cli._prompt import RichPrompter
 from caplet._cli._safe import TerminalLogHandler, guard, plain, safe_markup
 from caplet._config._schema import ConfigField, ConfigType
+from caplet._display import DISTINCT_RECORD
 from tests._audit.llm_server import LLMServer, honest, serve
 from tests.conftest import PluginFactory
 
@@ -274,6 +275,68 @@ def test_a_broken_plugin_folder_name_is_escaped_in_warnings_and_the_log(
     assert err[0].startswith("skipping plugin bad\\x1b]0;pwned\\x07: ")
     # Once (issue 15: it was printed twice, by the log and by the CLI).
     assert [line for line in err if "skipp" in line] == err[:1]
+
+
+def test_every_skipped_plugin_folder_is_named_with_its_problems_on_one_line(
+    plugins_dir: Path, state_dir: Path
+) -> None:
+    """Nine broken folders: nine lines, each naming its folder and why. The terminal
+    handler showed five and then "(4 more log line(s) repeating the ones above were not
+    shown)", though no line repeated another: the operator was not told why four
+    plugins were missing. A manifest's list of problems reads as one line joined by
+    "; ", not a run-on of ``\\x0a`` escapes."""
+    for index in range(9):
+        folder = plugins_dir / f"broken-{index}"
+        folder.mkdir(parents=True)
+        (folder / "plugin.toml").write_text(
+            f'name = "broken-{index}"\nversion = "1.0.0"\ndescription = "x"\n'
+            'capabilities = ["env.read:*"]\n',
+            encoding="utf-8",
+        )
+    process = subprocess.run(
+        [sys.executable, "-m", "caplet", "list", "--plugins-dir", str(plugins_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CAPLET_STATE_DIR": str(state_dir), "COLUMNS": "400"},
+        timeout=60,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    skips = [line for line in process.stderr.splitlines() if line.startswith("skipping plugin")]
+    assert sorted(line.split(":")[0] for line in skips) == [
+        f"skipping plugin broken-{index}" for index in range(9)
+    ]
+    assert "not shown" not in process.stderr
+    assert skips[0].endswith(
+        "plugin.toml: invalid manifest (3 problems): entry: 'plugin.py' does not exist in "
+        f"{plugins_dir / 'broken-0'}; create it or point entry at the plugin's entry module; "
+        "modules: required field missing; capabilities[0]: capability 'env.read:*' uses a "
+        "wildcard; name each variable in its own capability, e.g. env.read:API_TOKEN"
+    )
+    assert "\\x0a" not in process.stderr
+
+
+def test_a_repeated_warning_is_still_shown_five_times_and_then_counted() -> None:
+    """The near miss: a message of caplet's that does repeat is held back after five,
+    and the summary says how many (a skipped folder is shown every time)."""
+    console, screen = _terminal()
+    logger = logging.getLogger("caplet.tests.safe")
+    handler = TerminalLogHandler(console)
+    logger.addHandler(handler)
+    try:
+        for index in range(8):
+            logger.warning("worker %s is slow", index)
+        for index in range(8):
+            logger.warning("skipping plugin %s", index, extra={DISTINCT_RECORD: True})
+        handler.summary()
+    finally:
+        logger.removeHandler(handler)
+    lines = SGR.sub("", screen.getvalue()).splitlines()
+    assert lines[:5] == [f"worker {index} is slow" for index in range(5)]
+    assert lines[5:13] == [f"skipping plugin {index}" for index in range(8)]
+    assert lines[13:] == [
+        "(3 more log line(s) like the ones above were not shown; CAPLET_DEBUG=1 shows them all)"
+    ]
 
 
 def test_the_config_prompt_shows_the_description_and_default_escaped(

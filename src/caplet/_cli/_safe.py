@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from caplet._display import safe_line, safe_text
+from caplet._display import DISTINCT_RECORD, safe_line, safe_text
 from caplet._host._plugin_log import LOGGER_NAME
 
 if TYPE_CHECKING:
@@ -87,6 +87,10 @@ def cli_console(*, stderr: bool = False) -> Console:
 
 #: After this many records of one message template, the rest are counted, not shown.
 _REPEATS_SHOWN = 5
+#: The same for records each of which is a fact of its own (``DISTINCT_RECORD``: a
+#: plugin folder skipped, and why): every one an operator could act on is shown, and
+#: only a directory of thousands of broken folders is cut short.
+_DISTINCT_SHOWN = 200
 
 
 class TerminalLogHandler(logging.Handler):
@@ -101,8 +105,10 @@ class TerminalLogHandler(logging.Handler):
     lines (``[plugin] message``, from info up; debug too with
     ``CAPLET_DEBUG``) unless :attr:`plugin_lines` is off (``-q``, ``--json``,
     the selftest's hostile corpus). A message of caplet's that repeats is
-    shown :data:`_REPEATS_SHOWN` times and then counted, and :meth:`summary`
-    says how many were held back, so no run floods the terminal.
+    shown :data:`_REPEATS_SHOWN` times and then counted (one marked
+    ``DISTINCT_RECORD``, such as each skipped plugin folder, up to
+    :data:`_DISTINCT_SHOWN` times), and :meth:`summary` says how many were
+    held back, so no run floods the terminal.
     """
 
     def __init__(self, console: Console | None = None, *, debug: bool = False) -> None:
@@ -132,7 +138,8 @@ class TerminalLogHandler(logging.Handler):
             key = (record.name, record.msg)
             seen = self._repeats.get(key, 0) + 1
             self._repeats[key] = seen
-            if seen > _REPEATS_SHOWN:
+            shown = _DISTINCT_SHOWN if getattr(record, DISTINCT_RECORD, False) else _REPEATS_SHOWN
+            if seen > shown:
                 self._held += 1
                 return False
         return super().filter(record)
@@ -142,7 +149,7 @@ class TerminalLogHandler(logging.Handler):
         if self._held:
             self.console.print(
                 plain(
-                    f"({self._held} more log line(s) repeating the ones above were not shown; "
+                    f"({self._held} more log line(s) like the ones above were not shown; "
                     "CAPLET_DEBUG=1 shows them all)"
                 ),
                 soft_wrap=True,
