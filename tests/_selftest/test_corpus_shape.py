@@ -207,6 +207,14 @@ def test_docs_security_lists_exactly_the_corpus() -> None:
     )
 
 
+def test_the_readme_gives_the_corpus_size() -> None:
+    """The README's status line said 148 cases when the corpus held 167."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"attacks this machine's caplet with (\d+)\s*(?:>\s*)?hostile cases", text)
+    assert said is not None, "the README no longer says how many hostile cases selftest runs"
+    assert int(said.group(1)) == len(CASES)
+
+
 def test_docs_security_explains_every_layer() -> None:
     text = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
     documented = re.findall(r"^\| `([a-z-]+)` \| [^|]+ \|$", text, re.MULTILINE)
