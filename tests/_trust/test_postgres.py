@@ -23,7 +23,7 @@ from caplet._errors import StoreError
 from caplet._trust._pg_schema import MIGRATIONS, SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
-from caplet._trust._store import Decision, QuarantineRecord, TrustStore
+from caplet._trust._store import Decision, KvWrite, QuarantineRecord, TrustStore
 from tests._trust.storekit import HASH_A, HASH_B, KvLimits, approval
 from tests._trust.test_sqlite import (
     DEFAULTS,
@@ -155,6 +155,100 @@ def test_kv_quota_holds_across_concurrent_writers(pg_url: str) -> None:
             opened.close()
 
 
+def _usage(url: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """caplet.kv_usage as the trigger left it, rows of no entry left out."""
+    rows = sql(url, "SELECT plugin, location, key_count, byte_count FROM caplet.kv_usage")
+    return {
+        (str(plugin), str(location)): (int(str(keys)), int(str(total)))
+        for plugin, location, keys, total in rows
+        if keys != 0
+    }
+
+
+def _held(url: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """What caplet.kv holds per plugin and place, summed by hand."""
+    rows = sql(
+        url,
+        "SELECT plugin, location, count(*), sum(octet_length(key) + octet_length(value)) "
+        "FROM caplet.kv GROUP BY plugin, location",
+    )
+    return {
+        (str(plugin), str(location)): (int(str(keys)), int(str(total)))
+        for plugin, location, keys, total in rows
+    }
+
+
+def test_a_kv_write_checks_its_quota_against_the_usage_row(
+    store: PostgresStore, pg_url: str
+) -> None:
+    """attack15's open row: each kv_put aggregated all the plugin's rows on the database
+    server, 1,000 rows per ctx.kv.set with the quota full. It now reads the plugin's
+    kv_usage row: one edited by hand to say the quota is full refuses a write that
+    would fit, and doctor names the drift with the statement that repairs it."""
+    limits: KvLimits = {"max_keys": 10, "max_bytes": 1000}
+    assert store.kv_put("p", "a", b"x" * 10, location="/srv/p", **limits) == KvWrite(True, 1, 11)
+    sql(pg_url, "UPDATE caplet.kv_usage SET byte_count = 995 WHERE plugin = 'p'")
+    assert store.kv_put("p", "b", b"y" * 10, location="/srv/p", **limits) == KvWrite(False, 2, 1006)
+    (problem,) = store.check()
+    assert problem.kind is ProblemKind.RECORD
+    assert (
+        f"PostgreSQL store {store.shown}: the ctx.kv usage of plugin 'p' at '/srv/p' says 1 "
+        "keys and 995 bytes, but its entries are 1 keys and 11 bytes (table caplet.kv_usage "
+        "was edited outside caplet), so its quota is checked against the wrong count; "
+        "with psql run: DELETE FROM caplet.kv_usage WHERE plugin = 'p' AND location = "
+        "'/srv/p'; INSERT INTO caplet.kv_usage (plugin, location, key_count, byte_count) "
+        "VALUES ('p', '/srv/p', 1, 11)"
+    ) == problem.message
+    for statement in problem.message.split("with psql run: ")[1].split("; "):
+        sql(pg_url, statement)
+    assert store.check() == ()
+    assert store.kv_put("p", "b", b"y" * 10, location="/srv/p", **limits) == KvWrite(True, 2, 22)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["DROP TRIGGER kv_usage_track ON caplet.kv", "ALTER TABLE caplet.kv DISABLE TRIGGER ALL"],
+)
+def test_a_store_without_the_usage_trigger_is_a_schema_problem(
+    store: PostgresStore, pg_url: str, edit: str
+) -> None:
+    """Without it a kv write would no longer count toward its plugin's quota."""
+    sql(pg_url, edit)
+    (problem,) = store.check()
+    assert problem.kind is ProblemKind.SCHEMA
+    assert (
+        f"PostgreSQL store {store.shown} lacks trigger kv_usage_track on kv of schema version "
+        f"{SCHEMA_VERSION}"
+    ) in problem.message
+
+
+def test_the_usage_row_follows_every_kind_of_write(store: PostgresStore, pg_url: str) -> None:
+    """Near miss: puts, replacements, refusals, deletes, claims and another node's writes
+    all leave kv_usage equal to what kv holds, and the quota exact."""
+    limits: KvLimits = {"max_keys": 3, "max_bytes": 100}
+    with PostgresStore(pg_url) as theirs:
+        assert store.kv_put("a", "one", b"x", **limits) == KvWrite(True, 1, 4)
+        assert theirs.kv_put("a", "two", b"x" * 10, **limits) == KvWrite(True, 2, 17)
+        assert store.kv_put("a", "three", b"", **limits) == KvWrite(True, 3, 22)
+        assert store.kv_put("a", "four", b"", **limits) == KvWrite(False, 4, 26)
+        assert theirs.kv_delete("a", "two")
+        assert store.kv_put("a", "four", b"", **limits) == KvWrite(True, 3, 13)
+        assert store.kv_put("a", "one", b"y" * 80, **limits) == KvWrite(True, 3, 92)
+        assert store.kv_put("a", "one", b"y" * 90, **limits) == KvWrite(False, 3, 102)
+        assert _usage(pg_url) == _held(pg_url) == {("a", ""): (3, 92)}
+        assert store.kv_put("b", "old", b"z" * 50, **limits).stored
+        assert store.kv_put("b", "mine", b"", location="/p", **limits) == KvWrite(True, 1, 4)
+        assert store.claim_unlocated("b", "/p") == 1
+        assert _usage(pg_url) == _held(pg_url)
+        assert store.kv_put("b", "more", b"z" * 50, location="/p", **limits) == KvWrite(
+            False, 3, 111
+        )
+        for key in ("one", "three", "four"):
+            assert store.kv_delete("a", key)
+        assert _usage(pg_url) == _held(pg_url) == {("b", "/p"): (2, 57)}
+    assert store.check() == ()
+
+
 # -- text PostgreSQL cannot hold ---------------------------------------------------------------
 
 
@@ -236,7 +330,7 @@ def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
-    assert SCHEMA_VERSION == 9
+    assert SCHEMA_VERSION == 10
 
 
 def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> None:
@@ -290,7 +384,9 @@ def test_a_version_6_store_reads_its_approvals_without_agent_text(pg_url: str) -
         store.put_approval(replace(new, agent_text=()))
         assert store.get_approval("new") == replace(new, agent_text=())
         assert store.check() == ()
-    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
+        (str(SCHEMA_VERSION),)
+    ]
 
 
 def test_a_version_7_store_reads_its_approvals_without_a_location(pg_url: str) -> None:
@@ -315,7 +411,9 @@ def test_a_version_7_store_reads_its_approvals_without_a_location(pg_url: str) -
         assert new is not None
         assert new.location == "distribution acme-notes"
         assert store.check() == ()
-    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
+        (str(SCHEMA_VERSION),)
+    ]
 
 
 def test_a_version_8_store_gives_kv_and_quarantine_the_place_their_approval_records(
@@ -377,8 +475,12 @@ def test_a_version_8_store_gives_kv_and_quarantine_the_place_their_approval_reco
         here = f"{placed} in /srv/app/.venv"
         assert store.claim_unlocated("placed", here, from_location=placed) == 1
         assert store.kv_get("placed", "token", location=here) == b"placed"
+        # Schema 10 counted the rows the migration found, and the trigger every write since.
+        assert _usage(pg_url) == _held(pg_url)
         assert store.check() == ()
-    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("9",)]
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
+        (str(SCHEMA_VERSION),)
+    ]
 
 
 def test_undecodable_agent_text_is_a_record_problem(store: PostgresStore, pg_url: str) -> None:

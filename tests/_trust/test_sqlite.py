@@ -513,6 +513,51 @@ def test_kv_quotas_stay_exact_across_connections_deletes_and_claims(state_dir: P
         )
 
 
+def test_a_kv_write_checks_its_quota_against_the_usage_row(store: SqliteStore) -> None:
+    """Schema 10 keeps each plugin's usage in kv_usage, by triggers: a row edited by
+    hand to say the quota is full refuses a write that would fit, and doctor names the
+    drift with the statements that repair it."""
+    limits: KvLimits = {"max_keys": 10, "max_bytes": 1000}
+    assert store.kv_put("p", "a", b"x" * 10, location="/srv/p", **limits) == KvWrite(True, 1, 11)
+    conn = raw(store.path)
+    conn.execute("UPDATE kv_usage SET byte_count = 995 WHERE plugin = 'p'")
+    conn.close()
+    assert store.kv_put("p", "b", b"y" * 10, location="/srv/p", **limits) == KvWrite(False, 2, 1006)
+    (problem,) = store.check()
+    assert problem.kind is ProblemKind.RECORD
+    assert problem.message == (
+        f"state database {store.path}: the ctx.kv usage of plugin 'p' at '/srv/p' says 1 keys "
+        "and 995 bytes, but its entries are 1 keys and 11 bytes (table kv_usage was edited "
+        "outside caplet), so its quota is checked against the wrong count; with the sqlite3 "
+        "shell run: DELETE FROM kv_usage WHERE plugin = 'p' AND location = '/srv/p'; INSERT "
+        "INTO kv_usage (plugin, location, key_count, byte_count) VALUES ('p', '/srv/p', 1, 11)"
+    )
+    conn = raw(store.path)
+    for statement in problem.message.split("shell run: ")[1].split("; "):
+        conn.execute(statement)
+    conn.close()
+    assert store.check() == ()
+    assert store.kv_put("p", "b", b"y" * 10, location="/srv/p", **limits) == KvWrite(True, 2, 22)
+
+
+def test_a_version_9_database_counts_the_kv_it_holds(state_dir: Path) -> None:
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:10]) == 9
+    for key, value in (("a", b"12345"), ("bb", b""), ("c", b"x" * 100)):
+        conn.execute(
+            "INSERT INTO kv (plugin, location, key, value, updated_at) VALUES ('p', '/x', ?, ?, 1)",
+            (key, value),
+        )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        limits: KvLimits = {"max_keys": 4, "max_bytes": 110}
+        assert store.kv_put("p", "d", b"", location="/x", **limits) == KvWrite(True, 4, 110)
+        assert store.kv_put("p", "e", b"", location="/x", **limits) == KvWrite(False, 5, 111)
+        assert store.check() == ()
+
+
 def test_version_2_databases_gain_the_kv_table(state_dir: Path) -> None:
     state_dir.mkdir(mode=0o700)
     path = state_dir / DB_FILENAME
@@ -662,7 +707,7 @@ def test_version_6_approvals_open_without_agent_text(state_dir: Path) -> None:
         assert new.agent_text == ("description: d",)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     conn.close()
 
 
@@ -691,7 +736,7 @@ def test_version_7_approvals_open_without_a_location(state_dir: Path) -> None:
         assert new.location == "/srv/plugins/old"
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     conn.close()
 
 
@@ -755,7 +800,7 @@ def test_version_8_kv_and_quarantine_go_to_the_place_their_approval_records(
             "cause is fixed"
         ) in warnings[1].message
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     conn.close()
 
 
@@ -806,7 +851,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     conn.close()
 
 

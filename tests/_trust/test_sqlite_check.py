@@ -132,10 +132,23 @@ def test_a_missing_table_is_a_schema_problem(store: SqliteStore) -> None:
     conn.execute("DROP TABLE kv")
     conn.close()
     problem = only(store.check(), ProblemKind.SCHEMA)
-    assert f"state database {store.path} lacks kv of schema version {SCHEMA_VERSION}" in (
-        problem.message
-    )
+    # A table's triggers go with it.
+    assert (
+        f"state database {store.path} lacks kv, kv_usage_delete, kv_usage_insert, "
+        f"kv_usage_update of schema version {SCHEMA_VERSION}"
+    ) in problem.message
     assert f"mv {store.path} {store.path}.bak" in problem.message
+
+
+def test_a_missing_trigger_is_a_schema_problem(store: SqliteStore) -> None:
+    """Without it a kv write would no longer count toward its plugin's quota."""
+    conn = raw(store.path)
+    conn.execute("DROP TRIGGER kv_usage_insert")
+    conn.close()
+    problem = only(store.check(), ProblemKind.SCHEMA)
+    assert (
+        f"state database {store.path} lacks kv_usage_insert of schema version {SCHEMA_VERSION}"
+    ) in problem.message
 
 
 def test_a_version_changed_behind_the_open_connection(store: SqliteStore) -> None:

@@ -6,7 +6,8 @@ and columns on both backends (:mod:`caplet._trust._sqlite_schema`): version
 model, quarantine, the decision log and ``ctx.kv``, whichever database
 holds them, version 5 adds the approvals' ``defaults``, version 6 their
 ``hooks``, version 7 their ``agent_text``, version 8 their ``location`` and
-version 9 the ``location`` of ``ctx.kv`` entries and quarantines. So "schema 4"
+version 9 the ``location`` of ``ctx.kv`` entries and quarantines, version 10
+``kv_usage`` and the trigger that keeps it. So "schema 4"
 means one thing in a message, in ``doctor`` and in the docs, and a change
 to the records is one new version, written for both in the same commit
 (tests/_trust/test_pg_schema.py fails when the two drift apart).
@@ -39,6 +40,8 @@ from caplet._trust._rows import (
     audit_from_row,
     quarantine_from_row,
     unclaimed_problems,
+    usage_drift_query,
+    usage_problems,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BASELINE",
     "EXPECTED_COLUMNS",
+    "KV_ROW_BYTES",
     "MIGRATIONS",
     "SCHEMA",
     "SCHEMA_VERSION",
@@ -62,6 +66,11 @@ SCHEMA = "caplet"
 MIGRATION_LOCK = 0x63706C74
 #: The first schema version PostgreSQL has (see the module docstring).
 BASELINE = 4
+
+#: What one ``caplet.kv`` row counts toward its plugin's byte quota (as ``kv_put`` counts it).
+KV_ROW_BYTES = "octet_length(key) + octet_length(value)"
+#: The trigger (and its function) that keeps ``caplet.kv_usage`` (schema 10).
+KV_USAGE_TRIGGER = "kv_usage_track"
 
 #: ``MIGRATIONS[n]`` creates version ``n`` from ``n - 1``; ``MIGRATIONS[BASELINE]``
 #: creates everything from an empty database.
@@ -141,6 +150,42 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
         "ALTER TABLE caplet.quarantine DROP CONSTRAINT quarantine_pkey",
         "ALTER TABLE caplet.quarantine ADD PRIMARY KEY (name, location)",
     ),
+    # 10: what each plugin's ctx.kv holds, kept by a trigger in the transaction of every
+    # write, so kv_put checks its quota by reading one row instead of aggregating all
+    # the plugin's rows on the database server (attack15; SQLite's version 10).
+    10: (
+        """CREATE TABLE caplet.kv_usage (
+            plugin TEXT NOT NULL,
+            location TEXT NOT NULL,
+            key_count BIGINT NOT NULL,
+            byte_count BIGINT NOT NULL,
+            PRIMARY KEY (plugin, location)
+        )""",
+        "INSERT INTO caplet.kv_usage (plugin, location, key_count, byte_count) "  # noqa: S608
+        f"SELECT plugin, location, count(*), sum({KV_ROW_BYTES}) FROM caplet.kv "
+        "GROUP BY plugin, location",
+        # Named as KV_USAGE_TRIGGER (a plain string: nothing is interpolated into the body).
+        """CREATE FUNCTION caplet.kv_usage_track() RETURNS trigger
+        LANGUAGE plpgsql AS $body$
+        BEGIN
+            IF TG_OP IN ('DELETE', 'UPDATE') THEN
+                UPDATE caplet.kv_usage SET key_count = key_count - 1,
+                    byte_count = byte_count - (octet_length(OLD.key) + octet_length(OLD.value))
+                WHERE plugin = OLD.plugin AND location = OLD.location;
+            END IF;
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN
+                INSERT INTO caplet.kv_usage AS u (plugin, location, key_count, byte_count)
+                VALUES (NEW.plugin, NEW.location, 1,
+                        octet_length(NEW.key) + octet_length(NEW.value))
+                ON CONFLICT (plugin, location) DO UPDATE SET key_count = u.key_count + 1,
+                    byte_count = u.byte_count + EXCLUDED.byte_count;
+            END IF;
+            RETURN NULL;
+        END
+        $body$""",
+        f"CREATE TRIGGER {KV_USAGE_TRIGGER} AFTER INSERT OR UPDATE OR DELETE ON caplet.kv "
+        f"FOR EACH ROW EXECUTE FUNCTION caplet.{KV_USAGE_TRIGGER}()",
+    ),
 }
 
 #: The version this caplet writes and understands.
@@ -170,6 +215,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
     "quarantine": frozenset({"name", "reason", "since", "location", "content_hash"}),
     "decisions": frozenset({"id", "at", "plugin", "action", "target", "allowed", "detail"}),
     "kv": frozenset({"plugin", "location", "key", "value", "updated_at"}),
+    "kv_usage": frozenset({"plugin", "location", "key_count", "byte_count"}),
 }
 
 _MAX_REPORTED = 20
@@ -272,6 +318,13 @@ def check_structure(conn: psycopg.Connection[tuple[object, ...]], shown: str) ->
         for table, columns in EXPECTED_COLUMNS.items()
         for column in columns - found.get(table, set())
     )
+    trigger = conn.execute(
+        "SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgname = %s "
+        "AND tgrelid = to_regclass('caplet.kv') AND tgenabled <> 'D'",
+        (KV_USAGE_TRIGGER,),
+    ).fetchone()
+    if trigger is None or int(str(trigger[0])) != 1:
+        missing.append(f"trigger {KV_USAGE_TRIGGER} on kv")
     if missing:
         return [
             problem(
@@ -329,4 +382,8 @@ def check_records(
         (_MAX_REPORTED,),
     ).fetchall()
     problems += unclaimed_problems(rows, kv, [name for (name,) in quarantined])
+    drifted = conn.execute(
+        usage_drift_query("caplet.", KV_ROW_BYTES, "%s"), (_MAX_REPORTED,)
+    ).fetchall()
+    problems += usage_problems(rows, "caplet.", drifted)
     return problems

@@ -41,6 +41,8 @@ __all__ = [
     "kv_value",
     "quarantine_from_row",
     "unclaimed_problems",
+    "usage_drift_query",
+    "usage_problems",
 ]
 
 #: The order in which retention deletes decisions beyond ``max_rows``: allowed rows first
@@ -368,3 +370,48 @@ def unclaimed_problems(
         for name in quarantined
     ]
     return problems
+
+
+def usage_drift_query(schema: str, row_bytes: str, placeholder: str) -> str:
+    """The plugins whose ``kv_usage`` row (schema 10) disagrees with their ``kv`` rows:
+    ``(plugin, location, keys and bytes counted, keys and bytes held)``, at most
+    *placeholder* rows. *schema* prefixes the tables (``caplet.`` or ``""``), *row_bytes*
+    is what one row counts toward the quota in the backend's SQL. A UNION rather than a
+    FULL JOIN, which SQLite has only since 3.39."""
+    return (
+        "SELECT plugin, location, sum(uk), sum(ub), sum(kk), sum(kb) FROM ("  # noqa: S608
+        f"SELECT plugin, location, key_count AS uk, byte_count AS ub, 0 AS kk, 0 AS kb "
+        f"FROM {schema}kv_usage UNION ALL "
+        f"SELECT plugin, location, 0, 0, 1, {row_bytes} FROM {schema}kv"
+        ") AS counted GROUP BY plugin, location "
+        "HAVING sum(uk) <> sum(kk) OR sum(ub) <> sum(kb) "
+        f"ORDER BY plugin, location LIMIT {placeholder}"
+    )
+
+
+def usage_problems(
+    source: RowSource, schema: str, drifted: Sequence[Sequence[object]]
+) -> list[StateProblem]:
+    """A ``RECORD`` problem per row of :func:`usage_drift_query`: the quota of that plugin
+    is checked against a wrong count, so the fix writes the right one."""
+
+    def quoted(text: object) -> str:
+        return "'" + str(text).replace("'", "''") + "'"
+
+    return [
+        StateProblem(
+            kind=ProblemKind.RECORD,
+            path=source.path,
+            message=(
+                f"{source.what}: the ctx.kv usage of plugin {plugin!r} at {location!r} says "  # noqa: S608
+                f"{counted_keys} keys and {counted_bytes} bytes, but its entries are {keys} "
+                f"keys and {total} bytes (table {schema}kv_usage was edited outside caplet), so "
+                f"its quota is checked against the wrong count; with {source.editor} run: "
+                f"DELETE FROM {schema}kv_usage WHERE plugin = {quoted(plugin)} AND location = "
+                f"{quoted(location)}; INSERT INTO {schema}kv_usage (plugin, location, "
+                f"key_count, byte_count) VALUES ({quoted(plugin)}, {quoted(location)}, "
+                f"{keys}, {total})"
+            ),
+        )
+        for plugin, location, counted_keys, counted_bytes, keys, total in drifted
+    ]

@@ -51,6 +51,7 @@ from caplet._trust._sqlite_check import check_database
 from caplet._trust._sqlite_file import SqliteFile, _CorruptError
 from caplet._trust._sqlite_schema import (
     APPLICATION_ID,
+    KV_ROW_BYTES,
     MIGRATIONS,
     SCHEMA_VERSION,
     migrate,
@@ -83,6 +84,14 @@ _SELECT_APPROVALS = (
 )
 
 #: The quarantine columns in the order ``quarantine_from_row`` reads them.
+#: A plugin's kv usage (keys, bytes; from ``kv_usage``, schema 10) and what the entry a
+#: write replaces counts (NULL when there is none): two primary-key lookups, whatever the
+#: plugin holds.
+_KV_USAGE = (
+    "SELECT coalesce((SELECT key_count FROM kv_usage WHERE plugin = ?1 AND location = ?2), 0), "  # noqa: S608
+    "coalesce((SELECT byte_count FROM kv_usage WHERE plugin = ?1 AND location = ?2), 0), "
+    f"(SELECT {KV_ROW_BYTES} FROM kv WHERE plugin = ?1 AND location = ?2 AND key = ?3)"
+)
 _QUARANTINE_COLUMNS = "name, reason, since, location, content_hash"
 #: The quarantines that stop a plugin (parameters: its place, UNLOCATED, its content).
 _QUARANTINE_MATCH = "(location IN (?, ?) OR (content_hash != '' AND content_hash = ?))"
@@ -105,9 +114,6 @@ class SqliteStore(SqliteFile):
         #: Held for every use of the connection (see the module docstring).
         #: Re-entrant: a nested use by one thread is an SQLite error, not a hang.
         self._lock = threading.RLock()
-        #: (plugin, location) -> (keys, bytes, data_version): what that plugin's kv holds,
-        #: as known at SQLite's ``data_version`` of this connection (see :meth:`kv_put`).
-        self._kv_usage: dict[tuple[str, str], tuple[int, int, int]] = {}
         self._conn = self._connect()
 
     @classmethod
@@ -306,81 +312,36 @@ class SqliteStore(SqliteFile):
         breaks a quota.
 
         The usage is checked inside the write transaction, so two processes
-        writing at once cannot both squeeze under the limit. It is summed over
-        the plugin's rows only when another connection has committed since this
-        one last knew it (SQLite's ``data_version``); otherwise it is what this
-        connection's own writes left. Summed on every write, a plugin whose
-        quota was full made each ``ctx.kv.set`` read all its rows, in the host
-        and outside the worker's CPU cap: 9,000 writes cost the host 9.2 CPU
-        seconds and the worker 0.3 (attack15).
+        writing at once cannot both squeeze under the limit. It is read from
+        ``kv_usage``, the row the schema's triggers keep (schema 10): summed
+        over the plugin's rows on every write, a plugin whose quota was full
+        made each ``ctx.kv.set`` read all its rows, in the host and outside
+        the worker's CPU cap: 9,000 writes cost the host 9.2 CPU seconds and
+        the worker 0.3 (attack15).
         """
         size = len(key.encode("utf-8")) + len(value)
-        identity = (plugin, location)
-        with self._lock:
-            # Forgotten until the write is committed: one rolled back (or failing
-            # after its commit) leaves no usage this connection would trust.
-            known = self._kv_usage.pop(identity, None)
-            with self._writing(f"writing a kv entry of {plugin!r}") as conn:
-                held_keys, held_bytes, version = self._kv_held(conn, identity, known)
-                old = self._kv_size(conn, identity, key)
-                keys = held_keys + (old is None)
-                total = held_bytes - (old or 0) + size
-                stored = keys <= max_keys and total <= max_bytes
-                if stored:
-                    conn.execute(
-                        "INSERT OR REPLACE INTO kv (plugin, location, key, value, updated_at) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (plugin, location, key, value, time.time()),
-                    )
-            self._kv_usage[identity] = (
-                (keys, total, version) if stored else (held_keys, held_bytes, version)
-            )
+        with self._lock, self._writing(f"writing a kv entry of {plugin!r}") as conn:
+            held_keys, held_bytes, old = conn.execute(_KV_USAGE, (plugin, location, key)).fetchone()
+            keys = int(held_keys) + (old is None)
+            total = int(held_bytes) - int(old or 0) + size
+            stored = keys <= max_keys and total <= max_bytes
+            if stored:
+                conn.execute(
+                    "INSERT INTO kv (plugin, location, key, value, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (plugin, location, key) DO UPDATE SET "
+                    "value = excluded.value, updated_at = excluded.updated_at",
+                    (plugin, location, key, value, time.time()),
+                )
         return KvWrite(stored=stored, keys=keys, total_bytes=total)
 
     def kv_delete(self, plugin: str, key: str, *, location: str = UNLOCATED) -> bool:
         """Remove the *key* of the plugin *plugin* at *location*; ``False`` if it was not there."""
-        identity = (plugin, location)
-        with self._lock:
-            known = self._kv_usage.pop(identity, None)
-            with self._writing(f"deleting a kv entry of {plugin!r}") as conn:
-                held_keys, held_bytes, version = self._kv_held(conn, identity, known)
-                old = self._kv_size(conn, identity, key)
-                conn.execute(
-                    "DELETE FROM kv WHERE plugin = ? AND location = ? AND key = ?",
-                    (plugin, location, key),
-                )
-            if old is not None:
-                held_keys, held_bytes = held_keys - 1, held_bytes - old
-            self._kv_usage[identity] = (held_keys, held_bytes, version)
-        return old is not None
-
-    def _kv_held(
-        self,
-        conn: sqlite3.Connection,
-        identity: tuple[str, str],
-        known: tuple[int, int, int] | None,
-    ) -> tuple[int, int, int]:
-        """(keys, bytes, data_version) of a plugin's kv, inside a write transaction:
-        *known* while no other connection has committed since, else summed."""
-        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-        if known is not None and known[2] == version:
-            return known
-        keys, total = conn.execute(
-            "SELECT count(*), coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) "
-            "FROM kv WHERE plugin = ? AND location = ?",
-            identity,
-        ).fetchone()
-        return int(keys), int(total), version
-
-    @staticmethod
-    def _kv_size(conn: sqlite3.Connection, identity: tuple[str, str], key: str) -> int | None:
-        """What the entry *key* counts toward its plugin's bytes; None when there is none."""
-        row = conn.execute(
-            "SELECT length(CAST(key AS BLOB)) + length(value) FROM kv "
-            "WHERE plugin = ? AND location = ? AND key = ?",
-            (*identity, key),
-        ).fetchone()
-        return None if row is None else int(row[0])
+        with self._lock, self._writing(f"deleting a kv entry of {plugin!r}") as conn:
+            cursor = conn.execute(
+                "DELETE FROM kv WHERE plugin = ? AND location = ? AND key = ?",
+                (plugin, location, key),
+            )
+        return cursor.rowcount > 0
 
     def kv_keys(self, plugin: str, prefix: str = "", *, location: str = UNLOCATED) -> Sequence[str]:
         """The keys of the plugin *plugin* at *location* starting with *prefix*, sorted.
@@ -403,14 +364,11 @@ class SqliteStore(SqliteFile):
         keeps its value (the other one stays, claimed by nobody)."""
         if location in (UNLOCATED, from_location):
             return 0
-        with self._lock:
-            for identity in ((plugin, location), (plugin, from_location)):
-                self._kv_usage.pop(identity, None)  # summed again at the next write
-            with self._writing(f"claiming the unlocated kv entries of {plugin!r}") as conn:
-                cursor = conn.execute(
-                    "UPDATE OR IGNORE kv SET location = ? WHERE plugin = ? AND location = ?",
-                    (location, plugin, from_location),
-                )
+        with self._lock, self._writing(f"claiming the unlocated kv entries of {plugin!r}") as conn:
+            cursor = conn.execute(
+                "UPDATE OR IGNORE kv SET location = ? WHERE plugin = ? AND location = ?",
+                (location, plugin, from_location),
+            )
         return int(cursor.rowcount)
 
     # -- maintenance and lifetime -----------------------------------------------------

@@ -22,8 +22,15 @@ from caplet._trust._rows import (
     audit_from_row,
     quarantine_from_row,
     unclaimed_problems,
+    usage_drift_query,
+    usage_problems,
 )
-from caplet._trust._sqlite_schema import SCHEMA_VERSION, corrupt_message, expected_objects
+from caplet._trust._sqlite_schema import (
+    KV_ROW_BYTES,
+    SCHEMA_VERSION,
+    corrupt_message,
+    expected_objects,
+)
 
 __all__ = ["MAX_REPORTED", "check_database"]
 
@@ -82,7 +89,7 @@ def _check_structure(conn: sqlite3.Connection, path: Path) -> list[StateProblem]
     found = {
         str(row[0])
         for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') "
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') "
             "AND name NOT LIKE 'sqlite_%'"
         ).fetchall()
     }
@@ -170,4 +177,6 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
         "SELECT name FROM quarantine WHERE location = '' ORDER BY name LIMIT ?", (MAX_REPORTED,)
     ).fetchall()
     problems += unclaimed_problems(rows, kv, [name for (name,) in quarantined])
+    drifted = conn.execute(usage_drift_query("", KV_ROW_BYTES, "?"), (MAX_REPORTED,)).fetchall()
+    problems += usage_problems(rows, "", drifted)
     return problems
