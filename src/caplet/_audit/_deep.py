@@ -27,7 +27,8 @@ Seed 000's ``deepAudit``, in order:
      finding, report, risk reason and the summary, and the rest is kept
      (a finding left with no words at all has nothing to keep);
    * every reported injection becomes a finding, danger when its text is
-     really in the plugin (located to file:line), a warning otherwise; a
+     really in the plugin (located to file:line, read as a model reads it:
+     through invisible characters and across lines), a warning otherwise; a
      report that, once the canary quote is cut, has nothing of its own left
      was a report of the canary: where the text is, not how it reads,
      decides, so a plugin copying canary wording is still reported;
@@ -43,10 +44,12 @@ Seed 000's ``deepAudit``, in order:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import random
 import re
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
@@ -167,25 +170,57 @@ def _map_line(finding: Finding, injection: CanaryInjection, lengths: dict[str, i
     return dataclasses.replace(finding, file=file, line=line)
 
 
+#: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
+_TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
+
+
+def _as_read(text: str) -> str:
+    """``text`` as a model reads it and a person sees it, for finding a quote of it.
+
+    Tag characters become the ASCII they encode (a model reads them so, a
+    terminal shows nothing), NFKC folds compatibility forms, and format
+    characters (zero-width spaces and joiners, soft hyphens: category Cf)
+    are dropped: an injection written with them between its letters is not
+    matched by the scanner, and a model quotes it without them (attack18).
+    """
+    folded = unicodedata.normalize("NFKC", text.translate(_TAGS))
+    return "".join(char for char in folded if unicodedata.category(char) != "Cf")
+
+
+def _bare(line: str) -> str:
+    """A line without comment marks, quotes and spacing, as read (:func:`_as_read`)."""
+    return " ".join(_as_read(line).strip().strip("#").strip().strip("\"'").split())
+
+
 def _needles(excerpt: str) -> list[str]:
     """The substantial lines of an excerpt, without comment marks, quotes and spacing."""
-    found = []
-    for raw in excerpt.splitlines():
-        needle = " ".join(raw.strip().strip("#").strip().strip("\"'").split())
-        if len(needle) >= _MIN_EXCERPT:
-            found.append(needle)
-    return found
+    return [needle for raw in excerpt.splitlines() if len(needle := _bare(raw)) >= _MIN_EXCERPT]
 
 
 def _locate(excerpt: str, files: Sequence[PluginFile]) -> tuple[str, int] | None:
-    """Where the first substantial line of ``excerpt`` found in the original files is."""
+    """Where the first substantial line of ``excerpt`` found in the original files is.
+
+    Each line of a file is compared as read (:func:`_bare`), and so are its
+    lines joined: a model quotes a comment block or a docstring spread over
+    several lines as one sentence (attack18), located at the line it starts on.
+    """
+    shown = [
+        (file.path, [_bare(line) for line in text_lines(file.text)])
+        for file in files
+        if file.text is not None
+    ]
     for needle in _needles(excerpt):
-        for file in files:
-            if file.text is None:
-                continue
-            for number, line in enumerate(text_lines(file.text), start=1):
-                if needle in " ".join(line.split()):
-                    return file.path, number
+        for path, lines in shown:
+            starts: list[int] = []
+            offset = 0
+            for number, line in enumerate(lines, start=1):
+                if needle in line:
+                    return path, number
+                starts.append(offset)
+                offset += len(line) + 1
+            found = " ".join(lines).find(needle)
+            if found != -1:
+                return path, bisect.bisect_right(starts, found)
     return None
 
 
