@@ -75,6 +75,7 @@ from caplet._audit._provider import AuditorProvider
 from caplet._audit._response import ModelReport, parse_audit_response
 from caplet._audit._static import risk_for, static_audit, verdict_for
 from caplet._capabilities._lint import lint_composition
+from caplet._display import safe_line
 from caplet._errors import AuditError, ProviderError
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._manifest._load import load_manifest
@@ -87,6 +88,7 @@ __all__ = [
     "RULE_FALLBACK",
     "RULE_INJECTION",
     "RULE_NOT_JUDGED",
+    "RULE_NOT_SHOWN",
     "RULE_STATIC_CHOSEN",
     "RULE_UNRELIABLE",
     "deep_audit",
@@ -102,6 +104,7 @@ RULE_INJECTION: Final = "CPL-AUDIT-004"
 RULE_FALLBACK: Final = "CPL-AUDIT-007"
 RULE_NOT_JUDGED: Final = "CPL-AUDIT-008"
 RULE_STATIC_CHOSEN: Final = "CPL-AUDIT-009"
+RULE_NOT_SHOWN: Final = "CPL-AUDIT-010"
 
 #: Bytes per character at most in UTF-8: files bigger than this many times
 #: the character budget cannot fit, so they are refused before being read.
@@ -297,6 +300,21 @@ def _description_finding(manifest_file: str, description: str, summary: str) -> 
     )
 
 
+def _not_shown_finding(unseen: Sequence[PluginFile]) -> Finding:
+    """The files the model judged the plugin without (attack18: the operator is told)."""
+    shown = ", ".join(f"{safe_line(file.path)} ({file.size} bytes)" for file in unseen[:10])
+    more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
+    return Finding(
+        rule_id=RULE_NOT_SHOWN,
+        severity=Severity.INFO,
+        message=(
+            f"the auditor model was not shown {len(unseen)} file{'s' if len(unseen) > 1 else ''} "
+            f"it cannot read as text: {shown}{more}; it judged the plugin without them, so "
+            "check what the code does with them"
+        ),
+    )
+
+
 def _unreliable_finding(invented: Sequence[str]) -> Finding:
     return Finding(
         rule_id=RULE_UNRELIABLE,
@@ -409,6 +427,9 @@ def judge(
             )
         )
 
+    unseen = [file for file in files if file.text is None]
+    if report.parsed and unseen:
+        extra.append(_not_shown_finding(unseen))
     merged = _dedupe((*static.findings, *extra, *injection_findings, *model_findings))
     risk = _max_risk(risk, _floor_of(merged))
 
