@@ -1064,3 +1064,28 @@ def test_a_file_no_model_can_read_is_named_to_the_operator(
         "the auditor model was not shown 1 file it cannot read as text: icon.png (80 bytes); "
         "it judged the plugin without them, so check what the code does with them"
     )
+
+
+def test_a_number_too_long_to_read_in_the_answer_fails_closed(
+    make_plugin: PluginFactory, llm: LLMServer, provider: OpenAIProvider
+) -> None:
+    """attack18: the answer parser "never raises", but json raises ValueError (not a
+    JSONDecodeError) for an integer of more than 4,300 digits. A plugin asking the model
+    to give "the full line reference" of a finding as a long number made `deep_audit`
+    raise ValueError: `caplet audit` and `approve` ended in an internal error, and
+    `PluginHost.audit` raised an exception outside caplet's errors."""
+    directory = make_plugin("greet", source=CLEAN)
+    llm.script(
+        lambda exchange: Reply(
+            answer(
+                injection_attempts=canary_reports(exchange),
+                findings=[{"severity": "info", "message": "m", "line": 1}],
+            ).replace('"line": 1', '"line": 1' + "0" * 5000)
+        )
+    )
+    result = run_audit(directory, provider)
+    assert (result.risk_level, result.verdict) == (RiskLevel.HIGH, Verdict.REJECT)
+    [unparsed] = [f for f in result.findings if f.rule_id == RULE_UNPARSEABLE]
+    assert "a number in the answer is too long to read (more than 4300 digits)" in (
+        unparsed.message
+    )

@@ -252,6 +252,9 @@ def test_redirects_are_not_followed(make: MakeProvider, llm: LLMServer) -> None:
             b'{"choices": [{"message": {"content": null}}], "content": [{"type": "image"}]}',
             "answered without",
         ),
+        # attack18: json.loads raises ValueError (not JSONDecodeError) for an integer of
+        # more than 4,300 digits, which escaped the provider as a foreign error.
+        (b'{"usage": {"total_tokens": 1' + b"0" * 5000 + b"}}", "something that is not JSON"),
     ],
 )
 def test_answers_of_the_wrong_shape(

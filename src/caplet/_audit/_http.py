@@ -289,7 +289,9 @@ def _unreachable(settings: ProviderSettings, exc: Exception, attempts: int) -> P
 def _decode(raw: bytes, settings: ProviderSettings) -> dict[str, object]:
     try:
         value: object = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:
+        # JSONDecodeError and UnicodeDecodeError, and the ValueError of an integer past
+        # sys.get_int_max_str_digits() digits, which escaped as a foreign error (attack18).
         raise ProviderError(
             f"LLM provider {settings.label} answered with something that is not JSON "
             f"({_scrub(raw[:_SNIPPET_CHARS].decode('utf-8', 'replace'), settings)!r}); "
