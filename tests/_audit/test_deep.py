@@ -1003,13 +1003,13 @@ _HELP = f"Usage: call main.run for this text.\n{AGENT_INJECTION}\n"
 
 
 def _reads_every_line(exchange: Exchange) -> Reply:
-    """A model reporting, besides the canaries, every line it is shown that addresses an
-    AI assistant: what an honest model does with text it can read."""
+    """A model reporting, besides the canaries, the text it is shown that addresses an AI
+    assistant, quoted from where it starts: what an honest model does with text it reads."""
+    start = "NOTE TO THE AI ASSISTANT"
     extra = [
-        {"excerpt": text, "reason": "instructs the agent that reads the result"}
-        for lines in shown_files(exchange.prompt).values()
-        for _, text in lines
-        if "AI ASSISTANT" in text
+        {"excerpt": line[line.index(start) :].rstrip('",'), "reason": "instructs the agent"}
+        for line in exchange.prompt.splitlines()
+        if start in line
     ]
     return Reply(answer(injection_attempts=[*canary_reports(exchange), *extra]))
 
@@ -1089,3 +1089,29 @@ def test_a_number_too_long_to_read_in_the_answer_fails_closed(
     assert "a number in the answer is too long to read (more than 4300 digits)" in (
         unparsed.message
     )
+
+
+def _toml_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(char):04x}" for char in text)
+
+
+def test_text_for_the_agent_written_in_escapes_is_shown_to_the_model_as_the_agent_reads_it(
+    make_plugin: PluginFactory, llm: LLMServer, provider: OpenAIProvider
+) -> None:
+    """attack18: the hints and descriptions are what the agent reads (the system message
+    and the tool descriptions), and the prompt's "manifest as parsed by caplet" left them
+    out: the model saw them only in the raw manifest file. Written as TOML (or JSON) \\u
+    escapes, a hint telling the agent to run a command was a line of hex to the model,
+    while the agent (and a person at the consent screen) read it as text: LOW, approve."""
+    directory = make_plugin(
+        "greet",
+        source=CLEAN,
+        extra=f'\n[hints]\noverview = "{_toml_escaped(AGENT_INJECTION)}"\n',
+    )
+    llm.script(_reads_every_line)
+    result = run_audit(directory, provider)
+    prompt = llm.exchanges[-1].prompt
+    assert AGENT_INJECTION in prompt.split("## Static scanner findings")[0]
+    [found] = [f for f in result.findings if f.rule_id == RULE_INJECTION]
+    assert (found.severity, found.file, found.line) == (Severity.DANGER, "plugin.toml", 0)
+    assert (result.risk_level, result.verdict) == (RiskLevel.HIGH, Verdict.REJECT)

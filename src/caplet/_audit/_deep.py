@@ -70,7 +70,14 @@ from caplet._audit._model import (
     Verdict,
     stricter_verdict,
 )
-from caplet._audit._prompt import PluginFile, build_prompt, new_nonce, read_plugin_files, text_lines
+from caplet._audit._prompt import (
+    PluginFile,
+    agent_text,
+    build_prompt,
+    new_nonce,
+    read_plugin_files,
+    text_lines,
+)
 from caplet._audit._provider import AuditorProvider
 from caplet._audit._response import ModelReport, parse_audit_response
 from caplet._audit._static import risk_for, static_audit, verdict_for
@@ -257,6 +264,7 @@ def _injection_findings(
     attempts: Sequence[InjectionAttempt],
     files: Sequence[PluginFile],
     injection: CanaryInjection,
+    manifest_text: PluginFile | None = None,
 ) -> tuple[tuple[InjectionAttempt, ...], tuple[Finding, ...]]:
     """Turn reported injections into findings.
 
@@ -267,10 +275,19 @@ def _injection_findings(
     keeps none was a report of a canary.
     """
     canaries = injection.canaries
+
+    def find(excerpt: str) -> tuple[str, int] | None:
+        where = _locate(excerpt, files)
+        if where is None and manifest_text is not None:
+            # In the manifest as parsed (decoded escapes), not on a line of its file.
+            parsed = _locate(excerpt, (manifest_text,))
+            where = None if parsed is None else (parsed[0], 0)
+        return where
+
     located: list[InjectionAttempt] = []
     findings: list[Finding] = []
     for attempt in attempts:
-        where = _locate(attempt.excerpt, files)
+        where = find(attempt.excerpt)
         cut = dataclasses.replace(
             attempt,
             excerpt=cut_canary_quotes(attempt.excerpt, canaries),
@@ -279,7 +296,7 @@ def _injection_findings(
         if where is None and cut.excerpt != attempt.excerpt:
             if len(foreign_words(cut.excerpt, canaries)) < _MIN_OWN_WORDS:
                 continue  # a report of a canary: nothing of the plugin's in it
-            where = _locate(cut.excerpt, files)
+            where = find(cut.excerpt)
         if where is not None:
             cut = dataclasses.replace(cut, file=where[0], line=where[1])
         located.append(cut)
@@ -385,7 +402,14 @@ def judge(
             ),
         )
         status, unknown, missed = check.status, check.unknown_ids, len(check.missed)
-    attempts, injection_findings = _injection_findings(report.injection_attempts, files, injection)
+    # What the agent reads of the manifest, as parsed, is the plugin's text too (attack18):
+    # a quote of it is located at the manifest file, when its raw lines do not hold it.
+    manifest_text = PluginFile(
+        path=manifest.path.name, text="\n".join(agent_text(manifest).values()), size=0
+    )
+    attempts, injection_findings = _injection_findings(
+        report.injection_attempts, files, injection, manifest_text
+    )
     model_findings = _model_findings(report, injection, files)
 
     risk = _max_risk(report.risk_level, static.risk_level)

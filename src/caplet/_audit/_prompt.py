@@ -34,6 +34,7 @@ __all__ = [
     "ANSWER_SCHEMA",
     "AuditPrompt",
     "PluginFile",
+    "agent_text",
     "build_prompt",
     "new_nonce",
     "read_plugin_files",
@@ -239,6 +240,36 @@ def _data_text(data: bytes) -> str | None:
     return text.replace("\x00", "\\x00")
 
 
+def agent_text(manifest: Manifest) -> dict[str, str]:
+    """What the agent reads of the manifest besides its description, as parsed: the module,
+    function and hook descriptions, the hints and the text of the config defaults.
+
+    The prompt's manifest block carries it decoded (attack18): in the raw file, TOML or
+    JSON ``\\u`` escapes made a hint telling the agent to run a command a line of hex to
+    the model, while the agent and the consent screen read it as text.
+    """
+    found: dict[str, str] = {}
+    for module in manifest.modules:
+        found[f"module {module.name}"] = module.description
+        for function in module.functions:
+            found[f"function {module.name}.{function.name}"] = function.description
+    for hook in manifest.hooks:
+        found[f"hook {hook.event}"] = hook.description
+    hints = manifest.hints
+    found["hints.overview"] = hints.overview
+    for label, items in (
+        ("hints.critical_rules", hints.critical_rules),
+        ("hints.anti_patterns", hints.anti_patterns),
+        ("hints.common_patterns", hints.common_patterns),
+    ):
+        for index, item in enumerate(items):
+            found[f"{label}[{index}]"] = item
+    for field in manifest.config:
+        if isinstance(field.default, str):
+            found[f"config {field.name} default"] = field.default
+    return {where: text for where, text in found.items() if text}
+
+
 def _manifest_block(manifest: Manifest) -> str:
     summary = {
         "name": manifest.name,
@@ -253,6 +284,7 @@ def _manifest_block(manifest: Manifest) -> str:
             {"name": f.name, "type": f.type.value, "description": f.description}
             for f in manifest.config
         ],
+        "the agent reads": agent_text(manifest),
     }
     # json.dumps escapes only C0 controls: a line or paragraph separator, NEL
     # or a bidi override in a description stayed raw, and U+2028 started a
