@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import random
 import re
 import time
@@ -207,30 +208,43 @@ def _needles(excerpt: str) -> list[str]:
     return [needle for raw in excerpt.splitlines() if len(needle := _bare(raw)) >= _MIN_EXCERPT]
 
 
-def _locate(excerpt: str, files: Sequence[PluginFile]) -> tuple[str, int] | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Readable:
+    """One file's lines as read (:func:`_bare`), joined, and where each starts in the join."""
+
+    path: str
+    lines: tuple[str, ...]
+    joined: str
+    starts: tuple[int, ...]
+
+
+def _readable(files: Iterable[PluginFile]) -> tuple[_Readable, ...]:
+    """The text files prepared once for every quote :func:`_locate` looks for."""
+    found = []
+    for file in files:
+        if file.text is None:
+            continue
+        lines = tuple(_bare(line) for line in text_lines(file.text))
+        starts = tuple(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+        found.append(_Readable(file.path, lines, " ".join(lines), starts))
+    return tuple(found)
+
+
+def _locate(excerpt: str, files: Sequence[_Readable]) -> tuple[str, int] | None:
     """Where the first substantial line of ``excerpt`` found in the original files is.
 
     Each line of a file is compared as read (:func:`_bare`), and so are its
     lines joined: a model quotes a comment block or a docstring spread over
     several lines as one sentence (attack18), located at the line it starts on.
     """
-    shown = [
-        (file.path, [_bare(line) for line in text_lines(file.text)])
-        for file in files
-        if file.text is not None
-    ]
     for needle in _needles(excerpt):
-        for path, lines in shown:
-            starts: list[int] = []
-            offset = 0
-            for number, line in enumerate(lines, start=1):
+        for file in files:
+            for number, line in enumerate(file.lines, start=1):
                 if needle in line:
-                    return path, number
-                starts.append(offset)
-                offset += len(line) + 1
-            found = " ".join(lines).find(needle)
+                    return file.path, number
+            found = file.joined.find(needle)
             if found != -1:
-                return path, bisect.bisect_right(starts, found)
+                return file.path, bisect.bisect_right(file.starts, found)
     return None
 
 
@@ -276,11 +290,14 @@ def _injection_findings(
     """
     canaries = injection.canaries
 
+    readable = _readable(files)
+    parsed_manifest = _readable(() if manifest_text is None else (manifest_text,))
+
     def find(excerpt: str) -> tuple[str, int] | None:
-        where = _locate(excerpt, files)
-        if where is None and manifest_text is not None:
+        where = _locate(excerpt, readable)
+        if where is None:
             # In the manifest as parsed (decoded escapes), not on a line of its file.
-            parsed = _locate(excerpt, (manifest_text,))
+            parsed = _locate(excerpt, parsed_manifest)
             where = None if parsed is None else (parsed[0], 0)
         return where
 
