@@ -206,17 +206,19 @@ def _data_text(data: bytes) -> str | None:
     Only UTF-8 was shown, and a file with a NUL or one byte that is not UTF-8
     was "binary, content not shown": a help text read as UTF-16 or Latin-1
     and returned to the agent, telling it to run a command, was never read
-    by the model (attack18). So: a byte-order mark's encoding; UTF-16 without
-    one, when that reads as printable, mostly ASCII text; else UTF-8 with the few bytes
+    by the model (attack18). So: a byte-order mark's encoding (bytes not of it
+    escaped); UTF-16 without one, when that reads as printable, mostly ASCII
+    text; else UTF-8 with the few bytes
     that are not (Latin-1, cp1252 letters, a NUL) shown as ``\\xNN``. Data
     that is mostly such bytes (an image, an archive) stays binary.
     """
     for bom, codec in _BOMS:
         if data.startswith(bom):
-            try:
-                return data.decode(codec)
-            except UnicodeDecodeError:
-                return None
+            # A byte that is not of the encoding hides nothing (code reads past it with
+            # errors="ignore"): shown escaped, unless most of the file is such bytes.
+            text = data.decode(codec, "backslashreplace")
+            odd = len(data) - len(data.decode(codec, "ignore").encode(codec))
+            return None if odd * _TEXT_RATIO > len(data) else text
     if b"\x00" in data:
         for codec in ("utf-16-le", "utf-16-be"):
             try:
