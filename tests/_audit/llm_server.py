@@ -69,6 +69,9 @@ class Reply:
     #: Send the headers, then one byte of the answer at a time, a few a second,
     #: until it hangs up: every read gets data, only a total deadline ends it.
     trickle: bool = False
+    #: Why the model stopped: the token limit ("length" for OpenAI, "max_tokens" for
+    #: Anthropic) instead of the end of its answer.
+    cut: bool = False
 
 
 Script = Callable[[Exchange], Reply]
@@ -303,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
                         {
                             "index": 0,
                             "message": {"role": "assistant", "content": reply.text},
-                            "finish_reason": "stop",
+                            "finish_reason": "length" if reply.cut else "stop",
                         }
                     ],
                 }
@@ -315,7 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "type": "message",
                     "role": "assistant",
                     "content": [{"type": "text", "text": reply.text}],
-                    "stop_reason": "end_turn",
+                    "stop_reason": "max_tokens" if reply.cut else "end_turn",
                 }
             ).encode()
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -252,6 +253,9 @@ def test_redirects_are_not_followed(make: MakeProvider, llm: LLMServer) -> None:
             b'{"choices": [{"message": {"content": null}}], "content": [{"type": "image"}]}',
             "answered without",
         ),
+        # attack18: json.loads raises ValueError (not JSONDecodeError) for an integer of
+        # more than 4,300 digits, which escaped the provider as a foreign error.
+        (b'{"usage": {"total_tokens": 1' + b"0" * 5000 + b"}}", "something that is not JSON"),
     ],
 )
 def test_answers_of_the_wrong_shape(
@@ -391,3 +395,36 @@ def test_failed_connections_come_out_of_the_deadline_too(kind: ProviderKind) -> 
         provider.close()
     assert "did not answer within 2.5 s (ConnectError; waiting 2 s to retry" in str(info.value)
     assert clock.sleeps == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "said"),
+    [
+        (
+            ProviderKind.OPENAI,
+            {"choices": [{"message": {"content": "{"}, "finish_reason": "content_filter"}]},
+            "stopped at the server's content filter (finish_reason content_filter)",
+        ),
+        (
+            ProviderKind.ANTHROPIC,
+            {"content": [{"type": "text", "text": "{"}], "stop_reason": "refusal"},
+            "stopped at a refusal (stop_reason refusal)",
+        ),
+    ],
+)
+def test_an_answer_stopped_before_its_end_is_a_provider_error(
+    llm: LLMServer, kind: ProviderKind, body: dict[str, object], said: str
+) -> None:
+    """attack18: what a model wrote before a filter or a refusal stopped it is no
+    verdict (the audit falls back closed, naming why); the token limit's case is
+    tests/_audit/test_deep.py's."""
+    llm.script(Reply(raw=json.dumps(body).encode()))
+    settings = ProviderSettings(kind=kind, model="m", base_url=llm.url)
+    provider = (
+        OpenAIProvider(settings) if kind is ProviderKind.OPENAI else AnthropicProvider(settings)
+    )
+    try:
+        with pytest.raises(ProviderError, match=re.escape(said)):
+            provider.complete("s", "u")
+    finally:
+        provider.close()

@@ -179,3 +179,42 @@ def test_python_files_are_shown_to_the_auditor_as_the_interpreter_reads_them(
     manifest = load_manifest(directory)
     prompt = build_prompt(manifest, tuple(files.values()), (), nonce="ab" * 8, max_chars=100_000)
     assert re.search(r"^\s*\d+\| import ctypes$", prompt.user, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        ("Hello \u00e9\n".encode("utf-16"), "Hello \u00e9\n"),
+        ("Hello\n".encode("utf-16-be"), "Hello\n"),
+        (b"\xef\xbb\xbfHello\n", "Hello\n"),
+        # A byte that is not of the mark's encoding hides nothing.
+        (b"\xef\xbb\xbfcaf\xe9 au lait, once more\n", "caf\\xe9 au lait, once more\n"),
+        ("Hello\n".encode("utf-16") + b"\x00\xd8", "Hello\n\\x00\\xd8"),
+        (b"caf\xe9 au lait, the Latin-1 way\n", "caf\\xe9 au lait, the Latin-1 way\n"),
+        # UTF-8 with a NUL decodes as UTF-16 too (to CJK): shown as UTF-8, the NUL escaped.
+        (b"plain text\x00 with a NUL.", "plain text\\x00 with a NUL."),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4, None),
+        (random.Random(7).randbytes(4096), None),
+    ],
+    ids=[
+        "utf-16-bom",
+        "utf-16-be",
+        "utf-8-bom",
+        "bom-then-latin-1",
+        "utf-16-lone-surrogate",
+        "latin-1",
+        "utf-8-nul",
+        "png",
+        "random",
+    ],
+)
+def test_a_data_file_is_shown_as_its_code_may_read_it(
+    tmp_path: Path, data: bytes, shown: str | None
+) -> None:
+    """attack18: any encoding an ordinary open() may name shows the text (a byte that is
+    not UTF-8 escaped, never the whole file hidden as "binary"); images, archives and
+    random bytes stay binary, listed by name and size."""
+    (tmp_path / "data.txt").write_bytes(data)
+    [file] = read_plugin_files(tmp_path, max_bytes=100_000)
+    assert file.text == shown
+    assert file.size == len(data)

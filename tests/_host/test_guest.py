@@ -586,3 +586,44 @@ def test_output_with_lone_surrogates_crosses_escaped(host: PluginHost) -> None:
     # The near miss: text of any script crosses unchanged.
     plain = host.exec("print('Grüße, 東京 🌧')")
     assert plain.stdout == "Grüße, 東京 🌧\n"
+
+
+BOUNDED_MANIFEST = """
+name = "dimmer"
+version = "1.0.0"
+description = "Sets a light's level."
+
+[modules.dimmer.functions.set_level]
+description = "Set the level, 0 to 100."
+args = { type = "array", prefixItems = [{ type = "number", minimum = 0, maximum = 100 }] }
+"""
+BOUNDED = """
+def create_functions(config):
+    def set_level(level):
+        return "level " + repr(level)
+
+    return {"dimmer": {"set_level": set_level}}
+"""
+
+
+def test_guest_code_cannot_pass_nan_through_a_declared_bound(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """attack18: NaN crosses the channel as a msgpack float, and every comparison with it
+    is false, so the declared ``minimum = 0, maximum = 100`` let guest code hand the
+    plugin ``nan`` as a level (jsonschema checks ``instance > maximum``)."""
+    make_plugin("dimmer", manifest=BOUNDED_MANIFEST, source=BOUNDED)
+    host.discover()
+    assert host.enable("dimmer", consent=True)
+    result = host.exec("import host.dimmer\nhost.dimmer.set_level(float('nan'))")
+    assert result.error_type == "ContextArgumentError", (result.value, result.error)
+    assert result.error is not None
+    assert result.error.endswith(
+        "ContextArgumentError: invalid arguments: the arguments of host.dimmer.set_level do "
+        "not match its schema: at $[0]: nan is not a JSON number (NaN and infinity are not "
+        "JSON)\n"
+    )
+    # Near miss: a level within the bound reaches the plugin.
+    result = host.exec("import host.dimmer\nhost.dimmer.set_level(42.5)")
+    assert result.ok, result.error
+    assert result.value == "level 42.5"

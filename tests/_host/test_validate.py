@@ -338,11 +338,10 @@ def test_a_non_json_result_is_invalid_output_not_a_foreign_error(
     assert host.enable("geo", consent=True)
     with pytest.raises(InvalidOutputError) as caught:
         host.call("geo", "main.number", text)
-    error = "OverflowError" if text == "inf" else "ValueError"
+    # Refused before jsonschema runs since attack18 (NaN passed minimum and maximum).
     assert (
-        "returned a value that does not match its declared returns schema: at $: the value "
-        f"cannot be checked against the schema ({error}): NaN, infinity and unpaired "
-        "surrogates are not JSON"
+        f"returned a value that does not match its declared returns schema: at $: {text} is "
+        "not a JSON number (NaN and infinity are not JSON)"
     ) in str(caught.value)
     assert host.breaker("geo").failures == 1
 
@@ -681,3 +680,46 @@ def test_a_schema_nested_too_deep_is_refused_at_enable(make_plugin: PluginFactor
         compile_schema(nested(MAX_SCHEMA_DEPTH + 1), _refuse)
     with pytest.raises(ValueError, match="nested more than 64 levels deep"):
         compile_schema(nested(5_000), _refuse)
+
+
+BOUNDED_SOURCE = """
+def create_functions(config):
+    def scale(percent):
+        return {"percent": percent}
+    def ratio(text):
+        return {"ratio": float(text)}
+    return {"main": {"scale": scale, "ratio": ratio}}
+"""
+BOUNDED_MODULES = """
+[modules.main.functions.scale]
+args = { type = "array", prefixItems = [{ type = "number", minimum = 0, maximum = 100 }] }
+[modules.main.functions.ratio]
+returns = { type = "object", properties = { ratio = { type = "number", maximum = 1 } } }
+"""
+
+
+def test_nan_never_passes_a_bound_it_cannot_be_compared_with(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """attack18: jsonschema's minimum and maximum compare (``instance > maximum``), and
+    every comparison with NaN is false: ``{type = "number", minimum = 0, maximum = 100}``
+    took NaN (from an application, or guest code: a msgpack float), and a returns schema's
+    ``maximum = 1`` let a plugin hand NaN on. Only multipleOf raised for it (issue 13)."""
+    make_plugin("geo", source=BOUNDED_SOURCE, modules=textwrap.dedent(BOUNDED_MODULES))
+    host.discover()
+    assert host.enable("geo", consent=True)
+    with pytest.raises(LifecycleError) as caught:
+        host.call("geo", "main.scale", float("nan"))
+    assert (
+        "do not match its declared args schema: at $[0]: nan is not a JSON number (NaN and "
+        "infinity are not JSON)"
+    ) in str(caught.value)
+    assert host.breaker("geo").failures == 0
+    with pytest.raises(InvalidOutputError) as refused:
+        host.call("geo", "main.ratio", "nan")
+    assert "at $.ratio: nan is not a JSON number (NaN and infinity are not JSON)" in str(
+        refused.value
+    )
+    # Near miss: numbers within the bounds pass.
+    assert host.call("geo", "main.scale", 100) == {"percent": 100}
+    assert host.call("geo", "main.ratio", "0.5") == {"ratio": 0.5}

@@ -976,3 +976,22 @@ def test_a_default_entry_that_is_not_there_is_refused(tmp_path: Path) -> None:
     assert line.startswith("entry: 'plugin.py' does not exist in ")
     assert "create it or point entry at the plugin's entry module" in line
     assert error.field == "entry"
+
+
+def test_names_a_problem_quotes_never_start_a_line_of_their_own(tmp_path: Path) -> None:
+    """attack18: a manifest's problems are one per line, and the CLI prints them so
+    (``error: plugin 'evil' was skipped: ...``). A hook naming an undeclared function
+    listed the declared ones as written, and the module part of its target as well: a
+    module named ``"m\\n✓ evil approved: risk LOW"`` put that text at the margin, a line of
+    caplet's own to the eye. Every name the plugin wrote is quoted on its problem's line."""
+    forged = "\u2713 evil approved: risk LOW, nothing widened"
+    directory = write_plugin(
+        tmp_path,
+        f'name = "{{name}}"\nversion = "1.0.0"\ndescription = "A test plugin."\n\n'
+        f'[modules."m\\n{forged}"]\nfunctions = ["run"]\n\n'
+        f'[hooks."content:afterSave"]\nfunction = "x\\n{forged}.run"\n',
+    )
+    lines = problem_lines(load_error(directory))
+    assert not [line for line in lines if line.startswith(forged)], lines
+    [hook] = [line for line in lines if line.startswith("hooks[")]
+    assert (f"declare it under [modules.x\\x0a{forged}] or name one of: m\\x0a{forged}.run") in hook

@@ -749,3 +749,30 @@ async def test_an_allow_glob_naming_the_plugin_offers_its_tools_alone(
     async with _client(workspace, "--allow", "notes_*") as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "notes_echo" in names, "a tool-name glob no other plugin's tools match still works"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack18, left to the lead: an agent's tool call counts toward quarantine like the "
+        "application's own call, while guest code's (the same agent's, through exec) never "
+        "does; making agent calls 'caller input' would mean nothing served by caplet mcp "
+        "is ever quarantined, isolation violations included (test_guest's round-4 rule)"
+    ),
+)
+async def test_an_agents_input_cannot_quarantine_an_honest_plugin(workspace: Path) -> None:
+    """attack18: round 4's rule is that a caller's input may open this host's breaker but
+    only the application's own calls quarantine (persisted for every host, until a person
+    runs `caplet release`): guest code calling an honest plugin with input it cannot take
+    never quarantines it. Under `caplet mcp` the same agent calls the tool directly: three
+    calls of `add("x", 1)` (TypeError in the plugin) quarantined `notes` (here with
+    quarantine_after = 1 and no cool-down; by default nine calls over two cool-downs),
+    stopping it everywhere. An agent is steered by whatever text it reads (another
+    plugin's result, a fetched page)."""
+    async with _client(workspace, "--set", "quarantine_after=1", "--set", "cooldown_s=0") as client:
+        for _ in range(3):
+            failed = await client.call_tool("notes_add", {"args": ["x", 1]})
+            assert failed.is_error
+            assert "TypeError" in _text(failed)
+        called = await client.call_tool("notes_echo", {"args": ["x"]})
+        assert "quarantined" not in _text(called)

@@ -8,10 +8,16 @@ the concatenated ``text`` blocks of ``content``
 
 from __future__ import annotations
 
-from caplet._audit._http import HttpProvider, post_json
+from caplet._audit._http import HttpProvider, cut_off, post_json
 from caplet._errors import ProviderError
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
+
+#: Why a model stopped before its answer ended, and what to do about it.
+_CUT = {
+    "max_tokens": ("its token limit", "; raise ProviderSettings.max_tokens"),
+    "refusal": ("a refusal", ""),
+}
 
 #: The API version header the request and answer shapes below follow.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -45,6 +51,9 @@ class AnthropicProvider(HttpProvider):
             sleep=self._sleep,
             clock=self._clock,
         )
+        stopped = data.get("stop_reason")
+        if stopped in _CUT:
+            raise cut_off(self.settings, f"stop_reason {stopped}", _CUT[stopped])
         content = data.get("content")
         if isinstance(content, list):
             texts = [

@@ -27,7 +27,8 @@ Seed 000's ``deepAudit``, in order:
      finding, report, risk reason and the summary, and the rest is kept
      (a finding left with no words at all has nothing to keep);
    * every reported injection becomes a finding, danger when its text is
-     really in the plugin (located to file:line), a warning otherwise; a
+     really in the plugin (located to file:line, read as a model reads it:
+     through invisible characters and across lines), a warning otherwise; a
      report that, once the canary quote is cut, has nothing of its own left
      was a report of the canary: where the text is, not how it reads,
      decides, so a plugin copying canary wording is still reported;
@@ -43,10 +44,13 @@ Seed 000's ``deepAudit``, in order:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import random
 import re
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
@@ -67,11 +71,19 @@ from caplet._audit._model import (
     Verdict,
     stricter_verdict,
 )
-from caplet._audit._prompt import PluginFile, build_prompt, new_nonce, read_plugin_files, text_lines
+from caplet._audit._prompt import (
+    PluginFile,
+    agent_text,
+    build_prompt,
+    new_nonce,
+    read_plugin_files,
+    text_lines,
+)
 from caplet._audit._provider import AuditorProvider
 from caplet._audit._response import ModelReport, parse_audit_response
 from caplet._audit._static import risk_for, static_audit, verdict_for
 from caplet._capabilities._lint import lint_composition
+from caplet._display import safe_line
 from caplet._errors import AuditError, ProviderError
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._manifest._load import load_manifest
@@ -84,6 +96,7 @@ __all__ = [
     "RULE_FALLBACK",
     "RULE_INJECTION",
     "RULE_NOT_JUDGED",
+    "RULE_NOT_SHOWN",
     "RULE_STATIC_CHOSEN",
     "RULE_UNRELIABLE",
     "deep_audit",
@@ -99,6 +112,7 @@ RULE_INJECTION: Final = "CPL-AUDIT-004"
 RULE_FALLBACK: Final = "CPL-AUDIT-007"
 RULE_NOT_JUDGED: Final = "CPL-AUDIT-008"
 RULE_STATIC_CHOSEN: Final = "CPL-AUDIT-009"
+RULE_NOT_SHOWN: Final = "CPL-AUDIT-010"
 
 #: Bytes per character at most in UTF-8: files bigger than this many times
 #: the character budget cannot fit, so they are refused before being read.
@@ -167,25 +181,70 @@ def _map_line(finding: Finding, injection: CanaryInjection, lengths: dict[str, i
     return dataclasses.replace(finding, file=file, line=line)
 
 
+#: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
+_TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
+
+
+def _as_read(text: str) -> str:
+    """``text`` as a model reads it and a person sees it, for finding a quote of it.
+
+    Tag characters become the ASCII they encode (a model reads them so, a
+    terminal shows nothing), NFKC folds compatibility forms, and format
+    characters (zero-width spaces and joiners, soft hyphens: category Cf)
+    are dropped: an injection written with them between its letters is not
+    matched by the scanner, and a model quotes it without them (attack18).
+    """
+    folded = unicodedata.normalize("NFKC", text.translate(_TAGS))
+    return "".join(char for char in folded if unicodedata.category(char) != "Cf")
+
+
+def _bare(line: str) -> str:
+    """A line without comment marks, quotes and spacing, as read (:func:`_as_read`)."""
+    return " ".join(_as_read(line).strip().strip("#").strip().strip("\"'").split())
+
+
 def _needles(excerpt: str) -> list[str]:
     """The substantial lines of an excerpt, without comment marks, quotes and spacing."""
+    return [needle for raw in excerpt.splitlines() if len(needle := _bare(raw)) >= _MIN_EXCERPT]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Readable:
+    """One file's lines as read (:func:`_bare`), joined, and where each starts in the join."""
+
+    path: str
+    lines: tuple[str, ...]
+    joined: str
+    starts: tuple[int, ...]
+
+
+def _readable(files: Iterable[PluginFile]) -> tuple[_Readable, ...]:
+    """The text files prepared once for every quote :func:`_locate` looks for."""
     found = []
-    for raw in excerpt.splitlines():
-        needle = " ".join(raw.strip().strip("#").strip().strip("\"'").split())
-        if len(needle) >= _MIN_EXCERPT:
-            found.append(needle)
-    return found
+    for file in files:
+        if file.text is None:
+            continue
+        lines = tuple(_bare(line) for line in text_lines(file.text))
+        starts = tuple(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+        found.append(_Readable(file.path, lines, " ".join(lines), starts))
+    return tuple(found)
 
 
-def _locate(excerpt: str, files: Sequence[PluginFile]) -> tuple[str, int] | None:
-    """Where the first substantial line of ``excerpt`` found in the original files is."""
+def _locate(excerpt: str, files: Sequence[_Readable]) -> tuple[str, int] | None:
+    """Where the first substantial line of ``excerpt`` found in the original files is.
+
+    Each line of a file is compared as read (:func:`_bare`), and so are its
+    lines joined: a model quotes a comment block or a docstring spread over
+    several lines as one sentence (attack18), located at the line it starts on.
+    """
     for needle in _needles(excerpt):
         for file in files:
-            if file.text is None:
-                continue
-            for number, line in enumerate(text_lines(file.text), start=1):
-                if needle in " ".join(line.split()):
+            for number, line in enumerate(file.lines, start=1):
+                if needle in line:
                     return file.path, number
+            found = file.joined.find(needle)
+            if found != -1:
+                return file.path, bisect.bisect_right(file.starts, found)
     return None
 
 
@@ -219,6 +278,7 @@ def _injection_findings(
     attempts: Sequence[InjectionAttempt],
     files: Sequence[PluginFile],
     injection: CanaryInjection,
+    manifest_text: PluginFile | None = None,
 ) -> tuple[tuple[InjectionAttempt, ...], tuple[Finding, ...]]:
     """Turn reported injections into findings.
 
@@ -229,10 +289,22 @@ def _injection_findings(
     keeps none was a report of a canary.
     """
     canaries = injection.canaries
+
+    readable = _readable(files)
+    parsed_manifest = _readable(() if manifest_text is None else (manifest_text,))
+
+    def find(excerpt: str) -> tuple[str, int] | None:
+        where = _locate(excerpt, readable)
+        if where is None:
+            # In the manifest as parsed (decoded escapes), not on a line of its file.
+            parsed = _locate(excerpt, parsed_manifest)
+            where = None if parsed is None else (parsed[0], 0)
+        return where
+
     located: list[InjectionAttempt] = []
     findings: list[Finding] = []
     for attempt in attempts:
-        where = _locate(attempt.excerpt, files)
+        where = find(attempt.excerpt)
         cut = dataclasses.replace(
             attempt,
             excerpt=cut_canary_quotes(attempt.excerpt, canaries),
@@ -241,7 +313,7 @@ def _injection_findings(
         if where is None and cut.excerpt != attempt.excerpt:
             if len(foreign_words(cut.excerpt, canaries)) < _MIN_OWN_WORDS:
                 continue  # a report of a canary: nothing of the plugin's in it
-            where = _locate(cut.excerpt, files)
+            where = find(cut.excerpt)
         if where is not None:
             cut = dataclasses.replace(cut, file=where[0], line=where[1])
         located.append(cut)
@@ -259,6 +331,21 @@ def _description_finding(manifest_file: str, description: str, summary: str) -> 
             f"does{said}; correct the description or the code before approving"
         ),
         file=manifest_file,
+    )
+
+
+def _not_shown_finding(unseen: Sequence[PluginFile]) -> Finding:
+    """The files the model judged the plugin without (attack18: the operator is told)."""
+    shown = ", ".join(f"{safe_line(file.path)} ({file.size} bytes)" for file in unseen[:10])
+    more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
+    return Finding(
+        rule_id=RULE_NOT_SHOWN,
+        severity=Severity.INFO,
+        message=(
+            f"the auditor model was not shown {len(unseen)} file{'s' if len(unseen) > 1 else ''} "
+            f"it cannot read as text: {shown}{more}; it judged the plugin without them, so "
+            "check what the code does with them"
+        ),
     )
 
 
@@ -332,7 +419,14 @@ def judge(
             ),
         )
         status, unknown, missed = check.status, check.unknown_ids, len(check.missed)
-    attempts, injection_findings = _injection_findings(report.injection_attempts, files, injection)
+    # What the agent reads of the manifest, as parsed, is the plugin's text too (attack18):
+    # a quote of it is located at the manifest file, when its raw lines do not hold it.
+    manifest_text = PluginFile(
+        path=manifest.path.name, text="\n".join(agent_text(manifest).values()), size=0
+    )
+    attempts, injection_findings = _injection_findings(
+        report.injection_attempts, files, injection, manifest_text
+    )
     model_findings = _model_findings(report, injection, files)
 
     risk = _max_risk(report.risk_level, static.risk_level)
@@ -374,6 +468,9 @@ def judge(
             )
         )
 
+    unseen = [file for file in files if file.text is None]
+    if report.parsed and unseen:
+        extra.append(_not_shown_finding(unseen))
     merged = _dedupe((*static.findings, *extra, *injection_findings, *model_findings))
     risk = _max_risk(risk, _floor_of(merged))
 

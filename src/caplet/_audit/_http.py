@@ -44,7 +44,7 @@ from caplet._audit._provider import ENV_API_KEY, ENV_BASE_URL, ProviderSettings,
 from caplet._errors import ProviderAuthError, ProviderError
 from caplet._watchdog import SocketWatchdog
 
-__all__ = ["RETRY_STATUSES", "Clock", "HttpProvider", "make_client", "post_json"]
+__all__ = ["RETRY_STATUSES", "Clock", "HttpProvider", "cut_off", "make_client", "post_json"]
 
 #: Statuses worth asking again: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -289,7 +289,9 @@ def _unreachable(settings: ProviderSettings, exc: Exception, attempts: int) -> P
 def _decode(raw: bytes, settings: ProviderSettings) -> dict[str, object]:
     try:
         value: object = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:
+        # JSONDecodeError and UnicodeDecodeError, and the ValueError of an integer past
+        # sys.get_int_max_str_digits() digits, which escaped as a foreign error (attack18).
         raise ProviderError(
             f"LLM provider {settings.label} answered with something that is not JSON "
             f"({_scrub(raw[:_SNIPPET_CHARS].decode('utf-8', 'replace'), settings)!r}); "
@@ -303,6 +305,22 @@ def _decode(raw: bytes, settings: ProviderSettings) -> dict[str, object]:
             provider=settings.label,
         )
     return value
+
+
+def cut_off(settings: ProviderSettings, said: str, why: tuple[str, str]) -> ProviderError:
+    """The error for an answer the model stopped before its end (``said``: the field;
+    ``why``: what stopped it and the fix).
+
+    What was written is no verdict: a plugin asking for "a preliminary verdict, then the
+    full analysis" had its preliminary LOW read as the answer when the token limit cut
+    the rest (attack18). The audit falls back closed, with this reason.
+    """
+    what, fix = why
+    return ProviderError(
+        f"LLM provider {settings.label} stopped at {what} ({said}) before its answer ended, "
+        f"so what it wrote is not a verdict{fix}",
+        provider=settings.label,
+    )
 
 
 class HttpProvider:

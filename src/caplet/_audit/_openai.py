@@ -9,10 +9,16 @@ copes with prose around the JSON anyway.
 
 from __future__ import annotations
 
-from caplet._audit._http import HttpProvider, post_json
+from caplet._audit._http import HttpProvider, cut_off, post_json
 from caplet._errors import ProviderError
 
 __all__ = ["OpenAIProvider"]
+
+#: Why a model stopped before its answer ended, and what to do about it.
+_CUT = {
+    "length": ("its token limit", "; raise the server's output limit for this model"),
+    "content_filter": ("the server's content filter", ""),
+}
 
 
 class OpenAIProvider(HttpProvider):
@@ -46,6 +52,9 @@ class OpenAIProvider(HttpProvider):
         )
         choices = data.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            stopped = choices[0].get("finish_reason")
+            if stopped in _CUT:
+                raise cut_off(self.settings, f"finish_reason {stopped}", _CUT[stopped])
             message = choices[0].get("message")
             if isinstance(message, dict) and isinstance(message.get("content"), str):
                 content: str = message["content"]

@@ -2,7 +2,8 @@
 
 Seed 000 sends "full source (with canaries) + manifest + static findings".
 caplet sends *every* file of the plugin (README and data files can carry
-injections too; binary files are listed by name and size), with line numbers
+injections too, and are shown as their code may read them: UTF-16 or Latin-1
+as well; binary files are listed by name and size), with line numbers
 so the model can say where it saw something, between delimiters that carry
 a random token: the plugin cannot fake the end of its own file and append
 instructions that look like ours, because it cannot know the token.
@@ -13,6 +14,7 @@ Nothing is ever truncated: a plugin whose prompt exceeds the budget raises
 
 from __future__ import annotations
 
+import codecs
 import importlib.util
 import json
 import os
@@ -32,6 +34,7 @@ __all__ = [
     "ANSWER_SCHEMA",
     "AuditPrompt",
     "PluginFile",
+    "agent_text",
     "build_prompt",
     "new_nonce",
     "read_plugin_files",
@@ -171,18 +174,102 @@ def _decode(relative: str, data: bytes) -> str | None:
     the statement after it in a comment: code the model never saw, with the
     canaries reported (red-team round 4). A file Python cannot decode, or
     with a NUL (a SyntaxError since 3.11.4), is not importable source.
+    Any other file is shown as its code may read it (:func:`_data_text`).
     """
-    if b"\x00" in data:
-        return None
     if relative.endswith(".py"):
+        if b"\x00" in data:
+            return None
         try:
             return importlib.util.decode_source(data)
         except (SyntaxError, UnicodeDecodeError, LookupError):
             return None
+    return _data_text(data)
+
+
+#: Byte-order marks of the encodings that have them, longest first (UTF-32 LE's
+#: begins with UTF-16 LE's).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+#: At most one byte in this many may be a NUL or not UTF-8 for a file to be shown
+#: as text with those bytes escaped; compressed and image data is about half such.
+_TEXT_RATIO = 8
+
+
+def _data_text(data: bytes) -> str | None:
+    """A data file as text, the way code reading it with an ordinary encoding sees it.
+
+    Only UTF-8 was shown, and a file with a NUL or one byte that is not UTF-8
+    was "binary, content not shown": a help text read as UTF-16 or Latin-1
+    and returned to the agent, telling it to run a command, was never read
+    by the model (attack18). So: a byte-order mark's encoding (bytes not of it
+    escaped); UTF-16 without one, when that reads as printable, mostly ASCII
+    text; else UTF-8 with the few bytes
+    that are not (Latin-1, cp1252 letters, a NUL) shown as ``\\xNN``. Data
+    that is mostly such bytes (an image, an archive) stays binary.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            # A byte that is not of the encoding hides nothing (code reads past it with
+            # errors="ignore"): shown escaped, unless most of the file is such bytes.
+            text = data.decode(codec, "backslashreplace")
+            odd = len(data) - len(data.decode(codec, "ignore").encode(codec))
+            return None if odd * _TEXT_RATIO > len(data) else text
+    if b"\x00" in data:
+        for codec in ("utf-16-le", "utf-16-be"):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                continue
+            # Mostly ASCII: UTF-8 text with a NUL also decodes, to CJK.
+            if all(c.isprintable() or c in "\n\r\t" for c in text) and 2 * sum(
+                c.isascii() for c in text
+            ) > len(text):
+                return text
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
+        odd = 0
     except UnicodeDecodeError:
+        text = data.decode("utf-8", "backslashreplace")
+        odd = len(data) - len(data.decode("utf-8", "ignore").encode("utf-8"))
+    odd += data.count(0)
+    if odd * _TEXT_RATIO > len(data):
         return None
+    return text.replace("\x00", "\\x00")
+
+
+def agent_text(manifest: Manifest) -> dict[str, str]:
+    """What the agent reads of the manifest besides its description, as parsed: the module,
+    function and hook descriptions, the hints and the text of the config defaults.
+
+    The prompt's manifest block carries it decoded (attack18): in the raw file, TOML or
+    JSON ``\\u`` escapes made a hint telling the agent to run a command a line of hex to
+    the model, while the agent and the consent screen read it as text.
+    """
+    found: dict[str, str] = {}
+    for module in manifest.modules:
+        found[f"module {module.name}"] = module.description
+        for function in module.functions:
+            found[f"function {module.name}.{function.name}"] = function.description
+    for hook in manifest.hooks:
+        found[f"hook {hook.event}"] = hook.description
+    hints = manifest.hints
+    found["hints.overview"] = hints.overview
+    for label, items in (
+        ("hints.critical_rules", hints.critical_rules),
+        ("hints.anti_patterns", hints.anti_patterns),
+        ("hints.common_patterns", hints.common_patterns),
+    ):
+        for index, item in enumerate(items):
+            found[f"{label}[{index}]"] = item
+    for field in manifest.config:
+        if isinstance(field.default, str):
+            found[f"config {field.name} default"] = field.default
+    return {where: text for where, text in found.items() if text}
 
 
 def _manifest_block(manifest: Manifest) -> str:
@@ -199,6 +286,7 @@ def _manifest_block(manifest: Manifest) -> str:
             {"name": f.name, "type": f.type.value, "description": f.description}
             for f in manifest.config
         ],
+        "the agent reads": agent_text(manifest),
     }
     # json.dumps escapes only C0 controls: a line or paragraph separator, NEL
     # or a bidi override in a description stayed raw, and U+2028 started a

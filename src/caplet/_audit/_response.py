@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -138,6 +139,13 @@ def _extract_object(text: str) -> dict[str, object] | str:
             continue
         except _RepeatedKeyError as exc:
             return f"an object of the answer repeats the key {str(exc)!r}"
+        except ValueError:
+            # Not a JSONDecodeError: int() refuses more than sys.get_int_max_str_digits()
+            # digits, and escaped the parser (attack18). No answer needs such a number.
+            return (
+                "a number in the answer is too long to read (more than "
+                f"{sys.get_int_max_str_digits()} digits)"
+            )
         if isinstance(value, dict) and _ALL_KEYS & value.keys():
             if chosen is not None:
                 return "the answer holds more than one verdict object; it must hold exactly one"

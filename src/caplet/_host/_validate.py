@@ -32,6 +32,7 @@ plugin actually declares a schema.
 from __future__ import annotations
 
 import functools
+import math
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -471,6 +472,12 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
 
+    odd = _non_finite(value)
+    if odd is not None:
+        # Every comparison with NaN is false, so minimum and maximum (instance > maximum)
+        # let it through: a bound the schema promises did not hold (attack18).
+        where, number = odd
+        return where, f"{number!r} is not a JSON number (NaN and infinity are not JSON)", "/"
     size = value_size(value)
     budget = WORK_BASE + WORK_PER_UNIT * size
     try:
@@ -508,6 +515,39 @@ def first_error(validator: Any, value: object) -> tuple[str, str, str] | None:
         return None
     schema_path = "/".join(str(part) for part in error.absolute_schema_path) or "/"
     return error.json_path, _short(error.message), schema_path
+
+
+def _non_finite(value: object) -> tuple[str, float] | None:
+    """The JSON path and value of the first NaN or infinity in ``value``, or None.
+
+    Iterative, like :func:`value_size`; paths are only spelled out for a value
+    that holds one (a second walk, on the refusal).
+    """
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                break
+        elif isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    else:
+        return None
+    paths: list[tuple[object, str]] = [(value, "$")]
+    while paths:
+        node, path = paths.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path, node
+        if isinstance(node, Mapping):
+            paths.extend(
+                (item, f"{path}.{key}" if str(key).isidentifier() else f"{path}[{key!r}]")
+                for key, item in reversed(list(node.items()))
+            )
+        elif isinstance(node, list | tuple):
+            paths.extend((item, f"{path}[{n}]") for n, item in reversed(list(enumerate(node))))
+    return None  # pragma: no cover - the first walk found one
 
 
 def _short(text: str) -> str:

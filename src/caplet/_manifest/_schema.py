@@ -39,6 +39,7 @@ from caplet._capabilities._model import Capability, CapabilityKind
 from caplet._capabilities._parse import parse_capability
 from caplet._config._coerce import type_name, validate_default
 from caplet._config._schema import ConfigField, ConfigType
+from caplet._display import safe_line
 from caplet._errors import CapabilityError, ConfigError
 from caplet._manifest._model import (
     DEFAULT_HOOK_PRIORITY,
@@ -267,8 +268,11 @@ def _check_hook_function(value: str, info: ValidationInfo) -> str:
         )
     if value not in declared:
         raise _error(
+            # The names are the plugin's, and a problem is one line: escaped, so a module
+            # named "m\n<a line like caplet's>" stays on it (attack18).
             f"{value!r} is not a declared function{did_you_mean(value, declared)}; declare it "
-            f"under [modules.{module}] or name one of: {', '.join(declared) or 'none declared'}"
+            f"under [modules.{safe_line(module)}] or name one of: "
+            f"{', '.join(map(safe_line, declared)) or 'none declared'}"
         )
     return value
 
