@@ -451,6 +451,39 @@ def test_repeated_trips_quarantine_the_plugin_persistently(
         assert not other.enable("flaky", consent=True)
 
 
+def test_an_agents_calls_open_the_breaker_but_never_quarantine(
+    host: PluginHost, make_plugin: PluginFactory, clock: FakeClock
+) -> None:
+    """attack18: an agent's tool call (`caplet mcp`, `PluginHost.agent_call`) is input
+    its caller chose, as guest code's is: the same failures as
+    test_repeated_trips_quarantine_the_plugin_persistently open this host's breaker
+    three times and quarantine nothing. The application's own calls still do."""
+    enable_flaky(host, make_plugin)
+    for _ in range(3):
+        with pytest.raises(PluginCallError):
+            host.agent_call("flaky", "main.work", False)
+    with pytest.raises(CircuitOpenError):
+        host.agent_call("flaky", "main.work", True)
+    for _ in range(2):
+        clock.advance(60)
+        with pytest.raises(PluginCallError):
+            host.agent_call("flaky", "main.work", False)
+    info = host.get_plugin("flaky")
+    assert info is not None
+    assert info.quarantine is None
+    trips = [d for d in host.manager.store.decisions("flaky") if d.action == "circuit"]
+    assert len(trips) == 3
+    assert "not counted toward quarantine" in trips[0].detail
+    clock.advance(60)
+    host.agent_call("flaky", "main.work", True)  # the probe succeeds: closed again
+    assert host.breaker("flaky").closed
+    # The near miss: the application's own calls still quarantine.
+    trip_three_times(host, clock)
+    info = host.get_plugin("flaky")
+    assert info is not None
+    assert info.quarantine is not None
+
+
 def test_release_lets_the_plugin_start_afresh(
     host: PluginHost, make_plugin: PluginFactory, clock: FakeClock
 ) -> None:

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
+from caplet import PluginHost
 from tests._cli.clikit import caplet, document
 from tests._mcp.mcpkit import INITIALIZE, mcp_command
 from tests.conftest import PluginFactory
@@ -229,10 +230,16 @@ async def test_a_timeout_then_the_open_circuit_are_tool_errors(workspace: Path) 
 
 
 async def test_a_quarantined_plugin_is_a_tool_error_with_the_reason(workspace: Path) -> None:
-    async with _client(workspace, "--set", "quarantine_after=1", "--set", "cooldown_s=0") as client:
-        for _ in range(3):
-            assert (await client.call_tool("notes_spin", {})).is_error
-        # The third timeout tripped the breaker once: quarantined (quarantine_after = 1).
+    # The application quarantines it (an agent's calls never do: attack18); the server
+    # follows the shared state at its next call (state_refresh_s = 0: every call).
+    async with _client(workspace, "--set", "state_refresh_s=0") as client:
+        assert not (await client.call_tool("notes_echo", {"args": ["x"]})).is_error
+        with PluginHost(workspace / "plugins", state_dir=workspace / "state") as application:
+            application.discover()
+            assert application.quarantine("notes", "stopped by the application")
+        called = await client.call_tool("notes_echo", {"args": ["x"]})
+        assert called.is_error
+        assert "plugin 'notes' is quarantined (stopped by the application)" in _text(called)
         listed = {tool.name for tool in (await client.list_tools()).tools}
         assert "notes_echo" not in listed, "a quarantined plugin offers nothing new"
         called = await client.call_tool("notes_echo", {"args": ["x"]})
@@ -751,15 +758,6 @@ async def test_an_allow_glob_naming_the_plugin_offers_its_tools_alone(
         assert "notes_echo" in names, "a tool-name glob no other plugin's tools match still works"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "attack18, left to the lead: an agent's tool call counts toward quarantine like the "
-        "application's own call, while guest code's (the same agent's, through exec) never "
-        "does; making agent calls 'caller input' would mean nothing served by caplet mcp "
-        "is ever quarantined, isolation violations included (test_guest's round-4 rule)"
-    ),
-)
 async def test_an_agents_input_cannot_quarantine_an_honest_plugin(workspace: Path) -> None:
     """attack18: round 4's rule is that a caller's input may open this host's breaker but
     only the application's own calls quarantine (persisted for every host, until a person

@@ -100,6 +100,10 @@ class AsyncPluginHost:
         """:meth:`PluginHost.call`, awaited; cancelling it stops the call (module docstring)."""
         return await self._run(lambda: self.sync.call(name, target, *args, **kwargs))
 
+    async def agent_call(self, name: str, target: str, /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`PluginHost.agent_call`, awaited; cancelling it stops the call."""
+        return await self._run(lambda: self.sync.agent_call(name, target, *args, **kwargs))
+
     async def exec(
         self,
         code: str,

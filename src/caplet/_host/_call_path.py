@@ -85,9 +85,21 @@ class CallPath:
     def policy(self) -> Policy:
         return self.manager.policy
 
-    def call(self, name: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(
+        self,
+        name: str,
+        target: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        caller_input: bool = False,
+    ) -> Any:
         """:meth:`PluginHost.call <caplet._host._host.PluginHost.call>`: the warm path
-        (no lock, no check beyond what is stale), else :meth:`guarded_call`."""
+        (no lock, no check beyond what is stale), else :meth:`guarded_call`.
+
+        ``caller_input``: an agent chose the arguments (:meth:`PluginHost.agent_call
+        <caplet._host._host.PluginHost.agent_call>`); a failure may open the breaker
+        but never counts toward quarantine, as for guest code's calls."""
         running = self._workers.running.get(name)
         parts = running.targets.get(target) if running is not None else None
         if (
@@ -100,7 +112,7 @@ class CallPath:
         ):
             # Slow path: the breaker's verdict, an explanation of what is
             # wrong, a fresh look at the shared state, or a fresh worker.
-            return self.guarded_call(name, target, args, kwargs)
+            return self.guarded_call(name, target, args, kwargs, caller_input=caller_input)
         # Whether the worker still runs is not asked first (a syscall on
         # every call): a worker that exited while idle refuses the frame
         # (WorkerGoneError, nothing ran) and the slow path starts a new one.
@@ -124,16 +136,16 @@ class CallPath:
             if schemas is not None:
                 schemas.check_result(value)
         except WorkerGoneError:
-            return self.guarded_call(name, target, args, kwargs)
+            return self.guarded_call(name, target, args, kwargs, caller_input=caller_input)
         except SandboxError as exc:
-            self.failed(name, target, running.breaker, exc, running)
+            self.failed(name, target, running.breaker, exc, running, nested=caller_input)
             running.meter.failed(exc, started)
             raise
         except Exception as exc:
             if isinstance(exc, CapletError):
                 raise
             error = call_failure(name, target, exc, started=True)
-            self.failed(name, target, running.breaker, error, running)
+            self.failed(name, target, running.breaker, error, running, nested=caller_input)
             running.meter.failed(error, started)
             raise error from exc
         if running.breaker.failures:
@@ -149,12 +161,16 @@ class CallPath:
         kwargs: dict[str, Any],
         *,
         timeout_cap: float | None = None,
+        caller_input: bool = False,
     ) -> Any:
         """A call that is not on the warm path: breaker first, then the worker.
 
         ``timeout_cap`` shortens the plugin's own deadline (a nested call
         from another plugin must end within what is left of the caller's).
+        Such a call's input is its caller's, as ``caller_input`` says of an
+        agent's call: a failure never counts toward quarantine (:meth:`failed`).
         """
+        nested = caller_input or timeout_cap is not None
         meter = self.observer.meter(name)
         breaker = self._guards.breaker(name)
         try:
@@ -214,7 +230,6 @@ class CallPath:
                 breaker.cancel_probe()
                 meter.failed(exc, started)
                 raise
-            nested = timeout_cap is not None  # guest code's or another plugin's call
             if not self.failed(name, target, breaker, exc, running, nested=nested):
                 breaker.cancel_probe()
             meter.failed(exc, started)
@@ -227,7 +242,7 @@ class CallPath:
             # Never a foreign exception out of a call (issue 13): a failure of
             # the host on this call counts like the failure it stands for.
             error = call_failure(name, target, exc, started=running is not None)
-            self.failed(name, target, breaker, error, running, nested=timeout_cap is not None)
+            self.failed(name, target, breaker, error, running, nested=nested)
             meter.failed(error, started)
             raise error from exc
         except BaseException:
@@ -253,8 +268,12 @@ class CallPath:
     ) -> bool:
         """Account for a failed call; False when it was not the plugin's failure.
 
-        ``nested``: the call came from guest code or another plugin, which chose
-        its input; it may open the breaker but never trips it toward quarantine.
+        ``nested``: the call came from guest code, an agent (``agent_call``) or
+        another plugin, which chose its input; it may open this host's breaker
+        but never trips it toward quarantine, which stops the plugin on every
+        host until a person releases it: a decision that text an agent read
+        (another plugin's result, a fetched page) must not be able to make
+        (round 4 for guest code; attack18 for ``caplet mcp``'s tool calls).
 
         ``running`` is the worker the call went to (None: none was started).
         A dead one is stopped only if it is still the plugin's current worker,
@@ -313,7 +332,10 @@ class CallPath:
         """Log a trip; quarantine the plugin once it trips too often."""
         detail = trip.describe()
         if nested:
-            detail += " (on a call by guest code or another plugin: not counted toward quarantine)"
+            detail += (
+                " (on a call whose input its caller chose, guest code, an agent or another "
+                "plugin: not counted toward quarantine)"
+            )
         self.manager.log_decision(name, "circuit", target, False, detail)
         if nested or not trip.quarantine:
             return

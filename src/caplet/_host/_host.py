@@ -316,6 +316,20 @@ class PluginHost(HostLifecycle, HostEvents, HostAgent):
         """
         return self._calls.call(name, target, args, kwargs)
 
+    def agent_call(self, name: str, target: str, /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call` for arguments an agent chose (a tool call of a model): the same
+        checks, worker and errors, but a failure may open this host's circuit breaker
+        and never counts toward quarantine.
+
+        A quarantine stops the plugin on every host sharing the store until a
+        person runs ``caplet release``; an agent is steered by whatever text it
+        reads (another plugin's result, a fetched page), so its input must not
+        be able to take an honest plugin out of service that way, just as
+        guest code's calls cannot (``caplet mcp`` calls every tool through
+        this; attack18).
+        """
+        return self._calls.call(name, target, args, kwargs, caller_input=True)
+
     def _call_from_plugin(
         self, provider: str, target: str, args: tuple[object, ...], timeout_s: float
     ) -> object:
