@@ -16,9 +16,13 @@ from functools import partial
 
 from caplet._scan._code_runners import (
     ANNOTATION_READERS,
+    DOCSTRING_RUNNERS,
     INTERPRETER_METHODS,
+    PARSER_METHODS,
     SOURCE_RUNNERS,
     annotation_texts,
+    docstring_stages,
+    doctest_source,
     runner_source,
 )
 from caplet._scan._flow import Flow, Labels
@@ -47,6 +51,8 @@ class RunnerSinks:
             ran = runner_source(node, funcs, flow.resolve, flow.bindings.assigned)
             if ran is not None:  # exec under another name: its source is exec's
                 self._pending.append(lambda: self._run_code(node, *ran))
+        if method in PARSER_METHODS or not DOCSTRING_RUNNERS.isdisjoint(funcs):
+            self._pending.append(lambda: self._doctests(node, funcs))
         if not node.args:
             return
         if not DOCUMENT_LOADERS.isdisjoint(funcs):
@@ -56,6 +62,20 @@ class RunnerSinks:
             bindings = flow.bindings
             for text in annotation_texts(node.args[0], bindings.functions, bindings.classes):
                 self._pending.append(partial(self._code_string, node, f"{api}(...)", text))
+
+    def _doctests(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """Docstrings a doctest runner runs: what they carry is exec's argument's (a
+        decoded or downloaded stage), their examples' source checked as exec's."""
+        flow = self._flow
+        stores = [*flow.of_kind(ast.Assign), *flow.calls()]
+        stages = docstring_stages(node, funcs, flow.resolve, flow.bindings.assigned, stores)
+        api = next((f for f in funcs if f in DOCSTRING_RUNNERS), "doctest.DocTestParser")
+        for stage in stages:
+            self._by_source(node, f"{api}(...)", flow.labels(stage))
+            value = flow.evaluate(stage)
+            source = doctest_source(value) if isinstance(value, str) else None
+            if source is not None:
+                self._code_string(node, f"{api}(...)", source)
 
     def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
         """A pickle decoded from a literal of this file: loading it runs what it says
