@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from caplet._scan._code_runners import CODE_RUNNER_TOKENS
+from caplet._scan._config_factories import FACTORY_TOKENS
 from caplet._scan._config_hijacks import CONFIG_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._lookup_patterns import (
@@ -528,6 +529,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # blind16: host details beside the browser that sends them
     (RECON_TOKENS, r"\bwebbrowser\b"),
     (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
+    FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
 )
 
 
