@@ -229,6 +229,8 @@ COMMAND_WORDS: Final = (
     # rules read the built command at the process call, the text has no downloader's word;
     # its tail (an address piped into a shell, or made executable) is written out
     r"(?i)://[^\n|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|(?:&&|;)\s*chmod\s+\+?[0-7x]",
+    # a repository cloned, a folder the run that follows starts from (_git_clones, recall17)
+    r"\bgit(?:\.exe)?['\"]?[ \t]*,?[ \t]*['\"]?clone\b",
 )
 #: A fresh interpreter given a second stage: python -c SOURCE, or a file written and run.
 _PYTHON_RUN: Final = (

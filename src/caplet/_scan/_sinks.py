@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from caplet._findings import Finding
@@ -35,6 +36,7 @@ from caplet._scan._container_escape import container_escapes
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
+from caplet._scan._git_clones import cloned_folder
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
@@ -363,6 +365,11 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
                 scan.tag(Tag.DOWNLOADER, line, word)
         self._runs.append((self._commands.program_keys(command), node, api))
         self._pending.append(lambda: self._command(node, api, command))
+        folder = cloned_folder(command, self._commands.words(command))
+        if folder is not None:  # git clone: a folder written from the network (recall17)
+            self.keep(folder)
+            self._write(node, folder, (), {(Source.DOWNLOADED, "git clone")})
+            self._writes[-1] = replace(self._writes[-1], folder=True)
         words = self._commands.words(command) or self._commands.literal_pieces(command)
         loader = PurePosixPath(words[0].replace("\\", "/")).name.lower() if words else ""
         if loader in DLL_LOADERS:
