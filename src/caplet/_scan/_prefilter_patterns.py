@@ -34,6 +34,7 @@ from caplet._scan._lookup_patterns import (
 from caplet._scan._serialized_calls import DOCUMENT_TOKENS
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
+    CONTAINER_COMMAND,
     COOKIE_READER_TOKENS,
     DECODER_TOKENS,
     DOCKER_API,
@@ -531,6 +532,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # blind16: host details beside the browser that sends them
     (RECON_TOKENS, r"\bwebbrowser\b"),
     (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
+    CONTAINER_COMMAND,  # ... started by a command line (docker run --privileged, recall17)
     FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
 )
 

@@ -453,13 +453,13 @@ SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "cmd", "cmd.exe",
 #: Libraries whose every function returns another program's credentials: the cookies
 #: (and with them the sessions) of the user's browsers, decrypted (recall14). What one
 #: returns is a CREDENTIAL value wherever it flows.
-#: Calls that return a ``.env`` file's variables, the secrets it was written to hold: the
-#: whole environment as far as the rules care (a dotenv typosquat posting them: recall17).
-ENV_FILE_READERS: Final = frozenset({"dotenv.dotenv_values", "dotenv.main.dotenv_values"})
 COOKIE_READERS: Final = frozenset({"browser_cookie3", "browsercookie", "pycookiecheat", "rookiepy"})
 #: Those of them that return a cookie jar: given to an HTTP client as its ``cookies``, a
 #: jar sends each cookie only to the site it belongs to (their documented use).
 COOKIE_JAR_READERS: Final = frozenset({"browser_cookie3", "browsercookie"})
+#: Calls that return a ``.env`` file's variables, the secrets it was written to hold: the
+#: whole environment as far as the rules care (a dotenv typosquat posting them: recall17).
+ENV_FILE_READERS: Final = frozenset({"dotenv.dotenv_values", "dotenv.main.dotenv_values"})
 
 #: Calls returning the host's identity.
 RECON_FUNCTIONS: Final = frozenset(
