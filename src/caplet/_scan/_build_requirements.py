@@ -53,8 +53,8 @@ def build_requirement_findings(relative: str, data: bytes, mode: ScanMode) -> li
             line = next((n for n, t in enumerate(lines, 1) if url in t), 0)
             scan.emit(
                 "CPL-THR-019",
-                f"build requirement {requirement.strip()[:160]!r} fetched from a URL and run "
-                "while pip builds the package",
+                f"the build requirement {requirement.strip()[:160]!r} (fetched from its URL "
+                "and run as pip builds)",
                 line,
                 None,
             )
