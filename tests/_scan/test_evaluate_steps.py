@@ -147,3 +147,17 @@ CACHE = {_u(892): 1, _u(1751504350): 2}
 """
     )
     assert danger(source) == set()
+
+
+def test_helpers_that_never_return_do_not_hide_a_later_lookup() -> None:
+    """An endless helper whose value is asked for 40 times, then a name glued from
+    pieces: the lookup is still found (the helpers' steps are their own account, given
+    back to the file's, and an endless helper runs once)."""
+    calls = "\n".join(f"getattr(os, _spin({i}))" for i in range(40))
+    source = (
+        "import os\n"
+        "def _spin(n):\n    while True:\n        n += 1\n    return n\n"
+        f"{calls}\n"
+        "getattr(os, 'sys' + 'tem')('id')\n"
+    )
+    assert "CPL-THR-003" in danger(source)

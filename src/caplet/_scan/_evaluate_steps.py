@@ -30,6 +30,18 @@ _MAX_STATEMENTS: Final = 4096
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.Return, ast.Pass, ast.Break, ast.Continue)
 
 
+#: Steps all the helpers of one file may take (the file's own budget is 60,000).
+_HELPER_BUDGET: Final = 60_000
+
+
+class _HelperState:
+    """The helpers' account for one file: the steps they took, those that never return."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.endless: set[str] = set()
+
+
 class _Stop(Exception):  # noqa: N818 (not an error: a value the runner cannot know)
     """The helper cannot be run on constants (a value not known, a statement too many)."""
 
@@ -56,6 +68,8 @@ class StepEvaluation:
     bindings: Bindings
     contributed: dict[str, dict[int, list[ast.expr]]]
     _loop: dict[str, Value]
+    _steps: int
+    _helpers: _HelperState
 
     def _evaluate(self, node: ast.AST, depth: int) -> Value | None:
         raise NotImplementedError
@@ -68,9 +82,30 @@ class StepEvaluation:
 
     def _stepped_call(self, name: str, values: list[Value | None], depth: int) -> Value | None:
         """What this file's function ``name`` returns for positional ``values``, run
-        statement by statement; ``None`` when it is not a small helper of constants."""
+        statement by statement; ``None`` when it is not a small helper of constants.
+
+        The steps a run takes are given back to the file's budget and counted against
+        the helpers' own (:data:`_HELPER_BUDGET`): a helper that never returns, called
+        again and again, must not spend the budget the lookups after it are read with.
+        A helper that ran out of statements is not run again."""
         if name in self.contributed or name in self.bindings.assigned:
             return None
+        try:
+            state = self._helpers
+        except AttributeError:
+            state = self._helpers = _HelperState()
+        if state.steps > _HELPER_BUDGET or name in state.endless:
+            return None
+        before = self._steps
+        try:
+            return self._run_helper(name, values, depth, state)
+        finally:
+            state.steps += self._steps - before
+            self._steps = before
+
+    def _run_helper(
+        self, name: str, values: list[Value | None], depth: int, state: _HelperState
+    ) -> Value | None:
         found = [f for f in self.bindings.functions if f.name == name]
         if len(found) != 1 or found[0].decorator_list or any(v is None for v in values):
             return None
@@ -98,6 +133,8 @@ class StepEvaluation:
         except _Return as returned:
             return returned.value
         except (_Stop, _Break, _Continue):
+            if run.count > _MAX_STATEMENTS:
+                state.endless.add(name)
             return None
         finally:
             self._loop = outer
