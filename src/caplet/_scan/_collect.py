@@ -31,6 +31,7 @@ from pathlib import Path
 from caplet._capabilities._model import Capability
 from caplet._findings import Finding
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
+from caplet._scan._build_requirements import build_requirement_findings, pyproject_pip_reads
 from caplet._scan._collect_names import (
     installers,
     local_modules,
@@ -267,6 +268,10 @@ class Collector:
         the name rules saw no library and nothing read the file. Only plugin
         mode looks (a plugin tree is small; a package is judged by its names).
         """
+        if pyproject_pip_reads(relative):  # build requirements from a URL (recall17)
+            toml = read_source(path, self.limits.max_file_bytes)
+            if isinstance(toml, bytes):
+                self.findings.extend(build_requirement_findings(relative, toml, self.mode))
         if self.mode is ScanMode.PACKAGE and (script_name(relative) or relative.endswith(".sh")):
             head = read_head(path)
             if isinstance(head, bytes) and python_script(head):
@@ -357,6 +362,10 @@ class Collector:
     def add_member(self, member: ArchiveMember) -> None:
         """An sdist or wheel member, read in memory by the archive reader."""
         script = self.mode is ScanMode.PACKAGE and script_name(member.relative)
+        if pyproject_pip_reads(member.relative) and len(member.data) <= self.limits.max_file_bytes:
+            self.findings.extend(
+                build_requirement_findings(member.relative, member.data, self.mode)
+            )
         if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
             if self.mode is ScanMode.PACKAGE and (

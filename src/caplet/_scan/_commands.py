@@ -20,7 +20,14 @@ from pathlib import PurePosixPath
 from caplet._scan._flow import Flow, Labels
 from caplet._scan._sources import INTERPRETERS, Source
 
-__all__ = ["PYTHONS", "Commands", "encoded_command", "new_argv", "string_parts"]
+__all__ = [
+    "PYTHONS",
+    "Commands",
+    "encoded_command",
+    "new_argv",
+    "string_parts",
+    "wrapped_programs",
+]
 
 PYTHONS = ("python", "pythonw", "py")
 #: Words between an interpreter and what it runs (``cmd /c start "" x.exe``).
@@ -249,6 +256,42 @@ class Commands:
             except ValueError:
                 return command.value.split()
         return None
+
+
+#: A shell's switches that take the script to run, and Windows' shells' (recall17).
+_SCRIPT_SWITCHES = re.compile(r"-[a-z]*c|/[ck]|-command", re.IGNORECASE)
+#: Where a new program starts inside a shell's script: after an operator, in a command
+#: substitution, in a subshell.
+_SCRIPT_BREAKS = re.compile(r"&&|\|\||[;|&\n(`]|\$\(")
+#: Quotes and a substitution's end, read as blanks around a script's words.
+_QUOTES = str.maketrans({'"': " ", "'": " ", ")": " "})
+#: Words before a program that only change how it runs.
+_PREFIX_WORDS = frozenset({"sudo", "exec", "env", "command", "time", "then", "do", "!"})
+
+
+def wrapped_programs(words: list[str]) -> list[str]:
+    """The programs a shell given a script runs (``bash -c "curl ... $(hostname)"``,
+    ``cmd /c curl ...``, ``powershell -Command iwr ...``): the first word of each of the
+    script's commands, lowered, without folder or ``.exe``. A shell's own first word is
+    what the rules read; a downloader wrapped in one hid from them (recall17)."""
+    if not words:
+        return []
+    shell = PurePosixPath(words[0].replace("\\", "/")).name.lower().removesuffix(".exe")
+    if shell not in {"sh", "bash", "zsh", "dash", "ksh", "cmd", "powershell", "pwsh"}:
+        return []
+    at = next((i for i, w in enumerate(words[1:8], 1) if _SCRIPT_SWITCHES.fullmatch(w)), None)
+    if at is None:
+        return []
+    script = " ".join(words[at + 1 :])[:4096]
+    programs: list[str] = []
+    for part in _SCRIPT_BREAKS.split(script)[:64]:
+        pieces = part.translate(_QUOTES).split()
+        while pieces and ("=" in pieces[0] or pieces[0] in _PREFIX_WORDS):
+            pieces.pop(0)
+        if pieces:
+            name = PurePosixPath(pieces[0].replace("\\", "/")).name.lower()
+            programs.append(name.removesuffix(".exe"))
+    return programs
 
 
 def encoded_command(words: list[str]) -> str | None:

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from caplet._scan._flow import Flow
 from caplet._scan._triggers import DOCKER_API
 
-__all__ = ["container_escapes"]
+__all__ = ["command_escape", "container_escapes"]
 
 _API_TEXT = re.compile(DOCKER_API)
 #: The ways out, by the key (API) or keyword (SDK) that asks for each.
@@ -39,6 +39,56 @@ _CAPABILITIES = frozenset({"CapAdd", "cap_add"})
 _MOUNTS = frozenset({"Binds", "binds", "volumes", "Mounts", "mounts"})
 #: Capabilities that are the host's root: mount, namespaces, every one.
 _ROOT_CAPABILITIES = frozenset({"SYS_ADMIN", "CAP_SYS_ADMIN", "ALL"})
+#: ``docker run``'s options that take a value as the next word.
+_VALUED = frozenset(
+    [
+        "-v",
+        "--volume",
+        "--mount",
+        "--pid",
+        "--cap-add",
+        "--cap-drop",
+        "-e",
+        "--env",
+        "--env-file",
+        "-p",
+        "--publish",
+        "--name",
+        "-w",
+        "--workdir",
+        "--network",
+        "--net",
+        "-u",
+        "--user",
+        "--entrypoint",
+        "-l",
+        "--label",
+        "-h",
+        "--hostname",
+        "--device",
+        "--security-opt",
+        "--ipc",
+        "--userns",
+        "--uts",
+        "--cgroupns",
+        "--platform",
+        "--add-host",
+        "--dns",
+        "-m",
+        "--memory",
+        "--cpus",
+        "--restart",
+        "--log-driver",
+        "--ulimit",
+        "--tmpfs",
+        "--shm-size",
+        "--gpus",
+        "--runtime",
+        "--volumes-from",
+    ]
+)
+#: The container programs whose ``run``/``create`` take Docker's flags.
+_CONTAINER_PROGRAMS = frozenset({"docker", "podman", "nerdctl"})
 
 
 def container_escapes(flow: Flow, text: str) -> list[tuple[ast.AST, str]]:
@@ -137,3 +187,61 @@ def _read_only(flow: Flow, volume: ast.expr) -> bool:
             if key is not None and flow.evaluate(key) == "mode":
                 return str(flow.evaluate(inner) or "").split(",")[0] == "ro"
     return flow.evaluate(volume) == "ro"
+
+
+def command_escape(words: list[str]) -> str | None:
+    """The ways out a container started by a command line asks for when it has two
+    (``docker run --privileged -v /:/h alpine``, a list or a string, in a shell's script
+    too), else ``None``: the same ways as an API's specification (recall17)."""
+    flat = [piece for word in words[:256] for piece in word.split()]
+    names = [w.rsplit("/", 1)[-1].lower().removesuffix(".exe") for w in flat]
+    at = next(
+        (
+            i
+            for i, name in enumerate(names[:-1])
+            if name in _CONTAINER_PROGRAMS and flat[i + 1] in {"run", "create"}
+        ),
+        None,
+    )
+    if at is None:
+        return None
+    ways: set[str] = set()
+    flags = flat[at + 2 :]
+    skip = False
+    for i, flag in enumerate(flags):
+        option, equals, inline = flag.partition("=")
+        value = inline if equals else (flags[i + 1] if i + 1 < len(flags) else "")
+        if skip:
+            skip = False
+            continue
+        if not flag.startswith("-"):
+            break  # the image: what follows is the container's command
+        skip = not equals and option in _VALUED
+        if flag == "--privileged" or (option == "--privileged" and inline.lower() == "true"):
+            ways.add("privileged")
+        elif option == "--pid" and value == "host":
+            ways.add("the host's processes")
+        elif option == "--cap-add" and value.upper() in _ROOT_CAPABILITIES:
+            ways.add("SYS_ADMIN")
+        elif (option in {"-v", "--volume"} and _root_volume(value)) or (
+            option == "--mount" and _root_bind(value)
+        ):
+            ways.add("the host's / mounted")
+    order = ["privileged", "the host's / mounted", "the host's processes", "SYS_ADMIN"]
+    found = [w for w in order if w in ways]
+    return ", ".join(found) if len(found) >= 2 else None
+
+
+def _root_volume(value: str) -> bool:
+    """``-v /:/h`` (not ``:ro``)."""
+    source, _, rest = value.partition(":")
+    modes = rest.split(":")[1].split(",") if rest.count(":") else []
+    return bool(rest) and source.rstrip("/") == "" and source != "" and "ro" not in modes
+
+
+def _root_bind(value: str) -> bool:
+    """``--mount type=bind,source=/,target=/h`` (not ``readonly``)."""
+    fields = dict(f.partition("=")[::2] for f in value.split(","))
+    source = fields.get("source", fields.get("src", ""))
+    read_only = "readonly" in fields or "ro" in fields
+    return source != "" and source.rstrip("/") == "" and not read_only

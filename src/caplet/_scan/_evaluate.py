@@ -19,6 +19,7 @@ from caplet._scan._closed import Closedness
 from caplet._scan._evaluate_loops import BudgetError, LoopEvaluation
 from caplet._scan._evaluate_loops import truth as _truth
 from caplet._scan._evaluate_methods import method_value as _method
+from caplet._scan._evaluate_steps import StepEvaluation
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
 from caplet._scan._values import MAX_VALUE as _MAX_VALUE
 from caplet._scan._values import PRINTABLE_BUILTINS as _PRINTABLE_BUILTINS
@@ -72,7 +73,7 @@ _STRING_CONSTANTS = frozenset(
 _CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
 
 
-class Evaluator(Closedness, LoopEvaluation):
+class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
     """Resolution plus constant evaluation (memoised, bounded)."""
 
     def __init__(self, bindings: Bindings) -> None:
@@ -487,6 +488,8 @@ class Evaluator(Closedness, LoopEvaluation):
             body = self._callable_body(func, len(args))
             if body is not None:
                 return self._bind(body[0], values, body[1], depth)
+            # while n: n, r = divmod(n, 36); s = D[r] + s: a small helper run (recall17)
+            return self._stepped_call(func.id, values, depth)
         if isinstance(func, ast.Name):
             # n = lambda: "sys" + "tem"; n(); or L = lambda i: s[i]; L(3) + L(7):
             # a lambda bound once, its positional parameters given literal values

@@ -62,6 +62,7 @@ from caplet._scan._sources import (
     DECODERS,
     DECODING_CODECS,
     DNS_ANSWERS,
+    ENV_FILE_READERS,
     LITERAL_DECODERS,
     NETWORK_STREAMS,
     PROCESS_OUTPUTS,
@@ -386,6 +387,8 @@ class Flow(Evaluator, ExactMemo):
                 out.add((Source.DECODED, name.removeprefix("builtins.")))
             elif name in RECON_FUNCTIONS:
                 out.add((Source.RECON, name))
+            elif name in ENV_FILE_READERS:
+                out.add((Source.ENVIRONMENT, name))
             elif name.split(".", 1)[0] in COOKIE_READERS:
                 out.add((Source.CREDENTIAL, "browser cookies"))
             elif downloads(name) or name in DNS_ANSWERS:

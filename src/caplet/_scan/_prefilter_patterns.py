@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from caplet._scan._code_runners import CODE_RUNNER_TOKENS
+from caplet._scan._config_factories import FACTORY_TOKENS
 from caplet._scan._config_hijacks import CONFIG_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._lookup_patterns import (
@@ -33,6 +34,7 @@ from caplet._scan._lookup_patterns import (
 from caplet._scan._serialized_calls import DOCUMENT_TOKENS
 from caplet._scan._sources import BOT_FRAMEWORKS
 from caplet._scan._triggers import (
+    CONTAINER_COMMAND,
     COOKIE_READER_TOKENS,
     DECODER_TOKENS,
     DOCKER_API,
@@ -228,6 +230,8 @@ COMMAND_WORDS: Final = (
     # rules read the built command at the process call, the text has no downloader's word;
     # its tail (an address piped into a shell, or made executable) is written out
     r"(?i)://[^\n|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|(?:&&|;)\s*chmod\s+\+?[0-7x]",
+    # a repository cloned, a folder the run that follows starts from (_git_clones, recall17)
+    r"\bgit(?:\.exe)?['\"]?[ \t]*,?[ \t]*['\"]?clone\b",
 )
 #: A fresh interpreter given a second stage: python -c SOURCE, or a file written and run.
 _PYTHON_RUN: Final = (
@@ -269,7 +273,8 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         # copy) is no longer a whole-file false positive
         r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
         r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|copy|_data|__\w+__)\b|"
-        r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]",
+        r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]|"
+        r"\bdotenv_values\b",  # a .env file's values (ENV_FILE_READERS, recall17)
         _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
@@ -527,6 +532,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # blind16: host details beside the browser that sends them
     (RECON_TOKENS, r"\bwebbrowser\b"),
     (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
+    CONTAINER_COMMAND,  # ... started by a command line (docker run --privileged, recall17)
+    FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
 )
 
 

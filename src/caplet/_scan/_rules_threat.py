@@ -28,7 +28,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "{api} runs code that is decoded, decompressed or decrypted at run time (dropper)",
         "ship the code as readable source instead of an encoded payload",
         kind=RuleKind.THREAT,
-        rationale="base64/zlib/marshal layers reaching exec are the commonest PyPI dropper",
+        rationale="base64/zlib/marshal layers reaching exec (or exec under another name: "
+        "timeit, a docstring doctest runs) are the commonest PyPI dropper",
     ),
     Rule(
         "CPL-THR-002",
@@ -39,7 +40,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "{api} runs code or a program fetched from the network (download and execute)",
         "ship the code with the plugin; never execute downloaded data",
         kind=RuleKind.THREAT,
-        rationale="second-stage payloads are fetched at run time so that scanners never see them",
+        rationale="second-stage payloads are fetched at run time (downloaded, a repository "
+        "git-cloned) so that scanners never see them",
     ),
     Rule(
         "CPL-THR-003",
@@ -50,7 +52,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "{api} looks up a builtin or module attribute by a computed name (hides what is called)",
         "call the function by its name",
         kind=RuleKind.THREAT,
-        rationale="getattr(__builtins__, 'ex'+'ec') exists only to hide eval/exec from review",
+        rationale="getattr(__builtins__, 'ex'+'ec'), a name unpacked from an integer or a "
+        "logging configuration's '()' factory exist only to hide eval/exec from review",
     ),
     Rule(
         "CPL-THR-004",
@@ -85,7 +88,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "network (environment harvesting)",
         "read only the variables you need, by name, and declare env.read for each",
         kind=RuleKind.THREAT,
-        rationale="dumping os.environ next to a network call is how CI tokens and API keys leak",
+        rationale="dumping os.environ (or a .env file's values) next to a network call is how "
+        "CI tokens and API keys leak",
     ),
     Rule(
         "CPL-THR-007",
@@ -141,7 +145,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "{api} in setup.py runs when the package is installed",
         "do the work at build time in a declared build backend, not in setup.py",
         kind=RuleKind.THREAT,
-        rationale="install-time network, exec or credential access is the typosquat payload",
+        rationale="install-time network (a downloader run directly or by a shell), exec or "
+        "credential access is the typosquat payload",
     ),
     Rule(
         "CPL-THR-012",
@@ -235,8 +240,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "{api} installs another package from code, behind the resolver and the reviewer",
         "declare the dependency in the package metadata instead",
         kind=RuleKind.THREAT,
-        rationale="pip.main(['install', URL]) at install or import time pulls a second stage "
-        "nobody reviewed",
+        rationale="pip.main(['install', URL]) at install or import time, or a build "
+        "requirement given as a URL, pulls a second stage nobody reviewed",
     ),
     Rule(
         "CPL-THR-020",
@@ -309,7 +314,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "remove the patch; wrap the library in your own function and call that",
         kind=RuleKind.THREAT,
         rationale="set-utils and ccxt-mexc-futures replaced eth_account's and ccxt's own "
-        "functions so that private keys and API secrets went to the attacker with every call",
+        "functions (a builtin such as __import__ too) so that private keys and API secrets "
+        "went to the attacker with every call",
     ),
     Rule(
         "CPL-THR-026",
@@ -346,7 +352,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "remove the container; a package never asks the Docker daemon for the host",
         kind=RuleKind.THREAT,
         rationale="a container created privileged, with the host's / mounted or in its process "
-        "namespace through /var/run/docker.sock is root on the host (container escape)",
+        "namespace through /var/run/docker.sock (or docker run's flags) is root on the host "
+        "(container escape)",
     ),
     Rule(
         "CPL-AUD-001",

@@ -16,13 +16,22 @@ from functools import partial
 
 from caplet._scan._code_runners import (
     ANNOTATION_READERS,
+    DOCSTRING_RUNNERS,
     INTERPRETER_METHODS,
+    PARSER_METHODS,
     SOURCE_RUNNERS,
     annotation_texts,
+    docstring_stages,
+    doctest_source,
     runner_source,
 )
-from caplet._scan._flow import Flow, Labels
+from caplet._scan._config_factories import CONFIG_LOADERS, configured_calls
+from caplet._scan._filescan import FileScan
+from caplet._scan._flow import Flow, Labels, is_network
+from caplet._scan._lookup_hidden import worth_hiding
+from caplet._scan._rules import API_RULES, PROGRAM_ARGUMENTS
 from caplet._scan._serialized_calls import DOCUMENT_LOADERS, document_source
+from caplet._scan._syntax import argument
 
 __all__ = ["RunnerSinks"]
 
@@ -39,6 +48,11 @@ class RunnerSinks:
     _by_source: Callable[[ast.Call, str, Labels], None]
     _decoded: Callable[[ast.AST], bool]
     _code_string: Callable[[ast.Call, str, str], None]
+    #: Every call's sinks, and a built node kept alive while the file is checked.
+    call: Callable[[ast.Call, tuple[str, ...]], None]
+    keep: Callable[[ast.AST], None]
+    process: Callable[[ast.Call, str, ast.expr], None]
+    _scan: FileScan
 
     def code_runners(self, node: ast.Call, funcs: tuple[str, ...], method: str) -> None:
         """A call that runs code it is given under another name than exec's."""
@@ -47,6 +61,10 @@ class RunnerSinks:
             ran = runner_source(node, funcs, flow.resolve, flow.bindings.assigned)
             if ran is not None:  # exec under another name: its source is exec's
                 self._pending.append(lambda: self._run_code(node, *ran))
+        if not CONFIG_LOADERS.isdisjoint(funcs):
+            self._configured(node, funcs)
+        if method in PARSER_METHODS or not DOCSTRING_RUNNERS.isdisjoint(funcs):
+            self._pending.append(lambda: self._doctests(node, funcs))
         if not node.args:
             return
         if not DOCUMENT_LOADERS.isdisjoint(funcs):
@@ -56,6 +74,45 @@ class RunnerSinks:
             bindings = flow.bindings
             for text in annotation_texts(node.args[0], bindings.functions, bindings.classes):
                 self._pending.append(partial(self._code_string, node, f"{api}(...)", text))
+
+    def _configured(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """The factories a configuration names, called by its loader: each checked as the
+        call it makes; an API worth hiding named in a string is looked up by name."""
+        flow = self._flow
+        loader = next(f for f in funcs if f in CONFIG_LOADERS)
+        for call, api, how in configured_calls(
+            node, flow.name_value, flow.resolve, flow.bindings.assigned
+        ):
+            self.keep(call)
+            self.call(call, (api,))
+            spec = PROGRAM_ARGUMENTS.get(api) if API_RULES.get(api) == "CPL-PROC-001" else None
+            command = argument(call, spec) if spec is not None else None
+            if command is not None:  # a process started: its command checked as any
+                self.process(call, api, command)
+            network = is_network(api) or API_RULES.get(api, "").startswith("CPL-NET")
+            if how == "string" and worth_hiding(api) and not network:
+                # a logging handler that sends (SysLogHandler, HTTPHandler) is what
+                # configurations name; its egress is checked as the call's
+                self._scan.emit(
+                    "CPL-THR-003",
+                    f"{api} named by a factory key of what {loader} calls",
+                    call.lineno,
+                    call.col_offset,
+                )
+
+    def _doctests(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """Docstrings a doctest runner runs: what they carry is exec's argument's (a
+        decoded or downloaded stage), their examples' source checked as exec's."""
+        flow = self._flow
+        stores = [*flow.of_kind(ast.Assign), *flow.calls()]
+        stages = docstring_stages(node, funcs, flow.resolve, flow.bindings.assigned, stores)
+        api = next((f for f in funcs if f in DOCSTRING_RUNNERS), "doctest.DocTestParser")
+        for stage in stages:
+            self._by_source(node, f"{api}(...)", flow.labels(stage))
+            value = flow.evaluate(stage)
+            source = doctest_source(value) if isinstance(value, str) else None
+            if source is not None:
+                self._code_string(node, f"{api}(...)", source)
 
     def _unpickled(self, node: ast.Call, arg: ast.expr) -> None:
         """A pickle decoded from a literal of this file: loading it runs what it says

@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from caplet._findings import Finding
-from caplet._scan._commands import PYTHONS, Commands, encoded_command
-from caplet._scan._container_escape import container_escapes
+from caplet._scan._commands import PYTHONS, Commands, encoded_command, wrapped_programs
+from caplet._scan._container_escape import command_escape, container_escapes
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
+from caplet._scan._git_clones import cloned_and_run, cloned_folder
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
@@ -363,7 +365,20 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
                 scan.tag(Tag.DOWNLOADER, line, word)
         self._runs.append((self._commands.program_keys(command), node, api))
         self._pending.append(lambda: self._command(node, api, command))
-        words = self._commands.words(command) or self._commands.literal_pieces(command)
+        known = self._commands.words(command)
+        words = known or self._commands.literal_pieces(command)
+        for word in wrapped_programs(words):  # bash -c "curl ...": the wrapped downloader
+            if word in _INSTALL_TIME_PROGRAMS:
+                scan.tag(Tag.DOWNLOADER, line, word)
+        if (ways := command_escape(words)) is not None:  # docker run --privileged -v /:/h
+            scan.emit("CPL-THR-028", f"a container ({ways}) started by {api}", line, None)
+        if (cloned := cloned_and_run(words)) is not None:  # git clone X d && python d/x.py
+            scan.emit("CPL-THR-002", f"{api}(git clone into {cloned}, then from it)", line, None)
+        folder = cloned_folder(command, known)
+        if folder is not None:  # git clone: a folder written from the network (recall17)
+            self.keep(folder)
+            self._write(node, folder, (), {(Source.DOWNLOADED, "git clone")})
+            self._writes[-1] = replace(self._writes[-1], folder=True)
         loader = PurePosixPath(words[0].replace("\\", "/")).name.lower() if words else ""
         if loader in DLL_LOADERS:
             self._pending.append(lambda: self._dll_loaded(node, api, command, loader))

@@ -27,6 +27,7 @@ __all__ = [
     "DNS_FUNCTIONS",
     "DNS_METHODS",
     "EGRESS_VERBS",
+    "ENV_FILE_READERS",
     "EXECUTORS",
     "HTTP_CLIENT_MODULES",
     "INTERPRETERS",
@@ -456,6 +457,9 @@ COOKIE_READERS: Final = frozenset({"browser_cookie3", "browsercookie", "pycookie
 #: Those of them that return a cookie jar: given to an HTTP client as its ``cookies``, a
 #: jar sends each cookie only to the site it belongs to (their documented use).
 COOKIE_JAR_READERS: Final = frozenset({"browser_cookie3", "browsercookie"})
+#: Calls that return a ``.env`` file's variables, the secrets it was written to hold: the
+#: whole environment as far as the rules care (a dotenv typosquat posting them: recall17).
+ENV_FILE_READERS: Final = frozenset({"dotenv.dotenv_values", "dotenv.main.dotenv_values"})
 
 #: Calls returning the host's identity.
 RECON_FUNCTIONS: Final = frozenset(

@@ -50,6 +50,7 @@ from caplet._scan._sources import (
 )
 
 __all__ = [
+    "CONTAINER_COMMAND",
     "DECODER_TOKENS",
     "DOCKER_API",
     "ENV_READ_TOKENS",
@@ -313,3 +314,10 @@ ENV_READ_TOKENS: Final = words(n.rpartition(".")[2] for n in ENVIRON_MAPPINGS | 
 DOCKER_API: Final = r"docker(?:\.|%2[Ee])sock\b|(?m:^[ \t]*(?:import|from)[ \t]+(?:aio)?docker\b)"
 #: The keys of a container's ways out to its host; an escape holds two, one among these.
 ESCAPE_KEYS: Final = r"\b(?:[Pp]rivileged|PidMode|pid_mode|CapAdd|cap_add)\b"
+#: A container started by a command line with a way out among its flags
+#: (:func:`~caplet._scan._container_escape.command_escape`): the program and its verb, and
+#: one of the flags (two ways out hold one of these: the root mount is one way; recall17).
+CONTAINER_COMMAND: Final = (
+    r"\b(?:docker|podman|nerdctl)(?:\.exe)?['\"]?[ \t]*,?[ \t]*['\"]?(?:run|create)\b",
+    r"--(?:privileged|pid|cap-add)\b",
+)

@@ -370,6 +370,15 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
         if name == "builtins.str.join" and len(values) == 2:
             items = values[1]
             return join_strings(first, list(items) if isinstance(items, str | list) else None)
+        if name == "builtins.divmod" and len(values) == 2:
+            # n, r = divmod(n, 36): a name unpacked from an integer, digit by digit (recall17)
+            right = values[1]
+            if isinstance(first, int) and isinstance(right, int) and right:
+                return list(divmod(first, right))
+            return None
+        if name == "builtins.int" and len(values) == 2 and isinstance(first, str):
+            base = values[1]
+            return int(first, base) if isinstance(base, int) and len(first) <= 64 else None
         if name == "builtins.len" and len(values) == 1 and isinstance(first, str | bytes | list):
             return len(first)
         if name == "builtins.chr" and isinstance(first, int):

@@ -576,8 +576,8 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
         local = self._scan.local_modules
         for base in self.resolve(owner):
             top = base.split(".", 1)[0]
-            stdlib = top in STDLIB and not is_network(f"{base}.{attr}")
-            if top and not stdlib and top not in local and top != "builtins":
+            stdlib = top in STDLIB and top != "builtins" and not is_network(f"{base}.{attr}")
+            if top and not stdlib and top not in local:  # builtins.__import__ too (recall17)
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
 

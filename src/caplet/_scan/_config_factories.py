@@ -1,0 +1,80 @@
+"""Callables a configuration names, called by the loader that reads it.
+
+``logging.config.dictConfig`` imports and calls whatever a ``"()"`` key names (a
+handler's, a formatter's or a filter's factory), and a handler's ``"class"``, with the
+dict's other keys as its keywords: ``{"()": "subprocess.Popen", "args": "curl ... | sh",
+"shell": True}`` runs a shell. blind16's b16-cn-logging-dictconfig-factory glued that name
+from pieces and was clean (recall17). Each factory of a dict a loader is given (written
+in place or bound to a name, nested sections too) is read here as the call it makes: a
+call of the API it names with those keywords, so the sinks check it as they check any
+call (a process's command, the network), and a name worth hiding found only in a string
+is a lookup by name (CPL-THR-003, as ``pkgutil.resolve_name`` is). A formatter's or a
+handler's factory of the package's own (``"()": "myapp.log.JsonFormatter"``) is a call of
+nothing the rules watch.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+__all__ = ["CONFIG_LOADERS", "FACTORY_KEYS", "FACTORY_TOKENS", "configured_calls"]
+
+#: Loaders that call what a dict's factory keys name.
+CONFIG_LOADERS: Final = frozenset({"logging.config.dictConfig", "logging.config.DictConfigurator"})
+#: The keys whose value names a callable the loader calls.
+FACTORY_KEYS: Final = frozenset({"()", "class"})
+#: Keys dictConfig takes for itself, never handed to the factory.
+_OWN_KEYS: Final = frozenset({"()", "class", ".", "level", "formatter", "filters"})
+#: The loaders as code spells them, and a factory key as a dict spells it (a pair of the
+#: prefilter's).
+FACTORY_TOKENS: Final = (r"\b(?:dictConfig|DictConfigurator)\b", r"""['"](?:\(\)|class)['"]\s*:""")
+#: Dicts read under one configuration, at most.
+_MAX_DICTS = 256
+
+
+def configured_calls(
+    node: ast.Call,
+    name_value: Callable[[ast.AST], str | None],
+    resolve: Callable[[ast.expr], tuple[str, ...]],
+    assigned: Mapping[str, Sequence[ast.expr]],
+) -> list[tuple[ast.Call, str, str]]:
+    """The calls the configuration given to the loader ``node`` makes: (a call of the
+    factory with the dict's other keys as keywords, the name it is called by, how the
+    name was given: a string or a reference)."""
+    if not node.args:
+        return []
+    given = node.args[0]
+    roots: list[ast.expr] = [given]
+    if isinstance(given, ast.Name):
+        roots = list(assigned.get(given.id, ()))[:4]
+    stack = [r for r in roots if isinstance(r, ast.Dict)]
+    found: list[tuple[ast.Call, str, str]] = []
+    seen = 0
+    while stack and seen < _MAX_DICTS:
+        table = stack.pop()
+        seen += 1
+        factory: ast.expr | None = None
+        keywords: list[ast.keyword] = []
+        for key, value in zip(table.keys, table.values, strict=True):
+            text = key.value if isinstance(key, ast.Constant) else None
+            if isinstance(value, ast.Dict):
+                stack.append(value)
+            elif isinstance(value, ast.Name):
+                stack += [v for v in assigned.get(value.id, ())[:2] if isinstance(v, ast.Dict)]
+            if text in FACTORY_KEYS:
+                factory = value
+            elif isinstance(text, str) and text.isidentifier() and text not in _OWN_KEYS:
+                keywords.append(ast.keyword(arg=text, value=value))
+        if factory is None:
+            continue
+        named = name_value(factory)
+        if named is not None:
+            api, how = named.removeprefix("ext://").replace(":", "."), "string"
+        else:
+            api, how = next(iter(resolve(factory)), ""), "reference"
+        if api:
+            call = ast.Call(func=factory, args=[], keywords=keywords)
+            found.append((ast.copy_location(call, table), api, how))
+    return found
