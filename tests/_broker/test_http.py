@@ -5,7 +5,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
+import threading
+import wsgiref.simple_server
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -821,3 +824,49 @@ def test_head_request(harness: Harness, https_server: RunningServer) -> None:
     assert response.status == 200
     assert response.body == b""
     assert json.loads(response.header("content-length") or "0") == 25
+
+
+def test_a_wsgi_server_sees_no_client_address_spelled_with_underscores(
+    harness: Harness,
+) -> None:
+    """Red team round 17: the broker drops ``X-Forwarded-For`` and its kin because
+    internal services trust them to name the caller; a WSGI server (here the
+    standard library's wsgiref, as a Flask or Django app under it would run)
+    reads ``X_Forwarded_For`` as the same variable, ``HTTP_X_FORWARDED_FOR``."""
+    environs: list[dict[str, str]] = []
+
+    def app(environ: dict[str, Any], start: Any) -> list[bytes]:
+        environs.append({k: v for k, v in environ.items() if k.startswith("HTTP_")})
+        start("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        return [b"ok"]
+
+    class Quiet(wsgiref.simple_server.WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the test asserts on the environ instead."""
+
+    with wsgiref.simple_server.make_server("127.0.0.1", 0, app, handler_class=Quiet) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            port = server.server_address[1]
+            response = harness.broker().fetch(
+                PLUGIN,
+                [grant(f"net.http:http://api.example.test:{port}")],
+                HttpRequest(
+                    f"http://api.example.test:{port}/",
+                    headers=(
+                        ("X_Forwarded_For", "10.0.0.1"),
+                        ("X-Real_IP", "10.0.0.2"),
+                        ("X_Api_Key", "k"),
+                    ),
+                ),
+            )
+        finally:
+            server.shutdown()
+            thread.join()
+    assert response.status == 200
+    (environ,) = environs
+    assert "HTTP_X_FORWARDED_FOR" not in environ
+    assert "HTTP_X_REAL_IP" not in environ
+    assert environ["HTTP_X_API_KEY"] == "k"  # the near miss: an ordinary name arrives
+    assert harness.decisions[-1].detail == "dropped headers: X_Forwarded_For, X-Real_IP"

@@ -11,7 +11,10 @@ A plugin's headers are checked, not trusted:
   Transfer-Encoding, Upgrade, Proxy-*), Host and Content-Length (set from
   the checked URL and the body), Expect, and headers that claim a client
   address or an original URL (X-Forwarded-*, Forwarded, X-Real-IP ...),
-  which internal services trust to identify a caller;
+  which internal services trust to identify a caller. A name is compared
+  with ``_`` read as ``-``: CGI and WSGI servers (wsgiref among them) turn
+  both into ``_`` (``HTTP_X_FORWARDED_FOR``), so ``X_Forwarded_For`` would
+  reach the application as the header it spoofs (red team round 17);
 * ``Accept-Encoding`` becomes ``identity``: the size limit counts the bytes
   the plugin receives, and a compressed body (a "zip bomb") would be far
   larger than the bytes on the wire.
@@ -123,7 +126,7 @@ def sanitise_headers(headers: object, *, plugin: str, method: str, url: str) -> 
                 f"control characters and non-ASCII text are refused (RFC 9110 5.5)",
                 "send visible ASCII only (encode other text, e.g. RFC 8187 or base64)",
             )
-        if name.lower() in STRIPPED_HEADERS:
+        if name.lower().replace("_", "-") in STRIPPED_HEADERS:
             dropped.append(name)
         else:
             kept.append((name, value))
