@@ -38,6 +38,7 @@ from tests._broker.conftest import (
     RunningServer,
     grant,
 )
+from tests._broker.rawkit import raw_server
 
 PLUGIN = "fetcher"
 
@@ -870,3 +871,29 @@ def test_a_wsgi_server_sees_no_client_address_spelled_with_underscores(
     assert "HTTP_X_REAL_IP" not in environ
     assert environ["HTTP_X_API_KEY"] == "k"  # the near miss: an ordinary name arrives
     assert harness.decisions[-1].detail == "dropped headers: X_Forwarded_For, X-Real_IP"
+
+
+def test_a_not_modified_answer_is_not_refused_for_the_length_it_declares(
+    harness: Harness,
+) -> None:
+    """Red team round 17 (a legitimate use broken): a 304 to a conditional GET may
+    carry the Content-Length of the representation it stands for (RFC 9110 8.6),
+    with no body (RFC 9112 6.3), as a HEAD answer may; the broker refused the
+    revalidation of any resource over the response limit as "too large"."""
+    length = TEST_POLICY.max_response_bytes * 2
+    with raw_server() as server:
+        server.answer(
+            b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\nContent-Length: %d\r\n\r\n' % length
+        )
+        url = f"http://api.example.test:{server.port}"
+        response = harness.broker().fetch(
+            PLUGIN,
+            [grant(f"net.http:{url}")],
+            HttpRequest(f"{url}/big", headers=(("If-None-Match", '"v1"'),)),
+        )
+        assert (response.status, response.body) == (304, b"")
+        # The near miss: a 200 declaring the same length is still refused before reading.
+        server.answer(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length)
+        with pytest.raises(SizeLimitError) as exc:
+            harness.broker().fetch(PLUGIN, [grant(f"net.http:{url}")], HttpRequest(f"{url}/big"))
+    assert f"the response declares {length} bytes" in str(exc.value)
