@@ -129,3 +129,9 @@ def test_headers_with_underscores_that_name_nothing_stripped_pass() -> None:
     """The near miss: an underscore in an ordinary name (an API key header) is kept."""
     pairs = (("X_Api_Key", "k"), ("Request_Id", "7"), ("X-Forwarded-Forx", "v"))
     assert _sanitise(pairs) == (pairs, ())
+
+
+def test_whitespace_around_a_value_is_trimmed_and_inside_it_kept() -> None:
+    """Red team round 17 (see tests/_broker/test_http.py): h11 refused such a value
+    after the broker had connected."""
+    assert _sanitise((("A", " \tx  y\t "), ("B", " "))) == ((("A", "x  y"), ("B", "")), ())

@@ -897,3 +897,23 @@ def test_a_not_modified_answer_is_not_refused_for_the_length_it_declares(
         with pytest.raises(SizeLimitError) as exc:
             harness.broker().fetch(PLUGIN, [grant(f"net.http:{url}")], HttpRequest(f"{url}/big"))
     assert f"the response declares {length} bytes" in str(exc.value)
+
+
+def test_a_header_value_with_surrounding_whitespace_is_sent_trimmed(
+    harness: Harness, https_server: RunningServer
+) -> None:
+    """Red team round 17: a value with a leading or trailing space or tab (a token
+    read from a file with its trailing space) passed the header check, the broker
+    resolved and connected, and h11 then refused to write the request: the plugin
+    got "the HTTP library refused the request (LocalProtocolError)", naming no
+    header, and the server a connection that sent nothing. A field value never
+    includes that whitespace (RFC 9110 5.5); browsers trim it (Fetch's normalize)."""
+    grants = _grants(https_server, "net.http:https://api.example.test:{port}")
+    request = HttpRequest(
+        f"{_api(https_server)}/echo",
+        headers=(("Authorization", "Bearer t \t"), ("X-A", " a b"), ("X-Empty", "  ")),
+    )
+    headers = _headers(harness.broker().fetch(PLUGIN, grants, request))
+    assert headers["authorization"] == "Bearer t"
+    assert headers["x-a"] == "a b"  # the near miss: whitespace inside a value stays
+    assert headers["x-empty"] == ""

@@ -5,7 +5,8 @@ A plugin's headers are checked, not trusted:
 * a name must be an RFC 9110 token and a value visible ASCII, space or tab
   (RFC 9110 5.5): CR, LF and NUL would split the request (header injection,
   request smuggling), so they are refused, as is any other control character
-  and non-ASCII text;
+  and non-ASCII text; spaces and tabs around a value are trimmed, as
+  browsers do (a field value excludes them, RFC 9110 5.5);
 * the broker owns the framing and routing headers, so those are dropped:
   hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, TE, Trailer,
   Transfer-Encoding, Upgrade, Proxy-*), Host and Content-Length (set from
@@ -129,7 +130,9 @@ def sanitise_headers(headers: object, *, plugin: str, method: str, url: str) -> 
         if name.lower().replace("_", "-") in STRIPPED_HEADERS:
             dropped.append(name)
         else:
-            kept.append((name, value))
+            # A field value excludes the whitespace around it (RFC 9110 5.5), and
+            # h11 refuses to write it, after the connection is made (round 17).
+            kept.append((name, value.strip(" \t")))
     return SanitisedHeaders(tuple(kept), tuple(dropped))
 
 
