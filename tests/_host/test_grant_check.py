@@ -8,9 +8,11 @@ files; snapshots reachable through TMPDIR; host paths in mountinfo.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -745,3 +747,81 @@ def test_two_hosts_enabling_at_once_are_judged_one_after_the_other(
         assert not outcome
         assert "writer (enabled by another caplet process)" in outcome.reason
         assert str(tool) in outcome.reason
+
+
+@contextlib.contextmanager
+def _fifo_released(fifo: Path) -> Iterator[None]:
+    """A guard, never a measure: on code that opens ``fifo`` for reading and waits for
+    a writer, writers come after 20 s, once a second until the block ends (so the
+    test fails instead of hanging); on code that never waits, the block ends first
+    and nothing is written."""
+    done = threading.Event()
+
+    def release() -> None:
+        if done.wait(20):
+            return
+        while not done.wait(1):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_program_whose_interpreter_is_no_regular_file_is_refused_without_waiting(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path, kind: str
+) -> None:
+    """Red team round 17: the enable reads each approved program's ``#!`` line (and
+    ELF interpreter) to grant the interpreter too, and read the interpreter it names
+    the same way, open(2) blocking, whatever it was. A script whose ``#!`` names a
+    FIFO (``/run/initctl``, ``/run/systemd/inaccessible/fifo`` on a systemd host; one
+    a writer of the program's folder makes) held ``host.enable`` in open(2) for good,
+    and with it the lock that orders every caplet process's enables on the machine; a
+    character device was opened (as root, on a root host: ``/dev/tty`` read the
+    operator's next line) and granted as an executable."""
+    interpreter = tmp_path / "fifo" if kind == "fifo" else Path("/dev/zero")
+    if kind == "fifo":
+        os.mkfifo(interpreter)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text(f"#!{interpreter}\necho hi\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    with _fifo_released(interpreter):
+        outcome = host.enable("runner", consent=True)
+    assert not outcome, "an interpreter that is no regular file was granted"
+    assert f"proc.exec program {str(interpreter)!r} is not a regular file" in outcome.reason
+
+
+def test_a_script_with_an_ordinary_interpreter_is_still_granted_and_runs(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """The near miss of the test above: ``#!/bin/sh`` (a link on merged-/usr hosts
+    to dash or bash, itself with an ELF interpreter) is granted and runs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text("#!/bin/sh\necho hello from the script\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"

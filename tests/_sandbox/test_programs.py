@@ -64,3 +64,19 @@ def test_a_loop_of_links_is_refused(tmp_path: Path) -> None:
     (tmp_path / "b").symlink_to("a")
     with pytest.raises(SandboxError, match="more than 40 links"):
         link_hops(f"{tmp_path}/a")
+
+
+@pytest.mark.parametrize("kind", ["device", "directory"])
+def test_an_interpreter_that_is_no_regular_file_is_refused_unopened(
+    tmp_path: Path, kind: str
+) -> None:
+    """Red team round 17: the interpreter a ``#!`` line names was opened for reading,
+    whatever it was: a device was opened (and granted as an executable), a FIFO
+    waited for a writer for ever (tests/_host/test_grant_check.py, with a guard)."""
+    target = Path("/dev/null") if kind == "device" else tmp_path
+    script = tmp_path / "tool"
+    script.write_text(f"#!{target}\necho hi\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError) as exc:
+        program_grants(str(script))
+    assert str(exc.value).startswith(f"proc.exec program {str(target)!r} is not a regular file")

@@ -300,7 +300,9 @@ def _linked_and_writable(program: str, identity: WorkerIdentity) -> str:
     checked above.
     """
     try:
-        fd = os.open(program, os.O_RDONLY | os.O_CLOEXEC)
+        # O_PATH: a program swapped for a FIFO or device since program_grants
+        # read it is neither waited on nor opened (red team round 17).
+        fd = os.open(program, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return ""  # program_grants found it: vanished since, the start fails
     try:

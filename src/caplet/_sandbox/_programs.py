@@ -99,7 +99,7 @@ def link_hops(path: str) -> tuple[str, ...]:
 def _interpreter(path: str) -> str | None:
     """The ELF interpreter (PT_INTERP) or the ``#!`` interpreter of ``path``, if any."""
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_regular(path), "rb") as handle:
             head = handle.read(4096)
             if head.startswith(b"#!"):
                 line = head[2:].split(b"\n", 1)[0].strip().split()
@@ -109,6 +109,33 @@ def _interpreter(path: str) -> str | None:
             return _elf_interpreter(handle, head)
     except OSError as exc:
         raise SandboxError(f"cannot read proc.exec program {path!r}: {exc.strerror}") from exc
+
+
+def _open_regular(path: str) -> int:
+    """A descriptor reading ``path`` (links followed), which must be a regular file.
+
+    A ``#!`` line or PT_INTERP names any path, read here in the host (as root
+    on a root host) before anything else about it is checked: a FIFO blocked
+    open(2) until a writer came, holding the enable (and the lock ordering every
+    caplet process's enables) for good, and a device was opened, with whatever
+    its open does (``/dev/tty`` read the operator's next line). So it is opened
+    ``O_PATH`` first, which opens nothing (open(2)), checked, and only a regular
+    file is opened for reading, through that descriptor: the same inode. The
+    kernel runs nothing else anyway (execve(2): EACCES).
+    """
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+            raise SandboxError(
+                f"proc.exec program {path!r} is not a regular file ({kind}); a program and "
+                "the interpreter its #! line or ELF header names must be regular files: "
+                "declare the program itself"
+            )
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+    finally:
+        os.close(fd)
 
 
 def _elf_interpreter(handle: BinaryIO, head: bytes) -> str | None:
