@@ -116,8 +116,8 @@ def _open_regular(path: str) -> int:
 
     A ``#!`` line or PT_INTERP names any path, read here in the host (as root
     on a root host) before anything else about it is checked: a FIFO blocked
-    open(2) until a writer came, holding the enable (and the lock ordering every
-    caplet process's enables) for good, and a device was opened, with whatever
+    open(2) until a writer came, holding the enable (and the host's lifecycle
+    lock, which every other enable and disable waits for) for good, and a device was opened, with whatever
     its open does (``/dev/tty`` read the operator's next line). So it is opened
     ``O_PATH`` first, which opens nothing (open(2)), checked, and only a regular
     file is opened for reading, through that descriptor: the same inode. The
