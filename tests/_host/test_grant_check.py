@@ -825,3 +825,65 @@ def test_a_script_with_an_ordinary_interpreter_is_still_granted_and_runs(
     host.discover()
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+
+
+@pytest.mark.parametrize("entry", ["", ".", "bin"])
+def test_a_program_name_is_never_found_through_a_relative_path_entry(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    entry: str,
+) -> None:
+    """Red team round 17: ``proc.exec:NAME`` is looked up on the host's ``PATH`` at
+    enable, and an empty or relative entry there (``PATH=$PATH:`` is a common slip)
+    is the host's *current directory*: run in a cloned project, ``caplet`` granted
+    the project's own ``./bin/tool`` (or ``./tool``) as the approved ``tool``, whose
+    approval was given for the one on the operator's path. The grant was a relative
+    path, checked for links from ``/`` (``link_hops`` takes absolute paths). Go's
+    ``exec.LookPath`` refuses the same since 1.19 (``ErrDot``)."""
+    project = tmp_path / "project"
+    (project / "bin").mkdir(parents=True)
+    for folder in (project, project / "bin"):
+        planted = folder / "tool-r17"
+        planted.write_text("#!/bin/sh\necho the projects own program\n", encoding="utf-8")
+        planted.chmod(0o755)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", f"{entry}:/usr/bin:/bin")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra='capabilities = ["proc.exec:tool-r17"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "a program in the current directory was granted"
+    assert "proc.exec program 'tool-r17' was not found on this host" in outcome.reason
+    assert "relative entries of PATH are not searched" in outcome.reason
+
+
+def test_a_program_name_is_still_found_on_the_absolute_entries_of_path(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The near miss: the same name in an absolute directory of ``PATH`` (after a
+    relative entry that does not hold it) is granted and runs."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    program = tools / "tool-r17"
+    program.write_text("#!/bin/sh\necho the operators program\n", encoding="utf-8")
+    program.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"nowhere::{tools}:/usr/bin:/bin")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra='capabilities = ["proc.exec:tool-r17"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(program)]) == "the operators program\n"

@@ -80,3 +80,21 @@ def test_an_interpreter_that_is_no_regular_file_is_refused_unopened(
     with pytest.raises(SandboxError) as exc:
         program_grants(str(script))
     assert str(exc.value).startswith(f"proc.exec program {str(target)!r} is not a regular file")
+
+
+def test_a_name_is_searched_on_the_absolute_entries_of_the_path_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team round 17 (tests/_host/test_grant_check.py runs it on a host): an empty
+    or relative entry of PATH is the current directory, where ``which`` found it."""
+    tool = tmp_path / "tool-r17"
+    tool.write_text("#!/bin/sh\necho hi\n")
+    tool.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for path in ("", ".", "/nowhere:", f"x:{tmp_path.name}"):
+        with pytest.raises(SandboxError) as exc:
+            program_grants("tool-r17", search_path=path)
+        assert "was not found on this host" in str(exc.value)
+    assert "relative entries of PATH are not searched" in str(exc.value)
+    # The near miss: the same directory named absolutely is searched.
+    assert program_grants("tool-r17", search_path=f".:{tmp_path}")[0].path == str(tool)

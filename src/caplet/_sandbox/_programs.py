@@ -32,17 +32,30 @@ _MAX_INTERPRETERS = 4
 
 
 def program_grants(program: str, *, search_path: str | None = None) -> tuple[PathGrant, ...]:
-    """Executable grants for ``program`` (a name searched on ``search_path``, or a path).
+    """Executable grants for ``program`` (a name searched on the absolute entries of
+    ``search_path``, ``os.defpath`` when None, or a path).
 
     SandboxError when the program does not exist on the host: a capability
     that cannot be honoured is refused rather than silently dropped.
     """
     absolute = Path(program).is_absolute()
-    found = program if absolute else shutil.which(program, path=search_path)
+    searched = search_path if search_path is not None else os.defpath
+    # Only the absolute entries: an empty or relative one (``PATH=$PATH:``, ``.``,
+    # ``bin``) is the host's current directory, so a project the host runs in
+    # would supply the approved program (red team round 17; Go's exec.LookPath
+    # refuses the same, ErrDot). An empty search path searches nothing.
+    entries = [entry for entry in searched.split(os.pathsep) if os.path.isabs(entry)]
+    skipped = len(entries) < len(searched.split(os.pathsep))
+    found = (
+        program
+        if absolute
+        else shutil.which(program, path=os.pathsep.join(entries)) if entries else None
+    )
     if found is None or not Path(found).is_file():
         raise SandboxError(
             f"proc.exec program {program!r} was not found on this host"
-            + ("" if absolute else f" (searched PATH={search_path or os.defpath})")
+            + ("" if absolute else f" (searched PATH={searched})")
+            + ("; relative entries of PATH are not searched" if skipped and not absolute else "")
             + "; install it or declare its absolute path"
         )
     paths = [found, os.path.realpath(found)]
