@@ -26,7 +26,7 @@ from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from tests._host.ctxkit import make_host
-from tests.conftest import PluginFactory, give_to_worker
+from tests.conftest import PluginFactory, give_to_worker, make_distribution
 
 TOOLS = """
 import os
@@ -887,3 +887,70 @@ def test_a_program_name_is_still_found_on_the_absolute_entries_of_path(
     host.discover()
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(program)]) == "the operators program\n"
+
+
+INSTALLED_SOURCE = """
+def create_functions(config):
+    return {"main": {"run": lambda: "the approved code"}}
+"""
+
+REWRITER = """
+def create_functions(config):
+    def write(path, text):
+        with open(path, "w") as handle:
+            handle.write(text)
+        return True
+
+    return {"main": {"write": write}}
+"""
+
+
+def test_a_writable_grant_never_holds_an_installed_plugins_code(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Red team round 17: the plugins directory is guarded against writable grants
+    (a plugin rewriting another's code, whose approval then carries over: same
+    capabilities, same agent text), but an installed plugin's folder was not. With
+    installed plugins on ``dist_path`` (an application's plugin site, a
+    ``pip install --target`` folder on ``PYTHONPATH``), plugin ``writer`` granted
+    ``fs.write`` over that folder rewrote ``hello``'s ``plugin.py``; the next host
+    enabled ``hello`` with "approval ... carried over: nothing widened" and ran the
+    writer's code with hello's grants."""
+    monkeypatch.setenv("CAPLET_TEST_IMPORT_MARKER", str(tmp_path / "imported"))
+    site = tmp_path / "site"
+    folder = make_distribution(site, "hello", source=INSTALLED_SOURCE)
+    (folder / "data").mkdir()
+    (site / "cache").mkdir()
+    give_to_worker(site)
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    with make_host(plugins_dir, state_dir, launcher, dist_path=[site]) as host:
+        host.discover()
+        assert host.audit("hello")
+        assert host.approve("hello")
+        assert host.enable("hello")
+        assert host.call("hello", "main.run") == "the approved code"
+        outcome = host.enable("writer", config={"root": str(folder)}, consent=True)
+        if outcome:  # the attack, where the grant is given
+            evil = INSTALLED_SOURCE.replace("the approved code", "the writer's code")
+            assert host.call("writer", "main.write", str(folder / "plugin.py"), evil)
+    with make_host(plugins_dir, state_dir, launcher, dist_path=[site]) as host:
+        host.discover()
+        assert host.enable("hello")
+        assert host.call("hello", "main.run") == "the approved code"
+        for root in (site, folder.parent, folder, folder / "data"):
+            outcome = host.enable("writer", config={"root": str(root)}, consent=True)
+            assert not outcome, f"fs.write:{root} over an installed plugin's code was granted"
+            assert f"{folder}, an installed plugin's code" in outcome.reason
+        # The near miss: a folder beside the distributions, holding no plugin, is granted.
+        assert host.enable("writer", config={"root": str(site / "cache")}, consent=True)
+        assert host.call("writer", "main.write", str(site / "cache" / "note"), "ok")

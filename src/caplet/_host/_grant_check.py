@@ -86,6 +86,10 @@ class ProtectedPaths:
     #: The policy file in force (``caplet.toml``, ``pyproject.toml``, ``--policy``,
     #: ``CAPLET_POLICY``): it decides the next host's limits, so no writable grant holds it.
     policy_file: Path | None = None
+    #: The folders of the installed plugins discovered (``dist_path``): their code, which a
+    #: writable grant could rewrite and whose approval would then carry over (round 17),
+    #: guarded as the plugins directory is.
+    installed: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +364,7 @@ def _refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writabl
     if writable:
         guarded += [
             (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
+            *((path, "an installed plugin's code", True) for path in protected.installed),
             (protected.lockfile, "the lock file", False),
             *(
                 (path, "the policy file", False)
@@ -512,6 +517,7 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
             else ()
         ),
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
+        *((path, "an installed plugin's code", True) for path in protected.installed),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
     for path, what, nor_inside in guarded:

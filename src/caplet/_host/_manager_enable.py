@@ -531,6 +531,11 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             other_states=_other_state_dirs(self.state_dir),
             store_dir=store_directory(self.store),
             policy_file=self.policy_file,
+            installed=tuple(
+                record.manifest.plugin_dir
+                for record in self._records.values()
+                if record.source.kind is SourceKind.DISTRIBUTION
+            ),
         )
 
 

@@ -49,7 +49,9 @@ def program_grants(program: str, *, search_path: str | None = None) -> tuple[Pat
     found = (
         program
         if absolute
-        else shutil.which(program, path=os.pathsep.join(entries)) if entries else None
+        else shutil.which(program, path=os.pathsep.join(entries))
+        if entries
+        else None
     )
     if found is None or not Path(found).is_file():
         raise SandboxError(
