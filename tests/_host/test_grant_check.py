@@ -783,8 +783,9 @@ def test_a_program_whose_interpreter_is_no_regular_file_is_refused_without_waiti
     FIFO (``/run/initctl``, ``/run/systemd/inaccessible/fifo`` on a systemd host; one
     a writer of the program's folder makes) held ``host.enable`` in open(2) for good,
     and with it the host's lifecycle lock (every other enable, disable and discovery
-    of that host waited behind it); a character device was opened (as root, on a root host: ``/dev/tty`` read the
-    operator's next line) and granted as an executable."""
+    of that host waited behind it); a character device was opened (as root, on a
+    root host: ``/dev/tty`` read the operator's next line) and granted as an
+    executable."""
     interpreter = tmp_path / "fifo" if kind == "fifo" else Path("/dev/zero")
     if kind == "fifo":
         os.mkfifo(interpreter)

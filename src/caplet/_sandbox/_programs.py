@@ -44,7 +44,7 @@ def program_grants(program: str, *, search_path: str | None = None) -> tuple[Pat
     # ``bin``) is the host's current directory, so a project the host runs in
     # would supply the approved program (red team round 17; Go's exec.LookPath
     # refuses the same, ErrDot). An empty search path searches nothing.
-    entries = [entry for entry in searched.split(os.pathsep) if os.path.isabs(entry)]
+    entries = [entry for entry in searched.split(os.pathsep) if Path(entry).is_absolute()]
     skipped = len(entries) < len(searched.split(os.pathsep))
     found = (
         program
@@ -132,11 +132,12 @@ def _open_regular(path: str) -> int:
     A ``#!`` line or PT_INTERP names any path, read here in the host (as root
     on a root host) before anything else about it is checked: a FIFO blocked
     open(2) until a writer came, holding the enable (and the host's lifecycle
-    lock, which every other enable and disable waits for) for good, and a device was opened, with whatever
-    its open does (``/dev/tty`` read the operator's next line). So it is opened
-    ``O_PATH`` first, which opens nothing (open(2)), checked, and only a regular
-    file is opened for reading, through that descriptor: the same inode. The
-    kernel runs nothing else anyway (execve(2): EACCES).
+    lock, which every other enable and disable waits for) for good, and a
+    device was opened, with whatever its open does (``/dev/tty`` read the
+    operator's next line). So it is opened ``O_PATH`` first, which opens
+    nothing (open(2)), checked, and only a regular file is opened for reading,
+    through that descriptor: the same inode. The kernel runs nothing else
+    anyway (execve(2): EACCES).
     """
     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
