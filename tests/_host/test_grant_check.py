@@ -955,3 +955,39 @@ def test_a_writable_grant_never_holds_an_installed_plugins_code(
         # The near miss: a folder beside the distributions, holding no plugin, is granted.
         assert host.enable("writer", config={"root": str(site / "cache")}, consent=True)
         assert host.call("writer", "main.write", str(site / "cache" / "note"), "ok")
+
+
+def test_a_file_a_programs_interpreter_line_names_is_not_granted_unless_it_is_a_program(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Red team round 17: every file a ``#!`` line (or PT_INTERP) names was granted as
+    an interpreter, bound into the jail at its path, whatever it was. The approval of
+    ``proc.exec:/opt/vendor/tool`` (a script whose author wrote ``#!`` followed by
+    the path of the operator's SSH key, or any file the worker's uid may read) put
+    that file in the plugin's jail, readable: a read grant nobody was shown. An
+    interpreter must be something the kernel can run: a regular file with an
+    execute bit."""
+    secret = tmp_path / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n", encoding="utf-8")
+    secret.chmod(0o600)
+    give_to_worker(tmp_path / "home")  # the worker is the key's owner (an unprivileged host)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text(f"#!{secret}\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=TOOLS,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.tools]\nfunctions = ["read"]\n',
+    )
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    if outcome:  # the attack, where the grant is given
+        leaked = host.call("runner", "tools.read", str(secret))
+        key = b"-----BEGIN OPENSSH".hex()
+        assert not (isinstance(leaked, str) and leaked.startswith(key)), "the key was read"
+    assert not outcome, "a file that is no program was granted as an interpreter"
+    assert f"proc.exec program {str(secret)!r} is not executable" in outcome.reason

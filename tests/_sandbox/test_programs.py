@@ -98,3 +98,30 @@ def test_a_name_is_searched_on_the_absolute_entries_of_the_path_only(
     assert "relative entries of PATH are not searched" in str(exc.value)
     # The near miss: the same directory named absolutely is searched.
     assert program_grants("tool-r17", search_path=f".:{tmp_path}")[0].path == str(tool)
+
+
+def test_an_interpreter_must_be_a_program_the_kernel_can_run(tmp_path: Path) -> None:
+    """Red team round 17 (tests/_host/test_grant_check.py reads the key in a jail on
+    main): a ``#!`` line naming a data file granted that file as an interpreter."""
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    key.chmod(0o600)
+    data = tmp_path / "data.bin"  # an execute bit alone is no program either
+    data.write_text("not a program\n")
+    data.chmod(0o755)
+    for target in (key, data):
+        script = tmp_path / f"tool-{target.name}"
+        script.write_text(f"#!{target}\n")
+        script.chmod(0o755)
+        with pytest.raises(SandboxError) as exc:
+            program_grants(str(script))
+        assert str(exc.value).startswith(f"proc.exec program {str(target)!r} is not executable")
+    # The near miss: a script run by another script, run by /bin/sh, is a chain of programs.
+    inner = tmp_path / "inner"
+    inner.write_text("#!/bin/sh\necho hi\n")
+    inner.chmod(0o755)
+    outer = tmp_path / "outer"
+    outer.write_text(f"#!{inner}\n")
+    outer.chmod(0o755)
+    paths = [g.path for g in program_grants(str(outer))]
+    assert paths[:3] == [str(outer), str(inner), "/bin/sh"]

@@ -69,6 +69,7 @@ def program_grants(program: str, *, search_path: str | None = None) -> tuple[Pat
         interpreter = _interpreter(paths[-1])
         if interpreter is None:
             break
+        _check_runnable(interpreter)
         paths += [interpreter, os.path.realpath(interpreter)]
     return tuple(PathGrant(path, executable=True) for path in dict.fromkeys(paths))
 
@@ -124,6 +125,30 @@ def _interpreter(path: str) -> str | None:
             return _elf_interpreter(handle, head)
     except OSError as exc:
         raise SandboxError(f"cannot read proc.exec program {path!r}: {exc.strerror}") from exc
+
+
+def _check_runnable(path: str) -> None:
+    """Refuse an interpreter the kernel could not run: one with no execute bit, or
+    neither ELF nor a script.
+
+    Whatever a ``#!`` line or PT_INTERP names is granted and bound into the jail
+    at its path, readable there by the worker's uid: the approval of
+    ``proc.exec:/opt/vendor/tool``, a script whose author wrote ``#!`` and the
+    path of the operator's SSH key, put the key in the plugin's jail (red team
+    round 17). A real interpreter is a program; that key is not.
+    """
+    with os.fdopen(_open_regular(path), "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        head = handle.read(4)
+    if not mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH) or not (
+        head.startswith((_ELF_MAGIC, b"#!"))
+    ):
+        raise SandboxError(
+            f"proc.exec program {path!r} is not executable (an ELF program or a script "
+            "with an execute bit), but a program's #! line or ELF header names it as its "
+            "interpreter, which the jail would show the plugin: declare a program whose "
+            "interpreter is a program"
+        )
 
 
 def _open_regular(path: str) -> int:
