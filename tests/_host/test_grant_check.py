@@ -991,3 +991,23 @@ def test_a_file_a_programs_interpreter_line_names_is_not_granted_unless_it_is_a_
         assert not (isinstance(leaked, str) and leaked.startswith(key)), "the key was read"
     assert not outcome, "a file that is no program was granted as an interpreter"
     assert f"proc.exec program {str(secret)!r} is not executable" in outcome.reason
+
+
+def test_a_script_whose_interpreter_line_holds_a_nul_is_granted_as_the_kernel_runs_it(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Red team round 17: ``#!/bin/sh<NUL>...`` (the kernel runs /bin/sh: it reads the
+    name up to the NUL) made the enable's os.open raise ValueError ("embedded null
+    byte"), out of ``host.enable`` as a traceback."""
+    tool = tmp_path / "tool"
+    tool.write_bytes(b"#!/bin/sh\x00 ignored\necho run by sh\n")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == "run by sh\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,61 @@ def test_an_interpreter_must_be_a_program_the_kernel_can_run(tmp_path: Path) -> 
     outer.chmod(0o755)
     paths = [g.path for g in program_grants(str(outer))]
     assert paths[:3] == [str(outer), str(inner), "/bin/sh"]
+
+
+def _patched_true(tmp_path: Path, patch: Callable[[bytearray], None]) -> Path:
+    """A copy of /usr/bin/true with its ELF header changed by ``patch``."""
+    image = bytearray(Path("/usr/bin/true").read_bytes())
+    patch(image)
+    copy = tmp_path / "true-patched"
+    copy.write_bytes(bytes(image))
+    copy.chmod(0o755)
+    return copy
+
+
+def _interp_entry(image: bytearray) -> int:
+    """The file offset of the PT_INTERP program header of an ELF64 little-endian image."""
+    phoff, phentsize, phnum = (
+        struct.unpack_from("<Q", image, 32)[0],
+        struct.unpack_from("<H", image, 54)[0],
+        struct.unpack_from("<H", image, 56)[0],
+    )
+    for index in range(phnum):
+        entry = phoff + index * phentsize
+        if struct.unpack_from("<I", image, entry)[0] == 3:
+            return entry
+    raise AssertionError("no PT_INTERP")
+
+
+def test_an_interpreter_name_ends_at_a_nul_as_the_kernel_reads_it(tmp_path: Path) -> None:
+    """Red team round 17: a NUL inside the ``#!`` line or the PT_INTERP string (the
+    kernel reads both up to it) reached os.open, whose ValueError ("embedded null
+    byte") came out of ``host.enable`` as a traceback."""
+    script = tmp_path / "tool"
+    script.write_bytes(b"#!/bin/sh\x00 anything\necho hi\n")
+    script.chmod(0o755)
+    assert "/bin/sh" in [g.path for g in program_grants(str(script))]
+
+    def longer_interp(image: bytearray) -> None:
+        # p_filesz (offset 32 of the entry) four bytes longer: the string, its NUL,
+        # and three bytes of whatever follows it in the file.
+        entry = _interp_entry(image)
+        struct.pack_into(
+            "<Q", image, entry + 32, struct.unpack_from("<Q", image, entry + 32)[0] + 4
+        )
+
+    patched = _patched_true(tmp_path, longer_interp)
+    loaders = {g.path for g in program_grants("/usr/bin/true")} - {"/usr/bin/true"}
+    assert {g.path for g in program_grants(str(patched))} == {str(patched)} | loaders
+
+
+def test_a_malformed_elf_header_is_a_refusal_not_a_traceback(tmp_path: Path) -> None:
+    """Red team round 17: a program header offset past what a file offset holds made
+    ``seek`` raise ValueError out of ``host.enable``; the kernel runs no such file."""
+    patched = _patched_true(tmp_path, lambda image: struct.pack_into("<Q", image, 32, 2**64 - 1))
+    with pytest.raises(SandboxError) as exc:
+        program_grants(str(patched))
+    assert str(exc.value) == (
+        f"cannot read proc.exec program {str(patched)!r}: its ELF header is malformed "
+        "(ValueError); the kernel cannot run it either"
+    )

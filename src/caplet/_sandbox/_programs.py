@@ -118,13 +118,22 @@ def _interpreter(path: str) -> str | None:
         with os.fdopen(_open_regular(path), "rb") as handle:
             head = handle.read(4096)
             if head.startswith(b"#!"):
-                line = head[2:].split(b"\n", 1)[0].strip().split()
+                # The kernel ends the interpreter's name at a NUL too (binfmt_script.c):
+                # ``#!/bin/sh<NUL>...`` runs /bin/sh, where os.open raised ValueError.
+                line = head[2:].split(b"\n", 1)[0].split(b"\0", 1)[0].strip().split()
                 return os.fsdecode(line[0]) if line else None
             if not head.startswith(_ELF_MAGIC) or len(head) < 64:
                 return None
             return _elf_interpreter(handle, head)
     except OSError as exc:
         raise SandboxError(f"cannot read proc.exec program {path!r}: {exc.strerror}") from exc
+    except (ValueError, OverflowError) as exc:
+        # An offset past what a file offset holds (seek: ValueError), read from a
+        # malformed ELF header the kernel would refuse to run as well (round 17).
+        raise SandboxError(
+            f"cannot read proc.exec program {path!r}: its ELF header is malformed "
+            f"({type(exc).__name__}); the kernel cannot run it either"
+        ) from exc
 
 
 def _check_runnable(path: str) -> None:
@@ -208,5 +217,6 @@ def _elf_interpreter(handle: BinaryIO, head: bytes) -> str | None:
             offset = struct.unpack_from(endian + "I", entry, 4)[0]
             size = struct.unpack_from(endian + "I", entry, 16)[0]
         handle.seek(offset)
-        return os.fsdecode(handle.read(min(size, 4096)).rstrip(b"\0"))
+        # A C string: the kernel reads it up to the first NUL (binfmt_elf.c).
+        return os.fsdecode(handle.read(min(size, 4096)).split(b"\0", 1)[0])
     return None
