@@ -8,6 +8,7 @@ import socket
 import threading
 import wsgiref.simple_server
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -917,3 +918,37 @@ def test_a_header_value_with_surrounding_whitespace_is_sent_trimmed(
     assert headers["authorization"] == "Bearer t"
     assert headers["x-a"] == "a b"  # the near miss: whitespace inside a value stays
     assert headers["x-empty"] == ""
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_the_hosts_proxy_settings_and_netrc_are_never_used(
+    harness: Harness,
+    http_server: RunningServer,
+    https_server: RunningServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scheme: str,
+) -> None:
+    """Red team round 17, held: a proxy from the host's environment would resolve the
+    name itself (past the address check) and see every request, and ``.netrc`` would
+    add the operator's credentials to a plugin's request. The broker sends each hop
+    through a transport of its own, ``trust_env=False``."""
+    server = http_server if scheme == "http" else https_server
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine api.example.test login operator password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(netrc))
+    with raw_server() as proxy:
+        proxy.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nproxy")
+        for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.setenv(variable, f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        response = harness.broker().fetch(
+            PLUGIN,
+            [grant(f"net.http:{scheme}://api.example.test:{server.port}")],
+            HttpRequest(f"{scheme}://api.example.test:{server.port}/echo"),
+        )
+        assert proxy.heads == []
+    assert "authorization" not in _headers(response)
