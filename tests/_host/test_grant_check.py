@@ -9,6 +9,7 @@ files; snapshots reachable through TMPDIR; host paths in mountinfo.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -1011,3 +1012,85 @@ def test_a_script_whose_interpreter_line_holds_a_nul_is_granted_as_the_kernel_ru
     host.discover()
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(tool)]) == "run by sh\n"
+
+
+PLANTED = "import os\nos.environ['CAPLET_R17_PLANTED'] = 'ran in the host'\n"
+
+
+@pytest.mark.parametrize("where", ["entry", "package"])
+def test_a_writable_grant_never_reaches_where_the_host_imports_from(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    """Red team round 17: the Python runtime is guarded against writable grants (its
+    prefixes, the folders holding caplet and msgpack), but the host imports from every
+    folder on ``sys.path``: a ``PYTHONPATH`` folder and, run as ``python -m caplet`` or
+    ``python app.py``, the current or the application's folder. A plugin granted
+    ``fs.write`` on one wrote a module there (or into a package folder there), and
+    the host's next import of that name ran the plugin's code in the host, outside
+    every sandbox layer, as the host's user."""
+    lib = tmp_path / "pylib"
+    (lib / "r17pkg").mkdir(parents=True)
+    (lib / "r17pkg" / "__init__.py").write_text("", encoding="utf-8")
+    give_to_worker(lib)
+    # Where PYTHONPATH puts it: after the script's folder.
+    monkeypatch.setattr(sys, "path", [sys.path[0], str(lib), *sys.path[1:]])
+    monkeypatch.setenv("CAPLET_R17_PLANTED", "")  # restored (removed) at the end
+    monkeypatch.delenv("CAPLET_R17_PLANTED")
+    root = lib if where == "entry" else lib / "r17pkg"
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    host.discover()
+    outcome = host.enable("writer", config={"root": str(root)}, consent=True)
+    if outcome:  # the attack, where the grant is given
+        module = "r17_planted" if where == "entry" else "r17pkg.r17_planted"
+        assert host.call("writer", "main.write", str(root / "r17_planted.py"), PLANTED)
+        importlib.invalidate_caches()
+        try:
+            importlib.import_module(module)
+        finally:
+            for name in ("r17_planted", "r17pkg.r17_planted", "r17pkg"):
+                sys.modules.pop(name, None)
+        assert "CAPLET_R17_PLANTED" not in os.environ, "the plugin's code ran in the host"
+    assert not outcome, "a folder the host imports from was granted writable"
+    assert f"{lib}, a folder the host imports Python modules from" in outcome.reason
+
+
+def test_a_writable_grant_beside_the_import_path_or_in_the_apps_folder_is_granted(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The near misses: a folder beside a ``sys.path`` entry (a data folder next to the
+    library folder), and a data folder inside the script's own folder (``sys.path[0]``:
+    ``python app.py`` granting ``/srv/app/data``) are granted and written; the script's
+    folder itself is not."""
+    lib = tmp_path / "pylib"
+    lib.mkdir()
+    app = tmp_path / "app"
+    (app / "data").mkdir(parents=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    give_to_worker(out, app)
+    monkeypatch.setattr(sys, "path", [str(app), str(lib), *sys.path[1:]])
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    host.discover()
+    for root in (out, app / "data"):
+        assert host.enable("writer", config={"root": str(root)}, consent=True)
+        assert host.call("writer", "main.write", str(root / "note.txt"), "ok")
+    outcome = host.enable("writer", config={"root": str(app)}, consent=True)
+    assert not outcome
+    assert f"contains {app}, a folder the host imports Python modules from" in outcome.reason

@@ -64,6 +64,12 @@ from caplet._trust._sqlite import SqliteStore
 __all__ = ["GrantPlan", "ProtectedPaths", "check_against", "plan_grants", "store_directory"]
 
 
+_IMPORTS = (
+    "a folder the host imports Python modules from (sys.path): a module written there "
+    "would run in the host, outside every sandbox layer"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ProtectedPaths:
     """caplet's own files, which no plugin may write and which no grant may expose.
@@ -90,6 +96,10 @@ class ProtectedPaths:
     #: writable grant could rewrite and whose approval would then carry over (round 17),
     #: guarded as the plugins directory is.
     installed: tuple[Path, ...] = ()
+    #: The folders the host imports Python modules from (``sys.path`` beyond the runtime:
+    #: ``PYTHONPATH``, the script's or current folder), each with whether a grant *inside*
+    #: it is refused too (round 17: a module written there ran in the host).
+    imports: tuple[tuple[Path, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +375,7 @@ def _refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writabl
         guarded += [
             (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
             *((path, "an installed plugin's code", True) for path in protected.installed),
+            *((path, _IMPORTS, inside) for path, inside in protected.imports),
             (protected.lockfile, "the lock file", False),
             *(
                 (path, "the policy file", False)
@@ -518,6 +529,7 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
         ),
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
         *((path, "an installed plugin's code", True) for path in protected.installed),
+        *((path, _IMPORTS, inside) for path, inside in protected.imports),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
     for path, what, nor_inside in guarded:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -536,6 +538,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 for record in self._records.values()
                 if record.source.kind is SourceKind.DISTRIBUTION
             ),
+            imports=_import_paths(),
         )
 
 
@@ -543,6 +546,25 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
 def _runtime_paths() -> tuple[str, ...]:
     """The directories a worker's Python and caplet are loaded from (computed once)."""
     return tuple(grant.path for grant in runtime_grants())
+
+
+def _import_paths() -> tuple[tuple[Path, bool], ...]:
+    """The folders on ``sys.path`` (read at each plan: it changes), each with whether a
+    grant inside one is refused too.
+
+    Inside too for library folders (``PYTHONPATH``): a package folder there is code the
+    host imports. Not inside the script's or current folder, ``sys.path[0]`` (unless
+    ``-P``/``-I``): that is an application's or a project's own folder, whose data
+    folders are what plugins are granted; a grant containing it is refused.
+    """
+    first = "" if sys.flags.safe_path else (sys.path[0] if sys.path else "")
+    found: dict[Path, bool] = {}
+    for index, entry in enumerate(sys.path):
+        path = Path(os.path.realpath(entry or "."))
+        if path.is_dir():
+            inside = not (index == 0 and entry == first)
+            found[path] = found.get(path, False) or inside
+    return tuple(found.items())
 
 
 def _other_state_dirs(own: Path) -> tuple[Path, ...]:
