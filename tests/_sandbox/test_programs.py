@@ -141,11 +141,9 @@ def _patched_true(tmp_path: Path, patch: Callable[[bytearray], None]) -> Path:
 
 def _interp_entry(image: bytearray) -> int:
     """The file offset of the PT_INTERP program header of an ELF64 little-endian image."""
-    phoff, phentsize, phnum = (
-        struct.unpack_from("<Q", image, 32)[0],
-        struct.unpack_from("<H", image, 54)[0],
-        struct.unpack_from("<H", image, 56)[0],
-    )
+    phoff: int = struct.unpack_from("<Q", image, 32)[0]
+    phentsize: int = struct.unpack_from("<H", image, 54)[0]
+    phnum: int = struct.unpack_from("<H", image, 56)[0]
     for index in range(phnum):
         entry = phoff + index * phentsize
         if struct.unpack_from("<I", image, entry)[0] == 3:
