@@ -558,9 +558,13 @@ def _import_paths() -> tuple[tuple[Path, bool], ...]:
     folders are what plugins are granted; a grant containing it is refused.
     """
     first = "" if sys.flags.safe_path else (sys.path[0] if sys.path else "")
+    runtime = _runtime_paths()
     found: dict[Path, bool] = {}
     for index, entry in enumerate(sys.path):
-        path = Path(os.path.realpath(entry or "."))
+        real = os.path.realpath(entry or ".")
+        if any(real == r or real.startswith(f"{r.rstrip('/')}/") for r in runtime):
+            continue  # guarded with the runtime already, both ways
+        path = Path(real)
         if path.is_dir():
             inside = not (index == 0 and entry == first)
             found[path] = found.get(path, False) or inside
