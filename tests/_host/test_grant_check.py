@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import json
 import os
+import site
 import sys
 import threading
 from collections.abc import Iterator
@@ -1094,3 +1095,35 @@ def test_a_writable_grant_beside_the_import_path_or_in_the_apps_folder_is_grante
     outcome = host.enable("writer", config={"root": str(app)}, consent=True)
     assert not outcome
     assert f"contains {app}, a folder the host imports Python modules from" in outcome.reason
+
+
+def test_a_writable_grant_never_can_create_the_users_site_packages(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Red team round 17: outside a virtual environment the interpreter imports from the
+    user's site-packages (``~/.local/lib/pythonX.Y/site-packages``) and runs its ``.pth``
+    files at every start, but puts it on ``sys.path`` only when it exists. A plugin
+    granted ``fs.write:~/.local`` before it existed could create it with a ``.pth`` of
+    its own: the next host (any Python of that user) ran it. The near miss: a folder
+    inside ``~/.local`` that is not on the way to it is still granted."""
+    home = tmp_path / "home"
+    local = home / ".local"
+    (local / "share" / "notes").mkdir(parents=True)
+    give_to_worker(home)
+    user_site = local / "lib" / "python3.11" / "site-packages"
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    host.discover()
+    outcome = host.enable("writer", config={"root": str(local)}, consent=True)
+    assert not outcome, "a grant that can create the user's site-packages was given"
+    assert f"contains {local}, a folder the host imports Python modules from" in outcome.reason
+    assert host.enable("writer", config={"root": str(local / "share" / "notes")}, consent=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import site
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -555,7 +556,8 @@ def _import_paths() -> tuple[tuple[Path, bool], ...]:
     Inside too for library folders (``PYTHONPATH``): a package folder there is code the
     host imports. Not inside the script's or current folder, ``sys.path[0]`` (unless
     ``-P``/``-I``): that is an application's or a project's own folder, whose data
-    folders are what plugins are granted; a grant containing it is refused.
+    folders are what plugins are granted; a grant containing it is refused. The user's
+    site-packages counts before it exists (see below).
     """
     first = "" if sys.flags.safe_path else (sys.path[0] if sys.path else "")
     runtime = _runtime_paths()
@@ -568,6 +570,14 @@ def _import_paths() -> tuple[tuple[Path, bool], ...]:
         if path.is_dir():
             inside = not (index == 0 and entry == first)
             found[path] = found.get(path, False) or inside
+    if site.ENABLE_USER_SITE:
+        # The user's site-packages is on sys.path only once it exists, and its .pth
+        # files run at every start: a grant that could create it (one holding the
+        # nearest folder of its path that exists) is refused too (round 17).
+        user = Path(os.path.realpath(site.getusersitepackages()))
+        nearest = next((p for p in (user, *user.parents) if p.is_dir()), None)
+        if nearest is not None and nearest not in found and nearest.parent != nearest:
+            found[nearest] = nearest == user
     return tuple(found.items())
 
 
