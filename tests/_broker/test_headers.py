@@ -107,3 +107,31 @@ def test_without_credentials() -> None:
 def test_header_bytes() -> None:
     assert header_bytes((("Ab", "cde"),)) == len("Ab: cde\r\n")
     assert header_bytes(()) == 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["X_Forwarded_For", "x-forwarded_for", "X_Real_IP", "True_Client_IP", "X_Original_URL"],
+)
+def test_a_stripped_header_spelled_with_underscores_is_dropped_too(name: str) -> None:
+    """Red team round 17: CGI and WSGI servers (the standard library's wsgiref,
+    ``http.server``'s CGI handler) name a header by upper-casing it and turning
+    ``-`` into ``_``, so ``X_Forwarded_For`` reaches the application as
+    ``HTTP_X_FORWARDED_FOR``, the variable ``X-Forwarded-For`` sets: a plugin
+    claimed a client address the broker promises to drop (CVE-2015-0219's
+    class; tests/_broker/test_http.py sends it to a real wsgiref server)."""
+    kept, dropped = _sanitise(((name, "10.0.0.1"), ("X-Ok", "1")))
+    assert kept == (("X-Ok", "1"),)
+    assert dropped == (name,)
+
+
+def test_headers_with_underscores_that_name_nothing_stripped_pass() -> None:
+    """The near miss: an underscore in an ordinary name (an API key header) is kept."""
+    pairs = (("X_Api_Key", "k"), ("Request_Id", "7"), ("X-Forwarded-Forx", "v"))
+    assert _sanitise(pairs) == (pairs, ())
+
+
+def test_whitespace_around_a_value_is_trimmed_and_inside_it_kept() -> None:
+    """Red team round 17 (see tests/_broker/test_http.py): h11 refused such a value
+    after the broker had connected."""
+    assert _sanitise((("A", " \tx  y\t "), ("B", " "))) == ((("A", "x  y"), ("B", "")), ())

@@ -5,7 +5,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
+import threading
+import wsgiref.simple_server
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +39,7 @@ from tests._broker.conftest import (
     RunningServer,
     grant,
 )
+from tests._broker.rawkit import raw_server
 
 PLUGIN = "fetcher"
 
@@ -821,3 +826,129 @@ def test_head_request(harness: Harness, https_server: RunningServer) -> None:
     assert response.status == 200
     assert response.body == b""
     assert json.loads(response.header("content-length") or "0") == 25
+
+
+def test_a_wsgi_server_sees_no_client_address_spelled_with_underscores(
+    harness: Harness,
+) -> None:
+    """Red team round 17: the broker drops ``X-Forwarded-For`` and its kin because
+    internal services trust them to name the caller; a WSGI server (here the
+    standard library's wsgiref, as a Flask or Django app under it would run)
+    reads ``X_Forwarded_For`` as the same variable, ``HTTP_X_FORWARDED_FOR``."""
+    environs: list[dict[str, str]] = []
+
+    def app(environ: dict[str, Any], start: Any) -> list[bytes]:
+        environs.append({k: v for k, v in environ.items() if k.startswith("HTTP_")})
+        start("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        return [b"ok"]
+
+    class Quiet(wsgiref.simple_server.WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the test asserts on the environ instead."""
+
+    with wsgiref.simple_server.make_server("127.0.0.1", 0, app, handler_class=Quiet) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            port = server.server_address[1]
+            response = harness.broker().fetch(
+                PLUGIN,
+                [grant(f"net.http:http://api.example.test:{port}")],
+                HttpRequest(
+                    f"http://api.example.test:{port}/",
+                    headers=(
+                        ("X_Forwarded_For", "10.0.0.1"),
+                        ("X-Real_IP", "10.0.0.2"),
+                        ("X_Api_Key", "k"),
+                    ),
+                ),
+            )
+        finally:
+            server.shutdown()
+            thread.join()
+    assert response.status == 200
+    (environ,) = environs
+    assert "HTTP_X_FORWARDED_FOR" not in environ
+    assert "HTTP_X_REAL_IP" not in environ
+    assert environ["HTTP_X_API_KEY"] == "k"  # the near miss: an ordinary name arrives
+    assert harness.decisions[-1].detail == "dropped headers: X_Forwarded_For, X-Real_IP"
+
+
+def test_a_not_modified_answer_is_not_refused_for_the_length_it_declares(
+    harness: Harness,
+) -> None:
+    """Red team round 17 (a legitimate use broken): a 304 to a conditional GET may
+    carry the Content-Length of the representation it stands for (RFC 9110 8.6),
+    with no body (RFC 9112 6.3), as a HEAD answer may; the broker refused the
+    revalidation of any resource over the response limit as "too large"."""
+    length = TEST_POLICY.max_response_bytes * 2
+    with raw_server() as server:
+        server.answer(
+            b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\nContent-Length: %d\r\n\r\n' % length
+        )
+        url = f"http://api.example.test:{server.port}"
+        response = harness.broker().fetch(
+            PLUGIN,
+            [grant(f"net.http:{url}")],
+            HttpRequest(f"{url}/big", headers=(("If-None-Match", '"v1"'),)),
+        )
+        assert (response.status, response.body) == (304, b"")
+        # The near miss: a 200 declaring the same length is still refused before reading.
+        server.answer(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length)
+        with pytest.raises(SizeLimitError) as exc:
+            harness.broker().fetch(PLUGIN, [grant(f"net.http:{url}")], HttpRequest(f"{url}/big"))
+    assert f"the response declares {length} bytes" in str(exc.value)
+
+
+def test_a_header_value_with_surrounding_whitespace_is_sent_trimmed(
+    harness: Harness, https_server: RunningServer
+) -> None:
+    """Red team round 17: a value with a leading or trailing space or tab (a token
+    read from a file with its trailing space) passed the header check, the broker
+    resolved and connected, and h11 then refused to write the request: the plugin
+    got "the HTTP library refused the request (LocalProtocolError)", naming no
+    header, and the server a connection that sent nothing. A field value never
+    includes that whitespace (RFC 9110 5.5); browsers trim it (Fetch's normalize)."""
+    grants = _grants(https_server, "net.http:https://api.example.test:{port}")
+    request = HttpRequest(
+        f"{_api(https_server)}/echo",
+        headers=(("Authorization", "Bearer t \t"), ("X-A", " a b"), ("X-Empty", "  ")),
+    )
+    headers = _headers(harness.broker().fetch(PLUGIN, grants, request))
+    assert headers["authorization"] == "Bearer t"
+    assert headers["x-a"] == "a b"  # the near miss: whitespace inside a value stays
+    assert headers["x-empty"] == ""
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_the_hosts_proxy_settings_and_netrc_are_never_used(
+    harness: Harness,
+    http_server: RunningServer,
+    https_server: RunningServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scheme: str,
+) -> None:
+    """Red team round 17, held: a proxy from the host's environment would resolve the
+    name itself (past the address check) and see every request, and ``.netrc`` would
+    add the operator's credentials to a plugin's request. The broker sends each hop
+    through a transport of its own, ``trust_env=False``."""
+    server = http_server if scheme == "http" else https_server
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine api.example.test login operator password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(netrc))
+    with raw_server() as proxy:
+        proxy.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nproxy")
+        for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.setenv(variable, f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        response = harness.broker().fetch(
+            PLUGIN,
+            [grant(f"net.http:{scheme}://api.example.test:{server.port}")],
+            HttpRequest(f"{scheme}://api.example.test:{server.port}/echo"),
+        )
+        assert proxy.heads == []
+    assert "authorization" not in _headers(response)

@@ -8,9 +8,13 @@ files; snapshots reachable through TMPDIR; host paths in mountinfo.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
+import site
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from tests._host.ctxkit import make_host
-from tests.conftest import PluginFactory, give_to_worker
+from tests.conftest import PluginFactory, give_to_worker, make_distribution
 
 TOOLS = """
 import os
@@ -745,3 +749,381 @@ def test_two_hosts_enabling_at_once_are_judged_one_after_the_other(
         assert not outcome
         assert "writer (enabled by another caplet process)" in outcome.reason
         assert str(tool) in outcome.reason
+
+
+@contextlib.contextmanager
+def _fifo_released(fifo: Path) -> Iterator[None]:
+    """A guard, never a measure: on code that opens ``fifo`` for reading and waits for
+    a writer, writers come after 20 s, once a second until the block ends (so the
+    test fails instead of hanging); on code that never waits, the block ends first
+    and nothing is written."""
+    done = threading.Event()
+
+    def release() -> None:
+        if done.wait(20):
+            return
+        while not done.wait(1):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_program_whose_interpreter_is_no_regular_file_is_refused_without_waiting(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path, kind: str
+) -> None:
+    """Red team round 17: the enable reads each approved program's ``#!`` line (and
+    ELF interpreter) to grant the interpreter too, and read the interpreter it names
+    the same way, open(2) blocking, whatever it was. A script whose ``#!`` names a
+    FIFO (``/run/initctl``, ``/run/systemd/inaccessible/fifo`` on a systemd host; one
+    a writer of the program's folder makes) held ``host.enable`` in open(2) for good,
+    and with it the host's lifecycle lock (every other enable, disable and discovery
+    of that host waited behind it); a character device was opened (as root, on a
+    root host: ``/dev/tty`` read the operator's next line) and granted as an
+    executable."""
+    interpreter = tmp_path / "fifo" if kind == "fifo" else Path("/dev/zero")
+    if kind == "fifo":
+        os.mkfifo(interpreter)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text(f"#!{interpreter}\necho hi\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    with _fifo_released(interpreter):
+        outcome = host.enable("runner", consent=True)
+    assert not outcome, "an interpreter that is no regular file was granted"
+    assert f"proc.exec program {str(interpreter)!r} is not a regular file" in outcome.reason
+
+
+def test_a_script_with_an_ordinary_interpreter_is_still_granted_and_runs(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """The near miss of the test above: ``#!/bin/sh`` (a link on merged-/usr hosts
+    to dash or bash, itself with an ELF interpreter) is granted and runs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text("#!/bin/sh\necho hello from the script\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+
+
+@pytest.mark.parametrize("entry", ["", ".", "bin"])
+def test_a_program_name_is_never_found_through_a_relative_path_entry(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    entry: str,
+) -> None:
+    """Red team round 17: ``proc.exec:NAME`` is looked up on the host's ``PATH`` at
+    enable, and an empty or relative entry there (``PATH=$PATH:`` is a common slip)
+    is the host's *current directory*: run in a cloned project, ``caplet`` granted
+    the project's own ``./bin/tool`` (or ``./tool``) as the approved ``tool``, whose
+    approval was given for the one on the operator's path. The grant was a relative
+    path, checked for links from ``/`` (``link_hops`` takes absolute paths). Go's
+    ``exec.LookPath`` refuses the same since 1.19 (``ErrDot``)."""
+    project = tmp_path / "project"
+    (project / "bin").mkdir(parents=True)
+    for folder in (project, project / "bin"):
+        planted = folder / "tool-r17"
+        planted.write_text("#!/bin/sh\necho the projects own program\n", encoding="utf-8")
+        planted.chmod(0o755)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", f"{entry}:/usr/bin:/bin")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra='capabilities = ["proc.exec:tool-r17"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "a program in the current directory was granted"
+    assert "proc.exec program 'tool-r17' was not found on this host" in outcome.reason
+    assert "relative entries of PATH are not searched" in outcome.reason
+
+
+def test_a_program_name_is_still_found_on_the_absolute_entries_of_path(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The near miss: the same name in an absolute directory of ``PATH`` (after a
+    relative entry that does not hold it) is granted and runs."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    program = tools / "tool-r17"
+    program.write_text("#!/bin/sh\necho the operators program\n", encoding="utf-8")
+    program.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"nowhere::{tools}:/usr/bin:/bin")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra='capabilities = ["proc.exec:tool-r17"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(program)]) == "the operators program\n"
+
+
+INSTALLED_SOURCE = """
+def create_functions(config):
+    return {"main": {"run": lambda: "the approved code"}}
+"""
+
+REWRITER = """
+def create_functions(config):
+    def write(path, text):
+        with open(path, "w") as handle:
+            handle.write(text)
+        return True
+
+    return {"main": {"write": write}}
+"""
+
+
+def test_a_writable_grant_never_holds_an_installed_plugins_code(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Red team round 17: the plugins directory is guarded against writable grants
+    (a plugin rewriting another's code, whose approval then carries over: same
+    capabilities, same agent text), but an installed plugin's folder was not. With
+    installed plugins on ``dist_path`` (an application's plugin site, a
+    ``pip install --target`` folder on ``PYTHONPATH``), plugin ``writer`` granted
+    ``fs.write`` over that folder rewrote ``hello``'s ``plugin.py``; the next host
+    enabled ``hello`` with "approval ... carried over: nothing widened" and ran the
+    writer's code with hello's grants."""
+    monkeypatch.setenv("CAPLET_TEST_IMPORT_MARKER", str(tmp_path / "imported"))
+    site = tmp_path / "site"
+    folder = make_distribution(site, "hello", source=INSTALLED_SOURCE)
+    (folder / "data").mkdir()
+    (site / "cache").mkdir()
+    give_to_worker(site)
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    with make_host(plugins_dir, state_dir, launcher, dist_path=[site]) as host:
+        host.discover()
+        assert host.audit("hello")
+        assert host.approve("hello")
+        assert host.enable("hello")
+        assert host.call("hello", "main.run") == "the approved code"
+        outcome = host.enable("writer", config={"root": str(folder)}, consent=True)
+        if outcome:  # the attack, where the grant is given
+            evil = INSTALLED_SOURCE.replace("the approved code", "the writer's code")
+            assert host.call("writer", "main.write", str(folder / "plugin.py"), evil)
+    with make_host(plugins_dir, state_dir, launcher, dist_path=[site]) as host:
+        host.discover()
+        assert host.enable("hello")
+        assert host.call("hello", "main.run") == "the approved code"
+        for root in (site, folder.parent, folder, folder / "data"):
+            outcome = host.enable("writer", config={"root": str(root)}, consent=True)
+            assert not outcome, f"fs.write:{root} over an installed plugin's code was granted"
+            assert f"{folder}, an installed plugin's code" in outcome.reason
+        # The near miss: a folder beside the distributions, holding no plugin, is granted.
+        assert host.enable("writer", config={"root": str(site / "cache")}, consent=True)
+        assert host.call("writer", "main.write", str(site / "cache" / "note"), "ok")
+
+
+def test_a_file_a_programs_interpreter_line_names_is_not_granted_unless_it_is_a_program(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Red team round 17: every file a ``#!`` line (or PT_INTERP) names was granted as
+    an interpreter, bound into the jail at its path, whatever it was. The approval of
+    ``proc.exec:/opt/vendor/tool`` (a script whose author wrote ``#!`` followed by
+    the path of the operator's SSH key, or any file the worker's uid may read) put
+    that file in the plugin's jail, readable: a read grant nobody was shown. An
+    interpreter must be something the kernel can run: a regular file with an
+    execute bit."""
+    secret = tmp_path / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n", encoding="utf-8")
+    secret.chmod(0o600)
+    give_to_worker(tmp_path / "home")  # the worker is the key's owner (an unprivileged host)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text(f"#!{secret}\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=TOOLS,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.tools]\nfunctions = ["read"]\n',
+    )
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    if outcome:  # the attack, where the grant is given
+        leaked = host.call("runner", "tools.read", str(secret))
+        key = b"-----BEGIN OPENSSH".hex()
+        assert not (isinstance(leaked, str) and leaked.startswith(key)), "the key was read"
+    assert not outcome, "a file that is no program was granted as an interpreter"
+    assert f"proc.exec program {str(secret)!r} is not executable" in outcome.reason
+
+
+def test_a_script_whose_interpreter_line_holds_a_nul_is_granted_as_the_kernel_runs_it(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    """Red team round 17: ``#!/bin/sh<NUL>...`` (the kernel runs /bin/sh: it reads the
+    name up to the NUL) made the enable's os.open raise ValueError ("embedded null
+    byte"), out of ``host.enable`` as a traceback."""
+    tool = tmp_path / "tool"
+    tool.write_bytes(b"#!/bin/sh\x00 ignored\necho run by sh\n")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{tool}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+    host.discover()
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == "run by sh\n"
+
+
+PLANTED = "import os\nos.environ['CAPLET_R17_PLANTED'] = 'ran in the host'\n"
+
+
+@pytest.mark.parametrize("where", ["entry", "package"])
+def test_a_writable_grant_never_reaches_where_the_host_imports_from(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    """Red team round 17: the Python runtime is guarded against writable grants (its
+    prefixes, the folders holding caplet and msgpack), but the host imports from every
+    folder on ``sys.path``: a ``PYTHONPATH`` folder and, run as ``python -m caplet`` or
+    ``python app.py``, the current or the application's folder. A plugin granted
+    ``fs.write`` on one wrote a module there (or into a package folder there), and
+    the host's next import of that name ran the plugin's code in the host, outside
+    every sandbox layer, as the host's user."""
+    lib = tmp_path / "pylib"
+    (lib / "r17pkg").mkdir(parents=True)
+    (lib / "r17pkg" / "__init__.py").write_text("", encoding="utf-8")
+    give_to_worker(lib)
+    # Where PYTHONPATH puts it: after the script's folder.
+    monkeypatch.setattr(sys, "path", [sys.path[0], str(lib), *sys.path[1:]])
+    monkeypatch.setenv("CAPLET_R17_PLANTED", "")  # restored (removed) at the end
+    monkeypatch.delenv("CAPLET_R17_PLANTED")
+    root = lib if where == "entry" else lib / "r17pkg"
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    host.discover()
+    outcome = host.enable("writer", config={"root": str(root)}, consent=True)
+    if outcome:  # the attack, where the grant is given
+        module = "r17_planted" if where == "entry" else "r17pkg.r17_planted"
+        assert host.call("writer", "main.write", str(root / "r17_planted.py"), PLANTED)
+        importlib.invalidate_caches()
+        try:
+            importlib.import_module(module)
+        finally:
+            for name in ("r17_planted", "r17pkg.r17_planted", "r17pkg"):
+                sys.modules.pop(name, None)
+        assert "CAPLET_R17_PLANTED" not in os.environ, "the plugin's code ran in the host"
+    assert not outcome, "a folder the host imports from was granted writable"
+    assert f"{lib}, a folder the host imports Python modules from" in outcome.reason
+
+
+def test_a_writable_grant_beside_the_import_path_or_in_the_apps_folder_is_granted(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The near misses: a folder beside a ``sys.path`` entry (a data folder next to the
+    library folder), and a data folder inside the script's own folder (``sys.path[0]``:
+    ``python app.py`` granting ``/srv/app/data``) are granted and written; the script's
+    folder itself is not."""
+    lib = tmp_path / "pylib"
+    lib.mkdir()
+    app = tmp_path / "app"
+    (app / "data").mkdir(parents=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    give_to_worker(out, app)
+    monkeypatch.setattr(sys, "path", [str(app), str(lib), *sys.path[1:]])
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    host.discover()
+    for root in (out, app / "data"):
+        assert host.enable("writer", config={"root": str(root)}, consent=True)
+        assert host.call("writer", "main.write", str(root / "note.txt"), "ok")
+    outcome = host.enable("writer", config={"root": str(app)}, consent=True)
+    assert not outcome
+    assert f"contains {app}, a folder the host imports Python modules from" in outcome.reason
+
+
+def test_a_writable_grant_never_can_create_the_users_site_packages(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Red team round 17: outside a virtual environment the interpreter imports from the
+    user's site-packages (``~/.local/lib/pythonX.Y/site-packages``) and runs its ``.pth``
+    files at every start, but puts it on ``sys.path`` only when it exists. A plugin
+    granted ``fs.write:~/.local`` before it existed could create it with a ``.pth`` of
+    its own: the next host (any Python of that user) ran it. The near miss: a folder
+    inside ``~/.local`` that is not on the way to it is still granted."""
+    home = tmp_path / "home"
+    local = home / ".local"
+    (local / "share" / "notes").mkdir(parents=True)
+    give_to_worker(home)
+    user_site = local / "lib" / "python3.11" / "site-packages"
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+    host.discover()
+    outcome = host.enable("writer", config={"root": str(local)}, consent=True)
+    assert not outcome, "a grant that can create the user's site-packages was given"
+    assert f"contains {local}, a folder the host imports Python modules from" in outcome.reason
+    assert host.enable("writer", config={"root": str(local / "share" / "notes")}, consent=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,120 @@ def test_a_loop_of_links_is_refused(tmp_path: Path) -> None:
     (tmp_path / "b").symlink_to("a")
     with pytest.raises(SandboxError, match="more than 40 links"):
         link_hops(f"{tmp_path}/a")
+
+
+@pytest.mark.parametrize("kind", ["device", "directory"])
+def test_an_interpreter_that_is_no_regular_file_is_refused_unopened(
+    tmp_path: Path, kind: str
+) -> None:
+    """Red team round 17: the interpreter a ``#!`` line names was opened for reading,
+    whatever it was: a device was opened (and granted as an executable), a FIFO
+    waited for a writer for ever (tests/_host/test_grant_check.py, with a guard)."""
+    target = Path("/dev/null") if kind == "device" else tmp_path
+    script = tmp_path / "tool"
+    script.write_text(f"#!{target}\necho hi\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError) as exc:
+        program_grants(str(script))
+    assert str(exc.value).startswith(f"proc.exec program {str(target)!r} is not a regular file")
+
+
+def test_a_name_is_searched_on_the_absolute_entries_of_the_path_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team round 17 (tests/_host/test_grant_check.py runs it on a host): an empty
+    or relative entry of PATH is the current directory, where ``which`` found it."""
+    tool = tmp_path / "tool-r17"
+    tool.write_text("#!/bin/sh\necho hi\n")
+    tool.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for path in ("", ".", "/nowhere:", f"x:{tmp_path.name}"):
+        with pytest.raises(SandboxError) as exc:
+            program_grants("tool-r17", search_path=path)
+        assert "was not found on this host" in str(exc.value)
+    assert "relative entries of PATH are not searched" in str(exc.value)
+    # The near miss: the same directory named absolutely is searched.
+    assert program_grants("tool-r17", search_path=f".:{tmp_path}")[0].path == str(tool)
+
+
+def test_an_interpreter_must_be_a_program_the_kernel_can_run(tmp_path: Path) -> None:
+    """Red team round 17 (tests/_host/test_grant_check.py reads the key in a jail on
+    main): a ``#!`` line naming a data file granted that file as an interpreter."""
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    key.chmod(0o600)
+    data = tmp_path / "data.bin"  # an execute bit alone is no program either
+    data.write_text("not a program\n")
+    data.chmod(0o755)
+    for target in (key, data):
+        script = tmp_path / f"tool-{target.name}"
+        script.write_text(f"#!{target}\n")
+        script.chmod(0o755)
+        with pytest.raises(SandboxError) as exc:
+            program_grants(str(script))
+        assert str(exc.value).startswith(f"proc.exec program {str(target)!r} is not executable")
+    # The near miss: a script run by another script, run by /bin/sh, is a chain of programs.
+    inner = tmp_path / "inner"
+    inner.write_text("#!/bin/sh\necho hi\n")
+    inner.chmod(0o755)
+    outer = tmp_path / "outer"
+    outer.write_text(f"#!{inner}\n")
+    outer.chmod(0o755)
+    paths = [g.path for g in program_grants(str(outer))]
+    assert paths[:3] == [str(outer), str(inner), "/bin/sh"]
+
+
+def _patched_true(tmp_path: Path, patch: Callable[[bytearray], None]) -> Path:
+    """A copy of /usr/bin/true with its ELF header changed by ``patch``."""
+    image = bytearray(Path("/usr/bin/true").read_bytes())
+    patch(image)
+    copy = tmp_path / "true-patched"
+    copy.write_bytes(bytes(image))
+    copy.chmod(0o755)
+    return copy
+
+
+def _interp_entry(image: bytearray) -> int:
+    """The file offset of the PT_INTERP program header of an ELF64 little-endian image."""
+    phoff: int = struct.unpack_from("<Q", image, 32)[0]
+    phentsize: int = struct.unpack_from("<H", image, 54)[0]
+    phnum: int = struct.unpack_from("<H", image, 56)[0]
+    for index in range(phnum):
+        entry = phoff + index * phentsize
+        if struct.unpack_from("<I", image, entry)[0] == 3:
+            return entry
+    raise AssertionError("no PT_INTERP")
+
+
+def test_an_interpreter_name_ends_at_a_nul_as_the_kernel_reads_it(tmp_path: Path) -> None:
+    """Red team round 17: a NUL inside the ``#!`` line or the PT_INTERP string (the
+    kernel reads both up to it) reached os.open, whose ValueError ("embedded null
+    byte") came out of ``host.enable`` as a traceback."""
+    script = tmp_path / "tool"
+    script.write_bytes(b"#!/bin/sh\x00 anything\necho hi\n")
+    script.chmod(0o755)
+    assert "/bin/sh" in [g.path for g in program_grants(str(script))]
+
+    def longer_interp(image: bytearray) -> None:
+        # p_filesz (offset 32 of the entry) four bytes longer: the string, its NUL,
+        # and three bytes of whatever follows it in the file.
+        entry = _interp_entry(image)
+        struct.pack_into(
+            "<Q", image, entry + 32, struct.unpack_from("<Q", image, entry + 32)[0] + 4
+        )
+
+    patched = _patched_true(tmp_path, longer_interp)
+    loaders = {g.path for g in program_grants("/usr/bin/true")} - {"/usr/bin/true"}
+    assert {g.path for g in program_grants(str(patched))} == {str(patched)} | loaders
+
+
+def test_a_malformed_elf_header_is_a_refusal_not_a_traceback(tmp_path: Path) -> None:
+    """Red team round 17: a program header offset past what a file offset holds made
+    ``seek`` raise ValueError out of ``host.enable``; the kernel runs no such file."""
+    patched = _patched_true(tmp_path, lambda image: struct.pack_into("<Q", image, 32, 2**64 - 1))
+    with pytest.raises(SandboxError) as exc:
+        program_grants(str(patched))
+    assert str(exc.value) == (
+        f"cannot read proc.exec program {str(patched)!r}: its ELF header is malformed "
+        "(ValueError); the kernel cannot run it either"
+    )

@@ -5,13 +5,17 @@ A plugin's headers are checked, not trusted:
 * a name must be an RFC 9110 token and a value visible ASCII, space or tab
   (RFC 9110 5.5): CR, LF and NUL would split the request (header injection,
   request smuggling), so they are refused, as is any other control character
-  and non-ASCII text;
+  and non-ASCII text; spaces and tabs around a value are trimmed, as
+  browsers do (a field value excludes them, RFC 9110 5.5);
 * the broker owns the framing and routing headers, so those are dropped:
   hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, TE, Trailer,
   Transfer-Encoding, Upgrade, Proxy-*), Host and Content-Length (set from
   the checked URL and the body), Expect, and headers that claim a client
   address or an original URL (X-Forwarded-*, Forwarded, X-Real-IP ...),
-  which internal services trust to identify a caller;
+  which internal services trust to identify a caller. A name is compared
+  with ``_`` read as ``-``: CGI and WSGI servers (wsgiref among them) turn
+  both into ``_`` (``HTTP_X_FORWARDED_FOR``), so ``X_Forwarded_For`` would
+  reach the application as the header it spoofs (red team round 17);
 * ``Accept-Encoding`` becomes ``identity``: the size limit counts the bytes
   the plugin receives, and a compressed body (a "zip bomb") would be far
   larger than the bytes on the wire.
@@ -123,10 +127,12 @@ def sanitise_headers(headers: object, *, plugin: str, method: str, url: str) -> 
                 f"control characters and non-ASCII text are refused (RFC 9110 5.5)",
                 "send visible ASCII only (encode other text, e.g. RFC 8187 or base64)",
             )
-        if name.lower() in STRIPPED_HEADERS:
+        if name.lower().replace("_", "-") in STRIPPED_HEADERS:
             dropped.append(name)
         else:
-            kept.append((name, value))
+            # A field value excludes the whitespace around it (RFC 9110 5.5), and
+            # h11 refuses to write it, after the connection is made (round 17).
+            kept.append((name, value.strip(" \t")))
     return SanitisedHeaders(tuple(kept), tuple(dropped))
 
 

@@ -49,6 +49,8 @@ DecisionSink = Callable[[BrokerDecision], None]
 
 _T = TypeVar("_T", bound=BaseException)
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Statuses whose answer never has a body (RFC 9112 6.3), whatever length they declare.
+_BODILESS = frozenset({204, 304})
 _CHUNK = 64 * 1024
 #: What the HTTP stack raises on a broken exchange (httpx maps httpcore's and h11's
 #: errors to HTTPError; the others reach through unmapped: a URL or header httpx
@@ -193,9 +195,12 @@ class HttpWire:
         limit = self.policy.max_response_bytes
         declared = response.headers.get("content-length", "")
         # isascii: '²'.isdigit() is True, and int('²') raises; so does int() of
-        # more than 4300 digits (a length no limit comes near).
+        # more than 4300 digits (a length no limit comes near). A HEAD answer and
+        # a 304 declare the length of a representation they do not carry (RFC 9110
+        # 8.6; RFC 9112 6.3: no body follows), so only a body's length is judged.
         if (
             hop.method != "HEAD"
+            and response.status_code not in _BODILESS
             and declared.isascii()
             and declared.isdigit()
             and (len(declared) > 18 or int(declared) > limit)

@@ -64,6 +64,12 @@ from caplet._trust._sqlite import SqliteStore
 __all__ = ["GrantPlan", "ProtectedPaths", "check_against", "plan_grants", "store_directory"]
 
 
+_IMPORTS = (
+    "a folder the host imports Python modules from (sys.path): a module written there "
+    "would run in the host, outside every sandbox layer"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ProtectedPaths:
     """caplet's own files, which no plugin may write and which no grant may expose.
@@ -86,6 +92,14 @@ class ProtectedPaths:
     #: The policy file in force (``caplet.toml``, ``pyproject.toml``, ``--policy``,
     #: ``CAPLET_POLICY``): it decides the next host's limits, so no writable grant holds it.
     policy_file: Path | None = None
+    #: The folders of the installed plugins discovered (``dist_path``): their code, which a
+    #: writable grant could rewrite and whose approval would then carry over (round 17),
+    #: guarded as the plugins directory is.
+    installed: tuple[Path, ...] = ()
+    #: The folders the host imports Python modules from (``sys.path`` beyond the runtime:
+    #: ``PYTHONPATH``, the script's or current folder), each with whether a grant *inside*
+    #: it is refused too (round 17: a module written there ran in the host).
+    imports: tuple[tuple[Path, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +314,9 @@ def _linked_and_writable(program: str, identity: WorkerIdentity) -> str:
     checked above.
     """
     try:
-        fd = os.open(program, os.O_RDONLY | os.O_CLOEXEC)
+        # O_PATH: a program swapped for a FIFO or device since program_grants
+        # read it is neither waited on nor opened (red team round 17).
+        fd = os.open(program, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return ""  # program_grants found it: vanished since, the start fails
     try:
@@ -358,6 +374,8 @@ def _refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writabl
     if writable:
         guarded += [
             (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
+            *((path, "an installed plugin's code", True) for path in protected.installed),
+            *((path, _IMPORTS, inside) for path, inside in protected.imports),
             (protected.lockfile, "the lock file", False),
             *(
                 (path, "the policy file", False)
@@ -510,6 +528,8 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
             else ()
         ),
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
+        *((path, "an installed plugin's code", True) for path in protected.installed),
+        *((path, _IMPORTS, inside) for path, inside in protected.imports),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
     for path, what, nor_inside in guarded:
