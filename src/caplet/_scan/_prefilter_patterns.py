@@ -91,7 +91,7 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",
     # an API named in a string for pkgutil to resolve ("os:system", CPL-THR-003)
-    r"\bresolve_name\b",
+    r"\bresolve_name\b|\bpydoc\s*\.\s*locate\b|\bfrom\s+pydoc\s+import\b[^\n]*\blocate\b",
     # Windows' DLL loaders, given a file the package ships or writes (CPL-THR-018)
     r"(?i)\b(?:rundll32|regsvr32)\b",
     # a browser shortcut rewritten to load an extension (CPL-THR-009)

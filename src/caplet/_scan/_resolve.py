@@ -17,7 +17,7 @@ from typing import Final
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._reachable import REACHABLE_MODULES
-from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS
+from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, NAME_RESOLVERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
@@ -532,7 +532,7 @@ class Resolver(StoredReads):
             if "builtins.__import__" in funcs and "fromlist" not in {k.arg for k in node.keywords}:
                 return tuple(dict.fromkeys((name, name.split(".", 1)[0])))
             return (name,)
-        if "pkgutil.resolve_name" in funcs and node.args:
+        if not NAME_RESOLVERS.isdisjoint(funcs) and node.args:
             # pkgutil.resolve_name("os:system") is os.system, by a name in a string
             name = self.name_value(node.args[0])
             return () if name is None else (name.replace(":", "."),)

@@ -38,6 +38,7 @@ from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
+from caplet._scan._rules import NAME_RESOLVERS
 from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
@@ -124,7 +125,7 @@ _SINK_NAMES = (
     | BROWSER_OPENS
     | {
         "builtins.eval",
-        "pkgutil.resolve_name",
+        *NAME_RESOLVERS,
         "importlib.util.spec_from_file_location",
         "operator.attrgetter",
         "operator.methodcaller",
@@ -300,10 +301,11 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             self.descriptor_written(node, node.args[0], node.args[1])
         if "shutil.unpack_archive" in funcs:
             self.extracted(node, funcs, method)
-        if "pkgutil.resolve_name" in funcs and node.args:
+        if not NAME_RESOLVERS.isdisjoint(funcs) and node.args:
             # pkgutil.resolve_name("os:system"): an API named in a string, not in the code
             name = flow.name_value(node.args[0])
-            self._hidden_lookup(node, flow.resolve(node), f"pkgutil.resolve_name({name!r})")
+            api = min(NAME_RESOLVERS & set(funcs))
+            self._hidden_lookup(node, flow.resolve(node), f"{api}({name!r})")
         if (
             not _RUNPY.isdisjoint(funcs)
             and node.args
