@@ -157,9 +157,12 @@ def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     name = _alternation(wanted)
     attributes = sorted({a for a, m in REACHABLE_MODULES.items() if m in wanted})
     attribute = rf"|\.\s*{_alternation(attributes)}\b" if reachable and attributes else ""
+    vendored = r"(?:(?:pip|setuptools|pkg_resources)\._vendor\.)?"
     return (
-        rf"\bfrom{_GAP}+{name}\b|['\"]{name}[.'\"]|"
-        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{name}\b{attribute}"
+        # a vendored copy is the library (from pip._vendor.urllib3 import ...: blind17)
+        rf"\bfrom{_GAP}+{vendored}{name}\b|['\"]{name}[.'\"]|"
+        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{vendored}{name}\b"
+        rf"{attribute}"
     )
 
 
