@@ -17,6 +17,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
 from caplet._scan._sink_documents import user_documents
+from caplet._scan._source_labels import METADATA_HOSTS
 from caplet._scan._sources import (
     COOKIE_JAR_READERS,
     COOKIE_READERS,
@@ -230,6 +231,10 @@ class EgressSinks:
         credentials = sorted(d for s, d in labels if s is Source.CREDENTIAL)
         if credentials:
             self._scan.emit("CPL-THR-007", f"{', '.join(credentials)} sent by {api}", line, col)
+        if (Source.RECON, "cloud metadata") in labels and self._asks_metadata(node):
+            # the metadata service's token handed back to it (IMDSv2) is how it is read
+            labels.discard((Source.RECON, "cloud metadata"))
+            sources = {s for s, _ in labels}
         if Source.RECON in sources:
             self._recon_egress.append((node, frozenset(labels), api))
         folder = user_documents(flow, payload) if payload else None
@@ -238,6 +243,21 @@ class EgressSinks:
         self._handed_credentials(node, api, payload)
         if labels:
             self._named_host(node, api)
+
+    def _asks_metadata(self, node: ast.Call) -> bool:
+        """The request's URL (its literals, and those of the names it is built from, three
+        bindings deep: ``req = Request(BASE + path)``) names a cloud metadata service."""
+        assigned = self._flow.bindings.assigned
+        todo: list[tuple[ast.AST, int]] = [(a, 0) for a in node.args[:1]]
+        while todo:
+            expr, depth = todo.pop()
+            for part in ast.walk(expr):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    if any(h in part.value for h in METADATA_HOSTS):
+                        return True
+                elif isinstance(part, ast.Name) and depth < 3:
+                    todo += [(v, depth + 1) for v in assigned.get(part.id, ())[:4]]
+        return False
 
     def _site_cookies(self, node: ast.Call, keyword: ast.keyword) -> bool:
         """A browser's cookies handed to a request as its cookies, as their libraries are
