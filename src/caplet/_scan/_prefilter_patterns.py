@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from caplet._scan._agent_configs import AGENT_CONFIG_TOKENS
 from caplet._scan._code_runners import CODE_RUNNER_TOKENS
 from caplet._scan._config_hijacks import CONFIG_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
@@ -140,6 +141,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # pip's directives that run a command or pick an index
     DOCUMENT_TOKENS,
     CONFIG_TOKENS,
+    # blind17: an MCP client's configuration (a server entry the agent starts)
+    AGENT_CONFIG_TOKENS,
     # blind16: getattr by another name (inspect's, which runs no descriptor)
     r"\bgetattr_static\b",
 )
