@@ -235,6 +235,23 @@ class Resolver(StoredReads):
             )
         return name.split(".", 1)[0] in roots
 
+    def _breakpoint_hooks(self, depth: int) -> list[str]:
+        """What ``breakpoint(*args)`` calls in this file: the callable named by the
+        ``PYTHONBREAKPOINT`` it stores into the environment, or the one it stores into
+        ``sys.breakpointhook`` (``os.environ["PYTHONBREAKPOINT"] = "os.system"`` makes
+        ``breakpoint(cmd)`` run a command: blind17, b17-ds-breakpoint-hook)."""
+        stores = self.stores()
+        hooks: list[str] = []
+        for container in ("os.environ", "environ"):
+            for key, value in stores.entries_of(container)[:MAX_CANDIDATES]:
+                if key is not None and self.name_value(key) == "PYTHONBREAKPOINT":
+                    named = self.name_value(value)
+                    if named and named not in {"0", ""}:
+                        hooks.append(named)
+        for value in stores.attributes.get("sys.breakpointhook", ())[:MAX_CANDIDATES]:
+            hooks.extend(self.resolve(value, depth + 1))
+        return hooks
+
     def resolve_name(self, name: str, depth: int = 0) -> tuple[str, ...]:
         """What the bare name ``name`` may denote (imports, assignments, builtins)."""
         cached = self._names.get(name)
@@ -284,6 +301,8 @@ class Resolver(StoredReads):
             # Unbound by import or def: it is the builtin (or a star import).
             found.append(f"builtins.{name}")
             found.extend(f"{m}.{name}" for m in self.bindings.star_modules)
+            if name == "breakpoint":
+                found.extend(self._breakpoint_hooks(depth))
         self._resolving.discard(name)
         result = tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         self._names[name] = result
