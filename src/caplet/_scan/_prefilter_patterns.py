@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from caplet._scan._agent_configs import AGENT_CONFIG_TOKENS
+from caplet._scan._bytecode_caches import CACHE_TOKENS
 from caplet._scan._code_runners import CODE_RUNNER_TOKENS
 from caplet._scan._config_hijacks import CONFIG_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
@@ -530,6 +531,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # blind16: host details beside the browser that sends them
     (RECON_TOKENS, r"\bwebbrowser\b"),
     (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
+    # blind17: another module's bytecode cache written by a compiler (CPL-THR-009)
+    (CACHE_TOKENS, r"\bpy_compile\b"),
 )
 
 

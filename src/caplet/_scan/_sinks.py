@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from caplet._findings import Finding
+from caplet._scan._bytecode_caches import BYTECODE_COMPILERS, foreign_cache
 from caplet._scan._commands import PYTHONS, Commands, encoded_command
 from caplet._scan._container_escape import container_escapes
 from caplet._scan._correlate import Tag
@@ -121,6 +122,7 @@ _SINK_NAMES = (
     | _COPIES
     | _RUNPY
     | _BYTECODE_LOADERS
+    | BYTECODE_COMPILERS
     | CRON_JOBS
     | BROWSER_OPENS
     | {
@@ -259,6 +261,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if not BYTECODE_COMPILERS.isdisjoint(funcs):
+            poisoned = foreign_cache(node, flow.resolve, flow.bindings.assigned)
+            if poisoned is not None:  # another module's .pyc rewritten (blind17)
+                self._scan.emit("CPL-THR-009", poisoned, node.lineno, node.col_offset)
         if node.args and not BROWSER_OPENS.isdisjoint(funcs):
             self.browser_opened(node, funcs)
         if not CRON_JOBS.isdisjoint(funcs):
