@@ -444,7 +444,19 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
         if arg.func.attr == "read" and isinstance(receiver, ast.Call) and opened:
             openers = {"builtins.open", "io.open", "codecs.open"}
             return receiver.args[0] if openers & set(self._flow.resolve(receiver.func)) else None
-        return None
+        return self._read_by_library(arg)
+
+    def _read_by_library(self, arg: ast.Call) -> ast.expr | None:
+        """The path a library's reader is given when exec runs what it returns
+        (``exec(lsb.reveal(path))``: text hidden in an image the code downloaded there,
+        blind17's b17-np-judyb-lsb-reveal): the file is run as a read-back one is. A
+        builtin's argument is no such path (``compile(src, name, "exec")``)."""
+        if not arg.args or not isinstance(arg.args[0], ast.Name | ast.Attribute | ast.Constant):
+            return None
+        funcs = self._flow.resolve(arg.func)
+        if not funcs or any(f.startswith("builtins.") for f in funcs):
+            return None
+        return arg.args[0]
 
     def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
         """What a process is given on its standard input: ``input=``, ``.communicate(x)``,
