@@ -370,7 +370,10 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # network: Account.from_key = _from_key (a patched library that steals, CPL-THR-025)
     (
         r"(?m)^[A-Za-z_]\w*(?:\.\w+)+\s*=\s*[A-Za-z_]\w*\s*$|"
-        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)",
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)|"
+        # blind17: a name a loop takes, a value wrapped (staticmethod(_wrap(original)))
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*[A-Za-z_]\w*\s*,\s*"
+        r"(?:staticmethod\s*\(|classmethod\s*\(|[A-Za-z_]\w*\s*\(\s*getattr\s*\()",
         _NETWORK,
     ),
     # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)

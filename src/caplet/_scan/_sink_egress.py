@@ -7,6 +7,7 @@ that sends (CPL-THR-025).
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -66,6 +67,8 @@ _RESOLVED_DATA: Final = frozenset(
 
 #: Folders and files of a test suite (where replacing a library's function is routine).
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
+#: Modules whose functions replaced are no third-party library's (the visitor's rule).
+_NOT_PATCHED: Final = frozenset(sys.stdlib_module_names) | {"builtins"}
 
 
 def test_file(path: str) -> bool:
@@ -120,6 +123,16 @@ class EgressSinks:
             # an instance's attribute (a fixture's connection), or a test's monkeypatch:
             # tests replace library functions as a matter of course
             return
+        wrappers = {"builtins.staticmethod", "builtins.classmethod"}
+        while (
+            isinstance(value, ast.Call)
+            and value.args
+            and wrappers & set(self._flow.resolve(value.func))
+        ):
+            value = value.args[0]  # staticmethod(f): f
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            # _wrap(original): a factory of this file, whose inner function replaces it
+            value = value.func
         if isinstance(value, ast.Name):
             found = [f for f in self._flow.bindings.functions if f.name == value.id]
             body: list[ast.AST] = [*found[:4], *self._flow.bindings.classes.get(value.id, [])[:2]]
@@ -134,6 +147,28 @@ class EgressSinks:
             return
         if body:
             self._patches.append((node, api, body))
+
+    def looped_setattr(self, node: ast.Call) -> None:
+        """``setattr(lib.Cls, name, f)`` with ``name`` taken by a loop from a literal list
+        of names (``for n in ("from_bytes", "from_seed")``): a third-party library's
+        function replaced, as a written-out name is (blind17, b17-ot-keypair-hfspace)."""
+        name = node.args[1] if len(node.args) == 3 else None
+        if not isinstance(name, ast.Name) or self._flow.name_value(name) is not None:
+            return
+        names = [
+            e.value
+            for iterable in self._flow.bindings.iterated.get(name.id, ())[:2]
+            if isinstance(iterable, ast.List | ast.Tuple)
+            for e in iterable.elts[:8]
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+        if not names:
+            return
+        for base in self._flow.resolve(node.args[0]):
+            top = base.split(".", 1)[0]
+            if top and top not in _NOT_PATCHED and top not in self._scan.local_modules:
+                self.patched(node, f"{base}.{names[0]}", node.args[2])
+                return
 
     def _patch_check(self) -> None:
         fixed_file = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
@@ -194,11 +229,12 @@ class EgressSinks:
     def _helpers(self, bodies: list[ast.AST]) -> list[ast.AST]:
         """The functions of this file a replacement calls by name (one hop, bounded): a
         patched ``Account.create`` that hands each key to ``_send`` sends it (blind14)."""
+        # called, or handed on to be called (Thread(target=_send): blind17)
         called = {
-            n.func.id
+            n.func.id if isinstance(n, ast.Call) else n.id
             for body in bodies
             for n in ast.walk(body)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)) or isinstance(n, ast.Name)
         }
         own = {id(b) for b in bodies}
         found: list[ast.AST] = [

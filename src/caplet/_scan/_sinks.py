@@ -123,6 +123,7 @@ _SINK_NAMES = (
     | _RUNPY
     | _BYTECODE_LOADERS
     | BYTECODE_COMPILERS
+    | {"builtins.setattr"}
     | CRON_JOBS
     | BROWSER_OPENS
     | {
@@ -261,6 +262,8 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if "builtins.setattr" in funcs:
+            self.looped_setattr(node)
         if not BYTECODE_COMPILERS.isdisjoint(funcs):
             poisoned = foreign_cache(node, flow.resolve, flow.bindings.assigned)
             if poisoned is not None:  # another module's .pyc rewritten (blind17)
