@@ -28,6 +28,7 @@ from typing import Any
 
 from caplet._scan._children import MANY, ONE, child_fields
 from caplet._scan._rules import ArgumentSpec
+from caplet._scan._vendored import unvendored
 
 __all__ = [
     "BINDING_NODES",
@@ -240,30 +241,12 @@ def _first_line(level: list[ast.AST]) -> int:
     return next((n.lineno for n in level if isinstance(n, ast.stmt | ast.expr)), 0)
 
 
-#: Packages that carry copies of other libraries under their own name: pip's requests and
-#: urllib3 are requests and urllib3 (``from pip._vendor import requests``: blind17).
-_VENDORED = (
-    "pip._vendor.",
-    "setuptools._vendor.",
-    "pkg_resources._vendor.",
-    "pkg_resources.extern.",
-    "setuptools.extern.",
-)
-
-
-def _unvendored(name: str) -> str:
-    """``name`` with a vendoring package's prefix taken off (the library it copies)."""
-    if name.startswith(_VENDORED):
-        return name.split("._vendor.", 1)[-1].split(".extern.", 1)[-1]
-    return name
-
-
 def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
     """Record what ``node`` (one of :data:`BINDING_NODES`), in ``scope``, binds."""
     if isinstance(node, ast.Import):
         for alias in node.names:
             if alias.asname:
-                b.imports.setdefault(alias.asname, []).append(_unvendored(alias.name))
+                b.imports.setdefault(alias.asname, []).append(unvendored(alias.name))
             else:
                 top = alias.name.split(".", 1)[0]
                 b.imports.setdefault(top, []).append(top)
@@ -276,7 +259,7 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
                 if node.level == 0 and node.module:
                     b.star_modules.append(node.module)
                 continue
-            qualified = _unvendored(f"{module}.{alias.name}")
+            qualified = unvendored(f"{module}.{alias.name}")
             b.imports.setdefault(alias.asname or alias.name, []).append(qualified)
     elif isinstance(node, ast.Assign):
         for target in node.targets:

@@ -48,6 +48,7 @@ from caplet._scan._sources import (
     REQUEST_HANDLERS,
     RUNS_FILE,
 )
+from caplet._scan._vendored import VENDORED_PREFIX
 
 __all__ = [
     "DECODER_TOKENS",
@@ -157,7 +158,7 @@ def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     name = _alternation(wanted)
     attributes = sorted({a for a, m in REACHABLE_MODULES.items() if m in wanted})
     attribute = rf"|\.\s*{_alternation(attributes)}\b" if reachable and attributes else ""
-    vendored = r"(?:(?:pip|setuptools|pkg_resources)\._vendor\.)?"
+    vendored = VENDORED_PREFIX
     return (
         # a vendored copy is the library (from pip._vendor.urllib3 import ...: blind17)
         rf"\bfrom{_GAP}+{vendored}{name}\b|['\"]{name}[.'\"]|"
