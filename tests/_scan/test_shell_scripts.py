@@ -457,11 +457,11 @@ def test_a_lifecycle_script_npm_runs_for_the_package_is_its_payload(
 
 
 def test_a_front_end_built_by_npm_stays_clean(tmp_path: Path) -> None:
-    # a JupyterLab extension's setup.py running jlpm, whose build reads NODE_ENV
+    # a JupyterLab extension's setup.py running npm, whose build reads NODE_ENV
     tree = {
         "setup.py": "import subprocess\nfrom setuptools import setup\n"
-        "subprocess.check_call(['jlpm', 'install'])\nsetup(name='pkg', version='1.0')\n",
-        "package.json": '{"scripts": {"prepare": "jlpm run build", "postinstall": "node b.js"}}',
+        "subprocess.check_call(['npm', 'install'])\nsetup(name='pkg', version='1.0')\n",
+        "package.json": '{"scripts": {"prepare": "npm run build", "postinstall": "node b.js"}}',
         "b.js": "const mode = process.env.NODE_ENV || 'production';\n"
         "fetch('https://registry.npmjs.org/x').then((r) => r.json());\n",
     }

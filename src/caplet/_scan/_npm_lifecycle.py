@@ -33,8 +33,8 @@ _SCRIPT_FILE: Final = re2.compile(r"([\w./-]+\.(?:js|cjs|mjs|sh|bash|ps1|bat|cmd
 
 #: npm's, yarn's or pnpm's install run by Python (a list's words, or a command string).
 _NPM_INSTALL: Final = re2.compile(
-    r"""['"](?:npm|npm\.cmd|yarn|pnpm|jlpm)['"]\s*,\s*['"](?:install|i|ci|add)['"]|"""
-    r"""['"](?:npm|yarn|pnpm|jlpm)\s+(?:install|i|ci)\b"""
+    r"""['"](?:npm|npm\.cmd|yarn|pnpm)['"]\s*,\s*['"](?:install|i|ci|add)['"]|"""
+    r"""['"](?:npm|yarn|pnpm)\s+(?:install|i|ci)\b"""
 )
 #: JavaScript that sends the whole environment: ``process.env`` as a value (not one of its
 #: variables), beside a request.

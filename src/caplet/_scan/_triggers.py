@@ -48,7 +48,7 @@ from caplet._scan._sources import (
     REQUEST_HANDLERS,
     RUNS_FILE,
 )
-from caplet._scan._vendored import VENDORED_PREFIX
+from caplet._scan._vendored import VENDORED_NETWORK
 
 __all__ = [
     "DECODER_TOKENS",
@@ -158,12 +158,9 @@ def _module_spellings(modules: Iterable[str], *, reachable: bool = True) -> str:
     name = _alternation(wanted)
     attributes = sorted({a for a, m in REACHABLE_MODULES.items() if m in wanted})
     attribute = rf"|\.\s*{_alternation(attributes)}\b" if reachable and attributes else ""
-    vendored = VENDORED_PREFIX
     return (
-        # a vendored copy is the library (from pip._vendor.urllib3 import ...: blind17)
-        rf"\bfrom{_GAP}+{vendored}{name}\b|['\"]{name}[.'\"]|"
-        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{vendored}{name}\b"
-        rf"{attribute}"
+        rf"\bfrom{_GAP}+{name}\b|['\"]{name}[.'\"]|"
+        rf"\bimport{_GAP}+(?:[\w.]+(?:{_GAP}+as{_GAP}+\w+)?{_GAP}*,{_GAP}*)*{name}\b{attribute}"
     )
 
 
@@ -254,6 +251,8 @@ RUNS_FILE_TOKENS: Final = _api_tokens(RUNS_FILE)
 NETWORK_MODULE_TOKENS: Final = "|".join(
     [
         _module_spellings(m.split(".", 1)[0] for m in NETWORK_MODULES),
+        # a vendored copy of a network library (pip._vendor.urllib3: blind17, _vendored)
+        VENDORED_NETWORK,
         _api_tokens(d for d in DNS_FUNCTIONS if "()." not in d),
     ]
 )

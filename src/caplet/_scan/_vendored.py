@@ -5,14 +5,14 @@ name (``pip._vendor.requests``, ``pip._vendor.urllib3``, ``setuptools._vendor.pa
 ``pkg_resources.extern``). A copy does what the library does: blind17's sample
 (b17-re-pip-vendor-requests) sent its dependency-confusion beacon through pip's requests,
 which no rule knew. The survey binds such an import to the library's own name, and the
-prefilter's module spellings accept the prefix (``_triggers``).
+prefilter's network side spells the vendored network libraries (``_triggers``).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["VENDORED_PREFIX", "unvendored"]
+__all__ = ["VENDORED_NETWORK", "unvendored"]
 
 #: The packages' prefixes, as the survey reads a qualified name.
 _VENDORED: Final = (
@@ -22,8 +22,12 @@ _VENDORED: Final = (
     "pkg_resources.extern.",
     "setuptools.extern.",
 )
-#: The same prefixes as code spells them before a module's name (RE2, optional).
-VENDORED_PREFIX: Final = r"(?:(?:pip|setuptools|pkg_resources)\.(?:_vendor|extern)\.)?"
+#: A vendored network library as code spells it, for the prefilter's network side (the
+#: other vendored modules are no side of any pair; ``from pip._vendor import requests``
+#: is spelled ``import requests`` already).
+VENDORED_NETWORK: Final = (
+    r"\b(?:pip|setuptools|pkg_resources)\.(?:_vendor|extern)\.(?:requests|urllib3)\b"
+)
 
 
 def unvendored(name: str) -> str:
