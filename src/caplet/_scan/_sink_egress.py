@@ -229,13 +229,8 @@ class EgressSinks:
     def _helpers(self, bodies: list[ast.AST]) -> list[ast.AST]:
         """The functions of this file a replacement calls by name (one hop, bounded): a
         patched ``Account.create`` that hands each key to ``_send`` sends it (blind14)."""
-        # called, or handed on to be called (Thread(target=_send): blind17)
-        called = {
-            n.func.id if isinstance(n, ast.Call) else n.id
-            for body in bodies
-            for n in ast.walk(body)
-            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)) or isinstance(n, ast.Name)
-        }
+        # called, or handed on to be called (Thread(target=_send): blind17): every name
+        called = {n.id for body in bodies for n in ast.walk(body) if isinstance(n, ast.Name)}
         own = {id(b) for b in bodies}
         found: list[ast.AST] = [
             f for f in self._flow.bindings.functions if f.name in called and id(f) not in own

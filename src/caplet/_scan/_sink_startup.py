@@ -96,8 +96,8 @@ class StartupSinks:
         if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
             written = text or self._flow.path_text(path) or ""
             self._startup_written(node, written, items)
-            bound = [*self._bound_pieces(path), *self._looped_pieces(path)]
-            self._config_written(node, [written, *pieces, *bound], items)
+            named = [*self._bound_pieces(path), *self._looped_pieces(path)]
+            self._config_written(node, [written, *pieces, *named], items)
             if SHELL_STARTUP.search(written) is None and self._looped_names(path, SHELL_STARTUP):
                 # for rc in (".bashrc", ".zshrc"): Path.home() / rc (blind14)
                 self._shell_startup_written(node, items)
