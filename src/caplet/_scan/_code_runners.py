@@ -47,10 +47,22 @@ SOURCE_RUNNERS: Final[Mapping[str, str]] = {
     "ctypes.pythonapi.PyRun_SimpleStringFlags": "",
     "ctypes.pythonapi.PyRun_String": "",
 }
-#: The code module's interpreters, whose methods below run their argument.
-_INTERPRETERS: Final = frozenset({"code.InteractiveInterpreter", "code.InteractiveConsole"})
+#: The classes whose instances run a string they are given, and the methods that do: the
+#: code module's interpreters; a tracer's, a debugger's and a profiler's ``run``/``runctx``
+#: (``trace.Trace(count=0, trace=0).runctx(src, {}, {})``: blind17, b17-ds-trace-runctx).
+_TRACERS: Final = frozenset({"run", "runctx"})
+_DEBUGGERS: Final = frozenset({"run", "runctx", "runeval"})
+_INTERPRETERS: Final[Mapping[str, frozenset[str]]] = {
+    "code.InteractiveInterpreter": frozenset({"runsource", "runcode", "push"}),
+    "code.InteractiveConsole": frozenset({"runsource", "runcode", "push"}),
+    "trace.Trace": _TRACERS,
+    "cProfile.Profile": _TRACERS,
+    "profile.Profile": _TRACERS,
+    "bdb.Bdb": _DEBUGGERS,
+    "pdb.Pdb": _DEBUGGERS,
+}
 #: Their methods that compile and run the source they are given.
-INTERPRETER_METHODS: Final = frozenset({"runsource", "runcode", "push"})
+INTERPRETER_METHODS: Final = frozenset().union(*_INTERPRETERS.values())
 
 
 #: doctest's runners of the ``>>>`` examples in docstrings: of the object they are given
@@ -208,7 +220,9 @@ def runner_source(
         made = assigned.get(receiver.id, ())
     for value in made:
         if isinstance(value, ast.Call):
-            owner = next((f for f in resolve(value.func) if f in _INTERPRETERS), None)
+            owner = next(
+                (f for f in resolve(value.func) if func.attr in _INTERPRETERS.get(f, ())), None
+            )
             if owner is not None:
                 return f"{owner}.{func.attr}", node.args[0]
     return None
@@ -219,6 +233,8 @@ def runner_source(
 CODE_RUNNER_TOKENS: Final = (
     r"\btimeit\s*\.\s*(?:timeit|repeat|Timer)\s*\(|\b(?:c?[Pp]rofile|pdb)\s*\.\s*run(?:ctx|eval)?\s*\(|"
     r"\bPyRun_\w+\s*\(|\bInteractive(?:Interpreter|Console)\b|\.\s*(?:runsource|runcode)\s*\(|"
+    r"\b(?:trace\s*\.\s*Trace|[bp]db\s*\.\s*[BP]db|c?[Pp]rofile\s*\.\s*Profile)\s*\(|"
+    r"\.\s*run(?:ctx|eval)\s*\(|"
     r"\bget_(?:type_hints|annotations)\b|"
     r"\b(?:run_docstring_examples|testmod|DocTestFinder|DocTestSuite|DocTestParser)\b"
 )

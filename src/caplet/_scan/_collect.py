@@ -46,6 +46,7 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._package_registries import SinkRegistries
+from caplet._scan._pickled_data import MAX_PICKLE_BYTES, PICKLE_SUFFIXES, pickled_call, read_prefix
 from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
 from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script, started
 from caplet._scan._verdict import file_finding, finish, unused_capabilities
@@ -272,6 +273,8 @@ class Collector:
             toml = read_source(path, self.limits.max_file_bytes)
             if isinstance(toml, bytes):
                 self.findings.extend(build_requirement_findings(relative, toml, self.mode))
+        if relative.lower().endswith(PICKLE_SUFFIXES):
+            self._pickled(relative, read_prefix(path))
         if self.mode is ScanMode.PACKAGE and (script_name(relative) or relative.endswith(".sh")):
             head = read_head(path)
             if isinstance(head, bytes) and python_script(head):
@@ -368,6 +371,8 @@ class Collector:
             )
         if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
+            if member.relative.lower().endswith(PICKLE_SUFFIXES):
+                self._pickled(member.relative, member.data[:MAX_PICKLE_BYTES])
             if self.mode is ScanMode.PACKAGE and (
                 shell_script(member.relative, member.data[:64])
                 or started(member.relative, len(member.data))
@@ -381,6 +386,14 @@ class Collector:
             self._unread(member.relative, member.data)
         else:
             self.add(member.relative, len(member.data))
+
+    def _pickled(self, relative: str, data: bytes | None) -> None:
+        """A data file whose pickle calls a process, shell or code runner when it is
+        loaded (a model file's payload, blind17)."""
+        call = None if data is None else pickled_call(data)
+        if call is not None:
+            api = f"{relative} (a pickle that calls {call} when it is loaded)"
+            self.file_problem(relative, "CPL-THR-001", api)
 
     def add_path(self, relative: str, path: str) -> None:
         """A file of a directory tree, read from disk (package mode: past the limit too)."""

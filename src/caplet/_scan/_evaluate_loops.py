@@ -21,6 +21,7 @@ from caplet._scan._values import (
     OPERATOR_ADDS,
     Value,
     binop,
+    call_pure,
     format_fields,
     subscript,
 )
@@ -423,7 +424,8 @@ class LoopEvaluation:
         """``"{0}{1}{0}{2}".format(*codecs.decode("657863", "hex").decode())``: a computed
         value spread into ``str.format`` (branch blindcn, tune cn7-yamlschema-check)."""
         func = node.func
-        if not (isinstance(func, ast.Attribute) and func.attr == "format"):
+        modules = [n for n in self.resolve(func) if "." in n and not n.startswith("builtins.")]
+        if not (isinstance(func, ast.Attribute) and func.attr == "format") and not modules:
             return None
         values: list[Value | None] = []
         for arg in node.args:
@@ -434,6 +436,13 @@ class LoopEvaluation:
                 values.extend(items)
             else:
                 values.append(self._evaluate(arg, depth))
+        for name in modules:
+            # struct.pack(">3H", *codes): a module's pure function given a spread (blind17)
+            result = call_pure(name, values)
+            if result is not None:
+                return result
+        if not isinstance(func, ast.Attribute):
+            return None
         base = self._evaluate(func.value, depth)
         return format_fields(base, values, {}) if isinstance(base, str) else None
 

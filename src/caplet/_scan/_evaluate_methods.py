@@ -91,6 +91,14 @@ def method_value(
         sep = args[0]
         # m, _, f = "os__system".partition("__") (branch blindcn)
         return list(getattr(base, method)(sep)) if isinstance(sep, str) and sep else None
+    if (
+        isinstance(base, str)
+        and method in {"removeprefix", "removesuffix"}
+        and len(args) == 1
+        and isinstance(args[0], str)
+    ):
+        removed: str = getattr(base, method)(args[0])  # "zzOS".removeprefix("zz") (blind17)
+        return removed
     if isinstance(base, str) and method in {"swapcase", "title", "capitalize", "casefold"}:
         return getattr(base, method)() if not args else None
     if isinstance(base, str) and method == "format":

@@ -86,7 +86,11 @@ LOOKUP_PIECES = LOOKUP + r"[^\n]*(?:" + PIECES + r")"
 STRONG_PIECES = (
     r"\b(?:map|join)\(\s*chr\b|\bchr\(\s*\d+\s*\)\s*\+|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|"
     r"\breversed\(\s*['\"]|\bstr\(\s*(?:oct|hex|bin|copyright|credits|license)\s*\)|"
-    r"\bbytes\(\s*\[\s*\d|\brot_?13\b"
+    r"\bbytes\(\s*\[\s*\d|\brot_?13\b|"
+    # a literal's case flipped or an affix cut off ("zzOS".removeprefix("zz").swapcase()), a
+    # name packed into integers or spelled from Unicode character names (blind17)
+    r"['\"]\s*\.\s*(?:swapcase|removeprefix|removesuffix)\s*\(|\bstruct\s*\.\s*pack\s*\(|"
+    r"\bunicodedata\s*\.\s*lookup\b"
 )
 #: getattr of a module worth hiding by anything but a plain literal (a variable, an
 #: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from caplet._scan._agent_configs import AGENT_CONFIG_TOKENS
+from caplet._scan._bytecode_caches import CACHE_TOKENS
 from caplet._scan._code_runners import CODE_RUNNER_TOKENS
 from caplet._scan._config_factories import FACTORY_TOKENS
 from caplet._scan._config_hijacks import CONFIG_TOKENS
@@ -93,7 +95,7 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",
     # an API named in a string for pkgutil to resolve ("os:system", CPL-THR-003)
-    r"\bresolve_name\b",
+    r"\bresolve_name\b|\bpydoc\s*\.\s*locate\b|\bfrom\s+pydoc\s+import\b[^\n]*\blocate\b",
     # Windows' DLL loaders, given a file the package ships or writes (CPL-THR-018)
     r"(?i)\b(?:rundll32|regsvr32)\b",
     # a browser shortcut rewritten to load an extension (CPL-THR-009)
@@ -142,6 +144,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # pip's directives that run a command or pick an index
     DOCUMENT_TOKENS,
     CONFIG_TOKENS,
+    # blind17: an MCP client's configuration (a server entry the agent starts)
+    AGENT_CONFIG_TOKENS,
     # blind16: getattr by another name (inspect's, which runs no descriptor)
     r"\bgetattr_static\b",
 )
@@ -371,7 +375,10 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # network: Account.from_key = _from_key (a patched library that steals, CPL-THR-025)
     (
         r"(?m)^[A-Za-z_]\w*(?:\.\w+)+\s*=\s*[A-Za-z_]\w*\s*$|"
-        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)",
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)|"
+        # blind17: a name a loop takes, a value wrapped (staticmethod(_wrap(original)))
+        r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*[A-Za-z_]\w*\s*,\s*"
+        r"(?:staticmethod\s*\(|classmethod\s*\(|[A-Za-z_]\w*\s*\(\s*getattr\s*\()",
         _NETWORK,
     ),
     # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)
@@ -534,6 +541,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (DOCKER_API, ESCAPE_KEYS),  # a container escaping to its host (recall16, CPL-THR-028)
     CONTAINER_COMMAND,  # ... started by a command line (docker run --privileged, recall17)
     FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
+    # blind17: another module's bytecode cache written by a compiler (CPL-THR-009)
+    (CACHE_TOKENS, r"\bpy_compile\b"),
 )
 
 

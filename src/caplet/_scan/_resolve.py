@@ -17,7 +17,7 @@ from typing import Final
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._reachable import REACHABLE_MODULES
-from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS
+from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, NAME_RESOLVERS
 from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
@@ -235,6 +235,23 @@ class Resolver(StoredReads):
             )
         return name.split(".", 1)[0] in roots
 
+    def _breakpoint_hooks(self, depth: int) -> list[str]:
+        """What ``breakpoint(*args)`` calls in this file: the callable named by the
+        ``PYTHONBREAKPOINT`` it stores into the environment, or the one it stores into
+        ``sys.breakpointhook`` (``os.environ["PYTHONBREAKPOINT"] = "os.system"`` makes
+        ``breakpoint(cmd)`` run a command: blind17, b17-ds-breakpoint-hook)."""
+        stores = self.stores()
+        hooks: list[str] = []
+        for container in ("os.environ", "environ"):
+            for key, value in stores.entries_of(container)[:MAX_CANDIDATES]:
+                if key is not None and self.name_value(key) == "PYTHONBREAKPOINT":
+                    named = self.name_value(value)
+                    if named and named not in {"0", ""}:
+                        hooks.append(named)
+        for value in stores.attributes.get("sys.breakpointhook", ())[:MAX_CANDIDATES]:
+            hooks.extend(self.resolve(value, depth + 1))
+        return hooks
+
     def resolve_name(self, name: str, depth: int = 0) -> tuple[str, ...]:
         """What the bare name ``name`` may denote (imports, assignments, builtins)."""
         cached = self._names.get(name)
@@ -284,6 +301,8 @@ class Resolver(StoredReads):
             # Unbound by import or def: it is the builtin (or a star import).
             found.append(f"builtins.{name}")
             found.extend(f"{m}.{name}" for m in self.bindings.star_modules)
+            if name == "breakpoint":
+                found.extend(self._breakpoint_hooks(depth))
         self._resolving.discard(name)
         result = tuple(dict.fromkeys(found))[:MAX_CANDIDATES]
         self._names[name] = result
@@ -532,7 +551,7 @@ class Resolver(StoredReads):
             if "builtins.__import__" in funcs and "fromlist" not in {k.arg for k in node.keywords}:
                 return tuple(dict.fromkeys((name, name.split(".", 1)[0])))
             return (name,)
-        if "pkgutil.resolve_name" in funcs and node.args:
+        if not NAME_RESOLVERS.isdisjoint(funcs) and node.args:
             # pkgutil.resolve_name("os:system") is os.system, by a name in a string
             name = self.name_value(node.args[0])
             return () if name is None else (name.replace(":", "."),)

@@ -43,6 +43,7 @@ __all__ = [
     "LONG_LINE",
     "MODULE_RULES",
     "MUTATING_METHODS",
+    "NAME_RESOLVERS",
     "OPEN_FUNCTIONS",
     "OS_OPEN_WRITE_FLAGS",
     "PROGRAM_ARGUMENTS",
@@ -330,6 +331,9 @@ MODULE_RULES: Final[Mapping[str, str]] = MappingProxyType(
 DYNAMIC_IMPORTERS: Final = frozenset(
     {"builtins.__import__", "importlib.import_module", "importlib.__import__"}
 )
+#: Functions that return the object a dotted name in a string denotes
+#: (``pkgutil.resolve_name("os:system")``, ``pydoc.locate("os.system")``: blind17).
+NAME_RESOLVERS: Final = frozenset({"pkgutil.resolve_name", "pydoc.locate"})
 
 #: Where each process-running call takes the program (a list's first element,
 #: or a command string's first word).

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import assert_never
+from typing import Final, assert_never
 
 from caplet._capabilities._model import Capability
 from caplet._errors import ScanError
@@ -58,6 +58,7 @@ from caplet._scan._collect import (
     walk,
     wanted,
 )
+from caplet._scan._collect_read import read_head
 from caplet._scan._filepass import scan_text
 from caplet._scan._grants import Grants
 from caplet._scan._installer_imports import (
@@ -186,7 +187,9 @@ def scan_tree(
                 collector.add_path(entry.relative, entry.path)
             else:
                 collector.note_other(entry.relative, entry.path)
-                if mode is ScanMode.PACKAGE and nested_by_name(entry.relative):
+                if mode is ScanMode.PACKAGE and (
+                    nested_by_name(entry.relative) or _zip_by_content(entry.relative, entry.path)
+                ):
                     _nested_on_disk(collector, entry.relative, entry.path)
         else:
             assert_never(kind)
@@ -267,6 +270,67 @@ def _expanded(
         yield item
         if isinstance(item, ArchiveProblem) and item.data:
             yield from iter_nested(item)
+
+
+#: Endings of formats that are not zips, or zips no importer reads (office documents): a
+#: data file of any other name is sniffed for a zip's magic.
+_NOT_SNIFFED: Final = (
+    ".txt",
+    ".md",
+    ".rst",
+    ".json",
+    ".html",
+    ".htm",
+    ".css",
+    ".js",
+    ".ts",
+    ".map",
+    ".svg",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".ico",
+    ".webp",
+    ".ttf",
+    ".otf",
+    ".woff",
+    ".woff2",
+    ".pdf",
+    ".c",
+    ".h",
+    ".cpp",
+    ".hpp",
+    ".pyi",
+    ".pyx",
+    ".pxd",
+    ".cfg",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".ini",
+    ".xml",
+    ".csv",
+    ".po",
+    ".mo",
+    ".in",
+    ".typed",
+    ".docx",
+    ".xlsx",
+    ".pptx",
+    ".odt",
+    ".ods",
+    ".epub",
+)
+
+
+def _zip_by_content(relative: str, path: str) -> bool:
+    """A data file that is a zip whatever its name (``locales.dat`` loaded by
+    ``zipimport``: blind17, b17-np-zipimport-dat): read as a nested zip is."""
+    if relative.lower().endswith(_NOT_SNIFFED):
+        return False
+    head = read_head(path)
+    return isinstance(head, bytes) and head.startswith(b"PK\x03\x04")
 
 
 def _nested_on_disk(collector: Collector, relative: str, path: str) -> None:

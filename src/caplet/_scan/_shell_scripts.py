@@ -45,6 +45,12 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._model import ScanMode
+from caplet._scan._npm_lifecycle import (
+    LIFECYCLE_FILE,
+    js_sends_environment,
+    lifecycle_scripts,
+    runs_npm_install,
+)
 
 __all__ = ["MAX_SCRIPT_BYTES", "InstalledCommands", "script_payload", "shell_script", "started"]
 
@@ -164,7 +170,9 @@ def started(relative: str, size: int) -> bool:
     code starts (read in case it is: :meth:`InstalledCommands.note_code` decides)."""
     lowered = relative.lower()
     return size <= _MAX_STARTED_BYTES and (
-        lowered.endswith(_STARTED_SUFFIXES) or _build_script(lowered)
+        lowered.endswith(_STARTED_SUFFIXES)
+        or _build_script(lowered)
+        or posixpath.basename(lowered) == LIFECYCLE_FILE
     )
 
 
@@ -190,6 +198,12 @@ class InstalledCommands:
         #: script (the others count only inside a package: a folder with ``__init__.py``).
         self._started: dict[str, tuple[frozenset[str], bool]] = {}
         self._packages: set[str] = set()
+        #: Python sources that run npm's installer (and whether each is an install
+        #: script), and the files the package.json lifecycles run (blind17).
+        self._npm: dict[str, bool] = {}
+        self._lifecycle: set[str] = set()
+        #: A candidate's rule when it is not a download that runs (CPL-THR-015).
+        self._rules: dict[str, str] = {}
 
     def note_setup(self, relative: str, text: str) -> None:
         """The scripts a ``setup.py`` at ``relative`` installs (relative to its folder)."""
@@ -208,10 +222,15 @@ class InstalledCommands:
         if relative.rpartition("/")[2] == "__init__.py":
             self._packages.add(posixpath.dirname(relative))
         lowered = text[-(1 << 22) :].lower() if len(text) > 1 << 22 else text.lower()
-        if _NAMED_SCRIPT.search(lowered) is None:
+        # npm's (yarn's, pnpm's) installer named: plain substring searches (a literal's
+        # quote in the script pattern tripled that pass's cost on the stdlib; blind17)
+        npm = "npm" in lowered or "yarn" in lowered  # pnpm too
+        if _NAMED_SCRIPT.search(lowered) is None and not npm:
             return
         if _STARTS.search(text) is None:
             return
+        if npm and runs_npm_install(text):
+            self._npm[relative] = installer  # npm runs the lifecycle scripts (blind17)
         names: set[str] = set()
         for literal in _STARTED_LITERAL.findall(text):
             # "powershell -f setup.ps1": a command's last word is the script
@@ -223,7 +242,21 @@ class InstalledCommands:
         """A script's bytes: the line that downloads and runs a program, kept for
         :meth:`findings` (a shell script, or one :func:`started` takes)."""
         text = data[:MAX_SCRIPT_BYTES].decode("utf-8", "replace")
-        found = script_payload(text, posixpath.splitext(relative.lower())[1])
+        if posixpath.basename(relative.lower()) == LIFECYCLE_FILE:
+            names, commands = lifecycle_scripts(text)
+            folder = posixpath.dirname(relative)
+            self._lifecycle |= {posixpath.normpath(posixpath.join(folder, n)) for n in names}
+            found = next((f for c in commands if (f := script_payload(c, ".sh"))), None)
+            if found is not None:
+                self._candidates[relative] = (1, found[1])
+            return
+        suffix = posixpath.splitext(relative.lower())[1]
+        found = script_payload(text, suffix)
+        if found is None and suffix == ".js":
+            # a script that sends the whole environment (an npm postinstall, blind17)
+            found = js_sends_environment(text)
+            if found is not None:
+                self._rules[relative] = "CPL-THR-006"
         if found is not None:
             self._candidates[relative] = found
 
@@ -234,6 +267,7 @@ class InstalledCommands:
         for source, (names, installer) in self._started.items():
             if installer or posixpath.dirname(source) in self._packages:
                 started |= names
+        npm = any(i or posixpath.dirname(s) in self._packages for s, i in self._npm.items())
         for relative, (number, line) in self._candidates.items():
             if relative in self._installed or _wheel_script(relative):
                 why = "a shell script the package installs as a command"
@@ -241,10 +275,13 @@ class InstalledCommands:
                 why = "a build script pip runs while it builds the package"
             elif posixpath.basename(relative).lower() in started:
                 why = "a script the package's code starts"
+            elif npm and (relative in self._lifecycle or relative.endswith(LIFECYCLE_FILE)):
+                why = "a script npm runs when the package's code installs its JavaScript"
             else:
                 continue
             scan = FileScan(relative, "", NO_GRANTS, (), ScanMode.PACKAGE)
-            scan.emit("CPL-THR-015", f"{line} ({why})", number, None)
+            rule_id = self._rules.get(relative, "CPL-THR-015")
+            scan.emit(rule_id, f"{line} ({why})", number, None)
             found.extend(scan.findings)
         return found
 

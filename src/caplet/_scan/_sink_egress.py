@@ -7,6 +7,7 @@ that sends (CPL-THR-025).
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -17,6 +18,7 @@ from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
 from caplet._scan._sink_documents import user_documents
+from caplet._scan._source_labels import METADATA_HOSTS, RUNNER_CREDENTIALS
 from caplet._scan._sources import (
     COOKIE_JAR_READERS,
     COOKIE_READERS,
@@ -65,6 +67,8 @@ _RESOLVED_DATA: Final = frozenset(
 
 #: Folders and files of a test suite (where replacing a library's function is routine).
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
+#: Modules whose functions replaced are no third-party library's (the visitor's rule).
+_NOT_PATCHED: Final = frozenset(sys.stdlib_module_names) | {"builtins"}
 
 
 def test_file(path: str) -> bool:
@@ -119,6 +123,16 @@ class EgressSinks:
             # an instance's attribute (a fixture's connection), or a test's monkeypatch:
             # tests replace library functions as a matter of course
             return
+        wrappers = {"builtins.staticmethod", "builtins.classmethod"}
+        while (
+            isinstance(value, ast.Call)
+            and value.args
+            and wrappers & set(self._flow.resolve(value.func))
+        ):
+            value = value.args[0]  # staticmethod(f): f
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            # _wrap(original): a factory of this file, whose inner function replaces it
+            value = value.func
         if isinstance(value, ast.Name):
             found = [f for f in self._flow.bindings.functions if f.name == value.id]
             body: list[ast.AST] = [*found[:4], *self._flow.bindings.classes.get(value.id, [])[:2]]
@@ -133,6 +147,28 @@ class EgressSinks:
             return
         if body:
             self._patches.append((node, api, body))
+
+    def looped_setattr(self, node: ast.Call) -> None:
+        """``setattr(lib.Cls, name, f)`` with ``name`` taken by a loop from a literal list
+        of names (``for n in ("from_bytes", "from_seed")``): a third-party library's
+        function replaced, as a written-out name is (blind17, b17-ot-keypair-hfspace)."""
+        name = node.args[1] if len(node.args) == 3 else None
+        if not isinstance(name, ast.Name) or self._flow.name_value(name) is not None:
+            return
+        names = [
+            e.value
+            for iterable in self._flow.bindings.iterated.get(name.id, ())[:2]
+            if isinstance(iterable, ast.List | ast.Tuple)
+            for e in iterable.elts[:8]
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+        if not names:
+            return
+        for base in self._flow.resolve(node.args[0]):
+            top = base.split(".", 1)[0]
+            if top and top not in _NOT_PATCHED and top not in self._scan.local_modules:
+                self.patched(node, f"{base}.{names[0]}", node.args[2])
+                return
 
     def _patch_check(self) -> None:
         fixed_file = self._fixed_destination or Tag.FIXED_ENDPOINT in self._scan.tags
@@ -193,12 +229,8 @@ class EgressSinks:
     def _helpers(self, bodies: list[ast.AST]) -> list[ast.AST]:
         """The functions of this file a replacement calls by name (one hop, bounded): a
         patched ``Account.create`` that hands each key to ``_send`` sends it (blind14)."""
-        called = {
-            n.func.id
-            for body in bodies
-            for n in ast.walk(body)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        }
+        # called, or handed on to be called (Thread(target=_send): blind17): every name
+        called = {n.id for body in bodies for n in ast.walk(body) if isinstance(n, ast.Name)}
         own = {id(b) for b in bodies}
         found: list[ast.AST] = [
             f for f in self._flow.bindings.functions if f.name in called and id(f) not in own
@@ -218,6 +250,11 @@ class EgressSinks:
         labels: set[tuple[Source, str]] = set()
         for arg in payload:
             labels |= flow.labels(arg)
+        for k in node.keywords:
+            if k.arg == "headers":
+                # a header authenticates to the provider, but no provider takes a runner's
+                # own credential from a package (blind17)
+                labels |= {label for label in flow.labels(k.value) if label in RUNNER_CREDENTIALS}
         sources = {s for s, _ in labels}
         line, col = node.lineno, node.col_offset
         if Source.ENVIRONMENT in sources:
@@ -230,6 +267,10 @@ class EgressSinks:
         credentials = sorted(d for s, d in labels if s is Source.CREDENTIAL)
         if credentials:
             self._scan.emit("CPL-THR-007", f"{', '.join(credentials)} sent by {api}", line, col)
+        if (Source.RECON, "cloud metadata") in labels and self._asks_metadata(node):
+            # the metadata service's token handed back to it (IMDSv2) is how it is read
+            labels.discard((Source.RECON, "cloud metadata"))
+            sources = {s for s, _ in labels}
         if Source.RECON in sources:
             self._recon_egress.append((node, frozenset(labels), api))
         folder = user_documents(flow, payload) if payload else None
@@ -238,6 +279,21 @@ class EgressSinks:
         self._handed_credentials(node, api, payload)
         if labels:
             self._named_host(node, api)
+
+    def _asks_metadata(self, node: ast.Call) -> bool:
+        """The request's URL (its literals, and those of the names it is built from, three
+        bindings deep: ``req = Request(BASE + path)``) names a cloud metadata service."""
+        assigned = self._flow.bindings.assigned
+        todo: list[tuple[ast.AST, int]] = [(a, 0) for a in node.args[:1]]
+        while todo:
+            expr, depth = todo.pop()
+            for part in ast.walk(expr):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    if any(h in part.value for h in METADATA_HOSTS):
+                        return True
+                elif isinstance(part, ast.Name) and depth < 3:
+                    todo += [(v, depth + 1) for v in assigned.get(part.id, ())[:4]]
+        return False
 
     def _site_cookies(self, node: ast.Call, keyword: ast.keyword) -> bool:
         """A browser's cookies handed to a request as its cookies, as their libraries are

@@ -29,9 +29,24 @@ _SHIPPED_DATA = frozenset({Source.PACKAGED, Source.DECODED, Source.DOWNLOADED, S
 _ARGV_KINDS = frozenset({ast.Assign, ast.AugAssign, ast.Call})
 
 
+#: Python's package runners, which fetch a package and run (or install) its command.
+_RUNNERS = frozenset({"uvx", "pipx", "uv", "uvx.exe", "pipx.exe", "uv.exe"})
+
+
+def _runs_fetched_tool(words: list[str]) -> bool:
+    """A package runner given a package by URL: ``uvx --from git+https://...``, ``pipx run
+    --spec https://...``, ``uv tool install git+...`` (blind17, b17-dr-uvx-git-spec): a
+    package the resolver never saw, fetched and run."""
+    if not words or PurePosixPath(words[0]).name not in _RUNNERS:
+        return False
+    return any(w.startswith(("git+", "http://", "https://")) for w in words)
+
+
 def installs_other(words: list[str]) -> bool:
     """``pip install NAME`` (or a URL; ``pip3``, ``pip3.11``, ``pip.exe`` too): not
     ``pip install .`` or ``-r requirements.txt``."""
+    if _runs_fetched_tool(words):
+        return True
     if "install" not in words or not any(_PIP.fullmatch(PurePosixPath(w).name) for w in words):
         return False
     targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]

@@ -15,6 +15,7 @@ from typing import Final
 import re2
 
 from caplet._findings import Finding
+from caplet._scan._agent_configs import agent_config
 from caplet._scan._config_hijacks import hijacked_config
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
@@ -44,9 +45,11 @@ _STARTUP_FILE: Final = re2.compile(
 )
 
 
-#: A shell's start-up files, among the autostart locations: configuration too; a git hook.
+#: A shell's start-up files, among the autostart locations: configuration too; a git hook;
+#: ``~/.ssh/rc``, which sshd runs with the user's shell at every login (blind17).
 SHELL_STARTUP: Final = re2.compile(
-    r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b|hooks[/\\]+(?:pre|post)-[a-z-]+$"
+    r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b|hooks[/\\]+(?:pre|post)-[a-z-]+$|"
+    r"\.ssh[/\\]+rc$"
 )
 
 
@@ -93,7 +96,8 @@ class StartupSinks:
         if not (text.endswith(".pth") or any(p.endswith(".pth") for p in pieces)):
             written = text or self._flow.path_text(path) or ""
             self._startup_written(node, written, items)
-            self._config_written(node, [written, *pieces, *self._bound_pieces(path)], items)
+            named = [*self._bound_pieces(path), *self._looped_pieces(path)]
+            self._config_written(node, [written, *pieces, *named], items)
             if SHELL_STARTUP.search(written) is None and self._looped_names(path, SHELL_STARTUP):
                 # for rc in (".bashrc", ".zshrc"): Path.home() / rc (blind14)
                 self._shell_startup_written(node, items)
@@ -129,6 +133,33 @@ class StartupSinks:
         found = hijacked_config(paths, [t for t in texts if isinstance(t, str)])
         if found is not None:
             self._scan.emit("CPL-THR-009", found, node.lineno, node.col_offset)
+        config = agent_config(paths)
+        if config is not None:
+            self._agent_config_written(node, config)
+
+    def _agent_config_written(self, node: ast.Call, config: str) -> None:
+        """An MCP client's configuration written by code that holds a command that
+        downloads and runs (its module's or its function's literals): the agent starts
+        that server at every start (blind17, ``_agent_configs``)."""
+        scope = self._flow.scope(node)
+        bound = self._flow.bindings.scoped
+        values = [v for scopes in bound.values() for s in (0, scope) for v in scopes.get(s, ())]
+        for value in values[:256]:
+            for c in ast.walk(value):
+                if not (isinstance(c, ast.Constant) and isinstance(c.value, str)):
+                    continue
+                text = c.value[:MAX_NESTED_TEXT]
+                if script_payload(text, ".sh") is not None or any(
+                    capable_finding(f.rule_id, text) for f in self._nested_scan(text, node.lineno)
+                ):
+                    shown = config.rsplit("/", 1)[-1]
+                    self._scan.emit(
+                        "CPL-THR-015",
+                        f"an MCP server that fetches and runs code written into {shown}",
+                        node.lineno,
+                        node.col_offset,
+                    )
+                    return
 
     def _bound_pieces(self, path: ast.AST) -> list[str]:
         """The literals of the values a path's name is bound to (``p = a if w else b``)."""
@@ -141,6 +172,23 @@ class StartupSinks:
             for c in ast.walk(value)
             if isinstance(c, ast.Constant) and isinstance(c.value, str)
         ][:32]
+
+    def _looped_pieces(self, path: ast.AST) -> list[str]:
+        """The literals of the lists a path's name is taken from by a loop, or of the
+        values those lists' names are bound to (``for cfg in CONFIGS``: blind17)."""
+        if not isinstance(path, ast.Name):
+            return []
+        bindings = self._flow.bindings
+        iterables = list(bindings.iterated.get(path.id, ())[:4])
+        for iterable in iterables[:4]:
+            if isinstance(iterable, ast.Name):
+                iterables.extend(bindings.assigned.get(iterable.id, ())[:4])
+        return [
+            c.value
+            for value in iterables
+            for c in ast.walk(value)
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        ][:64]
 
     def _startup_written(self, node: ast.Call, path: str, items: list[ast.expr]) -> None:
         """Python source written into a start-up file (:data:`_STARTUP_FILE`): run as if

@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from caplet._findings import Finding
+from caplet._scan._bytecode_caches import BYTECODE_COMPILERS, foreign_cache
 from caplet._scan._commands import PYTHONS, Commands, encoded_command, wrapped_programs
 from caplet._scan._container_escape import command_escape, container_escapes
 from caplet._scan._correlate import Tag
@@ -40,6 +41,7 @@ from caplet._scan._git_clones import cloned_and_run, cloned_folder
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
+from caplet._scan._rules import NAME_RESOLVERS
 from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
 from caplet._scan._sink_lookups import LookupSinks
@@ -122,11 +124,13 @@ _SINK_NAMES = (
     | _COPIES
     | _RUNPY
     | _BYTECODE_LOADERS
+    | BYTECODE_COMPILERS
+    | {"builtins.setattr"}
     | CRON_JOBS
     | BROWSER_OPENS
     | {
         "builtins.eval",
-        "pkgutil.resolve_name",
+        *NAME_RESOLVERS,
         "importlib.util.spec_from_file_location",
         "operator.attrgetter",
         "operator.methodcaller",
@@ -260,6 +264,12 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             self._pending.append(lambda: self._egress(node, network[0]))
         if not DNS_FUNCTIONS.isdisjoint(funcs) and node.args:
             self._pending.append(lambda: self._dns(node, node.args[0]))
+        if "builtins.setattr" in funcs:
+            self.looped_setattr(node)
+        if not BYTECODE_COMPILERS.isdisjoint(funcs):
+            poisoned = foreign_cache(node, flow.resolve, flow.bindings.assigned)
+            if poisoned is not None:  # another module's .pyc rewritten (blind17)
+                self._scan.emit("CPL-THR-009", poisoned, node.lineno, node.col_offset)
         if node.args and not BROWSER_OPENS.isdisjoint(funcs):
             self.browser_opened(node, funcs)
         if not CRON_JOBS.isdisjoint(funcs):
@@ -302,10 +312,11 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             self.descriptor_written(node, node.args[0], node.args[1])
         if "shutil.unpack_archive" in funcs:
             self.extracted(node, funcs, method)
-        if "pkgutil.resolve_name" in funcs and node.args:
+        if not NAME_RESOLVERS.isdisjoint(funcs) and node.args:
             # pkgutil.resolve_name("os:system"): an API named in a string, not in the code
             name = flow.name_value(node.args[0])
-            self._hidden_lookup(node, flow.resolve(node), f"pkgutil.resolve_name({name!r})")
+            api = min(NAME_RESOLVERS & set(funcs))
+            self._hidden_lookup(node, flow.resolve(node), f"{api}({name!r})")
         if (
             not _RUNPY.isdisjoint(funcs)
             and node.args
@@ -451,7 +462,19 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
         if arg.func.attr == "read" and isinstance(receiver, ast.Call) and opened:
             openers = {"builtins.open", "io.open", "codecs.open"}
             return receiver.args[0] if openers & set(self._flow.resolve(receiver.func)) else None
-        return None
+        return self._read_by_library(arg)
+
+    def _read_by_library(self, arg: ast.Call) -> ast.expr | None:
+        """The path a library's reader is given when exec runs what it returns
+        (``exec(lsb.reveal(path))``: text hidden in an image the code downloaded there,
+        blind17's b17-np-judyb-lsb-reveal): the file is run as a read-back one is. A
+        builtin's argument is no such path (``compile(src, name, "exec")``)."""
+        if not arg.args or not isinstance(arg.args[0], ast.Name | ast.Attribute | ast.Constant):
+            return None
+        funcs = self._flow.resolve(arg.func)
+        if not funcs or any(f.startswith("builtins.") for f in funcs):
+            return None
+        return arg.args[0]
 
     def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
         """What a process is given on its standard input: ``input=``, ``.communicate(x)``,

@@ -24,6 +24,7 @@ __all__ = [
     "FILE_READERS",
     "METADATA_HOSTS",
     "NONE",
+    "RUNNER_CREDENTIALS",
     "Label",
     "Labels",
     "downloads",
@@ -81,8 +82,19 @@ def secret_name(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
+#: Credentials a CI runner hands its own steps, never a package: GitHub Actions' runtime
+#: token writes the workflow's cache and artifacts (the cache poisoning of Adnan Khan's
+#: 2024 "Cacheract" and the ultralytics compromise; blind17, b17-ot-actions-cache-poison).
+#: Sent anywhere, even to the runner's own service, it is a package taking over the run.
+_RUNNER_TOKENS: Final = frozenset({"ACTIONS_RUNTIME_TOKEN"})
+#: Their labels, which count in a request's headers too (``_sink_egress``).
+RUNNER_CREDENTIALS: Final = frozenset({(Source.CREDENTIAL, "the GitHub Actions runtime token")})
+
+
 def env_read(key: str) -> Labels:
     """What reading environment variable ``key`` carries: the host's identity, a secret."""
+    if key.upper() in _RUNNER_TOKENS:
+        return RUNNER_CREDENTIALS
     if key.upper() in RECON_ENV_NAMES:
         return frozenset({(Source.RECON, f"${key}")})
     if secret_name(key):
@@ -101,7 +113,18 @@ FILE_READERS: Final = {
 }
 #: The cloud metadata services, and the paths of theirs that answer with the instance's
 #: credentials or an access token (AWS IMDS, GCP, Azure IMDS, Alibaba; blind15).
-METADATA_HOSTS: Final = ("169.254.169.254", "metadata.google.internal", "100.100.100.200")
+METADATA_HOSTS: Final = (
+    "169.254.169.254",
+    # the same address as one integer, in hex, in octal, and IMDS's IPv6 address, which
+    # every HTTP client resolves alike (http://2852039166/latest/...: blind17)
+    "2852039166",
+    "0xa9fea9fe",
+    "0xA9FEA9FE",
+    "0251.0376.0251.0376",
+    "fd00:ec2::254",
+    "metadata.google.internal",
+    "100.100.100.200",
+)
 _METADATA_SECRETS: Final = re.compile(
     r"security-credentials|identity-credentials|service-accounts/.*token|identity/oauth2/token"
 )
@@ -122,8 +145,16 @@ def url_labels(value: str | None, pieces: str | None) -> Labels:
     if public_ip(value):
         out.add((Source.RECON, "public IP"))
     text = value or pieces or ""
-    if any(h in text for h in METADATA_HOSTS) and _METADATA_SECRETS.search(text):
-        out.add((Source.CREDENTIAL, "cloud metadata credentials"))
+    if any(h in text for h in METADATA_HOSTS):
+        # the instance's credentials by their path; any other answer of the metadata
+        # service describes the instance (its role names, its identity: blind17, where
+        # the credentials' path was a parameter of a helper that fetched the URL)
+        secret = _METADATA_SECRETS.search(text)
+        out.add(
+            (Source.CREDENTIAL, "cloud metadata credentials")
+            if secret
+            else (Source.RECON, "cloud metadata")
+        )
     return frozenset(out)
 
 

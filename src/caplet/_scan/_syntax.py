@@ -28,6 +28,7 @@ from typing import Any
 
 from caplet._scan._children import MANY, ONE, child_fields
 from caplet._scan._rules import ArgumentSpec
+from caplet._scan._vendored import unvendored
 
 __all__ = [
     "BINDING_NODES",
@@ -245,7 +246,7 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
     if isinstance(node, ast.Import):
         for alias in node.names:
             if alias.asname:
-                b.imports.setdefault(alias.asname, []).append(alias.name)
+                b.imports.setdefault(alias.asname, []).append(unvendored(alias.name))
             else:
                 top = alias.name.split(".", 1)[0]
                 b.imports.setdefault(top, []).append(top)
@@ -258,7 +259,8 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
                 if node.level == 0 and node.module:
                     b.star_modules.append(node.module)
                 continue
-            b.imports.setdefault(alias.asname or alias.name, []).append(f"{module}.{alias.name}")
+            qualified = unvendored(f"{module}.{alias.name}")
+            b.imports.setdefault(alias.asname or alias.name, []).append(qualified)
     elif isinstance(node, ast.Assign):
         for target in node.targets:
             _bind_target(target, node.value, b, scope)

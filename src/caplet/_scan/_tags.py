@@ -139,7 +139,7 @@ class Tagger:
         for arg in candidates:
             value = self._flow.name_value(arg)
             if value is None:
-                prefix = literal_prefix(arg)
+                prefix = literal_prefix(arg) or self._named_prefix(arg)
                 value = prefix if prefix and prefix.startswith(_URL_PREFIXES) else None
             if value is None:
                 if self._decoded(arg):
@@ -149,6 +149,19 @@ class Tagger:
             if host and host not in _LOCAL_HOSTS and "." in host and " " not in host:
                 return True
         return False
+
+    def _named_prefix(self, node: ast.AST) -> str | None:
+        """The start of a string expression that begins with a name bound to a literal:
+        ``BASE + query`` with ``BASE = "https://x/dns-query?"`` (blind17)."""
+        for _ in range(8):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+                node = node.left
+            elif isinstance(node, ast.JoinedStr) and node.values:
+                first = node.values[0]
+                node = first.value if isinstance(first, ast.FormattedValue) else first
+            else:
+                break
+        return self._flow.name_value(node) if isinstance(node, ast.Name) else None
 
     def fixed_endpoint(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """A network call whose URL is written into the code (a fixed endpoint)."""

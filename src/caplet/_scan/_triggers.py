@@ -48,6 +48,7 @@ from caplet._scan._sources import (
     REQUEST_HANDLERS,
     RUNS_FILE,
 )
+from caplet._scan._vendored import VENDORED_NETWORK
 
 __all__ = [
     "CONTAINER_COMMAND",
@@ -251,6 +252,8 @@ RUNS_FILE_TOKENS: Final = _api_tokens(RUNS_FILE)
 NETWORK_MODULE_TOKENS: Final = "|".join(
     [
         _module_spellings(m.split(".", 1)[0] for m in NETWORK_MODULES),
+        # a vendored copy of a network library (pip._vendor.urllib3: blind17, _vendored)
+        VENDORED_NETWORK,
         _api_tokens(d for d in DNS_FUNCTIONS if "()." not in d),
     ]
 )

@@ -15,6 +15,8 @@ import builtins
 import codecs
 import re
 import string
+import struct
+import unicodedata
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 
@@ -409,6 +411,12 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
             return list(first)
         if name == "builtins.bytes.fromhex" and isinstance(first, str):
             return bytes.fromhex(first)
+        if name == "struct.pack" and isinstance(first, str) and struct.calcsize(first) <= 4096:
+            # struct.pack(">3H", 0x7379, 0x7374, 0x656D): a name packed into integers (blind17)
+            return struct.pack(first, *values[1:])
+        if name == "unicodedata.lookup" and isinstance(first, str) and len(first) <= 100:
+            # lookup("LATIN SMALL LETTER E"): a letter by its Unicode name (blind17)
+            return unicodedata.lookup(first)
         data = first.encode("latin-1") if isinstance(first, str) else first
         if not isinstance(data, bytes):
             return None
@@ -444,6 +452,14 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
                 return None
             if codec in {"hex", "base64"}:
                 return codecs.decode(data, codec)
-    except (ValueError, TypeError, binascii.Error, zlib.error, OverflowError):
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        OverflowError,
+        binascii.Error,
+        zlib.error,
+        struct.error,
+    ):
         return None
     return None
