@@ -44,13 +44,10 @@ Seed 000's ``deepAudit``, in order:
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import itertools
 import random
 import re
 import time
-import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
@@ -58,16 +55,15 @@ from typing import Final
 from caplet._audit._canary import CanaryInjection, inject_canaries
 from caplet._audit._canary_check import (
     cut_canary_quotes,
-    foreign_words,
     has_substance,
     verify_canaries,
 )
 from caplet._audit._canary_text import find_ids
+from caplet._audit._injections import RULE_INJECTION, located_injections
 from caplet._audit._model import (
     STATIC_ONLY,
     AuditResult,
     CanaryStatus,
-    InjectionAttempt,
     Verdict,
     stricter_verdict,
 )
@@ -108,7 +104,6 @@ __all__ = [
 RULE_COMPROMISED: Final = "CPL-AUDIT-001"
 RULE_UNRELIABLE: Final = "CPL-AUDIT-002"
 RULE_DESCRIPTION: Final = "CPL-AUDIT-003"
-RULE_INJECTION: Final = "CPL-AUDIT-004"
 RULE_FALLBACK: Final = "CPL-AUDIT-007"
 RULE_NOT_JUDGED: Final = "CPL-AUDIT-008"
 RULE_STATIC_CHOSEN: Final = "CPL-AUDIT-009"
@@ -117,13 +112,6 @@ RULE_NOT_SHOWN: Final = "CPL-AUDIT-010"
 #: Bytes per character at most in UTF-8: files bigger than this many times
 #: the character budget cannot fit, so they are refused before being read.
 _UTF8_MAX = 4
-
-#: A reported injection excerpt must have this many characters to be located.
-_MIN_EXCERPT = 8
-
-#: A report keeping fewer words of its own than this, once the canary quote is
-#: cut, was a report of the canary.
-_MIN_OWN_WORDS = 3
 
 
 def _max_risk(*levels: RiskLevel) -> RiskLevel:
@@ -179,146 +167,6 @@ def _map_line(finding: Finding, injection: CanaryInjection, lengths: dict[str, i
     else:
         line = 0 if file else line
     return dataclasses.replace(finding, file=file, line=line)
-
-
-#: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
-_TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
-
-
-def _as_read(text: str) -> str:
-    """``text`` as a model reads it and a person sees it, for finding a quote of it.
-
-    Tag characters become the ASCII they encode (a model reads them so, a
-    terminal shows nothing), NFKC folds compatibility forms, and format
-    characters (zero-width spaces and joiners, soft hyphens: category Cf)
-    are dropped: an injection written with them between its letters is not
-    matched by the scanner, and a model quotes it without them (attack18).
-    """
-    folded = unicodedata.normalize("NFKC", text.translate(_TAGS))
-    return "".join(char for char in folded if unicodedata.category(char) != "Cf")
-
-
-def _bare(line: str) -> str:
-    """A line without comment marks, quotes and spacing, as read (:func:`_as_read`)."""
-    return " ".join(_as_read(line).strip().strip("#").strip().strip("\"'").split())
-
-
-def _needles(excerpt: str) -> list[str]:
-    """The substantial lines of an excerpt, without comment marks, quotes and spacing."""
-    return [needle for raw in excerpt.splitlines() if len(needle := _bare(raw)) >= _MIN_EXCERPT]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Readable:
-    """One file's lines as read (:func:`_bare`), joined, and where each starts in the join."""
-
-    path: str
-    lines: tuple[str, ...]
-    joined: str
-    starts: tuple[int, ...]
-
-
-def _readable(files: Iterable[PluginFile]) -> tuple[_Readable, ...]:
-    """The text files prepared once for every quote :func:`_locate` looks for."""
-    found = []
-    for file in files:
-        if file.text is None:
-            continue
-        lines = tuple(_bare(line) for line in text_lines(file.text))
-        starts = tuple(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
-        found.append(_Readable(file.path, lines, " ".join(lines), starts))
-    return tuple(found)
-
-
-def _locate(excerpt: str, files: Sequence[_Readable]) -> tuple[str, int] | None:
-    """Where the first substantial line of ``excerpt`` found in the original files is.
-
-    Each line of a file is compared as read (:func:`_bare`), and so are its
-    lines joined: a model quotes a comment block or a docstring spread over
-    several lines as one sentence (attack18), located at the line it starts on.
-    """
-    for needle in _needles(excerpt):
-        for file in files:
-            for number, line in enumerate(file.lines, start=1):
-                if needle in line:
-                    return file.path, number
-            found = file.joined.find(needle)
-            if found != -1:
-                return file.path, bisect.bisect_right(file.starts, found)
-    return None
-
-
-def _injection_finding(attempt: InjectionAttempt, where: tuple[str, int] | None) -> Finding:
-    quoted = " ".join(attempt.excerpt.split())[:200] or attempt.reason
-    if where is not None:
-        file, line = where
-        return Finding(
-            rule_id=RULE_INJECTION,
-            severity=Severity.DANGER,
-            message=(
-                f"prompt injection aimed at the auditor: {quoted!r}; a plugin that "
-                "tries to steer its review must not be trusted, remove the text"
-            ),
-            file=file,
-            line=line,
-            excerpt=attempt.excerpt,
-        )
-    return Finding(
-        rule_id=RULE_INJECTION,
-        severity=Severity.WARNING,
-        message=(
-            f"the auditor reported an injection attempt caplet could not find "
-            f"verbatim in the plugin: {quoted!r}; check it by hand"
-        ),
-        excerpt=attempt.excerpt,
-    )
-
-
-def _injection_findings(
-    attempts: Sequence[InjectionAttempt],
-    files: Sequence[PluginFile],
-    injection: CanaryInjection,
-    manifest_text: PluginFile | None = None,
-) -> tuple[tuple[InjectionAttempt, ...], tuple[Finding, ...]]:
-    """Turn reported injections into findings.
-
-    Text found in the original files is the plugin's own: a danger finding
-    at its place (shown without any canary quote it came with). Otherwise
-    the canary quotes are cut: what keeps words of its own is a warning to
-    check by hand (or danger, when the rest is found in the plugin); what
-    keeps none was a report of a canary.
-    """
-    canaries = injection.canaries
-
-    readable = _readable(files)
-    parsed_manifest = _readable(() if manifest_text is None else (manifest_text,))
-
-    def find(excerpt: str) -> tuple[str, int] | None:
-        where = _locate(excerpt, readable)
-        if where is None:
-            # In the manifest as parsed (decoded escapes), not on a line of its file.
-            parsed = _locate(excerpt, parsed_manifest)
-            where = None if parsed is None else (parsed[0], 0)
-        return where
-
-    located: list[InjectionAttempt] = []
-    findings: list[Finding] = []
-    for attempt in attempts:
-        where = find(attempt.excerpt)
-        cut = dataclasses.replace(
-            attempt,
-            excerpt=cut_canary_quotes(attempt.excerpt, canaries),
-            reason=cut_canary_quotes(attempt.reason, canaries),
-        )
-        if where is None and cut.excerpt != attempt.excerpt:
-            if len(foreign_words(cut.excerpt, canaries)) < _MIN_OWN_WORDS:
-                continue  # a report of a canary: nothing of the plugin's in it
-            where = find(cut.excerpt)
-        if where is not None:
-            cut = dataclasses.replace(cut, file=where[0], line=where[1])
-        located.append(cut)
-        findings.append(_injection_finding(cut, where))
-    return tuple(located), tuple(findings)
 
 
 def _description_finding(manifest_file: str, description: str, summary: str) -> Finding:
@@ -424,7 +272,7 @@ def judge(
     manifest_text = PluginFile(
         path=manifest.path.name, text="\n".join(agent_text(manifest).values()), size=0
     )
-    attempts, injection_findings = _injection_findings(
+    attempts, injection_findings = located_injections(
         report.injection_attempts, files, injection, manifest_text
     )
     model_findings = _model_findings(report, injection, files)
