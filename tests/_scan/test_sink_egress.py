@@ -727,6 +727,25 @@ def test_a_builtin_replaced_by_one_that_sends_nothing_is_not_a_threat(source: st
     assert "CPL-THR-025" not in danger(source)
 
 
+def test_an_attribute_of_self_is_not_a_builtin_replaced() -> None:
+    """The lead's merge of recall17 and blind17: ``self.completions = Completions(...)``
+    in a method resolved ``self`` (never bound in the file) as ``builtins.self``, so with
+    builtins now patchable the assignment read as "builtins.self.completions replaced"
+    by a class that sends: litellm's main.py was CPL-THR-025 in the whole-file pass and
+    in plugin mode (found by prefilter_differential.py on the merged code)."""
+    source = (
+        "import httpx\n"
+        "class Completions:\n"
+        "    def create(self, **kw):\n"
+        "        return httpx.post('https://api.provider.example/v1/chat', json=kw)\n"
+        "class Chat:\n"
+        "    def __init__(self):\n"
+        "        self.completions = Completions()\n"
+    )
+    assert "CPL-THR-025" not in danger(source)
+    assert "CPL-THR-025" not in danger(source, mode=ScanMode.PLUGIN)
+
+
 # -- recall17: a .env file's values sent ----------------------------------------------------
 
 #: blind16's b16-ts-dotenv-wrapper (Socket, 2025): a python-dotenv typosquat re-exports it

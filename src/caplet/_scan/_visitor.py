@@ -570,14 +570,15 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self._sinks.opened_for_writing(node, func.value)
 
     def _patch(self, owner: ast.expr, value: ast.expr, attr: str, node: ast.AST) -> None:
-        """``lib.Cls.method = f`` (or ``setattr``): a third-party library's attribute, or
-        one of the standard library's network modules (``socket.socket = Watch``, blind15),
-        replaced by a function or class of this file (the sinks decide what it does)."""
+        """``lib.f = g``/``setattr``: a library's, a network module's (blind15) or a builtin's
+        (recall17) attribute replaced by a function or class of this file (sinks decide)."""
         local = self._scan.local_modules
         for base in self.resolve(owner):
             top = base.split(".", 1)[0]
+            if top == "builtins" and base != "builtins":
+                continue  # ``self``, never bound in the file, reads as builtins.self
             stdlib = top in STDLIB and top != "builtins" and not is_network(f"{base}.{attr}")
-            if top and not stdlib and top not in local:  # builtins.__import__ too (recall17)
+            if top and not stdlib and top not in local:
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
 
