@@ -484,6 +484,16 @@ def create_functions(config):
 """
 
 
+def make_runner(make_plugin: PluginFactory, program: str | Path) -> None:
+    """The plugin ``runner`` (:data:`RUNNER`) approved to run ``program``."""
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{program}"]',
+        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
+    )
+
+
 @pytest.mark.parametrize("where", ["own", "other"])
 def test_a_program_inside_a_writable_grant_is_refused(
     host: PluginHost, make_plugin: PluginFactory, data: Path, where: str
@@ -535,12 +545,7 @@ def test_a_program_reached_through_a_link_inside_a_writable_grant_is_refused(
     tool = bin_dir / "tool"
     (data / "current").symlink_to("/usr/bin/true")
     tool.symlink_to(data / "current")
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     _tool(make_plugin, "writer", "fs.write")
     host.discover()
     if order == "writer-first":
@@ -562,12 +567,7 @@ def test_a_writable_grant_over_an_enabled_plugins_program_is_refused(
     tool = data / "tool"
     tool.write_bytes(Path("/usr/bin/true").read_bytes())
     tool.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     _tool(make_plugin, "writer", "fs.write")
     host.discover()
     assert host.enable("runner", consent=True)
@@ -629,12 +629,7 @@ def test_a_program_inside_another_hosts_writable_grant_is_refused(
     tool = data / "tool"
     tool.write_bytes(Path("/usr/bin/true").read_bytes())
     tool.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     _tool(make_plugin, "writer", "fs.write")
     with (
         make_host(plugins_dir, state_dir, launcher) as first,
@@ -689,12 +684,7 @@ def test_a_program_with_a_hard_link_in_a_writable_grant_is_refused(
     os.link(tool, data / "alias")
     give_to_worker(data, tools)  # the worker's own file: what a user's ~/bin holds
     tools.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     make_plugin(
         "writer",
         source=WRITER,
@@ -727,12 +717,7 @@ def test_two_hosts_enabling_at_once_are_judged_one_after_the_other(
     tool = data / "tool"
     tool.write_bytes(Path("/usr/bin/true").read_bytes())
     tool.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     _tool(make_plugin, "writer", "fs.write")
     with (
         make_host(plugins_dir, state_dir, launcher) as first,
@@ -796,12 +781,7 @@ def test_a_program_whose_interpreter_is_no_regular_file_is_refused_without_waiti
     tool = bin_dir / "tool"
     tool.write_text(f"#!{interpreter}\necho hi\n", encoding="utf-8")
     tool.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     host.discover()
     with _fifo_released(interpreter):
         outcome = host.enable("runner", consent=True)
@@ -819,12 +799,7 @@ def test_a_script_with_an_ordinary_interpreter_is_still_granted_and_runs(
     tool = bin_dir / "tool"
     tool.write_text("#!/bin/sh\necho hello from the script\n", encoding="utf-8")
     tool.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     host.discover()
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
@@ -853,12 +828,7 @@ def test_a_program_name_is_never_found_through_a_relative_path_entry(
         planted.chmod(0o755)
     monkeypatch.chdir(project)
     monkeypatch.setenv("PATH", f"{entry}:/usr/bin:/bin")
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra='capabilities = ["proc.exec:tool-r17"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, "tool-r17")
     host.discover()
     outcome = host.enable("runner", consent=True)
     assert not outcome, "a program in the current directory was granted"
@@ -881,12 +851,7 @@ def test_a_program_name_is_still_found_on_the_absolute_entries_of_path(
     program.chmod(0o755)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"nowhere::{tools}:/usr/bin:/bin")
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra='capabilities = ["proc.exec:tool-r17"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, "tool-r17")
     host.discover()
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(program)]) == "the operators program\n"
@@ -1004,12 +969,7 @@ def test_a_script_whose_interpreter_line_holds_a_nul_is_granted_as_the_kernel_ru
     tool = tmp_path / "tool"
     tool.write_bytes(b"#!/bin/sh\x00 ignored\necho run by sh\n")
     tool.chmod(0o755)
-    make_plugin(
-        "runner",
-        source=RUNNER,
-        extra=f'capabilities = ["proc.exec:{tool}"]',
-        modules='[modules.main]\nfunctions = ["run", "swap", "crash"]\n',
-    )
+    make_runner(make_plugin, tool)
     host.discover()
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(tool)]) == "run by sh\n"
