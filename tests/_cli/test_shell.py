@@ -884,8 +884,16 @@ def test_cli_shell_as_a_real_process_over_a_pipe(
 # -- end to end on a pseudo-terminal ---------------------------------------------------------------
 
 #: Makes the pty the child's controlling terminal (so Ctrl-C is SIGINT), then runs caplet.
+#: The terminal session's first program: it takes the terminal as its controlling one and
+#: puts SIGINT and SIGQUIT back to their defaults before it execs the shell, as a login
+#: session starts its programs. A suite launched in the background (``cmd &`` in a
+#: non-interactive shell, as CI launchers do) runs with both ignored, an ignored signal is
+#: inherited across exec (signal(7)), and Python then installs no KeyboardInterrupt
+#: handler: the test's Ctrl-C reached nothing (seen in CI, never in a terminal).
 _CONTROLLING_TTY = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT)]; "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGQUIT]); "
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 )
 #: CSI and OSC escape sequences, other two-byte escapes, carriage returns, bells, backspaces.
