@@ -83,7 +83,6 @@ _SELECT_APPROVALS = (
     "requires, defaults, hooks, agent_text, location FROM approvals ORDER BY name"
 )
 
-#: The quarantine columns in the order ``quarantine_from_row`` reads them.
 #: A plugin's kv usage (keys, bytes; from ``kv_usage``, schema 10) and what the entry a
 #: write replaces counts (NULL when there is none): two primary-key lookups, whatever the
 #: plugin holds.
@@ -92,6 +91,7 @@ _KV_USAGE = (
     "coalesce((SELECT byte_count FROM kv_usage WHERE plugin = ?1 AND location = ?2), 0), "
     f"(SELECT {KV_ROW_BYTES} FROM kv WHERE plugin = ?1 AND location = ?2 AND key = ?3)"
 )
+#: The quarantine columns in the order ``quarantine_from_row`` reads them.
 _QUARANTINE_COLUMNS = "name, reason, since, location, content_hash"
 #: The quarantines that stop a plugin (parameters: its place, UNLOCATED, its content).
 _QUARANTINE_MATCH = "(location IN (?, ?) OR (content_hash != '' AND content_hash = ?))"
