@@ -253,6 +253,19 @@ def test_exec_escapes_the_guests_output(cli: list[str]) -> None:
     assert result.stderr == "\\u202eerr\n"
 
 
+def _caplet_list(plugins_dir: Path, state_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``caplet list`` in a real process: Python's last-resort log handler, which the CLI
+    replaces, is only in play when nothing set up logging (pytest does)."""
+    return subprocess.run(
+        [sys.executable, "-m", "caplet", "list", "--plugins-dir", str(plugins_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CAPLET_STATE_DIR": str(state_dir), "COLUMNS": "400"},
+        timeout=60,
+        check=False,
+    )
+
+
 def test_a_broken_plugin_folder_name_is_escaped_in_warnings_and_the_log(
     plugins_dir: Path, state_dir: Path
 ) -> None:
@@ -261,14 +274,7 @@ def test_a_broken_plugin_folder_name_is_escaped_in_warnings_and_the_log(
     folder = plugins_dir / "bad\x1b]0;pwned\x07"
     folder.mkdir(parents=True)
     (folder / "plugin.toml").write_text("name = 3\n", encoding="utf-8")
-    process = subprocess.run(
-        [sys.executable, "-m", "caplet", "list", "--plugins-dir", str(plugins_dir)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CAPLET_STATE_DIR": str(state_dir), "COLUMNS": "400"},
-        timeout=60,
-        check=False,
-    )
+    process = _caplet_list(plugins_dir, state_dir)
     assert process.returncode == 0, process.stderr
     assert_inert(process.stdout + process.stderr)
     err = process.stderr.splitlines()
@@ -293,14 +299,7 @@ def test_every_skipped_plugin_folder_is_named_with_its_problems_on_one_line(
             'capabilities = ["env.read:*"]\n',
             encoding="utf-8",
         )
-    process = subprocess.run(
-        [sys.executable, "-m", "caplet", "list", "--plugins-dir", str(plugins_dir)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CAPLET_STATE_DIR": str(state_dir), "COLUMNS": "400"},
-        timeout=60,
-        check=False,
-    )
+    process = _caplet_list(plugins_dir, state_dir)
     assert process.returncode == 0, process.stderr
     skips = [line for line in process.stderr.splitlines() if line.startswith("skipping plugin")]
     assert sorted(line.split(":")[0] for line in skips) == [

@@ -873,6 +873,16 @@ def create_functions(config):
 """
 
 
+def make_writer(make_plugin: PluginFactory) -> None:
+    """The plugin ``writer`` (:data:`REWRITER`), granted ``fs.write`` on its configured root."""
+    make_plugin(
+        "writer",
+        source=REWRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write"]\n',
+    )
+
+
 def test_a_writable_grant_never_holds_an_installed_plugins_code(
     plugins_dir: Path,
     state_dir: Path,
@@ -895,12 +905,7 @@ def test_a_writable_grant_never_holds_an_installed_plugins_code(
     (folder / "data").mkdir()
     (site / "cache").mkdir()
     give_to_worker(site)
-    make_plugin(
-        "writer",
-        source=REWRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
-        modules='[modules.main]\nfunctions = ["write"]\n',
-    )
+    make_writer(make_plugin)
     with make_host(plugins_dir, state_dir, launcher, dist_path=[site]) as host:
         host.discover()
         assert host.audit("hello")
@@ -1002,12 +1007,7 @@ def test_a_writable_grant_never_reaches_where_the_host_imports_from(
     monkeypatch.setenv("CAPLET_R17_PLANTED", "")  # restored (removed) at the end
     monkeypatch.delenv("CAPLET_R17_PLANTED")
     root = lib if where == "entry" else lib / "r17pkg"
-    make_plugin(
-        "writer",
-        source=REWRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
-        modules='[modules.main]\nfunctions = ["write"]\n',
-    )
+    make_writer(make_plugin)
     host.discover()
     outcome = host.enable("writer", config={"root": str(root)}, consent=True)
     if outcome:  # the attack, where the grant is given
@@ -1042,12 +1042,7 @@ def test_a_writable_grant_beside_the_import_path_or_in_the_apps_folder_is_grante
     out.mkdir()
     give_to_worker(out, app)
     monkeypatch.setattr(sys, "path", [str(app), str(lib), *sys.path[1:]])
-    make_plugin(
-        "writer",
-        source=REWRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
-        modules='[modules.main]\nfunctions = ["write"]\n',
-    )
+    make_writer(make_plugin)
     host.discover()
     for root in (out, app / "data"):
         assert host.enable("writer", config={"root": str(root)}, consent=True)
@@ -1076,12 +1071,7 @@ def test_a_writable_grant_never_can_create_the_users_site_packages(
     user_site = local / "lib" / "python3.11" / "site-packages"
     monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
-    make_plugin(
-        "writer",
-        source=REWRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
-        modules='[modules.main]\nfunctions = ["write"]\n',
-    )
+    make_writer(make_plugin)
     host.discover()
     outcome = host.enable("writer", config={"root": str(local)}, consent=True)
     assert not outcome, "a grant that can create the user's site-packages was given"
