@@ -543,6 +543,9 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
     # blind17: another module's bytecode cache written by a compiler (CPL-THR-009)
     (CACHE_TOKENS, r"\bpy_compile\b"),
+    # blind18: a download beside a call that starts a file or loads a library (a DLL
+    # written under %APPDATA% and loaded with ctypes.WinDLL, runpy.run_path of a fetch)
+    (_NETWORK, RUNS_FILE_TOKENS),
 )
 
 
