@@ -21,6 +21,7 @@ from caplet._scan._lookup_patterns import (
     BUILT_KEY,
     DEFAULT_LOOKUP,
     JOINED_KEY,
+    KEYWORD_NAMED,
     LOOKUP_ANY_NAME,
     LOOKUP_BY_HELPER,
     LOOKUP_BY_VARIABLE,
@@ -546,6 +547,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # blind18: a download beside a call that starts a file or loads a library (a DLL
     # written under %APPDATA% and loaded with ctypes.WinDLL, runpy.run_path of a fetch)
     (_NETWORK, RUNS_FILE_TOKENS),
+    KEYWORD_NAMED,  # a name given as a keyword's name to a **kwargs helper, looked up
 )
 
 
