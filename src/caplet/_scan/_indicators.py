@@ -189,6 +189,9 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         "autostart location",
         r"(?i)\bcrontab\b|/etc/cron|/var/spool/cron|\.config/systemd/user|/etc/systemd/system/|"
         r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
+        # an editor's extensions folder: VS Code and its forks load every extension there
+        # at start (one activated on "*" runs at every launch: blind18)
+        r"\.(?:vscode(?:-insiders|-server|-oss)?|cursor|windsurf|vscodium)[/\\]+extensions\b|"
         r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
         r"\.bashrc|\.zshrc|\.bash_profile|Start Menu[/\\]+Programs|Quick Launch|"
         # a handler's open command Windows' auto-elevating programs run (fodhelper and
