@@ -147,6 +147,17 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
     # the Discord client's core module, which the grabbers' "injection" rewrites to post
     # the token at every login (Creal, Luna and Blank Grabber, blind14)
     Indicator(_C, "Discord client injection", r"(?i)discord_desktop_core"),
+    # a desktop wallet's Electron bundle, which W4SP-family stealers replace so the wallet
+    # sends its seed phrase (Exodus, Atomic: blind18, b18-ot-wallet-asar-replace)
+    Indicator(
+        _C,
+        "wallet app injection",
+        r"(?i)\b(?:exodus|atomic|guarda|ledger live)"
+        + _SEP
+        + r"(?:[^\n'\"/\\]{1,40}"
+        + _SEP
+        + r"){0,3}app\.asar\b",
+    ),
     Indicator(
         _C,
         "crypto wallet",

@@ -138,8 +138,9 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # (Path.home() / ".config" / "systemd" / "user", os.path.join(home, ".ipython", ...)):
     # the indicators see them only joined
     r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython|\.jupyter)['\"]|"
-    # blind18: an editor's extensions folder, joined (".vscode", "extensions")
-    r"['\"]\.(?:vscode(?:-insiders|-server|-oss)?|cursor|windsurf|vscodium)['\"]|"
+    # blind18: an editor's extensions folder, joined (".vscode", "extensions"), and an
+    # Electron app's bundle ("resources", "app.asar": a wallet app replaced)
+    r"['\"]\.(?:vscode(?:-insiders|-server|-oss)?|cursor|windsurf|vscodium)['\"]|['\"]app\.asar['\"]|"
     r"\b(?:(?:site|user)customize|(?:ipython|jupyter_\w+)_config)\.py\b|(?:pre|post)-[a-z-]+['\"]",
     # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
     r"\b__pyarmor__\s*\(",
