@@ -551,6 +551,12 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # written under %APPDATA% and loaded with ctypes.WinDLL, runpy.run_path of a fetch)
     (_NETWORK, RUNS_FILE_TOKENS),
     KEYWORD_NAMED,  # a name given as a keyword's name to a **kwargs helper, looked up
+    # blind18: a program found on PATH beside a file written (a command rewritten)
+    (
+        r"\b(?:which|find_executable)\s*\(",
+        r"\bopen\(\s*[A-Za-z_][\w.]*\s*,\s*['\"][wa]|\.write_(?:text|bytes)\s*\(|"
+        r"\bcopy(?:file|2)?\s*\(\s*[^,\n]+,\s*[A-Za-z_]",
+    ),
 )
 
 
