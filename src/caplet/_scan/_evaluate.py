@@ -17,8 +17,8 @@ import string
 
 from caplet._scan._closed import Closedness
 from caplet._scan._evaluate_loops import BudgetError, LoopEvaluation
-from caplet._scan._evaluate_members import declared_member, is_iter_call, module_docstring
 from caplet._scan._evaluate_loops import truth as _truth
+from caplet._scan._evaluate_members import declared_member, is_iter_call, module_docstring
 from caplet._scan._evaluate_methods import method_value as _method
 from caplet._scan._evaluate_steps import StepEvaluation
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str

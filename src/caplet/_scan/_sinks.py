@@ -94,7 +94,14 @@ _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: 
 #: Calls that copy a file (source first, destination second).
 _COPIES = frozenset(
     # a folder copied too: an extension planted in an editor's extensions folder (blind18)
-    {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "shutil.move", "os.rename"}
+    {
+        "shutil.copy",
+        "shutil.copy2",
+        "shutil.copyfile",
+        "shutil.copytree",
+        "shutil.move",
+        "os.rename",
+    }
 )
 #: Calls that download to a file (URL first, destination second).
 _DOWNLOADS_TO = frozenset({"urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download"})

@@ -337,7 +337,9 @@ def _leading_field(node: ast.AST, field: str) -> bool:
     """``node`` formats a template written into the code that starts with ``field``: ``"%s"
     % ...`` (``field`` ``%s``) or ``"{}".format(...)`` (``field`` ``{}``, ``{0}`` too)."""
     if field == "%s":
-        template = node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) else None
+        template = (
+            node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) else None
+        )
         starts: tuple[str, ...] = ("%s",)
     else:
         func = node.func if isinstance(node, ast.Call) else None
