@@ -48,7 +48,8 @@ def danger(source: str, filename: str = "mod.py") -> set[str]:
             ["pip", "install", "q"],
         ),
         (
-            "import collections\nS = collections.namedtuple('S', ['ex', 'ec'])\n''.join(S._fields)\n",
+            "import collections\nS = collections.namedtuple('S', ['ex', 'ec'])\n"
+            "''.join(S._fields)\n",
             "exec",
         ),
         (
@@ -128,7 +129,8 @@ def test_pip_install_spelled_by_a_named_tuples_fields_in_setup_py_is_a_second_st
         "class Runner:\n    def fast(self): ...\n"
         "def run(r, m):\n    return getattr(r, m.name)()\ngetattr(Runner(), Mode.fast.name)()\n",
         # a named tuple's fields written as a CSV header
-        "import csv, sys\nfrom collections import namedtuple\nRow = namedtuple('Row', 'name size')\n"
+        "import csv, sys\nfrom collections import namedtuple\n"
+        "Row = namedtuple('Row', 'name size')\n"
         "csv.writer(sys.stdout).writerow([*Row._fields])\n",
         # the docstring as a command-line tool's description
         '"""Convert files."""\nimport argparse\nargparse.ArgumentParser(description=__doc__)\n',

@@ -41,7 +41,8 @@ STARTER = (
 
 def test_an_inline_task_that_downloads_and_starts_a_program_is_a_payload() -> None:
     found = msbuild_payload(LOADER)
-    assert found is not None and "DownloadFile" in found[1]
+    assert found is not None
+    assert "DownloadFile" in found[1]
 
 
 @pytest.mark.parametrize("text", [BUILDER, LOADER.replace("CodeTaskFactory", "Other")])

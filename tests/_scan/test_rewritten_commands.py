@@ -45,7 +45,8 @@ def test_a_command_found_on_path_written_over_is_persistence(
         "out = subprocess.run([git, 'describe'], capture_output=True, text=True).stdout\n"
         "with open('VERSION', 'w') as fh:\n    fh.write(out)\n",
         # a program located and read (its shebang checked)
-        "import shutil\nexe = shutil.which('black')\nwith open(exe) as fh:\n    first = fh.readline()\n",
+        "import shutil\nexe = shutil.which('black')\n"
+        "with open(exe) as fh:\n    first = fh.readline()\n",
         # a configuration file written beside the interpreter found on PATH
         "import os, shutil\n"
         "cfg = os.path.join(os.path.dirname(shutil.which('python3')), 'pip.conf')\n"

@@ -1812,7 +1812,8 @@ def test_a_patched_library_function_whose_helper_only_logs_is_no_threat() -> Non
     [
         (
             "import base64, subprocess\n"
-            f"subprocess.run(['/bin/sh'], input=base64.b32decode({base64.b32encode(b'id').decode()!r}))\n",
+            "subprocess.run(['/bin/sh'], "
+            f"input=base64.b32decode({base64.b32encode(b'id').decode()!r}))\n",
             "CPL-THR-001",
         ),
         (
