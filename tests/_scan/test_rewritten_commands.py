@@ -47,6 +47,11 @@ def test_a_command_found_on_path_written_over_is_persistence(
         # a program located and read (its shebang checked)
         "import shutil\nexe = shutil.which('black')\n"
         "with open(exe) as fh:\n    first = fh.readline()\n",
+        # another function's name found on PATH (nodeenv's tests: one fixture binds
+        # ``path = shutil.which(name)``, another writes a script to its own ``path``)
+        "import shutil\ndef has(name):\n    path = shutil.which(name)\n    return bool(path)\n"
+        "def make(base, out):\n    path = base / 'bash' / 'nodeenv.sh'\n"
+        "    path.write_bytes(out)\n    return path\n",
         # a configuration file written beside the interpreter found on PATH
         "import os, shutil\n"
         "cfg = os.path.join(os.path.dirname(shutil.which('python3')), 'pip.conf')\n"

@@ -12,8 +12,10 @@ package writing its own scripts names them itself, not through ``which``.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
+
+from caplet._scan._syntax import Bindings
 
 __all__ = ["command_found_on_path"]
 
@@ -34,13 +36,27 @@ _SAME_FILE: Final = frozenset(
 _BUDGET = 256
 
 
+def _bound_in(name: str, scope: int, bindings: Bindings) -> Sequence[ast.expr]:
+    """What ``name`` is bound to in ``scope``, or in the nearest scope around it that
+    binds it: a ``path`` of one function is not the ``path`` of another (nodeenv's tests
+    bind ``path = shutil.which(name)`` in one fixture, write to another ``path``)."""
+    scoped = bindings.scoped.get(name, {})
+    seen: set[int] = set()
+    while scope not in scoped and scope in bindings.parents and scope not in seen:
+        seen.add(scope)
+        scope = bindings.parents[scope]
+    return scoped.get(scope, ())
+
+
 def command_found_on_path(
     path: ast.AST,
+    scope: int,
     resolve: Callable[[ast.AST], tuple[str, ...]],
-    assigned: Mapping[str, Sequence[ast.expr]],
+    bindings: Bindings,
 ) -> str | None:
-    """``shutil.which('clw')`` (as text) when ``path`` is, or is bound to, a program found on
-    ``PATH`` (through names, ``or`` and ``Path(...)``, bounded); else ``None``."""
+    """``shutil.which('clw')`` (as text) when ``path`` is, or is bound to in ``scope``, a
+    program found on ``PATH`` (through names, ``or`` and ``Path(...)``, bounded); else
+    ``None``."""
     stack: list[ast.AST] = [path]
     seen: set[str] = set()
     budget = _BUDGET
@@ -54,7 +70,7 @@ def command_found_on_path(
         if isinstance(node, ast.Name):
             if node.id not in seen:
                 seen.add(node.id)
-                stack.extend(assigned.get(node.id, ())[:4])
+                stack.extend(_bound_in(node.id, scope, bindings)[:4])
         elif isinstance(node, ast.Call) and _SAME_FILE.intersection(resolve(node.func)):
             stack.extend(node.args[:1])  # Path(which(x)), os.path.realpath(which(x))
         elif isinstance(node, ast.BoolOp):

@@ -379,7 +379,7 @@ class StageSinks(StartupSinks):
             # file is every completion installer's (typer, cyclopts: Path.home() /
             # ".bashrc"), so only what is written into it tells (branch blind13)
             self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, marker)
-        rewritten = command_found_on_path(path, self._flow.resolve, self._flow.bindings.assigned)
+        rewritten = command_found_on_path(path, scope, self._flow.resolve, self._flow.bindings)
         if rewritten is not None and (data or labels or handle is not None):
             # a command the user runs by name replaced (bitcoinlibdbfix's clw: blind18)
             self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, rewritten)
