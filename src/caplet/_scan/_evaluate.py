@@ -18,6 +18,7 @@ import string
 from caplet._scan._closed import Closedness
 from caplet._scan._evaluate_loops import BudgetError, LoopEvaluation
 from caplet._scan._evaluate_loops import truth as _truth
+from caplet._scan._evaluate_members import declared_member, is_iter_call, module_docstring
 from caplet._scan._evaluate_methods import method_value as _method
 from caplet._scan._evaluate_steps import StepEvaluation
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
@@ -243,6 +244,9 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
                 obj = self._builtin(target)
                 text = getattr(obj, node.attr, None) if obj is not None else None
             return text if isinstance(text, str) else None
+        declared = declared_member(node, self.bindings, self.resolve, self.evaluate)
+        if declared is not None:
+            return declared  # Op.system.name, Step._fields (blind18)
         for name in self.resolve(node):
             module, _, attr = name.rpartition(".")
             if module == "string" and attr in _STRING_CONSTANTS:
@@ -284,7 +288,7 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
     def _evaluate_name(self, name: str, depth: int) -> Value | None:
         values = self.bindings.assigned.get(name, ())
         if not values and name not in self._evaluating:
-            return self._unpacked(name, depth)
+            return module_docstring(name, self.bindings) or self._unpacked(name, depth)
         if (
             len(values) != 1
             or name in self._evaluating
@@ -551,7 +555,7 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
         return self._evaluate_call(ast.Call(func=node.func, args=spread, keywords=[]), depth)
 
     def _iterable(self, node: ast.AST, depth: int) -> list[Value] | None:
-        value = self._evaluate(node, depth)
+        value = self._evaluate(is_iter_call(node, self.resolve) or node, depth)
         if isinstance(value, str):
             return list(value)
         if isinstance(value, bytes):

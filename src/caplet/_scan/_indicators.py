@@ -147,6 +147,17 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
     # the Discord client's core module, which the grabbers' "injection" rewrites to post
     # the token at every login (Creal, Luna and Blank Grabber, blind14)
     Indicator(_C, "Discord client injection", r"(?i)discord_desktop_core"),
+    # a desktop wallet's Electron bundle, which W4SP-family stealers replace so the wallet
+    # sends its seed phrase (Exodus, Atomic: blind18, b18-ot-wallet-asar-replace)
+    Indicator(
+        _C,
+        "wallet app injection",
+        r"(?i)\b(?:exodus|atomic|guarda|ledger live)"
+        + _SEP
+        + r"(?:[^\n'\"/\\]{1,40}"
+        + _SEP
+        + r"){0,3}app\.asar\b",
+    ),
     Indicator(
         _C,
         "crypto wallet",
@@ -189,6 +200,9 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         "autostart location",
         r"(?i)\bcrontab\b|/etc/cron|/var/spool/cron|\.config/systemd/user|/etc/systemd/system/|"
         r"\.config/autostart|LaunchAgents|LaunchDaemons|/etc/rc\.local|/etc/init\.d/|"
+        # an editor's extensions folder: VS Code and its forks load every extension there
+        # at start (one activated on "*" runs at every launch: blind18)
+        r"\.(?:vscode(?:-insiders|-server|-oss)?|cursor|windsurf|vscodium)[/\\]+extensions\b|"
         r"CurrentVersion\\{1,2}Run|\bschtasks\b|Start Menu\\{1,2}Programs\\{1,2}Startup|"
         r"\.bashrc|\.zshrc|\.bash_profile|Start Menu[/\\]+Programs|Quick Launch|"
         # a handler's open command Windows' auto-elevating programs run (fodhelper and

@@ -17,6 +17,7 @@ __all__ = [
     "BUILT_KEY",
     "DEFAULT_LOOKUP",
     "JOINED_KEY",
+    "KEYWORD_NAMED",
     "LOOKUP",
     "LOOKUP_ANY_NAME",
     "LOOKUP_BY_HELPER",
@@ -154,4 +155,13 @@ NAMESPACE_FILLED: Final = (
     r"(?:\.\s*update\s*\(|\|=|\*\*|\bChainMap\s*\([^)\n]*?)\s*(?:vars\(|[\w.]*\.__dict__\b|"
     r"(?:sys\s*\.\s*)?modules\b|"
     r"globals\(\s*\))"
+)
+
+#: blind18 (tune b18-cn-kwargs-key-name): a lookup given what a call with a keyword argument
+#: returns (``import_module(_key(subprocess=None))``), beside a function of the file that
+#: takes ``**kwargs`` (whose keys it returns: the keyword's name is the name looked up).
+KEYWORD_NAMED: Final = (
+    r"\b(?:(?:getattr|__getattribute__)\s*\([^,\n]*,|(?:__import__|import_module|attrgetter)\s*\()"
+    r"\s*[A-Za-z_][\w.]*\(\s*[A-Za-z_]\w*\s*=",
+    r"\bdef\s+\w+\s*\([^)]*\*\*\w+\s*\)",
 )

@@ -21,6 +21,7 @@ from caplet._scan._lookup_patterns import (
     BUILT_KEY,
     DEFAULT_LOOKUP,
     JOINED_KEY,
+    KEYWORD_NAMED,
     LOOKUP_ANY_NAME,
     LOOKUP_BY_HELPER,
     LOOKUP_BY_VARIABLE,
@@ -137,6 +138,9 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # (Path.home() / ".config" / "systemd" / "user", os.path.join(home, ".ipython", ...)):
     # the indicators see them only joined
     r"['\"](?:systemd|autostart|LaunchAgents|LaunchDaemons|\.ipython|\.jupyter)['\"]|"
+    # blind18: an editor's extensions folder, joined (".vscode", "extensions"), and an
+    # Electron app's bundle ("resources", "app.asar": a wallet app replaced)
+    r"['\"]\.(?:vscode(?:-insiders|-server|-oss)?|cursor|windsurf|vscodium)['\"]|['\"]app\.asar['\"]|"
     r"\b(?:(?:site|user)customize|(?:ipython|jupyter_\w+)_config)\.py\b|(?:pre|post)-[a-z-]+['\"]",
     # PyArmor's runtime given a module's encrypted bytecode (CPL-THR-027)
     r"\b__pyarmor__\s*\(",
@@ -543,6 +547,16 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
     # blind17: another module's bytecode cache written by a compiler (CPL-THR-009)
     (CACHE_TOKENS, r"\bpy_compile\b"),
+    # blind18: a download beside a call that starts a file or loads a library (a DLL
+    # written under %APPDATA% and loaded with ctypes.WinDLL, runpy.run_path of a fetch)
+    (_NETWORK, RUNS_FILE_TOKENS),
+    KEYWORD_NAMED,  # a name given as a keyword's name to a **kwargs helper, looked up
+    # blind18: a program found on PATH beside a file written (a command rewritten)
+    (
+        r"\b(?:which|find_executable)\s*\(",
+        r"\bopen\(\s*[A-Za-z_][\w.]*\s*,\s*['\"][wa]|\.write_(?:text|bytes)\s*\(|"
+        r"\bcopy(?:file|2)?\s*\(\s*[^,\n]+,\s*[A-Za-z_]",
+    ),
 )
 
 

@@ -323,6 +323,10 @@ MODULE_RULES: Final[Mapping[str, str]] = MappingProxyType(
             # an Ethereum node's RPC client: a transaction carries whatever its data holds
             # (set-utils sent private keys out in transactions, Socket 2025: blind14)
             "web3",
+            # an MQTT client publishes to a broker, scapy sends packets it builds (blind18:
+            # host data published to a public broker, carried in ICMP echo payloads)
+            "paho.mqtt",
+            "scapy",
         ),
     }
 )

@@ -45,6 +45,7 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._model import ScanMode
+from caplet._scan._msbuild_projects import MSBUILD_SUFFIXES, msbuild_payload
 from caplet._scan._npm_lifecycle import (
     LIFECYCLE_FILE,
     js_sends_environment,
@@ -65,7 +66,7 @@ _SHELL_SHEBANG = re.compile(rb"#![^\n]*?(?:[/ \t]|(?<=#!))(?:ba|z|da|k|c|tc|fi|a
 _SCRIPTS = re.compile(r"\bscripts\s*=\s*[\[(]([^\[\]()]*)[\])]")
 _LITERAL = re.compile(r"""[rRuU]?(?:'([^'\\\n]*)'|"([^"\\\n]*)")""")
 #: Scripts of other languages a package's code may start (blind13): read only when named.
-_STARTED_SUFFIXES = (".sh", ".bash", ".ps1", ".bat", ".cmd", ".vbs", ".js")
+_STARTED_SUFFIXES = (".sh", ".bash", ".ps1", ".bat", ".cmd", ".vbs", ".js", *MSBUILD_SUFFIXES)
 #: Build scripts a build backend runs while pip builds the sdist (blind16), by lowered name.
 _BUILD_SCRIPTS = frozenset({"meson.build", "cmakelists.txt", "build.rs"})
 #: Such a script larger than this is not read: a loader is small, a web front end's
@@ -80,7 +81,8 @@ _NAMED_SCRIPT = re.compile(
 )
 #: A literal naming such a script, in a Python source.
 _STARTED_LITERAL = re.compile(
-    r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js))['"]""", re.IGNORECASE
+    r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js|csproj|proj|targets))['"]""",
+    re.IGNORECASE,
 )
 #: What starts a process or a file in Python source (its words, as code spells them).
 _STARTS = re.compile(
@@ -126,6 +128,8 @@ def script_payload(text: str, suffix: str) -> tuple[int, str] | None:
     fetching with ``XMLHTTP`` and running with ``WScript.Shell``, a JavaScript loader."""
     if suffix == ".js":
         return _js_loader(text)
+    if suffix in MSBUILD_SUFFIXES:
+        return msbuild_payload(text)  # an inline task MSBuild compiles and runs (blind18)
     if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(text):
         for number, line in enumerate(text.split("\n"), start=1):
             if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(line):

@@ -19,6 +19,7 @@ from caplet._scan._commands import Commands
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
+from caplet._scan._rewritten_commands import command_found_on_path
 from caplet._scan._rules import RuleKind, rule
 from caplet._scan._shell_scripts import script_payload
 from caplet._scan._sink_startup import (
@@ -378,6 +379,10 @@ class StageSinks(StartupSinks):
             # file is every completion installer's (typer, cyclopts: Path.home() /
             # ".bashrc"), so only what is written into it tells (branch blind13)
             self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, marker)
+        rewritten = command_found_on_path(path, scope, self._flow.resolve, self._flow.bindings)
+        if rewritten is not None and (data or labels or handle is not None):
+            # a command the user runs by name replaced (bitcoinlibdbfix's clw: blind18)
+            self._scan.tag(Tag.PERSISTENCE_WRITE, node.lineno, rewritten)
 
     def _handle_of(self, node: ast.Call) -> str | None:
         """The name a file object from ``open(...)`` is bound to (``as f``, ``f = ...``)."""

@@ -92,7 +92,17 @@ _INSTALL_TIME_PROGRAMS = frozenset(
 _URL_PREFIXES = ("http://", "https://")
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})  # noqa: S104 -- matched
 #: Calls that copy a file (source first, destination second).
-_COPIES = frozenset({"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.rename"})
+_COPIES = frozenset(
+    # a folder copied too: an extension planted in an editor's extensions folder (blind18)
+    {
+        "shutil.copy",
+        "shutil.copy2",
+        "shutil.copyfile",
+        "shutil.copytree",
+        "shutil.move",
+        "os.rename",
+    }
+)
 #: Calls that download to a file (URL first, destination second).
 _DOWNLOADS_TO = frozenset({"urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download"})
 #: Calls that load a pickle (loading one runs the callables it names).
@@ -476,6 +486,17 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             return None
         return arg.args[0]
 
+    def _stdin_script(self, node: ast.Call, api: str, program: str) -> None:
+        """A shell given its script on standard input: decoded or downloaded input is a
+        command run (CPL-THR-001/-002/-020), and known input text is read as a command's."""
+        for source in self._stdin_sources(node):
+            self._by_source(node, f"{api}({program} < ...)", self._flow.labels(source))
+            value = self._flow.evaluate(source)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str):
+                self._command_text(node, value)
+
     def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
         """What a process is given on its standard input: ``input=``, ``.communicate(x)``,
         ``.stdin.write(x)`` on the name the process is bound to."""
@@ -555,6 +576,10 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
                     value = value.decode("utf-8", "replace")
                 if isinstance(value, str):
                     self._code_string(node, f"{api}({program} < source)", value)
+        elif program in SHELLS and all(w.startswith(("-", "/")) for w in words[1:]):
+            # a shell reading its script from standard input (blind18: b18-ds-sh-stdin-input,
+            # subprocess.run(["/bin/sh"], input=b32decode(...))): the script is the command
+            self._stdin_script(node, api, program)
         # at install time, or when a package is imported (module level of an __init__.py),
         # or a URL at module level anywhere but a test: another package pulled in behind
         # the resolver (a benchmark script pip-installing the library it measures is not)

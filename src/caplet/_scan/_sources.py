@@ -327,6 +327,14 @@ EGRESS_VERBS: Final = frozenset(
         # a blockchain transaction sent to a node (web3's eth module, blind14)
         "send_raw_transaction",
         "send_transaction",
+        # a message published to a broker (paho-mqtt's client), and scapy's senders of
+        # the packets it builds (blind18)
+        "publish",
+        "sendp",
+        "sr",
+        "sr1",
+        "srp",
+        "srp1",
     }
 )
 #: Keyword arguments of a network call that carry no payload (how to connect, not what).

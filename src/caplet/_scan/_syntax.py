@@ -87,6 +87,9 @@ class Bindings:
     unpacked: dict[str, list[tuple[ast.expr, int, int]]] = field(default_factory=dict)
     #: The classes this file defines, by name (``L.run`` after ``class L: run = exec``).
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
+    #: The module's docstring as the interpreter keeps it (``__doc__``), if it has one
+    #: (blind18: a name picked letter by letter out of it).
+    docstring: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +176,8 @@ def survey(
     prebound = bindings is not None
     if bindings is None:
         bindings = Bindings({}, {}, set(), [])
+        if isinstance(tree, ast.Module):
+            bindings.docstring = ast.get_docstring(tree, clean=False)
     nodes: list[ast.AST] = []
     scopes: list[int] = []
     level: list[ast.AST] = [tree] if roots is None else list(roots)
@@ -342,6 +347,8 @@ def focus_bindings(tree: ast.AST) -> Bindings:
     and its classes' own, so that names resolve in a survey of :func:`focus`'s
     statements alone (``Config.name`` may be used on a hit line elsewhere)."""
     bindings = Bindings({}, {}, set(), [])
+    if isinstance(tree, ast.Module):
+        bindings.docstring = ast.get_docstring(tree, clean=False)
     for stmt in getattr(tree, "body", []):
         if isinstance(stmt, BINDING_NODES):
             bind(stmt, bindings)

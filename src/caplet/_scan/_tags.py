@@ -139,7 +139,9 @@ class Tagger:
         for arg in candidates:
             value = self._flow.name_value(arg)
             if value is None:
-                prefix = literal_prefix(arg) or self._named_prefix(arg)
+                prefix = literal_prefix(arg)
+                if not (prefix and prefix.startswith(_URL_PREFIXES)):
+                    prefix = self._named_prefix(arg)
                 value = prefix if prefix and prefix.startswith(_URL_PREFIXES) else None
             if value is None:
                 if self._decoded(arg):
@@ -148,13 +150,35 @@ class Tagger:
             host = url_host(value) if value.startswith(_URL_PREFIXES) else value.split(":")[0]
             if host and host not in _LOCAL_HOSTS and "." in host and " " not in host:
                 return True
+        return self._packet_destination(node)
+
+    def _packet_destination(self, node: ast.Call) -> bool:
+        """A packet built in the call's first argument with an address written into it:
+        scapy's ``send(IP(dst="192.0.2.9") / ICMP() / Raw(load=data))`` (blind18)."""
+        if not node.args or not isinstance(node.args[0], ast.BinOp | ast.Call):
+            return False
+        for part in list(ast.walk(node.args[0]))[:64]:
+            if not isinstance(part, ast.Call):
+                continue
+            for kw in part.keywords:
+                value = self._flow.name_value(kw.value) if kw.arg == "dst" else None
+                host = value.split(":")[0] if value else ""
+                if host and host not in _LOCAL_HOSTS and "." in host and " " not in host:
+                    return True
         return False
 
     def _named_prefix(self, node: ast.AST) -> str | None:
         """The start of a string expression that begins with a name bound to a literal:
         ``BASE + query`` with ``BASE = "https://x/dns-query?"`` (blind17)."""
         for _ in range(8):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+            if _leading_field(node, "%s") and isinstance(node, ast.BinOp):
+                # "%s/hosts/%s.json" % (BASE, key): the template starts with its first
+                # value (blind18: b18-re-firebase-rtdb, a per-host key in the path)
+                right = node.right
+                node = right.elts[0] if isinstance(right, ast.Tuple) and right.elts else right
+            elif _leading_field(node, "{}") and isinstance(node, ast.Call) and node.args:
+                node = node.args[0]  # "{}/hosts/{}.json".format(BASE, key)
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
                 node = node.left
             elif isinstance(node, ast.JoinedStr) and node.values:
                 first = node.values[0]
@@ -307,3 +331,22 @@ class Tagger:
         if isinstance(node, ast.Name):
             return [node, *self._flow.bindings.assigned.get(node.id, ())[:8]]
         return [node]
+
+
+def _leading_field(node: ast.AST, field: str) -> bool:
+    """``node`` formats a template written into the code that starts with ``field``: ``"%s"
+    % ...`` (``field`` ``%s``) or ``"{}".format(...)`` (``field`` ``{}``, ``{0}`` too)."""
+    if field == "%s":
+        template = (
+            node.left if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) else None
+        )
+        starts: tuple[str, ...] = ("%s",)
+    else:
+        func = node.func if isinstance(node, ast.Call) else None
+        template = func.value if isinstance(func, ast.Attribute) and func.attr == "format" else None
+        starts = ("{}", "{0}")
+    return (
+        isinstance(template, ast.Constant)
+        and isinstance(template.value, str)
+        and template.value.startswith(starts)
+    )
