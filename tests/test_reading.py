@@ -66,3 +66,13 @@ def test_file_index_points_at_the_character_read() -> None:
     assert line[file_index(line, read.index("i"))] == "i"
     assert line[file_index(line, read.index("o"))] == "o"
     assert file_index(line, len(read)) == len(line)
+
+
+def test_no_character_is_read_as_a_format_character() -> None:
+    # as_read drops format characters only where the text held one before NFKC
+    kept = [
+        f"U+{code:04X}"
+        for code in range(0x80, 0x110000)
+        if FORMAT.search(as_read(chr(code))) is not None
+    ]
+    assert kept == []

@@ -229,7 +229,7 @@ class Prefilter:
             return Need.FULL, True
         # the set read the bytes; text a model reads differently (a zero-width space
         # inside "ignore", a sentence in tag characters) is asked again as read (attack20)
-        auditor = self._auditor in matched or reads_differently(text)
+        auditor = self._auditor in matched or reads_differently(text, encoded)
         return self._answer(seen, matched, unasked), auditor
 
     def check(self, text: str) -> Need | frozenset[int]:
