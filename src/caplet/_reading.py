@@ -16,6 +16,7 @@ the auditor did; the rule missed what the model then read.
 
 from __future__ import annotations
 
+import codecs
 import unicodedata
 from typing import Final
 
@@ -23,7 +24,7 @@ import re2
 
 from caplet._display import FORMAT
 
-__all__ = ["as_read", "file_index", "reads_differently"]
+__all__ = ["as_read", "data_text", "file_index", "reads_differently"]
 
 #: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
 _TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
@@ -79,3 +80,61 @@ def file_index(text: str, read_index: int) -> int:
         if seen > read_index:
             return index
     return len(text)
+
+
+#: Byte-order marks of the encodings that have them, longest first (UTF-32 LE's
+#: begins with UTF-16 LE's).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+#: At most one byte in this many may be a NUL or not UTF-8 for a file to be shown
+#: as text with those bytes escaped; compressed and image data is about half such.
+_TEXT_RATIO = 8
+
+
+def data_text(data: bytes) -> str | None:
+    """A data file as text, the way code reading it with an ordinary encoding sees it.
+
+    One rule for the auditor's prompt (:mod:`caplet._audit._prompt`) and the
+    scanner's search of a plugin's text files (:mod:`caplet._scan._prose`).
+    Only UTF-8 was shown, and a file with a NUL or one byte that is not UTF-8
+    was "binary, content not shown": a help text read as UTF-16 or Latin-1
+    and returned to the agent, telling it to run a command, was never read
+    by the model (attack18). So: a byte-order mark's encoding (bytes not of it
+    escaped); UTF-16 without one, when that reads as printable, mostly ASCII
+    text; else UTF-8 with the few bytes
+    that are not (Latin-1, cp1252 letters, a NUL) shown as ``\\xNN``. Data
+    that is mostly such bytes (an image, an archive) stays binary.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            # A byte that is not of the encoding hides nothing (code reads past it with
+            # errors="ignore"): shown escaped, unless most of the file is such bytes.
+            text = data.decode(codec, "backslashreplace")
+            odd = len(data) - len(data.decode(codec, "ignore").encode(codec))
+            return None if odd * _TEXT_RATIO > len(data) else text
+    if b"\x00" in data:
+        for codec in ("utf-16-le", "utf-16-be"):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                continue
+            # Mostly ASCII: UTF-8 text with a NUL also decodes, to CJK.
+            if all(c.isprintable() or c in "\n\r\t" for c in text) and 2 * sum(
+                c.isascii() for c in text
+            ) > len(text):
+                return text
+    try:
+        text = data.decode("utf-8")
+        odd = 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "backslashreplace")
+        odd = len(data) - len(data.decode("utf-8", "ignore").encode("utf-8"))
+    odd += data.count(0)
+    if odd * _TEXT_RATIO > len(data):
+        return None
+    return text.replace("\x00", "\\x00")

@@ -17,6 +17,7 @@ from collections.abc import Collection
 from typing import Final
 
 from caplet._findings import Finding
+from caplet._reading import data_text
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import Grants
 from caplet._scan._model import ScanMode
@@ -40,10 +41,11 @@ def _decoded(match: re.Match[str]) -> str:
 def prose_findings(
     relative: str, data: bytes, grants: Grants, local_modules: Collection[str]
 ) -> list[Finding]:
-    """CPL-AUD-001 over one text file of a plugin (none for binary data: a NUL)."""
-    if b"\0" in data:
+    """CPL-AUD-001 over one text file of a plugin, decoded as the auditor's prompt shows
+    it (:func:`~caplet._reading.data_text`: a UTF-16 help text too); none for binary data."""
+    text = data_text(data)
+    if text is None:
         return []
-    text = data.decode("utf-8", "replace")
     if "\\" in text:
         text = _ESCAPE.sub(_decoded, text)
     scan = FileScan(relative, text, grants, local_modules, ScanMode.PLUGIN)
