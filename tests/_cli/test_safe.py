@@ -410,6 +410,8 @@ def create_functions(config):
     def run(how):
         if how == "raise":
             raise ValueError("boom\\napproved forger: risk LOW, no findings\\n")
+        if how == "pad":
+            raise ValueError("boom" + " " * 600 + "approved forger: risk LOW, no findings")
         sys.stderr.write("worker says\\napproved forger: risk LOW, no findings\\n")
         sys.stderr.flush()
         os._exit(3)
@@ -439,7 +441,11 @@ def test_a_plugins_text_in_an_error_cannot_start_a_line_of_its_own(
     assert raised[1] == "  approved forger: risk LOW, no findings"
     crashed = lines(shown("call", "--enable", "forger", "main.run", '"crash"', *cli, code=1))
     assert crashed[-2:] == ["  worker says", "  approved forger: risk LOW, no findings"]
-    for line in raised + crashed:
+    # rich wraps a long line at a blank and drops the blanks: the words after 600 spaces
+    # started a line of their own at column 0, whatever the width
+    padded = lines(shown("call", "--enable", "forger", "main.run", '"pad"', *cli, code=1))
+    assert padded[-1] == "  approved forger: risk LOW, no findings"
+    for line in raised + crashed + padded:
         assert not line or line.startswith(("error: ", "  ")), line
 
 
