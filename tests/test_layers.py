@@ -18,6 +18,7 @@ LAYERS = [
         "_errors",
         "_findings",
         "_numbers",
+        "_reading",
         "_suggest",
         "_syscall",
         "_toml",

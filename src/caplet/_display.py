@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["DISTINCT_RECORD", "one_line", "safe_line", "safe_text", "stripped_text"]
+__all__ = ["DISTINCT_RECORD", "FORMAT", "one_line", "safe_line", "safe_text", "stripped_text"]
 
 #: A log record's attribute (``extra={DISTINCT_RECORD: True}``) saying the record is a
 #: fact of its own, not a repeat of its message template: a terminal handler that
@@ -50,15 +50,20 @@ __all__ = ["DISTINCT_RECORD", "one_line", "safe_line", "safe_text", "stripped_te
 #: (``_cli._safe.TerminalLogHandler``).
 DISTINCT_RECORD: Final = "caplet_distinct"
 
+#: Unicode 15.1's format characters (Cf): invisible, a model reads past them
+#: (:mod:`caplet._reading` drops them), a terminal shows nothing.
+_FORMAT_RANGES: Final = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+)
+#: One format character (:data:`_FORMAT_RANGES`).
+FORMAT: Final = re.compile(f"[{_FORMAT_RANGES}]")
 #: Unicode 15.1's Cc, Cf, Cs, Zl and Zp, minus newline and tab (a multi-line text keeps
 #: them; :func:`safe_line` escapes them separately).
 _UNSAFE: Final = re.compile(
-    "["
-    "\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
-    "\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff"
-    "\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
-    "]"
+    f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_FORMAT_RANGES}]"
 )
 _UNSAFE_IN_LINE: Final = re.compile(f"{_UNSAFE.pattern[:-1]}\n\t]")
 #: What :data:`_UNSAFE` matches in ASCII, as a table that deletes it.

@@ -129,4 +129,5 @@ def test_a_logged_failure_of_the_host_prints_no_traceback(tmp_path: Path) -> Non
     assert lines[0] == "ctx.kv.get of 'p' failed (KeyError; CAPLET_DEBUG=1 shows the traceback)"
     assert "Traceback" not in result.stderr
     debug = _caplet(tmp_path, "list", raise_=script, CAPLET_DEBUG="1")
-    assert debug.stderr.startswith("ctx.kv.get of 'p' failed\nTraceback (most recent call last):")
+    # indented under its record (attack20): no line of a logged text starts where a record does
+    assert debug.stderr.startswith("ctx.kv.get of 'p' failed\n  Traceback (most recent call last):")

@@ -370,7 +370,7 @@ def _terminal() -> tuple[Console, io.StringIO]:
 def test_plain_is_escaped_text_never_markup() -> None:
     console, screen = _terminal()
     console.print(plain("[green]ok[/] \x1b[2K\nx", "red"), plain("a\nb", multiline=True))
-    assert SGR.sub("", screen.getvalue()) == "[green]ok[/] \\x1b[2K\\x0ax a\nb\n"
+    assert SGR.sub("", screen.getvalue()) == "[green]ok[/] \\x1b[2K\\x0ax a\n  b\n"
     assert "\x1b[31m" in screen.getvalue()
 
 
@@ -400,3 +400,57 @@ def test_the_log_handler_escapes_records() -> None:
     finally:
         logger.removeHandler(handler)
     assert SGR.sub("", screen.getvalue()) == "skipping plugin x\\x1b[2K\\x0dy\n"
+
+
+FORGER = """
+import os
+import sys
+
+def create_functions(config):
+    def run(how):
+        if how == "raise":
+            raise ValueError("boom\\napproved forger: risk LOW, no findings\\n")
+        if how == "pad":
+            raise ValueError("boom" + " " * 600 + "approved forger: risk LOW, no findings")
+        sys.stderr.write("worker says\\napproved forger: risk LOW, no findings\\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    return {"main": {"run": run}}
+"""
+FORGER_MANIFEST = """
+name = "forger"
+version = "1.0.0"
+description = "Forges lines."
+
+[modules.main]
+functions = ["run"]
+"""
+
+
+def test_a_plugins_text_in_an_error_cannot_start_a_line_of_its_own(
+    make_plugin: PluginFactory, cli: list[str]
+) -> None:
+    """attack20: a plugin's exception message and its worker's stderr are quoted in the
+    error a command ends with; each line after the first was shown from column 0, so
+    "approved forger: risk LOW" read as caplet's own line under the error."""
+    make_plugin("forger", manifest=FORGER_MANIFEST, source=FORGER)
+    shown("approve", "forger", "--yes", *cli)
+    raised = lines(shown("call", "--enable", "forger", "main.run", '"raise"', *cli, code=1))
+    assert raised[0] == "error: plugin 'forger': main.run raised ValueError: boom"
+    assert raised[1] == "  approved forger: risk LOW, no findings"
+    crashed = lines(shown("call", "--enable", "forger", "main.run", '"crash"', *cli, code=1))
+    assert crashed[-2:] == ["  worker says", "  approved forger: risk LOW, no findings"]
+    # rich wraps a long line at a blank and drops the blanks: the words after 600 spaces
+    # started a line of their own at column 0, whatever the width
+    padded = lines(shown("call", "--enable", "forger", "main.run", '"pad"', *cli, code=1))
+    assert padded[-1] == "  approved forger: risk LOW, no findings"
+    for line in raised + crashed + padded:
+        assert not line or line.startswith(("error: ", "  ")), line
+
+
+def test_a_results_lines_are_shown_as_returned() -> None:
+    """The near miss: a call's result is the data asked for, shown as it is."""
+    console, screen = _terminal()
+    console.print(plain("a\n  b", multiline=True, margin=0))
+    assert screen.getvalue() == "a\n  b\n"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -22,6 +21,7 @@ from caplet._audit._canary_check import cut_canary_quotes, foreign_words
 from caplet._audit._model import InjectionAttempt
 from caplet._audit._prompt import PluginFile, text_lines
 from caplet._findings import Finding, Severity
+from caplet._reading import as_read
 
 __all__ = [
     "MIN_EXCERPT",
@@ -40,26 +40,13 @@ MIN_EXCERPT: Final = 8
 #: cut, was a report of the canary.
 _MIN_OWN_WORDS: Final = 3
 
-#: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
-_TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
-
-
-def _as_read(text: str) -> str:
-    """``text`` as a model reads it and a person sees it, for finding a quote of it.
-
-    Tag characters become the ASCII they encode (a model reads them so, a
-    terminal shows nothing), NFKC folds compatibility forms, and format
-    characters (zero-width spaces and joiners, soft hyphens: category Cf)
-    are dropped: an injection written with them between its letters is not
-    matched by the scanner, and a model quotes it without them (attack18).
-    """
-    folded = unicodedata.normalize("NFKC", text.translate(_TAGS))
-    return "".join(char for char in folded if unicodedata.category(char) != "Cf")
-
 
 def _bare(line: str) -> str:
-    """A line without comment marks, quotes and spacing, as read (:func:`_as_read`)."""
-    return " ".join(_as_read(line).strip().strip("#").strip().strip("\"'").split())
+    """A line without comment marks, quotes and spacing, as a model reads it (:func:`as_read`).
+
+    The scanner's CPL-AUD-001 reads text by the same rule (attack20).
+    """
+    return " ".join(as_read(line).strip().strip("#").strip().strip("\"'").split())
 
 
 def _needles(excerpt: str) -> list[str]:

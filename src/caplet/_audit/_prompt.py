@@ -14,7 +14,6 @@ Nothing is ever truncated: a plugin whose prompt exceeds the budget raises
 
 from __future__ import annotations
 
-import codecs
 import importlib.util
 import json
 import os
@@ -29,6 +28,7 @@ from caplet._display import safe_line
 from caplet._errors import AuditError, PromptTooLargeError
 from caplet._findings import Finding
 from caplet._manifest._model import Manifest
+from caplet._reading import data_text
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -174,7 +174,7 @@ def _decode(relative: str, data: bytes) -> str | None:
     the statement after it in a comment: code the model never saw, with the
     canaries reported (red-team round 4). A file Python cannot decode, or
     with a NUL (a SyntaxError since 3.11.4), is not importable source.
-    Any other file is shown as its code may read it (:func:`_data_text`).
+    Any other file is shown as its code may read it (:func:`caplet._reading.data_text`).
     """
     if relative.endswith(".py"):
         if b"\x00" in data:
@@ -183,63 +183,7 @@ def _decode(relative: str, data: bytes) -> str | None:
             return importlib.util.decode_source(data)
         except (SyntaxError, UnicodeDecodeError, LookupError):
             return None
-    return _data_text(data)
-
-
-#: Byte-order marks of the encodings that have them, longest first (UTF-32 LE's
-#: begins with UTF-16 LE's).
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-#: At most one byte in this many may be a NUL or not UTF-8 for a file to be shown
-#: as text with those bytes escaped; compressed and image data is about half such.
-_TEXT_RATIO = 8
-
-
-def _data_text(data: bytes) -> str | None:
-    """A data file as text, the way code reading it with an ordinary encoding sees it.
-
-    Only UTF-8 was shown, and a file with a NUL or one byte that is not UTF-8
-    was "binary, content not shown": a help text read as UTF-16 or Latin-1
-    and returned to the agent, telling it to run a command, was never read
-    by the model (attack18). So: a byte-order mark's encoding (bytes not of it
-    escaped); UTF-16 without one, when that reads as printable, mostly ASCII
-    text; else UTF-8 with the few bytes
-    that are not (Latin-1, cp1252 letters, a NUL) shown as ``\\xNN``. Data
-    that is mostly such bytes (an image, an archive) stays binary.
-    """
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            # A byte that is not of the encoding hides nothing (code reads past it with
-            # errors="ignore"): shown escaped, unless most of the file is such bytes.
-            text = data.decode(codec, "backslashreplace")
-            odd = len(data) - len(data.decode(codec, "ignore").encode(codec))
-            return None if odd * _TEXT_RATIO > len(data) else text
-    if b"\x00" in data:
-        for codec in ("utf-16-le", "utf-16-be"):
-            try:
-                text = data.decode(codec)
-            except UnicodeDecodeError:
-                continue
-            # Mostly ASCII: UTF-8 text with a NUL also decodes, to CJK.
-            if all(c.isprintable() or c in "\n\r\t" for c in text) and 2 * sum(
-                c.isascii() for c in text
-            ) > len(text):
-                return text
-    try:
-        text = data.decode("utf-8")
-        odd = 0
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", "backslashreplace")
-        odd = len(data) - len(data.decode("utf-8", "ignore").encode("utf-8"))
-    odd += data.count(0)
-    if odd * _TEXT_RATIO > len(data):
-        return None
-    return text.replace("\x00", "\\x00")
+    return data_text(data)
 
 
 def agent_text(manifest: Manifest) -> dict[str, str]:

@@ -138,7 +138,8 @@ def call_command(
     out.emit({"ok": True, "plugin": name, "function": target, "result": jsonable(result)})
     if not run.as_json:
         text = result if isinstance(result, str) else json.dumps(jsonable(result), indent=2)
-        out.console.print(plain(text, multiline=True))
+        # the data asked for, as the plugin returned it
+        out.console.print(plain(text, multiline=True, margin=0))
 
 
 # -- exec ------------------------------------------------------------------------------------------

@@ -260,7 +260,7 @@ def _print_decisions(console: Console, decisions: Sequence[Decision], name: str 
             plain(decision.action),
             plain(decision.target),
             Text("allowed", style="green") if decision.allowed else Text("denied", style="red"),
-            plain(decision.detail, multiline=True),
+            plain(decision.detail, multiline=True, margin=0),  # a table places its lines
         ]
         for decision in decisions
     ]

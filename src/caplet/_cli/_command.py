@@ -42,7 +42,7 @@ from caplet._cli._options import (
     Common,
     Options,
 )
-from caplet._cli._safe import cli_console, plain, show_plugin_lines
+from caplet._cli._safe import cli_console, plain, print_block, show_plugin_lines
 from caplet._errors import (
     AuditConfigError,
     CapletError,
@@ -379,7 +379,7 @@ def fail(out: Out, exc: CapletError, code: int | None = None) -> NoReturn:
     else:
         # The message may quote plugin text, a worker's stderr or a traceback: kept
         # multi-line, escaped, never markup.
-        out.err.print(plain("error: ", "bold red") + plain(str(exc), multiline=True))
+        print_block(out.err, plain("error: ", "bold red") + plain(str(exc), multiline=True))
     raise typer.Exit(exit_code(exc) if code is None else code)
 
 
@@ -388,7 +388,7 @@ def usage(out: Out, message: str) -> NoReturn:
     if out.as_json:
         out.emit({"ok": False, "error": {"type": "UsageError", "message": message}})
     else:
-        out.err.print(plain("usage error: ", "bold red") + plain(message, multiline=True))
+        print_block(out.err, plain("usage error: ", "bold red") + plain(message, multiline=True))
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -488,8 +488,8 @@ class Run:
         document.update({"ok": False, "reason": outcome.reason})
         self.out.emit(document)
         if not self.as_json:
-            self.out.err.print(
-                plain("refused: ", "bold red") + plain(outcome.reason, multiline=True)
+            print_block(
+                self.out.err, plain("refused: ", "bold red") + plain(outcome.reason, multiline=True)
             )
         raise typer.Exit(EXIT_REFUSED)
 
@@ -499,7 +499,8 @@ class Run:
             self.refused(outcome, {"name": name})
         if report:
             self.out.emit({"ok": True, "name": name, "also_affected": list(outcome.affected)})
-            self.out.say(plain(outcome.reason, multiline=True))
+            if not self.as_json:
+                print_block(self.out.console, plain(outcome.reason, multiline=True))
 
 
 Handler = Callable[..., None]

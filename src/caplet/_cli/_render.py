@@ -85,7 +85,10 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
     from caplet._audit._report import audit_report
 
     for line in audit_report(audit, verbose=verbose):
-        console.print(plain(line.text, _tone_style(line.tone), multiline=True), soft_wrap=True)
+        # the report indents its own continuation lines under their values
+        console.print(
+            plain(line.text, _tone_style(line.tone), multiline=True, margin=0), soft_wrap=True
+        )
 
 
 def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reach] = ()) -> None:
@@ -191,7 +194,7 @@ def print_hook_results(console: Console, results: HookResults) -> None:
                 plain(call.target),
                 str(call.priority),
                 Text(call.status.value, style=_call_style(call.status)),
-                plain(shown, multiline=True),
+                plain(shown, multiline=True, margin=0),  # a table places its lines
             ]
         )
     print_table(
@@ -266,7 +269,7 @@ def print_findings(console: Console, findings: Sequence[Finding], *, title: str)
                 Text(finding.severity.value, style=_SEVERITY_STYLE[finding.severity]),
                 plain(finding.rule_id),
                 plain(where),
-                plain(finding.message, multiline=True),
+                plain(finding.message, multiline=True, margin=0),  # a table places its lines
                 plain(finding.capability or "-") if finding.covered else "-",
             ]
         )

@@ -28,6 +28,7 @@ default ``ensure_ascii`` writes every control and non-ASCII character as
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from caplet._display import DISTINCT_RECORD, safe_line, safe_text
@@ -42,25 +43,69 @@ if TYPE_CHECKING:
 # of CPU, and rich is a tenth of it; tests/_cli/test_app_startup.py).
 
 __all__ = [
+    "MARGIN",
     "TerminalLogHandler",
     "cli_console",
     "guard",
     "plain",
+    "print_block",
     "safe_markup",
     "show_plugin_lines",
 ]
 
 
-def plain(text: str, style: str = "", *, multiline: bool = False) -> Text:
+#: How far every line after the first of a multi-line text is indented (:func:`plain`).
+MARGIN = 2
+
+
+def plain(text: str, style: str = "", *, multiline: bool = False, margin: int = MARGIN) -> Text:
     """Untrusted ``text`` as a :class:`Text`: escaped, never markup, in ``style``.
 
     One line by default (a newline is shown as ``\\x0a``); ``multiline``
     keeps newlines, for text that has them legitimately (errors with a
-    traceback, audit reasons, guest output).
+    traceback, audit reasons, guest output), and indents every line after
+    the first by ``margin``: a plugin's exception message or the stderr of
+    its worker quoted in an error could otherwise start a line of its own
+    where caplet's start ("approved evil: risk LOW" under the error,
+    attack20). ``margin=0`` only for output that is the data asked for (a
+    call's result, guest output) or lines that indent themselves (the audit
+    report).
     """
     from rich.text import Text
 
-    return Text(safe_text(text) if multiline else safe_line(text), style=style)
+    if not multiline:
+        return Text(safe_line(text), style=style)
+    shown = safe_text(text)
+    if margin and "\n" in shown:
+        shown = _CONTINUED.sub("\n" + " " * margin, shown)
+    return Text(shown, style=style)
+
+
+def print_block(console: Console, text: Text) -> None:
+    """``text`` wrapped to ``console``, every line after the first at least ``MARGIN`` in.
+
+    rich starts a line it wraps at column 0 and drops the blanks where it
+    breaks, so a plugin's exception message "boom", 300 spaces, "approved
+    evil: risk LOW" was shown as a line of that text alone under the error,
+    whatever the terminal's width (attack20); :func:`plain`'s indent covers
+    only the line breaks the text holds. Each wrapped line is indented here.
+    """
+    from rich.text import Text
+
+    margin = " " * MARGIN
+    lines = text.wrap(console, max(console.width - MARGIN, 20))
+    shown = Text()
+    for index, line in enumerate(lines):
+        if index:
+            shown.append("\n")
+            if not line.plain.startswith(margin):
+                shown.append(margin)
+        shown.append_text(line)
+    console.print(shown, soft_wrap=True)
+
+
+#: A line break with a line after it (a trailing newline is not indented).
+_CONTINUED = re.compile(r"\n(?=[^\n])")
 
 
 def safe_markup(text: str) -> str:

@@ -431,7 +431,7 @@ class Shell:
             self._say("no plugin is enabled: the system message has no additions")
         else:
             # The enabled plugins' hints: their authors' text.
-            self.console.print(plain(text, multiline=True), soft_wrap=True)
+            self.console.print(plain(text, multiline=True, margin=0), soft_wrap=True)
         return True
 
     def print_banner(self) -> None:

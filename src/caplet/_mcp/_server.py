@@ -53,7 +53,7 @@ from caplet._errors import CapletError, GuestError
 from caplet._host._async import AsyncPluginHost
 from caplet._host._guest_result import GuestResult
 from caplet._mcp._flow import CountedWriter, GatedReader, InFlight, SessionBound
-from caplet._mcp._stdio import BoundedLines
+from caplet._mcp._stdio import AnsweringReader, BoundedLines
 from caplet._mcp._text import agent_line, agent_text
 from caplet._mcp._tools import EXEC_TOOL, ArgumentError, Catalog, Tool, build_catalog
 from caplet._mcp._tools import check_arguments as checked
@@ -116,7 +116,8 @@ class McpServer:
         self._flow_of = lambda ctx: flow
         async with stdio_server(stdin=cast(Any, lines)) as (read, write):
             await self.server.run(
-                GatedReader(read, flow),
+                # a line the SDK cannot read is answered, not skipped (attack20)
+                GatedReader(AnsweringReader(read, lines, write), flow),
                 CountedWriter(write, flow),
                 self.server.create_initialization_options(),
             )

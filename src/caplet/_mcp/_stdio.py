@@ -6,16 +6,31 @@ gigabytes would make it hold all of it. This reader hands the SDK at most
 ``limit`` bytes per line: a longer line is read to its end and dropped, a
 note goes to stderr, and the server goes on with the next line (the SDK
 skips a line that is not a JSON-RPC message the same way).
+
+The SDK skips a line it cannot read as a JSON-RPC message without a word:
+JSON cut short, a string holding a lone surrogate (``"\\ud800"``, which
+is no Unicode character), bytes that are not UTF-8. A client then waited
+for an answer forever (attack20). :class:`AnsweringReader` answers each
+such line with a JSON-RPC error, its id when the line's id can be read,
+and the server goes on with the next line. Bytes that are not UTF-8 are no
+longer replaced (``\\xff`` became U+FFFD in a tool's argument, which
+the client never sent): the line is refused the same way.
 """
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import BinaryIO, Final
+from collections import deque
+from types import TracebackType
+from typing import Any, BinaryIO, Final, Self
 
+import anyio
 import anyio.to_thread
+from mcp import types
+from mcp.shared.message import SessionMessage
 
-__all__ = ["BoundedLines"]
+__all__ = ["AnsweringReader", "BoundedLines", "unreadable_answer"]
 
 _CHUNK: Final = 64 * 1024
 
@@ -27,6 +42,8 @@ class BoundedLines:
         self._source = source
         self._limit = limit
         self.dropped = 0
+        #: The lines handed to the SDK and not yet matched to what it made of them.
+        self._handed: deque[str] = deque()
 
     def __aiter__(self) -> BoundedLines:
         return self
@@ -37,7 +54,13 @@ class BoundedLines:
             if line is None:
                 raise StopAsyncIteration
             if line:
+                self._handed.append(line)
                 return line
+
+    def take(self) -> str:
+        """The oldest line handed on: the SDK makes one message (or one exception) of
+        each line, in order, so the item read next is made of this line."""
+        return self._handed.popleft()
 
     def _read(self) -> str | None:
         """A line; None at the end of input; "" for a line that was dropped (a line read
@@ -46,7 +69,9 @@ class BoundedLines:
         if not data:
             return None
         if len(data) <= self._limit or data.endswith(b"\n"):
-            return data.decode("utf-8", "replace")
+            # Not replaced: the SDK cannot read a lone surrogate, and the line is
+            # answered as not UTF-8 (AnsweringReader) instead of passing a U+FFFD on.
+            return data.decode("utf-8", "surrogateescape")
         size = len(data)
         while not data.endswith(b"\n"):
             data = self._source.readline(_CHUNK)
@@ -60,3 +85,115 @@ class BoundedLines:
         )
         sys.stderr.flush()
         return ""
+
+
+#: JSON-RPC 2.0's codes: the line is not JSON; it is JSON but not a valid message.
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+
+
+def unreadable_answer(line: str) -> types.JSONRPCError | None:
+    """The error answer to a line the SDK could not read; None for a notification.
+
+    The id is the line's own when it is read as JSON (Python's reader takes a
+    lone surrogate's escape), else null, as JSON-RPC 2.0 says.
+    """
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: "[[[..." nested past the stack
+        return _error(
+            None,
+            PARSE_ERROR,
+            _not_utf8(line)
+            or "caplet mcp: the line is not JSON; send one JSON-RPC 2.0 message a line, as UTF-8",
+        )
+    if isinstance(message, dict) and "method" in message and "id" not in message:
+        return None  # a notification is never answered, even to say it was wrong
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        request_id = None
+    elif isinstance(request_id, str) and _lone(request_id):
+        request_id = None  # not an id that can be written back
+    reason = _not_utf8(line) or (
+        "caplet mcp: the message holds a lone surrogate escape (such as \\ud800), which is "
+        "no Unicode character; send each character outside the BMP as its escaped pair"
+        if _lone(json.dumps(message, ensure_ascii=False))
+        else "caplet mcp: not a JSON-RPC 2.0 message: expected an object with "
+        '"jsonrpc": "2.0" and a method (a request, with an int or string id) or a result'
+    )
+    return _error(request_id, INVALID_REQUEST, reason)
+
+
+def _lone(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (escaped bytes that were not UTF-8 too)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _not_utf8(line: str) -> str:
+    """The reason for a line that was not UTF-8 (its bytes decoded with surrogateescape)."""
+    if not any("\udc80" <= char <= "\udcff" for char in line):
+        return ""
+    return "caplet mcp: the line is not UTF-8; send each message as UTF-8 JSON"
+
+
+def _error(request_id: int | str | None, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+    )
+
+
+class AnsweringReader:
+    """The SDK's read stream: a line it could not read is answered, not skipped.
+
+    Each item the SDK's stdin reader makes is matched to its line
+    (:meth:`BoundedLines.take`); an exception (the line was not a message) is
+    answered with :func:`unreadable_answer` on the write stream and not
+    passed on, so the dispatcher reads the next message.
+    """
+
+    def __init__(self, inner: Any, lines: BoundedLines, write: Any) -> None:
+        self._inner = inner
+        self._lines = lines
+        self._write = write
+
+    @property
+    def last_context(self) -> Any:
+        # The dispatcher reads the sender's context off the stream it iterates.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item: SessionMessage | Exception = await self._inner.receive()
+            line = self._lines.take()
+            if not isinstance(item, Exception):
+                return item
+            answer = unreadable_answer(line)
+            if answer is not None:
+                await self._write.send(SessionMessage(answer))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None

@@ -56,8 +56,10 @@ __all__ = ["fingerprint", "fingerprinted_files", "remember", "remembered"]
 #: The modules outside the scanner package whose code the replay runs.
 _OUTSIDE: Final = (
     "caplet._capabilities._model",
+    "caplet._display",
     "caplet._errors",
     "caplet._findings",
+    "caplet._reading",
     "caplet._version",
 )
 #: The file under the cache directory; its content is the fingerprint that passed.

@@ -20,6 +20,7 @@ from typing import Final
 import re2
 
 from caplet._findings import Finding
+from caplet._reading import as_read, file_index
 from caplet._scan._correlate import Tag, correlate
 from caplet._scan._grants import Grants
 from caplet._scan._indicators import (
@@ -303,13 +304,18 @@ class FileScan:
             if threats:
                 escalation = f"in a file with threat findings ({', '.join(threats[:3])})"
         for number, line in enumerate(self.lines, start=1):
-            encoded = line.encode("utf-8", "surrogatepass")
+            read = as_read(line)
+            encoded = read.encode("utf-8", "surrogatepass")
             match = _AUDITOR.search(encoded)
-            if match is not None:
-                text = match.group(0).decode("utf-8", "replace")
-                self.emit(
-                    "CPL-AUD-001", shorten(text), number, match.start(), escalation=escalation
-                )
+            if match is None:
+                continue
+            text = match.group(0).decode("utf-8", "replace")
+            start = match.start()
+            if read is not line:
+                # the match is in the line as read: placed at its first character in the file
+                index = file_index(line, len(encoded[:start].decode("utf-8", "replace")))
+                start = len(line[:index].encode("utf-8", "surrogatepass"))
+            self.emit("CPL-AUD-001", shorten(text), number, start, escalation=escalation)
 
     def long_lines(self) -> None:
         # max() over the lengths runs in C; the loop only when one is too long.
@@ -335,8 +341,13 @@ class FileScan:
 
 
 def auditor_hit(text: str) -> bool:
-    """Whether ``text`` may hold text addressed to an auditor (one linear-time search)."""
-    return _AUDITOR.search(text.encode("utf-8", "surrogatepass")) is not None
+    """Whether ``text`` may hold text addressed to an auditor (one linear-time search).
+
+    The text as a model reads it (:func:`as_read`): an instruction with a
+    zero-width space between its letters, or spelled in tag characters,
+    steers the auditor as the plain one does (attack20).
+    """
+    return _AUDITOR.search(as_read(text).encode("utf-8", "surrogatepass")) is not None
 
 
 def _column(line: str, col_offset: int) -> int:

@@ -46,6 +46,7 @@ from typing import Any, Final, Literal
 
 import re2
 
+from caplet._reading import reads_differently
 from caplet._scan._aliases import follow, note_binding
 from caplet._scan._glue_patterns import GLUE_FORMS, GLUES
 from caplet._scan._indicators import AUDITOR_PATTERN
@@ -226,7 +227,9 @@ class Prefilter:
         seen = self._remember(text, encoded, matched, unasked)
         if BLIND in matched:
             return Need.FULL, True
-        auditor = self._auditor in matched
+        # the set read the bytes; text a model reads differently (a zero-width space
+        # inside "ignore", a sentence in tag characters) is asked again as read (attack20)
+        auditor = self._auditor in matched or reads_differently(text, encoded)
         return self._answer(seen, matched, unasked), auditor
 
     def check(self, text: str) -> Need | frozenset[int]:

@@ -1,0 +1,140 @@
+"""Text as a language model reads it: :func:`as_read`, one rule for scanner and auditor.
+
+A model reads a plugin's text differently from a byte comparison: tag
+characters (U+E0020-U+E007E) as the ASCII they encode, zero-width spaces,
+joiners and soft hyphens (format characters, category Cf) not at all,
+fullwidth letters and no-break spaces as their plain forms (NFKC). So
+``"ign\\u200bore previous instructions"`` steers a model as the plain
+sentence does, and a person reviewing it sees the plain sentence too.
+
+Two places must read text this way and agree: the scanner's rule on text
+addressed to an auditor (CPL-AUD-001, :mod:`caplet._scan._filescan`, with the
+package prefilter's skip) and the auditor's search for the quote of an
+injection it reports (:mod:`caplet._audit._injections`). Before attack20 only
+the auditor did; the rule missed what the model then read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import unicodedata
+from typing import Final
+
+import re2
+
+from caplet._display import FORMAT
+
+__all__ = ["as_read", "data_text", "file_index", "reads_differently"]
+
+#: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
+_TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
+#: :data:`~caplet._display.FORMAT` over UTF-8, in RE2: a linear scan of a file's bytes
+#: (Python's ``re`` took 44 ns a character over non-ASCII text, str.translate 180).
+_FORMAT_UTF8: Final = re2.compile(FORMAT.pattern.encode())
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def as_read(text: str) -> str:
+    """``text`` as a model reads it: tags as ASCII, NFKC, format characters dropped.
+
+    Never adds or removes a line break (no character folds to one), so a
+    text's lines read are its lines. ASCII text is returned as it is, and each
+    step runs only where a C-speed check says it changes something.
+    """
+    if text.isascii():
+        return text
+    hidden = _FORMAT_UTF8.search(_utf8(text)) is not None  # tag characters are format too
+    if hidden:
+        text = text.translate(_TAGS)
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return FORMAT.sub("", text) if hidden else text
+
+
+def reads_differently(text: str, encoded: bytes | None = None) -> bool:
+    """Whether :func:`as_read` changes ``text``, without building the text read.
+
+    ``encoded``: ``text`` in UTF-8 (surrogates passed), when the caller has
+    it already (the prefilter). C-speed: an ASCII check, one RE2 search, NFKC's
+    quick check.
+    """
+    if text.isascii():
+        return False
+    if encoded is None:
+        encoded = _utf8(text)
+    return _FORMAT_UTF8.search(encoded) is not None or not unicodedata.is_normalized("NFKC", text)
+
+
+def file_index(text: str, read_index: int) -> int:
+    """The index in ``text`` of the character :func:`as_read` put at ``read_index``.
+
+    Each character is read on its own, so a sequence NFKC composes places
+    the index a character late at most: for pointing at a match, not slicing.
+    """
+    seen = 0
+    for index, char in enumerate(text):
+        seen += len(as_read(char))
+        if seen > read_index:
+            return index
+    return len(text)
+
+
+#: Byte-order marks of the encodings that have them, longest first (UTF-32 LE's
+#: begins with UTF-16 LE's).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+#: At most one byte in this many may be a NUL or not UTF-8 for a file to be shown
+#: as text with those bytes escaped; compressed and image data is about half such.
+_TEXT_RATIO = 8
+
+
+def data_text(data: bytes) -> str | None:
+    """A data file as text, the way code reading it with an ordinary encoding sees it.
+
+    One rule for the auditor's prompt (:mod:`caplet._audit._prompt`) and the
+    scanner's search of a plugin's text files (:mod:`caplet._scan._prose`).
+    Only UTF-8 was shown, and a file with a NUL or one byte that is not UTF-8
+    was "binary, content not shown": a help text read as UTF-16 or Latin-1
+    and returned to the agent, telling it to run a command, was never read
+    by the model (attack18). So: a byte-order mark's encoding (bytes not of it
+    escaped); UTF-16 without one, when that reads as printable, mostly ASCII
+    text; else UTF-8 with the few bytes
+    that are not (Latin-1, cp1252 letters, a NUL) shown as ``\\xNN``. Data
+    that is mostly such bytes (an image, an archive) stays binary.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            # A byte that is not of the encoding hides nothing (code reads past it with
+            # errors="ignore"): shown escaped, unless most of the file is such bytes.
+            text = data.decode(codec, "backslashreplace")
+            odd = len(data) - len(data.decode(codec, "ignore").encode(codec))
+            return None if odd * _TEXT_RATIO > len(data) else text
+    if b"\x00" in data:
+        for codec in ("utf-16-le", "utf-16-be"):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                continue
+            # Mostly ASCII: UTF-8 text with a NUL also decodes, to CJK.
+            if all(c.isprintable() or c in "\n\r\t" for c in text) and 2 * sum(
+                c.isascii() for c in text
+            ) > len(text):
+                return text
+    try:
+        text = data.decode("utf-8")
+        odd = 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "backslashreplace")
+        odd = len(data) - len(data.decode("utf-8", "ignore").encode("utf-8"))
+    odd += data.count(0)
+    if odd * _TEXT_RATIO > len(data):
+        return None
+    return text.replace("\x00", "\\x00")
