@@ -40,14 +40,16 @@ class _Answer:
 
 
 class _Tally:
-    """Body bytes one hop has read so far: a body refused half-way (too large, too slow)
-    crossed the wire all the same, and the plugin's ``broker_bytes`` budget is charged
-    what the decision reports (red team, issue 17)."""
+    """Bytes one hop has sent and read so far (heads and bodies): a body refused
+    half-way (too large, too slow) crossed the wire all the same, and the plugin's
+    ``broker_bytes`` budget is charged what the decision reports (red team, issue 17).
+    A request refused before it was sent sent nothing."""
 
-    __slots__ = ("received",)
+    __slots__ = ("received", "sent")
 
     def __init__(self) -> None:
         self.received = 0
+        self.sent = 0
 
 
 class _Deadline:

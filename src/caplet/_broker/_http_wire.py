@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from caplet._broker._addresses import IPAddress, connect_address
+from caplet._broker._headers import header_bytes
 from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally
 from caplet._broker._limits import Clock, RateLimiter
 from caplet._broker._messages import broker_error
@@ -41,7 +42,7 @@ from caplet._errors import (
 )
 from caplet._watchdog import SocketWatchdog
 
-__all__ = ["DecisionSink", "HttpWire"]
+__all__ = ["DecisionSink", "HttpWire", "sent_bytes"]
 
 
 #: Receives one :class:`BrokerDecision` per hop; an exception it raises aborts the fetch.
@@ -92,7 +93,8 @@ class HttpWire:
         tally: _Tally,
     ) -> _Answer:
         """Send the hop to the first checked address that accepts a connection."""
-        self._limiter.spend(plugin, len(hop.body))
+        tally.sent = sent_bytes(hop)
+        self._limiter.spend(plugin, tally.sent)
         failure: BrokerError | None = None
         for address in dict.fromkeys(connect_address(a) for a in addresses):
             try:
@@ -129,7 +131,7 @@ class HttpWire:
             request = httpx.Request(
                 hop.method,
                 f"{url.scheme}://{number}:{url.port}{url.target}",
-                headers=[("Host", url.authority), *hop.headers, ("Accept-Encoding", "identity")],
+                headers=list(_wire_headers(hop)),
                 content=hop.body or None,
                 extensions={
                     "timeout": {
@@ -178,58 +180,68 @@ class HttpWire:
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in response.headers.raw
         )
-        if response.status_code in _REDIRECTS:
-            locations = [value for name, value in headers if name.lower() == "location"]
-            if len(locations) > 1:
-                raise broker_error(
-                    RedirectError,
-                    plugin=plugin,
-                    method=hop.method,
-                    url=hop.url.redacted(),
-                    reason=f"the server redirected (status {response.status_code}) with "
-                    f"{len(locations)} Location headers, so where it leads is ambiguous",
-                    fix="fix the server's redirect",
-                )
-            if locations:
-                return _Answer(response.status_code, headers, b"", locations[0])
-        limit = self.policy.max_response_bytes
-        declared = response.headers.get("content-length", "")
-        # isascii: '²'.isdigit() is True, and int('²') raises; so does int() of
-        # more than 4300 digits (a length no limit comes near). A HEAD answer and
-        # a 304 declare the length of a representation they do not carry (RFC 9110
-        # 8.6; RFC 9112 6.3: no body follows), so only a body's length is judged.
-        if (
-            hop.method != "HEAD"
-            and response.status_code not in _BODILESS
-            and declared.isascii()
-            and declared.isdigit()
-            and (len(declared) > 18 or int(declared) > limit)
-        ):
-            raise self._too_large(plugin, hop, f"declares {int(declared)} bytes")
+        # The head crossed the wire as surely as a body does, and the server chooses
+        # its size (httpcore reads up to 100 KiB of it): charged to the same budget and
+        # reported in the decision, or a server on an allowed host streamed megabytes of
+        # headers past a budget that saw a two-byte body (red team round 19).
+        head = _head_bytes(response, headers)
         body = bytearray()
         budget = self._limiter.budget_left(plugin)
         try:
+            if head > budget:
+                raise self._over_budget(plugin, hop, budget)
+            if response.status_code in _REDIRECTS:
+                locations = [value for name, value in headers if name.lower() == "location"]
+                if len(locations) > 1:
+                    raise broker_error(
+                        RedirectError,
+                        plugin=plugin,
+                        method=hop.method,
+                        url=hop.url.redacted(),
+                        reason=f"the server redirected (status {response.status_code}) with "
+                        f"{len(locations)} Location headers, so where it leads is ambiguous",
+                        fix="fix the server's redirect",
+                    )
+                if locations:
+                    return _Answer(response.status_code, headers, b"", locations[0])
+            limit = self.policy.max_response_bytes
+            declared = response.headers.get("content-length", "")
+            # isascii: '²'.isdigit() is True, and int('²') raises; so does int() of
+            # more than 4300 digits (a length no limit comes near). A HEAD answer and
+            # a 304 declare the length of a representation they do not carry (RFC 9110
+            # 8.6; RFC 9112 6.3: no body follows), so only a body's length is judged.
+            if (
+                hop.method != "HEAD"
+                and response.status_code not in _BODILESS
+                and declared.isascii()
+                and declared.isdigit()
+                and (len(declared) > 18 or int(declared) > limit)
+            ):
+                raise self._too_large(plugin, hop, f"declares {int(declared)} bytes")
             for chunk in response.iter_raw(_CHUNK):
                 body += chunk
                 if len(body) > limit:
                     raise self._too_large(plugin, hop, f"exceeds {limit} bytes")
-                if len(body) > budget:
-                    raise broker_error(
-                        RateLimitError,
-                        plugin=plugin,
-                        method=hop.method,
-                        url=hop.url.redacted(),
-                        reason=f"the response exceeds the {budget} bytes left of the plugin's "
-                        f"data budget ({self.policy.bytes_per_hour} per hour)",
-                        fix="retry later, or raise NetworkPolicy.bytes_per_hour",
-                        category="data budget exhausted",
-                    )
+                if head + len(body) > budget:
+                    raise self._over_budget(plugin, hop, budget)
                 if deadline.expired:
                     raise self._timeout(plugin, hop, deadline)
         finally:
-            self._limiter.spend(plugin, len(body))
-            tally.received = len(body)
+            self._limiter.spend(plugin, head + len(body))
+            tally.received = head + len(body)
         return _Answer(response.status_code, headers, bytes(body), None)
+
+    def _over_budget(self, plugin: str, hop: _Hop, budget: int) -> RateLimitError:
+        return broker_error(
+            RateLimitError,
+            plugin=plugin,
+            method=hop.method,
+            url=hop.url.redacted(),
+            reason=f"the response exceeds the {budget} bytes left of the plugin's "
+            f"data budget ({self.policy.bytes_per_hour} per hour)",
+            fix="retry later, or raise NetworkPolicy.bytes_per_hour",
+            category="data budget exhausted",
+        )
 
     def _too_large(self, plugin: str, hop: _Hop, what: str) -> SizeLimitError:
         return broker_error(
@@ -349,6 +361,25 @@ class HttpWire:
                 received_bytes=received,
             )
         )
+
+
+def _wire_headers(hop: _Hop) -> tuple[tuple[str, str], ...]:
+    """The header lines a hop sends: its own, between the broker's Host and Accept-Encoding."""
+    return (("Host", hop.url.authority), *hop.headers, ("Accept-Encoding", "identity"))
+
+
+def sent_bytes(hop: _Hop) -> int:
+    """What a hop puts on the wire: its request line, header lines and body (headers
+    are the plugin's to choose too, up to ``max_request_bytes``: charged like a body)."""
+    line = len(f"{hop.method} {hop.url.target} HTTP/1.1\r\n".encode())
+    return line + header_bytes(_wire_headers(hop)) + 2 + len(hop.body)
+
+
+def _head_bytes(response: httpx.Response, headers: tuple[tuple[str, str], ...]) -> int:
+    """The size of a response's head on the wire: status line, header lines, blank line."""
+    reason = response.extensions.get("reason_phrase", b"")
+    status_line = len(b"HTTP/1.1 200 \r\n") + (len(reason) if isinstance(reason, bytes) else 0)
+    return status_line + header_bytes(headers) + 2
 
 
 class _NotConnectedError(Exception):
