@@ -55,8 +55,9 @@ def test_huge_response_headers_are_charged_to_the_data_budget(
     assert "bytes left of the plugin's data budget (10000 per hour)" in str(exc.value)
     (decision,) = harness.decisions
     assert decision.outcome == "data budget exhausted"
-    # What crossed the wire is reported (and so spent by the host's broker_bytes budget).
-    assert decision.received_bytes > len(_FAT_HEAD)
+    # What crossed the wire is reported (and so spent by the host's broker_bytes budget);
+    # the head is read no further than one read past the budget.
+    assert 10_000 < decision.received_bytes < len(_FAT_HEAD)
     # The budget is spent: the next request is refused before it is sent.
     with pytest.raises(RateLimitError) as again:
         broker.fetch(PLUGIN, grants, HttpRequest(f"{_url(raw)}/b"))
@@ -74,16 +75,19 @@ def test_a_redirects_headers_are_charged_too(harness: Harness, raw: RawServer) -
     with pytest.raises(RateLimitError) as exc:
         broker.fetch(PLUGIN, grants, HttpRequest(f"{_url(raw)}/a"))
     assert exc.value.category == "data budget exhausted"
-    # Two hops fit in 150 000 bytes, the third is refused before it is sent.
+    # The first hop's head fits in 150 000 bytes, the second's does not.
     assert [head.split(b" ")[1] for head in raw.heads] == [b"/a", b"/next"]
-    assert all(d.received_bytes > len(_FAT_HEAD) for d in harness.decisions[:2])
+    first, second = harness.decisions
+    assert first.received_bytes > len(_FAT_HEAD)
+    assert first.outcome == "status 302"
+    assert second.outcome == "data budget exhausted"
 
 
 def test_the_request_head_is_charged_as_sent(harness: Harness, raw: RawServer) -> None:
     raw.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     broker = harness.broker()
     grants = [grant(f"net.http:{_url(raw)}")]
-    fat = {"X-Big": "q" * 5000}
+    fat = (("X-Big", "q" * 5000),)
     broker.fetch(PLUGIN, grants, HttpRequest(f"{_url(raw)}/a", headers=fat))
     (decision,) = harness.decisions
     assert decision.sent_bytes > 5000
@@ -100,3 +104,19 @@ def test_ordinary_heads_fit_a_small_budget(harness: Harness, raw: RawServer) -> 
     received = [d.received_bytes for d in harness.decisions]
     head = len(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\n")
     assert received == [head + 4] * 3
+
+
+def test_interim_answers_are_charged_and_stopped_at_the_budget(
+    harness: Harness, raw: RawServer
+) -> None:
+    # httpcore reads any number of 1xx answers before the final one and drops them:
+    # 200 of ~90 KB each (18 MB) went through a 10 000-byte budget, uncounted.
+    hint = b"HTTP/1.1 103 Early Hints\r\n" + _FAT_HEAD + b"\r\n"
+    raw.answer(hint * 200 + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    broker = harness.broker(_policy(10_000))
+    with pytest.raises(RateLimitError) as exc:
+        broker.fetch(PLUGIN, [grant(f"net.http:{_url(raw)}")], HttpRequest(f"{_url(raw)}/a"))
+    assert exc.value.category == "data budget exhausted"
+    (decision,) = harness.decisions
+    # Stopped at the budget: no more than one read past it, far from the 18 MB sent.
+    assert 10_000 < decision.received_bytes < 10_000 + 128 * 1024

@@ -22,7 +22,7 @@ import httpx
 
 from caplet._broker._addresses import IPAddress, connect_address
 from caplet._broker._headers import header_bytes
-from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally
+from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Meter, _Tally
 from caplet._broker._limits import Clock, RateLimiter
 from caplet._broker._messages import broker_error
 from caplet._broker._model import BrokerDecision
@@ -121,11 +121,19 @@ class HttpWire:
         if remaining <= 0.0:
             raise self._timeout(plugin, hop, deadline)
         number = str(address) if isinstance(address, IPv4Address) else f"[{address}]"
+        budget = self._limiter.budget_left(plugin)
+        meter = _Meter(budget, lambda: self._over_budget(plugin, hop, budget))
 
         def trace(event: str, info: dict[str, Any]) -> None:
+            stream = info.get("return_value")
             if event == "connection.connect_tcp.complete":
-                stream = info.get("return_value")
                 watchdog.attach(None if stream is None else stream.get_extra_info("socket"))
+            # Both streams: after TLS starts, the plaintext is read from the second.
+            if stream is not None and event in (
+                "connection.connect_tcp.complete",
+                "connection.start_tls.complete",
+            ):
+                meter.attach(stream)
 
         try:
             request = httpx.Request(
@@ -159,7 +167,7 @@ class HttpWire:
             ) as transport:
                 response = transport.handle_request(request)
                 try:
-                    return self._read(plugin, hop, response, deadline, tally)
+                    return self._read(plugin, hop, response, deadline)
                 finally:
                     watchdog.attach(None)
                     response.close()
@@ -167,6 +175,10 @@ class HttpWire:
             raise
         except _FOREIGN as exc:
             raise self._translate(plugin, hop, exc, deadline, watchdog) from exc
+        finally:
+            # Whatever crossed the wire, refused or not, is charged and reported.
+            self._limiter.spend(plugin, meter.received)
+            tally.received = meter.received
 
     def _read(
         self,
@@ -174,61 +186,51 @@ class HttpWire:
         hop: _Hop,
         response: httpx.Response,
         deadline: _Deadline,
-        tally: _Tally,
     ) -> _Answer:
+        """The answer of ``response``: a redirect's Location, or the body within the limit.
+
+        The plugin's data budget is the meter's (``_exchange``): every byte read,
+        the head's as well as the body's.
+        """
         headers = tuple(
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in response.headers.raw
         )
-        # The head crossed the wire as surely as a body does, and the server chooses
-        # its size (httpcore reads up to 100 KiB of it): charged to the same budget and
-        # reported in the decision, or a server on an allowed host streamed megabytes of
-        # headers past a budget that saw a two-byte body (red team round 19).
-        head = _head_bytes(response, headers)
+        if response.status_code in _REDIRECTS:
+            locations = [value for name, value in headers if name.lower() == "location"]
+            if len(locations) > 1:
+                raise broker_error(
+                    RedirectError,
+                    plugin=plugin,
+                    method=hop.method,
+                    url=hop.url.redacted(),
+                    reason=f"the server redirected (status {response.status_code}) with "
+                    f"{len(locations)} Location headers, so where it leads is ambiguous",
+                    fix="fix the server's redirect",
+                )
+            if locations:
+                return _Answer(response.status_code, headers, b"", locations[0])
+        limit = self.policy.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        # isascii: '²'.isdigit() is True, and int('²') raises; so does int() of
+        # more than 4300 digits (a length no limit comes near). A HEAD answer and
+        # a 304 declare the length of a representation they do not carry (RFC 9110
+        # 8.6; RFC 9112 6.3: no body follows), so only a body's length is judged.
+        if (
+            hop.method != "HEAD"
+            and response.status_code not in _BODILESS
+            and declared.isascii()
+            and declared.isdigit()
+            and (len(declared) > 18 or int(declared) > limit)
+        ):
+            raise self._too_large(plugin, hop, f"declares {int(declared)} bytes")
         body = bytearray()
-        budget = self._limiter.budget_left(plugin)
-        try:
-            if head > budget:
-                raise self._over_budget(plugin, hop, budget)
-            if response.status_code in _REDIRECTS:
-                locations = [value for name, value in headers if name.lower() == "location"]
-                if len(locations) > 1:
-                    raise broker_error(
-                        RedirectError,
-                        plugin=plugin,
-                        method=hop.method,
-                        url=hop.url.redacted(),
-                        reason=f"the server redirected (status {response.status_code}) with "
-                        f"{len(locations)} Location headers, so where it leads is ambiguous",
-                        fix="fix the server's redirect",
-                    )
-                if locations:
-                    return _Answer(response.status_code, headers, b"", locations[0])
-            limit = self.policy.max_response_bytes
-            declared = response.headers.get("content-length", "")
-            # isascii: '²'.isdigit() is True, and int('²') raises; so does int() of
-            # more than 4300 digits (a length no limit comes near). A HEAD answer and
-            # a 304 declare the length of a representation they do not carry (RFC 9110
-            # 8.6; RFC 9112 6.3: no body follows), so only a body's length is judged.
-            if (
-                hop.method != "HEAD"
-                and response.status_code not in _BODILESS
-                and declared.isascii()
-                and declared.isdigit()
-                and (len(declared) > 18 or int(declared) > limit)
-            ):
-                raise self._too_large(plugin, hop, f"declares {int(declared)} bytes")
-            for chunk in response.iter_raw(_CHUNK):
-                body += chunk
-                if len(body) > limit:
-                    raise self._too_large(plugin, hop, f"exceeds {limit} bytes")
-                if head + len(body) > budget:
-                    raise self._over_budget(plugin, hop, budget)
-                if deadline.expired:
-                    raise self._timeout(plugin, hop, deadline)
-        finally:
-            self._limiter.spend(plugin, head + len(body))
-            tally.received = head + len(body)
+        for chunk in response.iter_raw(_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                raise self._too_large(plugin, hop, f"exceeds {limit} bytes")
+            if deadline.expired:
+                raise self._timeout(plugin, hop, deadline)
         return _Answer(response.status_code, headers, bytes(body), None)
 
     def _over_budget(self, plugin: str, hop: _Hop, budget: int) -> RateLimitError:
@@ -373,13 +375,6 @@ def sent_bytes(hop: _Hop) -> int:
     are the plugin's to choose too, up to ``max_request_bytes``: charged like a body)."""
     line = len(f"{hop.method} {hop.url.target} HTTP/1.1\r\n".encode())
     return line + header_bytes(_wire_headers(hop)) + 2 + len(hop.body)
-
-
-def _head_bytes(response: httpx.Response, headers: tuple[tuple[str, str], ...]) -> int:
-    """The size of a response's head on the wire: status line, header lines, blank line."""
-    reason = response.extensions.get("reason_phrase", b"")
-    status_line = len(b"HTTP/1.1 200 \r\n") + (len(reason) if isinstance(reason, bytes) else 0)
-    return status_line + header_bytes(headers) + 2
 
 
 class _NotConnectedError(Exception):
