@@ -51,9 +51,10 @@ from caplet._capabilities._model import (
 from caplet._errors import CapabilityError, SandboxError
 from caplet._host._mirrors import read_mount_table
 from caplet._host._program_names import linked_and_writable
+from caplet._host._program_reach import reach_line
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
-from caplet._sandbox._programs import link_hops, program_grants
+from caplet._sandbox._programs import link_hops, program_chain
 from caplet._sandbox._resolve import (
     GrantPathError,
     access_problem,
@@ -113,6 +114,9 @@ class GrantPlan:
     notes: tuple[str, ...] = ()
     #: The approved programs and their interpreters, resolved at enable (executable).
     programs: tuple[PathGrant, ...] = ()
+    #: One line per program: the files it brings (:mod:`caplet._host._program_reach`),
+    #: compared with the approval's.
+    reach: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +150,9 @@ def plan_grants(
     grants, masks, notes = _plan_paths(plugin, fs, protected(), identity) if fs else ([], [], [])
     others = {name: plan for name, plan in (enabled or {}).items() if name != plugin}
     writable_grants = [grant for grant in grants if grant.writable]
-    programs = _plan_programs(plugin, capabilities, writable_grants, others, identity)
+    programs, reach = _plan_programs(plugin, capabilities, writable_grants, others, identity)
     _refuse_over_programs(plugin, writable_grants, others)
-    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs)
+    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs, reach)
 
 
 def check_against(plugin: str, plan: GrantPlan, others: Mapping[str, GrantPlan]) -> None:
@@ -263,10 +267,12 @@ def _plan_programs(
     writable: Sequence[PathGrant],
     others: Mapping[str, GrantPlan],
     identity: WorkerIdentity,
-) -> tuple[PathGrant, ...]:
-    """The approved programs' executable grants; none inside any writable grant, and
-    none a worker may write that has another name (a hard link) anywhere."""
+) -> tuple[tuple[PathGrant, ...], tuple[str, ...]]:
+    """The approved programs' executable grants, none inside any writable grant, and
+    none a worker may write that has another name (a hard link) anywhere; and the
+    line of each program (what it brings)."""
     found: list[PathGrant] = []
+    reach: list[str] = []
     for capability in capabilities:
         if not isinstance(capability, ProcExecCapability):
             continue
@@ -275,7 +281,8 @@ def _plan_programs(
             (other, [g for g in plan.grants if g.writable]) for other, plan in others.items()
         ]
         try:
-            grants = program_grants(capability.program, search_path=os.environ.get("PATH"))
+            chain = program_chain(capability.program, search_path=os.environ.get("PATH"))
+            grants = chain.grants
             held_by = [
                 (grant, owner, *_program_holder(grant.path, theirs))
                 for grant in grants
@@ -297,7 +304,8 @@ def _plan_programs(
             if problem:
                 raise CapabilityError(f"{where}: {problem}")
         found += grants
-    return tuple(found)
+        reach.append(reach_line(capability, chain.describe()))
+    return tuple(found), tuple(reach)
 
 
 def _program_holder(program: str, writable: Sequence[PathGrant]) -> tuple[PathGrant | None, str]:

@@ -59,8 +59,9 @@ from caplet._host._locked import (
 from caplet._host._manager_approval import ManagerApproval
 from caplet._host._manager_config import ManagerConfig
 from caplet._host._manager_state import RED_TEAM_LABEL
-from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
+from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import TrustTier
+from caplet._host._program_reach import program_changes, program_reach
 from caplet._host._records import (
     Outcome,
     PluginState,
@@ -233,6 +234,15 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             )
         except (CapabilityError, PolicyError) as exc:
             return self._refuse(name, "enable", str(exc))
+        if (
+            approved
+            and not self.locked
+            and approval is not None
+            and program_changes(approval.programs, plan.reach)
+        ):
+            # The approved content, but a program brings files nobody was shown (its
+            # #! line changed, PATH finds it elsewhere): consent again (round 19).
+            approved = False
         try:
             # Checked and compiled once per enable, never per call.
             validators = compile_validators(record.manifest)
@@ -254,7 +264,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             need = (
                 (ConsentReason.UNVOUCHED_STORE, None)
                 if unvouched is not None
-                else self._consent_need(record, approval, audit)
+                else self._consent_need(record, approval, audit, plan.reach)
             )
             if need is None:
                 assert approval is not None
@@ -263,7 +273,9 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     "the same text for the agent"
                 )
             elif not self._same_grants(record, resolved):
-                request = self._request(record, need, audit, unvouched or approval, resolved)
+                request = self._request(
+                    record, need, audit, unvouched or approval, resolved, programs=plan.reach
+                )
                 agreed = consent(request) is True if callable(consent) else consent is True
                 if not agreed:
                     return self._refuse(
@@ -318,47 +330,18 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             self._claim_unlocated(record, approval, approved=approved)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
 
-    def _claim_unlocated(
-        self, record: PluginRecord, approval: ApprovalRecord, *, approved: bool
-    ) -> None:
-        """Give *record* the ``ctx.kv`` entries of its name written before caplet kept
-        places (``_store.UNLOCATED``) when the approval it was enabled on vouches for its
-        place: one that records this place (its content, or a new version it carried over
-        to), or one recorded before places were when this is its very content (the
-        obvious case: the plugin whose approval stood when they were written). A person's
-        decision about this plugin, never a default: a plugin enabled on a one-off
-        consent, a carry-over from an approval that names no place, another project's
-        plugin, and locked mode claim nothing (decide14)."""
-        if approval.location is None and not approved:
-            return
-        if approval.location not in (None, record.location):
-            return
-        claimed = self.store.claim_unlocated(record.name, record.location)
-        if record.source.kind is SourceKind.DISTRIBUTION and record.source.distribution:
-            # and those of the place installed plugins had before caplet kept their
-            # environment (attack15): this environment's plugin, approved again here
-            claimed += self.store.claim_unlocated(
-                record.name,
-                record.location,
-                from_location=legacy_distribution_location(record.source.distribution),
-            )
-        if claimed:
-            self._log(
-                record.name,
-                "kv",
-                record.location,
-                True,
-                f"claimed {claimed} ctx.kv entries written before caplet kept plugin places, "
-                "on the approval of this plugin",
-            )
-
     # -- consent (issue 14; caplet._host._consent) ------------------------------------------
 
     def _consent_need(
-        self, record: PluginRecord, approval: ApprovalRecord | None, audit: AuditResult
+        self,
+        record: PluginRecord,
+        approval: ApprovalRecord | None,
+        audit: AuditResult,
+        programs: tuple[str, ...] | None = None,
     ) -> tuple[ConsentReason, Widening | None] | None:
         """Why enabling *record*'s current, unapproved content needs consent (None: it
-        does not, its earlier approval covers everything it asks for)."""
+        does not, its earlier approval covers everything it asks for, the files its
+        *programs* bring included)."""
         return consent_need(
             approval,
             record.manifest,
@@ -366,6 +349,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             config=record.config,
             explicit=record.explicit,
             location=record.location,
+            programs=programs,
         )
 
     def _same_grants(self, record: PluginRecord, resolved: tuple[Capability, ...]) -> bool:
@@ -383,6 +367,8 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         audit: AuditResult,
         approval: ApprovalRecord | None,
         granted: tuple[Capability, ...] | None,
+        *,
+        programs: tuple[str, ...],
     ) -> ConsentRequest:
         reason, change = need
         manifest = record.manifest
@@ -410,6 +396,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             approval=approval,
             widening=change,
             agent_text=agent_text(manifest),
+            programs=programs,
         )
 
     def consent_request(self, name: str) -> ConsentRequest | None:
@@ -433,7 +420,13 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             return None
         approval = self.store.get_approval(name)
         unvouched = self._unvouched()
-        if approval is not None and approval.content_hash == record.content_hash and not unvouched:
+        programs = program_reach(record.manifest.capabilities)
+        if (
+            approval is not None
+            and approval.content_hash == record.content_hash
+            and not unvouched
+            and not program_changes(approval.programs, programs)
+        ):
             return None
         untrusted = record.tier is TrustTier.UNTRUSTED
         fresh = untrusted or record.audit is None or unvouched
@@ -446,10 +439,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 None,
             )
         else:
-            need = self._consent_need(record, None if unvouched else approval, audit)
+            need = self._consent_need(record, None if unvouched else approval, audit, programs)
         if need is None:
             return None
-        return self._request(record, need, audit, approval, None)
+        return self._request(record, need, audit, approval, None, programs=programs)
 
     def _check_not_broad(self, record: PluginRecord, capabilities: Sequence[Capability]) -> None:
         """Broad paths (``/``, home roots) are granted only to trusted plugins."""

@@ -1,0 +1,190 @@
+"""What a proc.exec program brings with it: shown, pinned in the approval, compared.
+
+Red team round 19, through a real PluginHost on the real sandbox. A script's
+``#!`` interpreter (and every program's ELF loader) is bound into the jail,
+executable, with the approved program; nothing showed it, so approving
+``proc.exec:mytool`` approved ``/usr/bin/python3`` unseen, and a script
+whose ``#!`` line changed after the approval ran its new interpreter under
+the old approval. And ``#!/usr/bin/env NAME`` was granted ``env``, which
+looks NAME up on PATH inside the jail: refused at enable now, with the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginHost
+from caplet._host._consent import ConsentRequest
+from caplet._sandbox._programs import program_chain
+from caplet._sandbox._sandboxed import SandboxLauncher
+from tests._host.ctxkit import make_host
+from tests.conftest import PluginFactory
+
+RUNNER = """
+import subprocess
+
+def create_functions(config):
+    def run(argv):
+        try:
+            done = subprocess.run(argv, capture_output=True, check=False)
+        except OSError as exc:
+            return f"refused: {exc.errno}"
+        return done.stdout.decode(errors="replace")
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
+    with make_host(plugins_dir, state_dir, launcher) as made:
+        yield made
+
+
+class Recorder:
+    """A consent callback that keeps what it was shown and agrees."""
+
+    def __init__(self) -> None:
+        self.requests: list[ConsentRequest] = []
+
+    def __call__(self, request: ConsentRequest) -> bool:
+        self.requests.append(request)
+        return True
+
+
+def _script(path: Path, first_line: str, body: str = "echo hello from the script\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{first_line}\n{body}", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def _runner(make_plugin: PluginFactory, program: Path) -> None:
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra=f'capabilities = ["proc.exec:{program}"]',
+        modules='[modules.main]\nfunctions = ["run"]\n',
+    )
+
+
+def _approve(host: PluginHost) -> None:
+    host.discover()
+    host.audit("runner")
+    outcome = host.approve("runner")
+    assert outcome, outcome.reason
+
+
+def _shells(tmp_path: Path) -> tuple[Path, Path]:
+    """Two interpreters a script can name: each a ``#!/bin/sh`` script running it."""
+    return tuple(  # type: ignore[return-value]
+        _script(tmp_path / "shells" / name, "#!/bin/sh", 'exec /bin/sh "$@"\n')
+        for name in ("first", "second")
+    )
+
+
+def test_the_consent_request_names_a_scripts_interpreter(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    tool = _script(tmp_path / "bin" / "tool", "#!/bin/sh")
+    _runner(make_plugin, tool)
+    host.discover()
+    recorder = Recorder()
+    assert host.enable("runner", consent=recorder)
+    (request,) = recorder.requests
+    described = program_chain(str(tool)).describe()
+    assert request.programs == (f"proc.exec:{tool}: {described}",)
+    assert described.startswith(f"{tool}, a script for /bin/sh")
+    assert ", loaded by /" in described, "the shell's ELF loader is shown too"
+    # What the display asked about, before any enable, says the same.
+    host.disable("runner")
+    shown = host.consent_request("runner")
+    assert shown is not None
+    assert shown.programs == request.programs
+
+
+def test_an_approval_pins_the_interpreter_and_a_new_one_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    first, second = _shells(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    _runner(make_plugin, tool)
+    _approve(host)
+    approval = host.get_approval_record("runner")
+    assert approval is not None
+    assert approval.programs == (f"proc.exec:{tool}: {program_chain(str(tool)).describe()}",)
+    # The attack: the plugin's content is unchanged, the script's #! line is not.
+    _script(tool, f"#!{second}")
+    outcome = host.enable("runner")
+    assert not outcome, "a program bringing an interpreter nobody was shown was enabled"
+    assert outcome.reason.startswith(
+        f"plugin 'runner' is approved at {approval.content_hash}, but what it runs on this "
+        f"host changed since: proc.exec:{tool} now runs {tool}, a script for {second}, "
+    )
+    assert f"; approved: {tool}, a script for {first}, " in outcome.reason
+    assert "(its #! line, its links or PATH changed since)" in outcome.reason
+    assert host.worker_pid("runner") is None
+    # A person shown the change may agree: the widening names it.
+    recorder = Recorder()
+    assert host.enable("runner", consent=recorder)
+    (request,) = recorder.requests
+    assert request.widening is not None
+    (change,) = request.widening.programs
+    assert change.startswith(f"proc.exec:{tool} now runs {tool}, a script for {second}, ")
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+
+
+def test_an_unchanged_program_keeps_the_approved_fast_path(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # The near miss: the approved program bringing what it brought is enabled on the
+    # approval alone, and runs.
+    tool = _script(tmp_path / "bin" / "tool", "#!/bin/sh")
+    _runner(make_plugin, tool)
+    _approve(host)
+    outcome = host.enable("runner")
+    assert outcome, outcome.reason
+    assert "approved fast path" in outcome.reason
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+
+
+def test_an_approval_recorded_before_programs_were_kept_compares_nothing(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # The choice written down: an approval of schema 10 or older (programs None) vouches
+    # for what its content declares, as before; a re-approval records the programs.
+    first, second = _shells(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    _runner(make_plugin, tool)
+    _approve(host)
+    approval = host.get_approval_record("runner")
+    assert approval is not None
+    host.manager.store.put_approval(replace(approval, programs=None))
+    _script(tool, f"#!{second}")
+    assert host.enable("runner")
+
+
+@pytest.mark.parametrize("line", ["#!/usr/bin/env sh", "#!/usr/bin/env -S sh -e"])
+def test_a_script_run_through_env_is_refused_at_enable(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path, line: str
+) -> None:
+    # On main the enable succeeded, granting /usr/bin/env, and the script failed in
+    # the jail: env looked sh up on a PATH where nothing it finds was granted.
+    tool = _script(tmp_path / "bin" / "tool", line)
+    _runner(make_plugin, tool)
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "a script naming its interpreter through env was granted"
+    assert outcome.reason.startswith(
+        f"plugin 'runner': capability 'proc.exec:{tool}': proc.exec program {str(tool)!r} "
+        f"is a script whose first line is {line!r}: /usr/bin/env looks 'sh' up on PATH "
+    )
+    assert "write the interpreter's absolute path in the #! line (#!/" in outcome.reason
+    # The fix it names works.
+    _script(tool, "#!/bin/sh")
+    assert host.enable("runner", consent=True)
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
