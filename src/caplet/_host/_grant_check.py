@@ -49,6 +49,7 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._errors import CapabilityError, SandboxError
+from caplet._host._inode_chain import Node, chain_from_fd, inode_chain
 from caplet._host._mirrors import read_mount_table
 from caplet._host._program_names import linked_and_writable
 from caplet._host._program_reach import reach_line
@@ -63,12 +64,23 @@ from caplet._sandbox._resolve import (
 from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 from caplet._trust._sqlite import SqliteStore
 
-__all__ = ["GrantPlan", "ProtectedPaths", "check_against", "plan_grants", "store_directory"]
+__all__ = [
+    "GrantPlan",
+    "ProtectedPaths",
+    "check_against",
+    "plan_grants",
+    "store_directory",
+]
 
 
 _IMPORTS = (
     "a folder the host imports Python modules from (sys.path): a module written there "
     "would run in the host, outside every sandbox layer"
+)
+_PEER_CODE = (
+    "a folder another live caplet process on this state directory runs Python code from "
+    "(its sys.path, its runtime or its plugins): a module written there would run in that "
+    "process, outside every sandbox layer"
 )
 
 
@@ -102,6 +114,11 @@ class ProtectedPaths:
     #: ``PYTHONPATH``, the script's or current folder), each with whether a grant *inside*
     #: it is refused too (round 17: a module written there ran in the host).
     imports: tuple[tuple[Path, bool], ...] = ()
+    #: The folders the *other* live caplet processes on this state directory run Python
+    #: code from (their ``sys.path``, runtime and plugins: ``RunDir.publish_code``), each
+    #: with whether a grant inside it is refused too. Another process's ``PYTHONPATH`` or
+    #: script folder is not this one's (red team round 19).
+    peer_code: tuple[tuple[Path, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +134,6 @@ class GrantPlan:
     #: One line per program: the files it brings (:mod:`caplet._host._program_reach`),
     #: compared with the approval's.
     reach: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Node:
-    """One directory on the way up from a protected path: its identity and path."""
-
-    device: int
-    inode: int
-    path: str
 
 
 def plan_grants(
@@ -212,12 +220,12 @@ def _plan_paths(
     grants: list[PathGrant] = []
     masks: list[str] = []
     notes: list[str] = []
-    state_chain = _chain(protected.state_dir)
-    store_chain = _chain(protected.store_dir) if protected.store_dir is not None else []
+    state_chain = inode_chain(protected.state_dir)
+    store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
     state_chains = [
         state_chain,
         store_chain,
-        *(_chain(path) for path in protected.other_states),
+        *(inode_chain(path) for path in protected.other_states),
     ]
     for capability in capabilities:
         writable = capability.kind is CapabilityKind.FS_WRITE
@@ -228,7 +236,7 @@ def _plan_paths(
             raise CapabilityError(f"{where}: {exc}") from exc
         try:
             info = os.fstat(fd)
-            own = _chain_from_fd(fd, capability.root)
+            own = chain_from_fd(fd, capability.root)
             _refuse_inside_state(where, own, state_chain, protected.state_dir)
             if protected.store_dir is not None:
                 _refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
@@ -343,6 +351,7 @@ def _refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writabl
             (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
             *((path, "an installed plugin's code", True) for path in protected.installed),
             *((path, _IMPORTS, inside) for path, inside in protected.imports),
+            *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
             (protected.lockfile, "the lock file", False),
             *(
                 (path, "the policy file", False)
@@ -384,7 +393,7 @@ def _writable_holding(path: str, writable: Sequence[PathGrant]) -> PathGrant | N
     except OSError:
         return None
     chain = {(info.st_dev, info.st_ino)}
-    chain |= {(node.device, node.inode) for node in _chain(Path(path).parent)}
+    chain |= {(node.device, node.inode) for node in inode_chain(Path(path).parent)}
     for grant in writable:
         if (grant.device, grant.inode) in chain:
             return grant
@@ -408,8 +417,8 @@ def _ownership_fix(path: str, identity: WorkerIdentity, *, writable: bool) -> st
 
 def _refuse_inside_state(
     where: str,
-    own: list[_Node],
-    state_chain: list[_Node],
+    own: list[Node],
+    state_chain: list[Node],
     state_dir: Path,
     what: str = "state directory",
 ) -> None:
@@ -426,7 +435,7 @@ def _refuse_inside_state(
         )
 
 
-def _refuse_inside_any_state(where: str, fd: int, own: list[_Node]) -> None:
+def _refuse_inside_any_state(where: str, fd: int, own: list[Node]) -> None:
     """No grant is, or lies inside, *any* caplet state directory: another project's
     (``CAPLET_STATE_DIR`` per project), another host's of the same user. A state
     directory is known by its database (``caplet.db``); with ``fs.write`` there a
@@ -468,7 +477,7 @@ def _refuse_kernel_interfaces(where: str, path: str) -> None:
             )
 
 
-def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPaths) -> None:
+def _refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths) -> None:
     """A writable grant contains none of caplet's own files, nor lies among them.
 
     ``own`` is the grant and the directories above it. The lock file's
@@ -497,10 +506,11 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
         *((path, "an installed plugin's code", True) for path in protected.installed),
         *((path, _IMPORTS, inside) for path, inside in protected.imports),
+        *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
     for path, what, nor_inside in guarded:
-        chain = _chain(path)
+        chain = inode_chain(path)
         if any((node.device, node.inode) == inode for node in chain):
             raise CapabilityError(
                 f"{where} is writable and contains {path}, {what}; a plugin may never "
@@ -529,7 +539,7 @@ def store_directory(store: object) -> Path | None:
     return store.state_dir if isinstance(store, SqliteStore) else None
 
 
-def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[_Node]) -> str:
+def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[Node]) -> str:
     """Where, inside the grant ``root``, caplet's state directory appears ("" if not in it)."""
     if not state_chain:
         return ""
@@ -539,33 +549,3 @@ def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[_Node]) -
             relative = state[len(node.path.rstrip("/")) :]
             return root.rstrip("/") + relative if relative else root
     return ""
-
-
-def _chain(path: Path) -> list[_Node]:
-    """(device, inode, path) of ``path`` resolved and of every directory above it, up to /.
-
-    Empty when the path does not exist (nothing of it can be granted).
-    """
-    try:
-        current = path.resolve()
-    except OSError:
-        return []
-    nodes: list[_Node] = []
-    while True:
-        try:
-            info = current.stat()
-        except OSError:
-            return nodes
-        nodes.append(_Node(info.st_dev, info.st_ino, str(current)))
-        if current == current.parent:
-            return nodes
-        current = current.parent
-
-
-def _chain_from_fd(fd: int, path: str) -> list[_Node]:
-    """The grant itself (its pinned descriptor) and the directories above its path."""
-    info = os.fstat(fd)
-    nodes = [_Node(info.st_dev, info.st_ino, path)]
-    if path != "/":
-        nodes += _chain(Path(path).parent)
-    return nodes

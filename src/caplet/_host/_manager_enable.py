@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import site
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,12 +50,14 @@ from caplet._host._grant_check import (
     plan_grants,
     store_directory,
 )
+from caplet._host._import_paths import import_paths, runtime_paths
 from caplet._host._locked import (
     withheld_message,
 )
 from caplet._host._manager_approval import ManagerApproval
 from caplet._host._manager_config import ManagerConfig
 from caplet._host._manager_state import RED_TEAM_LABEL
+from caplet._host._peer_code import check_code_against
 from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import TrustTier
 from caplet._host._program_reach import program_changes, program_reach
@@ -68,11 +67,9 @@ from caplet._host._records import (
 )
 from caplet._host._validate import compile_validators
 from caplet._manifest._model import Manifest
-from caplet._sandbox._jail import runtime_grants
 from caplet._scan._scanner import scan_tree
 from caplet._trust._paths import default_state_dirs
 from caplet._trust._snapshot import Snapshot, remove_snapshot
-from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
 __all__ = ["ManagerEnable"]
@@ -233,6 +230,11 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 },
             )
         except (CapabilityError, PolicyError) as exc:
+            return self._refuse(name, "enable", str(exc))
+        try:
+            # A writer another process enabled over what this one imports (round 19).
+            check_code_against(name, self._code_folders(), self._run_directory().peer_plans())
+        except CapabilityError as exc:
             return self._refuse(name, "enable", str(exc))
         if (
             approved
@@ -523,55 +525,15 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             state_dir=self.state_dir,
             lockfile=self.lockfile_path,
             plugins_dir=self.plugins_dir,
-            runtime=_runtime_paths(),
+            runtime=runtime_paths(),
             other_states=_other_state_dirs(self.state_dir),
             store_dir=store_directory(self.store),
             policy_file=self.policy_file,
-            installed=tuple(
-                record.manifest.plugin_dir
-                for record in self._records.values()
-                if record.source.kind is SourceKind.DISTRIBUTION
-            ),
-            imports=_import_paths(),
+            installed=self._installed_folders(),
+            imports=import_paths(),
+            # What the other live caplet processes on this state directory run (round 19).
+            peer_code=self._run_directory().peer_code(),
         )
-
-
-@functools.cache
-def _runtime_paths() -> tuple[str, ...]:
-    """The directories a worker's Python and caplet are loaded from (computed once)."""
-    return tuple(grant.path for grant in runtime_grants())
-
-
-def _import_paths() -> tuple[tuple[Path, bool], ...]:
-    """The folders on ``sys.path`` (read at each plan: it changes), each with whether a
-    grant inside one is refused too.
-
-    Inside too for library folders (``PYTHONPATH``): a package folder there is code the
-    host imports. Not inside the script's or current folder, ``sys.path[0]`` (unless
-    ``-P``/``-I``): that is an application's or a project's own folder, whose data
-    folders are what plugins are granted; a grant containing it is refused. The user's
-    site-packages counts before it exists (see below).
-    """
-    first = "" if sys.flags.safe_path else (sys.path[0] if sys.path else "")
-    runtime = _runtime_paths()
-    found: dict[Path, bool] = {}
-    for index, entry in enumerate(sys.path):
-        real = os.path.realpath(entry or ".")
-        if any(real == r or real.startswith(f"{r.rstrip('/')}/") for r in runtime):
-            continue  # guarded with the runtime already, both ways
-        path = Path(real)
-        if path.is_dir():
-            inside = not (index == 0 and entry == first)
-            found[path] = found.get(path, False) or inside
-    if site.ENABLE_USER_SITE:
-        # The user's site-packages is on sys.path only once it exists, and its .pth
-        # files run at every start: a grant that could create it (one holding the
-        # nearest folder of its path that exists) is refused too (round 17).
-        user = Path(os.path.realpath(site.getusersitepackages()))
-        nearest = next((p for p in (user, *user.parents) if p.is_dir()), None)
-        if nearest is not None and nearest not in found and nearest.parent != nearest:
-            found[nearest] = nearest == user
-    return tuple(found.items())
 
 
 def _other_state_dirs(own: Path) -> tuple[Path, ...]:
