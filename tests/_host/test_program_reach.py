@@ -188,3 +188,28 @@ def test_a_script_run_through_env_is_refused_at_enable(
     _script(tool, "#!/bin/sh")
     assert host.enable("runner", consent=True)
     assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+
+
+def test_a_relative_interpreter_is_refused_not_found_in_the_hosts_folder(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``#!bin/helper`` is opened by the kernel relative to the current directory of
+    whoever runs the script. At enable that was the host's: run in a cloned project, the
+    project's own ``./bin/helper`` was granted and bound, executable, into the jail."""
+    project = tmp_path / "project"
+    _script(project / "bin" / "helper", "#!/bin/sh", "echo the projects own program\n")
+    tool = _script(tmp_path / "vendor" / "tool", "#!bin/helper")
+    monkeypatch.chdir(project)
+    _runner(make_plugin, tool)
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "an interpreter found in the host's current folder was granted"
+    assert outcome.reason == (
+        f"plugin 'runner': capability 'proc.exec:{tool}': proc.exec program {str(tool)!r} "
+        "names its interpreter 'bin/helper' by a relative path in its #! line, which is "
+        "found in the current directory of whoever runs it (this host's, here), not where "
+        "the program is; write the interpreter's absolute path"
+    )

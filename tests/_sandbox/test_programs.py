@@ -230,3 +230,13 @@ def test_a_chain_describes_every_file_the_kernel_runs(tmp_path: Path) -> None:
         + ", loaded by /"
     )
     assert [g.path for g in chain.grants] == [g.path for g in program_grants(str(script))]
+
+
+def test_a_relative_interpreter_is_refused(tmp_path: Path) -> None:
+    """Red team round 19: ``#!bin/helper`` was opened in the host's current directory and
+    granted by its relative name; the kernel finds it in whatever directory runs it."""
+    script = tmp_path / "tool"
+    script.write_text("#!bin/helper\necho hi\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError, match=r"names its interpreter 'bin/helper' by a relative"):
+        program_chain(str(script))

@@ -106,6 +106,7 @@ def program_chain(program: str, *, search_path: str | None = None) -> ProgramCha
         if named is None:
             break
         interpreter, kind, line = named
+        _refuse_relative(steps[-1].path, interpreter, kind)
         _check_runnable(interpreter)
         if kind == "#!":
             _refuse_path_lookup(steps[-1].path, interpreter, line, searched)
@@ -120,6 +121,27 @@ def _absolute_entries(searched: str) -> list[str]:
 def _search(program: str, searched: str) -> str | None:
     entries = _absolute_entries(searched)
     return shutil.which(program, path=os.pathsep.join(entries)) if entries else None
+
+
+def _refuse_relative(program: str, interpreter: str, kind: str) -> None:
+    """Refuse an interpreter named by a relative path.
+
+    The kernel opens it relative to the current directory of whoever runs the
+    program (open_exec in fs/exec.c), so here it was the *host's* current
+    directory that supplied it: run in a cloned project, ``#!bin/helper``
+    granted the project's ``./bin/helper``, bound executable into the jail
+    under its relative name (red team round 19; the same slip as a relative
+    ``PATH`` entry, round 17).
+    """
+    if Path(interpreter).is_absolute():
+        return
+    where = "#! line" if kind == "#!" else "ELF header (PT_INTERP)"
+    raise SandboxError(
+        f"proc.exec program {program!r} names its interpreter {interpreter!r} by a relative "
+        f"path in its {where}, which is found in the current directory of whoever runs it "
+        "(this host's, here), not where the program is; write the interpreter's absolute "
+        "path"
+    )
 
 
 def _refuse_path_lookup(script: str, interpreter: str, line: str, searched: str) -> None:
