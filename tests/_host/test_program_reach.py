@@ -213,3 +213,19 @@ def test_a_relative_interpreter_is_refused_not_found_in_the_hosts_folder(
         "found in the current directory of whoever runs it (this host's, here), not where "
         "the program is; write the interpreter's absolute path"
     )
+
+
+def test_re_enabling_a_running_plugin_whose_interpreter_changed_needs_consent(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # Enabling an enabled plugin again with the same grants is a reconfiguration, which
+    # asks nothing: the programs' files must be among those grants.
+    first, second = _shells(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    _runner(make_plugin, tool)
+    _approve(host)
+    assert host.enable("runner")
+    _script(tool, f"#!{second}")
+    outcome = host.enable("runner")
+    assert not outcome, "a reconfiguration carried a new interpreter past the approval"
+    assert f"proc.exec:{tool} now runs {tool}, a script for {second}, " in outcome.reason

@@ -274,7 +274,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     f"approval of {approval.content_hash} carried over: nothing widened, "
                     "the same text for the agent"
                 )
-            elif not self._same_grants(record, resolved):
+            elif not self._same_grants(record, resolved, plan):
                 request = self._request(
                     record, need, audit, unvouched or approval, resolved, programs=plan.reach
                 )
@@ -354,12 +354,16 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             programs=programs,
         )
 
-    def _same_grants(self, record: PluginRecord, resolved: tuple[Capability, ...]) -> bool:
-        """Enabled now at this content with these grants: a reconfiguration needs no new consent."""
+    def _same_grants(
+        self, record: PluginRecord, resolved: tuple[Capability, ...], plan: GrantPlan
+    ) -> bool:
+        """Enabled now at this content with these grants (its programs bringing the same
+        files: round 19): a reconfiguration needs no new consent."""
         return (
             record.state is PluginState.ENABLED
             and record.enabled_hash == record.content_hash
             and record.resolved == resolved
+            and record.grant_plan.reach == plan.reach
         )
 
     def _request(
