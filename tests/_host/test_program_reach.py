@@ -229,3 +229,31 @@ def test_re_enabling_a_running_plugin_whose_interpreter_changed_needs_consent(
     outcome = host.enable("runner")
     assert not outcome, "a reconfiguration carried a new interpreter past the approval"
     assert f"proc.exec:{tool} now runs {tool}, a script for {second}, " in outcome.reason
+
+
+@pytest.mark.parametrize("what", ["database", "ssh-key"])
+def test_a_file_that_is_no_program_is_never_granted_as_one(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    state_dir: Path,
+    tmp_path: Path,
+    what: str,
+) -> None:
+    """The program itself was bound into the jail, readable, whatever it was: the kernel
+    runs only a file with an execute bit that is ELF or a script, but ``proc.exec:`` of
+    caplet's own database (every plugin's ctx.kv, the approvals) or of a key put that
+    file in the jail, readable by a worker of caplet's own uid (a user's host). Its
+    interpreters were checked since round 17; now the program is too, and nothing of
+    caplet's state directory is ever granted as a program."""
+    host.discover()  # the state directory and its database exist
+    target = state_dir / "caplet.db" if what == "database" else tmp_path / "id_ed25519"
+    if what == "ssh-key":
+        target.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n", encoding="utf-8")
+    assert target.is_file()
+    _runner(make_plugin, target)
+    host.discover()
+    outcome = host.enable("runner", consent=True)
+    assert not outcome, "a file that is no program was granted as one"
+    assert f"proc.exec program {str(target)!r} is not executable (an ELF program or a " in (
+        outcome.reason
+    )

@@ -96,6 +96,7 @@ def program_chain(program: str, *, search_path: str | None = None) -> ProgramCha
             + ("; relative entries of PATH are not searched" if skipped and not absolute else "")
             + "; install it or declare its absolute path"
         )
+    _check_runnable(found, interpreter=False)
     steps = [ProgramStep(found, os.path.realpath(found), "program")]
     # A script's interpreter is itself a program with an ELF interpreter, which
     # the kernel opens for execution too (Landlock checks that open: a
@@ -234,15 +235,18 @@ def _interpreter(path: str) -> tuple[str, str, str] | None:
         ) from exc
 
 
-def _check_runnable(path: str) -> None:
-    """Refuse an interpreter the kernel could not run: one with no execute bit, or
-    neither ELF nor a script.
+def _check_runnable(path: str, *, interpreter: bool = True) -> None:
+    """Refuse a program or an interpreter the kernel could not run: one with no
+    execute bit, or neither ELF nor a script.
 
     Whatever a ``#!`` line or PT_INTERP names is granted and bound into the jail
     at its path, readable there by the worker's uid: the approval of
     ``proc.exec:/opt/vendor/tool``, a script whose author wrote ``#!`` and the
     path of the operator's SSH key, put the key in the plugin's jail (red team
-    round 17). A real interpreter is a program; that key is not.
+    round 17). A real interpreter is a program; that key is not. The same held
+    for the program itself (round 19): ``proc.exec:~/.ssh/id_ed25519`` gave the
+    plugin the key to read, and ``proc.exec:`` of caplet's own database every
+    plugin's ``ctx.kv`` on a user's host, where the worker has caplet's uid.
     """
     with os.fdopen(_open_regular(path), "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
@@ -250,6 +254,12 @@ def _check_runnable(path: str) -> None:
     if not mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH) or not (
         head.startswith((_ELF_MAGIC, b"#!"))
     ):
+        if not interpreter:
+            raise SandboxError(
+                f"proc.exec program {path!r} is not executable (an ELF program or a script "
+                "with an execute bit): the kernel cannot run it, and the jail would only "
+                "show it to the plugin, readable; declare a program"
+            )
         raise SandboxError(
             f"proc.exec program {path!r} is not executable (an ELF program or a script "
             "with an execute bit), but a program's #! line or ELF header names it as its "
