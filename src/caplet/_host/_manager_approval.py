@@ -3,7 +3,9 @@
 ``approve`` needs an audit of the current hash that the policy's risk limit
 and the danger gate allow (``_trust_refusal``, which enabling asks too).
 Apart from enabling: an approval persists in the store, an enable lasts
-for this process.
+for this process. An enable on an approval claims the ``ctx.kv`` entries
+written before caplet kept plugin places (``_claim_unlocated``), which the
+approval vouches for.
 """
 
 from __future__ import annotations
