@@ -232,9 +232,13 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         except (CapabilityError, PolicyError) as exc:
             return self._refuse(name, "enable", str(exc))
         try:
-            # A writer another process enabled over what this one imports (round 19).
-            check_code_against(name, self._code_folders(), self._run_directory().peer_plans())
-        except CapabilityError as exc:
+            # What this process imports, for its peers (sys.path may have changed), and
+            # a writer another process enabled over it (round 19).
+            code = self._code_folders()
+            run = self._run_directory()
+            run.publish_code(code)
+            check_code_against(name, code, run.peer_plans())
+        except (CapabilityError, StoreError) as exc:
             return self._refuse(name, "enable", str(exc))
         if (
             approved

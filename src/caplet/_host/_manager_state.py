@@ -12,6 +12,7 @@ so that each of those reads one state and none imports another sideways.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -238,13 +239,11 @@ class ManagerState:
 
     def _run_directory(self) -> RunDir:
         if self._run is None:
-            run = RunDir(self.state_dir)
-            try:
-                run.publish_code(self._code_folders())
-            except StoreError:
-                run.close()
-                raise
-            self._run = run
+            self._run = RunDir(self.state_dir)
+            # Best effort here (an audit, an approval on a full disk fail on their own
+            # writes, as before); every enable publishes again and fails closed.
+            with contextlib.suppress(StoreError):
+                self._run.publish_code(self._code_folders())
         return self._run
 
     def _code_folders(self) -> tuple[tuple[Path, bool], ...]:
