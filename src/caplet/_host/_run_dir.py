@@ -67,7 +67,7 @@ _CODE = "code.json"
 class RunDir:
     """One host's private run directory under ``<state dir>/run``; removed by :meth:`close`."""
 
-    __slots__ = ("_lock", "_lock_fd", "path")
+    __slots__ = ("_code", "_lock", "_lock_fd", "path")
 
     def __init__(self, state_dir: Path) -> None:
         try:
@@ -80,6 +80,7 @@ class RunDir:
                 f"({exc.strerror}); check that the state directory is writable"
             ) from exc
         self._lock = Path(lock)
+        self._code: tuple[tuple[Path, bool], ...] | None = None
         self.path = self._lock.with_name(self._lock.name[: -len(_LOCK)])
         try:
             self.path.mkdir(mode=0o700)
@@ -137,13 +138,17 @@ class RunDir:
         """Tell the other hosts the folders this one runs Python code from (its
         ``sys.path``, its runtime, its plugins), each with whether a grant inside it is
         refused too: a writable grant another process gives over one of them runs a
-        plugin's module here (red team round 19). StoreError when it cannot be written."""
+        plugin's module here (red team round 19). Written again only when they changed
+        (an enable publishes them). StoreError when it cannot be written."""
+        if tuple(folders) == self._code:
+            return
         temporary = self.path / f".{_CODE}.{os.getpid()}"
         try:
             temporary.write_text(
                 json.dumps([[str(path), inside] for path, inside in folders]), encoding="utf-8"
             )
             temporary.replace(self.path / _CODE)
+            self._code = tuple(folders)
         except OSError as exc:
             temporary.unlink(missing_ok=True)
             raise StoreError(
