@@ -69,6 +69,8 @@ SECURITY_TESTS = (
     "tests/_selftest/",
     "tests/plugins/",
     "tests/_host/test_grant_check.py",
+    "tests/_host/test_program_reach.py",
+    "tests/_host/test_peer_code.py",
     "tests/_host/test_run_dir.py",
     "tests/_host/test_host_state.py",
     "tests/_host/test_guest.py",

@@ -101,8 +101,14 @@ def test_get_reaches_the_server_through_the_checked_address(
             allowed=True,
             outcome="status 200",
             capability=f"net.http:https://api.example.test:{https_server.port}",
-            sent_bytes=0,
-            received_bytes=len(response.body),
+            # The request's and the response's heads count too (red team round 19).
+            sent_bytes=len(b"GET /echo?q=1 HTTP/1.1\r\n")
+            + sum(len(name) + len(value) + 4 for name, value in headers.items())
+            + 2,
+            received_bytes=len(b"HTTP/1.1 200 OK\r\n")
+            + sum(len(name) + len(value) + 4 for name, value in response.headers)
+            + 2
+            + len(response.body),
         )
     ]
     assert response.body, "the metrics count bytes that crossed: a body came back"
@@ -790,7 +796,8 @@ def test_data_budget(harness: Harness, https_server: RunningServer) -> None:
     with pytest.raises(RateLimitError) as exc:
         broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(https_server)}/bytes/600"))
     assert str(exc.value).startswith("data budget exhausted: plugin 'fetcher', GET ")
-    assert "the response exceeds the 400 bytes left of the plugin's data budget" in str(exc.value)
+    # 400 bytes less both heads of the first exchange (red team round 19).
+    assert "bytes left of the plugin's data budget (1000 per hour)" in str(exc.value)
     with pytest.raises(RateLimitError) as exc:
         broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(https_server)}/bytes/1"))
     assert exc.value.category == "data budget exhausted"

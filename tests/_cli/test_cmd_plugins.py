@@ -145,3 +145,34 @@ def test_approve_and_info_show_the_text_the_agent_will_read_escaped(tmp_path: Pa
         ), command
         assert "\u200b" not in out, command
         assert "\u202e" not in out, command
+
+
+def test_approve_and_info_show_what_a_program_brings(tmp_path: Path) -> None:
+    """Red team round 19: approving ``proc.exec:TOOL`` approved the interpreter TOOL's
+    ``#!`` line names (bound into the jail, executable, with it) without showing it.
+    `caplet approve` and `caplet info` show it now, and the approval records it."""
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
+    tool.chmod(0o755)
+    folder = tmp_path / "plugins" / "runner"
+    folder.mkdir(parents=True)
+    (folder / "plugin.py").write_text(
+        'def create_functions(config):\n    return {"main": {"run": lambda: 1}}\n'
+    )
+    (folder / "plugin.toml").write_text(
+        'name = "runner"\nversion = "1.0.0"\ndescription = "runs a tool"\n'
+        f'entry = "plugin.py"\ncapabilities = ["proc.exec:{tool}"]\n'
+        '[modules.main]\nfunctions = ["run"]\n'
+    )
+    common = ("-p", "plugins", "--state-dir", str(tmp_path / "state"))
+    for command in (("info", "runner"), ("approve", "runner", "--yes")):
+        result = caplet(*command, *common, cwd=tmp_path)
+        assert result.returncode == 0, (command, result.stderr)
+        assert f"runs:                  proc.exec:{tool}: {tool}, a script for /bin/sh" in (
+            result.stdout
+        ), command
+    shown = document(caplet("info", "runner", *common, "--json", cwd=tmp_path))
+    (line,) = shown["programs"]
+    assert isinstance(line, str)
+    assert line.startswith(f"proc.exec:{tool}: {tool}, a script for /bin/sh")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from caplet._errors import SandboxError
-from caplet._sandbox._programs import link_hops, program_grants
+from caplet._sandbox._programs import link_hops, program_chain, program_grants
 
 
 def test_dynamic_program_brings_its_elf_interpreter() -> None:
@@ -183,3 +184,59 @@ def test_a_malformed_elf_header_is_a_refusal_not_a_traceback(tmp_path: Path) -> 
         f"cannot read proc.exec program {str(patched)!r}: its ELF header is malformed "
         "(ValueError); the kernel cannot run it either"
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [("#!/usr/bin/env python3", "python3"), ("#!/usr/bin/env -S python3 -u", "python3")],
+)
+def test_a_script_run_through_env_is_refused_with_the_line_and_the_fix(
+    tmp_path: Path, line: str, name: str
+) -> None:
+    """Red team round 19: ``#!/usr/bin/env NAME`` looks NAME up on PATH inside the jail,
+    so the program it runs is neither shown in the approval nor bound in the jail:
+    refused at enable, naming the script, its line and the one-line fix."""
+    script = tmp_path / "tool"
+    script.write_text(f"{line}\nprint('hi')\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError) as exc:
+        program_grants(str(script), search_path="/usr/bin:/bin")
+    assert str(exc.value) == (
+        f"proc.exec program {str(script)!r} is a script whose first line is {line!r}: "
+        f"/usr/bin/env looks {name!r} up on PATH when the script runs, inside the jail, so "
+        "the program it runs would be neither shown in the approval nor bound in the jail; "
+        "write the interpreter's absolute path in the #! line "
+        f"(#!{shutil.which(name, path='/usr/bin:/bin')} on this host)"
+    )
+
+
+def test_env_itself_as_the_program_is_no_script_and_is_granted() -> None:
+    # The near miss: proc.exec:env (a shell-or-interpreter the composition lint names)
+    # is the program itself, not a script's #! line: granted as before.
+    chain = program_chain("env", search_path="/usr/bin:/bin")
+    assert Path(chain.steps[0].real).name == "env"
+    assert [step.named_by for step in chain.steps[1:]] == ["ELF"]
+
+
+def test_a_chain_describes_every_file_the_kernel_runs(tmp_path: Path) -> None:
+    script = tmp_path / "tool"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    chain = program_chain(str(script))
+    shell = os.path.realpath("/bin/sh")
+    assert chain.describe().startswith(
+        f"{script}, a script for /bin/sh"
+        + (f" (-> {shell})" if shell != "/bin/sh" else "")
+        + ", loaded by /"
+    )
+    assert [g.path for g in chain.grants] == [g.path for g in program_grants(str(script))]
+
+
+def test_a_relative_interpreter_is_refused(tmp_path: Path) -> None:
+    """Red team round 19: ``#!bin/helper`` was opened in the host's current directory and
+    granted by its relative name; the kernel finds it in whatever directory runs it."""
+    script = tmp_path / "tool"
+    script.write_text("#!bin/helper\necho hi\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError, match=r"names its interpreter 'bin/helper' by a relative"):
+        program_chain(str(script))

@@ -707,7 +707,7 @@ def test_version_6_approvals_open_without_agent_text(state_dir: Path) -> None:
         assert new.agent_text == ("description: d",)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     conn.close()
 
 
@@ -736,7 +736,37 @@ def test_version_7_approvals_open_without_a_location(state_dir: Path) -> None:
         assert new.location == "/srv/plugins/old"
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    conn.close()
+
+
+def test_version_10_approvals_open_without_programs(state_dir: Path) -> None:
+    """Schema 11 (red team round 19): approvals record the files each proc.exec program
+    brought. A database of schema 10 opens, its approvals read with ``programs`` None
+    (compared with nothing), and new approvals record them."""
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:11]) == 10
+    conn.execute(
+        "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+        "verdict, version, requires, defaults, hooks, agent_text, location) VALUES ('old', ?, "
+        "'[]', 1.0, 'LOW', 'approve', '1.0.0', '[]', '{}', '[]', '[]', '/srv/plugins/old')",
+        (HASH_A,),
+    )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        old = store.get_approval("old")
+        assert old is not None
+        assert (old.location, old.programs) == ("/srv/plugins/old", None)
+        shown = ("proc.exec:tool: /opt/tool, a script for /usr/bin/python3",)
+        store.put_approval(replace(old, name="new", programs=shown))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.programs == shown
+        assert store.check() == ()
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     conn.close()
 
 
@@ -800,7 +830,7 @@ def test_version_8_kv_and_quarantine_go_to_the_place_their_approval_records(
             "cause is fixed"
         ) in warnings[1].message
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     conn.close()
 
 
@@ -851,7 +881,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     conn.close()
 
 

@@ -269,7 +269,7 @@ class HttpBroker(HttpWire):
                     outcome=exc.category,
                     detail=detail,
                     capability=grant_text,
-                    sent=len(hop.body),
+                    sent=tally.sent,
                     received=tally.received,
                 )
                 raise
@@ -282,8 +282,8 @@ class HttpBroker(HttpWire):
                 outcome=f"status {answer.status}",
                 detail="; ".join(notes),
                 capability=grant_text,
-                sent=len(hop.body),
-                received=len(answer.body),
+                sent=tally.sent,
+                received=tally.received,
             )
             if answer.location is None:
                 return HttpResponse(answer.status, answer.headers, answer.body, str(hop.url))

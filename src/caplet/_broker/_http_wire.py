@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 import httpx
 
 from caplet._broker._addresses import IPAddress, connect_address
-from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Tally
+from caplet._broker._headers import header_bytes
+from caplet._broker._http_hop import _Answer, _Deadline, _Hop, _Meter, _Tally
 from caplet._broker._limits import Clock, RateLimiter
 from caplet._broker._messages import broker_error
 from caplet._broker._model import BrokerDecision
@@ -41,7 +42,7 @@ from caplet._errors import (
 )
 from caplet._watchdog import SocketWatchdog
 
-__all__ = ["DecisionSink", "HttpWire"]
+__all__ = ["DecisionSink", "HttpWire", "sent_bytes"]
 
 
 #: Receives one :class:`BrokerDecision` per hop; an exception it raises aborts the fetch.
@@ -92,7 +93,8 @@ class HttpWire:
         tally: _Tally,
     ) -> _Answer:
         """Send the hop to the first checked address that accepts a connection."""
-        self._limiter.spend(plugin, len(hop.body))
+        tally.sent = sent_bytes(hop)
+        self._limiter.spend(plugin, tally.sent)
         failure: BrokerError | None = None
         for address in dict.fromkeys(connect_address(a) for a in addresses):
             try:
@@ -119,17 +121,25 @@ class HttpWire:
         if remaining <= 0.0:
             raise self._timeout(plugin, hop, deadline)
         number = str(address) if isinstance(address, IPv4Address) else f"[{address}]"
+        budget = self._limiter.budget_left(plugin)
+        meter = _Meter(budget, lambda: self._over_budget(plugin, hop, budget))
 
         def trace(event: str, info: dict[str, Any]) -> None:
+            stream = info.get("return_value")
             if event == "connection.connect_tcp.complete":
-                stream = info.get("return_value")
                 watchdog.attach(None if stream is None else stream.get_extra_info("socket"))
+            # Both streams: after TLS starts, the plaintext is read from the second.
+            if stream is not None and event in (
+                "connection.connect_tcp.complete",
+                "connection.start_tls.complete",
+            ):
+                meter.attach(stream)
 
         try:
             request = httpx.Request(
                 hop.method,
                 f"{url.scheme}://{number}:{url.port}{url.target}",
-                headers=[("Host", url.authority), *hop.headers, ("Accept-Encoding", "identity")],
+                headers=list(_wire_headers(hop)),
                 content=hop.body or None,
                 extensions={
                     "timeout": {
@@ -157,7 +167,7 @@ class HttpWire:
             ) as transport:
                 response = transport.handle_request(request)
                 try:
-                    return self._read(plugin, hop, response, deadline, tally)
+                    return self._read(plugin, hop, response, deadline)
                 finally:
                     watchdog.attach(None)
                     response.close()
@@ -165,6 +175,10 @@ class HttpWire:
             raise
         except _FOREIGN as exc:
             raise self._translate(plugin, hop, exc, deadline, watchdog) from exc
+        finally:
+            # Whatever crossed the wire, refused or not, is charged and reported.
+            self._limiter.spend(plugin, meter.received)
+            tally.received = meter.received
 
     def _read(
         self,
@@ -172,8 +186,12 @@ class HttpWire:
         hop: _Hop,
         response: httpx.Response,
         deadline: _Deadline,
-        tally: _Tally,
     ) -> _Answer:
+        """The answer of ``response``: a redirect's Location, or the body within the limit.
+
+        The plugin's data budget is the meter's (``_exchange``): every byte read,
+        the head's as well as the body's.
+        """
         headers = tuple(
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in response.headers.raw
@@ -207,29 +225,25 @@ class HttpWire:
         ):
             raise self._too_large(plugin, hop, f"declares {int(declared)} bytes")
         body = bytearray()
-        budget = self._limiter.budget_left(plugin)
-        try:
-            for chunk in response.iter_raw(_CHUNK):
-                body += chunk
-                if len(body) > limit:
-                    raise self._too_large(plugin, hop, f"exceeds {limit} bytes")
-                if len(body) > budget:
-                    raise broker_error(
-                        RateLimitError,
-                        plugin=plugin,
-                        method=hop.method,
-                        url=hop.url.redacted(),
-                        reason=f"the response exceeds the {budget} bytes left of the plugin's "
-                        f"data budget ({self.policy.bytes_per_hour} per hour)",
-                        fix="retry later, or raise NetworkPolicy.bytes_per_hour",
-                        category="data budget exhausted",
-                    )
-                if deadline.expired:
-                    raise self._timeout(plugin, hop, deadline)
-        finally:
-            self._limiter.spend(plugin, len(body))
-            tally.received = len(body)
+        for chunk in response.iter_raw(_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                raise self._too_large(plugin, hop, f"exceeds {limit} bytes")
+            if deadline.expired:
+                raise self._timeout(plugin, hop, deadline)
         return _Answer(response.status_code, headers, bytes(body), None)
+
+    def _over_budget(self, plugin: str, hop: _Hop, budget: int) -> RateLimitError:
+        return broker_error(
+            RateLimitError,
+            plugin=plugin,
+            method=hop.method,
+            url=hop.url.redacted(),
+            reason=f"the response exceeds the {budget} bytes left of the plugin's "
+            f"data budget ({self.policy.bytes_per_hour} per hour)",
+            fix="retry later, or raise NetworkPolicy.bytes_per_hour",
+            category="data budget exhausted",
+        )
 
     def _too_large(self, plugin: str, hop: _Hop, what: str) -> SizeLimitError:
         return broker_error(
@@ -349,6 +363,18 @@ class HttpWire:
                 received_bytes=received,
             )
         )
+
+
+def _wire_headers(hop: _Hop) -> tuple[tuple[str, str], ...]:
+    """The header lines a hop sends: its own, between the broker's Host and Accept-Encoding."""
+    return (("Host", hop.url.authority), *hop.headers, ("Accept-Encoding", "identity"))
+
+
+def sent_bytes(hop: _Hop) -> int:
+    """What a hop puts on the wire: its request line, header lines and body (headers
+    are the plugin's to choose too, up to ``max_request_bytes``: charged like a body)."""
+    line = len(f"{hop.method} {hop.url.target} HTTP/1.1\r\n".encode())
+    return line + header_bytes(_wire_headers(hop)) + 2 + len(hop.body)
 
 
 class _NotConnectedError(Exception):

@@ -4,6 +4,7 @@ release, new, demo."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -29,6 +30,7 @@ from caplet._errors import ManifestError
 from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import changed_while_shown
 from caplet._host._defaults import default_reach
+from caplet._host._program_reach import program_reach
 from caplet._host._records import Outcome
 from caplet._manifest._model import Manifest
 
@@ -77,6 +79,8 @@ def info_command(run: Run, *, name: Name) -> None:
     document = plugin_json(info, detail=True)
     lint = lint_composition(info.manifest.capabilities)
     document["composition"] = [jsonable(f) for f in lint]
+    programs = program_reach(info.manifest.capabilities)
+    document["programs"] = list(programs)
     document["isolation"] = host.isolation
     hooks = host.hook_status(name)
     document["hooks"] = [jsonable(status) for status in hooks]
@@ -103,6 +107,7 @@ def info_command(run: Run, *, name: Name) -> None:
     print_hook_statuses(out.console, hooks)
     declared = ", ".join(safe_line(c.declared) for c in m.capabilities) or "none"
     out.say(plain(f"  capabilities: {declared}"))
+    _say_programs(out, programs)
     for field in m.config:
         default = "******" if field.secret and field.default is not None else field.default
         flags = " (always asked)" if field.always_prompt else ""
@@ -152,6 +157,7 @@ def approve_command(
         for declared, reach in default_reach(info.manifest):
             shown = "nothing until the operator sets a value" if reach is None else reach
             out.say(plain(f"  by default:            {declared} -> {shown}"))
+        _say_programs(out, program_reach(info.manifest.capabilities))
         _say_agent_text(out, info.manifest)
     if not yes:
         if run.as_json or not sys.stdin.isatty():
@@ -174,6 +180,13 @@ def approve_command(
     document.update({"ok": True, "approval": jsonable(host.get_approval_record(name))})
     out.emit(document)
     out.say(Text("approved ", style="green") + plain(f"{name}: {outcome.reason}", multiline=True))
+
+
+def _say_programs(out: Out, programs: Sequence[str]) -> None:
+    """The files each proc.exec program brings on this host, which the approval pins: a
+    script's #! interpreter runs with it, and the plugin may run it too (round 19)."""
+    for line in programs:
+        out.say(plain(f"  runs:                  {line}"))
 
 
 def _say_agent_text(out: Out, manifest: Manifest) -> None:

@@ -124,6 +124,9 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
             origin = "the plugin's default" if one.by_default else "as configured"
             what = f"{one.value} ({origin})"
         console.print(plain(f"  which reaches:      {one.declared} -> {what}", "bold"))
+    for line in request.programs:
+        # A program's #! interpreter and loader are granted with it (red team round 19).
+        console.print(plain(f"  which runs:         {line}", "bold"))
     if request.requires:
         console.print(plain(f"  it requires: {', '.join(request.requires)}"))
     if request.composition:

@@ -52,6 +52,7 @@ from caplet._host._agent_text import AgentTextChange, agent_text_change, moved_d
 from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
 from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
 from caplet._host._policy import TrustTier
+from caplet._host._program_reach import program_changes
 from caplet._manifest._model import Manifest
 from caplet._trust._source import PluginSource
 from caplet._trust._store import ApprovalRecord, ApprovedDefaults
@@ -110,7 +111,10 @@ class Widening:
     risks when higher; ``agent_text`` how the text it sends to the agent
     differs from the approved text (:mod:`caplet._host._agent_text`);
     ``moved`` the ``(now, approved)`` places when the content is not where
-    the approved plugin was: another plugin of the same name (attack13d).
+    the approved plugin was: another plugin of the same name (attack13d);
+    ``programs`` how the files a ``proc.exec`` program brings on this host
+    (its ``#!`` interpreter, its loader) differ from the approved ones
+    (:mod:`caplet._host._program_reach`, red team round 19).
     """
 
     capabilities: CapabilityDiff
@@ -121,11 +125,13 @@ class Widening:
     hooks_added: tuple[str, ...] = ()
     agent_text: AgentTextChange | None = None
     moved: tuple[str, str] | None = None
+    programs: tuple[str, ...] = ()
 
     @property
     def widens(self) -> bool:
         return bool(
             self.moved
+            or self.programs
             or self.capabilities.added
             or self.defaults
             or self.requires_added
@@ -150,6 +156,7 @@ class Widening:
             and (self.agent_text is None or self.agent_text.unrecorded)
             and not (
                 self.moved
+                or self.programs
                 or self.capabilities.added
                 or self.requires_added
                 or self.hooks_added
@@ -202,6 +209,7 @@ def widening(
     risk: RiskLevel | None = None,
     approved_location: str | None = None,
     location: str | None = None,
+    programs: tuple[str, ...] = (),
 ) -> Widening:
     """What *manifest* asks for beyond what was approved.
 
@@ -215,7 +223,8 @@ def widening(
     (:func:`caplet._host._agent_text.agent_text`; ``None``: not recorded, so
     none of *manifest*'s is vouched for). *approved_location* is where the
     approved plugin was and *location* where this content is (either ``None``:
-    not compared).
+    not compared). *programs* are the changes of the programs' files
+    (:func:`caplet._host._program_reach.program_changes`).
     """
     diff = diff_capabilities(approved, manifest.capabilities)
     defaults = default_changes(
@@ -248,6 +257,7 @@ def widening(
     return Widening(
         capabilities=diff,
         moved=moved,
+        programs=programs,
         requires_added=added,
         hooks_added=hooks_added,
         downgrade=down,
@@ -275,10 +285,11 @@ def widening_since(
     config: Mapping[str, ConfigValue] | None = None,
     explicit: Collection[str] = (),
     location: str | None = None,
+    programs: Sequence[str] | None = None,
 ) -> Widening | None:
     """How *manifest* (audited *audit*, configured *config*, of which the operator set
-    *explicit*, found at *location*) widens *approval*; None when the approval cannot
-    tell."""
+    *explicit*, found at *location*, its programs bringing the files *programs* says:
+    None, not compared) widens *approval*; None when the approval cannot tell."""
     if approval.version is None or approval.requires is None:
         return None
     approved = parse_approved(
@@ -300,6 +311,7 @@ def widening_since(
         risk=audit.risk_level,
         approved_location=approval.location,
         location=location,
+        programs=program_changes(approval.programs, programs or ()),
     )
 
 
@@ -311,8 +323,10 @@ def consent_need(
     config: Mapping[str, ConfigValue] | None = None,
     explicit: Collection[str] = (),
     location: str | None = None,
+    programs: Sequence[str] | None = None,
 ) -> tuple[ConsentReason, Widening | None] | None:
-    """Why enabling *manifest*'s content, which *approval* does not name, needs consent.
+    """Why enabling *manifest*'s content, which *approval* does not name (or whose
+    programs now bring other files than it recorded), needs consent.
 
     None when it does not: the earlier approval covers everything it asks for.
     """
@@ -320,7 +334,13 @@ def consent_need(
         return ConsentReason.NOT_APPROVED, None
     try:
         change = widening_since(
-            approval, manifest, audit, config=config, explicit=explicit, location=location
+            approval,
+            manifest,
+            audit,
+            config=config,
+            explicit=explicit,
+            location=location,
+            programs=programs,
         )
     except CapabilityError:
         change = None  # an approval whose capabilities no longer parse vouches for nothing
@@ -345,6 +365,7 @@ def describe_widening(change: Widening) -> list[str]:
             f"{approved}"
         )
     lines += [f"adds capability {c.declared}" for c in change.capabilities.added]
+    lines += list(change.programs)
     lines += [d.describe() for d in change.defaults]
     lines += [f"now requires plugin {name!r}" for name in change.requires_added]
     lines += [f"now subscribes to application event {event!r}" for event in change.hooks_added]
@@ -390,6 +411,9 @@ class ConsentRequest:
     approval: ApprovalRecord | None = None
     widening: Widening | None = None
     agent_text: tuple[str, ...] = ()
+    #: One line per ``proc.exec`` program: the files it brings on this host, its
+    #: ``#!`` interpreter and loader among them (:mod:`caplet._host._program_reach`).
+    programs: tuple[str, ...] = ()
 
     @property
     def vouched_text(self) -> bool:
@@ -442,6 +466,13 @@ def why_consent(
             f"plugin {name!r} changed since {since} (now {content_hash}), and that approval "
             "predates caplet recording the defaults of templated capabilities, so it cannot "
             "vouch for what they reach by default: " + "; ".join(describe_widening(change))
+        )
+    if approval.content_hash == content_hash:
+        # The approved content itself: what changed is on the host (a program's #!
+        # interpreter, red team round 19).
+        return (
+            f"plugin {name!r} is approved at {content_hash}, but what it runs on this host "
+            "changed since: " + "; ".join(describe_widening(change))
         )
     return (
         f"plugin {name!r} changed since {since} (now {content_hash}) and asks for more: "

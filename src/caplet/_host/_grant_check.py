@@ -49,11 +49,13 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._errors import CapabilityError, SandboxError
+from caplet._host._inode_chain import Node, chain_from_fd, inode_chain
 from caplet._host._mirrors import read_mount_table
 from caplet._host._program_names import linked_and_writable
+from caplet._host._program_reach import reach_line
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
-from caplet._sandbox._programs import link_hops, program_grants
+from caplet._sandbox._programs import link_hops, program_chain
 from caplet._sandbox._resolve import (
     GrantPathError,
     access_problem,
@@ -62,12 +64,23 @@ from caplet._sandbox._resolve import (
 from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 from caplet._trust._sqlite import SqliteStore
 
-__all__ = ["GrantPlan", "ProtectedPaths", "check_against", "plan_grants", "store_directory"]
+__all__ = [
+    "GrantPlan",
+    "ProtectedPaths",
+    "check_against",
+    "plan_grants",
+    "store_directory",
+]
 
 
 _IMPORTS = (
     "a folder the host imports Python modules from (sys.path): a module written there "
     "would run in the host, outside every sandbox layer"
+)
+_PEER_CODE = (
+    "a folder another live caplet process on this state directory runs Python code from "
+    "(its sys.path, its runtime or its plugins): a module written there would run in that "
+    "process, outside every sandbox layer"
 )
 
 
@@ -101,6 +114,11 @@ class ProtectedPaths:
     #: ``PYTHONPATH``, the script's or current folder), each with whether a grant *inside*
     #: it is refused too (round 17: a module written there ran in the host).
     imports: tuple[tuple[Path, bool], ...] = ()
+    #: The folders the *other* live caplet processes on this state directory run Python
+    #: code from (their ``sys.path``, runtime and plugins: ``RunDir.publish_code``), each
+    #: with whether a grant inside it is refused too. Another process's ``PYTHONPATH`` or
+    #: script folder is not this one's (red team round 19).
+    peer_code: tuple[tuple[Path, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +131,9 @@ class GrantPlan:
     notes: tuple[str, ...] = ()
     #: The approved programs and their interpreters, resolved at enable (executable).
     programs: tuple[PathGrant, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Node:
-    """One directory on the way up from a protected path: its identity and path."""
-
-    device: int
-    inode: int
-    path: str
+    #: One line per program: the files it brings (:mod:`caplet._host._program_reach`),
+    #: compared with the approval's.
+    reach: tuple[str, ...] = ()
 
 
 def plan_grants(
@@ -146,9 +158,9 @@ def plan_grants(
     grants, masks, notes = _plan_paths(plugin, fs, protected(), identity) if fs else ([], [], [])
     others = {name: plan for name, plan in (enabled or {}).items() if name != plugin}
     writable_grants = [grant for grant in grants if grant.writable]
-    programs = _plan_programs(plugin, capabilities, writable_grants, others, identity)
+    programs, reach = _plan_programs(plugin, capabilities, writable_grants, others, identity)
     _refuse_over_programs(plugin, writable_grants, others)
-    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs)
+    return GrantPlan(tuple(grants), tuple(masks), tuple(notes), programs, reach)
 
 
 def check_against(plugin: str, plan: GrantPlan, others: Mapping[str, GrantPlan]) -> None:
@@ -208,12 +220,12 @@ def _plan_paths(
     grants: list[PathGrant] = []
     masks: list[str] = []
     notes: list[str] = []
-    state_chain = _chain(protected.state_dir)
-    store_chain = _chain(protected.store_dir) if protected.store_dir is not None else []
+    state_chain = inode_chain(protected.state_dir)
+    store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
     state_chains = [
         state_chain,
         store_chain,
-        *(_chain(path) for path in protected.other_states),
+        *(inode_chain(path) for path in protected.other_states),
     ]
     for capability in capabilities:
         writable = capability.kind is CapabilityKind.FS_WRITE
@@ -224,7 +236,7 @@ def _plan_paths(
             raise CapabilityError(f"{where}: {exc}") from exc
         try:
             info = os.fstat(fd)
-            own = _chain_from_fd(fd, capability.root)
+            own = chain_from_fd(fd, capability.root)
             _refuse_inside_state(where, own, state_chain, protected.state_dir)
             if protected.store_dir is not None:
                 _refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
@@ -263,10 +275,12 @@ def _plan_programs(
     writable: Sequence[PathGrant],
     others: Mapping[str, GrantPlan],
     identity: WorkerIdentity,
-) -> tuple[PathGrant, ...]:
-    """The approved programs' executable grants; none inside any writable grant, and
-    none a worker may write that has another name (a hard link) anywhere."""
+) -> tuple[tuple[PathGrant, ...], tuple[str, ...]]:
+    """The approved programs' executable grants, none inside any writable grant, and
+    none a worker may write that has another name (a hard link) anywhere; and the
+    line of each program (what it brings)."""
     found: list[PathGrant] = []
+    reach: list[str] = []
     for capability in capabilities:
         if not isinstance(capability, ProcExecCapability):
             continue
@@ -275,7 +289,8 @@ def _plan_programs(
             (other, [g for g in plan.grants if g.writable]) for other, plan in others.items()
         ]
         try:
-            grants = program_grants(capability.program, search_path=os.environ.get("PATH"))
+            chain = program_chain(capability.program, search_path=os.environ.get("PATH"))
+            grants = chain.grants
             held_by = [
                 (grant, owner, *_program_holder(grant.path, theirs))
                 for grant in grants
@@ -297,7 +312,8 @@ def _plan_programs(
             if problem:
                 raise CapabilityError(f"{where}: {problem}")
         found += grants
-    return tuple(found)
+        reach.append(reach_line(capability, chain.describe()))
+    return tuple(found), tuple(reach)
 
 
 def _program_holder(program: str, writable: Sequence[PathGrant]) -> tuple[PathGrant | None, str]:
@@ -335,6 +351,7 @@ def _refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writabl
             (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
             *((path, "an installed plugin's code", True) for path in protected.installed),
             *((path, _IMPORTS, inside) for path, inside in protected.imports),
+            *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
             (protected.lockfile, "the lock file", False),
             *(
                 (path, "the policy file", False)
@@ -376,7 +393,7 @@ def _writable_holding(path: str, writable: Sequence[PathGrant]) -> PathGrant | N
     except OSError:
         return None
     chain = {(info.st_dev, info.st_ino)}
-    chain |= {(node.device, node.inode) for node in _chain(Path(path).parent)}
+    chain |= {(node.device, node.inode) for node in inode_chain(Path(path).parent)}
     for grant in writable:
         if (grant.device, grant.inode) in chain:
             return grant
@@ -400,8 +417,8 @@ def _ownership_fix(path: str, identity: WorkerIdentity, *, writable: bool) -> st
 
 def _refuse_inside_state(
     where: str,
-    own: list[_Node],
-    state_chain: list[_Node],
+    own: list[Node],
+    state_chain: list[Node],
     state_dir: Path,
     what: str = "state directory",
 ) -> None:
@@ -418,7 +435,7 @@ def _refuse_inside_state(
         )
 
 
-def _refuse_inside_any_state(where: str, fd: int, own: list[_Node]) -> None:
+def _refuse_inside_any_state(where: str, fd: int, own: list[Node]) -> None:
     """No grant is, or lies inside, *any* caplet state directory: another project's
     (``CAPLET_STATE_DIR`` per project), another host's of the same user. A state
     directory is known by its database (``caplet.db``); with ``fs.write`` there a
@@ -460,7 +477,7 @@ def _refuse_kernel_interfaces(where: str, path: str) -> None:
             )
 
 
-def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPaths) -> None:
+def _refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths) -> None:
     """A writable grant contains none of caplet's own files, nor lies among them.
 
     ``own`` is the grant and the directories above it. The lock file's
@@ -489,10 +506,11 @@ def _refuse_writable_over(where: str, own: list[_Node], protected: ProtectedPath
         (protected.plugins_dir, "the plugins directory (other plugins' code)", True),
         *((path, "an installed plugin's code", True) for path in protected.installed),
         *((path, _IMPORTS, inside) for path, inside in protected.imports),
+        *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
     for path, what, nor_inside in guarded:
-        chain = _chain(path)
+        chain = inode_chain(path)
         if any((node.device, node.inode) == inode for node in chain):
             raise CapabilityError(
                 f"{where} is writable and contains {path}, {what}; a plugin may never "
@@ -521,7 +539,7 @@ def store_directory(store: object) -> Path | None:
     return store.state_dir if isinstance(store, SqliteStore) else None
 
 
-def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[_Node]) -> str:
+def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[Node]) -> str:
     """Where, inside the grant ``root``, caplet's state directory appears ("" if not in it)."""
     if not state_chain:
         return ""
@@ -531,33 +549,3 @@ def _hidden_state(root: str, inode: tuple[int, int], state_chain: list[_Node]) -
             relative = state[len(node.path.rstrip("/")) :]
             return root.rstrip("/") + relative if relative else root
     return ""
-
-
-def _chain(path: Path) -> list[_Node]:
-    """(device, inode, path) of ``path`` resolved and of every directory above it, up to /.
-
-    Empty when the path does not exist (nothing of it can be granted).
-    """
-    try:
-        current = path.resolve()
-    except OSError:
-        return []
-    nodes: list[_Node] = []
-    while True:
-        try:
-            info = current.stat()
-        except OSError:
-            return nodes
-        nodes.append(_Node(info.st_dev, info.st_ino, str(current)))
-        if current == current.parent:
-            return nodes
-        current = current.parent
-
-
-def _chain_from_fd(fd: int, path: str) -> list[_Node]:
-    """The grant itself (its pinned descriptor) and the directories above its path."""
-    info = os.fstat(fd)
-    nodes = [_Node(info.st_dev, info.st_ino, path)]
-    if path != "/":
-        nodes += _chain(Path(path).parent)
-    return nodes

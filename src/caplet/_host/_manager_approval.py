@@ -3,7 +3,9 @@
 ``approve`` needs an audit of the current hash that the policy's risk limit
 and the danger gate allow (``_trust_refusal``, which enabling asks too).
 Apart from enabling: an approval persists in the store, an enable lasts
-for this process.
+for this process. An enable on an approval claims the ``ctx.kv`` entries
+written before caplet kept plugin places (``_claim_unlocated``), which the
+approval vouches for.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from caplet._host._consent import (
 from caplet._host._defaults import template_defaults
 from caplet._host._gates import danger_message, uncovered_dangers
 from caplet._host._manager_discover import ManagerDiscover
+from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
+from caplet._host._program_reach import program_reach
 from caplet._host._records import (
     Outcome,
 )
+from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
 __all__ = ["ManagerApproval"]
@@ -72,6 +77,8 @@ class ManagerApproval(ManagerDiscover):
                 hooks=tuple(h.event for h in record.manifest.hooks),
                 agent_text=agent_text(record.manifest),
                 location=record.location,
+                # What each program brings on this host, as `caplet approve` showed it.
+                programs=program_reach(record.manifest.capabilities),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
@@ -98,6 +105,40 @@ class ManagerApproval(ManagerDiscover):
         """The stored approval, even if stale (compare its hash to check)."""
         self._record(name)
         return self.store.get_approval(name)
+
+    def _claim_unlocated(
+        self, record: PluginRecord, approval: ApprovalRecord, *, approved: bool
+    ) -> None:
+        """Give *record* the ``ctx.kv`` entries of its name written before caplet kept
+        places (``_store.UNLOCATED``) when the approval it was enabled on vouches for its
+        place: one that records this place (its content, or a new version it carried over
+        to), or one recorded before places were when this is its very content (the
+        obvious case: the plugin whose approval stood when they were written). A person's
+        decision about this plugin, never a default: a plugin enabled on a one-off
+        consent, a carry-over from an approval that names no place, another project's
+        plugin, and locked mode claim nothing (decide14)."""
+        if approval.location is None and not approved:
+            return
+        if approval.location not in (None, record.location):
+            return
+        claimed = self.store.claim_unlocated(record.name, record.location)
+        if record.source.kind is SourceKind.DISTRIBUTION and record.source.distribution:
+            # and those of the place installed plugins had before caplet kept their
+            # environment (attack15): this environment's plugin, approved again here
+            claimed += self.store.claim_unlocated(
+                record.name,
+                record.location,
+                from_location=legacy_distribution_location(record.source.distribution),
+            )
+        if claimed:
+            self._log(
+                record.name,
+                "kv",
+                record.location,
+                True,
+                f"claimed {claimed} ctx.kv entries written before caplet kept plugin places, "
+                "on the approval of this plugin",
+            )
 
     def _trust_refusal(self, name: str, audit: AuditResult) -> str:
         """Why ``audit`` does not allow approving or enabling (``""`` when it does).

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import site
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,25 +50,26 @@ from caplet._host._grant_check import (
     plan_grants,
     store_directory,
 )
+from caplet._host._import_paths import import_paths, runtime_paths
 from caplet._host._locked import (
     withheld_message,
 )
 from caplet._host._manager_approval import ManagerApproval
 from caplet._host._manager_config import ManagerConfig
 from caplet._host._manager_state import RED_TEAM_LABEL
-from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
+from caplet._host._peer_code import check_code_against
+from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import TrustTier
+from caplet._host._program_reach import program_changes, program_reach
 from caplet._host._records import (
     Outcome,
     PluginState,
 )
 from caplet._host._validate import compile_validators
 from caplet._manifest._model import Manifest
-from caplet._sandbox._jail import runtime_grants
 from caplet._scan._scanner import scan_tree
 from caplet._trust._paths import default_state_dirs
 from caplet._trust._snapshot import Snapshot, remove_snapshot
-from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
 __all__ = ["ManagerEnable"]
@@ -234,6 +232,24 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         except (CapabilityError, PolicyError) as exc:
             return self._refuse(name, "enable", str(exc))
         try:
+            # What this process imports, for its peers (sys.path may have changed), and
+            # a writer another process enabled over it (round 19).
+            code = self._code_folders()
+            run = self._run_directory()
+            run.publish_code(code)
+            check_code_against(name, code, run.peer_plans())
+        except (CapabilityError, StoreError) as exc:
+            return self._refuse(name, "enable", str(exc))
+        if (
+            approved
+            and not self.locked
+            and approval is not None
+            and program_changes(approval.programs, plan.reach)
+        ):
+            # The approved content, but a program brings files nobody was shown (its
+            # #! line changed, PATH finds it elsewhere): consent again (round 19).
+            approved = False
+        try:
             # Checked and compiled once per enable, never per call.
             validators = compile_validators(record.manifest)
         except ManifestError as exc:
@@ -254,7 +270,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             need = (
                 (ConsentReason.UNVOUCHED_STORE, None)
                 if unvouched is not None
-                else self._consent_need(record, approval, audit)
+                else self._consent_need(record, approval, audit, plan.reach)
             )
             if need is None:
                 assert approval is not None
@@ -262,8 +278,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     f"approval of {approval.content_hash} carried over: nothing widened, "
                     "the same text for the agent"
                 )
-            elif not self._same_grants(record, resolved):
-                request = self._request(record, need, audit, unvouched or approval, resolved)
+            elif not self._same_grants(record, resolved, plan):
+                request = self._request(
+                    record, need, audit, unvouched or approval, resolved, programs=plan.reach
+                )
                 agreed = consent(request) is True if callable(consent) else consent is True
                 if not agreed:
                     return self._refuse(
@@ -318,47 +336,18 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             self._claim_unlocated(record, approval, approved=approved)
         return Outcome(True, "reconfigured" if was_enabled else f"enabled ({path})")
 
-    def _claim_unlocated(
-        self, record: PluginRecord, approval: ApprovalRecord, *, approved: bool
-    ) -> None:
-        """Give *record* the ``ctx.kv`` entries of its name written before caplet kept
-        places (``_store.UNLOCATED``) when the approval it was enabled on vouches for its
-        place: one that records this place (its content, or a new version it carried over
-        to), or one recorded before places were when this is its very content (the
-        obvious case: the plugin whose approval stood when they were written). A person's
-        decision about this plugin, never a default: a plugin enabled on a one-off
-        consent, a carry-over from an approval that names no place, another project's
-        plugin, and locked mode claim nothing (decide14)."""
-        if approval.location is None and not approved:
-            return
-        if approval.location not in (None, record.location):
-            return
-        claimed = self.store.claim_unlocated(record.name, record.location)
-        if record.source.kind is SourceKind.DISTRIBUTION and record.source.distribution:
-            # and those of the place installed plugins had before caplet kept their
-            # environment (attack15): this environment's plugin, approved again here
-            claimed += self.store.claim_unlocated(
-                record.name,
-                record.location,
-                from_location=legacy_distribution_location(record.source.distribution),
-            )
-        if claimed:
-            self._log(
-                record.name,
-                "kv",
-                record.location,
-                True,
-                f"claimed {claimed} ctx.kv entries written before caplet kept plugin places, "
-                "on the approval of this plugin",
-            )
-
     # -- consent (issue 14; caplet._host._consent) ------------------------------------------
 
     def _consent_need(
-        self, record: PluginRecord, approval: ApprovalRecord | None, audit: AuditResult
+        self,
+        record: PluginRecord,
+        approval: ApprovalRecord | None,
+        audit: AuditResult,
+        programs: tuple[str, ...] | None = None,
     ) -> tuple[ConsentReason, Widening | None] | None:
         """Why enabling *record*'s current, unapproved content needs consent (None: it
-        does not, its earlier approval covers everything it asks for)."""
+        does not, its earlier approval covers everything it asks for, the files its
+        *programs* bring included)."""
         return consent_need(
             approval,
             record.manifest,
@@ -366,14 +355,19 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             config=record.config,
             explicit=record.explicit,
             location=record.location,
+            programs=programs,
         )
 
-    def _same_grants(self, record: PluginRecord, resolved: tuple[Capability, ...]) -> bool:
-        """Enabled now at this content with these grants: a reconfiguration needs no new consent."""
+    def _same_grants(
+        self, record: PluginRecord, resolved: tuple[Capability, ...], plan: GrantPlan
+    ) -> bool:
+        """Enabled now at this content with these grants (its programs bringing the same
+        files: round 19): a reconfiguration needs no new consent."""
         return (
             record.state is PluginState.ENABLED
             and record.enabled_hash == record.content_hash
             and record.resolved == resolved
+            and record.grant_plan.reach == plan.reach
         )
 
     def _request(
@@ -383,6 +377,8 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         audit: AuditResult,
         approval: ApprovalRecord | None,
         granted: tuple[Capability, ...] | None,
+        *,
+        programs: tuple[str, ...],
     ) -> ConsentRequest:
         reason, change = need
         manifest = record.manifest
@@ -410,6 +406,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             approval=approval,
             widening=change,
             agent_text=agent_text(manifest),
+            programs=programs,
         )
 
     def consent_request(self, name: str) -> ConsentRequest | None:
@@ -433,7 +430,13 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             return None
         approval = self.store.get_approval(name)
         unvouched = self._unvouched()
-        if approval is not None and approval.content_hash == record.content_hash and not unvouched:
+        programs = program_reach(record.manifest.capabilities)
+        if (
+            approval is not None
+            and approval.content_hash == record.content_hash
+            and not unvouched
+            and not program_changes(approval.programs, programs)
+        ):
             return None
         untrusted = record.tier is TrustTier.UNTRUSTED
         fresh = untrusted or record.audit is None or unvouched
@@ -446,10 +449,10 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 None,
             )
         else:
-            need = self._consent_need(record, None if unvouched else approval, audit)
+            need = self._consent_need(record, None if unvouched else approval, audit, programs)
         if need is None:
             return None
-        return self._request(record, need, audit, approval, None)
+        return self._request(record, need, audit, approval, None, programs=programs)
 
     def _check_not_broad(self, record: PluginRecord, capabilities: Sequence[Capability]) -> None:
         """Broad paths (``/``, home roots) are granted only to trusted plugins."""
@@ -530,55 +533,15 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             state_dir=self.state_dir,
             lockfile=self.lockfile_path,
             plugins_dir=self.plugins_dir,
-            runtime=_runtime_paths(),
+            runtime=runtime_paths(),
             other_states=_other_state_dirs(self.state_dir),
             store_dir=store_directory(self.store),
             policy_file=self.policy_file,
-            installed=tuple(
-                record.manifest.plugin_dir
-                for record in self._records.values()
-                if record.source.kind is SourceKind.DISTRIBUTION
-            ),
-            imports=_import_paths(),
+            installed=self._installed_folders(),
+            imports=import_paths(),
+            # What the other live caplet processes on this state directory run (round 19).
+            peer_code=self._run_directory().peer_code(),
         )
-
-
-@functools.cache
-def _runtime_paths() -> tuple[str, ...]:
-    """The directories a worker's Python and caplet are loaded from (computed once)."""
-    return tuple(grant.path for grant in runtime_grants())
-
-
-def _import_paths() -> tuple[tuple[Path, bool], ...]:
-    """The folders on ``sys.path`` (read at each plan: it changes), each with whether a
-    grant inside one is refused too.
-
-    Inside too for library folders (``PYTHONPATH``): a package folder there is code the
-    host imports. Not inside the script's or current folder, ``sys.path[0]`` (unless
-    ``-P``/``-I``): that is an application's or a project's own folder, whose data
-    folders are what plugins are granted; a grant containing it is refused. The user's
-    site-packages counts before it exists (see below).
-    """
-    first = "" if sys.flags.safe_path else (sys.path[0] if sys.path else "")
-    runtime = _runtime_paths()
-    found: dict[Path, bool] = {}
-    for index, entry in enumerate(sys.path):
-        real = os.path.realpath(entry or ".")
-        if any(real == r or real.startswith(f"{r.rstrip('/')}/") for r in runtime):
-            continue  # guarded with the runtime already, both ways
-        path = Path(real)
-        if path.is_dir():
-            inside = not (index == 0 and entry == first)
-            found[path] = found.get(path, False) or inside
-    if site.ENABLE_USER_SITE:
-        # The user's site-packages is on sys.path only once it exists, and its .pth
-        # files run at every start: a grant that could create it (one holding the
-        # nearest folder of its path that exists) is refused too (round 17).
-        user = Path(os.path.realpath(site.getusersitepackages()))
-        nearest = next((p for p in (user, *user.parents) if p.is_dir()), None)
-        if nearest is not None and nearest not in found and nearest.parent != nearest:
-            found[nearest] = nearest == user
-    return tuple(found.items())
 
 
 def _other_state_dirs(own: Path) -> tuple[Path, ...]:

@@ -12,6 +12,7 @@ so that each of those reads one state and none imports another sideways.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -25,9 +26,11 @@ from caplet._errors import (
     ManifestError,
     PluginNotFoundError,
     PolicyError,
+    StoreError,
 )
 from caplet._host._decision_log import DecisionLog
 from caplet._host._grant_check import GrantPlan
+from caplet._host._import_paths import import_paths, runtime_paths
 from caplet._host._loading import LoadingRules
 from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import Policy
@@ -46,6 +49,7 @@ from caplet._trust._lockfile import LOCKFILE_NAME, Lockfile
 from caplet._trust._open import open_store, store_from_environment
 from caplet._trust._paths import default_state_dir
 from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
+from caplet._trust._source import SourceKind
 from caplet._trust._store import TrustStore
 
 __all__ = ["RED_TEAM_BANNER", "RED_TEAM_LABEL", "ManagerState"]
@@ -236,7 +240,30 @@ class ManagerState:
     def _run_directory(self) -> RunDir:
         if self._run is None:
             self._run = RunDir(self.state_dir)
+            # Best effort here (an audit, an approval on a full disk fail on their own
+            # writes, as before); every enable publishes again and fails closed.
+            with contextlib.suppress(StoreError):
+                self._run.publish_code(self._code_folders())
         return self._run
+
+    def _code_folders(self) -> tuple[tuple[Path, bool], ...]:
+        """The folders this process runs Python code from, for the other hosts on the
+        state directory (:meth:`RunDir.publish_code`): its ``sys.path``, its runtime, its
+        plugins directory and installed plugins."""
+        code = (self.plugins_dir, *self._installed_folders())
+        return (
+            *import_paths(),
+            *((Path(path), True) for path in runtime_paths()),
+            *((path, True) for path in code),
+        )
+
+    def _installed_folders(self) -> tuple[Path, ...]:
+        """The folders of the installed plugins discovered (their code)."""
+        return tuple(
+            record.manifest.plugin_dir
+            for record in self._records.values()
+            if record.source.kind is SourceKind.DISTRIBUTION
+        )
 
     def _publish_grants(
         self,
@@ -251,7 +278,9 @@ class ManagerState:
             for record in self._records.values()
             if record.state is PluginState.ENABLED
         }
-        self._run_directory().publish({**plans, **(changed or {})}, check)
+        run = self._run_directory()
+        run.publish_code(self._code_folders())  # sys.path and the plugins may have changed
+        run.publish({**plans, **(changed or {})}, check)
 
     def _worker_identity(self) -> WorkerIdentity:
         """Who workers run as, looked up once per policy (a passwd lookup, ~0.15 ms

@@ -23,7 +23,11 @@ and the programs of the plugins it has enabled (``grants.json``): enable
 checks a plugin's programs and writable grants against every live host's,
 not only its own (red team, round 4: a plugin enabled by a long-running
 ``caplet mcp`` wrote ``/data``, and a ``caplet call`` of another process
-enabled a plugin approved to run ``/data/tool``).
+enabled a plugin approved to run ``/data/tool``). Each also publishes the
+folders it runs Python code from (``code.json``: its ``sys.path``, its
+runtime, its plugins), which no other host may grant writable (red team
+round 19: ``caplet mcp`` granted ``fs.write`` over the folder a
+``PYTHONPATH=... python app.py`` of the same user imported from).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from caplet._atomic import exclusive_lock
@@ -56,12 +60,14 @@ _GRANTS = "grants.json"
 _GRANTS_MAX = 4 << 20
 #: Held (flock) by a host while it checks against its peers and publishes.
 _PUBLISH_LOCK = ".grants.flock"
+#: The folders a host runs code from (its sys.path, runtime, plugins), for the others.
+_CODE = "code.json"
 
 
 class RunDir:
     """One host's private run directory under ``<state dir>/run``; removed by :meth:`close`."""
 
-    __slots__ = ("_lock", "_lock_fd", "path")
+    __slots__ = ("_code", "_lock", "_lock_fd", "path")
 
     def __init__(self, state_dir: Path) -> None:
         try:
@@ -74,6 +80,7 @@ class RunDir:
                 f"({exc.strerror}); check that the state directory is writable"
             ) from exc
         self._lock = Path(lock)
+        self._code: tuple[tuple[Path, bool], ...] | None = None
         self.path = self._lock.with_name(self._lock.name[: -len(_LOCK)])
         try:
             self.path.mkdir(mode=0o700)
@@ -127,21 +134,56 @@ class RunDir:
             temporary.unlink(missing_ok=True)
             raise
 
-    def peer_plans(self) -> dict[str, GrantPlan]:
-        """The writable grants and programs that the *other* live hosts published, keyed
-        by a name that says whose they are. A host is live while it holds its lock."""
-        found: dict[str, GrantPlan] = {}
+    def publish_code(self, folders: Sequence[tuple[Path, bool]]) -> None:
+        """Tell the other hosts the folders this one runs Python code from (its
+        ``sys.path``, its runtime, its plugins), each with whether a grant inside it is
+        refused too: a writable grant another process gives over one of them runs a
+        plugin's module here (red team round 19). Written again only when they changed
+        (an enable publishes them). StoreError when it cannot be written."""
+        if tuple(folders) == self._code:
+            return
+        temporary = self.path / f".{_CODE}.{os.getpid()}"
+        try:
+            temporary.write_text(
+                json.dumps([[str(path), inside] for path, inside in folders]), encoding="utf-8"
+            )
+            temporary.replace(self.path / _CODE)
+            self._code = tuple(folders)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise StoreError(
+                f"cannot publish the folders this process imports from in {self.path} "
+                f"({exc.strerror}); check that the state directory is writable"
+            ) from exc
+
+    def peer_code(self) -> tuple[tuple[Path, bool], ...]:
+        """The folders the *other* live hosts run code from (:meth:`publish_code`)."""
+        found: dict[Path, bool] = {}
+        for directory in self._peers():
+            for path, inside in _read_code(directory / _CODE):
+                found[path] = found.get(path, False) or inside
+        return tuple(found.items())
+
+    def _peers(self) -> list[Path]:
+        """The run directories of the *other* live hosts (each holds its lock)."""
         parent = self.path.parent
         try:
             locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
         except OSError:
-            return found
-        for entry in locks:
-            directory = Path(entry.path[: -len(_LOCK)])
-            if not entry.name.startswith(_PREFIX) or directory == self.path:
-                continue
-            if not _alive(entry.path):
-                continue
+            return []
+        return [
+            Path(entry.path[: -len(_LOCK)])
+            for entry in locks
+            if entry.name.startswith(_PREFIX)
+            and Path(entry.path[: -len(_LOCK)]) != self.path
+            and _alive(entry.path)
+        ]
+
+    def peer_plans(self) -> dict[str, GrantPlan]:
+        """The writable grants and programs that the *other* live hosts published, keyed
+        by a name that says whose they are. A host is live while it holds its lock."""
+        found: dict[str, GrantPlan] = {}
+        for directory in self._peers():
             for name, plan in _read_plans(directory / _GRANTS).items():
                 found[f"{name} (enabled by another caplet process)"] = plan
         return found
@@ -234,6 +276,26 @@ def _alive(lock: str) -> bool:
     finally:
         os.close(fd)  # releases a lock taken just now: that host is gone
     return False
+
+
+def _read_code(path: Path) -> list[tuple[Path, bool]]:
+    """A peer's published code folders (empty when it has published none yet)."""
+    try:
+        with path.open("rb") as handle:
+            raw = json.loads(handle.read(_GRANTS_MAX))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(raw, list):
+        return []
+    return [
+        (Path(entry[0]), entry[1])
+        for entry in raw
+        if isinstance(entry, list)
+        and len(entry) == 2
+        and isinstance(entry[0], str)
+        and entry[0].startswith("/")
+        and isinstance(entry[1], bool)
+    ]
 
 
 def _read_plans(path: Path) -> dict[str, GrantPlan]:

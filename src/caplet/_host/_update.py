@@ -76,6 +76,7 @@ from caplet._host._journal import (
     write_journal,
 )
 from caplet._host._plugin_record import plugin_location
+from caplet._host._program_reach import merged_reach
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
@@ -494,6 +495,9 @@ def _transaction(
             agent_text=agent_text(manifest),
             # The update replaces the plugin where it is: the same place (attack13d).
             location=old_approval.location or _location(host, name),
+            # The approved files of the programs it keeps; this host's for those the
+            # update's consent added (red team round 19).
+            programs=merged_reach(old_approval.programs, manifest.capabilities),
         )
     try:
         new_entry = (

@@ -15,13 +15,14 @@ import shutil
 import stat
 import struct
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
 
-__all__ = ["link_hops", "program_grants"]
+__all__ = ["ProgramChain", "ProgramStep", "link_hops", "program_chain", "program_grants"]
 
 _ELF_MAGIC = b"\x7fELF"
 _PT_INTERP = 3
@@ -31,9 +32,51 @@ _MAX_LINKS = 40
 _MAX_INTERPRETERS = 4
 
 
+@dataclass(frozen=True, slots=True)
+class ProgramStep:
+    """One file the kernel runs for a program: the program itself, or an interpreter
+    the ``#!`` line or ELF header of the step before names; ``real`` is where its
+    links lead (the same path when none)."""
+
+    path: str
+    real: str
+    #: "program", "#!" (the step before is a script for it) or "ELF" (its loader).
+    named_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramChain:
+    """A ``proc.exec`` program as the kernel would run it on this host: the file found
+    and every interpreter after it, in order (what the jail binds, executable)."""
+
+    steps: tuple[ProgramStep, ...]
+
+    @property
+    def grants(self) -> tuple[PathGrant, ...]:
+        paths = (path for step in self.steps for path in (step.path, step.real))
+        return tuple(PathGrant(path, executable=True) for path in dict.fromkeys(paths))
+
+    def describe(self) -> str:
+        """``/opt/t/tool, a script for /usr/bin/python3 (-> /usr/bin/python3.11), loaded
+        by /lib64/ld-linux-x86-64.so.2``: what a person approving the program is shown,
+        and what an approval pins (:mod:`caplet._host._program_reach`)."""
+        role = {"program": "", "#!": "a script for ", "ELF": "loaded by "}
+        return ", ".join(
+            role[step.named_by]
+            + step.path
+            + (f" (-> {step.real})" if step.real != step.path else "")
+            for step in self.steps
+        )
+
+
 def program_grants(program: str, *, search_path: str | None = None) -> tuple[PathGrant, ...]:
-    """Executable grants for ``program`` (a name searched on the absolute entries of
-    ``search_path``, ``os.defpath`` when None, or a path).
+    """Executable grants for ``program``: :func:`program_chain`'s files."""
+    return program_chain(program, search_path=search_path).grants
+
+
+def program_chain(program: str, *, search_path: str | None = None) -> ProgramChain:
+    """``program`` (a name searched on the absolute entries of ``search_path``,
+    ``os.defpath`` when None, or a path) and its interpreters, as the kernel runs them.
 
     SandboxError when the program does not exist on the host: a capability
     that cannot be honoured is refused rather than silently dropped.
@@ -44,34 +87,87 @@ def program_grants(program: str, *, search_path: str | None = None) -> tuple[Pat
     # ``bin``) is the host's current directory, so a project the host runs in
     # would supply the approved program (red team round 17; Go's exec.LookPath
     # refuses the same, ErrDot). An empty search path searches nothing.
-    entries = [entry for entry in searched.split(os.pathsep) if Path(entry).is_absolute()]
-    skipped = len(entries) < len(searched.split(os.pathsep))
-    found = (
-        program
-        if absolute
-        else shutil.which(program, path=os.pathsep.join(entries))
-        if entries
-        else None
-    )
+    found = program if absolute else _search(program, searched)
     if found is None or not Path(found).is_file():
+        skipped = len(_absolute_entries(searched)) < len(searched.split(os.pathsep))
         raise SandboxError(
             f"proc.exec program {program!r} was not found on this host"
             + ("" if absolute else f" (searched PATH={searched})")
             + ("; relative entries of PATH are not searched" if skipped and not absolute else "")
             + "; install it or declare its absolute path"
         )
-    paths = [found, os.path.realpath(found)]
+    _check_runnable(found, interpreter=False)
+    steps = [ProgramStep(found, os.path.realpath(found), "program")]
     # A script's interpreter is itself a program with an ELF interpreter, which
     # the kernel opens for execution too (Landlock checks that open: a
     # ``#!/bin/sh`` script failed with EACCES on ld.so). Follow the chain as
     # far as the kernel does (BINPRM_MAX_RECURSION, 4, in fs/exec.c).
     for _ in range(_MAX_INTERPRETERS):
-        interpreter = _interpreter(paths[-1])
-        if interpreter is None:
+        named = _interpreter(steps[-1].real)
+        if named is None:
             break
+        interpreter, kind, line = named
+        _refuse_relative(steps[-1].path, interpreter, kind)
         _check_runnable(interpreter)
-        paths += [interpreter, os.path.realpath(interpreter)]
-    return tuple(PathGrant(path, executable=True) for path in dict.fromkeys(paths))
+        if kind == "#!":
+            _refuse_path_lookup(steps[-1].path, interpreter, line, searched)
+        steps.append(ProgramStep(interpreter, os.path.realpath(interpreter), kind))
+    return ProgramChain(tuple(steps))
+
+
+def _absolute_entries(searched: str) -> list[str]:
+    return [entry for entry in searched.split(os.pathsep) if Path(entry).is_absolute()]
+
+
+def _search(program: str, searched: str) -> str | None:
+    entries = _absolute_entries(searched)
+    return shutil.which(program, path=os.pathsep.join(entries)) if entries else None
+
+
+def _refuse_relative(program: str, interpreter: str, kind: str) -> None:
+    """Refuse an interpreter named by a relative path.
+
+    The kernel opens it relative to the current directory of whoever runs the
+    program (open_exec in fs/exec.c), so here it was the *host's* current
+    directory that supplied it: run in a cloned project, ``#!bin/helper``
+    granted the project's ``./bin/helper``, bound executable into the jail
+    under its relative name (red team round 19; the same slip as a relative
+    ``PATH`` entry, round 17).
+    """
+    if Path(interpreter).is_absolute():
+        return
+    where = "#! line" if kind == "#!" else "ELF header (PT_INTERP)"
+    raise SandboxError(
+        f"proc.exec program {program!r} names its interpreter {interpreter!r} by a relative "
+        f"path in its {where}, which is found in the current directory of whoever runs it "
+        "(this host's, here), not where the program is; write the interpreter's absolute "
+        "path"
+    )
+
+
+def _refuse_path_lookup(script: str, interpreter: str, line: str, searched: str) -> None:
+    """Refuse a script whose ``#!`` line runs ``env NAME``.
+
+    env(1) looks NAME up on ``PATH`` when the script runs, inside the jail, so
+    which program that is neither shows in the approval nor is bound there
+    (red team round 19: ``#!/usr/bin/env python3`` was granted env and failed
+    in the jail with EACCES, or, bound by another grant, ran whatever the
+    jail's PATH found first). Resolving NAME here would pin a program the
+    script does not name; the author's fix is one line.
+    """
+    if Path(interpreter).name != "env" and Path(os.path.realpath(interpreter)).name != "env":
+        return
+    words = line.split()
+    name = next((word for word in words[1:] if not word.startswith("-")), "")
+    here = _search(name, searched) if name and "/" not in name else None
+    example = f"#!{here}" if here else "#!/usr/bin/python3"
+    raise SandboxError(
+        f"proc.exec program {script!r} is a script whose first line is {('#!' + line)!r}: "
+        f"{interpreter} looks {name or 'its program'!r} up on PATH when the script runs, "
+        "inside the jail, so the program it runs would be neither shown in the approval "
+        "nor bound in the jail; write the interpreter's absolute path in the #! line "
+        f"({example} on this host)"
+    )
 
 
 def link_hops(path: str) -> tuple[str, ...]:
@@ -112,19 +208,22 @@ def link_hops(path: str) -> tuple[str, ...]:
     return tuple(hops)
 
 
-def _interpreter(path: str) -> str | None:
-    """The ELF interpreter (PT_INTERP) or the ``#!`` interpreter of ``path``, if any."""
+def _interpreter(path: str) -> tuple[str, str, str] | None:
+    """The ELF interpreter (PT_INTERP) or the ``#!`` interpreter of ``path``, if any:
+    its path, which of the two named it, and the ``#!`` line after ``#!``."""
     try:
         with os.fdopen(_open_regular(path), "rb") as handle:
             head = handle.read(4096)
             if head.startswith(b"#!"):
                 # The kernel ends the interpreter's name at a NUL too (binfmt_script.c):
                 # ``#!/bin/sh<NUL>...`` runs /bin/sh, where os.open raised ValueError.
-                line = head[2:].split(b"\n", 1)[0].split(b"\0", 1)[0].strip().split()
-                return os.fsdecode(line[0]) if line else None
+                line = head[2:].split(b"\n", 1)[0].split(b"\0", 1)[0].strip()
+                words = line.split()
+                return (os.fsdecode(words[0]), "#!", os.fsdecode(line)) if words else None
             if not head.startswith(_ELF_MAGIC) or len(head) < 64:
                 return None
-            return _elf_interpreter(handle, head)
+            elf = _elf_interpreter(handle, head)
+            return None if elf is None else (elf, "ELF", "")
     except OSError as exc:
         raise SandboxError(f"cannot read proc.exec program {path!r}: {exc.strerror}") from exc
     except (ValueError, OverflowError) as exc:
@@ -136,15 +235,18 @@ def _interpreter(path: str) -> str | None:
         ) from exc
 
 
-def _check_runnable(path: str) -> None:
-    """Refuse an interpreter the kernel could not run: one with no execute bit, or
-    neither ELF nor a script.
+def _check_runnable(path: str, *, interpreter: bool = True) -> None:
+    """Refuse a program or an interpreter the kernel could not run: one with no
+    execute bit, or neither ELF nor a script.
 
     Whatever a ``#!`` line or PT_INTERP names is granted and bound into the jail
     at its path, readable there by the worker's uid: the approval of
     ``proc.exec:/opt/vendor/tool``, a script whose author wrote ``#!`` and the
     path of the operator's SSH key, put the key in the plugin's jail (red team
-    round 17). A real interpreter is a program; that key is not.
+    round 17). A real interpreter is a program; that key is not. The same held
+    for the program itself (round 19): ``proc.exec:~/.ssh/id_ed25519`` gave the
+    plugin the key to read, and ``proc.exec:`` of caplet's own database every
+    plugin's ``ctx.kv`` on a user's host, where the worker has caplet's uid.
     """
     with os.fdopen(_open_regular(path), "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
@@ -152,6 +254,12 @@ def _check_runnable(path: str) -> None:
     if not mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH) or not (
         head.startswith((_ELF_MAGIC, b"#!"))
     ):
+        if not interpreter:
+            raise SandboxError(
+                f"proc.exec program {path!r} is not executable (an ELF program or a script "
+                "with an execute bit): the kernel cannot run it, and the jail would only "
+                "show it to the plugin, readable; declare a program"
+            )
         raise SandboxError(
             f"proc.exec program {path!r} is not executable (an ELF program or a script "
             "with an execute bit), but a program's #! line or ELF header names it as its "

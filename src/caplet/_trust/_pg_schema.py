@@ -7,7 +7,8 @@ model, quarantine, the decision log and ``ctx.kv``, whichever database
 holds them, version 5 adds the approvals' ``defaults``, version 6 their
 ``hooks``, version 7 their ``agent_text``, version 8 their ``location`` and
 version 9 the ``location`` of ``ctx.kv`` entries and quarantines, version 10
-``kv_usage`` and the trigger that keeps it. So "schema 4"
+``kv_usage`` and the trigger that keeps it, version 11 the approvals'
+``programs``. So "schema 4"
 means one thing in a message, in ``doctor`` and in the docs, and a change
 to the records is one new version, written for both in the same commit
 (tests/_trust/test_pg_schema.py fails when the two drift apart).
@@ -186,6 +187,9 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
         f"CREATE TRIGGER {KV_USAGE_TRIGGER} AFTER INSERT OR UPDATE OR DELETE ON caplet.kv "
         f"FOR EACH ROW EXECUTE FUNCTION caplet.{KV_USAGE_TRIGGER}()",
     ),
+    # 11: the files each proc.exec program of an approval brought on the approving host
+    # (red team round 19; SQLite's version 11). NULL in older rows: compared with nothing.
+    11: ("ALTER TABLE caplet.approvals ADD COLUMN programs TEXT",),
 }
 
 #: The version this caplet writes and understands.
@@ -209,6 +213,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
             "hooks",
             "agent_text",
             "location",
+            "programs",
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
@@ -356,7 +361,7 @@ def check_records(
 
     for row in conn.execute(
         "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        "requires, defaults, hooks, agent_text, location FROM caplet.approvals "
+        "requires, defaults, hooks, agent_text, location, programs FROM caplet.approvals "
         'ORDER BY name COLLATE "C"'
     ).fetchall():
         decoded(approval_from_row, row)

@@ -94,11 +94,12 @@ _KV_USAGE = (
 
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location FROM caplet.approvals WHERE name = %s"
+    "requires, defaults, hooks, agent_text, location, programs FROM caplet.approvals "
+    "WHERE name = %s"
 )
 _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location FROM caplet.approvals "
+    "requires, defaults, hooks, agent_text, location, programs FROM caplet.approvals "
     'ORDER BY name COLLATE "C"'
 )
 
@@ -166,15 +167,15 @@ class PostgresStore:
             f"writing the approval of {record.name!r}",
             lambda conn: conn.execute(
                 "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
-                "risk_level, verdict, version, requires, defaults, hooks, agent_text, location) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "risk_level, verdict, version, requires, defaults, hooks, agent_text, location, "
+                "programs) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET "
                 "content_hash = EXCLUDED.content_hash, capabilities = EXCLUDED.capabilities, "
                 "approved_at = EXCLUDED.approved_at, risk_level = EXCLUDED.risk_level, "
                 "verdict = EXCLUDED.verdict, version = EXCLUDED.version, "
                 "requires = EXCLUDED.requires, defaults = EXCLUDED.defaults, "
                 "hooks = EXCLUDED.hooks, agent_text = EXCLUDED.agent_text, "
-                "location = EXCLUDED.location",
+                "location = EXCLUDED.location, programs = EXCLUDED.programs",
                 approval_params(record),
             ),
             write=True,

@@ -55,7 +55,7 @@ PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
     "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
-    "defaults, hooks, agent_text, location"
+    "defaults, hooks, agent_text, location, programs"
 )
 
 
@@ -100,7 +100,7 @@ class RowSource:
 def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecord:
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
-    requires_json, defaults_json, hooks_json, agent_text_json, location = row[7:12]
+    requires_json, defaults_json, hooks_json, agent_text_json, location, programs_json = row[7:13]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -134,6 +134,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
     requires = _names(source, name, "requires", requires_json, fix)
     hooks = _names(source, name, "hooks", hooks_json, fix)
     agent_text = _names(source, name, "agent_text", agent_text_json, fix)
+    programs = _names(source, name, "programs", programs_json, fix)
     defaults: ApprovedDefaults | None = None
     if defaults_json is not None:
         try:
@@ -153,13 +154,15 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         hooks=hooks,
         agent_text=agent_text,
         location=location,
+        programs=programs,
     )
 
 
 def _names(
     source: RowSource, name: object, column: str, text: object, fix: str
 ) -> tuple[str, ...] | None:
-    """A column holding a JSON array of strings (``requires``, ``hooks``, ``agent_text``);
+    """A column holding a JSON array of strings (``requires``, ``hooks``, ``agent_text``,
+    ``programs``);
     NULL: not recorded."""
     if text is None:
         return None
@@ -209,6 +212,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         None if record.hooks is None else json.dumps(list(record.hooks)),
         None if record.agent_text is None else json.dumps(list(record.agent_text)),
         record.location,
+        None if record.programs is None else json.dumps(list(record.programs)),
     )
 
 

@@ -76,11 +76,11 @@ BUSY_TIMEOUT_S = 10.0
 #: The statements reading approvals: the columns in the order ``approval_from_row`` reads them.
 _SELECT_APPROVAL = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location FROM approvals WHERE name = ?"
+    "requires, defaults, hooks, agent_text, location, programs FROM approvals WHERE name = ?"
 )
 _SELECT_APPROVALS = (
     "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location FROM approvals ORDER BY name"
+    "requires, defaults, hooks, agent_text, location, programs FROM approvals ORDER BY name"
 )
 
 #: A plugin's kv usage (keys, bytes; from ``kv_usage``, schema 10) and what the entry a
@@ -135,7 +135,7 @@ class SqliteStore(SqliteFile):
             conn.execute(
                 "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
                 "approved_at, risk_level, verdict, version, requires, defaults, hooks, agent_text, "
-                "location) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "location, programs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 approval_params(record),
             )
 

@@ -120,7 +120,7 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
 
     for row in conn.execute(
         "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        "requires, defaults, hooks, agent_text, location FROM approvals ORDER BY name"
+        "requires, defaults, hooks, agent_text, location, programs FROM approvals ORDER BY name"
     ).fetchall():
         decoded(approval_from_row, row)
     for content_hash, model, plugin, payload in conn.execute(

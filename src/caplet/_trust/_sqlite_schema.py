@@ -216,6 +216,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             {_ADD_NEW};
         END""",
     ),
+    # 11: an approval records the files each proc.exec program brought on this host (the
+    # program, its #! interpreter, its ELF loader), so a script whose interpreter changed
+    # since needs fresh consent (red team round 19). NULL in older rows: compared with
+    # nothing, as before.
+    ("ALTER TABLE approvals ADD COLUMN programs TEXT",),
 )
 
 #: The version this caplet writes and understands.

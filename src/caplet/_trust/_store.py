@@ -89,6 +89,15 @@ class ApprovalRecord:
     directory) is another plugin, whatever it declares (attack13d). ``None``:
     an approval recorded before caplet kept it (schema 7): compared with
     nothing.
+
+    ``programs`` are the files each ``proc.exec`` program brought when it was
+    approved, as this host resolved them: the program, the interpreter its
+    ``#!`` line names, its ELF loader (one line each,
+    :func:`caplet._host._program_reach.program_reach`). They are host state,
+    not content: a script whose ``#!`` line changed since (or a name ``PATH``
+    now finds elsewhere) brings a program nobody was shown, and needs fresh
+    consent (red team round 19). ``None``: an approval recorded before caplet
+    kept them (schema 11), compared with nothing.
     """
 
     name: str
@@ -103,6 +112,7 @@ class ApprovalRecord:
     hooks: tuple[str, ...] | None = None
     agent_text: tuple[str, ...] | None = None
     location: str | None = None
+    programs: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
