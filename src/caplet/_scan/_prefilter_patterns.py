@@ -525,6 +525,9 @@ _BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (r"\b__file__\b", PROCESS_TOKENS),
 )
 
+#: recall18: a file written (the write side of a download saved and then run).
+_WRITES_FILE: Final = r"\.\s*write(?:_bytes|_text)?\s*\(|\bcopyfileobj\s*\("
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
@@ -543,6 +546,10 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     FACTORY_TOKENS,  # a factory a configuration names, called by its loader (recall17)
     # blind17: another module's bytecode cache written by a compiler (CPL-THR-009)
     (CACHE_TOKENS, r"\bpy_compile\b"),
+    # recall18: a file written beside the network, and exec or run_path called: a download
+    # written on one line and run from the file on another (CPL-THR-002). Pair 12 focused
+    # such a file on the exec alone, and the write was never visited
+    (_EXEC_NAME + r"\s*\(|\brun_path\s*\(", _NETWORK, _WRITES_FILE),
 )
 
 
@@ -579,5 +586,6 @@ DEFERRED: Final = frozenset(
         _SINK,  # a process or code sink, beside a decoder, a bot, python -c, XOR, a command
         _RUNS[1],  # exec as a name, a file started, a lookup: beside a command, python -c
         _JUNK_CONTEXT,  # a file opened or copied, a sink, the network: beside junk removed
+        _WRITES_FILE,  # a file written, beside exec called and the network (recall18)
     }
 )
