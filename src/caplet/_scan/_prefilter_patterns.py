@@ -552,6 +552,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # written on one line and run from the file on another (CPL-THR-002). Pair 12 focused
     # such a file on the exec alone, and the write was never visited
     (_EXEC_NAME + r"\s*\(|\brun_path\s*\(", _NETWORK, _WRITES_FILE),
+    # recall18: an import hook added beside the network (a finder that sends, CPL-THR-025)
+    (r"\b(?:meta_path|path_hooks)\s*\.\s*(?:insert|append|extend)\s*\(", _NETWORK),
 )
 
 

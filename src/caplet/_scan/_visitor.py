@@ -86,6 +86,8 @@ _INSTALL_COMMANDS = tuple(
 _ESCAPE_CLASSES = frozenset(
     {"_wrap_close", "Popen", "catch_warnings", "BuiltinImporter", "_IterationGuard", "_Printer"}
 )
+#: Methods that add a finder to ``sys.meta_path`` or ``sys.path_hooks`` (recall18).
+_HOOK_ADDERS = frozenset({"insert", "append", "extend"})
 #: ``os.environ`` methods that walk the whole environment.
 #: (``copy()`` is left out: it is how code hands the environment to a subprocess.)
 _ENV_ITERATORS = frozenset({"items", "values", "keys"})
@@ -508,6 +510,8 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self.resolve(func.value)
             ):
                 scan.tag(Tag.ENV_ITER, node.lineno, f"os.environ.{func.attr}()")
+        if isinstance(func, ast.Attribute) and func.attr in _HOOK_ADDERS and node.args:
+            self._import_hook(node, func)
         if "shutil.copyfileobj" in funcs and len(node.args) >= 2:
             # copyfileobj(response, f) is f.write(response.read()) (blind13)
             self._contribute(node.args[1], node.args[0])
@@ -582,6 +586,19 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
             if top and not stdlib and top not in local:
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
+
+    def _import_hook(self, node: ast.Call, func: ast.Attribute) -> None:
+        """``sys.meta_path.insert(0, Finder())``, ``sys.path_hooks.append(factory)``: a
+        finder of this file asked for every import after it; one whose methods send each
+        module's name to a fixed host, or fetch the module from it, is a patched import
+        system (recall18). The sinks decide, as for a library's function replaced."""
+        hooks = {"sys.meta_path", "sys.path_hooks"}.intersection(self.resolve(func.value))
+        if not hooks:
+            return
+        added = node.args[-1]
+        values = added.elts[:8] if isinstance(added, ast.List | ast.Tuple) else [added]
+        for value in values:
+            self._sinks.patched(node, f"{min(hooks)}'s finders", value)
 
     def _patch_in_namespace(self, target: ast.Subscript, value: ast.expr, node: ast.AST) -> None:
         """``vars(m)["f"] = g``, ``m.__dict__["f"] = g``, ``__builtins__["f"] = g``: the
