@@ -528,6 +528,8 @@ _BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (r"\b__file__\b", PROCESS_TOKENS),
 )
 
+#: recall18: logging's loaders of a whole configuration (_config_factories.DATA_LOADERS).
+_LOGGING_LOADERS: Final = r"\b(?:dictConfig|fileConfig|DictConfigurator)\b"
 #: recall18: a file written (the write side of a download saved and then run).
 _WRITES_FILE: Final = r"\.\s*write(?:_bytes|_text)?\s*\(|\bcopyfileobj\s*\("
 
@@ -555,6 +557,11 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_EXEC_NAME + r"\s*\(|\brun_path\s*\(", _NETWORK, _WRITES_FILE),
     # recall18: an import hook added beside the network (a finder that sends, CPL-THR-025)
     (r"\b(?:meta_path|path_hooks)\s*\.\s*(?:insert|append|extend)\s*\(", _NETWORK),
+    # recall18: a logging configuration downloaded or decoded (the callables it names are
+    # called), or a file fileConfig reads written by the file (its Python is evaluated)
+    (_LOGGING_LOADERS, _NETWORK),
+    (_LOGGING_LOADERS, _DECODED),
+    (r"\bfileConfig\b", _WRITES_FILE),
 )
 
 

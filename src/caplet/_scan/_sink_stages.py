@@ -16,6 +16,7 @@ import re2
 
 from caplet._findings import Finding
 from caplet._scan._commands import Commands
+from caplet._scan._config_factories import FILE_LOADERS, file_config_source
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
@@ -167,6 +168,12 @@ class StageSinks(StartupSinks):
         scanned as code; a script of another language (a VBScript or batch dropper kept
         in a string, started with ``wscript``/``cmd /c``) is read as a shipped script is,
         for a download it runs (branch blind14)."""
+        if api in FILE_LOADERS:
+            # an INI file fileConfig reads: the Python it evaluates (recall18)
+            source = file_config_source(value[:MAX_NESTED_TEXT])
+            if source is not None:
+                self._code_string(node, f"{api} of a file written with handlers", source)
+            return
         if self._looks_like_code(value):
             self._code_string(node, f"{api} of a file written from a string", value)
             return
