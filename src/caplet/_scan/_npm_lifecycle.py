@@ -31,10 +31,14 @@ _LIFECYCLE: Final = ("preinstall", "install", "postinstall")
 #: A script file a lifecycle command runs (``node build/prepare.js``, ``sh x.sh``).
 _SCRIPT_FILE: Final = re2.compile(r"([\w./-]+\.(?:js|cjs|mjs|sh|bash|ps1|bat|cmd))\b")
 
-#: npm's, yarn's or pnpm's install run by Python (a list's words, or a command string).
+#: npm's, yarn's, pnpm's or jlpm's (JupyterLab's yarn, recall18) install run by Python (a
+#: list's words, or a command string); yarn and jlpm install when given no command at all
+#: (``["jlpm"]``, ``"jlpm --silent"``).
 _NPM_INSTALL: Final = re2.compile(
-    r"""['"](?:npm|npm\.cmd|yarn|pnpm)['"]\s*,\s*['"](?:install|i|ci|add)['"]|"""
-    r"""['"](?:npm|yarn|pnpm)\s+(?:install|i|ci)\b"""
+    r"""['"](?:npm|npm\.cmd|yarn|pnpm|jlpm)['"]\s*,\s*['"](?:install|i|ci|add)['"]|"""
+    r"""['"](?:npm|yarn|pnpm|jlpm)\s+(?:install|i|ci)\b|"""
+    r"""\[\s*['"](?:yarn|jlpm)['"]\s*\]|\(\s*['"](?:yarn|jlpm)['"]\s*,\s*\)|"""
+    r"""['"\s;&|](?:yarn|jlpm)(?:\s+--?[\w-]+)+\s*['"]|[\s;&|](?:yarn|jlpm)\s*['"]"""
 )
 #: JavaScript that sends the whole environment: ``process.env`` as a value (not one of its
 #: variables), beside a request.

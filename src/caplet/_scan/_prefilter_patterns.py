@@ -282,7 +282,8 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\benvironb?[ \t\f]*(?:[),}\]|\n\r#;\\]|$)|"
         r"\benvironb?[ \t\f]*\.[ \t\f]*(?:items|keys|values|copy|_data|__\w+__)\b|"
         r"\benvironb?(?:\s|\\)+as\b|['\"]environb?['\"]|"
-        r"\bdotenv_values\b",  # a .env file's values (ENV_FILE_READERS, recall17)
+        # a .env file's values (ENV_FILE_READERS, recall17; its class's .dict(), recall18)
+        r"\bdotenv_values\b|\bDotEnv\b",
         _NETWORK,
     ),
     # getattr(os, "sys" + "tem"), __import__("o" + "s"), vars(os)["sys" + "tem"],
@@ -382,7 +383,9 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*['\"]\w+['\"]\s*,\s*[A-Za-z_]\w*\s*\)|"
         # blind17: a name a loop takes, a value wrapped (staticmethod(_wrap(original)))
         r"\bsetattr\(\s*[A-Za-z_][\w.]*\s*,\s*[A-Za-z_]\w*\s*,\s*"
-        r"(?:staticmethod\s*\(|classmethod\s*\(|[A-Za-z_]\w*\s*\(\s*getattr\s*\()",
+        r"(?:staticmethod\s*\(|classmethod\s*\(|[A-Za-z_]\w*\s*\(\s*getattr\s*\()|"
+        # recall18: through the module's namespace (vars(m)["f"] = g, m.__dict__[...])
+        r"(?:\bvars\([\w.]+\)|\.__dict__|\b__builtins__)\s*\[[^\]\n]+\]\s*=\s*[A-Za-z_]\w*\s*(?:[#;\n]|$)",
         _NETWORK,
     ),
     # a function handed credentials, and a clear-text or raw-IP address (CPL-THR-026)
@@ -529,6 +532,11 @@ _BLIND13_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (r"\b__file__\b", PROCESS_TOKENS),
 )
 
+#: recall18: logging's loaders of a whole configuration (_config_factories.DATA_LOADERS).
+_LOGGING_LOADERS: Final = r"\b(?:dictConfig|fileConfig|DictConfigurator)\b"
+#: recall18: a file written (the write side of a download saved and then run).
+_WRITES_FILE: Final = r"\.\s*write(?:_bytes|_text)?\s*\(|\bcopyfileobj\s*\("
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
@@ -557,6 +565,17 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
         r"\bopen\(\s*[A-Za-z_][\w.]*\s*,\s*['\"][wa]|\.write_(?:text|bytes)\s*\(|"
         r"\bcopy(?:file|2)?\s*\(\s*[^,\n]+,\s*[A-Za-z_]",
     ),
+    # recall18: a file written beside the network, and exec or run_path called: a download
+    # written on one line and run from the file on another (CPL-THR-002). Pair 12 focused
+    # such a file on the exec alone, and the write was never visited
+    (_EXEC_NAME + r"\s*\(|\brun_path\s*\(", _NETWORK, _WRITES_FILE),
+    # recall18: an import hook added beside the network (a finder that sends, CPL-THR-025)
+    (r"\b(?:meta_path|path_hooks)\s*\.\s*(?:insert|append|extend)\s*\(", _NETWORK),
+    # recall18: a logging configuration downloaded or decoded (the callables it names are
+    # called), or a file fileConfig reads written by the file (its Python is evaluated)
+    (_LOGGING_LOADERS, _NETWORK),
+    (_LOGGING_LOADERS, _DECODED),
+    (r"\bfileConfig\b", _WRITES_FILE),
 )
 
 
@@ -593,5 +612,6 @@ DEFERRED: Final = frozenset(
         _SINK,  # a process or code sink, beside a decoder, a bot, python -c, XOR, a command
         _RUNS[1],  # exec as a name, a file started, a lookup: beside a command, python -c
         _JUNK_CONTEXT,  # a file opened or copied, a sink, the network: beside junk removed
+        _WRITES_FILE,  # a file written, beside exec called and the network (recall18)
     }
 )

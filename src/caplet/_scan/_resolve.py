@@ -91,6 +91,9 @@ _MADE_OBJECTS: Final = {
     "tkinter.Tk": "tkinter.Tk()",
     "tkinter.Tcl": "tkinter.Tk()",
     "tkinter.Toplevel": "tkinter.Tk()",
+    # a .env file's reader, whose .dict() is its values (ENV_FILE_READERS, recall18)
+    "dotenv.main.DotEnv": "dotenv.main.DotEnv()",
+    "dotenv.DotEnv": "dotenv.main.DotEnv()",
 }
 
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).

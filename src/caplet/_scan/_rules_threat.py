@@ -314,7 +314,8 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "remove the patch; wrap the library in your own function and call that",
         kind=RuleKind.THREAT,
         rationale="set-utils and ccxt-mexc-futures replaced eth_account's and ccxt's own "
-        "functions (a builtin such as __import__ too) so that private keys and API secrets "
+        "functions (a builtin such as __import__ too, or an import hook added to "
+        "sys.meta_path) so that private keys and API secrets "
         "went to the attacker with every call",
     ),
     Rule(

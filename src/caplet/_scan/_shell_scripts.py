@@ -228,7 +228,7 @@ class InstalledCommands:
         lowered = text[-(1 << 22) :].lower() if len(text) > 1 << 22 else text.lower()
         # npm's (yarn's, pnpm's) installer named: plain substring searches (a literal's
         # quote in the script pattern tripled that pass's cost on the stdlib; blind17)
-        npm = "npm" in lowered or "yarn" in lowered  # pnpm too
+        npm = "npm" in lowered or "yarn" in lowered or "jlpm" in lowered  # pnpm too
         if _NAMED_SCRIPT.search(lowered) is None and not npm:
             return
         if _STARTS.search(text) is None:

@@ -25,12 +25,19 @@ from caplet._scan._code_runners import (
     doctest_source,
     runner_source,
 )
-from caplet._scan._config_factories import CONFIG_LOADERS, configured_calls
+from caplet._scan._commands import Commands
+from caplet._scan._config_factories import (
+    CONFIG_LOADERS,
+    DATA_LOADERS,
+    FILE_LOADERS,
+    configured_calls,
+)
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
 from caplet._scan._lookup_hidden import worth_hiding
 from caplet._scan._rules import API_RULES, PROGRAM_ARGUMENTS
 from caplet._scan._serialized_calls import DOCUMENT_LOADERS, document_source
+from caplet._scan._sources import DECODERS, Source
 from caplet._scan._syntax import argument
 
 __all__ = ["RunnerSinks"]
@@ -53,6 +60,8 @@ class RunnerSinks:
     keep: Callable[[ast.AST], None]
     process: Callable[[ast.Call, str, ast.expr], None]
     _scan: FileScan
+    _runs: list[tuple[frozenset[str], ast.Call, str]]
+    _commands: Commands
 
     def code_runners(self, node: ast.Call, funcs: tuple[str, ...], method: str) -> None:
         """A call that runs code it is given under another name than exec's."""
@@ -63,6 +72,8 @@ class RunnerSinks:
                 self._pending.append(lambda: self._run_code(node, *ran))
         if not CONFIG_LOADERS.isdisjoint(funcs):
             self._configured(node, funcs)
+        if node.args and not DATA_LOADERS.isdisjoint(funcs):
+            self._config_data(node, funcs)
         if method in PARSER_METHODS or not DOCSTRING_RUNNERS.isdisjoint(funcs):
             self._pending.append(lambda: self._doctests(node, funcs))
         if not node.args:
@@ -99,6 +110,45 @@ class RunnerSinks:
                     call.lineno,
                     call.col_offset,
                 )
+
+    def _config_data(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
+        """A logging configuration downloaded or decoded (``dictConfig(requests.get(u).json())``):
+        the callables it names are the sender's, called by the loader, as exec's code is
+        (recall18). ``fileConfig``'s file is run as a script is: written from a download
+        or a decoded string, or with Python in its ``class``/``args`` values
+        (:func:`file_config_source`), then read (:meth:`_write_then_run`)."""
+        loader = min(f for f in funcs if f in DATA_LOADERS)
+        given = node.args[0]
+        if not FILE_LOADERS.isdisjoint(funcs):
+            self._runs.append((self._commands.keys(given), node, loader))
+            return
+        carried = {Source.DOWNLOADED, Source.REMOTE}
+
+        def check() -> None:
+            # decoded counts when a literal of the file is decoded: a level or a path
+            # kept in base64 in an environment variable is the deployment's own
+            kept = {*carried, Source.DECODED} if self._literal_decoded(given) else carried
+            labels = frozenset(x for x in self._flow.labels(given) if x[0] in kept)
+            if labels:
+                self._by_source(node, f"{loader}(...)", labels)
+
+        self._pending.append(check)
+
+    def _literal_decoded(self, given: ast.expr) -> bool:
+        """Whether ``given`` (or what a name in it is bound to, one hop) decodes a value
+        the file holds (``b64decode(BLOB)``), not one read at run time."""
+        flow = self._flow
+        roots: list[ast.AST] = [given]
+        for name in [n for n in ast.walk(given) if isinstance(n, ast.Name)][:8]:
+            roots.extend(flow.bindings.assigned.get(name.id, ())[:2])
+        return any(
+            isinstance(n, ast.Call)
+            and n.args
+            and not DECODERS.isdisjoint(flow.resolve(n.func))
+            and isinstance(flow.evaluate(n.args[0]), str | bytes)
+            for root in roots
+            for n in ast.walk(root)
+        )
 
     def _doctests(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """Docstrings a doctest runner runs: what they carry is exec's argument's (a

@@ -16,9 +16,11 @@ import re2
 
 from caplet._findings import Finding
 from caplet._scan._commands import Commands
+from caplet._scan._config_factories import FILE_LOADERS, file_config_source
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels
+from caplet._scan._git_clones import runs_from_inside, starts_under
 from caplet._scan._rewritten_commands import command_found_on_path
 from caplet._scan._rules import RuleKind, rule
 from caplet._scan._shell_scripts import script_payload
@@ -135,7 +137,7 @@ class StageSinks(StartupSinks):
                 written_keys = self._through_parameters(write.keys, write.node)
                 shared = keys & written_keys
                 if not shared and write.folder:
-                    shared = self._run_under(node, keys, written_keys)
+                    shared = self._run_under(node, keys, written_keys, write.path)
                 if not shared:
                     continue
                 labels = set(write.labels)
@@ -167,6 +169,12 @@ class StageSinks(StartupSinks):
         scanned as code; a script of another language (a VBScript or batch dropper kept
         in a string, started with ``wscript``/``cmd /c``) is read as a shipped script is,
         for a download it runs (branch blind14)."""
+        if api in FILE_LOADERS:
+            # an INI file fileConfig reads: the Python it evaluates (recall18)
+            source = file_config_source(value[:MAX_NESTED_TEXT])
+            if source is not None:
+                self._code_string(node, f"{api} of a file written with handlers", source)
+            return
         if self._looks_like_code(value):
             self._code_string(node, f"{api} of a file written from a string", value)
             return
@@ -251,12 +259,27 @@ class StageSinks(StartupSinks):
         return labels
 
     def _run_under(
-        self, node: ast.Call, keys: frozenset[str], folder: frozenset[str]
+        self,
+        node: ast.Call,
+        keys: frozenset[str],
+        folder: frozenset[str],
+        path: ast.AST | None = None,
     ) -> frozenset[str]:
         """The folder's names that the program ``node`` starts is joined under: in the call
         itself (``run([join(d, "x.exe")])``), bound to a name it runs, or walked by the loop
-        that binds it (``for exe in glob(join(d, "*.exe"))``, blind13)."""
+        that binds it (``for exe in glob(join(d, "*.exe"))``, blind13). recall18: or a
+        literal path under a literal folder (``git clone URL`` then ``helpers/x.py``), or
+        the folder is the run's working directory and the run starts its code
+        (``run([sys.executable, "x.py"], cwd=d)``)."""
         flow = self._flow
+        words = self._run_words(node)
+        cwd = next((k.value for k in node.keywords if k.arg == "cwd"), None)
+        inside = self._commands.keys(cwd) & folder if cwd is not None else frozenset()
+        if inside and words and runs_from_inside(words):
+            return inside
+        literal = path.value if isinstance(path, ast.Constant) else None
+        if isinstance(literal, str) and words and starts_under(literal, words):
+            return folder
         joins: list[ast.AST] = [node]
         for key in sorted(keys)[:8]:
             joins.extend(flow.bindings.assigned.get(key, ())[:4])
@@ -271,6 +294,20 @@ class StageSinks(StartupSinks):
                 if head is not None and (under := self._commands.keys(head) & folder):
                     return under
         return frozenset()
+
+    def _run_words(self, node: ast.Call) -> list[str] | None:
+        """The words of the command ``node`` runs, an interpreter not written out
+        (``[sys.executable, "x.py"]``) read as ``python``."""
+        command = node.args[0] if node.args else None
+        if command is None:
+            return None
+        words = self._commands.words(command)
+        if isinstance(command, ast.List | ast.Tuple) and command.elts:
+            first = command.elts[0]
+            if self._commands.interpreter(first, self._flow.name_value(first)):
+                rest = [self._flow.name_value(e) or "?" for e in command.elts[1:16]]
+                words = ["python", *rest]
+        return words
 
     def stored_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
         """``exec(self.code)``: what the methods of the enclosing class store into that

@@ -462,7 +462,14 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
                 )
 
     def _read_back(self, arg: ast.expr) -> ast.expr | None:
-        """The path of ``open(p).read()`` or ``Path(p).read_text()`` (what exec is given)."""
+        """The path of ``open(p).read()`` or ``Path(p).read_text()`` (what exec is given),
+        also bound to a name first (``code = p.read_text(); exec(code)``, recall18)."""
+        named = isinstance(arg, ast.Name)
+        if isinstance(arg, ast.Name):
+            bound = self._flow.bindings.assigned.get(arg.id, ())
+            if len(bound) != 1:
+                return None
+            arg = bound[0]
         if not (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)):
             return None
         receiver = arg.func.value
@@ -472,7 +479,7 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
         if arg.func.attr == "read" and isinstance(receiver, ast.Call) and opened:
             openers = {"builtins.open", "io.open", "codecs.open"}
             return receiver.args[0] if openers & set(self._flow.resolve(receiver.func)) else None
-        return self._read_by_library(arg)
+        return None if named else self._read_by_library(arg)
 
     def _read_by_library(self, arg: ast.Call) -> ast.expr | None:
         """The path a library's reader is given when exec runs what it returns

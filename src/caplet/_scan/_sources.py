@@ -467,7 +467,14 @@ COOKIE_READERS: Final = frozenset({"browser_cookie3", "browsercookie", "pycookie
 COOKIE_JAR_READERS: Final = frozenset({"browser_cookie3", "browsercookie"})
 #: Calls that return a ``.env`` file's variables, the secrets it was written to hold: the
 #: whole environment as far as the rules care (a dotenv typosquat posting them: recall17).
-ENV_FILE_READERS: Final = frozenset({"dotenv.dotenv_values", "dotenv.main.dotenv_values"})
+ENV_FILE_READERS: Final = frozenset(
+    {
+        "dotenv.dotenv_values",
+        "dotenv.main.dotenv_values",
+        # the same values through the class dotenv_values wraps (recall18)
+        "dotenv.main.DotEnv().dict",
+    }
+)
 
 #: Calls returning the host's identity.
 RECON_FUNCTIONS: Final = frozenset(

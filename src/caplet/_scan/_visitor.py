@@ -86,6 +86,8 @@ _INSTALL_COMMANDS = tuple(
 _ESCAPE_CLASSES = frozenset(
     {"_wrap_close", "Popen", "catch_warnings", "BuiltinImporter", "_IterationGuard", "_Printer"}
 )
+#: Methods that add a finder to ``sys.meta_path`` or ``sys.path_hooks`` (recall18).
+_HOOK_ADDERS = frozenset({"insert", "append", "extend"})
 #: ``os.environ`` methods that walk the whole environment.
 #: (``copy()`` is left out: it is how code hands the environment to a subprocess.)
 _ENV_ITERATORS = frozenset({"items", "values", "keys"})
@@ -403,6 +405,7 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self._contribute(target, node.value)
             if isinstance(target, ast.Subscript):
                 self._sinks.namespace_store(target, node.value)
+                self._patch_in_namespace(target, node.value, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target, node.target)
@@ -507,6 +510,8 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
                 self.resolve(func.value)
             ):
                 scan.tag(Tag.ENV_ITER, node.lineno, f"os.environ.{func.attr}()")
+        if isinstance(func, ast.Attribute) and func.attr in _HOOK_ADDERS and node.args:
+            self._import_hook(node, func)
         if "shutil.copyfileobj" in funcs and len(node.args) >= 2:
             # copyfileobj(response, f) is f.write(response.read()) (blind13)
             self._contribute(node.args[1], node.args[0])
@@ -581,6 +586,36 @@ class RuleVisitor(Reporting, ast.NodeVisitor):
             if top and not stdlib and top not in local:
                 self._sinks.patched(node, f"{base}.{attr}", value)
                 return
+
+    def _import_hook(self, node: ast.Call, func: ast.Attribute) -> None:
+        """``sys.meta_path.insert(0, Finder())``, ``sys.path_hooks.append(factory)``: a
+        finder of this file asked for every import after it; one whose methods send each
+        module's name to a fixed host, or fetch the module from it, is a patched import
+        system (recall18). The sinks decide, as for a library's function replaced."""
+        hooks = {"sys.meta_path", "sys.path_hooks"}.intersection(self.resolve(func.value))
+        if not hooks:
+            return
+        added = node.args[-1]
+        values = added.elts[:8] if isinstance(added, ast.List | ast.Tuple) else [added]
+        for value in values:
+            self._sinks.patched(node, f"{min(hooks)}'s finders", value)
+
+    def _patch_in_namespace(self, target: ast.Subscript, value: ast.expr, node: ast.AST) -> None:
+        """``vars(m)["f"] = g``, ``m.__dict__["f"] = g``, ``__builtins__["f"] = g``: the
+        attribute replaced through the module's namespace, as ``m.f = g`` is (recall18:
+        an import hook that sends each module's name put in ``vars(builtins)``)."""
+        space = target.value
+        owner: ast.expr | None = None
+        if isinstance(space, ast.Call) and len(space.args) == 1 and not space.keywords:
+            if "builtins.vars" in self.resolve(space.func):
+                owner = space.args[0]
+        elif isinstance(space, ast.Attribute) and space.attr == "__dict__":
+            owner = space.value
+        elif isinstance(space, ast.Name) and space.id == "__builtins__":
+            owner = space
+        key = self.flow.name_value(target.slice) if owner is not None else None
+        if owner is not None and key is not None and key.isidentifier():
+            self._patch(owner, value, key, node)
 
     def _attribute_call(self, node: ast.Call, name: str) -> None:
         """getattr/setattr/delattr: introspection, patching, names computed to hide a call."""
