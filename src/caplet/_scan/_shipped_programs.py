@@ -51,7 +51,7 @@ def shipped_start(
     """What ``node`` (a process call at install or import time, ``command`` what it
     runs: a command or an argument list) starts of the package's own files, shown as
     ``api(name)``; ``None`` when it starts none of them. ``windows`` says whether a name
-    is a Windows program (:func:`caplet._scan._sinks.launches_payload`); ``imported``
+    is a Windows program (:func:`caplet._scan._sink_commands.launches_payload`); ``imported``
     whether the call runs when the package is imported (any shipped file counts there
     only: an install script starts the package's ``configure``, ``make`` on its
     Makefile, ``protoc`` on its files, its build scripts: cython's, llvmlite's,

@@ -32,40 +32,36 @@ from pathlib import PurePosixPath
 
 from caplet._findings import Finding
 from caplet._scan._bytecode_caches import BYTECODE_COMPILERS, foreign_cache
-from caplet._scan._commands import PYTHONS, Commands, encoded_command, wrapped_programs
+from caplet._scan._commands import Commands, wrapped_programs
 from caplet._scan._container_escape import command_escape, container_escapes
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network, secret_name
 from caplet._scan._git_clones import cloned_and_run, cloned_folder
-from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._installer_network import import_time_egress
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._rules import NAME_RESOLVERS
-from caplet._scan._shipped_programs import shipped_start
-from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks, test_file
+from caplet._scan._sink_commands import CommandSinks, launches_payload
+from caplet._scan._sink_egress import BROWSER_OPENS, EgressSinks
 from caplet._scan._sink_lookups import LookupSinks
 from caplet._scan._sink_packaged import DLL_LOADERS, PackagedSinks
-from caplet._scan._sink_pip import PipSinks, installs_other
+from caplet._scan._sink_pip import PipSinks
 from caplet._scan._sink_runners import RunnerSinks
 from caplet._scan._sink_shortcuts import shortcut_hijacks
-from caplet._scan._sink_stages import CRON_JOBS, StageSinks, Write
-from caplet._scan._sink_uploads import uploaded_credentials
+from caplet._scan._sink_stages import CRON_JOBS, Write
 from caplet._scan._sources import (
     DNS_FUNCTIONS,
     DNS_METHODS,
     EGRESS_VERBS,
     EXECUTORS,
-    NETWORK_PROGRAMS,
     PIP_MAINS,
     RUNS_FILE,
     SHELLS,
     Source,
 )
-from caplet._scan._syntax import shorten
 from caplet._scan._tags import Tagger
 
-__all__ = ["Sinks", "launches_payload"]
+__all__ = ["Sinks"]
 
 #: Nodes looked at inside one expression (and the values its names are bound to).
 _BUDGET = 400
@@ -166,15 +162,7 @@ def _sftp_get(api: str) -> bool:
     return api.startswith("paramiko.") and api.endswith(".get")
 
 
-def launches_payload(program: str) -> bool:
-    """A program that is a dropped payload: a Windows executable or something in /tmp."""
-    lowered = program.lower()
-    return lowered.endswith((".exe", ".scr", ".bat", ".ps1", ".vbs", ".msi")) or lowered.startswith(
-        ("/tmp/", "/dev/shm/", "/var/tmp/")  # noqa: S108 -- patterns matched, not paths used
-    )
-
-
-class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, PackagedSinks):
+class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, PackagedSinks):
     """The threat sinks of one file (see the module docstring)."""
 
     def __init__(self, scan: FileScan, flow: Flow) -> None:
@@ -493,40 +481,6 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             return None
         return arg.args[0]
 
-    def _stdin_script(self, node: ast.Call, api: str, program: str) -> None:
-        """A shell given its script on standard input: decoded or downloaded input is a
-        command run (CPL-THR-001/-002/-020), and known input text is read as a command's."""
-        for source in self._stdin_sources(node):
-            self._by_source(node, f"{api}({program} < ...)", self._flow.labels(source))
-            value = self._flow.evaluate(source)
-            if isinstance(value, bytes):
-                value = value.decode("utf-8", "replace")
-            if isinstance(value, str):
-                self._command_text(node, value)
-
-    def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
-        """What a process is given on its standard input: ``input=``, ``.communicate(x)``,
-        ``.stdin.write(x)`` on the name the process is bound to."""
-        found = [k.value for k in node.keywords if k.arg == "input"]
-        handle = self._handle_of(node)
-        if handle is None:
-            return found
-        for n in self._flow.calls():
-            if not isinstance(n.func, ast.Attribute):
-                continue
-            owner = n.func.value
-            if n.func.attr == "communicate" and isinstance(owner, ast.Name) and owner.id == handle:
-                found.extend([*n.args[:1], *(k.value for k in n.keywords if k.arg == "input")])
-            elif (
-                n.func.attr in {"write", "writelines"}
-                and isinstance(owner, ast.Attribute)
-                and owner.attr == "stdin"
-                and isinstance(owner.value, ast.Name)
-                and owner.value.id == handle
-            ):
-                found.extend(n.args[:1])
-        return found[:8]
-
     def _run_code(self, node: ast.Call, executor: str, arg: ast.expr) -> None:
         if executor == "eval" and not isinstance(arg, ast.Constant):
             # eval("ex" + "ec"): a builtin or module named by a computed string
@@ -542,78 +496,3 @@ class Sinks(LookupSinks, EgressSinks, StageSinks, PipSinks, RunnerSinks, Package
             self._code_string(node, f"{executor}(...)", value)
         elif value is None:
             self.stored_code(node, executor, arg)
-
-    def _command(self, node: ast.Call, api: str, command: ast.expr) -> None:
-        """What a process call's command carries, and what its text says."""
-        flow = self._flow
-        line, col = node.lineno, node.col_offset
-        # Data from the network or a decoder counts where it can be the command
-        # itself (a shell string, a list's program, an interpreter's argument):
-        # a version number fetched from an index and passed to pip is not a payload.
-        self._by_source(node, f"{api}(...)", self._commands.program_labels(command))
-        labels = flow.labels(command)
-        recon = sorted({d for s, d in labels if s is Source.RECON})
-        words = self._commands.words(command)
-        if words is None:
-            words = self._commands.literal_pieces(command)
-        text = " ".join(words)
-        if text:
-            self._command_text(node, text)
-        elif isinstance(command, ast.Name):
-            # blind8: cmd = "curl ... -o %s && chmod +x %s" % (p, p) in each branch of an if:
-            # the text of every value the command's name is bound to in the call's scope
-            for bound in self._commands.bound_texts(command, flow.scope(node)):
-                self._command_text(node, bound)
-        script = encoded_command(words)
-        if script:
-            self._command_text(node, script)
-        program = PurePosixPath(words[0]).name.lower() if words else ""
-        head = (
-            command.elts[0] if isinstance(command, ast.List | ast.Tuple) and command.elts else None
-        )
-        if head is not None and "sys.executable" in flow.resolve(head):
-            program = "python"
-        if program.startswith(PYTHONS) and "-c" in words[:-1]:
-            self._code_string(node, f"{api}({program} -c ...)", words[words.index("-c") + 1])
-        elif program.startswith(PYTHONS) and all(w.startswith("-") for w in words[1:]):
-            # python (or python -) reading its program from standard input
-            for source in self._stdin_sources(node):
-                value = flow.evaluate(source)
-                if isinstance(value, bytes):
-                    value = value.decode("utf-8", "replace")
-                if isinstance(value, str):
-                    self._code_string(node, f"{api}({program} < source)", value)
-        elif program in SHELLS and all(w.startswith(("-", "/")) for w in words[1:]):
-            # a shell reading its script from standard input (blind18: b18-ds-sh-stdin-input,
-            # subprocess.run(["/bin/sh"], input=b32decode(...))): the script is the command
-            self._stdin_script(node, api, program)
-        # at install time, or when a package is imported (module level of an __init__.py),
-        # or a URL at module level anywhere but a test: another package pulled in behind
-        # the resolver (a benchmark script pip-installing the library it measures is not)
-        import_time = flow.scope(node) == 0 and not test_file(self._scan.file)
-        pulled = import_time and (
-            self._scan.file.rsplit("/", 1)[-1] == "__init__.py"
-            or any("://" in w or w.startswith("git+") for w in words)
-        )
-        if (self._scan.installer or pulled) and installs_other(words):
-            self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
-        imported = import_time and self._scan.file.endswith("__init__.py")
-        if self._scan.installer or imported:  # a shipped program started, CPL-THR-018
-            started = shipped_start(flow, node, api, command, launches_payload, imported=imported)
-            if started is not None:
-                self._scan.emit("CPL-THR-018", started, line, col)
-        for what in uploaded_credentials(flow, command):
-            self._scan.emit("CPL-THR-007", f"{what} sent by {api}({program} ...)", line, col)
-        if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
-            shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
-            self._scan.emit(
-                "CPL-THR-017", f"{', '.join(recon)} sent by {api}({shown} ...)", line, col
-            )
-
-    def _command_text(self, node: ast.Call, text: str) -> None:
-        """A command's known text: a download piped to a shell in it is run, not shown."""
-        for indicator in indicator_set().matches(text):
-            if indicator.kind is IndicatorKind.DOWNLOAD_EXEC:
-                self._scan.emit("CPL-THR-015", shorten(text), node.lineno, node.col_offset)
-            elif indicator.kind in {IndicatorKind.NETWORK_PIPE, IndicatorKind.REVERSE_SHELL}:
-                self._scan.indicators(text, node.lineno, node.col_offset)

@@ -28,7 +28,8 @@ from caplet._scan._rules import (
     OS_OPEN_WRITE_FLAGS,
     ArgumentSpec,
 )
-from caplet._scan._sinks import Sinks, launches_payload
+from caplet._scan._sink_commands import launches_payload
+from caplet._scan._sinks import Sinks
 from caplet._scan._sources import DECODERS, EXECUTORS, SHELLS
 from caplet._scan._syntax import argument, fold_str
 
