@@ -34,7 +34,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, Final, Self
 
 import anyio
@@ -44,6 +43,8 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from caplet._mcp._wrapped import WrappedStream
 
 __all__ = ["BUSY", "CountedWriter", "GatedReader", "InFlight", "SessionBound"]
 
@@ -101,26 +102,12 @@ class InFlight:
             await self._room.wait()
 
 
-class _Wrapped:
-    """One of the SDK's streams, wrapped: closing and the ``async with`` of the inner one."""
+class _Wrapped(WrappedStream):
+    """One of the SDK's streams, wrapped, with the session's in-flight count."""
 
     def __init__(self, inner: Any, flow: InFlight) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._flow = flow
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class GatedReader(_Wrapped):

@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import sys
 from collections import deque
-from types import TracebackType
 from typing import Any, BinaryIO, Final, Self
 
 import anyio
 import anyio.to_thread
 from mcp import types
 from mcp.shared.message import SessionMessage
+
+from caplet._mcp._wrapped import WrappedStream
 
 __all__ = ["AnsweringReader", "BoundedLines", "unreadable_answer"]
 
@@ -146,7 +147,7 @@ def _error(request_id: int | str | None, code: int, message: str) -> types.JSONR
     )
 
 
-class AnsweringReader:
+class AnsweringReader(WrappedStream):
     """The SDK's read stream: a line it could not read is answered, not skipped.
 
     Each item the SDK's stdin reader makes is matched to its line
@@ -156,7 +157,7 @@ class AnsweringReader:
     """
 
     def __init__(self, inner: Any, lines: BoundedLines, write: Any) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._lines = lines
         self._write = write
 
@@ -174,20 +175,6 @@ class AnsweringReader:
             answer = unreadable_answer(line)
             if answer is not None:
                 await self._write.send(SessionMessage(answer))
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __aiter__(self) -> Self:
         return self
