@@ -134,14 +134,35 @@ class RunDir:
             temporary.unlink(missing_ok=True)
             raise
 
-    def publish_code(self, folders: Sequence[tuple[Path, bool]]) -> None:
+    def publish_code(
+        self,
+        folders: Sequence[tuple[Path, bool]],
+        check: Callable[[Mapping[str, GrantPlan]], None] | None = None,
+    ) -> None:
         """Tell the other hosts the folders this one runs Python code from (its
         ``sys.path``, its runtime, its plugins), each with whether a grant inside it is
         refused too: a writable grant another process gives over one of them runs a
         plugin's module here (red team round 19). Written again only when they changed
-        (an enable publishes them). StoreError when it cannot be written."""
-        if tuple(folders) == self._code:
-            return
+        (an enable publishes them). StoreError when it cannot be written.
+
+        ``check`` is then called with the live peers' plans, under the lock
+        :meth:`publish` holds: a peer's enable is judged wholly before or wholly after
+        (attack21: one that planned before these folders were published and published
+        its grants after they were checked was seen by neither side).
+        """
+        try:
+            with exclusive_lock(self.path.parent / _PUBLISH_LOCK):
+                if tuple(folders) != self._code:
+                    self._write_code(folders)
+                if check is not None:
+                    check(self.peer_plans())
+        except OSError as exc:
+            raise StoreError(
+                f"cannot publish the folders this process imports from in {self.path} "
+                f"({exc.strerror}); check that the state directory is writable"
+            ) from exc
+
+    def _write_code(self, folders: Sequence[tuple[Path, bool]]) -> None:
         temporary = self.path / f".{_CODE}.{os.getpid()}"
         try:
             temporary.write_text(
@@ -149,12 +170,9 @@ class RunDir:
             )
             temporary.replace(self.path / _CODE)
             self._code = tuple(folders)
-        except OSError as exc:
+        except OSError:
             temporary.unlink(missing_ok=True)
-            raise StoreError(
-                f"cannot publish the folders this process imports from in {self.path} "
-                f"({exc.strerror}); check that the state directory is writable"
-            ) from exc
+            raise
 
     def peer_code(self) -> tuple[tuple[Path, bool], ...]:
         """The folders the *other* live hosts run code from (:meth:`publish_code`)."""
