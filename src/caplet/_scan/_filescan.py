@@ -314,8 +314,10 @@ class FileScan:
         # string): the pattern's blanks take a line break, and the model reads one
         # sentence (attack21). Found on the line it starts on, unless that line had one.
         whole = "\n".join(read_lines).encode("utf-8", "surrogatepass")
+        number, counted = 1, 0  # the line at byte ``counted``: matches come in order
         for match in _AUDITOR.finditer(whole):
-            number = whole.count(b"\n", 0, match.start()) + 1
+            number += whole.count(b"\n", counted, match.start())
+            counted = match.start()
             if b"\n" not in match.group(0) or number in found:
                 continue
             found.add(number)
