@@ -76,3 +76,38 @@ def test_no_character_is_read_as_a_format_character() -> None:
         if FORMAT.search(as_read(chr(code))) is not None
     ]
     assert kept == []
+
+
+def test_default_ignorable_characters_are_read_as_nothing() -> None:
+    """Every default-ignorable code point of Unicode (drawn as nothing) is read past, the
+    Hangul fillers as a blank (attack21: variation selectors and the combining grapheme
+    joiner are marks, not format characters, and hid an instruction from the rule)."""
+    fillers = {0x115F, 0x1160, 0x3164, 0xFFA0}
+    ignorable = [
+        *range(0x034F, 0x0350),
+        *range(0x17B4, 0x17B6),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+    kept = [f"U+{code:04X}" for code in ignorable if as_read(f"a{chr(code)}b") != "ab"]
+    assert kept == []
+    blank = [f"U+{code:04X}" for code in fillers if as_read(f"a{chr(code)}b") != "a b"]
+    assert blank == []
+    assert as_read("\u2764\ufe0f") == "\u2764"
+
+
+def test_white_space_is_read_as_a_blank() -> None:
+    """Every white-space character (``str.isspace``) reads as a blank the rule's regular
+    expression takes (RE2's ``\\s``: tab, newline, form feed, carriage return, space), or
+    as the line break it is (attack21: the vertical tab, the information separators, NEL,
+    the ogham space mark and U+2028/U+2029 were left, and the sentence was missed)."""
+    taken = {" ", "\t", "\n", "\x0c", "\r"}
+    left = [
+        f"U+{code:04X}"
+        for code in range(0x110000)
+        if chr(code).isspace() and as_read(chr(code)) not in taken
+    ]
+    assert left == []
+    assert as_read("ignore\x0bprevious\u2028instructions") == "ignore previous instructions"
+    assert reads_differently("a\x1cb")

@@ -17,6 +17,7 @@ the auditor did; the rule missed what the model then read.
 from __future__ import annotations
 
 import codecs
+import re
 import unicodedata
 from typing import Final
 
@@ -28,9 +29,35 @@ __all__ = ["as_read", "data_text", "file_index", "reads_differently"]
 
 #: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
 _TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
-#: :data:`~caplet._display.FORMAT` over UTF-8, in RE2: a linear scan of a file's bytes
-#: (Python's ``re`` took 44 ns a character over non-ASCII text, str.translate 180).
-_FORMAT_UTF8: Final = re2.compile(FORMAT.pattern.encode())
+#: Unicode's default-ignorable code points that are not format characters: variation
+#: selectors (U+FE00-FE0F, U+E0100-E01EF, Mongolian U+180B-180F), the combining
+#: grapheme joiner and Khmer's inherent vowels. Marks (Mn), drawn as nothing and read
+#: past; "ign\ufe0fore previous instructions" was missed by the rule (attack21).
+_IGNORED: Final = "\u034f\u17b4\u17b5\u180b-\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef"
+#: The Hangul fillers (default-ignorable letters, Lo): a font draws a blank, so a model
+#: reads a word break (NFKC folds U+3164 and U+FFA0 to U+1160).
+_FILLERS: Final = {0x115F: " ", 0x1160: " ", 0x3164: " ", 0xFFA0: " "}
+#: The white space that neither NFKC nor RE2's ``\s`` (``[\t\n\f\r ]``) reads as a
+#: blank: the vertical tab, the information separators, NEL, the ogham space mark, the
+#: line and paragraph separators. Python's ``str.split`` and a model read each as one;
+#: "ignore\u2028previous\x0binstructions" was missed by the rule (attack21). Each reads
+#: as a blank within its line (the rule's lines are split at ``\n`` and ``\r`` only).
+_ASCII_BLANKS: Final = "\x0b\x1c\x1d\x1e\x1f"
+_BLANKS: Final = {ord(c): " " for c in _ASCII_BLANKS + "\x85\u1680\u2028\u2029"}
+_READ_AS_BLANK: Final = {**_FILLERS, **_BLANKS}
+#: What :func:`as_read` drops after NFKC: a format character or another ignorable one.
+_DROPPED: Final = re.compile(f"[{FORMAT.pattern[1:-1]}{_IGNORED}]")
+#: Any character as_read drops or blanks, over UTF-8, in RE2: a linear scan of a
+#: file's bytes (Python's ``re`` took 44 ns a character over non-ASCII text,
+#: str.translate 180).
+_HIDDEN_UTF8: Final = re2.compile(
+    f"[{FORMAT.pattern[1:-1]}{_IGNORED}{''.join(map(chr, _READ_AS_BLANK))}]".encode()
+)
+
+
+def _ascii_blank(text: str) -> bool:
+    """Whether ASCII ``text`` holds a blank :data:`_BLANKS` reads (a few memchr scans)."""
+    return any(char in text for char in _ASCII_BLANKS)
 
 
 def _utf8(text: str) -> bytes:
@@ -38,20 +65,23 @@ def _utf8(text: str) -> bytes:
 
 
 def as_read(text: str) -> str:
-    """``text`` as a model reads it: tags as ASCII, NFKC, format characters dropped.
+    """``text`` as a model reads it: tags as ASCII, NFKC, format characters and the other
+    default-ignorable ones dropped (the Hangul fillers, and white space that is no
+    blank to a regular expression, read as one).
 
-    Never adds or removes a line break (no character folds to one), so a
-    text's lines read are its lines. ASCII text is returned as it is, and each
-    step runs only where a C-speed check says it changes something.
+    Never adds or removes a ``\n`` or ``\r`` (no character folds to one), so a
+    text's lines read are its lines. ASCII text is returned as it is (its rare
+    blanks aside), and each step runs only where a C-speed check says it
+    changes something.
     """
     if text.isascii():
-        return text
-    hidden = _FORMAT_UTF8.search(_utf8(text)) is not None  # tag characters are format too
+        return text.translate(_BLANKS) if _ascii_blank(text) else text
+    hidden = _HIDDEN_UTF8.search(_utf8(text)) is not None  # tag characters are format too
     if hidden:
         text = text.translate(_TAGS)
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    return FORMAT.sub("", text) if hidden else text
+    return _DROPPED.sub("", text.translate(_READ_AS_BLANK)) if hidden else text
 
 
 def reads_differently(text: str, encoded: bytes | None = None) -> bool:
@@ -62,10 +92,10 @@ def reads_differently(text: str, encoded: bytes | None = None) -> bool:
     quick check.
     """
     if text.isascii():
-        return False
+        return _ascii_blank(text)
     if encoded is None:
         encoded = _utf8(text)
-    return _FORMAT_UTF8.search(encoded) is not None or not unicodedata.is_normalized("NFKC", text)
+    return _HIDDEN_UTF8.search(encoded) is not None or not unicodedata.is_normalized("NFKC", text)
 
 
 def file_index(text: str, read_index: int) -> int:

@@ -176,3 +176,45 @@ def test_approve_and_info_show_what_a_program_brings(tmp_path: Path) -> None:
     (line,) = shown["programs"]
     assert isinstance(line, str)
     assert line.startswith(f"proc.exec:{tool}: {tool}, a script for /bin/sh")
+
+
+@pytest.mark.security
+@pytest.mark.slow
+def test_approve_records_the_programs_it_showed_not_what_they_bring_at_the_answer(
+    tmp_path: Path,
+) -> None:
+    """attack21: `caplet approve` showed what each program brings (round 19), then, at the
+    answer, recorded what they brought then: a script whose #! line was changed while
+    the question was open was approved with an interpreter nobody was shown (the
+    approval's `programs` pins it, so every later enable took it for the approved one)."""
+    from tests._cli.test_app_consent import _on_a_terminal
+
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
+    tool.chmod(0o755)
+    folder = tmp_path / "plugins" / "runner"
+    folder.mkdir(parents=True)
+    (folder / "plugin.py").write_text(
+        'def create_functions(config):\n    return {"main": {"run": lambda: 1}}\n'
+    )
+    (folder / "plugin.toml").write_text(
+        'name = "runner"\nversion = "1.0.0"\ndescription = "runs a tool"\n'
+        f'entry = "plugin.py"\ncapabilities = ["proc.exec:{tool}"]\n'
+        '[modules.main]\nfunctions = ["run"]\n'
+    )
+    cli = ["--plugins-dir", str(tmp_path / "plugins"), "--state-dir", str(tmp_path / "state")]
+    python = os.path.realpath(sys.executable)
+
+    def retarget() -> None:
+        tool.write_text(f"#!{python}\nprint('hi')\n", encoding="utf-8")
+
+    output, code = _on_a_terminal(["approve", "runner", *cli], "y", before_answer=retarget)
+    assert python not in output.partition("[y/N]")[0]
+    listed = document(caplet("info", "runner", "--json", *cli, cwd=tmp_path))
+    assert listed["approved"] is False, output
+    assert code == 1, output
+    assert (
+        f"plugin 'runner': what its programs bring changed since it was shown: "
+        f"proc.exec:{tool} now runs {tool}, a script for {python}"
+    ) in " ".join(output.split())

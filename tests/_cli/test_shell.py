@@ -556,6 +556,32 @@ def test_approve_shows_the_audit_asks_and_persists(host: PluginHost) -> None:
     assert not host.is_approved("hello")
 
 
+def test_approve_shows_what_a_program_brings_before_it_asks(
+    make_plugin: PluginFactory, host: PluginHost, tmp_path: Path
+) -> None:
+    """attack21: `/plugin approve` recorded what each proc.exec program brings (round 19:
+    a script's #! interpreter, bound into the jail) without showing it, as `caplet
+    approve` does; the lines shown are the ones approved (``programs=``)."""
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
+    tool.chmod(0o755)
+    make_plugin(
+        "runner",
+        source="def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+        extra=f'capabilities = ["proc.exec:{tool}"]\n',
+    )
+    ran = run(host, "/plugin approve runner", "y")
+    shown = f"  runs: proc.exec:{tool}: {tool}, a script for /bin/sh"
+    assert shown in ran.out
+    assert ran.out.index(shown) < ran.out.index("approved: plugin 'runner' approved")
+    record = host.get_approval_record("runner")
+    assert record is not None
+    assert record.programs is not None
+    assert [f"  runs: {line}" for line in record.programs] == [
+        line for line in ran.out.splitlines() if line.startswith("  runs: ")
+    ]
+
+
 def test_approve_uses_the_cached_audit(host: PluginHost) -> None:
     host.audit("hello")
     ran = run(host, "/plugin approve hello -y")

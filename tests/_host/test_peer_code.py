@@ -19,11 +19,13 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import caplet
 from caplet import PluginHost
+from caplet._host._run_dir import RunDir
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import make_host
 from tests.conftest import PluginFactory, give_to_worker
@@ -214,3 +216,44 @@ def test_a_writable_grant_beside_a_peers_import_folder_is_granted(
         assert ok, reason
     finally:
         peer.close()
+
+
+def test_a_process_starting_between_a_plan_and_its_publication_is_seen(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    state_dir: Path,
+    lib: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """attack21: the writable grants were judged against the peers' code folders when
+    planned, and only the peers' grants again at publication, under the lock. A process
+    importing from ``lib`` that started in between (here: started by the publication's
+    first step, so the order is certain) published its folders after the plan read them
+    and checked the peers' grants before this one's were published: neither saw the
+    other, and the plugin could write where that process imports from."""
+    _plugins(make_plugin)
+    peers: list[Peer] = []
+    publish = RunDir.publish
+
+    def peer_starts_first(run: RunDir, *args: Any, **kwargs: Any) -> None:
+        if not peers:
+            peers.append(Peer(plugins_dir, state_dir, lib))
+        publish(run, *args, **kwargs)
+
+    monkeypatch.setattr(RunDir, "publish", peer_starts_first)
+    try:
+        host.discover()
+        outcome = host.enable("writer", config={"root": str(lib)}, consent=True)
+        assert peers, "the enable published nothing"
+        assert not outcome, "a folder a peer that started meanwhile imports from was granted"
+        assert outcome.reason == (
+            f"plugin 'writer': the writable grant {lib} contains {lib}, a folder another live "
+            "caplet process on this state directory runs Python code from (its sys.path, its "
+            "runtime or its plugins): a module written there would run in that process, "
+            "outside every sandbox layer; a plugin may never write caplet's own files: grant "
+            "a directory that does not contain it"
+        )
+    finally:
+        for peer in peers:
+            peer.close()

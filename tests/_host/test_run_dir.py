@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from caplet._host import _run_dir
+from caplet._host._inode_chain import inode_chain
 from caplet._host._run_dir import RUN_SUBDIR, RunDir
 
 
@@ -106,3 +108,34 @@ def test_a_host_starting_while_another_sweeps_keeps_a_lock_its_peers_see(
         assert run.path.is_dir()
     finally:
         run.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("code.json", json.dumps([["/tmp/a\x00b", True], ["/usr/lib", False]])),
+        ("code.json", "[" * 100_000),
+        ("grants.json", '{"x": {"writable": [["/a", Infinity, 1]], "programs": []}}'),
+        ("grants.json", json.dumps({"x": {"writable": [["/a\x00", 1, 1]], "programs": []}})),
+        ("grants.json", json.dumps({"x": {"writable": [], "programs": ["/bin/a\x00b"]}})),
+        ("grants.json", "{" + '"a":{' * 100_000),
+    ],
+)
+def test_a_malformed_peer_file_is_read_as_nothing_of_it(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """A live peer's code.json or grants.json that is no host's (attack21): a path with a
+    NUL (every later enable in every other process died in inode_chain's stat with
+    ValueError), JSON nested past Python's stack (RecursionError), Infinity for a device
+    (OverflowError). The entries that are well formed are still read."""
+    me, peer = RunDir(tmp_path), RunDir(tmp_path)
+    try:
+        (peer.path / name).write_text(text, encoding="utf-8")
+        kept = ((Path("/usr/lib"), False),) if "/usr/lib" in text else ()
+        assert me.peer_code() == kept
+        assert me.peer_plans() == {}
+        for path, _ in me.peer_code():
+            assert inode_chain(path)
+    finally:
+        me.close()
+        peer.close()

@@ -131,3 +131,19 @@ def test_a_notification_the_sdk_cannot_read_is_not_answered() -> None:
     answer = unreadable_answer('{"jsonrpc": "2.0", "id": 7, "method": "x/\\ud800"}\n')
     assert answer is not None
     assert (answer.id, answer.error.code) == (7, INVALID_REQUEST)
+
+
+def test_a_response_the_sdk_cannot_read_is_not_answered() -> None:
+    """attack21: JSON-RPC answers no response, as no notification: ids of the client's
+    requests and of the server's are each side's own, so an error carrying a malformed
+    response's id 7 resolved the client's own request 7 (a tools/call in flight) with
+    it."""
+    for line in (
+        '{"jsonrpc": "2.0", "id": 7, "error": 5}\n',
+        '{"jsonrpc": "2.0", "id": 7, "result": {"x": "\\ud800"}}\n',
+    ):
+        assert unreadable_answer(line) is None
+    # the near miss: a request is answered, its id the line's, result or not beside it
+    answer = unreadable_answer('{"jsonrpc": "2.0", "id": 7, "method": 5, "result": 1}\n')
+    assert answer is not None
+    assert answer.id == 7

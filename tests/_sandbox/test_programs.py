@@ -210,6 +210,36 @@ def test_a_script_run_through_env_is_refused_with_the_line_and_the_fix(
     )
 
 
+@pytest.mark.parametrize("launcher", ["nice", "nohup", "setsid", "ionice"])
+def test_a_script_run_through_another_launcher_is_refused_as_env_is(
+    tmp_path: Path, launcher: str
+) -> None:
+    """attack21: ``#!/usr/bin/nice python3`` is ``#!/usr/bin/env python3`` by another name
+    (nice, nohup, setsid and ionice run their one argument with execvp, a PATH lookup
+    in the jail); only a #! line naming env was refused."""
+    found = shutil.which(launcher, path="/usr/bin:/bin")
+    assert found is not None
+    line = f"#!{found} python3"
+    script = tmp_path / "tool"
+    script.write_text(f"{line}\nprint('hi')\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError) as exc:
+        program_grants(str(script), search_path="/usr/bin:/bin")
+    assert str(exc.value).startswith(
+        f"proc.exec program {str(script)!r} is a script whose first line is {line!r}: "
+        f"{found} looks 'python3' up on PATH when the script runs, inside the jail"
+    )
+
+
+@pytest.mark.parametrize("line", ["#!/bin/sh -e", "#!/usr/bin/python3 -u"])
+def test_a_script_naming_its_interpreter_is_granted(tmp_path: Path, line: str) -> None:
+    script = tmp_path / "tool"
+    script.write_text(f"{line}\necho hi\n")
+    script.chmod(0o755)
+    chain = program_chain(str(script), search_path="/usr/bin:/bin")
+    assert chain.steps[1].path == line[2:].split(maxsplit=1)[0]
+
+
 def test_env_itself_as_the_program_is_no_script_and_is_granted() -> None:
     # The near miss: proc.exec:env (a shell-or-interpreter the composition lint names)
     # is the program itself, not a script's #! line: granted as before.

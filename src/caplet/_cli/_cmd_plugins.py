@@ -150,6 +150,8 @@ def approve_command(
     if info.content_hash != audit.content_hash:
         run.refused(Outcome(False, changed_while_shown(name, audit.content_hash)), {"name": name})
     lint = lint_composition(info.manifest.capabilities)
+    # Approved only while they bring what is shown (attack21), as the content (round 4).
+    programs = program_reach(info.manifest.capabilities)
     if not run.as_json:
         out.say(plain(f"Approve {name} {info.version}", "bold"))
         print_audit(out.console, audit)
@@ -157,7 +159,7 @@ def approve_command(
         for declared, reach in default_reach(info.manifest):
             shown = "nothing until the operator sets a value" if reach is None else reach
             out.say(plain(f"  by default:            {declared} -> {shown}"))
-        _say_programs(out, program_reach(info.manifest.capabilities))
+        _say_programs(out, programs)
         _say_agent_text(out, info.manifest)
     if not yes:
         if run.as_json or not sys.stdin.isatty():
@@ -169,7 +171,7 @@ def approve_command(
         question = f"Approve {safe_line(name)} with these capabilities?"
         if not typer.confirm(question, default=False):
             raise typer.Exit(EXIT_REFUSED)
-    outcome = host.approve(name, content_hash=audit.content_hash)
+    outcome = host.approve(name, content_hash=audit.content_hash, programs=programs)
     document: dict[str, JSONValue] = {
         "name": name,
         "audit": audit_json(audit),

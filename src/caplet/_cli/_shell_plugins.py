@@ -25,6 +25,7 @@ from caplet._host._consent import Consent, changed_while_shown
 from caplet._host._defaults import configured_reach
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
+from caplet._host._program_reach import program_reach
 from caplet._host._records import PluginInfo
 from caplet._suggest import did_you_mean
 
@@ -214,11 +215,16 @@ class PluginFlows:
         self._say(f"Approve {name} {info.version}", "bold")
         declared = ", ".join(c.declared for c in info.manifest.capabilities) or "none"
         self._say(f"  capabilities: {declared}")
+        # What each proc.exec program brings (its #! interpreter, its loader), which the
+        # approval pins: shown, and approved only while it is still that (attack21).
+        programs = program_reach(info.manifest.capabilities)
+        for line in programs:
+            self._say(f"  runs: {line}")
         print_audit(self.console, audit)
         if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
             self._say(f"{name} was not approved")
             return False
-        outcome = self.host.approve(name, content_hash=audit.content_hash)
+        outcome = self.host.approve(name, content_hash=audit.content_hash, programs=programs)
         if not outcome:
             return self._refused(outcome.reason)
         self._say(f"approved: {outcome.reason}", "green")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -153,9 +153,17 @@ class AsyncPluginHost:
         """:meth:`PluginHost.audit`, awaited (a deep audit waits for a model)."""
         return await self._run(lambda: self.sync.audit(name, fresh=fresh, static_only=static_only))
 
-    async def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
+    async def approve(
+        self,
+        name: str,
+        *,
+        content_hash: str | None = None,
+        programs: Sequence[str] | None = None,
+    ) -> Outcome:
         """:meth:`PluginHost.approve`, awaited."""
-        return await self._run(lambda: self.sync.approve(name, content_hash=content_hash))
+        return await self._run(
+            lambda: self.sync.approve(name, content_hash=content_hash, programs=programs)
+        )
 
     async def discover(self) -> int:
         """:meth:`PluginHost.discover`, awaited."""

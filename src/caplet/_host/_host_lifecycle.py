@@ -9,7 +9,7 @@ hooks and guest code, which use the workers these methods start and stop.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from caplet._audit._model import AuditResult
 from caplet._config._coerce import unknown_keys_message
@@ -74,11 +74,19 @@ class HostLifecycle(HostParts):
         with self._lifecycle:
             return self.manager.audit(name, fresh=fresh, static_only=static_only)
 
-    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
+    def approve(
+        self,
+        name: str,
+        *,
+        content_hash: str | None = None,
+        programs: Sequence[str] | None = None,
+    ) -> Outcome:
         """Approve *name*'s current content; with ``content_hash`` (what was shown to
-        the person approving) only if that is still the content."""
+        the person approving) only if that is still the content, with ``programs`` (the
+        lines of what its ``proc.exec`` programs bring, as shown) only if they still
+        bring that."""
         with self._lifecycle:
-            return self.manager.approve(name, content_hash=content_hash)
+            return self.manager.approve(name, content_hash=content_hash, programs=programs)
 
     def unapprove(self, name: str) -> Outcome:
         """Remove approval; a running worker keeps serving this session."""

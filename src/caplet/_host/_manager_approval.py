@@ -11,6 +11,7 @@ approval vouches for.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from caplet._audit._model import AuditResult
 from caplet._findings import RiskLevel
@@ -22,7 +23,7 @@ from caplet._host._defaults import template_defaults
 from caplet._host._gates import danger_message, uncovered_dangers
 from caplet._host._manager_discover import ManagerDiscover
 from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
-from caplet._host._program_reach import program_reach
+from caplet._host._program_reach import program_changes, program_reach
 from caplet._host._records import (
     Outcome,
 )
@@ -37,7 +38,13 @@ class ManagerApproval(ManagerDiscover):
 
     # -- approval --------------------------------------------------------------------------
 
-    def approve(self, name: str, *, content_hash: str | None = None) -> Outcome:
+    def approve(
+        self,
+        name: str,
+        *,
+        content_hash: str | None = None,
+        programs: Sequence[str] | None = None,
+    ) -> Outcome:
         """Persistently approve the plugin's current content and capabilities.
 
         Refused without an audit of the current hash, when the audit's risk
@@ -45,6 +52,10 @@ class ManagerApproval(ManagerDiscover):
         declared capability covers would stop it loading anyway.
         ``content_hash``: the content whose audit a person was shown; other
         content (the folder changed meanwhile) is refused, not approved.
+        ``programs``: the lines of what each ``proc.exec`` program brings that the
+        person was shown (:func:`program_reach`); when they bring other files now,
+        refused too (attack21: a script's ``#!`` line changed while the question was
+        open was recorded, unseen).
         """
         record = self._record(name)
         self._rehash(record)
@@ -63,6 +74,16 @@ class ManagerApproval(ManagerDiscover):
         refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "approve", refusal)
+        reach = program_reach(record.manifest.capabilities)
+        if programs is not None and tuple(programs) != reach:
+            changes = program_changes(programs, reach, was_label="shown") or reach
+            return self._refuse(
+                name,
+                "approve",
+                f"plugin {name!r}: what its programs bring changed since it was shown: "
+                f"{'; '.join(changes)}; nothing was approved: review it again (caplet "
+                f"approve {name})",
+            )
         self.store.put_approval(
             ApprovalRecord(
                 name=name,
@@ -78,7 +99,7 @@ class ManagerApproval(ManagerDiscover):
                 agent_text=agent_text(record.manifest),
                 location=record.location,
                 # What each program brings on this host, as `caplet approve` showed it.
-                programs=program_reach(record.manifest.capabilities),
+                programs=reach,
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -57,7 +57,7 @@ from caplet._host._locked import (
 from caplet._host._manager_approval import ManagerApproval
 from caplet._host._manager_config import ManagerConfig
 from caplet._host._manager_state import RED_TEAM_LABEL
-from caplet._host._peer_code import check_code_against
+from caplet._host._peer_code import check_code_against, check_plan_against_code
 from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import TrustTier
 from caplet._host._program_reach import program_changes, program_reach
@@ -236,8 +236,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             # a writer another process enabled over it (round 19).
             code = self._code_folders()
             run = self._run_directory()
-            run.publish_code(code)
-            check_code_against(name, code, run.peer_plans())
+            run.publish_code(code, functools.partial(check_code_against, name, code))
         except (CapabilityError, StoreError) as exc:
             return self._refuse(name, "enable", str(exc))
         if (
@@ -308,9 +307,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             try:
                 # Checked again against the other caplet processes under their lock
                 # (one may have enabled a writer since the plan), then published.
-                self._publish_grants(
-                    {name: plan}, check=functools.partial(check_against, name, plan)
-                )
+                self._publish_grants({name: plan}, check=self._published_check(name, plan))
             except (StoreError, CapabilityError) as exc:
                 return self._refuse(name, "enable", str(exc))
         record.grant_plan = plan
@@ -526,6 +523,20 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     frontier.append(other.name)
         order = list(self._records)
         return sorted(found, key=order.index, reverse=True)
+
+    def _published_check(
+        self, name: str, plan: GrantPlan
+    ) -> Callable[[Mapping[str, GrantPlan]], None]:
+        """The last check of ``plan`` before it is published, under the peers' lock: their
+        grants and programs (round 4) and the folders they run code from, read again
+        there (a process may have started since the plan: attack21)."""
+        run = self._run_directory()
+
+        def check(peers: Mapping[str, GrantPlan]) -> None:
+            check_against(name, plan, peers)
+            check_plan_against_code(name, plan, run.peer_code())
+
+        return check
 
     def _protected_paths(self) -> ProtectedPaths:
         """caplet's own files, which no grant may expose or make writable."""

@@ -62,8 +62,11 @@ def program_reach(capabilities: Sequence[Capability]) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def program_changes(approved: Sequence[str] | None, now: Sequence[str]) -> tuple[str, ...]:
-    """How the programs' files ``now`` differ from the ``approved`` lines, one sentence each.
+def program_changes(
+    approved: Sequence[str] | None, now: Sequence[str], *, was_label: str = "approved"
+) -> tuple[str, ...]:
+    """How the programs' files ``now`` differ from the ``approved`` lines, one sentence each
+    (``was_label`` names what the earlier lines were: "approved", or "shown").
 
     ``approved`` None: an approval recorded before caplet kept them, which
     is compared with nothing. A capability the approval has no line for
@@ -79,7 +82,7 @@ def program_changes(approved: Sequence[str] | None, now: Sequence[str]) -> tuple
         if was is None or was == line:
             continue
         changes.append(
-            f"{declared} now runs {_files(line)}; approved: {_files(was)} (its #! line, "
+            f"{declared} now runs {_files(line)}; {was_label}: {_files(was)} (its #! line, "
             "its links or PATH changed since)"
         )
     return tuple(changes)

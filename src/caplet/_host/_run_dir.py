@@ -134,14 +134,35 @@ class RunDir:
             temporary.unlink(missing_ok=True)
             raise
 
-    def publish_code(self, folders: Sequence[tuple[Path, bool]]) -> None:
+    def publish_code(
+        self,
+        folders: Sequence[tuple[Path, bool]],
+        check: Callable[[Mapping[str, GrantPlan]], None] | None = None,
+    ) -> None:
         """Tell the other hosts the folders this one runs Python code from (its
         ``sys.path``, its runtime, its plugins), each with whether a grant inside it is
         refused too: a writable grant another process gives over one of them runs a
         plugin's module here (red team round 19). Written again only when they changed
-        (an enable publishes them). StoreError when it cannot be written."""
-        if tuple(folders) == self._code:
-            return
+        (an enable publishes them). StoreError when it cannot be written.
+
+        ``check`` is then called with the live peers' plans, under the lock
+        :meth:`publish` holds: a peer's enable is judged wholly before or wholly after
+        (attack21: one that planned before these folders were published and published
+        its grants after they were checked was seen by neither side).
+        """
+        try:
+            with exclusive_lock(self.path.parent / _PUBLISH_LOCK):
+                if tuple(folders) != self._code:
+                    self._write_code(folders)
+                if check is not None:
+                    check(self.peer_plans())
+        except OSError as exc:
+            raise StoreError(
+                f"cannot publish the folders this process imports from in {self.path} "
+                f"({exc.strerror}); check that the state directory is writable"
+            ) from exc
+
+    def _write_code(self, folders: Sequence[tuple[Path, bool]]) -> None:
         temporary = self.path / f".{_CODE}.{os.getpid()}"
         try:
             temporary.write_text(
@@ -149,12 +170,9 @@ class RunDir:
             )
             temporary.replace(self.path / _CODE)
             self._code = tuple(folders)
-        except OSError as exc:
+        except OSError:
             temporary.unlink(missing_ok=True)
-            raise StoreError(
-                f"cannot publish the folders this process imports from in {self.path} "
-                f"({exc.strerror}); check that the state directory is writable"
-            ) from exc
+            raise
 
     def peer_code(self) -> tuple[tuple[Path, bool], ...]:
         """The folders the *other* live hosts run code from (:meth:`publish_code`)."""
@@ -278,13 +296,29 @@ def _alive(lock: str) -> bool:
     return False
 
 
-def _read_code(path: Path) -> list[tuple[Path, bool]]:
-    """A peer's published code folders (empty when it has published none yet)."""
+def _read_json(path: Path) -> object:
+    """A peer's published file as JSON; None when it is missing or unreadable.
+
+    No host writes JSON nested past Python's stack (RecursionError) or a file
+    past the bound; either is read as nothing published (attack21: a forged
+    file in a peer's run directory broke every enable of every other process).
+    """
     try:
         with path.open("rb") as handle:
-            raw = json.loads(handle.read(_GRANTS_MAX))
-    except (OSError, ValueError):
-        return []
+            return json.loads(handle.read(_GRANTS_MAX))
+    except (OSError, ValueError, RecursionError):
+        return None  # not published yet, or mid-replace by a host that is starting
+
+
+def _path(value: object) -> bool:
+    """Whether ``value`` is a path a host may publish: absolute, no NUL (which no file
+    name holds, and on which every stat raises ValueError, not OSError)."""
+    return isinstance(value, str) and value.startswith("/") and "\x00" not in value
+
+
+def _read_code(path: Path) -> list[tuple[Path, bool]]:
+    """A peer's published code folders (empty when it has published none yet)."""
+    raw = _read_json(path)
     if not isinstance(raw, list):
         return []
     return [
@@ -292,30 +326,35 @@ def _read_code(path: Path) -> list[tuple[Path, bool]]:
         for entry in raw
         if isinstance(entry, list)
         and len(entry) == 2
-        and isinstance(entry[0], str)
-        and entry[0].startswith("/")
+        and _path(entry[0])
         and isinstance(entry[1], bool)
     ]
 
 
 def _read_plans(path: Path) -> dict[str, GrantPlan]:
-    """A peer's published plans (empty when it has none yet)."""
-    try:
-        with path.open("rb") as handle:
-            raw = json.loads(handle.read(_GRANTS_MAX))
-    except (OSError, ValueError):
-        return {}  # not published yet, or mid-replace by a host that is starting
+    """A peer's published plans (empty when it has none yet); a plan with a path no host
+    publishes (:func:`_path`) or a device that is no integer is skipped."""
+    raw = _read_json(path)
     plans: dict[str, GrantPlan] = {}
     if not isinstance(raw, dict):
         return plans
     for name, entry in raw.items():
         try:
             writable = tuple(
-                PathGrant(str(p), writable=True, device=int(d), inode=int(i))
+                PathGrant(p, writable=True, device=d, inode=i)
                 for p, d, i in entry["writable"]
+                if _path(p) and _integer(d) and _integer(i)
             )
-            programs = tuple(PathGrant(str(p), executable=True) for p in entry["programs"])
+            if len(writable) != len(entry["writable"]) or not all(
+                _path(p) for p in entry["programs"]
+            ):
+                continue
+            programs = tuple(PathGrant(p, executable=True) for p in entry["programs"])
         except (KeyError, TypeError, ValueError):
             continue
         plans[str(name)] = GrantPlan(grants=writable, programs=programs)
     return plans
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -94,7 +94,8 @@ INVALID_REQUEST: Final = -32600
 
 
 def unreadable_answer(line: str) -> types.JSONRPCError | None:
-    """The error answer to a line the SDK could not read; None for a notification.
+    """The error answer to a line the SDK could not read; None for a notification or a
+    response, which JSON-RPC never answers.
 
     The id is the line's own when it is read as JSON (Python's reader takes a
     lone surrogate's escape), else null, as JSON-RPC 2.0 says.
@@ -110,6 +111,18 @@ def unreadable_answer(line: str) -> types.JSONRPCError | None:
         )
     if isinstance(message, dict) and "method" in message and "id" not in message:
         return None  # a notification is never answered, even to say it was wrong
+    if (
+        isinstance(message, dict)
+        and "method" not in message
+        and message.keys()
+        & {
+            "result",
+            "error",
+        }
+    ):
+        # Nor a response: its id is one of the server's requests, and an error with it
+        # resolved the client's own request of that id (attack21).
+        return None
     request_id = message.get("id") if isinstance(message, dict) else None
     if isinstance(request_id, bool) or not isinstance(request_id, int | str):
         request_id = None

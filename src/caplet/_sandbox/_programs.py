@@ -17,7 +17,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
@@ -145,8 +145,41 @@ def _refuse_relative(program: str, interpreter: str, kind: str) -> None:
     )
 
 
+#: Programs that run the command they are given by looking it up on ``PATH`` (execvp),
+#: as a script's ``#!`` interpreter: ``#!/usr/bin/nice python3`` is ``#!/usr/bin/env
+#: python3`` by another name (attack21). Not busybox: ``#!/bin/busybox sh`` runs an
+#: applet of its own, no PATH lookup.
+_PATH_LAUNCHERS: Final = frozenset(
+    {
+        "env",
+        "nice",
+        "nohup",
+        "setsid",
+        "ionice",
+        "time",
+        "unshare",
+        "prlimit",
+        "stdbuf",
+        "timeout",
+        "chrt",
+        "taskset",
+        "flock",
+        "nsenter",
+        "setpriv",
+        "runuser",
+        "sudo",
+        "doas",
+        "strace",
+        "ltrace",
+        "valgrind",
+        "catchsegv",
+        "xargs",
+    }
+)
+
+
 def _refuse_path_lookup(script: str, interpreter: str, line: str, searched: str) -> None:
-    """Refuse a script whose ``#!`` line runs ``env NAME``.
+    """Refuse a script whose ``#!`` line runs ``env NAME`` (or another launcher's).
 
     env(1) looks NAME up on ``PATH`` when the script runs, inside the jail, so
     which program that is neither shows in the approval nor is bound there
@@ -155,7 +188,8 @@ def _refuse_path_lookup(script: str, interpreter: str, line: str, searched: str)
     jail's PATH found first). Resolving NAME here would pin a program the
     script does not name; the author's fix is one line.
     """
-    if Path(interpreter).name != "env" and Path(os.path.realpath(interpreter)).name != "env":
+    names = {Path(interpreter).name, Path(os.path.realpath(interpreter)).name}
+    if not names & _PATH_LAUNCHERS:
         return
     words = line.split()
     name = next((word for word in words[1:] if not word.startswith("-")), "")

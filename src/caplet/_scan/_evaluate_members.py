@@ -53,11 +53,7 @@ def _enum_member(node: ast.Attribute, bindings: Bindings, resolve: Resolve) -> s
     cls = _own_class(owner.id, bindings) if isinstance(owner, ast.Name) else None
     if cls is None or not any(_ENUM_BASES.intersection(resolve(b)) for b in cls.bases):
         return None
-    for stmt in cls.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
-        if any(isinstance(t, ast.Name) and t.id == member.attr for t in targets):
-            return member.attr
-    return None
+    return member.attr if member.attr in bindings.class_assigned.get(cls.name, ()) else None
 
 
 def _tuple_fields(

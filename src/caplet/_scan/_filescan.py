@@ -303,19 +303,43 @@ class FileScan:
             )
             if threats:
                 escalation = f"in a file with threat findings ({', '.join(threats[:3])})"
-        for number, line in enumerate(self.lines, start=1):
-            read = as_read(line)
-            encoded = read.encode("utf-8", "surrogatepass")
-            match = _AUDITOR.search(encoded)
-            if match is None:
+        read_lines = [as_read(line) for line in self.lines]
+        found: set[int] = set()
+        for number, read in enumerate(read_lines, start=1):
+            match = _AUDITOR.search(read.encode("utf-8", "surrogatepass"))
+            if match is not None:
+                found.add(number)
+                self._auditor_match(number, match.start(), match.group(0), escalation)
+        # A sentence wrapped over lines (a docstring, prose, a manifest's multi-line
+        # string): the pattern's blanks take a line break, and the model reads one
+        # sentence (attack21). Found on the line it starts on, unless that line had one.
+        whole = "\n".join(read_lines).encode("utf-8", "surrogatepass")
+        number, counted = 1, 0  # the line at byte ``counted``: matches come in order
+        for match in _AUDITOR.finditer(whole):
+            number += whole.count(b"\n", counted, match.start())
+            counted = match.start()
+            if b"\n" not in match.group(0) or number in found:
                 continue
-            text = match.group(0).decode("utf-8", "replace")
-            start = match.start()
-            if read is not line:
-                # the match is in the line as read: placed at its first character in the file
-                index = file_index(line, len(encoded[:start].decode("utf-8", "replace")))
-                start = len(line[:index].encode("utf-8", "surrogatepass"))
-            self.emit("CPL-AUD-001", shorten(text), number, start, escalation=escalation)
+            found.add(number)
+            start = match.start() - (whole.rfind(b"\n", 0, match.start()) + 1)
+            self._auditor_match(number, start, match.group(0), escalation)
+
+    def _auditor_match(
+        self, number: int, start: int, matched: bytes, escalation: str | None
+    ) -> None:
+        """One CPL-AUD-001 finding at ``start`` (bytes into the line as read) of line
+        ``number``, placed at that character in the file."""
+        line = self.lines[number - 1]
+        read = as_read(line)
+        text = matched.decode("utf-8", "replace")
+        if "\n" in text:
+            text = " ".join(text.split())  # a wrapped sentence, shown on one line
+        if read is not line:
+            # the match is in the line as read: placed at its first character in the file
+            encoded = read.encode("utf-8", "surrogatepass")
+            index = file_index(line, len(encoded[:start].decode("utf-8", "replace")))
+            start = len(line[:index].encode("utf-8", "surrogatepass"))
+        self.emit("CPL-AUD-001", shorten(text), number, start, escalation=escalation)
 
     def long_lines(self) -> None:
         # max() over the lengths runs in C; the loop only when one is too long.

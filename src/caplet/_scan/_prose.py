@@ -24,18 +24,24 @@ from caplet._scan._model import ScanMode
 
 __all__ = ["prose_findings"]
 
-#: A TOML or JSON string's escape of one character.
-_ESCAPE: Final = re.compile(r"\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})")
-#: What an escape is left as: a line break (it would move every later line's number),
-#: a control, a surrogate (half of a JSON pair, or nothing).
+#: A TOML or JSON string's escape of one character, or of a blank (``\\t``, ``\\n``...).
+_ESCAPE: Final = re.compile(r"\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\[tnrf]")
+#: What an escape is left as: a control, a surrogate (half of a JSON pair, or nothing).
 _KEPT: Final = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 def _decoded(match: re.Match[str]) -> str:
+    if match.group(1) is None and match.group(2) is None:
+        return " "  # \t, \n, \r, \f: a blank to the model (see below)
     code = int(match.group(1) or match.group(2), 16)
-    if code > 0x10FFFF or unicodedata.category(chr(code)) in _KEPT:
+    if code > 0x10FFFF:
         return match.group()
-    return chr(code)
+    if chr(code).isspace():
+        # A tab or a line break between words reads as a blank to the model, and
+        # left escaped ("Ignore\\tprevious") it hid the sentence (attack21); a
+        # blank, not a line break, so every later line keeps its number.
+        return " "
+    return match.group() if unicodedata.category(chr(code)) in _KEPT else chr(code)
 
 
 def prose_findings(

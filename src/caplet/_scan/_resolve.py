@@ -123,6 +123,10 @@ class Resolver(StoredReads):
         self._attribute_stores: dict[str, tuple[str, ...]] = {}
         #: :meth:`_stored` by the container's name and the key read.
         self._container_reads: dict[tuple[str, str | None], list[str]] = {}
+        #: Each class's assignments by the name they bind (built on first need, per class):
+        #: a scan of the body for each ``Op.mN`` read was quadratic (attack21: an enum of
+        #: 4 000 members read 4 000 times took 8.5 s).
+        self._class_bindings: dict[int, dict[str, list[ast.Assign | ast.AnnAssign]]] = {}
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by (see :class:`caplet._scan._evaluate.Evaluator`)."""
@@ -201,13 +205,9 @@ class Resolver(StoredReads):
             return []
         found: list[str] = []
         for cls in self.bindings.classes.get(node.value.id, ())[:MAX_CANDIDATES]:
-            for stmt in cls.body:
-                if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
-                    continue
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                if not any(isinstance(t, ast.Name) and t.id == node.attr for t in targets):
-                    continue
+            for stmt in self._bound_in_class(cls).get(node.attr, ()):
                 value = stmt.value
+                assert value is not None  # _bound_in_class keeps assignments of a value
                 if (
                     isinstance(value, ast.Call)
                     and len(value.args) == 1
@@ -217,6 +217,20 @@ class Resolver(StoredReads):
                     value = value.args[0]  # the function a descriptor wraps
                 found.extend(r for r in self.resolve(value, depth + 1) if self.hidden(r))
         return found
+
+    def _bound_in_class(self, cls: ast.ClassDef) -> dict[str, list[ast.Assign | ast.AnnAssign]]:
+        """The assignments of a value in ``cls``'s body, by each name they bind, in order."""
+        index = self._class_bindings.get(id(cls))
+        if index is None:
+            index = {}
+            for stmt in cls.body:
+                if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
+                    continue
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for name in dict.fromkeys(t.id for t in targets if isinstance(t, ast.Name)):
+                    index.setdefault(name, []).append(stmt)
+            self._class_bindings[id(cls)] = index
+        return index
 
     def passed_arguments(self) -> dict[int, dict[str, list[ast.expr]]]:
         """By function scope and parameter, the arguments this file's calls pass to it

@@ -87,6 +87,10 @@ class Bindings:
     unpacked: dict[str, list[tuple[ast.expr, int, int]]] = field(default_factory=dict)
     #: The classes this file defines, by name (``L.run`` after ``class L: run = exec``).
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
+    #: The names each class's body assigns (``m0 = 0`` of an enumeration), by the class's
+    #: name (the last class of that name): one lookup for each ``Op.m0.name`` read, where
+    #: a scan of the body each was quadratic (attack21).
+    class_assigned: dict[str, frozenset[str]] = field(default_factory=dict)
     #: The module's docstring as the interpreter keeps it (``__doc__``), if it has one
     #: (blind18: a name picked letter by letter out of it).
     docstring: str | None = None
@@ -284,6 +288,13 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
     elif isinstance(node, ast.ClassDef):
         b.defined.add(node.name)
         b.classes.setdefault(node.name, []).append(node)
+        b.class_assigned[node.name] = frozenset(
+            target.id
+            for stmt in node.body
+            if isinstance(stmt, ast.Assign)
+            for target in stmt.targets
+            if isinstance(target, ast.Name)
+        )
 
 
 def _names(target: ast.expr) -> list[str]:
