@@ -99,6 +99,7 @@ def test_unreadable_lines_are_answered_with_their_id_and_the_server_goes_on(
         process.stdin.write(b"[1, 2]\n")
         process.stdin.write(b"[" * 100_000 + b"\n")  # nested past Python's reader's stack
         process.stdin.write(b'{"jsonrpc": "2.0", "method": "notes/\\ud800"}\n')  # notification
+        process.stdin.write(b"\n  \r\n")  # blank lines: no message, so no answer either
         # the near miss: a pair of surrogate escapes is one character, and UTF-8 is UTF-8
         process.stdin.write(_echo(b"4", "\\ud83d\\ude00 caf\u00e9".encode()))
         process.stdin.flush()
@@ -124,6 +125,11 @@ def test_unreadable_lines_are_answered_with_their_id_and_the_server_goes_on(
         (None, PARSE_ERROR, not_json),
     ]
     assert answers[-1]["result"]["content"][0]["text"] == "\U0001f600 caf\u00e9"
+
+
+def test_a_blank_line_is_not_answered() -> None:
+    for line in ("\n", "  \r\n", "\t\n"):
+        assert unreadable_answer(line) is None, repr(line)
 
 
 def test_a_notification_the_sdk_cannot_read_is_not_answered() -> None:

@@ -95,11 +95,16 @@ INVALID_REQUEST: Final = -32600
 
 def unreadable_answer(line: str) -> types.JSONRPCError | None:
     """The error answer to a line the SDK could not read; None for a notification or a
-    response, which JSON-RPC never answers.
+    response, which JSON-RPC never answers, and for a blank line.
 
     The id is the line's own when it is read as JSON (Python's reader takes a
     lone surrogate's escape), else null, as JSON-RPC 2.0 says.
     """
+    if not line.strip():
+        # A blank line carries no message to answer: clients and proxies send them as
+        # keep-alives or between messages, and an error with a null id for each was
+        # noise a client could only log (attack21 noticed it).
+        return None
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: "[[[..." nested past the stack
