@@ -147,10 +147,9 @@ def test_approve_and_info_show_the_text_the_agent_will_read_escaped(tmp_path: Pa
         assert "\u202e" not in out, command
 
 
-def test_approve_and_info_show_what_a_program_brings(tmp_path: Path) -> None:
-    """Red team round 19: approving ``proc.exec:TOOL`` approved the interpreter TOOL's
-    ``#!`` line names (bound into the jail, executable, with it) without showing it.
-    `caplet approve` and `caplet info` show it now, and the approval records it."""
+def _runner_of_a_script(tmp_path: Path) -> Path:
+    """A `#!/bin/sh` script ``bin/tool`` and plugin ``runner`` granted ``proc.exec`` of it
+    (under ``plugins/``); the script's path."""
     tool = tmp_path / "bin" / "tool"
     tool.parent.mkdir()
     tool.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
@@ -165,6 +164,14 @@ def test_approve_and_info_show_what_a_program_brings(tmp_path: Path) -> None:
         f'entry = "plugin.py"\ncapabilities = ["proc.exec:{tool}"]\n'
         '[modules.main]\nfunctions = ["run"]\n'
     )
+    return tool
+
+
+def test_approve_and_info_show_what_a_program_brings(tmp_path: Path) -> None:
+    """Red team round 19: approving ``proc.exec:TOOL`` approved the interpreter TOOL's
+    ``#!`` line names (bound into the jail, executable, with it) without showing it.
+    `caplet approve` and `caplet info` show it now, and the approval records it."""
+    tool = _runner_of_a_script(tmp_path)
     common = ("-p", "plugins", "--state-dir", str(tmp_path / "state"))
     for command in (("info", "runner"), ("approve", "runner", "--yes")):
         result = caplet(*command, *common, cwd=tmp_path)
@@ -189,20 +196,7 @@ def test_approve_records_the_programs_it_showed_not_what_they_bring_at_the_answe
     approval's `programs` pins it, so every later enable took it for the approved one)."""
     from tests._cli.test_app_consent import _on_a_terminal
 
-    tool = tmp_path / "bin" / "tool"
-    tool.parent.mkdir()
-    tool.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
-    tool.chmod(0o755)
-    folder = tmp_path / "plugins" / "runner"
-    folder.mkdir(parents=True)
-    (folder / "plugin.py").write_text(
-        'def create_functions(config):\n    return {"main": {"run": lambda: 1}}\n'
-    )
-    (folder / "plugin.toml").write_text(
-        'name = "runner"\nversion = "1.0.0"\ndescription = "runs a tool"\n'
-        f'entry = "plugin.py"\ncapabilities = ["proc.exec:{tool}"]\n'
-        '[modules.main]\nfunctions = ["run"]\n'
-    )
+    tool = _runner_of_a_script(tmp_path)
     cli = ["--plugins-dir", str(tmp_path / "plugins"), "--state-dir", str(tmp_path / "state")]
     python = os.path.realpath(sys.executable)
 
