@@ -92,6 +92,16 @@ def test_get_reaches_the_server_through_the_checked_address(
     # api.example.test resolves nowhere but in the test resolver: the broker
     # connected to the address it checked, looked up exactly once.
     assert harness.resolver.lookups == ["api.example.test"]
+    plaintext = (
+        len(b"HTTP/1.1 200 OK\r\n")
+        + sum(len(name) + len(value) + 4 for name, value in response.headers)
+        + 2
+        + len(response.body)
+    )
+    (decision,) = harness.decisions
+    # Over TLS what is received is what crossed the wire: the handshake and the
+    # records around the plaintext too (attack22), a few kilobytes here.
+    assert plaintext < decision.received_bytes < plaintext + 5_000
     assert harness.decisions == [
         BrokerDecision(
             at=1_700_000_000.0,
@@ -105,10 +115,7 @@ def test_get_reaches_the_server_through_the_checked_address(
             sent_bytes=len(b"GET /echo?q=1 HTTP/1.1\r\n")
             + sum(len(name) + len(value) + 4 for name, value in headers.items())
             + 2,
-            received_bytes=len(b"HTTP/1.1 200 OK\r\n")
-            + sum(len(name) + len(value) + 4 for name, value in response.headers)
-            + 2
-            + len(response.body),
+            received_bytes=decision.received_bytes,
         )
     ]
     assert response.body, "the metrics count bytes that crossed: a body came back"
@@ -785,26 +792,31 @@ def test_rate_per_minute_and_hour(harness: Harness, https_server: RunningServer)
     assert [d.outcome for d in harness.decisions].count("rate limited") == 2
 
 
-def test_data_budget(harness: Harness, https_server: RunningServer) -> None:
+def test_data_budget(harness: Harness, http_server: RunningServer) -> None:
+    # Plain HTTP: its bytes on the wire are exactly its heads and bodies (over TLS
+    # the handshake counts too: tests/_broker/test_http_wire.py).
     policy = NetworkPolicy(allowed_networks=TEST_POLICY.allowed_networks, bytes_per_hour=1000)
-    grants = _grants(https_server, "net.http:https://api.example.test:{port}")
+    grants = _grants(http_server, "net.http:http://api.example.test:{port}")
     broker = harness.broker(policy)
     assert (
-        len(broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(https_server)}/bytes/600")).body)
+        len(
+            broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(http_server, 'http')}/bytes/600")).body
+        )
         == 600
     )
     with pytest.raises(RateLimitError) as exc:
-        broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(https_server)}/bytes/600"))
+        broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(http_server, 'http')}/bytes/600"))
     assert str(exc.value).startswith("data budget exhausted: plugin 'fetcher', GET ")
     # 400 bytes less both heads of the first exchange (red team round 19).
     assert "bytes left of the plugin's data budget (1000 per hour)" in str(exc.value)
     with pytest.raises(RateLimitError) as exc:
-        broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(https_server)}/bytes/1"))
+        broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(http_server, 'http')}/bytes/1"))
     assert exc.value.category == "data budget exhausted"
-    assert len(https_server.seen) == 2
+    assert len(http_server.seen) == 2
     harness.clock.now += 3601
     assert (
-        broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(https_server)}/bytes/600")).status == 200
+        broker.fetch(PLUGIN, grants, HttpRequest(f"{_api(http_server, 'http')}/bytes/600")).status
+        == 200
     )
 
 

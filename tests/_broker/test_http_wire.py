@@ -12,14 +12,21 @@ budget saw a few bytes. Each case is a real TCP server on 127.0.0.1
 
 from __future__ import annotations
 
+import datetime
+import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from caplet._broker._model import HttpRequest
 from caplet._broker._policy import NetworkPolicy
 from caplet._errors import RateLimitError
-from tests._broker.conftest import TEST_POLICY, Harness, grant
+from tests._broker.conftest import TEST_POLICY, Harness, Pki, grant
 from tests._broker.rawkit import RawServer, raw_server
 
 PLUGIN = "fetcher"
@@ -120,3 +127,84 @@ def test_interim_answers_are_charged_and_stopped_at_the_budget(
     (decision,) = harness.decisions
     # Stopped at the budget: no more than one read past it, far from the 18 MB sent.
     assert 10_000 < decision.received_bytes < 10_000 + 128 * 1024
+
+
+# -- the TLS layer (attack22) ----------------------------------------------------------------
+
+
+def _padded_chain(pki: Pki, directory: Path, padding: int) -> ssl.SSLContext:
+    """A server context whose certificate message carries ``padding`` bytes nobody needs.
+
+    A chain certificate the client never uses (a self-signed one with a large
+    unknown extension) is sent in the handshake all the same: the server decides
+    how many bytes the handshake is, up to OpenSSL's certificate-list limit.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "padding")])
+    now = datetime.datetime.now(datetime.UTC)
+    filler = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.UnrecognizedExtension(
+                x509.ObjectIdentifier("1.3.6.1.4.1.55555.1"), b"p" * padding
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    chain = directory / "padded.pem"
+    chain.write_bytes(pki.cert_file.read_bytes() + filler.public_bytes(serialization.Encoding.PEM))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(chain, pki.key_file)
+    return context
+
+
+def _tls_url(server: RawServer) -> str:
+    return f"https://api.example.test:{server.port}"
+
+
+def test_the_tls_handshake_is_charged_to_the_data_budget(
+    harness: Harness, pki: Pki, tmp_path: Path
+) -> None:
+    # The meter counted the plaintext only: the handshake (read by the ssl module
+    # before the TLS stream exists) and every record's framing and padding were
+    # free. A server on an allowed host sent 60 KB of certificates for a two-byte
+    # answer, again and again, through a budget of 10 000 bytes.
+    with raw_server(_padded_chain(pki, tmp_path, 60_000)) as server:
+        server.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        broker = harness.broker(_policy(10_000))
+        grants = [grant(f"net.http:{_tls_url(server)}")]
+        with pytest.raises(RateLimitError) as exc:
+            broker.fetch(PLUGIN, grants, HttpRequest(f"{_tls_url(server)}/a"))
+        assert exc.value.category == "data budget exhausted"
+        assert "bytes left of the plugin's data budget (10000 per hour)" in str(exc.value)
+        (decision,) = harness.decisions
+        assert decision.received_bytes > 60_000
+        # Spent: the next request is refused before it connects.
+        with pytest.raises(RateLimitError):
+            broker.fetch(PLUGIN, grants, HttpRequest(f"{_tls_url(server)}/b"))
+        assert len(server.heads) == 1
+
+
+def test_an_ordinary_tls_exchange_is_charged_what_crossed_the_wire(
+    harness: Harness, pki: Pki
+) -> None:
+    # Near miss: an ordinary handshake and answer fit a small budget, and what is
+    # charged is the bytes on the wire: the plaintext and the TLS around it.
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone"
+    with raw_server(pki.server_context()) as server:
+        server.answer(answer)
+        broker = harness.broker(_policy(20_000))
+        grants = [grant(f"net.http:{_tls_url(server)}")]
+        for _ in range(3):
+            assert (
+                broker.fetch(PLUGIN, grants, HttpRequest(f"{_tls_url(server)}/a")).body == b"done"
+            )
+    received = [d.received_bytes for d in harness.decisions]
+    assert all(len(answer) < n < 5_000 for n in received), received

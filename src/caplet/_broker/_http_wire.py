@@ -128,12 +128,12 @@ class HttpWire:
             stream = info.get("return_value")
             if event == "connection.connect_tcp.complete":
                 watchdog.attach(None if stream is None else stream.get_extra_info("socket"))
-            # Both streams: after TLS starts, the plaintext is read from the second.
-            if stream is not None and event in (
-                "connection.connect_tcp.complete",
-                "connection.start_tls.complete",
-            ):
+            # Both streams: after TLS starts, everything is read through the second
+            # (and charged as the socket's received bytes: _Meter).
+            if stream is not None and event == "connection.connect_tcp.complete":
                 meter.attach(stream)
+            if stream is not None and event == "connection.start_tls.complete":
+                meter.attach(stream, tls=True)
 
         try:
             request = httpx.Request(
