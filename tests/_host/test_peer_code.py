@@ -14,6 +14,7 @@ enables (:mod:`caplet._host._peer_code`).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -81,7 +82,12 @@ def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Itera
 class Peer:
     """The other caplet process, with ``lib`` on its PYTHONPATH."""
 
-    def __init__(self, plugins_dir: Path, state_dir: Path, lib: Path) -> None:
+    def __init__(
+        self, plugins_dir: Path, state_dir: Path, lib: Path, *, home: Path | None = None
+    ) -> None:
+        # ``home``: the user's home the process runs with (its own state directory's
+        # folder when not given, as a process of another HOME).
+        user_home = state_dir if home is None else home
         self.process = subprocess.Popen(
             [sys.executable, "-c", PEER, str(plugins_dir), str(state_dir)],
             stdin=subprocess.PIPE,
@@ -91,7 +97,8 @@ class Peer:
             env={
                 "PATH": "/usr/bin:/bin",
                 "PYTHONPATH": f"{Path(caplet.__file__).parents[1]}:{lib}",
-                "HOME": str(state_dir),
+                "HOME": str(user_home),
+                "XDG_STATE_HOME": str(user_home / ".local" / "state"),
             },
         )
         assert self._line() == "ready"
@@ -155,8 +162,8 @@ def test_a_writable_grant_over_a_live_peers_import_folder_is_refused(
         assert not outcome, "a folder another caplet process imports from was granted writable"
         assert outcome.reason == (
             f"plugin 'writer': capability 'fs.write:${{config.root}}' (path {str(lib)!r}) is "
-            f"writable and contains {lib}, a folder another live caplet process on this state "
-            "directory runs Python code from (its sys.path, its runtime or its plugins): a "
+            f"writable and contains {lib}, a folder another live caplet process of this "
+            "user runs Python code from (its sys.path, its runtime or its plugins): a "
             "module written there would run in that process, outside every sandbox layer; a "
             "plugin may never write caplet's own files: grant a directory that does not "
             "contain it"
@@ -249,7 +256,7 @@ def test_a_process_starting_between_a_plan_and_its_publication_is_seen(
         assert not outcome, "a folder a peer that started meanwhile imports from was granted"
         assert outcome.reason == (
             f"plugin 'writer': the writable grant {lib} contains {lib}, a folder another live "
-            "caplet process on this state directory runs Python code from (its sys.path, its "
+            "caplet process of this user runs Python code from (its sys.path, its "
             "runtime or its plugins): a module written there would run in that process, "
             "outside every sandbox layer; a plugin may never write caplet's own files: grant "
             "a directory that does not contain it"
@@ -257,3 +264,83 @@ def test_a_process_starting_between_a_plan_and_its_publication_is_seen(
     finally:
         for peer in peers:
             peer.close()
+
+
+def test_a_process_on_another_state_directory_of_the_user_is_a_peer_too(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    state_dir: Path,
+    lib: Path,
+    tmp_path: Path,
+) -> None:
+    """attack22: the folders a process imports from were published in its own state
+    directory's run folder and read from the host's: a process of the same user with
+    a state directory of its own (``CAPLET_STATE_DIR`` per project, an application's
+    ``state_dir=``) was no peer, and the host granted ``fs.write`` over the folder it
+    imports from, where the plugin wrote a module that process then imported."""
+    _plugins(make_plugin)
+    peer = Peer(plugins_dir, tmp_path / "app-state", lib, home=Path(os.environ["HOME"]))
+    try:
+        host.discover()
+        outcome = host.enable("writer", config={"root": str(lib)}, consent=True)
+        if outcome:  # the attack, where the grant is given (main)
+            assert host.call("writer", "main.write", str(lib / "r19_planted.py"), PLANTED)
+            assert peer.ask("import") != "the plugin ran in the other process", (
+                "the plugin's module ran in a caplet process on another state directory"
+            )
+        assert not outcome, "a folder a process on another state directory imports from was granted"
+        assert f"writable and contains {lib}, a folder another live caplet process of this " in (
+            outcome.reason
+        )
+    finally:
+        peer.close()
+
+
+def test_a_process_on_another_state_directory_finds_the_hosts_grant_over_its_imports(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    state_dir: Path,
+    lib: Path,
+    tmp_path: Path,
+) -> None:
+    # The other order, across state directories: the grant first, then the process.
+    _plugins(make_plugin)
+    host.discover()
+    assert host.enable("writer", config={"root": str(lib)}, consent=True)
+    peer = Peer(plugins_dir, tmp_path / "app-state", lib, home=Path(os.environ["HOME"]))
+    try:
+        ok, reason = json.loads(peer.ask("enable"))
+    finally:
+        peer.close()
+    assert not ok, "a process whose imports a plugin of another state directory may write went on"
+    assert f"the writable grant {lib} of plugin writer (enabled by another caplet process)" in (
+        reason
+    )
+
+
+def test_a_grant_beside_the_import_folder_of_a_process_on_another_state_directory(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    state_dir: Path,
+    lib: Path,
+    tmp_path: Path,
+) -> None:
+    # Near miss across state directories: a data folder beside the other process's
+    # library folder is granted and written, and that process enables its own plugin.
+    out = tmp_path / "out"
+    out.mkdir()
+    give_to_worker(out)
+    _plugins(make_plugin)
+    peer = Peer(plugins_dir, tmp_path / "app-state", lib, home=Path(os.environ["HOME"]))
+    try:
+        host.discover()
+        outcome = host.enable("writer", config={"root": str(out)}, consent=True)
+        assert outcome, outcome.reason
+        assert host.call("writer", "main.write", str(out / "notes.txt"), "kept")
+        ok, reason = json.loads(peer.ask("enable"))
+        assert ok, reason
+    finally:
+        peer.close()

@@ -78,7 +78,7 @@ _IMPORTS = (
     "would run in the host, outside every sandbox layer"
 )
 _PEER_CODE = (
-    "a folder another live caplet process on this state directory runs Python code from "
+    "a folder another live caplet process of this user runs Python code from "
     "(its sys.path, its runtime or its plugins): a module written there would run in that "
     "process, outside every sandbox layer"
 )
@@ -114,7 +114,7 @@ class ProtectedPaths:
     #: ``PYTHONPATH``, the script's or current folder), each with whether a grant *inside*
     #: it is refused too (round 17: a module written there ran in the host).
     imports: tuple[tuple[Path, bool], ...] = ()
-    #: The folders the *other* live caplet processes on this state directory run Python
+    #: The folders the *other* live caplet processes of this user run Python
     #: code from (their ``sys.path``, runtime and plugins: ``RunDir.publish_code``), each
     #: with whether a grant inside it is refused too. Another process's ``PYTHONPATH`` or
     #: script folder is not this one's (red team round 19).

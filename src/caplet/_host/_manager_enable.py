@@ -220,7 +220,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 protected=self._protected_paths,
                 identity=self._worker_identity(),
                 enabled={
-                    # Other caplet processes on this state directory too (round 4).
+                    # Other caplet processes of this user too (round 4; attack22).
                     **(self._run_directory().peer_plans() if _shares(resolved) else {}),
                     **{
                         other.name: other.grant_plan
@@ -550,7 +550,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             policy_file=self.policy_file,
             installed=self._installed_folders(),
             imports=import_paths(),
-            # What the other live caplet processes on this state directory run (round 19).
+            # What the other live caplet processes of this user run (round 19, attack22).
             peer_code=self._run_directory().peer_code(),
         )
 

@@ -61,7 +61,7 @@ def check_plan_against_code(
     for grant, path, relation in _overlaps(plan, peer_code):
         raise CapabilityError(
             f"plugin {plugin!r}: the writable grant {grant.path} {relation} {path}, a folder "
-            "another live caplet process on this state directory runs Python code from (its "
+            "another live caplet process of this user runs Python code from (its "
             "sys.path, its runtime or its plugins): a module written there would run in that "
             "process, outside every sandbox layer; a plugin may never write caplet's own "
             "files: grant a directory that does not contain it"

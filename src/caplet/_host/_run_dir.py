@@ -28,6 +28,18 @@ folders it runs Python code from (``code.json``: its ``sys.path``, its
 runtime, its plugins), which no other host may grant writable (red team
 round 19: ``caplet mcp`` granted ``fs.write`` over the folder a
 ``PYTHONPATH=... python app.py`` of the same user imported from).
+
+Peers are every caplet process of the user, not only those on this state
+directory: a host whose state directory is another (``CAPLET_STATE_DIR`` per
+project, an application's ``state_dir=``) also keeps a *beacon* in the user's
+platform state directory's ``run`` folder (:func:`user_state_dir`, the same
+for every state directory): a locked lock file and a folder holding the same
+``grants.json`` and ``code.json``, and no snapshot. Every host reads the
+peers of its own ``run`` folder and of that one (attack22: a process with a
+state directory of its own imported a module a plugin of the default state
+directory's host wrote into its ``PYTHONPATH`` folder). A host that cannot
+make its beacon (a read-only home) is seen only by the hosts of its own state
+directory, as before.
 """
 
 from __future__ import annotations
@@ -37,14 +49,15 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from caplet._atomic import exclusive_lock
 from caplet._errors import PluginTreeError, StoreError
 from caplet._host._grant_check import GrantPlan
 from caplet._sandbox._grants import PathGrant
-from caplet._trust._paths import ensure_private_dir
+from caplet._trust._paths import ensure_private_dir, user_state_dir
 from caplet._trust._snapshot import remove_snapshot
 
 __all__ = ["RUN_SUBDIR", "RunDir"]
@@ -67,7 +80,7 @@ _CODE = "code.json"
 class RunDir:
     """One host's private run directory under ``<state dir>/run``; removed by :meth:`close`."""
 
-    __slots__ = ("_code", "_lock", "_lock_fd", "path")
+    __slots__ = ("_beacon", "_beacon_fd", "_code", "_lock", "_lock_fd", "path")
 
     def __init__(self, state_dir: Path) -> None:
         try:
@@ -91,6 +104,7 @@ class RunDir:
                 f"cannot create caplet's run directory {self.path} ({exc.strerror}); check "
                 "that the state directory is writable"
             ) from exc
+        self._beacon, self._beacon_fd = _beacon(parent)
 
     def publish(
         self,
@@ -107,7 +121,7 @@ class RunDir:
         published). StoreError when the file cannot be written.
         """
         try:
-            with exclusive_lock(self.path.parent / _PUBLISH_LOCK):
+            with self._publish_lock():
                 if check is not None:
                     check(self.peer_plans())
                 self._write(plans)
@@ -116,6 +130,19 @@ class RunDir:
                 f"cannot publish the enabled plugins' grants in {self.path} ({exc.strerror}); "
                 "check that the state directory is writable"
             ) from exc
+
+    @contextmanager
+    def _publish_lock(self) -> Iterator[None]:
+        """The publication lock of every ``run`` folder this host publishes in: the
+        user's (its beacon's) first, then its own, the same order in every host."""
+        with ExitStack() as stack:
+            for folder in self._folders()[::-1]:
+                stack.enter_context(exclusive_lock(folder.parent / _PUBLISH_LOCK))
+            yield
+
+    def _folders(self) -> tuple[Path, ...]:
+        """Where this host publishes: its run directory, then its beacon (if any)."""
+        return (self.path,) if self._beacon is None else (self.path, self._beacon)
 
     def _write(self, plans: Mapping[str, GrantPlan]) -> None:
         data = {
@@ -126,13 +153,8 @@ class RunDir:
             for name, plan in plans.items()
             if plan.programs or any(g.writable for g in plan.grants)
         }
-        temporary = self.path / f".{_GRANTS}.{os.getpid()}"
-        try:
-            temporary.write_text(json.dumps(data), encoding="utf-8")
-            temporary.replace(self.path / _GRANTS)
-        except OSError:
-            temporary.unlink(missing_ok=True)
-            raise
+        for folder in self._folders():
+            _replace(folder / _GRANTS, json.dumps(data))
 
     def publish_code(
         self,
@@ -151,7 +173,7 @@ class RunDir:
         its grants after they were checked was seen by neither side).
         """
         try:
-            with exclusive_lock(self.path.parent / _PUBLISH_LOCK):
+            with self._publish_lock():
                 if tuple(folders) != self._code:
                     self._write_code(folders)
                 if check is not None:
@@ -163,16 +185,10 @@ class RunDir:
             ) from exc
 
     def _write_code(self, folders: Sequence[tuple[Path, bool]]) -> None:
-        temporary = self.path / f".{_CODE}.{os.getpid()}"
-        try:
-            temporary.write_text(
-                json.dumps([[str(path), inside] for path, inside in folders]), encoding="utf-8"
-            )
-            temporary.replace(self.path / _CODE)
-            self._code = tuple(folders)
-        except OSError:
-            temporary.unlink(missing_ok=True)
-            raise
+        text = json.dumps([[str(path), inside] for path, inside in folders])
+        for folder in self._folders():
+            _replace(folder / _CODE, text)
+        self._code = tuple(folders)
 
     def peer_code(self) -> tuple[tuple[Path, bool], ...]:
         """The folders the *other* live hosts run code from (:meth:`publish_code`)."""
@@ -183,19 +199,28 @@ class RunDir:
         return tuple(found.items())
 
     def _peers(self) -> list[Path]:
-        """The run directories of the *other* live hosts (each holds its lock)."""
-        parent = self.path.parent
-        try:
-            locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
-        except OSError:
-            return []
-        return [
-            Path(entry.path[: -len(_LOCK)])
-            for entry in locks
-            if entry.name.startswith(_PREFIX)
-            and Path(entry.path[: -len(_LOCK)]) != self.path
-            and _alive(entry.path)
-        ]
+        """The run directories and beacons of the *other* live hosts (each holds its
+        lock), in this state directory's ``run`` folder and the user's."""
+        ours = set(self._folders())
+        parents = dict.fromkeys(
+            (self.path.parent, _shared_run(), *(f.parent for f in self._folders()))
+        )
+        found: list[Path] = []
+        for parent in parents:
+            if parent is None:
+                continue
+            try:
+                locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
+            except OSError:
+                continue
+            found += [
+                Path(entry.path[: -len(_LOCK)])
+                for entry in locks
+                if entry.name.startswith(_PREFIX)
+                and Path(entry.path[: -len(_LOCK)]) not in ours
+                and _alive(entry.path)
+            ]
+        return found
 
     def peer_plans(self) -> dict[str, GrantPlan]:
         """The writable grants and programs that the *other* live hosts published, keyed
@@ -213,9 +238,61 @@ class RunDir:
         try:
             remove_snapshot(self.path)
             self._lock.unlink(missing_ok=True)
+            if self._beacon is not None:
+                remove_snapshot(self._beacon)
+                self._beacon.with_name(self._beacon.name + _LOCK).unlink(missing_ok=True)
         finally:
             os.close(self._lock_fd)
             self._lock_fd = -1
+            if self._beacon_fd >= 0:
+                os.close(self._beacon_fd)
+                self._beacon_fd = -1
+
+
+def _shared_run() -> Path | None:
+    """The user's platform state directory's ``run`` folder, where every host of the
+    user keeps a beacon or its run directory; None when no such folder can be named."""
+    try:
+        return user_state_dir() / RUN_SUBDIR
+    except (OSError, RuntimeError):  # no home to name it by
+        return None
+
+
+def _beacon(own_parent: Path) -> tuple[Path | None, int]:
+    """This host's beacon in the user's ``run`` folder and its locked lock (module
+    docstring); (None, -1) when the host's own ``run`` folder is that one, or when the
+    beacon cannot be made (the host is then seen by its own state directory's hosts)."""
+    shared = _shared_run()
+    if shared is None:
+        return None, -1
+    try:
+        if shared.exists() and shared.samefile(own_parent):
+            return None, -1
+        parent = ensure_private_dir(ensure_private_dir(shared.parent) / RUN_SUBDIR)
+        _sweep(parent)
+        fd, lock = _locked_lock_file(parent)
+    except (OSError, StoreError):
+        return None, -1
+    beacon = Path(lock[: -len(_LOCK)])
+    try:
+        beacon.mkdir(mode=0o700)
+    except OSError:
+        os.close(fd)
+        Path(lock).unlink(missing_ok=True)
+        return None, -1
+    return beacon, fd
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it (atomically
+    replaced; ephemeral, so not fsynced)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 #: Lock files made before one stays ours (each lost to a sweep that ran between its

@@ -16,7 +16,13 @@ import platformdirs
 
 from caplet._errors import StoreError
 
-__all__ = ["STATE_DIR_ENV", "default_state_dir", "default_state_dirs", "ensure_private_dir"]
+__all__ = [
+    "STATE_DIR_ENV",
+    "default_state_dir",
+    "default_state_dirs",
+    "ensure_private_dir",
+    "user_state_dir",
+]
 
 #: Environment variable that overrides the state directory (like ``--state-dir``).
 STATE_DIR_ENV = "CAPLET_STATE_DIR"
@@ -37,10 +43,16 @@ def default_state_dir() -> Path:
     return platformdirs.user_state_path("caplet", appauthor=False)
 
 
+def user_state_dir() -> Path:
+    """The platform's user state dir (``~/.local/state/caplet``), whatever
+    ``CAPLET_STATE_DIR`` says: where every host of this user meets its peers."""
+    return platformdirs.user_state_path("caplet", appauthor=False)
+
+
 def default_state_dirs() -> tuple[Path, ...]:
     """Every state directory a host of this user picks by default: the one
     ``CAPLET_STATE_DIR`` names (when set) and the platform's user state dir."""
-    platform = platformdirs.user_state_path("caplet", appauthor=False)
+    platform = user_state_dir()
     chosen = default_state_dir()
     return (chosen,) if chosen == platform else (chosen, platform)
 
