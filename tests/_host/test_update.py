@@ -15,10 +15,11 @@ import pytest
 
 from caplet import Outcome, PluginHost, PluginManager, UpdateReport
 from caplet._errors import UpdateError
-from caplet._host._consent import Widening
+from caplet._host._consent import Widening, describe_widening
 from caplet._host._journal import JOURNAL_DIR
 from caplet._host._loading import LoadingRules
 from caplet._host._update import _stage
+from caplet._sandbox._programs import program_chain
 from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
 from caplet._trust._lockfile import read_lockfile, update_lockfile
 from tests.conftest import make_distribution, make_wheel
@@ -855,3 +856,112 @@ def test_an_update_in_place_keeps_the_plugins_kv_and_its_quarantine(
     refused = host.enable("hello")
     assert not refused
     assert "plugin 'hello' is quarantined (tripped)" in refused.reason
+
+
+def _script(path: Path, first_line: str, body: str = "echo hello\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{first_line}\n{body}", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def _interpreters(tmp_path: Path) -> tuple[Path, Path]:
+    """Two interpreters a script can name: each a ``#!/bin/sh`` script running sh."""
+    first = _script(tmp_path / "shells" / "first", "#!/bin/sh", 'exec /bin/sh "$@"\n')
+    second = _script(tmp_path / "shells" / "second", "#!/bin/sh", 'exec /bin/sh "$@"\n')
+    return first, second
+
+
+def test_an_update_adding_a_program_shows_what_it_brings_and_pins_only_that(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # attack22: `caplet update` asked about "adds capability proc.exec:/opt/t/tool" and
+    # never showed what the program brings (its #! interpreter, its loader: bound into
+    # the jail, executable), then recorded in the approval the files it brought when
+    # the answer came: a #! line changed while the question was open was pinned (and
+    # run) unseen, as round 19 found for enable and attack21 for `caplet approve`.
+    first, second = _interpreters(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    shown = f"proc.exec:{tool}: {program_chain(str(tool)).describe()}"
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities=f'["env.read:A", "proc.exec:{tool}"]'
+    )
+    asked: list[Widening] = []
+
+    def consent(diff: Widening) -> bool:
+        asked.append(diff)
+        _script(tool, f"#!{second}")  # while the question is on screen
+        return True
+
+    report = host.update("hello", new, consent=consent)
+    recorded = host.manager.store.get_approval("hello")
+    assert recorded is not None
+    assert recorded.programs in ((), (shown,)), "files nobody was shown were pinned"
+    assert not report, "the update ran a program whose files changed since they were shown"
+    [diff] = asked
+    assert f"proc.exec:{tool} brings {shown.partition(': ')[2]}" in describe_widening(diff)
+    assert report.rolled_back
+    assert f"proc.exec:{tool} now runs {tool}, a script for {second}" in report.reason
+    assert_installed(host, plugins_dir, v1)
+
+
+def test_an_update_adding_a_program_pins_the_files_it_showed(
+    host: PluginHost, plugins_dir: Path, tmp_path: Path, v1: str
+) -> None:
+    # Near miss: nothing changes while the question is open; the update installs the
+    # new version and its approval pins the line the question showed.
+    first, _ = _interpreters(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    shown = f"proc.exec:{tool}: {program_chain(str(tool)).describe()}"
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities=f'["env.read:A", "proc.exec:{tool}"]'
+    )
+    asked: list[Widening] = []
+
+    def consent(diff: Widening) -> bool:
+        asked.append(diff)
+        return True
+
+    report = host.update("hello", new, consent=consent)
+    assert report, report.reason
+    [diff] = asked
+    assert f"proc.exec:{tool} brings {shown.partition(': ')[2]}" in describe_widening(diff)
+    recorded = host.manager.store.get_approval("hello")
+    assert recorded is not None
+    assert recorded.programs == (shown,)
+
+
+def test_an_update_keeping_a_program_whose_files_changed_asks_and_shows_them(
+    host: PluginHost, plugins_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    # A kept program whose #! line changed since the approval: the update asked nothing
+    # about it (it recorded the approved line), and its enable then took the update's
+    # consent (given for another widening) for the change nobody was shown.
+    first, second = _interpreters(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    write_version(plugins_dir / "hello", "1.0.0", capabilities=f'["proc.exec:{tool}"]')
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=PLAIN) as manager:
+        manager.discover()
+        manager.audit("hello")
+        assert manager.approve("hello")
+    _script(tool, f"#!{second}")
+    now = f"proc.exec:{tool}: {program_chain(str(tool)).describe()}"
+    new = write_version(
+        tmp_path / "v2" / "hello", "2.0.0", capabilities=f'["proc.exec:{tool}", "env.read:B"]'
+    )
+    asked: list[Widening] = []
+
+    def consent(diff: Widening) -> bool:
+        asked.append(diff)
+        return True
+
+    report = host.update("hello", new, consent=consent)
+    [diff] = asked
+    assert any(
+        line.startswith(f"proc.exec:{tool} now runs {tool}, a script for {second}")
+        for line in describe_widening(diff)
+    ), describe_widening(diff)
+    assert report, report.reason
+    recorded = host.manager.store.get_approval("hello")
+    assert recorded is not None
+    assert recorded.programs == (now,)

@@ -29,7 +29,7 @@ from caplet._capabilities._model import Capability, ProcExecCapability
 from caplet._errors import SandboxError
 from caplet._sandbox._programs import program_chain
 
-__all__ = ["merged_reach", "program_changes", "program_reach", "reach_line"]
+__all__ = ["program_changes", "program_reach", "reach_line", "update_changes"]
 
 #: What a line says when the program was not found where the approval was given.
 _NOT_FOUND = "not found on this host"
@@ -88,16 +88,23 @@ def program_changes(
     return tuple(changes)
 
 
-def merged_reach(
-    approved: Sequence[str] | None, capabilities: Sequence[Capability]
-) -> tuple[str, ...] | None:
-    """The lines a new approval of ``capabilities`` records when it carries ``approved``
-    over (``caplet update``, whose consent covered the capabilities it adds): the
-    approved line of each program kept, this host's for each added one."""
+def update_changes(approved: Sequence[str] | None, now: Sequence[str]) -> tuple[str, ...]:
+    """What ``caplet update``'s question shows of the programs ``now`` (this host's lines,
+    resolved before it is asked) against the ``approved`` lines: each changed line as
+    :func:`program_changes` says it, and what each program the approval has no line for
+    brings (attack22: the question named the capability only, and the approval then
+    pinned the files the program brought when the answer came, unseen).
+
+    ``approved`` None (an approval older than the record, or none): nothing, as the
+    update then pins nothing either.
+    """
     if approved is None:
-        return None
-    before = {_declared(line): line for line in approved}
-    return tuple(before.get(_declared(line), line) for line in program_reach(capabilities))
+        return ()
+    known = {_declared(line) for line in approved}
+    added = tuple(
+        f"{_declared(line)} brings {_files(line)}" for line in now if _declared(line) not in known
+    )
+    return program_changes(approved, now) + added
 
 
 def _declared(line: str) -> str:

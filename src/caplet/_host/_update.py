@@ -76,7 +76,7 @@ from caplet._host._journal import (
     write_journal,
 )
 from caplet._host._plugin_record import plugin_location
-from caplet._host._program_reach import merged_reach
+from caplet._host._program_reach import program_reach, update_changes
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
@@ -205,10 +205,14 @@ def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> 
 
 def _consent_for(consented: bool, digest: str) -> Consent:
     """Consent for enabling the content whose hash is ``digest`` alone (a folder
-    swapped after the question is other content: refused, so the update rolls back)."""
+    swapped after the question is other content: refused, so the update rolls back),
+    and never for a program whose files changed since the question showed them and
+    the approval pinned them (attack22: the update's consent, given for another
+    widening, ran a #! interpreter nobody was shown)."""
 
     def consent(request: ConsentRequest) -> bool:
-        return consented and request.content_hash == digest
+        changed = request.widening is not None and bool(request.widening.programs)
+        return consented and request.content_hash == digest and not changed
 
     return consent
 
@@ -437,6 +441,9 @@ def _transaction(
     else:
         old_risk = current_approval.risk_level if current_approval is not None else None
     approved_defaults, unknown = _defaults_before(host, name, old_entry, old_digest)
+    # What the new version's programs bring on this host, resolved once, before the
+    # question: shown in it, and what the approval pins (attack22).
+    reach = program_reach(manifest.capabilities)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],
@@ -451,6 +458,9 @@ def _transaction(
         unknown_defaults=unknown,
         approved_risk=old_risk,
         risk=audit.risk_level,
+        programs=update_changes(
+            current_approval.programs if current_approval is not None else None, reach
+        ),
     )
     report = replace(report, diff=diff)
     consented = False
@@ -495,9 +505,11 @@ def _transaction(
             agent_text=agent_text(manifest),
             # The update replaces the plugin where it is: the same place (attack13d).
             location=old_approval.location or _location(host, name),
-            # The approved files of the programs it keeps; this host's for those the
-            # update's consent added (red team round 19).
-            programs=merged_reach(old_approval.programs, manifest.capabilities),
+            # The files the programs bring as the question showed them (or, when it
+            # asked nothing, as approved: a change would have been asked about);
+            # nothing when the approval predates the record (red team round 19,
+            # attack22).
+            programs=None if old_approval.programs is None else reach,
         )
     try:
         new_entry = (
