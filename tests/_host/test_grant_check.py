@@ -656,6 +656,38 @@ def test_a_program_inside_another_hosts_writable_grant_is_refused(
         assert third.enable("writer", config={"root": str(data)}, consent=True)
 
 
+def test_a_program_inside_a_writable_grant_of_a_host_on_another_state_directory_is_refused(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    data: Path,
+    tmp_path: Path,
+) -> None:
+    """attack22: round 4's check read the peers of this state directory only; a host of
+    the same user on another one (``CAPLET_STATE_DIR`` per project, an application's
+    ``state_dir=``) enabled the writer of ``/data`` unseen, and the runner of
+    ``/data/tool`` here was granted it."""
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    make_runner(make_plugin, tool)
+    _tool(make_plugin, "writer", "fs.write")
+    with (
+        make_host(plugins_dir, tmp_path / "project-state", launcher) as first,
+        make_host(plugins_dir, state_dir, launcher) as second,
+    ):
+        first.discover()
+        second.discover()
+        assert first.enable("writer", config={"root": str(data)}, consent=True)
+        outcome = second.enable("runner", consent=True)
+        assert not outcome, "a program another state directory's plugin may write was granted"
+        assert "writer (enabled by another caplet process)" in outcome.reason
+        # Near miss: disabled there, it is no longer in the way here.
+        assert first.disable("writer")
+        assert second.enable("runner", consent=True)
+
+
 WRITER = """
 def create_functions(config):
     def rewrite(path, data):
