@@ -17,6 +17,7 @@ import pytest
 from caplet._host import _run_dir
 from caplet._host._inode_chain import inode_chain
 from caplet._host._run_dir import RUN_SUBDIR, RunDir
+from caplet._trust._paths import user_state_dir
 
 
 def test_a_run_directory_is_private_and_removed_on_close(tmp_path: Path) -> None:
@@ -139,3 +140,36 @@ def test_a_malformed_peer_file_is_read_as_nothing_of_it(
     finally:
         me.close()
         peer.close()
+
+
+def test_a_host_on_another_state_directory_keeps_a_beacon_its_peers_read(tmp_path: Path) -> None:
+    # attack22: hosts of one user on different state directories saw none of each
+    # other's published folders. Each keeps a beacon in the user's run folder.
+    project = RunDir(tmp_path / "project-state")
+    default = RunDir(user_state_dir())
+    try:
+        beacons = [p for p in (user_state_dir() / RUN_SUBDIR).iterdir() if p.name.endswith(".lock")]
+        assert len(beacons) == 2, "the default host's run directory and the project's beacon"
+        project.publish_code([(tmp_path / "lib", False)])
+        assert (tmp_path / "lib", False) in default.peer_code()
+        default.publish_code([(tmp_path / "app", True)])
+        assert (tmp_path / "app", True) in project.peer_code()
+    finally:
+        project.close()
+        default.close()
+    assert list((user_state_dir() / RUN_SUBDIR).glob("caplet-run-*")) == [], "beacon removed"
+
+
+def test_a_host_never_reads_itself_as_a_peer_through_another_spelling(tmp_path: Path) -> None:
+    # Near miss of the beacon: a state directory named through a link to the user's
+    # own spells the user's run folder otherwise; the host is still not its own peer.
+    user_state_dir().mkdir(parents=True, exist_ok=True)
+    link = tmp_path / "state-link"
+    link.symlink_to(user_state_dir())
+    run = RunDir(link)
+    try:
+        run.publish_code([(tmp_path / "lib", False)])
+        assert run.peer_code() == ()
+        assert run.peer_plans() == {}
+    finally:
+        run.close()

@@ -201,7 +201,9 @@ class RunDir:
     def _peers(self) -> list[Path]:
         """The run directories and beacons of the *other* live hosts (each holds its
         lock), in this state directory's ``run`` folder and the user's."""
-        ours = set(self._folders())
+        # Ours by the lock files' inodes, not their paths: a state directory named
+        # through a link (or relative) spells the user's run folder otherwise.
+        ours = {_identity(fd) for fd in (self._lock_fd, self._beacon_fd) if fd >= 0}
         parents = dict.fromkeys(
             (self.path.parent, _shared_run(), *(f.parent for f in self._folders()))
         )
@@ -217,7 +219,7 @@ class RunDir:
                 Path(entry.path[: -len(_LOCK)])
                 for entry in locks
                 if entry.name.startswith(_PREFIX)
-                and Path(entry.path[: -len(_LOCK)]) not in ours
+                and _entry_identity(entry) not in ours
                 and _alive(entry.path)
             ]
         return found
@@ -247,6 +249,19 @@ class RunDir:
             if self._beacon_fd >= 0:
                 os.close(self._beacon_fd)
                 self._beacon_fd = -1
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _entry_identity(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _shared_run() -> Path | None:
