@@ -73,7 +73,9 @@ class NetworkPolicy:
     connection, TLS, every redirect hop and reading the whole body.
     ``requests_per_minute``/``requests_per_hour`` count every request sent
     (each redirect hop is one) per plugin over sliding windows;
-    ``bytes_per_hour`` is the data budget: request and response bodies.
+    ``bytes_per_hour`` is the data budget: each request as sent (head and
+    body) and everything read from the connection (heads, bodies, interim
+    answers; over TLS the bytes the socket received, handshake included).
 
     Every value is checked at construction (strict types, bounds);
     ``allowed_networks`` takes networks or their CIDR text. A bad value
