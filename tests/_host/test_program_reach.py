@@ -257,3 +257,63 @@ def test_a_file_that_is_no_program_is_never_granted_as_one(
     assert f"proc.exec program {str(target)!r} is not executable (an ELF program or a " in (
         outcome.reason
     )
+
+
+def _templated_runner(make_plugin: PluginFactory, default: Path) -> None:
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra='capabilities = ["proc.exec:${config.tool}"]\n'
+        f'[config.tool]\ntype = "string"\ndefault = "{default}"\n',
+        modules='[modules.main]\nfunctions = ["run"]\n',
+    )
+
+
+def test_a_templated_program_is_approved_with_what_its_default_brings(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # attack22: the lines were resolved from the declared capabilities, so
+    # proc.exec:${config.tool} was "not found on this host" to `caplet approve` (the
+    # approver was shown nothing of what the default program brings) and to the
+    # approval, while every enable resolved the default: the approved plugin asked for
+    # consent at every enable, as if its program had changed.
+    first, second = _shells(tmp_path)
+    tool = _script(tmp_path / "bin" / "tool", f"#!{first}")
+    _templated_runner(make_plugin, tool)
+    _approve(host)
+    approval = host.get_approval_record("runner")
+    assert approval is not None
+    line = f"proc.exec:${{config.tool}}: {program_chain(str(tool)).describe()}"
+    assert approval.programs == (line,)
+    shown = host.consent_request("runner")
+    assert shown is None, "an approved plugin's default needs no consent"
+    outcome = host.enable("runner")
+    assert outcome, outcome.reason
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+    # Near miss: still pinned. The default program's #! line changed: consent again.
+    host.disable("runner")
+    _script(tool, f"#!{second}")
+    refused = host.enable("runner")
+    assert not refused
+    assert f"proc.exec:${{config.tool}} now runs {tool}, a script for {second}" in refused.reason
+
+
+def test_a_templated_program_without_a_default_brings_nothing_until_set(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # Near miss: no default, nothing is resolved at approval; the operator's value is
+    # resolved at enable, and the line it brings needs their consent once.
+    tool = _script(tmp_path / "bin" / "tool", "#!/bin/sh")
+    make_plugin(
+        "runner",
+        source=RUNNER,
+        extra='capabilities = ["proc.exec:${config.tool}"]\n[config.tool]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["run"]\n',
+    )
+    _approve(host)
+    approval = host.get_approval_record("runner")
+    assert approval is not None
+    assert approval.programs == ("proc.exec:${config.tool}: not found on this host",)
+    recorder = Recorder()
+    assert host.enable("runner", config={"tool": str(tool)}, consent=recorder)
+    assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"

@@ -30,7 +30,7 @@ from caplet._errors import ManifestError
 from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import changed_while_shown
 from caplet._host._defaults import default_reach
-from caplet._host._program_reach import program_reach
+from caplet._host._program_reach import default_program_reach
 from caplet._host._records import Outcome
 from caplet._manifest._model import Manifest
 
@@ -79,7 +79,7 @@ def info_command(run: Run, *, name: Name) -> None:
     document = plugin_json(info, detail=True)
     lint = lint_composition(info.manifest.capabilities)
     document["composition"] = [jsonable(f) for f in lint]
-    programs = program_reach(info.manifest.capabilities)
+    programs = default_program_reach(info.manifest)
     document["programs"] = list(programs)
     document["isolation"] = host.isolation
     hooks = host.hook_status(name)
@@ -151,7 +151,7 @@ def approve_command(
         run.refused(Outcome(False, changed_while_shown(name, audit.content_hash)), {"name": name})
     lint = lint_composition(info.manifest.capabilities)
     # Approved only while they bring what is shown (attack21), as the content (round 4).
-    programs = program_reach(info.manifest.capabilities)
+    programs = default_program_reach(info.manifest)
     if not run.as_json:
         out.say(plain(f"Approve {name} {info.version}", "bold"))
         print_audit(out.console, audit)

@@ -25,7 +25,7 @@ from caplet._host._consent import Consent, changed_while_shown
 from caplet._host._defaults import configured_reach
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
-from caplet._host._program_reach import program_reach
+from caplet._host._program_reach import default_program_reach
 from caplet._host._records import PluginInfo
 from caplet._suggest import did_you_mean
 
@@ -217,7 +217,7 @@ class PluginFlows:
         self._say(f"  capabilities: {declared}")
         # What each proc.exec program brings (its #! interpreter, its loader), which the
         # approval pins: shown, and approved only while it is still that (attack21).
-        programs = program_reach(info.manifest.capabilities)
+        programs = default_program_reach(info.manifest)
         for line in programs:
             self._say(f"  runs: {line}")
         print_audit(self.console, audit)

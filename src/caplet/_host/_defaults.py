@@ -124,6 +124,16 @@ def template_defaults(manifest: Manifest) -> ApprovedDefaults:
     return tuple(pairs)
 
 
+def by_default(manifest: Manifest) -> tuple[Capability, ...]:
+    """*manifest*'s capabilities, each templated one resolved with its default (what an
+    approval records and vouches for); one that takes no default stays as declared."""
+    values = {name: value for name, value in template_defaults(manifest) if value is not None}
+    return tuple(
+        (_resolve(capability, values) or capability) if capability.templated else capability
+        for capability in manifest.capabilities
+    )
+
+
 def default_reach(manifest: Manifest) -> tuple[tuple[str, str | None], ...]:
     """Each templated capability of *manifest*, as declared, with what it reaches when
     nothing is configured (None: nothing until the operator sets a value).

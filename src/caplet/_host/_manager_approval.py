@@ -23,7 +23,7 @@ from caplet._host._defaults import template_defaults
 from caplet._host._gates import danger_message, uncovered_dangers
 from caplet._host._manager_discover import ManagerDiscover
 from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
-from caplet._host._program_reach import program_changes, program_reach
+from caplet._host._program_reach import default_program_reach, program_changes
 from caplet._host._records import (
     Outcome,
 )
@@ -74,7 +74,7 @@ class ManagerApproval(ManagerDiscover):
         refusal = self._trust_refusal(name, audit)
         if refusal:
             return self._refuse(name, "approve", refusal)
-        reach = program_reach(record.manifest.capabilities)
+        reach = default_program_reach(record.manifest)
         if programs is not None and tuple(programs) != reach:
             changes = program_changes(programs, reach, was_label="shown") or reach
             return self._refuse(

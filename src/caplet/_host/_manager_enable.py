@@ -60,7 +60,7 @@ from caplet._host._manager_state import RED_TEAM_LABEL
 from caplet._host._peer_code import check_code_against, check_plan_against_code
 from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import TrustTier
-from caplet._host._program_reach import program_changes, program_reach
+from caplet._host._program_reach import default_program_reach, program_changes
 from caplet._host._records import (
     Outcome,
     PluginState,
@@ -427,7 +427,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             return None
         approval = self.store.get_approval(name)
         unvouched = self._unvouched()
-        programs = program_reach(record.manifest.capabilities)
+        programs = default_program_reach(record.manifest)
         if (
             approval is not None
             and approval.content_hash == record.content_hash

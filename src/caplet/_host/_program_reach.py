@@ -27,9 +27,17 @@ from collections.abc import Sequence
 
 from caplet._capabilities._model import Capability, ProcExecCapability
 from caplet._errors import SandboxError
+from caplet._host._defaults import by_default
+from caplet._manifest._model import Manifest
 from caplet._sandbox._programs import program_chain
 
-__all__ = ["program_changes", "program_reach", "reach_line", "update_changes"]
+__all__ = [
+    "default_program_reach",
+    "program_changes",
+    "program_reach",
+    "reach_line",
+    "update_changes",
+]
 
 #: What a line says when the program was not found where the approval was given.
 _NOT_FOUND = "not found on this host"
@@ -60,6 +68,17 @@ def program_reach(capabilities: Sequence[Capability]) -> tuple[str, ...]:
             continue
         lines.append(reach_line(capability, chain.describe()))
     return tuple(lines)
+
+
+def default_program_reach(manifest: Manifest) -> tuple[str, ...]:
+    """:func:`program_reach` of *manifest*'s programs, a templated one
+    (``proc.exec:${config.tool}``) resolved with its default: what an approval vouches
+    for, as it records the default itself, and what an enable that sets nothing runs
+    (attack22: resolved as declared, the template was "not found on this host" to the
+    approver and the approval, and every enable of the approved plugin asked again).
+    A template without a default stays "not found": nothing runs until it is set, and
+    the operator's value is compared at that enable."""
+    return program_reach(by_default(manifest))
 
 
 def program_changes(

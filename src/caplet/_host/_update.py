@@ -76,7 +76,7 @@ from caplet._host._journal import (
     write_journal,
 )
 from caplet._host._plugin_record import plugin_location
-from caplet._host._program_reach import program_reach, update_changes
+from caplet._host._program_reach import default_program_reach, update_changes
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
@@ -443,7 +443,7 @@ def _transaction(
     approved_defaults, unknown = _defaults_before(host, name, old_entry, old_digest)
     # What the new version's programs bring on this host, resolved once, before the
     # question: shown in it, and what the approval pins (attack22).
-    reach = program_reach(manifest.capabilities)
+    reach = default_program_reach(manifest)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],
