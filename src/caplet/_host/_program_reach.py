@@ -121,7 +121,11 @@ def update_changes(approved: Sequence[str] | None, now: Sequence[str]) -> tuple[
         return ()
     known = {_declared(line) for line in approved}
     added = tuple(
-        f"{_declared(line)} brings {_files(line)}" for line in now if _declared(line) not in known
+        f"{_declared(line)} is {_NOT_FOUND}"
+        if _files(line) == _NOT_FOUND
+        else f"{_declared(line)} brings {_files(line)}"
+        for line in now
+        if _declared(line) not in known
     )
     return program_changes(approved, now) + added
 
