@@ -317,3 +317,22 @@ def test_a_templated_program_without_a_default_brings_nothing_until_set(
     recorder = Recorder()
     assert host.enable("runner", config={"tool": str(tool)}, consent=recorder)
     assert host.call("runner", "main.run", [str(tool)]) == "hello from the script\n"
+
+
+def test_a_program_the_host_cannot_look_up_is_refused_not_raised(
+    host: PluginHost, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # attack22: proc.exec of a name longer than the file system takes raised OSError out
+    # of the program's lookup, so out of host.consent_request and host.enable (the CLI's
+    # "internal error"). Now the line says it is not found, and the enable refuses.
+    program = tmp_path / ("a" * 300)
+    _runner(make_plugin, program)
+    host.discover()
+    shown = host.consent_request("runner")
+    assert shown is not None
+    assert shown.programs == (f"proc.exec:{program}: not found on this host",)
+    outcome = host.enable("runner", consent=True)
+    assert not outcome
+    assert f"proc.exec program {str(program)!r} cannot be looked up on this host" in (
+        outcome.reason
+    )

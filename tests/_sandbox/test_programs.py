@@ -270,3 +270,29 @@ def test_a_relative_interpreter_is_refused(tmp_path: Path) -> None:
     script.chmod(0o755)
     with pytest.raises(SandboxError, match=r"names its interpreter 'bin/helper' by a relative"):
         program_chain(str(script))
+
+
+def test_a_program_path_the_host_cannot_look_up_is_a_refusal_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """attack22: a name longer than the file system takes (ENAMETOOLONG), or a folder
+    the host may not search (EACCES: a user's host and ``/root/...``), raised OSError
+    out of the lookup: ``caplet info``, ``approve`` and ``call --enable`` of a plugin
+    declaring it ended in "internal error" (exit 70), and ``host.enable`` raised."""
+    long_name = str(tmp_path / ("a" * 300))
+    with pytest.raises(SandboxError) as exc:
+        program_chain(long_name)
+    assert str(exc.value) == (
+        f"proc.exec program {long_name!r} cannot be looked up on this host: "
+        f"{long_name}: File name too long; declare a program this host can find and read"
+    )
+    # The same for an interpreter its #! line names.
+    script = tmp_path / "tool"
+    script.write_text(f"#!{tmp_path / ('b' * 300)}\necho hi\n")
+    script.chmod(0o755)
+    with pytest.raises(SandboxError) as exc:
+        program_chain(str(script))
+    assert str(exc.value).startswith(f"proc.exec program {str(script)!r} cannot be looked up ")
+    # Near miss: a script naming an interpreter the host can read is still a chain.
+    script.write_text("#!/bin/sh\necho hi\n")
+    assert program_chain(str(script)).describe().startswith(f"{script}, a script for /bin/sh")

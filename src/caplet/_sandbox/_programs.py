@@ -79,8 +79,22 @@ def program_chain(program: str, *, search_path: str | None = None) -> ProgramCha
     ``os.defpath`` when None, or a path) and its interpreters, as the kernel runs them.
 
     SandboxError when the program does not exist on the host: a capability
-    that cannot be honoured is refused rather than silently dropped.
+    that cannot be honoured is refused rather than silently dropped; and when
+    the host cannot look it (or an interpreter it names) up at all, a name too
+    long or a folder it may not search (attack22: OSError out of ``caplet
+    info``, ``approve`` and ``host.enable``).
     """
+    try:
+        return _chain(program, search_path)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise SandboxError(
+            f"proc.exec program {program!r} cannot be looked up on this host: "
+            f"{where}{exc.strerror or exc}; declare a program this host can find and read"
+        ) from exc
+
+
+def _chain(program: str, search_path: str | None) -> ProgramChain:
     absolute = Path(program).is_absolute()
     searched = search_path if search_path is not None else os.defpath
     # Only the absolute entries: an empty or relative one (``PATH=$PATH:``, ``.``,
