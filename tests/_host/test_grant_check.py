@@ -27,6 +27,7 @@ from caplet._host._grant_check import ProtectedPaths, plan_grants
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
+from caplet._trust._paths import user_state_dir
 from tests._host.ctxkit import make_host
 from tests.conftest import PluginFactory, give_to_worker, make_distribution
 
@@ -1109,3 +1110,80 @@ def test_a_writable_grant_never_can_create_the_users_site_packages(
     assert not outcome, "a grant that can create the user's site-packages was given"
     assert f"contains {local}, a folder the host imports Python modules from" in outcome.reason
     assert host.enable("writer", config={"root": str(local / "share" / "notes")}, consent=True)
+
+
+MAKER = """
+import os
+
+def create_functions(config):
+    def make(folder, name, data):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write(data)
+        return True
+
+    return {"main": {"make": make}}
+"""
+
+
+@pytest.mark.parametrize("which", ["platform", "CAPLET_STATE_DIR"])
+def test_a_writable_grant_cannot_make_the_users_default_state_directory(
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    which: str,
+) -> None:
+    """attack22: the default state directories (the platform's, ``CAPLET_STATE_DIR``'s)
+    are guarded against writable grants, by inode, so only once they exist. An
+    application on a state directory of its own granted ``fs.write:~/.local/state``
+    before the user ever ran ``caplet`` there; the plugin made ``caplet/`` in it, with
+    a ``caplet.db`` of its own, which the next ``caplet`` on the default state
+    directory opens as its approvals (on a user's host the worker is the user, so the
+    ownership check passes), and it kept writing there for as long as it ran."""
+    if which == "platform":
+        state = user_state_dir()
+    else:
+        state = tmp_path / "shared" / "project-state"
+        monkeypatch.setenv("CAPLET_STATE_DIR", str(state))
+    below = state.parent
+    below.mkdir(parents=True)
+    give_to_worker(below)
+    make_plugin(
+        "maker",
+        source=MAKER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["make"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
+        host.discover()
+        outcome = host.enable("maker", config={"root": str(below)}, consent=True)
+        if outcome:  # the attack, where the grant is given (main)
+            assert host.call("maker", "main.make", str(state), "caplet.db", "forged approvals")
+            assert not (state / "caplet.db").exists(), (
+                "a plugin made a default state directory and its database"
+            )
+        assert not outcome, "a grant that can make a default state directory was given"
+        assert f"is writable and contains {below}" in outcome.reason
+        assert str(state) in outcome.reason
+
+
+def test_a_writable_grant_beside_where_the_default_state_directory_would_be_is_granted(
+    plugins_dir: Path, launcher: SandboxLauncher, make_plugin: PluginFactory, tmp_path: Path
+) -> None:
+    # Near miss: a folder inside the would-be state directory's parent, but not it.
+    notes = user_state_dir().parent / "notes"
+    notes.mkdir(parents=True)
+    give_to_worker(notes)
+    make_plugin(
+        "maker",
+        source=MAKER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["make"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
+        host.discover()
+        outcome = host.enable("maker", config={"root": str(notes)}, consent=True)
+        assert outcome, outcome.reason
+        assert host.call("maker", "main.make", str(notes / "sub"), "todo.txt", "kept")

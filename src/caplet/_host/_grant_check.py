@@ -497,6 +497,7 @@ def _refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths
             if path is not None
         ),
         *((path, "another caplet state directory", True) for path in protected.other_states),
+        *_would_be_made(protected.other_states),
         *_file_directories(protected.lockfile, "the lock file"),
         *(
             _file_directories(protected.policy_file, "the policy file")
@@ -521,6 +522,25 @@ def _refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths
                 f"{where} is writable and lies inside {path}, {what}; a plugin may never "
                 "write caplet's own files: grant a directory outside it"
             )
+
+
+def _would_be_made(states: Sequence[Path]) -> list[tuple[Path, str, bool]]:
+    """For each default state directory that does not exist yet, its nearest existing
+    folder, guarded against being contained: a writable grant over it could make the
+    state directory before any host does, with a database of the plugin's own, which
+    the next host on it opens as its approvals (attack22). A grant beside it there
+    (``~/.local/state/notes``) does not contain it and stays grantable."""
+    found: list[tuple[Path, str, bool]] = []
+    for state in states:
+        if inode_chain(state):
+            continue  # it exists: guarded as a state directory
+        nearest = state.parent
+        while not inode_chain(nearest) and nearest != nearest.parent:
+            nearest = nearest.parent
+        found.append(
+            (nearest, f"the folder where the caplet state directory {state} would be made", False)
+        )
+    return found
 
 
 def _file_directories(path: Path, what: str) -> list[tuple[Path, str, bool]]:
