@@ -59,6 +59,7 @@ _OUTSIDE: Final = (
     "caplet._display",
     "caplet._errors",
     "caplet._findings",
+    "caplet._lookalikes",
     "caplet._reading",
     "caplet._version",
 )
