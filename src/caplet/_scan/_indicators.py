@@ -165,6 +165,10 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"Ethereum" + _SEP + r"keystore|atomic" + _SEP + r"Local Storage|"
         r"nkbihfbeogaeaoehlefnkodbefgpgknn|Coinomi" + _SEP + r"wallets",
     ),
+    # every LevelDB table under a folder tree: the stores of Discord's tokens and of the
+    # browsers' wallet extensions, searched for wherever they are (mend19; a glob's
+    # pattern is read under the folder it searches: ``Path.home().rglob("*.ldb")``)
+    Indicator(_C, "LevelDB tables searched for", r"\*\*" + _SEP + r"\*\.ldb\b"),
     Indicator(
         _C,
         "messenger or game session",
