@@ -1,0 +1,13 @@
+"""The root of caplet's one exception tree (:mod:`caplet._errors` names the whole tree).
+
+Apart so that :mod:`caplet._errors_request` and :mod:`caplet._errors` both derive
+from it without importing each other (mend19's split).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CapletError"]
+
+
+class CapletError(Exception):
+    """Base class of every error caplet raises deliberately."""
