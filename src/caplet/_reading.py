@@ -63,7 +63,7 @@ _HIDDEN_UTF8: Final = re2.compile(
     f"[{FORMAT.pattern[1:-1]}{_IGNORED}{''.join(map(chr, _READ_AS_BLANK))}]".encode()
 )
 
-
+#: The nonspacing marks, as a character class's ranges.
 _MARKS: Final = "".join(
     f"{MARK_BOUNDS[i]}-{MARK_BOUNDS[i + 1]}" for i in range(0, len(MARK_BOUNDS), 2)
 )
