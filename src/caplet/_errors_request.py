@@ -206,3 +206,30 @@ class HostCallError(ContextError):
     returned invalid output, or its circuit breaker is open."""
 
     category: str = "host.call failed"
+
+
+# The tree's one home stays caplet._errors, which re-exports each class (see _error_base).
+for _class in (
+    AppError,
+    AppHandlerError,
+    BlockedByPolicyError,
+    BrokerError,
+    CallCycleError,
+    ConnectionFailedError,
+    ContextArgumentError,
+    ContextError,
+    ContextLimitError,
+    ContextUnavailableError,
+    DnsError,
+    FetchTimeoutError,
+    HostCallError,
+    InvalidUrlError,
+    NotGrantedError,
+    RateLimitError,
+    RedirectError,
+    ResponseError,
+    SizeLimitError,
+    TlsError,
+):
+    _class.__module__ = "caplet._errors"
+del _class
