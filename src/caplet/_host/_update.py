@@ -36,21 +36,17 @@ rolls back, or forward once the update committed.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
-import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from caplet._atomic import NotRegularFileError, fsync_directory, read_regular
+from caplet._atomic import fsync_directory
 from caplet._audit._model import AuditResult
-from caplet._audit._static import static_audit
-from caplet._capabilities._lint import lint_composition
-from caplet._errors import CapletError, SignatureError, UpdateError
-from caplet._findings import RiskLevel, Severity
+from caplet._errors import CapletError, UpdateError
+from caplet._findings import RiskLevel
 from caplet._host._agent_text import agent_text
 from caplet._host._capdiff import parse_approved
 from caplet._host._consent import (
@@ -62,7 +58,6 @@ from caplet._host._consent import (
     widening,
 )
 from caplet._host._defaults import template_defaults
-from caplet._host._installed import extract_wheel_plugin, find_installed
 from caplet._host._journal import (
     UpdateJournal,
     UpdateStep,
@@ -75,52 +70,25 @@ from caplet._host._journal import (
     through,
     write_journal,
 )
-from caplet._host._plugin_record import plugin_location
 from caplet._host._program_reach import default_program_reach, update_changes
-from caplet._manifest._load import load_manifest
-from caplet._manifest._model import Manifest
-from caplet._scan._scanner import scan_tree
-from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
-from caplet._trust._lockfile import LockEntry, read_lockfile, update_lockfile
-from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key
-from caplet._trust._snapshot import make_snapshot
+from caplet._host._update_check import (
+    RefusedError,
+    UpdatableHost,
+    approved_before,
+    check_staged,
+    defaults_before,
+    location_of,
+    new_lock_entry,
+    stage,
+)
+from caplet._trust._lockfile import read_lockfile, update_lockfile
 from caplet._trust._source import SourceKind
-from caplet._trust._store import ApprovalRecord, ApprovedDefaults
+from caplet._trust._store import ApprovalRecord
 
 if TYPE_CHECKING:
-    from caplet._config._prompt import Prompter
-    from caplet._host._manager import PluginManager
-    from caplet._host._policy import Policy
-from caplet._host._records import Outcome
+    pass
 
 __all__ = ["UpdatableHost", "UpdateConsent", "UpdateReport", "update_plugin"]
-
-
-class UpdatableHost(Protocol):
-    """What an update needs of :class:`~caplet.PluginHost` (a Protocol, so this module
-    does not import the host that calls it)."""
-
-    @property
-    def manager(self) -> PluginManager: ...
-
-    @property
-    def policy(self) -> Policy: ...
-
-    def discover(self) -> int: ...
-
-    def enable(
-        self,
-        name: str,
-        inline: Iterable[str] = (),
-        *,
-        config: Mapping[str, object] | None = None,
-        prompter: Prompter | None = None,
-        consent: bool | Consent = False,
-    ) -> Outcome: ...
-
-    def disable(self, name: str) -> Outcome: ...
-
-    def check_health(self, name: str, *, timeout_s: float) -> Outcome: ...
 
 
 #: Asked with what the new version widens (its ``added``, ``removed``, ``kept``
@@ -128,7 +96,6 @@ class UpdatableHost(Protocol):
 UpdateConsent = Callable[[Widening], bool]
 
 _WORK_PREFIX = ".caplet-update-"
-_MAX_SIGNATURE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,54 +122,6 @@ class UpdateReport:
         return self.ok
 
 
-class _RefusedError(Exception):
-    """Internal: a step refused the update (the message is the reason)."""
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _stage(host: UpdatableHost, name: str, source: str | Path, parent: Path) -> Path:
-    """Copy the new version into ``parent/<name>``; returns that folder."""
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(source)
-    if path.is_file() and path.suffix == ".whl":
-        return extract_wheel_plugin(path, name, parent)
-    origin: Path | None = path if path.is_dir() else None
-    if origin is None:
-        installed, _ = find_installed(host.manager.dist_path)
-        matches = [
-            p
-            for p in installed
-            if p.name == name and _normalise(p.distribution) == _normalise(str(source))
-        ]
-        if not matches:
-            raise _RefusedError(
-                f"cannot update plugin {name!r} from {str(source)!r}: it is neither a plugin "
-                "folder, a wheel (.whl), nor an installed distribution with a "
-                f"'caplet.plugins' entry point {name!r}; check the path or distribution name"
-            )
-        origin = matches[0].directory
-    snapshot = make_snapshot(origin, parent, read_only=False)
-    target = parent / name
-    snapshot.path.rename(target)
-    # Opened once, without following a link (a check by name, then an open by
-    # name, followed a link swapped in between: attack10's report); a
-    # signature that is not a regular file is left behind, as before.
-    try:
-        data = read_regular(origin / SIGNATURE_FILE, _MAX_SIGNATURE_BYTES)
-    except (FileNotFoundError, NotRegularFileError):
-        return target
-    except OSError as exc:
-        raise _RefusedError(
-            f"cannot update plugin {name!r}: its signature {origin / SIGNATURE_FILE} cannot be "
-            f"read ({exc.strerror or exc}); check its permissions or remove it"
-        ) from exc
-    (target / SIGNATURE_FILE).write_bytes(data[:_MAX_SIGNATURE_BYTES])
-    return target
-
-
 def _consent_for(consented: bool, digest: str) -> Consent:
     """Consent for enabling the content whose hash is ``digest`` alone (a folder
     swapped after the question is other content: refused, so the update rolls back),
@@ -215,103 +134,6 @@ def _consent_for(consented: bool, digest: str) -> Consent:
         return consented and request.content_hash == digest and not changed
 
     return consent
-
-
-def _approved_before(host: UpdatableHost, name: str, entry: LockEntry | None) -> tuple[str, ...]:
-    """What the old version was allowed: the lock entry, else the approval, else declared."""
-    info = host.manager.require_plugin(name)
-    if entry is not None:
-        return entry.capabilities
-    approval = info.approval
-    if approval is not None and approval.content_hash == info.content_hash:
-        return approval.capabilities
-    return tuple(c.declared for c in info.manifest.capabilities)
-
-
-def _location(host: UpdatableHost, name: str) -> str:
-    info = host.manager.require_plugin(name)
-    return plugin_location(info.source, info.path)
-
-
-def _defaults_before(
-    host: UpdatableHost, name: str, entry: LockEntry | None, installed: str
-) -> tuple[ApprovedDefaults | None, str]:
-    """The defaults the old version was allowed, or None and why they are not known.
-
-    The installed folder is the approved content (its approval, or its lock
-    entry, names its digest), so its manifest's defaults are the approved
-    ones, whether or not the approval recorded them. A lock entry that pins
-    other content leaves them unknown: that content is not on this machine.
-    An update carries the approval to every later enable, so defaults are
-    compared as they are, whatever this process configured.
-    """
-    if entry is not None and entry.digest != installed:
-        return None, "the lock entry pins other content than the installed one"
-    return template_defaults(host.manager.require_plugin(name).manifest), ""
-
-
-def _check_staged(
-    host: UpdatableHost, name: str, staged: Path
-) -> tuple[Manifest, str, AuditResult]:
-    """Validate, hash, scan and audit the staged version; refuse what enable would refuse."""
-    manifest = load_manifest(staged, allow_broad=host.policy.allow_broad_paths)
-    if manifest.name != name:
-        raise _RefusedError(
-            f"the new version is plugin {manifest.name!r}, not {name!r}; update {name!r} from "
-            "a folder holding the same plugin"
-        )
-    digest = tree_hash(staged)
-    report = scan_tree(staged, manifest.capabilities)
-    audit = static_audit(
-        name, digest, report, lint_composition(manifest.capabilities), now=time.time()
-    )
-    host.manager.store.put_audit(audit)
-    dangers = [f for f in audit.findings if f.severity is Severity.DANGER and not f.covered]
-    if dangers:
-        shown = "; ".join(f"{f.rule_id} {f.message} ({f.file}:{f.line})" for f in dangers[:3])
-        raise _RefusedError(
-            f"the new version of {name!r} has {len(dangers)} danger finding(s) no declared "
-            f"capability covers: {shown}; it would never load, so it is not installed"
-        )
-    limit = host.policy.max_risk_level
-    if audit.risk_level.order > limit.order:
-        raise _RefusedError(
-            f"the new version of {name!r} was audited {audit.risk_level.value} risk, above the "
-            f"policy's max_risk_level {limit.value}; review `caplet scan {staged}`"
-        )
-    return manifest, digest, audit
-
-
-def _new_entry(
-    old: LockEntry, manifest: Manifest, digest: str, audit: AuditResult, staged: Path
-) -> LockEntry:
-    """The lock entry of the new version; a pinned signer must have signed it too."""
-    if old.signature is not None:
-        try:
-            key = parse_public_key(old.signature.public_key)
-        except SignatureError as exc:
-            raise _RefusedError(f"the lock entry's signer key is unusable ({exc})") from exc
-        check = check_plugin_signature(staged, digest, {key.key_id_hex: key})
-        if check.status is not SignatureStatus.VALID:
-            raise _RefusedError(
-                f"caplet.lock requires plugin {manifest.name!r} to be signed by key "
-                f"{old.signature.key_id}, but the new version is not ({check.detail}); get "
-                "the publisher's signed release"
-            )
-    return replace(
-        old,
-        version=manifest.version,
-        digest=digest,
-        capabilities=tuple(c.declared for c in manifest.capabilities),
-        risk_level=audit.risk_level,
-        verdict=audit.verdict,
-        audit_provider=audit.provider,
-        approved_at=_now_utc(),
-    )
-
-
-def _now_utc() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
 def update_plugin(
@@ -411,17 +233,17 @@ def _transaction(
         return replace(report, reason=reason)
 
     try:
-        staged = _stage(host, name, source, base / "new")
+        staged = stage(host, name, source, base / "new")
         crash_point("staged")
-        manifest, new_digest, audit = _check_staged(host, name, staged)
-    except _RefusedError as exc:
+        manifest, new_digest, audit = check_staged(host, name, staged)
+    except RefusedError as exc:
         return refuse(str(exc))
     except CapletError as exc:
         return refuse(f"cannot stage the new version of {name!r}: {exc}")
     report = replace(report, new_version=manifest.version, new_digest=new_digest, audit=audit)
     try:
         approved = parse_approved(
-            _approved_before(host, name, old_entry),
+            approved_before(host, name, old_entry),
             config_names=[f.name for f in info.manifest.config],
             where=f"the approved capabilities of {name!r}",
         )
@@ -440,7 +262,7 @@ def _transaction(
         old_risk: RiskLevel | None = old_entry.risk_level
     else:
         old_risk = current_approval.risk_level if current_approval is not None else None
-    approved_defaults, unknown = _defaults_before(host, name, old_entry, old_digest)
+    approved_defaults, unknown = defaults_before(host, name, old_entry, old_digest)
     # What the new version's programs bring on this host, resolved once, before the
     # question: shown in it, and what the approval pins (attack22).
     reach = default_program_reach(manifest)
@@ -504,7 +326,7 @@ def _transaction(
             hooks=tuple(h.event for h in manifest.hooks),
             agent_text=agent_text(manifest),
             # The update replaces the plugin where it is: the same place (attack13d).
-            location=old_approval.location or _location(host, name),
+            location=old_approval.location or location_of(host, name),
             # The files the programs bring as the question showed them (or, when it
             # asked nothing, as approved: a change would have been asked about);
             # nothing when the approval predates the record (red team round 19,
@@ -513,9 +335,9 @@ def _transaction(
         )
     try:
         new_entry = (
-            _new_entry(old_entry, manifest, new_digest, audit, staged) if old_entry else None
+            new_lock_entry(old_entry, manifest, new_digest, audit, staged) if old_entry else None
         )
-    except _RefusedError as exc:
+    except RefusedError as exc:
         return refuse(str(exc))
     journal = replace(
         journal,

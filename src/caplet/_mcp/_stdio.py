@@ -15,6 +15,16 @@ such line with a JSON-RPC error, its id when the line's id can be read,
 and the server goes on with the next line. Bytes that are not UTF-8 are no
 longer replaced (``\\xff`` became U+FFFD in a tool's argument, which
 the client never sent): the line is refused the same way.
+
+A line over the limit is answered too (mend19: the client waited forever
+for it as for the lines above): once, JSON-RPC's invalid request with a
+null id. Its id is in the part not kept, and one picked out of the kept
+prefix could be a nested key's, answering another request (attack21's
+lesson). Whether it was a request at all cannot be known without keeping
+it either, so an oversized notification or response is answered as well:
+a null id resolves no request of the client's, so the cost is one error
+the client logs, against a request that would never be answered. The line
+itself is still read in chunks and thrown away, never held whole.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Final, Self
 
 import anyio
@@ -31,9 +42,20 @@ from mcp.shared.message import SessionMessage
 
 from caplet._mcp._wrapped import WrappedStream
 
-__all__ = ["AnsweringReader", "BoundedLines", "unreadable_answer"]
+__all__ = ["AnsweringReader", "BoundedLines", "Oversized", "oversized_answer", "unreadable_answer"]
 
 _CHUNK: Final = 64 * 1024
+
+#: What the SDK is handed in place of a line over the limit: a line it cannot read, so
+#: it makes an exception of it in its turn, which :class:`AnsweringReader` answers.
+_IN_PLACE: Final = "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A line over the limit, read to its end and not kept."""
+
+    limit: int
 
 
 class BoundedLines:
@@ -44,7 +66,7 @@ class BoundedLines:
         self._limit = limit
         self.dropped = 0
         #: The lines handed to the SDK and not yet matched to what it made of them.
-        self._handed: deque[str] = deque()
+        self._handed: deque[str | Oversized] = deque()
 
     def __aiter__(self) -> BoundedLines:
         return self
@@ -57,8 +79,12 @@ class BoundedLines:
             if line:
                 self._handed.append(line)
                 return line
+            # Dropped: the SDK is handed a blank line in its place, so the item it makes
+            # of it is matched to this record and answered (mend19).
+            self._handed.append(Oversized(self._limit))
+            return _IN_PLACE
 
-    def take(self) -> str:
+    def take(self) -> str | Oversized:
         """The oldest line handed on: the SDK makes one message (or one exception) of
         each line, in order, so the item read next is made of this line."""
         return self._handed.popleft()
@@ -91,6 +117,17 @@ class BoundedLines:
 #: JSON-RPC 2.0's codes: the line is not JSON; it is JSON but not a valid message.
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
+
+
+def oversized_answer(line: Oversized) -> types.JSONRPCError:
+    """The one answer to a line over the limit: invalid request, a null id."""
+    return _error(
+        None,
+        INVALID_REQUEST,
+        f"caplet mcp: the message is over {line.limit} bytes (Policy.mcp.max_argument_bytes "
+        "plus room for the envelope) and was not read; send smaller arguments or raise "
+        "mcp.max_argument_bytes",
+    )
 
 
 def unreadable_answer(line: str) -> types.JSONRPCError | None:
@@ -190,7 +227,9 @@ class AnsweringReader(WrappedStream):
             line = self._lines.take()
             if not isinstance(item, Exception):
                 return item
-            answer = unreadable_answer(line)
+            answer = (
+                oversized_answer(line) if isinstance(line, Oversized) else unreadable_answer(line)
+            )
             if answer is not None:
                 await self._write.send(SessionMessage(answer))
 

@@ -57,8 +57,11 @@ __all__ = ["fingerprint", "fingerprinted_files", "remember", "remembered"]
 _OUTSIDE: Final = (
     "caplet._capabilities._model",
     "caplet._display",
+    "caplet._error_base",
     "caplet._errors",
+    "caplet._errors_request",
     "caplet._findings",
+    "caplet._lookalikes",
     "caplet._reading",
     "caplet._version",
 )

@@ -31,8 +31,10 @@ __all__ = [
     "FACTORY_KEYS",
     "FACTORY_TOKENS",
     "FILE_LOADERS",
+    "LISTENERS",
     "configured_calls",
     "file_config_source",
+    "unverified",
 ]
 
 #: Loaders that call what a dict's factory keys name.
@@ -43,6 +45,10 @@ CONFIG_LOADERS: Final = frozenset({"logging.config.dictConfig", "logging.config.
 DATA_LOADERS: Final = CONFIG_LOADERS | {"logging.config.fileConfig"}
 #: Those of them given a file's path.
 FILE_LOADERS: Final = frozenset({"logging.config.fileConfig"})
+#: mend19: a socket server that applies any configuration a peer sends (an INI, whose
+#: ``class``/``args`` fileConfig evaluates, or JSON, whose factories dictConfig calls):
+#: without a ``verify`` callable, a listener that runs what it is sent.
+LISTENERS: Final = frozenset({"logging.config.listen"})
 #: The keys of a fileConfig handler section whose values it evaluates.
 _EVALUATED_KEYS: Final = ("class", "args", "kwargs")
 #: The keys whose value names a callable the loader calls.
@@ -112,3 +118,17 @@ def file_config_source(text: str) -> str | None:
         if sep and key.strip().lower() in _EVALUATED_KEYS and value.strip():
             found.append(value.strip())
     return "\n".join(found) if found else None
+
+
+def unverified(node: ast.Call) -> bool:
+    """Whether a :data:`LISTENERS` call is given no ``verify`` (its second parameter): none,
+    or ``None``. Arguments unpacked (``*a``, ``**kw``) may hold one: not judged."""
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+        k.arg is None for k in node.keywords
+    ):
+        return False
+    given = node.args[1] if len(node.args) > 1 else None
+    for keyword in node.keywords:
+        if keyword.arg == "verify":
+            given = keyword.value
+    return given is None or (isinstance(given, ast.Constant) and given.value is None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Collection
 from typing import Final
 
@@ -92,6 +93,8 @@ _ENTROPY_BITS = 5.3
 #: "AI reviewers", "ignore previous instructions", "you are an auditor",
 #: "rate this LOW", "this code is safe, do not flag", "report only LOW".
 _AUDITOR: Final = re2.compile(AUDITOR_PATTERN.encode())
+#: A line break into a comment's next line, inside a match (the pattern's blank takes it).
+_COMMENT_BREAK: Final = re.compile(r"\n[ \t]*#+")
 
 #: Scans Python source found inside a string (its text, line, depth) into findings.
 Nested = Callable[[str, int, int], list[Finding]]
@@ -333,7 +336,8 @@ class FileScan:
         read = as_read(line)
         text = matched.decode("utf-8", "replace")
         if "\n" in text:
-            text = " ".join(text.split())  # a wrapped sentence, shown on one line
+            # a wrapped sentence, shown on one line, the comment marks it crossed dropped
+            text = " ".join(_COMMENT_BREAK.sub(" ", text).split())
         if read is not line:
             # the match is in the line as read: placed at its first character in the file
             encoded = read.encode("utf-8", "surrogatepass")

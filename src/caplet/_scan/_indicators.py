@@ -165,6 +165,10 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
         r"Ethereum" + _SEP + r"keystore|atomic" + _SEP + r"Local Storage|"
         r"nkbihfbeogaeaoehlefnkodbefgpgknn|Coinomi" + _SEP + r"wallets",
     ),
+    # every LevelDB table under a folder tree: the stores of Discord's tokens and of the
+    # browsers' wallet extensions, searched for wherever they are (mend19; a glob's
+    # pattern is read under the folder it searches: ``Path.home().rglob("*.ldb")``)
+    Indicator(_C, "LevelDB tables searched for", r"\*\*" + _SEP + r"\*\.ldb\b"),
     Indicator(
         _C,
         "messenger or game session",
@@ -267,7 +271,7 @@ INDICATORS: Final[tuple[Indicator, ...]] = (
 #: Text addressed to an LLM reviewer (design.md section 2, threat 3; CPL-AUD-001): notes
 #: to "AI reviewers", "ignore previous instructions", "you are an auditor", "rate this
 #: LOW", "this code is safe, do not flag", "report only LOW".
-AUDITOR_PATTERN: Final = (
+_AUDITOR_WORDS: Final = (
     r"(?i)\b(?:note|notes|message|instructions?|attention|hint)\s+(?:to|for)\s+"
     r"(?:the\s+|any\s+|all\s+)?(?:ai|llm|gpt|chatgpt|claude|automated|language[- ]model)s?\b"
     r"|\bignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|preceding|earlier|system)\s+"
@@ -283,6 +287,12 @@ AUDITOR_PATTERN: Final = (
     r"|\b(?:ai|llm)\s+(?:auditors?|reviewers?|security\s+scanners?)\b"
     r"|\b(?:attention|dear|hey|hello)\s*,?\s*(?:ai|llm|gpt|chatgpt|claude)\b"
 )
+
+#: A blank between the pattern's words: white space, or a line break into a comment's
+#: next line (``# ignore previous`` / ``#   instructions``, which a model reads as one
+#: comment; the ``#`` broke the blank, attack21's open row, mend19).
+_BLANK: Final = r"(?:\s|\n[ \t]*#+)"
+AUDITOR_PATTERN: Final = _AUDITOR_WORDS.replace(r"\s+", _BLANK + "+").replace(r"\s*", _BLANK + "*")
 
 #: Bidirectional overrides and isolates (CVE-2021-42574, "Trojan Source"):
 #: LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI.

@@ -496,6 +496,8 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (_LOGGING_LOADERS, _NETWORK),
     (_LOGGING_LOADERS, _DECODED),
     (r"\bfileConfig\b", _WRITES_FILE),
+    # mend19: logging's configuration listener (a socket that applies what a peer sends)
+    (r"\blogging\s*\.\s*config\b|\bfrom\s+logging\s+import\b[^\n]*\bconfig\b", r"\blisten\b"),
 )
 
 

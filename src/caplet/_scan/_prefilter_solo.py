@@ -28,6 +28,9 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     r"\bimport\b[^\n]*\b(?:exec|eval|compile)\b",
     # browser and wallet folders spelled as path pieces
     r"['\"](?:Google|Chrome|User Data|Login Data|Local State|BraveSoftware|Exodus|Electrum)['\"]",
+    # ... and pieces of token and wallet stores joined by pathlib's "/", or LevelDB
+    # tables globbed (mend19: the indicators read the joined path and pattern)
+    r"['\"](?:Local Storage|leveldb|exodus\.wallet)['\"]|['\"](?:\*\*/)?\*\.ldb['\"]",
     # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
     # executable memory (shellcode loaders), pip run from code

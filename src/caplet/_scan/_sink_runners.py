@@ -30,7 +30,9 @@ from caplet._scan._config_factories import (
     CONFIG_LOADERS,
     DATA_LOADERS,
     FILE_LOADERS,
+    LISTENERS,
     configured_calls,
+    unverified,
 )
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow, Labels, is_network
@@ -74,6 +76,16 @@ class RunnerSinks:
             self._configured(node, funcs)
         if node.args and not DATA_LOADERS.isdisjoint(funcs):
             self._config_data(node, funcs)
+        if not LISTENERS.isdisjoint(funcs) and unverified(node):
+            # any peer's configuration applied, and so its Python run (mend19)
+            listener = next(f for f in funcs if f in LISTENERS)
+            self._scan.emit(
+                "CPL-THR-002",
+                f"{listener}(...) without verify (a socket that applies any peer's logging "
+                "configuration)",
+                node.lineno,
+                node.col_offset,
+            )
         if method in PARSER_METHODS or not DOCSTRING_RUNNERS.isdisjoint(funcs):
             self._pending.append(lambda: self._doctests(node, funcs))
         if not node.args:

@@ -190,6 +190,10 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
         """Whether a call of ``funcs`` is one :meth:`_named_sinks` checks."""
         return not _SINK_NAMES.isdisjoint(funcs) or any(is_network(f) for f in funcs)
 
+    def path_chain(self, node: ast.BinOp) -> None:
+        """A pathlib path joined by ``/``, its pieces read by the indicators (mend19)."""
+        self._tags.path_chain(node)
+
     def call(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """Every call: tags for the chains, and the sinks it may be."""
         flow = self._flow

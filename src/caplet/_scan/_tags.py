@@ -36,6 +36,8 @@ _PATH_BUILDERS = frozenset(
         "pathlib.PurePosixPath",
     }
 )
+#: pathlib's searches of a folder, whose pattern names what is looked for under it.
+_GLOBS = frozenset({"glob", "rglob"})
 #: Serialisers: the whole environment passed to one is being packed up.
 _SERIALISERS = frozenset(
     {
@@ -206,7 +208,20 @@ class Tagger:
                     return
 
     def joined_path(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
-        """``os.path.join(home, ".aws", "credentials")``: indicators see the joined path."""
+        """``os.path.join(home, ".aws", "credentials")``: indicators see the joined path;
+        so do pathlib's joins handed to a call and a ``glob``/``rglob`` pattern under
+        the folder it searches (mend19)."""
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _GLOBS and node.args:
+            pattern = node.args[0]
+            if isinstance(pattern, ast.Constant) and isinstance(pattern.value, str):
+                folder = self.path_pieces(func.value) or ["?"]
+                star = "**/" if func.attr == "rglob" else ""
+                text = "/".join([*folder, star + pattern.value])
+                self._scan.indicators(text, node.lineno, node.col_offset)
+        for arg in node.args:
+            if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div):
+                self.path_chain(arg)
         if _PATH_BUILDERS.isdisjoint(funcs):
             return
         parts = [
@@ -214,6 +229,41 @@ class Tagger:
         ]
         if len(parts) >= 2:
             self._scan.indicators("/".join(parts), node.lineno, node.col_offset)
+
+    def path_chain(self, node: ast.BinOp) -> None:
+        """A pathlib path joined by ``/`` (``Path.home() / "Exodus" / "exodus.wallet"``):
+        indicators see its pieces joined, as they see ``os.path.join``'s (mend19)."""
+        pieces = self.path_pieces(node)
+        if sum(piece != "?" for piece in pieces) >= 2:
+            self._scan.indicators("/".join(pieces), node.lineno, node.col_offset)
+
+    def path_pieces(self, node: ast.expr, hops: int = 2) -> list[str]:
+        """The pieces of a path: ``/`` joins of literals, a path built from literals
+        (``Path("a", "b")``), a name bound once to either (``hops`` at most); "?" for a
+        piece not written out (``Path.home()``, an environment variable)."""
+        pieces: list[str] = []
+        while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            right = node.right
+            value = right.value if isinstance(right, ast.Constant) else None
+            pieces.append(value if isinstance(value, str) else "?")
+            node = node.left
+            if len(pieces) > _BUDGET:
+                break
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            head = [node.value]
+        elif isinstance(node, ast.Call) and not _PATH_BUILDERS.isdisjoint(
+            self._flow.resolve(node.func)
+        ):
+            head = [
+                a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "?"
+                for a in node.args
+            ] or ["?"]
+        elif isinstance(node, ast.Name) and hops:
+            bound = self._flow.bindings.assigned.get(node.id, ())
+            head = self.path_pieces(bound[0], hops - 1) if len(bound) == 1 else ["?"]
+        else:
+            head = ["?"]
+        return [*head, *reversed(pieces)]
 
     def environ_dump(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """Tag the whole environment passed to a serialiser or a sender."""

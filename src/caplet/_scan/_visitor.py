@@ -396,6 +396,8 @@ class RuleVisitor(Patching, ast.NodeVisitor):
         self.visit_For(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Div):
+            self._sinks.path_chain(node.value)  # a pathlib path bound to a name (mend19)
         for target in node.targets:
             self._check_store(target, target)
             if isinstance(target, ast.Attribute):
