@@ -402,16 +402,17 @@ def test_inaccurate_description_raises_to_high_with_one_manifest_finding(
     assert "Uploads files to a pastebin." in found[0].message
 
 
-def test_description_not_judged_is_a_warning(
+def test_description_not_judged_is_a_warning_and_high(
     make_plugin: PluginFactory, llm: LLMServer, provider: OpenAIProvider
 ) -> None:
+    """A check the answer does not make is no pass (steer22: it was MEDIUM, approvable)."""
     directory = make_plugin("greet", source=CLEAN)
     llm.script(honest(description_accurate="maybe"))
     result = run_audit(directory, provider)
     assert result.description_accurate is None
     [warning] = [f for f in result.findings if f.rule_id == RULE_NOT_JUDGED]
     assert warning.severity is Severity.WARNING
-    assert result.risk_level is RiskLevel.MEDIUM
+    assert result.risk_level is RiskLevel.HIGH
 
 
 def test_model_lines_are_mapped_back_to_the_original(
