@@ -110,6 +110,13 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         for line in describe_widening(request.widening):
             console.print(plain(f"  changed: {line}", "yellow"))
     print_audit(console, request.audit)
+    if not request.vouched_text and request.agent_text:
+        # No approval vouches for it, and consent puts it before the agent (attack13d).
+        # Shown before the grant, never between the grant and the question: it is the
+        # plugin's text, and a hundred lines of it pushed the grant off the screen (steer22).
+        console.print(plain("  the agent reads (consent puts it before the agent):"))
+        for line in shown_entries(request.agent_text):
+            console.print(plain(f"    {line}"))
     granted = request.granted if request.granted is not None else request.declared
     shown = ", ".join(safe_line(c.declared) for c in granted) or "none"
     console.print(plain(f"  it will be granted: {shown}", "bold"))
@@ -131,11 +138,6 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         console.print(plain(f"  it requires: {', '.join(request.requires)}"))
     if request.composition:
         print_findings(console, request.composition, title="Capability composition")
-    if not request.vouched_text and request.agent_text:
-        # No approval vouches for it, and consent puts it before the agent (attack13d).
-        console.print(plain("  the agent reads (consent puts it before the agent):"))
-        for line in shown_entries(request.agent_text):
-            console.print(plain(f"    {line}"))
 
 
 def _hook_state_style(state: HookState) -> str:
