@@ -55,11 +55,16 @@ def create_functions(config):
 
 def _tar(compression: str = "") -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=f"w:{compression}") as archive:
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
         info = tarfile.TarInfo("evil.py")
         info.size = len(EVIL)
         archive.addfile(info, io.BytesIO(EVIL))
-    return buffer.getvalue()
+    data = buffer.getvalue()
+    if compression == "gz":
+        return gzip.compress(data)
+    if compression == "xz":
+        return lzma.compress(data)
+    return data
 
 
 def _zip() -> bytes:
