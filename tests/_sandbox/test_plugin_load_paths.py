@@ -88,10 +88,9 @@ def test_a_module_the_plugin_wrote_is_never_imported(
     make_plugin("copies", source=COPIES, files={"helpers.txt": EVIL})
     host.discover()
     assert host.enable("copies", consent=True)
-    with pytest.raises(PluginCallError) as caught:
-        ran = host.call("copies", "main.run", where)
-        pytest.fail(f"a module the plugin wrote was imported and ran: {ran}")
-    assert "No module named 'evil'" in str(caught.value)
+    # On main the call answered 4: the copied module's ctypes ran.
+    with pytest.raises(PluginCallError, match="No module named 'evil'"):
+        host.call("copies", "main.run", where)
 
 
 def test_the_plugins_own_modules_and_the_runtime_still_import(

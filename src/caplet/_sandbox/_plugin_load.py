@@ -4,8 +4,8 @@ The entry file is imported from the snapshot as ``caplet_plugin.<stem>``
 (the snapshot is the package's only search location, and is also on
 ``sys.path`` so ``import helpers`` of a sibling file works), with the zip
 importer removed and every other path hook asked only about the snapshot's and
-the runtime's directories (a module the plugin wrote is never imported); ``create_functions(config)`` is called and only the
-modules and functions INIT declares are registered, a function that takes
+the runtime's directories (a module the plugin wrote is never imported);
+``create_functions(config)`` is called and only the modules and functions INIT declares are registered, a function that takes
 ``ctx`` first getting the context bound once. Also how a plugin's
 exceptions are described (bounded, never raising) and how an awaitable it
 returns is run (one event loop per worker), for the load and for every call.
@@ -150,7 +150,8 @@ def _read_directories_only(snapshot: str) -> None:
     in names ``sys.path_hooks`` or ``sys.meta_path`` (CPL-DYN-002), as for the zip hook.
     """
     given = [entry for entry in (snapshot, *sys.path) if isinstance(entry, str)]
-    given = [entry for entry in given if os.path.isabs(entry)]
+    # os.path rather than pathlib, as in _entry_parts: strings in, strings out.
+    given = [entry for entry in given if os.path.isabs(entry)]  # noqa: PTH117
     # Each root as given and resolved: most directories asked about are spelled under an
     # entry as given, and a string test spares the resolution of every cached one at
     # every worker start.
@@ -165,7 +166,8 @@ def _read_directories_only(snapshot: str) -> None:
     def inside(directory: str) -> bool:
         # Spelled under a root: the roots are read-only (the snapshot, the runtime), so
         # no link in them was put there by the plugin. Else resolved, links and all.
-        if os.path.isabs(directory) and (os.path.normpath(directory) + os.sep).startswith(roots):
+        spelled = os.path.normpath(directory) + os.sep
+        if os.path.isabs(directory) and spelled.startswith(roots):  # noqa: PTH117
             return True
         return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
 
