@@ -5,8 +5,9 @@ The entry file is imported from the snapshot as ``caplet_plugin.<stem>``
 ``sys.path`` so ``import helpers`` of a sibling file works), with the zip
 importer removed and every other path hook asked only about the snapshot's and
 the runtime's directories (a module the plugin wrote is never imported);
-``create_functions(config)`` is called and only the modules and functions INIT declares are registered, a function that takes
-``ctx`` first getting the context bound once. Also how a plugin's
+``create_functions(config)`` is called and only the modules and functions
+INIT declares are registered, a function that takes ``ctx`` first getting
+the context bound once. Also how a plugin's
 exceptions are described (bounded, never raising) and how an awaitable it
 returns is run (one event loop per worker), for the load and for every call.
 
