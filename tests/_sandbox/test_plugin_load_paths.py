@@ -73,9 +73,7 @@ def launcher() -> Iterator[SandboxLauncher]:
 
 
 @pytest.fixture
-def host(
-    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher
-) -> Iterator[PluginHost]:
+def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
     with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher, red_team=True) as h:
         yield h
 
