@@ -77,6 +77,7 @@ from caplet._audit._prompt import (
 )
 from caplet._audit._provider import AuditorProvider
 from caplet._audit._response import ModelReport, parse_audit_response
+from caplet._audit._rules_digest import rules_digest
 from caplet._audit._static import risk_for, static_audit, verdict_for
 from caplet._capabilities._lint import lint_composition
 from caplet._display import safe_line
@@ -379,6 +380,7 @@ def judge(
         injection_attempts=attempts,
         declared_capabilities=tuple(c.declared for c in manifest.capabilities),
         observed_capabilities=report.observed_capabilities,
+        rules=rules_digest(),
     )
 
 
