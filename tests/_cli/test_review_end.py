@@ -98,3 +98,52 @@ def test_the_agent_text_is_still_shown_whole(tmp_path: Path, command: tuple[str]
     shown = result.stdout if command[0] == "approve" else result.stderr
     assert shown.count("Prefer short notes") == 37
     assert "4 more, not shown here (read the plugin's manifest)" in shown
+
+
+def _write_many(plugins_dir: Path, count: int) -> None:
+    """A plugin whose one sensitive capability comes first, before ``count`` paths."""
+    plugin = plugins_dir / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.py").write_text(
+        "def create_functions(config):\n    return {'notes': {'read': lambda: ''}}\n"
+    )
+    paths = [f"fs.read:/srv/notes/shelf-{n:03d}" for n in range(count)]
+    (plugin / "plugin.toml").write_text(
+        'name = "notes"\nversion = "1.0.0"\ndescription = "Reads notes."\n'
+        f"capabilities = {json.dumps([CAPABILITY, *paths])}\n\n"
+        '[modules.notes]\nfunctions = ["read"]\n'
+    )
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "command",
+    [("approve", "notes", "--yes"), ("call", "--enable", "notes", "notes.read", "--yes")],
+    ids=["approve", "consent"],
+)
+def test_one_capability_among_hundreds_is_named_on_the_last_line(
+    tmp_path: Path, command: tuple[str]
+) -> None:
+    """steer22: the grant is one line of every capability; three hundred paths wrap to
+    about a hundred lines, and the one that reads a secret, written first, scrolled away
+    above the question. The last line of the grant now counts them by kind and names the
+    kinds that have few."""
+    _write_many(tmp_path / "plugins", 300)
+    result = _caplet(tmp_path, *command)
+    shown = result.stdout if command[0] == "approve" else result.stderr
+    # (The enable itself is then refused: the paths do not exist here.)
+    assert "approved notes" in shown or "consent for notes given by --yes" in shown, shown
+    lines = shown.splitlines()
+    last = max(i for i, line in enumerate(lines) if "in all: 301 capabilities" in line)
+    summary = " ".join(line.strip() for line in lines[last : last + 3])
+    assert (
+        f"in all: 301 capabilities: {CAPABILITY}; 300 fs.read (/srv/notes/shelf-000 ...)" in summary
+    ), summary
+
+
+def test_a_few_capabilities_need_no_count(tmp_path: Path) -> None:
+    """Near miss: a plugin with a handful of capabilities is shown as before."""
+    _write_many(tmp_path / "plugins", 3)
+    result = _caplet(tmp_path, "approve", "notes", "--yes")
+    assert result.returncode == 0, result.stderr
+    assert "in all:" not in result.stdout

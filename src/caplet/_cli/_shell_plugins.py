@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from caplet._audit._model import AuditResult, Verdict
-from caplet._cli._render import print_audit, risk_text, show_consent, trust_text
+from caplet._cli._render import grant_summary, print_audit, risk_text, show_consent, trust_text
 from caplet._cli._safe import plain
 from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
@@ -224,6 +224,8 @@ class PluginFlows:
             self._say(f"    {line}")
         declared = ", ".join(safe_line(c.declared) for c in info.manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")
+        if summary := grant_summary(info.manifest.capabilities):
+            self._say(f"  {summary}")
         for template, reach in default_reach(info.manifest):
             shown = "nothing until the operator sets a value" if reach is None else reach
             self._say(f"  by default: {safe_line(template)} -> {safe_line(shown)}")
