@@ -25,7 +25,7 @@ import re2
 
 from caplet._display import FORMAT
 
-__all__ = ["as_read", "data_text", "file_index", "reads_differently"]
+__all__ = ["as_read", "data_text", "file_index", "name_as_read", "reads_differently"]
 
 #: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
 _TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
@@ -168,3 +168,14 @@ def data_text(data: bytes) -> str | None:
     if odd * _TEXT_RATIO > len(data):
         return None
     return text.replace("\x00", "\\x00")
+
+
+#: What separates the words of a file name: a model reads each as a blank.
+_NAME_SEPARATORS: Final = str.maketrans("_-./", "    ")
+
+
+def name_as_read(path: str) -> str:
+    """A plugin file's path as the auditor model reads it in its prompt's list of files:
+    ``ignore_previous_instructions.txt`` as words (steer22; one rule for the scanner's
+    CPL-AUD-001 over names and the auditor's search for a reported quote)."""
+    return path.translate(_NAME_SEPARATORS)
