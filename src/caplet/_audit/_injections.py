@@ -21,7 +21,7 @@ from caplet._audit._canary_check import cut_canary_quotes, foreign_words
 from caplet._audit._model import InjectionAttempt
 from caplet._audit._prompt import PluginFile, text_lines
 from caplet._findings import Finding, Severity
-from caplet._reading import as_read, name_as_read
+from caplet._reading import as_read, escapes_as_read, name_as_read
 
 __all__ = [
     "MIN_EXCERPT",
@@ -145,9 +145,16 @@ def located_injections(
     readable = readable_files(files)
     parsed_manifest = readable_files(() if manifest_text is None else (manifest_text,))
     names = readable_files(_name(file) for file in files)
+    # Escapes a model reads as the letters they stand for (``\u0049gnore`` in a JSON
+    # help text), on the same lines (steer22).
+    unescaped = readable_files(
+        dataclasses.replace(file, text=escapes_as_read(file.text))
+        for file in files
+        if file.text is not None and escapes_as_read(file.text) != file.text
+    )
 
     def find(excerpt: str) -> tuple[str, int] | None:
-        where = locate(excerpt, readable)
+        where = locate(excerpt, readable) or locate(excerpt, unescaped)
         if where is None:
             # In the manifest as parsed (decoded escapes), not on a line of its file.
             parsed = locate(excerpt, parsed_manifest)
