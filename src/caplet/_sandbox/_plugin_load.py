@@ -172,9 +172,9 @@ def _read_directories_only(snapshot: str) -> None:
             return True
         return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
 
-    def guarded(hook: Callable[[str], object]) -> Callable[[str], object]:
+    def guarded(hook: Callable[[str], Any]) -> Callable[[str], Any]:
         @functools.wraps(hook)
-        def guard(directory: str) -> object:
+        def guard(directory: str) -> Any:
             if not inside(directory):
                 raise ImportError(f"{directory} is neither the plugin's snapshot nor the runtime")
             return hook(directory)
