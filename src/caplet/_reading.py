@@ -183,8 +183,8 @@ _NAME_SEPARATORS: Final = str.maketrans("_-./", "    ")
 
 def name_as_read(path: str) -> str:
     """A plugin file's path as the auditor model reads it in its prompt's list of files:
-    ``ignore_previous_instructions.txt`` as words (steer22; one rule for the scanner's
-    CPL-AUD-001 over names and the auditor's search for a reported quote)."""
+    ``ignore_previous_instructions.txt`` as words (steer22: where the auditor looks for a
+    quote the model reported)."""
     return path.translate(_NAME_SEPARATORS)
 
 

@@ -29,9 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caplet._capabilities._model import Capability
-from caplet._display import safe_line
 from caplet._findings import Finding
-from caplet._reading import name_as_read
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
 from caplet._scan._build_requirements import build_requirement_findings, pyproject_pip_reads
 from caplet._scan._collect_names import (
@@ -44,7 +42,7 @@ from caplet._scan._collect_names import (
 )
 from caplet._scan._collect_read import decode_source, decode_text, read_head, read_source
 from caplet._scan._filepass import scan_text, unread_findings
-from caplet._scan._filescan import FileScan, auditor_hit
+from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._package_registries import SinkRegistries
@@ -254,14 +252,8 @@ class Collector:
         self.findings.extend(file_finding(relative, rule_id, api, self.mode))
 
     def note_name(self, relative: str) -> None:
-        """Any file of the tree: what its name says about native code (and the name rules),
-        and, in a plugin, whether it addresses the auditor, whose prompt lists every name."""
+        """Any file of the tree: what its name says about native code (and the name rules)."""
         self.findings.extend(file_name_findings(relative, self.mode))
-        if self.mode is ScanMode.PLUGIN and auditor_hit(name_as_read(relative)):
-            shown = safe_line(relative)
-            if len(shown) > 120:
-                shown = shown[:117] + "..."
-            self.file_problem(relative, "CPL-AUD-001", f"the file name {shown!r}")
         name = relative.rsplit("/", 1)[-1]
         if name.endswith(_NATIVE_LIBRARIES):
             self._native_libraries.append(relative)
