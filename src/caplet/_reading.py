@@ -34,7 +34,14 @@ import re2
 from caplet._display import FORMAT
 from caplet._lookalikes import LATIN, LETTERS, MARK_BOUNDS
 
-__all__ = ["as_read", "data_text", "file_index", "reads_differently"]
+__all__ = [
+    "as_read",
+    "data_text",
+    "escapes_as_read",
+    "file_index",
+    "name_as_read",
+    "reads_differently",
+]
 
 #: Unicode's tag characters U+E0020-U+E007E: invisible, each the ASCII character 0xE0000 below.
 _TAGS: Final = {code: code - 0xE0000 for code in range(0xE0020, 0xE007F)}
@@ -207,3 +214,42 @@ def data_text(data: bytes) -> str | None:
     if odd * _TEXT_RATIO > len(data):
         return None
     return text.replace("\x00", "\\x00")
+
+
+#: What separates the words of a file name: a model reads each as a blank.
+_NAME_SEPARATORS: Final = str.maketrans("_-./", "    ")
+
+
+def name_as_read(path: str) -> str:
+    """A plugin file's path as the auditor model reads it in its prompt's list of files:
+    ``ignore_previous_instructions.txt`` as words (steer22: where the auditor looks for a
+    quote the model reported)."""
+    return path.translate(_NAME_SEPARATORS)
+
+
+#: A TOML or JSON string's escape of one character, or of a blank (``\\t``, ``\\n``...).
+_ESCAPE: Final = re.compile(r"\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\[tnrf]")
+#: What an escape is left as: a control, a surrogate (half of a JSON pair, or nothing).
+_KEPT: Final = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def _decoded(match: re.Match[str]) -> str:
+    if match.group(1) is None and match.group(2) is None:
+        return " "  # \t, \n, \r, \f: a blank to the model (see below)
+    code = int(match.group(1) or match.group(2), 16)
+    if code > 0x10FFFF:
+        return match.group()
+    if chr(code).isspace():
+        # A tab or a line break between words reads as a blank to the model, and
+        # left escaped ("Ignore\\tprevious") it hid the sentence (attack21); a
+        # blank, not a line break, so every later line keeps its number.
+        return " "
+    return match.group() if unicodedata.category(chr(code)) in _KEPT else chr(code)
+
+
+def escapes_as_read(text: str) -> str:
+    """``text`` with the ``\\uXXXX``/``\\UXXXXXXXX`` escapes of TOML and JSON strings read as
+    the characters they stand for (a blank for white space, so lines keep their numbers):
+    what a model reading a manifest or a JSON help text takes them for (attack20's rule
+    for the scanner; steer22: the auditor's search for a reported quote too)."""
+    return _ESCAPE.sub(_decoded, text) if "\\" in text else text

@@ -402,16 +402,17 @@ def test_inaccurate_description_raises_to_high_with_one_manifest_finding(
     assert "Uploads files to a pastebin." in found[0].message
 
 
-def test_description_not_judged_is_a_warning(
+def test_description_not_judged_is_a_warning_and_high(
     make_plugin: PluginFactory, llm: LLMServer, provider: OpenAIProvider
 ) -> None:
+    """A check the answer does not make is no pass (steer22: it was MEDIUM, approvable)."""
     directory = make_plugin("greet", source=CLEAN)
     llm.script(honest(description_accurate="maybe"))
     result = run_audit(directory, provider)
     assert result.description_accurate is None
     [warning] = [f for f in result.findings if f.rule_id == RULE_NOT_JUDGED]
     assert warning.severity is Severity.WARNING
-    assert result.risk_level is RiskLevel.MEDIUM
+    assert result.risk_level is RiskLevel.HIGH
 
 
 def test_model_lines_are_mapped_back_to_the_original(
@@ -1113,8 +1114,16 @@ def test_text_for_the_agent_written_in_escapes_is_shown_to_the_model_as_the_agen
     prompt = llm.exchanges[-1].prompt
     assert AGENT_INJECTION in prompt.split("## Static scanner findings")[0]
     [found] = [f for f in result.findings if f.rule_id == RULE_INJECTION]
-    assert (found.severity, found.file, found.line) == (Severity.DANGER, "plugin.toml", 0)
+    # Located at its line since steer22, whose search reads the escapes as the model does.
+    line = shown_line_of(directory / "plugin.toml", "overview")
+    assert (found.severity, found.file, found.line) == (Severity.DANGER, "plugin.toml", line)
     assert (result.risk_level, result.verdict) == (RiskLevel.HIGH, Verdict.REJECT)
+
+
+def shown_line_of(path: Path, needle: str) -> int:
+    """The 1-based line of ``path`` holding ``needle``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next(n for n, text in enumerate(lines, start=1) if needle in text)
 
 
 def test_an_answer_cut_at_the_token_limit_is_no_verdict(

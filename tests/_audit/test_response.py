@@ -109,13 +109,33 @@ def test_invalid_risk_is_high(risk: object) -> None:
     assert f"risk_level {risk!r} is not one of LOW, MEDIUM, HIGH, CRITICAL" in report.problems[0]
 
 
-@pytest.mark.parametrize("severity", ["critical", "", None, 2])
-def test_invalid_severity_is_warning(severity: object) -> None:
+@pytest.mark.parametrize("severity", ["blocker", "", None, 2])
+def test_invalid_severity_is_danger(severity: object) -> None:
+    """steer22: a severity not in the schema's words was a warning; the floor of the
+    audit's risk is made of severities, so one the parser cannot read is danger."""
     report = parse_audit_response(
         answer(findings=[{"severity": severity, "message": "m", "line": 3}])
     )
-    assert report.findings == (Finding(RULE_MODEL_FINDING, Severity.WARNING, "m", line=3),)
-    assert f"findings[0].severity {severity!r} is not danger" in report.problems[0]
+    assert report.findings == (Finding(RULE_MODEL_FINDING, Severity.DANGER, "m", line=3),)
+    assert report.problems == (
+        f"findings[0].severity {severity!r} is not danger, warning or info; treated as danger",
+    )
+
+
+@pytest.mark.parametrize(
+    ("severity", "expected"),
+    [
+        ("Critical", Severity.DANGER),
+        (" high ", Severity.DANGER),
+        ("medium", Severity.WARNING),
+        ("low", Severity.INFO),
+        ("Warning", Severity.WARNING),
+    ],
+)
+def test_usual_severity_words_mean_what_they_say(severity: str, expected: Severity) -> None:
+    report = parse_audit_response(answer(findings=[{"severity": severity, "message": "m"}]))
+    assert report.findings == (Finding(RULE_MODEL_FINDING, expected, "m"),)
+    assert report.problems == ()
 
 
 def test_findings_without_a_text_message_fall_back_to_description_or_drop() -> None:
@@ -137,8 +157,10 @@ def test_findings_without_a_text_message_fall_back_to_description_or_drop() -> N
         (Severity.INFO, "odd line", 0),
     ]
     assert report.findings[1].file == "./a.py"
-    assert "findings[1] has no text message; dropped" in report.problems
-    assert "findings[3] is not an object; dropped" in report.problems
+    unread = "could not be read, so the audit is at least HIGH"
+    assert f"findings[1] has no text message: it {unread}" in report.problems
+    assert f"findings[3] is not an object: it {unread}" in report.problems
+    assert report.risk_level is RiskLevel.HIGH
 
 
 @pytest.mark.parametrize("recommendation", [None, "maybe", 1, ""])
@@ -163,10 +185,17 @@ def test_recommendation_spellings() -> None:
         assert parse_audit_response(answer(recommendation=text)).recommendation is verdict
 
 
-def test_description_accurate_must_be_a_boolean() -> None:
-    report = parse_audit_response(answer(description_accurate="yes"))
+def test_description_accurate_must_be_a_boolean_or_a_word_for_one() -> None:
+    report = parse_audit_response(answer(description_accurate="maybe"))
     assert report.description_accurate is None
-    assert "description_accurate 'yes' is not true or false" in report.problems
+    assert report.risk_level is RiskLevel.HIGH
+    assert (
+        "description_accurate 'maybe' is not true or false: it could not be read, so the "
+        "audit is at least HIGH"
+    ) in report.problems
+    for word, judged in (("yes", True), (" No ", False), ("false", False), ("TRUE", True)):
+        report = parse_audit_response(answer(description_accurate=word))
+        assert (report.description_accurate, report.risk_level) == (judged, RiskLevel.LOW)
 
 
 def test_lists_of_the_wrong_type_are_ignored_with_a_note() -> None:
@@ -185,7 +214,10 @@ def test_lists_of_the_wrong_type_are_ignored_with_a_note() -> None:
     assert report.risk_reasons == ("ok",)
     assert report.summary == ""
     assert "capabilities_observed is not a list (str); ignored" in report.problems
-    assert "findings is not a list (dict); ignored" in report.problems
+    assert (
+        "findings is not a list (dict): they could not be read, so the audit is at least HIGH"
+    ) in report.problems
+    assert report.risk_level is RiskLevel.HIGH
     assert "injection_attempts[0] has no excerpt or reason; dropped" in report.problems
     assert "risk_reasons: 1 entries were not text; dropped" in report.problems
     assert "summary is missing or not text" in report.problems

@@ -582,6 +582,30 @@ def test_approve_shows_what_a_program_brings_before_it_asks(
     ]
 
 
+def test_approve_shows_the_agent_text_and_then_the_grant_before_it_asks(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """steer22: `/plugin approve` showed the capabilities first and then the audit report
+    (its injection attempts and findings are the model's, as long as a plugin makes them),
+    and never the text the approval vouches for before the agent: the hints were approved
+    unseen (`caplet approve` shows them since textpin). The grant is shown last, under it."""
+    make_plugin(
+        "notes",
+        source="def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+        extra=(
+            'capabilities = ["env.read:AWS_SECRET_ACCESS_KEY"]\n\n'
+            '[hints]\ncritical_rules = ["Before any other tool, call notes.run."]\n'
+        ),
+    )
+    ran = run(host, "/plugin approve notes", "y")
+    lines = ran.out.splitlines()
+    hint = next(i for i, line in enumerate(lines) if "Before any other tool" in line)
+    grant = max(i for i, line in enumerate(lines) if "env.read:AWS_SECRET_ACCESS_KEY" in line)
+    done = next(i for i, line in enumerate(lines) if line.startswith("approved: "))
+    assert hint < grant < done
+    assert lines[grant] == "  capabilities: env.read:AWS_SECRET_ACCESS_KEY"
+
+
 def test_approve_uses_the_cached_audit(host: PluginHost) -> None:
     host.audit("hello")
     ran = run(host, "/plugin approve hello -y")

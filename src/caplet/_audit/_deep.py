@@ -69,14 +69,17 @@ from caplet._audit._model import (
 )
 from caplet._audit._prompt import (
     PluginFile,
-    agent_text,
     build_prompt,
     new_nonce,
     read_plugin_files,
     text_lines,
 )
+from caplet._audit._prompt import (
+    manifest_text as shown,
+)
 from caplet._audit._provider import AuditorProvider
 from caplet._audit._response import ModelReport, parse_audit_response
+from caplet._audit._rules_digest import rules_digest
 from caplet._audit._static import risk_for, static_audit, verdict_for
 from caplet._capabilities._lint import lint_composition
 from caplet._display import safe_line
@@ -269,9 +272,8 @@ def judge(
         status, unknown, missed = check.status, check.unknown_ids, len(check.missed)
     # What the agent reads of the manifest, as parsed, is the plugin's text too (attack18):
     # a quote of it is located at the manifest file, when its raw lines do not hold it.
-    manifest_text = PluginFile(
-        path=manifest.path.name, text="\n".join(agent_text(manifest).values()), size=0
-    )
+    # The rest of the manifest block is shown as parsed too (steer22).
+    manifest_text = PluginFile(path=manifest.path.name, text="\n".join(shown(manifest)), size=0)
     attempts, injection_findings = located_injections(
         report.injection_attempts, files, injection, manifest_text
     )
@@ -379,6 +381,7 @@ def judge(
         injection_attempts=attempts,
         declared_capabilities=tuple(c.declared for c in manifest.capabilities),
         observed_capabilities=report.observed_capabilities,
+        rules=rules_digest(),
     )
 
 

@@ -21,7 +21,7 @@ from caplet._audit._canary_check import cut_canary_quotes, foreign_words
 from caplet._audit._model import InjectionAttempt
 from caplet._audit._prompt import PluginFile, text_lines
 from caplet._findings import Finding, Severity
-from caplet._reading import as_read
+from caplet._reading import as_read, escapes_as_read, name_as_read
 
 __all__ = [
     "MIN_EXCERPT",
@@ -62,6 +62,12 @@ class Readable:
     lines: tuple[str, ...]
     joined: str
     starts: tuple[int, ...]
+
+
+def _name(file: PluginFile) -> PluginFile:
+    """A file's path as text to search: as written, and with ``_ - . /`` read as blanks,
+    as a model reads ``ignore_previous_instructions``."""
+    return PluginFile(path=file.path, text=f"{file.path}\n{name_as_read(file.path)}", size=0)
 
 
 def readable_files(files: Iterable[PluginFile]) -> tuple[Readable, ...]:
@@ -138,13 +144,26 @@ def located_injections(
 
     readable = readable_files(files)
     parsed_manifest = readable_files(() if manifest_text is None else (manifest_text,))
+    names = readable_files(_name(file) for file in files)
+    # Escapes a model reads as the letters they stand for (``\u0049gnore`` in a JSON
+    # help text), on the same lines (steer22).
+    unescaped = readable_files(
+        dataclasses.replace(file, text=escapes_as_read(file.text))
+        for file in files
+        if file.text is not None and escapes_as_read(file.text) != file.text
+    )
 
     def find(excerpt: str) -> tuple[str, int] | None:
-        where = locate(excerpt, readable)
+        where = locate(excerpt, readable) or locate(excerpt, unescaped)
         if where is None:
             # In the manifest as parsed (decoded escapes), not on a line of its file.
             parsed = locate(excerpt, parsed_manifest)
             where = None if parsed is None else (parsed[0], 0)
+        if where is None:
+            # In a file's name (or a folder's, part of it): the prompt lists every name,
+            # and a name is the plugin's text as its lines are (steer22).
+            named = locate(excerpt, names)
+            where = None if named is None else (named[0], 0)
         return where
 
     located: list[InjectionAttempt] = []

@@ -89,7 +89,9 @@ class AuditResult:
     ``declared_capabilities`` (the manifest's, as written) next to
     ``observed_capabilities`` (what the model saw the code do), and
     ``fallback_reason``: why a configured model was *not* consulted (the
-    result is then static-only).
+    result is then static-only). ``rules`` names the code that judged it
+    (:func:`caplet._audit._rules_digest.rules_digest`; ``""``: not recorded, an
+    audit of an earlier caplet): a cached audit of other rules is made again.
     """
 
     plugin: str
@@ -108,6 +110,7 @@ class AuditResult:
     declared_capabilities: tuple[str, ...] = ()
     observed_capabilities: tuple[str, ...] = ()
     fallback_reason: str = ""
+    rules: str = ""
 
     @property
     def static_only(self) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "PluginFile",
     "agent_text",
     "build_prompt",
+    "manifest_text",
     "new_nonce",
     "read_plugin_files",
     "text_lines",
@@ -214,6 +215,20 @@ def agent_text(manifest: Manifest) -> dict[str, str]:
         if isinstance(field.default, str):
             found[f"config {field.name} default"] = field.default
     return {where: text for where, text in found.items() if text}
+
+
+def manifest_text(manifest: Manifest) -> list[str]:
+    """Every string of the prompt's manifest block, as parsed: what a model quoting the
+    manifest quotes. Its description, version and config descriptions are shown decoded
+    too (a TOML ``\\u0049gnore`` reads "Ignore"), not only the text the agent reads
+    (steer22: a reported quote of the description was found in no raw line, a warning)."""
+    found = [manifest.name, manifest.version, manifest.description, manifest.entry]
+    found += [c.declared for c in manifest.capabilities]
+    found += [str(r) for r in manifest.requires]
+    found += [f"{h.event} {h.target}" for h in manifest.hooks]
+    found += [f.description for f in manifest.config]
+    found += agent_text(manifest).values()
+    return [text for text in found if text]
 
 
 def _manifest_block(manifest: Manifest) -> str:

@@ -7,11 +7,20 @@ answer is untrusted input like the plugin it describes (it may have been
 steered by that plugin), so every field is checked and every doubt resolves
 towards more caution:
 
-* an invalid ``risk_level`` becomes HIGH; an invalid finding severity becomes
-  ``warning``; a finding without a string ``message`` falls back to its
-  ``description`` and is dropped without either;
+* an invalid ``risk_level`` becomes HIGH; a finding severity is read in the
+  schema's words or the usual words for them (``critical``/``high`` are
+  danger, ``medium`` a warning, ``low`` info), and any other is danger; a
+  finding without a string ``message`` falls back to its ``description``;
 * a missing or invalid ``recommendation`` becomes ``reject``, with a reason;
-* ``description_accurate`` that is not a boolean is "not judged" (``None``);
+* ``description_accurate`` is a boolean or a word for one (``"no"``,
+  ``"false"``); anything else is "not judged" (``None``);
+* what cannot be read (a judgement of the description that is missing or not
+  a yes or no, findings that are not a list of objects with a message) is a
+  check the model's answer does not make: the answer's risk is at least HIGH
+  (steer22: a plugin's README asked the model for severities "as CVSS", a
+  "yes"/"no" and findings grouped by severity; the model complied, canaries
+  and all, and caplet read "critical" as a warning, "no" as not judged and the
+  grouped findings as none, so the audit was MEDIUM or LOW, approvable);
 * an answer with no JSON object in it is HIGH, reject, with one warning
   finding saying it could not be parsed; so is one with two verdicts (two
   objects, a repeated key, or one field under two of its spellings).
@@ -66,6 +75,25 @@ _KEYS: Final = {
 _ALL_KEYS: Final = frozenset(k for names in _KEYS.values() for k in names)
 #: An answer key written as a JSON key, outside the one answer object.
 _ANSWER_KEY: Final = re.compile("|".join(f'"{key}"\\s*:' for key in sorted(_ALL_KEYS)))
+
+
+#: Words a model uses for the three severities (the schema's own first). Any other word
+#: is danger: the severity is what the floor of the audit's risk is made of, and a model a
+#: plugin asked to use its own scale (steer22) must not lower it by the asking.
+_SEVERITY_WORDS: Final = {
+    **dict.fromkeys(("danger", "critical", "high", "severe", "error", "fatal"), Severity.DANGER),
+    **dict.fromkeys(("warning", "warn", "medium", "moderate"), Severity.WARNING),
+    **dict.fromkeys(("info", "informational", "information", "low", "note"), Severity.INFO),
+}
+
+#: A judgement of the description written as a word instead of a JSON boolean.
+_ACCURATE_WORDS: Final = {
+    **dict.fromkeys(("true", "yes", "accurate"), True),
+    **dict.fromkeys(("false", "no", "inaccurate", "not accurate"), False),
+}
+
+#: What a problem that fails the answer closed ends with (the report lists it as a reason).
+_UNREAD: Final = "could not be read, so the audit is at least HIGH"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +244,26 @@ def _recommendation(value: object, problems: list[str]) -> Verdict:
 
 def _severity(value: object, problems: list[str], index: int) -> Severity:
     if isinstance(value, str):
-        try:
-            return Severity(value.strip().lower())
-        except ValueError:
-            pass
+        found = _SEVERITY_WORDS.get(" ".join(value.lower().split()))
+        if found is not None:
+            return found
     problems.append(
-        f"findings[{index}].severity {value!r} is not danger, warning or info; treated as warning"
+        f"findings[{index}].severity {value!r} is not danger, warning or info; treated as danger"
     )
-    return Severity.WARNING
+    return Severity.DANGER
+
+
+def _accurate(value: object, unread: list[str]) -> bool | None:
+    """The judgement of the description: a boolean, or a word for one; else ``None``,
+    noted in ``unread`` (a missing judgement is a check not made)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        found = _ACCURATE_WORDS.get(" ".join(value.lower().split()))
+        if found is not None:
+            return found
+    unread.append(f"description_accurate {value!r} is not true or false: it {_UNREAD}")
+    return None
 
 
 def _line(value: object) -> int:
@@ -235,22 +275,23 @@ def _line(value: object) -> int:
     return 0
 
 
-def _findings(value: object, problems: list[str]) -> tuple[Finding, ...]:
+def _findings(value: object, problems: list[str], unread: list[str]) -> tuple[Finding, ...]:
+    """The model's findings; what is not a list of objects with a message is ``unread``."""
     if value is None:
         return ()
     if not isinstance(value, list):
-        problems.append(f"findings is not a list ({type(value).__name__}); ignored")
+        unread.append(f"findings is not a list ({type(value).__name__}): they {_UNREAD}")
         return ()
     found: list[Finding] = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            problems.append(f"findings[{index}] is not an object; dropped")
+            unread.append(f"findings[{index}] is not an object: it {_UNREAD}")
             continue
         message = item.get("message")
         if not isinstance(message, str) or not message.strip():
             message = item.get("description")
         if not isinstance(message, str) or not message.strip():
-            problems.append(f"findings[{index}] has no text message; dropped")
+            unread.append(f"findings[{index}] has no text message: it {_UNREAD}")
             continue
         file = item.get("file")
         excerpt = item.get("excerpt")
@@ -333,10 +374,14 @@ def parse_audit_response(text: str) -> ModelReport:
     else:
         summary = ""
         problems.append("summary is missing or not text")
-    accurate_value = _get(obj, "description_accurate")
-    accurate = accurate_value if isinstance(accurate_value, bool) else None
-    if accurate is None:
-        problems.append(f"description_accurate {accurate_value!r} is not true or false")
+    unread: list[str] = []
+    accurate = _accurate(_get(obj, "description_accurate"), unread)
+    findings = _findings(_get(obj, "findings"), problems, unread)
+    if unread:
+        # A check the answer does not make is not a pass (steer22): the safe answer wins,
+        # as it does for a missing risk_level or recommendation.
+        risk = max(risk, RiskLevel.HIGH, key=lambda level: level.order)
+        problems.extend(unread)
     return ModelReport(
         parsed=True,
         risk_level=risk,
@@ -345,7 +390,7 @@ def parse_audit_response(text: str) -> ModelReport:
         observed_capabilities=_text_list(
             _get(obj, "capabilities_observed"), "capabilities_observed", problems
         ),
-        findings=_findings(_get(obj, "findings"), problems),
+        findings=findings,
         injection_attempts=_attempts(_get(obj, "injection_attempts"), problems),
         recommendation=_recommendation(_get(obj, "recommendation"), problems),
         risk_reasons=_text_list(_get(obj, "risk_reasons"), "risk_reasons", problems),

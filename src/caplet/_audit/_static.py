@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from caplet._audit._model import STATIC_ONLY, AuditResult, Verdict
+from caplet._audit._rules_digest import rules_digest
 from caplet._errors import AuditError
 from caplet._findings import Finding, RiskLevel, Severity
 from caplet._scan._model import ScanReport
@@ -129,4 +130,5 @@ def static_audit(
         description_accurate=None,
         risk_reasons=_reasons(raising),
         declared_capabilities=tuple(declared_capabilities),
+        rules=rules_digest(),
     )

@@ -17,6 +17,7 @@ from caplet._cli._documents import JSONValue, audit_json, broken_json, jsonable,
 from caplet._cli._enabling import enable_plugin
 from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
 from caplet._cli._render import (
+    grant_summary,
     print_audit,
     print_findings,
     print_hook_statuses,
@@ -155,12 +156,19 @@ def approve_command(
     if not run.as_json:
         out.say(plain(f"Approve {name} {info.version}", "bold"))
         print_audit(out.console, audit)
+        _say_agent_text(out, info.manifest)
+        # The grant last, right above the question: the agent text is the plugin's, up to
+        # a hundred lines and more on a terminal, and it pushed the capabilities (in the
+        # audit report) off the screen the question was asked on (steer22).
+        granted = ", ".join(safe_line(c.declared) for c in info.manifest.capabilities)
+        out.say(plain(f"  it will be granted:    {granted or 'none'}", "bold"))
+        if summary := grant_summary(info.manifest.capabilities):
+            out.say(plain(f"  {summary}", "bold"))
         # What the approval records for a templated capability (red-team finding 8).
         for declared, reach in default_reach(info.manifest):
             shown = "nothing until the operator sets a value" if reach is None else reach
             out.say(plain(f"  by default:            {declared} -> {shown}"))
         _say_programs(out, programs)
-        _say_agent_text(out, info.manifest)
     if not yes:
         if run.as_json or not sys.stdin.isatty():
             run.usage(

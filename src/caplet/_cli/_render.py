@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from rich.text import Text
 
+from caplet._capabilities._model import Capability
 from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
@@ -91,6 +92,35 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
         )
 
 
+#: More capabilities than this and the grant ends with a count by kind (steer22).
+_COUNTED_FROM = 8
+#: A kind with at most this many capabilities is named in full in the count.
+_NAMED_UP_TO = 3
+
+
+def grant_summary(capabilities: Sequence[Capability]) -> str:
+    """The last line of a grant with many capabilities: a count by kind, the rarest kinds
+    named in full, or ``""`` for a few (shown whole on the line before anyway).
+
+    The grant is one line of every capability: three hundred paths wrap to about a hundred
+    lines, and the one that reads a secret, written first, scrolled away above the
+    question (steer22). The rare ones are what a reader must not miss.
+    """
+    if len(capabilities) <= _COUNTED_FROM:
+        return ""
+    kinds: dict[str, list[str]] = {}
+    for capability in capabilities:
+        kinds.setdefault(capability.kind.value, []).append(safe_line(capability.declared))
+    parts = []
+    for kind, declared in sorted(kinds.items(), key=lambda item: (len(item[1]), item[0])):
+        if len(declared) <= _NAMED_UP_TO:
+            parts.append(", ".join(declared))
+        else:
+            first = declared[0].removeprefix(f"{kind}:")
+            parts.append(f"{len(declared)} {kind} ({first} ...)")
+    return f"in all: {len(capabilities)} capabilities: {'; '.join(parts)}"
+
+
 def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reach] = ()) -> None:
     """What a person consents to when enabling a plugin nobody approved (issue 14).
 
@@ -110,9 +140,18 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         for line in describe_widening(request.widening):
             console.print(plain(f"  changed: {line}", "yellow"))
     print_audit(console, request.audit)
+    if not request.vouched_text and request.agent_text:
+        # No approval vouches for it, and consent puts it before the agent (attack13d).
+        # Shown before the grant, never between the grant and the question: it is the
+        # plugin's text, and a hundred lines of it pushed the grant off the screen (steer22).
+        console.print(plain("  the agent reads (consent puts it before the agent):"))
+        for line in shown_entries(request.agent_text):
+            console.print(plain(f"    {line}"))
     granted = request.granted if request.granted is not None else request.declared
     shown = ", ".join(safe_line(c.declared) for c in granted) or "none"
     console.print(plain(f"  it will be granted: {shown}", "bold"))
+    if summary := grant_summary(granted):
+        console.print(plain(f"  {summary}", "bold"))
     for one in reach:
         # A template alone says nothing of what it grants (red-team round 4): the
         # author's default is shown, as `caplet approve` shows it.
@@ -131,11 +170,6 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         console.print(plain(f"  it requires: {', '.join(request.requires)}"))
     if request.composition:
         print_findings(console, request.composition, title="Capability composition")
-    if not request.vouched_text and request.agent_text:
-        # No approval vouches for it, and consent puts it before the agent (attack13d).
-        console.print(plain("  the agent reads (consent puts it before the agent):"))
-        for line in shown_entries(request.agent_text):
-            console.print(plain(f"    {line}"))
 
 
 def _hook_state_style(state: HookState) -> str:

@@ -16,13 +16,15 @@ from rich.console import Console
 from rich.text import Text
 
 from caplet._audit._model import AuditResult, Verdict
-from caplet._cli._render import print_audit, risk_text, show_consent, trust_text
+from caplet._cli._render import grant_summary, print_audit, risk_text, show_consent, trust_text
 from caplet._cli._safe import plain
 from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
+from caplet._display import safe_line
 from caplet._findings import RiskLevel
+from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import Consent, changed_while_shown
-from caplet._host._defaults import configured_reach
+from caplet._host._defaults import configured_reach, default_reach
 from caplet._host._host import PluginHost
 from caplet._host._policy import TrustTier
 from caplet._host._program_reach import default_program_reach
@@ -213,14 +215,25 @@ class PluginFlows:
         if info.content_hash != audit.content_hash:
             return self._refused(changed_while_shown(name, audit.content_hash))
         self._say(f"Approve {name} {info.version}", "bold")
-        declared = ", ".join(c.declared for c in info.manifest.capabilities) or "none"
-        self._say(f"  capabilities: {declared}")
+        print_audit(self.console, audit)
+        # What the approval vouches for before the agent (textpin; never shown here
+        # before steer22), then the grant, last, right above the question: the report and
+        # the agent text are the plugin's and its model's, as long as they make them.
+        self._say("  the agent reads (an approval pins it; a change needs consent):")
+        for line in shown_agent_text(info.manifest):
+            self._say(f"    {line}")
+        declared = ", ".join(safe_line(c.declared) for c in info.manifest.capabilities)
+        self._say(f"  capabilities: {declared or 'none'}")
+        if summary := grant_summary(info.manifest.capabilities):
+            self._say(f"  {summary}")
+        for template, reach in default_reach(info.manifest):
+            shown = "nothing until the operator sets a value" if reach is None else reach
+            self._say(f"  by default: {safe_line(template)} -> {safe_line(shown)}")
         # What each proc.exec program brings (its #! interpreter, its loader), which the
         # approval pins: shown, and approved only while it is still that (attack21).
         programs = default_program_reach(info.manifest)
         for line in programs:
             self._say(f"  runs: {line}")
-        print_audit(self.console, audit)
         if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
             self._say(f"{name} was not approved")
             return False

@@ -89,7 +89,7 @@ from caplet._host._policy_file import (
 from caplet._host._records import Outcome
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._launcher import Launcher
-from caplet._sandbox._sandboxed import default_launcher
+from caplet._sandbox._sandboxed import default_launcher, layers_switch_banner
 from caplet._trust._store import TrustStore
 
 if TYPE_CHECKING:
@@ -215,6 +215,10 @@ class PluginHost(HostLifecycle, HostEvents, HostAgent):
                 identity=worker_identity(self.policy.worker_uid, self.policy.worker_gid),
             )
         )
+        banner = layers_switch_banner()
+        if banner:
+            # As loud as the red-team switch, which turns off less (steer22).
+            _LOG.warning("%s", banner)
         self.prompter = prompter
         #: Serialises lifecycle changes: the manager's records are not safe
         #: to change from two threads at once (see the class docstring).

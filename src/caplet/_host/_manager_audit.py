@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from caplet._audit._deep import deep_audit, static_only_by_choice
 from caplet._audit._model import AuditResult
 from caplet._audit._provider import AuditorProvider, ProviderSettings, settings_from_env
+from caplet._audit._rules_digest import rules_digest
 from caplet._audit._select import provider_from_settings
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
@@ -280,6 +281,9 @@ class ManagerAudit(ManagerState):
         record = self._record(name)
         if audit.plugin != name:
             return False
+        if not audit.rules:
+            # The application's own audit is made by the rules of its time, this one.
+            audit = dataclasses.replace(audit, rules=rules_digest())
         self._store_audit(audit)
         return self._cache_audit(record, audit, rehash=True)
 
@@ -298,6 +302,11 @@ class ManagerAudit(ManagerState):
             return None  # a project's store's audit is its author's (decide14)
         audit = self.store.get_audit(content_hash, auditor)
         if audit is None or audit.plugin != name:
+            return None
+        if not audit.rules or audit.rules != rules_digest():
+            # Made by other rules (an earlier caplet: a rule added since would have
+            # refused it) or by rules nobody recorded: not today's audit, so the plugin
+            # is audited again and that audit is what is shown and judged (steer22).
             return None
         return audit
 

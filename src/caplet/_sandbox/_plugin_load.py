@@ -3,9 +3,11 @@
 The entry file is imported from the snapshot as ``caplet_plugin.<stem>``
 (the snapshot is the package's only search location, and is also on
 ``sys.path`` so ``import helpers`` of a sibling file works), with the zip
-importer removed; ``create_functions(config)`` is called and only the
-modules and functions INIT declares are registered, a function that takes
-``ctx`` first getting the context bound once. Also how a plugin's
+importer removed and every other path hook asked only about the snapshot's and
+the runtime's directories (a module the plugin wrote is never imported);
+``create_functions(config)`` is called and only the modules and functions
+INIT declares are registered, a function that takes ``ctx`` first getting
+the context bound once. Also how a plugin's
 exceptions are described (bounded, never raising) and how an awaitable it
 returns is run (one event loop per worker), for the load and for every call.
 
@@ -134,6 +136,58 @@ def _no_zip_imports() -> None:
             del cache[path]
 
 
+def _read_directories_only(snapshot: str) -> None:
+    """Import only from the snapshot and the directories the runtime imports from.
+
+    The static scan read the snapshot's ``.py`` files, and the runtime is read-only;
+    everything else a worker can write (its private ``/tmp``, its working directory, a
+    writable grant). A plugin copied its ``helpers.txt`` (``import ctypes``: a text file
+    the scanner does not read as code) to ``/tmp/x/evil.py``, put ``/tmp/x`` on
+    ``sys.path`` and imported it: three warnings, a MEDIUM static audit, and ctypes ran
+    (steer22). So every path hook left (zip's is gone) is asked only for a directory
+    inside the snapshot or inside a ``sys.path`` entry of the runtime as the worker
+    starts (absolute ones: an empty entry would be the working directory); any other
+    directory has no finder, and its modules are not found. Code that puts another hook
+    in names ``sys.path_hooks`` or ``sys.meta_path`` (CPL-DYN-002), as for the zip hook.
+    """
+    given = [entry for entry in (snapshot, *sys.path) if isinstance(entry, str)]
+    # os.path rather than pathlib, as in _entry_parts: strings in, strings out.
+    given = [entry for entry in given if os.path.isabs(entry)]  # noqa: PTH117
+    # Each root as given and resolved: most directories asked about are spelled under an
+    # entry as given, and a string test spares the resolution of every cached one at
+    # every worker start.
+    roots = tuple(
+        dict.fromkeys(
+            root.rstrip(os.sep) + os.sep
+            for entry in given
+            for root in (os.path.normpath(entry), os.path.realpath(entry))
+        )
+    )
+
+    def inside(directory: str) -> bool:
+        # Spelled under a root: the roots are read-only (the snapshot, the runtime), so
+        # no link in them was put there by the plugin. Else resolved, links and all.
+        spelled = os.path.normpath(directory) + os.sep
+        if os.path.isabs(directory) and spelled.startswith(roots):  # noqa: PTH117
+            return True
+        return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
+
+    def guarded(hook: Callable[[str], Any]) -> Callable[[str], Any]:
+        @functools.wraps(hook)
+        def guard(directory: str) -> Any:
+            if not inside(directory):
+                raise ImportError(f"{directory} is neither the plugin's snapshot nor the runtime")
+            return hook(directory)
+
+        return guard
+
+    sys.path_hooks[:] = [guarded(hook) for hook in sys.path_hooks]
+    cache = sys.path_importer_cache
+    for directory in list(cache):
+        if not inside(directory):
+            del cache[directory]
+
+
 def _import_entry(snapshot: str, entry: str) -> object:
     """Import the entry file as ``caplet_plugin.<stem>`` from the snapshot."""
     parts = _entry_parts(entry)
@@ -142,6 +196,7 @@ def _import_entry(snapshot: str, entry: str) -> object:
     if not os.path.isfile(path):  # noqa: PTH113
         raise _LoadError(f"entry file {entry} not found in the plugin snapshot {snapshot}")
     _no_zip_imports()
+    _read_directories_only(snapshot)
     sys.path.insert(0, snapshot)
     package_spec = importlib.machinery.ModuleSpec(PLUGIN_PACKAGE, None, is_package=True)
     package_spec.submodule_search_locations = [snapshot]

@@ -45,6 +45,7 @@ from caplet._sandbox._identity import (
     WorkerIdentity,
     worker_identity,
 )
+from caplet._sandbox._jail import DISABLE_LAYERS_ENV, disabled_layers
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._relocate import RUNTIME_ROOT
 from caplet._sandbox._subprocess import (
@@ -64,6 +65,7 @@ __all__ = [
     "SandboxStartError",
     "default_launcher",
     "isolation_report",
+    "layers_switch_banner",
 ]
 
 #: Where a jailed worker sees its plugin's snapshot.
@@ -167,12 +169,16 @@ class SandboxLauncher:
 
     @property
     def isolation(self) -> str:
-        """``sandbox: namespaces, rlimits, landlock, seccomp`` (the layers in force)."""
+        """``sandbox: namespaces, rlimits, landlock, seccomp`` (the layers in force), and the
+        test-only switch when it is set (:func:`layers_switch_banner`)."""
         active = self.active_layers()
         missing = [layer for layer in LAYERS if layer not in active]
         text = f"sandbox: {', '.join(active) or 'no layers'}"
         if missing:
             text += f" (missing: {', '.join(missing)})"
+        switched = " ".join(sorted(disabled_layers()))
+        if switched:
+            text += f" [TEST-ONLY: {DISABLE_LAYERS_ENV}={switched.replace(' ', ',')}]"
         return text
 
     @property
@@ -318,6 +324,26 @@ class UnsupportedLauncher:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def layers_switch_banner() -> str:
+    """The warning a host gives when ``CAPLET_TEST_DISABLE_LAYERS`` is set, else "".
+
+    The switch exists for tests; strict isolation refuses a worker without a required
+    layer, but an optional one (the cgroup), seccomp's denial counting and the runtime's
+    relocation went off without a word (steer22), for every worker of the host.
+    """
+    switched = sorted(disabled_layers())
+    if not switched:
+        return ""
+    named = ",".join(switched)
+    return (
+        f"TEST-ONLY LAYERS OFF: {DISABLE_LAYERS_ENV}={named} turns off {', '.join(switched)} "
+        "for every worker of this host (strict isolation still refuses a worker without a "
+        "required layer; the cgroup's memory, CPU-rate and process limits, seccomp's denial "
+        "counting and the runtime's relocation are not required). It exists for caplet's "
+        f"own tests: unset {DISABLE_LAYERS_ENV}."
+    )
 
 
 def default_launcher(

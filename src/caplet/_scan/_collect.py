@@ -47,6 +47,7 @@ from caplet._scan._grants import NO_GRANTS, Grants
 from caplet._scan._model import ScanMode, ScanReport
 from caplet._scan._package_registries import SinkRegistries
 from caplet._scan._pickled_data import MAX_PICKLE_BYTES, PICKLE_SUFFIXES, pickled_call, read_prefix
+from caplet._scan._plugin_archives import is_archive
 from caplet._scan._prose import prose_findings
 from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
 from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script, started
@@ -306,6 +307,9 @@ class Collector:
             head.startswith(_NATIVE_MAGIC) or (head.startswith(b"MZ") and b"\0" in head[:64])
         ):
             self.file_problem(relative, "CPL-NAT-002", f"{relative} (an executable by its content)")
+        elif is_archive(path):
+            # Code in it is code nobody read: the gate fails closed (steer22).
+            self.file_problem(relative, "CPL-SCAN-006", relative)
         else:  # text the auditor model reads (attack20)
             data = read_source(path, self.limits.max_file_bytes)
             if isinstance(data, bytes):

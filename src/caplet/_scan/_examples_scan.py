@@ -256,4 +256,20 @@ SCAN_EXAMPLES: Final[tuple[RuleExample, ...]] = (
         alias_files=_tree(("plugin.py", "VERSION = 1\n"), ("lib", Link("/usr/lib"))),
         disk_only="only the walk of a real directory meets a symlink",
     ),
+    RuleExample(
+        "CPL-SCAN-006",
+        _P,
+        bad="payload.tar.gz holding evil.py, which plugin.py extracts and imports",
+        good="evil.py shipped unpacked beside plugin.py (scanned like any module)",
+        alias="notes.dat, a zip by its bytes whatever its name",
+        files=_tree(
+            ("plugin.py", "VERSION = 1\n"),
+            ("payload.tar.gz", _tar_gz(("evil.py", "X = 1\n"))),
+        ),
+        good_files=_tree(("plugin.py", "VERSION = 1\n"), ("evil.py", "X = 1\n")),
+        alias_files=_tree(
+            ("plugin.py", "VERSION = 1\n"), ("notes.dat", _zip(("evil.py", "X = 1\n")))
+        ),
+        disk_only="only the walk of a real directory opens a plugin's data files",
+    ),
 )

@@ -182,4 +182,17 @@ SCAN_RULES: Final[tuple[Rule, ...]] = (
         kind=RuleKind.SCANNER,
         rationale="links and special files are never followed, so their targets are unscanned",
     ),
+    Rule(
+        "CPL-SCAN-006",
+        RuleFamily.SCANNER,
+        # Danger for a plugin, as CPL-SCAN-001: a plugin extracted a tar it shipped and
+        # imported what was in it, code the scanner and the auditor never read (steer22).
+        _D,
+        None,
+        None,
+        "not scanned: {api} is an archive the scanner does not read",
+        "ship its files unpacked in the plugin: a plugin's code that was not scanned is refused",
+        kind=RuleKind.SCANNER,
+        rationale="code in an archive a plugin ships is not known to be clean",
+    ),
 )

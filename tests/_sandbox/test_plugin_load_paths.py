@@ -1,0 +1,106 @@
+"""steer22: a worker imports code only from its snapshot and the runtime, never from what
+the plugin wrote.
+
+The gate reads a plugin's ``.py`` files; the snapshot the worker loads is exactly those.
+But the worker has writable places (its private ``/tmp``, its working directory, any
+``fs.write`` grant), and ``import`` reads any directory on ``sys.path``: a plugin copied its
+``helpers.txt`` (``import ctypes``; a text file the scanner does not read as code) to
+``/tmp/x/evil.py``, put ``/tmp/x`` on ``sys.path`` and imported it. The scanner said three
+warnings (a mkdir, a copy, a third-party import), the static-only audit was MEDIUM,
+approvable by the default policy, and ctypes ran in the jail. Here the host runs with the
+red-team switch (the static gate off), so what is measured is the worker alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from caplet import PluginCallError, PluginHost
+from caplet._sandbox._sandboxed import SandboxLauncher
+from tests.conftest import PluginFactory
+
+EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
+
+COPIES = """\
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(where):
+        Path(where).mkdir(exist_ok=True)
+        shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
+        sys.path.insert(0, where)
+        import evil
+
+        return evil.X
+
+    return {"main": {"run": run}}
+"""
+
+SIBLINGS = """\
+import sys
+from pathlib import Path
+
+import helpers
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run():
+        sys.path.insert(0, str(HERE / "lib"))
+        import inner
+        import json
+
+        return [helpers.VALUE, inner.VALUE, json.dumps(1)]
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[SandboxLauncher]:
+    sandbox = SandboxLauncher(strict=True)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
+def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
+    with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher, red_team=True) as h:
+        yield h
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("where", ["/tmp/x", "/tmp/work/x", "."])
+def test_a_module_the_plugin_wrote_is_never_imported(
+    make_plugin: PluginFactory, host: PluginHost, where: str
+) -> None:
+    make_plugin("copies", source=COPIES, files={"helpers.txt": EVIL})
+    host.discover()
+    assert host.enable("copies", consent=True)
+    # On main the call answered 4: the copied module's ctypes ran.
+    with pytest.raises(PluginCallError, match="No module named 'evil'"):
+        host.call("copies", "main.run", where)
+
+
+def test_the_plugins_own_modules_and_the_runtime_still_import(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """Near miss: a sibling module, a sub-folder of the plugin put on sys.path, and the
+    standard library imported during a call."""
+    make_plugin(
+        "siblings",
+        source=SIBLINGS,
+        files={"helpers.py": "VALUE = 'sibling'\n", "lib/inner.py": "VALUE = 'inner'\n"},
+    )
+    host.discover()
+    assert host.enable("siblings", consent=True)
+    assert host.call("siblings", "main.run") == ["sibling", "inner", "1"]
