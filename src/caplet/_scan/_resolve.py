@@ -18,7 +18,7 @@ from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, NAME_RESOLVERS
-from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
+from caplet._scan._sources import DECODERS, NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
 __all__ = ["Resolver", "is_network"]
@@ -94,6 +94,11 @@ _MADE_OBJECTS: Final = {
     # a .env file's reader, whose .dict() is its values (ENV_FILE_READERS, recall18)
     "dotenv.main.DotEnv": "dotenv.main.DotEnv()",
     "dotenv.DotEnv": "dotenv.main.DotEnv()",
+    # a TLS context, which is no connection (NOT_EGRESS) but whose wrap_socket makes one:
+    # ctx.wrap_socket(raw).sendall(...) sends (blind19, b19-re-ssl-socket-handwritten-post)
+    "ssl.create_default_context": "ssl.SSLContext()",
+    "ssl.SSLContext": "ssl.SSLContext()",
+    "ssl._create_unverified_context": "ssl.SSLContext()",
 }
 
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).
@@ -306,11 +311,23 @@ class Resolver(StoredReads):
             # else is followed: parameters of one name in other functions would mix
             passed = [a for slots in self.passed_arguments().values() for a in slots.get(name, ())]
             # lambda n, b=__builtins__: getattr(b, n): the namespace given as a default
-            for arg in [*passed, *self._defaults(name)][:MAX_CANDIDATES]:
+            for arg in passed[:MAX_CANDIDATES]:
                 found.extend(
                     r
                     for r in self.resolve(arg, depth + 1)
                     if r in {"builtins", "builtins.__dict__"}
+                )
+            # def f(blob, _run=exec, _dec=b64decode): _run(_dec(blob)): a code runner or
+            # a decoder kept as a parameter's default is what the parameter calls when no
+            # caller gives another (the BlankOBF habit of hiding exec by another name:
+            # blind19, b19-ds-default-arg-exec-alias)
+            for arg in self._defaults(name)[:MAX_CANDIDATES]:
+                found.extend(
+                    r
+                    for r in self.resolve(arg, depth + 1)
+                    if r in {"builtins", "builtins.__dict__"}
+                    or r in DECODERS
+                    or API_RULES.get(r) in _HIDDEN_RULES
                 )
         if name == "__builtins__":
             found.append("builtins")
