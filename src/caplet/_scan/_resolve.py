@@ -94,8 +94,7 @@ _MADE_OBJECTS: Final = {
     # a .env file's reader, whose .dict() is its values (ENV_FILE_READERS, recall18)
     "dotenv.main.DotEnv": "dotenv.main.DotEnv()",
     "dotenv.DotEnv": "dotenv.main.DotEnv()",
-    # a TLS context, which is no connection (NOT_EGRESS) but whose wrap_socket makes one:
-    # ctx.wrap_socket(raw).sendall(...) sends (blind19, b19-re-ssl-socket-handwritten-post)
+    # a TLS context: no connection (NOT_EGRESS), but its wrap_socket makes one (blind19)
     "ssl.create_default_context": "ssl.SSLContext()",
     "ssl.SSLContext": "ssl.SSLContext()",
     "ssl._create_unverified_context": "ssl.SSLContext()",
@@ -310,24 +309,16 @@ class Resolver(StoredReads):
             # (def pick(b, n): return getattr(b, n); pick(__builtins__, ...)); nothing
             # else is followed: parameters of one name in other functions would mix
             passed = [a for slots in self.passed_arguments().values() for a in slots.get(name, ())]
-            # lambda n, b=__builtins__: getattr(b, n): the namespace given as a default
-            for arg in passed[:MAX_CANDIDATES]:
+            # lambda n, b=__builtins__: getattr(b, n): the namespace given as a default; a
+            # default that runs code or decodes too (def f(s, _run=exec, _dec=b64decode):
+            # BlankOBF's exec by another name, blind19 b19-ds-default-arg-exec-alias)
+            given = [(a, False) for a in passed] + [(d, True) for d in self._defaults(name)]
+            for arg, default in given[:MAX_CANDIDATES]:
                 found.extend(
                     r
                     for r in self.resolve(arg, depth + 1)
                     if r in {"builtins", "builtins.__dict__"}
-                )
-            # def f(blob, _run=exec, _dec=b64decode): _run(_dec(blob)): a code runner or
-            # a decoder kept as a parameter's default is what the parameter calls when no
-            # caller gives another (the BlankOBF habit of hiding exec by another name:
-            # blind19, b19-ds-default-arg-exec-alias)
-            for arg in self._defaults(name)[:MAX_CANDIDATES]:
-                found.extend(
-                    r
-                    for r in self.resolve(arg, depth + 1)
-                    if r in {"builtins", "builtins.__dict__"}
-                    or r in DECODERS
-                    or API_RULES.get(r) in _HIDDEN_RULES
+                    or (default and (r in DECODERS or API_RULES.get(r) in _HIDDEN_RULES))
                 )
         if name == "__builtins__":
             found.append("builtins")
