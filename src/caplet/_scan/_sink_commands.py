@@ -14,7 +14,7 @@ import ast
 import itertools
 from pathlib import PurePosixPath
 
-from caplet._scan._commands import PYTHONS, encoded_command
+from caplet._scan._commands import PYTHONS, encoded_command, string_parts
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import test_file
@@ -123,13 +123,20 @@ class CommandSinks(StageSinks):
         if isinstance(command, ast.Name):
             bound = self._flow.bindings.assigned.get(command.id, ())
             command = bound[0] if len(bound) == 1 else command
-        if not isinstance(command, ast.List | ast.Tuple):
+        saved = {(Source.DOWNLOADED, "a download saved by curl/wget")}
+        if isinstance(command, ast.List | ast.Tuple):
+            for option, path in itertools.pairwise(command.elts):
+                if isinstance(option, ast.Constant) and option.value in options:
+                    self._write(node, path, (), saved)
+                    return
             return
-        elts = command.elts
-        for option, path in itertools.pairwise(elts):
-            if isinstance(option, ast.Constant) and option.value in options:
-                self._write(node, path, (), {(Source.DOWNLOADED, "a download saved by curl/wget")})
-                return
+        # a shell string: f"curl -sL {url} -o {dst}", "wget -O %s %s" % (dst, url)
+        for text, path in itertools.pairwise(string_parts(command)):
+            if isinstance(text, str) and isinstance(path, ast.expr):
+                words = text.split()
+                if words and words[-1] in options and text[-1:].isspace():
+                    self._write(node, path, (), saved)
+                    return
 
     def _command_text(self, node: ast.Call, text: str) -> None:
         """A command's known text: a download piped to a shell in it is run, not shown."""
