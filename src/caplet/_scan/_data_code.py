@@ -53,10 +53,10 @@ MAX_DATA_BYTES = 256 * 1024
 _MAX_STRINGS = 256
 #: A call that runs code it is given (the word alone, in a docstring, runs nothing).
 _RUNS_CODE = re.compile(r"\b(?:exec|eval|compile|run_path|runsource)\s*\(")
-#: A literal naming a data file: its last path piece is kept.
-_NAMED = re.compile(
-    r"""['"]([^'"\n]{0,200}?(?:""" + "|".join(re.escape(s) for s in _DATA_SUFFIXES) + r"""))['"]""",
-    re.IGNORECASE,
+#: The end of a literal naming a data file (the name is read back from the quote before
+#: it: a pattern matching the whole literal retried each quote of a file 200 times).
+_NAMED_END = re.compile(
+    "(?:" + "|".join(re.escape(s) for s in _DATA_SUFFIXES) + r""")(?=['"])""", re.IGNORECASE
 )
 #: Text that may be Python worth a scan (an import, a call of the kinds the rules read).
 _CODE_HINT = re.compile(
@@ -91,9 +91,14 @@ class DataCode:
             self._packages.add(posixpath.dirname(relative))
         if _RUNS_CODE.search(text) is None:
             return
-        names = {
-            posixpath.basename(m.replace("\\", "/")).lower() for m in _NAMED.findall(text)[:64]
-        }
+        names: set[str] = set()
+        for match in _NAMED_END.finditer(text):
+            window = text[max(0, match.start() - 200) : match.start()]
+            quote = max(window.rfind("'"), window.rfind('"'), window.rfind("\n"))
+            literal = window[quote + 1 :] + match.group()
+            names.add(posixpath.basename(literal.replace("\\", "/")).lower())
+            if len(names) >= 64:
+                break
         if names:
             self._named[relative] = (frozenset(names), installer)
 
