@@ -131,11 +131,11 @@ class CommandSinks(StageSinks):
                     return
             return
         # a shell string: f"curl -sL {url} -o {dst}", "wget -O %s %s" % (dst, url)
-        for text, path in itertools.pairwise(string_parts(command)):
-            if isinstance(text, str) and isinstance(path, ast.expr):
+        for text, target in itertools.pairwise(string_parts(command)):
+            if isinstance(text, str) and isinstance(target, ast.expr):
                 words = text.split()
                 if words and words[-1] in options and text[-1:].isspace():
-                    self._write(node, path, (), saved)
+                    self._write(node, target, (), saved)
                     return
 
     def _command_text(self, node: ast.Call, text: str) -> None:
