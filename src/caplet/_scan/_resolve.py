@@ -597,6 +597,10 @@ class Resolver(StoredReads):
         made = [_MADE_OBJECTS[f] for f in funcs if f in _MADE_OBJECTS]
         if made:
             return tuple(dict.fromkeys(made))  # an object whose methods the rules know
+        if "ssl.SSLContext().wrap_socket" in funcs and not (
+            node.args and any(is_network(r) for r in self.resolve(node.args[0], depth + 1))
+        ):
+            return ()  # a TLS socket wraps a socket (blind19); anything else is no connection
         # An object made by a network module (a session, a socket, a connection):
         # its methods are network calls too.
         return tuple(f"{f}()" for f in funcs if is_network(f))[:MAX_CANDIDATES]
