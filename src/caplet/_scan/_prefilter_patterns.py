@@ -255,6 +255,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # credentials or the environment walked, next to the network
     (
         r"\bid_rsa\b|\.ssh\b|\.aws\b|\.netrc\b|git-credentials|\.kube\b|\.pypirc|"
+        r"kubernetes\.io/serviceaccount|"
         r"SECRET_ACCESS|_history['\"]|" + COOKIE_READER_TOKENS + "|"
         # the environment walked: a for loop or a comprehension over it ("X" in os.environ
         # is one key's test); the target may span lines in a comprehension's brackets

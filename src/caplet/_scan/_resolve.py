@@ -18,7 +18,7 @@ from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
 from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, NAME_RESOLVERS
-from caplet._scan._sources import NETWORK_MODULES, NOT_EGRESS
+from caplet._scan._sources import DECODERS, NETWORK_MODULES, NOT_EGRESS
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
 
 __all__ = ["Resolver", "is_network"]
@@ -94,6 +94,10 @@ _MADE_OBJECTS: Final = {
     # a .env file's reader, whose .dict() is its values (ENV_FILE_READERS, recall18)
     "dotenv.main.DotEnv": "dotenv.main.DotEnv()",
     "dotenv.DotEnv": "dotenv.main.DotEnv()",
+    # a TLS context: no connection (NOT_EGRESS), but its wrap_socket makes one (blind19)
+    "ssl.create_default_context": "ssl.SSLContext()",
+    "ssl.SSLContext": "ssl.SSLContext()",
+    "ssl._create_unverified_context": "ssl.SSLContext()",
 }
 
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).
@@ -305,12 +309,16 @@ class Resolver(StoredReads):
             # (def pick(b, n): return getattr(b, n); pick(__builtins__, ...)); nothing
             # else is followed: parameters of one name in other functions would mix
             passed = [a for slots in self.passed_arguments().values() for a in slots.get(name, ())]
-            # lambda n, b=__builtins__: getattr(b, n): the namespace given as a default
-            for arg in [*passed, *self._defaults(name)][:MAX_CANDIDATES]:
+            # lambda n, b=__builtins__: getattr(b, n): the namespace given as a default; a
+            # default that runs code or decodes too (def f(s, _run=exec, _dec=b64decode):
+            # BlankOBF's exec by another name, blind19 b19-ds-default-arg-exec-alias)
+            given = [(a, False) for a in passed] + [(d, True) for d in self._defaults(name)]
+            for arg, default in given[:MAX_CANDIDATES]:
                 found.extend(
                     r
                     for r in self.resolve(arg, depth + 1)
                     if r in {"builtins", "builtins.__dict__"}
+                    or (default and (r in DECODERS or API_RULES.get(r) in _HIDDEN_RULES))
                 )
         if name == "__builtins__":
             found.append("builtins")
@@ -589,6 +597,10 @@ class Resolver(StoredReads):
         made = [_MADE_OBJECTS[f] for f in funcs if f in _MADE_OBJECTS]
         if made:
             return tuple(dict.fromkeys(made))  # an object whose methods the rules know
+        if "ssl.SSLContext().wrap_socket" in funcs and not (
+            node.args and any(is_network(r) for r in self.resolve(node.args[0], depth + 1))
+        ):
+            return ()  # a TLS socket wraps a socket (blind19); anything else is no connection
         # An object made by a network module (a session, a socket, a connection):
         # its methods are network calls too.
         return tuple(f"{f}()" for f in funcs if is_network(f))[:MAX_CANDIDATES]

@@ -11,9 +11,10 @@ A mixin (the state is the sinks' own), split out of ``_sinks`` when that grew pa
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import PurePosixPath
 
-from caplet._scan._commands import PYTHONS, encoded_command
+from caplet._scan._commands import PYTHONS, encoded_command, string_parts
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import test_file
@@ -24,6 +25,14 @@ from caplet._scan._sources import NETWORK_PROGRAMS, SHELLS, Source
 from caplet._scan._syntax import shorten
 
 __all__ = ["CommandSinks", "launches_payload"]
+
+
+#: Programs that save what they download to the file an option names (the next word;
+#: curl's ``-O`` takes no path, it keeps the URL's name).
+_DOWNLOADERS = {
+    "curl": frozenset({"-o", "--output"}),
+    "wget": frozenset({"-O", "--output-document"}),
+}
 
 
 def launches_payload(program: str) -> bool:
@@ -62,6 +71,9 @@ class CommandSinks(StageSinks):
         if script:
             self._command_text(node, script)
         program = PurePosixPath(words[0]).name.lower() if words else ""
+        options = _DOWNLOADERS.get(program.removesuffix(".exe"))
+        if options is not None:
+            self._downloaded_to(node, command, options)
         head = (
             command.elts[0] if isinstance(command, ast.List | ast.Tuple) and command.elts else None
         )
@@ -103,6 +115,28 @@ class CommandSinks(StageSinks):
             self._scan.emit(
                 "CPL-THR-017", f"{', '.join(recon)} sent by {api}({shown} ...)", line, col
             )
+
+    def _downloaded_to(self, node: ast.Call, command: ast.expr, options: frozenset[str]) -> None:
+        """``["curl", url, "-o", path]``: the file at ``path`` (an expression: a temporary
+        name joined at run time) is written from the network, so starting it later is
+        a downloaded program run (blind19, b19-dr-curl-uuid-tmp-chmod)."""
+        if isinstance(command, ast.Name):
+            bound = self._flow.bindings.assigned.get(command.id, ())
+            command = bound[0] if len(bound) == 1 else command
+        saved = {(Source.DOWNLOADED, "a download saved by curl/wget")}
+        if isinstance(command, ast.List | ast.Tuple):
+            for option, path in itertools.pairwise(command.elts):
+                if isinstance(option, ast.Constant) and option.value in options:
+                    self._write(node, path, (), saved)
+                    return
+            return
+        # a shell string: f"curl -sL {url} -o {dst}", "wget -O %s %s" % (dst, url)
+        for text, target in itertools.pairwise(string_parts(command)):
+            if isinstance(text, str) and isinstance(target, ast.expr):
+                words = text.split()
+                if words and words[-1] in options and text[-1:].isspace():
+                    self._write(node, target, (), saved)
+                    return
 
     def _command_text(self, node: ast.Call, text: str) -> None:
         """A command's known text: a download piped to a shell in it is run, not shown."""

@@ -51,6 +51,9 @@ CREDENTIAL_MARKERS = {
     ".git-credentials": "git credentials",
     ".docker": "Docker credentials",
     ".kube": "Kubernetes config",
+    # a pod's service-account token (and namespace, CA), mounted in every pod: whoever
+    # holds it acts as the pod on the cluster's API (blind19, b19-ot-kube-serviceaccount-token)
+    "secrets/kubernetes.io/serviceaccount": "Kubernetes service-account token",
     ".pypirc": "package index token",
     ".npmrc": "package index token",
     ".gnupg": "GnuPG keys",

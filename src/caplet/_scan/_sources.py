@@ -290,6 +290,7 @@ NOT_EGRESS: Final = frozenset(
         "socket.socketpair",
         "ssl.create_default_context",
         "ssl.SSLContext",
+        "ssl.SSLContext()",  # a context object: its wrap_socket makes the connection
         "urllib.request.getproxies",
         "urllib.request.pathname2url",
         "urllib.request.url2pathname",
