@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Final
 
 from caplet._scan._container_stores import StoredReads, Stores
 from caplet._scan._lookup_forms import attribute_lookup
+from caplet._scan._made_objects import C_LIBRARIES, C_PROGRAM_RUNNERS, MADE_OBJECTS
 from caplet._scan._reachable import REACHABLE_MODULES
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, NAME_RESOLVERS
 from caplet._scan._sources import DECODERS, NETWORK_MODULES, NOT_EGRESS
@@ -69,36 +69,6 @@ def is_network(name: str) -> bool:
         known = _NETWORK[name] = name.startswith(NETWORK_MODULES) and name not in NOT_EGRESS
     return known
 
-
-#: Calls that load a C library through ctypes, and the handles of the C library itself:
-#: ``ctypes.CDLL(None).system(cmd)`` is ``os.system(cmd)`` spelled through libc (blind14).
-_C_LOADERS = frozenset(
-    {"ctypes.CDLL", "ctypes.PyDLL", "ctypes.cdll.LoadLibrary", "ctypes.pydll.LoadLibrary"}
-)
-_C_LIBRARIES = frozenset({"ctypes.CDLL()", "ctypes.cdll.msvcrt", "ctypes.cdll.libc"})
-#: The C library's functions that run a program, each the ``os`` function of its name.
-_C_PROGRAM_RUNNERS = frozenset(
-    {"system", "popen", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp"}
-)
-
-#: Objects a call makes whose methods the rules know, by the call (blind14): a C
-#: library's handle (its ``system()`` runs a program), a crontab (its ``new()`` adds a job
-#: cron runs), a Tk window (its ``clipboard_get``/``clipboard_append`` read and replace
-#: what the user copied).
-_MADE_OBJECTS: Final = {
-    **dict.fromkeys(_C_LOADERS, "ctypes.CDLL()"),
-    "crontab.CronTab": "crontab.CronTab()",
-    "tkinter.Tk": "tkinter.Tk()",
-    "tkinter.Tcl": "tkinter.Tk()",
-    "tkinter.Toplevel": "tkinter.Tk()",
-    # a .env file's reader, whose .dict() is its values (ENV_FILE_READERS, recall18)
-    "dotenv.main.DotEnv": "dotenv.main.DotEnv()",
-    "dotenv.DotEnv": "dotenv.main.DotEnv()",
-    # a TLS context: no connection (NOT_EGRESS), but its wrap_socket makes one (blind19)
-    "ssl.create_default_context": "ssl.SSLContext()",
-    "ssl.SSLContext": "ssl.SSLContext()",
-    "ssl._create_unverified_context": "ssl.SSLContext()",
-}
 
 #: :func:`is_network` by name, and how many names it keeps (bounded memory).
 _NETWORK: dict[str, bool] = {}
@@ -178,7 +148,7 @@ class Resolver(StoredReads):
                 return ("builtins.__dict__",)
             bases = self.resolve(node.value, depth + 1)
             names = [f"{base}.{node.attr}" for base in bases]
-            if node.attr in _C_PROGRAM_RUNNERS and not _C_LIBRARIES.isdisjoint(bases):
+            if node.attr in C_PROGRAM_RUNNERS and not C_LIBRARIES.isdisjoint(bases):
                 names.append(f"os.{node.attr}")  # libc's system() is os.system (blind14)
             reached = REACHABLE_MODULES.get(node.attr)
             if reached is not None and any(map(self._of_an_import, bases)):
@@ -594,7 +564,7 @@ class Resolver(StoredReads):
         if "builtins.vars" in funcs and len(node.args) == 1:
             # vars(builtins) is builtins' namespace: vars(b)[name] resolves through it
             return tuple(f"{b}.__dict__" for b in self.resolve(node.args[0], depth + 1))
-        made = [_MADE_OBJECTS[f] for f in funcs if f in _MADE_OBJECTS]
+        made = [MADE_OBJECTS[f] for f in funcs if f in MADE_OBJECTS]
         if made:
             return tuple(dict.fromkeys(made))  # an object whose methods the rules know
         if "ssl.SSLContext().wrap_socket" in funcs and not (
