@@ -208,28 +208,10 @@ class HostCallError(ContextError):
     category: str = "host.call failed"
 
 
-# The tree's one home stays caplet._errors, which re-exports each class (see _error_base).
-for _class in (
-    AppError,
-    AppHandlerError,
-    BlockedByPolicyError,
-    BrokerError,
-    CallCycleError,
-    ConnectionFailedError,
-    ContextArgumentError,
-    ContextError,
-    ContextLimitError,
-    ContextUnavailableError,
-    DnsError,
-    FetchTimeoutError,
-    HostCallError,
-    InvalidUrlError,
-    NotGrantedError,
-    RateLimitError,
-    RedirectError,
-    ResponseError,
-    SizeLimitError,
-    TlsError,
-):
-    _class.__module__ = "caplet._errors"
+# The tree's one home stays caplet._errors, which re-exports each class (see _error_base):
+# every class this module defines, found rather than listed (a list repeated the import
+# lists of _errors and _sandbox._context).
+for _class in [v for v in list(globals().values()) if isinstance(v, type)]:
+    if issubclass(_class, CapletError) and _class.__module__ == __name__:
+        _class.__module__ = "caplet._errors"
 del _class
