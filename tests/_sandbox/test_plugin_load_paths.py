@@ -104,3 +104,81 @@ def test_the_plugins_own_modules_and_the_runtime_still_import(
     host.discover()
     assert host.enable("siblings", consent=True)
     assert host.call("siblings", "main.run") == ["sibling", "inner", "1"]
+
+
+SWAPS = """\
+import importlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(where):
+        os.symlink(HERE, where)
+        sys.path.insert(0, where)
+        try:
+            import not_here  # the hook is asked about the link: the snapshot, resolved
+        except ImportError:
+            pass
+        os.unlink(where)
+        os.mkdir(where)
+        shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
+        importlib.invalidate_caches()
+        import evil
+
+        return evil.X
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+def test_a_link_to_the_snapshot_swapped_for_a_folder_is_never_imported_from(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """attack23: the guard resolved the link to the snapshot when the hook was asked, but
+    the finder it made lists the path as spelled at every import. On main the call answered
+    4: the copied module's ctypes ran."""
+    make_plugin("swaps", source=SWAPS, files={"helpers.txt": EVIL})
+    host.discover()
+    assert host.enable("swaps", consent=True)
+    with pytest.raises(PluginCallError, match="No module named 'evil'"):
+        host.call("swaps", "main.run", "/tmp/ln")
+
+
+LINKS = """\
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run():
+        os.symlink(HERE / "lib", "/tmp/lib")
+        sys.path.insert(0, "/tmp/lib")
+        import inner
+
+        return [inner.VALUE, inner.__file__]
+
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_link_to_the_plugins_own_folder_still_imports(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """Near miss (attack23): a link to a sub-folder of the snapshot imports from it, found
+    where the link led when the hook was asked."""
+    make_plugin("links", source=LINKS, files={"lib/inner.py": "VALUE = 'inner'\n"})
+    host.discover()
+    assert host.enable("links", consent=True)
+    value, file = host.call("links", "main.run")
+    assert value == "inner"
+    assert file.endswith("/lib/inner.py")
+    assert not file.startswith("/tmp/")

@@ -164,20 +164,30 @@ def _read_directories_only(snapshot: str) -> None:
         )
     )
 
-    def inside(directory: str) -> bool:
+    def spelled_inside(directory: str) -> bool:
         # Spelled under a root: the roots are read-only (the snapshot, the runtime), so
-        # no link in them was put there by the plugin. Else resolved, links and all.
+        # no link in them was put there by the plugin.
         spelled = os.path.normpath(directory) + os.sep
-        if os.path.isabs(directory) and spelled.startswith(roots):  # noqa: PTH117
+        return os.path.isabs(directory) and spelled.startswith(roots)  # noqa: PTH117
+
+    def inside(directory: str) -> bool:
+        # Else resolved, links and all.
+        if spelled_inside(directory):
             return True
         return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
 
     def guarded(hook: Callable[[str], Any]) -> Callable[[str], Any]:
         @functools.wraps(hook)
         def guard(directory: str) -> Any:
-            if not inside(directory):
+            if spelled_inside(directory):
+                return hook(directory)
+            # The finder is given the folder resolved now, not as spelled: it lists its
+            # path at every import, and a link the plugin planted to the snapshot, the
+            # hook's answer made, was then swapped for a folder of its own (attack23).
+            resolved = os.path.realpath(directory or ".")
+            if not (resolved + os.sep).startswith(roots):
                 raise ImportError(f"{directory} is neither the plugin's snapshot nor the runtime")
-            return hook(directory)
+            return hook(resolved)
 
         return guard
 
