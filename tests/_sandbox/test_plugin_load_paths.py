@@ -182,3 +182,46 @@ def test_a_link_to_the_plugins_own_folder_still_imports(
     assert value == "inner"
     assert file.endswith("/lib/inner.py")
     assert not file.startswith("/tmp/")
+
+
+REUSES = """\\
+import shutil
+from pathlib import Path
+
+import helpers
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(where, how):
+        if how == "own":
+            return helpers.__loader__.get_data(str(HERE / "helpers.txt")).decode()
+        Path(where).mkdir(exist_ok=True)
+        shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
+        if how == "loader_class":
+            return type(helpers.__loader__)("evil", where + "/evil.py").load_module().X
+        helpers.__spec__.loader.path = where + "/evil.py"
+        helpers.__spec__.loader.exec_module(helpers)
+        return helpers.X
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("function", ["loader_class", "loader_path"])
+def test_a_loader_of_the_plugins_own_module_reads_no_file_the_plugin_wrote(
+    make_plugin: PluginFactory, host: PluginHost, function: str
+) -> None:
+    """attack23: no path hook is asked when a loader is reused. The class of a sibling
+    module's loader made for /tmp/x/evil.py, or that loader's path changed and the module
+    run again, ran the copied module's ctypes on main; the scanner named only the copy."""
+    make_plugin("reuses", source=REUSES, files={"helpers.txt": EVIL, "helpers.py": "VALUE = 1\n"})
+    host.discover()
+    assert host.enable("reuses", consent=True)
+    expected = r"/tmp/x/\S+ is neither the plugin.s snapshot nor the runtime"
+    with pytest.raises(PluginCallError, match=expected):
+        host.call("reuses", "main.run", "/tmp/x", function)
+    # Near miss: a loader still reads the plugin's own files (pkgutil.get_data's way).
+    assert host.call("reuses", "main.run", "/tmp/x", "own") == EVIL

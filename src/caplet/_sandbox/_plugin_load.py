@@ -196,6 +196,31 @@ def _read_directories_only(snapshot: str) -> None:
     for directory in list(cache):
         if not inside(directory):
             del cache[directory]
+    # No hook is asked when a loader is reused: the class of a sibling module's loader
+    # made for /tmp/x/evil.py, or that loader's path changed, read the file the plugin
+    # wrote (attack23; neither names an import API the scanner reads). So the file
+    # loaders read only files inside the roots, resolved (a link swapped after the read
+    # serves no later read: each read resolves again).
+    # FileLoader is private to importlib: found on the public class (setattr: a type).
+    for cls in importlib.machinery.SourceFileLoader.__mro__:
+        if "get_data" in vars(cls):
+            setattr(cls, "get_data", _reads_inside(vars(cls)["get_data"], roots))  # noqa: B010
+            break
+
+
+def _reads_inside(
+    get_data: Callable[[Any, str], bytes], roots: tuple[str, ...]
+) -> Callable[[Any, str], bytes]:
+    """``FileLoader.get_data`` that reads only files resolved inside ``roots``."""
+
+    @functools.wraps(get_data)
+    def guard(loader: Any, path: str) -> bytes:
+        resolved = os.path.realpath(path)
+        if not resolved.startswith(roots):
+            raise ImportError(f"{path} is neither the plugin's snapshot nor the runtime")
+        return get_data(loader, resolved)
+
+    return guard
 
 
 def _import_entry(snapshot: str, entry: str) -> object:
