@@ -174,18 +174,18 @@ def test_a_link_to_the_plugins_own_folder_still_imports(
     make_plugin: PluginFactory, host: PluginHost
 ) -> None:
     """Near miss (attack23): a link to a sub-folder of the snapshot imports from it, found
-    where the link led when the hook was asked."""
+    where the link led when the hook was asked (on main at the link's path)."""
     make_plugin("links", source=LINKS, files={"lib/inner.py": "VALUE = 'inner'\n"})
     host.discover()
     assert host.enable("links", consent=True)
     value, file = host.call("links", "main.run")
     assert value == "inner"
     assert file.endswith("/lib/inner.py")
-    assert not file.startswith("/tmp/")
 
 
 REUSES = """\\
 import shutil
+import sys
 from pathlib import Path
 
 import helpers
@@ -201,6 +201,13 @@ def create_functions(config):
         shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
         if how == "loader_class":
             return type(helpers.__loader__)("evil", where + "/evil.py").load_module().X
+        if how == "finder_path":
+            finder = sys.path_importer_cache[str(HERE)]
+            finder.path = where
+            finder.invalidate_caches()
+            import evil
+
+            return evil.X
         helpers.__spec__.loader.path = where + "/evil.py"
         helpers.__spec__.loader.exec_module(helpers)
         return helpers.X
@@ -210,13 +217,14 @@ def create_functions(config):
 
 
 @pytest.mark.security
-@pytest.mark.parametrize("function", ["loader_class", "loader_path"])
+@pytest.mark.parametrize("function", ["loader_class", "loader_path", "finder_path"])
 def test_a_loader_of_the_plugins_own_module_reads_no_file_the_plugin_wrote(
     make_plugin: PluginFactory, host: PluginHost, function: str
 ) -> None:
     """attack23: no path hook is asked when a loader is reused. The class of a sibling
     module's loader made for /tmp/x/evil.py, or that loader's path changed and the module
-    run again, ran the copied module's ctypes on main; the scanner named only the copy."""
+    run again, or the snapshot's cached finder given the path /tmp/x, ran the copied
+    module's ctypes on main; the scanner named only the copy."""
     make_plugin("reuses", source=REUSES, files={"helpers.txt": EVIL, "helpers.py": "VALUE = 1\n"})
     host.discover()
     assert host.enable("reuses", consent=True)
