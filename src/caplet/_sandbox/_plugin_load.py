@@ -164,22 +164,16 @@ def _read_directories_only(snapshot: str) -> None:
         )
     )
 
-    def spelled_inside(directory: str) -> bool:
-        # Spelled under a root: the roots are read-only (the snapshot, the runtime), so
-        # no link in them was put there by the plugin.
-        spelled = os.path.normpath(directory) + os.sep
-        return os.path.isabs(directory) and spelled.startswith(roots)  # noqa: PTH117
-
     def inside(directory: str) -> bool:
         # Else resolved, links and all.
-        if spelled_inside(directory):
+        if _spelled_inside(directory, roots):
             return True
         return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
 
     def guarded(hook: Callable[[str], Any]) -> Callable[[str], Any]:
         @functools.wraps(hook)
         def guard(directory: str) -> Any:
-            if spelled_inside(directory):
+            if _spelled_inside(directory, roots):
                 return hook(directory)
             # The finder is given the folder resolved now, not as spelled: it lists its
             # path at every import, and a link the plugin planted to the snapshot, the
@@ -215,12 +209,23 @@ def _reads_inside(
 
     @functools.wraps(get_data)
     def guard(loader: Any, path: str) -> bytes:
+        if _spelled_inside(path, roots):
+            # As given: a snapshot outside a jail may be reached only as spelled (its
+            # resolved folders need not be searchable by the worker).
+            return get_data(loader, path)
         resolved = os.path.realpath(path)
         if not resolved.startswith(roots):
             raise ImportError(f"{path} is neither the plugin's snapshot nor the runtime")
         return get_data(loader, resolved)
 
     return guard
+
+
+def _spelled_inside(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path`` is spelled under a root: the roots are read-only (the snapshot,
+    the runtime), so no link in them was put there by the plugin."""
+    spelled = os.path.normpath(path) + os.sep
+    return os.path.isabs(path) and spelled.startswith(roots)  # noqa: PTH117
 
 
 def _import_entry(snapshot: str, entry: str) -> object:
