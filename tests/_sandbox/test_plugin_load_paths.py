@@ -104,3 +104,132 @@ def test_the_plugins_own_modules_and_the_runtime_still_import(
     host.discover()
     assert host.enable("siblings", consent=True)
     assert host.call("siblings", "main.run") == ["sibling", "inner", "1"]
+
+
+SWAPS = """\
+import importlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(where):
+        os.symlink(HERE, where)
+        sys.path.insert(0, where)
+        try:
+            import not_here  # the hook is asked about the link: the snapshot, resolved
+        except ImportError:
+            pass
+        os.unlink(where)
+        os.mkdir(where)
+        shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
+        importlib.invalidate_caches()
+        import evil
+
+        return evil.X
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+def test_a_link_to_the_snapshot_swapped_for_a_folder_is_never_imported_from(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """attack23: the guard resolved the link to the snapshot when the hook was asked, but
+    the finder it made lists the path as spelled at every import. On main the call answered
+    4: the copied module's ctypes ran."""
+    make_plugin("swaps", source=SWAPS, files={"helpers.txt": EVIL})
+    host.discover()
+    assert host.enable("swaps", consent=True)
+    with pytest.raises(PluginCallError, match="No module named 'evil'"):
+        host.call("swaps", "main.run", "/tmp/ln")
+
+
+LINKS = """\
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run():
+        os.symlink(HERE / "lib", "/tmp/lib")
+        sys.path.insert(0, "/tmp/lib")
+        import inner
+
+        return [inner.VALUE, inner.__file__]
+
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_link_to_the_plugins_own_folder_still_imports(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """Near miss (attack23): a link to a sub-folder of the snapshot imports from it, found
+    where the link led when the hook was asked (on main at the link's path)."""
+    make_plugin("links", source=LINKS, files={"lib/inner.py": "VALUE = 'inner'\n"})
+    host.discover()
+    assert host.enable("links", consent=True)
+    value, file = host.call("links", "main.run")
+    assert value == "inner"
+    assert file.endswith("/lib/inner.py")
+
+
+REUSES = """\\
+import shutil
+import sys
+from pathlib import Path
+
+import helpers
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(where, how):
+        if how == "own":
+            return helpers.__loader__.get_data(str(HERE / "helpers.txt")).decode()
+        Path(where).mkdir(exist_ok=True)
+        shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
+        if how == "loader_class":
+            return type(helpers.__loader__)("evil", where + "/evil.py").load_module().X
+        if how == "finder_path":
+            finder = sys.path_importer_cache[str(HERE)]
+            finder.path = where
+            finder.invalidate_caches()
+            import evil
+
+            return evil.X
+        helpers.__spec__.loader.path = where + "/evil.py"
+        helpers.__spec__.loader.exec_module(helpers)
+        return helpers.X
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("function", ["loader_class", "loader_path", "finder_path"])
+def test_a_loader_of_the_plugins_own_module_reads_no_file_the_plugin_wrote(
+    make_plugin: PluginFactory, host: PluginHost, function: str
+) -> None:
+    """attack23: no path hook is asked when a loader is reused. The class of a sibling
+    module's loader made for /tmp/x/evil.py, or that loader's path changed and the module
+    run again, or the snapshot's cached finder given the path /tmp/x, ran the copied
+    module's ctypes on main; the scanner named only the copy."""
+    make_plugin("reuses", source=REUSES, files={"helpers.txt": EVIL, "helpers.py": "VALUE = 1\n"})
+    host.discover()
+    assert host.enable("reuses", consent=True)
+    expected = r"/tmp/x/\S+ is neither the plugin.s snapshot nor the runtime"
+    with pytest.raises(PluginCallError, match=expected):
+        host.call("reuses", "main.run", "/tmp/x", function)
+    # Near miss: a loader still reads the plugin's own files (pkgutil.get_data's way).
+    assert host.call("reuses", "main.run", "/tmp/x", "own") == EVIL

@@ -165,19 +165,23 @@ def _read_directories_only(snapshot: str) -> None:
     )
 
     def inside(directory: str) -> bool:
-        # Spelled under a root: the roots are read-only (the snapshot, the runtime), so
-        # no link in them was put there by the plugin. Else resolved, links and all.
-        spelled = os.path.normpath(directory) + os.sep
-        if os.path.isabs(directory) and spelled.startswith(roots):  # noqa: PTH117
+        # Else resolved, links and all.
+        if _spelled_inside(directory, roots):
             return True
         return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
 
     def guarded(hook: Callable[[str], Any]) -> Callable[[str], Any]:
         @functools.wraps(hook)
         def guard(directory: str) -> Any:
-            if not inside(directory):
+            if _spelled_inside(directory, roots):
+                return hook(directory)
+            # The finder is given the folder resolved now, not as spelled: it lists its
+            # path at every import, and a link the plugin planted to the snapshot, the
+            # hook's answer made, was then swapped for a folder of its own (attack23).
+            resolved = os.path.realpath(directory or ".")
+            if not (resolved + os.sep).startswith(roots):
                 raise ImportError(f"{directory} is neither the plugin's snapshot nor the runtime")
-            return hook(directory)
+            return hook(resolved)
 
         return guard
 
@@ -186,6 +190,42 @@ def _read_directories_only(snapshot: str) -> None:
     for directory in list(cache):
         if not inside(directory):
             del cache[directory]
+    # No hook is asked when a loader is reused: the class of a sibling module's loader
+    # made for /tmp/x/evil.py, or that loader's path changed, read the file the plugin
+    # wrote (attack23; neither names an import API the scanner reads). So the file
+    # loaders read only files inside the roots, resolved (a link swapped after the read
+    # serves no later read: each read resolves again).
+    # FileLoader is private to importlib: found on the public class (setattr: a type).
+    for cls in importlib.machinery.SourceFileLoader.__mro__:
+        if "get_data" in vars(cls):
+            setattr(cls, "get_data", _reads_inside(vars(cls)["get_data"], roots))  # noqa: B010
+            break
+
+
+def _reads_inside(
+    get_data: Callable[[Any, str], bytes], roots: tuple[str, ...]
+) -> Callable[[Any, str], bytes]:
+    """``FileLoader.get_data`` that reads only files resolved inside ``roots``."""
+
+    @functools.wraps(get_data)
+    def guard(loader: Any, path: str) -> bytes:
+        if _spelled_inside(path, roots):
+            # As given: a snapshot outside a jail may be reached only as spelled (its
+            # resolved folders need not be searchable by the worker).
+            return get_data(loader, path)
+        resolved = os.path.realpath(path)
+        if not resolved.startswith(roots):
+            raise ImportError(f"{path} is neither the plugin's snapshot nor the runtime")
+        return get_data(loader, resolved)
+
+    return guard
+
+
+def _spelled_inside(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path`` is spelled under a root: the roots are read-only (the snapshot,
+    the runtime), so no link in them was put there by the plugin."""
+    spelled = os.path.normpath(path) + os.sep
+    return os.path.isabs(path) and spelled.startswith(roots)  # noqa: PTH117
 
 
 def _import_entry(snapshot: str, entry: str) -> object:
