@@ -164,31 +164,23 @@ def _read_directories_only(snapshot: str) -> None:
         )
     )
 
-    def inside(directory: str) -> bool:
-        # Else resolved, links and all.
-        if _spelled_inside(directory, roots):
-            return True
-        return (os.path.realpath(directory or ".") + os.sep).startswith(roots)
-
     def guarded(hook: Callable[[str], Any]) -> Callable[[str], Any]:
         @functools.wraps(hook)
         def guard(directory: str) -> Any:
-            if _spelled_inside(directory, roots):
-                return hook(directory)
-            # The finder is given the folder resolved now, not as spelled: it lists its
-            # path at every import, and a link the plugin planted to the snapshot, the
-            # hook's answer made, was then swapped for a folder of its own (attack23).
-            resolved = os.path.realpath(directory or ".")
-            if not (resolved + os.sep).startswith(roots):
-                raise ImportError(f"{directory} is neither the plugin's snapshot nor the runtime")
-            return hook(resolved)
+            # The finder is given the folder resolved now unless spelled under a root: it
+            # lists its path at every import, and a link the plugin planted to the
+            # snapshot, the hook's answer made, was then swapped for a folder of its own
+            # (attack23).
+            return hook(_within(directory, roots))
 
         return guard
 
     sys.path_hooks[:] = [guarded(hook) for hook in sys.path_hooks]
     cache = sys.path_importer_cache
     for directory in list(cache):
-        if not inside(directory):
+        try:
+            _within(directory, roots)
+        except ImportError:
             del cache[directory]
     # No hook is asked when a loader is reused: the class of a sibling module's loader
     # made for /tmp/x/evil.py, or that loader's path changed, read the file the plugin
@@ -209,23 +201,24 @@ def _reads_inside(
 
     @functools.wraps(get_data)
     def guard(loader: Any, path: str) -> bytes:
-        if _spelled_inside(path, roots):
-            # As given: a snapshot outside a jail may be reached only as spelled (its
-            # resolved folders need not be searchable by the worker).
-            return get_data(loader, path)
-        resolved = os.path.realpath(path)
-        if not resolved.startswith(roots):
-            raise ImportError(f"{path} is neither the plugin's snapshot nor the runtime")
-        return get_data(loader, resolved)
+        return get_data(loader, _within(path, roots))
 
     return guard
 
 
-def _spelled_inside(path: str, roots: tuple[str, ...]) -> bool:
-    """Whether ``path`` is spelled under a root: the roots are read-only (the snapshot,
-    the runtime), so no link in them was put there by the plugin."""
+def _within(path: str, roots: tuple[str, ...]) -> str:
+    """``path`` as a hook or a loader is to read it, inside ``roots``: as given when it is
+    spelled under a root (the roots are read-only, the snapshot and the runtime, so no
+    link in them was put there by the plugin; and a snapshot outside a jail may be
+    reached only as spelled, its resolved folders need not be searchable by the worker),
+    else resolved, links and all. :class:`ImportError` when it lies outside them."""
     spelled = os.path.normpath(path) + os.sep
-    return os.path.isabs(path) and spelled.startswith(roots)  # noqa: PTH117
+    if os.path.isabs(path) and spelled.startswith(roots):  # noqa: PTH117
+        return path
+    resolved = os.path.realpath(path or ".")
+    if not (resolved + os.sep).startswith(roots):
+        raise ImportError(f"{path} is neither the plugin's snapshot nor the runtime")
+    return resolved
 
 
 def _import_entry(snapshot: str, entry: str) -> object:
