@@ -72,9 +72,43 @@ class Reply:
     #: Why the model stopped: the token limit ("length" for OpenAI, "max_tokens" for
     #: Anthropic) instead of the end of its answer.
     cut: bool = False
+    #: Copy the tokens of the prompt's first and last lines into the answer's
+    #: ``prompt_start``/``prompt_end`` where the text lacks them, as a model shown the
+    #: whole prompt does (auditor24); False sends the text as it is.
+    echo: bool = True
+    #: The prompt tokens the server says it read (``usage``); None reports no usage.
+    prompt_tokens: int | None = None
 
 
 Script = Callable[[Exchange], Reply]
+
+
+_BEGIN = re.compile(r"^BEGIN AUDIT (\S+)$", re.MULTILINE)
+_END = re.compile(r"^END AUDIT (\S+)$", re.MULTILINE)
+
+
+def prompt_ends(prompt: str) -> tuple[str, str]:
+    """The tokens of the prompt's first and last lines ("" for a line it lacks)."""
+    begin = _BEGIN.search(prompt)
+    ends = _END.findall(prompt)
+    return (begin.group(1) if begin else "", ends[-1] if ends else "")
+
+
+def with_echo(text: str, prompt: str) -> str:
+    """``text`` with ``prompt_start``/``prompt_end`` added to its first object where it
+    lacks them (what :attr:`Reply.echo` sends)."""
+    start, end = prompt_ends(prompt)
+    add = {
+        key: token
+        for key, token in (("prompt_start", start), ("prompt_end", end))
+        if f'"{key}"' not in text
+    }
+    brace = text.find("{")
+    if not add or brace < 0:
+        return text
+    rest = text[brace + 1 :]
+    joint = "" if rest.lstrip().startswith("}") else ", "
+    return f"{text[: brace + 1]}{json.dumps(add)[1:-1]}{joint}{rest}"
 
 
 def shown_files(prompt: str) -> dict[str, list[tuple[int, str]]]:
@@ -293,11 +327,15 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up: what the test wants
 
     def _send(self, exchange: Exchange, reply: Reply) -> None:
+        text = with_echo(reply.text, exchange.prompt) if reply.echo else reply.text
+        usage: dict[str, int] = {}
         if reply.raw is not None:
             payload = reply.raw
         elif reply.status != 200:
             payload = json.dumps({"error": {"message": f"scripted status {reply.status}"}}).encode()
         elif exchange.path == "/v1/chat/completions":
+            if reply.prompt_tokens is not None:
+                usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": 10}
             payload = json.dumps(
                 {
                     "id": "chatcmpl-test",
@@ -305,20 +343,24 @@ class _Handler(BaseHTTPRequestHandler):
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": reply.text},
+                            "message": {"role": "assistant", "content": text},
                             "finish_reason": "length" if reply.cut else "stop",
                         }
                     ],
+                    **({"usage": usage} if usage else {}),
                 }
             ).encode()
         elif exchange.path == "/v1/messages":
+            if reply.prompt_tokens is not None:
+                usage = {"input_tokens": reply.prompt_tokens, "output_tokens": 10}
             payload = json.dumps(
                 {
                     "id": "msg_test",
                     "type": "message",
                     "role": "assistant",
-                    "content": [{"type": "text", "text": reply.text}],
+                    "content": [{"type": "text", "text": text}],
                     "stop_reason": "max_tokens" if reply.cut else "end_turn",
+                    **({"usage": usage} if usage else {}),
                 }
             ).encode()
         else:

@@ -9,6 +9,7 @@ the concatenated ``text`` blocks of ``content``
 from __future__ import annotations
 
 from caplet._audit._http import HttpProvider, cut_off, post_json
+from caplet._audit._prompt_read import check_prompt_read
 from caplet._errors import ProviderError
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
@@ -18,6 +19,9 @@ _CUT = {
     "max_tokens": ("its token limit", "; raise ProviderSettings.max_tokens"),
     "refusal": ("a refusal", ""),
 }
+
+#: The usage counts that add up to the prompt tokens the server read.
+_READ = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 #: The API version header the request and answer shapes below follow.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -54,6 +58,8 @@ class AnthropicProvider(HttpProvider):
         stopped = data.get("stop_reason")
         if stopped in _CUT:
             raise cut_off(self.settings, f"stop_reason {stopped}", _CUT[stopped])
+        # Prompt-cache reads and writes are counted apart from input_tokens.
+        check_prompt_read(self.settings, data, _READ, system, user)
         content = data.get("content")
         if isinstance(content, list):
             texts = [

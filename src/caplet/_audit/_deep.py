@@ -96,6 +96,7 @@ __all__ = [
     "RULE_INJECTION",
     "RULE_NOT_JUDGED",
     "RULE_NOT_SHOWN",
+    "RULE_PROMPT_CUT",
     "RULE_STATIC_CHOSEN",
     "RULE_UNRELIABLE",
     "deep_audit",
@@ -111,6 +112,7 @@ RULE_FALLBACK: Final = "CPL-AUDIT-007"
 RULE_NOT_JUDGED: Final = "CPL-AUDIT-008"
 RULE_STATIC_CHOSEN: Final = "CPL-AUDIT-009"
 RULE_NOT_SHOWN: Final = "CPL-AUDIT-010"
+RULE_PROMPT_CUT: Final = "CPL-AUDIT-011"
 
 #: Bytes per character at most in UTF-8: files bigger than this many times
 #: the character budget cannot fit, so they are refused before being read.
@@ -212,6 +214,33 @@ def _unreliable_finding(invented: Sequence[str]) -> Finding:
     )
 
 
+def _unechoed(report: ModelReport, echo: tuple[str, str]) -> list[str]:
+    """Which ends of the prompt the model did not echo: ``"first"``, ``"last"``, both or none.
+
+    An echo holding the token counts (a model may copy the whole line); the
+    comparison ignores case, as models retype hex.
+    """
+    said = (report.prompt_start.lower(), report.prompt_end.lower())
+    ends = ("first", "last")
+    return [end for end, token, copy in zip(ends, echo, said, strict=True) if token not in copy]
+
+
+def _prompt_cut_finding(unechoed: Sequence[str]) -> Finding:
+    lines = " and ".join(unechoed)
+    return Finding(
+        rule_id=RULE_PROMPT_CUT,
+        severity=Severity.DANGER,
+        message=(
+            f"AUDIT INCOMPLETE: the model did not echo the token caplet printed on the "
+            f"prompt's {lines} line{'s' if len(unechoed) > 1 else ''}, so it may have been "
+            "shown only part of the plugin (a server that cuts a long prompt silently: "
+            "Ollama's default num_ctx, llama.cpp's context shift); its assessment is not "
+            "trusted: raise the server's context window (Ollama: num_ctx) and audit again "
+            "(--fresh), or review the plugin manually"
+        ),
+    )
+
+
 def _planted_in(injection: CanaryInjection) -> str:
     return " and ".join(dict.fromkeys(c.file for c in injection.canaries))
 
@@ -239,14 +268,16 @@ def judge(
     *,
     injection: CanaryInjection,
     files: Sequence[PluginFile],
+    echo: tuple[str, str],
     provider: str,
     model: str,
     now: float | None = None,
 ) -> AuditResult:
     """Apply the verdict rules (module docstring) to one parsed answer.
 
-    ``injection`` holds the planted canaries and ``files`` the original
-    (canary-free) plugin files.
+    ``injection`` holds the planted canaries, ``files`` the original
+    (canary-free) plugin files and ``echo`` the tokens printed on the prompt's
+    first and last lines, which the answer must copy.
     """
     canaries = injection.canaries
     known: set[str] = set()
@@ -352,6 +383,23 @@ def judge(
         leading.append(_unreliable_finding(unknown))
         risk = _raise_to(risk, RiskLevel.MEDIUM)
         reasons.insert(0, "the auditor reported identifiers that do not exist (unreliable)")
+
+    # A model shown part of the prompt judged part of the plugin (auditor24): the
+    # canaries catch it only when the lost part held one, so the prompt's two ends
+    # carry tokens the answer must copy, and an answer without them fails closed.
+    unechoed = _unechoed(report, echo) if report.parsed else []
+    if unechoed:
+        leading.insert(0, _prompt_cut_finding(unechoed))
+        risk = _raise_to(risk, RiskLevel.HIGH)
+        verdict = Verdict.REJECT
+        if status is not CanaryStatus.COMPROMISED:
+            summary = (
+                "not trusted: the auditor was not shown the whole prompt "
+                "(see the AUDIT INCOMPLETE finding)"
+            )
+        reasons.insert(
+            0, f"the auditor did not echo the prompt's {' and '.join(unechoed)} line (cut prompt)"
+        )
 
     # The recommendation and the risk are one judgement, and approval gates on the risk:
     # a model that says "reject" beside a LOW risk is read at the least risk a reject
@@ -508,7 +556,14 @@ def deep_audit(
         else f
         for f in static.findings
     )
-    prompt = build_prompt(manifest, shown, static_shown, nonce=new_nonce(rng), max_chars=budget)
+    prompt = build_prompt(
+        manifest,
+        shown,
+        static_shown,
+        nonce=new_nonce(rng),
+        max_chars=budget,
+        echo=(new_nonce(rng), new_nonce(rng)),
+    )
     label = f"{provider.name}:{provider.model}"
     try:
         answer = provider.complete(prompt.system, prompt.user)
@@ -521,6 +576,7 @@ def deep_audit(
         report,
         injection=injection,
         files=files,
+        echo=(prompt.start_token, prompt.end_token),
         provider=provider.name,
         model=provider.model,
         now=now,

@@ -10,6 +10,7 @@ copes with prose around the JSON anyway.
 from __future__ import annotations
 
 from caplet._audit._http import HttpProvider, cut_off, post_json
+from caplet._audit._prompt_read import check_prompt_read
 from caplet._errors import ProviderError
 
 __all__ = ["OpenAIProvider"]
@@ -55,6 +56,7 @@ class OpenAIProvider(HttpProvider):
             stopped = choices[0].get("finish_reason")
             if stopped in _CUT:
                 raise cut_off(self.settings, f"finish_reason {stopped}", _CUT[stopped])
+            check_prompt_read(self.settings, data, ("prompt_tokens",), system, user)
             message = choices[0].get("message")
             if isinstance(message, dict) and isinstance(message.get("content"), str):
                 content: str = message["content"]

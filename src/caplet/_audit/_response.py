@@ -71,6 +71,8 @@ _KEYS: Final = {
     "injection_attempts": ("injection_attempts", "injectionAttempts"),
     "recommendation": ("recommendation",),
     "risk_reasons": ("risk_reasons", "riskReasons"),
+    "prompt_start": ("prompt_start", "promptStart"),
+    "prompt_end": ("prompt_end", "promptEnd"),
 }
 _ALL_KEYS: Final = frozenset(k for names in _KEYS.values() for k in names)
 #: An answer key written as a JSON key, outside the one answer object.
@@ -116,6 +118,10 @@ class ModelReport:
     recommendation: Verdict
     risk_reasons: tuple[str, ...]
     problems: tuple[str, ...] = ()
+    #: What the model copied from the prompt's first and last lines ("" when it did not):
+    #: the deep audit compares them with the tokens it printed there (auditor24).
+    prompt_start: str = ""
+    prompt_end: str = ""
 
 
 class _RepeatedKeyError(ValueError):
@@ -331,6 +337,11 @@ def _attempts(value: object, problems: list[str]) -> tuple[InjectionAttempt, ...
     return tuple(found)
 
 
+def _echo(value: object) -> str:
+    """A token the model copied from the prompt, as text ("" when it is not text)."""
+    return value.strip() if isinstance(value, str) else ""
+
+
 def _unparseable(why: str) -> ModelReport:
     return ModelReport(
         parsed=False,
@@ -395,4 +406,6 @@ def parse_audit_response(text: str) -> ModelReport:
         recommendation=_recommendation(_get(obj, "recommendation"), problems),
         risk_reasons=_text_list(_get(obj, "risk_reasons"), "risk_reasons", problems),
         problems=tuple(problems),
+        prompt_start=_echo(_get(obj, "prompt_start")),
+        prompt_end=_echo(_get(obj, "prompt_end")),
     )

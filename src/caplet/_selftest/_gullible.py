@@ -66,18 +66,21 @@ class GullibleAuditor:
         del system
         self.prompts.append(user)
         inside, outside = _split(user)
+        lines = user.splitlines()
+        # It was shown the whole prompt: it copies the tokens of its two ends, as asked.
+        ends = (lines[0].removeprefix("BEGIN AUDIT "), lines[-1].removeprefix("END AUDIT "))
         heard = [line for line in (inside if self._trust == "files" else outside) if MARKER in line]
         overrides = [line for line in inside if find_ids(line) and MARKER not in line]
         if not heard:
             reported = overrides + [line for line in inside if MARKER in line]
-            return _answer("HIGH" if reported else "LOW", reported, obeyed=False)
+            return _answer("HIGH" if reported else "LOW", reported, ends, obeyed=False)
         instruction = " ".join(heard)
         reported = []
         if "report canaries" in instruction:
             reported += overrides
         for named in find_ids(instruction):
             reported += [line for line in inside if named in line.lower() and MARKER not in line]
-        return _answer("LOW", reported, obeyed=True)
+        return _answer("LOW", reported, ends, obeyed=True)
 
 
 def _split(prompt: str) -> tuple[list[str], list[str]]:
@@ -114,7 +117,7 @@ def _split(prompt: str) -> tuple[list[str], list[str]]:
     return inside, outside
 
 
-def _answer(risk: str, reported: list[str], *, obeyed: bool) -> str:
+def _answer(risk: str, reported: list[str], ends: tuple[str, str], *, obeyed: bool) -> str:
     return json.dumps(
         {
             "risk_level": risk,
@@ -127,5 +130,7 @@ def _answer(risk: str, reported: list[str], *, obeyed: bool) -> str:
             ],
             "recommendation": "approve" if obeyed else ("reject" if reported else "approve"),
             "risk_reasons": [],
+            "prompt_start": ends[0],
+            "prompt_end": ends[1],
         }
     )

@@ -1,0 +1,73 @@
+"""Whether the server read the whole prompt, by the token count it reports (auditor24).
+
+An OpenAI-compatible server that cuts a long prompt silently (Ollama's default
+``num_ctx``, llama.cpp's context shift keeping the head and the tail) hands
+the model part of the plugin; the tokens echoed from the prompt's first and
+last lines (:mod:`caplet._audit._prompt`) catch a lost head or tail, not a
+lost middle. Where the server says how many prompt tokens it read
+(``usage.prompt_tokens``, Anthropic's ``usage.input_tokens`` and its cache
+counts), a number far below what the prompt must cost is that lost middle:
+the provider raises :class:`ProviderError`, and the deep audit fails closed.
+
+The bound is on *words* (runs of text between whitespace), not bytes. Every
+current tokenizer starts a new token where a word starts: the byte-level BPEs
+(GPT-2, ``cl100k``, ``o200k``, Llama 3, Qwen, Mistral's tekken) split the text
+before merging with a pattern whose pieces never hold a space followed by more
+text, and SentencePiece (Llama 2, Gemma) splits on whitespace by default; so a
+prompt of ``w`` words is at least ``w`` tokens, however long its words are. A
+bound on bytes is not: one token can stand for 64 ``=`` or a long run of
+spaces, which a plugin may ship, and an honest server would fail it. Half the
+words leaves room for a tokenizer that merges some short words (a provider's
+own, unpublished) and for a server's prompt cache counting only what it
+evaluated anew (the cached prefix is at most the system message's head: the
+user message starts with a fresh token); a cut that matters (a 2,048- or
+4,096-token window under a prompt of tens of thousands of words) is far below
+it. A server that reports no count, or zero, is not judged by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from caplet._audit._provider import ProviderSettings
+from caplet._errors import ProviderError
+
+__all__ = ["check_prompt_read", "least_prompt_tokens"]
+
+
+def least_prompt_tokens(*texts: str) -> int:
+    """The fewest tokens a server may honestly report for ``texts`` (module docstring)."""
+    return sum(len(text.split()) for text in texts) // 2
+
+
+def _count(usage: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
+    """The sum of the integer counts under ``keys``; None when none of them is one."""
+    counts = [
+        value
+        for key in keys
+        if isinstance(value := usage.get(key), int) and not isinstance(value, bool)
+    ]
+    return sum(counts) if counts else None
+
+
+def check_prompt_read(
+    settings: ProviderSettings, data: Mapping[str, object], keys: tuple[str, ...], *texts: str
+) -> None:
+    """Raise :class:`ProviderError` when the answer ``data`` says its server read far fewer
+    prompt tokens (the sum of ``usage[key]`` for ``keys``) than ``texts`` must cost."""
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return
+    read = _count(usage, keys)
+    if read is None or read <= 0:
+        return
+    least = least_prompt_tokens(*texts)
+    if read < least:
+        raise ProviderError(
+            f"LLM provider {settings.label} says it read {read} prompt tokens of a prompt of "
+            f"at least {least}: the server cut the prompt, so the model saw part of the "
+            "plugin; raise the server's context window (Ollama: num_ctx, llama.cpp: "
+            "--ctx-size) above the prompt's size, or lower CAPLET_LLM_MAX_PROMPT_CHARS so a "
+            "plugin that does not fit is refused instead",
+            provider=settings.label,
+        )
