@@ -26,7 +26,7 @@ from typing import Any
 from caplet._audit._canary_text import find_ids
 
 _NUMBERED = re.compile(r"^\s*(\d+)\| ?(.*)$")
-_FILE_START = re.compile(r"^<<<FILE [0-9a-f]+ (\S+) \(\d+ lines\)>>>$")
+_FILE_START = re.compile(r"^<<<FILE [0-9a-f]+ #\d+ (\S+) \(\d+ lines\)>>>$")
 
 
 @dataclass

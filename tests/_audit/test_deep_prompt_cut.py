@@ -103,7 +103,7 @@ def _tokens(text: str) -> int:
 
 def _block(prompt: str, path: str) -> tuple[int, int]:
     """Where the file block of ``path`` starts and ends in ``prompt``."""
-    start = re.search(rf"^<<<FILE [0-9a-f]+ {re.escape(path)} ", prompt, re.MULTILINE)
+    start = re.search(rf"^<<<FILE [0-9a-f]+ #\d+ {re.escape(path)} ", prompt, re.MULTILINE)
     assert start is not None, path
     end = prompt.index("<<<END FILE", start.start())
     return start.start(), prompt.index("\n", end) + 1

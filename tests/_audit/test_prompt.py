@@ -71,17 +71,20 @@ def test_prompt_shows_manifest_findings_and_numbered_files(plugin: Path) -> None
     user = prompt.user
     manifest_json = user.split("## Manifest (as parsed by caplet)\n\n", 1)[1].split("\n\n## ")[0]
     assert json.loads(manifest_json)["capabilities"] == ["fs.read:/srv/notes"]
-    assert "- warning CPL-X-001 at plugin.py:3: reads env" in user
     assert (
-        "<<<FILE 00ff00ff00ff00ff plugin.py (4 lines)>>>\n"
+        "<<<FINDINGS 00ff00ff00ff00ff>>>\n- warning CPL-X-001 at file #5, line 3: reads env\n"
+        "<<<END FINDINGS 00ff00ff00ff00ff>>>"
+    ) in user
+    assert (
+        "<<<FILE 00ff00ff00ff00ff #5 plugin.py (4 lines)>>>\n"
         "   1| import os\n   2| \n   3| def create_functions(config):\n   4|     return {}\n"
         "<<<END FILE 00ff00ff00ff00ff>>>"
     ) in user
     assert (
-        "<<<FILE 00ff00ff00ff00ff blob.bin (binary, 3 bytes, content not shown)>>>\n"
+        "<<<FILE 00ff00ff00ff00ff #2 blob.bin (binary, 3 bytes, content not shown)>>>\n"
         "<<<END FILE 00ff00ff00ff00ff>>>"
     ) in user
-    assert "<<<FILE 00ff00ff00ff00ff README.md (1 lines)>>>" in user
+    assert "<<<FILE 00ff00ff00ff00ff #1 README.md (1 lines)>>>" in user
     assert prompt.size == len(prompt.system) + len(prompt.user)
 
 
@@ -119,9 +122,9 @@ def test_plugin_text_never_starts_a_line_of_its_own_outside_the_file_blocks(
     headers = [line for line in lines if line.startswith(f"<<<FILE {nonce} ")]
     assert len(headers) == 4  # the binary file's name too stands on a delimiter line
     assert sum("INJECTED" in line for line in headers) == 2
-    # The description, two names, the finding's file and text, and plugin.toml's own
-    # text (numbered, in its file block).
-    assert user.count("INJECTED") == 6
+    # The description, two names, the finding's text (its file is named by its number,
+    # auditor24), and plugin.toml's own text (numbered, in its file block).
+    assert user.count("INJECTED") == 5
     manifest_json = user.split("## Manifest (as parsed by caplet)\n\n", 1)[1].split("\n\n## ")[0]
     assert json.loads(manifest_json)["description"] == described  # escaped, not changed
 

@@ -88,25 +88,24 @@ def _split(prompt: str) -> tuple[list[str], list[str]]:
 
     Only delimiters with the exact token of the first file block are real;
     inside a block the line-number prefix is removed. The manifest section
-    (caplet's JSON of the plugin's manifest) is plugin data too.
+    (caplet's JSON of the plugin's manifest) is plugin data too, and so is the
+    block of the static findings (auditor24: they quote the plugin's text).
     """
-    token = None
+    lines = prompt.splitlines()
+    token = next((m.group(1) for line in lines if (m := _FILE_START.match(line))), None)
     inside: list[str] = []
     outside: list[str] = []
     in_file = in_manifest = False
-    for line in prompt.splitlines():
+    for line in lines:
         if line.startswith("## "):
             in_manifest = line.startswith("## Manifest")
         elif in_manifest:
             inside.append(line)
             continue
-        start = _FILE_START.match(line)
-        if token is None and start:
-            token = start.group(1)
-        if token is not None and line.startswith(f"<<<FILE {token} "):
+        if token is not None and line.startswith((f"<<<FILE {token} ", f"<<<FINDINGS {token}>>>")):
             in_file = True
             continue
-        if token is not None and line == f"<<<END FILE {token}>>>":
+        if token is not None and line in (f"<<<END FILE {token}>>>", f"<<<END FINDINGS {token}>>>"):
             in_file = False
             continue
         if in_file:
