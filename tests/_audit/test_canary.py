@@ -282,3 +282,71 @@ def test_source_that_does_not_tokenize_gets_comments_at_the_end() -> None:
         canaries, result = one(source, seed)
         assert result.source.startswith(source)
         assert {c.form for c in canaries.canaries} == {CanaryForm.COMMENT}
+
+
+#: auditor24: a plugin written as one bracketed expression. Every line but the first is
+#: inside brackets, so the places of safe_insertion_lines were line 2 and the end.
+ONE_EXPRESSION = (
+    "create_functions = lambda config: {\n"
+    '    "main": {\n'
+    '        "run": lambda text: (\n'
+    + "".join(
+        f'            text.replace("{n:02d}", "<{n}>")[{n}:]\n            + \n' for n in range(40)
+    )
+    + '            ""\n'
+    "        ),\n"
+    '        "help": lambda: """usage:\n'
+    "    # not a comment: inside a string\n"
+    '    run(text)""",\n'
+    '        "sum": lambda a, b: a + \\\n'
+    "            b,\n"
+    "    },\n"
+    "}\n"
+)
+
+
+def _placed_before(injected: InjectedFile, last_line: int) -> int:
+    """The original line a canary ending at ``last_line`` was put before (n + 1 at the end)."""
+    for line in range(last_line + 1, len(injected.line_map) + 1):
+        if injected.original_line(line):
+            return injected.original_line(line)
+    return len([n for n in injected.line_map if n]) + 1
+
+
+def test_a_one_expression_plugin_cannot_confine_its_canaries() -> None:
+    """On main every canary of this plugin went before line 2 or after the last line
+    (none of its lines but the first is outside brackets), so a payload in the middle of
+    the expression was never near one. Comment canaries now go between the expression's
+    lines, spread over the file, and the file is the same program."""
+    lines = ONE_EXPRESSION.count("\n")
+    places: list[int] = []
+    for seed in range(60):
+        result, injected = one(ONE_EXPRESSION, seed)
+        assert ast.dump(ast.parse(injected.source)) == ast.dump(ast.parse(ONE_EXPRESSION))
+        assert strip_all(injected) == ONE_EXPRESSION
+        for canary in result.canaries:
+            places.append(_placed_before(injected, canary.last_line))
+            assert canary.form is CanaryForm.COMMENT  # no statement fits inside brackets
+            span = set(range(canary.first_line, canary.last_line + 1))
+            assert span <= comment_lines(injected.source), (seed, canary)
+    assert len(set(places)) >= 30, sorted(places)
+    for third in range(3):
+        share = [p for p in places if third * lines // 3 < p <= (third + 1) * lines // 3 + 1]
+        assert len(share) >= len(places) // 5, (third, sorted(places))
+    assert places.count(lines + 1) + places.count(2) < len(places) // 4, sorted(places)
+
+
+def test_no_comment_goes_inside_a_string_or_after_a_backslash() -> None:
+    """Near miss: the string and the continuation inside the brackets stay whole."""
+    source = ONE_EXPRESSION
+    string_lines = {n for n, line in enumerate(source.splitlines(), 1) if "usage:" in line}
+    inside_string = {min(string_lines) + 1, min(string_lines) + 2}
+    after_backslash = {
+        n + 1 for n, line in enumerate(source.splitlines(), 1) if line.endswith("\\")
+    }
+    for seed in range(80):
+        result, injected = one(source, seed)
+        for canary in result.canaries:
+            placed = _placed_before(injected, canary.last_line)
+            assert placed not in inside_string | after_backslash, (seed, placed)
+        assert ast.dump(ast.parse(injected.source)).count("not a comment: inside a string") == 1

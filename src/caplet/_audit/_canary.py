@@ -19,7 +19,11 @@ Differences from the seed, each closing a gap:
 * They are inserted where a new line may start at the top level of a block,
   found with :mod:`tokenize`: never inside a string, a bracketed expression
   or a backslash continuation, never before line 2 (nor before an encoding
-  cookie on line 2, PEP 263). The original lines are kept byte for byte; a
+  cookie on line 2, PEP 263). A comment may also go between the lines of a
+  bracketed expression (:func:`comment_insertion_lines`, auditor24), where
+  the file must still be the same program; a file with few places for a
+  statement (one bracketed expression) gets comment canaries only, spread
+  over it, so a plugin's shape cannot keep them to line 2 and the end. The original lines are kept byte for byte; a
   docstring or constant goes only where the file still parses with it
   (:func:`ast.parse`), otherwise the canary is a comment there. A comment
   canary is kept apart from the plugin's own comments by a blank line, so
@@ -50,6 +54,7 @@ __all__ = [
     "CanaryForm",
     "CanaryInjection",
     "InjectedFile",
+    "comment_insertion_lines",
     "inject_canaries",
     "safe_insertion_lines",
 ]
@@ -71,6 +76,10 @@ _CONSTANT_NAMES = (
 
 #: How many places a docstring or constant canary tries before it becomes a comment.
 _STRING_TRIES = 6
+
+#: A file with more than this many times as many places for a comment as for a statement
+#: (inside brackets: a plugin written as one expression) gets comment canaries only.
+_FEW_STATEMENT_PLACES = 4
 
 
 class CanaryForm(enum.Enum):
@@ -205,6 +214,41 @@ def safe_insertion_lines(source: str) -> tuple[int, ...]:
     return tuple(positions)
 
 
+def comment_insertion_lines(source: str) -> tuple[int, ...]:
+    """Line numbers ``L`` (2 .. n+1) before which a whole ``#`` comment line may be inserted.
+
+    The places of :func:`safe_insertion_lines`, and also every line inside
+    brackets whose previous line ends there (an ``NL`` token at any depth): a
+    comment line is legal between the lines of a bracketed expression, and
+    changes no token of it (auditor24: a plugin written as one bracketed
+    expression, ``create_functions = lambda config: {...}`` over hundreds of
+    lines, left a canary only line 2 and the end, so its payload sat where no
+    canary could be). Never inside a string (a triple-quoted string or an
+    f-string is one token, so no ``NL`` ends a line inside it) or after a
+    backslash continuation (which has no ``NL``). :func:`_plant` still checks
+    that the program is the same with the comment there.
+    """
+    lines = _split_lines(source)
+    count = len(lines)
+    safe = safe_insertion_lines(source)
+    if count == 0:
+        return safe
+    inside: set[int] = set()
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth = max(0, depth - 1)
+            elif token.type == tokenize.NL and depth > 0:
+                inside.add(token.start[0] + 1)
+    except (tokenize.TokenError, SyntaxError):
+        return safe
+    first = 3 if count >= 2 and _COOKIE.match(lines[1]) else 2
+    return tuple(sorted(set(safe) | {line for line in inside if first <= line <= count}))
+
+
 def _indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
@@ -325,11 +369,19 @@ def _plant(
         lines[-1] += newline
         source = "".join(lines)
     original_parses = _parses(source)
+    # A comment may also go between the lines of a bracketed expression (auditor24),
+    # where the program it joins must stay the same program.
+    program = _program(source) if original_parses else None
+    commentable = comment_insertion_lines(source) if program is not None else tuple(positions)
     blocks: list[_Block] = []
     taken: set[int] = set()
     for text in texts:
         free = [p for p in positions if p not in taken] or positions
         form = rng.choice(list(CanaryForm)) if original_parses else CanaryForm.COMMENT
+        if len(positions) * _FEW_STATEMENT_PLACES < len(commentable):
+            # Few places for a statement (one bracketed expression): a docstring or a
+            # constant could only go there, so a comment goes anywhere instead.
+            form = CanaryForm.COMMENT
         block: _Block | None = None
         if form is not CanaryForm.COMMENT:
             for position in rng.sample(free, min(_STRING_TRIES, len(free))):
@@ -339,16 +391,15 @@ def _plant(
                     block = candidate
                     break
         if block is None:
-            position = rng.choice(free)
-            before = lines[position - 2] if position >= 2 else ""
-            after = lines[position - 1] if position <= len(lines) else ""
-            block = _Block(
-                position,
+            block = _comment_block(
+                lines,
+                blocks,
                 text,
-                CanaryForm.COMMENT,
-                _render(text, CanaryForm.COMMENT, _comment_indent(lines, position), newline, rng),
-                blank_before=_is_comment_only(before),
-                blank_after=_is_comment_only(after),
+                newline=newline,
+                rng=rng,
+                places=(positions, commentable),
+                taken=taken,
+                program=program,
             )
         taken.add(block.position)
         blocks.append(block)
@@ -365,6 +416,72 @@ def _plant(
         for b, (first, last) in zip(blocks, spans, strict=True)
     ]
     return InjectedFile(path=path, source=injected, line_map=line_map), canaries
+
+
+def _program(source: str) -> str:
+    """The program ``source`` parses to, without positions: what a comment must not change."""
+    return ast.dump(ast.parse(source))
+
+
+def _comment_block(
+    lines: Sequence[str],
+    blocks: Sequence[_Block],
+    text: CanaryText,
+    *,
+    newline: str,
+    rng: random.Random,
+    places: tuple[Sequence[int], Sequence[int]],
+    taken: set[int],
+    program: str | None,
+) -> _Block:
+    """A comment canary at a random free place of ``places`` (the safe ones, and those
+    :func:`comment_insertion_lines` adds inside brackets).
+
+    A place inside brackets is taken only when the file with the comment there
+    parses to the same program (the tokenizer's word checked by the parser's),
+    and at most :data:`_STRING_TRIES` of them are tried; a safe place needs no
+    check, and one is always left.
+    """
+    safe, commentable = places
+    free = [p for p in commentable if p not in taken] or list(commentable)
+    before_it = program
+    if program is not None and blocks:
+        before_it = _program(_assemble(lines, blocks, newline)[0])
+    tries = 0
+    for position in rng.sample(free, len(free)):
+        inside = position not in safe
+        if inside and (before_it is None or tries >= _STRING_TRIES):
+            continue
+        candidate = _comment_at(lines, position, text, newline, rng)
+        if not inside:
+            return candidate
+        tries += 1
+        if _keeps(lines, [*blocks, candidate], newline, before_it or ""):
+            return candidate
+    left = [p for p in safe if p not in taken] or list(safe)
+    return _comment_at(lines, rng.choice(left), text, newline, rng)
+
+
+def _comment_at(
+    lines: Sequence[str], position: int, text: CanaryText, newline: str, rng: random.Random
+) -> _Block:
+    before = lines[position - 2] if position >= 2 else ""
+    after = lines[position - 1] if position <= len(lines) else ""
+    return _Block(
+        position,
+        text,
+        CanaryForm.COMMENT,
+        _render(text, CanaryForm.COMMENT, _comment_indent(lines, position), newline, rng),
+        blank_before=_is_comment_only(before),
+        blank_after=_is_comment_only(after),
+    )
+
+
+def _keeps(lines: Sequence[str], blocks: Sequence[_Block], newline: str, program: str) -> bool:
+    try:
+        return _program(_assemble(lines, blocks, newline)[0]) == program
+    except (SyntaxError, ValueError, RecursionError):
+        return False
 
 
 def inject_canaries(
