@@ -23,8 +23,9 @@ Differences from the seed, each closing a gap:
   bracketed expression (:func:`comment_insertion_lines`, auditor24), where
   the file must still be the same program; a file with few places for a
   statement (one bracketed expression) gets comment canaries only, spread
-  over it, so a plugin's shape cannot keep them to line 2 and the end. The original lines are kept byte for byte; a
-  docstring or constant goes only where the file still parses with it
+  over it, so a plugin's shape cannot keep them to line 2 and the end.
+  The original lines are kept byte for byte; a docstring or constant goes
+  only where the file still parses with it
   (:func:`ast.parse`), otherwise the canary is a comment there. A comment
   canary is kept apart from the plugin's own comments by a blank line, so
   "the comment" is exactly the canary's lines.

@@ -23,6 +23,12 @@ Seed 000's ``deepAudit``, in order:
      the plugin's words); identifiers it invented are reported as well;
    * UNRELIABLE (both canaries reported, but invented identifiers): a
      leading warning, LOW raised to MEDIUM;
+   * the answer does not echo the tokens printed on the prompt's first and
+     last lines (a server cut the prompt, and the model judged part of the
+     plugin: auditor24): a leading danger finding "AUDIT INCOMPLETE: ...",
+     at least HIGH, reject; a server that says it read far fewer prompt
+     tokens than the prompt must cost is a failed model
+     (:mod:`caplet._audit._prompt_read`);
    * nothing is dropped for quoting a canary: the quote is cut out of every
      finding, report, risk reason and the summary, and the rest is kept
      (a finding left with no words at all has nothing to keep);
