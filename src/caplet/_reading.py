@@ -33,6 +33,7 @@ import re2
 
 from caplet._display import FORMAT
 from caplet._lookalikes import LATIN, LETTERS, MARK_BOUNDS
+from caplet._marks import longest_mark_run, stream_safe
 
 __all__ = [
     "as_read",
@@ -116,7 +117,13 @@ def as_read(text: str) -> str:
     """
     if text.isascii():
         return text.translate(_BLANKS) if _ascii_blank(text) else text
-    hidden = _HIDDEN_UTF8.search(_utf8(text)) is not None  # tag characters are format too
+    encoded = _utf8(text)
+    # runs of marks bounded first: NFKC sorts each run in quadratic time (attack23); the
+    # joiners this puts in are default-ignorable, dropped below
+    safe = stream_safe(text, encoded)
+    if safe is not text:
+        text, encoded = safe, _utf8(safe)
+    hidden = _HIDDEN_UTF8.search(encoded) is not None  # tag characters are format too
     if hidden:
         text = text.translate(_TAGS)
     if not unicodedata.is_normalized("NFKC", text):
@@ -139,6 +146,8 @@ def reads_differently(text: str, encoded: bytes | None = None) -> bool:
         encoded = _utf8(text)
     return (
         _HIDDEN_UTF8.search(encoded) is not None
+        # before NFKC's check, which sorts a run of marks as NFKC does (attack23)
+        or longest_mark_run(text, encoded) is not None
         or not unicodedata.is_normalized("NFKC", text)
         or _FOLDED_UTF8.search(encoded) is not None
     )

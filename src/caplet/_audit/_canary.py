@@ -33,7 +33,6 @@ seeded :class:`random.Random` is passed, which tests do.
 
 from __future__ import annotations
 
-import ast
 import enum
 import io
 import random
@@ -44,6 +43,7 @@ from dataclasses import dataclass
 
 from caplet._audit._canary_text import CanaryText, compose_pair
 from caplet._errors import AuditError
+from caplet._marks import parse
 
 __all__ = [
     "Canary",
@@ -215,7 +215,7 @@ def _is_comment_only(line: str) -> bool:
 
 def _parses(source: str) -> bool:
     try:
-        ast.parse(source)
+        parse(source)  # a long run of marks refused (attack23): not parsed
     except (SyntaxError, ValueError, RecursionError):
         return False
     return True
