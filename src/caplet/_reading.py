@@ -25,6 +25,7 @@ nonspacing mark is dropped (mend19).
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 import unicodedata
 from typing import Final
@@ -33,6 +34,7 @@ import re2
 
 from caplet._display import FORMAT
 from caplet._lookalikes import LATIN, LETTERS, MARK_BOUNDS
+from caplet._marks import longest_mark_run, stream_safe
 
 __all__ = [
     "as_read",
@@ -74,25 +76,35 @@ _HIDDEN_UTF8: Final = re2.compile(
 _MARKS: Final = "".join(
     f"{MARK_BOUNDS[i]}-{MARK_BOUNDS[i + 1]}" for i in range(0, len(MARK_BOUNDS), 2)
 )
-#: Lookalike and accented letters as their ASCII letters, nonspacing marks as nothing.
-_FOLD: Final = {
-    **str.maketrans(LETTERS, LATIN),
-    **{
-        code: None
-        for i in range(0, len(MARK_BOUNDS), 2)
-        for code in range(ord(MARK_BOUNDS[i]), ord(MARK_BOUNDS[i + 1]) + 1)
-    },
-}
+
+
+@functools.cache
+def _fold_table() -> dict[int, int | None]:
+    """Lookalike and accented letters as their ASCII letters, nonspacing marks as nothing:
+    2,960 entries, built at the first text that needs them, not at import (0.4 ms of
+    every ``caplet scan``'s start-up, issue 16)."""
+    return {
+        **str.maketrans(LETTERS, LATIN),
+        **{
+            code: None
+            for i in range(0, len(MARK_BOUNDS), 2)
+            for code in range(ord(MARK_BOUNDS[i]), ord(MARK_BOUNDS[i + 1]) + 1)
+        },
+    }
+
+
 #: Any character the fold changes, over UTF-8: the prefilter's check (reads_differently).
 _FOLDED_UTF8: Final = re2.compile(f"[{re.escape(LETTERS)}{_MARKS}]".encode())
 
 
 def _fold(text: str) -> str:
-    """``text`` with :data:`_FOLD` applied to its lines that are not ASCII: a text with
-    one accented name in it is not translated whole (str.translate: 48 ns a character)."""
+    """``text`` with :func:`_fold_table` applied to its lines that are not ASCII: a text
+    with one accented name in it is not translated whole (str.translate: 48 ns a
+    character)."""
     if _FOLDED_UTF8.search(_utf8(text)) is None:
         return text
-    return "\n".join(line if line.isascii() else line.translate(_FOLD) for line in text.split("\n"))
+    fold = _fold_table()
+    return "\n".join(line if line.isascii() else line.translate(fold) for line in text.split("\n"))
 
 
 def _ascii_blank(text: str) -> bool:
@@ -116,7 +128,13 @@ def as_read(text: str) -> str:
     """
     if text.isascii():
         return text.translate(_BLANKS) if _ascii_blank(text) else text
-    hidden = _HIDDEN_UTF8.search(_utf8(text)) is not None  # tag characters are format too
+    encoded = _utf8(text)
+    # runs of marks bounded first: NFKC sorts each run in quadratic time (attack23); the
+    # joiners this puts in are default-ignorable, dropped below
+    safe = stream_safe(text, encoded)
+    if safe is not text:
+        text, encoded = safe, _utf8(safe)
+    hidden = _HIDDEN_UTF8.search(encoded) is not None  # tag characters are format too
     if hidden:
         text = text.translate(_TAGS)
     if not unicodedata.is_normalized("NFKC", text):
@@ -139,6 +157,8 @@ def reads_differently(text: str, encoded: bytes | None = None) -> bool:
         encoded = _utf8(text)
     return (
         _HIDDEN_UTF8.search(encoded) is not None
+        # before NFKC's check, which sorts a run of marks as NFKC does (attack23)
+        or longest_mark_run(text, encoded) is not None
         or not unicodedata.is_normalized("NFKC", text)
         or _FOLDED_UTF8.search(encoded) is not None
     )

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from caplet._findings import Finding
+from caplet._findings import Finding, Severity
 from caplet._scan._data_code import DataCode
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
 from tests._scan.prefilterkit import tree_both_ways
 from tests._scan.scankit import package_danger, write_tree
 
@@ -148,3 +150,21 @@ def test_only_files_that_may_hold_code_are_kept_from_an_archive() -> None:
 
     assert data.findings(scan, lambda path: None) == []
     assert scanned == ["pkg/init.json"]
+
+
+def test_code_in_a_data_file_with_a_long_run_of_marks_is_too_complex(tmp_path: Path) -> None:
+    # Attack (attack23's run of marks, in a second stage): a data file the package runs
+    # whose code holds an identifier of 2,000 marks was "not Python" to the data-file
+    # pass once parsing refused it; it is scanned, and judged too complex to check
+    stage = "a" + "\u0301\u0316" * 1_000 + " = 1\n" + _STAGE
+    files = {
+        "setup.py": "",
+        "colours/__init__.py": (
+            "import pkgutil\nexec(pkgutil.get_data(__name__, 'data/boot.txt'))\n"
+        ),
+        "colours/data/boot.txt": stage,
+    }
+    report = scan_tree(write_tree(tmp_path / "pkg-1.0", files), mode=ScanMode.PACKAGE)
+    [stage_run] = [f for f in report.findings if f.rule_id == "CPL-THR-016"]
+    assert (stage_run.file, stage_run.severity) == ("colours/data/boot.txt", Severity.DANGER)
+    assert "running colours/data/boot.txt (CPL-SCAN-002 inside)" in stage_run.message

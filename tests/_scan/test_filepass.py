@@ -318,3 +318,55 @@ def test_a_payload_after_too_many_hit_lines_in_an_oversized_file_is_reported(
     assert "more than 512 lines holding threat tokens; only lines 1-512 were checked" in (
         unchecked.message
     )
+
+
+#: A run of combining marks of two classes alternating in falling order (attack23): NFKC
+#: and CPython's tokenizer sort each run in quadratic time. 2,000 marks keep the test
+#: fast on code that would still parse them; real attacks used 120,000.
+MARK_RUN = "\u0301\u0316" * 1_000
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PLUGIN, ScanMode.PACKAGE], ids=lambda m: m.value)
+@pytest.mark.parametrize(
+    "line", ["a" + MARK_RUN + " = exec\n", "# a" + MARK_RUN + "\n", "x = 'a" + MARK_RUN + "'\n"]
+)
+def test_a_source_with_a_long_run_of_marks_is_too_complex_not_parsed(
+    tmp_path: Path, mode: ScanMode, line: str
+) -> None:
+    # Attack (attack23): a 240 KB plugin whose identifier, comment or string held such a
+    # run took 15 s to scan; a 2 MiB one about 70 times that. Now the file is not parsed
+    # (no real source holds a run past 30 marks: 9 in the 92,608 files of the benign
+    # corpus and the standard library) and is judged too complex, danger. Was parsed,
+    # with no CPL-SCAN-002, on 792f9b0.
+    (tmp_path / "plugin.py").write_text("import os\n" + line + DROPPER)
+    report = scan_tree(tmp_path, mode=mode)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER
+    assert (too_complex.file, too_complex.line) == ("plugin.py", 2)
+    assert "line 2 holds a run of 2000 combining marks (no real source holds more than 30)" in (
+        too_complex.message
+    )
+    assert "remove the run" in too_complex.message
+
+
+@pytest.mark.parametrize("mode", [ScanMode.PLUGIN, ScanMode.PACKAGE], ids=lambda m: m.value)
+def test_a_run_of_marks_within_the_bound_is_parsed_and_checked(
+    tmp_path: Path, mode: ScanMode
+) -> None:
+    # the near miss: 30 marks (more than any real source) are parsed as ever, and the
+    # payload beside them is found by the rules, not by the bound
+    (tmp_path / "plugin.py").write_text("a" + MARK_RUN[:30] + " = 1\n" + DROPPER)
+    report = scan_tree(tmp_path, mode=mode)
+    assert "CPL-SCAN-002" not in {f.rule_id for f in report.findings}
+    assert ("CPL-THR-001", Severity.DANGER) in {(f.rule_id, f.severity) for f in report.findings}
+
+
+def test_a_package_module_with_a_long_run_and_no_threat_token_is_no_verdict(
+    tmp_path: Path,
+) -> None:
+    # a package's module the prefilter decides without parsing is never parsed, so a run
+    # of marks in its text (folded by the prefilter, stream-safe) is no reason for danger
+    (tmp_path / "glyphs.py").write_text("# a" + MARK_RUN + "\nVALUE = 1\n")
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    assert not [f for f in report.findings if f.severity is Severity.DANGER]
+    assert report.files_parsed == 0

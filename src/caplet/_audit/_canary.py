@@ -38,7 +38,6 @@ seeded :class:`random.Random` is passed, which tests do.
 
 from __future__ import annotations
 
-import ast
 import enum
 import io
 import random
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 
 from caplet._audit._canary_text import CanaryText, compose_pair
 from caplet._errors import AuditError
+from caplet._marks import parse
 
 __all__ = [
     "Canary",
@@ -260,7 +260,7 @@ def _is_comment_only(line: str) -> bool:
 
 def _parses(source: str) -> bool:
     try:
-        ast.parse(source)
+        parse(source)  # a long run of marks refused (attack23): not parsed
     except (SyntaxError, ValueError, RecursionError):
         return False
     return True
@@ -420,8 +420,12 @@ def _plant(
 
 
 def _program(source: str) -> str:
-    """The program ``source`` parses to, without positions: what a comment must not change."""
-    return ast.dump(ast.parse(source))
+    """The program ``source`` parses to, without positions: what a comment must not change.
+
+    Parsed through :func:`caplet._marks.parse`, as every parse of plugin text is."""
+    import ast  # as _marks does: ast loads at the first parse, not at import
+
+    return ast.dump(parse(source))
 
 
 def _comment_block(

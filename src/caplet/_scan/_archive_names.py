@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Final
 
+from caplet._marks import stream_safe
 from caplet._scan._archive_model import ArchiveProblemKind
 
 __all__ = [
@@ -98,7 +99,9 @@ class Names:
 
     def is_duplicate(self, relative: str) -> bool:
         # NFC: "é" precomposed and decomposed are one file on macOS (NFD) filesystems.
-        key = unicodedata.normalize("NFC", relative)
+        # Runs of marks bounded first: NFC sorts each in quadratic time (attack23). Two
+        # names told apart only past a joiner are read as two; each is scanned anyway.
+        key = unicodedata.normalize("NFC", stream_safe(relative))
         if key in self._seen:
             return True
         self._seen.add(key)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from caplet._capabilities._model import Capability
 from caplet._findings import Finding
+from caplet._marks import parse
 from caplet._scan._archive import ArchiveMember, ArchiveProblem, ArchiveProblemKind
 from caplet._scan._build_requirements import build_requirement_findings, pyproject_pip_reads
 from caplet._scan._collect_names import (
@@ -553,7 +554,7 @@ def _runs_read_code(line: str) -> bool:
     (blind16: b16-ot-pth-exec-file, a stage shipped as a data file the scan does not read
     as a module). exec of the line's own literal is coverage's start-up line, not this."""
     try:
-        tree = ast.parse(line)
+        tree = parse(line)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return any(

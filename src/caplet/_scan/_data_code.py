@@ -17,14 +17,14 @@ scan, since an archive's members come in any order.
 
 from __future__ import annotations
 
-import ast
 import json
 import posixpath
 import re
 import warnings
 from collections.abc import Callable, Iterator
 
-from caplet._findings import Finding
+from caplet._findings import Finding, Severity
+from caplet._marks import LongMarkRunError, parse
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
@@ -130,7 +130,7 @@ class DataCode:
                     f.rule_id
                     for t in texts
                     for f in scan(t, relative)
-                    if rule(f.rule_id).kind is RuleKind.THREAT
+                    if rule(f.rule_id).kind is RuleKind.THREAT or _unchecked(f)
                 }
             )
             if inside:
@@ -139,6 +139,13 @@ class DataCode:
                 file_scan.emit("CPL-THR-016", api, 1, None)
                 found.extend(file_scan.findings)
         return found
+
+
+def _unchecked(finding: Finding) -> bool:
+    """Whether ``finding`` says code that runs could not be checked and may hide a threat
+    (CPL-SCAN-002 as danger: a long run of marks, too deep to survey, beside threat
+    tokens); a stage made unreadable on purpose is a stage too (attack23)."""
+    return finding.rule_id == "CPL-SCAN-002" and finding.severity is Severity.DANGER
 
 
 def _code_texts(relative: str, data: bytes) -> list[str]:
@@ -183,7 +190,9 @@ def _parses(text: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes in data are not our warnings
-            ast.parse(text)
+            parse(text)
+    except LongMarkRunError:
+        return True  # not parsed here: the file pass judges it too complex (attack23)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Collection
 
 from caplet._findings import Finding
+from caplet._marks import LongMarkRunError, parse
 from caplet._scan._escaped_strings import escaped_view, with_escaped_strings
 from caplet._scan._filescan import FileScan
 from caplet._scan._glued_forms import with_glued_forms
@@ -237,6 +238,16 @@ def _scan_text(
             escalation=_threat_tokens(unread, ScanMode.PACKAGE),
         )
         tree = mended[0] if mended else None
+    except LongMarkRunError as exc:
+        # not parsed: the parser would sort the run's marks in quadratic time (attack23);
+        # danger as any file too complex to check (a plugin's always)
+        scan.emit(
+            "CPL-SCAN-002",
+            str(exc),
+            exc.line,
+            None,
+            escalation=_cannot_check(text, mode, runs_itself),
+        )
     except UnicodeEncodeError as exc:  # lone surrogates in an in-memory str
         line = text.count("\n", 0, exc.start) + 1
         scan.emit("CPL-SCAN-003", f"UnicodeEncodeError: {exc.reason}", line, None)
@@ -400,7 +411,7 @@ def _lines_of(text: str, numbers: Collection[int]) -> str:
 def _parse(text: str, file: str) -> ast.AST:
     """:func:`ast.parse` (the caller has paused the collector: its thousands of nodes
     would otherwise be walked while they are made, a tenth of a package scan's CPU)."""
-    tree = ast.parse(text, filename=file)
+    tree = parse(text, filename=file)
     if any(escape in text for escape in _SURROGATE_ESCAPES):
         _replace_surrogates(tree)
     return tree

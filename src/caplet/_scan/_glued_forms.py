@@ -35,7 +35,6 @@ whether the name is worth hiding (CPL-THR-003).
 
 from __future__ import annotations
 
-import ast
 import re
 import warnings
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from typing import Any, Final
 
 import re2
 
+from caplet._marks import parse
 from caplet._scan._glued_values import RefusedError, literal_value, renamed_adders, renamed_back
 from caplet._scan._indicators import indicator_set
 from caplet._scan._lookup_patterns import LOOKUP_ANY_NAME
@@ -197,7 +197,7 @@ def _found(text: str) -> tuple[str, str, list[int], list[str]] | None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "\d" warns (attack11), as _filepass parses
-                expression = ast.parse(f"({written}\n)", mode="eval").body
+                expression = parse(f"({written}\n)", mode="eval").body
             value = literal_value(renamed_back(expression, renamed) if renamed else expression)
         except (RefusedError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue

@@ -25,6 +25,8 @@ import tomllib
 import warnings
 from collections.abc import Callable, Collection, Iterable
 
+from caplet._marks import parse
+
 __all__ = [
     "MAX_INSTALLER_MODULES",
     "build_backends",
@@ -48,7 +50,7 @@ def _imported(text: str) -> set[str]:
             # "1if" or "\d" warn while parsing: a warning must not escape into the host
             # (printed, or raised under -W error; attack11), as _filepass parses
             warnings.simplefilter("ignore")
-            tree = ast.parse(text)
+            tree = parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         # a setup.py nested past the parser's depth ("'a'" + ".__add__('b')" * 5000, 65 kB)
         # raised RecursionError out of the scan (attack11); the scan of the file itself

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 
+from caplet._marks import parse
+
 __all__ = ["MAX_MENDS", "mend", "requoted"]
 
 #: Lines replaced at most before the file is read as text only.
@@ -43,7 +45,7 @@ def mend(text: str, file: str, error: SyntaxError) -> tuple[ast.Module, tuple[in
         if requote is not None:
             lines[lineno - 1] = requote
             try:
-                return ast.parse("\n".join(lines), filename=file), tuple(mended)
+                return parse("\n".join(lines), filename=file), tuple(mended)
             except SyntaxError as exc:
                 if exc.lineno != lineno:
                     lineno = exc.lineno  # this line reads now: the parser stops further on
@@ -55,7 +57,7 @@ def mend(text: str, file: str, error: SyntaxError) -> tuple[ast.Module, tuple[in
         lines[lineno - 1] = indent + ("if 1:" if original.rstrip().endswith(":") else "pass")
         mended.append(lineno)
         try:
-            return ast.parse("\n".join(lines), filename=file), tuple(mended)
+            return parse("\n".join(lines), filename=file), tuple(mended)
         except SyntaxError as exc:
             lineno = exc.lineno
         except (ValueError, RecursionError, MemoryError):

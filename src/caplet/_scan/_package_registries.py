@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import re2
 
 from caplet._findings import Finding
+from caplet._marks import parse
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
@@ -191,7 +192,7 @@ def _parse(text: str) -> tuple[ast.Module, Flow] | None:
     from caplet._scan._syntax import Survey, survey
 
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     result = survey(tree, _MAX_DEPTH, _MAX_NODES)

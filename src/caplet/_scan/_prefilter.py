@@ -46,6 +46,7 @@ from typing import Any, Final, Literal
 
 import re2
 
+from caplet._marks import stream_safe
 from caplet._reading import reads_differently
 from caplet._scan._aliases import follow, note_binding
 from caplet._scan._glue_patterns import GLUE_FORMS, GLUES
@@ -307,10 +308,12 @@ class Prefilter:
         folding's UTF-8 and what the two sets find in it (with :data:`BLIND` if one
         could not answer), remembered."""
         if seen.folded is None:
-            if unicodedata.is_normalized("NFKC", seen.text):
+            # runs of marks bounded first: NFKC sorts each in quadratic time (attack23)
+            safe = stream_safe(seen.text, seen.encoded)
+            if safe is seen.text and unicodedata.is_normalized("NFKC", safe):
                 seen.folded = True
             else:
-                folding = utf8(unicodedata.normalize("NFKC", seen.text))
+                folding = utf8(unicodedata.normalize("NFKC", safe))
                 seen.folded = folding, frozenset(self._set.Match(folding) or ())
         return seen.folded
 
@@ -439,8 +442,10 @@ class Prefilter:
         set could not answer."""
         found: set[int] = set()
         texts = [text]
-        if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
-            texts.append(unicodedata.normalize("NFKC", text))
+        if not text.isascii():
+            safe = stream_safe(text)  # runs of marks bounded first (attack23)
+            if safe is not text or not unicodedata.is_normalized("NFKC", safe):
+                texts.append(unicodedata.normalize("NFKC", safe))
         for each in texts:
             answer = sets.Match(utf8(each)) or ()
             if BLIND in answer:
