@@ -20,6 +20,7 @@ LAYERS = [
         "_errors_request",
         "_findings",
         "_lookalikes",
+        "_marks",
         "_numbers",
         "_reading",
         "_suggest",
