@@ -171,3 +171,39 @@ def test_a_host_no_peer_can_see_shares_no_writable_grant_and_says_so(
         assert reader, reader.reason
         assert host.call("reader", "main.read", str(data / "a.txt")) == "a\n"
     assert any("could not publish where every caplet process" in r.message for r in caplog.records)
+
+
+def test_no_plugin_may_write_where_the_hosts_meet(
+    base: Path,
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+) -> None:
+    # A worker of a user's host is the user: with fs.write over /tmp it could remove
+    # the beacons (the hosts unseen) or plant a FIFO for a peer's grants.json. The
+    # meeting folder is guarded as caplet's state: no writable grant contains it, and a
+    # read grant gets it hidden. Near miss: a folder beside it in the base is granted.
+    beside = base / "notes"
+    beside.mkdir()
+    give_to_worker(beside)
+    make_plugin(
+        "writer",
+        source=WRITER,
+        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["write", "read"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "state", launcher) as host:
+        host.discover()
+        folder = base / f"caplet-{os.geteuid()}"
+        outcome = host.enable("writer", config={"root": str(base)}, consent=True)
+        assert not outcome, "a plugin was given write access where the hosts meet"
+        assert f"is writable and contains {folder}, another caplet state directory" in (
+            outcome.reason
+        )
+        inside = host.enable("writer", config={"root": str(folder)}, consent=True)
+        assert not inside
+        assert f"contains {folder}, another caplet state directory" in inside.reason
+        outcome = host.enable("writer", config={"root": str(beside)}, consent=True)
+        assert outcome, outcome.reason
+        assert host.call("writer", "main.write", str(beside / "todo.txt"), "kept")
