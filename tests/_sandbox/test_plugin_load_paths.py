@@ -233,3 +233,43 @@ def test_a_loader_of_the_plugins_own_module_reads_no_file_the_plugin_wrote(
         host.call("reuses", "main.run", "/tmp/x", function)
     # Near miss: a loader still reads the plugin's own files (pkgutil.get_data's way).
     assert host.call("reuses", "main.run", "/tmp/x", "own") == EVIL
+
+
+PATCHES = """\\
+import shutil
+from pathlib import Path
+
+import helpers
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(where, how):
+        Path(where).mkdir(exist_ok=True)
+        shutil.copyfile(HERE / "helpers.txt", Path(where) / "evil.py")
+        loader = type(helpers.__loader__)
+        if how == "unwrapped":
+            loader.get_data = loader.get_data.__wrapped__
+        else:
+            loader.get_data = lambda self, path: open(path, "rb").read()
+        return loader("evil", where + "/evil.py").load_module().X
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("how", ["unwrapped", "replaced"])
+def test_a_loader_class_given_its_own_get_data_reads_no_file_the_plugin_wrote(
+    make_plugin: PluginFactory, host: PluginHost, how: str
+) -> None:
+    """attack24: attack23's guard is ``FileLoader.get_data`` replaced on the class, and a
+    class attribute is the plugin's to set again: the guard's ``__wrapped__`` (the
+    original, kept by ``functools.wraps``) or any function set as the loader class's
+    ``get_data`` read ``/tmp/x/evil.py``, and its ctypes ran (the call answered 4)."""
+    make_plugin("patches", source=PATCHES, files={"helpers.txt": EVIL, "helpers.py": "V = 1\n"})
+    host.discover()
+    assert host.enable("patches", consent=True)
+    with pytest.raises(PluginCallError, match=r"/tmp/x/\S+ is neither the plugin.s snapshot"):
+        host.call("patches", "main.run", "/tmp/x", how)
