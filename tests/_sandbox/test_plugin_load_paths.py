@@ -251,8 +251,12 @@ def create_functions(config):
         loader = type(helpers.__loader__)
         if how == "unwrapped":
             loader.get_data = loader.get_data.__wrapped__
-        else:
+        elif how == "replaced":
             loader.get_data = lambda self, path: open(path, "rb").read()
+        else:  # a snapshot path for the module, the bytes of the file the plugin wrote
+            evil = open(where + "/evil.py", "rb").read()
+            loader.get_data = lambda self, path: evil
+            return loader("evil", helpers.__file__).load_module().X
         return loader("evil", where + "/evil.py").load_module().X
 
     return {"main": {"run": run}}
@@ -260,16 +264,76 @@ def create_functions(config):
 
 
 @pytest.mark.security
-@pytest.mark.parametrize("how", ["unwrapped", "replaced"])
+@pytest.mark.parametrize("how", ["unwrapped", "replaced", "forged"])
 def test_a_loader_class_given_its_own_get_data_reads_no_file_the_plugin_wrote(
     make_plugin: PluginFactory, host: PluginHost, how: str
 ) -> None:
     """attack24: attack23's guard is ``FileLoader.get_data`` replaced on the class, and a
     class attribute is the plugin's to set again: the guard's ``__wrapped__`` (the
     original, kept by ``functools.wraps``) or any function set as the loader class's
-    ``get_data`` read ``/tmp/x/evil.py``, and its ctypes ran (the call answered 4)."""
+    ``get_data`` read ``/tmp/x/evil.py``, and its ctypes ran (the call answered 4); or
+    one handing the copied bytes to a loader of a snapshot path."""
     make_plugin("patches", source=PATCHES, files={"helpers.txt": EVIL, "helpers.py": "V = 1\n"})
     host.discover()
     assert host.enable("patches", consent=True)
-    with pytest.raises(PluginCallError, match=r"/tmp/x/\S+ is neither the plugin.s snapshot"):
+    expected = (
+        r"helpers.py: the source importlib was handed is not that file's content"
+        if how == "forged"
+        else r"/tmp/x/\S+ is neither the plugin.s snapshot"
+    )
+    with pytest.raises(PluginCallError, match=expected):
         host.call("patches", "main.run", "/tmp/x", how)
+
+
+MAKES_CODE = """\
+import json
+import types
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def template():
+    return 0
+
+
+def create_functions(config):
+    def run(how):
+        if how == "own":
+            # Near miss: the runtime's own code objects (types.coroutine replaces a
+            # function's code), a standard module imported now (its .pyc checked), an
+            # async function (asyncio's first import).
+            @types.coroutine
+            def gen():
+                yield
+
+            import fractions
+
+            async def later():
+                return 2
+
+            import asyncio
+
+            return [type(gen).__name__, str(fractions.Fraction(1, 2)), asyncio.run(later())]
+        shape = json.loads((HERE / "shape.json").read_text())
+        code = template.__code__.replace(co_consts=tuple(shape["consts"]))
+        return type(template)(code, {})()
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+def test_a_code_object_the_plugin_makes_never_runs(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """attack24: bytecode from the plugin's data runs without any loader: a code object
+    made with ``code.replace`` (or ``type(f.__code__)(...)``, neither an API the scanner
+    names) and a function of it (``type(f)(code, {})``). Refused where it is made.
+    Near miss: the runtime's own code objects, a .pyc imported now, an async call."""
+    make_plugin("makes", source=MAKES_CODE, files={"shape.json": '{"consts": [null, 42]}'})
+    host.discover()
+    assert host.enable("makes", consent=True)
+    with pytest.raises(PluginCallError, match=r"made a code object .* no scanner read"):
+        host.call("makes", "main.run", "replace")
+    assert host.call("makes", "main.run", "own") == ["function", "1/2", 2]
