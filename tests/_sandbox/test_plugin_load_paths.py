@@ -13,6 +13,7 @@ red-team switch (the static gate off), so what is measured is the worker alone.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -315,6 +316,11 @@ def create_functions(config):
             import asyncio
 
             return [type(gen).__name__, str(fractions.Fraction(1, 2)), asyncio.run(later())]
+        if how == "marshal":
+            import marshal
+
+            code = marshal.loads(bytes.fromhex((HERE / "code.hex").read_text()))
+            return type(template)(code, {})()
         shape = json.loads((HERE / "shape.json").read_text())
         code = template.__code__.replace(co_consts=tuple(shape["consts"]))
         return type(template)(code, {})()
@@ -331,9 +337,56 @@ def test_a_code_object_the_plugin_makes_never_runs(
     made with ``code.replace`` (or ``type(f.__code__)(...)``, neither an API the scanner
     names) and a function of it (``type(f)(code, {})``). Refused where it is made.
     Near miss: the runtime's own code objects, a .pyc imported now, an async call."""
-    make_plugin("makes", source=MAKES_CODE, files={"shape.json": '{"consts": [null, 42]}'})
+    code = marshal.dumps((lambda: 42).__code__).hex()
+    files = {"shape.json": '{"consts": [null, 42]}', "code.hex": code}
+    make_plugin("makes", source=MAKES_CODE, files=files)
     host.discover()
     assert host.enable("makes", consent=True)
-    with pytest.raises(PluginCallError, match=r"made a code object .* no scanner read"):
-        host.call("makes", "main.run", "replace")
+    for how in ("replace", "marshal"):
+        with pytest.raises(PluginCallError, match=r"made a code object .* no scanner read"):
+            host.call("makes", "main.run", how)
     assert host.call("makes", "main.run", "own") == ["function", "1/2", 2]
+
+
+RUNS_TEXT = """\
+import codeop
+import dataclasses
+import runpy
+import timeit
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run(how):
+        text = (HERE / "helpers.txt").read_text()
+        if how == "timeit":
+            return timeit.Timer("pass", setup=text).timeit(1)
+        if how == "codeop":
+            return type(run)(codeop.compile_command(text, "x", "exec"), {})()
+        if how == "runpy":
+            return runpy.run_path(str(HERE / "helpers.txt"))["X"]
+        # Near miss: the runtime's own code generators, run during a call.
+        point = dataclasses.make_dataclass("Point", ["x", "y"])
+        return point(1, 2).x
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("how", ["timeit", "codeop", "runpy"])
+def test_text_the_plugin_reads_never_runs_through_the_standard_librarys_runners(
+    make_plugin: PluginFactory, host: PluginHost, how: str
+) -> None:
+    """attack24: ``timeit.Timer("pass", setup=text).timeit(1)``, ``codeop.compile_command``
+    (and a function of its code) and ``runpy.run_path`` of the plugin's ``helpers.txt``
+    (``import ctypes``) ran it; the scanner named none of them (one warning, the read).
+    Near miss: a dataclass made during a call (the runtime compiles its methods)."""
+    make_plugin("runs", source=RUNS_TEXT, files={"helpers.txt": EVIL})
+    host.discover()
+    assert host.enable("runs", consent=True)
+    with pytest.raises(PluginCallError, match=r"compiles the text it is given and runs it"):
+        host.call("runs", "main.run", how)
+    assert host.call("runs", "main.run", "dataclass") == 1

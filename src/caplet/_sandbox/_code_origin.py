@@ -19,6 +19,9 @@ imported:
   file, or to return other bytes under a snapshot path, is refused;
 - ``marshal.loads`` called by importlib (``_compile_bytecode``, a ``.pyc``): the
   same for its ``bytecode_path``, after the 16-byte header;
+- ``compile`` called by the standard library's runners of text (``timeit``,
+  ``codeop``, ``code``, ``runpy``, ``doctest``, ``pdb``, ``bdb``, ``profile``,
+  ``cProfile``, ``trace``): refused; the scanner names none of them as dynamic code;
 - ``code.__new__`` (a code object made or ``replace``-d) called by code outside
   the runtime (the plugin's own): refused. The runtime's own uses stay
   (``types.coroutine`` flips a flag of a function's code).
@@ -39,6 +42,22 @@ __all__ = ["guard_code_origin"]
 
 #: The frames of importlib itself (frozen into the interpreter).
 _IMPORTLIB = frozenset(("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"))
+#: The standard library's modules that compile text they are handed and run it
+#: (``timeit.Timer(text).timeit()``, ``codeop.compile_command(text)``, ``runpy.run_path``):
+#: none is a name the scanner reads as dynamic code, and text from the plugin's data
+#: ran through them. The runtime's code generators (dataclasses, namedtuple) stay.
+_TEXT_RUNNERS = (
+    "timeit.py",
+    "codeop.py",
+    "code.py",
+    "runpy.py",
+    "doctest.py",
+    "pdb.py",
+    "bdb.py",
+    "cProfile.py",
+    "profile.py",
+    "trace.py",
+)
 #: The bytes of a .pyc before its marshalled code object.
 _PYC_HEADER = 16
 #: The most bytes of a file read to compare (a source the scanner reads is at most 2 MiB;
@@ -56,6 +75,11 @@ def guard_code_origin(roots: tuple[str, ...], runtime: tuple[str, ...]) -> None:
     isabs: Callable[[str], bool] = os.path.isabs
     getframe: Callable[[int], FrameType] = sys._getframe
     read = _reader(os.open, os.read, os.close)
+    stdlib = normpath(os.path.dirname(os.__file__)) + sep  # noqa: PTH120 (no pathlib here)
+    # As files, and as frozen into the interpreter (runpy is, in 3.11).
+    runners = frozenset(stdlib + name for name in _TEXT_RUNNERS) | frozenset(
+        f"<frozen {name[: -len('.py')]}>" for name in _TEXT_RUNNERS
+    )
 
     def inside(path: object) -> str:
         """``path`` as ``_plugin_load._within`` reads it, or ImportError."""
@@ -82,19 +106,36 @@ def guard_code_origin(roots: tuple[str, ...], runtime: tuple[str, ...]) -> None:
             caller = getframe(1)
             if caller.f_code.co_filename in _IMPORTLIB:
                 same(args[1], args[0], 0, "source")
+            elif caller.f_code.co_filename in runners or (
+                normpath(caller.f_code.co_filename) in runners
+            ):
+                raise RuntimeError(
+                    f"{caller.f_code.co_filename} compiles the text it is given and runs it: "
+                    "code no scanner read (a plugin's code is its .py files)"
+                )
         elif event == "marshal.loads":
             caller = getframe(1)
             if caller.f_code.co_filename in _IMPORTLIB:
                 same(caller.f_locals.get("bytecode_path"), args[0], _PYC_HEADER, "bytecode")
+            elif not of_runtime(caller.f_code.co_filename):
+                # marshal makes code objects without code.__new__.
+                raise RuntimeError(refusal(caller.f_code.co_filename, "marshal.loads"))
         elif event == "code.__new__":
             where = getframe(1).f_code.co_filename
-            if not where.startswith("<frozen ") and not (
-                (normpath(where) + sep).startswith(runtime) if isabs(where) else False
-            ):
-                raise RuntimeError(
-                    f"{where} made a code object (types.CodeType, code.replace): it would "
-                    "run bytecode no scanner read; a plugin's code is its .py files"
-                )
+            if not of_runtime(where):
+                raise RuntimeError(refusal(where, "types.CodeType, code.replace"))
+
+    def of_runtime(where: str) -> bool:
+        """Whether code of the file ``where`` is the runtime's (or frozen into it)."""
+        if where.startswith("<frozen "):
+            return True
+        return isabs(where) and (normpath(where) + sep).startswith(runtime)
+
+    def refusal(where: str, how: str) -> str:
+        return (
+            f"{where} made a code object ({how}): it would run bytecode no scanner read; "
+            "a plugin's code is its .py files"
+        )
 
     sys.addaudithook(hook)
 
