@@ -390,3 +390,42 @@ def test_text_the_plugin_reads_never_runs_through_the_standard_librarys_runners(
     with pytest.raises(PluginCallError, match=r"compiles the text it is given and runs it"):
         host.call("runs", "main.run", how)
     assert host.call("runs", "main.run", "dataclass") == 1
+
+
+SHARED = """\\
+import importlib.util
+import shutil
+import select
+from pathlib import Path
+
+
+def create_functions(config):
+    def run(where):
+        Path(where).mkdir(exist_ok=True)
+        copy = str(Path(where) / Path(select.__file__).name)
+        shutil.copyfile(select.__file__, copy)
+        loader = type(select.__loader__)("select", copy)
+        spec = importlib.util.spec_from_loader("select", loader, origin=copy)
+        try:
+            module = loader.create_module(spec)
+        except ImportError as exc:
+            return str(exc)
+        return "loaded " + str(module)
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+def test_a_shared_object_the_plugin_copied_never_loads(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """attack24, held: the class of an extension module's loader (``ExtensionFileLoader``,
+    named by no import API the scanner reads) made for a shared object in ``/tmp``: no
+    ``get_data`` is asked, ``dlopen`` maps it, and the jail's ``/tmp`` is ``noexec``."""
+    make_plugin("shared", source=SHARED)
+    host.discover()
+    assert host.enable("shared", consent=True)
+    answer = host.call("shared", "main.run", "/tmp/x")
+    assert not answer.startswith("loaded"), answer
+    assert "failed to map segment from shared object" in answer
