@@ -393,19 +393,27 @@ def test_text_the_plugin_reads_never_runs_through_the_standard_librarys_runners(
 
 
 SHARED = """\\
+import importlib
 import importlib.util
 import shutil
-import select
 from pathlib import Path
+
+#: Modules a runtime builds as shared objects (which are, differs: Debian's has select
+#: built in, pyenv's not).
+CANDIDATES = ("select", "_json", "_struct", "array", "math", "_decimal", "_hashlib", "_ssl")
 
 
 def create_functions(config):
     def run(where):
+        for name in CANDIDATES:
+            found = importlib.import_module(name)
+            if getattr(found, "__file__", "").endswith(".so"):
+                break
         Path(where).mkdir(exist_ok=True)
-        copy = str(Path(where) / Path(select.__file__).name)
-        shutil.copyfile(select.__file__, copy)
-        loader = type(select.__loader__)("select", copy)
-        spec = importlib.util.spec_from_loader("select", loader, origin=copy)
+        copy = str(Path(where) / Path(found.__file__).name)
+        shutil.copyfile(found.__file__, copy)
+        loader = type(found.__loader__)(name, copy)
+        spec = importlib.util.spec_from_loader(name, loader, origin=copy)
         try:
             module = loader.create_module(spec)
         except ImportError as exc:
