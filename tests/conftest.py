@@ -72,6 +72,7 @@ SECURITY_TESTS = (
     "tests/_host/test_program_reach.py",
     "tests/_host/test_peer_code.py",
     "tests/_host/test_run_dir.py",
+    "tests/_host/test_meeting.py",
     "tests/_host/test_host_state.py",
     "tests/_host/test_guest.py",
     "tests/_host/test_context_hostile.py",
@@ -113,6 +114,9 @@ def _isolated_environment(
 ) -> None:
     """No test may touch the real home directory or the user's caplet state."""
     home = tmp_path_factory.mktemp("home")
+    # Where the hosts of one test meet whatever their HOME (caplet._host._meeting), and
+    # no other test's: /tmp/caplet-<uid> is every test run's of this user.
+    monkeypatch.setenv("CAPLET_TEST_PEER_BASES", str(tmp_path_factory.mktemp("peers")))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

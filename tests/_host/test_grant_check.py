@@ -1187,3 +1187,137 @@ def test_a_writable_grant_beside_where_the_default_state_directory_would_be_is_g
         outcome = host.enable("maker", config={"root": str(notes)}, consent=True)
         assert outcome, outcome.reason
         assert host.call("maker", "main.make", str(notes / "sub"), "todo.txt", "kept")
+
+
+LOOKER = """
+import os
+
+def create_functions(config):
+    def look(path):
+        try:
+            inside = os.stat(path)
+            above = os.stat(os.path.dirname(path))
+        except OSError as exc:
+            return {"errno": exc.errno}
+        try:
+            with open(os.path.join(path, "caplet.db"), "rb") as handle:
+                database = handle.read(16).hex()
+        except OSError as exc:
+            database = exc.errno
+        return {"hidden": inside.st_dev != above.st_dev, "db": database}
+
+    def read(path):
+        with open(path) as handle:
+            return handle.read()
+
+    return {"main": {"look": look, "read": read}}
+"""
+
+
+@pytest.mark.parametrize("which", ["CAPLET_STATE_DIR", "platform"])
+def test_a_read_grant_hides_a_default_state_directory_made_after_the_worker_started(
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    which: str,
+) -> None:
+    """attack24: a read grant hides the state directories below it that exist when the
+    worker starts. An application on a state directory of its own granted
+    ``fs.read`` over the folder where the default state directory would be made
+    (``CAPLET_STATE_DIR``'s, before the user's first ``caplet`` there); the worker
+    started, then a ``caplet`` on that state directory made it and its ``caplet.db``,
+    and the running plugin read the approvals of every process made after it."""
+    if which == "platform":
+        state = user_state_dir()
+    else:
+        state = tmp_path / "shared" / "project-state"
+        monkeypatch.setenv("CAPLET_STATE_DIR", str(state))
+    shared = state.parent
+    shared.mkdir(parents=True, exist_ok=True)
+    (shared / "notes.txt").write_text("public\n", encoding="utf-8")
+    make_plugin(
+        "looker",
+        source=LOOKER,
+        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["look", "read"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
+        host.discover()
+        outcome = host.enable("looker", config={"root": str(shared)}, consent=True)
+        assert outcome, outcome.reason
+        assert host.call("looker", "main.read", str(shared / "notes.txt")) == "public\n"
+        with make_host(plugins_dir, state, launcher) as later:
+            later.discover()  # makes the state directory and its caplet.db, as any host does
+        assert (state / "caplet.db").is_file()
+        seen = host.call("looker", "main.look", str(state))
+        assert seen != {"errno": 2}, "the state directory is not there in the jail"
+        assert seen["hidden"], f"a state directory made later is not hidden: {seen}"
+        assert seen["db"] in (2, 13)
+        notes = [d.detail for d in host.manager.store.decisions("looker") if d.action == "grant"]
+    assert any(f"caplet's state directory {state} is hidden" in note for note in notes)
+
+
+def test_a_read_grant_where_a_state_directory_cannot_be_made_to_hide_it_is_refused(
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the host cannot make now to hide, another process may make later: refused,
+    # naming the plugin, the capability and the fix. Near miss: a read grant beside
+    # where it would be made is granted, and nothing is made for it.
+    shared = tmp_path / "shared"
+    (shared / "notes").mkdir(parents=True)
+    (shared / "notes" / "todo.txt").write_text("kept\n", encoding="utf-8")
+    (shared / "in-the-way").write_text("a file\n", encoding="utf-8")
+    state = shared / "in-the-way" / "state"
+    monkeypatch.setenv("CAPLET_STATE_DIR", str(state))
+    make_plugin(
+        "looker",
+        source=LOOKER,
+        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["look", "read"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
+        host.discover()
+        outcome = host.enable("looker", config={"root": str(shared)}, consent=True)
+        assert not outcome, "a grant over where a state directory may be made later was given"
+        assert (
+            f"plugin 'looker': capability 'fs.read:${{config.root}}' (path '{shared}') contains "
+            f"{shared}, the folder where the caplet state directory {state} would be made, "
+            "and caplet cannot make it now"
+        ) in outcome.reason
+        assert f"mkdir -m 700 {state}" in outcome.reason
+        beside = host.enable("looker", config={"root": str(shared / "notes")}, consent=True)
+        assert beside, beside.reason
+        assert host.call("looker", "main.read", str(shared / "notes" / "todo.txt")) == "kept\n"
+
+
+def test_a_read_grant_beside_where_a_state_directory_would_be_makes_nothing(
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Near miss of the made-in-advance state directory: only a grant that would
+    # contain it makes it.
+    state = tmp_path / "elsewhere" / "project-state"
+    monkeypatch.setenv("CAPLET_STATE_DIR", str(state))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("a\n", encoding="utf-8")
+    make_plugin(
+        "looker",
+        source=LOOKER,
+        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        modules='[modules.main]\nfunctions = ["look", "read"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
+        host.discover()
+        assert host.enable("looker", config={"root": str(data)}, consent=True)
+        assert host.call("looker", "main.read", str(data / "a.txt")) == "a\n"
+    assert not state.parent.exists()

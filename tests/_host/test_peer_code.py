@@ -99,6 +99,8 @@ class Peer:
                 "PYTHONPATH": f"{Path(caplet.__file__).parents[1]}:{lib}",
                 "HOME": str(user_home),
                 "XDG_STATE_HOME": str(user_home / ".local" / "state"),
+                # Where this test's caplet processes meet whatever their HOME (conftest).
+                **{k: v for k, v in os.environ.items() if k == "CAPLET_TEST_PEER_BASES"},
             },
         )
         assert self._line() == "ready"
@@ -335,6 +337,71 @@ def test_a_grant_beside_the_import_folder_of_a_process_on_another_state_director
     give_to_worker(out)
     _plugins(make_plugin)
     peer = Peer(plugins_dir, tmp_path / "app-state", lib, home=Path(os.environ["HOME"]))
+    try:
+        host.discover()
+        outcome = host.enable("writer", config={"root": str(out)}, consent=True)
+        assert outcome, outcome.reason
+        assert host.call("writer", "main.write", str(out / "notes.txt"), "kept")
+        ok, reason = json.loads(peer.ask("enable"))
+        assert ok, reason
+    finally:
+        peer.close()
+
+
+@pytest.mark.parametrize("home", ["another HOME", "a home it cannot write"])
+def test_a_process_of_another_home_is_a_peer_too(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    lib: Path,
+    tmp_path: Path,
+    home: str,
+) -> None:
+    """attack24: hosts met in the user's platform state directory, which HOME (and
+    XDG_STATE_HOME) names: a process run with ``HOME=/tmp/x`` (``sudo -H``, a service
+    unit, ``env -i``), or whose home it cannot write (its beacon not made), was no
+    peer of the user's ``caplet``, which granted ``fs.write`` over the folder that
+    process imports from; the plugin wrote a module there and the process ran it."""
+    other = tmp_path / "other-home"
+    if home == "another HOME":
+        other.mkdir()
+    else:
+        other.write_text("a file where the home would be\n", encoding="utf-8")
+    _plugins(make_plugin)
+    peer = Peer(plugins_dir, tmp_path / "app-state", lib, home=other)
+    try:
+        host.discover()
+        outcome = host.enable("writer", config={"root": str(lib)}, consent=True)
+        if outcome:  # the attack, where the grant is given (main)
+            assert host.call("writer", "main.write", str(lib / "r19_planted.py"), PLANTED)
+            assert peer.ask("import") != "the plugin ran in the other process", (
+                "the plugin's module ran in a caplet process of another HOME"
+            )
+        assert not outcome, "a folder a process of another HOME imports from was granted"
+        assert f"writable and contains {lib}, a folder another live caplet process of this " in (
+            outcome.reason
+        )
+    finally:
+        peer.close()
+
+
+def test_a_grant_beside_the_import_folder_of_a_process_of_another_home(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    plugins_dir: Path,
+    lib: Path,
+    tmp_path: Path,
+) -> None:
+    # Near miss of the meeting folders: a data folder beside the library folder of a
+    # process of another HOME is granted and written, and that process, seeing the
+    # host's grant, still enables its own plugin.
+    out = tmp_path / "out"
+    out.mkdir()
+    give_to_worker(out)
+    other = tmp_path / "other-home"
+    other.mkdir()
+    _plugins(make_plugin)
+    peer = Peer(plugins_dir, tmp_path / "app-state", lib, home=other)
     try:
         host.discover()
         outcome = host.enable("writer", config={"root": str(out)}, consent=True)

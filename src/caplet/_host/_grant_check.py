@@ -48,7 +48,7 @@ from caplet._capabilities._model import (
     FsCapability,
     ProcExecCapability,
 )
-from caplet._errors import CapabilityError, SandboxError
+from caplet._errors import CapabilityError, SandboxError, StoreError
 from caplet._host._inode_chain import Node, chain_from_fd, inode_chain
 from caplet._host._mirrors import read_mount_table
 from caplet._host._program_names import linked_and_writable
@@ -61,6 +61,7 @@ from caplet._sandbox._resolve import (
     access_problem,
     open_no_links,
 )
+from caplet._trust._paths import ensure_private_dir
 from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 from caplet._trust._sqlite import SqliteStore
 
@@ -222,11 +223,6 @@ def _plan_paths(
     notes: list[str] = []
     state_chain = inode_chain(protected.state_dir)
     store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
-    state_chains = [
-        state_chain,
-        store_chain,
-        *(inode_chain(path) for path in protected.other_states),
-    ]
     for capability in capabilities:
         writable = capability.kind is CapabilityKind.FS_WRITE
         where = f"plugin {plugin!r}: capability {capability.declared!r} (path {capability.root!r})"
@@ -246,6 +242,12 @@ def _plan_paths(
                 _refuse_kernel_interfaces(where, capability.root)
                 _refuse_writable_over(where, own, protected)
             else:
+                _make_to_hide(where, (info.st_dev, info.st_ino), protected.other_states)
+                state_chains = [
+                    state_chain,
+                    store_chain,
+                    *(inode_chain(path) for path in protected.other_states),
+                ]
                 for chain in state_chains:
                     hidden = _hidden_state(capability.root, (info.st_dev, info.st_ino), chain)
                     if hidden and hidden not in masks:
@@ -524,6 +526,45 @@ def _refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths
             )
 
 
+def _make_to_hide(where: str, grant: tuple[int, int], states: Sequence[Path]) -> None:
+    """Make each default state directory that a read grant would contain once made.
+
+    A read grant hides the state directories inside it that exist when the worker
+    starts (an empty sealed tmpfs mounted over each); one a later caplet process makes
+    (the first ``caplet`` on ``CAPLET_STATE_DIR``'s) appears in the running worker's
+    bind mount unhidden, with its approvals, decision log and ``ctx.kv`` (attack24).
+    The jail cannot mount over a folder that is not there, and must not make one in
+    the host's folder from inside; the host makes it now, empty and private, as that
+    first process would, and it is hidden like any other. When it cannot be made
+    (a file in the way, a folder this user may not write), the grant is refused:
+    what this process cannot make now, another may make later."""
+    for state in states:
+        if inode_chain(state):
+            continue  # it exists: hidden as a state directory
+        nearest = _nearest_existing(state)
+        if grant not in {(node.device, node.inode) for node in inode_chain(nearest)}:
+            continue  # the grant does not contain where it would be made
+        try:
+            ensure_private_dir(state)
+        except StoreError as exc:
+            raise CapabilityError(
+                f"{where} contains {nearest}, the folder where the caplet state directory "
+                f"{state} would be made, and caplet cannot make it now to hide it from the "
+                f"plugin ({exc}); a caplet process that makes it later would show the plugin "
+                "its approvals, decision log and ctx.kv values: make that folder (mkdir -m 700 "
+                f"{state}) or grant a folder that does not contain it"
+            ) from exc
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path``'s nearest folder that exists (``/`` at worst): a file in the way is no
+    folder, and whoever may replace it may make the state directory there."""
+    nearest = path.parent
+    while not nearest.is_dir() and nearest != nearest.parent:
+        nearest = nearest.parent
+    return nearest
+
+
 def _would_be_made(states: Sequence[Path]) -> list[tuple[Path, str, bool]]:
     """For each default state directory that does not exist yet, its nearest existing
     folder, guarded against being contained: a writable grant over it could make the
@@ -534,9 +575,7 @@ def _would_be_made(states: Sequence[Path]) -> list[tuple[Path, str, bool]]:
     for state in states:
         if inode_chain(state):
             continue  # it exists: guarded as a state directory
-        nearest = state.parent
-        while not inode_chain(nearest) and nearest != nearest.parent:
-            nearest = nearest.parent
+        nearest = _nearest_existing(state)
         found.append(
             (nearest, f"the folder where the caplet state directory {state} would be made", False)
         )

@@ -65,6 +65,7 @@ from caplet._host._records import (
     Outcome,
     PluginState,
 )
+from caplet._host._run_dir import unseen_warning
 from caplet._host._validate import compile_validators
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
@@ -212,6 +213,15 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             )
         except (ConfigError, CapabilityError) as exc:
             return self._refuse(name, "enable", str(exc))
+        shared = next((c for c in resolved if _shares((c,))), None)
+        if shared is not None and self._run_directory().unseen:
+            # Fail safe (attack24): what no other process can see, they could not refuse.
+            return self._refuse(
+                name,
+                "enable",
+                f"plugin {name!r}: capability {shared.declared!r}: "
+                f"{unseen_warning(self._run_directory().unseen)}",
+            )
         try:
             # Resolved once, without links, and pinned: the jail mounts these inodes.
             plan = plan_grants(
@@ -545,7 +555,11 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             lockfile=self.lockfile_path,
             plugins_dir=self.plugins_dir,
             runtime=runtime_paths(),
-            other_states=_other_state_dirs(self.state_dir),
+            # The meeting folders too: a plugin writing there hides this host (attack24).
+            other_states=(
+                *_other_state_dirs(self.state_dir),
+                *self._run_directory().meeting_folders,
+            ),
             store_dir=store_directory(self.store),
             policy_file=self.policy_file,
             installed=self._installed_folders(),

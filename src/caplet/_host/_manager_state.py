@@ -40,7 +40,7 @@ from caplet._host._records import (
     Outcome,
     PluginState,
 )
-from caplet._host._run_dir import RunDir
+from caplet._host._run_dir import RunDir, unseen_warning
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
@@ -240,6 +240,8 @@ class ManagerState:
     def _run_directory(self) -> RunDir:
         if self._run is None:
             self._run = RunDir(self.state_dir)
+            if self._run.unseen:
+                logger.warning("caplet: %s", unseen_warning(self._run.unseen))
             # Best effort here (an audit, an approval on a full disk fail on their own
             # writes, as before); every enable publishes again and fails closed.
             with contextlib.suppress(StoreError):

@@ -38,8 +38,16 @@ for every state directory): a locked lock file and a folder holding the same
 peers of its own ``run`` folder and of that one (attack22: a process with a
 state directory of its own imported a module a plugin of the default state
 directory's host wrote into its ``PYTHONPATH`` folder). A host that cannot
-make its beacon (a read-only home) is seen only by the hosts of its own state
-directory, as before.
+make its beacon (a read-only home) was seen only by the hosts of its own state
+directory.
+
+That folder depends on ``HOME``: a host run with another one met nobody there
+(attack24). Every host now also keeps a beacon in each of the user's *meeting
+folders* (:mod:`caplet._host._meeting`: ``caplet-<uid>`` in ``/run/user/<uid>``
+and in ``/tmp``, named by the uid alone, checked through their descriptors), and
+reads the peers of those too. A host with a beacon in none is seen by no host of
+another home or state directory: :attr:`RunDir.unseen` says why, and its enables
+that others would have to know about are refused.
 """
 
 from __future__ import annotations
@@ -49,18 +57,19 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from caplet._atomic import exclusive_lock
 from caplet._errors import PluginTreeError, StoreError
 from caplet._host._grant_check import GrantPlan
+from caplet._host._meeting import Meeting, open_meetings
 from caplet._sandbox._grants import PathGrant
 from caplet._trust._paths import ensure_private_dir, user_state_dir
 from caplet._trust._snapshot import remove_snapshot
 
-__all__ = ["RUN_SUBDIR", "RunDir"]
+__all__ = ["RUN_SUBDIR", "RunDir", "unseen_warning"]
 
 #: The state directory's subdirectory holding every host's run directory.
 RUN_SUBDIR = "run"
@@ -80,7 +89,7 @@ _CODE = "code.json"
 class RunDir:
     """One host's private run directory under ``<state dir>/run``; removed by :meth:`close`."""
 
-    __slots__ = ("_beacon", "_beacon_fd", "_code", "_lock", "_lock_fd", "path")
+    __slots__ = ("_beacons", "_code", "_lock", "_lock_fd", "_meetings", "_unseen", "path")
 
     def __init__(self, state_dir: Path) -> None:
         try:
@@ -104,7 +113,46 @@ class RunDir:
                 f"cannot create caplet's run directory {self.path} ({exc.strerror}); check "
                 "that the state directory is writable"
             ) from exc
-        self._beacon, self._beacon_fd = _beacon(parent)
+        self._beacons: list[tuple[Path, int]] = []
+        platform = _platform_beacon(parent)
+        if platform is not None:
+            self._beacons.append(platform)
+        self._meetings = open_meetings()
+        self._unseen = self._meet()
+
+    def _meet(self) -> str:
+        """A beacon in each meeting folder; why the host is unseen when in none ("" when
+        it has one)."""
+        reasons = []
+        for meeting in self._meetings:
+            if meeting.fd < 0:
+                if meeting.refusal:
+                    reasons.append(meeting.refusal)
+                continue
+            try:
+                self._beacons.append(_make_beacon(meeting.path))
+            except OSError as exc:
+                reasons.append(f"no beacon could be made in {meeting.name} ({exc.strerror})")
+        if len(self._meetings_used()) == 0:
+            tried = ", ".join(str(m.name) for m in self._meetings)
+            return "; ".join(reasons) or f"none of {tried} exists"
+        return ""
+
+    def _meetings_used(self) -> list[Meeting]:
+        parents = {beacon.parent for beacon, _ in self._beacons}
+        return [m for m in self._meetings if m.fd >= 0 and m.path in parents]
+
+    @property
+    def unseen(self) -> str:
+        """Why the caplet processes of this user with another home or state directory do
+        not see this one (no beacon in any meeting folder); "" when they do."""
+        return self._unseen
+
+    @property
+    def meeting_folders(self) -> tuple[Path, ...]:
+        """The meeting folders this host publishes in, as named (guarded like caplet's
+        state: a plugin writing there could hide a host from its peers)."""
+        return tuple(m.name for m in self._meetings_used())
 
     def publish(
         self,
@@ -133,16 +181,17 @@ class RunDir:
 
     @contextmanager
     def _publish_lock(self) -> Iterator[None]:
-        """The publication lock of every ``run`` folder this host publishes in: the
-        user's (its beacon's) first, then its own, the same order in every host."""
+        """The publication lock of every folder this host publishes in, taken in the
+        order of the folders' inodes: the same order in every host, whichever of them
+        it shares (no two hosts wait for each other's second lock)."""
         with ExitStack() as stack:
-            for folder in self._folders()[::-1]:
-                stack.enter_context(exclusive_lock(folder.parent / _PUBLISH_LOCK))
+            for parent in _by_identity(folder.parent for folder in self._folders()):
+                stack.enter_context(exclusive_lock(parent / _PUBLISH_LOCK))
             yield
 
     def _folders(self) -> tuple[Path, ...]:
-        """Where this host publishes: its run directory, then its beacon (if any)."""
-        return (self.path,) if self._beacon is None else (self.path, self._beacon)
+        """Where this host publishes: its run directory, then its beacons."""
+        return (self.path, *(beacon for beacon, _ in self._beacons))
 
     def _write(self, plans: Mapping[str, GrantPlan]) -> None:
         data = {
@@ -203,14 +252,19 @@ class RunDir:
         lock), in this state directory's ``run`` folder and the user's."""
         # Ours by the lock files' inodes, not their paths: a state directory named
         # through a link (or relative) spells the user's run folder otherwise.
-        ours = {_identity(fd) for fd in (self._lock_fd, self._beacon_fd) if fd >= 0}
-        parents = dict.fromkeys(
-            (self.path.parent, _shared_run(), *(f.parent for f in self._folders()))
+        ours = {_identity(fd) for fd in (self._lock_fd, *(fd for _, fd in self._beacons))}
+        shared = _shared_run()
+        parents = _by_identity(
+            (
+                self.path.parent,
+                *((shared,) if shared is not None else ()),
+                *(m.path for m in self._meetings if m.fd >= 0),
+                *(f.parent for f in self._folders()),
+            ),
+            missing_too=False,
         )
         found: list[Path] = []
         for parent in parents:
-            if parent is None:
-                continue
             try:
                 locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
             except OSError:
@@ -240,15 +294,29 @@ class RunDir:
         try:
             remove_snapshot(self.path)
             self._lock.unlink(missing_ok=True)
-            if self._beacon is not None:
-                remove_snapshot(self._beacon)
-                self._beacon.with_name(self._beacon.name + _LOCK).unlink(missing_ok=True)
+            for beacon, _ in self._beacons:
+                remove_snapshot(beacon)
+                beacon.with_name(beacon.name + _LOCK).unlink(missing_ok=True)
         finally:
             os.close(self._lock_fd)
             self._lock_fd = -1
-            if self._beacon_fd >= 0:
-                os.close(self._beacon_fd)
-                self._beacon_fd = -1
+            for _, fd in self._beacons:
+                os.close(fd)
+            self._beacons = []
+            for meeting in self._meetings:
+                if meeting.fd >= 0:
+                    os.close(meeting.fd)
+            self._meetings = ()
+
+
+def unseen_warning(reason: str) -> str:
+    """What an unseen host (:attr:`RunDir.unseen`) tells its user, and what it refuses."""
+    return (
+        "this process could not publish where every caplet process of this user looks "
+        f"({reason}), so one with another home or state directory does not see which "
+        "folders this process imports from, nor what its plugins may write and run; "
+        "plugins with fs.write or proc.exec are refused here until that is fixed"
+    )
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -273,29 +341,50 @@ def _shared_run() -> Path | None:
         return None
 
 
-def _beacon(own_parent: Path) -> tuple[Path | None, int]:
-    """This host's beacon in the user's ``run`` folder and its locked lock (module
-    docstring); (None, -1) when the host's own ``run`` folder is that one, or when the
-    beacon cannot be made (the host is then seen by its own state directory's hosts)."""
+def _platform_beacon(own_parent: Path) -> tuple[Path, int] | None:
+    """This host's beacon in the user's platform ``run`` folder and its locked lock
+    (module docstring); None when the host's own ``run`` folder is that one, or when the
+    beacon cannot be made there (a read-only home: the meeting folders remain)."""
     shared = _shared_run()
     if shared is None:
-        return None, -1
+        return None
     try:
         if shared.exists() and shared.samefile(own_parent):
-            return None, -1
-        parent = ensure_private_dir(ensure_private_dir(shared.parent) / RUN_SUBDIR)
-        _sweep(parent)
-        fd, lock = _locked_lock_file(parent)
+            return None
+        return _make_beacon(ensure_private_dir(ensure_private_dir(shared.parent) / RUN_SUBDIR))
     except (OSError, StoreError):
-        return None, -1
+        return None
+
+
+def _make_beacon(parent: Path) -> tuple[Path, int]:
+    """A beacon (a folder beside a locked lock file) in ``parent``, the dead hosts' swept
+    first: (its path, its lock's fd). OSError when it cannot be made."""
+    _sweep(parent)
+    fd, lock = _locked_lock_file(parent)
     beacon = Path(lock[: -len(_LOCK)])
     try:
         beacon.mkdir(mode=0o700)
     except OSError:
         os.close(fd)
         Path(lock).unlink(missing_ok=True)
-        return None, -1
+        raise
     return beacon, fd
+
+
+def _by_identity(paths: Iterable[Path], *, missing_too: bool = True) -> list[Path]:
+    """``paths`` once each by device and inode (two spellings of one folder are one),
+    ordered by them. One that cannot be looked up raises OSError, or is left out when
+    not ``missing_too``."""
+    found: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            if missing_too:
+                raise
+            continue
+        found.setdefault((info.st_dev, info.st_ino), path)
+    return [found[key] for key in sorted(found)]
 
 
 def _replace(path: Path, text: str) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from caplet._sandbox._code_origin import guard_code_origin
 from caplet._sandbox._context import PluginContext
 from caplet._sandbox._protocol import Init, crossing
 
@@ -175,6 +176,17 @@ def _read_directories_only(snapshot: str) -> None:
 
         return guard
 
+    # The runtime alone: where code may make code objects (types.coroutine does).
+    runtime = tuple(
+        dict.fromkeys(
+            root.rstrip(os.sep) + os.sep
+            for entry in given[1:]
+            for root in (os.path.normpath(entry), os.path.realpath(entry))
+        )
+    )
+    # The guard below is Python attributes a plugin can set again; the audit hook is
+    # not (attack24), and checks what importlib compiles against the file it names.
+    guard_code_origin(roots, runtime)
     sys.path_hooks[:] = [guarded(hook) for hook in sys.path_hooks]
     cache = sys.path_importer_cache
     for directory in list(cache):

@@ -1,0 +1,136 @@
+"""Where every caplet process of one user meets its peers, whatever its HOME (attack24).
+
+attack22 gave each host a beacon in the user's platform state directory's
+``run`` folder, which ``HOME`` and ``XDG_STATE_HOME`` name: a process run with
+``HOME=/tmp/x`` (``sudo -H``, a service unit, ``env -i``) or one whose home it
+cannot write met nobody there, and the user's ``caplet`` granted ``fs.write``
+over the folder that process imports from. Each host now also keeps a beacon
+in a folder named by its uid alone, ``caplet-<uid>``, in every *base* that
+exists: ``/run/user/<uid>`` (made by the system for a login session) and
+``/tmp``. Both, not the first that exists: a service without a session (cron,
+a unit) has no ``/run/user/<uid>``, one with a private ``/tmp`` sees another
+``/tmp``, and two hosts meet where they have one in common.
+
+``/tmp`` is every user's, so the folder may be there before the user's first
+host, made by someone else (a folder of theirs, a link to one, a folder others
+may write) to read or forge what the hosts publish. It is made with mkdir(2)
+and opened once, without following a link, relative to the base's descriptor;
+its owner and mode are checked on that descriptor, and every later use goes
+through it (``/proc/self/fd/N``), so a name is never checked and then opened
+again. A base others may write must be sticky (no one else can rename or
+remove the folder in it). A folder that fails is not used, and the host says
+why (:attr:`Meeting.refusal`); one that cannot be made anywhere leaves the
+host unseen by the others, which :mod:`caplet._host._manager_enable` refuses
+to share grants from (a fail-safe, attack24).
+
+``CAPLET_TEST_PEER_BASES`` (test-only, like ``CAPLET_TEST_CRASH_AT``) replaces
+the bases, a ``:``-separated list, so that the suite's hosts meet only each
+other: the folder in it is checked the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PEER_BASES_ENV", "Meeting", "meeting_bases", "open_meetings"]
+
+#: Test-only: the bases the meeting folders are made in (module docstring).
+PEER_BASES_ENV = "CAPLET_TEST_PEER_BASES"
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Meeting:
+    """One base's meeting folder: open (``fd`` >= 0), or why not (``refusal``)."""
+
+    #: The folder as named (``/tmp/caplet-1000``), for messages and the grant guard.
+    name: Path
+    fd: int = -1
+    #: Why the folder is not used ("" when it is, or when its base does not exist).
+    refusal: str = ""
+
+    @property
+    def path(self) -> Path:
+        """The folder reached through its checked descriptor, never by its name again."""
+        return Path(f"/proc/self/fd/{self.fd}")
+
+
+def meeting_bases() -> tuple[Path, ...]:
+    """The bases a meeting folder is made in (module docstring)."""
+    override = os.environ.get(PEER_BASES_ENV, "")
+    if override:
+        return tuple(Path(part) for part in override.split(os.pathsep) if part)
+    # /tmp by its name, not TMPDIR: every process of the user must name the same one.
+    return (Path(f"/run/user/{os.geteuid()}"), Path("/tmp"))  # noqa: S108 (checked by fd)
+
+
+def open_meetings() -> tuple[Meeting, ...]:
+    """Each base's meeting folder, made when missing and checked (module docstring)."""
+    name = f"caplet-{os.geteuid()}"
+    return tuple(_open(base, name) for base in meeting_bases())
+
+
+def _open(base: Path, name: str) -> Meeting:
+    folder = base / name
+    try:
+        base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return Meeting(folder)  # no such base here (no login session): not a failure
+    try:
+        problem = _base_problem(os.fstat(base_fd))
+        if problem:
+            return Meeting(folder, refusal=f"{base} {problem}")
+        try:
+            os.mkdir(name, 0o700, dir_fd=base_fd)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, _DIRECTORY, dir_fd=base_fd)
+        except OSError as exc:
+            return Meeting(
+                folder,
+                refusal=f"{folder} is no folder of its own, a symbolic link or a file "
+                f"({exc.strerror}); whoever made it may read or forge what caplet publishes "
+                "there: have it removed and start again",
+            )
+    except OSError as exc:
+        return Meeting(folder, refusal=f"{folder} cannot be made ({exc.strerror})")
+    finally:
+        os.close(base_fd)
+    problem = _folder_problem(os.fstat(fd))
+    if problem:
+        os.close(fd)
+        return Meeting(folder, refusal=f"{folder} {problem}")
+    return Meeting(folder, fd)
+
+
+def _base_problem(info: os.stat_result) -> str:
+    """Why a base cannot hold the folder ("" when it can): one others may write must be
+    sticky, so that nobody but the folder's owner (and root) renames or removes it."""
+    if info.st_uid not in (0, os.geteuid()):
+        return f"belongs to uid {info.st_uid}, neither you nor root"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        return f"may be written by others and is not sticky (mode {stat.S_IMODE(info.st_mode):04o})"
+    return ""
+
+
+def _folder_problem(info: os.stat_result) -> str:
+    """Why the opened folder is not this user's private one ("" when it is). A folder
+    someone else made, or one others could write into, may hold what they put there
+    (a FIFO for a peer's grants.json holds every enable that reads it)."""
+    if info.st_uid != os.geteuid():
+        return (
+            f"belongs to uid {info.st_uid}, not to you (uid {os.geteuid()}): another user made "
+            "it before your first caplet process; have it removed (as root) and start again"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        return (
+            f"has mode {mode:04o}: others may have put files in it; remove it (rm -r) and "
+            "start again"
+        )
+    return ""
