@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import ast
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
+from caplet._scan import _syntax
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
+from caplet._scan._syntax import Survey, TooComplex, focus, focus_bindings, survey
 from tests._scan.prefilterkit import kept_by_the_prefilter, tree_danger
 
 SOURCE = Path(sysconfig.get_paths()["stdlib"]) / "tarfile.py"
@@ -93,3 +98,76 @@ def test_vendored_copies_used_as_the_library_is_used_stay_clean(tmp_path: Path) 
         "    return max(Version(v) for v in data['releases'])\n"
     )
     assert not tree_danger(tmp_path)
+
+
+# -- functions by name (attack25) -----------------------------------------------------------
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class _Counted(list[Function]):
+    """A file's ``bindings.functions`` that counts the items every loop over it takes."""
+
+    taken = 0
+
+    def __iter__(self) -> Iterator[Function]:
+        for item in super().__iter__():
+            self.taken += 1
+            yield item
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[_Counted]:
+    """Every file pass's ``bindings.functions`` from now on, counted."""
+    counted: list[_Counted] = []
+    real = _syntax.survey
+
+    def counting(*args: Any, **kwargs: Any) -> Survey | TooComplex:
+        surveyed = real(*args, **kwargs)
+        if not isinstance(surveyed, TooComplex):
+            surveyed.bindings.functions = _Counted(surveyed.bindings.functions)
+            counted.append(surveyed.bindings.functions)
+        return surveyed
+
+    # the file pass imports it when it runs (a lazy import), so this is what it calls
+    monkeypatch.setattr(_syntax, "survey", counting)
+    return counted
+
+
+def _chain(count: int) -> str:
+    """``count`` functions, each calling the one before, the last one's result run."""
+    calls = "".join(f"def f{i}(x):\n    return f{i - 1}(x)\n" for i in range(1, count))
+    return f"import os\ndef f0(x):\n    return x\n{calls}os.system(f{count - 1}('ls'))\n"
+
+
+def test_a_function_found_by_name_is_one_lookup_not_a_walk_of_every_function(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Attack (attack25): each call site's rules found the callee by walking every function
+    # of the file ([f for f in functions if f.name == name], nine places), so a file of
+    # n functions calling one another cost n * n: 16,000 of them (550 KB) took 23 s to
+    # scan, a 2 MiB file minutes. Now a name is one lookup in an index the survey builds
+    # (Bindings.named): the loops that remain walk the functions a few times in all.
+    # 400 functions took 180,014 items on 0bd193a.
+    count = 400
+    (tmp_path / "plugin.py").write_text(_chain(count))
+    counted = _counting(monkeypatch)
+    report = scan_tree(tmp_path, mode=ScanMode.PLUGIN)
+    assert "CPL-PROC-001" in {f.rule_id for f in report.findings}
+    assert counted
+    assert sum(c.taken for c in counted) <= 10 * count
+
+
+def test_the_index_by_name_holds_every_function_in_the_order_defined() -> None:
+    # the near miss: two functions of one name (a redefinition, a method and a function)
+    # are both found, in the order the file defines them, as the walk found them
+    tree = ast.parse(
+        "def run(): pass\nclass C:\n    def run(self): pass\n    async def go(self): pass\n"
+        "def run(x): return x\n"
+    )
+    surveyed = survey(tree, 100, 10_000)
+    assert not isinstance(surveyed, TooComplex)
+    b = surveyed.bindings
+    for name in ("run", "go", "missing"):
+        assert b.named(name) == [f for f in b.functions if f.name == name]
+    assert [len(f.args.args) for f in b.named("run")] == [0, 1, 1]
+    assert b.functions_by_id == {id(f): f for f in b.functions}

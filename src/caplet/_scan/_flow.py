@@ -455,9 +455,7 @@ class Flow(Evaluator, ExactMemo):
         cached = self._returned.get(name)
         if cached is None:
             cached = []
-            for fn in self.bindings.functions:
-                if fn.name != name:
-                    continue
+            for fn in self.bindings.named(name):
                 stack: list[ast.AST] = list(fn.body)
                 budget = 2000
                 while stack and budget:

@@ -76,6 +76,15 @@ class Bindings:
     star_modules: list[str]
     iterated: dict[str, list[ast.expr]] = field(default_factory=dict)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    #: The same functions by name and by ``id``, in ``functions``' order: a rule asks
+    #: for a name at each call site, and a scan of ``functions`` each was quadratic in
+    #: a file of many functions calling one another (attack25).
+    functions_named: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(
+        default_factory=dict
+    )
+    functions_by_id: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = field(
+        default_factory=dict
+    )
     #: The same values by scope (``name -> scope -> values``), for the data flow:
     #: a loop variable ``k`` of one function is not the ``k`` of another.
     #: Scope 0 is the module; a function, lambda or comprehension is ``id(node)``.
@@ -94,6 +103,10 @@ class Bindings:
     #: The module's docstring as the interpreter keeps it (``__doc__``), if it has one
     #: (blind18: a name picked letter by letter out of it).
     docstring: str | None = None
+
+    def named(self, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions of this file named ``name``, in the order they are defined."""
+        return self.functions_named.get(name, [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +298,8 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
     elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         b.defined.add(node.name)
         b.functions.append(node)
+        b.functions_named.setdefault(node.name, []).append(node)
+        b.functions_by_id[id(node)] = node
     elif isinstance(node, ast.ClassDef):
         b.defined.add(node.name)
         b.classes.setdefault(node.name, []).append(node)
