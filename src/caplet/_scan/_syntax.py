@@ -82,9 +82,7 @@ class Bindings:
     functions_named: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(
         default_factory=dict
     )
-    functions_by_id: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = field(
-        default_factory=dict
-    )
+    functions_by_id: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
     #: The same values by scope (``name -> scope -> values``), for the data flow:
     #: a loop variable ``k`` of one function is not the ``k`` of another.
     #: Scope 0 is the module; a function, lambda or comprehension is ``id(node)``.
