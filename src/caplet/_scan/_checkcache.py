@@ -62,6 +62,7 @@ _OUTSIDE: Final = (
     "caplet._errors_request",
     "caplet._findings",
     "caplet._lookalikes",
+    "caplet._marks",
     "caplet._reading",
     "caplet._version",
 )
