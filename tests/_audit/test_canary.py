@@ -350,3 +350,23 @@ def test_no_comment_goes_inside_a_string_or_after_a_backslash() -> None:
             placed = _placed_before(injected, canary.last_line)
             assert placed not in inside_string | after_backslash, (seed, placed)
         assert ast.dump(ast.parse(injected.source)).count("not a comment: inside a string") == 1
+
+
+def test_a_line_of_unclosed_quotes_is_not_tokenized() -> None:
+    # Attack (attack25): tokenize reads on past what does not parse and retries an unclosed
+    # quote at each quote of the line, so a line of "\'" repeated cost the square of its
+    # length (8,000 took 3.9 s, the 800 KB a deep audit reads hours). Such a source does
+    # not parse: only the end is offered, as for a source tokenize refuses. (2, 3, 4) on
+    # 0bd193a, from tokenizing the whole line.
+    source = "x = 1\n'" + "\\'" * 8_000 + "x\ny = 2\n"
+    assert safe_insertion_lines(source) == (4,)
+    for seed in range(3):
+        canaries, result = one(source, seed)
+        assert result.source.startswith(source)
+        assert {c.form for c in canaries.canaries} == {CanaryForm.COMMENT}
+
+
+def test_a_valid_line_of_escaped_quotes_keeps_every_place() -> None:
+    # the near miss: the same quotes closed in a string that parses are tokenized as ever
+    source = "x = 1\ny = '" + "\\'" * 8_000 + "'\nz = 2\n"
+    assert safe_insertion_lines(source) == (2, 3, 4)

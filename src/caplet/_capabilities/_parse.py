@@ -80,8 +80,6 @@ _MODULE_RE = re.compile(r"[a-z_][a-z0-9_]*")
 _APP_RE = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*")
 _PROGRAM_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
 _LABEL_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-#: ``python3.11`` -> ``python``, ``lua5.4`` -> ``lua``, ``tclsh8.6`` -> ``tclsh``.
-_VERSION_SUFFIX_RE = re.compile(r"[-_.]?\d+(\.\d+)*$")
 _GLOB_CHARS = frozenset("*?[")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -209,7 +207,8 @@ def _split(text: str) -> tuple[CapabilityKind, str]:
 
 
 def _check_chars(value: str, declared: str) -> None:
-    """Refuse control characters (NUL, newline, ESC ...) and invisible format characters.
+    """Refuse control characters (NUL, newline, ESC ...), invisible format characters and
+    runs of combining marks longer than any real text holds (:mod:`caplet._marks`).
 
     Format characters (Unicode category Cf: bidi overrides, zero-width
     spaces) are refused too: a capability is shown to a human approver, and
@@ -222,6 +221,20 @@ def _check_chars(value: str, declared: str) -> None:
             raise CapabilityError(
                 f"control or invisible character U+{ord(char):04X} in capability {shown!r}; "
                 f"capabilities must be plain printable text"
+            )
+    if not value.isascii():
+        # imported here: RE2 is loaded only for a capability that is not ASCII
+        from caplet._marks import MAX_MARKS, longest_mark_run
+
+        run = longest_mark_run(value)
+        if run is not None:
+            # urlsplit and the IDNA codec normalise a host (NFKC) by a sort quadratic in a
+            # run of marks: 40,000 took 7.6 s, a 1 MiB manifest minutes (attack25)
+            shown = declared if len(declared) <= 60 else declared[:59] + "…"
+            raise CapabilityError(
+                f"capability {shown!r} holds a run of {run[1]} combining marks (no real "
+                f"text holds more than {MAX_MARKS}); capabilities must be plain printable "
+                "text: remove the run"
             )
 
 
@@ -587,4 +600,24 @@ def _is_shell_or_interpreter(basename: str) -> bool:
     name = name.removesuffix(".exe")
     if name in SHELLS_AND_INTERPRETERS:
         return True
-    return _VERSION_SUFFIX_RE.sub("", name) in SHELLS_AND_INTERPRETERS
+    return _without_version(name) in SHELLS_AND_INTERPRETERS
+
+
+def _without_version(name: str) -> str:
+    """``name`` without a version at its end: ``python3.11`` -> ``python``, ``lua5.4`` ->
+    ``lua``, ``tclsh8.6`` -> ``tclsh``, ``pypy-3`` -> ``pypy``.
+
+    What ``re.sub(r"[-_.]?\\d+(\\.\\d+)*$", "", name)`` gives, read from the end in one
+    pass: that search tried the pattern at every position of a run of digits and each
+    try read to the end, so a ``proc.exec`` capability of 20,000 digits took 18 s to
+    parse, a 1 MiB manifest hours (attack25)."""
+    start = len(name)
+    while start and name[start - 1].isdecimal():  # \d: a decimal digit of any script
+        start -= 1
+        if start >= 2 and name[start - 1] == "." and name[start - 2].isdecimal():
+            start -= 1  # a dot between two runs of digits: the version goes on
+    if start == len(name):
+        return name  # no digit at the end: no version
+    if start and name[start - 1] in "-_.":
+        start -= 1
+    return name[:start]

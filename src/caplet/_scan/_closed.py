@@ -235,7 +235,7 @@ class Closedness(Resolver):
             or (owner.id in b.defined and owner.id not in b.assigned and owner.id not in b.imports)
         ):
             return None
-        named = [f for f in b.functions if f.name == node.attr]
+        named = b.named(node.attr)
         if len(named) != 1 or not isinstance(named[0], ast.FunctionDef):
             return None
         return named[0]
@@ -252,7 +252,7 @@ class Closedness(Resolver):
             owner.id not in b.defined
             or owner.id in b.assigned
             or owner.id in b.imports
-            or any(f.name == owner.id for f in b.functions)
+            or bool(b.named(owner.id))
         ):
             return None
         values = b.assigned.get(node.attr)
@@ -310,7 +310,7 @@ class Closedness(Resolver):
         ]
         for scoped in b.scoped.get(name, {}).values():
             values.extend(v for v in scoped if all(v is not w for w in values))
-        functions = [f for f in b.functions if f.name == name]
+        functions = b.named(name)
         if name in b.imports:
             # string.digits is the interpreter's text; os.getenv(...) is not
             pure = _PURE_MODULES.issuperset(b.imports[name])

@@ -14,7 +14,6 @@ import ast
 import base64
 import binascii
 import re
-import shlex
 from pathlib import PurePosixPath
 
 from caplet._scan._flow import Flow, Labels
@@ -218,10 +217,7 @@ class Commands:
                 pieces = [p if isinstance(p, str) else self._flow.name_value(p) for p in parts[:64]]
                 value = "".join(p if p is not None else " ? " for p in pieces)
         if isinstance(value, str):
-            try:
-                return shlex.split(value)
-            except ValueError:
-                return value.split()
+            return self._flow.shell.split(value)
         return None
 
     def _list_words(self, command: ast.expr, depth: int) -> list[str] | None:
@@ -259,10 +255,7 @@ class Commands:
 
     def literal_words(self, command: ast.expr) -> list[str] | None:
         if isinstance(command, ast.Constant) and isinstance(command.value, str):
-            try:
-                return shlex.split(command.value)
-            except ValueError:
-                return command.value.split()
+            return self._flow.shell.split(command.value)
         return None
 
 

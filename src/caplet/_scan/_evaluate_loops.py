@@ -248,7 +248,7 @@ class LoopEvaluation:
         func = node.func
         if not isinstance(func, ast.Name) or func.id in self.contributed:
             return None
-        found = [f for f in self.bindings.functions if f.name == func.id]
+        found = self.bindings.named(func.id)
         if len(found) != 1 or found[0].decorator_list or func.id in self.bindings.assigned:
             return None
         a = found[0].args
@@ -303,7 +303,7 @@ class LoopEvaluation:
             fn = func
         elif isinstance(func, ast.Name) and func.id not in self.contributed:
             bound = self.bindings.assigned.get(func.id, ())
-            found = [f for f in self.bindings.functions if f.name == func.id]
+            found = self.bindings.named(func.id)
             if len(bound) == 1 and isinstance(bound[0], ast.Lambda) and not found:
                 fn = bound[0]
             elif not bound and len(found) == 1 and not found[0].decorator_list:

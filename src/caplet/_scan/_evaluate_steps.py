@@ -106,7 +106,7 @@ class StepEvaluation:
     def _run_helper(
         self, name: str, values: list[Value | None], depth: int, state: _HelperState
     ) -> Value | None:
-        found = [f for f in self.bindings.functions if f.name == name]
+        found = self.bindings.named(name)
         if len(found) != 1 or found[0].decorator_list or any(v is None for v in values):
             return None
         fn = found[0]

@@ -208,6 +208,7 @@ def _scan_text(
     from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
     from caplet._scan._mend import mend
     from caplet._scan._opaque import opaque_module_uses
+    from caplet._scan._shell_split import ShellTextError
     from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
     from caplet._scan._visitor import RuleVisitor
 
@@ -303,13 +304,14 @@ def _scan_text(
             # The gate: a dangerous module handed on as a value hides what runs.
             flow = visitor.flow
             opaque_module_uses(scan, surveyed.nodes, flow.resolve, flow.name_value)
-    except (RecursionError, MemoryError) as exc:
+    except (RecursionError, MemoryError, ShellTextError) as exc:
         # Whatever a rule's recursion missed, the file is "too complex", never a
         # crash of the scan (or of an enable): the gate fails closed on it. A value
-        # the evaluator would build past what can be allocated is the same (scanfuzz).
+        # the evaluator would build past what can be allocated is the same (scanfuzz),
+        # and commands with more shell text than a file's budget to split (attack25).
         scan.emit(
             "CPL-SCAN-002",
-            f"{type(exc).__name__} while checking",
+            str(exc) if isinstance(exc, ShellTextError) else f"{type(exc).__name__} while checking",
             1,
             None,
             escalation=_cannot_check(text, mode, runs_itself),

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 
 from caplet._scan._evaluate import Evaluator
 from caplet._scan._flow_memo import ExactMemo
+from caplet._scan._indicators import Indicator, indicator_set
 from caplet._scan._network_input import (
     CallbackData,
     PeerInput,
@@ -44,6 +45,7 @@ from caplet._scan._packed_bytes import packed_bytes
 from caplet._scan._passed_arguments import passed_arguments
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
+from caplet._scan._shell_split import ShellSplitter
 from caplet._scan._source_labels import (
     FILE_READERS,
     Label,
@@ -103,6 +105,9 @@ class Flow(Evaluator, ExactMemo):
         self._peer: PeerInput | None = None
         self._passed: dict[int, dict[str, list[ast.expr]]] | None = None
         self._returned: dict[str, list[ast.expr]] = {}
+        #: The file's shell texts split into words, each once, within a budget.
+        self.shell = ShellSplitter()
+        self._indicated: dict[str, tuple[Indicator, ...]] = {}
 
     def scope(self, node: ast.AST) -> int:
         """The scope ``node`` was surveyed in (0: the module)."""
@@ -450,14 +455,21 @@ class Flow(Evaluator, ExactMemo):
             w.replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe") for w in words
         )
 
+    def indicators(self, text: str) -> tuple[Indicator, ...]:
+        """``indicator_set().matches(text)``, once a file for each text: rules ask at each
+        call site, and one long constant run at many sites was read anew at each, the
+        square of the file (attack25)."""
+        found = self._indicated.get(text)
+        if found is None:
+            found = self._indicated[text] = indicator_set().matches(text)
+        return found
+
     def _returns(self, name: str) -> list[ast.expr]:
         """The values the functions of this file named ``name`` return (bounded)."""
         cached = self._returned.get(name)
         if cached is None:
             cached = []
-            for fn in self.bindings.functions:
-                if fn.name != name:
-                    continue
+            for fn in self.bindings.named(name):
                 stack: list[ast.AST] = list(fn.body)
                 budget = 2000
                 while stack and budget:

@@ -92,7 +92,7 @@ def callback_data(
             if isinstance(callback, ast.Lambda):
                 targets.append(callback)
             elif isinstance(callback, ast.Name):
-                targets += [f for f in bindings.functions if f.name == callback.id]
+                targets += bindings.named(callback.id)
                 targets += [
                     v for v in bindings.assigned.get(callback.id, ()) if isinstance(v, ast.Lambda)
                 ]

@@ -57,7 +57,7 @@ class CarriedNames:
         scope = flow.scope(node)
         if not scope:
             return
-        fn = next((f for f in flow.bindings.functions if id(f) == scope), None)
+        fn = flow.bindings.functions_by_id.get(scope)
         if fn is None or (fn.name not in _ATTRIBUTE_HOOKS and fn.name not in self._decorators()):
             return
         for given in self._given(fn):

@@ -15,7 +15,7 @@ import itertools
 from pathlib import PurePosixPath
 
 from caplet._scan._commands import PYTHONS, encoded_command, string_parts
-from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._indicators import IndicatorKind
 from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import test_file
 from caplet._scan._sink_pip import installs_other
@@ -140,7 +140,7 @@ class CommandSinks(StageSinks):
 
     def _command_text(self, node: ast.Call, text: str) -> None:
         """A command's known text: a download piped to a shell in it is run, not shown."""
-        for indicator in indicator_set().matches(text):
+        for indicator in self._flow.indicators(text):
             if indicator.kind is IndicatorKind.DOWNLOAD_EXEC:
                 self._scan.emit("CPL-THR-015", shorten(text), node.lineno, node.col_offset)
             elif indicator.kind in {IndicatorKind.NETWORK_PIPE, IndicatorKind.REVERSE_SHELL}:

@@ -134,7 +134,7 @@ class EgressSinks:
             # _wrap(original): a factory of this file, whose inner function replaces it
             value = value.func
         if isinstance(value, ast.Name):
-            found = [f for f in self._flow.bindings.functions if f.name == value.id]
+            found = self._flow.bindings.named(value.id)
             body: list[ast.AST] = [*found[:4], *self._flow.bindings.classes.get(value.id, [])[:2]]
             body += [
                 v
@@ -420,11 +420,11 @@ class EgressSinks:
         scope = self._flow.scope(node)
         if not scope:
             return set()
-        for fn in self._flow.bindings.functions:
-            if id(fn) == scope:
-                a = fn.args
-                return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-        return set()
+        fn = self._flow.bindings.functions_by_id.get(scope)
+        if fn is None:
+            return set()
+        a = fn.args
+        return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
 
     def _dns(self, node: ast.Call, host: ast.expr) -> None:
         labels = self._flow.labels(host)

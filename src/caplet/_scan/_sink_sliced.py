@@ -170,7 +170,7 @@ class SlicedNames:
                     a for slots in flow.passed_arguments().values() for a in slots.get(name, ())[:8]
                 )
                 stack.extend(self._constructor_arguments().get(name, ())[:8])
-                stack.extend(r for f in b.functions if f.name == name for r in _returns(f))
+                stack.extend(r for f in b.named(name) for r in _returns(f))
             elif isinstance(item, ast.Attribute):
                 dotted = _dotted(item) or f".{item.attr}"
                 if dotted not in seen:
@@ -179,7 +179,7 @@ class SlicedNames:
                     stack.extend(
                         v for vs in flow.contributed.get(dotted, {}).values() for v in vs[:8]
                     )
-                    stack.extend(r for f in b.functions if f.name == item.attr for r in _returns(f))
+                    stack.extend(r for f in b.named(item.attr) for r in _returns(f))
             stack.extend(ast.iter_child_nodes(item))
 
     def _builtin_text(self, item: ast.AST) -> bool:

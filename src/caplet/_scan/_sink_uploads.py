@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import ast
 import re
-import shlex
 from pathlib import PurePosixPath
 
 from caplet._scan._commands import string_parts
 from caplet._scan._flow import Flow
+from caplet._scan._shell_split import ShellSplitter
 from caplet._scan._source_labels import file_labels
 from caplet._scan._sources import Source
 
@@ -71,7 +71,7 @@ _MAX_WORDS = 256
 def uploaded_credentials(flow: Flow, command: ast.expr) -> list[str]:
     """The credentials (``SSH key``, ...) ``command`` hands to a program that sends them."""
     words = _words(flow, command)
-    return sorted(_sent(words, 0)) if words else []
+    return sorted(_sent(flow.shell, words, 0)) if words else []
 
 
 def _words(flow: Flow, command: ast.expr) -> list[str] | None:
@@ -81,10 +81,16 @@ def _words(flow: Flow, command: ast.expr) -> list[str] | None:
             command = bound[0]
     if isinstance(command, ast.List | ast.Tuple):
         return [_text(flow, element) for element in command.elts[:_MAX_WORDS]]
-    return _shell_words(_text(flow, command))
+    return _shell_words(flow.shell, _text(flow, command))
 
 
-def _shell_words(text: str) -> list[str]:
+def _shell_words(shell: ShellSplitter, text: str) -> list[str]:
+    """:func:`_script_words`, once a file for each text (attack25: one long constant run at
+    many call sites was rewritten at each)."""
+    return shell.read(text, _script_words)
+
+
+def _script_words(shell: ShellSplitter, text: str) -> list[str]:
     """A shell script's words, split as a shell splits them; a line's end and a ``;``
     glued to a word end a command as a separate ``;`` does (a script kept in a
     multi-line literal, ``u=$(id -un); curl ...``: recall16)."""
@@ -97,10 +103,7 @@ def _shell_words(text: str) -> list[str]:
         return f"\0{len(held) - 1}\0"
 
     text = _SUBSTITUTION.sub(hold, text.replace("\0", "")).replace("\n", " ; ")
-    try:
-        words = shlex.split(text)[:_MAX_WORDS]
-    except ValueError:
-        words = text.split()[:_MAX_WORDS]
+    words = shell.split(text)[:_MAX_WORDS]
     words = [_HELD.sub(lambda m: held[int(m.group(1))], w) for w in words]
     out: list[str] = []
     for word in words:
@@ -111,7 +114,9 @@ def _shell_words(text: str) -> list[str]:
     return out
 
 
-def _substituted(word: str, variables: dict[str, set[str]], depth: int) -> set[str]:
+def _substituted(
+    shell: ShellSplitter, word: str, variables: dict[str, set[str]], depth: int
+) -> set[str]:
     """The credentials a word's command substitutions read (``$(cat KEY | base64)``,
     backticks), and those of the variables it expands that were set from one
     (``k=$(cat KEY)`` then ``"k=$k"``): a sending program's argument made of a file's
@@ -119,7 +124,7 @@ def _substituted(word: str, variables: dict[str, set[str]], depth: int) -> set[s
     out: set[str] = set()
     if depth < 2:
         for match in _SUBSTITUTION.finditer(word):
-            inner = _shell_words(match.group(1) or match.group(2) or "")
+            inner = _shell_words(shell, match.group(1) or match.group(2) or "")
             out |= _credentials([w for w in inner if not w.startswith("-")])
     for name in _EXPANSION.findall(word):
         out |= variables.get(name[0] or name[1], set())
@@ -138,7 +143,7 @@ def _text(flow: Flow, node: ast.expr) -> str:
     return "".join(pieces)
 
 
-def _sent(words: list[str], depth: int) -> set[str]:
+def _sent(shell: ShellSplitter, words: list[str], depth: int) -> set[str]:
     """The credentials the programs of a shell command line send."""
     out: set[str] = set()
     stages: list[list[str]] = [[]]
@@ -154,16 +159,16 @@ def _sent(words: list[str], depth: int) -> set[str]:
         for word in stage:
             name, equals, value = word.partition("=")
             if equals and name.isidentifier():
-                variables[name] = _substituted(value, variables, depth)
+                variables[name] = _substituted(shell, value, variables, depth)
         program, args = _program(stage)
         if program in _SHELLS and "-c" in args[:-1] and depth < 2:
-            out |= _sent(_shell_words(args[args.index("-c") + 1]), depth + 1)
+            out |= _sent(shell, _shell_words(shell, args[args.index("-c") + 1]), depth + 1)
             continue
         out |= _credentials(_sent_files(program, args))
         if program in _SENDERS:
             for before, arg in zip(["", *args], args, strict=False):
                 if before not in _AUTH and arg.split("=", 1)[0] not in _AUTH:
-                    out |= _substituted(arg, variables, depth)
+                    out |= _substituted(shell, arg, variables, depth)
         fed = index < len(pipes) and pipes[index]
         if fed and _program(stages[index + 1])[0] in _SENDERS:
             # cat KEY | curl --data-binary @- URL, tar czf - ~/.ssh | nc host port

@@ -26,6 +26,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from caplet._marks import stream_safe
 from caplet._scan._children import MANY, ONE, child_fields
 from caplet._scan._rules import ArgumentSpec
 from caplet._scan._vendored import unvendored
@@ -76,6 +77,13 @@ class Bindings:
     star_modules: list[str]
     iterated: dict[str, list[ast.expr]] = field(default_factory=dict)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    #: The same functions by name and by ``id``, in ``functions``' order: a rule asks
+    #: for a name at each call site, and a scan of ``functions`` each was quadratic in
+    #: a file of many functions calling one another (attack25).
+    functions_named: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(
+        default_factory=dict
+    )
+    functions_by_id: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
     #: The same values by scope (``name -> scope -> values``), for the data flow:
     #: a loop variable ``k`` of one function is not the ``k`` of another.
     #: Scope 0 is the module; a function, lambda or comprehension is ``id(node)``.
@@ -94,6 +102,10 @@ class Bindings:
     #: The module's docstring as the interpreter keeps it (``__doc__``), if it has one
     #: (blind18: a name picked letter by letter out of it).
     docstring: str | None = None
+
+    def named(self, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions of this file named ``name``, in the order they are defined."""
+        return self.functions_named.get(name, [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +297,8 @@ def bind(node: ast.AST, b: Bindings, scope: int = 0) -> None:
     elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         b.defined.add(node.name)
         b.functions.append(node)
+        b.functions_named.setdefault(node.name, []).append(node)
+        b.functions_by_id[id(node)] = node
     elif isinstance(node, ast.ClassDef):
         b.defined.add(node.name)
         b.classes.setdefault(node.name, []).append(node)
@@ -561,7 +575,11 @@ def program(arg: ast.expr | None) -> str | None:
 def url_host(url: str) -> str | None:
     """The host of an absolute http(s) URL literal, lower-case (``None`` if unclear)."""
     try:
-        parsed = urllib.parse.urlsplit(url)
+        # urlsplit normalises a host that is not ASCII (NFKC) by a sort quadratic in a run
+        # of marks, which escapes put in a literal of an ASCII source ("\\u0301" * n): a
+        # 960 KB plugin took 29 s (attack25). A longer run gets a joiner every 30 marks; no
+        # grant names such a host, so the answer stays an uncovered host.
+        parsed = urllib.parse.urlsplit(stream_safe(url))
         host = parsed.hostname
     except ValueError:
         return None

@@ -14,7 +14,7 @@ import ast
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
-from caplet._scan._indicators import IndicatorKind, indicator_set
+from caplet._scan._indicators import IndicatorKind
 from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_METHODS, ENVIRON_MAPPINGS
 from caplet._scan._sources import Source
@@ -372,7 +372,7 @@ class Tagger:
             # Path.home() / ".config" / "systemd" / "user": pathlib's pieces (branch blind13)
             pieces.append(path)
         for text in pieces:
-            if any(i.kind is IndicatorKind.PERSISTENCE for i in indicator_set().matches(text)):
+            if any(i.kind is IndicatorKind.PERSISTENCE for i in self._flow.indicators(text)):
                 return shorten(text)
         return None
 
