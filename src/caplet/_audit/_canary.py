@@ -185,41 +185,7 @@ def safe_insertion_lines(source: str) -> tuple[int, ...]:
     offered only when the source ends with a newline. When the source does
     not parse or tokenize (it is not valid Python), only the end is offered.
     """
-    lines = _split_lines(source)
-    count = len(lines)
-    if count == 0:
-        return (1,)
-    ends_with_newline = lines[-1].endswith("\n")
-    if not _parses(source):
-        # tokenize reads on past what does not parse, and retries an unclosed quote at each
-        # quote of the line: a line of 8,000 "\\'" took it 3.9 s, the 800 KB the prompt
-        # budget reads hours (attack25). The parser (C, linear) says first whether there is
-        # a program to read; when there is none only the end is offered, as when tokenize
-        # fails.
-        return (count + 1,)
-    safe_after: set[int] = set()
-    depth = 0
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.OP and token.string in "([{":
-                depth += 1
-            elif token.type == tokenize.OP and token.string in ")]}":
-                depth = max(0, depth - 1)
-            elif token.type == tokenize.NEWLINE or (token.type == tokenize.NL and depth == 0):
-                safe_after.add(token.start[0])
-    except (tokenize.TokenError, SyntaxError):
-        # Not Python we can tokenize: after the last line is the only place
-        # that is certainly outside every construct we could misjudge.
-        return (count + 1,)
-    # Never before line 2 when line 2 holds the encoding cookie (PEP 263
-    # only honours it on line 1 or 2), and never before line 1 ("line 0").
-    first = 3 if count >= 2 and _COOKIE.match(lines[1]) else 2
-    positions = [after + 1 for after in sorted(safe_after) if first <= after + 1 <= count]
-    if ends_with_newline or not positions:
-        # Without a final newline "after the last line" needs one added;
-        # that is only done when there is no other place.
-        positions.append(count + 1)
-    return tuple(positions)
+    return _places(source)[0]
 
 
 def comment_insertion_lines(source: str) -> tuple[int, ...]:
@@ -236,11 +202,42 @@ def comment_insertion_lines(source: str) -> tuple[int, ...]:
     backslash continuation (which has no ``NL``). :func:`_plant` still checks
     that the program is the same with the comment there.
     """
+    return _places(source)[1]
+
+
+def _places(source: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """:func:`safe_insertion_lines` and :func:`comment_insertion_lines`, from one parse and
+    one pass of ``tokenize``."""
     lines = _split_lines(source)
     count = len(lines)
-    safe = safe_insertion_lines(source)
     if count == 0:
-        return safe
+        return (1,), (1,)
+    ends = _line_ends(source) if _parses(source) else None
+    if ends is None:
+        # tokenize reads on past what does not parse, and retries an unclosed quote at each
+        # quote of the line: a line of 8,000 "\\'" took it 3.9 s, the 800 KB the prompt
+        # budget reads hours (attack25). The parser (C, linear) says first whether there is
+        # a program to read; when there is none, or tokenize fails, after the last line is
+        # the only place certainly outside every construct we could misjudge.
+        return (count + 1,), (count + 1,)
+    outside, inside = ends
+    # Never before line 2 when line 2 holds the encoding cookie (PEP 263
+    # only honours it on line 1 or 2), and never before line 1 ("line 0").
+    first = 3 if count >= 2 and _COOKIE.match(lines[1]) else 2
+    positions = [after + 1 for after in sorted(outside) if first <= after + 1 <= count]
+    if lines[-1].endswith("\n") or not positions:
+        # Without a final newline "after the last line" needs one added;
+        # that is only done when there is no other place.
+        positions.append(count + 1)
+    within = {after + 1 for after in inside if first <= after + 1 <= count}
+    return tuple(positions), tuple(sorted(set(positions) | within))
+
+
+def _line_ends(source: str) -> tuple[set[int], set[int]] | None:
+    """The lines that end outside brackets (a ``NEWLINE``, or an ``NL`` at depth 0) and
+    those that end inside them (an ``NL`` at a depth above 0); ``None`` when ``tokenize``
+    refuses the source."""
+    outside: set[int] = set()
     inside: set[int] = set()
     depth = 0
     try:
@@ -249,12 +246,13 @@ def comment_insertion_lines(source: str) -> tuple[int, ...]:
                 depth += 1
             elif token.type == tokenize.OP and token.string in ")]}":
                 depth = max(0, depth - 1)
-            elif token.type == tokenize.NL and depth > 0:
-                inside.add(token.start[0] + 1)
+            elif token.type == tokenize.NEWLINE or (token.type == tokenize.NL and depth == 0):
+                outside.add(token.start[0])
+            elif token.type == tokenize.NL:
+                inside.add(token.start[0])
     except (tokenize.TokenError, SyntaxError):
-        return safe
-    first = 3 if count >= 2 and _COOKIE.match(lines[1]) else 2
-    return tuple(sorted(set(safe) | {line for line in inside if first <= line <= count}))
+        return None
+    return outside, inside
 
 
 def _indent_of(line: str) -> str:
