@@ -322,7 +322,7 @@ def test_a_public_suffix_check_that_fails_refuses_the_wildcard(
     def broken(host: str) -> bool:
         raise OSError("public_suffix_list.dat: No such file or directory")
 
-    monkeypatch.setattr("caplet._capabilities._parse.is_public_suffix", broken)
+    monkeypatch.setattr("caplet._capabilities._parse_http.is_public_suffix", broken)
     message = _error("net.http:https://*.example.com")
     assert "cannot check whether 'example.com' is a public suffix (OSError:" in message
     assert "name the host instead of a wildcard, e.g. net.http:https://api.example.com" in message
