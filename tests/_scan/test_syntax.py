@@ -15,9 +15,10 @@ import pytest
 
 from caplet._marks import MAX_MARKS
 from caplet._scan import _syntax
+from caplet._scan._focus import focus, focus_bindings
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
-from caplet._scan._syntax import Survey, TooComplex, focus, focus_bindings, survey, url_host
+from caplet._scan._syntax import Survey, TooComplex, survey, url_host
 from tests._scan.prefilterkit import kept_by_the_prefilter, tree_danger
 
 SOURCE = Path(sysconfig.get_paths()["stdlib"]) / "tarfile.py"

@@ -206,10 +206,11 @@ def _scan_text(
     # them (issue 16: start-up <= 150 ms of CPU). Once loaded, this is a lookup in
     # sys.modules per parsed file.
     from caplet._scan._computed_strings import MAX_CANDIDATES, computed_strings
+    from caplet._scan._focus import focus, focus_bindings
     from caplet._scan._mend import mend
     from caplet._scan._opaque import opaque_module_uses
     from caplet._scan._shell_split import ShellTextError
-    from caplet._scan._syntax import TooComplex, focus, focus_bindings, survey
+    from caplet._scan._syntax import TooComplex, survey
     from caplet._scan._visitor import RuleVisitor
 
     tree: ast.AST | None = None
