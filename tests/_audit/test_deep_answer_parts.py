@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ import pytest
 from caplet._audit._deep import RULE_DESCRIPTION, RULE_NOT_JUDGED, deep_audit
 from caplet._audit._model import AuditResult, CanaryStatus, Verdict
 from caplet._audit._openai import OpenAIProvider
-from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._findings import RiskLevel, Severity
 from caplet._trust._hashing import tree_hash
 from tests._audit.llm_server import Exchange, LLMServer, Reply, answer, canary_reports
@@ -46,16 +44,6 @@ README = (
 )
 
 MESSAGE = "the run function returns AWS_SECRET_ACCESS_KEY to the caller"
-
-
-@pytest.fixture
-def provider(llm: LLMServer) -> Iterator[OpenAIProvider]:
-    settings = ProviderSettings(
-        kind=ProviderKind.OPENAI, model="test-model", base_url=llm.url, timeout_s=5.0
-    )
-    provider = OpenAIProvider(settings, sleep=lambda _: None)
-    yield provider
-    provider.close()
 
 
 def _audit(
