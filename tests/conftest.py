@@ -127,6 +127,12 @@ def _isolated_environment(
         monkeypatch.delenv(name, raising=False)
 
 
+def rooted(kind: str) -> str:
+    """Manifest lines granting ``kind`` (``fs.read``, ``fs.write``) over the folder the
+    plugin's ``root`` setting names, for ``PluginFactory``'s ``extra``."""
+    return f'capabilities = ["{kind}:${{config.root}}"]\n[config.root]\ntype = "string"\n'
+
+
 @dataclass
 class PluginFactory:
     """Writes plugin folders into ``root``; each call returns the plugin directory."""

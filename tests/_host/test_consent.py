@@ -36,7 +36,7 @@ from caplet._manifest._load import load_manifest
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._trust._lockfile import update_lockfile
 from tests._audit.llm_server import LLMServer, serve
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, rooted
 
 PLAIN = LoadingRules()
 
@@ -199,7 +199,7 @@ def test_a_reconfiguration_asks_again_only_when_the_grants_change(
 ) -> None:
     make_plugin(
         "reader",
-        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.read"),
     )
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

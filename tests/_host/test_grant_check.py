@@ -29,7 +29,7 @@ from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from caplet._trust._paths import user_state_dir
 from tests._host.ctxkit import make_host
-from tests.conftest import PluginFactory, give_to_worker, make_distribution
+from tests.conftest import PluginFactory, give_to_worker, make_distribution, rooted
 
 TOOLS = """
 import os
@@ -75,7 +75,7 @@ def _tool(make_plugin: PluginFactory, name: str, kind: str) -> None:
     make_plugin(
         name,
         source=TOOLS,
-        extra=f'capabilities = ["{kind}:${{config.root}}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted(kind),
         modules='[modules.tools]\nfunctions = ["listdir", "read", "swap", "find", "mounts", '
         '"crash"]\n',
     )
@@ -911,7 +911,7 @@ def make_writer(make_plugin: PluginFactory) -> None:
     make_plugin(
         "writer",
         source=REWRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.write"),
         modules='[modules.main]\nfunctions = ["write"]\n',
     )
 
@@ -1153,7 +1153,7 @@ def test_a_writable_grant_cannot_make_the_users_default_state_directory(
     make_plugin(
         "maker",
         source=MAKER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.write"),
         modules='[modules.main]\nfunctions = ["make"]\n',
     )
     with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
@@ -1179,7 +1179,7 @@ def test_a_writable_grant_beside_where_the_default_state_directory_would_be_is_g
     make_plugin(
         "maker",
         source=MAKER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.write"),
         modules='[modules.main]\nfunctions = ["make"]\n',
     )
     with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
@@ -1240,7 +1240,7 @@ def test_a_read_grant_hides_a_default_state_directory_made_after_the_worker_star
     make_plugin(
         "looker",
         source=LOOKER,
-        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.read"),
         modules='[modules.main]\nfunctions = ["look", "read"]\n',
     )
     with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
@@ -1278,7 +1278,7 @@ def test_a_read_grant_where_a_state_directory_cannot_be_made_to_hide_it_is_refus
     make_plugin(
         "looker",
         source=LOOKER,
-        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.read"),
         modules='[modules.main]\nfunctions = ["look", "read"]\n',
     )
     with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:
@@ -1313,7 +1313,7 @@ def test_a_read_grant_beside_where_a_state_directory_would_be_makes_nothing(
     make_plugin(
         "looker",
         source=LOOKER,
-        extra='capabilities = ["fs.read:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.read"),
         modules='[modules.main]\nfunctions = ["look", "read"]\n',
     )
     with make_host(plugins_dir, tmp_path / "app-state", launcher) as host:

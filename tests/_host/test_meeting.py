@@ -19,7 +19,7 @@ from caplet._host._meeting import PEER_BASES_ENV, open_meetings
 from caplet._host._run_dir import RunDir
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import make_host
-from tests.conftest import ROOT, PluginFactory, give_to_worker
+from tests.conftest import ROOT, PluginFactory, give_to_worker, rooted
 
 #: Any uid but ours and root's (nobody's).
 _OTHER_UID = 65534
@@ -152,7 +152,7 @@ def test_a_host_no_peer_can_see_shares_no_writable_grant_and_says_so(
         make_plugin(
             name,
             source=WRITER,
-            extra=f'capabilities = ["{kind}:${{config.root}}"]\n[config.root]\ntype = "string"\n',
+            extra=rooted(kind),
             modules='[modules.main]\nfunctions = ["write", "read"]\n',
         )
     with (
@@ -190,7 +190,7 @@ def test_no_plugin_may_write_where_the_hosts_meet(
     make_plugin(
         "writer",
         source=WRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.write"),
         modules='[modules.main]\nfunctions = ["write", "read"]\n',
     )
     with make_host(plugins_dir, tmp_path / "state", launcher) as host:

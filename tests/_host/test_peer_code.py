@@ -29,7 +29,7 @@ from caplet import PluginHost
 from caplet._host._run_dir import RunDir
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import make_host
-from tests.conftest import PluginFactory, give_to_worker
+from tests.conftest import PluginFactory, give_to_worker, rooted
 
 WRITER = """
 def create_functions(config):
@@ -138,7 +138,7 @@ def _plugins(make_plugin: PluginFactory) -> None:
     make_plugin(
         "writer",
         source=WRITER,
-        extra='capabilities = ["fs.write:${config.root}"]\n[config.root]\ntype = "string"\n',
+        extra=rooted("fs.write"),
         modules='[modules.main]\nfunctions = ["write"]\n',
     )
     make_plugin("quiet")
