@@ -280,7 +280,7 @@ def test_a_loader_class_given_its_own_get_data_reads_no_file_the_plugin_wrote(
     expected = (
         r"helpers.py: the source importlib was handed is not that file's content"
         if how == "forged"
-        else r"/tmp/x/\S+ is neither the plugin.s snapshot"
+        else r"/tmp/x/\S+ is not a file of the plugin.s snapshot"
     )
     with pytest.raises(PluginCallError, match=expected):
         host.call("patches", "main.run", "/tmp/x", how)
