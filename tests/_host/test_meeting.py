@@ -79,7 +79,8 @@ def test_a_meeting_folder_someone_else_made_first_is_never_used(
     run = RunDir(tmp_path / "state")
     try:
         assert run.unseen, "a host without a meeting folder said nothing"
-        assert run.meeting_folders == ()
+        # Refused, and guarded all the same (no grant may reach it).
+        assert run.meeting_folders == (base / f"caplet-{os.geteuid()}",)
     finally:
         run.close()
     assert list(theirs.iterdir()) == [], "a beacon was made in a folder another user controls"
@@ -207,3 +208,37 @@ def test_no_plugin_may_write_where_the_hosts_meet(
         outcome = host.enable("writer", config={"root": str(beside)}, consent=True)
         assert outcome, outcome.reason
         assert host.call("writer", "main.write", str(beside / "todo.txt"), "kept")
+
+
+def test_no_plugin_may_write_where_a_refused_meeting_folder_is(
+    base: Path,
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """attack26, left open: a refused meeting folder was no guarded path, so a plugin
+    granted ``fs.write`` over its base (a user's own 0777 folder there) was enabled, and
+    it could ``chmod 700`` the folder (Landlock does not govern chmod) and plant what
+    the next host reads in it. The host meets its peers in a second base, so it is
+    seen and the refusal is the guard's, not the unseen host's."""
+    refused = tmp_path / "refused-base"
+    refused.mkdir()
+    refused.chmod(0o1777)
+    give_to_worker(refused)
+    folder = refused / f"caplet-{os.geteuid()}"
+    folder.mkdir()
+    folder.chmod(0o777)
+    monkeypatch.setenv(PEER_BASES_ENV, f"{base}{os.pathsep}{refused}")
+    make_plugin(
+        "writer",
+        source=WRITER,
+        extra=rooted("fs.write"),
+        modules='[modules.main]\nfunctions = ["write", "read"]\n',
+    )
+    with make_host(plugins_dir, tmp_path / "state", launcher) as host:
+        host.discover()
+        outcome = host.enable("writer", config={"root": str(refused)}, consent=True)
+        assert not outcome, "a plugin was given write access over a refused meeting folder"
+        assert f"contains {folder}, another caplet state directory" in outcome.reason

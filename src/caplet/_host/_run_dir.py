@@ -150,9 +150,11 @@ class RunDir:
 
     @property
     def meeting_folders(self) -> tuple[Path, ...]:
-        """The meeting folders this host publishes in, as named (guarded like caplet's
-        state: a plugin writing there could hide a host from its peers)."""
-        return tuple(m.name for m in self._meetings_used())
+        """Every meeting folder's name, the refused ones too (guarded like caplet's state:
+        a plugin writing in one could hide a host from its peers; one granted a refused
+        folder of the user's, mode 0777, could ``chmod 700`` it, which Landlock does not
+        govern, and plant what the next host reads there)."""
+        return tuple(m.name for m in self._meetings)
 
     def publish(
         self,
