@@ -381,3 +381,43 @@ def test_the_hooks_functions_read_nothing_the_plugin_can_change() -> None:
             assert default in sealed or isinstance(default, _IMMUTABLE), (function, default)
             if isinstance(default, tuple):
                 assert all(isinstance(item, _IMMUTABLE) for item in default), default
+
+
+PYDANTIC = """\
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import pydantic
+from pydantic import BaseModel, Field
+
+
+class Item(BaseModel):
+    n: Annotated[int, Field(gt=0)]
+    name: Optional[str] = None
+    tags: list[str] = []
+
+
+@pydantic.validate_call
+def add(a: int, b: Annotated[int, Field(ge=0)] = 1) -> int:
+    return a + b
+
+
+def create_functions(config):
+    def run():
+        return [Item(n=3, tags=["a"]).model_dump(), add(1, 2), Item.model_json_schema()["title"]]
+
+    return {"main": {"run": run}}
+"""
+
+
+def test_a_pydantic_model_with_postponed_annotations_still_validates(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """Near miss: pydantic (a runtime library) evaluates each field's annotation text
+    through ``typing.ForwardRef``; ``Annotated[int, Field(gt=0)]`` calls, and is a
+    string constant of the plugin's source with its annotations postponed."""
+    make_plugin("pyd", source=PYDANTIC)
+    host.discover()
+    assert host.enable("pyd", consent=True)
+    assert host.call("pyd", "main.run") == [{"n": 3, "name": None, "tags": ["a"]}, 3, "Item"]
