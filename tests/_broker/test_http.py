@@ -181,11 +181,15 @@ def test_metadata_address_stays_blocked_when_its_network_is_allowed(
 def test_second_checked_address_is_tried_when_the_first_refuses(
     harness: Harness, https_server: RunningServer
 ) -> None:
-    # 127.0.0.2 has no listener on this port: refused before anything is sent.
+    # 127.0.0.2 has no listener on this port: refused before anything is sent. The port
+    # is held there, bound and not listening, so that no test running beside this one
+    # (xdist) listens on it by chance.
     grants = _grants(https_server, "net.http:https://fallback.example.test:{port}")
-    response = harness.broker().fetch(
-        PLUGIN, grants, HttpRequest(f"https://fallback.example.test:{https_server.port}/echo")
-    )
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.2", https_server.port))
+        response = harness.broker().fetch(
+            PLUGIN, grants, HttpRequest(f"https://fallback.example.test:{https_server.port}/echo")
+        )
     assert response.status == 200
     assert len(https_server.seen) == 1
 
