@@ -23,7 +23,8 @@ import pytest
 from caplet import PluginHost
 from caplet._capabilities._parse import parse_capability
 from caplet._errors import CapletError
-from caplet._host._grant_check import ProtectedPaths, plan_grants
+from caplet._host._grant_check import plan_grants
+from caplet._host._protected import ProtectedPaths
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths

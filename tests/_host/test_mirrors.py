@@ -50,7 +50,8 @@ from pathlib import Path
 sys.path.insert(0, {src!r})
 from caplet._capabilities._parse import parse_capability
 from caplet._errors import CapabilityError
-from caplet._host._grant_check import ProtectedPaths, plan_grants
+from caplet._host._grant_check import plan_grants
+from caplet._host._protected import ProtectedPaths
 from caplet._sandbox._identity import WorkerIdentity
 
 base = Path({base!r})

@@ -45,10 +45,8 @@ from caplet._host._consent import (
 from caplet._host._gates import withheld_refusal
 from caplet._host._grant_check import (
     GrantPlan,
-    ProtectedPaths,
     check_against,
     plan_grants,
-    store_directory,
 )
 from caplet._host._import_paths import import_paths, runtime_paths
 from caplet._host._locked import (
@@ -61,6 +59,7 @@ from caplet._host._peer_code import check_code_against, check_plan_against_code
 from caplet._host._plugin_record import PluginRecord
 from caplet._host._policy import TrustTier
 from caplet._host._program_reach import default_program_reach, program_changes
+from caplet._host._protected import ProtectedPaths, store_directory
 from caplet._host._records import (
     Outcome,
     PluginState,
