@@ -62,28 +62,80 @@ PLANTED = ["a link to their folder", "a folder others may write"] + (
 def test_a_meeting_folder_someone_else_made_first_is_never_used(
     base: Path, tmp_path: Path, how: str
 ) -> None:
+    """Never used, and no longer a denial of service (attack24 left it open: every
+    ``fs.write`` and ``proc.exec`` of the user's hosts was refused): the hosts meet in
+    ``caplet-<uid>.1``, the user's own, and say what holds the name."""
     theirs = _plant(base, how, tmp_path)
+    expected = {
+        "a link to their folder": "is no folder of its own, a symbolic link or a file",
+        "a folder others may write": "has mode 0777: others may have put files in it",
+        "another user's folder": f"belongs to uid {_OTHER_UID}, not to you",
+    }[how]
+    planted = base / f"caplet-{os.geteuid()}"
+    alternate = base / f"caplet-{os.geteuid()}.1"
     meetings = open_meetings()
     try:
-        assert [m.fd for m in meetings] == [-1], "a folder another user controls was opened"
-        expected = {
-            "a link to their folder": "is no folder of its own, a symbolic link or a file",
-            "a folder others may write": "has mode 0777: others may have put files in it",
-            "another user's folder": f"belongs to uid {_OTHER_UID}, not to you",
-        }[how]
-        assert expected in meetings[0].refusal
+        assert [m.name for m in meetings if m.fd >= 0] == [alternate]
+        assert meetings[0].passed_over == ((planted, meetings[0].passed_over[0][1]),)
+        assert expected in meetings[0].passed_over[0][1]
     finally:
         for meeting in meetings:
             if meeting.fd >= 0:
                 os.close(meeting.fd)
+    assert alternate.stat().st_mode & 0o777 == 0o700
+    first = RunDir(tmp_path / "one")
+    second = RunDir(tmp_path / "two")
+    try:
+        assert not first.unseen
+        # Both names guarded: no grant may reach either.
+        assert set(first.meeting_folders) == {planted, alternate}
+        (note,) = first.meeting_notes
+        assert f"{planted} {expected}" in note
+        assert f"the caplet processes of this user meet in {alternate} instead" in note
+        first.publish_code([(tmp_path / "lib", False)])
+        assert (tmp_path / "lib", False) in second.peer_code()
+    finally:
+        first.close()
+        second.close()
+    assert list(theirs.iterdir()) == [], "a beacon was made in a folder another user controls"
+
+
+def test_hosts_join_the_folder_the_others_meet_in_after_the_name_is_freed(
+    base: Path, tmp_path: Path
+) -> None:
+    """A host started after the planted folder was removed joins ``.1`` where the running
+    hosts are, rather than making ``caplet-<uid>`` again (which would split them)."""
+    planted = base / f"caplet-{os.geteuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    first = RunDir(tmp_path / "one")
+    try:
+        planted.rmdir()
+        second = RunDir(tmp_path / "two")
+        try:
+            assert second.meeting_folders == (base / f"caplet-{os.geteuid()}.1",)
+            first.publish_code([(tmp_path / "lib", False)])
+            assert (tmp_path / "lib", False) in second.peer_code()
+        finally:
+            second.close()
+    finally:
+        first.close()
+    assert not planted.exists()
+
+
+def test_every_name_planted_leaves_the_host_unseen_and_says_so(base: Path, tmp_path: Path) -> None:
+    """The fail-safe: another user who made all 64 names first; the host names three of
+    them and how many more."""
+    name = f"caplet-{os.geteuid()}"
+    for suffix in ("", *(f".{n}" for n in range(1, 64))):
+        (base / f"{name}{suffix}").mkdir()
+        (base / f"{name}{suffix}").chmod(0o777)
     run = RunDir(tmp_path / "state")
     try:
-        assert run.unseen, "a host without a meeting folder said nothing"
-        # Refused, and guarded all the same (no grant may reach it).
-        assert run.meeting_folders == (base / f"caplet-{os.geteuid()}",)
+        assert f"{base / name} has mode 0777: others may have put files in it" in run.unseen
+        assert "(and 61 more names like it)" in run.unseen
     finally:
         run.close()
-    assert list(theirs.iterdir()) == [], "a beacon was made in a folder another user controls"
 
 
 def test_a_base_others_may_write_that_is_not_sticky_is_never_used(
@@ -144,7 +196,7 @@ def test_a_host_no_peer_can_see_shares_no_writable_grant_and_says_so(
     (round 4) or grant a write over its imports (attack22): its enables of
     ``fs.write`` and ``proc.exec`` are refused naming why, and it warns at once.
     Near miss: a plugin with ``fs.read`` only is enabled and runs."""
-    _plant(base, "a link to their folder", tmp_path)
+    base.chmod(0o777)  # not sticky: another user could rename any folder in it away
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("a\n", encoding="utf-8")
@@ -167,7 +219,7 @@ def test_a_host_no_peer_can_see_shares_no_writable_grant_and_says_so(
             "plugin 'writer': capability 'fs.write:${config.root}': this process could not "
             "publish where every caplet process of this user looks"
         ) in outcome.reason
-        assert f"caplet-{os.geteuid()} is no folder of its own" in outcome.reason
+        assert "may be written by others and is not sticky (mode 0777)" in outcome.reason
         reader = host.enable("reader", config={"root": str(data)}, consent=True)
         assert reader, reader.reason
         assert host.call("reader", "main.read", str(data / "a.txt")) == "a\n"

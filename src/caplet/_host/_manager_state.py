@@ -242,6 +242,8 @@ class ManagerState:
             self._run = RunDir(self.state_dir)
             if self._run.unseen:
                 logger.warning("caplet: %s", unseen_warning(self._run.unseen))
+            for note in self._run.meeting_notes:
+                logger.warning("caplet: %s", note)
             # Best effort here (an audit, an approval on a full disk fail on their own
             # writes, as before); every enable publishes again and fails closed.
             with contextlib.suppress(StoreError):

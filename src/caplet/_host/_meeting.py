@@ -23,6 +23,17 @@ why (:attr:`Meeting.refusal`); one that cannot be made anywhere leaves the
 host unseen by the others, which :mod:`caplet._host._manager_enable` refuses
 to share grants from (a fail-safe, attack24).
 
+A folder someone else made first at that name no longer leaves the user's hosts
+unseen (attack24's local denial of service: every ``fs.write`` and ``proc.exec``
+refused): the hosts meet in the first of ``caplet-<uid>.1`` ... ``.63`` that is
+the user's own, the same one for every host. Each host takes, in that order, the
+first folder that already exists and passes the checks, and only when none does,
+makes the first name that is free: ``mkdir`` is atomic, so two hosts starting at
+once make one folder, and a host started after someone removed the planted folder
+still joins the others where they are. Another user cannot make a folder that
+passes (it would be theirs); one who plants all 64 names leaves the host unseen,
+the fail-safe, naming them.
+
 ``CAPLET_TEST_PEER_BASES`` (test-only, like ``CAPLET_TEST_CRASH_AT``) replaces
 the bases, a ``:``-separated list, so that the suite's hosts meet only each
 other: the folder in it is checked the same way.
@@ -52,6 +63,9 @@ class Meeting:
     fd: int = -1
     #: Why the folder is not used ("" when it is, or when its base does not exist).
     refusal: str = ""
+    #: Why the names before the one used were passed over (someone else's folder at
+    #: ``caplet-<uid>``): for a warning, and guarded like the folder used.
+    passed_over: tuple[tuple[Path, str], ...] = ()
 
     @property
     def path(self) -> Path:
@@ -68,14 +82,19 @@ def meeting_bases() -> tuple[Path, ...]:
     return (Path(f"/run/user/{os.geteuid()}"), Path("/tmp"))  # noqa: S108 (checked by fd)
 
 
+#: The names a meeting folder may have after ``caplet-<uid>`` (module docstring).
+_ALTERNATES = 63
+
+
 def open_meetings() -> tuple[Meeting, ...]:
     """Each base's meeting folder, made when missing and checked (module docstring)."""
     name = f"caplet-{os.geteuid()}"
-    return tuple(_open(base, name) for base in meeting_bases())
+    names = (name, *(f"{name}.{number}" for number in range(1, _ALTERNATES + 1)))
+    return tuple(_open_base(base, names) for base in meeting_bases())
 
 
-def _open(base: Path, name: str) -> Meeting:
-    folder = base / name
+def _open_base(base: Path, names: tuple[str, ...]) -> Meeting:
+    folder = base / names[0]
     try:
         base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -84,28 +103,53 @@ def _open(base: Path, name: str) -> Meeting:
         problem = _base_problem(os.fstat(base_fd))
         if problem:
             return Meeting(folder, refusal=f"{base} {problem}")
-        try:
-            os.mkdir(name, 0o700, dir_fd=base_fd)
-        except FileExistsError:
-            pass
-        try:
-            fd = os.open(name, _DIRECTORY, dir_fd=base_fd)
-        except OSError as exc:
-            return Meeting(
-                folder,
-                refusal=f"{folder} is no folder of its own, a symbolic link or a file "
-                f"({exc.strerror}); whoever made it may read or forge what caplet publishes "
-                "there: have it removed and start again",
-            )
+        passed: list[tuple[Path, str]] = []
+        # The first of the user's own that exists, then the first name that is free.
+        for make in (False, True):
+            passed = []
+            for name in names:
+                fd, why = _open(base_fd, name, make=make)
+                if fd >= 0:
+                    return Meeting(base / name, fd, passed_over=tuple(passed))
+                if why:
+                    passed.append((base / name, why))
+        refusal = "; ".join(f"{path} {why}" for path, why in passed[:3])
+        return Meeting(
+            folder,
+            refusal=f"{refusal} (and {len(passed) - 3} more names like it)"
+            if len(passed) > 3
+            else refusal,
+            passed_over=tuple(passed),
+        )
     except OSError as exc:
         return Meeting(folder, refusal=f"{folder} cannot be made ({exc.strerror})")
     finally:
         os.close(base_fd)
+
+
+def _open(base_fd: int, name: str, *, make: bool) -> tuple[int, str]:
+    """``name`` in the base opened and checked: (its fd, "") when it is the user's own,
+    (-1, why) when something else is there, (-1, "") when nothing is (and ``make`` is
+    false). OSError when the folder cannot be made."""
+    if make:
+        try:
+            os.mkdir(name, 0o700, dir_fd=base_fd)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(name, _DIRECTORY, dir_fd=base_fd)
+    except FileNotFoundError:
+        return -1, ""
+    except OSError as exc:
+        return -1, (
+            f"is no folder of its own, a symbolic link or a file ({exc.strerror}); whoever "
+            "made it may read or forge what caplet publishes there: have it removed"
+        )
     problem = _folder_problem(os.fstat(fd))
     if problem:
         os.close(fd)
-        return Meeting(folder, refusal=f"{folder} {problem}")
-    return Meeting(folder, fd)
+        return -1, problem
+    return fd, ""
 
 
 def _base_problem(info: os.stat_result) -> str:
@@ -125,12 +169,9 @@ def _folder_problem(info: os.stat_result) -> str:
     if info.st_uid != os.geteuid():
         return (
             f"belongs to uid {info.st_uid}, not to you (uid {os.geteuid()}): another user made "
-            "it before your first caplet process; have it removed (as root) and start again"
+            "it before your first caplet process; have it removed (as root)"
         )
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
-        return (
-            f"has mode {mode:04o}: others may have put files in it; remove it (rm -r) and "
-            "start again"
-        )
+        return f"has mode {mode:04o}: others may have put files in it; remove it (rm -r)"
     return ""

@@ -150,11 +150,26 @@ class RunDir:
 
     @property
     def meeting_folders(self) -> tuple[Path, ...]:
-        """Every meeting folder's name, the refused ones too (guarded like caplet's state:
-        a plugin writing in one could hide a host from its peers; one granted a refused
-        folder of the user's, mode 0777, could ``chmod 700`` it, which Landlock does not
-        govern, and plant what the next host reads there)."""
-        return tuple(m.name for m in self._meetings)
+        """Every meeting folder's name, the refused and passed-over ones too (guarded like
+        caplet's state: a plugin writing in one could hide a host from its peers; one
+        granted a refused folder of the user's, mode 0777, could ``chmod 700`` it, which
+        Landlock does not govern, and plant what the next host reads there)."""
+        return tuple(
+            dict.fromkeys(
+                path for m in self._meetings for path in (m.name, *(p for p, _ in m.passed_over))
+            )
+        )
+
+    @property
+    def meeting_notes(self) -> tuple[str, ...]:
+        """A sentence for each meeting folder used in place of ``caplet-<uid>``, which
+        something else holds: the user should have it removed."""
+        return tuple(
+            f"{m.passed_over[0][0]} {m.passed_over[0][1]}; the caplet processes of this "
+            f"user meet in {m.name} instead"
+            for m in self._meetings
+            if m.fd >= 0 and m.passed_over
+        )
 
     def publish(
         self,
