@@ -17,7 +17,12 @@ import pytest
 from caplet._findings import Severity
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_tree
-from caplet._scan._shell_split import SHELL_TEXT_BUDGET, ShellSplitter, ShellTextError
+from caplet._scan._shell_split import (
+    SHELL_READ_BUDGET,
+    SHELL_TEXT_BUDGET,
+    ShellSplitter,
+    ShellTextError,
+)
 
 
 def _recording_shlex(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -104,3 +109,29 @@ def test_the_budget_counts_each_text_once() -> None:
     with pytest.raises(ShellTextError) as raised:
         splitter.split("x")
     assert raised.value.budget == 10
+
+
+def test_one_long_command_read_at_too_many_sites_is_too_complex_to_check(
+    tmp_path: Path,
+) -> None:
+    # Split once, but each site still read the text (its program word lowered, its
+    # indicators, its autostart markers): 60,000 sites of a 512 KB constant (1.3 MB)
+    # took 103 s on 4ecdd16c, with no finding; past 32 MiB read the file is too complex.
+    constant = "ab" * 20_000
+    (tmp_path / "plugin.py").write_text(f"import os\nL = '{constant}'\n" + "os.system(L)\n" * 1_000)
+    report = scan_tree(tmp_path, mode=ScanMode.PLUGIN)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER
+    assert (
+        f"its commands hold more than {SHELL_READ_BUDGET} characters of shell text read by "
+        "its call sites (one long command run at many of them)"
+    ) in too_complex.message
+
+
+def test_the_read_budget_counts_each_read() -> None:
+    splitter = ShellSplitter(read_budget=100)
+    for _ in range(10):
+        assert splitter.split("ls -l /tmp") == ["ls", "-l", "/tmp"]  # 10 characters a read
+    with pytest.raises(ShellTextError) as raised:
+        splitter.split("ls -l /tmp")
+    assert raised.value.budget == 100

@@ -356,6 +356,11 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
         """A process call: tags for the chains, and what its command carries."""
         scan = self._scan
         line = node.lineno
+        # Each site reads its command's text, several passes of it (attack25, left open:
+        # one long constant run at many sites); counted against the file's read budget.
+        text = self._flow.name_value(command)
+        if text is not None:
+            self._flow.shell.count_read(text)
         first: ast.AST = command
         if isinstance(command, ast.List | ast.Tuple) and command.elts:
             first = command.elts[0]
