@@ -23,11 +23,26 @@ evaluated anew (the cached prefix is at most the system message's head: the
 user message starts with a fresh token); a cut that matters (a 2,048- or
 4,096-token window under a prompt of tens of thousands of words) is far below
 it. A server that reports no count, or zero, is not judged by it.
+
+A word is one token at least, and a *long* word many (auditor27). attack26 shipped a
+data file of one line without blanks, 20,000 numbers as CSV: 111 KB, ~60,000 tokens,
+one word; a 4,096-token window lost the payload file beside it and the count passed.
+So a word of :data:`_LONG` characters or more counts a quarter of its *changes* (the
+places where a character differs from the one before it): no vocabulary holds many
+tokens longer than that of varied text (code, numbers, base64, hex and CJK cost one
+token per 1 to 4 characters in the tokenizers above; digits go in groups of at most
+three), while a run of one character repeated is a few tokens however long (64
+``=``, 80 ``-``), which is why it is changes and not characters. Words shorter than
+that count one as before: a long common word is one token (``international``), and
+counting those by characters would hold an honest prompt of prose to more than it
+costs. The halving covers the long words too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import Final
 
 from caplet._audit._provider import ProviderSettings
 from caplet._errors import ProviderError
@@ -35,9 +50,23 @@ from caplet._errors import ProviderError
 __all__ = ["check_prompt_read", "least_prompt_tokens"]
 
 
+#: Characters from which a word is counted by its changes (module docstring).
+_LONG: Final = 32
+#: A run of one character repeated (any character: the words hold no line break).
+_RUN: Final = re.compile(r"(.)\1*", re.DOTALL)
+
+
+def _word_cost(word: str) -> int:
+    """The fewest tokens one word (a run without blanks) costs (module docstring)."""
+    if len(word) < _LONG:
+        return 1
+    changes = sum(1 for _ in _RUN.finditer(word)) - 1
+    return max(1, changes // 4)
+
+
 def least_prompt_tokens(*texts: str) -> int:
     """The fewest tokens a server may honestly report for ``texts`` (module docstring)."""
-    return sum(len(text.split()) for text in texts) // 2
+    return sum(_word_cost(word) for text in texts for word in text.split()) // 2
 
 
 def _count(usage: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
