@@ -14,8 +14,8 @@ So the files are interleaved with *checkpoints* (auditor27): a line
 (after the manifest and the findings), after every file, and inside a long file about
 every :data:`SPACING` characters, which the answer copies into ``checkpoints``. A cut
 is one contiguous span of the prompt, so it is seen whenever it holds a checkpoint:
-a lost file always holds the one after it, and a lost span of a long file holds an
-inner one when it is longer than the spacing. Which checkpoints the answer does not
+a lost file always holds the one after it, and a lost span inside files holds one
+when it is longer than the spacing. Which checkpoints the answer does not
 echo says where the model went blind: the finding names the files between the
 nearest echoed checkpoints around them.
 
@@ -24,10 +24,12 @@ between file lines, and every file line starts with its number and ``| `` (a pie
 of a long line with ``+ ``), so no file text is a checkpoint line; the delimiter
 nonce and the token are random per audit, so a plugin can name a token, never know
 one (naming a wrong one makes its own audit fail). The plugin does choose its sizes,
-and could arrange a cut that falls between two checkpoints; the inner checkpoints of
-a file start at a random phase, so such a span (shorter than :data:`SPACING`) is hit
-with a chance of its length over the spacing, and any span of the spacing or more is
-hit always.
+and could arrange a cut that falls between two checkpoints; the inner checkpoints
+stand on a grid over all the files that starts at a random phase, so such a span
+(shorter than :data:`SPACING`) is hit with a chance of about its length over the
+spacing, wherever it is, and a span longer than the spacing and a line is hit always
+(a checkpoint stands at the first line end past its grid point, and a line is shown
+in pieces of at most the spacing).
 
 The cost is the model's: it copies every token. A token is 8 hex digits (a guess is
 one in four billion, and a plugin gets one guess per audit), a few output tokens
@@ -108,25 +110,26 @@ class _Place:
 
 
 def _places(blocks: Sequence[Sequence[str]], rng: random.Random | None) -> list[_Place]:
-    """Every place for a checkpoint: before the first block, after each block, and in a
-    long block the first line end past each multiple of :data:`SPACING` from a random
-    phase (never after its header or its last line: the block's end is a place)."""
+    """Every place for a checkpoint: before the first block, after each block, and the
+    first line end inside a block past each point of a grid :data:`SPACING` apart that
+    starts at a random phase (never after a block's header or last line: its end is a
+    place). The grid runs over the whole section, not file by file, so a short file is
+    no blind spot: any span is hit as likely as its length says (module docstring)."""
     places = [_Place(0, -1, -1, inside=False)]
+    target = (rng or random.SystemRandom()).randrange(SPACING)
     offset = 0
     for number, lines in enumerate(blocks):
-        start = offset
-        ends = []
-        for line in lines:
+        last = len(lines) - 1
+        for index, line in enumerate(lines):
             offset += len(line) + 1
-            ends.append(offset)
-        if offset - start > SPACING:
-            phase = (rng or random.SystemRandom()).randrange(SPACING)
-            target = start + phase
-            for index in range(1, len(lines) - 2):
-                if ends[index] >= target:
-                    places.append(_Place(ends[index], number, index, inside=True))
-                    target = max(target + SPACING, ends[index] + 1)
-        places.append(_Place(offset, number, len(lines) - 1, inside=False))
+            if index == last:
+                places.append(_Place(offset, number, index, inside=False))
+            elif 1 <= index < last - 1 and offset >= target:
+                places.append(_Place(offset, number, index, inside=True))
+            else:
+                continue
+            while target <= offset:
+                target += SPACING
         offset += 1  # the blank line between blocks
     return places
 
