@@ -13,7 +13,6 @@ fails closed naming the files the model was not shown, whether or not the server
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from pathlib import Path
@@ -215,7 +214,7 @@ def test_a_wrong_checkpoint_is_not_an_echo(
         ]
         start, end = prompt_ends(exchange.prompt)
         tokens = prompt_checkpoints(exchange.prompt)
-        tokens[-1] = json.loads(json.dumps("0badc0de"))
+        tokens[-1] = "0badc0de"
         text = answer(
             injection_attempts=reports, prompt_start=start, prompt_end=end, checkpoints=tokens
         )
