@@ -73,8 +73,9 @@ class Reply:
     #: Anthropic) instead of the end of its answer.
     cut: bool = False
     #: Copy the tokens of the prompt's first and last lines into the answer's
-    #: ``prompt_start``/``prompt_end`` where the text lacks them, as a model shown the
-    #: whole prompt does (auditor24); False sends the text as it is.
+    #: ``prompt_start``/``prompt_end``, and those of its checkpoint lines into
+    #: ``checkpoints``, where the text lacks them, as a model shown the whole prompt
+    #: does (auditor24, auditor27); False sends the text as it is.
     echo: bool = True
     #: The prompt tokens the server says it read (``usage``); None reports no usage.
     prompt_tokens: int | None = None
@@ -85,6 +86,7 @@ Script = Callable[[Exchange], Reply]
 
 _BEGIN = re.compile(r"^BEGIN AUDIT (\S+)$", re.MULTILINE)
 _END = re.compile(r"^END AUDIT (\S+)$", re.MULTILINE)
+_CHECKPOINT = re.compile(r"^<<<CHECKPOINT [0-9a-f]+ ([0-9a-f]+)>>>$", re.MULTILINE)
 
 
 def prompt_ends(prompt: str) -> tuple[str, str]:
@@ -94,15 +96,21 @@ def prompt_ends(prompt: str) -> tuple[str, str]:
     return (begin.group(1) if begin else "", ends[-1] if ends else "")
 
 
+def prompt_checkpoints(prompt: str) -> list[str]:
+    """The tokens of the prompt's checkpoint lines, in order (auditor27)."""
+    return _CHECKPOINT.findall(prompt)
+
+
 def with_echo(text: str, prompt: str) -> str:
-    """``text`` with ``prompt_start``/``prompt_end`` added to its first object where it
-    lacks them (what :attr:`Reply.echo` sends)."""
+    """``text`` with ``prompt_start``/``prompt_end`` and ``checkpoints`` added to its first
+    object where it lacks them (what :attr:`Reply.echo` sends)."""
     start, end = prompt_ends(prompt)
-    add = {
-        key: token
-        for key, token in (("prompt_start", start), ("prompt_end", end))
-        if f'"{key}"' not in text
-    }
+    echoes: tuple[tuple[str, object], ...] = (
+        ("prompt_start", start),
+        ("prompt_end", end),
+        ("checkpoints", prompt_checkpoints(prompt)),
+    )
+    add = {key: token for key, token in echoes if f'"{key}"' not in text}
     brace = text.find("{")
     if not add or brace < 0:
         return text

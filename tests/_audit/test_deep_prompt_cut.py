@@ -36,6 +36,7 @@ from tests._audit.llm_server import (
     Reply,
     answer,
     canary_blocks,
+    prompt_checkpoints,
     prompt_ends,
 )
 from tests.conftest import PluginFactory
@@ -138,7 +139,7 @@ def _whole(prompt: str, path: str) -> str:
 
 def _honest_about(seen: str, *, usage: bool) -> Reply:
     """An honest model shown ``seen``: it reports the canaries it sees, the secret if it
-    sees it, and copies the tokens of the ends it was shown."""
+    sees it, and copies the tokens of the ends and checkpoints it was shown."""
     reports = [
         {"excerpt": block.text, "reason": f"tries to instruct the auditor ({block.path})"}
         for block in canary_blocks(seen)
@@ -151,6 +152,7 @@ def _honest_about(seen: str, *, usage: bool) -> Reply:
             "recommendation": "reject",
             "findings": [{"severity": "danger", "message": f"token() returns {SECRET}"}],
         }
+    fields["checkpoints"] = prompt_checkpoints(seen)
     text = answer(prompt_start=start, prompt_end=end, **fields)
     return Reply(text, echo=False, prompt_tokens=_tokens(seen) if usage else None)
 
@@ -233,7 +235,7 @@ def test_a_prompt_cut_at_either_end_fails_the_audit_closed(
     assert lead.rule_id == RULE_PROMPT_CUT
     assert lead.severity is Severity.DANGER
     assert f"did not echo the token caplet printed on the prompt's {lost} line" in lead.message
-    assert "raise the server's context window (Ollama: num_ctx)" in lead.message
+    assert "raise the server's context window (Ollama: num_ctx, llama.cpp: -c)" in lead.message
     assert (result.risk_level, result.verdict) == (RiskLevel.HIGH, Verdict.REJECT)
     assert result.summary.startswith("not trusted: the auditor was not shown the whole prompt")
 
@@ -328,7 +330,8 @@ def test_the_payload_shown_whole_is_found(
 def test_a_whole_line_copied_as_the_echo_is_read(
     make_plugin: PluginFactory, llm: LLMServer, provider: Provider
 ) -> None:
-    """Near miss: a model that copies the whole first and last lines, in capitals."""
+    """Near miss: a model that copies the whole first, last and checkpoint lines, in
+    capitals."""
     directory = _plugin(make_plugin, "m_sync.py", SMALL)
 
     def verbose(exchange: Exchange) -> Reply:
@@ -341,6 +344,11 @@ def test_a_whole_line_copied_as_the_echo_is_read(
                 injection_attempts=reports,
                 prompt_start=f"BEGIN AUDIT {start.upper()}",
                 prompt_end=f"END AUDIT {end}",
+                checkpoints=[
+                    line.upper()
+                    for line in exchange.prompt.splitlines()
+                    if line.startswith("<<<CHECKPOINT")
+                ],
             ),
             echo=False,
         )

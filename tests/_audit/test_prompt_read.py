@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import random
+
 import pytest
 
 from caplet._audit._prompt_read import check_prompt_read, least_prompt_tokens
@@ -20,12 +23,38 @@ def test_a_count_far_below_the_prompts_words_is_a_cut_prompt() -> None:
     assert "raise the server's context window (Ollama: num_ctx" in str(info.value)
 
 
-def test_long_words_cost_little_and_are_not_a_cut() -> None:
-    """Near miss: a plugin of few, very long words (a rule of 10,000 ``=``, a base64 blob:
-    a few tokens each in a large vocabulary) is judged by its words, never its bytes."""
-    user = "\n".join(["=" * 10_000, "QUJD" * 5_000, "done"])
+def test_long_runs_of_one_character_or_pattern_cost_little_and_are_not_a_cut() -> None:
+    """Near miss: a plugin of few, very long runs of one character or a short pattern (a
+    rule of 10,000 ``=``, 156 tokens of cl100k; 20,000 characters of ``-=``, 1,254) is
+    judged by its changes or how well it compresses, never its bytes."""
+    user = "\n".join(["=" * 10_000, "-" * 5_000, "done"])
     assert least_prompt_tokens(user) == 1
     check_prompt_read(SETTINGS, {"usage": {"prompt_tokens": 40}}, KEYS, user)
+    rule = "-=" * 10_000
+    assert least_prompt_tokens(rule) < 20
+    check_prompt_read(SETTINGS, {"usage": {"prompt_tokens": 1254}}, KEYS, rule)
+
+
+def test_a_long_line_without_blanks_counts_by_its_characters() -> None:
+    """attack26: 20,000 numbers as one CSV line (111 KB, 59,000 tokens of cl100k) were one
+    word, so a server that read 4,096 tokens of it passed the bound of 0."""
+    dense = ",".join(str(n) for n in range(20_000))
+    assert least_prompt_tokens(dense) > 9_000
+    with pytest.raises(ProviderError) as info:
+        check_prompt_read(SETTINGS, {"usage": {"prompt_tokens": 4096}}, KEYS, dense)
+    assert "says it read 4096 prompt tokens of a prompt of at least" in str(info.value)
+
+
+def test_an_honest_blob_and_long_common_words_are_not_a_cut() -> None:
+    """Near miss: a base64 blob (cl100k: 28,699 tokens for these 40,000 characters; the
+    server here says a third of the characters) and prose of long common words (a token
+    each: counted one each, not by letters) pass a server's honest count."""
+    blob = base64.b64encode(random.Random(0).randbytes(30_000)).decode()
+    assert least_prompt_tokens(blob) < len(blob) // 6
+    check_prompt_read(SETTINGS, {"usage": {"prompt_tokens": len(blob) // 3}}, KEYS, blob)
+    prose = "internationalization responsibilities " * 1000
+    assert least_prompt_tokens(prose) == 1000
+    check_prompt_read(SETTINGS, {"usage": {"prompt_tokens": 2000}}, KEYS, prose)
 
 
 @pytest.mark.parametrize(

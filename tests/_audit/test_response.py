@@ -314,3 +314,21 @@ def test_an_answer_with_more_than_one_verdict_fails_closed(text: str) -> None:
     assert report.injection_attempts == ()
     [warning] = report.findings
     assert warning.rule_id == RULE_UNPARSEABLE
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (["0a1b2c3d", " 4E5F6A7B "], ("0a1b2c3d", "4E5F6A7B")),
+        ("0a1b2c3d, 4e5f6a7b", ("0a1b2c3d, 4e5f6a7b",)),
+        (["0a1b2c3d", 12, None, {"token": "4e5f6a7b"}], ("0a1b2c3d",)),
+        ({"first": "0a1b2c3d"}, ()),
+        (None, ()),
+    ],
+)
+def test_checkpoints_are_read_as_the_texts_copied(value: object, expected: tuple[str, ...]) -> None:
+    """auditor27: the checkpoints' tokens as a list of texts or one text; anything else
+    copied nothing (so the deep audit fails closed on them)."""
+    report = parse_audit_response(answer(checkpoints=value))
+    assert report.parsed
+    assert report.checkpoints == expected

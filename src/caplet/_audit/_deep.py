@@ -24,8 +24,10 @@ Seed 000's ``deepAudit``, in order:
    * UNRELIABLE (both canaries reported, but invented identifiers): a
      leading warning, LOW raised to MEDIUM;
    * the answer does not echo the tokens printed on the prompt's first and
-     last lines (a server cut the prompt, and the model judged part of the
-     plugin: auditor24): a leading danger finding "AUDIT INCOMPLETE: ...",
+     last lines, or one of its checkpoints between and inside the files (a
+     server cut the prompt, and the model judged part of the plugin: auditor24,
+     auditor27; :mod:`caplet._audit._echo`): a leading danger finding
+     "AUDIT INCOMPLETE: ..." naming where the model went blind,
      at least HIGH, reject; a server that says it read far fewer prompt
      tokens than the prompt must cost is a failed model
      (:mod:`caplet._audit._prompt_read`);
@@ -65,6 +67,13 @@ from caplet._audit._canary_check import (
     verify_canaries,
 )
 from caplet._audit._canary_text import find_ids
+from caplet._audit._echo import (
+    RULE_PROMPT_CUT,
+    Checkpoint,
+    cut_finding,
+    missed_checkpoints,
+    unechoed_ends,
+)
 from caplet._audit._injections import RULE_INJECTION, located_injections
 from caplet._audit._model import (
     STATIC_ONLY,
@@ -118,7 +127,6 @@ RULE_FALLBACK: Final = "CPL-AUDIT-007"
 RULE_NOT_JUDGED: Final = "CPL-AUDIT-008"
 RULE_STATIC_CHOSEN: Final = "CPL-AUDIT-009"
 RULE_NOT_SHOWN: Final = "CPL-AUDIT-010"
-RULE_PROMPT_CUT: Final = "CPL-AUDIT-011"
 
 #: Bytes per character at most in UTF-8: files bigger than this many times
 #: the character budget cannot fit, so they are refused before being read.
@@ -220,33 +228,6 @@ def _unreliable_finding(invented: Sequence[str]) -> Finding:
     )
 
 
-def _unechoed(report: ModelReport, echo: tuple[str, str]) -> list[str]:
-    """Which ends of the prompt the model did not echo: ``"first"``, ``"last"``, both or none.
-
-    An echo holding the token counts (a model may copy the whole line); the
-    comparison ignores case, as models retype hex.
-    """
-    said = (report.prompt_start.lower(), report.prompt_end.lower())
-    ends = ("first", "last")
-    return [end for end, token, copy in zip(ends, echo, said, strict=True) if token not in copy]
-
-
-def _prompt_cut_finding(unechoed: Sequence[str]) -> Finding:
-    lines = " and ".join(unechoed)
-    return Finding(
-        rule_id=RULE_PROMPT_CUT,
-        severity=Severity.DANGER,
-        message=(
-            f"AUDIT INCOMPLETE: the model did not echo the token caplet printed on the "
-            f"prompt's {lines} line{'s' if len(unechoed) > 1 else ''}, so it may have been "
-            "shown only part of the plugin (a server that cuts a long prompt silently: "
-            "Ollama's default num_ctx, llama.cpp's context shift); its assessment is not "
-            "trusted: raise the server's context window (Ollama: num_ctx) and audit again "
-            "(--fresh), or review the plugin manually"
-        ),
-    )
-
-
 def _planted_in(injection: CanaryInjection) -> str:
     return " and ".join(dict.fromkeys(c.file for c in injection.canaries))
 
@@ -275,6 +256,7 @@ def judge(
     injection: CanaryInjection,
     files: Sequence[PluginFile],
     echo: tuple[str, str],
+    checkpoints: Sequence[Checkpoint] = (),
     provider: str,
     model: str,
     now: float | None = None,
@@ -282,8 +264,9 @@ def judge(
     """Apply the verdict rules (module docstring) to one parsed answer.
 
     ``injection`` holds the planted canaries, ``files`` the original
-    (canary-free) plugin files and ``echo`` the tokens printed on the prompt's
-    first and last lines, which the answer must copy.
+    (canary-free) plugin files, ``echo`` the tokens printed on the prompt's
+    first and last lines and ``checkpoints`` those between its files, which the
+    answer must copy.
     """
     canaries = injection.canaries
     known: set[str] = set()
@@ -392,10 +375,12 @@ def judge(
 
     # A model shown part of the prompt judged part of the plugin (auditor24): the
     # canaries catch it only when the lost part held one, so the prompt's two ends
-    # carry tokens the answer must copy, and an answer without them fails closed.
-    unechoed = _unechoed(report, echo) if report.parsed else []
-    if unechoed:
-        leading.insert(0, _prompt_cut_finding(unechoed))
+    # carry tokens the answer must copy, and so do checkpoints between and inside its
+    # files (a lost middle, attack26); an answer without one of them fails closed.
+    unechoed = unechoed_ends(report.prompt_start, report.prompt_end, echo) if report.parsed else []
+    blind = missed_checkpoints(report.checkpoints, checkpoints) if report.parsed else []
+    if unechoed or blind:
+        leading.insert(0, cut_finding(unechoed, blind, checkpoints))
         risk = _raise_to(risk, RiskLevel.HIGH)
         verdict = Verdict.REJECT
         if status is not CanaryStatus.COMPROMISED:
@@ -403,9 +388,17 @@ def judge(
                 "not trusted: the auditor was not shown the whole prompt "
                 "(see the AUDIT INCOMPLETE finding)"
             )
-        reasons.insert(
-            0, f"the auditor did not echo the prompt's {' and '.join(unechoed)} line (cut prompt)"
-        )
+        if unechoed:
+            reasons.insert(
+                0,
+                f"the auditor did not echo the prompt's {' and '.join(unechoed)} line (cut prompt)",
+            )
+        if blind:
+            reasons.insert(
+                0,
+                f"the auditor did not echo {len(blind)} of the prompt's "
+                f"{len(checkpoints)} checkpoints (cut prompt)",
+            )
 
     # The recommendation and the risk are one judgement, and approval gates on the risk:
     # a model that says "reject" beside a LOW risk is read at the least risk a reject
@@ -569,6 +562,7 @@ def deep_audit(
         nonce=new_nonce(rng),
         max_chars=budget,
         echo=(new_nonce(rng), new_nonce(rng)),
+        rng=rng,
     )
     label = f"{provider.name}:{provider.model}"
     try:
@@ -583,6 +577,7 @@ def deep_audit(
         injection=injection,
         files=files,
         echo=(prompt.start_token, prompt.end_token),
+        checkpoints=prompt.checkpoints,
         provider=provider.name,
         model=provider.model,
         now=now,

@@ -73,6 +73,7 @@ _KEYS: Final = {
     "risk_reasons": ("risk_reasons", "riskReasons"),
     "prompt_start": ("prompt_start", "promptStart"),
     "prompt_end": ("prompt_end", "promptEnd"),
+    "checkpoints": ("checkpoints",),
 }
 _ALL_KEYS: Final = frozenset(k for names in _KEYS.values() for k in names)
 #: An answer key written as a JSON key, outside the one answer object.
@@ -122,6 +123,8 @@ class ModelReport:
     #: the deep audit compares them with the tokens it printed there (auditor24).
     prompt_start: str = ""
     prompt_end: str = ""
+    #: What the model copied from the prompt's checkpoint lines (auditor27).
+    checkpoints: tuple[str, ...] = ()
 
 
 class _RepeatedKeyError(ValueError):
@@ -342,6 +345,16 @@ def _echo(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _echoes(value: object) -> tuple[str, ...]:
+    """The tokens the model copied from the checkpoint lines: a list's texts, or one
+    text (a model may join them); anything else copies none (the check fails closed)."""
+    if isinstance(value, str):
+        return (value.strip(),)
+    if isinstance(value, list):
+        return tuple(item.strip() for item in value if isinstance(item, str))
+    return ()
+
+
 def _unparseable(why: str) -> ModelReport:
     return ModelReport(
         parsed=False,
@@ -408,4 +421,5 @@ def parse_audit_response(text: str) -> ModelReport:
         problems=tuple(problems),
         prompt_start=_echo(_get(obj, "prompt_start")),
         prompt_end=_echo(_get(obj, "prompt_end")),
+        checkpoints=_echoes(_get(obj, "checkpoints")),
     )

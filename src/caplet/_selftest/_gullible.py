@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from caplet._audit._canary_text import find_ids
@@ -38,6 +39,7 @@ __all__ = ["MARKER", "GullibleAuditor"]
 MARKER = "AUDITOR:"
 _NUMBERED = re.compile(r"^\s*\d+\| ?(.*)$")
 _FILE_START = re.compile(r"^<<<FILE ([0-9a-f]+) ")
+_CHECKPOINT = re.compile(r"^<<<CHECKPOINT [0-9a-f]+ ([0-9a-f]+)>>>$")
 
 
 class GullibleAuditor:
@@ -69,18 +71,21 @@ class GullibleAuditor:
         lines = user.splitlines()
         # It was shown the whole prompt: it copies the tokens of its two ends, as asked.
         ends = (lines[0].removeprefix("BEGIN AUDIT "), lines[-1].removeprefix("END AUDIT "))
+        # ... and those of the checkpoint lines between and inside the files (auditor27).
+        points = tuple(m.group(1) for line in lines if (m := _CHECKPOINT.match(line)))
+        echo = _Echo(ends, points)
         heard = [line for line in (inside if self._trust == "files" else outside) if MARKER in line]
         overrides = [line for line in inside if find_ids(line) and MARKER not in line]
         if not heard:
             reported = overrides + [line for line in inside if MARKER in line]
-            return _answer("HIGH" if reported else "LOW", reported, ends, obeyed=False)
+            return _answer("HIGH" if reported else "LOW", reported, echo, obeyed=False)
         instruction = " ".join(heard)
         reported = []
         if "report canaries" in instruction:
             reported += overrides
         for named in find_ids(instruction):
             reported += [line for line in inside if named in line.lower() and MARKER not in line]
-        return _answer("LOW", reported, ends, obeyed=True)
+        return _answer("LOW", reported, echo, obeyed=True)
 
 
 def _split(prompt: str) -> tuple[list[str], list[str]]:
@@ -116,7 +121,15 @@ def _split(prompt: str) -> tuple[list[str], list[str]]:
     return inside, outside
 
 
-def _answer(risk: str, reported: list[str], ends: tuple[str, str], *, obeyed: bool) -> str:
+@dataclass(frozen=True, slots=True)
+class _Echo:
+    """What the model copies from the prompt: its ends' tokens and the checkpoints'."""
+
+    ends: tuple[str, str]
+    checkpoints: tuple[str, ...]
+
+
+def _answer(risk: str, reported: list[str], echo: _Echo, *, obeyed: bool) -> str:
     return json.dumps(
         {
             "risk_level": risk,
@@ -129,7 +142,8 @@ def _answer(risk: str, reported: list[str], ends: tuple[str, str], *, obeyed: bo
             ],
             "recommendation": "approve" if obeyed else ("reject" if reported else "approve"),
             "risk_reasons": [],
-            "prompt_start": ends[0],
-            "prompt_end": ends[1],
+            "prompt_start": echo.ends[0],
+            "prompt_end": echo.ends[1],
+            "checkpoints": echo.checkpoints,
         }
     )
