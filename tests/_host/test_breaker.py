@@ -484,6 +484,34 @@ def test_an_agents_calls_open_the_breaker_but_never_quarantine(
     assert info.quarantine is not None
 
 
+def test_a_hooks_failures_open_the_breaker_but_never_quarantine(
+    host: PluginHost, make_plugin: PluginFactory, clock: FakeClock
+) -> None:
+    """An application's event payload may carry its user's or an agent's text, as an
+    agent's call does: a payload the subscriber fails on, emitted as often as
+    test_repeated_trips_quarantine_the_plugin_persistently calls, quarantined the plugin
+    on every host on 4ecdd16c (security.md, steer22's leftovers). It now opens this
+    host's breaker three times and quarantines nothing."""
+    hooks = '[hooks."flaky:event"]\nfunction = "main.work"\n'
+    make_plugin("flaky", source=FLAKY, modules=FLAKY_MODULES + hooks)
+    host.discover()
+    assert host.enable("flaky", consent=True)
+    host.define_hook("flaky:event")
+    for _ in range(3):
+        (call,) = host.emit("flaky:event", False).calls
+        assert "asked to fail" in (call.error or "")
+    for _ in range(2):
+        clock.advance(60)
+        (call,) = host.emit("flaky:event", False).calls
+        assert "asked to fail" in (call.error or "")
+    info = host.get_plugin("flaky")
+    assert info is not None
+    assert info.quarantine is None
+    trips = [d for d in host.manager.store.decisions("flaky") if d.action == "circuit"]
+    assert len(trips) == 3
+    assert "not counted toward quarantine" in trips[0].detail
+
+
 def test_release_lets_the_plugin_start_afresh(
     host: PluginHost, make_plugin: PluginFactory, clock: FakeClock
 ) -> None:

@@ -269,7 +269,9 @@ class PluginHost(HostLifecycle, HostEvents, HostAgent):
         )
         #: The events this host defines (made here, not lazily, so two
         #: threads emitting first cannot each make one).
-        self._hook_bus = HookBus(self.manager, self.call, self._count_hook_failure)
+        #: A hook's payload is the application's event, which may carry its user's or an
+        #: agent's text: its calls go as an agent's do (the breaker, never quarantine).
+        self._hook_bus = HookBus(self.manager, self.agent_call, self._count_hook_failure)
         note_loosened(self.effective_policy, self.manager)
         if discover:
             self.manager.discover()

@@ -80,5 +80,8 @@ class HostEvents(HostParts):
         return self._hook_bus.statuses(name)
 
     def _count_hook_failure(self, name: str, target: str, exc: SandboxError) -> None:
-        """Count a failure only the hook dispatcher saw (a result the event's schema refuses)."""
-        self._calls.failed(name, target, self.breaker(name), exc, self._workers.running.get(name))
+        """Count a failure only the hook dispatcher saw (a result the event's schema refuses):
+        toward the breaker, never toward quarantine (the payload was the caller's)."""
+        self._calls.failed(
+            name, target, self.breaker(name), exc, self._workers.running.get(name), nested=True
+        )
