@@ -64,8 +64,10 @@ class HostEvents(HostParts):
 
         Subscribers run one after another, dependencies first (``requires``),
         then by ascending priority; each through the ordinary call path (its
-        own worker, timeout, circuit breaker and schemas). A hook whose
-        capability is not granted is skipped. The results hold each
+        own worker, timeout, circuit breaker and schemas). The payload is
+        the caller's input, as an agent's arguments are (:meth:`agent_call`):
+        a subscriber's failures may open this host's breaker but never count
+        toward quarantine. A hook whose capability is not granted is skipped. The results hold each
         plugin's value or error; under ``CONTINUE`` no plugin's failure stops
         the others, under ``ABORT`` the first stops the rest
         (``results.aborted_by``). Every subscriber's outcome is logged.
