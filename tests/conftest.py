@@ -127,6 +127,17 @@ def _isolated_environment(
         monkeypatch.delenv(name, raising=False)
 
 
+def write_policy(path: Path, text: str, encoding: str = "utf-8") -> Path:
+    """Write a policy file beside a plugins directory and allow it, as a person does with
+    ``caplet policy --allow`` after reading it (a found file that loosens applies only
+    then: caplet._host._policy_allow)."""
+    from caplet._host._policy_allow import allow_policy_text
+
+    path.write_text(text, encoding=encoding)
+    allow_policy_text(path, text)
+    return path
+
+
 def rooted(kind: str) -> str:
     """Manifest lines granting ``kind`` (``fs.read``, ``fs.write``) over the folder the
     plugin's ``root`` setting names, for ``PluginFactory``'s ``extra``."""

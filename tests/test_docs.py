@@ -12,7 +12,7 @@ import pytest
 from caplet._errors import ManifestError
 from caplet._manifest import _schema
 from caplet._manifest._load import load_manifest
-from tests.conftest import REPO
+from tests.conftest import REPO, write_policy
 
 MANIFEST_DOC = REPO / "docs" / "manifest.md"
 _BLOCK = re.compile(r"```(?P<lang>toml|json|python|text)\n(?P<body>.*?)```", re.S)
@@ -133,6 +133,6 @@ def test_policy_examples_in_the_agent_docs_are_valid(doc: str, tmp_path: Path) -
     assert examples
     (tmp_path / "plugins").mkdir()
     for body in examples:
-        (tmp_path / "caplet.toml").write_text(body, encoding="utf-8")
+        write_policy(tmp_path / "caplet.toml", body)
         effective = load_policy(tmp_path / "plugins")
         assert effective.file == tmp_path / "caplet.toml"

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests._cli.clikit import write_hidden_hint_plugin
+from tests.conftest import write_policy
 
 READER = """
 import os
@@ -228,7 +229,8 @@ def test_approvals_from_a_state_database_a_project_names_are_never_silent(
         "import os\n\ndef create_functions(config):\n"
         "    return {'m': {'f': lambda: os.environ.get('HOME', '?')}}\n"
     )
-    (author / "caplet.toml").write_text('store = "approvals"\n')
+    # The author allowed their own file (a found file that loosens applies only then).
+    write_policy(author / "caplet.toml", 'store = "approvals"\n')
     approved = caplet(
         "approve", "evil", "--yes", cwd=author, env={"CAPLET_STATE_DIR": str(tmp_path / "a")}
     )
@@ -236,6 +238,17 @@ def test_approvals_from_a_state_database_a_project_names_are_never_silent(
     victim = tmp_path / "victim"
     shutil.copytree(author, victim)
     own = {"CAPLET_STATE_DIR": str(tmp_path / "mine")}
+    # The copy's file is not allowed here: left out, and the call needs consent.
+    withheld = caplet("call", "--enable", "evil", "m.f", cwd=victim, env=own)
+    assert withheld.returncode != 0
+    assert (
+        f"the policy file {victim / 'caplet.toml'}, found beside the plugins directory, "
+        "loosens the defaults (store = approvals) and no person has allowed it: it is not "
+        "applied"
+    ) in flat(withheld.stdout + withheld.stderr)
+    # Allowed by the victim too (read, and allowed): its store still vouches for nothing.
+    allowed = caplet("policy", "--allow", cwd=victim, env=own)
+    assert allowed.returncode == 0, allowed.stderr
     called = caplet("call", "--enable", "evil", "m.f", cwd=victim, env=own)
     said = flat(called.stdout + called.stderr)
     assert called.returncode != 0, "decide14: the author's rows are not this user's consent"
@@ -262,7 +275,7 @@ def test_approvals_from_a_state_database_a_project_names_are_never_silent(
     assert "1 value(s) loosen the defaults" in shown
     assert "named only by a project's caplet.toml, its approvals vouch for nothing" in shown
     # Near miss: the store in this machine's state directory, written out, loosens nothing.
-    (victim / "caplet.toml").write_text('store = "sqlite"\n')
+    write_policy(victim / "caplet.toml", 'store = "sqlite"\n')
     plain = caplet("policy", cwd=victim, env=own)
     assert "nothing loosens the defaults" in plain.stdout, plain.stdout
 

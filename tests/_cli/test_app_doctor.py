@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from caplet._cli._app import app
 from caplet._trust._sqlite import DB_FILENAME
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, write_policy
 
 runner = CliRunner()
 
@@ -127,7 +127,7 @@ def test_the_policy_files_store_is_the_one_checked(
 ) -> None:
     monkeypatch.delenv("CAPLET_STORE", raising=False)
     shared = tmp_path / "shared-state"
-    (plugins_dir.parent / "caplet.toml").write_text(f'store = "sqlite://{shared}"\n')
+    write_policy(plugins_dir.parent / "caplet.toml", f'store = "sqlite://{shared}"\n')
     make_plugin("hello")
     cli = ["--plugins-dir", str(plugins_dir), "--state-dir", str(state_dir)]
     approved = runner.invoke(app, ["approve", "hello", "--yes", "--json", *cli])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests._cli.clikit import caplet, document
+from tests.conftest import write_policy
 
 
 def test_the_defaults_without_a_file(tmp_path: Path) -> None:
@@ -31,8 +32,10 @@ def test_the_defaults_without_a_file(tmp_path: Path) -> None:
 
 def test_a_file_and_flags_each_named_as_the_source(tmp_path: Path) -> None:
     (tmp_path / "plugins").mkdir()
-    (tmp_path / "caplet.toml").write_text(
-        'isolation = "best-effort"\n[guest]\npool_size = 0\n', encoding="utf-8"
+    write_policy(
+        tmp_path / "caplet.toml",
+        'isolation = "best-effort"\n[guest]\npool_size = 0\n',
+        encoding="utf-8",
     )
     result = caplet(
         "policy",
@@ -63,7 +66,7 @@ def test_a_file_and_flags_each_named_as_the_source(tmp_path: Path) -> None:
 
 
 def test_text_output_marks_each_loosening_and_never_splits_a_word(tmp_path: Path) -> None:
-    (tmp_path / "caplet.toml").write_text('max_risk_level = "HIGH"\n', encoding="utf-8")
+    write_policy(tmp_path / "caplet.toml", 'max_risk_level = "HIGH"\n')
     for columns in ("250", "60"):
         result = caplet("policy", "--changed", cwd=tmp_path, env={"COLUMNS": columns})
         assert result.returncode == 0, result.stderr
@@ -75,7 +78,7 @@ def test_text_output_marks_each_loosening_and_never_splits_a_word(tmp_path: Path
 
 
 def test_a_bad_policy_is_a_usage_error_naming_the_file_and_the_field(tmp_path: Path) -> None:
-    (tmp_path / "caplet.toml").write_text("memory_mb = 'lots'\n", encoding="utf-8")
+    write_policy(tmp_path / "caplet.toml", "memory_mb = 'lots'\n")
     for command in (("policy",), ("list",), ("call", "hello", "greet.say")):
         result = caplet(*command, "--json", cwd=tmp_path)
         assert result.returncode == 2, (command, result.stdout, result.stderr)

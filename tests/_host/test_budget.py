@@ -11,7 +11,7 @@ from caplet import BudgetExceededError, PluginHost, Policy, PolicyError, load_po
 from caplet._broker._model import BrokerDecision
 from caplet._host._budget import BudgetLimits, BudgetPolicy, PluginBudget
 from caplet._host._metrics import OTHER, MetricsSettings
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, write_policy
 
 
 class Clock:
@@ -112,10 +112,11 @@ def test_bad_budgets_are_refused_naming_the_field(budget: dict[str, object], fie
 def test_a_policy_file_that_loosens_a_budget_says_so(tmp_path: Path) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    (tmp_path / "caplet.toml").write_text(
+    write_policy(
+        tmp_path / "caplet.toml",
         "[budget]\ncpu_s = 5\nbroker_requests = 100\n"
         "[budget.plugins.fetch]\ncpu_s = 0\nbroker_requests = 500\n"
-        "[budget.plugins.tight]\ncpu_s = 1\n"
+        "[budget.plugins.tight]\ncpu_s = 1\n",
     )
     effective = load_policy(plugins)
     settings = {s.field: s for s in effective.settings}

@@ -24,7 +24,7 @@ from caplet._errors import StoreError
 from caplet._host._log_limits import LogLimits
 from caplet._host._records import PluginState
 from caplet._trust._postgres import PostgresStore
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, write_policy
 from tests.crashkit import caplet
 from tests.pgserver import PgServer, running_server
 
@@ -376,7 +376,8 @@ def test_a_shared_store_vouches_when_the_operator_names_it_not_when_a_project_do
     monkeypatch.delenv("CAPLET_POLICY", raising=False)
     plugins = node(tmp_path / "project")
     policy = tmp_path / "project" / "caplet.toml"
-    policy.write_text(f"store = {json.dumps(pg_url)}\n")
+    # Allowed (a person read it): a found file that loosens applies only then.
+    write_policy(policy, f"store = {json.dumps(pg_url)}\n")
     with PluginHost(plugins, state_dir=tmp_path / "a" / "state", policy=policy) as a:
         a.manager.audit("p")
         assert a.manager.approve("p")

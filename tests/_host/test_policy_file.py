@@ -24,7 +24,7 @@ from caplet._host._policy_file import (
 )
 from caplet._sandbox._subprocess import SubprocessLauncher
 from caplet._trust._store import Decision
-from tests.conftest import PluginFactory
+from tests.conftest import PluginFactory, write_policy
 
 LOOSE = """\
 isolation = "best-effort"
@@ -49,7 +49,7 @@ def test_without_a_file_the_defaults_hold_and_nothing_is_configured(plugins_dir:
 
 
 def test_caplet_toml_beside_the_plugins_directory_is_read(plugins_dir: Path) -> None:
-    (plugins_dir.parent / "caplet.toml").write_text(LOOSE, encoding="utf-8")
+    write_policy(plugins_dir.parent / "caplet.toml", LOOSE)
     effective = load_policy(plugins_dir, environ={})
     policy = effective.policy
     assert policy.isolation is Isolation.BEST_EFFORT
@@ -82,15 +82,15 @@ def test_pyproject_tool_table_is_read_and_caplet_toml_wins_over_it(plugins_dir: 
     assert {s.source for s in effective.settings if s.field == "memory_mb"} == {
         f"{pyproject} [tool.caplet]"
     }
-    (plugins_dir.parent / "caplet.toml").write_text("memory_mb = 200\n", encoding="utf-8")
+    write_policy(plugins_dir.parent / "caplet.toml", "memory_mb = 200\n")
     assert load_policy(plugins_dir, environ={}).policy.memory_mb == 200
 
 
 def test_a_pyproject_without_caplet_is_someone_elses(plugins_dir: Path) -> None:
-    (plugins_dir.parent / "pyproject.toml").write_text('[project]\nname = "x"\n', "utf-8")
+    write_policy(plugins_dir.parent / "pyproject.toml", '[project]\nname = "x"\n', "utf-8")
     assert load_policy(plugins_dir, environ={}).file is None
     # Broken, but never mentioning caplet: not caplet's to judge.
-    (plugins_dir.parent / "pyproject.toml").write_text("[[[ not toml", "utf-8")
+    write_policy(plugins_dir.parent / "pyproject.toml", "[[[ not toml", "utf-8")
     assert load_policy(plugins_dir, environ={}).file is None
 
 
@@ -98,7 +98,7 @@ def test_a_broken_pyproject_that_may_hold_the_policy_is_an_error_not_the_default
     plugins_dir: Path,
 ) -> None:
     """The safe answer: a policy that cannot be read might have tightened something."""
-    (plugins_dir.parent / "pyproject.toml").write_text("[tool.caplet]\nmemory_mb = = 5\n", "utf-8")
+    write_policy(plugins_dir.parent / "pyproject.toml", "[tool.caplet]\nmemory_mb = = 5\n", "utf-8")
     with pytest.raises(PolicyError, match=r"pyproject.toml: not valid TOML: .*line 2"):
         load_policy(plugins_dir, environ={})
 
@@ -106,7 +106,7 @@ def test_a_broken_pyproject_that_may_hold_the_policy_is_an_error_not_the_default
 def test_caplet_policy_names_the_file_and_an_explicit_file_wins(
     plugins_dir: Path, tmp_path: Path
 ) -> None:
-    (plugins_dir.parent / "caplet.toml").write_text("memory_mb = 100\n", encoding="utf-8")
+    write_policy(plugins_dir.parent / "caplet.toml", "memory_mb = 100\n")
     named = tmp_path / "team-policy.toml"
     named.write_text("memory_mb = 300\n", encoding="utf-8")
     chosen = tmp_path / "chosen.toml"
@@ -156,8 +156,10 @@ def test_a_file_far_larger_than_any_policy_is_refused(plugins_dir: Path) -> None
 
 
 def test_flags_go_on_top_and_say_so(plugins_dir: Path) -> None:
-    (plugins_dir.parent / "caplet.toml").write_text(
-        '[network]\nallowed_networks = ["10.0.0.0/8"]\n', encoding="utf-8"
+    write_policy(
+        plugins_dir.parent / "caplet.toml",
+        '[network]\nallowed_networks = ["10.0.0.0/8"]\n',
+        encoding="utf-8",
     )
     effective = load_policy(
         plugins_dir,
@@ -216,7 +218,7 @@ def _host(plugins_dir: Path, state_dir: Path, **kwargs: object) -> PluginHost:
 def test_plugin_host_reads_the_same_file(
     plugins_dir: Path, state_dir: Path, tmp_path: Path
 ) -> None:
-    (plugins_dir.parent / "caplet.toml").write_text("memory_mb = 100\n", encoding="utf-8")
+    write_policy(plugins_dir.parent / "caplet.toml", "memory_mb = 100\n")
     with _host(plugins_dir, state_dir) as host:
         assert host.policy.memory_mb == 100
         assert host.effective_policy.file == plugins_dir.parent / "caplet.toml"
@@ -232,7 +234,7 @@ def test_plugin_host_reads_the_same_file(
 
 
 def test_a_host_refuses_to_start_on_a_bad_policy_file(plugins_dir: Path, state_dir: Path) -> None:
-    (plugins_dir.parent / "caplet.toml").write_text("isolation = 'loose'\n", encoding="utf-8")
+    write_policy(plugins_dir.parent / "caplet.toml", "isolation = 'loose'\n")
     with pytest.raises(PolicyError, match=r"caplet.toml: isolation: 'loose' is not valid"):
         _host(plugins_dir, state_dir)
 
@@ -245,7 +247,7 @@ def test_a_loosening_file_is_logged_and_recorded_once_per_change(
     plugins_dir: Path, state_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     policy_file = plugins_dir.parent / "caplet.toml"
-    policy_file.write_text('[network]\nallowed_networks = ["127.0.0.0/8"]\n', encoding="utf-8")
+    write_policy(policy_file, '[network]\nallowed_networks = ["127.0.0.0/8"]\n')
     with caplog.at_level(logging.WARNING, logger="caplet"), _host(plugins_dir, state_dir) as host:
         rows = _policy_rows(host)
     assert len(rows) == 1
@@ -256,7 +258,7 @@ def test_a_loosening_file_is_logged_and_recorded_once_per_change(
     # The same policy again: warned again, recorded once.
     with _host(plugins_dir, state_dir) as host:
         assert len(_policy_rows(host)) == 1
-    policy_file.write_text('isolation = "best-effort"\n', encoding="utf-8")
+    write_policy(policy_file, 'isolation = "best-effort"\n')
     with _host(plugins_dir, state_dir) as host:
         rows = _policy_rows(host)
     assert len(rows) == 2
@@ -281,8 +283,8 @@ def test_the_store_key_chooses_the_store_and_never_shows_a_password(
 ) -> None:
     monkeypatch.delenv("CAPLET_STORE", raising=False)
     shared = tmp_path / "shared-state"
-    (plugins_dir.parent / "caplet.toml").write_text(
-        f'store = "sqlite://{shared}"\n', encoding="utf-8"
+    write_policy(
+        plugins_dir.parent / "caplet.toml", f'store = "sqlite://{shared}"\n', encoding="utf-8"
     )
     with _host(plugins_dir, state_dir) as host:
         assert host.policy.store == f"sqlite://{shared}"
@@ -296,8 +298,10 @@ def test_the_store_key_chooses_the_store_and_never_shows_a_password(
         host.manager.store.log_decision(_decision("via-env"))
     assert (elsewhere / "caplet.db").exists()
 
-    (plugins_dir.parent / "caplet.toml").write_text(
-        'store = "postgresql://caplet:hunter2@db.internal/caplet"\n', encoding="utf-8"
+    write_policy(
+        plugins_dir.parent / "caplet.toml",
+        'store = "postgresql://caplet:hunter2@db.internal/caplet"\n',
+        encoding="utf-8",
     )
     effective = load_policy(plugins_dir, environ={})
     (setting,) = [s for s in effective.settings if s.field == "store"]
@@ -307,8 +311,10 @@ def test_the_store_key_chooses_the_store_and_never_shows_a_password(
 
 
 def test_a_store_of_an_unknown_kind_is_refused_naming_the_file(plugins_dir: Path) -> None:
-    (plugins_dir.parent / "caplet.toml").write_text(
-        'store = "mysql://root:hunter2@db/caplet"\n', encoding="utf-8"
+    write_policy(
+        plugins_dir.parent / "caplet.toml",
+        'store = "mysql://root:hunter2@db/caplet"\n',
+        encoding="utf-8",
     )
     with pytest.raises(PolicyError) as info:
         load_policy(plugins_dir, environ={})
@@ -386,7 +392,7 @@ def test_a_store_only_a_project_file_names_is_told_apart_from_the_operators(
     (or pyproject's [tool.caplet]) `store` is the project's; named by the operator (a
     file they name, a flag, CAPLET_STORE) it is theirs."""
     project = plugins_dir.parent / "caplet.toml"
-    project.write_text('store = "approvals"\n')
+    write_policy(project, 'store = "approvals"\n')
     found = load_policy(plugins_dir, environ={})
     assert project_store(found, {}) == f"store = approvals ({project})"
     assert project_store(found, {"CAPLET_STORE": "/srv/state"}) == ""
@@ -398,9 +404,9 @@ def test_a_store_only_a_project_file_names_is_told_apart_from_the_operators(
         plugins_dir, environ={}, overrides=[PolicyOverride("store", "approvals", "--set store")]
     )
     assert project_store(flagged, {}) == "", "a flag is the operator's"
-    project.write_text('store = "sqlite"\n')
+    write_policy(project, 'store = "sqlite"\n')
     assert project_store(load_policy(plugins_dir, environ={}), {}) == "", "this machine's own"
-    project.write_text('store = "postgresql://u:secret@db/caplet"\n')
+    write_policy(project, 'store = "postgresql://u:secret@db/caplet"\n')
     shown = project_store(load_policy(plugins_dir, environ={}), {})
     assert shown.startswith("store = postgresql://u:")
     assert "secret" not in shown, "never the password"
@@ -414,7 +420,7 @@ def test_a_project_stores_cached_audit_is_never_shown_as_the_audit(
     make_plugin("p")
     monkeypatch.chdir(plugins_dir.parent)  # `store = "approvals"` is read from the cwd
     project = plugins_dir.parent / "caplet.toml"
-    project.write_text('store = "approvals"\n')
+    write_policy(project, 'store = "approvals"\n')
     options = {"state_dir": tmp_path / "state", "auditor": None, "loading": LoadingRules()}
     # The author, in their project (naming the file: their store), forges the cached audit.
     with PluginHost(plugins_dir, policy=project, **options) as author:  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from caplet._cli._documents import JSONValue, jsonable
 from caplet._cli._options import Common
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_table
-from caplet._host._policy_file import PolicySetting
+from caplet._host._policy_file import PolicySetting, withheld_warning
 
 __all__: list[str] = []
 
@@ -45,6 +45,14 @@ def policy_command(
     changed: Annotated[
         bool, typer.Option("--changed", help="Only the values that are not the defaults.")
     ] = False,
+    allow: Annotated[
+        bool,
+        typer.Option(
+            "--allow",
+            help="Allow the policy file found beside the plugins directory, as it is now, to "
+            "loosen the defaults (read it first; a change needs allowing again).",
+        ),
+    ] = False,
 ) -> None:
     """Show the effective policy: each value, where it came from, and what loosens the defaults.
 
@@ -52,8 +60,23 @@ def policy_command(
     plugins directory, or the file --policy or CAPLET_POLICY names, with the
     policy flags of this command line on top (--allow-network, --set ...).
     Every value that allows more than the default is marked and explained;
-    a host started on such a policy logs the same lines.
+    a host started on such a policy logs the same lines. A file found beside the
+    plugins directory (a project's, not named by you) that loosens anything is
+    not applied until you allow its content with --allow.
     """
+    if allow:
+        from caplet._host._policy_file import allow_found_policy
+
+        path, record = allow_found_policy(run.options.plugins_dir)
+        run.out.emit({"ok": True, "allowed": str(path), "record": str(record)})
+        run.out.say(
+            plain(
+                f"allowed {path} as it is now: its loosenings apply; a change to it needs "
+                "allowing again",
+                "green",
+            )
+        )
+        return
     effective = run.policy()
     settings = [s for s in effective.settings if not changed or s.value != s.default]
     loosened = effective.loosened
@@ -63,6 +86,12 @@ def policy_command(
             "file": None if effective.file is None else str(effective.file),
             "settings": [_setting_json(s) for s in settings],
             "loosened": [_setting_json(s) for s in loosened],
+            "withheld": None
+            if effective.withheld is None
+            else {
+                "file": str(effective.withheld[0]),
+                "loosens": [_setting_json(s) for s in effective.withheld[1]],
+            },
         }
     )
     if run.as_json:
@@ -90,6 +119,8 @@ def policy_command(
         ("field", "value", "source", "note"),
         rows,
     )
+    if effective.withheld is not None:
+        run.out.say(plain(withheld_warning(effective.withheld), "bold yellow"))
     if loosened:
         run.out.say(
             Text(

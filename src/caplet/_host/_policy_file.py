@@ -45,6 +45,7 @@ from typing import Any, Final, Protocol
 from caplet._errors import PolicyError
 from caplet._host._decision_log import MAX_DETAIL_CHARS, bounded_text
 from caplet._host._policy import Policy
+from caplet._host._policy_allow import allow_policy_text, policy_allowed
 from caplet._host._policy_loosening import _leaves, loosening
 from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
 from caplet._toml import TomlLimitError, parse_toml
@@ -57,10 +58,12 @@ __all__ = [
     "EffectivePolicy",
     "PolicyOverride",
     "PolicySetting",
+    "allow_found_policy",
     "load_policy",
     "note_loosened",
     "project_store",
     "resolve_policy",
+    "withheld_warning",
 ]
 
 _LOG = logging.getLogger("caplet")
@@ -112,6 +115,9 @@ class EffectivePolicy:
     file: Path | None
     settings: tuple[PolicySetting, ...]
     found: str | None = None
+    #: A found file left out because it loosens the defaults and no person allowed its
+    #: content (:mod:`caplet._host._policy_allow`): its path and what it would loosen.
+    withheld: tuple[Path, tuple[PolicySetting, ...]] | None = None
 
     @property
     def loosened(self) -> tuple[PolicySetting, ...]:
@@ -157,12 +163,34 @@ def load_policy(
     """
     env = os.environ if environ is None else environ
     located = _locate(Path(plugins_dir), None if file is None else Path(file), env)
+    found = located is not None and file is None and not env.get(POLICY_ENV)
+    text = _text(located[0]) if located is not None else None
+    effective = _build(located, text, overrides, found=found)
+    if not found or located is None or text is None:
+        return effective
+    label = located[1]
+    loosening_here = tuple(s for s in effective.loosened if label in s.source)
+    if not loosening_here or policy_allowed(located[0], text):
+        return effective
+    # A found file that loosens, not allowed by a person: the defaults and the flags.
+    left_out = _build(None, None, overrides, found=False)
+    return dataclasses.replace(left_out, withheld=(located[0], loosening_here))
+
+
+def _build(
+    located: tuple[Path, str, str | None] | None,
+    text: str | None,
+    overrides: Sequence[PolicyOverride],
+    *,
+    found: bool,
+) -> EffectivePolicy:
+    """The policy of the file ``located`` (its ``text``) and the flags ``overrides``."""
     raw: dict[str, Any] = {}
     sources: dict[str, str] = {}
     path: Path | None = None
     if located is not None:
         path, label, table = located
-        data = _read(path, table)
+        data = _read(path, table, text)
         raw = _plain(data)
         for key in _leaf_keys(data, Policy):
             sources[key] = label
@@ -189,8 +217,7 @@ def load_policy(
         )
         for leaf, value, fallback in _leaves(policy, default)
     )
-    found = located[1] if located is not None and file is None and not env.get(POLICY_ENV) else None
-    return EffectivePolicy(policy, path, settings, found)
+    return EffectivePolicy(policy, path, settings, located[1] if found and located else None)
 
 
 def project_store(effective: EffectivePolicy, environ: Mapping[str, str] | None = None) -> str:
@@ -232,6 +259,8 @@ def note_loosened(effective: EffectivePolicy, log: _DecisionLog) -> None:
     """Warn about each loosening of a policy from a file or flags, and record them in
     the decision log when they differ from the last record (a policy an application
     built in Python is its own code's decision, and is not logged)."""
+    if effective.withheld is not None:
+        _LOG.warning("caplet: %s", withheld_warning(effective.withheld))
     if not effective.configured:
         return
     loosened = [s for s in effective.loosened if s.source not in (_DEFAULT_SOURCE, _APPLICATION)]
@@ -248,6 +277,48 @@ def note_loosened(effective: EffectivePolicy, log: _DecisionLog) -> None:
     if last and last[0].detail == kept and last[0].target == target:
         return
     log.log_decision(POLICY_LOG_NAME, "policy", target, True, detail)
+
+
+def withheld_warning(withheld: tuple[Path, tuple[PolicySetting, ...]]) -> str:
+    """Why a found policy file was left out, and the command that allows it."""
+    path, loosened = withheld
+    path = Path(os.path.abspath(path))  # noqa: PTH100 (shown, not used: no link resolved)
+    fields = ", ".join(f"{s.field} = {_shown(s.value)}" for s in loosened[:4])
+    more = f" and {len(loosened) - 4} more" if len(loosened) > 4 else ""
+    return (
+        f"the policy file {path}, found beside the plugins directory, loosens the defaults "
+        f"({fields}{more}) and no person has allowed it: it is not applied, the defaults "
+        f"are; read it, then run `caplet policy --allow` (or name it with --policy)"
+    )
+
+
+def allow_found_policy(
+    plugins_dir: Path | str, environ: Mapping[str, str] | None = None
+) -> tuple[Path, Path]:
+    """Allow the policy file found beside ``plugins_dir`` with its current text: (the file,
+    the allow list). PolicyError when there is none to allow, or it cannot be recorded."""
+    env = os.environ if environ is None else environ
+    if env.get(POLICY_ENV):
+        raise PolicyError(
+            f"{POLICY_ENV} names the policy file: it is the operator's choice and needs no "
+            "allowing; unset it to allow the file beside the plugins directory"
+        )
+    located = _locate(Path(plugins_dir), None, env)
+    if located is None:
+        raise PolicyError(
+            f"no policy file beside {plugins_dir} ({POLICY_FILE} or pyproject.toml's "
+            "[tool.caplet]): nothing to allow"
+        )
+    path = located[0]
+    text = _text(path)
+    _read(path, located[2], text)  # only a file that parses is allowed
+    try:
+        return path, allow_policy_text(path, text)
+    except OSError as exc:
+        raise PolicyError(
+            f"cannot record that {path} is allowed ({exc.strerror or exc}); check that "
+            "caplet's user state directory is writable"
+        ) from exc
 
 
 def _shown(value: object) -> str:
@@ -338,8 +409,11 @@ def _text(path: Path) -> str:
         ) from None
 
 
-def _read(path: Path, table: str | None) -> dict[str, Any]:
-    text = _text(path)
+def _read(path: Path, table: str | None, text: str | None = None) -> dict[str, Any]:
+    """The policy table of ``path`` (its ``text`` when already read: the very text a
+    person's allowing was checked against)."""
+    if text is None:
+        text = _text(path)
     try:
         data = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
