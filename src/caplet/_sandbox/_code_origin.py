@@ -27,7 +27,9 @@ and every one of those frames was the runtime's.
 - ``marshal.loads`` called by importlib (``_compile_bytecode``): a ``.pyc`` of the
   runtime only (the worker writes none, the snapshot copy has no ``__pycache__``,
   and a shipped ``.pyc`` is code no scanner read), its bytes after the header;
-- ``zipimport``: an archive of the runtime only;
+- ``zipimport``: never. The worker imports from no archive (``_plugin_load`` drops
+  its path hook), and its module functions compile any text handed to them whatever
+  archive they name (``zipimport._compile_source(os.__file__, text)``: attack27);
 - ``compile`` called by the standard library elsewhere: only its code generators,
   each with the check that keeps the plugin's text out of the code it makes
   (the ``_TYPE_TEXT``, ``_FIELDS`` and ``_CHECKED`` tables); every other module of it
@@ -169,21 +171,6 @@ def _read(
         _close(fd)
 
 
-def _normpath(path: str, _join: Callable[[list[str]], str] = "/".join) -> str:
-    """``os.path.normpath`` of an absolute POSIX path (posixpath's reads its module's
-    globals, which are the plugin's to rebind)."""
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(part)
-    return "/" + _join(parts)
-
-
 def _open_inside(
     path: object,
     where: tuple[str, ...],
@@ -215,23 +202,6 @@ def _open_inside(
         _close(fd)
         raise _error(f"{path} is not a file of {whose}: code is imported only from it")
     return fd, real
-
-
-def _inside(
-    path: object,
-    where: tuple[str, ...],
-    whose: str,
-    _type: Callable[[object], type] = type,
-    _str: type[str] = str,
-    _normpath: Callable[[str], str] = _normpath,
-    _error: type[ImportError] = ImportError,
-) -> None:
-    """ImportError unless ``path`` is spelled inside ``where`` (a member of a zip archive,
-    no file to open: ``/runtime/lib.zip/module.py``)."""
-    if _type(path) is not _str or not path.startswith("/"):  # type: ignore[attr-defined]
-        raise _error(f"a {_type(path).__name__} named no file of {whose} to import from")
-    if not (_normpath(path) + "/").startswith(where):  # type: ignore[arg-type]
-        raise _error(f"{path} is not a file of {whose}: code is imported only from it")
 
 
 def _same(
@@ -476,6 +446,16 @@ def _refusal(frame: FrameType, how: str) -> str:
     )
 
 
+def _zipped(frame: FrameType) -> str:
+    code = frame.f_code
+    return (
+        f"<frozen zipimport> ({code.co_qualname}) compiles or unmarshals: the worker "
+        "imports from no archive (its path hook is dropped), and zipimport's functions "
+        "make code of any text or bytes they are handed, whatever archive they name "
+        "(attack27); a plugin's code is its .py files"
+    )
+
+
 def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are defaults)
     event: str,
     args: tuple[Any, ...],
@@ -487,7 +467,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
     _importlib: frozenset[str] = _IMPORTLIB,
     _zipimport: str = _ZIPIMPORT,
     _same: Callable[..., None] = _same,
-    _inside: Callable[[object, tuple[str, ...], str], None] = _inside,
+    _zipped: Callable[[FrameType], str] = _zipped,
     _compiles: Callable[[FrameType, object, tuple[str, ...]], None] = _compiles,
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _makers: frozenset[tuple[str, str]] = _CODE_MAKERS,
@@ -502,7 +482,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
         if where in _importlib:
             _same(args[1], args[0], False, roots, "the plugin's snapshot")
         elif where == _zipimport:
-            _inside(args[1], runtime, "the runtime")
+            raise _error(_zipped(frame))
         else:
             _compiles(frame, args[0], snapshot)
     elif event == "marshal.loads":
@@ -512,7 +492,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
             path = frame.f_locals.get("bytecode_path")
             _same(path, args[0], True, runtime, "the runtime")
         elif where == _zipimport:
-            _inside(frame.f_locals.get("pathname"), runtime, "the runtime")
+            raise _error(_zipped(frame))
         else:
             raise _error(_refusal(frame, "marshal.loads"))
     elif event == "code.__new__":
@@ -529,9 +509,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
 #: holds them to it), and setting their ``__defaults__`` or ``__code__`` is refused.
 _SEALED: Final = (
     _read,
-    _normpath,
     _open_inside,
-    _inside,
     _same,
     _stdlib_key,
     _strings,
@@ -541,6 +519,7 @@ _SEALED: Final = (
     _fields_named,
     _compiles,
     _refusal,
+    _zipped,
     _hook,
 )
 
