@@ -88,6 +88,15 @@ _TYPE_TEXT: Final = frozenset(
         ("inspect.py", "_signature_fromstr.<locals>.wrap_value"),
     }
 )
+#: Libraries' frames that evaluate an annotation's text, keyed by file name (a vendored
+#: copy too): ``typing_extensions.get_annotations(obj, eval_str=True)`` ``eval``\ s each
+#: string annotation itself (a dependency of pydantic's, so in every runtime: attack27).
+_LIBRARY_TYPE_TEXT: Final = frozenset(
+    {
+        ("typing_extensions.py", "get_annotations"),  # 3.12+: the comprehension is inlined
+        ("typing_extensions.py", "get_annotations.<locals>.<dictcomp>"),
+    }
+)
 #: dataclasses' methods, made from the text of each field's name: every name must be
 #: an identifier (``__annotations__`` set to ``{"a,__import__(...)": int}`` puts the
 #: call into ``__eq__``).
@@ -131,6 +140,8 @@ _PYC_HEADER: Final = 16
 #: The most bytes of a file read to compare (a source the scanner reads is at most 2 MiB;
 #: a larger file than this is no file the importers are expected to run).
 _MAX_BYTES: Final = 64 << 20
+#: The system's own library folders (read-only in a jail): ctypes may load from them.
+_SYSTEM_LIBRARIES: Final = ("/usr/", "/lib/", "/lib64/")
 _READ_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 _STDLIB: Final = os.path.normpath(os.path.dirname(os.__file__))  # noqa: PTH120
 #: The standard library's folder as spelled and resolved (a frame of it not known as
@@ -171,6 +182,21 @@ def _read(
         _close(fd)
 
 
+def _normpath(path: str, _join: Callable[[list[str]], str] = "/".join) -> str:
+    """``os.path.normpath`` of an absolute POSIX path (posixpath's reads its module's
+    globals, which are the plugin's to rebind)."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    return "/" + _join(parts)
+
+
 def _open_inside(
     path: object,
     where: tuple[str, ...],
@@ -202,6 +228,33 @@ def _open_inside(
         _close(fd)
         raise _error(f"{path} is not a file of {whose}: code is imported only from it")
     return fd, real
+
+
+def _native(
+    name: object,
+    where: tuple[str, ...],
+    what: str,
+    _type: Callable[[object], type] = type,
+    _str: type[str] = str,
+    _normpath: Callable[[str], str] = _normpath,
+    _open_inside: Callable[[object, tuple[str, ...], str], tuple[int, str]] = _open_inside,
+    _close: Callable[[int], None] = os.close,
+    _error: type[ImportError] = ImportError,
+) -> None:
+    """ImportError unless the native library ``name`` is a file of ``where`` as spelled
+    (no link of the plugin's on the way: ``where`` is read-only) and as opened. A bare
+    name (``libc.so.6``, no ``/``) is the dynamic linker's to find in the system's own
+    folders; ``None`` is the program itself."""
+    if name is None or (_type(name) is _str and "/" not in name):  # type: ignore[operator]
+        return
+    if _type(name) is not _str or not (_normpath(name) + "/").startswith(where):  # type: ignore[arg-type]
+        raise _error(
+            f"{what} {name!r} is no file of the runtime: native code is loaded only from "
+            "it (a library the plugin wrote, to a memfd or anywhere, is code no one read: "
+            "attack27)"
+        )
+    fd, _real = _open_inside(name, where, "the runtime")
+    _close(fd)
 
 
 def _same(
@@ -399,6 +452,8 @@ def _compiles(
     snapshot: tuple[str, ...],
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _type_texts: frozenset[tuple[str, str]] = _TYPE_TEXT,
+    _library_texts: frozenset[tuple[str, str]] = _LIBRARY_TYPE_TEXT,
+    _sep: str = os.sep,
     _fields: frozenset[tuple[str, str]] = _FIELDS,
     _checked: frozenset[tuple[str, str]] = _CHECKED,
     _type_text: Callable[[object, tuple[str, ...]], bool] = _type_text,
@@ -410,10 +465,17 @@ def _compiles(
 ) -> None:
     """Return when ``frame`` may compile ``source``, else RuntimeError."""
     key = _key(frame)
-    if key is None or key in _checked:
+    if key is None:
+        # Another library's frame (or the plugin's): free to compile, unless it is one
+        # that evaluates annotation text.
+        code = frame.f_code
+        key = (code.co_filename.rpartition(_sep)[2], code.co_qualname)
+        if key not in _library_texts:
+            return
+    elif key in _checked:
         return
     where = f"{key[0]} ({key[1]})"
-    if key in _type_texts:
+    if key in _type_texts or key in _library_texts:
         if _type_text(source, snapshot):
             return
         shown = source.decode(errors="replace") if _type(source) is _bytes else "?"  # type: ignore[attr-defined]
@@ -468,6 +530,8 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
     _zipimport: str = _ZIPIMPORT,
     _same: Callable[..., None] = _same,
     _zipped: Callable[[FrameType], str] = _zipped,
+    _native: Callable[[object, tuple[str, ...], str], None] = _native,
+    _system: tuple[str, ...] = _SYSTEM_LIBRARIES,
     _compiles: Callable[[FrameType, object, tuple[str, ...]], None] = _compiles,
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _makers: frozenset[tuple[str, str]] = _CODE_MAKERS,
@@ -499,6 +563,12 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
         frame = _getframe(1)
         if _key(frame) not in _makers:
             raise _error(_refusal(frame, "types.CodeType, code.replace"))
+    elif event == "ctypes.dlopen":
+        _native(args[0], (*runtime, *_system), "ctypes.dlopen of")
+    elif event == "import" and args[1] is not None:
+        # ``_imp.create_dynamic``: an extension module's file (a loader reused for any
+        # path loads it: ``type(math.__loader__)("x", path).create_module(spec)``).
+        _native(args[1], runtime, "an extension module")
     elif event == "object.__setattr__":
         for function in sealed:
             if args[0] is function:
@@ -509,7 +579,9 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
 #: holds them to it), and setting their ``__defaults__`` or ``__code__`` is refused.
 _SEALED: Final = (
     _read,
+    _normpath,
     _open_inside,
+    _native,
     _same,
     _stdlib_key,
     _strings,
