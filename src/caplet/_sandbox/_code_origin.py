@@ -37,11 +37,21 @@ and every one of those frames was the runtime's.
   ``code``, ``pdb``, ...) or calls a callable it is handed (``copy``, ``threading``);
 - ``code.__new__`` and ``marshal.loads`` elsewhere: only ``types.coroutine`` (which
   flips a flag of a function's own code);
+- native code (``ctypes.dlopen``; an extension module's file, the ``import`` event of
+  ``_imp.create_dynamic``): a file of the runtime as spelled and as opened (ctypes also
+  the system's ``/usr``, ``/lib``), or a bare name for the dynamic linker. The jail's
+  ``/tmp`` and snapshot are ``noexec``, a memfd is not: a library the plugin shipped as
+  hex text loaded through an annotation's ``cdll["/proc/self/fd/N"]`` or a reused
+  extension loader (attack27);
+- ``typing_extensions.get_annotations(eval_str=True)`` evaluates annotation text in a
+  library's frame: checked as ``ForwardRef`` is (``_LIBRARY_TYPE_TEXT``, attack27);
 - the plugin's own frames and other libraries' frames may compile: ``exec(text)``
   in the plugin is what the scanner reads (CPL-DYN-*), and a library's code
   generators (attrs, jinja2) are the host's choice of library. A library's frame
   that calls a callable the plugin hands it (``AfterValidator(exec)``) is the
-  residual: the plugin names ``exec`` as a value there, which the scanner reads.
+  residual: the plugin names ``exec`` as a value there, which the scanner reads. So
+  is a library whose templates are Python (jinja2: ``{{ cycler.__init__.__globals__
+  ... }}`` reaches any module; attack27, open).
 
 **Sealed.** The hook shares the plugin's interpreter, so nothing it uses may be
 the plugin's to change (attack26): a module global is (``import`` this module and
