@@ -323,3 +323,48 @@ def test_the_runtimes_native_code_and_own_annotations_still_load(
         3,
         "_bz2",
     ]
+
+
+#: "The plugin's own frames may compile: ``exec(text)`` in the plugin is what the scanner
+#: reads." But the exec a plugin's frame calls need not be named there: pydantic's
+#: ``ImportString`` imports the callable a data file names (``builtins.exec``), and the
+#: plugin calls the value it got back, here as an attribute (``ns.exec``), which the
+#: scanner does not take for the builtin.
+IMPORT_STRING = """\
+import json
+import types
+from pathlib import Path
+
+from pydantic import ImportString, TypeAdapter
+
+HERE = Path(__file__).parent
+
+
+def create_functions(config):
+    def run():
+        shape = json.loads((HERE / "shape.json").read_text())
+        ns = types.SimpleNamespace(exec=TypeAdapter(ImportString).validate_python(shape["call"]))
+        space = {}
+        ns.exec(shape["text"], space)
+        return space["X"]
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (attack27): a plugin's frame may compile whatever exec it calls, also "
+    "one a data file named (pydantic's ImportString) and called as an attribute",
+)
+def test_a_plugin_frame_compiles_only_through_an_exec_it_names(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """On a0e3d91b (and on this branch: open) the call answers 4."""
+    shape = json.dumps({"call": "builtins.exec", "text": EVIL})
+    make_plugin("importstring", source=IMPORT_STRING, files={"shape.json": shape})
+    host.discover()
+    assert host.enable("importstring", consent=True)
+    with pytest.raises(PluginCallError, match=r"compile"):
+        host.call("importstring", "main.run")
