@@ -283,7 +283,13 @@ NEAR = """\
 from __future__ import annotations
 
 import ctypes
+
+import attr
+import jinja2
 import typing_extensions
+
+SPACE = {}
+exec("TOP = 1", SPACE)
 
 
 def Meta(low):
@@ -303,7 +309,16 @@ def create_functions(config):
         libc = ctypes.CDLL("libc.so.6")
         ctypes.CDLL(_bz2.__file__)
         ctypes.CDLL(None)
-        return [str(hints["x"]), str(hints["y"]), libc.abs(-3), _bz2.__name__]
+        space = {}
+        exec("Y = 2", space)
+        named = [
+            SPACE["TOP"],
+            space["Y"],
+            [eval(t) for t in ("1 + 2",)][0],
+            jinja2.Template("{{ 2 + 2 }}").render(),
+            attr.make_class("P", ["a"])(5).a,
+        ]
+        return [str(hints["x"]), str(hints["y"]), libc.abs(-3), _bz2.__name__, named]
 
     return {"main": {"run": run}}
 """
@@ -313,7 +328,9 @@ def test_the_runtimes_native_code_and_own_annotations_still_load(
     make_plugin: PluginFactory, host: PluginHost
 ) -> None:
     """Near miss: a bare soname, a runtime extension (imported and by ctypes), the program
-    itself, and an annotation of the plugin's source evaluated by typing_extensions."""
+    itself, an annotation of the plugin's source evaluated by typing_extensions, and
+    the plugin's own exec and eval, named (at module level, in a function, in a
+    comprehension), and the compiles of libraries that name theirs (jinja2, attrs)."""
     make_plugin("near", source=NEAR)
     host.discover()
     assert host.enable("near", consent=True)
@@ -322,6 +339,7 @@ def test_the_runtimes_native_code_and_own_annotations_still_load(
         "typing.Annotated[int, ('meta', 0)]",
         3,
         "_bz2",
+        [1, 2, 3, "4", 5],
     ]
 
 
@@ -353,18 +371,17 @@ def create_functions(config):
 
 
 @pytest.mark.security
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (attack27): a plugin's frame may compile whatever exec it calls, also "
-    "one a data file named (pydantic's ImportString) and called as an attribute",
-)
 def test_a_plugin_frame_compiles_only_through_an_exec_it_names(
     make_plugin: PluginFactory, host: PluginHost
 ) -> None:
-    """On a0e3d91b (and on this branch: open) the call answers 4."""
+    """On a0e3d91b the call answered 4."""
     shape = json.dumps({"call": "builtins.exec", "text": EVIL})
     make_plugin("importstring", source=IMPORT_STRING, files={"shape.json": shape})
     host.discover()
     assert host.enable("importstring", consent=True)
-    with pytest.raises(PluginCallError, match=r"compile"):
+    with pytest.raises(
+        PluginCallError,
+        match=r"/plugin/plugin.py \(create_functions.<locals>.run\) compiles through a callable "
+        r"it does not name",
+    ):
         host.call("importstring", "main.run")

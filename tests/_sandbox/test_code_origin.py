@@ -355,6 +355,7 @@ _IMMUTABLE = (
     type(len),  # builtin function
     type(str.isidentifier),  # method descriptor
     type(vars(dataclasses.Field)["name"]),  # member descriptor (a slot)
+    CodeType,  # the hook's own nested compiles are known by their code
 )
 
 

@@ -143,6 +143,11 @@ _INERT_OPS: Final = frozenset(
     )
     if name in opcode.opmap
 )
+#: The builtins that compile text, as a frame outside the standard library must name them.
+_COMPILERS: Final = frozenset({"exec", "eval", "compile"})
+#: ``LOAD_GLOBAL``'s argument is the name's index shifted left by one (3.11+: the low
+#: bit pushes a NULL).
+_GLOBAL_SHIFT: Final = 1 if sys.version_info >= (3, 11) else 0
 #: ``from __future__ import annotations``: each annotation compiles to a string constant.
 _POSTPONED: Final = 0x1000000
 #: The bytes of a .pyc before its marshalled code object.
@@ -456,6 +461,37 @@ def _fields_named(
     return False
 
 
+def _names_compiler(
+    code: CodeType,
+    _names: frozenset[str] = _COMPILERS,
+    _load_global: int = opcode.opmap["LOAD_GLOBAL"],
+    _load_name: int = opcode.opmap["LOAD_NAME"],
+    _extended: int = opcode.opmap["EXTENDED_ARG"],
+    _global_shift: int = _GLOBAL_SHIFT,
+    _range: Callable[[int, int, int], Any] = range,
+    _len: Callable[[bytes], int] = len,
+) -> bool:
+    """Whether ``code`` loads ``exec``, ``eval`` or ``compile`` by name (a global or a
+    builtin: what the scanner reads as CPL-DYN-001), not as an attribute (``ns.exec``)
+    or a value it was handed."""
+    raw = code.co_code
+    names = code.co_names
+    extended = 0
+    for at in _range(0, _len(raw), 2):
+        op = raw[at]
+        arg = raw[at + 1] | extended
+        if op == _extended:
+            extended = arg << 8
+            continue
+        extended = 0
+        if op == _load_global:
+            if names[arg >> _global_shift] in _names:
+                return True
+        elif op == _load_name and names[arg] in _names:
+            return True
+    return False
+
+
 def _compiles(
     frame: FrameType,
     source: object,
@@ -464,6 +500,8 @@ def _compiles(
     _type_texts: frozenset[tuple[str, str]] = _TYPE_TEXT,
     _library_texts: frozenset[tuple[str, str]] = _LIBRARY_TYPE_TEXT,
     _sep: str = os.sep,
+    _names_compiler: Callable[[CodeType], bool] = _names_compiler,
+    _own: tuple[CodeType, ...] = (_type_text.__code__, _postponed_annotation.__code__),
     _fields: frozenset[tuple[str, str]] = _FIELDS,
     _checked: frozenset[tuple[str, str]] = _CHECKED,
     _type_text: Callable[[object, tuple[str, ...]], bool] = _type_text,
@@ -476,12 +514,21 @@ def _compiles(
     """Return when ``frame`` may compile ``source``, else RuntimeError."""
     key = _key(frame)
     if key is None:
-        # Another library's frame (or the plugin's): free to compile, unless it is one
-        # that evaluates annotation text.
+        # Another library's frame (or the plugin's): it compiles when its own code names
+        # a compiler (the scanner reads ``exec`` in the plugin's), unless it is one that
+        # evaluates annotation text. An exec it was handed as a value, or calls as an
+        # attribute, is one no scanner read there (attack27: pydantic's ImportString).
         code = frame.f_code
         key = (code.co_filename.rpartition(_sep)[2], code.co_qualname)
         if key not in _library_texts:
-            return
+            if code in _own or _names_compiler(code):
+                return
+            raise _error(
+                f"{code.co_filename} ({code.co_qualname}) compiles through a callable it "
+                "does not name (no exec, eval or compile in its code: one a data file "
+                "named, or handed to it as a value), so the scanner never read that call "
+                "(attack27); call exec, eval or compile by name in the plugin's source"
+            )
     elif key in _checked:
         return
     where = f"{key[0]} ({key[1]})"
@@ -599,6 +646,7 @@ _SEALED: Final = (
     _postponed_annotation,
     _type_text,
     _fields_named,
+    _names_compiler,
     _compiles,
     _refusal,
     _zipped,
