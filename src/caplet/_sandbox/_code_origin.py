@@ -45,12 +45,14 @@ and every one of those frames was the runtime's.
   extension loader (attack27);
 - ``typing_extensions.get_annotations(eval_str=True)`` evaluates annotation text in a
   library's frame: checked as ``ForwardRef`` is (``_LIBRARY_TYPE_TEXT``, attack27);
-- the plugin's own frames and other libraries' frames may compile: ``exec(text)``
-  in the plugin is what the scanner reads (CPL-DYN-*), and a library's code
-  generators (attrs, jinja2) are the host's choice of library. A library's frame
-  that calls a callable the plugin hands it (``AfterValidator(exec)``) is the
-  residual: the plugin names ``exec`` as a value there, which the scanner reads. So
-  is a library whose templates are Python (jinja2: ``{{ cycler.__init__.__globals__
+- the plugin's own frames and other libraries' frames may compile when their own code
+  names ``exec``, ``eval`` or ``compile`` (loaded as a global or builtin): ``exec(text)``
+  in the plugin is what the scanner reads (CPL-DYN-*), and a library's code generators
+  (attrs, jinja2) are the host's choice of library. An exec called as a value the frame
+  was handed (``AfterValidator(exec)`` made in another function) or as an attribute
+  (``ns.exec``, from pydantic's ``ImportString`` of a data file's ``builtins.exec``:
+  attack27) is one the scanner never read there, refused. The residual: a library whose
+  templates are Python, which names its compile (jinja2: ``{{ cycler.__init__.__globals__
   ... }}`` reaches any module; attack27, open).
 
 **Sealed.** The hook shares the plugin's interpreter, so nothing it uses may be
