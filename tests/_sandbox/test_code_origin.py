@@ -154,7 +154,7 @@ FILES = {
 REFUSED = {
     "typing": r"typing.py \(ForwardRef.__init__\) was handed annotation text that calls",
     "logging": r"logging/config.py \(_install_handlers\) compiles the text it is given",
-    "zipimport": r"data.zip/evil.py is not a file of the runtime",
+    "zipimport": r"<frozen zipimport> \(_compile_source\) compiles or unmarshals",
     "copy_marshal": r"copy.py \(_reconstruct\) made a code object \(marshal.loads\)",
     "copy_replace": r"copy.py \(_reconstruct\) made a code object \(types.CodeType",
     "thread_code": r"copy.py \(_reconstruct\) made a code object",
@@ -355,6 +355,7 @@ _IMMUTABLE = (
     type(len),  # builtin function
     type(str.isidentifier),  # method descriptor
     type(vars(dataclasses.Field)["name"]),  # member descriptor (a slot)
+    CodeType,  # the hook's own nested compiles are known by their code
 )
 
 

@@ -430,10 +430,12 @@ def test_a_shared_object_the_plugin_copied_never_loads(
 ) -> None:
     """attack24, held: the class of an extension module's loader (``ExtensionFileLoader``,
     named by no import API the scanner reads) made for a shared object in ``/tmp``: no
-    ``get_data`` is asked, ``dlopen`` maps it, and the jail's ``/tmp`` is ``noexec``."""
+    ``get_data`` is asked, ``dlopen`` maps it, and the jail's ``/tmp`` is ``noexec``. A
+    memfd is not (attack27), so the code-origin hook now refuses first: an extension
+    module's file must be the runtime's."""
     make_plugin("shared", source=SHARED)
     host.discover()
     assert host.enable("shared", consent=True)
     answer = host.call("shared", "main.run", "/tmp/x")
     assert not answer.startswith("loaded"), answer
-    assert "failed to map segment from shared object" in answer
+    assert "is no file of the runtime: native code is loaded only from it" in answer, answer

@@ -27,7 +27,9 @@ and every one of those frames was the runtime's.
 - ``marshal.loads`` called by importlib (``_compile_bytecode``): a ``.pyc`` of the
   runtime only (the worker writes none, the snapshot copy has no ``__pycache__``,
   and a shipped ``.pyc`` is code no scanner read), its bytes after the header;
-- ``zipimport``: an archive of the runtime only;
+- ``zipimport``: never. The worker imports from no archive (``_plugin_load`` drops
+  its path hook), and its module functions compile any text handed to them whatever
+  archive they name (``zipimport._compile_source(os.__file__, text)``: attack27);
 - ``compile`` called by the standard library elsewhere: only its code generators,
   each with the check that keeps the plugin's text out of the code it makes
   (the ``_TYPE_TEXT``, ``_FIELDS`` and ``_CHECKED`` tables); every other module of it
@@ -35,11 +37,23 @@ and every one of those frames was the runtime's.
   ``code``, ``pdb``, ...) or calls a callable it is handed (``copy``, ``threading``);
 - ``code.__new__`` and ``marshal.loads`` elsewhere: only ``types.coroutine`` (which
   flips a flag of a function's own code);
-- the plugin's own frames and other libraries' frames may compile: ``exec(text)``
-  in the plugin is what the scanner reads (CPL-DYN-*), and a library's code
-  generators (attrs, jinja2) are the host's choice of library. A library's frame
-  that calls a callable the plugin hands it (``AfterValidator(exec)``) is the
-  residual: the plugin names ``exec`` as a value there, which the scanner reads.
+- native code (``ctypes.dlopen``; an extension module's file, the ``import`` event of
+  ``_imp.create_dynamic``): a file of the runtime as spelled and as opened (ctypes also
+  the system's ``/usr``, ``/lib``), or a bare name for the dynamic linker. The jail's
+  ``/tmp`` and snapshot are ``noexec``, a memfd is not: a library the plugin shipped as
+  hex text loaded through an annotation's ``cdll["/proc/self/fd/N"]`` or a reused
+  extension loader (attack27);
+- ``typing_extensions.get_annotations(eval_str=True)`` evaluates annotation text in a
+  library's frame: checked as ``ForwardRef`` is (``_LIBRARY_TYPE_TEXT``, attack27);
+- the plugin's own frames and other libraries' frames may compile when their own code
+  names ``exec``, ``eval`` or ``compile`` (loaded as a global or builtin): ``exec(text)``
+  in the plugin is what the scanner reads (CPL-DYN-*), and a library's code generators
+  (attrs, jinja2) are the host's choice of library. An exec called as a value the frame
+  was handed (``AfterValidator(exec)`` made in another function) or as an attribute
+  (``ns.exec``, from pydantic's ``ImportString`` of a data file's ``builtins.exec``:
+  attack27) is one the scanner never read there, refused. The residual: a library whose
+  templates are Python, which names its compile (jinja2: ``{{ cycler.__init__.__globals__
+  ... }}`` reaches any module; attack27, open).
 
 **Sealed.** The hook shares the plugin's interpreter, so nothing it uses may be
 the plugin's to change (attack26): a module global is (``import`` this module and
@@ -86,6 +100,15 @@ _TYPE_TEXT: Final = frozenset(
         ("inspect.py", "_signature_fromstr.<locals>.wrap_value"),
     }
 )
+#: Libraries' frames that evaluate an annotation's text, keyed by file name (a vendored
+#: copy too): ``typing_extensions.get_annotations(obj, eval_str=True)`` ``eval``\ s each
+#: string annotation itself (a dependency of pydantic's, so in every runtime: attack27).
+_LIBRARY_TYPE_TEXT: Final = frozenset(
+    {
+        ("typing_extensions.py", "get_annotations"),  # 3.12+: the comprehension is inlined
+        ("typing_extensions.py", "get_annotations.<locals>.<dictcomp>"),
+    }
+)
 #: dataclasses' methods, made from the text of each field's name: every name must be
 #: an identifier (``__annotations__`` set to ``{"a,__import__(...)": int}`` puts the
 #: call into ``__eq__``).
@@ -122,6 +145,11 @@ _INERT_OPS: Final = frozenset(
     )
     if name in opcode.opmap
 )
+#: The builtins that compile text, as a frame outside the standard library must name them.
+_COMPILERS: Final = frozenset({"exec", "eval", "compile"})
+#: ``LOAD_GLOBAL``'s argument is the name's index shifted left by one (3.11+: the low
+#: bit pushes a NULL).
+_GLOBAL_SHIFT: Final = 1 if sys.version_info >= (3, 11) else 0
 #: ``from __future__ import annotations``: each annotation compiles to a string constant.
 _POSTPONED: Final = 0x1000000
 #: The bytes of a .pyc before its marshalled code object.
@@ -129,6 +157,8 @@ _PYC_HEADER: Final = 16
 #: The most bytes of a file read to compare (a source the scanner reads is at most 2 MiB;
 #: a larger file than this is no file the importers are expected to run).
 _MAX_BYTES: Final = 64 << 20
+#: The system's own library folders (read-only in a jail): ctypes may load from them.
+_SYSTEM_LIBRARIES: Final = ("/usr/", "/lib/", "/lib64/")
 _READ_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 _STDLIB: Final = os.path.normpath(os.path.dirname(os.__file__))  # noqa: PTH120
 #: The standard library's folder as spelled and resolved (a frame of it not known as
@@ -217,21 +247,31 @@ def _open_inside(
     return fd, real
 
 
-def _inside(
-    path: object,
+def _native(
+    name: object,
     where: tuple[str, ...],
-    whose: str,
+    what: str,
     _type: Callable[[object], type] = type,
     _str: type[str] = str,
     _normpath: Callable[[str], str] = _normpath,
+    _open_inside: Callable[[object, tuple[str, ...], str], tuple[int, str]] = _open_inside,
+    _close: Callable[[int], None] = os.close,
     _error: type[ImportError] = ImportError,
 ) -> None:
-    """ImportError unless ``path`` is spelled inside ``where`` (a member of a zip archive,
-    no file to open: ``/runtime/lib.zip/module.py``)."""
-    if _type(path) is not _str or not path.startswith("/"):  # type: ignore[attr-defined]
-        raise _error(f"a {_type(path).__name__} named no file of {whose} to import from")
-    if not (_normpath(path) + "/").startswith(where):  # type: ignore[arg-type]
-        raise _error(f"{path} is not a file of {whose}: code is imported only from it")
+    """ImportError unless the native library ``name`` is a file of ``where`` as spelled
+    (no link of the plugin's on the way: ``where`` is read-only) and as opened. A bare
+    name (``libc.so.6``, no ``/``) is the dynamic linker's to find in the system's own
+    folders; ``None`` is the program itself."""
+    if name is None or (_type(name) is _str and "/" not in name):  # type: ignore[operator]
+        return
+    if _type(name) is not _str or not (_normpath(name) + "/").startswith(where):  # type: ignore[arg-type]
+        raise _error(
+            f"{what} {name!r} is no file of the runtime: native code is loaded only from "
+            "it (a library the plugin wrote, to a memfd or anywhere, is code no one read: "
+            "attack27)"
+        )
+    fd, _real = _open_inside(name, where, "the runtime")
+    _close(fd)
 
 
 def _same(
@@ -423,12 +463,47 @@ def _fields_named(
     return False
 
 
+def _names_compiler(
+    code: CodeType,
+    _names: frozenset[str] = _COMPILERS,
+    _load_global: int = opcode.opmap["LOAD_GLOBAL"],
+    _load_name: int = opcode.opmap["LOAD_NAME"],
+    _extended: int = opcode.opmap["EXTENDED_ARG"],
+    _global_shift: int = _GLOBAL_SHIFT,
+    _range: Callable[[int, int, int], Any] = range,
+    _len: Callable[[bytes], int] = len,
+) -> bool:
+    """Whether ``code`` loads ``exec``, ``eval`` or ``compile`` by name (a global or a
+    builtin: what the scanner reads as CPL-DYN-001), not as an attribute (``ns.exec``)
+    or a value it was handed."""
+    raw = code.co_code
+    names = code.co_names
+    extended = 0
+    for at in _range(0, _len(raw), 2):
+        op = raw[at]
+        arg = raw[at + 1] | extended
+        if op == _extended:
+            extended = arg << 8
+            continue
+        extended = 0
+        if op == _load_global:
+            if names[arg >> _global_shift] in _names:
+                return True
+        elif op == _load_name and names[arg] in _names:
+            return True
+    return False
+
+
 def _compiles(
     frame: FrameType,
     source: object,
     snapshot: tuple[str, ...],
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _type_texts: frozenset[tuple[str, str]] = _TYPE_TEXT,
+    _library_texts: frozenset[tuple[str, str]] = _LIBRARY_TYPE_TEXT,
+    _sep: str = os.sep,
+    _names_compiler: Callable[[CodeType], bool] = _names_compiler,
+    _own: tuple[CodeType, ...] = (_type_text.__code__, _postponed_annotation.__code__),
     _fields: frozenset[tuple[str, str]] = _FIELDS,
     _checked: frozenset[tuple[str, str]] = _CHECKED,
     _type_text: Callable[[object, tuple[str, ...]], bool] = _type_text,
@@ -440,10 +515,26 @@ def _compiles(
 ) -> None:
     """Return when ``frame`` may compile ``source``, else RuntimeError."""
     key = _key(frame)
-    if key is None or key in _checked:
+    if key is None:
+        # Another library's frame (or the plugin's): it compiles when its own code names
+        # a compiler (the scanner reads ``exec`` in the plugin's), unless it is one that
+        # evaluates annotation text. An exec it was handed as a value, or calls as an
+        # attribute, is one no scanner read there (attack27: pydantic's ImportString).
+        code = frame.f_code
+        key = (code.co_filename.rpartition(_sep)[2], code.co_qualname)
+        if key not in _library_texts:
+            if code in _own or _names_compiler(code):
+                return
+            raise _error(
+                f"{code.co_filename} ({code.co_qualname}) compiles through a callable it "
+                "does not name (no exec, eval or compile in its code: one a data file "
+                "named, or handed to it as a value), so the scanner never read that call "
+                "(attack27); call exec, eval or compile by name in the plugin's source"
+            )
+    elif key in _checked:
         return
     where = f"{key[0]} ({key[1]})"
-    if key in _type_texts:
+    if key in _type_texts or key in _library_texts:
         if _type_text(source, snapshot):
             return
         shown = source.decode(errors="replace") if _type(source) is _bytes else "?"  # type: ignore[attr-defined]
@@ -476,6 +567,16 @@ def _refusal(frame: FrameType, how: str) -> str:
     )
 
 
+def _zipped(frame: FrameType) -> str:
+    code = frame.f_code
+    return (
+        f"<frozen zipimport> ({code.co_qualname}) compiles or unmarshals: the worker "
+        "imports from no archive (its path hook is dropped), and zipimport's functions "
+        "make code of any text or bytes they are handed, whatever archive they name "
+        "(attack27); a plugin's code is its .py files"
+    )
+
+
 def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are defaults)
     event: str,
     args: tuple[Any, ...],
@@ -487,7 +588,9 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
     _importlib: frozenset[str] = _IMPORTLIB,
     _zipimport: str = _ZIPIMPORT,
     _same: Callable[..., None] = _same,
-    _inside: Callable[[object, tuple[str, ...], str], None] = _inside,
+    _zipped: Callable[[FrameType], str] = _zipped,
+    _native: Callable[[object, tuple[str, ...], str], None] = _native,
+    _system: tuple[str, ...] = _SYSTEM_LIBRARIES,
     _compiles: Callable[[FrameType, object, tuple[str, ...]], None] = _compiles,
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _makers: frozenset[tuple[str, str]] = _CODE_MAKERS,
@@ -502,7 +605,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
         if where in _importlib:
             _same(args[1], args[0], False, roots, "the plugin's snapshot")
         elif where == _zipimport:
-            _inside(args[1], runtime, "the runtime")
+            raise _error(_zipped(frame))
         else:
             _compiles(frame, args[0], snapshot)
     elif event == "marshal.loads":
@@ -512,13 +615,19 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
             path = frame.f_locals.get("bytecode_path")
             _same(path, args[0], True, runtime, "the runtime")
         elif where == _zipimport:
-            _inside(frame.f_locals.get("pathname"), runtime, "the runtime")
+            raise _error(_zipped(frame))
         else:
             raise _error(_refusal(frame, "marshal.loads"))
     elif event == "code.__new__":
         frame = _getframe(1)
         if _key(frame) not in _makers:
             raise _error(_refusal(frame, "types.CodeType, code.replace"))
+    elif event == "ctypes.dlopen":
+        _native(args[0], (*runtime, *_system), "ctypes.dlopen of")
+    elif event == "import" and args[1] is not None:
+        # ``_imp.create_dynamic``: an extension module's file (a loader reused for any
+        # path loads it: ``type(math.__loader__)("x", path).create_module(spec)``).
+        _native(args[1], runtime, "an extension module")
     elif event == "object.__setattr__":
         for function in sealed:
             if args[0] is function:
@@ -531,7 +640,7 @@ _SEALED: Final = (
     _read,
     _normpath,
     _open_inside,
-    _inside,
+    _native,
     _same,
     _stdlib_key,
     _strings,
@@ -539,8 +648,10 @@ _SEALED: Final = (
     _postponed_annotation,
     _type_text,
     _fields_named,
+    _names_compiler,
     _compiles,
     _refusal,
+    _zipped,
     _hook,
 )
 
