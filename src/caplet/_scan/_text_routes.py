@@ -37,6 +37,8 @@ import builtins
 from collections.abc import Iterator
 from typing import Final, Protocol
 
+from caplet._scan._code_runners import ANNOTATION_ATTRIBUTES as _ANNOTATION_ATTRIBUTES
+from caplet._scan._code_runners import FORWARD_REFS as _FORWARD_REFS
 from caplet._scan._syntax import Bindings
 
 __all__ = [
@@ -61,13 +63,6 @@ class Facts(Protocol):
     def parameter_names(self) -> frozenset[str]: ...
 
 
-#: Calls that build a forward reference evaluated later (by ``get_type_hints``, pydantic,
-#: or its own ``_evaluate``).
-_FORWARD_REFS: Final = frozenset(
-    {"typing.ForwardRef", "typing_extensions.ForwardRef", "annotationlib.ForwardRef"}
-)
-#: The attributes through which a class or function keeps its annotations.
-_ANNOTATION_ATTRIBUTES: Final = frozenset({"__annotations__", "__annotate__"})
 #: ``fileConfig`` evaluates its file's Python; ``listen`` applies a peer's configuration.
 _EVALUATING_LOADERS: Final = frozenset({"logging.config.fileConfig", "logging.config.listen"})
 #: Loaders that call what a configuration's factory keys name.
