@@ -199,6 +199,28 @@ ROUTES = {
         "CPL-DYN-001",
         "return the class itself, self.__class__, with its arguments",
     ),
+    "a reducer bound as a lambda": (
+        """
+        class Made:
+            def __init__(self, func):
+                self.func = func
+            __reduce__ = lambda self: (self.func, ())
+        """,
+        "CPL-DYN-001",
+        "Made.__reduce__ returning self.func",
+    ),
+    "a reducer registered with copyreg": (
+        """
+        import copyreg
+        class Made:
+            pass
+        def reducer(made):
+            return made.func, made.args
+        copyreg.pickle(Made, reducer)
+        """,
+        "CPL-DYN-001",
+        "copyreg.pickle(...)'s reducer returning made.func",
+    ),
 }
 
 
@@ -323,6 +345,9 @@ NEAR_MISSES = {
         class Sixth(Point):
             def __reduce__(self):
                 return "Sixth"
+        class Seventh(Point):
+            __reduce__ = lambda self: (Seventh, (self.a,))
+        copyreg.pickle(Point, lambda p: (Point, (p.a,)))
         P = copy.copy(Point(1))
         Q = copy.deepcopy({"a": [1, 2]})
         """,

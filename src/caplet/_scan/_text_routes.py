@@ -79,7 +79,10 @@ _ARCHIVE_SUFFIXES: Final = (".zip", ".egg", ".pyz", ".whl", ".par")
 _STORING_METHODS: Final = frozenset({"update", "setdefault", "__setitem__"})
 #: The calls :func:`call_routes` may report, by what they resolve to ...
 ROUTE_CALLS: Final = (
-    _FORWARD_REFS | _EVALUATING_LOADERS | _DICT_LOADERS | {"builtins.setattr", "builtins.type"}
+    _FORWARD_REFS
+    | _EVALUATING_LOADERS
+    | _DICT_LOADERS
+    | {"builtins.setattr", "builtins.type", "copyreg.pickle"}
 )
 #: ... or by the method called (on ``sys.path``, on an ``__annotations__``).
 ROUTE_METHODS: Final = _PATH_ADDERS | _STORING_METHODS
@@ -89,7 +92,7 @@ _BUILTIN_NAMES: Final = frozenset(dir(builtins))
 _MAX_DEPTH = 6
 
 #: The methods whose answer copy and pickle call, and what a finding says of them.
-_REDUCERS: Final = frozenset({"__reduce__", "__reduce_ex__"})
+_REDUCERS: Final = frozenset({"__reduce__", "__reduce_ex__", "reducer_override"})
 _CALLED = (
     "a callable chosen at run time that copy.copy, copy.deepcopy and pickle call (return "
     "the class itself, self.__class__, with its arguments)"
@@ -142,6 +145,9 @@ def call_routes(node: ast.Call, funcs: tuple[str, ...], facts: Facts) -> Iterato
                 and not _written_annotations(value, facts)
             ):
                 yield "CPL-DYN-001", _stored(str(key.value))
+    if "copyreg.pickle" in funcs:
+        for api in _registered_reducer(node, facts):
+            yield "CPL-DYN-001", api
     func = node.func
     if (
         isinstance(func, ast.Attribute)
@@ -181,24 +187,65 @@ def annotation_stores(target: ast.expr, value: ast.expr, facts: Facts) -> str | 
 
 
 def reduce_routes(owner: ast.ClassDef, facts: Facts) -> Iterator[tuple[ast.expr, str]]:
-    """The callables a ``__reduce__``/``__reduce_ex__`` of the class returns that the source
-    does not name (an attribute of the instance, a parameter, a variable): copy and pickle
-    call them; with what a finding says."""
-    for function in owner.body:
-        if not isinstance(function, ast.FunctionDef) or function.name not in _REDUCERS:
+    """The callables a ``__reduce__``/``__reduce_ex__`` of the class (a method, or a lambda
+    its body binds; a pickler's ``reducer_override``) returns that the source does not name
+    (an attribute of the instance, a parameter, a variable): copy and pickle call them;
+    with what a finding says."""
+    for item in owner.body:
+        reducer: ast.FunctionDef | ast.Lambda
+        if isinstance(item, ast.FunctionDef) and item.name in _REDUCERS:
+            reducer, name = item, item.name
+        elif (
+            isinstance(item, ast.Assign)
+            and len(item.targets) == 1
+            and isinstance(item.targets[0], ast.Name)
+            and item.targets[0].id in _REDUCERS
+            and isinstance(item.value, ast.Lambda)
+        ):
+            reducer, name = item.value, item.targets[0].id
+        else:
             continue
-        for node in ast.walk(function):
-            if not isinstance(node, ast.Return) or node.value is None:
-                continue
-            returned = node.value
-            if isinstance(returned, ast.Name):
-                bound = facts.bindings.assigned.get(returned.id, ())
-                returned = bound[0] if len(bound) == 1 else returned
-            if isinstance(returned, ast.Tuple) and len(returned.elts) >= 2:
-                first = returned.elts[0]
-                if not _named_callable(first, owner.name, facts):
-                    spelled = ast.unparse(first)[:60]
-                    yield first, f"{owner.name}.{function.name} returning {spelled}, {_CALLED}"
+        for first in _returned_callables(reducer, owner.name, facts):
+            yield first, f"{owner.name}.{name} returning {ast.unparse(first)[:60]}, {_CALLED}"
+
+
+def _returned_callables(
+    reducer: ast.FunctionDef | ast.Lambda, owner: str, facts: Facts
+) -> Iterator[ast.expr]:
+    """The first items of the tuples ``reducer`` returns that are not callables the source
+    names (:func:`_named_callable`)."""
+    if isinstance(reducer, ast.Lambda):
+        answers: list[ast.expr] = [reducer.body]
+    else:
+        answers = [
+            n.value for n in ast.walk(reducer) if isinstance(n, ast.Return) and n.value is not None
+        ]
+    for answer in answers:
+        returned = answer
+        if isinstance(answer, ast.Name):
+            bound = facts.bindings.assigned.get(answer.id, ())
+            returned = bound[0] if len(bound) == 1 else answer
+        if isinstance(returned, ast.Tuple) and len(returned.elts) >= 2:
+            first = returned.elts[0]
+            if not _named_callable(first, owner, facts):
+                yield first
+
+
+def _registered_reducer(node: ast.Call, facts: Facts) -> Iterator[str]:
+    """``copyreg.pickle(Made, reducer)``: the reducer copy and pickle ask for a ``Made``,
+    a lambda or a function of the file, checked as a ``__reduce__`` is."""
+    if len(node.args) < 2:
+        return
+    owner = node.args[0].id if isinstance(node.args[0], ast.Name) else ""
+    given = node.args[1]
+    reducers: list[ast.FunctionDef | ast.Lambda] = []
+    if isinstance(given, ast.Lambda):
+        reducers.append(given)
+    elif isinstance(given, ast.Name):
+        reducers += [f for f in facts.bindings.named(given.id) if isinstance(f, ast.FunctionDef)]
+    for reducer in reducers:
+        for first in _returned_callables(reducer, owner, facts):
+            yield f"copyreg.pickle(...)'s reducer returning {ast.unparse(first)[:60]}, {_CALLED}"
 
 
 def _stored_written(node: ast.Call, method: str, facts: Facts) -> bool:
