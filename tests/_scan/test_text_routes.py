@@ -288,6 +288,11 @@ NEAR_MISSES = {
         Box.__annotations__["d"] = int | None
         setattr(Box, "__annotations__", {"e": list[Base]})
         Made = type("Made", (), {"__annotations__": {"f": float}})
+        def wraps(function):
+            def wrapper(*args):
+                return function(*args)
+            wrapper.__annotations__ = getattr(function, "__annotations__", {})
+            return wrapper
         """,
     "a literal forward reference": """
         REF = typing.ForwardRef("int")
@@ -347,6 +352,16 @@ NEAR_MISSES = {
                 return "Sixth"
         class Seventh(Point):
             __reduce__ = lambda self: (Seventh, (self.a,))
+        class Eighth(Point):
+            @classmethod
+            def _unpickle(cls, a):
+                return cls(a)
+            def __reduce__(self):
+                return self.__class__._unpickle, (self.a,)
+        class Ninth(Point):
+            def __reduce__(self):
+                import functools
+                return functools.partial(self.__class__, a=self.a), ()
         copyreg.pickle(Point, lambda p: (Point, (p.a,)))
         P = copy.copy(Point(1))
         Q = copy.deepcopy({"a": [1, 2]})

@@ -297,15 +297,23 @@ def _written_annotations(node: ast.expr, facts: Facts) -> bool:
     values are annotations written out (:func:`_annotation`)."""
     if isinstance(node, ast.Dict):
         return all(
-            _annotation(v, facts, 0) if k is not None else _annotations_read(v)
+            _annotation(v, facts, 0) if k is not None else _annotations_read(v, facts)
             for k, v in zip(node.keys, node.values, strict=True)
         )
-    return _annotations_read(node) or _written(node, facts)
+    return _annotations_read(node, facts) or _written(node, facts)
 
 
-def _annotations_read(node: ast.expr) -> bool:
-    """``Base.__annotations__``: another class's annotations, written where it is."""
-    return isinstance(node, ast.Attribute) and node.attr == "__annotations__"
+def _annotations_read(node: ast.expr, facts: Facts) -> bool:
+    """``Base.__annotations__`` or ``getattr(f, "__annotations__", {})`` (a decorator's
+    wrapper given its function's): another object's annotations, written where it is."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "__annotations__"
+    return (
+        isinstance(node, ast.Call)
+        and len(node.args) >= 2
+        and "builtins.getattr" in facts.resolve(node.func)
+        and facts.evaluate(node.args[1]) == "__annotations__"
+    )
 
 
 def _annotation(node: ast.expr, facts: Facts, depth: int) -> bool:
@@ -398,8 +406,10 @@ def _named_callable(node: ast.expr, owner: str, facts: Facts) -> bool:
     class itself (``self.__class__``, ``type(self)``, its name), a method of the file, an
     import or a function or class of the file, a builtin."""
     if isinstance(node, ast.Attribute):
-        if node.attr == "__class__":
-            return True
+        if node.attr == "__class__" or (
+            isinstance(node.value, ast.Attribute) and node.value.attr == "__class__"
+        ):
+            return True  # the class, or its method (self.__class__._unpickle)
         if isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}:
             # self.rebuild: a method of the class, not a value the instance holds
             return any(
@@ -409,7 +419,10 @@ def _named_callable(node: ast.expr, owner: str, facts: Facts) -> bool:
             )
         return _type_named(node, facts, 0)
     if isinstance(node, ast.Call):
-        return "builtins.type" in facts.resolve(node.func) and len(node.args) == 1
+        funcs = facts.resolve(node.func)
+        if "functools.partial" in funcs and node.args:
+            return _named_callable(node.args[0], owner, facts)  # partial(self.__class__, ...)
+        return "builtins.type" in funcs and len(node.args) == 1
     if isinstance(node, ast.Name):
         if node.id in {"cls", owner}:
             return True
