@@ -21,6 +21,7 @@ __all__ = [
     "ANNOTATION_READERS",
     "CODE_RUNNER_TOKENS",
     "DOCSTRING_RUNNERS",
+    "FORWARD_REFS",
     "INTERPRETER_METHODS",
     "PARSER_METHODS",
     "SOURCE_RUNNERS",
@@ -28,6 +29,7 @@ __all__ = [
     "docstring_stages",
     "doctest_source",
     "runner_source",
+    "stored_annotations",
 ]
 
 #: Functions that run their argument as Python source: the keyword that names it when
@@ -160,6 +162,13 @@ ANNOTATION_READERS: Final = frozenset(
 )
 #: Annotations read from one function or class, at most.
 _MAX_ANNOTATIONS = 64
+#: Forward references: their text is evaluated as an annotation's (by ``get_type_hints``,
+#: pydantic, or their own ``_evaluate``), attack26.
+FORWARD_REFS: Final = frozenset(
+    {"typing.ForwardRef", "typing_extensions.ForwardRef", "annotationlib.ForwardRef"}
+)
+#: The attributes through which a class or function keeps its annotations.
+ANNOTATION_ATTRIBUTES: Final = frozenset({"__annotations__", "__annotate__"})
 
 
 def annotation_texts(
@@ -190,6 +199,33 @@ def annotation_texts(
             a.value for a in annotations if isinstance(a, ast.Constant) and isinstance(a.value, str)
         ]
     return texts[:_MAX_ANNOTATIONS]
+
+
+def stored_annotations(target: ast.expr, assigns: Sequence[ast.AST]) -> list[ast.expr]:
+    """What this file stores into the annotations of the object ``target`` names
+    (``Box.__annotations__ = {"x": v}``, ``Box.__annotations__["x"] = v``): the values an
+    annotation reader given ``Box`` evaluates when they are text (attack26)."""
+    if not isinstance(target, ast.Name):
+        return []
+    found: list[ast.expr] = []
+    for assign in assigns:
+        if not isinstance(assign, ast.Assign):
+            continue
+        for stored in assign.targets:
+            whole = not isinstance(stored, ast.Subscript)
+            attribute = stored.value if isinstance(stored, ast.Subscript) else stored
+            if (
+                isinstance(attribute, ast.Attribute)
+                and attribute.attr in ANNOTATION_ATTRIBUTES
+                and isinstance(attribute.value, ast.Name)
+                and attribute.value.id == target.id
+            ):
+                value = assign.value
+                if whole and isinstance(value, ast.Dict):
+                    found += value.values
+                else:
+                    found.append(value)
+    return found[:_MAX_ANNOTATIONS]
 
 
 def _argument(node: ast.Call, keyword: str) -> ast.expr | None:
@@ -235,6 +271,6 @@ CODE_RUNNER_TOKENS: Final = (
     r"\bPyRun_\w+\s*\(|\bInteractive(?:Interpreter|Console)\b|\.\s*(?:runsource|runcode)\s*\(|"
     r"\b(?:trace\s*\.\s*Trace|[bp]db\s*\.\s*[BP]db|c?[Pp]rofile\s*\.\s*Profile)\s*\(|"
     r"\.\s*run(?:ctx|eval)\s*\(|"
-    r"\bget_(?:type_hints|annotations)\b|"
+    r"\bget_(?:type_hints|annotations)\b|\bForwardRef\s*\(|"
     r"\b(?:run_docstring_examples|testmod|DocTestFinder|DocTestSuite|DocTestParser)\b"
 )

@@ -7,8 +7,10 @@ package's own ``version.py`` read and run is routine) and nothing read the noteb
 
 So in package mode a data file (a notebook, JSON, text, YAML, INI, ...) is read when a
 Python source of the package both runs code (``exec``/``eval``/``compile``/``run_path``
-called) and names the file in a literal (its file name); the code it holds (a notebook's
-cells, each string of a JSON document, a text file whole) is scanned as Python, and a
+called, or ``logging.config.fileConfig``, which evaluates an INI's ``class``, ``args`` and
+``kwargs``: attack26) and names the file in a literal (its file name); the code it holds
+(a notebook's cells, each string of a JSON document, a text file whole, the values an INI's
+handlers give fileConfig to evaluate) is scanned as Python, and a
 threat inside is CPL-THR-016 at the data file. As for started scripts
 (:mod:`caplet._scan._shell_scripts`), only code pip runs or installs counts (an install
 script or a module of an importable package), and the decision waits for the end of the
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 from caplet._findings import Finding, Severity
 from caplet._marks import LongMarkRunError, parse
+from caplet._scan._config_factories import file_config_source
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
@@ -41,6 +44,7 @@ _DATA_SUFFIXES = (
     ".dat",
     ".cfg",
     ".ini",
+    ".conf",
     ".yaml",
     ".yml",
     ".toml",
@@ -51,8 +55,11 @@ _DATA_SUFFIXES = (
 MAX_DATA_BYTES = 256 * 1024
 #: How many strings of one JSON document are tried as code.
 _MAX_STRINGS = 256
-#: A call that runs code it is given (the word alone, in a docstring, runs nothing).
-_RUNS_CODE = re.compile(r"\b(?:exec|eval|compile|run_path|runsource)\s*\(")
+#: A call that runs code it is given (the word alone, in a docstring, runs nothing);
+#: ``fileConfig`` evaluates the Python of the INI it reads (attack26).
+_RUNS_CODE = re.compile(r"\b(?:exec|eval|compile|run_path|runsource|fileConfig)\s*\(")
+#: Data files ``fileConfig`` may read: the Python its handlers' values hold is read too.
+_INI_SUFFIXES = (".ini", ".cfg", ".conf")
 #: The end of a literal naming a data file (the name is read back from the quote before
 #: it: a pattern matching the whole literal retried each quote of a file 200 times).
 _NAMED_END = re.compile(
@@ -155,6 +162,9 @@ def _code_texts(relative: str, data: bytes) -> list[str]:
         return []
     text = data.decode("utf-8", "replace")
     texts = [text]
+    evaluated = file_config_source(text) if relative.lower().endswith(_INI_SUFFIXES) else None
+    if evaluated is not None:  # the class, args and kwargs fileConfig evaluates (attack26)
+        texts.append(evaluated)
     if relative.lower().endswith((".ipynb", ".json")):
         try:
             texts = list(_json_texts(json.loads(text)))

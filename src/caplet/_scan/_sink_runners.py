@@ -17,6 +17,7 @@ from functools import partial
 from caplet._scan._code_runners import (
     ANNOTATION_READERS,
     DOCSTRING_RUNNERS,
+    FORWARD_REFS,
     INTERPRETER_METHODS,
     PARSER_METHODS,
     SOURCE_RUNNERS,
@@ -24,6 +25,7 @@ from caplet._scan._code_runners import (
     docstring_stages,
     doctest_source,
     runner_source,
+    stored_annotations,
 )
 from caplet._scan._commands import Commands
 from caplet._scan._config_factories import (
@@ -97,6 +99,13 @@ class RunnerSinks:
             bindings = flow.bindings
             for text in annotation_texts(node.args[0], bindings.functions, bindings.classes):
                 self._pending.append(partial(self._code_string, node, f"{api}(...)", text))
+            # what the file stores into its annotations (Box.__annotations__ = {"x": v}):
+            # exec's argument, a decoded or downloaded stage run (attack26)
+            for value in stored_annotations(node.args[0], flow.of_kind(ast.Assign)):
+                self._pending.append(partial(self._run_code, node, api, value))
+        if not FORWARD_REFS.isdisjoint(funcs):  # its text evaluated as an annotation's
+            ref = next(f for f in funcs if f in FORWARD_REFS)
+            self._pending.append(partial(self._run_code, node, ref, node.args[0]))
 
     def _configured(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """The factories a configuration names, called by its loader: each checked as the

@@ -49,6 +49,13 @@ from caplet._scan._rules import (
 from caplet._scan._sinks import Sinks
 from caplet._scan._syntax import Bindings, argument, fold_str, program, shorten, url_host
 from caplet._scan._syntax import dotted as _dotted
+from caplet._scan._text_routes import (
+    ROUTE_CALLS,
+    ROUTE_METHODS,
+    annotation_stores,
+    call_routes,
+    reduce_routes,
+)
 from caplet._scan._visitor_patches import HOOK_ADDERS, Patching
 from caplet._scan._visitor_report import MUTABLE_STATE, reportable
 
@@ -183,6 +190,8 @@ class RuleVisitor(Patching, ast.NodeVisitor):
         self._quiet_names: set[str] = set()
         #: Hand-overs being checked as the calls they make, nested (``g = partial(g)``).
         self._handing_over = 0
+        #: Plugin mode: code run by the standard library's other routes is danger (attack26).
+        self._routes = scan.mode is ScanMode.PLUGIN
 
     def run(self) -> None:
         # NodeVisitor.visit looks the method up by name for every node; a
@@ -295,6 +304,8 @@ class RuleVisitor(Patching, ast.NodeVisitor):
     # -- visitors -------------------------------------------------------------------------
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for made, api in reduce_routes(node, self.flow) if self._routes else ():
+            self._emit_at("CPL-DYN-001", api, made)
         # setup.py's custom install/develop command: code that runs at install
         if self._scan.installer:
             for base in node.bases:
@@ -400,6 +411,9 @@ class RuleVisitor(Patching, ast.NodeVisitor):
             self._sinks.path_chain(node.value)  # a pathlib path bound to a name (mend19)
         for target in node.targets:
             self._check_store(target, target)
+            stored = annotation_stores(target, node.value, self.flow) if self._routes else None
+            if stored is not None:
+                self._emit_at("CPL-DYN-001", stored, target)
             if isinstance(target, ast.Attribute):
                 self._patch(target.value, node.value, target.attr, node)
             if isinstance(target, ast.Subscript | ast.Attribute):
@@ -483,6 +497,12 @@ class RuleVisitor(Patching, ast.NodeVisitor):
         funcs = resolve(node.func)
         self._call_rules(node, funcs)
         self._sinks.call(node, funcs)
+        if self._routes and (
+            not ROUTE_CALLS.isdisjoint(funcs)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr in ROUTE_METHODS)
+        ):
+            for rule_id, api in call_routes(node, funcs, self.flow):
+                self._emit_at(rule_id, api, node)
         if id(node) not in self._handled:
             # getattr(os, "system") and __import__("socket") are references too.
             self._report_reference(node, resolve(node))
