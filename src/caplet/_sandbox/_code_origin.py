@@ -70,15 +70,22 @@ audit event, refused here. A test holds the sealed functions to this.
 
 from __future__ import annotations
 
-import dataclasses
-import keyword
-import opcode
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, Final
+
+from caplet._sandbox._code_files import native, normpath, open_inside, read_whole, same
+from caplet._sandbox._code_text import (
+    fields_named,
+    names_compiler,
+    postponed_annotation,
+    sources,
+    strings,
+    type_text,
+)
 
 __all__ = ["guard_code_origin"]
 
@@ -122,188 +129,15 @@ _CHECKED: Final = frozenset(
 )
 #: The standard library's functions that make code objects (``code.replace``).
 _CODE_MAKERS: Final = frozenset({("types.py", "coroutine")})
-#: The opcodes an inert expression compiles to: loads, subscripts, operators, tuples,
-#: lists and slices; no call, no function, no import.
-_INERT_OPS: Final = frozenset(
-    opcode.opmap[name]
-    for name in (
-        "CACHE",
-        "NOP",
-        "RESUME",
-        "EXTENDED_ARG",
-        "LOAD_NAME",
-        "LOAD_CONST",
-        "LOAD_ATTR",
-        "BINARY_SUBSCR",
-        "BINARY_OP",
-        "UNARY_NEGATIVE",
-        "BUILD_TUPLE",
-        "BUILD_LIST",
-        "BUILD_SLICE",
-        "RETURN_VALUE",
-        "RETURN_CONST",
-    )
-    if name in opcode.opmap
-)
-#: The builtins that compile text, as a frame outside the standard library must name them.
-_COMPILERS: Final = frozenset({"exec", "eval", "compile"})
-#: ``LOAD_GLOBAL``'s argument is the name's index shifted left by one (3.11+: the low
-#: bit pushes a NULL).
-_GLOBAL_SHIFT: Final = 1 if sys.version_info >= (3, 11) else 0
-#: ``from __future__ import annotations``: each annotation compiles to a string constant.
-_POSTPONED: Final = 0x1000000
-#: The bytes of a .pyc before its marshalled code object.
-_PYC_HEADER: Final = 16
-#: The most bytes of a file read to compare (a source the scanner reads is at most 2 MiB;
-#: a larger file than this is no file the importers are expected to run).
-_MAX_BYTES: Final = 64 << 20
 #: The system's own library folders (read-only in a jail): ctypes may load from them.
 _SYSTEM_LIBRARIES: Final = ("/usr/", "/lib/", "/lib64/")
-_READ_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 _STDLIB: Final = os.path.normpath(os.path.dirname(os.__file__))  # noqa: PTH120
 #: The standard library's folder as spelled and resolved (a frame of it not known as
 #: such would be let through as another library's).
 _STDLIBS: Final = tuple(dict.fromkeys((_STDLIB + os.sep, os.path.realpath(_STDLIB) + os.sep)))
 _THIRD_PARTY: Final = ("site-packages" + os.sep, "dist-packages" + os.sep)
-#: A dataclass field's name, read from its slot (``Field.name`` set to a property, or a
-#: subclass, could answer otherwise when the method's text is made).
-_FIELD_NAME: Final = vars(dataclasses.Field)["name"]
 
 # Sealed functions (module docstring): every name below a ``def`` is a parameter.
-
-
-def _read(
-    fd: int,
-    _read_fd: Callable[[int, int], bytes] = os.read,
-    _close: Callable[[int], None] = os.close,
-    _max: int = _MAX_BYTES,
-    _join: Callable[[list[bytes]], bytes] = b"".join,
-    _len: Callable[[bytes], int] = len,
-    _error: type[ImportError] = ImportError,
-    _os_error: type[OSError] = OSError,
-) -> bytes:
-    """The whole file open on ``fd`` (closed here), or ImportError."""
-    try:
-        chunks: list[bytes] = []
-        size = 0
-        while size <= _max:
-            chunk = _read_fd(fd, 1 << 20)
-            if not chunk:
-                return _join(chunks)
-            chunks.append(chunk)
-            size += _len(chunk)
-        raise _error("a file larger than any module the worker imports was handed to import")
-    except _os_error as exc:
-        raise _error(f"a file to import cannot be read to check it ({exc.strerror})") from None
-    finally:
-        _close(fd)
-
-
-def _normpath(path: str, _join: Callable[[list[str]], str] = "/".join) -> str:
-    """``os.path.normpath`` of an absolute POSIX path (posixpath's reads its module's
-    globals, which are the plugin's to rebind)."""
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(part)
-    return "/" + _join(parts)
-
-
-def _open_inside(
-    path: object,
-    where: tuple[str, ...],
-    whose: str,
-    _type: Callable[[object], type] = type,
-    _str: type[str] = str,
-    _open: Callable[[str, int], int] = os.open,
-    _readlink: Callable[[str], str] = os.readlink,
-    _close: Callable[[int], None] = os.close,
-    _flags: int = _READ_FLAGS,
-    _error: type[ImportError] = ImportError,
-    _os_error: type[OSError] = OSError,
-) -> tuple[int, str]:
-    """``path`` opened (as importlib would: links followed) and where the file really is,
-    read from the descriptor; ImportError unless that lies inside ``where``. Only an
-    exact ``str``: a subclass's methods are the plugin's code, run inside the hook."""
-    if _type(path) is not _str or not path.startswith("/"):  # type: ignore[attr-defined]
-        raise _error(f"a {_type(path).__name__} named no file of {whose} to import from")
-    try:
-        fd = _open(path, _flags)  # type: ignore[arg-type]
-    except _os_error as exc:
-        raise _error(f"{path} cannot be read to check it ({exc.strerror})") from None
-    try:
-        real = _readlink(f"/proc/self/fd/{fd}")
-    except _os_error as exc:
-        _close(fd)
-        raise _error(f"{path}: where it lies cannot be read ({exc.strerror})") from None
-    if not (real + "/").startswith(where):
-        _close(fd)
-        raise _error(f"{path} is not a file of {whose}: code is imported only from it")
-    return fd, real
-
-
-def _native(
-    name: object,
-    where: tuple[str, ...],
-    what: str,
-    _type: Callable[[object], type] = type,
-    _str: type[str] = str,
-    _normpath: Callable[[str], str] = _normpath,
-    _open_inside: Callable[[object, tuple[str, ...], str], tuple[int, str]] = _open_inside,
-    _close: Callable[[int], None] = os.close,
-    _error: type[ImportError] = ImportError,
-) -> None:
-    """ImportError unless the native library ``name`` is a file of ``where`` as spelled
-    (no link of the plugin's on the way: ``where`` is read-only) and as opened. A bare
-    name (``libc.so.6``, no ``/``) is the dynamic linker's to find in the system's own
-    folders; ``None`` is the program itself."""
-    if name is None or (_type(name) is _str and "/" not in name):  # type: ignore[operator]
-        return
-    if _type(name) is not _str or not (_normpath(name) + "/").startswith(where):  # type: ignore[arg-type]
-        raise _error(
-            f"{what} {name!r} is no file of the runtime: native code is loaded only from "
-            "it (a library the plugin wrote, to a memfd or anywhere, is code no one read: "
-            "attack27)"
-        )
-    fd, _real = _open_inside(name, where, "the runtime")
-    _close(fd)
-
-
-def _same(
-    path: object,
-    data: object,
-    bytecode: bool,
-    where: tuple[str, ...],
-    whose: str,
-    _open_inside: Callable[[object, tuple[str, ...], str], tuple[int, str]] = _open_inside,
-    _read: Callable[[int], bytes] = _read,
-    _close: Callable[[int], None] = os.close,
-    _type: Callable[[object], type] = type,
-    _kinds: tuple[type, ...] = (str, bytes),
-    _header: int = _PYC_HEADER,
-    _error: type[ImportError] = ImportError,
-) -> None:
-    """What importlib compiles (``bytecode``: unmarshals) is ``path``'s own content,
-    read through the descriptor the check resolved."""
-    fd, real = _open_inside(path, where, whose)
-    if not real.endswith(".pyc" if bytecode else ".py"):
-        _close(fd)
-        raise _error(
-            f"{path} is no Python source: importlib runs only .py files here (the "
-            "scanner reads those; a loader made for another file runs code none read)"
-        )
-    content = _read(fd)
-    if _type(data) not in _kinds or (content[_header:] if bytecode else content) != data:
-        raise _error(
-            f"{path}: the {'bytecode' if bytecode else 'source'} importlib was handed "
-            "is not that file's content (a loader's get_data was replaced); only the "
-            "plugin's snapshot and the runtime are imported from"
-        )
 
 
 def _stdlib_key(
@@ -328,172 +162,6 @@ def _stdlib_key(
     return None
 
 
-def _strings(
-    code: CodeType,
-    found: set[str],
-    _type: Callable[[object], type] = type,
-    _str: type[str] = str,
-    _code: type[CodeType] = CodeType,
-    _nested: tuple[type, ...] = (tuple, frozenset),
-) -> None:
-    """Add every string constant of ``code``, its nested code and tuples, to ``found``."""
-    pending: list[object] = [code]
-    while pending:
-        item = pending.pop()
-        kind = _type(item)
-        if kind is _str:
-            found.add(item)  # type: ignore[arg-type]
-        elif kind is _code:
-            pending.extend(item.co_consts)  # type: ignore[attr-defined]
-        elif kind in _nested:
-            pending.extend(item)  # type: ignore[arg-type]
-
-
-def _sources(
-    folder: str,
-    _scandir: Callable[[str], Any] = os.scandir,
-) -> Iterator[str]:
-    """The ``.py`` files under ``folder`` (the snapshot: read-only, made by the host)."""
-    pending = [folder]
-    while pending:
-        with _scandir(pending.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
-                elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
-                    yield entry.path
-
-
-def _postponed_annotation(
-    source: str,
-    snapshot: tuple[str, ...],
-    _sources: Callable[[str], Iterator[str]] = _sources,
-    _open: Callable[[str, int], int] = os.open,
-    _read: Callable[[int], bytes] = _read,
-    _nofollow: int = _READ_FLAGS | os.O_NOFOLLOW,
-    _compile: Callable[..., CodeType] = compile,
-    _strings: Callable[[CodeType, set[str]], None] = _strings,
-    _set: type[set[str]] = set,
-    _flags: int = _POSTPONED,
-    _errors: tuple[type[Exception], ...] = (SyntaxError, ValueError, ImportError, OSError),
-) -> bool:
-    """Whether ``source`` is a string constant of a snapshot ``.py`` file compiled with
-    its annotations postponed (each annotation is then one). Computed anew each time:
-    a cache would be state the plugin could reach; only a file holding the text's
-    first name is compiled."""
-    first = source.lstrip("([ ").split("[", 1)[0].split(".", 1)[0].split("(", 1)[0]
-    needle = first.strip().encode()
-    for path in _sources(snapshot[0]) if snapshot else ():
-        try:
-            content = _read(_open(path, _nofollow))
-            if needle not in content:
-                continue
-            code = _compile(content, path, "exec", _flags, True)
-        except _errors:
-            continue  # unreadable or not Python: no constant of it counts
-        found: set[str] = _set()
-        _strings(code, found)
-        if source in found:
-            return True
-    return False
-
-
-def _type_text(
-    source: object,
-    snapshot: tuple[str, ...],
-    _type: Callable[[object], type] = type,
-    _bytes: type[bytes] = bytes,
-    _compile: Callable[..., CodeType] = compile,
-    _inert: frozenset[int] = _INERT_OPS,
-    _postponed: Callable[[str, tuple[str, ...]], bool] = _postponed_annotation,
-    _errors: tuple[type[Exception], ...] = (SyntaxError, ValueError),
-) -> bool:
-    """Whether a generator may compile this annotation text (``_TYPE_TEXT``): the
-    audit event hands the text as UTF-8 bytes."""
-    if _type(source) is not _bytes:
-        return False
-    try:
-        text = source.decode()  # type: ignore[attr-defined]
-        code = _compile(text, "<annotation>", "eval")
-    except _errors:
-        return True  # the compile the hook guards fails the same way: nothing runs
-    for op in code.co_code[::2]:
-        if op not in _inert:
-            break
-    else:
-        return True
-    if text.startswith("(") and text.endswith(",)[0]"):  # typing's ``*Ts``
-        text = text[1:-5]
-    return _postponed(text, snapshot)
-
-
-def _fields_named(
-    frame: FrameType,
-    _type: Callable[[object], type] = type,
-    _str: type[str] = str,
-    _dict: type[dict[Any, Any]] = dict,
-    _items: Callable[[dict[Any, Any]], Any] = dict.items,
-    _identifier: Callable[[str], bool] = str.isidentifier,
-    _keywords: frozenset[str] = frozenset(keyword.kwlist),
-    _field: type = dataclasses.Field,
-    _slot: Any = _FIELD_NAME,
-    _vars: Callable[[object], Any] = vars,
-) -> bool:
-    """Whether the class dataclasses is making has identifiers for field names, read
-    from its ``_process_class`` frame: each field an exact ``Field`` whose own slot
-    holds its key, ``Field.name`` still that slot."""
-    where = frame.f_code.co_filename
-    at: FrameType | None = frame
-    while at is not None and at.f_code.co_filename == where:
-        if at.f_code.co_name == "_process_class":
-            fields = at.f_locals.get("fields")
-            if _type(fields) is not _dict or _vars(_field)["name"] is not _slot:
-                return False
-            for name, field in _items(fields):  # type: ignore[arg-type]
-                if not (
-                    _type(name) is _str
-                    and _identifier(name)
-                    and name not in _keywords
-                    and _type(field) is _field
-                    and _slot.__get__(field) is name
-                ):
-                    return False
-            return True
-        at = at.f_back
-    return False
-
-
-def _names_compiler(
-    code: CodeType,
-    _names: frozenset[str] = _COMPILERS,
-    _load_global: int = opcode.opmap["LOAD_GLOBAL"],
-    _load_name: int = opcode.opmap["LOAD_NAME"],
-    _extended: int = opcode.opmap["EXTENDED_ARG"],
-    _global_shift: int = _GLOBAL_SHIFT,
-    _range: Callable[[int, int, int], Any] = range,
-    _len: Callable[[bytes], int] = len,
-) -> bool:
-    """Whether ``code`` loads ``exec``, ``eval`` or ``compile`` by name (a global or a
-    builtin: what the scanner reads as CPL-DYN-001), not as an attribute (``ns.exec``)
-    or a value it was handed."""
-    raw = code.co_code
-    names = code.co_names
-    extended = 0
-    for at in _range(0, _len(raw), 2):
-        op = raw[at]
-        arg = raw[at + 1] | extended
-        if op == _extended:
-            extended = arg << 8
-            continue
-        extended = 0
-        if op == _load_global:
-            if names[arg >> _global_shift] in _names:
-                return True
-        elif op == _load_name and names[arg] in _names:
-            return True
-    return False
-
-
 def _compiles(
     frame: FrameType,
     source: object,
@@ -502,12 +170,12 @@ def _compiles(
     _type_texts: frozenset[tuple[str, str]] = _TYPE_TEXT,
     _library_texts: frozenset[tuple[str, str]] = _LIBRARY_TYPE_TEXT,
     _sep: str = os.sep,
-    _names_compiler: Callable[[CodeType], bool] = _names_compiler,
-    _own: tuple[CodeType, ...] = (_type_text.__code__, _postponed_annotation.__code__),
+    _names_compiler: Callable[[CodeType], bool] = names_compiler,
+    _own: tuple[CodeType, ...] = (type_text.__code__, postponed_annotation.__code__),
     _fields: frozenset[tuple[str, str]] = _FIELDS,
     _checked: frozenset[tuple[str, str]] = _CHECKED,
-    _type_text: Callable[[object, tuple[str, ...]], bool] = _type_text,
-    _fields_named: Callable[[FrameType], bool] = _fields_named,
+    _type_text: Callable[[object, tuple[str, ...]], bool] = type_text,
+    _fields_named: Callable[[FrameType], bool] = fields_named,
     _type: Callable[[object], type] = type,
     _bytes: type[bytes] = bytes,
     _len: Callable[[str], int] = len,
@@ -587,9 +255,9 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
     _getframe: Callable[[int], FrameType] = sys._getframe,
     _importlib: frozenset[str] = _IMPORTLIB,
     _zipimport: str = _ZIPIMPORT,
-    _same: Callable[..., None] = _same,
+    _same: Callable[..., None] = same,
     _zipped: Callable[[FrameType], str] = _zipped,
-    _native: Callable[[object, tuple[str, ...], str], None] = _native,
+    _native: Callable[[object, tuple[str, ...], str], None] = native,
     _system: tuple[str, ...] = _SYSTEM_LIBRARIES,
     _compiles: Callable[[FrameType, object, tuple[str, ...]], None] = _compiles,
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
@@ -637,18 +305,18 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
 #: The functions the hook runs: none reads a global, a builtin or a cell (a test
 #: holds them to it), and setting their ``__defaults__`` or ``__code__`` is refused.
 _SEALED: Final = (
-    _read,
-    _normpath,
-    _open_inside,
-    _native,
-    _same,
+    read_whole,
+    normpath,
+    open_inside,
+    native,
+    same,
     _stdlib_key,
-    _strings,
-    _sources,
-    _postponed_annotation,
-    _type_text,
-    _fields_named,
-    _names_compiler,
+    strings,
+    sources,
+    postponed_annotation,
+    type_text,
+    fields_named,
+    names_compiler,
     _compiles,
     _refusal,
     _zipped,
