@@ -109,3 +109,39 @@ def test_the_cli_shows_a_left_out_file_and_allows_it(tmp_path: Path) -> None:
     assert "allowed" in allowed.stdout
     after = caplet("policy", cwd=tmp_path)
     assert "value(s) loosen the defaults" in " ".join(after.stdout.split())
+
+
+@pytest.mark.security
+def test_a_link_to_a_file_allowed_for_another_project_is_not_allowed_here(
+    tmp_path: Path,
+) -> None:
+    # attack28: the allowing was kept under the file's resolved path, so a cloned
+    # project's caplet.toml that is a link to one the user allowed for their own project
+    # (its loosenings meant for their own plugins) applied it to the cloned plugins.
+    mine = tmp_path / "mine"
+    (mine / "plugins").mkdir(parents=True)
+    write_policy(mine / "caplet.toml", LOOSE)
+    assert load_policy(mine / "plugins", environ={}).policy.max_risk_level is RiskLevel.HIGH
+    cloned = tmp_path / "cloned"
+    (cloned / "plugins").mkdir(parents=True)
+    (cloned / "caplet.toml").symlink_to(Path("..") / "mine" / "caplet.toml")
+    left_out = load_policy(cloned / "plugins", environ={})
+    assert left_out.policy.max_risk_level is RiskLevel.MEDIUM
+    assert left_out.withheld is not None
+    assert left_out.withheld[0] == cloned / "caplet.toml"
+
+
+def test_a_linked_policy_file_allowed_where_it_is_found_applies(tmp_path: Path) -> None:
+    # the near miss: a person's caplet.toml that links to a shared one (dotfiles) is
+    # allowed where it is found, and a folder reached through a link is the same folder
+    shared = tmp_path / "shared.toml"
+    shared.write_text(LOOSE, encoding="utf-8")
+    project = tmp_path / "project"
+    (project / "plugins").mkdir(parents=True)
+    (project / "caplet.toml").symlink_to(shared)
+    assert load_policy(project / "plugins", environ={}).withheld is not None
+    allow_found_policy(project / "plugins", environ={})
+    assert load_policy(project / "plugins", environ={}).policy.max_risk_level is RiskLevel.HIGH
+    through = tmp_path / "through"
+    through.symlink_to(project)
+    assert load_policy(through / "plugins", environ={}).policy.max_risk_level is RiskLevel.HIGH
