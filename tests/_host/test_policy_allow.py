@@ -145,3 +145,21 @@ def test_a_linked_policy_file_allowed_where_it_is_found_applies(tmp_path: Path) 
     through = tmp_path / "through"
     through.symlink_to(project)
     assert load_policy(through / "plugins", environ={}).policy.max_risk_level is RiskLevel.HIGH
+
+
+@pytest.mark.security
+def test_allowing_with_a_named_policy_file_refuses_and_allows_nothing(tmp_path: Path) -> None:
+    # attack28: `--policy` was ignored by `caplet policy --allow`, which allowed the
+    # project's caplet.toml beside the plugins directory (one the person neither named
+    # nor read), where CAPLET_POLICY was refused with a word.
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "caplet.toml").write_text(LOOSE, encoding="utf-8")
+    (tmp_path / "mine.toml").write_text("memory_mb = 100\n", encoding="utf-8")
+    refused = caplet("policy", "--policy", "mine.toml", "--allow", cwd=tmp_path)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert (
+        "--policy names the policy file (mine.toml): it is your choice and needs no "
+        "allowing; run `caplet policy --allow` without --policy to allow the file beside "
+        "the plugins directory"
+    ) in " ".join(refused.stderr.split())
+    assert load_policy(tmp_path / "plugins", environ={}).withheld is not None

@@ -293,11 +293,23 @@ def withheld_warning(withheld: tuple[Path, tuple[PolicySetting, ...]]) -> str:
 
 
 def allow_found_policy(
-    plugins_dir: Path | str, environ: Mapping[str, str] | None = None
+    plugins_dir: Path | str,
+    environ: Mapping[str, str] | None = None,
+    *,
+    file: Path | str | None = None,
 ) -> tuple[Path, Path]:
     """Allow the policy file found beside ``plugins_dir`` with its current text: (the file,
-    the allow list). PolicyError when there is none to allow, or it cannot be recorded."""
+    the allow list). PolicyError when there is none to allow, or it cannot be recorded, or
+    the operator names the policy file (``file``: ``--policy``; ``CAPLET_POLICY``)."""
     env = os.environ if environ is None else environ
+    if file is not None:
+        # attack28: --policy was ignored here, so `caplet --policy mine.toml policy
+        # --allow` allowed the project's file, one the person had not named nor read.
+        raise PolicyError(
+            f"--policy names the policy file ({file}): it is your choice and needs no "
+            "allowing; run `caplet policy --allow` without --policy to allow the file "
+            "beside the plugins directory"
+        )
     if env.get(POLICY_ENV):
         raise PolicyError(
             f"{POLICY_ENV} names the policy file: it is the operator's choice and needs no "
