@@ -19,7 +19,7 @@ from caplet._errors import PolicyError
 from caplet._findings import RiskLevel
 from caplet._host._policy import Isolation
 from caplet._host._policy_allow import ALLOWED_FILE
-from caplet._host._policy_file import allow_found_policy, load_policy
+from caplet._host._policy_file import PolicyOverride, allow_found_policy, load_policy
 from caplet._trust._paths import user_state_dir
 from tests._cli.clikit import caplet
 from tests.conftest import write_policy
@@ -163,3 +163,29 @@ def test_allowing_with_a_named_policy_file_refuses_and_allows_nothing(tmp_path: 
         "the plugins directory"
     ) in " ".join(refused.stderr.split())
     assert load_policy(tmp_path / "plugins", environ={}).withheld is not None
+
+
+def test_a_flag_appended_to_a_found_files_list_is_not_the_files_loosening(
+    plugins_dir: Path,
+) -> None:
+    # attack28 (an honest user's): the person's own --allow-network, appended to a found
+    # file's empty list, counted as the file's loosening: the file, which only tightened,
+    # was left out (its memory_mb with it) and the warning blamed it for the flag.
+    (plugins_dir.parent / "caplet.toml").write_text(
+        "memory_mb = 100\n[network]\nallowed_networks = []\n", encoding="utf-8"
+    )
+    flag = PolicyOverride(
+        "network.allowed_networks", "10.0.0.0/8", "--allow-network", appended=True
+    )
+    effective = load_policy(plugins_dir, environ={}, overrides=[flag])
+    assert effective.withheld is None
+    assert effective.policy.memory_mb == 100
+    assert [str(n) for n in effective.policy.network.allowed_networks] == ["10.0.0.0/8"]
+    # the near miss: a file that widens the list itself is still left out, flag or not
+    (plugins_dir.parent / "caplet.toml").write_text(
+        '[network]\nallowed_networks = ["169.254.0.0/16"]\n', encoding="utf-8"
+    )
+    left_out = load_policy(plugins_dir, environ={}, overrides=[flag])
+    assert left_out.withheld is not None
+    assert [s.field for s in left_out.withheld[1]] == ["network.allowed_networks"]
+    assert "169.254.0.0/16" in str(left_out.withheld[1][0].value)

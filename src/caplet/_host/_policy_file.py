@@ -169,7 +169,12 @@ def load_policy(
     if not found or located is None or text is None:
         return effective
     label = located[1]
-    loosening_here = tuple(s for s in effective.loosened if label in s.source)
+    # What the file loosens by itself and no flag replaced: a flag appended to its list
+    # is the person's own (attack28: `--allow-network` on top of a file's empty list
+    # made a file that only tightened a loosening one, left out and blamed for it).
+    alone = _build(located, text, (), found=True) if overrides else effective
+    kept = {s.field for s in effective.settings if label in s.source}
+    loosening_here = tuple(s for s in alone.loosened if s.field in kept)
     if not loosening_here or policy_allowed(located[0], text):
         return effective
     # A found file that loosens, not allowed by a person: the defaults and the flags.
