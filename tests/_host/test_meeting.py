@@ -299,3 +299,41 @@ def test_no_plugin_may_write_where_a_refused_meeting_folder_is(
             rf"contains {re.escape(str(folder))}(\.1)?, another caplet state directory",
             outcome.reason,
         ), outcome.reason
+
+
+@pytest.mark.security
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack28, open: a host that found no folder of its own makes the first free "
+    "name; one who plants and removes caplet-<uid> around another host's start splits them",
+)
+def test_a_name_planted_and_freed_while_two_hosts_start_does_not_split_them(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Host B looks (pass 1: no folder of the user's own yet); another user plants
+    ``caplet-<uid>``; host A starts, passes it over and makes ``.1``; the planted folder
+    is removed; B, now making the first free name, makes ``caplet-<uid>``. The two never
+    see each other (a grant of one over the other's code folders is not refused, attack24's
+    reason for meeting at all), and every later host joins B's."""
+    planted = base / f"caplet-{os.geteuid()}"
+    real_mkdir = os.mkdir
+    first_host: list[tuple[Path, int]] = []
+
+    def between_the_passes(path: object, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        if not first_host and dir_fd is not None:
+            # B is past its first pass: the attacker's turn, then host A's whole start.
+            monkeypatch.setattr(os, "mkdir", real_mkdir)
+            planted.mkdir()
+            planted.chmod(0o777)
+            (meeting,) = open_meetings()
+            first_host.append((meeting.name, meeting.fd))
+            planted.rmdir()
+        real_mkdir(path, mode, dir_fd=dir_fd)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "mkdir", between_the_passes)
+    (second,) = open_meetings()
+    [(first_name, first_fd)] = first_host
+    os.close(first_fd)
+    os.close(second.fd)
+    assert first_name == base / f"caplet-{os.geteuid()}.1"
+    assert second.name == first_name, f"split: {first_name} and {second.name}"

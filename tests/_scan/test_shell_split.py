@@ -135,3 +135,37 @@ def test_the_read_budget_counts_each_read() -> None:
     with pytest.raises(ShellTextError) as raised:
         splitter.split("ls -l /tmp")
     assert raised.value.budget == 100
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "site",
+    ["subprocess.run([L])", "subprocess.Popen([L, '-v'])", "os.execv(L, [L])"],
+    ids=["run-list", "popen-list", "execv"],
+)
+def test_a_long_program_word_read_at_many_sites_counts_too(tmp_path: Path, site: str) -> None:
+    # attack28: the read budget counted a site's command only when the command itself
+    # was a name; as the first item of a list (or execv's program) the same constant was
+    # read whole at each site (split into words, lowered, matched against payload
+    # launchers) and never counted: 20,000 sites of a 500 KB constant took 18 s with no
+    # finding. Counted now, the file is too complex to check, as os.system(L) is.
+    constant = "ab" * 20_000
+    (tmp_path / "plugin.py").write_text(
+        f"import os\nimport subprocess\nL = '{constant}'\n" + f"{site}\n" * 1_000
+    )
+    report = scan_tree(tmp_path, mode=ScanMode.PLUGIN)
+    [too_complex] = [f for f in report.findings if f.rule_id == "CPL-SCAN-002"]
+    assert too_complex.severity is Severity.DANGER
+    assert f"more than {SHELL_READ_BUDGET} characters of shell text read by" in (
+        too_complex.message
+    )
+
+
+def test_a_short_program_in_a_list_at_many_sites_stays_clean(tmp_path: Path) -> None:
+    # the near miss: the usual list form, a short program at a thousand sites, is checked
+    (tmp_path / "plugin.py").write_text(
+        "import subprocess\nGIT = 'git'\n" + "subprocess.run([GIT, 'status'])\n" * 1_000
+    )
+    report = scan_tree(tmp_path, mode=ScanMode.PLUGIN)
+    assert "CPL-SCAN-002" not in {f.rule_id for f in report.findings}
+    assert "CPL-PROC-001" in {f.rule_id for f in report.findings}

@@ -67,7 +67,7 @@ def policy_command(
     if allow:
         from caplet._host._policy_file import allow_found_policy
 
-        path, record = allow_found_policy(run.options.plugins_dir)
+        path, record = allow_found_policy(run.options.plugins_dir, file=run.options.policy)
         run.out.emit({"ok": True, "allowed": str(path), "record": str(record)})
         run.out.say(
             plain(

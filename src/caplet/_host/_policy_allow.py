@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Final
 
@@ -26,7 +27,7 @@ from caplet._trust._paths import ensure_private_dir, user_state_dir
 
 __all__ = ["ALLOWED_FILE", "allow_policy_text", "policy_allowed", "policy_digest"]
 
-#: The allowed policy files of this user: ``{resolved path: sha256 of the text}``.
+#: The allowed policy files of this user: ``{path (:func:`_key`): sha256 of the text}``.
 ALLOWED_FILE: Final = "policy-allowed.json"
 #: No list of allowed files is this large (each entry a path and a digest).
 _MAX_BYTES: Final = 4 << 20
@@ -40,17 +41,25 @@ def policy_digest(text: str) -> str:
 def policy_allowed(path: Path, text: str) -> bool:
     """Whether a person allowed ``path`` with exactly this ``text``. An allow list that
     cannot be read allows nothing (the safe answer: the defaults)."""
-    return _allowed().get(str(path.resolve())) == policy_digest(text)
+    return _allowed().get(_key(path)) == policy_digest(text)
 
 
 def allow_policy_text(path: Path, text: str) -> Path:
     """Record that a person allowed ``path`` with this ``text``; the allow list's path.
     OSError when it cannot be written."""
     allowed = _allowed()
-    allowed[str(path.resolve())] = policy_digest(text)
+    allowed[_key(path)] = policy_digest(text)
     target = ensure_private_dir(user_state_dir()) / ALLOWED_FILE
     atomic_write(target, json.dumps(allowed, indent=1, sort_keys=True).encode(), mode=0o600)
     return target
+
+
+def _key(path: Path) -> str:
+    """The name an allowing is kept under: where the file was found, its folder's links
+    resolved but not the file's own (attack28: a project's ``caplet.toml`` that is a link
+    to a file the user allowed for another project carried that allowing over, its
+    loosenings applied to the cloned project's plugins with no person's word)."""
+    return str(Path(os.path.realpath(path.parent)) / path.name)
 
 
 def _allowed() -> dict[str, str]:

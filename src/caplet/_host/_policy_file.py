@@ -169,7 +169,12 @@ def load_policy(
     if not found or located is None or text is None:
         return effective
     label = located[1]
-    loosening_here = tuple(s for s in effective.loosened if label in s.source)
+    # What the file loosens by itself and no flag replaced: a flag appended to its list
+    # is the person's own (attack28: `--allow-network` on top of a file's empty list
+    # made a file that only tightened a loosening one, left out and blamed for it).
+    alone = _build(located, text, (), found=True) if overrides else effective
+    kept = {s.field for s in effective.settings if label in s.source}
+    loosening_here = tuple(s for s in alone.loosened if s.field in kept)
     if not loosening_here or policy_allowed(located[0], text):
         return effective
     # A found file that loosens, not allowed by a person: the defaults and the flags.
@@ -293,11 +298,23 @@ def withheld_warning(withheld: tuple[Path, tuple[PolicySetting, ...]]) -> str:
 
 
 def allow_found_policy(
-    plugins_dir: Path | str, environ: Mapping[str, str] | None = None
+    plugins_dir: Path | str,
+    environ: Mapping[str, str] | None = None,
+    *,
+    file: Path | str | None = None,
 ) -> tuple[Path, Path]:
     """Allow the policy file found beside ``plugins_dir`` with its current text: (the file,
-    the allow list). PolicyError when there is none to allow, or it cannot be recorded."""
+    the allow list). PolicyError when there is none to allow, or it cannot be recorded, or
+    the operator names the policy file (``file``: ``--policy``; ``CAPLET_POLICY``)."""
     env = os.environ if environ is None else environ
+    if file is not None:
+        # attack28: --policy was ignored here, so `caplet --policy mine.toml policy
+        # --allow` allowed the project's file, one the person had not named nor read.
+        raise PolicyError(
+            f"--policy names the policy file ({file}): it is your choice and needs no "
+            "allowing; run `caplet policy --allow` without --policy to allow the file "
+            "beside the plugins directory"
+        )
     if env.get(POLICY_ENV):
         raise PolicyError(
             f"{POLICY_ENV} names the policy file: it is the operator's choice and needs no "

@@ -368,6 +368,10 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
             scan.tag(Tag.PYTHON_RUN, line, "sys.executable")
         for value in self._tags.values(first):
             text = self._flow.name_value(value)
+            if text and first is not command:
+                # The program word of a list (or execv's): read whole here and by the rules
+                # after (lowered, matched), so it counts as a command's text does (attack28).
+                self._flow.shell.count_read(text)
             words = text.split() if text else []
             if not words:
                 continue
