@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from caplet import PluginHost
 from caplet._config._schema import ConfigValue
 from caplet._sandbox._launcher import WorkerSpec
 from caplet._sandbox._protocol import DEFAULT_MAX_FRAME_BYTES
+from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._sandbox._subprocess import SubprocessLauncher, SubprocessWorker
 from tests.conftest import own_identity
 
@@ -85,3 +87,13 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
     yield helper
     for worker in helper.workers:
         worker.close()
+
+
+@pytest.fixture
+def red_team_host(
+    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher
+) -> Iterator[PluginHost]:
+    """A host on the strict launcher with the static gate off (``red_team=True``): what a
+    test of the worker's guards measures is the worker alone, not the scanner's refusal."""
+    with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher, red_team=True) as h:
+        yield h

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from caplet import PluginCallError, PluginHost
-from caplet._sandbox._sandboxed import SandboxLauncher
 from tests.conftest import PluginFactory
 
 EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
@@ -53,17 +51,10 @@ def create_functions(config):
 """
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
-def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
-    with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher, red_team=True) as h:
-        yield h
+def host(red_team_host: PluginHost) -> PluginHost:
+    """The red-team host of tests/_sandbox/conftest.py."""
+    return red_team_host
 
 
 @pytest.mark.security

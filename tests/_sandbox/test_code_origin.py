@@ -13,7 +13,6 @@ import dis
 import io
 import marshal
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType
 
@@ -21,7 +20,6 @@ import pytest
 
 from caplet import PluginCallError, PluginHost
 from caplet._sandbox import _code_origin
-from caplet._sandbox._sandboxed import SandboxLauncher
 from tests.conftest import PluginFactory
 
 EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
@@ -128,17 +126,10 @@ def _zip() -> bytes:
     return buf.getvalue()
 
 
-@pytest.fixture(scope="module")
-def launcher() -> Iterator[SandboxLauncher]:
-    sandbox = SandboxLauncher(strict=True)
-    yield sandbox
-    sandbox.close()
-
-
 @pytest.fixture
-def host(plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher) -> Iterator[PluginHost]:
-    with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher, red_team=True) as h:
-        yield h
+def host(red_team_host: PluginHost) -> PluginHost:
+    """The red-team host of tests/_sandbox/conftest.py."""
+    return red_team_host
 
 
 FILES = {
