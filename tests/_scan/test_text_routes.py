@@ -38,6 +38,34 @@ HERE = Path(__file__).parent
 
 #: Each route alone, as the plugin writes it: (source, rule, words the message holds).
 ROUTES = {
+    "timeit of data": (
+        """
+        import timeit
+        def run():
+            return timeit.timeit((HERE / "helpers.txt").read_text(), number=1)
+        """,
+        "CPL-DYN-001",
+        "timeit.timeit(...) of text not written in the source (it runs the text as Python",
+    ),
+    "timeit's setup of data": (
+        """
+        import timeit
+        def run():
+            text = (HERE / "helpers.txt").read_text()
+            return timeit.Timer("pass", setup=text).timeit(1)
+        """,
+        "CPL-DYN-001",
+        "timeit.Timer(...) of text not written in the source",
+    ),
+    "a profiler's run of data": (
+        """
+        import cProfile
+        def run(text):
+            cProfile.run(text)
+        """,
+        "CPL-DYN-001",
+        "cProfile.run(...) of text not written in the source",
+    ),
     "annotations assigned": (
         """
         def run():
@@ -264,6 +292,13 @@ def test_the_finding_is_at_the_route_s_line() -> None:
 
 
 NEAR_MISSES = {
+    "runners of text written in the source": """
+        import cProfile
+        import timeit
+        def run(n):
+            cProfile.run("sum(range(10))")
+            return timeit.timeit("x = 1", setup="y = 2", number=n)
+        """,
     "literal annotations read": """
         from dataclasses import dataclass
         from typing import Optional

@@ -39,6 +39,7 @@ from typing import Final, Protocol
 
 from caplet._scan._code_runners import ANNOTATION_ATTRIBUTES as _ANNOTATION_ATTRIBUTES
 from caplet._scan._code_runners import FORWARD_REFS as _FORWARD_REFS
+from caplet._scan._code_runners import SOURCE_RUNNERS as _SOURCE_RUNNERS
 from caplet._scan._syntax import Bindings
 
 __all__ = [
@@ -77,11 +78,17 @@ _PATH_ADDERS: Final = frozenset({"insert", "append", "extend", "__setitem__"})
 _ARCHIVE_SUFFIXES: Final = (".zip", ".egg", ".pyz", ".whl", ".par")
 #: A mapping's methods that store into it (``Box.__annotations__.update(...)``).
 _STORING_METHODS: Final = frozenset({"update", "setdefault", "__setitem__"})
+#: The standard library's runners of a statement given as text (timeit, the profilers'
+#: and the debugger's ``run``, ``PyRun_SimpleString``): their text arguments, positional
+#: and by keyword (timeit runs its ``setup`` too).
+_RUNNERS: Final = frozenset(_SOURCE_RUNNERS)
+_TIMEIT: Final = frozenset({"timeit.timeit", "timeit.repeat", "timeit.Timer"})
 #: The calls :func:`call_routes` may report, by what they resolve to ...
 ROUTE_CALLS: Final = (
     _FORWARD_REFS
     | _EVALUATING_LOADERS
     | _DICT_LOADERS
+    | _RUNNERS
     | {"builtins.setattr", "builtins.type", "copyreg.pickle"}
 )
 #: ... or by the method called (on ``sys.path``, on an ``__annotations__``).
@@ -113,6 +120,16 @@ def call_routes(node: ast.Call, funcs: tuple[str, ...], facts: Facts) -> Iterato
                     "(typing evaluates a forward reference's text as Python; spell the type out)"
                 ),
             )
+    runner = _one(funcs, _RUNNERS)
+    if runner and any(not _written(text, facts) for text in _runner_texts(node, runner)):
+        # scan27, left open: exec's own rule, under the standard library's other names.
+        yield (
+            "CPL-DYN-001",
+            (
+                f"{runner}(...) of text not written in the source (it runs the text as "
+                "Python, as exec does; write the statement in the source)"
+            ),
+        )
     loader = _one(funcs, _EVALUATING_LOADERS)
     if loader and not _stream_of_literal(_first(node, "fname"), facts):
         yield (
@@ -264,6 +281,17 @@ def _stored(attribute: str) -> str:
         f"{attribute} filled from a value not written in the source (typing.get_type_hints "
         f"and pydantic evaluate string annotations as Python; {_ANNOTATIONS_HINT})"
     )
+
+
+def _runner_texts(node: ast.Call, runner: str) -> list[ast.expr]:
+    """The arguments a source runner runs as Python: its first (timeit: and second)
+    positional, and the keywords that name them."""
+    keywords = {"stmt", "setup"} if runner in _TIMEIT else {_SOURCE_RUNNERS[runner]} - {""}
+    positional = node.args[:2] if runner in _TIMEIT else node.args[:1]
+    return [
+        *(a for a in positional if not isinstance(a, ast.Starred)),
+        *(k.value for k in node.keywords if k.arg in keywords),
+    ]
 
 
 def _one(funcs: tuple[str, ...], among: frozenset[str]) -> str:
