@@ -127,6 +127,23 @@ def _isolated_environment(
         monkeypatch.delenv(name, raising=False)
 
 
+#: A ``logging.config.fileConfig`` INI whose handler ``args`` run code (attack26): the code
+#: is in a data file the plugin ships, evaluated by the standard library.
+FILECONFIG_PAYLOAD = """\
+[loggers]
+keys=root
+[handlers]
+keys=h
+[formatters]
+keys=
+[logger_root]
+handlers=h
+[handler_h]
+class=StreamHandler
+args=(__import__('ctypes').sizeof(__import__('ctypes').c_int) and __import__('sys').stderr,)
+"""
+
+
 def write_policy(path: Path, text: str, encoding: str = "utf-8") -> Path:
     """Write a policy file beside a plugins directory and allow it, as a person does with
     ``caplet policy --allow`` after reading it (a found file that loosens applies only

@@ -184,6 +184,16 @@ def create_functions(config):
 """
 
 
+def _writer(make_plugin: PluginFactory, name: str = "writer", kind: str = "fs.write") -> None:
+    """A plugin that writes and reads files, granted ``kind`` over its configured root."""
+    make_plugin(
+        name,
+        source=WRITER,
+        extra=rooted(kind),
+        modules='[modules.main]\nfunctions = ["write", "read"]\n',
+    )
+
+
 def test_a_host_no_peer_can_see_shares_no_writable_grant_and_says_so(
     base: Path,
     plugins_dir: Path,
@@ -203,12 +213,7 @@ def test_a_host_no_peer_can_see_shares_no_writable_grant_and_says_so(
     (data / "a.txt").write_text("a\n", encoding="utf-8")
     give_to_worker(data)
     for name, kind in (("writer", "fs.write"), ("reader", "fs.read")):
-        make_plugin(
-            name,
-            source=WRITER,
-            extra=rooted(kind),
-            modules='[modules.main]\nfunctions = ["write", "read"]\n',
-        )
+        _writer(make_plugin, name, kind)
     with (
         caplog.at_level(logging.WARNING, logger="caplet"),
         make_host(plugins_dir, tmp_path / "state", launcher) as host,
@@ -241,12 +246,7 @@ def test_no_plugin_may_write_where_the_hosts_meet(
     beside = base / "notes"
     beside.mkdir()
     give_to_worker(beside)
-    make_plugin(
-        "writer",
-        source=WRITER,
-        extra=rooted("fs.write"),
-        modules='[modules.main]\nfunctions = ["write", "read"]\n',
-    )
+    _writer(make_plugin)
     with make_host(plugins_dir, tmp_path / "state", launcher) as host:
         host.discover()
         folder = base / f"caplet-{os.geteuid()}"
@@ -284,12 +284,7 @@ def test_no_plugin_may_write_where_a_refused_meeting_folder_is(
     folder.mkdir()
     folder.chmod(0o777)
     monkeypatch.setenv(PEER_BASES_ENV, f"{base}{os.pathsep}{refused}")
-    make_plugin(
-        "writer",
-        source=WRITER,
-        extra=rooted("fs.write"),
-        modules='[modules.main]\nfunctions = ["write", "read"]\n',
-    )
+    _writer(make_plugin)
     with make_host(plugins_dir, tmp_path / "state", launcher) as host:
         host.discover()
         outcome = host.enable("writer", config={"root": str(refused)}, consent=True)

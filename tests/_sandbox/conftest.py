@@ -89,6 +89,11 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
         worker.close()
 
 
+#: A module that runs native code (``ctypes``) when imported: what the worker-guard tests'
+#: plugins ship as data (``helpers.txt``) and try to run; it answers 4 when it ran.
+EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
+
+
 @pytest.fixture
 def red_team_host(
     plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from caplet import PluginCallError, PluginHost
+from tests._sandbox.conftest import EVIL
 from tests.conftest import PluginFactory
-
-EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
 
 #: zipimport's module-level ``_compile_source(pathname, source)`` compiles any text; the
 #: hook checked only that ``pathname`` was spelled inside the runtime (``os.__file__``

