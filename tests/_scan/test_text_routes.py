@@ -66,6 +66,69 @@ ROUTES = {
         "CPL-DYN-001",
         "cProfile.run(...) of text not written in the source",
     ),
+    "a class annotation naming data": (
+        """
+        text = (HERE / "helpers.txt").read_text()
+        class Box:
+            x: text
+        def run():
+            return typing.get_type_hints(Box)
+        """,
+        "CPL-DYN-001",
+        "an annotation naming text, which holds text not written in the source",
+    ),
+    "a string annotation naming data": (
+        """
+        class Box:
+            x: "list[Loaded]"
+        Loaded = json.loads((HERE / "types.json").read_text())["x"]
+        """,
+        "CPL-DYN-001",
+        "an annotation naming Loaded",
+    ),
+    "a signature annotation naming data": (
+        """
+        CONFIG = json.load(open(HERE / "config.json"))
+        def handler(value: CONFIG["type"]) -> None:
+            return None
+        """,
+        "CPL-DYN-001",
+        "an annotation naming CONFIG",
+    ),
+    "a module annotation naming the environment": (
+        """
+        import os
+        Alias = os.environ["PLUGIN_TYPE"]
+        VALUE: Alias | None = None
+        """,
+        "CPL-DYN-001",
+        "an annotation naming Alias",
+    ),
+    "a return annotation built at run time": (
+        """
+        PREFIX = sys.argv[0]
+        def run() -> f"{PREFIX}.Kind":
+            return None
+        """,
+        "CPL-DYN-001",
+        "which holds text not written in the source",
+    ),
+    "sys.path of a folder named by data": (
+        """
+        def run():
+            config = json.loads((HERE / "config.json").read_text())
+            sys.path.insert(0, str(HERE / config["plugins"]))
+        """,
+        "CPL-DYN-002",
+        "sys.path.insert(...) of a path chosen at run time (Python imports modules from it",
+    ),
+    "sys.path of a zip under another name": (
+        """
+        sys.path.append(str(HERE / "helpers.dat"))
+        """,
+        "CPL-DYN-002",
+        "sys.path.append(...) of an archive",
+    ),
     "annotations assigned": (
         """
         def run():
@@ -329,6 +392,35 @@ NEAR_MISSES = {
             wrapper.__annotations__ = getattr(function, "__annotations__", {})
             return wrapper
         """,
+    "annotations naming types and aliases": """
+        import collections
+        import enum
+        from typing import Annotated, Any, NewType, TypeVar
+        T = TypeVar("T")
+        JSON = dict[str, Any]
+        Number = int | float
+        UserId = NewType("UserId", int)
+        Color = enum.Enum("Color", "RED GREEN")
+        Pair = collections.namedtuple("Pair", "a b")
+        Later = "list[Number]"
+        DOC = (HERE / "doc.txt").read_text()
+        class Box:
+            a: T
+            b: JSON
+            c: "Number"
+            d: UserId
+            e: Color
+            f: Pair
+            g: Later
+            h: Annotated[str, DOC]
+        def run(value: Box, kind: type[Box] = Box) -> dict[str, JSON]:
+            local: DOC = 1  # a function body's annotations are never stored
+            return typing.get_type_hints(Box, include_extras=True)
+        def factory(kind):
+            class Made:
+                x: kind
+            return Made
+        """,
     "a literal forward reference": """
         REF = typing.ForwardRef("int")
         """,
@@ -402,8 +494,18 @@ NEAR_MISSES = {
         Q = copy.deepcopy({"a": [1, 2]})
         """,
     "the plugin's own folder on sys.path": """
+        import os
+        import site
+        import sysconfig
+        ROOT = Path(__file__).resolve().parents[1]
         sys.path.insert(0, str(HERE / "vendor"))
         sys.path.append(str(HERE))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        sys.path.append(os.path.join(os.path.dirname(__file__), "lib", "python3.11"))
+        sys.path.insert(0, str(ROOT))
+        sys.path.insert(0, str(Path(__file__).with_name("lib")))
+        sys.path.insert(0, sysconfig.get_paths()["purelib"])
+        sys.path.extend(site.getsitepackages())
         """,
 }
 

@@ -33,6 +33,7 @@ __all__ = [
     "FILE_LOADERS",
     "LISTENERS",
     "configured_calls",
+    "dict_config_source",
     "file_config_source",
     "unverified",
 ]
@@ -118,6 +119,39 @@ def file_config_source(text: str) -> str | None:
         if sep and key.strip().lower() in _EVALUATED_KEYS and value.strip():
             found.append(value.strip())
     return "\n".join(found) if found else None
+
+
+def dict_config_source(document: object) -> str | None:
+    """The calls a ``dictConfig`` configuration read from a data file makes, as Python
+    (``import os`` then ``os.system(command='...')`` for ``{"()": "os.system", "command":
+    "..."}``), or ``None`` for a document with no factory: a package's own JSON handed to
+    ``dictConfig`` names what it calls where no Python rule reads it (scan27, left open)."""
+    lines: list[str] = []
+    stack = [document]
+    seen = 0
+    while stack and seen < _MAX_DICTS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, list):
+            stack.extend(reversed(item[:_MAX_DICTS]))
+            continue
+        if not isinstance(item, dict):
+            continue
+        stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        factory = item.get("()", item.get("class"))
+        if not isinstance(factory, str):
+            continue
+        api = factory.removeprefix("ext://").replace(":", ".").strip()
+        module, _, attribute = api.rpartition(".")
+        if not (module and all(p.isidentifier() for p in api.split("."))):
+            continue
+        keywords = ", ".join(
+            f"{k}={v!r}"
+            for k, v in item.items()
+            if isinstance(k, str) and k.isidentifier() and k not in _OWN_KEYS
+        )
+        lines.append(f"import {module}\n{module}.{attribute}({keywords})")
+    return "\n".join(lines) if lines else None
 
 
 def unverified(node: ast.Call) -> bool:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 from caplet._findings import Finding, Severity
 from caplet._marks import LongMarkRunError, parse
-from caplet._scan._config_factories import file_config_source
+from caplet._scan._config_factories import dict_config_source, file_config_source
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
@@ -57,7 +57,9 @@ MAX_DATA_BYTES = 256 * 1024
 _MAX_STRINGS = 256
 #: A call that runs code it is given (the word alone, in a docstring, runs nothing);
 #: ``fileConfig`` evaluates the Python of the INI it reads (attack26).
-_RUNS_CODE = re.compile(r"\b(?:exec|eval|compile|run_path|runsource|fileConfig)\s*\(")
+_RUNS_CODE = re.compile(
+    r"\b(?:exec|eval|compile|run_path|runsource|fileConfig|dictConfig|DictConfigurator)\s*\("
+)
 #: Data files ``fileConfig`` may read: the Python its handlers' values hold is read too.
 _INI_SUFFIXES = (".ini", ".cfg", ".conf")
 #: The end of a literal naming a data file (the name is read back from the quote before
@@ -68,6 +70,7 @@ _NAMED_END = re.compile(
 #: Text that may be Python worth a scan (an import, a call of the kinds the rules read).
 _CODE_HINT = re.compile(
     rb"\bimport\s|\bexec\s*\(|\beval\s*\(|\bsystem\s*\(|\bPopen\s*\(|__import__|urlopen"
+    rb"""|["'](?:\(\)|class)["']\s*:"""
 )
 
 #: Scans one text as Python: (text, the data file's name) -> findings.
@@ -167,9 +170,14 @@ def _code_texts(relative: str, data: bytes) -> list[str]:
         texts.append(evaluated)
     if relative.lower().endswith((".ipynb", ".json")):
         try:
-            texts = list(_json_texts(json.loads(text)))
+            document = json.loads(text)
         except (ValueError, RecursionError):
             pass
+        else:
+            texts = list(_json_texts(document))
+            configured = dict_config_source(document)
+            if configured is not None:  # the calls dictConfig makes of it (scan27's leftover)
+                texts.append(configured)
     return [t for t in texts if _parses(t)]
 
 

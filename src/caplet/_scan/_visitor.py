@@ -23,6 +23,7 @@ from typing import Any
 
 import re2
 
+from caplet._scan._annotation_text import annotation_routes
 from caplet._scan._commands import new_argv
 from caplet._scan._correlate import Tag
 from caplet._scan._deferred_calls import deferred_calls
@@ -232,6 +233,8 @@ class RuleVisitor(Patching, ast.NodeVisitor):
                 if method is not None:
                     self._scope = scope
                     method(self, node)
+        for at, api in annotation_routes(self.flow, self._nodes) if self._routes else ():
+            self._emit_at("CPL-DYN-001", api, at)
         self._sinks.finish()
 
     def generic_visit(self, node: ast.AST) -> None:
