@@ -244,6 +244,7 @@ ROUTES = {
     "tmp-cffi-dlopen": lambda: cffi_dlopen(written("/tmp")),
     "tmp-mapped-twice": lambda: twice(os.open("/tmp/twice", os.O_RDWR | os.O_CREAT, 0o600)),
     "dev-shm-dlopen": lambda: libc_dlopen(written("/dev/shm")),
+    "snapshot-dlopen": lambda: cffi_dlopen(str(HERE / "probe.so")),
     "anonymous-rwx-cffi": anonymous_rwx_cffi,
     "anonymous-rwx-ctypes": anonymous_rwx_ctypes,
     "mprotect-later": mprotect_later,
@@ -298,6 +299,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 def run(make_plugin: PluginFactory, red_team_host: PluginHost, library: bytes) -> PluginHost:
     folder = Path(str(make_plugin("native", source=ROUTES)))
     (folder / "blob.hex").write_text(library.hex(), encoding="ascii")
+    (folder / "probe.so").write_bytes(library)  # shipped as it is, too
     red_team_host.discover()
     assert red_team_host.enable("native", consent=True)
     return red_team_host
@@ -326,6 +328,7 @@ def test_no_code_the_plugin_wrote_runs_from_a_memfd(run: PluginHost, route: str)
         ("tmp-cffi-dlopen", "failed to map segment from shared object"),
         ("tmp-mapped-twice", "PermissionError: [Errno 1] mmap: Operation not permitted"),
         ("dev-shm-dlopen", "FileNotFoundError: [Errno 2] No such file or directory"),
+        ("snapshot-dlopen", "failed to map segment from shared object"),
         # Landlock: /proc is never writable to a worker.
         ("proc-self-mem", "PermissionError: [Errno 13] Permission denied: '/proc/self/mem'"),
         # seccomp: never allowed, or allowed only as a query.
@@ -337,8 +340,8 @@ def test_no_code_the_plugin_wrote_runs_from_a_memfd(run: PluginHost, route: str)
 def test_no_file_of_the_plugins_and_no_other_process_view_maps_its_bytes_executable(
     run: PluginHost, route: str, refused: str
 ) -> None:
-    """Held on f0500b3c too: every file a worker can write is on a noexec mount (no
-    /dev/shm in the jail), /proc/self/mem is read-only to it, and seccomp refuses
+    """Held on f0500b3c too: every file a worker can write, and its snapshot, is on a
+    noexec mount (no /dev/shm in the jail), /proc/self/mem is read-only to it, and seccomp refuses
     process_vm_writev, personality changes and remap_file_pages."""
     assert refused in _route(run, route)
 
