@@ -17,8 +17,8 @@ RSA), lxml (parse, XPath, write), sqlite3 (rollback journal and WAL in
 run_in_executor: its socketpair self-pipe and epoll), threading and
 concurrent.futures thread pools, ``os.fork``, ``os.posix_spawn`` and
 ``subprocess`` of an approved program (``ls -la``), shutil copies, mmap,
-memfd, FIFOs, links, locale, zoneinfo, uuid, signal timers, faulthandler,
-``pathlib.Path.home()`` and a guest snippet. The syscalls each process made
+memfd (refused since memfd29), FIFOs, links, locale, zoneinfo, uuid, signal
+timers, faulthandler, ``pathlib.Path.home()`` and a guest snippet. The syscalls each process made
 after its ``seccomp(SECCOMP_SET_MODE_FILTER, ...)`` (and its descendants',
 followed through ``clone``/``fork`` return values) are all on these lists;
 the groups then add the calls of the same family those libraries reach on
