@@ -112,7 +112,8 @@ SHAPE = json.dumps(
 
 
 #: The guard's refusal (as root), or the kernel's refusal of the memfd the library is
-#: written to (as an unprivileged user, seccomp answers memfd_create with EPERM).
+#: written to (seccomp answers memfd_create with EPERM: as an unprivileged user first, in
+#: every worker since memfd29, tests/_sandbox/test_memfd29.py).
 _REFUSED_DLOPEN = r"ctypes.dlopen of '/proc/self/fd/\d+' is no file|Operation not permitted"
 _REFUSED_EXTENSION = r"an extension module '/proc/self/fd/\d+' is no|Operation not permitted"
 
@@ -140,7 +141,7 @@ def test_an_annotations_subscript_loads_no_library_the_plugin_wrote(
     (folder / "blob.hex").write_text(library.hex())
     host.discover()
     assert host.enable("native", consent=True)
-    # As an unprivileged user, seccomp refuses the memfd first (EPERM): contained either way.
+    # seccomp refuses the memfd first since memfd29 (EPERM), the hook on f0500b3c as root.
     with pytest.raises(PluginCallError, match=_REFUSED_DLOPEN):
         host.call("native", "main.run")
 
@@ -224,7 +225,7 @@ def test_an_extension_loader_loads_no_library_the_plugin_wrote(
     (folder / "blob.hex").write_text(library.hex())
     host.discover()
     assert host.enable("extension", consent=True)
-    # As an unprivileged user, seccomp refuses the memfd first (EPERM): contained either way.
+    # seccomp refuses the memfd first since memfd29 (EPERM), the hook on f0500b3c as root.
     with pytest.raises(PluginCallError, match=_REFUSED_EXTENSION):
         host.call("extension", "main.run")
 

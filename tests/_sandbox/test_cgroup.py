@@ -1,6 +1,7 @@
 """The worker's cgroup bounds the memory RLIMIT_AS does not see (red-team finding 9).
 
-RLIMIT_AS bounds each process's mappings. A memfd written with write(2) is
+RLIMIT_AS bounds each process's mappings. A memfd written with write(2) (refused
+to every worker since memfd29, still measured here) is
 never mapped, nor are a tmpfs file's pages, pipe and socket buffers, or the
 address spaces of a worker's *other* processes: a red-team plugin with the
 default 512 MiB limit held 1.5 GiB of the host's RAM in memfds (RLIMIT_FSIZE
@@ -170,7 +171,29 @@ def create_functions(config):
             total += MIB
             report(total)
 
+    def spread(limit, report):
+        # A /tmp full (tmp_size_mb), then pipe buffers, then the heap: together past
+        # the cgroup's limit, where each alone stops at its own bound first.
+        done = [0]
+
+        def counted(total):
+            report(done[0] + total)
+
+        for part in (tmpfs, pipes, heap):
+            last = [0]
+
+            def step(total, last=last):
+                last[0] = total
+                counted(total)
+
+            try:
+                part(limit - done[0], step)
+            except (OSError, MemoryError):
+                pass
+            done[0] += last[0]
+
     fills = {
+        "spread": spread,
         "memfd": memfd,
         "tmpfs": tmpfs,
         "pipes": pipes,
@@ -343,7 +366,7 @@ def _memfd_bytes(pids: list[int]) -> int:
         ("sndbuf", 1, 256),
         ("spliced", 1, 256),
         ("sendfile", 1, 256),
-        ("memfd", 12, 256),  # without a memory cgroup refused in every process
+        ("memfd", 12, 256),  # refused in every process of every worker (memfd29)
         # Without a memory cgroup these are bounded per process only (docs/security.md).
         pytest.param("sockets", 1, 4096, marks=NEEDS_CGROUP),
         pytest.param("heap", 12, 256, marks=NEEDS_CGROUP),
@@ -361,7 +384,9 @@ def test_memory_outside_the_address_space_is_bounded_too(
 def test_a_worker_killed_at_its_memory_limit_is_told_why(
     tmp_path: Path, launcher: SandboxLauncher
 ) -> None:
-    outcome, held = _hoard(launcher, _hoarder(tmp_path), "memfd", 1)
+    # No worker gets a memfd (memfd29): a full /tmp, pipe buffers and the heap
+    # reach the limit together.
+    outcome, held = _hoard(launcher, _hoarder(tmp_path), "spread", 1)
     assert isinstance(outcome, str), outcome
     assert (
         f"the kernel's OOM killer stopped 1 of its processes at the worker's memory limit of "
@@ -499,15 +524,17 @@ def test_without_a_memory_cgroup_no_socket_holds_more_than_its_buffer(
     assert dict(worker.denials) == denials
 
 
-def test_without_a_memory_limit_a_memfd_is_allowed(
+def test_without_a_memory_limit_a_memfd_is_still_refused(
     tmp_path: Path, without_cgroups: SandboxLauncher
 ) -> None:
-    # memory_mb=None asks for no memory limit at all: nothing to keep a memfd under.
+    # memory_mb=None asks for no memory limit at all, so memory is no reason to
+    # refuse a memfd there; what it would be is a file on no noexec mount, which a
+    # worker could write and map executable (memfd29): refused and counted.
     spec = _hoarder(tmp_path, memory_mb=None)
     with without_cgroups.start(spec) as worker:
         result = worker.call("probe", "hoard", ("memfd", 16, 1), {}, timeout_s=60)
-    assert result == {"held": 16 * _MIB, "stopped": ""}
-    assert dict(worker.denials) == {}
+    assert result == {"held": 0, "stopped": "EPERM"}
+    assert dict(worker.denials) == {"memfd_create": 1}
 
 
 def test_doctor_says_how_memory_is_bounded(without_cgroups: SandboxLauncher) -> None:
@@ -515,8 +542,8 @@ def test_doctor_says_how_memory_is_bounded(without_cgroups: SandboxLauncher) -> 
     memory = isolation_report().details["memory"]
     assert memory == (
         "a worker's memory is bounded per process only (RLIMIT_AS and its descriptors' buffers), "
-        "and memfd_create, splice, sendfile and socket buffer sizes are refused to workers with "
-        "a memory limit (no memory cgroup: disabled by "
+        "and splice, sendfile and socket buffer sizes are refused to workers with a memory "
+        "limit (memfd_create is refused to every worker) (no memory cgroup: disabled by "
         "CAPLET_TEST_DISABLE_LAYERS (test-only))"
     )
 

@@ -8,9 +8,9 @@ and running it through ``/proc/self/fd/N`` or fexecve ran it. Sealing the
 memfd against execution (MFD_NOEXEC_SEAL) was not enough: the approved
 program's ELF interpreter, run as a program, maps any file it can open
 (mmap(2) knows no seal, and only a noexec mount stops it). A worker that may
-exec therefore gets no memfd; a worker that may not exec keeps plain memfds.
-Where no memory cgroup bounds a worker, it gets no memfd at all
-(tests/_sandbox/test_cgroup.py).
+exec therefore gets no memfd, and since memfd29 neither does a worker that may
+not exec (a memfd is the one file it could write and map executable:
+tests/_sandbox/test_memfd29.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import pytest
 
 from caplet import PluginCallError, PluginHost, WorkerCrashedError
 from caplet._sandbox._programs import program_grants
-from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._sandbox.seccompkit import call, sandboxed_host, seccomp_log, write_plugin
 
 SOURCE = """
@@ -185,13 +184,6 @@ def host(plugins_dir: Path, state_dir: Path, grant: Path) -> Iterator[PluginHost
     write_plugin(plugins_dir, "buffers", SOURCE, ("plain_memfd",))
     with sandboxed_host(plugins_dir, state_dir, "runner", "buffers") as plugin_host:
         yield plugin_host
-
-
-def _memfds(host: PluginHost) -> bool:
-    """Whether workers get memfds here: only where a memory cgroup bounds them."""
-    launcher = host.launcher
-    assert isinstance(launcher, SandboxLauncher)
-    return not launcher.memory_cgroup_problem()
 
 
 def test_no_other_program_runs_from_an_anonymous_file(host: PluginHost) -> None:
@@ -369,16 +361,14 @@ def test_a_read_grant_of_usr_maps_only_the_runtime_and_the_program(
         assert call(host, "usr-reader", "run", "true") == ""
 
 
-def test_a_worker_that_cannot_exec_keeps_plain_memfds(host: PluginHost) -> None:
-    if _memfds(host):
-        assert call(host, "buffers", "plain_memfd") == "data"
-        assert host.disable("buffers")
-        assert seccomp_log(host, "buffers") == {}
-    else:  # nothing would bound what it holds
-        with pytest.raises(PluginCallError, match=r"PermissionError: \[Errno 1\]"):
-            call(host, "buffers", "plain_memfd")
-        assert host.disable("buffers")
-        assert seccomp_log(host, "buffers") == {"memfd_create": "denied 1 time(s)"}
+def test_a_worker_that_cannot_exec_gets_no_memfd_either(host: PluginHost) -> None:
+    # memfd29: it kept plain memfds where a memory cgroup bounded them (as root),
+    # and wrote a library or machine code into one to map it executable (an
+    # anonymous file is on no noexec mount; tests/_sandbox/test_memfd29.py).
+    with pytest.raises(PluginCallError, match=r"PermissionError: \[Errno 1\]"):
+        call(host, "buffers", "plain_memfd")
+    assert host.disable("buffers")
+    assert seccomp_log(host, "buffers") == {"memfd_create": "denied 1 time(s)"}
 
 
 @pytest.mark.security

@@ -36,10 +36,11 @@ forks anything. Where they live:
   that. The zygote's directory there enables them for its workers in turn.
 
 Each half is optional on its own: :func:`open_cgroups` says what is missing
-and why, and the zygote then refuses ``memfd_create`` to workers with a
-memory limit (nothing else could bound what a memfd holds), and what would
-let a socket hold more than its default buffer (``splice``, ``sendfile``,
+and why, and the zygote then refuses to workers with a memory limit what
+would let a socket hold more than its default buffer (``splice``, ``sendfile``,
 ``SO_SNDBUF``: ``_seccomp_policy.UNBOUNDED_MEMORY``; see ``_zygote_child._child``).
+``memfd_create`` it refuses to every worker, bounded or not (memfd29: an
+anonymous file is the one file a worker could write and map executable).
 ``caplet doctor`` shows it.
 
 CPU: a worker's CPU seconds are what its cgroup has counted, every process
@@ -99,8 +100,8 @@ __all__ = [
 #: What bounds a worker's memory where no memory cgroup does (docs/security.md).
 MEMORY_FALLBACK = (
     "a worker's memory is bounded per process only (RLIMIT_AS and its descriptors' "
-    "buffers), and memfd_create, splice, sendfile and socket buffer sizes are refused to "
-    "workers with a memory limit"
+    "buffers), and splice, sendfile and socket buffer sizes are refused to workers with a "
+    "memory limit (memfd_create is refused to every worker)"
 )
 
 #: What bounds a worker's CPU where no cpu controller caps its rate.

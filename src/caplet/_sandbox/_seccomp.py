@@ -39,13 +39,13 @@ What the program does, in order:
 3. allowed calls (:data:`~caplet._sandbox._seccomp_policy.ALLOWED`) return
    SECCOMP_RET_ALLOW, conditional ones
    (:data:`~caplet._sandbox._seccomp_policy.CONDITIONAL`) only when an
-   argument rule holds, ``execve``/``execveat`` only with ``allow_exec``,
-   and then no ``memfd_create``
-   (:data:`~caplet._sandbox._seccomp_policy.WITHOUT_EXEC`), nor
+   argument rule holds, ``execve``/``execveat`` only with ``allow_exec``;
+   ``memfd_create`` never
+   (:data:`~caplet._sandbox._seccomp_policy.WITHOUT_EXEC`: an anonymous
+   file is the one file a worker could write and map executable, memfd29);
    without ``memory_bounded`` (a worker with a memory limit but no memory
-   cgroup: nothing would bound what its memfds hold, see
-   :mod:`caplet._sandbox._cgroup`), which also narrows ``splice``,
-   ``setsockopt`` and ``sendfile``
+   cgroup, see :mod:`caplet._sandbox._cgroup`) ``splice``, ``setsockopt``
+   and ``sendfile`` are narrowed
    (:data:`~caplet._sandbox._seccomp_policy.UNBOUNDED_MEMORY`);
 4. a few calls that ordinary code makes and whose failure it handles are
    refused with RET_ERRNO, uncounted
@@ -109,7 +109,6 @@ from caplet._sandbox._seccomp_policy import (
     UNBOUNDED_MEMORY,
     UNBOUNDED_MEMORY_REFUSALS,
     WITH_EXEC,
-    WITHOUT_EXEC,
 )
 from caplet._syscall import (
     LIBSECCOMP_MIN_VERSION,
@@ -205,8 +204,7 @@ def _compile(machine: str, *, allow_exec: bool, notify: bool, memory_bounded: bo
             refusals += UNBOUNDED_MEMORY_REFUSALS
         if allow_exec:
             plain += (*EXEC, *WITH_EXEC.syscalls)
-        elif memory_bounded:
-            plain += WITHOUT_EXEC.syscalls
+        # WITHOUT_EXEC (memfd_create) is on no worker's list (memfd29).
         for name in plain:
             found = number(name)
             if found is not None:  # absent on this architecture (arm64 has no open(2))
@@ -250,9 +248,10 @@ def build_filter(
     has no table for raises :class:`SandboxError` (fail closed), as does a
     missing or failing libseccomp. With ``notify`` the default action is
     SECCOMP_RET_USER_NOTIF instead of RET_ERRNO(EPERM), for a supervisor to
-    answer and count. Without ``memory_bounded`` (no memory cgroup charges
-    the worker), ``memfd_create`` and ``splice`` meet the default action
-    (refused and counted) whatever their arguments, ``setsockopt`` may not
+    answer and count. ``memfd_create`` meets the default action in every
+    variant (memfd29). Without ``memory_bounded`` (no memory cgroup charges
+    the worker), ``splice`` meets the default action
+    (refused and counted) whatever its arguments, ``setsockopt`` may not
     size a socket's buffers, and ``sendfile`` fails quietly with EPERM. The result depends
     only on the arguments, so it is cached: the zygote builds each variant
     once (:func:`prepare_filters`) and every worker inherits them.

@@ -17,8 +17,8 @@ RSA), lxml (parse, XPath, write), sqlite3 (rollback journal and WAL in
 run_in_executor: its socketpair self-pipe and epoll), threading and
 concurrent.futures thread pools, ``os.fork``, ``os.posix_spawn`` and
 ``subprocess`` of an approved program (``ls -la``), shutil copies, mmap,
-memfd, FIFOs, links, locale, zoneinfo, uuid, signal timers, faulthandler,
-``pathlib.Path.home()`` and a guest snippet. The syscalls each process made
+memfd (refused since memfd29), FIFOs, links, locale, zoneinfo, uuid, signal
+timers, faulthandler, ``pathlib.Path.home()`` and a guest snippet. The syscalls each process made
 after its ``seccomp(SECCOMP_SET_MODE_FILTER, ...)`` (and its descendants',
 followed through ``clone``/``fork`` return values) are all on these lists;
 the groups then add the calls of the same family those libraries reach on
@@ -121,7 +121,11 @@ ALLOWED: tuple[Group, ...] = (
         "(numpy, pandas, cryptography, lxml are shared objects), thread stacks, NUMA "
         "hints OpenBLAS gives its buffers (mbind), memory locked by crypto libraries "
         "within RLIMIT_MEMLOCK, and the sealing/shadow-stack calls newer glibc makes "
-        "(memfd_create: see WITHOUT_EXEC)",
+        "(memfd_create: refused, see WITHOUT_EXEC). mmap, mprotect and pkey_mprotect keep "
+        "PROT_EXEC, anonymous and writable too: ctypes and cffi callbacks map anonymous "
+        "PROT_READ|PROT_WRITE|PROT_EXEC memory for each closure (CPython's and cffi's "
+        "malloc_closure; Debian's libffi 3.4.4 is built without static trampolines and "
+        "does the same), so refusing it breaks them; see docs/security.md, memfd29",
         _names(
             """
             brk mmap munmap mremap mprotect madvise msync mincore mlock mlock2 munlock
@@ -335,18 +339,23 @@ CONDITIONAL: tuple[Conditional, ...] = (
 #: then limits what may be run to the approved program.
 EXEC: tuple[str, ...] = ("execve", "execveat")
 
-#: Allowed whatever their arguments to a worker that cannot exec, and not at
-#: all to one that can.
+#: Allowed to no worker (memfd29). Kept as a group, with its reason, because the
+#: allowlist used to grant it to workers that cannot exec, and reviewers look for it.
 WITHOUT_EXEC = Group(
     "anonymous files",
-    "anonymous memory files (os.memfd_create, shared buffers). An anonymous file lies "
-    "outside every Landlock rule, so a worker that may exec could copy any program into "
-    "one and run it (fexecve, /proc/self/fd/N); sealing it against execution "
-    "(MFD_NOEXEC_SEAL) is not enough, because the approved program's ELF interpreter, "
-    "which Landlock must let the worker execute, maps any file it is given as a program "
-    "(`ld.so /proc/self/fd/N`: a red-team finding), and mmap(2) knows no seal. So a "
-    "worker that may exec gets none. A worker with a memory limit but no memory cgroup "
-    "gets none either: RLIMIT_AS does not see a memfd's pages",
+    "anonymous memory files (memfd_create(2)): refused to every worker and counted. An "
+    "anonymous file lies on no mount, so no noexec mount covers it and no Landlock rule "
+    "names it: it is the one file a worker could write and then map with PROT_EXEC "
+    "(mmap(2) refuses PROT_EXEC only on a noexec mount). A worker that may exec ran any "
+    "program from one, sealed against execution or not, through the approved program's "
+    "ELF interpreter (`ld.so /proc/self/fd/N`, round 3); any worker dlopened a library "
+    "the plugin shipped as data (cffi's FFI().dlopen, or libc's dlopen called through "
+    "ctypes, of /proc/self/fd/N: no audit event, attack27) and ran code it wrote through "
+    "a second, executable mapping of the same memfd (memfd29). Nothing a worker runs "
+    "needs one: CPython, glibc and the measured extension modules never call it, and "
+    "libffi 3.4 calls it only after an anonymous PROT_EXEC mapping failed (closures.c, "
+    "dlmmap), which this filter allows. The worker's log is the host's memfd, made "
+    "outside the jail; the zygote's filter compilation uses one before any filter",
     ("memfd_create",),
 )
 
@@ -494,6 +503,9 @@ NEVER_ALLOWED: tuple[str, ...] = (
         fremovexattr removexattrat file_setattr chown fchown lchown fchownat
         """
     ),
+    # files on no mount, which no noexec mount covers (WITHOUT_EXEC, memfd29)
+    "memfd_create",
+    "memfd_secret",
     # reaching host services: addresses and host-wide IPC
     *_names(
         """
@@ -570,5 +582,6 @@ def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
     names = {name for group in ALLOWED for name in group.syscalls}
     names |= {conditional.syscall for conditional in CONDITIONAL}
     # UNBOUNDED_MEMORY only narrows calls ALLOWED already has.
-    names |= {*EXEC, *WITH_EXEC.syscalls} if allow_exec else set(WITHOUT_EXEC.syscalls)
+    if allow_exec:
+        names |= {*EXEC, *WITH_EXEC.syscalls}
     return frozenset(names)

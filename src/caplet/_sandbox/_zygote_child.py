@@ -157,9 +157,10 @@ def _child(
         # root's alone), before seccomp refuses set*id(2).
         snapshot_fd = _become_worker(request, zygote_pid)
     if "seccomp" in request.layers:
-        # Nothing but a memory cgroup bounds what a memfd holds (RLIMIT_AS
-        # never sees its pages: red-team finding 9, _cgroup's docstring), nor
-        # what splice/sendfile and sized buffers put in a socket.
+        # Nothing but a memory cgroup bounds what splice/sendfile and sized
+        # buffers put in a socket (RLIMIT_AS never sees those pages: red-team
+        # finding 9, _cgroup's docstring). No worker gets a memfd at all
+        # (memfd29), whichever filter it gets.
         memory_bounded = memory_cgroup or request.limits.memory_mb is None
         listener = apply_seccomp(
             allow_exec=request.allow_exec,

@@ -261,7 +261,8 @@ def run(count):
 MEMFD_HOARD = """
 def run(bound_mb):
     # Pages written into memfds are never mapped: RLIMIT_AS does not see them
-    # (red-team finding 9: 1.5 GiB held by a worker with a 512 MiB limit).
+    # (red-team finding 9: 1.5 GiB held by a worker with a 512 MiB limit). No
+    # worker gets a memfd since memfd29 (a file on no noexec mount).
     block = b"x" * (1024 * 1024)
     held, fds = 0, []
     try:
@@ -365,12 +366,22 @@ def signals_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
     expect(attempt.same_worker, "the worker should have survived")
 
 
+def memfd_refused(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
+    expect(attempt.enabled, attempt.describe())
+    breach_unless(not escaped(attempt), attempt.describe())
+    # memfd29: seccomp refuses memfd_create to every worker, memory cgroup or not.
+    expect(
+        attempt.error is None and attempt.value == {"errno": "EPERM", "held_mb": 0},
+        f"expected seccomp to refuse memfd_create before anything was held: {attempt.describe()}",
+    )
+
+
 def memory_bounded(attempt: Attempt, _arena: Arena, _host: PluginHost) -> None:
     expect(attempt.enabled, attempt.describe())
     breach_unless(not escaped(attempt), attempt.describe())
     if attempt.error is None:
-        # Where no memory cgroup bounds the worker, seccomp refuses memfd_create
-        # (and raising a socket's buffer size) before anything is held.
+        # Where no memory cgroup bounds the worker, seccomp refuses raising a
+        # socket's buffer size before anything is held.
         expect(attempt.value == {"errno": "EPERM", "held_mb": 0}, attempt.describe())
         expect(
             False,
@@ -558,9 +569,9 @@ CASES: tuple[HostileCase, ...] = (
         "memfd-hoard",
         Family.RESOURCES,
         "write 1152 MiB into memfds (pages RLIMIT_AS never sees)",
-        Layer.CGROUP,
+        Layer.SECCOMP,
         MEMFD_HOARD,
-        memory_bounded,
+        memfd_refused,
         args=fixed_args(2 * (_MEMORY_MB + _TMP_MB)),
     ),
     HostileCase(
