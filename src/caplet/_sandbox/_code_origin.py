@@ -36,7 +36,7 @@ and every one of those frames was the runtime's.
   that compiles runs the text it is handed (``timeit``, ``runpy``, ``logging.config``,
   ``code``, ``pdb``, ...) or calls a callable it is handed (``copy``, ``threading``);
 - ``code.__new__`` and ``marshal.loads`` elsewhere: only ``types.coroutine`` (which
-  flips a flag of a function's own code);
+  flips a flag of a function's own code); ``marshal.load`` (a file object) never;
 - native code (``ctypes.dlopen``; an extension module's file, the ``import`` event of
   ``_imp.create_dynamic``): a file of the runtime as spelled and as opened (ctypes also
   the system's ``/usr``, ``/lib``), or a bare name for the dynamic linker. The jail's
@@ -382,6 +382,11 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
             raise _error(_zipped(frame))
         else:
             raise _error(_refusal(frame, "marshal.loads"))
+    elif event == "marshal.load":
+        # marshal.load of a file object is its own event, with no arguments (lib29:
+        # ``marshal.load(io.BytesIO(blob))`` made a code object unasked); importlib
+        # unmarshals bytes (``marshal.loads``), so no frame of the runtime needs it.
+        raise _error(_refusal(_getframe(1), "marshal.load"))
     elif event == "code.__new__":
         frame = _getframe(1)
         if _key(frame) not in _makers:
