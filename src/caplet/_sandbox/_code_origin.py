@@ -245,12 +245,20 @@ def _compiles(
         where = code.co_filename
         key = (where.rpartition(_sep)[2], code.co_qualname)
         if key not in _library_texts:
-            library = None
-            for root in snapshot:
-                if where.startswith(root):
-                    break
-            else:
-                library = _library_key(where, code.co_qualname, runtime)
+            # The plugin's: a file of the snapshot, or code it compiled ("<string>").
+            # Any other file is a library's, known by its place under the runtime's
+            # folders or else by its whole path (a sourceless .pyc keeps the path it was
+            # compiled at), and is held to the list: fail closed.
+            library: tuple[str, str] | None = None
+            if not where.startswith("<"):
+                for root in snapshot:
+                    if where.startswith(root):
+                        break
+                else:
+                    library = _library_key(where, code.co_qualname, runtime) or (
+                        where,
+                        code.co_qualname,
+                    )
             if library is None:
                 # The plugin's frame (or code it compiled): it compiles when its own code
                 # names a compiler, which the scanner reads (CPL-DYN-001). An exec it was
@@ -279,7 +287,7 @@ def _compiles(
                         f"{shown} was handed a name that is no identifier, and the code it "
                         "makes from it would run that text (lib29); pass identifiers"
                     )
-            if library[0].startswith("jinja2/"):
+            if library[0].startswith("jinja2/") or "/jinja2/" in library[0]:
                 raise _error(
                     f"{shown} compiles a template to Python and runs it: a template "
                     "reaches any module through its globals ({{ cycler.__init__."
