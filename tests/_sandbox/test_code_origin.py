@@ -71,6 +71,12 @@ def create_functions(config):
         if how == "copy_marshal":
             code = copy.copy(Made(marshal.loads, (bytes.fromhex((HERE / "code.hex").read_text()),)))
             return type(template)(code, {})()
+        if how == "marshal_load":
+            blob = bytes.fromhex((HERE / "code.hex").read_text())
+            return type(template)(marshal.load(io.BytesIO(blob)), {})()
+        if how == "copy_marshal_load":
+            blob = io.BytesIO(bytes.fromhex((HERE / "code.hex").read_text()))
+            return type(template)(copy.copy(Made(marshal.load, (blob,))), {})()
         if how == "copy_replace":
             shape = json.loads((HERE / "shape.json").read_text())
             fix = functools.partial(template.__code__.replace, co_consts=tuple(shape["consts"]))
@@ -133,6 +139,10 @@ REFUSED = {
     "zipimport": r"<frozen zipimport> \(_compile_source\) compiles or unmarshals",
     "copy_marshal": r"copy.py \(_reconstruct\) made a code object \(marshal.loads\)",
     "copy_replace": r"copy.py \(_reconstruct\) made a code object \(types.CodeType",
+    # lib29: marshal.load (of a file) is its own audit event, with no arguments
+    "marshal_load": r"plugin.py \(create_functions.<locals>.run\) made a code object "
+    r"\(marshal.load\)",
+    "copy_marshal_load": r"copy.py \(_reconstruct\) made a code object \(marshal.load\)",
     "thread_code": r"copy.py \(_reconstruct\) made a code object",
     "frozen_code": r"<frozen importlib._bootstrap> \(_call_with_frames_removed\) made a code",
     "loader_txt": r"helpers.txt is no Python source: importlib runs only .py files",

@@ -38,6 +38,77 @@ HERE = Path(__file__).parent
 
 #: Each route alone, as the plugin writes it: (source, rule, words the message holds).
 ROUTES = {
+    # lib29: jinja2 compiles a template to Python (attack27's open row)
+    "a template of data": (
+        """
+        import jinja2
+        def run():
+            return jinja2.Template((HERE / "page.txt").read_text()).render()
+        """,
+        "CPL-DYN-001",
+        "jinja2.Template(...) of text not written in the source (jinja2 compiles a template",
+    ),
+    "an environment's from_string of data": (
+        """
+        from jinja2 import Environment
+        def run(text):
+            return Environment().from_string(text).render()
+        """,
+        "CPL-DYN-001",
+        "Environment().from_string(...) of text not written in the source",
+    ),
+    "a sandboxed environment's from_string of data": (
+        """
+        from jinja2.sandbox import SandboxedEnvironment
+        class Open(SandboxedEnvironment):
+            def is_safe_attribute(self, obj, attr, value):
+                return True
+        ENV = Open()
+        def run():
+            return ENV.from_string((HERE / "page.txt").read_text()).render()
+        """,
+        "CPL-DYN-001",
+        "ENV.from_string(...) of text not written in the source",
+    ),
+    "a native environment's compile_expression of data": (
+        """
+        import jinja2.nativetypes
+        def run(text):
+            return jinja2.nativetypes.NativeEnvironment().compile_expression(text)()
+        """,
+        "CPL-DYN-001",
+        ".compile_expression(...) of text not written in the source",
+    ),
+    "an environment's compile of data": (
+        """
+        import jinja2
+        def run(text):
+            env = jinja2.Environment()
+            return env.compile(text)
+        """,
+        "CPL-DYN-001",
+        "env.compile(...) of text not written in the source",
+    ),
+    "a loader over the plugin's files": (
+        """
+        import jinja2
+        ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")))
+        def run():
+            return ENV.get_template("page.html").render()
+        """,
+        "CPL-DYN-001",
+        "jinja2.FileSystemLoader(...) (each template it loads is text no reviewer reads",
+    ),
+    "a dict loader of data": (
+        """
+        from jinja2 import DictLoader, Environment
+        def run():
+            pages = json.loads((HERE / "pages.json").read_text())
+            return Environment(loader=DictLoader(pages)).get_template("a").render()
+        """,
+        "CPL-DYN-001",
+        "jinja2.DictLoader(...)",
+    ),
     "timeit of data": (
         """
         import timeit
@@ -355,6 +426,28 @@ def test_the_finding_is_at_the_route_s_line() -> None:
 
 
 NEAR_MISSES = {
+    # lib29: a template written in the source (the worker refuses its compile anyway, with
+    # a message saying so); re.compile and other libraries' from_string are no templates
+    "templates written in the source": """
+        import re
+        import jinja2
+        PAGE = "Hello {{ name }}"
+        ENV = jinja2.Environment(loader=jinja2.DictLoader({"a": "{{ 1 }}", "b": PAGE}))
+        def run(name, pattern):
+            first = jinja2.Template("{{ n + 1 }}").render(n=1)
+            second = ENV.from_string(PAGE).render(name=name)
+            third = ENV.compile_expression("a + b")(a=1, b=2)
+            return first, second, third, ENV.get_template("a").render(), re.compile(pattern)
+        """,
+    "a from_string of another library": """
+        import decimal
+        class Money:
+            @classmethod
+            def from_string(cls, text):
+                return cls(decimal.Decimal(text))
+        def run(text, pattern):
+            return Money.from_string(text), re.compile(pattern)
+        """,
     "runners of text written in the source": """
         import cProfile
         import timeit
@@ -542,6 +635,23 @@ STAGES = [
         "CPL-THR-001",
     ),
     # a downloaded forward reference, evaluated by its own _evaluate
+    # lib29: a decoded template, as exec of it is
+    (
+        f"""
+        import base64, jinja2
+        jinja2.Template(base64.b64decode("{_STAGE}").decode()).render()
+        """,
+        "CPL-THR-001",
+    ),
+    (
+        """
+        import jinja2, urllib.request
+        env = jinja2.Environment()
+        text = urllib.request.urlopen("https://t.example/page").read().decode()
+        env.from_string(text).render()
+        """,
+        "CPL-THR-002",
+    ),
     (
         """
         import typing, urllib.request

@@ -36,7 +36,7 @@ and every one of those frames was the runtime's.
   that compiles runs the text it is handed (``timeit``, ``runpy``, ``logging.config``,
   ``code``, ``pdb``, ...) or calls a callable it is handed (``copy``, ``threading``);
 - ``code.__new__`` and ``marshal.loads`` elsewhere: only ``types.coroutine`` (which
-  flips a flag of a function's own code);
+  flips a flag of a function's own code); ``marshal.load`` (a file object) never;
 - native code (``ctypes.dlopen``; an extension module's file, the ``import`` event of
   ``_imp.create_dynamic``): a file of the runtime as spelled and as opened (ctypes also
   the system's ``/usr``, ``/lib``), or a bare name for the dynamic linker. The jail's
@@ -45,15 +45,18 @@ and every one of those frames was the runtime's.
   extension loader (attack27);
 - ``typing_extensions.get_annotations(eval_str=True)`` evaluates annotation text in a
   library's frame: checked as ``ForwardRef`` is (``_LIBRARY_TYPE_TEXT``, attack27);
-- the plugin's own frames and other libraries' frames may compile when their own code
-  names ``exec``, ``eval`` or ``compile`` (loaded as a global or builtin): ``exec(text)``
-  in the plugin is what the scanner reads (CPL-DYN-*), and a library's code generators
-  (attrs, jinja2) are the host's choice of library. An exec called as a value the frame
-  was handed (``AfterValidator(exec)`` made in another function) or as an attribute
-  (``ns.exec``, from pydantic's ``ImportString`` of a data file's ``builtins.exec``:
-  attack27) is one the scanner never read there, refused. The residual: a library whose
-  templates are Python, which names its compile (jinja2: ``{{ cycler.__init__.__globals__
-  ... }}`` reaches any module; attack27, open).
+- the plugin's own frames (and code it compiled) may compile when their own code names
+  ``exec``, ``eval`` or ``compile`` (loaded as a global or builtin): ``exec(text)`` in
+  the plugin is what the scanner reads (CPL-DYN-*). An exec called as a value the frame
+  was handed (``AfterValidator(exec)``) or as an attribute (``ns.exec``, from pydantic's
+  ``ImportString`` of a data file's ``builtins.exec``: attack27) is refused;
+- a library's frame (a file under the runtime's folders, not the standard library's)
+  only by an allow-list of exact callers, as the standard library's (lib29): naming a
+  compiler was no check, for jinja2's does, and a template is Python's attribute and call
+  syntax over any module (``{{ cycler.__init__.__globals__ }}``: attack27). attrs'
+  method builder, typing_inspection's ``is_*`` makers (their names must be identifiers)
+  and caplet's guest runner are listed; jinja2 is refused whatever the environment (a
+  sandbox's policy is class attributes the plugin can set).
 
 **Sealed.** The hook shares the plugin's interpreter, so nothing it uses may be
 the plugin's to change (attack26): a module global is (``import`` this module and
@@ -80,6 +83,7 @@ from typing import Any, Final
 from caplet._sandbox._code_files import native, normpath, open_inside, read_whole, same
 from caplet._sandbox._code_text import (
     fields_named,
+    identifiers,
     names_compiler,
     postponed_annotation,
     sources,
@@ -119,6 +123,29 @@ _LIBRARY_TYPE_TEXT: Final = frozenset(
 #: dataclasses' methods, made from the text of each field's name: every name must be
 #: an identifier (``__annotations__`` set to ``{"a,__import__(...)": int}`` puts the
 #: call into ``__eq__``).
+#: Libraries' code generators that may compile: attrs' methods (its ``_compile_and_eval``
+#: compiles what ``_ClassBuilder`` writes from the attributes' names; an alias is put in
+#: unchecked: lib29, open). Keyed by the file under the runtime's folder (past
+#: ``site-packages/``) and the qualified name; any other library's frame is refused.
+_LIBRARY_COMPILERS: Final = frozenset(
+    {
+        ("attr/_make.py", "_compile_and_eval"),
+        # caplet's guest worker compiles the code its host sent (``host.exec``): its purpose
+        ("caplet/_sandbox/_guest.py", "_compile"),
+    }
+)
+#: Libraries' generators that put names into fixed text: each local named must be an
+#: identifier. typing_inspection (pydantic's) makes its ``is_*`` checks so at import.
+_LIBRARY_NAMED: Final = (
+    (
+        ("typing_inspection/typing_objects.py", "_compile_identity_check_function"),
+        ("member", "function_name"),
+    ),
+    (
+        ("typing_inspection/typing_objects.py", "_compile_isinstance_check_function"),
+        ("member", "function_name"),
+    ),
+)
 _FIELDS: Final = frozenset(
     {("dataclasses.py", "_create_fn"), ("dataclasses.py", "_FuncBuilder.add_fns_to_class")}
 )
@@ -162,13 +189,41 @@ def _stdlib_key(
     return None
 
 
+def _library_key(
+    where: str,
+    qualname: str,
+    runtime: tuple[str, ...],
+    _third_party: tuple[str, ...] = _THIRD_PARTY,
+    _sep: str = os.sep,
+    _len: Callable[[str], int] = len,
+) -> tuple[str, str] | None:
+    """``(file under the runtime's folder, qualified name)`` of a library's code (past
+    ``site-packages/`` where the folder holds it), or None when ``where`` lies in no
+    folder of the runtime (the plugin's code, or code it compiled)."""
+    for root in runtime:
+        if where.startswith(root):
+            inner = where[_len(root) :]
+            for folder in _third_party:
+                _, found, after = inner.rpartition(folder)
+                if found:
+                    inner = after
+                    break
+            return (inner.replace(_sep, "/"), qualname)
+    return None
+
+
 def _compiles(
     frame: FrameType,
     source: object,
     snapshot: tuple[str, ...],
+    runtime: tuple[str, ...],
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
+    _library_key: Callable[[str, str, tuple[str, ...]], tuple[str, str] | None] = _library_key,
     _type_texts: frozenset[tuple[str, str]] = _TYPE_TEXT,
     _library_texts: frozenset[tuple[str, str]] = _LIBRARY_TYPE_TEXT,
+    _library_makers: frozenset[tuple[str, str]] = _LIBRARY_COMPILERS,
+    _library_named: tuple[tuple[tuple[str, str], tuple[str, ...]], ...] = _LIBRARY_NAMED,
+    _identifiers: Callable[[FrameType, tuple[str, ...]], bool] = identifiers,
     _sep: str = os.sep,
     _names_compiler: Callable[[CodeType], bool] = names_compiler,
     _own: tuple[CodeType, ...] = (type_text.__code__, postponed_annotation.__code__),
@@ -184,20 +239,69 @@ def _compiles(
     """Return when ``frame`` may compile ``source``, else RuntimeError."""
     key = _key(frame)
     if key is None:
-        # Another library's frame (or the plugin's): it compiles when its own code names
-        # a compiler (the scanner reads ``exec`` in the plugin's), unless it is one that
-        # evaluates annotation text. An exec it was handed as a value, or calls as an
-        # attribute, is one no scanner read there (attack27: pydantic's ImportString).
         code = frame.f_code
-        key = (code.co_filename.rpartition(_sep)[2], code.co_qualname)
+        if code in _own:
+            return
+        where = code.co_filename
+        key = (where.rpartition(_sep)[2], code.co_qualname)
         if key not in _library_texts:
-            if code in _own or _names_compiler(code):
+            # The plugin's: a file of the snapshot, or code it compiled ("<string>").
+            # Any other file is a library's, known by its place under the runtime's
+            # folders or else by its whole path (a sourceless .pyc keeps the path it was
+            # compiled at), and is held to the list: fail closed.
+            library: tuple[str, str] | None = None
+            if not where.startswith("<"):
+                for root in snapshot:
+                    if where.startswith(root):
+                        break
+                else:
+                    library = _library_key(where, code.co_qualname, runtime) or (
+                        where,
+                        code.co_qualname,
+                    )
+            if library is None:
+                # The plugin's frame (or code it compiled): it compiles when its own code
+                # names a compiler, which the scanner reads (CPL-DYN-001). An exec it was
+                # handed as a value, or calls as an attribute, is one no scanner read
+                # there (attack27: pydantic's ImportString).
+                if _names_compiler(code):
+                    return
+                raise _error(
+                    f"{where} ({code.co_qualname}) compiles through a callable it "
+                    "does not name (no exec, eval or compile in its code: one a data file "
+                    "named, or handed to it as a value), so the scanner never read that "
+                    "call (attack27); call exec, eval or compile by name in the plugin's "
+                    "source"
+                )
+            # A library's frame: only its code generators caplet lists, as the standard
+            # library's (lib29). Naming a compiler is no check: jinja2's names one, and
+            # a template is Python's attribute and call syntax over any module.
+            if library in _library_makers:
                 return
+            shown = f"{library[0]} ({library[1]})"
+            for named, names in _library_named:
+                if library == named:
+                    if _identifiers(frame, names):
+                        return
+                    raise _error(
+                        f"{shown} was handed a name that is no identifier, and the code it "
+                        "makes from it would run that text (lib29); pass identifiers"
+                    )
+            if library[0].startswith("jinja2/") or "/jinja2/" in library[0]:
+                raise _error(
+                    f"{shown} compiles a template to Python and runs it: a template "
+                    "reaches any module through its globals ({{ cycler.__init__."
+                    "__globals__ }}), read from the plugin's data or written in its source, "
+                    "where the scanner reads a string, not code; a sandboxed environment's "
+                    "policy is class attributes the plugin can set (attack27, lib29). "
+                    "Fill text with string.Template or str.format in a worker, or render "
+                    "templates in the host application"
+                )
             raise _error(
-                f"{code.co_filename} ({code.co_qualname}) compiles through a callable it "
-                "does not name (no exec, eval or compile in its code: one a data file "
-                "named, or handed to it as a value), so the scanner never read that call "
-                "(attack27); call exec, eval or compile by name in the plugin's source"
+                f"{shown} is a library's code that compiles, and not one of the code "
+                "generators caplet checks, so what it compiles may be text no scanner "
+                "read (lib29); call exec or eval in the plugin's own .py files, or ask "
+                "for this library's generator to be checked"
             )
     elif key in _checked:
         return
@@ -259,7 +363,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
     _zipped: Callable[[FrameType], str] = _zipped,
     _native: Callable[[object, tuple[str, ...], str], None] = native,
     _system: tuple[str, ...] = _SYSTEM_LIBRARIES,
-    _compiles: Callable[[FrameType, object, tuple[str, ...]], None] = _compiles,
+    _compiles: Callable[[FrameType, object, tuple[str, ...], tuple[str, ...]], None] = _compiles,
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _makers: frozenset[tuple[str, str]] = _CODE_MAKERS,
     _refusal: Callable[[FrameType, str], str] = _refusal,
@@ -275,7 +379,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
         elif where == _zipimport:
             raise _error(_zipped(frame))
         else:
-            _compiles(frame, args[0], snapshot)
+            _compiles(frame, args[0], snapshot, runtime)
     elif event == "marshal.loads":
         frame = _getframe(1)
         where = frame.f_code.co_filename
@@ -286,6 +390,11 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
             raise _error(_zipped(frame))
         else:
             raise _error(_refusal(frame, "marshal.loads"))
+    elif event == "marshal.load":
+        # marshal.load of a file object is its own event, with no arguments (lib29:
+        # ``marshal.load(io.BytesIO(blob))`` made a code object unasked); importlib
+        # unmarshals bytes (``marshal.loads``), so no frame of the runtime needs it.
+        raise _error(_refusal(_getframe(1), "marshal.load"))
     elif event == "code.__new__":
         frame = _getframe(1)
         if _key(frame) not in _makers:
@@ -311,11 +420,13 @@ _SEALED: Final = (
     native,
     same,
     _stdlib_key,
+    _library_key,
     strings,
     sources,
     postponed_annotation,
     type_text,
     fields_named,
+    identifiers,
     names_compiler,
     _compiles,
     _refusal,

@@ -22,6 +22,7 @@ from caplet._sandbox._code_files import READ_FLAGS, read_whole
 
 __all__ = [
     "fields_named",
+    "identifiers",
     "names_compiler",
     "postponed_annotation",
     "sources",
@@ -197,6 +198,26 @@ def fields_named(
             return True
         at = at.f_back
     return False
+
+
+def identifiers(
+    frame: FrameType,
+    names: tuple[str, ...],
+    _type: Callable[[object], type] = type,
+    _str: type[str] = str,
+    _identifier: Callable[[str], bool] = str.isidentifier,
+    _keywords: frozenset[str] = frozenset(keyword.kwlist),
+) -> bool:
+    """Whether each of ``frame``'s locals ``names`` is an exact ``str`` identifier (a
+    library's generator that puts them into fixed text: lib29)."""
+    values = frame.f_locals
+    for name in names:
+        value = values.get(name)
+        if _type(value) is not _str:
+            return False
+        if not _identifier(value) or value in _keywords:  # type: ignore[arg-type]
+            return False
+    return True
 
 
 def names_compiler(

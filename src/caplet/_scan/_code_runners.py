@@ -272,5 +272,7 @@ CODE_RUNNER_TOKENS: Final = (
     r"\b(?:trace\s*\.\s*Trace|[bp]db\s*\.\s*[BP]db|c?[Pp]rofile\s*\.\s*Profile)\s*\(|"
     r"\.\s*run(?:ctx|eval)\s*\(|"
     r"\bget_(?:type_hints|annotations)\b|\bForwardRef\s*\(|"
-    r"\b(?:run_docstring_examples|testmod|DocTestFinder|DocTestSuite|DocTestParser)\b"
+    r"\b(?:run_docstring_examples|testmod|DocTestFinder|DocTestSuite|DocTestParser)\b|"
+    # a jinja2 template is Python (lib29): a decoded or downloaded one is exec's stage
+    r"\b(?:Native)?Template\s*\(|\.\s*(?:from_string|compile_expression)\s*\("
 )

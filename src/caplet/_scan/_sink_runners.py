@@ -43,6 +43,7 @@ from caplet._scan._rules import API_RULES, PROGRAM_ARGUMENTS
 from caplet._scan._serialized_calls import DOCUMENT_LOADERS, document_source
 from caplet._scan._sources import DECODERS, Source
 from caplet._scan._syntax import argument
+from caplet._scan._text_routes import TEMPLATE_CLASSES, TEMPLATE_METHODS, imports_jinja2
 
 __all__ = ["RunnerSinks"]
 
@@ -74,6 +75,14 @@ class RunnerSinks:
             ran = runner_source(node, funcs, flow.resolve, flow.bindings.assigned)
             if ran is not None:  # exec under another name: its source is exec's
                 self._pending.append(lambda: self._run_code(node, *ran))
+        if node.args and (
+            not TEMPLATE_CLASSES.isdisjoint(funcs)
+            or (method in TEMPLATE_METHODS and imports_jinja2(flow))
+        ):
+            # a jinja2 template is Python (lib29): a decoded or downloaded one is exec's
+            # stage; its text is no Python to read, so only where it came from is asked
+            template = next((f for f in funcs if f in TEMPLATE_CLASSES), f".{method}")
+            self._pending.append(partial(self._template_stage, node, f"{template}(...)"))
         if not CONFIG_LOADERS.isdisjoint(funcs):
             self._configured(node, funcs)
         if node.args and not DATA_LOADERS.isdisjoint(funcs):
@@ -106,6 +115,9 @@ class RunnerSinks:
         if not FORWARD_REFS.isdisjoint(funcs):  # its text evaluated as an annotation's
             ref = next(f for f in funcs if f in FORWARD_REFS)
             self._pending.append(partial(self._run_code, node, ref, node.args[0]))
+
+    def _template_stage(self, node: ast.Call, api: str) -> None:
+        self._by_source(node, api, self._flow.labels(node.args[0]))
 
     def _configured(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """The factories a configuration names, called by its loader: each checked as the

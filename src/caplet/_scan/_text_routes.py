@@ -20,6 +20,15 @@ other routes, each documented, each given text or a callable at run time:
   variable (``(self.func, self.args)``) calls ``marshal.loads`` or ``code.replace`` from a
   frame of the standard library.
 
+* jinja2 compiles a template to Python and runs it, and a template is Python's attribute
+  and call syntax (``{{ cycler.__init__.__globals__.__builtins__.__import__("ctypes") }}``
+  reaches any module): ``jinja2.Template(text)``, ``env.from_string(text)``,
+  ``env.compile_expression(text)``, and an environment's loader over files
+  (``FileSystemLoader``, ``PackageLoader``, ``FunctionLoader``, a ``DictLoader`` of a
+  mapping not written out) run text no reviewer reads as code (attack27, lib29). A
+  sandboxed environment counts the same: its policy is class attributes the plugin can
+  set, and its escapes have a history (CVE-2024-56326, CVE-2025-27516).
+
 In plugin mode each is dynamic code as ``exec(open(...).read())`` is (CPL-DYN-001; a
 module or callable chosen at run time, CPL-DYN-002): danger, nothing can declare it. What
 the source writes out stays clean: a class's literal annotations, ``ForwardRef("int")``,
@@ -34,7 +43,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final, Protocol
 
 from caplet._scan._code_runners import ANNOTATION_ATTRIBUTES as _ANNOTATION_ATTRIBUTES
@@ -45,9 +54,12 @@ from caplet._scan._syntax import Bindings
 __all__ = [
     "ROUTE_CALLS",
     "ROUTE_METHODS",
+    "TEMPLATE_CLASSES",
+    "TEMPLATE_METHODS",
     "Facts",
     "annotation_stores",
     "call_routes",
+    "imports_jinja2",
     "reduce_routes",
 ]
 
@@ -83,16 +95,34 @@ _STORING_METHODS: Final = frozenset({"update", "setdefault", "__setitem__"})
 #: and by keyword (timeit runs its ``setup`` too).
 _RUNNERS: Final = frozenset(_SOURCE_RUNNERS)
 _TIMEIT: Final = frozenset({"timeit.timeit", "timeit.repeat", "timeit.Timer"})
+#: jinja2's template classes (their first argument, ``source``, is compiled to Python).
+TEMPLATE_CLASSES: Final = frozenset(
+    {"jinja2.Template", "jinja2.environment.Template", "jinja2.nativetypes.NativeTemplate"}
+)
+#: An environment's methods that compile the text they are given (``compile`` only on a
+#: receiver known to be jinja2's: ``re.compile`` is no template).
+TEMPLATE_METHODS: Final = frozenset({"from_string", "compile_expression"})
+#: jinja2's loaders that hand the environment text read from files or a function.
+_TEMPLATE_LOADERS: Final = frozenset(
+    {
+        f"jinja2{module}.{name}"
+        for module in ("", ".loaders")
+        for name in ("FileSystemLoader", "PackageLoader", "FunctionLoader", "DictLoader")
+    }
+)
 #: The calls :func:`call_routes` may report, by what they resolve to ...
 ROUTE_CALLS: Final = (
     _FORWARD_REFS
     | _EVALUATING_LOADERS
     | _DICT_LOADERS
     | _RUNNERS
+    | TEMPLATE_CLASSES
+    | _TEMPLATE_LOADERS
     | {"builtins.setattr", "builtins.type", "copyreg.pickle"}
 )
-#: ... or by the method called (on ``sys.path``, on an ``__annotations__``).
-ROUTE_METHODS: Final = _PATH_ADDERS | _STORING_METHODS
+#: ... or by the method called (on ``sys.path``, on an ``__annotations__``, on a jinja2
+#: environment).
+ROUTE_METHODS: Final = _PATH_ADDERS | _STORING_METHODS | TEMPLATE_METHODS | {"compile"}
 #: The builtins' names (``int``, ``getattr``): types and callables the source names.
 _BUILTIN_NAMES: Final = frozenset(dir(builtins))
 #: How deep a configuration or an annotation's value is followed through names.
@@ -105,6 +135,11 @@ _CALLED = (
     "the class itself, self.__class__, with its arguments)"
 )
 _ANNOTATIONS_HINT = "write the annotations in the class body"
+_TEMPLATE_HINT = (
+    "jinja2 compiles a template to Python, and a template reaches any module through its "
+    "globals; fill text with string.Template or str.format (caplet's worker refuses "
+    "jinja2's compile)"
+)
 _CONFIG_HINT = "write the logging configuration as a dict literal in the plugin's source"
 
 
@@ -130,6 +165,7 @@ def call_routes(node: ast.Call, funcs: tuple[str, ...], facts: Facts) -> Iterato
                 "Python, as exec does; write the statement in the source)"
             ),
         )
+    yield from _template_routes(node, funcs, facts)
     loader = _one(funcs, _EVALUATING_LOADERS)
     if loader and not _stream_of_literal(_first(node, "fname"), facts):
         yield (
@@ -198,6 +234,72 @@ def call_routes(node: ast.Call, funcs: tuple[str, ...], facts: Facts) -> Iterato
                     "spelled in the source)"
                 ),
             )
+
+
+def _template_routes(
+    node: ast.Call, funcs: tuple[str, ...], facts: Facts
+) -> Iterator[tuple[str, str]]:
+    """jinja2 over text not written in the source (attack27, lib29)."""
+    template = _one(funcs, TEMPLATE_CLASSES)
+    given = _first(node, "source")
+    if template and given is not None and not _written(given, facts):
+        yield "CPL-DYN-001", f"{template}(...) of text not written in the source ({_TEMPLATE_HINT})"
+    loader = _one(funcs, _TEMPLATE_LOADERS)
+    if loader and not (
+        loader.endswith(".DictLoader")
+        and (mapping := _first(node, "mapping")) is not None
+        and _written_templates(mapping, facts)
+    ):
+        yield (
+            "CPL-DYN-001",
+            f"{loader}(...) (each template it loads is text no reviewer reads as code; "
+            f"{_TEMPLATE_HINT})",
+        )
+    func = node.func
+    if (
+        isinstance(func, ast.Attribute)
+        and (
+            (func.attr in TEMPLATE_METHODS and imports_jinja2(facts))
+            or (func.attr == "compile" and _jinja2_made(func.value, facts))
+        )
+        and (text := _first(node, "source")) is not None
+        and not _written(text, facts)
+    ):
+        yield (
+            "CPL-DYN-001",
+            f"{ast.unparse(func)[:60]}(...) of text not written in the source ({_TEMPLATE_HINT})",
+        )
+
+
+def imports_jinja2(facts: Facts) -> bool:
+    """Whether the file imports jinja2 (an environment's methods are then its)."""
+    return any(
+        name == "jinja2" or name.startswith("jinja2.")
+        for names in facts.bindings.imports.values()
+        for name in names
+    )
+
+
+def _jinja2_made(node: ast.expr, facts: Facts) -> bool:
+    """Whether ``node`` is a jinja2 object made in place or a name bound only to one."""
+    values: Iterable[ast.expr] = (node,)
+    if isinstance(node, ast.Name):
+        values = facts.bindings.assigned.get(node.id, ())
+    return any(
+        isinstance(value, ast.Call)
+        and any(f.startswith("jinja2.") for f in facts.resolve(value.func))
+        for value in values
+    )
+
+
+def _written_templates(node: ast.expr, facts: Facts) -> bool:
+    """A ``DictLoader``'s mapping written in the source: a dict display of literal text."""
+    if isinstance(node, ast.Name):
+        bound = facts.bindings.assigned.get(node.id, ())
+        return bool(bound) and all(_written_templates(v, facts) for v in bound)
+    return isinstance(node, ast.Dict) and all(
+        k is not None and _written(v, facts) for k, v in zip(node.keys, node.values, strict=True)
+    )
 
 
 def annotation_stores(target: ast.expr, value: ast.expr, facts: Facts) -> str | None:
