@@ -30,7 +30,7 @@ import ast
 from collections.abc import Iterator
 from typing import Final
 
-from caplet._scan._text_routes import Facts
+from caplet._scan._route_facts import Facts
 
 __all__ = ["annotation_routes"]
 

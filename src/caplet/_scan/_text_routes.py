@@ -44,36 +44,25 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Iterable, Iterator
-from typing import Final, Protocol
+from typing import Final
 
 from caplet._scan._code_runners import ANNOTATION_ATTRIBUTES as _ANNOTATION_ATTRIBUTES
 from caplet._scan._code_runners import FORWARD_REFS as _FORWARD_REFS
 from caplet._scan._code_runners import SOURCE_RUNNERS as _SOURCE_RUNNERS
-from caplet._scan._syntax import Bindings
+from caplet._scan._path_routes import PATH_ADDERS, path_routes
+from caplet._scan._route_facts import Facts
+from caplet._scan._route_facts import written as _written
 
 __all__ = [
     "ROUTE_CALLS",
     "ROUTE_METHODS",
     "TEMPLATE_CLASSES",
     "TEMPLATE_METHODS",
-    "Facts",
     "annotation_stores",
     "call_routes",
     "imports_jinja2",
     "reduce_routes",
 ]
-
-
-class Facts(Protocol):
-    """What the checks ask of the file (the data flow answers)."""
-
-    bindings: Bindings
-
-    def resolve(self, node: ast.AST, depth: int = 0) -> tuple[str, ...]: ...
-    def closed(self, node: ast.AST) -> bool: ...
-    def plain(self, node: ast.AST) -> bool: ...
-    def evaluate(self, node: ast.AST) -> object: ...
-    def parameter_names(self) -> frozenset[str]: ...
 
 
 #: ``fileConfig`` evaluates its file's Python; ``listen`` applies a peer's configuration.
@@ -84,10 +73,6 @@ _DICT_LOADERS: Final = frozenset({"logging.config.dictConfig", "logging.config.D
 _FACTORY_KEYS: Final = frozenset({"()", "class"})
 #: Keys whose value is a section of factories (a dict or a list of them).
 _SECTION_KEYS: Final = frozenset({"formatters", "filters", "handlers", "loggers", "root"})
-#: ``sys.path``'s methods that add an entry.
-_PATH_ADDERS: Final = frozenset({"insert", "append", "extend", "__setitem__"})
-#: File names zipimport imports from.
-_ARCHIVE_SUFFIXES: Final = (".zip", ".egg", ".pyz", ".whl", ".par")
 #: A mapping's methods that store into it (``Box.__annotations__.update(...)``).
 _STORING_METHODS: Final = frozenset({"update", "setdefault", "__setitem__"})
 #: The standard library's runners of a statement given as text (timeit, the profilers'
@@ -122,7 +107,7 @@ ROUTE_CALLS: Final = (
 )
 #: ... or by the method called (on ``sys.path``, on an ``__annotations__``, on a jinja2
 #: environment).
-ROUTE_METHODS: Final = _PATH_ADDERS | _STORING_METHODS | TEMPLATE_METHODS | {"compile"}
+ROUTE_METHODS: Final = PATH_ADDERS | _STORING_METHODS | TEMPLATE_METHODS | {"compile"}
 #: The builtins' names (``int``, ``getattr``): types and callables the source names.
 _BUILTIN_NAMES: Final = frozenset(dir(builtins))
 #: How deep a configuration or an annotation's value is followed through names.
@@ -210,30 +195,8 @@ def call_routes(node: ast.Call, funcs: tuple[str, ...], facts: Facts) -> Iterato
         and not _stored_written(node, func.attr, facts)
     ):
         yield "CPL-DYN-001", _stored(func.value.attr)
-    if (
-        isinstance(func, ast.Attribute)
-        and func.attr in _PATH_ADDERS
-        and "sys.path" in facts.resolve(func.value)
-    ):
-        if any(_archive_named(a, facts, 0) for a in node.args):
-            yield (
-                "CPL-DYN-002",
-                (
-                    f"sys.path.{func.attr}(...) of an archive (Python imports modules out of "
-                    "it, code no reviewer reads; ship the modules as .py files in the plugin)"
-                ),
-            )
-        elif not all(_written(a, facts) or _own_path(a, facts, 0) for a in node.args):
-            # scan27, left open: a folder or an archive (under any name) chosen at run
-            # time, by data, is where the next import's code comes from
-            yield (
-                "CPL-DYN-002",
-                (
-                    f"sys.path.{func.attr}(...) of a path chosen at run time (Python imports "
-                    "modules from it, code no reviewer reads; add the plugin's own folder, "
-                    "spelled in the source)"
-                ),
-            )
+    if isinstance(func, ast.Attribute) and func.attr in PATH_ADDERS:
+        yield from path_routes(node, func, facts)
 
 
 def _template_routes(
@@ -417,11 +380,6 @@ def _first(node: ast.Call, keyword: str) -> ast.expr | None:
     return next((k.value for k in node.keywords if k.arg == keyword), None)
 
 
-def _written(node: ast.AST, facts: Facts) -> bool:
-    """Whether ``node`` is text the source holds: a literal, or computed from literals."""
-    return facts.plain(node) or facts.closed(node)
-
-
 def _stream_of_literal(node: ast.expr | None, facts: Facts) -> bool:
     """``fileConfig(io.StringIO("..."))`` of text written in the source: the reviewer reads
     it (a path, even a literal one, names a file no one reads as code)."""
@@ -527,89 +485,6 @@ def _written_config(node: ast.expr, facts: Facts, depth: int) -> bool:
         elif not (_written(value, facts) or _type_named(value, facts, depth)):
             return False
     return True
-
-
-def _archive_named(node: ast.AST, facts: Facts, depth: int) -> bool:
-    """Whether ``node`` (or what a name in it is bound to) spells an archive's file name."""
-    for item in ast.walk(node):
-        if isinstance(item, ast.Constant) and isinstance(item.value, str):
-            # a name followed: only an archive's suffix (``cfg = json.load(open("c.json"))``
-            # names a file that is read, not put on the path)
-            if _file_named(item.value) if depth == 0 else _archive_suffixed(item.value):
-                return True
-        elif isinstance(item, ast.Name) and depth < 2:
-            bound = facts.bindings.assigned.get(item.id, ())
-            if any(_archive_named(v, facts, depth + 1) for v in bound[:4]):
-                return True
-    return False
-
-
-#: Calls that make a path of the paths and texts they are given (or name the runtime's
-#: own folders), and attributes of a path that are paths.
-_PATH_MAKERS: Final = (
-    "builtins.str",
-    "os.path.",
-    "os.fspath",
-    "pathlib.",
-    "sysconfig.",
-    "site.",
-)
-_PATH_PARTS: Final = frozenset(
-    {"parent", "parents", "resolve", "absolute", "with_name", "joinpath", "__str__"}
-)
-
-
-def _own_path(node: ast.AST, facts: Facts, depth: int) -> bool:
-    """Whether a ``sys.path`` entry is the plugin's own folder or one below it, spelled in
-    the source: ``__file__`` and literals, joined by ``/``, ``+``, ``os.path`` or
-    ``pathlib`` (or the runtime's folders, from ``sysconfig`` or ``site``)."""
-    if depth > _MAX_DEPTH:
-        return False
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str | int)
-    if isinstance(node, ast.Name):
-        if node.id == "__file__":
-            return True
-        bound = facts.bindings.assigned.get(node.id, ())
-        return bool(bound) and all(_own_path(v, facts, depth + 1) for v in bound[:8])
-    if isinstance(node, ast.Attribute):
-        return node.attr in _PATH_PARTS and _own_path(node.value, facts, depth + 1)
-    if isinstance(node, ast.BinOp):
-        return _own_path(node.left, facts, depth + 1) and _own_path(node.right, facts, depth + 1)
-    if isinstance(node, ast.Subscript):  # Path(__file__).parents[1]
-        return _own_path(node.value, facts, depth + 1) and isinstance(node.slice, ast.Constant)
-    if isinstance(node, ast.Call):
-        func = node.func
-        made = any(
-            f == m or (m.endswith(".") and f.startswith(m))
-            for f in facts.resolve(func)
-            for m in _PATH_MAKERS
-        )
-        if not made and not (isinstance(func, ast.Attribute) and func.attr in _PATH_PARTS):
-            return False
-        parts = [*node.args, *(k.value for k in node.keywords)]
-        if isinstance(func, ast.Attribute) and not made:
-            parts.append(func.value)
-        return all(_own_path(p, facts, depth + 1) for p in parts)
-    return isinstance(node, ast.List | ast.Tuple) and all(
-        _own_path(e, facts, depth + 1) for e in node.elts
-    )
-
-
-def _archive_suffixed(text: str) -> bool:
-    return text.lower().rstrip("/").endswith(_ARCHIVE_SUFFIXES)
-
-
-def _file_named(text: str) -> bool:
-    """Whether a path's text ends in a file's name: an archive's suffix, or any short
-    suffix of letters (``helpers.dat``: a zip under another name is imported from just
-    the same; a folder of the plugin's is named without one). A version's dot
-    (``python3.11``) is no suffix."""
-    last = text.lower().rstrip("/").rpartition("/")[2]
-    if _archive_suffixed(last):
-        return True
-    stem, dot, suffix = last.rpartition(".")
-    return bool(stem and dot and 0 < len(suffix) <= 8 and suffix[0].isalpha() and suffix.isalnum())
 
 
 def _named_callable(node: ast.expr, owner: str, facts: Facts) -> bool:
