@@ -31,25 +31,25 @@ def path_routes(node: ast.Call, func: ast.Attribute, facts: Facts) -> Iterator[t
     path chosen at run time: (rule id, what the finding says)."""
     if "sys.path" not in facts.resolve(func.value):
         return
-        if any(_archive_named(a, facts, 0) for a in node.args):
-            yield (
-                "CPL-DYN-002",
-                (
-                    f"sys.path.{func.attr}(...) of an archive (Python imports modules out of "
-                    "it, code no reviewer reads; ship the modules as .py files in the plugin)"
-                ),
-            )
-        elif not all(written(a, facts) or _own_path(a, facts, 0) for a in node.args):
-            # scan27, left open: a folder or an archive (under any name) chosen at run
-            # time, by data, is where the next import's code comes from
-            yield (
-                "CPL-DYN-002",
-                (
-                    f"sys.path.{func.attr}(...) of a path chosen at run time (Python imports "
-                    "modules from it, code no reviewer reads; add the plugin's own folder, "
-                    "spelled in the source)"
-                ),
-            )
+    if any(_archive_named(a, facts, 0) for a in node.args):
+        yield (
+            "CPL-DYN-002",
+            (
+                f"sys.path.{func.attr}(...) of an archive (Python imports modules out of "
+                "it, code no reviewer reads; ship the modules as .py files in the plugin)"
+            ),
+        )
+    elif not all(written(a, facts) or _own_path(a, facts, 0) for a in node.args):
+        # scan27, left open: a folder or an archive (under any name) chosen at run
+        # time, by data, is where the next import's code comes from
+        yield (
+            "CPL-DYN-002",
+            (
+                f"sys.path.{func.attr}(...) of a path chosen at run time (Python imports "
+                "modules from it, code no reviewer reads; add the plugin's own folder, "
+                "spelled in the source)"
+            ),
+        )
 
 
 def _archive_named(node: ast.AST, facts: Facts, depth: int) -> bool:
