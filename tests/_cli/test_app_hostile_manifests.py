@@ -102,3 +102,32 @@ def test_a_policy_value_past_the_digit_limit_is_the_fields_error(tmp_path: Path)
     assert result.returncode == 2, result.stderr
     assert "--set guest.timeout_ms: guest.timeout_ms:" in result.stderr
     assert "expected a whole number (the default is 5000)" in result.stderr
+
+
+def test_a_capability_that_reads_as_two_is_shown_quoted_where_it_is_approved(
+    tmp_path: Path,
+) -> None:
+    # attack29: "fs.read:/tmp/notes, nothing else" (one capability: a folder of that name)
+    # and a default of "/tmp/x (read-only)" behind fs.write read, in the list of what
+    # will be granted, as a grant and caplet's remarks beside it.
+    plugins = tmp_path / "plugins"
+    (plugins / "notes").mkdir(parents=True)
+    (plugins / "notes" / "plugin.toml").write_text(
+        _toml(
+            "notes",
+            'capabilities = ["fs.read:/tmp/notes, nothing else", "fs.write:${config.root}"]\n'
+            '[config.root]\ntype = "string"\ndefault = "/tmp/x (read-only)"\n',
+        ),
+        encoding="utf-8",
+    )
+    (plugins / "notes" / "plugin.py").write_text("def create_functions(c):\n    return {}\n")
+    result = caplet(
+        "approve", "notes", "-p", str(plugins), "--state-dir", str(tmp_path / "s"), cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stderr  # no terminal: asked for --yes
+    shown = result.stdout + result.stderr
+    assert (
+        "it will be granted:    'fs.read:/tmp/notes, nothing else', fs.write:${config.root}"
+        in shown
+    )
+    assert "by default:            fs.write:${config.root} -> '/tmp/x (read-only)'" in shown
