@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from caplet._display import one_line, safe_line, safe_text, stripped_text
+import pytest
+
+from caplet._display import listed, one_line, safe_line, safe_text, stripped_text
 
 #: What a hostile description or model summary would hold: CSI erase line and column 1,
 #: OSC 52 (write the clipboard), OSC 0 (window title), CR, a C1 CSI, DEL, bidi override
@@ -78,3 +80,27 @@ def test_one_line_joins_a_messages_lines() -> None:
     # Only newline separates: any other control is safe_line's to escape.
     assert one_line("a\x0bb\rc") == "a\x0bb\rc"
     assert safe_line(one_line("a\x0bb")) == "a\\x0bb"
+
+
+@pytest.mark.parametrize(
+    ("item", "shown"),
+    [
+        ("fs.read:/tmp/notes, nothing else", "'fs.read:/tmp/notes, nothing else'"),
+        ("fs.read:/tmp/a\uff0c env.read:X", "'fs.read:/tmp/a\uff0c env.read:X'"),
+        ("fs.read:/tmp/a\u2002b", "'fs.read:/tmp/a\\u2002b'"),  # a blank no one sees
+        ("fs.read:/tmp/it's", '"fs.read:/tmp/it\'s"'),
+    ],
+)
+def test_a_listed_item_that_could_read_as_two_is_quoted(item: str, shown: str) -> None:
+    # attack29: one capability, a folder named "notes, nothing else", joined with the
+    # others in "it will be granted: ..." read as a grant and a remark beside it.
+    assert listed([item, "env.read:HOME"]) == f"{shown}, env.read:HOME"
+
+
+def test_listed_plain_capabilities_read_as_ever() -> None:
+    items = ["fs.read:/srv/data", "net.http:https://api.example.com/v1/*?a=1&b=2", "app:x.y"]
+    assert listed(items) == ", ".join(items)
+    assert listed(["fs.write:${config.root}", "env.read:HOME"]) == (
+        "fs.write:${config.root}, env.read:HOME"
+    )
+    assert listed([]) == ""

@@ -95,3 +95,25 @@ def test_dots_in_strings_and_comments_do_not_count_and_the_result_is_tomllibs(
 def test_invalid_toml_is_still_tomllibs_error() -> None:
     with pytest.raises(tomllib.TOMLDecodeError):
         parse_toml("a = = 1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = " + "9" * 5_000 + "\n",  # tomllib's int() raised the digit limit's ValueError
+        "x = 0x" + "f" * 5_000 + "\n",  # parsed (no limit on base 16): raised where shown
+        "[t]\ny = [1, {z = 0o" + "7" * 3_000 + "}]\n",
+        f"x = {2**63}\n",
+        f"x = {-(2**63) - 1}\n",
+    ],
+)
+def test_an_integer_past_64_bits_is_a_limit_error_not_a_value_error(text: str) -> None:
+    # attack29: a manifest, policy or lock file holding one stopped `caplet list` (and
+    # every other command reading it) with an internal error.
+    with pytest.raises(TomlLimitError, match="outside TOML's 64-bit range"):
+        parse_toml(text)
+
+
+def test_the_64_bit_extremes_and_long_floats_still_parse() -> None:
+    text = f"a = {2**63 - 1}\nb = {-(2**63)}\nc = 0x7fffffffffffffff\nd = 1{'0' * 400}.5\n"
+    assert parse_toml(text) == tomllib.loads(text)

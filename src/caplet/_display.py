@@ -40,9 +40,18 @@ fails the build rather than passes it unescaped.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["DISTINCT_RECORD", "FORMAT", "one_line", "safe_line", "safe_text", "stripped_text"]
+__all__ = [
+    "DISTINCT_RECORD",
+    "FORMAT",
+    "listed",
+    "one_line",
+    "safe_line",
+    "safe_text",
+    "stripped_text",
+]
 
 #: A log record's attribute (``extra={DISTINCT_RECORD: True}``) saying the record is a
 #: fact of its own, not a repeat of its message template: a terminal handler that
@@ -91,6 +100,10 @@ def safe_text(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
+#: What could read as the end of one listed item: a comma, a blank, and anything not ASCII.
+_SEPARATOR_LIKE: Final = re.compile(r"[,\s'\"]|[^\x00-\x7f]")
+
+
 def safe_line(text: str) -> str:
     """:func:`safe_text` that also escapes newline and tab (``\\x0a``, ``\\x09``).
 
@@ -100,6 +113,20 @@ def safe_line(text: str) -> str:
     if _UNSAFE_IN_LINE.search(text) is None:
         return text
     return _UNSAFE_IN_LINE.sub(_escape, text)
+
+
+def listed(items: Iterable[str]) -> str:
+    """Texts someone else chose, joined by ``", "`` as one line: each that holds a comma,
+    a blank or a character that is not ASCII (a lookalike of either: U+FF0C, U+2002) is
+    quoted, so no item reads as two.
+
+    ``fs.read:/tmp/notes, nothing else`` is one capability (a folder of that name), and
+    joined with the rest it read as a grant and a remark beside it (attack29); quoted,
+    ``'fs.read:/tmp/notes, nothing else'``, it is one item.
+    """
+    return ", ".join(
+        safe_line(repr(item)) if _SEPARATOR_LIKE.search(item) else safe_line(item) for item in items
+    )
 
 
 def stripped_text(text: str) -> str:

@@ -994,3 +994,5 @@ def test_widening_of_a_manifest(make_plugin: PluginFactory) -> None:
     assert is_downgrade("1.0.0", "0.1.0")
     assert not is_downgrade("1.0", "1.0.0")
     assert not is_downgrade("not a version", "1.0")
+    # attack29: a release segment past int()'s digit limit is no InvalidVersion.
+    assert not is_downgrade("9" * 5_000, "1.0")

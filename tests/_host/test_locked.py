@@ -286,6 +286,30 @@ def test_a_lock_entry_whose_version_is_not_the_manifests_is_reported(
         assert manager.verify() == []
 
 
+def test_a_lock_entry_whose_version_is_past_the_digit_limit_is_a_mismatch(
+    make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    # attack29: packaging's Version raised the digit limit's ValueError (no
+    # InvalidVersion) for a cloned project's caplet.lock, and every command in locked
+    # mode (CI=true) ended in an internal error.
+    make_plugin("p")
+    pin(plugins_dir, state_dir, "p")
+    path = plugins_dir.parent / "caplet.lock"
+
+    def long_version(lock: Lockfile) -> Lockfile:
+        entry = lock.entry("p")
+        assert entry is not None
+        return lock.with_entry(replace(entry, version="9" * 5_000))
+
+    update_lockfile(path, long_version)
+    with PluginManager(plugins_dir, state_dir=state_dir, loading=LoadingRules()) as manager:
+        manager.discover()
+        [problem] = manager.verify()
+    assert isinstance(problem, LockProblem)
+    assert problem.kind is LockProblemKind.VERSION_MISMATCH
+    assert "but its manifest says '1.0.0'" in problem.message
+
+
 def test_lock_entry_needs_an_approval_of_the_current_content(
     make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
 ) -> None:

@@ -513,6 +513,39 @@ def test_version_must_be_pep440(tmp_path: Path, version: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "version",
+    ["9" * 5_000, "1.0.0+" + "a" * 10_000, "1!" + ".".join(["0"] * 3_000)],
+    ids=["digits", "local", "segments"],
+)
+def test_a_version_longer_than_any_release_is_refused(tmp_path: Path, version: str) -> None:
+    # attack29: 5,000 digits raised int()'s digit limit inside the validator (pydantic
+    # showed Python's text); the others were listed, and asked about, whole.
+    manifest = BASE_TOML.replace('"1.0.0"', f'"{version}"')
+    (line,) = problem_lines(load_error(write_plugin(tmp_path, manifest)))
+    assert line.startswith(f"version: {version[:40]!r}... is {len(version)} characters;")
+    assert "a version is at most 64" in line
+
+
+def test_a_required_version_past_the_digit_limit_is_refused_at_load(tmp_path: Path) -> None:
+    # attack29: packaging parses a specifier's version only when it compares, so the
+    # manifest loaded and the enable raised the digit limit's ValueError (exit 70).
+    manifest = toml_with(f'requires = ["base>=1.{"9" * 5_000}"]')
+    (line,) = problem_lines(load_error(write_plugin(tmp_path, manifest)))
+    assert line.startswith("requires[0]: invalid requirement 'base>=1.999")
+    assert "a version in it is too long" in line
+
+
+def test_a_long_release_version_and_requirement_still_load(tmp_path: Path) -> None:
+    version = "2024.10.1.dev20241012+g1234567abcdef.d20241012"
+    manifest = toml_with('requires = ["base>=2024.10.1.dev20241012,<2025"]').replace(
+        '"1.0.0"', f'"{version}"'
+    )
+    loaded = load_manifest(write_plugin(tmp_path, manifest))
+    assert loaded.version == version
+    assert [r.name for r in loaded.requires] == ["base"]
+
+
 def test_version_is_normalised(tmp_path: Path) -> None:
     manifest = BASE_TOML.replace('"1.0.0"', '"1.0.0-RC1"')
     assert load_manifest(write_plugin(tmp_path, manifest)).version == "1.0.0rc1"

@@ -90,3 +90,28 @@ def test_build_requirements_pip_takes_from_the_index_or_never_reads_are_clean(
 ) -> None:
     write_tree(tmp_path, {**files, "demo.py": "x = 1\n"})
     assert not {r for r, _ in package_danger(tmp_path)}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "x = " + "9" * 5_000 + "\n",  # tomllib raised the digit limit's ValueError
+        "x = " + "[" * 3_000 + "]" * 3_000 + "\n",  # RecursionError
+        ".".join(["a"] * 3_000) + " = 1\n",  # quadratic in tomllib: minutes at 20,000
+    ],
+    ids=["integer", "nesting", "dotted-key"],
+)
+def test_a_pyproject_beyond_tomls_bounds_is_too_complex_to_check(
+    tmp_path: Path, extra: str
+) -> None:
+    # attack29: the first two raised out of `caplet scan` and `caplet audit` (internal
+    # error), the third took 31 s for 20,000 parts; what pip builds with is not known.
+    write_tree(
+        tmp_path, {"pyproject.toml": _pyproject('["setuptools"]') + extra, "demo.py": "x = 1\n"}
+    )
+    assert ("CPL-SCAN-002", "pyproject.toml") in package_danger(tmp_path)
+    plugin = scan_tree(tmp_path, mode=ScanMode.PLUGIN)
+    found = [f for f in plugin.findings if f.rule_id == "CPL-SCAN-002"]
+    assert found
+    assert found[0].severity is Severity.DANGER
+    assert "pip reads this file" in found[0].message

@@ -30,7 +30,7 @@ from typing import assert_never
 
 from caplet._audit._model import AuditResult, CanaryStatus
 from caplet._capabilities._parse import parse_capability
-from caplet._display import safe_line, safe_text
+from caplet._display import listed, safe_line, safe_text
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel, Severity
 
@@ -249,7 +249,7 @@ def audit_report(result: AuditResult, *, verbose: bool = False) -> tuple[ReportL
         lines.append(ReportLine("  risk reasons:"))
         lines.extend(ReportLine(_block("    - ", reason)) for reason in result.risk_reasons)
     declared = result.declared_capabilities
-    shown_declared = ", ".join(safe_line(c) for c in declared) or "none"
+    shown_declared = listed(declared) or "none"
     lines.append(ReportLine(f"  capabilities declared: {shown_declared}"))
     if result.static_only:
         lines.append(ReportLine("  capabilities observed: not judged (static-only)"))

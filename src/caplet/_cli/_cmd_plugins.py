@@ -26,7 +26,7 @@ from caplet._cli._render import (
     trust_text,
 )
 from caplet._cli._safe import plain
-from caplet._display import safe_line
+from caplet._display import listed, safe_line
 from caplet._errors import ManifestError
 from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import changed_while_shown
@@ -106,7 +106,7 @@ def info_command(run: Run, *, name: Name) -> None:
         out.say(plain(f"  module host.{module.name}: {', '.join(module.function_names)}"))
     _say_agent_text(out, m)
     print_hook_statuses(out.console, hooks)
-    declared = ", ".join(safe_line(c.declared) for c in m.capabilities) or "none"
+    declared = listed(c.declared for c in m.capabilities) or "none"
     out.say(plain(f"  capabilities: {declared}"))
     _say_programs(out, programs)
     for field in m.config:
@@ -160,13 +160,14 @@ def approve_command(
         # The grant last, right above the question: the agent text is the plugin's, up to
         # a hundred lines and more on a terminal, and it pushed the capabilities (in the
         # audit report) off the screen the question was asked on (steer22).
-        granted = ", ".join(safe_line(c.declared) for c in info.manifest.capabilities)
+        granted = listed(c.declared for c in info.manifest.capabilities)
         out.say(plain(f"  it will be granted:    {granted or 'none'}", "bold"))
         if summary := grant_summary(info.manifest.capabilities):
             out.say(plain(f"  {summary}", "bold"))
         # What the approval records for a templated capability (red-team finding 8).
         for declared, reach in default_reach(info.manifest):
-            shown = "nothing until the operator sets a value" if reach is None else reach
+            # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
+            shown = "nothing until the operator sets a value" if reach is None else listed([reach])
             out.say(plain(f"  by default:            {declared} -> {shown}"))
         _say_programs(out, programs)
     if not yes:

@@ -18,6 +18,7 @@ import typer
 
 from caplet._cli._arguments import usable_path, usable_text
 from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
+from caplet._toml import TomlLimitError, parse_toml
 
 __all__ = [
     "SHARED",
@@ -247,7 +248,9 @@ def _set_override(entry: str) -> PolicyOverride:
             param_hint="--set",
         )
     try:
-        value: object = tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
+        value: object = parse_toml(f"value = {text}")["value"]
+    except (tomllib.TOMLDecodeError, TomlLimitError):
+        # Past TOML's bounds (an integer past 64 bits raised out of tomllib, attack29):
+        # the text itself, which the field's own check refuses, naming --set.
         value = text
     return PolicyOverride(field, value, f"--set {field}")

@@ -20,7 +20,7 @@ from caplet._capabilities._model import Capability
 from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
-from caplet._display import safe_line
+from caplet._display import listed, safe_line
 from caplet._findings import Finding, Severity
 from caplet._scan._model import ScanMode
 
@@ -148,7 +148,7 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         for line in shown_entries(request.agent_text):
             console.print(plain(f"    {line}"))
     granted = request.granted if request.granted is not None else request.declared
-    shown = ", ".join(safe_line(c.declared) for c in granted) or "none"
+    shown = listed(c.declared for c in granted) or "none"
     console.print(plain(f"  it will be granted: {shown}", "bold"))
     if summary := grant_summary(granted):
         console.print(plain(f"  {summary}", "bold"))
@@ -161,7 +161,8 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
             what = "(a secret value, as configured)"
         else:
             origin = "the plugin's default" if one.by_default else "as configured"
-            what = f"{one.value} ({origin})"
+            # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
+            what = f"{listed([one.value])} ({origin})"
         console.print(plain(f"  which reaches:      {one.declared} -> {what}", "bold"))
     for line in request.programs:
         # A program's #! interpreter and loader are granted with it (red team round 19).

@@ -20,7 +20,7 @@ from caplet._cli._render import grant_summary, print_audit, risk_text, show_cons
 from caplet._cli._safe import plain
 from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
-from caplet._display import safe_line
+from caplet._display import listed, safe_line
 from caplet._findings import RiskLevel
 from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import Consent, changed_while_shown
@@ -222,13 +222,13 @@ class PluginFlows:
         self._say("  the agent reads (an approval pins it; a change needs consent):")
         for line in shown_agent_text(info.manifest):
             self._say(f"    {line}")
-        declared = ", ".join(safe_line(c.declared) for c in info.manifest.capabilities)
+        declared = listed(c.declared for c in info.manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")
         if summary := grant_summary(info.manifest.capabilities):
             self._say(f"  {summary}")
         for template, reach in default_reach(info.manifest):
-            shown = "nothing until the operator sets a value" if reach is None else reach
-            self._say(f"  by default: {safe_line(template)} -> {safe_line(shown)}")
+            shown = "nothing until the operator sets a value" if reach is None else listed([reach])
+            self._say(f"  by default: {safe_line(template)} -> {shown}")
         # What each proc.exec program brings (its #! interpreter, its loader), which the
         # approval pins: shown, and approved only while it is still that (attack21).
         programs = default_program_reach(info.manifest)

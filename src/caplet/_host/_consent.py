@@ -41,7 +41,7 @@ import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from caplet._audit._model import AuditResult
 from caplet._capabilities._model import Capability
@@ -189,7 +189,7 @@ def is_downgrade(old: str, new: str) -> bool:
     """True when version *new* is lower than *old* (PEP 440; unparseable: not comparable)."""
     try:
         return Version(new) < Version(old)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a segment past the int digit limit (attack29)
         return False
 
 

@@ -25,7 +25,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from caplet._capabilities._model import Capability
 from caplet._errors import CapabilityError, SignatureError
@@ -163,7 +163,7 @@ def _same_version(pinned: str, declared: str) -> bool:
     """PEP 440 equality (``1.0`` is ``1.0.0``), else the exact text."""
     try:
         return Version(pinned) == Version(declared)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a segment past the int digit limit (attack29)
         return pinned == declared
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from caplet._atomic import NotRegularFileError, read_regular
 from caplet._config._coerce import type_name
+from caplet._display import safe_line
 from caplet._errors import ManifestError
 from caplet._manifest._names import MANIFEST_NAMES
 from caplet._toml import TomlLimitError, parse_toml
@@ -25,6 +26,14 @@ __all__ = ["MAX_MANIFEST_BYTES", "find_manifest", "read_manifest_data"]
 
 #: A manifest is a few kilobytes; refuse anything absurd before parsing it.
 MAX_MANIFEST_BYTES = 1024 * 1024
+
+#: The 64-bit range TOML's integers have, for a JSON manifest's too.
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
+#: "-9223372036854775808": longer text is out of range whatever its digits.
+_MAX_INT_DIGITS = 20
+#: A lone surrogate: a JSON escape's half pair (PEP 383's escapes are surrogates too).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _TOML_POSITION_RE = re.compile(r"^(?P<msg>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 
@@ -94,7 +103,48 @@ def read_manifest_data(path: Path, hashed: bytes | None = None) -> dict[str, Any
             f"{path}: the manifest must be an object/table at the top level, got {type_name(data)}",
             path=str(path),
         )
+    _check_text(path, data)
     return data
+
+
+def _check_text(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a lone surrogate in any key or string of the manifest.
+
+    UTF-8 holds none, but JSON's ``\\ud800`` escape puts one in a ``str``, and
+    every field took it: nothing can encode such text as UTF-8, so whatever
+    carried a description out of the process raised, far from the manifest
+    (attack29: ``caplet mcp`` answered every ``tools/list`` with the encoder's
+    traceback, no tool of any plugin listed). TOML refuses the escape itself.
+    Iterative: the depth is the parser's, already bounded.
+    """
+    pending: list[tuple[str, object]] = [("", data)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                name = f"{where}.{key}" if where else str(key)
+                if isinstance(key, str) and _has_surrogate(key):
+                    _refuse_surrogate(path, where or "the top level", key)
+                pending.append((name, item))
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+        elif isinstance(value, str) and _has_surrogate(value):
+            _refuse_surrogate(path, where, value)
+
+
+def _has_surrogate(text: str) -> bool:
+    return _SURROGATE_RE.search(text) is not None
+
+
+def _refuse_surrogate(path: Path, field: str, text: str) -> None:
+    shown = safe_line(text[:80].encode("ascii", "backslashreplace").decode("ascii"))
+    raise ManifestError(
+        f"{path}: {safe_line(field)}: '{shown}' holds a lone surrogate "
+        "(a \\uD800-\\uDFFF escape that is half of a pair), which no UTF-8 text can; write "
+        "the character itself, or both halves of its pair",
+        path=str(path),
+        field=field,
+    )
 
 
 def _read_regular(path: Path) -> bytes:
@@ -166,8 +216,27 @@ def _parse_json(path: Path, text: str) -> object:
             f"{path}: {name} is not valid JSON; write a finite number", path=str(path)
         )
 
+    def bounded_int(digits: str) -> int:
+        # int() of more than sys.get_int_max_str_digits() digits raises a ValueError that
+        # is no JSONDecodeError (attack29: it stopped `caplet list` for every plugin); no
+        # manifest field takes more than 64 bits, as in TOML.
+        value = int(digits) if len(digits) <= _MAX_INT_DIGITS else None
+        if value is None or not _INT_MIN <= value <= _INT_MAX:
+            raise ManifestError(
+                f"{path}: the integer {digits[:24]}{'...' if len(digits) > 24 else ''} "
+                f"({len(digits)} characters) is outside the 64-bit range (-2**63 to "
+                "2**63-1) no manifest field goes past; write a smaller number",
+                path=str(path),
+            )
+        return value
+
     try:
-        return json.loads(text, object_pairs_hook=pairs_hook, parse_constant=refuse_constant)
+        return json.loads(
+            text,
+            object_pairs_hook=pairs_hook,
+            parse_constant=refuse_constant,
+            parse_int=bounded_int,
+        )
     except json.JSONDecodeError as exc:
         raise ManifestError(
             f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} (line {exc.lineno}, "

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PackagingRequirement
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -69,6 +69,9 @@ _IDENT_RE = re.compile(r"[a-z_][a-z0-9_]*")
 _FUNCTION_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _HOOK_RE = re.compile(HOOK_EVENT_PATTERN)
 _MAX_DESCRIPTION = 200
+#: Characters of a version: longer ones (PEP 440 sets no bound) are no release's, and
+#: the consent question and every listing show it whole.
+_MAX_VERSION = 64
 #: The pydantic error type of caplet's own checks (their message is shown as is).
 ERROR_TYPE = "caplet"
 #: Context key of a custom error: a location below the validated field.
@@ -139,9 +142,16 @@ def _check_version(value: str) -> str:
     hint = "use a bare version, e.g. 1.0.0"
     if value[:1] in ("v", "V"):
         raise _error(f"{value!r} has a leading {value[0]!r}; {hint}")
+    if len(value) > _MAX_VERSION:
+        raise _error(
+            f"{value[:40]!r}... is {len(value)} characters; a version is at most "
+            f"{_MAX_VERSION}; {hint}"
+        )
     try:
         return str(Version(value))
-    except InvalidVersion as exc:
+    except ValueError as exc:
+        # InvalidVersion, and the ValueError of a release segment past
+        # sys.get_int_max_str_digits() digits (attack29).
         raise _error(f"{value!r} is not a valid PEP 440 version; {hint}") from exc
 
 
@@ -347,6 +357,14 @@ def _check_requirement(value: str, info: ValidationInfo) -> str:
         # packaging's message spans lines (a caret under the error): keep the first.
         reason = str(exc).splitlines()[0] if str(exc) else "does not parse"
         raise _error(f"invalid requirement {value!r} ({reason}); {example}") from exc
+    try:
+        # The specifier's versions are parsed only when compared: one past
+        # sys.get_int_max_str_digits() digits raised out of the enable (attack29).
+        requirement.specifier.contains("0", prereleases=True)
+    except ValueError as exc:
+        raise _error(
+            f"invalid requirement {value[:80]!r}: a version in it is too long; {example}"
+        ) from exc
     if requirement.extras or requirement.marker is not None or requirement.url:
         raise _error(
             f"{value!r}: extras, environment markers and URLs are not supported; name a "

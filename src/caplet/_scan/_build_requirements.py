@@ -19,6 +19,7 @@ from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._model import ScanMode
+from caplet._toml import TomlLimitError, parse_toml
 
 __all__ = ["build_requirement_findings", "pyproject_pip_reads"]
 
@@ -37,9 +38,24 @@ def build_requirement_findings(relative: str, data: bytes, mode: ScanMode) -> li
     """CPL-THR-019 for each build requirement of ``data`` (a ``pyproject.toml``) that pip
     fetches from a remote URL; nothing for a file that is not TOML (pip refuses it)."""
     try:
-        table = tomllib.loads(data.decode("utf-8"))
+        table = parse_toml(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         return []
+    except TomlLimitError as exc:
+        # Beyond what caplet parses (a dotted key pip's parser takes quadratic time on,
+        # nesting past the stack, an integer past 64 bits): its build requirements and
+        # backend are not known, so it is not known to be clean (attack29: the integer
+        # and the nesting raised out of the scan, the dotted key took minutes).
+        scan = FileScan(relative, "", NO_GRANTS, (), mode)
+        scan.emit(
+            "CPL-SCAN-002",
+            f"pyproject.toml: {exc}",
+            1,
+            None,
+            escalation="pip reads this file for the build requirements and backend it runs, "
+            "which are not known",
+        )
+        return scan.findings
     system = table.get("build-system")
     requires = system.get("requires") if isinstance(system, dict) else None
     if not isinstance(requires, list):

@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Callable, Collection, Iterable
 
 from caplet._marks import parse
+from caplet._toml import TomlLimitError, parse_toml
 
 __all__ = [
     "MAX_INSTALLER_MODULES",
@@ -121,9 +122,11 @@ def build_backends(present: Collection[str], read: Callable[[str], str | None]) 
             continue
         text = read(relative)
         try:
-            table = tomllib.loads(text) if text is not None else {}
-        except tomllib.TOMLDecodeError:
-            continue  # not TOML: pip refuses it too
+            table = parse_toml(text) if text is not None else {}
+        except (tomllib.TOMLDecodeError, TomlLimitError):
+            # not TOML: pip refuses it too; past caplet's bounds: CPL-SCAN-002 (danger) is
+            # the file's finding (_build_requirements, attack29)
+            continue
         system = table.get("build-system")
         if not isinstance(system, dict):
             continue
@@ -159,8 +162,8 @@ def build_hooks(present: Collection[str], read: Callable[[str], str | None]) -> 
             continue
         text = read(relative)
         try:
-            table = tomllib.loads(text) if text is not None else {}
-        except tomllib.TOMLDecodeError:
+            table = parse_toml(text) if text is not None else {}
+        except (tomllib.TOMLDecodeError, TomlLimitError):
             continue
         base = folder + "/" if folder else ""
         for path in _hook_paths(table)[:MAX_INSTALLER_MODULES]:
@@ -223,8 +226,8 @@ def command_modules(present: Collection[str], read: Callable[[str], str | None])
 def _toml_commands(text: str) -> list[str]:
     """The classes ``[tool.setuptools.cmdclass]`` names (nothing if it is not TOML)."""
     try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        table = parse_toml(text)
+    except (tomllib.TOMLDecodeError, TomlLimitError):
         return []
     tool = table.get("tool")
     setuptools = tool.get("setuptools") if isinstance(tool, dict) else None
