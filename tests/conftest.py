@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import textwrap
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -443,3 +445,27 @@ ROOT = os.geteuid() == 0
 NEEDS_CGROUP = pytest.mark.skipif(
     not ROOT, reason="the cgroup layer (pids and memory cgroups) needs root (or a delegated cgroup)"
 )
+
+
+@contextlib.contextmanager
+def fifo_released(fifo: Path) -> Iterator[None]:
+    """A guard, never a measure: on code that opens ``fifo`` for reading and waits for
+    a writer, writers come after 20 s, once a second until the block ends (so the
+    test fails instead of hanging); on code that never waits, the block ends first
+    and nothing is written."""
+    done = threading.Event()
+
+    def release() -> None:
+        if done.wait(20):
+            return
+        while not done.wait(1):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -8,13 +8,11 @@ files; snapshots reachable through TMPDIR; host paths in mountinfo.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import site
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +28,13 @@ from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
 from caplet._trust._paths import user_state_dir
 from tests._host.ctxkit import make_host
-from tests.conftest import PluginFactory, give_to_worker, make_distribution, rooted
+from tests.conftest import (
+    PluginFactory,
+    fifo_released,
+    give_to_worker,
+    make_distribution,
+    rooted,
+)
 
 TOOLS = """
 import os
@@ -770,30 +774,6 @@ def test_two_hosts_enabling_at_once_are_judged_one_after_the_other(
         assert str(tool) in outcome.reason
 
 
-@contextlib.contextmanager
-def _fifo_released(fifo: Path) -> Iterator[None]:
-    """A guard, never a measure: on code that opens ``fifo`` for reading and waits for
-    a writer, writers come after 20 s, once a second until the block ends (so the
-    test fails instead of hanging); on code that never waits, the block ends first
-    and nothing is written."""
-    done = threading.Event()
-
-    def release() -> None:
-        if done.wait(20):
-            return
-        while not done.wait(1):
-            with contextlib.suppress(OSError):
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-
-    thread = threading.Thread(target=release, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_program_whose_interpreter_is_no_regular_file_is_refused_without_waiting(
     host: PluginHost, make_plugin: PluginFactory, tmp_path: Path, kind: str
@@ -817,7 +797,7 @@ def test_a_program_whose_interpreter_is_no_regular_file_is_refused_without_waiti
     tool.chmod(0o755)
     make_runner(make_plugin, tool)
     host.discover()
-    with _fifo_released(interpreter):
+    with fifo_released(interpreter):
         outcome = host.enable("runner", consent=True)
     assert not outcome, "an interpreter that is no regular file was granted"
     assert f"proc.exec program {str(interpreter)!r} is not a regular file" in outcome.reason

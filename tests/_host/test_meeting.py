@@ -9,18 +9,29 @@ says so and shares no writable grant or program.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import re
+import stat
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from caplet import PluginHost
+from caplet._host._grant_check import GrantPlan
 from caplet._host._meeting import PEER_BASES_ENV, open_meetings
 from caplet._host._run_dir import RunDir
+from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import make_host
-from tests.conftest import ROOT, PluginFactory, give_to_worker, rooted
+from tests._host.test_grant_check import make_runner
+from tests.conftest import ROOT, PluginFactory, fifo_released, give_to_worker, rooted
 
 #: Any uid but ours and root's (nobody's).
 _OTHER_UID = 65534
@@ -289,46 +300,375 @@ def test_no_plugin_may_write_where_a_refused_meeting_folder_is(
         host.discover()
         outcome = host.enable("writer", config={"root": str(refused)}, consent=True)
         assert not outcome, "a plugin was given write access over a refused meeting folder"
-        # The refused name or the alternate the host met in beside it (either is guarded).
+        # The refused name or the alternate the host met in beside it (either is guarded);
+        # or, since meet29, the refused folder itself: a folder of the user's in a base
+        # others may change, or one others may write, cannot be checked (either refuses).
+        folder_named = re.escape(str(folder))
         assert re.search(
-            rf"contains {re.escape(str(folder))}(\.1)?, another caplet state directory",
+            rf"contains {folder_named}(\.1)?, another caplet state directory"
+            rf"|{folder_named} (lies in {re.escape(str(refused))}, which|is a folder of yours)",
             outcome.reason,
         ), outcome.reason
 
 
-@pytest.mark.security
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack28, open: a host that found no folder of its own makes the first free "
-    "name; one who plants and removes caplet-<uid> around another host's start splits them",
-)
-def test_a_name_planted_and_freed_while_two_hosts_start_does_not_split_them(
-    base: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Host B looks (pass 1: no folder of the user's own yet); another user plants
-    ``caplet-<uid>``; host A starts, passes it over and makes ``.1``; the planted folder
-    is removed; B, now making the first free name, makes ``caplet-<uid>``. The two never
-    see each other (a grant of one over the other's code folders is not refused, attack24's
-    reason for meeting at all), and every later host joins B's."""
+@pytest.fixture
+def apart(base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``base``, the only place where the hosts of the test meet: the user's platform
+    state directory cannot be made (a file where its parent would be), as for two
+    processes of different homes and state directories, where attack28 matters."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("", encoding="utf-8")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocked / "state"))
+    return base
+
+
+Started = TypeVar("Started")
+
+
+def while_planted_and_freed(
+    base: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: Callable[[], object],
+    second: Callable[[], Started],
+) -> Started:
+    """attack28's steps around two starts: ``second`` (host B's start) finds no folder of
+    the user's (its first pass); at its first ``mkdir`` another user plants
+    ``caplet-<uid>``, ``first`` (host A's whole start) passes it over and makes ``.1``,
+    and the planted folder is removed; B goes on and makes ``caplet-<uid>``."""
     planted = base / f"caplet-{os.geteuid()}"
     real_mkdir = os.mkdir
-    first_host: list[tuple[Path, int]] = []
+    done: list[bool] = []
 
     def between_the_passes(path: object, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
-        if not first_host and dir_fd is not None:
-            # B is past its first pass: the attacker's turn, then host A's whole start.
+        if not done and path == planted.name and dir_fd is not None:
+            done.append(True)
             monkeypatch.setattr(os, "mkdir", real_mkdir)
             planted.mkdir()
             planted.chmod(0o777)
-            (meeting,) = open_meetings()
-            first_host.append((meeting.name, meeting.fd))
+            first()
             planted.rmdir()
         real_mkdir(path, mode, dir_fd=dir_fd)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "mkdir", between_the_passes)
-    (second,) = open_meetings()
-    [(first_name, first_fd)] = first_host
-    os.close(first_fd)
-    os.close(second.fd)
-    assert first_name == base / f"caplet-{os.geteuid()}.1"
-    assert second.name == first_name, f"split: {first_name} and {second.name}"
+    try:
+        made = second()
+    finally:
+        monkeypatch.setattr(os, "mkdir", real_mkdir)
+    assert done, "the second start made no meeting folder"
+    return made
+
+
+def _beacons(folder: Path) -> int:
+    """How many hosts keep a beacon in ``folder``."""
+    return sum(1 for entry in folder.iterdir() if entry.name.endswith(".lock"))
+
+
+def _writable(path: Path) -> GrantPlan:
+    """What a host publishes for a plugin granted ``fs.write`` over ``path``."""
+    info = path.stat()
+    grant = PathGrant(str(path), writable=True, device=info.st_dev, inode=info.st_ino)
+    return GrantPlan(grants=(grant,))
+
+
+@pytest.mark.security
+def test_a_name_planted_and_freed_while_two_hosts_start_does_not_split_them(
+    apart: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attack28: host B finds no folder of the user's; another user plants
+    ``caplet-<uid>``; host A passes it over and makes ``.1``; the planted folder is
+    removed; B makes ``caplet-<uid>``. The two kept their beacons in two folders and
+    never saw each other (a grant of one over what the other runs was not refused,
+    attack24's reason for meeting at all). They still publish in the folders they took,
+    but each reads the peers of every folder of the user's: they see each other, and a
+    host started later (in B's folder) sees both."""
+    started: list[RunDir] = []
+    second = while_planted_and_freed(
+        apart,
+        monkeypatch,
+        lambda: started.append(RunDir(tmp_path / "one")),
+        lambda: RunDir(tmp_path / "two"),
+    )
+    (first,) = started
+    third = RunDir(tmp_path / "three")
+    hosts = (first, second, third)
+    try:
+        name = f"caplet-{os.geteuid()}"
+        assert (_beacons(apart / f"{name}.1"), _beacons(apart / name)) == (1, 2), "no split"
+        for index, run in enumerate(hosts):
+            assert not run.unseen
+            run.publish_code([(tmp_path / f"lib{index}", False)])
+        for index, run in enumerate(hosts):
+            others = {(tmp_path / f"lib{other}", False) for other in range(3) if other != index}
+            assert others <= set(run.peer_code()), f"host {index} does not see the others"
+        data = tmp_path / "data"
+        data.mkdir()
+        first.publish({"writer": _writable(data)})
+        for run in (second, third):
+            assert "writer (enabled by another caplet process)" in run.peer_plans()
+        # Every name that is there is guarded in every host, whichever it took.
+        for run in hosts:
+            assert {apart / name, apart / f"{name}.1"} <= set(run.meeting_folders)
+    finally:
+        for run in hosts:
+            run.close()
+
+
+def _waits_on_a_lock(thread: threading.Thread) -> bool:
+    """Whether ``thread`` comes to wait for an flock(2) of this process's (a blocked
+    request, ``->`` in /proc/locks) rather than ending. Polls a condition; the
+    deadline only keeps a deadlock from hanging the suite."""
+    deadline = time.monotonic() + 60
+    while thread.is_alive() and time.monotonic() < deadline:
+        for line in Path("/proc/locks").read_text(encoding="ascii").splitlines():
+            fields = line.split()
+            if fields[1:3] == ["->", "FLOCK"] and fields[5] == str(os.getpid()):
+                return True
+        thread.join(0.01)
+    return False
+
+
+@pytest.mark.security
+def test_hosts_in_two_folders_publish_one_after_the_other(
+    apart: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """attack21's lock across attack28's split: an enable's last check and its
+    publication hold a lock every host of the user takes, whichever folder it meets in.
+    While host A checks and publishes, B's publication waits, then its check reads what
+    A published (A's locks were its own folders', B's its own: neither waited, and each
+    checked before the other published)."""
+    started: list[RunDir] = []
+    second = while_planted_and_freed(
+        apart,
+        monkeypatch,
+        lambda: started.append(RunDir(tmp_path / "one")),
+        lambda: RunDir(tmp_path / "two"),
+    )
+    (first,) = started
+    data = tmp_path / "data"
+    data.mkdir()
+    seen: list[set[str]] = []
+    waited: list[bool] = []
+    publishing = threading.Thread(
+        target=lambda: second.publish({}, check=lambda peers: seen.append(set(peers)))
+    )
+
+    def meanwhile(_peers: object) -> None:
+        publishing.start()  # under A's locks
+        waited.append(_waits_on_a_lock(publishing))
+
+    try:
+        first.publish({"writer": _writable(data)}, check=meanwhile)
+        publishing.join()
+        assert waited == [True], "B published while A was between its check and its write"
+        assert seen == [{"writer (enabled by another caplet process)"}]
+    finally:
+        first.close()
+        second.close()
+
+
+@pytest.mark.security
+def test_a_folder_made_private_again_is_read_and_what_others_left_there_is_not(
+    apart: Path, tmp_path: Path
+) -> None:
+    """The same split without a race: the user's own ``caplet-<uid>`` is open to others
+    when host A starts (A meets in ``.1``), then the user makes it private again and
+    host B meets there. What another user left in it meanwhile (a lock file they hold,
+    a beacon whose ``grants.json`` is a FIFO or a forged grant over ``/``, a FIFO for a
+    lock file, which the starting host sweeps) is no host of this user's: read as
+    nothing, never waited on. As root the files are another
+    uid's; as a user they can only be the user's own (a FIFO, then, is read as nothing
+    without waiting)."""
+    folder = apart / f"caplet-{os.geteuid()}"
+    folder.mkdir()
+    folder.chmod(0o777)
+    first = RunDir(tmp_path / "one")
+    # Another user's leavings, while the folder was open to them.
+    lock = folder / "caplet-run-left.lock"
+    lock.write_text("", encoding="utf-8")
+    left = folder / "caplet-run-left"
+    left.mkdir()
+    os.mkfifo(left / "grants.json")
+    forged = folder / "caplet-run-forged"
+    forged.mkdir()
+    (forged / "grants.json").write_text(
+        '{"forged": {"writable": [["/", 1, 2]], "programs": []}}', encoding="utf-8"
+    )
+    (folder / "caplet-run-forged.lock").write_text("", encoding="utf-8")
+    os.mkfifo(folder / "caplet-run-fifo.lock")  # what a starting host sweeps
+    if ROOT:
+        for path in (
+            lock,
+            left,
+            left / "grants.json",
+            forged,
+            *forged.iterdir(),
+            folder / "caplet-run-fifo.lock",
+        ):
+            os.chown(path, _OTHER_UID, _OTHER_UID)
+        os.chown(folder / "caplet-run-forged.lock", _OTHER_UID, _OTHER_UID)
+    held = [os.open(path, os.O_RDONLY) for path in (lock, folder / "caplet-run-forged.lock")]
+    try:
+        for fd in held:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        folder.chmod(0o700)
+        with fifo_released(folder / "caplet-run-fifo.lock"):
+            second = RunDir(tmp_path / "two")
+        try:
+            # Not taken for a dead host's lock (opened, waited on, then unlinked).
+            assert stat.S_ISFIFO((folder / "caplet-run-fifo.lock").lstat().st_mode)
+            assert _beacons(folder) == 4
+            assert _beacons(apart / f"{folder.name}.1") == 1
+            first.publish_code([(tmp_path / "lib1", False)])
+            second.publish_code([(tmp_path / "lib2", False)])
+            with fifo_released(left / "grants.json"):
+                assert (tmp_path / "lib1", False) in second.peer_code()
+                assert (tmp_path / "lib2", False) in first.peer_code()
+                data = tmp_path / "data"
+                data.mkdir()
+                first.publish({"writer": _writable(data)})
+                plans = second.peer_plans()
+            assert "writer (enabled by another caplet process)" in plans
+            if ROOT:
+                assert "forged (enabled by another caplet process)" not in plans
+        finally:
+            second.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        first.close()
+
+
+def _tool(tmp_path: Path) -> tuple[Path, Path]:
+    """``/data`` of round 4's story and the program in it another plugin runs."""
+    data = tmp_path / "data"
+    data.mkdir()
+    tool = data / "tool"
+    tool.write_bytes(Path("/usr/bin/true").read_bytes())
+    tool.chmod(0o755)
+    give_to_worker(data)
+    return data, tool
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("order", ["writer-first", "runner-first"])
+def test_hosts_split_by_a_planted_name_still_refuse_a_writer_of_the_others_program(
+    apart: Path,
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    order: str,
+) -> None:
+    """attack28's escape, end to end: two hosts of the user with different homes and
+    state directories, split by the planted name. Host A enables a plugin that may
+    write ``/data``; host B enables one approved to run ``/data/tool`` (or the other
+    order): the writer could rewrite what the runner runs (round 4). Refused, naming
+    the other process's plugin; near miss: once it is disabled there, granted here."""
+    data, tool = _tool(tmp_path)
+    make_runner(make_plugin, tool)
+    _writer(make_plugin)
+    with contextlib.ExitStack() as stack:
+        started: list[PluginHost] = []
+        second = while_planted_and_freed(
+            apart,
+            monkeypatch,
+            lambda: started.append(
+                stack.enter_context(make_host(plugins_dir, tmp_path / "state-a", launcher))
+            ),
+            lambda: stack.enter_context(make_host(plugins_dir, tmp_path / "state-b", launcher)),
+        )
+        (first,) = started
+        name = f"caplet-{os.geteuid()}"
+        assert (_beacons(apart / f"{name}.1"), _beacons(apart / name)) == (1, 1), "no split"
+        first.discover()
+        second.discover()
+        writer, runner = (first, second) if order == "writer-first" else (second, first)
+        if order == "writer-first":
+            assert writer.enable("writer", config={"root": str(data)}, consent=True)
+            outcome = runner.enable("runner", consent=True)
+            other = "writer"
+        else:
+            assert runner.enable("runner", consent=True)
+            outcome = writer.enable("writer", config={"root": str(data)}, consent=True)
+            other = "runner"
+        assert not outcome, "a plugin of one host may write what a plugin of the other runs"
+        assert f"{other} (enabled by another caplet process)" in outcome.reason
+        assert str(tool) in outcome.reason
+        first_on = writer if order == "writer-first" else runner
+        assert first_on.disable(other)
+        retried = (
+            runner.enable("runner", consent=True)
+            if order == "writer-first"
+            else writer.enable("writer", config={"root": str(data)}, consent=True)
+        )
+        assert retried, retried.reason
+
+
+#: How the user's own meeting folder may come to be one that cannot be checked (as
+#: root every folder can be read, whatever its mode).
+CANNOT_CHECK = ["opened to others"] + ([] if ROOT else ["made unreadable"])
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("how", CANNOT_CHECK)
+def test_a_meeting_folder_that_cannot_be_checked_refuses_what_others_must_know(
+    apart: Path,
+    plugins_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """Host A meets in ``caplet-<uid>``; the user then opens that folder to others
+    (``chmod 777``: anyone may have changed or removed what A published) or makes it
+    unreadable. Host B, started after, passes it over and meets in ``.1``: A's grants
+    were unseen and B enabled a writer over A's runner's program. Now every host
+    refuses ``fs.write`` and ``proc.exec`` while it is so, naming the folder, also when
+    it happens while an enable waits for consent (the check under the lock). Near
+    misses: ``fs.read`` is enabled; the folder made private again is read again."""
+    folder = apart / f"caplet-{os.geteuid()}"
+    mode = {"opened to others": 0o777, "made unreadable": 0o000}[how]
+    data, tool = _tool(tmp_path)
+    make_runner(make_plugin, tool)
+    for name, kind in (("writer", "fs.write"), ("reader", "fs.read"), ("other", "fs.write")):
+        _writer(make_plugin, name, kind)
+    with contextlib.ExitStack() as stack:
+        first = stack.enter_context(make_host(plugins_dir, tmp_path / "state-a", launcher))
+        first.discover()
+        assert first.enable("runner", consent=True)
+        folder.chmod(mode)
+        stack.callback(folder.chmod, 0o700)
+        second = stack.enter_context(make_host(plugins_dir, tmp_path / "state-b", launcher))
+        assert _beacons(apart / f"{folder.name}.1") == 1, "B met A in its folder"
+        second.discover()
+        outcome = second.enable("writer", config={"root": str(data)}, consent=True)
+        assert not outcome, "a writer was granted while a meeting folder cannot be checked"
+        assert f"{folder} is a folder of yours that " in outcome.reason
+        assert "the other caplet processes of this user cannot all be checked" in outcome.reason
+        assert "plugin 'writer': capability 'fs.write:${config.root}'" in outcome.reason
+        # A's own next enable too: its peers may not find it any more.
+        again = first.enable("writer", config={"root": str(data)}, consent=True)
+        assert not again
+        assert f"{folder}, where this process meets the others, is no longer" in again.reason
+        reader = second.enable("reader", config={"root": str(data)}, consent=True)
+        assert reader, reader.reason
+        # Private again: read again, and A's runner is in the way of B's writer.
+        folder.chmod(0o700)
+        outcome = second.enable("writer", config={"root": str(data)}, consent=True)
+        assert not outcome
+        assert "runner (enabled by another caplet process)" in outcome.reason
+        beside = tmp_path / "beside"
+        beside.mkdir()
+        give_to_worker(beside)
+
+        def meanwhile(_request: object) -> bool:
+            folder.chmod(mode)  # after the plan, before the publication
+            return True
+
+        late = second.enable("other", config={"root": str(beside)}, consent=meanwhile)
+        folder.chmod(0o700)
+        assert not late, "a writer was published while a meeting folder cannot be checked"
+        assert f"{folder} is a folder of yours that " in late.reason
+        granted = second.enable("other", config={"root": str(beside)}, consent=True)
+        assert granted, granted.reason

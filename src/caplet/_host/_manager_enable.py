@@ -64,7 +64,7 @@ from caplet._host._records import (
     Outcome,
     PluginState,
 )
-from caplet._host._run_dir import unseen_warning
+from caplet._host._run_dir import unchecked_warning, unseen_warning
 from caplet._host._validate import compile_validators
 from caplet._manifest._model import Manifest
 from caplet._scan._scanner import scan_tree
@@ -220,6 +220,14 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                 "enable",
                 f"plugin {name!r}: capability {shared.declared!r}: "
                 f"{unseen_warning(self._run_directory().unseen)}",
+            )
+        problem = self._run_directory().meeting_problem() if shared is not None else ""
+        if shared is not None and problem:
+            # Fail safe (attack28): a meeting folder whose hosts cannot be read.
+            return self._refuse(
+                name,
+                "enable",
+                f"plugin {name!r}: capability {shared.declared!r}: {unchecked_warning(problem)}",
             )
         try:
             # Resolved once, without links, and pinned: the jail mounts these inodes.

@@ -40,7 +40,7 @@ from caplet._host._records import (
     Outcome,
     PluginState,
 )
-from caplet._host._run_dir import RunDir, unseen_warning
+from caplet._host._run_dir import RunDir, unchecked_warning, unseen_warning
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
@@ -244,6 +244,9 @@ class ManagerState:
                 logger.warning("caplet: %s", unseen_warning(self._run.unseen))
             for note in self._run.meeting_notes:
                 logger.warning("caplet: %s", note)
+            problem = self._run.meeting_problem()
+            if problem:
+                logger.warning("caplet: %s", unchecked_warning(problem))
             # Best effort here (an audit, an approval on a full disk fail on their own
             # writes, as before); every enable publishes again and fails closed.
             with contextlib.suppress(StoreError):

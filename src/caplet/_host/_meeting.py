@@ -34,6 +34,20 @@ still joins the others where they are. Another user cannot make a folder that
 passes (it would be theirs); one who plants all 64 names leaves the host unseen,
 the fail-safe, naming them.
 
+Which name a host took no longer matters to whom it meets (attack28: another user
+who plants ``caplet-<uid>`` and removes it while two hosts start sends one to ``.1``
+and the other, making the first free name a moment later, to ``caplet-<uid>``; a
+folder of the user's made private again after a host passed it over does the same).
+A host *publishes* in one folder but *reads* its peers from every folder of the
+user's own among the 64 names of every base, looked at again at each read
+(:func:`meeting_places`: a folder made after the host started is read too), and
+takes the publication lock of every one of them (:mod:`caplet._host._run_dir`). A
+name that is nobody's folder, a link, a file or another user's folder holds no host
+of the user's and is passed over. A folder of the user's own that cannot be read
+(no permission), or that others may write (what a host published there could have
+been changed or hidden), cannot be checked: the enables that other processes would
+have to know about are refused, naming it (:attr:`MeetingPlaces.unchecked`).
+
 ``CAPLET_TEST_PEER_BASES`` (test-only, like ``CAPLET_TEST_CRASH_AT``) replaces
 the bases, a ``:``-separated list, so that the suite's hosts meet only each
 other: the folder in it is checked the same way.
@@ -43,10 +57,19 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PEER_BASES_ENV", "Meeting", "meeting_bases", "open_meetings"]
+__all__ = [
+    "PEER_BASES_ENV",
+    "Meeting",
+    "MeetingPlaces",
+    "meeting_bases",
+    "meeting_places",
+    "open_meetings",
+]
 
 #: Test-only: the bases the meeting folders are made in (module docstring).
 PEER_BASES_ENV = "CAPLET_TEST_PEER_BASES"
@@ -86,11 +109,175 @@ def meeting_bases() -> tuple[Path, ...]:
 _ALTERNATES = 63
 
 
+def _names() -> tuple[str, ...]:
+    """``caplet-<uid>`` and its alternates, in the order a host tries them."""
+    name = f"caplet-{os.geteuid()}"
+    return (name, *(f"{name}.{number}" for number in range(1, _ALTERNATES + 1)))
+
+
 def open_meetings() -> tuple[Meeting, ...]:
     """Each base's meeting folder, made when missing and checked (module docstring)."""
-    name = f"caplet-{os.geteuid()}"
-    names = (name, *(f"{name}.{number}" for number in range(1, _ALTERNATES + 1)))
+    names = _names()
     return tuple(_open_base(base, names) for base in meeting_bases())
+
+
+@dataclass(frozen=True, slots=True)
+class MeetingPlaces:
+    """Every meeting name of every base as it is now (:func:`meeting_places`)."""
+
+    #: The folders of the user's own (0700, not a link), open: any host of the user may
+    #: have its beacon in any of them.
+    folders: tuple[Meeting, ...] = ()
+    #: A folder of the user's own that cannot be checked, each "<folder> <why and fix>".
+    unchecked: tuple[str, ...] = ()
+    #: Every name that is there (anyone's, anything): guarded like caplet's state.
+    present: tuple[Path, ...] = ()
+
+
+@contextmanager
+def meeting_places() -> Iterator[MeetingPlaces]:
+    """Every meeting name of every base looked at now, without following a link: the
+    user's own folders open for the block (reached through ``Meeting.path``), and
+    closed after it. About 64 ``faccessat`` calls a base (no base is listed: ``/tmp`` may
+    hold any number of names), and an ``openat`` of each name that is there."""
+    folders: list[Meeting] = []
+    unchecked: list[str] = []
+    present: list[Path] = []
+    try:
+        names = _names()
+        for base in meeting_bases():
+            _look_at_base(base, names, folders, unchecked, present)
+        yield MeetingPlaces(tuple(folders), tuple(unchecked), tuple(present))
+    finally:
+        for folder in folders:
+            os.close(folder.fd)
+
+
+def _look_at_base(
+    base: Path,
+    names: tuple[str, ...],
+    folders: list[Meeting],
+    unchecked: list[str],
+    present: list[Path],
+) -> None:
+    try:
+        base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # no such base here: no host meets in it
+    try:
+        problem = _base_problem(os.fstat(base_fd))
+        if problem:
+            for path, why in _look_at_refused_base(base_fd, base, problem, names):
+                present.append(path)
+                if why:
+                    unchecked.append(f"{path} {why}")
+            return
+        if not os.access(".", os.F_OK, dir_fd=base_fd):
+            # Not searchable: every name below would look missing (faccessat(2), EACCES).
+            unchecked.append(
+                f"{base} cannot be searched by you, so no meeting folder in it can be "
+                "checked; have its mode fixed"
+            )
+            return
+        for name in names:
+            fd, why, there = _look(base_fd, name)
+            if there:
+                present.append(base / name)
+            if fd >= 0:
+                folders.append(Meeting(base / name, fd))
+            elif why:
+                unchecked.append(f"{base / name} {why}")
+    finally:
+        os.close(base_fd)
+
+
+def _look_at_refused_base(
+    base_fd: int, base: Path, problem: str, names: tuple[str, ...]
+) -> list[tuple[Path, str]]:
+    """Each name there in a base no host makes a beacon in now (:func:`open_meetings`
+    refuses it), with why it cannot be checked ("" when it holds no host of the
+    user's). A folder of the user's there was made before the base changed, and may
+    hold a host's beacon that anyone could since have renamed away."""
+    found: list[tuple[Path, str]] = []
+    for name in names:
+        try:
+            info = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        mine = stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+        found.append(
+            (
+                base / name,
+                f"lies in {base}, which {problem}: anyone may have moved what a caplet "
+                "process published there, so it cannot be checked; have the base fixed or "
+                "remove the folder (rm -r)"
+                if mine
+                else "",
+            )
+        )
+    return found
+
+
+def _look(base_fd: int, name: str) -> tuple[int, str, bool]:
+    """``name`` in the base: (its fd, "", True) when it is a folder of the user's own
+    that passes the checks; (-1, why, True) when it is one that cannot be checked;
+    (-1, "", there) when it holds no host of the user's (missing, a link, a file,
+    someone else's folder)."""
+    # Most names are missing: asked without raising (a failed open costs three times
+    # as much, and an enable looks at every name a few times).
+    if not os.access(name, os.F_OK, dir_fd=base_fd, follow_symlinks=False):
+        return -1, "", False
+    try:
+        fd = os.open(name, _DIRECTORY, dir_fd=base_fd)
+    except FileNotFoundError:
+        return -1, "", False
+    except OSError as exc:
+        # Which it is, asked of the name without following it: a link or another user's
+        # folder is passed over, a folder of the user's that cannot be opened is not.
+        try:
+            info = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return -1, "", False
+        except OSError as again:
+            return -1, _UNSEEN_NAME.format(why=again.strerror), True
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return -1, "", True
+        return -1, _cannot_look(exc.strerror), True
+    try:
+        info = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        return -1, _cannot_look(exc.strerror), True
+    if info.st_uid != os.geteuid():
+        os.close(fd)
+        return -1, "", True
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        # The user's own, so perhaps where a host met the others before it was opened up;
+        # anyone may now have changed, added or removed what that host published.
+        os.close(fd)
+        return -1, _OPEN_TO_OTHERS.format(mode=mode), True
+    return fd, "", True
+
+
+_OPEN_TO_OTHERS = (
+    "is a folder of yours that others may write (mode {mode:04o}): what a caplet process "
+    "published there may have been changed or hidden, so it cannot be checked; end the "
+    "caplet processes of this user, then remove it (rm -r)"
+)
+_UNSEEN_NAME = (
+    "cannot be looked at ({why}), so what a caplet process published there cannot be "
+    "checked; have it removed"
+)
+
+
+def _cannot_look(why: str | None) -> str:
+    """Why a folder of the user's own is not read, and the fix."""
+    return (
+        f"is a folder of yours that caplet cannot look into ({why}), so what a caplet "
+        "process published there cannot be checked; make it readable (chmod 700) or "
+        "remove it (rm -r)"
+    )
 
 
 def _open_base(base: Path, names: tuple[str, ...]) -> Meeting:

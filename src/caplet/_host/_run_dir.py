@@ -48,6 +48,16 @@ and in ``/tmp``, named by the uid alone, checked through their descriptors), and
 reads the peers of those too. A host with a beacon in none is seen by no host of
 another home or state directory: :attr:`RunDir.unseen` says why, and its enables
 that others would have to know about are refused.
+
+A host publishes in one meeting folder a base, but another host may have taken
+another of the user's (attack28: a name planted and removed while two hosts start).
+So each host reads the peers of *every* folder of the user's own among the meeting
+names, looked at again at each read, and takes the publication lock of every one of
+them as well as of its own folders: two enables in two hosts always share a lock
+(whichever of the two looked later sees the other's folder, made before that host's
+first enable), and the one that holds it second reads the peers again under it,
+after the first published. A meeting folder that cannot be checked refuses those
+enables (:meth:`RunDir.meeting_problem`).
 """
 
 from __future__ import annotations
@@ -56,7 +66,9 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -64,12 +76,12 @@ from pathlib import Path
 from caplet._atomic import exclusive_lock
 from caplet._errors import PluginTreeError, StoreError
 from caplet._host._grant_check import GrantPlan
-from caplet._host._meeting import Meeting, open_meetings
-from caplet._sandbox._grants import PathGrant
+from caplet._host._meeting import Meeting, MeetingPlaces, meeting_places, open_meetings
+from caplet._host._peer_files import read_code, read_plans
 from caplet._trust._paths import ensure_private_dir, user_state_dir
 from caplet._trust._snapshot import remove_snapshot
 
-__all__ = ["RUN_SUBDIR", "RunDir", "unseen_warning"]
+__all__ = ["RUN_SUBDIR", "RunDir", "unchecked_warning", "unseen_warning"]
 
 #: The state directory's subdirectory holding every host's run directory.
 RUN_SUBDIR = "run"
@@ -77,9 +89,6 @@ _PREFIX = "caplet-run-"
 _LOCK = ".lock"
 #: The enabled plugins' writable grants and programs, published for the other hosts.
 _GRANTS = "grants.json"
-#: The most bytes of a peer's grants.json read (a host with hundreds of plugins
-#: writes a few tens of KiB).
-_GRANTS_MAX = 4 << 20
 #: Held (flock) by a host while it checks against its peers and publishes.
 _PUBLISH_LOCK = ".grants.flock"
 #: The folders a host runs code from (its sys.path, runtime, plugins), for the others.
@@ -89,7 +98,16 @@ _CODE = "code.json"
 class RunDir:
     """One host's private run directory under ``<state dir>/run``; removed by :meth:`close`."""
 
-    __slots__ = ("_beacons", "_code", "_lock", "_lock_fd", "_meetings", "_unseen", "path")
+    __slots__ = (
+        "_beacons",
+        "_code",
+        "_held",
+        "_lock",
+        "_lock_fd",
+        "_meetings",
+        "_unseen",
+        "path",
+    )
 
     def __init__(self, state_dir: Path) -> None:
         try:
@@ -103,6 +121,10 @@ class RunDir:
             ) from exc
         self._lock = Path(lock)
         self._code: tuple[tuple[Path, bool], ...] | None = None
+        #: While the publication lock is held: the thread holding it, and where the
+        #: meeting places read under it are kept open (looked at once, after the lock
+        #: was taken; :meth:`_places`).
+        self._held: tuple[int, ExitStack, list[MeetingPlaces]] | None = None
         self.path = self._lock.with_name(self._lock.name[: -len(_LOCK)])
         try:
             self.path.mkdir(mode=0o700)
@@ -154,11 +176,28 @@ class RunDir:
         caplet's state: a plugin writing in one could hide a host from its peers; one
         granted a refused folder of the user's, mode 0777, could ``chmod 700`` it, which
         Landlock does not govern, and plant what the next host reads there)."""
+        with self._places() as places:
+            present = places.present
         return tuple(
             dict.fromkeys(
-                path for m in self._meetings for path in (m.name, *(p for p, _ in m.passed_over))
+                (
+                    *(
+                        path
+                        for m in self._meetings
+                        for path in (m.name, *(p for p, _ in m.passed_over))
+                    ),
+                    *present,  # any other name there now: another host may meet in it
+                )
             )
         )
+
+    def meeting_problem(self) -> str:
+        """Why the peers this host would meet cannot all be checked now ("" when they
+        can): a meeting folder of the user's that cannot be looked into or that others
+        may write, or this host's own meeting folder no longer a private folder of the
+        user's at its name (its peers would not find this host there)."""
+        with self._places() as places:
+            return _problem(places, self._meetings_used())
 
     @property
     def meeting_notes(self) -> tuple[str, ...]:
@@ -188,6 +227,9 @@ class RunDir:
         try:
             with self._publish_lock():
                 if check is not None:
+                    problem = self.meeting_problem()
+                    if problem:
+                        raise StoreError(unchecked_warning(problem))
                     check(self.peer_plans())
                 self._write(plans)
         except OSError as exc:
@@ -198,13 +240,36 @@ class RunDir:
 
     @contextmanager
     def _publish_lock(self) -> Iterator[None]:
-        """The publication lock of every folder this host publishes in, taken in the
-        order of the folders' inodes: the same order in every host, whichever of them
-        it shares (no two hosts wait for each other's second lock)."""
-        with ExitStack() as stack:
-            for parent in _by_identity(folder.parent for folder in self._folders()):
+        """The publication lock of every folder this host publishes in and of every
+        meeting folder of the user's (module docstring), taken in the order of the
+        folders' inodes: the same order in every host, whichever of them it shares (no
+        two hosts wait for each other's second lock). A meeting folder is locked through
+        the descriptor it was checked by."""
+        with meeting_places() as places, ExitStack() as stack:
+            folders = (*(folder.parent for folder in self._folders()), *_paths(places))
+            for parent in _by_identity(folders):
                 stack.enter_context(exclusive_lock(parent / _PUBLISH_LOCK))
-            yield
+            self._held = (threading.get_ident(), stack, [])
+            try:
+                yield
+            finally:
+                self._held = None
+
+    @contextmanager
+    def _places(self) -> Iterator[MeetingPlaces]:
+        """The meeting places to read the peers from. Under the publication lock, looked
+        at once it is held, not before: a host that published while this one waited
+        for it may meet in a folder made since this one looked (the lock it shares
+        with that host is another's); kept until the lock is released."""
+        if self._held is None or self._held[0] != threading.get_ident():
+            # Not under the lock (another thread's places are closed when it ends).
+            with meeting_places() as places:
+                yield places
+            return
+        _, stack, held = self._held
+        if not held:
+            held.append(stack.enter_context(meeting_places()))
+        yield held[0]
 
     def _folders(self) -> tuple[Path, ...]:
         """Where this host publishes: its run directory, then its beacons."""
@@ -259,14 +324,16 @@ class RunDir:
     def peer_code(self) -> tuple[tuple[Path, bool], ...]:
         """The folders the *other* live hosts run code from (:meth:`publish_code`)."""
         found: dict[Path, bool] = {}
-        for directory in self._peers():
-            for path, inside in _read_code(directory / _CODE):
-                found[path] = found.get(path, False) or inside
+        with self._places() as places:
+            for directory in self._peers(places):
+                for path, inside in read_code(directory / _CODE):
+                    found[path] = found.get(path, False) or inside
         return tuple(found.items())
 
-    def _peers(self) -> list[Path]:
+    def _peers(self, places: MeetingPlaces) -> list[Path]:
         """The run directories and beacons of the *other* live hosts (each holds its
-        lock), in this state directory's ``run`` folder and the user's."""
+        lock, a file of this user's), in this state directory's ``run`` folder, the
+        user's, and every meeting folder of the user's (``places``, open meanwhile)."""
         # Ours by the lock files' inodes, not their paths: a state directory named
         # through a link (or relative) spells the user's run folder otherwise.
         ours = {_identity(fd) for fd in (self._lock_fd, *(fd for _, fd in self._beacons))}
@@ -277,6 +344,7 @@ class RunDir:
                 *((shared,) if shared is not None else ()),
                 *(m.path for m in self._meetings if m.fd >= 0),
                 *(f.parent for f in self._folders()),
+                *_paths(places),
             ),
             missing_too=False,
         )
@@ -290,7 +358,7 @@ class RunDir:
                 Path(entry.path[: -len(_LOCK)])
                 for entry in locks
                 if entry.name.startswith(_PREFIX)
-                and _entry_identity(entry) not in ours
+                and _entry_identity(entry) not in (None, *ours)
                 and _alive(entry.path)
             ]
         return found
@@ -299,9 +367,10 @@ class RunDir:
         """The writable grants and programs that the *other* live hosts published, keyed
         by a name that says whose they are. A host is live while it holds its lock."""
         found: dict[str, GrantPlan] = {}
-        for directory in self._peers():
-            for name, plan in _read_plans(directory / _GRANTS).items():
-                found[f"{name} (enabled by another caplet process)"] = plan
+        with self._places() as places:
+            for directory in self._peers(places):
+                for name, plan in read_plans(directory / _GRANTS).items():
+                    found[f"{name} (enabled by another caplet process)"] = plan
         return found
 
     def close(self) -> None:
@@ -336,15 +405,49 @@ def unseen_warning(reason: str) -> str:
     )
 
 
+def unchecked_warning(reason: str) -> str:
+    """What a host whose peers cannot all be checked (:meth:`RunDir.meeting_problem`)
+    tells its user, and what it refuses."""
+    return (
+        "the other caplet processes of this user cannot all be checked "
+        f"({reason}), so a plugin with fs.write or proc.exec might write what one of them "
+        "runs; such plugins are refused here until that is fixed"
+    )
+
+
+def _problem(places: MeetingPlaces, own: Sequence[Meeting]) -> str:
+    """:meth:`RunDir.meeting_problem` of ``places`` and this host's meeting folders."""
+    problems = list(places.unchecked)
+    there = {_identity(folder.fd) for folder in places.folders}
+    problems += [
+        f"{meeting.name}, where this process meets the others, is no longer a private "
+        "folder of yours at that name (removed, renamed or opened to others): start this "
+        "process again"
+        for meeting in own
+        if _identity(meeting.fd) not in there
+    ]
+    return "; ".join(problems)
+
+
+def _paths(places: MeetingPlaces) -> tuple[Path, ...]:
+    """The meeting folders of ``places``, each reached through its checked descriptor."""
+    return tuple(folder.path for folder in places.folders)
+
+
 def _identity(fd: int) -> tuple[int, int]:
     st = os.fstat(fd)
     return st.st_dev, st.st_ino
 
 
 def _entry_identity(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+    """A lock file's device and inode; None when it is no regular file of this user's
+    (another user's, made while a meeting folder was open to others: no host of this
+    user holds it)."""
     try:
         st = entry.stat(follow_symlinks=False)
     except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
         return None
     return st.st_dev, st.st_ino
 
@@ -461,10 +564,12 @@ def _sweep(parent: Path) -> None:
     except OSError:
         return
     for entry in locks:
-        if not entry.name.startswith(_PREFIX):
+        # Only a regular file of this user's: a meeting folder once open to others may
+        # hold another user's, or a FIFO that would hold this host's start at open(2).
+        if not entry.name.startswith(_PREFIX) or _entry_identity(entry) is None:
             continue
         try:
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
         try:
@@ -480,7 +585,7 @@ def _sweep(parent: Path) -> None:
 def _alive(lock: str) -> bool:
     """Whether the host owning the run directory of ``lock`` still holds its lock."""
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -492,67 +597,3 @@ def _alive(lock: str) -> bool:
     finally:
         os.close(fd)  # releases a lock taken just now: that host is gone
     return False
-
-
-def _read_json(path: Path) -> object:
-    """A peer's published file as JSON; None when it is missing or unreadable.
-
-    No host writes JSON nested past Python's stack (RecursionError) or a file
-    past the bound; either is read as nothing published (attack21: a forged
-    file in a peer's run directory broke every enable of every other process).
-    """
-    try:
-        with path.open("rb") as handle:
-            return json.loads(handle.read(_GRANTS_MAX))
-    except (OSError, ValueError, RecursionError):
-        return None  # not published yet, or mid-replace by a host that is starting
-
-
-def _path(value: object) -> bool:
-    """Whether ``value`` is a path a host may publish: absolute, no NUL (which no file
-    name holds, and on which every stat raises ValueError, not OSError)."""
-    return isinstance(value, str) and value.startswith("/") and "\x00" not in value
-
-
-def _read_code(path: Path) -> list[tuple[Path, bool]]:
-    """A peer's published code folders (empty when it has published none yet)."""
-    raw = _read_json(path)
-    if not isinstance(raw, list):
-        return []
-    return [
-        (Path(entry[0]), entry[1])
-        for entry in raw
-        if isinstance(entry, list)
-        and len(entry) == 2
-        and _path(entry[0])
-        and isinstance(entry[1], bool)
-    ]
-
-
-def _read_plans(path: Path) -> dict[str, GrantPlan]:
-    """A peer's published plans (empty when it has none yet); a plan with a path no host
-    publishes (:func:`_path`) or a device that is no integer is skipped."""
-    raw = _read_json(path)
-    plans: dict[str, GrantPlan] = {}
-    if not isinstance(raw, dict):
-        return plans
-    for name, entry in raw.items():
-        try:
-            writable = tuple(
-                PathGrant(p, writable=True, device=d, inode=i)
-                for p, d, i in entry["writable"]
-                if _path(p) and _integer(d) and _integer(i)
-            )
-            if len(writable) != len(entry["writable"]) or not all(
-                _path(p) for p in entry["programs"]
-            ):
-                continue
-            programs = tuple(PathGrant(p, executable=True) for p in entry["programs"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        plans[str(name)] = GrantPlan(grants=writable, programs=programs)
-    return plans
-
-
-def _integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
