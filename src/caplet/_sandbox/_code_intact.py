@@ -1,0 +1,130 @@
+"""The standard library's code generators are as they were imported (attack30).
+
+Part of :mod:`caplet._sandbox._code_origin` (split out by concern). The hook lets a
+few of the standard library's frames compile because the text they make is built from
+fixed strings and checked names: dataclasses' methods (field names identifiers),
+``namedtuple`` (it checks its names), gettext's ``c2py`` (its own tokenizer and
+parser) and ``ast.parse`` (a tree, no code). What builds that text is the module's
+globals and the builtins, each the plugin's to rebind: ``dataclasses._field_assign``
+set to a function returning a line of its data put that line into ``__init__``,
+``gettext._parse`` returned the text ``c2py`` compiled, and ``ast.PyCF_ONLY_AST = 0``
+made ``ast.parse`` hand back a code object, run by ``types.FunctionType(code, {})()``
+with no ``exec`` named anywhere (each ran ``ctypes`` from a data file on ca7ba83c).
+
+So the hook holds such a frame to what was recorded when this module was imported
+(before any plugin code): the frame's globals must be the module's own namespace,
+every name it had still bound to the same object, each of its functions (and its
+classes' functions) still running the same code with the same defaults, and every
+builtin still the same object. A name added later (a cache, ``__warningregistry__``)
+is no matter; a name rebound, or removed, is. Every function here is *sealed*
+(that module's docstring).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import collections
+import dataclasses
+import gettext
+import types
+from collections.abc import Callable, Sized
+from typing import Any, Final
+
+__all__ = ["BUILTINS", "RECORDS", "intact"]
+
+#: One function as recorded: the object, its code, its defaults, its keyword defaults.
+_Function = tuple[object, object, object, tuple[tuple[str, object], ...]]
+#: One namespace as recorded: the dict itself, each name and value, each function, and
+#: each attribute of each class it defines.
+Record = tuple[
+    dict[str, Any],
+    tuple[tuple[str, object], ...],
+    tuple[_Function, ...],
+    tuple[tuple[type, str, object], ...],
+]
+
+
+def _functions_of(
+    namespace: dict[str, Any],
+) -> tuple[tuple[_Function, ...], tuple[tuple[type, str, object], ...]]:
+    """Every plain function of ``namespace`` and of the classes it defines, and those
+    classes' attributes."""
+    found: list[_Function] = []
+    attributes: list[tuple[type, str, object]] = []
+    pending = list(namespace.values())
+    seen: set[int] = set()
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, staticmethod | classmethod):
+            pending.append(value.__func__)
+        elif isinstance(value, types.FunctionType):
+            keywords = tuple((value.__kwdefaults__ or {}).items())
+            found.append((value, value.__code__, value.__defaults__, keywords))
+        elif isinstance(value, type) and value.__module__ == namespace.get("__name__"):
+            attributes.extend((value, name, item) for name, item in vars(value).items())
+            pending.extend(vars(value).values())
+    return tuple(found), tuple(attributes)
+
+
+def _record(namespace: dict[str, Any]) -> Record:
+    functions, attributes = _functions_of(namespace)
+    return (namespace, tuple(namespace.items()), functions, attributes)
+
+
+#: The generators' modules, keyed by the file name the hook's key gives their frames,
+#: and the builtins (``collections/__init__.py`` holds ``namedtuple``).
+RECORDS: Final = (
+    ("dataclasses.py", _record(vars(dataclasses))),
+    ("collections/__init__.py", _record(vars(collections))),
+    ("gettext.py", _record(vars(gettext))),
+    ("ast.py", _record(vars(ast))),
+)
+#: The builtins, recorded the same way (nested in a tuple: the hook's defaults hold
+#: nothing mutable at their first level; these dicts are compared, never trusted).
+BUILTINS: Final = (_record(vars(builtins)),)
+
+
+def intact(
+    file: str,
+    namespace: object,
+    builtin: object,
+    _records: tuple[tuple[str, Record], ...] = RECORDS,
+    _builtins: tuple[Record] = BUILTINS,
+    _getattr: Callable[[object, str, object], object] = getattr,
+    _vars: Callable[[object], Any] = vars,
+    _len: Callable[[Sized], int] = len,
+) -> bool:
+    """Whether a generator of ``file`` runs with ``namespace`` (its frame's globals) and
+    ``builtin`` (its builtins) as recorded at import."""
+    for known, record in _records:
+        if known != file:
+            continue
+        spaces: tuple[tuple[Any, Record], ...] = ((namespace, record), (builtin, _builtins[0]))
+        for space, expected in spaces:
+            if space is not expected[0]:
+                return False
+            for name, value in expected[1]:
+                if space.get(name) is not value or name not in space:
+                    return False
+            for function, code, defaults, keywords in expected[2]:
+                if (
+                    _getattr(function, "__code__", None) is not code
+                    or _getattr(function, "__defaults__", None) is not defaults
+                ):
+                    return False
+                now: Any = _getattr(function, "__kwdefaults__", None) or {}
+                if _len(now) != _len(keywords):
+                    return False
+                for name, value in keywords:
+                    if now.get(name) is not value or name not in now:
+                        return False
+            for kind, name, value in expected[3]:
+                inside = _vars(kind)
+                if inside.get(name) is not value or name not in inside:
+                    return False
+        return True
+    return False
