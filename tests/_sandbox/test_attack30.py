@@ -69,6 +69,11 @@ def create_functions(config):
 
             gettext._parse = lambda tokens, priority=-1: (text, "")
             return gettext.c2py("n")(1)
+        if how == "gettext_ops":
+            import gettext
+
+            gettext._c2py_ops["||"] = "or " + text + " or"
+            return gettext.c2py("n || n")(0)
         if how == "namedtuple_builtins":
             class Lying(str):
                 def isidentifier(self):
@@ -132,6 +137,7 @@ def host(red_team_host: PluginHost) -> PluginHost:
         ("dataclass_code", r"dataclasses.py \(_create_fn\)"),
         ("ast_flag", r"ast.py \(parse\)"),
         ("gettext_parse", r"gettext.py \(c2py\)"),
+        ("gettext_ops", r"gettext.py \(c2py\)"),
         ("namedtuple_builtins", r"collections/__init__.py \(namedtuple\)"),
     ],
 )
@@ -139,7 +145,8 @@ def test_a_generator_whose_module_was_rebound_compiles_nothing(
     make_plugin: PluginFactory, host: PluginHost, how: str, frame: str
 ) -> None:
     """On ca7ba83c: "SystemError: 4" (dataclass_patched, dataclass_code, ast_flag), "4"
-    (gettext_parse), the count of object's subclasses (namedtuple_builtins)."""
+    (gettext_parse, gettext_ops: a dict's contents, not a name, rebound), the count of
+    object's subclasses (namedtuple_builtins)."""
     make_plugin("rebinds", source=SOURCE, files=FILES)
     host.discover()
     assert host.enable("rebinds", consent=True)
@@ -228,3 +235,58 @@ def test_the_checked_generators_still_make_code(
     host.discover()
     assert host.enable("near30", consent=True)
     assert host.call("near30", "main.run") == [2, 0, 1, "Module", False]
+
+
+NATIVE = """\
+import ctypes
+import errno
+import mmap
+import os
+
+
+def create_functions(config):
+    def run(how):
+        try:
+            if how == "shmget":
+                libc = ctypes.CDLL(None, use_errno=True)
+                if libc.shmget(0, 4096, 0o1600) == -1:
+                    return errno.errorcode[ctypes.get_errno()]
+                return "made"
+            if how == "tmpfile":
+                fd = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
+                os.write(fd, b"\\xb8\\x2a\\x00\\x00\\x00\\xc3" + bytes(4090))
+                mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_EXEC)
+            if how == "devzero":
+                fd = os.open("/dev/zero", os.O_RDWR)
+                prot = mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC
+                mmap.mmap(fd, 4096, mmap.MAP_SHARED, prot)
+            if how == "pipe":
+                read, _write = os.pipe()
+                mmap.mmap(read, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_EXEC)
+        except OSError as exc:
+            return errno.errorcode[exc.errno]
+        return "mapped"
+
+    return {"main": {"run": run}}
+"""
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    ("how", "refused"),
+    [
+        ("shmget", {"EPERM"}),  # seccomp: host-wide IPC is on no worker's list
+        ("tmpfile", {"EPERM"}),  # an O_TMPFILE is on /tmp's noexec mount
+        ("devzero", {"EPERM", "ENOENT", "EACCES"}),  # /dev is a noexec tmpfs
+        ("pipe", {"EPERM", "ENODEV"}),  # pipefs is noexec (SB_I_NOEXEC)
+    ],
+)
+def test_no_other_file_maps_the_plugins_bytes_executable(
+    make_plugin: PluginFactory, host: PluginHost, how: str, refused: set[str]
+) -> None:
+    """Held (memfd29's rows, the routes it did not list): SysV shared memory (shmat's
+    SHM_EXEC), an unnamed O_TMPFILE, a shared mapping of /dev/zero, a pipe."""
+    make_plugin("native30", source=NATIVE)
+    host.discover()
+    assert host.enable("native30", consent=True)
+    assert host.call("native30", "main.run", how=how) in refused

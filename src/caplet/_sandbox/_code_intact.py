@@ -14,10 +14,11 @@ with no ``exec`` named anywhere (each ran ``ctypes`` from a data file on ca7ba83
 So the hook holds such a frame to what was recorded when this module was imported
 (before any plugin code): the frame's globals must be the module's own namespace,
 every name it had still bound to the same object, each of its functions (and its
-classes' functions) still running the same code with the same defaults, and every
-builtin still the same object. A name added later (a cache, ``__warningregistry__``)
-is no matter; a name rebound, or removed, is. Every function here is *sealed*
-(that module's docstring).
+classes' functions) still running the same code with the same defaults, each dict, list
+and set it holds holding the same objects (``gettext._c2py_ops["||"]`` set to a
+payload: no name rebound), and every builtin still the same object. A name added
+later (a cache, ``__warningregistry__``) is no matter; a name rebound, or removed, is.
+Every function here is *sealed* (that module's docstring).
 """
 
 from __future__ import annotations
@@ -35,14 +36,20 @@ __all__ = ["BUILTINS", "RECORDS", "intact"]
 
 #: One function as recorded: the object, its code, its defaults, its keyword defaults.
 _Function = tuple[object, object, object, tuple[tuple[str, object], ...]]
-#: One namespace as recorded: the dict itself, each name and value, each function, and
-#: each attribute of each class it defines.
+#: One container as recorded: the object, its kind (0 dict, 1 list, 2 set), its contents.
+_Container = tuple[object, int, tuple[object, ...]]
+#: One namespace as recorded: the dict itself, each name and value, each function, each
+#: attribute of each class it defines, and the contents of each container it holds.
 Record = tuple[
     dict[str, Any],
     tuple[tuple[str, object], ...],
     tuple[_Function, ...],
     tuple[tuple[type, str, object], ...],
+    tuple[_Container, ...],
 ]
+#: Containers a module changes as it works (gettext's caches of translations and of
+#: the folders bound to a domain): what they hold makes no text.
+_CACHES: Final = frozenset({"_translations", "_localedirs"})
 
 
 def _functions_of(
@@ -70,9 +77,36 @@ def _functions_of(
     return tuple(found), tuple(attributes)
 
 
+def _containers_of(namespace: dict[str, Any]) -> tuple[_Container, ...]:
+    """The dicts, lists and sets ``namespace`` holds, directly or in tuples (gettext's
+    ``_c2py_ops`` is a dict of the text each operator becomes, ``_binary_ops`` a tuple
+    of sets: their contents are the text ``c2py`` makes)."""
+    found: list[_Container] = []
+    pending = [value for name, value in namespace.items() if name not in _CACHES]
+    while pending:
+        value = pending.pop()
+        if value is namespace.get("__builtins__"):
+            continue  # the builtins: recorded as a namespace of their own
+        if isinstance(value, dict):
+            found.append((value, 0, tuple(value.items())))
+        elif isinstance(value, list):
+            found.append((value, 1, tuple(value)))
+        elif isinstance(value, set):
+            found.append((value, 2, tuple(value)))
+        elif isinstance(value, tuple):
+            pending.extend(value)
+    return tuple(found)
+
+
 def _record(namespace: dict[str, Any]) -> Record:
     functions, attributes = _functions_of(namespace)
-    return (namespace, tuple(namespace.items()), functions, attributes)
+    return (
+        namespace,
+        tuple(namespace.items()),
+        functions,
+        attributes,
+        _containers_of(namespace),
+    )
 
 
 #: The generators' modules, keyed by the file name the hook's key gives their frames,
@@ -97,6 +131,7 @@ def intact(
     _getattr: Callable[[object, str, object], object] = getattr,
     _vars: Callable[[object], Any] = vars,
     _len: Callable[[Sized], int] = len,
+    _enumerate: type[enumerate[object]] = enumerate,
 ) -> bool:
     """Whether a generator of ``file`` runs with ``namespace`` (its frame's globals) and
     ``builtin`` (its builtins) as recorded at import."""
@@ -126,5 +161,19 @@ def intact(
                 inside = _vars(kind)
                 if inside.get(name) is not value or name not in inside:
                     return False
+            for container, shape, contents in expected[4]:
+                held: Any = container
+                if _len(held) != _len(contents):
+                    return False
+                for at, item in _enumerate(contents):
+                    if shape == 0:
+                        pair: Any = item
+                        if held.get(pair[0]) is not pair[1] or pair[0] not in held:
+                            return False
+                    elif shape == 1:
+                        if held[at] is not item:
+                            return False
+                    elif item not in held:
+                        return False
         return True
     return False
