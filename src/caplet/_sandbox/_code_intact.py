@@ -32,7 +32,7 @@ import types
 from collections.abc import Callable, Sized
 from typing import Any, Final
 
-__all__ = ["BUILTINS", "RECORDS", "intact"]
+__all__ = ["RECORDS", "intact"]
 
 #: One function as recorded: the object, its code, its defaults, its keyword defaults.
 _Function = tuple[object, object, object, tuple[tuple[str, object], ...]]
@@ -98,8 +98,10 @@ def _containers_of(namespace: dict[str, Any]) -> tuple[_Container, ...]:
     return tuple(found)
 
 
-def _record(namespace: dict[str, Any]) -> Record:
+def _record(namespace: dict[str, Any], *, classes: bool = True) -> Record:
     functions, attributes = _functions_of(namespace)
+    if not classes:
+        attributes = ()
     return (
         namespace,
         tuple(namespace.items()),
@@ -109,25 +111,46 @@ def _record(namespace: dict[str, Any]) -> Record:
     )
 
 
+def _builtins_used(functions: tuple[_Function, ...]) -> Record:
+    """The builtins ``functions`` name (their code's and nested code's names): only
+    those make their text, and comparing all of them cost each dataclass a millisecond."""
+    names: set[str] = set()
+    pending: list[object] = [code for _function, code, _defaults, _keywords in functions]
+    while pending:
+        code = pending.pop()
+        if isinstance(code, types.CodeType):
+            names.update(code.co_names)
+            pending.extend(code.co_consts)
+    space = vars(builtins)
+    used = tuple((name, space[name]) for name in sorted(names) if name in space)
+    return (space, used, (), (), ())
+
+
+def _module(file: str, namespace: dict[str, Any], *, classes: bool) -> tuple[str, Record, Record]:
+    record = _record(namespace, classes=classes)
+    return (file, record, _builtins_used(record[2]))
+
+
 #: The generators' modules, keyed by the file name the hook's key gives their frames,
-#: and the builtins (``collections/__init__.py`` holds ``namedtuple``).
+#: each with the builtins its functions name (``collections/__init__.py`` holds
+#: ``namedtuple``). The dicts are compared, never trusted: they sit a tuple deep, as the
+#: hook's defaults hold nothing mutable at their first level.
 RECORDS: Final = (
-    ("dataclasses.py", _record(vars(dataclasses))),
-    ("collections/__init__.py", _record(vars(collections))),
-    ("gettext.py", _record(vars(gettext))),
-    ("ast.py", _record(vars(ast))),
+    _module("dataclasses.py", vars(dataclasses), classes=True),
+    # namedtuple's text is its checked names and fixed strings; collections' classes
+    # (OrderedDict, Counter, ...) make none of it. ast.parse reads two flags and
+    # compile; its hundreds of node classes make no text either.
+    _module("collections/__init__.py", vars(collections), classes=False),
+    _module("gettext.py", vars(gettext), classes=True),
+    _module("ast.py", vars(ast), classes=False),
 )
-#: The builtins, recorded the same way (nested in a tuple: the hook's defaults hold
-#: nothing mutable at their first level; these dicts are compared, never trusted).
-BUILTINS: Final = (_record(vars(builtins)),)
 
 
 def intact(
     file: str,
     namespace: object,
     builtin: object,
-    _records: tuple[tuple[str, Record], ...] = RECORDS,
-    _builtins: tuple[Record] = BUILTINS,
+    _records: tuple[tuple[str, Record, Record], ...] = RECORDS,
     _getattr: Callable[[object, str, object], object] = getattr,
     _vars: Callable[[object], Any] = vars,
     _len: Callable[[Sized], int] = len,
@@ -135,10 +158,10 @@ def intact(
 ) -> bool:
     """Whether a generator of ``file`` runs with ``namespace`` (its frame's globals) and
     ``builtin`` (its builtins) as recorded at import."""
-    for known, record in _records:
+    for known, record, used in _records:
         if known != file:
             continue
-        spaces: tuple[tuple[Any, Record], ...] = ((namespace, record), (builtin, _builtins[0]))
+        spaces: tuple[tuple[Any, Record], ...] = ((namespace, record), (builtin, used))
         for space, expected in spaces:
             if space is not expected[0]:
                 return False
