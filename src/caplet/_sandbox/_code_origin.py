@@ -81,9 +81,11 @@ from types import CodeType, FrameType
 from typing import Any, Final
 
 from caplet._sandbox._code_files import native, normpath, open_inside, read_whole, same
+from caplet._sandbox._code_intact import intact
 from caplet._sandbox._code_text import (
     fields_named,
     identifiers,
+    named_text,
     names_compiler,
     postponed_annotation,
     sources,
@@ -140,10 +142,20 @@ _LIBRARY_NAMED: Final = (
     (
         ("typing_inspection/typing_objects.py", "_compile_identity_check_function"),
         ("member", "function_name"),
+        # The whole text it makes, as dedent leaves it (attack30: the text is checked,
+        # not the module's dedent, which the plugin can rebind).
+        tuple(
+            "\ndef {function_name}(obj: Any, /) -> bool:\n    return " + check + "\n"
+            for check in ("obj is _obj", "obj is _t_obj or obj is _te_obj", "False")
+        ),
     ),
     (
         ("typing_inspection/typing_objects.py", "_compile_isinstance_check_function"),
         ("member", "function_name"),
+        tuple(
+            "\ndef {function_name}(obj: Any, /) -> 'TypeIs[{member}]':\n    return " + check + "\n"
+            for check in ("isinstance(obj, _obj)", "isinstance(obj, _objs)", "False")
+        ),
     ),
 )
 _FIELDS: Final = frozenset(
@@ -222,7 +234,9 @@ def _compiles(
     _type_texts: frozenset[tuple[str, str]] = _TYPE_TEXT,
     _library_texts: frozenset[tuple[str, str]] = _LIBRARY_TYPE_TEXT,
     _library_makers: frozenset[tuple[str, str]] = _LIBRARY_COMPILERS,
-    _library_named: tuple[tuple[tuple[str, str], tuple[str, ...]], ...] = _LIBRARY_NAMED,
+    _library_named: tuple[
+        tuple[tuple[str, str], tuple[str, ...], tuple[str, ...]], ...
+    ] = _LIBRARY_NAMED,
     _identifiers: Callable[[FrameType, tuple[str, ...]], bool] = identifiers,
     _sep: str = os.sep,
     _names_compiler: Callable[[CodeType], bool] = names_compiler,
@@ -231,6 +245,8 @@ def _compiles(
     _checked: frozenset[tuple[str, str]] = _CHECKED,
     _type_text: Callable[[object, tuple[str, ...]], bool] = type_text,
     _fields_named: Callable[[FrameType], bool] = fields_named,
+    _intact: Callable[[str, object, object], bool] = intact,
+    _texts: Callable[[FrameType, object, tuple[str, ...]], bool] = named_text,
     _type: Callable[[object], type] = type,
     _bytes: type[bytes] = bytes,
     _len: Callable[[str], int] = len,
@@ -279,13 +295,15 @@ def _compiles(
             if library in _library_makers:
                 return
             shown = f"{library[0]} ({library[1]})"
-            for named, names in _library_named:
+            for named, names, texts in _library_named:
                 if library == named:
-                    if _identifiers(frame, names):
+                    if _identifiers(frame, names) and _texts(frame, source, texts):
                         return
                     raise _error(
-                        f"{shown} was handed a name that is no identifier, and the code it "
-                        "makes from it would run that text (lib29); pass identifiers"
+                        f"{shown} was handed a name that is no identifier, or made other "
+                        "text than its own (its module's functions rebound), and the code "
+                        "it makes would run that text (lib29, attack30); pass identifiers "
+                        "and leave the library's module as imported"
                     )
             if library[0].startswith("jinja2/") or "/jinja2/" in library[0]:
                 raise _error(
@@ -303,9 +321,19 @@ def _compiles(
                 "read (lib29); call exec or eval in the plugin's own .py files, or ask "
                 "for this library's generator to be checked"
             )
-    elif key in _checked:
-        return
     where = f"{key[0]} ({key[1]})"
+    if (key in _checked or key in _fields) and not _intact(
+        key[0], frame.f_globals, frame.f_builtins
+    ):
+        # What its text is made of is the module's globals and the builtins (attack30).
+        raise _error(
+            f"{where} makes code from its module's functions and the builtins, and one "
+            "of them is no longer what was imported (rebound, or its code or defaults "
+            "replaced), so the text it compiles may be the plugin's data (attack30); "
+            "leave the standard library's modules and the builtins as imported"
+        )
+    if key in _checked:
+        return
     if key in _type_texts or key in _library_texts:
         if _type_text(source, snapshot):
             return
@@ -427,7 +455,9 @@ _SEALED: Final = (
     type_text,
     fields_named,
     identifiers,
+    named_text,
     names_compiler,
+    intact,
     _compiles,
     _refusal,
     _zipped,

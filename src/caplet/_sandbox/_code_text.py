@@ -23,6 +23,7 @@ from caplet._sandbox._code_files import READ_FLAGS, read_whole
 __all__ = [
     "fields_named",
     "identifiers",
+    "named_text",
     "names_compiler",
     "postponed_annotation",
     "sources",
@@ -218,6 +219,36 @@ def identifiers(
         if not _identifier(value) or value in _keywords:  # type: ignore[arg-type]
             return False
     return True
+
+
+def named_text(
+    frame: FrameType,
+    source: object,
+    texts: tuple[str, ...],
+    _type: Callable[[object], type] = type,
+    _str: type[str] = str,
+    _bytes: type[bytes] = bytes,
+    _format: Callable[..., str] = str.format,
+    _errors: tuple[type[Exception], ...] = (UnicodeDecodeError,),
+) -> bool:
+    """Whether ``source`` is one of ``texts`` filled with ``frame``'s ``member`` and
+    ``function_name`` (already checked identifiers): the text a library's generator
+    makes, whatever its module's globals now answer (attack30: typing_inspection's
+    ``dedent`` rebound to return the plugin's data)."""
+    if _type(source) is _bytes:
+        try:
+            source = source.decode()  # type: ignore[attr-defined]
+        except _errors:
+            return False
+    if _type(source) is not _str:
+        return False
+    values = frame.f_locals
+    member = values.get("member")
+    function_name = values.get("function_name")
+    for text in texts:
+        if _format(text, member=member, function_name=function_name) == source:
+            return True
+    return False
 
 
 def names_compiler(
