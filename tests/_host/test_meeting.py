@@ -25,7 +25,7 @@ import pytest
 
 from caplet import PluginHost
 from caplet._host._grant_check import GrantPlan
-from caplet._host._meeting import PEER_BASES_ENV, open_meetings
+from caplet._host._meeting import PEER_BASES_ENV, meeting_bases, open_meetings
 from caplet._host._run_dir import RunDir
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._sandboxed import SandboxLauncher
@@ -85,7 +85,7 @@ def test_a_meeting_folder_someone_else_made_first_is_never_used(
     }[how]
     planted = base / f"caplet-{os.geteuid()}"
     alternate = base / f"caplet-{os.geteuid()}.1"
-    meetings = open_meetings()
+    meetings = open_meetings(meeting_bases())
     try:
         assert [m.name for m in meetings if m.fd >= 0] == [alternate]
         assert meetings[0].passed_over == ((planted, meetings[0].passed_over[0][1]),)
@@ -155,7 +155,7 @@ def test_a_base_others_may_write_that_is_not_sticky_is_never_used(
 ) -> None:
     # Another user could rename the folder away and put theirs in its place.
     base.chmod(0o777)
-    (meeting,) = open_meetings()
+    (meeting,) = open_meetings(meeting_bases())
     assert meeting.fd == -1
     assert "may be written by others and is not sticky (mode 0777)" in meeting.refusal
     assert not (base / f"caplet-{os.geteuid()}").exists()

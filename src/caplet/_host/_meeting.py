@@ -115,10 +115,10 @@ def _names() -> tuple[str, ...]:
     return (name, *(f"{name}.{number}" for number in range(1, _ALTERNATES + 1)))
 
 
-def open_meetings() -> tuple[Meeting, ...]:
+def open_meetings(bases: tuple[Path, ...]) -> tuple[Meeting, ...]:
     """Each base's meeting folder, made when missing and checked (module docstring)."""
     names = _names()
-    return tuple(_open_base(base, names) for base in meeting_bases())
+    return tuple(_open_base(base, names) for base in bases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +135,9 @@ class MeetingPlaces:
 
 
 @contextmanager
-def meeting_places() -> Iterator[MeetingPlaces]:
-    """Every meeting name of every base looked at now, without following a link: the
+def meeting_places(bases: tuple[Path, ...]) -> Iterator[MeetingPlaces]:
+    """Every meeting name of each of ``bases`` (the host's, :func:`meeting_bases` when it
+    started) looked at now, without following a link: the
     user's own folders open for the block (reached through ``Meeting.path``), and
     closed after it. About 64 ``faccessat`` calls a base (no base is listed: ``/tmp`` may
     hold any number of names), and an ``openat`` of each name that is there."""
@@ -145,7 +146,7 @@ def meeting_places() -> Iterator[MeetingPlaces]:
     present: list[Path] = []
     try:
         names = _names()
-        for base in meeting_bases():
+        for base in bases:
             _look_at_base(base, names, folders, unchecked, present)
         yield MeetingPlaces(tuple(folders), tuple(unchecked), tuple(present))
     finally:

@@ -76,7 +76,13 @@ from pathlib import Path
 from caplet._atomic import exclusive_lock
 from caplet._errors import PluginTreeError, StoreError
 from caplet._host._grant_check import GrantPlan
-from caplet._host._meeting import Meeting, MeetingPlaces, meeting_places, open_meetings
+from caplet._host._meeting import (
+    Meeting,
+    MeetingPlaces,
+    meeting_bases,
+    meeting_places,
+    open_meetings,
+)
 from caplet._host._peer_files import read_code, read_plans
 from caplet._trust._paths import ensure_private_dir, user_state_dir
 from caplet._trust._snapshot import remove_snapshot
@@ -99,6 +105,7 @@ class RunDir:
     """One host's private run directory under ``<state dir>/run``; removed by :meth:`close`."""
 
     __slots__ = (
+        "_bases",
         "_beacons",
         "_code",
         "_held",
@@ -139,7 +146,10 @@ class RunDir:
         platform = _platform_beacon(parent)
         if platform is not None:
             self._beacons.append(platform)
-        self._meetings = open_meetings()
+        # The host's bases for its life: CAPLET_TEST_PEER_BASES changed after it started
+        # would make its own meeting folder look gone (the selftest's module-wide hosts).
+        self._bases = meeting_bases()
+        self._meetings = open_meetings(self._bases)
         self._unseen = self._meet()
 
     def _meet(self) -> str:
@@ -245,7 +255,7 @@ class RunDir:
         folders' inodes: the same order in every host, whichever of them it shares (no
         two hosts wait for each other's second lock). A meeting folder is locked through
         the descriptor it was checked by."""
-        with meeting_places() as places, ExitStack() as stack:
+        with meeting_places(self._bases) as places, ExitStack() as stack:
             folders = (*(folder.parent for folder in self._folders()), *_paths(places))
             for parent in _by_identity(folders):
                 stack.enter_context(exclusive_lock(parent / _PUBLISH_LOCK))
@@ -263,12 +273,12 @@ class RunDir:
         with that host is another's); kept until the lock is released."""
         if self._held is None or self._held[0] != threading.get_ident():
             # Not under the lock (another thread's places are closed when it ends).
-            with meeting_places() as places:
+            with meeting_places(self._bases) as places:
                 yield places
             return
         _, stack, held = self._held
         if not held:
-            held.append(stack.enter_context(meeting_places()))
+            held.append(stack.enter_context(meeting_places(self._bases)))
         yield held[0]
 
     def _folders(self) -> tuple[Path, ...]:

@@ -30,6 +30,7 @@ import ast
 from collections.abc import Iterator
 from typing import Final
 
+from caplet._marks import LongMarkRunError, parse
 from caplet._scan._route_facts import Facts
 
 __all__ = ["annotation_routes"]
@@ -132,8 +133,8 @@ def _data_name(node: ast.expr, facts: Facts, depth: int) -> str | None:
             return None
         # a string annotation is evaluated: the names in its text are looked up
         try:
-            parsed = ast.parse(node.value.strip(), mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            parsed = parse(node.value.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError, LongMarkRunError):
             return None
         return _data_name(parsed, facts, depth + 1)
     if isinstance(node, ast.Name):

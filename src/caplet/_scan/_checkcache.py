@@ -64,6 +64,7 @@ _OUTSIDE: Final = (
     "caplet._lookalikes",
     "caplet._marks",
     "caplet._reading",
+    "caplet._toml",
     "caplet._version",
 )
 #: The file under the cache directory; its content is the fingerprint that passed.
