@@ -644,13 +644,12 @@ STAGES = [
         "CPL-THR-001",
     ),
     (
-        """
-        import jinja2, urllib.request
+        f"""
+        import base64, jinja2
         env = jinja2.Environment()
-        text = urllib.request.urlopen("https://t.example/page").read().decode()
-        env.from_string(text).render()
+        env.from_string(base64.b64decode("{_STAGE}").decode()).render()
         """,
-        "CPL-THR-002",
+        "CPL-THR-001",
     ),
     (
         """
@@ -661,6 +660,24 @@ STAGES = [
         "CPL-THR-002",
     ),
 ]
+
+
+def test_a_sandboxed_or_downloaded_template_is_no_stage_in_a_package() -> None:
+    # near misses from the benign corpus: fsspec renders its references' data with
+    # jinja2's sandbox (base64 among them); scikit-learn's doc/conf.py renders a
+    # downloaded template
+    text = textwrap.dedent(
+        f"""
+        import base64, jinja2, jinja2.sandbox, urllib.request
+        sandbox = jinja2.sandbox.SandboxedEnvironment()
+        sandbox.from_string(base64.b64decode("{_STAGE}").decode()).render()
+        jinja2.sandbox.SandboxedEnvironment().from_string(base64.b64decode("{_STAGE}").decode())
+        page = urllib.request.urlopen("https://t.example/page").read().decode()
+        jinja2.Template(page).render()
+        """
+    )
+    findings = scan_source(text, "pkg/__init__.py", mode=ScanMode.PACKAGE)
+    assert [f for f in findings if f.severity is Severity.DANGER] == []
 
 
 @pytest.mark.parametrize(("source", "rule_id"), STAGES)

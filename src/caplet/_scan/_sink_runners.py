@@ -117,7 +117,27 @@ class RunnerSinks:
             self._pending.append(partial(self._run_code, node, ref, node.args[0]))
 
     def _template_stage(self, node: ast.Call, api: str) -> None:
-        self._by_source(node, api, self._flow.labels(node.args[0]))
+        # Package mode, measured on the benign corpus: a template rendered by jinja2's
+        # sandbox (fsspec's references) and a template downloaded into a docs build
+        # (scikit-learn's doc/conf.py) are what packages write; a template hidden by a
+        # decoder is the stage exec's rule looks for (lib29's routes, the nineteenth
+        # session's benign run).
+        given = node.args[0]
+        if self._decoded(given) and not self._sandboxed(node.func):
+            self._by_source(node, api, self._flow.labels(given))
+
+    def _sandboxed(self, func: ast.expr) -> bool:
+        """Whether a template method's receiver is made by ``jinja2.sandbox`` (directly, or
+        a name bound only to such)."""
+        receiver = func.value if isinstance(func, ast.Attribute) else func
+        made = [receiver]
+        if isinstance(receiver, ast.Name):
+            made = list(self._flow.bindings.assigned.get(receiver.id, ()))[:4]
+        return bool(made) and all(
+            isinstance(m, ast.Call)
+            and any(f.startswith("jinja2.sandbox.") for f in self._flow.resolve(m.func))
+            for m in made
+        )
 
     def _configured(self, node: ast.Call, funcs: tuple[str, ...]) -> None:
         """The factories a configuration names, called by its loader: each checked as the
