@@ -79,8 +79,9 @@ class RunnerSinks:
             not TEMPLATE_CLASSES.isdisjoint(funcs)
             or (method in TEMPLATE_METHODS and imports_jinja2(flow))
         ):
-            # a jinja2 template is Python (lib29): a decoded or downloaded one is exec's
-            # stage; its text is no Python to read, so only where it came from is asked
+            # a jinja2 template is Python (lib29): a decoded one is exec's stage (see
+            # _template_stage); its text is no Python to read, so only where it came
+            # from is asked
             template = next((f for f in funcs if f in TEMPLATE_CLASSES), f".{method}")
             self._pending.append(partial(self._template_stage, node, f"{template}(...)"))
         if not CONFIG_LOADERS.isdisjoint(funcs):
