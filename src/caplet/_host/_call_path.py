@@ -28,6 +28,7 @@ from caplet._errors import (
     PluginCallError,
     ProtocolError,
     SandboxError,
+    WorkerBusyError,
     WorkerGoneError,
 )
 from caplet._host._breaker import CircuitBreaker, Trip
@@ -204,6 +205,10 @@ class CallPath:
                         kwargs,
                         timeout_s=timeout_s,
                         cancel=getattr(self._cancel, "event", None),
+                        # The caller's deadline bounds the wait for the worker too
+                        # (attack31): past it the caller was killed for lateness
+                        # and the call made after it was gone.
+                        wait_s=timeout_cap,
                     )
                     break
                 except WorkerGoneError:
@@ -289,6 +294,11 @@ class CallPath:
         """
         worker_alive = running is not None and running.worker.alive
         if isinstance(exc, ProtocolError) and worker_alive:
+            return False
+        if isinstance(exc, WorkerBusyError):
+            # Nothing was sent: the worker was busy with other calls for all the time
+            # the nested call's caller had left (attack31). Not the plugin's failure.
+            self.manager.log_decision(name, "call", target, False, str(exc))
             return False
         if isinstance(exc, CallCancelledError):
             # The caller's decision, not the plugin's failure (its worker, if it

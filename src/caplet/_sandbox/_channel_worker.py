@@ -28,6 +28,7 @@ from caplet._errors import (
     PluginCallError,
     ProtocolError,
     SandboxError,
+    WorkerBusyError,
     WorkerCrashedError,
     WorkerGoneError,
     WorkerStartError,
@@ -158,6 +159,7 @@ class SubprocessWorker:
         timeout_s: float,
         on_request: RequestHandler | None = None,
         cancel: threading.Event | None = None,
+        wait_s: float | None = None,
     ) -> WireValue:
         """Call ``module.function(*args, **kwargs)`` in the worker.
 
@@ -172,6 +174,11 @@ class SubprocessWorker:
         While the call runs, each CONTEXT_REQUEST the worker sends is
         answered by ``on_request`` (:meth:`_serve_requests`), inside the
         same deadline; without a handler every request is refused.
+
+        ``wait_s``: the most this call may wait for the worker to finish other
+        threads' calls, which then comes off ``timeout_s`` (a nested call, whose
+        caller's deadline is running: attack31); past it, WorkerBusyError and
+        nothing is sent. None waits as long as they take (calls to one plugin queue).
         """
         # The hot path builds no strings and makes one send and one receive;
         # every failure is explained in _refuse/_failed, off that path.
@@ -186,7 +193,20 @@ class SubprocessWorker:
                 "handling of its own requests",
                 plugin=self._spec.plugin,
             )
-        with self._lock:
+        if wait_s is None:
+            self._lock.acquire()
+        else:
+            # A nested call's time is its caller's: it may not wait past it, or the
+            # caller is killed for lateness and the call is made after it is gone.
+            waiting = time.monotonic()
+            if not self._lock.acquire(timeout=max(wait_s, 0.0)):
+                raise self._busy(module, function, wait_s)
+            left = wait_s - (time.monotonic() - waiting)
+            if not left > 0:
+                self._lock.release()
+                raise self._busy(module, function, wait_s)
+            timeout_s = min(timeout_s, left)
+        try:
             self._owner = thread
             try:
                 if cancel is not None and cancel.is_set():
@@ -203,6 +223,16 @@ class SubprocessWorker:
                 self._owner = None
                 if self.after_first_call is not None:
                     self._after_first_call()
+        finally:
+            self._lock.release()
+
+    def _busy(self, module: str, function: str, wait_s: float) -> WorkerBusyError:
+        return WorkerBusyError(
+            f"plugin '{self._spec.plugin}': {module}.{function} was not sent: its worker "
+            f"was serving other calls for all the {max(wait_s, 0.0) * 1000:.0f} ms its "
+            "caller had left, and a worker serves one call at a time; nothing ran (call "
+            "again later, or give the calling call more time)"
+        )
 
     def _call_locked(
         self,

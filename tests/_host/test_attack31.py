@@ -1,0 +1,235 @@
+"""attack31: a nested call's wait for a busy worker, bounded by its caller's deadline.
+
+A worker serves one call at a time, so calls to one plugin queue on its call lock. A
+nested call (``ctx.plugins.call`` of another plugin, guest code's ``host.*``) runs on
+what is left of its caller's deadline, but on main (af1205e1) the *wait*
+for the lock was not bounded by it: with the provider busy in another thread's call,
+the caller plugin's ``timeout_ms = 1000`` call waited 3.5 s (as long as the provider's
+other call ran, up to its own timeout; behind a queue, the sum of the queue), was then
+killed for lateness and counted toward its breaker (a busy provider quarantining an
+honest caller), and the provider's function ran *after* its caller was gone: a call
+with side effects made for a caller that had already been told "timed out" (and would
+retry). Real jailed workers on the strict launcher, the waits held by an application
+handler (``app:test.gate``) the test releases: no sleeping, no timing assertion.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from caplet import AppCall, CallTimeoutError, PluginHost
+from caplet._sandbox._sandboxed import SandboxLauncher
+from tests._host.ctxkit import enable, make_host, plugin
+from tests.conftest import PluginFactory
+
+GUARD_S = 60.0
+
+PROVIDER = """
+def create_functions(config):
+    def hold(ctx):
+        ctx.app("test.gate", {})
+        return "held"
+
+    def mark(ctx):
+        return ctx.app("test.mark", {})
+
+    return {"store": {"hold": hold, "mark": mark}}
+"""
+
+CALLER = """
+from caplet.plugin import ContextError
+
+def create_functions(config):
+    def run(ctx):
+        ctx.app("test.started", {})
+        try:
+            return ["ok", ctx.plugins.call("store.mark")]
+        except ContextError as exc:
+            return [type(exc).__name__, exc.category, str(exc)]
+
+    return {"front": {"run": run}}
+"""
+
+
+class Handlers:
+    """The application's side: a gate that holds the provider's call until released,
+    and a record of every time the provider's ``mark`` ran (its side effect)."""
+
+    def __init__(self) -> None:
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.marks = 0
+        self._lock = threading.Lock()
+
+    def gate(self, call: AppCall) -> object:
+        self.held.set()
+        assert self.release.wait(GUARD_S), "the test never released the gate"
+        return None
+
+    def mark(self, call: AppCall) -> object:
+        with self._lock:
+            self.marks += 1
+            return self.marks
+
+    def start(self, call: AppCall) -> object:
+        self.started.set()
+        return None
+
+
+class Outcome:
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+def in_thread(action: Any) -> tuple[threading.Thread, Outcome]:
+    outcome = Outcome()
+
+    def run() -> None:
+        try:
+            outcome.value = action()
+        except BaseException as exc:
+            outcome.error = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def join(thread: threading.Thread) -> None:
+    thread.join(GUARD_S)
+    assert not thread.is_alive(), "a calling thread hung"
+
+
+@pytest.fixture
+def handlers() -> Handlers:
+    return Handlers()
+
+
+def _host(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    handlers: Handlers,
+    caller_timeout_ms: int,
+) -> PluginHost:
+    plugin(
+        make_plugin,
+        "store-plugin",
+        PROVIDER,
+        module="store",
+        functions=("hold", "mark"),
+        capabilities=("app:test.gate", "app:test.mark"),
+        limits="timeout_ms = 6000",
+    )
+    plugin(
+        make_plugin,
+        "front",
+        CALLER,
+        module="front",
+        capabilities=("host.call:store", "app:test.started"),
+        requires=("store-plugin",),
+        limits=f"timeout_ms = {caller_timeout_ms}",
+    )
+    host = make_host(plugins_dir, state_dir, launcher)
+    host.register_capability("app:test.gate", handlers.gate)
+    host.register_capability("app:test.mark", handlers.mark)
+    host.register_capability("app:test.started", handlers.start)
+    enable(host, "store-plugin", "front")
+    return host
+
+
+@pytest.fixture
+def short_host(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    handlers: Handlers,
+) -> Iterator[PluginHost]:
+    with _host(plugins_dir, state_dir, launcher, make_plugin, handlers, 1000) as host:
+        yield host
+        handlers.release.set()
+
+
+@pytest.fixture
+def long_host(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    handlers: Handlers,
+) -> Iterator[PluginHost]:
+    with _host(plugins_dir, state_dir, launcher, make_plugin, handlers, 30_000) as host:
+        yield host
+        handlers.release.set()
+
+
+@pytest.mark.security
+def test_a_nested_call_never_waits_past_its_callers_deadline(
+    short_host: PluginHost, handlers: Handlers
+) -> None:
+    host = short_host
+    holder, held = in_thread(lambda: host.call("store-plugin", "store.hold"))
+    assert handlers.held.wait(GUARD_S), "the provider's call never reached the gate"
+    try:
+        answer: Any = host.call("front", "front.run")
+    except CallTimeoutError as exc:
+        # The answer may reach the caller just as its own time is up: then it is the
+        # caller's timeout, as for any nested call that used all the time it had.
+        answer = exc
+    marks_while_busy = handlers.marks
+    handlers.release.set()
+    join(holder)
+    # The provider's own call was never disturbed (main: it timed out while the host
+    # thread of the caller waited on its lock, and the test's release came too late).
+    assert held.error is None, held.error
+    assert held.value == "held"
+    # Nothing ran for a caller that was already gone (main: 1, after its deadline).
+    assert marks_while_busy == 0
+    assert handlers.marks == 0
+    if isinstance(answer, list):
+        error, category, message = answer
+        assert (error, category) == ("HostCallError", "host.call failed")
+        assert "store.mark was not sent: its worker was serving other calls" in message
+    refusals = [
+        d.detail
+        for d in host.manager.store.decisions("store-plugin")
+        if d.action == "call" and not d.allowed
+    ]
+    assert len(refusals) == 1
+    busy = "store.mark was not sent: its worker was serving other calls for all the"
+    assert busy in refusals[0]
+    assert "nothing ran" in refusals[0]
+    # Not the provider's failure: its breaker counted nothing, and it serves at once.
+    assert host.call("store-plugin", "store.mark") == 1
+
+
+@pytest.mark.security
+def test_near_miss_a_nested_call_that_waits_within_its_deadline_is_made(
+    long_host: PluginHost, handlers: Handlers
+) -> None:
+    host = long_host
+    holder, held = in_thread(lambda: host.call("store-plugin", "store.hold"))
+    assert handlers.held.wait(GUARD_S), "the provider's call never reached the gate"
+    caller, called = in_thread(lambda: host.call("front", "front.run"))
+    assert handlers.started.wait(GUARD_S), "the caller never started"
+    # A direct call queues behind the held one as ever (no bound but its own run).
+    direct, directly = in_thread(lambda: host.call("store-plugin", "store.mark"))
+    handlers.release.set()
+    for thread in (holder, caller, direct):
+        join(thread)
+    assert held.error is None, held.error
+    assert held.value == "held"
+    assert called.error is None, called.error
+    assert directly.error is None, directly.error
+    assert sorted([called.value[1], directly.value]) == [1, 2]
+    assert called.value[0] == "ok"
+    assert handlers.marks == 2
