@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from caplet import AppCall, CallTimeoutError, PluginHost
+from caplet import AppCall, CallTimeoutError, PluginHost, WorkerCrashedError
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._host.ctxkit import enable, make_host, plugin
 from tests.conftest import PluginFactory
@@ -40,6 +40,19 @@ def create_functions(config):
 
     return {"store": {"hold": hold, "mark": mark}}
 """
+
+#: The same provider, slow to start (its module's own code, before READY) and able to
+#: end its worker, so the next call must start another.
+SLOW_START = """
+import os
+import time
+
+time.sleep(3)
+""" + PROVIDER.replace(
+    '    return {"store": {"hold": hold, "mark": mark}}',
+    "    def crash():\n        os._exit(3)\n\n"
+    '    return {"store": {"hold": hold, "mark": mark, "crash": crash}}',
+)
 
 CALLER = """
 from caplet.plugin import ContextError
@@ -119,13 +132,14 @@ def _host(
     make_plugin: PluginFactory,
     handlers: Handlers,
     caller_timeout_ms: int,
+    provider: str = PROVIDER,
 ) -> PluginHost:
     plugin(
         make_plugin,
         "store-plugin",
-        PROVIDER,
+        provider,
         module="store",
-        functions=("hold", "mark"),
+        functions=("hold", "mark", "crash") if provider is SLOW_START else ("hold", "mark"),
         capabilities=("app:test.gate", "app:test.mark"),
         limits="timeout_ms = 6000",
     )
@@ -172,6 +186,19 @@ def long_host(
         handlers.release.set()
 
 
+@pytest.fixture
+def slow_start_host(
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    handlers: Handlers,
+) -> Iterator[PluginHost]:
+    with _host(plugins_dir, state_dir, launcher, make_plugin, handlers, 1000, SLOW_START) as host:
+        yield host
+        handlers.release.set()
+
+
 @pytest.mark.security
 def test_a_nested_call_never_waits_past_its_callers_deadline(
     short_host: PluginHost, handlers: Handlers
@@ -198,14 +225,14 @@ def test_a_nested_call_never_waits_past_its_callers_deadline(
     if isinstance(answer, list):
         error, category, message = answer
         assert (error, category) == ("HostCallError", "host.call failed")
-        assert "store.mark was not sent: its worker was serving other calls" in message
+        assert "store.mark was not sent: its caller had" in message
     refusals = [
         d.detail
         for d in host.manager.store.decisions("store-plugin")
         if d.action == "call" and not d.allowed
     ]
     assert len(refusals) == 1
-    busy = "store.mark was not sent: its worker was serving other calls for all the"
+    busy = "and the worker was serving other calls (one at a time) for all of it"
     assert busy in refusals[0]
     assert "nothing ran" in refusals[0]
     # Not the provider's failure: its breaker counted nothing, and it serves at once.
@@ -233,3 +260,31 @@ def test_near_miss_a_nested_call_that_waits_within_its_deadline_is_made(
     assert sorted([called.value[1], directly.value]) == [1, 2]
     assert called.value[0] == "ok"
     assert handlers.marks == 2
+
+
+@pytest.mark.security
+def test_a_worker_started_for_a_nested_call_runs_nothing_past_the_callers_deadline(
+    slow_start_host: PluginHost, handlers: Handlers
+) -> None:
+    """The provider's worker ended; the caller's nested call starts the next, whose
+    module takes 3 s to load, three times the caller's whole deadline. main then made
+    the call with a fresh second of its own: the provider's function ran after its
+    caller had been killed for lateness."""
+    host = slow_start_host
+    with pytest.raises(WorkerCrashedError, match=r"store\.crash"):
+        host.call("store-plugin", "store.crash")
+    try:
+        answer: Any = host.call("front", "front.run")
+    except CallTimeoutError as exc:
+        answer = exc
+    assert handlers.marks == 0, "the provider's function ran after its caller was gone"
+    assert isinstance(answer, CallTimeoutError | list)
+    refusals = [
+        d.detail
+        for d in host.manager.store.decisions("store-plugin")
+        if d.action == "call" and not d.allowed and "store.mark" in d.detail
+    ]
+    assert len(refusals) == 1
+    assert "store.mark was not sent: its caller had 0 ms left" in refusals[0]
+    # The worker started for it serves the next call.
+    assert host.call("store-plugin", "store.mark") == 1

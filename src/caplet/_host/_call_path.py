@@ -187,6 +187,9 @@ class CallPath:
         running: RunningWorker | None = None
         attempts = _GONE_ATTEMPTS
         started = time.perf_counter_ns()
+        # A nested call's time is its caller's, from now: a worker started for it, or
+        # busy with other calls, uses it up too (attack31).
+        deadline = None if timeout_cap is None else time.monotonic() + timeout_cap
         try:
             while True:
                 running = None
@@ -208,7 +211,7 @@ class CallPath:
                         # The caller's deadline bounds the wait for the worker too
                         # (attack31): past it the caller was killed for lateness
                         # and the call made after it was gone.
-                        wait_s=timeout_cap,
+                        wait_s=None if deadline is None else deadline - time.monotonic(),
                     )
                     break
                 except WorkerGoneError:

@@ -228,10 +228,10 @@ class SubprocessWorker:
 
     def _busy(self, module: str, function: str, wait_s: float) -> WorkerBusyError:
         return WorkerBusyError(
-            f"plugin '{self._spec.plugin}': {module}.{function} was not sent: its worker "
-            f"was serving other calls for all the {max(wait_s, 0.0) * 1000:.0f} ms its "
-            "caller had left, and a worker serves one call at a time; nothing ran (call "
-            "again later, or give the calling call more time)"
+            f"plugin '{self._spec.plugin}': {module}.{function} was not sent: its caller "
+            f"had {max(wait_s, 0.0) * 1000:.0f} ms left, and the worker was serving other "
+            "calls (one at a time) for all of it, or was started with none left; nothing "
+            "ran (call again later, or give the calling call more time)"
         )
 
     def _call_locked(
