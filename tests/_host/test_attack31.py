@@ -110,7 +110,7 @@ def in_thread(action: Any) -> tuple[threading.Thread, Outcome]:
         except BaseException as exc:
             outcome.error = exc
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, outcome
 
@@ -288,3 +288,70 @@ def test_a_worker_started_for_a_nested_call_runs_nothing_past_the_callers_deadli
     assert "store.mark was not sent: its caller had 0 ms left" in refusals[0]
     # The worker started for it serves the next call.
     assert host.call("store-plugin", "store.mark") == 1
+
+
+CROSS = """
+from caplet.plugin import ContextError
+
+def create_functions(config):
+    def cross(ctx):
+        try:
+            return ["ok", ctx.app("test.relay", {})]
+        except ContextError as exc:
+            return [type(exc).__name__, str(exc)]
+
+    def echo():
+        return "echo"
+
+    return {"main": {"cross": cross, "echo": echo}}
+"""
+
+
+@pytest.mark.security
+def test_handlers_calling_each_others_plugin_crosswise_give_up_at_the_deadline(
+    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher, make_plugin: PluginFactory
+) -> None:
+    """An application handler that calls plugins, entered from two threads: east's
+    handler calls west while west's calls east. Each held its plugin's call lock and
+    waited for the other's (docs/architecture.md named it "not detected"): on main
+    both threads, and every later call to either plugin, waited for ever, past both
+    deadlines. Now each wait ends at its caller's deadline."""
+    for name in ("east", "west"):
+        plugin(
+            make_plugin,
+            name,
+            CROSS,
+            functions=("cross", "echo"),
+            capabilities=("app:test.relay",),
+            limits="timeout_ms = 2000",
+        )
+    arrived = {"east": threading.Event(), "west": threading.Event()}
+    host = make_host(plugins_dir, state_dir, launcher)
+
+    def relay(call: AppCall) -> object:
+        other = "west" if call.plugin == "east" else "east"
+        arrived[call.plugin].set()
+        assert arrived[other].wait(GUARD_S), "the other handler never started"
+        return host.call(other, "main.echo")
+
+    host.register_capability("app:test.relay", relay)
+    enable(host, "east", "west")
+    threads = [in_thread(lambda name=name: host.call(name, "main.cross")) for name in arrived]
+    for thread, _ in threads:
+        thread.join(30.0)
+    hung = [thread for thread, _ in threads if thread.is_alive()]
+    if hung:
+        # Closing would wait on the hung calls: leave the host to the process's end.
+        pytest.fail("the two handlers' threads waited on each other's plugin for ever")
+    try:
+        for _, outcome in threads:
+            if outcome.error is not None:
+                assert isinstance(outcome.error, CallTimeoutError), outcome.error
+            else:
+                error, message = outcome.value
+                assert error == "AppHandlerError", outcome.value
+                assert "raised WorkerBusyError" in message
+        assert host.call("east", "main.echo") == "echo"
+        assert host.call("west", "main.echo") == "echo"
+    finally:
+        host.close()

@@ -67,6 +67,13 @@ __all__ = ["SubprocessWorker"]
 #: How long a worker that should be exiting by itself gets before SIGKILL.
 _EXIT_GRACE_S = 1.0
 
+#: The deadline of the call whose ctx request this thread is answering, if any: a call
+#: the answer makes into another worker (an application handler calling a plugin) waits
+#: for that worker no longer than it (attack31). Without it two threads whose handlers
+#: call each other's plugin crosswise waited on each other's call lock for ever, past
+#: every deadline, since a deadline is only looked at on the channel.
+_SERVING = threading.local()
+
 
 class SubprocessWorker:
     """One plugin's worker process and its channel (implements ``Worker``).
@@ -193,6 +200,13 @@ class SubprocessWorker:
                 "handling of its own requests",
                 plugin=self._spec.plugin,
             )
+        inherited = False
+        if wait_s is None:
+            serving = getattr(_SERVING, "deadline", None)
+            if serving is not None:
+                # Made while answering another call's ctx request: its deadline bounds
+                # the wait (only the wait: this call's own timeout is this plugin's).
+                wait_s, inherited = serving - time.monotonic(), True
         if wait_s is None:
             self._lock.acquire()
         else:
@@ -205,7 +219,8 @@ class SubprocessWorker:
             if not left > 0:
                 self._lock.release()
                 raise self._busy(module, function, wait_s)
-            timeout_s = min(timeout_s, left)
+            if not inherited:
+                timeout_s = min(timeout_s, left)
         try:
             self._owner = thread
             try:
@@ -362,7 +377,12 @@ class SubprocessWorker:
                     "requests in one call; do fewer requests per call",
                     plugin=plugin,
                 )
-            value = on_request(request, deadline)
+            outer = getattr(_SERVING, "deadline", None)
+            _SERVING.deadline = deadline if outer is None else min(outer, deadline)
+            try:
+                value = on_request(request, deadline)
+            finally:
+                _SERVING.deadline = outer
             try:
                 frame = encode_context_reply(request.request_id, value)
             except ProtocolError as exc:
