@@ -28,11 +28,11 @@ from caplet._errors import (
     PluginCallError,
     ProtocolError,
     SandboxError,
-    WorkerBusyError,
     WorkerCrashedError,
     WorkerGoneError,
     WorkerStartError,
 )
+from caplet._sandbox._call_wait import answering, take
 from caplet._sandbox._child import ChildProcess, describe_status
 from caplet._sandbox._frames import (
     FrameReader,
@@ -66,13 +66,6 @@ __all__ = ["SubprocessWorker"]
 
 #: How long a worker that should be exiting by itself gets before SIGKILL.
 _EXIT_GRACE_S = 1.0
-
-#: The deadline of the call whose ctx request this thread is answering, if any: a call
-#: the answer makes into another worker (an application handler calling a plugin) waits
-#: for that worker no longer than it (attack31). Without it two threads whose handlers
-#: call each other's plugin crosswise waited on each other's call lock for ever, past
-#: every deadline, since a deadline is only looked at on the channel.
-_SERVING = threading.local()
 
 
 class SubprocessWorker:
@@ -182,10 +175,8 @@ class SubprocessWorker:
         answered by ``on_request`` (:meth:`_serve_requests`), inside the
         same deadline; without a handler every request is refused.
 
-        ``wait_s``: the most this call may wait for the worker to finish other
-        threads' calls, which then comes off ``timeout_s`` (a nested call, whose
-        caller's deadline is running: attack31); past it, WorkerBusyError and
-        nothing is sent. None waits as long as they take (calls to one plugin queue).
+        ``wait_s``: the most a nested call waits for other threads' calls, then off
+        ``timeout_s``; past it WorkerBusyError, nothing sent (attack31). None: queue.
         """
         # The hot path builds no strings and makes one send and one receive;
         # every failure is explained in _refuse/_failed, off that path.
@@ -200,27 +191,7 @@ class SubprocessWorker:
                 "handling of its own requests",
                 plugin=self._spec.plugin,
             )
-        inherited = False
-        if wait_s is None:
-            serving = getattr(_SERVING, "deadline", None)
-            if serving is not None:
-                # Made while answering another call's ctx request: its deadline bounds
-                # the wait (only the wait: this call's own timeout is this plugin's).
-                wait_s, inherited = serving - time.monotonic(), True
-        if wait_s is None:
-            self._lock.acquire()
-        else:
-            # A nested call's time is its caller's: it may not wait past it, or the
-            # caller is killed for lateness and the call is made after it is gone.
-            waiting = time.monotonic()
-            if not self._lock.acquire(timeout=max(wait_s, 0.0)):
-                raise self._busy(module, function, wait_s)
-            left = wait_s - (time.monotonic() - waiting)
-            if not left > 0:
-                self._lock.release()
-                raise self._busy(module, function, wait_s)
-            if not inherited:
-                timeout_s = min(timeout_s, left)
+        timeout_s = take(self._lock, wait_s, timeout_s, self._spec.plugin, (module, function))
         try:
             self._owner = thread
             try:
@@ -240,14 +211,6 @@ class SubprocessWorker:
                     self._after_first_call()
         finally:
             self._lock.release()
-
-    def _busy(self, module: str, function: str, wait_s: float) -> WorkerBusyError:
-        return WorkerBusyError(
-            f"plugin '{self._spec.plugin}': {module}.{function} was not sent: its caller "
-            f"had {max(wait_s, 0.0) * 1000:.0f} ms left, and the worker was serving other "
-            "calls (one at a time) for all of it, or was started with none left; nothing "
-            "ran (call again later, or give the calling call more time)"
-        )
 
     def _call_locked(
         self,
@@ -377,12 +340,8 @@ class SubprocessWorker:
                     "requests in one call; do fewer requests per call",
                     plugin=plugin,
                 )
-            outer = getattr(_SERVING, "deadline", None)
-            _SERVING.deadline = deadline if outer is None else min(outer, deadline)
-            try:
+            with answering(deadline):
                 value = on_request(request, deadline)
-            finally:
-                _SERVING.deadline = outer
             try:
                 frame = encode_context_reply(request.request_id, value)
             except ProtocolError as exc:
