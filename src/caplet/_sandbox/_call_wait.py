@@ -22,14 +22,21 @@ from caplet._errors import WorkerBusyError
 
 __all__ = ["answering", "take"]
 
-#: The deadline of the call whose ctx request this thread is answering, if any.
-_ANSWERING = threading.local()
+
+class _Answering(threading.local):
+    #: The deadline of the call whose ctx request this thread is answering, if any (a
+    #: class default: a thread that never answered reads it without an AttributeError,
+    #: on every call).
+    deadline: float | None = None
+
+
+_ANSWERING = _Answering()
 
 
 @contextmanager
 def answering(deadline: float) -> Iterator[None]:
     """While this thread answers a ctx request of a call ending at ``deadline``."""
-    outer: float | None = getattr(_ANSWERING, "deadline", None)
+    outer = _ANSWERING.deadline
     _ANSWERING.deadline = deadline if outer is None else min(outer, deadline)
     try:
         yield
@@ -55,7 +62,7 @@ def take(
     """
     inherited = wait_s is None
     if wait_s is None:
-        answered: float | None = getattr(_ANSWERING, "deadline", None)
+        answered = _ANSWERING.deadline
         if answered is None:
             lock.acquire()
             return timeout_s
