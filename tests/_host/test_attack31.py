@@ -355,3 +355,41 @@ def test_handlers_calling_each_others_plugin_crosswise_give_up_at_the_deadline(
         assert host.call("west", "main.echo") == "echo"
     finally:
         host.close()
+
+
+@pytest.mark.security
+def test_a_nested_call_does_not_wait_past_its_deadline_for_an_enable_asking_a_person(
+    short_host: PluginHost, handlers: Handlers, plugins_dir: Path
+) -> None:
+    """An enable holds the plugin's lock while it asks a person (here about the
+    provider's new content); a nested call to that plugin waited for the answer (main:
+    as long as the person took, then the call ran after its caller had been killed)."""
+    host = short_host
+    source = plugins_dir / "store-plugin" / "plugin.py"
+    source.write_text(source.read_text(encoding="utf-8") + "# 1.0.1\n", encoding="utf-8")
+    asked = threading.Event()
+    answer = threading.Event()
+
+    def consent(request: object) -> bool:
+        asked.set()
+        return answer.wait(15.0)
+
+    enabling, enabled = in_thread(lambda: host.enable("store-plugin", consent=consent))
+    assert asked.wait(GUARD_S), "the enable never asked"
+    try:
+        host.call("front", "front.run")
+    except CallTimeoutError:
+        pass  # the answer reached the caller as its own time ran out
+    marks_while_asked = handlers.marks
+    answer.set()
+    join(enabling)
+    assert enabled.error is None, enabled.error
+    assert marks_while_asked == 0
+    assert handlers.marks == 0, "the provider's function ran after its caller was gone"
+    refusals = [
+        d.detail
+        for d in host.manager.store.decisions("store-plugin")
+        if d.action == "call" and not d.allowed
+    ]
+    assert any("the plugin was being enabled, disabled or restarted" in r for r in refusals)
+    assert host.call("store-plugin", "store.mark") == 1

@@ -193,7 +193,9 @@ class CallPath:
         try:
             while True:
                 running = None
-                running, parts = self.prepare_call(name, target)
+                running, parts = self.prepare_call(
+                    name, target, None if deadline is None else deadline - time.monotonic()
+                )
                 schemas = parts[2]
                 if schemas is not None:
                     schemas.check_args(args, kwargs)
@@ -365,16 +367,30 @@ class CallPath:
         if self.manager.get_plugin(name) is not None:
             self._quarantine(name, reason)
 
-    def prepare_call(self, name: str, target: str) -> tuple[RunningWorker, CallTarget]:
+    def prepare_call(
+        self, name: str, target: str, wait_s: float | None = None
+    ) -> tuple[RunningWorker, CallTarget]:
         """Validate a call and return the worker to send it to, starting one if needed.
 
         Holds the plugin's lock, so of several threads finding the worker
         dead exactly one starts the next; the others wait and use it.
+        ``wait_s`` (a nested call: what its caller has left) bounds the wait for
+        the lock, which an enable holds while it asks a person (attack31); past it,
+        WorkerBusyError and nothing is sent.
         """
         retired: RunningWorker | None = None
         follow = False
+        lock = self._guards.lock(name)
+        if wait_s is None:
+            lock.acquire()
+        elif not lock.acquire(timeout=max(wait_s, 0.0)):
+            raise WorkerBusyError(
+                f"plugin '{name}': {target} was not sent: its caller had "
+                f"{max(wait_s, 0.0) * 1000:.0f} ms left, and the plugin was being enabled, "
+                "disabled or restarted for all of it; nothing ran (call again later)"
+            )
         try:
-            with self._guards.lock(name):
+            with _Held(lock):
                 # Read before the checks: a lifecycle change after them bumps
                 # it again, so the warm path re-validates instead of trusting
                 # a check that is already stale.
@@ -428,3 +444,18 @@ def is_refusal(exc: PluginCallError) -> bool:
     ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel), or
     a size limit refused what it was asked to carry."""
     return exc.exc_type.endswith(Refused.__name__) or exc.exc_type in _SIZE_REFUSALS
+
+
+class _Held:
+    """A lock already acquired, released when the block ends (``with`` would acquire it)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
