@@ -221,3 +221,17 @@ def test_a_data_file_is_shown_as_its_code_may_read_it(
     [file] = read_plugin_files(tmp_path, max_bytes=100_000)
     assert file.text == shown
     assert file.size == len(data)
+
+
+def test_the_system_prompt_says_a_glob_is_its_folder(plugin: Path) -> None:
+    # steer31: the kernel layers grant fs.read:/data/*.csv as all of /data; a model told
+    # only "fs.read:<path>" read a key beside the CSV files as covered by "the CSV files".
+    manifest = load_manifest(plugin)
+    files = read_plugin_files(plugin, max_bytes=10_000)
+    prompt = build_prompt(manifest, files, [], nonce="00ff00ff00ff00ff", max_chars=100_000)
+    said = " ".join(prompt.system.split())
+    assert (
+        "A glob in an fs capability is granted as the whole folder it starts in "
+        "(fs.read:/data/*.csv lets the code read every file of /data)"
+    ) in said
+    assert "the glob does not name is inside the grant but not what the manifest says" in said

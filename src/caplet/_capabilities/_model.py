@@ -15,6 +15,7 @@ import enum
 from dataclasses import dataclass, field
 
 __all__ = [
+    "GLOB_REACH",
     "AppCapability",
     "Capability",
     "CapabilityKind",
@@ -23,7 +24,12 @@ __all__ = [
     "HostCallCapability",
     "NetHttpCapability",
     "ProcExecCapability",
+    "glob_folder",
+    "glob_reach",
 ]
+
+#: Why a glob reaches its whole folder, said wherever a person consents to one (steer31).
+GLOB_REACH = "a glob is granted as the folder it starts in: the sandbox sees folders, not names"
 
 
 class CapabilityKind(enum.Enum):
@@ -63,10 +69,7 @@ class FsCapability:
         layers enforce ``fs.read:/data/*.csv`` as ``/data``; the scanner uses
         the same root as the prefix a literal path must lie under.
         """
-        cut = min((i for i, c in enumerate(self.path) if c in "*?["), default=-1)
-        if cut < 0:
-            return self.path
-        return self.path[:cut].rsplit("/", 1)[0] or "/"
+        return glob_folder(self.path) or self.path
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +181,28 @@ Capability = (
     | HostCallCapability
     | AppCapability
 )
+
+
+def glob_folder(path: str) -> str | None:
+    """The folder a glob path is granted as (None when ``path`` holds no glob character).
+
+    ``/srv/reports/*.csv`` is ``/srv/reports``, ``/srv/*/reports`` is ``/srv``: the
+    directory above the first component that holds ``*``, ``?`` or ``[``.
+    """
+    cut = min((i for i, c in enumerate(path) if c in "*?["), default=-1)
+    if cut < 0:
+        return None
+    return path[:cut].rsplit("/", 1)[0] or "/"
+
+
+def glob_reach(capability: Capability) -> str | None:
+    """The folder a resolved ``fs.read``/``fs.write`` glob is granted as; None for any
+    other capability.
+
+    A consent screen that shows ``fs.read:/srv/reports/*.csv`` alone reads as "the CSV
+    reports", and the plugin may read every file of ``/srv/reports`` (steer31): every
+    place a person consents to a glob names the folder with it.
+    """
+    if not isinstance(capability, FsCapability) or capability.templated:
+        return None
+    return glob_folder(capability.path)

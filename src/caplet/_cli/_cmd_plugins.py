@@ -17,6 +17,8 @@ from caplet._cli._documents import JSONValue, audit_json, broken_json, jsonable,
 from caplet._cli._enabling import enable_plugin
 from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
 from caplet._cli._render import (
+    default_glob,
+    glob_lines,
     grant_summary,
     print_audit,
     print_findings,
@@ -146,28 +148,36 @@ def approve_command(
     else:
         audit = host.manager.get_cached_audit(name) or host.audit(name)
     # The manifest of the audited content: what is shown is what gets approved, or
-    # nothing (content_hash below; red-team round 4).
-    info = host.manager.require_plugin(name)
-    if info.content_hash != audit.content_hash:
+    # nothing (content_hash and manifest below; red-team round 4). Not the plugin's view:
+    # while enabled that is the content it runs, which need not be the folder's (steer31).
+    manifest = host.manager.reviewed_manifest(name, audit.content_hash)
+    if manifest is None:
         run.refused(Outcome(False, changed_while_shown(name, audit.content_hash)), {"name": name})
-    lint = lint_composition(info.manifest.capabilities)
+    lint = lint_composition(manifest.capabilities)
     # Approved only while they bring what is shown (attack21), as the content (round 4).
-    programs = default_program_reach(info.manifest)
+    programs = default_program_reach(manifest)
     if not run.as_json:
-        out.say(plain(f"Approve {name} {info.version}", "bold"))
+        out.say(plain(f"Approve {name} {manifest.version}", "bold"))
         print_audit(out.console, audit)
-        _say_agent_text(out, info.manifest)
+        _say_agent_text(out, manifest)
         # The grant last, right above the question: the agent text is the plugin's, up to
         # a hundred lines and more on a terminal, and it pushed the capabilities (in the
         # audit report) off the screen the question was asked on (steer22).
-        granted = listed(c.declared for c in info.manifest.capabilities)
+        granted = listed(c.declared for c in manifest.capabilities)
         out.say(plain(f"  it will be granted:    {granted or 'none'}", "bold"))
-        if summary := grant_summary(info.manifest.capabilities):
+        if summary := grant_summary(manifest.capabilities):
             out.say(plain(f"  {summary}", "bold"))
+        # A glob is granted as its folder: said with the grant (steer31).
+        for line in glob_lines(manifest.capabilities):
+            out.say(plain(f"  which reaches:         {line}", "bold"))
         # What the approval records for a templated capability (red-team finding 8).
-        for declared, reach in default_reach(info.manifest):
+        for declared, reach in default_reach(manifest):
             # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
-            shown = "nothing until the operator sets a value" if reach is None else listed([reach])
+            shown = (
+                "nothing until the operator sets a value"
+                if reach is None
+                else listed([reach]) + default_glob(reach)
+            )
             out.say(plain(f"  by default:            {declared} -> {shown}"))
         _say_programs(out, programs)
     if not yes:
@@ -180,7 +190,9 @@ def approve_command(
         question = f"Approve {safe_line(name)} with these capabilities?"
         if not typer.confirm(question, default=False):
             raise typer.Exit(EXIT_REFUSED)
-    outcome = host.approve(name, content_hash=audit.content_hash, programs=programs)
+    outcome = host.approve(
+        name, content_hash=audit.content_hash, programs=programs, manifest=manifest
+    )
     document: dict[str, JSONValue] = {
         "name": name,
         "audit": audit_json(audit),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from rich.text import Text
 
-from caplet._capabilities._model import Capability
+from caplet._capabilities._model import GLOB_REACH, Capability, glob_folder, glob_reach
 from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
@@ -121,6 +121,28 @@ def grant_summary(capabilities: Sequence[Capability]) -> str:
     return f"in all: {len(capabilities)} capabilities: {'; '.join(parts)}"
 
 
+def glob_lines(capabilities: Sequence[Capability]) -> list[str]:
+    """``CAPABILITY -> all of FOLDER (why)`` for each fs glob among ``capabilities``.
+
+    The kernel layers grant a glob as its folder, so ``fs.read:/srv/reports/*.csv``
+    shown alone read as "the CSV reports" while the plugin read ``secret.key`` beside
+    them (steer31). Shown beside the grant on every screen a person consents on.
+    """
+    lines = []
+    for capability in capabilities:
+        folder = glob_reach(capability)
+        if folder is not None:
+            shown = safe_line(str(capability))
+            lines.append(f"{shown} -> all of {listed([folder])} ({GLOB_REACH})")
+    return lines
+
+
+def default_glob(value: str) -> str:
+    """``", which reaches all of FOLDER"`` when a templated path's default is a glob."""
+    folder = glob_folder(value) if value.startswith("/") else None
+    return "" if folder is None else f", which reaches all of {listed([folder])} ({GLOB_REACH})"
+
+
 def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reach] = ()) -> None:
     """What a person consents to when enabling a plugin nobody approved (issue 14).
 
@@ -152,6 +174,8 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
     console.print(plain(f"  it will be granted: {shown}", "bold"))
     if summary := grant_summary(granted):
         console.print(plain(f"  {summary}", "bold"))
+    for line in glob_lines(granted):
+        console.print(plain(f"  which reaches:      {line}", "bold"))
     for one in reach:
         # A template alone says nothing of what it grants (red-team round 4): the
         # author's default is shown, as `caplet approve` shows it.
@@ -162,7 +186,7 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         else:
             origin = "the plugin's default" if one.by_default else "as configured"
             # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
-            what = f"{listed([one.value])} ({origin})"
+            what = f"{listed([one.value])} ({origin}){default_glob(one.value)}"
         console.print(plain(f"  which reaches:      {one.declared} -> {what}", "bold"))
     for line in request.programs:
         # A program's #! interpreter and loader are granted with it (red team round 19).

@@ -16,7 +16,15 @@ from rich.console import Console
 from rich.text import Text
 
 from caplet._audit._model import AuditResult, Verdict
-from caplet._cli._render import grant_summary, print_audit, risk_text, show_consent, trust_text
+from caplet._cli._render import (
+    default_glob,
+    glob_lines,
+    grant_summary,
+    print_audit,
+    risk_text,
+    show_consent,
+    trust_text,
+)
 from caplet._cli._safe import plain
 from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
@@ -211,33 +219,44 @@ class PluginFlows:
             self._say(f"{name} is already approved at {current}")
             return True
         audit = self._audit(info)
-        info = self.host.manager.require_plugin(name)  # of the audited content, or refused
-        if info.content_hash != audit.content_hash:
+        # The audited content's manifest, or refused; not the plugin's view, which while
+        # it is enabled is the content it runs, not the folder's (steer31).
+        manifest = self.host.manager.reviewed_manifest(name, audit.content_hash)
+        if manifest is None:
             return self._refused(changed_while_shown(name, audit.content_hash))
-        self._say(f"Approve {name} {info.version}", "bold")
+        self._say(f"Approve {name} {manifest.version}", "bold")
         print_audit(self.console, audit)
         # What the approval vouches for before the agent (textpin; never shown here
         # before steer22), then the grant, last, right above the question: the report and
         # the agent text are the plugin's and its model's, as long as they make them.
         self._say("  the agent reads (an approval pins it; a change needs consent):")
-        for line in shown_agent_text(info.manifest):
+        for line in shown_agent_text(manifest):
             self._say(f"    {line}")
-        declared = listed(c.declared for c in info.manifest.capabilities)
+        declared = listed(c.declared for c in manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")
-        if summary := grant_summary(info.manifest.capabilities):
+        if summary := grant_summary(manifest.capabilities):
             self._say(f"  {summary}")
-        for template, reach in default_reach(info.manifest):
-            shown = "nothing until the operator sets a value" if reach is None else listed([reach])
+        for line in glob_lines(manifest.capabilities):
+            self._say(f"  which reaches: {line}")  # a glob is its folder (steer31)
+        for template, reach in default_reach(manifest):
+            shown = (
+                "nothing until the operator sets a value"
+                if reach is None
+                else listed([reach]) + default_glob(reach)
+            )
             self._say(f"  by default: {safe_line(template)} -> {shown}")
         # What each proc.exec program brings (its #! interpreter, its loader), which the
         # approval pins: shown, and approved only while it is still that (attack21).
-        programs = default_program_reach(info.manifest)
+        programs = default_program_reach(manifest)
         for line in programs:
             self._say(f"  runs: {line}")
-        if not self._confirm(f"Approve {name} {info.version} with these capabilities?", yes=yes):
+        question = f"Approve {name} {manifest.version} with these capabilities?"
+        if not self._confirm(question, yes=yes):
             self._say(f"{name} was not approved")
             return False
-        outcome = self.host.approve(name, content_hash=audit.content_hash, programs=programs)
+        outcome = self.host.approve(
+            name, content_hash=audit.content_hash, programs=programs, manifest=manifest
+        )
         if not outcome:
             return self._refused(outcome.reason)
         self._say(f"approved: {outcome.reason}", "green")

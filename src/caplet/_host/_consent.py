@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from caplet._audit._model import AuditResult
-from caplet._capabilities._model import Capability
+from caplet._capabilities._model import Capability, glob_reach
 from caplet._config._schema import ConfigValue
 from caplet._errors import CapabilityError
 from caplet._findings import Finding, RiskLevel
@@ -355,6 +355,12 @@ def consent_need(
     return None
 
 
+def _glob_said(capability: Capability) -> str:
+    """A glob is granted as its folder (steer31): said where it is added."""
+    folder = glob_reach(capability)
+    return "" if folder is None else f", which reaches all of {folder}"
+
+
 def describe_widening(change: Widening) -> list[str]:
     """One line per way *change* widens (for prompts, refusals and the log)."""
     lines = []
@@ -364,7 +370,7 @@ def describe_widening(change: Widening) -> list[str]:
             f"is another plugin of that name: it is at {now}, the approval is of the one at "
             f"{approved}"
         )
-    lines += [f"adds capability {c.declared}" for c in change.capabilities.added]
+    lines += [f"adds capability {c.declared}{_glob_said(c)}" for c in change.capabilities.added]
     lines += list(change.programs)
     lines += [d.describe() for d in change.defaults]
     lines += [f"now requires plugin {name!r}" for name in change.requires_added]

@@ -24,6 +24,7 @@ from caplet._host._host_parts import HostParts
 from caplet._host._policy import Policy
 from caplet._host._records import InlineConfigResult, Outcome, PluginInfo, PluginState
 from caplet._host._running import RunningWorker
+from caplet._manifest._model import Manifest
 from caplet._scan._model import ScanReport
 from caplet._trust._store import ApprovalRecord
 
@@ -80,13 +81,17 @@ class HostLifecycle(HostParts):
         *,
         content_hash: str | None = None,
         programs: Sequence[str] | None = None,
+        manifest: Manifest | None = None,
     ) -> Outcome:
         """Approve *name*'s current content; with ``content_hash`` (what was shown to
         the person approving) only if that is still the content, with ``programs`` (the
         lines of what its ``proc.exec`` programs bring, as shown) only if they still
-        bring that."""
+        bring that, with ``manifest`` (the manifest shown: ``manager.reviewed_manifest``)
+        only if it is that content's."""
         with self._lifecycle:
-            return self.manager.approve(name, content_hash=content_hash, programs=programs)
+            return self.manager.approve(
+                name, content_hash=content_hash, programs=programs, manifest=manifest
+            )
 
     def unapprove(self, name: str) -> Outcome:
         """Remove approval; a running worker keeps serving this session."""

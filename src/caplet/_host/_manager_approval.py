@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from caplet._audit._model import AuditResult
+from caplet._display import listed
 from caplet._findings import RiskLevel
 from caplet._host._agent_text import agent_text
 from caplet._host._consent import (
@@ -27,6 +28,7 @@ from caplet._host._program_reach import default_program_reach, program_changes
 from caplet._host._records import (
     Outcome,
 )
+from caplet._manifest._model import Manifest
 from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
 
@@ -44,6 +46,7 @@ class ManagerApproval(ManagerDiscover):
         *,
         content_hash: str | None = None,
         programs: Sequence[str] | None = None,
+        manifest: Manifest | None = None,
     ) -> Outcome:
         """Persistently approve the plugin's current content and capabilities.
 
@@ -55,7 +58,10 @@ class ManagerApproval(ManagerDiscover):
         ``programs``: the lines of what each ``proc.exec`` program brings that the
         person was shown (:func:`program_reach`); when they bring other files now,
         refused too (attack21: a script's ``#!`` line changed while the question was
-        open was recorded, unseen).
+        open was recorded, unseen). ``manifest``: the manifest whose grant, text and
+        defaults the person was shown; another one is refused (steer31: the shell showed
+        the running version's grant of a plugin whose folder had changed, and recorded
+        the folder's wider one). :meth:`reviewed_manifest` is the one to show.
         """
         record = self._record(name)
         self._rehash(record)
@@ -63,6 +69,16 @@ class ManagerApproval(ManagerDiscover):
             # Red-team round 4: the content swapped in while the question was open
             # (its audit cached from earlier) was approved, unseen.
             return self._refuse(name, "approve", changed_while_shown(name, content_hash))
+        if manifest is not None and manifest != record.manifest:
+            return self._refuse(
+                name,
+                "approve",
+                f"plugin {name!r}: what was shown is the manifest of other content than the "
+                f"content approved ({record.content_hash}: version {record.manifest.version}, "
+                f"capabilities {listed(c.declared for c in record.manifest.capabilities)}"
+                "); nothing was approved: review it again (caplet approve "
+                f"{name})",
+            )
         audit = record.audit
         if audit is None:
             return self._refuse(
@@ -104,6 +120,19 @@ class ManagerApproval(ManagerDiscover):
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")
         return Outcome(True, f"plugin {name!r} approved at {record.content_hash}")
+
+    def reviewed_manifest(self, name: str, content_hash: str) -> Manifest | None:
+        """The manifest of the content ``content_hash`` (the content whose audit is shown),
+        which is what :meth:`approve` records; None when the plugin is no longer that
+        content.
+
+        Not the view of :meth:`get_plugin`: while a plugin is enabled that describes the
+        content it *runs* (textpin), and the folder may have changed under it since; an
+        approval is of the folder's content (steer31).
+        """
+        record = self._record(name)
+        self._rehash(record)
+        return record.manifest if record.content_hash == content_hash else None
 
     def unapprove(self, name: str) -> Outcome:
         """Remove the approval; a running plugin keeps running for this session."""

@@ -303,14 +303,19 @@ class ManagerDiscover(ManagerAudit):
         # An enabled plugin is described by the content it runs (its grants too,
         # below): the agent's text is built from this view (textpin).
         manifest = record.enabled_manifest if enabled else None
+        # Its hash, approval and audit too (steer31): the folder may have changed under a
+        # running plugin, and "approved", with the new content's audit, was said of a
+        # plugin running content nobody approved.
+        running = record.enabled_hash if enabled else None
+        content_hash = running or record.content_hash
         return PluginInfo(
             name=record.name,
             manifest=manifest or record.manifest,
             state=state,
-            content_hash=record.content_hash,
-            approved=approval is not None and approval.content_hash == record.content_hash,
+            content_hash=content_hash,
+            approved=approval is not None and approval.content_hash == content_hash,
             approval=approval,
-            audit=record.audit,
+            audit=record.enabled_audit if running else record.audit,
             config=dict(record.config),
             capabilities=record.resolved if enabled else record.manifest.capabilities,
             quarantine=quarantine,

@@ -319,6 +319,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
         record.withheld = withheld
         record.enabled_hash = record.content_hash
         record.enabled_manifest = record.manifest  # the snapshot's (_adopt)
+        record.enabled_audit = audit
         record.validators = validators
         if _published(plan) or _published(record.grant_plan):
             try:
@@ -514,6 +515,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             target.state = PluginState.DISABLED
             target.enabled_hash = None
             target.enabled_manifest = None
+            target.enabled_audit = None
             target.grant_plan = GrantPlan()
             if target.snapshot is not None:
                 remove_snapshot(target.snapshot)

@@ -48,6 +48,9 @@ class PluginRecord:
     #: every rediscovery; a plugin running its enabled snapshot must not tell
     #: the agent what a swapped-in manifest says (textpin: nobody consented).
     enabled_manifest: Manifest | None = None
+    #: The audit that content was enabled on: ``audit`` follows the live folder too,
+    #: and a host must say of a running plugin what runs (steer31).
+    enabled_audit: AuditResult | None = None
     #: The compiled ``args``/``returns`` schemas of the enabled content,
     #: by ``"module.function"`` (functions without a schema are absent).
     validators: Mapping[str, FunctionValidator] = field(default_factory=dict)
