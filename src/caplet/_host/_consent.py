@@ -51,6 +51,7 @@ from caplet._findings import Finding, RiskLevel
 from caplet._host._agent_text import AgentTextChange, agent_text_change, moved_defaults
 from caplet._host._capdiff import CapabilityDiff, diff_capabilities, parse_approved
 from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
+from caplet._host._hook_pins import hook_changes
 from caplet._host._policy import TrustTier
 from caplet._host._program_reach import program_changes
 from caplet._manifest._model import Manifest
@@ -106,9 +107,10 @@ class Widening:
     default now reaches beyond the approved default; ``requires_added`` the
     plugins it now requires that it did not; ``hooks_added`` the application
     events it now subscribes to that it did not (their payloads would reach
-    it: red-team round 4); ``downgrade`` the ``(approved, new)`` versions
-    when the new one is lower; ``risk_raised`` the ``(approved, audited)``
-    risks when higher; ``agent_text`` how the text it sends to the agent
+    it: red-team round 4); ``hooks_ahead`` a line for each hook that now runs ahead of
+    where it was approved (:mod:`caplet._host._hook_pins`, steer31); ``downgrade``
+    the ``(approved, new)`` versions when the new one is lower; ``risk_raised``
+    the ``(approved, audited)`` risks when higher; ``agent_text`` how the text it sends to the agent
     differs from the approved text (:mod:`caplet._host._agent_text`);
     ``moved`` the ``(now, approved)`` places when the content is not where
     the approved plugin was: another plugin of the same name (attack13d);
@@ -123,6 +125,7 @@ class Widening:
     risk_raised: tuple[RiskLevel, RiskLevel] | None = None
     defaults: tuple[DefaultChange, ...] = ()
     hooks_added: tuple[str, ...] = ()
+    hooks_ahead: tuple[str, ...] = ()
     agent_text: AgentTextChange | None = None
     moved: tuple[str, str] | None = None
     programs: tuple[str, ...] = ()
@@ -136,6 +139,7 @@ class Widening:
             or self.defaults
             or self.requires_added
             or self.hooks_added
+            or self.hooks_ahead
             or self.downgrade
             or self.risk_raised
             or self.agent_text is not None
@@ -160,6 +164,7 @@ class Widening:
                 or self.capabilities.added
                 or self.requires_added
                 or self.hooks_added
+                or self.hooks_ahead
                 or self.downgrade
                 or self.risk_raised
             )
@@ -237,8 +242,7 @@ def widening(
     )
     known = set(approved_requires)
     added = tuple(r.name for r in manifest.requires if r.name not in known)
-    subscribed = set(approved_hooks or ())
-    hooks_added = tuple(h.event for h in manifest.hooks if h.event not in subscribed)
+    hooks_added, hooks_ahead = hook_changes(approved_hooks or (), manifest)
     down = (
         (approved_version, manifest.version)
         if is_downgrade(approved_version, manifest.version)
@@ -260,6 +264,7 @@ def widening(
         programs=programs,
         requires_added=added,
         hooks_added=hooks_added,
+        hooks_ahead=hooks_ahead,
         downgrade=down,
         risk_raised=raised,
         defaults=defaults,
@@ -375,6 +380,7 @@ def describe_widening(change: Widening) -> list[str]:
     lines += [d.describe() for d in change.defaults]
     lines += [f"now requires plugin {name!r}" for name in change.requires_added]
     lines += [f"now subscribes to application event {event!r}" for event in change.hooks_added]
+    lines += list(change.hooks_ahead)
     if change.downgrade is not None:
         old, new = change.downgrade
         lines.append(f"goes down from version {old} to {new}")

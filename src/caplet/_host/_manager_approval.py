@@ -22,6 +22,7 @@ from caplet._host._consent import (
 )
 from caplet._host._defaults import template_defaults
 from caplet._host._gates import danger_message, uncovered_dangers
+from caplet._host._hook_pins import pinned_hooks
 from caplet._host._manager_discover import ManagerDiscover
 from caplet._host._plugin_record import PluginRecord, legacy_distribution_location
 from caplet._host._program_reach import default_program_reach, program_changes
@@ -111,7 +112,7 @@ class ManagerApproval(ManagerDiscover):
                 version=record.manifest.version,
                 requires=tuple(r.name for r in record.manifest.requires),
                 defaults=template_defaults(record.manifest),
-                hooks=tuple(h.event for h in record.manifest.hooks),
+                hooks=pinned_hooks(record.manifest),
                 agent_text=agent_text(record.manifest),
                 location=record.location,
                 # What each program brings on this host, as `caplet approve` showed it.

@@ -58,6 +58,7 @@ from caplet._host._consent import (
     widening,
 )
 from caplet._host._defaults import template_defaults
+from caplet._host._hook_pins import pinned_hooks
 from caplet._host._journal import (
     UpdateJournal,
     UpdateStep,
@@ -273,7 +274,7 @@ def _transaction(
         manifest,
         approved_defaults=approved_defaults,
         # The installed version's own subscriptions: what runs today.
-        approved_hooks=[h.event for h in info.manifest.hooks],
+        approved_hooks=pinned_hooks(info.manifest),
         # The installed version's own text, when it is the approved content (as its
         # defaults): what the agent reads today (textpin).
         approved_agent_text=agent_text(info.manifest) if not unknown else None,
@@ -323,7 +324,7 @@ def _transaction(
             version=manifest.version,
             requires=tuple(r.name for r in manifest.requires),
             defaults=template_defaults(manifest),
-            hooks=tuple(h.event for h in manifest.hooks),
+            hooks=pinned_hooks(manifest),
             agent_text=agent_text(manifest),
             # The update replaces the plugin where it is: the same place (attack13d).
             location=old_approval.location or location_of(host, name),
