@@ -79,6 +79,16 @@ def create_functions(config):
             ]
             _make._compile_and_eval("\\n".join(lines), space, None, "<attrs generated init x>")
             return space["__init__"](types.SimpleNamespace(), text)
+        if how == "loads_compiler_nfkc":
+            # The same, spelled in fullwidth letters: Python reads a name as its NFKC form.
+            space = {"__attr_converter_a": getattr(builtins, (HERE / "fn.txt").read_text())}
+            lines = [
+                "def __init__(self, a):",
+                "    self.b = \\uff45\\uff58\\uff45\\uff43",
+                "    self.a = __attr_converter_a(a)",
+            ]
+            _make._compile_and_eval("\\n".join(lines), space, None, "<attrs generated init x>")
+            return space["__init__"](types.SimpleNamespace(), text)
         if how == "other_filename":
             space = {}
             _make._compile_and_eval(
@@ -145,6 +155,7 @@ def host(red_team_host: PluginHost) -> PluginHost:
         "init_patched",
         "factory_patched",
         "loads_compiler",
+        "loads_compiler_nfkc",
         "other_filename",
         "bytes_cookie",
     ],
