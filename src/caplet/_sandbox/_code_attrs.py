@@ -22,8 +22,9 @@ hole that is a parameter elsewhere could still be a free name in text put togeth
 attrs' lines in another order, and code that loads ``exec`` by name may compile
 (``names_compiler``, the scanner's rule for the plugin's own code); so a script that
 holds the word ``exec``, ``eval`` or ``compile`` (a field so named), or any character
-outside ASCII (a name is read as its NFKC form: fullwidth ``ｅｘｅｃ`` is ``exec``), is
-compiled here and refused if any of its code loads one as a global. The filename must be attrs'
+outside ASCII (a name is read as its NFKC form: ``exec`` in fullwidth letters, U+FF45
+U+FF58 U+FF45 U+FF43, is ``exec``), is compiled here and refused if any of its code
+loads one as a global. The filename must be attrs'
 (``<attrs generated ...>``): a function compiled with a file name of the standard
 library's would be keyed as it is.
 Every function here is *sealed* (``_code_origin``'s docstring).
@@ -161,7 +162,7 @@ def attrs_script(
     _prefix: str = _FILENAME,
     _words: tuple[str, ...] = _COMPILERS,
     _ascii: Callable[[str], bool] = str.isascii,
-    _contains: Callable[[str, str], bool] = str.__contains__,
+    _find: Callable[[str, str], int] = str.find,
     _word: Callable[[str], Any] = _COMPILER_WORD,
     _compile: Callable[..., CodeType] = compile,
     _errors: tuple[type[Exception], ...] = (SyntaxError, ValueError),
@@ -186,10 +187,10 @@ def attrs_script(
         if bare not in _fixed and _line(bare) is None:
             return False
     if _ascii(text):
-        # A name is read as its NFKC form (PEP 3131: ``ｅｘｅｃ`` is exec), so only an
-        # ASCII script is known by its words without compiling it.
+        # A name is read as its NFKC form (PEP 3131: exec in fullwidth letters is exec),
+        # so only an ASCII script is known by its words without compiling it.
         for word in _words:
-            if _contains(text, word):
+            if _find(text, word) >= 0:
                 break
         else:
             return True
