@@ -24,9 +24,8 @@ attrs' lines in another order, and code that loads ``exec`` by name may compile
 holds the word ``exec``, ``eval`` or ``compile`` (a field so named), or any character
 outside ASCII (a name is read as its NFKC form: ``exec`` in fullwidth letters, U+FF45
 U+FF58 U+FF45 U+FF43, is ``exec``), is compiled here and refused if any of its code
-loads one as a global. The filename must be attrs'
-(``<attrs generated ...>``): a function compiled with a file name of the standard
-library's would be keyed as it is.
+loads one as a global. The filename must be attrs' (``<attrs generated ...>``): a
+function compiled with a file name of the standard library's would be keyed as it is.
 Every function here is *sealed* (``_code_origin``'s docstring).
 """
 
