@@ -5,6 +5,7 @@
     python benchmarks/astpass_profile.py --profile 30    # and cProfile's top 30 (cumulative)
     python benchmarks/astpass_profile.py --record F      # and the AST-pass files kept in F
     python benchmarks/astpass_profile.py --replay F      # only those files' passes again
+    python benchmarks/astpass_profile.py --tree DIR      # one folder of your own instead
 
 Scans each tree in package mode exactly as ``caplet scan`` does (``caplet.scan_tree``)
 with timers around the phases of :func:`caplet._scan._filepass._scan_text` (issue 16
@@ -38,7 +39,7 @@ from typing import Any
 from scan_corpus import benign_targets, stdlib_target, top_pypi
 
 import caplet
-from caplet._scan import _filepass, _syntax, _visitor
+from caplet._scan import _filepass, _focus, _syntax, _visitor
 
 PHASES = ("parse", "survey", "rules", "other")
 
@@ -85,8 +86,8 @@ def instrumented(clock: Clock, record: list[Any] | None = None) -> Iterator[None
         "_parse": _filepass,
         "_scan_text": _filepass,
         "survey": _syntax,
-        "focus": _syntax,
-        "focus_bindings": _syntax,
+        "focus": _focus,
+        "focus_bindings": _focus,
         "RuleVisitor": _visitor,
     }
     saved = {name: getattr(owner, name) for name, owner in owners.items()}
@@ -121,7 +122,7 @@ def instrumented(clock: Clock, record: list[Any] | None = None) -> Iterator[None
 
     _filepass._parse = _timed(clock, "parse", saved["_parse"])
     for name in ("survey", "focus", "focus_bindings"):
-        setattr(_syntax, name, _timed(clock, "survey", saved[name]))
+        setattr(owners[name], name, _timed(clock, "survey", saved[name]))
     setattr(_visitor, "RuleVisitor", TimedVisitor)  # noqa: B010
     _filepass._scan_text = counted
     try:
@@ -174,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile's top N")
     parser.add_argument("--record", type=Path, help="keep the AST-pass files in this pickle")
     parser.add_argument("--replay", type=Path, help="only the AST-pass files of this pickle")
+    parser.add_argument("--tree", type=Path, help="only this folder of your own")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:  # imports and rule compilation not charged
         (Path(tmp) / "warm.py").write_text("import os\nos.system('x')\n")
@@ -184,6 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (label == "stdlib" and args.benign_only) or (label != "stdlib" and args.stdlib_only):
                 continue
             measure(label, [], args.profile, replay=files)
+        return 0
+    if args.tree is not None:
+        measure("tree", [args.tree], args.profile)
         return 0
     kept: dict[str, list[Any]] = {}
     if not args.benign_only:

@@ -3,6 +3,7 @@
     python benchmarks/scan_split.py            # the stdlib, then every 5th benign package
     python benchmarks/scan_split.py --stdlib-only
     python benchmarks/scan_split.py --profile out.prof   # cProfile of the same scans
+    python benchmarks/scan_split.py --tree DIR            # one folder of your own instead
 
 Scans as ``benchmarks/scan_bench.py --speed-only`` does (``scan_tree`` in package mode,
 the stdlib first: the process's first pass over new text), with ``time.process_time``
@@ -31,7 +32,7 @@ from typing import Any
 from scan_corpus import benign_targets, stdlib_target, top_pypi
 
 import caplet
-from caplet._scan import _collect, _filepass, _scanner, _syntax
+from caplet._scan import _collect, _filepass, _focus, _scanner, _syntax
 
 _clock = time.process_time
 _spent: collections.defaultdict[str, float] = collections.defaultdict(float)
@@ -92,9 +93,11 @@ def _install() -> None:
     for name in ("with_logical_lines", "_no_text_findings"):
         _wrap(_filepass, name, "prefilter")
     _wrap(_filepass, "_parse", "parse")
-    for name in ("survey", "focus", "focus_bindings"):
-        # _filepass imports these from _syntax at each parsed file (issue 16's start-up)
-        _wrap(_syntax, name, "survey")
+    # _filepass imports these at each parsed file (issue 16's start-up), so wrapping
+    # them where they live is what its next file calls
+    _wrap(_syntax, "survey", "survey")
+    for name in ("focus", "focus_bindings"):
+        _wrap(_focus, name, "survey")
     _wrap(_collect.Collector, "report", "report")
     scan_text = getattr(_collect, "scan_text")  # noqa: B009
 
@@ -125,9 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stdlib-only", action="store_true")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the scans instead")
+    parser.add_argument("--tree", type=Path, help="split the scan of this folder only")
     args = parser.parse_args(argv)
-    trees = {"stdlib": [stdlib_target().path]}
-    if not args.stdlib_only:
+    trees = {"tree": [args.tree]} if args.tree else {"stdlib": [stdlib_target().path]}
+    if not args.stdlib_only and not args.tree:
         trees["benign"] = [t.path for t in benign_targets(top_pypi(500)[::5], False)[0]]
     with tempfile.TemporaryDirectory() as tmp:  # import and rule compilation not charged
         (Path(tmp) / "warm.py").write_text("x = 1\n")

@@ -306,6 +306,9 @@ if TYPE_CHECKING:
         UpdateError as UpdateError,
     )
     from caplet._errors import (
+        WorkerBusyError as WorkerBusyError,
+    )
+    from caplet._errors import (
         WorkerCrashedError as WorkerCrashedError,
     )
     from caplet._errors import (
@@ -705,6 +708,7 @@ __all__ = [
     "Verdict",
     "Widening",
     "Worker",
+    "WorkerBusyError",
     "WorkerCrashedError",
     "WorkerGoneError",
     "WorkerSpec",
@@ -756,6 +760,7 @@ _EXPORTS: dict[str, str] = {
     "ScanError": "caplet._errors",
     "StoreError": "caplet._errors",
     "TrustError": "caplet._errors",
+    "WorkerBusyError": "caplet._errors",
     "WorkerCrashedError": "caplet._errors",
     "WorkerGoneError": "caplet._errors",
     "WorkerStartError": "caplet._errors",

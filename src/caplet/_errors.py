@@ -102,6 +102,7 @@ __all__ = [
     "TlsError",
     "TrustError",
     "UpdateError",
+    "WorkerBusyError",
     "WorkerCrashedError",
     "WorkerGoneError",
     "WorkerStartError",
@@ -277,6 +278,12 @@ class WorkerGoneError(WorkerCrashedError):
 
 class CallTimeoutError(SandboxError):
     """A call exceeded its deadline; the worker was killed."""
+
+
+class WorkerBusyError(SandboxError):
+    """A nested call (another plugin's ``ctx.plugins.call``, guest code's ``host.*``) found
+    the worker serving other calls for all the time its caller had left: nothing was
+    sent, the worker runs on, and the circuit breaker counts nothing (attack31)."""
 
 
 class CallCancelledError(SandboxError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-__all__ = ["finite_number", "shown_number"]
+__all__ = ["LATEST_INSTANT", "finite_number", "instant", "shown_number"]
 
 #: An int with more bits than this is described by its length, not written out.
 _SHOWN_BITS: Final = 128
@@ -27,6 +27,25 @@ def finite_number(value: object) -> bool:
     if isinstance(value, int):
         return True
     return isinstance(value, float) and math.isfinite(value)
+
+
+#: The last second of the year 9999 UTC: the latest moment ``datetime`` (and so the
+#: log's and the approval screen's dates) can show. A stored time past it, negative, or
+#: not finite was not written by caplet's clock, and showing it raised OverflowError
+#: (``time.localtime(1e308)``: "timestamp out of range for platform time_t").
+LATEST_INSTANT: Final = 253_402_300_799
+
+
+def instant(value: object) -> float | None:
+    """``value`` as a moment caplet recorded (seconds since the epoch, 0 through
+    :data:`LATEST_INSTANT`), or ``None`` when it cannot be one: the one rule for every
+    time read back from state."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    # an int of any size compares exactly, and NaN compares false: no float() before
+    if not 0 <= value <= LATEST_INSTANT:
+        return None
+    return float(value)
 
 
 def shown_number(value: object) -> str:

@@ -64,3 +64,31 @@ def test_log_filters_by_plugin_time_verdict_and_action(tmp_path: Path) -> None:
         assert document(refused)["error"]["message"].startswith(f"--since {bad!r}: expected")
     both = caplet("log", "a", "--plugin", "b", "--state-dir", str(state), cwd=tmp_path)
     assert both.returncode == 2
+
+
+def test_a_logged_time_past_year_9999_is_damage_exit_3_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    # `caplet log` showed the row with time.localtime(1e308) and ended in an
+    # OverflowError (exit 70); a log whose every time is text made retention's span
+    # raise ValueError (exit 70 from every command that opens the store)
+    import sqlite3
+
+    from caplet._trust._sqlite import SqliteStore
+    from caplet._trust._store import Decision
+
+    state = tmp_path / "state"
+    with SqliteStore(state) as store:
+        store.log_decision(
+            Decision(at=time.time(), plugin="a", action="call", target="t", allowed=True)
+        )
+    for value in ("1e308", "x'ff00fe'"):
+        conn = sqlite3.connect(state / "caplet.db")
+        conn.execute(f"UPDATE decisions SET at = {value}")
+        conn.commit()
+        conn.close()
+        shown = caplet("log", "--state-dir", str(state), cwd=tmp_path)
+        assert shown.returncode == 3, (value, shown.stderr)
+        assert "internal error" not in shown.stderr
+        assert "of table decisions is invalid" in " ".join(shown.stderr.split()), shown.stderr
+        assert "delete that row with the sqlite3 shell" in " ".join(shown.stderr.split())

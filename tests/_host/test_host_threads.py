@@ -84,14 +84,21 @@ class QueueWatch:
         self._cond = threading.Condition()
         self.waiting = 0
 
-    def __enter__(self) -> bool:
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         with self._cond:
             self.waiting += 1
             self._cond.notify_all()
-        self._lock.acquire()
-        with self._cond:
-            self.waiting -= 1
-        return True
+        try:
+            return self._lock.acquire(blocking, timeout)
+        finally:
+            with self._cond:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
 
     def __exit__(
         self,
@@ -99,7 +106,7 @@ class QueueWatch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._lock.release()
+        self.release()
 
     def wait_for_waiters(self, count: int) -> bool:
         with self._cond:

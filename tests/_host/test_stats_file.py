@@ -81,6 +81,57 @@ def test_foreign_files_are_skipped_and_ended_snapshots_pruned(
     assert sum(1 for s in snapshots if s.live) == 1
 
 
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("updated_at", "1" + "0" * 400),  # float() of it: OverflowError in `caplet stats`
+        ("pid", "9" * 5000),  # past Python's 4,300 digits: a ValueError inside json
+        ("updated_at", "NaN"),
+        ("started_at", "-Infinity"),
+    ],
+)
+def test_a_number_caplet_never_writes_skips_the_snapshot(
+    state_dir: Path, caplog: pytest.LogCaptureFixture, field: str, text: str
+) -> None:
+    directory = state_dir / STATS_DIR
+    directory.mkdir(parents=True)
+    document = {
+        "format": 1,
+        "pid": 10_000_000,
+        "start_ticks": 1,
+        "command": "x",
+        "started_at": 0.0,
+        "updated_at": 2_000_000_000.0,
+        "ended": True,
+        "plugins": [{"plugin": "p", "calls": 1}],
+    }
+    (directory / "host-1-1.json").write_text(
+        json.dumps(document).replace(
+            f'"{field}": {json.dumps(document[field])}', f'"{field}": {text}'
+        )
+    )
+    with caplog.at_level(logging.WARNING, logger="caplet"):
+        assert read_snapshots(state_dir) == []
+    assert "caplet stats: skipping" in caplog.text
+
+
+def test_a_plugins_row_with_a_count_past_64_bits_skips_the_snapshot(state_dir: Path) -> None:
+    # each row's numbers are read with float() by `caplet stats`: OverflowError, exit 70
+    directory = state_dir / STATS_DIR
+    directory.mkdir(parents=True)
+    text = (
+        '{"format": 1, "pid": 10000000, "start_ticks": 1, "command": "x", "started_at": 0.0, '
+        '"updated_at": 1.0, "ended": true, "plugins": [{"plugin": "p", "calls": 1'
+        + "0" * 30
+        + "}]}"
+    )
+    (directory / "host-1-1.json").write_text(text)
+    assert read_snapshots(state_dir) == []
+    (directory / "host-1-1.json").write_text(text.replace("1" + "0" * 30, str(2**63 - 1)))
+    (kept,) = read_snapshots(state_dir)
+    assert kept.plugins == [{"plugin": "p", "calls": 2**63 - 1}]
+
+
 def test_the_command_line_beyond_the_subcommand_is_never_written(
     state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -503,6 +503,25 @@ def test_undecodable_defaults_are_a_record_problem(store: PostgresStore, pg_url:
         store.get_approval("weather")
 
 
+@pytest.mark.parametrize("value", ["'NaN'", "'Infinity'", "1e300", "-5"])
+def test_a_decision_time_caplet_never_wrote_is_a_record_problem(
+    store: PostgresStore, pg_url: str, value: str
+) -> None:
+    # DOUBLE PRECISION holds NaN and infinities; `caplet log` showed such a time with
+    # time.localtime and raised OverflowError or ValueError (exit 70)
+    store.log_decision(Decision(at=1.0, plugin="weather", action="call", target="t", allowed=True))
+    sql(pg_url, f"UPDATE caplet.decisions SET at = {value}")
+    (problem,) = store.check()
+    assert problem.kind is ProblemKind.RECORD
+    assert "of table decisions is invalid (a column holds a value of the wrong type, or a " in (
+        problem.message
+    )
+    with pytest.raises(StoreError, match="time caplet did not write"):
+        store.decisions()
+    with pytest.raises(StoreError, match=r"row 'min\(at\)' of table decisions is invalid"):
+        store.decisions_span()
+
+
 def test_nodes_opening_a_fresh_database_at_once_migrate_it_once(pg_url: str) -> None:
     """Six processes open the same empty database together; one creates the schema."""
     script = textwrap.dedent(

@@ -109,8 +109,8 @@ def test_a_mistyped_quarantine_record(store: SqliteStore) -> None:
     conn.close()
     problem = only(store.check(), ProblemKind.RECORD)
     assert (
-        "row 'weather' of table quarantine is invalid (reason, since, location or "
-        "content_hash mistyped)"
+        "row 'weather' of table quarantine is invalid (reason, location or content_hash "
+        "mistyped, or since not a time caplet wrote)"
     ) in problem.message
     assert "caplet release weather" in problem.message
 
@@ -125,6 +125,63 @@ def test_a_mistyped_decision_and_kv_row(store: SqliteStore) -> None:
     assert "row 1 of table decisions is invalid" in problems[0].message
     assert "row 'weather/k' of table kv is invalid" in problems[1].message
     assert "delete that row with the sqlite3 shell" in problems[1].message
+
+
+# Times no clock of caplet's wrote: past year 9999 (``time.localtime`` of it raised
+# OverflowError in `caplet log`, exit 70), negative, infinite (9e999 is SQLite's literal
+# for it), the largest integer SQLite holds.
+FOREIGN_TIMES = ("1e308", "-1", "9e999", "9223372036854775807")
+
+
+@pytest.mark.parametrize("value", FOREIGN_TIMES)
+def test_a_stored_time_caplet_never_wrote_is_a_record_problem(
+    store: SqliteStore, value: str
+) -> None:
+    conn = raw(store.path)
+    conn.execute(f"UPDATE decisions SET at = {value}")
+    conn.execute(f"UPDATE approvals SET approved_at = {value}")
+    conn.execute(f"UPDATE quarantine SET since = {value}")
+    conn.close()
+    messages = [p.message for p in store.check()]
+    assert len(messages) == 3, messages
+    assert any(
+        "row 'weather' of table approvals is invalid (content_hash mistyped, or approved_at "
+        "not a time caplet wrote)" in m
+        for m in messages
+    ), messages
+    assert any("since not a time caplet wrote" in m for m in messages), messages
+    assert any(
+        "row 1 of table decisions is invalid (a column holds a value of the wrong type, or a "
+        "time caplet did not write)" in m
+        for m in messages
+    ), messages
+    with pytest.raises(StoreError, match="approved_at not a time caplet wrote"):
+        store.get_approval("weather")
+    with pytest.raises(StoreError, match="time caplet did not write"):
+        store.decisions()
+
+
+def test_the_logs_span_refuses_an_oldest_time_that_is_text(store: SqliteStore) -> None:
+    # SQLite's min() of a column whose every row holds text is that text (its type
+    # order): retention read it with float() and raised ValueError (exit 70).
+    conn = raw(store.path)
+    conn.execute("UPDATE decisions SET at = x'ff00fe'")
+    conn.close()
+    with pytest.raises(StoreError, match=r"row 'min\(at\)' of table decisions is invalid"):
+        store.decisions_span()
+
+
+def test_an_honest_log_span_reads_back(store: SqliteStore) -> None:
+    assert store.decisions_span() == (1, 1.0)
+
+
+def test_an_audit_dated_past_year_9999_is_a_record_problem(store: SqliteStore) -> None:
+    conn = raw(store.path)
+    conn.execute("UPDATE audits SET payload = json_set(payload, '$.created_at', 1e308)")
+    conn.close()
+    problem = only(store.check(), ProblemKind.RECORD)
+    assert "created_at: 1e+308 is no time caplet wrote" in problem.message
+    assert "caplet audit weather --fresh" in problem.message
 
 
 def test_a_missing_table_is_a_schema_problem(store: SqliteStore) -> None:

@@ -28,6 +28,7 @@ from caplet._errors import (
     PluginCallError,
     ProtocolError,
     SandboxError,
+    WorkerBusyError,
     WorkerGoneError,
 )
 from caplet._host._breaker import CircuitBreaker, Trip
@@ -186,10 +187,15 @@ class CallPath:
         running: RunningWorker | None = None
         attempts = _GONE_ATTEMPTS
         started = time.perf_counter_ns()
+        # A nested call's time is its caller's, from now: a worker started for it, or
+        # busy with other calls, uses it up too (attack31).
+        deadline = None if timeout_cap is None else time.monotonic() + timeout_cap
         try:
             while True:
                 running = None
-                running, parts = self.prepare_call(name, target)
+                running, parts = self.prepare_call(
+                    name, target, None if deadline is None else deadline - time.monotonic()
+                )
                 schemas = parts[2]
                 if schemas is not None:
                     schemas.check_args(args, kwargs)
@@ -204,6 +210,10 @@ class CallPath:
                         kwargs,
                         timeout_s=timeout_s,
                         cancel=getattr(self._cancel, "event", None),
+                        # The caller's deadline bounds the wait for the worker too
+                        # (attack31): past it the caller was killed for lateness
+                        # and the call made after it was gone.
+                        wait_s=None if deadline is None else deadline - time.monotonic(),
                     )
                     break
                 except WorkerGoneError:
@@ -290,6 +300,11 @@ class CallPath:
         worker_alive = running is not None and running.worker.alive
         if isinstance(exc, ProtocolError) and worker_alive:
             return False
+        if isinstance(exc, WorkerBusyError):
+            # Nothing was sent: the worker was busy with other calls for all the time
+            # the nested call's caller had left (attack31). Not the plugin's failure.
+            self.manager.log_decision(name, "call", target, False, str(exc))
+            return False
         if isinstance(exc, CallCancelledError):
             # The caller's decision, not the plugin's failure (its worker, if it
             # was running the call, is dead and goes).
@@ -352,16 +367,30 @@ class CallPath:
         if self.manager.get_plugin(name) is not None:
             self._quarantine(name, reason)
 
-    def prepare_call(self, name: str, target: str) -> tuple[RunningWorker, CallTarget]:
+    def prepare_call(
+        self, name: str, target: str, wait_s: float | None = None
+    ) -> tuple[RunningWorker, CallTarget]:
         """Validate a call and return the worker to send it to, starting one if needed.
 
         Holds the plugin's lock, so of several threads finding the worker
         dead exactly one starts the next; the others wait and use it.
+        ``wait_s`` (a nested call: what its caller has left) bounds the wait for
+        the lock, which an enable holds while it asks a person (attack31); past it,
+        WorkerBusyError and nothing is sent.
         """
         retired: RunningWorker | None = None
         follow = False
+        lock = self._guards.lock(name)
+        if wait_s is None:
+            lock.acquire()
+        elif not lock.acquire(timeout=max(wait_s, 0.0)):
+            raise WorkerBusyError(
+                f"plugin '{name}': {target} was not sent: its caller had "
+                f"{max(wait_s, 0.0) * 1000:.0f} ms left, and the plugin was being enabled, "
+                "disabled or restarted for all of it; nothing ran (call again later)"
+            )
         try:
-            with self._guards.lock(name):
+            with _Held(lock):
                 # Read before the checks: a lifecycle change after them bumps
                 # it again, so the warm path re-validates instead of trusting
                 # a check that is already stale.
@@ -415,3 +444,18 @@ def is_refusal(exc: PluginCallError) -> bool:
     ends in it, e.g. ``NotFoundRefused``: only the class name crosses the channel), or
     a size limit refused what it was asked to carry."""
     return exc.exc_type.endswith(Refused.__name__) or exc.exc_type in _SIZE_REFUSALS
+
+
+class _Held:
+    """A lock already acquired, released when the block ends (``with`` would acquire it)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()

@@ -104,6 +104,7 @@ class RunningWorker:
         *,
         timeout_s: float,
         cancel: threading.Event | None = None,
+        wait_s: float | None = None,
     ) -> WireValue:
         """One call into the worker, its ``ctx`` requests answered by ``on_request``;
         whatever the call fetched and left unread is forgotten when it ends, however it
@@ -117,6 +118,7 @@ class RunningWorker:
                 timeout_s=timeout_s,
                 on_request=self.on_request,
                 cancel=cancel,
+                wait_s=wait_s,
             )
         finally:
             self.on_request.end_call()

@@ -51,6 +51,8 @@ _KEEP_ENDED_S: Final = 7 * 24 * 3600.0
 _FORMAT: Final = 1
 #: A snapshot is a few KiB per plugin; a larger file is not one of caplet's.
 _MAX_BYTES: Final = 16 * 1024 * 1024
+#: The digits of the longest integer a snapshot holds ("-" and 19 digits: 64 bits).
+_INT_DIGITS: Final = 20
 
 
 def _command() -> str:
@@ -197,6 +199,19 @@ class StatsPublisher:
                 snapshot.path.unlink(missing_ok=True)
 
 
+def _counted(digits: str) -> int:
+    """A snapshot's integer: what caplet counts (calls, bytes, ticks) fits 64 bits. A
+    longer one made ``float()`` raise OverflowError in ``caplet stats`` (exit 70), and
+    one past Python's 4,300 digits a ValueError from ``json`` itself."""
+    if len(digits) > _INT_DIGITS or abs(value := int(digits)) >= 2**63:
+        raise ValueError(f"an integer of {len(digits)} characters, past 64 bits")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is no number caplet writes")
+
+
 def read_snapshots(state_dir: Path) -> list[HostSnapshot]:
     """Every readable snapshot in ``<state_dir>/stats``, live ones first, newest first.
 
@@ -212,7 +227,11 @@ def read_snapshots(state_dir: Path) -> list[HostSnapshot]:
         try:
             if path.stat().st_size > _MAX_BYTES:
                 raise ValueError("too large")
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(
+                path.read_text(encoding="utf-8"),
+                parse_int=_counted,
+                parse_constant=_no_constant,
+            )
             if not isinstance(data, dict) or data.get("format") != _FORMAT:
                 raise ValueError("not a caplet stats snapshot of this version")
             pid, ticks = data["pid"], data.get("start_ticks")

@@ -32,6 +32,7 @@ from caplet._errors import (
     WorkerGoneError,
     WorkerStartError,
 )
+from caplet._sandbox._call_wait import answering, take
 from caplet._sandbox._child import ChildProcess, describe_status
 from caplet._sandbox._frames import (
     FrameReader,
@@ -158,6 +159,7 @@ class SubprocessWorker:
         timeout_s: float,
         on_request: RequestHandler | None = None,
         cancel: threading.Event | None = None,
+        wait_s: float | None = None,
     ) -> WireValue:
         """Call ``module.function(*args, **kwargs)`` in the worker.
 
@@ -172,6 +174,9 @@ class SubprocessWorker:
         While the call runs, each CONTEXT_REQUEST the worker sends is
         answered by ``on_request`` (:meth:`_serve_requests`), inside the
         same deadline; without a handler every request is refused.
+
+        ``wait_s``: the most a nested call waits for other threads' calls, then off
+        ``timeout_s``; past it WorkerBusyError, nothing sent (attack31). None: queue.
         """
         # The hot path builds no strings and makes one send and one receive;
         # every failure is explained in _refuse/_failed, off that path.
@@ -186,7 +191,8 @@ class SubprocessWorker:
                 "handling of its own requests",
                 plugin=self._spec.plugin,
             )
-        with self._lock:
+        timeout_s = take(self._lock, wait_s, timeout_s, self._spec.plugin, (module, function))
+        try:
             self._owner = thread
             try:
                 if cancel is not None and cancel.is_set():
@@ -203,6 +209,8 @@ class SubprocessWorker:
                 self._owner = None
                 if self.after_first_call is not None:
                     self._after_first_call()
+        finally:
+            self._lock.release()
 
     def _call_locked(
         self,
@@ -332,7 +340,8 @@ class SubprocessWorker:
                     "requests in one call; do fewer requests per call",
                     plugin=plugin,
                 )
-            value = on_request(request, deadline)
+            with answering(deadline):
+                value = on_request(request, deadline)
             try:
                 frame = encode_context_reply(request.request_id, value)
             except ProtocolError as exc:

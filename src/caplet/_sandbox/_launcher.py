@@ -136,8 +136,13 @@ class Worker(Protocol):
         timeout_s: float,
         on_request: RequestHandler | None = None,
         cancel: threading.Event | None = None,
+        wait_s: float | None = None,
     ) -> WireValue:
         """Run one call; ``on_request`` answers its ``ctx`` requests (none: all refused).
+
+        ``wait_s`` bounds the wait for other threads' calls to this worker, and
+        what it waited comes off ``timeout_s``: past it,
+        :class:`~caplet.WorkerBusyError`, nothing sent (a nested call, attack31).
 
         Raises :class:`~caplet.WorkerGoneError` (nothing ran) when the worker
         had exited, or been closed, before the call was sent: callers need

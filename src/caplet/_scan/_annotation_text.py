@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from caplet._marks import LongMarkRunError, parse
-from caplet._scan._route_facts import Facts
+from caplet._scan._route_facts import Facts, named_in
 
 __all__ = ["annotation_routes"]
 
@@ -187,10 +187,7 @@ def _data(value: ast.expr, facts: Facts, depth: int) -> bool:
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr in _DATA_METHODS:
             return True
-        funcs = facts.resolve(func)
-        return any(
-            f == c or (c.endswith(".") and f.startswith(c)) for f in funcs for c in _DATA_CALLS
-        )
+        return named_in(facts.resolve(func), _DATA_CALLS)
     if isinstance(value, ast.Subscript):
         # a generic subscripted (``dict[str, Any]``, ``Alias[int]``) is a type; a mapping
         # or a sequence of data subscripted is data

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator
 from typing import Final
 
-from caplet._scan._route_facts import Facts, written
+from caplet._scan._route_facts import Facts, named_in, written
 
 __all__ = ["PATH_ADDERS", "path_routes"]
 
@@ -103,11 +103,7 @@ def _own_path(node: ast.AST, facts: Facts, depth: int) -> bool:
         return _own_path(node.value, facts, depth + 1) and isinstance(node.slice, ast.Constant)
     if isinstance(node, ast.Call):
         func = node.func
-        made = any(
-            f == m or (m.endswith(".") and f.startswith(m))
-            for f in facts.resolve(func)
-            for m in _PATH_MAKERS
-        )
+        made = named_in(facts.resolve(func), _PATH_MAKERS)
         if not made and not (isinstance(func, ast.Attribute) and func.attr in _PATH_PARTS):
             return False
         parts = [*node.args, *(k.value for k in node.keywords)]

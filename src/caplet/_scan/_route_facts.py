@@ -8,11 +8,12 @@ the flow (``_flow`` imports the visitor's tables, not the other way).
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection, Iterable
 from typing import Protocol
 
 from caplet._scan._syntax import Bindings
 
-__all__ = ["Facts", "written"]
+__all__ = ["Facts", "named_in", "written"]
 
 
 class Facts(Protocol):
@@ -30,3 +31,13 @@ class Facts(Protocol):
 def written(node: ast.AST, facts: Facts) -> bool:
     """Whether ``node`` is text the source holds: a literal, or computed from literals."""
     return facts.plain(node) or facts.closed(node)
+
+
+def named_in(names: Iterable[str], table: Collection[str]) -> bool:
+    """Whether one of the resolved ``names`` is in ``table``: an entry ending in a dot
+    is a module or class whose every attribute counts (``"json."`` holds ``json.load``)."""
+    return any(
+        name == entry or (entry.endswith(".") and name.startswith(entry))
+        for name in names
+        for entry in table
+    )

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
+from caplet._numbers import instant, shown_number
 
 __all__ = ["audit_from_json", "audit_to_json"]
 
@@ -31,10 +32,18 @@ def audit_from_json(text: str) -> AuditResult:
     is not such a payload; the store adds the table and key.
     """
     try:
-        return _ADAPTER.validate_json(text, strict=True)
+        audit = _ADAPTER.validate_json(text, strict=True)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err['loc']) or '<payload>'}: {err['msg']}"
             for err in exc.errors()[:3]
         )
         raise StoreError(f"audit payload does not decode ({problems})") from exc
+    if instant(audit.created_at) is None:
+        # 0.0 is the model's default (an audit of an earlier caplet); a time past year
+        # 9999 or not finite made the approval screen's date raise OverflowError
+        raise StoreError(
+            "audit payload does not decode (created_at: "
+            f"{shown_number(audit.created_at)} is no time caplet wrote)"
+        )
+    return audit

@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING
 
 from caplet._atomic import write_step
 from caplet._errors import StoreError
+from caplet._numbers import LATEST_INSTANT
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    DECISION_PROBLEM,
     LEGACY_PLACES,
     BadRowError,
     RowSource,
@@ -345,9 +347,11 @@ def check_records(
 ) -> list[StateProblem]:
     """Every approval, audit and quarantine record decoded as the store reads it.
 
-    The decision log and ``ctx.kv`` need no pass of their own here: their
-    column types are the server's to enforce (``BOOLEAN``, ``BYTEA``), where
-    SQLite stores whatever a hand edit put in a column.
+    The decision log's and ``ctx.kv``'s column types are the server's to enforce
+    (``BOOLEAN``, ``BYTEA``), where SQLite stores whatever a hand edit put in a column;
+    a decision's time is checked here (``DOUBLE PRECISION`` holds NaN and infinities,
+    and PostgreSQL orders NaN above every number, so ``NOT (at >= 0 AND at <= x)``
+    finds it).
     """
     problems: list[StateProblem] = []
 
@@ -375,6 +379,13 @@ def check_records(
         'ORDER BY name COLLATE "C", location COLLATE "C"'
     ).fetchall():
         decoded(quarantine_from_row, row)
+    for (row_id,) in conn.execute(
+        "SELECT id FROM caplet.decisions WHERE NOT (at >= 0 AND at <= %s) ORDER BY id LIMIT %s",
+        (LATEST_INSTANT, _MAX_REPORTED),
+    ).fetchall():
+        problems.append(
+            rows.bad_row("decisions", row_id, DECISION_PROBLEM, rows.edited_log).problem
+        )
     kv = conn.execute(
         "SELECT plugin, location, count(*) FROM caplet.kv WHERE location = '' OR "
         "(location LIKE %s AND location NOT LIKE %s) "

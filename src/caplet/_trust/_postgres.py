@@ -43,7 +43,7 @@ import logging
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
@@ -66,6 +66,7 @@ from caplet._trust._rows import (
     decision_from_row,
     kv_value,
     quarantine_from_row,
+    span_from_row,
 )
 from caplet._trust._store import UNLOCATED, ApprovalRecord, Decision, KvWrite, QuarantineRecord
 
@@ -378,8 +379,7 @@ class PostgresStore:
         )
         if row is None:  # count(*) always yields a row; treat a missing one as empty
             return 0, None
-        count, oldest = row
-        return int(cast("int", count)), None if oldest is None else float(cast("float", oldest))
+        return span_from_row(self._rows, *row)
 
     # -- ctx.kv ---------------------------------------------------------------------
 

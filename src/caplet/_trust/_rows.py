@@ -22,6 +22,7 @@ from caplet._audit._model import AuditResult, Verdict
 from caplet._config._schema import ConfigValue
 from caplet._errors import StoreError
 from caplet._findings import RiskLevel
+from caplet._numbers import instant
 from caplet._trust._codec import audit_from_json
 from caplet._trust._hashing import is_tree_hash
 from caplet._trust._problems import ProblemKind, StateProblem
@@ -29,6 +30,7 @@ from caplet._trust._store import ApprovalRecord, ApprovedDefaults, Decision, Qua
 
 __all__ = [
     "APPROVAL_COLUMNS",
+    "DECISION_PROBLEM",
     "LEGACY_PLACES",
     "PRUNE_ORDER",
     "BadRowError",
@@ -40,6 +42,7 @@ __all__ = [
     "decision_from_row",
     "kv_value",
     "quarantine_from_row",
+    "span_from_row",
     "unclaimed_problems",
     "usage_drift_query",
     "usage_problems",
@@ -51,6 +54,10 @@ __all__ = [
 #: allowed requests erases no refusal (red-team round 3). The same text is valid SQL in
 #: SQLite (allowed is 0/1) and PostgreSQL (a boolean).
 PRUNE_ORDER = "CASE WHEN allowed AND plugin <> '(policy)' THEN 0 ELSE 1 END, id"
+
+#: What is wrong with a decision row that does not decode, in :func:`decision_from_row`
+#: and in both backends' checks (which find such rows with one query).
+DECISION_PROBLEM = "a column holds a value of the wrong type, or a time caplet did not write"
 
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
@@ -108,12 +115,11 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         raise source.bad_row("approvals", name, "capabilities is not JSON", fix) from exc
     if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
         raise source.bad_row("approvals", name, "capabilities is not a JSON array of strings", fix)
-    if (
-        not isinstance(name, str)
-        or not isinstance(content_hash, str)
-        or not isinstance(approved_at, float | int)
-    ):
-        raise source.bad_row("approvals", name, "content_hash or approved_at mistyped", fix)
+    approved_moment = instant(approved_at)
+    if not isinstance(name, str) or not isinstance(content_hash, str) or approved_moment is None:
+        raise source.bad_row(
+            "approvals", name, "content_hash mistyped, or approved_at not a time caplet wrote", fix
+        )
     if not is_tree_hash(content_hash):
         # Such an approval could never match a plugin: it was not written by caplet.
         raise source.bad_row(
@@ -145,7 +151,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         name=name,
         content_hash=content_hash,
         capabilities=tuple(capabilities),
-        approved_at=float(approved_at),
+        approved_at=approved_moment,
         risk_level=risk,
         verdict=verdict_value,
         version=version,
@@ -242,23 +248,24 @@ def audit_from_row(
 def quarantine_from_row(source: RowSource, row: Sequence[object]) -> QuarantineRecord:
     """A quarantine record from ``name, reason, since, location, content_hash``."""
     name, reason, since, location, content_hash = row
+    since_moment = instant(since)
     if (
         not isinstance(name, str)
         or not isinstance(reason, str)
-        or not isinstance(since, float | int)
+        or since_moment is None
         or not isinstance(location, str)
         or not isinstance(content_hash, str)
     ):
         raise source.bad_row(
             "quarantine",
             name,
-            "reason, since, location or content_hash mistyped",
+            "reason, location or content_hash mistyped, or since not a time caplet wrote",
             f"release it (caplet release {name}) and let caplet record it again",
         )
     return QuarantineRecord(
         name=name,
         reason=reason,
-        since=float(since),
+        since=since_moment,
         location=location,
         content_hash=content_hash,
     )
@@ -271,20 +278,19 @@ def decision_from_row(source: RowSource, row: Sequence[object]) -> Decision:
     equal to 0 and 1 (``True == 1``), anything else is refused.
     """
     row_id, at, plugin, action, target, allowed, detail = row
+    moment = instant(at)
     if (
         not isinstance(row_id, int)
-        or not isinstance(at, float | int)
+        or moment is None
         or not isinstance(plugin, str)
         or not isinstance(action, str)
         or not isinstance(target, str)
         or not isinstance(detail, str)
         or allowed not in (0, 1)
     ):
-        raise source.bad_row(
-            "decisions", row_id, "a column holds a value of the wrong type", source.edited_log
-        )
+        raise source.bad_row("decisions", row_id, DECISION_PROBLEM, source.edited_log)
     return Decision(
-        at=float(at),
+        at=moment,
         plugin=plugin,
         action=action,
         target=target,
@@ -292,6 +298,22 @@ def decision_from_row(source: RowSource, row: Sequence[object]) -> Decision:
         detail=detail,
         id=row_id,
     )
+
+
+def span_from_row(source: RowSource, count: object, oldest: object) -> tuple[int, float | None]:
+    """``count(*), min(at)`` of the decision log as retention reads it. SQLite's ``min``
+    of a column whose every row holds text or a blob is that text (its type order), so
+    ``min(at)`` is checked as a row's ``at`` is."""
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise source.bad_row("decisions", "count(*)", "not an integer", source.edited_log)
+    if oldest is None:
+        return count, None
+    moment = instant(oldest)
+    if moment is None:
+        raise source.bad_row(
+            "decisions", "min(at)", "the oldest time is no time caplet wrote", source.edited_log
+        )
+    return count, moment
 
 
 def kv_value(source: RowSource, plugin: str, key: str, value: object) -> bytes:

@@ -46,6 +46,7 @@ from caplet._trust._rows import (
     decision_from_row,
     kv_value,
     quarantine_from_row,
+    span_from_row,
 )
 from caplet._trust._sqlite_check import check_database
 from caplet._trust._sqlite_file import SqliteFile, _CorruptError
@@ -284,8 +285,7 @@ class SqliteStore(SqliteFile):
         """(rows, time of the oldest row): what retention has to look at, read cheaply."""
         with self._reading("reading the decision log") as conn:
             row = conn.execute("SELECT count(*), min(at) FROM decisions").fetchone()
-        count, oldest = row
-        return int(count), None if oldest is None else float(oldest)
+        return span_from_row(self._rows, *row)
 
     # -- ctx.kv ------------------------------------------------------------------------
 

@@ -13,8 +13,10 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from caplet._numbers import LATEST_INSTANT
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    DECISION_PROBLEM,
     LEGACY_PLACES,
     BadRowError,
     RowSource,
@@ -143,15 +145,14 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
         decoded(quarantine_from_row, row)
     for (row_id,) in conn.execute(
         "SELECT id FROM decisions WHERE typeof(at) NOT IN ('real', 'integer') "
+        "OR NOT (at >= 0 AND at <= ?) "
         "OR typeof(plugin) != 'text' OR typeof(action) != 'text' "
         "OR typeof(target) != 'text' OR typeof(detail) != 'text' "
         "OR allowed NOT IN (0, 1) ORDER BY id LIMIT ?",
-        (MAX_REPORTED,),
+        (LATEST_INSTANT, MAX_REPORTED),
     ).fetchall():
         problems.append(
-            rows.bad_row(
-                "decisions", row_id, "a column holds a value of the wrong type", rows.edited_log
-            ).problem
+            rows.bad_row("decisions", row_id, DECISION_PROBLEM, rows.edited_log).problem
         )
     for plugin, key in conn.execute(
         "SELECT plugin, key FROM kv WHERE typeof(value) != 'blob' "
