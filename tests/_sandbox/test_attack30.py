@@ -117,6 +117,7 @@ FILES = {
     "__import__('ctypes').sizeof(__import__('ctypes').c_int))\n",
 }
 
+_ATTRS_SCRIPT = r"attr/_make.py \(_compile_and_eval\) was handed a script that is none attrs writes"
 _REBOUND = (
     r"makes code from its module's functions and the builtins, and one of them is no "
     r"longer what was imported"
@@ -172,24 +173,16 @@ def test_a_listed_librarys_generator_compiles_only_its_own_text(
 
 
 @pytest.mark.security
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (attack30): attrs' _compile_and_eval is on the allow-list unchecked, so "
-    "the plugin calls it with its data's text, or rebinds attr._make's script makers "
-    "(_make_repr_script); proposed fix: hold the frame's caller to attrs' own "
-    "(_linecache_and_compile) and attr._make to what it was at the hook's import "
-    "(_code_intact's record, attrs imported before the hook), and check the script (the "
-    "alias and repr_ns rows of lib29 remain until then)",
-)
 @pytest.mark.parametrize("how", ["attrs_direct", "attrs_repr_patched"])
 def test_attrs_compiles_no_text_it_did_not_make(
     make_plugin: PluginFactory, host: PluginHost, how: str
 ) -> None:
-    """Answers 4 (attrs_direct) or raises "SystemError: 4" (attrs_repr_patched)."""
+    """On af1205e1: answered 4 (attrs_direct) or raised "SystemError: 4"
+    (attrs_repr_patched); closed by attrs31 (the script attrs compiles is checked)."""
     make_plugin("rebinds", source=SOURCE, files=FILES)
     host.discover()
     assert host.enable("rebinds", consent=True)
-    with pytest.raises(PluginCallError, match=r"attr/_make.py \(_compile_and_eval\)"):
+    with pytest.raises(PluginCallError, match=_ATTRS_SCRIPT):
         host.call("rebinds", "main.run", how=how)
 
 

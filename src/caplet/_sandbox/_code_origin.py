@@ -54,9 +54,14 @@ and every one of those frames was the runtime's.
   only by an allow-list of exact callers, as the standard library's (lib29): naming a
   compiler was no check, for jinja2's does, and a template is Python's attribute and call
   syntax over any module (``{{ cycler.__init__.__globals__ }}``: attack27). attrs'
-  method builder, typing_inspection's ``is_*`` makers (their names must be identifiers)
-  and caplet's guest runner are listed; jinja2 is refused whatever the environment (a
-  sandbox's policy is class attributes the plugin can set).
+  method builder (the script must be its own templates with identifiers in the holes:
+  ``_code_attrs``, attrs31), typing_inspection's ``is_*`` makers (their names must be
+  identifiers) and caplet's guest runner are listed; jinja2 is refused whatever the
+  environment (a sandbox's policy is class attributes the plugin can set);
+- the hook's own functions that parse (``type_text``, ``postponed_annotation``,
+  ``attrs_script``) compile in their own frame only with every default as sealed: a
+  plugin that called ``type_text`` with a handed exec for ``_postponed`` ran it there
+  (attrs31).
 
 **Sealed.** The hook shares the plugin's interpreter, so nothing it uses may be
 the plugin's to change (attack26): a module global is (``import`` this module and
@@ -80,6 +85,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, Final
 
+from caplet._sandbox._code_attrs import attrs_script
 from caplet._sandbox._code_files import native, normpath, open_inside, read_whole, same
 from caplet._sandbox._code_intact import intact
 from caplet._sandbox._code_text import (
@@ -125,17 +131,15 @@ _LIBRARY_TYPE_TEXT: Final = frozenset(
 #: dataclasses' methods, made from the text of each field's name: every name must be
 #: an identifier (``__annotations__`` set to ``{"a,__import__(...)": int}`` puts the
 #: call into ``__eq__``).
-#: Libraries' code generators that may compile: attrs' methods (its ``_compile_and_eval``
-#: compiles what ``_ClassBuilder`` writes from the attributes' names; an alias is put in
-#: unchecked: lib29, open). Keyed by the file under the runtime's folder (past
-#: ``site-packages/``) and the qualified name; any other library's frame is refused.
-_LIBRARY_COMPILERS: Final = frozenset(
-    {
-        ("attr/_make.py", "_compile_and_eval"),
-        # caplet's guest worker compiles the code its host sent (``host.exec``): its purpose
-        ("caplet/_sandbox/_guest.py", "_compile"),
-    }
-)
+#: Libraries' code generators that may compile, keyed by the file under the runtime's
+#: folder (past ``site-packages/``) and the qualified name; any other library's frame is
+#: refused. caplet's guest worker compiles the code its host sent (``host.exec``): its
+#: purpose.
+_LIBRARY_COMPILERS: Final = frozenset({("caplet/_sandbox/_guest.py", "_compile")})
+#: attrs' methods: its ``_compile_and_eval`` compiles only a script of attrs' own
+#: templates with identifiers in their holes (``_code_attrs``: lib29's alias and
+#: attack30's rebound script makers and direct call, attrs31).
+_ATTRS: Final = ("attr/_make.py", "_compile_and_eval")
 #: Libraries' generators that put names into fixed text: each local named must be an
 #: identifier. typing_inspection (pydantic's) makes its ``is_*`` checks so at import.
 _LIBRARY_NAMED: Final = (
@@ -176,7 +180,45 @@ _STDLIB: Final = os.path.normpath(os.path.dirname(os.__file__))  # noqa: PTH120
 _STDLIBS: Final = tuple(dict.fromkeys((_STDLIB + os.sep, os.path.realpath(_STDLIB) + os.sep)))
 _THIRD_PARTY: Final = ("site-packages" + os.sep, "dist-packages" + os.sep)
 
+#: A function of the hook's own that compiles (to parse, never to run): its code, its
+#: parameters that have defaults and those defaults, as at import.
+_Own = tuple[CodeType, tuple[str, ...], tuple[object, ...]]
+
+
+def _own_record(function: Callable[..., object]) -> _Own:
+    code: CodeType = function.__code__
+    defaults: tuple[object, ...] = function.__defaults__ or ()
+    names = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+    return (code, names, defaults)
+
+
+#: ``type_text`` and ``postponed_annotation`` parse an annotation, ``attrs_script`` a
+#: script; each compiles in its own frame, which the hook lets through.
+_OWN: Final = tuple(_own_record(f) for f in (type_text, postponed_annotation, attrs_script))
+
 # Sealed functions (module docstring): every name below a ``def`` is a parameter.
+
+
+def _own_call(
+    frame: FrameType,
+    own: tuple[_Own, ...],
+    _len: Callable[[tuple[object, ...]], int] = len,
+    _range: type[range] = range,
+) -> bool:
+    """Whether ``frame`` runs one of the hook's own compiling functions with every default
+    as sealed. Its frame compiles what it is handed, so a plugin that calls it with a
+    handed exec for a default (``type_text(text, {}, _postponed=handed)``) ran that exec
+    in a frame the hook let through (attrs31)."""
+    code = frame.f_code
+    for known, names, defaults in own:
+        if code is known:
+            values = frame.f_locals
+            for at in _range(_len(defaults)):
+                name = names[at]
+                if name not in values or values[name] is not defaults[at]:
+                    return False
+            return True
+    return False
 
 
 def _stdlib_key(
@@ -227,6 +269,7 @@ def _library_key(
 def _compiles(
     frame: FrameType,
     source: object,
+    filename: object,
     snapshot: tuple[str, ...],
     runtime: tuple[str, ...],
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
@@ -240,7 +283,10 @@ def _compiles(
     _identifiers: Callable[[FrameType, tuple[str, ...]], bool] = identifiers,
     _sep: str = os.sep,
     _names_compiler: Callable[[CodeType], bool] = names_compiler,
-    _own: tuple[CodeType, ...] = (type_text.__code__, postponed_annotation.__code__),
+    _own: tuple[_Own, ...] = _OWN,
+    _own_call: Callable[[FrameType, tuple[_Own, ...]], bool] = _own_call,
+    _attrs: tuple[str, str] = _ATTRS,
+    _attrs_script: Callable[[object, object], bool] = attrs_script,
     _fields: frozenset[tuple[str, str]] = _FIELDS,
     _checked: frozenset[tuple[str, str]] = _CHECKED,
     _type_text: Callable[[object, tuple[str, ...]], bool] = type_text,
@@ -256,7 +302,7 @@ def _compiles(
     key = _key(frame)
     if key is None:
         code = frame.f_code
-        if code in _own:
+        if _own_call(frame, _own):
             return
         where = code.co_filename
         key = (where.rpartition(_sep)[2], code.co_qualname)
@@ -295,6 +341,19 @@ def _compiles(
             if library in _library_makers:
                 return
             shown = f"{library[0]} ({library[1]})"
+            if library == _attrs:
+                if _attrs_script(source, filename):
+                    return
+                raise _error(
+                    f"{shown} was handed a script that is none attrs writes (each line "
+                    "one of its method templates, every name in it an identifier, "
+                    "repr_ns a dotted name, no exec, eval or compile loaded, a file name "
+                    "<attrs generated ...>), so it would run text no scanner read: a name, "
+                    "alias or repr_ns of the plugin's data, or attr._make's functions "
+                    "rebound or called by the plugin (lib29, attack30, attrs31); name "
+                    "attributes, aliases and repr_ns with identifiers in the source and "
+                    "leave attr._make as imported"
+                )
             for named, names, texts in _library_named:
                 if library == named:
                     if _identifiers(frame, names) and _texts(frame, source, texts):
@@ -391,7 +450,9 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
     _zipped: Callable[[FrameType], str] = _zipped,
     _native: Callable[[object, tuple[str, ...], str], None] = native,
     _system: tuple[str, ...] = _SYSTEM_LIBRARIES,
-    _compiles: Callable[[FrameType, object, tuple[str, ...], tuple[str, ...]], None] = _compiles,
+    _compiles: Callable[
+        [FrameType, object, object, tuple[str, ...], tuple[str, ...]], None
+    ] = _compiles,
     _key: Callable[[FrameType], tuple[str, str] | None] = _stdlib_key,
     _makers: frozenset[tuple[str, str]] = _CODE_MAKERS,
     _refusal: Callable[[FrameType, str], str] = _refusal,
@@ -407,7 +468,7 @@ def _hook(  # noqa: PLR0917 (sys.addaudithook calls it with two; the rest are de
         elif where == _zipimport:
             raise _error(_zipped(frame))
         else:
-            _compiles(frame, args[0], snapshot, runtime)
+            _compiles(frame, args[0], args[1], snapshot, runtime)
     elif event == "marshal.loads":
         frame = _getframe(1)
         where = frame.f_code.co_filename
@@ -449,6 +510,7 @@ _SEALED: Final = (
     same,
     _stdlib_key,
     _library_key,
+    _own_call,
     strings,
     sources,
     postponed_annotation,
@@ -457,6 +519,7 @@ _SEALED: Final = (
     identifiers,
     named_text,
     names_compiler,
+    attrs_script,
     intact,
     _compiles,
     _refusal,
