@@ -47,8 +47,7 @@ def test_a_hook_moved_ahead_of_the_others_needs_consent(
     outcome = host.enable("sorter")
     assert not outcome, "enabled on the approval of a version whose hook ran last"
     assert (
-        f"moves its hook on application event {EVENT!r} ahead, to priority 0 from the "
-        "approved 900"
+        f"moves its hook on application event {EVENT!r} ahead, to priority 0 from the approved 900"
     ) in outcome.reason
     assert host.emit(EVENT, {"id": 2})["logger"].status is HookCallStatus.OK
 
