@@ -46,6 +46,7 @@ _TEXT_METHODS = frozenset(
         "fromhex",
         "b64decode",
         "b32decode",
+        "b32hexdecode",
         "b16decode",
         "b85decode",
         "a85decode",

@@ -25,7 +25,7 @@ from caplet._scan._evaluate_steps import StepEvaluation
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
 from caplet._scan._values import MAX_VALUE as _MAX_VALUE
 from caplet._scan._values import PRINTABLE_BUILTINS as _PRINTABLE_BUILTINS
-from caplet._scan._values import Value
+from caplet._scan._values import Value, in_place_reorders
 from caplet._scan._values import binop as _binop
 from caplet._scan._values import call_pure as _call
 from caplet._scan._values import chr_of as _chr
@@ -33,10 +33,12 @@ from caplet._scan._values import format_fields as _format
 from caplet._scan._values import formatted as _formatted
 from caplet._scan._values import has_parameters as _has_parameters
 from caplet._scan._values import join_strings as _join
+from caplet._scan._values import json_entry as _json_entry
 from caplet._scan._values import literal_object as _literal_object
 from caplet._scan._values import percent as _percent
 from caplet._scan._values import percent_mapping as _percent_mapping
 from caplet._scan._values import positional as _positional
+from caplet._scan._values import reorder as _reorder
 from caplet._scan._values import subscript as _subscript
 
 __all__ = ["BudgetError", "Evaluator", "Value"]
@@ -90,6 +92,8 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
         #: Values a name receives after its binding, by scope (filled by the visitor).
         self.contributed: dict[str, dict[int, list[ast.expr]]] = {}
         self._parameters: frozenset[str] | None = None
+        #: By name, the in-place reorders the file calls on it (on first need).
+        self._in_place: dict[str, list[str]] | None = None
 
     def name_value(self, node: ast.AST) -> str | None:
         """A string a name is looked up by: folded, or evaluated from literals."""
@@ -136,6 +140,15 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
         if isinstance(table, ast.Name):
             bound = self.bindings.assigned.get(table.id, ())
             table = bound[0] if len(bound) == 1 and table.id not in self.contributed else table
+        if (
+            isinstance(table, ast.Call)
+            and len(table.args) == 1
+            and not table.keywords
+            and "json.loads" in self.resolve(table.func)
+        ):
+            # names kept in a JSON document, \u-escaped where Python sees escapes (blind31)
+            document = self._evaluate(table.args[0], depth)
+            return _json_entry(document, self._evaluate(node.slice, depth))
         if not isinstance(table, ast.Dict):
             return None
         key = self._evaluate(node.slice, depth)
@@ -300,9 +313,23 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
             return None
         self._evaluating.add(name)
         try:
-            return self._evaluate(values[0], depth)
+            return self._reordered(name, self._evaluate(values[0], depth))
         finally:
             self._evaluating.discard(name)
+
+    def calls(self) -> list[ast.Call]:
+        """The file's calls (the flow's survey; an evaluator alone knows none)."""
+        return []
+
+    def _reordered(self, name: str, value: Value | None) -> Value | None:
+        """``value`` after the file's in-place ``name.reverse()``/``name.sort()`` calls, in
+        its order (``b = bytearray(b"metsys"); b.reverse()``: blind31). Read as if each ran
+        before any use: what a payload does; a use before them is not told apart."""
+        if not isinstance(value, bytes | list):
+            return value
+        if self._in_place is None:
+            self._in_place = in_place_reorders(self.calls())
+        return _reorder(value, self._in_place.get(name, ()))
 
     def _unpacked(self, name: str, depth: int) -> Value | None:
         """``m, _, f = "os__system".partition("__")``: a name bound once, by unpacking a

@@ -17,6 +17,7 @@ from caplet._scan._values import TEXT_CODECS as _TEXT_CODECS
 from caplet._scan._values import Value
 from caplet._scan._values import binop as _binop
 from caplet._scan._values import format_fields as _format
+from caplet._scan._values import regex_sub as _regex_sub
 
 __all__ = ["Receiver", "method_value", "template_value"]
 
@@ -105,8 +106,26 @@ def method_value(
         return getattr(base, method)() if not args else None
     if isinstance(base, str) and method == "format":
         return _format(base, args)
+    if method == "sub" and len(args) == 2 and isinstance(node.func, ast.Attribute):
+        # _J = re.compile(r"\|"); _J.sub("", "p|ip"): a compiled pattern's sub (blind31)
+        return _regex_sub(_compiled(flow, node.func.value, depth), args[0], args[1])
     if method == "decrypt" and isinstance(args[0] if args else None, bytes | str):
         return _fernet(flow, node, args[0], depth)
+    return None
+
+
+def _compiled(flow: Receiver, receiver: ast.expr, depth: int) -> Value | None:
+    """The pattern of ``re.compile(TEXT)`` (no flags), written in place or bound once."""
+    if isinstance(receiver, ast.Name):
+        bound = flow.bindings.assigned.get(receiver.id, ())
+        receiver = bound[0] if len(bound) == 1 else receiver
+    if (
+        isinstance(receiver, ast.Call)
+        and len(receiver.args) == 1
+        and not receiver.keywords
+        and "re.compile" in flow.resolve(receiver.func)
+    ):
+        return flow._evaluate(receiver.args[0], depth)
     return None
 
 

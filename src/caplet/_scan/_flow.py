@@ -47,12 +47,15 @@ from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
 from caplet._scan._shell_split import ShellSplitter
 from caplet._scan._source_labels import (
+    APPLIERS,
     FILE_READERS,
     Label,
     Labels,
     downloads,
     env_read,
     file_labels,
+    hands_decoder,
+    prints_download,
     reader_labels,
     secret_name,
     url_labels,
@@ -70,6 +73,7 @@ from caplet._scan._sources import (
     PROCESS_OUTPUTS,
     RECON_FUNCTIONS,
     RECON_PROGRAMS,
+    SDK_CREDENTIAL_READERS,
     Source,
 )
 from caplet._scan._syntax import MAX_CANDIDATES, MAX_RESOLVE_DEPTH, Bindings
@@ -396,16 +400,27 @@ class Flow(Evaluator, ExactMemo):
                 out.add((Source.ENVIRONMENT, name))
             elif name.split(".", 1)[0] in COOKIE_READERS:
                 out.add((Source.CREDENTIAL, "browser cookies"))
+            elif name in SDK_CREDENTIAL_READERS:
+                out.add((Source.CREDENTIAL, "the cloud SDK's credentials"))
             elif downloads(name) or name in DNS_ANSWERS:
                 out.add((Source.DOWNLOADED, name))
                 if node.args:
                     out |= url_labels(self.name_value(node.args[0]), self.path_text(node.args[0]))
             elif name in FILE_READERS:
                 out |= reader_labels(name, self.path_text(node.args[0]) if node.args else None)
+        if not APPLIERS.isdisjoint(funcs) and hands_decoder(
+            node.args[:3], self.bindings.assigned, self.resolve
+        ):
+            # reduce(lambda d, f: f(d), (b64decode, zlib.decompress), blob): decoded (blind31)
+            out.add((Source.DECODED, "decoders applied by reduce/map"))
         if node.args and not PROCESS_OUTPUTS.isdisjoint(funcs):
             # check_output("wmic csproduct get uuid"): a program's output that is the host
             for program in sorted(self._program_words(node.args[0]) & RECON_PROGRAMS)[:1]:
                 out.add((Source.RECON, program))
+            if self._prints_download(node.args[0]):
+                # run(["wget", "-qO-", url]).stdout: what a downloader prints is the download
+                # (fed to sh on stdin: blind31, b31-dr-wget-stdout-sh-input)
+                out.add((Source.DOWNLOADED, "a download printed by curl/wget"))
         codec = str(self.name_value(node.args[-1]) or "").lower() if node.args else ""
         if (
             method in DECODER_METHODS
@@ -436,6 +451,14 @@ class Flow(Evaluator, ExactMemo):
             # a function of this file: its result carries what it returns
             out |= self._union(self._returns(func.id), depth)
         return frozenset(out)
+
+    def _prints_download(self, command: ast.expr) -> bool:
+        """A command list (or its literal string) that runs a downloader printing what it
+        downloads (:func:`~caplet._scan._source_labels.prints_download`)."""
+        if isinstance(command, ast.List | ast.Tuple):
+            return prints_download([self.name_value(e) or "" for e in command.elts[:64]])
+        text = self.name_value(command)
+        return text is not None and prints_download(text.split()[:64])
 
     def _program_words(self, command: ast.expr) -> frozenset[str]:
         """The programs a command may start, lowered, without their folder or ``.exe``: its

@@ -57,7 +57,7 @@ LOOKUP_NAME = (
 PIECES = (
     r"['\"]\s*\+\s*[rbuRBUfF]{0,2}['\"]|\.join\(|['\"]\s*\[\s*:*\s*:\s*-\s*1\s*\]|\bchr\s*\(|"
     r"\bbytes\(\s*\[|\bmap\(\s*chr\b|\breversed\(|\bstr\(\s*(?:oct|hex|bin|copyright|credits|"
-    r"license)\s*\)|\b(?:b64decode|b32decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
+    r"license)\s*\)|\b(?:b64decode|b32(?:hex)?decode|b16decode|unhexlify|fromhex|rot_?13)\b|"
     r"\bcodecs\.decode\b|['\"]\s*\.\s*format\(\s*[rbuRBU]?['\"]|['\"]\s*%\s*\(?\s*[rbuRBU]?['\"]|"
     r"\b0[xX][0-9a-fA-F]+\s*\)\s*\.\s*to_bytes\(|"
     # a literal operated on (sliced, multiplied, a method called on it), bytes of a list,

@@ -36,6 +36,11 @@ MADE_OBJECTS: Final = {
     # a .env file's reader, whose .dict() is its values (ENV_FILE_READERS, recall18)
     "dotenv.main.DotEnv": "dotenv.main.DotEnv()",
     "dotenv.DotEnv": "dotenv.main.DotEnv()",
+    # a cloud SDK's session, whose get_credentials() resolves the keys (blind31)
+    "boto3.Session": "boto3.Session()",
+    "boto3.session.Session": "boto3.Session()",
+    "botocore.session.Session": "botocore.session.Session()",
+    "botocore.session.get_session": "botocore.session.Session()",
     # a TLS context: no connection (NOT_EGRESS), but its wrap_socket makes one (blind19)
     "ssl.create_default_context": "ssl.SSLContext()",
     "ssl.SSLContext": "ssl.SSLContext()",

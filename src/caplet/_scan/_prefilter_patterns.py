@@ -80,7 +80,7 @@ _EXEC_AS_CODE = (
 #: that reaches the network names a network module, one spelled in escapes
 #: or looked up by a computed name is another pattern's (solo or pair).
 _PAYLOAD = (
-    r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
+    r"\b(?:\w*b64decode|b32(?:hex)?decode|b16decode|a85decode|b85decode|decodebytes|decodestring|unhexlify|"
     r"a2b_base64|a2b_hex|fromhex|decompress|decrypt|rot_?13|marshal|urlopen|urlretrieve|"
     r"recv|telebot|telegram|discord|aiogram|pyrogram|Fernet)\b|"
     r"\bcodecs\s*\.\s*decode\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|"
@@ -234,7 +234,7 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # decoded data into a process or code sink: os.system(b64decode(...))
     (
-        r"\b(?:\w*b64decode|b32decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
+        r"\b(?:\w*b64decode|b32(?:hex)?decode|b16decode|a85decode|b85decode|decodebytes|unhexlify|a2b_hex|"
         r"a2b_base64|fromhex|decompress|decrypt|rot_?13|maketrans|to_bytes)\b|"
         r"\bcodecs\s*\.\s*decode\b|\^=|"
         r"\b(?:join|map)\(\s*chr\b|['\"]\s*\[\s*:\s*:\s*-\s*1\s*\]|" + DECODER_TOKENS,
@@ -458,6 +458,26 @@ _LOGGING_LOADERS: Final = r"\b(?:dictConfig|fileConfig|DictConfigurator)\b"
 #: recall18: a file written (the write side of a download saved and then run).
 _WRITES_FILE: Final = r"\.\s*write(?:_bytes|_text)?\s*\(|\bcopyfileobj\s*\("
 
+#: blind31's conjunctions (each beside the rule it keeps a file for).
+_BLIND31_PAIRS: Final[tuple[tuple[str, ...], ...]] = (
+    # a cloud SDK's resolved credentials beside the network (SDK_CREDENTIAL_READERS)
+    (r"\bget_credentials\b", _NETWORK),
+    # a file written beside a module made of a file by its path (a stage written to a
+    # temporary .py and imported, CPL-THR-001/-016 at the import)
+    (r"\b(?:spec_from_file_location|SourceFileLoader)\b", _WRITES_FILE),
+    # a JSON document written in the file beside a lookup: names kept in it, \u-escaped
+    # (the evaluator reads json.loads(TEXT)["k"], CPL-THR-003)
+    (r"\bloads\s*\(\s*[rbuRBU]{0,2}['\"]", LOOKUP_NAME),
+    # a bytearray or list reversed in place beside a lookup (b.reverse(), CPL-THR-003)
+    (r"\b(?:bytearray|list)\s*\(", r"\.\s*reverse\s*\(\s*\)", LOOKUP_NAME),
+    # a runtime told to run a script by URL (deno run -A https://.../agent.ts, CPL-THR-002)
+    (
+        r"(?i)https?://[^\s'\"]+\.(?:[cm]?[jt]sx?|py|sh|ps1)\b",
+        r"['\"]run['\"]\s*,|\b(?:deno|bun)\s+run\b",
+        PROCESS_TOKENS,
+    ),
+)
+
 PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     *_PAIRS,
     *((*p[:-1], NETWORK_PROGRAM_TOKENS, r) for p in _PAIRS if p[-1] == _NETWORK for r in _RUNS),
@@ -499,6 +519,7 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     (r"\bfileConfig\b", _WRITES_FILE),
     # mend19: logging's configuration listener (a socket that applies what a peer sends)
     (r"\blogging\s*\.\s*config\b|\bfrom\s+logging\s+import\b[^\n]*\bconfig\b", r"\blisten\b"),
+    *_BLIND31_PAIRS,
 )
 
 

@@ -365,6 +365,10 @@ PROGRAM_ARGUMENTS: Final[Mapping[str, ArgumentSpec]] = MappingProxyType(
         "pty.spawn": ArgumentSpec(0, "argv"),
         "asyncio.create_subprocess_exec": ArgumentSpec(0, "program"),
         "asyncio.create_subprocess_shell": ArgumentSpec(0, "cmd"),
+        # pydoc's pagers start their second argument through the shell
+        # (Lib/pydoc.py: subprocess.Popen(cmd, shell=True)): a shell sink (blind31)
+        "pydoc.pipepager": ArgumentSpec(1, "cmd"),
+        "pydoc.tempfilepager": ArgumentSpec(1, "cmd"),
     }
 )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from pathlib import PurePosixPath
 
 from caplet._scan._commands import PYTHONS, encoded_command, string_parts
@@ -24,7 +25,7 @@ from caplet._scan._sink_uploads import uploaded_credentials
 from caplet._scan._sources import NETWORK_PROGRAMS, SHELLS, Source
 from caplet._scan._syntax import shorten
 
-__all__ = ["CommandSinks", "launches_payload"]
+__all__ = ["CommandSinks", "launches_payload", "remote_script"]
 
 
 #: Programs that save what they download to the file an option names (the next word;
@@ -33,6 +34,29 @@ _DOWNLOADERS = {
     "curl": frozenset({"-o", "--output"}),
     "wget": frozenset({"-O", "--output-document"}),
 }
+
+
+#: Runtimes whose ``run`` fetches a script given by URL and runs it (Deno runs
+#: ``deno run -A https://host/agent.ts``; blind31, b31-np-deno-run-remote), and ``?``: a
+#: program the file computes (``[_deno(), "run", url]``, a runtime it downloads first).
+_URL_RUNTIMES = frozenset({"deno", "bun", "?"})
+#: A URL of a script (JavaScript, TypeScript, Python, shell, PowerShell).
+_SCRIPT_URL = re.compile(r"(?i)https?://\S+\.(?:[cm]?[jt]sx?|py|sh|ps1)(?:[?#]\S*)?")
+
+
+def remote_script(words: list[str]) -> str | None:
+    """The URL of a script a runtime is told to fetch and run: ``deno run [flags] URL``."""
+    if len(words) < 3 or words[1] != "run":
+        return None
+    program = PurePosixPath(words[0].replace("\\", "/")).name.lower().removesuffix(".exe")
+    if program not in _URL_RUNTIMES:
+        return None
+    for word in words[2:]:
+        if _SCRIPT_URL.fullmatch(word):
+            return word
+        if not word.startswith("-"):
+            return None
+    return None
 
 
 def launches_payload(program: str) -> bool:
@@ -101,6 +125,9 @@ class CommandSinks(StageSinks):
             self._scan.file.rsplit("/", 1)[-1] == "__init__.py"
             or any("://" in w or w.startswith("git+") for w in words)
         )
+        remote = remote_script(words)
+        if remote is not None:
+            self._scan.emit("CPL-THR-002", f"{api}({program or '?'} run {remote})", line, col)
         if (self._scan.installer or pulled) and installs_other(words):
             self._scan.emit("CPL-THR-019", f"{api}(... pip install ...)", line, col)
         imported = import_time and self._scan.file.endswith("__init__.py")

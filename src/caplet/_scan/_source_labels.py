@@ -5,11 +5,15 @@ its path, a network call by its name, a URL by its host (the labels of
 
 from __future__ import annotations
 
+import ast
+import itertools
 import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from caplet._scan._resolve import is_network
 from caplet._scan._sources import (
+    DECODERS,
     HTTP_CLIENT_MODULES,
     NETWORK_READS,
     PUBLIC_IP_SERVICES,
@@ -20,6 +24,7 @@ from caplet._scan._sources import (
 )
 
 __all__ = [
+    "APPLIERS",
     "CREDENTIAL_MARKERS",
     "FILE_READERS",
     "METADATA_HOSTS",
@@ -30,6 +35,8 @@ __all__ = [
     "downloads",
     "env_read",
     "file_labels",
+    "hands_decoder",
+    "prints_download",
     "public_ip",
     "reader_labels",
     "secret_name",
@@ -182,3 +189,52 @@ def file_labels(path: str | None) -> Labels:
     if path in RECON_FILES:
         out.add((Source.RECON, path))
     return frozenset(out)
+
+
+def prints_download(words: list[str]) -> bool:
+    """``words`` (a command's; an unknown word is ``""``) run curl or wget printing what it
+    downloads, so the program's output is the download (``run(["wget", "-qO-", url])``
+    fed to ``sh``: blind31): curl without an output file (``-o``/``-O`` in any short group,
+    ``--output``, ``--remote-name``) unless that file is ``-``; wget only when its document
+    is ``-`` (``-qO-``, ``-O -``, ``--output-document=-``), since by default it saves one."""
+    if not words:
+        return False
+    program = words[0].replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe")
+    if program not in {"curl", "wget"}:
+        return False
+    to_file = False
+    for word, following in itertools.zip_longest(words[1:], words[2:], fillvalue=""):
+        if word in {"--output-document=-", "--output=-"}:
+            return True
+        if word.startswith("--"):
+            to_file = to_file or word.startswith(("--output", "--remote-name"))
+            continue
+        if not word.startswith("-") or len(word) < 2:
+            continue
+        letters = word[1:]
+        if program == "wget":
+            if letters.endswith("O-") or (letters.endswith("O") and following == "-"):
+                return True
+        elif "o" in letters or "O" in letters:
+            to_file = to_file or not (letters.endswith("o") and following == "-")
+    return program == "curl" and not to_file
+
+
+#: Calls that apply the functions they are handed (a decoder among them decodes).
+APPLIERS: Final = frozenset({"functools.reduce", "_functools.reduce", "builtins.map"})
+
+
+def hands_decoder(
+    args: list[ast.expr],
+    assigned: Mapping[str, Sequence[ast.expr]],
+    resolve: Callable[[ast.AST], tuple[str, ...]],
+) -> bool:
+    """One of ``args`` (or an element of a tuple or list it is, or is bound once to) is a
+    decoder handed on as a function, for ``reduce``/``map`` to call on the data
+    (``reduce(lambda d, f: f(d), (b64decode, zlib.decompress), blob)``: blind31)."""
+    todo: list[ast.expr] = []
+    for arg in args:
+        bound = assigned.get(arg.id, ()) if isinstance(arg, ast.Name) else ()
+        value = bound[0] if len(bound) == 1 else arg
+        todo += value.elts[:16] if isinstance(value, ast.Tuple | ast.List) else [value]
+    return any(not DECODERS.isdisjoint(resolve(e)) for e in todo)

@@ -49,6 +49,7 @@ __all__ = [
     "REQUEST_HANDLERS",
     "RPC_PROXIES",
     "RUNS_FILE",
+    "SDK_CREDENTIAL_READERS",
     "SHELLS",
     "Source",
 ]
@@ -83,6 +84,8 @@ DECODERS: Final = frozenset(
             for n in (
                 "b64decode",
                 "b32decode",
+                # the "extended hex" alphabet (Python 3.10; blind31)
+                "b32hexdecode",
                 "b16decode",
                 "a85decode",
                 "b85decode",
@@ -123,6 +126,7 @@ DECODER_METHODS: Final = frozenset(
     {
         "b64decode",
         "b32decode",
+        "b32hexdecode",
         "a85decode",
         "b85decode",
         "decodebytes",
@@ -475,6 +479,13 @@ ENV_FILE_READERS: Final = frozenset(
         # the same values through the class dotenv_values wraps (recall18)
         "dotenv.main.DotEnv().dict",
     }
+)
+#: A cloud SDK's own credential resolver: the keys it finds (environment, credential files,
+#: the instance's role), whichever store holds them. What it returns is a credential
+#: (``boto3.Session().get_credentials().get_frozen_credentials()`` posted: blind31); a
+#: session held in an attribute or handed in is not followed (a SigV4 signer's own).
+SDK_CREDENTIAL_READERS: Final = frozenset(
+    {"boto3.Session().get_credentials", "botocore.session.Session().get_credentials"}
 )
 
 #: Calls returning the host's identity.

@@ -13,12 +13,15 @@ import base64
 import binascii
 import builtins
 import codecs
+import json
 import re
 import string
 import struct
 import unicodedata
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import re2
 
 __all__ = [
     "MAX_LOOP",
@@ -34,11 +37,15 @@ __all__ = [
     "format_fields",
     "formatted",
     "has_parameters",
+    "in_place_reorders",
     "join_strings",
+    "json_entry",
     "literal_object",
     "percent",
     "percent_mapping",
     "positional",
+    "regex_sub",
+    "reorder",
     "subscript",
 ]
 
@@ -369,6 +376,10 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
             if isinstance(codec, str) and codec.lower() in TEXT_CODECS:
                 return codecs.decode(first, codec)
             return None
+        if name == "re.sub" and len(values) == 3:
+            # re.sub(r"[|]", "", "p|ip"): separators taken out of a name (blind31)
+            pattern, repl, text = values
+            return regex_sub(pattern, repl, text)
         if name == "builtins.str.join" and len(values) == 2:
             items = values[1]
             return join_strings(first, list(items) if isinstance(items, str | list) else None)
@@ -426,6 +437,8 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
             return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
         if name == "base64.b32decode":
             return base64.b32decode(data + b"=" * (-len(data) % 8))
+        if name == "base64.b32hexdecode":
+            return base64.b32hexdecode(data + b"=" * (-len(data) % 8))
         if name == "base64.b16decode":
             return base64.b16decode(data, casefold=True)
         if name == "base64.b85decode":
@@ -463,3 +476,70 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
     ):
         return None
     return None
+
+
+#: The longest JSON document the evaluator parses for an entry (names, a small table).
+_MAX_JSON = 64 * 1024
+
+
+def json_entry(document: Value | None, key: Value | None) -> Value | None:
+    """``json.loads(document)[key]`` when ``document`` is a JSON object of at most
+    :data:`_MAX_JSON` characters and the entry is text, a number or a list of texts."""
+    if not isinstance(document, str | bytes) or len(document) > _MAX_JSON:
+        return None
+    try:
+        table = json.loads(document)
+    except (ValueError, RecursionError):
+        return None
+    value = table.get(key) if isinstance(table, dict) and isinstance(key, str) else None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return value if isinstance(value, str | int) else None
+
+
+def reorder(value: Value | None, methods: Iterable[str]) -> Value | None:
+    """``value`` (a bytearray's bytes or a list) after in-place ``reverse()``/``sort()``
+    calls, in order; text and numbers have no such methods and are returned as they are."""
+    for method in list(methods)[:64]:
+        if not isinstance(value, bytes | list):
+            return value
+        if method == "reverse":
+            value = value[::-1]
+        elif isinstance(value, bytes):
+            value = bytes(sorted(value))
+        elif all(isinstance(v, str) for v in value):
+            value = sorted(v for v in value if isinstance(v, str))
+        else:
+            return None
+    return value
+
+
+def regex_sub(pattern: Value | None, repl: Value | None, text: Value | None) -> Value | None:
+    """``re.sub(pattern, repl, text)`` of texts the file writes, through RE2 (linear time,
+    whatever the pattern); ``None`` for a pattern RE2 does not take, a replacement with
+    escapes or group references, or a result past :data:`MAX_VALUE`."""
+    if not (isinstance(pattern, str) and isinstance(repl, str) and isinstance(text, str)):
+        return None
+    if len(pattern) > 256 or "\\" in repl or len(text) * (len(repl) + 1) > MAX_VALUE:
+        return None
+    try:
+        result: str = re2.sub(pattern, repl, text)
+    except re2.error:
+        return None
+    return result
+
+
+def in_place_reorders(calls: Iterable[ast.Call]) -> dict[str, list[str]]:
+    """By name, the ``name.reverse()``/``name.sort()`` calls (no arguments) among
+    ``calls``, in their order: what :func:`reorder` applies to the name's value."""
+    found: dict[str, list[str]] = {}
+    for call in calls:
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in {"reverse", "sort"}
+            and isinstance(func.value, ast.Name)
+            and not (call.args or call.keywords)
+        ):
+            found.setdefault(func.value.id, []).append(func.attr)
+    return found
