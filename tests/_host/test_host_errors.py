@@ -228,7 +228,7 @@ def test_a_call_the_host_fails_is_a_counted_crash_and_the_next_call_works(
 def test_a_worker_start_the_host_fails_is_a_counted_start_error(
     host: PluginHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(name: str, target: str) -> None:
+    def broken(name: str, target: str, wait_s: float | None = None) -> None:
         raise InjectedError("/secret/host/path")
 
     monkeypatch.setattr(host._calls, "prepare_call", broken)
