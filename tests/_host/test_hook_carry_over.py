@@ -93,3 +93,10 @@ def test_an_approval_that_kept_only_events_vouches_for_no_hook_order(
     outcome = host.enable("sorter")
     assert not outcome
     assert "the approval did not record where it ran among the others" in outcome.reason
+
+
+def test_an_approved_place_that_is_no_ascii_number_vouches_for_no_order() -> None:
+    # a hand-edited row: "²" is a digit to str.isdigit and int() of it raises
+    from caplet._host._hook_pins import _approved_places
+
+    assert _approved_places([f"{EVENT}@²", "other:event@7"]) == {EVENT: None, "other:event": 7}

@@ -36,7 +36,10 @@ def _approved_places(approved: Iterable[str]) -> dict[str, int | None]:
         if not sep:
             places[entry] = None
             continue
-        known = int(priority) if priority.isdigit() and len(priority) <= 6 else None
+        # a row edited by hand is read, never trusted: "²".isdigit() is true and int()
+        # of it raises, so only ASCII digits are a place
+        digits = priority.isascii() and priority.isdigit() and len(priority) <= 6
+        known = int(priority) if digits else None
         before = places.get(event, known)
         places[event] = None if before is None or known is None else min(before, known)
     return places
