@@ -5,10 +5,12 @@ reaches a listener of the host's (an abstract unix socket, TCP or UDP on 127.0.0
 netlink, packet), and nothing above a granted folder is seen. Each probe returns its
 errno; the host-side listeners record any connection.
 
-Open (strict xfail as an unprivileged host): the worker of a user's host *is* the user
-in its namespace, so it owns the granted folder itself, and ``chmod`` of the folder a
-``fs.write`` grant names (the mount's root) opens it to every local user: 0700 made
-0777. A root host's workers run as uids of their own and get EPERM.
+The worker of a user's host *is* the user in its namespace, so it owns the granted
+folder itself, and ``chmod`` of the folder a ``fs.write`` grant names (the mount's root)
+opened it to every local user: 0700 made 0777. seccomp now refuses a changed mode that
+others may write (as tarfile's ``data`` filter drops it); open (strict xfail as an
+unprivileged host): 0700 made 0755, readable by others. A root host's workers run as
+uids of their own and get EPERM for both.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import socket
 
 DATA = {data!r}
 PORT = {port}
+MODE = {mode}
 
 
 def create_functions(config):
@@ -68,7 +71,7 @@ def create_functions(config):
         probe("udp", udp)
         probe("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
         probe("packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW))
-        probe("chmod", lambda: os.chmod(DATA, 0o777))
+        probe("chmod", lambda: os.chmod(DATA, MODE))
         probe("parent", lambda: os.listdir(DATA + "/.."))
         out["env"] = sorted(os.environ)
         return out
@@ -129,10 +132,11 @@ def _probe(
     launcher: SandboxLauncher,
     make_plugin: PluginFactory,
     port: int,
+    mode: int = 0o777,
 ) -> dict[str, object]:
     make_plugin(
         "probe",
-        source=SOURCE.format(data=str(data), port=port),
+        source=SOURCE.format(data=str(data), port=port, mode=oct(mode)),
         extra=f'capabilities = ["fs.write:{data}"]\n',
     )
     with PluginHost(plugins_dir, state_dir=state_dir, launcher=launcher, red_team=True) as host:
@@ -167,15 +171,7 @@ def test_no_host_variable_socket_or_parent_of_a_grant_reaches_a_worker(
 
 
 @pytest.mark.security
-@pytest.mark.xfail(
-    os.geteuid() != 0,
-    strict=True,
-    reason="attack31 open: as an unprivileged host the worker owns the folder a fs.write "
-    "grant names and chmod of it (the mount's root) opens the user's 0700 folder to every "
-    "local user (0777); no layer sees a path in chmod (seccomp sees numbers, Landlock has "
-    "no right for modes)",
-)
-def test_a_write_grant_cannot_open_the_granted_folder_to_other_users(
+def test_a_write_grant_cannot_open_the_granted_folder_to_writes_of_other_users(
     tmp_path: Path,
     plugins_dir: Path,
     state_dir: Path,
@@ -183,13 +179,63 @@ def test_a_write_grant_cannot_open_the_granted_folder_to_other_users(
     make_plugin: PluginFactory,
     listeners: Listeners,
 ) -> None:
+    data = _private_folder(tmp_path)
+    before = data.stat().st_mode & 0o7777
+    out = _probe(data, plugins_dir, state_dir, launcher, make_plugin, listeners.port, 0o777)
+    assert (data.stat().st_mode & 0o7777) == before, out["chmod"]
+    assert out["chmod"] == "EPERM"
+
+
+@pytest.mark.security
+def test_a_write_grant_may_still_change_modes_others_cannot_write(
+    tmp_path: Path,
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    listeners: Listeners,
+) -> None:
+    """The near miss: ``chmod 0o700`` (and the group's bits) of the granted folder is the
+    owner's as before; a root host's worker is not its owner (EPERM from the kernel)."""
+    data = _private_folder(tmp_path)
+    out = _probe(data, plugins_dir, state_dir, launcher, make_plugin, listeners.port, 0o770)
+    if os.geteuid() == 0:
+        assert out["chmod"] == "EPERM"
+    else:
+        assert out["chmod"] == "done"
+        assert data.stat().st_mode & 0o7777 == 0o770
+
+
+@pytest.mark.security
+@pytest.mark.xfail(
+    os.geteuid() != 0,
+    strict=True,
+    reason="attack31 open: as an unprivileged host the worker owns the folder a fs.write "
+    "grant names and chmod 0o755 of it (the mount's root) opens the user's 0700 folder to "
+    "every local user's reads; seccomp refuses only a mode others may write (refusing read "
+    "bits would refuse shutil.copy's and tarfile's honest modes), Landlock has no right for "
+    "modes",
+)
+def test_a_write_grant_cannot_open_the_granted_folder_to_reads_of_other_users(
+    tmp_path: Path,
+    plugins_dir: Path,
+    state_dir: Path,
+    launcher: SandboxLauncher,
+    make_plugin: PluginFactory,
+    listeners: Listeners,
+) -> None:
+    data = _private_folder(tmp_path)
+    before = data.stat().st_mode & 0o7777
+    out = _probe(data, plugins_dir, state_dir, launcher, make_plugin, listeners.port, 0o755)
+    assert (data.stat().st_mode & 0o7777) == before, out["chmod"]
+    assert out["chmod"] == "EPERM"
+
+
+def _private_folder(tmp_path: Path) -> Path:
     data = tmp_path / "private"
     data.mkdir(mode=0o700)
     if os.geteuid() == 0:
         # A root host's worker has a uid of its own: let it write, as a shared folder
         # would (group and others), and see that it still cannot change the mode.
         data.chmod(0o703)
-    before = data.stat().st_mode & 0o7777
-    out = _probe(data, plugins_dir, state_dir, launcher, make_plugin, listeners.port)
-    assert (data.stat().st_mode & 0o7777) == before, out["chmod"]
-    assert out["chmod"] == "EPERM"
+    return data

@@ -342,7 +342,7 @@ def test_read_only_grant_is_readable_but_not_writable(mode: str, tmp_path: Path)
         for attempt in (
             lambda: open(root + "/plugin.py", "a"),
             lambda: open(root + "/new.py", "w"),
-            lambda: os.chmod(root + "/plugin.py", 0o777),
+            lambda: os.chmod(root + "/plugin.py", 0o755),
             lambda: os.unlink(root + "/plugin.py"),
         ):
             try:

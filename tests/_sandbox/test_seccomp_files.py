@@ -54,7 +54,9 @@ def setid_modes(root, nr):
         "fchmodat2 4755": raw(nr["fchmodat2"], dfd, cstr("victim"), 0o4755, 0),
         "fchmodat2 nofollow": raw(nr["fchmodat2"], dfd, cstr("victim"), 0o2755, 0x100),
         "chmod 755": attempt(os.chmod, victim, 0o755),
-        "chmod sticky dir": attempt(os.chmod, root, 0o1777),
+        "chmod 1777 dir": attempt(os.chmod, root, 0o1777),  # others may write: attack31
+        "chmod 666": attempt(os.chmod, victim, 0o666),
+        "chmod sticky dir": attempt(os.chmod, root, 0o1770),
         "open 4755": attempt(os.open, os.path.join(root, "o1"), os.O_CREAT | os.O_WRONLY, 0o4755),
         "openat 2755": attempt(os.open, "o2", os.O_CREAT | os.O_WRONLY, 0o2755, dir_fd=dfd),
         "open tmpfile 4755": attempt(os.open, root, os.O_TMPFILE | os.O_WRONLY, 0o4755),

@@ -86,10 +86,13 @@ def test_unified_numbers_are_consecutive_from_linux_5_1() -> None:
 
 def test_setid_modes_and_device_types() -> None:
     rules = {c.syscall: c.rules for c in CONDITIONAL}
-    for mode in (0o644, 0o755, 0o1777, 0o0):
+    for mode in (0o644, 0o755, 0o1770, 0o775, 0o0):
         assert _holds(rules["fchmodat"], {2: mode})
-    for mode in (0o4755, 0o2755, 0o6777, 0x1_0000 | 0o4000):
+    # A changed mode others may write is refused too (attack31); a created one is not,
+    # since every open() passes 0o666 and the umask clears it.
+    for mode in (0o4755, 0o2755, 0o6777, 0x1_0000 | 0o4000, 0o1777, 0o666, 0o002):
         assert not _holds(rules["fchmodat"], {2: mode})
+    assert _holds(rules["openat"], {3: 0o666})
     assert _holds(rules["mknodat"], {2: 0o010600})
     assert not _holds(rules["mknodat"], {2: 0o020600})
     assert not _holds(rules["mknodat"], {2: 0o060600})

@@ -73,6 +73,7 @@ __all__ = [
 
 # -- constants the rules refer to (include/uapi/linux/*.h) --------------------------
 _SETID_BITS = 0o6000  # S_ISUID | S_ISGID
+_S_IWOTH = 0o002
 _S_IFMT = 0o170000
 _S_IFREG = 0o100000
 _S_IFIFO = 0o010000
@@ -251,6 +252,19 @@ def _modes(arg: int) -> tuple[Rule, ...]:
     return ((Masked(arg, _SETID_BITS, 0),),)
 
 
+def _changed_modes(arg: int) -> tuple[Rule, ...]:
+    """No set-id bit and no write bit for others in the mode ``chmod`` is given.
+
+    The write bit for others is refused in a changed mode only: it is what
+    tarfile's ``data`` filter (PEP 706) drops as dangerous beside the set-id
+    bits, and as an unprivileged host the worker owns the folder a ``fs.write``
+    grant names, so ``chmod 0o777`` of it let every local user write into the
+    user's private folder (attack31). A creating call's mode is not narrowed:
+    ``open(2)`` is given 0o666 by every ``open()`` and the umask clears it.
+    """
+    return ((Masked(arg, _SETID_BITS | _S_IWOTH, 0),),)
+
+
 def _node_types(arg: int) -> tuple[Rule, ...]:
     """Regular files, FIFOs and sockets without set-id bits: no character or block device."""
     mask = _S_IFMT | _SETID_BITS
@@ -258,6 +272,10 @@ def _node_types(arg: int) -> tuple[Rule, ...]:
 
 
 _NO_SETID = "no set-user-ID/set-group-ID bit on anything a plugin creates or changes"
+_NO_SETID_OR_OTHER_WRITE = (
+    f"{_NO_SETID}; nothing made writable by every local user (attack31: chmod 0o777 of the "
+    "granted folder an unprivileged host's worker owns)"
+)
 
 CONDITIONAL: tuple[Conditional, ...] = (
     # Creating and changing modes: issue 13, point 1 (a setuid copy of the
@@ -267,10 +285,10 @@ CONDITIONAL: tuple[Conditional, ...] = (
     Conditional("creat", _NO_SETID, _modes(1)),
     Conditional("mkdir", _NO_SETID, _modes(1)),
     Conditional("mkdirat", _NO_SETID, _modes(2)),
-    Conditional("chmod", _NO_SETID, _modes(1)),
-    Conditional("fchmod", _NO_SETID, _modes(1)),
-    Conditional("fchmodat", _NO_SETID, _modes(2)),
-    Conditional("fchmodat2", _NO_SETID, _modes(2)),
+    Conditional("chmod", _NO_SETID_OR_OTHER_WRITE, _changed_modes(1)),
+    Conditional("fchmod", _NO_SETID_OR_OTHER_WRITE, _changed_modes(1)),
+    Conditional("fchmodat", _NO_SETID_OR_OTHER_WRITE, _changed_modes(2)),
+    Conditional("fchmodat2", _NO_SETID_OR_OTHER_WRITE, _changed_modes(2)),
     Conditional("mknod", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(1)),
     Conditional("mknodat", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(2)),
     Conditional(

@@ -55,7 +55,7 @@ def run():
 
 CHMOD_OWN_SNAPSHOT = """
 def run():
-    return attempt(os.chmod, __file__, 0o777)
+    return attempt(os.chmod, __file__, 0o755)  # no bit seccomp refuses: the mount does
 """
 
 WHERE_AM_I = """
