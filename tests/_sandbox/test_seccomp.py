@@ -34,10 +34,10 @@ from caplet._sandbox._seccomp import (
     seccomp_notify_problem,
     syscall_number,
 )
+from caplet._sandbox._seccomp_numbers import NEWEST_REVIEWED
 from caplet._sandbox._seccomp_policy import (
     ALLOWED,
     CONDITIONAL,
-    NEWEST_REVIEWED,
     QUIET_REFUSALS,
     WITH_EXEC,
     WITHOUT_EXEC,
@@ -311,7 +311,15 @@ def test_argument_rules(machine: str, notify: bool) -> None:
     # set-id bits, whatever else the mode says (the kernel reads 16 bits of umode_t)
     for name, arg in (("openat", 3), ("mkdirat", 2), ("fchmod", 1), ("fchmodat", 2)):
         args = [0] * 4
-        for mode, verdict in ((0o644, _ALLOW), (0o1777, _ALLOW), (0o4755, refused)):
+        # a changed mode others may write is refused too (attack31), a created one is not
+        others_write = refused if name.startswith("fchmod") else _ALLOW
+        for mode, verdict in (
+            (0o644, _ALLOW),
+            (0o1770, _ALLOW),
+            (0o1777, others_write),
+            (0o666, others_write),
+            (0o4755, refused),
+        ):
             args[arg] = mode
             assert decide(name, *args) == verdict, (name, oct(mode))
         args[arg] = 0x1_0000 | 0o2755

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from caplet._sandbox._seccomp_numbers import (
+    NEWEST_REVIEWED,
     SYSCALL_NUMBERS,
     denial_errno,
     syscall_names,
     syscall_number,
 )
-from caplet._sandbox._seccomp_policy import NEWEST_REVIEWED
 
 MACHINE = os.uname().machine
 

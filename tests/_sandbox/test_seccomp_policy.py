@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from caplet._sandbox._seccomp_numbers import AUDIT_ARCH, syscall_number
+from caplet._sandbox._seccomp_numbers import AUDIT_ARCH, UNIFIED_NUMBERS, syscall_number
 from caplet._sandbox._seccomp_policy import (
     ALLOWED,
     CONDITIONAL,
     EXEC,
     NEVER_ALLOWED,
     QUIET_REFUSALS,
-    UNIFIED_NUMBERS,
     WITH_EXEC,
     WITHOUT_EXEC,
     allowlist_names,

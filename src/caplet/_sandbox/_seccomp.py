@@ -56,7 +56,7 @@ What the program does, in order:
 5. everything else meets the default action: refused and counted.
 
 EPERM or ENOSYS for a refused call: a call this allowlist was reviewed
-against (any number up to :data:`~caplet._sandbox._seccomp_policy.NEWEST_REVIEWED`
+against (any number up to :data:`~caplet._sandbox._seccomp_numbers.NEWEST_REVIEWED`
 that names a syscall) was considered and left out, so it fails with EPERM,
 "not permitted"; a number above that (a kernel interface newer than the
 review) or with no syscall behind it fails with ENOSYS, exactly as on a

@@ -2,7 +2,7 @@
 
 The filter names calls; the kernel and a denial notification number them.
 libseccomp's tables translate (it knows every architecture's numbering),
-completed by :data:`~caplet._sandbox._seccomp_policy.UNIFIED_NUMBERS` for
+completed by :data:`UNIFIED_NUMBERS` for
 calls newer than the installed libseccomp, and by :data:`SYSCALL_NUMBERS`,
 a small table of its own that ``caplet selftest`` and the tests use to make
 raw calls (and that works without libseccomp).
@@ -19,7 +19,6 @@ import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from caplet._sandbox._seccomp_policy import NEWEST_REVIEWED, UNIFIED_NUMBERS
 from caplet._syscall import (
     SCMP_ARCH_AARCH64,
     SCMP_ARCH_X86_64,
@@ -30,13 +29,76 @@ from caplet._syscall import (
 __all__ = [
     "ARCH_TOKEN",
     "AUDIT_ARCH",
+    "NEWEST_REVIEWED",
     "SYSCALL_NUMBERS",
+    "UNIFIED_NUMBERS",
     "X32_SYSCALL_BIT",
     "denial_errno",
     "machine_or_native",
     "syscall_names",
     "syscall_number",
 ]
+
+#: Syscalls added since Linux 5.1 have one number on every architecture but
+#: alpha (the y2038 renumbering), so x86_64 and arm64 share these; they also
+#: name calls newer than the installed libseccomp's table.
+UNIFIED_NUMBERS: Mapping[str, int] = MappingProxyType(
+    {
+        "pidfd_send_signal": 424,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "pidfd_open": 434,
+        "clone3": 435,
+        "close_range": 436,
+        "openat2": 437,
+        "pidfd_getfd": 438,
+        "faccessat2": 439,
+        "process_madvise": 440,
+        "epoll_pwait2": 441,
+        "mount_setattr": 442,
+        "quotactl_fd": 443,
+        "landlock_create_ruleset": 444,
+        "landlock_add_rule": 445,
+        "landlock_restrict_self": 446,
+        "memfd_secret": 447,
+        "process_mrelease": 448,
+        "futex_waitv": 449,
+        "set_mempolicy_home_node": 450,
+        "cachestat": 451,
+        "fchmodat2": 452,
+        "map_shadow_stack": 453,
+        "futex_wake": 454,
+        "futex_wait": 455,
+        "futex_requeue": 456,
+        "statmount": 457,
+        "listmount": 458,
+        "lsm_get_self_attr": 459,
+        "lsm_set_self_attr": 460,
+        "lsm_list_modules": 461,
+        "mseal": 462,
+        "setxattrat": 463,
+        "getxattrat": 464,
+        "listxattrat": 465,
+        "removexattrat": 466,
+        "open_tree_attr": 467,
+        "file_getattr": 468,
+        "file_setattr": 469,
+    }
+)
+
+#: The newest syscall number this allowlist was reviewed against (Linux 6.18:
+#: file_setattr). A refused call up to here was considered and left out, so it
+#: fails with EPERM; a number above it is newer than the review (or a gap in
+#: the table) and fails with ENOSYS, as on a kernel without it, so that
+#: libraries take the fallback they have for older kernels.
+NEWEST_REVIEWED = 469
 
 #: include/uapi/linux/audit.h: EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE.
 AUDIT_ARCH: Mapping[str, int] = MappingProxyType({"x86_64": 0xC000003E, "aarch64": 0xC00000B7})
@@ -165,7 +227,7 @@ def syscall_number(name: str, machine: str | None = None) -> int | None:
     """The number of ``name`` on ``machine`` (default: this one); None where it has none.
 
     libseccomp's table first; calls added since Linux 5.1 also from
-    :data:`~caplet._sandbox._seccomp_policy.UNIFIED_NUMBERS`, so that an
+    :data:`UNIFIED_NUMBERS`, so that an
     older libseccomp still knows them. Raises OSError without libseccomp.
     """
     machine = machine_or_native(machine)
@@ -180,7 +242,7 @@ def syscall_names(machine: str | None = None) -> Mapping[int, str]:
     """Syscall number -> name on ``machine`` (default: this one), for counting denials.
 
     Every number up to the newest one reviewed, from libseccomp's table and
-    :data:`~caplet._sandbox._seccomp_policy.UNIFIED_NUMBERS`; without
+    :data:`UNIFIED_NUMBERS`; without
     libseccomp, from :data:`SYSCALL_NUMBERS` alone (nothing is filtered
     then anyway). Empty for a machine caplet has no table for.
     """
@@ -203,7 +265,7 @@ def denial_errno(number: int, machine: str | None = None) -> int:
     """The errno a refused call ``number`` fails with (the supervisor's answer).
 
     EPERM for a call this allowlist was reviewed against and left out (a
-    number up to :data:`~caplet._sandbox._seccomp_policy.NEWEST_REVIEWED`
+    number up to :data:`NEWEST_REVIEWED`
     with a syscall behind it) and for the x32 ABI; ENOSYS for a number
     newer than the review or with no call behind it, as on a kernel without
     it, so that libraries fall back (:mod:`caplet._sandbox._seccomp`).

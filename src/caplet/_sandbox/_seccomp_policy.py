@@ -39,8 +39,6 @@ The types and rule builders it is written with are
 from __future__ import annotations
 
 import errno
-from collections.abc import Mapping
-from types import MappingProxyType
 
 from caplet._sandbox._seccomp_rules import (
     _ALL64,
@@ -60,11 +58,9 @@ __all__ = [
     "CONDITIONAL",
     "EXEC",
     "NEVER_ALLOWED",
-    "NEWEST_REVIEWED",
     "QUIET_REFUSALS",
     "UNBOUNDED_MEMORY",
     "UNBOUNDED_MEMORY_REFUSALS",
-    "UNIFIED_NUMBERS",
     "WITHOUT_EXEC",
     "WITH_EXEC",
     "allowlist_names",
@@ -532,67 +528,6 @@ NEVER_ALLOWED: tuple[str, ...] = (
         """
     ),
 )
-
-#: Syscalls added since Linux 5.1 have one number on every architecture but
-#: alpha (the y2038 renumbering), so x86_64 and arm64 share these; they also
-#: name calls newer than the installed libseccomp's table.
-UNIFIED_NUMBERS: Mapping[str, int] = MappingProxyType(
-    {
-        "pidfd_send_signal": 424,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
-        "pidfd_open": 434,
-        "clone3": 435,
-        "close_range": 436,
-        "openat2": 437,
-        "pidfd_getfd": 438,
-        "faccessat2": 439,
-        "process_madvise": 440,
-        "epoll_pwait2": 441,
-        "mount_setattr": 442,
-        "quotactl_fd": 443,
-        "landlock_create_ruleset": 444,
-        "landlock_add_rule": 445,
-        "landlock_restrict_self": 446,
-        "memfd_secret": 447,
-        "process_mrelease": 448,
-        "futex_waitv": 449,
-        "set_mempolicy_home_node": 450,
-        "cachestat": 451,
-        "fchmodat2": 452,
-        "map_shadow_stack": 453,
-        "futex_wake": 454,
-        "futex_wait": 455,
-        "futex_requeue": 456,
-        "statmount": 457,
-        "listmount": 458,
-        "lsm_get_self_attr": 459,
-        "lsm_set_self_attr": 460,
-        "lsm_list_modules": 461,
-        "mseal": 462,
-        "setxattrat": 463,
-        "getxattrat": 464,
-        "listxattrat": 465,
-        "removexattrat": 466,
-        "open_tree_attr": 467,
-        "file_getattr": 468,
-        "file_setattr": 469,
-    }
-)
-
-#: The newest syscall number this allowlist was reviewed against (Linux 6.18:
-#: file_setattr). A refused call up to here was considered and left out, so it
-#: fails with EPERM; a number above it is newer than the review (or a gap in
-#: the table) and fails with ENOSYS, as on a kernel without it, so that
-#: libraries take the fallback they have for older kernels.
-NEWEST_REVIEWED = 469
 
 
 def allowlist_names(*, allow_exec: bool) -> frozenset[str]:
