@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from caplet._host import _run_dir
+from caplet._host import _run_locks
 from caplet._host._inode_chain import inode_chain
 from caplet._host._run_dir import RUN_SUBDIR, RunDir
 from caplet._trust._paths import user_state_dir
@@ -95,7 +95,7 @@ def test_a_host_starting_while_another_sweeps_keeps_a_lock_its_peers_see(
         fd, name = made(*args, **kwargs)
         if not raced:
             raced.append(name)
-            _run_dir._sweep(parent)  # another host starting in the same instant
+            _run_locks.sweep(parent)  # another host starting in the same instant
         return fd, name
 
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_a_peer_sweeps)
@@ -105,7 +105,7 @@ def test_a_host_starting_while_another_sweeps_keeps_a_lock_its_peers_see(
         assert not Path(raced[0]).exists()  # the first file was swept
         lock = Path(f"{run.path}.lock")
         assert lock.exists(), "the lock this host holds is reachable by its name"
-        assert _run_dir._alive(str(lock)), "its peers see it alive"
+        assert _run_locks.alive(str(lock)), "its peers see it alive"
         assert run.path.is_dir()
     finally:
         run.close()

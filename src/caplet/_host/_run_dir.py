@@ -62,19 +62,15 @@ enables (:meth:`RunDir.meeting_problem`).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
-import stat
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from caplet._atomic import exclusive_lock
-from caplet._errors import PluginTreeError, StoreError
+from caplet._errors import StoreError
 from caplet._host._grant_check import GrantPlan
 from caplet._host._meeting import (
     Meeting,
@@ -84,6 +80,15 @@ from caplet._host._meeting import (
     open_meetings,
 )
 from caplet._host._peer_files import read_code, read_plans
+from caplet._host._run_locks import (
+    LOCK,
+    PREFIX,
+    alive,
+    entry_identity,
+    locked_lock_file,
+    make_beacon,
+    sweep,
+)
 from caplet._trust._paths import ensure_private_dir, user_state_dir
 from caplet._trust._snapshot import remove_snapshot
 
@@ -91,8 +96,6 @@ __all__ = ["RUN_SUBDIR", "RunDir", "unchecked_warning", "unseen_warning"]
 
 #: The state directory's subdirectory holding every host's run directory.
 RUN_SUBDIR = "run"
-_PREFIX = "caplet-run-"
-_LOCK = ".lock"
 #: The enabled plugins' writable grants and programs, published for the other hosts.
 _GRANTS = "grants.json"
 #: Held (flock) by a host while it checks against its peers and publishes.
@@ -119,8 +122,8 @@ class RunDir:
     def __init__(self, state_dir: Path) -> None:
         try:
             parent = ensure_private_dir(ensure_private_dir(state_dir) / RUN_SUBDIR)
-            _sweep(parent)
-            self._lock_fd, lock = _locked_lock_file(parent)
+            sweep(parent)
+            self._lock_fd, lock = locked_lock_file(parent)
         except OSError as exc:
             raise StoreError(
                 f"cannot create caplet's run directory under {state_dir / RUN_SUBDIR} "
@@ -132,7 +135,7 @@ class RunDir:
         #: meeting places read under it are kept open (looked at once, after the lock
         #: was taken; :meth:`_places`).
         self._held: tuple[int, ExitStack, list[MeetingPlaces]] | None = None
-        self.path = self._lock.with_name(self._lock.name[: -len(_LOCK)])
+        self.path = self._lock.with_name(self._lock.name[: -len(LOCK)])
         try:
             self.path.mkdir(mode=0o700)
         except OSError as exc:
@@ -162,7 +165,7 @@ class RunDir:
                     reasons.append(meeting.refusal)
                 continue
             try:
-                self._beacons.append(_make_beacon(meeting.path))
+                self._beacons.append(make_beacon(meeting.path))
             except OSError as exc:
                 reasons.append(f"no beacon could be made in {meeting.name} ({exc.strerror})")
         if len(self._meetings_used()) == 0:
@@ -361,15 +364,15 @@ class RunDir:
         found: list[Path] = []
         for parent in parents:
             try:
-                locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
+                locks = [entry for entry in os.scandir(parent) if entry.name.endswith(LOCK)]
             except OSError:
                 continue
             found += [
-                Path(entry.path[: -len(_LOCK)])
+                Path(entry.path[: -len(LOCK)])
                 for entry in locks
-                if entry.name.startswith(_PREFIX)
-                and _entry_identity(entry) not in (None, *ours)
-                and _alive(entry.path)
+                if entry.name.startswith(PREFIX)
+                and entry_identity(entry) not in (None, *ours)
+                and alive(entry.path)
             ]
         return found
 
@@ -392,7 +395,7 @@ class RunDir:
             self._lock.unlink(missing_ok=True)
             for beacon, _ in self._beacons:
                 remove_snapshot(beacon)
-                beacon.with_name(beacon.name + _LOCK).unlink(missing_ok=True)
+                beacon.with_name(beacon.name + LOCK).unlink(missing_ok=True)
         finally:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -449,19 +452,6 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _entry_identity(entry: os.DirEntry[str]) -> tuple[int, int] | None:
-    """A lock file's device and inode; None when it is no regular file of this user's
-    (another user's, made while a meeting folder was open to others: no host of this
-    user holds it)."""
-    try:
-        st = entry.stat(follow_symlinks=False)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _shared_run() -> Path | None:
     """The user's platform state directory's ``run`` folder, where every host of the
     user keeps a beacon or its run directory; None when no such folder can be named."""
@@ -481,24 +471,9 @@ def _platform_beacon(own_parent: Path) -> tuple[Path, int] | None:
     try:
         if shared.exists() and shared.samefile(own_parent):
             return None
-        return _make_beacon(ensure_private_dir(ensure_private_dir(shared.parent) / RUN_SUBDIR))
+        return make_beacon(ensure_private_dir(ensure_private_dir(shared.parent) / RUN_SUBDIR))
     except (OSError, StoreError):
         return None
-
-
-def _make_beacon(parent: Path) -> tuple[Path, int]:
-    """A beacon (a folder beside a locked lock file) in ``parent``, the dead hosts' swept
-    first: (its path, its lock's fd). OSError when it cannot be made."""
-    _sweep(parent)
-    fd, lock = _locked_lock_file(parent)
-    beacon = Path(lock[: -len(_LOCK)])
-    try:
-        beacon.mkdir(mode=0o700)
-    except OSError:
-        os.close(fd)
-        Path(lock).unlink(missing_ok=True)
-        raise
-    return beacon, fd
 
 
 def _by_identity(paths: Iterable[Path], *, missing_too: bool = True) -> list[Path]:
@@ -527,83 +502,3 @@ def _replace(path: Path, text: str) -> None:
     except OSError:
         temporary.unlink(missing_ok=True)
         raise
-
-
-#: Lock files made before one stays ours (each lost to a sweep that ran between its
-#: creation and its lock: another host starting in the same instant).
-_LOCK_ATTEMPTS = 16
-
-
-def _locked_lock_file(parent: Path) -> tuple[int, str]:
-    """A new lock file under ``parent``, locked, still under its name: (its fd, its path).
-
-    mkstemp makes the file unlocked, and another host's :func:`_sweep` in that instant
-    takes its lock and unlinks it as a dead host's: the lock then held a file no name
-    reached, so this host was invisible to its peers' grant checks (round 4's write
-    then run across two hosts) and its directory never swept after a crash (two hosts
-    started together, found by a flaky test under load). So the lock is taken without
-    waiting, and the name must still reach the same file once it is held (a sweep
-    unlinks only while holding it); otherwise another name is made. Raises
-    :class:`OSError` when every attempt was lost.
-    """
-    for _ in range(_LOCK_ATTEMPTS):
-        fd, lock = tempfile.mkstemp(prefix=_PREFIX, suffix=_LOCK, dir=parent)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held = os.fstat(fd)
-            named = os.lstat(lock)
-        except BlockingIOError:
-            os.close(fd)  # a sweep holds it and is unlinking it
-            continue
-        except FileNotFoundError:
-            os.close(fd)  # swept before the lock was taken
-            continue
-        except OSError:
-            os.close(fd)
-            raise
-        if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
-            return fd, lock
-        os.close(fd)  # the name now reaches another file: not ours to remove
-    raise OSError(errno.EAGAIN, "every lock file made was taken by another host's sweep")
-
-
-def _sweep(parent: Path) -> None:
-    """Remove the run directories of hosts that are gone (their lock is free)."""
-    try:
-        locks = [entry for entry in os.scandir(parent) if entry.name.endswith(_LOCK)]
-    except OSError:
-        return
-    for entry in locks:
-        # Only a regular file of this user's: a meeting folder once open to others may
-        # hold another user's, or a FIFO that would hold this host's start at open(2).
-        if not entry.name.startswith(_PREFIX) or _entry_identity(entry) is None:
-            continue
-        try:
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            remove_snapshot(Path(entry.path[: -len(_LOCK)]))
-            Path(entry.path).unlink(missing_ok=True)
-        except (OSError, PluginTreeError):
-            continue  # alive (the lock is held), or not removable now: a later host tries
-        finally:
-            os.close(fd)
-
-
-def _alive(lock: str) -> bool:
-    """Whether the host owning the run directory of ``lock`` still holds its lock."""
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # releases a lock taken just now: that host is gone
-    return False
