@@ -19,9 +19,10 @@ drops.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
 
 _TARGET = Path(__file__).resolve().parent.parent / "src" / "caplet" / "_lookalikes.py"
@@ -74,8 +75,11 @@ def _escaped(text: str) -> list[str]:
     return [f'    "{"".join(escapes[i : i + 12])}"' for i in range(0, len(escapes), 12)]
 
 
-def main() -> None:
-    confusables = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("confusables", type=Path, help="confusable_homoglyphs' confusables.json")
+    args = parser.parse_args(argv)
+    confusables = json.loads(args.confusables.read_text(encoding="utf-8"))
     folds = table(confusables)
     marks = [c for c in range(0x110000) if unicodedata.category(chr(c)) == "Mn"]
     bounds = "".join(chr(a) + chr(b) for a, b in _ranges(marks))

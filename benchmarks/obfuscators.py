@@ -35,11 +35,12 @@ stored public code index; cited per sample in its ``SAMPLE.toml``):
 
 from __future__ import annotations
 
+import argparse
 import binascii
 import builtins
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -626,6 +627,14 @@ def write(out: Path, chosen: Callable[[Sample], bool] = lambda s: True) -> list[
     return written
 
 
-if __name__ == "__main__":
-    for s in write(Path(sys.argv[1])):
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("out", type=Path, help="the folder to write one folder per sample in")
+    args = parser.parse_args(argv)
+    for s in write(args.out):
         print(s.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,6 +30,8 @@ class Receiver(Protocol):
 
     def resolve(self, node: ast.AST) -> tuple[str, ...]: ...
 
+    def bound_once(self, node: ast.expr) -> ast.expr: ...
+
     def _evaluate(self, node: ast.AST, depth: int) -> Value | None: ...
 
 
@@ -116,9 +118,7 @@ def method_value(
 
 def _compiled(flow: Receiver, receiver: ast.expr, depth: int) -> Value | None:
     """The pattern of ``re.compile(TEXT)`` (no flags), written in place or bound once."""
-    if isinstance(receiver, ast.Name):
-        bound = flow.bindings.assigned.get(receiver.id, ())
-        receiver = bound[0] if len(bound) == 1 else receiver
+    receiver = flow.bound_once(receiver)
     if (
         isinstance(receiver, ast.Call)
         and len(receiver.args) == 1
@@ -134,8 +134,7 @@ def _fernet(flow: Receiver, node: ast.Call, token: Value | None, depth: int) -> 
     receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
     if not isinstance(receiver, ast.Call) or len(receiver.args) != 1:
         if isinstance(receiver, ast.Name):
-            bound = flow.bindings.assigned.get(receiver.id, ())
-            receiver = bound[0] if len(bound) == 1 else None
+            receiver = flow.bound_once(receiver)
         if not isinstance(receiver, ast.Call) or len(receiver.args) != 1:
             return None
     if not any(n.endswith("fernet.Fernet") for n in flow.resolve(receiver.func)):
