@@ -16,6 +16,15 @@ A plugin's headers are checked, not trusted:
   with ``_`` read as ``-``: CGI and WSGI servers (wsgiref among them) turn
   both into ``_`` (``HTTP_X_FORWARDED_FOR``), so ``X_Forwarded_For`` would
   reach the application as the header it spoofs (red team round 17);
+* so are the headers an authenticating front proxy sets to say *who* the
+  caller is (``X-Forwarded-User``, ``Remote-User``, ``X-Auth-Request-Email``,
+  ``X-Goog-Authenticated-User-Email``, ``X-Amzn-Oidc-Identity``,
+  ``X-Forwarded-Client-Cert`` ...), which a service behind it trusts as a
+  login, and the method overrides (``X-HTTP-Method-Override``) that turn a
+  POST into a method the broker refuses (TRACE, CONNECT). These families
+  are matched by prefix as well as by name (:data:`STRIPPED_PREFIXES`), so
+  a spelling the table does not list (``X-Forwarded-Preferred-Username``)
+  is dropped too (red team round 32);
 * ``Accept-Encoding`` becomes ``identity``: the size limit counts the bytes
   the plugin receives, and a compressed body (a "zip bomb") would be far
   larger than the bytes on the wire.
@@ -38,6 +47,7 @@ from caplet._errors import BlockedByPolicyError
 __all__ = [
     "CREDENTIAL_HEADERS",
     "STRIPPED_HEADERS",
+    "STRIPPED_PREFIXES",
     "SanitisedHeaders",
     "header_bytes",
     "sanitise_headers",
@@ -58,9 +68,25 @@ STRIPPED_HEADERS = frozenset(
         "true-client-ip", "cf-connecting-ip", "fastly-client-ip", "client-ip", "via",
         "x-proxyuser-ip", "x-host", "x-http-host-override", "x-original-url",
         "x-rewrite-url", "x-original-host",
+        "x-forwarded", "forwarded-for", "x-appengine-user-ip", "x-azure-clientip",
+        "x-azure-socketip", "fly-client-ip", "x-vercel-forwarded-for", "cf-pseudo-ipv4",
+        # who the caller *is*, as an authenticating proxy asserts it (round 32)
+        "remote-user", "x-remote-user", "x-arr-clientcert",
         # set by the broker (see the module docstring)
         "accept-encoding",
     }
+)  # fmt: skip
+
+#: Dropped from every request whatever follows the prefix (lower-case): the
+#: families of forwarding, identity and method-override headers (round 32).
+STRIPPED_PREFIXES = (
+    "x-forwarded-", "forwarded-", "x-original-", "x-envoy-", "cf-connecting-",
+    # identity asserted by a front proxy: oauth2-proxy, Grafana's auth proxy, Google
+    # IAP, AWS ALB, Azure App Service, Envoy/Istio and nginx client certificates
+    "x-auth-request-", "x-webauth-", "x-goog-authenticated-", "x-amzn-oidc-",
+    "x-ms-client-principal", "x-client-cert", "ssl-client-", "x-ssl-client-",
+    # a method the broker refuses, asked for in a header (Rails, Express, Symfony ...)
+    "x-http-method", "x-method-override",
 )  # fmt: skip
 
 #: Dropped when a redirect leaves the origin, and never re-added.
@@ -127,13 +153,18 @@ def sanitise_headers(headers: object, *, plugin: str, method: str, url: str) -> 
                 f"control characters and non-ASCII text are refused (RFC 9110 5.5)",
                 "send visible ASCII only (encode other text, e.g. RFC 8187 or base64)",
             )
-        if name.lower().replace("_", "-") in STRIPPED_HEADERS:
+        if _stripped(name.lower().replace("_", "-")):
             dropped.append(name)
         else:
             # A field value excludes the whitespace around it (RFC 9110 5.5), and
             # h11 refuses to write it, after the connection is made (round 17).
             kept.append((name, value.strip(" \t")))
     return SanitisedHeaders(tuple(kept), tuple(dropped))
+
+
+def _stripped(name: str) -> bool:
+    """Whether the broker drops the header ``name`` (lower-case, ``_`` read as ``-``)."""
+    return name in STRIPPED_HEADERS or name.startswith(STRIPPED_PREFIXES)
 
 
 def without_credentials(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:

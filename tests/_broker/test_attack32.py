@@ -1,0 +1,134 @@
+"""Red-team round 32 (attack32): the broker's headers, against a real WSGI server on 127.0.0.1.
+
+Each attack test failed on main at 7d18d3a3; the near misses show honest use still works.
+"""
+
+from __future__ import annotations
+
+import threading
+import wsgiref.simple_server
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from caplet._broker._model import HttpRequest
+from tests._broker.conftest import Harness, grant
+
+PLUGIN = "fetcher"
+
+#: Headers an authenticating front proxy sets to say who the caller is, the
+#: client address families the round-17 table did not list, and method overrides:
+#: a service behind such a proxy (or an intranet one in NetworkPolicy.allowed_networks)
+#: trusts each of them. The spellings vary on purpose (case, ``_`` for ``-``).
+_SPOOFED = (
+    ("X-Forwarded-User", "admin"),
+    ("X-Forwarded-Email", "admin@corp.example"),
+    ("X-Forwarded-Preferred-Username", "admin"),
+    ("X-Auth-Request-User", "admin"),
+    ("X-WEBAUTH-USER", "admin"),
+    ("Remote-User", "admin"),
+    ("X_Remote_User", "admin"),
+    ("X-Goog-Authenticated-User-Email", "accounts.google.com:admin@corp.example"),
+    ("X-Amzn-Oidc-Identity", "admin"),
+    ("X-MS-CLIENT-PRINCIPAL-NAME", "admin"),
+    ("X-Forwarded-Client-Cert", "By=spiffe://corp/admin"),
+    ("X-SSL-Client-Verify", "SUCCESS"),
+    ("Ssl-Client-Subject-Dn", "CN=admin"),
+    ("X-ARR-ClientCert", "MIIB"),
+    ("Forwarded-For", "10.0.0.1"),
+    ("X-Forwarded", "for=10.0.0.1"),
+    ("X-Original-Forwarded-For", "10.0.0.1"),
+    ("X-Envoy-External-Address", "10.0.0.1"),
+    ("CF-Connecting-IPv6", "fd00::1"),
+    ("X-Appengine-User-Ip", "10.0.0.1"),
+    ("X-Azure-ClientIP", "10.0.0.1"),
+    ("Fly-Client-IP", "10.0.0.1"),
+    ("X-HTTP-Method-Override", "TRACE"),
+    ("X-HTTP-Method", "CONNECT"),
+    ("X-Method-Override", "TRACE"),
+    ("X-Original-URI", "/admin"),
+)
+
+#: Honest headers with similar names: they must arrive.
+_HONEST = (
+    ("X-Api-Key", "k"),
+    ("X-Request-Id", "r-1"),
+    ("X-Client-Version", "1.2"),
+    ("X-User-Agent-Hint", "x"),
+    ("Authorization", "Bearer t"),
+    ("Remote-Config", "on"),
+)
+
+
+def _environ_name(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+@pytest.fixture
+def wsgi_server() -> Iterator[tuple[int, list[dict[str, str]]]]:
+    """A wsgiref application on 127.0.0.1 that keeps the HTTP_* variables it was given
+    (as a Flask or Django application under a WSGI server reads its headers)."""
+    environs: list[dict[str, str]] = []
+
+    def app(environ: dict[str, Any], start: Any) -> list[bytes]:
+        environs.append({k: v for k, v in environ.items() if k.startswith("HTTP_")})
+        start("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        return [b"ok"]
+
+    class Quiet(wsgiref.simple_server.WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the tests assert on the environ instead."""
+
+    with wsgiref.simple_server.make_server("127.0.0.1", 0, app, handler_class=Quiet) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server.server_address[1], environs
+        finally:
+            server.shutdown()
+            thread.join()
+
+
+def test_identity_forwarding_and_method_override_headers_never_reach_the_server(
+    harness: Harness, wsgi_server: tuple[int, list[dict[str, str]]]
+) -> None:
+    """attack32: the broker dropped the client-address headers of round 17's table but
+    passed the ones an authenticating proxy sets to name the *user* (a service behind
+    oauth2-proxy, Grafana's auth proxy, IAP, an ALB or Envoy's mTLS trusts them as a
+    login), client-address spellings outside the table, and ``X-HTTP-Method-Override``
+    (a POST that a Rails or Express application runs as TRACE, a method the broker
+    refuses). A plugin with a grant for such a service logged in as anyone."""
+    port, environs = wsgi_server
+    response = harness.broker().fetch(
+        PLUGIN,
+        [grant(f"net.http:http://api.example.test:{port}")],
+        HttpRequest(
+            f"http://api.example.test:{port}/",
+            method="POST",
+            headers=(*_SPOOFED, *_HONEST),
+            body=b"x",
+        ),
+    )
+    assert response.status == 200
+    (environ,) = environs
+    arrived = sorted(name for name, _ in _SPOOFED if _environ_name(name) in environ)
+    assert arrived == []
+    detail = harness.decisions[-1].detail
+    assert detail == "dropped headers: " + ", ".join(name for name, _ in _SPOOFED)
+
+
+def test_honest_headers_with_similar_names_still_arrive(
+    harness: Harness, wsgi_server: tuple[int, list[dict[str, str]]]
+) -> None:
+    """The near miss: API keys, request ids, client versions and credentials are sent."""
+    port, environs = wsgi_server
+    response = harness.broker().fetch(
+        PLUGIN,
+        [grant(f"net.http:http://api.example.test:{port}")],
+        HttpRequest(f"http://api.example.test:{port}/", headers=_HONEST),
+    )
+    assert response.status == 200
+    (environ,) = environs
+    assert {name: environ.get(_environ_name(name)) for name, _ in _HONEST} == dict(_HONEST)
+    assert "dropped headers" not in harness.decisions[-1].detail
