@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from caplet._broker._model import HttpRequest
-from tests._broker.conftest import Harness, grant
+from tests._broker.conftest import Harness, RunningServer, grant
 
 PLUGIN = "fetcher"
 
@@ -132,3 +132,74 @@ def test_honest_headers_with_similar_names_still_arrive(
     (environ,) = environs
     assert {name: environ.get(_environ_name(name)) for name, _ in _HONEST} == dict(_HONEST)
     assert "dropped headers" not in harness.decisions[-1].detail
+
+
+#: The names APIs give their keys (GitLab, Google, Azure API Management, Vault, AWS ...).
+_API_KEYS = (
+    ("X-Api-Key", "k1"),
+    ("Api-Key", "k2"),
+    ("Private-Token", "k3"),
+    ("X-Auth-Token", "k4"),
+    ("X-Goog-Api-Key", "k5"),
+    ("Ocp-Apim-Subscription-Key", "k6"),
+    ("X-Vault-Token", "k7"),
+    ("X-Amz-Security-Token", "k8"),
+    ("X_Access_Token", "k9"),
+    ("X-Client-Secret", "k10"),
+    ("X-CSRF-Token", "k11"),
+    ("X-Session-Id", "k12"),
+)
+#: Headers that carry no secret: they follow the request to the next origin.
+_PLAIN = (("Accept", "application/json"), ("X-Keep", "yes"), ("X-Request-Id", "r-1"))
+
+
+def _seen_names(server: RunningServer, index: int) -> set[str]:
+    return {name.lower() for name in server.seen[index].headers}
+
+
+def test_a_cross_origin_redirect_drops_every_api_key_header(
+    harness: Harness, https_server: RunningServer
+) -> None:
+    """attack32: a cross-origin redirect dropped Authorization, Cookie and
+    Proxy-Authorization only; the key most APIs take in a header of their own
+    (``X-Api-Key``, ``Private-Token``, ``Ocp-Apim-Subscription-Key`` ...) followed an
+    open redirect on one granted origin to another granted origin (a wildcard grant's
+    user-content host, say): the user's secret for the first, handed to the second."""
+    port = https_server.port
+    grants = [
+        grant(f"net.http:https://api.example.test:{port}"),
+        grant(f"net.http:https://other.example.test:{port}"),
+    ]
+    to = f"https://other.example.test:{port}/echo"
+    response = harness.broker().fetch(
+        PLUGIN,
+        grants,
+        HttpRequest(
+            f"https://api.example.test:{port}/redirect/307?to={to}",
+            headers=(*_API_KEYS, *_PLAIN),
+        ),
+    )
+    assert response.status == 200
+    assert {name.lower() for name, _ in _API_KEYS} <= _seen_names(https_server, 0)
+    leaked = sorted({name.lower() for name, _ in _API_KEYS} & _seen_names(https_server, 1))
+    assert leaked == []
+    assert {name.lower() for name, _ in _PLAIN} <= _seen_names(https_server, 1)
+    assert harness.decisions[1].detail == "credentials dropped: cross-origin redirect"
+
+
+def test_a_same_origin_redirect_keeps_the_api_key(
+    harness: Harness, https_server: RunningServer
+) -> None:
+    """The near miss: a redirect within the origin keeps every header the plugin set."""
+    port = https_server.port
+    response = harness.broker().fetch(
+        PLUGIN,
+        [grant(f"net.http:https://api.example.test:{port}")],
+        HttpRequest(
+            f"https://api.example.test:{port}/redirect/302?to=/echo",
+            headers=(*_API_KEYS, *_PLAIN),
+        ),
+    )
+    assert response.status == 200
+    assert {name.lower() for name, _ in (*_API_KEYS, *_PLAIN)} <= _seen_names(https_server, 1)
+    assert harness.decisions[1].detail == ""

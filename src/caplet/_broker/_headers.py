@@ -33,6 +33,11 @@ On a redirect to another origin the credentials (Authorization, Cookie,
 Proxy-Authorization) are dropped, and they stay dropped for the rest of the
 chain, even if it returns to the first origin: the hop that left has
 already shown the chain is not the plugin's own (as browsers and httpx do).
+Most APIs take their key in a header of their own (``X-Api-Key``,
+``Private-Token``, ``X-Auth-Token``, ``Ocp-Apim-Subscription-Key``,
+``X-Amz-Security-Token``): a header whose name holds a word of
+:data:`SECRET_WORDS` is a credential too (red team round 32: an open
+redirect on one granted origin handed the user's key for it to another).
 """
 
 from __future__ import annotations
@@ -46,10 +51,12 @@ from caplet._errors import BlockedByPolicyError
 
 __all__ = [
     "CREDENTIAL_HEADERS",
+    "SECRET_WORDS",
     "STRIPPED_HEADERS",
     "STRIPPED_PREFIXES",
     "SanitisedHeaders",
     "header_bytes",
+    "is_credential",
     "sanitise_headers",
     "without_credentials",
 ]
@@ -91,6 +98,12 @@ STRIPPED_PREFIXES = (
 
 #: Dropped when a redirect leaves the origin, and never re-added.
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+#: A header whose lower-case name (``_`` read as ``-``) holds one of these words is
+#: dropped with the credentials: the names APIs give their keys and tokens.
+SECRET_WORDS = (
+    "auth", "token", "key", "secret", "session", "cookie", "password", "passwd",
+    "credential", "signature", "subscription", "csrf", "xsrf",
+)  # fmt: skip
 
 _TOKEN = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~")
 _VALUE = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\t"}
@@ -167,9 +180,15 @@ def _stripped(name: str) -> bool:
     return name in STRIPPED_HEADERS or name.startswith(STRIPPED_PREFIXES)
 
 
+def is_credential(name: str) -> bool:
+    """Whether the header ``name`` may carry a credential (see the module docstring)."""
+    lowered = name.lower().replace("_", "-")
+    return lowered in CREDENTIAL_HEADERS or any(word in lowered for word in SECRET_WORDS)
+
+
 def without_credentials(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """``headers`` minus Authorization, Cookie and Proxy-Authorization."""
-    return tuple((n, v) for n, v in headers if n.lower() not in CREDENTIAL_HEADERS)
+    """``headers`` minus every one that may carry a credential (:func:`is_credential`)."""
+    return tuple((n, v) for n, v in headers if not is_credential(n))
 
 
 def header_bytes(headers: Iterable[tuple[str, str]]) -> int:
