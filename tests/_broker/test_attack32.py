@@ -5,14 +5,18 @@ Each attack test failed on main at 7d18d3a3; the near misses show honest use sti
 
 from __future__ import annotations
 
+import posixpath
 import threading
+import urllib.parse
 import wsgiref.simple_server
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from caplet._broker._model import HttpRequest
+from caplet._errors import InvalidUrlError
 from tests._broker.conftest import Harness, RunningServer, grant
 
 PLUGIN = "fetcher"
@@ -203,3 +207,100 @@ def test_a_same_origin_redirect_keeps_the_api_key(
     assert response.status == 200
     assert {name.lower() for name, _ in (*_API_KEYS, *_PLAIN)} <= _seen_names(https_server, 1)
     assert harness.decisions[1].detail == ""
+
+
+def _lenient_segment(segment: str) -> str:
+    """One segment as Windows reads it: trailing spaces trimmed, a run of dots at most two."""
+    trimmed = segment.rstrip(" ")
+    return trimmed[:2] if trimmed and set(trimmed) == {"."} else trimmed
+
+
+class _LenientPaths(BaseHTTPRequestHandler):
+    """A server that reads a path the way lenient ones do: decoded twice (IIS's old
+    double decoding), NUL and control characters dropped (Jetty 9.4.37-9.4.42,
+    CVE-2021-34429), each segment trimmed (:func:`_lenient_segment`), then dot
+    segments resolved. ``/admin`` is private; ``/v1`` is the plugin's."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test asserts on what the server saw instead."""
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        path = urllib.parse.unquote(urllib.parse.unquote(self.path))
+        path = "".join(c for c in path if c.isprintable())
+        read = posixpath.normpath("/".join(_lenient_segment(s) for s in path.split("/")))
+        body = b"private admin page" if read.startswith("/admin") else b"public"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def lenient_server() -> Iterator[tuple[int, list[str]]]:
+    seen: list[str] = []
+    handler = type("Handler", (_LenientPaths,), {"seen": seen})
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server.server_address[1], seen
+        finally:
+            server.shutdown()
+            thread.join()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/..%00/admin",
+        "/v1/.%00/..%01/admin",
+        "/v1/..%20/admin",
+        "/v1/.../admin",
+        "/v1/%252e%252e/admin",
+    ],
+)
+def test_a_disguised_dot_segment_cannot_leave_a_path_prefix(
+    harness: Harness, lenient_server: tuple[int, list[str]], path: str
+) -> None:
+    """attack32: round 17 refused ``/v1/..;/admin`` (Tomcat drops ``;params`` before it
+    resolves dot segments); the same differential by other characters passed: a
+    ``..`` followed by an encoded NUL or control character (Jetty dropped a NUL after
+    decoding), a space or a third dot (Windows servers trim them) or encoded twice
+    kept the ``/v1`` prefix for the broker and read as ``..`` on the server, which
+    served ``/admin`` (main fetched "private admin page" for each)."""
+    port, seen = lenient_server
+    broker = harness.broker()
+    grants = [grant(f"net.http:http://api.example.test:{port}/v1")]
+    with pytest.raises(InvalidUrlError) as refused:
+        broker.fetch(PLUGIN, grants, HttpRequest(f"http://api.example.test:{port}{path}"))
+    assert "a path segment is a '.' or '..' disguised" in str(refused.value)
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("path", "sent"),
+    [
+        ("/v1/report.txt", "/v1/report.txt"),
+        ("/v1/.well-known/x", "/v1/.well-known/x"),
+        ("/v1/..data/x", "/v1/..data/x"),
+        ("/v1/a%20b", "/v1/a%20b"),
+        ("/v1/x/%2e%2e/y", "/v1/y"),
+    ],
+)
+def test_dots_and_escapes_in_ordinary_segments_still_pass(
+    harness: Harness, lenient_server: tuple[int, list[str]], path: str, sent: str
+) -> None:
+    """The near miss: names with dots, an encoded space inside a name, and a plain
+    encoded ``..`` (resolved by the broker itself, inside the prefix) are fetched."""
+    port, seen = lenient_server
+    response = harness.broker().fetch(
+        PLUGIN,
+        [grant(f"net.http:http://api.example.test:{port}/v1")],
+        HttpRequest(f"http://api.example.test:{port}{path}"),
+    )
+    assert (response.status, response.body) == (200, b"public")
+    assert seen == [sent]

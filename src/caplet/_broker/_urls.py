@@ -476,6 +476,19 @@ def _normalise_escapes(text: str) -> str:
     return "".join(out)
 
 
+def _bare(segment: str) -> str:
+    """``segment`` as a lenient server may read it: decoded (twice, as some servers
+    decode), without NUL, control, space or tab characters, trailing dots trimmed
+    down to two (Windows drops the rest)."""
+    text = segment
+    for _ in range(2):
+        if "%" not in text:
+            break
+        text = urllib.parse.unquote(text, errors="replace")
+    kept = "".join(char for char in text if char.isprintable() and char not in " \t")
+    return kept[:2] if kept and set(kept) == {"."} else kept
+
+
 def _normalise_path(path: str, shown: str) -> str:
     """Normalise escapes, then remove dot segments (RFC 3986 5.2.4)."""
     _check_escapes(path, shown)
@@ -490,6 +503,17 @@ def _normalise_path(path: str, shown: str) -> str:
             # Tomcat and others strip ';params' before resolving dot segments,
             # so '/v1/..;/admin' climbs out of '/v1' on those servers.
             raise _invalid(shown, "a dot segment carries ';' parameters ('..;')", "remove them")
+        if segment not in (".", "..") and _bare(core) in (".", ".."):
+            # The same differential by other characters: Jetty 9.4.37-9.4.42 dropped a
+            # decoded NUL (CVE-2021-34429: '/.%00/WEB-INF/'), IIS and Windows servers
+            # trim spaces and dots, and a server that decodes twice reads '%252e' as
+            # '.': '/v1/..%00/admin' passed the '/v1' prefix and reached '/admin'.
+            raise _invalid(
+                shown,
+                "a path segment is a '.' or '..' disguised by encoded NUL, control or space "
+                "characters, more dots, or a second encoding",
+                "remove them",
+            )
         if segment == ".":
             if last:
                 out.append("")
