@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from caplet._broker._model import HttpRequest
-from caplet._errors import InvalidUrlError
+from caplet._errors import BlockedByPolicyError, InvalidUrlError
 from tests._broker.conftest import Harness, RunningServer, grant
 
 PLUGIN = "fetcher"
@@ -209,6 +209,16 @@ def test_a_same_origin_redirect_keeps_the_api_key(
     assert harness.decisions[1].detail == ""
 
 
+#: What old Tomcat and IIS decoded overlong UTF-8 to (CVE-2008-2938, MS00-078).
+_OVERLONG = {
+    b"\xc0\xae": b".",
+    b"\xe0\x80\xae": b".",
+    b"\xc0\xaf": b"/",
+    b"\xe0\x80\xaf": b"/",
+    b"\xc1\x9c": b"/",  # a backslash, which Windows servers read as '/'
+}
+
+
 def _lenient_segment(segment: str) -> str:
     """One segment as Windows reads it: trailing spaces trimmed, a run of dots at most two."""
     trimmed = segment.rstrip(" ")
@@ -229,7 +239,10 @@ class _LenientPaths(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.seen.append(self.path)
-        path = urllib.parse.unquote(urllib.parse.unquote(self.path))
+        raw = urllib.parse.unquote_to_bytes(urllib.parse.unquote(self.path))
+        for overlong, meant in _OVERLONG.items():
+            raw = raw.replace(overlong, meant)
+        path = raw.decode("utf-8", "replace")
         path = "".join(c for c in path if c.isprintable())
         read = posixpath.normpath("/".join(_lenient_segment(s) for s in path.split("/")))
         body = b"private admin page" if read.startswith("/admin") else b"public"
@@ -261,6 +274,8 @@ def lenient_server() -> Iterator[tuple[int, list[str]]]:
         "/v1/..%20/admin",
         "/v1/.../admin",
         "/v1/%252e%252e/admin",
+        "/v1/%c0%ae%c0%ae/admin",
+        "/v1/%e0%80%ae./admin",
     ],
 )
 def test_a_disguised_dot_segment_cannot_leave_a_path_prefix(
@@ -271,7 +286,8 @@ def test_a_disguised_dot_segment_cannot_leave_a_path_prefix(
     ``..`` followed by an encoded NUL or control character (Jetty dropped a NUL after
     decoding), a space or a third dot (Windows servers trim them) or encoded twice
     kept the ``/v1`` prefix for the broker and read as ``..`` on the server, which
-    served ``/admin`` (main fetched "private admin page" for each)."""
+    served ``/admin`` (main fetched "private admin page" for each); so did a dot in
+    overlong UTF-8 (``%C0%AE``), which old Tomcat and IIS decoded."""
     port, seen = lenient_server
     broker = harness.broker()
     grants = [grant(f"net.http:http://api.example.test:{port}/v1")]
@@ -304,3 +320,43 @@ def test_dots_and_escapes_in_ordinary_segments_still_pass(
     )
     assert (response.status, response.body) == (200, b"public")
     assert seen == [sent]
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/..%252fadmin", "/v1/..%c0%afadmin", "/v1/..%e0%80%afadmin", "/v1/..%c1%9cadmin"]
+)
+def test_a_separator_encoded_twice_or_overlong_cannot_leave_a_path_prefix(
+    harness: Harness, lenient_server: tuple[int, list[str]], path: str
+) -> None:
+    """attack32: ``%2F`` and ``%5C`` were refused under a path prefix, the same slash
+    encoded twice or in overlong UTF-8 was not: ``/v1/..%252fadmin`` is one segment to
+    the broker and ``/v1/../admin`` to a server that decodes twice or overlong forms."""
+    port, seen = lenient_server
+    with pytest.raises(BlockedByPolicyError) as refused:
+        harness.broker().fetch(
+            PLUGIN,
+            [grant(f"net.http:http://api.example.test:{port}/v1")],
+            HttpRequest(f"http://api.example.test:{port}{path}"),
+        )
+    assert "the path contains an encoded '/' or '\\'" in str(refused.value)
+    assert seen == []
+
+
+def test_an_encoded_separator_passes_a_grant_without_a_path_prefix(
+    harness: Harness, lenient_server: tuple[int, list[str]]
+) -> None:
+    """The near miss: with no prefix to leave, an encoded slash is the server's business,
+    and accented names in UTF-8 or Latin-1 escapes pass under a prefix."""
+    port, seen = lenient_server
+    broker = harness.broker()
+    response = broker.fetch(
+        PLUGIN,
+        [grant(f"net.http:http://api.example.test:{port}")],
+        HttpRequest(f"http://api.example.test:{port}/v1/a%252fb"),
+    )
+    assert response.status == 200
+    prefixed = [grant(f"net.http:http://api.example.test:{port}/v1")]
+    for path in ("/v1/caf%C3%A9", "/v1/%E9t%E9"):
+        url = f"http://api.example.test:{port}{path}"
+        assert broker.fetch(PLUGIN, prefixed, HttpRequest(url)).status == 200
+    assert seen == ["/v1/a%252fb", "/v1/caf%C3%A9", "/v1/%E9t%E9"]
