@@ -62,6 +62,7 @@ _HONEST = (
     ("X-User-Agent-Hint", "x"),
     ("Authorization", "Bearer t"),
     ("Remote-Config", "on"),
+    ("X-Proxy-Id", "p-1"),
 )
 
 
@@ -120,6 +121,29 @@ def test_identity_forwarding_and_method_override_headers_never_reach_the_server(
     assert arrived == []
     detail = harness.decisions[-1].detail
     assert detail == "dropped headers: " + ", ".join(name for name, _ in _SPOOFED)
+
+
+def test_a_proxy_header_never_becomes_a_cgi_scripts_http_proxy(
+    harness: Harness, wsgi_server: tuple[int, list[dict[str, str]]]
+) -> None:
+    """attack32 (httpoxy, CVE-2016-5385): the broker dropped ``Proxy-*`` but not
+    ``Proxy``, which a CGI or WSGI server names ``HTTP_PROXY``: under CGI that is the
+    script's environment, and its own HTTP client (urllib, requests) then sends every
+    outbound request, with its credentials, through the proxy the plugin named."""
+    port, environs = wsgi_server
+    response = harness.broker().fetch(
+        PLUGIN,
+        [grant(f"net.http:http://api.example.test:{port}")],
+        HttpRequest(
+            f"http://api.example.test:{port}/",
+            headers=(("Proxy", "http://attacker.example:8080"), ("Proxy-Foo", "1")),
+        ),
+    )
+    assert response.status == 200
+    (environ,) = environs
+    assert "HTTP_PROXY" not in environ
+    assert "HTTP_PROXY_FOO" not in environ
+    assert harness.decisions[-1].detail == "dropped headers: Proxy, Proxy-Foo"
 
 
 def test_honest_headers_with_similar_names_still_arrive(

@@ -68,6 +68,9 @@ STRIPPED_HEADERS = frozenset(
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
         "upgrade", "host", "content-length", "expect", "http2-settings",
         "proxy-authorization", "proxy-authenticate", "proxy-authorization-info",
+        # httpoxy (CVE-2016-5385): a CGI server hands ``Proxy`` to its script as the
+        # HTTP_PROXY variable, which the script's own HTTP client takes as its proxy
+        "proxy",
         # who the client is / where the request came from (RFC 7239 and de-facto)
         "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
         "x-forwarded-port", "x-forwarded-server", "x-forwarded-prefix", "x-real-ip",
@@ -87,7 +90,7 @@ STRIPPED_HEADERS = frozenset(
 #: Dropped from every request whatever follows the prefix (lower-case): the
 #: families of forwarding, identity and method-override headers (round 32).
 STRIPPED_PREFIXES = (
-    "x-forwarded-", "forwarded-", "x-original-", "x-envoy-", "cf-connecting-",
+    "x-forwarded-", "forwarded-", "x-original-", "x-envoy-", "cf-connecting-", "proxy-",
     # identity asserted by a front proxy: oauth2-proxy, Grafana's auth proxy, Google
     # IAP, AWS ALB, Azure App Service, Envoy/Istio and nginx client certificates
     "x-auth-request-", "x-webauth-", "x-goog-authenticated-", "x-amzn-oidc-",
