@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["MAX_SUGGESTION_DISTANCE", "closest", "did_you_mean", "levenshtein"]
+__all__ = [
+    "MAX_SUGGESTED_LENGTH",
+    "MAX_SUGGESTION_DISTANCE",
+    "closest",
+    "did_you_mean",
+    "levenshtein",
+]
 
 #: Candidates farther than this many edits are not suggested (issue 2, point 9).
 MAX_SUGGESTION_DISTANCE = 3
+#: A name longer than this gets no suggestion: nobody mistypes a name that long, and the
+#: distance costs the product of the two lengths, in the host's process. Guest code, a
+#: plugin's ``ctx.plugins.call`` and a manifest's unknown key choose the name: a
+#: 250,000-character one took 13 s of the host's CPU, the GIL held (red team round 32).
+MAX_SUGGESTED_LENGTH = 256
 
 
 def levenshtein(a: str, b: str) -> int:
@@ -32,11 +43,18 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate nearest to ``name`` within the distance limit.
 
     Ties go to the first candidate in iteration order, so callers control the
-    preference by ordering ``candidates``.
+    preference by ordering ``candidates``. None for a name longer than
+    :data:`MAX_SUGGESTED_LENGTH`.
     """
+    if len(name) > MAX_SUGGESTED_LENGTH:
+        return None
     best: str | None = None
     best_distance = MAX_SUGGESTION_DISTANCE + 1
     for candidate in candidates:
+        if abs(len(name) - len(candidate)) >= best_distance:
+            # The distance is at least the difference in length: this one cannot
+            # win, and is never measured (its length may be anything).
+            continue
         distance = levenshtein(name, candidate)
         if distance < best_distance:
             best, best_distance = candidate, distance

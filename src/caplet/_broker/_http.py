@@ -48,8 +48,8 @@ from ipaddress import IPv4Address, IPv6Address
 
 from caplet._broker._addresses import IPAddress, classify
 from caplet._broker._headers import (
-    CREDENTIAL_HEADERS,
     header_bytes,
+    is_credential,
     sanitise_headers,
     without_credentials,
 )
@@ -344,9 +344,7 @@ class HttpBroker(HttpWire):
                 category="redirect loop",
             )
         seen.add((method, str(url)))
-        if url.origin != hop.url.origin and any(
-            n.lower() in CREDENTIAL_HEADERS for n, _ in headers
-        ):
+        if url.origin != hop.url.origin and any(is_credential(n) for n, _ in headers):
             headers = without_credentials(headers)
             notes.append("credentials dropped: cross-origin redirect")
         return replace(

@@ -43,6 +43,10 @@ _HOST_CHARS = frozenset(string.ascii_lowercase + string.digits + "-_")
 _HEX = frozenset(string.hexdigits)
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 _URL_FIX = "pass an absolute http(s) URL such as https://api.example.com/v1/items"
+#: '/' and '\\' escaped, escaped twice, and in overlong UTF-8 (attack32), lower-case.
+_ENCODED_SEPARATORS = (
+    "%2f", "%5c", "%252f", "%255c", "%c0%af", "%e0%80%af", "%c1%9c", "%e0%81%9c",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +95,13 @@ class ParsedUrl:
 
     @property
     def has_encoded_separator(self) -> bool:
-        """True when the path holds ``%2F`` or ``%5C``.
+        """True when the path holds ``%2F`` or ``%5C``, encoded twice (``%252F``) or in
+        an overlong UTF-8 form (``%C0%AF``).
 
         A server that decodes them sees more segments than the broker checked.
         """
         lowered = self.path.lower()
-        return "%2f" in lowered or "%5c" in lowered
+        return any(form in lowered for form in _ENCODED_SEPARATORS)
 
 
 def parse_url(text: object, *, plugin: str, max_length: int) -> ParsedUrl:
@@ -273,7 +278,8 @@ def match_grant(
         candidates = [g for g in candidates if not g.path_prefix]
         if not candidates:
             raise refuse(
-                "the path contains an encoded '/' or '\\' (%2F, %5C), which a server may "
+                "the path contains an encoded '/' or '\\' (%2F, %5C), or one encoded twice "
+                "(%252F) or in overlong UTF-8 (%C0%AF), which a server may "
                 "decode into segments outside the approved path prefix",
                 "write the path without encoded separators",
             )
@@ -476,6 +482,34 @@ def _normalise_escapes(text: str) -> str:
     return "".join(out)
 
 
+#: Overlong UTF-8 forms of '.', '/' and '\\' (two and three bytes; invalid UTF-8, which
+#: old Tomcat and IIS decoded anyway: CVE-2008-2938, MS00-078), as the surrogate
+#: escapes ``surrogateescape`` decodes them to.
+_OVERLONG = {
+    bytes(form).decode("utf-8", "surrogateescape"): chr(char)
+    for char in (0x2E, 0x2F, 0x5C)
+    for form in (
+        (0xC0 | char >> 6, 0x80 | char & 0x3F),
+        (0xE0, 0x80 | char >> 6, 0x80 | char & 0x3F),
+    )
+}
+
+
+def _bare(segment: str) -> str:
+    """``segment`` as a lenient server may read it: decoded (twice, as some servers
+    decode), without NUL, control, space or tab characters, trailing dots trimmed
+    down to two (Windows drops the rest)."""
+    text = segment
+    for _ in range(2):
+        if "%" not in text:
+            break
+        text = urllib.parse.unquote_to_bytes(text).decode("utf-8", "surrogateescape")
+        for overlong, meant in _OVERLONG.items():
+            text = text.replace(overlong, meant)
+    kept = "".join(char for char in text if char.isprintable() and char not in " \t")
+    return kept[:2] if kept and set(kept) == {"."} else kept
+
+
 def _normalise_path(path: str, shown: str) -> str:
     """Normalise escapes, then remove dot segments (RFC 3986 5.2.4)."""
     _check_escapes(path, shown)
@@ -490,6 +524,17 @@ def _normalise_path(path: str, shown: str) -> str:
             # Tomcat and others strip ';params' before resolving dot segments,
             # so '/v1/..;/admin' climbs out of '/v1' on those servers.
             raise _invalid(shown, "a dot segment carries ';' parameters ('..;')", "remove them")
+        if segment not in (".", "..") and _bare(core) in (".", ".."):
+            # The same differential by other characters: Jetty 9.4.37-9.4.42 dropped a
+            # decoded NUL (CVE-2021-34429: '/.%00/WEB-INF/'), IIS and Windows servers
+            # trim spaces and dots, and a server that decodes twice reads '%252e' as
+            # '.': '/v1/..%00/admin' passed the '/v1' prefix and reached '/admin'.
+            raise _invalid(
+                shown,
+                "a path segment is a '.' or '..' disguised by encoded NUL, control or space "
+                "characters, more dots, or a second encoding",
+                "remove them",
+            )
         if segment == ".":
             if last:
                 out.append("")
