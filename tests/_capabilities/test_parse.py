@@ -747,3 +747,13 @@ def test_interpreters_by_their_versioned_names_are_still_known(
     capability = parse_capability(f"proc.exec:/usr/bin/{program}")
     assert isinstance(capability, ProcExecCapability)
     assert capability.is_shell_or_interpreter is interpreter
+
+
+def test_a_non_ascii_host_is_suggested_as_the_broker_spells_it() -> None:
+    """IDNA 2008 (the broker's), not Python's IDNA 2003 codec: 'straße.de' is its own
+    domain, 'xn--strae-oqa.de', and 'strasse.de' would grant another one (attack32)."""
+    with pytest.raises(CapabilityError) as caught:
+        parse_capability("net.http:https://straße.de")
+    message = str(caught.value)
+    assert "write the punycode 'xn--' form ('xn--strae-oqa.de')" in message
+    assert "strasse" not in message

@@ -103,9 +103,14 @@ def _parse_host(text: str, declared: str) -> tuple[str, bool]:
         # Kept in brackets so that str() renders a valid URL.
         return f"[{address.compressed}]", False
     if not text.isascii():
+        # The spelling the broker computes (IDNA 2008 with UTS 46, ``_broker._urls``), not
+        # Python's 'idna' codec (IDNA 2003), which maps 'straße.de' to 'strasse.de', another
+        # domain (attack32). Imported here: only a host that is not ASCII needs it.
+        import idna
+
         try:
-            suggestion = f" ({text.encode('idna').decode('ascii')!r})"
-        except UnicodeError:
+            suggestion = f" ({idna.encode(text, uts46=True).decode('ascii')!r})"
+        except (idna.IDNAError, UnicodeError):
             suggestion = ""
         raise CapabilityError(
             f"host {text!r} in capability {declared!r} is not ASCII; write the punycode "
