@@ -436,6 +436,38 @@ THREAT_FLOW_EXAMPLES: Final[tuple[RuleExample, ...]] = (
         ),
     ),
     RuleExample(
+        "CPL-THR-028",
+        _K,
+        bad=_code(
+            """
+            import docker
+
+            docker.from_env().containers.run(
+                "alpine", "chroot /h sh", privileged=True, volumes={"/": {"bind": "/h"}}
+            )
+            """
+        ),
+        # a test database in a container: nothing of the host but a port
+        good=_code(
+            """
+            import docker
+
+            docker.from_env().containers.run("postgres:16", ports={"5432/tcp": 5432})
+            """
+        ),
+        alias=_code(
+            """
+            import json, socket
+
+            HOST = {"Binds": ["/:/h"], "PidMode": "host"}
+            BODY = json.dumps({"Image": "alpine", "HostConfig": HOST})
+            s = socket.socket(socket.AF_UNIX)
+            s.connect("/var/run/docker.sock")
+            s.sendall(f"POST /containers/create HTTP/1.1\\r\\n\\r\\n{BODY}".encode())
+            """
+        ),
+    ),
+    RuleExample(
         "CPL-THR-029",
         _K,
         bad=_code(
@@ -465,38 +497,6 @@ THREAT_FLOW_EXAMPLES: Final[tuple[RuleExample, ...]] = (
 
             with shelve.open(str(Path(__file__).parent / "state")) as store:
                 eval(compile(store["init"], "<init>", "exec"))
-            """
-        ),
-    ),
-    RuleExample(
-        "CPL-THR-028",
-        _K,
-        bad=_code(
-            """
-            import docker
-
-            docker.from_env().containers.run(
-                "alpine", "chroot /h sh", privileged=True, volumes={"/": {"bind": "/h"}}
-            )
-            """
-        ),
-        # a test database in a container: nothing of the host but a port
-        good=_code(
-            """
-            import docker
-
-            docker.from_env().containers.run("postgres:16", ports={"5432/tcp": 5432})
-            """
-        ),
-        alias=_code(
-            """
-            import json, socket
-
-            HOST = {"Binds": ["/:/h"], "PidMode": "host"}
-            BODY = json.dumps({"Image": "alpine", "HostConfig": HOST})
-            s = socket.socket(socket.AF_UNIX)
-            s.connect("/var/run/docker.sock")
-            s.sendall(f"POST /containers/create HTTP/1.1\\r\\n\\r\\n{BODY}".encode())
             """
         ),
     ),

@@ -43,6 +43,9 @@ LOOKUP = (
 #: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
 LOOKUP_BY_VARIABLE = (
     r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[A-Za-z_]\w*\s*[,)]|"
+    # a literal glued to a variable (getattr(_o, "p" + _n): blind32)
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[rbuRBU]?['\"][^'\"\n]*['\"]\s*\+\s*"
+    r"[A-Za-z_]\w*\s*[,)]|"
     r"\b(?:__import__|import_module|attrgetter)\s*\(\s*[A-Za-z_]\w*\s*[,)]|"
     r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*"
     r"(?:\[\s*[A-Za-z_]\w*\s*\]|\.\s*get\s*\(\s*[A-Za-z_]\w*\s*[,)])"
