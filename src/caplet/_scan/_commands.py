@@ -54,6 +54,13 @@ def new_argv(node: ast.Call, name: str) -> ast.expr | None:
     """``os.execvp("sh", ["sh", "-c", cmd])``: the new program's argv is its command (the
     file argument only names the program); the ``l`` variants spread it. ``os.spawn*`` and
     ``posix_spawn`` likewise, after their mode or before their environment (blind15)."""
+    if name == "win32api.ShellExecute" and len(node.args) >= 4:
+        # ShellExecute(0, "open", "cmd.exe", "/c " + cmd, None, 0): the program and its
+        # parameters are one command line (blind32)
+        program, parameters = node.args[2], node.args[3]
+        spaced = ast.BinOp(program, ast.Add(), ast.copy_location(ast.Constant(" "), program))
+        line = ast.BinOp(ast.copy_location(spaced, program), ast.Add(), parameters)
+        return ast.copy_location(line, program)
     prefix = next((p for p in _ARGV_AT if name.startswith(p)), None)
     if prefix is None or len(node.args) <= _ARGV_AT[prefix]:
         return None

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["CONFIG_TOKENS", "hijacked_config"]
+__all__ = ["CONFIG_TOKENS", "RUNNER_ENV_TOKENS", "hijacked_config", "runner_env_hijack"]
 
 _SEP = r"[/\\]+"
 #: (what the file is, its path, the directive that runs a command or picks a source).
@@ -33,6 +33,23 @@ _CONFIGS: Final = (
         "a package index",
         re.compile(r"(?i)(?:^|[/\\])pip\.(?:conf|ini)$"),
         re.compile(r"(?im)^[ \t]*(?:extra[-_])?index[-_]url[ \t]*=.*$"),
+    ),
+)
+#: A CI runner's files that set the environment (or the PATH) of every later step of the
+#: job (GitHub Actions' ``$GITHUB_ENV``/``$GITHUB_PATH``, read by name: the runner hands
+#: their paths in those variables), and the variables that make a later step's shell,
+#: Node, Python, the loader or git run a file of the writer's choosing (blind32, after
+#: StepSecurity/Wiz 2025 on CI-targeting packages): a directive without a host, a file is
+#: what it names.
+_RUNNER_FILES: Final = (
+    (
+        "a later CI step's environment",
+        re.compile(r"^GITHUB_ENV$"),
+        re.compile(
+            r"(?m)^[ \t]*(?:BASH_ENV|ENV|NODE_OPTIONS|LD_PRELOAD|LD_AUDIT|PYTHONSTARTUP|"
+            r"PYTHONHOME|PERL5OPT|RUBYOPT|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|GIT_SSH_COMMAND|"
+            r"GIT_ASKPASS|GIT_EXEC_PATH|PROMPT_COMMAND|DYLD_INSERT_LIBRARIES)[ \t]*=.*$"
+        ),
     ),
 )
 #: Hosts a directive may name without taking anything over: the real index, this host.
@@ -55,5 +72,21 @@ def hijacked_config(paths: Sequence[str], texts: Sequence[str]) -> str | None:
     return None
 
 
+def runner_env_hijack(paths: Sequence[str], texts: Sequence[str]) -> str | None:
+    """What a write of ``texts`` to a file known by ``paths`` (the names and literals it
+    is built from: ``os.environ["GITHUB_ENV"]``) makes a later CI step run, or None."""
+    for label, path_pattern, directive in _RUNNER_FILES:
+        if not any(path_pattern.search(p) for p in paths):
+            continue
+        for text in texts:
+            found = directive.search(text)
+            if found is not None:
+                return f"{label} ({found.group(0).strip()[:60]!r})"
+    return None
+
+
 #: The directives as a string spells them, for the prefilter (a solo pattern).
 CONFIG_TOKENS: Final = r"(?:LocalCommand|ProxyCommand|KnownHostsCommand)\b|index[-_]url[ \t]*="
+
+#: The same for the runner's environment file: its variable's name beside an injected name.
+RUNNER_ENV_TOKENS: Final = r"\bGITHUB_ENV\b"

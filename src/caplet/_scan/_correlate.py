@@ -122,6 +122,15 @@ TAG_APIS: Final[Mapping[str, Tag]] = MappingProxyType(
         "ctypes.WINFUNCTYPE": Tag.NATIVE_CALL,
         "ctypes.PYFUNCTYPE": Tag.NATIVE_CALL,
         "ctypes.windll.kernel32.CreateThread": Tag.NATIVE_CALL,
+        # the same in another process: memory allocated executable there, a thread started
+        # at it (classic injection into explorer.exe; blind32)
+        "ctypes.windll.kernel32.VirtualAllocEx": Tag.EXEC_MEMORY,
+        "ctypes.windll.kernel32.VirtualProtectEx": Tag.EXEC_MEMORY,
+        "ctypes.windll.kernel32.CreateRemoteThread": Tag.NATIVE_CALL,
+        "ctypes.windll.kernel32.CreateRemoteThreadEx": Tag.NATIVE_CALL,
+        "ctypes.windll.kernel32.QueueUserAPC": Tag.NATIVE_CALL,
+        "ctypes.windll.ntdll.NtCreateThreadEx": Tag.NATIVE_CALL,
+        "ctypes.windll.ntdll.RtlCreateUserThread": Tag.NATIVE_CALL,
         # keyloggers and screen grabbers (ESET's 2023 PyPI backdoor took screenshots;
         # Socket's zebo, 2025: pynput keystrokes and ImageGrab screenshots uploaded)
         "pynput.keyboard.Listener": Tag.SURVEILLANCE,

@@ -83,6 +83,11 @@ HANDOVERS: dict[str, Handover] = {
     "asyncio.to_thread": _SPREAD,
     "weakref.finalize": Handover(1),
     "builtins.map": Handover(0, mapped=True),
+    # importlib's trampoline (``f(*args, **kwds)``, kept out of tracebacks) and the tracing
+    # one: exec handed to them runs its arguments (blind32)
+    "importlib._bootstrap._call_with_frames_removed": _SPREAD,
+    "importlib._bootstrap_external._call_with_frames_removed": _SPREAD,
+    "sys.call_tracing": Handover(0, spread=False, args_position=1),
 }
 
 #: Methods of objects the scanner cannot type (executors, event loops, pools, exit stacks,
@@ -106,6 +111,9 @@ HANDOVER_METHODS: dict[str, Handover] = {
     ),
     "enter": _SCHEDULED,
     "enterabs": _SCHEDULED,
+    # tkinter's timers: root.after(0, exec, code)
+    "after": Handover(1),
+    "after_idle": _SPREAD,
 }
 
 #: Items of a mapped iterable spelled out at most (``map(f, [a, b, c, ...])``).

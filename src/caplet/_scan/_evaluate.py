@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import string
 
 from caplet._scan._closed import Closedness
 from caplet._scan._evaluate_loops import BudgetError, LoopEvaluation
@@ -22,6 +21,7 @@ from caplet._scan._evaluate_members import declared_member, is_iter_call, module
 from caplet._scan._evaluate_methods import method_value as _method
 from caplet._scan._evaluate_methods import template_value as _template
 from caplet._scan._evaluate_steps import StepEvaluation
+from caplet._scan._interpreter_texts import listing, module_text, type_of_literal
 from caplet._scan._syntax import MAX_RESOLVE_DEPTH, Bindings, fold_str
 from caplet._scan._values import MAX_VALUE as _MAX_VALUE
 from caplet._scan._values import PRINTABLE_BUILTINS as _PRINTABLE_BUILTINS
@@ -57,22 +57,6 @@ _SHORT = 256
 
 #: Text attributes of the interpreter's objects a name may be spelled from.
 _OBJECT_TEXTS = frozenset({"__doc__", "__name__", "__qualname__", "__module__"})
-#: ``string`` module constants (the same in every interpreter).
-_STRING_CONSTANTS = frozenset(
-    {
-        "ascii_letters",
-        "ascii_lowercase",
-        "ascii_uppercase",
-        "digits",
-        "hexdigits",
-        "octdigits",
-        "punctuation",
-        "printable",
-        "whitespace",
-    }
-)
-
-
 #: Methods called through their class (``bytes.decode(b"exec")``), evaluated like functions.
 _CLASS_CALLS = frozenset({"builtins.bytes.decode", "builtins.bytearray.decode"})
 
@@ -262,9 +246,9 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
         if declared is not None:
             return declared  # Op.system.name, Step._fields (blind18)
         for name in self.resolve(node):
-            module, _, attr = name.rpartition(".")
-            if module == "string" and attr in _STRING_CONSTANTS:
-                return str(getattr(string, attr))
+            text = module_text(name)
+            if text is not None:
+                return text  # string.ascii_lowercase, calendar.day_name
         bound = self.class_attribute(node)
         if bound is not None and len(bound) == 1 and node.attr not in self.contributed:
             return self._evaluate(bound[0], depth)  # class Config: name = "ex" + "ec"
@@ -482,9 +466,20 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
             literal = _literal_object(args[0])
             if literal is not None or (isinstance(args[0], ast.Constant) and args[0].value is None):
                 return str(literal) if "builtins.str" in names else repr(literal)
+        if len(args) == 1 and not ({"builtins.str", "builtins.repr"}.isdisjoint(names)):
+            kind = type_of_literal(args[0], self.resolve)
+            if kind is not None:
+                # str(type(None)): "<class 'NoneType'>" spells "y", "a", "T" (blind32)
+                return str(kind) if "builtins.str" in names else repr(kind)
         if len(args) == 1 and "builtins.dir" in names and self._names_builtins(args[0]):
             # dir(builtins)[n]: a builtin picked by its place in this interpreter's list
             return sorted(vars(builtins))
+        if len(args) == 1 and "builtins.dir" in names:
+            # next(getattr(subprocess, n) for n in dir(subprocess) if n.startswith("Po")):
+            # a process module's listing, as this interpreter has it (blind32)
+            listed = listing(self.resolve(args[0]))
+            if listed is not None:
+                return listed
         looped = self._loop_call(node, names, depth)
         if looped is not None:
             return looped

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Collection
 
 from caplet._findings import Finding
-from caplet._marks import LongMarkRunError, parse
+from caplet._marks import LongMarkRunError, longest_mark_run, parse
 from caplet._scan._escaped_strings import escaped_view, with_escaped_strings
 from caplet._scan._filescan import FileScan
 from caplet._scan._glued_forms import with_glued_forms
@@ -141,6 +141,8 @@ def _scan_text(
         need = with_escaped_strings(text, need, check.check)
         # literals glued in other spellings: '%s%s' % ('ev', 'al'), ''.join (...) (recall10)
         need = with_glued_forms(text, need, check.check)
+        if need is Need.NOTHING and longest_mark_run(text) and _marks_run(text, mode):
+            need = Need.FULL  # data hidden in invisible marks beside a loader (blind32)
         if need is Need.NOTHING:
             # The common case on real packages: only the text rules apply,
             # and each has a C-speed exit before any per-line work.
@@ -248,7 +250,7 @@ def _scan_text(
             str(exc),
             exc.line,
             None,
-            escalation=_cannot_check(text, mode, runs_itself),
+            escalation=_cannot_check(text, mode, runs_itself) or _marks_run(text, mode),
         )
     except UnicodeEncodeError as exc:  # lone surrogates in an in-memory str
         line = text.count("\n", 0, exc.start) + 1
@@ -369,6 +371,28 @@ def _cannot_check(text: str, mode: ScanMode, runs_itself: bool) -> str | None:
     if mode is ScanMode.PACKAGE and runs_itself:
         return _RUNS_ITSELF
     return _threat_tokens(text, mode)
+
+
+#: Code that runs what it is given: beside a run of invisible marks, a loader of the data
+#: the marks hide (blind32, GlassWorm's variation selectors).
+_RUNS_CODE = re.compile(
+    r"\b(?:exec|eval|compile|__import__|import_module|system|popen|Popen|loads)\s*\("
+)
+_MARKS_HIDE = (
+    "and the file runs code (exec, eval, a process): no real source holds such a run, "
+    "data hidden in invisible characters (variation selectors) may be what it runs, "
+    "review the file by hand"
+)
+
+
+def _marks_run(text: str, mode: ScanMode) -> str | None:
+    """Why a package's file not parsed for a run of marks is danger: a run longer than
+    any real source holds (the benign corpus's longest is 9, :mod:`caplet._marks`) beside
+    code that runs code is data hidden in invisible characters and its loader (Koi
+    Security's 2025 GlassWorm: bits as variation selectors U+FE00/U+FE01; blind32)."""
+    if mode is not ScanMode.PACKAGE or _RUNS_CODE.search(text) is None:
+        return None
+    return _MARKS_HIDE
 
 
 def _unevaluated_threat(text: str, stopped: int, mode: ScanMode) -> str | None:

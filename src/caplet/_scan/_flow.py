@@ -376,7 +376,13 @@ class Flow(Evaluator, ExactMemo, CallLabels):
             elif isinstance(item, ast.Name):
                 # a path bound once, or walked (for p in glob(".../.ssh/*"))
                 stack.extend(self.bindings.assigned.get(item.id, ())[:1])
-                stack.extend(self.bindings.iterated.get(item.id, ())[:1])
+                for walked in self.bindings.iterated.get(item.id, ())[:1]:
+                    if isinstance(walked, ast.Tuple | ast.List | ast.Set):
+                        # for name in (".bash_history", ".zsh_history"): each literal
+                        # walked is a piece the path may hold (blind32)
+                        stack.extend(walked.elts[:8])
+                    else:
+                        stack.append(walked)
         return "/".join(pieces) if pieces else None
 
     def path_labels(self, node: ast.AST) -> Labels:

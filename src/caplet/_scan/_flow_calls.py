@@ -18,7 +18,9 @@ from caplet._scan._resolve import is_network
 from caplet._scan._rules import ENV_FUNCTIONS, ENV_METHODS, ENVIRON_MAPPINGS
 from caplet._scan._source_labels import (
     APPLIERS,
+    DATA_STORES,
     FILE_READERS,
+    SHIPPED_DATABASE,
     Label,
     Labels,
     downloads,
@@ -151,6 +153,13 @@ class CallLabels:
                     out |= url_labels(self.name_value(node.args[0]), self.path_text(node.args[0]))
             elif name in FILE_READERS:
                 out |= reader_labels(name, self.path_text(node.args[0]) if node.args else None)
+        if (
+            node.args
+            and not DATA_STORES.isdisjoint(funcs)
+            and any(s is Source.PACKAGED for s, _ in self._union(node.args[:1], depth))
+        ):
+            # sqlite3.connect(<a file of the package>): its rows are what it ships (blind32)
+            out.add((Source.PACKAGED, SHIPPED_DATABASE))
         if not APPLIERS.isdisjoint(funcs) and hands_decoder(
             node.args[:3], self.bindings.assigned, self.resolve
         ):
@@ -171,6 +180,13 @@ class CallLabels:
             or (method == "encode" and codec in {"rot13", "rot_13"})
         ):
             out.add((Source.DECODED, f".{method}()"))
+        if method == "get_payload" and any(
+            k.arg == "decode" and isinstance(k.value, ast.Constant) and k.value.value
+            for k in node.keywords
+        ):
+            # a MIME part's base64 or quoted-printable body, decoded by the email package
+            # (blind32: a stage kept as a message literal)
+            out.add((Source.DECODED, ".get_payload(decode=True)"))
         if method in {"read", "readline", "text", "json"} and any(
             downloads(f) for f in self.resolve(func)
         ):

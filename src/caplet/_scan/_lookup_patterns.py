@@ -11,6 +11,7 @@ reads :data:`LOOKUP_ANY_NAME` too.
 
 from __future__ import annotations
 
+import builtins
 from typing import Final
 
 __all__ = [
@@ -42,6 +43,9 @@ LOOKUP = (
 #: The same lookups by a bare name (getattr(os, name)): the name is built elsewhere.
 LOOKUP_BY_VARIABLE = (
     r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[A-Za-z_]\w*\s*[,)]|"
+    # a literal glued to a variable (getattr(_o, "p" + _n): blind32)
+    r"\b(?:getattr|__getattribute__)\s*\([^,\n]*,\s*[rbuRBU]?['\"][^'\"\n]*['\"]\s*\+\s*"
+    r"[A-Za-z_]\w*\s*[,)]|"
     r"\b(?:__import__|import_module|attrgetter)\s*\(\s*[A-Za-z_]\w*\s*[,)]|"
     r"(?:__dict__|\bvars\([^)\n]*\)|\bmodules|\bglobals\(\s*\))\s*"
     r"(?:\[\s*[A-Za-z_]\w*\s*\]|\.\s*get\s*\(\s*[A-Za-z_]\w*\s*[,)])"
@@ -80,6 +84,22 @@ LOOKUP_ANY_NAME = (
 #: A lookup with a name built from literals on its own line (the first pattern of pair 1).
 LOOKUP_PIECES = LOOKUP + r"[^\n]*(?:" + PIECES + r")"
 
+#: The text of a builtin function or singleton (``repr(open)`` is "<built-in function
+#: open>", ``str(Ellipsis)``, ``str(type(None))``): letters a hidden name is sliced from
+#: (blind32; ``str(oct)``'s family, written with other builtins). Lower-case callables only:
+#: ``str(ValueError)`` is an error message's everyday spelling.
+BUILTIN_TEXT = (
+    r"\b(?:str|repr|format)\(\s*(?:type\(\s*None\s*\)|Ellipsis|NotImplemented|"
+    + "|".join(
+        sorted(
+            name
+            for name, value in vars(builtins).items()
+            if callable(value) and name.islower() and not name.startswith("_")
+        )
+    )
+    + r")\s*\)"
+)
+
 #: Pieces that hardly ever build anything but a hidden name: code points joined, a
 #: literal reversed, slices of a builtin's repr, a list of byte values, rot13 (a literal
 #: formatted is everywhere: "{}: {}".format("x", y), so not here; on the lookup's own
@@ -91,7 +111,7 @@ STRONG_PIECES = (
     # a literal's case flipped or an affix cut off ("zzOS".removeprefix("zz").swapcase()), a
     # name packed into integers or spelled from Unicode character names (blind17)
     r"['\"]\s*\.\s*(?:swapcase|removeprefix|removesuffix)\s*\(|\bstruct\s*\.\s*pack\s*\(|"
-    r"\bunicodedata\s*\.\s*lookup\b"
+    r"\bunicodedata\s*\.\s*lookup\b|" + BUILTIN_TEXT
 )
 #: getattr of a module worth hiding by anything but a plain literal (a variable, an
 #: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).

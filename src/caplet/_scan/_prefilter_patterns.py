@@ -520,6 +520,13 @@ PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # mend19: logging's configuration listener (a socket that applies what a peer sends)
     (r"\blogging\s*\.\s*config\b|\bfrom\s+logging\s+import\b[^\n]*\bconfig\b", r"\blisten\b"),
     *_BLIND31_PAIRS,
+    # blind32: a store of records opened from the package's own folder beside a code or
+    # process sink (a stage kept in a shipped SQLite row, CPL-THR-029)
+    (
+        r"\b(?:sqlite3|shelve|dbm)\b",
+        r"\b__file__\b",
+        _EXEC_NAME + r"\s*\(|" + PROCESS_TOKENS,
+    ),
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from caplet._scan._agent_configs import AGENT_CONFIG_TOKENS
-from caplet._scan._config_hijacks import CONFIG_TOKENS
+from caplet._scan._config_hijacks import CONFIG_TOKENS, RUNNER_ENV_TOKENS
 from caplet._scan._indicators import INDICATORS, IndicatorKind
 from caplet._scan._serialized_calls import DOCUMENT_TOKENS
 
@@ -34,7 +34,7 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
     # executable memory (shellcode loaders), pip run from code
-    r"\b(?:PROT_EXEC|VirtualAlloc|VirtualProtect|PAGE_EXECUTE_READWRITE)\b",
+    r"\b(?:PROT_EXEC|VirtualAlloc(?:Ex)?|VirtualProtect(?:Ex)?|PAGE_EXECUTE_READWRITE)\b",
     # a PowerShell command hidden in base64 (decoded and read by the command rules)
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",
@@ -91,6 +91,8 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # pip's directives that run a command or pick an index
     DOCUMENT_TOKENS,
     CONFIG_TOKENS,
+    # blind32: the CI runner's environment file a later step reads
+    RUNNER_ENV_TOKENS,
     # blind17: an MCP client's configuration (a server entry the agent starts)
     AGENT_CONFIG_TOKENS,
     # blind16: getattr by another name (inspect's, which runs no descriptor)

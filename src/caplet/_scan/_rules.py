@@ -120,6 +120,12 @@ _API_RULES: Final[Mapping[str, str]] = MappingProxyType(
             "multiprocessing.Pool",
             "multiprocessing.get_context",
             "concurrent.futures.ProcessPoolExecutor",
+            # pywin32's ways to start a program (blind32: ShellExecute of "cmd.exe" with a
+            # decoded "/c ..." as its parameters, the window hidden)
+            "win32api.ShellExecute",
+            "win32api.WinExec",
+            "win32process.CreateProcess",
+            "win32process.CreateProcessAsUser",
         ),
         **_table(
             "CPL-DYN-001",
@@ -369,6 +375,11 @@ PROGRAM_ARGUMENTS: Final[Mapping[str, ArgumentSpec]] = MappingProxyType(
         # (Lib/pydoc.py: subprocess.Popen(cmd, shell=True)): a shell sink (blind31)
         "pydoc.pipepager": ArgumentSpec(1, "cmd"),
         "pydoc.tempfilepager": ArgumentSpec(1, "cmd"),
+        # ShellExecute(hwnd, verb, file, parameters, directory, show)
+        "win32api.ShellExecute": ArgumentSpec(2, None),
+        "win32api.WinExec": ArgumentSpec(0, None),
+        "win32process.CreateProcess": ArgumentSpec(1, None),
+        "win32process.CreateProcessAsUser": ArgumentSpec(2, None),
     }
 )
 

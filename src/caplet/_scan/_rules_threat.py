@@ -357,6 +357,18 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "(container escape)",
     ),
     Rule(
+        "CPL-THR-029",
+        RuleFamily.DYNAMIC_CODE,
+        _D,
+        None,
+        None,
+        "{api} runs code read out of a database the package ships (a hidden stage)",
+        "ship the code as source; a package's code must be readable",
+        kind=RuleKind.THREAT,
+        rationale="a SQLite file shipped as package data holds the stage in a row the code "
+        "selects and runs (blind32): no source scanner or reviewer reads a database",
+    ),
+    Rule(
         "CPL-AUD-001",
         RuleFamily.AUDITOR,
         _W,

@@ -42,6 +42,11 @@ import warnings
 
 from caplet._findings import Finding
 from caplet._scan._filescan import FileScan
+from caplet._scan._foreign_scripts import (
+    FOREIGN_SUFFIXES,
+    PERSISTENCE_SUFFIXES,
+    foreign_payload,
+)
 from caplet._scan._grants import NO_GRANTS
 from caplet._scan._indicators import IndicatorKind, indicator_set
 from caplet._scan._model import ScanMode
@@ -66,7 +71,17 @@ _SHELL_SHEBANG = re.compile(rb"#![^\n]*?(?:[/ \t]|(?<=#!))(?:ba|z|da|k|c|tc|fi|a
 _SCRIPTS = re.compile(r"\bscripts\s*=\s*[\[(]([^\[\]()]*)[\])]")
 _LITERAL = re.compile(r"""[rRuU]?(?:'([^'\\\n]*)'|"([^"\\\n]*)")""")
 #: Scripts of other languages a package's code may start (blind13): read only when named.
-_STARTED_SUFFIXES = (".sh", ".bash", ".ps1", ".bat", ".cmd", ".vbs", ".js", *MSBUILD_SUFFIXES)
+_STARTED_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".ps1",
+    ".bat",
+    ".cmd",
+    ".vbs",
+    ".js",
+    *MSBUILD_SUFFIXES,
+    *FOREIGN_SUFFIXES,
+)
 #: Build scripts a build backend runs while pip builds the sdist (blind16), by lowered name.
 _BUILD_SCRIPTS = frozenset({"meson.build", "cmakelists.txt", "build.rs"})
 #: Such a script larger than this is not read: a loader is small, a web front end's
@@ -81,7 +96,7 @@ _NAMED_SCRIPT = re.compile(
 )
 #: A literal naming such a script, in a Python source.
 _STARTED_LITERAL = re.compile(
-    r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js|csproj|proj|targets))['"]""",
+    r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js|csproj|proj|targets|go|reg))['"]""",
     re.IGNORECASE,
 )
 #: What starts a process or a file in Python source (its words, as code spells them).
@@ -130,6 +145,8 @@ def script_payload(text: str, suffix: str) -> tuple[int, str] | None:
         return _js_loader(text)
     if suffix in MSBUILD_SUFFIXES:
         return msbuild_payload(text)  # an inline task MSBuild compiles and runs (blind18)
+    if suffix in FOREIGN_SUFFIXES:
+        return foreign_payload(text, suffix)  # Go run from source, a registry file (blind32)
     if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(text):
         for number, line in enumerate(text.split("\n"), start=1):
             if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(line):
@@ -271,6 +288,9 @@ class InstalledCommands:
         """A script's bytes: the line that downloads and runs a program, kept for
         :meth:`findings` (a shell script, or one :func:`started` takes)."""
         text = data[:MAX_SCRIPT_BYTES].decode("utf-8", "replace")
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            # regedit exports UTF-16 with a byte-order mark (blind32)
+            text = data[:MAX_SCRIPT_BYTES].decode("utf-16", "replace")
         if posixpath.basename(relative.lower()) == LIFECYCLE_FILE:
             names, commands = lifecycle_scripts(text)
             folder = posixpath.dirname(relative)
@@ -281,6 +301,8 @@ class InstalledCommands:
             return
         suffix = posixpath.splitext(relative.lower())[1]
         found = script_payload(text, suffix)
+        if found is not None and suffix in PERSISTENCE_SUFFIXES:
+            self._rules[relative] = "CPL-THR-009"  # an autostart key imported (blind32)
         if found is None and suffix == ".js":
             # a script that sends the whole environment (an npm postinstall, blind17)
             found = js_sends_environment(text)

@@ -21,6 +21,7 @@ from caplet._scan._shipped_programs import shipped_start
 from caplet._scan._sink_egress import test_file
 from caplet._scan._sink_pip import installs_other
 from caplet._scan._sink_stages import StageSinks
+from caplet._scan._sink_startup import sending_line
 from caplet._scan._sink_uploads import uploaded_credentials
 from caplet._scan._sources import NETWORK_PROGRAMS, SHELLS, Source
 from caplet._scan._syntax import shorten
@@ -135,13 +136,35 @@ class CommandSinks(StageSinks):
             started = shipped_start(flow, node, api, command, launches_payload, imported=imported)
             if started is not None:
                 self._scan.emit("CPL-THR-018", started, line, col)
-        for what in uploaded_credentials(flow, command):
+        for what in uploaded_credentials(flow, command) or self._written_sent(command, text):
             self._scan.emit("CPL-THR-007", f"{what} sent by {api}({program} ...)", line, col)
         if recon and (program in NETWORK_PROGRAMS or any(w in NETWORK_PROGRAMS for w in words)):
             shown = program or next(w for w in words if w in NETWORK_PROGRAMS)
             self._scan.emit(
                 "CPL-THR-017", f"{', '.join(recon)} sent by {api}({shown} ...)", line, col
             )
+
+    def _written_sent(self, command: ast.expr, text: str) -> list[str]:
+        """The credentials in a file this code wrote and the command uploads: shell
+        histories copied into a temporary file, then ``curl -F file=@<that file> URL``
+        (blind32, b32-re-shell-history-0x0). The command must send (curl's or wget's
+        upload options, and a URL) and name the file's path by a name the write used."""
+        if sending_line(text.replace("\n", " ")) is None:
+            return []
+        named = {n.id for n in ast.walk(command) if isinstance(n, ast.Name)}
+        flow = self._flow
+        found: set[str] = set()
+        for write in self._writes:
+            if write.copied or not named & write.keys:
+                continue
+            data = list(write.data)
+            if write.handle is not None:
+                data += flow.contributed.get(write.handle, {}).get(write.scope, ())[:8]
+            labels = set(write.labels)
+            for item in data:
+                labels |= flow.labels(item)
+            found |= {d for s, d in labels if s is Source.CREDENTIAL}
+        return sorted(found)
 
     def _downloaded_to(self, node: ast.Call, command: ast.expr, options: frozenset[str]) -> None:
         """``["curl", url, "-o", path]``: the file at ``path`` (an expression: a temporary

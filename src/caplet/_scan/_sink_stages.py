@@ -30,6 +30,7 @@ from caplet._scan._sink_startup import (
     StartupSinks,
     capable_finding,
 )
+from caplet._scan._source_labels import SHIPPED_DATABASE
 from caplet._scan._sources import Source
 from caplet._scan._tags import Tagger
 
@@ -466,6 +467,8 @@ class StageSinks(StartupSinks):
             self._scan.emit(
                 "CPL-THR-002", f"{api} of {detail[Source.DOWNLOADED]}", node.lineno, node.col_offset
             )
+        if (Source.PACKAGED, SHIPPED_DATABASE) in labels:
+            self._scan.emit("CPL-THR-029", api, node.lineno, node.col_offset)
 
     def _looks_like_code(self, text: str) -> bool:
         return (

@@ -16,7 +16,7 @@ import re2
 
 from caplet._findings import Finding
 from caplet._scan._agent_configs import agent_config
-from caplet._scan._config_hijacks import hijacked_config
+from caplet._scan._config_hijacks import hijacked_config, runner_env_hijack
 from caplet._scan._correlate import Tag
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
@@ -156,6 +156,17 @@ class StartupSinks:
         values = (self._flow.evaluate(i) for i in items[:8])
         texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values]
         found = hijacked_config(paths, [t for t in texts if isinstance(t, str)])
+        if found is None:
+            # f"BASH_ENV={hook}\n": the literal pieces name the variable (blind32)
+            pieces = [
+                "".join(
+                    c.value
+                    for c in ast.walk(i)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
+                for i in items[:8]
+            ]
+            found = runner_env_hijack(paths, [t for t in (*texts, *pieces) if isinstance(t, str)])
         if found is not None:
             self._scan.emit("CPL-THR-009", found, node.lineno, node.col_offset)
         config = agent_config(paths)

@@ -15,10 +15,13 @@ written out (``if k == "print"``) hides nothing.
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Callable, Iterator
 
+from caplet._scan._evaluate_loops import truth
 from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
+from caplet._scan._values import Value
 
 __all__ = ["WalkedNames"]
 
@@ -84,6 +87,42 @@ class WalkedNames:
                         node.col_offset,
                     )
                     return
+            kept = self._kept_keys(loop, key) if space != "sys.modules" else None
+            hidden_key = next((k for k in kept or () if worth_hiding(f"builtins.{k}")), None)
+            if hidden_key is not None:
+                self._scan.emit(
+                    "CPL-THR-003",
+                    f"builtins walked for {hidden_key!r} (picked by a test on the names)",
+                    node.lineno,
+                    node.col_offset,
+                )
+                return
+
+    def _kept_keys(self, loop: Loop, key: str) -> list[str] | None:
+        """The builtins' names a comprehension's tests keep, evaluated on each name of this
+        interpreter's builtins: ``[v for k, v in vars(builtins).items() if k[::-1] ==
+        "lave"][0]`` keeps "eval" (blind32). A test that keeps many names (a sandbox
+        copying the public builtins) or that the evaluator cannot compute keeps none."""
+        if not isinstance(loop, ast.comprehension) or not loop.ifs:
+            return None
+        flow = self._flow
+        kept: list[str] = []
+        for name in sorted(vars(builtins)):
+            given: dict[str, Value] = {key: name}
+
+            def ev(node: ast.AST, given: dict[str, Value] = given) -> Value | None:
+                return flow.evaluate_with(node, given)
+
+            held = [truth(t, ev) for t in loop.ifs]
+            if any(h is None for h in held):
+                return None
+            if all(held):
+                kept.append(name)
+                if len(kept) > _MAX_PICKED:
+                    return None
+        written = {c.value for t in loop.ifs for c in ast.walk(t) if isinstance(c, ast.Constant)}
+        # if k == "exec": the name is written out for every reader, nothing is hidden
+        return None if written.intersection(kept) else kept
 
     def _loops(self, name: str) -> Iterator[tuple[Loop, str]]:
         """The loops whose value ``name`` is: the loop's own target, or ``next(...)`` /

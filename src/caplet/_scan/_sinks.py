@@ -49,6 +49,7 @@ from caplet._scan._sink_pip import PipSinks
 from caplet._scan._sink_runners import RunnerSinks
 from caplet._scan._sink_shortcuts import shortcut_hijacks
 from caplet._scan._sink_stages import CRON_JOBS, Write
+from caplet._scan._source_labels import remote_call
 from caplet._scan._sources import (
     DNS_FUNCTIONS,
     DNS_METHODS,
@@ -270,7 +271,11 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
             and self._tags.literal_destination(node)
         ):
             self._fixed_destination = True
-        network = [f for f in funcs if is_network(f) and f.rsplit(".", 1)[-1] in EGRESS_VERBS]
+        network = [
+            f
+            for f in funcs
+            if is_network(f) and (f.rsplit(".", 1)[-1] in EGRESS_VERBS or remote_call(f))
+        ]
         if network:
             self._scan.tag(Tag.EGRESS, node.lineno, network[0])
             # at import of a module the installer imports: network at install (recall10)

@@ -26,10 +26,12 @@ from caplet._scan._sources import (
 __all__ = [
     "APPLIERS",
     "CREDENTIAL_MARKERS",
+    "DATA_STORES",
     "FILE_READERS",
     "METADATA_HOSTS",
     "NONE",
     "RUNNER_CREDENTIALS",
+    "SHIPPED_DATABASE",
     "Label",
     "Labels",
     "downloads",
@@ -39,6 +41,7 @@ __all__ = [
     "prints_download",
     "public_ip",
     "reader_labels",
+    "remote_call",
     "secret_name",
     "url_labels",
 ]
@@ -83,6 +86,19 @@ def downloads(name: str) -> bool:
     if last in NETWORK_READS and (owner.endswith("()") or owner in HTTP_CLIENT_MODULES):
         return True
     # any method of an RPC proxy is a request, its result the server's answer
+    return remote_call(name)
+
+
+#: Stores of records opened from a path (a row, an entry): one the package ships holds
+#: what its code reads back, as a data file does, but no reviewer reads a database.
+DATA_STORES: Final = frozenset({"sqlite3.connect", "dbm.open", "shelve.open"})
+#: The label's detail of what is read out of such a store the package ships (blind32).
+SHIPPED_DATABASE: Final = "a database the package ships"
+
+
+def remote_call(name: str) -> bool:
+    """A method of an RPC proxy (``ServerProxy(url).register(host, user)``): a request
+    whose arguments are sent to the server, an egress whatever the method's name (blind32)."""
     return "()." in name and name.split("().", 1)[0] in RPC_PROXIES
 
 

@@ -229,6 +229,8 @@ DECODER_TOKENS: Final = (
     _api_tokens(DECODERS | LITERAL_DECODERS | {f".{m}" for m in DECODER_METHODS})
     + "|"
     + _LISTED_INTEGERS
+    # a MIME part decoded by the email package (blind32)
+    + r"|\.\s*get_payload\s*\([^)\n]*\bdecode\s*=\s*(?:True|1)\b"
 )
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.

@@ -82,7 +82,9 @@ PRINTABLE_BUILTINS = frozenset(
     name
     for name, value in vars(builtins).items()
     if callable(value) and not name.startswith("_") and not isinstance(value, type(builtins))
-) | {"copyright", "credits", "license"}
+) | {"copyright", "credits", "license", "Ellipsis", "NotImplemented"}
+# (Ellipsis, NotImplemented: singletons whose text is fixed; str(Ellipsis) spells "pip",
+# str(NotImplemented) "main" (blind32))
 
 
 #: Builtins whose result depends on their arguments only (no input, no files, no state).
@@ -422,6 +424,8 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
             return list(first)
         if name == "builtins.bytes.fromhex" and isinstance(first, str):
             return bytes.fromhex(first)
+        if name == "ast.literal_eval" and isinstance(first, str):
+            return literal_text(first)
         if name == "struct.pack" and isinstance(first, str) and struct.calcsize(first) <= 4096:
             # struct.pack(">3H", 0x7379, 0x7374, 0x656D): a name packed into integers (blind17)
             return struct.pack(first, *values[1:])
@@ -475,6 +479,27 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
         struct.error,
     ):
         return None
+    return None
+
+
+#: The longest text :func:`literal_text` parses (a stage of a few kilobytes, a name).
+_MAX_LITERAL = 256 * 1024
+
+
+def literal_text(text: str) -> Value | None:
+    """``ast.literal_eval(text)`` when ``text`` is one string or bytes literal of at most
+    :data:`_MAX_LITERAL` characters: ``"b'\\x69\\x6d...'"`` is the bytes its escapes spell
+    (blind32: a stage kept as the source of a literal, unwrapped and run). Anything else
+    (containers, numbers, expressions) is not evaluated: only one parse, no nesting."""
+    if len(text) > _MAX_LITERAL:
+        return None
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    body = tree.body
+    if isinstance(body, ast.Constant) and isinstance(body.value, str | bytes):
+        return body.value
     return None
 
 

@@ -1,0 +1,72 @@
+"""Files of other languages a package's code starts, beyond the shell's (blind32).
+
+Read like the scripts of :mod:`caplet._scan._shell_scripts` when a Python source of the
+package that can start a process names them in a literal:
+
+* a Go source run from source (``go run tools/gen.go`` from an install command): a
+  program that fetches from the network (``net/http``'s ``http.Get``, a raw ``net.Dial``)
+  and starts a program (``os/exec``'s ``exec.Command``) is a download-and-run loader
+  (CPL-THR-015), whatever the Python around it does;
+* a registry file imported (``reg import data\\defaults.reg``, ``regedit /s``): one that
+  writes a value under an autostart key (``...\\CurrentVersion\\Run``, ``RunOnce``,
+  Winlogon's ``Shell``/``Userinit``, a program's ``Image File Execution Options``
+  debugger) is persistence (CPL-THR-009), as ``winreg.SetValueEx`` there is.
+
+A Go source that only fetches or only runs, and a registry file that sets an application's
+own settings, are neither.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = ["FOREIGN_SUFFIXES", "PERSISTENCE_SUFFIXES", "foreign_payload"]
+
+#: The suffixes read here.
+FOREIGN_SUFFIXES: Final = (".go", ".reg")
+#: Those whose finding is persistence rather than a download that runs.
+PERSISTENCE_SUFFIXES: Final = (".reg",)
+
+#: Go that fetches: net/http's helpers and clients, a raw connection.
+_GO_FETCH: Final = re.compile(
+    r"\bhttp\s*\.\s*(?:Get|Post|NewRequest(?:WithContext)?|DefaultClient)\b|"
+    r"\bnet\s*\.\s*Dial(?:Timeout)?\s*\("
+)
+#: Go that starts a program.
+_GO_RUN: Final = re.compile(r"\bexec\s*\.\s*Command(?:Context)?\s*\(|\bsyscall\s*\.\s*Exec\s*\(")
+#: A registry key section naming an autostart location (``[HKEY_...\\Run]``).
+_AUTOSTART_KEY: Final = re.compile(
+    r"(?im)^\s*\[[^\]\n]*\\(?:CurrentVersion\\(?:Run|RunOnce|RunServices|RunOnceEx|"
+    r"Policies\\Explorer\\Run)|Winlogon|Image File Execution Options\\[^\]\n]+)\]\s*$"
+)
+#: A value set in a section (``"Name"="data"``, ``@="data"``), not a deletion (``=-``).
+_VALUE: Final = re.compile(r"""(?m)^\s*(?:"[^"\n]*"|@)\s*=\s*(?!-)\S""")
+
+
+def foreign_payload(text: str, suffix: str) -> tuple[int, str] | None:
+    """The line of a Go source that downloads and runs, or of a registry file's value
+    written under an autostart key; ``None`` for anything else."""
+    if suffix == ".go":
+        if _GO_FETCH.search(text) is None:
+            return None
+        return _line_of(text, _GO_RUN.search(text))
+    if suffix == ".reg":
+        for key in _AUTOSTART_KEY.finditer(text):
+            end = text.find("\n[", key.end())
+            section = text[key.end() : len(text) if end < 0 else end]
+            value = _VALUE.search(section)
+            if value is not None:
+                at = key.end() + value.start()
+                return _line_of(text, at)
+    return None
+
+
+def _line_of(text: str, found: re.Match[str] | int | None) -> tuple[int, str] | None:
+    if found is None:
+        return None
+    at = found if isinstance(found, int) else found.start()
+    while at < len(text) and text[at] in "\n \t":
+        at += 1
+    number = text.count("\n", 0, at) + 1
+    return number, text.split("\n")[number - 1].strip()[:120]
