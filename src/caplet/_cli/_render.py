@@ -169,11 +169,17 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         console.print(plain("  the agent reads (consent puts it before the agent):"))
         for line in shown_entries(request.agent_text):
             console.print(plain(f"    {line}"))
+    # What the plugin requires and the composition lint (a warning per read and egress
+    # pair, as many as the plugin declares) come before the grant, never between it and
+    # the question (steer32).
+    if request.requires:
+        console.print(plain(f"  it requires: {', '.join(request.requires)}"))
+    if request.composition:
+        print_findings(console, request.composition, title="Capability composition")
     granted = request.granted if request.granted is not None else request.declared
     shown = listed(c.declared for c in granted) or "none"
     console.print(plain(f"  it will be granted: {shown}", "bold"))
-    if summary := grant_summary(granted):
-        console.print(plain(f"  {summary}", "bold"))
+    summary = grant_summary(granted)
     for line in glob_lines(granted):
         console.print(plain(f"  which reaches:      {line}", "bold"))
     for one in reach:
@@ -191,10 +197,11 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
     for line in request.programs:
         # A program's #! interpreter and loader are granted with it (red team round 19).
         console.print(plain(f"  which runs:         {line}", "bold"))
-    if request.requires:
-        console.print(plain(f"  it requires: {', '.join(request.requires)}"))
-    if request.composition:
-        print_findings(console, request.composition, title="Capability composition")
+    if summary:
+        # Last, right above the question: what reaches and runs is a line per glob,
+        # template and program, and sixty of them pushed the count that names the rare
+        # capability off the screen (steer32).
+        console.print(plain(f"  {summary}", "bold"))
 
 
 def _hook_state_style(state: HookState) -> str:
