@@ -209,3 +209,54 @@ def test_a_few_globs_are_shown_as_before(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "in all:" not in result.stdout
     assert result.stdout.count("-> all of") == 2
+
+
+def _write_one_wide(plugins_dir: Path) -> None:
+    """Sixty narrow folders and, in the middle, one glob that reaches all of /srv."""
+    plugin = plugins_dir / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.py").write_text(
+        "def create_functions(config):\n    return {'notes': {'read': lambda: ''}}\n"
+    )
+    paths = [f"fs.read:/srv/notes/shelf-{n:03d}" for n in range(60)]
+    paths.insert(30, "fs.read:/srv/*/notes.md")
+    (plugin / "plugin.toml").write_text(
+        'name = "notes"\nversion = "1.0.0"\ndescription = "Reads notes."\n'
+        f"capabilities = {json.dumps(paths)}\n\n"
+        '[modules.notes]\nfunctions = ["read"]\n'
+    )
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "command",
+    [("approve", "notes", "--yes"), ("call", "--enable", "notes", "notes.read", "--yes")],
+    ids=["approve", "consent"],
+)
+def test_the_count_names_the_widest_folder_not_the_first(
+    tmp_path: Path, command: tuple[str]
+) -> None:
+    """steer32: the count named a counted kind by its first capability, "61 fs.read
+    (/srv/notes/shelf-000 ...)", and the glob in the middle that reaches all of /srv was
+    one line among sixty above it. The count names the one that reaches furthest."""
+    _write_one_wide(tmp_path / "plugins")
+    result = _caplet(tmp_path, *command)
+    shown = result.stdout if command[0] == "approve" else result.stderr
+    lines = shown.splitlines()
+    last = max(i for i, line in enumerate(lines) if "in all: 61 capabilities" in line)
+    summary = " ".join(line.strip() for line in lines[last : last + 3])
+    assert (
+        "in all: 61 capabilities: 61 fs.read (widest: /srv/*/notes.md, which reaches all of "
+        "/srv ...)" in summary
+    ), summary
+
+
+def test_a_count_whose_first_is_the_widest_reads_as_before(tmp_path: Path) -> None:
+    """Near miss: sixty sibling folders are named by the first, as steer22 showed them."""
+    _write_many(tmp_path / "plugins", 60)
+    result = _caplet(tmp_path, "approve", "notes", "--yes")
+    assert result.returncode == 0, result.stderr
+    summary = " ".join(result.stdout.split())
+    assert f"in all: 61 capabilities: {CAPABILITY}; 60 fs.read (/srv/notes/shelf-000 ...)" in (
+        summary
+    )

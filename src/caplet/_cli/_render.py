@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, assert_never
 
 from rich.text import Text
 
-from caplet._capabilities._model import GLOB_REACH, Capability, glob_folder, glob_reach
+from caplet._capabilities._model import (
+    GLOB_REACH,
+    Capability,
+    FsCapability,
+    glob_folder,
+    glob_reach,
+)
 from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
@@ -108,17 +114,37 @@ def grant_summary(capabilities: Sequence[Capability]) -> str:
     """
     if len(capabilities) <= _COUNTED_FROM:
         return ""
-    kinds: dict[str, list[str]] = {}
+    kinds: dict[str, list[Capability]] = {}
     for capability in capabilities:
-        kinds.setdefault(capability.kind.value, []).append(safe_line(capability.declared))
+        kinds.setdefault(capability.kind.value, []).append(capability)
     parts = []
-    for kind, declared in sorted(kinds.items(), key=lambda item: (len(item[1]), item[0])):
-        if len(declared) <= _NAMED_UP_TO:
-            parts.append(", ".join(declared))
+    for kind, members in sorted(kinds.items(), key=lambda item: (len(item[1]), item[0])):
+        if len(members) <= _NAMED_UP_TO:
+            parts.append(", ".join(safe_line(c.declared) for c in members))
         else:
-            first = declared[0].removeprefix(f"{kind}:")
-            parts.append(f"{len(declared)} {kind} ({first} ...)")
+            parts.append(f"{len(members)} {kind} ({_widest(members, kind)} ...)")
     return f"in all: {len(capabilities)} capabilities: {'; '.join(parts)}"
+
+
+def _widest(members: Sequence[Capability], kind: str) -> str:
+    """The member a counted kind is named by: the one that reaches furthest up the
+    file tree (a glob by its folder), else the first.
+
+    Named by the first, sixty harmless folders hid ``fs.read:/home/*/.ssh/*`` (all of
+    ``/home``) in the middle of the list: the count said "60 fs.read (/srv/notes/a
+    ...)" (steer32). A templated path's reach is its configured value, said on its own
+    line; it is named only when no literal one is counted.
+    """
+    literal = [c for c in members if isinstance(c, FsCapability) and not c.templated]
+    if not literal:
+        return safe_line(members[0].declared.removeprefix(f"{kind}:"))
+    widest = min(literal, key=lambda c: c.root.rstrip("/").count("/"))
+    shown = safe_line(widest.declared.removeprefix(f"{kind}:"))
+    if (folder := glob_reach(widest)) is not None:
+        shown += f", which reaches all of {listed([folder])}"
+    if widest is not members[0]:
+        shown = f"widest: {shown}"
+    return shown
 
 
 def glob_lines(capabilities: Sequence[Capability]) -> list[str]:
