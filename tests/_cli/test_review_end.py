@@ -147,3 +147,116 @@ def test_a_few_capabilities_need_no_count(tmp_path: Path) -> None:
     result = _caplet(tmp_path, "approve", "notes", "--yes")
     assert result.returncode == 0, result.stderr
     assert "in all:" not in result.stdout
+
+
+def _write_globs(plugins_dir: Path, count: int) -> None:
+    """steer32: the secret first, one egress, then ``count`` globs (a line each of what it
+    reaches, and a composition warning per read and egress pair)."""
+    plugin = plugins_dir / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.py").write_text(
+        "def create_functions(config):\n    return {'notes': {'read': lambda: ''}}\n"
+    )
+    globs = [f"fs.read:/srv/notes/shelf-{n:03d}/*.md" for n in range(count)]
+    (plugin / "plugin.toml").write_text(
+        'name = "notes"\nversion = "1.0.0"\ndescription = "Reads notes."\n'
+        f"capabilities = {json.dumps([CAPABILITY, 'net.http:https://api.example.com', *globs])}"
+        '\n\n[modules.notes]\nfunctions = ["read"]\n'
+    )
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "command",
+    [("approve", "notes", "--yes"), ("call", "--enable", "notes", "notes.read", "--yes")],
+    ids=["approve", "consent"],
+)
+def test_what_each_capability_reaches_never_pushes_the_count_off_the_screen(
+    tmp_path: Path, command: tuple[str]
+) -> None:
+    """steer32: steer22 made the count that names the rare capability the grant's last
+    line, and steer31 then printed a line for each glob's folder under it (three lines
+    each, wrapped), and the consent screen printed the composition lint there too (a
+    warning per read and egress pair). Sixty globs and one origin put about 300 lines
+    between `env.read:AWS_SECRET_ACCESS_KEY` and the question. The count is now the last
+    thing above it; the folders and the lint are still shown, above the count."""
+    _write_globs(tmp_path / "plugins", 60)
+    result = _caplet(tmp_path, *command)
+    shown = result.stdout if command[0] == "approve" else result.stderr
+    lines = shown.splitlines()
+    last = max(i for i, line in enumerate(lines) if "in all: 62 capabilities" in line)
+    summary = " ".join(line.strip() for line in lines[last : last + 3])
+    assert f"in all: 62 capabilities: {CAPABILITY}; net.http:https://api.example.com;" in summary
+    outcome = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith(("approved notes", "consent for notes given by --yes"))
+    )
+    # Nothing but the count's own wrapped lines between it and the outcome.
+    assert outcome - last <= 3, lines[last:outcome]
+    # Near miss inside: every folder is still said, and the lint still shown, above it.
+    above = "\n".join(lines[:last])
+    assert above.count("-> all of") == 60
+    if command[0] == "call":
+        assert "Capability composition" in above
+
+
+def test_a_few_globs_are_shown_as_before(tmp_path: Path) -> None:
+    """Near miss: a plugin with a couple of globs has no count, and each folder is said
+    right under the grant, as steer31 left it."""
+    _write_globs(tmp_path / "plugins", 2)
+    result = _caplet(tmp_path, "approve", "notes", "--yes")
+    assert result.returncode == 0, result.stderr
+    assert "in all:" not in result.stdout
+    assert result.stdout.count("-> all of") == 2
+
+
+def _write_one_wide(plugins_dir: Path) -> None:
+    """Sixty narrow folders and, in the middle, one glob that reaches all of /srv."""
+    plugin = plugins_dir / "notes"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.py").write_text(
+        "def create_functions(config):\n    return {'notes': {'read': lambda: ''}}\n"
+    )
+    paths = [f"fs.read:/srv/notes/shelf-{n:03d}" for n in range(60)]
+    paths.insert(30, "fs.read:/srv/*/notes.md")
+    (plugin / "plugin.toml").write_text(
+        'name = "notes"\nversion = "1.0.0"\ndescription = "Reads notes."\n'
+        f"capabilities = {json.dumps(paths)}\n\n"
+        '[modules.notes]\nfunctions = ["read"]\n'
+    )
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "command",
+    [("approve", "notes", "--yes"), ("call", "--enable", "notes", "notes.read", "--yes")],
+    ids=["approve", "consent"],
+)
+def test_the_count_names_the_widest_folder_not_the_first(
+    tmp_path: Path, command: tuple[str]
+) -> None:
+    """steer32: the count named a counted kind by its first capability, "61 fs.read
+    (/srv/notes/shelf-000 ...)", and the glob in the middle that reaches all of /srv was
+    one line among sixty above it. The count names the one that reaches furthest."""
+    _write_one_wide(tmp_path / "plugins")
+    result = _caplet(tmp_path, *command)
+    shown = result.stdout if command[0] == "approve" else result.stderr
+    lines = shown.splitlines()
+    last = max(i for i, line in enumerate(lines) if "in all: 61 capabilities" in line)
+    summary = " ".join(line.strip() for line in lines[last : last + 3])
+    assert (
+        "in all: 61 capabilities: 61 fs.read (widest: /srv/*/notes.md, which reaches all of "
+        "/srv ...)" in summary
+    ), summary
+
+
+def test_a_count_whose_first_is_the_widest_reads_as_before(tmp_path: Path) -> None:
+    """Near miss: sixty sibling folders are named by the first, as steer22 showed them."""
+    _write_many(tmp_path / "plugins", 60)
+    result = _caplet(tmp_path, "approve", "notes", "--yes")
+    assert result.returncode == 0, result.stderr
+    summary = " ".join(result.stdout.split())
+    assert f"in all: 61 capabilities: {CAPABILITY}; 60 fs.read (/srv/notes/shelf-000 ...)" in (
+        summary
+    )

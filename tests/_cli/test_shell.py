@@ -8,6 +8,7 @@ a pseudo-terminal with readline, Ctrl-C, up-arrow and the history file.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import select
@@ -604,6 +605,28 @@ def test_approve_shows_the_agent_text_and_then_the_grant_before_it_asks(
     done = next(i for i, line in enumerate(lines) if line.startswith("approved: "))
     assert hint < grant < done
     assert lines[grant] == "  capabilities: env.read:AWS_SECRET_ACCESS_KEY"
+
+
+@pytest.mark.security
+def test_approve_says_the_count_of_many_capabilities_last(
+    make_plugin: PluginFactory, host: PluginHost
+) -> None:
+    """steer32: `/plugin approve` printed the count that names the rare capability and
+    then a line per glob's folder under it, so twenty globs pushed
+    `env.read:AWS_SECRET_ACCESS_KEY` up from the question. The count is now last."""
+    globs = [f"fs.read:/srv/notes/shelf-{n:03d}/*.md" for n in range(20)]
+    make_plugin(
+        "notes",
+        source="def create_functions(config):\n    return {'main': {'run': lambda: 1}}\n",
+        extra=f"capabilities = {json.dumps(['env.read:AWS_SECRET_ACCESS_KEY', *globs])}\n",
+    )
+    ran = run(host, "/plugin approve notes", "y")
+    lines = ran.out.splitlines()
+    count = next(i for i, line in enumerate(lines) if "in all: 21 capabilities" in line)
+    done = next(i for i, line in enumerate(lines) if line.startswith("approved: "))
+    assert "env.read:AWS_SECRET_ACCESS_KEY; 20 fs.read" in lines[count]
+    assert not any("-> all of" in line for line in lines[count:done]), lines[count:done]
+    assert sum("-> all of" in line for line in lines[:count]) == 20
 
 
 def test_approve_uses_the_cached_audit(host: PluginHost) -> None:

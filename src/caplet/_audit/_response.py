@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from caplet._audit._model import InjectionAttempt, Verdict
+from caplet._audit._model import InjectionAttempt, Verdict, stricter_verdict
+from caplet._audit._stated import stated_verdicts
 from caplet._findings import Finding, RiskLevel, Severity
 
 __all__ = [
@@ -140,8 +141,9 @@ def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return found
 
 
-def _extract_object(text: str) -> dict[str, object] | str:
-    """The one JSON object in ``text`` that has an answer key, or why there is none.
+def _extract_object(text: str) -> tuple[dict[str, object], tuple[int, int]] | str:
+    """The one JSON object in ``text`` that has an answer key and where it stands, or
+    why there is none.
 
     Tries ``json.JSONDecoder.raw_decode`` at each ``{`` from the left: the
     first that decodes is the outermost object starting there (anything
@@ -203,7 +205,7 @@ def _extract_object(text: str) -> dict[str, object] | str:
                 f"the answer gives {' and '.join(spelled)}, one field spelled twice; it must "
                 "give each field once"
             )
-    return chosen
+    return chosen, span
 
 
 def _get(obj: Mapping[str, object], field: str) -> object:
@@ -387,9 +389,10 @@ def parse_audit_response(text: str) -> ModelReport:
     """
     if not text.strip():
         return _unparseable("the answer was empty")
-    obj = _extract_object(text)
-    if isinstance(obj, str):
-        return _unparseable(obj)
+    extracted = _extract_object(text)
+    if isinstance(extracted, str):
+        return _unparseable(extracted)
+    obj, span = extracted
     problems: list[str] = []
     risk = _risk(_get(obj, "risk_level"), problems)
     summary_value = _get(obj, "summary")
@@ -406,6 +409,37 @@ def parse_audit_response(text: str) -> ModelReport:
         # as it does for a missing risk_level or recommendation.
         risk = max(risk, RiskLevel.HIGH, key=lambda level: level.order)
         problems.extend(unread)
+    recommendation = _recommendation(_get(obj, "recommendation"), problems)
+    # A verdict the answer states anywhere else (nested, spelled otherwise, in text
+    # around the object) counts too, the strictest winning (steer32, _stated).
+    stated = stated_verdicts(
+        obj,
+        f"{text[: span[0]]}\n{text[span[1] :]}",
+        read=frozenset(
+            name
+            for field in ("risk_level", "recommendation", "description_accurate")
+            for name in _KEYS[field]
+        ),
+    )
+    said = f" ({', '.join(stated.where[:6])})"
+    if stated.risk is not None and stated.risk.order > risk.order:
+        problems.append(
+            f"the answer states a risk of {stated.risk.value} besides its risk_level "
+            f"{risk.value}{said}; the highest risk it states counts"
+        )
+        risk = stated.risk
+    if stated.verdict is not None and stated.verdict.order > recommendation.order:
+        problems.append(
+            f"the answer states the recommendation {stated.verdict.value} besides its "
+            f"recommendation {recommendation.value}{said}; the strictest it states counts"
+        )
+        recommendation = stricter_verdict(recommendation, stated.verdict)
+    if stated.inaccurate and accurate is not False:
+        problems.append(
+            f"the answer states the description is inaccurate besides its "
+            f"description_accurate {accurate!r}{said}; the description counts as inaccurate"
+        )
+        accurate = False
     return ModelReport(
         parsed=True,
         risk_level=risk,
@@ -416,7 +450,7 @@ def parse_audit_response(text: str) -> ModelReport:
         ),
         findings=findings,
         injection_attempts=_attempts(_get(obj, "injection_attempts"), problems),
-        recommendation=_recommendation(_get(obj, "recommendation"), problems),
+        recommendation=recommendation,
         risk_reasons=_text_list(_get(obj, "risk_reasons"), "risk_reasons", problems),
         problems=tuple(problems),
         prompt_start=_echo(_get(obj, "prompt_start")),

@@ -165,8 +165,6 @@ def approve_command(
         # audit report) off the screen the question was asked on (steer22).
         granted = listed(c.declared for c in manifest.capabilities)
         out.say(plain(f"  it will be granted:    {granted or 'none'}", "bold"))
-        if summary := grant_summary(manifest.capabilities):
-            out.say(plain(f"  {summary}", "bold"))
         # A glob is granted as its folder: said with the grant (steer31).
         for line in glob_lines(manifest.capabilities):
             out.say(plain(f"  which reaches:         {line}", "bold"))
@@ -180,6 +178,10 @@ def approve_command(
             )
             out.say(plain(f"  by default:            {declared} -> {shown}"))
         _say_programs(out, programs)
+        if summary := grant_summary(manifest.capabilities):
+            # Last: a line per glob, template and program above pushed the count that
+            # names the rare capability off the screen (steer32).
+            out.say(plain(f"  {summary}", "bold"))
     if not yes:
         if run.as_json or not sys.stdin.isatty():
             run.usage(

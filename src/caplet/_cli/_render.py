@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, assert_never
 
 from rich.text import Text
 
-from caplet._capabilities._model import GLOB_REACH, Capability, glob_folder, glob_reach
+from caplet._capabilities._model import (
+    GLOB_REACH,
+    Capability,
+    FsCapability,
+    glob_folder,
+    glob_reach,
+)
 from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
 from caplet._cli._table import Cell, print_line, print_table
@@ -108,17 +114,37 @@ def grant_summary(capabilities: Sequence[Capability]) -> str:
     """
     if len(capabilities) <= _COUNTED_FROM:
         return ""
-    kinds: dict[str, list[str]] = {}
+    kinds: dict[str, list[Capability]] = {}
     for capability in capabilities:
-        kinds.setdefault(capability.kind.value, []).append(safe_line(capability.declared))
+        kinds.setdefault(capability.kind.value, []).append(capability)
     parts = []
-    for kind, declared in sorted(kinds.items(), key=lambda item: (len(item[1]), item[0])):
-        if len(declared) <= _NAMED_UP_TO:
-            parts.append(", ".join(declared))
+    for kind, members in sorted(kinds.items(), key=lambda item: (len(item[1]), item[0])):
+        if len(members) <= _NAMED_UP_TO:
+            parts.append(", ".join(safe_line(c.declared) for c in members))
         else:
-            first = declared[0].removeprefix(f"{kind}:")
-            parts.append(f"{len(declared)} {kind} ({first} ...)")
+            parts.append(f"{len(members)} {kind} ({_widest(members, kind)} ...)")
     return f"in all: {len(capabilities)} capabilities: {'; '.join(parts)}"
+
+
+def _widest(members: Sequence[Capability], kind: str) -> str:
+    """The member a counted kind is named by: the one that reaches furthest up the
+    file tree (a glob by its folder), else the first.
+
+    Named by the first, sixty harmless folders hid ``fs.read:/home/*/.ssh/*`` (all of
+    ``/home``) in the middle of the list: the count said "60 fs.read (/srv/notes/a
+    ...)" (steer32). A templated path's reach is its configured value, said on its own
+    line; it is named only when no literal one is counted.
+    """
+    literal = [c for c in members if isinstance(c, FsCapability) and not c.templated]
+    if not literal:
+        return safe_line(members[0].declared.removeprefix(f"{kind}:"))
+    widest = min(literal, key=lambda c: c.root.rstrip("/").count("/"))
+    shown = safe_line(widest.declared.removeprefix(f"{kind}:"))
+    if (folder := glob_reach(widest)) is not None:
+        shown += f", which reaches all of {listed([folder])}"
+    if widest is not members[0]:
+        shown = f"widest: {shown}"
+    return shown
 
 
 def glob_lines(capabilities: Sequence[Capability]) -> list[str]:
@@ -169,11 +195,17 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         console.print(plain("  the agent reads (consent puts it before the agent):"))
         for line in shown_entries(request.agent_text):
             console.print(plain(f"    {line}"))
+    # What the plugin requires and the composition lint (a warning per read and egress
+    # pair, as many as the plugin declares) come before the grant, never between it and
+    # the question (steer32).
+    if request.requires:
+        console.print(plain(f"  it requires: {', '.join(request.requires)}"))
+    if request.composition:
+        print_findings(console, request.composition, title="Capability composition")
     granted = request.granted if request.granted is not None else request.declared
     shown = listed(c.declared for c in granted) or "none"
     console.print(plain(f"  it will be granted: {shown}", "bold"))
-    if summary := grant_summary(granted):
-        console.print(plain(f"  {summary}", "bold"))
+    summary = grant_summary(granted)
     for line in glob_lines(granted):
         console.print(plain(f"  which reaches:      {line}", "bold"))
     for one in reach:
@@ -191,10 +223,11 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
     for line in request.programs:
         # A program's #! interpreter and loader are granted with it (red team round 19).
         console.print(plain(f"  which runs:         {line}", "bold"))
-    if request.requires:
-        console.print(plain(f"  it requires: {', '.join(request.requires)}"))
-    if request.composition:
-        print_findings(console, request.composition, title="Capability composition")
+    if summary:
+        # Last, right above the question: what reaches and runs is a line per glob,
+        # template and program, and sixty of them pushed the count that names the rare
+        # capability off the screen (steer32).
+        console.print(plain(f"  {summary}", "bold"))
 
 
 def _hook_state_style(state: HookState) -> str:

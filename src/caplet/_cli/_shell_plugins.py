@@ -234,8 +234,6 @@ class PluginFlows:
             self._say(f"    {line}")
         declared = listed(c.declared for c in manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")
-        if summary := grant_summary(manifest.capabilities):
-            self._say(f"  {summary}")
         for line in glob_lines(manifest.capabilities):
             self._say(f"  which reaches: {line}")  # a glob is its folder (steer31)
         for template, reach in default_reach(manifest):
@@ -250,6 +248,8 @@ class PluginFlows:
         programs = default_program_reach(manifest)
         for line in programs:
             self._say(f"  runs: {line}")
+        if summary := grant_summary(manifest.capabilities):
+            self._say(f"  {summary}")  # last, above the question (steer32)
         question = f"Approve {name} {manifest.version} with these capabilities?"
         if not self._confirm(question, yes=yes):
             self._say(f"{name} was not approved")
