@@ -1,11 +1,13 @@
-"""steer32, open: an approval pins agent text the approve screen never showed.
+"""steer32: an approval pinned agent text the approve screen never showed.
 
-`caplet approve` lists what the agent reads, each entry cut at 240 characters ("[...]")
+`caplet approve` listed what the agent reads, each entry cut at 240 characters ("[...]")
 and at most 40 entries ("5 more, not shown here (read the plugin's manifest)"), and the
-approval then vouches for all of it, so a later version that keeps the text carries over
-and the agent reads it at every session. The plugin chooses where its instruction goes:
+approval then vouched for all of it, so a later version that keeps the text carries over
+and the agent reads it at every session. The plugin chose where its instruction went:
 after 240 characters of a harmless overview, or as the 41st rule. With the static-only
-audit (the default without a model) nothing flags the sentence: LOW, approve.
+audit (the default without a model) nothing flags the sentence: LOW, approve. Every
+screen a person decides on (approve, consent, an update's question) now shows the text
+whole; `caplet info` still bounds it.
 """
 
 from __future__ import annotations
@@ -38,14 +40,6 @@ def _write(plugins_dir: Path) -> None:
 
 
 @pytest.mark.security
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "steer32 open: caplet approve shows the agent text cut (240 characters an entry, 40 "
-        "entries) and the approval pins all of it: an instruction placed past the cut is "
-        "approved unseen"
-    ),
-)
 def test_what_an_approval_pins_for_the_agent_was_shown(tmp_path: Path) -> None:
     _write(tmp_path / "plugins")
     result = subprocess.run(

@@ -90,14 +90,14 @@ def test_the_grant_is_shown_last_before_the_question(tmp_path: Path, command: tu
     ids=["approve", "consent"],
 )
 def test_the_agent_text_is_still_shown_whole(tmp_path: Path, command: tuple[str]) -> None:
-    """Near miss: the agent's text is still shown, as many entries as before, the rest
-    counted."""
+    """Near miss: the agent's text is still shown, and whole where a person decides: every
+    entry, none counted away (what the approval pins was shown, steer32)."""
     _write_plugin(tmp_path / "plugins", rules=41)
     result = _caplet(tmp_path, *command)
     assert result.returncode == 0, result.stderr
     shown = result.stdout if command[0] == "approve" else result.stderr
-    assert shown.count("Prefer short notes") == 37
-    assert "4 more, not shown here (read the plugin's manifest)" in shown
+    assert shown.count("Prefer short notes") == 41
+    assert "not shown here" not in shown
 
 
 def _write_many(plugins_dir: Path, count: int) -> None:

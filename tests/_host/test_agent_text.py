@@ -499,6 +499,11 @@ def test_the_change_is_shown_escaped_and_bounded(
     assert len(lines) == 2 + MAX_SHOWN + 1
     assert lines[-1] == "agent text added: 4 more, not shown here (read the plugin's manifest)"
     assert "\x1b" not in request.why
+    # The consent screen itself shows it whole: every entry, none cut (steer32).
+    screen = describe_widening(request.widening, whole=True)
+    assert len(screen) == 2 + 16
+    assert screen[2].endswith("x" * 400)
+    assert not any("[...]" in line or "not shown here" in line for line in screen)
 
 
 # -- a folder swapped under an enabled plugin -------------------------------------------------

@@ -184,7 +184,11 @@ def _diff_lines(diff: Widening) -> list[str]:
         [f"  + {c.declared}" for c in diff.added]
         + [f"  - {c.declared}" for c in diff.removed]
         + [f"    {c.declared}" for c in diff.kept]
-        + [f"  ! {line}" for line in describe_widening(diff) if not line.startswith("adds ")]
+        + [
+            f"  ! {line}"
+            for line in describe_widening(diff, whole=True)
+            if not line.startswith("adds ")
+        ]
     )
 
 

@@ -159,7 +159,7 @@ def approve_command(
     if not run.as_json:
         out.say(plain(f"Approve {name} {manifest.version}", "bold"))
         print_audit(out.console, audit)
-        _say_agent_text(out, manifest)
+        _say_agent_text(out, manifest, whole=True)
         # The grant last, right above the question: the agent text is the plugin's, up to
         # a hundred lines and more on a terminal, and it pushed the capabilities (in the
         # audit report) off the screen the question was asked on (steer22).
@@ -214,10 +214,11 @@ def _say_programs(out: Out, programs: Sequence[str]) -> None:
         out.say(plain(f"  runs:                  {line}"))
 
 
-def _say_agent_text(out: Out, manifest: Manifest) -> None:
-    """What the approval vouches for that the agent reads (hints, descriptions, schemas)."""
+def _say_agent_text(out: Out, manifest: Manifest, *, whole: bool = False) -> None:
+    """What the approval vouches for that the agent reads (hints, descriptions, schemas):
+    all of it, each entry whole, where the approval is given (``whole``, steer32)."""
     out.say(plain("  the agent reads (an approval pins it; a change needs consent):"))
-    for line in shown_agent_text(manifest):
+    for line in shown_agent_text(manifest, whole=whole):
         out.say(plain(f"    {line}"))
 
 

@@ -185,7 +185,7 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         Text("Consent needed: ", style="bold yellow") + plain(request.why, multiline=True)
     )
     if request.widening is not None:
-        for line in describe_widening(request.widening):
+        for line in describe_widening(request.widening, whole=True):
             console.print(plain(f"  changed: {line}", "yellow"))
     print_audit(console, request.audit)
     if not request.vouched_text and request.agent_text:
@@ -193,7 +193,7 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         # Shown before the grant, never between the grant and the question: it is the
         # plugin's text, and a hundred lines of it pushed the grant off the screen (steer22).
         console.print(plain("  the agent reads (consent puts it before the agent):"))
-        for line in shown_entries(request.agent_text):
+        for line in shown_entries(request.agent_text, whole=True):
             console.print(plain(f"    {line}"))
     # What the plugin requires and the composition lint (a warning per read and egress
     # pair, as many as the plugin declares) come before the grant, never between it and

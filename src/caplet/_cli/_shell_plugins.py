@@ -230,7 +230,7 @@ class PluginFlows:
         # before steer22), then the grant, last, right above the question: the report and
         # the agent text are the plugin's and its model's, as long as they make them.
         self._say("  the agent reads (an approval pins it; a change needs consent):")
-        for line in shown_agent_text(manifest):
+        for line in shown_agent_text(manifest, whole=True):
             self._say(f"    {line}")
         declared = listed(c.declared for c in manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")

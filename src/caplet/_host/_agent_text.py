@@ -165,8 +165,10 @@ class AgentTextChange:
     added: tuple[str, ...] = ()
     unrecorded: bool = False
 
-    def describe(self) -> list[str]:
-        """Lines for prompts, refusals and the log: a head, then the entries, bounded."""
+    def describe(self, *, whole: bool = False) -> list[str]:
+        """Lines for prompts, refusals and the log: a head, then the entries, bounded; every
+        entry whole for the screen a person decides on (``whole``: what the decision pins
+        was shown, steer32)."""
         if self.unrecorded:
             head = (
                 "changes the text it sends to the agent, or may: its approval predates caplet "
@@ -179,8 +181,9 @@ class AgentTextChange:
             )
         lines = [head]
         for verb, entries in (("removed", self.removed), ("added", self.added)):
-            lines += [f"agent text {verb}: {_shown(e)}" for e in entries[:MAX_SHOWN]]
-            if len(entries) > MAX_SHOWN:
+            shown = entries if whole else entries[:MAX_SHOWN]
+            lines += [f"agent text {verb}: {_shown(e, whole=whole)}" for e in shown]
+            if len(entries) > len(shown):
                 lines.append(
                     f"agent text {verb}: {len(entries) - MAX_SHOWN} more, not shown here "
                     "(read the plugin's manifest)"
@@ -188,28 +191,34 @@ class AgentTextChange:
         return lines
 
 
-def _shown(entry: str) -> str:
-    """One entry for a person: escaped (a plugin wrote it), on one line, bounded."""
+def _shown(entry: str, *, whole: bool = False) -> str:
+    """One entry for a person: escaped (a plugin wrote it), on one line, bounded unless
+    ``whole``."""
     line = safe_line(entry)
-    return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 6].rstrip() + " [...]"
+    if whole or len(line) <= SHOWN_CHARS:
+        return line
+    return line[: SHOWN_CHARS - 6].rstrip() + " [...]"
 
 
-def shown_agent_text(manifest: Manifest) -> list[str]:
+def shown_agent_text(manifest: Manifest, *, whole: bool = False) -> list[str]:
     """*manifest*'s whole agent text for a person, before a first approval or in ``info``.
 
     A change of it needs consent (:func:`agent_text_change`); the first approval
     vouched for text nobody was shown (textpin's report): ``caplet approve`` and
     ``caplet info`` showed neither the hints nor the schemas. Each entry escaped and
-    bounded as a change's are, at most :data:`MAX_SHOWN_WHOLE` of them.
+    bounded as a change's are, at most :data:`MAX_SHOWN_WHOLE` of them, or all of them
+    whole where a person decides (``whole``: ``caplet approve`` pinned what it had cut,
+    an instruction past 240 characters or as the 41st rule, steer32).
     """
-    return shown_entries(agent_text(manifest))
+    return shown_entries(agent_text(manifest), whole=whole)
 
 
-def shown_entries(entries: Sequence[str]) -> list[str]:
+def shown_entries(entries: Sequence[str], *, whole: bool = False) -> list[str]:
     """Entries of :func:`agent_text` for a person: each escaped and bounded, at most
-    :data:`MAX_SHOWN_WHOLE` of them, the rest counted."""
-    lines = [_shown(e) for e in entries[:MAX_SHOWN_WHOLE]]
-    if len(entries) > MAX_SHOWN_WHOLE:
+    :data:`MAX_SHOWN_WHOLE` of them, the rest counted; every one whole if ``whole``."""
+    shown = entries if whole else entries[:MAX_SHOWN_WHOLE]
+    lines = [_shown(e, whole=whole) for e in shown]
+    if len(entries) > len(shown):
         lines.append(
             f"{len(entries) - MAX_SHOWN_WHOLE} more, not shown here (read the plugin's manifest)"
         )

@@ -366,8 +366,9 @@ def _glob_said(capability: Capability) -> str:
     return "" if folder is None else f", which reaches all of {folder}"
 
 
-def describe_widening(change: Widening) -> list[str]:
-    """One line per way *change* widens (for prompts, refusals and the log)."""
+def describe_widening(change: Widening, *, whole: bool = False) -> list[str]:
+    """One line per way *change* widens (for prompts, refusals and the log); the changed
+    agent text whole for the screen a person decides on (``whole``, steer32)."""
     lines = []
     if change.moved is not None:
         now, approved = change.moved
@@ -388,7 +389,7 @@ def describe_widening(change: Widening) -> list[str]:
         old_risk, new_risk = change.risk_raised
         lines.append(f"was approved at risk {old_risk.value}, is now audited {new_risk.value}")
     if change.agent_text is not None:
-        lines += change.agent_text.describe()
+        lines += change.agent_text.describe(whole=whole)
     return lines
 
 
