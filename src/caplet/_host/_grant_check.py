@@ -31,7 +31,8 @@ Issue 13, point 2. For every resolved ``fs.read``/``fs.write`` capability:
    when the next worker starts) or rewrites it: the approval of "run
    /data/tool" would approve anything (found attacking issue 13's result).
 
-Globs are granted by their literal root directory, as before.
+A glob is granted as the regular files it matches now, each checked as above
+(:mod:`caplet._host._glob_grants`, glob32).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from caplet._capabilities._model import (
     ProcExecCapability,
 )
 from caplet._errors import CapabilityError, SandboxError
+from caplet._host._glob_grants import expand_glob
 from caplet._host._inode_chain import chain_from_fd, inode_chain
 from caplet._host._mirrors import read_mount_table
 from caplet._host._program_names import linked_and_writable
@@ -177,54 +179,101 @@ def _plan_paths(
     grants: list[PathGrant] = []
     masks: list[str] = []
     notes: list[str] = []
-    state_chain = inode_chain(protected.state_dir)
-    store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
     for capability in capabilities:
-        writable = capability.kind is CapabilityKind.FS_WRITE
+        if capability.is_glob:
+            # The files the glob matches, each opened once and checked as a literal
+            # file grant would be (glob32).
+            expanded = expand_glob(plugin, capability)
+            notes += expanded.notes
+            try:
+                for path, fd in expanded.matches:
+                    grants.append(
+                        _checked(
+                            plugin,
+                            capability,
+                            path,
+                            fd,
+                            protected=protected,
+                            identity=identity,
+                            masks=masks,
+                            notes=notes,
+                        )
+                    )
+            finally:
+                expanded.close()
+            continue
         where = f"plugin {plugin!r}: capability {capability.declared!r} (path {capability.root!r})"
         try:
             fd = open_no_links(capability.root)
         except GrantPathError as exc:
             raise CapabilityError(f"{where}: {exc}") from exc
         try:
-            info = os.fstat(fd)
-            own = chain_from_fd(fd, capability.root)
-            refuse_inside_state(where, own, state_chain, protected.state_dir)
-            if protected.store_dir is not None:
-                refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
-            refuse_inside_any_state(where, fd, own)
-            refuse_mirrors(where, capability.root, protected, writable=writable)
-            if writable:
-                refuse_kernel_interfaces(where, capability.root)
-                refuse_writable_over(where, own, protected)
-            else:
-                make_to_hide(where, (info.st_dev, info.st_ino), protected.other_states)
-                state_chains = [
-                    state_chain,
-                    store_chain,
-                    *(inode_chain(path) for path in protected.other_states),
-                ]
-                for chain in state_chains:
-                    hidden = hidden_state(capability.root, (info.st_dev, info.st_ino), chain)
-                    if hidden and hidden not in masks:
-                        masks.append(hidden)
-                        notes.append(
-                            f"{capability.declared}: caplet's state directory {hidden} is "
-                            "hidden inside this grant (an empty, sealed directory in the jail)"
-                        )
-            groups = () if identity.privileged else tuple(os.getgroups())
-            problem = access_problem(
-                fd, identity.uid, identity.gid, writable=writable, groups=groups
+            grants.append(
+                _checked(
+                    plugin,
+                    capability,
+                    capability.root,
+                    fd,
+                    protected=protected,
+                    identity=identity,
+                    masks=masks,
+                    notes=notes,
+                )
             )
         finally:
             os.close(fd)
-        if problem:
-            fix = _ownership_fix(capability.root, identity, writable=writable)
-            raise CapabilityError(f"{where}: {problem}. {fix}")
-        grants.append(
-            PathGrant(capability.root, writable=writable, device=info.st_dev, inode=info.st_ino)
-        )
     return grants, masks, notes
+
+
+def _checked(
+    plugin: str,
+    capability: FsCapability,
+    path: str,
+    fd: int,
+    *,
+    protected: ProtectedPaths,
+    identity: WorkerIdentity,
+    masks: list[str],
+    notes: list[str],
+) -> PathGrant:
+    """The pinned grant of ``path``, opened once as ``fd``, once caplet's own files and
+    the worker's access are checked (points 2-3); ``masks`` and ``notes`` gain the state
+    directories it hides. CapabilityError says why not."""
+    writable = capability.kind is CapabilityKind.FS_WRITE
+    where = f"plugin {plugin!r}: capability {capability.declared!r} (path {path!r})"
+    state_chain = inode_chain(protected.state_dir)
+    store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
+    info = os.fstat(fd)
+    own = chain_from_fd(fd, path)
+    refuse_inside_state(where, own, state_chain, protected.state_dir)
+    if protected.store_dir is not None:
+        refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
+    refuse_inside_any_state(where, fd, own)
+    refuse_mirrors(where, path, protected, writable=writable)
+    if writable:
+        refuse_kernel_interfaces(where, path)
+        refuse_writable_over(where, own, protected)
+    else:
+        make_to_hide(where, (info.st_dev, info.st_ino), protected.other_states)
+        state_chains = [
+            state_chain,
+            store_chain,
+            *(inode_chain(other) for other in protected.other_states),
+        ]
+        for chain in state_chains:
+            hidden = hidden_state(path, (info.st_dev, info.st_ino), chain)
+            if hidden and hidden not in masks:
+                masks.append(hidden)
+                notes.append(
+                    f"{capability.declared}: caplet's state directory {hidden} is "
+                    "hidden inside this grant (an empty, sealed directory in the jail)"
+                )
+    groups = () if identity.privileged else tuple(os.getgroups())
+    problem = access_problem(fd, identity.uid, identity.gid, writable=writable, groups=groups)
+    if problem:
+        fix = _ownership_fix(path, identity, writable=writable)
+        raise CapabilityError(f"{where}: {problem}. {fix}")
+    return PathGrant(path, writable=writable, device=info.st_dev, inode=info.st_ino)
 
 
 def _plan_programs(

@@ -225,8 +225,8 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
     ABI >= 6 signals and abstract unix socket connections to processes
     outside the new domain are denied.
 
-    Order: every grant is opened and every rule added *before* anything
-    irreversible happens, so a bad grant (:class:`SandboxError` naming it)
+    Order: every grant is opened and its rule added (one descriptor open at a
+    time) *before* anything irreversible happens, so a bad grant (:class:`SandboxError` naming it)
     leaves the process untouched. Then this function sets no_new_privs itself
     (landlock_restrict_self(2) requires it without CAP_SYS_ADMIN, and it can
     never be unset) and enforces the ruleset. Only the calling thread is
@@ -238,14 +238,8 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
     handled = handled_fs_access(effective)
     net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if effective >= _ABI_NET else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if effective >= _ABI_SCOPE else 0
-    opened: list[int] = []
     ruleset_fd = -1
     try:
-        rules: list[tuple[PathGrant, int, int]] = []
-        for grant in grants:
-            fd = _open_grant(grant)
-            opened.append(fd)
-            rules.append((grant, fd, _rule_rights(grant, fd, handled)))
         # Handling a network right without adding any net_port rule denies it on
         # every port (landlock(7), "Network flags").
         attr = LandlockRulesetAttr(handled, net, scoped)
@@ -256,14 +250,21 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
                 f"Landlock refused a ruleset for ABI {effective} ({exc.strerror}); "
                 "the kernel's ABI probe and its ruleset support disagree."
             ) from exc
-        for grant, fd, rights in rules:
+        for grant in grants:
+            # One descriptor at a time: a glob's files are a rule each (glob32), and
+            # holding them all open met the worker's RLIMIT_NOFILE (EMFILE).
+            fd = _open_grant(grant)
             try:
-                landlock_add_path_rule(ruleset_fd, rights, fd)
-            except OSError as exc:
-                raise SandboxError(
-                    f"Landlock refused the rule for grant {grant.path!r} "
-                    f"(rights {rights:#x}: {exc.strerror})."
-                ) from exc
+                rights = _rule_rights(grant, fd, handled)
+                try:
+                    landlock_add_path_rule(ruleset_fd, rights, fd)
+                except OSError as exc:
+                    raise SandboxError(
+                        f"Landlock refused the rule for grant {grant.path!r} "
+                        f"(rights {rights:#x}: {exc.strerror})."
+                    ) from exc
+            finally:
+                os.close(fd)
         try:
             set_no_new_privs()
             landlock_restrict_self(ruleset_fd)
@@ -273,8 +274,6 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
                 "refused landlock_restrict_self after no_new_privs was set."
             ) from exc
     finally:
-        for fd in opened:
-            os.close(fd)
         if ruleset_fd >= 0:
             os.close(ruleset_fd)
     return LandlockReport(
