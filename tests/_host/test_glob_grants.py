@@ -55,11 +55,17 @@ def create_functions(config):
         except OSError as exc:
             return {"errno": exc.errno}
 
+    def listdir(path):
+        try:
+            return sorted(os.listdir(path))
+        except OSError as exc:
+            return {"errno": exc.errno}
+
     def crash():
         os._exit(3)
 
     return {"tools": {"read": read, "write": write, "rename": rename, "remove": remove,
-                      "crash": crash}}
+                      "listdir": listdir, "crash": crash}}
 """
 
 _SECRET = "TOP SECRET KEY"
@@ -70,7 +76,8 @@ def _tool(make_plugin: PluginFactory, name: str, capability: str) -> None:
         name,
         source=TOOLS,
         extra=f'capabilities = ["{capability}"]\n',
-        modules='[modules.tools]\nfunctions = ["read", "write", "rename", "remove", "crash"]\n',
+        modules='[modules.tools]\nfunctions = ["read", "write", "rename", "remove", "listdir", '
+        '"crash"]\n',
     )
 
 
@@ -120,6 +127,8 @@ def test_a_read_glob_reads_only_the_files_it_matches(
     assert host.call("reports", "tools.read", f"{data}/q2.csv") == "a,b\n3,4\n"
     # The attack: the key beside them (the whole folder was granted before glob32).
     assert _denied(host.call("reports", "tools.read", f"{data}/secret.key"))
+    # Its folder lists its matches, and no other name of the host's folder.
+    assert host.call("reports", "tools.listdir", str(data)) == ["q1.csv", "q2.csv"]
     # A read glob writes nothing, not even a match.
     assert _denied(host.call("reports", "tools.write", f"{data}/q1.csv", "x"))
     assert "matches 2 file(s) now" in _notes(host, "reports")
@@ -134,6 +143,7 @@ def test_a_matching_name_that_is_a_link_is_not_followed(
     host.discover()
     assert host.enable("reports", consent=True)
     assert _denied(host.call("reports", "tools.read", f"{data}/key.csv"))
+    assert host.call("reports", "tools.listdir", str(data)) == ["q1.csv", "q2.csv"]
     assert f"{data}/key.csv (a symbolic link: never followed)" in _notes(host, "reports")
 
 
@@ -187,6 +197,8 @@ def test_a_glob_in_a_middle_folder_grants_its_matches_only(
     assert host.call("reports", "tools.read", f"{top}/b/report") == "report b"
     assert _denied(host.call("reports", "tools.read", f"{top}/a/notes"))
     assert _denied(host.call("reports", "tools.read", f"{top}/c/report"))
+    assert host.call("reports", "tools.listdir", str(top)) == ["a", "b"]
+    assert host.call("reports", "tools.listdir", f"{top}/a") == ["report"]
 
 
 @pytest.mark.security
@@ -290,6 +302,7 @@ def test_a_write_glob_writes_its_matches_in_place_and_creates_nothing(
     assert _denied(host.call("writer", "tools.rename", f"{out}/a.json", f"{out}/a.sh"))
     assert _denied(host.call("writer", "tools.remove", f"{out}/a.json"))
     assert sorted(p.name for p in out.iterdir()) == ["a.json", "keep.txt"]
+    assert host.call("writer", "tools.listdir", str(out)) == ["a.json"]
     assert (out / "keep.txt").read_text(encoding="utf-8") == "keep"
 
 
@@ -343,6 +356,7 @@ def test_near_miss_the_folder_and_a_file_by_name_still_grant_what_they_say(
     host.discover()
     assert host.enable("folder", consent=True)
     assert host.call("folder", "tools.read", f"{data}/secret.key") == _SECRET
+    assert host.call("folder", "tools.listdir", str(data)) == ["q1.csv", "q2.csv", "secret.key"]
     assert host.enable("one", consent=True)
     assert host.call("one", "tools.read", f"{data}/q1.csv") == "a,b\n1,2\n"
     assert _denied(host.call("one", "tools.read", f"{data}/q2.csv"))
@@ -364,3 +378,24 @@ def test_a_consent_request_carries_what_a_glob_reaches(
     plain = host.consent_request("folder")
     assert plain is not None
     assert plain.globs == ()
+
+
+def test_near_miss_a_write_glob_inside_a_read_folder_keeps_both(
+    host: PluginHost, make_plugin: PluginFactory, data: Path
+) -> None:
+    # The glob's folder is granted whole too: the host's folder is shown (every name),
+    # and the glob's matches are writable in it.
+    make_plugin(
+        "both",
+        source=TOOLS,
+        extra=f'capabilities = ["fs.read:{data}", "fs.write:{data}/*.csv"]\n',
+        modules='[modules.tools]\nfunctions = ["read", "write", "listdir"]\n',
+    )
+    host.discover()
+    assert host.enable("both", consent=True)
+    assert host.call("both", "tools.listdir", str(data)) == ["q1.csv", "q2.csv", "secret.key"]
+    assert host.call("both", "tools.read", f"{data}/secret.key") == _SECRET
+    assert host.call("both", "tools.write", f"{data}/q1.csv", "x,y\n") is True
+    assert (data / "q1.csv").read_text(encoding="utf-8") == "x,y\n"
+    assert _denied(host.call("both", "tools.write", f"{data}/secret.key", "gone"))
+    assert _denied(host.call("both", "tools.write", f"{data}/new.csv", "x"))

@@ -47,6 +47,7 @@ from caplet._capabilities._model import (
     CapabilityKind,
     FsCapability,
     ProcExecCapability,
+    glob_folder,
 )
 from caplet._errors import CapabilityError, SandboxError
 from caplet._host._glob_grants import expand_glob
@@ -66,6 +67,7 @@ from caplet._host._protected import (
 )
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
+from caplet._sandbox._jail_model import path_contains
 from caplet._sandbox._programs import link_hops, program_chain
 from caplet._sandbox._resolve import (
     GrantPathError,
@@ -201,6 +203,7 @@ def _plan_paths(
                     )
             finally:
                 expanded.close()
+            grants += _listings(capability, [path for path, _ in expanded.matches])
             continue
         where = f"plugin {plugin!r}: capability {capability.declared!r} (path {capability.root!r})"
         try:
@@ -223,6 +226,21 @@ def _plan_paths(
         finally:
             os.close(fd)
     return grants, masks, notes
+
+
+def _listings(capability: FsCapability, matches: Sequence[str]) -> list[PathGrant]:
+    """The folders of a glob's matches, from the folder it starts in down, each shown in
+    the jail as a directory of its own listing its matches alone (PathGrant.listing)."""
+    top = glob_folder(capability.path) or capability.path
+    folders: dict[str, None] = {}
+    for match in matches:
+        parent = str(Path(match).parent)
+        while path_contains(top, parent):
+            folders[parent] = None
+            if parent == top:
+                break
+            parent = str(Path(parent).parent)
+    return [PathGrant(folder, listing=True) for folder in sorted(folders)]
 
 
 def _checked(

@@ -197,6 +197,9 @@ def _open_grant(grant: PathGrant) -> int:
 
 
 def _rule_rights(grant: PathGrant, fd: int, handled: int) -> int:
+    if grant.listing:
+        # A glob's folder in the jail: its names, which are its matches (glob32).
+        return ACCESS_FS_READ_DIR & handled
     rights = handled if grant.writable else _READ_ONLY_RIGHTS & handled
     # execve is allowed only where a proc.exec grant says so; a writable
     # grant never executes (what the plugin wrote must not run as code).
