@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._resolve import GrantPathError, open_pinned
 from caplet._syscall import (
     LandlockRulesetAttr,
     landlock_abi_version,
@@ -179,10 +180,20 @@ def _open_grant(grant: PathGrant) -> int:
             f"Landlock grant {grant.path!r} is not an absolute path; grants are resolved "
             "without a working directory, so give the full path."
         )
+    if grant.pinned:
+        # A plugin's fs grant without a jail (inside one, grants are the jail's own
+        # mounts, not pinned): the inode approved at enable, reached through no link,
+        # as the jail opens it (glob32: a glob's match swapped for a link between
+        # enable and start would be ruled as the link's target).
+        try:
+            return open_pinned(grant.path, grant.device, grant.inode)
+        except GrantPathError as exc:
+            raise SandboxError(f"Landlock grant: {exc}") from exc
     try:
         # O_PATH opens the object itself without reading it (open(2)); following
-        # symlinks here is deliberate: Landlock ties the rule to the inode the
-        # path resolves to now, so a symlinked grant covers its target only.
+        # symlinks here is deliberate for the runtime's grants: Landlock ties the
+        # rule to the inode the path resolves to now, so a symlinked grant covers
+        # its target only.
         return os.open(grant.path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise SandboxError(
