@@ -38,8 +38,9 @@ A glob is granted as the regular files it matches now, each checked as above
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from caplet._capabilities._model import (
@@ -51,8 +52,8 @@ from caplet._capabilities._model import (
 )
 from caplet._errors import CapabilityError, SandboxError
 from caplet._host._glob_grants import expand_glob
-from caplet._host._inode_chain import chain_from_fd, inode_chain
-from caplet._host._mirrors import read_mount_table
+from caplet._host._inode_chain import Node, chain_from_fd, inode_chain
+from caplet._host._mirrors import MountTable, read_mount_table
 from caplet._host._program_names import linked_and_writable
 from caplet._host._program_reach import reach_line
 from caplet._host._protected import (
@@ -181,6 +182,7 @@ def _plan_paths(
     grants: list[PathGrant] = []
     masks: list[str] = []
     notes: list[str] = []
+    known = _Lookups.now(protected)
     for capability in capabilities:
         if capability.is_glob:
             # The files the glob matches, each opened once and checked as a literal
@@ -195,7 +197,7 @@ def _plan_paths(
                             capability,
                             path,
                             fd,
-                            protected=protected,
+                            known=known,
                             identity=identity,
                             masks=masks,
                             notes=notes,
@@ -217,7 +219,7 @@ def _plan_paths(
                     capability,
                     capability.root,
                     fd,
-                    protected=protected,
+                    known=known,
                     identity=identity,
                     masks=masks,
                     notes=notes,
@@ -243,13 +245,47 @@ def _listings(capability: FsCapability, matches: Sequence[str]) -> list[PathGran
     return [PathGrant(folder, listing=True) for folder in sorted(folders)]
 
 
+@dataclass(slots=True)
+class _Lookups:
+    """What one plan's checks look up once, at this enable (never kept past it): the
+    chains of caplet's state and store directories, the mount table, and the chain above each
+    folder a glob's matches lie in (256 files of one folder share it)."""
+
+    protected: ProtectedPaths
+    state_chain: list[Node]
+    store_chain: list[Node]
+    table: MountTable
+    parents: dict[str, list[Node]] = field(default_factory=dict)
+    #: Folders whose ancestors were searched for a caplet state's marker already.
+    searched: set[str] = field(default_factory=set)
+
+    @classmethod
+    def now(cls, protected: ProtectedPaths) -> _Lookups:
+        store = protected.store_dir
+        return cls(
+            protected,
+            inode_chain(protected.state_dir),
+            inode_chain(store) if store is not None else [],
+            read_mount_table(),
+        )
+
+    def chain(self, fd: int, path: str, info: os.stat_result) -> list[Node]:
+        """:func:`chain_from_fd` for a directory; for a file, the folders above it once."""
+        if stat.S_ISDIR(info.st_mode) or path == "/":
+            return chain_from_fd(fd, path)
+        parent = str(Path(path).parent)
+        if parent not in self.parents:
+            self.parents[parent] = inode_chain(Path(parent))
+        return [Node(info.st_dev, info.st_ino, path), *self.parents[parent]]
+
+
 def _checked(
     plugin: str,
     capability: FsCapability,
     path: str,
     fd: int,
     *,
-    protected: ProtectedPaths,
+    known: _Lookups,
     identity: WorkerIdentity,
     masks: list[str],
     notes: list[str],
@@ -257,28 +293,31 @@ def _checked(
     """The pinned grant of ``path``, opened once as ``fd``, once caplet's own files and
     the worker's access are checked (points 2-3); ``masks`` and ``notes`` gain the state
     directories it hides. CapabilityError says why not."""
+    protected = known.protected
     writable = capability.kind is CapabilityKind.FS_WRITE
     where = f"plugin {plugin!r}: capability {capability.declared!r} (path {path!r})"
-    state_chain = inode_chain(protected.state_dir)
-    store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
     info = os.fstat(fd)
-    own = chain_from_fd(fd, path)
-    refuse_inside_state(where, own, state_chain, protected.state_dir)
+    directory = stat.S_ISDIR(info.st_mode)
+    own = known.chain(fd, path, info)
+    refuse_inside_state(where, own, known.state_chain, protected.state_dir)
     if protected.store_dir is not None:
-        refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
-    refuse_inside_any_state(where, fd, own)
-    refuse_mirrors(where, path, protected, writable=writable)
+        refuse_inside_state(where, own, known.store_chain, protected.store_dir, "store")
+    parent = str(Path(path).parent)
+    if directory or parent not in known.searched:
+        # A file holds no state's marker: the folders above it are searched once.
+        refuse_inside_any_state(where, fd, own)
+        if not directory:
+            known.searched.add(parent)
+    refuse_mirrors(where, path, protected, writable=writable, table=known.table)
     if writable:
         refuse_kernel_interfaces(where, path)
         refuse_writable_over(where, own, protected)
-    else:
+    elif directory:
+        # Only a folder can contain a state directory to hide (a file contains none).
         make_to_hide(where, (info.st_dev, info.st_ino), protected.other_states)
-        state_chains = [
-            state_chain,
-            store_chain,
-            *(inode_chain(other) for other in protected.other_states),
-        ]
-        for chain in state_chains:
+        # The other states' chains are looked up after make_to_hide made them.
+        others = (inode_chain(other) for other in protected.other_states)
+        for chain in (known.state_chain, known.store_chain, *others):
             hidden = hidden_state(path, (info.st_dev, info.st_ino), chain)
             if hidden and hidden not in masks:
                 masks.append(hidden)
