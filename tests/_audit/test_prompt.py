@@ -223,15 +223,17 @@ def test_a_data_file_is_shown_as_its_code_may_read_it(
     assert file.size == len(data)
 
 
-def test_the_system_prompt_says_a_glob_is_its_folder(plugin: Path) -> None:
-    # steer31: the kernel layers grant fs.read:/data/*.csv as all of /data; a model told
-    # only "fs.read:<path>" read a key beside the CSV files as covered by "the CSV files".
+def test_the_system_prompt_says_what_a_glob_grants(plugin: Path) -> None:
+    # steer31 said a glob was its folder; glob32 grants its matches alone, and a write
+    # glob creates no file: code reaching past them fails and is a finding.
     manifest = load_manifest(plugin)
     files = read_plugin_files(plugin, max_bytes=10_000)
     prompt = build_prompt(manifest, files, [], nonce="00ff00ff00ff00ff", max_chars=100_000)
     said = " ".join(prompt.system.split())
     assert (
-        "A glob in an fs capability is granted as the whole folder it starts in "
-        "(fs.read:/data/*.csv lets the code read every file of /data)"
+        "A glob in an fs capability is granted as the regular files it matches when the "
+        "plugin is enabled, each by itself (fs.read:/data/*.csv reads the CSV files of /data "
+        "and no other file of it; a write glob writes its matches in place and creates, "
+        "renames and deletes no file)"
     ) in said
-    assert "the glob does not name is inside the grant but not what the manifest says" in said
+    assert "or creates a file under a write glob, will fail" in said

@@ -231,6 +231,42 @@ def test_a_grant_on_a_single_file(tree: dict[str, str]) -> None:
     }
 
 
+@pytest.mark.security
+def test_a_pinned_grant_swapped_for_a_link_is_refused(tree: dict[str, str], tmp_path: Path) -> None:
+    # glob32: without a jail Landlock opened a plugin's grant by name, following links,
+    # so a glob's match made a link after enable was ruled as the link's target.
+    report = Path(tree["ro"]) / "q1.csv"
+    report.write_text("a,b", encoding="utf-8")
+    pinned = os.stat(report)
+    report.unlink()
+    report.symlink_to(Path(tree["outside"]) / "secret.txt")
+    result = _run(
+        """
+        try:
+            apply_landlock([PathGrant(ARGS["report"], device=ARGS["dev"], inode=ARGS["ino"])])
+        except SandboxError as exc:
+            error = str(exc)
+        else:
+            error = None
+        done({"error": error, "secret": attempt(lambda: read(ARGS["report"]))})
+        """,
+        report=str(report),
+        dev=pinned.st_dev,
+        ino=pinned.st_ino,
+    )
+    assert result["error"] is not None
+    assert "passes through a symbolic link" in str(result["error"])
+    # Near miss: the same grant, unpinned (the runtime's), still follows its link.
+    followed = _run(
+        """
+        apply_landlock([PathGrant(ARGS["report"])])
+        done({"secret": attempt(lambda: read(ARGS["report"]))})
+        """,
+        report=str(report),
+    )
+    assert followed == {"secret": "ok"}
+
+
 def test_tcp_is_denied_but_unix_socketpairs_work(tree: dict[str, str]) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.bind(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ import enum
 from dataclasses import dataclass, field
 
 __all__ = [
+    "GLOB_CHARS",
     "GLOB_REACH",
     "AppCapability",
     "Capability",
@@ -26,10 +27,18 @@ __all__ = [
     "ProcExecCapability",
     "glob_folder",
     "glob_reach",
+    "glob_reaches",
+    "glob_words",
 ]
 
-#: Why a glob reaches its whole folder, said wherever a person consents to one (steer31).
-GLOB_REACH = "a glob is granted as the folder it starts in: the sandbox sees folders, not names"
+#: The characters that make an fs path a glob.
+GLOB_CHARS = frozenset("*?[")
+#: How a glob is granted, said wherever a person consents to one (steer31, glob32).
+GLOB_REACH = (
+    "each file it matches when the plugin is enabled is granted by itself; files added "
+    "later are not seen until it is enabled again; a link, a folder or a file with another "
+    "name (a hard link) is left out"
+)
 
 
 class CapabilityKind(enum.Enum):
@@ -65,9 +74,9 @@ class FsCapability:
     def root(self) -> str:
         """The directory a glob starts in (the path itself when it is no glob).
 
-        Mounts and Landlock see whole files and directories, so the kernel
-        layers enforce ``fs.read:/data/*.csv`` as ``/data``; the scanner uses
-        the same root as the prefix a literal path must lie under.
+        The scanner uses it as the prefix a literal path must lie under; the kernel
+        layers grant a glob as the files it matches at enable, each by itself
+        (:mod:`caplet._host._glob_grants`, glob32).
         """
         return glob_folder(self.path) or self.path
 
@@ -195,14 +204,41 @@ def glob_folder(path: str) -> str | None:
     return path[:cut].rsplit("/", 1)[0] or "/"
 
 
+def glob_words(kind: CapabilityKind, folder: str) -> str:
+    """What a glob of ``kind`` starting in ``folder`` reaches, in words (glob32).
+
+    A write glob writes the files it matches in place and makes no new name: the
+    kernel layers cannot hold a name created later to the pattern (Landlock and
+    mounts rule files and folders, not names), so the safe answer is no creation.
+    """
+    if kind is CapabilityKind.FS_WRITE:
+        return (
+            f"only the files of {folder} it matches, written in place: it creates, renames "
+            "and deletes no file (grant the folder to create files)"
+        )
+    return f"only the files of {folder} it matches, read-only"
+
+
 def glob_reach(capability: Capability) -> str | None:
-    """The folder a resolved ``fs.read``/``fs.write`` glob is granted as; None for any
+    """What a resolved ``fs.read``/``fs.write`` glob reaches, in words; None for any
     other capability.
 
-    A consent screen that shows ``fs.read:/srv/reports/*.csv`` alone reads as "the CSV
-    reports", and the plugin may read every file of ``/srv/reports`` (steer31): every
-    place a person consents to a glob names the folder with it.
+    A consent screen that shows ``fs.read:/srv/reports/*.csv`` alone says nothing of
+    when it is matched, what it leaves out or whether a write glob creates files: every
+    place a person consents to a glob says it (steer31, glob32).
     """
     if not isinstance(capability, FsCapability) or capability.templated:
         return None
-    return glob_folder(capability.path)
+    folder = glob_folder(capability.path)
+    return None if folder is None else glob_words(capability.kind, folder)
+
+
+def glob_reaches(capabilities: tuple[Capability, ...] | list[Capability]) -> tuple[str, ...]:
+    """``CAPABILITY -> what it reaches`` for each resolved fs glob among ``capabilities``:
+    what :class:`~caplet._host._consent.ConsentRequest` and the JSON documents carry, so a
+    program deciding on a grant reads what a person reads (steer31's residual, glob32)."""
+    return tuple(
+        f"{capability} -> {reach}"
+        for capability in capabilities
+        if (reach := glob_reach(capability)) is not None
+    )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import assert_never
 
 from caplet._capabilities._model import (
+    GLOB_CHARS,
     AppCapability,
     Capability,
     CapabilityKind,
@@ -77,7 +78,7 @@ _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODULE_RE = re.compile(r"[a-z_][a-z0-9_]*")
 _APP_RE = re.compile(r"[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*")
 _PROGRAM_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
-_GLOB_CHARS = frozenset("*?[")
+_GLOB_CHARS = GLOB_CHARS
 
 _FS_EXAMPLE = {
     CapabilityKind.FS_READ: "fs.read:/srv/data",

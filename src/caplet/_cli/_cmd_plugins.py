@@ -13,7 +13,15 @@ from rich.text import Text
 from caplet._capabilities._lint import lint_composition
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command
-from caplet._cli._documents import JSONValue, audit_json, broken_json, jsonable, plugin_json, when
+from caplet._cli._documents import (
+    JSONValue,
+    audit_json,
+    broken_json,
+    globs_json,
+    jsonable,
+    plugin_json,
+    when,
+)
 from caplet._cli._enabling import enable_plugin
 from caplet._cli._options import Common, ConsentFlag, Name, StaticOnlyFlag
 from caplet._cli._render import (
@@ -165,7 +173,7 @@ def approve_command(
         # audit report) off the screen the question was asked on (steer22).
         granted = listed(c.declared for c in manifest.capabilities)
         out.say(plain(f"  it will be granted:    {granted or 'none'}", "bold"))
-        # A glob is granted as its folder: said with the grant (steer31).
+        # What a glob is granted as: said with the grant (steer31, glob32).
         for line in glob_lines(manifest.capabilities):
             out.say(plain(f"  which reaches:         {line}", "bold"))
         # What the approval records for a templated capability (red-team finding 8).
@@ -174,7 +182,7 @@ def approve_command(
             shown = (
                 "nothing until the operator sets a value"
                 if reach is None
-                else listed([reach]) + default_glob(reach)
+                else listed([reach]) + default_glob(reach, declared)
             )
             out.say(plain(f"  by default:            {declared} -> {shown}"))
         _say_programs(out, programs)
@@ -199,6 +207,7 @@ def approve_command(
         "name": name,
         "audit": audit_json(audit),
         "composition": [jsonable(f) for f in lint],
+        "globs": globs_json(manifest.capabilities),
     }
     if not outcome:
         run.refused(outcome, document)

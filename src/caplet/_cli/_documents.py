@@ -21,6 +21,7 @@ from caplet._findings import Finding
 
 if TYPE_CHECKING:
     from caplet._audit._model import AuditResult
+    from caplet._capabilities._model import Capability
     from caplet._config._schema import ConfigField
     from caplet._host._hook_model import HookResults
     from caplet._host._records import BrokenPlugin, PluginInfo
@@ -92,6 +93,7 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
         "risk_level": info.audit.risk_level.value if info.audit else None,
         "audit_provider": info.audit.provider if info.audit else None,
         "capabilities": [str(c) for c in info.capabilities],
+        "globs": globs_json(info.capabilities),
         "quarantined": info.quarantine is not None,
         "source": jsonable(info.source),
         "tier": info.tier.value,
@@ -115,6 +117,18 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
             }
         )
     return document
+
+
+def globs_json(capabilities: Sequence[Capability]) -> JSONValue:
+    """What each fs glob among ``capabilities`` reaches (glob32): the capability, the
+    words every consent screen shows, and how a glob is granted."""
+    from caplet._capabilities._model import GLOB_REACH, glob_reach
+
+    return [
+        {"capability": str(c), "reaches": reach, "how": GLOB_REACH}
+        for c in capabilities
+        if (reach := glob_reach(c)) is not None
+    ]
 
 
 def hook_json(hook: Hook) -> JSONValue:

@@ -19,9 +19,11 @@ from rich.text import Text
 from caplet._capabilities._model import (
     GLOB_REACH,
     Capability,
+    CapabilityKind,
     FsCapability,
     glob_folder,
     glob_reach,
+    glob_words,
 )
 from caplet._cli._documents import jsonable
 from caplet._cli._safe import plain
@@ -148,25 +150,33 @@ def _widest(members: Sequence[Capability], kind: str) -> str:
 
 
 def glob_lines(capabilities: Sequence[Capability]) -> list[str]:
-    """``CAPABILITY -> all of FOLDER (why)`` for each fs glob among ``capabilities``.
+    """``CAPABILITY -> only the files of FOLDER it matches ... (how)`` for each fs glob.
 
-    The kernel layers grant a glob as its folder, so ``fs.read:/srv/reports/*.csv``
-    shown alone read as "the CSV reports" while the plugin read ``secret.key`` beside
-    them (steer31). Shown beside the grant on every screen a person consents on.
+    A glob is granted as the files it matches at enable, each by itself (glob32); a
+    write glob creates no file. Shown beside the grant on every screen a person
+    consents on, so "the CSV reports" is read with when they are matched and what a
+    write glob may not do (steer31 said the whole folder, which was the truth then).
     """
     lines = []
     for capability in capabilities:
-        folder = glob_reach(capability)
+        if glob_reach(capability) is None or not isinstance(capability, FsCapability):
+            continue
+        folder = glob_folder(capability.path)
         if folder is not None:
             shown = safe_line(str(capability))
-            lines.append(f"{shown} -> all of {listed([folder])} ({GLOB_REACH})")
+            words = glob_words(capability.kind, listed([folder]))
+            lines.append(f"{shown} -> {words} ({GLOB_REACH})")
     return lines
 
 
-def default_glob(value: str) -> str:
-    """``", which reaches all of FOLDER"`` when a templated path's default is a glob."""
+def default_glob(value: str, declared: str = "") -> str:
+    """``", which reaches only the files of FOLDER it matches ..."`` when a templated
+    path's default is a glob (``declared`` says whether it is a write)."""
     folder = glob_folder(value) if value.startswith("/") else None
-    return "" if folder is None else f", which reaches all of {listed([folder])} ({GLOB_REACH})"
+    if folder is None:
+        return ""
+    kind = CapabilityKind.FS_WRITE if declared.startswith("fs.write:") else CapabilityKind.FS_READ
+    return f", which reaches {glob_words(kind, listed([folder]))} ({GLOB_REACH})"
 
 
 def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reach] = ()) -> None:
@@ -218,7 +228,7 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
         else:
             origin = "the plugin's default" if one.by_default else "as configured"
             # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
-            what = f"{listed([one.value])} ({origin}){default_glob(one.value)}"
+            what = f"{listed([one.value])} ({origin}){default_glob(one.value, one.declared)}"
         console.print(plain(f"  which reaches:      {one.declared} -> {what}", "bold"))
     for line in request.programs:
         # A program's #! interpreter and loader are granted with it (red team round 19).

@@ -235,12 +235,12 @@ class PluginFlows:
         declared = listed(c.declared for c in manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")
         for line in glob_lines(manifest.capabilities):
-            self._say(f"  which reaches: {line}")  # a glob is its folder (steer31)
+            self._say(f"  which reaches: {line}")  # what a glob grants (glob32)
         for template, reach in default_reach(manifest):
             shown = (
                 "nothing until the operator sets a value"
                 if reach is None
-                else listed([reach]) + default_glob(reach)
+                else listed([reach]) + default_glob(reach, template)
             )
             self._say(f"  by default: {safe_line(template)} -> {shown}")
         # What each proc.exec program brings (its #! interpreter, its loader), which the

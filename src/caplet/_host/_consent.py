@@ -361,9 +361,9 @@ def consent_need(
 
 
 def _glob_said(capability: Capability) -> str:
-    """A glob is granted as its folder (steer31): said where it is added."""
-    folder = glob_reach(capability)
-    return "" if folder is None else f", which reaches all of {folder}"
+    """What a glob is granted as (steer31, glob32): said where it is added."""
+    reach = glob_reach(capability)
+    return "" if reach is None else f", which reaches {reach}"
 
 
 def describe_widening(change: Widening, *, whole: bool = False) -> list[str]:
@@ -427,6 +427,10 @@ class ConsentRequest:
     #: One line per ``proc.exec`` program: the files it brings on this host, its
     #: ``#!`` interpreter and loader among them (:mod:`caplet._host._program_reach`).
     programs: tuple[str, ...] = ()
+    #: One line per fs glob granted: ``CAPABILITY -> what it reaches``
+    #: (:func:`caplet._capabilities._model.glob_reaches`; each match at enable is
+    #: granted by itself, a write glob creates no file: glob32).
+    globs: tuple[str, ...] = ()
 
     @property
     def vouched_text(self) -> bool:

@@ -31,14 +31,16 @@ Issue 13, point 2. For every resolved ``fs.read``/``fs.write`` capability:
    when the next worker starts) or rewrites it: the approval of "run
    /data/tool" would approve anything (found attacking issue 13's result).
 
-Globs are granted by their literal root directory, as before.
+A glob is granted as the regular files it matches now, each checked as above
+(:mod:`caplet._host._glob_grants`, glob32).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from caplet._capabilities._model import (
@@ -46,10 +48,12 @@ from caplet._capabilities._model import (
     CapabilityKind,
     FsCapability,
     ProcExecCapability,
+    glob_folder,
 )
 from caplet._errors import CapabilityError, SandboxError
-from caplet._host._inode_chain import chain_from_fd, inode_chain
-from caplet._host._mirrors import read_mount_table
+from caplet._host._glob_grants import expand_glob
+from caplet._host._inode_chain import Node, chain_from_fd, inode_chain
+from caplet._host._mirrors import MountTable, read_mount_table
 from caplet._host._program_names import linked_and_writable
 from caplet._host._program_reach import reach_line
 from caplet._host._protected import (
@@ -64,6 +68,7 @@ from caplet._host._protected import (
 )
 from caplet._sandbox._grants import PathGrant
 from caplet._sandbox._identity import WorkerIdentity
+from caplet._sandbox._jail_model import path_contains
 from caplet._sandbox._programs import link_hops, program_chain
 from caplet._sandbox._resolve import (
     GrantPathError,
@@ -177,54 +182,155 @@ def _plan_paths(
     grants: list[PathGrant] = []
     masks: list[str] = []
     notes: list[str] = []
-    state_chain = inode_chain(protected.state_dir)
-    store_chain = inode_chain(protected.store_dir) if protected.store_dir is not None else []
+    known = _Lookups.now(protected)
     for capability in capabilities:
-        writable = capability.kind is CapabilityKind.FS_WRITE
+        if capability.is_glob:
+            # The files the glob matches, each opened once and checked as a literal
+            # file grant would be (glob32).
+            expanded = expand_glob(plugin, capability)
+            notes += expanded.notes
+            try:
+                for path, fd in expanded.matches:
+                    grants.append(
+                        _checked(
+                            plugin,
+                            capability,
+                            path,
+                            fd,
+                            known=known,
+                            identity=identity,
+                            masks=masks,
+                            notes=notes,
+                        )
+                    )
+            finally:
+                expanded.close()
+            grants += _listings(capability, [path for path, _ in expanded.matches])
+            continue
         where = f"plugin {plugin!r}: capability {capability.declared!r} (path {capability.root!r})"
         try:
             fd = open_no_links(capability.root)
         except GrantPathError as exc:
             raise CapabilityError(f"{where}: {exc}") from exc
         try:
-            info = os.fstat(fd)
-            own = chain_from_fd(fd, capability.root)
-            refuse_inside_state(where, own, state_chain, protected.state_dir)
-            if protected.store_dir is not None:
-                refuse_inside_state(where, own, store_chain, protected.store_dir, "store")
-            refuse_inside_any_state(where, fd, own)
-            refuse_mirrors(where, capability.root, protected, writable=writable)
-            if writable:
-                refuse_kernel_interfaces(where, capability.root)
-                refuse_writable_over(where, own, protected)
-            else:
-                make_to_hide(where, (info.st_dev, info.st_ino), protected.other_states)
-                state_chains = [
-                    state_chain,
-                    store_chain,
-                    *(inode_chain(path) for path in protected.other_states),
-                ]
-                for chain in state_chains:
-                    hidden = hidden_state(capability.root, (info.st_dev, info.st_ino), chain)
-                    if hidden and hidden not in masks:
-                        masks.append(hidden)
-                        notes.append(
-                            f"{capability.declared}: caplet's state directory {hidden} is "
-                            "hidden inside this grant (an empty, sealed directory in the jail)"
-                        )
-            groups = () if identity.privileged else tuple(os.getgroups())
-            problem = access_problem(
-                fd, identity.uid, identity.gid, writable=writable, groups=groups
+            grants.append(
+                _checked(
+                    plugin,
+                    capability,
+                    capability.root,
+                    fd,
+                    known=known,
+                    identity=identity,
+                    masks=masks,
+                    notes=notes,
+                )
             )
         finally:
             os.close(fd)
-        if problem:
-            fix = _ownership_fix(capability.root, identity, writable=writable)
-            raise CapabilityError(f"{where}: {problem}. {fix}")
-        grants.append(
-            PathGrant(capability.root, writable=writable, device=info.st_dev, inode=info.st_ino)
-        )
     return grants, masks, notes
+
+
+def _listings(capability: FsCapability, matches: Sequence[str]) -> list[PathGrant]:
+    """The folders of a glob's matches, from the folder it starts in down, each shown in
+    the jail as a directory of its own listing its matches alone (PathGrant.listing)."""
+    top = glob_folder(capability.path) or capability.path
+    folders: dict[str, None] = {}
+    for match in matches:
+        parent = str(Path(match).parent)
+        while path_contains(top, parent):
+            folders[parent] = None
+            if parent == top:
+                break
+            parent = str(Path(parent).parent)
+    return [PathGrant(folder, listing=True) for folder in sorted(folders)]
+
+
+@dataclass(slots=True)
+class _Lookups:
+    """What one plan's checks look up once, at this enable (never kept past it): the
+    chains of caplet's state and store directories, the mount table, and the chain above each
+    folder a glob's matches lie in (256 files of one folder share it)."""
+
+    protected: ProtectedPaths
+    state_chain: list[Node]
+    store_chain: list[Node]
+    table: MountTable
+    parents: dict[str, list[Node]] = field(default_factory=dict)
+    #: Folders whose ancestors were searched for a caplet state's marker already.
+    searched: set[str] = field(default_factory=set)
+
+    @classmethod
+    def now(cls, protected: ProtectedPaths) -> _Lookups:
+        store = protected.store_dir
+        return cls(
+            protected,
+            inode_chain(protected.state_dir),
+            inode_chain(store) if store is not None else [],
+            read_mount_table(),
+        )
+
+    def chain(self, fd: int, path: str, info: os.stat_result) -> list[Node]:
+        """:func:`chain_from_fd` for a directory; for a file, the folders above it once."""
+        if stat.S_ISDIR(info.st_mode) or path == "/":
+            return chain_from_fd(fd, path)
+        parent = str(Path(path).parent)
+        if parent not in self.parents:
+            self.parents[parent] = inode_chain(Path(parent))
+        return [Node(info.st_dev, info.st_ino, path), *self.parents[parent]]
+
+
+def _checked(
+    plugin: str,
+    capability: FsCapability,
+    path: str,
+    fd: int,
+    *,
+    known: _Lookups,
+    identity: WorkerIdentity,
+    masks: list[str],
+    notes: list[str],
+) -> PathGrant:
+    """The pinned grant of ``path``, opened once as ``fd``, once caplet's own files and
+    the worker's access are checked (points 2-3); ``masks`` and ``notes`` gain the state
+    directories it hides. CapabilityError says why not."""
+    protected = known.protected
+    writable = capability.kind is CapabilityKind.FS_WRITE
+    where = f"plugin {plugin!r}: capability {capability.declared!r} (path {path!r})"
+    info = os.fstat(fd)
+    directory = stat.S_ISDIR(info.st_mode)
+    own = known.chain(fd, path, info)
+    refuse_inside_state(where, own, known.state_chain, protected.state_dir)
+    if protected.store_dir is not None:
+        refuse_inside_state(where, own, known.store_chain, protected.store_dir, "store")
+    parent = str(Path(path).parent)
+    if directory or parent not in known.searched:
+        # A file holds no state's marker: the folders above it are searched once.
+        refuse_inside_any_state(where, fd, own)
+        if not directory:
+            known.searched.add(parent)
+    refuse_mirrors(where, path, protected, writable=writable, table=known.table)
+    if writable:
+        refuse_kernel_interfaces(where, path)
+        refuse_writable_over(where, own, protected)
+    elif directory:
+        # Only a folder can contain a state directory to hide (a file contains none).
+        make_to_hide(where, (info.st_dev, info.st_ino), protected.other_states)
+        # The other states' chains are looked up after make_to_hide made them.
+        others = (inode_chain(other) for other in protected.other_states)
+        for chain in (known.state_chain, known.store_chain, *others):
+            hidden = hidden_state(path, (info.st_dev, info.st_ino), chain)
+            if hidden and hidden not in masks:
+                masks.append(hidden)
+                notes.append(
+                    f"{capability.declared}: caplet's state directory {hidden} is "
+                    "hidden inside this grant (an empty, sealed directory in the jail)"
+                )
+    groups = () if identity.privileged else tuple(os.getgroups())
+    problem = access_problem(fd, identity.uid, identity.gid, writable=writable, groups=groups)
+    if problem:
+        fix = _ownership_fix(path, identity, writable=writable)
+        raise CapabilityError(f"{where}: {problem}. {fix}")
+    return PathGrant(path, writable=writable, device=info.st_dev, inode=info.st_ino)
 
 
 def _plan_programs(

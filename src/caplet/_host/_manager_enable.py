@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from caplet._audit._model import AuditResult
-from caplet._capabilities._model import Capability, CapabilityKind
+from caplet._capabilities._model import Capability, CapabilityKind, glob_reaches
 from caplet._capabilities._parse import parse_capability, substitute
 from caplet._errors import (
     AuditConfigError,
@@ -422,6 +422,7 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
             widening=change,
             agent_text=agent_text(manifest),
             programs=programs,
+            globs=glob_reaches(granted if granted is not None else manifest.capabilities),
         )
 
     def consent_request(self, name: str) -> ConsentRequest | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from caplet._errors import CapabilityError, StoreError
 from caplet._host._inode_chain import Node, inode_chain
-from caplet._host._mirrors import read_mount_table
+from caplet._host._mirrors import MountTable, read_mount_table
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 from caplet._trust._sqlite import SqliteStore
@@ -85,9 +85,17 @@ class ProtectedPaths:
     peer_code: tuple[tuple[Path, bool], ...] = ()
 
 
-def refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writable: bool) -> None:
+def refuse_mirrors(
+    where: str,
+    root: str,
+    protected: ProtectedPaths,
+    *,
+    writable: bool,
+    table: MountTable | None = None,
+) -> None:
     """No mount *below* the grant shows caplet's state (for a writable grant: any of
-    caplet's own files) again (:mod:`caplet._host._mirrors`)."""
+    caplet's own files) again (:mod:`caplet._host._mirrors`); ``table`` is the mount
+    table read once for an enable's many grants (a glob's files), else read now."""
     state = "caplet's state directory (approvals, the decision log, ctx.kv)"
     guarded: list[tuple[Path, str, bool]] = [
         (protected.state_dir, state, True),
@@ -111,7 +119,8 @@ def refuse_mirrors(where: str, root: str, protected: ProtectedPaths, *, writable
                 for path in protected.runtime
             ),
         ]
-    table = read_mount_table()
+    if table is None:
+        table = read_mount_table()
     for path, what, inside_too in guarded:
         mirror = table.mirror_below(root, str(path), inside_too=inside_too)
         if mirror:

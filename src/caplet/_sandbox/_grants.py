@@ -40,6 +40,11 @@ class PathGrant:
     #: its copy must have, checked on the read-only copy before any plugin
     #: code runs ("" = not checked: the host verified the tree it copies).
     content_hash: str = ""
+    #: A glob's folder (glob32): inside a jail a directory of the jail's own, listable,
+    #: holding only the grants below it (its matches), never the host's folder; Landlock
+    #: gives it the read-directory right alone. Without a jail it is no grant at all:
+    #: listing the host's folder would show the names the glob does not match.
+    listing: bool = False
 
     @property
     def pinned(self) -> bool:

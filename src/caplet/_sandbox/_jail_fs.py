@@ -56,6 +56,7 @@ __all__ = [
     "bind_nested_grant",
     "detach_root_copy",
     "finish_inside",
+    "make_listing",
     "mask",
     "mount_proc",
     "mount_tmp",
@@ -65,6 +66,9 @@ __all__ = [
     "reopen_exec",
     "seal_submounts",
 ]
+
+#: A glob's folder in the jail: listable and searchable, by anyone, written by no one.
+_LISTING_MODE = 0o555
 
 
 def mount_tmp(target: str, size_mb: int, *, remount: bool = False) -> None:
@@ -224,7 +228,7 @@ def _grant_flags(kind: Kind, *, noexec: bool = False) -> int:
             # by the approved program's ELF interpreter run as a program
             # (Landlock guards execve(2) only; see mount_tmp).
             return MS_NOSUID | MS_NODEV | MS_NOEXEC
-        case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP:
+        case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP | Kind.LISTING:
             raise AssertionError(f"{kind.value} is not a bound grant")
         case _:
             assert_never(kind)
@@ -275,6 +279,20 @@ def _exec_again(target: str, path: str) -> None:
         # noexec locked by the host's own mount (mount_namespaces(7)): the
         # host says nothing there runs, and so does the jail.
         return
+    except OSError as exc:
+        raise fail(Step.GRANT, exc, path) from exc
+
+
+def make_listing(target: str, path: str) -> None:
+    """A glob's folder at ``target``: the jail's own directory, listable (r-x), so a
+    plugin lists its matches there and nothing else of the host's folder (glob32).
+
+    Made before the matches' mount points (parents first); its own parents are the
+    search-only scaffolding every grant gets.
+    """
+    try:
+        _make_mountpoint(target, directory=True)
+        Path(target).chmod(_LISTING_MODE)
     except OSError as exc:
         raise fail(Step.GRANT, exc, path) from exc
 
@@ -390,7 +408,7 @@ def seal_submounts(root: str, plan: list[Mount], *, only: set[str] | None = None
                 case Kind.READ_ONLY | Kind.WRITABLE:
                     flags = _grant_flags(owner.kind, noexec=owner.noexec)
                     remount_flags(mount_point, flags, Step.GRANT, mount_point)
-                case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP:
+                case Kind.COPY | Kind.LINK | Kind.DEV | Kind.TMP | Kind.LISTING:
                     pass  # the jail's own mounts (the device binds): already set
                 case _:
                     assert_never(owner.kind)

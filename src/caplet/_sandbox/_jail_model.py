@@ -205,6 +205,9 @@ class Kind(Enum):
     LINK = "symbolic link"
     DEV = "/dev"
     TMP = _JAIL_TMP
+    #: A glob's folder: a listable directory of the jail's own holding its matches'
+    #: mount points (PathGrant.listing, glob32).
+    LISTING = "glob folder"
 
 
 @dataclass(frozen=True, slots=True)

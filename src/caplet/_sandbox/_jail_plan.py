@@ -17,6 +17,7 @@ from caplet._sandbox._jail_fs import (
     bind_grant,
     bind_nested_grant,
     detach_root_copy,
+    make_listing,
     mount_tmp,
     populate_dev,
 )
@@ -44,6 +45,9 @@ from caplet._sandbox._resolve import (
 
 __all__ = ["apply", "open_devices", "open_plan", "plain", "unsearchable_roots"]
 
+#: Mounts that show a host tree (where a path below them is the host's, not the jail's).
+_HOST_TREES = (Kind.READ_ONLY, Kind.WRITABLE, Kind.DEV)
+
 
 # -- step 3: the root filesystem --------------------------------------------------------
 
@@ -63,7 +67,10 @@ def open_plan(
     # on the host path it comes from (a pinned grant's, when there are two).
     writable: dict[str, bool] = {}
     sources: dict[str, PathGrant] = {}
+    listings = [grant.inside for grant in spec.grants if grant.listing]
     for grant in spec.grants:
+        if grant.listing:
+            continue
         writable[grant.inside] = writable.get(grant.inside, False) or grant.writable
         if grant.inside not in sources or grant.pinned:
             sources[grant.inside] = grant
@@ -93,6 +100,8 @@ def open_plan(
             if entry.fd >= 0:
                 os.close(entry.fd)
         raise
+    # A glob's folder that is granted itself is the host's folder, listable already.
+    plan += [Mount(path, Kind.LISTING) for path in dict.fromkeys(listings) if path not in writable]
     # Parents first, so a grant nested in another is mounted on top of it; at
     # equal paths the jail's own /dev and /tmp go first and a grant covers them.
     plan.sort(key=lambda entry: (path_parts(entry.path), entry.fd >= 0))
@@ -272,7 +281,7 @@ def apply(
             owners = [
                 other.path
                 for other in earlier
-                if other.kind not in (Kind.TMP, Kind.COPY, Kind.LINK)
+                if other.kind not in (Kind.TMP, Kind.COPY, Kind.LINK, Kind.LISTING)
             ]
             if any(path_contains(path, entry.path) for path in owners):
                 bind_nested_grant(root, target, entry)
@@ -286,6 +295,11 @@ def apply(
                 Path(target).symlink_to(entry.link)
             except OSError as exc:
                 raise fail(Step.GRANT, exc, entry.path) from exc
+        case Kind.LISTING:
+            owners = [other.path for other in earlier if other.kind in _HOST_TREES]
+            if not any(path_contains(path, entry.path) for path in owners):
+                make_listing(target, entry.path)
+            # Inside an earlier grant's host tree the folder is the host's: its own.
         case Kind.DEV:
             populate_dev(target, devices)
         case Kind.TMP:

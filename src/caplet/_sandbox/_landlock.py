@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from caplet._errors import SandboxError
 from caplet._sandbox._grants import PathGrant
+from caplet._sandbox._resolve import GrantPathError, open_pinned
 from caplet._syscall import (
     LandlockRulesetAttr,
     landlock_abi_version,
@@ -179,10 +180,20 @@ def _open_grant(grant: PathGrant) -> int:
             f"Landlock grant {grant.path!r} is not an absolute path; grants are resolved "
             "without a working directory, so give the full path."
         )
+    if grant.pinned:
+        # A plugin's fs grant without a jail (inside one, grants are the jail's own
+        # mounts, not pinned): the inode approved at enable, reached through no link,
+        # as the jail opens it (glob32: a glob's match swapped for a link between
+        # enable and start would be ruled as the link's target).
+        try:
+            return open_pinned(grant.path, grant.device, grant.inode)
+        except GrantPathError as exc:
+            raise SandboxError(f"Landlock grant: {exc}") from exc
     try:
         # O_PATH opens the object itself without reading it (open(2)); following
-        # symlinks here is deliberate: Landlock ties the rule to the inode the
-        # path resolves to now, so a symlinked grant covers its target only.
+        # symlinks here is deliberate for the runtime's grants: Landlock ties the
+        # rule to the inode the path resolves to now, so a symlinked grant covers
+        # its target only.
         return os.open(grant.path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise SandboxError(
@@ -197,6 +208,9 @@ def _open_grant(grant: PathGrant) -> int:
 
 
 def _rule_rights(grant: PathGrant, fd: int, handled: int) -> int:
+    if grant.listing:
+        # A glob's folder in the jail: its names, which are its matches (glob32).
+        return ACCESS_FS_READ_DIR & handled
     rights = handled if grant.writable else _READ_ONLY_RIGHTS & handled
     # execve is allowed only where a proc.exec grant says so; a writable
     # grant never executes (what the plugin wrote must not run as code).
@@ -225,8 +239,8 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
     ABI >= 6 signals and abstract unix socket connections to processes
     outside the new domain are denied.
 
-    Order: every grant is opened and every rule added *before* anything
-    irreversible happens, so a bad grant (:class:`SandboxError` naming it)
+    Order: every grant is opened and its rule added (one descriptor open at a
+    time) *before* anything irreversible happens, so a bad grant (:class:`SandboxError` naming it)
     leaves the process untouched. Then this function sets no_new_privs itself
     (landlock_restrict_self(2) requires it without CAP_SYS_ADMIN, and it can
     never be unset) and enforces the ruleset. Only the calling thread is
@@ -238,14 +252,8 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
     handled = handled_fs_access(effective)
     net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if effective >= _ABI_NET else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if effective >= _ABI_SCOPE else 0
-    opened: list[int] = []
     ruleset_fd = -1
     try:
-        rules: list[tuple[PathGrant, int, int]] = []
-        for grant in grants:
-            fd = _open_grant(grant)
-            opened.append(fd)
-            rules.append((grant, fd, _rule_rights(grant, fd, handled)))
         # Handling a network right without adding any net_port rule denies it on
         # every port (landlock(7), "Network flags").
         attr = LandlockRulesetAttr(handled, net, scoped)
@@ -256,14 +264,21 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
                 f"Landlock refused a ruleset for ABI {effective} ({exc.strerror}); "
                 "the kernel's ABI probe and its ruleset support disagree."
             ) from exc
-        for grant, fd, rights in rules:
+        for grant in grants:
+            # One descriptor at a time: a glob's files are a rule each (glob32), and
+            # holding them all open met the worker's RLIMIT_NOFILE (EMFILE).
+            fd = _open_grant(grant)
             try:
-                landlock_add_path_rule(ruleset_fd, rights, fd)
-            except OSError as exc:
-                raise SandboxError(
-                    f"Landlock refused the rule for grant {grant.path!r} "
-                    f"(rights {rights:#x}: {exc.strerror})."
-                ) from exc
+                rights = _rule_rights(grant, fd, handled)
+                try:
+                    landlock_add_path_rule(ruleset_fd, rights, fd)
+                except OSError as exc:
+                    raise SandboxError(
+                        f"Landlock refused the rule for grant {grant.path!r} "
+                        f"(rights {rights:#x}: {exc.strerror})."
+                    ) from exc
+            finally:
+                os.close(fd)
         try:
             set_no_new_privs()
             landlock_restrict_self(ruleset_fd)
@@ -273,8 +288,6 @@ def apply_landlock(grants: Sequence[PathGrant], *, abi: int | None = None) -> La
                 "refused landlock_restrict_self after no_new_privs was set."
             ) from exc
     finally:
-        for fd in opened:
-            os.close(fd)
         if ruleset_fd >= 0:
             os.close(ruleset_fd)
     return LandlockReport(

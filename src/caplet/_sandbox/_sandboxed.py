@@ -216,7 +216,7 @@ class SandboxLauncher:
         init = init_frame(spec, snapshot=snapshot_inside)
         # Copied, not bound, in a jail: a bind's root would name the host path.
         # The copy is checked against the approved hash there (copies_snapshot).
-        grants = [
+        grants: list[tuple[str, bool, bool, str, int, int, bool, str, bool]] = [
             (
                 str(spec.snapshot_dir),
                 False,
@@ -226,10 +226,11 @@ class SandboxLauncher:
                 0,
                 jailed,
                 spec.snapshot_hash if jailed else "",
+                False,
             )
         ]
         grants += [
-            (g.path, g.writable, g.executable, "", g.device, g.inode, False, "")
+            (g.path, g.writable, g.executable, "", g.device, g.inode, False, "", g.listing)
             for g in spec.grants
         ]
         request = {

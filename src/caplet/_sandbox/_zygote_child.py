@@ -108,6 +108,10 @@ def _child(
             keep |= {prepared.host_root_fd, prepared.covered_fd}
         close_fds_except(keep)
     grants = (*_runtime_for(request.grants), *request.grants)
+    if "namespaces" not in request.layers:
+        # A glob's folder is the jail's own directory of its matches: without a jail
+        # it would be the host's folder, names the glob does not match (glob32).
+        grants = tuple(grant for grant in grants if not grant.listing)
     if prepared is not None and "namespaces" not in request.layers:
         raise SandboxError(
             "sandbox setup: a spare with a namespace jail got a request without the "
@@ -148,7 +152,9 @@ def _child(
     if "landlock" in request.layers:
         if "namespaces" in request.layers:
             # Inside the jail a grant lives at its target (the snapshot at /plugin).
-            grants = tuple(PathGrant(g.inside, g.writable, g.executable) for g in grants)
+            grants = tuple(
+                PathGrant(g.inside, g.writable, g.executable, listing=g.listing) for g in grants
+            )
         apply_landlock((*grants, writable_tmp, *devices))
     snapshot_fd = None
     if "namespaces" not in request.layers:
@@ -322,7 +328,11 @@ def _runtime_for(grants: tuple[PathGrant, ...]) -> tuple[PathGrant, ...]:
     inside the grant. A writable grant never contains the runtime: enable
     refuses it (caplet's own code must not be writable by a plugin).
     """
-    covering = [g.path for g in grants if not g.writable and not g.executable and not g.target]
+    covering = [
+        g.path
+        for g in grants
+        if not g.writable and not g.executable and not g.target and not g.listing
+    ]
     if not covering:
         return _RUNTIME_GRANTS
     # A grant of / leaves out the top-level directories the worker may not
@@ -348,7 +358,8 @@ def _exec_paths(grants: tuple[PathGrant, ...]) -> tuple[str, ...]:
     return tuple(
         g.path
         for g in (*_RUNTIME_GRANTS, *grants)
-        if g.executable or not (g.pinned or g.copy)  # never the snapshot (mounted noexec)
+        # Never the snapshot (mounted noexec), nor a glob's folder (only its matches).
+        if g.executable or not (g.pinned or g.copy or g.listing)
     )
 
 

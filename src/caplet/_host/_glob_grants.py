@@ -1,0 +1,201 @@
+"""A glob capability granted as the files it names, resolved once at enable (glob32).
+
+``fs.read:/srv/reports/*.csv`` was granted as all of ``/srv/reports`` (steer31: the
+kernel layers see files and folders, not names), so a plugin consented to for "the
+CSV reports" read ``secret.key`` beside them. Here the glob is expanded once, at
+enable, through descriptors: its folder is opened without following any link
+(:func:`caplet._sandbox._resolve.open_no_links`), each further component is
+listed or opened relative to the descriptor before it with ``O_NOFOLLOW``, and
+every match is an ``O_PATH`` descriptor whose inode the grant pins. The jail binds
+those files alone and Landlock rules them alone, exactly as a literal file grant
+(:func:`caplet._sandbox._jail_plan.open_plan` re-opens each pinned path without
+links and refuses an inode other than the one pinned here). What a match must be:
+
+- a regular file: a directory that matches (``evil.csv/``) would bring a tree of
+  names the pattern does not match; a symbolic link is never followed (whoever
+  writes the folder would choose its target); a device, FIFO or socket is no file;
+- a file with one name: a hard link named like a match (``out/x.json`` that is
+  ``~/.bashrc`` under another name) reaches content under names the glob does not
+  match, and a write glob would rewrite it there.
+
+Anything else that matches is left out and the approver is told (``GlobGrant.notes``).
+Names follow the shell (glob(7)): ``*``, ``?`` and ``[...]`` never match ``/``, and a
+leading ``.`` is matched only by a pattern component that starts with ``.``, so
+``*.csv`` does not reach ``.secret.csv``. ``..`` is no entry of a listing
+(getdents' ``.`` and ``..`` are dropped by :func:`os.scandir`), so no pattern
+climbs out of the folder.
+
+A glob binds at most :data:`GLOB_MATCH_CAP` files: each is a mount and a Landlock rule
+at every worker start. More refuses the enable, naming the count and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from caplet._capabilities._model import GLOB_CHARS, FsCapability, glob_folder
+from caplet._errors import CapabilityError
+from caplet._sandbox._resolve import GrantPathError, open_no_links
+
+__all__ = ["GLOB_MATCH_CAP", "GlobGrant", "expand_glob"]
+
+#: The most files one glob capability may bind (each a bind mount and a Landlock rule
+#: made again at every worker start).
+GLOB_MATCH_CAP = 256
+#: How many left-out matches a note names before it counts the rest.
+_NAMED_SKIPS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class GlobGrant:
+    """The files one glob matched at enable: (path, O_PATH descriptor) each, sorted by
+    path, and the sentences for what matched and was left out. The caller closes the
+    descriptors (:meth:`close`)."""
+
+    matches: tuple[tuple[str, int], ...]
+    notes: tuple[str, ...]
+
+    def close(self) -> None:
+        for _, fd in self.matches:
+            os.close(fd)
+
+
+def _has_glob(part: str) -> bool:
+    return any(c in GLOB_CHARS for c in part)
+
+
+def _name_matches(pattern: str, name: str) -> bool:
+    """Shell matching of one component: a leading dot only by a leading dot (glob(7))."""
+    if name.startswith(".") and not pattern.startswith("."):
+        return False
+    return fnmatchcase(name, pattern)
+
+
+def _listing(fd: int, where: str, folder: str) -> list[str]:
+    """The names in the directory ``fd`` (sorted), read through the descriptor."""
+    try:
+        listed = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    except OSError as exc:
+        raise CapabilityError(
+            f"{where}: the folder {folder} cannot be listed to match the glob "
+            f"({exc.strerror}): make it readable for the user caplet runs as"
+        ) from exc
+    try:
+        with os.scandir(listed) as entries:
+            return sorted(entry.name for entry in entries)
+    finally:
+        os.close(listed)
+
+
+class _Walk:
+    """One expansion: the matches found so far, what was left out, and why."""
+
+    def __init__(self, where: str, declared: str) -> None:
+        self.where = where
+        self.declared = declared
+        self.found: list[tuple[str, int]] = []
+        self.count = 0
+        self.skipped: list[str] = []
+
+    def leave_out(self, path: str, why: str) -> None:
+        self.skipped.append(f"{path} ({why})")
+
+    def step(self, fd: int, folder: str, parts: list[str]) -> None:
+        """Match ``parts`` below the directory ``fd`` (whose path is ``folder``)."""
+        part, rest = parts[0], parts[1:]
+        names = (
+            [name for name in _listing(fd, self.where, folder) if _name_matches(part, name)]
+            if _has_glob(part)
+            else [part]
+        )
+        for name in names:
+            path = f"{folder.rstrip('/')}/{name}"
+            try:
+                child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                continue  # a literal component that is not there (or gone since listed)
+            except OSError as exc:
+                self.leave_out(path, f"cannot be opened: {exc.strerror}")
+                continue
+            try:
+                self._take(child, path, rest)
+            except BaseException:
+                os.close(child)
+                raise
+
+    def _take(self, fd: int, path: str, rest: list[str]) -> None:
+        """Keep ``fd`` as a match, descend into it, or close it and say why not."""
+        info = os.fstat(fd)
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
+            self.leave_out(path, "a symbolic link: never followed")
+        elif rest:
+            if stat.S_ISDIR(mode):
+                try:
+                    self.step(fd, path, rest)
+                finally:
+                    os.close(fd)
+                return
+            # A file where the pattern goes on below it: not a match, nothing to say.
+        elif stat.S_ISDIR(mode):
+            self.leave_out(path, "a directory: a glob grants files, name a folder to grant it")
+        elif not stat.S_ISREG(mode):
+            self.leave_out(path, "not a regular file")
+        elif info.st_nlink > 1:
+            self.leave_out(
+                path,
+                f"a file with {info.st_nlink} names (hard links): its content is reachable "
+                "under names the glob does not match",
+            )
+        else:
+            self.count += 1
+            if self.count <= GLOB_MATCH_CAP:
+                self.found.append((path, fd))
+                return
+        os.close(fd)
+
+    def notes(self) -> list[str]:
+        said = [f"{self.declared}: matches {self.count} file(s) now, each granted by itself"]
+        if self.skipped:
+            named = "; ".join(self.skipped[:_NAMED_SKIPS])
+            more = len(self.skipped) - _NAMED_SKIPS
+            tail = f"; and {more} more" if more > 0 else ""
+            said.append(f"{self.declared}: not granted, though its name matches: {named}{tail}")
+        return said
+
+
+def expand_glob(plugin: str, capability: FsCapability) -> GlobGrant:
+    """The files ``capability`` (a resolved glob) matches now, each opened once.
+
+    CapabilityError when its folder cannot be reached without links, a folder on the
+    way cannot be listed, or it matches more than :data:`GLOB_MATCH_CAP` files.
+    """
+    folder = glob_folder(capability.path)
+    assert folder is not None, capability  # the caller passes globs only
+    where = f"plugin {plugin!r}: capability {capability.declared!r} (folder {folder!r})"
+    parts = [part for part in capability.path[len(folder) :].split("/") if part]
+    try:
+        top = open_no_links(folder)
+    except GrantPathError as exc:
+        raise CapabilityError(f"{where}: {exc}") from exc
+    walk = _Walk(where, capability.declared)
+    try:
+        walk.step(top, folder, parts)
+    except BaseException:
+        GlobGrant(tuple(walk.found), ()).close()
+        raise
+    finally:
+        os.close(top)
+    if walk.count > GLOB_MATCH_CAP:
+        GlobGrant(tuple(walk.found), ()).close()
+        raise CapabilityError(
+            f"plugin {plugin!r}: capability {capability.declared!r} matches {walk.count} "
+            f"files, more than the {GLOB_MATCH_CAP} one glob may grant (each file is bound "
+            "and ruled by itself at every worker start); grant the folder itself "
+            f"({capability.kind.value}:{folder}) "
+            "if the plugin needs all of it, or a narrower glob"
+        )
+    return GlobGrant(tuple(walk.found), tuple(walk.notes()))
