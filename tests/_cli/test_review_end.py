@@ -196,7 +196,7 @@ def test_what_each_capability_reaches_never_pushes_the_count_off_the_screen(
     assert outcome - last <= 3, lines[last:outcome]
     # Near miss inside: every folder is still said, and the lint still shown, above it.
     above = "\n".join(lines[:last])
-    assert above.count("-> all of") == 60
+    assert above.count("-> only the files of") == 60
     if command[0] == "call":
         assert "Capability composition" in above
 
@@ -208,7 +208,7 @@ def test_a_few_globs_are_shown_as_before(tmp_path: Path) -> None:
     result = _caplet(tmp_path, "approve", "notes", "--yes")
     assert result.returncode == 0, result.stderr
     assert "in all:" not in result.stdout
-    assert result.stdout.count("-> all of") == 2
+    assert result.stdout.count("-> only the files of") == 2
 
 
 def _write_one_wide(plugins_dir: Path) -> None:
@@ -246,8 +246,8 @@ def test_the_count_names_the_widest_folder_not_the_first(
     last = max(i for i, line in enumerate(lines) if "in all: 61 capabilities" in line)
     summary = " ".join(line.strip() for line in lines[last : last + 3])
     assert (
-        "in all: 61 capabilities: 61 fs.read (widest: /srv/*/notes.md, which reaches all of "
-        "/srv ...)" in summary
+        "in all: 61 capabilities: 61 fs.read (widest: /srv/*/notes.md, which reaches only "
+        "the files of /srv it matches, read-only ...)" in summary
     ), summary
 
 

@@ -129,8 +129,8 @@ def grant_summary(capabilities: Sequence[Capability]) -> str:
 
 
 def _widest(members: Sequence[Capability], kind: str) -> str:
-    """The member a counted kind is named by: the one that reaches furthest up the
-    file tree (a glob by its folder), else the first.
+    """The member a counted kind is named by: the one that starts furthest up the
+    file tree (a glob by its folder, with what it reaches there), else the first.
 
     Named by the first, sixty harmless folders hid ``fs.read:/home/*/.ssh/*`` (all of
     ``/home``) in the middle of the list: the count said "60 fs.read (/srv/notes/a
@@ -142,8 +142,9 @@ def _widest(members: Sequence[Capability], kind: str) -> str:
         return safe_line(members[0].declared.removeprefix(f"{kind}:"))
     widest = min(literal, key=lambda c: c.root.rstrip("/").count("/"))
     shown = safe_line(widest.declared.removeprefix(f"{kind}:"))
-    if (folder := glob_reach(widest)) is not None:
-        shown += f", which reaches all of {listed([folder])}"
+    if (folder := glob_folder(widest.path)) is not None:
+        # what a glob reaches: the files of its folder it matches (glob32)
+        shown += f", which reaches {glob_words(widest.kind, listed([folder]))}"
     if widest is not members[0]:
         shown = f"widest: {shown}"
     return shown
