@@ -187,7 +187,7 @@ def _plan_paths(
         if capability.is_glob:
             # The files the glob matches, each opened once and checked as a literal
             # file grant would be (glob32).
-            expanded = expand_glob(plugin, capability)
+            expanded = expand_glob(plugin, capability, identity)
             notes += expanded.notes
             try:
                 for path, fd in expanded.matches:

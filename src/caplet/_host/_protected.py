@@ -231,6 +231,13 @@ def refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths)
         *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
+    for path, what in _guarded_files(protected):
+        if _same_file(path, inode):
+            raise CapabilityError(
+                f"{where} is writable and is {path}, {what}; a plugin may never write "
+                "caplet's own files: grant files that are not it (a narrower glob, or the "
+                "files by name)"
+            )
     for path, what, nor_inside in guarded:
         chain = inode_chain(path)
         if any((node.device, node.inode) == inode for node in chain):
@@ -243,6 +250,29 @@ def refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths)
                 f"{where} is writable and lies inside {path}, {what}; a plugin may never "
                 "write caplet's own files: grant a directory outside it"
             )
+
+
+def _guarded_files(protected: ProtectedPaths) -> list[tuple[Path, str]]:
+    """caplet's own files that a writable grant must not *be* (attack33): its folder is
+    guarded against being contained only, and a file grant contains nothing, so a write
+    glob (``fs.write:PROJECT/*.toml``) matched the policy file and rewrote the next
+    start's policy, or the lock file and the pins of locked mode."""
+    found = [(protected.lockfile, "the lock file (the pins of locked mode)")]
+    if protected.policy_file is not None:
+        found.append((protected.policy_file, "the policy file (the next start's limits)"))
+    return found
+
+
+def _same_file(path: Path, inode: tuple[int, int]) -> bool:
+    """Whether ``path``, or what it links to, is the file ``inode`` (a hard link too)."""
+    for follow in (False, True):
+        try:
+            info = path.stat(follow_symlinks=follow)
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == inode:
+            return True
+    return False
 
 
 def make_to_hide(where: str, grant: tuple[int, int], states: Sequence[Path]) -> None:
