@@ -7,7 +7,9 @@ then its near miss. docs/security.md, "glob32 attacked (attack33)".
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,3 +124,74 @@ def test_a_root_host_matches_only_what_the_worker_may_list_and_enter(
     assert host.call("reports", "tools.listdir", str(top)) == ["open"]
     notes = " ".join(d.detail for d in host.manager.store.decisions("reports"))
     assert f"{top}/private (a folder the worker may not enter: the worker's uid" in notes
+
+
+_PLANTED = "import os\nos.environ['CAPLET_A33_PLANTED'] = 'ran in the host'\n"
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("glob", ["*.py", "*", "pkg/*.py"])
+def test_a_write_glob_never_rewrites_a_module_of_the_scripts_folder(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    glob: str,
+) -> None:
+    # The script's folder (sys.path[0]) may hold a plugin's data folders, so only a grant
+    # containing it was refused (round 17); a write glob over its files is no folder and
+    # reached the modules the host imports.
+    app = tmp_path / "app"
+    (app / "pkg").mkdir(parents=True)
+    (app / "a33_helpers.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (app / "pkg" / "a33_mod.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (app / "settings.json").write_text("{}", encoding="utf-8")
+    give_to_worker(app)
+    app.chmod(0o755)
+    monkeypatch.setattr(sys, "path", [str(app), *sys.path[1:]])
+    monkeypatch.setenv("CAPLET_A33_PLANTED", "")
+    monkeypatch.delenv("CAPLET_A33_PLANTED")
+    _tool(make_plugin, "writer", f"fs.write:{app}/{glob}")
+    _tool(make_plugin, "near", f"fs.write:{app}/*.json")
+    host.discover()
+    outcome = host.enable("writer", consent=True)
+    module = "pkg.a33_mod" if glob.startswith("pkg") else "a33_helpers"
+    if outcome:  # the attack, where the grant is given
+        path = app / f"{module.replace('.', '/')}.py"
+        assert host.call("writer", "tools.write", str(path), _PLANTED) is True
+        importlib.invalidate_caches()
+        try:
+            importlib.import_module(module)
+        finally:
+            for name in ("a33_helpers", "pkg.a33_mod", "pkg"):
+                sys.modules.pop(name, None)
+        assert "CAPLET_A33_PLANTED" not in os.environ, "the plugin's code ran in the host"
+    assert not outcome
+    assert "is writable and is a Python module below" in outcome.reason
+    assert f"{app}, a folder the host imports Python modules from" in outcome.reason
+    # The near miss: the script folder's data files stay grantable.
+    assert host.enable("near", consent=True)
+    assert host.call("near", "tools.write", f"{app}/settings.json", "[]") is True
+
+
+@pytest.mark.security
+def test_a_write_glob_never_rewrites_the_scripts_cached_bytecode(
+    host: PluginHost,
+    make_plugin: PluginFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = tmp_path / "app"
+    cache = app / "__pycache__"
+    cache.mkdir(parents=True)
+    (cache / "a33_helpers.cpython-312.pyc").write_bytes(b"\0" * 16)
+    give_to_worker(app)
+    app.chmod(0o755)
+    monkeypatch.setattr(sys, "path", [str(app), *sys.path[1:]])
+    _tool(make_plugin, "writer", f"fs.write:{cache}/*")
+    _tool(make_plugin, "folder", f"fs.write:{cache}")
+    host.discover()
+    for name in ("writer", "folder"):
+        outcome = host.enable(name, consent=True)
+        assert not outcome
+        assert f"{cache}, the bytecode cache of {app}" in outcome.reason
