@@ -195,3 +195,20 @@ def test_a_write_glob_never_rewrites_the_scripts_cached_bytecode(
         outcome = host.enable(name, consent=True)
         assert not outcome
         assert f"{cache}, the bytecode cache of {app}" in outcome.reason
+
+
+@pytest.mark.security
+def test_held_a_glob_over_caplets_own_files_is_refused(
+    host: PluginHost, make_plugin: PluginFactory, plugins_dir: Path, state_dir: Path
+) -> None:
+    _tool(make_plugin, "victim", f"fs.read:{plugins_dir}")
+    _tool(make_plugin, "state", f"fs.read:{state_dir}/*.db")
+    _tool(make_plugin, "code", f"fs.write:{plugins_dir}/*/plugin.py")
+    host.discover()
+    assert (state_dir / "caplet.db").is_file()
+    outcome = host.enable("state", consent=True)
+    assert not outcome
+    assert f"(folder '{state_dir}') lies inside caplet's state directory" in outcome.reason
+    outcome = host.enable("code", consent=True)
+    assert not outcome
+    assert "the plugins directory (other plugins' code)" in outcome.reason
