@@ -28,9 +28,9 @@ climbs out of the folder.
 The folders are listed and entered as the *worker* may (attack33): a root host lists
 what its unprivileged workers could not, so a folder the worker may not list (``0711``,
 whose names are the secret) or enter (another user's ``0700`` folder under
-``/srv/*/report``) grants nothing a folder grant would not: the glob's own folder
-refuses the enable (as its folder grant would be refused), one further down is left
-out and said.
+``/srv/*/report``) grants nothing a folder grant would not: a glob whose own folder
+the worker may not list refuses the enable, naming the fix; a folder further down is
+left out and said.
 
 A glob binds at most :data:`GLOB_MATCH_CAP` files: each is a mount and a Landlock rule
 at every worker start. More refuses the enable, naming the count and the fix.
@@ -216,7 +216,7 @@ def expand_glob(plugin: str, capability: FsCapability, identity: WorkerIdentity)
     try:
         problem = walk.worker_may_not(top, listed=True)
         if problem:
-            # As the folder grant would be refused (_grant_check's access check).
+            # Loud, as a folder grant the worker may not search is refused.
             raise CapabilityError(
                 f"{where}: {problem}; a glob is matched as the worker sees its folder, "
                 f"so give the worker read and search access to {folder} (chmod, chown or "
