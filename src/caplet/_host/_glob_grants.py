@@ -25,6 +25,13 @@ leading ``.`` is matched only by a pattern component that starts with ``.``, so
 (getdents' ``.`` and ``..`` are dropped by :func:`os.scandir`), so no pattern
 climbs out of the folder.
 
+The folders are listed and entered as the *worker* may (attack33): a root host lists
+what its unprivileged workers could not, so a folder the worker may not list (``0711``,
+whose names are the secret) or enter (another user's ``0700`` folder under
+``/srv/*/report``) grants nothing a folder grant would not: a glob whose own folder
+the worker may not list refuses the enable, naming the fix; a folder further down is
+left out and said.
+
 A glob binds at most :data:`GLOB_MATCH_CAP` files: each is a mount and a Landlock rule
 at every worker start. More refuses the enable, naming the count and the fix.
 """
@@ -38,7 +45,8 @@ from fnmatch import fnmatchcase
 
 from caplet._capabilities._model import GLOB_CHARS, FsCapability, glob_folder
 from caplet._errors import CapabilityError
-from caplet._sandbox._resolve import GrantPathError, open_no_links
+from caplet._sandbox._identity import WorkerIdentity
+from caplet._sandbox._resolve import GrantPathError, access_problem, open_no_links
 
 __all__ = ["GLOB_MATCH_CAP", "GlobGrant", "expand_glob"]
 
@@ -93,9 +101,11 @@ def _listing(fd: int, where: str, folder: str) -> list[str]:
 class _Walk:
     """One expansion: the matches found so far, what was left out, and why."""
 
-    def __init__(self, where: str, declared: str) -> None:
+    def __init__(self, where: str, declared: str, identity: WorkerIdentity) -> None:
         self.where = where
         self.declared = declared
+        self.identity = identity
+        self.groups = () if identity.privileged else tuple(os.getgroups())
         self.found: list[tuple[str, int]] = []
         self.count = 0
         self.skipped: list[str] = []
@@ -106,9 +116,16 @@ class _Walk:
     def step(self, fd: int, folder: str, parts: list[str]) -> None:
         """Match ``parts`` below the directory ``fd`` (whose path is ``folder``)."""
         part, rest = parts[0], parts[1:]
+        listed = _has_glob(part)
+        problem = self.worker_may_not(fd, listed=listed)
+        if problem:
+            self.leave_out(
+                folder, f"a folder the worker may not {'list' if listed else 'enter'}: {problem}"
+            )
+            return
         names = (
             [name for name in _listing(fd, self.where, folder) if _name_matches(part, name)]
-            if _has_glob(part)
+            if listed
             else [part]
         )
         for name in names:
@@ -125,6 +142,18 @@ class _Walk:
             except BaseException:
                 os.close(child)
                 raise
+
+    def worker_may_not(self, fd: int, *, listed: bool) -> str:
+        """Why the worker could not list (``listed``) or enter the folder ``fd`` ("" if it
+        could): the host matches the glob as the worker sees the folders (attack33)."""
+        return access_problem(
+            fd,
+            self.identity.uid,
+            self.identity.gid,
+            writable=False,
+            groups=self.groups,
+            listing=listed,
+        )
 
     def _take(self, fd: int, path: str, rest: list[str]) -> None:
         """Keep ``fd`` as a match, descend into it, or close it and say why not."""
@@ -167,11 +196,13 @@ class _Walk:
         return said
 
 
-def expand_glob(plugin: str, capability: FsCapability) -> GlobGrant:
-    """The files ``capability`` (a resolved glob) matches now, each opened once.
+def expand_glob(plugin: str, capability: FsCapability, identity: WorkerIdentity) -> GlobGrant:
+    """The files ``capability`` (a resolved glob) matches now, each opened once, as the
+    worker (``identity``) may list and enter the folders on the way.
 
-    CapabilityError when its folder cannot be reached without links, a folder on the
-    way cannot be listed, or it matches more than :data:`GLOB_MATCH_CAP` files.
+    CapabilityError when its folder cannot be reached without links, the worker may not
+    list it, a folder on the way cannot be listed, or it matches more than
+    :data:`GLOB_MATCH_CAP` files.
     """
     folder = glob_folder(capability.path)
     assert folder is not None, capability  # the caller passes globs only
@@ -181,8 +212,16 @@ def expand_glob(plugin: str, capability: FsCapability) -> GlobGrant:
         top = open_no_links(folder)
     except GrantPathError as exc:
         raise CapabilityError(f"{where}: {exc}") from exc
-    walk = _Walk(where, capability.declared)
+    walk = _Walk(where, capability.declared, identity)
     try:
+        problem = walk.worker_may_not(top, listed=True)
+        if problem:
+            # Loud, as a folder grant the worker may not search is refused.
+            raise CapabilityError(
+                f"{where}: {problem}; a glob is matched as the worker sees its folder, "
+                f"so give the worker read and search access to {folder} (chmod, chown or "
+                "an ACL entry), or name the files it needs"
+            )
         walk.step(top, folder, parts)
     except BaseException:
         GlobGrant(tuple(walk.found), ()).close()

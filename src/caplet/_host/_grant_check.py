@@ -185,9 +185,11 @@ def _plan_paths(
     known = _Lookups.now(protected)
     for capability in capabilities:
         if capability.is_glob:
-            # The files the glob matches, each opened once and checked as a literal
-            # file grant would be (glob32).
-            expanded = expand_glob(plugin, capability)
+            # Its folder is no caplet state (attack33: said before the worker's access to
+            # list it), then the files it matches, each opened once and checked as a
+            # literal file grant would be (glob32).
+            _refuse_state_folder(plugin, capability, known)
+            expanded = expand_glob(plugin, capability, identity)
             notes += expanded.notes
             try:
                 for path, fd in expanded.matches:
@@ -228,6 +230,31 @@ def _plan_paths(
         finally:
             os.close(fd)
     return grants, masks, notes
+
+
+def _refuse_state_folder(plugin: str, capability: FsCapability, known: _Lookups) -> None:
+    """A glob's folder that is, or lies in, a caplet state directory is refused as such
+    before it is listed (a root host's worker may not list a private one either, and
+    the fix for that would be the wrong one to give)."""
+    folder = capability.root
+    where = f"plugin {plugin!r}: capability {capability.declared!r} (folder {folder!r})"
+    try:
+        fd = open_no_links(folder)
+    except GrantPathError as exc:
+        raise CapabilityError(f"{where}: {exc}") from exc
+    try:
+        _refuse_state(where, fd, chain_from_fd(fd, folder), known)
+    finally:
+        os.close(fd)
+
+
+def _refuse_state(where: str, fd: int, own: list[Node], known: _Lookups) -> None:
+    """``own`` (the grant ``fd`` and the folders above it) is in no caplet state or store."""
+    protected = known.protected
+    refuse_inside_state(where, own, known.state_chain, protected.state_dir)
+    if protected.store_dir is not None:
+        refuse_inside_state(where, own, known.store_chain, protected.store_dir, "store")
+    refuse_inside_any_state(where, fd, own)
 
 
 def _listings(capability: FsCapability, matches: Sequence[str]) -> list[PathGrant]:

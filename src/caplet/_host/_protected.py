@@ -11,6 +11,7 @@ folder (a bind mount elsewhere) is caught through the mount table.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import stat
 from collections.abc import Sequence
@@ -231,6 +232,16 @@ def refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths)
         *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
         *((Path(path), runtime, True) for path in protected.runtime),
     ]
+    for path, what in _guarded_files(protected):
+        if _same_file(path, inode):
+            raise CapabilityError(
+                f"{where} is writable and is {path}, {what}; a plugin may never write "
+                "caplet's own files: grant files that are not it (a narrower glob, or the "
+                "files by name)"
+            )
+    for path, what, nor_inside in _code_folders(protected):
+        if not nor_inside:  # a grant anywhere inside is refused below
+            _refuse_code_below(where, own, path, what)
     for path, what, nor_inside in guarded:
         chain = inode_chain(path)
         if any((node.device, node.inode) == inode for node in chain):
@@ -243,6 +254,75 @@ def refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths)
                 f"{where} is writable and lies inside {path}, {what}; a plugin may never "
                 "write caplet's own files: grant a directory outside it"
             )
+
+
+def _code_folders(protected: ProtectedPaths) -> list[tuple[Path, str, bool]]:
+    """The folders Python code is imported from, here and in live peers, each with
+    whether a grant inside one is refused outright."""
+    return [
+        *((path, _IMPORTS, inside) for path, inside in protected.imports),
+        *((path, _PEER_CODE, inside) for path, inside in protected.peer_code),
+    ]
+
+
+#: What the import system loads from a folder (importlib.machinery: sources, bytecode,
+#: extension modules).
+_MODULE_SUFFIXES = tuple(importlib.machinery.all_suffixes())
+
+
+def _refuse_code_below(where: str, own: list[Node], folder: Path, what: str) -> None:
+    """A writable grant inside ``folder`` (the script's own folder, ``sys.path[0]``, whose
+    data folders plugins are granted) is no module and no bytecode cache of it.
+
+    attack33: only a grant *containing* the script's folder was refused, and a write glob
+    (``fs.write:/srv/app/*``, a file by name) is no folder: it rewrote ``helpers.py``
+    (or ``pkg/mod.py``, or a ``__pycache__`` file) and the host's next import of it ran
+    the plugin's code outside every sandbox layer.
+    """
+    chain = inode_chain(folder)
+    if not chain:
+        return
+    top = (chain[0].device, chain[0].inode)
+    below = next(
+        (index for index, node in enumerate(own) if (node.device, node.inode) == top), None
+    )
+    if not below:
+        return  # not inside it (or the folder itself: refused as containing it)
+    name = Path(own[0].path).name
+    cache = next((node.path for node in own[:below] if Path(node.path).name == "__pycache__"), None)
+    if cache is not None:
+        raise CapabilityError(
+            f"{where} is writable and lies in {cache}, the bytecode cache of {folder}, {what}; "
+            "bytecode written there runs in the host: grant a folder outside it"
+        )
+    if name.endswith(_MODULE_SUFFIXES):
+        raise CapabilityError(
+            f"{where} is writable and is a Python module below {folder}, {what}; a plugin may "
+            "never write code the host runs: grant its data files or folders, not its modules"
+        )
+
+
+def _guarded_files(protected: ProtectedPaths) -> list[tuple[Path, str]]:
+    """caplet's own files that a writable grant must not *be* (attack33): its folder is
+    guarded against being contained only, and a file grant contains nothing, so a write
+    glob (``fs.write:PROJECT/*.toml``) matched the policy file and rewrote the next
+    start's policy, or the lock file and the pins of locked mode."""
+    found = [(protected.lockfile, "the lock file (the pins of locked mode)")]
+    if protected.policy_file is not None:
+        found.append((protected.policy_file, "the policy file (the next start's limits)"))
+    return found
+
+
+def _same_file(path: Path, inode: tuple[int, int]) -> bool:
+    """Whether ``path``, or what it links to, is the file ``inode`` (a hard link too)."""
+    for follow in (False, True):
+        try:
+            info = path.stat(follow_symlinks=follow)
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == inode:
+            return True
+    return False
 
 
 def make_to_hide(where: str, grant: tuple[int, int], states: Sequence[Path]) -> None:

@@ -229,12 +229,19 @@ def open_pinned(path: str, device: int, inode: int, *, dir_fd: int = AT_FDCWD) -
 
 
 def access_problem(
-    fd: int, uid: int, gid: int, *, writable: bool, groups: tuple[int, ...] = ()
+    fd: int,
+    uid: int,
+    gid: int,
+    *,
+    writable: bool,
+    groups: tuple[int, ...] = (),
+    listing: bool = False,
 ) -> str:
     """ "" when a process with ``uid``, ``gid`` and ``groups`` may use the grant.
 
-    A directory must be searchable (and writable, for a writable grant), a
-    file readable (and writable). Decided from the mode bits and the POSIX
+    A directory must be searchable (and writable, for a writable grant; and
+    readable, ``listing``: a glob's folder the host lists for the worker, attack33),
+    a file readable (and writable). Decided from the mode bits and the POSIX
     access ACL the way the kernel decides (acl(5), "access check algorithm"),
     without forking or switching ids in the host: inside the jail the grant's
     ancestors are caplet's own search-only directories, so only the granted
@@ -243,10 +250,16 @@ def access_problem(
     info = os.fstat(fd)
     is_dir = stat.S_ISDIR(info.st_mode)
     need = (0o3 if writable else 0o1) if is_dir else (0o6 if writable else 0o4)
+    if is_dir and listing:
+        need |= 0o4
     have = _permissions(fd, info, uid, (gid, *groups))
     if have & need == need:
         return ""
-    words = {0o4: "read", 0o2: "write", 0o1: "search" if is_dir else "execute"}
+    words = {
+        0o4: "list" if is_dir else "read",
+        0o2: "write",
+        0o1: "search" if is_dir else "execute",
+    }
     missing = [word for bit, word in words.items() if need & bit and not have & bit]
     kind = "directory" if is_dir else "file"
     return (
