@@ -625,8 +625,8 @@ def test_approve_says_the_count_of_many_capabilities_last(
     count = next(i for i, line in enumerate(lines) if "in all: 21 capabilities" in line)
     done = next(i for i, line in enumerate(lines) if line.startswith("approved: "))
     assert "env.read:AWS_SECRET_ACCESS_KEY; 20 fs.read" in lines[count]
-    assert not any("-> all of" in line for line in lines[count:done]), lines[count:done]
-    assert sum("-> all of" in line for line in lines[:count]) == 20
+    assert not any("-> only the files of" in line for line in lines[count:done]), lines[count:done]
+    assert sum("-> only the files of" in line for line in lines[:count]) == 20
 
 
 def test_approve_uses_the_cached_audit(host: PluginHost) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import re2
 
+from caplet._marks import LongMarkRunError, parse
+
 __all__ = [
     "MAX_LOOP",
     "MAX_VALUE",
@@ -494,8 +496,10 @@ def literal_text(text: str) -> Value | None:
     if len(text) > _MAX_LITERAL:
         return None
     try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        # through the marks' bound, as every parse of a package's text (a long run of
+        # combining marks makes a parse quadratic: the seventeenth session)
+        tree = parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError, LongMarkRunError):
         return None
     body = tree.body
     if isinstance(body, ast.Constant) and isinstance(body.value, str | bytes):
