@@ -37,6 +37,7 @@ A glob is granted as the regular files it matches now, each checked as above
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -183,6 +184,10 @@ def _plan_paths(
     masks: list[str] = []
     notes: list[str] = []
     known = _Lookups.now(protected)
+    # Each grant, a glob's matches and a literal path alike, is checked the same way.
+    check = functools.partial(
+        _checked, plugin, known=known, identity=identity, masks=masks, notes=notes
+    )
     for capability in capabilities:
         if capability.is_glob:
             # Its folder is no caplet state (attack33: said before the worker's access to
@@ -192,19 +197,7 @@ def _plan_paths(
             expanded = expand_glob(plugin, capability, identity)
             notes += expanded.notes
             try:
-                for path, fd in expanded.matches:
-                    grants.append(
-                        _checked(
-                            plugin,
-                            capability,
-                            path,
-                            fd,
-                            known=known,
-                            identity=identity,
-                            masks=masks,
-                            notes=notes,
-                        )
-                    )
+                grants += [check(capability, path, fd) for path, fd in expanded.matches]
             finally:
                 expanded.close()
             grants += _listings(capability, [path for path, _ in expanded.matches])
@@ -215,18 +208,7 @@ def _plan_paths(
         except GrantPathError as exc:
             raise CapabilityError(f"{where}: {exc}") from exc
         try:
-            grants.append(
-                _checked(
-                    plugin,
-                    capability,
-                    capability.root,
-                    fd,
-                    known=known,
-                    identity=identity,
-                    masks=masks,
-                    notes=notes,
-                )
-            )
+            grants.append(check(capability, capability.root, fd))
         finally:
             os.close(fd)
     return grants, masks, notes

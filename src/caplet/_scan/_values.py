@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import re2
 
-from caplet._marks import LongMarkRunError, parse
+from caplet._marks import parse
 
 __all__ = [
     "MAX_LOOP",
@@ -499,7 +499,7 @@ def literal_text(text: str) -> Value | None:
         # through the marks' bound, as every parse of a package's text (a long run of
         # combining marks makes a parse quadratic: the seventeenth session)
         tree = parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError, LongMarkRunError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # LongMarkRunError too
         return None
     body = tree.body
     if isinstance(body, ast.Constant) and isinstance(body.value, str | bytes):
