@@ -25,10 +25,13 @@ def create_functions(config):
         ctx.log.info("saw " + str(payload["id"]))
         return {"seen": payload, "greeting": config["greeting"]}
 
-    return {"main": {"talk": talk, "handle": handle}}
+    def raw(ctx):
+        return {"png": b"\\x89PNG\\r\\n", "parts": [b"", b"ok"]}
+
+    return {"main": {"talk": talk, "handle": handle, "raw": raw}}
 """
 MODULES = (
-    '[modules.main]\nfunctions = ["talk", "handle"]\n'
+    '[modules.main]\nfunctions = ["talk", "handle", "raw"]\n'
     '[hooks."content:afterSave"]\nfunction = "main.handle"\n'
     '[config.greeting]\ntype = "string"\ndefault = "hi"\n'
 )
@@ -130,6 +133,22 @@ def test_ctx_log_lines_are_shown_as_plugin_message_and_q_hides_them(workspace: P
         hidden = caplet(*call, quiet, cwd=workspace)
         assert hidden.returncode == 0, hidden.stderr
         assert "[talker]" not in hidden.stderr
+
+
+def test_a_bytes_result_is_base64_as_the_mcp_server_sends_it(workspace: Path) -> None:
+    """`caplet call --json` wrote bytes as one int per byte, and the table one line per
+    byte; both now carry ``{"base64": ...}``, the MCP server's form."""
+    call = ("call", "--enable", "talker", "main.raw", "--yes", *state(workspace))
+    shown = caplet(*call, "--json", cwd=workspace)
+    assert shown.returncode == 0, shown.stderr
+    assert document(shown)["result"] == {
+        "png": {"base64": "iVBORw0K"},
+        "parts": [{"base64": ""}, {"base64": "b2s="}],
+    }
+    printed = caplet(*call, cwd=workspace)
+    assert printed.returncode == 0, printed.stderr
+    assert '"base64": "iVBORw0K"' in printed.stdout
+    assert len(printed.stdout.splitlines()) < 15
 
 
 def test_emit_takes_k_v_per_enable_and_requires_nothing_else(workspace: Path) -> None:

@@ -9,6 +9,7 @@ rich at all (issue 16: start-up <= 150 ms of CPU).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import math
@@ -43,7 +44,7 @@ JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, 
 
 
 def jsonable(value: object) -> JSONValue:
-    """Convert records (dataclasses, enums, paths, tuples) into JSON values."""
+    """Convert records (dataclasses, enums, paths, tuples, bytes) into JSON values."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -52,6 +53,10 @@ def jsonable(value: object) -> JSONValue:
         return jsonable(value.value)
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        # As the MCP server sends bytes (caplet._mcp._server): a list of one int per
+        # byte was 4-5 characters a byte, and one line a byte in the human output.
+        return {"base64": base64.b64encode(value).decode("ascii")}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
