@@ -35,10 +35,11 @@ left out and said.
 A glob binds at most :data:`GLOB_MATCH_CAP` files: each is a mount and a Landlock rule
 at every worker start. More refuses the enable, naming the cap and the fix, as soon as
 the walk finds one too many (attack34: it went on counting). The walk itself is bounded
-too, by :data:`GLOB_FOLDER_CAP` folders listed or entered: the matches were the only
-bound, so a glob that matches nothing, ``/usr/*/*/*/*/*/*/*/*/none.csv``, walked all of
-``/usr`` at every enable (24 s of the host's CPU here; a home folder or a network mount,
-far more) before it was said to match 0 files.
+too, by :data:`GLOB_FOLDER_CAP` folders listed or entered and :data:`GLOB_NAME_CAP`
+names opened (a ``*`` folder component opens every name of its folder): the matches
+were the only bound, so a glob that matches nothing, ``/usr/*/*/*/*/*/*/*/*/none.csv``,
+walked all of ``/usr`` at every enable (24 s of the host's CPU here; a home folder or a
+network mount, far more) before it was said to match 0 files.
 
 Each descriptor the walk opens has one owner that closes it (attack34: a folder that
 could not be listed was closed twice, the second time a number another thread of the
@@ -47,18 +48,20 @@ host may have opened since, and the listing's error was lost to ``EBADF``).
 
 from __future__ import annotations
 
+import enum
 import errno
 import os
 import stat
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import assert_never
 
 from caplet._capabilities._model import GLOB_CHARS, FsCapability, glob_folder
 from caplet._errors import CapabilityError
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._resolve import GrantPathError, access_problem, open_no_links
 
-__all__ = ["GLOB_FOLDER_CAP", "GLOB_MATCH_CAP", "GlobGrant", "expand_glob"]
+__all__ = ["GLOB_FOLDER_CAP", "GLOB_MATCH_CAP", "GLOB_NAME_CAP", "GlobGrant", "expand_glob"]
 
 #: The most files one glob capability may bind (each a bind mount and a Landlock rule
 #: made again at every worker start).
@@ -66,6 +69,19 @@ GLOB_MATCH_CAP = 256
 #: The most folders one glob's walk may list or enter at an enable (its own folder
 #: included): sixteen folders of a component for each file it may grant.
 GLOB_FOLDER_CAP = 16 * GLOB_MATCH_CAP
+#: The most names one glob's walk may open (each name a component matches is opened
+#: without links and looked at): sixteen for each folder it may walk.
+GLOB_NAME_CAP = 16 * GLOB_FOLDER_CAP
+
+
+class _Cap(enum.Enum):
+    """Which bound a walk stopped at."""
+
+    MATCHES = "matches"
+    FOLDERS = "folders"
+    NAMES = "names"
+
+
 #: How many left-out matches a note names before it counts the rest.
 _NAMED_SKIPS = 5
 
@@ -120,12 +136,11 @@ def _listing(fd: int, where: str, folder: str) -> list[str]:
 
 
 class _TooMuchError(Exception):
-    """The walk stopped: one more match than :data:`GLOB_MATCH_CAP`, or one more folder
-    than :data:`GLOB_FOLDER_CAP` (``folders``)."""
+    """The walk stopped: one more match, folder or name than its cap allows."""
 
-    def __init__(self, *, folders: bool) -> None:
-        super().__init__()
-        self.folders = folders
+    def __init__(self, cap: _Cap) -> None:
+        super().__init__(cap.value)
+        self.cap = cap
 
 
 class _Walk:
@@ -138,6 +153,7 @@ class _Walk:
         self.groups = () if identity.privileged else tuple(os.getgroups())
         self.found: list[tuple[str, int]] = []
         self.folders = 0
+        self.names = 0
         #: The first few left out, named; ``left_out`` counts them all.
         self.skipped: list[str] = []
         self.left_out = 0
@@ -152,7 +168,7 @@ class _Walk:
         caller keeps ``fd``."""
         self.folders += 1
         if self.folders > GLOB_FOLDER_CAP:
-            raise _TooMuchError(folders=True)
+            raise _TooMuchError(_Cap.FOLDERS)
         part, rest = parts[0], parts[1:]
         listed = _has_glob(part)
         problem = self.worker_may_not(fd, listed=listed)
@@ -167,6 +183,9 @@ class _Walk:
             else [part]
         )
         for name in names:
+            self.names += 1
+            if self.names > GLOB_NAME_CAP:
+                raise _TooMuchError(_Cap.NAMES)
             path = f"{folder.rstrip('/')}/{name}"
             try:
                 child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
@@ -220,7 +239,7 @@ class _Walk:
                 "under names the glob does not match",
             )
         elif len(self.found) == GLOB_MATCH_CAP:
-            raise _TooMuchError(folders=False)  # no need to count the rest: it is refused
+            raise _TooMuchError(_Cap.MATCHES)  # no need to count the rest: it is refused
         else:
             self.found.append((path, fd))
             return True
@@ -265,7 +284,7 @@ def expand_glob(plugin: str, capability: FsCapability, identity: WorkerIdentity)
         walk.step(top, folder, parts)
     except _TooMuchError as exc:
         GlobGrant(tuple(walk.found), ()).close()
-        raise CapabilityError(_too_much(plugin, capability, folder, folders=exc.folders)) from None
+        raise CapabilityError(_too_much(plugin, capability, folder, exc.cap)) from None
     except BaseException:
         GlobGrant(tuple(walk.found), ()).close()
         raise
@@ -274,19 +293,28 @@ def expand_glob(plugin: str, capability: FsCapability, identity: WorkerIdentity)
     return GlobGrant(tuple(walk.found), tuple(walk.notes()))
 
 
-def _too_much(plugin: str, capability: FsCapability, folder: str, *, folders: bool) -> str:
-    """Why a glob whose walk stopped at a cap is refused, and the fix."""
+def _too_much(plugin: str, capability: FsCapability, folder: str, cap: _Cap) -> str:
+    """Why a glob whose walk stopped at ``cap`` is refused, and the fix."""
     whole = f"{capability.kind.value}:{folder}"
-    if folders:
-        return (
-            f"plugin {plugin!r}: capability {capability.declared!r} walks more than "
-            f"{GLOB_FOLDER_CAP} folders to find its matches (each is listed or entered at "
-            "every enable); name the folders the files are in (fewer '*' or '?' folder "
-            f"components), or grant the folder itself ({whole}) if the plugin needs all of it"
-        )
-    return (
-        f"plugin {plugin!r}: capability {capability.declared!r} matches more than "
-        f"{GLOB_MATCH_CAP} files, the most one glob may grant (each file is bound and "
-        "ruled by itself at every worker start); grant the folder itself "
-        f"({whole}) if the plugin needs all of it, or a narrower glob"
+    declared = f"plugin {plugin!r}: capability {capability.declared!r}"
+    narrower = (
+        "name the folders the files are in (fewer '*' or '?' folder components), or grant "
+        f"the folder itself ({whole}) if the plugin needs all of it"
     )
+    if cap is _Cap.FOLDERS:
+        return (
+            f"{declared} walks more than {GLOB_FOLDER_CAP} folders to find its matches "
+            f"(each is listed or entered at every enable); {narrower}"
+        )
+    if cap is _Cap.NAMES:
+        return (
+            f"{declared} opens more than {GLOB_NAME_CAP} names to find its matches (each "
+            f"name a component matches, at every enable); {narrower}"
+        )
+    if cap is _Cap.MATCHES:
+        return (
+            f"{declared} matches more than {GLOB_MATCH_CAP} files, the most one glob may "
+            "grant (each file is bound and ruled by itself at every worker start); grant "
+            f"the folder itself ({whole}) if the plugin needs all of it, or a narrower glob"
+        )
+    assert_never(cap)
