@@ -13,7 +13,7 @@ from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command, usage
 from caplet._cli._documents import JSONValue, jsonable
 from caplet._cli._options import Common, Name, YesFlag
-from caplet._cli._safe import plain
+from caplet._cli._safe import ENTRY_MARGIN, plain, print_block
 from caplet._display import safe_line
 from caplet._errors import LockfileError
 from caplet._host._consent import Widening, describe_widening
@@ -235,8 +235,10 @@ def update_command(
         if diff.widens:
             out.say(plain(f"{name}: the new version widens what was approved", "bold"))
             for line in _diff_lines(diff):
-                # The new version's capability strings: its author's text, shown for consent.
-                out.say(plain(line))
+                # The new version's capability strings and agent text: its author's, shown
+                # for consent, whole; a wrapped line never starts where caplet's do.
+                if not out.as_json:
+                    print_block(out.console, plain(line), margin=ENTRY_MARGIN)
         else:
             out.say(
                 plain(

@@ -35,7 +35,7 @@ from caplet._cli._render import (
     risk_text,
     trust_text,
 )
-from caplet._cli._safe import plain
+from caplet._cli._safe import plain, print_entries
 from caplet._display import listed, safe_line
 from caplet._errors import ManifestError
 from caplet._host._agent_text import shown_agent_text
@@ -227,8 +227,8 @@ def _say_agent_text(out: Out, manifest: Manifest, *, whole: bool = False) -> Non
     """What the approval vouches for that the agent reads (hints, descriptions, schemas):
     all of it, each entry whole, where the approval is given (``whole``, steer32)."""
     out.say(plain("  the agent reads (an approval pins it; a change needs consent):"))
-    for line in shown_agent_text(manifest, whole=whole):
-        out.say(plain(f"    {line}"))
+    if not out.as_json:
+        print_entries(out.console, shown_agent_text(manifest, whole=whole))
 
 
 @command("unapprove", common=Common.DIRS)

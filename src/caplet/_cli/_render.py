@@ -26,7 +26,7 @@ from caplet._capabilities._model import (
     glob_words,
 )
 from caplet._cli._documents import jsonable
-from caplet._cli._safe import plain
+from caplet._cli._safe import ENTRY_MARGIN, plain, print_block, print_entries
 from caplet._cli._table import Cell, print_line, print_table
 from caplet._display import listed, safe_line
 from caplet._findings import Finding, Severity
@@ -197,15 +197,15 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
     )
     if request.widening is not None:
         for line in describe_widening(request.widening, whole=True):
-            console.print(plain(f"  changed: {line}", "yellow"))
+            # Whole, and so as long as the plugin's text: wrapped inside (attack34).
+            print_block(console, plain(f"  changed: {line}", "yellow"), margin=ENTRY_MARGIN)
     print_audit(console, request.audit)
     if not request.vouched_text and request.agent_text:
         # No approval vouches for it, and consent puts it before the agent (attack13d).
         # Shown before the grant, never between the grant and the question: it is the
         # plugin's text, and a hundred lines of it pushed the grant off the screen (steer22).
         console.print(plain("  the agent reads (consent puts it before the agent):"))
-        for line in shown_entries(request.agent_text, whole=True):
-            console.print(plain(f"    {line}"))
+        print_entries(console, shown_entries(request.agent_text, whole=True))
     # What the plugin requires and the composition lint (a warning per read and egress
     # pair, as many as the plugin declares) come before the grant, never between it and
     # the question (steer32).

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from caplet._display import DISTINCT_RECORD, safe_line, safe_text
@@ -43,12 +44,14 @@ if TYPE_CHECKING:
 # of CPU, and rich is a tenth of it; tests/_cli/test_app_startup.py).
 
 __all__ = [
+    "ENTRY_MARGIN",
     "MARGIN",
     "TerminalLogHandler",
     "cli_console",
     "guard",
     "plain",
     "print_block",
+    "print_entries",
     "safe_markup",
     "show_plugin_lines",
 ]
@@ -81,27 +84,49 @@ def plain(text: str, style: str = "", *, multiline: bool = False, margin: int = 
     return Text(shown, style=style)
 
 
-def print_block(console: Console, text: Text) -> None:
-    """``text`` wrapped to ``console``, every line after the first at least ``MARGIN`` in.
+def print_block(console: Console, text: Text, *, margin: int = MARGIN) -> None:
+    """``text`` wrapped to ``console``, every line after the first at least ``margin`` in.
 
     rich starts a line it wraps at column 0 and drops the blanks where it
     breaks, so a plugin's exception message "boom", 300 spaces, "approved
     evil: risk LOW" was shown as a line of that text alone under the error,
     whatever the terminal's width (attack20); :func:`plain`'s indent covers
     only the line breaks the text holds. Each wrapped line is indented here.
+    A terminal wraps a line longer than itself at column 0 too, so nothing is
+    printed wider than ``console``.
     """
     from rich.text import Text
 
-    margin = " " * MARGIN
-    lines = text.wrap(console, max(console.width - MARGIN, 20))
+    indent = " " * margin
+    lines = text.wrap(console, max(console.width - margin, 20))
     shown = Text()
     for index, line in enumerate(lines):
         if index:
             shown.append("\n")
-            if not line.plain.startswith(margin):
-                shown.append(margin)
+            if not line.plain.startswith(indent):
+                shown.append(indent)
         shown.append_text(line)
     console.print(shown, soft_wrap=True)
+
+
+#: How far a wrapped line of a plugin's agent text is indented: deeper than every
+#: label of caplet's own on a decision screen (2) and than the entries (4).
+ENTRY_MARGIN = 6
+
+
+def print_entries(console: Console, entries: Iterable[str]) -> None:
+    """Entries of a plugin's agent text, four columns in, each wrapped line
+    :data:`ENTRY_MARGIN` in (attack34).
+
+    Every screen a person decides on shows that text whole (the twenty-first
+    session), so a plugin chose where its words wrapped: a description of 58
+    letters and then "risk: LOW (reviewed by the maintainers)" printed that
+    sentence at column 0 of a line of its own under ``the agent reads``, at any
+    length and as many times as it liked, a screen of caplet's own lines drawn
+    by the plugin. Indented here, no wrapped line starts where caplet's do.
+    """
+    for entry in entries:
+        print_block(console, plain(f"    {entry}"), margin=ENTRY_MARGIN)
 
 
 #: A line break with a line after it (a trailing newline is not indented).

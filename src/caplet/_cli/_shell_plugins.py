@@ -25,7 +25,7 @@ from caplet._cli._render import (
     show_consent,
     trust_text,
 )
-from caplet._cli._safe import plain
+from caplet._cli._safe import plain, print_entries
 from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
 from caplet._display import listed, safe_line
@@ -230,8 +230,7 @@ class PluginFlows:
         # before steer22), then the grant, last, right above the question: the report and
         # the agent text are the plugin's and its model's, as long as they make them.
         self._say("  the agent reads (an approval pins it; a change needs consent):")
-        for line in shown_agent_text(manifest, whole=True):
-            self._say(f"    {line}")
+        print_entries(self.console, shown_agent_text(manifest, whole=True))
         declared = listed(c.declared for c in manifest.capabilities)
         self._say(f"  capabilities: {declared or 'none'}")
         for line in glob_lines(manifest.capabilities):

@@ -33,26 +33,55 @@ the worker may not list refuses the enable, naming the fix; a folder further dow
 left out and said.
 
 A glob binds at most :data:`GLOB_MATCH_CAP` files: each is a mount and a Landlock rule
-at every worker start. More refuses the enable, naming the count and the fix.
+at every worker start. More refuses the enable, naming the cap and the fix, as soon as
+the walk finds one too many (attack34: it went on counting). The walk itself is bounded
+too, by :data:`GLOB_FOLDER_CAP` folders listed or entered and :data:`GLOB_NAME_CAP`
+names opened (a ``*`` folder component opens every name of its folder): the matches
+were the only bound, so a glob that matches nothing, ``/usr/*/*/*/*/*/*/*/*/none.csv``,
+walked all of ``/usr`` at every enable (24 s of the host's CPU here; a home folder or a
+network mount, far more) before it was said to match 0 files.
+
+Each descriptor the walk opens has one owner that closes it (attack34: a folder that
+could not be listed was closed twice, the second time a number another thread of the
+host may have opened since, and the listing's error was lost to ``EBADF``).
 """
 
 from __future__ import annotations
 
+import enum
+import errno
 import os
 import stat
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import assert_never
 
 from caplet._capabilities._model import GLOB_CHARS, FsCapability, glob_folder
 from caplet._errors import CapabilityError
 from caplet._sandbox._identity import WorkerIdentity
 from caplet._sandbox._resolve import GrantPathError, access_problem, open_no_links
 
-__all__ = ["GLOB_MATCH_CAP", "GlobGrant", "expand_glob"]
+__all__ = ["GLOB_FOLDER_CAP", "GLOB_MATCH_CAP", "GLOB_NAME_CAP", "GlobGrant", "expand_glob"]
 
 #: The most files one glob capability may bind (each a bind mount and a Landlock rule
 #: made again at every worker start).
 GLOB_MATCH_CAP = 256
+#: The most folders one glob's walk may list or enter at an enable (its own folder
+#: included): sixteen folders of a component for each file it may grant.
+GLOB_FOLDER_CAP = 16 * GLOB_MATCH_CAP
+#: The most names one glob's walk may open (each name a component matches is opened
+#: without links and looked at): sixteen for each folder it may walk.
+GLOB_NAME_CAP = 16 * GLOB_FOLDER_CAP
+
+
+class _Cap(enum.Enum):
+    """Which bound a walk stopped at."""
+
+    MATCHES = "matches"
+    FOLDERS = "folders"
+    NAMES = "names"
+
+
 #: How many left-out matches a note names before it counts the rest.
 _NAMED_SKIPS = 5
 
@@ -83,19 +112,35 @@ def _name_matches(pattern: str, name: str) -> bool:
 
 
 def _listing(fd: int, where: str, folder: str) -> list[str]:
-    """The names in the directory ``fd`` (sorted), read through the descriptor."""
+    """The names in the directory ``fd`` (sorted), read through the descriptor.
+
+    Any failure is a CapabilityError naming the folder: opening it, or reading it
+    (``os.scandir`` of a descriptor takes a copy of it: EMFILE there too, attack34)."""
     try:
         listed = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            with os.scandir(listed) as entries:
+                return sorted(entry.name for entry in entries)
+        finally:
+            os.close(listed)
     except OSError as exc:
+        fix = (
+            "make it readable for the user caplet runs as"
+            if exc.errno in (errno.EACCES, errno.EPERM)
+            else "try again, or name the files it needs"
+        )
         raise CapabilityError(
             f"{where}: the folder {folder} cannot be listed to match the glob "
-            f"({exc.strerror}): make it readable for the user caplet runs as"
+            f"({exc.strerror}): {fix}"
         ) from exc
-    try:
-        with os.scandir(listed) as entries:
-            return sorted(entry.name for entry in entries)
-    finally:
-        os.close(listed)
+
+
+class _TooMuchError(Exception):
+    """The walk stopped: one more match, folder or name than its cap allows."""
+
+    def __init__(self, cap: _Cap) -> None:
+        super().__init__(cap.value)
+        self.cap = cap
 
 
 class _Walk:
@@ -107,14 +152,23 @@ class _Walk:
         self.identity = identity
         self.groups = () if identity.privileged else tuple(os.getgroups())
         self.found: list[tuple[str, int]] = []
-        self.count = 0
+        self.folders = 0
+        self.names = 0
+        #: The first few left out, named; ``left_out`` counts them all.
         self.skipped: list[str] = []
+        self.left_out = 0
 
     def leave_out(self, path: str, why: str) -> None:
-        self.skipped.append(f"{path} ({why})")
+        self.left_out += 1
+        if len(self.skipped) < _NAMED_SKIPS:
+            self.skipped.append(f"{path} ({why})")
 
     def step(self, fd: int, folder: str, parts: list[str]) -> None:
-        """Match ``parts`` below the directory ``fd`` (whose path is ``folder``)."""
+        """Match ``parts`` below the directory ``fd`` (whose path is ``folder``); the
+        caller keeps ``fd``."""
+        self.folders += 1
+        if self.folders > GLOB_FOLDER_CAP:
+            raise _TooMuchError(_Cap.FOLDERS)
         part, rest = parts[0], parts[1:]
         listed = _has_glob(part)
         problem = self.worker_may_not(fd, listed=listed)
@@ -129,6 +183,9 @@ class _Walk:
             else [part]
         )
         for name in names:
+            self.names += 1
+            if self.names > GLOB_NAME_CAP:
+                raise _TooMuchError(_Cap.NAMES)
             path = f"{folder.rstrip('/')}/{name}"
             try:
                 child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
@@ -137,11 +194,7 @@ class _Walk:
             except OSError as exc:
                 self.leave_out(path, f"cannot be opened: {exc.strerror}")
                 continue
-            try:
-                self._take(child, path, rest)
-            except BaseException:
-                os.close(child)
-                raise
+            self._take(child, path, rest)
 
     def worker_may_not(self, fd: int, *, listed: bool) -> str:
         """Why the worker could not list (``listed``) or enter the folder ``fd`` ("" if it
@@ -156,18 +209,24 @@ class _Walk:
         )
 
     def _take(self, fd: int, path: str, rest: list[str]) -> None:
-        """Keep ``fd`` as a match, descend into it, or close it and say why not."""
+        """Keep ``fd`` as a match, or descend into it, or say why not; ``fd`` is this
+        call's from here on: closed here whatever happens, unless kept."""
+        kept = False
+        try:
+            kept = self._judge(fd, path, rest)
+        finally:
+            if not kept:
+                os.close(fd)
+
+    def _judge(self, fd: int, path: str, rest: list[str]) -> bool:
+        """Whether ``fd`` is kept as a match (after descending into it, or saying why not)."""
         info = os.fstat(fd)
         mode = info.st_mode
         if stat.S_ISLNK(mode):
             self.leave_out(path, "a symbolic link: never followed")
         elif rest:
             if stat.S_ISDIR(mode):
-                try:
-                    self.step(fd, path, rest)
-                finally:
-                    os.close(fd)
-                return
+                self.step(fd, path, rest)
             # A file where the pattern goes on below it: not a match, nothing to say.
         elif stat.S_ISDIR(mode):
             self.leave_out(path, "a directory: a glob grants files, name a folder to grant it")
@@ -179,18 +238,18 @@ class _Walk:
                 f"a file with {info.st_nlink} names (hard links): its content is reachable "
                 "under names the glob does not match",
             )
+        elif len(self.found) == GLOB_MATCH_CAP:
+            raise _TooMuchError(_Cap.MATCHES)  # no need to count the rest: it is refused
         else:
-            self.count += 1
-            if self.count <= GLOB_MATCH_CAP:
-                self.found.append((path, fd))
-                return
-        os.close(fd)
+            self.found.append((path, fd))
+            return True
+        return False
 
     def notes(self) -> list[str]:
-        said = [f"{self.declared}: matches {self.count} file(s) now, each granted by itself"]
+        said = [f"{self.declared}: matches {len(self.found)} file(s) now, each granted by itself"]
         if self.skipped:
-            named = "; ".join(self.skipped[:_NAMED_SKIPS])
-            more = len(self.skipped) - _NAMED_SKIPS
+            named = "; ".join(self.skipped)
+            more = self.left_out - len(self.skipped)
             tail = f"; and {more} more" if more > 0 else ""
             said.append(f"{self.declared}: not granted, though its name matches: {named}{tail}")
         return said
@@ -223,18 +282,39 @@ def expand_glob(plugin: str, capability: FsCapability, identity: WorkerIdentity)
                 "an ACL entry), or name the files it needs"
             )
         walk.step(top, folder, parts)
+    except _TooMuchError as exc:
+        GlobGrant(tuple(walk.found), ()).close()
+        raise CapabilityError(_too_much(plugin, capability, folder, exc.cap)) from None
     except BaseException:
         GlobGrant(tuple(walk.found), ()).close()
         raise
     finally:
         os.close(top)
-    if walk.count > GLOB_MATCH_CAP:
-        GlobGrant(tuple(walk.found), ()).close()
-        raise CapabilityError(
-            f"plugin {plugin!r}: capability {capability.declared!r} matches {walk.count} "
-            f"files, more than the {GLOB_MATCH_CAP} one glob may grant (each file is bound "
-            "and ruled by itself at every worker start); grant the folder itself "
-            f"({capability.kind.value}:{folder}) "
-            "if the plugin needs all of it, or a narrower glob"
-        )
     return GlobGrant(tuple(walk.found), tuple(walk.notes()))
+
+
+def _too_much(plugin: str, capability: FsCapability, folder: str, cap: _Cap) -> str:
+    """Why a glob whose walk stopped at ``cap`` is refused, and the fix."""
+    whole = f"{capability.kind.value}:{folder}"
+    declared = f"plugin {plugin!r}: capability {capability.declared!r}"
+    narrower = (
+        "name the folders the files are in (fewer '*' or '?' folder components), or grant "
+        f"the folder itself ({whole}) if the plugin needs all of it"
+    )
+    if cap is _Cap.FOLDERS:
+        return (
+            f"{declared} walks more than {GLOB_FOLDER_CAP} folders to find its matches "
+            f"(each is listed or entered at every enable); {narrower}"
+        )
+    if cap is _Cap.NAMES:
+        return (
+            f"{declared} opens more than {GLOB_NAME_CAP} names to find its matches (each "
+            f"name a component matches, at every enable); {narrower}"
+        )
+    if cap is _Cap.MATCHES:
+        return (
+            f"{declared} matches more than {GLOB_MATCH_CAP} files, the most one glob may "
+            "grant (each file is bound and ruled by itself at every worker start); grant "
+            f"the folder itself ({whole}) if the plugin needs all of it, or a narrower glob"
+        )
+    assert_never(cap)

@@ -109,6 +109,7 @@ from caplet._sandbox._seccomp_policy import (
     UNBOUNDED_MEMORY,
     UNBOUNDED_MEMORY_REFUSALS,
     WITH_EXEC,
+    WORKER_UMASK_BITS,
 )
 from caplet._syscall import (
     LIBSECCOMP_MIN_VERSION,
@@ -345,6 +346,10 @@ def apply_seccomp(
     program = build_filter(allow_exec=allow_exec, notify=notify, memory_bounded=memory_bounded)
     if not allow_exec:
         wait_with_poll()
+    # The filter refuses a umask without others' write bit, so the worker must start
+    # with it whatever the host's (a service's umask 0 made every file a worker
+    # created writable by every local user: attack34); the rest stays the host's.
+    os.umask(os.umask(0) | WORKER_UMASK_BITS)
     try:
         set_no_new_privs()
         if notify:

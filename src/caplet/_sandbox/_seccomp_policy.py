@@ -63,6 +63,7 @@ __all__ = [
     "UNBOUNDED_MEMORY_REFUSALS",
     "WITHOUT_EXEC",
     "WITH_EXEC",
+    "WORKER_UMASK_BITS",
     "allowlist_names",
 ]
 
@@ -156,7 +157,7 @@ ALLOWED: tuple[Group, ...] = (
         _names(
             """
             stat fstat lstat newfstatat statx statfs fstatfs access faccessat faccessat2
-            readlink readlinkat getdents getdents64 getcwd chdir fchdir umask rmdir
+            readlink readlinkat getdents getdents64 getcwd chdir fchdir rmdir
             unlink unlinkat rename renameat link linkat symlink symlinkat utime utimes
             utimensat futimesat getxattr lgetxattr fgetxattr listxattr llistxattr
             flistxattr getxattrat listxattrat file_getattr inotify_init inotify_init1
@@ -256,9 +257,30 @@ def _changed_modes(arg: int) -> tuple[Rule, ...]:
     bits, and as an unprivileged host the worker owns the folder a ``fs.write``
     grant names, so ``chmod 0o777`` of it let every local user write into the
     user's private folder (attack31). A creating call's mode is not narrowed:
-    ``open(2)`` is given 0o666 by every ``open()`` and the umask clears it.
+    ``open(2)`` is given 0o666 by every ``open()`` and the umask clears it, so
+    the umask must keep that bit (:func:`_kept_umask`).
     """
     return ((Masked(arg, _SETID_BITS | _S_IWOTH, 0),),)
+
+
+def _kept_umask() -> tuple[Rule, ...]:
+    """A ``umask`` that keeps the write bit for others (umask(2): the kernel reads
+    ``mask & 0777``, so the bit is read whatever the argument's upper bits).
+
+    A created file's, folder's or FIFO's mode is the one asked for less the umask
+    (open(2), mkdir(2), mknod(2)), and every honest call asks for others' write bit
+    (``open()`` 0o666, ``os.mkdir`` 0o777): with ``umask(0)`` a worker made a folder
+    every local user may write inside its grant, no ``chmod`` needed (attack34). The
+    worker starts with the bit in its umask (:data:`WORKER_UMASK_BITS`, set by
+    :func:`caplet._sandbox._seccomp.apply_seccomp` before the filter) and may not
+    clear it; ``umask(0)`` to *read* the umask gets EPERM (``/proc/self/status``'s
+    ``Umask:`` line reads it).
+    """
+    return ((Masked(0, _S_IWOTH, _S_IWOTH),),)
+
+
+#: The bits every worker's umask holds from the filter's installation on (attack34).
+WORKER_UMASK_BITS = _S_IWOTH
 
 
 def _node_types(arg: int) -> tuple[Rule, ...]:
@@ -285,6 +307,12 @@ CONDITIONAL: tuple[Conditional, ...] = (
     Conditional("fchmod", _NO_SETID_OR_OTHER_WRITE, _changed_modes(1)),
     Conditional("fchmodat", _NO_SETID_OR_OTHER_WRITE, _changed_modes(2)),
     Conditional("fchmodat2", _NO_SETID_OR_OTHER_WRITE, _changed_modes(2)),
+    Conditional(
+        "umask",
+        "a umask that keeps others' write bit (umask(0) then os.mkdir's 0o777 made a folder "
+        "every local user may write: attack34)",
+        _kept_umask(),
+    ),
     Conditional("mknod", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(1)),
     Conditional("mknodat", f"FIFOs (os.mkfifo) and sockets; {_NO_SETID}", _node_types(2)),
     Conditional(
