@@ -90,6 +90,7 @@ from caplet._sandbox._protocol_encode import (
     encode_ready,
     encode_result,
 )
+from caplet._sandbox._seccomp_policy import WORKER_UMASK_BITS
 
 __all__ = [
     "EXIT_LOAD_FAILED",
@@ -433,6 +434,26 @@ def _access_for_the_worker_uid() -> None:
     os.supports_effective_ids.add(access)
 
 
+def _umask_keeping_others_write() -> None:
+    """Make ``os.umask`` keep the bit seccomp requires instead of failing.
+
+    The filter refuses a ``umask`` that clears others' write bit (attack34), and
+    glibc's ``umask()`` turns that refusal into -1 without errno, so Python raised
+    ``OSError: [Errno 0] Error`` at the common idiom that *reads* the umask,
+    ``old = os.umask(0); os.umask(old)`` (``dbm.dumb``, so ``shelve``; pip). The bit is
+    added here instead: the idiom returns the true old mask and leaves the mask as it
+    was. The wrapper is a convenience, not the defence: a direct system call
+    (ctypes) still meets the filter.
+    """
+    real_umask = os.umask
+
+    @functools.wraps(real_umask)
+    def umask(mask: int, /) -> int:
+        return real_umask(mask | WORKER_UMASK_BITS)
+
+    os.umask = umask
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the worker on the channel whose fd number is ``argv[0]``.
 
@@ -450,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     fd = int(args[0])
     os.environ.clear()
     _access_for_the_worker_uid()
+    _umask_keeping_others_write()
     _close_other_descriptors(*sorted(int(arg) for arg in args))
     sys.dont_write_bytecode = True
     try:
