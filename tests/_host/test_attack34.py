@@ -144,3 +144,16 @@ def test_a_folder_the_walk_cannot_list_is_refused_and_closed_once(tmp_path: Path
     # The near miss: with enough descriptors the same glob is granted.
     assert answers[-1] == "granted", ran.stdout
     assert all(line.endswith("none left open") for line in lines[1::2]), ran.stdout
+
+
+@pytest.mark.security
+def test_a_glob_over_proc_is_refused_not_a_read_grant_like_any_other(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    """attack34's note, closed by the lead: ``fs.read:/proc/*/cmdline`` handed the plugin
+    every host process's command line; each match is refused by its file system."""
+    _reader(make_plugin, "fs.read:/proc/1/cmd*")  # one match: the 256 cap never first
+    host.discover()
+    refused = host.enable("reader", consent=True)
+    assert not refused
+    assert "lies in /proc (a proc file system)" in refused.reason

@@ -22,7 +22,8 @@ from caplet import PluginHost
 from caplet._capabilities._parse import parse_capability
 from caplet._errors import CapletError
 from caplet._host._grant_check import plan_grants
-from caplet._host._protected import ProtectedPaths
+from caplet._host._mirrors import read_mount_table
+from caplet._host._protected import ProtectedPaths, refuse_process_files
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._selftest._grants import VIEWS, host_runtime_paths, named_host_paths
@@ -328,6 +329,40 @@ def test_a_writable_grant_never_lies_in_the_kernels_interfaces(
     refused = host.enable("writer", [f"root={interface}"], consent=True)
     assert not refused
     assert "one of the kernel's interfaces" in refused.reason
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("granted", ["/proc/1/cmdline", "/proc/1", "/proc"])
+def test_no_grant_reads_another_process_through_proc(
+    host: PluginHost, make_plugin: PluginFactory, granted: str
+) -> None:
+    """attack34's note: ``fs.read:/proc/*/cmdline`` read every host process's command
+    line (a password given as an argument), outside the worker's pid namespace."""
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    refused = host.enable("reader", [f"root={granted}"], consent=True)
+    assert not refused
+    assert "lies in /proc (a proc file system): not files but every process's" in refused.reason
+    assert "grant a directory of files instead" in refused.reason
+
+
+def test_proc_mounted_elsewhere_is_refused_by_its_file_system() -> None:
+    """The type of the file system decides, not the path: a proc file system shown at
+    another place (a container's, a bind) is refused the same; the table reads it."""
+    table = read_mount_table()
+    assert table.file_system(os.stat("/proc/self").st_dev) == "proc"
+    assert table.file_system(os.stat("/").st_dev) not in ("proc", "")
+    with pytest.raises(CapletError, match=r"lies in /proc \(a proc file system\)"):
+        refuse_process_files("plugin 'p': capability 'fs.read:/srv/ps'", "/srv/ps", "proc")
+    refuse_process_files("plugin 'p'", "/srv/data", "ext4")
+
+
+def test_near_miss_a_read_grant_of_sys_is_still_granted(
+    host: PluginHost, make_plugin: PluginFactory
+) -> None:
+    _tool(make_plugin, "reader", "fs.read")
+    host.discover()
+    assert host.enable("reader", ["root=/sys/devices/system/cpu"], consent=True)
 
 
 def test_another_caplet_state_directory_is_never_granted(

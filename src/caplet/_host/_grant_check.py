@@ -65,6 +65,7 @@ from caplet._host._protected import (
     refuse_inside_state,
     refuse_kernel_interfaces,
     refuse_mirrors,
+    refuse_process_files,
     refuse_writable_over,
 )
 from caplet._sandbox._grants import PathGrant
@@ -320,6 +321,8 @@ def _checked(
     refuse_mirrors(where, path, protected, writable=writable, table=known.table)
     if writable:
         refuse_kernel_interfaces(where, path)
+    refuse_process_files(where, path, known.table.file_system(info.st_dev))
+    if writable:
         refuse_writable_over(where, own, protected)
     elif directory:
         # Only a folder can contain a state directory to hide (a file contains none).

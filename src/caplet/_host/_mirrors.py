@@ -38,6 +38,7 @@ class _Mount:
     device: str
     root: str
     point: str
+    fstype: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,11 @@ class MountTable:
                 break
         rest = path[len(mount.point.rstrip("/")) :] if mount.point != "/" else path
         return mount.device, os.path.normpath(mount.root.rstrip("/") + "/" + rest.lstrip("/"))
+
+    def file_system(self, device: int) -> str:
+        """The type of the file system ``device`` (an ``st_dev``) is ("" when unknown)."""
+        wanted = f"{os.major(device)}:{os.minor(device)}"
+        return next((m.fstype for m in self.mounts if m.device == wanted), "")
 
     def mirror_below(self, grant: str, protected: str, *, inside_too: bool) -> str:
         """The mount point below ``grant`` that shows ``protected`` (or, with
@@ -88,5 +94,8 @@ def read_mount_table() -> MountTable:
         fields = line.split(" ")
         if len(fields) < 5:
             continue
-        mounts.append(_Mount(fields[2], _unescape(fields[3]), _unescape(fields[4])))
+        # proc(5): optional fields end at a lone '-', then the file system's type.
+        tail = fields.index("-", 6) + 1 if "-" in fields[6:] else len(fields)
+        fstype = _unescape(fields[tail]) if tail < len(fields) else ""
+        mounts.append(_Mount(fields[2], _unescape(fields[3]), _unescape(fields[4]), fstype))
     return MountTable(tuple(mounts))

@@ -33,6 +33,7 @@ __all__ = [
     "refuse_inside_state",
     "refuse_kernel_interfaces",
     "refuse_mirrors",
+    "refuse_process_files",
     "refuse_writable_over",
     "store_directory",
 ]
@@ -197,6 +198,23 @@ def refuse_kernel_interfaces(where: str, path: str) -> None:
                 "(process, device and system settings, cgroup limits), not files: a plugin "
                 "may never write there; grant a directory of files instead"
             )
+
+
+def refuse_process_files(where: str, path: str, fstype: str) -> None:
+    """No grant, read or write, in a proc file system (wherever it is mounted).
+
+    ``/proc/<pid>/cmdline`` of every host process (passwords given as arguments),
+    their mount tables, their maps: not files but other processes' state, outside
+    the worker's pid namespace (attack34: ``fs.read:/proc/*/cmdline``). The worker
+    has a ``/proc`` of its own, for its own processes, without a grant.
+    """
+    if fstype == "proc" or path == "/proc" or path.startswith("/proc/"):
+        raise CapabilityError(
+            f"{where} lies in /proc (a proc file system): not files but every process's "
+            "command line, mounts and memory maps, outside the plugin's own processes; no "
+            "plugin may be granted it (the worker has a /proc of its own for its own "
+            "processes): grant a directory of files instead"
+        )
 
 
 def refuse_writable_over(where: str, own: list[Node], protected: ProtectedPaths) -> None:
