@@ -273,8 +273,9 @@ def _kept_umask() -> tuple[Rule, ...]:
     every local user may write inside its grant, no ``chmod`` needed (attack34). The
     worker starts with the bit in its umask (:data:`WORKER_UMASK_BITS`, set by
     :func:`caplet._sandbox._seccomp.apply_seccomp` before the filter) and may not
-    clear it; ``umask(0)`` to *read* the umask gets EPERM (``/proc/self/status``'s
-    ``Umask:`` line reads it).
+    clear it: the system call gets EPERM, and the worker's ``os.umask`` adds the bit
+    itself so the idiom that *reads* the umask (``os.umask(0)`` then back) works
+    (:func:`caplet._sandbox._worker._umask_keeping_others_write`).
     """
     return ((Masked(0, _S_IWOTH, _S_IWOTH),),)
 
