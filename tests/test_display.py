@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from caplet._display import listed, one_line, safe_line, safe_text, stripped_text
+from caplet._display import BLANK_GLYPHS, listed, one_line, safe_line, safe_text, stripped_text
 
 #: What a hostile description or model summary would hold: CSI erase line and column 1,
 #: OSC 52 (write the clipboard), OSC 0 (window title), CR, a C1 CSI, DEL, bidi override
@@ -57,10 +57,19 @@ def test_the_escaped_set_is_exactly_unicodes_controls_and_format_characters() ->
         if category in ESCAPED_CATEGORIES and not escaped:
             missed.append(f"U+{code:04X}")
         # Unassigned code points (Cn) may be escaped: a later Unicode makes some format.
-        elif escaped and category not in ESCAPED_CATEGORIES | {"Cn"}:
+        elif escaped and category not in ESCAPED_CATEGORIES | {"Cn"} and char not in BLANK_GLYPHS:
             extra.append(f"U+{code:04X} {category}")
     assert missed == []
     assert extra == []
+
+
+@pytest.mark.parametrize("glyph", list(BLANK_GLYPHS))
+def test_a_glyph_that_looks_blank_but_is_no_space_is_escaped(glyph: str) -> None:
+    """attack34's note: U+2800, U+3164, U+115F, U+FFA0 passed ``safe_line`` and padded a
+    line of a plugin's text on the decision screens."""
+    assert not glyph.isspace()
+    assert safe_line(f"a{glyph}b") == f"a\\u{ord(glyph):04x}b"
+    assert stripped_text(f"a{glyph}b") == "ab"
 
 
 def test_stripped_text_deletes_the_same_ascii_controls_by_its_table() -> None:

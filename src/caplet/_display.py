@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from typing import Final
 
 __all__ = [
+    "BLANK_GLYPHS",
     "DISTINCT_RECORD",
     "FORMAT",
     "listed",
@@ -69,10 +70,16 @@ _FORMAT_RANGES: Final = (
 )
 #: One format character (:data:`_FORMAT_RANGES`).
 FORMAT: Final = re.compile(f"[{_FORMAT_RANGES}]")
+#: Letters and symbols that render as nothing or as a blank but are no space, so no
+#: rule for spaces sees them: the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0) and
+#: the Khmer inherent vowels (U+17B4, U+17B5), all Default_Ignorable_Code_Point in
+#: Unicode's DerivedCoreProperties, and the Braille blank (U+2800). Shown escaped, a
+#: plugin's text cannot pad or indent a line with them (attack34's note).
+BLANK_GLYPHS: Final = "\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
 #: Unicode 15.1's Cc, Cf, Cs, Zl and Zp, minus newline and tab (a multi-line text keeps
-#: them; :func:`safe_line` escapes them separately).
+#: them; :func:`safe_line` escapes them separately), and the blank glyphs.
 _UNSAFE: Final = re.compile(
-    f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_FORMAT_RANGES}]"
+    f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_FORMAT_RANGES}{BLANK_GLYPHS}]"
 )
 _UNSAFE_IN_LINE: Final = re.compile(f"{_UNSAFE.pattern[:-1]}\n\t]")
 #: What :data:`_UNSAFE` matches in ASCII, as a table that deletes it.
