@@ -72,6 +72,7 @@ from caplet._host._journal import (
     write_journal,
 )
 from caplet._host._program_reach import default_program_reach, update_changes
+from caplet._host._review_pins import lesser_review, review_of
 from caplet._host._update_check import (
     RefusedError,
     UpdatableHost,
@@ -267,6 +268,13 @@ def _transaction(
     # What the new version's programs bring on this host, resolved once, before the
     # question: shown in it, and what the approval pins (attack22).
     reach = default_program_reach(manifest)
+    # The update's audit of the staged version is static-only: an approval (or a lock
+    # entry) given on a model's audit does not vouch for code no model read (steer33).
+    review = None
+    if current_approval is not None:
+        review = lesser_review(name, current_approval.review, audit)
+    elif manager.locked and old_entry is not None:
+        review = lesser_review(name, old_entry.audit_provider, audit)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],
@@ -284,6 +292,7 @@ def _transaction(
         programs=update_changes(
             current_approval.programs if current_approval is not None else None, reach
         ),
+        review=review,
     )
     report = replace(report, diff=diff)
     consented = False
@@ -333,6 +342,8 @@ def _transaction(
             # nothing when the approval predates the record (red team round 19,
             # attack22).
             programs=None if old_approval.programs is None else reach,
+            # What reviewed the new version: the update's own audit (steer33).
+            review=review_of(audit),
         )
     try:
         new_entry = (
