@@ -12,6 +12,7 @@ lesser review is a widening (`caplet._host._review_pins`).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +22,12 @@ import pytest
 from caplet import PluginHost
 from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
+from caplet._findings import RiskLevel
 from caplet._host._consent import ConsentReason, ConsentRequest
 from caplet._host._loading import LoadingRules
+from caplet._host._policy import Policy
 from caplet._sandbox._sandboxed import SandboxLauncher
-from tests._audit.llm_server import LLMServer, honest, serve
+from tests._audit.llm_server import LLMServer, Reply, honest, serve
 from tests.conftest import PluginFactory
 
 PLAIN = LoadingRules()
@@ -278,3 +281,98 @@ def test_an_update_does_not_carry_a_models_approval_to_a_version_no_model_read(
         approval = host.manager.store.get_approval("notes")
         assert approval is not None
         assert (approval.content_hash, approval.review) == (report.new_digest, "static-only")
+
+
+@pytest.mark.security
+def test_an_approval_that_predates_recorded_reviews_vouches_for_no_new_review(
+    plugins_dir: Path,
+    state_dir: Path,
+    make_plugin: PluginFactory,
+    launcher: SandboxLauncher,
+) -> None:
+    """An approval the migration could not tell the review of (no audit of its content
+    cached, or several models') is held to none: the next version asks once, saying why."""
+    directory = make_plugin("notes")
+    approve(plugins_dir, state_dir, launcher, None)
+    next_version(directory)
+    with PluginHost(
+        plugins_dir, state_dir=state_dir, launcher=launcher, auditor=None, loading=PLAIN
+    ) as host:
+        store = host.manager.store
+        approval = store.get_approval("notes")
+        assert approval is not None
+        store.put_approval(dataclasses.replace(approval, review=None))
+        enabled = host.enable("notes")
+        assert not enabled
+        assert (
+            "was approved before caplet recorded what reviewed an approval (a model or the "
+            "static scanner alone), so it vouches for no other content's review; this content "
+            "was audited static-only: no model read its code; approve it again after review "
+            "(caplet audit notes && caplet approve notes)"
+        ) in enabled.reason
+
+
+@pytest.mark.security
+def test_a_model_that_fails_on_the_new_version_is_no_review(
+    plugins_dir: Path,
+    state_dir: Path,
+    make_plugin: PluginFactory,
+    launcher: SandboxLauncher,
+    llm: LLMServer,
+) -> None:
+    """The model errors on the new version (its retries run out): the audit falls back to
+    static-only, HIGH. Under a policy that lets HIGH through, the raised risk asked already
+    (held on main); it is a lesser review too, and both are said."""
+    directory = make_plugin("notes")
+    provider = model(llm)
+    approve(plugins_dir, state_dir, launcher, provider)
+    next_version(directory)
+    llm.script(*[Reply(status=503) for _ in range(4)])
+    with PluginHost(
+        plugins_dir,
+        state_dir=state_dir,
+        launcher=launcher,
+        auditor=provider,
+        loading=PLAIN,
+        policy=Policy(max_risk_level=RiskLevel.HIGH),
+    ) as host:
+        audit = host.audit("notes")
+        assert audit.fallback_reason
+        assert audit.static_only
+        enabled = host.enable("notes")
+        assert not enabled
+        assert "was approved at risk LOW, is now audited HIGH" in enabled.reason
+        assert "was approved on openai:m's audit, and this content was audited static-only" in (
+            enabled.reason
+        )
+    provider.close()
+
+
+def test_near_miss_an_update_read_by_the_approved_model_carries_the_approval_over(
+    plugins_dir: Path,
+    state_dir: Path,
+    make_plugin: PluginFactory,
+    launcher: SandboxLauncher,
+    llm: LLMServer,
+    tmp_path: Path,
+) -> None:
+    """With the approved model configured, `caplet update` has it read the new version
+    (its audit was static-only: every update of a model-approved plugin would ask)."""
+    make_plugin("notes")
+    provider = model(llm)
+    approve(plugins_dir, state_dir, launcher, provider)
+    staged = tmp_path / "v2" / "notes"
+    staged.parent.mkdir()
+    shutil.copytree(plugins_dir / "notes", staged)
+    next_version(staged)
+    with PluginHost(
+        plugins_dir, state_dir=state_dir, launcher=launcher, auditor=provider, loading=PLAIN
+    ) as host:
+        report = host.update("notes", staged, consent=False)
+        assert report, report.reason
+        assert report.audit is not None
+        assert report.audit.model_id == "openai:m"
+        approval = host.manager.store.get_approval("notes")
+        assert approval is not None
+        assert (approval.content_hash, approval.review) == (report.new_digest, "openai:m")
+    provider.close()

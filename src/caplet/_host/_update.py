@@ -5,17 +5,19 @@ Seed 004's update mechanism, on caplet's trust model:
 1. **stage** the new version (a folder, a wheel, or an installed
    distribution's plugin folder) into ``<plugins>/.caplet-update-<name>/new``,
    copied through the tree walker (no symlinks, no special files) and hashed;
-2. **validate** its manifest (same name), **scan** and **audit** it (static;
-   the audit is cached under the new digest); a danger finding no declared
-   capability covers, or a risk above the policy, refuses the update;
+2. **validate** its manifest (same name), **scan** and **audit** it (with the
+   configured model, else static; the audit is cached under the new digest);
+   a danger finding no declared capability covers, or a risk above the policy,
+   refuses the update;
 3. **diff** it against what was approved (the lock entry, else the approval,
    else the declared ones) and require explicit **consent** for anything
    that widens it (issue 14, :mod:`._consent`): a capability added or
    broadened, a templated capability whose default now reaches further
    (red-team finding 8, :mod:`._defaults`), a plugin added to ``requires``,
    a lower version, a higher audited risk, other text sent to the agent
-   (descriptions, schemas, ``[hints]``: textpin, :mod:`._agent_text`); a
-   re-spelling is not an
+   (descriptions, schemas, ``[hints]``: textpin, :mod:`._agent_text`), a lesser
+   review than the approval's (no model, another one: :mod:`._review_pins`,
+   steer33); a re-spelling is not an
    addition (:mod:`._capdiff`). An
    update of a plugin that is not approved (nor, in locked mode, pinned)
    always needs consent, since its health check runs the new version;
