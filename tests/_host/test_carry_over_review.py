@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 
 from caplet import PluginHost
+from caplet._audit._model import AuditResult, CanaryStatus, Verdict
 from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._findings import RiskLevel
 from caplet._host._consent import ConsentReason, ConsentRequest
 from caplet._host._loading import LoadingRules
 from caplet._host._policy import Policy
+from caplet._host._review_pins import lesser_review, review_of
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._audit.llm_server import LLMServer, Reply, honest, serve
 from tests.conftest import PluginFactory
@@ -376,3 +378,31 @@ def test_near_miss_an_update_read_by_the_approved_model_carries_the_approval_ove
         assert approval is not None
         assert (approval.content_hash, approval.review) == (report.new_digest, "openai:m")
     provider.close()
+
+
+def test_an_audit_no_canary_checked_is_no_models_review() -> None:
+    """An application's own audit (`set_audit_result`) that names a model but checked no
+    canaries proves nothing of that model's reading; a static approval takes any audit."""
+    audit = AuditResult(
+        plugin="notes",
+        content_hash="sha256-" + "1" * 64,
+        risk_level=RiskLevel.LOW,
+        verdict=Verdict.APPROVE,
+        summary="fine",
+        findings=(),
+        provider="openai",
+        model="m",
+    )
+    change = lesser_review("notes", "openai:m", audit)
+    assert change is not None
+    assert change.describe().startswith(
+        "was approved on openai:m's audit, and this content was audited by openai:m "
+        "(no canaries checked); audit it again (caplet audit notes --fresh)"
+    )
+    assert lesser_review("notes", "static-only", audit) is None
+    proven = dataclasses.replace(audit, canary_status=CanaryStatus.OK)
+    assert lesser_review("notes", "openai:m", proven) is None
+    assert review_of(proven) == "openai:m"
+    assert review_of(dataclasses.replace(audit, provider="static-only", model="")) == (
+        "static-only"
+    )
