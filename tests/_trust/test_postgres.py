@@ -20,6 +20,7 @@ import pytest
 
 from caplet._audit._model import STATIC_ONLY
 from caplet._errors import StoreError
+from caplet._trust._codec import audit_to_json
 from caplet._trust._pg_schema import MIGRATIONS, SCHEMA_VERSION
 from caplet._trust._postgres import PostgresStore
 from caplet._trust._problems import ProblemKind
@@ -330,7 +331,7 @@ def test_a_version_4_store_is_migrated_and_its_approvals_read_without_defaults(
     assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]
-    assert SCHEMA_VERSION == 11
+    assert SCHEMA_VERSION == 12
 
 
 def test_a_version_5_store_reads_its_approvals_without_hooks(pg_url: str) -> None:
@@ -668,3 +669,50 @@ def test_a_lock_held_too_long_by_another_node_is_a_clear_error(
 
 def test_retention_deletes_allowed_rows_before_refusals(store: PostgresStore) -> None:
     assert_retention_keeps_refusals(store)
+
+
+def test_a_version_11_store_tells_its_approvals_review_from_the_cached_audits(
+    pg_url: str,
+) -> None:
+    """Schema 12 (steer33) on a store a caplet of schema 11 wrote: each approval's review
+    is told from the audits cached of its content, as on SQLite (one model: that model;
+    a static audit alone: static-only; several models or none: None)."""
+    hashes = {name: "sha256-" + digit * 64 for name, digit in zip("mstn", "1234", strict=True)}
+    cached = {"m": ("", "openai:m"), "s": ("",), "t": ("openai:m", "anthropic:c"), "n": ()}
+    with psycopg.connect(pg_url) as conn:
+        for version in range(4, 12):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement.encode("utf-8"))
+        conn.execute("INSERT INTO caplet.meta (key, value) VALUES ('schema_version', '11')")
+        for name, models in cached.items():
+            conn.execute(
+                "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
+                "risk_level, verdict, version, requires, defaults, hooks, agent_text, location, "
+                "programs) VALUES (%s, %s, '[]', 1.0, 'LOW', 'approve', '1.0.0', '[]', '{}', "
+                "'[]', '[]', '/srv/plugins/x', '[]')",
+                (name, hashes[name]),
+            )
+            for model in models:
+                provider, _, model_name = model.partition(":")
+                made = replace(
+                    audit(hashes[name]),
+                    plugin=name,
+                    provider=provider or STATIC_ONLY,
+                    model=model_name,
+                )
+                conn.execute(
+                    "INSERT INTO caplet.audits (content_hash, model, plugin, created_at, "
+                    "payload) VALUES (%s, %s, %s, 1.0, %s)",
+                    (hashes[name], model, name, audit_to_json(made)),
+                )
+    with PostgresStore(pg_url) as store:
+        reviews = {a.name: a.review for a in store.list_approvals()}
+        assert reviews == {"m": "openai:m", "s": STATIC_ONLY, "t": None, "n": None}
+        old = store.get_approval("s")
+        assert old is not None
+        store.put_approval(replace(old, name="new", review="anthropic:c"))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.review == "anthropic:c"
+        assert store.check() == ()
+    assert sql(pg_url, "SELECT value FROM caplet.meta WHERE key = 'schema_version'") == [("12",)]

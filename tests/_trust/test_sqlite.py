@@ -20,6 +20,7 @@ import pytest
 from caplet._audit._model import AuditResult, Verdict
 from caplet._errors import StoreError
 from caplet._findings import Finding, RiskLevel, Severity
+from caplet._trust._codec import audit_to_json
 from caplet._trust._problems import ProblemKind
 from caplet._trust._sqlite import (
     DB_FILENAME,
@@ -707,7 +708,7 @@ def test_version_6_approvals_open_without_agent_text(state_dir: Path) -> None:
         assert new.agent_text == ("description: d",)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     conn.close()
 
 
@@ -736,7 +737,7 @@ def test_version_7_approvals_open_without_a_location(state_dir: Path) -> None:
         assert new.location == "/srv/plugins/old"
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     conn.close()
 
 
@@ -766,7 +767,7 @@ def test_version_10_approvals_open_without_programs(state_dir: Path) -> None:
         assert new.programs == shown
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     conn.close()
 
 
@@ -830,7 +831,7 @@ def test_version_8_kv_and_quarantine_go_to_the_place_their_approval_records(
             "cause is fixed"
         ) in warnings[1].message
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     conn.close()
 
 
@@ -881,7 +882,7 @@ def test_version_4_approvals_open_without_defaults(state_dir: Path) -> None:
         assert new.defaults == (("root", "/srv/data"),)
         assert store.check() == ()
     conn = raw(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     conn.close()
 
 
@@ -984,3 +985,59 @@ def assert_retention_keeps_refusals(store: TrustStore) -> None:
 
 def test_retention_deletes_allowed_rows_before_refusals(store: SqliteStore) -> None:
     assert_retention_keeps_refusals(store)
+
+
+def test_version_11_approvals_are_told_their_review_from_the_audits_of_their_content(
+    state_dir: Path,
+) -> None:
+    """Schema 12 (steer33): approvals record what reviewed the approved content. A real
+    file written at schema 11 opens, and each approval's review is told from the audits
+    cached of its content: the one model that audited it, static-only when only a static
+    audit is cached; several models' audits or none leave it unrecorded (None: vouching
+    for no other content's review). New approvals record theirs."""
+    hashes = {name: "sha256-" + digit * 64 for name, digit in zip("mstn", "1234", strict=True)}
+    state_dir.mkdir(mode=0o700)
+    path = state_dir / DB_FILENAME
+    conn = raw(path)
+    assert migrate(conn, path, MIGRATIONS[:12]) == 11
+    cached = {
+        "m": ("", "openai:m"),  # a static audit and one model's: the model read it
+        "s": ("",),  # a static audit alone: no model ever read it
+        "t": ("openai:m", "anthropic:c"),  # two models: which one the person read is unknown
+        "n": (),  # no audit cached: unknown
+    }
+    for name, models in cached.items():
+        conn.execute(
+            "INSERT INTO approvals (name, content_hash, capabilities, approved_at, risk_level, "
+            "verdict, version, requires, defaults, hooks, agent_text, location, programs) "
+            "VALUES (?, ?, '[]', 1.0, 'LOW', 'approve', '1.0.0', '[]', '{}', '[]', '[]', "
+            "'/srv/plugins/x', '[]')",
+            (name, hashes[name]),
+        )
+        for model in models:
+            provider, _, model_name = model.partition(":")
+            made = replace(
+                audit(hashes[name]),
+                plugin=name,
+                provider=provider or "static-only",
+                model=model_name,
+            )
+            conn.execute(
+                "INSERT INTO audits (content_hash, model, plugin, created_at, payload) "
+                "VALUES (?, ?, ?, 1.0, ?)",
+                (hashes[name], model, name, audit_to_json(made)),
+            )
+    conn.close()
+    with SqliteStore(state_dir) as store:
+        reviews = {a.name: a.review for a in store.list_approvals()}
+        assert reviews == {"m": "openai:m", "s": "static-only", "t": None, "n": None}
+        old = store.get_approval("s")
+        assert old is not None
+        store.put_approval(replace(old, name="new", review="anthropic:c"))
+        new = store.get_approval("new")
+        assert new is not None
+        assert new.review == "anthropic:c"
+        assert store.check() == ()
+    conn = raw(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+    conn.close()

@@ -39,7 +39,7 @@ def test_fresh_store_is_private(state_dir: Path) -> None:
 def test_fresh_store_schema(state_dir: Path) -> None:
     SqliteStore(state_dir).close()
     conn = raw(state_dir / DB_FILENAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
@@ -54,6 +54,7 @@ from caplet._host._defaults import UNRECORDED, DefaultChange, default_changes
 from caplet._host._hook_pins import hook_changes
 from caplet._host._policy import TrustTier
 from caplet._host._program_reach import program_changes
+from caplet._host._review_pins import ReviewChange, lesser_review
 from caplet._manifest._model import Manifest
 from caplet._trust._source import PluginSource
 from caplet._trust._store import ApprovalRecord, ApprovedDefaults
@@ -96,6 +97,10 @@ class ConsentReason(enum.Enum):
     #: Its approval is in a store only a project's policy file names (a cloned
     #: project's own state database, say), which vouches for nothing (decide14).
     UNVOUCHED_STORE = "unvouched-store"
+    #: It was approved, its content changed and widens nothing, but its audit is less
+    #: of a review than the one the approval was given on: no model, another model, or
+    #: the model's canaries not reported (:mod:`caplet._host._review_pins`, steer33).
+    LESSER_REVIEW = "lesser-review"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +121,9 @@ class Widening:
     the approved plugin was: another plugin of the same name (attack13d);
     ``programs`` how the files a ``proc.exec`` program brings on this host
     (its ``#!`` interpreter, its loader) differ from the approved ones
-    (:mod:`caplet._host._program_reach`, red team round 19).
+    (:mod:`caplet._host._program_reach`, red team round 19); ``review`` how this
+    content's audit is less of a review than the one the approval was given on
+    (:mod:`caplet._host._review_pins`, steer33).
     """
 
     capabilities: CapabilityDiff
@@ -129,11 +136,13 @@ class Widening:
     agent_text: AgentTextChange | None = None
     moved: tuple[str, str] | None = None
     programs: tuple[str, ...] = ()
+    review: ReviewChange | None = None
 
     @property
     def widens(self) -> bool:
         return bool(
-            self.moved
+            self.review is not None
+            or self.moved
             or self.programs
             or self.capabilities.added
             or self.defaults
@@ -151,6 +160,11 @@ class Widening:
         return self.only_unrecorded and self.agent_text is None
 
     @property
+    def only_review(self) -> bool:
+        """True when all it widens is a lesser review than the approval's (steer33)."""
+        return self.review is not None and not replace(self, review=None).widens
+
+    @property
     def only_unrecorded(self) -> bool:
         """True when all it widens is what an older approval did not record (defaults,
         agent text): nothing it is known to widen."""
@@ -159,7 +173,8 @@ class Widening:
             and all(d.unknown == UNRECORDED for d in self.defaults)
             and (self.agent_text is None or self.agent_text.unrecorded)
             and not (
-                self.moved
+                self.review is not None
+                or self.moved
                 or self.programs
                 or self.capabilities.added
                 or self.requires_added
@@ -215,6 +230,7 @@ def widening(
     approved_location: str | None = None,
     location: str | None = None,
     programs: tuple[str, ...] = (),
+    review: ReviewChange | None = None,
 ) -> Widening:
     """What *manifest* asks for beyond what was approved.
 
@@ -229,7 +245,8 @@ def widening(
     none of *manifest*'s is vouched for). *approved_location* is where the
     approved plugin was and *location* where this content is (either ``None``:
     not compared). *programs* are the changes of the programs' files
-    (:func:`caplet._host._program_reach.program_changes`).
+    (:func:`caplet._host._program_reach.program_changes`). *review*: how this content's
+    audit is less of a review than the approval's (:func:`lesser_review`).
     """
     diff = diff_capabilities(approved, manifest.capabilities)
     defaults = default_changes(
@@ -260,6 +277,7 @@ def widening(
     )
     return Widening(
         capabilities=diff,
+        review=review,
         moved=moved,
         programs=programs,
         requires_added=added,
@@ -317,6 +335,10 @@ def widening_since(
         approved_location=approval.location,
         location=location,
         programs=program_changes(approval.programs, programs or ()),
+        # Other content only: the approved content itself was reviewed as approved.
+        review=None
+        if approval.content_hash == audit.content_hash
+        else lesser_review(manifest.name, approval.review, audit),
     )
 
 
@@ -355,6 +377,8 @@ def consent_need(
         if change.agent_text is not None:
             return ConsentReason.UNKNOWN_AGENT_TEXT, change
         return ConsentReason.UNKNOWN_DEFAULTS, change
+    if change.only_review:
+        return ConsentReason.LESSER_REVIEW, change
     if change.widens:
         return ConsentReason.WIDENED, change
     return None
@@ -390,6 +414,8 @@ def describe_widening(change: Widening, *, whole: bool = False) -> list[str]:
         lines.append(f"was approved at risk {old_risk.value}, is now audited {new_risk.value}")
     if change.agent_text is not None:
         lines += change.agent_text.describe(whole=whole)
+    if change.review is not None:
+        lines.append(change.review.describe())
     return lines
 
 
@@ -483,6 +509,12 @@ def why_consent(
             f"plugin {name!r} changed since {since} (now {content_hash}), and that approval "
             "predates caplet recording the defaults of templated capabilities, so it cannot "
             "vouch for what they reach by default: " + "; ".join(describe_widening(change))
+        )
+    if reason is ConsentReason.LESSER_REVIEW:
+        return (
+            f"plugin {name!r} changed since {since} (now {content_hash}) and widens nothing, "
+            "but its audit is less of a review than the one that approval was given on: it "
+            + "; ".join(describe_widening(change))
         )
     if approval.content_hash == content_hash:
         # The approved content itself: what changed is on the host (a program's #!

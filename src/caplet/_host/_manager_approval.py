@@ -29,6 +29,7 @@ from caplet._host._program_reach import default_program_reach, program_changes
 from caplet._host._records import (
     Outcome,
 )
+from caplet._host._review_pins import review_of
 from caplet._manifest._model import Manifest
 from caplet._trust._source import SourceKind
 from caplet._trust._store import ApprovalRecord
@@ -117,6 +118,8 @@ class ManagerApproval(ManagerDiscover):
                 location=record.location,
                 # What each program brings on this host, as `caplet approve` showed it.
                 programs=reach,
+                # What read it: a new version carries this over only on as much (steer33).
+                review=review_of(audit),
             )
         )
         self._log(name, "approve", record.content_hash, True, f"risk {audit.risk_level.value}")

@@ -5,17 +5,19 @@ Seed 004's update mechanism, on caplet's trust model:
 1. **stage** the new version (a folder, a wheel, or an installed
    distribution's plugin folder) into ``<plugins>/.caplet-update-<name>/new``,
    copied through the tree walker (no symlinks, no special files) and hashed;
-2. **validate** its manifest (same name), **scan** and **audit** it (static;
-   the audit is cached under the new digest); a danger finding no declared
-   capability covers, or a risk above the policy, refuses the update;
+2. **validate** its manifest (same name), **scan** and **audit** it (with the
+   configured model, else static; the audit is cached under the new digest);
+   a danger finding no declared capability covers, or a risk above the policy,
+   refuses the update;
 3. **diff** it against what was approved (the lock entry, else the approval,
    else the declared ones) and require explicit **consent** for anything
    that widens it (issue 14, :mod:`._consent`): a capability added or
    broadened, a templated capability whose default now reaches further
    (red-team finding 8, :mod:`._defaults`), a plugin added to ``requires``,
    a lower version, a higher audited risk, other text sent to the agent
-   (descriptions, schemas, ``[hints]``: textpin, :mod:`._agent_text`); a
-   re-spelling is not an
+   (descriptions, schemas, ``[hints]``: textpin, :mod:`._agent_text`), a lesser
+   review than the approval's (no model, another one: :mod:`._review_pins`,
+   steer33); a re-spelling is not an
    addition (:mod:`._capdiff`). An
    update of a plugin that is not approved (nor, in locked mode, pinned)
    always needs consent, since its health check runs the new version;
@@ -72,6 +74,7 @@ from caplet._host._journal import (
     write_journal,
 )
 from caplet._host._program_reach import default_program_reach, update_changes
+from caplet._host._review_pins import lesser_review, review_of
 from caplet._host._update_check import (
     RefusedError,
     UpdatableHost,
@@ -267,6 +270,13 @@ def _transaction(
     # What the new version's programs bring on this host, resolved once, before the
     # question: shown in it, and what the approval pins (attack22).
     reach = default_program_reach(manifest)
+    # The update's audit of the staged version is static-only: an approval (or a lock
+    # entry) given on a model's audit does not vouch for code no model read (steer33).
+    review = None
+    if current_approval is not None:
+        review = lesser_review(name, current_approval.review, audit)
+    elif manager.locked and old_entry is not None:
+        review = lesser_review(name, old_entry.audit_provider, audit)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],
@@ -284,6 +294,7 @@ def _transaction(
         programs=update_changes(
             current_approval.programs if current_approval is not None else None, reach
         ),
+        review=review,
     )
     report = replace(report, diff=diff)
     consented = False
@@ -333,6 +344,8 @@ def _transaction(
             # nothing when the approval predates the record (red team round 19,
             # attack22).
             programs=None if old_approval.programs is None else reach,
+            # What reviewed the new version: the update's own audit (steer33).
+            review=review_of(audit),
         )
     try:
         new_entry = (

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from caplet._atomic import NotRegularFileError, read_regular
+from caplet._audit._deep import deep_audit
 from caplet._audit._model import AuditResult
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
@@ -167,7 +168,8 @@ def defaults_before(
 
 
 def check_staged(host: UpdatableHost, name: str, staged: Path) -> tuple[Manifest, str, AuditResult]:
-    """Validate, hash, scan and audit the staged version; refuse what enable would refuse."""
+    """Validate, hash, scan and audit the staged version (with the configured model, when
+    there is one); refuse what enable would refuse."""
     manifest = load_manifest(staged, allow_broad=host.policy.allow_broad_paths)
     if manifest.name != name:
         raise RefusedError(
@@ -180,6 +182,14 @@ def check_staged(host: UpdatableHost, name: str, staged: Path) -> tuple[Manifest
         name, digest, report, lint_composition(manifest.capabilities), now=time.time()
     )
     host.manager.store.put_audit(audit)
+    auditor = host.manager.auditor
+    if auditor is not None:
+        # The configured model reads the new version, as an enable would: an approval
+        # given on its audit carries over only on as much review (steer33), and a
+        # static-only audit here asked every update of such a plugin for consent.
+        audit = deep_audit(auditor, staged, digest, manifest=manifest, static=audit)
+        if not audit.fallback_reason:  # a failed model is never cached
+            host.manager.store.put_audit(audit)
     dangers = [f for f in audit.findings if f.severity is Severity.DANGER and not f.covered]
     if dangers:
         shown = "; ".join(f"{f.rule_id} {f.message} ({f.file}:{f.line})" for f in dangers[:3])

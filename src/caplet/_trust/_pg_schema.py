@@ -35,8 +35,10 @@ from caplet._errors import StoreError
 from caplet._numbers import LATEST_INSTANT
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    APPROVAL_COLUMNS,
     DECISION_PROBLEM,
     LEGACY_PLACES,
+    REVIEW_MIGRATION,
     BadRowError,
     RowSource,
     approval_from_row,
@@ -192,6 +194,12 @@ MIGRATIONS: Mapping[int, tuple[str, ...]] = {
     # 11: the files each proc.exec program of an approval brought on the approving host
     # (red team round 19; SQLite's version 11). NULL in older rows: compared with nothing.
     11: ("ALTER TABLE caplet.approvals ADD COLUMN programs TEXT",),
+    # 12: what reviewed an approval's content, a model or the static scanner alone
+    # (steer33; SQLite's version 12, told from the cached audits the same way).
+    12: (
+        "ALTER TABLE caplet.approvals ADD COLUMN review TEXT",
+        REVIEW_MIGRATION.format(audits="caplet.audits", approvals="caplet.approvals"),
+    ),
 }
 
 #: The version this caplet writes and understands.
@@ -216,6 +224,7 @@ EXPECTED_COLUMNS: Mapping[str, frozenset[str]] = {
             "agent_text",
             "location",
             "programs",
+            "review",
         }
     ),
     "audits": frozenset({"content_hash", "model", "plugin", "created_at", "payload"}),
@@ -364,8 +373,7 @@ def check_records(
             problems.append(exc.problem)
 
     for row in conn.execute(
-        "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        "requires, defaults, hooks, agent_text, location, programs FROM caplet.approvals "
+        f"SELECT {APPROVAL_COLUMNS} FROM caplet.approvals "  # noqa: S608
         'ORDER BY name COLLATE "C"'
     ).fetchall():
         decoded(approval_from_row, row)

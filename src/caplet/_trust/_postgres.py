@@ -57,6 +57,7 @@ from caplet._trust._pg_schema import KV_ROW_BYTES, check_records, check_structur
 from caplet._trust._pg_url import parse_address
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    APPROVAL_COLUMNS,
     PRUNE_ORDER,
     RowSource,
     approval_from_row,
@@ -93,14 +94,9 @@ _KV_USAGE = (
     "AND location = %(location)s AND key = %(key)s)"
 )
 
-_SELECT_APPROVAL = (
-    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location, programs FROM caplet.approvals "
-    "WHERE name = %s"
-)
+_SELECT_APPROVAL = f"SELECT {APPROVAL_COLUMNS} FROM caplet.approvals WHERE name = %s"  # noqa: S608
 _SELECT_APPROVALS = (
-    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location, programs FROM caplet.approvals "
+    f"SELECT {APPROVAL_COLUMNS} FROM caplet.approvals "  # noqa: S608
     'ORDER BY name COLLATE "C"'
 )
 
@@ -167,16 +163,16 @@ class PostgresStore:
         self._db.run(
             f"writing the approval of {record.name!r}",
             lambda conn: conn.execute(
-                "INSERT INTO caplet.approvals (name, content_hash, capabilities, approved_at, "
-                "risk_level, verdict, version, requires, defaults, hooks, agent_text, location, "
-                "programs) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                f"INSERT INTO caplet.approvals ({APPROVAL_COLUMNS}) "  # noqa: S608
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (name) DO UPDATE SET "
                 "content_hash = EXCLUDED.content_hash, capabilities = EXCLUDED.capabilities, "
                 "approved_at = EXCLUDED.approved_at, risk_level = EXCLUDED.risk_level, "
                 "verdict = EXCLUDED.verdict, version = EXCLUDED.version, "
                 "requires = EXCLUDED.requires, defaults = EXCLUDED.defaults, "
                 "hooks = EXCLUDED.hooks, agent_text = EXCLUDED.agent_text, "
-                "location = EXCLUDED.location, programs = EXCLUDED.programs",
+                "location = EXCLUDED.location, programs = EXCLUDED.programs, "
+                "review = EXCLUDED.review",
                 approval_params(record),
             ),
             write=True,

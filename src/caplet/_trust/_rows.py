@@ -33,6 +33,7 @@ __all__ = [
     "DECISION_PROBLEM",
     "LEGACY_PLACES",
     "PRUNE_ORDER",
+    "REVIEW_MIGRATION",
     "BadRowError",
     "RowSource",
     "approval_from_row",
@@ -62,7 +63,26 @@ DECISION_PROBLEM = "a column holds a value of the wrong type, or a time caplet d
 #: The approval columns in the order :func:`approval_from_row` reads them.
 APPROVAL_COLUMNS = (
     "name, content_hash, capabilities, approved_at, risk_level, verdict, version, requires, "
-    "defaults, hooks, agent_text, location, programs"
+    "defaults, hooks, agent_text, location, programs, review"
+)
+
+
+#: How schema 12 tells an older approval's review from the audits cached of its content
+#: (the same statement on SQLite and PostgreSQL; ``{audits}``, ``{approvals}``: the
+#: tables' names). A model's audit names its model (``provider:model``), a static one
+#: ``''``; exactly one model: that model (an approval given on a static audit the
+#: operator chose beside it is then held to the model, the stricter answer); no model
+#: and a static audit: static-only; else NULL.
+REVIEW_MIGRATION = (
+    "UPDATE {approvals} SET review = CASE "
+    "WHEN (SELECT count(DISTINCT model) FROM {audits} "
+    "WHERE content_hash = {approvals}.content_hash AND model <> '') = 1 "
+    "THEN (SELECT min(model) FROM {audits} "
+    "WHERE content_hash = {approvals}.content_hash AND model <> '') "
+    "WHEN (SELECT count(DISTINCT model) FROM {audits} "
+    "WHERE content_hash = {approvals}.content_hash AND model <> '') = 0 "
+    "AND EXISTS (SELECT 1 FROM {audits} WHERE content_hash = {approvals}.content_hash "
+    "AND model = '') THEN 'static-only' ELSE NULL END"
 )
 
 
@@ -108,6 +128,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
     """An approval from the columns of :data:`APPROVAL_COLUMNS`."""
     name, content_hash, capabilities_json, approved_at, risk_level, verdict, version = row[:7]
     requires_json, defaults_json, hooks_json, agent_text_json, location, programs_json = row[7:13]
+    review = row[13]
     fix = f"re-approve it (caplet unapprove {name} && caplet approve {name})"
     try:
         capabilities = json.loads(capabilities_json)  # type: ignore[arg-type]
@@ -137,6 +158,8 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         raise source.bad_row("approvals", name, "version is not text", fix)
     if location is not None and not isinstance(location, str):
         raise source.bad_row("approvals", name, "location is not text", fix)
+    if review is not None and not isinstance(review, str):
+        raise source.bad_row("approvals", name, "review is not text", fix)
     requires = _names(source, name, "requires", requires_json, fix)
     hooks = _names(source, name, "hooks", hooks_json, fix)
     agent_text = _names(source, name, "agent_text", agent_text_json, fix)
@@ -161,6 +184,7 @@ def approval_from_row(source: RowSource, row: Sequence[object]) -> ApprovalRecor
         agent_text=agent_text,
         location=location,
         programs=programs,
+        review=review,
     )
 
 
@@ -219,6 +243,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
         None if record.agent_text is None else json.dumps(list(record.agent_text)),
         record.location,
         None if record.programs is None else json.dumps(list(record.programs)),
+        record.review,
     )
 
 

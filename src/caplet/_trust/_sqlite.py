@@ -37,6 +37,7 @@ from caplet._trust._codec import audit_to_json
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    APPROVAL_COLUMNS,
     PRUNE_ORDER,
     RowSource,
     approval_from_row,
@@ -75,14 +76,8 @@ BUSY_TIMEOUT_S = 10.0
 
 
 #: The statements reading approvals: the columns in the order ``approval_from_row`` reads them.
-_SELECT_APPROVAL = (
-    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location, programs FROM approvals WHERE name = ?"
-)
-_SELECT_APPROVALS = (
-    "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-    "requires, defaults, hooks, agent_text, location, programs FROM approvals ORDER BY name"
-)
+_SELECT_APPROVAL = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE name = ?"  # noqa: S608
+_SELECT_APPROVALS = f"SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY name"  # noqa: S608
 
 #: A plugin's kv usage (keys, bytes; from ``kv_usage``, schema 10) and what the entry a
 #: write replaces counts (NULL when there is none): two primary-key lookups, whatever the
@@ -134,9 +129,8 @@ class SqliteStore(SqliteFile):
         """Insert or replace the approval of ``record.name``."""
         with self._writing(f"writing the approval of {record.name!r}") as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO approvals (name, content_hash, capabilities, "
-                "approved_at, risk_level, verdict, version, requires, defaults, hooks, agent_text, "
-                "location, programs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO approvals ({APPROVAL_COLUMNS}) "  # noqa: S608
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 approval_params(record),
             )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from caplet._numbers import LATEST_INSTANT
 from caplet._trust._problems import ProblemKind, StateProblem
 from caplet._trust._rows import (
+    APPROVAL_COLUMNS,
     DECISION_PROBLEM,
     LEGACY_PLACES,
     BadRowError,
@@ -121,8 +122,7 @@ def _check_records(conn: sqlite3.Connection, rows: RowSource) -> list[StateProbl
             problems.append(exc.problem)
 
     for row in conn.execute(
-        "SELECT name, content_hash, capabilities, approved_at, risk_level, verdict, version, "
-        "requires, defaults, hooks, agent_text, location, programs FROM approvals ORDER BY name"
+        f"SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY name"  # noqa: S608
     ).fetchall():
         decoded(approval_from_row, row)
     for content_hash, model, plugin, payload in conn.execute(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from caplet._atomic import write_step
 from caplet._errors import StoreError
+from caplet._trust._rows import REVIEW_MIGRATION
 
 __all__ = [
     "APPLICATION_ID",
@@ -221,6 +222,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # since needs fresh consent (red team round 19). NULL in older rows: compared with
     # nothing, as before.
     ("ALTER TABLE approvals ADD COLUMN programs TEXT",),
+    # 12: an approval records what reviewed the approved content (a model, or the static
+    # scanner alone), so a new version audited static-only does not carry over an
+    # approval a model's audit was given on (steer33). Older rows are told from the
+    # audits the store cached of their content (an audit is never deleted, and every
+    # model's audit is cached): the one model that audited it, or static-only when only
+    # a static audit of it is cached. Several models, or no audit: NULL, which vouches
+    # for no other content's review (consent once, or approve again).
+    (
+        "ALTER TABLE approvals ADD COLUMN review TEXT",
+        REVIEW_MIGRATION.format(audits="audits", approvals="approvals"),
+    ),
 )
 
 #: The version this caplet writes and understands.

@@ -98,6 +98,15 @@ class ApprovalRecord:
     now finds elsewhere) brings a program nobody was shown, and needs fresh
     consent (red team round 19). ``None``: an approval recorded before caplet
     kept them (schema 11), compared with nothing.
+
+    ``review`` is what read the approved content, as its audit says: the model's
+    ``"<provider>:<model>"`` (:attr:`AuditResult.model_id`) when a model's answer went
+    into it, else :data:`~caplet._audit._model.STATIC_ONLY`. A later content carries
+    the approval over only when its own audit is at least that review
+    (:mod:`caplet._host._review_pins`, steer33): a model's approval does not vouch for
+    code no model read. ``None``: recorded before caplet kept it (schema 12) and not
+    told by the migration (no audit of that content, or several models' audits), which
+    vouches for no other content's review.
     """
 
     name: str
@@ -113,6 +122,7 @@ class ApprovalRecord:
     agent_text: tuple[str, ...] | None = None
     location: str | None = None
     programs: tuple[str, ...] | None = None
+    review: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
