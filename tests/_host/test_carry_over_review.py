@@ -406,3 +406,39 @@ def test_an_audit_no_canary_checked_is_no_models_review() -> None:
     assert review_of(dataclasses.replace(audit, provider="static-only", model="")) == (
         "static-only"
     )
+
+
+@pytest.mark.security
+def test_a_new_version_the_model_cannot_read_whole_is_refused_not_raised(
+    plugins_dir: Path,
+    state_dir: Path,
+    make_plugin: PluginFactory,
+    launcher: SandboxLauncher,
+    llm: LLMServer,
+) -> None:
+    """steer33's note: a new version grown past the model's prompt budget made
+    ``enable`` raise PromptTooLargeError (naming the run directory's snapshot), where
+    every other refusal is an Outcome; an application enabling plugins in a loop stopped
+    there. It is refused, naming the plugin and the ways out."""
+    directory = make_plugin("notes")
+    llm.script(honest())
+    approve(plugins_dir, state_dir, launcher, model(llm))
+    source = directory / "plugin.py"
+    source.write_text(source.read_text() + "# the next version's padding\n" * 3000)
+    small = OpenAIProvider(
+        ProviderSettings(
+            kind=ProviderKind.OPENAI, model="m", base_url=llm.url, max_prompt_chars=20_000
+        )
+    )
+    with PluginHost(
+        plugins_dir, state_dir=state_dir, launcher=launcher, auditor=small, loading=PLAIN
+    ) as host:
+        refused = host.enable("notes")
+        assert not refused
+        assert "plugin 'notes': its files exceed" in refused.reason
+        assert "more than the model's prompt budget allows (CAPLET_LLM_MAX_PROMPT_CHARS)" in (
+            refused.reason
+        )
+        assert "or audit it static-only (unset CAPLET_LLM_PROVIDER)" in refused.reason
+        assert "snapshot-" not in refused.reason
+        assert not host.manager.require_plugin("notes").enabled

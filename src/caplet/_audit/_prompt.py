@@ -152,6 +152,14 @@ def new_nonce(rng: random.Random | None = None) -> str:
     return f"{rng.getrandbits(64):016x}"
 
 
+#: How a plugin too big for the model's prompt is audited after all (both refusals).
+_BUDGET_FIX = (
+    "CAPLET_LLM_MAX_PROMPT_CHARS); caplet never truncates plugin source: raise the budget "
+    "if the model's context window allows it, split the plugin, or audit it static-only "
+    "(unset CAPLET_LLM_PROVIDER)"
+)
+
+
 def read_plugin_files(root: Path, *, max_bytes: int) -> tuple[PluginFile, ...]:
     """Every regular file under ``root``, sorted by relative POSIX path.
 
@@ -174,9 +182,9 @@ def read_plugin_files(root: Path, *, max_bytes: int) -> tuple[PluginFile, ...]:
                 total += st.st_size
                 if total > max_bytes:
                     raise PromptTooLargeError(
-                        f"plugin at {root}: its files exceed {max_bytes} bytes before "
-                        f"{relative!r}, more than the prompt budget allows; caplet never "
-                        "truncates plugin source",
+                        f"plugin {root.name!r}: its files exceed {max_bytes} bytes before "
+                        f"{relative!r}, more than the model's prompt budget allows "
+                        f"({_BUDGET_FIX}",
                         size=total,
                         budget=max_bytes,
                     )
@@ -415,9 +423,7 @@ def build_prompt(
     if prompt.size > max_chars:
         raise PromptTooLargeError(
             f"plugin {manifest.name!r} needs an audit prompt of {prompt.size} characters, more "
-            f"than the model's budget of {max_chars} (CAPLET_LLM_MAX_PROMPT_CHARS); caplet never "
-            "truncates plugin source: raise the budget if the model's context window allows "
-            "it, split the plugin, or audit it static-only (unset CAPLET_LLM_PROVIDER)",
+            f"than the model's budget of {max_chars} ({_BUDGET_FIX}",
             size=prompt.size,
             budget=max_chars,
         )

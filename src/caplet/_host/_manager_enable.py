@@ -29,6 +29,7 @@ from caplet._errors import (
     ConfigError,
     ManifestError,
     PolicyError,
+    PromptTooLargeError,
     StoreError,
 )
 from caplet._findings import RiskLevel, Severity
@@ -182,7 +183,9 @@ class ManagerEnable(ManagerApproval, ManagerConfig):
                     "",
                     rehash=False,
                 )
-            except AuditConfigError as exc:
+            except (AuditConfigError, PromptTooLargeError) as exc:
+                # The model cannot read this content: refused (no review is no consent),
+                # an Outcome like every other refusal, never an exception out of enable.
                 return self._refuse(name, "enable", str(exc))
         else:
             audit = record.audit
