@@ -232,7 +232,14 @@ class CallLabels:
                     for stmt in cls.body:
                         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                             values = _returned_values(stmt)
-                            for entry in ((name, stmt.name), ("", stmt.name)):
+                            # self.m(...) is any class's m: only a getter of the object's
+                            # own state (no parameter but self) is followed; a method given
+                            # arguments returns what its callers hand it, a guess too wide
+                            # (setuptools' PackageIndex, meson's wrap: benign corpus, blind33)
+                            entries = [(name, stmt.name)]
+                            if _getter(stmt):
+                                entries.append(("", stmt.name))
+                            for entry in entries:
                                 kept = index.setdefault(entry, [])
                                 kept += values[: MAX_CANDIDATES - len(kept)]
         key = "" if owner.id in {"self", "cls"} else owner.id
@@ -314,3 +321,9 @@ def _returned_values(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.exp
         elif not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             stack.extend(ast.iter_child_nodes(item))
     return found
+
+
+def _getter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether ``fn`` takes nothing but its object (``def _text(self)``)."""
+    a = fn.args
+    return len(a.posonlyargs) + len(a.args) <= 1 and not (a.vararg or a.kwarg or a.kwonlyargs)
