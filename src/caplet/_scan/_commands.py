@@ -108,6 +108,10 @@ class Commands:
     def interpreter(self, element: ast.AST, word: str | None) -> bool:
         if "sys.executable" in self._flow.resolve(element):
             return True
+        if word is None:
+            # os.path.join(os.path.dirname(sys.executable), "pythonw.exe"): a path whose
+            # last literal piece names an interpreter (blind33)
+            word = self._flow.path_text(element)
         name = PurePosixPath(word.replace("\\", "/")).name.lower() if word else ""
         return _interpreter_name(name)
 
@@ -203,7 +207,23 @@ class Commands:
             ):
                 node = node.args[0]
                 continue
+            returned = self._returned_names(node)
+            if returned:
+                return returned
             return frozenset({ast.dump(node)})
+
+    def _returned_names(self, node: ast.AST) -> frozenset[str]:
+        """``_fetch()``, a function of this file whose every return is a name (``return
+        dst``): the path is known by those names (blind33: a download's path returned,
+        then started through ``multiprocessing.Process(target=os.startfile, ...)``)."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            return frozenset()
+        if node.func.id not in self._flow.bindings.defined:
+            return frozenset()
+        returned = self._flow.returned_by(node.func.id)[:8]
+        if not returned or not all(isinstance(r, ast.Name) for r in returned):
+            return frozenset()
+        return frozenset(r.id for r in returned if isinstance(r, ast.Name))
 
     def words(self, command: ast.expr) -> list[str] | None:
         """The command's words when its text is known (a list, or a string split like a shell)."""

@@ -90,6 +90,8 @@ class Flow(Evaluator, ExactMemo, CallLabels):
         self._peer: PeerInput | None = None
         self._passed: dict[int, dict[str, list[ast.expr]]] | None = None
         self._returned: dict[str, list[ast.expr]] = {}
+        #: What the methods of this file's classes return, by (class or "", method name).
+        self._method_index: dict[tuple[str, str], list[ast.expr]] | None = None
         #: The file's shell texts split into words, each once, within a budget.
         self.shell = ShellSplitter()
         self._indicated: dict[str, tuple[Indicator, ...]] = {}
@@ -350,6 +352,10 @@ class Flow(Evaluator, ExactMemo, CallLabels):
                         stack.extend(ast.iter_child_nodes(item))
             self._returned[name] = cached
         return cached
+
+    def returned_by(self, name: str) -> list[ast.expr]:
+        """The values the functions of this file named ``name`` return (bounded)."""
+        return self._returns(name)
 
     def path_text(self, node: ast.AST) -> str | None:
         """The literal pieces of a path expression joined (``Path.home() / ".ssh" / "id_rsa"``)."""

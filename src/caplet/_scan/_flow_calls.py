@@ -47,7 +47,7 @@ from caplet._scan._sources import (
     SDK_CREDENTIAL_READERS,
     Source,
 )
-from caplet._scan._syntax import Bindings
+from caplet._scan._syntax import MAX_CANDIDATES, Bindings
 from caplet._scan._values import Value
 
 __all__ = ["CallLabels"]
@@ -57,6 +57,7 @@ class CallLabels:
     """What a call's value carries (see the module's text)."""
 
     bindings: Bindings
+    _method_index: dict[tuple[str, str], list[ast.expr]] | None
 
     def resolve(self, node: ast.AST, depth: int = 0) -> tuple[str, ...]:
         raise NotImplementedError
@@ -209,7 +210,40 @@ class CallLabels:
         if isinstance(func, ast.Name) and func.id in self.bindings.defined:
             # a function of this file: its result carries what it returns
             out |= self._union(self._returns(func.id), depth)
+        elif isinstance(func, ast.Attribute):
+            # self._text(), cls.run(s), Decoder.run(s): a method of this file's classes
+            # returns what its body returns (blind33: a blob decoded in a method, exec'd)
+            out |= self._union(self._method_returns(func), depth)
         return frozenset(out)
+
+    def _method_returns(self, func: ast.Attribute) -> list[ast.expr]:
+        """What the methods named ``func.attr`` return: of the class ``func.value`` names,
+        or of any class of the file for ``self``/``cls`` (the class a method is in is not
+        tracked; a method of that name in another class of the file is the same guess).
+        Indexed once per file: ``self.x()`` calls are many."""
+        owner = func.value
+        if not isinstance(owner, ast.Name):
+            return []
+        index = self._method_index
+        if index is None:
+            index = self._method_index = {}
+            for name, found in self.bindings.classes.items():
+                for cls in found[:MAX_CANDIDATES]:
+                    for stmt in cls.body:
+                        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                            values = _returned_values(stmt)
+                            # self.m(...) is any class's m: only a getter of the object's
+                            # own state (no parameter but self) is followed; a method given
+                            # arguments returns what its callers hand it, a guess too wide
+                            # (setuptools' PackageIndex, meson's wrap: benign corpus, blind33)
+                            entries = [(name, stmt.name)]
+                            if _getter(stmt):
+                                entries.append(("", stmt.name))
+                            for entry in entries:
+                                kept = index.setdefault(entry, [])
+                                kept += values[: MAX_CANDIDATES - len(kept)]
+        key = "" if owner.id in {"self", "cls"} else owner.id
+        return index.get((key, func.attr), [])
 
     def _prints_download(self, command: ast.expr) -> bool:
         """A command list (or its literal string) that runs a downloader printing what it
@@ -272,3 +306,24 @@ class CallLabels:
     def _literal_first(self, node: ast.Call) -> bool:
         """The call's first argument is a value of this file's literals."""
         return bool(node.args) and isinstance(self.evaluate(node.args[0]), str | bytes)
+
+
+def _returned_values(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+    """The values ``fn``'s own ``return`` statements give (nested functions left out; bounded)."""
+    found: list[ast.expr] = []
+    stack: list[ast.AST] = list(fn.body)
+    budget = 2000
+    while stack and budget:
+        budget -= 1
+        item = stack.pop()
+        if isinstance(item, ast.Return) and item.value is not None:
+            found.append(item.value)
+        elif not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            stack.extend(ast.iter_child_nodes(item))
+    return found
+
+
+def _getter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether ``fn`` takes nothing but its object (``def _text(self)``)."""
+    a = fn.args
+    return len(a.posonlyargs) + len(a.args) <= 1 and not (a.vararg or a.kwarg or a.kwonlyargs)

@@ -15,11 +15,42 @@ from caplet._scan._sources import (
     RUNS_FILE,
 )
 
-__all__ = ["BUILTIN_OWNERS", "hides_name", "worth_hiding"]
+__all__ = ["BUILTIN_OWNERS", "HIDDEN_RUNNER_NAMES", "hides_name", "worth_hiding"]
 
 
 #: Builtins' namespaces: a lookup in one by a computed name hides what is called.
 BUILTIN_OWNERS = frozenset({"builtins", "builtins.__dict__"})
+
+
+#: The names of code and process runners (os, subprocess, pty, builtins) that a lookup on
+#: an owner the resolver cannot name still hides when they are spelled in pieces
+#: (``getattr(import_module(name[::-1]), "Po" + "pen")``, blind33). ``run``, ``call`` and
+#: ``compile`` are every library's method names, left out.
+HIDDEN_RUNNER_NAMES = frozenset(
+    {
+        "system",
+        "popen",
+        "Popen",
+        "check_output",
+        "check_call",
+        "getoutput",
+        "getstatusoutput",
+        "startfile",
+        "posix_spawn",
+        "posix_spawnp",
+        "spawnv",
+        "spawnve",
+        "spawnl",
+        "spawnle",
+        "execv",
+        "execve",
+        "execvp",
+        "execl",
+        "exec",
+        "eval",
+        "__import__",
+    }
+)
 
 
 #: Modules whose names and functions are worth hiding besides those with rules of their

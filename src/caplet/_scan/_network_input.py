@@ -200,8 +200,23 @@ def bot_handler_params(
             for a in n.args
             if isinstance(a, ast.Name)
         }
+        # class Bot(discord.Client): async def on_message(self, message): the framework
+        # calls a subclass's on_* methods with what its users send, undecorated (blind33)
+        overridden = {
+            id(stmt)
+            for found in bindings.classes.values()
+            for cls in found[:MAX_CANDIDATES]
+            if any(
+                name.split(".", 1)[0] in frameworks
+                for base in cls.bases[:MAX_CANDIDATES]
+                for name in resolve(base)
+            )
+            for stmt in cls.body
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+            and stmt.name.startswith("on_")
+        }
         for fn in bindings.functions:
-            if fn.decorator_list or fn.name in registered:
+            if fn.decorator_list or fn.name in registered or id(fn) in overridden:
                 a = fn.args
                 params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
                 params += [p for p in (a.vararg, a.kwarg) if p is not None]

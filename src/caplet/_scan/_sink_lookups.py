@@ -14,7 +14,12 @@ from caplet._scan._filescan import FileScan
 from caplet._scan._flow import Flow
 from caplet._scan._lookup_arguments import own_literals, spread_arguments
 from caplet._scan._lookup_forms import partial_lookup
-from caplet._scan._lookup_hidden import BUILTIN_OWNERS, hides_name, worth_hiding
+from caplet._scan._lookup_hidden import (
+    BUILTIN_OWNERS,
+    HIDDEN_RUNNER_NAMES,
+    hides_name,
+    worth_hiding,
+)
 from caplet._scan._rules import API_RULES, DYNAMIC_IMPORTERS, MODULE_RULES
 from caplet._scan._sink_carried import CarriedNames
 from caplet._scan._sink_namespaces import NamespaceSinks
@@ -317,7 +322,10 @@ class LookupSinks(NamespaceSinks, CarriedNames, WalkedNames):
                 )
             else:
                 spaces = ("builtins",) if builtin_owner else owners
-                picked = self.picked(name, spaces, worth_hiding) if watched else None
+                # a pick out of a listing counts whatever the owner: the test keeps a name
+                # worth hiding (``os.system``) only when one is kept (blind33: ``os`` is no
+                # watched module, and ``[getattr(os, n) for n in dir(os) if ...][0]`` was clean)
+                picked = self.picked(name, spaces, worth_hiding)
                 how = "picked from a listing by a test"
                 if picked is None and watched:
                     picked = self.table_entry(name, spaces, worth_hiding)
@@ -335,6 +343,9 @@ class LookupSinks(NamespaceSinks, CarriedNames, WalkedNames):
             builtin_owner
             or (watched and not attr.isupper() and not flow.plain(name))
             or any(worth_hiding(f"{o}.{attr}") for o in owners)
+            # getattr(<a module imported by a computed name>, "Po" + "pen"): an owner the
+            # resolver cannot name, and a runner's name spelled in pieces (blind33)
+            or (not owners and attr in HIDDEN_RUNNER_NAMES and not flow.plain(name))
         ):
             self._scan.emit(
                 "CPL-THR-003",

@@ -231,6 +231,9 @@ DECODER_TOKENS: Final = (
     + _LISTED_INTEGERS
     # a MIME part decoded by the email package (blind32)
     + r"|\.\s*get_payload\s*\([^)\n]*\bdecode\s*=\s*(?:True|1)\b"
+    # bytes(int(t, 8) for t in text.split()): text of numbers in a base, built into
+    # bytes or code points (blind33: an octal command the whole-file pass evaluated)
+    + r"|\b(?:bytes|bytearray|chr)\s*\(\s*\[?\s*int\s*\("
 )
 #: Every process call the rules know (CPL-PROC-001), however it is spelled: ``from os
 #: import system as s`` has no call ``system(`` in its text.
