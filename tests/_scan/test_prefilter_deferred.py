@@ -245,3 +245,23 @@ def test_located_after_a_check_is_located_without_one(deferring: Prefilter) -> N
                     unchecked, 400, aliases=aliases
                 )
     assert late_asked == {False, True}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import requests\nrequests.post(u, json=dict(os.\uff45nviron))  # caf\u00e9\n",
+        "import requests  # na\u00efve\nrequests.post(u, json=dict(os.environ))\n",
+        "import socket\nfor k in os.environ: print(k, '\u00e9')\n",
+        "x = '\u0301' * 40 + 'e\u0301'\nimport requests; requests.post(u, data=os.environ)\n",
+        "ascii only: import requests; requests.post(u, data=os.environ)\n",
+    ],
+)
+def test_the_deferred_sides_read_through_a_checks_folding_are_a_fresh_reads(text: str) -> None:
+    # completes reads the deferred set through the NFKC folding its check remembered
+    # (speed33): the same indices as folding and matching the text again
+    check = _prefilter.prefilter()
+    check.check(text)
+    check._recalled(text)
+    assert check._late_found(text) == check._found(text, check._late)
+    assert check._late_found(text)  # each text holds a deferred side

