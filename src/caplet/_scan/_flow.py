@@ -31,7 +31,7 @@ import ast
 from collections.abc import Iterable
 
 from caplet._scan._evaluate import Evaluator
-from caplet._scan._flow_calls import CallLabels
+from caplet._scan._flow_calls import CallLabels, returned_values
 from caplet._scan._flow_memo import ExactMemo
 from caplet._scan._indicators import Indicator, indicator_set
 from caplet._scan._network_input import (
@@ -341,15 +341,7 @@ class Flow(Evaluator, ExactMemo, CallLabels):
         if cached is None:
             cached = []
             for fn in self.bindings.named(name):
-                stack: list[ast.AST] = list(fn.body)
-                budget = 2000
-                while stack and budget:
-                    budget -= 1
-                    item = stack.pop()
-                    if isinstance(item, ast.Return) and item.value is not None:
-                        cached.append(item.value)
-                    elif not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                        stack.extend(ast.iter_child_nodes(item))
+                cached.extend(returned_values(fn))
             self._returned[name] = cached
         return cached
 

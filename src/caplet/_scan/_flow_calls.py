@@ -50,7 +50,7 @@ from caplet._scan._sources import (
 from caplet._scan._syntax import MAX_CANDIDATES, Bindings
 from caplet._scan._values import Value
 
-__all__ = ["CallLabels"]
+__all__ = ["CallLabels", "returned_values"]
 
 
 class CallLabels:
@@ -231,7 +231,7 @@ class CallLabels:
                 for cls in found[:MAX_CANDIDATES]:
                     for stmt in cls.body:
                         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                            values = _returned_values(stmt)
+                            values = returned_values(stmt)
                             # self.m(...) is any class's m: only a getter of the object's
                             # own state (no parameter but self) is followed; a method given
                             # arguments returns what its callers hand it, a guess too wide
@@ -308,7 +308,7 @@ class CallLabels:
         return bool(node.args) and isinstance(self.evaluate(node.args[0]), str | bytes)
 
 
-def _returned_values(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+def returned_values(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
     """The values ``fn``'s own ``return`` statements give (nested functions left out; bounded)."""
     found: list[ast.expr] = []
     stack: list[ast.AST] = list(fn.body)
