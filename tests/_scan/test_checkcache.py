@@ -189,14 +189,15 @@ def test_the_probe_sees_each_blind_set(blind: str, monkeypatch: pytest.MonkeyPat
     assert not engine_answers()
 
 
-@pytest.mark.parametrize("part", [0, 1, 2])
+@pytest.mark.parametrize("part", range(5))
 def test_the_probe_sees_either_prefilter_set_blind(
     part: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the prefilter is three RE2 sets (solo patterns, the pairs' two halves, speed16): each
-    # is probed on its own, a half of the pairs that the probe's words miss by its sentinel
+    # the prefilter is five RE2 sets (the solo patterns in two, the pairs' in three,
+    # speed33): each is probed on its own, a part that the probe's words miss by its
+    # sentinel
     parts = prefilter()._set.parts
-    assert len(parts) == 3
+    assert len(parts) == 5
     blinded = list(parts)
     blinded[part] = (parts[part][0], BlindSet())
     monkeypatch.setattr(prefilter()._set, "parts", blinded)
