@@ -401,6 +401,14 @@ _PAIRS: Final[tuple[tuple[str, ...], ...]] = (
     # network input outside the network modules (asyncio's streams, an asyncio protocol)
     # beside a process or code sink: a C2 loop running what the peer sends
     (NETWORK_INPUT_TOKENS, _SINK),
+    # -- blind35 -------------------------------------------------------------------------
+    # a folder put on sys.path beside a file named as a module that is written: the
+    # module written there runs at its import (Sinks's sys.path run)
+    (
+        r"\bsys\s*\.\s*path\s*\.\s*(?:insert|append)\s*\(",
+        r"\.(?:pyw?|pyc|so|pyd)['\"]",
+        r"\.\s*write(?:_bytes|_text|lines)?\s*\(",
+    ),
 )
 #: A network program in a command that is run (``Sinks.process``: reconnaissance sent by
 #: ping, nslookup, curl) is an egress too, for every conjunction above whose egress is

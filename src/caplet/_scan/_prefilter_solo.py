@@ -34,7 +34,7 @@ PREFILTER_PATTERNS: Final[tuple[str, ...]] = (
     # credential folders spelled as path pieces: os.path.join(home, ".aws", ...)
     r"['\"]\.(?:aws|ssh|kube|docker|gnupg)['\"]",
     # executable memory (shellcode loaders), pip run from code
-    r"\b(?:PROT_EXEC|VirtualAlloc(?:Ex)?|VirtualProtect(?:Ex)?|PAGE_EXECUTE_READWRITE)\b",
+    r"\b(?:PROT_EXEC|VirtualAlloc(?:Ex)?|VirtualProtect(?:Ex)?|PAGE_EXECUTE_READWRITE|mprotect)\b",
     # a PowerShell command hidden in base64 (decoded and read by the command rules)
     r"(?i)['\"]-(?:EncodedCommand|enc|ec)['\"\s]",
     r"\bpip\s*\.\s*main\b|\bpip\._internal\b[^\n]*\bmain\b|\bfrom\s+pip\s+import\b[^\n]*\bmain\b",

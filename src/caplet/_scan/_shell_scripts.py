@@ -96,7 +96,7 @@ _NAMED_SCRIPT = re.compile(
 )
 #: A literal naming such a script, in a Python source.
 _STARTED_LITERAL = re.compile(
-    r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js|csproj|proj|targets|go|reg))['"]""",
+    r"""['"]([^'"\n]{0,200}\.(?:sh|bash|ps1|bat|cmd|vbs|js|csproj|proj|targets|go|reg|rb|pl|php))['"]""",
     re.IGNORECASE,
 )
 #: What starts a process or a file in Python source (its words, as code spells them).
@@ -146,7 +146,11 @@ def script_payload(text: str, suffix: str) -> tuple[int, str] | None:
     if suffix in MSBUILD_SUFFIXES:
         return msbuild_payload(text)  # an inline task MSBuild compiles and runs (blind18)
     if suffix in FOREIGN_SUFFIXES:
-        return foreign_payload(text, suffix)  # Go run from source, a registry file (blind32)
+        found = foreign_payload(text, suffix)  # Go run from source, a registry file (blind32)
+        if found is not None or suffix in {".go", ".reg"}:
+            return found
+        # a Ruby, Perl or PHP script without a connection of its own: a download piped
+        # to a shell in its text is still one (blind35)
     if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(text):
         for number, line in enumerate(text.split("\n"), start=1):
             if IndicatorKind.DOWNLOAD_EXEC in indicator_set().kinds(line):

@@ -209,23 +209,29 @@ class CommandSinks(StageSinks):
 
     def _stdin_sources(self, node: ast.Call) -> list[ast.expr]:
         """What a process is given on its standard input: ``input=``, ``.communicate(x)``,
-        ``.stdin.write(x)`` on the name the process is bound to."""
+        ``.stdin.write(x)`` on the name the process is bound to, ``.write(x)`` on a pipe
+        ``os.popen`` opened."""
         found = [k.value for k in node.keywords if k.arg == "input"]
         handle = self._handle_of(node)
         if handle is None:
             return found
+        # os.popen("/bin/sh", "w"): the file object is the shell's standard input, so its
+        # own write is the script (blind35, b35-ds-popen-write-mode-gzip)
+        piped = "os.popen" in self._flow.resolve(node.func)
         for n in self._flow.calls():
             if not isinstance(n.func, ast.Attribute):
                 continue
             owner = n.func.value
             if n.func.attr == "communicate" and isinstance(owner, ast.Name) and owner.id == handle:
                 found.extend([*n.args[:1], *(k.value for k in n.keywords if k.arg == "input")])
-            elif (
-                n.func.attr in {"write", "writelines"}
-                and isinstance(owner, ast.Attribute)
-                and owner.attr == "stdin"
-                and isinstance(owner.value, ast.Name)
-                and owner.value.id == handle
+            elif n.func.attr in {"write", "writelines"} and (
+                (
+                    isinstance(owner, ast.Attribute)
+                    and owner.attr == "stdin"
+                    and isinstance(owner.value, ast.Name)
+                    and owner.value.id == handle
+                )
+                or (piped and isinstance(owner, ast.Name) and owner.id == handle)
             ):
                 found.extend(n.args[:1])
         return found[:8]

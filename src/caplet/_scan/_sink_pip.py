@@ -117,6 +117,28 @@ class PipSinks:
             for e in exprs
         )
 
+    def _loaded_installs(self, node: ast.Call) -> bool:
+        """In an install script, a callable got at run time (the result of a call:
+        ``ep.load()(...)`` for the ``console_scripts`` entry point named "pip", or a name
+        bound to one) given pip's own arguments for installing another package
+        (``["install", URL]``): pip run without its name in the code (blind35,
+        b35-cn-entry-points-pip-load). ``["install", "--help"]`` or ``["install", "."]``
+        installs nothing else."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            bound = self._flow.bindings.assigned.get(func.id, ())
+            func = bound[0] if len(bound) == 1 else func
+        if not (self._scan.installer and isinstance(func, ast.Call) and node.args):
+            return False
+        value = self._flow.evaluate(node.args[0])
+        return (
+            isinstance(value, list)
+            and bool(value)
+            and value[0] == "install"
+            and all(isinstance(w, str) for w in value)
+            and installs_other(["pip", *(w for w in value if isinstance(w, str))])
+        )
+
     def _install_args(self, exprs: list[ast.expr]) -> bool:
         """Any of ``exprs`` is (or names) a list with ``install`` in it, or the word."""
         flow = self._flow

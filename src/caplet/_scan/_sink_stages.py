@@ -78,6 +78,10 @@ _PATH_JOINS = frozenset(
 )
 
 
+#: What an import finds in a folder on ``sys.path``: a module's source, bytecode or build.
+_MODULE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
+
+
 def _keyword(node: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in node.keywords if k.arg == name), None)
 
@@ -139,6 +143,9 @@ class StageSinks(StartupSinks):
                 shared = keys & written_keys
                 if not shared and write.folder:
                     shared = self._run_under(node, keys, written_keys, write.path)
+                if api.startswith("sys.path."):
+                    # a module written into the folder put on sys.path (blind35)
+                    shared = self._module_written_under(write, keys)
                 if not shared:
                     continue
                 labels = set(write.labels)
@@ -286,6 +293,34 @@ class StageSinks(StartupSinks):
             joins.extend(flow.bindings.assigned.get(key, ())[:4])
             joins.extend(flow.bindings.iterated.get(key, ())[:4])
         for root in joins:
+            for n in ast.walk(root):
+                head: ast.AST | None = None
+                if isinstance(n, ast.Call) and n.args and _PATH_JOINS & set(flow.resolve(n.func)):
+                    head = n.args[0]
+                elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div | ast.Add):
+                    head = n.left
+                if head is not None and (under := self._commands.keys(head) & folder):
+                    return under
+        return frozenset()
+
+    def _module_written_under(self, write: Write, folder: frozenset[str]) -> frozenset[str]:
+        """The folder's names the written file's path is joined under (``d / "m.py"``,
+        ``os.path.join(d, "m.py")``, or a name bound to either), when a literal piece of
+        the path names a module: the folder put on ``sys.path`` runs it when imported;
+        data beside it (an image, an egg a bootstrap script fetches) is not imported."""
+        flow = self._flow
+        roots: list[ast.AST] = [write.path] if write.path is not None else []
+        if isinstance(write.path, ast.Name):
+            roots.extend(flow.bindings.assigned.get(write.path.id, ())[:4])
+        if not any(
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and n.value.endswith(_MODULE_SUFFIXES)
+            for root in roots
+            for n in ast.walk(root)
+        ):
+            return frozenset()
+        for root in roots:
             for n in ast.walk(root):
                 head: ast.AST | None = None
                 if isinstance(n, ast.Call) and n.args and _PATH_JOINS & set(flow.resolve(n.func)):

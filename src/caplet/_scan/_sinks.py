@@ -175,6 +175,15 @@ def _sftp_get(api: str) -> bool:
     return api.startswith("paramiko.") and api.endswith(".get")
 
 
+def _executable(flow: Flow, prot: ast.expr) -> bool:
+    """A protection that has ``PROT_EXEC`` (4) set, as an int or wrapped in a ctypes
+    constructor (``ctypes.c_int(7)``)."""
+    if isinstance(prot, ast.Call) and len(prot.args) == 1:
+        prot = prot.args[0]
+    value = flow.evaluate(prot)
+    return isinstance(value, int) and bool(value & 4)
+
+
 class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, PackagedSinks):
     """The threat sinks of one file (see the module docstring)."""
 
@@ -231,6 +240,19 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
             # the one check of _named_sinks that needs no name: the only one left to make
             # for the calls of nothing it looks for, most calls (issue 16's speed)
             self._write(node, func.value, (node.args[0],), set())
+        if self._scan.installer and node.args and self._loaded_installs(node):
+            self._scan.emit(
+                "CPL-THR-019", "a loaded entry point (pip install)", node.lineno, node.col_offset
+            )
+        if (
+            isinstance(func, ast.Attribute)
+            and method in {"insert", "append"}
+            and node.args
+            and "sys.path" in flow.resolve(func.value)
+        ):
+            # sys.path.insert(0, d): a module written into d is run by the next import of
+            # it, as a script is by its start (blind35, b35-ls-temp-module-import)
+            self._runs.append((self._commands.keys(node.args[-1]), node, "sys.path." + method))
         if method in {"extractall", "extract"}:
             self.extracted(node, funcs, method)  # blind8: an archive unpacked, files written
         if (func.id if isinstance(func, ast.Name) else method) == "__pyarmor__" and any(
@@ -239,6 +261,10 @@ class Sinks(LookupSinks, EgressSinks, CommandSinks, PipSinks, RunnerSinks, Packa
             # PyArmor's runtime given the module's encrypted bytecode: code run without
             # its source, as a .pyc loader runs it (blind13)
             self._scan.emit("CPL-THR-027", "__pyarmor__(...)", node.lineno, node.col_offset)
+        if method == "mprotect" and len(node.args) >= 3 and _executable(flow, node.args[2]):
+            # libc.mprotect(page, size, 7) through ctypes: a buffer made executable, which
+            # only a shellcode loader needs (blind35, b35-ot-mprotect-ctypes-buffer)
+            self._scan.tag(Tag.EXEC_MEMORY, node.lineno, "mprotect(..., PROT_EXEC)")
         if method in DNS_METHODS and node.args and DNS_FUNCTIONS.isdisjoint(funcs):
             # loop.getaddrinfo(name, port): asyncio's resolver, its receiver no network object
             self._pending.append(lambda: self._dns(node, node.args[0]))

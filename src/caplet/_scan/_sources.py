@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from caplet._scan._chat_bots import BOT_FRAMEWORKS
 from caplet._scan._rules import MODULE_RULES
 
 __all__ = [
@@ -104,6 +105,8 @@ DECODERS: Final = frozenset(
         "lzma.decompress",
         "marshal.loads",
         "codecs.decode",
+        # backslash escapes undone (``codecs.escape_decode(b"\\x69...")[0]``: blind35)
+        "codecs.escape_decode",
         "builtins.bytes.fromhex",
         "builtins.bytearray.fromhex",
         # the text codecs besides base64 undo an encoding as well (blind15): quoted-
@@ -583,23 +586,4 @@ PROCESS_OUTPUTS: Final = frozenset(
 #: pip's entry points: calling one installs a package behind the resolver's back.
 PIP_MAINS: Final = frozenset(
     {"pip.main", "pip._internal.main", "pip._internal.cli.main.main", "pip._internal.main.main"}
-)
-
-#: Chat-bot frameworks: parameters of their handlers carry a remote user's text.
-BOT_FRAMEWORKS: Final = frozenset(
-    {
-        "telebot",
-        "telegram",
-        "aiogram",
-        "pyrogram",
-        "telethon",
-        "discord",
-        "nextcord",
-        "disnake",
-        "interactions",
-        "slack_bolt",
-        "vk_api",
-        "twitchio",
-        "zulip",  # ZiChatBot (uuid32-utils, colorinal, termncolor; July 2025): blind15
-    }
 )

@@ -18,6 +18,7 @@ import re
 import string
 import struct
 import unicodedata
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -455,6 +456,11 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
             return binascii.unhexlify(data)
         if name == "binascii.a2b_base64":
             return binascii.a2b_base64(data)
+        if name == "codecs.escape_decode":
+            # a (bytes, length) pair; an unknown escape only warns (blind35)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return [codecs.escape_decode(data)[0], len(data)]
         if name in {"zlib.decompress", "gzip.decompress"}:
             inflater = zlib.decompressobj(47)  # zlib or gzip header, detected
             out = inflater.decompress(data, MAX_VALUE)
