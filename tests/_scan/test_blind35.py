@@ -127,7 +127,18 @@ def test_a_version_module_or_decoded_data_beside_a_folder_on_sys_path_is_not(
     from pkg._version import __version__
     setup(name="pkg", version=__version__)
     """
-    clean(tmp_path, monkeypatch, {"setup.py": version})
+    clean(tmp_path / "a", monkeypatch, {"setup.py": version})
+    copied = """
+    import os, shutil, sys, tempfile
+    from setuptools import setup
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = tempfile.mkdtemp()
+    shutil.copy(os.path.join(here, "pkg", "_speedups.so"), os.path.join(build, "_speedups.so"))
+    sys.path.insert(0, build)
+    import _speedups
+    setup(name="pkg", version=_speedups.VERSION)
+    """
+    clean(tmp_path / "b", monkeypatch, {"setup.py": copied})
 
 
 # -- computed names ----------------------------------------------------------------------------

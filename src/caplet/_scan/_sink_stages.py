@@ -144,8 +144,11 @@ class StageSinks(StartupSinks):
                 if not shared and write.folder:
                     shared = self._run_under(node, keys, written_keys, write.path)
                 if api.startswith("sys.path."):
-                    # a module written into the folder put on sys.path (blind35)
-                    shared = self._module_written_under(write, keys)
+                    # a module written into the folder put on sys.path (blind35); one the
+                    # package copies there is its own, scanned as its own file
+                    shared = (
+                        frozenset() if write.copied else self._module_written_under(write, keys)
+                    )
                 if not shared:
                     continue
                 labels = set(write.labels)
