@@ -110,7 +110,7 @@ class DataCode:
         # every match holds one of the words: substring tests first (the search, a word
         # boundary before an alternation, read every file of a package at 30 MB/s; two
         # files in three hold none of the words, speed33)
-        if not any(word in text for word in _RUNS_WORDS) or _RUNS_CODE.search(text) is None:
+        if not any(word in text for word in _RUNS_WORDS):
             return
         names: set[str] = set()
         for match in _NAMED_END.finditer(text):
@@ -120,7 +120,11 @@ class DataCode:
             names.add(posixpath.basename(literal.replace("\\", "/")).lower())
             if len(names) >= 64:
                 break
-        if names:
+        # the names first: the word-bounded search of a call is the slow test (30 MB/s, a
+        # third of the files hold one of its words: `re.compile(` is everywhere) and one
+        # of those files in four names a data file; both tests are pure, so asking the
+        # cheap one first keeps the same files (speed35)
+        if names and _RUNS_CODE.search(text) is not None:
             self._named[relative] = (frozenset(names), installer)
 
     def note_file(self, relative: str, path: str) -> None:
