@@ -292,6 +292,8 @@ def test_sending_line_finds_uploads_only() -> None:
     "spelling",
     [
         '_m = bytearray(b"ssecorpbus")\n_m.reverse()\nmod = importlib.import_module(_m.decode())',
+        # a list of the byte values, reversed and made bytes again (speed35 noticed it)
+        '_m = list(b"ssecorpbus")\n_m.reverse()\nmod = importlib.import_module(bytes(_m).decode())',
         '_T = json.loads(\'{"m": "\\\\u0073ub\\\\u0070rocess"}\')\n'
         'mod = importlib.import_module(_T["m"])',
         'mod = importlib.import_module(re.sub(r"[|]", "", "sub|pro|cess"))',

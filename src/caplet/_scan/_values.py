@@ -397,7 +397,7 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
         if name == "builtins.int" and len(values) == 2 and isinstance(first, str):
             base = values[1]
             return int(first, base) if isinstance(base, int) and len(first) <= 64 else None
-        if name == "builtins.len" and len(values) == 1 and isinstance(first, str | bytes | list):
+        if name == "builtins.len" and len(values) == 1 and isinstance(first, str | list):
             return len(first)
         if name == "builtins.chr" and isinstance(first, int):
             return chr_of(first)
@@ -423,7 +423,8 @@ def call_pure(name: str, values: list[Value | None]) -> Value | None:
         if name in {"builtins.bytes", "builtins.bytearray"} and isinstance(first, list):
             codes = [i for i in first if isinstance(i, int) and 0 <= i < 256]
             return bytes(codes) if len(codes) == len(first) else None
-        if name in {"builtins.list", "builtins.tuple"} and isinstance(first, str | list):
+        if name in {"builtins.list", "builtins.tuple"} and isinstance(first, str | bytes | list):
+            # list(b"ssecorpbus"): a list of byte values, reordered and made bytes again
             return list(first)
         if name == "builtins.bytes.fromhex" and isinstance(first, str):
             return bytes.fromhex(first)
