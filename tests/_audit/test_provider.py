@@ -11,6 +11,8 @@ from caplet._audit._provider import (
     DEFAULT_MAX_PROMPT_CHARS,
     ProviderKind,
     ProviderSettings,
+    api_root,
+    provider_endpoint,
     settings_from_env,
 )
 from caplet._errors import AuditConfigError
@@ -168,3 +170,27 @@ def test_the_key_is_not_in_repr_str_or_logs(caplog: pytest.LogCaptureFixture) ->
     for text in (repr(settings), str(settings), settings.label, caplog.text):
         assert KEY not in text
     assert "claude-test" in repr(settings)
+
+
+def test_a_servers_identity_is_its_api_root() -> None:
+    """steer35: where a model answered is part of its review; one server spelled
+    otherwise is the same, another host, port, scheme or path is not."""
+    assert api_root("http://LOCALHOST:11434/v1/") == "http://localhost:11434/v1"
+    assert api_root("https://api.openai.com/v1") == "https://api.openai.com:443/v1"
+    assert api_root("https://user:pw@api.openai.com/v1?x=1#f") == "https://api.openai.com:443/v1"
+    assert api_root("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
+    distinct = {
+        api_root(url)
+        for url in (
+            "https://api.openai.com/v1",
+            "http://api.openai.com/v1",
+            "https://api.openai.com:8443/v1",
+            "https://api.openai.com/v2",
+            "https://127.0.0.1/v1",
+        )
+    }
+    assert len(distinct) == 5
+    assert api_root("ftp://x/v1") == api_root("not a url") == api_root("http://[::1") == ""
+    settings = ProviderSettings(kind=ProviderKind.ANTHROPIC, model="c")
+    assert settings.endpoint == "https://api.anthropic.com:443/v1"
+    assert provider_endpoint(object()) == ""

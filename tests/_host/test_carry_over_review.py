@@ -33,6 +33,7 @@ from tests._audit.llm_server import LLMServer, Reply, honest, serve
 from tests.conftest import PluginFactory
 
 PLAIN = LoadingRules()
+SERVER = "https://api.openai.com:443/v1"
 
 
 @pytest.fixture
@@ -92,13 +93,14 @@ def test_an_approval_a_model_reviewed_does_not_carry_over_on_a_static_audit(
         assert unreviewed.audit("notes").static_only
         approval = unreviewed.manager.store.get_approval("notes")
         assert approval is not None
-        assert approval.review == "openai:m"
+        assert approval.review == f"openai:m at {llm.url}"
         enabled = unreviewed.enable("notes")
         assert not enabled
         assert (
             "and widens nothing, but its audit is less of a review than the one that approval "
-            "was given on: it was approved on openai:m's audit, and this content was audited "
-            "static-only: no model read its code; configure openai:m (CAPLET_LLM_*) and enable "
+            f"was given on: it was approved on openai:m at {llm.url}'s audit, and this content "
+            "was audited static-only: no model read its code; configure openai:m at "
+            f"{llm.url} (CAPLET_LLM_*) and enable "
             "it again, or approve it again after review (caplet audit notes && caplet approve "
             "notes)"
         ) in enabled.reason
@@ -108,7 +110,7 @@ def test_an_approval_a_model_reviewed_does_not_carry_over_on_a_static_audit(
         assert request.reason is ConsentReason.LESSER_REVIEW
         assert request.widening is not None
         assert request.widening.review is not None
-        assert request.widening.review.approved == "openai:m"
+        assert request.widening.review.approved == f"openai:m at {llm.url}"
         # An explicit decision stays explicit: a person who consents enables it.
         assert unreviewed.enable("notes", consent=True)
 
@@ -137,8 +139,8 @@ def test_another_model_does_not_stand_in_for_the_one_the_approval_was_given_on(
         enabled = host.enable("notes")
         assert not enabled
         assert (
-            "was approved on openai:big's audit, and this content was audited by openai:tiny; "
-            "configure openai:big (CAPLET_LLM_*)"
+            f"was approved on openai:big at {llm.url}'s audit, and this content was audited by "
+            f"openai:tiny at {llm.url}; configure openai:big at {llm.url} (CAPLET_LLM_*)"
         ) in enabled.reason
     second.close()
 
@@ -176,8 +178,9 @@ def test_the_same_model_whose_canaries_prove_nothing_is_a_lesser_review(
         enabled = host.enable("notes")
         assert not enabled
         assert (
-            "was approved on openai:m's audit, and this content was audited by openai:m "
-            "(AUDITOR_UNRELIABLE); audit it again (caplet audit notes --fresh)"
+            f"was approved on openai:m at {llm.url}'s audit, and this content was audited by "
+            f"openai:m at {llm.url} (AUDITOR_UNRELIABLE); audit it again (caplet audit notes "
+            "--fresh)"
         ) in enabled.reason
     provider.close()
 
@@ -270,12 +273,13 @@ def test_an_update_does_not_carry_a_models_approval_to_a_version_no_model_read(
         report = host.update("notes", staged, consent=False)
         assert not report
         assert (
-            "widens what was approved (was approved on openai:m's audit, and this content "
-            "was audited static-only: no model read its code; configure openai:m"
+            f"widens what was approved (was approved on openai:m at {llm.url}'s audit, and this "
+            "content was audited static-only: no model read its code; configure openai:m at "
+            f"{llm.url}"
         ) in report.reason
         approval = host.manager.store.get_approval("notes")
         assert approval is not None
-        assert approval.review == "openai:m"
+        assert approval.review == f"openai:m at {llm.url}"
         # Consent given explicitly: the update goes through, and the approval it writes
         # says what reviewed the new version.
         report = host.update("notes", staged, consent=True)
@@ -344,9 +348,10 @@ def test_a_model_that_fails_on_the_new_version_is_no_review(
         enabled = host.enable("notes")
         assert not enabled
         assert "was approved at risk LOW, is now audited HIGH" in enabled.reason
-        assert "was approved on openai:m's audit, and this content was audited static-only" in (
-            enabled.reason
-        )
+        assert (
+            f"was approved on openai:m at {llm.url}'s audit, and this content was audited "
+            "static-only"
+        ) in (enabled.reason)
     provider.close()
 
 
@@ -376,7 +381,10 @@ def test_near_miss_an_update_read_by_the_approved_model_carries_the_approval_ove
         assert report.audit.model_id == "openai:m"
         approval = host.manager.store.get_approval("notes")
         assert approval is not None
-        assert (approval.content_hash, approval.review) == (report.new_digest, "openai:m")
+        assert (approval.content_hash, approval.review) == (
+            report.new_digest,
+            f"openai:m at {llm.url}",
+        )
     provider.close()
 
 
@@ -392,17 +400,18 @@ def test_an_audit_no_canary_checked_is_no_models_review() -> None:
         findings=(),
         provider="openai",
         model="m",
+        endpoint=SERVER,
     )
-    change = lesser_review("notes", "openai:m", audit)
+    change = lesser_review("notes", f"openai:m at {SERVER}", audit)
     assert change is not None
     assert change.describe().startswith(
-        "was approved on openai:m's audit, and this content was audited by openai:m "
-        "(no canaries checked); audit it again (caplet audit notes --fresh)"
+        f"was approved on openai:m at {SERVER}'s audit, and this content was audited by "
+        f"openai:m at {SERVER} (no canaries checked); audit it again (caplet audit notes --fresh)"
     )
     assert lesser_review("notes", "static-only", audit) is None
     proven = dataclasses.replace(audit, canary_status=CanaryStatus.OK)
-    assert lesser_review("notes", "openai:m", proven) is None
-    assert review_of(proven) == "openai:m"
+    assert lesser_review("notes", f"openai:m at {SERVER}", proven) is None
+    assert review_of(proven) == f"openai:m at {SERVER}"
     assert review_of(dataclasses.replace(audit, provider="static-only", model="")) == (
         "static-only"
     )

@@ -68,6 +68,29 @@ def test_round_trip(tmp_path: Path) -> None:
     assert again.entry("hello") == entry(capabilities=("env.read:A", "net.http:https://b.example"))
 
 
+def test_an_entry_names_the_model_and_server_of_its_review(tmp_path: Path) -> None:
+    """steer35: a model's entry records the model and the API root it answered from;
+    an entry written before them (the provider alone) reads as no known review."""
+    path = tmp_path / "caplet.lock"
+    root = "https://api.openai.com:443/v1"
+    model = entry(audit_provider="openai", audit_model="gpt-4o", audit_endpoint=root)
+    write_lockfile(Lockfile(path).with_entry(model))
+    text = path.read_text()
+    assert f'audit_model = "gpt-4o"\naudit_endpoint = "{root}"\n' in text
+    again = read_lockfile(path).entry("hello")
+    assert again is not None
+    assert again.review == f"openai:gpt-4o at {root}"
+    old = "".join(line for line in text.splitlines(True) if not line.startswith("audit_"))
+    path.write_text(old.replace("approved_at", 'audit_provider = "openai"\napproved_at'))
+    before = read_lockfile(path).entry("hello")
+    assert before is not None
+    assert (before.audit_provider, before.audit_model, before.review) == ("openai", "", None)
+    assert entry().review == "static-only"
+    # A static entry writes neither key: the same bytes as before steer35.
+    write_lockfile(Lockfile(path).with_entry(entry()))
+    assert "audit_model" not in path.read_text()
+
+
 def test_rendering_is_deterministic_and_diffable(tmp_path: Path) -> None:
     path = tmp_path / "caplet.lock"
     one = Lockfile(path).with_entry(entry("b")).with_entry(entry("a"))

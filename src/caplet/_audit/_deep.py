@@ -92,7 +92,7 @@ from caplet._audit._prompt import (
 from caplet._audit._prompt import (
     manifest_text as shown,
 )
-from caplet._audit._provider import AuditorProvider
+from caplet._audit._provider import AuditorProvider, provider_endpoint
 from caplet._audit._response import ModelReport, parse_audit_response
 from caplet._audit._rules_digest import rules_digest
 from caplet._audit._static import risk_for, static_audit, verdict_for
@@ -570,7 +570,7 @@ def deep_audit(
     except ProviderError as exc:
         return fallback_audit(static, f"{label}: {exc}", now=now)
     report = parse_audit_response(answer)
-    return judge(
+    judged = judge(
         static,
         manifest,
         report,
@@ -582,3 +582,5 @@ def deep_audit(
         model=provider.model,
         now=now,
     )
+    # Which server answered is part of what reviewed the content (steer35).
+    return dataclasses.replace(judged, endpoint=provider_endpoint(provider))

@@ -356,6 +356,11 @@ class HttpProvider:
     def max_prompt_chars(self) -> int:
         return self.settings.max_prompt_chars
 
+    @property
+    def endpoint(self) -> str:
+        """The API root this provider posts to: part of its reviews' identity (steer35)."""
+        return self.settings.endpoint
+
     def __repr__(self) -> str:
         # the label never contains the API key (ProviderSettings masks it)
         return f"{type(self).__name__}({self.settings.label})"

@@ -19,11 +19,23 @@ __all__ = [
     "CanaryStatus",
     "InjectionAttempt",
     "Verdict",
+    "reviewer",
     "stricter_verdict",
 ]
 
 #: Provider label of an audit made without a model (design.md section 7).
 STATIC_ONLY = "static-only"
+
+
+def reviewer(provider: str, model: str, endpoint: str) -> str:
+    """A review as an approval or a lock entry records it (steer33, steer35):
+    ``static-only``; ``provider:model at <api root>`` (the server the model answered from,
+    :func:`caplet._audit._provider.api_root`); ``provider:model`` when the server is not
+    known, which vouches for nothing (:mod:`caplet._host._review_pins`)."""
+    if provider == STATIC_ONLY:
+        return STATIC_ONLY
+    named = f"{provider}:{model}"
+    return f"{named} at {endpoint}" if endpoint else named
 
 
 class Verdict(enum.Enum):
@@ -89,7 +101,10 @@ class AuditResult:
     ``declared_capabilities`` (the manifest's, as written) next to
     ``observed_capabilities`` (what the model saw the code do), and
     ``fallback_reason``: why a configured model was *not* consulted (the
-    result is then static-only). ``rules`` names the code that judged it
+    result is then static-only). ``endpoint`` is the API root the model's answer came
+    from (:func:`caplet._audit._provider.provider_endpoint`; ``""``: not known, an
+    application's own provider that names none, or an audit of an earlier caplet): part
+    of the review an approval records (steer35). ``rules`` names the code that judged it
     (:func:`caplet._audit._rules_digest.rules_digest`; ``""``: not recorded, an
     audit of an earlier caplet): a cached audit of other rules is made again.
     """
@@ -111,6 +126,7 @@ class AuditResult:
     observed_capabilities: tuple[str, ...] = ()
     fallback_reason: str = ""
     rules: str = ""
+    endpoint: str = ""
 
     @property
     def static_only(self) -> bool:

@@ -40,6 +40,8 @@ __all__ = [
     "ProviderKind",
     "ProviderSettings",
     "Sleep",
+    "api_root",
+    "provider_endpoint",
     "settings_from_env",
 ]
 
@@ -166,6 +168,11 @@ class ProviderSettings:
         return (self.base_url.strip() or self.kind.default_base_url).rstrip("/")
 
     @property
+    def endpoint(self) -> str:
+        """The API root as a review's identity (:func:`api_root`)."""
+        return api_root(self.url)
+
+    @property
     def label(self) -> str:
         """``"openai model llama3 at http://..."``: for messages; never holds the key."""
         return f"{self.kind.value} model {self.model} at {self.url}"
@@ -194,6 +201,43 @@ class AuditorProvider(Protocol):
     def complete(self, system: str, user: str) -> str: ...
 
     def close(self) -> None: ...
+
+
+def api_root(url: str) -> str:
+    """*url* as the identity of the server that answers: ``scheme://host:port/path``,
+    the host lowercased, the port always written, no user, query or fragment.
+
+    A review is the model's reading *at this server* (steer35): the same provider and
+    model name served from another base URL (a local server whoever wrote the plugin
+    runs, a changed ``CAPLET_LLM_BASE_URL``) is another reviewer. The path is kept: one
+    origin may route paths to different backends (a gateway). ``""`` when *url* is no
+    http(s) URL with a host.
+    """
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return ""
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+def provider_endpoint(provider: object) -> str:
+    """The API root *provider* sends its prompts to, or ``""`` when it names none.
+
+    caplet's own providers name it (``endpoint``, from their settings); an application's
+    provider (``PluginHost(auditor=...)``) may: the protocol does not require it, so an
+    older one keeps working, but without it its reviews are of an unknown server, which
+    vouches for no later content's review (:mod:`caplet._host._review_pins`).
+    """
+    endpoint = getattr(provider, "endpoint", "")
+    return api_root(endpoint) if isinstance(endpoint, str) else ""
 
 
 def _positive_number(env: Mapping[str, str], name: str, default: float, *, whole: bool) -> float:

@@ -53,7 +53,7 @@ def _print_entry(out: Out, entry: LockEntry, declared: Sequence[str]) -> None:
         f"    digest:       {entry.digest}",
         f"    capabilities: {', '.join(entry.capabilities) or 'none'}",
         *([f"    withheld:     {', '.join(withheld)}"] if withheld else []),
-        f"    risk:         {entry.risk_level.value} ({entry.audit_provider}), "
+        f"    risk:         {entry.risk_level.value} ({entry.review or entry.audit_provider}), "
         f"verdict {entry.verdict.value}",
     ]
     out.say(Text("\n").join(plain(line) for line in lines))

@@ -17,7 +17,12 @@ from collections.abc import Sequence
 
 from caplet._audit._deep import deep_audit, static_only_by_choice
 from caplet._audit._model import AuditResult
-from caplet._audit._provider import AuditorProvider, ProviderSettings, settings_from_env
+from caplet._audit._provider import (
+    AuditorProvider,
+    ProviderSettings,
+    provider_endpoint,
+    settings_from_env,
+)
 from caplet._audit._rules_digest import rules_digest
 from caplet._audit._select import provider_from_settings
 from caplet._audit._static import static_audit
@@ -167,6 +172,16 @@ class ManagerAudit(ManagerState):
         auditor = self._auditor_choice
         return "" if auditor is None else f"{auditor.name}:{auditor.model}"
 
+    def auditor_endpoint(self) -> str:
+        """The API root the configured auditor posts to (``""``: static-only, or an
+        application's provider that names none): a cached audit another server made is
+        not this auditor's (steer35)."""
+        if self._auditor_choice == "env":
+            settings = self._settings_from_env()
+            return "" if settings is None else settings.endpoint
+        auditor = self._auditor_choice
+        return "" if auditor is None else provider_endpoint(auditor)
+
     def audit(self, name: str, *, fresh: bool = False, static_only: bool = False) -> AuditResult:
         """Audit the current content, deep when an auditor is configured; cached.
 
@@ -302,6 +317,11 @@ class ManagerAudit(ManagerState):
             return None  # a project's store's audit is its author's (decide14)
         audit = self.store.get_audit(content_hash, auditor)
         if audit is None or audit.plugin != name:
+            return None
+        if auditor and audit.endpoint != self.auditor_endpoint():
+            # The same provider and model name served from another place (a base URL
+            # changed since, or an earlier caplet's audit that recorded none): not this
+            # auditor's reading, so it reads the content itself (steer35).
             return None
         if not audit.rules or audit.rules != rules_digest():
             # Made by other rules (an earlier caplet: a rule added since would have

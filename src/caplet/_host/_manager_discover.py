@@ -14,6 +14,7 @@ import datetime as dt
 import logging
 from collections.abc import Collection, Mapping
 
+from caplet._audit._model import STATIC_ONLY, AuditResult
 from caplet._errors import (
     LockedModeError,
     LockfileError,
@@ -35,6 +36,7 @@ from caplet._host._records import (
     PluginInfo,
     PluginState,
 )
+from caplet._host._review_pins import AT, server_of
 from caplet._trust._keyring import Keyring
 from caplet._trust._lockfile import LockEntry, Lockfile, LockSignature, read_lockfile
 from caplet._trust._signing import (
@@ -258,9 +260,9 @@ class ManagerDiscover(ManagerAudit):
             capabilities=tuple(granted),
             risk_level=approval.risk_level,
             verdict=approval.verdict,
-            audit_provider=record.audit.provider if record.audit else "static-only",
             approved_at=dt.datetime.fromtimestamp(int(approval.approved_at), dt.UTC),
             signature=signature,
+            **_lock_review(approval.review, record.audit),
         )
 
     def broken_plugins(self) -> list[BrokenPlugin]:
@@ -325,3 +327,21 @@ class ManagerDiscover(ManagerAudit):
             inert_reason=inert,
             location=record.location,
         )
+
+
+def _lock_review(review: str | None, audit: AuditResult | None) -> dict[str, str]:
+    """The lock entry's ``audit_provider``, ``audit_model`` and ``audit_endpoint``: the
+    review the approval records (steer35). An approval whose review is not known (or is
+    a model's at an unknown server) gives a provider and no model, which a reader takes as
+    not known: it vouches for no later version's review, as the approval does not."""
+    if review == STATIC_ONLY:
+        return {"audit_provider": STATIC_ONLY}
+    if review is not None and (endpoint := server_of(review)):
+        named = review[: -len(AT + endpoint)]
+        provider, _, model = named.partition(":")
+        return {"audit_provider": provider, "audit_model": model, "audit_endpoint": endpoint}
+    provider = audit.provider if audit is not None else STATIC_ONLY
+    if provider == STATIC_ONLY:
+        # Not known, and never the static review it is not (nothing says no model read it).
+        provider = review.partition(":")[0] if review else "unknown"
+    return {"audit_provider": provider}

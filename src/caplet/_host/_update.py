@@ -276,7 +276,9 @@ def _transaction(
     if current_approval is not None:
         review = lesser_review(name, current_approval.review, audit)
     elif manager.locked and old_entry is not None:
-        review = lesser_review(name, old_entry.audit_provider, audit)
+        # The entry's model and server (None: an entry that names no model, or no
+        # server: it vouches for no review, steer35).
+        review = lesser_review(name, old_entry.review, audit, locked=True)
     diff = widening(
         approved,
         [r.name for r in info.manifest.requires],

@@ -23,7 +23,7 @@ from caplet._audit._deep import deep_audit
 from caplet._audit._model import AuditResult
 from caplet._audit._static import static_audit
 from caplet._capabilities._lint import lint_composition
-from caplet._errors import SignatureError
+from caplet._errors import PluginTreeError, SignatureError
 from caplet._findings import Severity
 from caplet._host._consent import Consent
 from caplet._host._defaults import template_defaults
@@ -35,7 +35,7 @@ from caplet._scan._scanner import scan_tree
 from caplet._trust._hashing import SIGNATURE_FILE, tree_hash
 from caplet._trust._lockfile import LockEntry
 from caplet._trust._signing import SignatureStatus, check_plugin_signature, parse_public_key
-from caplet._trust._snapshot import make_snapshot
+from caplet._trust._snapshot import make_snapshot, remove_snapshot
 from caplet._trust._store import ApprovedDefaults
 
 if TYPE_CHECKING:
@@ -169,15 +169,49 @@ def defaults_before(
 
 def check_staged(host: UpdatableHost, name: str, staged: Path) -> tuple[Manifest, str, AuditResult]:
     """Validate, hash, scan and audit the staged version (with the configured model, when
-    there is one); refuse what enable would refuse."""
-    manifest = load_manifest(staged, allow_broad=host.policy.allow_broad_paths)
+    there is one); refuse what enable would refuse.
+
+    The staged copy is an ordinary folder (it becomes the plugin folder users edit), so
+    whoever can write the plugins directory can change it while it is read. Hashing it,
+    then scanning and having the model read it, pinned the audit to the digest taken
+    before the reads: a file changed in between (and back before the swap) stored an audit
+    of bytes nobody installs under the digest of bytes nobody audited (steer35). So the
+    staged copy is read once, into a private read-only snapshot hashed from the very
+    bytes it holds; the manifest, the scan and the model read that snapshot, and the audit
+    is stored under its hash. The staged copy must still hash the same afterwards, or the
+    update is refused: what would be installed is not what was audited.
+    """
+    snapshot = make_snapshot(staged, host.manager.run_dir, named=True)
+    try:
+        manifest, audit = _check_snapshot(host, name, snapshot.path, snapshot.content_hash, staged)
+    finally:
+        remove_snapshot(snapshot)
+    try:
+        now = tree_hash(staged)
+    except PluginTreeError as exc:
+        now = f"unreadable ({exc})"
+    if now != snapshot.content_hash:
+        raise RefusedError(
+            f"the new version of {name!r} changed while it was audited (the files read for "
+            f"its audit hash {snapshot.content_hash}, the staged copy {now} now), so it is "
+            "not installed: the audit would vouch for other files than the ones installed; "
+            "make sure nothing writes the plugins directory during the update, then run "
+            f"caplet update {name} again"
+        )
+    return manifest, snapshot.content_hash, audit
+
+
+def _check_snapshot(
+    host: UpdatableHost, name: str, root: Path, digest: str, staged: Path
+) -> tuple[Manifest, AuditResult]:
+    """Load, scan and audit the snapshot at *root* of *staged*, whose hash is *digest*."""
+    manifest = load_manifest(root, allow_broad=host.policy.allow_broad_paths)
     if manifest.name != name:
         raise RefusedError(
             f"the new version is plugin {manifest.name!r}, not {name!r}; update {name!r} from "
             "a folder holding the same plugin"
         )
-    digest = tree_hash(staged)
-    report = scan_tree(staged, manifest.capabilities)
+    report = scan_tree(root, manifest.capabilities)
     audit = static_audit(
         name, digest, report, lint_composition(manifest.capabilities), now=time.time()
     )
@@ -187,7 +221,7 @@ def check_staged(host: UpdatableHost, name: str, staged: Path) -> tuple[Manifest
         # The configured model reads the new version, as an enable would: an approval
         # given on its audit carries over only on as much review (steer33), and a
         # static-only audit here asked every update of such a plugin for consent.
-        audit = deep_audit(auditor, staged, digest, manifest=manifest, static=audit)
+        audit = deep_audit(auditor, root, digest, manifest=manifest, static=audit)
         if not audit.fallback_reason:  # a failed model is never cached
             host.manager.store.put_audit(audit)
     dangers = [f for f in audit.findings if f.severity is Severity.DANGER and not f.covered]
@@ -203,7 +237,7 @@ def check_staged(host: UpdatableHost, name: str, staged: Path) -> tuple[Manifest
             f"the new version of {name!r} was audited {audit.risk_level.value} risk, above the "
             f"policy's max_risk_level {limit.value}; review `caplet scan {staged}`"
         )
-    return manifest, digest, audit
+    return manifest, audit
 
 
 def new_lock_entry(
@@ -230,6 +264,9 @@ def new_lock_entry(
         risk_level=audit.risk_level,
         verdict=audit.verdict,
         audit_provider=audit.provider,
+        # The model and its server, which an entry before steer35 did not name.
+        audit_model=audit.model if not audit.static_only and audit.endpoint else "",
+        audit_endpoint=audit.endpoint if not audit.static_only else "",
         approved_at=now_utc(),
     )
 

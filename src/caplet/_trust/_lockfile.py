@@ -25,7 +25,9 @@ Layout (one table per plugin under ``plugins``)::
     capabilities = []               # the approved subset of the declared ones
     risk_level = "LOW"
     verdict = "approve"
-    audit_provider = "static-only"
+    audit_provider = "static-only"  # or the provider kind, with (steer35):
+    # audit_model = "gpt-4o"                              the model whose audit it was
+    # audit_endpoint = "https://api.openai.com:443/v1"    the server that model answered from
     approved_at = 2026-07-01T12:00:00Z
 
     [plugins.hello.signature]       # optional: the publisher key that must sign it
@@ -52,7 +54,7 @@ from typing import Any
 import tomli_w
 
 from caplet._atomic import atomic_write
-from caplet._audit._model import Verdict
+from caplet._audit._model import Verdict, reviewer
 from caplet._errors import LockfileError, LockfileWriteError
 from caplet._findings import RiskLevel
 from caplet._toml import TomlLimitError, parse_toml
@@ -93,6 +95,8 @@ _ENTRY_KEYS = (
     "risk_level",
     "verdict",
     "audit_provider",
+    "audit_model",
+    "audit_endpoint",
     "approved_at",
     "signature",
 )
@@ -115,7 +119,10 @@ class LockEntry:
 
     ``capabilities`` holds capability strings as declared in the manifest;
     they are compared by meaning, so ``fs.read:/data/`` pins ``fs.read:/data``.
-    ``approved_at`` is timezone-aware UTC, whole seconds.
+    ``approved_at`` is timezone-aware UTC, whole seconds. ``audit_model`` and
+    ``audit_endpoint`` name the model and the server (its API root) of a model's audit
+    (steer35); an entry written before them has neither (``""``), and its review is then
+    not known: it vouches for no later version's review (:attr:`review`).
     """
 
     name: str
@@ -129,6 +136,19 @@ class LockEntry:
     approved_at: dt.datetime
     distribution: str | None = None
     signature: LockSignature | None = None
+    audit_model: str = ""
+    audit_endpoint: str = ""
+
+    @property
+    def review(self) -> str | None:
+        """What reviewed the pinned content, as an approval records it (steer35):
+        ``static-only``, ``provider:model at <api root>``, or None when the entry does not
+        say which model at which server (an entry written before they were recorded)."""
+        if self.audit_provider == "static-only":
+            return "static-only"
+        if not self.audit_model or not self.audit_endpoint:
+            return None
+        return reviewer(self.audit_provider, self.audit_model, self.audit_endpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +210,12 @@ class _Reader:
                 f"expected a non-empty string, got {_describe(value)}", plugin=plugin, field=key
             )
         return value
+
+    def optional(self, table: Mapping[str, object], key: str, plugin: str) -> str:
+        """A key an older entry may lack (``""``: absent, so not known)."""
+        if key not in table:
+            return ""
+        return self.string(table, key, plugin)
 
     def entry(self, name: str, table: object) -> LockEntry:
         if not _NAME_RE.fullmatch(name):
@@ -280,6 +306,8 @@ class _Reader:
             risk_level=risk,
             verdict=verdict,
             audit_provider=self.string(table, "audit_provider", name),
+            audit_model=self.optional(table, "audit_model", name),
+            audit_endpoint=self.optional(table, "audit_endpoint", name),
             approved_at=approved_at.astimezone(dt.UTC),
             signature=self.signature(name, table.get("signature")),
         )
@@ -414,6 +442,8 @@ def _entry_table(entry: LockEntry) -> dict[str, Any]:
             "risk_level": entry.risk_level.value,
             "verdict": entry.verdict.value,
             "audit_provider": entry.audit_provider,
+            **({"audit_model": entry.audit_model} if entry.audit_model else {}),
+            **({"audit_endpoint": entry.audit_endpoint} if entry.audit_endpoint else {}),
             "approved_at": entry.approved_at.astimezone(dt.UTC).replace(microsecond=0),
         }
     )

@@ -106,7 +106,12 @@ class ApprovalRecord:
     (:mod:`caplet._host._review_pins`, steer33): a model's approval does not vouch for
     code no model read. ``None``: recorded before caplet kept it (schema 12) and not
     told by the migration (no audit of that content, or several models' audits), which
-    vouches for no other content's review.
+    vouches for no other content's review. Since steer35 a model's review names the
+    server too, ``"<provider>:<model> at <api root>"``
+    (:func:`caplet._audit._model.reviewer`): the same model name served elsewhere is
+    another reviewer, and a ``"<provider>:<model>"`` without it (steer33's record, the
+    migration's) names no server, so it vouches for no other content's review either.
+    The column is text on both backends: no schema change.
     """
 
     name: str
