@@ -39,21 +39,29 @@ def create_functions(config):
         except OSError as exc:
             return {"errno": exc.errno}
 
+    def link(source, name):
+        try:
+            os.link(source, name)
+            return True
+        except OSError as exc:
+            return {"errno": exc.errno}
+
     def crash():
         os._exit(3)
 
-    return {"tools": {"write": write, "crash": crash}}
+    return {"tools": {"write": write, "link": link, "crash": crash}}
 """
 
 _PROFILE = "export PATH=/usr/bin:/bin\n"
 
 
-def _writer(make_plugin: PluginFactory, capability: str) -> None:
+def _writer(make_plugin: PluginFactory, *capabilities: str) -> None:
+    listed = ", ".join(f'"{capability}"' for capability in capabilities)
     make_plugin(
         "writer",
         source=TOOLS,
-        extra=f'capabilities = ["{capability}"]\n',
-        modules='[modules.tools]\nfunctions = ["write", "crash"]\n',
+        extra=f"capabilities = [{listed}]\n",
+        modules='[modules.tools]\nfunctions = ["write", "link", "crash"]\n',
     )
 
 
@@ -130,6 +138,36 @@ def test_near_miss_a_match_with_one_name_is_bound_again_at_every_start(
     _restart(host)
     assert host.call("writer", "tools.write", f"{out}/a.json", '{"n": 2}') is True
     assert (out / "a.json").read_text(encoding="utf-8") == '{"n": 2}'
+
+
+@pytest.mark.security
+def test_held_the_plugin_cannot_give_a_match_a_second_name_itself(
+    host: PluginHost, make_plugin: PluginFactory, out: Path, tmp_path: Path
+) -> None:
+    # A folder it may write beside the glob: a link from a match into it (or from the
+    # folder to a new matching name) would be a second name the plugin made.
+    work = tmp_path / "work"
+    work.mkdir()
+    give_to_worker(work)
+    _writer(make_plugin, f"fs.write:{out}/*.json", f"fs.write:{work}")
+    host.discover()
+    assert host.enable("writer", consent=True)
+    outward = host.call("writer", "tools.link", f"{out}/a.json", f"{work}/a.json")
+    inward = host.call("writer", "tools.link", f"{work}/../out/a.json", f"{out}/c.json")
+    # Each match is a mount of its own in the jail (link(2) across mounts is EXDEV), and
+    # its folder the jail's read-only listing (EROFS).
+    for answer in (outward, inward):
+        assert isinstance(answer, dict), answer
+        assert answer["errno"] in (
+            errno.EXDEV,
+            errno.EROFS,
+            errno.ENOENT,
+            errno.EACCES,
+            errno.EPERM,
+        )
+    assert (out / "a.json").stat().st_nlink == 1
+    assert not (work / "a.json").exists()
+    assert host.call("writer", "tools.write", f"{work}/notes.txt", "ok") is True
 
 
 READER = """
