@@ -531,7 +531,11 @@ def _bare(segment: str) -> str:
     for _ in range(2):
         if "%" not in text:
             break
-        text = urllib.parse.unquote_to_bytes(text).decode("utf-8", "surrogateescape")
+        # Back to the bytes first: a byte the last decode kept as a surrogate
+        # ('%25%80', a '%' before a Latin-1 byte) made unquote_to_bytes' strict
+        # UTF-8 encode of a str raise (attack35: the broker's "internal error").
+        raw = text.encode("utf-8", "surrogateescape")
+        text = urllib.parse.unquote_to_bytes(raw).decode("utf-8", "surrogateescape")
         for overlong, meant in _OVERLONG.items():
             text = text.replace(overlong, meant)
     kept = "".join(char for char in text if char.isprintable() and char not in " \t")

@@ -41,7 +41,7 @@ import functools
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from caplet._capabilities._model import (
@@ -77,6 +77,7 @@ from caplet._sandbox._resolve import (
     access_problem,
     open_no_links,
 )
+from caplet._trust._sqlite import DB_FILENAME as STATE_MARKER
 
 __all__ = [
     "GrantPlan",
@@ -198,7 +199,11 @@ def _plan_paths(
             expanded = expand_glob(plugin, capability, identity)
             notes += expanded.notes
             try:
-                grants += [check(capability, path, fd) for path, fd in expanded.matches]
+                # Each match with one name at every start too (attack35), not only now.
+                grants += [
+                    replace(check(capability, path, fd), one_name=True)
+                    for path, fd in expanded.matches
+                ]
             finally:
                 expanded.close()
             grants += _listings(capability, [path for path, _ in expanded.matches])
@@ -226,7 +231,7 @@ def _refuse_state_folder(plugin: str, capability: FsCapability, known: _Lookups)
     except GrantPathError as exc:
         raise CapabilityError(f"{where}: {exc}") from exc
     try:
-        _refuse_state(where, fd, chain_from_fd(fd, folder), known)
+        _refuse_state(where, fd, chain_from_fd(fd, folder, marker=STATE_MARKER), known)
     finally:
         os.close(fd)
 
@@ -265,9 +270,10 @@ class _Lookups:
     state_chain: list[Node]
     store_chain: list[Node]
     table: MountTable
-    parents: dict[str, list[Node]] = field(default_factory=dict)
-    #: Folders whose ancestors were searched for a caplet state's marker already.
-    searched: set[str] = field(default_factory=set)
+    #: The chains of the folders matches lie in, by the folder's identity.
+    parents: dict[tuple[int, int], list[Node]] = field(default_factory=dict)
+    #: Folders (by identity) whose ancestors were searched for a state's marker already.
+    searched: set[tuple[int, int]] = field(default_factory=set)
 
     @classmethod
     def now(cls, protected: ProtectedPaths) -> _Lookups:
@@ -279,14 +285,10 @@ class _Lookups:
             read_mount_table(),
         )
 
-    def chain(self, fd: int, path: str, info: os.stat_result) -> list[Node]:
-        """:func:`chain_from_fd` for a directory; for a file, the folders above it once."""
-        if stat.S_ISDIR(info.st_mode) or path == "/":
-            return chain_from_fd(fd, path)
-        parent = str(Path(path).parent)
-        if parent not in self.parents:
-            self.parents[parent] = inode_chain(Path(parent))
-        return [Node(info.st_dev, info.st_ino, path), *self.parents[parent]]
+    def chain(self, fd: int, path: str) -> list[Node]:
+        """:func:`chain_from_fd`, through descriptors (attack35); for a file, the chain
+        of its folder read once."""
+        return chain_from_fd(fd, path, marker=STATE_MARKER, above=self.parents)
 
 
 def _checked(
@@ -308,11 +310,14 @@ def _checked(
     where = f"plugin {plugin!r}: capability {capability.declared!r} (path {path!r})"
     info = os.fstat(fd)
     directory = stat.S_ISDIR(info.st_mode)
-    own = known.chain(fd, path, info)
+    try:
+        own = known.chain(fd, path)
+    except CapabilityError as exc:
+        raise CapabilityError(f"{where}: {exc}") from None
     refuse_inside_state(where, own, known.state_chain, protected.state_dir)
     if protected.store_dir is not None:
         refuse_inside_state(where, own, known.store_chain, protected.store_dir, "store")
-    parent = str(Path(path).parent)
+    parent = (own[1].device, own[1].inode) if len(own) > 1 else (0, 0)
     if directory or parent not in known.searched:
         # A file holds no state's marker: the folders above it are searched once.
         refuse_inside_any_state(where, fd, own)

@@ -164,18 +164,22 @@ def refuse_inside_any_state(where: str, fd: int, own: list[Node]) -> None:
     directory is known by its database (``caplet.db``); with ``fs.write`` there a
     plugin could forge that host's approvals, with ``fs.read`` read its ``ctx.kv``.
 
-    The grant itself is checked through its pinned descriptor, the directories
-    above it by path (a marker that appears later only refuses more).
+    The grant itself is checked through its pinned descriptor, the directories above
+    it through theirs when its chain was read from descriptors (``Node.marked``,
+    attack35), else by path (a marker that appears later only refuses more).
     """
     for index, node in enumerate(own):
-        try:
-            if index == 0:
-                marker = os.stat(STATE_MARKER, dir_fd=fd, follow_symlinks=False)
-            else:
-                marker = (Path(node.path) / STATE_MARKER).lstat()
-        except OSError:
-            continue
-        if not stat.S_ISREG(marker.st_mode):
+        held = node.marked
+        if held is None:
+            try:
+                if index == 0:
+                    marker = os.stat(STATE_MARKER, dir_fd=fd, follow_symlinks=False)
+                else:
+                    marker = (Path(node.path) / STATE_MARKER).lstat()
+            except OSError:
+                continue
+            held = stat.S_ISREG(marker.st_mode)
+        if not held:
             continue
         relation = "is" if index == 0 else "lies inside"
         raise CapabilityError(

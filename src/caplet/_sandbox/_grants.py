@@ -45,6 +45,10 @@ class PathGrant:
     #: gives it the read-directory right alone. Without a jail it is no grant at all:
     #: listing the host's folder would show the names the glob does not match.
     listing: bool = False
+    #: A glob's match (attack35): a file the glob may grant only while it has one name.
+    #: Checked at every start, as the inode is: a second name made after enable (by the
+    #: file's owner, a deduplicating tool) is content under a name the glob does not match.
+    one_name: bool = False
 
     @property
     def pinned(self) -> bool:

@@ -205,11 +205,13 @@ def _open_source(grant: PathGrant, prepared: PreparedRoot | None) -> int:
         # / itself (the inode pinned at enable) is the host's, kept aside.
         path = host_path(path)
         if grant.pinned:
-            return open_pinned(path, grant.device, grant.inode)
+            return open_pinned(path, grant.device, grant.inode, one_name=grant.one_name)
         return os.open(path, flags)
     anchor, relative = _anchored(prepared, path)
     if grant.pinned:
-        return open_pinned(relative, grant.device, grant.inode, dir_fd=anchor)
+        return open_pinned(
+            relative, grant.device, grant.inode, dir_fd=anchor, one_name=grant.one_name
+        )
     return os.open(relative, flags, dir_fd=anchor)
 
 

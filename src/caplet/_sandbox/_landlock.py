@@ -186,7 +186,7 @@ def _open_grant(grant: PathGrant) -> int:
         # as the jail opens it (glob32: a glob's match swapped for a link between
         # enable and start would be ruled as the link's target).
         try:
-            return open_pinned(grant.path, grant.device, grant.inode)
+            return open_pinned(grant.path, grant.device, grant.inode, one_name=grant.one_name)
         except GrantPathError as exc:
             raise SandboxError(f"Landlock grant: {exc}") from exc
     try:

@@ -210,11 +210,16 @@ def resolve_no_links(path: str) -> ResolvedPath:
     return ResolvedPath(path, info.st_dev, info.st_ino, info.st_mode)
 
 
-def open_pinned(path: str, device: int, inode: int, *, dir_fd: int = AT_FDCWD) -> int:
+def open_pinned(
+    path: str, device: int, inode: int, *, dir_fd: int = AT_FDCWD, one_name: bool = False
+) -> int:
     """``open_no_links`` that also insists on the inode pinned at enable.
 
     GrantPathError when the path now names another file (it was replaced
-    since the approver saw it): the worker must not start on it.
+    since the approver saw it): the worker must not start on it. With
+    ``one_name`` (a glob's match), also when the file has more than one name
+    now (attack35: a hard link made after enable, by its owner or a
+    deduplicating tool, is content under a name the glob does not match).
     """
     fd = open_no_links(path, dir_fd=dir_fd)
     info = os.fstat(fd)
@@ -223,6 +228,15 @@ def open_pinned(path: str, device: int, inode: int, *, dir_fd: int = AT_FDCWD) -
         raise GrantPathError(
             f"{path!r} was replaced since the plugin was enabled (it now names another "
             "file or directory); enable the plugin again so the new one is checked",
+            path=path,
+        )
+    if one_name and info.st_nlink != 1:
+        os.close(fd)
+        raise GrantPathError(
+            f"{path!r} has {info.st_nlink} names (hard links) now, one when the plugin was "
+            "enabled: its content is reachable under names the glob does not match, so it "
+            "is not granted; remove the other names, or enable the plugin again (which "
+            "leaves it out)",
             path=path,
         )
     return fd

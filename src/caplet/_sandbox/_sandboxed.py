@@ -216,7 +216,7 @@ class SandboxLauncher:
         init = init_frame(spec, snapshot=snapshot_inside)
         # Copied, not bound, in a jail: a bind's root would name the host path.
         # The copy is checked against the approved hash there (copies_snapshot).
-        grants: list[tuple[str, bool, bool, str, int, int, bool, str, bool]] = [
+        grants: list[tuple[str, bool, bool, str, int, int, bool, str, bool, bool]] = [
             (
                 str(spec.snapshot_dir),
                 False,
@@ -227,10 +227,22 @@ class SandboxLauncher:
                 jailed,
                 spec.snapshot_hash if jailed else "",
                 False,
+                False,
             )
         ]
         grants += [
-            (g.path, g.writable, g.executable, "", g.device, g.inode, False, "", g.listing)
+            (
+                g.path,
+                g.writable,
+                g.executable,
+                "",
+                g.device,
+                g.inode,
+                False,
+                "",
+                g.listing,
+                g.one_name,
+            )
             for g in spec.grants
         ]
         request = {

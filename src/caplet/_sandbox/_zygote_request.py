@@ -61,8 +61,10 @@ def _spawn_request(message: object) -> SpawnRequest:
     try:
         layers = tuple(str(layer) for layer in message["layers"])
         grants = tuple(
-            PathGrant(str(p), bool(w), bool(x), str(t), int(d), int(i), bool(c), str(h), bool(s))
-            for p, w, x, t, d, i, c, h, s in message["grants"]
+            PathGrant(
+                str(p), bool(w), bool(x), str(t), int(d), int(i), bool(c), str(h), bool(s), bool(n)
+            )
+            for p, w, x, t, d, i, c, h, s, n in message["grants"]
         )
         limits: Mapping[str, int | None] = message["limits"]
         return SpawnRequest(
