@@ -295,16 +295,7 @@ class StageSinks(StartupSinks):
         for key in sorted(keys)[:8]:
             joins.extend(flow.bindings.assigned.get(key, ())[:4])
             joins.extend(flow.bindings.iterated.get(key, ())[:4])
-        for root in joins:
-            for n in ast.walk(root):
-                head: ast.AST | None = None
-                if isinstance(n, ast.Call) and n.args and _PATH_JOINS & set(flow.resolve(n.func)):
-                    head = n.args[0]
-                elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div | ast.Add):
-                    head = n.left
-                if head is not None and (under := self._commands.keys(head) & folder):
-                    return under
-        return frozenset()
+        return self._joined_under(joins, folder)
 
     def _module_written_under(self, write: Write, folder: frozenset[str]) -> frozenset[str]:
         """The folder's names the written file's path is joined under (``d / "m.py"``,
@@ -323,10 +314,19 @@ class StageSinks(StartupSinks):
             for n in ast.walk(root)
         ):
             return frozenset()
+        return self._joined_under(roots, folder)
+
+    def _joined_under(self, roots: list[ast.AST], folder: frozenset[str]) -> frozenset[str]:
+        """The folder's names a path in ``roots`` is joined under: the head of an
+        ``os.path.join``-like call, or the left of ``/`` or ``+``."""
         for root in roots:
             for n in ast.walk(root):
                 head: ast.AST | None = None
-                if isinstance(n, ast.Call) and n.args and _PATH_JOINS & set(flow.resolve(n.func)):
+                if (
+                    isinstance(n, ast.Call)
+                    and n.args
+                    and _PATH_JOINS & set(self._flow.resolve(n.func))
+                ):
                     head = n.args[0]
                 elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div | ast.Add):
                     head = n.left
