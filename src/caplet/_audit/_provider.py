@@ -134,6 +134,16 @@ class ProviderSettings:
                 f"LLM provider {self.kind.value}: base URL {url!r} is not an http(s) URL; "
                 f"set {ENV_BASE_URL} like http://localhost:11434/v1"
             )
+        if "?" in url or "#" in url:
+            # caplet appends the API's path to the base URL: after a '?' or '#' it would be
+            # the query's or dropped, so the server is asked something else than the base
+            # names, and a review could not name the server that answered (attack36).
+            raise AuditConfigError(
+                f"LLM provider {self.kind.value}: base URL {url!r} holds a query or fragment "
+                "('?' or '#'); caplet appends /chat/completions (or /messages) to it, which "
+                f"would land there; set {ENV_BASE_URL} to the API root alone, like "
+                "http://localhost:11434/v1"
+            )
         if self.api_key is not None and parts.scheme == "http" and not _is_loopback(parts.hostname):
             raise AuditConfigError(
                 f"LLM provider {self.kind.value}: refusing to send {ENV_API_KEY} over plain "
@@ -205,16 +215,25 @@ class AuditorProvider(Protocol):
 
 def api_root(url: str) -> str:
     """*url* as the identity of the server that answers: ``scheme://host:port/path``,
-    the host lowercased, the port always written, no user, query or fragment.
+    the host lowercased (an IPv6 zone id kept as written), the port always written, no
+    user.
 
     A review is the model's reading *at this server* (steer35): the same provider and
     model name served from another base URL (a local server whoever wrote the plugin
     runs, a changed ``CAPLET_LLM_BASE_URL``) is another reviewer. The path is kept: one
     origin may route paths to different backends (a gateway). ``""`` when *url* is no
-    http(s) URL with a host.
+    http(s) URL with a host, or holds a query or fragment (attack36: the API's path
+    appended to it would land there, so no path names what is asked).
     """
+    text = url.strip()
+    if "?" in text or "#" in text:
+        # A request goes to ``<base>/chat/completions``: after a '?' or '#' that suffix is
+        # the query's or dropped, so what is asked is not the path written, and two bases
+        # that differ only there (a gateway routing by its query) were one identity
+        # (attack36). Such a base names no server caplet can tell apart.
+        return ""
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(text)
         port = parts.port
     except ValueError:
         return ""
@@ -224,6 +243,12 @@ def api_root(url: str) -> str:
         port = 443 if parts.scheme == "https" else 80
     host = parts.hostname.lower()
     if ":" in host:
+        # An IPv6 zone id names an interface, and interface names are case-sensitive
+        # (ip-link(8): ``eth0`` and ``ETH0`` are two): only the address is lowercased
+        # (attack36: two link-local servers on two interfaces were one identity).
+        address = parts.netloc.rpartition("@")[2].partition("[")[2].partition("]")[0]
+        if "%" in address:
+            host = f"{host.partition('%')[0]}%{address.partition('%')[2]}"
         host = f"[{host}]"
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
 

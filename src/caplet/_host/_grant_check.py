@@ -231,7 +231,11 @@ def _refuse_state_folder(plugin: str, capability: FsCapability, known: _Lookups)
     except GrantPathError as exc:
         raise CapabilityError(f"{where}: {exc}") from exc
     try:
-        _refuse_state(where, fd, chain_from_fd(fd, folder, marker=STATE_MARKER), known)
+        try:
+            own = chain_from_fd(fd, folder, marker=STATE_MARKER)
+        except CapabilityError as exc:
+            raise CapabilityError(f"{where}: {exc}") from None
+        _refuse_state(where, fd, own, known)
     finally:
         os.close(fd)
 

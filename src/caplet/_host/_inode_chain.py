@@ -117,13 +117,13 @@ def _dir_chain(fd: int, path: str, marker: str | None) -> list[Node]:
     named after ``path``'s components (the names only say it; identities decide)."""
     names = [path, *(str(parent) for parent in PurePath(path).parents)]
     nodes: list[Node] = []
-    current = os.open(".", _DIR_PATH, dir_fd=fd)
+    current = _open_dir(".", fd, path)
     try:
         while len(nodes) < _MAX_DEPTH:
             info = os.fstat(current)
             name = names[min(len(nodes), len(names) - 1)]
             nodes.append(Node(info.st_dev, info.st_ino, name, _holds(current, marker)))
-            parent = os.open("..", _DIR_PATH, dir_fd=current)
+            parent = _open_dir("..", current, name)
             found = os.fstat(parent)
             os.close(current)
             current = parent
@@ -134,6 +134,25 @@ def _dir_chain(fd: int, path: str, marker: str | None) -> list[Node]:
         )
     finally:
         os.close(current)
+
+
+def _open_dir(name: str, folder: int, path: str) -> int:
+    """``.`` or ``..`` of the directory ``folder`` (named ``path``), as an ``O_PATH``
+    descriptor; CapabilityError when the kernel refuses it.
+
+    A lookup in a directory, even of ``.`` or ``..``, needs its search (x) permission
+    (path_resolution(7)): a folder granted that the host's user may list but not search
+    (``0644``) made the enable end in a PermissionError traceback (attack36), where the
+    chain by path had reached the worker's access check and its fix.
+    """
+    try:
+        return os.open(name, _DIR_PATH, dir_fd=folder)
+    except OSError as exc:
+        raise CapabilityError(
+            f"{path}: caplet cannot read the folders above it ({exc.strerror or exc}): "
+            "a folder on the way may not be searched; make it searchable (chmod u+x, or "
+            "a+x for the worker) or grant another path"
+        ) from None
 
 
 def _holds(folder: int, marker: str | None) -> bool | None:

@@ -7,7 +7,7 @@ remote).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Final
@@ -136,44 +136,77 @@ class StageSinks(StartupSinks):
         """A file written by this file and then started by it."""
         if not (self._runs and self._writes):
             return
+        written = [self._through_parameters(w.keys, w.node) for w in self._writes]
         for run_keys, node, api in self._runs:
+            if api.startswith("sys.path."):
+                continue  # pairs found through an index below (attack36)
             keys = self._through_parameters(run_keys, node)
-            for write in self._writes:
-                written_keys = self._through_parameters(write.keys, write.node)
+            for write, written_keys in zip(self._writes, written, strict=True):
                 shared = keys & written_keys
                 if not shared and write.folder:
                     shared = self._run_under(node, keys, written_keys, write.path)
-                if api.startswith("sys.path."):
-                    # a module written into the folder put on sys.path (blind35); one the
-                    # package copies there is its own, scanned as its own file
-                    shared = (
-                        frozenset() if write.copied else self._module_written_under(write, keys)
+                if shared:
+                    self._written_and_run(node, api, write, shared)
+        self._modules_put_on_path()
+
+    def _modules_put_on_path(self) -> None:
+        """A module written into a folder put on ``sys.path`` (blind35); one the package
+        copies there is its own, scanned as its own file.
+
+        Each write's folders are read once, and each folder is judged at the first
+        ``sys.path`` call that names it: every call against every write (each pair
+        walking the write's path) took time in their product (attack36: 100 calls and
+        1,000 writes of one folder, 8 s; a 2 MiB file of them, hours)."""
+        under: dict[str, list[Write]] = {}
+        folders: dict[int, frozenset[str]] = {}
+        done: set[str] = set()
+        for run_keys, node, api in self._runs:
+            if not api.startswith("sys.path."):
+                continue
+            if not under and not folders:
+                for write in self._writes:
+                    folders[id(write)] = found = (
+                        frozenset() if write.copied else self._module_folders(write)
                     )
-                if not shared:
-                    continue
-                labels = set(write.labels)
-                if write.folder:
-                    labels |= self._archive_labels(write)
-                for data in write.data:
-                    labels |= self._flow.labels(data)
-                    value = self._flow.evaluate(data)
-                    if isinstance(value, bytes):
-                        value = value.decode("utf-8", "replace")
-                    if isinstance(value, str):
-                        self._written_text(node, api, value, write)
-                if write.handle is not None:
-                    labels |= self._flow.name_labels(write.handle, write.scope)
-                    written = self._flow.contributed.get(write.handle, {}).get(write.scope, ())
-                    for data in written[:8]:
-                        value = self._flow.evaluate(data)
-                        if isinstance(value, bytes):
-                            value = value.decode("utf-8", "replace")
-                        if isinstance(value, str):
-                            self._written_text(node, api, value, write)
-                name = sorted(shared)[0]
-                self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
-                if write.copied and any(s is Source.PACKAGED for s, _ in labels):
-                    self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
+                    for key in found:
+                        under.setdefault(key, []).append(write)
+            keys = self._through_parameters(run_keys, node) - done
+            done |= keys
+            reported: set[int] = set()
+            for key in sorted(keys):
+                for write in under.get(key, ()):
+                    if id(write) not in reported:
+                        reported.add(id(write))
+                        self._written_and_run(node, api, write, keys & folders[id(write)])
+
+    def _written_and_run(
+        self, node: ast.Call, api: str, write: Write, shared: frozenset[str]
+    ) -> None:
+        """``write``'s file started by ``node`` (through ``shared``): what it was written
+        with, as code or a script, and where its data came from."""
+        labels = set(write.labels)
+        if write.folder:
+            labels |= self._archive_labels(write)
+        for data in write.data:
+            labels |= self._flow.labels(data)
+            value = self._flow.evaluate(data)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str):
+                self._written_text(node, api, value, write)
+        if write.handle is not None:
+            labels |= self._flow.name_labels(write.handle, write.scope)
+            contributed = self._flow.contributed.get(write.handle, {}).get(write.scope, ())
+            for data in contributed[:8]:
+                value = self._flow.evaluate(data)
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", "replace")
+                if isinstance(value, str):
+                    self._written_text(node, api, value, write)
+        name = sorted(shared)[0]
+        self._by_source(node, f"{api}({name}) after writing it", frozenset(labels))
+        if write.copied and any(s is Source.PACKAGED for s, _ in labels):
+            self._scan.emit("CPL-THR-018", f"{api}({name})", node.lineno, node.col_offset)
 
     def _written_text(self, node: ast.Call, api: str, value: str, write: Write) -> None:
         """Text a file was written with, and the file then started: Python source is
@@ -295,12 +328,15 @@ class StageSinks(StartupSinks):
         for key in sorted(keys)[:8]:
             joins.extend(flow.bindings.assigned.get(key, ())[:4])
             joins.extend(flow.bindings.iterated.get(key, ())[:4])
-        return self._joined_under(joins, folder)
+        for head in self._join_heads(joins):
+            if under := self._commands.keys(head) & folder:
+                return under
+        return frozenset()
 
-    def _module_written_under(self, write: Write, folder: frozenset[str]) -> frozenset[str]:
-        """The folder's names the written file's path is joined under (``d / "m.py"``,
+    def _module_folders(self, write: Write) -> frozenset[str]:
+        """The names of the folders the written file's path is joined under (``d / "m.py"``,
         ``os.path.join(d, "m.py")``, or a name bound to either), when a literal piece of
-        the path names a module: the folder put on ``sys.path`` runs it when imported;
+        the path names a module: a folder put on ``sys.path`` runs it when imported;
         data beside it (an image, an egg a bootstrap script fetches) is not imported."""
         flow = self._flow
         roots: list[ast.AST] = [write.path] if write.path is not None else []
@@ -314,25 +350,24 @@ class StageSinks(StartupSinks):
             for n in ast.walk(root)
         ):
             return frozenset()
-        return self._joined_under(roots, folder)
+        found: set[str] = set()
+        for head in self._join_heads(roots):
+            found |= self._commands.keys(head)
+        return frozenset(found)
 
-    def _joined_under(self, roots: list[ast.AST], folder: frozenset[str]) -> frozenset[str]:
-        """The folder's names a path in ``roots`` is joined under: the head of an
+    def _join_heads(self, roots: list[ast.AST]) -> Iterator[ast.AST]:
+        """The folders paths in ``roots`` are joined under: the head of an
         ``os.path.join``-like call, or the left of ``/`` or ``+``."""
         for root in roots:
             for n in ast.walk(root):
-                head: ast.AST | None = None
                 if (
                     isinstance(n, ast.Call)
                     and n.args
                     and _PATH_JOINS & set(self._flow.resolve(n.func))
                 ):
-                    head = n.args[0]
+                    yield n.args[0]
                 elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div | ast.Add):
-                    head = n.left
-                if head is not None and (under := self._commands.keys(head) & folder):
-                    return under
-        return frozenset()
+                    yield n.left
 
     def _run_words(self, node: ast.Call) -> list[str] | None:
         """The words of the command ``node`` runs, an interpreter not written out
