@@ -9,7 +9,9 @@ and a module of another folder.
 
 from __future__ import annotations
 
+import ast
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,81 @@ def test_the_modules_followed_are_bounded() -> None:
     texts = {"setup.py": "\n".join(f"import m{i}" for i in range(100))}
     found = installer_modules(["setup.py"], present, lambda r: texts.get(r, ""))
     assert len(found) == MAX_INSTALLER_MODULES
+
+
+#: An import in every kind of block a statement can sit in, and the dynamic imports by
+#: a literal name (one spelled in fullwidth letters, which Python folds to ASCII).
+_EVERY_BLOCK = """
+import m0
+def f():
+    import m1
+class C:
+    from m2 import x
+if a:
+    import m3
+else:
+    import m4
+for i in a:
+    import m5
+else:
+    import m6
+while a:
+    import m7
+with a:
+    import m8
+try:
+    import m9
+except E:
+    import m10
+else:
+    import m11
+finally:
+    import m12
+try:
+    pass
+except* E:
+    import m13
+match a:
+    case 1:
+        import m14
+async def g():
+    async with a:
+        import m15
+    async for i in a:
+        import m16
+x = __import__("m17")
+y = importlib.import_module("m18")
+"""
+
+
+@pytest.mark.parametrize("fold", [False, True], ids=["ascii", "fullwidth-dynamic"])
+def test_every_import_is_found_in_every_block(fold: bool) -> None:
+    text = _EVERY_BLOCK
+    if fold:  # U+FF49 is "i" to Python (NFKC), not to a substring search
+        text = text.replace("importlib.import_module", "importlib.\uff49mport_module")
+        text = text.replace("__import__", "__\uff49mport__")
+    present = {f"m{i}.py" for i in range(19)} | {"m2/x.py"}
+    found = installer_modules(["setup.py"], present, lambda r: text if r == "setup.py" else "")
+    assert found == present
+
+
+def test_a_script_that_names_no_dynamic_import_is_not_walked_expression_by_expression(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """attack36's 0.9 MB setup.py of calls spent 8.6 of its 12 s in this walk."""
+    walked: list[ast.AST] = []
+
+    def walk(tree: ast.AST) -> Iterator[ast.AST]:
+        walked.append(tree)
+        return iter(())
+
+    monkeypatch.setattr(ast, "walk", walk)
+    text = "import m0\n" + "print(len('x'))\n" * 1000
+    assert installer_modules(["setup.py"], {"m0.py"}, lambda r: text) == {"m0.py"}
+    assert walked == []
+    text += "__import__('m1')\n"
+    installer_modules(["setup.py"], {"m0.py"}, lambda r: text if r == "setup.py" else "")
+    assert len(walked) == 1
 
 
 def test_an_unparsable_or_unreadable_script_imports_nothing() -> None:
