@@ -25,46 +25,19 @@ from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._findings import RiskLevel
 from caplet._host._consent import ConsentReason, ConsentRequest
-from caplet._host._loading import LoadingRules
 from caplet._host._policy import Policy
 from caplet._host._review_pins import lesser_review, review_of
 from caplet._sandbox._sandboxed import SandboxLauncher
 from tests._audit.llm_server import LLMServer, Reply, honest, serve
+from tests._host.reviewkit import PLAIN, approve, model, next_version
 from tests.conftest import PluginFactory
 
-PLAIN = LoadingRules()
 SERVER = "https://api.openai.com:443/v1"
 
 
 @pytest.fixture
 def llm() -> Iterator[LLMServer]:
     yield from serve()
-
-
-def model(llm: LLMServer, name: str = "m") -> OpenAIProvider:
-    """The scripted server as an OpenAI-compatible model *name*."""
-    return OpenAIProvider(ProviderSettings(kind=ProviderKind.OPENAI, model=name, base_url=llm.url))
-
-
-def approve(
-    plugins_dir: Path,
-    state_dir: Path,
-    launcher: SandboxLauncher,
-    auditor: OpenAIProvider | None,
-) -> None:
-    """Audit plugin ``notes`` with *auditor* (None: static-only) and approve it."""
-    with PluginHost(
-        plugins_dir, state_dir=state_dir, launcher=launcher, auditor=auditor, loading=PLAIN
-    ) as host:
-        host.audit("notes")
-        outcome = host.approve("notes")
-        assert outcome, outcome.reason
-
-
-def next_version(directory: Path) -> None:
-    """A new version that widens nothing: the same manifest, a code change."""
-    source = directory / "plugin.py"
-    source.write_text(source.read_text() + "\n# the next version's code\n")
 
 
 @pytest.mark.security

@@ -27,16 +27,13 @@ from caplet._audit._model import AuditResult, CanaryStatus, Verdict
 from caplet._audit._openai import OpenAIProvider
 from caplet._audit._provider import ProviderKind, ProviderSettings
 from caplet._findings import RiskLevel
-from caplet._host._loading import LoadingRules
 from caplet._host._review_pins import lesser_review, review_of
 from caplet._sandbox._sandboxed import SandboxLauncher
 from caplet._trust._hashing import tree_hash
 from caplet._trust._lockfile import read_lockfile, update_lockfile
 from tests._audit.llm_server import Exchange, LLMServer, Reply, Script, honest, serve
+from tests._host.reviewkit import LOCKED, PLAIN, approve, model, next_version
 from tests.conftest import PluginFactory
-
-PLAIN = LoadingRules()
-LOCKED = LoadingRules(locked=True)
 
 
 @pytest.fixture
@@ -49,28 +46,6 @@ def theirs() -> Iterator[LLMServer]:
     """A second server that speaks the same API under the same model name: one whoever
     wrote the plugin runs, or the one a changed base URL names."""
     yield from serve()
-
-
-def model(server: LLMServer, name: str = "m", *, url: str | None = None) -> OpenAIProvider:
-    return OpenAIProvider(
-        ProviderSettings(kind=ProviderKind.OPENAI, model=name, base_url=url or server.url)
-    )
-
-
-def approve(
-    plugins_dir: Path, state_dir: Path, launcher: SandboxLauncher, auditor: OpenAIProvider | None
-) -> None:
-    with PluginHost(
-        plugins_dir, state_dir=state_dir, launcher=launcher, auditor=auditor, loading=PLAIN
-    ) as host:
-        host.audit("notes")
-        outcome = host.approve("notes")
-        assert outcome, outcome.reason
-
-
-def next_version(directory: Path, line: str = "# the next version's code") -> None:
-    source = directory / "plugin.py"
-    source.write_text(source.read_text() + f"\n{line}\n")
 
 
 # -- 1. the server is part of the review ------------------------------------------------------
