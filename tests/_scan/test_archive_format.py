@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from caplet._errors import ScanError
 from caplet._scan._archive import ArchiveFormat, ArchiveMember, ArchiveProblem, iter_archive
-from caplet._scan._archive_format import detect_format
+from caplet._scan._archive_format import _zip_opens, detect_format
 from tests._scan.archivekit import SDIST, SDIST_MEMBERS, K, make_tar, make_zip, read_items, tar_file
 
 
@@ -95,3 +97,38 @@ def test_text_file_named_like_a_wheel_is_a_scan_error(tmp_path: Path) -> None:
         ScanError, match=r"fake\.whl: it is neither a zip \(\.whl, \.zip\) nor a tar"
     ):
         iter_archive(path)
+
+
+def _zip_with_comment(comment: bytes, prefix: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("pkg/mod.py", "x = 1\n")
+        archive.comment = comment
+    return prefix + buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(_zip_with_comment(b""), id="plain zip"),
+        # the end record as far from the end as zipfile looks (a 64 KiB comment)
+        pytest.param(_zip_with_comment(b"c" * 0xFFFF), id="longest comment"),
+        pytest.param(_zip_with_comment(b"", b"\x89PNG" * 50_000), id="appended"),
+        pytest.param(_zip_with_comment(b"")[:-5], id="truncated end record"),
+        pytest.param(b"x = b'PK\\x05\\x06'\n" + b"PK\x05\x06" + bytes(18), id="lookalike"),
+        pytest.param(b"PK\x05\x06" + bytes(18) + b"#" * 70_000, id="record too early"),
+        pytest.param(b"import os\n" * 10_000, id="source"),
+        pytest.param(b"", id="empty"),
+    ],
+)
+def test_the_quick_zip_answer_is_zipfiles(tmp_path: Path, data: bytes) -> None:
+    """A file without the end record's signature in zipfile's search window is answered
+    without zipfile (the start-up of `caplet scan DIR`); every answer is still zipfile's."""
+    path = tmp_path / "candidate"
+    path.write_bytes(data)
+    try:
+        with zipfile.ZipFile(path):
+            opens = True
+    except zipfile.BadZipFile:
+        opens = False
+    assert _zip_opens(path) is opens

@@ -142,8 +142,7 @@ def approve_command(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     static_only: StaticOnlyFlag = False,
 ) -> None:
-    """Show the audit (with what its canary status means) and capabilities, then
-    persistently approve this exact content.
+    """Show the audit, its canary status and the capabilities, then approve this content.
 
     --static-only approves on a static-only audit chosen for this run, when the
     configured model fails or is not wanted.

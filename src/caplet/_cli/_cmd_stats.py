@@ -38,8 +38,9 @@ def stats_command(
         str | None, typer.Option("--plugin", metavar="NAME", help="Only this plugin's rows.")
     ] = None,
 ) -> None:
-    """Show per-plugin metrics: calls, failures by kind, breaker, latency, CPU, memory,
-    brokered requests and bytes, budgets.
+    """Show per-plugin metrics: calls, failures, breaker, latency, CPU, memory, budgets.
+
+    Failures are counted by kind; brokered requests and bytes are counted too.
 
     One section per host process that ran plugins (caplet mcp, caplet shell, an
     application's PluginHost, one-off commands), running ones first; a running

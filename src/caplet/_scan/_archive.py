@@ -42,7 +42,6 @@ decompression of a tar stream), :mod:`~caplet._scan._archive_zip` and
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, assert_never
@@ -57,8 +56,6 @@ from caplet._scan._archive_model import (
     ArchiveProblem,
     ArchiveProblemKind,
 )
-from caplet._scan._archive_tar import iter_tar
-from caplet._scan._archive_zip import iter_zip
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -99,6 +96,11 @@ def iter_archive(
 def _iterate(
     path: Path, fmt: ArchiveFormat, problems: list[ArchiveProblem], limits: ArchiveLimits
 ) -> Iterator[ArchiveMember | ArchiveProblem]:
+    # The readers (tarfile, zipfile and their decompressors) are imported by the first
+    # archive read, not by every `caplet scan` (issue 16: start-up <= 150 ms of CPU).
+    from caplet._scan._archive_tar import iter_tar
+    from caplet._scan._archive_zip import iter_zip
+
     yield from problems
     if fmt is ArchiveFormat.ZIP:
         # A wheel's root holds the package and its .dist-info: there is no top folder.
@@ -126,6 +128,10 @@ def iter_nested(problem: ArchiveProblem) -> Iterator[ArchiveMember | ArchiveProb
     part of a nested archive, never as the package's own trick: nothing extracts it at
     install (distlib's tests ship a Zip Slip zip and wheel as fixtures).
     """
+    import zipfile  # as in _iterate: with the first archive read
+
+    from caplet._scan._archive_zip import iter_zip
+
     if not problem.data or not zipfile.is_zipfile(io.BytesIO(problem.data)):
         return
     prefix = problem.relative + "/"

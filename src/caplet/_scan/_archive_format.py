@@ -10,7 +10,7 @@ archive, by its name or its leading bytes, is reported and never opened.
 
 from __future__ import annotations
 
-import zipfile
+import os
 import zlib
 from pathlib import Path
 from typing import Final
@@ -19,14 +19,17 @@ from caplet._errors import ScanError
 from caplet._scan._archive_model import ArchiveFormat, ArchiveProblem, ArchiveProblemKind
 
 __all__ = [
-    "ZIP_ERRORS",
     "detect_format",
     "nested_by_content",
     "nested_by_name",
     "resolve_format",
+    "zip_errors",
 ]
 
 _HEAD_BYTES: Final = 512
+#: How far from the end zipfile looks for its end record, and what it looks for.
+_ZIP_TAIL: Final = (1 << 16) + 22
+_ZIP_END_RECORD: Final = b"PK\x05\x06"
 _TAR_MAGIC_OFFSET: Final = 257
 _SUFFIX_FORMATS: Final = (
     (".whl", ArchiveFormat.ZIP),
@@ -71,17 +74,40 @@ def _suffix_format(name: str) -> ArchiveFormat | None:
     return None
 
 
-# zipfile raises these (and only these) on a malformed directory or member;
-# ValueError covers UnicodeDecodeError on a name flagged UTF-8 that is not.
-ZIP_ERRORS: Final = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError)
+def zip_errors() -> tuple[type[Exception], ...]:
+    """What zipfile raises (and only that) on a malformed directory or member.
+
+    ValueError covers UnicodeDecodeError on a name flagged UTF-8 that is not.
+    zipfile (with bz2 and lzma) is imported by the first file asked about, not by
+    every `caplet scan` (issue 16: start-up <= 150 ms of CPU).
+    """
+    import zipfile
+
+    return (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError)
 
 
 def _zip_opens(path: Path) -> bool:
-    """Whether zipfile, and so pip, sees a zip (it looks at the end of the file)."""
+    """Whether zipfile, and so pip, sees a zip (it looks at the end of the file).
+
+    zipfile opens only a file whose last 64 KiB and 22 bytes hold the end record's
+    signature (``zipfile._EndRecData``), so a file without it is answered without
+    importing zipfile: `caplet scan DIR` asks this of a folder's first file to know
+    whether the folder is one of sdists (issue 16: start-up).
+    """
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(size - _ZIP_TAIL, 0))
+            if _ZIP_END_RECORD not in fh.read(_ZIP_TAIL):
+                return False
+    except OSError:
+        return False  # as zipfile's own OSError below: not a zip it can open
+    import zipfile  # see zip_errors
+
     try:
         with zipfile.ZipFile(path):
             return True
-    except ZIP_ERRORS:
+    except zip_errors():
         return False
 
 

@@ -14,9 +14,9 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, assert_never
+from typing import BinaryIO, Final, assert_never
 
-from caplet._scan._archive_format import ZIP_ERRORS, nested_by_content, nested_by_name
+from caplet._scan._archive_format import nested_by_content, nested_by_name, zip_errors
 from caplet._scan._archive_model import (
     READ_CHUNK,
     ArchiveLimits,
@@ -33,6 +33,12 @@ from caplet._scan._archive_names import (
 )
 
 __all__ = ["iter_zip"]
+
+#: What zipfile raises on a malformed directory or member (one list, with the sniffing
+#: of :mod:`caplet._scan._archive_format`).
+ZIP_ERRORS: Final = zip_errors()
+#: And what reading a member raises besides (a method zipfile lacks, an encrypted one).
+_READ_ERRORS: Final[tuple[type[Exception], ...]] = (*ZIP_ERRORS, NotImplementedError, RuntimeError)
 
 
 def _zip_top(infos: list[zipfile.ZipInfo]) -> str | None:
@@ -244,7 +250,7 @@ def _read_zip_member(
                         relative, ArchiveProblemKind.MEMBER_TOO_LARGE, detail, total
                     )
                     return _ZipRead(problem, total)
-    except (*ZIP_ERRORS, NotImplementedError, RuntimeError) as exc:
+    except _READ_ERRORS as exc:
         problem = ArchiveProblem(relative, ArchiveProblemKind.CORRUPT, str(exc), total)
         return _ZipRead(problem, total)
     data = b"".join(chunks)

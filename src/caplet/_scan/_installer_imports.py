@@ -20,7 +20,6 @@ installed by pip from it is the same family as from setup.py, issue 16, class 1)
 from __future__ import annotations
 
 import ast
-import configparser
 import tomllib
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -266,6 +265,9 @@ def _toml_commands(text: str) -> list[str]:
 def _cfg_commands(text: str) -> list[str]:
     """The classes ``cmdclass`` under ``[options]`` of a ``setup.cfg`` names (one
     ``command = module.Class`` a line, as setuptools reads that option)."""
+    # Imported by the first setup.cfg, not by every `caplet scan` (issue 16: start-up).
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         parser.read_string(text)
