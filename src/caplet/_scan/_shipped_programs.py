@@ -17,7 +17,8 @@ this:
   -jar-stealer; recall16). An install script starts the package's own files to build it
   (``configure``, ``make`` on its Makefile, ``protoc`` on its files, its build scripts:
   cython's, llvmlite's, playwright's, pymupdf's setup.py): only a Windows program counts
-  there.
+  there, or a file started to outlive the install (in a new session or detached: blind37's
+  ``java -jar`` of a shipped jar), which no build step is.
 """
 
 from __future__ import annotations
