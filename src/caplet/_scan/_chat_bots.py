@@ -37,5 +37,13 @@ BOT_FRAMEWORKS: Final = frozenset(
         # more Discord and chat libraries with the same handler shape
         "hikari",
         "mattermostdriver",
+        # IRC and XMPP clients: a channel's messages handed to a subclass's on_pubmsg or
+        # a registered handler (the IRC botnet clients; blind37)
+        "irc",
+        "irc3",
+        "pydle",
+        "bottom",
+        "miniirc",
+        "slixmpp",
     }
 )

@@ -411,6 +411,11 @@ class Evaluator(Closedness, LoopEvaluation, StepEvaluation):
         if folded is not None:
             return folded
         if isinstance(func, ast.Attribute):
+            # itertools.compress(...), builtins.zip(...): a loop helper called through its
+            # module (blind37)
+            looped = self._loop_call(node, self.resolve(func), depth)
+            if looped is not None:
+                return looped
             if func.attr == "join" and len(args) == 2 and "builtins.str.join" in self.resolve(func):
                 # str.join("", pieces): the method called through its class
                 return _join(ev(args[0], depth), self._iterable(args[1], depth))

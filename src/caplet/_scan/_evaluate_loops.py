@@ -282,6 +282,15 @@ class LoopEvaluation:
                 for a, c in zip(args, cycled, strict=True)
             ]
             return zipped(columns, cycled)
+        if "itertools.compress" in names and len(args) == 2:
+            # "".join(compress("qeyxzeac", [0, 1, 0, 1, ...])): a name's letters picked
+            # out of padding by a selector list (blind37)
+            data, selectors = (self._iterable(a, depth) for a in args)
+            if data is None or selectors is None:
+                return None
+            if not all(isinstance(s, int | str | bytes) for s in selectors):
+                return None
+            return [d for d, s in zip(data, selectors, strict=False) if s]
         if "builtins.enumerate" in names and len(args) == 1:
             items = self._iterable(args[0], depth)
             return None if items is None else [[i, v] for i, v in enumerate(items)]

@@ -66,6 +66,16 @@ def method_value(
     ):
         stripped: str = getattr(base, method)(args[0])  # "__x__".strip("_") (blindcn)
         return stripped
+    if (
+        isinstance(base, bytes)
+        and method in {"strip", "lstrip", "rstrip"}
+        and len(args) == 1
+        and isinstance(args[0], bytes)
+    ):
+        # struct.pack("<%dI" % n, *ints).rstrip(b" "): a stage packed into integers and
+        # padded to their width (blind37)
+        trimmed: bytes = getattr(base, method)(args[0])
+        return trimmed
     if isinstance(base, str | bytes) and method in {"lower", "upper", "strip", "lstrip", "rstrip"}:
         return getattr(base, method)() if not args else None
     if isinstance(base, str) and method == "replace" and len(args) == 2:

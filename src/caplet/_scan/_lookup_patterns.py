@@ -111,7 +111,12 @@ STRONG_PIECES = (
     # a literal's case flipped or an affix cut off ("zzOS".removeprefix("zz").swapcase()), a
     # name packed into integers or spelled from Unicode character names (blind17)
     r"['\"]\s*\.\s*(?:swapcase|removeprefix|removesuffix)\s*\(|\bstruct\s*\.\s*pack\s*\(|"
-    r"\bunicodedata\s*\.\s*lookup\b|" + BUILTIN_TEXT
+    r"\bunicodedata\s*\.\s*lookup\b|"
+    # two strings interleaved ("".join(a + b for a, b in zip("sbrcs", "upoes"))) or a
+    # name's letters picked out of padding by a selector list (compress("qeyx", [0, 1,
+    # ...])) (blind37)
+    r"\bjoin\(\s*\w+\s*\+\s*\w+\s+for\s+\w+\s*,\s*\w+\s+in\s+zip\(|"
+    r"\bcompress\(\s*[rbuRBU]?['\"]|" + BUILTIN_TEXT
 )
 #: getattr of a module worth hiding by anything but a plain literal (a variable, an
 #: expression, a literal operated on): getattr(os, name), getattr(os, "X".lower()).

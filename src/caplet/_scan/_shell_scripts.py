@@ -109,7 +109,9 @@ _JS_RUNS = re.compile(r"""\bchild_process\b""")
 _JS_RUN_CALL = re.compile(r"\b(?:execSync|exec|execFile|execFileSync|spawn|spawnSync|fork)\s*\(")
 _JS_FETCH = re.compile(
     r"\b(?:https?\s*\.\s*(?:get|request)|fetch|axios(?:\s*\.\s*get)?|XMLHttpRequest)\s*\(|"
-    r"""require\(\s*['"](?:request|node-fetch|axios|got)['"]\s*\)"""
+    r"""require\(\s*['"](?:request|node-fetch|axios|got)['"]\s*\)|"""
+    # a raw connection: a socket piped to a spawned shell is a reverse shell (blind37)
+    r"\b(?:net|tls)\s*\.\s*(?:Socket|connect|createConnection)\b|\bnew\s+WebSocket\s*\("
 )
 
 

@@ -17,7 +17,8 @@ this:
   -jar-stealer; recall16). An install script starts the package's own files to build it
   (``configure``, ``make`` on its Makefile, ``protoc`` on its files, its build scripts:
   cython's, llvmlite's, playwright's, pymupdf's setup.py): only a Windows program counts
-  there.
+  there, or a file started to outlive the install (in a new session or detached: blind37's
+  ``java -jar`` of a shipped jar), which no build step is.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def shipped_start(
     name = _name(flow, program)
     if windows(name) and _packaged(flow, program):
         return f"{api}({name})"
-    if not imported or _output_read(flow, node):
+    if not (imported or _detached(flow, node)) or _output_read(flow, node):
         return None
     if isinstance(command, ast.Name):
         bound = flow.bindings.assigned.get(command.id, ())
@@ -79,6 +80,57 @@ def _name(flow: Flow, node: ast.expr) -> str:
 
 def _packaged(flow: Flow, node: ast.expr) -> bool:
     return any(s is Source.PACKAGED for s, _ in flow.labels(node))
+
+
+#: ``creationflags`` bits that cut a Windows child loose from the install
+#: (``DETACHED_PROCESS``, ``CREATE_NEW_PROCESS_GROUP``, ``CREATE_BREAKAWAY_FROM_JOB``).
+_DETACHING_FLAGS = 0x8 | 0x200 | 0x01000000
+#: ``preexec_fn`` values that start a new session or process group.
+_NEW_SESSION = frozenset({"os.setsid", "os.setpgrp"})
+
+
+def _detached(flow: Flow, node: ast.Call) -> bool:
+    """The program is started to outlive its caller: in a new session
+    (``start_new_session=True``, ``preexec_fn=os.setsid``, ``process_group=0``) or
+    detached from the console and job (``creationflags`` with ``DETACHED_PROCESS``). A
+    build step is waited for (its result is the build); a payload started from an install
+    script this way keeps running after pip returns (blind37's ``java -jar`` of a shipped
+    jar, subprocess(3.12) ``start_new_session``, setsid(2))."""
+    for keyword in node.keywords:
+        value = keyword.value
+        if keyword.arg == "start_new_session" and isinstance(value, ast.Constant):
+            if value.value is True:
+                return True
+        elif keyword.arg == "process_group" and isinstance(value, ast.Constant):
+            if isinstance(value.value, int) and not isinstance(value.value, bool):
+                return True
+        elif keyword.arg == "preexec_fn" and not _NEW_SESSION.isdisjoint(flow.resolve(value)):
+            return True
+        elif keyword.arg == "creationflags":
+            flags = _flags(flow, value)
+            if flags is not None and flags & _DETACHING_FLAGS:
+                return True
+    return False
+
+
+def _flags(flow: Flow, node: ast.expr) -> int | None:
+    """An integer flag word: a literal, ``subprocess.DETACHED_PROCESS`` and its kin by
+    name, or such words or-ed together; ``None`` when a part is unknown."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = _flags(flow, node.left), _flags(flow, node.right)
+        return None if left is None or right is None else left | right
+    value = flow.evaluate(node)
+    if isinstance(value, int):
+        return value
+    names = {n.rsplit(".", 1)[-1] for n in flow.resolve(node)}
+    known = {
+        "DETACHED_PROCESS": 0x8,
+        "CREATE_NEW_PROCESS_GROUP": 0x200,
+        "CREATE_BREAKAWAY_FROM_JOB": 0x01000000,
+        "CREATE_NO_WINDOW": 0x08000000,
+    }
+    found = [known[n] for n in names if n in known]
+    return found[0] if found else None
 
 
 def _output_read(flow: Flow, node: ast.Call) -> bool:

@@ -300,6 +300,10 @@ class StageSinks(StartupSinks):
                 labels |= other.labels
                 for data in other.data:
                     labels |= self._flow.labels(data)
+                if other.handle is not None:
+                    # with open(a, "wb") as f: f.write(urlopen(URL).read()): what the
+                    # handle was given (blind37), as _written_and_run reads it
+                    labels |= self._flow.name_labels(other.handle, other.scope)
         return labels
 
     def _run_under(

@@ -569,6 +569,9 @@ RUNS_FILE: Final = frozenset(
         *(f"ctypes.{k}" for k in ("CDLL", "WinDLL", "OleDLL", "PyDLL")),
         *(f"ctypes.{k}.LoadLibrary" for k in ("cdll", "windll", "oledll", "pydll")),
         "_ctypes.dlopen",
+        # an importer of the modules inside a zip archive (its load_module/exec_module
+        # runs them): a zip written from a literal and imported is a stage run (blind37)
+        "zipimport.zipimporter",
     }
 )
 #: Process calls whose result is the program's output (or holds it: ``run().stdout``).
