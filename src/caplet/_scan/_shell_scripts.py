@@ -109,8 +109,11 @@ _JS_RUNS = re.compile(r"""\bchild_process\b""")
 _JS_RUN_CALL = re.compile(r"\b(?:execSync|exec|execFile|execFileSync|spawn|spawnSync|fork)\s*\(")
 _JS_FETCH = re.compile(
     r"\b(?:https?\s*\.\s*(?:get|request)|fetch|axios(?:\s*\.\s*get)?|XMLHttpRequest)\s*\(|"
-    r"""require\(\s*['"](?:request|node-fetch|axios|got)['"]\s*\)|"""
-    # a raw connection: a socket piped to a spawned shell is a reverse shell (blind37)
+    r"""require\(\s*['"](?:request|node-fetch|axios|got)['"]\s*\)"""
+)
+#: A raw connection: a socket piped to a spawned shell is a reverse shell (blind37), told
+#: as one (CPL-THR-008) when the script fetches nothing.
+_JS_CONNECTS = re.compile(
     r"\b(?:net|tls)\s*\.\s*(?:Socket|connect|createConnection)\b|\bnew\s+WebSocket\s*\("
 )
 
@@ -309,6 +312,8 @@ class InstalledCommands:
         found = script_payload(text, suffix)
         if found is not None and suffix in PERSISTENCE_SUFFIXES:
             self._rules[relative] = "CPL-THR-009"  # an autostart key imported (blind32)
+        if found is not None and suffix == ".js" and _JS_FETCH.search(text) is None:
+            self._rules[relative] = "CPL-THR-008"  # a shell wired to a raw connection
         if found is None and suffix == ".js":
             # a script that sends the whole environment (an npm postinstall, blind17)
             found = js_sends_environment(text)
@@ -344,9 +349,11 @@ class InstalledCommands:
 
 
 def _js_loader(text: str) -> tuple[int, str] | None:
-    """JavaScript that fetches from the network and runs a program (``child_process``):
-    the line of its first run call."""
-    if _JS_RUNS.search(text) is None or _JS_FETCH.search(text) is None:
+    """JavaScript that fetches from the network (or connects to a peer) and runs a program
+    (``child_process``): the line of its first run call."""
+    if _JS_RUNS.search(text) is None:
+        return None
+    if _JS_FETCH.search(text) is None and _JS_CONNECTS.search(text) is None:
         return None
     for number, line in enumerate(text.split("\n"), start=1):
         if _JS_RUN_CALL.search(line) is not None and "require" not in line:

@@ -294,7 +294,7 @@ class StartupSinks:
             if found is not None:
                 self._scan.emit(
                     "CPL-THR-015",
-                    f"a shell start-up file written with {found[1][:80]!r}",
+                    f"a shell start-up file or git hook written with {found[1][:80]!r}",
                     node.lineno,
                     node.col_offset,
                 )
@@ -303,7 +303,8 @@ class StartupSinks:
             if sent is not None:
                 self._scan.emit(
                     "CPL-THR-009",
-                    f"a shell start-up file written with {sent[:80]!r}, which sends data,",
+                    f"a shell start-up file or git hook written with {sent[:80]!r},"
+                    " which sends data,",
                     node.lineno,
                     node.col_offset,
                 )
