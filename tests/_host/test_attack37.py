@@ -160,3 +160,24 @@ def test_near_miss_an_honest_traceback_is_written_as_logging_writes_it() -> None
     assert escaped_traceback(error) == expected
     assert "During handling of the above exception" in expected
     assert "The above exception was the direct cause" in expected
+
+
+def test_every_module_logs_through_an_escaping_logger() -> None:
+    """Every module of caplet makes its logger with ``caplet_logger``, so the filter is on
+    ``caplet`` and ``caplet.store`` whichever module is imported first (the CLI's handler
+    set-up only reads the logger; ``caplet.plugins`` escapes its lines itself)."""
+    import caplet
+    import caplet._trust._pg_pool  # the only modules of caplet.store, imported lazily
+
+    package = Path(caplet.__file__).parent
+    allowed = {"_cli/_app.py", "_cli/_safe.py", "_selftest/_bench_arena.py", "_logs.py"}
+    raw = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if 'getLogger("caplet' in path.read_text(encoding="utf-8")
+        and str(path.relative_to(package)) not in allowed
+    ]
+    assert raw == []
+    for name in ("caplet", "caplet.store"):
+        logger = logging.getLogger(name)
+        assert any(type(f).__name__ == "EscapedRecords" for f in logger.filters), name
