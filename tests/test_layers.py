@@ -19,6 +19,7 @@ LAYERS = [
         "_errors",
         "_errors_request",
         "_findings",
+        "_logs",
         "_lookalikes",
         "_marks",
         "_numbers",

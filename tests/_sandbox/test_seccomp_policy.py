@@ -74,9 +74,9 @@ def test_arm64_lacks_only_the_legacy_calls() -> None:
 def test_the_allowlist_has_the_expected_size() -> None:
     # A jump here means someone added or removed calls: review the diff.
     assert 200 <= len(allowlist_names(allow_exec=False)) <= 230
-    # execve, execveat and the epoll instances (WITH_EXEC); memfd_create in neither
-    # (WITHOUT_EXEC, memfd29).
-    assert len(allowlist_names(allow_exec=True)) == len(allowlist_names(allow_exec=False)) + 4
+    # execve, execveat, the epoll instances and inotify (WITH_EXEC, attack37); memfd_create
+    # in neither (WITHOUT_EXEC, memfd29).
+    assert len(allowlist_names(allow_exec=True)) == len(allowlist_names(allow_exec=False)) + 8
 
 
 def test_unified_numbers_are_consecutive_from_linux_5_1() -> None:

@@ -40,7 +40,6 @@ watchdog) is :mod:`._http_hop`'s.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -67,12 +66,13 @@ from caplet._errors import (
     RedirectError,
     SizeLimitError,
 )
+from caplet._logs import caplet_logger
 from caplet._version import __version__
 from caplet._watchdog import SocketWatchdog
 
 __all__ = ["ALLOWED_METHODS", "INTERNAL_ERROR", "HttpBroker"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 #: TRACE (cross-site tracing) and CONNECT (a raw tunnel past every rule) are refused.
 ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -34,7 +34,6 @@ For each call the host (:meth:`AppRegistry.invoke`):
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +52,12 @@ from caplet._errors import (
     ProtocolError,
 )
 from caplet._host._validate import compile_schema, first_error
+from caplet._logs import caplet_logger
 from caplet._sandbox._protocol import check_value
 
 __all__ = ["AppCall", "AppHandler", "AppRegistry"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 
 @dataclass(frozen=True, slots=True)

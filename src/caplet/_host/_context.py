@@ -30,7 +30,6 @@ failures (a locked state database) reach the plugin as a
 
 from __future__ import annotations
 
-import logging
 import ssl
 import threading
 import time
@@ -61,6 +60,7 @@ from caplet._host._failures import request_failure
 from caplet._host._kv import KvService
 from caplet._host._plugin_log import PluginLog
 from caplet._host._records import PluginInfo, PluginState
+from caplet._logs import caplet_logger
 from caplet._sandbox._protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ContextGrants,
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ContextBroker", "PluginCaller", "PluginRequests"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 #: Kept back from what is left of a call when a request gets a deadline of
 #: its own (a fetch, a nested plugin call), so its answer can still be sent.

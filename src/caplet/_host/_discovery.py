@@ -10,7 +10,6 @@ turns what is found into its records.
 from __future__ import annotations
 
 import graphlib
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from caplet._errors import CapletError, HostError
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._loading import LoadingRules
 from caplet._host._records import BrokenPlugin
+from caplet._logs import caplet_logger
 from caplet._manifest._load import MAX_MANIFEST_BYTES, find_manifest, load_manifest
 from caplet._manifest._model import Manifest
 from caplet._manifest._names import MANIFEST_NAMES
@@ -28,7 +28,7 @@ from caplet._trust._source import PluginSource, SourceKind, environment_of
 
 __all__ = ["Discovered", "Discovery", "discover_plugins", "hash_keeping_manifest", "read_plugin"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 #: Directory names discovery never treats as plugins.
 _SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})

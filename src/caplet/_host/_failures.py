@@ -26,13 +26,12 @@ and these messages reach plugins and guest code.
 
 from __future__ import annotations
 
-import logging
-
 from caplet._errors import ContextError, SandboxError, WorkerCrashedError, WorkerStartError
+from caplet._logs import caplet_logger
 
 __all__ = ["call_failure", "request_failure"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 _REPORT = "the host logged the details; report it as a caplet bug if it repeats"
 

@@ -33,7 +33,6 @@ agent feeds all of them back to its model. Raised are only a bad request
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 import threading
@@ -53,6 +52,7 @@ from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._guest_limits import GuestLimits
 from caplet._host._guest_pool import GuestPool
 from caplet._host._guest_result import GuestResult, GuestStatus
+from caplet._logs import caplet_logger
 from caplet._numbers import finite_number, shown_number
 from caplet._sandbox._guest_wire import (
     GUEST_ENTRY,
@@ -70,7 +70,7 @@ from caplet._trust._snapshot import Snapshot, make_snapshot, remove_snapshot
 
 __all__ = ["CRASHED_TYPE", "TIMEOUT_TYPE", "GuestRunner"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 #: ``GuestResult.error_type`` of a snippet killed at its deadline.
 TIMEOUT_TYPE: Final = "TimeoutError"

@@ -22,17 +22,17 @@ answer is in by then. :meth:`close` waits for those threads too.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from caplet._errors import LifecycleError
+from caplet._logs import caplet_logger
 
 __all__ = ["GuestPool", "Lease"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 
 class Lease(Protocol):

@@ -27,7 +27,6 @@ under the providing plugin (or :data:`GUEST_LOG_NAME` when there is none).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Final, Protocol
@@ -46,13 +45,14 @@ from caplet._errors import (
 from caplet._host._failures import request_failure
 from caplet._host._guest_catalog import GuestCatalog
 from caplet._host._validate import FunctionValidator, first_error
+from caplet._logs import caplet_logger
 from caplet._sandbox._guest_wire import GUEST_PLUGIN
 from caplet._sandbox._protocol import ContextOp, ContextRequest, WireValue
 from caplet._suggest import did_you_mean
 
 __all__ = ["GUEST_LOG_NAME", "GuestCaller", "GuestRequests"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 #: The decision log's plugin column for refusals no plugin is behind (not a
 #: valid plugin name, so it never mixes with a real plugin's lines).

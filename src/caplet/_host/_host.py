@@ -48,7 +48,6 @@ This module keeps construction, calls, health checks, updates and closing.
 
 from __future__ import annotations
 
-import logging
 import ssl
 import threading
 import time
@@ -87,6 +86,7 @@ from caplet._host._policy_file import (
     resolve_policy,
 )
 from caplet._host._records import Outcome
+from caplet._logs import caplet_logger
 from caplet._sandbox._identity import worker_identity
 from caplet._sandbox._launcher import Launcher
 from caplet._sandbox._sandboxed import default_launcher, layers_switch_banner
@@ -100,7 +100,7 @@ from caplet._host._workers import Workers
 
 __all__ = ["HEALTH_FUNCTION", "PluginHost"]
 
-_LOG = logging.getLogger("caplet")
+_LOG = caplet_logger()
 
 PluginFunction = Callable[..., Any]
 #: The optional health-check function an update runs (seed 004).

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
-import logging
 import os
 import shutil
 import signal
@@ -38,6 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from caplet._atomic import atomic_write, exclusive_lock, fsync_directory
 from caplet._errors import StoreError, UpdateError
+from caplet._logs import caplet_logger
 from caplet._trust._lockfile import LockEntry, update_lockfile
 from caplet._trust._paths import ensure_private_dir
 from caplet._trust._problems import ProblemKind, StateProblem
@@ -61,7 +61,7 @@ __all__ = [
     "write_journal",
 ]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 JOURNAL_DIR = "updates"
 #: Test-only fault injection: the update SIGKILLs itself at the named crash point.

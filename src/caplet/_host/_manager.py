@@ -32,7 +32,6 @@ of the enabled plugins.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 
@@ -49,13 +48,14 @@ from caplet._host._records import (
 )
 from caplet._host._system_message import system_message
 from caplet._host._validate import FunctionValidator
+from caplet._logs import caplet_logger
 from caplet._manifest._model import Hook
 from caplet._trust._snapshot import Snapshot
 from caplet._trust._store import QuarantineRecord
 
 __all__ = ["PluginManager"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 
 class PluginManager(ManagerEnable):

@@ -11,7 +11,6 @@ enabling, which act on what is found here.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Collection, Mapping
 
 from caplet._audit._model import STATIC_ONLY, AuditResult
@@ -37,6 +36,7 @@ from caplet._host._records import (
     PluginState,
 )
 from caplet._host._review_pins import AT, server_of
+from caplet._logs import caplet_logger
 from caplet._trust._keyring import Keyring
 from caplet._trust._lockfile import LockEntry, Lockfile, LockSignature, read_lockfile
 from caplet._trust._signing import (
@@ -48,7 +48,7 @@ from caplet._trust._signing import (
 
 __all__ = ["ManagerDiscover"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 
 class ManagerDiscover(ManagerAudit):

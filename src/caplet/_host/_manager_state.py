@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from caplet._host._records import (
     PluginState,
 )
 from caplet._host._run_dir import RunDir, unchecked_warning, unseen_warning
+from caplet._logs import caplet_logger
 from caplet._manifest._load import load_manifest
 from caplet._manifest._model import Manifest
 from caplet._sandbox._identity import WorkerIdentity, worker_identity
@@ -54,7 +54,7 @@ from caplet._trust._store import TrustStore
 
 __all__ = ["RED_TEAM_BANNER", "RED_TEAM_LABEL", "ManagerState"]
 
-logger = logging.getLogger("caplet")
+logger = caplet_logger()
 
 
 #: Prefixed to every decision a red-team host logs (see PluginManager.red_team).

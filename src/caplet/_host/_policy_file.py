@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import logging
 import os
 import stat
 import tomllib
@@ -48,6 +47,7 @@ from caplet._host._policy import Policy
 from caplet._host._policy_allow import allow_policy_text, policy_allowed
 from caplet._host._policy_loosening import _leaves, loosening
 from caplet._host._policy_override import POLICY_ENV, POLICY_FILE, PolicyOverride
+from caplet._logs import caplet_logger
 from caplet._toml import TomlLimitError, parse_toml
 from caplet._trust._open import STORE_ENV, describe_store
 from caplet._trust._store import TrustStore
@@ -66,7 +66,7 @@ __all__ = [
     "withheld_warning",
 ]
 
-_LOG = logging.getLogger("caplet")
+_LOG = caplet_logger()
 #: The plugin column of the decision log's policy rows.
 POLICY_LOG_NAME: Final = "(policy)"
 

@@ -27,7 +27,6 @@ and numbers; it holds no plugin text.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -38,9 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from caplet._logs import caplet_logger
+
 __all__ = ["KEEP_ENDED", "STATS_DIR", "HostSnapshot", "StatsPublisher", "read_snapshots"]
 
-_LOG = logging.getLogger("caplet")
+_LOG = caplet_logger()
 
 #: The folder of the state directory holding the snapshots.
 STATS_DIR: Final = "stats"

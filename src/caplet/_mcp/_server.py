@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import hmac
 import json
-import logging
 import math
 import os
 import secrets
@@ -52,6 +51,7 @@ from caplet._display import stripped_text
 from caplet._errors import CapletError, GuestError
 from caplet._host._async import AsyncPluginHost
 from caplet._host._guest_result import GuestResult
+from caplet._logs import caplet_logger
 from caplet._mcp._flow import CountedWriter, GatedReader, InFlight, SessionBound
 from caplet._mcp._stdio import AnsweringReader, BoundedLines
 from caplet._mcp._text import agent_line, agent_text
@@ -62,7 +62,7 @@ from caplet._version import __version__
 
 __all__ = ["STATS_URI", "SYSTEM_MESSAGE_URI", "TOKEN_ENV", "McpServer"]
 
-_LOG = logging.getLogger("caplet")
+_LOG = caplet_logger()
 
 SYSTEM_MESSAGE_URI: Final = "caplet://system-message"
 STATS_URI: Final = "caplet://stats"

@@ -41,7 +41,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,6 +49,7 @@ from typing import Any, Final
 
 from caplet._host._mcp_policy import McpPolicy, every_tool
 from caplet._host._records import PluginInfo
+from caplet._logs import caplet_logger
 from caplet._mcp._text import agent_line, agent_text
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
     "check_arguments",
 ]
 
-_LOG = logging.getLogger("caplet")
+_LOG = caplet_logger()
 
 #: The guest-code tool's name (never a plugin's).
 EXEC_TOOL: Final = "exec"

@@ -340,7 +340,7 @@ def apply_seccomp(
     ``memory_bounded=False`` refuses what only a memory cgroup would bound
     (see :func:`build_filter`).
 
-    Without ``allow_exec`` the filter refuses epoll instances (WITH_EXEC),
+    Without ``allow_exec`` the filter refuses epoll instances and inotify (WITH_EXEC),
     so this interpreter is switched to poll(2) first: see :func:`wait_with_poll`.
     """
     program = build_filter(allow_exec=allow_exec, notify=notify, memory_bounded=memory_bounded)

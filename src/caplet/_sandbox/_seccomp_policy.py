@@ -153,15 +153,14 @@ ALLOWED: tuple[Group, ...] = (
         "import's stat/listdir walk, os.walk/glob/pathlib, tempfile, shutil (copy2, "
         "copytree, rmtree), renames and links; xattr and file-attribute *reads* only "
         "(ls -l, shutil.copystat); the *at forms and statx/faccessat2, which glibc "
-        "and CPython prefer where the kernel has them",
+        "and CPython prefer where the kernel has them (inotify: see WITH_EXEC)",
         _names(
             """
             stat fstat lstat newfstatat statx statfs fstatfs access faccessat faccessat2
             readlink readlinkat getdents getdents64 getcwd chdir fchdir rmdir
             unlink unlinkat rename renameat link linkat symlink symlinkat utime utimes
             utimensat futimesat getxattr lgetxattr fgetxattr listxattr llistxattr
-            flistxattr getxattrat listxattrat file_getattr inotify_init inotify_init1
-            inotify_add_watch inotify_rm_watch
+            flistxattr getxattrat listxattrat file_getattr
             """
         ),
     ),
@@ -415,12 +414,32 @@ WITHOUT_EXEC = Group(
 #: instead (the worker switches selectors to it before any plugin code
 #: runs). The programs a worker granted ``proc.exec`` runs need epoll (Go's
 #: runtime aborts without it, Node's loop too), so it keeps it.
+#:
+#: inotify likewise (attack37): a watch is on an inode, and fires for every
+#: process that opens, reads or writes it through any mount, so a watch on a
+#: file every jail shows (the runtime's standard library, ``/dev/null``) heard
+#: other plugins' workers open it and every process on the machine: a channel
+#: between two sandboxes that share no grant (a bit an event, no
+#: ``ctx.plugins.call``), and a view of the host's activity. Landlock does not
+#: mediate watches. Nothing CPython, its standard library or the measured
+#: extension modules run calls inotify; the approved programs that do (``tail
+#: -f``, Node's ``fs.watch``) fall back to polling without it, but a worker
+#: granted ``proc.exec`` keeps it as it keeps epoll.
 WITH_EXEC = Group(
-    "epoll instances",
-    "event loops of the approved programs (Go's runtime, libuv); refused to a worker "
-    "that cannot exec, whose watches nothing bounds per worker (the kernel counts them "
-    "per uid, shared with the host's user or every other worker)",
-    ("epoll_create", "epoll_create1"),
+    "epoll instances and file watches",
+    "event loops of the approved programs (Go's runtime, libuv) and their file watches "
+    "(tail -f, fs.watch); refused to a worker that cannot exec: epoll watches nothing "
+    "bounds per worker (the kernel counts them per uid, shared with the host's user or "
+    "every other worker), and an inotify watch on a file every jail shows hears other "
+    "workers and host processes open it (attack37)",
+    (
+        "epoll_create",
+        "epoll_create1",
+        "inotify_init",
+        "inotify_init1",
+        "inotify_add_watch",
+        "inotify_rm_watch",
+    ),
 )
 
 _SOL_SOCKET = 1

@@ -8,13 +8,13 @@ store's queries there, how they reach the server here.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from caplet._atomic import write_step
 from caplet._errors import StoreError
+from caplet._logs import caplet_logger
 from caplet._trust._pg_errors import LOCK_TIMEOUT_S, connection_lost, translate, unreachable
 from caplet._trust._pg_schema import migrate
 from caplet._trust._pg_url import PgAddress
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PgPool"]
 
-logger = logging.getLogger("caplet.store")
+logger = caplet_logger("caplet.store")
 
 T = TypeVar("T")
 

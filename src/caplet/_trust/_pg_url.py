@@ -21,7 +21,6 @@ leaves them out, as they do for libpq.
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 import re
 from collections.abc import Mapping
@@ -29,10 +28,11 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from caplet._errors import StoreError
+from caplet._logs import caplet_logger
 
 __all__ = ["PgAddress", "is_postgres_url", "parse_address", "redact"]
 
-logger = logging.getLogger("caplet.store")
+logger = caplet_logger("caplet.store")
 
 _SCHEMES = ("postgresql://", "postgres://")
 #: libpq's modes that verify the server's certificate.

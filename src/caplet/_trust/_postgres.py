@@ -39,7 +39,6 @@ logged twice, never lost.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from caplet._audit._model import AuditResult
 from caplet._errors import StoreError
+from caplet._logs import caplet_logger
 from caplet._trust._codec import audit_to_json
 from caplet._trust._pg_errors import (
     LOCK_TIMEOUT_S,
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCK_TIMEOUT_S", "WAIT_S", "PostgresStore", "UnreachableError"]
 
-logger = logging.getLogger("caplet.store")
+logger = caplet_logger("caplet.store")
 
 T = TypeVar("T")
 
