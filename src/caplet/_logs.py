@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from caplet._display import safe_line, safe_text
@@ -42,13 +42,48 @@ _HEADER: Final = "Traceback (most recent call last):\n"
 _MAX_CHAIN: Final = 32
 
 
+class _Shown:
+    """An argument that is neither text nor a number, as ``%s`` and ``%r`` show it: its
+    ``str`` and ``repr`` escaped to one line, worked out once when the record is made.
+
+    An object's ``__str__`` is anyone's code (a URL type, an enum, a dataclass holding a
+    plugin's text), so it may yield terminal sequences and line breaks, raise, or yield
+    something that is not a ``str``; none of it may reach a handler (attack38).
+    """
+
+    __slots__ = ("_repr", "_str")
+
+    def __init__(self, value: object) -> None:
+        self._str = _text_of(value, str)
+        self._repr = _text_of(value, repr)
+
+    def __str__(self) -> str:
+        return self._str
+
+    def __repr__(self) -> str:
+        return self._repr
+
+
+def _text_of(value: object, how: Callable[[object], object]) -> str:
+    try:
+        text = how(value)
+    except Exception:  # an object's own __str__ may raise anything
+        return f"<{type(value).__name__} object that cannot be shown>"
+    if not isinstance(text, str):
+        return f"<{type(value).__name__} object that cannot be shown>"
+    return safe_line(text)
+
+
 def _escaped(value: object) -> object:
-    """``value`` as a record may carry it: text escaped to one line, numbers as they are."""
+    """``value`` as a record may carry it: text escaped to one line, numbers as they are
+    (``%d`` and ``%.1f`` still format them), anything else shown through :class:`_Shown`."""
     if isinstance(value, str):
         return safe_line(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
     if isinstance(value, BaseException | os.PathLike):
-        return safe_line(str(value))
-    return value
+        return _text_of(value, str)
+    return _Shown(value)
 
 
 def _pieces(error: traceback.TracebackException, depth: int) -> Iterator[str]:
@@ -87,7 +122,12 @@ class EscapedRecords(logging.Filter):
             record.args = {key: _escaped(value) for key, value in args.items()}
         elif args:
             record.args = tuple(_escaped(value) for value in args)
-        elif not isinstance(record.msg, str):
+        elif isinstance(record.msg, str):
+            # No arguments: logging uses the message as it is, so one built before the
+            # call (an f-string, ``%`` applied by hand) is escaped as an argument would be;
+            # caplet's constant messages hold no character this changes.
+            record.msg = safe_line(record.msg)
+        else:
             record.msg = _escaped(record.msg)  # logged as an object: its text is someone's
         if record.exc_info is not None and record.exc_text is None:
             error = record.exc_info[1]
