@@ -62,7 +62,7 @@ def shipped_start(
     name = _name(flow, program)
     if windows(name) and _packaged(flow, program):
         return f"{api}({name})"
-    if not (imported or _detached(flow, node)) or _output_read(flow, node):
+    if not (imported or _detached(flow, node, api, name)) or _output_read(flow, node):
         return None
     if isinstance(command, ast.Name):
         bound = flow.bindings.assigned.get(command.id, ())
@@ -85,31 +85,81 @@ def _packaged(flow: Flow, node: ast.expr) -> bool:
 #: ``creationflags`` bits that cut a Windows child loose from the install
 #: (``DETACHED_PROCESS``, ``CREATE_NEW_PROCESS_GROUP``, ``CREATE_BREAKAWAY_FROM_JOB``).
 _DETACHING_FLAGS = 0x8 | 0x200 | 0x01000000
-#: ``preexec_fn`` values that start a new session or process group.
-_NEW_SESSION = frozenset({"os.setsid", "os.setpgrp"})
+#: Calls that wait for the program they start (a build step's shape, whatever session it
+#: is started in: ``start_new_session`` there lets the script kill the whole group).
+_WAITING = frozenset({"subprocess.run", "subprocess.call", "subprocess.check_call"})
+#: What is called on a ``Popen`` to wait for it.
+_WAITS = frozenset({"wait", "communicate"})
+#: Programs that start the rest of their command line cut loose from the caller, waited
+#: for or not (``setsid -f`` forks; ``nohup``'s child outlives a hang-up).
+_DETACHERS = frozenset({"setsid", "nohup", "daemonize", "start-stop-daemon", "disown"})
+#: ``os.spawn*`` modes that return without waiting (``P_NOWAIT``/``P_NOWAITO`` 1,
+#: ``P_DETACH`` 4); ``P_WAIT`` is 0.
+_SPAWN_WAIT = 0
 
 
-def _detached(flow: Flow, node: ast.Call) -> bool:
+def _detached(flow: Flow, node: ast.Call, api: str, program: str) -> bool:
     """The program is started to outlive its caller: in a new session
-    (``start_new_session=True``, ``preexec_fn=os.setsid``, ``process_group=0``) or
-    detached from the console and job (``creationflags`` with ``DETACHED_PROCESS``). A
-    build step is waited for (its result is the build); a payload started from an install
-    script this way keeps running after pip returns (blind37's ``java -jar`` of a shipped
-    jar, subprocess(3.12) ``start_new_session``, setsid(2))."""
+    (``start_new_session=True``, ``preexec_fn=os.setsid``, ``process_group=0``), detached
+    from the console and job (``creationflags`` with ``DETACHED_PROCESS``), under
+    ``setsid``/``nohup``, or by ``os.spawn*`` without ``P_WAIT``. A build step is waited
+    for (its result is the build); a payload started from an install script this way
+    keeps running after pip returns (blind37's ``java -jar`` of a shipped jar,
+    subprocess(3.12) ``start_new_session``, setsid(2)).
+
+    What cannot be read fails closed (attack38): a session flag that is not a literal
+    false (``start_new_session=1``, a variable), any ``process_group`` or ``preexec_fn``
+    (a lambda calling ``os.setsid``), options spread from a mapping (``**kw``), flags of
+    unknown value; a start that is waited for (``run``, ``check_call``, ``Popen(...)
+    .wait()``) is a build step whatever its session, as it was before blind37."""
+    if program in _DETACHERS:
+        return True
+    if api.startswith("os.spawn"):
+        if not node.args:
+            return True
+        mode = flow.evaluate(node.args[0])
+        return not (mode == _SPAWN_WAIT or "os.P_WAIT" in flow.resolve(node.args[0]))
+    if _waited(flow, node):
+        return False
     for keyword in node.keywords:
         value = keyword.value
-        if keyword.arg == "start_new_session" and isinstance(value, ast.Constant):
-            if value.value is True:
+        if keyword.arg is None:
+            return True  # ``**options``: what they hold is not read here
+        if keyword.arg in ("start_new_session", "setsid"):
+            if not _false(flow, value):
                 return True
-        elif keyword.arg == "process_group" and isinstance(value, ast.Constant):
-            if isinstance(value.value, int) and not isinstance(value.value, bool):
+        elif keyword.arg in ("process_group", "preexec_fn", "setpgroup"):
+            if not (isinstance(value, ast.Constant) and value.value is None):
                 return True
-        elif keyword.arg == "preexec_fn" and not _NEW_SESSION.isdisjoint(flow.resolve(value)):
-            return True
         elif keyword.arg == "creationflags":
             flags = _flags(flow, value)
-            if flags is not None and flags & _DETACHING_FLAGS:
+            if flags is None or flags & _DETACHING_FLAGS:
                 return True
+    return False
+
+
+def _false(flow: Flow, node: ast.expr) -> bool:
+    """``node`` is a literal false (``False``, ``0``, ``None``), by value, not by name."""
+    if isinstance(node, ast.Constant):
+        return not node.value
+    value = flow.evaluate(node)
+    return value is not None and not value
+
+
+def _waited(flow: Flow, node: ast.Call) -> bool:
+    """The caller waits for the program: a call that does (``subprocess.run``), or
+    ``wait``/``communicate`` on the ``Popen`` itself or on the one name bound to it."""
+    if not _WAITING.isdisjoint(flow.resolve(node.func)):
+        return True
+    names = {
+        name for name, values in flow.bindings.assigned.items() if any(v is node for v in values)
+    }
+    for call in flow.calls():
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _WAITS):
+            continue
+        if func.value is node or (isinstance(func.value, ast.Name) and func.value.id in names):
+            return True
     return False
 
 
