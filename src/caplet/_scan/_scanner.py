@@ -33,6 +33,7 @@ from caplet._capabilities._model import Capability
 from caplet._errors import ScanError
 from caplet._findings import Finding
 from caplet._scan._archive import (
+    DEFAULT_LIMITS,
     NESTED_LIMITS,
     ArchiveMember,
     ArchiveProblem,
@@ -247,7 +248,9 @@ def _scan_archive(
         if progress is not None:
             progress(done, max(total, done))
     for member in _linked(root, links):
-        if _held(member.relative):
+        if isinstance(member, ArchiveProblem):
+            collector.archive_problem(member, member.relative)
+        elif _held(member.relative):
             held.append(member)
         else:
             collector.add_member(member)
@@ -350,12 +353,21 @@ def _nested_on_disk(collector: Collector, relative: str, path: str) -> None:
 _MAX_LINK_HOPS = 8
 
 
-def _linked(root: Path, items: Sequence[ArchiveMember | ArchiveProblem]) -> list[ArchiveMember]:
+def _linked(
+    root: Path, items: Sequence[ArchiveMember | ArchiveProblem]
+) -> list[ArchiveMember | ArchiveProblem]:
     """The links among ``items`` (an archive's problems) that are read as code, each
     as a member of its own name holding the bytes of the member it points to: pip
     extracts a link inside the tree, so a ``setup.py`` (or a module, a command) linked
     to ``README.txt`` runs README's bytes, which no rule read as Python (attack8).
-    The archive is read again only when there is such a link."""
+    The archive is read again only when there is such a link.
+
+    A link is a header of no data, so each one's bytes count against what the
+    archive may expand to (:func:`_link_budget`): 40 hard links to one 200 kB module
+    in a 23 kB sdist were 40 files of 200 kB to scan (35 s in plugin mode; 100,000
+    links, the member cap, hours), past every cap the decompressed bytes meet
+    (scandos37). The links past it are a bomb (CPL-ARC-002), not read.
+    """
     targets = {i.relative: i.target for i in items if isinstance(i, ArchiveProblem) and i.target}
     wanted_links = [r for r in targets if _held(r) or script_name(r)]
     if not wanted_links:
@@ -370,10 +382,44 @@ def _linked(root: Path, items: Sequence[ArchiveMember | ArchiveProblem]) -> list
         final[link] = target
     needed = set(final.values())
     data: dict[str, bytes] = {}
+    expanded = 0
     for item in iter_archive(root):
-        if isinstance(item, ArchiveMember) and item.relative in needed:
-            data[item.relative] = item.data  # the last copy, as for the member itself
-    return [ArchiveMember(link, data[t]) for link, t in final.items() if t in data]
+        if isinstance(item, ArchiveMember):
+            expanded += len(item.data)
+            if item.relative in needed:
+                data[item.relative] = item.data  # the last copy, as for the member itself
+    budget = _link_budget(root) - expanded
+    read: list[ArchiveMember | ArchiveProblem] = []
+    pending = [(link, data[t]) for link, t in final.items() if t in data]
+    for done, (link, held) in enumerate(pending):
+        if len(held) > budget:
+            left = len(pending) - done
+            detail = (
+                f"{left} link(s) to members of the archive would be read past"
+                f" {_link_budget(root)} bytes ({DEFAULT_LIMITS.max_ratio} times its"
+                f" {_packed_size(root)} bytes, or its total cap); not read"
+            )
+            read.append(ArchiveProblem(link, ArchiveProblemKind.TOTAL_TOO_LARGE, detail))
+            break
+        budget -= len(held)
+        read.append(ArchiveMember(link, held))
+    return read
+
+
+def _packed_size(root: Path) -> int:
+    try:
+        return root.stat().st_size
+    except OSError:  # gone since it was read: no budget beyond the floor
+        return 0
+
+
+def _link_budget(root: Path) -> int:
+    """The bytes an archive's members and links together may come to: what its caps let
+    its decompressed bytes reach (the ratio to its size on disk, past the floor below
+    which the ratio is not checked, and the total cap)."""
+    limits = DEFAULT_LIMITS
+    by_ratio = max(limits.ratio_floor_bytes, limits.max_ratio * _packed_size(root))
+    return min(limits.max_total_bytes, by_ratio)
 
 
 def _in_nested(relative: str) -> bool:
