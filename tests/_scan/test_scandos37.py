@@ -56,6 +56,7 @@ def test_links_to_one_member_are_read_within_what_the_archive_may_expand_to(
     bombs = [f for f in report.findings if f.rule_id == "CPL-ARC-002"]
     assert [(f.file, f.severity) for f in bombs] == [("pkg/l4.py", Severity.DANGER)]
     assert "36 link(s) to members of the archive would be read past" in bombs[0].message
+    assert "not read: ship each file itself, not links to one" in bombs[0].message
 
 
 def test_near_miss_a_few_links_in_an_sdist_are_read_as_their_members(tmp_path: Path) -> None:
@@ -230,3 +231,41 @@ def test_near_miss_writes_and_runs_within_the_pair_budget_are_judged() -> None:
     rules = {f.rule_id for f in scan_source(source, "plugin.py", mode=ScanMode.PLUGIN)}
     assert "CPL-SCAN-002" not in rules
     assert "CPL-THR-002" in rules
+
+
+def _nested_sdist(path: Path, copies: int, module: bytes) -> Path:
+    """An sdist of ``copies`` zips (``depsN.zip``), each holding ``helper.py``."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("helper.py", module)
+    nested = buffer.getvalue()
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in [("setup.py", _SETUP)] + [
+            (f"deps{i}.zip", nested) for i in range(copies)
+        ]:
+            info = tarfile.TarInfo(f"pkg-1.0/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_zips_inside_an_archive_share_what_the_archive_may_expand_to(tmp_path: Path) -> None:
+    # each zip had caps of its own: 100 copies of a 1.6 kB zip of a 1 MB module (under
+    # the ratio's floor) in a 1.7 kB sdist were 100 MB of source to scan and to hold
+    module = b"# padding\n" * 100_000
+    path = _nested_sdist(tmp_path / "pkg-1.0.tar.gz", 100, module)
+    report = scan_tree(path, mode=ScanMode.PACKAGE)
+    assert report.bytes_scanned <= (1 << 20) + len(_SETUP)
+    unopened = [f for f in report.findings if "the zips inside the archive expand" in f.message]
+    assert len(unopened) == 99
+    assert {(f.rule_id, f.severity) for f in unopened} == {("CPL-ARC-002", Severity.DANGER)}
+    assert "deps99.zip" in {f.file for f in unopened}
+    assert "ship its files unpacked" in unopened[0].message
+
+
+def test_near_miss_a_few_zips_inside_an_sdist_are_opened_and_read(tmp_path: Path) -> None:
+    path = _nested_sdist(tmp_path / "pkg-1.0.tar.gz", 3, _PAYLOAD)
+    report = scan_tree(path, mode=ScanMode.PACKAGE)
+    danger = {(f.rule_id, f.file) for f in report.findings if f.severity is Severity.DANGER}
+    assert danger == {("CPL-THR-015", f"deps{i}.zip/helper.py") for i in range(3)}
+    assert not any("the zips inside the archive expand" in f.message for f in report.findings)

@@ -217,7 +217,9 @@ def _scan_archive(
     (CPL-THR-019) that the unpacked tree flagged (attack8). The sources held are
     bounded by the archive's own limits (its total bytes, as a plugin's listing is).
     """
-    items: Iterable[ArchiveMember | ArchiveProblem] = _expanded(iter_archive(root))
+    items: Iterable[ArchiveMember | ArchiveProblem] = _expanded(
+        iter_archive(root), _link_budget(root)
+    )
     local: frozenset[str] = frozenset()
     scripts: frozenset[str] | None = None
     entries: frozenset[str] = frozenset()
@@ -264,15 +266,42 @@ def _scan_archive(
 
 
 def _expanded(
-    items: Iterable[ArchiveMember | ArchiveProblem],
+    items: Iterable[ArchiveMember | ArchiveProblem], budget: int
 ) -> Iterator[ArchiveMember | ArchiveProblem]:
     """``items``, each zip inside the archive followed by its own members
     (:func:`~caplet._scan._archive.iter_nested`: a zip on ``sys.path`` is imported
-    from, attack8)."""
+    from, attack8).
+
+    Each zip has caps of its own, so alone they multiplied the archive's: a 1.7 kB
+    sdist of 100 copies of one 1.6 kB zip of a 1 MB module (each under the floor below
+    which no ratio is checked) was 100 MB of source to scan and hold (scandos37). The
+    members of all of them share ``budget``, what the archive itself may expand to; a
+    zip past it is not opened, and the archive is a bomb (CPL-ARC-002): its own
+    expansion, not a trick inside one zip (those stay a nested archive's warning).
+    """
+    left = budget
     for item in items:
         yield item
-        if isinstance(item, ArchiveProblem) and item.data:
-            yield from iter_nested(item)
+        if not (isinstance(item, ArchiveProblem) and item.data):
+            continue
+        if left <= 0:
+            yield _unopened(item, budget)
+            continue
+        for member in iter_nested(item):
+            if isinstance(member, ArchiveMember):
+                left -= len(member.data)
+                if left < 0:
+                    yield _unopened(item, budget)
+                    break
+            yield member
+
+
+def _unopened(item: ArchiveProblem, budget: int) -> ArchiveProblem:
+    detail = (
+        f"the zips inside the archive expand past {budget} bytes (what the archive itself"
+        " may expand to); the rest of this one was not opened: ship its files unpacked"
+    )
+    return ArchiveProblem(item.relative, ArchiveProblemKind.TOTAL_TOO_LARGE, detail)
 
 
 #: Endings of formats that are not zips, or zips no importer reads (office documents): a
@@ -397,7 +426,8 @@ def _linked(
             detail = (
                 f"{left} link(s) to members of the archive would be read past"
                 f" {_link_budget(root)} bytes ({DEFAULT_LIMITS.max_ratio} times its"
-                f" {_packed_size(root)} bytes, or its total cap); not read"
+                f" {_packed_size(root)} bytes, or its total cap); not read: ship each file"
+                " itself, not links to one"
             )
             read.append(ArchiveProblem(link, ArchiveProblemKind.TOTAL_TOO_LARGE, detail))
             break
