@@ -104,8 +104,7 @@ class Write:
     folder: bool = False
 
 
-#: Pairs of a write and a run one file's write-then-run check may judge (each a few
-#: tens of microseconds; the benchmark's corpora need a small fraction of it).
+#: Write-run pairs one file may judge (tens of microseconds each; corpora need < 1,000).
 WRITE_RUN_PAIRS: Final = 100_000
 
 
@@ -149,17 +148,11 @@ class StageSinks(StartupSinks):
             )
 
     def _write_then_run(self) -> None:
-        """A file written by this file and then started by it.
-
-        Each run meets the writes that share a name with it, found through an index of
-        the writes' names, and the writes of a folder (judged by where the run's path is
-        joined); every run against every write took time in their product (scandos37:
-        4,000 downloads and runs of distinct paths in 400 kB, 18 s; 2 MiB, minutes).
-        The writes a run meets are taken in their order, as the loop over all took them.
-        Runs that each meet many writes (one path written and run a thousand times, a
-        thousand archives unpacked and as many programs started: 57 kB, 27 s) still pair
-        in a product: past :data:`WRITE_RUN_PAIRS` the file is too complex to check.
-        """
+        """A file written by this file and then started by it. Each run meets, in their
+        order, the writes sharing a name with it (an index) and the folder writes: every
+        run against every write was their product (scandos37: 4,000 distinct downloads
+        and runs, 400 kB, 18 s). Runs meeting many writes (one path written and run 1,000
+        times: 57 kB, 27 s) are bounded by :data:`WRITE_RUN_PAIRS` (too complex past it)."""
         if not (self._runs and self._writes):
             return
         written = [self._through_parameters(w.keys, w.node) for w in self._writes]
