@@ -53,6 +53,7 @@ from caplet._scan._plugin_archives import is_archive
 from caplet._scan._prose import prose_findings
 from caplet._scan._rules import FILE_NAME_RULES, FILE_SUFFIX_RULES, RuleFamily, RuleKind, rule
 from caplet._scan._shell_scripts import MAX_SCRIPT_BYTES, InstalledCommands, shell_script, started
+from caplet._scan._shipped_bytecode import ShippedBytecode
 from caplet._scan._verdict import file_finding, finish, unused_capabilities
 
 __all__ = [
@@ -251,6 +252,8 @@ class Collector:
         self._registries = SinkRegistries()
         #: data files whose code the package's code runs (blind19)
         self._data_code = DataCode()
+        #: .pyc files Python may import in place of their source (scandos37)
+        self._bytecode = ShippedBytecode()
 
     def file_problem(self, relative: str, rule_id: str, api: str) -> None:
         self.findings.extend(file_finding(relative, rule_id, api, self.mode))
@@ -258,6 +261,7 @@ class Collector:
     def note_name(self, relative: str) -> None:
         """Any file of the tree: what its name says about native code (and the name rules)."""
         self.findings.extend(file_name_findings(relative, self.mode))
+        self._bytecode.note(relative)
         name = relative.rsplit("/", 1)[-1]
         if name.endswith(_NATIVE_LIBRARIES):
             self._native_libraries.append(relative)
@@ -281,6 +285,9 @@ class Collector:
                 self.findings.extend(build_requirement_findings(relative, toml, self.mode))
         if relative.lower().endswith(PICKLE_SUFFIXES):
             self._pickled(relative, read_prefix(path))
+        if relative.endswith(".pyc"):
+            head = read_head(path)
+            self._bytecode.note(relative, head if isinstance(head, bytes) else None)
         shell = False
         if self.mode is ScanMode.PACKAGE and (script_name(relative) or relative.endswith(".sh")):
             head = read_head(path)
@@ -393,6 +400,7 @@ class Collector:
             )
         if not wanted(member.relative) and not (script and python_script(member.data[:64])):
             self.note_name(member.relative)
+            self._bytecode.note(member.relative, member.data[:16])
             if member.relative.lower().endswith(PICKLE_SUFFIXES):
                 self._pickled(member.relative, member.data[:MAX_PICKLE_BYTES])
             if self.mode is ScanMode.PACKAGE and (
@@ -477,6 +485,8 @@ class Collector:
         if self.mode is ScanMode.PACKAGE:
             self.findings.extend(self._commands.findings())
             self.findings.extend(self._data_code.findings(self._scan_data, _read_data))
+            for relative, why in self._bytecode.imported():
+                self.file_problem(relative, "CPL-THR-030", f"{relative} ({why})")
         self.findings.extend(self._registries.findings(self.mode))
         return ScanReport(
             root=root,

@@ -11,9 +11,17 @@ from typing import Final
 from caplet._scan._example_builders import ELF as _ELF
 from caplet._scan._example_builders import PACKAGE_MODE as _K
 from caplet._scan._example_builders import PLUGIN_MODE as _P
+from caplet._scan._example_builders import PYC as _PYC
 from caplet._scan._example_builders import code as _code
 from caplet._scan._example_builders import tree as _tree
+from caplet._scan._example_builders import zip as _zip
 from caplet._scan._example_model import RuleExample
+
+#: A package's __init__ importing its module, and that module's source (CPL-THR-030).
+_INIT: Final = ("helper/__init__.py", "from . import core\n")
+_CORE: Final = ("helper/core.py", "VERSION = 1\n")
+#: A .pyc header whose flags word says unchecked-hash (PEP 552).
+_UNCHECKED_PYC: Final = _PYC[:4] + b"\x01" + _PYC[5:]
 
 __all__ = ["THREAT_FLOW_EXAMPLES"]
 
@@ -499,6 +507,25 @@ THREAT_FLOW_EXAMPLES: Final[tuple[RuleExample, ...]] = (
                 eval(compile(store["init"], "<init>", "exec"))
             """
         ),
+    ),
+    RuleExample(
+        "CPL-THR-030",
+        _K,
+        bad="a wheel whose helper/core.pyc has no core.py beside it (helper/__init__ imports it)",
+        good="a wheel with a bytecode cache beside its source, checked by timestamp",
+        alias="a cache compiled unchecked-hash (PEP 552), which Python uses whatever core.py says",
+        files=_tree(("helper-1.0-py3-none-any.whl", _zip(_INIT, ("helper/core.pyc", _PYC)))),
+        good_files=_tree(
+            ("helper-1.0-py3-none-any.whl", _zip(_INIT, _CORE, ("helper/core.pyc", _PYC)))
+        ),
+        alias_files=_tree(
+            (
+                "helper-1.0-py3-none-any.whl",
+                _zip(_INIT, _CORE, ("helper/__pycache__/core.cpython-312.pyc", _UNCHECKED_PYC)),
+            )
+        ),
+        archive=True,
+        disk_only="archives are read from a file",
     ),
     RuleExample(
         "CPL-AUD-001",

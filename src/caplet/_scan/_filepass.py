@@ -212,6 +212,7 @@ def _scan_text(
     from caplet._scan._mend import mend
     from caplet._scan._opaque import opaque_module_uses
     from caplet._scan._shell_split import ShellTextError
+    from caplet._scan._sink_stages import StagePairsError
     from caplet._scan._syntax import TooComplex, survey
     from caplet._scan._visitor import RuleVisitor
 
@@ -307,14 +308,16 @@ def _scan_text(
             # The gate: a dangerous module handed on as a value hides what runs.
             flow = visitor.flow
             opaque_module_uses(scan, surveyed.nodes, flow.resolve, flow.name_value)
-    except (RecursionError, MemoryError, ShellTextError) as exc:
+    except (RecursionError, MemoryError, ShellTextError, StagePairsError) as exc:
         # Whatever a rule's recursion missed, the file is "too complex", never a
         # crash of the scan (or of an enable): the gate fails closed on it. A value
         # the evaluator would build past what can be allocated is the same (scanfuzz),
-        # and commands with more shell text than a file's budget to split (attack25).
+        # and commands with more shell text than a file's budget to split (attack25), or
+        # more writes and runs to pair than its budget (scandos37).
+        told = isinstance(exc, (ShellTextError, StagePairsError))
         scan.emit(
             "CPL-SCAN-002",
-            str(exc) if isinstance(exc, ShellTextError) else f"{type(exc).__name__} while checking",
+            str(exc) if told else f"{type(exc).__name__} while checking",
             1,
             None,
             escalation=_cannot_check(text, mode, runs_itself),

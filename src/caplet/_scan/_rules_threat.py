@@ -369,6 +369,19 @@ THREAT_RULES: Final[tuple[Rule, ...]] = (
         "selects and runs (blind32): no source scanner or reviewer reads a database",
     ),
     Rule(
+        "CPL-THR-030",
+        RuleFamily.NATIVE,
+        _D,
+        None,
+        None,
+        "{api}: compiled bytecode Python imports in place of any source",
+        "ship the module's .py source and remove the .pyc (pip compiles its own caches)",
+        kind=RuleKind.THREAT,
+        rationale="a sourceless .pyc, or a cache compiled unchecked-hash (PEP 552), runs "
+        "whatever the .py beside it says, and no scanner or reviewer reads bytecode "
+        "(scandos37)",
+    ),
+    Rule(
         "CPL-AUD-001",
         RuleFamily.AUDITOR,
         _W,

@@ -33,6 +33,7 @@ from caplet._capabilities._model import Capability
 from caplet._errors import ScanError
 from caplet._findings import Finding
 from caplet._scan._archive import (
+    DEFAULT_LIMITS,
     NESTED_LIMITS,
     ArchiveMember,
     ArchiveProblem,
@@ -216,7 +217,9 @@ def _scan_archive(
     (CPL-THR-019) that the unpacked tree flagged (attack8). The sources held are
     bounded by the archive's own limits (its total bytes, as a plugin's listing is).
     """
-    items: Iterable[ArchiveMember | ArchiveProblem] = _expanded(iter_archive(root))
+    items: Iterable[ArchiveMember | ArchiveProblem] = _expanded(
+        iter_archive(root), _link_budget(root)
+    )
     local: frozenset[str] = frozenset()
     scripts: frozenset[str] | None = None
     entries: frozenset[str] = frozenset()
@@ -247,7 +250,9 @@ def _scan_archive(
         if progress is not None:
             progress(done, max(total, done))
     for member in _linked(root, links):
-        if _held(member.relative):
+        if isinstance(member, ArchiveProblem):
+            collector.archive_problem(member, member.relative)
+        elif _held(member.relative):
             held.append(member)
         else:
             collector.add_member(member)
@@ -261,15 +266,42 @@ def _scan_archive(
 
 
 def _expanded(
-    items: Iterable[ArchiveMember | ArchiveProblem],
+    items: Iterable[ArchiveMember | ArchiveProblem], budget: int
 ) -> Iterator[ArchiveMember | ArchiveProblem]:
     """``items``, each zip inside the archive followed by its own members
     (:func:`~caplet._scan._archive.iter_nested`: a zip on ``sys.path`` is imported
-    from, attack8)."""
+    from, attack8).
+
+    Each zip has caps of its own, so alone they multiplied the archive's: a 1.7 kB
+    sdist of 100 copies of one 1.6 kB zip of a 1 MB module (each under the floor below
+    which no ratio is checked) was 100 MB of source to scan and hold (scandos37). The
+    members of all of them share ``budget``, what the archive itself may expand to; a
+    zip past it is not opened, and the archive is a bomb (CPL-ARC-002): its own
+    expansion, not a trick inside one zip (those stay a nested archive's warning).
+    """
+    left = budget
     for item in items:
         yield item
-        if isinstance(item, ArchiveProblem) and item.data:
-            yield from iter_nested(item)
+        if not (isinstance(item, ArchiveProblem) and item.data):
+            continue
+        if left <= 0:
+            yield _unopened(item, budget)
+            continue
+        for member in iter_nested(item):
+            if isinstance(member, ArchiveMember):
+                left -= len(member.data)
+                if left < 0:
+                    yield _unopened(item, budget)
+                    break
+            yield member
+
+
+def _unopened(item: ArchiveProblem, budget: int) -> ArchiveProblem:
+    detail = (
+        f"the zips inside the archive expand past {budget} bytes (what the archive itself"
+        " may expand to); the rest of this one was not opened: ship its files unpacked"
+    )
+    return ArchiveProblem(item.relative, ArchiveProblemKind.TOTAL_TOO_LARGE, detail)
 
 
 #: Endings of formats that are not zips, or zips no importer reads (office documents): a
@@ -350,12 +382,21 @@ def _nested_on_disk(collector: Collector, relative: str, path: str) -> None:
 _MAX_LINK_HOPS = 8
 
 
-def _linked(root: Path, items: Sequence[ArchiveMember | ArchiveProblem]) -> list[ArchiveMember]:
+def _linked(
+    root: Path, items: Sequence[ArchiveMember | ArchiveProblem]
+) -> list[ArchiveMember | ArchiveProblem]:
     """The links among ``items`` (an archive's problems) that are read as code, each
     as a member of its own name holding the bytes of the member it points to: pip
     extracts a link inside the tree, so a ``setup.py`` (or a module, a command) linked
     to ``README.txt`` runs README's bytes, which no rule read as Python (attack8).
-    The archive is read again only when there is such a link."""
+    The archive is read again only when there is such a link.
+
+    A link is a header of no data, so each one's bytes count against what the
+    archive may expand to (:func:`_link_budget`): 40 hard links to one 200 kB module
+    in a 23 kB sdist were 40 files of 200 kB to scan (35 s in plugin mode; 100,000
+    links, the member cap, hours), past every cap the decompressed bytes meet
+    (scandos37). The links past it are a bomb (CPL-ARC-002), not read.
+    """
     targets = {i.relative: i.target for i in items if isinstance(i, ArchiveProblem) and i.target}
     wanted_links = [r for r in targets if _held(r) or script_name(r)]
     if not wanted_links:
@@ -370,10 +411,45 @@ def _linked(root: Path, items: Sequence[ArchiveMember | ArchiveProblem]) -> list
         final[link] = target
     needed = set(final.values())
     data: dict[str, bytes] = {}
+    expanded = 0
     for item in iter_archive(root):
-        if isinstance(item, ArchiveMember) and item.relative in needed:
-            data[item.relative] = item.data  # the last copy, as for the member itself
-    return [ArchiveMember(link, data[t]) for link, t in final.items() if t in data]
+        if isinstance(item, ArchiveMember):
+            expanded += len(item.data)
+            if item.relative in needed:
+                data[item.relative] = item.data  # the last copy, as for the member itself
+    budget = _link_budget(root) - expanded
+    read: list[ArchiveMember | ArchiveProblem] = []
+    pending = [(link, data[t]) for link, t in final.items() if t in data]
+    for done, (link, held) in enumerate(pending):
+        if len(held) > budget:
+            left = len(pending) - done
+            detail = (
+                f"{left} link(s) to members of the archive would be read past"
+                f" {_link_budget(root)} bytes ({DEFAULT_LIMITS.max_ratio} times its"
+                f" {_packed_size(root)} bytes, or its total cap); not read: ship each file"
+                " itself, not links to one"
+            )
+            read.append(ArchiveProblem(link, ArchiveProblemKind.TOTAL_TOO_LARGE, detail))
+            break
+        budget -= len(held)
+        read.append(ArchiveMember(link, held))
+    return read
+
+
+def _packed_size(root: Path) -> int:
+    try:
+        return root.stat().st_size
+    except OSError:  # gone since it was read: no budget beyond the floor
+        return 0
+
+
+def _link_budget(root: Path) -> int:
+    """The bytes an archive's members and links together may come to: what its caps let
+    its decompressed bytes reach (the ratio to its size on disk, past the floor below
+    which the ratio is not checked, and the total cap)."""
+    limits = DEFAULT_LIMITS
+    by_ratio = max(limits.ratio_floor_bytes, limits.max_ratio * _packed_size(root))
+    return min(limits.max_total_bytes, by_ratio)
 
 
 def _in_nested(relative: str) -> bool:
