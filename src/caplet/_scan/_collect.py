@@ -255,6 +255,12 @@ class Collector:
         #: .pyc files Python may import in place of their source (scandos37)
         self._bytecode = ShippedBytecode()
 
+    def special_file(self, relative: str) -> None:
+        """A link or special file of a tree, not read (CPL-SCAN-005)."""
+        self.note_name(relative)
+        self._bytecode.not_a_file(relative)
+        self.file_problem(relative, "CPL-SCAN-005", relative)
+
     def file_problem(self, relative: str, rule_id: str, api: str) -> None:
         self.findings.extend(file_finding(relative, rule_id, api, self.mode))
 
@@ -335,6 +341,7 @@ class Collector:
         self.note_name(relative)
         if isinstance(data, OSError):
             if data.errno in {0, errno.ELOOP}:  # swapped for a link or FIFO since the walk
+                self._bytecode.not_a_file(relative)
                 self.file_problem(relative, "CPL-SCAN-005", relative)
             else:
                 self.file_problem(relative, "CPL-SCAN-004", data.strerror or type(data).__name__)

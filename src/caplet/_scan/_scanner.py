@@ -181,8 +181,7 @@ def scan_tree(
         if kind is EntryKind.UNREADABLE_DIR:
             collector.file_problem(entry.relative, "CPL-SCAN-004", f"directory: {entry.detail}")
         elif kind is EntryKind.OTHER:
-            collector.note_name(entry.relative)
-            collector.file_problem(entry.relative, "CPL-SCAN-005", entry.relative)
+            collector.special_file(entry.relative)
         elif kind is EntryKind.FILE:
             if wanted(entry.relative):
                 collector.add_path(entry.relative, entry.path)

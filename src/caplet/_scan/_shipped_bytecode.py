@@ -42,6 +42,15 @@ class ShippedBytecode:
     def __init__(self) -> None:
         self._names: set[str] = set()
         self._bytecode: dict[str, bool] = {}  # relative -> unchecked-hash by its header
+        self._special: set[str] = set()  # names that are no regular file (links, FIFOs)
+
+    def not_a_file(self, relative: str) -> None:
+        """``relative`` is a link or a special file in a tree: a ``.py`` of that name does
+        not shadow its ``.pyc``. The path finder loads a source only where
+        ``_path_isfile`` holds, and tries the next suffix otherwise, so a dangling link
+        (or a FIFO) ``pkg/evil.py`` beside ``pkg/evil.pyc`` imports the bytecode
+        (attack38)."""
+        self._special.add(relative)
 
     def note(self, relative: str, head: bytes | None = None) -> None:
         """A file of the tree; for a ``.pyc``, its first bytes when they were read."""
@@ -59,6 +68,26 @@ class ShippedBytecode:
                 if hashed:
                     found.append((relative, "a cache compiled unchecked-hash (PEP 552)"))
                 continue
-            if relative.removesuffix("c") not in self._names:  # pkg/evil.py
+            if not _importable(relative):
+                continue
+            source = relative.removesuffix("c")  # pkg/evil.py
+            if source not in self._names or source in self._special:
                 found.append((relative, "sourceless: no .py of its name beside it"))
         return found
+
+
+def _importable(relative: str) -> bool:
+    """Whether a sourceless ``.pyc`` can be imported by a module name from the tree's top.
+
+    A module name's parts are split at dots, so no name reaches a file under a folder
+    whose name holds one (``test/bytecode_3.8/``: xdis's sdist ships 900 such test
+    fixtures, each danger in scandos37's rule) or a file whose stem holds one. A wheel's
+    ``NAME.data/purelib`` and ``platlib`` are installed as the top of site-packages, and
+    its other ``.data`` folders anywhere under the prefix, so a ``.pyc`` under a ``.data``
+    folder is judged as importable (attack38). Code that puts such a folder itself on
+    ``sys.path`` is what the rules of that call read.
+    """
+    parts = relative.split("/")
+    if parts[0].endswith(".data"):
+        return True
+    return not any("." in part for part in parts[:-1]) and "." not in parts[-1][: -len(_BYTECODE)]
