@@ -79,6 +79,8 @@ class Reply:
     echo: bool = True
     #: The prompt tokens the server says it read (``usage``); None reports no usage.
     prompt_tokens: int | None = None
+    #: The model the answer says answered (its ``model`` field); None sends none.
+    model: str | None = None
 
 
 Script = Callable[[Exchange], Reply]
@@ -356,6 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
                         }
                     ],
                     **({"usage": usage} if usage else {}),
+                    **({"model": reply.model} if reply.model is not None else {}),
                 }
             ).encode()
         elif exchange.path == "/v1/messages":
@@ -369,6 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "content": [{"type": "text", "text": text}],
                     "stop_reason": "max_tokens" if reply.cut else "end_turn",
                     **({"usage": usage} if usage else {}),
+                    **({"model": reply.model} if reply.model is not None else {}),
                 }
             ).encode()
         else:

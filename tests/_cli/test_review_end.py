@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from caplet._cli._safe import ENTRY_MARGIN
+
 CAPABILITY = "env.read:AWS_SECRET_ACCESS_KEY"
 RULE = (
     "Prefer short notes; keep each note under one screen, with a title line, the date and "
@@ -185,17 +187,19 @@ def test_what_each_capability_reaches_never_pushes_the_count_off_the_screen(
     shown = result.stdout if command[0] == "approve" else result.stderr
     lines = shown.splitlines()
     last = max(i for i, line in enumerate(lines) if "in all: 62 capabilities" in line)
-    summary = " ".join(line.strip() for line in lines[last : last + 3])
-    assert f"in all: 62 capabilities: {CAPABILITY}; net.http:https://api.example.com;" in summary
     outcome = next(
         i
         for i, line in enumerate(lines)
         if line.startswith(("approved notes", "consent for notes given by --yes"))
     )
-    # Nothing but the count's own wrapped lines between it and the outcome.
-    assert outcome - last <= 3, lines[last:outcome]
+    summary = " ".join(line.strip() for line in lines[last:outcome])
+    assert f"in all: 62 capabilities: {CAPABILITY}; net.http:https://api.example.com;" in summary
+    # Nothing but the count's own wrapped lines between it and the outcome (each indented
+    # under it since steer37).
+    assert outcome - last <= 4, lines[last:outcome]
+    assert all(line.startswith(" " * ENTRY_MARGIN) for line in lines[last + 1 : outcome])
     # Near miss inside: every folder is still said, and the lint still shown, above it.
-    above = "\n".join(lines[:last])
+    above = " ".join(" ".join(lines[:last]).split())
     assert above.count("-> only the files of") == 60
     if command[0] == "call":
         assert "Capability composition" in above
@@ -208,7 +212,7 @@ def test_a_few_globs_are_shown_as_before(tmp_path: Path) -> None:
     result = _caplet(tmp_path, "approve", "notes", "--yes")
     assert result.returncode == 0, result.stderr
     assert "in all:" not in result.stdout
-    assert result.stdout.count("-> only the files of") == 2
+    assert " ".join(result.stdout.split()).count("-> only the files of") == 2
 
 
 def _write_one_wide(plugins_dir: Path) -> None:

@@ -572,15 +572,16 @@ def test_approve_shows_what_a_program_brings_before_it_asks(
         extra=f'capabilities = ["proc.exec:{tool}"]\n',
     )
     ran = run(host, "/plugin approve runner", "y")
-    shown = f"  runs: proc.exec:{tool}: {tool}, a script for /bin/sh"
-    assert shown in ran.out
-    assert ran.out.index(shown) < ran.out.index("approved: plugin 'runner' approved")
+    shown = f"runs: proc.exec:{tool}: {tool}, a script for /bin/sh"
+    # A line wider than the screen wraps inside it (steer37): read with its blanks joined.
+    flat = " ".join(ran.out.split())
+    assert shown in flat
+    assert flat.index(shown) < flat.index("approved: plugin 'runner' approved")
     record = host.get_approval_record("runner")
     assert record is not None
     assert record.programs is not None
-    assert [f"  runs: {line}" for line in record.programs] == [
-        line for line in ran.out.splitlines() if line.startswith("  runs: ")
-    ]
+    assert all(f"runs: {line}" in flat for line in record.programs)
+    assert flat.count("runs: ") == len(record.programs)
 
 
 def test_approve_shows_the_agent_text_and_then_the_grant_before_it_asks(

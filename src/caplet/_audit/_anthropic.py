@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from caplet._audit._http import HttpProvider, cut_off, post_json
 from caplet._audit._prompt_read import check_prompt_read
+from caplet._audit._provider import Answer
 from caplet._errors import ProviderError
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
@@ -33,8 +34,9 @@ class AnthropicProvider(HttpProvider):
     ``sleep`` waits between retries (tests pass a recorder so they never wait).
     """
 
-    def complete(self, system: str, user: str) -> str:
-        """Send one message; return the text of the answer."""
+    def answer(self, system: str, user: str) -> Answer:
+        """Send one message; return the text of the answer and its ``model`` (which model
+        answered)."""
         headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if self.settings.api_key is not None:
             headers["x-api-key"] = self.settings.api_key.get_secret_value()
@@ -70,7 +72,7 @@ class AnthropicProvider(HttpProvider):
                 and isinstance(block.get("text"), str)
             ]
             if texts:
-                return "".join(texts)
+                return Answer("".join(texts), data.get("model"))
         raise ProviderError(
             f"LLM provider {self.settings.label} answered without a text content block; "
             "is this Anthropic's messages API?",

@@ -80,6 +80,7 @@ from caplet._audit._model import (
     AuditResult,
     CanaryStatus,
     Verdict,
+    answered_name,
     stricter_verdict,
 )
 from caplet._audit._prompt import (
@@ -92,7 +93,7 @@ from caplet._audit._prompt import (
 from caplet._audit._prompt import (
     manifest_text as shown,
 )
-from caplet._audit._provider import AuditorProvider, provider_endpoint
+from caplet._audit._provider import AuditorProvider, NamesWhoAnswered, provider_endpoint
 from caplet._audit._response import ModelReport, parse_audit_response
 from caplet._audit._rules_digest import rules_digest
 from caplet._audit._static import risk_for, static_audit, verdict_for
@@ -566,7 +567,13 @@ def deep_audit(
     )
     label = f"{provider.name}:{provider.model}"
     try:
-        answer = provider.complete(prompt.system, prompt.user)
+        if isinstance(provider, NamesWhoAnswered):
+            # Which model answered, as the server says: a gateway routes one name to
+            # several models (by API key, by load), and a review is that model's (steer37).
+            got = provider.answer(prompt.system, prompt.user)
+            answer, answered_as = got.text, answered_name(got.model)
+        else:
+            answer, answered_as = provider.complete(prompt.system, prompt.user), ""
     except ProviderError as exc:
         return fallback_audit(static, f"{label}: {exc}", now=now)
     report = parse_audit_response(answer)
@@ -583,4 +590,6 @@ def deep_audit(
         now=now,
     )
     # Which server answered is part of what reviewed the content (steer35).
-    return dataclasses.replace(judged, endpoint=provider_endpoint(provider))
+    return dataclasses.replace(
+        judged, endpoint=provider_endpoint(provider), answered_as=answered_as
+    )

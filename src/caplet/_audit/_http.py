@@ -40,7 +40,13 @@ from datetime import UTC, datetime
 
 import httpx
 
-from caplet._audit._provider import ENV_API_KEY, ENV_BASE_URL, ProviderSettings, Sleep
+from caplet._audit._provider import (
+    ENV_API_KEY,
+    ENV_BASE_URL,
+    Answer,
+    ProviderSettings,
+    Sleep,
+)
 from caplet._errors import ProviderAuthError, ProviderError
 from caplet._watchdog import SocketWatchdog
 
@@ -360,6 +366,15 @@ class HttpProvider:
     def endpoint(self) -> str:
         """The API root this provider posts to: part of its reviews' identity (steer35)."""
         return self.settings.endpoint
+
+    def answer(self, system: str, user: str) -> Answer:
+        """The model's answer to one prompt, with the model the server said answered;
+        each wire API's module implements it."""
+        raise NotImplementedError
+
+    def complete(self, system: str, user: str) -> str:
+        """The model's text for one prompt (:class:`AuditorProvider`)."""
+        return self.answer(system, user).text
 
     def __repr__(self) -> str:
         # the label never contains the API key (ProviderSettings masks it)

@@ -9,6 +9,8 @@ every audit cached before they existed, reads the same as before.
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 from dataclasses import dataclass
 
 from caplet._findings import Finding, RiskLevel
@@ -19,6 +21,7 @@ __all__ = [
     "CanaryStatus",
     "InjectionAttempt",
     "Verdict",
+    "answered_name",
     "reviewer",
     "stricter_verdict",
 ]
@@ -27,15 +30,39 @@ __all__ = [
 STATIC_ONLY = "static-only"
 
 
-def reviewer(provider: str, model: str, endpoint: str) -> str:
+def reviewer(provider: str, model: str, endpoint: str, answered_as: str = "") -> str:
     """A review as an approval or a lock entry records it (steer33, steer35):
     ``static-only``; ``provider:model at <api root>`` (the server the model answered from,
     :func:`caplet._audit._provider.api_root`); ``provider:model`` when the server is not
-    known, which vouches for nothing (:mod:`caplet._host._review_pins`)."""
+    known, which vouches for nothing (:mod:`caplet._host._review_pins`).
+
+    ``answered_as`` is the model the server's answer said answered (its ``model`` field),
+    when it is another than the one asked for: ``provider:model (answered as X) at
+    <api root>`` (steer37). A gateway that routes by API key (a virtual key, another
+    machine's key) answers one name with different models, and its answer says which."""
     if provider == STATIC_ONLY:
         return STATIC_ONLY
     named = f"{provider}:{model}"
+    if answered_as and answered_as != model:
+        named = f"{named} (answered as {answered_as})"
     return f"{named} at {endpoint}" if endpoint else named
+
+
+#: A model's name as a server writes it: printable ASCII without blanks, bounded.
+_MODEL_NAME = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+def answered_name(value: object) -> str:
+    """The model a server's answer says answered (its ``model`` field), as a review
+    records it: ``""`` when the answer names none; a name that is not printable ASCII
+    without blanks, or is longer than 200 characters, by a digest of it (``sha256:`` and
+    16 hex digits), so a review stays one line and its server is still parsed from the
+    last " at " (:func:`caplet._host._review_pins.server_of`)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    if _MODEL_NAME.fullmatch(value):
+        return value
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class Verdict(enum.Enum):
@@ -107,6 +134,9 @@ class AuditResult:
     of the review an approval records (steer35). ``rules`` names the code that judged it
     (:func:`caplet._audit._rules_digest.rules_digest`; ``""``: not recorded, an
     audit of an earlier caplet): a cached audit of other rules is made again.
+    ``answered_as`` is the model the server's answer named (:func:`answered_name`; ``""``:
+    the answer named none, or an audit of an earlier caplet): part of the review when it
+    is another than ``model`` (steer37).
     """
 
     plugin: str
@@ -127,6 +157,7 @@ class AuditResult:
     fallback_reason: str = ""
     rules: str = ""
     endpoint: str = ""
+    answered_as: str = ""
 
     @property
     def static_only(self) -> bool:

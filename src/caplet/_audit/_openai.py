@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from caplet._audit._http import HttpProvider, cut_off, post_json
 from caplet._audit._prompt_read import check_prompt_read
+from caplet._audit._provider import Answer
 from caplet._errors import ProviderError
 
 __all__ = ["OpenAIProvider"]
@@ -28,8 +29,9 @@ class OpenAIProvider(HttpProvider):
     ``sleep`` waits between retries (tests pass a recorder so they never wait).
     """
 
-    def complete(self, system: str, user: str) -> str:
-        """Send one chat completion; return the assistant's text."""
+    def answer(self, system: str, user: str) -> Answer:
+        """Send one chat completion; return the assistant's text and the answer's
+        ``model`` (which model answered: a gateway may route one name to several)."""
         headers = {"Content-Type": "application/json"}
         if self.settings.api_key is not None:
             headers["Authorization"] = f"Bearer {self.settings.api_key.get_secret_value()}"
@@ -60,7 +62,7 @@ class OpenAIProvider(HttpProvider):
             message = choices[0].get("message")
             if isinstance(message, dict) and isinstance(message.get("content"), str):
                 content: str = message["content"]
-                return content
+                return Answer(content, data.get("model"))
         raise ProviderError(
             f"LLM provider {self.settings.label} answered without choices[0].message.content "
             "text; is this an OpenAI-compatible chat-completions endpoint?",

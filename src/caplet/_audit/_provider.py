@@ -20,7 +20,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -36,7 +36,9 @@ __all__ = [
     "ENV_MODEL",
     "ENV_PROVIDER",
     "ENV_TIMEOUT_S",
+    "Answer",
     "AuditorProvider",
+    "NamesWhoAnswered",
     "ProviderKind",
     "ProviderSettings",
     "Sleep",
@@ -211,6 +213,25 @@ class AuditorProvider(Protocol):
     def complete(self, system: str, user: str) -> str: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A model's answer: its text, and the model the server said answered (``model``:
+    the answer's own ``model`` field as it came, ``None`` when it had none)."""
+
+    text: str
+    model: object = None
+
+
+@runtime_checkable
+class NamesWhoAnswered(Protocol):
+    """A provider whose answers say which model answered (caplet's own, steer37).
+
+    Not part of :class:`AuditorProvider`: an application's provider keeps working with
+    ``complete`` alone, and its reviews then name the model it was asked for."""
+
+    def answer(self, system: str, user: str) -> Answer: ...
 
 
 def api_root(url: str) -> str:

@@ -164,8 +164,14 @@ def _canary_lines(result: AuditResult) -> list[ReportLine]:
 
 def _auditor_line(result: AuditResult) -> ReportLine:
     if not result.static_only:
+        answered = (
+            f" (the server answered as {safe_line(result.answered_as)})"
+            if result.answered_as and result.answered_as != result.model
+            else ""
+        )
         return ReportLine(
             f"  auditor:         {safe_line(result.provider)} model {safe_line(result.model)}"
+            f"{answered}"
         )
     if result.fallback_reason:
         # The reason may quote the provider's error body: someone else's text.

@@ -10,11 +10,13 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from caplet._audit._model import STATIC_ONLY
 from caplet._capabilities._lint import lint_composition
 from caplet._cli._arguments import usable_text
 from caplet._cli._command import EXIT_REFUSED, Out, Run, command
 from caplet._cli._documents import (
     JSONValue,
+    approved_review,
     audit_json,
     broken_json,
     globs_json,
@@ -35,14 +37,14 @@ from caplet._cli._render import (
     risk_text,
     trust_text,
 )
-from caplet._cli._safe import plain, print_entries
+from caplet._cli._safe import plain, print_entries, print_wrapped
 from caplet._display import listed, safe_line
 from caplet._errors import ManifestError
 from caplet._host._agent_text import shown_agent_text
 from caplet._host._consent import changed_while_shown
 from caplet._host._defaults import default_reach
 from caplet._host._program_reach import default_program_reach
-from caplet._host._records import Outcome
+from caplet._host._records import Outcome, PluginInfo
 from caplet._manifest._model import Manifest
 
 __all__: list[str] = []
@@ -107,7 +109,7 @@ def info_command(run: Run, *, name: Name) -> None:
     out.say(plain(f"  source:    {info.source}"))
     out.say("  trust:     ", trust_text(info))
     out.say(plain(f"  signature: {info.signature.detail}"))
-    out.say(f"  approved:  {'yes' if info.approved else 'no'}")
+    out.say(plain(f"  approved:  {_approved_words(info)}"))
     if info.inert_reason:
         out.say(plain(f"  inert:     {info.inert_reason}", "red", multiline=True))
     if info.audit:
@@ -171,10 +173,10 @@ def approve_command(
         # a hundred lines and more on a terminal, and it pushed the capabilities (in the
         # audit report) off the screen the question was asked on (steer22).
         granted = listed(c.declared for c in manifest.capabilities)
-        out.say(plain(f"  it will be granted:    {granted or 'none'}", "bold"))
+        print_wrapped(out.console, f"  it will be granted:    {granted or 'none'}", "bold")
         # What a glob is granted as: said with the grant (steer31, glob32).
         for line in glob_lines(manifest.capabilities):
-            out.say(plain(f"  which reaches:         {line}", "bold"))
+            print_wrapped(out.console, f"  which reaches:         {line}", "bold")
         # What the approval records for a templated capability (red-team finding 8).
         for declared, reach in default_reach(manifest):
             # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
@@ -183,12 +185,12 @@ def approve_command(
                 if reach is None
                 else listed([reach]) + default_glob(reach, declared)
             )
-            out.say(plain(f"  by default:            {declared} -> {shown}"))
+            print_wrapped(out.console, f"  by default:            {declared} -> {shown}")
         _say_programs(out, programs)
         if summary := grant_summary(manifest.capabilities):
             # Last: a line per glob, template and program above pushed the count that
             # names the rare capability off the screen (steer32).
-            out.say(plain(f"  {summary}", "bold"))
+            print_wrapped(out.console, f"  {summary}", "bold")
     if not yes:
         if run.as_json or not sys.stdin.isatty():
             run.usage(
@@ -215,11 +217,26 @@ def approve_command(
     out.say(Text("approved ", style="green") + plain(f"{name}: {outcome.reason}", multiline=True))
 
 
+def _approved_words(info: PluginInfo) -> str:
+    """Whether the content is approved and, if so, what reviewed it: a later version
+    carries the approval over only on that review (steer33, steer35), so the operator
+    is told which it is (steer37)."""
+    if not info.approved:
+        return "no"
+    review = approved_review(info)
+    if review is None:
+        return "yes (what reviewed it was not recorded: caplet asks again for its next version)"
+    if review == STATIC_ONLY:
+        return "yes, on a static-only audit (no model read it)"
+    return f"yes, on {review}'s audit"
+
+
 def _say_programs(out: Out, programs: Sequence[str]) -> None:
     """The files each proc.exec program brings on this host, which the approval pins: a
     script's #! interpreter runs with it, and the plugin may run it too (round 19)."""
     for line in programs:
-        out.say(plain(f"  runs:                  {line}"))
+        if not out.as_json:
+            print_wrapped(out.console, f"  runs:                  {line}")
 
 
 def _say_agent_text(out: Out, manifest: Manifest, *, whole: bool = False) -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSONValue",
+    "approved_review",
     "audit_json",
     "broken_json",
     "finding_json",
@@ -94,6 +95,9 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
         "path": str(info.path),
         "state": info.state.value,
         "approved": info.approved,
+        # What reviewed the approved content (steer37): the approval carries over to a
+        # new version only on that review, and no document said which it was.
+        "review": approved_review(info),
         "content_hash": info.content_hash,
         "risk_level": info.audit.risk_level.value if info.audit else None,
         "audit_provider": info.audit.provider if info.audit else None,
@@ -122,6 +126,15 @@ def plugin_json(info: PluginInfo, *, detail: bool = False) -> dict[str, JSONValu
             }
         )
     return document
+
+
+def approved_review(info: PluginInfo) -> str | None:
+    """What reviewed the approval of ``info``'s content: ``"<provider>:<model> at <api
+    root>"`` or ``"static-only"``; None when it is not approved, or approved before caplet
+    recorded the review (``approved`` tells the two apart)."""
+    if not info.approved or info.approval is None:
+        return None
+    return info.approval.review
 
 
 def globs_json(capabilities: Sequence[Capability]) -> JSONValue:

@@ -26,7 +26,7 @@ from caplet._capabilities._model import (
     glob_words,
 )
 from caplet._cli._documents import jsonable
-from caplet._cli._safe import ENTRY_MARGIN, plain, print_block, print_entries
+from caplet._cli._safe import ENTRY_MARGIN, plain, print_block, print_entries, print_wrapped
 from caplet._cli._table import Cell, print_line, print_table
 from caplet._display import listed, safe_line
 from caplet._findings import Finding, Severity
@@ -94,9 +94,14 @@ def print_audit(console: Console, audit: AuditResult, *, verbose: bool = False) 
     from caplet._audit._report import audit_report
 
     for line in audit_report(audit, verbose=verbose):
-        # the report indents its own continuation lines under their values
-        console.print(
-            plain(line.text, _tone_style(line.tone), multiline=True, margin=0), soft_wrap=True
+        # The report indents its own continuation lines under their values, and a line
+        # wider than the console (a capability, a summary, a file name: the plugin's and
+        # its model's) is wrapped here, each wrapped line ENTRY_MARGIN in: written whole,
+        # the terminal wrapped it at column 0, where the report's labels start (steer37).
+        print_block(
+            console,
+            plain(line.text, _tone_style(line.tone), multiline=True, margin=0),
+            margin=ENTRY_MARGIN,
         )
 
 
@@ -210,15 +215,15 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
     # pair, as many as the plugin declares) come before the grant, never between it and
     # the question (steer32).
     if request.requires:
-        console.print(plain(f"  it requires: {', '.join(request.requires)}"))
+        print_wrapped(console, f"  it requires: {', '.join(request.requires)}")
     if request.composition:
         print_findings(console, request.composition, title="Capability composition")
     granted = request.granted if request.granted is not None else request.declared
     shown = listed(c.declared for c in granted) or "none"
-    console.print(plain(f"  it will be granted: {shown}", "bold"))
+    print_wrapped(console, f"  it will be granted: {shown}", "bold")
     summary = grant_summary(granted)
     for line in glob_lines(granted):
-        console.print(plain(f"  which reaches:      {line}", "bold"))
+        print_wrapped(console, f"  which reaches:      {line}", "bold")
     for one in reach:
         # A template alone says nothing of what it grants (red-team round 4): the
         # author's default is shown, as `caplet approve` shows it.
@@ -230,15 +235,15 @@ def show_consent(console: Console, request: ConsentRequest, reach: Sequence[Reac
             origin = "the plugin's default" if one.by_default else "as configured"
             # Quoted when it holds a blank: "/tmp/x (read-only)" is one folder's name.
             what = f"{listed([one.value])} ({origin}){default_glob(one.value, one.declared)}"
-        console.print(plain(f"  which reaches:      {one.declared} -> {what}", "bold"))
+        print_wrapped(console, f"  which reaches:      {one.declared} -> {what}", "bold")
     for line in request.programs:
         # A program's #! interpreter and loader are granted with it (red team round 19).
-        console.print(plain(f"  which runs:         {line}", "bold"))
+        print_wrapped(console, f"  which runs:         {line}", "bold")
     if summary:
         # Last, right above the question: what reaches and runs is a line per glob,
         # template and program, and sixty of them pushed the count that names the rare
         # capability off the screen (steer32).
-        console.print(plain(f"  {summary}", "bold"))
+        print_wrapped(console, f"  {summary}", "bold")
 
 
 def _hook_state_style(state: HookState) -> str:

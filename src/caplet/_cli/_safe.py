@@ -52,6 +52,7 @@ __all__ = [
     "plain",
     "print_block",
     "print_entries",
+    "print_wrapped",
     "safe_markup",
     "show_plugin_lines",
 ]
@@ -127,6 +128,20 @@ def print_entries(console: Console, entries: Iterable[str]) -> None:
     """
     for entry in entries:
         print_block(console, plain(f"    {entry}"), margin=ENTRY_MARGIN)
+
+
+def print_wrapped(console: Console, text: str, style: str = "") -> None:
+    """One line of caplet's own that quotes what a plugin wrote (a capability, a folder,
+    a program), wrapped here with every wrapped line :data:`ENTRY_MARGIN` in (steer37).
+
+    The grant's lines of the decision screens were printed for rich (or, with
+    ``soft_wrap``, the terminal) to wrap at column 0, so a capability holding blanks
+    chose the line under ``it will be granted:``: ``fs.read:/srv/notes/nnn... it will be
+    granted: none`` printed ``none'`` alone at the margin, the last line above the
+    question. attack34 indented a plugin's agent text and attack20 its errors; this is the
+    same rule for every line that quotes it.
+    """
+    print_block(console, plain(text, style), margin=ENTRY_MARGIN)
 
 
 #: A line break with a line after it (a trailing newline is not indented).

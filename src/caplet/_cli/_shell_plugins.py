@@ -25,7 +25,7 @@ from caplet._cli._render import (
     show_consent,
     trust_text,
 )
-from caplet._cli._safe import plain, print_entries
+from caplet._cli._safe import plain, print_entries, print_wrapped
 from caplet._config._coerce import parse_inline
 from caplet._config._prompt import Prompter
 from caplet._display import listed, safe_line
@@ -232,23 +232,23 @@ class PluginFlows:
         self._say("  the agent reads (an approval pins it; a change needs consent):")
         print_entries(self.console, shown_agent_text(manifest, whole=True))
         declared = listed(c.declared for c in manifest.capabilities)
-        self._say(f"  capabilities: {declared or 'none'}")
+        self._grant(f"  capabilities: {declared or 'none'}")
         for line in glob_lines(manifest.capabilities):
-            self._say(f"  which reaches: {line}")  # what a glob grants (glob32)
+            self._grant(f"  which reaches: {line}")  # what a glob grants (glob32)
         for template, reach in default_reach(manifest):
             shown = (
                 "nothing until the operator sets a value"
                 if reach is None
                 else listed([reach]) + default_glob(reach, template)
             )
-            self._say(f"  by default: {safe_line(template)} -> {shown}")
+            self._grant(f"  by default: {safe_line(template)} -> {shown}")
         # What each proc.exec program brings (its #! interpreter, its loader), which the
         # approval pins: shown, and approved only while it is still that (attack21).
         programs = default_program_reach(manifest)
         for line in programs:
-            self._say(f"  runs: {line}")
+            self._grant(f"  runs: {line}")
         if summary := grant_summary(manifest.capabilities):
-            self._say(f"  {summary}")  # last, above the question (steer32)
+            self._grant(f"  {summary}")  # last, above the question (steer32)
         question = f"Approve {name} {manifest.version} with these capabilities?"
         if not self._confirm(question, yes=yes):
             self._say(f"{name} was not approved")
@@ -320,6 +320,11 @@ class PluginFlows:
 
     def _say(self, message: str, style: str = "") -> None:
         self.console.print(plain(message, style, multiline=True), soft_wrap=True)
+
+    def _grant(self, line: str) -> None:
+        """A line of the grant, which quotes the plugin's capabilities: wrapped with every
+        wrapped line indented, never at the margin where caplet's lines start (steer37)."""
+        print_wrapped(self.console, line)
 
     def _refused(self, reason: str) -> bool:
         self.err.print(plain(f"refused: {reason}", "bold red", multiline=True), soft_wrap=True)

@@ -51,7 +51,7 @@ AT = " at "
 def review_of(audit: AuditResult) -> str:
     """What reviewed *audit*'s content, as an approval records it: the model and the
     server its answer came from when a model's answer went into it, else ``static-only``."""
-    return reviewer(audit.provider, audit.model, audit.endpoint)
+    return reviewer(audit.provider, audit.model, audit.endpoint, audit.answered_as)
 
 
 def server_of(review: str) -> str:
