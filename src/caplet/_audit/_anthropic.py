@@ -34,7 +34,7 @@ class AnthropicProvider(HttpProvider):
     ``sleep`` waits between retries (tests pass a recorder so they never wait).
     """
 
-    def answer(self, system: str, user: str) -> Answer:
+    def answer_naming_model(self, system: str, user: str) -> Answer:
         """Send one message; return the text of the answer and its ``model`` (which model
         answered)."""
         headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}

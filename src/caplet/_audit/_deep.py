@@ -570,7 +570,7 @@ def deep_audit(
         if isinstance(provider, NamesWhoAnswered):
             # Which model answered, as the server says: a gateway routes one name to
             # several models (by API key, by load), and a review is that model's (steer37).
-            got = provider.answer(prompt.system, prompt.user)
+            got = provider.answer_naming_model(prompt.system, prompt.user)
             answer, answered_as = got.text, answered_name(got.model)
         else:
             answer, answered_as = provider.complete(prompt.system, prompt.user), ""

@@ -367,14 +367,14 @@ class HttpProvider:
         """The API root this provider posts to: part of its reviews' identity (steer35)."""
         return self.settings.endpoint
 
-    def answer(self, system: str, user: str) -> Answer:
+    def answer_naming_model(self, system: str, user: str) -> Answer:
         """The model's answer to one prompt, with the model the server said answered;
         each wire API's module implements it."""
         raise NotImplementedError
 
     def complete(self, system: str, user: str) -> str:
         """The model's text for one prompt (:class:`AuditorProvider`)."""
-        return self.answer(system, user).text
+        return self.answer_naming_model(system, user).text
 
     def __repr__(self) -> str:
         # the label never contains the API key (ProviderSettings masks it)

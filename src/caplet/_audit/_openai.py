@@ -29,7 +29,7 @@ class OpenAIProvider(HttpProvider):
     ``sleep`` waits between retries (tests pass a recorder so they never wait).
     """
 
-    def answer(self, system: str, user: str) -> Answer:
+    def answer_naming_model(self, system: str, user: str) -> Answer:
         """Send one chat completion; return the assistant's text and the answer's
         ``model`` (which model answered: a gateway may route one name to several)."""
         headers = {"Content-Type": "application/json"}

@@ -229,9 +229,13 @@ class NamesWhoAnswered(Protocol):
     """A provider whose answers say which model answered (caplet's own, steer37).
 
     Not part of :class:`AuditorProvider`: an application's provider keeps working with
-    ``complete`` alone, and its reviews then name the model it was asked for."""
+    ``complete`` alone, and its reviews then name the model it was asked for. The method's
+    name is caplet's own: a runtime protocol matches by name alone, and an application's
+    provider with an ``answer`` method of its own (a chat helper's ``answer(question,
+    context) -> str``) had caplet's prompt sent to it and the audit fail with an
+    AttributeError (attack38)."""
 
-    def answer(self, system: str, user: str) -> Answer: ...
+    def answer_naming_model(self, system: str, user: str) -> Answer: ...
 
 
 def api_root(url: str) -> str:
