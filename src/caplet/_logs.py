@@ -68,7 +68,7 @@ def _text_of(value: object, how: Callable[[object], object]) -> str:
     try:
         text = how(value)
     except Exception:  # an object's own __str__ may raise anything
-        return f"<{type(value).__name__} object that cannot be shown>"
+        text = None
     if not isinstance(text, str):
         return f"<{type(value).__name__} object that cannot be shown>"
     return safe_line(text)

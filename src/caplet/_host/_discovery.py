@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from caplet._display import DISTINCT_RECORD, one_line, safe_line
+from caplet._display import DISTINCT_RECORD, one_line
 from caplet._errors import CapletError, HostError
 from caplet._host._installed import InstalledPlugin, find_installed
 from caplet._host._loading import LoadingRules
@@ -205,14 +205,15 @@ class _Finder:
             )
 
     def skip(self, directory: Path, error: str) -> None:
-        # The folder's name is not caplet's (an archive's author may pick it): escaped,
-        # a newline in it cannot start a line of its own in the application's log (CWE-117).
+        # The folder's name is not caplet's (an archive's author may pick it): the logger
+        # escapes it (caplet._logs), so a newline in it cannot start a line of its own in
+        # the application's log (CWE-117).
         # Each skip is its own fact (DISTINCT_RECORD): a terminal shows every one, not
         # five and a count, or an operator is not told why the other folders are missing.
         logger.warning(
             "skipping plugin %s: %s",
-            safe_line(directory.name),
-            safe_line(one_line(error)),
+            directory.name,
+            one_line(error),
             extra={DISTINCT_RECORD: True},
         )
         self.broken.append(BrokenPlugin(directory=directory, error=error))

@@ -36,7 +36,6 @@ import time
 from collections.abc import Mapping
 
 from caplet._capabilities._model import Capability, CapabilityKind
-from caplet._display import safe_line
 from caplet._host._grant_check import GrantPlan
 from caplet._host._locked import (
     withheld_message,
@@ -166,10 +165,10 @@ class PluginManager(ManagerEnable):
         if quarantine is None or record.state is not PluginState.ENABLED:
             return Outcome(False, f"plugin {name!r} has no quarantine to follow here")
         outcome = self.disable(name)
-        logger.warning(  # the reason may be another host's or an older caplet's, unescaped
-            "plugin %s was quarantined elsewhere (%s); disabled here",
-            name,
-            safe_line(quarantine.reason),
+        # The reason may be another host's or an older caplet's: the logger escapes it
+        # (caplet._logs), as every argument of its records.
+        logger.warning(
+            "plugin %s was quarantined elsewhere (%s); disabled here", name, quarantine.reason
         )
         return Outcome(True, f"plugin {name!r} quarantined elsewhere", affected=outcome.affected)
 
